@@ -1,0 +1,100 @@
+#include "common/optimizer.h"
+
+#include <cassert>
+#include <cmath>
+
+namespace psrun {
+
+Result<OptimizerKind> parse_optimizer_kind(std::string_view name) {
+    if (name == "sgd") return OptimizerKind::kSgd;
+    if (name == "momentum") return OptimizerKind::kMomentum;
+    if (name == "adagrad") return OptimizerKind::kAdagrad;
+    if (name == "adam") return OptimizerKind::kAdam;
+    return make_error(ErrorCode::kInvalidArgument,
+                      "unknown optimizer '" + std::string(name) +
+                          "': use one of sgd, momentum, adagrad, adam");
+}
+
+std::string_view to_string(OptimizerKind kind) {
+    switch (kind) {
+        case OptimizerKind::kSgd: return "sgd";
+        case OptimizerKind::kMomentum: return "momentum";
+        case OptimizerKind::kAdagrad: return "adagrad";
+        case OptimizerKind::kAdam: return "adam";
+    }
+    return "unknown";
+}
+
+int slot_count(OptimizerKind kind) {
+    switch (kind) {
+        case OptimizerKind::kSgd: return 0;
+        case OptimizerKind::kMomentum: return 1;
+        case OptimizerKind::kAdagrad: return 1;
+        case OptimizerKind::kAdam: return 2;
+    }
+    return 0;
+}
+
+Optimizer::Optimizer(const OptimizerConfig& config, std::size_t size)
+    : config_(config), size_(size) {
+    const int slots = slot_count(config.kind);
+    const float init = config.kind == OptimizerKind::kAdagrad ? config.adagrad_initial : 0.0f;
+    if (slots >= 1) slot0_.assign(size, init);
+    if (slots >= 2) slot1_.assign(size, 0.0f);
+}
+
+std::vector<std::span<float>> Optimizer::slots() {
+    std::vector<std::span<float>> out;
+    if (!slot0_.empty()) out.emplace_back(slot0_);
+    if (!slot1_.empty()) out.emplace_back(slot1_);
+    return out;
+}
+
+// The loops below are written so that GCC vectorises them (no aliasing through the spans'
+// data pointers is possible: parameters, gradients and slots are distinct allocations).
+void Optimizer::apply(std::span<float> params, std::span<const float> grads) {
+    assert(params.size() == size_ && grads.size() == size_);
+    float* __restrict p = params.data();
+    const float* __restrict g = grads.data();
+    const std::size_t n = size_;
+    const float lr = config_.learning_rate;
+    ++updates_;
+    switch (config_.kind) {
+        case OptimizerKind::kSgd:
+            for (std::size_t i = 0; i < n; ++i) p[i] -= lr * g[i];
+            break;
+        case OptimizerKind::kMomentum: {
+            float* __restrict a = slot0_.data();
+            const float mu = config_.momentum;
+            for (std::size_t i = 0; i < n; ++i) {
+                a[i] = mu * a[i] + g[i];
+                p[i] -= lr * a[i];
+            }
+            break;
+        }
+        case OptimizerKind::kAdagrad: {
+            float* __restrict a = slot0_.data();
+            for (std::size_t i = 0; i < n; ++i) {
+                a[i] += g[i] * g[i];
+                p[i] -= lr * g[i] / std::sqrt(a[i]);
+            }
+            break;
+        }
+        case OptimizerKind::kAdam: {
+            float* __restrict m = slot0_.data();
+            float* __restrict v = slot1_.data();
+            const double t = static_cast<double>(updates_);
+            const float b1 = config_.beta1, b2 = config_.beta2, eps = config_.epsilon;
+            const float lr_t = static_cast<float>(
+                lr * std::sqrt(1.0 - std::pow(double(b2), t)) / (1.0 - std::pow(double(b1), t)));
+            for (std::size_t i = 0; i < n; ++i) {
+                m[i] = b1 * m[i] + (1.0f - b1) * g[i];
+                v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+                p[i] -= lr_t * m[i] / (std::sqrt(v[i]) + eps);
+            }
+            break;
+        }
+    }
+}
+
+}  // namespace psrun

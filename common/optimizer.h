@@ -1,0 +1,60 @@
+// First-order optimizers that update a float span in place. Used by psd on its shard and
+// by workerd in standalone mode. Each Optimizer owns the slot state for exactly one span.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+
+namespace psrun {
+
+enum class OptimizerKind : std::uint8_t { kSgd = 0, kMomentum = 1, kAdagrad = 2, kAdam = 3 };
+
+struct OptimizerConfig {
+    OptimizerKind kind = OptimizerKind::kAdam;
+    float learning_rate = 1e-4f;
+    float momentum = 0.9f;           // kMomentum
+    float beta1 = 0.9f;              // kAdam
+    float beta2 = 0.999f;            // kAdam
+    float epsilon = 1e-8f;           // kAdam (TF's "epsilon hat"), kAdagrad uses none
+    float adagrad_initial = 0.1f;    // kAdagrad accumulator start value (TF default)
+};
+
+[[nodiscard]] Result<OptimizerKind> parse_optimizer_kind(std::string_view name);
+std::string_view to_string(OptimizerKind kind);
+// Number of slot vectors the kind keeps per parameter (0, 1 or 2).
+int slot_count(OptimizerKind kind);
+
+// Updates follow TensorFlow 1.x's GradientDescent, Momentum (non-Nesterov), Adagrad and Adam
+// kernels, so that results match the reference recipes. Not thread-safe: one caller at a time.
+class Optimizer {
+public:
+    Optimizer(const OptimizerConfig& config, std::size_t size);
+
+    // params -= update(grads). REQUIRES: params.size() == grads.size() == size().
+    void apply(std::span<float> params, std::span<const float> grads);
+
+    std::size_t size() const { return size_; }
+    const OptimizerConfig& config() const { return config_; }
+    // Number of apply() calls so far (Adam's t). Restored from checkpoints.
+    std::uint64_t updates() const { return updates_; }
+    void set_updates(std::uint64_t updates) { updates_ = updates; }
+
+    // Slot vectors in a fixed order (momentum: {accum}; adagrad: {accum}; adam: {m, v}),
+    // each size() floats. The spans stay valid for the optimizer's lifetime.
+    std::vector<std::span<float>> slots();
+
+private:
+    OptimizerConfig config_;
+    std::size_t size_;
+    std::uint64_t updates_ = 0;
+    std::vector<float> slot0_;
+    std::vector<float> slot1_;
+};
+
+}  // namespace psrun

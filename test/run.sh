@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds, and runs every test suite. Prints the meson summary and
+# ends with one plain line "N passed, N failed" (counted from meson's testlog.json).
+# Extra arguments go to `meson test` (e.g. a suite name: test/run.sh --suite unit).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+jobs/setup.sh || { echo "0 passed, 1 failed"; exit 1; }
+
+meson test -C build --print-errorlogs --num-processes 2 "$@"
+rc=$?
+
+python3 - build/meson-logs/testlog.json <<'PY'
+import json, sys
+passed = failed = skipped = 0
+try:
+    with open(sys.argv[1]) as f:
+        for line in f:
+            if not line.strip():
+                continue
+            r = json.loads(line)["result"]
+            if r in ("OK", "EXPECTEDFAIL"):
+                passed += 1
+            elif r == "SKIP":
+                skipped += 1
+            else:
+                failed += 1
+except FileNotFoundError:
+    failed = 1
+print(f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
+PY
+exit $rc
