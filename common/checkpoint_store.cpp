@@ -1,0 +1,179 @@
+#include "common/checkpoint_store.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "common/tensor_file.h"
+
+namespace psrun {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr const char* kManifest = "manifest.json";
+
+Result<void> sync_path(const std::string& path, int flags) {
+    const int fd = ::open(path.c_str(), flags | O_CLOEXEC);
+    if (fd < 0) return make_error(ErrorCode::kIo, path + ": open for fsync: " + std::strerror(errno));
+    const int rc = ::fsync(fd);
+    const int err = errno;
+    ::close(fd);
+    if (rc != 0) return make_error(ErrorCode::kIo, path + ": fsync: " + std::strerror(err));
+    return {};
+}
+
+std::string ckpt_name(std::int64_t step) {
+    char name[32];
+    std::snprintf(name, sizeof name, "ckpt-%010lld", static_cast<long long>(step));
+    return name;
+}
+
+Result<void> write_state_file(const std::string& model_dir, const std::vector<CheckpointInfo>& all) {
+    nlohmann::json state;
+    state["latest"] = all.empty() ? "" : fs::path(all.back().dir).filename().string();
+    state["all"] = nlohmann::json::array();
+    for (const auto& c : all) state["all"].push_back(fs::path(c.dir).filename().string());
+    return write_file_atomically(model_dir + "/checkpoint", state.dump(2) + "\n");
+}
+
+}  // namespace
+
+Result<void> write_file_atomically(const std::string& path, const std::string& text) {
+    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return make_error(ErrorCode::kIo, tmp + ": cannot create: " + std::strerror(errno));
+    std::size_t done = 0;
+    int err = 0;
+    while (done < text.size() && err == 0) {
+        const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+        if (n > 0) done += static_cast<std::size_t>(n);
+        else if (errno != EINTR) err = errno;
+    }
+    if (err == 0 && ::fsync(fd) != 0) err = errno;
+    if (::close(fd) != 0 && err == 0) err = errno;
+    if (err == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
+    if (err != 0) {
+        ::unlink(tmp.c_str());
+        return make_error(ErrorCode::kIo, path + ": cannot write: " + std::strerror(err));
+    }
+    return sync_path(fs::path(path).parent_path().string(), O_RDONLY | O_DIRECTORY);
+}
+
+PendingCheckpoint::PendingCheckpoint(std::string model_dir, std::string tmp_dir, std::int64_t step,
+                                     int keep)
+    : model_dir_(std::move(model_dir)), tmp_dir_(std::move(tmp_dir)), step_(step), keep_(keep) {}
+
+PendingCheckpoint::PendingCheckpoint(PendingCheckpoint&& other) noexcept
+    : model_dir_(std::move(other.model_dir_)),
+      tmp_dir_(std::move(other.tmp_dir_)),
+      step_(other.step_),
+      keep_(other.keep_),
+      done_(std::exchange(other.done_, true)) {}
+
+PendingCheckpoint::~PendingCheckpoint() {
+    if (done_) return;
+    std::error_code ec;
+    fs::remove_all(tmp_dir_, ec);
+}
+
+Result<CheckpointInfo> PendingCheckpoint::commit(nlohmann::json manifest) {
+    std::error_code ec;
+    std::vector<std::string> files;
+    for (const auto& entry : fs::directory_iterator(tmp_dir_, ec))
+        if (entry.is_regular_file() && entry.path().filename() != kManifest)
+            files.push_back(entry.path().filename().string());
+    if (ec) return make_error(ErrorCode::kIo, tmp_dir_ + ": " + ec.message());
+    std::sort(files.begin(), files.end());
+    manifest["step"] = step_;
+    manifest["files"] = files;
+    for (const auto& f : files)
+        if (auto ok = sync_path(tmp_dir_ + "/" + f, O_RDONLY); !ok) return tl::unexpected(ok.error());
+    if (auto ok = write_file_atomically(tmp_dir_ + "/" + kManifest, manifest.dump(2) + "\n"); !ok)
+        return tl::unexpected(ok.error());
+
+    const std::string final_dir = model_dir_ + "/" + ckpt_name(step_);
+    fs::remove_all(final_dir, ec);  // a re-save of the same step replaces the older one
+    if (::rename(tmp_dir_.c_str(), final_dir.c_str()) != 0)
+        return make_error(ErrorCode::kIo, final_dir + ": rename failed: " + std::strerror(errno));
+    done_ = true;
+    if (auto ok = sync_path(model_dir_, O_RDONLY | O_DIRECTORY); !ok) return tl::unexpected(ok.error());
+
+    CheckpointStore store(model_dir_, keep_);
+    auto all = store.list();
+    while (static_cast<int>(all.size()) > keep_) {
+        fs::remove_all(all.front().dir, ec);
+        all.erase(all.begin());
+    }
+    if (auto ok = write_state_file(model_dir_, all); !ok) return tl::unexpected(ok.error());
+    return CheckpointInfo{step_, final_dir};
+}
+
+CheckpointStore::CheckpointStore(std::string model_dir, int keep)
+    : model_dir_(std::move(model_dir)), keep_(std::max(1, keep)) {}
+
+Result<PendingCheckpoint> CheckpointStore::begin(std::int64_t step) const {
+    std::error_code ec;
+    fs::create_directories(model_dir_, ec);
+    if (ec) return make_error(ErrorCode::kIo, model_dir_ + ": cannot create: " + ec.message());
+    const std::string tmp = model_dir_ + "/." + ckpt_name(step) + ".tmp." + std::to_string(::getpid());
+    fs::remove_all(tmp, ec);
+    if (!fs::create_directory(tmp, ec) || ec)
+        return make_error(ErrorCode::kIo, tmp + ": cannot create: " + ec.message());
+    return PendingCheckpoint(model_dir_, tmp, step, keep_);
+}
+
+std::vector<CheckpointInfo> CheckpointStore::list() const {
+    std::vector<CheckpointInfo> out;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(model_dir_, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (!entry.is_directory() || name.rfind("ckpt-", 0) != 0 || name.size() != 15) continue;
+        if (!fs::exists(entry.path() / kManifest)) continue;
+        try {
+            out.push_back({std::stoll(name.substr(5)), entry.path().string()});
+        } catch (const std::exception&) {
+            continue;  // not one of ours
+        }
+    }
+    std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.step < b.step; });
+    return out;
+}
+
+Result<nlohmann::json> CheckpointStore::read_manifest(const CheckpointInfo& info) {
+    const std::string path = info.dir + "/" + kManifest;
+    std::ifstream in(path);
+    if (!in) return make_error(ErrorCode::kNotFound, path + ": missing");
+    auto manifest = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (manifest.is_discarded() || !manifest.is_object() || !manifest["files"].is_array())
+        return make_error(ErrorCode::kInvalidArgument, path + ": not a valid manifest");
+    return manifest;
+}
+
+Result<CheckpointInfo> CheckpointStore::latest_valid(std::vector<std::string>* warnings) const {
+    auto all = list();
+    for (auto it = all.rbegin(); it != all.rend(); ++it) {
+        auto manifest = read_manifest(*it);
+        std::string problem = manifest ? "" : manifest.error().message;
+        if (manifest) {
+            for (const auto& f : (*manifest)["files"]) {
+                const std::string name = f.is_string() ? f.get<std::string>() : "";
+                auto tensors = read_tensor_file(it->dir + "/" + name);
+                if (!tensors) {
+                    problem = tensors.error().message;
+                    break;
+                }
+            }
+        }
+        if (problem.empty()) return *it;
+        if (warnings) warnings->push_back("skipping damaged checkpoint: " + problem);
+    }
+    return make_error(ErrorCode::kNotFound, "no valid checkpoint in " + model_dir_);
+}
+
+}  // namespace psrun

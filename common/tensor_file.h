@@ -1,0 +1,39 @@
+// A file of named float tensors, each protected by its own CRC-32C: the unit a checkpoint
+// is made of (one file per psd shard, one for the chief). Format (little-endian):
+//   file   := "PSRUNTF1" tensor* footer
+//   tensor := name_len: u32, name: byte[name_len], rank: u32, dims: u64[rank],
+//             count: u64, data: f32[count], crc: u32      // crc32c of the tensor's bytes before it
+//   footer := "PSRUNEND" tensors: u32, crc: u32            // crc32c of the tensor crcs, in order
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace psrun {
+
+struct NamedTensor {
+    std::string name;
+    std::vector<std::uint64_t> shape;
+    std::vector<float> data;  // product(shape) values, row-major
+};
+
+struct TensorView {
+    std::string name;
+    std::vector<std::uint64_t> shape;
+    std::span<const float> data;
+};
+
+// Writes the tensors to `path` and fsyncs the file. On any failure (disk full included)
+// the partial file is removed and an kIo error names the path and the system error.
+[[nodiscard]] Result<void> write_tensor_file(const std::string& path,
+                                             std::span<const TensorView> tensors);
+
+// Reads and verifies every CRC. Any damage (truncation, flipped bit, bad count) is a
+// kInvalidArgument error naming the file and the tensor.
+[[nodiscard]] Result<std::vector<NamedTensor>> read_tensor_file(const std::string& path);
+
+}  // namespace psrun
