@@ -1,0 +1,40 @@
+// Training metrics as JSON lines (<model-dir>/metrics.jsonl: one object per record, with at
+// least "step" and "time") and their plot (curves.png: loss and accuracy against step, drawn
+// by gnuplot from the same file).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+
+namespace psrun {
+
+class MetricsLog {
+public:
+    // Opens `path` for appending (a resumed run continues the same file). Throws
+    // std::runtime_error when the file cannot be opened. Not thread-safe.
+    explicit MetricsLog(const std::string& path);
+    ~MetricsLog();
+    MetricsLog(const MetricsLog&) = delete;
+    MetricsLog& operator=(const MetricsLog&) = delete;
+
+    // Appends `record` (an object) with "step" and wall-clock "time" (seconds since the epoch)
+    // added, and flushes it.
+    void write(std::int64_t step, nlohmann::json record);
+    const std::string& path() const { return path_; }
+
+private:
+    std::string path_;
+    std::FILE* file_ = nullptr;
+};
+
+// Draws loss (left axis) and test accuracy (right axis) against step from a metrics.jsonl
+// into a PNG with gnuplot. Records without "loss" or "test_accuracy" are skipped. Errors
+// (gnuplot missing, no data) are returned, never thrown: a plot must not fail a training run.
+[[nodiscard]] Result<void> plot_curves(const std::string& metrics_path, const std::string& png_path);
+
+}  // namespace psrun

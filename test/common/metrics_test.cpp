@@ -1,0 +1,46 @@
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "common/metrics_log.h"
+
+namespace fs = std::filesystem;
+
+TEST_CASE("metrics are JSON lines and plot to a PNG", "[metrics]") {
+    char tmpl[] = "/tmp/psrun-metrics-XXXXXX";
+    REQUIRE(mkdtemp(tmpl) != nullptr);
+    const fs::path dir = tmpl;
+    const auto path = (dir / "metrics.jsonl").string();
+    {
+        psrun::MetricsLog log(path);
+        for (int step = 100; step <= 1000; step += 100)
+            log.write(step, {{"loss", 2.0 / step}, {"images_per_sec", 1000.0}});
+        log.write(1000, {{"test_accuracy", 0.97}});
+    }
+    std::ifstream in(path);
+    int lines = 0;
+    for (std::string line; std::getline(in, line); ++lines) {
+        const auto j = nlohmann::json::parse(line);
+        CHECK(j.contains("step"));
+        CHECK(j["time"].get<double>() > 1.6e9);
+    }
+    CHECK(lines == 11);
+
+    const auto png = (dir / "curves.png").string();
+    auto plotted = psrun::plot_curves(path, png);
+    REQUIRE(plotted);
+    REQUIRE(fs::exists(png));
+    std::ifstream img(png, std::ios::binary);
+    char magic[8] = {};
+    img.read(magic, 8);
+    CHECK(std::string(magic + 1, 3) == "PNG");
+    CHECK_FALSE(fs::exists(png + ".loss.dat"));
+
+    SECTION("nothing to plot is an error, not a crash") {
+        const auto empty = (dir / "empty.jsonl").string();
+        std::ofstream(empty) << "{\"step\": 1}\nnot json\n";
+        CHECK_FALSE(psrun::plot_curves(empty, (dir / "none.png").string()));
+    }
+    fs::remove_all(dir);
+}
