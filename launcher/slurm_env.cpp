@@ -59,7 +59,7 @@ Result<SlurmEnv> SlurmEnv::parse(const EnvMap& env) {
                           "set TF_CONFIG, give --ps_hosts/--worker_hosts, or use `psrun local`");
     if (env.count("SLURM_STEP_ID") == 0 && env.count("SLURM_STEP_NUM_TASKS") == 0)
         return make_error(ErrorCode::kInvalidArgument,
-                          "this is a Slurm batch shell, not a job step (SLURM_STEP_ID and "
+                          "this is a Slurm batch (or salloc) shell, not a job step (SLURM_STEP_ID and "
                           "SLURM_STEP_NUM_TASKS are unset): start one psrun per task with "
                           "`srun psrun run ...` inside the batch script");
     SlurmEnv s;
