@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include <thread>
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include "launcher/ports.h"
 
@@ -333,4 +335,35 @@ TEST_CASE("psrun local --ps 0 --workers 1 runs workerd --standalone", "[process]
     CHECK(wait_exit(p, 20) == 0);
     CHECK(f.argv_of("workerd.standalone") ==
           Args{(f.bin / "workerd").string(), "--standalone", "--threads", "3", "--steps", "2"});
+}
+
+TEST_CASE("psrun plan --json prints one parseable object per task", "[process]") {
+    Fixture f;
+    const Proc p = spawn({"plan", "--json", "--nodelist", "n[1-2]", "--tasks-per-node", "4(x2)",
+                          "--procid", "5", "--tasks", "ps,worker,worker,worker,ps,worker,worker,worker"},
+                         base_env(f), f.dir.path);
+    CHECK(wait_exit(p, 20) == 0);
+    const std::string out = slurp(p.out);
+    CHECK(std::count(out.begin(), out.end(), '\n') == 1);
+    const auto j = nlohmann::json::parse(out, nullptr, false);
+    REQUIRE_FALSE(j.is_discarded());
+    CHECK(j["ps"].size() == 2);
+    CHECK(j["worker"].size() == 6);
+    CHECK(j["chief"] == j["worker"][0]);
+    CHECK(j["self"]["rank"] == 5);
+    CHECK(j["self"]["role"] == "worker");
+    CHECK(j["self"]["index"] == 3);
+    CHECK(j["self"]["node"] == "n2");
+}
+
+TEST_CASE("psrun addr prints node=IPv4 of an interface", "[process]") {
+    Fixture f;
+    auto env = base_env(f);
+    env["SLURMD_NODENAME"] = std::string("n7");
+    const Proc p = spawn({"addr", "--interface", "lo"}, env, f.dir.path);
+    CHECK(wait_exit(p, 20) == 0);
+    CHECK(slurp(p.out) == "n7=127.0.0.1\n");
+    const Proc bad = spawn({"addr", "--interface", "no-such-if0"}, env, f.dir.path);
+    CHECK(wait_exit(bad, 20) == 2);
+    CHECK_THAT(slurp(bad.err), Catch::Contains("no-such-if0"));
 }
