@@ -1,17 +1,20 @@
 #include "common/cluster_map.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <sstream>
-
-#include <fmt/format.h>
 
 namespace psrun {
 
 const char* role_name(Role role) {
     switch (role) {
-        case Role::kPs: return "ps";
-        case Role::kWorker: return "worker";
-        case Role::kEvaluator: return "evaluator";
+        case Role::kPs:
+            return "ps";
+        case Role::kWorker:
+            return "worker";
+        case Role::kEvaluator:
+            return "evaluator";
     }
     return "?";
 }
@@ -57,10 +60,10 @@ std::string ClusterMap::to_table() const {
                        node_width, "local", "role", "index", "chief", "address");
     for (const TaskSlot& s : slots) {
         const bool is_self = self && self->rank == s.rank;
-        out << fmt::format("{:>4}  {:<{}}  {:>5}  {:<9}  {:>5}  {:<5}  {}{}\n", s.rank, s.node,
-                           node_width, s.local_id < 0 ? std::string("-") : std::to_string(s.local_id),
-                           role_name(s.role), s.role_index, s.chief ? "yes" : "", s.address,
-                           is_self ? "   <- self" : "");
+        out << fmt::format(
+            "{:>4}  {:<{}}  {:>5}  {:<9}  {:>5}  {:<5}  {}{}\n", s.rank, s.node, node_width,
+            s.local_id < 0 ? std::string("-") : std::to_string(s.local_id), role_name(s.role),
+            s.role_index, s.chief ? "yes" : "", s.address, is_self ? "   <- self" : "");
     }
     out << fmt::format("source: {}; {} ps, {} workers, {} evaluators; threads: {}\n", source,
                        ps.size(), worker.size(), evaluator.size(),

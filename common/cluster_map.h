@@ -3,11 +3,10 @@
 // derives every daemon flag from it, so psd and workerd never see SLURM_* or TF_CONFIG.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace psrun {
 
@@ -54,7 +53,8 @@ struct ClusterMap {
     const std::string& chief() const { return worker.at(static_cast<size_t>(chief_index)); }
 
     // {"ps": [...], "worker": [...], "chief": "...", "self": {"rank", "role", "index", "node",
-    // then "chief", "address", "procid"}, then "evaluator", "source", "threads"}. Key order is kept.
+    // then "chief", "address", "procid"}, then "evaluator", "source", "threads"}. Key order is
+    // kept.
     nlohmann::ordered_json to_json() const;
 
     // Human-readable table: rank, node, local id, role, role index, chief?, address.

@@ -1,10 +1,9 @@
 #include "launcher/addresses.h"
 
 #include <arpa/inet.h>
+#include <fmt/format.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
-
-#include <fmt/format.h>
 
 namespace psrun::launcher {
 
@@ -19,16 +18,19 @@ Result<std::string> interface_ipv4(const std::string& name) {
         exists = true;
         if (it->ifa_addr == nullptr || it->ifa_addr->sa_family != AF_INET) continue;
         char ip[INET_ADDRSTRLEN] = {};
-        ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(it->ifa_addr)->sin_addr, ip, sizeof ip);
+        ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(it->ifa_addr)->sin_addr, ip,
+                    sizeof ip);
         found = ip;
         break;
     }
     ::freeifaddrs(list);
     if (found.empty())
-        return make_error(ErrorCode::kNotFound,
-                          exists ? fmt::format("--interface {}: the interface has no IPv4 address", name)
-                                 : fmt::format("--interface {}: no such interface on this node "
-                                               "(use --no-ib to keep node names)", name));
+        return make_error(
+            ErrorCode::kNotFound,
+            exists ? fmt::format("--interface {}: the interface has no IPv4 address", name)
+                   : fmt::format("--interface {}: no such interface on this node "
+                                 "(use --no-ib to keep node names)",
+                                 name));
     return found;
 }
 
@@ -37,7 +39,8 @@ Result<std::map<std::string, std::string>> parse_node_addrs(std::string_view tex
     size_t pos = 0;
     while (pos < text.size()) {
         const size_t end = text.find_first_of(", \n\t", pos);
-        const std::string_view item = text.substr(pos, end == std::string_view::npos ? end : end - pos);
+        const std::string_view item =
+            text.substr(pos, end == std::string_view::npos ? end : end - pos);
         pos = end == std::string_view::npos ? text.size() : end + 1;
         if (item.empty()) continue;
         const size_t eq = item.find('=');

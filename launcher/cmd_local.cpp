@@ -1,5 +1,7 @@
 #include "launcher/cmd_local.h"
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <stdlib.h>
 
 #include <chrono>
@@ -7,9 +9,6 @@
 #include <iostream>
 #include <memory>
 #include <stdexcept>
-
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "common/result.h"
 #include "launcher/daemon_command.h"
@@ -45,19 +44,24 @@ struct TempDir {
 void run_local(const LocalOptions& o, CommandContext& ctx) {
     const int total = o.num_ps + o.num_workers + o.num_evaluators;
     if (o.num_ps == 0 && (o.num_workers != 1 || o.num_evaluators != 0))
-        throw UsageError("--ps 0 runs one standalone worker: use --workers 1 and no evaluators, "
-                         "or --ps 1 or more");
+        throw UsageError(
+            "--ps 0 runs one standalone worker: use --workers 1 and no evaluators, "
+            "or --ps 1 or more");
     TempDir dir;
     std::vector<std::string> addresses;
     if (o.ipc) {
-        std::string pattern = (std::filesystem::temp_directory_path() / "psrun-local.XXXXXX").string();
+        std::string pattern =
+            (std::filesystem::temp_directory_path() / "psrun-local.XXXXXX").string();
         if (::mkdtemp(pattern.data()) == nullptr)
             throw std::runtime_error("cannot create a private directory for ipc endpoints");
         dir.path = pattern;
         for (int i = 0; i < total; ++i) {
-            const char* kind = i < o.num_ps ? "ps" : i < o.num_ps + o.num_workers ? "worker" : "evaluator";
-            const int index = i < o.num_ps ? i : i < o.num_ps + o.num_workers ? i - o.num_ps
-                                                                              : i - o.num_ps - o.num_workers;
+            const char* kind = i < o.num_ps                   ? "ps"
+                               : i < o.num_ps + o.num_workers ? "worker"
+                                                              : "evaluator";
+            const int index = i < o.num_ps                   ? i
+                              : i < o.num_ps + o.num_workers ? i - o.num_ps
+                                                             : i - o.num_ps - o.num_workers;
             addresses.push_back(fmt::format("ipc://{}/{}-{}", dir.path, kind, index));
         }
     } else {
@@ -106,10 +110,12 @@ void run_local(const LocalOptions& o, CommandContext& ctx) {
 void add_local_command(CLI::App& app, CommandContext& ctx) {
     auto o = std::make_shared<LocalOptions>();
     CLI::App* cmd = app.add_subcommand(
-        "local", "Run the whole cluster on this host: K psd and W workerd as supervised children "
-                 "on 127.0.0.1 (free ports chosen by the kernel) or ipc endpoints. Usage: psrun "
-                 "local --ps K --workers W [options] [-- training options]");
-    cmd->add_option("--ps", o->num_ps, "parameter servers (0 with --workers 1: workerd --standalone)")
+        "local",
+        "Run the whole cluster on this host: K psd and W workerd as supervised children "
+        "on 127.0.0.1 (free ports chosen by the kernel) or ipc endpoints. Usage: psrun "
+        "local --ps K --workers W [options] [-- training options]");
+    cmd->add_option("--ps", o->num_ps,
+                    "parameter servers (0 with --workers 1: workerd --standalone)")
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
     cmd->add_option("--workers", o->num_workers, "workers (worker 0 is the chief)")
@@ -131,9 +137,10 @@ void add_local_command(CLI::App& app, CommandContext& ctx) {
     cmd->add_flag("--plan", o->plan, "print the local cluster map and exit");
     cmd->add_flag("--dry-run", o->dry_run, "print every daemon command line and exit");
     add_daemon_options(cmd, o->daemon);
-    cmd->footer("A failing daemon stops the others (SIGTERM, then SIGKILL after --grace) and psrun "
-                "exits 1 naming it; Ctrl-C or SIGTERM stops all daemons the same way. Exit 0 "
-                "only when every worker exited 0.");
+    cmd->footer(
+        "A failing daemon stops the others (SIGTERM, then SIGKILL after --grace) and psrun "
+        "exits 1 naming it; Ctrl-C or SIGTERM stops all daemons the same way. Exit 0 "
+        "only when every worker exited 0.");
     cmd->callback([o, &ctx] { run_local(*o, ctx); });
 }
 

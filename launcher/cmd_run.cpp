@@ -1,5 +1,6 @@
 #include "launcher/cmd_run.h"
 
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -7,8 +8,6 @@
 #include <iostream>
 #include <memory>
 #include <stdexcept>
-
-#include <spdlog/spdlog.h>
 
 #include "common/result.h"
 #include "launcher/daemon_command.h"
@@ -54,7 +53,8 @@ void run(const RunOptions& o, CommandContext& ctx) {
         const std::string& address = map->ps[static_cast<size_t>(map->self->index)];
         if (address.find("://") == std::string::npos) {
             const size_t colon = address.rfind(':');
-            auto ok = check_port_free(address.substr(0, colon), std::stoi(address.substr(colon + 1)));
+            auto ok =
+                check_port_free(address.substr(0, colon), std::stoi(address.substr(colon + 1)));
             if (!ok) throw std::runtime_error(ok.error().message);
         }
     }
@@ -66,21 +66,23 @@ void run(const RunOptions& o, CommandContext& ctx) {
 void add_run_command(CLI::App& app, CommandContext& ctx) {
     auto options = std::make_shared<RunOptions>();
     CLI::App* cmd = app.add_subcommand(
-        "run", "Resolve this task's role and exec psd or workerd with explicit flags. Usage: "
-               "psrun run [options] [-- training options]");
+        "run",
+        "Resolve this task's role and exec psd or workerd with explicit flags. Usage: "
+        "psrun run [options] [-- training options]");
     add_map_options(cmd, options->map, false);
     add_daemon_options(cmd, options->daemon);
     cmd->add_flag("--dry-run", options->dry_run,
                   "print the daemon command line instead of executing it");
-    cmd->footer("Training options after \"--\" go to workerd (e.g. -- --data-dir D --steps 2000); "
-                "--model-dir among them also goes to psd.\n"
-                "ps:     psd --index I --ps EP,... --num-workers W [--model-dir D] [--key-file F | "
-                "--no-auth] [--standby] [--worker-timeout S] [--sync --replicas-to-aggregate N "
-                "[--backup-workers B]] [--threads T] [--log-level L]\n"
-                "worker: workerd --index I --ps EP,... --num-workers W [--chief | --evaluator] "
-                "[--key-file F | --no-auth] [--threads T] [training options]\n"
-                "A map without ps and with one worker runs: workerd --standalone [--threads T] "
-                "[training options]");
+    cmd->footer(
+        "Training options after \"--\" go to workerd (e.g. -- --data-dir D --steps 2000); "
+        "--model-dir among them also goes to psd.\n"
+        "ps:     psd --index I --ps EP,... --num-workers W [--model-dir D] [--key-file F | "
+        "--no-auth] [--standby] [--worker-timeout S] [--sync --replicas-to-aggregate N "
+        "[--backup-workers B]] [--threads T] [--log-level L]\n"
+        "worker: workerd --index I --ps EP,... --num-workers W [--chief | --evaluator] "
+        "[--key-file F | --no-auth] [--threads T] [training options]\n"
+        "A map without ps and with one worker runs: workerd --standalone [--threads T] "
+        "[training options]");
     cmd->callback([options, &ctx] { run(*options, ctx); });
 }
 

@@ -1,10 +1,9 @@
 #include "launcher/daemon_command.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <filesystem>
-
-#include <fmt/format.h>
 
 namespace psrun::launcher {
 namespace {
@@ -40,13 +39,15 @@ Result<DaemonCommand> daemon_command(const ClusterMap& map, Role role, int index
         }
     };
     auto add_threads = [&] {
-        if (map.threads) cmd.argv.insert(cmd.argv.end(), {"--threads", std::to_string(*map.threads)});
+        if (map.threads)
+            cmd.argv.insert(cmd.argv.end(), {"--threads", std::to_string(*map.threads)});
     };
     if (role == Role::kPs) {
         cmd.label = fmt::format("ps {}", index);
         cmd.program = "psd";
-        cmd.argv = {"psd", "--index", std::to_string(index), "--ps", join_endpoints(map.ps),
-                    "--num-workers", num_workers};
+        cmd.argv = {
+            "psd",           "--index",  std::to_string(index), "--ps", join_endpoints(map.ps),
+            "--num-workers", num_workers};
         if (auto dir = training_model_dir(options.training))
             cmd.argv.insert(cmd.argv.end(), {"--model-dir", *dir});
         add_auth();
@@ -56,10 +57,9 @@ Result<DaemonCommand> daemon_command(const ClusterMap& map, Role role, int index
                             {"--worker-timeout", fmt::format("{}", *options.worker_timeout)});
         if (options.sync) {
             cmd.argv.push_back("--sync");
-            cmd.argv.insert(cmd.argv.end(),
-                            {"--replicas-to-aggregate",
-                             std::to_string(options.replicas_to_aggregate.value_or(
-                                 static_cast<int>(map.worker.size())))});
+            cmd.argv.insert(cmd.argv.end(), {"--replicas-to-aggregate",
+                                             std::to_string(options.replicas_to_aggregate.value_or(
+                                                 static_cast<int>(map.worker.size())))});
             if (options.backup_workers)
                 cmd.argv.insert(cmd.argv.end(),
                                 {"--backup-workers", std::to_string(*options.backup_workers)});
@@ -84,7 +84,7 @@ Result<DaemonCommand> daemon_command(const ClusterMap& map, Role role, int index
         return cmd;
     }
     cmd.label = fmt::format("{} {}", role_name(role), index);
-    cmd.argv = {"workerd", "--index", std::to_string(index), "--ps", join_endpoints(map.ps),
+    cmd.argv = {"workerd",       "--index",  std::to_string(index), "--ps", join_endpoints(map.ps),
                 "--num-workers", num_workers};
     if (role == Role::kWorker && index == map.chief_index) cmd.argv.push_back("--chief");
     if (role == Role::kEvaluator) cmd.argv.push_back("--evaluator");
@@ -94,7 +94,8 @@ Result<DaemonCommand> daemon_command(const ClusterMap& map, Role role, int index
     return cmd;
 }
 
-std::string bin_dir_for(const std::string& program, const DaemonOptions& options, const EnvMap& env) {
+std::string bin_dir_for(const std::string& program, const DaemonOptions& options,
+                        const EnvMap& env) {
     if (!options.bin_dir.empty()) return options.bin_dir;
     if (auto dir = env_get(env, "PSRUN_BIN_DIR"); dir && !dir->empty()) return *dir;
     std::error_code ec;
@@ -123,7 +124,8 @@ std::string render_argv(const std::vector<std::string>& argv) {
     std::string out;
     for (const std::string& a : argv) {
         if (!out.empty()) out += ' ';
-        const bool plain = !a.empty() && a.find_first_of(" \t\n'\"\\$`*?;&|<>()") == std::string::npos;
+        const bool plain =
+            !a.empty() && a.find_first_of(" \t\n'\"\\$`*?;&|<>()") == std::string::npos;
         out += plain ? a : "'" + a + "'";
     }
     return out;

@@ -14,16 +14,16 @@ namespace psrun::launcher {
 
 // Options that psrun forwards to the daemons.
 struct DaemonOptions {
-    std::string bin_dir;                 // --bin-dir; else PSRUN_BIN_DIR; else next to psrun
-    std::string key_file;                // --key-file F (psd and workerd)
-    bool no_auth = false;                // --no-auth (psd and workerd)
-    bool sync = false;                   // psd: --sync
+    std::string bin_dir;   // --bin-dir; else PSRUN_BIN_DIR; else next to psrun
+    std::string key_file;  // --key-file F (psd and workerd)
+    bool no_auth = false;  // --no-auth (psd and workerd)
+    bool sync = false;     // psd: --sync
     std::optional<int> replicas_to_aggregate;
     std::optional<int> backup_workers;
-    bool standby = false;                // psd: --standby
+    bool standby = false;                  // psd: --standby
     std::optional<double> worker_timeout;  // psd: --worker-timeout SECONDS
-    std::string log_level;               // psd: --log-level
-    std::vector<std::string> training;   // after "--": workerd training options
+    std::string log_level;                 // psd: --log-level
+    std::vector<std::string> training;     // after "--": workerd training options
 };
 
 struct DaemonCommand {
@@ -42,7 +42,8 @@ struct DaemonCommand {
 // The directory holding psd and workerd: options.bin_dir, else PSRUN_BIN_DIR, else derived from
 // /proc/self/exe (<dir>/../psd and <dir>/../workerd in the build tree, else <dir>). Only the
 // "which directory" decision; daemon_path() checks the binary exists.
-std::string bin_dir_for(const std::string& program, const DaemonOptions& options, const EnvMap& env);
+std::string bin_dir_for(const std::string& program, const DaemonOptions& options,
+                        const EnvMap& env);
 
 // Full path of `program` ("psd" or "workerd"); kNotFound with the places searched when missing.
 [[nodiscard]] Result<std::string> daemon_path(const std::string& program,

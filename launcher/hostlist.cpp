@@ -1,14 +1,13 @@
 #include "launcher/hostlist.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <slurm/slurm.h>
 #include <unistd.h>
 
 #include <cctype>
 #include <cstdlib>
 #include <set>
-
-#include <fmt/format.h>
-#include <slurm/slurm.h>
 
 namespace psrun::launcher {
 namespace {
@@ -43,8 +42,8 @@ size_t range_count(std::string_view body, std::string& why) {
     size_t pos = 0;
     while (pos <= body.size()) {
         const size_t comma = body.find(',', pos);
-        const std::string_view item =
-            body.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
+        const std::string_view item = body.substr(
+            pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
         const size_t dash = item.find('-');
         unsigned long low = 0;
         unsigned long high = 0;
@@ -73,7 +72,7 @@ size_t range_count(std::string_view body, std::string& why) {
 
 // Redirects fd 2 to /dev/null for its lifetime (libslurm logs parse errors there).
 class StderrSilencer {
-public:
+  public:
     StderrSilencer() : saved_(::dup(2)) {
         const int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
         if (saved_ >= 0 && null_fd >= 0) ::dup2(null_fd, 2);
@@ -88,7 +87,7 @@ public:
     StderrSilencer(const StderrSilencer&) = delete;
     StderrSilencer& operator=(const StderrSilencer&) = delete;
 
-private:
+  private:
     int saved_;
 };
 
@@ -137,7 +136,8 @@ Result<size_t> check_hostlist(std::string_view list) {
     }
     if (item_empty) return bad(list, "it ends with ','");
     total += item_hosts;
-    if (total > kMaxHosts) return bad(list, fmt::format("expands to more than {} hosts", kMaxHosts));
+    if (total > kMaxHosts)
+        return bad(list, fmt::format("expands to more than {} hosts", kMaxHosts));
     return total;
 }
 

@@ -5,13 +5,15 @@ namespace psrun::launcher {
 void add_map_options(CLI::App* cmd, MapOptions& o, bool preview) {
     const char* src = "Sources (first match wins)";
     cmd->add_option("--ps_hosts,--ps-hosts", o.tf.ps_hosts,
-                    "TF-style: comma-separated ps host:port list")->group(src);
+                    "TF-style: comma-separated ps host:port list")
+        ->group(src);
     cmd->add_option("--worker_hosts,--worker-hosts", o.tf.worker_hosts,
                     "TF-style: comma-separated worker host:port list (worker 0 is the chief)")
         ->group(src);
     cmd->add_option("--job_name,--job-name", o.tf.job_name, "TF-style: ps or worker")->group(src);
     cmd->add_option("--task_index,--task-index", o.tf.task_index,
-                    "TF-style: index of this task in its job's host list")->group(src);
+                    "TF-style: index of this task in its job's host list")
+        ->group(src);
 
     const char* roles = "Roles in a Slurm step";
     auto* tasks = cmd->add_option("--tasks", o.tasks,
@@ -54,25 +56,31 @@ void add_map_options(CLI::App* cmd, MapOptions& o, bool preview) {
     if (!preview) return;
     const char* pre = "Preview outside Slurm (block distribution)";
     auto* nodelist = cmd->add_option("--nodelist", o.preview_nodelist,
-                                     "preview a step on these nodes, e.g. 'n[1-2]'")->group(pre);
+                                     "preview a step on these nodes, e.g. 'n[1-2]'")
+                         ->group(pre);
     cmd->add_option("--tasks-per-node", o.preview_tasks_per_node,
                     "tasks per node of the preview, e.g. '4(x2)' or '2,1'")
-        ->needs(nodelist)->group(pre);
+        ->needs(nodelist)
+        ->group(pre);
     cmd->add_option("--procid", o.preview_procid, "rank whose view is shown (default 0)")
-        ->needs(nodelist)->group(pre);
+        ->needs(nodelist)
+        ->group(pre);
     cmd->add_option("--job-id", o.preview_job_id, "job id of the preview (ports; default 0)")
-        ->needs(nodelist)->group(pre);
+        ->needs(nodelist)
+        ->group(pre);
     cmd->add_option("--step-id", o.preview_step_id, "step id of the preview (ports; default 0)")
-        ->needs(nodelist)->group(pre);
+        ->needs(nodelist)
+        ->group(pre);
 }
 
 void add_daemon_options(CLI::App* cmd, DaemonOptions& o) {
     const char* grp = "Daemon options";
-    cmd->add_option("--bin-dir", o.bin_dir,
-                    "directory holding psd and workerd (default: PSRUN_BIN_DIR, else next to psrun)")
+    cmd->add_option(
+           "--bin-dir", o.bin_dir,
+           "directory holding psd and workerd (default: PSRUN_BIN_DIR, else next to psrun)")
         ->group(grp);
-    auto* key = cmd->add_option("--key-file", o.key_file, "job key file for psd and workerd")
-                    ->group(grp);
+    auto* key =
+        cmd->add_option("--key-file", o.key_file, "job key file for psd and workerd")->group(grp);
     cmd->add_flag("--no-auth", o.no_auth, "run psd and workerd without authentication")
         ->excludes(key)
         ->group(grp);

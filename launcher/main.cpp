@@ -2,13 +2,12 @@
 // cluster map, then to daemons with explicit flags (docs/architecture.md).
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <exception>
 #include <iostream>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "common/logging.h"
 #include "common/result.h"

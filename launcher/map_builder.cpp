@@ -1,9 +1,9 @@
 #include "launcher/map_builder.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdlib>
-
-#include <fmt/format.h>
 
 #include "launcher/role_assignment.h"
 #include "launcher/slurm_lists.h"
@@ -15,7 +15,8 @@ Result<std::vector<TaskRole>> step_roles(const SlurmEnv& step, const MapOptions&
     if (!options.tasks.empty()) {
         auto roles = parse_task_list(options.tasks);
         if (!roles) return roles;
-        if (auto ok = check_task_list(*roles, step.num_tasks); !ok) return tl::unexpected(ok.error());
+        if (auto ok = check_task_list(*roles, step.num_tasks); !ok)
+            return tl::unexpected(ok.error());
         return roles;
     }
     auto placement = parse_placement(options.placement);
@@ -25,7 +26,8 @@ Result<std::vector<TaskRole>> step_roles(const SlurmEnv& step, const MapOptions&
 
 }  // namespace
 
-Result<ClusterMap> map_from_slurm(const SlurmEnv& step, const MapOptions& options, bool self_on_node) {
+Result<ClusterMap> map_from_slurm(const SlurmEnv& step, const MapOptions& options,
+                                  bool self_on_node) {
     auto roles = step_roles(step, options);
     if (!roles) return tl::unexpected(roles.error());
     const int max_local = *std::max_element(step.tasks_per_node.begin(), step.tasks_per_node.end());
@@ -35,7 +37,8 @@ Result<ClusterMap> map_from_slurm(const SlurmEnv& step, const MapOptions& option
                                       "tasks: use `srun --resv-ports={}`",
                                       step.resv_ports.size(), max_local, max_local));
     const std::string& self_node = step.nodes[static_cast<size_t>(step.nodeid)];
-    auto hosts = node_addresses(step.nodes, self_on_node ? self_node : std::string(), options.address);
+    auto hosts =
+        node_addresses(step.nodes, self_on_node ? self_node : std::string(), options.address);
     if (!hosts) return tl::unexpected(hosts.error());
 
     ClusterMap map;
@@ -93,16 +96,18 @@ Result<EnvMap> preview_env(const MapOptions& options) {
                           "--nodelist needs --tasks-per-node (e.g. '4(x2)')");
     auto counts = parse_tasks_per_node(options.preview_tasks_per_node);
     if (!counts)
-        return make_error(ErrorCode::kInvalidArgument, "--tasks-per-node: " + counts.error().message);
+        return make_error(ErrorCode::kInvalidArgument,
+                          "--tasks-per-node: " + counts.error().message);
     int total = 0;
     for (int c : *counts) total += c;
     if (options.preview_procid < 0 || options.preview_procid >= total)
-        return make_error(ErrorCode::kInvalidArgument,
-                          fmt::format("--procid {} is out of range 0..{}", options.preview_procid,
-                                      total - 1));
+        return make_error(
+            ErrorCode::kInvalidArgument,
+            fmt::format("--procid {} is out of range 0..{}", options.preview_procid, total - 1));
     int node = 0;
     int local = options.preview_procid;
-    while (local >= (*counts)[static_cast<size_t>(node)]) local -= (*counts)[static_cast<size_t>(node++)];
+    while (local >= (*counts)[static_cast<size_t>(node)])
+        local -= (*counts)[static_cast<size_t>(node++)];
     return EnvMap{
         {"SLURM_JOB_ID", std::to_string(options.preview_job_id)},
         {"SLURM_STEP_ID", std::to_string(options.preview_step_id)},
@@ -146,8 +151,9 @@ Result<ClusterMap> resolve_map(const MapOptions& options, const EnvMap& env) {
     } else if (auto cpus = env_get(env, "SLURM_CPUS_PER_TASK")) {
         const int n = std::atoi(cpus->c_str());
         if (n < 1 || std::to_string(n) != *cpus)
-            return make_error(ErrorCode::kInvalidArgument,
-                              fmt::format("SLURM_CPUS_PER_TASK='{}': expected a positive integer", *cpus));
+            return make_error(
+                ErrorCode::kInvalidArgument,
+                fmt::format("SLURM_CPUS_PER_TASK='{}': expected a positive integer", *cpus));
         map->threads = n;
     }
     return map;
@@ -175,8 +181,8 @@ Result<ClusterMap> local_map(int num_ps, int num_workers, int num_evaluators,
         for (int i = 0; i < count; ++i, ++rank) {
             const std::string& a = addresses[static_cast<size_t>(rank)];
             list.push_back(a);
-            map.slots.push_back(TaskSlot{rank, "localhost", rank, role, i,
-                                         role == Role::kWorker && i == 0, a});
+            map.slots.push_back(
+                TaskSlot{rank, "localhost", rank, role, i, role == Role::kWorker && i == 0, a});
         }
     }
     return map;

@@ -20,12 +20,12 @@ namespace psrun::launcher {
 // Options shared by `psrun plan` and `psrun run`.
 struct MapOptions {
     TfFlags tf;
-    std::string tasks;                // --tasks ps,worker,...; excludes num_ps
-    std::optional<int> num_ps;        // --ps K (default 1)
+    std::string tasks;          // --tasks ps,worker,...; excludes num_ps
+    std::optional<int> num_ps;  // --ps K (default 1)
     std::string placement = "spread";
     AddressOptions address;
     int port_base = kDefaultPortBase;
-    std::optional<int> threads;       // --threads; default SLURM_CPUS_PER_TASK
+    std::optional<int> threads;  // --threads; default SLURM_CPUS_PER_TASK
     // Preview outside Slurm (block distribution assumed): --nodelist, --tasks-per-node, --procid.
     std::string preview_nodelist;
     std::string preview_tasks_per_node;

@@ -1,14 +1,13 @@
 #include "launcher/ports.h"
 
 #include <arpa/inet.h>
+#include <fmt/format.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <cerrno>
 #include <cstring>
-
-#include <fmt/format.h>
 
 #include "common/unique_fd.h"
 
@@ -52,7 +51,8 @@ Result<void> check_port_free(const std::string& host, int port) {
     ::freeaddrinfo(found);
     addr.sin_port = htons(static_cast<std::uint16_t>(port));
     UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!fd.valid()) return make_error(ErrorCode::kIo, fmt::format("socket: {}", std::strerror(errno)));
+    if (!fd.valid())
+        return make_error(ErrorCode::kIo, fmt::format("socket: {}", std::strerror(errno)));
     const int one = 1;
     ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
@@ -82,9 +82,9 @@ Result<std::vector<int>> free_local_ports(int count) {
         socklen_t len = sizeof addr;
         if (!fd.valid() || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
             ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-            return make_error(ErrorCode::kIo,
-                              fmt::format("cannot pick a free port on 127.0.0.1: {}",
-                                          std::strerror(errno)));
+            return make_error(
+                ErrorCode::kIo,
+                fmt::format("cannot pick a free port on 127.0.0.1: {}", std::strerror(errno)));
         ports.push_back(ntohs(addr.sin_port));
         held.push_back(std::move(fd));
     }

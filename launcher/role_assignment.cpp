@@ -1,9 +1,9 @@
 #include "launcher/role_assignment.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <string>
-
-#include <fmt/format.h>
 
 namespace psrun::launcher {
 

@@ -1,8 +1,8 @@
 #include "launcher/slurm_env.h"
 
-#include <cctype>
-
 #include <fmt/format.h>
+
+#include <cctype>
 
 #include "launcher/hostlist.h"
 #include "launcher/slurm_lists.h"
@@ -11,8 +11,7 @@ namespace psrun::launcher {
 namespace {
 
 auto invalid(const std::string& var, const std::string& value, const std::string& why) {
-    return make_error(ErrorCode::kInvalidArgument,
-                      fmt::format("{}='{}': {}", var, value, why));
+    return make_error(ErrorCode::kInvalidArgument, fmt::format("{}='{}': {}", var, value, why));
 }
 
 // Reads a non-negative decimal variable; `required` makes absence an error.
@@ -58,10 +57,11 @@ Result<SlurmEnv> SlurmEnv::parse(const EnvMap& env) {
                           "not inside a Slurm job (SLURM_JOB_ID is not set): run under srun, "
                           "set TF_CONFIG, give --ps_hosts/--worker_hosts, or use `psrun local`");
     if (env.count("SLURM_STEP_ID") == 0 && env.count("SLURM_STEP_NUM_TASKS") == 0)
-        return make_error(ErrorCode::kInvalidArgument,
-                          "this is a Slurm batch (or salloc) shell, not a job step (SLURM_STEP_ID and "
-                          "SLURM_STEP_NUM_TASKS are unset): start one psrun per task with "
-                          "`srun psrun run ...` inside the batch script");
+        return make_error(
+            ErrorCode::kInvalidArgument,
+            "this is a Slurm batch (or salloc) shell, not a job step (SLURM_STEP_ID and "
+            "SLURM_STEP_NUM_TASKS are unset): start one psrun per task with "
+            "`srun psrun run ...` inside the batch script");
     SlurmEnv s;
 
     const auto nodelist = first_set(env, {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST"});
@@ -86,14 +86,14 @@ Result<SlurmEnv> SlurmEnv::parse(const EnvMap& env) {
     long total = 0;
     for (int c : s.tasks_per_node) total += c;
 
-    const char* ntasks_var = env.count("SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS"
-                                                                : "SLURM_NTASKS";
+    const char* ntasks_var =
+        env.count("SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS" : "SLURM_NTASKS";
     auto ntasks = read_number(env, ntasks_var, true);
     if (!ntasks) return tl::unexpected(ntasks.error());
     if (**ntasks != total)
-        return invalid(ntasks_var, env.at(ntasks_var),
-                       fmt::format("but {}='{}' adds up to {} tasks", tpn->first, tpn->second,
-                                   total));
+        return invalid(
+            ntasks_var, env.at(ntasks_var),
+            fmt::format("but {}='{}' adds up to {} tasks", tpn->first, tpn->second, total));
     s.num_tasks = static_cast<int>(total);
 
     struct Field {
@@ -101,8 +101,9 @@ Result<SlurmEnv> SlurmEnv::parse(const EnvMap& env) {
         int* out;
         long max;
     };
-    for (const Field& f : {Field{"SLURM_PROCID", &s.procid, total - 1},
-                           Field{"SLURM_NODEID", &s.nodeid, static_cast<long>(s.nodes.size()) - 1}}) {
+    for (const Field& f :
+         {Field{"SLURM_PROCID", &s.procid, total - 1},
+          Field{"SLURM_NODEID", &s.nodeid, static_cast<long>(s.nodes.size()) - 1}}) {
         auto v = read_number(env, f.var, true);
         if (!v) return tl::unexpected(v.error());
         if (**v > f.max)
@@ -126,8 +127,7 @@ Result<SlurmEnv> SlurmEnv::parse(const EnvMap& env) {
 
     auto cpus = read_number(env, "SLURM_CPUS_PER_TASK", false, 4096);
     if (!cpus) return tl::unexpected(cpus.error());
-    if (*cpus && **cpus == 0)
-        return invalid("SLURM_CPUS_PER_TASK", "0", "must be at least 1");
+    if (*cpus && **cpus == 0) return invalid("SLURM_CPUS_PER_TASK", "0", "must be at least 1");
     if (*cpus) s.cpus_per_task = static_cast<int>(**cpus);
 
     if (auto ports = env_get(env, "SLURM_STEP_RESV_PORTS"); ports && !ports->empty()) {

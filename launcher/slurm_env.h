@@ -19,7 +19,7 @@ struct SlurmEnv {
     int nodeid = 0;                   // index into nodes
     int localid = 0;                  // < tasks_per_node[nodeid]
     std::optional<int> cpus_per_task;
-    std::vector<int> resv_ports;      // SLURM_STEP_RESV_PORTS expanded; empty when unset
+    std::vector<int> resv_ports;  // SLURM_STEP_RESV_PORTS expanded; empty when unset
     std::uint32_t job_id = 0;
     std::uint32_t step_id = 0;
 

@@ -1,10 +1,10 @@
 #include "launcher/slurm_lists.h"
 
+#include <fmt/format.h>
+
 #include <cctype>
 #include <set>
 #include <string>
-
-#include <fmt/format.h>
 
 namespace psrun::launcher {
 namespace {
@@ -41,8 +41,7 @@ Result<std::vector<int>> parse_tasks_per_node(std::string_view text) {
                                       "(expected e.g. '4' or '2(x3),1')",
                                       text, item, why));
     };
-    if (text.empty())
-        return make_error(ErrorCode::kInvalidArgument, "empty tasks-per-node list");
+    if (text.empty()) return make_error(ErrorCode::kInvalidArgument, "empty tasks-per-node list");
     std::vector<int> counts;
     for (std::string_view item : split_commas(text)) {
         std::string_view count_text = item;
@@ -83,9 +82,8 @@ Result<std::vector<int>> parse_port_list(std::string_view text) {
     for (std::string_view item : split_commas(text)) {
         const size_t dash = item.find('-');
         const long low = parse_bounded(item.substr(0, dash), 65535);
-        const long high = dash == std::string_view::npos
-                              ? low
-                              : parse_bounded(item.substr(dash + 1), 65535);
+        const long high =
+            dash == std::string_view::npos ? low : parse_bounded(item.substr(dash + 1), 65535);
         if (low < 1 || high < 1) return bad(item, "is not a port (1-65535) or port range");
         if (high < low) return bad(item, "goes backwards");
         for (long p = low; p <= high; ++p) {

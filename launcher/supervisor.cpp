@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
@@ -10,8 +11,10 @@
 
 #include <cerrno>
 #include <cstring>
-
-#include <spdlog/spdlog.h>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
 
 #include "common/unique_fd.h"
 
@@ -77,9 +80,8 @@ void Supervisor::reap(bool stopping) {
             c.running = false;
             c.status = status;
             const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-            const bool stopped_by_us =
-                stopping && WIFSIGNALED(status) &&
-                (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGKILL);
+            const bool stopped_by_us = stopping && WIFSIGNALED(status) &&
+                                       (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGKILL);
             if (ok || stopped_by_us) {
                 spdlog::info("{} (pid {}) {}", c.command.label, pid, describe(status));
             } else {
@@ -90,6 +92,38 @@ void Supervisor::reap(bool stopping) {
     }
 }
 
+void Supervisor::reap_descendants() {
+    // psrun is a child subreaper, so orphaned grandchildren become its children: kill the group,
+    // kill any child that left the group, and reap until none is left (bounded).
+    signal_group(SIGKILL);
+    const auto deadline = Clock::now() + std::chrono::seconds(3);
+    const std::string self = std::to_string(::getpid());
+    while (true) {
+        int status = 0;
+        const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+        if (pid > 0) continue;
+        if (pid < 0 && errno == ECHILD) return;
+        if (Clock::now() > deadline) {
+            spdlog::warn("some processes started by the daemons did not exit");
+            return;
+        }
+        std::error_code ec;
+        for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+            std::ifstream stat(entry.path() / "stat");
+            std::string line;
+            if (!std::getline(stat, line)) continue;
+            const size_t close = line.rfind(')');
+            if (close == std::string::npos) continue;
+            std::istringstream rest(line.substr(close + 2));
+            std::string state, ppid;
+            rest >> state >> ppid;
+            if (ppid == self && state != "Z")
+                ::kill(static_cast<pid_t>(std::stol(entry.path().filename().string())), SIGKILL);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+}
+
 int Supervisor::run(const std::vector<DaemonCommand>& commands) {
     sigset_t set;
     sigemptyset(&set);
@@ -97,13 +131,14 @@ int Supervisor::run(const std::vector<DaemonCommand>& commands) {
     sigset_t old;
     ::sigprocmask(SIG_BLOCK, &set, &old);
     UniqueFd sfd(::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC));
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
 
     children_.clear();
     for (const DaemonCommand& cmd : commands) {
         children_.push_back(Child{cmd, -1, false, cmd.program == "psd", 0});
     }
-    bool stopping = false;   // SIGTERM sent to the group
-    bool draining = false;   // workers done, waiting for ps to exit by themselves
+    bool stopping = false;  // SIGTERM sent to the group
+    bool draining = false;  // workers done, waiting for ps to exit by themselves
     bool interrupted = false;
     Clock::time_point deadline{};
     for (Child& c : children_) {
@@ -129,7 +164,8 @@ int Supervisor::run(const std::vector<DaemonCommand>& commands) {
     while (any_running(true) || any_running(false)) {
         int timeout_ms = -1;
         if (stopping || draining) {
-            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+            const auto left =
+                std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
             timeout_ms = static_cast<int>(std::max<long long>(0, left.count()));
         }
         pollfd p{sfd.get(), POLLIN, 0};
@@ -167,7 +203,7 @@ int Supervisor::run(const std::vector<DaemonCommand>& commands) {
             }
         }
     }
-    signal_group(SIGKILL);  // anything a daemon left behind in the group
+    reap_descendants();
     ::sigprocmask(SIG_SETMASK, &old, nullptr);
     if (interrupted) return 1;
     return failed_ ? 1 : 0;

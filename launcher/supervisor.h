@@ -2,7 +2,8 @@
 //
 // Every child runs in one process group of its own (not psrun's), gets SIGTERM if psrun dies
 // (PR_SET_PDEATHSIG), and has stdin on /dev/null. The group is signalled as a whole, so
-// grandchildren are stopped too. Policy:
+// grandchildren are stopped too; psrun is a child subreaper and reaps every descendant before
+// run() returns, so none outlives it. Policy:
 //  - a child that exits non-zero or is killed by a signal: the others get SIGTERM, then SIGKILL
 //    after the grace period; run() returns 1 and the log names the child;
 //  - SIGINT/SIGTERM/SIGHUP to psrun: the same stop; run() returns 1 (a second one kills at once);
@@ -21,7 +22,7 @@
 namespace psrun::launcher {
 
 class Supervisor {
-public:
+  public:
     explicit Supervisor(std::chrono::milliseconds grace) : grace_(grace) {}
     Supervisor(const Supervisor&) = delete;
     Supervisor& operator=(const Supervisor&) = delete;
@@ -31,7 +32,7 @@ public:
     // it changes the signal mask of the calling thread while it runs.
     int run(const std::vector<DaemonCommand>& commands);
 
-private:
+  private:
     struct Child {
         DaemonCommand command;
         pid_t pid = -1;
@@ -43,6 +44,7 @@ private:
     bool start(Child& child);
     void signal_group(int sig);
     void reap(bool stopping);
+    void reap_descendants();
 
     std::chrono::milliseconds grace_;
     std::vector<Child> children_;

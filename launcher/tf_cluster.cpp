@@ -1,11 +1,11 @@
 #include "launcher/tf_cluster.h"
 
+#include <fmt/format.h>
+
 #include <cctype>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <vector>
-
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 namespace psrun::launcher {
 namespace {
@@ -14,9 +14,7 @@ auto invalid(std::string message) {
     return make_error(ErrorCode::kInvalidArgument, std::move(message));
 }
 
-std::string host_of(const std::string& address) {
-    return address.substr(0, address.rfind(':'));
-}
+std::string host_of(const std::string& address) { return address.substr(0, address.rfind(':')); }
 
 // Builds the map once the role lists and the caller's (role, index) are known.
 Result<ClusterMap> assemble(std::vector<std::string> ps, std::vector<std::string> worker,
@@ -42,9 +40,10 @@ Result<ClusterMap> assemble(std::vector<std::string> ps, std::vector<std::string
     map.worker = std::move(worker);
     map.evaluator = std::move(evaluator);
     map.chief_index = 0;
-    const int offset = self_role == Role::kPs       ? 0
-                       : self_role == Role::kWorker ? static_cast<int>(map.ps.size())
-                                                    : static_cast<int>(map.ps.size() + map.worker.size());
+    const int offset = self_role == Role::kPs ? 0
+                       : self_role == Role::kWorker
+                           ? static_cast<int>(map.ps.size())
+                           : static_cast<int>(map.ps.size() + map.worker.size());
     SelfInfo self;
     self.rank = offset + self_index;
     self.role = self_role;
@@ -52,8 +51,9 @@ Result<ClusterMap> assemble(std::vector<std::string> ps, std::vector<std::string
     const std::vector<std::string>& own = self_role == Role::kPs       ? map.ps
                                           : self_role == Role::kWorker ? map.worker
                                                                        : map.evaluator;
-    self.node = static_cast<size_t>(self_index) < own.size() ? host_of(own[static_cast<size_t>(self_index)])
-                                                             : std::string();
+    self.node = static_cast<size_t>(self_index) < own.size()
+                    ? host_of(own[static_cast<size_t>(self_index)])
+                    : std::string();
     map.self = self;
     if (std::string why = map.validate(); !why.empty())
         return invalid(fmt::format("{}: {}", source, why));
@@ -86,7 +86,8 @@ Result<void> check_host_port(const std::string& address, const std::string& what
     if (host.find_first_of(":/ ") != std::string::npos)
         return invalid(fmt::format("{}: '{}' has a malformed host", what, address));
     long p = port.empty() || port.size() > 5 ? -1 : 0;
-    for (char c : port) p = std::isdigit(static_cast<unsigned char>(c)) && p >= 0 ? p * 10 + (c - '0') : -1;
+    for (char c : port)
+        p = std::isdigit(static_cast<unsigned char>(c)) && p >= 0 ? p * 10 + (c - '0') : -1;
     if (p < 1 || p > 65535)
         return invalid(fmt::format("{}: '{}' has no valid port (1-65535)", what, address));
     return {};
@@ -123,10 +124,13 @@ Result<ClusterMap> map_from_tf_config(const std::string& text) {
         for (int i = 0; i < 4; ++i)
             if (key == names[i]) which = i;
         if (which < 0)
-            return invalid(fmt::format("TF_CONFIG.cluster.{}: unknown job (expected chief, ps, "
-                                       "worker, evaluator)", key));
+            return invalid(
+                fmt::format("TF_CONFIG.cluster.{}: unknown job (expected chief, ps, "
+                            "worker, evaluator)",
+                            key));
         if (!value.is_array())
-            return invalid(fmt::format("TF_CONFIG.cluster.{} must be an array of \"host:port\"", key));
+            return invalid(
+                fmt::format("TF_CONFIG.cluster.{} must be an array of \"host:port\"", key));
         for (size_t i = 0; i < value.size(); ++i) {
             const std::string field = fmt::format("TF_CONFIG.cluster.{}[{}]", key, i);
             if (!value[i].is_string()) return invalid(field + " must be a \"host:port\" string");
@@ -136,8 +140,8 @@ Result<ClusterMap> map_from_tf_config(const std::string& text) {
         }
     }
     if (lists[0].size() > 1)
-        return invalid(fmt::format("TF_CONFIG.cluster.chief lists {} hosts; at most one",
-                                   lists[0].size()));
+        return invalid(
+            fmt::format("TF_CONFIG.cluster.chief lists {} hosts; at most one", lists[0].size()));
     if (!j.contains("task") || !j["task"].is_object())
         return invalid("TF_CONFIG.task is missing or not an object");
     const nlohmann::json& task = j["task"];
@@ -151,13 +155,17 @@ Result<ClusterMap> map_from_tf_config(const std::string& text) {
     for (int i = 0; i < 4; ++i)
         if (type == names[i]) which = i;
     if (which < 0)
-        return invalid(fmt::format("TF_CONFIG.task.type '{}': expected chief, ps, worker or "
-                                   "evaluator", type));
+        return invalid(
+            fmt::format("TF_CONFIG.task.type '{}': expected chief, ps, worker or "
+                        "evaluator",
+                        type));
     // TF lists no address for an evaluator; allow index 0 of an absent evaluator list.
     const size_t limit = which == 3 && lists[3].empty() ? 1 : lists[which].size();
     if (index < 0 || static_cast<size_t>(index) >= limit)
-        return invalid(fmt::format("TF_CONFIG.task.index {} is out of range: cluster.{} has {} "
-                                   "entries", index, type, lists[which].size()));
+        return invalid(
+            fmt::format("TF_CONFIG.task.index {} is out of range: cluster.{} has {} "
+                        "entries",
+                        index, type, lists[which].size()));
     std::vector<std::string> worker = lists[0];  // the named chief becomes worker 0
     worker.insert(worker.end(), lists[2].begin(), lists[2].end());
     if (worker.empty()) return invalid("TF_CONFIG.cluster has no chief and no worker");

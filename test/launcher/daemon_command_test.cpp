@@ -12,7 +12,8 @@ using Args = std::vector<std::string>;
 namespace {
 
 ClusterMap two_ps_three_workers() {
-    auto m = local_map(2, 3, 1, {"n1:20000", "n2:20000", "n1:20001", "n2:20001", "n1:20002", "n2:20002"});
+    auto m = local_map(2, 3, 1,
+                       {"n1:20000", "n2:20000", "n1:20001", "n2:20001", "n1:20002", "n2:20002"});
     m->threads = 4;
     return *m;
 }
@@ -45,10 +46,26 @@ TEST_CASE("psd forwards sync, standby, timeout and log level", "[daemon]") {
     map.threads.reset();
     const auto cmd = daemon_command(map, Role::kPs, 0, o);
     REQUIRE(cmd);
-    CHECK(cmd->argv == Args{"psd", "--index", "0", "--ps", "tcp://n1:20000,tcp://n2:20000",
-                            "--num-workers", "3", "--model-dir", "/m2", "--no-auth", "--standby",
-                            "--worker-timeout", "30", "--sync", "--replicas-to-aggregate", "3",
-                            "--backup-workers", "1", "--log-level", "debug"});
+    CHECK(cmd->argv == Args{"psd",
+                            "--index",
+                            "0",
+                            "--ps",
+                            "tcp://n1:20000,tcp://n2:20000",
+                            "--num-workers",
+                            "3",
+                            "--model-dir",
+                            "/m2",
+                            "--no-auth",
+                            "--standby",
+                            "--worker-timeout",
+                            "30",
+                            "--sync",
+                            "--replicas-to-aggregate",
+                            "3",
+                            "--backup-workers",
+                            "1",
+                            "--log-level",
+                            "debug"});
 }
 
 TEST_CASE("workerd gets chief, evaluator and training options", "[daemon]") {
@@ -64,7 +81,8 @@ TEST_CASE("workerd gets chief, evaluator and training options", "[daemon]") {
                            "--num-workers", "3", "--threads", "4", "--steps", "5"});
     const auto eval = daemon_command(map, Role::kEvaluator, 0, o);
     CHECK(eval->argv == Args{"workerd", "--index", "0", "--ps", "tcp://n1:20000,tcp://n2:20000",
-                             "--num-workers", "3", "--evaluator", "--threads", "4", "--steps", "5"});
+                             "--num-workers", "3", "--evaluator", "--threads", "4", "--steps",
+                             "5"});
 }
 
 TEST_CASE("no ps and one worker runs standalone; more workers need a ps", "[daemon]") {
@@ -81,8 +99,8 @@ TEST_CASE("no ps and one worker runs standalone; more workers need a ps", "[daem
 TEST_CASE("ipc endpoints are passed unchanged", "[daemon]") {
     const auto map = local_map(1, 1, 0, {"ipc:///tmp/x/ps-0", "ipc:///tmp/x/worker-0"});
     const auto cmd = daemon_command(*map, Role::kWorker, 0, DaemonOptions{});
-    CHECK(cmd->argv == Args{"workerd", "--index", "0", "--ps", "ipc:///tmp/x/ps-0",
-                            "--num-workers", "1", "--chief"});
+    CHECK(cmd->argv == Args{"workerd", "--index", "0", "--ps", "ipc:///tmp/x/ps-0", "--num-workers",
+                            "1", "--chief"});
 }
 
 TEST_CASE("daemon_path honours --bin-dir, then PSRUN_BIN_DIR, and explains a missing binary",
@@ -94,6 +112,6 @@ TEST_CASE("daemon_path honours --bin-dir, then PSRUN_BIN_DIR, and explains a mis
     o.bin_dir = "/nonexistent-dir";
     const auto missing = daemon_path("psd", o, EnvMap{});
     REQUIRE_FALSE(missing);
-    CHECK_THAT(missing.error().message, Catch::Contains("/nonexistent-dir/psd") &&
-                                            Catch::Contains("--bin-dir"));
+    CHECK_THAT(missing.error().message,
+               Catch::Contains("/nonexistent-dir/psd") && Catch::Contains("--bin-dir"));
 }

@@ -1,8 +1,8 @@
 #include "launcher/map_builder.h"
 
-#include "launcher/role_assignment.h"
-
 #include <catch2/catch.hpp>
+
+#include "launcher/role_assignment.h"
 
 using namespace psrun;
 using namespace psrun::launcher;
@@ -59,7 +59,8 @@ TEST_CASE("a block step with tf4slurm's task list puts one ps on each node", "[m
 TEST_CASE("a cyclic step maps ranks through NODEID/LOCALID", "[map]") {
     // srun -N3 -n6 -m cyclic on free nodes: SLURM_TASKS_PER_NODE=4,1(x2),
     // procid 0->n1, 1->n2, 2->n3, 3,4,5->n1 (local ids 1,2,3).
-    const std::vector<Task> tasks = {{0, 0, 0}, {1, 1, 0}, {2, 2, 0}, {3, 0, 1}, {4, 0, 2}, {5, 0, 3}};
+    const std::vector<Task> tasks = {{0, 0, 0}, {1, 1, 0}, {2, 2, 0},
+                                     {3, 0, 1}, {4, 0, 2}, {5, 0, 3}};
     MapOptions o;
     o.num_ps = 2;
     o.placement = "spread";

@@ -9,16 +9,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
-
-#include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
 
 #include "launcher/ports.h"
 
@@ -165,10 +164,15 @@ std::map<std::string, std::string> base_env(const Fixture& f) {
 
 std::map<std::string, std::string> step_env(const Fixture& f, int port, int procid) {
     auto env = base_env(f);
-    env.insert({{"SLURM_JOB_ID", "9"}, {"SLURM_STEP_ID", "0"}, {"SLURM_STEP_NODELIST", "localhost"},
-                {"SLURM_STEP_TASKS_PER_NODE", "2"}, {"SLURM_STEP_NUM_TASKS", "2"},
-                {"SLURM_PROCID", std::to_string(procid)}, {"SLURM_NODEID", "0"},
-                {"SLURM_LOCALID", std::to_string(procid)}, {"SLURM_CPUS_PER_TASK", "2"},
+    env.insert({{"SLURM_JOB_ID", "9"},
+                {"SLURM_STEP_ID", "0"},
+                {"SLURM_STEP_NODELIST", "localhost"},
+                {"SLURM_STEP_TASKS_PER_NODE", "2"},
+                {"SLURM_STEP_NUM_TASKS", "2"},
+                {"SLURM_PROCID", std::to_string(procid)},
+                {"SLURM_NODEID", "0"},
+                {"SLURM_LOCALID", std::to_string(procid)},
+                {"SLURM_CPUS_PER_TASK", "2"},
                 {"SLURM_STEP_RESV_PORTS", std::to_string(port) + "-" + std::to_string(port + 1)}});
     return env;
 }
@@ -189,14 +193,15 @@ TEST_CASE("psrun run execs psd with the contracted flags", "[process]") {
     Fixture f;
     const int port = free_port_pair();
     auto env = step_env(f, port, 0);
-    env["STANDIN_EXIT_NOW"] = std::string("7");  // exit code passes through: psrun exec'd, not forked
-    const Proc p = spawn({"run", "--bin-dir", f.bin.string(), "--no-auth", "--", "--model-dir", "/m",
-                          "--steps", "3"},
+    env["STANDIN_EXIT_NOW"] =
+        std::string("7");  // exit code passes through: psrun exec'd, not forked
+    const Proc p = spawn({"run", "--bin-dir", f.bin.string(), "--no-auth", "--", "--model-dir",
+                          "/m", "--steps", "3"},
                          env, f.dir.path);
     CHECK(wait_exit(p, 20) == 7);
-    CHECK(f.argv_of("psd.0") ==
-          Args{(f.bin / "psd").string(), "--index", "0", "--ps", "tcp://localhost:" + std::to_string(port),
-               "--num-workers", "1", "--model-dir", "/m", "--no-auth", "--threads", "2"});
+    CHECK(f.argv_of("psd.0") == Args{(f.bin / "psd").string(), "--index", "0", "--ps",
+                                     "tcp://localhost:" + std::to_string(port), "--num-workers",
+                                     "1", "--model-dir", "/m", "--no-auth", "--threads", "2"});
 }
 
 TEST_CASE("psrun run execs workerd for the chief with training options", "[process]") {
@@ -204,12 +209,12 @@ TEST_CASE("psrun run execs workerd for the chief with training options", "[proce
     const int port = free_port_pair();
     auto env = step_env(f, port, 1);
     env["STANDIN_EXIT_NOW"] = std::string("0");
-    const Proc p = spawn({"run", "--bin-dir", f.bin.string(), "--", "--steps", "3"}, env, f.dir.path);
+    const Proc p =
+        spawn({"run", "--bin-dir", f.bin.string(), "--", "--steps", "3"}, env, f.dir.path);
     CHECK(wait_exit(p, 20) == 0);
-    CHECK(f.argv_of("workerd.0") ==
-          Args{(f.bin / "workerd").string(), "--index", "0", "--ps",
-               "tcp://localhost:" + std::to_string(port), "--num-workers", "1", "--chief",
-               "--threads", "2", "--steps", "3"});
+    CHECK(f.argv_of("workerd.0") == Args{(f.bin / "workerd").string(), "--index", "0", "--ps",
+                                         "tcp://localhost:" + std::to_string(port), "--num-workers",
+                                         "1", "--chief", "--threads", "2", "--steps", "3"});
 }
 
 TEST_CASE("psrun run reports a ps port in use instead of hanging", "[process]") {
@@ -239,10 +244,10 @@ TEST_CASE("psrun usage and configuration errors exit 2 with a message", "[proces
         Case{{"run", "--bin-dir", "/nonexistent"}, "not found"},
         Case{{"plan", "--nodelist", "n[1-", "--tasks-per-node", "2"}, "never closed"},
         Case{{"plan", "--nodelist", "n[1-2]", "--tasks-per-node", "2(x"}, "2(x"},
-        Case{{"plan", "--tasks", "ps,worker", "--nodelist", "n1", "--tasks-per-node", "3"}, "--tasks has 2"},
+        Case{{"plan", "--tasks", "ps,worker", "--nodelist", "n1", "--tasks-per-node", "3"},
+             "--tasks has 2"},
         Case{{"plan", "--tasks", "ps,worker", "--ps", "1"}, "excludes"},
-        Case{{"plan", "--placement", "scatter"}, "scatter"},
-        Case{{"frobnicate"}, "subcommand"},
+        Case{{"plan", "--placement", "scatter"}, "scatter"}, Case{{"frobnicate"}, "subcommand"},
         Case{{"local", "--ps", "0", "--workers", "2", "--bin-dir", "/bin"}, "standalone"});
     auto env = c.args[0] == "run" ? step_env(f, 20000, 1) : base_env(f);
     const Proc p = spawn(c.args, env, f.dir.path);
@@ -264,9 +269,10 @@ TEST_CASE("psrun plan --help lists every option", "[process]") {
     const Proc p = spawn({"plan", "--help"}, base_env(f), f.dir.path);
     CHECK(wait_exit(p, 20) == 0);
     const std::string help = slurp(p.out);
-    for (const char* opt : {"--json", "--tasks", "--ps", "--placement", "--interface", "--no-ib",
-                            "--port-base", "--threads", "--nodelist", "--tasks-per-node", "--procid",
-                            "--ps_hosts", "--worker_hosts", "--job_name", "--task_index"})
+    for (const char* opt :
+         {"--json", "--tasks", "--ps", "--placement", "--interface", "--no-ib", "--port-base",
+          "--threads", "--nodelist", "--tasks-per-node", "--procid", "--ps_hosts", "--worker_hosts",
+          "--job_name", "--task_index"})
         CHECK_THAT(help, Catch::Contains(opt));
 }
 
@@ -292,9 +298,9 @@ TEST_CASE("psrun local: a failing daemon stops the others and is named", "[proce
     auto env = base_env(f);
     env["STANDIN_FAIL"] = std::string("workerd.1");
     const auto start = std::chrono::steady_clock::now();
-    const Proc p = spawn({"local", "--ps", "2", "--workers", "2", "--grace", "2", "--bin-dir",
-                          f.bin.string()},
-                         env, f.dir.path);
+    const Proc p =
+        spawn({"local", "--ps", "2", "--workers", "2", "--grace", "2", "--bin-dir", f.bin.string()},
+              env, f.dir.path);
     CHECK(wait_exit(p, 20) == 1);
     CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
     CHECK_THAT(slurp(p.err), Catch::Contains("worker 1") && Catch::Contains("status 3"));
@@ -339,9 +345,10 @@ TEST_CASE("psrun local --ps 0 --workers 1 runs workerd --standalone", "[process]
 
 TEST_CASE("psrun plan --json prints one parseable object per task", "[process]") {
     Fixture f;
-    const Proc p = spawn({"plan", "--json", "--nodelist", "n[1-2]", "--tasks-per-node", "4(x2)",
-                          "--procid", "5", "--tasks", "ps,worker,worker,worker,ps,worker,worker,worker"},
-                         base_env(f), f.dir.path);
+    const Proc p =
+        spawn({"plan", "--json", "--nodelist", "n[1-2]", "--tasks-per-node", "4(x2)", "--procid",
+               "5", "--tasks", "ps,worker,worker,worker,ps,worker,worker,worker"},
+              base_env(f), f.dir.path);
     CHECK(wait_exit(p, 20) == 0);
     const std::string out = slurp(p.out);
     CHECK(std::count(out.begin(), out.end(), '\n') == 1);

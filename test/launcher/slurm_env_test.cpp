@@ -10,11 +10,16 @@ namespace {
 
 // Task 3 of `srun -N3 -n6 --ntasks-per-node=2` (values seen in the Slurm lab).
 EnvMap step_env() {
-    return {{"SLURM_JOB_ID", "17"},          {"SLURM_STEP_ID", "0"},
-            {"SLURM_STEP_NODELIST", "n[1-3]"}, {"SLURM_JOB_NODELIST", "n[1-3]"},
-            {"SLURM_STEP_TASKS_PER_NODE", "2(x3)"}, {"SLURM_STEP_NUM_TASKS", "6"},
-            {"SLURM_NTASKS", "6"},            {"SLURM_PROCID", "3"},
-            {"SLURM_NODEID", "1"},            {"SLURM_LOCALID", "1"},
+    return {{"SLURM_JOB_ID", "17"},
+            {"SLURM_STEP_ID", "0"},
+            {"SLURM_STEP_NODELIST", "n[1-3]"},
+            {"SLURM_JOB_NODELIST", "n[1-3]"},
+            {"SLURM_STEP_TASKS_PER_NODE", "2(x3)"},
+            {"SLURM_STEP_NUM_TASKS", "6"},
+            {"SLURM_NTASKS", "6"},
+            {"SLURM_PROCID", "3"},
+            {"SLURM_NODEID", "1"},
+            {"SLURM_LOCALID", "1"},
             {"SLURMD_NODENAME", "n2"}};
 }
 
@@ -61,13 +66,17 @@ TEST_CASE("SlurmEnv falls back to job variables", "[slurm_env]") {
 
 TEST_CASE("SlurmEnv refuses a batch shell and advises srun", "[slurm_env]") {
     // What `sbatch -N3 --ntasks-per-node=2` gives the batch shell: no SLURM_STEP_*.
-    const EnvMap batch = {{"SLURM_JOB_ID", "5"},          {"SLURM_JOB_NODELIST", "n[1-3]"},
-                          {"SLURM_TASKS_PER_NODE", "2(x3)"}, {"SLURM_NTASKS", "6"},
-                          {"SLURM_PROCID", "0"},          {"SLURM_LOCALID", "0"},
-                          {"SLURM_NODEID", "0"},          {"SLURM_CPUS_PER_TASK", "1"}};
+    const EnvMap batch = {{"SLURM_JOB_ID", "5"},
+                          {"SLURM_JOB_NODELIST", "n[1-3]"},
+                          {"SLURM_TASKS_PER_NODE", "2(x3)"},
+                          {"SLURM_NTASKS", "6"},
+                          {"SLURM_PROCID", "0"},
+                          {"SLURM_LOCALID", "0"},
+                          {"SLURM_NODEID", "0"},
+                          {"SLURM_CPUS_PER_TASK", "1"}};
     const auto s = SlurmEnv::parse(batch);
     REQUIRE_FALSE(s);
-    CHECK_THAT(s.error().message, Catch::Contains("batch shell") && Catch::Contains("srun"));
+    CHECK_THAT(s.error().message, Catch::Contains("not a job step") && Catch::Contains("srun"));
 }
 
 TEST_CASE("SlurmEnv outside any job says what to do", "[slurm_env]") {
@@ -83,23 +92,21 @@ TEST_CASE("SlurmEnv errors name the variable", "[slurm_env]") {
         const char* value;  // nullptr: unset
         const char* named;
     };
-    const Case c = GENERATE(Case{"SLURM_PROCID", "6", "SLURM_PROCID"},
-                            Case{"SLURM_PROCID", "-1", "SLURM_PROCID"},
-                            Case{"SLURM_PROCID", nullptr, "SLURM_PROCID"},
-                            Case{"SLURM_PROCID", "3x", "SLURM_PROCID"},
-                            Case{"SLURM_NODEID", "3", "SLURM_NODEID"},
-                            Case{"SLURM_LOCALID", "2", "SLURM_LOCALID"},
-                            Case{"SLURM_LOCALID", nullptr, "SLURM_LOCALID"},
-                            Case{"SLURM_STEP_NODELIST", "n[1-", "SLURM_STEP_NODELIST"},
-                            Case{"SLURM_STEP_NODELIST", "n[1-2]", "SLURM_STEP_TASKS_PER_NODE"},
-                            Case{"SLURM_STEP_TASKS_PER_NODE", "2(x", "SLURM_STEP_TASKS_PER_NODE"},
-                            Case{"SLURM_STEP_TASKS_PER_NODE", "2(x2),1", "SLURM_STEP_NUM_TASKS"},
-                            Case{"SLURM_STEP_NUM_TASKS", "7", "SLURM_STEP_NUM_TASKS"},
-                            Case{"SLURM_CPUS_PER_TASK", "0", "SLURM_CPUS_PER_TASK"},
-                            Case{"SLURM_CPUS_PER_TASK", "two", "SLURM_CPUS_PER_TASK"},
-                            Case{"SLURM_STEP_RESV_PORTS", "5-3", "SLURM_STEP_RESV_PORTS"},
-                            Case{"SLURMD_NODENAME", "n3", "SLURMD_NODENAME"},
-                            Case{"SLURM_JOB_ID", "abc", "SLURM_JOB_ID"});
+    const Case c = GENERATE(
+        Case{"SLURM_PROCID", "6", "SLURM_PROCID"}, Case{"SLURM_PROCID", "-1", "SLURM_PROCID"},
+        Case{"SLURM_PROCID", nullptr, "SLURM_PROCID"}, Case{"SLURM_PROCID", "3x", "SLURM_PROCID"},
+        Case{"SLURM_NODEID", "3", "SLURM_NODEID"}, Case{"SLURM_LOCALID", "2", "SLURM_LOCALID"},
+        Case{"SLURM_LOCALID", nullptr, "SLURM_LOCALID"},
+        Case{"SLURM_STEP_NODELIST", "n[1-", "SLURM_STEP_NODELIST"},
+        Case{"SLURM_STEP_NODELIST", "n[1-2]", "SLURM_STEP_TASKS_PER_NODE"},
+        Case{"SLURM_STEP_TASKS_PER_NODE", "2(x", "SLURM_STEP_TASKS_PER_NODE"},
+        Case{"SLURM_STEP_TASKS_PER_NODE", "2(x2),1", "SLURM_STEP_NUM_TASKS"},
+        Case{"SLURM_STEP_NUM_TASKS", "7", "SLURM_STEP_NUM_TASKS"},
+        Case{"SLURM_CPUS_PER_TASK", "0", "SLURM_CPUS_PER_TASK"},
+        Case{"SLURM_CPUS_PER_TASK", "two", "SLURM_CPUS_PER_TASK"},
+        Case{"SLURM_STEP_RESV_PORTS", "5-3", "SLURM_STEP_RESV_PORTS"},
+        Case{"SLURMD_NODENAME", "n3", "SLURMD_NODENAME"},
+        Case{"SLURM_JOB_ID", "abc", "SLURM_JOB_ID"});
     EnvMap env = step_env();
     if (c.value)
         env[c.var] = c.value;

@@ -88,7 +88,8 @@ TEST_CASE("TF_CONFIG errors name the field", "[tf]") {
         Case{R"({"task": {"type": "ps", "index": 0}})", "TF_CONFIG.cluster"},
         Case{R"({"cluster": {"worker": ["w:1"]}})", "TF_CONFIG.task"},
         Case{R"({"cluster": {"worker": ["w:1"]}, "task": {"index": 0}})", "TF_CONFIG.task.type"},
-        Case{R"({"cluster": {"worker": ["w:1"]}, "task": {"type": "worker"}})", "TF_CONFIG.task.index"},
+        Case{R"({"cluster": {"worker": ["w:1"]}, "task": {"type": "worker"}})",
+             "TF_CONFIG.task.index"},
         Case{R"({"cluster": {"worker": ["w:1"]}, "task": {"type": "worker", "index": "0"}})",
              "TF_CONFIG.task.index"},
         Case{R"({"cluster": {"worker": ["w:1"]}, "task": {"type": "boss", "index": 0}})", "boss"},
@@ -96,17 +97,21 @@ TEST_CASE("TF_CONFIG errors name the field", "[tf]") {
              "out of range"},
         Case{R"({"cluster": {"worker": ["w:1"]}, "task": {"type": "worker", "index": -1}})",
              "out of range"},
-        Case{R"({"cluster": {"worker": ["w:1"]}, "task": {"type": "ps", "index": 0}})", "out of range"},
+        Case{R"({"cluster": {"worker": ["w:1"]}, "task": {"type": "ps", "index": 0}})",
+             "out of range"},
         Case{R"({"cluster": {"worker": "w:1"}, "task": {"type": "worker", "index": 0}})",
              "TF_CONFIG.cluster.worker"},
         Case{R"({"cluster": {"worker": [1]}, "task": {"type": "worker", "index": 0}})",
              "TF_CONFIG.cluster.worker[0]"},
         Case{R"({"cluster": {"worker": ["w"]}, "task": {"type": "worker", "index": 0}})",
              "TF_CONFIG.cluster.worker[0]"},
-        Case{R"({"cluster": {"master": ["w:1"]}, "task": {"type": "worker", "index": 0}})", "master"},
-        Case{R"({"cluster": {"chief": ["a:1", "b:1"], "worker": []}, "task": {"type": "chief", "index": 0}})",
-             "TF_CONFIG.cluster.chief"},
-        Case{R"({"cluster": {"ps": ["p:1"]}, "task": {"type": "ps", "index": 0}})", "no chief and no worker"});
+        Case{R"({"cluster": {"master": ["w:1"]}, "task": {"type": "worker", "index": 0}})",
+             "master"},
+        Case{
+            R"({"cluster": {"chief": ["a:1", "b:1"], "worker": []}, "task": {"type": "chief", "index": 0}})",
+            "TF_CONFIG.cluster.chief"},
+        Case{R"({"cluster": {"ps": ["p:1"]}, "task": {"type": "ps", "index": 0}})",
+             "no chief and no worker"});
     CAPTURE(c.json);
     const auto m = map_from_tf_config(c.json);
     REQUIRE_FALSE(m);
