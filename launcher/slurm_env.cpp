@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
+#include <string>
+#include <vector>
 
 #include "launcher/hostlist.h"
 #include "launcher/slurm_lists.h"
@@ -124,6 +127,28 @@ Result<SlurmEnv> SlurmEnv::parse(const EnvMap& env) {
         return invalid("SLURMD_NODENAME", *name,
                        fmt::format("but SLURM_NODEID={} names node '{}' of {}", s.nodeid,
                                    s.nodes[static_cast<size_t>(s.nodeid)], nodelist->first));
+
+    // SLURM_GTIDS lists the PROCIDs of this node's tasks by local id: it must agree with the
+    // (node, local id) -> slot mapping this launcher relies on.
+    if (auto gtids = env_get(env, "SLURM_GTIDS"); gtids && !gtids->empty()) {
+        std::vector<long> ids;
+        bool ok = true;
+        for (size_t pos = 0; ok && pos <= gtids->size();) {
+            const size_t comma = std::min(gtids->find(',', pos), gtids->size());
+            const std::string item = gtids->substr(pos, comma - pos);
+            ok = !item.empty() && item.size() < 10 &&
+                 item.find_first_not_of("0123456789") == std::string::npos;
+            if (ok) ids.push_back(std::stol(item));
+            pos = comma + 1;
+        }
+        const int here = s.tasks_per_node[static_cast<size_t>(s.nodeid)];
+        if (!ok || static_cast<int>(ids.size()) != here ||
+            ids[static_cast<size_t>(s.localid)] != s.procid)
+            return invalid("SLURM_GTIDS", *gtids,
+                           fmt::format("does not list {} tasks with SLURM_PROCID={} at "
+                                       "SLURM_LOCALID={}",
+                                       here, s.procid, s.localid));
+    }
 
     auto cpus = read_number(env, "SLURM_CPUS_PER_TASK", false, 4096);
     if (!cpus) return tl::unexpected(cpus.error());

@@ -26,7 +26,8 @@ struct SlurmEnv {
     // Parses a step task's environment. Reads SLURM_STEP_NODELIST (else SLURM_JOB_NODELIST),
     // SLURM_STEP_TASKS_PER_NODE (else SLURM_TASKS_PER_NODE), SLURM_STEP_NUM_TASKS (else
     // SLURM_NTASKS), SLURM_PROCID, SLURM_NODEID, SLURM_LOCALID, SLURM_CPUS_PER_TASK,
-    // SLURM_STEP_RESV_PORTS, SLURM_JOB_ID, SLURM_STEP_ID and SLURMD_NODENAME.
+    // SLURM_STEP_RESV_PORTS, SLURM_JOB_ID, SLURM_STEP_ID and SLURMD_NODENAME; SLURM_GTIDS, when
+    // set, is cross-checked (its element SLURM_LOCALID must be SLURM_PROCID).
     // Errors: kNotFound outside any job; kInvalidArgument in a batch shell (no SLURM_STEP_ID and
     // no SLURM_STEP_NUM_TASKS) or when a variable is malformed or inconsistent; the message
     // names the variable.

@@ -52,6 +52,24 @@ TEST_CASE("SlurmEnv reads optional variables", "[slurm_env]") {
     CHECK(s->step_id == 2);
 }
 
+TEST_CASE("SlurmEnv accepts SLURM_GTIDS that match a cyclic layout", "[slurm_env]") {
+    // srun -N3 -n6 -m cyclic, task 3: node n1 holds PROCIDs 0,3,4,5 at local ids 0..3.
+    const EnvMap env = {{"SLURM_JOB_ID", "8"},
+                        {"SLURM_STEP_ID", "0"},
+                        {"SLURM_STEP_NODELIST", "n[1-3]"},
+                        {"SLURM_STEP_TASKS_PER_NODE", "4,1(x2)"},
+                        {"SLURM_STEP_NUM_TASKS", "6"},
+                        {"SLURM_PROCID", "3"},
+                        {"SLURM_NODEID", "0"},
+                        {"SLURM_LOCALID", "1"},
+                        {"SLURM_GTIDS", "0,3,4,5"},
+                        {"SLURMD_NODENAME", "n1"}};
+    const auto s = SlurmEnv::parse(env);
+    REQUIRE(s);
+    CHECK(s->procid == 3);
+    CHECK(s->localid == 1);
+}
+
 TEST_CASE("SlurmEnv falls back to job variables", "[slurm_env]") {
     EnvMap env = step_env();
     env.erase("SLURM_STEP_NODELIST");
@@ -106,7 +124,9 @@ TEST_CASE("SlurmEnv errors name the variable", "[slurm_env]") {
         Case{"SLURM_CPUS_PER_TASK", "two", "SLURM_CPUS_PER_TASK"},
         Case{"SLURM_STEP_RESV_PORTS", "5-3", "SLURM_STEP_RESV_PORTS"},
         Case{"SLURMD_NODENAME", "n3", "SLURMD_NODENAME"},
-        Case{"SLURM_JOB_ID", "abc", "SLURM_JOB_ID"});
+        Case{"SLURM_JOB_ID", "abc", "SLURM_JOB_ID"}, Case{"SLURM_GTIDS", "2,4", "SLURM_GTIDS"},
+        Case{"SLURM_GTIDS", "2,3,4", "SLURM_GTIDS"}, Case{"SLURM_GTIDS", "2,x", "SLURM_GTIDS"},
+        Case{"SLURM_GTIDS", "2,", "SLURM_GTIDS"});
     EnvMap env = step_env();
     if (c.value)
         env[c.var] = c.value;
