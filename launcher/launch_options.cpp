@@ -22,7 +22,9 @@ void add_map_options(CLI::App* cmd, MapOptions& o, bool preview) {
                                   "node): ps, worker, chief, evaluator; e.g. "
                                   "ps,worker,worker,worker,ps,worker,worker,worker")
                       ->group(roles);
-    auto* ps = cmd->add_option("--ps", o.num_ps, "number of parameter servers (default 1)")
+    auto* ps = cmd->add_option("--ps", o.num_ps,
+                               "number of parameter servers (default 1; 0 for a one-task step, "
+                               "which runs workerd --standalone)")
                    ->check(CLI::NonNegativeNumber)
                    ->group(roles);
     auto* placement = cmd->add_option("--placement", o.placement,

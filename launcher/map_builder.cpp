@@ -21,7 +21,9 @@ Result<std::vector<TaskRole>> step_roles(const SlurmEnv& step, const MapOptions&
     }
     auto placement = parse_placement(options.placement);
     if (!placement) return tl::unexpected(placement.error());
-    return place_ps(step.tasks_per_node, options.num_ps.value_or(1), *placement);
+    // Default: one ps, or none (a standalone worker) when the step has a single task.
+    return place_ps(step.tasks_per_node, options.num_ps.value_or(step.num_tasks == 1 ? 0 : 1),
+                    *placement);
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ namespace psrun::launcher {
 struct MapOptions {
     TfFlags tf;
     std::string tasks;          // --tasks ps,worker,...; excludes num_ps
-    std::optional<int> num_ps;  // --ps K (default 1)
+    std::optional<int> num_ps;  // --ps K (default 1; 0 for a one-task step)
     std::string placement = "spread";
     AddressOptions address;
     int port_base = kDefaultPortBase;

@@ -257,3 +257,15 @@ TEST_CASE("local map puts ps, workers and evaluators in rank order", "[map]") {
     CHECK(m->validate().empty());
     CHECK_FALSE(local_map(1, 0, 0, {"a:1"}));
 }
+
+TEST_CASE("a one-task step defaults to a standalone worker", "[map]") {
+    const auto m = resolve_map(MapOptions{}, task_env("n1", "1", 1, {0, 0, 0}));
+    REQUIRE(m);
+    CHECK(m->ps.empty());
+    CHECK(m->worker.size() == 1);
+    CHECK(m->self->role == Role::kWorker);
+    MapOptions o;
+    o.num_ps = 1;
+    CHECK_THAT(resolve_map(o, task_env("n1", "1", 1, {0, 0, 0})).error().message,
+               Catch::Contains("no worker"));
+}
