@@ -20,9 +20,12 @@ int main(int argc, char** argv) {
     psrun::init_logging("psrun", -1, "info");
     psrun::launcher::CommandContext ctx;
     ctx.env = psrun::launcher::env_from_environ(environ);
-    // Everything after the first "--" is training options for workerd; CLI11 never sees it.
+    // For run and local, everything after the first "--" is training options for workerd and
+    // CLI11 never sees it; other subcommands get their argv unchanged.
     std::vector<std::string> args(argv + 1, argv + argc);
-    if (const auto dash = std::find(args.begin(), args.end(), "--"); dash != args.end()) {
+    const bool takes_training = !args.empty() && (args[0] == "run" || args[0] == "local");
+    if (const auto dash = std::find(args.begin(), args.end(), "--");
+        takes_training && dash != args.end()) {
         ctx.training.assign(dash + 1, args.end());
         args.erase(dash, args.end());
     }
