@@ -111,13 +111,16 @@ Result<std::string> daemon_path(const std::string& program, const DaemonOptions&
                                 const EnvMap& env) {
     const std::string dir = bin_dir_for(program, options, env);
     const std::string path = dir + "/" + program;
-    if (::access(path.c_str(), X_OK) != 0)
-        return make_error(ErrorCode::kNotFound,
-                          fmt::format("{} not found or not executable at {}: build it "
-                                      "(ninja -C build) or point --bin-dir / PSRUN_BIN_DIR at "
-                                      "the directory that holds psd and workerd",
-                                      program, path));
-    return path;
+    if (::access(path.c_str(), X_OK) == 0) return path;
+    std::string where = path;
+    const bool explicit_dir = !options.bin_dir.empty() || env_get(env, "PSRUN_BIN_DIR");
+    if (!explicit_dir)  // say both places next to psrun that were tried
+        where = fmt::format("{}/../{}/{} or {}", dir, program, program, path);
+    return make_error(ErrorCode::kNotFound,
+                      fmt::format("{} not found or not executable at {}: build it (ninja -C "
+                                  "build) or point --bin-dir / PSRUN_BIN_DIR at the directory "
+                                  "that holds psd and workerd",
+                                  program, where));
 }
 
 std::string render_argv(const std::vector<std::string>& argv) {
