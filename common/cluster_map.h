@@ -18,7 +18,7 @@ const char* role_name(Role role);
 // One task of the map. For a Slurm step, slots are enumerated node by node in nodelist order
 // and by local id within a node; `rank` is that enumeration index (equal to SLURM_PROCID under
 // block distribution, see docs/architecture.md). For TF sources, node is the endpoint's host and
-// local_id is -1.
+// local_id is -1; for `psrun local` every slot is on "localhost" and local_id equals rank.
 struct TaskSlot {
     int rank = 0;
     std::string node;

@@ -1,6 +1,7 @@
 #include "launcher/map_builder.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -140,6 +141,8 @@ Result<ClusterMap> resolve_map(const MapOptions& options, const EnvMap& env) {
         map = map_from_slurm(*step, options, false);
     } else if (auto tf_config = env_get(env, "TF_CONFIG"); tf_config && !tf_config->empty()) {
         map = map_from_tf_config(*tf_config);
+        if (!options.tasks.empty() || options.num_ps)
+            spdlog::warn("TF_CONFIG is set and defines the roles: --tasks/--ps are ignored");
     } else {
         auto step = SlurmEnv::parse(env);
         if (!step) return tl::unexpected(step.error());
