@@ -34,9 +34,9 @@ case " $* " in *" --standalone "*) idx=standalone;; esac
 [ "$name" = workerd ] && case " $* " in *" --evaluator "*) name=evaluator;; esac
 tag="$name.$idx"
 printf '%s\n' "$0" "$@" > "$STANDIN_DIR/$tag.argv"
+[ -n "$STANDIN_EXIT_NOW" ] && exit "$STANDIN_EXIT_NOW"
 sleep 30 & echo $! > "$STANDIN_DIR/$tag.child"
 echo $$ > "$STANDIN_DIR/$tag.pid"
-[ -n "$STANDIN_EXIT_NOW" ] && exit "$STANDIN_EXIT_NOW"
 [ "$STANDIN_FAIL" = "$tag" ] && { sleep 0.3; exit 3; }
 [ "$name" != psd ] && [ -n "$STANDIN_WORKER_EXIT" ] && { sleep 0.2; exit "$STANDIN_WORKER_EXIT"; }
 exec sleep 30
@@ -67,6 +67,19 @@ struct Fixture {
             fs::permissions(bin / name, fs::perms::owner_all);
         }
     }
+    ~Fixture() {
+        // Safety net: nothing a stand-in started may outlive the test, whatever it asserted.
+        // Only processes that still carry this fixture's STANDIN_DIR, so a reused PID is safe.
+        const std::string mark = "STANDIN_DIR=" + rec.string();
+        for (pid_t pid : recorded_pids()) {
+            std::ifstream environ_file("/proc/" + std::to_string(pid) + "/environ");
+            std::stringstream env;
+            env << environ_file.rdbuf();
+            if (env.str().find(mark) != std::string::npos) ::kill(pid, SIGKILL);
+        }
+    }
+    Fixture(const Fixture&) = delete;
+    Fixture& operator=(const Fixture&) = delete;
     std::string read(const std::string& file) const {
         std::ifstream in(rec / file);
         std::stringstream ss;
