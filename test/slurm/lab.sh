@@ -11,7 +11,9 @@
 #   LAB      directory for config, state, spool, logs and pid files (required; created if missing)
 #   NODES    number of slurmd (default 3)           CPUS  CPUs per node (default 8, more than the host has)
 #   PORT     slurmctld port; slurmd i listens on PORT+i (default: a free random block below 32768)
-#   RESV     size of the MpiParams=ports range for `srun --resv-ports=K` (default 200; placed after the slurmd ports)
+#   RESV     size of the MpiParams=ports range (default 200; placed after the slurmd ports). With it, every step
+#            gets SLURM_STEP_RESV_PORTS (as many ports as its largest node has tasks, or K with --resv-ports=K).
+#            RESV=0: no MpiParams, so steps have no SLURM_STEP_RESV_PORTS (psrun then derives its ports).
 #   SANDBOX  1 (default): everything runs in a private PID + mount namespace (`unshare`), in which $LAB/hosts
 #            is bind-mounted over /etc/hosts so n1..nN resolve for the daemons and every task. `down` kills the
 #            namespace by the PID of its unshare process, which ends every daemon, step and task at once.
@@ -99,7 +101,7 @@ SlurmdLogFile=$LAB/log/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 MpiDefault=none
-MpiParams=ports=$resv_lo-$resv_hi
+$( ((RESV > 0)) && echo "MpiParams=ports=$resv_lo-$resv_hi")
 SwitchType=switch/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
@@ -151,6 +153,7 @@ do_up() {
   DEF_MEM_PER_CPU=${DEF_MEM_PER_CPU:-400}
   [[ $NODES =~ ^[1-9][0-9]*$ && $NODES -le 250 ]] || die_usage "NODES must be 1..250, got '$NODES'"
   [[ $CPUS =~ ^[1-9][0-9]*$ ]] || die_usage "CPUS must be a positive integer, got '$CPUS'"
+  [[ $RESV =~ ^[0-9]+$ ]] || die_usage "RESV must be a number of ports (0 for none), got '$RESV'"
   if [ -e "$LAB/run/unshare.pid" ] && stamp_alive "$LAB/run/unshare.pid"; then
     die_usage "a lab is already running in $LAB: run 'LAB=$LAB lab.sh down' first"
   fi
