@@ -21,6 +21,11 @@ track_pid() { TRACKED_PIDS+=("$1"); }
 # Brings up a lab with $1 nodes (default 3) in a fresh temp dir and exports SLURM_CONF for the clients.
 # RESV=0 in the environment: a lab without MpiParams=ports (no SLURM_STEP_RESV_PORTS in steps).
 lab_start() {
+  if [ "$(id -u)" != 0 ]; then
+    note "SKIP: the Slurm lab needs root (slurmd, unshare)"
+    exit 77
+  fi
+  command -v slurmctld >/dev/null && command -v slurmd >/dev/null || fail "slurmctld/slurmd not installed (jobs/setup.sh)"
   LAB=$(mktemp -d "${TMPDIR:-/tmp}/psrun-slurmlab.XXXXXX")
   export LAB
   OUT=$LAB/out
