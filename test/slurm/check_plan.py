@@ -63,6 +63,18 @@ def read_srun_output(path):
     return {r: v for r, v in views.items() if v is not None}
 
 
+def node_major_slots(envs):
+    """rank -> position when the step's tasks are listed node by node (Slurm's node order), then by local id."""
+    per_node = defaultdict(int)
+    for node, _, _ in envs.values():
+        per_node[node] += 1
+    order = sorted(per_node, key=lambda n: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", n)])
+    offset, acc = {}, 0
+    for n in order:
+        offset[n], acc = acc, acc + per_node[n]
+    return {r: offset[node] + localid for r, (node, _, localid) in envs.items()}
+
+
 def host_of(addr):
     addr = addr.removeprefix("tcp://")
     return addr.rsplit(":", 1)[0]
@@ -115,11 +127,19 @@ def main():
         check(re.fullmatch(r"(tcp://)?[A-Za-z0-9.-]+:\d{1,5}", addr) is not None
               and 0 < int(addr.rsplit(":", 1)[1]) < 65536, f"malformed address {addr!r}")
 
-    # 2. Each rank's self: rank, node, and its own address in the map.
+    # 2. Each rank's self: rank, node, and its own address in the map. self.rank is the task's SLURM_PROCID,
+    # or, when the view also has self.procid (== SLURM_PROCID), the task's node-major slot (node order, then
+    # local id), which differs from SLURM_PROCID under -m cyclic.
+    slots = node_major_slots(envs)
     by_role = defaultdict(list)
     for r, v in views.items():
         s = v["self"]
-        check(s.get("rank") == r, f"rank {r}: self.rank is {s.get('rank')}")
+        if "procid" in s:
+            check(s["procid"] == r, f"rank {r}: self.procid is {s['procid']}")
+            if r in slots:
+                check(s.get("rank") == slots[r], f"rank {r}: self.rank is {s.get('rank')}, its node-major slot is {slots[r]}")
+        else:
+            check(s.get("rank") == r, f"rank {r}: self.rank is {s.get('rank')}")
         role, idx = s.get("role"), s.get("index")
         check(role in ("ps", "worker", "evaluator"), f"rank {r}: bad role {role!r}")
         by_role[role].append(idx)
@@ -138,14 +158,6 @@ def main():
     if a.tasks:
         tasks = a.tasks.split(",")
         check(len(tasks) == a.ntasks, "test bug: task list length")
-        per_node = defaultdict(int)
-        for node, _, _ in envs.values():
-            per_node[node] += 1
-        # node-major position = tasks on lower-numbered nodes + local id (nodes sorted as Slurm orders them)
-        order = sorted(per_node, key=lambda n: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", n)])
-        offset, acc = {}, 0
-        for n in order:
-            offset[n], acc = acc, acc + per_node[n]
         counts = defaultdict(int)
         expected = {}
         for pos, role in enumerate(tasks):
@@ -155,7 +167,7 @@ def main():
             if r not in envs:
                 continue
             node, _, localid = envs[r]
-            want_role, want_idx = expected[offset[node] + localid]
+            want_role, want_idx = expected[slots[r]]
             got = (v["self"]["role"], v["self"]["index"])
             check(got == (want_role, want_idx), f"rank {r} ({node} local {localid}): self is {got}, "
                                                  f"task list says {(want_role, want_idx)}")
