@@ -31,6 +31,7 @@ lab_start() {
   OUT=$LAB/out
   mkdir -p "$OUT"
   trap lab_cleanup EXIT
+  trap 'exit 143' TERM INT HUP   # so that a killed test (meson timeout, Ctrl-C) still takes its lab down
   NODES=${1:-3} CPUS=8 SANDBOX=1 RESV=${RESV:-200} "$LAB_SH" up >"$LAB/up.log" 2>&1 || {
     cat "$LAB/up.log" >&2
     fail "lab did not come up"
