@@ -298,7 +298,7 @@ live_pids() {
   if [ -f "$LAB/run/pids" ]; then
     while read -r pid start; do
       if [ "$(pid_stamp "$pid" 2>/dev/null)" = "$pid $start" ]; then
-        echo "$pid $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)"
+        echo "$pid $(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline")"
         seen+="$pid "
       fi
     done <"$LAB/run/pids"
@@ -306,7 +306,7 @@ live_pids() {
   if [ -s "$LAB/run/pidns" ]; then
     local p
     for p in $(ns_members "$(cat "$LAB/run/pidns")"); do
-      [[ $seen == *" $p "* ]] || echo "$p $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null) (in the sandbox)"
+      [[ $seen == *" $p "* ]] || echo "$p $(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline") (in the sandbox)"
     done
   fi
   return 0
