@@ -1,0 +1,140 @@
+#include "launcher/cmd_local.h"
+
+#include <stdlib.h>
+
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "common/result.h"
+#include "launcher/daemon_command.h"
+#include "launcher/launch_options.h"
+#include "launcher/map_builder.h"
+#include "launcher/ports.h"
+#include "launcher/supervisor.h"
+
+namespace psrun::launcher {
+namespace {
+
+struct LocalOptions {
+    int num_ps = 1;
+    int num_workers = 1;
+    int num_evaluators = 0;
+    bool ipc = false;
+    double grace_seconds = 10.0;
+    std::optional<int> threads;
+    bool dry_run = false;
+    bool plan = false;
+    DaemonOptions daemon;
+};
+
+// Removes the private ipc directory on every exit path.
+struct TempDir {
+    std::string path;
+    ~TempDir() {
+        std::error_code ec;
+        if (!path.empty()) std::filesystem::remove_all(path, ec);
+    }
+};
+
+void run_local(const LocalOptions& o, CommandContext& ctx) {
+    const int total = o.num_ps + o.num_workers + o.num_evaluators;
+    if (o.num_ps == 0 && (o.num_workers != 1 || o.num_evaluators != 0))
+        throw UsageError("--ps 0 runs one standalone worker: use --workers 1 and no evaluators, "
+                         "or --ps 1 or more");
+    TempDir dir;
+    std::vector<std::string> addresses;
+    if (o.ipc) {
+        std::string pattern = (std::filesystem::temp_directory_path() / "psrun-local.XXXXXX").string();
+        if (::mkdtemp(pattern.data()) == nullptr)
+            throw std::runtime_error("cannot create a private directory for ipc endpoints");
+        dir.path = pattern;
+        for (int i = 0; i < total; ++i) {
+            const char* kind = i < o.num_ps ? "ps" : i < o.num_ps + o.num_workers ? "worker" : "evaluator";
+            const int index = i < o.num_ps ? i : i < o.num_ps + o.num_workers ? i - o.num_ps
+                                                                              : i - o.num_ps - o.num_workers;
+            addresses.push_back(fmt::format("ipc://{}/{}-{}", dir.path, kind, index));
+        }
+    } else {
+        auto ports = free_local_ports(total);
+        if (!ports) throw std::runtime_error(ports.error().message);
+        for (int p : *ports) addresses.push_back(fmt::format("127.0.0.1:{}", p));
+    }
+    auto map = local_map(o.num_ps, o.num_workers, o.num_evaluators, addresses);
+    if (!map) throw UsageError(map.error().message);
+    map->threads = o.threads;
+    if (o.plan) {
+        std::cout << map->to_table() << std::flush;
+        ctx.exit_code = kExitOk;
+        return;
+    }
+    DaemonOptions daemon = o.daemon;
+    daemon.training = ctx.training;
+    std::vector<DaemonCommand> commands;
+    for (const TaskSlot& slot : map->slots) {
+        auto cmd = daemon_command(*map, slot.role, slot.role_index, daemon);
+        if (!cmd) throw UsageError(cmd.error().message);
+        if (o.dry_run) {
+            std::cout << render_argv(cmd->argv) << '\n';
+            continue;
+        }
+        auto path = daemon_path(cmd->program, daemon, ctx.env);
+        if (!path) throw UsageError(path.error().message);
+        cmd->path = *path;
+        commands.push_back(std::move(*cmd));
+    }
+    if (o.dry_run) {
+        std::cout << std::flush;
+        ctx.exit_code = kExitOk;
+        return;
+    }
+    Supervisor supervisor(std::chrono::milliseconds(static_cast<long>(o.grace_seconds * 1000)));
+    ctx.exit_code = supervisor.run(commands);
+    if (ctx.exit_code == kExitOk)
+        spdlog::info("all daemons finished");
+    else
+        spdlog::error("psrun local failed (exit code {})", ctx.exit_code);
+}
+
+}  // namespace
+
+void add_local_command(CLI::App& app, CommandContext& ctx) {
+    auto o = std::make_shared<LocalOptions>();
+    CLI::App* cmd = app.add_subcommand(
+        "local", "Run the whole cluster on this host: K psd and W workerd as supervised children "
+                 "on 127.0.0.1 (free ports chosen by the kernel) or ipc endpoints. Usage: psrun "
+                 "local --ps K --workers W [options] [-- training options]");
+    cmd->add_option("--ps", o->num_ps, "parameter servers (0 with --workers 1: workerd --standalone)")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    cmd->add_option("--workers", o->num_workers, "workers (worker 0 is the chief)")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    cmd->add_option("--evaluators", o->num_evaluators, "evaluators")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    cmd->add_flag("--ipc", o->ipc,
+                  "use ipc:// endpoints in a private temporary directory (removed at exit) "
+                  "instead of TCP on 127.0.0.1");
+    cmd->add_option("--grace", o->grace_seconds,
+                    "seconds a daemon gets to exit after SIGTERM (and the ps after the last "
+                    "worker) before SIGKILL")
+        ->check(CLI::Range(0.0, 3600.0))
+        ->capture_default_str();
+    cmd->add_option("--threads", o->threads, "oneDNN/OpenMP threads per daemon")
+        ->check(CLI::PositiveNumber);
+    cmd->add_flag("--plan", o->plan, "print the local cluster map and exit");
+    cmd->add_flag("--dry-run", o->dry_run, "print every daemon command line and exit");
+    add_daemon_options(cmd, o->daemon);
+    cmd->footer("A failing daemon stops the others (SIGTERM, then SIGKILL after --grace) and psrun "
+                "exits 1 naming it; Ctrl-C or SIGTERM stops all daemons the same way. Exit 0 "
+                "only when every worker exited 0.");
+    cmd->callback([o, &ctx] { run_local(*o, ctx); });
+}
+
+}  // namespace psrun::launcher

@@ -1,0 +1,87 @@
+#include "launcher/cmd_run.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <stdexcept>
+
+#include <spdlog/spdlog.h>
+
+#include "common/result.h"
+#include "launcher/daemon_command.h"
+#include "launcher/launch_options.h"
+#include "launcher/map_builder.h"
+#include "launcher/ports.h"
+
+namespace psrun::launcher {
+namespace {
+
+struct RunOptions {
+    MapOptions map;
+    DaemonOptions daemon;
+    bool dry_run = false;
+};
+
+[[noreturn]] void exec_daemon(const DaemonCommand& cmd) {
+    std::vector<char*> argv;
+    for (const std::string& a : cmd.argv) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    spdlog::info("{}: exec {}", cmd.label, render_argv(cmd.argv));
+    ::execv(cmd.path.c_str(), argv.data());
+    throw std::runtime_error("cannot exec " + cmd.path + ": " + std::strerror(errno));
+}
+
+void run(const RunOptions& o, CommandContext& ctx) {
+    auto map = resolve_map(o.map, ctx.env);
+    if (!map) throw UsageError(map.error().message);
+    DaemonOptions daemon = o.daemon;
+    daemon.training = ctx.training;
+    auto cmd = daemon_command(*map, map->self->role, map->self->index, daemon);
+    if (!cmd) throw UsageError(cmd.error().message);
+    if (o.dry_run) {
+        std::cout << render_argv(cmd->argv) << std::endl;
+        ctx.exit_code = kExitOk;
+        return;
+    }
+    auto path = daemon_path(cmd->program, daemon, ctx.env);
+    if (!path) throw UsageError(path.error().message);
+    cmd->path = *path;
+    if (map->self->role == Role::kPs) {
+        // Only a ps binds its endpoint; fail now rather than let psd retry on a taken port.
+        const std::string& address = map->ps[static_cast<size_t>(map->self->index)];
+        if (address.find("://") == std::string::npos) {
+            const size_t colon = address.rfind(':');
+            auto ok = check_port_free(address.substr(0, colon), std::stoi(address.substr(colon + 1)));
+            if (!ok) throw std::runtime_error(ok.error().message);
+        }
+    }
+    exec_daemon(*cmd);
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app, CommandContext& ctx) {
+    auto options = std::make_shared<RunOptions>();
+    CLI::App* cmd = app.add_subcommand(
+        "run", "Resolve this task's role and exec psd or workerd with explicit flags. Usage: "
+               "psrun run [options] [-- training options]");
+    add_map_options(cmd, options->map, false);
+    add_daemon_options(cmd, options->daemon);
+    cmd->add_flag("--dry-run", options->dry_run,
+                  "print the daemon command line instead of executing it");
+    cmd->footer("Training options after \"--\" go to workerd (e.g. -- --data-dir D --steps 2000); "
+                "--model-dir among them also goes to psd.\n"
+                "ps:     psd --index I --ps EP,... --num-workers W [--model-dir D] [--key-file F | "
+                "--no-auth] [--standby] [--worker-timeout S] [--sync --replicas-to-aggregate N "
+                "[--backup-workers B]] [--threads T] [--log-level L]\n"
+                "worker: workerd --index I --ps EP,... --num-workers W [--chief | --evaluator] "
+                "[--key-file F | --no-auth] [--threads T] [training options]\n"
+                "A map without ps and with one worker runs: workerd --standalone [--threads T] "
+                "[training options]");
+    cmd->callback([options, &ctx] { run(*options, ctx); });
+}
+
+}  // namespace psrun::launcher

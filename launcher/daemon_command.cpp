@@ -1,0 +1,132 @@
+#include "launcher/daemon_command.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+namespace psrun::launcher {
+namespace {
+
+std::string join_endpoints(const std::vector<std::string>& addresses) {
+    std::string out;
+    for (const std::string& a : addresses) {
+        if (!out.empty()) out += ',';
+        out += to_endpoint(a);
+    }
+    return out;
+}
+
+}  // namespace
+
+std::optional<std::string> training_model_dir(const std::vector<std::string>& training) {
+    for (size_t i = 0; i < training.size(); ++i) {
+        if (training[i] == "--model-dir" && i + 1 < training.size()) return training[i + 1];
+        if (training[i].rfind("--model-dir=", 0) == 0) return training[i].substr(12);
+    }
+    return std::nullopt;
+}
+
+Result<DaemonCommand> daemon_command(const ClusterMap& map, Role role, int index,
+                                     const DaemonOptions& options) {
+    DaemonCommand cmd;
+    const std::string num_workers = std::to_string(map.worker.size());
+    auto add_auth = [&] {
+        if (!options.key_file.empty()) {
+            cmd.argv.insert(cmd.argv.end(), {"--key-file", options.key_file});
+        } else if (options.no_auth) {
+            cmd.argv.push_back("--no-auth");
+        }
+    };
+    auto add_threads = [&] {
+        if (map.threads) cmd.argv.insert(cmd.argv.end(), {"--threads", std::to_string(*map.threads)});
+    };
+    if (role == Role::kPs) {
+        cmd.label = fmt::format("ps {}", index);
+        cmd.program = "psd";
+        cmd.argv = {"psd", "--index", std::to_string(index), "--ps", join_endpoints(map.ps),
+                    "--num-workers", num_workers};
+        if (auto dir = training_model_dir(options.training))
+            cmd.argv.insert(cmd.argv.end(), {"--model-dir", *dir});
+        add_auth();
+        if (options.standby) cmd.argv.push_back("--standby");
+        if (options.worker_timeout)
+            cmd.argv.insert(cmd.argv.end(),
+                            {"--worker-timeout", fmt::format("{}", *options.worker_timeout)});
+        if (options.sync) {
+            cmd.argv.push_back("--sync");
+            cmd.argv.insert(cmd.argv.end(),
+                            {"--replicas-to-aggregate",
+                             std::to_string(options.replicas_to_aggregate.value_or(
+                                 static_cast<int>(map.worker.size())))});
+            if (options.backup_workers)
+                cmd.argv.insert(cmd.argv.end(),
+                                {"--backup-workers", std::to_string(*options.backup_workers)});
+        }
+        add_threads();
+        if (!options.log_level.empty())
+            cmd.argv.insert(cmd.argv.end(), {"--log-level", options.log_level});
+        return cmd;
+    }
+    cmd.program = "workerd";
+    if (map.ps.empty()) {
+        if (role != Role::kWorker || map.worker.size() != 1 || !map.evaluator.empty())
+            return make_error(ErrorCode::kInvalidArgument,
+                              fmt::format("the map has no parameter server but {} workers and {} "
+                                          "evaluators: without ps only one worker can run "
+                                          "(standalone); add --ps 1 or more",
+                                          map.worker.size(), map.evaluator.size()));
+        cmd.label = "standalone worker";
+        cmd.argv = {"workerd", "--standalone"};
+        add_threads();
+        cmd.argv.insert(cmd.argv.end(), options.training.begin(), options.training.end());
+        return cmd;
+    }
+    cmd.label = fmt::format("{} {}", role_name(role), index);
+    cmd.argv = {"workerd", "--index", std::to_string(index), "--ps", join_endpoints(map.ps),
+                "--num-workers", num_workers};
+    if (role == Role::kWorker && index == map.chief_index) cmd.argv.push_back("--chief");
+    if (role == Role::kEvaluator) cmd.argv.push_back("--evaluator");
+    add_auth();
+    add_threads();
+    cmd.argv.insert(cmd.argv.end(), options.training.begin(), options.training.end());
+    return cmd;
+}
+
+std::string bin_dir_for(const std::string& program, const DaemonOptions& options, const EnvMap& env) {
+    if (!options.bin_dir.empty()) return options.bin_dir;
+    if (auto dir = env_get(env, "PSRUN_BIN_DIR"); dir && !dir->empty()) return *dir;
+    std::error_code ec;
+    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (ec) return ".";
+    const auto dir = self.parent_path();
+    const auto build_tree = dir.parent_path() / program;
+    if (std::filesystem::exists(build_tree / program, ec)) return build_tree.string();
+    return dir.string();
+}
+
+Result<std::string> daemon_path(const std::string& program, const DaemonOptions& options,
+                                const EnvMap& env) {
+    const std::string dir = bin_dir_for(program, options, env);
+    const std::string path = dir + "/" + program;
+    if (::access(path.c_str(), X_OK) != 0)
+        return make_error(ErrorCode::kNotFound,
+                          fmt::format("{} not found or not executable at {}: build it "
+                                      "(ninja -C build) or point --bin-dir / PSRUN_BIN_DIR at "
+                                      "the directory that holds psd and workerd",
+                                      program, path));
+    return path;
+}
+
+std::string render_argv(const std::vector<std::string>& argv) {
+    std::string out;
+    for (const std::string& a : argv) {
+        if (!out.empty()) out += ' ';
+        const bool plain = !a.empty() && a.find_first_of(" \t\n'\"\\$`*?;&|<>()") == std::string::npos;
+        out += plain ? a : "'" + a + "'";
+    }
+    return out;
+}
+
+}  // namespace psrun::launcher

@@ -1,0 +1,99 @@
+#include "launcher/launch_options.h"
+
+namespace psrun::launcher {
+
+void add_map_options(CLI::App* cmd, MapOptions& o, bool preview) {
+    const char* src = "Sources (first match wins)";
+    cmd->add_option("--ps_hosts,--ps-hosts", o.tf.ps_hosts,
+                    "TF-style: comma-separated ps host:port list")->group(src);
+    cmd->add_option("--worker_hosts,--worker-hosts", o.tf.worker_hosts,
+                    "TF-style: comma-separated worker host:port list (worker 0 is the chief)")
+        ->group(src);
+    cmd->add_option("--job_name,--job-name", o.tf.job_name, "TF-style: ps or worker")->group(src);
+    cmd->add_option("--task_index,--task-index", o.tf.task_index,
+                    "TF-style: index of this task in its job's host list")->group(src);
+
+    const char* roles = "Roles in a Slurm step";
+    auto* tasks = cmd->add_option("--tasks", o.tasks,
+                                  "one role per task, node-major (slot k = k-th task when the "
+                                  "step's tasks are listed node by node, local id within a "
+                                  "node): ps, worker, chief, evaluator; e.g. "
+                                  "ps,worker,worker,worker,ps,worker,worker,worker")
+                      ->group(roles);
+    auto* ps = cmd->add_option("--ps", o.num_ps, "number of parameter servers (default 1)")
+                   ->check(CLI::NonNegativeNumber)
+                   ->group(roles);
+    auto* placement = cmd->add_option("--placement", o.placement,
+                                      "where --ps puts the ps: spread = one per node first "
+                                      "(local id 0 of each node, then local id 1, ...), pack = "
+                                      "the first K slots")
+                          ->check(CLI::IsMember({"spread", "pack"}))
+                          ->capture_default_str()
+                          ->group(roles);
+    tasks->excludes(ps)->excludes(placement);
+
+    const char* net = "Addresses and ports";
+    cmd->add_option("--interface", o.address.interface,
+                    "use the IPv4 address of this interface (e.g. ib0) instead of node names")
+        ->group(net);
+    cmd->add_option("--node-addrs", o.address.node_addrs,
+                    "with --interface on several nodes: node=address list of every node "
+                    "(as printed by `psrun addr --interface NAME`)")
+        ->group(net);
+    cmd->add_flag("--no-ib", o.address.no_ib, "keep node names (Ethernet) even with --interface")
+        ->group(net);
+    cmd->add_option("--port-base", o.port_base,
+                    "first port of the derived port range when SLURM_STEP_RESV_PORTS is unset: "
+                    "port = base + 32*((job_id*4 + step_id%4) % blocks) + local_id")
+        ->capture_default_str()
+        ->group(net);
+    cmd->add_option("--threads", o.threads,
+                    "oneDNN/OpenMP threads per daemon (default: SLURM_CPUS_PER_TASK when set)")
+        ->check(CLI::PositiveNumber);
+
+    if (!preview) return;
+    const char* pre = "Preview outside Slurm (block distribution)";
+    auto* nodelist = cmd->add_option("--nodelist", o.preview_nodelist,
+                                     "preview a step on these nodes, e.g. 'n[1-2]'")->group(pre);
+    cmd->add_option("--tasks-per-node", o.preview_tasks_per_node,
+                    "tasks per node of the preview, e.g. '4(x2)' or '2,1'")
+        ->needs(nodelist)->group(pre);
+    cmd->add_option("--procid", o.preview_procid, "rank whose view is shown (default 0)")
+        ->needs(nodelist)->group(pre);
+    cmd->add_option("--job-id", o.preview_job_id, "job id of the preview (ports; default 0)")
+        ->needs(nodelist)->group(pre);
+    cmd->add_option("--step-id", o.preview_step_id, "step id of the preview (ports; default 0)")
+        ->needs(nodelist)->group(pre);
+}
+
+void add_daemon_options(CLI::App* cmd, DaemonOptions& o) {
+    const char* grp = "Daemon options";
+    cmd->add_option("--bin-dir", o.bin_dir,
+                    "directory holding psd and workerd (default: PSRUN_BIN_DIR, else next to psrun)")
+        ->group(grp);
+    auto* key = cmd->add_option("--key-file", o.key_file, "job key file for psd and workerd")
+                    ->group(grp);
+    cmd->add_flag("--no-auth", o.no_auth, "run psd and workerd without authentication")
+        ->excludes(key)
+        ->group(grp);
+    auto* sync = cmd->add_flag("--sync", o.sync, "psd: synchronous training")->group(grp);
+    cmd->add_option("--replicas-to-aggregate", o.replicas_to_aggregate,
+                    "psd with --sync: gradients per step (default: number of workers)")
+        ->needs(sync)
+        ->check(CLI::PositiveNumber)
+        ->group(grp);
+    cmd->add_option("--backup-workers", o.backup_workers, "psd with --sync: backup workers")
+        ->needs(sync)
+        ->check(CLI::NonNegativeNumber)
+        ->group(grp);
+    cmd->add_flag("--standby", o.standby, "psd: start as a standby")->group(grp);
+    cmd->add_option("--worker-timeout", o.worker_timeout,
+                    "psd: seconds without a message before a worker counts as lost")
+        ->check(CLI::PositiveNumber)
+        ->group(grp);
+    cmd->add_option("--log-level", o.log_level, "psd: trace, debug, info, warn, error")
+        ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+        ->group(grp);
+}
+
+}  // namespace psrun::launcher

@@ -1,0 +1,55 @@
+// psrun: from a Slurm job step, TF_CONFIG, TF-style flags or a local run to one validated
+// cluster map, then to daemons with explicit flags (docs/architecture.md).
+#include <unistd.h>
+
+#include <algorithm>
+#include <exception>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "common/logging.h"
+#include "common/result.h"
+#include "launcher/cmd_local.h"
+#include "launcher/cmd_plan.h"
+#include "launcher/cmd_run.h"
+#include "launcher/command_context.h"
+
+int main(int argc, char** argv) {
+    psrun::init_logging("psrun", -1, "info");
+    psrun::launcher::CommandContext ctx;
+    ctx.env = psrun::launcher::env_from_environ(environ);
+    // Everything after the first "--" is training options for workerd; CLI11 never sees it.
+    std::vector<std::string> args(argv + 1, argv + argc);
+    if (const auto dash = std::find(args.begin(), args.end(), "--"); dash != args.end()) {
+        ctx.training.assign(dash + 1, args.end());
+        args.erase(dash, args.end());
+    }
+    std::reverse(args.begin(), args.end());  // CLI11's vector form expects reverse order
+
+    CLI::App app("psrun: parameter-server training on Slurm (plan, run, local)", "psrun");
+    app.require_subcommand(1);
+    psrun::launcher::add_plan_command(app, ctx);
+    psrun::launcher::add_run_command(app, ctx);
+    psrun::launcher::add_local_command(app, ctx);
+    psrun::launcher::add_addr_command(app, ctx);
+    try {
+        app.parse(args);
+        return ctx.exit_code;
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        app.exit(e);
+        return psrun::kExitUsage;
+    } catch (const psrun::UsageError& e) {
+        std::cerr << "psrun: error: " << e.what() << std::endl;
+        return psrun::kExitUsage;
+    } catch (const std::exception& e) {
+        std::cerr << "psrun: error: " << e.what() << std::endl;
+        return psrun::kExitFailure;
+    }
+}

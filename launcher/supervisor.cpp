@@ -1,0 +1,176 @@
+#include "launcher/supervisor.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
+#include "common/unique_fd.h"
+
+namespace psrun::launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string describe(int status) {
+    if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+    if (WIFSIGNALED(status)) return std::string("was killed by ") + strsignal(WTERMSIG(status));
+    return "stopped";
+}
+
+}  // namespace
+
+bool Supervisor::start(Child& child) {
+    const std::vector<std::string>& args = child.command.argv;
+    std::vector<char*> argv;
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    const pid_t parent = ::getpid();
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+        spdlog::error("cannot start {}: fork: {}", child.command.label, std::strerror(errno));
+        return false;
+    }
+    if (pid == 0) {
+        // Child: async-signal-safe calls only until exec.
+        ::setpgid(0, group_);
+        ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (::getppid() != parent) ::_exit(127);
+        const int null_fd = ::open("/dev/null", O_RDONLY);
+        if (null_fd >= 0) ::dup2(null_fd, 0);
+        sigset_t none;
+        sigemptyset(&none);
+        ::sigprocmask(SIG_SETMASK, &none, nullptr);
+        ::execv(child.command.path.c_str(), argv.data());
+        const char msg[] = "psrun: exec of a daemon failed\n";
+        [[maybe_unused]] ssize_t n = ::write(2, msg, sizeof msg - 1);
+        ::_exit(127);
+    }
+    ::setpgid(pid, group_);  // also in the parent, so the group exists before we signal it
+    if (group_ == 0) group_ = pid;
+    child.pid = pid;
+    child.running = true;
+    spdlog::info("started {} (pid {}): {}", child.command.label, pid,
+                 render_argv(child.command.argv));
+    return true;
+}
+
+void Supervisor::signal_group(int sig) {
+    if (group_ > 0) ::kill(-group_, sig);
+}
+
+void Supervisor::reap(bool stopping) {
+    while (true) {
+        int status = 0;
+        const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+        if (pid <= 0) return;
+        for (Child& c : children_) {
+            if (c.pid != pid || !c.running) continue;
+            c.running = false;
+            c.status = status;
+            const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+            const bool stopped_by_us =
+                stopping && WIFSIGNALED(status) &&
+                (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGKILL);
+            if (ok || stopped_by_us) {
+                spdlog::info("{} (pid {}) {}", c.command.label, pid, describe(status));
+            } else {
+                spdlog::error("{} (pid {}) {}", c.command.label, pid, describe(status));
+                failed_ = true;
+            }
+        }
+    }
+}
+
+int Supervisor::run(const std::vector<DaemonCommand>& commands) {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, sig);
+    sigset_t old;
+    ::sigprocmask(SIG_BLOCK, &set, &old);
+    UniqueFd sfd(::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC));
+
+    children_.clear();
+    for (const DaemonCommand& cmd : commands) {
+        children_.push_back(Child{cmd, -1, false, cmd.program == "psd", 0});
+    }
+    bool stopping = false;   // SIGTERM sent to the group
+    bool draining = false;   // workers done, waiting for ps to exit by themselves
+    bool interrupted = false;
+    Clock::time_point deadline{};
+    for (Child& c : children_) {
+        if (!start(c)) {
+            failed_ = true;
+            break;
+        }
+    }
+    auto begin_stop = [&](const char* why) {
+        if (stopping) return;
+        spdlog::warn("stopping all daemons: {}", why);
+        stopping = true;
+        signal_group(SIGTERM);
+        deadline = Clock::now() + grace_;
+    };
+    if (failed_) begin_stop("a daemon could not be started");
+
+    auto any_running = [&](bool ps) {
+        for (const Child& c : children_)
+            if (c.running && c.is_ps == ps) return true;
+        return false;
+    };
+    while (any_running(true) || any_running(false)) {
+        int timeout_ms = -1;
+        if (stopping || draining) {
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+            timeout_ms = static_cast<int>(std::max<long long>(0, left.count()));
+        }
+        pollfd p{sfd.get(), POLLIN, 0};
+        ::poll(&p, 1, timeout_ms);
+        signalfd_siginfo info{};
+        while (::read(sfd.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+            const int sig = static_cast<int>(info.ssi_signo);
+            if (sig == SIGCHLD) continue;
+            if (stopping) {
+                spdlog::warn("{} again: killing all daemons now", strsignal(sig));
+                signal_group(SIGKILL);
+            }
+            interrupted = true;
+            begin_stop(strsignal(sig));
+        }
+        reap(stopping);
+        if (failed_) begin_stop("a daemon failed");
+        if (!stopping && !draining && !any_running(false) && any_running(true)) {
+            spdlog::info("all workers finished; waiting up to {} ms for the ps to exit",
+                         grace_.count());
+            draining = true;
+            deadline = Clock::now() + grace_;
+        }
+        if ((stopping || draining) && Clock::now() >= deadline) {
+            if (stopping) {
+                spdlog::warn("daemons still running after {} ms: sending SIGKILL", grace_.count());
+                signal_group(SIGKILL);
+                deadline = Clock::now() + std::chrono::hours(1);
+            } else {
+                draining = false;
+                stopping = true;
+                spdlog::info("sending SIGTERM to the remaining ps");
+                signal_group(SIGTERM);
+                deadline = Clock::now() + grace_;
+            }
+        }
+    }
+    signal_group(SIGKILL);  // anything a daemon left behind in the group
+    ::sigprocmask(SIG_SETMASK, &old, nullptr);
+    if (interrupted) return 1;
+    return failed_ ? 1 : 0;
+}
+
+}  // namespace psrun::launcher

@@ -1,0 +1,53 @@
+// Starts a set of daemons as children of psrun and supervises them (`psrun local`).
+//
+// Every child runs in one process group of its own (not psrun's), gets SIGTERM if psrun dies
+// (PR_SET_PDEATHSIG), and has stdin on /dev/null. The group is signalled as a whole, so
+// grandchildren are stopped too. Policy:
+//  - a child that exits non-zero or is killed by a signal: the others get SIGTERM, then SIGKILL
+//    after the grace period; run() returns 1 and the log names the child;
+//  - SIGINT/SIGTERM/SIGHUP to psrun: the same stop; run() returns 1 (a second one kills at once);
+//  - every worker/evaluator exited 0: the ps get the grace period to exit by themselves, then
+//    SIGTERM (and SIGKILL after another grace period); run() returns 0 unless a ps failed.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "launcher/daemon_command.h"
+
+namespace psrun::launcher {
+
+class Supervisor {
+public:
+    explicit Supervisor(std::chrono::milliseconds grace) : grace_(grace) {}
+    Supervisor(const Supervisor&) = delete;
+    Supervisor& operator=(const Supervisor&) = delete;
+
+    // Starts every command (in order) and blocks until all have exited. Returns the exit code
+    // for psrun (0 or 1). Must be called from the main thread of a single-threaded process:
+    // it changes the signal mask of the calling thread while it runs.
+    int run(const std::vector<DaemonCommand>& commands);
+
+private:
+    struct Child {
+        DaemonCommand command;
+        pid_t pid = -1;
+        bool running = false;
+        bool is_ps = false;
+        int status = 0;
+    };
+
+    bool start(Child& child);
+    void signal_group(int sig);
+    void reap(bool stopping);
+
+    std::chrono::milliseconds grace_;
+    std::vector<Child> children_;
+    pid_t group_ = 0;
+    bool failed_ = false;
+};
+
+}  // namespace psrun::launcher
