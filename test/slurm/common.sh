@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the Slurm lab tests: brings up a private lab (test/slurm/lab.sh) and tears it down on EXIT,
 # then checks that no process of the lab is left (the recorded PIDs and the sandbox's PID namespace).
 # Provides: lab_start [NODES], fail MSG, note MSG, bg PID registration (track_pid), $LAB, $OUT, SLURM_CONF.

@@ -65,8 +65,8 @@ ports_free() {
 
 # Picks a free block of $1 ports in 10000..32000 (below the ephemeral range, so client sockets never take them).
 pick_port_block() {
-  local n=$1 try base
-  for try in $(seq 1 50); do
+  local n=$1 base _
+  for _ in $(seq 1 50); do
     base=$((10000 + (RANDOM * 32768 + RANDOM) % (32000 - 10000 - n)))
     if ports_free "$base" "$n"; then echo "$base"; return 0; fi
   done
@@ -77,7 +77,9 @@ pick_port_block() {
 write_conf() {
   local last_node_port=$((PORT + NODES)) resv_lo=$((PORT + NODES + 1))
   local resv_hi=$((PORT + NODES + RESV))
-  mkdir -p "$LAB"/{etc,state,log,run} "$LAB"/spool/n{1..$NODES}
+  mkdir -p "$LAB"/{etc,state,log,run}
+  local n
+  for ((n = 1; n <= NODES; n++)); do mkdir -p "$LAB/spool/n$n"; done
   : >"$LAB/hosts"
   echo "127.0.0.1 localhost" >>"$LAB/hosts"
   local i
