@@ -91,12 +91,3 @@ lab_verify_gone() {
   [ $ok = 0 ] && note "down: all $(wc -l <"$LAB/run/pids") recorded lab processes and the PID namespace are gone"
   return $ok
 }
-
-# The queue is empty (all our jobs ended), checked with a bounded wait of $1 seconds (default 15).
-wait_queue_empty() {
-  local deadline=$((SECONDS + ${1:-15}))
-  while [ -n "$(timeout 5 squeue -h -o %i)" ]; do
-    ((SECONDS < deadline)) || return 1
-    sleep 0.1
-  done
-}
