@@ -1,0 +1,99 @@
+#include "launcher/daemon_command.h"
+
+#include <catch2/catch.hpp>
+
+#include "launcher/map_builder.h"
+
+using namespace psrun;
+using namespace psrun::launcher;
+
+using Args = std::vector<std::string>;
+
+namespace {
+
+ClusterMap two_ps_three_workers() {
+    auto m = local_map(2, 3, 1, {"n1:20000", "n2:20000", "n1:20001", "n2:20001", "n1:20002", "n2:20002"});
+    m->threads = 4;
+    return *m;
+}
+
+}  // namespace
+
+TEST_CASE("psd gets index, every ps endpoint and the worker count", "[daemon]") {
+    DaemonOptions o;
+    o.training = {"--data-dir", "/d", "--model-dir", "/m", "--steps", "10"};
+    o.key_file = "/k";
+    const auto cmd = daemon_command(two_ps_three_workers(), Role::kPs, 1, o);
+    REQUIRE(cmd);
+    CHECK(cmd->program == "psd");
+    CHECK(cmd->label == "ps 1");
+    CHECK(cmd->argv == Args{"psd", "--index", "1", "--ps", "tcp://n1:20000,tcp://n2:20000",
+                            "--num-workers", "3", "--model-dir", "/m", "--key-file", "/k",
+                            "--threads", "4"});
+}
+
+TEST_CASE("psd forwards sync, standby, timeout and log level", "[daemon]") {
+    DaemonOptions o;
+    o.no_auth = true;
+    o.sync = true;
+    o.backup_workers = 1;
+    o.standby = true;
+    o.worker_timeout = 30;
+    o.log_level = "debug";
+    o.training = {"--model-dir=/m2"};
+    auto map = two_ps_three_workers();
+    map.threads.reset();
+    const auto cmd = daemon_command(map, Role::kPs, 0, o);
+    REQUIRE(cmd);
+    CHECK(cmd->argv == Args{"psd", "--index", "0", "--ps", "tcp://n1:20000,tcp://n2:20000",
+                            "--num-workers", "3", "--model-dir", "/m2", "--no-auth", "--standby",
+                            "--worker-timeout", "30", "--sync", "--replicas-to-aggregate", "3",
+                            "--backup-workers", "1", "--log-level", "debug"});
+}
+
+TEST_CASE("workerd gets chief, evaluator and training options", "[daemon]") {
+    DaemonOptions o;
+    o.training = {"--steps", "5"};
+    const auto map = two_ps_three_workers();
+    const auto chief = daemon_command(map, Role::kWorker, 0, o);
+    REQUIRE(chief);
+    CHECK(chief->argv == Args{"workerd", "--index", "0", "--ps", "tcp://n1:20000,tcp://n2:20000",
+                              "--num-workers", "3", "--chief", "--threads", "4", "--steps", "5"});
+    const auto w2 = daemon_command(map, Role::kWorker, 2, o);
+    CHECK(w2->argv == Args{"workerd", "--index", "2", "--ps", "tcp://n1:20000,tcp://n2:20000",
+                           "--num-workers", "3", "--threads", "4", "--steps", "5"});
+    const auto eval = daemon_command(map, Role::kEvaluator, 0, o);
+    CHECK(eval->argv == Args{"workerd", "--index", "0", "--ps", "tcp://n1:20000,tcp://n2:20000",
+                             "--num-workers", "3", "--evaluator", "--threads", "4", "--steps", "5"});
+}
+
+TEST_CASE("no ps and one worker runs standalone; more workers need a ps", "[daemon]") {
+    DaemonOptions o;
+    o.training = {"--steps", "5"};
+    const auto solo = daemon_command(*local_map(0, 1, 0, {"127.0.0.1:1"}), Role::kWorker, 0, o);
+    REQUIRE(solo);
+    CHECK(solo->argv == Args{"workerd", "--standalone", "--steps", "5"});
+    const auto two = daemon_command(*local_map(0, 2, 0, {"a:1", "a:2"}), Role::kWorker, 0, o);
+    REQUIRE_FALSE(two);
+    CHECK_THAT(two.error().message, Catch::Contains("--ps 1"));
+}
+
+TEST_CASE("ipc endpoints are passed unchanged", "[daemon]") {
+    const auto map = local_map(1, 1, 0, {"ipc:///tmp/x/ps-0", "ipc:///tmp/x/worker-0"});
+    const auto cmd = daemon_command(*map, Role::kWorker, 0, DaemonOptions{});
+    CHECK(cmd->argv == Args{"workerd", "--index", "0", "--ps", "ipc:///tmp/x/ps-0",
+                            "--num-workers", "1", "--chief"});
+}
+
+TEST_CASE("daemon_path honours --bin-dir, then PSRUN_BIN_DIR, and explains a missing binary",
+          "[daemon]") {
+    DaemonOptions o;
+    o.bin_dir = "/bin";
+    CHECK(*daemon_path("sh", o, EnvMap{}) == "/bin/sh");
+    CHECK(*daemon_path("sh", DaemonOptions{}, EnvMap{{"PSRUN_BIN_DIR", "/bin"}}) == "/bin/sh");
+    o.bin_dir = "/nonexistent-dir";
+    const auto missing = daemon_path("psd", o, EnvMap{});
+    REQUIRE_FALSE(missing);
+    CHECK_THAT(missing.error().message, Catch::Contains("/nonexistent-dir/psd") &&
+                                            Catch::Contains("--bin-dir"));
+}
