@@ -155,10 +155,12 @@ Result<void> PsClient::hello() {
     return {};
 }
 
-Result<void> PsClient::init(const wire::InitConfig& config, std::span<const float> params) {
+Result<void> PsClient::init(const wire::InitConfig& config, std::span<const float> params, bool dry_run) {
     if (params.size() != layout_.total)
         return make_error(ErrorCode::kInvalidArgument, "init: parameter buffer has the wrong size");
-    for (auto i : all_shards()) send_slices(i, make_header(MessageType::kInit), params, wire::encode_init(config));
+    Header h = make_header(MessageType::kInit);
+    if (dry_run) h.flags |= wire::kFlagDryRun;
+    for (auto i : all_shards()) send_slices(i, h, params, wire::encode_init(config));
     auto replies = collect(all_shards(), options_.reply_timeout);
     wait_released(holds_);
     if (!replies) return tl::unexpected(replies.error());

@@ -71,7 +71,9 @@ public:
     std::uint64_t welcome_step() const { return welcome_step_; }
 
     // Chief only: initial parameters (whole contiguous buffer) or "restored" (psd keeps its own).
-    [[nodiscard]] Result<void> init(const wire::InitConfig& config, std::span<const float> params);
+    // dry_run (benchmarks only): psd validates gradients but never applies them.
+    [[nodiscard]] Result<void> init(const wire::InitConfig& config, std::span<const float> params,
+                                    bool dry_run = false);
     [[nodiscard]] Result<void> init_restored(const wire::InitConfig& config);
 
     [[nodiscard]] Result<StepInfo> pull(std::span<float> params);

@@ -41,7 +41,8 @@ inline constexpr std::uint32_t kFlagFinished = 1u << 1;  // PARAMS/ACK: last_ste
 inline constexpr std::uint32_t kFlagStale = 1u << 2;     // PARAMS: the push was stale, dropped
 inline constexpr std::uint32_t kFlagSync = 1u << 3;      // WELCOME: psd runs in sync mode
 inline constexpr std::uint32_t kFlagInitialized = 1u << 4;  // WELCOME: psd holds parameters
-inline constexpr std::uint32_t kKnownFlags = 0x1F;
+inline constexpr std::uint32_t kFlagDryRun = 1u << 5;  // INIT: validate gradients, never apply (benchmarks)
+inline constexpr std::uint32_t kKnownFlags = 0x3F;
 
 struct FrameDesc {
     std::uint32_t id = kBodyFrame;  // slice id in the layout, or kBodyFrame

@@ -49,6 +49,7 @@ void ShardState::init(const wire::InitConfig& config, const std::vector<std::spa
     step_ = config.start_step;
     last_step_ = config.last_step;
     initialized_ = true;
+    dry_run_ = false;
 }
 
 void ShardState::restore(const wire::InitConfig& config) {
@@ -90,6 +91,10 @@ float* ShardState::writable() {
 }
 
 void ShardState::apply(const std::vector<std::span<const float>>& grads) {
+    if (dry_run_) {
+        ++step_;
+        return;
+    }
     float* dst = writable();
     for (std::size_t k = 0; k < grads.size(); ++k)
         optimizers_[k].apply(std::span<float>(dst + local_offsets_[k], grads[k].size()), grads[k]);

@@ -41,6 +41,9 @@ public:
     // optimizer config, resetting slots only if the optimizer kind changed).
     void restore(const wire::InitConfig& config);
 
+    // Dry run (benchmarks): apply() only advances the step. Reset by init().
+    void set_dry_run(bool dry_run) { dry_run_ = dry_run; }
+    bool dry_run() const { return dry_run_; }
     // Applies one gradient (one span per own slice) with the optimizer and advances the step.
     void apply(const std::vector<std::span<const float>>& grads);
 
@@ -75,6 +78,7 @@ private:
     std::uint64_t step_ = 0;
     std::uint64_t last_step_ = 0;
     bool initialized_ = false;
+    bool dry_run_ = false;
 };
 
 }  // namespace psrun::psd
