@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -241,15 +242,21 @@ Result<ErrorBody> decode_error(std::string_view bytes) {
 }
 
 bool all_finite(const void* data, std::size_t count) {
-    // Exponent bits all ones means Inf or NaN. Branch-free so that GCC vectorises the loop.
+    // |x| as bits is below 0x7F800000 exactly when x is finite: a max-reduction that GCC
+    // vectorises (checked per 64 KiB block so that a bad value stops the scan early).
     const auto* bytes = static_cast<const unsigned char*>(data);
-    std::uint32_t bad_bits = 0;
-    for (std::size_t i = 0; i < count; ++i) {
-        std::uint32_t v;
-        std::memcpy(&v, bytes + 4 * i, 4);
-        bad_bits |= static_cast<std::uint32_t>((v & 0x7F800000u) == 0x7F800000u);
+    constexpr std::size_t kBlock = 16384;
+    for (std::size_t start = 0; start < count; start += kBlock) {
+        const std::size_t end = std::min(count, start + kBlock);
+        std::uint32_t max_bits = 0;
+        for (std::size_t i = start; i < end; ++i) {
+            std::uint32_t v;
+            std::memcpy(&v, bytes + 4 * i, 4);
+            max_bits = std::max(max_bits, v & 0x7FFFFFFFu);
+        }
+        if (max_bits >= 0x7F800000u) return false;
     }
-    return bad_bits == 0;
+    return true;
 }
 
 }  // namespace psrun::wire
