@@ -29,7 +29,7 @@ PsClient::PsClient(PsClientOptions options) : options_(std::move(options)), cont
         if (!normalized) throw std::invalid_argument(normalized.error().message);
         zmq::socket_t s(context_, zmq::socket_type::dealer);
         s.set(zmq::sockopt::linger, 0);
-        if (options_.keys) make_curve_client(s, *options_.keys);
+        if (options_.keys && uses_curve(*normalized)) make_curve_client(s, *options_.keys);
         s.connect(*normalized);
         sockets_.push_back(std::move(s));
     }

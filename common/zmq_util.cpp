@@ -56,6 +56,8 @@ Result<std::string> bindable_endpoint(std::string_view endpoint) {
     return "tcp://" + std::string(buf) + ":" + port;
 }
 
+bool uses_curve(std::string_view endpoint) { return !endpoint.starts_with("ipc://"); }
+
 void make_curve_server(zmq::socket_t& socket, const JobKeys& keys) {
     socket.set(zmq::sockopt::zap_domain, kZapDomain);
     socket.set(zmq::sockopt::curve_server, true);

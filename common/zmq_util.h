@@ -21,6 +21,12 @@ namespace psrun {
 // and checks that an ipc path's directory exists.
 [[nodiscard]] Result<std::string> bindable_endpoint(std::string_view endpoint);
 
+// Whether a socket on `endpoint` uses CURVE when the job has keys: tcp only. An ipc socket is
+// protected by the kernel instead (psd makes the socket file 0600, so only the job's user can
+// connect), because CURVE encryption costs ~80 ms per 26 MB round trip on this hardware
+// (docs/benchmarks.md); the job token is checked on every message either way.
+bool uses_curve(std::string_view endpoint);
+
 // CURVE: the psd side (secret server key, ZAP domain "psrun") and the client side.
 void make_curve_server(zmq::socket_t& socket, const JobKeys& keys);
 void make_curve_client(zmq::socket_t& socket, const JobKeys& keys);

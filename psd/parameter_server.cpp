@@ -4,7 +4,11 @@
 #include <sys/signalfd.h>
 #include <zmq_addon.hpp>
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -35,12 +39,22 @@ ParameterServer::ParameterServer(ServerOptions options)
     socket_ = zmq::socket_t(context_, zmq::socket_type::router);
     socket_.set(zmq::sockopt::linger, 0);
     socket_.set(zmq::sockopt::router_mandatory, false);
-    if (options_.keys) {
+    const bool curve = options_.keys && uses_curve(*ep);
+    if (curve) {
         zap_ = std::make_unique<ZapHandler>(context_, options_.keys->client_public);
         make_curve_server(socket_, *options_.keys);
     }
-    socket_.bind(*ep);
+    const mode_t old_mask = ::umask(077);  // the ipc socket file is created owner-only
+    try {
+        socket_.bind(*ep);
+    } catch (...) {
+        ::umask(old_mask);
+        throw;
+    }
+    ::umask(old_mask);
     endpoint_ = socket_.get(zmq::sockopt::last_endpoint);
+    if (ep->starts_with("ipc://") && ::chmod(ep->c_str() + 6, 0600) != 0)
+        throw std::runtime_error("cannot make " + ep->substr(6) + " private (chmod 0600): " + std::strerror(errno));
 }
 
 ParameterServer::~ParameterServer() {
@@ -69,8 +83,9 @@ void ParameterServer::write_endpoint_file() {
 }
 
 int ParameterServer::run() {
-    spdlog::info("serving on {} ({} mode, {} workers{})", endpoint_, options_.sync ? "sync" : "async",
-                 options_.num_workers, options_.keys ? ", CURVE" : ", no auth");
+    spdlog::info("serving on {} ({} mode, {} workers, {})", endpoint_, options_.sync ? "sync" : "async",
+                 options_.num_workers,
+                 zap_ ? "CURVE" : options_.keys ? "owner-only ipc socket + job token" : "no auth");
     if (options_.standby) write_endpoint_file();
     std::vector<zmq::pollitem_t> items = {
         {socket_.handle(), 0, ZMQ_POLLIN, 0},

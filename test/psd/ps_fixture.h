@@ -22,14 +22,18 @@ inline std::string make_temp_dir() {
 // K servers running in threads. Destruction stops them.
 class Cluster {
 public:
-    Cluster(std::uint32_t shards, psd::ServerOptions base) : dir_(make_temp_dir()) {
-        for (std::uint32_t i = 0; i < shards; ++i) endpoints_.push_back("ipc://" + dir_ + "/ps" + std::to_string(i));
+    // transport "ipc" (sockets in a temp dir) or "tcp" (127.0.0.1, ports chosen by the kernel).
+    Cluster(std::uint32_t shards, psd::ServerOptions base, const std::string& transport = "ipc")
+        : dir_(make_temp_dir()) {
+        for (std::uint32_t i = 0; i < shards; ++i)
+            endpoints_.push_back(transport == "tcp" ? "tcp://127.0.0.1:*" : "ipc://" + dir_ + "/ps" + std::to_string(i));
         for (std::uint32_t i = 0; i < shards; ++i) {
             auto o = base;
             o.index = i;
             o.endpoints = endpoints_;
             servers_.push_back(std::make_unique<psd::ParameterServer>(o));
         }
+        for (std::uint32_t i = 0; i < shards; ++i) endpoints_[i] = servers_[i]->endpoint();
         for (auto& s : servers_) {
             auto* raw = s.get();
             exits_.push_back(std::async(std::launch::async, [raw] { return raw->run(); }));

@@ -1,8 +1,11 @@
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
 #include <cmath>
 #include <limits>
 
+#include "common/zmq_util.h"
 #include "test/psd/ps_fixture.h"
 
 using namespace psrun;
@@ -214,12 +217,13 @@ TEST_CASE("DONE from every worker ends the run with exit 0; a silent worker make
     }
 }
 
-TEST_CASE("CURVE: the job's key is admitted, another key is refused", "[psd][auth]") {
+TEST_CASE("CURVE on tcp: the job's key is admitted, another key is refused", "[psd][auth]") {
     auto keys = generate_job_keys();
     REQUIRE(keys);
     auto o = base_options(1);
     o.keys = *keys;
-    Cluster cluster(1, o);
+    Cluster cluster(1, o, "tcp");
+    CHECK(uses_curve(cluster.endpoints()[0]));
     auto good = cluster.client_options(0, small_model());
     good.keys = *keys;
     PsClient chief(good);
@@ -245,4 +249,28 @@ TEST_CASE("CURVE: the job's key is admitted, another key is refused", "[psd][aut
     no_curve.connect_timeout = std::chrono::milliseconds(500);
     PsClient plain(no_curve);
     CHECK_FALSE(plain.hello());
+}
+
+TEST_CASE("ipc with a key file: owner-only socket file and the job token", "[psd][auth]") {
+    auto keys = generate_job_keys();
+    REQUIRE(keys);
+    auto o = base_options(1);
+    o.keys = *keys;
+    Cluster cluster(1, o);
+    const std::string path = cluster.endpoints()[0].substr(6);
+    struct stat st {};
+    REQUIRE(::stat(path.c_str(), &st) == 0);
+    CHECK(S_ISSOCK(st.st_mode));
+    CHECK((st.st_mode & 0777) == 0600);
+    auto good = cluster.client_options(0, small_model());
+    good.keys = *keys;
+    PsClient chief(good);
+    REQUIRE(chief.hello());
+    auto other = generate_job_keys();
+    auto bad = good;
+    bad.keys = *other;  // another job's key file: another token
+    PsClient intruder(bad);
+    auto refused = intruder.hello();
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().code == ErrorCode::kUnauthorized);
 }
