@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "common/job_keys.h"
 #include "psd/shard_state.h"
@@ -104,4 +105,42 @@ TEST_CASE("psd refuses bad flags with exit 2 and a clear message", "[psd][proces
         CHECK(psd.wait(10) == 2);
         CHECK_THAT(psd.output(), Catch::Contains("does not exist"));
     }
+}
+
+TEST_CASE("psrun stop saves and stops a standby psd found through its endpoint file", "[psd][process]") {
+    Setup s;
+    auto psd = s.start_psd({"--num-workers", "1", "--standby", "--model-dir", s.dir});
+    auto run = s.start_client(0, {"--steps", "2"}, "run.log");
+    CHECK(run.wait(20) == 0);
+    REQUIRE(std::filesystem::exists(s.dir + "/ps-0.endpoint"));
+    const auto tool = test::build_dir() / "psd" / "psrun-ps";
+    ChildProcess stop(tool, {"stop", "--model-dir", s.dir, "--timeout", "10"}, s.dir + "/stop.log");
+    INFO(stop.output());
+    CHECK(stop.wait(20) == 0);
+    CHECK_THAT(stop.output(), Catch::Contains("stopped ps-0"));
+    CHECK(psd.wait(10) == 0);
+    CHECK(std::filesystem::exists(s.dir + "/ps-0.shard"));
+    ChildProcess again(tool, {"stop", "--model-dir", s.dir}, s.dir + "/stop2.log");
+    CHECK(again.wait(10) == 2);  // nothing left to stop
+    CHECK_THAT(again.output(), Catch::Contains("no ps-<i>.endpoint"));
+}
+
+TEST_CASE("bench ps runs real psd processes and prints one JSON line", "[psd][process][bench]") {
+    Setup s;
+    const auto tool = test::build_dir() / "psd" / "psrun-ps";
+    ChildProcess bench(tool, {"bench", "ps", "--workers", "2", "--shards", "2", "--rounds", "3", "--warmup", "1",
+                              "--optimizer", "adam"},
+                       s.dir + "/bench.log");
+    INFO(bench.output());
+    REQUIRE(bench.wait(60) == 0);
+    const std::string out = bench.output();  // psd warnings (stderr) may precede the JSON line
+    const auto brace = out.rfind("\n{");
+    auto j = nlohmann::json::parse(brace == std::string::npos ? out : out.substr(brace + 1));
+    CHECK(j["workers"] == 2);
+    CHECK(j["shards"] == 2);
+    CHECK(j["adam_applied"] == true);
+    CHECK(j["psd_exit_ok"] == true);  // both psds exited 0 after DONE from both workers
+    CHECK(j["roundtrip_ms_per_worker"].size() == 2);
+    CHECK(j["roundtrip_ms"].get<double>() > 0);
+    CHECK(j["psd_peak_rss_mb"][1].get<double>() > 0);
 }
