@@ -58,8 +58,11 @@ ParameterServer::ParameterServer(ServerOptions options)
 }
 
 ParameterServer::~ParameterServer() {
+    // Terminate the context before the parameter buffers die: zmq_ctx_term returns only once
+    // the I/O thread has released every zero-copy message still pointing into them (linger 0).
     socket_.close();
     zap_.reset();
+    context_.close();
 }
 
 void ParameterServer::stop() {
