@@ -20,12 +20,14 @@
 #include "common/ps_client.h"
 #include "common/signals.h"
 #include "launcher/ps_processes.h"
+#include "launcher/raw_zmq_baseline.h"
 
 namespace psrun::launcher {
 namespace {
 
 using ps_tools::find_psd_binary;
 using ps_tools::free_tcp_port;
+using ps_tools::raw_zmq_roundtrips;
 using ps_tools::PsdProcess;
 using ps_tools::TempDir;
 
@@ -37,6 +39,7 @@ struct BenchOptions {
     int warmup = 10;
     std::string optimizer = "none";  // none: psd checks gradients but applies nothing
     bool auth = false;
+    bool baseline = false;  // also time the raw ZeroMQ exchange, side by side
     std::string bin_dir;
 };
 
@@ -78,6 +81,20 @@ Result<nlohmann::json> run_bench(const BenchOptions& o) {
     }
     const auto tensors = mnist_deep_tensors();
     const std::size_t n = total_elements(tensors);
+    std::optional<double> raw_ms;
+    if (o.baseline) {  // before psd and any ZeroMQ context: it forks
+        std::vector<std::size_t> frames;
+        for (const auto& t : tensors) frames.push_back(t.elements());
+        std::string ep = o.transport == "ipc" ? "ipc://" + dir.path() + "/raw" : "";
+        if (ep.empty()) {
+            auto port = free_tcp_port();
+            if (!port) return tl::unexpected(port.error());
+            ep = "tcp://127.0.0.1:" + std::to_string(*port);
+        }
+        auto raw = raw_zmq_roundtrips(ep, frames, o.warmup, o.rounds);
+        if (!raw) return tl::unexpected(raw.error());
+        raw_ms = median(*raw);
+    }
     wire::InitConfig init;
     if (o.optimizer != "none") {
         auto kind = parse_optimizer_kind(o.optimizer);
@@ -155,6 +172,10 @@ Result<nlohmann::json> run_bench(const BenchOptions& o) {
         {"psd0_params_plus_state_mb", state_mb}, {"psd0_rss_ratio", rss_mb[0] / state_mb},
         {"psd_exit_ok", exit_codes_ok == static_cast<int>(o.shards)}, {"loadavg_1m", load},
     };
+    if (raw_ms) {
+        j["raw_zmq_roundtrip_ms"] = *raw_ms;
+        j["ratio_to_raw"] = median(medians) / *raw_ms;
+    }
     return j;
 }
 
@@ -177,7 +198,8 @@ void add_bench_ps_command(CLI::App& app, int& exit_code) {
     cmd->add_option("--warmup", opts->warmup, "untimed round trips first")->check(CLI::Range(0, 10000));
     cmd->add_option("--optimizer", opts->optimizer, "none (check only), sgd, momentum, adagrad, adam")
         ->check(CLI::IsMember({"none", "sgd", "momentum", "adagrad", "adam"}));
-    cmd->add_flag("--auth", opts->auth, "use CURVE (a fresh job key file) as a real job would");
+    cmd->add_flag("--auth", opts->auth, "use a fresh job key file as a real job would (CURVE on tcp)");
+    cmd->add_flag("--baseline", opts->baseline, "first time the raw ZeroMQ exchange (1 server, 1 client) for comparison");
     cmd->add_option("--bin-dir", opts->bin_dir, "directory holding psd (default: next to psrun, or $PSRUN_BIN_DIR)");
     cmd->callback([opts, &exit_code] {
         // Like psd: keep 13 MB receive buffers on the heap rather than fresh mmaps every round.
