@@ -85,6 +85,7 @@ Result<std::vector<PsClient::Reply>> PsClient::collect(const std::vector<std::ui
     std::vector<Reply> replies(sockets_.size());
     std::vector<bool> got(sockets_.size(), false);
     std::size_t missing = shards.size();
+    std::optional<Error> refusal;
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     std::vector<zmq::pollitem_t> items;
     while (missing > 0) {
@@ -111,18 +112,21 @@ Result<std::vector<PsClient::Reply>> PsClient::collect(const std::vector<std::ui
             for (std::size_t p = 1; p < parts.size(); ++p) sizes.push_back(parts[p].size());
             if (auto ok = wire::check_frames(*header, sizes); !ok)
                 return make_error(ErrorCode::kProtocol, "ps " + std::to_string(i) + ": " + ok.error().message);
-            if (header->type == MessageType::kError) {
+            got[i] = true;
+            --missing;
+            if (header->type == MessageType::kError) {  // keep collecting: no reply may stay queued
                 auto body = parts.size() > 1 ? wire::decode_error(view(parts[1])) : tl::unexpected(Error{});
-                return make_error(body ? body->code : ErrorCode::kProtocol,
-                                  "ps " + std::to_string(i) + " refused the request: " +
-                                      (body ? body->reason : std::string("(no reason)")));
+                if (!refusal)
+                    refusal = Error{body ? body->code : ErrorCode::kProtocol,
+                                    "ps " + std::to_string(i) + " refused the request: " +
+                                        (body ? body->reason : std::string("(no reason)"))};
+                continue;
             }
             parts.erase(parts.begin());
             replies[i] = Reply{std::move(*header), std::move(parts)};
-            got[i] = true;
-            --missing;
         }
     }
+    if (refusal) return tl::unexpected(*refusal);
     return replies;
 }
 

@@ -57,6 +57,9 @@ void ParameterServer::on_init(const std::string& routing, const Header& h, Parts
         auto spans = slice_spans(h, parts, 1);
         if (!spans) return reply_error(routing, spans.error().code, spans.error().message);
         shard_->init(*config, *spans);
+        if (sync_)  // a new run starts: forget any partial step of the previous one
+            sync_ = std::make_unique<SyncAggregator>(shard_->size(), options_.num_workers,
+                                                     options_.replicas_to_aggregate, options_.straggler_every);
         shard_->set_dry_run(h.flags & wire::kFlagDryRun);
         spdlog::info("INIT: {} from step {}, last step {}{}", to_string(config->optimizer.kind), config->start_step,
                      config->last_step, shard_->dry_run() ? " (dry run: gradients are checked, not applied)" : "");

@@ -274,3 +274,22 @@ TEST_CASE("ipc with a key file: owner-only socket file and the job token", "[psd
     REQUIRE_FALSE(refused);
     CHECK(refused.error().code == ErrorCode::kUnauthorized);
 }
+
+TEST_CASE("ERROR replies from several shards leave no reply queued behind", "[psd]") {
+    Cluster cluster(2, base_options(1));
+    PsClient chief(cluster.client_options(0, mnist_deep_tensors()));
+    REQUIRE(chief.hello());
+    const std::size_t n = chief.layout().total;
+    auto params = ramp(n, 1.0f);
+    REQUIRE(chief.init(sgd(0.5f), params));
+    auto g = ramp(n, 0.25f);
+    g.front() = std::numeric_limits<float>::infinity();  // in shard 0
+    g.back() = std::numeric_limits<float>::quiet_NaN();  // in shard 1
+    std::vector<float> out(n);
+    REQUIRE_FALSE(chief.push_pull(g, 0, out));
+    g.front() = g.back() = 0.25f;
+    auto ok = chief.push_pull(g, 0, out);
+    REQUIRE(ok);
+    CHECK(ok->step == 1);
+    for (std::size_t i = 0; i < n; i += 997) REQUIRE(out[i] == params[i] - 0.5f * g[i]);
+}
