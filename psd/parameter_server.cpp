@@ -6,6 +6,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -262,17 +263,24 @@ void ParameterServer::release_pending(std::vector<Pending>& pending, std::uint32
 void ParameterServer::check_timeouts() {
     const auto now = Clock::now();
     if (!init_waiters_.empty() && now - first_init_wait_ > options_.init_timeout) {
-        const std::string reason = "no INIT from the chief within " +
-                                   std::to_string(options_.init_timeout.count() / 1000.0).substr(0, 6) +
-                                   " s; workers that never said HELLO: " + WorkerTable::list(workers_.never_attached());
+        const std::string reason = fmt::format("no INIT from the chief within {:.1f} s; workers that never said HELLO: {}",
+                                               options_.init_timeout.count() / 1000.0,
+                                               WorkerTable::list(workers_.never_attached()));
         spdlog::error("{}", reason);
         for (const auto& p : init_waiters_) reply_error(p.routing, ErrorCode::kTimeout, reason);
         init_waiters_.clear();
     }
-    const auto dead = workers_.expire(now, options_.worker_timeout);
+    // Standby serves whoever comes: only workers that attached can be missed there.
+    const auto attach_timeout = options_.standby ? Clock::duration::max() / 2 : Clock::duration(options_.init_timeout);
+    const auto never = workers_.never_attached();
+    const auto dead = workers_.expire(now, options_.worker_timeout, started_, attach_timeout);
     if (dead.empty()) return;
-    spdlog::error("worker {} silent for more than {} ms: declared dead", WorkerTable::list(dead),
-                  options_.worker_timeout.count());
+    for (auto i : dead) {
+        if (std::find(never.begin(), never.end(), i) != never.end())
+            spdlog::error("worker {} never said HELLO within {} ms: declared dead", i, options_.init_timeout.count());
+        else
+            spdlog::error("worker {} silent for more than {} ms: declared dead", i, options_.worker_timeout.count());
+    }
     check_run_finished();
 }
 

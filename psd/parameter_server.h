@@ -81,6 +81,7 @@ private:
     WorkerTable workers_;
     std::vector<Pending> init_waiters_;
     Clock::time_point first_init_wait_{};
+    Clock::time_point started_ = Clock::now();
     std::vector<Pending> step_waiters_;
     std::vector<std::vector<float>> realigned_;  // copies of misaligned received frames
     Counters counters_;

@@ -20,7 +20,9 @@ struct ServerOptions {
     std::uint64_t token = 0;              // expected job token (keys->token when keys are set)
     bool standby = false;
     std::chrono::milliseconds worker_timeout{60000};
-    std::chrono::milliseconds init_timeout{300000};  // PULLs wait this long for the chief's INIT
+    // PULLs wait this long for the chief's INIT; a worker of the map that has not said HELLO this
+    // long after start is declared dead (not in standby).
+    std::chrono::milliseconds init_timeout{300000};
     bool sync = false;
     std::uint32_t replicas_to_aggregate = 0;  // sync: gradients averaged per step
     std::uint32_t backup_workers = 0;

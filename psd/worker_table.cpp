@@ -17,11 +17,15 @@ void WorkerTable::seen(std::uint32_t index, Clock::time_point now) {
 
 void WorkerTable::done(std::uint32_t index) { workers_[index].done = true; }
 
-std::vector<std::uint32_t> WorkerTable::expire(Clock::time_point now, Clock::duration timeout) {
+std::vector<std::uint32_t> WorkerTable::expire(Clock::time_point now, Clock::duration timeout, Clock::time_point start,
+                                               Clock::duration attach_timeout) {
     std::vector<std::uint32_t> out;
+    const bool attach_expired = now - start > attach_timeout;
     for (std::uint32_t i = 0; i < workers_.size(); ++i) {
         auto& w = workers_[i];
-        if (w.attached && !w.done && !w.dead && now - w.last_seen > timeout) {
+        const bool silent = w.attached && now - w.last_seen > timeout;
+        const bool never_came = !w.attached && attach_expired;
+        if (!w.done && !w.dead && (silent || never_came)) {
             w.dead = true;
             out.push_back(i);
         }

@@ -22,8 +22,11 @@ public:
     void done(std::uint32_t index);
     bool is_done(std::uint32_t index) const { return workers_[index].done; }
 
-    // Attached, unfinished workers silent for longer than `timeout` become dead; returns them.
-    std::vector<std::uint32_t> expire(Clock::time_point now, Clock::duration timeout);
+    // Attached, unfinished workers silent for longer than `timeout` become dead; so do workers
+    // that never attached when `start` is more than `attach_timeout` ago (a worker that crashed
+    // before HELLO must not keep psd alive). Returns the newly dead.
+    std::vector<std::uint32_t> expire(Clock::time_point now, Clock::duration timeout, Clock::time_point start,
+                                      Clock::duration attach_timeout);
     // Every worker of the map is done or dead (standby: every attached one, at least one).
     bool run_finished(bool standby) const;
     std::vector<std::uint32_t> dead() const;

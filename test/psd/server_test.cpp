@@ -215,6 +215,16 @@ TEST_CASE("DONE from every worker ends the run with exit 0; a silent worker make
         REQUIRE(chief.done());
         CHECK(cluster.exit_code(0, 5) == 1);
     }
+    {
+        auto o = base_options(2);
+        o.init_timeout = std::chrono::milliseconds(400);
+        Cluster cluster(1, o);
+        PsClient chief(cluster.client_options(0, small_model()));
+        REQUIRE(chief.hello());
+        REQUIRE(chief.done());
+        CHECK(cluster.exit_code(0, 0.2) == -1);  // worker 1 may still come
+        CHECK(cluster.exit_code(0, 5) == 1);     // it never did: psd does not wait forever
+    }
 }
 
 TEST_CASE("CURVE on tcp: the job's key is admitted, another key is refused", "[psd][auth]") {
