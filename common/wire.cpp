@@ -93,6 +93,7 @@ Result<Header> decode_header(std::string_view bytes) {
     if (type == 0 || type > kMaxMessageType) return bad("unknown message type " + std::to_string(type));
     if (role > kMaxRole) return bad("unknown sender role " + std::to_string(role));
     if ((h.flags & ~kKnownFlags) != 0) return bad("unknown header flags");
+    if (h.aux != 0) return bad("reserved header field 'aux' is not zero");
     if (count > kMaxFrames) return bad("too many payload frames: " + std::to_string(count));
     if (bytes.size() != kFixedHeaderSize + kFrameDescriptorSize * count)
         return bad("header frame size does not match its frame count");

@@ -57,7 +57,7 @@ struct Header {
     std::uint32_t index = 0;   // sender's task index (worker rank or ps index)
     std::uint32_t flags = 0;
     std::uint64_t step = 0;    // PUSH*: step the gradient was computed at; PARAMS/ACK: global step
-    std::uint64_t aux = 0;     // type-specific (see docs/protocol.md)
+    std::uint64_t aux = 0;     // reserved: must be 0 in version 1
     std::vector<FrameDesc> frames;
     bool operator==(const Header&) const = default;
 };

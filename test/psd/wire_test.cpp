@@ -22,7 +22,6 @@ Header sample_header() {
     h.index = 3;
     h.flags = kFlagStale;
     h.step = 42;
-    h.aux = 7;
     h.frames = {{0, 3200}, {1, 128}, {kBodyFrame, 12}};
     return h;
 }
@@ -66,13 +65,15 @@ TEST_CASE("header decoder rejects every malformed field", "[wire]") {
     rejects(patch(good, 7, &role, 1), "unknown sender role");
     std::uint32_t flags = 1u << 20;
     rejects(patch(good, 20, &flags, 4), "unknown header flags");
+    std::uint64_t aux = 1;
+    rejects(patch(good, 32, &aux, 8), "reserved header field");
     std::uint32_t count = kMaxFrames + 1;
     rejects(patch(good, 40, &count, 4), "too many payload frames");
     count = 2;
     rejects(patch(good, 40, &count, 4), "does not match its frame count");
     rejects(good + "12345678", "does not match its frame count");
     // A flipped bit in any covered field (token, index, step, descriptors) breaks the CRC.
-    for (std::size_t offset : {8u, 16u, 24u, 32u, 48u, 60u}) {
+    for (std::size_t offset : {8u, 16u, 24u, 48u, 60u}) {
         std::string bad = good;
         bad[offset] ^= 0x01;
         rejects(bad, "checksum");
