@@ -41,12 +41,12 @@ int main(int argc, char** argv) {
     app.add_option("--ps", ps_list, "comma-separated endpoints of every psd")->required();
     app.add_option("--num-workers", o.num_workers, "workers in the cluster map")->required();
     app.add_option("--model-dir", o.model_dir, "standby: endpoint and shard files go here");
-    auto* key_opt = app.add_option("--key-file", key_file, "the job's key file (CURVE keys, job token)");
-    app.add_flag("--no-auth", no_auth, "no CURVE encryption/authentication")->excludes(key_opt);
+    auto* key_opt = app.add_option("--key-file", key_file, "the job's key file: job token, CURVE keys (used on tcp; ipc sockets are owner-only)");
+    app.add_flag("--no-auth", no_auth, "no key file: no CURVE, no job token")->excludes(key_opt);
     app.add_flag("--standby", o.standby, "serve successive runs until stopped; save the shard on exit");
     app.add_option("--worker-timeout", worker_timeout, "seconds of silence before a worker is declared dead")
         ->check(CLI::PositiveNumber);
-    app.add_option("--init-timeout", init_timeout, "seconds PULLs wait for the chief's INIT")->check(CLI::PositiveNumber);
+    app.add_option("--init-timeout", init_timeout, "seconds PULLs wait for the chief's INIT; a worker without HELLO by then is dead")->check(CLI::PositiveNumber);
     auto* sync = app.add_flag("--sync", o.sync, "synchronous training (average gradients per step)");
     app.add_option("--replicas-to-aggregate", o.replicas_to_aggregate, "sync: gradients averaged per step")->needs(sync);
     app.add_option("--backup-workers", o.backup_workers, "sync: extra workers whose late gradients are dropped")
