@@ -11,9 +11,11 @@
 
 #include "common/logging.h"
 #include "common/result.h"
+#include "launcher/cmd_bench_ps.h"
 #include "launcher/cmd_local.h"
 #include "launcher/cmd_plan.h"
 #include "launcher/cmd_run.h"
+#include "launcher/cmd_stop.h"
 #include "launcher/command_context.h"
 
 int main(int argc, char** argv) {
@@ -31,12 +33,14 @@ int main(int argc, char** argv) {
     }
     std::reverse(args.begin(), args.end());  // CLI11's vector form expects reverse order
 
-    CLI::App app("psrun: parameter-server training on Slurm (plan, run, local)", "psrun");
+    CLI::App app("psrun: parameter-server training on Slurm", "psrun");
     app.require_subcommand(1);
     psrun::launcher::add_plan_command(app, ctx);
     psrun::launcher::add_run_command(app, ctx);
     psrun::launcher::add_local_command(app, ctx);
     psrun::launcher::add_addr_command(app, ctx);
+    psrun::launcher::add_stop_command(app, ctx.exit_code);
+    psrun::launcher::add_bench_ps_command(app, ctx.exit_code);
     try {
         app.parse(args);
         return ctx.exit_code;

@@ -1,0 +1,284 @@
+#include "common/ps_client.h"
+
+#include <cstring>
+
+#include "common/zmq_util.h"
+
+#include <iterator>
+
+namespace psrun {
+
+using wire::FrameDesc;
+using wire::Header;
+using wire::MessageType;
+
+std::span<const float> ParamFrames::slice(std::uint32_t id) const {
+    return id < by_slice_.size() ? by_slice_[id] : std::span<const float>{};
+}
+
+void ParamFrames::copy_to(std::span<float> params, const ShardLayout& layout) const {
+    for (std::uint32_t id = 0; id < layout.slices.size() && id < by_slice_.size(); ++id) {
+        const auto& s = layout.slices[id];
+        std::memcpy(params.data() + s.flat_offset, by_slice_[id].data(), s.length * sizeof(float));
+    }
+}
+
+PsClient::PsClient(PsClientOptions options) : options_(std::move(options)), context_(1) {
+    for (const auto& ep : options_.endpoints) {
+        auto normalized = normalize_endpoint(ep);
+        if (!normalized) throw std::invalid_argument(normalized.error().message);
+        zmq::socket_t s(context_, zmq::socket_type::dealer);
+        s.set(zmq::sockopt::linger, 0);
+        if (options_.keys && uses_curve(*normalized)) make_curve_client(s, *options_.keys);
+        s.connect(*normalized);
+        sockets_.push_back(std::move(s));
+    }
+    if (options_.keys) options_.token = options_.keys->token;
+}
+
+PsClient::~PsClient() {
+    sockets_.clear();  // linger 0: pending sends are dropped and their buffers released
+    wait_released(holds_);
+}
+
+std::vector<std::uint32_t> PsClient::all_shards() const {
+    std::vector<std::uint32_t> v(sockets_.size());
+    for (std::uint32_t i = 0; i < v.size(); ++i) v[i] = i;
+    return v;
+}
+
+Header PsClient::make_header(MessageType type) const {
+    Header h;
+    h.type = type;
+    h.role = options_.role;
+    h.token = options_.token;
+    h.index = options_.index;
+    return h;
+}
+
+void PsClient::send_plain(std::uint32_t shard, const Header& header, const std::string* body) {
+    const std::string bytes = wire::encode_header(header);
+    auto& s = sockets_[shard];
+    s.send(zmq::buffer(bytes), body ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    if (body) s.send(zmq::buffer(*body), zmq::send_flags::none);
+}
+
+void PsClient::send_slices(std::uint32_t shard, Header header, std::span<const float> data,
+                           std::optional<std::string> body) {
+    if (body) header.frames.push_back(FrameDesc{wire::kBodyFrame, static_cast<std::uint32_t>(body->size())});
+    for (auto id : shard_slices_[shard])
+        header.frames.push_back(FrameDesc{id, static_cast<std::uint32_t>(layout_.slices[id].length * 4)});
+    const std::string bytes = wire::encode_header(header);
+    auto& s = sockets_[shard];
+    const auto& ids = shard_slices_[shard];
+    s.send(zmq::buffer(bytes), body || !ids.empty() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    if (body) s.send(zmq::buffer(*body), ids.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        const auto& sl = layout_.slices[ids[i]];
+        s.send(zero_copy_message(data.data() + sl.flat_offset, sl.length * 4, holds_),
+               i + 1 < ids.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    }
+}
+
+Result<std::vector<PsClient::Reply>> PsClient::collect(const std::vector<std::uint32_t>& shards,
+                                                       std::chrono::milliseconds timeout) {
+    std::vector<Reply> replies(sockets_.size());
+    std::vector<bool> got(sockets_.size(), false);
+    std::size_t missing = shards.size();
+    std::optional<Error> refusal;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::vector<zmq::pollitem_t> items;
+    while (missing > 0) {
+        items.clear();
+        for (auto i : shards)
+            if (!got[i]) items.push_back({sockets_[i].handle(), 0, ZMQ_POLLIN, 0});
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0 || zmq::poll(items, left) == 0) {
+            std::string names;
+            for (auto i : shards)
+                if (!got[i]) names += (names.empty() ? "" : ", ") + std::to_string(i) + " (" + options_.endpoints[i] + ")";
+            return make_error(ErrorCode::kTimeout, "no reply from ps " + names + " within " +
+                                                       std::to_string(timeout.count()) +
+                                                       " ms: is psd running, and is the key file the job's?");
+        }
+        for (auto i : shards) {
+            if (got[i] || !(sockets_[i].get(zmq::sockopt::events) & ZMQ_POLLIN)) continue;
+            std::vector<zmq::message_t> parts;
+            if (!zmq::recv_multipart(sockets_[i], std::back_inserter(parts), zmq::recv_flags::dontwait)) continue;
+            if (parts.empty()) return make_error(ErrorCode::kProtocol, "empty reply from ps " + std::to_string(i));
+            auto header = wire::decode_header(view(parts[0]));
+            if (!header) return make_error(ErrorCode::kProtocol, "ps " + std::to_string(i) + ": " + header.error().message);
+            std::vector<std::size_t> sizes;
+            for (std::size_t p = 1; p < parts.size(); ++p) sizes.push_back(parts[p].size());
+            if (auto ok = wire::check_frames(*header, sizes); !ok)
+                return make_error(ErrorCode::kProtocol, "ps " + std::to_string(i) + ": " + ok.error().message);
+            got[i] = true;
+            --missing;
+            if (header->type == MessageType::kError) {  // keep collecting: no reply may stay queued
+                auto body = parts.size() > 1 ? wire::decode_error(view(parts[1])) : tl::unexpected(Error{});
+                if (!refusal)
+                    refusal = Error{body ? body->code : ErrorCode::kProtocol,
+                                    "ps " + std::to_string(i) + " refused the request: " +
+                                        (body ? body->reason : std::string("(no reason)"))};
+                continue;
+            }
+            parts.erase(parts.begin());
+            replies[i] = Reply{std::move(*header), std::move(parts)};
+        }
+    }
+    if (refusal) return tl::unexpected(*refusal);
+    return replies;
+}
+
+Result<void> PsClient::hello() {
+    const std::string body = wire::encode_tensors(options_.tensors);
+    Header h = make_header(MessageType::kHello);
+    h.frames.push_back(FrameDesc{wire::kBodyFrame, static_cast<std::uint32_t>(body.size())});
+    for (auto i : all_shards()) send_plain(i, h, &body);
+    auto replies = collect(all_shards(), options_.connect_timeout);
+    if (!replies) return tl::unexpected(replies.error());
+    auto expected = compute_layout(options_.tensors, static_cast<std::uint32_t>(sockets_.size()));
+    if (!expected) return tl::unexpected(expected.error());
+    initialized_ = true;
+    for (auto i : all_shards()) {
+        auto& r = (*replies)[i];
+        if (r.header.type != MessageType::kWelcome || r.frames.size() != 1)
+            return make_error(ErrorCode::kProtocol, "ps " + std::to_string(i) + " answered HELLO without WELCOME");
+        auto w = wire::decode_welcome(view(r.frames[0]));
+        if (!w) return tl::unexpected(w.error());
+        if (w->shard != i || !(w->layout == *expected))
+            return make_error(ErrorCode::kProtocol, "ps " + std::to_string(i) +
+                                                        " sent a shard layout that differs from this worker's: "
+                                                        "check that --ps lists the same endpoints in the same order everywhere");
+        initialized_ = initialized_ && (r.header.flags & wire::kFlagInitialized);
+        if (i == 0) welcome_step_ = r.header.step;
+    }
+    layout_ = *expected;
+    shard_slices_.clear();
+    for (auto i : all_shards()) shard_slices_.push_back(layout_.slices_of(i));
+    return {};
+}
+
+Result<void> PsClient::init(const wire::InitConfig& config, std::span<const float> params, bool dry_run) {
+    if (params.size() != layout_.total)
+        return make_error(ErrorCode::kInvalidArgument, "init: parameter buffer has the wrong size");
+    Header h = make_header(MessageType::kInit);
+    if (dry_run) h.flags |= wire::kFlagDryRun;
+    for (auto i : all_shards()) send_slices(i, h, params, wire::encode_init(config));
+    auto replies = collect(all_shards(), options_.reply_timeout);
+    wait_released(holds_);
+    if (!replies) return tl::unexpected(replies.error());
+    return {};
+}
+
+Result<void> PsClient::init_restored(const wire::InitConfig& config) {
+    Header h = make_header(MessageType::kInit);
+    h.flags = wire::kFlagRestored;
+    const std::string body = wire::encode_init(config);
+    h.frames.push_back(FrameDesc{wire::kBodyFrame, static_cast<std::uint32_t>(body.size())});
+    for (auto i : all_shards()) send_plain(i, h, &body);
+    auto replies = collect(all_shards(), options_.reply_timeout);
+    if (!replies) return tl::unexpected(replies.error());
+    return {};
+}
+
+Result<StepInfo> PsClient::exchange(MessageType type, std::span<const float> grads, std::uint64_t step,
+                                    ParamFrames* out) {
+    if (type != MessageType::kPull && grads.size() != layout_.total)
+        return make_error(ErrorCode::kInvalidArgument, "gradient buffer has the wrong size");
+    for (auto i : all_shards()) {
+        Header h = make_header(type);
+        h.step = step;
+        if (type == MessageType::kPull) send_plain(i, h, nullptr);
+        else send_slices(i, h, grads, std::nullopt);
+    }
+    auto replies = collect(all_shards(), options_.reply_timeout);
+    wait_released(holds_);
+    if (!replies) return tl::unexpected(replies.error());
+    StepInfo info;
+    const auto& h0 = (*replies)[0].header;
+    info.step = h0.step;
+    for (auto& r : *replies) {
+        info.finished = info.finished || (r.header.flags & wire::kFlagFinished);
+        info.stale = info.stale || (r.header.flags & wire::kFlagStale);
+    }
+    if (!out) return info;
+    out->frames_.clear();
+    out->realigned_.clear();
+    out->by_slice_.assign(layout_.slices.size(), {});
+    for (auto i : all_shards()) {
+        auto& r = (*replies)[i];
+        const auto& ids = shard_slices_[i];
+        if (r.header.type != MessageType::kParams || r.frames.size() != ids.size())
+            return make_error(ErrorCode::kProtocol, "ps " + std::to_string(i) + " sent no parameters");
+        for (std::size_t k = 0; k < ids.size(); ++k) {
+            if (r.header.frames[k].id != ids[k] || r.frames[k].size() != layout_.slices[ids[k]].length * 4)
+                return make_error(ErrorCode::kProtocol, "ps " + std::to_string(i) + " sent a wrong slice");
+            const auto* p = static_cast<const float*>(r.frames[k].data());
+            if (reinterpret_cast<std::uintptr_t>(p) % alignof(float) != 0) {
+                auto& copy = out->realigned_.emplace_back(layout_.slices[ids[k]].length);
+                std::memcpy(copy.data(), r.frames[k].data(), r.frames[k].size());
+                p = copy.data();
+            }
+            out->by_slice_[ids[k]] = std::span<const float>(p, layout_.slices[ids[k]].length);
+            out->frames_.push_back(std::move(r.frames[k]));
+        }
+    }
+    return info;
+}
+
+Result<StepInfo> PsClient::pull(std::span<float> params) {
+    ParamFrames frames;
+    auto info = exchange(MessageType::kPull, {}, 0, &frames);
+    if (info) frames.copy_to(params, layout_);
+    return info;
+}
+
+Result<StepInfo> PsClient::push(std::span<const float> grads, std::uint64_t step) {
+    return exchange(MessageType::kPush, grads, step, nullptr);
+}
+
+Result<StepInfo> PsClient::push_pull(std::span<const float> grads, std::uint64_t step, std::span<float> params) {
+    ParamFrames frames;
+    auto info = exchange(MessageType::kPushPull, grads, step, &frames);
+    if (info) frames.copy_to(params, layout_);
+    return info;
+}
+
+Result<StepInfo> PsClient::push_pull_frames(std::span<const float> grads, std::uint64_t step, ParamFrames& out) {
+    return exchange(MessageType::kPushPull, grads, step, &out);
+}
+
+Result<void> PsClient::done() {
+    for (auto i : all_shards()) send_plain(i, make_header(MessageType::kDone), nullptr);
+    auto replies = collect(all_shards(), options_.connect_timeout);
+    if (!replies) return tl::unexpected(replies.error());
+    return {};
+}
+
+Result<void> PsClient::heartbeat() {
+    for (auto i : all_shards()) send_plain(i, make_header(MessageType::kHeartbeat), nullptr);
+    auto replies = collect(all_shards(), options_.connect_timeout);
+    if (!replies) return tl::unexpected(replies.error());
+    return {};
+}
+
+Result<nlohmann::json> PsClient::stats(std::uint32_t shard) {
+    send_plain(shard, make_header(MessageType::kStats), nullptr);
+    auto replies = collect({shard}, options_.connect_timeout);
+    if (!replies) return tl::unexpected(replies.error());
+    auto& r = (*replies)[shard];
+    if (r.frames.size() != 1) return make_error(ErrorCode::kProtocol, "STATS reply without body");
+    auto j = nlohmann::json::parse(view(r.frames[0]), nullptr, false);
+    if (j.is_discarded()) return make_error(ErrorCode::kProtocol, "STATS reply is not JSON");
+    return j;
+}
+
+Result<void> PsClient::stop(std::uint32_t shard) {
+    send_plain(shard, make_header(MessageType::kStop), nullptr);
+    auto replies = collect({shard}, options_.connect_timeout);
+    if (!replies) return tl::unexpected(replies.error());
+    return {};
+}
+
+}  // namespace psrun

@@ -1,0 +1,116 @@
+// Client side of the parameter-server protocol: one DEALER per psd shard. Used by workerd,
+// the tests and `psrun bench ps`. Not thread-safe: one thread drives a PsClient.
+//
+// Buffers: gradients passed to push()/push_pull() are sent zero-copy; the call returns only
+// after ZeroMQ has released them, so the caller may overwrite them afterwards. Parameters come
+// back either copied into a caller span or as ParamFrames used in place.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include "common/job_keys.h"
+#include "common/result.h"
+#include "common/tensor_layout.h"
+#include "common/wire.h"
+
+namespace psrun {
+
+struct PsClientOptions {
+    std::vector<std::string> endpoints;  // psd i at position i
+    std::uint32_t index = 0;             // worker rank
+    wire::Role role = wire::Role::kWorker;
+    std::optional<JobKeys> keys;         // nullopt: no CURVE (--no-auth); token below is used
+    std::uint64_t token = 0;
+    std::vector<TensorSpec> tensors = mnist_deep_tensors();
+    std::chrono::milliseconds connect_timeout{30000};  // HELLO, STATS, STOP
+    std::chrono::milliseconds reply_timeout{600000};   // INIT barrier and sync steps wait longer
+};
+
+struct StepInfo {
+    std::uint64_t step = 0;  // global step after this exchange (shard 0 is authoritative)
+    bool finished = false;   // last_step reached: stop training
+    bool stale = false;      // sync mode: the gradient was too old and was dropped
+};
+
+// Parameters received in place: one ZeroMQ frame per slice, kept alive by this object.
+class ParamFrames {
+public:
+    // Floats of slice `id` (a layout slice id), valid until the next exchange reusing this object.
+    std::span<const float> slice(std::uint32_t id) const;
+    void copy_to(std::span<float> params, const ShardLayout& layout) const;
+
+private:
+    friend class PsClient;
+    std::vector<zmq::message_t> frames_;       // all shards' slice frames
+    std::vector<std::span<const float>> by_slice_;  // slice id -> floats
+    std::vector<std::vector<float>> realigned_;  // copies of frames ZeroMQ delivered misaligned
+};
+
+class PsClient {
+public:
+    // Creates the sockets and connects them (no I/O yet). Throws zmq::error_t on bad endpoints.
+    explicit PsClient(PsClientOptions options);
+    ~PsClient();
+    PsClient(const PsClient&) = delete;
+    PsClient& operator=(const PsClient&) = delete;
+
+    // HELLO to every shard; checks each WELCOME's layout against the local tensor list.
+    [[nodiscard]] Result<void> hello();
+    const ShardLayout& layout() const { return layout_; }
+    bool servers_initialized() const { return initialized_; }  // every shard holds parameters
+    std::uint64_t welcome_step() const { return welcome_step_; }
+
+    // Chief only: initial parameters (whole contiguous buffer) or "restored" (psd keeps its own).
+    // dry_run (benchmarks only): psd validates gradients but never applies them.
+    [[nodiscard]] Result<void> init(const wire::InitConfig& config, std::span<const float> params,
+                                    bool dry_run = false);
+    [[nodiscard]] Result<void> init_restored(const wire::InitConfig& config);
+
+    [[nodiscard]] Result<StepInfo> pull(std::span<float> params);
+    [[nodiscard]] Result<StepInfo> push(std::span<const float> grads, std::uint64_t step);
+    [[nodiscard]] Result<StepInfo> push_pull(std::span<const float> grads, std::uint64_t step,
+                                             std::span<float> params);
+    [[nodiscard]] Result<StepInfo> push_pull_frames(std::span<const float> grads, std::uint64_t step,
+                                                    ParamFrames& out);
+    [[nodiscard]] Result<void> done();
+    [[nodiscard]] Result<void> heartbeat();
+    [[nodiscard]] Result<nlohmann::json> stats(std::uint32_t shard);
+    [[nodiscard]] Result<void> stop(std::uint32_t shard);
+
+private:
+    struct Reply {
+        wire::Header header;
+        std::vector<zmq::message_t> frames;
+    };
+    wire::Header make_header(wire::MessageType type) const;
+    void send_slices(std::uint32_t shard, wire::Header header, std::span<const float> data,
+                     std::optional<std::string> body);
+    void send_plain(std::uint32_t shard, const wire::Header& header, const std::string* body);
+    // Receives one reply from each shard in `shards` (ERROR replies become errors).
+    [[nodiscard]] Result<std::vector<Reply>> collect(const std::vector<std::uint32_t>& shards,
+                                                     std::chrono::milliseconds timeout);
+    [[nodiscard]] Result<StepInfo> exchange(wire::MessageType type, std::span<const float> grads,
+                                            std::uint64_t step, ParamFrames* out);
+    std::vector<std::uint32_t> all_shards() const;
+
+    PsClientOptions options_;
+    zmq::context_t context_;
+    std::vector<zmq::socket_t> sockets_;
+    ShardLayout layout_;
+    std::vector<std::vector<std::uint32_t>> shard_slices_;
+    bool initialized_ = false;
+    std::uint64_t welcome_step_ = 0;
+    std::atomic<int> holds_{0};
+};
+
+}  // namespace psrun

@@ -1,0 +1,117 @@
+#include "common/tensor_layout.h"
+
+#include <algorithm>
+
+namespace psrun {
+
+std::size_t TensorSpec::elements() const {
+    std::size_t n = shape.empty() ? 0 : 1;
+    for (auto d : shape) n *= d;
+    return n;
+}
+
+std::vector<TensorSpec> mnist_deep_tensors() {
+    return {
+        {"conv1/w", {32, 1, 5, 5}}, {"conv1/b", {32}},
+        {"conv2/w", {64, 32, 5, 5}}, {"conv2/b", {64}},
+        {"fc1/w", {1024, 3136}},     {"fc1/b", {1024}},
+        {"fc2/w", {10, 1024}},       {"fc2/b", {10}},
+    };
+}
+
+std::size_t total_elements(const std::vector<TensorSpec>& tensors) {
+    std::size_t n = 0;
+    for (const auto& t : tensors) n += t.elements();
+    return n;
+}
+
+std::vector<std::uint32_t> ShardLayout::slices_of(std::uint32_t shard) const {
+    std::vector<std::uint32_t> ids;
+    for (std::uint32_t i = 0; i < slices.size(); ++i)
+        if (slices[i].shard == shard) ids.push_back(i);
+    return ids;
+}
+
+std::size_t ShardLayout::shard_size(std::uint32_t shard) const {
+    std::size_t n = 0;
+    for (const auto& s : slices)
+        if (s.shard == shard) n += s.length;
+    return n;
+}
+
+Result<ShardLayout> compute_layout(const std::vector<TensorSpec>& tensors, std::uint32_t num_shards) {
+    if (num_shards == 0) return make_error(ErrorCode::kInvalidArgument, "layout needs at least one shard");
+    if (tensors.empty()) return make_error(ErrorCode::kInvalidArgument, "layout needs at least one tensor");
+    std::vector<std::size_t> starts;  // flat start of each tensor
+    std::size_t total = 0;
+    for (const auto& t : tensors) {
+        if (t.elements() == 0)
+            return make_error(ErrorCode::kInvalidArgument, "tensor '" + t.name + "' has no elements");
+        starts.push_back(total);
+        total += t.elements();
+    }
+    // Ideal byte-balanced boundaries, moved out of small tensors to the nearer tensor edge.
+    std::vector<std::size_t> bounds(num_shards + 1);
+    for (std::uint32_t s = 0; s <= num_shards; ++s) {
+        std::size_t b = static_cast<std::size_t>(static_cast<double>(total) * s / num_shards);
+        if (s == num_shards) b = total;
+        for (std::size_t t = 0; t < tensors.size(); ++t) {
+            const std::size_t lo = starts[t], hi = lo + tensors[t].elements();
+            if (b > lo && b < hi && hi - lo < kMinSliceFloats) b = (b - lo < hi - b) ? lo : hi;
+        }
+        bounds[s] = std::max(b, s > 0 ? bounds[s - 1] : 0);
+    }
+    ShardLayout layout{num_shards, {}, total};
+    std::uint32_t shard = 0;
+    for (std::uint32_t t = 0; t < tensors.size(); ++t) {
+        std::size_t pos = starts[t];
+        const std::size_t end = pos + tensors[t].elements();
+        while (pos < end) {
+            while (shard + 1 < num_shards && bounds[shard + 1] <= pos) ++shard;
+            const std::size_t cut = std::min(end, shard + 1 < num_shards ? bounds[shard + 1] : end);
+            layout.slices.push_back(Slice{t, pos - starts[t], cut - pos, shard, pos});
+            pos = cut;
+        }
+    }
+    return layout;
+}
+
+Result<void> validate_layout(const ShardLayout& layout, const std::vector<TensorSpec>& tensors) {
+    if (layout.num_shards == 0) return make_error(ErrorCode::kProtocol, "layout has zero shards");
+    std::size_t flat = 0;
+    std::uint32_t tensor = 0;
+    std::uint64_t in_tensor = 0;
+    for (const auto& s : layout.slices) {
+        if (tensor >= tensors.size() || s.tensor != tensor || s.offset != in_tensor ||
+            s.length == 0 || s.shard >= layout.num_shards || s.flat_offset != flat ||
+            s.length > tensors[tensor].elements() - in_tensor)
+            return make_error(ErrorCode::kProtocol, "layout slice does not continue the tensor list");
+        flat += s.length;
+        in_tensor += s.length;
+        if (in_tensor == tensors[tensor].elements()) {
+            ++tensor;
+            in_tensor = 0;
+        }
+    }
+    if (tensor != tensors.size() || flat != layout.total || flat != total_elements(tensors))
+        return make_error(ErrorCode::kProtocol, "layout does not cover every tensor");
+    return {};
+}
+
+std::uint64_t tensors_fingerprint(const std::vector<TensorSpec>& tensors) {
+    std::uint64_t h = 1469598103934665603ull;  // FNV-1a
+    auto mix = [&h](std::uint64_t v) {
+        for (int i = 0; i < 8; ++i) {
+            h ^= (v >> (8 * i)) & 0xFF;
+            h *= 1099511628211ull;
+        }
+    };
+    for (const auto& t : tensors) {
+        for (unsigned char c : t.name) mix(c);
+        mix(t.shape.size());
+        for (auto d : t.shape) mix(d);
+    }
+    return h;
+}
+
+}  // namespace psrun

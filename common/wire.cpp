@@ -1,0 +1,263 @@
+#include "common/wire.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common/coding.h"
+
+namespace psrun::wire {
+namespace {
+
+tl::unexpected<Error> bad(const std::string& what) { return make_error(ErrorCode::kProtocol, what); }
+
+std::uint32_t crc_of(std::string_view bytes) {
+    return static_cast<std::uint32_t>(
+        crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(bytes.size())));
+}
+
+constexpr std::size_t kCrcOffset = 44;
+constexpr std::uint32_t kMaxTensors = 4096;
+constexpr std::uint32_t kMaxRank = 8;
+
+}  // namespace
+
+std::string_view to_string(MessageType type) {
+    switch (type) {
+        case MessageType::kHello: return "HELLO";
+        case MessageType::kWelcome: return "WELCOME";
+        case MessageType::kInit: return "INIT";
+        case MessageType::kPull: return "PULL";
+        case MessageType::kPush: return "PUSH";
+        case MessageType::kPushPull: return "PUSH_PULL";
+        case MessageType::kParams: return "PARAMS";
+        case MessageType::kAck: return "ACK";
+        case MessageType::kDone: return "DONE";
+        case MessageType::kStats: return "STATS";
+        case MessageType::kStop: return "STOP";
+        case MessageType::kError: return "ERROR";
+        case MessageType::kHeartbeat: return "HEARTBEAT";
+    }
+    return "UNKNOWN";
+}
+
+std::string encode_header(const Header& h) {
+    std::string out;
+    out.reserve(kFixedHeaderSize + kFrameDescriptorSize * h.frames.size());
+    put_fixed32(out, kMagic);
+    put_fixed16(out, kVersion);
+    put_fixed8(out, static_cast<std::uint8_t>(h.type));
+    put_fixed8(out, static_cast<std::uint8_t>(h.role));
+    put_fixed64(out, h.token);
+    put_fixed32(out, h.index);
+    put_fixed32(out, h.flags);
+    put_fixed64(out, h.step);
+    put_fixed64(out, h.aux);
+    put_fixed32(out, static_cast<std::uint32_t>(h.frames.size()));
+    put_fixed32(out, 0);  // CRC placeholder
+    for (const auto& f : h.frames) {
+        put_fixed32(out, f.id);
+        put_fixed32(out, f.bytes);
+    }
+    const std::uint32_t crc = crc_of(std::string_view(out).substr(0, kCrcOffset)) ^
+                              crc_of(std::string_view(out).substr(kFixedHeaderSize));
+    std::memcpy(out.data() + kCrcOffset, &crc, 4);
+    return out;
+}
+
+Result<Header> decode_header(std::string_view bytes) {
+    if (bytes.size() < kFixedHeaderSize)
+        return bad("header frame has " + std::to_string(bytes.size()) + " bytes, expected at least 48");
+    Decoder d(bytes);
+    std::uint32_t magic = 0, count = 0, crc = 0;
+    std::uint16_t version = 0;
+    std::uint8_t type = 0, role = 0;
+    Header h;
+    d.get32(magic);
+    d.get16(version);
+    d.get8(type);
+    d.get8(role);
+    d.get64(h.token);
+    d.get32(h.index);
+    d.get32(h.flags);
+    d.get64(h.step);
+    d.get64(h.aux);
+    d.get32(count);
+    d.get32(crc);
+    if (magic != kMagic) return bad("bad magic: not a psrun message");
+    if (version != kVersion)
+        return bad("protocol version " + std::to_string(version) + ", this build speaks " +
+                   std::to_string(kVersion) + ": run the same psrun build everywhere");
+    if (type == 0 || type > kMaxMessageType) return bad("unknown message type " + std::to_string(type));
+    if (role > kMaxRole) return bad("unknown sender role " + std::to_string(role));
+    if ((h.flags & ~kKnownFlags) != 0) return bad("unknown header flags");
+    if (h.aux != 0) return bad("reserved header field 'aux' is not zero");
+    if (count > kMaxFrames) return bad("too many payload frames: " + std::to_string(count));
+    if (bytes.size() != kFixedHeaderSize + kFrameDescriptorSize * count)
+        return bad("header frame size does not match its frame count");
+    const std::uint32_t want = crc_of(bytes.substr(0, kCrcOffset)) ^ crc_of(bytes.substr(kFixedHeaderSize));
+    if (crc != want) return bad("header checksum mismatch");
+    h.type = static_cast<MessageType>(type);
+    h.role = static_cast<Role>(role);
+    h.frames.resize(count);
+    for (auto& f : h.frames) {
+        d.get32(f.id);
+        d.get32(f.bytes);
+        if (f.id == kBodyFrame && f.bytes > kMaxBodyBytes) return bad("body frame too large");
+    }
+    if (!d.ok()) return bad("truncated header");
+    return h;
+}
+
+Result<void> check_frames(const Header& header, std::span<const std::size_t> frame_sizes) {
+    if (frame_sizes.size() != header.frames.size())
+        return bad("header announces " + std::to_string(header.frames.size()) + " payload frames, got " +
+                   std::to_string(frame_sizes.size()));
+    for (std::size_t i = 0; i < frame_sizes.size(); ++i)
+        if (frame_sizes[i] != header.frames[i].bytes)
+            return bad("payload frame " + std::to_string(i) + " has " + std::to_string(frame_sizes[i]) +
+                       " bytes, header says " + std::to_string(header.frames[i].bytes));
+    return {};
+}
+
+std::string encode_tensors(const std::vector<TensorSpec>& tensors) {
+    std::string out;
+    put_fixed32(out, static_cast<std::uint32_t>(tensors.size()));
+    for (const auto& t : tensors) {
+        put_string16(out, t.name);
+        put_fixed8(out, static_cast<std::uint8_t>(t.shape.size()));
+        for (auto dim : t.shape) put_fixed32(out, dim);
+    }
+    return out;
+}
+
+Result<std::vector<TensorSpec>> decode_tensors(std::string_view bytes) {
+    Decoder d(bytes);
+    std::uint32_t n = 0;
+    if (!d.get32(n) || n == 0 || n > kMaxTensors) return bad("bad tensor count");
+    std::vector<TensorSpec> out(n);
+    for (auto& t : out) {
+        std::uint8_t rank = 0;
+        if (!d.get_string16(t.name) || !d.get8(rank) || rank == 0 || rank > kMaxRank)
+            return bad("bad tensor entry");
+        t.shape.resize(rank);
+        std::uint64_t elements = 1;
+        for (auto& dim : t.shape) {
+            if (!d.get32(dim) || dim == 0) return bad("bad tensor dimension");
+            elements *= dim;
+            if (elements > (1ull << 32)) return bad("tensor '" + t.name + "' is too large");
+        }
+    }
+    if (d.remaining() != 0) return bad("trailing bytes after tensor list");
+    return out;
+}
+
+std::string encode_welcome(const Welcome& w) {
+    std::string out;
+    put_fixed32(out, w.shard);
+    put_fixed32(out, w.layout.num_shards);
+    put_fixed64(out, w.layout.total);
+    put_fixed32(out, static_cast<std::uint32_t>(w.layout.slices.size()));
+    for (const auto& s : w.layout.slices) {
+        put_fixed32(out, s.tensor);
+        put_fixed64(out, s.offset);
+        put_fixed64(out, s.length);
+        put_fixed32(out, s.shard);
+        put_fixed64(out, s.flat_offset);
+    }
+    return out;
+}
+
+Result<Welcome> decode_welcome(std::string_view bytes) {
+    Decoder d(bytes);
+    Welcome w;
+    std::uint32_t n = 0;
+    std::uint64_t total = 0;
+    if (!d.get32(w.shard) || !d.get32(w.layout.num_shards) || !d.get64(total) || !d.get32(n) ||
+        n > kMaxFrames || w.layout.num_shards == 0 || w.shard >= w.layout.num_shards)
+        return bad("bad WELCOME body");
+    w.layout.total = total;
+    w.layout.slices.resize(n);
+    for (auto& s : w.layout.slices)
+        if (!d.get32(s.tensor) || !d.get64(s.offset) || !d.get64(s.length) || !d.get32(s.shard) ||
+            !d.get64(s.flat_offset))
+            return bad("truncated WELCOME layout");
+    if (d.remaining() != 0) return bad("trailing bytes after WELCOME layout");
+    return w;
+}
+
+std::string encode_init(const InitConfig& init) {
+    std::string out;
+    const auto& o = init.optimizer;
+    put_fixed8(out, static_cast<std::uint8_t>(o.kind));
+    put_float(out, o.learning_rate);
+    put_float(out, o.momentum);
+    put_float(out, o.beta1);
+    put_float(out, o.beta2);
+    put_float(out, o.epsilon);
+    put_float(out, o.adagrad_initial);
+    put_fixed64(out, init.start_step);
+    put_fixed64(out, init.last_step);
+    return out;
+}
+
+Result<InitConfig> decode_init(std::string_view bytes) {
+    Decoder d(bytes);
+    InitConfig init;
+    auto& o = init.optimizer;
+    std::uint8_t kind = 0;
+    if (!d.get8(kind) || !d.get_float(o.learning_rate) || !d.get_float(o.momentum) ||
+        !d.get_float(o.beta1) || !d.get_float(o.beta2) || !d.get_float(o.epsilon) ||
+        !d.get_float(o.adagrad_initial) || !d.get64(init.start_step) || !d.get64(init.last_step) ||
+        d.remaining() != 0)
+        return bad("bad INIT body size");
+    if (kind > static_cast<std::uint8_t>(OptimizerKind::kAdam)) return bad("unknown optimizer kind");
+    o.kind = static_cast<OptimizerKind>(kind);
+    for (float v : {o.learning_rate, o.momentum, o.beta1, o.beta2, o.epsilon, o.adagrad_initial})
+        if (!std::isfinite(v) || v < 0.0f) return bad("INIT optimizer parameter is negative or not finite");
+    if (o.learning_rate <= 0.0f || o.beta1 >= 1.0f || o.beta2 >= 1.0f)
+        return bad("INIT optimizer parameters out of range");
+    if (o.kind == OptimizerKind::kAdagrad && o.adagrad_initial <= 0.0f)
+        return bad("INIT adagrad initial accumulator must be positive");
+    if (init.last_step != 0 && init.start_step > init.last_step) return bad("INIT start step beyond last step");
+    return init;
+}
+
+std::string encode_error(const ErrorBody& e) {
+    std::string out;
+    put_fixed16(out, static_cast<std::uint16_t>(e.code));
+    put_string16(out, e.reason);
+    return out;
+}
+
+Result<ErrorBody> decode_error(std::string_view bytes) {
+    Decoder d(bytes);
+    std::uint16_t code = 0;
+    ErrorBody e;
+    if (!d.get16(code) || !d.get_string16(e.reason) || d.remaining() != 0) return bad("bad ERROR body");
+    if (code > static_cast<std::uint16_t>(ErrorCode::kUnsupported)) code = static_cast<std::uint16_t>(ErrorCode::kProtocol);
+    e.code = static_cast<ErrorCode>(code);
+    return e;
+}
+
+bool all_finite(const void* data, std::size_t count) {
+    // |x| as bits is below 0x7F800000 exactly when x is finite: a max-reduction that GCC
+    // vectorises (checked per 64 KiB block so that a bad value stops the scan early).
+    const auto* bytes = static_cast<const unsigned char*>(data);
+    constexpr std::size_t kBlock = 16384;
+    for (std::size_t start = 0; start < count; start += kBlock) {
+        const std::size_t end = std::min(count, start + kBlock);
+        std::uint32_t max_bits = 0;
+        for (std::size_t i = start; i < end; ++i) {
+            std::uint32_t v;
+            std::memcpy(&v, bytes + 4 * i, 4);
+            max_bits = std::max(max_bits, v & 0x7FFFFFFFu);
+        }
+        if (max_bits >= 0x7F800000u) return false;
+    }
+    return true;
+}
+
+}  // namespace psrun::wire

@@ -1,0 +1,101 @@
+// The psrun parameter-server wire protocol (docs/protocol.md has the grammar and the flows).
+// A message is multipart: one header frame (fixed 48 bytes + 8 bytes per payload frame) and
+// one payload frame per tensor slice or body. All integers are little-endian.
+// Decoding never trusts the peer: every function here returns an Error for any malformed
+// input and never reads out of bounds. Pure functions, thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/optimizer.h"
+#include "common/result.h"
+#include "common/tensor_layout.h"
+
+namespace psrun::wire {
+
+inline constexpr std::uint32_t kMagic = 0x4E525350;  // "PSRN"
+inline constexpr std::uint16_t kVersion = 1;
+inline constexpr std::size_t kFixedHeaderSize = 48;
+inline constexpr std::size_t kFrameDescriptorSize = 8;
+inline constexpr std::uint32_t kMaxFrames = 4096;
+inline constexpr std::uint32_t kBodyFrame = 0xFFFFFFFF;    // descriptor id of a non-tensor frame
+inline constexpr std::uint32_t kMaxBodyBytes = 1u << 20;  // bodies are small; slices are not
+
+enum class MessageType : std::uint8_t {
+    kHello = 1, kWelcome = 2, kInit = 3, kPull = 4, kPush = 5, kPushPull = 6, kParams = 7,
+    kAck = 8, kDone = 9, kStats = 10, kStop = 11, kError = 12, kHeartbeat = 13,
+};
+inline constexpr std::uint8_t kMaxMessageType = 13;
+std::string_view to_string(MessageType type);
+
+enum class Role : std::uint8_t { kWorker = 0, kChief = 1, kPs = 2, kTool = 3 };
+inline constexpr std::uint8_t kMaxRole = 3;
+
+// Header flag bits.
+inline constexpr std::uint32_t kFlagRestored = 1u << 0;  // INIT: psd already holds parameters
+inline constexpr std::uint32_t kFlagFinished = 1u << 1;  // PARAMS/ACK: last_step reached
+inline constexpr std::uint32_t kFlagStale = 1u << 2;     // PARAMS: the push was stale, dropped
+inline constexpr std::uint32_t kFlagSync = 1u << 3;      // WELCOME: psd runs in sync mode
+inline constexpr std::uint32_t kFlagInitialized = 1u << 4;  // WELCOME: psd holds parameters
+inline constexpr std::uint32_t kFlagDryRun = 1u << 5;  // INIT: validate gradients, never apply (benchmarks)
+inline constexpr std::uint32_t kKnownFlags = 0x3F;
+
+struct FrameDesc {
+    std::uint32_t id = kBodyFrame;  // slice id in the layout, or kBodyFrame
+    std::uint32_t bytes = 0;        // exact size of the payload frame
+    bool operator==(const FrameDesc&) const = default;
+};
+
+struct Header {
+    MessageType type = MessageType::kError;
+    Role role = Role::kWorker;
+    std::uint64_t token = 0;   // job token; must match the psd's
+    std::uint32_t index = 0;   // sender's task index (worker rank or ps index)
+    std::uint32_t flags = 0;
+    std::uint64_t step = 0;    // PUSH*: step the gradient was computed at; PARAMS/ACK: global step
+    std::uint64_t aux = 0;     // reserved: must be 0 in version 1
+    std::vector<FrameDesc> frames;
+    bool operator==(const Header&) const = default;
+};
+
+// Serialises the header frame (with its CRC32).
+std::string encode_header(const Header& header);
+// Parses and validates a header frame: magic, version, type, role, flags, frame count, size, CRC.
+[[nodiscard]] Result<Header> decode_header(std::string_view bytes);
+// Checks that the payload frames match the header's descriptors one by one.
+[[nodiscard]] Result<void> check_frames(const Header& header, std::span<const std::size_t> frame_sizes);
+
+// Bodies (each is one kBodyFrame payload frame).
+std::string encode_tensors(const std::vector<TensorSpec>& tensors);  // HELLO
+[[nodiscard]] Result<std::vector<TensorSpec>> decode_tensors(std::string_view bytes);
+
+struct Welcome {
+    std::uint32_t shard = 0;
+    ShardLayout layout;
+};
+std::string encode_welcome(const Welcome& welcome);
+[[nodiscard]] Result<Welcome> decode_welcome(std::string_view bytes);
+
+struct InitConfig {
+    OptimizerConfig optimizer;
+    std::uint64_t start_step = 0;  // global step of the initial parameters
+    std::uint64_t last_step = 0;   // 0: no limit; else updates stop at this global step
+};
+std::string encode_init(const InitConfig& init);
+[[nodiscard]] Result<InitConfig> decode_init(std::string_view bytes);
+
+struct ErrorBody {
+    ErrorCode code = ErrorCode::kProtocol;
+    std::string reason;
+};
+std::string encode_error(const ErrorBody& error);
+[[nodiscard]] Result<ErrorBody> decode_error(std::string_view bytes);
+
+// True when every float is finite (no NaN, no Inf). Vectorised; reads bytes.size()/4 floats.
+bool all_finite(const void* data, std::size_t count);
+
+}  // namespace psrun::wire

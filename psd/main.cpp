@@ -1,0 +1,83 @@
+// psd: the parameter-server daemon. Thin main: block signals, parse flags, run the server.
+#include <malloc.h>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <sstream>
+
+#include "common/job_keys.h"
+#include "common/logging.h"
+#include "common/result.h"
+#include "common/signals.h"
+#include "psd/parameter_server.h"
+
+namespace {
+
+std::vector<std::string> split_commas(const std::string& s) {
+    std::vector<std::string> out;
+    std::stringstream in(s);
+    std::string item;
+    while (std::getline(in, item, ','))
+        if (!item.empty()) out.push_back(item);
+    return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    psrun::block_termination_signals();
+    // 13 MB messages arrive every step: keep them on the heap instead of fresh mmaps (page faults).
+    mallopt(M_MMAP_THRESHOLD, 256 << 20);
+    mallopt(M_TRIM_THRESHOLD, 512 << 20);
+
+    CLI::App app{"psd: psrun parameter-server daemon"};
+    psrun::psd::ServerOptions o;
+    std::string ps_list, key_file, log_level = "info";
+    bool no_auth = false;
+    double worker_timeout = 60, init_timeout = 300;
+    int threads = 1;
+    app.add_option("--index", o.index, "this psd's position in --ps")->required();
+    app.add_option("--ps", ps_list, "comma-separated endpoints of every psd")->required();
+    app.add_option("--num-workers", o.num_workers, "workers in the cluster map")->required();
+    app.add_option("--model-dir", o.model_dir, "standby: endpoint and shard files go here");
+    auto* key_opt = app.add_option("--key-file", key_file, "the job's key file: job token, CURVE keys (used on tcp; ipc sockets are owner-only)");
+    app.add_flag("--no-auth", no_auth, "no key file: no CURVE, no job token")->excludes(key_opt);
+    app.add_flag("--standby", o.standby, "serve successive runs until stopped; save the shard on exit");
+    app.add_option("--worker-timeout", worker_timeout, "seconds of silence before a worker is declared dead")
+        ->check(CLI::PositiveNumber);
+    app.add_option("--init-timeout", init_timeout, "seconds PULLs wait for the chief's INIT; a worker without HELLO by then is dead")->check(CLI::PositiveNumber);
+    auto* sync = app.add_flag("--sync", o.sync, "synchronous training (average gradients per step)");
+    app.add_option("--replicas-to-aggregate", o.replicas_to_aggregate, "sync: gradients averaged per step")->needs(sync);
+    app.add_option("--backup-workers", o.backup_workers, "sync: extra workers whose late gradients are dropped")
+        ->needs(sync);
+    app.add_option("--straggler-every", o.straggler_every, "sync: steps between straggler reports");
+    app.add_option("--threads", threads, "accepted for symmetry with workerd; psd uses one thread");
+    app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e) == 0 ? psrun::kExitOk : psrun::kExitUsage;
+    }
+    psrun::init_logging("psd", static_cast<int>(o.index), log_level);
+    try {
+        o.endpoints = split_commas(ps_list);
+        o.worker_timeout = std::chrono::milliseconds(static_cast<long>(worker_timeout * 1000));
+        o.init_timeout = std::chrono::milliseconds(static_cast<long>(init_timeout * 1000));
+        if (o.sync && o.replicas_to_aggregate == 0) o.replicas_to_aggregate = o.num_workers - o.backup_workers;
+        if (!no_auth) {
+            if (key_file.empty()) throw psrun::UsageError("give --key-file F (the job's key file) or --no-auth");
+            auto keys = psrun::read_job_key_file(key_file);
+            if (!keys) throw psrun::UsageError(keys.error().message);
+            o.keys = *keys;
+        }
+        psrun::psd::ParameterServer server(o);
+        return server.run();
+    } catch (const psrun::UsageError& e) {
+        spdlog::error("{}", e.what());
+        return psrun::kExitUsage;
+    } catch (const std::exception& e) {
+        spdlog::error("{}", e.what());
+        return psrun::kExitFailure;
+    }
+}

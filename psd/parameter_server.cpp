@@ -1,0 +1,326 @@
+#include "psd/parameter_server.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/signalfd.h>
+#include <zmq_addon.hpp>
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+
+#include "common/zmq_util.h"
+
+namespace psrun::psd {
+
+using wire::FrameDesc;
+using wire::Header;
+using wire::MessageType;
+
+ParameterServer::ParameterServer(ServerOptions options)
+    : options_(std::move(options)), context_(1), workers_(options_.num_workers) {
+    if (options_.index >= options_.endpoints.size())
+        throw UsageError("--index " + std::to_string(options_.index) + " has no endpoint in --ps (" +
+                         std::to_string(options_.endpoints.size()) + " given)");
+    if (options_.num_workers == 0) throw UsageError("--num-workers must be at least 1");
+    if (options_.sync && (options_.replicas_to_aggregate == 0 ||
+                          options_.replicas_to_aggregate + options_.backup_workers > options_.num_workers))
+        throw UsageError("--sync needs 1 <= --replicas-to-aggregate and replicas + --backup-workers <= --num-workers");
+    if (options_.standby && options_.model_dir.empty()) throw UsageError("--standby needs --model-dir");
+    if (options_.keys) options_.token = options_.keys->token;
+    auto ep = bindable_endpoint(options_.endpoints[options_.index]);
+    if (!ep) throw UsageError(ep.error().message);
+    socket_ = zmq::socket_t(context_, zmq::socket_type::router);
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.set(zmq::sockopt::router_mandatory, false);
+    const bool curve = options_.keys && uses_curve(*ep);
+    if (curve) {
+        zap_ = std::make_unique<ZapHandler>(context_, options_.keys->client_public);
+        make_curve_server(socket_, *options_.keys);
+    }
+    const mode_t old_mask = ::umask(077);  // the ipc socket file is created owner-only
+    try {
+        socket_.bind(*ep);
+    } catch (...) {
+        ::umask(old_mask);
+        throw;
+    }
+    ::umask(old_mask);
+    endpoint_ = socket_.get(zmq::sockopt::last_endpoint);
+    if (ep->starts_with("ipc://") && ::chmod(ep->c_str() + 6, 0600) != 0)
+        throw std::runtime_error("cannot make " + ep->substr(6) + " private (chmod 0600): " + std::strerror(errno));
+}
+
+ParameterServer::~ParameterServer() {
+    // Terminate the context before the parameter buffers die: zmq_ctx_term returns only once
+    // the I/O thread has released every zero-copy message still pointing into them (linger 0).
+    socket_.close();
+    zap_.reset();
+    context_.close();
+}
+
+void ParameterServer::stop() {
+    stop_requested_.store(true);
+    wake_.notify();
+}
+
+std::string ParameterServer::shard_path() const {
+    return options_.model_dir + "/ps-" + std::to_string(options_.index) + ".shard";
+}
+
+void ParameterServer::write_endpoint_file() {
+    const std::string path = options_.model_dir + "/ps-" + std::to_string(options_.index) + ".endpoint";
+    std::filesystem::create_directories(options_.model_dir);
+    {
+        std::ofstream out(path + ".tmp");
+        out << endpoint_ << "\n";
+    }
+    std::filesystem::rename(path + ".tmp", path);
+    spdlog::info("standby: endpoint {} written to {}", endpoint_, path);
+}
+
+int ParameterServer::run() {
+    spdlog::info("serving on {} ({} mode, {} workers, {})", endpoint_, options_.sync ? "sync" : "async",
+                 options_.num_workers,
+                 zap_ ? "CURVE" : options_.keys ? "owner-only ipc socket + job token" : "no auth");
+    if (options_.standby) write_endpoint_file();
+    std::vector<zmq::pollitem_t> items = {
+        {socket_.handle(), 0, ZMQ_POLLIN, 0},
+        {nullptr, signals_.fd(), ZMQ_POLLIN, 0},
+        {nullptr, wake_.fd(), ZMQ_POLLIN, 0},
+    };
+    if (zap_) items.push_back({zap_->socket().handle(), 0, ZMQ_POLLIN, 0});
+    while (!exit_code_) {
+        zmq::poll(items, std::chrono::milliseconds(200));
+        if (zap_ && (items[3].revents & ZMQ_POLLIN)) zap_->handle();
+        if (items[0].revents & ZMQ_POLLIN) {
+            for (int n = 0; n < 64 && !exit_code_; ++n) {  // drain, but keep timers and signals fair
+                Parts parts;
+                if (!zmq::recv_multipart(socket_, std::back_inserter(parts), zmq::recv_flags::dontwait)) break;
+                handle_message(parts);
+            }
+        }
+        if (items[1].revents & ZMQ_POLLIN) {
+            while (auto sig = signals_.read_signal()) {
+                if (*sig == SIGTERM || *sig == SIGINT || *sig == SIGUSR1) {
+                    spdlog::info("received signal {}: shutting down", *sig);
+                    stop_requested_.store(true);
+                } else {
+                    spdlog::info("ignoring signal {}", *sig);
+                }
+            }
+        }
+        if (items[2].revents & ZMQ_POLLIN) wake_.drain();
+        if (stop_requested_.load() && !exit_code_)
+            finish(options_.standby || workers_.run_finished(false) ? kExitOk : kExitFailure);
+        if (!exit_code_) check_timeouts();
+    }
+    if (options_.standby)
+        std::filesystem::remove(options_.model_dir + "/ps-" + std::to_string(options_.index) + ".endpoint");
+    spdlog::info("exiting with code {} ({})", *exit_code_, stats_json());
+    return *exit_code_;
+}
+
+void ParameterServer::finish(int code) {
+    if (options_.standby && shard_ && shard_->initialized()) {
+        auto saved = shard_->save(shard_path());
+        if (!saved) {
+            spdlog::error("{}", saved.error().message);
+            code = kExitFailure;
+        } else {
+            spdlog::info("saved shard (step {}) to {}", shard_->step(), shard_path());
+        }
+    }
+    exit_code_ = code;
+}
+
+void ParameterServer::handle_message(Parts& parts) {
+    ++counters_.messages;
+    if (parts.size() < 2) {
+        ++counters_.malformed;
+        return;  // no header: nothing to answer
+    }
+    const std::string routing(view(parts[0]));
+    auto header = wire::decode_header(view(parts[1]));
+    if (!header) {
+        ++counters_.malformed;
+        return reply_error(routing, ErrorCode::kProtocol, header.error().message);
+    }
+    std::vector<std::size_t> sizes;
+    for (std::size_t i = 2; i < parts.size(); ++i) sizes.push_back(parts[i].size());
+    if (auto ok = wire::check_frames(*header, sizes); !ok) {
+        ++counters_.malformed;
+        return reply_error(routing, ErrorCode::kProtocol, ok.error().message);
+    }
+    if (header->token != options_.token) {
+        ++counters_.unauthorized;
+        return reply_error(routing, ErrorCode::kUnauthorized, "wrong job token: use this job's key file");
+    }
+    const bool is_worker = header->role == wire::Role::kWorker || header->role == wire::Role::kChief;
+    if (is_worker && header->index >= options_.num_workers) {
+        ++counters_.malformed;
+        return reply_error(routing, ErrorCode::kInvalidArgument,
+                           "worker index " + std::to_string(header->index) + " is not below --num-workers " +
+                               std::to_string(options_.num_workers));
+    }
+    if (is_worker && header->type != MessageType::kHello) workers_.seen(header->index, Clock::now());
+    dispatch(routing, *header, parts);
+}
+
+void ParameterServer::dispatch(const std::string& routing, const Header& h, Parts& parts) {
+    const bool is_worker = h.role == wire::Role::kWorker || h.role == wire::Role::kChief;
+    switch (h.type) {
+        case MessageType::kHello: return on_hello(routing, h, parts);
+        case MessageType::kStats: {
+            const std::string body = stats_json();
+            return reply(routing, MessageType::kStats, 0, &body);
+        }
+        case MessageType::kHeartbeat: return reply(routing, MessageType::kAck, 0);
+        case MessageType::kStop:
+            spdlog::info("STOP received from {} {}", is_worker ? "worker" : "tool", h.index);
+            reply(routing, MessageType::kAck, 0);
+            stop_requested_.store(true);
+            return;
+        default: break;
+    }
+    if (!shard_) return reply_error(routing, ErrorCode::kProtocol, "send HELLO first");
+    if (!is_worker && h.type != MessageType::kPull)
+        return reply_error(routing, ErrorCode::kUnauthorized, "only workers may send " + std::string(to_string(h.type)));
+    switch (h.type) {
+        case MessageType::kInit: return on_init(routing, h, parts);
+        case MessageType::kPull:
+            if (shard_->initialized()) return reply_params(routing, shard_->finished() ? wire::kFlagFinished : 0);
+            if (init_waiters_.empty()) first_init_wait_ = Clock::now();
+            init_waiters_.push_back(Pending{routing, h.type, h.index});
+            return;
+        case MessageType::kPush:
+        case MessageType::kPushPull: return on_push(routing, h, parts);
+        case MessageType::kDone: return on_done(routing, h);
+        default:
+            ++counters_.malformed;
+            return reply_error(routing, ErrorCode::kProtocol,
+                               "unexpected message type " + std::string(to_string(h.type)));
+    }
+}
+
+void ParameterServer::reply(const std::string& routing, MessageType type, std::uint32_t flags, const std::string* body) {
+    Header h;
+    h.type = type;
+    h.role = wire::Role::kPs;
+    h.token = options_.token;
+    h.index = options_.index;
+    h.flags = flags;
+    h.step = shard_ ? shard_->step() : 0;
+    if (body) h.frames.push_back(FrameDesc{wire::kBodyFrame, static_cast<std::uint32_t>(body->size())});
+    const std::string bytes = wire::encode_header(h);
+    socket_.send(zmq::buffer(routing), zmq::send_flags::sndmore);
+    socket_.send(zmq::buffer(bytes), body ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    if (body) socket_.send(zmq::buffer(*body), zmq::send_flags::none);
+}
+
+void ParameterServer::reply_params(const std::string& routing, std::uint32_t flags) {
+    Header h;
+    h.type = MessageType::kParams;
+    h.role = wire::Role::kPs;
+    h.token = options_.token;
+    h.index = options_.index;
+    h.flags = flags;
+    h.step = shard_->step();
+    const auto& ids = shard_->slice_ids();
+    for (auto id : ids)
+        h.frames.push_back(FrameDesc{id, static_cast<std::uint32_t>(shard_->layout().slices[id].length * sizeof(float))});
+    const std::string bytes = wire::encode_header(h);
+    socket_.send(zmq::buffer(routing), zmq::send_flags::sndmore);
+    socket_.send(zmq::buffer(bytes), ids.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
+    auto& buffer = shard_->current();
+    for (std::size_t k = 0; k < ids.size(); ++k)
+        socket_.send(zero_copy_message(buffer.data.data() + shard_->local_offset(k), h.frames[k].bytes, buffer.holds),
+                     k + 1 < ids.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+}
+
+void ParameterServer::reply_error(const std::string& routing, ErrorCode code, const std::string& reason) {
+    ++counters_.errors;
+    spdlog::debug("ERROR reply: {}", reason);
+    const std::string body = wire::encode_error(wire::ErrorBody{code, reason});
+    reply(routing, MessageType::kError, 0, &body);
+}
+
+void ParameterServer::release_pending(std::vector<Pending>& pending, std::uint32_t flags) {
+    for (const auto& p : pending) {
+        if (p.type == MessageType::kPush) reply(p.routing, MessageType::kAck, flags);
+        else reply_params(p.routing, flags);
+    }
+    pending.clear();
+}
+
+void ParameterServer::check_timeouts() {
+    const auto now = Clock::now();
+    if (!init_waiters_.empty() && now - first_init_wait_ > options_.init_timeout) {
+        const std::string reason = fmt::format("no INIT from the chief within {:.1f} s; workers that never said HELLO: {}",
+                                               options_.init_timeout.count() / 1000.0,
+                                               WorkerTable::list(workers_.never_attached()));
+        spdlog::error("{}", reason);
+        for (const auto& p : init_waiters_) reply_error(p.routing, ErrorCode::kTimeout, reason);
+        init_waiters_.clear();
+    }
+    // Standby serves whoever comes: only workers that attached can be missed there.
+    const auto attach_timeout = options_.standby ? Clock::duration::max() / 2 : Clock::duration(options_.init_timeout);
+    const auto never = workers_.never_attached();
+    const auto dead = workers_.expire(now, options_.worker_timeout, started_, attach_timeout);
+    if (dead.empty()) return;
+    for (auto i : dead) {
+        if (std::find(never.begin(), never.end(), i) != never.end())
+            spdlog::error("worker {} never said HELLO within {} ms: declared dead", i, options_.init_timeout.count());
+        else
+            spdlog::error("worker {} silent for more than {} ms: declared dead", i, options_.worker_timeout.count());
+    }
+    check_run_finished();
+}
+
+void ParameterServer::check_run_finished() {
+    if (!workers_.run_finished(options_.standby)) return;
+    const auto dead = workers_.dead();
+    if (options_.standby) {
+        spdlog::info("run finished ({} done, dead: {}); standby: keeping the shard at step {} for the next run",
+                     workers_.count_done(), WorkerTable::list(dead), shard_ ? shard_->step() : 0);
+        workers_.reset();
+        return;
+    }
+    if (dead.empty()) {
+        spdlog::info("all {} workers are done", options_.num_workers);
+        return finish(kExitOk);
+    }
+    spdlog::error("remaining workers are done, but worker {} died: exiting with failure", WorkerTable::list(dead));
+    finish(kExitFailure);
+}
+
+std::string ParameterServer::stats_json() const {
+    nlohmann::json j;
+    j["index"] = options_.index;
+    j["mode"] = options_.sync ? "sync" : "async";
+    j["initialized"] = shard_ && shard_->initialized();
+    j["step"] = shard_ ? shard_->step() : 0;
+    j["shard_floats"] = shard_ ? shard_->size() : 0;
+    j["param_buffers"] = shard_ ? shard_->buffer_count() : 0;
+    j["workers_attached"] = workers_.count_attached();
+    j["workers_done"] = workers_.count_done();
+    j["workers_dead"] = workers_.dead();
+    j["messages"] = counters_.messages;
+    j["applied"] = counters_.applied;
+    j["malformed"] = counters_.malformed;
+    j["unauthorized"] = counters_.unauthorized;
+    j["nonfinite"] = counters_.nonfinite;
+    j["stale"] = counters_.stale;
+    j["errors"] = counters_.errors;
+    j["auth_denied"] = zap_ ? zap_->denied() : 0;
+    return j.dump();
+}
+
+}  // namespace psrun::psd

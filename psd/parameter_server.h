@@ -1,0 +1,90 @@
+// The parameter-server daemon: one ROUTER socket serving one shard of the parameters.
+// run() is a single poll loop over the socket, the ZAP socket, a signalfd and a wake-up
+// eventfd; every message is handled on that thread. stop() may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "common/signals.h"
+#include "common/wire.h"
+#include "psd/server_options.h"
+#include "psd/shard_state.h"
+#include "psd/sync_aggregator.h"
+#include "psd/worker_table.h"
+#include "psd/zap_handler.h"
+
+namespace psrun::psd {
+
+class ParameterServer {
+public:
+    // Binds the socket (throws UsageError for a bad endpoint, zmq::error_t if it is taken).
+    explicit ParameterServer(ServerOptions options);
+    ~ParameterServer();
+
+    // Serves until the run is over; returns the process exit code: 0 when every worker sent
+    // DONE (or standby was stopped and saved), 1 when a worker died or saving failed.
+    int run();
+    void stop();                                    // thread-safe, async-signal-safe
+    const std::string& endpoint() const { return endpoint_; }  // as bound (tcp port resolved)
+
+private:
+    struct Pending {  // a request whose reply waits (init barrier, sync step)
+        std::string routing;
+        wire::MessageType type;
+        std::uint32_t worker;
+    };
+    struct Counters {
+        std::uint64_t messages = 0, malformed = 0, unauthorized = 0, nonfinite = 0, stale = 0,
+                      applied = 0, errors = 0;
+    };
+    using Parts = std::vector<zmq::message_t>;
+
+    void handle_message(Parts& parts);
+    void dispatch(const std::string& routing, const wire::Header& h, Parts& parts);
+    void on_hello(const std::string& routing, const wire::Header& h, Parts& parts);
+    void on_init(const std::string& routing, const wire::Header& h, Parts& parts);
+    void on_push(const std::string& routing, const wire::Header& h, Parts& parts);
+    void on_done(const std::string& routing, const wire::Header& h);
+    // Slice frames parts[first..] as float spans, checked against this shard's slices.
+    [[nodiscard]] Result<std::vector<std::span<const float>>> slice_spans(const wire::Header& h, Parts& parts,
+                                                                         std::size_t first);
+    void reply(const std::string& routing, wire::MessageType type, std::uint32_t flags,
+               const std::string* body = nullptr);
+    void reply_params(const std::string& routing, std::uint32_t flags);
+    void reply_error(const std::string& routing, ErrorCode code, const std::string& reason);
+    void release_pending(std::vector<Pending>& pending, std::uint32_t flags);
+    void check_timeouts();
+    void check_run_finished();
+    void finish(int code);
+    std::string stats_json() const;
+    std::string shard_path() const;
+    void write_endpoint_file();
+
+    ServerOptions options_;
+    zmq::context_t context_;
+    std::unique_ptr<ZapHandler> zap_;
+    zmq::socket_t socket_;
+    std::string endpoint_;
+    SignalFd signals_;
+    WakeFd wake_;
+    std::atomic<bool> stop_requested_{false};
+    std::optional<int> exit_code_;
+    std::vector<TensorSpec> tensors_;
+    std::unique_ptr<ShardState> shard_;
+    std::unique_ptr<SyncAggregator> sync_;
+    WorkerTable workers_;
+    std::vector<Pending> init_waiters_;
+    Clock::time_point first_init_wait_{};
+    Clock::time_point started_ = Clock::now();
+    std::vector<Pending> step_waiters_;
+    std::vector<std::vector<float>> realigned_;  // copies of misaligned received frames
+    Counters counters_;
+};
+
+}  // namespace psrun::psd

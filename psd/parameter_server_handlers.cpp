@@ -1,0 +1,146 @@
+// Message handlers of ParameterServer (the loop, lifecycle and replies are in parameter_server.cpp).
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "common/zmq_util.h"
+#include "psd/parameter_server.h"
+
+namespace psrun::psd {
+
+using wire::Header;
+using wire::MessageType;
+
+void ParameterServer::on_hello(const std::string& routing, const Header& h, Parts& parts) {
+    if (h.frames.size() != 1 || h.frames[0].id != wire::kBodyFrame)
+        return reply_error(routing, ErrorCode::kProtocol, "HELLO carries exactly one body frame");
+    auto tensors = wire::decode_tensors(view(parts[2]));
+    if (!tensors) return reply_error(routing, ErrorCode::kProtocol, tensors.error().message);
+    if (!shard_) {
+        auto layout = compute_layout(*tensors, static_cast<std::uint32_t>(options_.endpoints.size()));
+        if (!layout) return reply_error(routing, ErrorCode::kInvalidArgument, layout.error().message);
+        tensors_ = *tensors;
+        shard_ = std::make_unique<ShardState>(*layout, options_.index, tensors_fingerprint(tensors_));
+        if (options_.sync)
+            sync_ = std::make_unique<SyncAggregator>(shard_->size(), options_.num_workers,
+                                                     options_.replicas_to_aggregate, options_.straggler_every);
+        spdlog::info("model has {} tensors, {} floats; this shard holds {} floats in {} slices", tensors_.size(),
+                     layout->total, shard_->size(), shard_->slice_ids().size());
+        if (options_.standby && std::filesystem::exists(shard_path())) {
+            auto loaded = shard_->load(shard_path());
+            if (loaded) spdlog::info("restored shard at step {} from {}", shard_->step(), shard_path());
+            else spdlog::warn("ignoring {}", loaded.error().message);
+        }
+    } else if (*tensors != tensors_) {
+        return reply_error(routing, ErrorCode::kInvalidArgument,
+                           "this psd serves a different model (tensor list differs): restart psd for a new model");
+    }
+    if (h.role == wire::Role::kWorker || h.role == wire::Role::kChief) workers_.hello(h.index, Clock::now());
+    std::uint32_t flags = (options_.sync ? wire::kFlagSync : 0) | (shard_->initialized() ? wire::kFlagInitialized : 0);
+    const std::string body = wire::encode_welcome(wire::Welcome{options_.index, shard_->layout()});
+    reply(routing, MessageType::kWelcome, flags, &body);
+}
+
+void ParameterServer::on_init(const std::string& routing, const Header& h, Parts& parts) {
+    if (h.role != wire::Role::kChief) return reply_error(routing, ErrorCode::kUnauthorized, "only the chief sends INIT");
+    if (h.frames.empty() || h.frames[0].id != wire::kBodyFrame)
+        return reply_error(routing, ErrorCode::kProtocol, "INIT starts with its body frame");
+    auto config = wire::decode_init(view(parts[2]));
+    if (!config) return reply_error(routing, ErrorCode::kProtocol, config.error().message);
+    if (h.flags & wire::kFlagRestored) {
+        if (!shard_->initialized())
+            return reply_error(routing, ErrorCode::kNotFound, "INIT says restored, but this psd holds no parameters");
+        shard_->restore(*config);
+        spdlog::info("INIT (restored): keeping parameters at step {}, last step {}", shard_->step(), config->last_step);
+    } else {
+        auto spans = slice_spans(h, parts, 1);
+        if (!spans) return reply_error(routing, spans.error().code, spans.error().message);
+        shard_->init(*config, *spans);
+        if (sync_)  // a new run starts: forget any partial step of the previous one
+            sync_ = std::make_unique<SyncAggregator>(shard_->size(), options_.num_workers,
+                                                     options_.replicas_to_aggregate, options_.straggler_every);
+        shard_->set_dry_run(h.flags & wire::kFlagDryRun);
+        spdlog::info("INIT: {} from step {}, last step {}{}", to_string(config->optimizer.kind), config->start_step,
+                     config->last_step, shard_->dry_run() ? " (dry run: gradients are checked, not applied)" : "");
+    }
+    reply(routing, MessageType::kAck, 0);
+    release_pending(init_waiters_, shard_->finished() ? wire::kFlagFinished : 0);
+}
+
+Result<std::vector<std::span<const float>>> ParameterServer::slice_spans(const Header& h, Parts& parts,
+                                                                         std::size_t first) {
+    const auto& ids = shard_->slice_ids();
+    if (h.frames.size() != first + ids.size())
+        return make_error(ErrorCode::kProtocol, "expected " + std::to_string(ids.size()) + " slice frames");
+    realigned_.clear();
+    std::vector<std::span<const float>> spans;
+    for (std::size_t k = 0; k < ids.size(); ++k) {
+        const auto& d = h.frames[first + k];
+        const auto& slice = shard_->layout().slices[ids[k]];
+        if (d.id != ids[k] || d.bytes != slice.length * sizeof(float))
+            return make_error(ErrorCode::kProtocol, "frame " + std::to_string(first + k) + " is not slice " +
+                                                        std::to_string(ids[k]) + " of this shard");
+        const auto& m = parts[2 + first + k];
+        const float* p = static_cast<const float*>(m.data());
+        if (reinterpret_cast<std::uintptr_t>(p) % alignof(float) != 0) {
+            auto& copy = realigned_.emplace_back(slice.length);
+            std::memcpy(copy.data(), m.data(), m.size());
+            p = copy.data();
+        }
+        if (!wire::all_finite(p, slice.length)) {
+            ++counters_.nonfinite;
+            return make_error(ErrorCode::kInvalidArgument, "slice " + std::to_string(ids[k]) +
+                                                               " contains NaN or Inf: rejected, weights untouched");
+        }
+        spans.emplace_back(p, slice.length);
+    }
+    return spans;
+}
+
+void ParameterServer::on_push(const std::string& routing, const Header& h, Parts& parts) {
+    if (!shard_->initialized())
+        return reply_error(routing, ErrorCode::kProtocol, "PUSH before the chief's INIT: PULL first to wait for it");
+    auto grads = slice_spans(h, parts, 0);
+    if (!grads) return reply_error(routing, grads.error().code, grads.error().message);
+    const bool want_params = h.type == MessageType::kPushPull;
+    auto answer = [&](std::uint32_t flags) {
+        if (shard_->finished()) flags |= wire::kFlagFinished;
+        if (want_params) reply_params(routing, flags);
+        else reply(routing, MessageType::kAck, flags);
+    };
+    if (shard_->finished()) return answer(0);  // last_step reached: never overshoot
+    if (!sync_) {
+        shard_->apply(*grads);
+        ++counters_.applied;
+        return answer(0);
+    }
+    if (h.step < shard_->step()) {  // stale: computed on parameters older than the current step
+        ++counters_.stale;
+        return answer(wire::kFlagStale);
+    }
+    if (h.step > shard_->step())
+        return reply_error(routing, ErrorCode::kProtocol, "gradient tagged with future step " + std::to_string(h.step) +
+                                                              " (current " + std::to_string(shard_->step()) + ")");
+    if (sync_->contributed(h.index))
+        return reply_error(routing, ErrorCode::kProtocol, "worker " + std::to_string(h.index) +
+                                                              " already pushed for step " + std::to_string(h.step));
+    step_waiters_.push_back(Pending{routing, h.type, h.index});
+    std::vector<std::size_t> offsets;
+    for (std::size_t k = 0; k < grads->size(); ++k) offsets.push_back(shard_->local_offset(k));
+    if (!sync_->add(h.index, *grads, offsets)) return;
+    shard_->apply(sync_->average(*grads, offsets));
+    ++counters_.applied;
+    if (auto report = sync_->finish_step(shard_->step())) spdlog::info("{}", *report);
+    release_pending(step_waiters_, shard_->finished() ? wire::kFlagFinished : 0);
+}
+
+void ParameterServer::on_done(const std::string& routing, const Header& h) {
+    if (!workers_.is_done(h.index))
+        spdlog::info("worker {} is done ({} of {} workers)", h.index, workers_.count_done() + 1, options_.num_workers);
+    workers_.done(h.index);
+    reply(routing, MessageType::kAck, shard_->finished() ? wire::kFlagFinished : 0);
+    check_run_finished();
+}
+
+}  // namespace psrun::psd

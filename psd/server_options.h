@@ -1,0 +1,32 @@
+// Configuration of one psd, built from its command line (psd/main.cpp) or by tests.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/job_keys.h"
+
+namespace psrun::psd {
+
+struct ServerOptions {
+    std::uint32_t index = 0;
+    std::vector<std::string> endpoints;  // --ps; this psd binds endpoints[index]
+    std::uint32_t num_workers = 1;
+    std::string model_dir;                // standby: ps-<i>.endpoint and ps-<i>.shard live here
+    std::optional<JobKeys> keys;          // nullopt: --no-auth (no CURVE)
+    std::uint64_t token = 0;              // expected job token (keys->token when keys are set)
+    bool standby = false;
+    std::chrono::milliseconds worker_timeout{60000};
+    // PULLs wait this long for the chief's INIT; a worker of the map that has not said HELLO this
+    // long after start is declared dead (not in standby).
+    std::chrono::milliseconds init_timeout{300000};
+    bool sync = false;
+    std::uint32_t replicas_to_aggregate = 0;  // sync: gradients averaged per step
+    std::uint32_t backup_workers = 0;
+    std::uint32_t straggler_every = 100;  // sync: steps between straggler reports
+};
+
+}  // namespace psrun::psd

@@ -1,0 +1,84 @@
+// One psd's shard: its slices of the parameters, the optimizer state for them, the global step
+// and the shard file. Owned and used by the server's poll-loop thread only.
+//
+// Parameters are multi-buffered: a PARAMS reply hands the current buffer to ZeroMQ zero-copy,
+// and an update never writes a buffer ZeroMQ still holds: it copies the current buffer into a
+// free one first (with one worker the current buffer is always free again by the next push).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/optimizer.h"
+#include "common/result.h"
+#include "common/tensor_layout.h"
+#include "common/wire.h"
+
+namespace psrun::psd {
+
+struct ParamBuffer {
+    std::vector<float> data;
+    std::atomic<int> holds{0};  // ZeroMQ messages still pointing into data
+};
+
+class ShardState {
+public:
+    ShardState(ShardLayout layout, std::uint32_t shard, std::uint64_t fingerprint);
+
+    const ShardLayout& layout() const { return layout_; }
+    const std::vector<std::uint32_t>& slice_ids() const { return slice_ids_; }
+    std::size_t size() const { return size_; }
+    std::size_t local_offset(std::size_t k) const { return local_offsets_[k]; }  // k: position in slice_ids()
+    bool initialized() const { return initialized_; }
+
+    // New parameters (one span per own slice, in slice_ids() order): resets slots and step.
+    void init(const wire::InitConfig& config, const std::vector<std::span<const float>>& params);
+    // "Restored" INIT: keeps parameters, slots and step; adopts the new last_step (and the
+    // optimizer config, resetting slots only if the optimizer kind changed).
+    void restore(const wire::InitConfig& config);
+
+    // Dry run (benchmarks): apply() only advances the step. Reset by init().
+    void set_dry_run(bool dry_run) { dry_run_ = dry_run; }
+    bool dry_run() const { return dry_run_; }
+    // Applies one gradient (one span per own slice) with the optimizer and advances the step.
+    void apply(const std::vector<std::span<const float>>& grads);
+
+    std::uint64_t step() const { return step_; }
+    std::uint64_t last_step() const { return last_step_; }
+    bool finished() const { return last_step_ != 0 && step_ >= last_step_; }
+    const wire::InitConfig& config() const { return config_; }
+
+    // The buffer to send from; callers pair it with zero_copy_message(.., holds).
+    ParamBuffer& current() { return *buffers_[current_]; }
+    std::size_t buffer_count() const { return buffers_.size(); }
+    std::size_t optimizer_floats() const;
+
+    // Shard file: params, slots, step and optimizer config, CRC32-protected; written atomically.
+    [[nodiscard]] Result<void> save(const std::string& path) const;
+    [[nodiscard]] Result<void> load(const std::string& path);
+
+private:
+    float* writable();  // current buffer, or a free copy of it if ZeroMQ still holds it
+    void make_optimizers();
+
+    ShardLayout layout_;
+    std::uint32_t shard_;
+    std::uint64_t fingerprint_;
+    std::vector<std::uint32_t> slice_ids_;
+    std::vector<std::size_t> local_offsets_;
+    std::size_t size_ = 0;
+    std::vector<std::unique_ptr<ParamBuffer>> buffers_;
+    std::size_t current_ = 0;
+    std::vector<Optimizer> optimizers_;  // one per own slice, same order
+    wire::InitConfig config_;
+    std::uint64_t step_ = 0;
+    std::uint64_t last_step_ = 0;
+    bool initialized_ = false;
+    bool dry_run_ = false;
+};
+
+}  // namespace psrun::psd

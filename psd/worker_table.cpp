@@ -1,0 +1,88 @@
+#include "psd/worker_table.h"
+
+namespace psrun::psd {
+
+WorkerTable::WorkerTable(std::uint32_t num_workers) : workers_(num_workers) {}
+
+void WorkerTable::hello(std::uint32_t index, Clock::time_point now) {
+    workers_[index] = Worker{true, false, false, now};
+}
+
+void WorkerTable::seen(std::uint32_t index, Clock::time_point now) {
+    auto& w = workers_[index];
+    w.last_seen = now;
+    if (!w.attached) w.attached = true;  // e.g. after a standby reset, a worker that kept going
+    w.dead = false;
+}
+
+void WorkerTable::done(std::uint32_t index) { workers_[index].done = true; }
+
+std::vector<std::uint32_t> WorkerTable::expire(Clock::time_point now, Clock::duration timeout, Clock::time_point start,
+                                               Clock::duration attach_timeout) {
+    std::vector<std::uint32_t> out;
+    const bool attach_expired = now - start > attach_timeout;
+    for (std::uint32_t i = 0; i < workers_.size(); ++i) {
+        auto& w = workers_[i];
+        const bool silent = w.attached && now - w.last_seen > timeout;
+        const bool never_came = !w.attached && attach_expired;
+        if (!w.done && !w.dead && (silent || never_came)) {
+            w.dead = true;
+            out.push_back(i);
+        }
+    }
+    return out;
+}
+
+bool WorkerTable::run_finished(bool standby) const {
+    bool any = false;
+    for (const auto& w : workers_) {
+        if (standby && !w.attached) continue;
+        if (!(w.done || w.dead)) return false;
+        any = true;
+    }
+    return any;
+}
+
+std::vector<std::uint32_t> WorkerTable::dead() const {
+    std::vector<std::uint32_t> out;
+    for (std::uint32_t i = 0; i < workers_.size(); ++i)
+        if (workers_[i].dead) out.push_back(i);
+    return out;
+}
+
+std::vector<std::uint32_t> WorkerTable::never_attached() const {
+    std::vector<std::uint32_t> out;
+    for (std::uint32_t i = 0; i < workers_.size(); ++i)
+        if (!workers_[i].attached) out.push_back(i);
+    return out;
+}
+
+std::uint32_t WorkerTable::count_attached() const {
+    std::uint32_t n = 0;
+    for (const auto& w : workers_) n += w.attached;
+    return n;
+}
+
+std::uint32_t WorkerTable::count_done() const {
+    std::uint32_t n = 0;
+    for (const auto& w : workers_) n += w.done;
+    return n;
+}
+
+std::uint32_t WorkerTable::count_live() const {
+    std::uint32_t n = 0;
+    for (const auto& w : workers_) n += w.attached && !w.done && !w.dead;
+    return n;
+}
+
+void WorkerTable::reset() {
+    for (auto& w : workers_) w = Worker{};
+}
+
+std::string WorkerTable::list(const std::vector<std::uint32_t>& ids) {
+    std::string s;
+    for (auto i : ids) s += (s.empty() ? "" : ", ") + std::to_string(i);
+    return s.empty() ? "none" : s;
+}
+
+}  // namespace psrun::psd

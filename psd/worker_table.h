@@ -1,0 +1,51 @@
+// Liveness and completion of the workers of one training run, as seen by one psd.
+// A worker is "attached" after HELLO, "done" after DONE, "dead" when silent longer than the
+// worker timeout. Loop-thread only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace psrun::psd {
+
+using Clock = std::chrono::steady_clock;
+
+class WorkerTable {
+public:
+    explicit WorkerTable(std::uint32_t num_workers);
+
+    std::uint32_t size() const { return static_cast<std::uint32_t>(workers_.size()); }
+    void hello(std::uint32_t index, Clock::time_point now);
+    void seen(std::uint32_t index, Clock::time_point now);
+    void done(std::uint32_t index);
+    bool is_done(std::uint32_t index) const { return workers_[index].done; }
+
+    // Attached, unfinished workers silent for longer than `timeout` become dead; so do workers
+    // that never attached when `start` is more than `attach_timeout` ago (a worker that crashed
+    // before HELLO must not keep psd alive). Returns the newly dead.
+    std::vector<std::uint32_t> expire(Clock::time_point now, Clock::duration timeout, Clock::time_point start,
+                                      Clock::duration attach_timeout);
+    // Every worker of the map is done or dead (standby: every attached one, at least one).
+    bool run_finished(bool standby) const;
+    std::vector<std::uint32_t> dead() const;
+    std::vector<std::uint32_t> never_attached() const;
+    std::uint32_t count_attached() const;
+    std::uint32_t count_done() const;
+    std::uint32_t count_live() const;  // attached, not done, not dead
+    void reset();  // standby: forget the finished run
+
+    static std::string list(const std::vector<std::uint32_t>& ids);  // "1, 3"
+
+private:
+    struct Worker {
+        bool attached = false;
+        bool done = false;
+        bool dead = false;
+        Clock::time_point last_seen{};
+    };
+    std::vector<Worker> workers_;
+};
+
+}  // namespace psrun::psd

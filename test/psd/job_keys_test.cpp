@@ -1,0 +1,69 @@
+#include "common/job_keys.h"
+
+#include <catch2/catch.hpp>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+using namespace psrun;
+
+namespace {
+std::string temp_dir() {
+    char tmpl[] = "/tmp/psrun-keys-XXXXXX";
+    return mkdtemp(tmpl);
+}
+}  // namespace
+
+TEST_CASE("key file is created 0600, read back and never overwritten", "[keys]") {
+    const std::string dir = temp_dir();
+    const std::string path = dir + "/sub/job.key";
+    auto created = ensure_job_key_file(path, true, std::chrono::milliseconds(100));
+    REQUIRE(created);
+    struct stat st {};
+    REQUIRE(::stat(path.c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0600);
+    CHECK(created->server_public.size() == 40);
+    CHECK(created->token != 0);
+    auto again = ensure_job_key_file(path, true, std::chrono::milliseconds(100));  // a racing creator
+    REQUIRE(again);
+    CHECK(again->token == created->token);
+    CHECK(again->client_secret == created->client_secret);
+    auto reader = ensure_job_key_file(path, false, std::chrono::milliseconds(100));
+    REQUIRE(reader);
+    CHECK(reader->server_secret == created->server_secret);
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("key file readers wait for it, and refuse bad permissions or content", "[keys]") {
+    const std::string dir = temp_dir();
+    const std::string path = dir + "/job.key";
+    auto missing = ensure_job_key_file(path, false, std::chrono::milliseconds(100));
+    REQUIRE_FALSE(missing);
+    CHECK(missing.error().code == ErrorCode::kTimeout);
+
+    std::thread writer([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(150));
+        (void)write_job_key_file(path, *generate_job_keys());
+    });
+    auto waited = ensure_job_key_file(path, false, std::chrono::milliseconds(3000));
+    writer.join();
+    REQUIRE(waited);
+
+    ::chmod(path.c_str(), 0644);
+    auto open_perm = read_job_key_file(path);
+    REQUIRE_FALSE(open_perm);
+    CHECK(open_perm.error().code == ErrorCode::kUnauthorized);
+    CHECK_THAT(open_perm.error().message, Catch::Contains("chmod 600"));
+
+    const std::string bad = dir + "/bad.key";
+    for (const char* text : {"format=2\n", "format=1\ntoken=xyz\n",
+                             "format=1\ntoken=00000000000000ff\nserver_public=short\n"}) {
+        std::filesystem::remove(bad);
+        { std::ofstream(bad) << text; }
+        ::chmod(bad.c_str(), 0600);
+        CHECK_FALSE(read_job_key_file(bad));
+    }
+    std::filesystem::remove_all(dir);
+}

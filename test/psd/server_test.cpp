@@ -1,0 +1,305 @@
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+
+#include <cmath>
+#include <limits>
+
+#include "common/zmq_util.h"
+#include "test/psd/ps_fixture.h"
+
+using namespace psrun;
+using psrun::test::Cluster;
+using psrun::test::ramp;
+using psrun::test::small_model;
+
+namespace {
+
+psd::ServerOptions base_options(std::uint32_t workers) {
+    psd::ServerOptions o;
+    o.num_workers = workers;
+    o.worker_timeout = std::chrono::milliseconds(30000);
+    return o;
+}
+
+wire::InitConfig sgd(float lr, std::uint64_t last_step = 0) {
+    wire::InitConfig c;
+    c.optimizer = OptimizerConfig{.kind = OptimizerKind::kSgd, .learning_rate = lr};
+    c.last_step = last_step;
+    return c;
+}
+
+}  // namespace
+
+TEST_CASE("async pushes apply SGD exactly as computed by hand", "[psd]") {
+    Cluster cluster(1, base_options(1));
+    PsClient chief(cluster.client_options(0, small_model()));
+    REQUIRE(chief.hello());
+    CHECK_FALSE(chief.servers_initialized());
+    const std::size_t n = chief.layout().total;
+    auto params = ramp(n, 1.0f), g1 = ramp(n, 0.5f, 0.1f), g2 = ramp(n, -0.25f);
+    REQUIRE(chief.init(sgd(0.1f), params));
+    std::vector<float> out(n);
+    auto s1 = chief.push_pull(g1, 0, out);
+    REQUIRE(s1);
+    CHECK(s1->step == 1);
+    auto s2 = chief.push_pull(g2, 1, out);
+    REQUIRE(s2);
+    CHECK(s2->step == 2);
+    for (std::size_t i = 0; i < n; ++i) REQUIRE(out[i] == (params[i] - 0.1f * g1[i]) - 0.1f * g2[i]);
+    auto stats = chief.stats(0);
+    REQUIRE(stats);
+    CHECK((*stats)["applied"] == 2);
+}
+
+TEST_CASE("Adam on the psd equals the optimizer applied locally; 2 shards equal 1", "[psd]") {
+    const auto tensors = mnist_deep_tensors();
+    const std::size_t n = total_elements(tensors);
+    const auto init_params = ramp(n, 0.2f, -0.1f);
+    wire::InitConfig adam;
+    adam.optimizer = OptimizerConfig{.kind = OptimizerKind::kAdam, .learning_rate = 1e-3f};
+    std::vector<std::vector<float>> grads = {ramp(n, 1.0f, -0.5f), ramp(n, -0.3f, 0.2f), ramp(n, 0.7f)};
+
+    std::vector<float> expected = init_params;
+    Optimizer local(adam.optimizer, n);
+    for (const auto& g : grads) local.apply(expected, g);
+
+    for (std::uint32_t shards : {1u, 2u}) {
+        Cluster cluster(shards, base_options(1));
+        PsClient chief(cluster.client_options(0, tensors));
+        REQUIRE(chief.hello());
+        CHECK(chief.layout().num_shards == shards);
+        REQUIRE(chief.init(adam, init_params));
+        std::vector<float> out(n);
+        ParamFrames frames;
+        for (std::size_t s = 0; s < grads.size(); ++s) REQUIRE(chief.push_pull_frames(grads[s], s, frames));
+        frames.copy_to(out, chief.layout());
+        std::size_t mismatches = 0;
+        for (std::size_t i = 0; i < n; ++i) mismatches += out[i] != expected[i];
+        CHECK(mismatches == 0);
+    }
+}
+
+TEST_CASE("sync mode averages N pushes per step and drops stale ones", "[psd]") {
+    auto o = base_options(2);
+    o.sync = true;
+    o.replicas_to_aggregate = 2;
+    o.straggler_every = 1;
+    Cluster cluster(1, o);
+    PsClient chief(cluster.client_options(0, small_model()));
+    PsClient worker(cluster.client_options(1, small_model()));
+    REQUIRE(chief.hello());
+    REQUIRE(worker.hello());
+    const std::size_t n = chief.layout().total;
+    auto params = ramp(n, 1.0f), ga = ramp(n, 0.4f), gb = ramp(n, -0.2f, 1.0f);
+    REQUIRE(chief.init(sgd(0.5f), params));
+    std::vector<float> out_a(n), out_b(n);
+    // The chief's push waits for the step token until the second gradient arrives.
+    auto first = std::async(std::launch::async, [&] { return chief.push_pull(ga, 0, out_a); });
+    CHECK(first.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout);
+    auto second = worker.push_pull(gb, 0, out_b);
+    REQUIRE(second);
+    auto a = first.get();
+    REQUIRE(a);
+    CHECK(a->step == 1);
+    CHECK(second->step == 1);
+    for (std::size_t i = 0; i < n; ++i) {
+        const float want = params[i] - 0.5f * ((ga[i] + gb[i]) * 0.5f);
+        REQUIRE(out_a[i] == Approx(want).margin(1e-6));
+        REQUIRE(out_b[i] == out_a[i]);
+    }
+    // A gradient computed at step 0 arrives after step 1 began: dropped, parameters unchanged.
+    std::vector<float> out_c(n);
+    auto stale = worker.push_pull(gb, 0, out_c);
+    REQUIRE(stale);
+    CHECK(stale->stale);
+    CHECK(out_c == out_a);
+    auto future = worker.push_pull(gb, 5, out_c);
+    REQUIRE_FALSE(future);
+    CHECK_THAT(future.error().message, Catch::Contains("future step"));
+    auto stats = chief.stats(0);
+    REQUIRE(stats);
+    CHECK((*stats)["stale"] == 1);
+    CHECK((*stats)["applied"] == 1);
+}
+
+TEST_CASE("PULL waits for the chief's INIT, then times out naming missing ranks", "[psd]") {
+    auto o = base_options(3);
+    o.init_timeout = std::chrono::milliseconds(400);
+    Cluster cluster(1, o);
+    PsClient w1(cluster.client_options(1, small_model()));
+    REQUIRE(w1.hello());
+    const std::size_t n = w1.layout().total;
+    std::vector<float> out(n);
+    auto timed_out = w1.pull(out);
+    REQUIRE_FALSE(timed_out);
+    CHECK(timed_out.error().code == ErrorCode::kTimeout);
+    CHECK_THAT(timed_out.error().message, Catch::Contains("never said HELLO: 0, 2"));
+
+    PsClient chief(cluster.client_options(0, small_model()));
+    REQUIRE(chief.hello());
+    auto waiting = std::async(std::launch::async, [&] { return w1.pull(out); });
+    CHECK(waiting.wait_for(std::chrono::milliseconds(150)) == std::future_status::timeout);
+    auto params = ramp(n, 3.0f);
+    REQUIRE(chief.init(sgd(0.1f), params));
+    REQUIRE(waiting.get());
+    CHECK(out == params);
+}
+
+TEST_CASE("bad gradients, tokens and indices get ERROR replies and psd goes on", "[psd]") {
+    Cluster cluster(1, base_options(2));
+    PsClient chief(cluster.client_options(0, small_model()));
+    REQUIRE(chief.hello());
+    const std::size_t n = chief.layout().total;
+    auto params = ramp(n, 1.0f);
+    REQUIRE(chief.init(sgd(0.1f, 3), params));
+    std::vector<float> out(n);
+    auto g = ramp(n, 1.0f);
+    g[n - 1] = std::numeric_limits<float>::quiet_NaN();
+    auto nan = chief.push_pull(g, 0, out);
+    REQUIRE_FALSE(nan);
+    CHECK_THAT(nan.error().message, Catch::Contains("NaN or Inf"));
+    REQUIRE(chief.pull(out));
+    CHECK(out == params);  // weights untouched
+
+    auto bad_token = cluster.client_options(1, small_model());
+    bad_token.token = 99;
+    PsClient intruder(bad_token);
+    auto refused = intruder.hello();
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().code == ErrorCode::kUnauthorized);
+
+    PsClient out_of_range(cluster.client_options(7, small_model()));
+    auto bad_index = out_of_range.hello();
+    REQUIRE_FALSE(bad_index);
+    CHECK_THAT(bad_index.error().message, Catch::Contains("not below --num-workers"));
+
+    PsClient other_model(cluster.client_options(1, {{"x", {3}}}));
+    CHECK_FALSE(other_model.hello());
+
+    // last_step = 3: further pushes are not applied (no overshoot) and report "finished".
+    g = ramp(n, 1.0f);
+    for (std::uint64_t s = 0; s < 5; ++s) REQUIRE(chief.push_pull(g, s, out));
+    auto last = chief.push_pull(g, 5, out);
+    REQUIRE(last);
+    CHECK(last->step == 3);
+    CHECK(last->finished);
+    auto stats = chief.stats(0);
+    REQUIRE(stats);
+    CHECK((*stats)["nonfinite"] == 1);
+    CHECK((*stats)["unauthorized"] == 1);
+    CHECK((*stats)["applied"] == 3);
+}
+
+TEST_CASE("DONE from every worker ends the run with exit 0; a silent worker makes it 1", "[psd]") {
+    {
+        Cluster cluster(2, base_options(2));
+        PsClient chief(cluster.client_options(0, small_model()));
+        PsClient worker(cluster.client_options(1, small_model()));
+        REQUIRE(chief.hello());
+        REQUIRE(worker.hello());
+        REQUIRE(chief.done());
+        CHECK(cluster.exit_code(0, 0.3) == -1);  // still serving worker 1
+        REQUIRE(worker.done());
+        CHECK(cluster.exit_code(0, 5) == 0);
+        CHECK(cluster.exit_code(1, 5) == 0);
+    }
+    {
+        auto o = base_options(2);
+        o.worker_timeout = std::chrono::milliseconds(300);
+        Cluster cluster(1, o);
+        PsClient chief(cluster.client_options(0, small_model()));
+        PsClient worker(cluster.client_options(1, small_model()));
+        REQUIRE(chief.hello());
+        REQUIRE(worker.hello());  // then silent
+        REQUIRE(chief.done());
+        CHECK(cluster.exit_code(0, 5) == 1);
+    }
+    {
+        auto o = base_options(2);
+        o.init_timeout = std::chrono::milliseconds(400);
+        Cluster cluster(1, o);
+        PsClient chief(cluster.client_options(0, small_model()));
+        REQUIRE(chief.hello());
+        REQUIRE(chief.done());
+        CHECK(cluster.exit_code(0, 0.2) == -1);  // worker 1 may still come
+        CHECK(cluster.exit_code(0, 5) == 1);     // it never did: psd does not wait forever
+    }
+}
+
+TEST_CASE("CURVE on tcp: the job's key is admitted, another key is refused", "[psd][auth]") {
+    auto keys = generate_job_keys();
+    REQUIRE(keys);
+    auto o = base_options(1);
+    o.keys = *keys;
+    Cluster cluster(1, o, "tcp");
+    CHECK(uses_curve(cluster.endpoints()[0]));
+    auto good = cluster.client_options(0, small_model());
+    good.keys = *keys;
+    PsClient chief(good);
+    REQUIRE(chief.hello());
+
+    auto other = generate_job_keys();
+    REQUIRE(other);
+    auto bad = good;
+    bad.keys = *other;
+    bad.keys->server_public = keys->server_public;  // knows the server, but not the client key
+    bad.connect_timeout = std::chrono::milliseconds(700);
+    PsClient intruder(bad);
+    auto refused = intruder.hello();
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().code == ErrorCode::kTimeout);
+    auto stats = chief.stats(0);
+    REQUIRE(stats);
+    CHECK((*stats)["auth_denied"].get<int>() >= 1);
+
+    auto no_curve = good;
+    no_curve.keys.reset();
+    no_curve.token = keys->token;
+    no_curve.connect_timeout = std::chrono::milliseconds(500);
+    PsClient plain(no_curve);
+    CHECK_FALSE(plain.hello());
+}
+
+TEST_CASE("ipc with a key file: owner-only socket file and the job token", "[psd][auth]") {
+    auto keys = generate_job_keys();
+    REQUIRE(keys);
+    auto o = base_options(1);
+    o.keys = *keys;
+    Cluster cluster(1, o);
+    const std::string path = cluster.endpoints()[0].substr(6);
+    struct stat st {};
+    REQUIRE(::stat(path.c_str(), &st) == 0);
+    CHECK(S_ISSOCK(st.st_mode));
+    CHECK((st.st_mode & 0777) == 0600);
+    auto good = cluster.client_options(0, small_model());
+    good.keys = *keys;
+    PsClient chief(good);
+    REQUIRE(chief.hello());
+    auto other = generate_job_keys();
+    auto bad = good;
+    bad.keys = *other;  // another job's key file: another token
+    PsClient intruder(bad);
+    auto refused = intruder.hello();
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().code == ErrorCode::kUnauthorized);
+}
+
+TEST_CASE("ERROR replies from several shards leave no reply queued behind", "[psd]") {
+    Cluster cluster(2, base_options(1));
+    PsClient chief(cluster.client_options(0, mnist_deep_tensors()));
+    REQUIRE(chief.hello());
+    const std::size_t n = chief.layout().total;
+    auto params = ramp(n, 1.0f);
+    REQUIRE(chief.init(sgd(0.5f), params));
+    auto g = ramp(n, 0.25f);
+    g.front() = std::numeric_limits<float>::infinity();  // in shard 0
+    g.back() = std::numeric_limits<float>::quiet_NaN();  // in shard 1
+    std::vector<float> out(n);
+    REQUIRE_FALSE(chief.push_pull(g, 0, out));
+    g.front() = g.back() = 0.25f;
+    auto ok = chief.push_pull(g, 0, out);
+    REQUIRE(ok);
+    CHECK(ok->step == 1);
+    for (std::size_t i = 0; i < n; i += 997) REQUIRE(out[i] == params[i] - 0.5f * g[i]);
+}

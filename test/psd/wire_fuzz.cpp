@@ -1,0 +1,46 @@
+// libFuzzer target for the wire decoders. The first input byte picks the decoder; the rest is
+// the frame. Built and run by test/psd/fuzz.sh (clang -fsanitize=fuzzer,address).
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "common/wire.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    if (size == 0) return 0;
+    const std::string_view frame(reinterpret_cast<const char*>(data + 1), size - 1);
+    using namespace psrun::wire;
+    switch (data[0] % 5) {
+        case 0: {
+            auto h = decode_header(frame);
+            if (h) {
+                std::vector<std::size_t> sizes;
+                for (const auto& f : h->frames) sizes.push_back(f.bytes);
+                if (!check_frames(*h, sizes)) __builtin_trap();  // matching sizes must pass
+                if (!sizes.empty()) {
+                    sizes.back() += 1;
+                    if (check_frames(*h, sizes)) __builtin_trap();  // a wrong size must fail
+                }
+                if (encode_header(*h) != frame) __builtin_trap();  // decoding is exact
+            }
+            break;
+        }
+        case 1: {
+            auto t = decode_tensors(frame);
+            if (t) {
+                auto again = decode_tensors(encode_tensors(*t));
+                if (!again || *again != *t) __builtin_trap();
+            }
+            break;
+        }
+        case 2: {
+            auto w = decode_welcome(frame);
+            if (w) (void)encode_welcome(*w);
+            break;
+        }
+        case 3: (void)decode_init(frame); break;
+        default: (void)decode_error(frame); break;
+    }
+    return 0;
+}

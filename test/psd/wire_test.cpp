@@ -1,0 +1,188 @@
+#include "common/wire.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "common/coding.h"
+
+using namespace psrun;
+using namespace psrun::wire;
+
+namespace {
+
+Header sample_header() {
+    Header h;
+    h.type = MessageType::kPushPull;
+    h.role = Role::kChief;
+    h.token = 0x0123456789abcdefull;
+    h.index = 3;
+    h.flags = kFlagStale;
+    h.step = 42;
+    h.frames = {{0, 3200}, {1, 128}, {kBodyFrame, 12}};
+    return h;
+}
+
+// Overwrites one field. Field checks run before the CRC check, so the field's error is reported.
+std::string patch(std::string bytes, std::size_t offset, const void* value, std::size_t n) {
+    std::memcpy(bytes.data() + offset, value, n);
+    return bytes;
+}
+
+}  // namespace
+
+TEST_CASE("header round trip keeps every field", "[wire]") {
+    const Header h = sample_header();
+    const std::string bytes = encode_header(h);
+    CHECK(bytes.size() == kFixedHeaderSize + 3 * kFrameDescriptorSize);
+    auto back = decode_header(bytes);
+    REQUIRE(back);
+    CHECK(*back == h);
+}
+
+TEST_CASE("header decoder rejects every malformed field", "[wire]") {
+    const std::string good = encode_header(sample_header());
+    auto rejects = [](const std::string& bytes, const std::string& words) {
+        auto r = decode_header(bytes);
+        REQUIRE_FALSE(r);
+        CHECK(r.error().code == ErrorCode::kProtocol);
+        CHECK_THAT(r.error().message, Catch::Contains(words));
+    };
+    rejects(good.substr(0, 47), "at least 48");
+    rejects("", "at least 48");
+    std::uint32_t magic = 0x11223344;
+    rejects(patch(good, 0, &magic, 4), "magic");
+    std::uint16_t version = 2;
+    rejects(patch(good, 4, &version, 2), "protocol version 2");
+    std::uint8_t type = 0;
+    rejects(patch(good, 6, &type, 1), "unknown message type 0");
+    type = kMaxMessageType + 1;
+    rejects(patch(good, 6, &type, 1), "unknown message type");
+    std::uint8_t role = kMaxRole + 1;
+    rejects(patch(good, 7, &role, 1), "unknown sender role");
+    std::uint32_t flags = 1u << 20;
+    rejects(patch(good, 20, &flags, 4), "unknown header flags");
+    std::uint64_t aux = 1;
+    rejects(patch(good, 32, &aux, 8), "reserved header field");
+    std::uint32_t count = kMaxFrames + 1;
+    rejects(patch(good, 40, &count, 4), "too many payload frames");
+    count = 2;
+    rejects(patch(good, 40, &count, 4), "does not match its frame count");
+    rejects(good + "12345678", "does not match its frame count");
+    // A flipped bit in any covered field (token, index, step, descriptors) breaks the CRC.
+    for (std::size_t offset : {8u, 16u, 24u, 48u, 60u}) {
+        std::string bad = good;
+        bad[offset] ^= 0x01;
+        rejects(bad, "checksum");
+    }
+    Header big = sample_header();
+    big.frames = {{kBodyFrame, kMaxBodyBytes + 1}};
+    rejects(encode_header(big), "body frame too large");
+}
+
+TEST_CASE("payload frames must match their descriptors", "[wire]") {
+    const Header h = sample_header();
+    std::vector<std::size_t> sizes{3200, 128, 12};
+    CHECK(check_frames(h, sizes));
+    sizes.pop_back();
+    CHECK_FALSE(check_frames(h, sizes));
+    sizes = {3200, 124, 12};
+    auto r = check_frames(h, sizes);
+    REQUIRE_FALSE(r);
+    CHECK_THAT(r.error().message, Catch::Contains("payload frame 1 has 124 bytes"));
+}
+
+TEST_CASE("bodies round trip and reject truncation", "[wire]") {
+    const auto tensors = mnist_deep_tensors();
+    auto t = decode_tensors(encode_tensors(tensors));
+    REQUIRE(t);
+    CHECK(*t == tensors);
+    const std::string tb = encode_tensors(tensors);
+    for (std::size_t n = 0; n < tb.size(); n += 7) CHECK_FALSE(decode_tensors(tb.substr(0, n)));
+    CHECK_FALSE(decode_tensors(tb + "x"));
+
+    auto layout = compute_layout(tensors, 3);
+    REQUIRE(layout);
+    const std::string wb = encode_welcome(Welcome{2, *layout});
+    auto w = decode_welcome(wb);
+    REQUIRE(w);
+    CHECK(w->shard == 2);
+    CHECK(w->layout == *layout);
+    CHECK_FALSE(decode_welcome(wb.substr(0, wb.size() - 1)));
+    CHECK_FALSE(decode_welcome(encode_welcome(Welcome{3, *layout})));  // shard index out of range
+
+    InitConfig init;
+    init.optimizer = OptimizerConfig{.kind = OptimizerKind::kMomentum, .learning_rate = 0.5f, .momentum = 0.8f};
+    init.start_step = 10;
+    init.last_step = 100;
+    auto i = decode_init(encode_init(init));
+    REQUIRE(i);
+    CHECK(i->optimizer.kind == OptimizerKind::kMomentum);
+    CHECK(i->optimizer.learning_rate == 0.5f);
+    CHECK(i->optimizer.momentum == 0.8f);
+    CHECK(i->last_step == 100);
+    InitConfig bad = init;
+    bad.optimizer.learning_rate = std::numeric_limits<float>::quiet_NaN();
+    CHECK_FALSE(decode_init(encode_init(bad)));
+    bad = init;
+    bad.optimizer.beta2 = 1.5f;
+    CHECK_FALSE(decode_init(encode_init(bad)));
+    bad = init;
+    bad.start_step = 200;
+    CHECK_FALSE(decode_init(encode_init(bad)));
+    std::string kind = encode_init(init);
+    kind[0] = 9;
+    CHECK_FALSE(decode_init(kind));
+
+    auto e = decode_error(encode_error(ErrorBody{ErrorCode::kUnauthorized, "wrong token"}));
+    REQUIRE(e);
+    CHECK(e->code == ErrorCode::kUnauthorized);
+    CHECK(e->reason == "wrong token");
+}
+
+TEST_CASE("finite check finds NaN and Inf anywhere", "[wire]") {
+    std::vector<float> v(1000, 1.0f);
+    CHECK(all_finite(v.data(), v.size()));
+    v[999] = std::numeric_limits<float>::infinity();
+    CHECK_FALSE(all_finite(v.data(), v.size()));
+    v[999] = 1.0f;
+    v[3] = -std::numeric_limits<float>::quiet_NaN();
+    CHECK_FALSE(all_finite(v.data(), v.size()));
+    v[3] = std::numeric_limits<float>::max();
+    CHECK(all_finite(v.data(), v.size()));
+}
+
+TEST_CASE("random and mutated frames never crash the decoders", "[wire][fuzz]") {
+    std::mt19937 rng(1234);
+    const std::string good = encode_header(sample_header());
+    const std::string bodies[] = {encode_tensors(mnist_deep_tensors()),
+                                  encode_welcome(Welcome{0, *compute_layout(mnist_deep_tensors(), 2)}),
+                                  encode_init(InitConfig{}), encode_error(ErrorBody{ErrorCode::kIo, "x"})};
+    int header_accepted = 0;
+    for (int iter = 0; iter < 20000; ++iter) {
+        std::string bytes = (iter % 2) ? good : bodies[iter % 4];
+        const int mutations = 1 + static_cast<int>(rng() % 4);
+        for (int m = 0; m < mutations; ++m) {
+            switch (rng() % 3) {
+                case 0: bytes[rng() % bytes.size()] = static_cast<char>(rng()); break;
+                case 1: bytes.resize(rng() % (bytes.size() + 1)); break;
+                default: bytes.push_back(static_cast<char>(rng())); break;
+            }
+            if (bytes.empty()) bytes.push_back('\0');
+        }
+        auto h = decode_header(bytes);
+        if (h) {
+            ++header_accepted;
+            CHECK(h->frames.size() <= kMaxFrames);
+        }
+        (void)decode_tensors(bytes);
+        (void)decode_welcome(bytes);
+        (void)decode_init(bytes);
+        (void)decode_error(bytes);
+    }
+    // Mutations almost always break the CRC: accepting many would mean the checks are missing.
+    CHECK(header_accepted < 200);
+}
