@@ -10,8 +10,10 @@
 #include <memory>
 #include <stdexcept>
 
+#include "common/job_keys.h"
 #include "common/result.h"
 #include "launcher/daemon_command.h"
+#include "launcher/job_key.h"
 #include "launcher/launch_options.h"
 #include "launcher/map_builder.h"
 #include "launcher/ports.h"
@@ -24,7 +26,7 @@ struct LocalOptions {
     int num_ps = 1;
     int num_workers = 1;
     int num_evaluators = 0;
-    bool ipc = false;
+    bool tcp = false;
     double grace_seconds = 10.0;
     std::optional<int> threads;
     bool dry_run = false;
@@ -47,14 +49,15 @@ void run_local(const LocalOptions& o, CommandContext& ctx) {
         throw UsageError(
             "--ps 0 runs one standalone worker: use --workers 1 and no evaluators, "
             "or --ps 1 or more");
+    // A private (0700) directory for the ipc endpoints and, without a model dir, the job key.
     TempDir dir;
+    std::string pattern = (std::filesystem::temp_directory_path() / "psrun-local.XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr)
+        throw std::runtime_error("cannot create a private temporary directory in " +
+                                 std::filesystem::temp_directory_path().string());
+    dir.path = pattern;
     std::vector<std::string> addresses;
-    if (o.ipc) {
-        std::string pattern =
-            (std::filesystem::temp_directory_path() / "psrun-local.XXXXXX").string();
-        if (::mkdtemp(pattern.data()) == nullptr)
-            throw std::runtime_error("cannot create a private directory for ipc endpoints");
-        dir.path = pattern;
+    if (!o.tcp) {
         for (int i = 0; i < total; ++i) {
             const char* kind = i < o.num_ps                   ? "ps"
                                : i < o.num_ps + o.num_workers ? "worker"
@@ -79,6 +82,13 @@ void run_local(const LocalOptions& o, CommandContext& ctx) {
     }
     DaemonOptions daemon = o.daemon;
     daemon.training = ctx.training;
+    if (!daemon.no_auth && daemon.key_file.empty() && o.num_ps > 0 && !o.dry_run) {
+        const auto model_dir = training_model_dir(daemon.training);
+        auto key = prepare_local_job_key(model_dir ? default_job_key_path(*model_dir, "local")
+                                                   : dir.path + "/job.key");
+        if (!key) throw UsageError(key.error().message);
+        daemon.key_file = *key;
+    }
     std::vector<DaemonCommand> commands;
     for (const TaskSlot& slot : map->slots) {
         auto cmd = daemon_command(*map, slot.role, slot.role_index, daemon);
@@ -112,7 +122,7 @@ void add_local_command(CLI::App& app, CommandContext& ctx) {
     CLI::App* cmd = app.add_subcommand(
         "local",
         "Run the whole cluster on this host: K psd and W workerd as supervised children "
-        "on 127.0.0.1 (free ports chosen by the kernel) or ipc endpoints. Usage: psrun "
+        "on ipc endpoints in a private directory (or TCP on 127.0.0.1 with --tcp). Usage: psrun "
         "local --ps K --workers W [options] [-- training options]");
     cmd->add_option("--ps", o->num_ps,
                     "parameter servers (0 with --workers 1: workerd --standalone)")
@@ -124,9 +134,10 @@ void add_local_command(CLI::App& app, CommandContext& ctx) {
     cmd->add_option("--evaluators", o->num_evaluators, "evaluators")
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
-    cmd->add_flag("--ipc", o->ipc,
-                  "use ipc:// endpoints in a private temporary directory (removed at exit) "
-                  "instead of TCP on 127.0.0.1");
+    cmd->add_flag("--tcp", o->tcp,
+                  "use TCP on 127.0.0.1 (free ports chosen by the kernel, CURVE-encrypted "
+                  "unless --no-auth) instead of the default ipc:// endpoints in a private "
+                  "temporary directory (owner-only sockets, removed at exit)");
     cmd->add_option("--grace", o->grace_seconds,
                     "seconds a daemon gets to exit after SIGTERM (and the ps after the last "
                     "worker) before SIGKILL")

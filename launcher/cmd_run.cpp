@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <iostream>
 #include <memory>
@@ -11,6 +12,7 @@
 
 #include "common/result.h"
 #include "launcher/daemon_command.h"
+#include "launcher/job_key.h"
 #include "launcher/launch_options.h"
 #include "launcher/map_builder.h"
 #include "launcher/ports.h"
@@ -33,11 +35,31 @@ struct RunOptions {
     throw std::runtime_error("cannot exec " + cmd.path + ": " + std::strerror(errno));
 }
 
+// A ps binds its endpoint; fail now rather than let psd retry on a taken port.
+void check_ps_port(const ClusterMap& map) {
+    const std::string& address = map.ps[static_cast<size_t>(map.self->index)];
+    if (address.find("://") != std::string::npos) return;
+    const size_t colon = address.rfind(':');
+    auto ok = check_port_free(address.substr(0, colon), std::stoi(address.substr(colon + 1)));
+    if (!ok) throw std::runtime_error(ok.error().message);
+}
+
 void run(const RunOptions& o, CommandContext& ctx) {
     auto map = resolve_map(o.map, ctx.env);
     if (!map) throw UsageError(map.error().message);
     DaemonOptions daemon = o.daemon;
     daemon.training = ctx.training;
+    if (!o.dry_run) {
+        // Cheap checks first: a missing binary or a taken port must not wait for the key.
+        auto probe = daemon_command(*map, map->self->role, map->self->index, daemon);
+        if (!probe) throw UsageError(probe.error().message);
+        auto path = daemon_path(probe->program, daemon, ctx.env);
+        if (!path) throw UsageError(path.error().message);
+        if (map->self->role == Role::kPs) check_ps_port(*map);
+        auto key = prepare_job_key(daemon, *map, ctx.env, std::chrono::seconds(120));
+        if (!key) throw UsageError(key.error().message);
+        daemon.key_file = *key;
+    }
     auto cmd = daemon_command(*map, map->self->role, map->self->index, daemon);
     if (!cmd) throw UsageError(cmd.error().message);
     if (o.dry_run) {
@@ -45,19 +67,7 @@ void run(const RunOptions& o, CommandContext& ctx) {
         ctx.exit_code = kExitOk;
         return;
     }
-    auto path = daemon_path(cmd->program, daemon, ctx.env);
-    if (!path) throw UsageError(path.error().message);
-    cmd->path = *path;
-    if (map->self->role == Role::kPs) {
-        // Only a ps binds its endpoint; fail now rather than let psd retry on a taken port.
-        const std::string& address = map->ps[static_cast<size_t>(map->self->index)];
-        if (address.find("://") == std::string::npos) {
-            const size_t colon = address.rfind(':');
-            auto ok =
-                check_port_free(address.substr(0, colon), std::stoi(address.substr(colon + 1)));
-            if (!ok) throw std::runtime_error(ok.error().message);
-        }
-    }
+    cmd->path = *daemon_path(cmd->program, daemon, ctx.env);
     exec_daemon(*cmd);
 }
 

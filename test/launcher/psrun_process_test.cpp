@@ -172,7 +172,8 @@ std::string slurp(const fs::path& p) {
 }
 
 std::map<std::string, std::string> base_env(const Fixture& f) {
-    return {{"PATH", "/usr/bin:/bin"}, {"STANDIN_DIR", f.rec.string()}};
+    // HOME is the fixture's dir: the job key file psrun creates there is removed with it.
+    return {{"PATH", "/usr/bin:/bin"}, {"STANDIN_DIR", f.rec.string()}, {"HOME", f.dir.path.string()}};
 }
 
 std::map<std::string, std::string> step_env(const Fixture& f, int port, int procid) {
@@ -225,9 +226,15 @@ TEST_CASE("psrun run execs workerd for the chief with training options", "[proce
     const Proc p =
         spawn({"run", "--bin-dir", f.bin.string(), "--", "--steps", "3"}, env, f.dir.path);
     CHECK(wait_exit(p, 20) == 0);
+    // The chief creates the job key file ($HOME/.psrun/<job id>.key, owner-only) and passes it.
+    const std::string key = (f.dir.path / ".psrun" / "9.key").string();
     CHECK(f.argv_of("workerd.0") == Args{(f.bin / "workerd").string(), "--index", "0", "--ps",
                                          "tcp://localhost:" + std::to_string(port), "--num-workers",
-                                         "1", "--chief", "--threads", "2", "--steps", "3"});
+                                         "1", "--chief", "--key-file", key, "--threads", "2",
+                                         "--steps", "3"});
+    REQUIRE(fs::exists(key));
+    CHECK((fs::status(key).permissions() & (fs::perms::group_all | fs::perms::others_all)) ==
+          fs::perms::none);
 }
 
 TEST_CASE("psrun run reports a ps port in use instead of hanging", "[process]") {
@@ -298,9 +305,12 @@ TEST_CASE("psrun local runs every daemon and exits 0 when the workers succeed", 
                          env, f.dir.path);
     CHECK(wait_exit(p, 20) == 0);
     const Args chief = f.argv_of("workerd.0");
-    REQUIRE(chief.size() == 10);
+    REQUIRE(chief.size() == 12);
     CHECK(chief[5] == "--num-workers");
     CHECK(chief[7] == "--chief");
+    CHECK(chief[8] == "--key-file");  // psrun local made a job key in its private dir
+    const Args ps = f.argv_of("psd.0");
+    CHECK(std::find(ps.begin(), ps.end(), chief[9]) != ps.end());
     CHECK(Args(chief.end() - 2, chief.end()) == Args{"--steps", "4"});
     CHECK(f.argv_of("psd.0")[4] == chief[4]);
     for (pid_t pid : f.recorded_pids()) CHECK_FALSE(alive(pid));
@@ -325,7 +335,7 @@ TEST_CASE("psrun local: a failing daemon stops the others and is named", "[proce
 
 TEST_CASE("psrun local: SIGTERM stops every daemon, no orphan survives", "[process]") {
     Fixture f;
-    const Proc p = spawn({"local", "--ps", "1", "--workers", "2", "--ipc", "--grace", "2",
+    const Proc p = spawn({"local", "--ps", "1", "--workers", "2", "--grace", "2",
                           "--bin-dir", f.bin.string()},
                          base_env(f), f.dir.path);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
