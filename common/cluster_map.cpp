@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
 #include <sstream>
 
 namespace psrun {
@@ -86,6 +87,16 @@ std::string ClusterMap::validate() const {
             return fmt::format("rank {} address {} differs from the {} list", s.rank, s.address,
                                role_name(s.role));
     }
+    // Two tasks on one address would make one psd fail to bind, or a worker reach the wrong
+    // task: typical of --interface naming an address that several nodes share.
+    std::set<std::string> seen;
+    for (const auto* list : {&ps, &worker, &evaluator})
+        for (const std::string& address : *list)
+            if (!address.empty() && !seen.insert(address).second)
+                return fmt::format(
+                    "address {} is given to two tasks (an --interface whose address several "
+                    "nodes share? use --no-ib or another --interface)",
+                    address);
     return {};
 }
 

@@ -242,6 +242,12 @@ TEST_CASE("--interface uses the interface address and needs every node's address
     CHECK_FALSE(resolve_map(o, task_env("n[1-2]", "1(x2)", 2, {0, 0, 0})));
     o.address.no_ib = true;
     CHECK(resolve_map(o, task_env("n[1-2]", "1(x2)", 2, {0, 0, 0}))->ps[0].rfind("n1:", 0) == 0);
+    // Nodes sharing one interface address would get the same host:port twice.
+    o.address.no_ib = false;
+    o.address.node_addrs = "n1=127.0.0.1,n2=127.0.0.1";
+    const auto shared = resolve_map(o, task_env("n[1-2]", "1(x2)", 2, {0, 0, 0}));
+    REQUIRE_FALSE(shared);
+    CHECK_THAT(shared.error().message, Catch::Contains("given to two tasks"));
     MapOptions bad;
     bad.address.interface = "no-such-if0";
     CHECK_THAT(resolve_map(bad, task_env("n1", "2", 2, {0, 0, 0})).error().message,
