@@ -122,9 +122,15 @@ void Model::Impl::build_forward() {
     pds.emplace_back("pool2", pool2_pd);
 
     // fc1 + bias + ReLU on the NHWC-flattened pooled activations (TF's reshape order).
-    fc1_src = memory(md({n, fin}, adt, Tag::nc), eng);
-    fc1_src_4d = memory(md({n, c2, h / 4, w / 4}, adt, Tag::nhwc), eng, fc1_src.get_data_handle());
-    if (pool2_dst.get_desc() != fc1_src_4d.get_desc()) {
+    // When pool2 already writes NHWC, fc1 reads pool2's buffer directly.
+    const memory::desc nhwc_4d = md({n, c2, h / 4, w / 4}, adt, Tag::nhwc);
+    if (pool2_dst.get_desc() == nhwc_4d) {
+        fc1_src = memory(md({n, fin}, adt, Tag::nc), eng, pool2_dst.get_data_handle());
+    } else {
+        fc1_src = memory(md({n, fin}, adt, Tag::nc), eng);
+    }
+    fc1_src_4d = memory(nhwc_4d, eng, fc1_src.get_data_handle());
+    if (pool2_dst.get_desc() != nhwc_4d) {
         add(ops, Layer::kFc1, reorder(pool2_dst, fc1_src_4d),
             {{DNNL_ARG_FROM, pool2_dst}, {DNNL_ARG_TO, fc1_src_4d}});
     }
