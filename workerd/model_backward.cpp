@@ -84,6 +84,13 @@ void Model::Impl::build_backward() {
 
     // pool2 backward: d(pool2 dst) in pool2's format -> d(conv2 dst) in conv2's format.
     d_pool2_dst = convert(ops, Layer::kPool2, d_fc1_src_4d, pool2_dst.get_desc());
+    // conv2's ReLU backward, applied before the pool on the 4x smaller tensor: the pool routes
+    // each gradient to its window's maximum, which is > 0 exactly when the pool output is > 0,
+    // so relu'(conv2) * pool_bwd(d) == pool_bwd(d * [pool2 dst > 0]).
+    eltwise_backward::primitive_desc relu2_pd;
+    add(ops, Layer::kConv2, relu_backward(eng, pool2_dst.get_desc(), relu2_pd),
+        {{DNNL_ARG_DST, pool2_dst}, {DNNL_ARG_DIFF_DST, d_pool2_dst},
+         {DNNL_ARG_DIFF_SRC, d_pool2_dst}});
     pooling_backward::primitive_desc pool2_b_pd(
         pooling_backward::desc(alg::pooling_max, conv2_dst.get_desc(), pool2_dst.get_desc(), two,
                                two, zero, zero),
@@ -93,11 +100,7 @@ void Model::Impl::build_backward() {
         {{DNNL_ARG_DIFF_DST, d_pool2_dst}, {DNNL_ARG_WORKSPACE, pool2_ws},
          {DNNL_ARG_DIFF_SRC, d_conv2_dst}});
 
-    // conv2: ReLU backward in place, then weights/bias and data gradients.
-    eltwise_backward::primitive_desc relu2_pd;
-    add(ops, Layer::kConv2, relu_backward(eng, conv2_dst.get_desc(), relu2_pd),
-        {{DNNL_ARG_DST, conv2_dst}, {DNNL_ARG_DIFF_DST, d_conv2_dst},
-         {DNNL_ARG_DIFF_SRC, d_conv2_dst}});
+    // conv2: weights/bias and data gradients.
     convolution_backward_weights::primitive_desc conv2_bw_pd(
         convolution_backward_weights::desc(
             alg::convolution_direct, md({n, c1, h / 2, w / 2}, adt, Tag::any),
@@ -128,6 +131,10 @@ void Model::Impl::build_backward() {
 
     // pool1 backward.
     d_pool1_dst = convert(ops, Layer::kPool1, conv2_dsrc, pool1_dst.get_desc());
+    eltwise_backward::primitive_desc relu1_pd;  // conv1's ReLU, before the pool as for conv2
+    add(ops, Layer::kConv1, relu_backward(eng, pool1_dst.get_desc(), relu1_pd),
+        {{DNNL_ARG_DST, pool1_dst}, {DNNL_ARG_DIFF_DST, d_pool1_dst},
+         {DNNL_ARG_DIFF_SRC, d_pool1_dst}});
     pooling_backward::primitive_desc pool1_b_pd(
         pooling_backward::desc(alg::pooling_max, conv1_dst.get_desc(), pool1_dst.get_desc(), two,
                                two, zero, zero),
@@ -137,11 +144,7 @@ void Model::Impl::build_backward() {
         {{DNNL_ARG_DIFF_DST, d_pool1_dst}, {DNNL_ARG_WORKSPACE, pool1_ws},
          {DNNL_ARG_DIFF_SRC, d_conv1_dst}});
 
-    // conv1: ReLU backward, weights/bias gradients only.
-    eltwise_backward::primitive_desc relu1_pd;
-    add(ops, Layer::kConv1, relu_backward(eng, conv1_dst.get_desc(), relu1_pd),
-        {{DNNL_ARG_DST, conv1_dst}, {DNNL_ARG_DIFF_DST, d_conv1_dst},
-         {DNNL_ARG_DIFF_SRC, d_conv1_dst}});
+    // conv1: weights/bias gradients only.
     convolution_backward_weights::primitive_desc conv1_bw_pd(
         convolution_backward_weights::desc(
             alg::convolution_direct, md({n, 1, h, w}, adt, Tag::any),
