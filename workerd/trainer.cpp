@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include <omp.h>
+
 #include "workerd/rng.h"
 
 namespace psrun::worker {
@@ -22,10 +24,17 @@ Trainer::Trainer(const TrainerConfig& config, const LabeledImages& train, const 
       grads_(config.model.shape),
       eval_grads_(config.model.shape),
       sampler_(train.size(), config.seed, config.shard),
-      optimizer_(config.optimizer, params_.size()),
       model_(std::make_unique<Model>(config.model, params_, grads_)),
       batch_indices_(static_cast<std::size_t>(config.model.batch_size)) {
     params_.init_tutorial(config.seed);
+    const std::size_t chunks = static_cast<std::size_t>(std::max(1, omp_get_max_threads()));
+    const std::size_t total = params_.size();
+    for (std::size_t c = 0; c <= chunks; ++c) {
+        chunk_begin_.push_back(std::min(total, (total * c / chunks + 15) / 16 * 16));
+    }
+    for (std::size_t c = 0; c < chunks; ++c) {
+        optimizers_.emplace_back(config.optimizer, chunk_begin_[c + 1] - chunk_begin_[c]);
+    }
 }
 
 float Trainer::compute_gradients() {
@@ -41,7 +50,16 @@ float Trainer::compute_gradients() {
 
 void Trainer::apply_gradients() {
     const auto t0 = Clock::now();
-    optimizer_.apply(params_.all(), grads_.all());
+    const auto p = params_.all();
+    const auto g = grads_.all();
+    const int chunks = static_cast<int>(optimizers_.size());
+#pragma omp parallel for num_threads(chunks) schedule(static, 1)
+    for (int c = 0; c < chunks; ++c) {
+        const std::size_t begin = chunk_begin_[static_cast<std::size_t>(c)];
+        const std::size_t size = chunk_begin_[static_cast<std::size_t>(c) + 1] - begin;
+        optimizers_[static_cast<std::size_t>(c)].apply(p.subspan(begin, size),
+                                                        g.subspan(begin, size));
+    }
     ++global_step_;
     update_ms_ += ms_since(t0);
 }

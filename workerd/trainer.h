@@ -54,7 +54,10 @@ private:
     ParameterSet grads_;
     ParameterSet eval_grads_;  // written by the eval model's constructor only
     Sampler sampler_;
-    Optimizer optimizer_;
+    // One optimizer per contiguous chunk of the parameters, updated in parallel (OpenMP); each
+    // keeps its own slots, so the result equals one optimizer over the whole buffer.
+    std::vector<Optimizer> optimizers_;
+    std::vector<std::size_t> chunk_begin_;  // optimizers_.size() + 1 offsets
     std::unique_ptr<Model> model_;
     std::unique_ptr<Model> eval_model_;  // created at the first evaluate()
     std::vector<std::uint32_t> batch_indices_;
