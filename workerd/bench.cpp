@@ -40,6 +40,7 @@ nlohmann::json run_train_benchmark(const BenchOptions& o) {
     auto precision = parse_precision(o.precision);
     if (!precision) throw UsageError("--precision: " + precision.error().message);
     config.model.precision = *precision;
+    config.model.fc1_blocked_weights = o.fc1_blocked_weights;
     config.optimizer.kind = OptimizerKind::kAdam;
     config.optimizer.learning_rate = 1e-4f;
     const LabeledImages data = synthetic_images(10000);
@@ -80,6 +81,7 @@ nlohmann::json run_train_benchmark(const BenchOptions& o) {
         {"threads", omp_get_max_threads()},
         {"steps", o.steps},
         {"warmup_steps", o.warmup_steps},
+        {"fc1_blocked_weights", config.model.fc1_blocked()},
         {"images_per_sec", o.batch_size / (per_step / 1000.0)},
         {"ms_per_step", per_step},
         {"layers_ms", layers},

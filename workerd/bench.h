@@ -14,6 +14,7 @@ struct BenchOptions {
     std::string precision = "f32";
     int steps = 200;        // measured steps
     int warmup_steps = 20;  // not measured
+    int fc1_blocked_weights = -1;  // see ModelConfig
 };
 
 // Runs the benchmark and returns its result; throws UsageError on bad options.

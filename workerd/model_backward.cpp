@@ -61,7 +61,8 @@ void Model::Impl::build_backward() {
     // fc1.
     inner_product_backward_weights::primitive_desc fc1_bw_pd(
         inner_product_backward_weights::desc(md({n, fin}, adt, Tag::nc),
-                                             md({f, fin}, Dt::f32, Tag::oi),
+                                             md({f, fin}, Dt::f32,
+                                                cfg.fc1_blocked() ? Tag::any : Tag::oi),
                                              md({f}, Dt::f32, Tag::x), d_fc1_dst.get_desc()),
         eng, fc1_pd);
     memory fc1_dw = produce_into(after, Layer::kFc1, wrap({f, fin}, Tag::oi, grad(4)),

@@ -136,7 +136,8 @@ void Model::Impl::build_forward() {
     }
     fc1_pd = inner_product_forward::primitive_desc(
         inner_product_forward::desc(prop::forward_training, md({n, fin}, adt, Tag::nc),
-                                    md({f, fin}, adt, Tag::oi), md({f}, Dt::f32, Tag::x),
+                                    md({f, fin}, adt, cfg.fc1_blocked() ? Tag::any : Tag::oi),
+                                    md({f}, Dt::f32, Tag::x),
                                     md({n, f}, adt, Tag::nc)),
         relu_attr(), eng);
     fc1_weights = convert(ops, Layer::kFc1, wrap({f, fin}, Tag::oi, params.tensor(4).data()),

@@ -55,10 +55,11 @@ double rel_l2(std::span<const float> a, std::span<const float> b) {
     return std::sqrt(diff / norm);
 }
 
-void compare_with_reference(const ModelShape& shape, int batch, double tolerance) {
+void compare_with_reference(const ModelShape& shape, int batch, double tolerance,
+                            int fc1_blocked = -1) {
     ParameterSet params(shape), grads(shape);
     params.init_tutorial(5);
-    ModelConfig config{shape, batch, Precision::kF32, 1.0f};  // no dropout: the reference has none
+    ModelConfig config{shape, batch, Precision::kF32, 1.0f, fc1_blocked};  // keep 1: no dropout
     Model model(config, params, grads);
     fill_random(model, 11);
     const float loss = model.train_step(3);
@@ -85,6 +86,10 @@ TEST_CASE("every layer and gradient matches the naive reference on a tiny model"
 
 TEST_CASE("every layer and gradient matches the naive reference at the real size", "[model]") {
     compare_with_reference(ModelShape{}, 2, 1e-4);
+}
+
+TEST_CASE("fc1 with blocked weights (reordered each step) matches the reference", "[model]") {
+    compare_with_reference(ModelShape{}, 2, 1e-4, 1);
 }
 
 TEST_CASE("gradients match finite differences of the loss, dropout on", "[model]") {
