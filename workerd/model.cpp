@@ -1,6 +1,7 @@
 #include "workerd/model.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 
 #include "workerd/model_impl.h"
@@ -159,6 +160,7 @@ std::span<const std::int32_t> Model::predictions() const { return impl_->predict
 
 float Model::train_step(std::uint64_t dropout_seed) {
     auto& m = *impl_;
+    assert(!m.cfg.forward_only);
     m.training = true;
     m.backward_pass = true;
     m.dropout_seed = dropout_seed;

@@ -35,6 +35,7 @@ struct ModelConfig {
     // plain ParameterSet each step (~2 x 13 MB of traffic), instead of used in place. Default: on
     // for bf16 (brgemm kernels, 3x faster than gemm for the weight gradient), off for f32.
     int fc1_blocked_weights = -1;  // -1: by precision, 0: plain, 1: blocked
+    bool forward_only = false;      // evaluation model: no backward primitives or buffers
     bool fc1_blocked() const {
         return fc1_blocked_weights < 0 ? precision == Precision::kBf16 : fc1_blocked_weights != 0;
     }
@@ -64,6 +65,7 @@ public:
     std::span<std::int32_t> labels();
 
     // Forward with dropout (mask drawn from dropout_seed), backward into grads. Returns the loss.
+    // REQUIRES: !config().forward_only.
     float train_step(std::uint64_t dropout_seed);
     // Forward only (dropout iff training). Returns the loss; predictions() are then valid.
     float forward(bool training, std::uint64_t dropout_seed = 0);

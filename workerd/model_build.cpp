@@ -53,7 +53,7 @@ Model::Impl::Impl(const ModelConfig& config, const ParameterSet& p, ParameterSet
     labels.assign(n, 0);
     predictions.assign(n, 0);
     build_forward();
-    build_backward();
+    if (!cfg.forward_only) build_backward();
 }
 
 void Model::Impl::build_forward() {

@@ -22,7 +22,6 @@ Trainer::Trainer(const TrainerConfig& config, const LabeledImages& train, const 
       test_(test),
       params_(config.model.shape),
       grads_(config.model.shape),
-      eval_grads_(config.model.shape),
       sampler_(train.size(), config.seed, config.shard),
       model_(std::make_unique<Model>(config.model, params_, grads_)),
       batch_indices_(static_cast<std::size_t>(config.model.batch_size)) {
@@ -67,9 +66,10 @@ void Trainer::apply_gradients() {
 double Trainer::evaluate() {
     if (!eval_model_) {
         ModelConfig mc = config_.model;
+        mc.forward_only = true;
         mc.batch_size = static_cast<int>(
             std::min<std::size_t>(static_cast<std::size_t>(config_.eval_batch_size), test_.size()));
-        eval_model_ = std::make_unique<Model>(mc, params_, eval_grads_);
+        eval_model_ = std::make_unique<Model>(mc, params_, grads_);  // never writes grads
     }
     Model& m = *eval_model_;
     const std::size_t batch = static_cast<std::size_t>(m.config().batch_size);

@@ -52,7 +52,6 @@ private:
     const LabeledImages& test_;
     ParameterSet params_;
     ParameterSet grads_;
-    ParameterSet eval_grads_;  // written by the eval model's constructor only
     Sampler sampler_;
     // One optimizer per contiguous chunk of the parameters, updated in parallel (OpenMP); each
     // keeps its own slots, so the result equals one optimizer over the whole buffer.
