@@ -92,14 +92,13 @@ void Model::Impl::run_dropout() {
     const auto threshold = static_cast<std::uint64_t>(double(cfg.keep_prob) * 4294967296.0);
     Rng rng(dropout_seed, 0x64726f70ull);
     with_typed(fc1_dst, [&](auto* p) {
+        // 64 random bits give the masks of two units (branch-free so that it vectorises).
         for (std::size_t i = 0; i < count; i += 2) {
             const std::uint64_t r = rng.next();
-            const bool keep0 = (r & 0xffffffffull) < threshold;
-            store(p, i, keep0 ? load(p, i) * scale : 0.0f);
-            if (i + 1 < count) {
-                const bool keep1 = (r >> 32) < threshold;
-                store(p, i + 1, keep1 ? load(p, i + 1) * scale : 0.0f);
-            }
+            const float m0 = (r & 0xffffffffull) < threshold ? scale : 0.0f;
+            const float m1 = (r >> 32) < threshold ? scale : 0.0f;
+            store(p, i, load(p, i) * m0);
+            if (i + 1 < count) store(p, i + 1, load(p, i + 1) * m1);
         }
     });
 }
