@@ -90,15 +90,20 @@ void Model::Impl::run_dropout() {
     const float scale = 1.0f / cfg.keep_prob;
     // Threshold on 32-bit uniforms: keep iff u < keep * 2^32.
     const auto threshold = static_cast<std::uint64_t>(double(cfg.keep_prob) * 4294967296.0);
-    Rng rng(dropout_seed, 0x64726f70ull);
+    // Counter-based SplitMix64 (output j mixes base + (j+1) * gamma): no loop-carried state, so
+    // the loop vectorises. 64 random bits give the masks of two units.
+    const std::uint64_t base = Rng(dropout_seed, 0x64726f70ull).next();
     with_typed(fc1_dst, [&](auto* p) {
-        // 64 random bits give the masks of two units (branch-free so that it vectorises).
-        for (std::size_t i = 0; i < count; i += 2) {
-            const std::uint64_t r = rng.next();
+        const std::size_t pairs = (count + 1) / 2;
+        for (std::size_t j = 0; j < pairs; ++j) {
+            std::uint64_t r = base + (j + 1) * 0x9E3779B97F4A7C15ull;
+            r = (r ^ (r >> 30)) * 0xBF58476D1CE4E5B9ull;
+            r = (r ^ (r >> 27)) * 0x94D049BB133111EBull;
+            r ^= r >> 31;
             const float m0 = (r & 0xffffffffull) < threshold ? scale : 0.0f;
             const float m1 = (r >> 32) < threshold ? scale : 0.0f;
-            store(p, i, load(p, i) * m0);
-            if (i + 1 < count) store(p, i + 1, load(p, i + 1) * m1);
+            store(p, 2 * j, load(p, 2 * j) * m0);
+            if (2 * j + 1 < count) store(p, 2 * j + 1, load(p, 2 * j + 1) * m1);
         }
     });
 }
