@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <chrono>
+#include <ctime>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -54,6 +55,7 @@ nlohmann::json run_train_benchmark(const BenchOptions& o) {
     model.reset_layer_times();
     model.set_profiling(true);
     const double data0 = trainer.data_ms(), update0 = trainer.update_ms();
+    const std::clock_t cpu0 = std::clock();
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < o.steps; ++i) {
         trainer.compute_gradients();
@@ -62,6 +64,10 @@ nlohmann::json run_train_benchmark(const BenchOptions& o) {
     const double total_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     const double per_step = total_ms / o.steps;
+    // Process CPU time (all threads): on a shared machine, with --threads 1 this estimates the
+    // step time an idle core would give; with more threads it includes OpenMP's spin-waiting.
+    const double cpu_per_step =
+        1000.0 * static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC / o.steps;
 
     nlohmann::json layers = nlohmann::json::object();
     double layers_sum = 0;
@@ -84,6 +90,7 @@ nlohmann::json run_train_benchmark(const BenchOptions& o) {
         {"fc1_blocked_weights", config.model.fc1_blocked()},
         {"images_per_sec", o.batch_size / (per_step / 1000.0)},
         {"ms_per_step", per_step},
+        {"cpu_ms_per_step", cpu_per_step},
         {"layers_ms", layers},
         {"data_ms", data_ms},
         {"update_ms", update_ms},

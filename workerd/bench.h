@@ -18,7 +18,7 @@ struct BenchOptions {
 };
 
 // Runs the benchmark and returns its result; throws UsageError on bad options.
-// Fields: images_per_sec, ms_per_step, layers_ms {layer: {forward, backward}}, data_ms, update_ms,
+// Fields: images_per_sec, ms_per_step, cpu_ms_per_step, layers_ms {layer: {forward, backward}}, data_ms, update_ms,
 // other_ms (per step), plus the configuration and oneDNN's implementation names.
 nlohmann::json run_train_benchmark(const BenchOptions& options);
 
