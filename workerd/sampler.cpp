@@ -31,7 +31,11 @@ Sampler::Sampler(std::size_t dataset_size, std::uint64_t seed, ShardSpec shard)
          i += static_cast<std::size_t>(shard.count)) {
         order_.push_back(static_cast<std::uint32_t>(i));
     }
-    assert(!order_.empty());
+    if (order_.empty()) {
+        throw UsageError("--shard " + std::to_string(shard.index) + "/" +
+                         std::to_string(shard.count) + ": the shard of a " +
+                         std::to_string(dataset_size) + "-example dataset is empty");
+    }
     shuffle();
 }
 

@@ -25,6 +25,7 @@ struct ShardSpec {
 // together cover the dataset. Not thread-safe.
 class Sampler {
 public:
+    // Throws UsageError when the shard is empty (more shards than examples).
     Sampler(std::size_t dataset_size, std::uint64_t seed, ShardSpec shard = {});
 
     // Writes the next out.size() example indices; starts a new, reshuffled epoch when the

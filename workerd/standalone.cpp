@@ -58,10 +58,12 @@ int StandaloneTrainer::run() {
                       options_.data_dir.empty() ? "" : " --data-dir " + options_.data_dir);
         return kExitFailure;
     }
-    if (train->images.rows != 28 || train->images.cols != 28) {
-        spdlog::error("{}: images are {}x{}, the model needs 28x28", data_dir, train->images.rows,
-                      train->images.cols);
-        return kExitFailure;
+    for (const LabeledImages* split : {&*train, &*test}) {
+        if (split->images.rows != 28 || split->images.cols != 28) {
+            spdlog::error("{}: images are {}x{}, the model needs 28x28", data_dir,
+                          split->images.rows, split->images.cols);
+            return kExitFailure;
+        }
     }
     Trainer trainer(config, *train, *test);
     spdlog::info("standalone training: {} ({} train / {} test images), batch {}, {} steps, {} {}, "

@@ -46,6 +46,11 @@ TEST_CASE("shards are disjoint and together cover the dataset", "[sampler]") {
     CHECK(std::count(owner.begin(), owner.end(), -1) == 0);
 }
 
+TEST_CASE("an empty shard is a usage error", "[sampler]") {
+    CHECK_THROWS_AS(Sampler(3, 1, ShardSpec{4, 5}), UsageError);
+    CHECK_NOTHROW(Sampler(5, 1, ShardSpec{4, 5}));
+}
+
 TEST_CASE("each epoch is a fresh permutation; a seed replays the order", "[sampler]") {
     const std::size_t size = 500;
     Sampler a(size, 42), b(size, 42), c(size, 43);
