@@ -48,8 +48,8 @@ Result<Precision> parse_precision(const std::string& name) {
     if (name == "bf16") {
         if (!bf16_supported()) {
             return make_error(ErrorCode::kUnsupported,
-                              "--precision bf16: this CPU has no native bf16 support "
-                              "(AVX512-BF16/AMX); use f32");
+                              "bf16 needs native CPU support (AVX512-BF16 or AMX), which "
+                              "oneDNN does not find here; use f32");
         }
         return Precision::kBf16;
     }
