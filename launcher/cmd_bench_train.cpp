@@ -1,0 +1,42 @@
+#include "launcher/cmd_bench_train.h"
+
+#include <exception>
+#include <iostream>
+#include <memory>
+
+#include "common/result.h"
+#include "workerd/bench.h"
+
+namespace psrun::launcher {
+
+void add_bench_train_command(CLI::App& app, int& exit_code) {
+    auto found = app.get_subcommands([](CLI::App* sub) { return sub->get_name() == "bench"; });
+    CLI::App* bench = found.empty() ? app.add_subcommand("bench", "benchmarks") : found.front();
+    bench->require_subcommand(1);
+    auto o = std::make_shared<worker::BenchOptions>();
+    CLI::App* train = bench->add_subcommand(
+        "train", "training-step throughput of the worker's compute engine (one JSON line)");
+    train->add_option("--batch-size", o->batch_size, "examples per step")->capture_default_str();
+    train->add_option("--threads", o->threads, "OpenMP compute threads")->capture_default_str();
+    train->add_option("--precision", o->precision, "f32 or bf16")->capture_default_str();
+    train->add_option("--steps", o->steps, "measured steps")->capture_default_str();
+    train->add_option("--warmup-steps", o->warmup_steps, "unmeasured steps first")
+        ->capture_default_str();
+    train->add_option("--fc1-blocked", o->fc1_blocked_weights,
+                      "fc1 weights: -1 by precision, 0 plain (in place), 1 blocked (reordered)")
+        ->capture_default_str();
+    train->callback([o, &exit_code] {
+        try {
+            std::cout << worker::run_train_benchmark(*o).dump() << std::endl;
+            exit_code = kExitOk;
+        } catch (const UsageError& e) {
+            std::cerr << "psrun bench train: " << e.what() << "\n";
+            exit_code = kExitUsage;
+        } catch (const std::exception& e) {
+            std::cerr << "psrun bench train: " << e.what() << "\n";
+            exit_code = kExitFailure;
+        }
+    });
+}
+
+}  // namespace psrun::launcher

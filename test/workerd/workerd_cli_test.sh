@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# workerd --standalone end to end: a short run writes summary.json; bad flags exit 2 naming the
+# flag; a missing data dir exits 1 and says how to fetch. Needs MNIST in the default data dir
+# (test/run.sh runs `psrun data fetch` first). Usage: workerd_cli_test.sh <workerd> <psrun_dev>
+set -u
+workerd=$1
+psrun_dev=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+check() {  # check <description> <condition...>
+    local what=$1; shift
+    if "$@"; then echo "ok: $what"; else echo "FAILED: $what"; fail=1; fi
+}
+
+timeout 300 "$psrun_dev" data fetch >/dev/null || { echo "FAILED: data fetch"; exit 1; }
+
+timeout 120 "$workerd" --standalone --steps 30 --batch-size 20 --eval-every 15 --threads 2 \
+    --learning-rate 1e-3 --model-dir "$tmp/model" >"$tmp/out" 2>&1
+rc=$?
+check "short standalone run exits 0 (rc=$rc)" test "$rc" -eq 0
+check "summary.json written" test -s "$tmp/model/summary.json"
+python3 - "$tmp/model/summary.json" <<'PY' || fail=1
+import json, sys
+s = json.load(open(sys.argv[1]))
+for key in ("global_step", "test_accuracy", "images_per_sec", "train_seconds"):
+    assert key in s, f"summary.json lacks {key}"
+assert s["global_step"] == 30, s["global_step"]
+assert 0.0 <= s["test_accuracy"] <= 1.0 and s["images_per_sec"] > 0 and s["train_seconds"] > 0
+assert [e["global_step"] for e in s["evaluations"]] == [15, 30]
+print("ok: summary.json fields", {k: s[k] for k in ("global_step", "test_accuracy")})
+PY
+check "progress line logged" grep -q "step 30/30 .* img/s  loss .* test accuracy" "$tmp/out"
+
+timeout 30 "$workerd" --standalone --batch-size 0 >"$tmp/out" 2>&1
+rc=$?
+check "--batch-size 0 exits 2 (rc=$rc)" test "$rc" -eq 2
+check "... naming the flag" grep -q -- "--batch-size" "$tmp/out"
+timeout 30 "$workerd" --standalone --optimizer rmsprop >"$tmp/out" 2>&1
+check "unknown optimizer exits 2" test $? -eq 2
+timeout 30 "$workerd" --standalone --shard 3/3 >"$tmp/out" 2>&1
+check "bad --shard exits 2" test $? -eq 2
+timeout 60 "$workerd" --standalone --data-dir "$tmp/none" --steps 1 >"$tmp/out" 2>&1
+rc=$?
+check "missing data exits 1 (rc=$rc)" test "$rc" -eq 1
+check "... and says how to fetch" grep -q "psrun data fetch" "$tmp/out"
+
+timeout 120 "$psrun_dev" bench train --steps 3 --warmup-steps 1 --batch-size 10 >"$tmp/bench"
+rc=$?
+check "bench train exits 0 (rc=$rc)" test "$rc" -eq 0
+python3 -c "
+import json,sys; d=json.loads(open('$tmp/bench').read())
+assert d['images_per_sec'] > 0 and d['ms_per_step'] > 0 and 'conv2' in d['layers_ms']
+print('ok: bench JSON', round(d['images_per_sec']), 'img/s')" || fail=1
+timeout 30 "$psrun_dev" bench train --precision fp8 >/dev/null 2>&1
+check "bench with a bad precision exits 2" test $? -eq 2
+exit $fail

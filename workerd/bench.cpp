@@ -1,0 +1,104 @@
+#include "workerd/bench.h"
+
+#include <omp.h>
+
+#include <chrono>
+#include <ctime>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "workerd/rng.h"
+#include "workerd/train_options.h"
+#include "workerd/trainer.h"
+
+namespace psrun::worker {
+
+namespace {
+
+// 10,000 random 28x28 images with random labels: the step's cost does not depend on the pixels.
+LabeledImages synthetic_images(std::size_t count) {
+    LabeledImages data;
+    data.images.count = count;
+    data.images.rows = 28;
+    data.images.cols = 28;
+    data.images.pixels.resize(count * 28 * 28);
+    data.labels.labels.resize(count);
+    Rng rng(7);
+    for (auto& p : data.images.pixels) p = static_cast<std::uint8_t>(rng.below(256));
+    for (auto& l : data.labels.labels) l = static_cast<std::uint8_t>(rng.below(10));
+    return data;
+}
+
+}  // namespace
+
+nlohmann::json run_train_benchmark(const BenchOptions& o) {
+    if (o.batch_size < 1 || o.batch_size > 4096) throw UsageError("--batch-size must be in 1..4096");
+    if (o.threads < 1) throw UsageError("--threads must be >= 1");
+    if (o.steps < 1 || o.warmup_steps < 0) throw UsageError("--steps must be >= 1");
+    set_compute_threads(o.threads);
+    TrainerConfig config;
+    config.model.batch_size = o.batch_size;
+    auto precision = parse_precision(o.precision);
+    if (!precision) throw UsageError("--precision: " + precision.error().message);
+    config.model.precision = *precision;
+    config.model.fc1_blocked_weights = o.fc1_blocked_weights;
+    config.optimizer.kind = OptimizerKind::kAdam;
+    config.optimizer.learning_rate = 1e-4f;
+    const LabeledImages data = synthetic_images(10000);
+    Trainer trainer(config, data, data);
+
+    for (int i = 0; i < o.warmup_steps; ++i) {
+        trainer.compute_gradients();
+        trainer.apply_gradients();
+    }
+    Model& model = trainer.model();
+    model.reset_layer_times();
+    model.set_profiling(true);
+    const double data0 = trainer.data_ms(), update0 = trainer.update_ms();
+    const std::clock_t cpu0 = std::clock();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < o.steps; ++i) {
+        trainer.compute_gradients();
+        trainer.apply_gradients();
+    }
+    const double total_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const double per_step = total_ms / o.steps;
+    // Process CPU time (all threads): on a shared machine, with --threads 1 this estimates the
+    // step time an idle core would give; with more threads it includes OpenMP's spin-waiting.
+    const double cpu_per_step =
+        1000.0 * static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC / o.steps;
+
+    nlohmann::json layers = nlohmann::json::object();
+    double layers_sum = 0;
+    for (int l = 0; l < static_cast<int>(Layer::kCount); ++l) {
+        const auto& t = model.layer_times()[static_cast<std::size_t>(l)];
+        layers[layer_name(static_cast<Layer>(l))] = {{"forward", t.forward_ms / o.steps},
+                                                     {"backward", t.backward_ms / o.steps}};
+        layers_sum += (t.forward_ms + t.backward_ms) / o.steps;
+    }
+    const double data_ms = (trainer.data_ms() - data0) / o.steps;
+    const double update_ms = (trainer.update_ms() - update0) / o.steps;
+    const auto v = dnnl::version();
+    return {
+        {"bench", "train"},
+        {"precision", o.precision},
+        {"batch_size", o.batch_size},
+        {"threads", omp_get_max_threads()},
+        {"steps", o.steps},
+        {"warmup_steps", o.warmup_steps},
+        {"fc1_blocked_weights", config.model.fc1_blocked()},
+        {"images_per_sec", o.batch_size / (per_step / 1000.0)},
+        {"ms_per_step", per_step},
+        {"cpu_ms_per_step", cpu_per_step},
+        {"layers_ms", layers},
+        {"data_ms", data_ms},
+        {"update_ms", update_ms},
+        {"other_ms", per_step - layers_sum - data_ms - update_ms},
+        {"onednn", std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+                       std::to_string(v->patch)},
+        {"implementations", model.implementations()},
+    };
+}
+
+}  // namespace psrun::worker

@@ -1,0 +1,53 @@
+// Which examples each step reads: a worker's shard of the training set, reshuffled every epoch
+// from (seed, shard, epoch), handed out in batches that run on into the next epoch.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+#include "workerd/idx_reader.h"
+
+namespace psrun::worker {
+
+struct ShardSpec {
+    int index = 0;  // 0 <= index < count
+    int count = 1;
+};
+
+// Parses "i/n" (0 <= i < n).
+[[nodiscard]] Result<ShardSpec> parse_shard(std::string_view text);
+
+// Shard i of n holds the examples whose index is congruent to i modulo n: shards are disjoint and
+// together cover the dataset. Not thread-safe.
+class Sampler {
+public:
+    // Throws UsageError when the shard is empty (more shards than examples).
+    Sampler(std::size_t dataset_size, std::uint64_t seed, ShardSpec shard = {});
+
+    // Writes the next out.size() example indices; starts a new, reshuffled epoch when the
+    // current one is used up.
+    void next_batch(std::span<std::uint32_t> out);
+
+    std::uint64_t epoch() const { return epoch_; }
+    std::size_t shard_size() const { return order_.size(); }
+
+private:
+    void shuffle();
+
+    std::uint64_t seed_;
+    ShardSpec shard_;
+    std::vector<std::uint32_t> order_;
+    std::size_t pos_ = 0;
+    std::uint64_t epoch_ = 0;
+};
+
+// Copies the examples at `indices` into `images` (pixels / 255, NCHW with C = 1) and `labels`.
+// REQUIRES: images.size() == indices.size() * rows * cols, labels.size() == indices.size().
+void fill_batch(const LabeledImages& data, std::span<const std::uint32_t> indices,
+                std::span<float> images, std::span<std::int32_t> labels);
+
+}  // namespace psrun::worker

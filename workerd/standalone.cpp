@@ -1,0 +1,151 @@
+#include "workerd/standalone.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <csignal>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <omp.h>
+
+#include "common/signals.h"
+
+namespace psrun::worker {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string format_duration(double seconds) {
+    const long s = std::lround(seconds);
+    if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s / 60) % 60);
+    if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
+    return fmt::format("{}s", s);
+}
+
+Result<void> write_json(const std::string& dir, const nlohmann::json& j) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    const std::string path = dir + "/summary.json";
+    const std::string tmp = path + ".tmp";
+    {
+        std::ofstream out(tmp);
+        out << j.dump(2) << "\n";
+        if (!out) return make_error(ErrorCode::kIo, "cannot write " + tmp);
+    }
+    std::filesystem::rename(tmp, path, ec);
+    if (ec) return make_error(ErrorCode::kIo, "cannot write " + path + ": " + ec.message());
+    return {};
+}
+
+}  // namespace
+
+StandaloneTrainer::StandaloneTrainer(TrainOptions options) : options_(std::move(options)) {}
+
+int StandaloneTrainer::run() {
+    const TrainerConfig config = make_trainer_config(options_);
+    set_compute_threads(options_.threads);
+    SignalFd signals;
+
+    const std::string data_dir = resolved_data_dir(options_);
+    auto train = load_split(data_dir, "train");
+    auto test = train ? load_split(data_dir, "t10k") : Result<LabeledImages>();
+    if (!train || !test) {
+        spdlog::error("{} (run `psrun data fetch --dataset {}{}` first)",
+                      (!train ? train.error() : test.error()).message, options_.dataset,
+                      options_.data_dir.empty() ? "" : " --data-dir " + options_.data_dir);
+        return kExitFailure;
+    }
+    for (const LabeledImages* split : {&*train, &*test}) {
+        if (split->images.rows != 28 || split->images.cols != 28) {
+            spdlog::error("{}: images are {}x{}, the model needs 28x28", data_dir,
+                          split->images.rows, split->images.cols);
+            return kExitFailure;
+        }
+    }
+    Trainer trainer(config, *train, *test);
+    spdlog::info("standalone training: {} ({} train / {} test images), batch {}, {} steps, {} {}, "
+                 "{} threads, {}",
+                 options_.dataset, train->size(), test->size(), options_.batch_size,
+                 options_.steps, options_.optimizer, options_.learning_rate,
+                 omp_get_max_threads(), options_.precision);
+
+    nlohmann::json evaluations = nlohmann::json::array();
+    double train_seconds = 0, eval_seconds = 0, accuracy = -1;
+    float loss = 0;
+    bool stopped = false;
+    const std::uint64_t steps = static_cast<std::uint64_t>(options_.steps);
+    const std::uint64_t eval_every = static_cast<std::uint64_t>(options_.eval_every);
+    const std::uint64_t log_every = static_cast<std::uint64_t>(options_.log_every);
+    auto evaluate = [&] {
+        const auto t0 = Clock::now();
+        accuracy = trainer.evaluate();
+        eval_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+        evaluations.push_back({{"global_step", trainer.global_step()},
+                               {"test_accuracy", accuracy},
+                               {"train_seconds", train_seconds}});
+    };
+    double window_seconds = 0;
+    std::uint64_t window_steps = 0;
+    while (trainer.global_step() < steps) {
+        if (auto sig = signals.read_signal(); sig && *sig != SIGPIPE && *sig != SIGUSR2) {
+            spdlog::warn("signal {}: stopping after step {}", *sig, trainer.global_step());
+            stopped = true;
+            break;
+        }
+        const auto t0 = Clock::now();
+        loss = trainer.compute_gradients();
+        trainer.apply_gradients();
+        const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+        train_seconds += dt;
+        window_seconds += dt;
+        ++window_steps;
+        const std::uint64_t step = trainer.global_step();
+        const bool eval_now = (eval_every > 0 && step % eval_every == 0) || step == steps;
+        if (eval_now) evaluate();
+        if (step % log_every == 0 || eval_now) {
+            const double ips = double(window_steps) * options_.batch_size / window_seconds;
+            const double eta = double(steps - step) * options_.batch_size / ips;
+            spdlog::info("step {}/{}  {:.0f} img/s  loss {:.4f}{}  ETA {}", step, steps, ips, loss,
+                         eval_now ? fmt::format("  test accuracy {:.2f}%", accuracy * 100) : "",
+                         format_duration(eta));
+            window_seconds = 0;
+            window_steps = 0;
+        }
+    }
+    if (stopped && trainer.global_step() > 0) evaluate();
+
+    const double ips = train_seconds > 0 ? double(trainer.global_step()) * options_.batch_size /
+                                               train_seconds
+                                         : 0.0;
+    spdlog::info("done: {} steps in {:.1f} s of training ({:.0f} img/s), test accuracy {:.2f}%",
+                 trainer.global_step(), train_seconds, ips, accuracy * 100);
+    if (!options_.model_dir.empty()) {
+        nlohmann::json summary = {
+            {"global_step", trainer.global_step()},
+            {"test_accuracy", accuracy},
+            {"images_per_sec", ips},
+            {"train_seconds", train_seconds},
+            {"eval_seconds", eval_seconds},
+            {"final_loss", loss},
+            {"dataset", options_.dataset},
+            {"batch_size", options_.batch_size},
+            {"optimizer", options_.optimizer},
+            {"learning_rate", options_.learning_rate},
+            {"precision", options_.precision},
+            {"threads", omp_get_max_threads()},
+            {"seed", options_.seed},
+            {"stopped_by_signal", stopped},
+            {"evaluations", evaluations},
+        };
+        if (auto written = write_json(options_.model_dir, summary); !written) {
+            spdlog::error("{}", written.error().message);
+            return kExitFailure;
+        }
+    }
+    return kExitOk;
+}
+
+}  // namespace psrun::worker

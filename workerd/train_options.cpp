@@ -1,0 +1,66 @@
+#include "workerd/train_options.h"
+
+#include <omp.h>
+
+namespace psrun::worker {
+
+void add_train_options(CLI::App& app, TrainOptions& o) {
+    app.add_option("--data-dir", o.data_dir,
+                   "directory with the IDX files (default: ${XDG_CACHE_HOME:-$HOME/.cache}"
+                   "/psrun/data/<dataset>, filled by `psrun data fetch`)");
+    app.add_option("--dataset", o.dataset, "mnist or fashion-mnist")->capture_default_str();
+    app.add_option("--model-dir", o.model_dir, "where summary.json is written");
+    app.add_option("--batch-size", o.batch_size, "examples per step")->capture_default_str();
+    app.add_option("--steps", o.steps, "global steps to train")->capture_default_str();
+    app.add_option("--learning-rate", o.learning_rate, "optimizer learning rate")
+        ->capture_default_str();
+    app.add_option("--optimizer", o.optimizer, "sgd, momentum, adagrad or adam")
+        ->capture_default_str();
+    app.add_option("--seed", o.seed, "seed for weights, shuffling and dropout")
+        ->capture_default_str();
+    app.add_option("--threads", o.threads, "compute threads (0: all cores)")->capture_default_str();
+    app.add_option("--eval-every", o.eval_every, "evaluate on the test set every N steps (0: at the end)")
+        ->capture_default_str();
+    app.add_option("--log-every", o.log_every, "progress line every N steps")->capture_default_str();
+    app.add_option("--precision", o.precision, "f32 or bf16 (bf16 compute, f32 master weights)")
+        ->capture_default_str();
+    app.add_option("--shard", o.shard, "this worker's shard i/n of the training set")
+        ->capture_default_str();
+}
+
+TrainerConfig make_trainer_config(const TrainOptions& o) {
+    auto usage = [](const std::string& msg) { throw UsageError(msg); };
+    if (o.batch_size < 1 || o.batch_size > 65536) usage("--batch-size must be in 1..65536");
+    if (o.steps < 0) usage("--steps must be >= 0");
+    if (o.threads < 0) usage("--threads must be >= 0");
+    if (o.eval_every < 0) usage("--eval-every must be >= 0");
+    if (o.log_every < 1) usage("--log-every must be >= 1");
+    if (!(o.learning_rate > 0.0f)) usage("--learning-rate must be > 0");
+    if (auto d = parse_dataset_kind(o.dataset); !d) usage("--dataset: " + d.error().message);
+    TrainerConfig c;
+    c.model.batch_size = o.batch_size;
+    auto precision = parse_precision(o.precision);
+    if (!precision) usage("--precision: " + precision.error().message);
+    c.model.precision = *precision;
+    auto kind = parse_optimizer_kind(o.optimizer);
+    if (!kind) usage("--optimizer: " + kind.error().message);
+    c.optimizer.kind = *kind;
+    c.optimizer.learning_rate = o.learning_rate;
+    auto shard = parse_shard(o.shard);
+    if (!shard) usage(shard.error().message);
+    c.shard = *shard;
+    c.seed = o.seed;
+    return c;
+}
+
+std::string resolved_data_dir(const TrainOptions& o) {
+    if (!o.data_dir.empty()) return o.data_dir;
+    auto kind = parse_dataset_kind(o.dataset);
+    return default_data_dir(kind ? *kind : DatasetKind::kMnist);
+}
+
+void set_compute_threads(int threads) {
+    if (threads > 0) omp_set_num_threads(threads);
+}
+
+}  // namespace psrun::worker

@@ -1,0 +1,43 @@
+// Training options shared by `workerd --standalone` and the distributed worker (see the workerd
+// command line in docs/architecture.md), and their translation into a TrainerConfig.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "workerd/dataset_fetch.h"
+#include "workerd/trainer.h"
+
+namespace psrun::worker {
+
+struct TrainOptions {
+    std::string data_dir;  // empty: default_data_dir(dataset)
+    std::string dataset = "mnist";
+    std::string model_dir;  // empty: no summary.json
+    int batch_size = 50;
+    std::int64_t steps = 20000;
+    float learning_rate = 1e-4f;
+    std::string optimizer = "adam";
+    std::uint64_t seed = 1;
+    int threads = 0;  // 0: OpenMP's default (all cores)
+    std::int64_t eval_every = 0;  // 0: evaluate only at the end
+    std::int64_t log_every = 100;
+    std::string precision = "f32";
+    std::string shard = "0/1";
+};
+
+// Registers --data-dir ... --precision (and --shard) on `app`, bound to `options`.
+void add_train_options(CLI::App& app, TrainOptions& options);
+
+// Validates the options (UsageError naming the flag otherwise) and builds the trainer config.
+TrainerConfig make_trainer_config(const TrainOptions& options);
+
+// The data dir to read: --data-dir or the dataset's default.
+std::string resolved_data_dir(const TrainOptions& options);
+
+// Sets the OpenMP thread count used by oneDNN (threads > 0), before any primitive runs.
+void set_compute_threads(int threads);
+
+}  // namespace psrun::worker

@@ -1,0 +1,69 @@
+// One worker's training state: data, sampler, model, parameters and gradients. A step is split in
+// two so that the distributed mode can replace the local update with push/pull to psd:
+//   compute_gradients()  fills the next batch, runs forward+backward, writes grads()
+//   apply_gradients()    standalone only: the local optimizer updates params() from grads()
+// Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "common/optimizer.h"
+#include "workerd/idx_reader.h"
+#include "workerd/model.h"
+#include "workerd/parameter_set.h"
+#include "workerd/sampler.h"
+
+namespace psrun::worker {
+
+struct TrainerConfig {
+    ModelConfig model;
+    OptimizerConfig optimizer;
+    std::uint64_t seed = 1;  // weights, shuffling and dropout
+    ShardSpec shard;
+    int eval_batch_size = 500;
+};
+
+class Trainer {
+public:
+    // `train` and `test` must outlive the trainer.
+    Trainer(const TrainerConfig& config, const LabeledImages& train, const LabeledImages& test);
+
+    // Loads the next batch of this worker's shard, computes the loss and writes the gradients
+    // into grads(). Returns the batch's mean loss.
+    float compute_gradients();
+    // params -= optimizer(grads); counts a global step.
+    void apply_gradients();
+    // Test-set accuracy of the current parameters (no dropout), in [0, 1].
+    double evaluate();
+
+    ParameterSet& params() { return params_; }
+    ParameterSet& grads() { return grads_; }
+    Model& model() { return *model_; }
+    std::uint64_t global_step() const { return global_step_; }
+    void set_global_step(std::uint64_t step) { global_step_ = step; }
+    // Milliseconds spent in compute_gradients()'s batch filling and in apply_gradients().
+    double data_ms() const { return data_ms_; }
+    double update_ms() const { return update_ms_; }
+
+private:
+    TrainerConfig config_;
+    const LabeledImages& train_;
+    const LabeledImages& test_;
+    ParameterSet params_;
+    ParameterSet grads_;
+    Sampler sampler_;
+    // One optimizer per contiguous chunk of the parameters, updated in parallel (OpenMP); each
+    // keeps its own slots, so the result equals one optimizer over the whole buffer.
+    std::vector<Optimizer> optimizers_;
+    std::vector<std::size_t> chunk_begin_;  // optimizers_.size() + 1 offsets
+    std::unique_ptr<Model> model_;
+    std::unique_ptr<Model> eval_model_;  // created at the first evaluate()
+    std::vector<std::uint32_t> batch_indices_;
+    std::uint64_t global_step_ = 0;
+    std::uint64_t local_step_ = 0;
+    double data_ms_ = 0;
+    double update_ms_ = 0;
+};
+
+}  // namespace psrun::worker
