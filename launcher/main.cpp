@@ -12,6 +12,8 @@
 #include "common/logging.h"
 #include "common/result.h"
 #include "launcher/cmd_bench_ps.h"
+#include "launcher/cmd_bench_train.h"
+#include "launcher/cmd_data.h"
 #include "launcher/cmd_local.h"
 #include "launcher/cmd_plan.h"
 #include "launcher/cmd_run.h"
@@ -40,6 +42,8 @@ int main(int argc, char** argv) {
     psrun::launcher::add_local_command(app, ctx);
     psrun::launcher::add_addr_command(app, ctx);
     psrun::launcher::add_stop_command(app, ctx.exit_code);
+    psrun::launcher::add_data_command(app, ctx.exit_code);
+    psrun::launcher::add_bench_train_command(app, ctx.exit_code);
     psrun::launcher::add_bench_ps_command(app, ctx.exit_code);
     try {
         app.parse(args);

@@ -8,9 +8,7 @@ cd "$(dirname "$0")/.."
 jobs/setup.sh || { echo "0 passed, 1 failed"; exit 1; }
 
 # Real MNIST for the workerd tests, into the default data dir (a no-op when already verified).
-fetch=build/launcher/psrun
-[ -x "$fetch" ] || fetch=build/test/workerd/psrun_dev  # dev driver until psrun wires `data fetch`
-timeout 300 "$fetch" data fetch --dataset mnist || echo "warning: MNIST fetch failed; the MNIST tests will fail"
+timeout 300 build/launcher/psrun data fetch --dataset mnist || echo "warning: MNIST fetch failed; the MNIST tests will fail"
 
 meson test -C build --print-errorlogs --num-processes 2 "$@"
 rc=$?

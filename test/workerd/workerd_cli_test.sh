@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # workerd --standalone end to end: a short run writes summary.json; bad flags exit 2 naming the
 # flag; a missing data dir exits 1 and says how to fetch. Needs MNIST in the default data dir
-# (test/run.sh runs `psrun data fetch` first). Usage: workerd_cli_test.sh <workerd> <psrun_dev>
+# (test/run.sh runs `psrun data fetch` first). Usage: workerd_cli_test.sh <workerd> <psrun>
 set -u
 workerd=$1
-psrun_dev=$2
+psrun=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
@@ -13,7 +13,7 @@ check() {  # check <description> <condition...>
     if "$@"; then echo "ok: $what"; else echo "FAILED: $what"; fail=1; fi
 }
 
-timeout 300 "$psrun_dev" data fetch >/dev/null || { echo "FAILED: data fetch"; exit 1; }
+timeout 300 "$psrun" data fetch >/dev/null || { echo "FAILED: data fetch"; exit 1; }
 
 timeout 120 "$workerd" --standalone --steps 30 --batch-size 20 --eval-every 15 --threads 2 \
     --learning-rate 1e-3 --model-dir "$tmp/model" >"$tmp/out" 2>&1
@@ -45,13 +45,13 @@ rc=$?
 check "missing data exits 1 (rc=$rc)" test "$rc" -eq 1
 check "... and says how to fetch" grep -q "psrun data fetch" "$tmp/out"
 
-timeout 120 "$psrun_dev" bench train --steps 3 --warmup-steps 1 --batch-size 10 >"$tmp/bench"
+timeout 120 "$psrun" bench train --steps 3 --warmup-steps 1 --batch-size 10 >"$tmp/bench"
 rc=$?
 check "bench train exits 0 (rc=$rc)" test "$rc" -eq 0
 python3 -c "
 import json,sys; d=json.loads(open('$tmp/bench').read())
 assert d['images_per_sec'] > 0 and d['ms_per_step'] > 0 and 'conv2' in d['layers_ms']
 print('ok: bench JSON', round(d['images_per_sec']), 'img/s')" || fail=1
-timeout 30 "$psrun_dev" bench train --precision fp8 >/dev/null 2>&1
+timeout 30 "$psrun" bench train --precision fp8 >/dev/null 2>&1
 check "bench with a bad precision exits 2" test $? -eq 2
 exit $fail
