@@ -72,6 +72,34 @@ void ShardState::restore(const wire::InitConfig& config) {
     }
 }
 
+std::span<const float> ShardState::param_slice(std::size_t k) const {
+    return {buffers_[current_]->data.data() + local_offsets_[k], layout_.slices[slice_ids_[k]].length};
+}
+
+std::vector<std::span<const float>> ShardState::slot_slices(std::size_t k) const {
+    std::vector<std::span<const float>> out;
+    if (k >= optimizers_.size()) return out;
+    for (auto s : const_cast<Optimizer&>(optimizers_[k]).slots()) out.emplace_back(s.data(), s.size());
+    return out;
+}
+
+std::uint64_t ShardState::updates(std::size_t k) const {
+    return k < optimizers_.size() ? optimizers_[k].updates() : 0;
+}
+
+void ShardState::load(const wire::InitConfig& config, const std::vector<std::span<const float>>& params,
+                      const std::vector<std::vector<std::vector<float>>>& slots,
+                      const std::vector<std::uint64_t>& updates) {
+    init(config, params);
+    for (std::size_t k = 0; k < optimizers_.size(); ++k) {
+        auto dst = optimizers_[k].slots();
+        if (k < slots.size() && slots[k].size() == dst.size())
+            for (std::size_t j = 0; j < dst.size(); ++j)
+                std::memcpy(dst[j].data(), slots[k][j].data(), dst[j].size_bytes());
+        if (k < updates.size()) optimizers_[k].set_updates(updates[k]);
+    }
+}
+
 float* ShardState::writable() {
     if (buffers_[current_]->holds.load(std::memory_order_acquire) == 0) return buffers_[current_]->data.data();
     std::size_t target = buffers_.size();
