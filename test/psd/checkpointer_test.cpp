@@ -232,3 +232,74 @@ TEST_CASE("due() saves on the step and time intervals and always at the last ste
     CHECK_FALSE(never.due(1000000));
     CHECK(never.due(1000000, true));
 }
+
+TEST_CASE("mnist_deep: K=2 checkpoint restores into K=1 and releases workers waiting at the barrier", "[checkpoint]") {
+    TempModelDir model;
+    const auto tensors = mnist_deep_tensors();
+    const std::size_t n = total_elements(tensors);
+    std::vector<float> saved(n);
+    {
+        Cluster original(2, server_options());
+        PsClient chief(original.client_options(0, tensors));
+        REQUIRE(chief.hello());
+        REQUIRE(chief.init(adam(), ramp(n, 0.2f, -0.1f)));
+        ParamFrames frames;
+        REQUIRE(chief.push_pull_frames(ramp(n, 1.0f, -0.5f), 0, frames));
+        frames.copy_to(saved, chief.layout());
+        Checkpointer ckpt(ckpt_options(model.path, adam()));
+        REQUIRE(ckpt.save(chief, 1, {{"epoch", 0}}));
+    }
+    psd::ServerOptions two_workers = server_options();
+    two_workers.num_workers = 2;
+    Cluster fresh(1, two_workers);
+    PsClient worker(fresh.client_options(1, tensors));
+    REQUIRE(worker.hello());
+    std::vector<float> worker_params(n);
+    auto waiting = std::async(std::launch::async, [&] { return worker.pull(worker_params); });
+    REQUIRE(waiting.wait_for(std::chrono::milliseconds(100)) == std::future_status::timeout);  // at the barrier
+
+    PsClient chief(fresh.client_options(0, tensors));
+    REQUIRE(chief.hello());
+    Checkpointer loader(ckpt_options(model.path, adam()));
+    auto restored = loader.restore(chief);
+    REQUIRE(restored);
+    REQUIRE(restored->has_value());
+    CHECK((*restored)->step == 1);
+    CHECK((*restored)->extra["epoch"] == 0);
+    REQUIRE(waiting.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
+    auto released = waiting.get();
+    REQUIRE(released);
+    CHECK(released->step == 1);
+    CHECK(mismatches(worker_params, saved) == 0);
+}
+
+TEST_CASE("psd refuses SAVE and RESTORE from non-chiefs, before INIT, or from a missing checkpoint", "[checkpoint]") {
+    TempModelDir model;
+    psd::ServerOptions two_workers = server_options();
+    two_workers.num_workers = 2;
+    Cluster cluster(1, two_workers);
+    PsClient chief(cluster.client_options(0, small_model()));
+    REQUIRE(chief.hello());
+    auto early = chief.save(0, model.path);
+    REQUIRE_FALSE(early);
+    CHECK_THAT(early.error().message, Catch::Contains("before INIT"));
+    auto missing = chief.restore(adam(), model.path + "/ckpt-0000000009");
+    REQUIRE_FALSE(missing);
+    CHECK_THAT(missing.error().message, Catch::Contains("not a directory"));
+    auto empty = chief.restore(adam(), model.path);
+    REQUIRE_FALSE(empty);
+    CHECK_THAT(empty.error().message, Catch::Contains("no psd shard files"));
+
+    PsClient worker(cluster.client_options(1, small_model()));
+    REQUIRE(worker.hello());
+    auto by_worker = worker.save(0, model.path);
+    REQUIRE_FALSE(by_worker);
+    CHECK(by_worker.error().code == ErrorCode::kUnauthorized);
+    auto restore_by_worker = worker.restore(adam(), model.path);
+    REQUIRE_FALSE(restore_by_worker);
+    CHECK(restore_by_worker.error().code == ErrorCode::kUnauthorized);
+    auto stats = chief.stats(0);
+    REQUIRE(stats);
+    CHECK((*stats)["initialized"] == false);
+    CHECK((*stats)["checkpoints"] == 0);
+}
