@@ -72,6 +72,7 @@ Result<CheckpointInfo> Checkpointer::save(PsClient& client, std::uint64_t global
 }
 
 Result<std::optional<RestoredInfo>> Checkpointer::restore(PsClient& client) {
+    const auto started = std::chrono::steady_clock::now();
     RestoredInfo out;
     auto latest = store_.latest_valid(&out.warnings);
     for (const auto& w : out.warnings) spdlog::warn("{}", w);
@@ -97,7 +98,9 @@ Result<std::optional<RestoredInfo>> Checkpointer::restore(PsClient& client) {
         return make_error(ok.error().code, "restore from " + out.dir + " failed: " + ok.error().message);
     last_step_ = out.step;
     last_time_ = std::chrono::steady_clock::now();
-    spdlog::info("restored step {} from {} into {} shards", out.step, out.dir, client.layout().num_shards);
+    spdlog::info("restored step {} from {} into {} shards ({} ms, verification included)", out.step, out.dir,
+                 client.layout().num_shards,
+                 std::chrono::duration_cast<std::chrono::milliseconds>(last_time_ - started).count());
     return std::optional<RestoredInfo>(std::move(out));
 }
 
