@@ -2,7 +2,7 @@
 //
 // save(): CheckpointStore::begin(step) makes a hidden temp dir in the model dir; every psd gets
 // SAVE(step, temp dir) and writes its shard (parameters, optimizer slots, update counts, named
-// "<tensor>@<offset>+<length>/param|slot0|slot1|updates") as ps-<i>-of-<K>.tensors with CRC32C per
+// "<tensor>@<offset>+<length>/param|slot0|slot1|state") as ps-<i>-of-<K>.tensors with CRC32C per
 // tensor, fsynced; once every shard ACKed, the manifest (layout, step, optimizer, `extra`) is
 // written and the dir renamed to ckpt-<step> atomically. Any shard's ERROR (disk full, NaN
 // parameters, bad path) aborts: the temp dir is removed and the previous checkpoint stays valid.
