@@ -303,3 +303,39 @@ TEST_CASE("psd refuses SAVE and RESTORE from non-chiefs, before INIT, or from a 
     CHECK((*stats)["initialized"] == false);
     CHECK((*stats)["checkpoints"] == 0);
 }
+
+// Run by test/psd/disk_full.sh inside a private mount namespace with a small tmpfs at
+// $PSRUN_TEST_TMPFS (hidden otherwise: it needs that mount).
+TEST_CASE("disk full while saving: clear error, the previous checkpoint stays valid", "[.][diskfull]") {
+    const char* tmpfs = std::getenv("PSRUN_TEST_TMPFS");
+    REQUIRE(tmpfs != nullptr);
+    const std::string model_dir = std::string(tmpfs) + "/model";
+    Cluster cluster(2, server_options());
+    auto chief = trained_chief(cluster, 1);
+    Checkpointer ckpt(ckpt_options(model_dir, adam()));
+    REQUIRE(ckpt.save(*chief, 1));
+    {  // leave 8 KiB free: far less than a shard file (~36 KiB of params + Adam slots per shard)
+        const auto space = fs::space(tmpfs);
+        std::ofstream filler(std::string(tmpfs) + "/filler", std::ios::binary);
+        const std::string block(4096, 'x');
+        for (std::uintmax_t left = space.available; left > 8192 + 4096; left -= 4096) filler.write(block.data(), 4096);
+    }
+    std::vector<float> out(chief->layout().total);
+    REQUIRE(chief->push_pull(ramp(out.size(), 0.1f), 1, out));
+    auto r = ckpt.save(*chief, 2);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == ErrorCode::kIo);
+    CHECK_THAT(r.error().message, Catch::Contains("No space left on device") &&
+                                      Catch::Contains("previous checkpoint stays valid"));
+    for (const auto& e : fs::directory_iterator(model_dir))
+        CHECK_FALSE(e.path().filename().string().starts_with(".ckpt-"));  // temp dir removed
+    std::vector<std::string> warnings;
+    auto valid = CheckpointStore(model_dir, 5).latest_valid(&warnings);
+    REQUIRE(valid);
+    CHECK(valid->step == 1);
+    CHECK(warnings.empty());
+    fs::remove(std::string(tmpfs) + "/filler");
+    auto retry = ckpt.save(*chief, 2);  // space is back: the same step saves fine
+    REQUIRE(retry);
+    CHECK(retry->step == 2);
+}
