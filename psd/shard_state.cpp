@@ -129,6 +129,10 @@ std::size_t ShardState::optimizer_floats() const {
 // "meta" (see kMeta*) and "slice<id>/param", "slice<id>/slot<j>" for each own slice. Integers
 // are stored as four base-2^16 digits (exact in float32).
 Result<void> ShardState::save(const std::string& path) const {
+    const auto& params = buffers_[current_]->data;
+    if (!wire::all_finite(params.data(), params.size()))
+        return make_error(ErrorCode::kInvalidArgument, "refusing to write shard file " + path +
+                                                           ": the parameters contain NaN or Inf");
     std::vector<float> meta;
     auto put_u64 = [&](std::uint64_t v) {
         for (int i = 0; i < 4; ++i) meta.push_back(static_cast<float>((v >> (16 * i)) & 0xFFFF));

@@ -62,5 +62,17 @@ TEST_CASE("standby shard file keeps params, Adam slots, update count and step; d
     REQUIRE_FALSE(damaged);
     CHECK_THAT(damaged.error().message, Catch::Contains("ps-1.shard"));
     CHECK_FALSE(c.initialized());
+
+    std::vector<std::vector<float>> huge;  // finite, but overflows the parameters to Inf
+    for (auto id : a.slice_ids()) huge.push_back(std::vector<float>(layout.slices[id].length, -3e38f));
+    wire::InitConfig sgd;
+    sgd.optimizer = OptimizerConfig{.kind = OptimizerKind::kSgd, .learning_rate = 10.0f};
+    a.init(sgd, init_spans);
+    a.apply(std::vector<std::span<const float>>(huge.begin(), huge.end()));
+    const std::string inf_path = dir + "/inf.shard";
+    auto refused = a.save(inf_path);
+    REQUIRE_FALSE(refused);
+    CHECK_THAT(refused.error().message, Catch::Contains("NaN or Inf"));
+    CHECK_FALSE(std::filesystem::exists(inf_path));
     std::filesystem::remove_all(dir);
 }
