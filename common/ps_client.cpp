@@ -182,6 +182,29 @@ Result<void> PsClient::init_restored(const wire::InitConfig& config) {
     return {};
 }
 
+Result<void> PsClient::save(std::uint64_t global_step, const std::string& dir) {
+    if (auto ok = wire::check_path(dir); !ok) return make_error(ErrorCode::kInvalidArgument, ok.error().message);
+    Header h = make_header(MessageType::kSave);
+    h.step = global_step;
+    const std::string body = wire::encode_save(dir);
+    h.frames.push_back(FrameDesc{wire::kBodyFrame, static_cast<std::uint32_t>(body.size())});
+    for (auto i : all_shards()) send_plain(i, h, &body);
+    auto replies = collect(all_shards(), options_.reply_timeout);
+    if (!replies) return tl::unexpected(replies.error());
+    return {};
+}
+
+Result<void> PsClient::restore(const wire::InitConfig& config, const std::string& dir) {
+    if (auto ok = wire::check_path(dir); !ok) return make_error(ErrorCode::kInvalidArgument, ok.error().message);
+    Header h = make_header(MessageType::kRestore);
+    const std::string body = wire::encode_restore(wire::RestoreRequest{config, dir});
+    h.frames.push_back(FrameDesc{wire::kBodyFrame, static_cast<std::uint32_t>(body.size())});
+    for (auto i : all_shards()) send_plain(i, h, &body);
+    auto replies = collect(all_shards(), options_.reply_timeout);
+    if (!replies) return tl::unexpected(replies.error());
+    return {};
+}
+
 Result<StepInfo> PsClient::exchange(MessageType type, std::span<const float> grads, std::uint64_t step,
                                     ParamFrames* out) {
     if (type != MessageType::kPull && grads.size() != layout_.total)

@@ -76,6 +76,17 @@ public:
                                     bool dry_run = false);
     [[nodiscard]] Result<void> init_restored(const wire::InitConfig& config);
 
+    // Chief only, shards initialised: every psd writes its shard (params, optimizer slots and
+    // update counts) as <dir>/ps-<i>-of-<K>.tensors, fsynced, and ACKs. `dir` is absolute and
+    // must exist on a filesystem every psd sees. Any shard's ERROR (disk full, non-finite
+    // parameters, bad path) is returned naming the shard; the others may have written files.
+    [[nodiscard]] Result<void> save(std::uint64_t global_step, const std::string& dir);
+    // Chief only: every psd loads its slices from the shard files in `dir` (written with any
+    // shard count), verifying CRCs, and becomes initialised with `config` (start_step = the
+    // checkpoint's global step) exactly as after INIT.
+    [[nodiscard]] Result<void> restore(const wire::InitConfig& config, const std::string& dir);
+    const std::vector<TensorSpec>& tensors() const { return options_.tensors; }
+
     [[nodiscard]] Result<StepInfo> pull(std::span<float> params);
     [[nodiscard]] Result<StepInfo> push(std::span<const float> grads, std::uint64_t step);
     [[nodiscard]] Result<StepInfo> push_pull(std::span<const float> grads, std::uint64_t step,

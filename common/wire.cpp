@@ -39,6 +39,8 @@ std::string_view to_string(MessageType type) {
         case MessageType::kStop: return "STOP";
         case MessageType::kError: return "ERROR";
         case MessageType::kHeartbeat: return "HEARTBEAT";
+        case MessageType::kSave: return "SAVE";
+        case MessageType::kRestore: return "RESTORE";
     }
     return "UNKNOWN";
 }
@@ -240,6 +242,47 @@ Result<ErrorBody> decode_error(std::string_view bytes) {
     if (code > static_cast<std::uint16_t>(ErrorCode::kUnsupported)) code = static_cast<std::uint16_t>(ErrorCode::kProtocol);
     e.code = static_cast<ErrorCode>(code);
     return e;
+}
+
+Result<void> check_path(std::string_view path) {
+    if (path.empty() || path.size() > kMaxPathBytes)
+        return bad("checkpoint path must have 1.." + std::to_string(kMaxPathBytes) + " bytes");
+    if (path.find('\0') != std::string_view::npos) return bad("checkpoint path contains a NUL byte");
+    if (path.front() != '/') return bad("checkpoint path '" + std::string(path) + "' is not absolute");
+    return {};
+}
+
+std::string encode_save(const std::string& dir) {
+    std::string out;
+    put_string16(out, dir);
+    return out;
+}
+
+Result<std::string> decode_save(std::string_view bytes) {
+    Decoder d(bytes);
+    std::string dir;
+    if (!d.get_string16(dir) || d.remaining() != 0) return bad("bad SAVE body");
+    if (auto ok = check_path(dir); !ok) return tl::unexpected(ok.error());
+    return dir;
+}
+
+std::string encode_restore(const RestoreRequest& request) {
+    std::string out = encode_init(request.init);
+    put_string16(out, request.dir);
+    return out;
+}
+
+Result<RestoreRequest> decode_restore(std::string_view bytes) {
+    const std::size_t init_size = encode_init(InitConfig{}).size();
+    if (bytes.size() < init_size) return bad("bad RESTORE body size");
+    RestoreRequest r;
+    auto init = decode_init(bytes.substr(0, init_size));
+    if (!init) return tl::unexpected(init.error());
+    r.init = *init;
+    Decoder d(bytes.substr(init_size));
+    if (!d.get_string16(r.dir) || d.remaining() != 0) return bad("bad RESTORE body");
+    if (auto ok = check_path(r.dir); !ok) return tl::unexpected(ok.error());
+    return r;
 }
 
 bool all_finite(const void* data, std::size_t count) {

@@ -28,8 +28,9 @@ inline constexpr std::uint32_t kMaxBodyBytes = 1u << 20;  // bodies are small; s
 enum class MessageType : std::uint8_t {
     kHello = 1, kWelcome = 2, kInit = 3, kPull = 4, kPush = 5, kPushPull = 6, kParams = 7,
     kAck = 8, kDone = 9, kStats = 10, kStop = 11, kError = 12, kHeartbeat = 13,
+    kSave = 14, kRestore = 15,
 };
-inline constexpr std::uint8_t kMaxMessageType = 13;
+inline constexpr std::uint8_t kMaxMessageType = 15;
 std::string_view to_string(MessageType type);
 
 enum class Role : std::uint8_t { kWorker = 0, kChief = 1, kPs = 2, kTool = 3 };
@@ -94,6 +95,20 @@ struct ErrorBody {
 };
 std::string encode_error(const ErrorBody& error);
 [[nodiscard]] Result<ErrorBody> decode_error(std::string_view bytes);
+
+// SAVE body: the directory the shard file goes into; header step = the chief's global step.
+// RESTORE body: init config (start_step = the checkpoint's step) + the checkpoint directory.
+// Paths are absolute, 1..kMaxPathBytes bytes, without NUL.
+inline constexpr std::size_t kMaxPathBytes = 4095;
+[[nodiscard]] Result<void> check_path(std::string_view path);
+std::string encode_save(const std::string& dir);
+[[nodiscard]] Result<std::string> decode_save(std::string_view bytes);
+struct RestoreRequest {
+    InitConfig init;
+    std::string dir;
+};
+std::string encode_restore(const RestoreRequest& request);
+[[nodiscard]] Result<RestoreRequest> decode_restore(std::string_view bytes);
 
 // True when every float is finite (no NaN, no Inf). Vectorised; reads bytes.size()/4 floats.
 bool all_finite(const void* data, std::size_t count);

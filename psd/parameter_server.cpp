@@ -203,6 +203,8 @@ void ParameterServer::dispatch(const std::string& routing, const Header& h, Part
         case MessageType::kPush:
         case MessageType::kPushPull: return on_push(routing, h, parts);
         case MessageType::kDone: return on_done(routing, h);
+        case MessageType::kSave: return on_save(routing, h, parts);
+        case MessageType::kRestore: return on_restore(routing, h, parts);
         default:
             ++counters_.malformed;
             return reply_error(routing, ErrorCode::kProtocol,
@@ -319,6 +321,7 @@ std::string ParameterServer::stats_json() const {
     j["nonfinite"] = counters_.nonfinite;
     j["stale"] = counters_.stale;
     j["errors"] = counters_.errors;
+    j["checkpoints"] = counters_.checkpoints;
     j["auth_denied"] = zap_ ? zap_->denied() : 0;
     return j.dump();
 }

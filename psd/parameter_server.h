@@ -41,7 +41,7 @@ private:
     };
     struct Counters {
         std::uint64_t messages = 0, malformed = 0, unauthorized = 0, nonfinite = 0, stale = 0,
-                      applied = 0, errors = 0;
+                      applied = 0, errors = 0, checkpoints = 0;
     };
     using Parts = std::vector<zmq::message_t>;
 
@@ -51,6 +51,8 @@ private:
     void on_init(const std::string& routing, const wire::Header& h, Parts& parts);
     void on_push(const std::string& routing, const wire::Header& h, Parts& parts);
     void on_done(const std::string& routing, const wire::Header& h);
+    void on_save(const std::string& routing, const wire::Header& h, Parts& parts);     // psd/checkpoint handlers
+    void on_restore(const std::string& routing, const wire::Header& h, Parts& parts);
     // Slice frames parts[first..] as float spans, checked against this shard's slices.
     [[nodiscard]] Result<std::vector<std::span<const float>>> slice_spans(const wire::Header& h, Parts& parts,
                                                                          std::size_t first);

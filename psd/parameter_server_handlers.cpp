@@ -6,6 +6,7 @@
 
 #include "common/zmq_util.h"
 #include "psd/parameter_server.h"
+#include "psd/shard_checkpoint.h"
 
 namespace psrun::psd {
 
@@ -141,6 +142,46 @@ void ParameterServer::on_done(const std::string& routing, const Header& h) {
     workers_.done(h.index);
     reply(routing, MessageType::kAck, shard_->finished() ? wire::kFlagFinished : 0);
     check_run_finished();
+}
+
+void ParameterServer::on_save(const std::string& routing, const Header& h, Parts& parts) {
+    if (h.role != wire::Role::kChief) return reply_error(routing, ErrorCode::kUnauthorized, "only the chief sends SAVE");
+    if (h.frames.size() != 1 || h.frames[0].id != wire::kBodyFrame)
+        return reply_error(routing, ErrorCode::kProtocol, "SAVE carries exactly one body frame");
+    auto dir = wire::decode_save(view(parts[2]));
+    if (!dir) return reply_error(routing, ErrorCode::kProtocol, dir.error().message);
+    if (!shard_->initialized())
+        return reply_error(routing, ErrorCode::kProtocol, "SAVE before INIT: this psd holds no parameters");
+    const auto started = Clock::now();
+    auto saved = save_shard_checkpoint(*shard_, tensors_, options_.index, *dir);
+    if (!saved) {
+        spdlog::error("checkpoint at step {} failed: {}", h.step, saved.error().message);
+        return reply_error(routing, saved.error().code, saved.error().message);
+    }
+    ++counters_.checkpoints;
+    spdlog::info("checkpoint: shard at step {} (chief's step {}) written to {} in {} ms", shard_->step(), h.step, *dir,
+                 std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count());
+    reply(routing, MessageType::kAck, shard_->finished() ? wire::kFlagFinished : 0);
+}
+
+void ParameterServer::on_restore(const std::string& routing, const Header& h, Parts& parts) {
+    if (h.role != wire::Role::kChief) return reply_error(routing, ErrorCode::kUnauthorized, "only the chief sends RESTORE");
+    if (h.frames.size() != 1 || h.frames[0].id != wire::kBodyFrame)
+        return reply_error(routing, ErrorCode::kProtocol, "RESTORE carries exactly one body frame");
+    auto request = wire::decode_restore(view(parts[2]));
+    if (!request) return reply_error(routing, ErrorCode::kProtocol, request.error().message);
+    auto loaded = load_shard_checkpoint(*shard_, tensors_, request->init, request->dir);
+    if (!loaded) {
+        spdlog::error("restore from {} failed: {}", request->dir, loaded.error().message);
+        return reply_error(routing, loaded.error().code, loaded.error().message);
+    }
+    if (sync_)  // a new run starts: forget any partial step
+        sync_ = std::make_unique<SyncAggregator>(shard_->size(), options_.num_workers, options_.replicas_to_aggregate,
+                                                 options_.straggler_every);
+    spdlog::info("RESTORE: {} at step {} from {}, last step {}", to_string(request->init.optimizer.kind),
+                 shard_->step(), request->dir, request->init.last_step);
+    reply(routing, MessageType::kAck, 0);
+    release_pending(init_waiters_, shard_->finished() ? wire::kFlagFinished : 0);
 }
 
 }  // namespace psrun::psd

@@ -1,25 +1,17 @@
 #include "psd/shard_state.h"
 
-#include <zlib.h>
-
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
+#include <filesystem>
 #include <thread>
 
-#include "common/coding.h"
+#include "common/tensor_file.h"
 
 namespace psrun::psd {
 namespace {
 
-constexpr char kShardMagic[8] = {'P', 'S', 'R', 'N', 'S', 'H', 'R', 'D'};
-constexpr std::uint32_t kShardFileVersion = 1;
+constexpr std::uint32_t kShardFileVersion = 2;
 constexpr std::size_t kMaxBuffers = 4;
-
-std::uint32_t crc_update(std::uint32_t crc, const void* data, std::size_t n) {
-    return static_cast<std::uint32_t>(crc32(crc, static_cast<const Bytef*>(data), static_cast<uInt>(n)));
-}
 
 }  // namespace
 
@@ -72,6 +64,34 @@ void ShardState::restore(const wire::InitConfig& config) {
     }
 }
 
+std::span<const float> ShardState::param_slice(std::size_t k) const {
+    return {buffers_[current_]->data.data() + local_offsets_[k], layout_.slices[slice_ids_[k]].length};
+}
+
+std::vector<std::span<const float>> ShardState::slot_slices(std::size_t k) const {
+    std::vector<std::span<const float>> out;
+    if (k >= optimizers_.size()) return out;
+    for (auto s : const_cast<Optimizer&>(optimizers_[k]).slots()) out.emplace_back(s.data(), s.size());
+    return out;
+}
+
+std::uint64_t ShardState::updates(std::size_t k) const {
+    return k < optimizers_.size() ? optimizers_[k].updates() : 0;
+}
+
+void ShardState::load(const wire::InitConfig& config, const std::vector<std::span<const float>>& params,
+                      const std::vector<std::vector<std::vector<float>>>& slots,
+                      const std::vector<std::uint64_t>& updates) {
+    init(config, params);
+    for (std::size_t k = 0; k < optimizers_.size(); ++k) {
+        auto dst = optimizers_[k].slots();
+        if (k < slots.size() && slots[k].size() == dst.size())
+            for (std::size_t j = 0; j < dst.size(); ++j)
+                std::memcpy(dst[j].data(), slots[k][j].data(), dst[j].size_bytes());
+        if (k < updates.size()) optimizers_[k].set_updates(updates[k]);
+    }
+}
+
 float* ShardState::writable() {
     if (buffers_[current_]->holds.load(std::memory_order_acquire) == 0) return buffers_[current_]->data.data();
     std::size_t target = buffers_.size();
@@ -105,72 +125,88 @@ std::size_t ShardState::optimizer_floats() const {
     return size_ * static_cast<std::size_t>(slot_count(config_.optimizer.kind));
 }
 
+// The standby shard file is a tensor file (common/tensor_file.h: CRC-32C per tensor) holding
+// "meta" (see kMeta*) and "slice<id>/param", "slice<id>/slot<j>" for each own slice. Integers
+// are stored as four base-2^16 digits (exact in float32).
 Result<void> ShardState::save(const std::string& path) const {
-    std::string head(kShardMagic, 8);
-    put_fixed32(head, kShardFileVersion);
-    put_fixed32(head, shard_);
-    put_fixed32(head, layout_.num_shards);
-    put_fixed64(head, fingerprint_);
-    put_fixed64(head, step_);
-    put_fixed64(head, optimizers_.empty() ? 0 : optimizers_[0].updates());
-    put_fixed64(head, size_);
-    const std::string init = wire::encode_init(config_);
-    put_fixed32(head, static_cast<std::uint32_t>(init.size()));
-    head += init;
-    const std::string tmp = path + ".tmp";
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return make_error(ErrorCode::kIo, "cannot write shard file " + tmp);
-    std::uint32_t crc = crc_update(0, head.data(), head.size());
-    out.write(head.data(), static_cast<std::streamsize>(head.size()));
-    auto write = [&](const float* data, std::size_t n) {
-        crc = crc_update(crc, data, n * sizeof(float));
-        out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(n * sizeof(float)));
+    const auto& params = buffers_[current_]->data;
+    if (!wire::all_finite(params.data(), params.size()))
+        return make_error(ErrorCode::kInvalidArgument, "refusing to write shard file " + path +
+                                                           ": the parameters contain NaN or Inf");
+    std::vector<float> meta;
+    auto put_u64 = [&](std::uint64_t v) {
+        for (int i = 0; i < 4; ++i) meta.push_back(static_cast<float>((v >> (16 * i)) & 0xFFFF));
     };
-    write(buffers_[current_]->data.data(), size_);
-    for (auto& o : const_cast<std::vector<Optimizer>&>(optimizers_))
-        for (auto s : o.slots()) write(s.data(), s.size());
-    out.write(reinterpret_cast<const char*>(&crc), 4);
-    out.close();
-    if (!out || std::rename(tmp.c_str(), path.c_str()) != 0)
+    meta.push_back(static_cast<float>(kShardFileVersion));
+    put_u64(shard_);
+    put_u64(layout_.num_shards);
+    put_u64(fingerprint_);
+    put_u64(step_);
+    put_u64(optimizers_.empty() ? 0 : optimizers_[0].updates());
+    put_u64(size_);
+    const std::string init = wire::encode_init(config_);  // bytes as floats 0..255
+    for (char c : init) meta.push_back(static_cast<float>(static_cast<unsigned char>(c)));
+    std::vector<TensorView> views{TensorView{"meta", {meta.size()}, meta}};
+    for (std::size_t k = 0; k < slice_ids_.size(); ++k) {
+        const std::string base = "slice" + std::to_string(slice_ids_[k]);
+        views.push_back(TensorView{base + "/param", {layout_.slices[slice_ids_[k]].length}, param_slice(k)});
+        auto slots = slot_slices(k);
+        for (std::size_t j = 0; j < slots.size(); ++j)
+            views.push_back(TensorView{base + "/slot" + std::to_string(j), {slots[j].size()}, slots[j]});
+    }
+    const std::string tmp = path + ".tmp";
+    if (auto ok = write_tensor_file(tmp, views); !ok) return ok;
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        std::remove(tmp.c_str());
         return make_error(ErrorCode::kIo, "cannot write shard file " + path);
+    }
     return {};
 }
 
 Result<void> ShardState::load(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return make_error(ErrorCode::kNotFound, "no shard file " + path);
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!std::filesystem::exists(path)) return make_error(ErrorCode::kNotFound, "no shard file " + path);
+    auto tensors = read_tensor_file(path);
+    if (!tensors) return make_error(tensors.error().code, "shard file " + tensors.error().message);
     auto corrupt = [&](const char* what) {
         return make_error(ErrorCode::kInvalidArgument, "shard file " + path + ": " + what);
     };
-    if (bytes.size() < 12 || std::memcmp(bytes.data(), kShardMagic, 8) != 0) return corrupt("not a psrun shard file");
-    std::uint32_t stored_crc = 0;
-    std::memcpy(&stored_crc, bytes.data() + bytes.size() - 4, 4);
-    if (crc_update(0, bytes.data(), bytes.size() - 4) != stored_crc) return corrupt("checksum mismatch (truncated or corrupt)");
-    Decoder d(std::string_view(bytes).substr(8, bytes.size() - 12));
-    std::uint32_t version = 0, shard = 0, shards = 0, init_size = 0;
-    std::uint64_t fingerprint = 0, step = 0, updates = 0, size = 0;
-    if (!d.get32(version) || !d.get32(shard) || !d.get32(shards) || !d.get64(fingerprint) || !d.get64(step) ||
-        !d.get64(updates) || !d.get64(size) || !d.get32(init_size) || d.remaining() < init_size)
-        return corrupt("truncated header");
-    if (version != kShardFileVersion || shard != shard_ || shards != layout_.num_shards ||
+    const std::size_t init_size = wire::encode_init(wire::InitConfig{}).size();
+    if (tensors->empty() || (*tensors)[0].name != "meta" || (*tensors)[0].data.size() != 1 + 6 * 4 + init_size)
+        return corrupt("not a psrun shard file");
+    const auto& meta = (*tensors)[0].data;
+    std::size_t at = 1;
+    auto get_u64 = [&] {
+        std::uint64_t v = 0;
+        for (int i = 0; i < 4; ++i) v |= static_cast<std::uint64_t>(meta[at++]) << (16 * i);
+        return v;
+    };
+    const auto version = meta[0];
+    const auto shard = get_u64(), shards = get_u64(), fingerprint = get_u64(), step = get_u64(), updates = get_u64(),
+               size = get_u64();
+    if (version != static_cast<float>(kShardFileVersion) || shard != shard_ || shards != layout_.num_shards ||
         fingerprint != fingerprint_ || size != size_)
         return corrupt("written for another model, shard or shard count");
-    const std::size_t init_at = bytes.size() - 4 - d.remaining();
-    auto config = wire::decode_init(std::string_view(bytes).substr(init_at, init_size));
+    std::string init;
+    for (; at < meta.size(); ++at) init.push_back(static_cast<char>(static_cast<unsigned char>(meta[at])));
+    auto config = wire::decode_init(init);
     if (!config) return corrupt("bad optimizer config");
-    const std::size_t data_at = init_at + init_size;
     const std::size_t slots = static_cast<std::size_t>(slot_count(config->optimizer.kind));
-    if (bytes.size() - 4 - data_at != size_ * (1 + slots) * sizeof(float)) return corrupt("wrong data size");
+    if (tensors->size() != 1 + slice_ids_.size() * (1 + slots)) return corrupt("wrong number of tensors");
+    std::size_t next = 1;
+    for (std::size_t k = 0; k < slice_ids_.size(); ++k)
+        for (std::size_t j = 0; j <= slots; ++j, ++next)
+            if ((*tensors)[next].data.size() != layout_.slices[slice_ids_[k]].length) return corrupt("wrong data size");
     config_ = *config;
-    std::memcpy(writable(), bytes.data() + data_at, size_ * sizeof(float));
+    float* dst = writable();
     make_optimizers();
-    std::size_t at = data_at + size_ * sizeof(float);
-    for (auto& o : optimizers_) {
-        o.set_updates(updates);
-        for (auto s : o.slots()) {
-            std::memcpy(s.data(), bytes.data() + at, s.size_bytes());
-            at += s.size_bytes();
+    next = 1;
+    for (std::size_t k = 0; k < slice_ids_.size(); ++k) {
+        const auto& p = (*tensors)[next++].data;
+        std::memcpy(dst + local_offsets_[k], p.data(), p.size() * sizeof(float));
+        optimizers_[k].set_updates(updates);
+        for (auto s : optimizers_[k].slots()) {
+            const auto& v = (*tensors)[next++].data;
+            std::memcpy(s.data(), v.data(), s.size_bytes());
         }
     }
     step_ = step;

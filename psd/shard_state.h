@@ -41,6 +41,16 @@ public:
     // optimizer config, resetting slots only if the optimizer kind changed).
     void restore(const wire::InitConfig& config);
 
+    // Checkpoint access; k is a position in slice_ids(). Spans are valid until the next update.
+    std::span<const float> param_slice(std::size_t k) const;
+    std::vector<std::span<const float>> slot_slices(std::size_t k) const;  // slot_count(kind) spans
+    std::uint64_t updates(std::size_t k) const;
+    // Like init() (step = config.start_step), then sets each own slice's optimizer slots
+    // (slots[k] empty: fresh slots) and update count. REQUIRES: sizes match slice_ids().
+    void load(const wire::InitConfig& config, const std::vector<std::span<const float>>& params,
+              const std::vector<std::vector<std::vector<float>>>& slots,
+              const std::vector<std::uint64_t>& updates);
+
     // Dry run (benchmarks): apply() only advances the step. Reset by init().
     void set_dry_run(bool dry_run) { dry_run_ = dry_run; }
     bool dry_run() const { return dry_run_; }

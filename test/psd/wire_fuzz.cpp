@@ -2,6 +2,7 @@
 // the frame. Built and run by test/psd/fuzz.sh (clang -fsanitize=fuzzer,address).
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -11,7 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (size == 0) return 0;
     const std::string_view frame(reinterpret_cast<const char*>(data + 1), size - 1);
     using namespace psrun::wire;
-    switch (data[0] % 5) {
+    switch (data[0] % 7) {
         case 0: {
             auto h = decode_header(frame);
             if (h) {
@@ -40,6 +41,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             break;
         }
         case 3: (void)decode_init(frame); break;
+        case 4: {
+            auto dir = decode_save(frame);
+            if (dir && (dir->empty() || dir->front() != '/' || dir->find('\0') != std::string::npos)) __builtin_trap();
+            break;
+        }
+        case 5: {
+            auto r = decode_restore(frame);
+            if (r && encode_restore(*r) != frame) __builtin_trap();  // decoding is exact
+            break;
+        }
         default: (void)decode_error(frame); break;
     }
     return 0;

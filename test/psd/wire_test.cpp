@@ -143,6 +143,38 @@ TEST_CASE("bodies round trip and reject truncation", "[wire]") {
     CHECK(e->reason == "wrong token");
 }
 
+TEST_CASE("SAVE and RESTORE bodies round trip and reject bad paths", "[wire]") {
+    auto dir = decode_save(encode_save("/models/run1/.ckpt-0000000010.tmp.42"));
+    REQUIRE(dir);
+    CHECK(*dir == "/models/run1/.ckpt-0000000010.tmp.42");
+    InitConfig init;
+    init.optimizer.kind = OptimizerKind::kMomentum;
+    init.start_step = 10;
+    init.last_step = 20;
+    auto r = decode_restore(encode_restore(RestoreRequest{init, "/m/ckpt-0000000010"}));
+    REQUIRE(r);
+    CHECK(r->dir == "/m/ckpt-0000000010");
+    CHECK(r->init.optimizer.kind == OptimizerKind::kMomentum);
+    CHECK(r->init.start_step == 10);
+    CHECK(r->init.last_step == 20);
+
+    auto rejects = [](const Result<std::string>& result, const std::string& words) {
+        REQUIRE_FALSE(result);
+        CHECK(result.error().code == ErrorCode::kProtocol);
+        CHECK_THAT(result.error().message, Catch::Contains(words));
+    };
+    rejects(decode_save(encode_save("relative/dir")), "not absolute");
+    rejects(decode_save(encode_save("")), "bytes");
+    rejects(decode_save(encode_save(std::string("/a\0b", 4))), "NUL");
+    rejects(decode_save(encode_save("/" + std::string(kMaxPathBytes, 'x'))), "bytes");
+    rejects(decode_save(encode_save("/ok") + "x"), "bad SAVE body");
+    rejects(decode_save(encode_save("/ok").substr(0, 3)), "bad SAVE body");
+    CHECK_FALSE(decode_restore(encode_init(init)));  // no path
+    CHECK_FALSE(decode_restore(encode_restore(RestoreRequest{init, "rel"})));
+    init.start_step = 30;  // beyond last_step
+    CHECK_FALSE(decode_restore(encode_restore(RestoreRequest{init, "/m"})));
+}
+
 TEST_CASE("finite check finds NaN and Inf anywhere", "[wire]") {
     std::vector<float> v(1000, 1.0f);
     CHECK(all_finite(v.data(), v.size()));
@@ -182,6 +214,8 @@ TEST_CASE("random and mutated frames never crash the decoders", "[wire][fuzz]") 
         (void)decode_welcome(bytes);
         (void)decode_init(bytes);
         (void)decode_error(bytes);
+        (void)decode_save(bytes);
+        (void)decode_restore(bytes);
     }
     // Mutations almost always break the CRC: accepting many would mean the checks are missing.
     CHECK(header_accepted < 200);

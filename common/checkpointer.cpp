@@ -1,0 +1,115 @@
+#include "common/checkpointer.h"
+
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+
+namespace psrun {
+namespace fs = std::filesystem;
+
+nlohmann::json describe_layout(const ShardLayout& layout, const std::vector<TensorSpec>& tensors) {
+    nlohmann::json j;
+    j["num_shards"] = layout.num_shards;
+    j["total_floats"] = layout.total;
+    j["tensors"] = nlohmann::json::array();
+    for (const auto& t : tensors) j["tensors"].push_back({{"name", t.name}, {"shape", t.shape}});
+    j["slices"] = nlohmann::json::array();
+    for (const auto& s : layout.slices)
+        j["slices"].push_back({{"tensor", tensors.at(s.tensor).name},
+                               {"offset", s.offset},
+                               {"length", s.length},
+                               {"shard", s.shard},
+                               {"file", "ps-" + std::to_string(s.shard) + "-of-" + std::to_string(layout.num_shards) +
+                                            ".tensors"}});
+    return j;
+}
+
+nlohmann::json describe_optimizer(const wire::InitConfig& init) {
+    const auto& o = init.optimizer;
+    return {{"kind", std::string(to_string(o.kind))}, {"learning_rate", o.learning_rate}, {"momentum", o.momentum},
+            {"beta1", o.beta1}, {"beta2", o.beta2}, {"epsilon", o.epsilon}, {"adagrad_initial", o.adagrad_initial},
+            {"last_step", init.last_step}};
+}
+
+static std::string absolute_dir(const std::string& dir) {
+    std::error_code ec;
+    auto abs = fs::absolute(dir, ec);
+    return ec ? dir : abs.lexically_normal().string();
+}
+
+Checkpointer::Checkpointer(CheckpointerOptions options)
+    : options_(std::move(options)),
+      store_(absolute_dir(options_.model_dir), options_.keep),
+      last_time_(std::chrono::steady_clock::now()) {
+    options_.model_dir = absolute_dir(options_.model_dir);
+}
+
+Result<CheckpointInfo> Checkpointer::save(PsClient& client, std::uint64_t global_step, nlohmann::json extra) {
+    const auto started = std::chrono::steady_clock::now();
+    auto pending = store_.begin(static_cast<std::int64_t>(global_step));
+    if (!pending) return tl::unexpected(pending.error());
+    if (auto ok = client.save(global_step, pending->dir()); !ok)
+        return make_error(ok.error().code, "checkpoint at step " + std::to_string(global_step) +
+                                               " not written (the previous checkpoint stays valid): " +
+                                               ok.error().message);
+    nlohmann::json manifest;
+    manifest["format"] = "psrun-checkpoint-1";
+    manifest["global_step"] = global_step;
+    manifest["layout"] = describe_layout(client.layout(), client.tensors());
+    manifest["optimizer"] = describe_optimizer(options_.init);
+    manifest["extra"] = std::move(extra);
+    auto info = pending->commit(std::move(manifest));  // a failure drops the pending dir
+    if (!info)
+        return make_error(info.error().code, "checkpoint at step " + std::to_string(global_step) +
+                                                 " not committed (the previous checkpoint stays valid): " +
+                                                 info.error().message);
+    last_step_ = global_step;
+    last_time_ = std::chrono::steady_clock::now();
+    spdlog::info("checkpoint at step {} written to {} ({} shards, {} ms)", global_step, info->dir,
+                 client.layout().num_shards,
+                 std::chrono::duration_cast<std::chrono::milliseconds>(last_time_ - started).count());
+    return info;
+}
+
+Result<std::optional<RestoredInfo>> Checkpointer::restore(PsClient& client) {
+    const auto started = std::chrono::steady_clock::now();
+    RestoredInfo out;
+    auto latest = store_.latest_valid(&out.warnings);
+    for (const auto& w : out.warnings) spdlog::warn("{}", w);
+    if (!latest) {
+        if (latest.error().code == ErrorCode::kNotFound && out.warnings.empty()) return std::nullopt;
+        return make_error(ErrorCode::kInvalidArgument,
+                          "every checkpoint in " + options_.model_dir +
+                              " is damaged (see the warnings): move them away to start from scratch");
+    }
+    auto manifest = CheckpointStore::read_manifest(*latest);
+    if (!manifest) return tl::unexpected(manifest.error());
+    out.step = static_cast<std::uint64_t>(latest->step);
+    out.dir = latest->dir;
+    out.extra = manifest->value("extra", nlohmann::json());
+    wire::InitConfig config = options_.init;
+    config.start_step = out.step;
+    if (config.last_step != 0 && config.start_step > config.last_step)
+        return make_error(ErrorCode::kInvalidArgument,
+                          "checkpoint " + out.dir + " is at step " + std::to_string(out.step) +
+                              ", beyond --steps " + std::to_string(config.last_step) +
+                              ": raise --steps or use another --model-dir");
+    if (auto ok = client.restore(config, out.dir); !ok)
+        return make_error(ok.error().code, "restore from " + out.dir + " failed: " + ok.error().message);
+    last_step_ = out.step;
+    last_time_ = std::chrono::steady_clock::now();
+    spdlog::info("restored step {} from {} into {} shards ({} ms, verification included)", out.step, out.dir,
+                 client.layout().num_shards,
+                 std::chrono::duration_cast<std::chrono::milliseconds>(last_time_ - started).count());
+    return std::optional<RestoredInfo>(std::move(out));
+}
+
+bool Checkpointer::due(std::uint64_t global_step, bool last) const {
+    if (last_step_ && *last_step_ == global_step) return false;
+    if (last) return true;
+    if (options_.every_steps > 0 && global_step >= last_step_.value_or(0) + options_.every_steps) return true;
+    return options_.every_secs > 0 &&
+           std::chrono::steady_clock::now() - last_time_ >= std::chrono::duration<double>(options_.every_secs);
+}
+
+}  // namespace psrun

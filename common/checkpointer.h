@@ -1,0 +1,84 @@
+// Coordinated checkpoints of the psd shards, driven by the chief (docs/protocol.md "Checkpoints").
+//
+// save(): CheckpointStore::begin(step) makes a hidden temp dir in the model dir; every psd gets
+// SAVE(step, temp dir) and writes its shard (parameters, optimizer slots, update counts, named
+// "<tensor>@<offset>+<length>/param|slot0|slot1|state") as ps-<i>-of-<K>.tensors with CRC32C per
+// tensor, fsynced; once every shard ACKed, the manifest (layout, step, optimizer, `extra`) is
+// written and the dir renamed to ckpt-<step> atomically. Any shard's ERROR (disk full, NaN
+// parameters, bad path) aborts: the temp dir is removed and the previous checkpoint stays valid.
+//
+// restore(): the newest checkpoint whose every file verifies (damaged newer ones are skipped
+// with a warning naming the file), then RESTORE(dir, init config) to every psd: each loads its
+// slices from whichever shard files hold them (any saved shard count) and counts as
+// initialised, exactly like after INIT (waiting PULLs are released).
+//
+// The model dir must be on a filesystem every psd can write (shared FS across nodes).
+// Not thread-safe: one thread (the chief's) drives a Checkpointer and its PsClient.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/checkpoint_store.h"
+#include "common/ps_client.h"
+#include "common/result.h"
+#include "common/wire.h"
+
+namespace psrun {
+
+struct CheckpointerOptions {
+    std::string model_dir;              // absolute path recommended; made absolute internally
+    int keep = 5;                       // --keep-checkpoints (>= 1)
+    double every_secs = 600;            // --checkpoint-secs; <= 0: never by time
+    std::uint64_t every_steps = 0;      // --checkpoint-steps; 0: never by steps
+    // Optimizer config and last_step of this run: recorded in each manifest, and sent with
+    // RESTORE (start_step is replaced by the checkpoint's step).
+    wire::InitConfig init;
+};
+
+struct RestoredInfo {
+    std::uint64_t step = 0;             // global step the shards now hold
+    std::string dir;                    // the checkpoint directory used
+    nlohmann::json extra;               // what save() was given (data position, ...), or null
+    std::vector<std::string> warnings;  // damaged newer checkpoints that were skipped (also logged)
+};
+
+class Checkpointer {
+public:
+    explicit Checkpointer(CheckpointerOptions options);
+
+    // Coordinated save of every shard at `global_step` (REQUIRES: client.hello() done and the
+    // shards initialised). `extra` is stored verbatim in the manifest under "extra". Blocks
+    // until every shard has replied (client reply_timeout). On error nothing visible changes.
+    [[nodiscard]] Result<CheckpointInfo> save(PsClient& client, std::uint64_t global_step,
+                                              nlohmann::json extra = nlohmann::json::object());
+
+    // Loads the newest valid checkpoint into every shard (REQUIRES: client.hello() done).
+    // nullopt: the model dir holds no valid checkpoint (the caller sends INIT as usual).
+    // An error means a shard refused (e.g. a file damaged after latest_valid() checked it).
+    [[nodiscard]] Result<std::optional<RestoredInfo>> restore(PsClient& client);
+
+    // True when a checkpoint is due at `global_step`: `last` (the run's final step) always,
+    // else every_steps since the last save/restore or every_secs since then; never twice
+    // for the same step.
+    bool due(std::uint64_t global_step, bool last = false) const;
+
+    std::optional<std::uint64_t> last_saved_step() const { return last_step_; }
+
+private:
+    CheckpointerOptions options_;
+    CheckpointStore store_;
+    std::optional<std::uint64_t> last_step_;
+    std::chrono::steady_clock::time_point last_time_;
+};
+
+// The manifest's description of the layout and optimizer (also used by tests).
+nlohmann::json describe_layout(const ShardLayout& layout, const std::vector<TensorSpec>& tensors);
+nlohmann::json describe_optimizer(const wire::InitConfig& init);
+
+}  // namespace psrun

@@ -1,0 +1,36 @@
+// A psd shard's part of a coordinated checkpoint (docs/protocol.md "Checkpoints").
+// One tensor file per shard, <dir>/ps-<i>-of-<K>.tensors (common/tensor_file.h, CRC32C per
+// tensor), holding for every own slice "<tensor>@<offset>+<length>/<part>" with part
+//   param            the slice's parameters
+//   slot0, slot1     the optimizer's slot vectors (as many as the optimizer kind keeps)
+//   state            4 floats: optimizer kind, update count in base-2^24 digits (lo, mid, hi)
+// Because pieces are named by tensor ranges, a restore with any shard count finds its slices in
+// whichever files hold them. Free functions, called on the psd poll-loop thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "common/tensor_layout.h"
+#include "common/wire.h"
+#include "psd/shard_state.h"
+
+namespace psrun::psd {
+
+std::string shard_checkpoint_name(std::uint32_t shard, std::uint32_t num_shards);
+
+// Writes this shard's file into `dir` (which must exist), fsynced. Refuses (kInvalidArgument,
+// nothing written) when a parameter or slot is NaN/Inf; kIo (partial file removed) on a write
+// failure such as a full disk or `dir` not being a directory.
+[[nodiscard]] Result<void> save_shard_checkpoint(const ShardState& shard, const std::vector<TensorSpec>& tensors,
+                                                 std::uint32_t index, const std::string& dir);
+
+// Loads every own slice (params, slots, update counts) from the shard files in `dir`, verifying
+// every CRC, then initialises `shard` with `config` (ShardState::load). If the saved optimizer
+// kind differs from config's, slots start fresh (logged). On any error `shard` is unchanged.
+[[nodiscard]] Result<void> load_shard_checkpoint(ShardState& shard, const std::vector<TensorSpec>& tensors,
+                                                 const wire::InitConfig& config, const std::string& dir);
+
+}  // namespace psrun::psd
