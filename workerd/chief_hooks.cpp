@@ -113,6 +113,9 @@ void SummaryHook::end(RunContext& ctx, const StepResult& last) {
     const auto& o = *ctx.options;
     if (o.model_dir.empty()) return;
     const double t = std::max(1e-9, ctx.train_seconds);
+    auto per_step = [&](double seconds) {
+        return ctx.local_steps ? 1000.0 * seconds / double(ctx.local_steps) : 0.0;
+    };
     const nlohmann::json summary = {
         {"global_step", last.global_step},
         {"test_accuracy", ctx.test_accuracy},
@@ -123,6 +126,10 @@ void SummaryHook::end(RunContext& ctx, const StepResult& last) {
         {"workers", ctx.num_workers},
         {"start_step", ctx.start_step},
         {"chief_steps", ctx.local_steps},
+        {"chief_ms_per_step",
+         {{"compute", per_step(ctx.compute_seconds)},
+          {"exchange", per_step(ctx.exchange_seconds)},
+          {"param_copy", per_step(ctx.copy_seconds)}}},
         {"final_loss", last.loss},
         {"dataset", o.dataset},
         {"batch_size", o.batch_size},

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <memory>
@@ -163,6 +164,7 @@ int DistributedWorker::run() {
     HookList hooks = make_hooks(ctx);
     StepResult last{info.step, 0, 0.0f, info.finished};
     hooks.begin(ctx);
+    ParamFrames frames;
     std::uint64_t tag = info.step;  // the global step of the parameters the gradient is computed on
     while (!ctx.stop) {
         if (auto sig = signals.read_signal(); sig && *sig != SIGPIPE && *sig != SIGUSR2) {
@@ -170,10 +172,19 @@ int DistributedWorker::run() {
             ctx.stopped_by_signal = true;
             break;
         }
+        const auto t0 = Clock::now();
         const float loss = trainer.compute_gradients();
         hooks.before_step(ctx, loss);
-        auto step = client.push_pull(trainer.grads().all(), tag, trainer.params().all());
+        const auto t1 = Clock::now();
+        auto step = client.push_pull_frames(trainer.grads().all(), tag, frames);
         if (!step) return fail(fmt::format("PUSH_PULL at global step {}", tag), step.error());
+        const auto t2 = Clock::now();
+        // The model reads the parameter buffer in place: copy the received slices into it.
+        frames.copy_to(trainer.params().all(), client.layout());
+        const auto t3 = Clock::now();
+        ctx.compute_seconds += std::chrono::duration<double>(t1 - t0).count();
+        ctx.exchange_seconds += std::chrono::duration<double>(t2 - t1).count();
+        ctx.copy_seconds += std::chrono::duration<double>(t3 - t2).count();
         tag = step->step;
         ++ctx.local_steps;
         trainer.set_global_step(step->step);
@@ -187,11 +198,15 @@ int DistributedWorker::run() {
     } else if (auto done = client.done(); !done) {
         code = fail("DONE", done.error());
     }
-    if (!c.chief)
-        spdlog::info("done: {} steps by this worker in {:.1f} s ({:.0f} img/s), global step {}", ctx.local_steps,
-                     ctx.train_seconds,
+    if (!c.chief) {
+        const double n = std::max<double>(1.0, double(ctx.local_steps));
+        spdlog::info("done: {} steps by this worker in {:.1f} s ({:.0f} img/s), global step {}; per step: compute "
+                     "{:.1f} ms, push_pull {:.1f} ms, parameter copy {:.1f} ms",
+                     ctx.local_steps, ctx.train_seconds,
                      ctx.train_seconds > 0 ? double(ctx.local_steps) * training_.batch_size / ctx.train_seconds : 0.0,
-                     last.global_step);
+                     last.global_step, 1000 * ctx.compute_seconds / n, 1000 * ctx.exchange_seconds / n,
+                     1000 * ctx.copy_seconds / n);
+    }
     hooks.end(ctx, last);
     return code;
 }

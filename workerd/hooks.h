@@ -46,6 +46,9 @@ struct RunContext {
     Clock::time_point start{};         // when training started (after the barrier)
     std::uint64_t local_steps = 0;     // steps this worker has pushed so far
     double train_seconds = 0;          // start to the end of the last step (set before end())
+    double compute_seconds = 0;        // in compute_gradients() and before_step hooks
+    double exchange_seconds = 0;       // in PUSH_PULL round trips
+    double copy_seconds = 0;           // copying received parameters into the model's buffer
     bool stop = false;                 // set by a hook: leave the loop after this step
     bool stopped_by_signal = false;
     double test_accuracy = -1;         // latest evaluation (-1: none yet)

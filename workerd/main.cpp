@@ -16,6 +16,9 @@ int main(int argc, char** argv) {
     CLI::App app{"workerd: trains TF's mnist_deep CNN on oneDNN (standalone or with psd)"};
     psrun::worker::TrainOptions options;
     psrun::worker::ClusterOptions cluster;
+    // A repeated option keeps its last value: `psrun local --threads 1 -- --threads 2` and
+    // jobs/train-local.sh's defaults followed by the caller's options both work.
+    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     bool standalone = false;
     std::string log_level = "info";
     app.add_flag("--standalone", standalone, "train alone with the local optimizer (no psd)");
