@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <csignal>
 #include <functional>
 #include <thread>
 
@@ -35,11 +34,8 @@ Result<void> poll_until(PsClient& client, const BarrierOptions& o, const std::st
             spdlog::info("start barrier: waiting for {}", what);
             next_log = now + std::chrono::seconds(10);
         }
-        if (o.signals) {
-            if (auto sig = o.signals->read_signal(); sig && *sig != SIGPIPE && *sig != SIGUSR2)
-                return make_error(ErrorCode::kIo,
-                                  fmt::format("signal {} while waiting for {}", *sig, what));
-        }
+        if (o.watcher && o.watcher->stop_requested())
+            return make_error(ErrorCode::kIo, fmt::format("signal {} while waiting for {}", o.watcher->signal(), what));
         std::this_thread::sleep_for(o.poll);
     }
 }

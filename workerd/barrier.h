@@ -11,7 +11,7 @@
 
 #include "common/ps_client.h"
 #include "common/result.h"
-#include "common/signals.h"
+#include "workerd/signal_watcher.h"
 
 namespace psrun::worker {
 
@@ -20,7 +20,7 @@ struct BarrierOptions {
     std::uint32_t num_workers = 1;
     std::chrono::milliseconds timeout{600000};
     std::chrono::milliseconds poll{100};
-    SignalFd* signals = nullptr;  // a termination signal ends the wait with an error
+    const SignalWatcher* watcher = nullptr;  // a termination signal ends the wait with an error
 };
 
 // Returns once every shard reports workers_attached >= num_workers. Errors: a shard reports a

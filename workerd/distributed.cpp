@@ -12,9 +12,9 @@
 
 #include "common/job_keys.h"
 #include "common/ps_client.h"
-#include "common/signals.h"
 #include "workerd/barrier.h"
 #include "workerd/hooks.h"
+#include "workerd/signal_watcher.h"
 
 namespace psrun::worker {
 
@@ -86,7 +86,7 @@ int DistributedWorker::run() {
         keys = *read;
     }
     set_compute_threads(training_.threads);
-    SignalFd signals;
+    SignalWatcher watcher;
 
     auto data = load_datasets(training_);
     if (!data) {
@@ -111,11 +111,12 @@ int DistributedWorker::run() {
         spdlog::error("{}: {} (--ps {})", what, e.message, c.ps);
         return kExitFailure;
     };
+    std::optional<SignalWatcher::Blocked> blocked(std::in_place, watcher);  // until training starts
     if (auto hello = client.hello(); !hello) return fail("cannot join the job", hello.error());
 
     Trainer trainer(config, data->train, data->test);
     BarrierOptions bo{static_cast<std::uint32_t>(endpoints.size()), c.num_workers, to_ms(c.barrier_timeout),
-                      std::chrono::milliseconds(100), &signals};
+                      std::chrono::milliseconds(100), &watcher};
     StepInfo info;
     if (c.chief) {
         if (auto all = wait_for_all_workers(client, bo); !all) return fail("start barrier", all.error());
@@ -141,6 +142,7 @@ int DistributedWorker::run() {
                  c.chief ? " (chief)" : "", c.num_workers, info.step, training_.steps, training_.shard,
                  endpoints.size(), endpoints.size() == 1 ? "" : "s");
 
+    blocked.reset();
     std::unique_ptr<MetricsLog> metrics;
     std::unique_ptr<EventWriter> events;
     if (c.chief && !training_.model_dir.empty()) {
@@ -167,8 +169,8 @@ int DistributedWorker::run() {
     ParamFrames frames;
     std::uint64_t tag = info.step;  // the global step of the parameters the gradient is computed on
     while (!ctx.stop) {
-        if (auto sig = signals.read_signal(); sig && *sig != SIGPIPE && *sig != SIGUSR2) {
-            spdlog::warn("signal {}: stopping after {} steps (global step {})", *sig, ctx.local_steps, tag);
+        if (watcher.stop_requested()) {
+            spdlog::warn("signal {}: stopped after {} steps (global step {})", watcher.signal(), ctx.local_steps, tag);
             ctx.stopped_by_signal = true;
             break;
         }
@@ -176,7 +178,10 @@ int DistributedWorker::run() {
         const float loss = trainer.compute_gradients();
         hooks.before_step(ctx, loss);
         const auto t1 = Clock::now();
-        auto step = client.push_pull_frames(trainer.grads().all(), tag, frames);
+        auto step = [&] {
+            SignalWatcher::Blocked waiting(watcher);
+            return client.push_pull_frames(trainer.grads().all(), tag, frames);
+        }();
         if (!step) return fail(fmt::format("PUSH_PULL at global step {}", tag), step.error());
         const auto t2 = Clock::now();
         // The model reads the parameter buffer in place: copy the received slices into it.
@@ -195,8 +200,9 @@ int DistributedWorker::run() {
     int code = kExitOk;
     if (ctx.stopped_by_signal) {
         code = kExitFailure;  // the job did not reach its last step; psd is being stopped too
-    } else if (auto done = client.done(); !done) {
-        code = fail("DONE", done.error());
+    } else {
+        blocked.emplace(watcher);
+        if (auto done = client.done(); !done) code = fail("DONE", done.error());
     }
     if (!c.chief) {
         const double n = std::max<double>(1.0, double(ctx.local_steps));
@@ -207,6 +213,7 @@ int DistributedWorker::run() {
                      last.global_step, 1000 * ctx.compute_seconds / n, 1000 * ctx.exchange_seconds / n,
                      1000 * ctx.copy_seconds / n);
     }
+    blocked.reset();
     hooks.end(ctx, last);
     return code;
 }

@@ -92,3 +92,25 @@ TEST_CASE("a worker whose psd is unreachable fails with exit 1 naming the endpoi
     CHECK(code == 1);
     CHECK(worker.output().find("no reply from ps 0 (" + ps + ")") != std::string::npos);
 }
+
+TEST_CASE("SIGTERM stops a worker promptly even when its psd is gone mid-step", "[integration]") {
+    psrun::test::TempTree tmp;
+    const std::string key = write_keys(tmp.path / "job.key");
+    const std::string ps = "ipc://" + (tmp.path / "ps-0").string();
+    ChildProcess psd(exe("psd/psd"), {"--index", "0", "--ps", ps, "--num-workers", "1", "--key-file", key},
+                     (tmp.path / "psd.log").string());
+    ChildProcess chief(exe("workerd/workerd"),
+                       {"--index", "0", "--chief", "--ps", ps, "--num-workers", "1", "--key-file", key,
+                        "--batch-size", "20", "--steps", "1000000", "--threads", "1", "--log-every", "10"},
+                       (tmp.path / "w0.log").string());
+    REQUIRE(chief.wait_for_output("step 20/1000000", 120));
+    psd.signal(SIGKILL);  // psd vanishes: the worker's next PUSH_PULL gets no reply
+    CHECK(psd.wait(10) == 128 + SIGKILL);
+    chief.signal(SIGTERM);
+    const auto t0 = std::chrono::steady_clock::now();
+    const int code = chief.wait(30);
+    INFO(chief.output());
+    CHECK(code == 1);
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(15));
+    CHECK(chief.output().find("signal 15") != std::string::npos);
+}
