@@ -6,8 +6,10 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "common/job_keys.h"
@@ -42,6 +44,21 @@ struct TempDir {
         if (!path.empty()) std::filesystem::remove_all(path, ec);
     }
 };
+
+// Prints the chief's final figures from <model-dir>/summary.json (psrun's last word on a run).
+void print_summary(const std::optional<std::string>& model_dir) {
+    if (!model_dir) return;
+    const std::string path = *model_dir + "/summary.json";
+    std::ifstream in(path);
+    const auto j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("test_accuracy") || !j["test_accuracy"].is_number()) {
+        spdlog::warn("no final test accuracy: {} is missing or unreadable", path);
+        return;
+    }
+    spdlog::info("final test accuracy {:.2f}% at global step {} ({:.0f} img/s over {:.1f} s, {} workers; {})",
+                 j["test_accuracy"].get<double>() * 100, j.value("global_step", 0), j.value("images_per_sec", 0.0),
+                 j.value("train_seconds", 0.0), j.value("workers", 0), path);
+}
 
 void run_local(const LocalOptions& o, CommandContext& ctx) {
     const int total = o.num_ps + o.num_workers + o.num_evaluators;
@@ -109,9 +126,10 @@ void run_local(const LocalOptions& o, CommandContext& ctx) {
     }
     Supervisor supervisor(std::chrono::milliseconds(static_cast<long>(o.grace_seconds * 1000)));
     ctx.exit_code = supervisor.run(commands);
-    if (ctx.exit_code == kExitOk)
+    if (ctx.exit_code == kExitOk) {
         spdlog::info("all daemons finished");
-    else
+        if (o.num_ps > 0) print_summary(training_model_dir(daemon.training));
+    } else
         spdlog::error("psrun local failed (exit code {})", ctx.exit_code);
 }
 

@@ -1,5 +1,5 @@
-// workerd: the worker daemon. Standalone training runs here; the distributed mode (--ps) is wired
-// to psd by the distributed issue.
+// workerd: the worker daemon. `--standalone` trains alone; otherwise it is one worker of a
+// parameter-server job (--ps ... --num-workers W), see workerd/distributed.h.
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -8,32 +8,39 @@
 #include "common/logging.h"
 #include "common/result.h"
 #include "common/signals.h"
+#include "workerd/distributed.h"
 #include "workerd/standalone.h"
 
 int main(int argc, char** argv) {
     psrun::block_termination_signals();
     CLI::App app{"workerd: trains TF's mnist_deep CNN on oneDNN (standalone or with psd)"};
     psrun::worker::TrainOptions options;
+    psrun::worker::ClusterOptions cluster;
+    // A repeated option keeps its last value: `psrun local --threads 1 -- --threads 2` and
+    // jobs/train-local.sh's defaults followed by the caller's options both work.
+    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     bool standalone = false;
-    int index = 0;
     std::string log_level = "info";
     app.add_flag("--standalone", standalone, "train alone with the local optimizer (no psd)");
-    app.add_option("--index", index, "worker index");
+    app.add_option("--index", cluster.index, "worker index (0 <= I < --num-workers)");
     app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
+    psrun::worker::add_cluster_options(app, cluster);
     psrun::worker::add_train_options(app, options);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
         return app.exit(e) == 0 ? psrun::kExitOk : psrun::kExitUsage;
     }
-    psrun::init_logging("workerd", index, log_level);
+    psrun::init_logging("workerd", static_cast<int>(cluster.index), log_level);
     try {
-        if (!standalone) {
-            throw psrun::UsageError(
-                "only --standalone is implemented so far (distributed mode with --ps comes with "
-                "the distributed issue)");
+        if (standalone) {
+            if (!cluster.ps.empty()) throw psrun::UsageError("--standalone trains without psd: drop --ps");
+            return psrun::worker::StandaloneTrainer(options).run();
         }
-        return psrun::worker::StandaloneTrainer(options).run();
+        // Workers never read the same examples: shard i/n of the training set by default.
+        if (app.count("--shard") == 0 && cluster.num_workers > 0)
+            options.shard = std::to_string(cluster.index) + "/" + std::to_string(cluster.num_workers);
+        return psrun::worker::DistributedWorker(cluster, options).run();
     } catch (const psrun::UsageError& e) {
         spdlog::error("{}", e.what());
         return psrun::kExitUsage;

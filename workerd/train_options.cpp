@@ -59,6 +59,23 @@ std::string resolved_data_dir(const TrainOptions& o) {
     return default_data_dir(kind ? *kind : DatasetKind::kMnist);
 }
 
+Result<Datasets> load_datasets(const TrainOptions& o) {
+    const std::string dir = resolved_data_dir(o);
+    auto train = load_split(dir, "train");
+    auto test = train ? load_split(dir, "t10k") : Result<LabeledImages>();
+    if (!train || !test)
+        return make_error(ErrorCode::kNotFound,
+                          (!train ? train.error() : test.error()).message + " (run `psrun data fetch --dataset " +
+                              o.dataset + (o.data_dir.empty() ? "" : " --data-dir " + o.data_dir) + "` first)");
+    for (const LabeledImages* split : {&*train, &*test}) {
+        if (split->images.rows != 28 || split->images.cols != 28)
+            return make_error(ErrorCode::kInvalidArgument,
+                              dir + ": images are " + std::to_string(split->images.rows) + "x" +
+                                  std::to_string(split->images.cols) + ", the model needs 28x28");
+    }
+    return Datasets{std::move(*train), std::move(*test)};
+}
+
 void set_compute_threads(int threads) {
     if (threads > 0) omp_set_num_threads(threads);
 }

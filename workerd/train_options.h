@@ -37,6 +37,15 @@ TrainerConfig make_trainer_config(const TrainOptions& options);
 // The data dir to read: --data-dir or the dataset's default.
 std::string resolved_data_dir(const TrainOptions& options);
 
+struct Datasets {
+    LabeledImages train;
+    LabeledImages test;
+};
+
+// Loads the training and test splits of --dataset from the data dir, checking the 28x28 image
+// size. The error message says how to fetch the data.
+[[nodiscard]] Result<Datasets> load_datasets(const TrainOptions& options);
+
 // Sets the OpenMP thread count used by oneDNN (threads > 0), before any primitive runs.
 void set_compute_threads(int threads);
 

@@ -1,0 +1,90 @@
+// The worker's hook list: chief-only hooks are skipped on other workers, StopAtStep stops at
+// psd's last step, and the NaN guard refuses to push a non-finite loss or gradient.
+#include <catch2/catch.hpp>
+
+#include <omp.h>
+
+#include <cmath>
+#include <limits>
+
+#include "workerd/chief_hooks.h"
+#include "workerd/hooks.h"
+#include "workerd/rng.h"
+
+namespace psrun::worker {
+namespace {
+
+LabeledImages random_images(std::size_t count) {
+    LabeledImages d;
+    d.images.count = count;
+    d.images.rows = 28;
+    d.images.cols = 28;
+    d.images.pixels.resize(count * 784);
+    d.labels.labels.resize(count);
+    Rng rng(7);
+    for (auto& p : d.images.pixels) p = static_cast<std::uint8_t>(rng.below(256));
+    for (auto& l : d.labels.labels) l = static_cast<std::uint8_t>(rng.below(10));
+    return d;
+}
+
+struct CountingHook : Hook {
+    bool chief = false;
+    int* calls;
+    CountingHook(bool chief_only_hook, int* counter) : chief(chief_only_hook), calls(counter) {}
+    bool chief_only() const override { return chief; }
+    void after_step(RunContext&, const StepResult&) override { ++*calls; }
+};
+
+}  // namespace
+
+TEST_CASE("a chief-only hook runs on the chief only", "[hooks]") {
+    for (bool is_chief : {false, true}) {
+        int all = 0, chief_only = 0;
+        HookList hooks(is_chief);
+        hooks.add(std::make_unique<CountingHook>(false, &all));
+        hooks.add(std::make_unique<CountingHook>(true, &chief_only));
+        RunContext ctx;
+        hooks.after_step(ctx, StepResult{});
+        hooks.after_step(ctx, StepResult{});
+        CHECK(all == 2);
+        CHECK(chief_only == (is_chief ? 2 : 0));
+        CHECK(hooks.size() == (is_chief ? 2u : 1u));
+    }
+    RunContext worker;
+    CHECK(make_hooks(worker).size() == 2);  // NaN guard and stop-at-step
+    worker.chief = true;
+    CHECK(make_hooks(worker).size() == 5);  // + evaluation, progress, summary
+}
+
+TEST_CASE("StopAtStepHook stops at psd's last step, not before", "[hooks]") {
+    StopAtStepHook hook;
+    RunContext ctx;
+    ctx.last_step = 100;
+    hook.after_step(ctx, StepResult{99, 10, 0.5f, false});
+    CHECK_FALSE(ctx.stop);
+    hook.after_step(ctx, StepResult{100, 11, 0.5f, false});
+    CHECK(ctx.stop);
+    RunContext finished;
+    finished.last_step = 100;
+    hook.after_step(finished, StepResult{42, 1, 0.5f, true});  // psd says the run is over
+    CHECK(finished.stop);
+}
+
+TEST_CASE("NanGuardHook refuses a non-finite loss or gradient", "[hooks]") {
+    omp_set_num_threads(1);
+    const LabeledImages data = random_images(16);
+    TrainerConfig config;
+    config.model.batch_size = 4;
+    Trainer trainer(config, data, data);
+    const float loss = trainer.compute_gradients();
+    REQUIRE(std::isfinite(loss));
+    RunContext ctx;
+    ctx.trainer = &trainer;
+    NanGuardHook guard;
+    CHECK_NOTHROW(guard.before_step(ctx, loss));
+    CHECK_THROWS_WITH(guard.before_step(ctx, std::numeric_limits<float>::quiet_NaN()),
+                      Catch::Contains("non-finite loss"));
+    trainer.grads().all()[12345] = std::numeric_limits<float>::infinity();
+    CHECK_THROWS_WITH(guard.before_step(ctx, loss), Catch::Contains("non-finite gradient"));
+}
+}  // namespace psrun::worker

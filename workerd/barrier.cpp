@@ -1,0 +1,63 @@
+#include "workerd/barrier.h"
+
+#include <spdlog/spdlog.h>
+
+#include <functional>
+#include <thread>
+
+namespace psrun::worker {
+
+namespace {
+
+// Polls STATS of every shard until `ready` holds for all of them.
+Result<void> poll_until(PsClient& client, const BarrierOptions& o, const std::string& what,
+                        const std::function<Result<bool>(const nlohmann::json&)>& ready) {
+    const auto start = std::chrono::steady_clock::now();
+    auto next_log = start + std::chrono::seconds(10);
+    spdlog::info("start barrier: waiting for {}", what);
+    while (true) {
+        bool all = true;
+        for (std::uint32_t shard = 0; shard < o.num_shards; ++shard) {
+            auto stats = client.stats(shard);
+            if (!stats) return tl::unexpected(stats.error());
+            auto ok = ready(*stats);
+            if (!ok) return tl::unexpected(ok.error());
+            all = all && *ok;
+        }
+        if (all) return {};
+        const auto now = std::chrono::steady_clock::now();
+        if (now - start > o.timeout)
+            return make_error(ErrorCode::kTimeout,
+                              fmt::format("start barrier: still waiting for {} after {} s", what,
+                                          std::chrono::duration_cast<std::chrono::seconds>(o.timeout).count()));
+        if (now > next_log) {
+            spdlog::info("start barrier: waiting for {}", what);
+            next_log = now + std::chrono::seconds(10);
+        }
+        if (o.watcher && o.watcher->stop_requested())
+            return make_error(ErrorCode::kIo, fmt::format("signal {} while waiting for {}", o.watcher->signal(), what));
+        std::this_thread::sleep_for(o.poll);
+    }
+}
+
+}  // namespace
+
+Result<void> wait_for_all_workers(PsClient& client, const BarrierOptions& o) {
+    const std::string what = fmt::format("all {} workers to say HELLO", o.num_workers);
+    return poll_until(client, o, what, [&](const nlohmann::json& s) -> Result<bool> {
+        const auto dead = s.value("workers_dead", nlohmann::json::array());
+        if (!dead.empty() && !s.value("initialized", false))
+            return make_error(ErrorCode::kTimeout,
+                              fmt::format("start barrier: ps {} declared worker(s) {} dead before the start "
+                                          "(they never said HELLO): check their logs",
+                                          s.value("index", 0), dead.dump()));
+        return s.value("workers_attached", 0u) >= o.num_workers;
+    });
+}
+
+Result<void> wait_for_init(PsClient& client, const BarrierOptions& o) {
+    return poll_until(client, o, "the chief's INIT",
+                      [](const nlohmann::json& s) -> Result<bool> { return s.value("initialized", false); });
+}
+
+}  // namespace psrun::worker

@@ -1,0 +1,169 @@
+#include "workerd/chief_hooks.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <omp.h>
+
+namespace psrun::worker {
+
+namespace {
+
+std::string format_duration(double seconds) {
+    const long s = std::lround(seconds);
+    if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s / 60) % 60);
+    if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
+    return fmt::format("{}s", s);
+}
+
+double wall_time() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+double seconds_since(Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+void ProgressHook::begin(RunContext& ctx) {
+    window_start_ = Clock::now();
+    window_global_ = ctx.start_step;
+}
+
+void ProgressHook::after_step(RunContext& ctx, const StepResult& step) {
+    ++window_local_;
+    window_loss_ += step.loss;
+    const auto every = static_cast<std::uint64_t>(ctx.options->log_every);
+    const bool crossed = step.global_step / every > window_global_ / every;
+    if (!crossed && !ctx.stop) return;
+    const double dt = std::max(1e-9, seconds_since(window_start_));
+    const double batch = ctx.options->batch_size;
+    const double worker_ips = double(window_local_) * batch / dt;
+    const double all_ips = double(step.global_step - window_global_) * batch / dt;
+    const double loss = window_loss_ / double(window_local_);
+    const double steps_per_sec = all_ips / batch;
+    const double eta = steps_per_sec > 0 ? double(ctx.last_step - std::min(ctx.last_step, step.global_step)) /
+                                               steps_per_sec
+                                         : 0.0;
+    const bool fresh_acc = ctx.test_accuracy >= 0 && ctx.accuracy_step == step.global_step;
+    spdlog::info("step {}/{}  {:.0f} img/s (all workers {:.0f})  loss {:.4f}{}  ETA {}", step.global_step,
+                 ctx.last_step, worker_ips, all_ips, loss,
+                 fresh_acc ? fmt::format("  test accuracy {:.2f}%", ctx.test_accuracy * 100) : "",
+                 format_duration(eta));
+    if (ctx.metrics)
+        ctx.metrics->write(static_cast<std::int64_t>(step.global_step),
+                           {{"loss", loss}, {"images_per_sec", all_ips}, {"worker_images_per_sec", worker_ips}});
+    if (ctx.events) {
+        const double now = wall_time();
+        ctx.events->add_scalar("loss", static_cast<std::int64_t>(step.global_step), static_cast<float>(loss), now);
+        ctx.events->add_scalar("images_per_sec", static_cast<std::int64_t>(step.global_step),
+                               static_cast<float>(all_ips), now);
+        ctx.events->flush();
+    }
+    last_aggregate_ips_ = all_ips;
+    window_start_ = Clock::now();
+    window_global_ = step.global_step;
+    window_local_ = 0;
+    window_loss_ = 0;
+}
+
+void ProgressHook::end(RunContext& ctx, const StepResult& last) {
+    const double batch = ctx.options->batch_size;
+    const double t = std::max(1e-9, ctx.train_seconds);
+    spdlog::info("done: global step {}, {} steps by this worker in {:.1f} s ({:.0f} img/s; all workers {:.0f} "
+                 "img/s), final test accuracy {:.2f}%",
+                 last.global_step, ctx.local_steps, ctx.train_seconds, double(ctx.local_steps) * batch / t,
+                 double(last.global_step - ctx.start_step) * batch / t, ctx.test_accuracy * 100);
+}
+
+void EvalHook::evaluate(RunContext& ctx, std::uint64_t global_step) {
+    const auto t0 = Clock::now();
+    ctx.test_accuracy = ctx.trainer->evaluate();
+    ctx.accuracy_step = global_step;
+    ctx.eval_seconds += seconds_since(t0);
+    last_eval_ = global_step;
+    ctx.evaluations.push_back(
+        {{"global_step", global_step}, {"test_accuracy", ctx.test_accuracy}, {"elapsed_seconds", ctx.elapsed()}});
+    if (ctx.metrics) ctx.metrics->write(static_cast<std::int64_t>(global_step), {{"test_accuracy", ctx.test_accuracy}});
+    if (ctx.events) {
+        ctx.events->add_scalar("test_accuracy", static_cast<std::int64_t>(global_step),
+                               static_cast<float>(ctx.test_accuracy), wall_time());
+        ctx.events->flush();
+    }
+}
+
+void EvalHook::after_step(RunContext& ctx, const StepResult& step) {
+    const auto every = static_cast<std::uint64_t>(ctx.options->eval_every);
+    if (every == 0 || ctx.stop || step.global_step / every <= last_eval_ / every) return;
+    evaluate(ctx, step.global_step);
+    // The evaluation kept this worker silent: tell psd it is alive.
+    if (auto hb = ctx.client->heartbeat(); !hb) spdlog::warn("heartbeat after evaluation: {}", hb.error().message);
+}
+
+void EvalHook::end(RunContext& ctx, const StepResult& last) {
+    if (ctx.test_accuracy < 0 || ctx.accuracy_step != last.global_step) evaluate(ctx, last.global_step);
+    spdlog::info("test accuracy at global step {}: {:.2f}%", last.global_step, ctx.test_accuracy * 100);
+}
+
+void SummaryHook::end(RunContext& ctx, const StepResult& last) {
+    const auto& o = *ctx.options;
+    if (o.model_dir.empty()) return;
+    const double t = std::max(1e-9, ctx.train_seconds);
+    auto per_step = [&](double seconds) {
+        return ctx.local_steps ? 1000.0 * seconds / double(ctx.local_steps) : 0.0;
+    };
+    const nlohmann::json summary = {
+        {"global_step", last.global_step},
+        {"test_accuracy", ctx.test_accuracy},
+        {"images_per_sec", double(last.global_step - ctx.start_step) * o.batch_size / t},
+        {"worker_images_per_sec", double(ctx.local_steps) * o.batch_size / t},
+        {"train_seconds", ctx.train_seconds},
+        {"eval_seconds", ctx.eval_seconds},
+        {"workers", ctx.num_workers},
+        {"start_step", ctx.start_step},
+        {"chief_steps", ctx.local_steps},
+        {"chief_ms_per_step",
+         {{"compute", per_step(ctx.compute_seconds)},
+          {"exchange", per_step(ctx.exchange_seconds)},
+          {"param_copy", per_step(ctx.copy_seconds)}}},
+        {"final_loss", last.loss},
+        {"dataset", o.dataset},
+        {"batch_size", o.batch_size},
+        {"optimizer", o.optimizer},
+        {"learning_rate", o.learning_rate},
+        {"precision", o.precision},
+        {"threads", omp_get_max_threads()},
+        {"seed", o.seed},
+        {"stopped_by_signal", ctx.stopped_by_signal},
+        {"evaluations", ctx.evaluations},
+    };
+    const std::string path = o.model_dir + "/summary.json";
+    const std::string tmp = path + ".tmp";
+    {
+        std::ofstream out(tmp);
+        out << summary.dump(2) << "\n";
+        if (!out) throw std::runtime_error("cannot write " + tmp);
+    }
+    std::error_code ec;
+    std::filesystem::rename(tmp, path, ec);
+    if (ec) throw std::runtime_error("cannot write " + path + ": " + ec.message());
+    spdlog::info("wrote {}", path);
+    if (ctx.metrics) {
+        if (auto plot = plot_curves(ctx.metrics->path(), o.model_dir + "/curves.png"); !plot)
+            spdlog::warn("no curves.png: {}", plot.error().message);
+    }
+}
+
+void add_chief_hooks(HookList& hooks) {
+    // Checkpoint hook goes here, before the evaluation (common/checkpointer.h, issue 5):
+    // hooks.add(std::make_unique<CheckpointHook>(...));
+    hooks.add(std::make_unique<EvalHook>());
+    hooks.add(std::make_unique<ProgressHook>());
+    hooks.add(std::make_unique<SummaryHook>());
+}
+
+}  // namespace psrun::worker

@@ -1,0 +1,55 @@
+// The chief's duties as hooks: progress line, periodic validation on the test set, metrics
+// (<model-dir>/metrics.jsonl and TensorBoard events), and on exit summary.json + curves.png.
+// Every hook here is chief-only. Metrics and events are written only when RunContext holds
+// their writers (the chief was given --model-dir).
+#pragma once
+
+#include <cstdint>
+
+#include "workerd/hooks.h"
+
+namespace psrun::worker {
+
+// Every --log-every global steps: "step G/N  X img/s (this worker)  Y img/s (all)  loss L  ETA",
+// and a metrics record {loss, images_per_sec, worker_images_per_sec}.
+class ProgressHook : public Hook {
+public:
+    bool chief_only() const override { return true; }
+    void begin(RunContext& ctx) override;
+    void after_step(RunContext& ctx, const StepResult& step) override;
+    void end(RunContext& ctx, const StepResult& last) override;
+
+private:
+    Clock::time_point window_start_{};
+    std::uint64_t window_global_ = 0;  // global step at the window's start
+    std::uint64_t window_local_ = 0;   // local steps in the window
+    double window_loss_ = 0;
+    double last_aggregate_ips_ = 0;
+};
+
+// Test-set accuracy every --eval-every global steps (0: only at the end) and at the end (the
+// final evaluation is of the parameters at the last global step). Heartbeats psd around each
+// evaluation, records {test_accuracy} metrics and a test_accuracy event.
+class EvalHook : public Hook {
+public:
+    bool chief_only() const override { return true; }
+    void after_step(RunContext& ctx, const StepResult& step) override;
+    void end(RunContext& ctx, const StepResult& last) override;
+
+private:
+    void evaluate(RunContext& ctx, std::uint64_t global_step);
+    std::uint64_t last_eval_ = 0;  // global step of the last evaluation
+};
+
+// On end: <model-dir>/summary.json (global_step, test_accuracy, images_per_sec, train_seconds,
+// workers, evaluations, ...) and curves.png. Failures are logged; a missing plot is a warning.
+class SummaryHook : public Hook {
+public:
+    bool chief_only() const override { return true; }
+    void end(RunContext& ctx, const StepResult& last) override;
+};
+
+// Appends the chief's hooks to `hooks` in their order.
+void add_chief_hooks(HookList& hooks);
+
+}  // namespace psrun::worker

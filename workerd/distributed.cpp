@@ -1,0 +1,221 @@
+#include "workerd/distributed.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+
+#include "common/job_keys.h"
+#include "common/ps_client.h"
+#include "workerd/barrier.h"
+#include "workerd/hooks.h"
+#include "workerd/signal_watcher.h"
+
+namespace psrun::worker {
+
+namespace {
+
+std::vector<std::string> split_commas(const std::string& s) {
+    std::vector<std::string> out;
+    std::size_t start = 0;
+    while (start <= s.size()) {
+        const auto comma = s.find(',', start);
+        const auto end = comma == std::string::npos ? s.size() : comma;
+        if (end > start) out.push_back(s.substr(start, end - start));
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+    }
+    return out;
+}
+
+std::chrono::milliseconds to_ms(double seconds) {
+    return std::chrono::milliseconds(static_cast<long>(seconds * 1000));
+}
+
+std::string host_name() {
+    char buf[256] = {};
+    if (::gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+    return buf;
+}
+
+}  // namespace
+
+void add_cluster_options(CLI::App& app, ClusterOptions& o) {
+    app.add_option("--ps", o.ps, "comma-separated psd endpoints (tcp://HOST:PORT, HOST:PORT or ipc:///path)");
+    app.add_option("--num-workers", o.num_workers, "workers in the job (the start barrier waits for all)");
+    app.add_flag("--chief", o.chief, "this worker initialises the parameters and does the chief's duties");
+    app.add_flag("--evaluator", o.evaluator, "evaluate checkpoints (needs checkpoints: not available yet)");
+    auto* key = app.add_option("--key-file", o.key_file, "the job's key file (job token and CURVE keys)");
+    app.add_flag("--no-auth", o.no_auth, "no key file: no CURVE, job token 0")->excludes(key);
+    app.add_option("--connect-timeout", o.connect_timeout, "seconds to wait for psd's reply to HELLO/STATS/DONE")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    app.add_option("--step-timeout", o.step_timeout, "seconds to wait for one PUSH_PULL reply")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    app.add_option("--barrier-timeout", o.barrier_timeout, "seconds to wait at the start barrier")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+}
+
+DistributedWorker::DistributedWorker(ClusterOptions cluster, TrainOptions training)
+    : cluster_(std::move(cluster)), training_(std::move(training)) {}
+
+int DistributedWorker::run() {
+    const auto& c = cluster_;
+    if (c.evaluator)
+        throw UsageError("--evaluator evaluates checkpoints, which this build cannot write yet: run the job without "
+                         "evaluators (the chief evaluates every --eval-every steps)");
+    const auto endpoints = split_commas(c.ps);
+    if (endpoints.empty()) throw UsageError("give --ps EP0,EP1,... (or --standalone to train without psd)");
+    if (c.num_workers == 0) throw UsageError("give --num-workers W (W >= 1)");
+    if (c.index >= c.num_workers)
+        throw UsageError(fmt::format("--index {} must be below --num-workers {}", c.index, c.num_workers));
+    if (training_.steps < 1) throw UsageError("--steps must be >= 1 with psd (it is the last global step)");
+    if (!c.no_auth && c.key_file.empty()) throw UsageError("give --key-file F (the job's key file) or --no-auth");
+    const TrainerConfig config = make_trainer_config(training_);
+    std::optional<JobKeys> keys;
+    if (!c.no_auth) {
+        auto read = read_job_key_file(c.key_file);
+        if (!read) throw UsageError(read.error().message);
+        keys = *read;
+    }
+    set_compute_threads(training_.threads);
+    SignalWatcher watcher;
+
+    auto data = load_datasets(training_);
+    if (!data) {
+        spdlog::error("{}", data.error().message);
+        return kExitFailure;
+    }
+    PsClientOptions po;
+    po.endpoints = endpoints;
+    po.index = c.index;
+    po.role = c.chief ? wire::Role::kChief : wire::Role::kWorker;
+    po.keys = keys;
+    po.connect_timeout = to_ms(c.connect_timeout);
+    po.reply_timeout = to_ms(c.step_timeout);
+    std::unique_ptr<PsClient> client_ptr;
+    try {
+        client_ptr = std::make_unique<PsClient>(po);
+    } catch (const std::exception& e) {
+        throw UsageError(fmt::format("--ps {}: {}", c.ps, e.what()));
+    }
+    PsClient& client = *client_ptr;
+    auto fail = [&](const std::string& what, const Error& e) {
+        spdlog::error("{}: {} (--ps {})", what, e.message, c.ps);
+        return kExitFailure;
+    };
+    std::optional<SignalWatcher::Blocked> blocked(std::in_place, watcher);  // until training starts
+    if (auto hello = client.hello(); !hello) return fail("cannot join the job", hello.error());
+
+    Trainer trainer(config, data->train, data->test);
+    BarrierOptions bo{static_cast<std::uint32_t>(endpoints.size()), c.num_workers, to_ms(c.barrier_timeout),
+                      std::chrono::milliseconds(100), &watcher};
+    StepInfo info;
+    if (c.chief) {
+        if (auto all = wait_for_all_workers(client, bo); !all) return fail("start barrier", all.error());
+        const wire::InitConfig init{config.optimizer, 0, static_cast<std::uint64_t>(training_.steps)};
+        if (client.servers_initialized()) {
+            spdlog::info("psd already holds parameters: continuing from them");
+            if (auto r = client.init_restored(init); !r) return fail("INIT", r.error());
+            auto pulled = client.pull(trainer.params().all());
+            if (!pulled) return fail("PULL", pulled.error());
+            info = *pulled;
+        } else {
+            if (auto r = client.init(init, trainer.params().all()); !r) return fail("INIT", r.error());
+        }
+    } else {
+        if (!client.servers_initialized()) {
+            if (auto ready = wait_for_init(client, bo); !ready) return fail("start barrier", ready.error());
+        }
+        auto pulled = client.pull(trainer.params().all());
+        if (!pulled) return fail("PULL", pulled.error());
+        info = *pulled;
+    }
+    spdlog::info("worker {}{} of {}: training from global step {} to {} on shard {} ({} ps shard{})", c.index,
+                 c.chief ? " (chief)" : "", c.num_workers, info.step, training_.steps, training_.shard,
+                 endpoints.size(), endpoints.size() == 1 ? "" : "s");
+
+    blocked.reset();
+    std::unique_ptr<MetricsLog> metrics;
+    std::unique_ptr<EventWriter> events;
+    if (c.chief && !training_.model_dir.empty()) {
+        std::filesystem::create_directories(training_.model_dir);
+        metrics = std::make_unique<MetricsLog>(training_.model_dir + "/metrics.jsonl");
+        events = std::make_unique<EventWriter>(training_.model_dir, host_name());
+    }
+    RunContext ctx;
+    ctx.options = &training_;
+    ctx.trainer = &trainer;
+    ctx.client = &client;
+    ctx.metrics = metrics.get();
+    ctx.events = events.get();
+    ctx.index = c.index;
+    ctx.num_workers = c.num_workers;
+    ctx.chief = c.chief;
+    ctx.start_step = info.step;
+    ctx.last_step = static_cast<std::uint64_t>(training_.steps);
+    ctx.start = Clock::now();
+    ctx.stop = info.finished || info.step >= ctx.last_step;
+    HookList hooks = make_hooks(ctx);
+    StepResult last{info.step, 0, 0.0f, info.finished};
+    hooks.begin(ctx);
+    ParamFrames frames;
+    std::uint64_t tag = info.step;  // the global step of the parameters the gradient is computed on
+    while (!ctx.stop) {
+        if (watcher.stop_requested()) {
+            spdlog::warn("signal {}: stopped after {} steps (global step {})", watcher.signal(), ctx.local_steps, tag);
+            ctx.stopped_by_signal = true;
+            break;
+        }
+        const auto t0 = Clock::now();
+        const float loss = trainer.compute_gradients();
+        hooks.before_step(ctx, loss);
+        const auto t1 = Clock::now();
+        auto step = [&] {
+            SignalWatcher::Blocked waiting(watcher);
+            return client.push_pull_frames(trainer.grads().all(), tag, frames);
+        }();
+        if (!step) return fail(fmt::format("PUSH_PULL at global step {}", tag), step.error());
+        const auto t2 = Clock::now();
+        // The model reads the parameter buffer in place: copy the received slices into it.
+        frames.copy_to(trainer.params().all(), client.layout());
+        const auto t3 = Clock::now();
+        ctx.compute_seconds += std::chrono::duration<double>(t1 - t0).count();
+        ctx.exchange_seconds += std::chrono::duration<double>(t2 - t1).count();
+        ctx.copy_seconds += std::chrono::duration<double>(t3 - t2).count();
+        tag = step->step;
+        ++ctx.local_steps;
+        trainer.set_global_step(step->step);
+        last = StepResult{step->step, ctx.local_steps, loss, step->finished};
+        hooks.after_step(ctx, last);
+    }
+    ctx.train_seconds = ctx.elapsed();
+    int code = kExitOk;
+    if (ctx.stopped_by_signal) {
+        code = kExitFailure;  // the job did not reach its last step; psd is being stopped too
+    } else {
+        blocked.emplace(watcher);
+        if (auto done = client.done(); !done) code = fail("DONE", done.error());
+    }
+    if (!c.chief) {
+        const double n = std::max<double>(1.0, double(ctx.local_steps));
+        spdlog::info("done: {} steps by this worker in {:.1f} s ({:.0f} img/s), global step {}; per step: compute "
+                     "{:.1f} ms, push_pull {:.1f} ms, parameter copy {:.1f} ms",
+                     ctx.local_steps, ctx.train_seconds,
+                     ctx.train_seconds > 0 ? double(ctx.local_steps) * training_.batch_size / ctx.train_seconds : 0.0,
+                     last.global_step, 1000 * ctx.compute_seconds / n, 1000 * ctx.exchange_seconds / n,
+                     1000 * ctx.copy_seconds / n);
+    }
+    blocked.reset();
+    hooks.end(ctx, last);
+    return code;
+}
+
+}  // namespace psrun::worker

@@ -1,0 +1,50 @@
+// `workerd --index I --ps EPS --num-workers W [--chief]`: one worker of a parameter-server job.
+// It connects to every psd shard (HELLO with the job token), meets the others at the start
+// barrier (the chief waits until all W workers said HELLO, then sends INIT with the optimizer
+// config and last_step = --steps; the others wait for INIT), then each step computes the
+// gradients of its own data shard and does one PUSH_PULL per shard (gradients out, fresh
+// parameters in) until psd reports the last step; then DONE. The chief's duties run as hooks
+// (workerd/hooks.h, workerd/chief_hooks.h). Call block_termination_signals() first.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "workerd/train_options.h"
+
+namespace psrun::worker {
+
+struct ClusterOptions {
+    std::uint32_t index = 0;
+    std::string ps;  // comma-separated endpoints, psd i at position i
+    std::uint32_t num_workers = 0;
+    bool chief = false;
+    bool evaluator = false;
+    std::string key_file;
+    bool no_auth = false;
+    double connect_timeout = 30;   // seconds: HELLO, STATS, DONE
+    double step_timeout = 600;     // seconds: one PUSH_PULL (sync steps wait for the others)
+    double barrier_timeout = 600;  // seconds: the start barrier
+};
+
+// Registers --ps, --num-workers, --chief, --evaluator, --key-file, --no-auth and the timeouts.
+// (--index is registered by main.cpp; it also names the log prefix.)
+void add_cluster_options(CLI::App& app, ClusterOptions& options);
+
+class DistributedWorker {
+public:
+    DistributedWorker(ClusterOptions cluster, TrainOptions training);
+    // Returns the process exit code: 0 after the last step and DONE; 1 when a psd is unreachable
+    // or refuses (the message names it), on a non-finite gradient, or when stopped by a signal.
+    // Throws UsageError on bad options.
+    int run();
+
+private:
+    ClusterOptions cluster_;
+    TrainOptions training_;
+};
+
+}  // namespace psrun::worker

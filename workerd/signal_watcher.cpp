@@ -1,0 +1,45 @@
+#include "workerd/signal_watcher.h"
+
+#include <poll.h>
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <cstdlib>
+
+#include "common/result.h"
+
+namespace psrun::worker {
+
+SignalWatcher::SignalWatcher(std::chrono::milliseconds grace) : grace_(grace), thread_([this] { loop(); }) {}
+
+SignalWatcher::~SignalWatcher() {
+    quit_.store(true);
+    wake_.notify();
+    thread_.join();
+}
+
+void SignalWatcher::loop() {
+    using Clock = std::chrono::steady_clock;
+    Clock::time_point since{};
+    while (!quit_.load()) {
+        pollfd fds[2] = {{signals_.fd(), POLLIN, 0}, {wake_.fd(), POLLIN, 0}};
+        ::poll(fds, 2, 100);
+        if (fds[1].revents & POLLIN) wake_.drain();
+        while (auto sig = signals_.read_signal()) {
+            if (*sig == SIGPIPE || *sig == SIGUSR2 || signal_.load() != 0) continue;
+            spdlog::warn("signal {}: stopping after the current step", *sig);
+            signal_.store(*sig);
+            since = Clock::now();
+        }
+        if (signal_.load() == 0) continue;
+        if (blocked_.load() == 0) {
+            since = Clock::now();  // the training thread is working, not waiting: give it time
+        } else if (Clock::now() - since > grace_) {
+            spdlog::error("signal {}: still waiting for psd after {} ms: exiting now", signal_.load(),
+                          grace_.count());
+            std::_Exit(kExitFailure);
+        }
+    }
+}
+
+}  // namespace psrun::worker

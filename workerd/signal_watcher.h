@@ -1,0 +1,50 @@
+// Termination signals for the distributed worker. A thread reads the signalfd: SIGINT/SIGTERM
+// set stop_requested() (the training loop stops after the current step), and if the training
+// thread is then blocked on psd (an exchange whose psd is gone, the start barrier) for longer
+// than `grace`, the process exits 1 at once instead of waiting for a reply timeout.
+// Call block_termination_signals() first. stop_requested() and Blocked are thread-safe.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "common/signals.h"
+
+namespace psrun::worker {
+
+class SignalWatcher {
+public:
+    explicit SignalWatcher(std::chrono::milliseconds grace = std::chrono::milliseconds(3000));
+    ~SignalWatcher();
+    SignalWatcher(const SignalWatcher&) = delete;
+    SignalWatcher& operator=(const SignalWatcher&) = delete;
+
+    bool stop_requested() const { return signal_.load() != 0; }
+    int signal() const { return signal_.load(); }
+
+    // Marks the training thread as waiting for psd while it lives.
+    class Blocked {
+    public:
+        explicit Blocked(SignalWatcher& w) : w_(w) { w_.blocked_.fetch_add(1); }
+        ~Blocked() { w_.blocked_.fetch_sub(1); }
+        Blocked(const Blocked&) = delete;
+        Blocked& operator=(const Blocked&) = delete;
+
+    private:
+        SignalWatcher& w_;
+    };
+
+private:
+    void loop();
+
+    std::chrono::milliseconds grace_;
+    SignalFd signals_;
+    WakeFd wake_;
+    std::atomic<int> signal_{0};
+    std::atomic<int> blocked_{0};
+    std::atomic<bool> quit_{false};
+    std::thread thread_;
+};
+
+}  // namespace psrun::worker
