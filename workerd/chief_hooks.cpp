@@ -158,9 +158,23 @@ void SummaryHook::end(RunContext& ctx, const StepResult& last) {
     }
 }
 
+void CheckpointHook::after_step(RunContext& ctx, const StepResult& step) {
+    if (ctx.checkpointer == nullptr) return;
+    const bool last = step.finished || step.global_step >= ctx.last_step;
+    if (!ctx.checkpointer->due(step.global_step, last)) return;
+    const auto t0 = Clock::now();
+    auto saved = ctx.checkpointer->save(*ctx.client, step.global_step,
+                                        {{"workers", ctx.num_workers}, {"chief_local_steps", ctx.local_steps}});
+    if (!saved) {
+        spdlog::error("{}", saved.error().message);
+        return;
+    }
+    spdlog::info("checkpoint {} ({:.0f} ms)", saved->dir, 1000 * seconds_since(t0));
+    if (ctx.metrics) ctx.metrics->write(static_cast<std::int64_t>(step.global_step), {{"checkpoint", saved->dir}});
+}
+
 void add_chief_hooks(HookList& hooks) {
-    // Checkpoint hook goes here, before the evaluation (common/checkpointer.h, issue 5):
-    // hooks.add(std::make_unique<CheckpointHook>(...));
+    hooks.add(std::make_unique<CheckpointHook>());  // before the evaluation: saves first
     hooks.add(std::make_unique<EvalHook>());
     hooks.add(std::make_unique<ProgressHook>());
     hooks.add(std::make_unique<SummaryHook>());

@@ -49,6 +49,15 @@ public:
     void end(RunContext& ctx, const StepResult& last) override;
 };
 
+// Saves a coordinated checkpoint of every psd shard when RunContext's Checkpointer says one is
+// due (every --checkpoint-secs / --checkpoint-steps, and at the last step). A failed save is
+// logged and training goes on: the previous checkpoint stays valid.
+class CheckpointHook : public Hook {
+public:
+    bool chief_only() const override { return true; }
+    void after_step(RunContext& ctx, const StepResult& step) override;
+};
+
 // Appends the chief's hooks to `hooks` in their order.
 void add_chief_hooks(HookList& hooks);
 

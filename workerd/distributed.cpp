@@ -115,13 +115,30 @@ int DistributedWorker::run() {
     if (auto hello = client.hello(); !hello) return fail("cannot join the job", hello.error());
 
     Trainer trainer(config, data->train, data->test);
+    std::unique_ptr<Checkpointer> checkpointer;  // the chief's, when it has a model dir
     BarrierOptions bo{static_cast<std::uint32_t>(endpoints.size()), c.num_workers, to_ms(c.barrier_timeout),
                       std::chrono::milliseconds(100), &watcher};
     StepInfo info;
     if (c.chief) {
         if (auto all = wait_for_all_workers(client, bo); !all) return fail("start barrier", all.error());
         const wire::InitConfig init{config.optimizer, 0, static_cast<std::uint64_t>(training_.steps)};
-        if (client.servers_initialized()) {
+        std::optional<RestoredInfo> restored;
+        if (!training_.model_dir.empty()) {
+            checkpointer = std::make_unique<Checkpointer>(CheckpointerOptions{
+                std::filesystem::absolute(training_.model_dir).string(), training_.keep_checkpoints,
+                training_.checkpoint_secs, static_cast<std::uint64_t>(training_.checkpoint_steps), init});
+            if (!client.servers_initialized()) {
+                auto r = checkpointer->restore(client);
+                if (!r) return fail("restore from " + training_.model_dir, r.error());
+                restored = *r;
+            }
+        }
+        if (restored) {
+            spdlog::info("restored global step {} from {}", restored->step, restored->dir);
+            auto pulled = client.pull(trainer.params().all());
+            if (!pulled) return fail("PULL", pulled.error());
+            info = *pulled;
+        } else if (client.servers_initialized()) {
             spdlog::info("psd already holds parameters: continuing from them");
             if (auto r = client.init_restored(init); !r) return fail("INIT", r.error());
             auto pulled = client.pull(trainer.params().all());
@@ -156,6 +173,7 @@ int DistributedWorker::run() {
     ctx.client = &client;
     ctx.metrics = metrics.get();
     ctx.events = events.get();
+    ctx.checkpointer = checkpointer.get();
     ctx.index = c.index;
     ctx.num_workers = c.num_workers;
     ctx.chief = c.chief;

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/checkpointer.h"
 #include "common/event_writer.h"
 #include "common/metrics_log.h"
 #include "common/ps_client.h"
@@ -38,6 +39,7 @@ struct RunContext {
     PsClient* client = nullptr;        // for heartbeats during long waits
     MetricsLog* metrics = nullptr;     // chief with --model-dir only
     EventWriter* events = nullptr;     // chief with --model-dir only
+    Checkpointer* checkpointer = nullptr;  // chief with --model-dir only
     std::uint32_t index = 0;
     std::uint32_t num_workers = 1;
     bool chief = false;

@@ -22,6 +22,12 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
     app.add_option("--eval-every", o.eval_every, "evaluate on the test set every N steps (0: at the end)")
         ->capture_default_str();
     app.add_option("--log-every", o.log_every, "progress line every N steps")->capture_default_str();
+    app.add_option("--checkpoint-secs", o.checkpoint_secs,
+                   "chief with psd: checkpoint every S seconds (<= 0: never by time; always at the last step)")
+        ->capture_default_str();
+    app.add_option("--checkpoint-steps", o.checkpoint_steps, "chief with psd: checkpoint every N global steps (0: off)")
+        ->capture_default_str();
+    app.add_option("--keep-checkpoints", o.keep_checkpoints, "checkpoints kept in --model-dir")->capture_default_str();
     app.add_option("--precision", o.precision, "f32 or bf16 (bf16 compute, f32 master weights)")
         ->capture_default_str();
     app.add_option("--shard", o.shard, "this worker's shard i/n of the training set")
@@ -35,6 +41,8 @@ TrainerConfig make_trainer_config(const TrainOptions& o) {
     if (o.threads < 0) usage("--threads must be >= 0");
     if (o.eval_every < 0) usage("--eval-every must be >= 0");
     if (o.log_every < 1) usage("--log-every must be >= 1");
+    if (o.checkpoint_steps < 0) usage("--checkpoint-steps must be >= 0");
+    if (o.keep_checkpoints < 1) usage("--keep-checkpoints must be >= 1");
     if (!(o.learning_rate > 0.0f)) usage("--learning-rate must be > 0");
     if (auto d = parse_dataset_kind(o.dataset); !d) usage("--dataset: " + d.error().message);
     TrainerConfig c;

@@ -26,6 +26,11 @@ struct TrainOptions {
     std::int64_t log_every = 100;
     std::string precision = "f32";
     std::string shard = "0/1";
+    // Distributed mode, chief only (common/checkpointer.h): coordinated checkpoints of every
+    // psd shard into <model-dir>/ckpt-<step>, and restore from the newest valid one at start.
+    double checkpoint_secs = 600;     // <= 0: never by time
+    std::int64_t checkpoint_steps = 0;  // 0: never by steps
+    int keep_checkpoints = 5;
 };
 
 // Registers --data-dir ... --precision (and --shard) on `app`, bound to `options`.
