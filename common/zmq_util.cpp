@@ -85,4 +85,17 @@ void wait_released(const std::atomic<int>& holds) {
     while (holds.load(std::memory_order_acquire) != 0) std::this_thread::yield();
 }
 
+std::vector<std::string> split_endpoint_list(const std::string& list) {
+    std::vector<std::string> out;
+    std::size_t start = 0;
+    while (start <= list.size()) {
+        const auto comma = list.find(',', start);
+        const auto end = comma == std::string::npos ? list.size() : comma;
+        if (end > start) out.push_back(list.substr(start, end - start));
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+    }
+    return out;
+}
+
 }  // namespace psrun

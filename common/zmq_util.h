@@ -5,6 +5,7 @@
 #include <atomic>
 #include <span>
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include <zmq.hpp>
@@ -17,6 +18,9 @@ namespace psrun {
 
 // "HOST:PORT" -> "tcp://HOST:PORT"; tcp:// and ipc:// pass through; anything else is an error.
 [[nodiscard]] Result<std::string> normalize_endpoint(std::string_view endpoint);
+
+// Splits a --ps list ("EP0,EP1,...") into its endpoints, skipping empty items.
+std::vector<std::string> split_endpoint_list(const std::string& list);
 // For bind(): resolves a tcp hostname to an IPv4 address ("*" and numeric hosts pass through)
 // and checks that an ipc path's directory exists.
 [[nodiscard]] Result<std::string> bindable_endpoint(std::string_view endpoint);

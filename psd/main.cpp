@@ -4,26 +4,12 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
-#include <sstream>
-
 #include "common/job_keys.h"
 #include "common/logging.h"
 #include "common/result.h"
 #include "common/signals.h"
+#include "common/zmq_util.h"
 #include "psd/parameter_server.h"
-
-namespace {
-
-std::vector<std::string> split_commas(const std::string& s) {
-    std::vector<std::string> out;
-    std::stringstream in(s);
-    std::string item;
-    while (std::getline(in, item, ','))
-        if (!item.empty()) out.push_back(item);
-    return out;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
     psrun::block_termination_signals();
@@ -61,7 +47,7 @@ int main(int argc, char** argv) {
     }
     psrun::init_logging("psd", static_cast<int>(o.index), log_level);
     try {
-        o.endpoints = split_commas(ps_list);
+        o.endpoints = psrun::split_endpoint_list(ps_list);
         o.worker_timeout = std::chrono::milliseconds(static_cast<long>(worker_timeout * 1000));
         o.init_timeout = std::chrono::milliseconds(static_cast<long>(init_timeout * 1000));
         if (o.sync && o.replicas_to_aggregate == 0) o.replicas_to_aggregate = o.num_workers - o.backup_workers;

@@ -12,6 +12,7 @@
 
 #include "common/job_keys.h"
 #include "common/ps_client.h"
+#include "common/zmq_util.h"
 #include "workerd/barrier.h"
 #include "workerd/hooks.h"
 #include "workerd/signal_watcher.h"
@@ -19,19 +20,6 @@
 namespace psrun::worker {
 
 namespace {
-
-std::vector<std::string> split_commas(const std::string& s) {
-    std::vector<std::string> out;
-    std::size_t start = 0;
-    while (start <= s.size()) {
-        const auto comma = s.find(',', start);
-        const auto end = comma == std::string::npos ? s.size() : comma;
-        if (end > start) out.push_back(s.substr(start, end - start));
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-    }
-    return out;
-}
 
 std::chrono::milliseconds to_ms(double seconds) {
     return std::chrono::milliseconds(static_cast<long>(seconds * 1000));
@@ -71,7 +59,7 @@ int DistributedWorker::run() {
     if (c.evaluator)
         throw UsageError("--evaluator evaluates checkpoints, which this build cannot write yet: run the job without "
                          "evaluators (the chief evaluates every --eval-every steps)");
-    const auto endpoints = split_commas(c.ps);
+    const auto endpoints = split_endpoint_list(c.ps);
     if (endpoints.empty()) throw UsageError("give --ps EP0,EP1,... (or --standalone to train without psd)");
     if (c.num_workers == 0) throw UsageError("give --num-workers W (W >= 1)");
     if (c.index >= c.num_workers)

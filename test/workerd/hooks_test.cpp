@@ -9,23 +9,10 @@
 
 #include "workerd/chief_hooks.h"
 #include "workerd/hooks.h"
-#include "workerd/rng.h"
+#include "test/workerd/random_images.h"
 
 namespace psrun::worker {
 namespace {
-
-LabeledImages random_images(std::size_t count) {
-    LabeledImages d;
-    d.images.count = count;
-    d.images.rows = 28;
-    d.images.cols = 28;
-    d.images.pixels.resize(count * 784);
-    d.labels.labels.resize(count);
-    Rng rng(7);
-    for (auto& p : d.images.pixels) p = static_cast<std::uint8_t>(rng.below(256));
-    for (auto& l : d.labels.labels) l = static_cast<std::uint8_t>(rng.below(10));
-    return d;
-}
 
 struct CountingHook : Hook {
     bool chief = false;
@@ -53,7 +40,7 @@ TEST_CASE("a chief-only hook runs on the chief only", "[hooks]") {
     RunContext worker;
     CHECK(make_hooks(worker).size() == 2);  // NaN guard and stop-at-step
     worker.chief = true;
-    CHECK(make_hooks(worker).size() == 5);  // + evaluation, progress, summary
+    CHECK(make_hooks(worker).size() == 6);  // + checkpoint, evaluation, progress, summary
 }
 
 TEST_CASE("StopAtStepHook stops at psd's last step, not before", "[hooks]") {
@@ -72,7 +59,7 @@ TEST_CASE("StopAtStepHook stops at psd's last step, not before", "[hooks]") {
 
 TEST_CASE("NanGuardHook refuses a non-finite loss or gradient", "[hooks]") {
     omp_set_num_threads(1);
-    const LabeledImages data = random_images(16);
+    const LabeledImages data = test::random_images(16, 7);
     TrainerConfig config;
     config.model.batch_size = 4;
     Trainer trainer(config, data, data);

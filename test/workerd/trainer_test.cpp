@@ -6,30 +6,13 @@
 
 #include <algorithm>
 
-#include "workerd/rng.h"
+#include "test/workerd/random_images.h"
 #include "workerd/trainer.h"
 
 namespace psrun::worker {
-namespace {
-
-LabeledImages random_images(std::size_t count) {
-    LabeledImages d;
-    d.images.count = count;
-    d.images.rows = 28;
-    d.images.cols = 28;
-    d.images.pixels.resize(count * 784);
-    d.labels.labels.resize(count);
-    Rng rng(5);
-    for (auto& p : d.images.pixels) p = static_cast<std::uint8_t>(rng.below(256));
-    for (auto& l : d.labels.labels) l = static_cast<std::uint8_t>(rng.below(10));
-    return d;
-}
-
-}  // namespace
-
 TEST_CASE("the parallel chunked update equals a single optimizer", "[trainer]") {
     omp_set_num_threads(2);
-    const LabeledImages data = random_images(64);
+    const LabeledImages data = test::random_images(64, 5);
     TrainerConfig config;
     config.model.batch_size = 8;
     config.optimizer.kind = OptimizerKind::kAdam;
@@ -48,7 +31,7 @@ TEST_CASE("the parallel chunked update equals a single optimizer", "[trainer]") 
 }
 
 TEST_CASE("a seed reproduces the losses; another seed does not", "[trainer]") {
-    const LabeledImages data = random_images(64);
+    const LabeledImages data = test::random_images(64, 5);
     auto losses = [&](std::uint64_t seed) {
         TrainerConfig config;
         config.model.batch_size = 8;
