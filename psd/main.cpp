@@ -22,7 +22,6 @@ int main(int argc, char** argv) {
     std::string ps_list, key_file, log_level = "info";
     bool no_auth = false;
     double worker_timeout = 60, init_timeout = 300;
-    int threads = 1;
     app.add_option("--index", o.index, "this psd's position in --ps")->required();
     app.add_option("--ps", ps_list, "comma-separated endpoints of every psd")->required();
     app.add_option("--num-workers", o.num_workers, "workers in the cluster map")->required();
@@ -38,7 +37,10 @@ int main(int argc, char** argv) {
     app.add_option("--backup-workers", o.backup_workers, "sync: extra workers whose late gradients are dropped")
         ->needs(sync);
     app.add_option("--straggler-every", o.straggler_every, "sync: steps between straggler reports");
-    app.add_option("--threads", threads, "accepted for symmetry with workerd; psd uses one thread");
+    app.add_option("--threads", o.threads, "threads for the gradient check and the optimizer update (the poll "
+                                           "loop stays one thread)")
+        ->check(CLI::Range(1, 256))
+        ->capture_default_str();
     app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
     try {
         app.parse(argc, argv);

@@ -35,6 +35,7 @@ ParameterServer::ParameterServer(ServerOptions options)
         throw UsageError("--sync needs 1 <= --replicas-to-aggregate and replicas + --backup-workers <= --num-workers");
     if (options_.standby && options_.model_dir.empty()) throw UsageError("--standby needs --model-dir");
     if (options_.keys) options_.token = options_.keys->token;
+    if (options_.threads > 1) team_ = std::make_unique<ThreadTeam>(options_.threads);
     auto ep = bindable_endpoint(options_.endpoints[options_.index]);
     if (!ep) throw UsageError(ep.error().message);
     socket_ = zmq::socket_t(context_, zmq::socket_type::router);

@@ -16,6 +16,7 @@
 #include "psd/server_options.h"
 #include "psd/shard_state.h"
 #include "psd/sync_aggregator.h"
+#include "psd/thread_team.h"
 #include "psd/worker_table.h"
 #include "psd/zap_handler.h"
 
@@ -78,6 +79,7 @@ private:
     std::atomic<bool> stop_requested_{false};
     std::optional<int> exit_code_;
     std::vector<TensorSpec> tensors_;
+    std::unique_ptr<ThreadTeam> team_;  // splits the finite check and the update (options_.threads)
     std::unique_ptr<ShardState> shard_;
     std::unique_ptr<SyncAggregator> sync_;
     WorkerTable workers_;

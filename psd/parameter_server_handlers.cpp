@@ -89,12 +89,14 @@ Result<std::vector<std::span<const float>>> ParameterServer::slice_spans(const H
             std::memcpy(copy.data(), m.data(), m.size());
             p = copy.data();
         }
-        if (!wire::all_finite(p, slice.length)) {
-            ++counters_.nonfinite;
-            return make_error(ErrorCode::kInvalidArgument, "slice " + std::to_string(ids[k]) +
-                                                               " contains NaN or Inf: rejected, weights untouched");
-        }
         spans.emplace_back(p, slice.length);
+    }
+    if (!all_finite(spans, team_.get())) {
+        ++counters_.nonfinite;
+        std::size_t k = 0;
+        while (k + 1 < spans.size() && wire::all_finite(spans[k].data(), spans[k].size())) ++k;
+        return make_error(ErrorCode::kInvalidArgument,
+                          "slice " + std::to_string(ids[k]) + " contains NaN or Inf: rejected, weights untouched");
     }
     return spans;
 }
@@ -112,7 +114,7 @@ void ParameterServer::on_push(const std::string& routing, const Header& h, Parts
     };
     if (shard_->finished()) return answer(0);  // last_step reached: never overshoot
     if (!sync_) {
-        shard_->apply(*grads);
+        shard_->apply(*grads, team_.get());
         ++counters_.applied;
         return answer(0);
     }
@@ -130,7 +132,7 @@ void ParameterServer::on_push(const std::string& routing, const Header& h, Parts
     std::vector<std::size_t> offsets;
     for (std::size_t k = 0; k < grads->size(); ++k) offsets.push_back(shard_->local_offset(k));
     if (!sync_->add(h.index, *grads, offsets)) return;
-    shard_->apply(sync_->average(*grads, offsets));
+    shard_->apply(sync_->average(*grads, offsets), team_.get());
     ++counters_.applied;
     if (auto report = sync_->finish_step(shard_->step())) spdlog::info("{}", *report);
     release_pending(step_waiters_, shard_->finished() ? wire::kFlagFinished : 0);

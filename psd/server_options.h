@@ -27,6 +27,7 @@ struct ServerOptions {
     std::uint32_t replicas_to_aggregate = 0;  // sync: gradients averaged per step
     std::uint32_t backup_workers = 0;
     std::uint32_t straggler_every = 100;  // sync: steps between straggler reports
+    int threads = 1;                      // threads for the finite check and the optimizer update
 };
 
 }  // namespace psrun::psd
