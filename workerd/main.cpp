@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
     } catch (const CLI::ParseError& e) {
         return app.exit(e) == 0 ? psrun::kExitOk : psrun::kExitUsage;
     }
-    psrun::init_logging("workerd", static_cast<int>(cluster.index), log_level);
+    psrun::init_logging(cluster.evaluator ? "evaluator" : "workerd", static_cast<int>(cluster.index), log_level);
     try {
         if (standalone) {
             if (!cluster.ps.empty()) throw psrun::UsageError("--standalone trains without psd: drop --ps");
