@@ -40,7 +40,7 @@ constexpr int kProbeMisses = 2;  // consecutive unanswered probes before the psd
 
 void add_evaluator_options(CLI::App& app, EvaluatorOptions& o) {
     app.add_option("--eval-timeout", o.eval_timeout,
-                   "evaluator: exit 1 after S seconds without a new checkpoint")
+                   "evaluator: exit 1 after S seconds without a new checkpoint (and, with --ps, without an answer from psd)")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
     app.add_option("--eval-poll", o.poll_interval, "evaluator: seconds between looks for new checkpoints")
@@ -157,19 +157,25 @@ int Evaluator::run() {
     MetricsLog metrics(eval_dir + "/metrics.jsonl");
     EventWriter events(eval_dir, host_name());
     Trainer trainer(config, data->train, data->test);
-    spdlog::info("evaluator: watching {} for checkpoints up to step {} ({} test images; exit 1 after {} s without "
-                 "a new one{})",
-                 model_dir_, training_.steps, data->test.size(), options_.eval_timeout,
-                 can_probe ? " or when the psd are gone" : "");
+    spdlog::info("evaluator: watching {} for checkpoints up to step {} ({} test images; exit 1 {})", model_dir_,
+                 training_.steps, data->test.size(),
+                 can_probe ? fmt::format("when the psd are gone, or after {} s without a checkpoint or a psd",
+                                         options_.eval_timeout)
+                           : fmt::format("after {} s without a new checkpoint", options_.eval_timeout));
+    return watch(trainer, metrics, events, signals, can_probe);
+}
 
-    auto last_new = Clock::now();
+int Evaluator::watch(Trainer& trainer, MetricsLog& metrics, EventWriter& events, SignalFd& signals, bool can_probe) {
+    auto last_progress = Clock::now();  // a new checkpoint, or psd answering: the job is alive
+    // Probe often enough that a live psd always answers within --eval-timeout.
+    const double probe_interval = std::min(options_.probe_interval, options_.eval_timeout / 3);
     auto last_probe = Clock::now() - std::chrono::hours(1);
     bool psd_seen = false;
     int psd_missed = 0;
     while (true) {
         const bool stopping = stop_requested_.load();
         const Outcome found = evaluate_new(trainer, metrics, events);
-        if (found.found_new) last_new = Clock::now();
+        if (found.found_new) last_progress = Clock::now();
         if (found.reached_last) {
             spdlog::info("evaluated the last step's checkpoint (step {}): done", last_evaluated_);
             return kExitOk;
@@ -178,17 +184,12 @@ int Evaluator::run() {
             spdlog::info("stopped before the last step's checkpoint; last evaluated step {}", last_evaluated_);
             return kExitOk;
         }
-        if (seconds_since(last_new) >= options_.eval_timeout) {
-            spdlog::error("no new checkpoint in {} for {} s (last evaluated step {}, waiting for step {}): is the "
-                          "chief running with --model-dir {}? (raise --eval-timeout for longer checkpoint intervals)",
-                          model_dir_, options_.eval_timeout, last_evaluated_, training_.steps, training_.model_dir);
-            return kExitFailure;
-        }
-        if (can_probe && seconds_since(last_probe) >= options_.probe_interval && !found.found_new) {
+        if (can_probe && seconds_since(last_probe) >= probe_interval && !found.found_new) {
             last_probe = Clock::now();
             if (psd_alive()) {
                 psd_seen = true;
                 psd_missed = 0;
+                last_progress = Clock::now();
             } else if (psd_seen && ++psd_missed >= kProbeMisses) {
                 if (evaluate_new(trainer, metrics, events).reached_last) return kExitOk;
                 spdlog::error("the job's psd ({}) stopped answering and no checkpoint of step {} arrived (last "
@@ -196,6 +197,13 @@ int Evaluator::run() {
                               cluster_.ps, training_.steps, last_evaluated_);
                 return kExitFailure;
             }
+        }
+        if (seconds_since(last_progress) >= options_.eval_timeout) {
+            spdlog::error("no new checkpoint in {} {}for {} s (last evaluated step {}, waiting for step {}): is the "
+                          "chief running with --model-dir {}?",
+                          model_dir_, can_probe ? "and no answer from the psd " : "", options_.eval_timeout,
+                          last_evaluated_, training_.steps, training_.model_dir);
+            return kExitFailure;
         }
         pollfd fds[2] = {{signals.fd(), POLLIN, 0}, {wake_.fd(), POLLIN, 0}};
         ::poll(fds, 2, static_cast<int>(options_.poll_interval * 1000));

@@ -12,10 +12,12 @@
 //    a damaged checkpoint is skipped with a warning (and not retried);
 //  - exit 0 after evaluating a checkpoint of step >= --steps (the chief always writes one at
 //    the last step), or on SIGINT/SIGTERM after one final look for new checkpoints;
-//  - exit 1 when no new checkpoint appeared for --eval-timeout seconds, or when the job's psd
-//    (--ps, probed with a tool HELLO while waiting) answered before and now stopped answering
-//    twice in a row and a last look found no checkpoint of the last step: the job is over
-//    without its last checkpoint. The message says which.
+//  - while it waits, it probes the job's psd (--ps, a HELLO as a tool: never counted as a
+//    worker) every 5 s (eval_timeout / 3 if less); a running job is waited for however long its checkpoints take;
+//  - exit 1 when the psd answered before and now stopped answering twice in a row and a last
+//    look found no checkpoint of the last step (the job is over without its last checkpoint), or
+//    after --eval-timeout seconds with neither a new checkpoint nor an answer from psd (psd never
+//    reachable, or no --ps given). The message says which.
 // Call block_termination_signals() first. Not thread-safe except stop().
 #pragma once
 
@@ -37,9 +39,9 @@
 namespace psrun::worker {
 
 struct EvaluatorOptions {
-    double eval_timeout = 600;  // seconds without a new checkpoint before giving up (exit 1)
+    double eval_timeout = 600;  // seconds without a new checkpoint or psd answer before giving up (exit 1)
     double poll_interval = 1;   // seconds between looks at the model dir
-    double probe_interval = 5;  // seconds between psd liveness probes while idle
+    double probe_interval = 5;  // seconds between psd liveness probes while idle (at most eval_timeout / 3)
 };
 
 // Registers --eval-timeout and --eval-poll (accepted, and ignored, by the other roles too).
@@ -64,6 +66,8 @@ private:
     };
     // Evaluates every committed checkpoint not seen yet, oldest first.
     Outcome evaluate_new(Trainer& trainer, MetricsLog& metrics, EventWriter& events);
+    // The wait loop of run(): evaluates, probes psd, handles signals; returns the exit code.
+    int watch(Trainer& trainer, MetricsLog& metrics, EventWriter& events, SignalFd& signals, bool can_probe);
     // True when every psd answered a tool HELLO; false when one did not.
     bool psd_alive() const;
     void read_previous_steps(const std::string& path);

@@ -147,7 +147,8 @@ TEST_CASE("workerd --evaluator without --model-dir exits 2 and says what to give
     CHECK_THAT(run.output(), Catch::Contains("--evaluator needs --model-dir"));
 }
 
-TEST_CASE("the evaluator gives up when the job's psd are gone without a last checkpoint", "[integration][evaluator]") {
+TEST_CASE("the evaluator waits while the job's psd answer and gives up when they are gone",
+          "[integration][evaluator]") {
     psrun::test::TempTree tmp;
     ChildProcess fetch(psrun::test::build_dir() / "launcher/psrun", {"data", "fetch"}, (tmp.path / "fetch.log").string());
     REQUIRE(fetch.wait(300) == 0);
@@ -155,17 +156,19 @@ TEST_CASE("the evaluator gives up when the job's psd are gone without a last che
     ChildProcess psd(psrun::test::build_dir() / "psd/psd",
                      {"--index", "0", "--ps", endpoint, "--num-workers", "1", "--no-auth"},
                      (tmp.path / "psd.log").string());
+    // --eval-timeout 9: probes every 3 s; no checkpoint ever comes.
     auto run = evaluator(tmp.path, tmp.path / "model", 100,
-                         {"--ps", endpoint, "--num-workers", "1", "--no-auth", "--eval-timeout", "120"}, "gone");
-    REQUIRE(run.wait_for_output("or when the psd are gone", 60));
-    std::this_thread::sleep_for(std::chrono::seconds(2));  // the first probe reaches psd
+                         {"--ps", endpoint, "--num-workers", "1", "--no-auth", "--eval-timeout", "9"}, "gone");
+    REQUIRE(run.wait_for_output("when the psd are gone", 60));
+    // A job whose psd answer is waited for beyond --eval-timeout.
+    CHECK(run.wait(14) == -1);
     REQUIRE(psd.running());
     psd.signal(SIGTERM);
     CHECK(psd.wait(30) >= 0);
     const auto stopped = std::chrono::steady_clock::now();
     CHECK(run.wait(60) == 1);
-    // Two unanswered probes (5 s apart, 3 s each), not --eval-timeout's 120 s.
-    CHECK(std::chrono::steady_clock::now() - stopped < std::chrono::seconds(40));
+    // Two unanswered probes (3 s apart, 3 s each).
+    CHECK(std::chrono::steady_clock::now() - stopped < std::chrono::seconds(30));
     INFO(run.output());
     CHECK_THAT(run.output(), Catch::Contains("stopped answering") && Catch::Contains(endpoint));
 }
