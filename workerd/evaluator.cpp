@@ -140,7 +140,9 @@ int Evaluator::run() {
 
     std::error_code ec;
     model_dir_ = std::filesystem::absolute(training_.model_dir, ec).lexically_normal().string();
-    const std::string eval_dir = model_dir_ + "/eval";
+    // Evaluator 0 writes eval/ (TensorBoard's "eval" run); a further one eval-<i>/, never the same files.
+    const std::string eval_dir =
+        model_dir_ + (cluster_.index == 0 ? std::string("/eval") : "/eval-" + std::to_string(cluster_.index));
     std::filesystem::create_directories(eval_dir, ec);
     if (ec) throw UsageError("--model-dir " + training_.model_dir + ": cannot create " + eval_dir + ": " + ec.message());
     read_previous_steps(eval_dir + "/metrics.jsonl");

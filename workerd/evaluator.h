@@ -5,6 +5,7 @@
 //   {"step", "time", "test_accuracy", "checkpoint", "load_seconds", "eval_seconds"}
 // to D/eval/metrics.jsonl, writes the scalar "test_accuracy" to TensorBoard event files in
 // D/eval/ (a separate "eval" run next to the chief's) and logs one line per checkpoint.
+// Evaluator i > 0 (--index i) writes D/eval-<i>/ instead, so two never share files.
 //
 // Rules (docs/running.md "Evaluator"):
 //  - every committed checkpoint it sees is evaluated once, oldest first; steps already in
