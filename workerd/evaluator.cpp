@@ -97,9 +97,9 @@ Evaluator::Outcome Evaluator::evaluate_new(Trainer& trainer, MetricsLog& metrics
             params = make_error(ErrorCode::kInvalidArgument, "it holds another model");
         if (!params) {
             spdlog::warn("skipping checkpoint {} (step {}): {}", info.dir, info.step,
-                         params.error().code == ErrorCode::kNotFound
-                             ? "removed before it could be read (--keep-checkpoints pruned it)"
-                             : params.error().message);
+                         std::filesystem::exists(info.dir)
+                             ? params.error().message
+                             : "removed before it could be read (--keep-checkpoints pruned it)");
             continue;
         }
         std::copy(params->values.begin(), params->values.end(), trainer.params().all().begin());
