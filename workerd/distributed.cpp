@@ -37,7 +37,7 @@ void add_cluster_options(CLI::App& app, ClusterOptions& o) {
     app.add_option("--ps", o.ps, "comma-separated psd endpoints (tcp://HOST:PORT, HOST:PORT or ipc:///path)");
     app.add_option("--num-workers", o.num_workers, "workers in the job (the start barrier waits for all)");
     app.add_flag("--chief", o.chief, "this worker initialises the parameters and does the chief's duties");
-    app.add_flag("--evaluator", o.evaluator, "evaluate checkpoints (needs checkpoints: not available yet)");
+    app.add_flag("--evaluator", o.evaluator, "evaluate each new checkpoint in --model-dir on the test set (no training)");
     auto* key = app.add_option("--key-file", o.key_file, "the job's key file (job token and CURVE keys)");
     app.add_flag("--no-auth", o.no_auth, "no key file: no CURVE, job token 0")->excludes(key);
     app.add_option("--connect-timeout", o.connect_timeout, "seconds to wait for psd's reply to HELLO/STATS/DONE")
@@ -56,9 +56,7 @@ DistributedWorker::DistributedWorker(ClusterOptions cluster, TrainOptions traini
 
 int DistributedWorker::run() {
     const auto& c = cluster_;
-    if (c.evaluator)
-        throw UsageError("--evaluator evaluates checkpoints, which this build cannot write yet: run the job without "
-                         "evaluators (the chief evaluates every --eval-every steps)");
+    if (c.evaluator) throw UsageError("--evaluator runs workerd/evaluator.h's Evaluator, not a training worker");
     const auto endpoints = split_endpoint_list(c.ps);
     if (endpoints.empty()) throw UsageError("give --ps EP0,EP1,... (or --standalone to train without psd)");
     if (c.num_workers == 0) throw UsageError("give --num-workers W (W >= 1)");
