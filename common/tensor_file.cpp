@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -123,6 +124,8 @@ Result<std::vector<NamedTensor>> parse_tensor_file(std::string_view bytes, const
             std::uint64_t d = 0;
             if (!r.get(d)) return bad("tensor '" + t.name + "' is truncated");
             t.shape.push_back(d);
+            if (d != 0 && expected > UINT64_MAX / d)  // a wrapped product could match a small count
+                return bad("tensor '" + t.name + "' has an impossible shape (element count overflows)");
             expected *= d;
         }
         if (!r.get(count) || count != expected || count > r.in.size() / sizeof(float) ||
@@ -135,7 +138,7 @@ Result<std::vector<NamedTensor>> parse_tensor_file(std::string_view bytes, const
             return bad("tensor '" + t.name + "' fails its CRC32C check");
         put(crcs, crc);
         t.data.resize(count);
-        std::memcpy(t.data.data(), data.data(), data.size());
+        if (count > 0) std::memcpy(t.data.data(), data.data(), data.size());  // data() may be null when empty
         tensors.push_back(std::move(t));
     }
     std::string_view end;

@@ -43,9 +43,9 @@ exe=$out_dir/${target}_fuzz
 cxx=$(command -v clang++ || command -v clang++-14 || true)
 [ -n "$cxx" ] || { echo "clang++ not found: skipping (apt-get install clang libclang-rt-dev)"; exit 77; }
 
-# Rebuild when the binary is missing or older than any file its depfile lists.
+# Rebuild when the binary is missing or older than this script or any file its depfile lists.
 stale=1
-if [ -x "$exe" ] && [ -f "$exe.d" ]; then
+if [ -x "$exe" ] && [ -f "$exe.d" ] && [ "$exe" -nt "$0" ]; then
   stale=0
   for f in $(sed -e 's/\\$//' -e 's/^[^:]*://' "$exe.d"); do
     if [ "$f" -nt "$exe" ]; then stale=1; break; fi
@@ -64,7 +64,7 @@ if [ "$stale" = 1 ]; then
   objs=()
   for s in test/fuzz/${target}_fuzz.cpp $sources; do
     obj=$out_dir/$target.$(basename "$s" .cpp).o
-    "$cxx" -std=c++20 -O1 -g -march=native -fsanitize=fuzzer,address,undefined \
+    "$cxx" -std=c++20 -O1 -gline-tables-only -march=native -fsanitize=fuzzer,address,undefined \
         -fno-sanitize-recover=undefined -I"$src" -MMD -MF "$obj.d" -c "$src/$s" -o "$obj"
     objs+=("$obj")
   done
