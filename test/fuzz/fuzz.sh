@@ -24,6 +24,7 @@ declare -A targets=(
   [task_list]="launcher/role_assignment.cpp|-lfmt|256"
   [idx]="workerd/idx_reader.cpp|-lz|8192"
   [checkpoint]="common/tensor_file.cpp common/crc32c.cpp common/checkpoint_store.cpp||4096"
+  [job_keys]="common/job_keys.cpp|-lzmq|1024"
 )
 
 target=${1:-}
