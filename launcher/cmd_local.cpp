@@ -129,6 +129,10 @@ void run_local(const LocalOptions& o, CommandContext& ctx) {
     if (ctx.exit_code == kExitOk) {
         spdlog::info("all daemons finished");
         if (o.num_ps > 0) print_summary(training_model_dir(daemon.training));
+    } else if (ctx.exit_code == kExitPreempted) {
+        spdlog::warn("psrun local was stopped and the chief saved a checkpoint (exit code {}): run the same command "
+                     "again to resume from it",
+                     ctx.exit_code);
     } else
         spdlog::error("psrun local failed (exit code {})", ctx.exit_code);
 }

@@ -105,6 +105,7 @@ void EvalHook::after_step(RunContext& ctx, const StepResult& step) {
 }
 
 void EvalHook::end(RunContext& ctx, const StepResult& last) {
+    if (ctx.stopped_by_signal) return;  // preempted: exit quickly; the resumed run evaluates
     if (ctx.test_accuracy < 0 || ctx.accuracy_step != last.global_step) evaluate(ctx, last.global_step);
     spdlog::info("test accuracy at global step {}: {:.2f}%", last.global_step, ctx.test_accuracy * 100);
 }
