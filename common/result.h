@@ -44,9 +44,5 @@ public:
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
-// Stopped by a signal (Slurm warning, SIGTERM, preemption) after a clean coordinated checkpoint:
-// the job did not finish but nothing was lost; rerun or requeue it to resume (sysexits'
-// EX_TEMPFAIL). Distinct from 1 so that requeue scripts can tell preemption from a crash.
-inline constexpr int kExitPreempted = 75;
 
 }  // namespace psrun

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "common/exit_codes.h"
 #include "common/job_keys.h"
 #include "common/result.h"
 #include "launcher/daemon_command.h"

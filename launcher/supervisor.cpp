@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/exit_codes.h"
 #include "common/result.h"
 #include "common/unique_fd.h"
 

@@ -1,5 +1,6 @@
 #include "psd/drain.h"
 
+#include "common/exit_codes.h"
 #include "common/result.h"
 
 namespace psrun::psd {

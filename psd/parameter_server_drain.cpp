@@ -1,6 +1,7 @@
 // Preemption handling of ParameterServer: signals start draining (psd/drain.h has the contract).
 #include <spdlog/spdlog.h>
 
+#include "common/exit_codes.h"
 #include "psd/parameter_server.h"
 
 namespace psrun::psd {

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/exit_codes.h"
+
 namespace psrun::worker {
 
 namespace {

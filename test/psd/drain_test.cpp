@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <future>
 
+#include "common/exit_codes.h"
 #include "common/result.h"
 #include "test/psd/ps_fixture.h"
 
