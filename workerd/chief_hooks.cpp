@@ -75,9 +75,11 @@ void ProgressHook::end(RunContext& ctx, const StepResult& last) {
     const double batch = ctx.options->batch_size;
     const double t = std::max(1e-9, ctx.train_seconds);
     spdlog::info("done: global step {}, {} steps by this worker in {:.1f} s ({:.0f} img/s; all workers {:.0f} "
-                 "img/s), final test accuracy {:.2f}%",
+                 "img/s){}",
                  last.global_step, ctx.local_steps, ctx.train_seconds, double(ctx.local_steps) * batch / t,
-                 double(last.global_step - ctx.start_step) * batch / t, ctx.test_accuracy * 100);
+                 double(last.global_step - ctx.start_step) * batch / t,
+                 ctx.test_accuracy >= 0 ? fmt::format(", final test accuracy {:.2f}%", ctx.test_accuracy * 100)
+                                        : std::string(" (not evaluated: preempted)"));
 }
 
 void EvalHook::evaluate(RunContext& ctx, std::uint64_t global_step) {
