@@ -101,6 +101,7 @@ void EvalHook::evaluate(RunContext& ctx, std::uint64_t global_step) {
 void EvalHook::after_step(RunContext& ctx, const StepResult& step) {
     const auto every = static_cast<std::uint64_t>(ctx.options->eval_every);
     if (every == 0 || ctx.stop || step.global_step / every <= last_eval_ / every) return;
+    if (ctx.interrupted && ctx.interrupted()) return;  // preempted: checkpoint first, evaluate in the next run
     evaluate(ctx, step.global_step);
     // The evaluation kept this worker silent: tell psd it is alive.
     if (auto hb = ctx.client->heartbeat(); !hb) spdlog::warn("heartbeat after evaluation: {}", hb.error().message);
@@ -163,6 +164,7 @@ void SummaryHook::end(RunContext& ctx, const StepResult& last) {
 
 void CheckpointHook::after_step(RunContext& ctx, const StepResult& step) {
     if (ctx.checkpointer == nullptr) return;
+    if (ctx.interrupted && ctx.interrupted()) return;  // the preemption checkpoint follows at once
     const bool last = step.finished || step.global_step >= ctx.last_step;
     if (!ctx.checkpointer->due(step.global_step, last)) return;
     const auto t0 = Clock::now();

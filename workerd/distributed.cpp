@@ -174,6 +174,7 @@ int DistributedWorker::run() {
     ctx.last_step = static_cast<std::uint64_t>(training_.steps);
     ctx.start = Clock::now();
     ctx.stop = info.finished || info.step >= ctx.last_step;
+    ctx.interrupted = [&watcher] { return watcher.stop_requested(); };
     resume_data_position(ctx, info.step, client.sync());
     HookList hooks = make_hooks(ctx);
     StepResult last{info.step, 0, 0.0f, info.finished};

@@ -12,6 +12,29 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
     return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
+bool save_preemption_checkpoint(RunContext& ctx, PsClient& client, std::uint64_t step, int sig,
+                                Clock::time_point since, const std::string& why) {
+    const auto t0 = Clock::now();
+    auto saved = ctx.checkpointer->save(client, step,
+                                        {{"workers", ctx.num_workers},
+                                         {"chief_local_steps", ctx.local_steps},
+                                         {"preempted", true},
+                                         {"signal", sig},
+                                         {"data_position", describe_data_position(ctx)}});
+    const auto t1 = Clock::now();
+    if (!saved) {
+        spdlog::error("preempted ({}): the checkpoint at global step {} failed: {}; the previous checkpoint stays "
+                      "valid",
+                      why, step, saved.error().message);
+        return false;
+    }
+    spdlog::warn("preempted ({}): checkpoint {} at global step {} committed {:.0f} ms after the {} (save {:.0f} ms)",
+                 why, saved->dir, step, ms_between(since, t1), sig ? "signal" : "drain notice", ms_between(t0, t1));
+    if (ctx.metrics)
+        ctx.metrics->write(static_cast<std::int64_t>(step), {{"checkpoint", saved->dir}, {"preempted", true}});
+    return true;
+}
+
 }  // namespace
 
 std::uint64_t resume_batches(std::uint64_t global_step, std::uint32_t num_workers, std::uint32_t index, bool sync) {
@@ -51,25 +74,10 @@ int finish_preempted(RunContext& ctx, PsClient& client, SignalWatcher& watcher, 
             if (drained) step = *drained;
             else spdlog::error("drain request: {} (saving anyway)", drained.error().message);
         }
-        const auto t0 = Clock::now();
-        auto saved = ctx.checkpointer->save(client, step,
-                                            {{"workers", ctx.num_workers},
-                                             {"chief_local_steps", ctx.local_steps},
-                                             {"preempted", true},
-                                             {"signal", sig},
-                                             {"data_position", describe_data_position(ctx)}});
-        const auto t1 = Clock::now();
-        if (saved) {
-            spdlog::warn("preempted ({}): checkpoint {} at global step {} committed {:.0f} ms after the {} (save {:.0f} "
-                         "ms)",
-                         why, saved->dir, step, ms_between(since, t1), sig ? "signal" : "drain notice",
-                         ms_between(t0, t1));
-            if (ctx.metrics)
-                ctx.metrics->write(static_cast<std::int64_t>(step), {{"checkpoint", saved->dir}, {"preempted", true}});
-        } else {
-            spdlog::error("preempted ({}): the checkpoint at global step {} failed: {}; the previous checkpoint "
-                          "stays valid",
-                          why, step, saved.error().message);
+        if (ctx.checkpointer->last_saved_step() == step) {  // psd drained: nothing changed since that save
+            spdlog::warn("preempted ({}): the checkpoint at global step {} already holds psd's final state", why,
+                         step);
+        } else if (!save_preemption_checkpoint(ctx, client, step, sig, since, why)) {
             code = kExitFailure;
         }
     } else if (ctx.chief) {
