@@ -152,6 +152,7 @@ Result<void> PsClient::hello() {
                                                         "check that --ps lists the same endpoints in the same order everywhere");
         initialized_ = initialized_ && (r.header.flags & wire::kFlagInitialized);
         if (i == 0) welcome_step_ = r.header.step;
+        if (i == 0) sync_ = r.header.flags & wire::kFlagSync;
     }
     layout_ = *expected;
     shard_slices_.clear();
@@ -224,6 +225,7 @@ Result<StepInfo> PsClient::exchange(MessageType type, std::span<const float> gra
     for (auto& r : *replies) {
         info.finished = info.finished || (r.header.flags & wire::kFlagFinished);
         info.stale = info.stale || (r.header.flags & wire::kFlagStale);
+        info.draining = info.draining || (r.header.flags & wire::kFlagDraining);
     }
     if (!out) return info;
     out->frames_.clear();
@@ -272,8 +274,10 @@ Result<StepInfo> PsClient::push_pull_frames(std::span<const float> grads, std::u
     return exchange(MessageType::kPushPull, grads, step, &out);
 }
 
-Result<void> PsClient::done() {
-    for (auto i : all_shards()) send_plain(i, make_header(MessageType::kDone), nullptr);
+Result<void> PsClient::done(bool preempted) {
+    Header h = make_header(MessageType::kDone);
+    if (preempted) h.flags = wire::kFlagDraining;
+    for (auto i : all_shards()) send_plain(i, h, nullptr);
     auto replies = collect(all_shards(), options_.connect_timeout);
     if (!replies) return tl::unexpected(replies.error());
     return {};
@@ -284,6 +288,15 @@ Result<void> PsClient::heartbeat() {
     auto replies = collect(all_shards(), options_.connect_timeout);
     if (!replies) return tl::unexpected(replies.error());
     return {};
+}
+
+Result<std::uint64_t> PsClient::drain() {
+    Header h = make_header(MessageType::kHeartbeat);
+    h.flags = wire::kFlagDraining;
+    for (auto i : all_shards()) send_plain(i, h, nullptr);
+    auto replies = collect(all_shards(), options_.connect_timeout);
+    if (!replies) return tl::unexpected(replies.error());
+    return (*replies)[0].header.step;
 }
 
 Result<nlohmann::json> PsClient::stats(std::uint32_t shard) {

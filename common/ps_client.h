@@ -40,6 +40,7 @@ struct StepInfo {
     std::uint64_t step = 0;  // global step after this exchange (shard 0 is authoritative)
     bool finished = false;   // last_step reached: stop training
     bool stale = false;      // sync mode: the gradient was too old and was dropped
+    bool draining = false;   // a psd is draining (preemption): stop; the push was not applied
 };
 
 // Parameters received in place: one ZeroMQ frame per slice, kept alive by this object.
@@ -69,6 +70,7 @@ public:
     const ShardLayout& layout() const { return layout_; }
     bool servers_initialized() const { return initialized_; }  // every shard holds parameters
     std::uint64_t welcome_step() const { return welcome_step_; }
+    bool sync() const { return sync_; }  // psd runs in sync mode (WELCOME of shard 0)
 
     // Chief only: initial parameters (whole contiguous buffer) or "restored" (psd keeps its own).
     // dry_run (benchmarks only): psd validates gradients but never applies them.
@@ -93,8 +95,13 @@ public:
                                              std::span<float> params);
     [[nodiscard]] Result<StepInfo> push_pull_frames(std::span<const float> grads, std::uint64_t step,
                                                     ParamFrames& out);
-    [[nodiscard]] Result<void> done();
+    // `preempted`: this worker stops before the last step (signal or draining psd).
+    [[nodiscard]] Result<void> done(bool preempted = false);
     [[nodiscard]] Result<void> heartbeat();
+    // Chief only: every psd starts draining (refuses further steps, keeps serving SAVE/DONE),
+    // so that a checkpoint saved next holds every update psd will ever apply in this run.
+    // Returns shard 0's global step after the request (the step a checkpoint should name).
+    [[nodiscard]] Result<std::uint64_t> drain();
     [[nodiscard]] Result<nlohmann::json> stats(std::uint32_t shard);
     [[nodiscard]] Result<void> stop(std::uint32_t shard);
 
@@ -121,6 +128,7 @@ private:
     std::vector<std::vector<std::uint32_t>> shard_slices_;
     bool initialized_ = false;
     std::uint64_t welcome_step_ = 0;
+    bool sync_ = false;
     std::atomic<int> holds_{0};
 };
 

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "common/exit_codes.h"
 #include "common/job_keys.h"
 #include "common/result.h"
 #include "launcher/daemon_command.h"
@@ -132,6 +133,10 @@ void run_local(const LocalOptions& o, CommandContext& ctx) {
     if (ctx.exit_code == kExitOk) {
         spdlog::info("all daemons finished");
         if (o.num_ps > 0) print_summary(training_model_dir(daemon.training));
+    } else if (ctx.exit_code == kExitPreempted) {
+        spdlog::warn("psrun local was stopped and the chief saved a checkpoint (exit code {}): run the same command "
+                     "again to resume from it",
+                     ctx.exit_code);
     } else
         spdlog::error("psrun local failed (exit code {})", ctx.exit_code);
 }

@@ -16,6 +16,8 @@
 #include <sstream>
 #include <thread>
 
+#include "common/exit_codes.h"
+#include "common/result.h"
 #include "common/unique_fd.h"
 
 namespace psrun::launcher {
@@ -79,7 +81,9 @@ void Supervisor::reap(bool stopping) {
             if (c.pid != pid || !c.running) continue;
             c.running = false;
             c.status = status;
-            const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+            const bool preempted = WIFEXITED(status) && WEXITSTATUS(status) == kExitPreempted;
+            preempted_ = preempted_ || preempted;
+            const bool ok = WIFEXITED(status) && (WEXITSTATUS(status) == 0 || preempted);
             const bool stopped_by_us = stopping && WIFSIGNALED(status) &&
                                        (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGKILL);
             if (ok || stopped_by_us) {
@@ -205,8 +209,9 @@ int Supervisor::run(const std::vector<DaemonCommand>& commands) {
     }
     reap_descendants();
     ::sigprocmask(SIG_SETMASK, &old, nullptr);
-    if (interrupted) return 1;
-    return failed_ ? 1 : 0;
+    if (failed_) return kExitFailure;
+    if (preempted_) return kExitPreempted;  // stopped after a clean checkpoint: rerun to resume
+    return interrupted ? kExitFailure : kExitOk;
 }
 
 }  // namespace psrun::launcher

@@ -6,7 +6,11 @@
 // run() returns, so none outlives it. Policy:
 //  - a child that exits non-zero or is killed by a signal: the others get SIGTERM, then SIGKILL
 //    after the grace period; run() returns 1 and the log names the child;
-//  - SIGINT/SIGTERM/SIGHUP to psrun: the same stop; run() returns 1 (a second one kills at once);
+//  - SIGINT/SIGTERM/SIGHUP to psrun: the same stop, which the daemons turn into a coordinated
+//    checkpoint (workerd/preemption.h, psd/drain.h); run() returns kExitPreempted (75) when the
+//    daemons exited 75 or 0 with at least one 75 (clean checkpoint), else 1 (a second signal
+//    kills at once);
+//  - a child exiting 75 (it was preempted) is not a failure and stops nobody;
 //  - every worker/evaluator exited 0: the ps get the grace period to exit by themselves, then
 //    SIGTERM (and SIGKILL after another grace period); run() returns 0 unless a ps failed.
 #pragma once
@@ -28,7 +32,7 @@ class Supervisor {
     Supervisor& operator=(const Supervisor&) = delete;
 
     // Starts every command (in order) and blocks until all have exited. Returns the exit code
-    // for psrun (0 or 1). Must be called from the main thread of a single-threaded process:
+    // for psrun (0, 1 or kExitPreempted). Must be called from the main thread of a single-threaded process:
     // it changes the signal mask of the calling thread while it runs.
     int run(const std::vector<DaemonCommand>& commands);
 
@@ -50,6 +54,7 @@ class Supervisor {
     std::vector<Child> children_;
     pid_t group_ = 0;
     bool failed_ = false;
+    bool preempted_ = false;  // a child exited kExitPreempted
 };
 
 }  // namespace psrun::launcher

@@ -25,7 +25,7 @@ using wire::Header;
 using wire::MessageType;
 
 ParameterServer::ParameterServer(ServerOptions options)
-    : options_(std::move(options)), context_(1), workers_(options_.num_workers) {
+    : options_(std::move(options)), context_(1), workers_(options_.num_workers), drain_(options_.signal_grace) {
     if (options_.index >= options_.endpoints.size())
         throw UsageError("--index " + std::to_string(options_.index) + " has no endpoint in --ps (" +
                          std::to_string(options_.endpoints.size()) + " given)");
@@ -111,8 +111,7 @@ int ParameterServer::run() {
         if (items[1].revents & ZMQ_POLLIN) {
             while (auto sig = signals_.read_signal()) {
                 if (*sig == SIGTERM || *sig == SIGINT || *sig == SIGUSR1) {
-                    spdlog::info("received signal {}: shutting down", *sig);
-                    stop_requested_.store(true);
+                    on_signal(*sig);
                 } else {
                     spdlog::info("ignoring signal {}", *sig);
                 }
@@ -122,6 +121,7 @@ int ParameterServer::run() {
         if (stop_requested_.load() && !exit_code_)
             finish(options_.standby || workers_.run_finished(false) ? kExitOk : kExitFailure);
         if (!exit_code_) check_timeouts();
+        if (!exit_code_) check_drain();
     }
     if (options_.standby)
         std::filesystem::remove(options_.model_dir + "/ps-" + std::to_string(options_.index) + ".endpoint");
@@ -183,7 +183,10 @@ void ParameterServer::dispatch(const std::string& routing, const Header& h, Part
             const std::string body = stats_json();
             return reply(routing, MessageType::kStats, 0, &body);
         }
-        case MessageType::kHeartbeat: return reply(routing, MessageType::kAck, 0);
+        case MessageType::kHeartbeat:
+            if ((h.flags & wire::kFlagDraining) && h.role == wire::Role::kChief && shard_ && shard_->initialized())
+                begin_drain(0);
+            return reply(routing, MessageType::kAck, drain_.active() ? wire::kFlagDraining : 0);
         case MessageType::kStop:
             spdlog::info("STOP received from {} {}", is_worker ? "worker" : "tool", h.index);
             reply(routing, MessageType::kAck, 0);
@@ -197,7 +200,9 @@ void ParameterServer::dispatch(const std::string& routing, const Header& h, Part
     switch (h.type) {
         case MessageType::kInit: return on_init(routing, h, parts);
         case MessageType::kPull:
-            if (shard_->initialized()) return reply_params(routing, shard_->finished() ? wire::kFlagFinished : 0);
+            if (shard_->initialized())
+                return reply_params(routing, (shard_->finished() ? wire::kFlagFinished : 0) |
+                                                 (drain_.active() ? wire::kFlagDraining : 0));
             if (init_waiters_.empty()) first_init_wait_ = Clock::now();
             init_waiters_.push_back(Pending{routing, h.type, h.index});
             return;
@@ -290,6 +295,7 @@ void ParameterServer::check_timeouts() {
 void ParameterServer::check_run_finished() {
     if (!workers_.run_finished(options_.standby)) return;
     const auto dead = workers_.dead();
+    if (dead.empty() && drain_.preempted() && shard_ && !shard_->finished()) return end_preempted_run();
     if (options_.standby) {
         spdlog::info("run finished ({} done, dead: {}); standby: keeping the shard at step {} for the next run",
                      workers_.count_done(), WorkerTable::list(dead), shard_ ? shard_->step() : 0);

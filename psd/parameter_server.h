@@ -13,6 +13,7 @@
 
 #include "common/signals.h"
 #include "common/wire.h"
+#include "psd/drain.h"
 #include "psd/server_options.h"
 #include "psd/shard_state.h"
 #include "psd/sync_aggregator.h"
@@ -54,6 +55,11 @@ private:
     void on_done(const std::string& routing, const wire::Header& h);
     void on_save(const std::string& routing, const wire::Header& h, Parts& parts);     // psd/checkpoint handlers
     void on_restore(const std::string& routing, const wire::Header& h, Parts& parts);
+    // Preemption (psd/parameter_server_drain.cpp, psd/drain.h).
+    void on_signal(int sig);
+    void begin_drain(int sig);
+    void check_drain();
+    void end_preempted_run();
     // Slice frames parts[first..] as float spans, checked against this shard's slices.
     [[nodiscard]] Result<std::vector<std::span<const float>>> slice_spans(const wire::Header& h, Parts& parts,
                                                                          std::size_t first);
@@ -89,6 +95,7 @@ private:
     std::vector<Pending> step_waiters_;
     std::vector<std::vector<float>> realigned_;  // copies of misaligned received frames
     Counters counters_;
+    Drain drain_;
 };
 
 }  // namespace psrun::psd

@@ -104,9 +104,13 @@ Result<std::vector<std::span<const float>>> ParameterServer::slice_spans(const H
 void ParameterServer::on_push(const std::string& routing, const Header& h, Parts& parts) {
     if (!shard_->initialized())
         return reply_error(routing, ErrorCode::kProtocol, "PUSH before the chief's INIT: PULL first to wait for it");
+    const bool want_params = h.type == MessageType::kPushPull;
+    if (drain_.active()) {  // preemption: apply nothing more; the flag tells the worker to stop
+        if (want_params) return reply_params(routing, wire::kFlagDraining);
+        return reply(routing, MessageType::kAck, wire::kFlagDraining);
+    }
     auto grads = slice_spans(h, parts, 0);
     if (!grads) return reply_error(routing, grads.error().code, grads.error().message);
-    const bool want_params = h.type == MessageType::kPushPull;
     auto answer = [&](std::uint32_t flags) {
         if (shard_->finished()) flags |= wire::kFlagFinished;
         if (want_params) reply_params(routing, flags);
@@ -142,6 +146,10 @@ void ParameterServer::on_done(const std::string& routing, const Header& h) {
     if (!workers_.is_done(h.index))
         spdlog::info("worker {} is done ({} of {} workers)", h.index, workers_.count_done() + 1, options_.num_workers);
     workers_.done(h.index);
+    if (h.flags & wire::kFlagDraining) {
+        spdlog::info("worker {} stopped early (preempted) at global step {}", h.index, shard_->step());
+        drain_.worker_preempted();
+    }
     reply(routing, MessageType::kAck, shard_->finished() ? wire::kFlagFinished : 0);
     check_run_finished();
 }
@@ -161,6 +169,7 @@ void ParameterServer::on_save(const std::string& routing, const Header& h, Parts
         return reply_error(routing, saved.error().code, saved.error().message);
     }
     ++counters_.checkpoints;
+    drain_.saved(shard_->step());
     spdlog::info("checkpoint: shard at step {} (chief's step {}) written to {} in {} ms", shard_->step(), h.step, *dir,
                  std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count());
     reply(routing, MessageType::kAck, shard_->finished() ? wire::kFlagFinished : 0);

@@ -28,6 +28,9 @@ struct ServerOptions {
     std::uint32_t backup_workers = 0;
     std::uint32_t straggler_every = 100;  // sync: steps between straggler reports
     int threads = 1;                      // threads for the finite check and the optimizer update
+    // Preemption: after a signal (or the chief's drain request) psd waits this long for the
+    // chief's checkpoint and every worker's DONE before it exits anyway (psd/drain.h).
+    std::chrono::milliseconds signal_grace{8000};
 };
 
 }  // namespace psrun::psd

@@ -15,6 +15,7 @@
 #include "common/zmq_util.h"
 #include "workerd/barrier.h"
 #include "workerd/hooks.h"
+#include "workerd/preemption.h"
 #include "workerd/signal_watcher.h"
 
 namespace psrun::worker {
@@ -49,6 +50,10 @@ void add_cluster_options(CLI::App& app, ClusterOptions& o) {
     app.add_option("--barrier-timeout", o.barrier_timeout, "seconds to wait at the start barrier")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
+    app.add_option("--signal-grace", o.signal_grace,
+                   "seconds after SIGTERM/SIGUSR1 for the preemption checkpoint before a forced exit 1")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
 }
 
 DistributedWorker::DistributedWorker(ClusterOptions cluster, TrainOptions training)
@@ -72,7 +77,7 @@ int DistributedWorker::run() {
         keys = *read;
     }
     set_compute_threads(training_.threads);
-    SignalWatcher watcher;
+    SignalWatcher watcher(std::chrono::milliseconds(3000), to_ms(c.signal_grace));
 
     auto data = load_datasets(training_);
     if (!data) {
@@ -167,6 +172,8 @@ int DistributedWorker::run() {
     ctx.last_step = static_cast<std::uint64_t>(training_.steps);
     ctx.start = Clock::now();
     ctx.stop = info.finished || info.step >= ctx.last_step;
+    ctx.interrupted = [&watcher] { return watcher.stop_requested(); };
+    resume_data_position(ctx, info.step, client.sync());
     HookList hooks = make_hooks(ctx);
     StepResult last{info.step, 0, 0.0f, info.finished};
     hooks.begin(ctx);
@@ -187,6 +194,11 @@ int DistributedWorker::run() {
             return client.push_pull_frames(trainer.grads().all(), tag, frames);
         }();
         if (!step) return fail(fmt::format("PUSH_PULL at global step {}", tag), step.error());
+        if (step->draining) {  // psd refused the step: preemption
+            spdlog::warn("psd is draining: stopped after {} steps (global step {})", ctx.local_steps, step->step);
+            ctx.stopped_by_signal = true;
+            break;
+        }
         const auto t2 = Clock::now();
         // The model reads the parameter buffer in place: copy the received slices into it.
         frames.copy_to(trainer.params().all(), client.layout());
@@ -203,7 +215,7 @@ int DistributedWorker::run() {
     ctx.train_seconds = ctx.elapsed();
     int code = kExitOk;
     if (ctx.stopped_by_signal) {
-        code = kExitFailure;  // the job did not reach its last step; psd is being stopped too
+        code = finish_preempted(ctx, client, watcher, tag);
     } else {
         blocked.emplace(watcher);
         if (auto done = client.done(); !done) code = fail("DONE", done.error());
