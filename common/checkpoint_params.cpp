@@ -12,14 +12,14 @@
 namespace psrun {
 namespace {
 
-struct PieceName {
-    std::string tensor;
-    std::uint64_t offset = 0;
-    std::uint64_t length = 0;
-    std::string part;
-};
+Error invalid(const std::string& message) { return Error{ErrorCode::kInvalidArgument, message}; }
 
-// "<tensor>@<offset>+<length>/<part>" (psd/shard_checkpoint.h); false for anything else.
+}  // namespace
+
+std::string piece_base_name(const std::string& tensor, std::uint64_t offset, std::uint64_t length) {
+    return tensor + "@" + std::to_string(offset) + "+" + std::to_string(length);
+}
+
 bool parse_piece_name(const std::string& name, PieceName& out) {
     const auto slash = name.rfind('/');
     if (slash == std::string::npos) return false;
@@ -39,10 +39,6 @@ bool parse_piece_name(const std::string& name, PieceName& out) {
     out.part = name.substr(slash + 1);
     return out.length > 0;
 }
-
-Error invalid(const std::string& message) { return Error{ErrorCode::kInvalidArgument, message}; }
-
-}  // namespace
 
 Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir,
                                                         const std::vector<TensorSpec>& tensors) {

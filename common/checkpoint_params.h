@@ -15,6 +15,19 @@
 
 namespace psrun {
 
+// The name of one saved piece of a tensor in a shard's tensor file:
+// "<tensor>@<offset>+<length>/<part>", part = "param", "slot<j>" or "state".
+struct PieceName {
+    std::string tensor;
+    std::uint64_t offset = 0;  // floats into the tensor
+    std::uint64_t length = 0;  // floats, > 0
+    std::string part;
+};
+// "<tensor>@<offset>+<length>": a piece's name without its "/<part>".
+std::string piece_base_name(const std::string& tensor, std::uint64_t offset, std::uint64_t length);
+// False for any name that is not exactly that grammar (decimal digits, at most 19 each).
+[[nodiscard]] bool parse_piece_name(const std::string& name, PieceName& out);
+
 struct CheckpointParameters {
     std::int64_t step = 0;      // the manifest's "step"
     std::uint32_t shards = 0;   // tensor files read

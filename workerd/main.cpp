@@ -1,6 +1,7 @@
 // workerd: the worker daemon. `--standalone` trains alone; `--evaluator` evaluates the job's
 // checkpoints (workerd/evaluator.h); otherwise it is one worker of a parameter-server job
 // (--ps ... --num-workers W), see workerd/distributed.h.
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -15,6 +16,10 @@
 
 int main(int argc, char** argv) {
     psrun::block_termination_signals();
+    // Every step receives 13 MB of parameters in ZeroMQ messages: keep those buffers on the heap
+    // instead of fresh mmaps whose pages fault in again each step (as psd does).
+    mallopt(M_MMAP_THRESHOLD, 256 << 20);
+    mallopt(M_TRIM_THRESHOLD, 512 << 20);
     CLI::App app{"workerd: trains TF's mnist_deep CNN on oneDNN (standalone or with psd)"};
     psrun::worker::TrainOptions options;
     psrun::worker::ClusterOptions cluster;
