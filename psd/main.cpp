@@ -38,6 +38,10 @@ int main(int argc, char** argv) {
     app.add_option("--backup-workers", o.backup_workers, "sync: extra workers whose late gradients are dropped")
         ->needs(sync);
     app.add_option("--straggler-every", o.straggler_every, "sync: steps between straggler reports");
+    app.add_option("--max-bad-grads", o.max_bad_grads,
+                   "rejected non-finite gradients after which psd stops the run (every worker is told; exit 1); "
+                   "0: no limit")
+        ->capture_default_str();
     app.add_option("--threads", threads, "accepted for symmetry with workerd; psd uses one thread");
     app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
     try {

@@ -102,7 +102,9 @@ Result<std::vector<std::span<const float>>> ParameterServer::slice_spans(const H
 void ParameterServer::on_push(const std::string& routing, const Header& h, Parts& parts) {
     if (!shard_->initialized())
         return reply_error(routing, ErrorCode::kProtocol, "PUSH before the chief's INIT: PULL first to wait for it");
+    const auto rejected_before = counters_.nonfinite;
     auto grads = slice_spans(h, parts, 0);
+    if (!grads && counters_.nonfinite != rejected_before) return reject_bad_gradient(routing, h, grads.error());
     if (!grads) return reply_error(routing, grads.error().code, grads.error().message);
     const bool want_params = h.type == MessageType::kPushPull;
     auto answer = [&](std::uint32_t flags) {
@@ -129,11 +131,8 @@ void ParameterServer::on_push(const std::string& routing, const Header& h, Parts
     step_waiters_.push_back(Pending{routing, h.type, h.index});
     std::vector<std::size_t> offsets;
     for (std::size_t k = 0; k < grads->size(); ++k) offsets.push_back(shard_->local_offset(k));
-    if (!sync_->add(h.index, *grads, offsets)) return;
-    shard_->apply(sync_->average(*grads, offsets));
-    ++counters_.applied;
-    if (auto report = sync_->finish_step(shard_->step())) spdlog::info("{}", *report);
-    release_pending(step_waiters_, shard_->finished() ? wire::kFlagFinished : 0);
+    update_sync_replicas();
+    if (sync_->add(h.index, *grads, offsets)) complete_sync_step();
 }
 
 void ParameterServer::on_done(const std::string& routing, const Header& h) {

@@ -27,6 +27,7 @@ struct ServerOptions {
     std::uint32_t replicas_to_aggregate = 0;  // sync: gradients averaged per step
     std::uint32_t backup_workers = 0;
     std::uint32_t straggler_every = 100;  // sync: steps between straggler reports
+    std::uint64_t max_bad_grads = 100;    // rejected non-finite gradients before the run is aborted; 0: no limit
 };
 
 }  // namespace psrun::psd
