@@ -4,8 +4,10 @@
 // (PR_SET_PDEATHSIG), and has stdin on /dev/null. The group is signalled as a whole, so
 // grandchildren are stopped too; psrun is a child subreaper and reaps every descendant before
 // run() returns, so none outlives it. Policy:
-//  - a child that exits non-zero or is killed by a signal: the others get SIGTERM, then SIGKILL
-//    after the grace period; run() returns 1 and the log names the child;
+//  - a non-chief worker killed by a signal (kill -9, OOM): logged, the others go on (psd declares
+//    it dead after --worker-timeout and exits non-zero at the end); run() returns 1;
+//  - any other child that exits non-zero or is killed by a signal: the others get SIGTERM, then
+//    SIGKILL after the grace period; run() returns 1 and the log names the child;
 //  - SIGINT/SIGTERM/SIGHUP to psrun: the same stop; run() returns 1 (a second one kills at once);
 //  - every worker/evaluator exited 0: the ps get the grace period to exit by themselves, then
 //    SIGTERM (and SIGKILL after another grace period); run() returns 0 unless a ps failed.
@@ -44,12 +46,14 @@ class Supervisor {
     bool start(Child& child);
     void signal_group(int sig);
     void reap(bool stopping);
+    static bool tolerated_death(const Child& child, int status);
     void reap_descendants();
 
     std::chrono::milliseconds grace_;
     std::vector<Child> children_;
     pid_t group_ = 0;
     bool failed_ = false;
+    bool must_stop_ = false;  // a failure that stops every daemon
 };
 
 }  // namespace psrun::launcher
