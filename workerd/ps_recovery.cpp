@@ -15,7 +15,7 @@ using Clock = std::chrono::steady_clock;
 std::chrono::milliseconds to_ms(double seconds) { return std::chrono::milliseconds(static_cast<long>(seconds * 1000)); }
 
 // A fresh client that got WELCOME from every psd, retrying until `deadline`.
-Result<std::unique_ptr<PsClient>> reconnect(PsClientOptions o, Clock::time_point deadline,
+Result<std::unique_ptr<PsClient>> reconnect(const PsClientOptions& o, Clock::time_point deadline,
                                             const BarrierOptions& barrier) {
     Error last{ErrorCode::kTimeout, "no attempt"};
     while (Clock::now() < deadline) {
@@ -23,10 +23,14 @@ Result<std::unique_ptr<PsClient>> reconnect(PsClientOptions o, Clock::time_point
             return make_error(ErrorCode::kIo, fmt::format("signal {} while waiting for the psd to come back",
                                                           barrier.watcher->signal()));
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-        o.connect_timeout = std::clamp(left, std::chrono::milliseconds(100), std::chrono::milliseconds(1000));
-        auto client = std::make_unique<PsClient>(o);
-        auto hello = client->hello();
-        if (hello) return client;
+        PsClientOptions probe_options = o;  // short HELLO timeout while psd is away
+        probe_options.connect_timeout = std::clamp(left, std::chrono::milliseconds(100), std::chrono::milliseconds(1000));
+        auto hello = PsClient(probe_options).hello();
+        if (hello) {  // every psd is back: the real client keeps the normal timeouts
+            auto client = std::make_unique<PsClient>(o);
+            hello = client->hello();
+            if (hello) return client;
+        }
         if (hello.error().code != ErrorCode::kTimeout && hello.error().code != ErrorCode::kIo)
             return tl::unexpected(hello.error());  // a psd answered and refused: waiting will not help
         last = hello.error();

@@ -20,7 +20,7 @@ TEST_CASE("sync mode: a SIGKILLed worker does not hang the step", "[integration]
     ChildProcess chief(daemon_exe("workerd/workerd"), worker_args(0, ps, 3, 60), (tmp.path / "w0.log").string());
     ChildProcess w1(daemon_exe("workerd/workerd"), worker_args(1, ps, 3, 60), (tmp.path / "w1.log").string());
     ChildProcess w2(daemon_exe("workerd/workerd"), worker_args(2, ps, 3, 60), (tmp.path / "w2.log").string());
-    REQUIRE(chief.wait_for_output("step 10/60", 120));
+    REQUIRE(wait_for_step(chief, 10, 120));
     w2.signal(SIGKILL);
     const auto killed = FaultClock::now();
     REQUIRE(w2.wait(10) == 128 + SIGKILL);
@@ -45,7 +45,7 @@ TEST_CASE("async psrun local: a SIGKILLed worker is reported, the others finish"
                        {"local", "--ps", "1", "--workers", "3", "--worker-timeout", "2", "--grace", "20", "--",
                         "--steps", "120", "--batch-size", "20", "--threads", "1", "--log-every", "10"},
                        (tmp.path / "psrun.log").string());
-    REQUIRE(psrun.wait_for_output("step 20/120", 120));
+    REQUIRE(wait_for_step(psrun, 20, 120));
     std::smatch m;
     const std::string started = psrun.output();
     REQUIRE(std::regex_search(started, m, std::regex(R"(started worker 2 \(pid (\d+)\))")));
