@@ -131,7 +131,7 @@ TEST_CASE("--max-bad-grads goes to psd and --ps-restart-wait to the workers only
     const auto worker = daemon_command(map, Role::kWorker, 1, o);
     REQUIRE(worker);
     CHECK(worker->argv == Args{"workerd", "--index", "1", "--ps", "tcp://n1:20000,tcp://n2:20000", "--num-workers",
-                               "3", "--ps-restart-wait", "90", "--no-auth", "--threads", "4"});
+                               "3", "--no-auth", "--ps-restart-wait", "90", "--threads", "4"});
     const auto evaluator = daemon_command(map, Role::kEvaluator, 0, o);
     REQUIRE(evaluator);
     CHECK(std::find(evaluator->argv.begin(), evaluator->argv.end(), "--ps-restart-wait") == evaluator->argv.end());
