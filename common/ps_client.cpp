@@ -1,6 +1,5 @@
 #include "common/ps_client.h"
 
-#include <algorithm>
 #include <cstring>
 
 #include "common/zmq_util.h"
@@ -32,15 +31,11 @@ PsClient::PsClient(PsClientOptions options) : options_(std::move(options)), cont
         zmq::socket_t s(context_, zmq::socket_type::dealer);
         s.set(zmq::sockopt::linger, 0);
         if (options_.keys && uses_curve(*normalized)) make_curve_client(s, *options_.keys);
-        if (const auto hb = static_cast<int>(options_.heartbeat_timeout.count()); hb > 0) {
-            s.set(zmq::sockopt::heartbeat_ivl, std::max(100, hb / 4));
-            s.set(zmq::sockopt::heartbeat_timeout, hb);
-            s.set(zmq::sockopt::heartbeat_ttl, std::max(hb, 1000));
-        }
         sockets_.push_back(std::move(s));
         normalized_endpoints.push_back(*normalized);
     }
-    links_ = std::make_unique<LinkMonitor>(context_, sockets_, options_.endpoints);  // before connect
+    links_ = std::make_unique<LinkMonitor>(context_, sockets_, options_.endpoints, normalized_endpoints, options_.keys,
+                                           options_.heartbeat_timeout);  // before connect
     for (std::size_t i = 0; i < sockets_.size(); ++i) sockets_[i].connect(normalized_endpoints[i]);
     if (options_.keys) options_.token = options_.keys->token;
 }

@@ -1,8 +1,12 @@
 // Liveness of the connections from one PsClient to its psd shards, from ZeroMQ socket monitors.
 //
-// A shard is "up" once a ZMTP handshake with its psd succeeded, and "lost" when that connection
-// then drops: the psd process died (the kernel closes its socket: seen at once on ipc and tcp),
-// or it stopped answering ZMTP heartbeats for the heartbeat timeout (hung process, dead host).
+// A shard is "up" once a ZMTP handshake with its psd succeeded, and "lost" when a connection to
+// it then drops: the psd process died (the kernel closes its socket: seen at once on ipc and tcp,
+// on the data socket), or it stopped answering ZMTP heartbeats for the heartbeat timeout (hung or
+// stopped process, dead host). Heartbeats run on a separate idle "probe" DEALER per shard: on the
+// data socket a PING would queue behind a 13 MB gradient that a hung psd never reads, and the
+// heartbeat timer only starts once the PING is written. The probe never sends a message, so psd's
+// application never sees it.
 // A request in flight to a lost shard is gone for good (the psd that held it is gone), so the
 // client fails it at once instead of waiting for the reply timeout. A shard that comes back on
 // the same endpoint is "up" again, but the requests lost with the old connection stay lost.
@@ -19,15 +23,20 @@
 
 #include <zmq.hpp>
 
+#include "common/job_keys.h"
+
 namespace psrun {
 
 class LinkMonitor {
 public:
     using Clock = std::chrono::steady_clock;
 
-    // Starts monitoring `sockets` (one per shard; endpoints[i] names shard i in messages).
-    LinkMonitor(zmq::context_t& context, std::vector<zmq::socket_t>& sockets,
-                const std::vector<std::string>& endpoints);
+    // Starts monitoring `sockets` (one per shard, not yet connected; names[i] names shard i in
+    // messages) and connects a probe to endpoints[i] (normalised) when heartbeat > 0, with CURVE
+    // when `keys` are given and the endpoint is tcp.
+    LinkMonitor(zmq::context_t& context, std::vector<zmq::socket_t>& sockets, const std::vector<std::string>& names,
+                const std::vector<std::string>& endpoints, const std::optional<JobKeys>& keys,
+                std::chrono::milliseconds heartbeat);
     ~LinkMonitor();
     LinkMonitor(const LinkMonitor&) = delete;
     LinkMonitor& operator=(const LinkMonitor&) = delete;
@@ -49,15 +58,18 @@ public:
 
 private:
     struct Link {
-        zmq::socket_t monitor;  // PAIR connected to the socket's monitor endpoint
-        bool up = false;
+        zmq::socket_t monitor;        // PAIR connected to the data socket's monitor endpoint
+        zmq::socket_t probe_monitor;  // same for the probe (unused without heartbeats)
+        bool up = false;              // data connection handshaken
+        bool probe_up = false;
         bool lost = false;
         Clock::time_point lost_at{};
     };
-    void handle_event(std::uint32_t shard, std::uint16_t event);
+    void drain(std::uint32_t shard, zmq::socket_t& monitor, bool& up);
 
     std::vector<zmq::socket_t>& sockets_;
-    std::vector<std::string> endpoints_;
+    std::vector<std::string> names_;
+    std::vector<zmq::socket_t> probes_;
     std::vector<Link> links_;
 };
 
