@@ -226,6 +226,7 @@ Result<StepInfo> PsClient::exchange(MessageType type, std::span<const float> gra
         else send_slices(i, h, grads, std::nullopt);
     }
     auto replies = collect(all_shards(), options_.reply_timeout);
+    if (!replies && lost_shard()) return tl::unexpected(replies.error());  // a hung psd never frees them: see header
     wait_released(holds_);
     if (!replies) return tl::unexpected(replies.error());
     StepInfo info;

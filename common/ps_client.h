@@ -102,7 +102,9 @@ public:
     [[nodiscard]] Result<nlohmann::json> stats(std::uint32_t shard);
     [[nodiscard]] Result<void> stop(std::uint32_t shard);
     // A shard whose connection dropped after it was up (its psd died or hung): every later
-    // request fails at once naming it. Use a fresh PsClient to talk to a restarted psd.
+    // request fails at once naming it. Use a fresh PsClient to talk to a restarted psd. When an
+    // exchange fails this way, ZeroMQ may still hold its gradient buffer (queued for a hung
+    // psd): destroy this PsClient before overwriting that buffer.
     std::optional<std::uint32_t> lost_shard();
 
 private:
