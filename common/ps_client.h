@@ -19,6 +19,7 @@
 #include <zmq.hpp>
 
 #include "common/job_keys.h"
+#include "common/ps_health.h"
 #include "common/result.h"
 #include "common/tensor_layout.h"
 #include "common/wire.h"
@@ -34,6 +35,9 @@ struct PsClientOptions {
     std::vector<TensorSpec> tensors = mnist_deep_tensors();
     std::chrono::milliseconds connect_timeout{30000};  // HELLO, STATS, STOP
     std::chrono::milliseconds reply_timeout{600000};   // INIT barrier and sync steps wait longer
+    // ZMTP heartbeat timeout (0: none): a psd that answers no ZMTP ping for this long counts as
+    // lost (common/ps_health.h); a psd that dies is seen at once, whatever this is.
+    std::chrono::milliseconds heartbeat_timeout{10000};
 };
 
 struct StepInfo {
@@ -104,6 +108,11 @@ public:
     [[nodiscard]] Result<std::uint64_t> drain();
     [[nodiscard]] Result<nlohmann::json> stats(std::uint32_t shard);
     [[nodiscard]] Result<void> stop(std::uint32_t shard);
+    // A shard whose connection dropped after it was up (its psd died or hung): every later
+    // request fails at once naming it. Use a fresh PsClient to talk to a restarted psd. When an
+    // exchange fails this way, ZeroMQ may still hold its gradient buffer (queued for a hung
+    // psd): destroy this PsClient before overwriting that buffer.
+    std::optional<std::uint32_t> lost_shard();
 
 private:
     struct Reply {
@@ -130,6 +139,7 @@ private:
     std::uint64_t welcome_step_ = 0;
     bool sync_ = false;
     std::atomic<int> holds_{0};
+    std::unique_ptr<LinkMonitor> links_;  // after sockets_: destroyed first
 };
 
 }  // namespace psrun

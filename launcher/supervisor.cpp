@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -72,6 +73,17 @@ void Supervisor::signal_group(int sig) {
     if (group_ > 0) ::kill(-group_, sig);
 }
 
+bool Supervisor::tolerated_death(const Child& c, int status) {
+    // A non-chief worker killed by a signal (OOM killer, kill -9): training goes on without it,
+    // as under Slurm; psd declares it dead after --worker-timeout. Deliberate failures (exit 1
+    // with a message, exit 2) stop the job.
+    const auto& argv = c.command.argv;
+    const bool chief = std::find(argv.begin(), argv.end(), "--chief") != argv.end();
+    const bool standalone = std::find(argv.begin(), argv.end(), "--standalone") != argv.end();
+    const bool evaluator = std::find(argv.begin(), argv.end(), "--evaluator") != argv.end();
+    return c.command.program == "workerd" && !chief && !standalone && !evaluator && WIFSIGNALED(status);
+}
+
 void Supervisor::reap(bool stopping) {
     while (true) {
         int status = 0;
@@ -88,9 +100,15 @@ void Supervisor::reap(bool stopping) {
                                        (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGKILL);
             if (ok || stopped_by_us) {
                 spdlog::info("{} (pid {}) {}", c.command.label, pid, describe(status));
+            } else if (tolerated_death(c, status)) {
+                spdlog::error("{} (pid {}) {}: the other workers go on without it (the ps report it and exit "
+                              "non-zero at the end)",
+                              c.command.label, pid, describe(status));
+                failed_ = true;
             } else {
                 spdlog::error("{} (pid {}) {}", c.command.label, pid, describe(status));
                 failed_ = true;
+                must_stop_ = true;
             }
         }
     }
@@ -158,7 +176,10 @@ int Supervisor::run(const std::vector<DaemonCommand>& commands) {
         signal_group(SIGTERM);
         deadline = Clock::now() + grace_;
     };
-    if (failed_) begin_stop("a daemon could not be started");
+    if (failed_) {
+        must_stop_ = true;
+        begin_stop("a daemon could not be started");
+    }
 
     auto any_running = [&](bool ps) {
         for (const Child& c : children_)
@@ -186,7 +207,7 @@ int Supervisor::run(const std::vector<DaemonCommand>& commands) {
             begin_stop(strsignal(sig));
         }
         reap(stopping);
-        if (failed_) begin_stop("a daemon failed");
+        if (must_stop_) begin_stop("a daemon failed");
         if (!stopping && !draining && !any_running(false) && any_running(true)) {
             spdlog::info("all workers finished; waiting up to {} ms for the ps to exit",
                          grace_.count());

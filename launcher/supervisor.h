@@ -4,8 +4,10 @@
 // (PR_SET_PDEATHSIG), and has stdin on /dev/null. The group is signalled as a whole, so
 // grandchildren are stopped too; psrun is a child subreaper and reaps every descendant before
 // run() returns, so none outlives it. Policy:
-//  - a child that exits non-zero or is killed by a signal: the others get SIGTERM, then SIGKILL
-//    after the grace period; run() returns 1 and the log names the child;
+//  - a non-chief worker killed by a signal (kill -9, OOM): logged, the others go on (psd declares
+//    it dead after --worker-timeout and exits non-zero at the end); run() returns 1;
+//  - any other child that exits non-zero (but 75) or is killed by a signal: the others get
+//    SIGTERM, then SIGKILL after the grace period; run() returns 1 and the log names the child;
 //  - SIGINT/SIGTERM/SIGHUP to psrun: the same stop, which the daemons turn into a coordinated
 //    checkpoint (workerd/preemption.h, psd/drain.h); run() returns kExitPreempted (75) when the
 //    daemons exited 75 or 0 with at least one 75 (clean checkpoint), else 1 (a second signal
@@ -48,6 +50,7 @@ class Supervisor {
     bool start(Child& child);
     void signal_group(int sig);
     void reap(bool stopping);
+    static bool tolerated_death(const Child& child, int status);
     void reap_descendants();
 
     std::chrono::milliseconds grace_;
@@ -55,6 +58,7 @@ class Supervisor {
     pid_t group_ = 0;
     bool failed_ = false;
     bool preempted_ = false;  // a child exited kExitPreempted
+    bool must_stop_ = false;  // a failure that stops every daemon
 };
 
 }  // namespace psrun::launcher

@@ -37,6 +37,10 @@ int main(int argc, char** argv) {
     app.add_option("--backup-workers", o.backup_workers, "sync: extra workers whose late gradients are dropped")
         ->needs(sync);
     app.add_option("--straggler-every", o.straggler_every, "sync: steps between straggler reports");
+    app.add_option("--max-bad-grads", o.max_bad_grads,
+                   "rejected non-finite gradients after which psd stops the run (every worker is told; exit 1); "
+                   "0: no limit")
+        ->capture_default_str();
     app.add_option("--signal-grace", signal_grace,
                    "seconds psd waits after SIGTERM/SIGUSR1 for the chief's checkpoint and every worker's DONE")
         ->check(CLI::PositiveNumber)

@@ -25,7 +25,11 @@ using wire::Header;
 using wire::MessageType;
 
 ParameterServer::ParameterServer(ServerOptions options)
-    : options_(std::move(options)), context_(1), workers_(options_.num_workers), drain_(options_.signal_grace) {
+    : options_(std::move(options)),
+      context_(1),
+      workers_(options_.num_workers),
+      drain_(options_.signal_grace),
+      faults_(options_.num_workers, options_.max_bad_grads) {
     if (options_.index >= options_.endpoints.size())
         throw UsageError("--index " + std::to_string(options_.index) + " has no endpoint in --ps (" +
                          std::to_string(options_.endpoints.size()) + " given)");
@@ -194,6 +198,7 @@ void ParameterServer::dispatch(const std::string& routing, const Header& h, Part
             return;
         default: break;
     }
+    if (faults_.aborted()) return reply_aborted(routing, is_worker ? h.index : options_.num_workers);
     if (!shard_) return reply_error(routing, ErrorCode::kProtocol, "send HELLO first");
     if (!is_worker && h.type != MessageType::kPull)
         return reply_error(routing, ErrorCode::kUnauthorized, "only workers may send " + std::string(to_string(h.type)));
@@ -280,6 +285,9 @@ void ParameterServer::check_timeouts() {
     }
     // Standby serves whoever comes: only workers that attached can be missed there.
     const auto attach_timeout = options_.standby ? Clock::duration::max() / 2 : Clock::duration(options_.init_timeout);
+    check_abort(now);
+    if (exit_code_) return;
+    keep_waiters_alive(now);
     const auto never = workers_.never_attached();
     const auto dead = workers_.expire(now, options_.worker_timeout, started_, attach_timeout);
     if (dead.empty()) return;
@@ -289,6 +297,7 @@ void ParameterServer::check_timeouts() {
         else
             spdlog::error("worker {} silent for more than {} ms: declared dead", i, options_.worker_timeout.count());
     }
+    on_workers_lost();
     check_run_finished();
 }
 
@@ -329,6 +338,7 @@ std::string ParameterServer::stats_json() const {
     j["stale"] = counters_.stale;
     j["errors"] = counters_.errors;
     j["checkpoints"] = counters_.checkpoints;
+    j["aborted"] = faults_.aborted();
     j["auth_denied"] = zap_ ? zap_->denied() : 0;
     return j.dump();
 }

@@ -14,6 +14,7 @@
 #include "common/signals.h"
 #include "common/wire.h"
 #include "psd/drain.h"
+#include "psd/fault_policy.h"
 #include "psd/server_options.h"
 #include "psd/shard_state.h"
 #include "psd/sync_aggregator.h"
@@ -69,6 +70,14 @@ private:
     void reply_error(const std::string& routing, ErrorCode code, const std::string& reason);
     void release_pending(std::vector<Pending>& pending, std::uint32_t flags);
     void check_timeouts();
+    // psd/parameter_server_faults.cpp
+    void keep_waiters_alive(Clock::time_point now);
+    void update_sync_replicas();
+    void complete_sync_step();
+    void on_workers_lost();
+    void reject_bad_gradient(const std::string& routing, const wire::Header& h, const Error& error);
+    void reply_aborted(const std::string& routing, std::uint32_t worker);
+    void check_abort(Clock::time_point now);
     void check_run_finished();
     void finish(int code);
     std::string stats_json() const;
@@ -89,6 +98,7 @@ private:
     std::unique_ptr<ShardState> shard_;
     std::unique_ptr<SyncAggregator> sync_;
     WorkerTable workers_;
+    FaultPolicy faults_;
     std::vector<Pending> init_waiters_;
     Clock::time_point first_init_wait_{};
     Clock::time_point started_ = Clock::now();

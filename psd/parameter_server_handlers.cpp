@@ -109,7 +109,9 @@ void ParameterServer::on_push(const std::string& routing, const Header& h, Parts
         if (want_params) return reply_params(routing, wire::kFlagDraining);
         return reply(routing, MessageType::kAck, wire::kFlagDraining);
     }
+    const auto rejected_before = counters_.nonfinite;
     auto grads = slice_spans(h, parts, 0);
+    if (!grads && counters_.nonfinite != rejected_before) return reject_bad_gradient(routing, h, grads.error());
     if (!grads) return reply_error(routing, grads.error().code, grads.error().message);
     auto answer = [&](std::uint32_t flags) {
         if (shard_->finished()) flags |= wire::kFlagFinished;
@@ -135,11 +137,8 @@ void ParameterServer::on_push(const std::string& routing, const Header& h, Parts
     step_waiters_.push_back(Pending{routing, h.type, h.index});
     std::vector<std::size_t> offsets;
     for (std::size_t k = 0; k < grads->size(); ++k) offsets.push_back(shard_->local_offset(k));
-    if (!sync_->add(h.index, *grads, offsets)) return;
-    shard_->apply(sync_->average(*grads, offsets), team_.get());
-    ++counters_.applied;
-    if (auto report = sync_->finish_step(shard_->step())) spdlog::info("{}", *report);
-    release_pending(step_waiters_, shard_->finished() ? wire::kFlagFinished : 0);
+    update_sync_replicas();
+    if (sync_->add(h.index, *grads, offsets)) complete_sync_step();
 }
 
 void ParameterServer::on_done(const std::string& routing, const Header& h) {

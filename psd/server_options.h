@@ -31,6 +31,7 @@ struct ServerOptions {
     // Preemption: after a signal (or the chief's drain request) psd waits this long for the
     // chief's checkpoint and every worker's DONE before it exits anyway (psd/drain.h).
     std::chrono::milliseconds signal_grace{8000};
+    std::uint64_t max_bad_grads = 100;    // rejected non-finite gradients before the run is aborted; 0: no limit
 };
 
 }  // namespace psrun::psd

@@ -54,6 +54,7 @@ void add_cluster_options(CLI::App& app, ClusterOptions& o) {
                    "seconds after SIGTERM/SIGUSR1 for the preemption checkpoint before a forced exit 1")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
+    add_fault_options(app, o.faults);
 }
 
 DistributedWorker::DistributedWorker(ClusterOptions cluster, TrainOptions training)
@@ -91,6 +92,7 @@ int DistributedWorker::run() {
     po.keys = keys;
     po.connect_timeout = to_ms(c.connect_timeout);
     po.reply_timeout = to_ms(c.step_timeout);
+    po.heartbeat_timeout = to_ms(c.faults.heartbeat_timeout);
     std::unique_ptr<PsClient> client_ptr;
     try {
         client_ptr = std::make_unique<PsClient>(po);
@@ -175,6 +177,7 @@ int DistributedWorker::run() {
     ctx.interrupted = [&watcher] { return watcher.stop_requested(); };
     resume_data_position(ctx, info.step, client.sync());
     HookList hooks = make_hooks(ctx);
+    if (c.faults.inject_nan_every > 0) hooks.add(make_nan_injector(c.faults.inject_nan_every));
     StepResult last{info.step, 0, 0.0f, info.finished};
     hooks.begin(ctx);
     ParamFrames frames;
@@ -191,8 +194,26 @@ int DistributedWorker::run() {
         const auto t1 = Clock::now();
         auto step = [&] {
             SignalWatcher::Blocked waiting(watcher);
-            return client.push_pull_frames(trainer.grads().all(), tag, frames);
+            return ctx.client->push_pull_frames(trainer.grads().all(), tag, frames);
         }();
+        if (auto lost = step ? std::nullopt : ctx.client->lost_shard(); lost && c.faults.ps_restart_wait > 0) {
+            frames = ParamFrames{};
+            auto back = recover_lost_ps(po, *lost, tag, c.faults.ps_restart_wait, c.chief, checkpointer.get(), bo,
+                                        trainer.params().all());
+            if (!back) return fail("recovery from a lost psd", back.error());
+            client_ptr = std::move(back->client);  // `client` is stale from here on: use ctx.client
+            ctx.client = client_ptr.get();
+            tag = back->info.step;
+            trainer.set_global_step(tag);
+            continue;
+        }
+        if (!step && step.error().code == ErrorCode::kRejected) {  // psd dropped and counted it: go on
+            spdlog::warn("gradient of global step {} rejected: {}", tag, step.error().message);
+            auto pulled = ctx.client->pull(trainer.params().all());
+            if (!pulled) return fail("PULL", pulled.error());
+            tag = pulled->step;
+            continue;
+        }
         if (!step) return fail(fmt::format("PUSH_PULL at global step {}", tag), step.error());
         if (step->draining) {  // psd refused the step: preemption
             spdlog::warn("psd is draining: stopped after {} steps (global step {})", ctx.local_steps, step->step);
@@ -201,7 +222,7 @@ int DistributedWorker::run() {
         }
         const auto t2 = Clock::now();
         // The model reads the parameter buffer in place: copy the received slices into it.
-        frames.copy_to(trainer.params().all(), client.layout());
+        frames.copy_to(trainer.params().all(), ctx.client->layout());
         const auto t3 = Clock::now();
         ctx.compute_seconds += std::chrono::duration<double>(t1 - t0).count();
         ctx.exchange_seconds += std::chrono::duration<double>(t2 - t1).count();
@@ -215,10 +236,10 @@ int DistributedWorker::run() {
     ctx.train_seconds = ctx.elapsed();
     int code = kExitOk;
     if (ctx.stopped_by_signal) {
-        code = finish_preempted(ctx, client, watcher, tag);
+        code = finish_preempted(ctx, *ctx.client, watcher, tag);
     } else {
         blocked.emplace(watcher);
-        if (auto done = client.done(); !done) code = fail("DONE", done.error());
+        if (auto done = ctx.client->done(); !done) code = fail("DONE", done.error());
     }
     if (!c.chief) {
         const double n = std::max<double>(1.0, double(ctx.local_steps));

@@ -13,6 +13,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "workerd/ps_recovery.h"
 #include "workerd/train_options.h"
 
 namespace psrun::worker {
@@ -29,6 +30,7 @@ struct ClusterOptions {
     double step_timeout = 600;     // seconds: one PUSH_PULL (sync steps wait for the others)
     double barrier_timeout = 600;  // seconds: the start barrier
     double signal_grace = 9;       // seconds from SIGTERM/SIGUSR1 to a forced exit 1 (preemption.h)
+    FaultOptions faults;           // lost psd, heartbeats, fault injection (workerd/ps_recovery.h)
 };
 
 // Registers --ps, --num-workers, --chief, --evaluator, --key-file, --no-auth and the timeouts.
