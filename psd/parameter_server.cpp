@@ -49,6 +49,7 @@ ParameterServer::ParameterServer(ServerOptions options)
     if (curve) {
         zap_ = std::make_unique<ZapHandler>(context_, options_.keys->client_public);
         make_curve_server(socket_, *options_.keys);
+        zap_->watch_handshakes(context_, socket_, options_.index);
     }
     const mode_t old_mask = ::umask(077);  // the ipc socket file is created owner-only
     try {
@@ -101,10 +102,14 @@ int ParameterServer::run() {
         {nullptr, signals_.fd(), ZMQ_POLLIN, 0},
         {nullptr, wake_.fd(), ZMQ_POLLIN, 0},
     };
-    if (zap_) items.push_back({zap_->socket().handle(), 0, ZMQ_POLLIN, 0});
+    if (zap_) {
+        items.push_back({zap_->socket().handle(), 0, ZMQ_POLLIN, 0});
+        items.push_back({zap_->handshake_events()->handle(), 0, ZMQ_POLLIN, 0});
+    }
     while (!exit_code_) {
         zmq::poll(items, std::chrono::milliseconds(200));
         if (zap_ && (items[3].revents & ZMQ_POLLIN)) zap_->handle();
+        if (zap_ && (items[4].revents & ZMQ_POLLIN)) zap_->handle_handshake_event();
         if (items[0].revents & ZMQ_POLLIN) {
             for (int n = 0; n < 64 && !exit_code_; ++n) {  // drain, but keep timers and signals fair
                 Parts parts;
@@ -156,16 +161,19 @@ void ParameterServer::handle_message(Parts& parts) {
     auto header = wire::decode_header(view(parts[1]));
     if (!header) {
         ++counters_.malformed;
+        log_refusal("a malformed message (" + header.error().message + ")");
         return reply_error(routing, ErrorCode::kProtocol, header.error().message);
     }
     std::vector<std::size_t> sizes;
     for (std::size_t i = 2; i < parts.size(); ++i) sizes.push_back(parts[i].size());
     if (auto ok = wire::check_frames(*header, sizes); !ok) {
         ++counters_.malformed;
+        log_refusal("a malformed message (" + ok.error().message + ")");
         return reply_error(routing, ErrorCode::kProtocol, ok.error().message);
     }
     if (header->token != options_.token) {
         ++counters_.unauthorized;
+        log_refusal("a message with another job's token");
         return reply_error(routing, ErrorCode::kUnauthorized, "wrong job token: use this job's key file");
     }
     const bool is_worker = header->role == wire::Role::kWorker || header->role == wire::Role::kChief;
@@ -177,6 +185,16 @@ void ParameterServer::handle_message(Parts& parts) {
     }
     if (is_worker && header->type != MessageType::kHello) workers_.seen(header->index, Clock::now());
     dispatch(routing, *header, parts);
+}
+
+void ParameterServer::log_refusal(const std::string& what) {
+    // Hostile or confused clients must not flood the log: the first few, then one a minute.
+    const auto now = Clock::now();
+    if (refusals_logged_ >= 5 && now - last_refusal_log_ < std::chrono::minutes(1)) return;
+    ++refusals_logged_;
+    last_refusal_log_ = now;
+    spdlog::warn("refused {}: answered with ERROR, still serving (malformed {}, unauthorized {} so far)", what,
+                 counters_.malformed, counters_.unauthorized);
 }
 
 void ParameterServer::dispatch(const std::string& routing, const Header& h, Parts& parts) {

@@ -69,6 +69,7 @@ private:
     void reply_params(const std::string& routing, std::uint32_t flags);
     void reply_error(const std::string& routing, ErrorCode code, const std::string& reason);
     void release_pending(std::vector<Pending>& pending, std::uint32_t flags);
+    void log_refusal(const std::string& what);  // rate-limited warning for a refused message
     void check_timeouts();
     // psd/parameter_server_faults.cpp
     void keep_waiters_alive(Clock::time_point now);
@@ -95,6 +96,8 @@ private:
     std::optional<int> exit_code_;
     std::vector<TensorSpec> tensors_;
     std::unique_ptr<ThreadTeam> team_;  // splits the finite check and the update (options_.threads)
+    std::uint64_t refusals_logged_ = 0;  // log_refusal(): warnings written
+    Clock::time_point last_refusal_log_{};
     std::unique_ptr<ShardState> shard_;
     std::unique_ptr<SyncAggregator> sync_;
     WorkerTable workers_;

@@ -36,4 +36,26 @@ void ZapHandler::handle() {
         socket_.send(zmq::buffer(parts[k]), k + 1 < 6 ? zmq::send_flags::sndmore : zmq::send_flags::none);
 }
 
+void ZapHandler::watch_handshakes(zmq::context_t& context, zmq::socket_t& server, std::uint32_t index) {
+    const std::string endpoint = "inproc://psd-" + std::to_string(index) + "-handshakes";
+    if (zmq_socket_monitor(server.handle(), endpoint.c_str(),
+                           ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) != 0)
+        throw zmq::error_t();
+    monitor_ = zmq::socket_t(context, zmq::socket_type::pair);
+    monitor_.set(zmq::sockopt::linger, 0);
+    monitor_.connect(endpoint);
+}
+
+void ZapHandler::handle_handshake_event() {
+    zmq::message_t event, address;  // event: u16 id + u32 value; then the endpoint it happened on
+    if (!monitor_.recv(event, zmq::recv_flags::dontwait)) return;
+    if (event.more()) (void)monitor_.recv(address, zmq::recv_flags::dontwait);
+    ++failed_handshakes_;
+    ++denied_;
+    if (failed_handshakes_ <= 5 || failed_handshakes_ % 100 == 0)
+        spdlog::warn("refused a connection on {}: its handshake failed (a client without CURVE or without this "
+                     "job's key, or not a psrun client); {} so far",
+                     std::string(static_cast<const char*>(address.data()), address.size()), failed_handshakes_);
+}
+
 }  // namespace psrun::psd

@@ -19,8 +19,17 @@ public:
     void handle();  // answers one pending request (call when socket() is readable)
     std::uint64_t denied() const { return denied_; }
 
+    // Also watch `server` (the CURVE ROUTER) for handshakes that fail before ZAP is asked: a client
+    // that does not speak CURVE at all, or garbage. Call once, before the server binds.
+    void watch_handshakes(zmq::context_t& context, zmq::socket_t& server, std::uint32_t index);
+    // The monitor's PAIR socket (nullptr before watch_handshakes()); poll it with socket().
+    zmq::socket_t* handshake_events() { return monitor_ ? &monitor_ : nullptr; }
+    void handle_handshake_event();  // logs one failed handshake (rate-limited) and counts it
+
 private:
     zmq::socket_t socket_;
+    zmq::socket_t monitor_;
+    std::uint64_t failed_handshakes_ = 0;
     std::array<std::uint8_t, 32> client_key_{};
     std::uint64_t denied_ = 0;
 };
