@@ -21,7 +21,7 @@ PS_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0
 
 export PSRUN DATA_DIR=$DATA MODEL_DIR=$MODEL STEPS BATCH_SIZE=100 LEARNING_RATES="1e-3 5e-4" PS_PORT \
   TRAIN_OPTS="--eval-every 0"
-run_job standby 300 -N2 -n4 -c1 -w 'n[1-2]' --time=10 "$JOBS_DIR/ps-standby.sbatch"
+run_job standby 420 -N2 -n4 -c1 -w 'n[1-2]' --time=10 "$JOBS_DIR/ps-standby.sbatch"
 [ "$JOB_RC" = 0 ] || job_fail standby "sbatch --wait returned $JOB_RC"
 expect_no_task_failure standby
 

@@ -18,7 +18,7 @@ MODEL=$OUT/model
 
 export PSRUN DATA_DIR=$DATA MODEL_DIR=$MODEL STEPS BATCH_SIZE=100 LEARNING_RATE=1e-3 TRAIN_OPTS="--eval-every 0"
 unset PS REPLICAS BACKUP  # the script's defaults: 1 ps, 1 backup worker, replicas = workers - 1
-run_job sync 300 -N2 --ntasks-per-node=3 -c1 -w 'n[2-3]' --time=10 "$JOBS_DIR/mnist-sync.sbatch"
+run_job sync 420 -N2 --ntasks-per-node=3 -c1 -w 'n[2-3]' --time=10 "$JOBS_DIR/mnist-sync.sbatch"
 [ "$JOB_RC" = 0 ] || job_fail sync "sbatch --wait returned $JOB_RC"
 expect_no_task_failure sync
 

@@ -72,13 +72,15 @@ summary_field() {
 ge() { awk -v a="$1" -v b="$2" 'BEGIN {exit !(a >= b)}'; }
 
 # The chief's outputs in MODEL_DIR: checkpoints (ckpt-<step>/ with a manifest, the `checkpoint` state file naming
-# one of them), metrics.jsonl, a TensorBoard event file, curves.png (a PNG) and summary.json.
+# one of them as "latest", in LATEST_CKPT), metrics.jsonl, a TensorBoard event file, curves.png (a PNG) and summary.json.
 expect_model_dir() {
   local dir=$1 newest
   compgen -G "$dir/ckpt-*/manifest.json" >/dev/null || fail "no ckpt-*/manifest.json in $dir: $(ls -A "$dir")"
   [ -s "$dir/checkpoint" ] || fail "no checkpoint state file in $dir"
-  newest=$(grep -o 'ckpt-[0-9]*' "$dir/checkpoint" | head -n 1)
-  [ -n "$newest" ] && [ -d "$dir/$newest" ] || fail "$dir/checkpoint names '$newest', not an existing ckpt dir: $(cat "$dir/checkpoint")"
+  newest=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["latest"])' "$dir/checkpoint") \
+    || fail "$dir/checkpoint is not the JSON state file: $(cat "$dir/checkpoint")"
+  [ -n "$newest" ] && [ -f "$dir/$newest/manifest.json" ] || fail "$dir/checkpoint names '$newest' as the latest, not a checkpoint"
+  LATEST_CKPT=$newest
   [ -s "$dir/metrics.jsonl" ] || fail "no metrics.jsonl in $dir"
   python3 -c 'import json, sys; [json.loads(l) for l in open(sys.argv[1])]' "$dir/metrics.jsonl" \
     || fail "$dir/metrics.jsonl is not JSON lines"
