@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "common/tensor_file.h"
 
@@ -147,11 +148,26 @@ std::vector<CheckpointInfo> CheckpointStore::list() const {
 
 Result<nlohmann::json> CheckpointStore::read_manifest(const CheckpointInfo& info) {
     const std::string path = info.dir + "/" + kManifest;
-    std::ifstream in(path);
+    std::ifstream in(path, std::ios::binary);
     if (!in) return make_error(ErrorCode::kNotFound, path + ": missing");
-    auto manifest = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (manifest.is_discarded() || !manifest.is_object() || !manifest["files"].is_array())
-        return make_error(ErrorCode::kInvalidArgument, path + ": not a valid manifest");
+    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    return parse_manifest(text, path);
+}
+
+Result<nlohmann::json> CheckpointStore::parse_manifest(std::string_view text, const std::string& path) {
+    auto manifest = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (manifest.is_discarded() || !manifest.is_object())
+        return make_error(ErrorCode::kInvalidArgument, path + ": not a valid manifest (not a JSON object)");
+    const auto files = manifest.find("files");
+    if (files == manifest.end() || !files->is_array())
+        return make_error(ErrorCode::kInvalidArgument, path + ": not a valid manifest (no \"files\" array)");
+    for (const auto& f : *files) {
+        const std::string* name = f.get_ptr<const std::string*>();
+        if (name == nullptr || name->empty() || *name == "." || *name == ".." ||
+            name->find_first_of(std::string_view("/\0", 2)) != std::string::npos)
+            return make_error(ErrorCode::kInvalidArgument,
+                              path + ": not a valid manifest (\"files\" must list plain file names)");
+    }
     return manifest;
 }
 
@@ -162,7 +178,7 @@ Result<CheckpointInfo> CheckpointStore::latest_valid(std::vector<std::string>* w
         std::string problem = manifest ? "" : manifest.error().message;
         if (manifest) {
             for (const auto& f : (*manifest)["files"]) {
-                const std::string name = f.is_string() ? f.get<std::string>() : "";
+                const std::string name = f.get<std::string>();  // parse_manifest checked it
                 auto tensors = read_tensor_file(it->dir + "/" + name);
                 if (!tensors) {
                     problem = tensors.error().message;

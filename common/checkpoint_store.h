@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -62,8 +63,14 @@ public:
     // newer checkpoint adds a warning naming the file and the problem. kNotFound if none.
     [[nodiscard]] Result<CheckpointInfo> latest_valid(std::vector<std::string>* warnings) const;
 
-    // Reads a committed checkpoint's manifest.
+    // Reads a committed checkpoint's manifest (checked by parse_manifest).
     [[nodiscard]] static Result<nlohmann::json> read_manifest(const CheckpointInfo& info);
+
+    // Parses manifest.json text: a JSON object whose "files" is an array of plain file names
+    // (non-empty, no '/', not "." or ".."; a manifest never points outside its directory).
+    // kInvalidArgument otherwise; `path` only names the source in error messages.
+    [[nodiscard]] static Result<nlohmann::json> parse_manifest(std::string_view text,
+                                                               const std::string& path);
 
 private:
     std::string model_dir_;

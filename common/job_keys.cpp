@@ -5,12 +5,15 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <random>
 #include <sstream>
@@ -24,7 +27,8 @@ tl::unexpected<Error> io_error(const std::string& what) {
 }
 
 bool valid_z85_key(const std::string& key) {
-    if (key.size() != 40) return false;
+    // zmq_z85_decode stops at a NUL: a key with one inside would decode short and pass.
+    if (key.size() != 40 || key.find('\0') != std::string::npos) return false;
     std::uint8_t bin[32];
     return zmq_z85_decode(bin, key.c_str()) != nullptr;
 }
@@ -106,32 +110,41 @@ Result<JobKeys> read_job_key_file(const std::string& path) {
     if ((st.st_mode & 077) != 0)
         return make_error(ErrorCode::kUnauthorized, "key file " + path +
                                                         " is readable by others: run chmod 600 on it");
-    std::ifstream in(path);
+    std::ifstream in(path, std::ios::binary);
     if (!in) return io_error("cannot read key file " + path);
-    std::map<std::string, std::string> fields;
-    std::string line;
-    while (std::getline(in, line)) {
+    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    return parse_job_keys(text, "key file " + path);
+}
+
+Result<JobKeys> parse_job_keys(std::string_view text, const std::string& path) {
+    std::map<std::string, std::string, std::less<>> fields;
+    while (!text.empty()) {
+        const auto nl = text.find('\n');
+        const std::string_view line = text.substr(0, nl);
+        text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
         if (line.empty() || line[0] == '#') continue;
         const auto eq = line.find('=');
-        if (eq == std::string::npos)
-            return make_error(ErrorCode::kInvalidArgument, "key file " + path + ": line without '='");
-        fields[line.substr(0, eq)] = line.substr(eq + 1);
+        if (eq == std::string_view::npos)
+            return make_error(ErrorCode::kInvalidArgument, path + ": line without '='");
+        fields[std::string(line.substr(0, eq))] = std::string(line.substr(eq + 1));
     }
     if (fields["format"] != "1")
-        return make_error(ErrorCode::kInvalidArgument, "key file " + path + ": unknown format (want format=1)");
+        return make_error(ErrorCode::kInvalidArgument, path + ": unknown format (want format=1)");
     JobKeys k;
     const std::string& token = fields["token"];
-    char* end = nullptr;
-    k.token = std::strtoull(token.c_str(), &end, 16);
-    if (token.size() != 16 || end != token.c_str() + 16 || k.token == 0)
-        return make_error(ErrorCode::kInvalidArgument, "key file " + path + ": bad token");
+    // strtoull alone would also take a sign, "0x" or leading blanks: insist on 16 hex digits.
+    const bool hex = token.size() == 16 && std::all_of(token.begin(), token.end(), [](char c) {
+                         return std::isxdigit(static_cast<unsigned char>(c)) != 0;
+                     });
+    k.token = hex ? std::strtoull(token.c_str(), nullptr, 16) : 0;
+    if (k.token == 0) return make_error(ErrorCode::kInvalidArgument, path + ": bad token");
     k.server_public = fields["server_public"];
     k.server_secret = fields["server_secret"];
     k.client_public = fields["client_public"];
     k.client_secret = fields["client_secret"];
     for (const auto* key : {&k.server_public, &k.server_secret, &k.client_public, &k.client_secret})
         if (!valid_z85_key(*key))
-            return make_error(ErrorCode::kInvalidArgument, "key file " + path + ": malformed CURVE key");
+            return make_error(ErrorCode::kInvalidArgument, path + ": malformed CURVE key");
     return k;
 }
 

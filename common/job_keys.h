@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "common/result.h"
 
@@ -30,8 +31,13 @@ struct JobKeys {
 [[nodiscard]] Result<void> write_job_key_file(const std::string& path, const JobKeys& keys);
 
 // Reads and validates a key file: regular file, owned by the effective user, no group/other
-// permission bits, every field present and well-formed.
+// permission bits, every field present and well-formed (see parse_job_keys).
 [[nodiscard]] Result<JobKeys> read_job_key_file(const std::string& path);
+
+// Parses a key file's text: '#' comments, key=value lines, format=1, token = exactly 16 hex
+// digits (not 0), four CURVE keys of 40 Z85 characters. `path` only names the source in
+// error messages (kInvalidArgument).
+[[nodiscard]] Result<JobKeys> parse_job_keys(std::string_view text, const std::string& path);
 
 // create = true (rank 0): generate and write the file unless it exists, then read it back
 // (whoever won the race, every caller returns the same keys). create = false (other ranks):

@@ -53,18 +53,23 @@ std::vector<std::span<float>> Optimizer::slots() {
 // The loops below are written so that GCC vectorises them (no aliasing through the spans'
 // data pointers is possible: parameters, gradients and slots are distinct allocations).
 void Optimizer::apply(std::span<float> params, std::span<const float> grads) {
-    assert(params.size() == size_ && grads.size() == size_);
-    float* __restrict p = params.data();
-    const float* __restrict g = grads.data();
-    const std::size_t n = size_;
+    begin_update();
+    apply_range(params, grads, 0, size_);
+}
+
+void Optimizer::apply_range(std::span<float> params, std::span<const float> grads, std::size_t begin,
+                            std::size_t end) {
+    assert(params.size() == size_ && grads.size() == size_ && begin <= end && end <= size_);
+    float* __restrict p = params.data() + begin;
+    const float* __restrict g = grads.data() + begin;
+    const std::size_t n = end - begin;
     const float lr = config_.learning_rate;
-    ++updates_;
     switch (config_.kind) {
         case OptimizerKind::kSgd:
             for (std::size_t i = 0; i < n; ++i) p[i] -= lr * g[i];
             break;
         case OptimizerKind::kMomentum: {
-            float* __restrict a = slot0_.data();
+            float* __restrict a = slot0_.data() + begin;
             const float mu = config_.momentum;
             for (std::size_t i = 0; i < n; ++i) {
                 a[i] = mu * a[i] + g[i];
@@ -73,7 +78,7 @@ void Optimizer::apply(std::span<float> params, std::span<const float> grads) {
             break;
         }
         case OptimizerKind::kAdagrad: {
-            float* __restrict a = slot0_.data();
+            float* __restrict a = slot0_.data() + begin;
             for (std::size_t i = 0; i < n; ++i) {
                 a[i] += g[i] * g[i];
                 p[i] -= lr * g[i] / std::sqrt(a[i]);
@@ -81,8 +86,8 @@ void Optimizer::apply(std::span<float> params, std::span<const float> grads) {
             break;
         }
         case OptimizerKind::kAdam: {
-            float* __restrict m = slot0_.data();
-            float* __restrict v = slot1_.data();
+            float* __restrict m = slot0_.data() + begin;
+            float* __restrict v = slot1_.data() + begin;
             const double t = static_cast<double>(updates_);
             const float b1 = config_.beta1, b2 = config_.beta2, eps = config_.epsilon;
             const float lr_t = static_cast<float>(

@@ -39,6 +39,12 @@ public:
     // params -= update(grads). REQUIRES: params.size() == grads.size() == size().
     void apply(std::span<float> params, std::span<const float> grads);
 
+    // The same update split across threads: call begin_update() once (it counts the update),
+    // then apply_range() over disjoint [begin, end) ranges that together cover [0, size()), from
+    // any threads, before the next begin_update(). params and grads are the whole spans.
+    void begin_update() { ++updates_; }
+    void apply_range(std::span<float> params, std::span<const float> grads, std::size_t begin, std::size_t end);
+
     std::size_t size() const { return size_; }
     const OptimizerConfig& config() const { return config_; }
     // Number of apply() calls so far (Adam's t). Restored from checkpoints.

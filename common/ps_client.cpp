@@ -24,15 +24,19 @@ void ParamFrames::copy_to(std::span<float> params, const ShardLayout& layout) co
 }
 
 PsClient::PsClient(PsClientOptions options) : options_(std::move(options)), context_(1) {
+    std::vector<std::string> normalized_endpoints;
     for (const auto& ep : options_.endpoints) {
         auto normalized = normalize_endpoint(ep);
         if (!normalized) throw std::invalid_argument(normalized.error().message);
         zmq::socket_t s(context_, zmq::socket_type::dealer);
         s.set(zmq::sockopt::linger, 0);
         if (options_.keys && uses_curve(*normalized)) make_curve_client(s, *options_.keys);
-        s.connect(*normalized);
         sockets_.push_back(std::move(s));
+        normalized_endpoints.push_back(*normalized);
     }
+    links_ = std::make_unique<LinkMonitor>(context_, sockets_, options_.endpoints, normalized_endpoints, options_.keys,
+                                           options_.heartbeat_timeout);  // before connect
+    for (std::size_t i = 0; i < sockets_.size(); ++i) sockets_[i].connect(normalized_endpoints[i]);
     if (options_.keys) options_.token = options_.keys->token;
 }
 
@@ -92,6 +96,11 @@ Result<std::vector<PsClient::Reply>> PsClient::collect(const std::vector<std::ui
         items.clear();
         for (auto i : shards)
             if (!got[i]) items.push_back({sockets_[i].handle(), 0, ZMQ_POLLIN, 0});
+        links_->append_poll_items(items);  // a psd that dies mid-request wakes us up
+        links_->update();
+        for (auto i : shards)
+            if (!got[i] && links_->lost(i) && !(sockets_[i].get(zmq::sockopt::events) & ZMQ_POLLIN))
+                return make_error(ErrorCode::kIo, links_->describe_loss(i));  // a reply sent before dying is read
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
         if (left.count() <= 0 || zmq::poll(items, left) == 0) {
             std::string names;
@@ -152,6 +161,7 @@ Result<void> PsClient::hello() {
                                                         "check that --ps lists the same endpoints in the same order everywhere");
         initialized_ = initialized_ && (r.header.flags & wire::kFlagInitialized);
         if (i == 0) welcome_step_ = r.header.step;
+        if (i == 0) sync_ = r.header.flags & wire::kFlagSync;
     }
     layout_ = *expected;
     shard_slices_.clear();
@@ -209,6 +219,7 @@ Result<StepInfo> PsClient::exchange(MessageType type, std::span<const float> gra
                                     ParamFrames* out) {
     if (type != MessageType::kPull && grads.size() != layout_.total)
         return make_error(ErrorCode::kInvalidArgument, "gradient buffer has the wrong size");
+    if (auto lost = lost_shard()) return make_error(ErrorCode::kIo, links_->describe_loss(*lost));  // send nothing
     for (auto i : all_shards()) {
         Header h = make_header(type);
         h.step = step;
@@ -216,6 +227,7 @@ Result<StepInfo> PsClient::exchange(MessageType type, std::span<const float> gra
         else send_slices(i, h, grads, std::nullopt);
     }
     auto replies = collect(all_shards(), options_.reply_timeout);
+    if (!replies && lost_shard()) return tl::unexpected(replies.error());  // a hung psd never frees them: see header
     wait_released(holds_);
     if (!replies) return tl::unexpected(replies.error());
     StepInfo info;
@@ -224,6 +236,7 @@ Result<StepInfo> PsClient::exchange(MessageType type, std::span<const float> gra
     for (auto& r : *replies) {
         info.finished = info.finished || (r.header.flags & wire::kFlagFinished);
         info.stale = info.stale || (r.header.flags & wire::kFlagStale);
+        info.draining = info.draining || (r.header.flags & wire::kFlagDraining);
     }
     if (!out) return info;
     out->frames_.clear();
@@ -272,8 +285,10 @@ Result<StepInfo> PsClient::push_pull_frames(std::span<const float> grads, std::u
     return exchange(MessageType::kPushPull, grads, step, &out);
 }
 
-Result<void> PsClient::done() {
-    for (auto i : all_shards()) send_plain(i, make_header(MessageType::kDone), nullptr);
+Result<void> PsClient::done(bool preempted) {
+    Header h = make_header(MessageType::kDone);
+    if (preempted) h.flags = wire::kFlagDraining;
+    for (auto i : all_shards()) send_plain(i, h, nullptr);
     auto replies = collect(all_shards(), options_.connect_timeout);
     if (!replies) return tl::unexpected(replies.error());
     return {};
@@ -286,6 +301,15 @@ Result<void> PsClient::heartbeat() {
     return {};
 }
 
+Result<std::uint64_t> PsClient::drain() {
+    Header h = make_header(MessageType::kHeartbeat);
+    h.flags = wire::kFlagDraining;
+    for (auto i : all_shards()) send_plain(i, h, nullptr);
+    auto replies = collect(all_shards(), options_.connect_timeout);
+    if (!replies) return tl::unexpected(replies.error());
+    return (*replies)[0].header.step;
+}
+
 Result<nlohmann::json> PsClient::stats(std::uint32_t shard) {
     send_plain(shard, make_header(MessageType::kStats), nullptr);
     auto replies = collect({shard}, options_.connect_timeout);
@@ -295,6 +319,11 @@ Result<nlohmann::json> PsClient::stats(std::uint32_t shard) {
     auto j = nlohmann::json::parse(view(r.frames[0]), nullptr, false);
     if (j.is_discarded()) return make_error(ErrorCode::kProtocol, "STATS reply is not JSON");
     return j;
+}
+
+std::optional<std::uint32_t> PsClient::lost_shard() {
+    links_->update();
+    return links_->first_lost(all_shards());
 }
 
 Result<void> PsClient::stop(std::uint32_t shard) {

@@ -19,6 +19,7 @@
 #include <zmq.hpp>
 
 #include "common/job_keys.h"
+#include "common/ps_health.h"
 #include "common/result.h"
 #include "common/tensor_layout.h"
 #include "common/wire.h"
@@ -34,12 +35,16 @@ struct PsClientOptions {
     std::vector<TensorSpec> tensors = mnist_deep_tensors();
     std::chrono::milliseconds connect_timeout{30000};  // HELLO, STATS, STOP
     std::chrono::milliseconds reply_timeout{600000};   // INIT barrier and sync steps wait longer
+    // ZMTP heartbeat timeout (0: none): a psd that answers no ZMTP ping for this long counts as
+    // lost (common/ps_health.h); a psd that dies is seen at once, whatever this is.
+    std::chrono::milliseconds heartbeat_timeout{10000};
 };
 
 struct StepInfo {
     std::uint64_t step = 0;  // global step after this exchange (shard 0 is authoritative)
     bool finished = false;   // last_step reached: stop training
     bool stale = false;      // sync mode: the gradient was too old and was dropped
+    bool draining = false;   // a psd is draining (preemption): stop; the push was not applied
 };
 
 // Parameters received in place: one ZeroMQ frame per slice, kept alive by this object.
@@ -69,6 +74,7 @@ public:
     const ShardLayout& layout() const { return layout_; }
     bool servers_initialized() const { return initialized_; }  // every shard holds parameters
     std::uint64_t welcome_step() const { return welcome_step_; }
+    bool sync() const { return sync_; }  // psd runs in sync mode (WELCOME of shard 0)
 
     // Chief only: initial parameters (whole contiguous buffer) or "restored" (psd keeps its own).
     // dry_run (benchmarks only): psd validates gradients but never applies them.
@@ -93,10 +99,20 @@ public:
                                              std::span<float> params);
     [[nodiscard]] Result<StepInfo> push_pull_frames(std::span<const float> grads, std::uint64_t step,
                                                     ParamFrames& out);
-    [[nodiscard]] Result<void> done();
+    // `preempted`: this worker stops before the last step (signal or draining psd).
+    [[nodiscard]] Result<void> done(bool preempted = false);
     [[nodiscard]] Result<void> heartbeat();
+    // Chief only: every psd starts draining (refuses further steps, keeps serving SAVE/DONE),
+    // so that a checkpoint saved next holds every update psd will ever apply in this run.
+    // Returns shard 0's global step after the request (the step a checkpoint should name).
+    [[nodiscard]] Result<std::uint64_t> drain();
     [[nodiscard]] Result<nlohmann::json> stats(std::uint32_t shard);
     [[nodiscard]] Result<void> stop(std::uint32_t shard);
+    // A shard whose connection dropped after it was up (its psd died or hung): every later
+    // request fails at once naming it. Use a fresh PsClient to talk to a restarted psd. When an
+    // exchange fails this way, ZeroMQ may still hold its gradient buffer (queued for a hung
+    // psd): destroy this PsClient before overwriting that buffer.
+    std::optional<std::uint32_t> lost_shard();
 
 private:
     struct Reply {
@@ -121,7 +137,9 @@ private:
     std::vector<std::vector<std::uint32_t>> shard_slices_;
     bool initialized_ = false;
     std::uint64_t welcome_step_ = 0;
+    bool sync_ = false;
     std::atomic<int> holds_{0};
+    std::unique_ptr<LinkMonitor> links_;  // after sockets_: destroyed first
 };
 
 }  // namespace psrun

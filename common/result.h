@@ -19,7 +19,10 @@ enum class ErrorCode {
     kUnauthorized,     // wrong job token or key
     kTimeout,          // a deadline passed
     kUnsupported,      // the request is valid but cannot be served here
+    kRejected,         // psd dropped a non-finite gradient (counted); the run goes on
+    kAborted,          // psd stopped the run (e.g. --max-bad-grads reached): every rank stops
 };
+inline constexpr ErrorCode kLastErrorCode = ErrorCode::kAborted;
 
 struct Error {
     ErrorCode code = ErrorCode::kInvalidArgument;

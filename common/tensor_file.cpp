@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -59,7 +60,7 @@ Result<void> write_all(int fd, const std::string& bytes, const std::string& path
 
 }  // namespace
 
-Result<void> write_tensor_file(const std::string& path, std::span<const TensorView> tensors) {
+std::string encode_tensor_file(std::span<const TensorView> tensors) {
     std::string out(kMagic, sizeof kMagic);
     std::string crcs;
     for (const auto& t : tensors) {
@@ -77,7 +78,11 @@ Result<void> write_tensor_file(const std::string& path, std::span<const TensorVi
     out.append(kEnd, sizeof kEnd);
     put<std::uint32_t>(out, static_cast<std::uint32_t>(tensors.size()));
     put<std::uint32_t>(out, crc32c(as_bytes(crcs)));
+    return out;
+}
 
+Result<void> write_tensor_file(const std::string& path, std::span<const TensorView> tensors) {
+    const std::string out = encode_tensor_file(tensors);
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return make_error(ErrorCode::kIo, path + ": cannot create: " + std::strerror(errno));
     auto written = write_all(fd, out, path);
@@ -93,6 +98,10 @@ Result<std::vector<NamedTensor>> read_tensor_file(const std::string& path) {
     std::ifstream file(path, std::ios::binary);
     if (!file) return make_error(ErrorCode::kNotFound, path + ": cannot open");
     const std::string bytes{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+    return parse_tensor_file(bytes, path);
+}
+
+Result<std::vector<NamedTensor>> parse_tensor_file(std::string_view bytes, const std::string& path) {
     auto bad = [&](const std::string& what) {
         return make_error(ErrorCode::kInvalidArgument, path + ": " + what);
     };
@@ -115,6 +124,8 @@ Result<std::vector<NamedTensor>> read_tensor_file(const std::string& path) {
             std::uint64_t d = 0;
             if (!r.get(d)) return bad("tensor '" + t.name + "' is truncated");
             t.shape.push_back(d);
+            if (d != 0 && expected > UINT64_MAX / d)  // a wrapped product could match a small count
+                return bad("tensor '" + t.name + "' has an impossible shape (element count overflows)");
             expected *= d;
         }
         if (!r.get(count) || count != expected || count > r.in.size() / sizeof(float) ||
@@ -127,7 +138,7 @@ Result<std::vector<NamedTensor>> read_tensor_file(const std::string& path) {
             return bad("tensor '" + t.name + "' fails its CRC32C check");
         put(crcs, crc);
         t.data.resize(count);
-        std::memcpy(t.data.data(), data.data(), data.size());
+        if (count > 0) std::memcpy(t.data.data(), data.data(), data.size());  // data() may be null when empty
         tensors.push_back(std::move(t));
     }
     std::string_view end;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/result.h"
@@ -35,5 +36,12 @@ struct TensorView {
 // Reads and verifies every CRC. Any damage (truncation, flipped bit, bad count) is a
 // kInvalidArgument error naming the file and the tensor.
 [[nodiscard]] Result<std::vector<NamedTensor>> read_tensor_file(const std::string& path);
+
+// The in-memory halves of the two functions above. encode_tensor_file returns the exact file
+// bytes; parse_tensor_file checks them as read_tensor_file does (`path` only names the source
+// in error messages). parse(encode(t)) == t, and encode(parse(b)) == b for every accepted b.
+std::string encode_tensor_file(std::span<const TensorView> tensors);
+[[nodiscard]] Result<std::vector<NamedTensor>> parse_tensor_file(std::string_view bytes,
+                                                                 const std::string& path);
 
 }  // namespace psrun

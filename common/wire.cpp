@@ -239,7 +239,7 @@ Result<ErrorBody> decode_error(std::string_view bytes) {
     std::uint16_t code = 0;
     ErrorBody e;
     if (!d.get16(code) || !d.get_string16(e.reason) || d.remaining() != 0) return bad("bad ERROR body");
-    if (code > static_cast<std::uint16_t>(ErrorCode::kUnsupported)) code = static_cast<std::uint16_t>(ErrorCode::kProtocol);
+    if (code > static_cast<std::uint16_t>(kLastErrorCode)) code = static_cast<std::uint16_t>(ErrorCode::kProtocol);
     e.code = static_cast<ErrorCode>(code);
     return e;
 }

@@ -43,7 +43,11 @@ inline constexpr std::uint32_t kFlagStale = 1u << 2;     // PARAMS: the push was
 inline constexpr std::uint32_t kFlagSync = 1u << 3;      // WELCOME: psd runs in sync mode
 inline constexpr std::uint32_t kFlagInitialized = 1u << 4;  // WELCOME: psd holds parameters
 inline constexpr std::uint32_t kFlagDryRun = 1u << 5;  // INIT: validate gradients, never apply (benchmarks)
-inline constexpr std::uint32_t kKnownFlags = 0x3F;
+// Preemption (docs/protocol.md "Draining"): on PARAMS/ACK from psd: psd is draining, stop
+// training (the push was not applied); on HEARTBEAT from the chief: start draining now; on
+// DONE: this worker stopped early (signal or draining), not at the last step.
+inline constexpr std::uint32_t kFlagDraining = 1u << 6;
+inline constexpr std::uint32_t kKnownFlags = 0x7F;
 
 struct FrameDesc {
     std::uint32_t id = kBodyFrame;  // slice id in the layout, or kBodyFrame

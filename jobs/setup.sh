@@ -11,6 +11,7 @@ PACKAGES=(
   libzmq3-dev cppzmq-dev libdnnl-dev libspdlog-dev catch2
   nlohmann-json3-dev libcli11-dev zlib1g-dev libexpected-dev libssl-dev
   gnuplot-nox dataset-fashion-mnist util-linux iproute2 procps
+  clang libclang-rt-dev
 )
 
 missing=()
@@ -21,7 +22,8 @@ done
 if ! command -v npm >/dev/null 2>&1; then
   command -v node >/dev/null 2>&1 && missing+=(npm) || missing+=(nodejs npm)
 fi
-# clang (libFuzzer) is optional: the fuzz targets build only where it is present.
+# clang + libclang-rt-dev: libFuzzer and the sanitizer runtimes for test/fuzz (the fuzz tests
+# are skipped, not failed, on a machine without them).
 
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"

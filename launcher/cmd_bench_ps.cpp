@@ -40,6 +40,7 @@ struct BenchOptions {
     std::string optimizer = "none";  // none: psd checks gradients but applies nothing
     bool auth = false;
     bool baseline = false;  // also time the raw ZeroMQ exchange, side by side
+    int ps_threads = 2;     // psd --threads: the check and the update use both cores while workers wait
     std::string bin_dir;
 };
 
@@ -74,7 +75,8 @@ Result<nlohmann::json> run_bench(const BenchOptions& o) {
     for (const auto& ep : endpoints) ps_list += (ps_list.empty() ? "" : ",") + ep;
     for (std::uint32_t i = 0; i < o.shards; ++i) {
         std::vector<std::string> args = {"--index", std::to_string(i), "--ps", ps_list, "--num-workers",
-                                         std::to_string(o.workers), "--log-level", "warn"};
+                                         std::to_string(o.workers), "--log-level", "warn",
+                                         "--threads", std::to_string(o.ps_threads)};
         if (o.auth) args.insert(args.end(), {"--key-file", key_file});
         else args.push_back("--no-auth");
         servers.emplace_back(*psd_path, args);
@@ -166,7 +168,7 @@ Result<nlohmann::json> run_bench(const BenchOptions& o) {
     std::ifstream("/proc/loadavg") >> load;
     nlohmann::json j = {
         {"bench", "ps"}, {"workers", o.workers}, {"shards", o.shards}, {"transport", o.transport},
-        {"rounds", o.rounds}, {"optimizer", o.optimizer}, {"adam_applied", o.optimizer == "adam"},
+        {"rounds", o.rounds}, {"ps_threads", o.ps_threads}, {"optimizer", o.optimizer}, {"adam_applied", o.optimizer == "adam"},
         {"auth", o.auth}, {"roundtrip_ms", median(medians)}, {"roundtrip_ms_per_worker", medians},
         {"aggregate_gbps", bytes / wall_s / 1e9}, {"psd_peak_rss_mb", rss_mb},
         {"psd0_params_plus_state_mb", state_mb}, {"psd0_rss_ratio", rss_mb[0] / state_mb},
@@ -198,6 +200,9 @@ void add_bench_ps_command(CLI::App& app, int& exit_code) {
     cmd->add_option("--warmup", opts->warmup, "untimed round trips first")->check(CLI::Range(0, 10000));
     cmd->add_option("--optimizer", opts->optimizer, "none (check only), sgd, momentum, adagrad, adam")
         ->check(CLI::IsMember({"none", "sgd", "momentum", "adagrad", "adam"}));
+    cmd->add_option("--ps-threads", opts->ps_threads, "psd --threads (gradient check and optimizer update)")
+        ->check(CLI::Range(1, 64))
+        ->capture_default_str();
     cmd->add_flag("--auth", opts->auth, "use a fresh job key file as a real job would (CURVE on tcp)");
     cmd->add_flag("--baseline", opts->baseline, "first time the raw ZeroMQ exchange (1 server, 1 client) for comparison");
     cmd->add_option("--bin-dir", opts->bin_dir, "directory holding psd (default: next to psrun, or $PSRUN_BIN_DIR)");

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "common/exit_codes.h"
 #include "common/job_keys.h"
 #include "common/result.h"
 #include "launcher/daemon_command.h"
@@ -97,6 +98,9 @@ void run_local(const LocalOptions& o, CommandContext& ctx) {
         ctx.exit_code = kExitOk;
         return;
     }
+    if (o.num_evaluators > 0 && !training_model_dir(ctx.training))
+        throw UsageError("--evaluators needs --model-dir D in the training options (after --): the evaluator "
+                         "evaluates the checkpoints the chief writes there");
     DaemonOptions daemon = o.daemon;
     daemon.training = ctx.training;
     if (!daemon.no_auth && daemon.key_file.empty() && o.num_ps > 0 && !o.dry_run) {
@@ -129,6 +133,10 @@ void run_local(const LocalOptions& o, CommandContext& ctx) {
     if (ctx.exit_code == kExitOk) {
         spdlog::info("all daemons finished");
         if (o.num_ps > 0) print_summary(training_model_dir(daemon.training));
+    } else if (ctx.exit_code == kExitPreempted) {
+        spdlog::warn("psrun local was stopped and the chief saved a checkpoint (exit code {}): run the same command "
+                     "again to resume from it",
+                     ctx.exit_code);
     } else
         spdlog::error("psrun local failed (exit code {})", ctx.exit_code);
 }
@@ -169,7 +177,8 @@ void add_local_command(CLI::App& app, CommandContext& ctx) {
     cmd->footer(
         "A failing daemon stops the others (SIGTERM, then SIGKILL after --grace) and psrun "
         "exits 1 naming it; Ctrl-C or SIGTERM stops all daemons the same way. Exit 0 "
-        "only when every worker exited 0.");
+        "only when every worker and evaluator exited 0 (an evaluator exits 0 after the last "
+        "step's checkpoint, 1 when it gave up waiting).");
     cmd->callback([o, &ctx] { run_local(*o, ctx); });
 }
 

@@ -12,6 +12,7 @@
 
 #include "common/result.h"
 #include "launcher/daemon_command.h"
+#include "launcher/env_map.h"
 #include "launcher/job_key.h"
 #include "launcher/launch_options.h"
 #include "launcher/map_builder.h"
@@ -35,6 +36,20 @@ struct RunOptions {
     throw std::runtime_error("cannot exec " + cmd.path + ": " + std::strerror(errno));
 }
 
+// A requeued Slurm job runs again with SLURM_RESTART_COUNT=N (N >= 1). The daemons need no
+// flag for it: the chief restores the newest checkpoint in --model-dir whenever psd is empty.
+void log_restart_count(const EnvMap& env) {
+    const auto count = env_get(env, "SLURM_RESTART_COUNT");
+    if (!count || count->empty()) return;
+    if (*count == "0") {
+        spdlog::info("SLURM_RESTART_COUNT=0");
+        return;
+    }
+    spdlog::warn("SLURM_RESTART_COUNT={}: this job was requeued; the chief resumes from the newest checkpoint in "
+                 "--model-dir",
+                 *count);
+}
+
 // A ps binds its endpoint; fail now rather than let psd retry on a taken port.
 void check_ps_port(const ClusterMap& map) {
     const std::string& address = map.ps[static_cast<size_t>(map.self->index)];
@@ -47,6 +62,7 @@ void check_ps_port(const ClusterMap& map) {
 void run(const RunOptions& o, CommandContext& ctx) {
     auto map = resolve_map(o.map, ctx.env);
     if (!map) throw UsageError(map.error().message);
+    log_restart_count(ctx.env);
     DaemonOptions daemon = o.daemon;
     daemon.training = ctx.training;
     if (!o.dry_run) {

@@ -55,6 +55,8 @@ Result<DaemonCommand> daemon_command(const ClusterMap& map, Role role, int index
         if (options.worker_timeout)
             cmd.argv.insert(cmd.argv.end(),
                             {"--worker-timeout", fmt::format("{}", *options.worker_timeout)});
+        if (options.max_bad_grads)
+            cmd.argv.insert(cmd.argv.end(), {"--max-bad-grads", std::to_string(*options.max_bad_grads)});
         if (options.sync) {
             cmd.argv.push_back("--sync");
             cmd.argv.insert(cmd.argv.end(), {"--replicas-to-aggregate",
@@ -89,6 +91,8 @@ Result<DaemonCommand> daemon_command(const ClusterMap& map, Role role, int index
     if (role == Role::kWorker && index == map.chief_index) cmd.argv.push_back("--chief");
     if (role == Role::kEvaluator) cmd.argv.push_back("--evaluator");
     add_auth();
+    if (options.ps_restart_wait && role != Role::kEvaluator)
+        cmd.argv.insert(cmd.argv.end(), {"--ps-restart-wait", fmt::format("{}", *options.ps_restart_wait)});
     add_threads();
     cmd.argv.insert(cmd.argv.end(), options.training.begin(), options.training.end());
     return cmd;

@@ -22,6 +22,8 @@ struct DaemonOptions {
     std::optional<int> backup_workers;
     bool standby = false;                  // psd: --standby
     std::optional<double> worker_timeout;  // psd: --worker-timeout SECONDS
+    std::optional<long> max_bad_grads;     // psd: --max-bad-grads N
+    std::optional<double> ps_restart_wait; // workerd: --ps-restart-wait SECONDS
     std::string log_level;                 // psd: --log-level
     std::vector<std::string> training;     // after "--": workerd training options
 };

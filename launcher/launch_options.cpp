@@ -101,6 +101,15 @@ void add_daemon_options(CLI::App* cmd, DaemonOptions& o) {
                     "psd: seconds without a message before a worker counts as lost")
         ->check(CLI::PositiveNumber)
         ->group(grp);
+    cmd->add_option("--max-bad-grads", o.max_bad_grads,
+                    "psd: rejected non-finite gradients before the run is stopped (0: no limit; default 100)")
+        ->check(CLI::NonNegativeNumber)
+        ->group(grp);
+    cmd->add_option("--ps-restart-wait", o.ps_restart_wait,
+                    "workerd: seconds to wait for a lost psd to come back; the chief then restores every "
+                    "shard from the newest checkpoint (default 0: a lost psd fails the job)")
+        ->check(CLI::NonNegativeNumber)
+        ->group(grp);
     cmd->add_option("--log-level", o.log_level, "psd: trace, debug, info, warn, error")
         ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
         ->group(grp);

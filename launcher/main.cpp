@@ -11,6 +11,7 @@
 
 #include "common/logging.h"
 #include "common/result.h"
+#include "launcher/cmd_bench_cluster.h"
 #include "launcher/cmd_bench_ps.h"
 #include "launcher/cmd_bench_train.h"
 #include "launcher/cmd_data.h"
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
     psrun::launcher::add_data_command(app, ctx.exit_code);
     psrun::launcher::add_bench_train_command(app, ctx.exit_code);
     psrun::launcher::add_bench_ps_command(app, ctx.exit_code);
+    psrun::launcher::add_bench_cluster_command(app, ctx.exit_code);
     try {
         app.parse(args);
         return ctx.exit_code;

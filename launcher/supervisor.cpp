@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -16,6 +17,8 @@
 #include <sstream>
 #include <thread>
 
+#include "common/exit_codes.h"
+#include "common/result.h"
 #include "common/unique_fd.h"
 
 namespace psrun::launcher {
@@ -70,6 +73,17 @@ void Supervisor::signal_group(int sig) {
     if (group_ > 0) ::kill(-group_, sig);
 }
 
+bool Supervisor::tolerated_death(const Child& c, int status) {
+    // A non-chief worker killed by a signal (OOM killer, kill -9): training goes on without it,
+    // as under Slurm; psd declares it dead after --worker-timeout. Deliberate failures (exit 1
+    // with a message, exit 2) stop the job.
+    const auto& argv = c.command.argv;
+    const bool chief = std::find(argv.begin(), argv.end(), "--chief") != argv.end();
+    const bool standalone = std::find(argv.begin(), argv.end(), "--standalone") != argv.end();
+    const bool evaluator = std::find(argv.begin(), argv.end(), "--evaluator") != argv.end();
+    return c.command.program == "workerd" && !chief && !standalone && !evaluator && WIFSIGNALED(status);
+}
+
 void Supervisor::reap(bool stopping) {
     while (true) {
         int status = 0;
@@ -79,14 +93,22 @@ void Supervisor::reap(bool stopping) {
             if (c.pid != pid || !c.running) continue;
             c.running = false;
             c.status = status;
-            const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+            const bool preempted = WIFEXITED(status) && WEXITSTATUS(status) == kExitPreempted;
+            preempted_ = preempted_ || preempted;
+            const bool ok = WIFEXITED(status) && (WEXITSTATUS(status) == 0 || preempted);
             const bool stopped_by_us = stopping && WIFSIGNALED(status) &&
                                        (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGKILL);
             if (ok || stopped_by_us) {
                 spdlog::info("{} (pid {}) {}", c.command.label, pid, describe(status));
+            } else if (tolerated_death(c, status)) {
+                spdlog::error("{} (pid {}) {}: the other workers go on without it (the ps report it and exit "
+                              "non-zero at the end)",
+                              c.command.label, pid, describe(status));
+                failed_ = true;
             } else {
                 spdlog::error("{} (pid {}) {}", c.command.label, pid, describe(status));
                 failed_ = true;
+                must_stop_ = true;
             }
         }
     }
@@ -154,7 +176,10 @@ int Supervisor::run(const std::vector<DaemonCommand>& commands) {
         signal_group(SIGTERM);
         deadline = Clock::now() + grace_;
     };
-    if (failed_) begin_stop("a daemon could not be started");
+    if (failed_) {
+        must_stop_ = true;
+        begin_stop("a daemon could not be started");
+    }
 
     auto any_running = [&](bool ps) {
         for (const Child& c : children_)
@@ -182,7 +207,7 @@ int Supervisor::run(const std::vector<DaemonCommand>& commands) {
             begin_stop(strsignal(sig));
         }
         reap(stopping);
-        if (failed_) begin_stop("a daemon failed");
+        if (must_stop_) begin_stop("a daemon failed");
         if (!stopping && !draining && !any_running(false) && any_running(true)) {
             spdlog::info("all workers finished; waiting up to {} ms for the ps to exit",
                          grace_.count());
@@ -205,8 +230,9 @@ int Supervisor::run(const std::vector<DaemonCommand>& commands) {
     }
     reap_descendants();
     ::sigprocmask(SIG_SETMASK, &old, nullptr);
-    if (interrupted) return 1;
-    return failed_ ? 1 : 0;
+    if (failed_) return kExitFailure;
+    if (preempted_) return kExitPreempted;  // stopped after a clean checkpoint: rerun to resume
+    return interrupted ? kExitFailure : kExitOk;
 }
 
 }  // namespace psrun::launcher

@@ -4,9 +4,15 @@
 // (PR_SET_PDEATHSIG), and has stdin on /dev/null. The group is signalled as a whole, so
 // grandchildren are stopped too; psrun is a child subreaper and reaps every descendant before
 // run() returns, so none outlives it. Policy:
-//  - a child that exits non-zero or is killed by a signal: the others get SIGTERM, then SIGKILL
-//    after the grace period; run() returns 1 and the log names the child;
-//  - SIGINT/SIGTERM/SIGHUP to psrun: the same stop; run() returns 1 (a second one kills at once);
+//  - a non-chief worker killed by a signal (kill -9, OOM): logged, the others go on (psd declares
+//    it dead after --worker-timeout and exits non-zero at the end); run() returns 1;
+//  - any other child that exits non-zero (but 75) or is killed by a signal: the others get
+//    SIGTERM, then SIGKILL after the grace period; run() returns 1 and the log names the child;
+//  - SIGINT/SIGTERM/SIGHUP to psrun: the same stop, which the daemons turn into a coordinated
+//    checkpoint (workerd/preemption.h, psd/drain.h); run() returns kExitPreempted (75) when the
+//    daemons exited 75 or 0 with at least one 75 (clean checkpoint), else 1 (a second signal
+//    kills at once);
+//  - a child exiting 75 (it was preempted) is not a failure and stops nobody;
 //  - every worker/evaluator exited 0: the ps get the grace period to exit by themselves, then
 //    SIGTERM (and SIGKILL after another grace period); run() returns 0 unless a ps failed.
 #pragma once
@@ -28,7 +34,7 @@ class Supervisor {
     Supervisor& operator=(const Supervisor&) = delete;
 
     // Starts every command (in order) and blocks until all have exited. Returns the exit code
-    // for psrun (0 or 1). Must be called from the main thread of a single-threaded process:
+    // for psrun (0, 1 or kExitPreempted). Must be called from the main thread of a single-threaded process:
     // it changes the signal mask of the calling thread while it runs.
     int run(const std::vector<DaemonCommand>& commands);
 
@@ -44,12 +50,15 @@ class Supervisor {
     bool start(Child& child);
     void signal_group(int sig);
     void reap(bool stopping);
+    static bool tolerated_death(const Child& child, int status);
     void reap_descendants();
 
     std::chrono::milliseconds grace_;
     std::vector<Child> children_;
     pid_t group_ = 0;
     bool failed_ = false;
+    bool preempted_ = false;  // a child exited kExitPreempted
+    bool must_stop_ = false;  // a failure that stops every daemon
 };
 
 }  // namespace psrun::launcher

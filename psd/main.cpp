@@ -21,8 +21,7 @@ int main(int argc, char** argv) {
     psrun::psd::ServerOptions o;
     std::string ps_list, key_file, log_level = "info";
     bool no_auth = false;
-    double worker_timeout = 60, init_timeout = 300;
-    int threads = 1;
+    double worker_timeout = 60, init_timeout = 300, signal_grace = 8;
     app.add_option("--index", o.index, "this psd's position in --ps")->required();
     app.add_option("--ps", ps_list, "comma-separated endpoints of every psd")->required();
     app.add_option("--num-workers", o.num_workers, "workers in the cluster map")->required();
@@ -38,7 +37,18 @@ int main(int argc, char** argv) {
     app.add_option("--backup-workers", o.backup_workers, "sync: extra workers whose late gradients are dropped")
         ->needs(sync);
     app.add_option("--straggler-every", o.straggler_every, "sync: steps between straggler reports");
-    app.add_option("--threads", threads, "accepted for symmetry with workerd; psd uses one thread");
+    app.add_option("--max-bad-grads", o.max_bad_grads,
+                   "rejected non-finite gradients after which psd stops the run (every worker is told; exit 1); "
+                   "0: no limit")
+        ->capture_default_str();
+    app.add_option("--signal-grace", signal_grace,
+                   "seconds psd waits after SIGTERM/SIGUSR1 for the chief's checkpoint and every worker's DONE")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    app.add_option("--threads", o.threads, "threads for the gradient check and the optimizer update (the poll "
+                                           "loop stays one thread)")
+        ->check(CLI::Range(1, 256))
+        ->capture_default_str();
     app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
     try {
         app.parse(argc, argv);
@@ -50,6 +60,7 @@ int main(int argc, char** argv) {
         o.endpoints = psrun::split_endpoint_list(ps_list);
         o.worker_timeout = std::chrono::milliseconds(static_cast<long>(worker_timeout * 1000));
         o.init_timeout = std::chrono::milliseconds(static_cast<long>(init_timeout * 1000));
+        o.signal_grace = std::chrono::milliseconds(static_cast<long>(signal_grace * 1000));
         if (o.sync && o.replicas_to_aggregate == 0) o.replicas_to_aggregate = o.num_workers - o.backup_workers;
         if (!no_auth) {
             if (key_file.empty()) throw psrun::UsageError("give --key-file F (the job's key file) or --no-auth");

@@ -25,7 +25,11 @@ using wire::Header;
 using wire::MessageType;
 
 ParameterServer::ParameterServer(ServerOptions options)
-    : options_(std::move(options)), context_(1), workers_(options_.num_workers) {
+    : options_(std::move(options)),
+      context_(1),
+      workers_(options_.num_workers),
+      drain_(options_.signal_grace),
+      faults_(options_.num_workers, options_.max_bad_grads) {
     if (options_.index >= options_.endpoints.size())
         throw UsageError("--index " + std::to_string(options_.index) + " has no endpoint in --ps (" +
                          std::to_string(options_.endpoints.size()) + " given)");
@@ -35,6 +39,7 @@ ParameterServer::ParameterServer(ServerOptions options)
         throw UsageError("--sync needs 1 <= --replicas-to-aggregate and replicas + --backup-workers <= --num-workers");
     if (options_.standby && options_.model_dir.empty()) throw UsageError("--standby needs --model-dir");
     if (options_.keys) options_.token = options_.keys->token;
+    if (options_.threads > 1) team_ = std::make_unique<ThreadTeam>(options_.threads);
     auto ep = bindable_endpoint(options_.endpoints[options_.index]);
     if (!ep) throw UsageError(ep.error().message);
     socket_ = zmq::socket_t(context_, zmq::socket_type::router);
@@ -110,8 +115,7 @@ int ParameterServer::run() {
         if (items[1].revents & ZMQ_POLLIN) {
             while (auto sig = signals_.read_signal()) {
                 if (*sig == SIGTERM || *sig == SIGINT || *sig == SIGUSR1) {
-                    spdlog::info("received signal {}: shutting down", *sig);
-                    stop_requested_.store(true);
+                    on_signal(*sig);
                 } else {
                     spdlog::info("ignoring signal {}", *sig);
                 }
@@ -121,6 +125,7 @@ int ParameterServer::run() {
         if (stop_requested_.load() && !exit_code_)
             finish(options_.standby || workers_.run_finished(false) ? kExitOk : kExitFailure);
         if (!exit_code_) check_timeouts();
+        if (!exit_code_) check_drain();
     }
     if (options_.standby)
         std::filesystem::remove(options_.model_dir + "/ps-" + std::to_string(options_.index) + ".endpoint");
@@ -182,7 +187,10 @@ void ParameterServer::dispatch(const std::string& routing, const Header& h, Part
             const std::string body = stats_json();
             return reply(routing, MessageType::kStats, 0, &body);
         }
-        case MessageType::kHeartbeat: return reply(routing, MessageType::kAck, 0);
+        case MessageType::kHeartbeat:
+            if ((h.flags & wire::kFlagDraining) && h.role == wire::Role::kChief && shard_ && shard_->initialized())
+                begin_drain(0);
+            return reply(routing, MessageType::kAck, drain_.active() ? wire::kFlagDraining : 0);
         case MessageType::kStop:
             spdlog::info("STOP received from {} {}", is_worker ? "worker" : "tool", h.index);
             reply(routing, MessageType::kAck, 0);
@@ -190,6 +198,7 @@ void ParameterServer::dispatch(const std::string& routing, const Header& h, Part
             return;
         default: break;
     }
+    if (faults_.aborted()) return reply_aborted(routing, is_worker ? h.index : options_.num_workers);
     if (!shard_) return reply_error(routing, ErrorCode::kProtocol, "send HELLO first");
     if (!is_worker && h.type != MessageType::kPull)
         return reply_error(routing, ErrorCode::kUnauthorized, "only workers may send " + std::string(to_string(h.type)));
@@ -198,7 +207,8 @@ void ParameterServer::dispatch(const std::string& routing, const Header& h, Part
         case MessageType::kPull:
             // A worker of a new standby run waits for that run's INIT (awaiting_run_init_); others need parameters.
             if (shard_->initialized() && !(awaiting_run_init_ && h.role == wire::Role::kWorker))
-                return reply_params(routing, shard_->finished() ? wire::kFlagFinished : 0);
+                return reply_params(routing, (shard_->finished() ? wire::kFlagFinished : 0) |
+                                                 (drain_.active() ? wire::kFlagDraining : 0));
             if (init_waiters_.empty()) first_init_wait_ = Clock::now();
             init_waiters_.push_back(Pending{routing, h.type, h.index});
             return;
@@ -276,6 +286,9 @@ void ParameterServer::check_timeouts() {
     }
     // Standby serves whoever comes: only workers that attached can be missed there.
     const auto attach_timeout = options_.standby ? Clock::duration::max() / 2 : Clock::duration(options_.init_timeout);
+    check_abort(now);
+    if (exit_code_) return;
+    keep_waiters_alive(now);
     const auto never = workers_.never_attached();
     const auto dead = workers_.expire(now, options_.worker_timeout, started_, attach_timeout);
     if (dead.empty()) return;
@@ -285,12 +298,14 @@ void ParameterServer::check_timeouts() {
         else
             spdlog::error("worker {} silent for more than {} ms: declared dead", i, options_.worker_timeout.count());
     }
+    on_workers_lost();
     check_run_finished();
 }
 
 void ParameterServer::check_run_finished() {
     if (!workers_.run_finished(options_.standby)) return;
     const auto dead = workers_.dead();
+    if (dead.empty() && drain_.preempted() && shard_ && !shard_->finished()) return end_preempted_run();
     if (options_.standby) {
         spdlog::info("run finished ({} done, dead: {}); standby: keeping the shard at step {} for the next run",
                      workers_.count_done(), WorkerTable::list(dead), shard_ ? shard_->step() : 0);
@@ -325,6 +340,7 @@ std::string ParameterServer::stats_json() const {
     j["stale"] = counters_.stale;
     j["errors"] = counters_.errors;
     j["checkpoints"] = counters_.checkpoints;
+    j["aborted"] = faults_.aborted();
     j["auth_denied"] = zap_ ? zap_->denied() : 0;
     return j.dump();
 }

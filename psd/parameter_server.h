@@ -13,9 +13,12 @@
 
 #include "common/signals.h"
 #include "common/wire.h"
+#include "psd/drain.h"
+#include "psd/fault_policy.h"
 #include "psd/server_options.h"
 #include "psd/shard_state.h"
 #include "psd/sync_aggregator.h"
+#include "psd/thread_team.h"
 #include "psd/worker_table.h"
 #include "psd/zap_handler.h"
 
@@ -53,6 +56,11 @@ private:
     void on_done(const std::string& routing, const wire::Header& h);
     void on_save(const std::string& routing, const wire::Header& h, Parts& parts);     // psd/checkpoint handlers
     void on_restore(const std::string& routing, const wire::Header& h, Parts& parts);
+    // Preemption (psd/parameter_server_drain.cpp, psd/drain.h).
+    void on_signal(int sig);
+    void begin_drain(int sig);
+    void check_drain();
+    void end_preempted_run();
     // Slice frames parts[first..] as float spans, checked against this shard's slices.
     [[nodiscard]] Result<std::vector<std::span<const float>>> slice_spans(const wire::Header& h, Parts& parts,
                                                                          std::size_t first);
@@ -62,6 +70,14 @@ private:
     void reply_error(const std::string& routing, ErrorCode code, const std::string& reason);
     void release_pending(std::vector<Pending>& pending, std::uint32_t flags);
     void check_timeouts();
+    // psd/parameter_server_faults.cpp
+    void keep_waiters_alive(Clock::time_point now);
+    void update_sync_replicas();
+    void complete_sync_step();
+    void on_workers_lost();
+    void reject_bad_gradient(const std::string& routing, const wire::Header& h, const Error& error);
+    void reply_aborted(const std::string& routing, std::uint32_t worker);
+    void check_abort(Clock::time_point now);
     void check_run_finished();
     void finish(int code);
     std::string stats_json() const;
@@ -79,9 +95,11 @@ private:
     std::atomic<bool> stop_requested_{false};
     std::optional<int> exit_code_;
     std::vector<TensorSpec> tensors_;
+    std::unique_ptr<ThreadTeam> team_;  // splits the finite check and the update (options_.threads)
     std::unique_ptr<ShardState> shard_;
     std::unique_ptr<SyncAggregator> sync_;
     WorkerTable workers_;
+    FaultPolicy faults_;
     std::vector<Pending> init_waiters_;
     Clock::time_point first_init_wait_{};
     // Standby: the parameters are kept from a finished run (or loaded from the shard file) and the next
@@ -93,6 +111,7 @@ private:
     std::vector<Pending> step_waiters_;
     std::vector<std::vector<float>> realigned_;  // copies of misaligned received frames
     Counters counters_;
+    Drain drain_;
 };
 
 }  // namespace psrun::psd

@@ -95,12 +95,14 @@ Result<std::vector<std::span<const float>>> ParameterServer::slice_spans(const H
             std::memcpy(copy.data(), m.data(), m.size());
             p = copy.data();
         }
-        if (!wire::all_finite(p, slice.length)) {
-            ++counters_.nonfinite;
-            return make_error(ErrorCode::kInvalidArgument, "slice " + std::to_string(ids[k]) +
-                                                               " contains NaN or Inf: rejected, weights untouched");
-        }
         spans.emplace_back(p, slice.length);
+    }
+    if (!all_finite(spans, team_.get())) {
+        ++counters_.nonfinite;
+        std::size_t k = 0;
+        while (k + 1 < spans.size() && wire::all_finite(spans[k].data(), spans[k].size())) ++k;
+        return make_error(ErrorCode::kInvalidArgument,
+                          "slice " + std::to_string(ids[k]) + " contains NaN or Inf: rejected, weights untouched");
     }
     return spans;
 }
@@ -108,9 +110,15 @@ Result<std::vector<std::span<const float>>> ParameterServer::slice_spans(const H
 void ParameterServer::on_push(const std::string& routing, const Header& h, Parts& parts) {
     if (!shard_->initialized())
         return reply_error(routing, ErrorCode::kProtocol, "PUSH before the chief's INIT: PULL first to wait for it");
-    auto grads = slice_spans(h, parts, 0);
-    if (!grads) return reply_error(routing, grads.error().code, grads.error().message);
     const bool want_params = h.type == MessageType::kPushPull;
+    if (drain_.active()) {  // preemption: apply nothing more; the flag tells the worker to stop
+        if (want_params) return reply_params(routing, wire::kFlagDraining);
+        return reply(routing, MessageType::kAck, wire::kFlagDraining);
+    }
+    const auto rejected_before = counters_.nonfinite;
+    auto grads = slice_spans(h, parts, 0);
+    if (!grads && counters_.nonfinite != rejected_before) return reject_bad_gradient(routing, h, grads.error());
+    if (!grads) return reply_error(routing, grads.error().code, grads.error().message);
     auto answer = [&](std::uint32_t flags) {
         if (shard_->finished()) flags |= wire::kFlagFinished;
         if (want_params) reply_params(routing, flags);
@@ -118,7 +126,7 @@ void ParameterServer::on_push(const std::string& routing, const Header& h, Parts
     };
     if (shard_->finished()) return answer(0);  // last_step reached: never overshoot
     if (!sync_) {
-        shard_->apply(*grads);
+        shard_->apply(*grads, team_.get());
         ++counters_.applied;
         return answer(0);
     }
@@ -135,17 +143,18 @@ void ParameterServer::on_push(const std::string& routing, const Header& h, Parts
     step_waiters_.push_back(Pending{routing, h.type, h.index});
     std::vector<std::size_t> offsets;
     for (std::size_t k = 0; k < grads->size(); ++k) offsets.push_back(shard_->local_offset(k));
-    if (!sync_->add(h.index, *grads, offsets)) return;
-    shard_->apply(sync_->average(*grads, offsets));
-    ++counters_.applied;
-    if (auto report = sync_->finish_step(shard_->step())) spdlog::info("{}", *report);
-    release_pending(step_waiters_, shard_->finished() ? wire::kFlagFinished : 0);
+    update_sync_replicas();
+    if (sync_->add(h.index, *grads, offsets)) complete_sync_step();
 }
 
 void ParameterServer::on_done(const std::string& routing, const Header& h) {
     if (!workers_.is_done(h.index))
         spdlog::info("worker {} is done ({} of {} workers)", h.index, workers_.count_done() + 1, options_.num_workers);
     workers_.done(h.index);
+    if (h.flags & wire::kFlagDraining) {
+        spdlog::info("worker {} stopped early (preempted) at global step {}", h.index, shard_->step());
+        drain_.worker_preempted();
+    }
     reply(routing, MessageType::kAck, shard_->finished() ? wire::kFlagFinished : 0);
     check_run_finished();
 }
@@ -165,6 +174,7 @@ void ParameterServer::on_save(const std::string& routing, const Header& h, Parts
         return reply_error(routing, saved.error().code, saved.error().message);
     }
     ++counters_.checkpoints;
+    drain_.saved(shard_->step());
     spdlog::info("checkpoint: shard at step {} (chief's step {}) written to {} in {} ms", shard_->step(), h.step, *dir,
                  std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count());
     reply(routing, MessageType::kAck, shard_->finished() ? wire::kFlagFinished : 0);

@@ -27,6 +27,11 @@ struct ServerOptions {
     std::uint32_t replicas_to_aggregate = 0;  // sync: gradients averaged per step
     std::uint32_t backup_workers = 0;
     std::uint32_t straggler_every = 100;  // sync: steps between straggler reports
+    int threads = 1;                      // threads for the finite check and the optimizer update
+    // Preemption: after a signal (or the chief's drain request) psd waits this long for the
+    // chief's checkpoint and every worker's DONE before it exits anyway (psd/drain.h).
+    std::chrono::milliseconds signal_grace{8000};
+    std::uint64_t max_bad_grads = 100;    // rejected non-finite gradients before the run is aborted; 0: no limit
 };
 
 }  // namespace psrun::psd

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 
+#include "common/checkpoint_params.h"
 #include "common/tensor_file.h"
 
 namespace psrun::psd {
@@ -13,10 +14,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr float kDigit = 16777216.0f;  // 2^24: every digit is exact in a float
-
-std::string piece_name(const TensorSpec& t, const Slice& s) {
-    return t.name + "@" + std::to_string(s.offset) + "+" + std::to_string(s.length);
-}
 
 // One saved piece of a tensor: [offset, offset + length) with its parts.
 struct Piece {
@@ -26,29 +23,6 @@ struct Piece {
     const std::vector<float>* state = nullptr;
     std::string file;
 };
-
-// Parses "<tensor>@<offset>+<length>/<part>"; false for any other name.
-bool parse_name(const std::string& name, std::string& tensor, std::uint64_t& offset, std::uint64_t& length,
-                std::string& part) {
-    const auto slash = name.rfind('/');
-    const auto at = name.rfind('@', slash);
-    if (slash == std::string::npos || at == std::string::npos || at == 0) return false;
-    const auto plus = name.find('+', at);
-    if (plus == std::string::npos || plus > slash) return false;
-    try {
-        std::size_t used = 0;
-        const std::string off = name.substr(at + 1, plus - at - 1), len = name.substr(plus + 1, slash - plus - 1);
-        offset = std::stoull(off, &used);
-        if (used != off.size()) return false;
-        length = std::stoull(len, &used);
-        if (used != len.size()) return false;
-    } catch (const std::exception&) {
-        return false;
-    }
-    tensor = name.substr(0, at);
-    part = name.substr(slash + 1);
-    return length > 0;
-}
 
 }  // namespace
 
@@ -63,7 +37,7 @@ Result<void> save_shard_checkpoint(const ShardState& shard, const std::vector<Te
     std::vector<TensorView> views;
     for (std::size_t k = 0; k < ids.size(); ++k) {
         const Slice& s = shard.layout().slices[ids[k]];
-        const std::string base = piece_name(tensors.at(s.tensor), s);
+        const std::string base = piece_base_name(tensors.at(s.tensor).name, s.offset, s.length);
         auto param = shard.param_slice(k);
         if (!wire::all_finite(param.data(), param.size()))
             return make_error(ErrorCode::kInvalidArgument,
@@ -104,12 +78,13 @@ Result<void> load_shard_checkpoint(ShardState& shard, const std::vector<TensorSp
         if (!read) return tl::unexpected(read.error());
         contents.push_back(std::move(*read));
         for (const auto& t : contents.back()) {
-            std::string tensor, part;
-            std::uint64_t offset = 0, length = 0;
-            if (!parse_name(t.name, tensor, offset, length, part))
+            PieceName name;
+            if (!parse_piece_name(t.name, name))
                 return make_error(ErrorCode::kInvalidArgument, dir + "/" + f + ": unexpected tensor '" + t.name + "'");
-            auto& p = pieces[tensor][offset];
-            p.offset = offset;
+            const std::string& part = name.part;
+            const std::uint64_t length = name.length;
+            auto& p = pieces[name.tensor][name.offset];
+            p.offset = name.offset;
             p.length = length;
             p.file = f;
             const bool is_state = part == "state";

@@ -12,6 +12,8 @@ namespace {
 
 constexpr std::uint32_t kShardFileVersion = 2;
 constexpr std::size_t kMaxBuffers = 4;
+// Below this many floats the update runs on the calling thread (waking helpers costs more).
+constexpr std::size_t kParallelUpdateFloats = 1 << 16;
 
 }  // namespace
 
@@ -110,14 +112,23 @@ float* ShardState::writable() {
     return buffers_[current_]->data.data();
 }
 
-void ShardState::apply(const std::vector<std::span<const float>>& grads) {
+void ShardState::apply(const std::vector<std::span<const float>>& grads, ThreadTeam* team) {
     if (dry_run_) {
         ++step_;
         return;
     }
     float* dst = writable();
-    for (std::size_t k = 0; k < grads.size(); ++k)
-        optimizers_[k].apply(std::span<float>(dst + local_offsets_[k], grads[k].size()), grads[k]);
+    for (auto& o : optimizers_) o.begin_update();
+    const int parts = (team && size_ >= kParallelUpdateFloats) ? team->size() : 1;
+    auto update = [&](int part) {
+        for (std::size_t k = 0; k < grads.size(); ++k) {
+            const auto [begin, end] = part_range(grads[k].size(), part, parts);
+            optimizers_[k].apply_range(std::span<float>(dst + local_offsets_[k], grads[k].size()), grads[k], begin,
+                                       end);
+        }
+    };
+    if (parts == 1) update(0);
+    else team->run(update);
     ++step_;
 }
 

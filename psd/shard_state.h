@@ -17,6 +17,7 @@
 #include "common/result.h"
 #include "common/tensor_layout.h"
 #include "common/wire.h"
+#include "psd/thread_team.h"
 
 namespace psrun::psd {
 
@@ -55,7 +56,8 @@ public:
     void set_dry_run(bool dry_run) { dry_run_ = dry_run; }
     bool dry_run() const { return dry_run_; }
     // Applies one gradient (one span per own slice) with the optimizer and advances the step.
-    void apply(const std::vector<std::span<const float>>& grads);
+    // With a team (may be null) the update of large shards is split across its threads.
+    void apply(const std::vector<std::span<const float>>& grads, ThreadTeam* team = nullptr);
 
     std::uint64_t step() const { return step_; }
     std::uint64_t last_step() const { return last_step_; }

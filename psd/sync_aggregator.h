@@ -18,6 +18,7 @@ public:
                    std::uint32_t report_every);
 
     std::uint32_t replicas() const { return replicas_; }
+    void set_replicas(std::uint32_t replicas) { replicas_ = replicas; }  // a step completes at count() >= it
     std::uint32_t count() const { return count_; }
     bool contributed(std::uint32_t worker) const { return contributed_[worker]; }
 

@@ -75,9 +75,11 @@ void ProgressHook::end(RunContext& ctx, const StepResult& last) {
     const double batch = ctx.options->batch_size;
     const double t = std::max(1e-9, ctx.train_seconds);
     spdlog::info("done: global step {}, {} steps by this worker in {:.1f} s ({:.0f} img/s; all workers {:.0f} "
-                 "img/s), final test accuracy {:.2f}%",
+                 "img/s){}",
                  last.global_step, ctx.local_steps, ctx.train_seconds, double(ctx.local_steps) * batch / t,
-                 double(last.global_step - ctx.start_step) * batch / t, ctx.test_accuracy * 100);
+                 double(last.global_step - ctx.start_step) * batch / t,
+                 ctx.test_accuracy >= 0 ? fmt::format(", final test accuracy {:.2f}%", ctx.test_accuracy * 100)
+                                        : std::string(" (not evaluated: preempted)"));
 }
 
 void EvalHook::evaluate(RunContext& ctx, std::uint64_t global_step) {
@@ -99,12 +101,14 @@ void EvalHook::evaluate(RunContext& ctx, std::uint64_t global_step) {
 void EvalHook::after_step(RunContext& ctx, const StepResult& step) {
     const auto every = static_cast<std::uint64_t>(ctx.options->eval_every);
     if (every == 0 || ctx.stop || step.global_step / every <= last_eval_ / every) return;
+    if (ctx.interrupted && ctx.interrupted()) return;  // preempted: checkpoint first, evaluate in the next run
     evaluate(ctx, step.global_step);
     // The evaluation kept this worker silent: tell psd it is alive.
     if (auto hb = ctx.client->heartbeat(); !hb) spdlog::warn("heartbeat after evaluation: {}", hb.error().message);
 }
 
 void EvalHook::end(RunContext& ctx, const StepResult& last) {
+    if (ctx.stopped_by_signal) return;  // preempted: exit quickly; the resumed run evaluates
     if (ctx.test_accuracy < 0 || ctx.accuracy_step != last.global_step) evaluate(ctx, last.global_step);
     spdlog::info("test accuracy at global step {}: {:.2f}%", last.global_step, ctx.test_accuracy * 100);
 }
@@ -160,6 +164,7 @@ void SummaryHook::end(RunContext& ctx, const StepResult& last) {
 
 void CheckpointHook::after_step(RunContext& ctx, const StepResult& step) {
     if (ctx.checkpointer == nullptr) return;
+    if (ctx.interrupted && ctx.interrupted()) return;  // the preemption checkpoint follows at once
     const bool last = step.finished || step.global_step >= ctx.last_step;
     if (!ctx.checkpointer->due(step.global_step, last)) return;
     const auto t0 = Clock::now();

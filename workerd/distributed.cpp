@@ -15,6 +15,7 @@
 #include "common/zmq_util.h"
 #include "workerd/barrier.h"
 #include "workerd/hooks.h"
+#include "workerd/preemption.h"
 #include "workerd/signal_watcher.h"
 
 namespace psrun::worker {
@@ -37,7 +38,7 @@ void add_cluster_options(CLI::App& app, ClusterOptions& o) {
     app.add_option("--ps", o.ps, "comma-separated psd endpoints (tcp://HOST:PORT, HOST:PORT or ipc:///path)");
     app.add_option("--num-workers", o.num_workers, "workers in the job (the start barrier waits for all)");
     app.add_flag("--chief", o.chief, "this worker initialises the parameters and does the chief's duties");
-    app.add_flag("--evaluator", o.evaluator, "evaluate checkpoints (needs checkpoints: not available yet)");
+    app.add_flag("--evaluator", o.evaluator, "evaluate each new checkpoint in --model-dir on the test set (no training)");
     auto* key = app.add_option("--key-file", o.key_file, "the job's key file (job token and CURVE keys)");
     app.add_flag("--no-auth", o.no_auth, "no key file: no CURVE, job token 0")->excludes(key);
     app.add_option("--connect-timeout", o.connect_timeout, "seconds to wait for psd's reply to HELLO/STATS/DONE")
@@ -49,6 +50,11 @@ void add_cluster_options(CLI::App& app, ClusterOptions& o) {
     app.add_option("--barrier-timeout", o.barrier_timeout, "seconds to wait at the start barrier")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
+    app.add_option("--signal-grace", o.signal_grace,
+                   "seconds after SIGTERM/SIGUSR1 for the preemption checkpoint before a forced exit 1")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    add_fault_options(app, o.faults);
 }
 
 DistributedWorker::DistributedWorker(ClusterOptions cluster, TrainOptions training)
@@ -56,9 +62,7 @@ DistributedWorker::DistributedWorker(ClusterOptions cluster, TrainOptions traini
 
 int DistributedWorker::run() {
     const auto& c = cluster_;
-    if (c.evaluator)
-        throw UsageError("--evaluator evaluates checkpoints, which this build cannot write yet: run the job without "
-                         "evaluators (the chief evaluates every --eval-every steps)");
+    if (c.evaluator) throw UsageError("--evaluator runs workerd/evaluator.h's Evaluator, not a training worker");
     const auto endpoints = split_endpoint_list(c.ps);
     if (endpoints.empty()) throw UsageError("give --ps EP0,EP1,... (or --standalone to train without psd)");
     if (c.num_workers == 0) throw UsageError("give --num-workers W (W >= 1)");
@@ -74,7 +78,7 @@ int DistributedWorker::run() {
         keys = *read;
     }
     set_compute_threads(training_.threads);
-    SignalWatcher watcher;
+    SignalWatcher watcher(std::chrono::milliseconds(3000), to_ms(c.signal_grace));
 
     auto data = load_datasets(training_);
     if (!data) {
@@ -88,6 +92,7 @@ int DistributedWorker::run() {
     po.keys = keys;
     po.connect_timeout = to_ms(c.connect_timeout);
     po.reply_timeout = to_ms(c.step_timeout);
+    po.heartbeat_timeout = to_ms(c.faults.heartbeat_timeout);
     std::unique_ptr<PsClient> client_ptr;
     try {
         client_ptr = std::make_unique<PsClient>(po);
@@ -169,7 +174,10 @@ int DistributedWorker::run() {
     ctx.last_step = static_cast<std::uint64_t>(training_.steps);
     ctx.start = Clock::now();
     ctx.stop = info.finished || info.step >= ctx.last_step;
+    ctx.interrupted = [&watcher] { return watcher.stop_requested(); };
+    resume_data_position(ctx, info.step, client.sync());
     HookList hooks = make_hooks(ctx);
+    if (c.faults.inject_nan_every > 0) hooks.add(make_nan_injector(c.faults.inject_nan_every));
     StepResult last{info.step, 0, 0.0f, info.finished};
     hooks.begin(ctx);
     ParamFrames frames;
@@ -186,12 +194,35 @@ int DistributedWorker::run() {
         const auto t1 = Clock::now();
         auto step = [&] {
             SignalWatcher::Blocked waiting(watcher);
-            return client.push_pull_frames(trainer.grads().all(), tag, frames);
+            return ctx.client->push_pull_frames(trainer.grads().all(), tag, frames);
         }();
+        if (auto lost = step ? std::nullopt : ctx.client->lost_shard(); lost && c.faults.ps_restart_wait > 0) {
+            frames = ParamFrames{};
+            auto back = recover_lost_ps(po, *lost, tag, c.faults.ps_restart_wait, c.chief, checkpointer.get(), bo,
+                                        trainer.params().all());
+            if (!back) return fail("recovery from a lost psd", back.error());
+            client_ptr = std::move(back->client);  // `client` is stale from here on: use ctx.client
+            ctx.client = client_ptr.get();
+            tag = back->info.step;
+            trainer.set_global_step(tag);
+            continue;
+        }
+        if (!step && step.error().code == ErrorCode::kRejected) {  // psd dropped and counted it: go on
+            spdlog::warn("gradient of global step {} rejected: {}", tag, step.error().message);
+            auto pulled = ctx.client->pull(trainer.params().all());
+            if (!pulled) return fail("PULL", pulled.error());
+            tag = pulled->step;
+            continue;
+        }
         if (!step) return fail(fmt::format("PUSH_PULL at global step {}", tag), step.error());
+        if (step->draining) {  // psd refused the step: preemption
+            spdlog::warn("psd is draining: stopped after {} steps (global step {})", ctx.local_steps, step->step);
+            ctx.stopped_by_signal = true;
+            break;
+        }
         const auto t2 = Clock::now();
         // The model reads the parameter buffer in place: copy the received slices into it.
-        frames.copy_to(trainer.params().all(), client.layout());
+        frames.copy_to(trainer.params().all(), ctx.client->layout());
         const auto t3 = Clock::now();
         ctx.compute_seconds += std::chrono::duration<double>(t1 - t0).count();
         ctx.exchange_seconds += std::chrono::duration<double>(t2 - t1).count();
@@ -205,10 +236,10 @@ int DistributedWorker::run() {
     ctx.train_seconds = ctx.elapsed();
     int code = kExitOk;
     if (ctx.stopped_by_signal) {
-        code = kExitFailure;  // the job did not reach its last step; psd is being stopped too
+        code = finish_preempted(ctx, *ctx.client, watcher, tag);
     } else {
         blocked.emplace(watcher);
-        if (auto done = client.done(); !done) code = fail("DONE", done.error());
+        if (auto done = ctx.client->done(); !done) code = fail("DONE", done.error());
     }
     if (!c.chief) {
         const double n = std::max<double>(1.0, double(ctx.local_steps));

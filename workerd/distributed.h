@@ -13,6 +13,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "workerd/ps_recovery.h"
 #include "workerd/train_options.h"
 
 namespace psrun::worker {
@@ -28,6 +29,8 @@ struct ClusterOptions {
     double connect_timeout = 30;   // seconds: HELLO, STATS, DONE
     double step_timeout = 600;     // seconds: one PUSH_PULL (sync steps wait for the others)
     double barrier_timeout = 600;  // seconds: the start barrier
+    double signal_grace = 9;       // seconds from SIGTERM/SIGUSR1 to a forced exit 1 (preemption.h)
+    FaultOptions faults;           // lost psd, heartbeats, fault injection (workerd/ps_recovery.h)
 };
 
 // Registers --ps, --num-workers, --chief, --evaluator, --key-file, --no-auth and the timeouts.
@@ -38,7 +41,8 @@ class DistributedWorker {
 public:
     DistributedWorker(ClusterOptions cluster, TrainOptions training);
     // Returns the process exit code: 0 after the last step and DONE; 1 when a psd is unreachable
-    // or refuses (the message names it), on a non-finite gradient, or when stopped by a signal.
+    // or refuses (the message names it) or on a non-finite gradient; kExitPreempted (75) when
+    // stopped by a signal or a draining psd after a clean checkpoint (workerd/preemption.h).
     // Throws UsageError on bad options.
     int run();
 

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,6 +54,9 @@ struct RunContext {
     double copy_seconds = 0;           // copying received parameters into the model's buffer
     bool stop = false;                 // set by a hook: leave the loop after this step
     bool stopped_by_signal = false;
+    // True once a stop signal arrived (the loop leaves after this step): evaluations and periodic
+    // checkpoints are skipped then, the preemption checkpoint follows (workerd/preemption.h).
+    std::function<bool()> interrupted;
     double test_accuracy = -1;         // latest evaluation (-1: none yet)
     std::uint64_t accuracy_step = 0;   // global step of that evaluation
     double eval_seconds = 0;

@@ -68,6 +68,11 @@ Result<std::vector<std::uint8_t>> read_maybe_gzip(const std::string& path) {
     std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)),
                                     std::istreambuf_iterator<char>());
     if (in.bad()) return make_error(ErrorCode::kIo, path + ": read error");
+    return maybe_inflate(std::move(bytes), path);
+}
+
+Result<std::vector<std::uint8_t>> maybe_inflate(std::vector<std::uint8_t> bytes,
+                                                const std::string& path) {
     if (bytes.size() >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b) return inflate_gzip(bytes, path);
     return bytes;
 }

@@ -39,6 +39,11 @@ struct LabeledImages {
 // Reads a whole file, inflating it if it starts with the gzip magic bytes.
 [[nodiscard]] Result<std::vector<std::uint8_t>> read_maybe_gzip(const std::string& path);
 
+// The in-memory half of read_maybe_gzip: inflates `bytes` if they start with the gzip magic
+// bytes, else returns them unchanged. `path` only names the source in error messages.
+[[nodiscard]] Result<std::vector<std::uint8_t>> maybe_inflate(std::vector<std::uint8_t> bytes,
+                                                              const std::string& path);
+
 // Parses an in-memory IDX buffer; `path` only names the file in error messages.
 [[nodiscard]] Result<IdxImages> parse_idx_images(const std::vector<std::uint8_t>& bytes,
                                                  const std::string& path);

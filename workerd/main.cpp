@@ -1,5 +1,7 @@
-// workerd: the worker daemon. `--standalone` trains alone; otherwise it is one worker of a
-// parameter-server job (--ps ... --num-workers W), see workerd/distributed.h.
+// workerd: the worker daemon. `--standalone` trains alone; `--evaluator` evaluates the job's
+// checkpoints (workerd/evaluator.h); otherwise it is one worker of a parameter-server job
+// (--ps ... --num-workers W), see workerd/distributed.h.
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -9,13 +11,19 @@
 #include "common/result.h"
 #include "common/signals.h"
 #include "workerd/distributed.h"
+#include "workerd/evaluator.h"
 #include "workerd/standalone.h"
 
 int main(int argc, char** argv) {
     psrun::block_termination_signals();
+    // Every step receives 13 MB of parameters in ZeroMQ messages: keep those buffers on the heap
+    // instead of fresh mmaps whose pages fault in again each step (as psd does).
+    mallopt(M_MMAP_THRESHOLD, 256 << 20);
+    mallopt(M_TRIM_THRESHOLD, 512 << 20);
     CLI::App app{"workerd: trains TF's mnist_deep CNN on oneDNN (standalone or with psd)"};
     psrun::worker::TrainOptions options;
     psrun::worker::ClusterOptions cluster;
+    psrun::worker::EvaluatorOptions evaluation;
     // A repeated option keeps its last value: `psrun local --threads 1 -- --threads 2` and
     // jobs/train-local.sh's defaults followed by the caller's options both work.
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -26,16 +34,22 @@ int main(int argc, char** argv) {
     app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
     psrun::worker::add_cluster_options(app, cluster);
     psrun::worker::add_train_options(app, options);
+    psrun::worker::add_evaluator_options(app, evaluation);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
         return app.exit(e) == 0 ? psrun::kExitOk : psrun::kExitUsage;
     }
-    psrun::init_logging("workerd", static_cast<int>(cluster.index), log_level);
+    psrun::init_logging(cluster.evaluator ? "evaluator" : "workerd", static_cast<int>(cluster.index), log_level);
     try {
         if (standalone) {
             if (!cluster.ps.empty()) throw psrun::UsageError("--standalone trains without psd: drop --ps");
+            if (cluster.evaluator) throw psrun::UsageError("--standalone and --evaluator exclude each other");
             return psrun::worker::StandaloneTrainer(options).run();
+        }
+        if (cluster.evaluator) {
+            if (cluster.chief) throw psrun::UsageError("--evaluator and --chief exclude each other");
+            return psrun::worker::Evaluator(cluster, options, evaluation).run();
         }
         // Workers never read the same examples: shard i/n of the training set by default.
         if (app.count("--shard") == 0 && cluster.num_workers > 0)

@@ -1,5 +1,6 @@
 #include "workerd/sampler.h"
 
+#include <algorithm>
 #include <cassert>
 #include <charconv>
 #include <string>
@@ -46,6 +47,20 @@ void Sampler::shuffle() {
     for (std::size_t i = order_.size(); i > 1; --i) {
         std::swap(order_[i - 1], order_[rng.below(i)]);
     }
+}
+
+void Sampler::seek(std::uint64_t examples) {
+    const std::uint64_t target = examples / order_.size();
+    if (target < epoch_) {
+        std::sort(order_.begin(), order_.end());  // back to the unshuffled shard
+        epoch_ = 0;
+        shuffle();
+    }
+    while (epoch_ < target) {
+        ++epoch_;
+        shuffle();
+    }
+    pos_ = static_cast<std::size_t>(examples % order_.size());
 }
 
 void Sampler::next_batch(std::span<std::uint32_t> out) {

@@ -32,6 +32,14 @@ public:
     // current one is used up.
     void next_batch(std::span<std::uint32_t> out);
 
+    // Jumps to the state after `examples` examples were drawn since the start (epoch 0):
+    // the same indices follow as if they had been drawn one batch at a time. Replays the
+    // per-epoch shuffles up to the target epoch (cheap: one shuffle per epoch).
+    void seek(std::uint64_t examples);
+    // Examples drawn since the start, over all epochs.
+    std::uint64_t position() const { return epoch_ * order_.size() + pos_; }
+    std::size_t offset() const { return pos_; }  // within the current epoch
+
     std::uint64_t epoch() const { return epoch_; }
     std::size_t shard_size() const { return order_.size(); }
 

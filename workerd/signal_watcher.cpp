@@ -10,7 +10,8 @@
 
 namespace psrun::worker {
 
-SignalWatcher::SignalWatcher(std::chrono::milliseconds grace) : grace_(grace), thread_([this] { loop(); }) {}
+SignalWatcher::SignalWatcher(std::chrono::milliseconds grace, std::chrono::milliseconds deadline)
+    : grace_(grace), deadline_(deadline), thread_([this] { loop(); }) {}
 
 SignalWatcher::~SignalWatcher() {
     quit_.store(true);
@@ -20,7 +21,7 @@ SignalWatcher::~SignalWatcher() {
 
 void SignalWatcher::loop() {
     using Clock = std::chrono::steady_clock;
-    Clock::time_point since{};
+    Clock::time_point since{}, first{};
     while (!quit_.load()) {
         pollfd fds[2] = {{signals_.fd(), POLLIN, 0}, {wake_.fd(), POLLIN, 0}};
         ::poll(fds, 2, 100);
@@ -28,10 +29,15 @@ void SignalWatcher::loop() {
         while (auto sig = signals_.read_signal()) {
             if (*sig == SIGPIPE || *sig == SIGUSR2 || signal_.load() != 0) continue;
             spdlog::warn("signal {}: stopping after the current step", *sig);
+            first = since = Clock::now();
+            signal_ns_.store(first.time_since_epoch().count());
             signal_.store(*sig);
-            since = Clock::now();
         }
         if (signal_.load() == 0) continue;
+        if (Clock::now() - first > deadline_) {
+            spdlog::error("signal {}: still running {} ms after it: exiting now", signal_.load(), deadline_.count());
+            std::_Exit(kExitFailure);
+        }
         if (blocked_.load() == 0) {
             since = Clock::now();  // the training thread is working, not waiting: give it time
         } else if (Clock::now() - since > grace_) {

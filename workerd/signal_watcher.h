@@ -1,7 +1,9 @@
 // Termination signals for the distributed worker. A thread reads the signalfd: SIGINT/SIGTERM
 // set stop_requested() (the training loop stops after the current step), and if the training
 // thread is then blocked on psd (an exchange whose psd is gone, the start barrier) for longer
-// than `grace`, the process exits 1 at once instead of waiting for a reply timeout.
+// than `grace`, the process exits 1 at once instead of waiting for a reply timeout. SIGINT,
+// SIGTERM and SIGUSR1 (Slurm's warning signal) all mean "stop"; a process still alive
+// `deadline` after the first of them exits 1 (the preemption checkpoint took too long).
 // Call block_termination_signals() first. stop_requested() and Blocked are thread-safe.
 #pragma once
 
@@ -15,13 +17,18 @@ namespace psrun::worker {
 
 class SignalWatcher {
 public:
-    explicit SignalWatcher(std::chrono::milliseconds grace = std::chrono::milliseconds(3000));
+    explicit SignalWatcher(std::chrono::milliseconds grace = std::chrono::milliseconds(3000),
+                           std::chrono::milliseconds deadline = std::chrono::milliseconds(9000));
     ~SignalWatcher();
     SignalWatcher(const SignalWatcher&) = delete;
     SignalWatcher& operator=(const SignalWatcher&) = delete;
 
     bool stop_requested() const { return signal_.load() != 0; }
     int signal() const { return signal_.load(); }
+    // When the stopping signal arrived (valid once stop_requested()).
+    std::chrono::steady_clock::time_point signal_time() const {
+        return std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(signal_ns_.load()));
+    }
 
     // Marks the training thread as waiting for psd while it lives.
     class Blocked {
@@ -39,6 +46,8 @@ private:
     void loop();
 
     std::chrono::milliseconds grace_;
+    std::chrono::milliseconds deadline_;
+    std::atomic<std::chrono::steady_clock::rep> signal_ns_{0};
     SignalFd signals_;
     WakeFd wake_;
     std::atomic<int> signal_{0};

@@ -41,6 +41,8 @@ public:
     ParameterSet& grads() { return grads_; }
     Model& model() { return *model_; }
     std::uint64_t global_step() const { return global_step_; }
+    // The data stream (workerd/preemption.h: resuming moves it to where it was).
+    Sampler& sampler() { return sampler_; }
     void set_global_step(std::uint64_t step) { global_step_ = step; }
     // Milliseconds spent in compute_gradients()'s batch filling and in apply_gradients().
     double data_ms() const { return data_ms_; }

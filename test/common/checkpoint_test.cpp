@@ -128,3 +128,31 @@ TEST_CASE("an empty model dir has no valid checkpoint", "[checkpoint]") {
     CHECK(none.error().code == psrun::ErrorCode::kNotFound);
     fs::remove_all(dir);
 }
+
+TEST_CASE("tensor files in memory: empty tensors round-trip, overflowing shapes are refused", "[tensor_file]") {
+    const std::vector<TensorView> empty{{"e", {0, 7}, {}}};
+    const std::string bytes = psrun::encode_tensor_file(empty);
+    auto back = psrun::parse_tensor_file(bytes, "mem");
+    REQUIRE(back);
+    REQUIRE(back->size() == 1);
+    CHECK((*back)[0].data.empty());
+    CHECK((*back)[0].shape == std::vector<std::uint64_t>{0, 7});
+
+    // 2^32 x 2^32 elements wrap to 0 in 64 bits: the CRCs are right, the shape is impossible.
+    const std::vector<TensorView> huge{{"x", {std::uint64_t{1} << 32, std::uint64_t{1} << 32}, {}}};
+    auto bad = psrun::parse_tensor_file(psrun::encode_tensor_file(huge), "mem");
+    REQUIRE_FALSE(bad);
+    CHECK_THAT(bad.error().message, Catch::Contains("impossible shape") && Catch::Contains("'x'"));
+}
+
+TEST_CASE("a manifest lists plain file names inside its checkpoint", "[checkpoint]") {
+    CHECK(CheckpointStore::parse_manifest(R"({"step": 3, "files": ["ps-0.tensors"]})", "m.json"));
+    for (const char* text : {R"({"files": ["../../etc/passwd"]})", R"({"files": ["a/b"]})", R"({"files": [".."]})",
+                             R"({"files": [""]})", R"({"files": [1]})", R"({"files": "a"})", R"({"step": 3})",
+                             "[]", "{", ""}) {
+        auto m = CheckpointStore::parse_manifest(text, "m.json");
+        INFO(text);
+        REQUIRE_FALSE(m);
+        CHECK_THAT(m.error().message, Catch::Contains("m.json: not a valid manifest"));
+    }
+}

@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "launcher/map_builder.h"
 
 using namespace psrun;
@@ -114,4 +116,23 @@ TEST_CASE("daemon_path honours --bin-dir, then PSRUN_BIN_DIR, and explains a mis
     REQUIRE_FALSE(missing);
     CHECK_THAT(missing.error().message,
                Catch::Contains("/nonexistent-dir/psd") && Catch::Contains("--bin-dir"));
+}
+
+TEST_CASE("--max-bad-grads goes to psd and --ps-restart-wait to the workers only", "[daemon]") {
+    DaemonOptions o;
+    o.no_auth = true;
+    o.max_bad_grads = 5;
+    o.ps_restart_wait = 90;
+    const auto map = two_ps_three_workers();
+    const auto ps = daemon_command(map, Role::kPs, 0, o);
+    REQUIRE(ps);
+    CHECK(ps->argv == Args{"psd", "--index", "0", "--ps", "tcp://n1:20000,tcp://n2:20000", "--num-workers", "3",
+                           "--no-auth", "--max-bad-grads", "5", "--threads", "4"});
+    const auto worker = daemon_command(map, Role::kWorker, 1, o);
+    REQUIRE(worker);
+    CHECK(worker->argv == Args{"workerd", "--index", "1", "--ps", "tcp://n1:20000,tcp://n2:20000", "--num-workers",
+                               "3", "--no-auth", "--ps-restart-wait", "90", "--threads", "4"});
+    const auto evaluator = daemon_command(map, Role::kEvaluator, 0, o);
+    REQUIRE(evaluator);
+    CHECK(std::find(evaluator->argv.begin(), evaluator->argv.end(), "--ps-restart-wait") == evaluator->argv.end());
 }

@@ -397,3 +397,43 @@ TEST_CASE("psrun addr prints node=IPv4 of an interface", "[process]") {
     CHECK(wait_exit(bad, 20) == 2);
     CHECK_THAT(slurp(bad.err), Catch::Contains("no-such-if0"));
 }
+
+TEST_CASE("psrun run with a TF_CONFIG evaluator task execs workerd --evaluator", "[process][evaluator]") {
+    Fixture f;
+    auto env = base_env(f);
+    env["STANDIN_EXIT_NOW"] = std::string("0");
+    env["TF_CONFIG"] = R"({"cluster": {"chief": ["127.0.0.1:2000"], "worker": ["127.0.0.1:2001"],)"
+                       R"( "ps": ["127.0.0.1:2002"]}, "task": {"type": "evaluator", "index": 0}})";
+    const Proc p = spawn({"run", "--bin-dir", f.bin.string(), "--no-auth", "--", "--model-dir", "/m", "--steps", "5"},
+                         env, f.dir.path);
+    CHECK(wait_exit(p, 20) == 0);
+    INFO(slurp(p.err));
+    // Not counted as a worker: --num-workers is the chief and the worker only.
+    CHECK(f.argv_of("evaluator.0") == Args{(f.bin / "workerd").string(), "--index", "0", "--ps",
+                                           "tcp://127.0.0.1:2002", "--num-workers", "2", "--evaluator",
+                                           "--no-auth", "--model-dir", "/m", "--steps", "5"});
+}
+
+TEST_CASE("psrun local: a failing evaluator makes psrun exit 1 naming it", "[process][evaluator]") {
+    Fixture f;
+    auto env = base_env(f);
+    env["STANDIN_FAIL"] = std::string("evaluator.0");
+    const Proc p = spawn({"local", "--ps", "1", "--workers", "1", "--evaluators", "1", "--grace", "2", "--bin-dir",
+                          f.bin.string(), "--", "--model-dir", (f.dir.path / "model").string()},
+                         env, f.dir.path);
+    CHECK(wait_exit(p, 20) == 1);
+    CHECK_THAT(slurp(p.err), Catch::Contains("evaluator 0") && Catch::Contains("status 3"));
+    const Args eval = f.argv_of("evaluator.0");
+    CHECK(std::find(eval.begin(), eval.end(), "--evaluator") != eval.end());
+    for (pid_t pid : f.recorded_pids()) CHECK_FALSE(alive(pid));
+}
+
+TEST_CASE("psrun local --evaluators without a model dir exits 2", "[process][evaluator]") {
+    Fixture f;
+    const Proc p = spawn({"local", "--ps", "1", "--workers", "1", "--evaluators", "1", "--bin-dir", f.bin.string(),
+                          "--", "--steps", "5"},
+                         base_env(f), f.dir.path);
+    CHECK(wait_exit(p, 20) == 2);
+    CHECK_THAT(slurp(p.err), Catch::Contains("--evaluators needs --model-dir"));
+    CHECK(f.count(".argv") == 0);
+}

@@ -67,3 +67,30 @@ TEST_CASE("key file readers wait for it, and refuse bad permissions or content",
     }
     std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("key file text: the token is exactly 16 hex digits, keys hold no NUL", "[keys]") {
+    auto keys = generate_job_keys();
+    REQUIRE(keys);
+    auto text = [&](const std::string& token, const std::string& server_public) {
+        return "# comment\nformat=1\ntoken=" + token + "\nserver_public=" + server_public +
+               "\nserver_secret=" + keys->server_secret + "\nclient_public=" + keys->client_public +
+               "\nclient_secret=" + keys->client_secret;  // no final newline: still a line
+    };
+    auto good = parse_job_keys(text("00000000000000ff", keys->server_public), "k");
+    REQUIRE(good);
+    CHECK(good->token == 0xff);
+    CHECK(good->client_secret == keys->client_secret);
+    // strtoull would take these: a sign, leading blanks, a 0x prefix.
+    for (const char* token : {"-000000000000001", " 00000000000001f", "+00000000000001f", "0x0000000000001f",
+                              "0000000000000000", "00000000000000fg"}) {
+        auto bad = parse_job_keys(text(token, keys->server_public), "k");
+        INFO(token);
+        REQUIRE_FALSE(bad);
+        CHECK_THAT(bad.error().message, Catch::Contains("k: bad token"));
+    }
+    std::string nul_key = keys->server_public;
+    nul_key[35] = '\0';  // zmq_z85_decode would stop there and decode 28 bytes
+    auto bad = parse_job_keys(text("00000000000000ff", nul_key), "k");
+    REQUIRE_FALSE(bad);
+    CHECK_THAT(bad.error().message, Catch::Contains("malformed CURVE key"));
+}

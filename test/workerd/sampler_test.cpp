@@ -76,6 +76,22 @@ TEST_CASE("each epoch is a fresh permutation; a seed replays the order", "[sampl
     CHECK(draw(c, size) != e0);
 }
 
+TEST_CASE("seek jumps to the stream position drawn so far, across epochs and backwards", "[sampler]") {
+    const std::size_t size = 1000;
+    for (std::uint64_t examples : {0ull, 1ull, 999ull, 1000ull, 1001ull, 3456ull}) {
+        Sampler sequential(size * 2, 7, ShardSpec{1, 2});
+        if (examples > 0) draw(sequential, examples);
+        Sampler jumped(size * 2, 7, ShardSpec{1, 2});
+        draw(jumped, 2500);  // somewhere else first: seek must also go back
+        jumped.seek(examples);
+        INFO("examples " << examples);
+        CHECK(jumped.position() == examples);
+        CHECK(jumped.epoch() == examples / size);
+        CHECK(jumped.offset() == examples % size);
+        CHECK(draw(jumped, 1500) == draw(sequential, 1500));
+    }
+}
+
 TEST_CASE("fill_batch scales pixels to [0, 1] and copies labels", "[sampler]") {
     LabeledImages data;
     data.images.count = 3;

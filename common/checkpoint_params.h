@@ -1,0 +1,45 @@
+// Reading a coordinated checkpoint back as one full parameter vector (the evaluator's view).
+// A committed ckpt-<step>/ directory (common/checkpoint_store.h) holds one tensor file per psd
+// shard, ps-<i>-of-<K>.tensors, whose pieces are named "<tensor>@<offset>+<length>/<part>"
+// (psd/shard_checkpoint.h). This assembles every "param" piece of the files the manifest lists
+// into the contiguous buffer of `tensors` (list order, as in common/tensor_layout.h), whatever
+// the shard count K was. Optimizer slots and update counts are ignored.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "common/tensor_layout.h"
+
+namespace psrun {
+
+// The name of one saved piece of a tensor in a shard's tensor file:
+// "<tensor>@<offset>+<length>/<part>", part = "param", "slot<j>" or "state".
+struct PieceName {
+    std::string tensor;
+    std::uint64_t offset = 0;  // floats into the tensor
+    std::uint64_t length = 0;  // floats, > 0
+    std::string part;
+};
+// "<tensor>@<offset>+<length>": a piece's name without its "/<part>".
+std::string piece_base_name(const std::string& tensor, std::uint64_t offset, std::uint64_t length);
+// False for any name that is not exactly that grammar (decimal digits, at most 19 each).
+[[nodiscard]] bool parse_piece_name(const std::string& name, PieceName& out);
+
+struct CheckpointParameters {
+    std::int64_t step = 0;      // the manifest's "step"
+    std::uint32_t shards = 0;   // tensor files read
+    std::vector<float> values;  // total_elements(tensors) floats, tensors in list order
+};
+
+// Reads <dir>/manifest.json and every file it lists, verifying each tensor's CRC32C.
+// Errors (nothing is returned half-filled): kNotFound when the directory or manifest is missing;
+// kInvalidArgument naming the file when a file is damaged, a piece names an unknown tensor or
+// lies outside it, two pieces overlap, some float of some tensor is in no piece, or a value is
+// NaN/Inf. Thread-safe (no shared state); reads up to a few tens of MB.
+[[nodiscard]] Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir,
+                                                                      const std::vector<TensorSpec>& tensors);
+
+}  // namespace psrun

@@ -1,0 +1,103 @@
+#include "common/ps_health.h"
+
+#include <zmq_addon.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <iterator>
+
+#include "common/zmq_util.h"
+
+namespace psrun {
+
+namespace {
+
+constexpr int kEvents = ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED;
+
+std::string monitor_address() {
+    static std::atomic<unsigned> counter{0};
+    return "inproc://psrun-link-monitor-" + std::to_string(counter.fetch_add(1));
+}
+
+zmq::socket_t watch(zmq::context_t& context, zmq::socket_t& socket) {
+    const std::string address = monitor_address();
+    if (zmq_socket_monitor(socket.handle(), address.c_str(), kEvents) != 0) throw zmq::error_t();
+    zmq::socket_t monitor(context, zmq::socket_type::pair);
+    monitor.set(zmq::sockopt::linger, 0);
+    monitor.connect(address);
+    return monitor;
+}
+
+}  // namespace
+
+LinkMonitor::LinkMonitor(zmq::context_t& context, std::vector<zmq::socket_t>& sockets,
+                         const std::vector<std::string>& names, const std::vector<std::string>& endpoints,
+                         const std::optional<JobKeys>& keys, std::chrono::milliseconds heartbeat)
+    : sockets_(sockets), names_(names), links_(sockets.size()) {
+    const int hb = static_cast<int>(heartbeat.count());
+    for (std::size_t i = 0; i < sockets_.size(); ++i) {
+        links_[i].monitor = watch(context, sockets_[i]);
+        if (hb <= 0) continue;
+        zmq::socket_t probe(context, zmq::socket_type::dealer);
+        probe.set(zmq::sockopt::linger, 0);
+        if (keys && uses_curve(endpoints[i])) make_curve_client(probe, *keys);
+        probe.set(zmq::sockopt::heartbeat_ivl, std::max(100, hb / 4));
+        probe.set(zmq::sockopt::heartbeat_timeout, hb);
+        probe.set(zmq::sockopt::heartbeat_ttl, std::max(hb, 1000));
+        links_[i].probe_monitor = watch(context, probe);
+        probe.connect(endpoints[i]);
+        probes_.push_back(std::move(probe));
+    }
+}
+
+LinkMonitor::~LinkMonitor() {
+    for (std::size_t i = 0; i < sockets_.size() && i < links_.size(); ++i)
+        if (sockets_[i].handle() != nullptr) zmq_socket_monitor(sockets_[i].handle(), nullptr, 0);
+    probes_.clear();
+}
+
+void LinkMonitor::update() {
+    for (std::uint32_t i = 0; i < links_.size(); ++i) {
+        drain(i, links_[i].monitor, links_[i].up);
+        if (links_[i].probe_monitor.handle() != nullptr) drain(i, links_[i].probe_monitor, links_[i].probe_up);
+    }
+}
+
+void LinkMonitor::drain(std::uint32_t shard, zmq::socket_t& monitor, bool& up) {
+    auto& link = links_[shard];
+    while (true) {
+        std::vector<zmq::message_t> parts;
+        if (!zmq::recv_multipart(monitor, std::back_inserter(parts), zmq::recv_flags::dontwait)) return;
+        if (parts.empty() || parts[0].size() < 6) continue;
+        std::uint16_t event = 0;
+        std::memcpy(&event, parts[0].data(), sizeof event);  // libzmq writes host order
+        if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+            up = true;
+        } else if (event == ZMQ_EVENT_DISCONNECTED && up) {
+            up = false;
+            if (!link.lost) link.lost_at = Clock::now();
+            link.lost = true;
+        }
+    }
+}
+
+void LinkMonitor::append_poll_items(std::vector<zmq::pollitem_t>& items) {
+    for (auto& link : links_) {
+        items.push_back({link.monitor.handle(), 0, ZMQ_POLLIN, 0});
+        if (link.probe_monitor.handle() != nullptr) items.push_back({link.probe_monitor.handle(), 0, ZMQ_POLLIN, 0});
+    }
+}
+
+std::optional<std::uint32_t> LinkMonitor::first_lost(const std::vector<std::uint32_t>& shards) const {
+    for (auto i : shards)
+        if (links_[i].lost) return i;
+    return std::nullopt;
+}
+
+std::string LinkMonitor::describe_loss(std::uint32_t shard) const {
+    return "lost the connection to ps " + std::to_string(shard) + " (" + names_[shard] +
+           "): that psd died or stopped answering heartbeats; the request in flight is lost";
+}
+
+}  // namespace psrun

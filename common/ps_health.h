@@ -1,0 +1,76 @@
+// Liveness of the connections from one PsClient to its psd shards, from ZeroMQ socket monitors.
+//
+// A shard is "up" once a ZMTP handshake with its psd succeeded, and "lost" when a connection to
+// it then drops: the psd process died (the kernel closes its socket: seen at once on ipc and tcp,
+// on the data socket), or it stopped answering ZMTP heartbeats for the heartbeat timeout (hung or
+// stopped process, dead host). Heartbeats run on a separate idle "probe" DEALER per shard: on the
+// data socket a PING would queue behind a 13 MB gradient that a hung psd never reads, and the
+// heartbeat timer only starts once the PING is written. The probe never sends a message, so psd's
+// application never sees it.
+// A request in flight to a lost shard is gone for good (the psd that held it is gone), so the
+// client fails it at once instead of waiting for the reply timeout. A shard that comes back on
+// the same endpoint is "up" again, but the requests lost with the old connection stay lost.
+//
+// Not thread-safe: the PsClient's thread drives it. Owns one inproc PAIR socket per shard,
+// which must be destroyed before the context (PsClient declares it after its sockets).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "common/job_keys.h"
+
+namespace psrun {
+
+class LinkMonitor {
+public:
+    using Clock = std::chrono::steady_clock;
+
+    // Starts monitoring `sockets` (one per shard, not yet connected; names[i] names shard i in
+    // messages) and connects a probe to endpoints[i] (normalised) when heartbeat > 0, with CURVE
+    // when `keys` are given and the endpoint is tcp.
+    LinkMonitor(zmq::context_t& context, std::vector<zmq::socket_t>& sockets, const std::vector<std::string>& names,
+                const std::vector<std::string>& endpoints, const std::optional<JobKeys>& keys,
+                std::chrono::milliseconds heartbeat);
+    ~LinkMonitor();
+    LinkMonitor(const LinkMonitor&) = delete;
+    LinkMonitor& operator=(const LinkMonitor&) = delete;
+
+    // Reads every pending monitor event without blocking.
+    void update();
+    // One POLLIN item per monitor socket, for callers that must wake up on a connection change.
+    void append_poll_items(std::vector<zmq::pollitem_t>& items);
+
+    bool up(std::uint32_t shard) const { return links_[shard].up; }
+    // True once the shard's connection was up and then dropped (stays true: see above).
+    bool lost(std::uint32_t shard) const { return links_[shard].lost; }
+    // The first lost shard among `shards`, if any.
+    std::optional<std::uint32_t> first_lost(const std::vector<std::uint32_t>& shards) const;
+    // When the shard's connection dropped (valid when lost()).
+    Clock::time_point lost_at(std::uint32_t shard) const { return links_[shard].lost_at; }
+    // "ps 1 (ipc:///tmp/x/ps-1) closed the connection: ..." for error messages.
+    std::string describe_loss(std::uint32_t shard) const;
+
+private:
+    struct Link {
+        zmq::socket_t monitor;        // PAIR connected to the data socket's monitor endpoint
+        zmq::socket_t probe_monitor;  // same for the probe (unused without heartbeats)
+        bool up = false;              // data connection handshaken
+        bool probe_up = false;
+        bool lost = false;
+        Clock::time_point lost_at{};
+    };
+    void drain(std::uint32_t shard, zmq::socket_t& monitor, bool& up);
+
+    std::vector<zmq::socket_t>& sockets_;
+    std::vector<std::string> names_;
+    std::vector<zmq::socket_t> probes_;
+    std::vector<Link> links_;
+};
+
+}  // namespace psrun

@@ -1,0 +1,315 @@
+#include "launcher/cmd_bench_cluster.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "launcher/daemon_command.h"
+#include "launcher/env_map.h"
+#include "launcher/job_key.h"
+#include "launcher/map_builder.h"
+#include "launcher/supervisor.h"
+#include "workerd/train_options.h"
+
+namespace psrun::launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct BenchClusterOptions {
+    int num_ps = 1;
+    int num_workers = 2;
+    int steps = 300;
+    int warmup_steps = -1;  // -1: max(log_every, steps / 5)
+    int log_every = 0;      // 0: max(1, steps / 50)
+    int batch_size = 100;
+    int threads_per_worker = 1;
+    int threads = 2;  // the single-process run
+    std::string data_dir;
+    std::string dataset = "mnist";
+    std::string precision = "f32";
+    bool keep = false;
+    DaemonOptions daemon;
+};
+
+double loadavg_1m() {
+    std::ifstream in("/proc/loadavg");
+    double load = -1;
+    in >> load;
+    return load;
+}
+
+// Removes the bench's private directory unless --keep.
+struct WorkDir {
+    std::string path;
+    bool keep = false;
+    ~WorkDir() {
+        std::error_code ec;
+        if (!path.empty() && !keep) std::filesystem::remove_all(path, ec);
+    }
+};
+
+// Sends this process's stdout and stderr (and so every daemon's) to `path` while it lives.
+class RedirectOutput {
+public:
+    explicit RedirectOutput(const std::string& path) {
+        std::cout.flush();
+        spdlog::default_logger()->flush();
+        const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0) throw std::runtime_error("cannot create " + path);
+        saved_out_ = ::dup(1);
+        saved_err_ = ::dup(2);
+        ::dup2(fd, 1);
+        ::dup2(fd, 2);
+        ::close(fd);
+    }
+    ~RedirectOutput() {
+        spdlog::default_logger()->flush();
+        ::dup2(saved_out_, 1);
+        ::dup2(saved_err_, 2);
+        ::close(saved_out_);
+        ::close(saved_err_);
+    }
+    RedirectOutput(const RedirectOutput&) = delete;
+    RedirectOutput& operator=(const RedirectOutput&) = delete;
+
+private:
+    int saved_out_ = -1, saved_err_ = -1;
+};
+
+void print_tail(const std::string& path, std::size_t lines) {
+    std::ifstream in(path);
+    std::deque<std::string> tail;
+    for (std::string line; std::getline(in, line);) {
+        tail.push_back(line);
+        if (tail.size() > lines) tail.pop_front();
+    }
+    for (const auto& l : tail) std::cerr << "  " << l << "\n";
+}
+
+std::vector<std::string> training_options(const BenchClusterOptions& o, const std::string& model_dir) {
+    std::vector<std::string> t = {"--model-dir",   model_dir,
+                                  "--steps",       std::to_string(o.steps),
+                                  "--batch-size",  std::to_string(o.batch_size),
+                                  "--log-every",   std::to_string(o.log_every),
+                                  "--eval-every",  "0",
+                                  "--checkpoint-secs", "0",
+                                  "--dataset",     o.dataset,
+                                  "--precision",   o.precision};
+    if (!o.data_dir.empty()) t.insert(t.end(), {"--data-dir", o.data_dir});
+    return t;
+}
+
+// Runs the cluster as `psrun local` does; returns the chief's steady rate (throws on failure).
+nlohmann::json run_cluster(const BenchClusterOptions& o, const std::string& dir) {
+    const int total = o.num_ps + o.num_workers;
+    std::vector<std::string> addresses;
+    for (int i = 0; i < total; ++i)
+        addresses.push_back(i < o.num_ps ? fmt::format("ipc://{}/ps-{}", dir, i)
+                                         : fmt::format("ipc://{}/worker-{}", dir, i - o.num_ps));
+    auto map = local_map(o.num_ps, o.num_workers, 0, addresses);
+    if (!map) throw UsageError(map.error().message);
+    map->threads = o.threads_per_worker;
+    DaemonOptions daemon = o.daemon;
+    const std::string model_dir = dir + "/model";
+    daemon.training = training_options(o, model_dir);
+    auto key = prepare_local_job_key(dir + "/job.key");
+    if (!key) throw UsageError(key.error().message);
+    daemon.key_file = *key;
+    const EnvMap env = env_from_environ(environ);
+    std::vector<DaemonCommand> commands;
+    for (const TaskSlot& slot : map->slots) {
+        auto cmd = daemon_command(*map, slot.role, slot.role_index, daemon);
+        if (!cmd) throw UsageError(cmd.error().message);
+        auto path = daemon_path(cmd->program, daemon, env);
+        if (!path) throw UsageError(path.error().message);
+        cmd->path = *path;
+        commands.push_back(std::move(*cmd));
+    }
+    const std::string log = dir + "/cluster.log";
+    const auto start = Clock::now();
+    int code = 0;
+    {
+        RedirectOutput quiet(log);
+        Supervisor supervisor(std::chrono::seconds(10));
+        code = supervisor.run(commands);
+    }
+    const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+    if (code != 0) {
+        std::cerr << "psrun bench cluster: the cluster failed (exit " << code << "); last lines of " << log << ":\n";
+        print_tail(log, 30);
+        throw std::runtime_error("cluster run failed" + std::string(o.keep ? "" : " (use --keep to keep the log)"));
+    }
+    auto rate = steady_rate_from_metrics(model_dir + "/metrics.jsonl", o.batch_size, o.warmup_steps, o.steps);
+    if (!rate) throw std::runtime_error(rate.error().message);
+    std::ifstream summary_in(model_dir + "/summary.json");
+    const auto summary = nlohmann::json::parse(summary_in, nullptr, false);
+    return {{"images_per_sec", rate->images_per_sec},
+            {"measured_from_step", rate->first_step},
+            {"measured_to_step", rate->last_step},
+            {"measured_seconds", rate->seconds},
+            {"cluster_wall_seconds", wall},
+            {"final_test_accuracy", summary.is_object() ? summary.value("test_accuracy", -1.0) : -1.0}};
+}
+
+// The same trainer in this process: warm-up steps, then the timed ones.
+nlohmann::json run_single(const BenchClusterOptions& o) {
+    worker::TrainOptions t;
+    t.data_dir = o.data_dir;
+    t.dataset = o.dataset;
+    t.batch_size = o.batch_size;
+    t.steps = o.steps;
+    t.threads = o.threads;
+    t.precision = o.precision;
+    const worker::TrainerConfig config = worker::make_trainer_config(t);
+    worker::set_compute_threads(o.threads);
+    auto data = worker::load_datasets(t);
+    if (!data) throw std::runtime_error(data.error().message);
+    worker::Trainer trainer(config, data->train, data->test);
+    for (int i = 0; i < o.warmup_steps; ++i) {
+        trainer.compute_gradients();
+        trainer.apply_gradients();
+    }
+    const int measured = o.steps - o.warmup_steps;
+    const auto t0 = Clock::now();
+    for (int i = 0; i < measured; ++i) {
+        trainer.compute_gradients();
+        trainer.apply_gradients();
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    return {{"images_per_sec", double(measured) * o.batch_size / seconds},
+            {"measured_steps", measured},
+            {"measured_seconds", seconds}};
+}
+
+int run_bench_cluster(BenchClusterOptions o) {
+    if (o.log_every <= 0) o.log_every = std::max(1, o.steps / 50);
+    if (o.warmup_steps < 0) o.warmup_steps = std::max(o.log_every, o.steps / 5);
+    if (o.warmup_steps + 2 * o.log_every >= o.steps)
+        throw UsageError(fmt::format("--steps {} leaves too little to measure after {} warm-up steps with a record "
+                                     "every {} steps: raise --steps or lower --warmup-steps/--log-every",
+                                     o.steps, o.warmup_steps, o.log_every));
+    const double load_start = loadavg_1m();
+    WorkDir dir;
+    dir.keep = o.keep;
+    std::string pattern = (std::filesystem::temp_directory_path() / "psrun-bench-cluster.XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("cannot create a temporary directory");
+    dir.path = pattern;
+    spdlog::info("bench cluster: {} ps + {} workers ({} thread{} each), {} steps of batch {} (daemon logs: {}/cluster.log)",
+                 o.num_ps, o.num_workers, o.threads_per_worker, o.threads_per_worker == 1 ? "" : "s", o.steps,
+                 o.batch_size, dir.path);
+    const nlohmann::json cluster = run_cluster(o, dir.path);
+    spdlog::info("cluster: {:.0f} img/s; now the single-process run ({} threads)", cluster["images_per_sec"].get<double>(),
+                 o.threads);
+    const nlohmann::json single = run_single(o);
+    const double aggregate = cluster["images_per_sec"].get<double>();
+    const double alone = single["images_per_sec"].get<double>();
+    nlohmann::json out = {
+        {"benchmark", "cluster"},
+        {"images_per_sec", aggregate},
+        {"single_process_images_per_sec", alone},
+        {"ratio", alone > 0 ? aggregate / alone : 0.0},
+        {"ps", o.num_ps},
+        {"workers", o.num_workers},
+        {"threads_per_worker", o.threads_per_worker},
+        {"single_process_threads", o.threads},
+        {"batch_size", o.batch_size},
+        {"steps", o.steps},
+        {"warmup_steps", o.warmup_steps},
+        {"log_every", o.log_every},
+        {"precision", o.precision},
+        {"dataset", o.dataset},
+        {"transport", "ipc"},
+        {"cluster", cluster},
+        {"single_process", single},
+        {"loadavg_1m", load_start},
+        {"loadavg_1m_end", loadavg_1m()},
+    };
+    if (o.keep) out["work_dir"] = dir.path;
+    std::cout << out.dump() << std::endl;
+    return kExitOk;
+}
+
+}  // namespace
+
+Result<SteadyRate> steady_rate_from_metrics(const std::string& metrics_path, int batch_size, std::int64_t from_step,
+                                            std::int64_t before_step) {
+    std::ifstream in(metrics_path);
+    if (!in) return make_error(ErrorCode::kNotFound, metrics_path + ": missing (did the chief get --model-dir?)");
+    std::optional<std::pair<std::int64_t, double>> first, last;
+    for (std::string line; std::getline(in, line);) {
+        const auto j = nlohmann::json::parse(line, nullptr, false);
+        if (j.is_discarded() || !j.is_object() || !j.contains("images_per_sec") || !j.contains("step") ||
+            !j.contains("time") || !j["step"].is_number_integer() || !j["time"].is_number())
+            continue;
+        const auto step = j["step"].get<std::int64_t>();
+        if (step < from_step || step >= before_step) continue;
+        const std::pair<std::int64_t, double> record{step, j["time"].get<double>()};
+        if (!first) first = record;
+        last = record;
+    }
+    if (!first || last->first <= first->first || last->second <= first->second)
+        return make_error(ErrorCode::kNotFound,
+                          fmt::format("{}: fewer than two progress records between steps {} and {}: raise --steps",
+                                      metrics_path, from_step, before_step));
+    SteadyRate r;
+    r.first_step = first->first;
+    r.last_step = last->first;
+    r.seconds = last->second - first->second;
+    r.images_per_sec = double(r.last_step - r.first_step) * batch_size / r.seconds;
+    return r;
+}
+
+void add_bench_cluster_command(CLI::App& app, int& exit_code) {
+    auto found = app.get_subcommands([](CLI::App* sub) { return sub->get_name() == "bench"; });
+    CLI::App* bench = found.empty() ? app.add_subcommand("bench", "benchmarks") : found.front();
+    bench->require_subcommand(1);
+    auto o = std::make_shared<BenchClusterOptions>();
+    CLI::App* cmd = bench->add_subcommand(
+        "cluster",
+        "aggregate images/s of a local cluster (K psd + W workerd on ipc, real MNIST) and of a single-process run "
+        "of the same trainer, measured in the same call (one JSON line)");
+    cmd->add_option("--ps", o->num_ps, "parameter servers")->check(CLI::Range(1, 64))->capture_default_str();
+    cmd->add_option("--workers", o->num_workers, "workers")->check(CLI::Range(1, 64))->capture_default_str();
+    cmd->add_option("--steps", o->steps, "global steps of each run")->check(CLI::Range(10, 1000000))->capture_default_str();
+    cmd->add_option("--warmup-steps", o->warmup_steps, "steps not measured (default: max(log-every, steps/5))")
+        ->check(CLI::NonNegativeNumber);
+    cmd->add_option("--log-every", o->log_every, "the chief's progress record interval (default: steps/50)")
+        ->check(CLI::PositiveNumber);
+    cmd->add_option("--batch-size", o->batch_size, "examples per step")->check(CLI::Range(1, 4096))->capture_default_str();
+    cmd->add_option("--threads-per-worker", o->threads_per_worker, "compute threads of each workerd")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    cmd->add_option("--threads", o->threads, "compute threads of the single-process run")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    cmd->add_option("--data-dir", o->data_dir, "dataset directory (default: psrun data fetch's)");
+    cmd->add_option("--dataset", o->dataset, "mnist or fashion-mnist")->capture_default_str();
+    cmd->add_option("--precision", o->precision, "f32 or bf16")->capture_default_str();
+    cmd->add_option("--bin-dir", o->daemon.bin_dir, "directory holding psd and workerd (default: next to psrun)");
+    cmd->add_flag("--keep", o->keep, "keep the work dir (daemon logs, metrics, checkpoint) and print its path");
+    cmd->callback([o, &exit_code] {
+        try {
+            exit_code = run_bench_cluster(*o);
+        } catch (const UsageError& e) {
+            std::cerr << "psrun bench cluster: " << e.what() << "\n";
+            exit_code = kExitUsage;
+        } catch (const std::exception& e) {
+            std::cerr << "psrun bench cluster: " << e.what() << "\n";
+            exit_code = kExitFailure;
+        }
+    });
+}
+
+}  // namespace psrun::launcher

@@ -1,0 +1,73 @@
+// Preemption handling of ParameterServer: signals start draining (psd/drain.h has the contract).
+#include <spdlog/spdlog.h>
+
+#include "common/exit_codes.h"
+#include "psd/parameter_server.h"
+
+namespace psrun::psd {
+
+void ParameterServer::on_signal(int sig) {
+    if (drain_.active()) {
+        spdlog::warn("signal {} while draining: still waiting for the checkpoint ({:.1f} of {:.1f} s used)", sig,
+                     drain_.seconds_since_begin(Clock::now()), drain_.grace().count() / 1000.0);
+        return;
+    }
+    if (!shard_ || !shard_->initialized() || workers_.count_live() == 0) {
+        spdlog::info("received signal {}: shutting down (no training in progress)", sig);
+        stop_requested_.store(true);
+        return;
+    }
+    begin_drain(sig);
+}
+
+void ParameterServer::begin_drain(int sig) {
+    if (drain_.active()) return;
+    drain_.begin(sig, Clock::now());
+    spdlog::warn("{}: draining at step {}: no more updates; waiting up to {:.1f} s for the chief's checkpoint and "
+                 "DONE from {} live worker(s)",
+                 sig ? fmt::format("signal {}", sig) : std::string("chief's drain request"), shard_->step(),
+                 drain_.grace().count() / 1000.0, workers_.count_live());
+    // Sync: the partial step is dropped; its waiting workers learn that psd drains.
+    release_pending(step_waiters_, wire::kFlagDraining);
+    if (sync_)
+        sync_ = std::make_unique<SyncAggregator>(shard_->size(), options_.num_workers, options_.replicas_to_aggregate,
+                                                 options_.straggler_every);
+}
+
+void ParameterServer::check_drain() {
+    if (!drain_.expired(Clock::now())) return;
+    spdlog::error("draining: {:.1f} s are over and worker(s) {} sent no DONE: exiting", drain_.grace().count() / 1000.0,
+                  WorkerTable::list([&] {
+                      std::vector<std::uint32_t> missing;
+                      for (std::uint32_t i = 0; i < workers_.size(); ++i)
+                          if (!workers_.is_done(i)) missing.push_back(i);
+                      return missing;
+                  }()));
+    end_preempted_run();
+}
+
+void ParameterServer::end_preempted_run() {
+    const std::uint64_t step = shard_->step();
+    int code = drain_.exit_code(step);
+    if (code == kExitPreempted) {
+        spdlog::info("preempted at step {}: the last checkpoint holds this shard's final state", step);
+    } else {
+        spdlog::error("preempted at step {}, but no checkpoint holds it (last saved: {})", step,
+                      drain_.saved_step() ? std::to_string(*drain_.saved_step()) : std::string("none"));
+        if (!options_.model_dir.empty() && !options_.standby) {  // standby's finish() saves it anyway
+            if (auto saved = shard_->save(shard_path()); saved)
+                spdlog::warn("saved this shard (step {}) to {} as a last resort", step, shard_path());
+            else
+                spdlog::error("{}", saved.error().message);
+        }
+    }
+    if (options_.standby && drain_.signal() == 0) {  // the chief's request: serve the next run
+        spdlog::info("standby: run preempted at step {}; keeping the shard for the next run", step);
+        workers_.reset();
+        drain_.reset();
+        return;
+    }
+    finish(code);
+}
+
+}  // namespace psrun::psd

@@ -1,0 +1,85 @@
+// Fault handling of ParameterServer (psd/fault_policy.h): dead workers in sync mode, rejected
+// non-finite gradients and the abort after --max-bad-grads.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "psd/parameter_server.h"
+
+namespace psrun::psd {
+
+using wire::Header;
+
+void ParameterServer::keep_waiters_alive(Clock::time_point now) {
+    // A worker whose sync step waits for the others is not silent, it is waiting for us; if it
+    // dies meanwhile, its connection drops and the step completes without it anyway.
+    for (const auto& p : step_waiters_)
+        if (!workers_.is_dead(p.worker)) workers_.seen(p.worker, now);
+}
+
+void ParameterServer::update_sync_replicas() {
+    if (!sync_) return;
+    const auto gone = static_cast<std::uint32_t>(workers_.dead().size()) + workers_.count_done();
+    const auto needed = FaultPolicy::replicas_needed(options_.replicas_to_aggregate, options_.num_workers, gone);
+    if (needed == sync_->replicas()) return;
+    spdlog::warn("sync: steps now aggregate {} gradient{} (--replicas-to-aggregate {}; dead workers: {})", needed,
+                 needed == 1 ? "" : "s", options_.replicas_to_aggregate, WorkerTable::list(workers_.dead()));
+    sync_->set_replicas(needed);
+}
+
+void ParameterServer::complete_sync_step() {
+    std::vector<std::span<const float>> shape;
+    std::vector<std::size_t> offsets;
+    for (std::size_t k = 0; k < shard_->slice_ids().size(); ++k) {
+        shape.push_back(shard_->param_slice(k));  // only its size is used
+        offsets.push_back(shard_->local_offset(k));
+    }
+    shard_->apply(sync_->average(shape, offsets), team_.get());
+    ++counters_.applied;
+    if (auto report = sync_->finish_step(shard_->step())) spdlog::info("{}", *report);
+    release_pending(step_waiters_, shard_->finished() ? wire::kFlagFinished : 0);
+}
+
+void ParameterServer::on_workers_lost() {
+    if (!sync_ || !shard_ || !shard_->initialized()) return;
+    update_sync_replicas();
+    if (sync_->count() > 0 && sync_->count() >= sync_->replicas()) {
+        spdlog::warn("sync: completing step {} with the {} gradient{} already received", shard_->step(),
+                     sync_->count(), sync_->count() == 1 ? "" : "s");
+        complete_sync_step();
+    }
+}
+
+void ParameterServer::reject_bad_gradient(const std::string& routing, const Header& h, const Error& error) {
+    const bool exhausted = faults_.bad_gradient(h.index, h.step, error.message);
+    spdlog::warn("worker {}: gradient for step {} rejected, weights untouched ({} rejected{}): {}", h.index, h.step,
+                 faults_.bad_gradients(),
+                 faults_.max_bad_grads() ? fmt::format(" of --max-bad-grads {}", faults_.max_bad_grads()) : "",
+                 error.message);
+    if (!exhausted) return reply_error(routing, ErrorCode::kRejected, error.message);
+    spdlog::error("{}", faults_.abort_reason());
+    reply_aborted(routing, h.index);
+    for (auto* pending : {&step_waiters_, &init_waiters_}) {
+        for (const auto& p : *pending) reply_aborted(p.routing, p.worker);
+        pending->clear();
+    }
+}
+
+void ParameterServer::reply_aborted(const std::string& routing, std::uint32_t worker) {
+    reply_error(routing, ErrorCode::kAborted, faults_.abort_reason());
+    if (worker < options_.num_workers) faults_.told(worker);
+}
+
+void ParameterServer::check_abort(Clock::time_point now) {
+    if (!faults_.aborted()) return;
+    bool all_told = true;
+    for (std::uint32_t i = 0; i < options_.num_workers; ++i)
+        all_told = all_told && (faults_.was_told(i) || workers_.is_done(i) || workers_.is_dead(i));
+    const auto grace = std::min<Clock::duration>(options_.worker_timeout, std::chrono::seconds(10));
+    if (!all_told && now - faults_.aborted_at() < grace) return;
+    spdlog::error("exiting: run aborted ({}); every worker was told: {}", faults_.abort_reason(),
+                  all_told ? "yes" : "no (grace period over)");
+    finish(kExitFailure);
+}
+
+}  // namespace psrun::psd

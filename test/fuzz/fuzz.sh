@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Builds one libFuzzer target with clang (-fsanitize=fuzzer,address,undefined) and runs it on
+# its seed corpus (test/fuzz/corpus/TARGET, dictionary test/fuzz/TARGET.dict when present).
+# Usage: test/fuzz/fuzz.sh TARGET [RUNS [libFuzzer options...]]
+#        test/fuzz/fuzz.sh list
+#   RUNS  inputs to execute (default 50000); e.g. `fuzz.sh hostlist 1000000 -max_total_time=900`
+# Environment:
+#   PSRUN_FUZZ_DIR   binaries, grown corpora and crash inputs (default <repo>/build/fuzz)
+#   PSRUN_FUZZ_KEEP  1: grow the corpus in $PSRUN_FUZZ_DIR/corpus/TARGET across runs
+#                    (default: a throw-away copy of the seeds, so CI runs are reproducible)
+# Exit: 0 no crash; 1 crash/leak/timeout (the input is saved as $PSRUN_FUZZ_DIR/crash-TARGET-*;
+# replay it with `$PSRUN_FUZZ_DIR/TARGET_fuzz FILE`); 2 usage; 77 (meson: skipped) when clang
+# or libFuzzer is unusable here.
+set -euo pipefail
+src=$(cd "$(dirname "$0")/../.." && pwd)
+
+# target -> "sources|libraries|max input length"
+declare -A targets=(
+  [wire]="common/wire.cpp|-lz|4096"
+  [hostlist]="launcher/hostlist.cpp|-lslurm -lfmt|256"
+  [slurm_lists]="launcher/slurm_lists.cpp|-lfmt|256"
+  [slurm_env]="launcher/slurm_env.cpp launcher/hostlist.cpp launcher/slurm_lists.cpp launcher/env_map.cpp|-lslurm -lfmt|1024"
+  [tf_config]="launcher/tf_cluster.cpp common/cluster_map.cpp|-lfmt|2048"
+  [task_list]="launcher/role_assignment.cpp|-lfmt|256"
+  [idx]="workerd/idx_reader.cpp|-lz|8192"
+  [checkpoint]="common/tensor_file.cpp common/crc32c.cpp common/checkpoint_store.cpp||4096"
+  [job_keys]="common/job_keys.cpp|-lzmq|1024"
+)
+
+target=${1:-}
+if [ "$target" = list ]; then printf '%s\n' "${!targets[@]}" | sort; exit 0; fi
+if [ -z "$target" ] || [ -z "${targets[$target]:-}" ]; then
+  echo "usage: $0 TARGET [RUNS [libFuzzer options...]]; TARGET is one of: $(printf '%s ' "${!targets[@]}")" >&2
+  exit 2
+fi
+runs=${2:-50000}
+shift $(( $# >= 2 ? 2 : 1 ))
+IFS='|' read -r sources libs max_len <<<"${targets[$target]}"
+
+out_dir=${PSRUN_FUZZ_DIR:-$src/build/fuzz}
+mkdir -p "$out_dir"
+exe=$out_dir/${target}_fuzz
+
+cxx=$(command -v clang++ || command -v clang++-14 || true)
+[ -n "$cxx" ] || { echo "clang++ not found: skipping (apt-get install clang libclang-rt-dev)"; exit 77; }
+
+# Rebuild when the binary is missing or older than this script or any file its depfile lists.
+stale=1
+if [ -x "$exe" ] && [ -f "$exe.d" ] && [ "$exe" -nt "$0" ]; then
+  stale=0
+  for f in $(sed -e 's/\\$//' -e 's/^[^:]*://' "$exe.d"); do
+    if [ "$f" -nt "$exe" ]; then stale=1; break; fi
+  done
+fi
+if [ "$stale" = 1 ]; then
+  probe=$(mktemp -d)
+  echo 'extern "C" int LLVMFuzzerTestOneInput(const char*, unsigned long) { return 0; }' > "$probe/p.cpp"
+  if ! "$cxx" -fsanitize=fuzzer,address "$probe/p.cpp" -o "$probe/p" 2>/dev/null; then
+    rm -rf "$probe"
+    echo "clang++ cannot link libFuzzer targets here (libclang-rt-dev missing?): skipping"
+    exit 77
+  fi
+  rm -rf "$probe"
+  echo "building $exe"
+  objs=()
+  for s in test/fuzz/${target}_fuzz.cpp $sources; do
+    obj=$out_dir/$target.$(basename "$s" .cpp).o
+    "$cxx" -std=c++20 -O1 -gline-tables-only -march=native -fsanitize=fuzzer,address,undefined \
+        -fno-sanitize-recover=undefined -I"$src" -MMD -MF "$obj.d" -c "$src/$s" -o "$obj"
+    objs+=("$obj")
+  done
+  "$cxx" -fsanitize=fuzzer,address,undefined "${objs[@]}" $libs -o "$exe.tmp"
+  cat "${objs[@]/%/.d}" > "$exe.d"
+  rm -f "${objs[@]}" "${objs[@]/%/.d}"
+  mv "$exe.tmp" "$exe"
+fi
+
+if [ "${PSRUN_FUZZ_KEEP:-0}" = 1 ]; then
+  corpus=$out_dir/corpus/$target
+  mkdir -p "$corpus"
+else
+  corpus=$(mktemp -d)
+  trap 'rm -rf "$corpus"' EXIT
+fi
+cp "$src/test/fuzz/corpus/$target"/* "$corpus"/
+dict=()
+[ -f "$src/test/fuzz/$target.dict" ] && dict=(-dict="$src/test/fuzz/$target.dict")
+echo "fuzzing $target for $runs runs"
+timeout "${PSRUN_FUZZ_TIMEOUT:-3600}" "$exe" -runs="$runs" -max_len="$max_len" -timeout=10 \
+  -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$out_dir/crash-$target-" \
+  "${dict[@]}" "$@" "$corpus"

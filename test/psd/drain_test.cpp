@@ -1,0 +1,125 @@
+// psd's draining (psd/drain.h) with in-process servers and real ZeroMQ clients: the chief's drain
+// request stops every update, SAVE and DONE are still served, the preempted run ends with 75 when
+// a checkpoint holds the final step and with 1 (plus a last-resort shard file) when none does,
+// and waiting sync pushes are released.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <future>
+
+#include "common/exit_codes.h"
+#include "common/result.h"
+#include "test/psd/ps_fixture.h"
+
+using namespace psrun;
+using psrun::test::Cluster;
+using psrun::test::ramp;
+using psrun::test::small_model;
+
+namespace {
+
+psd::ServerOptions options(std::uint32_t workers) {
+    psd::ServerOptions o;
+    o.num_workers = workers;
+    o.worker_timeout = std::chrono::milliseconds(30000);
+    return o;
+}
+
+wire::InitConfig sgd() {
+    wire::InitConfig c;
+    c.optimizer = OptimizerConfig{.kind = OptimizerKind::kSgd, .learning_rate = 0.1f};
+    c.last_step = 1000;
+    return c;
+}
+
+}  // namespace
+
+TEST_CASE("a drain request freezes the parameters; SAVE and DONE(preempted) then end psd with 75", "[psd][drain]") {
+    Cluster cluster(2, options(2));
+    PsClient chief(cluster.client_options(0, small_model()));
+    PsClient worker(cluster.client_options(1, small_model()));
+    REQUIRE(chief.hello());
+    REQUIRE(worker.hello());
+    const std::size_t n = chief.layout().total;
+    const auto params = ramp(n, 1.0f), grads = ramp(n, 0.5f);
+    REQUIRE(chief.init(sgd(), params));
+    std::vector<float> out(n), frozen(n);
+    auto s1 = worker.push_pull(grads, 0, out);
+    REQUIRE(s1);
+    CHECK_FALSE(s1->draining);
+    auto drained = chief.drain();
+    REQUIRE(drained);
+    CHECK(*drained == 1);
+    auto s2 = worker.push_pull(grads, 1, frozen);  // refused: not applied, told to stop
+    REQUIRE(s2);
+    CHECK(s2->draining);
+    CHECK(s2->step == 1);
+    CHECK(frozen == out);
+    auto stats = chief.stats(1);
+    REQUIRE(stats);
+    CHECK((*stats)["applied"] == 1);
+    const std::string dir = cluster.dir() + "/ckpt";
+    std::filesystem::create_directories(dir);
+    REQUIRE(chief.save(1, dir));
+    REQUIRE(worker.done(true));
+    CHECK(cluster.exit_code(0, 0.3) == -1);  // the chief has not sent DONE yet
+    REQUIRE(chief.done(true));
+    CHECK(cluster.exit_code(0, 5) == kExitPreempted);
+    CHECK(cluster.exit_code(1, 5) == kExitPreempted);
+}
+
+TEST_CASE("draining without a checkpoint ends with 1 after the grace and keeps the shard file", "[psd][drain]") {
+    auto o = options(2);
+    o.signal_grace = std::chrono::milliseconds(300);
+    const std::string model_dir = psrun::test::make_temp_dir();
+    o.model_dir = model_dir;
+    {
+        Cluster cluster(1, o);
+        PsClient chief(cluster.client_options(0, small_model()));
+        REQUIRE(chief.hello());
+        const std::size_t n = chief.layout().total;
+        REQUIRE(chief.init(sgd(), ramp(n, 1.0f)));
+        REQUIRE(chief.drain());
+        CHECK(cluster.exit_code(0, 0.1) == -1);  // within the grace: still serving
+        CHECK(cluster.exit_code(0, 5) == kExitFailure);
+        CHECK(std::filesystem::exists(model_dir + "/ps-0.shard"));
+    }
+    std::filesystem::remove_all(model_dir);
+}
+
+TEST_CASE("a worker's DONE(preempted) alone ends an unfinished run with 75 only after a checkpoint", "[psd][drain]") {
+    Cluster cluster(1, options(1));
+    PsClient chief(cluster.client_options(0, small_model()));
+    REQUIRE(chief.hello());
+    const std::size_t n = chief.layout().total;
+    REQUIRE(chief.init(sgd(), ramp(n, 1.0f)));
+    std::vector<float> out(n);
+    REQUIRE(chief.push_pull(ramp(n, 0.5f), 0, out));
+    const std::string dir = cluster.dir() + "/ckpt";
+    std::filesystem::create_directories(dir);
+    REQUIRE(chief.save(1, dir));
+    REQUIRE(chief.done(true));
+    CHECK(cluster.exit_code(0, 5) == kExitPreempted);
+}
+
+TEST_CASE("draining releases the workers waiting in a sync step without applying it", "[psd][drain]") {
+    auto o = options(3);
+    o.sync = true;
+    o.replicas_to_aggregate = 2;
+    Cluster cluster(1, o);
+    PsClient chief(cluster.client_options(0, small_model()));
+    PsClient worker(cluster.client_options(1, small_model()));
+    REQUIRE(chief.hello());
+    REQUIRE(worker.hello());
+    const std::size_t n = chief.layout().total;
+    REQUIRE(chief.init(sgd(), ramp(n, 1.0f)));
+    std::vector<float> out(n);
+    auto waiting = std::async(std::launch::async, [&] { return worker.push_pull(ramp(n, 0.5f), 0, out); });
+    CHECK(waiting.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout);  // 1 of 2 replicas
+    REQUIRE(chief.drain());
+    REQUIRE(waiting.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
+    auto step = waiting.get();
+    REQUIRE(step);
+    CHECK(step->draining);
+    CHECK(step->step == 0);
+}

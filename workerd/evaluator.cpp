@@ -1,0 +1,221 @@
+#include "workerd/evaluator.h"
+
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "common/checkpoint_params.h"
+#include "common/checkpoint_store.h"
+#include "common/ps_client.h"
+#include "common/zmq_util.h"
+
+namespace psrun::worker {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+double wall_time() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string host_name() {
+    char buf[256] = {};
+    if (::gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+    return buf;
+}
+
+constexpr std::chrono::milliseconds kProbeTimeout{3000};
+constexpr int kProbeMisses = 2;  // consecutive unanswered probes before the psd count as gone
+
+}  // namespace
+
+void add_evaluator_options(CLI::App& app, EvaluatorOptions& o) {
+    app.add_option("--eval-timeout", o.eval_timeout,
+                   "evaluator: exit 1 after S seconds without a new checkpoint (and, with --ps, without an answer from psd)")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    app.add_option("--eval-poll", o.poll_interval, "evaluator: seconds between looks for new checkpoints")
+        ->check(CLI::Range(0.01, 60.0))
+        ->capture_default_str();
+}
+
+Evaluator::Evaluator(ClusterOptions cluster, TrainOptions training, EvaluatorOptions options)
+    : cluster_(std::move(cluster)), training_(std::move(training)), options_(options) {}
+
+void Evaluator::stop() {
+    stop_requested_.store(true);
+    wake_.notify();
+}
+
+void Evaluator::read_previous_steps(const std::string& path) {
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+        const auto j = nlohmann::json::parse(line, nullptr, false);
+        if (j.is_discarded() || !j.is_object() || !j.contains("test_accuracy") || !j.contains("step") ||
+            !j["step"].is_number_integer())
+            continue;
+        const auto step = j["step"].get<std::int64_t>();
+        seen_.insert(step);
+        last_evaluated_ = std::max(last_evaluated_, step);
+    }
+}
+
+bool Evaluator::psd_alive() const {
+    PsClientOptions po;
+    po.endpoints = split_endpoint_list(cluster_.ps);
+    po.index = cluster_.index;
+    po.role = wire::Role::kTool;  // psd does not count a tool as a worker
+    po.keys = keys_;
+    po.connect_timeout = kProbeTimeout;
+    po.reply_timeout = kProbeTimeout;
+    try {
+        PsClient client(po);
+        return client.hello().has_value();
+    } catch (const std::exception&) {
+        return false;
+    }
+}
+
+Evaluator::Outcome Evaluator::evaluate_new(Trainer& trainer, MetricsLog& metrics, EventWriter& events) {
+    Outcome out;
+    const CheckpointStore store(model_dir_, 1);
+    for (const CheckpointInfo& info : store.list()) {
+        if (!seen_.insert(info.step).second) continue;
+        out.found_new = true;
+        const auto t0 = Clock::now();
+        auto params = load_checkpoint_parameters(info.dir, mnist_deep_tensors());
+        if (params && params->values.size() != trainer.params().size())
+            params = make_error(ErrorCode::kInvalidArgument, "it holds another model");
+        if (!params) {
+            spdlog::warn("skipping checkpoint {} (step {}): {}", info.dir, info.step,
+                         std::filesystem::exists(info.dir)
+                             ? params.error().message
+                             : "removed before it could be read (--keep-checkpoints pruned it)");
+            continue;
+        }
+        std::copy(params->values.begin(), params->values.end(), trainer.params().all().begin());
+        trainer.set_global_step(static_cast<std::uint64_t>(info.step));
+        const double load_seconds = seconds_since(t0);
+        const auto t1 = Clock::now();
+        const double accuracy = trainer.evaluate();
+        const double eval_seconds = seconds_since(t1);
+        last_evaluated_ = std::max(last_evaluated_, info.step);
+        metrics.write(info.step, {{"test_accuracy", accuracy},
+                                  {"checkpoint", info.dir},
+                                  {"load_seconds", load_seconds},
+                                  {"eval_seconds", eval_seconds}});
+        events.add_scalar("test_accuracy", info.step, static_cast<float>(accuracy), wall_time());
+        events.flush();
+        spdlog::info("step {}/{}: test accuracy {:.2f}% ({}; load {:.2f} s, evaluation {:.1f} s)", info.step,
+                     training_.steps, accuracy * 100, info.dir, load_seconds, eval_seconds);
+        if (info.step >= training_.steps) out.reached_last = true;
+    }
+    return out;
+}
+
+int Evaluator::run() {
+    if (training_.model_dir.empty())
+        throw UsageError("--evaluator needs --model-dir D: the directory the chief writes its checkpoints to "
+                         "(give the evaluator the same --model-dir as the chief)");
+    if (training_.steps < 1)
+        throw UsageError("--steps must be >= 1: the evaluator exits after the checkpoint of that step");
+    const TrainerConfig config = make_trainer_config(training_);
+    if (!cluster_.ps.empty() && !cluster_.no_auth && !cluster_.key_file.empty()) {
+        auto read = read_job_key_file(cluster_.key_file);
+        if (!read) throw UsageError(read.error().message);
+        keys_ = *read;
+    }
+    const bool can_probe = !cluster_.ps.empty() && (keys_ || cluster_.no_auth);
+    set_compute_threads(training_.threads);
+    SignalFd signals;
+
+    std::error_code ec;
+    model_dir_ = std::filesystem::absolute(training_.model_dir, ec).lexically_normal().string();
+    // Evaluator 0 writes eval/ (TensorBoard's "eval" run); a further one eval-<i>/, never the same files.
+    const std::string eval_dir =
+        model_dir_ + (cluster_.index == 0 ? std::string("/eval") : "/eval-" + std::to_string(cluster_.index));
+    std::filesystem::create_directories(eval_dir, ec);
+    if (ec) throw UsageError("--model-dir " + training_.model_dir + ": cannot create " + eval_dir + ": " + ec.message());
+    read_previous_steps(eval_dir + "/metrics.jsonl");
+    if (last_evaluated_ >= training_.steps) {
+        spdlog::info("{}/metrics.jsonl already holds step {} >= --steps {}: nothing left to evaluate", eval_dir,
+                     last_evaluated_, training_.steps);
+        return kExitOk;
+    }
+    auto data = load_datasets(training_);
+    if (!data) {
+        spdlog::error("{}", data.error().message);
+        return kExitFailure;
+    }
+    MetricsLog metrics(eval_dir + "/metrics.jsonl");
+    EventWriter events(eval_dir, host_name());
+    Trainer trainer(config, data->train, data->test);
+    spdlog::info("evaluator: watching {} for checkpoints up to step {} ({} test images; exit 1 {})", model_dir_,
+                 training_.steps, data->test.size(),
+                 can_probe ? fmt::format("when the psd are gone, or after {} s without a checkpoint or a psd",
+                                         options_.eval_timeout)
+                           : fmt::format("after {} s without a new checkpoint", options_.eval_timeout));
+    return watch(trainer, metrics, events, signals, can_probe);
+}
+
+int Evaluator::watch(Trainer& trainer, MetricsLog& metrics, EventWriter& events, SignalFd& signals, bool can_probe) {
+    auto last_progress = Clock::now();  // a new checkpoint, or psd answering: the job is alive
+    // Probe often enough that a live psd always answers within --eval-timeout.
+    const double probe_interval = std::min(options_.probe_interval, options_.eval_timeout / 3);
+    auto last_probe = Clock::now() - std::chrono::hours(1);
+    bool psd_seen = false;
+    int psd_missed = 0;
+    while (true) {
+        const bool stopping = stop_requested_.load();
+        const Outcome found = evaluate_new(trainer, metrics, events);
+        if (found.found_new) last_progress = Clock::now();
+        if (found.reached_last) {
+            spdlog::info("evaluated the last step's checkpoint (step {}): done", last_evaluated_);
+            return kExitOk;
+        }
+        if (stopping) {
+            spdlog::info("stopped before the last step's checkpoint; last evaluated step {}", last_evaluated_);
+            return kExitOk;
+        }
+        if (can_probe && seconds_since(last_probe) >= probe_interval && !found.found_new) {
+            last_probe = Clock::now();
+            if (psd_alive()) {
+                psd_seen = true;
+                psd_missed = 0;
+                last_progress = Clock::now();
+            } else if (psd_seen && ++psd_missed >= kProbeMisses) {
+                if (evaluate_new(trainer, metrics, events).reached_last) return kExitOk;
+                spdlog::error("the job's psd ({}) stopped answering and no checkpoint of step {} arrived (last "
+                              "evaluated step {}): the training ended early; see the workers' logs",
+                              cluster_.ps, training_.steps, last_evaluated_);
+                return kExitFailure;
+            }
+        }
+        if (seconds_since(last_progress) >= options_.eval_timeout) {
+            spdlog::error("no new checkpoint in {} {}for {} s (last evaluated step {}, waiting for step {}): is the "
+                          "chief running with --model-dir {}?",
+                          model_dir_, can_probe ? "and no answer from the psd " : "", options_.eval_timeout,
+                          last_evaluated_, training_.steps, training_.model_dir);
+            return kExitFailure;
+        }
+        pollfd fds[2] = {{signals.fd(), POLLIN, 0}, {wake_.fd(), POLLIN, 0}};
+        ::poll(fds, 2, static_cast<int>(options_.poll_interval * 1000));
+        wake_.drain();
+        while (auto sig = signals.read_signal()) {
+            if (*sig == SIGPIPE || *sig == SIGUSR2) continue;
+            spdlog::info("signal {}: one last look for new checkpoints, then exit", *sig);
+            stop_requested_.store(true);
+        }
+    }
+}
+
+}  // namespace psrun::worker

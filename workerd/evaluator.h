@@ -1,0 +1,87 @@
+// `workerd --evaluator --model-dir D [--steps LAST] [training options]`: TF's evaluator task.
+// It never joins the training (no PUSH, not in psd's start barrier or done-queue): it watches
+// D for committed checkpoints (common/checkpoint_store.h), loads each new one's parameters
+// (common/checkpoint_params.h), evaluates them on the test set, appends
+//   {"step", "time", "test_accuracy", "checkpoint", "load_seconds", "eval_seconds"}
+// to D/eval/metrics.jsonl, writes the scalar "test_accuracy" to TensorBoard event files in
+// D/eval/ (a separate "eval" run next to the chief's) and logs one line per checkpoint.
+// Evaluator i > 0 (--index i) writes D/eval-<i>/ instead, so two never share files.
+//
+// Rules (docs/running.md "Evaluator"):
+//  - every committed checkpoint it sees is evaluated once, oldest first; steps already in
+//    D/eval/metrics.jsonl (an earlier evaluator of the same model dir) are not evaluated again;
+//    a damaged checkpoint is skipped with a warning (and not retried);
+//  - exit 0 after evaluating a checkpoint of step >= --steps (the chief always writes one at
+//    the last step), or on SIGINT/SIGTERM after one final look for new checkpoints;
+//  - while it waits, it probes the job's psd (--ps, a HELLO as a tool: never counted as a
+//    worker) every 5 s (eval_timeout / 3 if less); a running job is waited for however long its checkpoints take;
+//  - exit 1 when the psd answered before and now stopped answering twice in a row and a last
+//    look found no checkpoint of the last step (the job is over without its last checkpoint), or
+//    after --eval-timeout seconds with neither a new checkpoint nor an answer from psd (psd never
+//    reachable, or no --ps given). The message says which.
+// Call block_termination_signals() first. Not thread-safe except stop().
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "common/event_writer.h"
+#include "common/job_keys.h"
+#include "common/metrics_log.h"
+#include "common/signals.h"
+#include "workerd/distributed.h"
+#include "workerd/train_options.h"
+
+namespace psrun::worker {
+
+struct EvaluatorOptions {
+    double eval_timeout = 600;  // seconds without a new checkpoint or psd answer before giving up (exit 1)
+    double poll_interval = 1;   // seconds between looks at the model dir
+    double probe_interval = 5;  // seconds between psd liveness probes while idle (at most eval_timeout / 3)
+};
+
+// Registers --eval-timeout and --eval-poll (accepted, and ignored, by the other roles too).
+void add_evaluator_options(CLI::App& app, EvaluatorOptions& options);
+
+class Evaluator {
+public:
+    // cluster: --index, --ps and --key-file/--no-auth (for the liveness probe; --ps may be
+    // empty: then only --eval-timeout ends a wait). training: --model-dir (required), --steps,
+    // data and model options.
+    Evaluator(ClusterOptions cluster, TrainOptions training, EvaluatorOptions options);
+
+    // Returns the exit code (see above). Throws UsageError on bad options (no --model-dir).
+    int run();
+    // Asks run() to finish as after SIGTERM (final look, exit 0). Thread-safe.
+    void stop();
+
+private:
+    struct Outcome {
+        bool reached_last = false;  // a checkpoint of step >= --steps was evaluated
+        bool found_new = false;     // a checkpoint not seen before (evaluated or damaged)
+    };
+    // Evaluates every committed checkpoint not seen yet, oldest first.
+    Outcome evaluate_new(Trainer& trainer, MetricsLog& metrics, EventWriter& events);
+    // The wait loop of run(): evaluates, probes psd, handles signals; returns the exit code.
+    int watch(Trainer& trainer, MetricsLog& metrics, EventWriter& events, SignalFd& signals, bool can_probe);
+    // True when every psd answered a tool HELLO; false when one did not.
+    bool psd_alive() const;
+    void read_previous_steps(const std::string& path);
+
+    ClusterOptions cluster_;
+    TrainOptions training_;
+    EvaluatorOptions options_;
+    std::optional<JobKeys> keys_;
+    std::string model_dir_;  // absolute
+    std::set<std::int64_t> seen_;  // evaluated or skipped steps
+    std::int64_t last_evaluated_ = -1;
+    WakeFd wake_;
+    std::atomic<bool> stop_requested_{false};
+};
+
+}  // namespace psrun::worker

@@ -1,0 +1,127 @@
+#include "workerd/ps_recovery.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <limits>
+#include <thread>
+
+namespace psrun::worker {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::chrono::milliseconds to_ms(double seconds) { return std::chrono::milliseconds(static_cast<long>(seconds * 1000)); }
+
+// A fresh client that got WELCOME from every psd, retrying until `deadline`.
+Result<std::unique_ptr<PsClient>> reconnect(const PsClientOptions& o, Clock::time_point deadline,
+                                            const BarrierOptions& barrier) {
+    Error last{ErrorCode::kTimeout, "no attempt"};
+    while (Clock::now() < deadline) {
+        if (barrier.watcher && barrier.watcher->stop_requested())
+            return make_error(ErrorCode::kIo, fmt::format("signal {} while waiting for the psd to come back",
+                                                          barrier.watcher->signal()));
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        PsClientOptions probe_options = o;  // short HELLO timeout while psd is away
+        probe_options.connect_timeout = std::clamp(left, std::chrono::milliseconds(100), std::chrono::milliseconds(1000));
+        auto hello = PsClient(probe_options).hello();
+        if (hello) {  // every psd is back: the real client keeps the normal timeouts
+            auto client = std::make_unique<PsClient>(o);
+            hello = client->hello();
+            if (hello) return client;
+        }
+        if (hello.error().code != ErrorCode::kTimeout && hello.error().code != ErrorCode::kIo)
+            return tl::unexpected(hello.error());  // a psd answered and refused: waiting will not help
+        last = hello.error();
+    }
+    return make_error(ErrorCode::kTimeout, "gave up waiting (--ps-restart-wait): " + last.message);
+}
+
+// Non-chief: every shard initialised, all at the same global step (the chief's RESTORE is done).
+Result<void> wait_for_restore(PsClient& client, const BarrierOptions& barrier) {
+    const auto deadline = Clock::now() + barrier.timeout;
+    while (true) {
+        bool ready = true;
+        std::uint64_t first_step = std::numeric_limits<std::uint64_t>::max();
+        for (std::uint32_t shard = 0; shard < barrier.num_shards && ready; ++shard) {
+            auto stats = client.stats(shard);
+            if (!stats) return tl::unexpected(stats.error());
+            const auto step = stats->value("step", std::uint64_t{0});
+            ready = stats->value("initialized", false) && (shard == 0 || step == first_step);
+            if (shard == 0) first_step = step;
+        }
+        if (ready) return {};
+        if (Clock::now() > deadline)
+            return make_error(ErrorCode::kTimeout, "the chief did not restore the psd shards in time");
+        if (barrier.watcher && barrier.watcher->stop_requested())
+            return make_error(ErrorCode::kIo, fmt::format("signal {} while waiting for the chief's restore",
+                                                          barrier.watcher->signal()));
+        std::this_thread::sleep_for(barrier.poll);
+    }
+}
+
+class NanInjector : public Hook {
+public:
+    explicit NanInjector(int every) : every_(every) {}
+    void before_step(RunContext& ctx, float /*loss*/) override {
+        if ((ctx.local_steps + 1) % static_cast<std::uint64_t>(every_) != 0) return;
+        ctx.trainer->grads().all()[0] = std::numeric_limits<float>::quiet_NaN();
+        spdlog::warn("--inject-nan-every {}: pushing a NaN gradient at local step {}", every_, ctx.local_steps + 1);
+    }
+
+private:
+    int every_;
+};
+
+}  // namespace
+
+void add_fault_options(CLI::App& app, FaultOptions& o) {
+    app.add_option("--ps-restart-wait", o.ps_restart_wait,
+                   "seconds to wait for a lost psd to come back (then the chief restores every shard from the "
+                   "newest checkpoint); 0: a lost psd fails the worker at once")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    app.add_option("--heartbeat-timeout", o.heartbeat_timeout,
+                   "seconds without a ZMTP heartbeat answer before a psd counts as lost (a psd that dies is "
+                   "seen at once); 0: no heartbeats")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    app.add_option("--inject-nan-every", o.inject_nan_every)->group("")->check(CLI::NonNegativeNumber);
+}
+
+Result<Recovered> recover_lost_ps(const PsClientOptions& client_options, std::uint32_t lost, std::uint64_t step,
+                                  double wait_seconds, bool chief, Checkpointer* checkpointer,
+                                  const BarrierOptions& barrier, std::span<float> params) {
+    const auto started = Clock::now();
+    spdlog::warn("lost ps {} ({}) at global step {}: waiting up to {} s for it to come back (--ps-restart-wait)",
+                 lost, client_options.endpoints[lost], step, wait_seconds);
+    auto client = reconnect(client_options, started + to_ms(wait_seconds), barrier);
+    if (!client) return tl::unexpected(client.error());
+    spdlog::info("every psd answers again after {:.1f} s", std::chrono::duration<double>(Clock::now() - started).count());
+    if (chief && !(*client)->servers_initialized()) {
+        if (!checkpointer)
+            return make_error(ErrorCode::kNotFound, "ps " + std::to_string(lost) +
+                                                        " came back empty and there is no --model-dir to restore "
+                                                        "it from");
+        auto restored = checkpointer->restore(**client);
+        if (!restored) return tl::unexpected(restored.error());
+        if (!*restored)
+            return make_error(ErrorCode::kNotFound, "ps " + std::to_string(lost) +
+                                                        " came back empty and no checkpoint was written yet: "
+                                                        "cannot continue (lower --checkpoint-steps/-secs)");
+        spdlog::warn("restored every shard from {} at global step {}: {} steps lost", (*restored)->dir,
+                     (*restored)->step, step >= (*restored)->step ? step - (*restored)->step : 0);
+    } else if (!chief) {
+        if (auto ok = wait_for_restore(**client, barrier); !ok) return tl::unexpected(ok.error());
+    }
+    auto pulled = (*client)->pull(params);
+    if (!pulled) return tl::unexpected(pulled.error());
+    spdlog::info("recovered from the loss of ps {} in {:.1f} s: continuing from global step {}", lost,
+                 std::chrono::duration<double>(Clock::now() - started).count(), pulled->step);
+    return Recovered{std::move(*client), *pulled};
+}
+
+std::unique_ptr<Hook> make_nan_injector(int every) { return std::make_unique<NanInjector>(every); }
+
+}  // namespace psrun::worker
