@@ -28,8 +28,8 @@ ParameterServer::ParameterServer(ServerOptions options)
     : options_(std::move(options)),
       context_(1),
       workers_(options_.num_workers),
-      drain_(options_.signal_grace),
-      faults_(options_.num_workers, options_.max_bad_grads) {
+      faults_(options_.num_workers, options_.max_bad_grads),
+      drain_(options_.signal_grace) {
     if (options_.index >= options_.endpoints.size())
         throw UsageError("--index " + std::to_string(options_.index) + " has no endpoint in --ps (" +
                          std::to_string(options_.endpoints.size()) + " given)");
