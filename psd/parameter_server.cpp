@@ -223,7 +223,8 @@ void ParameterServer::dispatch(const std::string& routing, const Header& h, Part
     switch (h.type) {
         case MessageType::kInit: return on_init(routing, h, parts);
         case MessageType::kPull:
-            if (shard_->initialized())
+            // A worker of a new standby run waits for that run's INIT (awaiting_run_init_); others need parameters.
+            if (shard_->initialized() && !(awaiting_run_init_ && h.role == wire::Role::kWorker))
                 return reply_params(routing, (shard_->finished() ? wire::kFlagFinished : 0) |
                                                  (drain_.active() ? wire::kFlagDraining : 0));
             if (init_waiters_.empty()) first_init_wait_ = Clock::now();
@@ -327,6 +328,7 @@ void ParameterServer::check_run_finished() {
         spdlog::info("run finished ({} done, dead: {}); standby: keeping the shard at step {} for the next run",
                      workers_.count_done(), WorkerTable::list(dead), shard_ ? shard_->step() : 0);
         workers_.reset();
+        awaiting_run_init_ = true;
         return;
     }
     if (dead.empty()) {
@@ -341,7 +343,7 @@ std::string ParameterServer::stats_json() const {
     nlohmann::json j;
     j["index"] = options_.index;
     j["mode"] = options_.sync ? "sync" : "async";
-    j["initialized"] = shard_ && shard_->initialized();
+    j["initialized"] = ready_for_workers();
     j["step"] = shard_ ? shard_->step() : 0;
     j["shard_floats"] = shard_ ? shard_->size() : 0;
     j["param_buffers"] = shard_ ? shard_->buffer_count() : 0;

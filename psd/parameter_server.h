@@ -82,6 +82,7 @@ private:
     void check_run_finished();
     void finish(int code);
     std::string stats_json() const;
+    bool ready_for_workers() const { return shard_ && shard_->initialized() && !awaiting_run_init_; }
     std::string shard_path() const;
     void write_endpoint_file();
 
@@ -104,6 +105,11 @@ private:
     FaultPolicy faults_;
     std::vector<Pending> init_waiters_;
     Clock::time_point first_init_wait_{};
+    // Standby: the parameters are kept from a finished run (or loaded from the shard file) and the next
+    // run's chief has not sent its INIT yet. Until it does, the other workers of that run are told "not
+    // initialized" (WELCOME, STATS) and their PULLs wait, so that they train to the new run's last step
+    // rather than see the previous run's FINISHED and quit at once.
+    bool awaiting_run_init_ = false;
     Clock::time_point started_ = Clock::now();
     std::vector<Pending> step_waiters_;
     std::vector<std::vector<float>> realigned_;  // copies of misaligned received frames

@@ -30,15 +30,20 @@ void ParameterServer::on_hello(const std::string& routing, const Header& h, Part
                      layout->total, shard_->size(), shard_->slice_ids().size());
         if (options_.standby && std::filesystem::exists(shard_path())) {
             auto loaded = shard_->load(shard_path());
-            if (loaded) spdlog::info("restored shard at step {} from {}", shard_->step(), shard_path());
-            else spdlog::warn("ignoring {}", loaded.error().message);
+            if (loaded) {
+                spdlog::info("restored shard at step {} from {}", shard_->step(), shard_path());
+                awaiting_run_init_ = true;
+            } else spdlog::warn("ignoring {}", loaded.error().message);
         }
     } else if (*tensors != tensors_) {
         return reply_error(routing, ErrorCode::kInvalidArgument,
                            "this psd serves a different model (tensor list differs): restart psd for a new model");
     }
     if (h.role == wire::Role::kWorker || h.role == wire::Role::kChief) workers_.hello(h.index, Clock::now());
-    std::uint32_t flags = (options_.sync ? wire::kFlagSync : 0) | (shard_->initialized() ? wire::kFlagInitialized : 0);
+    // The chief learns that psd holds parameters (it then sends INIT "restored"); the other workers only once
+    // this run's INIT is in (awaiting_run_init_).
+    const bool initialized = h.role == wire::Role::kChief ? shard_->initialized() : ready_for_workers();
+    std::uint32_t flags = (options_.sync ? wire::kFlagSync : 0) | (initialized ? wire::kFlagInitialized : 0);
     const std::string body = wire::encode_welcome(wire::Welcome{options_.index, shard_->layout()});
     reply(routing, MessageType::kWelcome, flags, &body);
 }
@@ -65,6 +70,7 @@ void ParameterServer::on_init(const std::string& routing, const Header& h, Parts
         spdlog::info("INIT: {} from step {}, last step {}{}", to_string(config->optimizer.kind), config->start_step,
                      config->last_step, shard_->dry_run() ? " (dry run: gradients are checked, not applied)" : "");
     }
+    awaiting_run_init_ = false;
     reply(routing, MessageType::kAck, 0);
     release_pending(init_waiters_, shard_->finished() ? wire::kFlagFinished : 0);
 }

@@ -303,3 +303,53 @@ TEST_CASE("ERROR replies from several shards leave no reply queued behind", "[ps
     CHECK(ok->step == 1);
     for (std::size_t i = 0; i < n; i += 997) REQUIRE(out[i] == params[i] - 0.5f * g[i]);
 }
+
+TEST_CASE("standby: a new run's workers wait for its chief's INIT instead of finishing at once", "[psd][standby]") {
+    auto o = base_options(2);
+    o.standby = true;
+    o.model_dir = psrun::test::make_temp_dir();
+    {
+        Cluster cluster(1, o);
+        std::size_t n = 0;
+        {  // run 1: one step, to its last step 1; both workers DONE
+            PsClient chief(cluster.client_options(0, small_model()));
+            PsClient w1(cluster.client_options(1, small_model()));
+            REQUIRE(chief.hello());
+            REQUIRE(w1.hello());
+            n = chief.layout().total;
+            REQUIRE(chief.init(sgd(0.1f, 1), ramp(n, 1.0f)));
+            std::vector<float> out(n);
+            auto s = chief.push_pull(ramp(n, 0.5f), 0, out);
+            REQUIRE(s);
+            CHECK(s->finished);
+            REQUIRE(chief.done());
+            REQUIRE(w1.done());
+        }
+        // Run 2: its worker 1 comes first. psd still holds run 1's (finished) parameters, but worker 1 must
+        // not take them for its own run: it is told "not initialized" and its PULL waits for the chief.
+        PsClient w1(cluster.client_options(1, small_model()));
+        REQUIRE(w1.hello());
+        CHECK_FALSE(w1.servers_initialized());
+        auto stats = w1.stats(0);
+        REQUIRE(stats);
+        CHECK((*stats)["initialized"] == false);
+        std::vector<float> out(n), chief_out(n);
+        auto waiting = std::async(std::launch::async, [&] { return w1.pull(out); });
+        CHECK(waiting.wait_for(std::chrono::milliseconds(150)) == std::future_status::timeout);
+        PsClient chief(cluster.client_options(0, small_model()));
+        REQUIRE(chief.hello());
+        CHECK(chief.servers_initialized());  // the chief continues from the kept parameters
+        REQUIRE(chief.init_restored(sgd(0.1f, 3)));
+        auto pulled = waiting.get();
+        REQUIRE(pulled);
+        CHECK(pulled->step == 1);
+        CHECK_FALSE(pulled->finished);
+        auto s = w1.push_pull(ramp(n, 0.5f), 1, out);
+        REQUIRE(s);
+        CHECK(s->step == 2);
+        CHECK_FALSE(s->finished);
+        REQUIRE(chief.pull(chief_out));
+        CHECK(chief_out == out);
+    }
+    std::filesystem::remove_all(o.model_dir);
+}
