@@ -46,17 +46,29 @@ step=$(grep -Eo 'checkpoint [^ ]*ckpt-[0-9]+ at global step [0-9]+' "$LOG" | hea
 note "first run checkpointed global step $step"
 
 # Slurm holds a requeued job for cred_expire (120 s by default) before it may start again: in the lab, once the
-# job is pending again, let it start now instead.
+# job is pending again, let it start sooner. Not in the same second: slurmd revoked the first run's credential and
+# compares creation times in whole seconds, so a run allocated in the second of the revocation is killed ("Job
+# credential revoked"). A begin time in the future would wait for the next periodic scheduling pass (up to 60 s),
+# so wait 2 s here and then make it startable now (the update also triggers a scheduling pass).
 deadline=$((SECONDS + 30))
 until [ "$(timeout 10 squeue -h -j "$job" -o %T 2>/dev/null)" = PENDING ]; do
   [ $SECONDS -lt $deadline ] || fail "job $job was not requeued (state: $(timeout 10 squeue -h -j "$job" -o %T))"
   sleep 0.2
 done
 note "job $job requeued: $(timeout 10 squeue -h -j "$job" -o '%T %r')"
+sleep 2
 timeout 10 scontrol update JobId="$job" StartTime=now || fail "scontrol update StartTime=now failed"
 
 # The requeued run: same job id, SLURM_RESTART_COUNT=1 (batch script and psrun), resumes and finishes.
-wait_for 'SLURM_RESTART_COUNT=1\)' 60
+deadline=$((SECONDS + 90)); next_note=$((SECONDS + 10))
+until grep -Eq 'SLURM_RESTART_COUNT=1\)' "$LOG" 2>/dev/null; do
+  [ $SECONDS -lt $deadline ] || { cat "$LOG" >&2 || true; fail "the requeued job did not start within 90 s"; }
+  if [ $SECONDS -ge $next_note ]; then
+    note "job $job still waiting to restart: $(timeout 10 squeue -h -j "$job" -o '%T %r' 2>/dev/null || true)"
+    next_note=$((SECONDS + 10))
+  fi
+  sleep 0.2
+done
 wait_for 'SLURM_RESTART_COUNT=1: this job was requeued' 60
 wait_for 'mnist-requeue: training finished|failed, not requeued|used up' 240
 grep -q 'mnist-requeue: training finished' "$LOG" || { cat "$LOG" >&2; fail "the requeued run did not finish"; }
