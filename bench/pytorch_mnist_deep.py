@@ -8,8 +8,8 @@ tensors in preallocated buffers, so the figure is the training step alone (no da
     /usr/bin/python3 bench/pytorch_mnist_deep.py --batch-size 100 --threads 2 [--channels-last] [--steps 100]
 
 Best configuration on Debian 12: OpenBLAS as libblas.so.3 (libopenblas0-openmp), --channels-last, and glibc's
-malloc told to keep freed activations (GLIBC_TUNABLES=glibc.malloc.mmap_threshold=1073741824:
-glibc.malloc.trim_threshold=1073741824).
+malloc told to keep freed activations (GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:
+glibc.malloc.trim_threshold=1073741824; 32 MiB is the largest mmap threshold glibc accepts).
 """
 import argparse
 import json
