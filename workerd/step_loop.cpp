@@ -63,6 +63,7 @@ int StepLoop::run_overlapped() {
     while (!ctx.stop) {
         if (signalled()) break;  // the gradient in flight (if any) is settled below
         const auto t0 = Clock::now();
+        const std::uint64_t computed_on = tag_;  // the parameters in the model now
         const float loss = trainer.compute_gradients();
         env_.hooks->before_step(ctx, loss);
         ctx.compute_seconds += seconds(t0, Clock::now());
@@ -73,7 +74,8 @@ int StepLoop::run_overlapped() {
             if (outcome == Outcome::kRetry) continue;  // the new gradient was computed on lost state
             if (ctx.stop) break;                       // psd's last step: the new gradient is not needed
         }
-        exchange.start(*ctx.client, trainer.grads().all(), tag_, frames_);
+        // Tagged with the step of the parameters it was computed on, one exchange before tag_.
+        exchange.start(*ctx.client, trainer.grads().all(), computed_on, frames_);
         sent_loss = loss;
         trainer.swap_gradient_buffers();
     }
