@@ -39,7 +39,7 @@ struct BenchClusterOptions {
     std::string data_dir;
     std::string dataset = "mnist";
     std::string precision = "f32";
-    std::string overlap = "on";  // the workers' --overlap
+    std::string overlap = "off";  // the workers' --overlap (workerd's default)
     bool keep = false;
     DaemonOptions daemon;
 };
