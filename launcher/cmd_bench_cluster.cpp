@@ -39,6 +39,7 @@ struct BenchClusterOptions {
     std::string data_dir;
     std::string dataset = "mnist";
     std::string precision = "f32";
+    std::string overlap = "off";  // the workers' --overlap (workerd's default)
     bool keep = false;
     DaemonOptions daemon;
 };
@@ -106,7 +107,8 @@ std::vector<std::string> training_options(const BenchClusterOptions& o, const st
                                   "--eval-every",  "0",
                                   "--checkpoint-secs", "0",
                                   "--dataset",     o.dataset,
-                                  "--precision",   o.precision};
+                                  "--precision",   o.precision,
+                                  "--overlap",     o.overlap};
     if (!o.data_dir.empty()) t.insert(t.end(), {"--data-dir", o.data_dir});
     return t;
 }
@@ -229,6 +231,7 @@ int run_bench_cluster(BenchClusterOptions o) {
         {"warmup_steps", o.warmup_steps},
         {"log_every", o.log_every},
         {"precision", o.precision},
+        {"overlap", o.overlap},
         {"dataset", o.dataset},
         {"transport", "ipc"},
         {"cluster", cluster},
@@ -297,6 +300,9 @@ void add_bench_cluster_command(CLI::App& app, int& exit_code) {
     cmd->add_option("--data-dir", o->data_dir, "dataset directory (default: psrun data fetch's)");
     cmd->add_option("--dataset", o->dataset, "mnist or fashion-mnist")->capture_default_str();
     cmd->add_option("--precision", o->precision, "f32 or bf16")->capture_default_str();
+    cmd->add_option("--overlap", o->overlap, "the workers' --overlap: exchange while computing (on|off)")
+        ->check(CLI::IsMember({"on", "off"}))
+        ->capture_default_str();
     cmd->add_option("--bin-dir", o->daemon.bin_dir, "directory holding psd and workerd (default: next to psrun)");
     cmd->add_flag("--keep", o->keep, "keep the work dir (daemon logs, metrics, checkpoint) and print its path");
     cmd->callback([o, &exit_code] {

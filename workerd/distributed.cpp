@@ -17,6 +17,7 @@
 #include "workerd/hooks.h"
 #include "workerd/preemption.h"
 #include "workerd/signal_watcher.h"
+#include "workerd/step_loop.h"
 
 namespace psrun::worker {
 
@@ -178,61 +179,14 @@ int DistributedWorker::run() {
     resume_data_position(ctx, info.step, client.sync());
     HookList hooks = make_hooks(ctx);
     if (c.faults.inject_nan_every > 0) hooks.add(make_nan_injector(c.faults.inject_nan_every));
-    StepResult last{info.step, 0, 0.0f, info.finished};
     hooks.begin(ctx);
-    ParamFrames frames;
-    std::uint64_t tag = info.step;  // the global step of the parameters the gradient is computed on
-    while (!ctx.stop) {
-        if (watcher.stop_requested()) {
-            spdlog::warn("signal {}: stopped after {} steps (global step {})", watcher.signal(), ctx.local_steps, tag);
-            ctx.stopped_by_signal = true;
-            break;
-        }
-        const auto t0 = Clock::now();
-        const float loss = trainer.compute_gradients();
-        hooks.before_step(ctx, loss);
-        const auto t1 = Clock::now();
-        auto step = [&] {
-            SignalWatcher::Blocked waiting(watcher);
-            return ctx.client->push_pull_frames(trainer.grads().all(), tag, frames);
-        }();
-        if (auto lost = step ? std::nullopt : ctx.client->lost_shard(); lost && c.faults.ps_restart_wait > 0) {
-            frames = ParamFrames{};
-            auto back = recover_lost_ps(po, *lost, tag, c.faults.ps_restart_wait, c.chief, checkpointer.get(), bo,
-                                        trainer.params().all());
-            if (!back) return fail("recovery from a lost psd", back.error());
-            client_ptr = std::move(back->client);  // `client` is stale from here on: use ctx.client
-            ctx.client = client_ptr.get();
-            tag = back->info.step;
-            trainer.set_global_step(tag);
-            continue;
-        }
-        if (!step && step.error().code == ErrorCode::kRejected) {  // psd dropped and counted it: go on
-            spdlog::warn("gradient of global step {} rejected: {}", tag, step.error().message);
-            auto pulled = ctx.client->pull(trainer.params().all());
-            if (!pulled) return fail("PULL", pulled.error());
-            tag = pulled->step;
-            continue;
-        }
-        if (!step) return fail(fmt::format("PUSH_PULL at global step {}", tag), step.error());
-        if (step->draining) {  // psd refused the step: preemption
-            spdlog::warn("psd is draining: stopped after {} steps (global step {})", ctx.local_steps, step->step);
-            ctx.stopped_by_signal = true;
-            break;
-        }
-        const auto t2 = Clock::now();
-        // The model reads the parameter buffer in place: copy the received slices into it.
-        frames.copy_to(trainer.params().all(), ctx.client->layout());
-        const auto t3 = Clock::now();
-        ctx.compute_seconds += std::chrono::duration<double>(t1 - t0).count();
-        ctx.exchange_seconds += std::chrono::duration<double>(t2 - t1).count();
-        ctx.copy_seconds += std::chrono::duration<double>(t3 - t2).count();
-        tag = step->step;
-        ++ctx.local_steps;
-        trainer.set_global_step(step->step);
-        last = StepResult{step->step, ctx.local_steps, loss, step->finished};
-        hooks.after_step(ctx, last);
-    }
+    const bool overlap = training_.overlap == "on" && !client.sync();
+    StepLoop loop(StepLoopEnv{&watcher, &hooks, &ctx, &client_ptr, &po, &bo, checkpointer.get(),
+                              c.faults.ps_restart_wait, c.ps},
+                  info.step, StepResult{info.step, 0, 0.0f, info.finished});
+    if (const int failed = loop.run(overlap); failed != kExitOk) return failed;
+    const std::uint64_t tag = loop.tag();
+    const StepResult& last = loop.last();
     ctx.train_seconds = ctx.elapsed();
     int code = kExitOk;
     if (ctx.stopped_by_signal) {
@@ -244,11 +198,11 @@ int DistributedWorker::run() {
     if (!c.chief) {
         const double n = std::max<double>(1.0, double(ctx.local_steps));
         spdlog::info("done: {} steps by this worker in {:.1f} s ({:.0f} img/s), global step {}; per step: compute "
-                     "{:.1f} ms, push_pull {:.1f} ms, parameter copy {:.1f} ms",
+                     "{:.1f} ms, push_pull {:.1f} ms{}, parameter copy {:.1f} ms",
                      ctx.local_steps, ctx.train_seconds,
                      ctx.train_seconds > 0 ? double(ctx.local_steps) * training_.batch_size / ctx.train_seconds : 0.0,
                      last.global_step, 1000 * ctx.compute_seconds / n, 1000 * ctx.exchange_seconds / n,
-                     1000 * ctx.copy_seconds / n);
+                     overlap ? " waited (overlapped)" : "", 1000 * ctx.copy_seconds / n);
     }
     blocked.reset();
     hooks.end(ctx, last);

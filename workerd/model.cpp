@@ -184,6 +184,11 @@ float Model::forward(bool training, std::uint64_t dropout_seed) {
     return m.loss;
 }
 
+void Model::set_gradient_buffer(ParameterSet& grads) {
+    assert(grads.size() == impl_->grads.size());
+    for (auto& [mem, index] : impl_->grad_memories) mem.set_data_handle(grads.tensor(index).data());
+}
+
 void Model::set_profiling(bool on) { impl_->profiling = on; }
 const std::array<LayerTime, static_cast<int>(Layer::kCount)>& Model::layer_times() const {
     return impl_->times;

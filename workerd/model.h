@@ -69,6 +69,10 @@ public:
     float train_step(std::uint64_t dropout_seed);
     // Forward only (dropout iff training). Returns the loss; predictions() are then valid.
     float forward(bool training, std::uint64_t dropout_seed = 0);
+    // Makes the following train steps write their gradients into `grads` (same shape as the
+    // constructor's, must outlive the model or the next call) instead. Cheap: no primitive is
+    // rebuilt. The overlapping worker alternates two buffers so that one can be in flight.
+    void set_gradient_buffer(ParameterSet& grads);
     // Arg-max class of each example after the last forward pass or train step.
     std::span<const std::int32_t> predictions() const;
 

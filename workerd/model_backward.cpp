@@ -31,7 +31,12 @@ void Model::Impl::build_backward() {
     const memory::dim z = s.classes, fin = s.flat_features();
     const memory::dims one{1, 1}, pads{pad, pad}, two{2, 2}, zero{0, 0};
     auto& ops = bwd_ops;
-    auto grad = [this](int i) { return grads.tensor(i).data(); };
+    // A plain memory over gradient tensor i, remembered for set_gradient_buffer().
+    auto grad = [this](const memory::dims& dims, Tag tag, int i) {
+        memory m = wrap(dims, tag, grads.tensor(i).data());
+        grad_memories.emplace_back(m, i);
+        return m;
+    };
 
     // fc2: dlogits (written by the loss step) -> weights/bias gradients and d(fc1 output).
     inner_product_backward_weights::primitive_desc fc2_bw_pd(
@@ -39,11 +44,11 @@ void Model::Impl::build_backward() {
                                              md({z}, Dt::f32, Tag::x), md({n, z}, adt, Tag::nc)),
         eng, fc2_pd);
     std::vector<Op> after;
-    memory fc2_dw = produce_into(after, Layer::kFc2, wrap({z, f}, Tag::oi, grad(6)),
+    memory fc2_dw = produce_into(after, Layer::kFc2, grad({z, f}, Tag::oi, 6),
                                  fc2_bw_pd.diff_weights_desc());
     add(ops, Layer::kFc2, inner_product_backward_weights(fc2_bw_pd),
         {{DNNL_ARG_SRC, fc1_dst}, {DNNL_ARG_DIFF_DST, dlogits}, {DNNL_ARG_DIFF_WEIGHTS, fc2_dw},
-         {DNNL_ARG_DIFF_BIAS, wrap({z}, Tag::x, grad(7))}});
+         {DNNL_ARG_DIFF_BIAS, grad({z}, Tag::x, 7)}});
     ops.insert(ops.end(), after.begin(), after.end());
     after.clear();
     inner_product_backward_data::primitive_desc fc2_bd_pd(
@@ -65,11 +70,11 @@ void Model::Impl::build_backward() {
                                                 cfg.fc1_blocked() ? Tag::any : Tag::oi),
                                              md({f}, Dt::f32, Tag::x), d_fc1_dst.get_desc()),
         eng, fc1_pd);
-    memory fc1_dw = produce_into(after, Layer::kFc1, wrap({f, fin}, Tag::oi, grad(4)),
+    memory fc1_dw = produce_into(after, Layer::kFc1, grad({f, fin}, Tag::oi, 4),
                                  fc1_bw_pd.diff_weights_desc());
     add(ops, Layer::kFc1, inner_product_backward_weights(fc1_bw_pd),
         {{DNNL_ARG_SRC, fc1_src}, {DNNL_ARG_DIFF_DST, d_fc1_dst}, {DNNL_ARG_DIFF_WEIGHTS, fc1_dw},
-         {DNNL_ARG_DIFF_BIAS, wrap({f}, Tag::x, grad(5))}});
+         {DNNL_ARG_DIFF_BIAS, grad({f}, Tag::x, 5)}});
     ops.insert(ops.end(), after.begin(), after.end());
     after.clear();
     inner_product_backward_data::primitive_desc fc1_bd_pd(
@@ -110,11 +115,11 @@ void Model::Impl::build_backward() {
         eng, conv2_pd);
     memory conv2_bw_src = convert(ops, Layer::kConv2, conv2_src, conv2_bw_pd.src_desc());
     memory conv2_bw_ddst = convert(ops, Layer::kConv2, d_conv2_dst, conv2_bw_pd.diff_dst_desc());
-    memory conv2_dw = produce_into(after, Layer::kConv2, wrap({c2, c1, k, k}, Tag::oihw, grad(2)),
+    memory conv2_dw = produce_into(after, Layer::kConv2, grad({c2, c1, k, k}, Tag::oihw, 2),
                                    conv2_bw_pd.diff_weights_desc());
     add(ops, Layer::kConv2, convolution_backward_weights(conv2_bw_pd),
         {{DNNL_ARG_SRC, conv2_bw_src}, {DNNL_ARG_DIFF_DST, conv2_bw_ddst},
-         {DNNL_ARG_DIFF_WEIGHTS, conv2_dw}, {DNNL_ARG_DIFF_BIAS, wrap({c2}, Tag::x, grad(3))}});
+         {DNNL_ARG_DIFF_WEIGHTS, conv2_dw}, {DNNL_ARG_DIFF_BIAS, grad({c2}, Tag::x, 3)}});
     ops.insert(ops.end(), after.begin(), after.end());
     after.clear();
     convolution_backward_data::primitive_desc conv2_bd_pd(
@@ -154,11 +159,11 @@ void Model::Impl::build_backward() {
         eng, conv1_pd);
     memory conv1_bw_src = convert(ops, Layer::kConv1, conv1_src, conv1_bw_pd.src_desc());
     memory conv1_bw_ddst = convert(ops, Layer::kConv1, d_conv1_dst, conv1_bw_pd.diff_dst_desc());
-    memory conv1_dw = produce_into(after, Layer::kConv1, wrap({c1, 1, k, k}, Tag::oihw, grad(0)),
+    memory conv1_dw = produce_into(after, Layer::kConv1, grad({c1, 1, k, k}, Tag::oihw, 0),
                                    conv1_bw_pd.diff_weights_desc());
     add(ops, Layer::kConv1, convolution_backward_weights(conv1_bw_pd),
         {{DNNL_ARG_SRC, conv1_bw_src}, {DNNL_ARG_DIFF_DST, conv1_bw_ddst},
-         {DNNL_ARG_DIFF_WEIGHTS, conv1_dw}, {DNNL_ARG_DIFF_BIAS, wrap({c1}, Tag::x, grad(1))}});
+         {DNNL_ARG_DIFF_WEIGHTS, conv1_dw}, {DNNL_ARG_DIFF_BIAS, grad({c1}, Tag::x, 1)}});
     ops.insert(ops.end(), after.begin(), after.end());
 
     pds.emplace_back("fc2 bwd-w", fc2_bw_pd);

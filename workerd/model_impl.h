@@ -91,6 +91,9 @@ struct Model::Impl {
     dnnl::inner_product_forward::primitive_desc fc1_pd, fc2_pd;
     memory fc1_weights, fc2_weights, conv2_weights;
     std::unordered_map<int, memory> layer_outputs;
+    // The memories backward writes each parameter's gradient into (plain layout, ParameterSet
+    // tensor index): set_gradient_buffer() points them at another buffer.
+    std::vector<std::pair<memory, int>> grad_memories;
 };
 
 }  // namespace psrun::worker

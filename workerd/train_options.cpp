@@ -30,6 +30,10 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
     app.add_option("--keep-checkpoints", o.keep_checkpoints, "checkpoints kept in --model-dir")->capture_default_str();
     app.add_option("--precision", o.precision, "f32 or bf16 (bf16 compute, f32 master weights)")
         ->capture_default_str();
+    app.add_option("--overlap", o.overlap,
+                   "async mode with psd: send each gradient while the next one computes (on|off)")
+        ->check(CLI::IsMember({"on", "off"}))
+        ->capture_default_str();
     app.add_option("--shard", o.shard, "this worker's shard i/n of the training set")
         ->capture_default_str();
 }

@@ -31,6 +31,10 @@ struct TrainOptions {
     double checkpoint_secs = 600;     // <= 0: never by time
     std::int64_t checkpoint_steps = 0;  // 0: never by steps
     int keep_checkpoints = 5;
+    // Distributed async mode: exchange step k's gradient with psd while step k+1 computes
+    // (workerd/step_loop.h). "on" or "off" (default: measured not to pay on a shared 2-core
+    // host, docs/benchmarks.md); sync mode always blocks.
+    std::string overlap = "off";
 };
 
 // Registers --data-dir ... --precision (and --shard) on `app`, bound to `options`.

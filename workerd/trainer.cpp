@@ -14,6 +14,13 @@ using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
+// Room for the second buffer reserved: growing never moves grads_[0], which the models reference.
+std::vector<ParameterSet> make_grads(const ModelShape& shape) {
+    std::vector<ParameterSet> grads;
+    grads.reserve(2);
+    grads.emplace_back(shape);
+    return grads;
+}
 }  // namespace
 
 Trainer::Trainer(const TrainerConfig& config, const LabeledImages& train, const LabeledImages& test)
@@ -21,9 +28,9 @@ Trainer::Trainer(const TrainerConfig& config, const LabeledImages& train, const 
       train_(train),
       test_(test),
       params_(config.model.shape),
-      grads_(config.model.shape),
+      grads_(make_grads(config.model.shape)),
       sampler_(train.size(), config.seed, config.shard),
-      model_(std::make_unique<Model>(config.model, params_, grads_)),
+      model_(std::make_unique<Model>(config.model, params_, grads_[0])),
       batch_indices_(static_cast<std::size_t>(config.model.batch_size)) {
     params_.init_tutorial(config.seed);
     const std::size_t chunks = static_cast<std::size_t>(std::max(1, omp_get_max_threads()));
@@ -47,10 +54,16 @@ float Trainer::compute_gradients() {
     return model_->train_step(rng.next());
 }
 
+void Trainer::swap_gradient_buffers() {
+    if (grads_.size() < 2) grads_.emplace_back(config_.model.shape);
+    current_grads_ = 1 - current_grads_;
+    model_->set_gradient_buffer(grads_[current_grads_]);
+}
+
 void Trainer::apply_gradients() {
     const auto t0 = Clock::now();
     const auto p = params_.all();
-    const auto g = grads_.all();
+    const auto g = grads().all();
     const int chunks = static_cast<int>(optimizers_.size());
 #pragma omp parallel for num_threads(chunks) schedule(static, 1)
     for (int c = 0; c < chunks; ++c) {
@@ -69,7 +82,7 @@ double Trainer::evaluate() {
         mc.forward_only = true;
         mc.batch_size = static_cast<int>(
             std::min<std::size_t>(static_cast<std::size_t>(config_.eval_batch_size), test_.size()));
-        eval_model_ = std::make_unique<Model>(mc, params_, grads_);  // never writes grads
+        eval_model_ = std::make_unique<Model>(mc, params_, grads_[0]);  // never writes grads
     }
     Model& m = *eval_model_;
     const std::size_t batch = static_cast<std::size_t>(m.config().batch_size);

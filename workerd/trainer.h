@@ -38,7 +38,13 @@ public:
     double evaluate();
 
     ParameterSet& params() { return params_; }
-    ParameterSet& grads() { return grads_; }
+    // The buffer the last compute_gradients() wrote (the next one writes it again unless
+    // swap_gradient_buffers() was called in between).
+    ParameterSet& grads() { return grads_[current_grads_]; }
+    // Double buffering for a worker that sends a gradient while computing the next: the
+    // following compute_gradients() writes the other buffer, leaving grads() as it is (the
+    // second buffer is allocated at the first call). Cheap: the model's memories are rebound.
+    void swap_gradient_buffers();
     Model& model() { return *model_; }
     std::uint64_t global_step() const { return global_step_; }
     // The data stream (workerd/preemption.h: resuming moves it to where it was).
@@ -53,7 +59,8 @@ private:
     const LabeledImages& train_;
     const LabeledImages& test_;
     ParameterSet params_;
-    ParameterSet grads_;
+    std::vector<ParameterSet> grads_;  // 1, or 2 once swap_gradient_buffers() was called
+    std::size_t current_grads_ = 0;
     Sampler sampler_;
     // One optimizer per contiguous chunk of the parameters, updated in parallel (OpenMP); each
     // keeps its own slots, so the result equals one optimizer over the whole buffer.

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "common/event_writer.h"
 #include "common/tfrecord.h"
@@ -45,17 +46,18 @@ std::multiset<std::string> event_tags(const fs::path& model_dir) {
     return tags;
 }
 
-nlohmann::json run_local(const psrun::test::TempTree& tmp, int ps, int steps, int eval_every, std::string* log) {
+nlohmann::json run_local(const psrun::test::TempTree& tmp, int ps, int steps, int eval_every, std::string* log,
+                         const std::vector<std::string>& extra = {}) {
     const fs::path model = tmp.path / "model";
     ChildProcess fetch(psrun::test::build_dir() / "launcher/psrun", {"data", "fetch"},
                        (tmp.path / "fetch.log").string());
     REQUIRE(fetch.wait(300) == 0);  // a no-op once MNIST is in the cache
-    ChildProcess psrun(psrun::test::build_dir() / "launcher/psrun",
-                       {"local", "--ps", std::to_string(ps), "--workers", "2", "--grace", "30", "--",
-                        "--model-dir", model.string(), "--batch-size", "100", "--learning-rate", "1e-3",
-                        "--steps", std::to_string(steps), "--eval-every", std::to_string(eval_every),
-                        "--log-every", "100", "--threads", "1"},
-                       (tmp.path / "psrun.log").string());
+    std::vector<std::string> args = {"local", "--ps", std::to_string(ps), "--workers", "2", "--grace", "30", "--",
+                                     "--model-dir", model.string(), "--batch-size", "100", "--learning-rate",
+                                     "1e-3", "--steps", std::to_string(steps), "--eval-every",
+                                     std::to_string(eval_every), "--log-every", "100", "--threads", "1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    ChildProcess psrun(psrun::test::build_dir() / "launcher/psrun", args, (tmp.path / "psrun.log").string());
     const int code = psrun.wait(400);
     *log = psrun.output();
     INFO(*log);
@@ -85,6 +87,8 @@ TEST_CASE("psrun local --ps 1 --workers 2 trains real MNIST to >= 97% with every
     // psd left through the done-queue; psrun printed the final accuracy.
     CHECK(log.find("all 2 workers are done") != std::string::npos);
     CHECK(log.find("final test accuracy") != std::string::npos);
+    // Async mode blocks on each exchange by default (--overlap off).
+    CHECK(log.find("waited (overlapped)") == std::string::npos);
     // Evaluations at 200, 400 and the last step.
     const auto& evals = summary["evaluations"];
     REQUIRE(evals.size() >= 3);
@@ -119,4 +123,26 @@ TEST_CASE("psrun local with 2 ps shards trains and finishes through both done-qu
     CHECK(summary["test_accuracy"].get<double>() >= 0.90);
     CHECK(log.find("[psd:0] all 2 workers are done") != std::string::npos);
     CHECK(log.find("[psd:1] all 2 workers are done") != std::string::npos);
+}
+
+// The overlapped loop against the blocking one (the default), same seed, the default learning
+// rate and an odd --steps: both stop exactly at --steps (a gradient computed after psd's last step
+// is dropped, the last one sent is applied), every worker ends with DONE, and both converge.
+TEST_CASE("--overlap on and off both finish exactly at an odd --steps and converge", "[integration][mnist]") {
+    double accuracy[2] = {0, 0};
+    for (int on : {1, 0}) {
+        psrun::test::TempTree tmp;
+        std::string log;
+        const auto summary =
+            run_local(tmp, 1, 301, 0, &log, {"--overlap", on ? "on" : "off", "--learning-rate", "1e-4"});
+        INFO(log);
+        CHECK(summary["global_step"].get<int>() == 301);
+        CHECK(log.find("\"applied\":301,") != std::string::npos);  // psd applied every step, none more
+        CHECK(log.find("all 2 workers are done") != std::string::npos);
+        CHECK((log.find("waited (overlapped)") != std::string::npos) == (on == 1));
+        accuracy[on] = summary["test_accuracy"].get<double>();
+    }
+    INFO("test accuracy with overlap " << accuracy[1] << ", without " << accuracy[0]);
+    CHECK(accuracy[1] >= 0.88);
+    CHECK(accuracy[0] >= 0.88);
 }

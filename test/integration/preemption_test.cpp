@@ -83,10 +83,17 @@ void fetch_mnist(const fs::path& tmp) {
 
 TEST_CASE("SIGTERM to psrun local: checkpoint of every shard within 10 s, exit 75, rerun resumes",
           "[integration][preemption]") {
+    // Overlapped (workerd/step_loop.h): the exchange in flight is settled before the checkpoint.
+    // With one psd only: each psd starts draining on its own SIGTERM, so an exchange in flight
+    // then can reach one shard before its signal and another after (shards one update apart);
+    // the overlapped worker almost always has one in flight (known, psd side: see docs/workerd.md).
+    const std::string overlap = GENERATE(as<std::string>{}, "off", "on");
+    const int shards = overlap == "on" ? 1 : 2;
     psrun::test::TempTree tmp;
     fetch_mnist(tmp.path);
     const fs::path model = tmp.path / "model";
-    ChildProcess first(exe("launcher/psrun"), local_args(2, 2, model, 100000), (tmp.path / "first.log").string());
+    ChildProcess first(exe("launcher/psrun"), local_args(shards, 2, model, 100000, {"--overlap", overlap}),
+                       (tmp.path / "first.log").string());
     REQUIRE(wait_for_step(first, 30, 100000, 180));
     const auto t0 = Clock::now();
     first.signal(SIGTERM);
@@ -110,13 +117,14 @@ TEST_CASE("SIGTERM to psrun local: checkpoint of every shard within 10 s, exit 7
     CHECK(manifest["extra"]["data_position"]["examples"].get<long>() > 0);
     // Both psd drained and hold exactly the checkpointed step: no applied update is lost.
     const auto final_steps = capture_all(log, R"(preempted at step (\d+): the last checkpoint holds)");
-    CHECK(final_steps == std::vector<long>{step, step});
+    CHECK(final_steps == std::vector<long>(static_cast<std::size_t>(shards), step));
     // Every shard file holds the parameters and Adam's two slots.
     char name[32];
     std::snprintf(name, sizeof name, "ckpt-%010ld", step);
     const std::string dir = (model / name).string();
-    for (const char* shard : {"ps-0-of-2.tensors", "ps-1-of-2.tensors"}) {
-        auto tensors = psrun::read_tensor_file(dir + "/" + shard);
+    for (int shard = 0; shard < shards; ++shard) {
+        const std::string file = "ps-" + std::to_string(shard) + "-of-" + std::to_string(shards) + ".tensors";
+        auto tensors = psrun::read_tensor_file(dir + "/" + file);
         REQUIRE(tensors);
         int params = 0, slots = 0;
         for (const auto& t : *tensors) {
@@ -128,7 +136,7 @@ TEST_CASE("SIGTERM to psrun local: checkpoint of every shard within 10 s, exit 7
     }
 
     // The same job with a later last step resumes from the checkpoint with its optimizer state.
-    ChildProcess second(exe("launcher/psrun"), local_args(2, 2, model, static_cast<int>(step) + 30),
+    ChildProcess second(exe("launcher/psrun"), local_args(shards, 2, model, static_cast<int>(step) + 30),
                         (tmp.path / "second.log").string());
     const int code2 = second.wait(300);
     const std::string log2 = second.output();

@@ -67,9 +67,12 @@ TEST_CASE("a dead or hung psd fails every worker fast, naming the shard", "[inte
 }
 
 TEST_CASE("with --ps-restart-wait a restarted psd is restored from the last checkpoint", "[integration][faults]") {
+    // Overlapped: the failed exchange is settled, ctx.client replaced, the next one uses it.
+    const std::string overlap = GENERATE(as<std::string>{}, "off", "on");
     Cluster c;
     const fs::path model = c.tmp.path / "model";
-    c.start(100, {"--model-dir", model.string(), "--checkpoint-steps", "15", "--ps-restart-wait", "30"});
+    c.start(100, {"--model-dir", model.string(), "--checkpoint-steps", "15", "--ps-restart-wait", "30", "--overlap",
+                  overlap});
     REQUIRE(wait_for_count(*c.w0, "checkpoint at step", 2, 180));
     std::this_thread::sleep_for(std::chrono::seconds(1));  // some steps past the last checkpoint
     c.psd1->signal(SIGKILL);
@@ -99,12 +102,14 @@ TEST_CASE("with --ps-restart-wait a restarted psd is restored from the last chec
 }
 
 TEST_CASE("NaN gradients are rejected and counted; --max-bad-grads stops every rank", "[integration][faults]") {
+    const std::string overlap = GENERATE(as<std::string>{}, "off", "on");
     TempTree tmp;
     const std::string ps = ipc_list(tmp.path, 1);
     const fs::path model = tmp.path / "model";
     ChildProcess psd(daemon_exe("psd/psd"), psd_args(0, ps, 2, {"--max-bad-grads", "3"}),
                      (tmp.path / "psd.log").string());
-    const std::vector<std::string> common = {"--model-dir", model.string(), "--checkpoint-steps", "5"};
+    const std::vector<std::string> common = {"--model-dir", model.string(), "--checkpoint-steps", "5", "--overlap",
+                                             overlap};
     ChildProcess w0(daemon_exe("workerd/workerd"), worker_args(0, ps, 2, 1000000, common),
                     (tmp.path / "w0.log").string());
     auto bad = common;

@@ -1,5 +1,5 @@
-// The trainer's chunked parallel update equals one optimizer over the whole buffer, and a seed
-// makes training reproducible.
+// The trainer's chunked parallel update equals one optimizer over the whole buffer, a seed
+// makes training reproducible, and double-buffered gradients leave the buffer in flight alone.
 #include <catch2/catch.hpp>
 
 #include <omp.h>
@@ -47,6 +47,38 @@ TEST_CASE("a seed reproduces the losses; another seed does not", "[trainer]") {
     const auto a = losses(1);
     CHECK(losses(1) == a);
     CHECK(losses(2) != a);
+}
+
+}  // namespace psrun::worker
+
+namespace psrun::worker {
+
+TEST_CASE("swapped gradient buffers: the next step writes the other one, the sent one stays", "[trainer]") {
+    const LabeledImages data = test::random_images(64, 5);
+    TrainerConfig config;
+    config.model.batch_size = 8;
+    for (int blocked : {0, 1}) {  // fc1's weight gradient written in place, or reordered into it
+        config.model.fc1_blocked_weights = blocked;
+        Trainer swapping(config, data, data);
+        Trainer reference(config, data, data);  // same seed: same batches and dropout masks
+        for (int step = 0; step < 3; ++step) {
+            swapping.compute_gradients();
+            reference.compute_gradients();
+            const auto sent = swapping.grads().all();
+            const std::vector<float> before(sent.begin(), sent.end());
+            CHECK(std::equal(sent.begin(), sent.end(), reference.grads().all().begin()));
+            swapping.swap_gradient_buffers();
+            swapping.compute_gradients();  // into the other buffer
+            reference.compute_gradients();
+            const auto next = swapping.grads().all();
+            CHECK(next.data() != sent.data());
+            CHECK(std::equal(sent.begin(), sent.end(), before.begin()));  // untouched
+            // Every tensor of the new step landed in the new buffer.
+            CHECK(std::equal(next.begin(), next.end(), reference.grads().all().begin()));
+            CHECK(!std::equal(next.begin(), next.end(), before.begin()));
+            swapping.swap_gradient_buffers();
+        }
+    }
 }
 
 }  // namespace psrun::worker

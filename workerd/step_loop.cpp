@@ -1,0 +1,134 @@
+#include "workerd/step_loop.h"
+
+#include <spdlog/spdlog.h>
+
+#include <optional>
+
+#include "common/result.h"
+#include "workerd/async_exchange.h"
+#include "workerd/ps_recovery.h"
+
+namespace psrun::worker {
+
+namespace {
+double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+}  // namespace
+
+StepLoop::StepLoop(StepLoopEnv env, std::uint64_t tag, StepResult last)
+    : env_(std::move(env)), tag_(tag), last_(last) {}
+
+int StepLoop::run(bool overlap) { return overlap ? run_overlapped() : run_blocking(); }
+
+bool StepLoop::signalled() {
+    if (!env_.watcher->stop_requested()) return false;
+    spdlog::warn("signal {}: stopped after {} steps (global step {})", env_.watcher->signal(),
+                 env_.ctx->local_steps, tag_);
+    env_.ctx->stopped_by_signal = true;
+    return true;
+}
+
+int StepLoop::run_blocking() {
+    RunContext& ctx = *env_.ctx;
+    Trainer& trainer = *ctx.trainer;
+    while (!ctx.stop) {
+        if (signalled()) break;
+        const auto t0 = Clock::now();
+        const float loss = trainer.compute_gradients();
+        env_.hooks->before_step(ctx, loss);
+        const auto t1 = Clock::now();
+        ctx.compute_seconds += seconds(t0, t1);
+        auto step = [&] {
+            SignalWatcher::Blocked waiting(*env_.watcher);
+            return ctx.client->push_pull_frames(trainer.grads().all(), tag_, frames_);
+        }();
+        const auto outcome = finish(std::move(step), loss, t1);
+        if (outcome == Outcome::kFailed) return kExitFailure;
+        if (outcome == Outcome::kStop) break;
+    }
+    return kExitOk;
+}
+
+int StepLoop::run_overlapped() {
+    RunContext& ctx = *env_.ctx;
+    Trainer& trainer = *ctx.trainer;
+    AsyncExchange exchange(*env_.watcher);
+    float sent_loss = 0;  // of the gradient in flight
+    // Waits for the exchange in flight and handles its reply.
+    auto settle = [&] {
+        const auto t = Clock::now();
+        auto step = exchange.wait();
+        return finish(std::move(step), sent_loss, t);
+    };
+    Outcome outcome = Outcome::kStepped;
+    while (!ctx.stop) {
+        if (signalled()) break;  // the gradient in flight (if any) is settled below
+        const auto t0 = Clock::now();
+        const std::uint64_t computed_on = tag_;  // the parameters in the model now
+        const float loss = trainer.compute_gradients();
+        env_.hooks->before_step(ctx, loss);
+        ctx.compute_seconds += seconds(t0, Clock::now());
+        if (exchange.in_flight()) {
+            outcome = settle();
+            if (outcome == Outcome::kFailed) return kExitFailure;
+            if (outcome == Outcome::kStop) break;
+            if (outcome == Outcome::kRetry) continue;  // the new gradient was computed on lost state
+            if (ctx.stop) break;                       // psd's last step: the new gradient is not needed
+        }
+        // Tagged with the step of the parameters it was computed on, one exchange before tag_.
+        exchange.start(*ctx.client, trainer.grads().all(), computed_on, frames_);
+        sent_loss = loss;
+        trainer.swap_gradient_buffers();
+    }
+    if (exchange.in_flight()) {  // the last gradient sent: its reply counts (and its hooks run)
+        outcome = settle();
+        if (outcome == Outcome::kFailed) return kExitFailure;
+    }
+    return kExitOk;
+}
+
+StepLoop::Outcome StepLoop::finish(Result<StepInfo> step, float loss, Clock::time_point sent) {
+    RunContext& ctx = *env_.ctx;
+    Trainer& trainer = *ctx.trainer;
+    auto fail = [&](const std::string& what, const Error& e) {
+        spdlog::error("{}: {} (--ps {})", what, e.message, env_.ps);
+        return Outcome::kFailed;
+    };
+    if (auto lost = step ? std::nullopt : ctx.client->lost_shard(); lost && env_.ps_restart_wait > 0) {
+        frames_ = ParamFrames{};
+        auto back = recover_lost_ps(*env_.client_options, *lost, tag_, env_.ps_restart_wait, ctx.chief,
+                                    env_.checkpointer, *env_.barrier, trainer.params().all());
+        if (!back) return fail("recovery from a lost psd", back.error());
+        *env_.client_owner = std::move(back->client);  // the old client is destroyed: use ctx.client
+        ctx.client = env_.client_owner->get();
+        tag_ = back->info.step;
+        trainer.set_global_step(tag_);
+        return Outcome::kRetry;
+    }
+    if (!step && step.error().code == ErrorCode::kRejected) {  // psd dropped and counted it: go on
+        spdlog::warn("gradient of global step {} rejected: {}", tag_, step.error().message);
+        auto pulled = ctx.client->pull(trainer.params().all());
+        if (!pulled) return fail("PULL", pulled.error());
+        tag_ = pulled->step;
+        return Outcome::kRetry;
+    }
+    if (!step) return fail(fmt::format("PUSH_PULL at global step {}", tag_), step.error());
+    if (step->draining) {  // psd refused the step: preemption
+        spdlog::warn("psd is draining: stopped after {} steps (global step {})", ctx.local_steps, step->step);
+        ctx.stopped_by_signal = true;
+        return Outcome::kStop;
+    }
+    const auto t2 = Clock::now();
+    // The model reads the parameter buffer in place: copy the received slices into it.
+    frames_.copy_to(trainer.params().all(), ctx.client->layout());
+    const auto t3 = Clock::now();
+    ctx.exchange_seconds += seconds(sent, t2);
+    ctx.copy_seconds += seconds(t2, t3);
+    tag_ = step->step;
+    ++ctx.local_steps;
+    trainer.set_global_step(step->step);
+    last_ = StepResult{step->step, ctx.local_steps, loss, step->finished};
+    env_.hooks->after_step(ctx, last_);
+    return Outcome::kStepped;
+}
+
+}  // namespace psrun::worker
