@@ -1,5 +1,6 @@
 #include "common/ps_client.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/zmq_util.h"
@@ -238,6 +239,11 @@ Result<StepInfo> PsClient::exchange(MessageType type, std::span<const float> gra
         info.stale = info.stale || (r.header.flags & wire::kFlagStale);
         info.draining = info.draining || (r.header.flags & wire::kFlagDraining);
     }
+    // Shards count applied gradients independently, so the last pushes of a run can reach them in different
+    // orders: a shard that already reached last_step refuses one that shard 0 still applies. The run is then
+    // over at the furthest shard's step, not at shard 0's one-behind step.
+    if (info.finished)
+        for (auto& r : *replies) info.step = std::max(info.step, r.header.step);
     if (!out) return info;
     out->frames_.clear();
     out->realigned_.clear();

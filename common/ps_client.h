@@ -41,7 +41,7 @@ struct PsClientOptions {
 };
 
 struct StepInfo {
-    std::uint64_t step = 0;  // global step after this exchange (shard 0 is authoritative)
+    std::uint64_t step = 0;  // global step after this exchange: shard 0's, or the furthest shard's once finished
     bool finished = false;   // last_step reached: stop training
     bool stale = false;      // sync mode: the gradient was too old and was dropped
     bool draining = false;   // a psd is draining (preemption): stop; the push was not applied
