@@ -3,9 +3,11 @@
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <deque>
 #include <filesystem>
@@ -14,7 +16,9 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <vector>
 
+#include "common/unique_fd.h"
 #include "launcher/daemon_command.h"
 #include "launcher/env_map.h"
 #include "launcher/job_key.h"
@@ -40,6 +44,7 @@ struct BenchClusterOptions {
     std::string dataset = "mnist";
     std::string precision = "f32";
     std::string overlap = "off";  // the workers' --overlap (workerd's default)
+    int repeat = 1;               // cluster and single-process runs, alternating
     bool keep = false;
     DaemonOptions daemon;
 };
@@ -165,6 +170,14 @@ nlohmann::json run_cluster(const BenchClusterOptions& o, const std::string& dir)
             {"final_test_accuracy", summary.is_object() ? summary.value("test_accuracy", -1.0) : -1.0}};
 }
 
+// Index of the median of `v` (the upper one of an even count); v is not empty.
+std::size_t median_index(const std::vector<double>& v) {
+    std::vector<std::size_t> order(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&v](std::size_t a, std::size_t b) { return v[a] < v[b]; });
+    return order[order.size() / 2];
+}
+
 // The same trainer in this process: warm-up steps, then the timed ones.
 nlohmann::json run_single(const BenchClusterOptions& o) {
     worker::TrainOptions t;
@@ -195,6 +208,51 @@ nlohmann::json run_single(const BenchClusterOptions& o) {
             {"measured_seconds", seconds}};
 }
 
+// run_single() in a forked child, its JSON back through a pipe: the trainer's OpenMP threads die with the child,
+// so this process stays single-threaded, as the Supervisor of the next cluster run requires (a thread started
+// here would not have SIGCHLD blocked and would swallow it).
+nlohmann::json run_single_in_child(const BenchClusterOptions& o) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+    UniqueFd read_end(fds[0]), write_end(fds[1]);
+    std::cout.flush();
+    const pid_t pid = ::fork();
+    if (pid < 0) throw std::runtime_error("fork failed");
+    if (pid == 0) {
+        read_end.reset();
+        int code = 0;
+        std::string text;
+        try {
+            text = run_single(o).dump();
+        } catch (const std::exception& e) {
+            text = nlohmann::json{{"error", e.what()}}.dump();
+            code = 1;
+        }
+        for (std::size_t done = 0; done < text.size();) {
+            const ssize_t n = ::write(write_end.get(), text.data() + done, text.size() - done);
+            if (n <= 0) break;
+            done += static_cast<std::size_t>(n);
+        }
+        ::_exit(code);
+    }
+    write_end.reset();
+    std::string text;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(read_end.get(), buf, sizeof buf)) != 0;) {
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) break;
+        text.append(buf, static_cast<std::size_t>(n));
+    }
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    const auto j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+        throw std::runtime_error("the single-process run died (wait status " + std::to_string(status) + ")");
+    if (j.contains("error")) throw std::runtime_error("the single-process run failed: " + j["error"].get<std::string>());
+    return j;
+}
+
 int run_bench_cluster(BenchClusterOptions o) {
     if (o.log_every <= 0) o.log_every = std::max(1, o.steps / 50);
     if (o.warmup_steps < 0) o.warmup_steps = std::max(o.log_every, o.steps / 5);
@@ -211,12 +269,28 @@ int run_bench_cluster(BenchClusterOptions o) {
     spdlog::info("bench cluster: {} ps + {} workers ({} thread{} each), {} steps of batch {} (daemon logs: {}/cluster.log)",
                  o.num_ps, o.num_workers, o.threads_per_worker, o.threads_per_worker == 1 ? "" : "s", o.steps,
                  o.batch_size, dir.path);
-    const nlohmann::json cluster = run_cluster(o, dir.path);
-    spdlog::info("cluster: {:.0f} img/s; now the single-process run ({} threads)", cluster["images_per_sec"].get<double>(),
-                 o.threads);
-    const nlohmann::json single = run_single(o);
-    const double aggregate = cluster["images_per_sec"].get<double>();
-    const double alone = single["images_per_sec"].get<double>();
+    // The host's speed drifts by tens of percent over minutes (shared vCPUs): alternate the two runs and compare
+    // medians, so a slow minute does not land on one side only.
+    std::vector<nlohmann::json> clusters, singles;
+    std::vector<double> cluster_rates, single_rates;
+    nlohmann::json pairs = nlohmann::json::array();
+    for (int r = 0; r < o.repeat; ++r) {
+        const std::string work = o.repeat == 1 ? dir.path : dir.path + "/run-" + std::to_string(r);
+        std::filesystem::create_directories(work);
+        clusters.push_back(run_cluster(o, work));
+        cluster_rates.push_back(clusters.back()["images_per_sec"].get<double>());
+        spdlog::info("cluster: {:.0f} img/s; now the single-process run ({} threads)", cluster_rates.back(), o.threads);
+        singles.push_back(run_single_in_child(o));
+        single_rates.push_back(singles.back()["images_per_sec"].get<double>());
+        pairs.push_back({{"images_per_sec", cluster_rates.back()},
+                         {"single_process_images_per_sec", single_rates.back()},
+                         {"ratio", single_rates.back() > 0 ? cluster_rates.back() / single_rates.back() : 0.0}});
+    }
+    const std::size_t mid_cluster = median_index(cluster_rates), mid_single = median_index(single_rates);
+    const nlohmann::json& cluster = clusters[mid_cluster];
+    const nlohmann::json& single = singles[mid_single];
+    const double aggregate = cluster_rates[mid_cluster];
+    const double alone = single_rates[mid_single];
     nlohmann::json out = {
         {"benchmark", "cluster"},
         {"images_per_sec", aggregate},
@@ -232,6 +306,7 @@ int run_bench_cluster(BenchClusterOptions o) {
         {"log_every", o.log_every},
         {"precision", o.precision},
         {"overlap", o.overlap},
+        {"repeat", o.repeat},
         {"dataset", o.dataset},
         {"transport", "ipc"},
         {"cluster", cluster},
@@ -239,6 +314,7 @@ int run_bench_cluster(BenchClusterOptions o) {
         {"loadavg_1m", load_start},
         {"loadavg_1m_end", loadavg_1m()},
     };
+    if (o.repeat > 1) out["pairs"] = pairs;
     if (o.keep) out["work_dir"] = dir.path;
     std::cout << out.dump() << std::endl;
     return kExitOk;
@@ -302,6 +378,10 @@ void add_bench_cluster_command(CLI::App& app, int& exit_code) {
     cmd->add_option("--precision", o->precision, "f32 or bf16")->capture_default_str();
     cmd->add_option("--overlap", o->overlap, "the workers' --overlap: exchange while computing (on|off)")
         ->check(CLI::IsMember({"on", "off"}))
+        ->capture_default_str();
+    cmd->add_option("--repeat", o->repeat,
+                    "cluster and single-process runs, alternating; the JSON holds their medians and every pair")
+        ->check(CLI::Range(1, 20))
         ->capture_default_str();
     cmd->add_option("--bin-dir", o->daemon.bin_dir, "directory holding psd and workerd (default: next to psrun)");
     cmd->add_flag("--keep", o->keep, "keep the work dir (daemon logs, metrics, checkpoint) and print its path");

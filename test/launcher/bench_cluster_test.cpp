@@ -2,6 +2,9 @@
 // run (psd + 2 workerd on real MNIST, tiny --steps) whose JSON line has every key, positive.
 #include "launcher/cmd_bench_cluster.h"
 
+#include <algorithm>
+#include <vector>
+
 #include <stdlib.h>
 
 #include <catch2/catch.hpp>
@@ -67,9 +70,9 @@ TEST_CASE("psrun bench cluster prints one JSON line with positive throughputs", 
     REQUIRE(fetch.wait(300) == 0);
     psrun::test::ChildProcess bench(psrun,
                                     {"bench", "cluster", "--ps", "1", "--workers", "2", "--steps", "40",
-                                     "--batch-size", "20"},
+                                     "--batch-size", "20", "--repeat", "3"},
                                     (dir.path / "bench.log").string());
-    const int code = bench.wait(120);
+    const int code = bench.wait(240);
     const std::string out = bench.output();
     INFO(out);
     REQUIRE(code == 0);
@@ -97,6 +100,19 @@ TEST_CASE("psrun bench cluster prints one JSON line with positive throughputs", 
     CHECK(j["cluster"]["measured_from_step"].get<int>() >= j["warmup_steps"].get<int>());
     CHECK(j["cluster"]["measured_to_step"].get<int>() < 40);
     CHECK(j["single_process"]["measured_steps"].get<int>() == 40 - j["warmup_steps"].get<int>());
+    // --repeat 3: three alternating pairs; the top-level figures are the medians of each side.
+    CHECK(j["repeat"] == 3);
+    REQUIRE(j["pairs"].size() == 3);
+    std::vector<double> cluster, single;
+    for (const auto& pair : j["pairs"]) {
+        cluster.push_back(pair["images_per_sec"].get<double>());
+        single.push_back(pair["single_process_images_per_sec"].get<double>());
+        CHECK(pair["ratio"].get<double>() == Approx(cluster.back() / single.back()));
+    }
+    std::sort(cluster.begin(), cluster.end());
+    std::sort(single.begin(), single.end());
+    CHECK(j["images_per_sec"].get<double>() == cluster[1]);
+    CHECK(j["single_process_images_per_sec"].get<double>() == single[1]);
 }
 
 TEST_CASE("psrun bench cluster refuses a run too short to measure", "[bench_cluster]") {
