@@ -3,11 +3,9 @@
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <stdlib.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <deque>
 #include <filesystem>
@@ -18,7 +16,7 @@
 #include <optional>
 #include <vector>
 
-#include "common/unique_fd.h"
+#include "launcher/bench_single.h"
 #include "launcher/daemon_command.h"
 #include "launcher/env_map.h"
 #include "launcher/job_key.h"
@@ -178,81 +176,6 @@ std::size_t median_index(const std::vector<double>& v) {
     return order[order.size() / 2];
 }
 
-// The same trainer in this process: warm-up steps, then the timed ones.
-nlohmann::json run_single(const BenchClusterOptions& o) {
-    worker::TrainOptions t;
-    t.data_dir = o.data_dir;
-    t.dataset = o.dataset;
-    t.batch_size = o.batch_size;
-    t.steps = o.steps;
-    t.threads = o.threads;
-    t.precision = o.precision;
-    const worker::TrainerConfig config = worker::make_trainer_config(t);
-    worker::set_compute_threads(o.threads);
-    auto data = worker::load_datasets(t);
-    if (!data) throw std::runtime_error(data.error().message);
-    worker::Trainer trainer(config, data->train, data->test);
-    for (int i = 0; i < o.warmup_steps; ++i) {
-        trainer.compute_gradients();
-        trainer.apply_gradients();
-    }
-    const int measured = o.steps - o.warmup_steps;
-    const auto t0 = Clock::now();
-    for (int i = 0; i < measured; ++i) {
-        trainer.compute_gradients();
-        trainer.apply_gradients();
-    }
-    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    return {{"images_per_sec", double(measured) * o.batch_size / seconds},
-            {"measured_steps", measured},
-            {"measured_seconds", seconds}};
-}
-
-// run_single() in a forked child, its JSON back through a pipe: the trainer's OpenMP threads die with the child,
-// so this process stays single-threaded, as the Supervisor of the next cluster run requires (a thread started
-// here would not have SIGCHLD blocked and would swallow it).
-nlohmann::json run_single_in_child(const BenchClusterOptions& o) {
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
-    UniqueFd read_end(fds[0]), write_end(fds[1]);
-    std::cout.flush();
-    const pid_t pid = ::fork();
-    if (pid < 0) throw std::runtime_error("fork failed");
-    if (pid == 0) {
-        read_end.reset();
-        int code = 0;
-        std::string text;
-        try {
-            text = run_single(o).dump();
-        } catch (const std::exception& e) {
-            text = nlohmann::json{{"error", e.what()}}.dump();
-            code = 1;
-        }
-        for (std::size_t done = 0; done < text.size();) {
-            const ssize_t n = ::write(write_end.get(), text.data() + done, text.size() - done);
-            if (n <= 0) break;
-            done += static_cast<std::size_t>(n);
-        }
-        ::_exit(code);
-    }
-    write_end.reset();
-    std::string text;
-    char buf[4096];
-    for (ssize_t n; (n = ::read(read_end.get(), buf, sizeof buf)) != 0;) {
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) break;
-        text.append(buf, static_cast<std::size_t>(n));
-    }
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    const auto j = nlohmann::json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.is_object())
-        throw std::runtime_error("the single-process run died (wait status " + std::to_string(status) + ")");
-    if (j.contains("error")) throw std::runtime_error("the single-process run failed: " + j["error"].get<std::string>());
-    return j;
-}
-
 int run_bench_cluster(BenchClusterOptions o) {
     if (o.log_every <= 0) o.log_every = std::max(1, o.steps / 50);
     if (o.warmup_steps < 0) o.warmup_steps = std::max(o.log_every, o.steps / 5);
@@ -280,7 +203,8 @@ int run_bench_cluster(BenchClusterOptions o) {
         clusters.push_back(run_cluster(o, work));
         cluster_rates.push_back(clusters.back()["images_per_sec"].get<double>());
         spdlog::info("cluster: {:.0f} img/s; now the single-process run ({} threads)", cluster_rates.back(), o.threads);
-        singles.push_back(run_single_in_child(o));
+        singles.push_back(run_single_in_child(SingleRunOptions{o.data_dir, o.dataset, o.precision, o.batch_size, o.steps,
+                                                               o.warmup_steps, o.threads}));
         single_rates.push_back(singles.back()["images_per_sec"].get<double>());
         pairs.push_back({{"images_per_sec", cluster_rates.back()},
                          {"single_process_images_per_sec", single_rates.back()},
