@@ -39,6 +39,7 @@ PsClient::PsClient(PsClientOptions options) : options_(std::move(options)), cont
                                            options_.heartbeat_timeout);  // before connect
     for (std::size_t i = 0; i < sockets_.size(); ++i) sockets_[i].connect(normalized_endpoints[i]);
     if (options_.keys) options_.token = options_.keys->token;
+    shm_shard_.assign(sockets_.size(), false);
 }
 
 PsClient::~PsClient() {
@@ -167,6 +168,9 @@ Result<void> PsClient::hello() {
     layout_ = *expected;
     shard_slices_.clear();
     for (auto i : all_shards()) shard_slices_.push_back(layout_.slices_of(i));
+    shm_ = ShmSegment{};
+    shm_shard_.assign(sockets_.size(), false);
+    if (options_.shared_memory) attach_shared_memory();
     return {};
 }
 
@@ -225,7 +229,11 @@ Result<StepInfo> PsClient::exchange(MessageType type, std::span<const float> gra
         Header h = make_header(type);
         h.step = step;
         if (type == MessageType::kPull) send_plain(i, h, nullptr);
-        else send_slices(i, h, grads, std::nullopt);
+        else if (shm_shard_[i]) {
+            Header sh = shm_push_header(type, i, grads);
+            sh.step = step;
+            send_plain(i, sh, nullptr);
+        } else send_slices(i, h, grads, std::nullopt);
     }
     auto replies = collect(all_shards(), options_.reply_timeout);
     if (!replies && lost_shard()) return tl::unexpected(replies.error());  // a hung psd never frees them: see header
@@ -250,6 +258,10 @@ Result<StepInfo> PsClient::exchange(MessageType type, std::span<const float> gra
     out->by_slice_.assign(layout_.slices.size(), {});
     for (auto i : all_shards()) {
         auto& r = (*replies)[i];
+        if (shm_shard_[i]) {
+            if (auto ok = take_shm_params(i, r, *out); !ok) return tl::unexpected(ok.error());
+            continue;
+        }
         const auto& ids = shard_slices_[i];
         if (r.header.type != MessageType::kParams || r.frames.size() != ids.size())
             return make_error(ErrorCode::kProtocol, "ps " + std::to_string(i) + " sent no parameters");

@@ -3,7 +3,8 @@
 //
 // Buffers: gradients passed to push()/push_pull() are sent zero-copy; the call returns only
 // after ZeroMQ has released them, so the caller may overwrite them afterwards. Parameters come
-// back either copied into a caller span or as ParamFrames used in place.
+// back either copied into a caller span or as ParamFrames used in place. With shared memory,
+// a gradient computed straight into gradient_buffer(r) is not copied at all.
 #pragma once
 
 #include <atomic>
@@ -21,6 +22,7 @@
 #include "common/job_keys.h"
 #include "common/ps_health.h"
 #include "common/result.h"
+#include "common/shm_segment.h"
 #include "common/tensor_layout.h"
 #include "common/wire.h"
 
@@ -38,6 +40,12 @@ struct PsClientOptions {
     // ZMTP heartbeat timeout (0: none): a psd that answers no ZMTP ping for this long counts as
     // lost (common/ps_health.h); a psd that dies is seen at once, whatever this is.
     std::chrono::milliseconds heartbeat_timeout{10000};
+    // Shared memory with the psd shards on this host (common/shm_segment.h): hello() offers a
+    // segment to every shard; those that map it exchange gradients and parameters through it,
+    // the others (on another host) through payload frames. Failing to set it up is not an error.
+    bool shared_memory = false;
+    std::uint32_t shm_regions = 1;  // gradient regions: 2 lets a worker compute while one is in flight
+    std::string shm_dir = kDefaultShmDir;
 };
 
 struct StepInfo {
@@ -50,7 +58,8 @@ struct StepInfo {
 // Parameters received in place: one ZeroMQ frame per slice, kept alive by this object.
 class ParamFrames {
 public:
-    // Floats of slice `id` (a layout slice id), valid until the next exchange reusing this object.
+    // Floats of slice `id` (a layout slice id), valid until the next exchange reusing this object
+    // (or, for slices received through shared memory, until the client's next exchange).
     std::span<const float> slice(std::uint32_t id) const;
     void copy_to(std::span<float> params, const ShardLayout& layout) const;
 
@@ -93,6 +102,11 @@ public:
     [[nodiscard]] Result<void> restore(const wire::InitConfig& config, const std::string& dir);
     const std::vector<TensorSpec>& tensors() const { return options_.tensors; }
 
+    // Shared memory (after hello()): how many shards exchange through it, and gradient region r
+    // (empty when none does). Pass a region's span to push*/push_pull* to send it without a copy.
+    std::size_t shm_shards() const;
+    std::span<float> gradient_buffer(std::uint32_t region) const;
+
     [[nodiscard]] Result<StepInfo> pull(std::span<float> params);
     [[nodiscard]] Result<StepInfo> push(std::span<const float> grads, std::uint64_t step);
     [[nodiscard]] Result<StepInfo> push_pull(std::span<const float> grads, std::uint64_t step,
@@ -129,6 +143,12 @@ private:
     [[nodiscard]] Result<StepInfo> exchange(wire::MessageType type, std::span<const float> grads,
                                             std::uint64_t step, ParamFrames* out);
     std::vector<std::uint32_t> all_shards() const;
+    // common/ps_client_shm.cpp
+    void attach_shared_memory();
+    // Header for shard i's PUSH/PUSH_PULL through the segment; copies `grads` into region 0 first
+    // unless they already are a region.
+    wire::Header shm_push_header(wire::MessageType type, std::uint32_t shard, std::span<const float> grads);
+    [[nodiscard]] Result<void> take_shm_params(std::uint32_t shard, const Reply& reply, ParamFrames& out) const;
 
     PsClientOptions options_;
     zmq::context_t context_;
@@ -139,6 +159,8 @@ private:
     std::uint64_t welcome_step_ = 0;
     bool sync_ = false;
     std::atomic<int> holds_{0};
+    ShmSegment shm_;               // mapped when at least one shard attached it
+    std::vector<bool> shm_shard_;  // shard i exchanges through shm_
     std::unique_ptr<LinkMonitor> links_;  // after sockets_: destroyed first
 };
 

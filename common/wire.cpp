@@ -41,6 +41,7 @@ std::string_view to_string(MessageType type) {
         case MessageType::kHeartbeat: return "HEARTBEAT";
         case MessageType::kSave: return "SAVE";
         case MessageType::kRestore: return "RESTORE";
+        case MessageType::kAttach: return "ATTACH";
     }
     return "UNKNOWN";
 }
@@ -95,7 +96,11 @@ Result<Header> decode_header(std::string_view bytes) {
     if (type == 0 || type > kMaxMessageType) return bad("unknown message type " + std::to_string(type));
     if (role > kMaxRole) return bad("unknown sender role " + std::to_string(role));
     if ((h.flags & ~kKnownFlags) != 0) return bad("unknown header flags");
-    if (h.aux != 0) return bad("reserved header field 'aux' is not zero");
+    const bool shm_push = (h.flags & kFlagShm) && (type == static_cast<std::uint8_t>(MessageType::kPush) ||
+                                                   type == static_cast<std::uint8_t>(MessageType::kPushPull));
+    if (shm_push ? h.aux > kMaxShmRegion : h.aux != 0)
+        return bad(shm_push ? "shared-memory gradient region out of range" : "header field 'aux' is not zero");
+    if ((h.flags & kFlagShm) && count != 0) return bad("a shared-memory message carries no payload frames");
     if (count > kMaxFrames) return bad("too many payload frames: " + std::to_string(count));
     if (bytes.size() != kFixedHeaderSize + kFrameDescriptorSize * count)
         return bad("header frame size does not match its frame count");

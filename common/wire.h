@@ -18,7 +18,7 @@
 namespace psrun::wire {
 
 inline constexpr std::uint32_t kMagic = 0x4E525350;  // "PSRN"
-inline constexpr std::uint16_t kVersion = 1;
+inline constexpr std::uint16_t kVersion = 2;  // 2: ATTACH and shared-memory payloads
 inline constexpr std::size_t kFixedHeaderSize = 48;
 inline constexpr std::size_t kFrameDescriptorSize = 8;
 inline constexpr std::uint32_t kMaxFrames = 4096;
@@ -28,9 +28,9 @@ inline constexpr std::uint32_t kMaxBodyBytes = 1u << 20;  // bodies are small; s
 enum class MessageType : std::uint8_t {
     kHello = 1, kWelcome = 2, kInit = 3, kPull = 4, kPush = 5, kPushPull = 6, kParams = 7,
     kAck = 8, kDone = 9, kStats = 10, kStop = 11, kError = 12, kHeartbeat = 13,
-    kSave = 14, kRestore = 15,
+    kSave = 14, kRestore = 15, kAttach = 16,
 };
-inline constexpr std::uint8_t kMaxMessageType = 15;
+inline constexpr std::uint8_t kMaxMessageType = 16;
 std::string_view to_string(MessageType type);
 
 enum class Role : std::uint8_t { kWorker = 0, kChief = 1, kPs = 2, kTool = 3 };
@@ -47,7 +47,12 @@ inline constexpr std::uint32_t kFlagDryRun = 1u << 5;  // INIT: validate gradien
 // training (the push was not applied); on HEARTBEAT from the chief: start draining now; on
 // DONE: this worker stopped early (signal or draining), not at the last step.
 inline constexpr std::uint32_t kFlagDraining = 1u << 6;
-inline constexpr std::uint32_t kKnownFlags = 0x7F;
+// Shared memory (common/shm_segment.h): on PUSH/PUSH_PULL the gradient is in the sender's
+// segment, region `aux`, and no payload frame follows; on PARAMS the parameters were written
+// into the segment's params region. Only on a connection whose ATTACH was accepted.
+inline constexpr std::uint32_t kFlagShm = 1u << 7;
+inline constexpr std::uint32_t kKnownFlags = 0xFF;
+inline constexpr std::uint64_t kMaxShmRegion = 1;  // aux of a shared-memory PUSH: 0 or 1
 
 struct FrameDesc {
     std::uint32_t id = kBodyFrame;  // slice id in the layout, or kBodyFrame
@@ -62,7 +67,7 @@ struct Header {
     std::uint32_t index = 0;   // sender's task index (worker rank or ps index)
     std::uint32_t flags = 0;
     std::uint64_t step = 0;    // PUSH*: step the gradient was computed at; PARAMS/ACK: global step
-    std::uint64_t aux = 0;     // reserved: must be 0 in version 1
+    std::uint64_t aux = 0;     // shared-memory PUSH*: gradient region; otherwise must be 0
     std::vector<FrameDesc> frames;
     bool operator==(const Header&) const = default;
 };

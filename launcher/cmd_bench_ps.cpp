@@ -53,7 +53,7 @@ Result<nlohmann::json> run_bench(const BenchOptions& o) {
     TempDir dir;
     std::vector<std::string> endpoints;
     for (std::uint32_t i = 0; i < o.shards; ++i) {
-        if (o.transport == "ipc") {
+        if (o.transport != "tcp") {  // shm: the control messages go over ipc
             endpoints.push_back("ipc://" + dir.path() + "/ps" + std::to_string(i));
         } else {
             auto port = free_tcp_port();
@@ -87,7 +87,7 @@ Result<nlohmann::json> run_bench(const BenchOptions& o) {
     if (o.baseline) {  // before psd and any ZeroMQ context: it forks
         std::vector<std::size_t> frames;
         for (const auto& t : tensors) frames.push_back(t.elements());
-        std::string ep = o.transport == "ipc" ? "ipc://" + dir.path() + "/raw" : "";
+        std::string ep = o.transport != "tcp" ? "ipc://" + dir.path() + "/raw" : "";
         if (ep.empty()) {
             auto port = free_tcp_port();
             if (!port) return tl::unexpected(port.error());
@@ -108,6 +108,7 @@ Result<nlohmann::json> run_bench(const BenchOptions& o) {
     std::barrier sync_point(o.workers);
     std::chrono::steady_clock::time_point start, stop;
     std::vector<double> rss_mb(o.shards, 0);  // psd peak RSS, sampled before DONE
+    double shmem_mb = 0;                      // of psd 0's RSS: pages of the workers' segments
     auto worker = [&](std::uint32_t w) {
         PsClientOptions co;
         co.endpoints = endpoints;
@@ -117,11 +118,21 @@ Result<nlohmann::json> run_bench(const BenchOptions& o) {
         co.tensors = tensors;
         co.connect_timeout = std::chrono::milliseconds(20000);
         co.reply_timeout = std::chrono::milliseconds(60000);
+        co.shared_memory = o.transport == "shm";
         PsClient client(co);
         std::vector<float> params(n, 0.01f), grads(n);
         for (std::size_t i = 0; i < n; ++i) grads[i] = 1e-3f * static_cast<float>(static_cast<int>(i % 31) - 15);
         auto fail = [&](const Error& e) { errors[w] = e.message; };
         if (auto r = client.hello(); !r) return fail(r.error()), sync_point.arrive_and_drop();
+        std::span<const float> send = grads;
+        if (co.shared_memory) {  // as a worker does: the gradient is computed straight into the segment
+            if (client.shm_shards() != o.shards)
+                return fail(Error{ErrorCode::kUnsupported, "shared memory was not set up (see the log)"}),
+                       sync_point.arrive_and_drop();
+            auto region = client.gradient_buffer(0);
+            std::copy(grads.begin(), grads.end(), region.begin());
+            send = region;
+        }
         if (w == 0)
             if (auto r = client.init(init, params, o.optimizer == "none"); !r) return fail(r.error()), sync_point.arrive_and_drop();
         ParamFrames frames;
@@ -129,7 +140,7 @@ Result<nlohmann::json> run_bench(const BenchOptions& o) {
         if (!first) return fail(first.error()), sync_point.arrive_and_drop();
         std::uint64_t step = first->step;
         for (int r = 0; r < o.warmup; ++r) {
-            auto s = client.push_pull_frames(grads, step, frames);
+            auto s = client.push_pull_frames(send, step, frames);
             if (!s) return fail(s.error()), sync_point.arrive_and_drop();
             step = s->step;
         }
@@ -137,7 +148,7 @@ Result<nlohmann::json> run_bench(const BenchOptions& o) {
         if (w == 0) start = std::chrono::steady_clock::now();
         for (int r = 0; r < o.rounds; ++r) {
             const auto t0 = std::chrono::steady_clock::now();
-            auto s = client.push_pull_frames(grads, step, frames);
+            auto s = client.push_pull_frames(send, step, frames);
             if (!s) return fail(s.error()), sync_point.arrive_and_drop();
             times[w].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
             step = s->step;
@@ -146,6 +157,7 @@ Result<nlohmann::json> run_bench(const BenchOptions& o) {
         if (w == 0) {  // every round is over; psd still runs until every worker sends DONE
             stop = std::chrono::steady_clock::now();
             for (std::uint32_t i = 0; i < o.shards; ++i) rss_mb[i] = servers[i].peak_rss_mb();
+            shmem_mb = servers[0].rss_shmem_mb();
         }
         sync_point.arrive_and_wait();
         if (auto r = client.done(); !r) fail(r.error());
@@ -171,6 +183,7 @@ Result<nlohmann::json> run_bench(const BenchOptions& o) {
         {"rounds", o.rounds}, {"ps_threads", o.ps_threads}, {"optimizer", o.optimizer}, {"adam_applied", o.optimizer == "adam"},
         {"auth", o.auth}, {"roundtrip_ms", median(medians)}, {"roundtrip_ms_per_worker", medians},
         {"aggregate_gbps", bytes / wall_s / 1e9}, {"psd_peak_rss_mb", rss_mb},
+        {"psd0_rss_shmem_mb", shmem_mb},
         {"psd0_params_plus_state_mb", state_mb}, {"psd0_rss_ratio", rss_mb[0] / state_mb},
         {"psd_exit_ok", exit_codes_ok == static_cast<int>(o.shards)}, {"loadavg_1m", load},
     };
@@ -195,7 +208,9 @@ void add_bench_ps_command(CLI::App& app, int& exit_code) {
     auto* cmd = bench_subcommand(app)->add_subcommand("ps", "round trips of 13.1 MB gradients/parameters with real psd processes");
     cmd->add_option("--workers", opts->workers, "worker clients (threads)")->check(CLI::Range(1, 64));
     cmd->add_option("--shards", opts->shards, "psd processes")->check(CLI::Range(1, 16));
-    cmd->add_option("--transport", opts->transport, "ipc or tcp (loopback)")->check(CLI::IsMember({"ipc", "tcp"}));
+    cmd->add_option("--transport", opts->transport,
+                    "ipc, tcp (loopback) or shm (ipc for control, payloads in shared memory)")
+        ->check(CLI::IsMember({"ipc", "tcp", "shm"}));
     cmd->add_option("--rounds", opts->rounds, "timed round trips per worker")->check(CLI::Range(1, 100000));
     cmd->add_option("--warmup", opts->warmup, "untimed round trips first")->check(CLI::Range(0, 10000));
     cmd->add_option("--optimizer", opts->optimizer, "none (check only), sgd, momentum, adagrad, adam")

@@ -104,11 +104,12 @@ int PsdProcess::wait(double seconds) {
     return code_;
 }
 
-double PsdProcess::peak_rss_mb() const {
-    std::ifstream in("/proc/" + std::to_string(pid_) + "/status");
+namespace {
+double status_mb(pid_t pid, const std::string& field) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/status");
     std::string key;
     while (in >> key) {
-        if (key == "VmHWM:") {
+        if (key == field) {
             double kb = 0;
             in >> kb;
             return kb / 1024.0;
@@ -117,5 +118,9 @@ double PsdProcess::peak_rss_mb() const {
     }
     return 0;
 }
+}  // namespace
+
+double PsdProcess::peak_rss_mb() const { return status_mb(pid_, "VmHWM:"); }
+double PsdProcess::rss_shmem_mb() const { return status_mb(pid_, "RssShmem:"); }
 
 }  // namespace psrun::launcher::ps_tools

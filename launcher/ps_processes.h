@@ -43,6 +43,7 @@ public:
     // Exit code, 128+signal if killed, or -1 if still running after `seconds`.
     int wait(double seconds);
     double peak_rss_mb() const;  // VmHWM from /proc; 0 once exited
+    double rss_shmem_mb() const;  // RssShmem now (mapped shared-memory pages); 0 once exited
 
 private:
     pid_t pid_ = -1;

@@ -235,6 +235,7 @@ void ParameterServer::dispatch(const std::string& routing, const Header& h, Part
         case MessageType::kDone: return on_done(routing, h);
         case MessageType::kSave: return on_save(routing, h, parts);
         case MessageType::kRestore: return on_restore(routing, h, parts);
+        case MessageType::kAttach: return on_attach(routing, h, parts);
         default:
             ++counters_.malformed;
             return reply_error(routing, ErrorCode::kProtocol,
@@ -257,7 +258,8 @@ void ParameterServer::reply(const std::string& routing, MessageType type, std::u
     if (body) socket_.send(zmq::buffer(*body), zmq::send_flags::none);
 }
 
-void ParameterServer::reply_params(const std::string& routing, std::uint32_t flags) {
+void ParameterServer::reply_params(const std::string& routing, std::uint32_t flags, bool written) {
+    if (ShmSegment* segment = attachment(routing)) return reply_params_shm(routing, flags, *segment, written);
     Header h;
     h.type = MessageType::kParams;
     h.role = wire::Role::kPs;

@@ -7,10 +7,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <zmq.hpp>
 
+#include "common/shm_segment.h"
 #include "common/signals.h"
 #include "common/wire.h"
 #include "psd/drain.h"
@@ -56,6 +58,15 @@ private:
     void on_done(const std::string& routing, const wire::Header& h);
     void on_save(const std::string& routing, const wire::Header& h, Parts& parts);     // psd/checkpoint handlers
     void on_restore(const std::string& routing, const wire::Header& h, Parts& parts);
+    // Shared memory (psd/parameter_server_shm.cpp).
+    void on_attach(const std::string& routing, const wire::Header& h, Parts& parts);
+    ShmSegment* attachment(const std::string& routing);  // null: this client uses payload frames
+    [[nodiscard]] Result<std::vector<std::span<const float>>> shm_grad_spans(const wire::Header& h,
+                                                                            const ShmSegment& seg);
+    // `written`: apply() already mirrored the new parameters into the segment.
+    void reply_params_shm(const std::string& routing, std::uint32_t flags, ShmSegment& seg, bool written);
+    // Counts and names the first slice holding NaN/Inf (the check is split across the team).
+    [[nodiscard]] Result<void> check_finite(const std::vector<std::span<const float>>& spans);
     // Preemption (psd/parameter_server_drain.cpp, psd/drain.h).
     void on_signal(int sig);
     void begin_drain(int sig);
@@ -66,7 +77,8 @@ private:
                                                                          std::size_t first);
     void reply(const std::string& routing, wire::MessageType type, std::uint32_t flags,
                const std::string* body = nullptr);
-    void reply_params(const std::string& routing, std::uint32_t flags);
+    // Frames, or the client's shared-memory segment if it attached one (`written`: see reply_params_shm).
+    void reply_params(const std::string& routing, std::uint32_t flags, bool written = false);
     void reply_error(const std::string& routing, ErrorCode code, const std::string& reason);
     void release_pending(std::vector<Pending>& pending, std::uint32_t flags);
     void log_refusal(const std::string& what);  // rate-limited warning for a refused message
@@ -113,6 +125,8 @@ private:
     Clock::time_point started_ = Clock::now();
     std::vector<Pending> step_waiters_;
     std::vector<std::vector<float>> realigned_;  // copies of misaligned received frames
+    // Segments of clients whose ATTACH was accepted, by routing id; dropped at their DONE.
+    std::unordered_map<std::string, ShmSegment> attached_;
     Counters counters_;
     Drain drain_;
 };

@@ -97,14 +97,17 @@ Result<std::vector<std::span<const float>>> ParameterServer::slice_spans(const H
         }
         spans.emplace_back(p, slice.length);
     }
-    if (!all_finite(spans, team_.get())) {
-        ++counters_.nonfinite;
-        std::size_t k = 0;
-        while (k + 1 < spans.size() && wire::all_finite(spans[k].data(), spans[k].size())) ++k;
-        return make_error(ErrorCode::kInvalidArgument,
-                          "slice " + std::to_string(ids[k]) + " contains NaN or Inf: rejected, weights untouched");
-    }
+    if (auto ok = check_finite(spans); !ok) return tl::unexpected(ok.error());
     return spans;
+}
+
+Result<void> ParameterServer::check_finite(const std::vector<std::span<const float>>& spans) {
+    if (all_finite(spans, team_.get())) return {};
+    ++counters_.nonfinite;
+    std::size_t k = 0;
+    while (k + 1 < spans.size() && wire::all_finite(spans[k].data(), spans[k].size())) ++k;
+    return make_error(ErrorCode::kInvalidArgument, "slice " + std::to_string(shard_->slice_ids()[k]) +
+                                                       " contains NaN or Inf: rejected, weights untouched");
 }
 
 void ParameterServer::on_push(const std::string& routing, const Header& h, Parts& parts) {
@@ -115,20 +118,25 @@ void ParameterServer::on_push(const std::string& routing, const Header& h, Parts
         if (want_params) return reply_params(routing, wire::kFlagDraining);
         return reply(routing, MessageType::kAck, wire::kFlagDraining);
     }
+    ShmSegment* segment = attachment(routing);
+    const bool shm_push = h.flags & wire::kFlagShm;
+    if (shm_push && !segment)
+        return reply_error(routing, ErrorCode::kProtocol, "shared-memory PUSH without an accepted ATTACH");
     const auto rejected_before = counters_.nonfinite;
-    auto grads = slice_spans(h, parts, 0);
+    auto grads = shm_push ? shm_grad_spans(h, *segment) : slice_spans(h, parts, 0);
     if (!grads && counters_.nonfinite != rejected_before) return reject_bad_gradient(routing, h, grads.error());
     if (!grads) return reply_error(routing, grads.error().code, grads.error().message);
-    auto answer = [&](std::uint32_t flags) {
+    auto answer = [&](std::uint32_t flags, bool written = false) {
         if (shard_->finished()) flags |= wire::kFlagFinished;
-        if (want_params) reply_params(routing, flags);
+        if (want_params) reply_params(routing, flags, written);
         else reply(routing, MessageType::kAck, flags);
     };
     if (shard_->finished()) return answer(0);  // last_step reached: never overshoot
     if (!sync_) {
-        shard_->apply(*grads, team_.get());
+        const bool mirror = want_params && segment;  // write the reply's parameters during the update
+        shard_->apply(*grads, team_.get(), mirror ? segment->params() : std::span<float>{});
         ++counters_.applied;
-        return answer(0);
+        return answer(0, mirror);
     }
     if (h.step < shard_->step()) {  // stale: computed on parameters older than the current step
         ++counters_.stale;
@@ -155,6 +163,7 @@ void ParameterServer::on_done(const std::string& routing, const Header& h) {
         spdlog::info("worker {} stopped early (preempted) at global step {}", h.index, shard_->step());
         drain_.worker_preempted();
     }
+    attached_.erase(routing);  // the client unmaps its segment after DONE
     reply(routing, MessageType::kAck, shard_->finished() ? wire::kFlagFinished : 0);
     check_run_finished();
 }

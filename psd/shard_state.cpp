@@ -1,5 +1,6 @@
 #include "psd/shard_state.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -14,6 +15,8 @@ constexpr std::uint32_t kShardFileVersion = 2;
 constexpr std::size_t kMaxBuffers = 4;
 // Below this many floats the update runs on the calling thread (waking helpers costs more).
 constexpr std::size_t kParallelUpdateFloats = 1 << 16;
+// apply() with a mirror: update this many floats, then copy them while they are still in L2.
+constexpr std::size_t kMirrorBlockFloats = 1 << 14;
 
 }  // namespace
 
@@ -112,9 +115,10 @@ float* ShardState::writable() {
     return buffers_[current_]->data.data();
 }
 
-void ShardState::apply(const std::vector<std::span<const float>>& grads, ThreadTeam* team) {
+void ShardState::apply(const std::vector<std::span<const float>>& grads, ThreadTeam* team, std::span<float> mirror) {
     if (dry_run_) {
         ++step_;
+        if (!mirror.empty()) copy_params_to(mirror, team);
         return;
     }
     float* dst = writable();
@@ -123,13 +127,37 @@ void ShardState::apply(const std::vector<std::span<const float>>& grads, ThreadT
     auto update = [&](int part) {
         for (std::size_t k = 0; k < grads.size(); ++k) {
             const auto [begin, end] = part_range(grads[k].size(), part, parts);
-            optimizers_[k].apply_range(std::span<float>(dst + local_offsets_[k], grads[k].size()), grads[k], begin,
-                                       end);
+            const std::span<float> params(dst + local_offsets_[k], grads[k].size());
+            if (mirror.empty()) {
+                optimizers_[k].apply_range(params, grads[k], begin, end);
+                continue;
+            }
+            float* out = mirror.data() + layout_.slices[slice_ids_[k]].flat_offset;
+            for (std::size_t b = begin; b < end; b += kMirrorBlockFloats) {
+                const std::size_t e = std::min(end, b + kMirrorBlockFloats);
+                optimizers_[k].apply_range(params, grads[k], b, e);
+                std::memcpy(out + b, params.data() + b, (e - b) * sizeof(float));
+            }
         }
     };
     if (parts == 1) update(0);
     else team->run(update);
     ++step_;
+}
+
+void ShardState::copy_params_to(std::span<float> full, ThreadTeam* team) const {
+    const float* src = buffers_[current_]->data.data();
+    const int parts = (team && size_ >= kParallelUpdateFloats) ? team->size() : 1;
+    auto copy = [&](int part) {
+        for (std::size_t k = 0; k < slice_ids_.size(); ++k) {
+            const std::size_t length = layout_.slices[slice_ids_[k]].length;
+            const auto [begin, end] = part_range(length, part, parts);
+            std::memcpy(full.data() + layout_.slices[slice_ids_[k]].flat_offset + begin,
+                        src + local_offsets_[k] + begin, (end - begin) * sizeof(float));
+        }
+    };
+    if (parts == 1) copy(0);
+    else team->run(copy);
 }
 
 std::size_t ShardState::optimizer_floats() const {

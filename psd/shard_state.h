@@ -57,7 +57,13 @@ public:
     bool dry_run() const { return dry_run_; }
     // Applies one gradient (one span per own slice) with the optimizer and advances the step.
     // With a team (may be null) the update of large shards is split across its threads.
-    void apply(const std::vector<std::span<const float>>& grads, ThreadTeam* team = nullptr);
+    // A non-empty `mirror` (the whole model's flat buffer: a worker's shared-memory params
+    // region) also receives the updated slices, block by block while they are in cache.
+    void apply(const std::vector<std::span<const float>>& grads, ThreadTeam* team = nullptr,
+               std::span<float> mirror = {});
+    // Writes the current values of this shard's slices into `full` (the whole model's flat
+    // buffer) at their layout offsets, split across the team (may be null).
+    void copy_params_to(std::span<float> full, ThreadTeam* team) const;
 
     std::uint64_t step() const { return step_; }
     std::uint64_t last_step() const { return last_step_; }

@@ -94,6 +94,8 @@ int DistributedWorker::run() {
     po.connect_timeout = to_ms(c.connect_timeout);
     po.reply_timeout = to_ms(c.step_timeout);
     po.heartbeat_timeout = to_ms(c.faults.heartbeat_timeout);
+    po.shared_memory = training_.shared_memory == "on";
+    po.shm_regions = training_.overlap == "on" ? 2 : 1;
     std::unique_ptr<PsClient> client_ptr;
     try {
         client_ptr = std::make_unique<PsClient>(po);

@@ -34,6 +34,10 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                    "async mode with psd: send each gradient while the next one computes (on|off)")
         ->check(CLI::IsMember({"on", "off"}))
         ->capture_default_str();
+    app.add_option("--shared-memory", o.shared_memory,
+                   "with psd on this host: gradients and parameters through shared memory, not the socket (on|off)")
+        ->check(CLI::IsMember({"on", "off"}))
+        ->capture_default_str();
     app.add_option("--shard", o.shard, "this worker's shard i/n of the training set")
         ->capture_default_str();
 }

@@ -35,6 +35,9 @@ struct TrainOptions {
     // (workerd/step_loop.h). "on" or "off" (default: measured not to pay on a shared 2-core
     // host, docs/benchmarks.md); sync mode always blocks.
     std::string overlap = "off";
+    // Distributed mode: exchange gradients and parameters with the psd shards on this host through
+    // shared memory (common/shm_segment.h); shards elsewhere use the socket either way. "on" or "off".
+    std::string shared_memory = "on";
 };
 
 // Registers --data-dir ... --precision (and --shard) on `app`, bound to `options`.
