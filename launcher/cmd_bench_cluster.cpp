@@ -42,6 +42,7 @@ struct BenchClusterOptions {
     std::string dataset = "mnist";
     std::string precision = "f32";
     std::string overlap = "off";  // the workers' --overlap (workerd's default)
+    std::string shared_memory = "on";  // the workers' --shared-memory (workerd's default)
     int repeat = 1;               // cluster and single-process runs, alternating
     bool keep = false;
     DaemonOptions daemon;
@@ -111,7 +112,8 @@ std::vector<std::string> training_options(const BenchClusterOptions& o, const st
                                   "--checkpoint-secs", "0",
                                   "--dataset",     o.dataset,
                                   "--precision",   o.precision,
-                                  "--overlap",     o.overlap};
+                                  "--overlap",     o.overlap,
+                                  "--shared-memory", o.shared_memory};
     if (!o.data_dir.empty()) t.insert(t.end(), {"--data-dir", o.data_dir});
     return t;
 }
@@ -230,6 +232,7 @@ int run_bench_cluster(BenchClusterOptions o) {
         {"log_every", o.log_every},
         {"precision", o.precision},
         {"overlap", o.overlap},
+        {"shared_memory", o.shared_memory},
         {"repeat", o.repeat},
         {"dataset", o.dataset},
         {"transport", "ipc"},
@@ -300,6 +303,10 @@ void add_bench_cluster_command(CLI::App& app, int& exit_code) {
     cmd->add_option("--data-dir", o->data_dir, "dataset directory (default: psrun data fetch's)");
     cmd->add_option("--dataset", o->dataset, "mnist or fashion-mnist")->capture_default_str();
     cmd->add_option("--precision", o->precision, "f32 or bf16")->capture_default_str();
+    cmd->add_option("--shared-memory", o->shared_memory,
+                    "the workers' --shared-memory: payloads through shared memory, not the ipc socket (on|off)")
+        ->check(CLI::IsMember({"on", "off"}))
+        ->capture_default_str();
     cmd->add_option("--overlap", o->overlap, "the workers' --overlap: exchange while computing (on|off)")
         ->check(CLI::IsMember({"on", "off"}))
         ->capture_default_str();

@@ -16,7 +16,7 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 
 # target -> "sources|libraries|max input length"
 declare -A targets=(
-  [wire]="common/wire.cpp|-lz|4096"
+  [wire]="common/wire.cpp common/shm_segment.cpp|-lz|4096"
   [hostlist]="launcher/hostlist.cpp|-lslurm -lfmt|256"
   [slurm_lists]="launcher/slurm_lists.cpp|-lfmt|256"
   [slurm_env]="launcher/slurm_env.cpp launcher/hostlist.cpp launcher/slurm_lists.cpp launcher/env_map.cpp|-lslurm -lfmt|1024"

@@ -6,13 +6,14 @@
 #include <string_view>
 #include <vector>
 
+#include "common/shm_segment.h"
 #include "common/wire.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     if (size == 0) return 0;
     const std::string_view frame(reinterpret_cast<const char*>(data + 1), size - 1);
     using namespace psrun::wire;
-    switch (data[0] % 7) {
+    switch (data[0] % 8) {
         case 0: {
             auto h = decode_header(frame);
             if (h) {
@@ -49,6 +50,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         case 5: {
             auto r = decode_restore(frame);
             if (r && encode_restore(*r) != frame) __builtin_trap();  // decoding is exact
+            break;
+        }
+        case 6: {
+            auto a = psrun::decode_attach(frame);
+            if (a && psrun::encode_attach(*a) != frame) __builtin_trap();  // decoding is exact
             break;
         }
         default: (void)decode_error(frame); break;
