@@ -183,6 +183,7 @@ int DistributedWorker::run() {
     if (c.faults.inject_nan_every > 0) hooks.add(make_nan_injector(c.faults.inject_nan_every));
     hooks.begin(ctx);
     const bool overlap = training_.overlap == "on" && !client.sync();
+    bind_gradient_memory(trainer, client, overlap);
     StepLoop loop(StepLoopEnv{&watcher, &hooks, &ctx, &client_ptr, &po, &bo, checkpointer.get(),
                               c.faults.ps_restart_wait, c.ps},
                   info.step, StepResult{info.step, 0, 0.0f, info.finished});

@@ -1,5 +1,7 @@
 #include "workerd/parameter_set.h"
 
+#include <stdexcept>
+
 #include <algorithm>
 #include <cstdlib>
 #include <new>
@@ -8,9 +10,26 @@
 
 namespace psrun::worker {
 
-void ParameterSet::Free::operator()(float* p) const { std::free(p); }
+void ParameterSet::Free::operator()(float* p) const {
+    if (owned) std::free(p);
+}
 
-ParameterSet::ParameterSet(const ModelShape& s) {
+ParameterSet::ParameterSet(const ModelShape& s) : data_(nullptr, Free{true}) {
+    add_tensors(s);
+    const std::size_t bytes = (size_ * sizeof(float) + 63) / 64 * 64;
+    data_.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+    if (!data_) throw std::bad_alloc();
+    fill(0.0f);
+}
+
+ParameterSet::ParameterSet(const ModelShape& s, std::span<float> memory) : data_(nullptr, Free{false}) {
+    add_tensors(s);
+    if (memory.size() != size_ || reinterpret_cast<std::uintptr_t>(memory.data()) % 64 != 0)
+        throw std::invalid_argument("ParameterSet: the viewed buffer has the wrong size or alignment");
+    data_.reset(memory.data());
+}
+
+void ParameterSet::add_tensors(const ModelShape& s) {
     const std::int64_t k = s.kernel;
     auto add = [&](std::string name, std::vector<std::int64_t> shape) {
         std::size_t n = 1;
@@ -26,10 +45,6 @@ ParameterSet::ParameterSet(const ModelShape& s) {
     add("fc1/b", {s.fc1_units});
     add("fc2/w", {s.classes, s.fc1_units});
     add("fc2/b", {s.classes});
-    const std::size_t bytes = (size_ * sizeof(float) + 63) / 64 * 64;
-    data_.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
-    if (!data_) throw std::bad_alloc();
-    fill(0.0f);
 }
 
 std::span<float> ParameterSet::tensor(int index) {

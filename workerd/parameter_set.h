@@ -39,10 +39,14 @@ struct TensorInfo {
     std::size_t size = 0;             // in floats
 };
 
-// Owns a 64-byte-aligned buffer. Movable, not copyable; spans stay valid while it lives.
+// Owns a 64-byte-aligned buffer, or views one it does not own (shared memory). Movable, not
+// copyable; spans stay valid while it (and a viewed buffer) lives.
 class ParameterSet {
 public:
     explicit ParameterSet(const ModelShape& shape);
+    // A view of `memory` (not owned, not cleared). REQUIRES: memory.size() equals the shape's
+    // parameter count, 64-byte aligned; memory outlives this set.
+    ParameterSet(const ModelShape& shape, std::span<float> memory);
 
     enum Index : int { kConv1W, kConv1B, kConv2W, kConv2B, kFc1W, kFc1B, kFc2W, kFc2B, kCount };
 
@@ -59,8 +63,10 @@ public:
 
 private:
     struct Free {
+        bool owned;
         void operator()(float* p) const;
     };
+    void add_tensors(const ModelShape& shape);
     std::vector<TensorInfo> tensors_;
     std::size_t size_ = 0;
     std::unique_ptr<float[], Free> data_;

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <optional>
 
 #include "common/result.h"
@@ -17,7 +18,17 @@ double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::d
 StepLoop::StepLoop(StepLoopEnv env, std::uint64_t tag, StepResult last)
     : env_(std::move(env)), tag_(tag), last_(last) {}
 
-int StepLoop::run(bool overlap) { return overlap ? run_overlapped() : run_blocking(); }
+void bind_gradient_memory(Trainer& trainer, PsClient& client, bool overlap) {
+    std::vector<std::span<float>> regions;
+    for (std::uint32_t r = 0; r < (overlap ? 2u : 1u); ++r) regions.push_back(client.gradient_buffer(r));
+    if (std::any_of(regions.begin(), regions.end(), [](auto s) { return s.empty(); })) regions.clear();
+    trainer.use_gradient_memory(regions);
+}
+
+int StepLoop::run(bool overlap) {
+    overlap_ = overlap;
+    return overlap ? run_overlapped() : run_blocking();
+}
 
 bool StepLoop::signalled() {
     if (!env_.watcher->stop_requested()) return false;
@@ -98,6 +109,7 @@ StepLoop::Outcome StepLoop::finish(Result<StepInfo> step, float loss, Clock::tim
         auto back = recover_lost_ps(*env_.client_options, *lost, tag_, env_.ps_restart_wait, ctx.chief,
                                     env_.checkpointer, *env_.barrier, trainer.params().all());
         if (!back) return fail("recovery from a lost psd", back.error());
+        bind_gradient_memory(trainer, *back->client, overlap_);  // the old client's segment goes with it
         *env_.client_owner = std::move(back->client);  // the old client is destroyed: use ctx.client
         ctx.client = env_.client_owner->get();
         tag_ = back->info.step;

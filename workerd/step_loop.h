@@ -40,6 +40,11 @@ struct StepLoopEnv {
     std::string ps;                              // --ps, for error messages
 };
 
+// Lets the trainer compute gradients straight into the client's shared-memory regions (one, or
+// two when overlapping), or into its own buffers when the client has none: call after hello()
+// and whenever the client is replaced, before the old client is destroyed.
+void bind_gradient_memory(Trainer& trainer, PsClient& client, bool overlap);
+
 class StepLoop {
 public:
     // `tag`: global step of the parameters in the model now; `last`: the result reported to
@@ -64,6 +69,7 @@ private:
     Outcome finish(Result<StepInfo> step, float loss, Clock::time_point sent);
 
     StepLoopEnv env_;
+    bool overlap_ = false;
     std::uint64_t tag_;
     StepResult last_;
     ParamFrames frames_;

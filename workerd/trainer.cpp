@@ -55,9 +55,17 @@ float Trainer::compute_gradients() {
 }
 
 void Trainer::swap_gradient_buffers() {
-    if (grads_.size() < 2) grads_.emplace_back(config_.model.shape);
+    if (external_grads_.size() == 1) external_grads_.clear();  // one view cannot alternate: own buffers
+    if (external_grads_.empty() && grads_.size() < 2) grads_.emplace_back(config_.model.shape);
     current_grads_ = 1 - current_grads_;
-    model_->set_gradient_buffer(grads_[current_grads_]);
+    model_->set_gradient_buffer(grad_buffer(current_grads_));
+}
+
+void Trainer::use_gradient_memory(const std::vector<std::span<float>>& buffers) {
+    external_grads_.clear();
+    for (auto b : buffers) external_grads_.emplace_back(config_.model.shape, b);
+    current_grads_ = 0;
+    model_->set_gradient_buffer(grad_buffer(0));
 }
 
 void Trainer::apply_gradients() {

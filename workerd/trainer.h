@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <vector>
 
 #include "common/optimizer.h"
 #include "workerd/idx_reader.h"
@@ -40,11 +42,16 @@ public:
     ParameterSet& params() { return params_; }
     // The buffer the last compute_gradients() wrote (the next one writes it again unless
     // swap_gradient_buffers() was called in between).
-    ParameterSet& grads() { return grads_[current_grads_]; }
+    ParameterSet& grads() { return grad_buffer(current_grads_); }
     // Double buffering for a worker that sends a gradient while computing the next: the
     // following compute_gradients() writes the other buffer, leaving grads() as it is (the
     // second buffer is allocated at the first call). Cheap: the model's memories are rebound.
     void swap_gradient_buffers();
+    // Makes compute_gradients() write into `buffers` (1, or 2 to swap between; e.g. a PsClient's
+    // shared-memory regions, which then travel without a copy) instead of the trainer's own
+    // buffers; an empty list goes back to those. REQUIRES: each span is params().size() floats,
+    // 64-byte aligned, alive until the next call or the trainer's end.
+    void use_gradient_memory(const std::vector<std::span<float>>& buffers);
     Model& model() { return *model_; }
     std::uint64_t global_step() const { return global_step_; }
     // The data stream (workerd/preemption.h: resuming moves it to where it was).
@@ -60,7 +67,9 @@ private:
     const LabeledImages& test_;
     ParameterSet params_;
     std::vector<ParameterSet> grads_;  // 1, or 2 once swap_gradient_buffers() was called
+    std::vector<ParameterSet> external_grads_;  // views set by use_gradient_memory(): used when not empty
     std::size_t current_grads_ = 0;
+    ParameterSet& grad_buffer(std::size_t i) { return external_grads_.empty() ? grads_[i] : external_grads_[i]; }
     Sampler sampler_;
     // One optimizer per contiguous chunk of the parameters, updated in parallel (OpenMP); each
     // keeps its own slots, so the result equals one optimizer over the whole buffer.

@@ -82,3 +82,39 @@ TEST_CASE("swapped gradient buffers: the next step writes the other one, the sen
 }
 
 }  // namespace psrun::worker
+
+namespace psrun::worker {
+
+TEST_CASE("gradients computed into outside memory (shared-memory regions) equal the trainer's own", "[trainer]") {
+    const LabeledImages data = test::random_images(64, 5);
+    TrainerConfig config;
+    config.model.batch_size = 8;
+    Trainer outside(config, data, data);
+    Trainer reference(config, data, data);  // same seed: same batches and dropout masks
+    const std::size_t n = outside.params().size();
+    const std::size_t padded = (n + 15) / 16 * 16;  // keep the second region 64-byte aligned
+    std::vector<float, std::allocator<float>> storage(2 * padded + 16);
+    float* base = storage.data();
+    while (reinterpret_cast<std::uintptr_t>(base) % 64 != 0) ++base;
+    const std::vector<std::span<float>> regions = {{base, n}, {base + padded, n}};
+    outside.use_gradient_memory(regions);
+    for (int step = 0; step < 4; ++step) {
+        outside.compute_gradients();
+        reference.compute_gradients();
+        const auto written = regions[static_cast<std::size_t>(step % 2)];
+        CHECK(outside.grads().all().data() == written.data());
+        CHECK(std::equal(written.begin(), written.end(), reference.grads().all().begin()));
+        outside.swap_gradient_buffers();
+    }
+    outside.use_gradient_memory({});  // back to its own buffer: the regions are left alone
+    const std::vector<float> before(regions[0].begin(), regions[0].end());
+    outside.compute_gradients();
+    reference.compute_gradients();
+    CHECK(outside.grads().all().data() != regions[0].data());
+    CHECK(std::equal(before.begin(), before.end(), regions[0].begin()));
+    CHECK(std::equal(outside.grads().all().begin(), outside.grads().all().end(), reference.grads().all().begin()));
+    std::vector<float> misaligned(n + 1);
+    CHECK_THROWS_AS(outside.use_gradient_memory({{misaligned.data() + 1, n}}), std::invalid_argument);
+}
+
+}  // namespace psrun::worker
