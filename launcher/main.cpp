@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/denormals.h"
 #include "common/logging.h"
 #include "common/result.h"
 #include "launcher/cmd_bench_cluster.h"
@@ -22,6 +23,7 @@
 #include "launcher/command_context.h"
 
 int main(int argc, char** argv) {
+    psrun::flush_denormals_to_zero();  // before any thread: they inherit it (common/denormals.h)
     psrun::init_logging("psrun", -1, "info");
     psrun::launcher::CommandContext ctx;
     ctx.env = psrun::launcher::env_from_environ(environ);

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include "common/denormals.h"
 #include "common/job_keys.h"
 #include "common/logging.h"
 #include "common/result.h"
@@ -12,6 +13,7 @@
 #include "psd/parameter_server.h"
 
 int main(int argc, char** argv) {
+    psrun::flush_denormals_to_zero();  // before any thread: they inherit it (common/denormals.h)
     psrun::block_termination_signals();
     // 13 MB messages arrive every step: keep them on the heap instead of fresh mmaps (page faults).
     mallopt(M_MMAP_THRESHOLD, 256 << 20);

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <exception>
 
+#include "common/denormals.h"
 #include "common/logging.h"
 #include "common/result.h"
 #include "common/signals.h"
@@ -15,6 +16,7 @@
 #include "workerd/standalone.h"
 
 int main(int argc, char** argv) {
+    psrun::flush_denormals_to_zero();  // before any thread: they inherit it (common/denormals.h)
     psrun::block_termination_signals();
     // Every step receives 13 MB of parameters in ZeroMQ messages: keep those buffers on the heap
     // instead of fresh mmaps whose pages fault in again each step (as psd does).
