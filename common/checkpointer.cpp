@@ -28,7 +28,7 @@ nlohmann::json describe_optimizer(const wire::InitConfig& init) {
     const auto& o = init.optimizer;
     return {{"kind", std::string(to_string(o.kind))}, {"learning_rate", o.learning_rate}, {"momentum", o.momentum},
             {"beta1", o.beta1}, {"beta2", o.beta2}, {"epsilon", o.epsilon}, {"adagrad_initial", o.adagrad_initial},
-            {"last_step", init.last_step}};
+            {"decay_rate", o.decay_rate}, {"decay_steps", o.decay_steps}, {"last_step", init.last_step}};
 }
 
 static std::string absolute_dir(const std::string& dir) {

@@ -35,6 +35,12 @@ int slot_count(OptimizerKind kind) {
     return 0;
 }
 
+float OptimizerConfig::rate_at(std::uint64_t t) const {
+    if (decay_steps == 0 || decay_rate == 1.0f || t <= 1) return learning_rate;
+    const double exponent = static_cast<double>(t - 1) / static_cast<double>(decay_steps);
+    return static_cast<float>(learning_rate * std::pow(static_cast<double>(decay_rate), exponent));
+}
+
 Optimizer::Optimizer(const OptimizerConfig& config, std::size_t size)
     : config_(config), size_(size) {
     const int slots = slot_count(config.kind);
@@ -63,7 +69,7 @@ void Optimizer::apply_range(std::span<float> params, std::span<const float> grad
     float* __restrict p = params.data() + begin;
     const float* __restrict g = grads.data() + begin;
     const std::size_t n = end - begin;
-    const float lr = config_.learning_rate;
+    const float lr = config_.rate_at(updates_);
     switch (config_.kind) {
         case OptimizerKind::kSgd:
             for (std::size_t i = 0; i < n; ++i) p[i] -= lr * g[i];

@@ -23,6 +23,13 @@ struct OptimizerConfig {
     float beta2 = 0.999f;            // kAdam
     float epsilon = 1e-8f;           // kAdam (TF's "epsilon hat"), kAdagrad uses none
     float adagrad_initial = 0.1f;    // kAdagrad accumulator start value (TF default)
+    // Learning-rate decay as TF 1.x's tf.train.exponential_decay (staircase false): the update
+    // numbered t (1-based, Adam's t) uses learning_rate * decay_rate ^ ((t - 1) / decay_steps).
+    // decay_steps 0: constant rate. REQUIRES: 0 < decay_rate <= 1.
+    float decay_rate = 1.0f;
+    std::uint64_t decay_steps = 0;
+    // The learning rate of update number t (t >= 1).
+    float rate_at(std::uint64_t t) const;
 };
 
 [[nodiscard]] Result<OptimizerKind> parse_optimizer_kind(std::string_view name);

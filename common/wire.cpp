@@ -205,6 +205,8 @@ std::string encode_init(const InitConfig& init) {
     put_float(out, o.beta2);
     put_float(out, o.epsilon);
     put_float(out, o.adagrad_initial);
+    put_float(out, o.decay_rate);
+    put_fixed64(out, o.decay_steps);
     put_fixed64(out, init.start_step);
     put_fixed64(out, init.last_step);
     return out;
@@ -217,14 +219,15 @@ Result<InitConfig> decode_init(std::string_view bytes) {
     std::uint8_t kind = 0;
     if (!d.get8(kind) || !d.get_float(o.learning_rate) || !d.get_float(o.momentum) ||
         !d.get_float(o.beta1) || !d.get_float(o.beta2) || !d.get_float(o.epsilon) ||
-        !d.get_float(o.adagrad_initial) || !d.get64(init.start_step) || !d.get64(init.last_step) ||
+        !d.get_float(o.adagrad_initial) || !d.get_float(o.decay_rate) || !d.get64(o.decay_steps) ||
+        !d.get64(init.start_step) || !d.get64(init.last_step) ||
         d.remaining() != 0)
         return bad("bad INIT body size");
     if (kind > static_cast<std::uint8_t>(OptimizerKind::kAdam)) return bad("unknown optimizer kind");
     o.kind = static_cast<OptimizerKind>(kind);
-    for (float v : {o.learning_rate, o.momentum, o.beta1, o.beta2, o.epsilon, o.adagrad_initial})
+    for (float v : {o.learning_rate, o.momentum, o.beta1, o.beta2, o.epsilon, o.adagrad_initial, o.decay_rate})
         if (!std::isfinite(v) || v < 0.0f) return bad("INIT optimizer parameter is negative or not finite");
-    if (o.learning_rate <= 0.0f || o.beta1 >= 1.0f || o.beta2 >= 1.0f)
+    if (o.learning_rate <= 0.0f || o.beta1 >= 1.0f || o.beta2 >= 1.0f || o.decay_rate <= 0.0f || o.decay_rate > 1.0f)
         return bad("INIT optimizer parameters out of range");
     if (o.kind == OptimizerKind::kAdagrad && o.adagrad_initial <= 0.0f)
         return bad("INIT adagrad initial accumulator must be positive");

@@ -11,7 +11,7 @@
 namespace psrun::psd {
 namespace {
 
-constexpr std::uint32_t kShardFileVersion = 2;
+constexpr std::uint32_t kShardFileVersion = 3;  // 3: the optimizer config holds the learning-rate decay
 constexpr std::size_t kMaxBuffers = 4;
 // Below this many floats the update runs on the calling thread (waking helpers costs more).
 constexpr std::size_t kParallelUpdateFloats = 1 << 16;

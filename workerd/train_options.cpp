@@ -14,6 +14,11 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
     app.add_option("--steps", o.steps, "global steps to train")->capture_default_str();
     app.add_option("--learning-rate", o.learning_rate, "optimizer learning rate")
         ->capture_default_str();
+    app.add_option("--lr-decay-rate", o.lr_decay_rate,
+                   "multiply the learning rate by this every --lr-decay-steps updates, continuously (0 < r <= 1)")
+        ->capture_default_str();
+    app.add_option("--lr-decay-steps", o.lr_decay_steps, "updates per --lr-decay-rate factor (0: constant rate)")
+        ->capture_default_str();
     app.add_option("--optimizer", o.optimizer, "sgd, momentum, adagrad or adam")
         ->capture_default_str();
     app.add_option("--seed", o.seed, "seed for weights, shuffling and dropout")
@@ -52,6 +57,8 @@ TrainerConfig make_trainer_config(const TrainOptions& o) {
     if (o.checkpoint_steps < 0) usage("--checkpoint-steps must be >= 0");
     if (o.keep_checkpoints < 1) usage("--keep-checkpoints must be >= 1");
     if (!(o.learning_rate > 0.0f)) usage("--learning-rate must be > 0");
+    if (!(o.lr_decay_rate > 0.0f && o.lr_decay_rate <= 1.0f)) usage("--lr-decay-rate must be in (0, 1]");
+    if (o.lr_decay_steps < 0) usage("--lr-decay-steps must be >= 0");
     if (auto d = parse_dataset_kind(o.dataset); !d) usage("--dataset: " + d.error().message);
     TrainerConfig c;
     c.model.batch_size = o.batch_size;
@@ -62,6 +69,8 @@ TrainerConfig make_trainer_config(const TrainOptions& o) {
     if (!kind) usage("--optimizer: " + kind.error().message);
     c.optimizer.kind = *kind;
     c.optimizer.learning_rate = o.learning_rate;
+    c.optimizer.decay_rate = o.lr_decay_rate;
+    c.optimizer.decay_steps = static_cast<std::uint64_t>(o.lr_decay_steps);
     auto shard = parse_shard(o.shard);
     if (!shard) usage(shard.error().message);
     c.shard = *shard;

@@ -19,6 +19,10 @@ struct TrainOptions {
     int batch_size = 50;
     std::int64_t steps = 20000;
     float learning_rate = 1e-4f;
+    // Exponential decay of the learning rate (TF 1.x's exponential_decay): x decay_rate every
+    // decay_steps updates, continuously. decay_steps 0: constant.
+    float lr_decay_rate = 1.0f;
+    std::int64_t lr_decay_steps = 0;
     std::string optimizer = "adam";
     std::uint64_t seed = 1;
     int threads = 0;  // 0: OpenMP's default (all cores)

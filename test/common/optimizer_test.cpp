@@ -126,3 +126,42 @@ TEST_CASE("with denormals flushed, Adam's decaying moments reach zero, not subno
     CHECK(on_thread == 0);
     _mm_setcsr(saved);  // leave the test process as it was
 }
+
+TEST_CASE("exponential learning-rate decay follows TF's exponential_decay and drives Adam's step", "[optimizer]") {
+    OptimizerConfig c;
+    c.kind = OptimizerKind::kSgd;
+    c.learning_rate = 0.1f;
+    CHECK(c.rate_at(1) == 0.1f);
+    CHECK(c.rate_at(5000) == 0.1f);  // decay_steps 0: constant
+    c.decay_rate = 0.5f;
+    c.decay_steps = 10;
+    CHECK(c.rate_at(1) == 0.1f);  // the first update uses the initial rate (global step 0)
+    CHECK(c.rate_at(11) == Approx(0.05f));
+    CHECK(c.rate_at(21) == Approx(0.025f));
+    CHECK(c.rate_at(6) == Approx(0.1f * std::sqrt(0.5f)));  // continuous, not staircase
+    // SGD: params -= rate_at(t) * g, update by update.
+    Optimizer sgd(c, 1);
+    std::vector<float> p{1.0f}, g{1.0f};
+    float expected = 1.0f;
+    for (std::uint64_t t = 1; t <= 25; ++t) {
+        sgd.apply(p, g);
+        expected -= c.rate_at(t);
+        REQUIRE(p[0] == Approx(expected).epsilon(1e-6));
+    }
+    // Adam scales its step by the same rate.
+    OptimizerConfig a;
+    a.kind = OptimizerKind::kAdam;
+    a.learning_rate = 1e-3f;
+    OptimizerConfig decayed = a;
+    decayed.decay_rate = 0.1f;
+    decayed.decay_steps = 1;
+    Optimizer plain(a, 1), fast(decayed, 1);
+    std::vector<float> pp{0.0f}, pf{0.0f}, grad{0.5f};
+    plain.apply(pp, grad);
+    fast.apply(pf, grad);
+    CHECK(pf[0] == pp[0]);  // update 1: same rate
+    const float plain_before = pp[0], fast_before = pf[0];
+    plain.apply(pp, grad);
+    fast.apply(pf, grad);
+    CHECK((pf[0] - fast_before) == Approx(0.1f * (pp[0] - plain_before)));
+}

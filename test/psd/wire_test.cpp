@@ -116,6 +116,8 @@ TEST_CASE("bodies round trip and reject truncation", "[wire]") {
 
     InitConfig init;
     init.optimizer = OptimizerConfig{.kind = OptimizerKind::kMomentum, .learning_rate = 0.5f, .momentum = 0.8f};
+    init.optimizer.decay_rate = 0.25f;
+    init.optimizer.decay_steps = 3000;
     init.start_step = 10;
     init.last_step = 100;
     auto i = decode_init(encode_init(init));
@@ -123,7 +125,14 @@ TEST_CASE("bodies round trip and reject truncation", "[wire]") {
     CHECK(i->optimizer.kind == OptimizerKind::kMomentum);
     CHECK(i->optimizer.learning_rate == 0.5f);
     CHECK(i->optimizer.momentum == 0.8f);
+    CHECK(i->optimizer.decay_rate == 0.25f);
+    CHECK(i->optimizer.decay_steps == 3000);
     CHECK(i->last_step == 100);
+    for (float rate : {0.0f, 1.5f, -0.5f}) {
+        InitConfig bad_decay = init;
+        bad_decay.optimizer.decay_rate = rate;
+        CHECK_FALSE(decode_init(encode_init(bad_decay)));
+    }
     InitConfig bad = init;
     bad.optimizer.learning_rate = std::numeric_limits<float>::quiet_NaN();
     CHECK_FALSE(decode_init(encode_init(bad)));
