@@ -12,8 +12,8 @@ jobs/setup.sh
 build/launcher/psrun data fetch
 
 # Defaults, each dropped when the caller gives the same option.
-defaults=(--model-dir runs/local --batch-size 100 --learning-rate 1e-3 --steps 3000
-          --eval-every 500 --threads 1)
+defaults=(--model-dir runs/local --batch-size 100 --learning-rate 1e-3 --steps 5000
+          --lr-decay-rate 0.1 --lr-decay-steps 5000 --eval-every 500 --threads 1)
 given=" $* "
 args=()
 for ((i = 0; i < ${#defaults[@]}; i += 2)); do
