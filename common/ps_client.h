@@ -52,7 +52,7 @@ struct StepInfo {
     std::uint64_t step = 0;  // global step after this exchange: shard 0's, or the furthest shard's once finished
     bool finished = false;   // last_step reached: stop training
     bool stale = false;      // sync mode: the gradient was too old and was dropped
-    bool draining = false;   // a psd is draining (preemption): stop; the push was not applied
+    bool draining = false;   // a psd is draining (preemption): stop (async: the push was applied; sync: not)
 };
 
 // Parameters received in place: one ZeroMQ frame per slice, kept alive by this object.

@@ -44,7 +44,7 @@ inline constexpr std::uint32_t kFlagSync = 1u << 3;      // WELCOME: psd runs in
 inline constexpr std::uint32_t kFlagInitialized = 1u << 4;  // WELCOME: psd holds parameters
 inline constexpr std::uint32_t kFlagDryRun = 1u << 5;  // INIT: validate gradients, never apply (benchmarks)
 // Preemption (docs/protocol.md "Draining"): on PARAMS/ACK from psd: psd is draining, stop
-// training (the push was not applied); on HEARTBEAT from the chief: start draining now; on
+// training (async: the push was applied; sync: it was not); on HEARTBEAT from the chief: start draining now; on
 // DONE: this worker stopped early (signal or draining), not at the last step.
 inline constexpr std::uint32_t kFlagDraining = 1u << 6;
 // Shared memory (common/shm_segment.h): on PUSH/PUSH_PULL the gradient is in the sender's

@@ -1,8 +1,10 @@
 // Draining: psd's part of a coordinated stop on preemption (docs/running.md "Preemption").
 //
 // A SIGTERM/SIGINT/SIGUSR1 while workers are training, or the chief's drain request (HEARTBEAT
-// with kFlagDraining), starts draining: psd applies no more gradients (every PUSH/PUSH_PULL is
-// answered with kFlagDraining, which tells the worker to stop), keeps serving SAVE, DONE, PULL,
+// with kFlagDraining), starts draining: every PUSH/PUSH_PULL is answered with kFlagDraining,
+// which tells the worker to stop (async: the push is still applied, so that every shard applies
+// the same pushes whenever its own signal came; sync: no new step), the chief's drain request is
+// answered once the other workers stopped (parameter_server_drain.cpp), and psd keeps serving SAVE, DONE, PULL,
 // STATS and HEARTBEAT, and exits once every worker has sent DONE or died, or when the grace
 // period (--signal-grace) is over. The run then ends "preempted": exit kExitPreempted (75) when
 // a checkpoint holds the shard's final step, else 1 (and the shard is saved to

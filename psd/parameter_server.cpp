@@ -206,8 +206,13 @@ void ParameterServer::dispatch(const std::string& routing, const Header& h, Part
             return reply(routing, MessageType::kStats, 0, &body);
         }
         case MessageType::kHeartbeat:
-            if ((h.flags & wire::kFlagDraining) && h.role == wire::Role::kChief && shard_ && shard_->initialized())
+            if ((h.flags & wire::kFlagDraining) && h.role == wire::Role::kChief && shard_ && shard_->initialized()) {
                 begin_drain(0);
+                // Async: answer once the other workers stopped, so that the step in the reply (the one the
+                // chief checkpoints) already holds their last pushes, on every shard alike.
+                drain_waiters_.push_back(Pending{routing, h.type, h.index});
+                return release_drain_waiters(false);
+            }
             return reply(routing, MessageType::kAck, drain_.active() ? wire::kFlagDraining : 0);
         case MessageType::kStop:
             spdlog::info("STOP received from {} {}", is_worker ? "worker" : "tool", h.index);
@@ -319,6 +324,7 @@ void ParameterServer::check_timeouts() {
             spdlog::error("worker {} silent for more than {} ms: declared dead", i, options_.worker_timeout.count());
     }
     on_workers_lost();
+    release_drain_waiters(false);
     check_run_finished();
 }
 

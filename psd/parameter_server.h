@@ -72,6 +72,10 @@ private:
     void begin_drain(int sig);
     void check_drain();
     void end_preempted_run();
+    // Every attached worker but the chief is done or dead.
+    bool others_stopped(std::uint32_t chief) const;
+    // Answers the chief's held drain requests once the other workers stopped (or `timed_out`).
+    void release_drain_waiters(bool timed_out);
     // Slice frames parts[first..] as float spans, checked against this shard's slices.
     [[nodiscard]] Result<std::vector<std::span<const float>>> slice_spans(const wire::Header& h, Parts& parts,
                                                                          std::size_t first);
@@ -124,6 +128,7 @@ private:
     bool awaiting_run_init_ = false;
     Clock::time_point started_ = Clock::now();
     std::vector<Pending> step_waiters_;
+    std::vector<Pending> drain_waiters_;  // the chief's drain HEARTBEATs, answered by release_drain_waiters()
     std::vector<std::vector<float>> realigned_;  // copies of misaligned received frames
     // Segments of clients whose ATTACH was accepted, by routing id; dropped at their DONE.
     std::unordered_map<std::string, ShmSegment> attached_;

@@ -6,6 +6,8 @@
 
 namespace psrun::psd {
 
+using wire::MessageType;
+
 void ParameterServer::on_signal(int sig) {
     if (drain_.active()) {
         spdlog::warn("signal {} while draining: still waiting for the checkpoint ({:.1f} of {:.1f} s used)", sig,
@@ -23,7 +25,7 @@ void ParameterServer::on_signal(int sig) {
 void ParameterServer::begin_drain(int sig) {
     if (drain_.active()) return;
     drain_.begin(sig, Clock::now());
-    spdlog::warn("{}: draining at step {}: no more updates; waiting up to {:.1f} s for the chief's checkpoint and "
+    spdlog::warn("{}: draining at step {}: workers are told to stop; waiting up to {:.1f} s for the chief's checkpoint and "
                  "DONE from {} live worker(s)",
                  sig ? fmt::format("signal {}", sig) : std::string("chief's drain request"), shard_->step(),
                  drain_.grace().count() / 1000.0, workers_.count_live());
@@ -34,7 +36,25 @@ void ParameterServer::begin_drain(int sig) {
                                                  options_.straggler_every);
 }
 
+bool ParameterServer::others_stopped(std::uint32_t chief) const {
+    const bool chief_live = chief < workers_.size() && !workers_.is_done(chief) && !workers_.is_dead(chief);
+    return workers_.count_live() <= (chief_live ? 1u : 0u);
+}
+
+void ParameterServer::release_drain_waiters(bool timed_out) {
+    if (drain_waiters_.empty()) return;
+    if (!timed_out && !sync_ && !others_stopped(drain_waiters_.front().worker)) return;
+    if (timed_out)
+        spdlog::warn("draining: {} worker(s) still training after {:.1f} s: answering the chief's drain request anyway",
+                     workers_.count_live() - 1, drain_.seconds_since_begin(Clock::now()));
+    for (const auto& p : drain_waiters_) reply(p.routing, MessageType::kAck, wire::kFlagDraining);
+    drain_waiters_.clear();
+}
+
 void ParameterServer::check_drain() {
+    // Half the grace for the other workers to stop, the other half for the chief's checkpoint.
+    if (!drain_waiters_.empty() && drain_.seconds_since_begin(Clock::now()) * 2000 > drain_.grace().count())
+        release_drain_waiters(true);
     if (!drain_.expired(Clock::now())) return;
     spdlog::error("draining: {:.1f} s are over and worker(s) {} sent no DONE: exiting", drain_.grace().count() / 1000.0,
                   WorkerTable::list([&] {

@@ -114,7 +114,7 @@ void ParameterServer::on_push(const std::string& routing, const Header& h, Parts
     if (!shard_->initialized())
         return reply_error(routing, ErrorCode::kProtocol, "PUSH before the chief's INIT: PULL first to wait for it");
     const bool want_params = h.type == MessageType::kPushPull;
-    if (drain_.active()) {  // preemption: apply nothing more; the flag tells the worker to stop
+    if (drain_.active() && sync_) {  // preemption, sync: no new step; the flag tells the worker to stop
         if (want_params) return reply_params(routing, wire::kFlagDraining);
         return reply(routing, MessageType::kAck, wire::kFlagDraining);
     }
@@ -126,8 +126,11 @@ void ParameterServer::on_push(const std::string& routing, const Header& h, Parts
     auto grads = shm_push ? shm_grad_spans(h, *segment) : slice_spans(h, parts, 0);
     if (!grads && counters_.nonfinite != rejected_before) return reject_bad_gradient(routing, h, grads.error());
     if (!grads) return reply_error(routing, grads.error().code, grads.error().message);
+    // Async while draining: the push is applied like any other (every shard applies the same pushes,
+    // whenever its own signal came) and the flag tells the worker to stop (psd/drain.h).
     auto answer = [&](std::uint32_t flags, bool written = false) {
         if (shard_->finished()) flags |= wire::kFlagFinished;
+        if (drain_.active()) flags |= wire::kFlagDraining;
         if (want_params) reply_params(routing, flags, written);
         else reply(routing, MessageType::kAck, flags);
     };
@@ -165,6 +168,7 @@ void ParameterServer::on_done(const std::string& routing, const Header& h) {
     }
     attached_.erase(routing);  // the client unmaps its segment after DONE
     reply(routing, MessageType::kAck, shard_->finished() ? wire::kFlagFinished : 0);
+    release_drain_waiters(false);
     check_run_finished();
 }
 

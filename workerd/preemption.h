@@ -3,7 +3,8 @@
 // A worker stops before the last step when it gets SIGTERM/SIGINT/SIGUSR1 (SignalWatcher) or
 // when psd answers a push with kFlagDraining (psd got the signal, or the chief asked it to
 // drain). Then:
-//  - the chief asks every psd to drain (no more updates from anyone), saves a coordinated
+//  - the chief asks every psd to drain (psd answers once the other workers stopped, so no update
+//    is in flight any more), saves a coordinated
 //    checkpoint of every shard at psd's final step (optimizer slots included; the manifest's
 //    "extra" records the signal and the data position), sends DONE(preempted) and returns
 //    kExitPreempted (75); without --model-dir, or when the save fails, it returns 1;

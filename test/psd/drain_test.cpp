@@ -1,5 +1,6 @@
 // psd's draining (psd/drain.h) with in-process servers and real ZeroMQ clients: the chief's drain
-// request stops every update, SAVE and DONE are still served, the preempted run ends with 75 when
+// request is answered once the other workers stopped (their last pushes applied on every shard),
+// SAVE and DONE are still served, the preempted run ends with 75 when
 // a checkpoint holds the final step and with 1 (plus a last-resort shard file) when none does,
 // and waiting sync pushes are released.
 #include <catch2/catch.hpp>
@@ -34,7 +35,8 @@ wire::InitConfig sgd() {
 
 }  // namespace
 
-TEST_CASE("a drain request freezes the parameters; SAVE and DONE(preempted) then end psd with 75", "[psd][drain]") {
+TEST_CASE("a drain request is answered once the other workers stopped; their last pushes count on every shard",
+          "[psd][drain]") {
     Cluster cluster(2, options(2));
     PsClient chief(cluster.client_options(0, small_model()));
     PsClient worker(cluster.client_options(1, small_model()));
@@ -43,25 +45,32 @@ TEST_CASE("a drain request freezes the parameters; SAVE and DONE(preempted) then
     const std::size_t n = chief.layout().total;
     const auto params = ramp(n, 1.0f), grads = ramp(n, 0.5f);
     REQUIRE(chief.init(sgd(), params));
-    std::vector<float> out(n), frozen(n);
+    std::vector<float> out(n), last(n);
     auto s1 = worker.push_pull(grads, 0, out);
     REQUIRE(s1);
     CHECK_FALSE(s1->draining);
-    auto drained = chief.drain();
-    REQUIRE(drained);
-    CHECK(*drained == 1);
-    auto s2 = worker.push_pull(grads, 1, frozen);  // refused: not applied, told to stop
+    // The chief's request starts draining at once but its answer waits for worker 1 to stop.
+    auto drained = std::async(std::launch::async, [&] { return chief.drain(); });
+    CHECK(drained.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout);
+    auto s2 = worker.push_pull(grads, 1, last);  // applied by both shards, and told to stop
     REQUIRE(s2);
     CHECK(s2->draining);
-    CHECK(s2->step == 1);
-    CHECK(frozen == out);
-    auto stats = chief.stats(1);
-    REQUIRE(stats);
-    CHECK((*stats)["applied"] == 1);
+    CHECK(s2->step == 2);
+    for (std::size_t i = 0; i < n; i += 97) REQUIRE(last[i] == Approx(params[i] - 0.2f * grads[i]));
+    CHECK(drained.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout);
+    REQUIRE(worker.done(true));
+    auto step = drained.get();
+    REQUIRE(step);
+    CHECK(*step == 2);  // the step the chief checkpoints holds the other worker's last push
+    for (std::uint32_t shard : {0u, 1u}) {
+        auto stats = chief.stats(shard);
+        REQUIRE(stats);
+        CHECK((*stats)["applied"] == 2);
+        CHECK((*stats)["step"] == 2);
+    }
     const std::string dir = cluster.dir() + "/ckpt";
     std::filesystem::create_directories(dir);
-    REQUIRE(chief.save(1, dir));
-    REQUIRE(worker.done(true));
+    REQUIRE(chief.save(2, dir));
     CHECK(cluster.exit_code(0, 0.3) == -1);  // the chief has not sent DONE yet
     REQUIRE(chief.done(true));
     CHECK(cluster.exit_code(0, 5) == kExitPreempted);
