@@ -25,6 +25,9 @@ void add_bench_train_command(CLI::App& app, int& exit_code) {
     train->add_option("--fc1-blocked", o->fc1_blocked_weights,
                       "fc1 weights: -1 by precision, 0 plain (in place), 1 blocked (reordered)")
         ->capture_default_str();
+    train->add_option("--hand-kernels", o->hand_kernels,
+                      "hand-written AVX-512 kernels for conv1+ReLU+pool1 and pool2 where supported (1), or oneDNN primitives only (0)")
+        ->capture_default_str();
     train->callback([o, &exit_code] {
         try {
             std::cout << worker::run_train_benchmark(*o).dump() << std::endl;

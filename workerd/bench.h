@@ -15,10 +15,12 @@ struct BenchOptions {
     int steps = 200;        // measured steps
     int warmup_steps = 20;  // not measured
     int fc1_blocked_weights = -1;  // see ModelConfig
+    bool hand_kernels = true;  // see ModelConfig
 };
 
 // Runs the benchmark and returns its result; throws UsageError on bad options.
-// Fields: images_per_sec, ms_per_step, cpu_ms_per_step, layers_ms {layer: {forward, backward}}, data_ms, update_ms,
+// Fields: images_per_sec, ms_per_step, ms_per_step_median, images_per_sec_median_step,
+// cpu_ms_per_step, layers_ms {layer: {forward, backward}}, data_ms, update_ms,
 // other_ms (per step), plus the configuration and oneDNN's implementation names.
 nlohmann::json run_train_benchmark(const BenchOptions& options);
 

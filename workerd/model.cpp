@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <stdexcept>
 
 #include "workerd/model_impl.h"
 #include "workerd/rng.h"
@@ -197,7 +198,11 @@ void Model::reset_layer_times() { impl_->times = {}; }
 
 std::vector<float> Model::activation(Layer layer) const {
     auto& m = *impl_;
-    const memory& src = m.layer_outputs.at(static_cast<int>(layer));
+    const auto it = m.layer_outputs.find(static_cast<int>(layer));
+    if (it == m.layer_outputs.end()) {
+        throw std::logic_error(std::string("no stored output for layer ") + layer_name(layer));
+    }
+    const memory& src = it->second;
     const auto dims = src.get_desc().dims();
     const Tag tag = dims.size() == 4 ? Tag::nchw : Tag::nc;
     std::size_t count = 1;
@@ -211,8 +216,12 @@ std::vector<float> Model::activation(Layer layer) const {
 
 std::vector<std::string> Model::implementations() const {
     std::vector<std::string> out;
+    if (impl_->conv1_pool) out.push_back("conv1+relu+pool1: psrun fused avx512f");
+    if (impl_->pool2) out.push_back("pool2: psrun avx512f");
     for (const auto& [name, pd] : impl_->pds) out.push_back(name + ": " + pd.impl_info_str());
     return out;
 }
+
+bool Model::first_layer_fused() const { return impl_->conv1_pool != nullptr; }
 
 }  // namespace psrun::worker

@@ -36,6 +36,10 @@ struct ModelConfig {
     // for bf16 (brgemm kernels, 3x faster than gemm for the weight gradient), off for f32.
     int fc1_blocked_weights = -1;  // -1: by precision, 0: plain, 1: blocked
     bool forward_only = false;      // evaluation model: no backward primitives or buffers
+    // Hand-written AVX-512 kernels where oneDNN 2.6 lacks the fusion (f32 only, when the CPU
+    // and the formats allow): conv1 + ReLU + pool1 as one layer (workerd/conv1_pool.h) and
+    // pool2 with conv2's ReLU backward (workerd/max_pool.h). false: oneDNN primitives only.
+    bool hand_kernels = true;
     bool fc1_blocked() const {
         return fc1_blocked_weights < 0 ? precision == Precision::kBf16 : fc1_blocked_weights != 0;
     }
@@ -82,10 +86,13 @@ public:
     void reset_layer_times();
 
     // Plain copy (NCHW or NC, f32) of a layer's output after the last pass; for tests.
-    // kFc1 is after ReLU and dropout; kFc2 is the logits.
+    // kFc1 is after ReLU and dropout; kFc2 is the logits. kConv1's output does not exist when
+    // the first layer is fused: throws std::logic_error.
     std::vector<float> activation(Layer layer) const;
     // The oneDNN implementation names chosen for the layers ("conv1: brg:avx512_core", ...).
     std::vector<std::string> implementations() const;
+    // True when conv1 + ReLU + pool1 run fused (see ModelConfig::hand_kernels).
+    bool first_layer_fused() const;
 
 private:
     struct Impl;

@@ -24,6 +24,12 @@ eltwise_backward relu_backward(const engine& eng, const memory::desc& data,
 
 }  // namespace
 
+memory Model::Impl::grad(const memory::dims& dims, Tag tag, int i) {
+    memory m = wrap(dims, tag, grads.tensor(i).data());
+    grad_memories.emplace_back(m, i);
+    return m;
+}
+
 void Model::Impl::build_backward() {
     const auto& s = cfg.shape;
     const memory::dim n = cfg.batch_size, h = s.height, w = s.width, k = s.kernel, pad = k / 2;
@@ -31,12 +37,6 @@ void Model::Impl::build_backward() {
     const memory::dim z = s.classes, fin = s.flat_features();
     const memory::dims one{1, 1}, pads{pad, pad}, two{2, 2}, zero{0, 0};
     auto& ops = bwd_ops;
-    // A plain memory over gradient tensor i, remembered for set_gradient_buffer().
-    auto grad = [this](const memory::dims& dims, Tag tag, int i) {
-        memory m = wrap(dims, tag, grads.tensor(i).data());
-        grad_memories.emplace_back(m, i);
-        return m;
-    };
 
     // fc2: dlogits (written by the loss step) -> weights/bias gradients and d(fc1 output).
     inner_product_backward_weights::primitive_desc fc2_bw_pd(
@@ -93,18 +93,28 @@ void Model::Impl::build_backward() {
     // conv2's ReLU backward, applied before the pool on the 4x smaller tensor: the pool routes
     // each gradient to its window's maximum, which is > 0 exactly when the pool output is > 0,
     // so relu'(conv2) * pool_bwd(d) == pool_bwd(d * [pool2 dst > 0]).
-    eltwise_backward::primitive_desc relu2_pd;
-    add(ops, Layer::kConv2, relu_backward(eng, pool2_dst.get_desc(), relu2_pd),
-        {{DNNL_ARG_DST, pool2_dst}, {DNNL_ARG_DIFF_DST, d_pool2_dst},
-         {DNNL_ARG_DIFF_SRC, d_pool2_dst}});
-    pooling_backward::primitive_desc pool2_b_pd(
-        pooling_backward::desc(alg::pooling_max, conv2_dst.get_desc(), pool2_dst.get_desc(), two,
-                               two, zero, zero),
-        eng, pool2_pd);
     d_conv2_dst = memory(conv2_dst.get_desc(), eng);
-    add(ops, Layer::kPool2, pooling_backward(pool2_b_pd),
-        {{DNNL_ARG_DIFF_DST, d_pool2_dst}, {DNNL_ARG_WORKSPACE, pool2_ws},
-         {DNNL_ARG_DIFF_SRC, d_conv2_dst}});
+    if (pool2) {  // both in one pass
+        ops.push_back(Op{Layer::kPool2, [this] {
+                             pool2->backward(
+                                 static_cast<const float*>(d_pool2_dst.get_data_handle()),
+                                 static_cast<const float*>(pool2_dst.get_data_handle()),
+                                 static_cast<float*>(d_conv2_dst.get_data_handle()));
+                         }});
+    } else {
+        eltwise_backward::primitive_desc relu2_pd;
+        add(ops, Layer::kConv2, relu_backward(eng, pool2_dst.get_desc(), relu2_pd),
+            {{DNNL_ARG_DST, pool2_dst}, {DNNL_ARG_DIFF_DST, d_pool2_dst},
+             {DNNL_ARG_DIFF_SRC, d_pool2_dst}});
+        pooling_backward::primitive_desc pool2_b_pd(
+            pooling_backward::desc(alg::pooling_max, conv2_dst.get_desc(), pool2_dst.get_desc(),
+                                   two, two, zero, zero),
+            eng, pool2_pd);
+        add(ops, Layer::kPool2, pooling_backward(pool2_b_pd),
+            {{DNNL_ARG_DIFF_DST, d_pool2_dst}, {DNNL_ARG_WORKSPACE, pool2_ws},
+             {DNNL_ARG_DIFF_SRC, d_conv2_dst}});
+        pds.emplace_back("relu2 bwd", relu2_pd);
+    }
 
     // conv2: weights/bias and data gradients.
     convolution_backward_weights::primitive_desc conv2_bw_pd(
@@ -135,8 +145,38 @@ void Model::Impl::build_backward() {
         {{DNNL_ARG_DIFF_DST, conv2_bd_ddst}, {DNNL_ARG_WEIGHTS, conv2_bd_w},
          {DNNL_ARG_DIFF_SRC, conv2_dsrc}});
 
-    // pool1 backward.
     d_pool1_dst = convert(ops, Layer::kPool1, conv2_dsrc, pool1_dst.get_desc());
+    if (conv1_pool) {
+        // pool1, conv1's ReLU and conv1's weight gradient in one pass (workerd/conv1_pool.h).
+        const memory dw = grad({c1, 1, k, k}, Tag::oihw, 0), db = grad({c1}, Tag::x, 1);
+        ops.push_back(Op{Layer::kConv1, [this, dw, db] {
+                             conv1_pool->backward(
+                                 static_cast<const float*>(d_pool1_dst.get_data_handle()),
+                                 static_cast<const float*>(pool1_dst.get_data_handle()),
+                                 static_cast<float*>(dw.get_data_handle()),
+                                 static_cast<float*>(db.get_data_handle()));
+                         }});
+    } else {
+        build_conv1_pool1_backward();
+    }
+
+    pds.emplace_back("fc2 bwd-w", fc2_bw_pd);
+    pds.emplace_back("fc2 bwd-d", fc2_bd_pd);
+    pds.emplace_back("fc1 bwd-w", fc1_bw_pd);
+    pds.emplace_back("fc1 bwd-d", fc1_bd_pd);
+    pds.emplace_back("conv2 bwd-w", conv2_bw_pd);
+    pds.emplace_back("conv2 bwd-d", conv2_bd_pd);
+}
+
+// pool1 and conv1 backward as oneDNN primitives (the unfused first layer): conv1's ReLU backward
+// on the pooled gradient, the pool's scatter, conv1's weight and bias gradients.
+void Model::Impl::build_conv1_pool1_backward() {
+    const auto& s = cfg.shape;
+    const memory::dim n = cfg.batch_size, h = s.height, w = s.width, k = s.kernel, pad = k / 2;
+    const memory::dim c1 = s.conv1_channels;
+    const memory::dims one{1, 1}, pads{pad, pad}, two{2, 2}, zero{0, 0};
+    auto& ops = bwd_ops;
+    std::vector<Op> after;
     eltwise_backward::primitive_desc relu1_pd;  // conv1's ReLU, before the pool as for conv2
     add(ops, Layer::kConv1, relu_backward(eng, pool1_dst.get_desc(), relu1_pd),
         {{DNNL_ARG_DST, pool1_dst}, {DNNL_ARG_DIFF_DST, d_pool1_dst},
@@ -166,14 +206,7 @@ void Model::Impl::build_backward() {
          {DNNL_ARG_DIFF_WEIGHTS, conv1_dw}, {DNNL_ARG_DIFF_BIAS, grad({c1}, Tag::x, 1)}});
     ops.insert(ops.end(), after.begin(), after.end());
 
-    pds.emplace_back("fc2 bwd-w", fc2_bw_pd);
-    pds.emplace_back("fc2 bwd-d", fc2_bd_pd);
-    pds.emplace_back("fc1 bwd-w", fc1_bw_pd);
-    pds.emplace_back("fc1 bwd-d", fc1_bd_pd);
-    pds.emplace_back("conv2 bwd-w", conv2_bw_pd);
-    pds.emplace_back("conv2 bwd-d", conv2_bd_pd);
     pds.emplace_back("conv1 bwd-w", conv1_bw_pd);
-    pds.emplace_back("relu2 bwd", relu2_pd);
 }
 
 }  // namespace psrun::worker

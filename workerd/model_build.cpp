@@ -56,18 +56,15 @@ Model::Impl::Impl(const ModelConfig& config, const ParameterSet& p, ParameterSet
     if (!cfg.forward_only) build_backward();
 }
 
-void Model::Impl::build_forward() {
+// conv1 + bias + ReLU and pool1 as oneDNN primitives (the unfused first layer).
+void Model::Impl::build_conv1_pool1() {
     const auto& s = cfg.shape;
     const memory::dim n = cfg.batch_size, h = s.height, w = s.width, k = s.kernel, pad = k / 2;
-    const memory::dim c1 = s.conv1_channels, c2 = s.conv2_channels, f = s.fc1_units;
-    const memory::dim z = s.classes, fin = s.flat_features();
+    const memory::dim c1 = s.conv1_channels;
     const memory::dims one{1, 1}, pads{pad, pad}, two{2, 2}, zero{0, 0};
     auto& ops = fwd_ops;
 
-    // Input: user floats (NCHW) -> whatever conv1 wants.
-    user_input = wrap({n, 1, h, w}, Tag::nchw, input.data());
-
-    // conv1 + bias + ReLU (fused post-op).
+    // conv1 + bias + ReLU (fused post-op); its input reorder (if any) runs first.
     conv1_pd = convolution_forward::primitive_desc(
         convolution_forward::desc(prop::forward_training, alg::convolution_direct,
                                   md({n, 1, h, w}, adt, Tag::any), md({c1, 1, k, k}, adt, Tag::any),
@@ -93,6 +90,18 @@ void Model::Impl::build_forward() {
     add(ops, Layer::kPool1, pooling_forward(pool1_pd),
         {{DNNL_ARG_SRC, conv1_dst}, {DNNL_ARG_DST, pool1_dst}, {DNNL_ARG_WORKSPACE, pool1_ws}});
     pds.emplace_back("pool1", pool1_pd);
+    layer_outputs.emplace(static_cast<int>(Layer::kConv1), conv1_dst);
+}
+
+void Model::Impl::build_forward() {
+    const auto& s = cfg.shape;
+    const memory::dim n = cfg.batch_size, h = s.height, w = s.width, k = s.kernel, pad = k / 2;
+    const memory::dim c1 = s.conv1_channels, c2 = s.conv2_channels, f = s.fc1_units;
+    const memory::dim z = s.classes, fin = s.flat_features();
+    const memory::dims one{1, 1}, pads{pad, pad}, two{2, 2}, zero{0, 0};
+    auto& ops = fwd_ops;
+
+    user_input = wrap({n, 1, h, w}, Tag::nchw, input.data());
 
     // conv2 + bias + ReLU.
     conv2_pd = convolution_forward::primitive_desc(
@@ -101,6 +110,25 @@ void Model::Impl::build_forward() {
                                   md({c2, c1, k, k}, adt, Tag::any), md({c2}, Dt::f32, Tag::x),
                                   md({n, c2, h / 2, w / 2}, adt, Tag::any), one, pads, pads),
         relu_attr(), eng);
+    // conv1 + ReLU + pool1: one hand-fused layer writing conv2's input directly when conv2 reads
+    // nChw16c (f32 on AVX-512), else oneDNN's primitives.
+    const memory::desc blocked = md({n, c1, h / 2, w / 2}, Dt::f32, Tag::nChw16c);
+    if (cfg.hand_kernels && adt == Dt::f32 && conv2_pd.src_desc() == blocked &&
+        FusedConv1Pool::supported(static_cast<int>(h), static_cast<int>(w),
+                                  static_cast<int>(c1), static_cast<int>(k))) {
+        conv1_pool = std::make_unique<FusedConv1Pool>(static_cast<int>(n), static_cast<int>(h),
+                                                      static_cast<int>(w), static_cast<int>(c1),
+                                                      static_cast<int>(k));
+        pool1_dst = memory(blocked, eng);
+        ops.push_back(Op{Layer::kConv1, [this] {
+                             conv1_pool->forward(input.data(), params.tensor(0).data(),
+                                                 params.tensor(1).data(),
+                                                 static_cast<float*>(pool1_dst.get_data_handle()));
+                         }});
+    } else {
+        build_conv1_pool1();
+    }
+
     conv2_src = convert(ops, Layer::kConv2, pool1_dst, conv2_pd.src_desc());
     const memory conv2_w_plain = wrap({c2, c1, k, k}, Tag::oihw, params.tensor(2).data());
     conv2_weights = convert(ops, Layer::kConv2, conv2_w_plain, conv2_pd.weights_desc());
@@ -110,16 +138,31 @@ void Model::Impl::build_forward() {
          {DNNL_ARG_BIAS, wrap({c2}, Tag::x, params.tensor(3).data())}, {DNNL_ARG_DST, conv2_dst}});
     pds.emplace_back("conv2", conv2_pd);
 
-    // pool2.
-    pool2_pd = pooling_forward::primitive_desc(
-        pooling_forward::desc(prop::forward_training, alg::pooling_max, conv2_dst.get_desc(),
-                              md({n, c2, h / 4, w / 4}, adt, Tag::any), two, two, zero, zero),
-        eng);
-    pool2_dst = memory(pool2_pd.dst_desc(), eng);
-    pool2_ws = memory(pool2_pd.workspace_desc(), eng);
-    add(ops, Layer::kPool2, pooling_forward(pool2_pd),
-        {{DNNL_ARG_SRC, conv2_dst}, {DNNL_ARG_DST, pool2_dst}, {DNNL_ARG_WORKSPACE, pool2_ws}});
-    pds.emplace_back("pool2", pool2_pd);
+    // pool2: hand-written when conv2 writes nChw16c f32 (conv2's ReLU backward then fused into
+    // its backward), else oneDNN's primitive.
+    const memory::desc pooled2 = md({n, c2, h / 4, w / 4}, Dt::f32, Tag::nChw16c);
+    if (cfg.hand_kernels && adt == Dt::f32 &&
+        conv2_dst.get_desc() == md({n, c2, h / 2, w / 2}, Dt::f32, Tag::nChw16c) &&
+        BlockedMaxPool::supported(static_cast<int>(c2), static_cast<int>(h / 2),
+                                  static_cast<int>(w / 2))) {
+        pool2 = std::make_unique<BlockedMaxPool>(static_cast<int>(n), static_cast<int>(c2),
+                                                 static_cast<int>(h / 2), static_cast<int>(w / 2));
+        pool2_dst = memory(pooled2, eng);
+        ops.push_back(Op{Layer::kPool2, [this] {
+                             pool2->forward(static_cast<const float*>(conv2_dst.get_data_handle()),
+                                            static_cast<float*>(pool2_dst.get_data_handle()));
+                         }});
+    } else {
+        pool2_pd = pooling_forward::primitive_desc(
+            pooling_forward::desc(prop::forward_training, alg::pooling_max, conv2_dst.get_desc(),
+                                  md({n, c2, h / 4, w / 4}, adt, Tag::any), two, two, zero, zero),
+            eng);
+        pool2_dst = memory(pool2_pd.dst_desc(), eng);
+        pool2_ws = memory(pool2_pd.workspace_desc(), eng);
+        add(ops, Layer::kPool2, pooling_forward(pool2_pd),
+            {{DNNL_ARG_SRC, conv2_dst}, {DNNL_ARG_DST, pool2_dst}, {DNNL_ARG_WORKSPACE, pool2_ws}});
+        pds.emplace_back("pool2", pool2_pd);
+    }
 
     // fc1 + bias + ReLU on the NHWC-flattened pooled activations (TF's reshape order).
     // When pool2 already writes NHWC, fc1 reads pool2's buffer directly.
@@ -168,12 +211,11 @@ void Model::Impl::build_forward() {
     ops.push_back(Op{Layer::kLoss, [this] { run_loss(); }});
 
     // The input reorder (if any) must run after the user buffer is filled: it is first in ops.
-    layer_outputs = {{static_cast<int>(Layer::kConv1), conv1_dst},
-                     {static_cast<int>(Layer::kPool1), pool1_dst},
+    layer_outputs.insert({{static_cast<int>(Layer::kPool1), pool1_dst},
                      {static_cast<int>(Layer::kConv2), conv2_dst},
                      {static_cast<int>(Layer::kPool2), pool2_dst},
                      {static_cast<int>(Layer::kFc1), fc1_dst},
-                     {static_cast<int>(Layer::kFc2), logits}};
+                     {static_cast<int>(Layer::kFc2), logits}});
 }
 
 }  // namespace psrun::worker

@@ -8,6 +8,8 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "workerd/conv1_pool.h"
+#include "workerd/max_pool.h"
 #include "workerd/model.h"
 
 namespace psrun::worker {
@@ -50,8 +52,12 @@ struct Model::Impl {
     // (added to `after`, to run after the producer) copies into dst.
     memory produce_into(std::vector<Op>& after, Layer layer, const memory& dst,
                         const memory::desc& have);
+    // A plain memory over gradient tensor i, remembered for set_gradient_buffer().
+    memory grad(const memory::dims& dims, Tag tag, int i);
     void build_forward();
+    void build_conv1_pool1();
     void build_backward();
+    void build_conv1_pool1_backward();
 
     // Hand-written steps (model.cpp).
     void run_input();
@@ -91,6 +97,10 @@ struct Model::Impl {
     dnnl::inner_product_forward::primitive_desc fc1_pd, fc2_pd;
     memory fc1_weights, fc2_weights, conv2_weights;
     std::unordered_map<int, memory> layer_outputs;
+    // conv1 + ReLU + pool1 hand-fused (f32, AVX-512), or null: oneDNN primitives.
+    std::unique_ptr<FusedConv1Pool> conv1_pool;
+    // pool2 (+ conv2's ReLU backward) hand-written (f32, AVX-512), or null: oneDNN primitives.
+    std::unique_ptr<BlockedMaxPool> pool2;
     // The memories backward writes each parameter's gradient into (plain layout, ParameterSet
     // tensor index): set_gradient_buffer() points them at another buffer.
     std::vector<std::pair<memory, int>> grad_memories;

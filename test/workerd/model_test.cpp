@@ -1,11 +1,13 @@
 // The oneDNN model against the naive reference (every layer's output and every gradient), and
-// against finite differences of its own loss (dropout on).
+// against finite differences of its own loss (dropout on); both with the first layer on oneDNN
+// primitives and hand-fused (workerd/conv1_pool.h).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
 
 #include "test/workerd/reference_model.h"
+#include "workerd/conv1_pool.h"
 #include "workerd/model.h"
 #include "workerd/rng.h"
 
@@ -21,6 +23,20 @@ ModelShape tiny_shape() {
     s.fc1_units = 16;
     s.classes = 10;
     return s;
+}
+
+// The smallest shape the fused first layer takes (16 conv1 channels).
+ModelShape small_fusable_shape() {
+    ModelShape s = tiny_shape();
+    s.conv1_channels = 16;
+    s.conv2_channels = 16;
+    return s;
+}
+
+bool fusion_available(const ModelShape& s) {
+    if (FusedConv1Pool::supported(s.height, s.width, s.conv1_channels, s.kernel)) return true;
+    WARN("no AVX-512 on this CPU: the fused first layer is not exercised");
+    return false;
 }
 
 void fill_random(Model& model, std::uint64_t seed) {
@@ -56,17 +72,23 @@ double rel_l2(std::span<const float> a, std::span<const float> b) {
 }
 
 void compare_with_reference(const ModelShape& shape, int batch, double tolerance,
-                            int fc1_blocked = -1) {
+                            int fc1_blocked = -1, bool fuse = false) {
     ParameterSet params(shape), grads(shape);
     params.init_tutorial(5);
     ModelConfig config{shape, batch, Precision::kF32, 1.0f, fc1_blocked};  // keep 1: no dropout
+    config.hand_kernels = fuse;
     Model model(config, params, grads);
+    REQUIRE(model.first_layer_fused() == fuse);
     fill_random(model, 11);
     const float loss = model.train_step(3);
     const auto ref = test::reference_pass(shape, batch, {model.input().begin(), model.input().end()},
                                           {model.labels().begin(), model.labels().end()}, params);
     CHECK(loss == Approx(ref.loss).epsilon(1e-4));
-    CHECK(rel_error(model.activation(Layer::kConv1), ref.conv1) < tolerance);
+    if (fuse) {
+        CHECK_THROWS_AS(model.activation(Layer::kConv1), std::logic_error);  // never stored
+    } else {
+        CHECK(rel_error(model.activation(Layer::kConv1), ref.conv1) < tolerance);
+    }
     CHECK(rel_error(model.activation(Layer::kPool1), ref.pool1) < tolerance);
     CHECK(rel_error(model.activation(Layer::kConv2), ref.conv2) < tolerance);
     CHECK(rel_error(model.activation(Layer::kPool2), ref.pool2) < tolerance);
@@ -92,11 +114,50 @@ TEST_CASE("fc1 with blocked weights (reordered each step) matches the reference"
     compare_with_reference(ModelShape{}, 2, 1e-4, 1);
 }
 
-TEST_CASE("gradients match finite differences of the loss, dropout on", "[model]") {
-    const ModelShape shape = tiny_shape();
+TEST_CASE("the fused first layer matches the naive reference", "[model][fused]") {
+    if (!fusion_available(ModelShape{})) return;
+    compare_with_reference(ModelShape{}, 3, 1e-4, -1, true);
+    compare_with_reference(small_fusable_shape(), 5, 1e-4, -1, true);
+}
+
+TEST_CASE("fused and oneDNN first layers give the same step, dropout on", "[model][fused]") {
+    const ModelShape shape;
+    if (!fusion_available(shape)) return;
+    ParameterSet params(shape), g_fused(shape), g_plain(shape), g_again(shape);
+    params.init_tutorial(6);
+    ModelConfig config{shape, 20, Precision::kF32, 0.5f};
+    Model fused(config, params, g_fused);
+    config.hand_kernels = false;
+    Model plain(config, params, g_plain);
+    REQUIRE(fused.first_layer_fused());
+    REQUIRE_FALSE(plain.first_layer_fused());
+    const auto impls = fused.implementations();
+    CHECK(std::find(impls.begin(), impls.end(), "pool2: psrun avx512f") != impls.end());
+    fill_random(fused, 31);
+    std::copy(fused.input().begin(), fused.input().end(), plain.input().begin());
+    std::copy(fused.labels().begin(), fused.labels().end(), plain.labels().begin());
+    const float loss = fused.train_step(5);
+    CHECK(loss == Approx(plain.train_step(5)).epsilon(1e-5));
+    // Equal up to the order of the 25 multiply-adds per output.
+    CHECK(rel_l2(fused.activation(Layer::kPool1), plain.activation(Layer::kPool1)) < 1e-6);
+    for (int t = 0; t < ParameterSet::kCount; ++t) {
+        INFO(params.tensors()[static_cast<std::size_t>(t)].name);
+        CHECK(rel_l2(g_fused.tensor(t), g_plain.tensor(t)) < 1e-5);
+    }
+    // Same thread count, same input: the same bits (the weight gradient is reduced in order),
+    // also when the gradients go to another buffer.
+    fused.set_gradient_buffer(g_again);
+    CHECK(fused.train_step(5) == loss);
+    CHECK(std::equal(g_again.all().begin(), g_again.all().end(), g_fused.all().begin()));
+}
+
+static void check_finite_differences(const ModelShape& shape, bool fuse) {
     ParameterSet params(shape), grads(shape);
     params.init_tutorial(9);
-    Model model(ModelConfig{shape, 4, Precision::kF32, 0.5f}, params, grads);
+    ModelConfig config{shape, 4, Precision::kF32, 0.5f};
+    config.hand_kernels = fuse;
+    Model model(config, params, grads);
+    REQUIRE(model.first_layer_fused() == fuse);
     fill_random(model, 21);
     const std::uint64_t mask_seed = 77;
     model.train_step(mask_seed);
@@ -131,6 +192,15 @@ TEST_CASE("gradients match finite differences of the loss, dropout on", "[model]
     CHECK(checked == 96);
     // A perturbation can cross a ReLU or max-pool kink; allow one such sample in 96.
     CHECK(mismatches <= 1);
+}
+
+TEST_CASE("gradients match finite differences of the loss, dropout on", "[model]") {
+    check_finite_differences(tiny_shape(), false);
+}
+
+TEST_CASE("fused first layer: gradients match finite differences", "[model][fused]") {
+    if (!fusion_available(small_fusable_shape())) return;
+    check_finite_differences(small_fusable_shape(), true);
 }
 
 TEST_CASE("dropout keeps about half the units, scales them by 2, and is seeded", "[model]") {
