@@ -110,10 +110,11 @@ void Model::Impl::build_forward() {
                                   md({c2, c1, k, k}, adt, Tag::any), md({c2}, Dt::f32, Tag::x),
                                   md({n, c2, h / 2, w / 2}, adt, Tag::any), one, pads, pads),
         relu_attr(), eng);
-    // conv1 + ReLU + pool1: one hand-fused layer writing conv2's input directly when conv2 reads
-    // nChw16c (f32 on AVX-512), else oneDNN's primitives.
+    // conv1 + ReLU + pool1: one hand-fused f32 layer writing nChw16c, which is conv2's input
+    // in f32 on AVX-512 (in bf16 a reorder converts it: conv1 in bf16 is not faster, its
+    // weight gradient with one input channel is slower); else oneDNN's primitives.
     const memory::desc blocked = md({n, c1, h / 2, w / 2}, Dt::f32, Tag::nChw16c);
-    if (cfg.hand_kernels && adt == Dt::f32 && conv2_pd.src_desc() == blocked &&
+    if (cfg.hand_kernels &&
         FusedConv1Pool::supported(static_cast<int>(h), static_cast<int>(w),
                                   static_cast<int>(c1), static_cast<int>(k))) {
         conv1_pool = std::make_unique<FusedConv1Pool>(static_cast<int>(n), static_cast<int>(h),
