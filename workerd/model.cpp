@@ -92,10 +92,11 @@ void Model::Impl::run_dropout() {
     // Threshold on 32-bit uniforms: keep iff u < keep * 2^32.
     const auto threshold = static_cast<std::uint64_t>(double(cfg.keep_prob) * 4294967296.0);
     // Counter-based SplitMix64 (output j mixes base + (j+1) * gamma): no loop-carried state, so
-    // the loop vectorises. 64 random bits give the masks of two units.
+    // the loop vectorises and splits across threads with the same mask. 64 random bits give the masks of two units.
     const std::uint64_t base = Rng(dropout_seed, 0x64726f70ull).next();
     with_typed(fc1_dst, [&](auto* p) {
         const std::size_t pairs = (count + 1) / 2;
+#pragma omp parallel for schedule(static)
         for (std::size_t j = 0; j < pairs; ++j) {
             std::uint64_t r = base + (j + 1) * 0x9E3779B97F4A7C15ull;
             r = (r ^ (r >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -118,6 +119,7 @@ void Model::Impl::run_dropout_backward() {
     with_typed(fc1_dst, [&](auto* y) {
         using T = std::remove_pointer_t<decltype(y)>;
         T* d = static_cast<T*>(d_fc1_dst.get_data_handle());
+#pragma omp parallel for schedule(static)
         for (std::size_t i = 0; i < count; ++i) {
             store(d, i, load(y, i) > 0.0f ? load(d, i) * scale : 0.0f);
         }
