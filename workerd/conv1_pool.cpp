@@ -80,7 +80,8 @@ __attribute__((target("avx512f"))) void backward_block(const float* x, int pw, c
     for (int oh = 0; oh < oh_n; ++oh) {
         for (int ow = 0; ow < ow_n; ++ow) {
             const int o = (oh * ow_n + ow) * kBlock;
-            const __mmask16 live = _mm512_cmp_ps_mask(_mm512_loadu_ps(pooled + o), zero, _CMP_GT_OQ);
+            const __mmask16 live =
+                _mm512_cmp_ps_mask(_mm512_loadu_ps(pooled + o), zero, _CMP_GT_OQ);
             if (live == 0) continue;
             const __m512 d = _mm512_maskz_mov_ps(live, _mm512_loadu_ps(dp + o));
             gb = _mm512_add_ps(gb, d);

@@ -21,8 +21,9 @@ public:
     // REQUIRES: supported(channels, height, width), batch >= 1.
     BlockedMaxPool(int batch, int channels, int height, int width);
 
-    // dst (N x C/16 x H/2 x W/2 x 16) = window max of src (N x C/16 x H x W x 16); remembers
-    // each window's argmax for backward().
+    // dst (N x C/16 x H/2 x W/2 x 16) = max(0, window max of src (N x C/16 x H x W x 16)): the
+    // ReLU is a no-op on the model's already ReLU'd input. Remembers each window's argmax for
+    // backward().
     void forward(const float* src, float* dst);
 
     // Writes every element of d_src: each window's maximum gets d_dst * [dst > 0] (the ReLU
