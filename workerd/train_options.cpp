@@ -43,6 +43,11 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                    "with psd on this host: gradients and parameters through shared memory, not the socket (on|off)")
         ->check(CLI::IsMember({"on", "off"}))
         ->capture_default_str();
+    app.add_option("--hand-kernels", o.hand_kernels,
+                   "hand-written AVX-512 kernels for conv1+pool1 and pool2 where the CPU allows (on), "
+                   "or oneDNN primitives only (off)")
+        ->check(CLI::IsMember({"on", "off"}))
+        ->capture_default_str();
     app.add_option("--shard", o.shard, "this worker's shard i/n of the training set")
         ->capture_default_str();
 }
@@ -65,6 +70,8 @@ TrainerConfig make_trainer_config(const TrainOptions& o) {
     auto precision = parse_precision(o.precision);
     if (!precision) usage("--precision: " + precision.error().message);
     c.model.precision = *precision;
+    if (o.hand_kernels != "on" && o.hand_kernels != "off") usage("--hand-kernels must be on or off");
+    c.model.hand_kernels = o.hand_kernels == "on";
     auto kind = parse_optimizer_kind(o.optimizer);
     if (!kind) usage("--optimizer: " + kind.error().message);
     c.optimizer.kind = *kind;

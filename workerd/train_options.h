@@ -42,6 +42,9 @@ struct TrainOptions {
     // Distributed mode: exchange gradients and parameters with the psd shards on this host through
     // shared memory (common/shm_segment.h); shards elsewhere use the socket either way. "on" or "off".
     std::string shared_memory = "on";
+    // The hand-written AVX-512 kernels of the model (ModelConfig::hand_kernels): "on" (used when
+    // the CPU allows) or "off" (oneDNN primitives only).
+    std::string hand_kernels = "on";
 };
 
 // Registers --data-dir ... --precision (and --shard) on `app`, bound to `options`.

@@ -32,6 +32,16 @@ print("ok: summary.json fields", {k: s[k] for k in ("global_step", "test_accurac
 PY
 check "progress line logged" grep -q "step 30/30 .* img/s  loss .* test accuracy" "$tmp/out"
 
+# The oneDNN-only path end to end (the hand-written kernels are the default).
+timeout 120 "$workerd" --standalone --steps 10 --batch-size 20 --threads 2 --hand-kernels off \
+    --model-dir "$tmp/plain" >"$tmp/out" 2>&1
+rc=$?
+check "--hand-kernels off trains (rc=$rc)" test "$rc" -eq 0
+timeout 30 "$workerd" --standalone --hand-kernels maybe >"$tmp/out" 2>&1
+rc=$?
+check "--hand-kernels maybe exits 2 (rc=$rc)" test "$rc" -eq 2
+check "... naming the flag" grep -q -- "--hand-kernels" "$tmp/out"
+
 timeout 30 "$workerd" --standalone --batch-size 0 >"$tmp/out" 2>&1
 rc=$?
 check "--batch-size 0 exits 2 (rc=$rc)" test "$rc" -eq 2
@@ -51,6 +61,7 @@ check "bench train exits 0 (rc=$rc)" test "$rc" -eq 0
 python3 -c "
 import json,sys; d=json.loads(open('$tmp/bench').read())
 assert d['images_per_sec'] > 0 and d['ms_per_step'] > 0 and 'conv2' in d['layers_ms']
+assert d['ms_per_step_median'] > 0 and d['images_per_sec_median_step'] > 0
 print('ok: bench JSON', round(d['images_per_sec']), 'img/s')" || fail=1
 timeout 30 "$psrun" bench train --precision fp8 >/dev/null 2>&1
 check "bench with a bad precision exits 2" test $? -eq 2
