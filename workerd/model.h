@@ -5,6 +5,8 @@
 // Every buffer and primitive is created by the constructor; a step allocates nothing.
 // Activations use the formats oneDNN picks (format_tag::any); parameters are read from, and
 // gradients written to, the plain layouts of ParameterSet (reorders only where they differ).
+// Where oneDNN 2.6 cannot fuse, hand-written AVX-512 kernels replace primitives when the CPU
+// allows (ModelConfig::hand_kernels): conv1 + ReLU + pool1, and pool2.
 // Not thread-safe; oneDNN runs each primitive on the OpenMP threads (omp_set_num_threads).
 #pragma once
 

@@ -71,7 +71,9 @@ TEST_CASE("with --ps-restart-wait a restarted psd is restored from the last chec
     const std::string overlap = GENERATE(as<std::string>{}, "off", "on");
     Cluster c;
     const fs::path model = c.tmp.path / "model";
-    c.start(100, {"--model-dir", model.string(), "--checkpoint-steps", "15", "--ps-restart-wait", "30", "--overlap",
+    // 400 steps: two 1-thread workers at batch 20 do ~70 global steps a second on this host, so the
+    // kill below (~1 s after step 30) must not come after the run has ended.
+    c.start(400, {"--model-dir", model.string(), "--checkpoint-steps", "15", "--ps-restart-wait", "30", "--overlap",
                   overlap});
     REQUIRE(wait_for_count(*c.w0, "checkpoint at step", 2, 180));
     std::this_thread::sleep_for(std::chrono::seconds(1));  // some steps past the last checkpoint
@@ -95,7 +97,7 @@ TEST_CASE("with --ps-restart-wait a restarted psd is restored from the last chec
     REQUIRE(std::regex_search(chief, m, std::regex(R"(at global step (\d+): (\d+) steps lost)")));
     CHECK(std::stoi(m[1]) >= 15);
     report_figure("psd_restart", "steps_lost", std::stod(m[2]));
-    CHECK(chief.find("done: global step 100") != std::string::npos);
+    CHECK(chief.find("done: global step 400") != std::string::npos);
     CHECK(again.wait(30) == 0);
     CHECK(again.output().find("RESTORE: adam at step " + std::string(m[1])) != std::string::npos);
     CHECK(c.psd0->wait(30) == 0);

@@ -43,8 +43,10 @@ TEST_CASE("async psrun local: a SIGKILLed worker is reported, the others finish"
     TempTree tmp;
     ChildProcess psrun(daemon_exe("launcher/psrun"),
                        {"local", "--ps", "1", "--workers", "3", "--worker-timeout", "2", "--grace", "20", "--",
-                        "--steps", "120", "--batch-size", "20", "--threads", "1", "--log-every", "10"},
+                        "--steps", "400", "--batch-size", "20", "--threads", "1", "--log-every", "10"},
                        (tmp.path / "psrun.log").string());
+    // 400 steps: the workers (1 thread, batch 20) do ~100 global steps a second on this host, and
+    // the kill must come well before the end of the run.
     REQUIRE(wait_for_step(psrun, 20, 120));
     std::smatch m;
     const std::string started = psrun.output();
@@ -59,7 +61,7 @@ TEST_CASE("async psrun local: a SIGKILLed worker is reported, the others finish"
     INFO(log);
     CHECK(code == 1);
     CHECK(log.find("worker 2 (pid " + pid + ") was killed by Killed: the other workers go on") != std::string::npos);
-    CHECK(log.find("done: global step 120") != std::string::npos);  // the chief finished the run
+    CHECK(log.find("done: global step 400") != std::string::npos);  // the chief finished the run
     CHECK(log.find("remaining workers are done, but worker 2 died: exiting with failure") != std::string::npos);
     CHECK(log.find("ps 0 (pid") != std::string::npos);
     CHECK(log.find("exited with status 1") != std::string::npos);
