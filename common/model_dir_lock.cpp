@@ -1,0 +1,271 @@
+#include "common/model_dir_lock.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <vector>
+
+namespace psrun {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string read_text(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+std::string boot_id() {
+    std::string id = read_text("/proc/sys/kernel/random/boot_id");
+    while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+    return id;
+}
+
+// Field 22 of /proc/<pid>/stat (start time in clock ticks since boot), or 0 when the process is
+// gone or a zombie (state Z or X: it exited and only waits to be reaped).
+std::uint64_t start_ticks(long pid) {
+    const std::string stat = read_text("/proc/" + std::to_string(pid) + "/stat");
+    const auto close = stat.rfind(')');  // the command name may hold spaces and parentheses
+    if (close == std::string::npos) return 0;
+    std::istringstream rest(stat.substr(close + 2));
+    std::string field;
+    for (int i = 3; i <= 22 && rest >> field; ++i) {
+        if (i == 3 && (field == "Z" || field == "X")) return 0;
+        if (i == 22) return std::strtoull(field.c_str(), nullptr, 10);
+    }
+    return 0;
+}
+
+std::string utc_now() {
+    const std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    ::gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
+    return buf;
+}
+
+// Writes `text` to a fresh unique file next to `path` and returns its name.
+Result<std::string> write_temp(const std::string& path, const std::string& text) {
+    const std::string tmp = path + ".tmp." + this_host() + "." + std::to_string(::getpid());
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.close();
+    if (!out) return make_error(ErrorCode::kIo, tmp + ": cannot write: " + std::strerror(errno));
+    return tmp;
+}
+
+Result<void> write_replace(const std::string& path, const std::string& text) {
+    auto tmp = write_temp(path, text);
+    if (!tmp) return tl::unexpected(tmp.error());
+    if (::rename(tmp->c_str(), path.c_str()) != 0) {
+        const int e = errno;
+        ::unlink(tmp->c_str());
+        return make_error(ErrorCode::kIo, path + ": cannot write: " + std::strerror(e));
+    }
+    return {};
+}
+
+// Creates `path` holding `text` unless it exists: true when created.
+Result<bool> create_exclusive(const std::string& path, const std::string& text) {
+    auto tmp = write_temp(path, text);
+    if (!tmp) return tl::unexpected(tmp.error());
+    const int rc = ::link(tmp->c_str(), path.c_str());
+    const int e = errno;
+    struct stat st {};
+    // NFS: a lost reply to a link that succeeded reports an error; the link count tells.
+    const bool linked = rc == 0 || (::stat(tmp->c_str(), &st) == 0 && st.st_nlink == 2);
+    ::unlink(tmp->c_str());
+    if (linked) return true;
+    if (e == EEXIST) return false;
+    return make_error(ErrorCode::kIo, path + ": cannot create: " + std::strerror(e));
+}
+
+struct Member {
+    std::string path;
+    json info;
+    double age_seconds = 0;  // file-system time since its last refresh
+    bool live = false;
+};
+
+std::vector<Member> read_members(const std::string& members_dir, const std::string& run_id, double fs_now,
+                                 std::chrono::milliseconds lease) {
+    std::vector<Member> out;
+    std::error_code ec;
+    const std::string host = this_host();
+    const std::string boot = boot_id();
+    for (const auto& entry : fs::directory_iterator(members_dir, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (name.find(".tmp.") != std::string::npos) continue;
+        Member m;
+        m.path = entry.path().string();
+        m.info = json::parse(read_text(m.path), nullptr, false);
+        if (!m.info.is_object() || m.info.value("run_id", "") != run_id) continue;
+        struct stat st {};
+        if (::stat(m.path.c_str(), &st) != 0) continue;
+        m.age_seconds = fs_now - (static_cast<double>(st.st_mtim.tv_sec) + st.st_mtim.tv_nsec * 1e-9);
+        if (m.info.value("host", "") == host) {
+            const long pid = m.info.value("pid", 0L);
+            const std::uint64_t started = pid > 0 ? start_ticks(pid) : 0;
+            m.live = m.info.value("boot_id", "") == boot && started != 0 &&
+                     started == m.info.value("start_ticks", std::uint64_t{0});
+        } else {
+            m.live = m.age_seconds * 1000 < static_cast<double>(lease.count());
+        }
+        out.push_back(std::move(m));
+    }
+    return out;
+}
+
+double mtime_of(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return 0;
+    return static_cast<double>(st.st_mtim.tv_sec) + st.st_mtim.tv_nsec * 1e-9;
+}
+
+std::string describe_holder(const json& lock, const std::vector<Member>& live) {
+    std::string s = "run " + lock.value("run_id", std::string("?")) + " (since " + lock.value("since", std::string("?")) +
+                    ")";
+    for (std::size_t i = 0; i < live.size(); ++i) {
+        const auto& m = live[i].info;
+        s += (i == 0 ? ": " : ", ") + m.value("role", std::string("?")) + " pid " +
+             std::to_string(m.value("pid", 0L)) + " on host " + m.value("host", std::string("?")) +
+             fmt::format(" (heard {:.0f} s ago)", std::max(0.0, live[i].age_seconds));
+    }
+    return s;
+}
+
+}  // namespace
+
+std::string this_host() {
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') return "localhost";
+    return host;
+}
+
+std::string run_id_from_endpoints(const std::string& ps_list) {
+    std::uint64_t h = 1469598103934665603ull;  // FNV-1a
+    for (unsigned char c : ps_list) h = (h ^ c) * 1099511628211ull;
+    return fmt::format("ps-{:016x}", h);
+}
+
+ModelDirLock::ModelDirLock(std::string dir, RunIdentity me, ModelDirLockOptions options)
+    : dir_(std::move(dir)), me_(std::move(me)), options_(options) {
+    member_path_ = dir_ + "/members/" + this_host() + "." + std::to_string(::getpid());
+}
+
+Result<std::unique_ptr<ModelDirLock>> ModelDirLock::acquire(const std::string& model_dir, const RunIdentity& me,
+                                                            ModelDirLockOptions options) {
+    if (me.run_id.empty()) return make_error(ErrorCode::kInvalidArgument, "empty run id");
+    std::error_code ec;
+    const std::string dir = fs::absolute(model_dir, ec).lexically_normal().string() + "/.psrun";
+    fs::create_directories(dir + "/members", ec);
+    if (ec) return make_error(ErrorCode::kIo, "model dir " + model_dir + ": cannot create " + dir + ": " + ec.message());
+    std::unique_ptr<ModelDirLock> lock(new ModelDirLock(dir, me, options));
+    // Our member file first: from the moment the lock names our run, the run has a live member.
+    const json info = {{"run_id", me.run_id}, {"host", this_host()},     {"pid", static_cast<long>(::getpid())},
+                       {"boot_id", boot_id()}, {"start_ticks", start_ticks(::getpid())},
+                       {"role", me.role},      {"since", utc_now()}};
+    if (auto ok = write_replace(lock->member_path_, info.dump() + "\n"); !ok) return tl::unexpected(ok.error());
+    const std::string lock_path = dir + "/run.lock";
+    const json mine = {{"run_id", me.run_id}, {"since", utc_now()}, {"by", me.role}};
+    auto give_up = [&](Error e) {
+        ::unlink(lock->member_path_.c_str());
+        return tl::unexpected(std::move(e));
+    };
+    for (int attempt = 0; attempt < 20; ++attempt) {
+        auto created = create_exclusive(lock_path, mine.dump() + "\n");
+        if (!created) return give_up(created.error());
+        if (*created) {
+            spdlog::info("model dir {}: held by run {} from now on ({})", model_dir, me.run_id, me.role);
+            break;
+        }
+        const std::string text = read_text(lock_path);
+        const json held = json::parse(text, nullptr, false);
+        if (held.is_object() && held.value("run_id", "") == me.run_id) {
+            spdlog::info("model dir {}: joined run {} as {}", model_dir, me.run_id, me.role);
+            break;
+        }
+        if (text.empty() && mtime_of(lock_path) == 0) continue;                 // vanished: retry
+        const auto members = read_members(dir + "/members", held.is_object() ? held.value("run_id", "") : "",
+                                          mtime_of(lock->member_path_), options.lease);
+        std::vector<Member> live;
+        for (const auto& m : members)
+            if (m.live) live.push_back(m);
+        if (!live.empty())
+            return give_up(Error{
+                ErrorCode::kRejected,
+                "model dir " + model_dir + " is in use by another " + describe_holder(held, live) +
+                    ". Two runs must not share a model dir: give this run another --model-dir, or stop that run "
+                    "first (a run whose processes are gone is taken over at once on the same host, and after " +
+                    fmt::format("{:.0f}", options.lease.count() / 1000.0) + " s without a heartbeat from another host)"});
+        // The holder is gone: move its lock aside, check that it is still the one we judged, take over.
+        const std::string aside = lock_path + ".gone." + this_host() + "." + std::to_string(::getpid());
+        if (::rename(lock_path.c_str(), aside.c_str()) != 0) continue;  // someone else moved it
+        if (read_text(aside) != text) {  // a new holder appeared in between: put its lock back
+            if (::link(aside.c_str(), lock_path.c_str()) != 0) spdlog::warn("{}: could not restore", lock_path);
+            ::unlink(aside.c_str());
+            continue;
+        }
+        ::unlink(aside.c_str());
+        for (const auto& m : members) ::unlink(m.path.c_str());
+        spdlog::warn("model dir {}: taking over from {}, whose processes are all gone", model_dir,
+                     held.is_object() ? held.value("run_id", std::string("?")) : std::string("an unreadable lock"));
+        if (attempt == 19) return give_up(Error{ErrorCode::kIo, lock_path + ": lock keeps changing; try again"});
+    }
+    // Leftovers of our own run's dead processes (a requeued job, a restarted daemon).
+    for (const auto& m : read_members(dir + "/members", me.run_id, mtime_of(lock->member_path_), options.lease))
+        if (!m.live && m.path != lock->member_path_) ::unlink(m.path.c_str());
+    lock->refresher_ = std::thread([l = lock.get()] { l->refresh_loop(); });
+    return lock;
+}
+
+ModelDirLock::~ModelDirLock() {
+    {
+        std::lock_guard<std::mutex> g(mutex_);
+        stopping_ = true;
+    }
+    wake_.notify_all();
+    if (refresher_.joinable()) refresher_.join();
+    ::unlink(member_path_.c_str());
+    bool others = false;
+    for (const auto& m : read_members(dir_ + "/members", me_.run_id, mtime_of(dir_), options_.lease))
+        others = others || (m.live && m.path != member_path_);
+    const json held = json::parse(read_text(dir_ + "/run.lock"), nullptr, false);
+    if (!others && held.is_object() && held.value("run_id", "") == me_.run_id) ::unlink((dir_ + "/run.lock").c_str());
+}
+
+void ModelDirLock::refresh_loop() {
+    std::unique_lock<std::mutex> g(mutex_);
+    while (!wake_.wait_for(g, options_.refresh, [this] { return stopping_; })) {
+        g.unlock();
+        refresh_once();
+        g.lock();
+    }
+}
+
+void ModelDirLock::refresh_once() {
+    if (::utimensat(AT_FDCWD, member_path_.c_str(), nullptr, 0) != 0 && errno == ENOENT)
+        spdlog::warn("model dir lock: {} disappeared; this process no longer counts as a live member", member_path_);
+    const json held = json::parse(read_text(dir_ + "/run.lock"), nullptr, false);
+    if (held.is_object() && held.value("run_id", "") != me_.run_id && !lost_.exchange(true))
+        spdlog::error("model dir {} was taken over by run {} (this run {} was silent longer than the {:.0f} s lease): "
+                      "this run must not write it any more",
+                      fs::path(dir_).parent_path().string(), held.value("run_id", std::string("?")), me_.run_id,
+                      options_.lease.count() / 1000.0);
+}
+
+}  // namespace psrun

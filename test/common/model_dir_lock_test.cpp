@@ -1,0 +1,196 @@
+// One run per model dir (common/model_dir_lock.h): join, refusal naming the holder, takeover from
+// dead processes on this host and from silent ones on another, release by the last member.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "common/model_dir_lock.h"
+
+using namespace psrun;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+    std::string path;
+    TempDir() {
+        char tmpl[] = "/tmp/psrun-lock-XXXXXX";
+        path = ::mkdtemp(tmpl);
+    }
+    ~TempDir() { fs::remove_all(path); }
+};
+
+nlohmann::json read_json(const std::string& path) {
+    std::ifstream in(path);
+    return nlohmann::json::parse(in, nullptr, false);
+}
+
+// Sets a file's mtime `seconds` into the past (a member on another host that stopped refreshing).
+void age(const std::string& path, double seconds) {
+    struct stat st {};
+    REQUIRE(::stat(path.c_str(), &st) == 0);
+    timespec times[2] = {st.st_atim, st.st_mtim};
+    times[1].tv_sec -= static_cast<time_t>(seconds);
+    REQUIRE(::utimensat(AT_FDCWD, path.c_str(), times, 0) == 0);
+}
+
+// A member file as another host's process of `run_id` would have written it.
+void write_remote_member(const std::string& model_dir, const std::string& run_id) {
+    fs::create_directories(model_dir + "/.psrun/members");
+    std::ofstream(model_dir + "/.psrun/members/othernode.4242")
+        << nlohmann::json{{"run_id", run_id}, {"host", "othernode"}, {"pid", 4242}, {"role", "psd 1"},
+                          {"boot_id", "x"}, {"start_ticks", 1}, {"since", "earlier"}}
+               .dump();
+    std::ofstream(model_dir + "/.psrun/run.lock")
+        << nlohmann::json{{"run_id", run_id}, {"since", "earlier"}, {"by", "psd 1"}}.dump();
+}
+
+}  // namespace
+
+TEST_CASE("the first run holds the dir, its other processes join, the last one out releases it", "[lock]") {
+    TempDir d;
+    auto a = ModelDirLock::acquire(d.path + "/model", {"run-a", "psd 0"});
+    REQUIRE(a);
+    const auto lock_file = d.path + "/model/.psrun/run.lock";
+    CHECK(read_json(lock_file)["run_id"] == "run-a");
+    CHECK(fs::exists((*a)->member_path()));
+    // Another process of the same run (the chief) joins, then ends first: the lock stays ours.
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        auto chief = ModelDirLock::acquire(d.path + "/model", {"run-a", "worker 0 (chief)"});
+        ::_exit(chief ? 0 : 3);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    CHECK(WEXITSTATUS(status) == 0);
+    CHECK(read_json(lock_file)["run_id"] == "run-a");
+    CHECK(fs::exists((*a)->member_path()));
+    a->reset();  // the last member leaves: released
+    CHECK_FALSE(fs::exists(lock_file));
+    auto b = ModelDirLock::acquire(d.path + "/model", {"run-b", "psrun local"});
+    REQUIRE(b);  // the next run takes it without a word
+    CHECK(read_json(lock_file)["run_id"] == "run-b");
+}
+
+TEST_CASE("another run is refused while a process of the holder lives, naming it", "[lock]") {
+    TempDir d;
+    // The holder is a child process: a live pid on this host other than ours.
+    int ready[2], go[2];
+    REQUIRE(::pipe(ready) == 0);
+    REQUIRE(::pipe(go) == 0);
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        auto held = ModelDirLock::acquire(d.path, {"run-a", "psd 0"});
+        char c = held ? 'y' : 'n';
+        (void)!::write(ready[1], &c, 1);
+        (void)!::read(go[0], &c, 1);  // hold until the parent says so
+        held->reset();
+        ::_exit(0);
+    }
+    char c = 0;
+    REQUIRE(::read(ready[0], &c, 1) == 1);
+    REQUIRE(c == 'y');
+    auto refused = ModelDirLock::acquire(d.path, {"run-b", "psrun local"});
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().code == ErrorCode::kRejected);
+    const std::string& m = refused.error().message;
+    CHECK_THAT(m, Catch::Contains("in use by another run run-a"));
+    CHECK_THAT(m, Catch::Contains("psd 0 pid " + std::to_string(child) + " on host " + this_host()));
+    CHECK_THAT(m, Catch::Contains("another --model-dir"));
+    // The refused run left nothing behind: only the holder's member file is there.
+    std::size_t members = 0;
+    for ([[maybe_unused]] const auto& e : fs::directory_iterator(d.path + "/.psrun/members")) ++members;
+    CHECK(members == 1);
+    CHECK(read_json(d.path + "/.psrun/run.lock")["run_id"] == "run-a");
+
+    SECTION("a holder killed with SIGKILL is gone: the next run takes over at once") {
+        REQUIRE(::kill(child, SIGKILL) == 0);
+        REQUIRE(::waitpid(child, nullptr, 0) == child);
+        auto b = ModelDirLock::acquire(d.path, {"run-b", "psrun local"});
+        REQUIRE(b);
+        CHECK(read_json(d.path + "/.psrun/run.lock")["run_id"] == "run-b");
+    }
+    SECTION("a holder that ends normally releases the dir") {
+        REQUIRE(::write(go[1], "x", 1) == 1);
+        int status = 0;
+        REQUIRE(::waitpid(child, &status, 0) == child);
+        CHECK(WEXITSTATUS(status) == 0);
+        CHECK_FALSE(fs::exists(d.path + "/.psrun/run.lock"));
+        CHECK(ModelDirLock::acquire(d.path, {"run-b", "psrun local"}));
+    }
+    for (int fd : {ready[0], ready[1], go[0], go[1]}) ::close(fd);
+}
+
+TEST_CASE("a holder on another host is live while it refreshes within the lease", "[lock]") {
+    TempDir d;
+    write_remote_member(d.path, "slurm-17");
+    ModelDirLockOptions o;
+    o.lease = std::chrono::milliseconds(60000);
+    auto refused = ModelDirLock::acquire(d.path, {"slurm-18", "worker 0 (chief)"}, o);
+    REQUIRE_FALSE(refused);
+    CHECK_THAT(refused.error().message, Catch::Contains("run slurm-17"));
+    CHECK_THAT(refused.error().message, Catch::Contains("psd 1 pid 4242 on host othernode"));
+    CHECK_THAT(refused.error().message, Catch::Contains("after 60 s without a heartbeat"));
+
+    SECTION("silent longer than the lease: gone, taken over") {
+        age(d.path + "/.psrun/members/othernode.4242", 61);
+        auto b = ModelDirLock::acquire(d.path, {"slurm-18", "worker 0 (chief)"}, o);
+        REQUIRE(b);
+        CHECK(read_json(d.path + "/.psrun/run.lock")["run_id"] == "slurm-18");
+        CHECK_FALSE(fs::exists(d.path + "/.psrun/members/othernode.4242"));
+    }
+    SECTION("the same job requeued (same run id) joins at once, live members or not") {
+        auto requeued = ModelDirLock::acquire(d.path, {"slurm-17", "psd 0"}, o);
+        REQUIRE(requeued);
+        CHECK(read_json(d.path + "/.psrun/run.lock")["run_id"] == "slurm-17");
+    }
+}
+
+TEST_CASE("the refresher keeps the lease and notices a takeover", "[lock]") {
+    TempDir d;
+    ModelDirLockOptions o;
+    o.refresh = std::chrono::milliseconds(50);
+    auto a = ModelDirLock::acquire(d.path, {"run-a", "psd 0"}, o);
+    REQUIRE(a);
+    age((*a)->member_path(), 100);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    struct stat st {};
+    REQUIRE(::stat((*a)->member_path().c_str(), &st) == 0);
+    CHECK(std::chrono::system_clock::now().time_since_epoch() - std::chrono::seconds(st.st_mtim.tv_sec) <
+          std::chrono::seconds(5));
+    CHECK_FALSE((*a)->lost());
+    std::ofstream(d.path + "/.psrun/run.lock") << nlohmann::json{{"run_id", "run-b"}}.dump();
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    CHECK((*a)->lost());
+    a->reset();
+    CHECK(read_json(d.path + "/.psrun/run.lock")["run_id"] == "run-b");  // not ours: left alone
+}
+
+TEST_CASE("an unwritable model dir is an I/O error naming it", "[lock]") {
+    TempDir d;
+    std::ofstream(d.path + "/file") << "x";
+    auto r = ModelDirLock::acquire(d.path + "/file/model", {"run-a", "psd 0"});
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == ErrorCode::kIo);
+    CHECK_THAT(r.error().message, Catch::Contains(d.path + "/file/model"));
+}
+
+TEST_CASE("run ids derived from the psd endpoints agree for every task of a job", "[lock]") {
+    const auto a = run_id_from_endpoints("tcp://n1:2222,tcp://n2:2222");
+    CHECK(a == run_id_from_endpoints("tcp://n1:2222,tcp://n2:2222"));
+    CHECK(a != run_id_from_endpoints("tcp://n1:2223,tcp://n2:2222"));
+    CHECK(a.rfind("ps-", 0) == 0);
+    CHECK(a.size() == 19);
+}
