@@ -220,6 +220,17 @@ Result<void> PsClient::restore(const wire::InitConfig& config, const std::string
     return {};
 }
 
+Result<void> PsClient::dir_check(const std::string& dir, const std::string& nonce) {
+    if (auto ok = wire::check_path(dir); !ok) return make_error(ErrorCode::kInvalidArgument, ok.error().message);
+    Header h = make_header(MessageType::kDirCheck);
+    const std::string body = wire::encode_dircheck(wire::DirCheckRequest{dir, nonce});
+    h.frames.push_back(FrameDesc{wire::kBodyFrame, static_cast<std::uint32_t>(body.size())});
+    for (auto i : all_shards()) send_plain(i, h, &body);
+    auto replies = collect(all_shards(), options_.connect_timeout);
+    if (!replies) return tl::unexpected(replies.error());
+    return {};
+}
+
 Result<StepInfo> PsClient::exchange(MessageType type, std::span<const float> grads, std::uint64_t step,
                                     ParamFrames* out) {
     if (type != MessageType::kPull && grads.size() != layout_.total)

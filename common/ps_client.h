@@ -100,6 +100,10 @@ public:
     // shard count), verifying CRCs, and becomes initialised with `config` (start_step = the
     // checkpoint's global step) exactly as after INIT.
     [[nodiscard]] Result<void> restore(const wire::InitConfig& config, const std::string& dir);
+    // Chief only (docs/protocol.md "Shared model dir"): every psd reads the proof file
+    // <dir>/.psrun/dircheck/chief.<nonce> through its own view of the model dir and writes
+    // ps-<i>.<nonce> beside it. A psd that cannot is refused with its reason (host and path).
+    [[nodiscard]] Result<void> dir_check(const std::string& dir, const std::string& nonce);
     const std::vector<TensorSpec>& tensors() const { return options_.tensors; }
 
     // Shared memory (after hello()): how many shards exchange through it, and gradient region r

@@ -42,6 +42,7 @@ std::string_view to_string(MessageType type) {
         case MessageType::kSave: return "SAVE";
         case MessageType::kRestore: return "RESTORE";
         case MessageType::kAttach: return "ATTACH";
+        case MessageType::kDirCheck: return "DIRCHECK";
     }
     return "UNKNOWN";
 }
@@ -290,6 +291,24 @@ Result<RestoreRequest> decode_restore(std::string_view bytes) {
     Decoder d(bytes.substr(init_size));
     if (!d.get_string16(r.dir) || d.remaining() != 0) return bad("bad RESTORE body");
     if (auto ok = check_path(r.dir); !ok) return tl::unexpected(ok.error());
+    return r;
+}
+
+std::string encode_dircheck(const DirCheckRequest& request) {
+    std::string out;
+    put_string16(out, request.dir);
+    put_string16(out, request.nonce);
+    return out;
+}
+
+Result<DirCheckRequest> decode_dircheck(std::string_view bytes) {
+    Decoder d(bytes);
+    DirCheckRequest r;
+    if (!d.get_string16(r.dir) || !d.get_string16(r.nonce) || d.remaining() != 0) return bad("bad DIRCHECK body");
+    if (auto ok = check_path(r.dir); !ok) return tl::unexpected(ok.error());
+    if (r.nonce.size() < 16 || r.nonce.size() > 64 ||
+        r.nonce.find_first_not_of("0123456789abcdef") != std::string::npos)
+        return bad("DIRCHECK nonce must be 16..64 lowercase hex digits");
     return r;
 }
 

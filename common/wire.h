@@ -18,7 +18,7 @@
 namespace psrun::wire {
 
 inline constexpr std::uint32_t kMagic = 0x4E525350;  // "PSRN"
-inline constexpr std::uint16_t kVersion = 2;  // 2: ATTACH and shared-memory payloads
+inline constexpr std::uint16_t kVersion = 3;  // 2: ATTACH and shared-memory payloads; 3: DIRCHECK
 inline constexpr std::size_t kFixedHeaderSize = 48;
 inline constexpr std::size_t kFrameDescriptorSize = 8;
 inline constexpr std::uint32_t kMaxFrames = 4096;
@@ -28,9 +28,9 @@ inline constexpr std::uint32_t kMaxBodyBytes = 1u << 20;  // bodies are small; s
 enum class MessageType : std::uint8_t {
     kHello = 1, kWelcome = 2, kInit = 3, kPull = 4, kPush = 5, kPushPull = 6, kParams = 7,
     kAck = 8, kDone = 9, kStats = 10, kStop = 11, kError = 12, kHeartbeat = 13,
-    kSave = 14, kRestore = 15, kAttach = 16,
+    kSave = 14, kRestore = 15, kAttach = 16, kDirCheck = 17,
 };
-inline constexpr std::uint8_t kMaxMessageType = 16;
+inline constexpr std::uint8_t kMaxMessageType = 17;
 std::string_view to_string(MessageType type);
 
 enum class Role : std::uint8_t { kWorker = 0, kChief = 1, kPs = 2, kTool = 3 };
@@ -118,6 +118,15 @@ struct RestoreRequest {
 };
 std::string encode_restore(const RestoreRequest& request);
 [[nodiscard]] Result<RestoreRequest> decode_restore(std::string_view bytes);
+
+// DIRCHECK body (chief -> ps, docs/protocol.md "Shared model dir"): the chief's model dir
+// (absolute, as check_path) and the nonce of the file it wrote there (16..64 bytes of [0-9a-f]).
+struct DirCheckRequest {
+    std::string dir;
+    std::string nonce;
+};
+std::string encode_dircheck(const DirCheckRequest& request);
+[[nodiscard]] Result<DirCheckRequest> decode_dircheck(std::string_view bytes);
 
 // True when every float is finite (no NaN, no Inf). Vectorised; reads bytes.size()/4 floats.
 bool all_finite(const void* data, std::size_t count);

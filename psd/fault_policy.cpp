@@ -27,4 +27,12 @@ bool FaultPolicy::bad_gradient(std::uint32_t worker, std::uint64_t step, const s
     return true;
 }
 
+void FaultPolicy::abort(std::string reason, int exit_code) {
+    if (aborted_) return;
+    aborted_ = true;
+    aborted_at_ = Clock::now();
+    reason_ = std::move(reason);
+    exit_code_ = exit_code;
+}
+
 }  // namespace psrun::psd

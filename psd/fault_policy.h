@@ -32,7 +32,11 @@ public:
     std::uint64_t bad_gradients() const { return bad_; }
     std::uint64_t max_bad_grads() const { return max_bad_; }
 
+    // Aborts the run for another reason (e.g. a model dir this psd does not share with the
+    // chief); psd then exits with `exit_code`. No-op when already aborted.
+    void abort(std::string reason, int exit_code);
     bool aborted() const { return aborted_; }
+    int exit_code() const { return exit_code_; }
     const std::string& abort_reason() const { return reason_; }
     Clock::time_point aborted_at() const { return aborted_at_; }
     // Worker `index` has received the abort error.
@@ -44,6 +48,7 @@ private:
     std::uint64_t bad_ = 0;
     bool aborted_ = false;
     std::string reason_;
+    int exit_code_ = 1;
     Clock::time_point aborted_at_{};
     std::vector<bool> told_;
 };

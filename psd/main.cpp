@@ -7,6 +7,7 @@
 #include "common/denormals.h"
 #include "common/job_keys.h"
 #include "common/logging.h"
+#include "common/model_dir_lock.h"
 #include "common/result.h"
 #include "common/signals.h"
 #include "common/zmq_util.h"
@@ -21,13 +22,17 @@ int main(int argc, char** argv) {
 
     CLI::App app{"psd: psrun parameter-server daemon"};
     psrun::psd::ServerOptions o;
-    std::string ps_list, key_file, log_level = "info";
+    std::string ps_list, key_file, log_level = "info", run_id;
     bool no_auth = false;
     double worker_timeout = 60, init_timeout = 300, signal_grace = 8;
     app.add_option("--index", o.index, "this psd's position in --ps")->required();
     app.add_option("--ps", ps_list, "comma-separated endpoints of every psd")->required();
     app.add_option("--num-workers", o.num_workers, "workers in the cluster map")->required();
-    app.add_option("--model-dir", o.model_dir, "standby: endpoint and shard files go here");
+    app.add_option("--model-dir", o.model_dir,
+                   "the run's model dir: held for this run while psd lives (.psrun/run.lock); standby: endpoint "
+                   "and shard files go here");
+    app.add_option("--run-id", run_id,
+                   "the run this psd belongs to, for the model dir lock (psrun passes it; default: derived from --ps)");
     auto* key_opt = app.add_option("--key-file", key_file, "the job's key file: job token, CURVE keys (used on tcp; ipc sockets are owner-only)");
     app.add_flag("--no-auth", no_auth, "no key file: no CURVE, no job token")->excludes(key_opt);
     app.add_flag("--standby", o.standby, "serve successive runs until stopped; save the shard on exit");
@@ -69,6 +74,14 @@ int main(int argc, char** argv) {
             auto keys = psrun::read_job_key_file(key_file);
             if (!keys) throw psrun::UsageError(keys.error().message);
             o.keys = *keys;
+        }
+        std::unique_ptr<psrun::ModelDirLock> dir_lock;  // held until psd exits
+        if (!o.model_dir.empty()) {
+            auto lock = psrun::ModelDirLock::acquire(
+                o.model_dir, {run_id.empty() ? psrun::run_id_from_endpoints(ps_list) : run_id,
+                              "psd " + std::to_string(o.index)});
+            if (!lock) throw psrun::UsageError(lock.error().message);
+            dir_lock = std::move(*lock);
         }
         psrun::psd::ParameterServer server(o);
         return server.run();

@@ -240,6 +240,7 @@ void ParameterServer::dispatch(const std::string& routing, const Header& h, Part
         case MessageType::kDone: return on_done(routing, h);
         case MessageType::kSave: return on_save(routing, h, parts);
         case MessageType::kRestore: return on_restore(routing, h, parts);
+        case MessageType::kDirCheck: return on_dircheck(routing, h, parts);
         case MessageType::kAttach: return on_attach(routing, h, parts);
         default:
             ++counters_.malformed;

@@ -58,6 +58,7 @@ private:
     void on_done(const std::string& routing, const wire::Header& h);
     void on_save(const std::string& routing, const wire::Header& h, Parts& parts);     // psd/checkpoint handlers
     void on_restore(const std::string& routing, const wire::Header& h, Parts& parts);
+    void on_dircheck(const std::string& routing, const wire::Header& h, Parts& parts);
     // Shared memory (psd/parameter_server_shm.cpp).
     void on_attach(const std::string& routing, const wire::Header& h, Parts& parts);
     ShmSegment* attachment(const std::string& routing);  // null: this client uses payload frames

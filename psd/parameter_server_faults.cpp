@@ -79,7 +79,7 @@ void ParameterServer::check_abort(Clock::time_point now) {
     if (!all_told && now - faults_.aborted_at() < grace) return;
     spdlog::error("exiting: run aborted ({}); every worker was told: {}", faults_.abort_reason(),
                   all_told ? "yes" : "no (grace period over)");
-    finish(kExitFailure);
+    finish(faults_.exit_code());
 }
 
 }  // namespace psrun::psd

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "common/shared_dir_check.h"
 #include "common/zmq_util.h"
 #include "psd/parameter_server.h"
 #include "psd/shard_checkpoint.h"
@@ -191,6 +192,28 @@ void ParameterServer::on_save(const std::string& routing, const Header& h, Parts
     spdlog::info("checkpoint: shard at step {} (chief's step {}) written to {} in {} ms", shard_->step(), h.step, *dir,
                  std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count());
     reply(routing, MessageType::kAck, shard_->finished() ? wire::kFlagFinished : 0);
+}
+
+void ParameterServer::on_dircheck(const std::string& routing, const Header& h, Parts& parts) {
+    if (h.role != wire::Role::kChief)
+        return reply_error(routing, ErrorCode::kUnauthorized, "only the chief sends DIRCHECK");
+    if (h.frames.size() != 1 || h.frames[0].id != wire::kBodyFrame)
+        return reply_error(routing, ErrorCode::kProtocol, "DIRCHECK carries exactly one body frame");
+    auto request = wire::decode_dircheck(view(parts[2]));
+    if (!request) return reply_error(routing, ErrorCode::kProtocol, request.error().message);
+    auto ok = answer_dir_check(options_.model_dir, request->dir, request->nonce, options_.index);
+    if (!ok) {
+        // Stop the whole job before step 1: every worker is told, then psd exits 2.
+        spdlog::error("{}", ok.error().message);
+        reply_error(routing, ErrorCode::kInvalidArgument, ok.error().message);
+        faults_.abort("run stopped before step 1: " + ok.error().message, kExitUsage);
+        faults_.told(h.index);
+        for (const auto& p : init_waiters_) reply_aborted(p.routing, p.worker);  // non-chief workers waiting for INIT
+        init_waiters_.clear();
+        return;
+    }
+    spdlog::info("model dir {}: the chief's proof file is here, and this psd's is written", request->dir);
+    reply(routing, MessageType::kAck, 0);
 }
 
 void ParameterServer::on_restore(const std::string& routing, const Header& h, Parts& parts) {
