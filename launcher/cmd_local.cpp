@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -14,6 +15,7 @@
 
 #include "common/exit_codes.h"
 #include "common/job_keys.h"
+#include "common/model_dir_lock.h"
 #include "common/result.h"
 #include "launcher/daemon_command.h"
 #include "launcher/job_key.h"
@@ -103,6 +105,14 @@ void run_local(const LocalOptions& o, CommandContext& ctx) {
                          "evaluates the checkpoints the chief writes there");
     DaemonOptions daemon = o.daemon;
     daemon.training = ctx.training;
+    // One run per model dir: psrun local holds it from here to its exit, its daemons join.
+    std::unique_ptr<ModelDirLock> dir_lock;
+    if (const auto model_dir = training_model_dir(daemon.training); model_dir && !o.dry_run) {
+        daemon.run_id = fmt::format("local-{}-{}", this_host(), ::getpid());
+        auto lock = ModelDirLock::acquire(*model_dir, {daemon.run_id, "psrun local"});
+        if (!lock) throw UsageError(lock.error().message);
+        dir_lock = std::move(*lock);
+    }
     if (!daemon.no_auth && daemon.key_file.empty() && o.num_ps > 0 && !o.dry_run) {
         const auto model_dir = training_model_dir(daemon.training);
         auto key = prepare_local_job_key(model_dir ? default_job_key_path(*model_dir, "local")

@@ -65,6 +65,12 @@ void run(const RunOptions& o, CommandContext& ctx) {
     log_restart_count(ctx.env);
     DaemonOptions daemon = o.daemon;
     daemon.training = ctx.training;
+    // Every task of the job (every step of a Slurm job, a requeued job too) is one run of its model dir.
+    if (training_model_dir(daemon.training)) {
+        const auto slurm_job = ctx.env.find("SLURM_JOB_ID");
+        daemon.run_id = slurm_job != ctx.env.end() && !slurm_job->second.empty() ? "slurm-" + slurm_job->second
+                                                                                  : job_name_for(*map, ctx.env);
+    }
     if (!o.dry_run) {
         // Cheap checks first: a missing binary or a taken port must not wait for the key.
         auto probe = daemon_command(*map, map->self->role, map->self->index, daemon);

@@ -38,6 +38,9 @@ Result<DaemonCommand> daemon_command(const ClusterMap& map, Role role, int index
             cmd.argv.push_back("--no-auth");
         }
     };
+    auto add_run_id = [&] {
+        if (!options.run_id.empty()) cmd.argv.insert(cmd.argv.end(), {"--run-id", options.run_id});
+    };
     auto add_threads = [&] {
         if (map.threads)
             cmd.argv.insert(cmd.argv.end(), {"--threads", std::to_string(*map.threads)});
@@ -69,6 +72,7 @@ Result<DaemonCommand> daemon_command(const ClusterMap& map, Role role, int index
         add_threads();
         if (!options.log_level.empty())
             cmd.argv.insert(cmd.argv.end(), {"--log-level", options.log_level});
+        add_run_id();
         return cmd;
     }
     cmd.program = "workerd";
@@ -82,6 +86,7 @@ Result<DaemonCommand> daemon_command(const ClusterMap& map, Role role, int index
         cmd.label = "standalone worker";
         cmd.argv = {"workerd", "--standalone"};
         add_threads();
+        add_run_id();
         cmd.argv.insert(cmd.argv.end(), options.training.begin(), options.training.end());
         return cmd;
     }
@@ -94,6 +99,7 @@ Result<DaemonCommand> daemon_command(const ClusterMap& map, Role role, int index
     if (options.ps_restart_wait && role != Role::kEvaluator)
         cmd.argv.insert(cmd.argv.end(), {"--ps-restart-wait", fmt::format("{}", *options.ps_restart_wait)});
     add_threads();
+    add_run_id();
     cmd.argv.insert(cmd.argv.end(), options.training.begin(), options.training.end());
     return cmd;
 }

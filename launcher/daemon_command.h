@@ -25,6 +25,8 @@ struct DaemonOptions {
     std::optional<long> max_bad_grads;     // psd: --max-bad-grads N
     std::optional<double> ps_restart_wait; // workerd: --ps-restart-wait SECONDS
     std::string log_level;                 // psd: --log-level
+    // psd and workerd: --run-id (the model dir lock, common/model_dir_lock.h); empty: not passed.
+    std::string run_id;
     std::vector<std::string> training;     // after "--": workerd training options
 };
 

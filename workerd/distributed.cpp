@@ -12,6 +12,7 @@
 
 #include "common/job_keys.h"
 #include "common/ps_client.h"
+#include "common/shared_dir_check.h"
 #include "common/zmq_util.h"
 #include "workerd/barrier.h"
 #include "workerd/hooks.h"
@@ -116,6 +117,12 @@ int DistributedWorker::run() {
                       std::chrono::milliseconds(100), &watcher};
     StepInfo info;
     if (c.chief) {
+        if (!training_.model_dir.empty()) {  // before any step: a node-local model dir stops the job here
+            if (auto shared = verify_shared_model_dir(client, training_.model_dir); !shared) {
+                spdlog::error("{}", shared.error().message);
+                return shared.error().code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure;
+            }
+        }
         if (auto all = wait_for_all_workers(client, bo); !all) return fail("start barrier", all.error());
         const wire::InitConfig init{config.optimizer, 0, static_cast<std::uint64_t>(training_.steps)};
         std::optional<RestoredInfo> restored;

@@ -2,6 +2,7 @@
 // checkpoints (workerd/evaluator.h); otherwise it is one worker of a parameter-server job
 // (--ps ... --num-workers W), see workerd/distributed.h.
 #include <malloc.h>
+#include <unistd.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -9,6 +10,7 @@
 
 #include "common/denormals.h"
 #include "common/logging.h"
+#include "common/model_dir_lock.h"
 #include "common/result.h"
 #include "common/signals.h"
 #include "workerd/distributed.h"
@@ -30,10 +32,13 @@ int main(int argc, char** argv) {
     // jobs/train-local.sh's defaults followed by the caller's options both work.
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     bool standalone = false;
-    std::string log_level = "info";
+    std::string log_level = "info", run_id;
     app.add_flag("--standalone", standalone, "train alone with the local optimizer (no psd)");
     app.add_option("--index", cluster.index, "worker index (0 <= I < --num-workers)");
     app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
+    app.add_option("--run-id", run_id,
+                   "the run this process belongs to, for the model dir lock (psrun passes it; default: derived "
+                   "from --ps, or this process alone with --standalone)");
     psrun::worker::add_cluster_options(app, cluster);
     psrun::worker::add_train_options(app, options);
     psrun::worker::add_evaluator_options(app, evaluation);
@@ -44,6 +49,19 @@ int main(int argc, char** argv) {
     }
     psrun::init_logging(cluster.evaluator ? "evaluator" : "workerd", static_cast<int>(cluster.index), log_level);
     try {
+        std::unique_ptr<psrun::ModelDirLock> dir_lock;  // one run per model dir, held until exit
+        if (!options.model_dir.empty()) {
+            if (run_id.empty())
+                run_id = standalone ? "standalone-" + psrun::this_host() + "-" + std::to_string(::getpid())
+                                    : psrun::run_id_from_endpoints(cluster.ps);
+            const std::string role = standalone          ? "workerd --standalone"
+                                     : cluster.evaluator ? "evaluator " + std::to_string(cluster.index)
+                                                         : "worker " + std::to_string(cluster.index) +
+                                                               (cluster.chief ? " (chief)" : "");
+            auto lock = psrun::ModelDirLock::acquire(options.model_dir, {run_id, role});
+            if (!lock) throw psrun::UsageError(lock.error().message);
+            dir_lock = std::move(*lock);
+        }
         if (standalone) {
             if (!cluster.ps.empty()) throw psrun::UsageError("--standalone trains without psd: drop --ps");
             if (cluster.evaluator) throw psrun::UsageError("--standalone and --evaluator exclude each other");

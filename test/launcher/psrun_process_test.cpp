@@ -215,7 +215,8 @@ TEST_CASE("psrun run execs psd with the contracted flags", "[process]") {
     CHECK(wait_exit(p, 20) == 7);
     CHECK(f.argv_of("psd.0") == Args{(f.bin / "psd").string(), "--index", "0", "--ps",
                                      "tcp://localhost:" + std::to_string(port), "--num-workers",
-                                     "1", "--model-dir", "/m", "--no-auth", "--threads", "2"});
+                                     "1", "--model-dir", "/m", "--no-auth", "--threads", "2", "--run-id",
+                                     "slurm-9"});  // every step of job 9 is one run of /m
 }
 
 TEST_CASE("psrun run execs workerd for the chief with training options", "[process]") {
@@ -409,9 +410,15 @@ TEST_CASE("psrun run with a TF_CONFIG evaluator task execs workerd --evaluator",
     CHECK(wait_exit(p, 20) == 0);
     INFO(slurp(p.err));
     // Not counted as a worker: --num-workers is the chief and the worker only.
-    CHECK(f.argv_of("evaluator.0") == Args{(f.bin / "workerd").string(), "--index", "0", "--ps",
-                                           "tcp://127.0.0.1:2002", "--num-workers", "2", "--evaluator",
-                                           "--no-auth", "--model-dir", "/m", "--steps", "5"});
+    const Args argv = f.argv_of("evaluator.0");
+    REQUIRE(argv.size() == 15);
+    CHECK(Args(argv.begin(), argv.begin() + 9) == Args{(f.bin / "workerd").string(), "--index", "0", "--ps",
+                                                       "tcp://127.0.0.1:2002", "--num-workers", "2", "--evaluator",
+                                                       "--no-auth"});
+    // The run id of a TF_CONFIG job: a hash of its map, the same in every task.
+    CHECK(argv[9] == "--run-id");
+    CHECK(argv[10].rfind("tf-", 0) == 0);
+    CHECK(Args(argv.begin() + 11, argv.end()) == Args{"--model-dir", "/m", "--steps", "5"});
 }
 
 TEST_CASE("psrun local: a failing evaluator makes psrun exit 1 naming it", "[process][evaluator]") {
