@@ -85,13 +85,22 @@ Error FieldReader::fail(std::string_view field, const std::string& what) const {
     return Error{ErrorCode::kInvalidArgument, where_ + ": field \"" + std::string(field) + "\": " + what};
 }
 
+Error FieldReader::missing(std::string_view field, const std::string& expected) const {
+    for (const auto& [key, value] : object_.items()) {
+        if (known_.count(key) == 0 && edit_distance(key.substr(0, 64), field) <= 2)
+            return Error{ErrorCode::kInvalidArgument, where_ + ": unknown field \"" + describe_value(key).substr(1) +
+                                                          " (did you mean \"" + std::string(field) + "\"?)"};
+    }
+    return fail(field, "missing (" + expected + ")");
+}
+
 Result<std::int64_t> FieldReader::integer(std::string_view field, std::optional<std::int64_t> fallback,
                                           std::int64_t min, std::int64_t max) {
     allow(field);
     const std::string expected = integer_range(min, max);
     if (!has(field)) {
         if (fallback) return *fallback;
-        return tl::unexpected(fail(field, "missing (expected " + expected + ")"));
+        return tl::unexpected(missing(field, "expected " + expected));
     }
     const auto& v = object_.at(std::string(field));
     const auto i = as_integer(v);
@@ -105,7 +114,7 @@ Result<Extent2> FieldReader::extent(std::string_view field, std::optional<Extent
     const std::string expected = "expected " + integer_range(1, max) + " or [height, width] of them";
     if (!has(field)) {
         if (fallback) return *fallback;
-        return tl::unexpected(fail(field, "missing (" + expected + ")"));
+        return tl::unexpected(missing(field, expected));
     }
     const auto& v = object_.at(std::string(field));
     auto one = [&](const nlohmann::json& e) -> std::optional<std::int64_t> {
@@ -127,7 +136,7 @@ Result<double> FieldReader::number(std::string_view field, std::optional<double>
     allow(field);
     if (!has(field)) {
         if (fallback) return *fallback;
-        return tl::unexpected(fail(field, "missing (expected a number)"));
+        return tl::unexpected(missing(field, "expected a number"));
     }
     const auto& v = object_.at(std::string(field));
     if (!v.is_number() || !std::isfinite(v.get<double>()))
@@ -139,7 +148,7 @@ Result<bool> FieldReader::boolean(std::string_view field, std::optional<bool> fa
     allow(field);
     if (!has(field)) {
         if (fallback) return *fallback;
-        return tl::unexpected(fail(field, "missing (expected true or false)"));
+        return tl::unexpected(missing(field, "expected true or false"));
     }
     const auto& v = object_.at(std::string(field));
     if (!v.is_boolean()) return tl::unexpected(fail(field, "expected true or false, got " + describe_value(v)));
@@ -152,7 +161,7 @@ Result<std::size_t> FieldReader::choice(std::string_view field, std::optional<st
     const std::string expected = "expected one of " + join_names(choices);
     if (!has(field)) {
         if (fallback) return *fallback;
-        return tl::unexpected(fail(field, "missing (" + expected + ")"));
+        return tl::unexpected(missing(field, expected));
     }
     const auto& v = object_.at(std::string(field));
     if (v.is_string()) {
@@ -167,7 +176,7 @@ Result<std::string> FieldReader::string(std::string_view field, std::optional<st
     allow(field);
     if (!has(field)) {
         if (fallback) return *fallback;
-        return tl::unexpected(fail(field, "missing (expected a string)"));
+        return tl::unexpected(missing(field, "expected a string"));
     }
     const auto& v = object_.at(std::string(field));
     if (!v.is_string()) return tl::unexpected(fail(field, "expected a string, got " + describe_value(v)));

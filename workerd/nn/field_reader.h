@@ -49,6 +49,9 @@ public:
     Result<void> finish() const;
 
 private:
+    // A missing required field; when a field nobody reads is spelt close to it ("filter" for
+    // "filters"), the error names that one instead.
+    Error missing(std::string_view field, const std::string& expected) const;
     const nlohmann::json& object_;
     std::string where_;
     std::set<std::string, std::less<>> known_;

@@ -94,11 +94,7 @@ Result<LayerSpec> parse_layer(const nlohmann::json& value, std::size_t index, co
     FieldReader reader(value, where);
     reader.allow("kind");
     reader.allow("name");
-    if (auto ok = ops->parse(reader, layer); !ok) {
-        // A misspelt field usually causes the failure ("filter" -> "filters" missing): say so.
-        if (auto fields = reader.finish(); !fields) return tl::unexpected(fields.error());
-        return tl::unexpected(ok.error());
-    }
+    if (auto ok = ops->parse(reader, layer); !ok) return tl::unexpected(ok.error());
     if (auto ok = reader.finish(); !ok) return tl::unexpected(ok.error());
     layer.input = input;
     if (auto ok = ops->infer(layer); !ok)
@@ -195,6 +191,11 @@ Result<ModelDescription> parse_model_text(std::string_view text, std::string_vie
         if (const auto colon = what.find("syntax error"); colon != std::string::npos) what = what.substr(colon);
         return tl::unexpected(model_error(source, "JSON syntax error at line " + std::to_string(line) + ", column " +
                                                       std::to_string(column) + ": " + what));
+    } catch (const nlohmann::json::exception& e) {
+        // Not a syntax error but still the text's fault: a number out of double's range (406).
+        std::string what = e.what();
+        if (const auto end = what.find("] "); end != std::string::npos) what = what.substr(end + 2);
+        return tl::unexpected(model_error(source, "bad JSON: " + what));
     }
     return parse_model(document, source);
 }
