@@ -25,6 +25,7 @@ declare -A targets=(
   [idx]="workerd/idx_reader.cpp|-lz|8192"
   [checkpoint]="common/tensor_file.cpp common/crc32c.cpp common/checkpoint_store.cpp||4096"
   [job_keys]="common/job_keys.cpp|-lzmq|1024"
+  [model]="workerd/nn/field_reader.cpp workerd/nn/initializer.cpp workerd/nn/layer_conv2d.cpp workerd/nn/layer_dense.cpp workerd/nn/layer_kinds.cpp workerd/nn/layer_pointwise.cpp workerd/nn/layer_pool.cpp workerd/nn/model_description.cpp workerd/nn/model_summary.cpp workerd/nn/recipe.cpp workerd/nn/shape.cpp common/optimizer.cpp|-lcrypto|4096"
 )
 
 target=${1:-}

@@ -1,0 +1,44 @@
+// libFuzzer target for model descriptions (workerd/nn/: parse_model_text and shape inference).
+// Contract checked: never a crash or hang; an accepted model has consistent totals (the tensor
+// list packs parameter_count floats, the FLOPs add up), ends in `classes` flat logits, keeps
+// every activation within kMaxTensorElements, and its canonical architecture parses back to a
+// model with the same hash and tensors.
+// Built and run by test/fuzz/fuzz.sh model.
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "workerd/nn/model_description.h"
+#include "workerd/nn/model_summary.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    using namespace psrun::nn;
+    const auto model = parse_model_text(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz");
+    if (!model) {
+        if (model.error().message.rfind("model fuzz: ", 0) != 0) __builtin_trap();
+        return 0;
+    }
+    const auto tensors = parameter_tensors(*model);
+    std::int64_t packed = 0;
+    for (const auto& t : tensors) {
+        if (t.offset != packed || t.size <= 0) __builtin_trap();
+        packed += t.size;
+    }
+    if (packed != model->parameter_count || packed > kMaxTensorElements) __builtin_trap();
+    ActivationShape shape = model->input;
+    for (const auto& layer : model->layers) {
+        if (!(layer.input == shape) || layer.output.elements() > kMaxTensorElements || layer.output.elements() < 1)
+            __builtin_trap();
+        shape = layer.output;
+    }
+    if (!shape.flat || shape.channels != model->classes) __builtin_trap();
+    const std::string canonical = canonical_architecture(*model).dump();
+    const auto again = parse_model_text(canonical, "canonical");
+    if (!again || architecture_hash(*again) != architecture_hash(*model)) __builtin_trap();
+    const auto tensors_again = parameter_tensors(*again);
+    if (tensors_again.size() != tensors.size()) __builtin_trap();
+    for (std::size_t i = 0; i < tensors.size(); ++i)
+        if (tensors_again[i].name != tensors[i].name || tensors_again[i].shape != tensors[i].shape) __builtin_trap();
+    (void)summary_json(*model).dump();
+    return 0;
+}

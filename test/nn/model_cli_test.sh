@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# psrun model list/show end to end: the built-ins are listed, mnist_deep's table and JSON have
+# the right totals, bad files and unknown names exit 2 with the message.
+# Usage: model_cli_test.sh <psrun>
+set -u
+psrun=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+check() {  # check <description> <condition...>
+    local what=$1; shift
+    if "$@"; then echo "ok: $what"; else echo "FAILED: $what"; fail=1; fi
+}
+
+timeout 30 "$psrun" model list >"$tmp/list" 2>&1
+rc=$?
+check "model list exits 0 (rc=$rc)" test "$rc" -eq 0
+for name in mnist_deep mnist_softmax dls_mlp mnist_cnn512 lenet5 cifar_vgg_small; do
+    check "model list names $name" grep -q "^$name " "$tmp/list"
+done
+
+timeout 30 "$psrun" model show mnist_deep >"$tmp/show" 2>&1
+rc=$?
+check "model show mnist_deep exits 0 (rc=$rc)" test "$rc" -eq 0
+check "... totals 3,274,634 parameters, 13,098,536 bytes" \
+    grep -q "^total: 3,274,634 parameters, 13,098,536 bytes as f32" "$tmp/show"
+check "... pool2 row is 64x7x7" grep -Eq "^ +5  pool2 +max_pool +64x7x7 " "$tmp/show"
+check "... the recipe" grep -q "^recipe: optimizer adam, learning_rate 0.0001, batch_size 50, steps 20000" "$tmp/show"
+
+timeout 30 "$psrun" model show --json models/dls_mlp.json >"$tmp/json" 2>&1
+rc=$?
+check "model show --json FILE exits 0 (rc=$rc)" test "$rc" -eq 0
+python3 - "$tmp/json" <<'PY' || fail=1
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["total"]["parameters"] == 784 * 100 + 100 + 100 * 10 + 10, s["total"]
+assert s["loss"]["reduction"] == "sum" and s["recipe"]["optimizer"] == "adagrad"
+assert [l["name"] for l in s["layers"]] == ["fc1", "relu1", "fc2"]
+assert len(s["architecture_sha256"]) == 64
+print("ok: --json fields")
+PY
+
+printf '{"input": {"channels": 1, "height": 1, "width": 1}, "classes": 10,\n "layers": [{"kind": "max_pool", "window": 2}, {"kind": "dense", "units": 10}]}\n' >"$tmp/bad.json"
+timeout 30 "$psrun" model show "$tmp/bad.json" >"$tmp/out" 2>&1
+rc=$?
+check "a bad file exits 2 (rc=$rc)" test "$rc" -eq 2
+check "... naming layer and problem" grep -q "layer 0 (max_pool): window 2x2 stride 2 on a 1x1 input" "$tmp/out"
+printf '{"layers": [\n' >"$tmp/syntax.json"
+timeout 30 "$psrun" model show "$tmp/syntax.json" >"$tmp/out" 2>&1
+rc=$?
+check "a JSON syntax error exits 2 (rc=$rc)" test "$rc" -eq 2
+check "... with line and column" grep -q "JSON syntax error at line 2, column 1" "$tmp/out"
+timeout 30 "$psrun" model show mnist_dep >"$tmp/out" 2>&1
+rc=$?
+check "an unknown name exits 2 (rc=$rc)" test "$rc" -eq 2
+check "... suggesting mnist_deep" grep -q 'did you mean "mnist_deep"' "$tmp/out"
+exit $fail

@@ -1,0 +1,103 @@
+// The built-in models: each parses, its parameter count matches arithmetic written out here,
+// and mnist_deep's tensor list is exactly what workerd's ParameterSet builds today.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "workerd/nn/model_summary.h"
+#include "workerd/nn/zoo.h"
+#include "workerd/parameter_set.h"
+
+using namespace psrun::nn;
+
+namespace {
+
+ModelDescription load(const std::string& name) {
+    auto model = load_model(name);
+    INFO((model ? std::string() : model.error().message));
+    REQUIRE(model);
+    return *model;
+}
+
+}  // namespace
+
+TEST_CASE("every built-in model parses and names itself") {
+    REQUIRE(builtin_models().size() == 6);
+    for (const auto& builtin : builtin_models()) {
+        INFO(builtin.name);
+        const auto model = load(std::string(builtin.name));
+        CHECK(model.name == builtin.name);
+        CHECK_FALSE(model.description.empty());
+    }
+}
+
+TEST_CASE("built-in parameter counts equal the arithmetic by hand") {
+    // conv1 5*5*1*32+32, conv2 5*5*32*64+64, fc1 (7*7*64)*1024+1024, fc2 1024*10+10
+    CHECK(load("mnist_deep").parameter_count == 5 * 5 * 1 * 32 + 32 + 5 * 5 * 32 * 64 + 64 + 3136 * 1024 + 1024 + 1024 * 10 + 10);
+    CHECK(load("mnist_deep").parameter_count == 3274634);
+    CHECK(load("mnist_softmax").parameter_count == 784 * 10 + 10);  // 7850
+    CHECK(load("dls_mlp").parameter_count == 784 * 100 + 100 + 100 * 10 + 10);  // 79510
+    CHECK(load("mnist_cnn512").parameter_count == 5 * 5 * 1 * 32 + 32 + 5 * 5 * 32 * 64 + 64 + 3136 * 512 + 512 + 512 * 10 + 10);
+    CHECK(load("mnist_cnn512").parameter_count == 1663370);
+    // c1 6@5x5 same: 28x28; s2 14x14; c3 16@5x5 valid: 10x10; s4 5x5 -> 400 features
+    CHECK(load("lenet5").parameter_count ==
+          5 * 5 * 1 * 6 + 6 + 5 * 5 * 6 * 16 + 16 + 400 * 120 + 120 + 120 * 84 + 84 + 84 * 10 + 10);  // 61706
+    // three blocks of two 3x3 convs (32, 64, 128 filters), 32 -> 16 -> 8 -> 4: 4*4*128 = 2048
+    CHECK(load("cifar_vgg_small").parameter_count ==
+          3 * 3 * 3 * 32 + 32 + 3 * 3 * 32 * 32 + 32 + 3 * 3 * 32 * 64 + 64 + 3 * 3 * 64 * 64 + 64 +
+              3 * 3 * 64 * 128 + 128 + 3 * 3 * 128 * 128 + 128 + 2048 * 128 + 128 + 128 * 10 + 10);  // 550570
+}
+
+TEST_CASE("mnist_deep's tensors are workerd's ParameterSet, name by name") {
+    const auto model = load("mnist_deep");
+    const auto tensors = parameter_tensors(model);
+    const psrun::worker::ParameterSet set(psrun::worker::ModelShape{});
+    REQUIRE(tensors.size() == set.tensors().size());
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+        const auto& expected = set.tensors()[i];
+        INFO(expected.name);
+        CHECK(tensors[i].name == expected.name);
+        CHECK(tensors[i].shape == expected.shape);
+        CHECK(static_cast<std::size_t>(tensors[i].offset) == expected.offset);
+        CHECK(static_cast<std::size_t>(tensors[i].size) == expected.size);
+    }
+    CHECK(static_cast<std::size_t>(model.parameter_count) == set.size());
+}
+
+TEST_CASE("mnist_deep: the tutorial's layers, initializers, loss and recipe") {
+    const auto model = load("mnist_deep");
+    REQUIRE(model.layers.size() == 10);
+    CHECK(model.layers[0].name == "conv1");
+    CHECK(model.layers[0].weight_init == Initializer{InitKind::kTruncatedNormal, 0.1});
+    CHECK(model.layers[0].bias_init == Initializer{InitKind::kConstant, 0.1});
+    CHECK(model.layers[0].pads == Pads{2, 2, 2, 2});
+    CHECK(model.layers[5].name == "pool2");
+    CHECK(model.layers[5].output == ActivationShape{64, 7, 7, false});
+    CHECK(model.layers[8].kind == LayerKind::kDropout);
+    CHECK(model.layers[8].keep_prob == 0.5);
+    CHECK(model.layers[9].name == "fc2");
+    CHECK(model.reduction == LossReduction::kMean);
+    REQUIRE(model.recipe);
+    CHECK(model.recipe->optimizer == "adam");
+    CHECK(model.recipe->learning_rate == 1e-4);
+    CHECK(model.recipe->batch_size == 50);
+    CHECK(model.recipe->steps == 20000);
+    // conv1: 2*(5*5*1)*32*28*28 multiply-adds + 32*28*28 bias adds
+    CHECK(model.layers[0].flops == 2.0 * 25 * 32 * 784 + 32 * 784);
+    // fc1: 2*3136*1024 + 1024
+    CHECK(model.layers[6].flops == 2.0 * 3136 * 1024 + 1024);
+}
+
+TEST_CASE("dls_mlp sums its loss and names adagrad; unknown built-ins are named") {
+    const auto model = load("dls_mlp");
+    CHECK(model.reduction == LossReduction::kSum);
+    CHECK(model.recipe->optimizer == "adagrad");
+    CHECK(model.layers[0].weight_init.value == Approx(1.0 / 28));
+    auto missing = load_model("mnist_dep");
+    REQUIRE_FALSE(missing);
+    CHECK(missing.error().code == psrun::ErrorCode::kNotFound);
+    CHECK_THAT(missing.error().message, Catch::Contains("did you mean \"mnist_deep\""));
+    auto no_file = load_model("/nonexistent/model.json");
+    REQUIRE_FALSE(no_file);
+    CHECK(no_file.error().code == psrun::ErrorCode::kIo);
+}
