@@ -1,6 +1,8 @@
 #include "common/model_dir_lock.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -229,7 +231,14 @@ Result<std::unique_ptr<ModelDirLock>> ModelDirLock::acquire(const std::string& m
     // Leftovers of our own run's dead processes (a requeued job, a restarted daemon).
     for (const auto& m : read_members(dir + "/members", me.run_id, mtime_of(lock->member_path_), options.lease))
         if (!m.live && m.path != lock->member_path_) ::unlink(m.path.c_str());
+    // The refresher takes no signals: a process that reads SIGCHLD or SIGTERM through a signalfd
+    // (psrun local's supervisor, psd) blocks them only in its own threads, and a thread with them
+    // unblocked would swallow them.
+    sigset_t all, old;
+    ::sigfillset(&all);
+    ::pthread_sigmask(SIG_BLOCK, &all, &old);
     lock->refresher_ = std::thread([l = lock.get()] { l->refresh_loop(); });
+    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
     return lock;
 }
 

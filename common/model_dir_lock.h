@@ -17,7 +17,8 @@
 //
 // Relies on: link/rename atomic on the model dir's file system and utimensat(UTIME_NOW) setting
 // server time, as on local file systems, NFSv3/v4, Lustre and GPFS. Not on flock/fcntl locks.
-// Thread-safe: the refresher thread and the owner share only atomics and the member file.
+// Thread-safe: the refresher thread (all signals blocked) and the owner share only atomics and the
+// member file.
 #pragma once
 
 #include <atomic>

@@ -4,6 +4,9 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -193,4 +196,26 @@ TEST_CASE("run ids derived from the psd endpoints agree for every task of a job"
     CHECK(a != run_id_from_endpoints("tcp://n1:2223,tcp://n2:2222"));
     CHECK(a.rfind("ps-", 0) == 0);
     CHECK(a.size() == 19);
+}
+
+TEST_CASE("the refresher thread takes no signal that the owner reads through a signalfd", "[lock]") {
+    // psrun local acquires the lock first and blocks SIGCHLD for its signalfd later: a refresher
+    // that accepted SIGCHLD would swallow every child's exit (the supervisor then waits forever).
+    TempDir d;
+    auto a = ModelDirLock::acquire(d.path, {"run-a", "psrun local"});
+    REQUIRE(a);
+    sigset_t chld, old;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    REQUIRE(::pthread_sigmask(SIG_BLOCK, &chld, &old) == 0);
+    const int sfd = ::signalfd(-1, &chld, SFD_CLOEXEC);
+    REQUIRE(sfd >= 0);
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) ::_exit(0);
+    pollfd p{sfd, POLLIN, 0};
+    CHECK(::poll(&p, 1, 5000) == 1);
+    REQUIRE(::waitpid(child, nullptr, 0) == child);
+    ::close(sfd);
+    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }

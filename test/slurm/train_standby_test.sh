@@ -37,6 +37,10 @@ grep -Eq "^== training run 2 with learning rate 5e-4, up to global step $((2 * S
 
 expect_line standby "^ *0: .*exec psd --index 0 --ps tcp://n1:$PS_PORT --num-workers 3 .*--key-file .*--standby" "the standby psd"
 expect_line standby "^ *0: .*\[psd:0\] INIT: adam from step 0, last step $STEPS" "run 1 initialises the psd"
+# One run per model dir: the standby psd step and both worker steps are one run (the job's id).
+expect_line standby "\[psd:0\] model dir $MODEL: (held by|joined) run slurm-[0-9]+" "the standby psd holds the model dir"
+grep -Eq "\[workerd:0\] model dir $MODEL: joined run slurm-[0-9]+ as worker 0 \(chief\)" "$OUT/standby.run2" \
+  || job_fail standby "run 2's chief did not join the standby psd's run of the model dir"
 grep -Eq "\[workerd:0\] worker 0 \(chief\) of 3: training from global step 0 to $STEPS " "$OUT/standby.run1" \
   || job_fail standby "run 1's chief did not train from step 0 to $STEPS"
 expect_line standby "\[psd:0\] run finished \(3 done, dead: [^)]*\); standby: keeping the shard at step $STEPS" \
