@@ -1,0 +1,287 @@
+// Every layer kind of the engine against naive reference loops (double) written here:
+// forward, the data gradient and the parameter gradients, on odd shapes, stride 2, same and
+// valid padding, one and several channels, batch 1 and 3.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+#include "test/nn/engine_test_util.h"
+
+namespace psrun::nn::test {
+namespace {
+
+using nlohmann::json;
+using V = std::vector<double>;
+
+struct Dims {
+    std::int64_t n, c, h, w;
+    std::size_t at(std::int64_t b, std::int64_t ch, std::int64_t y, std::int64_t x) const {
+        return static_cast<std::size_t>(((b * c + ch) * h + y) * w + x);
+    }
+};
+
+Dims in_dims(const LayerSpec& s, std::int64_t n) { return {n, s.input.channels, s.input.height, s.input.width}; }
+Dims out_dims(const LayerSpec& s, std::int64_t n) { return {n, s.output.channels, s.output.height, s.output.width}; }
+
+// Convolution (cross-correlation) with TF pads: forward, and all three gradients.
+struct ConvRef {
+    V y, dx, dw, db;
+};
+ConvRef conv_ref(const LayerSpec& s, std::int64_t n, const std::vector<float>& x, const std::vector<float>& p,
+                 const std::vector<float>& dy, bool relu) {
+    const Dims di = in_dims(s, n), dout = out_dims(s, n);
+    const auto kh = s.kernel.h, kw = s.kernel.w, ci = di.c, co = dout.c;
+    auto widx = [&](auto o, auto i, auto a, auto b) { return static_cast<std::size_t>(((o * ci + i) * kh + a) * kw + b); };
+    const std::size_t wsize = static_cast<std::size_t>(co * ci * kh * kw);
+    ConvRef r{V(static_cast<std::size_t>(n * co * dout.h * dout.w)), V(x.size()), V(wsize), V(static_cast<std::size_t>(co))};
+    for (int pass = 0; pass < 2; ++pass) {
+        for (std::int64_t b = 0; b < n; ++b)
+            for (std::int64_t o = 0; o < co; ++o)
+                for (std::int64_t oy = 0; oy < dout.h; ++oy)
+                    for (std::int64_t ox = 0; ox < dout.w; ++ox) {
+                        const std::size_t yi = dout.at(b, o, oy, ox);
+                        double g = 0;
+                        if (pass == 1) {
+                            g = dy[yi] * (relu && r.y[yi] <= 0 ? 0.0 : 1.0);
+                            if (s.bias) r.db[static_cast<std::size_t>(o)] += g;
+                        }
+                        double acc = s.bias ? p[wsize + static_cast<std::size_t>(o)] : 0.0;
+                        for (std::int64_t i = 0; i < ci; ++i)
+                            for (std::int64_t a = 0; a < kh; ++a)
+                                for (std::int64_t c = 0; c < kw; ++c) {
+                                    const auto iy = oy * s.stride.h - s.pads.top + a;
+                                    const auto ix = ox * s.stride.w - s.pads.left + c;
+                                    if (iy < 0 || iy >= di.h || ix < 0 || ix >= di.w) continue;
+                                    const auto xi = di.at(b, i, iy, ix);
+                                    if (pass == 0) {
+                                        acc += x[xi] * p[widx(o, i, a, c)];
+                                    } else {
+                                        r.dw[widx(o, i, a, c)] += g * x[xi];
+                                        r.dx[xi] += g * p[widx(o, i, a, c)];
+                                    }
+                                }
+                        if (pass == 0) r.y[yi] = relu ? std::max(acc, 0.0) : acc;
+                    }
+    }
+    return r;
+}
+
+// Pooling with TF pads: max ignores the padding, avg divides by the elements inside.
+std::pair<V, V> pool_ref(const LayerSpec& s, std::int64_t n, const std::vector<float>& x, const std::vector<float>& dy) {
+    const Dims di = in_dims(s, n), dout = out_dims(s, n);
+    V y(static_cast<std::size_t>(n * dout.c * dout.h * dout.w)), dx(x.size());
+    for (std::int64_t b = 0; b < n; ++b)
+        for (std::int64_t c = 0; c < di.c; ++c)
+            for (std::int64_t oy = 0; oy < dout.h; ++oy)
+                for (std::int64_t ox = 0; ox < dout.w; ++ox) {
+                    std::vector<std::size_t> window;
+                    for (std::int64_t a = 0; a < s.kernel.h; ++a)
+                        for (std::int64_t e = 0; e < s.kernel.w; ++e) {
+                            const auto iy = oy * s.stride.h - s.pads.top + a, ix = ox * s.stride.w - s.pads.left + e;
+                            if (iy >= 0 && iy < di.h && ix >= 0 && ix < di.w) window.push_back(di.at(b, c, iy, ix));
+                        }
+                    const auto yi = dout.at(b, c, oy, ox);
+                    if (s.kind == LayerKind::kMaxPool) {
+                        std::size_t best = window.front();
+                        for (auto i : window) best = x[i] > x[best] ? i : best;
+                        y[yi] = x[best];
+                        dx[best] += dy[yi];
+                    } else {
+                        double sum = 0;
+                        for (auto i : window) sum += x[i];
+                        y[yi] = sum / static_cast<double>(window.size());
+                        for (auto i : window) dx[i] += dy[yi] / static_cast<double>(window.size());
+                    }
+                }
+    return {y, dx};
+}
+
+// Dense on an NCHW input flattened in NHWC order.
+ConvRef dense_ref(const LayerSpec& s, std::int64_t n, const std::vector<float>& x, const std::vector<float>& p,
+                  const std::vector<float>& dy, bool relu) {
+    const Dims di = in_dims(s, n);
+    const auto fin = static_cast<std::size_t>(s.input.elements()), units = static_cast<std::size_t>(s.units);
+    ConvRef r{V(static_cast<std::size_t>(n) * units), V(x.size()), V(units * fin), V(units)};
+    for (std::int64_t b = 0; b < n; ++b) {
+        // NCHW index of each NHWC feature.
+        std::vector<std::size_t> src(fin);
+        for (std::int64_t yy = 0; yy < di.h; ++yy)
+            for (std::int64_t xx = 0; xx < di.w; ++xx)
+                for (std::int64_t c = 0; c < di.c; ++c)
+                    src[static_cast<std::size_t>((yy * di.w + xx) * di.c + c)] = di.at(b, c, yy, xx);
+        for (std::size_t u = 0; u < units; ++u) {
+            double acc = s.bias ? p[units * fin + u] : 0.0;
+            for (std::size_t i = 0; i < fin; ++i) acc += p[u * fin + i] * x[src[i]];
+            const auto yi = static_cast<std::size_t>(b) * units + u;
+            r.y[yi] = relu ? std::max(acc, 0.0) : acc;
+            const double g = dy[yi] * (relu && acc <= 0 ? 0.0 : 1.0);
+            r.db[u] += g;
+            for (std::size_t i = 0; i < fin; ++i) {
+                r.dw[u * fin + i] += g * x[src[i]];
+                r.dx[src[i]] += g * p[u * fin + i];
+            }
+        }
+    }
+    return r;
+}
+
+std::vector<float> weights_of(const std::vector<float>& grads, std::size_t count) {
+    return {grads.begin(), grads.begin() + static_cast<std::ptrdiff_t>(count)};
+}
+std::vector<float> bias_of(const std::vector<float>& grads, std::size_t count) {
+    return {grads.begin() + static_cast<std::ptrdiff_t>(count), grads.end()};
+}
+
+struct ConvCase {
+    int c, h, w, filters, kh, kw, stride;
+    const char* padding;
+    int batch;
+    bool relu;
+};
+
+TEST_CASE("conv2d layer matches the reference loop", "[nn_engine][layers]") {
+    const auto cs = GENERATE(ConvCase{1, 7, 5, 3, 3, 3, 1, "same", 1, false}, ConvCase{3, 9, 8, 5, 3, 2, 2, "same", 3, true},
+                             ConvCase{2, 6, 7, 4, 3, 3, 2, "valid", 3, false}, ConvCase{4, 5, 5, 16, 5, 5, 1, "same", 3, true},
+                             ConvCase{3, 11, 10, 2, 4, 4, 2, "same", 1, false}, ConvCase{1, 8, 8, 32, 5, 5, 1, "same", 3, true});
+    CAPTURE(cs.c, cs.h, cs.w, cs.filters, cs.kh, cs.kw, cs.stride, cs.padding, cs.batch, cs.relu);
+    json layers = json::array({{{"kind", "conv2d"}, {"filters", cs.filters}, {"kernel", {cs.kh, cs.kw}},
+                                {"stride", cs.stride}, {"padding", cs.padding}}});
+    if (cs.relu) layers.push_back({{"kind", "relu"}});
+    const auto model = model_from(layers, cs.c, cs.h, cs.w);
+    const auto& s = model.layers[0];
+    LayerHarness h(model, 0, cs.relu ? 2 : 1, cs.batch);
+    REQUIRE(h.layer().spec_count() == (cs.relu ? 2 : 1));
+    h.set_params(random_vector(h.params.size(), 1));
+    const auto x = random_vector(static_cast<std::size_t>(cs.batch * s.input.elements()), 2);
+    const auto dy = random_vector(static_cast<std::size_t>(cs.batch * s.output.elements()), 3);
+    const auto ref = conv_ref(s, cs.batch, x, h.params, dy, cs.relu);
+    CHECK(rel_l2(h.forward(x), ref.y) < 1e-5);
+    CHECK(rel_l2(h.backward(dy), ref.dx) < 1e-5);
+    const auto wsize = static_cast<std::size_t>(s.params[0].size);
+    CHECK(rel_l2(weights_of(h.grads, wsize), ref.dw) < 1e-5);
+    CHECK(rel_l2(bias_of(h.grads, wsize), ref.db) < 1e-5);
+}
+
+struct PoolCase {
+    const char* kind;
+    int c, h, w, window, stride;
+    const char* padding;
+    int batch;
+};
+
+TEST_CASE("pool layers match the reference loop", "[nn_engine][layers]") {
+    const auto pc = GENERATE(PoolCase{"max_pool", 1, 7, 5, 2, 2, "same", 1}, PoolCase{"max_pool", 3, 9, 8, 3, 2, "same", 3},
+                             PoolCase{"max_pool", 17, 6, 7, 2, 2, "valid", 3}, PoolCase{"avg_pool", 1, 7, 5, 2, 2, "same", 3},
+                             PoolCase{"avg_pool", 5, 9, 9, 3, 2, "same", 1}, PoolCase{"avg_pool", 16, 8, 6, 2, 1, "valid", 3});
+    CAPTURE(pc.kind, pc.c, pc.h, pc.w, pc.window, pc.stride, pc.padding, pc.batch);
+    const auto model = model_from(json::array({{{"kind", pc.kind}, {"window", pc.window}, {"stride", pc.stride},
+                                                {"padding", pc.padding}}}),
+                                  pc.c, pc.h, pc.w);
+    const auto& s = model.layers[0];
+    LayerHarness h(model, 0, 1, pc.batch);
+    const auto x = random_vector(static_cast<std::size_t>(pc.batch * s.input.elements()), 4);
+    const auto dy = random_vector(static_cast<std::size_t>(pc.batch * s.output.elements()), 5);
+    const auto [y, dx] = pool_ref(s, pc.batch, x, dy);
+    CHECK(rel_l2(h.forward(x), y) < 1e-6);
+    CHECK(rel_l2(h.backward(dy), dx) < 1e-6);
+}
+
+struct DenseCase {
+    int c, h, w, units, batch;
+    bool relu;
+};
+
+TEST_CASE("dense layer matches the reference loop, NHWC flattening included", "[nn_engine][layers]") {
+    const auto dc = GENERATE(DenseCase{3, 5, 7, 4, 3, false}, DenseCase{1, 6, 5, 9, 1, true},
+                             DenseCase{16, 3, 3, 10, 3, true}, DenseCase{7, 1, 1, 5, 3, false});
+    CAPTURE(dc.c, dc.h, dc.w, dc.units, dc.batch, dc.relu);
+    json layers = json::array({{{"kind", "dense"}, {"units", dc.units}}});
+    if (dc.relu) layers.push_back({{"kind", "relu"}});
+    const auto model = model_from(layers, dc.c, dc.h, dc.w);
+    const auto& s = model.layers[0];
+    LayerHarness h(model, 0, dc.relu ? 2 : 1, dc.batch);
+    h.set_params(random_vector(h.params.size(), 6));
+    const auto x = random_vector(static_cast<std::size_t>(dc.batch * s.input.elements()), 7);
+    const auto dy = random_vector(static_cast<std::size_t>(dc.batch * s.output.elements()), 8);
+    const auto ref = dense_ref(s, dc.batch, x, h.params, dy, dc.relu);
+    CHECK(rel_l2(h.forward(x), ref.y) < 1e-5);
+    CHECK(rel_l2(h.backward(dy), ref.dx) < 1e-5);
+    const auto wsize = static_cast<std::size_t>(s.params[0].size);
+    CHECK(rel_l2(weights_of(h.grads, wsize), ref.dw) < 1e-5);
+    CHECK(rel_l2(bias_of(h.grads, wsize), ref.db) < 1e-5);
+}
+
+TEST_CASE("dense layer after a conv: a flat input and an image input", "[nn_engine][layers]") {
+    // A dense layer fed by a dense layer sees flat {N, C} input.
+    const auto model = model_from(json::array({{{"kind", "dense"}, {"units", 6}}, {{"kind", "dense"}, {"units", 4}}}), 2, 3, 3);
+    const auto& s = model.layers[1];
+    REQUIRE(s.input.flat);
+    LayerHarness h(model, 1, 1, 3);
+    h.set_params(random_vector(h.params.size(), 9));
+    const auto x = random_vector(18, 10), dy = random_vector(12, 11);
+    const auto ref = dense_ref(s, 3, x, h.params, dy, false);
+    CHECK(rel_l2(h.forward(x), ref.y) < 1e-5);
+    CHECK(rel_l2(h.backward(dy), ref.dx) < 1e-5);
+}
+
+TEST_CASE("activation layers match the reference", "[nn_engine][layers]") {
+    const auto kind = GENERATE(as<std::string>{}, "relu", "tanh", "sigmoid");
+    const auto shape = GENERATE(std::array<int, 4>{1, 7, 5, 1}, std::array<int, 4>{17, 3, 4, 3});
+    CAPTURE(kind, shape);
+    const auto model = model_from(json::array({{{"kind", kind}}}), shape[0], shape[1], shape[2]);
+    LayerHarness h(model, 0, 1, shape[3]);
+    const auto n = static_cast<std::size_t>(shape[0] * shape[1] * shape[2] * shape[3]);
+    const auto x = random_vector(n, 12, 3.0), dy = random_vector(n, 13);
+    V y(n), dx(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        const double v = x[i];
+        if (kind == "relu") {
+            y[i] = std::max(v, 0.0);
+            dx[i] = v > 0 ? dy[i] : 0.0;
+        } else if (kind == "tanh") {
+            y[i] = std::tanh(v);
+            dx[i] = dy[i] * (1 - y[i] * y[i]);
+        } else {
+            y[i] = 1 / (1 + std::exp(-v));
+            dx[i] = dy[i] * y[i] * (1 - y[i]);
+        }
+    }
+    CHECK(rel_l2(h.forward(x), y) < 1e-5);
+    CHECK(rel_l2(h.backward(dy), dx) < 1e-5);
+}
+
+TEST_CASE("dropout: identity at inference and keep 1, inverted mask from the seed in training", "[nn_engine][layers]") {
+    const auto model = model_from(json::array({{{"kind", "dropout"}, {"keep_prob", 0.6}}}), 5, 9, 7);
+    LayerHarness h(model, 0, 1, 3);
+    const std::size_t n = 3 * 5 * 9 * 7;
+    const auto x = random_vector(n, 14, 2.0), dy = random_vector(n, 15);
+    CHECK(rel_l2(h.forward(x, false), x) == 0.0);
+    CHECK(rel_l2(h.backward(dy), dy) == 0.0);
+
+    h.layer().set_step_seed(42);
+    const auto y = h.forward(x, true);
+    const auto dx = h.backward(dy);
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        const bool keep = y[i] != 0.0f;
+        kept += keep ? 1 : 0;
+        INFO(i);
+        REQUIRE(y[i] == Approx(keep ? x[i] / 0.6 : 0.0).epsilon(1e-6));
+        REQUIRE(dx[i] == Approx(keep ? dy[i] / 0.6 : 0.0).epsilon(1e-6).margin(1e-12));
+    }
+    const double fraction = static_cast<double>(kept) / static_cast<double>(n);
+    CHECK(fraction == Approx(0.6).margin(0.05));
+    // The same seed gives the same mask; another seed another one.
+    CHECK(h.forward(x, true) == y);
+    h.layer().set_step_seed(43);
+    CHECK(h.forward(x, true) != y);
+
+    const auto keep_all = model_from(json::array({{{"kind", "dropout"}, {"keep_prob", 1.0}}}), 2, 3, 3);
+    LayerHarness one(keep_all, 0, 1, 1);
+    const auto x1 = random_vector(18, 16);
+    CHECK(one.forward(x1, true) == x1);
+}
+
+}  // namespace
+}  // namespace psrun::nn::test
