@@ -154,3 +154,69 @@ TEST_CASE("plain SGD on the engine lowers the loss of zoo models", "[nn_engine][
 
 }  // namespace
 }  // namespace psrun::nn::test
+
+namespace psrun::nn::test {
+namespace {
+
+TEST_CASE("mnist_deep in bf16 stays close to the f32 Model; lenet5 trains in bf16", "[nn_engine][bf16]") {
+    if (!engine_bf16_supported()) {
+        WARN("no native bf16 on this CPU: skipped");
+        return;
+    }
+    const int batch = 8;
+    worker::ModelShape shape;
+    worker::ParameterSet params(shape), grads(shape);
+    params.init_tutorial(3);
+    worker::ModelConfig cfg;
+    cfg.shape = shape;
+    cfg.batch_size = batch;
+    cfg.keep_prob = 1.0f;
+    cfg.hand_kernels = false;
+    worker::Model reference(cfg, params, grads);
+    random_batch(reference.input(), reference.labels(), 4);
+    std::vector<float> engine_grads(grads.size(), -7.0f);
+    auto net = Network::create(without_dropout(zoo("mnist_deep")), NetworkOptions{batch, Precision::kBf16, false},
+                               params.all(), engine_grads);
+    INFO((net ? std::string() : net.error().message));
+    REQUIRE(net);
+    std::copy(reference.input().begin(), reference.input().end(), (*net)->input().begin());
+    std::copy(reference.labels().begin(), reference.labels().end(), (*net)->labels().begin());
+    const float want = reference.train_step(1);
+    const float got = (*net)->train_step(1);
+    CHECK(std::fabs(got - want) <= 2e-2 * std::fabs(want));
+    const std::vector<float> want_grads(grads.all().begin(), grads.all().end());
+    const double err = rel_l2(engine_grads, want_grads);
+    // The existing Model's own bf16 mode, as the yardstick of what bf16 costs here.
+    worker::ParameterSet model_bf16_grads(shape);
+    cfg.precision = worker::Precision::kBf16;
+    worker::Model reference_bf16(cfg, params, model_bf16_grads);
+    std::copy(reference.input().begin(), reference.input().end(), reference_bf16.input().begin());
+    std::copy(reference.labels().begin(), reference.labels().end(), reference_bf16.labels().begin());
+    reference_bf16.train_step(1);
+    const double model_err = rel_l2(std::vector<float>(model_bf16_grads.all().begin(), model_bf16_grads.all().end()), want_grads);
+    INFO("bf16 gradient relative L2 error: engine " << err << ", Model " << model_err);
+    CHECK(err < 6e-2);
+    CHECK(err < 2 * model_err + 1e-2);
+    CHECK(std::count(engine_grads.begin(), engine_grads.end(), -7.0f) == 0);
+
+    const auto model = zoo("lenet5");
+    std::vector<float> p(static_cast<std::size_t>(model.parameter_count)), g(p.size());
+    initialize_parameters(model, 5, p);
+    auto lenet = Network::create(model, NetworkOptions{32, Precision::kBf16, false}, p, g);
+    REQUIRE(lenet);
+    SeparableData data(6);
+    double first = 0, last = 0;
+    for (int step = 0; step < 150; ++step) {
+        data.fill((*lenet)->input(), (*lenet)->labels());
+        const float loss = (*lenet)->train_step(static_cast<std::uint64_t>(step));
+        REQUIRE(std::isfinite(loss));
+        if (step < 10) first += loss / 10.0;
+        if (step >= 140) last += loss / 10.0;
+        for (std::size_t i = 0; i < p.size(); ++i) p[i] -= 0.1f * g[i];
+    }
+    INFO("lenet5 bf16: first 10 steps " << first << ", last 10 " << last);
+    CHECK(last < 0.25 * first);
+}
+
+}  // namespace
+}  // namespace psrun::nn::test
