@@ -6,20 +6,6 @@ using namespace dnnl;
 using Tag = memory::format_tag;
 using Dt = memory::data_type;
 
-namespace {
-
-primitive_attr relu_attr(bool on) {
-    primitive_attr attr;
-    if (on) {
-        post_ops po;
-        po.append_eltwise(1.0f, algorithm::eltwise_relu, 0.0f, 0.0f);
-        attr.set_post_ops(po);
-    }
-    return attr;
-}
-
-}  // namespace
-
 void Conv2dLayer::build(const memory& src_in, const memory& diff_src_in) {
     const LayerSpec& s = spec();
     const memory src = as_image(src_in);
@@ -41,7 +27,7 @@ void Conv2dLayer::build(const memory& src_in, const memory& diff_src_in) {
                                                        b_md, dst_any, strides, pad_l, pad_r)
                            : convolution_forward::desc(prop, algorithm::convolution_direct, src_any, w_any,
                                                        dst_any, strides, pad_l, pad_r);
-    convolution_forward::primitive_desc pd(fwd_desc, relu_attr(fused_relu()), ctx_.engine);
+    convolution_forward::primitive_desc pd(fwd_desc, fused_relu_attr(), ctx_.engine);
     note("fwd", pd);
     const memory conv_src = convert(fwd_ops_, src, pd.src_desc());
     const memory weights = convert(fwd_ops_, param(0, w_dims, Tag::oihw), pd.weights_desc());
@@ -53,19 +39,7 @@ void Conv2dLayer::build(const memory& src_in, const memory& diff_src_in) {
     if (!ctx_.training) return;
 
     Ops& ops = bwd_ops_;
-    if (fused_relu()) {
-        eltwise_forward::primitive_desc hint(
-            eltwise_forward::desc(prop_kind::forward_training, algorithm::eltwise_relu_use_dst_for_bwd,
-                                  dst_.get_desc(), 0.0f, 0.0f),
-            ctx_.engine);
-        eltwise_backward::primitive_desc relu_pd(
-            eltwise_backward::desc(algorithm::eltwise_relu_use_dst_for_bwd, dst_.get_desc(),
-                                   dst_.get_desc(), 0.0f, 0.0f),
-            ctx_.engine, hint);
-        add(ops, eltwise_backward(relu_pd),
-            {{DNNL_ARG_DST, dst_}, {DNNL_ARG_DIFF_DST, diff_dst_}, {DNNL_ARG_DIFF_SRC, diff_dst_}});
-        note("relu bwd", relu_pd);
-    }
+    if (fused_relu()) add_fused_relu_backward(ops);
 
     const auto dw_any = md(w_dims, Dt::f32, Tag::any);
     auto bw_desc = s.bias ? convolution_backward_weights::desc(algorithm::convolution_direct, src_any, dw_any,

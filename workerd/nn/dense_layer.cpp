@@ -33,13 +33,7 @@ void DenseLayer::build(const memory& src_in, const memory& diff_src_in) {
     const auto prop = ctx_.training ? prop_kind::forward_training : prop_kind::forward_inference;
     auto fwd_desc = s.bias ? inner_product_forward::desc(prop, src2_md, w_md, b_md, dst_md)
                            : inner_product_forward::desc(prop, src2_md, w_md, dst_md);
-    primitive_attr attr;
-    if (fused_relu()) {
-        post_ops po;
-        po.append_eltwise(1.0f, algorithm::eltwise_relu, 0.0f, 0.0f);
-        attr.set_post_ops(po);
-    }
-    inner_product_forward::primitive_desc pd(fwd_desc, attr, ctx_.engine);
+    inner_product_forward::primitive_desc pd(fwd_desc, fused_relu_attr(), ctx_.engine);
     note("fwd", pd);
     const memory weights = convert(fwd_ops_, param(0, w_dims, Tag::oi), pd.weights_desc());
     allocate_output(pd.dst_desc());
@@ -50,19 +44,7 @@ void DenseLayer::build(const memory& src_in, const memory& diff_src_in) {
     if (!ctx_.training) return;
 
     Ops& ops = bwd_ops_;
-    if (fused_relu()) {
-        eltwise_forward::primitive_desc hint(
-            eltwise_forward::desc(prop_kind::forward_training, algorithm::eltwise_relu_use_dst_for_bwd,
-                                  dst_.get_desc(), 0.0f, 0.0f),
-            ctx_.engine);
-        eltwise_backward::primitive_desc relu_pd(
-            eltwise_backward::desc(algorithm::eltwise_relu_use_dst_for_bwd, dst_.get_desc(),
-                                   dst_.get_desc(), 0.0f, 0.0f),
-            ctx_.engine, hint);
-        add(ops, eltwise_backward(relu_pd),
-            {{DNNL_ARG_DST, dst_}, {DNNL_ARG_DIFF_DST, diff_dst_}, {DNNL_ARG_DIFF_SRC, diff_dst_}});
-        note("relu bwd", relu_pd);
-    }
+    if (fused_relu()) add_fused_relu_backward(ops);
     // The gradient w.r.t. dst in the activation type (the logits may be f32 in bf16 mode).
     const memory ddst = convert(ops, diff_dst_, md({n, units}, adt, Tag::nc));
     const auto dw_md = md(w_dims, Dt::f32, adt == Dt::f32 ? Tag::oi : Tag::any);

@@ -129,6 +129,31 @@ memory Layer::as_image(const memory& m) const {
                   m.get_data_handle());
 }
 
+dnnl::primitive_attr Layer::fused_relu_attr() const {
+    dnnl::primitive_attr attr;
+    if (fused_relu()) {
+        dnnl::post_ops po;
+        po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+        attr.set_post_ops(po);
+    }
+    return attr;
+}
+
+void Layer::add_fused_relu_backward(Ops& ops) {
+    using dnnl::algorithm;
+    const auto desc = dst_.get_desc();
+    dnnl::eltwise_forward::primitive_desc hint(
+        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, algorithm::eltwise_relu_use_dst_for_bwd,
+                                    desc, 0.0f, 0.0f),
+        ctx_.engine);
+    dnnl::eltwise_backward::primitive_desc pd(
+        dnnl::eltwise_backward::desc(algorithm::eltwise_relu_use_dst_for_bwd, desc, desc, 0.0f, 0.0f),
+        ctx_.engine, hint);
+    add(ops, dnnl::eltwise_backward(pd),
+        {{DNNL_ARG_DST, dst_}, {DNNL_ARG_DIFF_DST, diff_dst_}, {DNNL_ARG_DIFF_SRC, diff_dst_}});
+    note("relu bwd", pd);
+}
+
 void Layer::note(const std::string& what, const dnnl::primitive_desc_base& pd) {
     impls_.push_back(what + ": " + pd.impl_info_str());
 }

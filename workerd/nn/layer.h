@@ -124,6 +124,10 @@ protected:
     dnnl::memory as_image(const dnnl::memory& m) const;
     void note(const std::string& what, const dnnl::primitive_desc_base& pd);
     bool fused_relu() const { return specs_.size() > 1 && specs_[1].kind == LayerKind::kRelu; }
+    // The ReLU post-op when fused_relu(), else empty attributes.
+    dnnl::primitive_attr fused_relu_attr() const;
+    // Appends ReLU's backward from the saved dst_, in place on diff_dst_ (fused ReLU).
+    void add_fused_relu_backward(Ops& ops);
 
     std::vector<LayerSpec> specs_;
     int index_;
