@@ -49,17 +49,20 @@ struct ConvCase {
     const char* padding;
     int batch;
     bool relu;
+    bool bias = true;
 };
 
 TEST_CASE("conv2d layer matches the reference loop", "[nn_engine][layers]") {
     const auto cs = GENERATE(ConvCase{1, 7, 5, 3, 3, 3, 1, "same", 1, false}, ConvCase{3, 9, 8, 5, 3, 2, 2, "same", 3, true},
                              ConvCase{2, 6, 7, 4, 3, 3, 2, "valid", 3, false}, ConvCase{4, 5, 5, 16, 5, 5, 1, "same", 3, true},
-                             ConvCase{3, 11, 10, 2, 4, 4, 2, "same", 1, false}, ConvCase{1, 8, 8, 32, 5, 5, 1, "same", 3, true});
+                             ConvCase{3, 11, 10, 2, 4, 4, 2, "same", 1, false}, ConvCase{1, 8, 8, 32, 5, 5, 1, "same", 3, true},
+                             ConvCase{2, 7, 6, 3, 3, 3, 2, "same", 3, true, false});
     const auto precision = GENERATE(from_range(precisions()));
     const double tol = tolerance(precision, 1e-5);
-    CAPTURE(to_string(precision), cs.c, cs.h, cs.w, cs.filters, cs.kh, cs.kw, cs.stride, cs.padding, cs.batch, cs.relu);
+    CAPTURE(to_string(precision), cs.c, cs.h, cs.w, cs.filters, cs.kh, cs.kw, cs.stride, cs.padding, cs.batch, cs.relu,
+            cs.bias);
     json layers = json::array({{{"kind", "conv2d"}, {"filters", cs.filters}, {"kernel", {cs.kh, cs.kw}},
-                                {"stride", cs.stride}, {"padding", cs.padding}}});
+                                {"stride", cs.stride}, {"padding", cs.padding}, {"bias", cs.bias}}});
     if (cs.relu) layers.push_back({{"kind", "relu"}});
     const auto model = model_from(layers, cs.c, cs.h, cs.w);
     const auto& s = model.layers[0];
@@ -105,15 +108,17 @@ TEST_CASE("pool layers match the reference loop", "[nn_engine][layers]") {
 struct DenseCase {
     int c, h, w, units, batch;
     bool relu;
+    bool bias = true;
 };
 
 TEST_CASE("dense layer matches the reference loop, NHWC flattening included", "[nn_engine][layers]") {
     const auto dc = GENERATE(DenseCase{3, 5, 7, 4, 3, false}, DenseCase{1, 6, 5, 9, 1, true},
-                             DenseCase{16, 3, 3, 10, 3, true}, DenseCase{7, 1, 1, 5, 3, false});
+                             DenseCase{16, 3, 3, 10, 3, true}, DenseCase{7, 1, 1, 5, 3, false},
+                             DenseCase{2, 3, 5, 6, 3, true, false});
     const auto precision = GENERATE(from_range(precisions()));
     const double tol = tolerance(precision, 1e-5);
-    CAPTURE(to_string(precision), dc.c, dc.h, dc.w, dc.units, dc.batch, dc.relu);
-    json layers = json::array({{{"kind", "dense"}, {"units", dc.units}}});
+    CAPTURE(to_string(precision), dc.c, dc.h, dc.w, dc.units, dc.batch, dc.relu, dc.bias);
+    json layers = json::array({{{"kind", "dense"}, {"units", dc.units}, {"bias", dc.bias}}});
     if (dc.relu) layers.push_back({{"kind", "relu"}});
     const auto model = model_from(layers, dc.c, dc.h, dc.w);
     const auto& s = model.layers[0];

@@ -74,8 +74,17 @@ const json kRelu = json::array({
     {{"kind", "relu"}},
 });
 
+// Parameterless layers first (no data gradient there), dropout on an image, dense after it.
+const json kPoolFirst = json::array({
+    {{"kind", "max_pool"}, {"window", 2}, {"padding", "same"}},
+    {{"kind", "sigmoid"}},
+    {{"kind", "dropout"}, {"keep_prob", 0.5}},
+    {{"kind", "dense"}, {"units", 4}, {"bias", false}},
+    {{"kind", "tanh"}},
+});
+
 TEST_CASE("network gradients match central differences", "[nn_engine][network]") {
-    const auto layers = GENERATE(kSmooth, kRelu);
+    const auto layers = GENERATE(kSmooth, kRelu, kPoolFirst);
     const auto reduction = GENERATE("mean", "sum");
     CAPTURE(layers.dump(), reduction);
     const auto model = model_from(layers, 2, 9, 7, 3, reduction);
@@ -100,6 +109,11 @@ TEST_CASE("set_gradient_buffer redirects the next steps' gradients", "[nn_engine
     b.net->train_step(1);
     CHECK(other == first);
     CHECK(std::all_of(b.grads.begin(), b.grads.end(), [](float v) { return v == 0.5f; }));
+    std::vector<float> short_buffer(other.size() - 1);
+    CHECK_THROWS_AS(b.net->set_gradient_buffer(short_buffer), std::invalid_argument);
+    CHECK_FALSE(b.net->implementations().empty());
+    b.net->labels()[1] = 3;  // 3 classes: 0..2
+    CHECK_THROWS_AS(b.net->train_step(1), std::out_of_range);
 }
 
 TEST_CASE("profiling reports every layer and the loss by index and kind", "[nn_engine][network]") {

@@ -18,7 +18,7 @@ RefResult conv_ref(const LayerSpec& s, std::int64_t n, const std::vector<float>&
     const auto kh = s.kernel.h, kw = s.kernel.w, ci = di.c, co = dout.c;
     auto widx = [&](auto o, auto i, auto a, auto b) { return static_cast<std::size_t>(((o * ci + i) * kh + a) * kw + b); };
     const std::size_t wsize = static_cast<std::size_t>(co * ci * kh * kw);
-    RefResult r{V(static_cast<std::size_t>(n * co * dout.h * dout.w)), V(x.size()), V(wsize), V(static_cast<std::size_t>(co))};
+    RefResult r{V(static_cast<std::size_t>(n * co * dout.h * dout.w)), V(x.size()), V(wsize), V(s.bias ? static_cast<std::size_t>(co) : 0)};
     for (int pass = 0; pass < 2; ++pass) {
         for (std::int64_t b = 0; b < n; ++b)
             for (std::int64_t o = 0; o < co; ++o)
@@ -86,7 +86,7 @@ RefResult dense_ref(const LayerSpec& s, std::int64_t n, const std::vector<float>
                   const std::vector<float>& dy, bool relu) {
     const Dims di = in_dims(s, n);
     const auto fin = static_cast<std::size_t>(s.input.elements()), units = static_cast<std::size_t>(s.units);
-    RefResult r{V(static_cast<std::size_t>(n) * units), V(x.size()), V(units * fin), V(units)};
+    RefResult r{V(static_cast<std::size_t>(n) * units), V(x.size()), V(units * fin), V(s.bias ? units : 0)};
     for (std::int64_t b = 0; b < n; ++b) {
         // NCHW index of each NHWC feature.
         std::vector<std::size_t> src(fin);
@@ -100,7 +100,7 @@ RefResult dense_ref(const LayerSpec& s, std::int64_t n, const std::vector<float>
             const auto yi = static_cast<std::size_t>(b) * units + u;
             r.y[yi] = relu ? std::max(acc, 0.0) : acc;
             const double g = dy[yi] * (relu && acc <= 0 ? 0.0 : 1.0);
-            r.db[u] += g;
+            if (s.bias) r.db[u] += g;
             for (std::size_t i = 0; i < fin; ++i) {
                 r.dw[u * fin + i] += g * x[src[i]];
                 r.dx[src[i]] += g * p[u * fin + i];

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <sstream>
+#include <stdexcept>
 
 #include "workerd/nn/activation_layer.h"
 #include "workerd/nn/conv2d_layer.h"
@@ -164,6 +165,9 @@ float Network::forward(bool training, std::uint64_t seed) {
 }
 
 void Network::set_gradient_buffer(std::span<float> grads) {
+    if (grads.size() != static_cast<std::size_t>(model_.parameter_count))
+        throw std::invalid_argument("set_gradient_buffer: " + std::to_string(grads.size()) + " floats for " +
+                                    std::to_string(model_.parameter_count) + " parameters");
     for (auto& l : layers_) l->set_gradient_buffer(grads);
 }
 

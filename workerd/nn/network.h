@@ -59,12 +59,14 @@ public:
 
     // Forward with dropout masks from `seed`, backward into the gradient buffer (every
     // gradient fully overwritten). Returns the loss. REQUIRES: !options().forward_only.
+    // A label outside [0, classes) throws std::out_of_range (naming the example).
     float train_step(std::uint64_t seed);
     // Forward only (dropout iff training). Returns the loss; predictions() are then valid.
     float forward(bool training, std::uint64_t seed = 0);
     // Arg-max class per example after the last forward or train step.
     std::span<const std::int32_t> predictions() const { return loss_->predictions(); }
-    // The following steps write into `grads` (same size; not owned). No primitive rebuilt.
+    // The following steps write into `grads` (same size, else std::invalid_argument; not
+    // owned). No primitive rebuilt.
     void set_gradient_buffer(std::span<float> grads);
 
     // Per-layer wall time (a clock read around each layer); off by default.

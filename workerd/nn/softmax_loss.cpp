@@ -1,6 +1,8 @@
 #include "workerd/nn/softmax_loss.h"
 
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "workerd/nn/layer.h"
 
@@ -60,6 +62,9 @@ float SoftmaxLoss::forward(std::span<const std::int32_t> labels, bool gradient) 
         const double mx = row[best];
         double sum = 0;
         for (std::size_t j = 0; j < z; ++j) sum += std::exp(double(row[j]) - mx);
+        if (labels[b] < 0 || labels[b] >= classes_)
+            throw std::out_of_range("label " + std::to_string(labels[b]) + " of example " + std::to_string(b) +
+                                    " is outside [0, " + std::to_string(classes_) + ")");
         const auto label = static_cast<std::size_t>(labels[b]);
         total += std::log(sum) - (double(row[label]) - mx);
         predictions_[b] = static_cast<std::int32_t>(best);

@@ -25,7 +25,7 @@ public:
                 const dnnl::memory& diff_logits, LossReduction reduction);
 
     // Returns the loss; fills predictions(); with `gradient` writes the logits' gradient.
-    // REQUIRES: labels.size() == batch, every label in [0, classes).
+    // REQUIRES: labels.size() == batch. A label outside [0, classes) throws std::out_of_range.
     float forward(std::span<const std::int32_t> labels, bool gradient);
     std::span<const std::int32_t> predictions() const { return predictions_; }
     std::int64_t batch() const { return batch_; }
