@@ -95,6 +95,31 @@ TEST_CASE("mnist_deep on the engine matches the existing Model", "[nn_engine][mn
     CHECK(std::equal(reference.predictions().begin(), reference.predictions().end(), (*eval)->predictions().begin()));
 }
 
+TEST_CASE("mnist_deep with dropout draws the Model's masks for the same seed", "[nn_engine][mnist_deep]") {
+    const int batch = 8;
+    worker::ModelShape shape;
+    worker::ParameterSet params(shape), grads(shape);
+    params.init_tutorial(5);
+    worker::ModelConfig cfg;
+    cfg.shape = shape;
+    cfg.batch_size = batch;
+    cfg.keep_prob = 0.5f;
+    cfg.hand_kernels = false;
+    worker::Model reference(cfg, params, grads);
+    random_batch(reference.input(), reference.labels(), 6);
+    std::vector<float> engine_grads(grads.size());
+    auto net = Network::create(zoo("mnist_deep"), NetworkOptions{batch, Precision::kF32, false}, params.all(), engine_grads);
+    REQUIRE(net);
+    std::copy(reference.input().begin(), reference.input().end(), (*net)->input().begin());
+    std::copy(reference.labels().begin(), reference.labels().end(), (*net)->labels().begin());
+    for (std::uint64_t seed : {11u, 12u}) {
+        const float want = reference.train_step(seed);
+        const float got = (*net)->train_step(seed);
+        CHECK(std::fabs(got - want) <= 1e-4 * std::fabs(want));
+        CHECK(rel_l2(engine_grads, std::vector<float>(grads.all().begin(), grads.all().end())) < 1e-4);
+    }
+}
+
 // Ten classes, each a fixed random 28x28 pattern; an example is 0.6 * its pattern + 0.4 * noise.
 class SeparableData {
 public:

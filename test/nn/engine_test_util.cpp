@@ -49,7 +49,7 @@ LayerHarness::LayerHarness(const ModelDescription& model, int first, int count, 
             break;
         case LayerKind::kMaxPool:
         case LayerKind::kAvgPool: layer_ = std::make_unique<PoolLayer>(sub, first, ctx, 0); break;
-        case LayerKind::kDropout: layer_ = std::make_unique<DropoutLayer>(sub, first, ctx, 0); break;
+        case LayerKind::kDropout: layer_ = std::make_unique<DropoutLayer>(sub, first, ctx, 0, 0); break;
         default: layer_ = std::make_unique<ActivationLayer>(sub, first, ctx, 0); break;
     }
     params.assign(static_cast<std::size_t>(s.param_count), 0.0f);

@@ -45,6 +45,10 @@ void masked_scale(const T* in, T* out, std::size_t count, std::uint64_t base, do
 
 }  // namespace
 
+DropoutLayer::DropoutLayer(std::span<const LayerSpec> specs, int index, const LayerContext& context,
+                           std::size_t param_offset, int ordinal)
+    : Layer(specs, index, context, param_offset), ordinal_(ordinal) {}
+
 void DropoutLayer::build(const memory& src, const memory& diff_src) {
     src_ = src;
     diff_src_ = diff_src;
@@ -63,7 +67,7 @@ void DropoutLayer::apply(const memory& in, const memory& out, bool masked) const
         std::memcpy(out.get_data_handle(), in.get_data_handle(), bytes);
         return;
     }
-    const std::uint64_t base = worker::Rng(seed_, 0x64726f70ull + static_cast<std::uint64_t>(index_)).next();
+    const std::uint64_t base = worker::Rng(seed_, 0x64726f70ull + static_cast<std::uint64_t>(ordinal_)).next();
     const double keep = spec().keep_prob;
     if (in.get_desc().data_type() == Dt::bf16) {
         masked_scale(static_cast<const std::uint16_t*>(in.get_data_handle()),

@@ -1,5 +1,6 @@
 #include "workerd/nn/network.h"
 
+#include <algorithm>
 #include <chrono>
 #include <sstream>
 #include <stdexcept>
@@ -40,7 +41,11 @@ std::unique_ptr<Layer> make_layer(std::span<const LayerSpec> specs, int index,
         case LayerKind::kRelu:
         case LayerKind::kTanh:
         case LayerKind::kSigmoid: return std::make_unique<ActivationLayer>(one, index, ctx, offset);
-        case LayerKind::kDropout: return std::make_unique<DropoutLayer>(one, index, ctx, offset);
+        case LayerKind::kDropout: {
+            const auto before = std::count_if(specs.begin(), specs.begin() + index,
+                                              [](const LayerSpec& l) { return l.kind == LayerKind::kDropout; });
+            return std::make_unique<DropoutLayer>(one, index, ctx, offset, static_cast<int>(before));
+        }
     }
     return nullptr;
 }
