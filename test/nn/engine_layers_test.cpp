@@ -52,8 +52,31 @@ struct ConvCase {
     bool bias = true;
 };
 
+// Seeded random shapes on top of the listed ones: 1-5 channels, 3-12 rows/columns, kernels up
+// to 5 (at most the input with valid padding), stride 1-3, batch 1 or 3.
+std::vector<ConvCase> random_conv_cases() {
+    worker::Rng rng(2024);
+    std::vector<ConvCase> cases;
+    for (int i = 0; i < 6; ++i) {
+        ConvCase c{};
+        c.c = 1 + static_cast<int>(rng.below(5));
+        c.h = 3 + static_cast<int>(rng.below(10));
+        c.w = 3 + static_cast<int>(rng.below(10));
+        c.filters = 1 + static_cast<int>(rng.below(20));
+        c.padding = rng.below(2) ? "same" : "valid";
+        c.kh = 1 + static_cast<int>(rng.below(static_cast<std::uint64_t>(std::min(5, c.h))));
+        c.kw = 1 + static_cast<int>(rng.below(static_cast<std::uint64_t>(std::min(5, c.w))));
+        c.stride = 1 + static_cast<int>(rng.below(3));
+        c.batch = rng.below(2) ? 3 : 1;
+        c.relu = rng.below(2) == 1;
+        c.bias = rng.below(4) != 0;
+        cases.push_back(c);
+    }
+    return cases;
+}
+
 TEST_CASE("conv2d layer matches the reference loop", "[nn_engine][layers]") {
-    const auto cs = GENERATE(ConvCase{1, 7, 5, 3, 3, 3, 1, "same", 1, false}, ConvCase{3, 9, 8, 5, 3, 2, 2, "same", 3, true},
+    const auto cs = GENERATE(from_range(random_conv_cases()), ConvCase{1, 7, 5, 3, 3, 3, 1, "same", 1, false}, ConvCase{3, 9, 8, 5, 3, 2, 2, "same", 3, true},
                              ConvCase{2, 6, 7, 4, 3, 3, 2, "valid", 3, false}, ConvCase{4, 5, 5, 16, 5, 5, 1, "same", 3, true},
                              ConvCase{3, 11, 10, 2, 4, 4, 2, "same", 1, false}, ConvCase{1, 8, 8, 32, 5, 5, 1, "same", 3, true},
                              ConvCase{2, 7, 6, 3, 3, 3, 2, "same", 3, true, false});
@@ -86,8 +109,26 @@ struct PoolCase {
     int batch;
 };
 
+std::vector<PoolCase> random_pool_cases() {
+    worker::Rng rng(2025);
+    std::vector<PoolCase> cases;
+    for (int i = 0; i < 6; ++i) {
+        PoolCase p{};
+        p.kind = rng.below(2) ? "max_pool" : "avg_pool";
+        p.c = 1 + static_cast<int>(rng.below(20));
+        p.h = 3 + static_cast<int>(rng.below(10));
+        p.w = 3 + static_cast<int>(rng.below(10));
+        p.window = 1 + static_cast<int>(rng.below(3));
+        p.stride = 1 + static_cast<int>(rng.below(3));
+        p.padding = rng.below(2) ? "same" : "valid";
+        p.batch = rng.below(2) ? 3 : 1;
+        cases.push_back(p);
+    }
+    return cases;
+}
+
 TEST_CASE("pool layers match the reference loop", "[nn_engine][layers]") {
-    const auto pc = GENERATE(PoolCase{"max_pool", 1, 7, 5, 2, 2, "same", 1}, PoolCase{"max_pool", 3, 9, 8, 3, 2, "same", 3},
+    const auto pc = GENERATE(from_range(random_pool_cases()), PoolCase{"max_pool", 1, 7, 5, 2, 2, "same", 1}, PoolCase{"max_pool", 3, 9, 8, 3, 2, "same", 3},
                              PoolCase{"max_pool", 17, 6, 7, 2, 2, "valid", 3}, PoolCase{"avg_pool", 1, 7, 5, 2, 2, "same", 3},
                              PoolCase{"avg_pool", 5, 9, 9, 3, 2, "same", 1}, PoolCase{"avg_pool", 16, 8, 6, 2, 1, "valid", 3});
     const auto precision = GENERATE(from_range(precisions()));
