@@ -40,9 +40,10 @@ struct LayerTime {
 
 class Network {
 public:
-    // Errors: kUnsupported for bf16 without CPU support, kInvalidArgument for buffer sizes or
-    // a batch < 1, and a layer oneDNN cannot build: "layer I (KIND "NAME"): input ..., output
-    // ...: ..." naming its shapes. grads may be empty iff options.forward_only.
+    // Errors: kUnsupported for bf16 without CPU support and for a layer oneDNN cannot build
+    // ("layer I (KIND "NAME"): input CxHxW, output ..., batch N, f32: oneDNN cannot build it
+    // (...)"); kInvalidArgument for buffer sizes or a batch < 1. grads may be empty iff
+    // options.forward_only.
     static Result<std::unique_ptr<Network>> create(const ModelDescription& model,
                                                    const NetworkOptions& options,
                                                    std::span<const float> params,
