@@ -1,0 +1,84 @@
+#include "workerd/nn/parameter_init.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "workerd/rng.h"
+
+namespace psrun::nn {
+
+namespace {
+
+struct Fans {
+    double in = 1, out = 1;
+};
+
+// TF's fans: conv [O, I, KH, KW]: in = I*KH*KW, out = O*KH*KW; dense [O, I]: I, O; bias [O]: O, O.
+Fans fans(const std::vector<std::int64_t>& shape) {
+    if (shape.size() == 4) {
+        const double receptive = static_cast<double>(shape[2] * shape[3]);
+        return {static_cast<double>(shape[1]) * receptive, static_cast<double>(shape[0]) * receptive};
+    }
+    if (shape.size() == 2) return {static_cast<double>(shape[1]), static_cast<double>(shape[0])};
+    return {static_cast<double>(shape.at(0)), static_cast<double>(shape.at(0))};
+}
+
+void fill_tensor(const ParamTensor& t, worker::Rng& rng, std::span<float> out) {
+    const Fans f = fans(t.shape);
+    switch (t.init.kind) {
+        case InitKind::kTruncatedNormal:
+            for (auto& v : out) v = rng.truncated_normal(static_cast<float>(t.init.value));
+            break;
+        case InitKind::kHeNormal: {
+            const auto stddev = static_cast<float>(std::sqrt(2.0 / f.in));
+            for (auto& v : out) v = rng.truncated_normal(stddev);
+            break;
+        }
+        case InitKind::kNormal:
+            for (auto& v : out) v = static_cast<float>(rng.normal() * t.init.value);
+            break;
+        case InitKind::kUniform:
+        case InitKind::kGlorotUniform: {
+            const double limit = t.init.kind == InitKind::kUniform ? t.init.value
+                                                                    : std::sqrt(6.0 / (f.in + f.out));
+            for (auto& v : out) v = static_cast<float>((2.0 * rng.uniform() - 1.0) * limit);
+            break;
+        }
+        case InitKind::kZeros:
+            for (auto& v : out) v = 0.0f;
+            break;
+        case InitKind::kConstant:
+            for (auto& v : out) v = static_cast<float>(t.init.value);
+            break;
+    }
+}
+
+}  // namespace
+
+std::vector<std::size_t> layer_param_offsets(const ModelDescription& model) {
+    std::vector<std::size_t> offsets;
+    std::size_t offset = 0;
+    for (const auto& layer : model.layers) {
+        offsets.push_back(offset);
+        for (const auto& t : layer.params) offset += static_cast<std::size_t>(t.size);
+    }
+    return offsets;
+}
+
+void initialize_parameters(const ModelDescription& model, std::uint64_t seed, std::span<float> params) {
+    if (params.size() != static_cast<std::size_t>(model.parameter_count))
+        throw std::invalid_argument("initialize_parameters: buffer of " + std::to_string(params.size()) +
+                                    " floats for " + std::to_string(model.parameter_count) + " parameters");
+    std::size_t offset = 0;
+    std::uint64_t index = 0;
+    for (const auto& layer : model.layers) {
+        for (const auto& t : layer.params) {
+            worker::Rng rng(seed, index++);
+            const auto size = static_cast<std::size_t>(t.size);
+            fill_tensor(t, rng, params.subspan(offset, size));
+            offset += size;
+        }
+    }
+}
+
+}  // namespace psrun::nn
