@@ -57,17 +57,6 @@ std::map<std::string, std::string> shard_files(const fs::path& model) {
     return out;
 }
 
-bool wait_for(const ChildProcess& p, const std::string& pattern, double seconds) {
-    const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
-    const std::regex re(pattern);
-    while (Clock::now() < deadline) {
-        if (std::regex_search(p.output(), re)) return true;
-        if (!p.running()) return false;
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return false;
-}
-
 // The direct children of `pid` (psrun local's daemons).
 std::vector<pid_t> children_of(pid_t pid) {
     std::vector<pid_t> out;
@@ -92,7 +81,7 @@ TEST_CASE("a second psrun local on a held model dir exits 2 naming the holder; t
     REQUIRE(solo.wait(300) == 0);
 
     ChildProcess first(exe("launcher/psrun"), run_args(shared, 300), (tmp.path / "first.log").string());
-    REQUIRE(wait_for(first, R"(step \d+/300 )", 120));
+    REQUIRE(first.wait_for_output("/300 ", 120));  // its first progress line
     const auto t0 = Clock::now();
     ChildProcess second(exe("launcher/psrun"), run_args(shared, 300), (tmp.path / "second.log").string());
     const int refused = second.wait(30);
@@ -122,7 +111,7 @@ TEST_CASE("after SIGKILL of the whole holding run the next run takes the dir ove
     fetch_mnist(tmp.path);
     const fs::path model = tmp.path / "model";
     ChildProcess first(exe("launcher/psrun"), run_args(model, 100000), (tmp.path / "first.log").string());
-    REQUIRE(wait_for(first, R"(checkpoint at step 200 written)", 240));
+    REQUIRE(first.wait_for_output("checkpoint at step 200 written", 240));
     // psrun local and its daemons die at once, as on a node failure: nothing releases the lock.
     const auto daemons = children_of(first.pid());
     REQUIRE(daemons.size() == 2);
