@@ -73,6 +73,10 @@ wait_for 'SLURM_RESTART_COUNT=1: this job was requeued' 60
 wait_for 'mnist-requeue: training finished|failed, not requeued|used up' 240
 grep -q 'mnist-requeue: training finished' "$LOG" || { cat "$LOG" >&2; fail "the requeued run did not finish"; }
 grep -q "restored global step $step from" "$LOG" || { cat "$LOG" >&2; fail "the requeued run did not restore step $step"; }
+# One run per model dir: both incarnations of the job are run slurm-<job>; each took the dir (no refusal).
+[ "$(grep -Ec "model dir $MODEL_DIR: held by run slurm-$job from now on" "$LOG")" = 2 ] \
+  || { cat "$LOG" >&2; fail "the requeued job did not take its own model dir over"; }
+if grep -q 'is in use by another run' "$LOG"; then cat "$LOG" >&2; fail "a run of the job was refused its own model dir"; fi
 grep -q 'data position: resuming at epoch' "$LOG" || { cat "$LOG" >&2; fail "no data position on resume"; }
 grep -Eq 'done: global step 150,' "$LOG" || { cat "$LOG" >&2; fail "the requeued run did not reach step 150"; }
 python3 - "$MODEL_DIR/summary.json" "$step" <<'PY' || fail "summary.json of the requeued run is wrong"
