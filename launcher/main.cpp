@@ -22,12 +22,14 @@
 #include "launcher/cmd_run.h"
 #include "launcher/cmd_stop.h"
 #include "launcher/command_context.h"
+#include "launcher/thread_plan.h"
 
 int main(int argc, char** argv) {
     psrun::flush_denormals_to_zero();  // before any thread: they inherit it (common/denormals.h)
     psrun::init_logging("psrun", -1, "info");
     psrun::launcher::CommandContext ctx;
     ctx.env = psrun::launcher::env_from_environ(environ);
+    ctx.affinity_cpus = psrun::launcher::affinity_cpu_count();
     // For run and local, everything after the first "--" is training options for workerd and
     // CLI11 never sees it; other subcommands get their argv unchanged.
     std::vector<std::string> args(argv + 1, argv + argc);
