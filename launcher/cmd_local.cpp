@@ -7,10 +7,8 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "common/exit_codes.h"
@@ -22,6 +20,7 @@
 #include "launcher/launch_options.h"
 #include "launcher/map_builder.h"
 #include "launcher/ports.h"
+#include "launcher/run_summary.h"
 #include "launcher/supervisor.h"
 #include "launcher/thread_plan.h"
 
@@ -52,16 +51,13 @@ struct TempDir {
 // Prints the chief's final figures from <model-dir>/summary.json (psrun's last word on a run).
 void print_summary(const std::optional<std::string>& model_dir) {
     if (!model_dir) return;
-    const std::string path = *model_dir + "/summary.json";
-    std::ifstream in(path);
-    const auto j = nlohmann::json::parse(in, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("test_accuracy") || !j["test_accuracy"].is_number()) {
-        spdlog::warn("no final test accuracy: {} is missing or unreadable", path);
+    auto lines = read_run_summary(*model_dir);
+    if (!lines) {
+        spdlog::warn("{}", lines.error().message);
         return;
     }
-    spdlog::info("final test accuracy {:.2f}% at global step {} ({:.0f} img/s over {:.1f} s, {} workers; {})",
-                 j["test_accuracy"].get<double>() * 100, j.value("global_step", 0), j.value("images_per_sec", 0.0),
-                 j.value("train_seconds", 0.0), j.value("workers", 0), path);
+    spdlog::info("run summary:");
+    for (const std::string& line : *lines) spdlog::info("  {}", line);
 }
 
 // Says how many threads each daemon gets and warns when the run asks for more compute threads
