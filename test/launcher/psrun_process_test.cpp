@@ -543,3 +543,41 @@ TEST_CASE("psrun local warns when the threads oversubscribe the cores", "[proces
     CHECK(threads_values(f.argv_of("workerd.1")) == std::vector<int>{2});
     for (pid_t pid : f.recorded_pids()) CHECK_FALSE(alive(pid));
 }
+
+TEST_CASE("a psrun option after -- and a misspelled option name the right place and option", "[process][cli]") {
+    Fixture f;
+    struct Case {
+        Args args;
+        std::string says;
+    };
+    const Case c = GENERATE(
+        Case{{"local", "--", "--worker-timeout", "10"},
+             "psrun: error: `--worker-timeout` is a psrun option: put it before `--`: psrun local [psrun options] -- "
+             "[training options]"},
+        Case{{"local", "--workers", "2", "--", "--steps", "5", "--grace=3"},
+             "`--grace` is a psrun option: put it before `--`: psrun local"},
+        Case{{"run", "--", "--key-file", "/k"},
+             "`--key-file` is a psrun option: put it before `--`: psrun run [psrun options] -- [training options]"},
+        Case{{"local", "--wroker-timeout", "10"},
+             "psrun: error: unknown option `--wroker-timeout` for psrun local; did you mean `--worker-timeout`? "
+             "Usage: psrun local [psrun options] -- [training options]"},
+        Case{{"run", "--ps", "1", "--thread", "2"},
+             "unknown option `--thread` for psrun run; did you mean `--threads`? Usage: psrun run [psrun options]"},
+        Case{{"local", "--frobnicate"},
+             "unknown option `--frobnicate` for psrun local. Usage: psrun local [psrun options] -- [training options]"});
+    auto args = c.args;
+    args.insert(args.begin() + 1, {"--bin-dir", f.bin.string()});
+    const Proc p = spawn(args, base_env(f), f.dir.path);
+    CHECK(wait_exit(p, 20) == 2);
+    CHECK_THAT(slurp(p.err), Catch::Contains(c.says));
+    CHECK(f.count(".argv") == 0);  // no daemon started
+}
+
+TEST_CASE("training options psrun also has (--threads, --log-level) stay after --", "[process][cli]") {
+    Fixture f;
+    const Proc p = spawn({"local", "--ps", "0", "--bin-dir", f.bin.string(), "--dry-run", "--", "--threads", "1",
+                          "--log-level", "debug"},
+                         base_env(f), f.dir.path);
+    CHECK(wait_exit(p, 20) == 0);
+    CHECK_THAT(slurp(p.out), Catch::EndsWith("--threads 1 --log-level debug\n"));
+}
