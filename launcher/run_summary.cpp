@@ -56,7 +56,11 @@ std::vector<std::string> summary_lines(const nlohmann::json& summary, const std:
         bool timed = false;
         for (const Evaluation& e : evals) timed = timed || e.seconds.has_value();
         const long long start = summary.value("start_step", 0LL);
-        if (timed)
+        bool reached = false;
+        for (const Evaluation& e : evals) reached = reached || e.accuracy + 1e-9 >= 0.99;
+        if (!reached)
+            lines.push_back("time to 99.0% and 99.2%: neither reached");
+        else if (timed)
             lines.push_back(fmt::format("time to {}; {} (seconds since training {})", time_to(evals, 0.99),
                                         time_to(evals, 0.992),
                                         start > 0 ? fmt::format("resumed at global step {}", start) : "started"));

@@ -49,6 +49,9 @@ TEST_CASE("summary_lines says what is missing instead of inventing it", "[summar
           "time to 99.0% in 50 s (global step 5000); 99.2% not reached (seconds since training resumed at global "
           "step 3000)");
 
+    s["evaluations"] = {{{"global_step", 300}, {"test_accuracy", 0.959}, {"elapsed_seconds", 8.2}}};
+    CHECK(summary_lines(s, "/m", {})[2] == "time to 99.0% and 99.2%: neither reached");
+
     s.erase("evaluations");
     s.erase("images_per_sec");
     const Lines bare = summary_lines(s, "/m", {});
