@@ -7,10 +7,8 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "common/exit_codes.h"
@@ -22,7 +20,9 @@
 #include "launcher/launch_options.h"
 #include "launcher/map_builder.h"
 #include "launcher/ports.h"
+#include "launcher/run_summary.h"
 #include "launcher/supervisor.h"
+#include "launcher/thread_plan.h"
 
 namespace psrun::launcher {
 namespace {
@@ -51,16 +51,26 @@ struct TempDir {
 // Prints the chief's final figures from <model-dir>/summary.json (psrun's last word on a run).
 void print_summary(const std::optional<std::string>& model_dir) {
     if (!model_dir) return;
-    const std::string path = *model_dir + "/summary.json";
-    std::ifstream in(path);
-    const auto j = nlohmann::json::parse(in, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("test_accuracy") || !j["test_accuracy"].is_number()) {
-        spdlog::warn("no final test accuracy: {} is missing or unreadable", path);
+    auto lines = read_run_summary(*model_dir);
+    if (!lines) {
+        spdlog::warn("{}", lines.error().message);
         return;
     }
-    spdlog::info("final test accuracy {:.2f}% at global step {} ({:.0f} img/s over {:.1f} s, {} workers; {})",
-                 j["test_accuracy"].get<double>() * 100, j.value("global_step", 0), j.value("images_per_sec", 0.0),
-                 j.value("train_seconds", 0.0), j.value("workers", 0), path);
+    spdlog::info("run summary:");
+    for (const std::string& line : *lines) spdlog::info("  {}", line);
+}
+
+// Says how many threads each daemon gets and warns when the run asks for more compute threads
+// than the cores psrun may use.
+void log_threads(const ThreadPlan& plan, const LocalOptions& o, const std::vector<std::string>& training,
+                 int cores) {
+    spdlog::info("{}", describe_thread_plan(plan, cores, o.num_workers, o.num_ps));
+    ThreadPlan effective = plan;
+    if (const auto t = training_threads(training); t && *t != plan.worker_threads) {
+        spdlog::info("--threads {} among the training options: each workerd uses {}", *t, *t);
+        effective.worker_threads = *t;
+    }
+    if (auto warning = local_oversubscription(effective, cores, o.num_workers, o.num_ps)) spdlog::warn("{}", *warning);
 }
 
 void run_local(const LocalOptions& o, CommandContext& ctx) {
@@ -94,17 +104,20 @@ void run_local(const LocalOptions& o, CommandContext& ctx) {
     }
     auto map = local_map(o.num_ps, o.num_workers, o.num_evaluators, addresses);
     if (!map) throw UsageError(map.error().message);
-    map->threads = o.threads;
+    const ThreadPlan threads = local_thread_plan(o.threads, ctx.affinity_cpus, o.num_workers);
+    map->threads = threads.worker_threads;
     if (o.plan) {
         std::cout << map->to_table() << std::flush;
         ctx.exit_code = kExitOk;
         return;
     }
+    log_threads(threads, o, ctx.training, ctx.affinity_cpus);
     if (o.num_evaluators > 0 && !training_model_dir(ctx.training))
         throw UsageError("--evaluators needs --model-dir D in the training options (after --): the evaluator "
                          "evaluates the checkpoints the chief writes there");
     DaemonOptions daemon = o.daemon;
     daemon.training = ctx.training;
+    daemon.ps_threads = threads.ps_threads;
     // One run per model dir: psrun local holds it from here to its exit, its daemons join.
     std::unique_ptr<ModelDirLock> dir_lock;
     if (const auto model_dir = training_model_dir(daemon.training); model_dir && !o.dry_run) {
@@ -179,7 +192,9 @@ void add_local_command(CLI::App& app, CommandContext& ctx) {
                     "worker) before SIGKILL")
         ->check(CLI::Range(0.0, 3600.0))
         ->capture_default_str();
-    cmd->add_option("--threads", o->threads, "oneDNN/OpenMP threads per daemon")
+    cmd->add_option("--threads", o->threads,
+                    "oneDNN/OpenMP threads per daemon (default: each workerd gets the cores of psrun's affinity "
+                    "mask divided by --workers, at least 1, and psd 1)")
         ->check(CLI::PositiveNumber);
     cmd->add_flag("--plan", o->plan, "print the local cluster map and exit");
     cmd->add_flag("--dry-run", o->dry_run, "print every daemon command line and exit");

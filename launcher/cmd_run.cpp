@@ -17,6 +17,7 @@
 #include "launcher/launch_options.h"
 #include "launcher/map_builder.h"
 #include "launcher/ports.h"
+#include "launcher/thread_plan.h"
 
 namespace psrun::launcher {
 namespace {
@@ -60,8 +61,9 @@ void check_ps_port(const ClusterMap& map) {
 }
 
 void run(const RunOptions& o, CommandContext& ctx) {
-    auto map = resolve_map(o.map, ctx.env);
+    auto map = resolve_map(o.map, ctx.env, ctx.affinity_cpus);
     if (!map) throw UsageError(map.error().message);
+    if (auto warning = task_oversubscription(map->threads, ctx.affinity_cpus)) spdlog::warn("{}", *warning);
     log_restart_count(ctx.env);
     DaemonOptions daemon = o.daemon;
     daemon.training = ctx.training;

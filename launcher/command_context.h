@@ -1,5 +1,6 @@
-// What main() hands to every psrun subcommand: the environment (read once, in main) and the
-// arguments after "--" (training options for workerd).
+// What main() hands to every psrun subcommand: the environment and the affinity mask's size
+// (both read once, in main, so tests can inject them) and the arguments after "--" (training
+// options for workerd).
 #pragma once
 
 #include <string>
@@ -12,6 +13,7 @@ namespace psrun::launcher {
 struct CommandContext {
     EnvMap env;
     std::vector<std::string> training;  // everything after the first "--"
+    int affinity_cpus = 0;              // CPUs in psrun's affinity mask, read once in main (0: unknown)
     int exit_code = 0;                  // set by the subcommand's callback
 };
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <filesystem>
 
 namespace psrun::launcher {
@@ -27,6 +28,20 @@ std::optional<std::string> training_model_dir(const std::vector<std::string>& tr
     return std::nullopt;
 }
 
+std::optional<int> training_threads(const std::vector<std::string>& training) {
+    std::optional<int> threads;
+    auto parse = [&](const std::string& value) {
+        int n = 0;
+        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+        if (ec == std::errc() && end == value.data() + value.size() && n > 0) threads = n;
+    };
+    for (size_t i = 0; i < training.size(); ++i) {
+        if (training[i] == "--threads" && i + 1 < training.size()) parse(training[i + 1]);
+        if (training[i].rfind("--threads=", 0) == 0) parse(training[i].substr(10));
+    }
+    return threads;
+}
+
 Result<DaemonCommand> daemon_command(const ClusterMap& map, Role role, int index,
                                      const DaemonOptions& options) {
     DaemonCommand cmd;
@@ -42,8 +57,8 @@ Result<DaemonCommand> daemon_command(const ClusterMap& map, Role role, int index
         if (!options.run_id.empty()) cmd.argv.insert(cmd.argv.end(), {"--run-id", options.run_id});
     };
     auto add_threads = [&] {
-        if (map.threads)
-            cmd.argv.insert(cmd.argv.end(), {"--threads", std::to_string(*map.threads)});
+        const std::optional<int> threads = role == Role::kPs && options.ps_threads ? options.ps_threads : map.threads;
+        if (threads) cmd.argv.insert(cmd.argv.end(), {"--threads", std::to_string(*threads)});
     };
     if (role == Role::kPs) {
         cmd.label = fmt::format("ps {}", index);

@@ -25,6 +25,9 @@ struct DaemonOptions {
     std::optional<long> max_bad_grads;     // psd: --max-bad-grads N
     std::optional<double> ps_restart_wait; // workerd: --ps-restart-wait SECONDS
     std::string log_level;                 // psd: --log-level
+    // psd: --threads, in place of map.threads (psrun local's default gives psd 1 thread and each
+    // workerd a share of the cores); nullopt: map.threads for every daemon.
+    std::optional<int> ps_threads;
     // psd and workerd: --run-id (the model dir lock, common/model_dir_lock.h); empty: not passed.
     std::string run_id;
     std::vector<std::string> training;     // after "--": workerd training options
@@ -55,6 +58,10 @@ std::string bin_dir_for(const std::string& program, const DaemonOptions& options
 
 // "--model-dir D" or "--model-dir=D" from the training options, if present.
 std::optional<std::string> training_model_dir(const std::vector<std::string>& training);
+
+// The last positive "--threads N" or "--threads=N" of the training options (workerd takes the
+// last value, so it beats psrun's own --threads for workerd), if any.
+std::optional<int> training_threads(const std::vector<std::string>& training);
 
 // Shell-style rendering of argv for logs ("psd --index 0 ...").
 std::string render_argv(const std::vector<std::string>& argv);

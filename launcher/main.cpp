@@ -22,12 +22,15 @@
 #include "launcher/cmd_run.h"
 #include "launcher/cmd_stop.h"
 #include "launcher/command_context.h"
+#include "launcher/option_advice.h"
+#include "launcher/thread_plan.h"
 
 int main(int argc, char** argv) {
     psrun::flush_denormals_to_zero();  // before any thread: they inherit it (common/denormals.h)
     psrun::init_logging("psrun", -1, "info");
     psrun::launcher::CommandContext ctx;
     ctx.env = psrun::launcher::env_from_environ(environ);
+    ctx.affinity_cpus = psrun::launcher::affinity_cpu_count();
     // For run and local, everything after the first "--" is training options for workerd and
     // CLI11 never sees it; other subcommands get their argv unchanged.
     std::vector<std::string> args(argv + 1, argv + argc);
@@ -52,12 +55,28 @@ int main(int argc, char** argv) {
     psrun::launcher::add_bench_ps_command(app, ctx.exit_code);
     psrun::launcher::add_bench_cluster_command(app, ctx.exit_code);
     try {
+        // A psrun option among the training options would reach workerd, which refuses it.
+        if (takes_training) {
+            if (auto misplaced = psrun::launcher::misplaced_option_message(*app.get_subcommand(args.back()), ctx.training))
+                throw psrun::UsageError(*misplaced);
+        }
         app.parse(args);
         return ctx.exit_code;
     } catch (const CLI::CallForHelp& e) {
         return app.exit(e);
     } catch (const CLI::CallForAllHelp& e) {
         return app.exit(e);
+    } catch (const CLI::ExtrasError& e) {
+        // An unknown option of a subcommand: name the closest known one and the usage.
+        const auto subs = app.get_subcommands();
+        if (!subs.empty()) {
+            if (auto message = psrun::launcher::unknown_option_message(*subs.front(), app.remaining(true))) {
+                std::cerr << "psrun: error: " << *message << std::endl;
+                return psrun::kExitUsage;
+            }
+        }
+        app.exit(e);
+        return psrun::kExitUsage;
     } catch (const CLI::ParseError& e) {
         app.exit(e);
         return psrun::kExitUsage;

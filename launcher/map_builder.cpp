@@ -123,7 +123,7 @@ Result<EnvMap> preview_env(const MapOptions& options) {
     };
 }
 
-Result<ClusterMap> resolve_map(const MapOptions& options, const EnvMap& env) {
+Result<ClusterMap> resolve_map(const MapOptions& options, const EnvMap& env, int affinity_cpus) {
     Result<ClusterMap> map = make_error(ErrorCode::kNotFound, "no source");
     if (options.tf.any()) {
         map = map_from_tf_flags(options.tf);
@@ -160,6 +160,8 @@ Result<ClusterMap> resolve_map(const MapOptions& options, const EnvMap& env) {
                 ErrorCode::kInvalidArgument,
                 fmt::format("SLURM_CPUS_PER_TASK='{}': expected a positive integer", *cpus));
         map->threads = n;
+    } else if (affinity_cpus > 0) {
+        map->threads = affinity_cpus;
     }
     return map;
 }

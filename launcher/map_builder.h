@@ -25,7 +25,7 @@ struct MapOptions {
     std::string placement = "spread";
     AddressOptions address;
     int port_base = kDefaultPortBase;
-    std::optional<int> threads;  // --threads; default SLURM_CPUS_PER_TASK
+    std::optional<int> threads;  // --threads; default SLURM_CPUS_PER_TASK, else the affinity mask
     // Preview outside Slurm (block distribution assumed): --nodelist, --tasks-per-node, --procid.
     std::string preview_nodelist;
     std::string preview_tasks_per_node;
@@ -43,8 +43,10 @@ struct MapOptions {
 [[nodiscard]] Result<EnvMap> preview_env(const MapOptions& options);
 
 // First matching source wins; errors are kInvalidArgument/kNotFound with a message naming the
-// variable or flag. Sets map.threads from --threads or SLURM_CPUS_PER_TASK.
-[[nodiscard]] Result<ClusterMap> resolve_map(const MapOptions& options, const EnvMap& env);
+// variable or flag. Sets map.threads from --threads, else SLURM_CPUS_PER_TASK, else
+// `affinity_cpus` when > 0 (psrun run passes the size of its affinity mask, which srun binds;
+// 0 leaves map.threads unset: plan previews other tasks, whose masks psrun cannot see).
+[[nodiscard]] Result<ClusterMap> resolve_map(const MapOptions& options, const EnvMap& env, int affinity_cpus = 0);
 
 }  // namespace psrun::launcher
 

@@ -6,16 +6,41 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <exception>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "common/denormals.h"
 #include "common/logging.h"
 #include "common/model_dir_lock.h"
 #include "common/result.h"
 #include "common/signals.h"
+#include "common/suggest.h"
 #include "workerd/distributed.h"
 #include "workerd/evaluator.h"
 #include "workerd/standalone.h"
+
+namespace {
+
+// "unknown option `--stpes`; did you mean `--steps`?" for the first unexpected argument that
+// looks like an option; nullopt when none does (CLI11's message then).
+std::optional<std::string> unknown_option_message(const CLI::App& app) {
+    const auto extras = app.remaining();
+    const auto it = std::find_if(extras.begin(), extras.end(), [](const std::string& a) { return a.rfind('-', 0) == 0; });
+    if (it == extras.end()) return std::nullopt;
+    const std::string opt = it->substr(0, it->find('='));
+    std::vector<std::string> known;
+    for (const CLI::Option* o : app.get_options())
+        for (const std::string& n : o->get_lnames()) known.push_back("--" + n);
+    const auto closest = psrun::closest_word(opt, known);
+    return "unknown option `" + opt + "`" + (closest ? "; did you mean `" + *closest + "`?" : std::string()) +
+           " (workerd --help lists the options)";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
     psrun::flush_denormals_to_zero();  // before any thread: they inherit it (common/denormals.h)
@@ -44,6 +69,13 @@ int main(int argc, char** argv) {
     psrun::worker::add_evaluator_options(app, evaluation);
     try {
         app.parse(argc, argv);
+    } catch (const CLI::ExtrasError& e) {
+        if (const auto message = unknown_option_message(app)) {
+            std::cerr << "workerd: error: " << *message << std::endl;
+            return psrun::kExitUsage;
+        }
+        app.exit(e);
+        return psrun::kExitUsage;
     } catch (const CLI::ParseError& e) {
         return app.exit(e) == 0 ? psrun::kExitOk : psrun::kExitUsage;
     }

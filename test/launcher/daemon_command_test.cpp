@@ -136,3 +136,26 @@ TEST_CASE("--max-bad-grads goes to psd and --ps-restart-wait to the workers only
     REQUIRE(evaluator);
     CHECK(std::find(evaluator->argv.begin(), evaluator->argv.end(), "--ps-restart-wait") == evaluator->argv.end());
 }
+
+TEST_CASE("ps_threads replaces map.threads for psd only", "[daemon]") {
+    DaemonOptions o;
+    o.no_auth = true;
+    o.ps_threads = 1;
+    const ClusterMap map = two_ps_three_workers();  // map.threads 4
+    const auto ps = daemon_command(map, Role::kPs, 0, o);
+    REQUIRE(ps);
+    CHECK(Args(ps->argv.end() - 2, ps->argv.end()) == Args{"--threads", "1"});
+    for (Role role : {Role::kWorker, Role::kEvaluator}) {
+        const auto w = daemon_command(map, role, 0, o);
+        REQUIRE(w);
+        CHECK(Args(w->argv.end() - 2, w->argv.end()) == Args{"--threads", "4"});
+    }
+}
+
+TEST_CASE("training_threads finds workerd's last --threads among the training options", "[daemon]") {
+    CHECK_FALSE(training_threads({"--steps", "5"}));
+    CHECK(training_threads({"--threads", "2", "--steps", "5"}) == 2);
+    CHECK(training_threads({"--threads", "2", "--threads=3"}) == 3);
+    CHECK_FALSE(training_threads({"--threads", "x"}));
+    CHECK_FALSE(training_threads({"--threads"}));
+}

@@ -197,14 +197,16 @@ TEST_CASE("sources: flags beat TF_CONFIG beats Slurm", "[map]") {
     CHECK_THAT(none.error().message, Catch::Contains("not inside a Slurm job"));
 }
 
-TEST_CASE("threads come from --threads, else SLURM_CPUS_PER_TASK", "[map]") {
+TEST_CASE("threads come from --threads, else SLURM_CPUS_PER_TASK, else the affinity mask", "[map]") {
     EnvMap env = task_env("n1", "2", 2, {0, 0, 0});
     CHECK_FALSE(resolve_map(MapOptions{}, env)->threads);
+    CHECK(resolve_map(MapOptions{}, env, 3)->threads == 3);
     env["SLURM_CPUS_PER_TASK"] = std::string("6");
     CHECK(resolve_map(MapOptions{}, env)->threads == 6);
+    CHECK(resolve_map(MapOptions{}, env, 3)->threads == 6);
     MapOptions o;
     o.threads = 2;
-    CHECK(resolve_map(o, env)->threads == 2);
+    CHECK(resolve_map(o, env, 3)->threads == 2);
 }
 
 TEST_CASE("preview uses block distribution and validates --procid", "[map]") {

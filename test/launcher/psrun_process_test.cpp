@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -20,6 +21,7 @@
 #include <thread>
 
 #include "launcher/ports.h"
+#include "launcher/thread_plan.h"
 
 namespace fs = std::filesystem;
 using Args = std::vector<std::string>;
@@ -126,11 +128,17 @@ struct Proc {
     fs::path out, err;
 };
 
-Proc spawn(const Args& args, const std::map<std::string, std::string>& env, const fs::path& dir) {
+// Starts psrun with `args`; a non-empty `prefix` (e.g. taskset -c 0) execs psrun in turn, so
+// the PID is psrun's either way.
+Proc spawn(const Args& args, const std::map<std::string, std::string>& env, const fs::path& dir,
+           const Args& prefix = {}) {
     Proc p{-1, dir / "stdout", dir / "stderr"};
     std::vector<std::string> env_strings;
     for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
-    std::vector<char*> argv{const_cast<char*>(PSRUN_EXE)};
+    std::vector<char*> argv;
+    for (const auto& a : prefix) argv.push_back(const_cast<char*>(a.c_str()));
+    const char* program = prefix.empty() ? PSRUN_EXE : prefix[0].c_str();
+    argv.push_back(const_cast<char*>(PSRUN_EXE));
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
     std::vector<char*> envp;
@@ -143,7 +151,7 @@ Proc spawn(const Args& args, const std::map<std::string, std::string>& env, cons
         const int e = ::open(p.err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
         ::dup2(o, 1);
         ::dup2(e, 2);
-        ::execve(PSRUN_EXE, argv.data(), envp.data());
+        ::execve(program, argv.data(), envp.data());
         ::_exit(126);
     }
     return p;
@@ -306,10 +314,11 @@ TEST_CASE("psrun local runs every daemon and exits 0 when the workers succeed", 
                          env, f.dir.path);
     CHECK(wait_exit(p, 20) == 0);
     const Args chief = f.argv_of("workerd.0");
-    REQUIRE(chief.size() == 12);
+    REQUIRE(chief.size() == 14);
     CHECK(chief[5] == "--num-workers");
     CHECK(chief[7] == "--chief");
     CHECK(chief[8] == "--key-file");  // psrun local made a job key in its private dir
+    CHECK(chief[10] == "--threads");  // the default split of the cores (tested under taskset below)
     const Args ps = f.argv_of("psd.0");
     CHECK(std::find(ps.begin(), ps.end(), chief[9]) != ps.end());
     CHECK(Args(chief.end() - 2, chief.end()) == Args{"--steps", "4"});
@@ -411,14 +420,17 @@ TEST_CASE("psrun run with a TF_CONFIG evaluator task execs workerd --evaluator",
     INFO(slurp(p.err));
     // Not counted as a worker: --num-workers is the chief and the worker only.
     const Args argv = f.argv_of("evaluator.0");
-    REQUIRE(argv.size() == 15);
+    REQUIRE(argv.size() == 17);
     CHECK(Args(argv.begin(), argv.begin() + 9) == Args{(f.bin / "workerd").string(), "--index", "0", "--ps",
                                                        "tcp://127.0.0.1:2002", "--num-workers", "2", "--evaluator",
                                                        "--no-auth"});
+    // No SLURM_CPUS_PER_TASK: the size of psrun's affinity mask (inherited from this test).
+    CHECK(Args(argv.begin() + 9, argv.begin() + 11) ==
+          Args{"--threads", std::to_string(psrun::launcher::affinity_cpu_count())});
     // The run id of a TF_CONFIG job: a hash of its map, the same in every task.
-    CHECK(argv[9] == "--run-id");
-    CHECK(argv[10].rfind("tf-", 0) == 0);
-    CHECK(Args(argv.begin() + 11, argv.end()) == Args{"--model-dir", "/m", "--steps", "5"});
+    CHECK(argv[11] == "--run-id");
+    CHECK(argv[12].rfind("tf-", 0) == 0);
+    CHECK(Args(argv.begin() + 13, argv.end()) == Args{"--model-dir", "/m", "--steps", "5"});
 }
 
 TEST_CASE("psrun local: a failing evaluator makes psrun exit 1 naming it", "[process][evaluator]") {
@@ -443,4 +455,129 @@ TEST_CASE("psrun local --evaluators without a model dir exits 2", "[process][eva
     CHECK(wait_exit(p, 20) == 2);
     CHECK_THAT(slurp(p.err), Catch::Contains("--evaluators needs --model-dir"));
     CHECK(f.count(".argv") == 0);
+}
+
+namespace {
+
+// Every value that follows "--threads" in `argv`, in order.
+std::vector<int> threads_values(const Args& argv) {
+    std::vector<int> out;
+    for (size_t i = 0; i + 1 < argv.size(); ++i)
+        if (argv[i] == "--threads") out.push_back(std::stoi(argv[i + 1]));
+    return out;
+}
+
+bool cpu_allowed(int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    return ::sched_getaffinity(0, sizeof set, &set) == 0 && CPU_ISSET(cpu, &set);
+}
+
+// psrun local under `taskset -c cpus` with stand-in daemons; the workers exit 0 at once.
+Proc local_under_taskset(const Fixture& f, const std::string& cpus, const Args& args) {
+    auto env = base_env(f);
+    env["STANDIN_WORKER_EXIT"] = std::string("0");
+    Args all{"local", "--grace", "0.5", "--bin-dir", f.bin.string()};
+    all.insert(all.end(), args.begin(), args.end());
+    return spawn(all, env, f.dir.path, {"/usr/bin/taskset", "-c", cpus});
+}
+
+}  // namespace
+
+TEST_CASE("psrun local without --threads splits the cores of its affinity mask", "[process][threads]") {
+    struct Case {
+        const char* cpus;
+        int cores, workers;
+    };
+    const Case c = GENERATE(Case{"0", 1, 1}, Case{"0,1", 2, 2}, Case{"0,1", 2, 1});
+    if (c.cores == 2 && !cpu_allowed(1)) {
+        WARN("not run: CPU 1 is not in this test's affinity mask");
+        return;
+    }
+    Fixture f;
+    const Proc p = local_under_taskset(f, c.cpus, {"--ps", "1", "--workers", std::to_string(c.workers)});
+    CHECK(wait_exit(p, 20) == 0);
+    const std::string err = slurp(p.err);
+    INFO(err);
+    int worker_threads = 0;
+    for (int i = 0; i < c.workers; ++i) {
+        const auto t = threads_values(f.argv_of("workerd." + std::to_string(i)));
+        REQUIRE(t.size() == 1);
+        CHECK(t[0] == c.cores / c.workers);
+        worker_threads += t[0];
+    }
+    CHECK(worker_threads == c.cores);  // the split adds up to the cores psrun was given
+    CHECK(threads_values(f.argv_of("psd.0")) == std::vector<int>{1});
+    CHECK_THAT(err, Catch::Contains(std::to_string(c.cores) + (c.cores == 1 ? " core" : " cores") +
+                                    " in this process's affinity mask: " + (c.cores / c.workers == 1 ? "1 thread" : "2 threads") +
+                                    " per worker") &&
+                        Catch::Contains("--threads T overrides"));
+    CHECK_THAT(err, !Catch::Contains("oversubscribed"));
+    for (pid_t pid : f.recorded_pids()) CHECK_FALSE(alive(pid));
+}
+
+TEST_CASE("psrun local: --threads wins, and a --threads among the training options wins for workerd",
+          "[process][threads]") {
+    Fixture f;
+    const Proc p = local_under_taskset(f, "0", {"--ps", "1", "--workers", "1", "--threads", "3", "--", "--threads", "1"});
+    CHECK(wait_exit(p, 20) == 0);
+    const std::string err = slurp(p.err);
+    INFO(err);
+    CHECK(threads_values(f.argv_of("psd.0")) == std::vector<int>{3});
+    CHECK(threads_values(f.argv_of("workerd.0")) == std::vector<int>{3, 1});  // workerd takes the last
+    CHECK_THAT(err, Catch::Contains("--threads 3 for every daemon"));
+    CHECK_THAT(err, Catch::Contains("--threads 1 among the training options"));
+    // 1 worker x 1 thread + psd's 2 team threads beyond its poll loop on 1 core.
+    CHECK_THAT(err, Catch::Contains("oversubscribed: 1 worker x 1 thread + 1 psd x 2 beyond the poll loop = 3"));
+    for (pid_t pid : f.recorded_pids()) CHECK_FALSE(alive(pid));
+}
+
+TEST_CASE("psrun local warns when the threads oversubscribe the cores", "[process][threads]") {
+    Fixture f;
+    const Proc p = local_under_taskset(f, "0", {"--ps", "1", "--workers", "2", "--threads", "2"});
+    CHECK(wait_exit(p, 20) == 0);
+    const std::string err = slurp(p.err);
+    CHECK_THAT(err, Catch::Contains("oversubscribed: 2 workers x 2 threads + 1 psd x 1 beyond the poll loop = 5 "
+                                    "compute threads on 1 core in this process's affinity mask") &&
+                        Catch::Contains("use --workers 1"));
+    CHECK(threads_values(f.argv_of("workerd.1")) == std::vector<int>{2});
+    for (pid_t pid : f.recorded_pids()) CHECK_FALSE(alive(pid));
+}
+
+TEST_CASE("a psrun option after -- and a misspelled option name the right place and option", "[process][cli]") {
+    Fixture f;
+    struct Case {
+        Args args;
+        std::string says;
+    };
+    const Case c = GENERATE(
+        Case{{"local", "--", "--worker-timeout", "10"},
+             "psrun: error: `--worker-timeout` is a psrun option: put it before `--`: psrun local [psrun options] -- "
+             "[training options]"},
+        Case{{"local", "--workers", "2", "--", "--steps", "5", "--grace=3"},
+             "`--grace` is a psrun option: put it before `--`: psrun local"},
+        Case{{"run", "--", "--key-file", "/k"},
+             "`--key-file` is a psrun option: put it before `--`: psrun run [psrun options] -- [training options]"},
+        Case{{"local", "--wroker-timeout", "10"},
+             "psrun: error: unknown option `--wroker-timeout` for psrun local; did you mean `--worker-timeout`? "
+             "Usage: psrun local [psrun options] -- [training options]"},
+        Case{{"run", "--ps", "1", "--thread", "2"},
+             "unknown option `--thread` for psrun run; did you mean `--threads`? Usage: psrun run [psrun options]"},
+        Case{{"local", "--frobnicate"},
+             "unknown option `--frobnicate` for psrun local. Usage: psrun local [psrun options] -- [training options]"});
+    auto args = c.args;
+    args.insert(args.begin() + 1, {"--bin-dir", f.bin.string()});
+    const Proc p = spawn(args, base_env(f), f.dir.path);
+    CHECK(wait_exit(p, 20) == 2);
+    CHECK_THAT(slurp(p.err), Catch::Contains(c.says));
+    CHECK(f.count(".argv") == 0);  // no daemon started
+}
+
+TEST_CASE("training options psrun also has (--threads, --log-level) stay after --", "[process][cli]") {
+    Fixture f;
+    const Proc p = spawn({"local", "--ps", "0", "--bin-dir", f.bin.string(), "--dry-run", "--", "--threads", "1",
+                          "--log-level", "debug"},
+                         base_env(f), f.dir.path);
+    CHECK(wait_exit(p, 20) == 0);
+    CHECK_THAT(slurp(p.out), Catch::EndsWith("--threads 1 --log-level debug\n"));
 }
