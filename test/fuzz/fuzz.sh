@@ -22,7 +22,7 @@ declare -A targets=(
   [slurm_env]="launcher/slurm_env.cpp launcher/hostlist.cpp launcher/slurm_lists.cpp launcher/env_map.cpp|-lslurm -lfmt|1024"
   [tf_config]="launcher/tf_cluster.cpp common/cluster_map.cpp|-lfmt|2048"
   [task_list]="launcher/role_assignment.cpp|-lfmt|256"
-  [idx]="workerd/idx_reader.cpp|-lz|8192"
+  [idx]="workerd/data/idx_reader.cpp|-lz|8192"
   [checkpoint]="common/tensor_file.cpp common/crc32c.cpp common/checkpoint_store.cpp||4096"
   [job_keys]="common/job_keys.cpp|-lzmq|1024"
 )

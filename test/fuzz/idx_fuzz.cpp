@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "workerd/idx_reader.h"
+#include "workerd/data/idx_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     using namespace psrun::worker;

@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "workerd/dataset_fetch.h"
+#include "workerd/data/dataset_fetch.h"
 #include "workerd/trainer.h"
 
 namespace psrun::worker {
