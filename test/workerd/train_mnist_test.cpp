@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "workerd/data/dataset_fetch.h"
+#include "workerd/data/idx_reader.h"
 #include "workerd/trainer.h"
 
 namespace psrun::worker {
