@@ -22,7 +22,8 @@ declare -A targets=(
   [slurm_env]="launcher/slurm_env.cpp launcher/hostlist.cpp launcher/slurm_lists.cpp launcher/env_map.cpp|-lslurm -lfmt|1024"
   [tf_config]="launcher/tf_cluster.cpp common/cluster_map.cpp|-lfmt|2048"
   [task_list]="launcher/role_assignment.cpp|-lfmt|256"
-  [idx]="workerd/data/idx_reader.cpp|-lz|8192"
+  [idx]="workerd/data/idx_reader.cpp workerd/data/cifar_reader.cpp workerd/data/reader_common.cpp workerd/data/labeled_images.cpp|-lz|8192"
+  [npy]="workerd/data/npy_reader.cpp workerd/data/reader_common.cpp workerd/data/labeled_images.cpp|-lz|4096"
   [checkpoint]="common/tensor_file.cpp common/crc32c.cpp common/checkpoint_store.cpp||4096"
   [job_keys]="common/job_keys.cpp|-lzmq|1024"
 )
