@@ -8,15 +8,19 @@ namespace psrun::worker {
 namespace {
 
 bool files_given(const TrainOptions& o) {
-    return !o.train_images.empty() || !o.train_labels.empty() || !o.test_images.empty() || !o.test_labels.empty();
+    return !o.train_images.empty() || !o.train_labels.empty() || !o.test_images.empty() ||
+           !o.test_labels.empty();
 }
 
 Result<Datasets> load_from_files(const TrainOptions& o, ImageLayout layout) {
     if (!o.data_dir.empty())
-        throw UsageError("--data-dir and --train-images/--test-images exclude each other: give one or the other");
+        throw UsageError(
+            "--data-dir and --train-images/--test-images exclude each other: give one or the "
+            "other");
     if (o.train_images.empty() || o.test_images.empty())
-        throw UsageError("give both --train-images and --test-images (with --train-labels and --test-labels, "
-                         "except for cifar10:/cifar100: batches)");
+        throw UsageError(
+            "give both --train-images and --test-images (with --train-labels and --test-labels, "
+            "except for cifar10:/cifar100: batches)");
     Datasets d;
     d.name = "files";
     auto train = load_split_files("train", {o.train_images, o.train_labels}, layout);
@@ -34,8 +38,9 @@ Result<Datasets> load_from_dir(const TrainOptions& o) {
     auto test = train ? load_split(dir, "t10k") : Result<LabeledImages>();
     if (!train || !test)
         return make_error(ErrorCode::kNotFound,
-                          (!train ? train.error() : test.error()).message + " (run `psrun data fetch --dataset " +
-                              o.dataset + (o.data_dir.empty() ? "" : " --data-dir " + o.data_dir) + "` first)");
+                          (!train ? train.error() : test.error()).message +
+                              " (run `psrun data fetch --dataset " + o.dataset +
+                              (o.data_dir.empty() ? "" : " --data-dir " + o.data_dir) + "` first)");
     return Datasets{std::move(*train), std::move(*test), o.dataset};
 }
 
@@ -57,12 +62,15 @@ Result<Datasets> load_datasets(const TrainOptions& o, const ModelInput& model) {
     const SplitNames train_names =
         files ? split_names("train", {o.train_images, o.train_labels})
               : SplitNames{"train images in " + dir, "train labels in " + dir};
-    const SplitNames test_names = files ? split_names("test", {o.test_images, o.test_labels})
-                                        : SplitNames{"test images in " + dir, "test labels in " + dir};
+    const SplitNames test_names =
+        files ? split_names("test", {o.test_images, o.test_labels})
+              : SplitNames{"test images in " + dir, "test labels in " + dir};
     data->train.normalization = *normalization;
     data->test.normalization = *normalization;
-    if (auto ok = check_fits_model(data->train, train_names, model); !ok) return tl::unexpected(ok.error());
-    if (auto ok = check_fits_model(data->test, test_names, model); !ok) return tl::unexpected(ok.error());
+    if (auto ok = check_fits_model(data->train, train_names, model); !ok)
+        return tl::unexpected(ok.error());
+    if (auto ok = check_fits_model(data->test, test_names, model); !ok)
+        return tl::unexpected(ok.error());
     return data;
 }
 

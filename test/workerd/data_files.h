@@ -2,11 +2,10 @@
 // CIFAR files, written by hand so that every header field can be made wrong on purpose.
 #pragma once
 
-#include <catch2/catch.hpp>
-
 #include <unistd.h>
 
 #include <bit>
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -30,7 +29,8 @@ struct DataDir {
     DataDir& operator=(const DataDir&) = delete;
     std::string write(const std::string& name, const Bytes& bytes) const {
         std::ofstream out(path / name, std::ios::binary);
-        out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+        out.write(reinterpret_cast<const char*>(bytes.data()),
+                  static_cast<std::streamsize>(bytes.size()));
         REQUIRE(out.good());
         return (path / name).string();
     }
@@ -51,7 +51,8 @@ inline Bytes floats(const std::vector<float>& values, bool big_endian = false) {
     return out;
 }
 
-inline Bytes ints(const std::vector<std::int64_t>& values, std::size_t bytes, bool big_endian = false) {
+inline Bytes ints(const std::vector<std::int64_t>& values, std::size_t bytes,
+                  bool big_endian = false) {
     Bytes out;
     for (std::int64_t v : values) put_int(out, static_cast<std::uint64_t>(v), bytes, big_endian);
     return out;
@@ -59,11 +60,13 @@ inline Bytes ints(const std::vector<std::int64_t>& values, std::size_t bytes, bo
 
 // A .npy file as np.save writes it: magic, version, header length, the dict padded with spaces to
 // a multiple of 64 bytes and ended by '\n', then `data`. `dict` replaces the generated dict.
-inline Bytes npy(const std::string& descr, const std::vector<std::uint64_t>& shape, const Bytes& data,
-                 bool fortran = false, int major = 1, const std::string& dict = "") {
+inline Bytes npy(const std::string& descr, const std::vector<std::uint64_t>& shape,
+                 const Bytes& data, bool fortran = false, int major = 1,
+                 const std::string& dict = "") {
     std::string text = dict;
     if (text.empty()) {
-        text = "{'descr': '" + descr + "', 'fortran_order': " + (fortran ? "True" : "False") + ", 'shape': (";
+        text = "{'descr': '" + descr + "', 'fortran_order': " + (fortran ? "True" : "False") +
+               ", 'shape': (";
         for (std::uint64_t d : shape) text += std::to_string(d) + ", ";
         text += "), }";
     }

@@ -25,20 +25,23 @@ std::string magic_text(std::uint32_t magic) {
 
 bool looks_like_idx(const std::vector<std::uint8_t>& bytes) {
     return bytes.size() >= 4 && bytes[0] == 0 && bytes[1] == 0 &&
-           (bytes[2] == kIdxUbyte || bytes[2] == kIdxFloat || (bytes[2] >= 0x09 && bytes[2] <= 0x0E)) &&
+           (bytes[2] == kIdxUbyte || bytes[2] == kIdxFloat ||
+            (bytes[2] >= 0x09 && bytes[2] <= 0x0E)) &&
            bytes[3] >= 1 && bytes[3] <= 4;
 }
 
-Result<ImageArray> parse_idx_images(const std::vector<std::uint8_t>& bytes, const std::string& path) {
+Result<ImageArray> parse_idx_images(const std::vector<std::uint8_t>& bytes,
+                                    const std::string& path) {
     if (bytes.size() < 4) return bad_file(path, "too short for an IDX header");
     const std::uint32_t magic = read_be32(bytes.data());
     const std::uint8_t type = bytes[2];
     const std::size_t rank = bytes[3];
     if (bytes[0] != 0 || bytes[1] != 0 || (type != kIdxUbyte && type != kIdxFloat) ||
         (rank != 3 && rank != 4)) {
-        return bad_file(path, "bad magic number " + magic_text(magic) +
-                                  " (expected IDX images: 0x00000803/0x00000804 unsigned byte or "
-                                  "0x00000d03/0x00000d04 float32, rank 3 N x H x W or rank 4 N x C x H x W)");
+        return bad_file(
+            path, "bad magic number " + magic_text(magic) +
+                      " (expected IDX images: 0x00000803/0x00000804 unsigned byte or "
+                      "0x00000d03/0x00000d04 float32, rank 3 N x H x W or rank 4 N x C x H x W)");
     }
     const std::size_t header = 4 + 4 * rank;
     if (bytes.size() < header)
@@ -49,7 +52,9 @@ Result<ImageArray> parse_idx_images(const std::vector<std::uint8_t>& bytes, cons
     const std::uint64_t channels = rank == 4 ? dims[1] : 1;
     const std::uint64_t height = dims[rank - 2], width = dims[rank - 1];
     const std::size_t element = type == kIdxUbyte ? 1 : 4;
-    if (auto ok = check_image_payload(dims[0], channels, height, width, element, bytes.size() - header, path); !ok)
+    if (auto ok = check_image_payload(dims[0], channels, height, width, element,
+                                      bytes.size() - header, path);
+        !ok)
         return tl::unexpected(ok.error());
     ImageArray out;
     out.count = dims[0];
@@ -68,7 +73,8 @@ Result<ImageArray> parse_idx_images(const std::vector<std::uint8_t>& bytes, cons
         const std::uint32_t word = read_be32(data + 4 * i);
         const float v = std::bit_cast<float>(word);
         if (!std::isfinite(v))
-            return bad_file(path, "value at index " + std::to_string(i) + " is not finite (NaN or infinity)");
+            return bad_file(
+                path, "value at index " + std::to_string(i) + " is not finite (NaN or infinity)");
         out.f32[i] = v;
     }
     return out;
@@ -82,7 +88,8 @@ Result<std::vector<std::int32_t>> parse_idx_labels(const std::vector<std::uint8_
         return bad_file(path, "bad magic number " + magic_text(magic) +
                                   " (expected 2049 = 0x00000801: idx1 unsigned-byte labels)");
     const std::uint32_t count = read_be32(bytes.data() + 4);
-    if (auto ok = check_label_payload(count, 1, bytes.size() - 8, path); !ok) return tl::unexpected(ok.error());
+    if (auto ok = check_label_payload(count, 1, bytes.size() - 8, path); !ok)
+        return tl::unexpected(ok.error());
     return std::vector<std::int32_t>(bytes.begin() + 8, bytes.end());
 }
 
@@ -113,8 +120,9 @@ Result<LabeledImages> load_split(const std::string& dir, const std::string& pref
     if (!labels) return tl::unexpected(labels.error());
     if (labels->size() != images->count) {
         return make_error(ErrorCode::kInvalidArgument,
-                          labels_path + ": holds " + std::to_string(labels->size()) + " labels but " +
-                              images_path + " holds " + std::to_string(images->count) + " images");
+                          labels_path + ": holds " + std::to_string(labels->size()) +
+                              " labels but " + images_path + " holds " +
+                              std::to_string(images->count) + " images");
     }
     for (std::size_t i = 0; i < labels->size(); ++i) {
         if ((*labels)[i] >= 10)

@@ -27,8 +27,8 @@ bool looks_like_idx(const std::vector<std::uint8_t>& bytes);
 // the model's classes).
 [[nodiscard]] Result<ImageArray> parse_idx_images(const std::vector<std::uint8_t>& bytes,
                                                   const std::string& path);
-[[nodiscard]] Result<std::vector<std::int32_t>> parse_idx_labels(const std::vector<std::uint8_t>& bytes,
-                                                                 const std::string& path);
+[[nodiscard]] Result<std::vector<std::int32_t>> parse_idx_labels(
+    const std::vector<std::uint8_t>& bytes, const std::string& path);
 
 [[nodiscard]] Result<ImageArray> read_idx_images(const std::string& path);
 [[nodiscard]] Result<std::vector<std::int32_t>> read_idx_labels(const std::string& path);

@@ -26,7 +26,7 @@ bool looks_like_npy(const std::vector<std::uint8_t>& bytes);
 
 // The parsed header of a .npy file.
 struct NpyHeader {
-    char kind = 0;              // 'u', 'i', 'f', ...: numpy's dtype kind
+    char kind = 0;               // 'u', 'i', 'f', ...: numpy's dtype kind
     std::size_t item_bytes = 0;  // 1, 2, 4, 8
     bool big_endian = false;
     std::vector<std::uint64_t> shape;
@@ -35,11 +35,13 @@ struct NpyHeader {
 };
 
 // Parses and checks the header (magic, version, dict, fortran_order False); `path` names the file.
-[[nodiscard]] Result<NpyHeader> parse_npy_header(const std::vector<std::uint8_t>& bytes, const std::string& path);
+[[nodiscard]] Result<NpyHeader> parse_npy_header(const std::vector<std::uint8_t>& bytes,
+                                                 const std::string& path);
 
-[[nodiscard]] Result<ImageArray> parse_npy_images(const std::vector<std::uint8_t>& bytes, const std::string& path,
+[[nodiscard]] Result<ImageArray> parse_npy_images(const std::vector<std::uint8_t>& bytes,
+                                                  const std::string& path,
                                                   ImageLayout layout = ImageLayout::kAuto);
-[[nodiscard]] Result<std::vector<std::int32_t>> parse_npy_labels(const std::vector<std::uint8_t>& bytes,
-                                                                 const std::string& path);
+[[nodiscard]] Result<std::vector<std::int32_t>> parse_npy_labels(
+    const std::vector<std::uint8_t>& bytes, const std::string& path);
 
 }  // namespace psrun::worker

@@ -19,7 +19,8 @@ inline constexpr std::uint64_t kMaxExamples = 0xffffffffULL;
 inline constexpr std::size_t kMaxInflatedBytes = std::size_t{1} << 32;
 
 // Reads a whole file, inflating it if it starts with the gzip magic bytes. Missing file:
-// kNotFound; other read failures kIo; a bad gzip stream kInvalidArgument. Messages start "<path>: ".
+// kNotFound; other read failures kIo; a bad gzip stream kInvalidArgument. Messages start "<path>:
+// ".
 [[nodiscard]] Result<std::vector<std::uint8_t>> read_maybe_gzip(const std::string& path);
 
 // The in-memory half of read_maybe_gzip: inflates `bytes` if they start with the gzip magic

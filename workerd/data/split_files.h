@@ -31,7 +31,7 @@ SplitNames split_names(const std::string& split, const SplitFiles& files);
 // Loads a split and checks that it holds as many labels as images. `split` ("train" or "test")
 // only appears in messages. Every error is kInvalidArgument and names the file (a missing file
 // too: it is a wrong option value).
-[[nodiscard]] Result<LabeledImages> load_split_files(const std::string& split, const SplitFiles& files,
-                                                     ImageLayout layout);
+[[nodiscard]] Result<LabeledImages> load_split_files(const std::string& split,
+                                                     const SplitFiles& files, ImageLayout layout);
 
 }  // namespace psrun::worker
