@@ -244,7 +244,10 @@ Result<ImageArray> parse_npy_images(const std::vector<std::uint8_t>& bytes, cons
     const std::uint8_t* data = bytes.data() + h->data_offset;
     if (u8) {
         out.type = PixelType::kUint8;
-        gather(data, 1, out, nhwc, out.u8, [](const std::uint8_t* p) { return *p; });
+        if (nhwc)
+            gather(data, 1, out, nhwc, out.u8, [](const std::uint8_t* p) { return *p; });
+        else
+            out.u8.assign(data, bytes.data() + bytes.size());  // already N x C x H x W
         return out;
     }
     out.type = PixelType::kFloat32;
