@@ -35,6 +35,8 @@ np.save(f"{out}/y_test.npy", y_test)
 np.save(f"{out}/y_short.npy", y_train[:-1])
 np.save(f"{out}/x_rgb.npy", np.zeros((10000, 32, 32, 3), dtype=np.uint8))
 np.save(f"{out}/y_eleven.npy", np.where(np.arange(10000) == 5, 11, y_test))
+# Two CIFAR-10 records: label byte, then 3 x 32 x 32 pixel bytes.
+open(f"{out}/cifar.bin", "wb").write(bytes([3] + [7] * 3072 + [9] + [1] * 3072))
 PY
 
 timeout 120 "$workerd" --standalone --steps 20 --batch-size 20 --threads 2 --learning-rate 1e-3 \
@@ -76,5 +78,8 @@ refuse "a missing file" "$tmp/none.npy: cannot open" \
     --test-images "$tmp/x_test.npy" --test-labels "$tmp/y_test.npy"
 refuse "--train-images without --test-images" "give both --train-images and --test-images" \
     --train-images "$tmp/x_train.npy" --train-labels "$tmp/y_train.npy"
+refuse "CIFAR-10 batches (3x32x32)" "train images cifar10:$tmp/cifar.bin: 3x32x32 per example, the model mnist_deep takes 1x28x28" \
+    --train-images "cifar10:$tmp/cifar.bin" --test-images "cifar10:$tmp/cifar.bin"
+refuse "a bad --image-layout" "--image-layout 'hwc'" --image-layout hwc
 refuse "a bad --normalize" "--normalize '0.5'" --normalize 0.5
 exit $fail
