@@ -115,7 +115,8 @@ Result<NpyHeader> parse_dict(std::string_view text, NpyHeader h, const std::stri
             path,
             "fortran_order is True (a column-major array): not supported; save a C-ordered "
             "array instead: np.save(f, np.ascontiguousarray(x))");
-    // descr: byte order ('<' little, '>' big, '|' not applicable, '=' native), kind, item size.
+    // descr: byte order ('<' little, '>' big, '|' not applicable, '=' native: little on the
+    // x86-64 hosts psrun runs on), kind, item size.
     std::string_view d = h.descr;
     if (!d.empty() && (d[0] == '<' || d[0] == '>' || d[0] == '|' || d[0] == '=')) {
         h.big_endian = d[0] == '>';
