@@ -12,6 +12,7 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev zlib1g-dev libexpected-dev libssl-dev
   gnuplot-nox dataset-fashion-mnist util-linux iproute2 procps
   clang libclang-rt-dev
+  python3-numpy
 )
 
 missing=()

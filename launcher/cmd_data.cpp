@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "common/result.h"
-#include "workerd/dataset_fetch.h"
+#include "workerd/data/dataset_fetch.h"
 
 namespace psrun::launcher {
 

@@ -21,13 +21,13 @@ namespace {
 LabeledImages synthetic_images(std::size_t count) {
     LabeledImages data;
     data.images.count = count;
-    data.images.rows = 28;
-    data.images.cols = 28;
-    data.images.pixels.resize(count * 28 * 28);
-    data.labels.labels.resize(count);
+    data.images.height = 28;
+    data.images.width = 28;
+    data.images.u8.resize(count * 28 * 28);
+    data.labels.resize(count);
     Rng rng(7);
-    for (auto& p : data.images.pixels) p = static_cast<std::uint8_t>(rng.below(256));
-    for (auto& l : data.labels.labels) l = static_cast<std::uint8_t>(rng.below(10));
+    for (auto& p : data.images.u8) p = static_cast<std::uint8_t>(rng.below(256));
+    for (auto& l : data.labels) l = static_cast<std::int32_t>(rng.below(10));
     return data;
 }
 

@@ -14,6 +14,7 @@
 #include "common/ps_client.h"
 #include "common/shared_dir_check.h"
 #include "common/zmq_util.h"
+#include "workerd/datasets.h"
 #include "workerd/barrier.h"
 #include "workerd/hooks.h"
 #include "workerd/preemption.h"
@@ -82,10 +83,10 @@ int DistributedWorker::run() {
     set_compute_threads(training_.threads);
     SignalWatcher watcher(std::chrono::milliseconds(3000), to_ms(c.signal_grace));
 
-    auto data = load_datasets(training_);
+    auto data = load_datasets(training_, model_input(config.model.shape));
     if (!data) {
         spdlog::error("{}", data.error().message);
-        return kExitFailure;
+        return data_error_exit_code(data.error());
     }
     PsClientOptions po;
     po.endpoints = endpoints;

@@ -15,6 +15,7 @@
 #include "common/checkpoint_store.h"
 #include "common/ps_client.h"
 #include "common/zmq_util.h"
+#include "workerd/datasets.h"
 
 namespace psrun::worker {
 namespace {
@@ -151,10 +152,10 @@ int Evaluator::run() {
                      last_evaluated_, training_.steps);
         return kExitOk;
     }
-    auto data = load_datasets(training_);
+    auto data = load_datasets(training_, model_input(config.model.shape));
     if (!data) {
         spdlog::error("{}", data.error().message);
-        return kExitFailure;
+        return data_error_exit_code(data.error());
     }
     MetricsLog metrics(eval_dir + "/metrics.jsonl");
     EventWriter events(eval_dir, host_name());

@@ -11,6 +11,7 @@
 #include <omp.h>
 
 #include "common/signals.h"
+#include "workerd/datasets.h"
 
 namespace psrun::worker {
 
@@ -49,26 +50,17 @@ int StandaloneTrainer::run() {
     set_compute_threads(options_.threads);
     SignalFd signals;
 
-    const std::string data_dir = resolved_data_dir(options_);
-    auto train = load_split(data_dir, "train");
-    auto test = train ? load_split(data_dir, "t10k") : Result<LabeledImages>();
-    if (!train || !test) {
-        spdlog::error("{} (run `psrun data fetch --dataset {}{}` first)",
-                      (!train ? train.error() : test.error()).message, options_.dataset,
-                      options_.data_dir.empty() ? "" : " --data-dir " + options_.data_dir);
-        return kExitFailure;
+    auto data = load_datasets(options_, model_input(config.model.shape));
+    if (!data) {
+        spdlog::error("{}", data.error().message);
+        return data_error_exit_code(data.error());
     }
-    for (const LabeledImages* split : {&*train, &*test}) {
-        if (split->images.rows != 28 || split->images.cols != 28) {
-            spdlog::error("{}: images are {}x{}, the model needs 28x28", data_dir,
-                          split->images.rows, split->images.cols);
-            return kExitFailure;
-        }
-    }
-    Trainer trainer(config, *train, *test);
+    const LabeledImages& train = data->train;
+    const LabeledImages& test = data->test;
+    Trainer trainer(config, train, test);
     spdlog::info("standalone training: {} ({} train / {} test images), batch {}, {} steps, {} {}, "
                  "{} threads, {}",
-                 options_.dataset, train->size(), test->size(), options_.batch_size,
+                 data->name, train.size(), test.size(), options_.batch_size,
                  options_.steps, options_.optimizer, options_.learning_rate,
                  omp_get_max_threads(), options_.precision);
 
@@ -130,7 +122,7 @@ int StandaloneTrainer::run() {
             {"train_seconds", train_seconds},
             {"eval_seconds", eval_seconds},
             {"final_loss", loss},
-            {"dataset", options_.dataset},
+            {"dataset", data->name},
             {"batch_size", options_.batch_size},
             {"optimizer", options_.optimizer},
             {"learning_rate", options_.learning_rate},

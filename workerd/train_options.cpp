@@ -9,6 +9,18 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                    "directory with the IDX files (default: ${XDG_CACHE_HOME:-$HOME/.cache}"
                    "/psrun/data/<dataset>, filled by `psrun data fetch`)");
     app.add_option("--dataset", o.dataset, "mnist or fashion-mnist")->capture_default_str();
+    app.add_option("--train-images", o.train_images,
+                   "training images: an IDX or .npy file (N,H,W / N,C,H,W / N,H,W,C; uint8 or float32), or "
+                   "cifar10:F1,F2,... / cifar100:F / cifar100-coarse:F batches (see docs/data.md)");
+    app.add_option("--train-labels", o.train_labels, "training labels: an IDX or .npy file (uint8, int32 or int64)");
+    app.add_option("--test-images", o.test_images, "test images, as --train-images");
+    app.add_option("--test-labels", o.test_labels, "test labels, as --train-labels");
+    app.add_option("--normalize", o.normalize,
+                   "per-channel (x - mean) / std after uint8 pixels are scaled to [0, 1]: MEAN,STD for every "
+                   "channel or M1,M2,M3:S1,S2,S3 per channel");
+    app.add_option("--image-layout", o.image_layout,
+                   "axis order of rank-4 .npy images: nchw, nhwc or auto (the axis of size <= 4 is the channel)")
+        ->capture_default_str();
     app.add_option("--model-dir", o.model_dir, "where summary.json is written");
     app.add_option("--batch-size", o.batch_size, "examples per step")->capture_default_str();
     app.add_option("--steps", o.steps, "global steps to train")->capture_default_str();
@@ -89,23 +101,6 @@ std::string resolved_data_dir(const TrainOptions& o) {
     if (!o.data_dir.empty()) return o.data_dir;
     auto kind = parse_dataset_kind(o.dataset);
     return default_data_dir(kind ? *kind : DatasetKind::kMnist);
-}
-
-Result<Datasets> load_datasets(const TrainOptions& o) {
-    const std::string dir = resolved_data_dir(o);
-    auto train = load_split(dir, "train");
-    auto test = train ? load_split(dir, "t10k") : Result<LabeledImages>();
-    if (!train || !test)
-        return make_error(ErrorCode::kNotFound,
-                          (!train ? train.error() : test.error()).message + " (run `psrun data fetch --dataset " +
-                              o.dataset + (o.data_dir.empty() ? "" : " --data-dir " + o.data_dir) + "` first)");
-    for (const LabeledImages* split : {&*train, &*test}) {
-        if (split->images.rows != 28 || split->images.cols != 28)
-            return make_error(ErrorCode::kInvalidArgument,
-                              dir + ": images are " + std::to_string(split->images.rows) + "x" +
-                                  std::to_string(split->images.cols) + ", the model needs 28x28");
-    }
-    return Datasets{std::move(*train), std::move(*test)};
 }
 
 void set_compute_threads(int threads) {

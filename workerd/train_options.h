@@ -7,13 +7,21 @@
 
 #include <CLI/CLI.hpp>
 
-#include "workerd/dataset_fetch.h"
+#include "workerd/data/dataset_fetch.h"
 #include "workerd/trainer.h"
 
 namespace psrun::worker {
 
 struct TrainOptions {
     std::string data_dir;  // empty: default_data_dir(dataset)
+    // Data given as files instead of a data dir (docs/data.md): IDX or .npy by content, or
+    // "cifar10:F1,F2" / "cifar100:F" images with no labels file. All empty: --data-dir.
+    std::string train_images;
+    std::string train_labels;
+    std::string test_images;
+    std::string test_labels;
+    std::string normalize;             // "MEAN,STD" or "M1,M2,..:S1,S2,..", empty: none
+    std::string image_layout = "auto";  // rank-4 .npy images: auto, nchw or nhwc
     std::string dataset = "mnist";
     std::string model_dir;  // empty: no summary.json
     int batch_size = 50;
@@ -55,15 +63,6 @@ TrainerConfig make_trainer_config(const TrainOptions& options);
 
 // The data dir to read: --data-dir or the dataset's default.
 std::string resolved_data_dir(const TrainOptions& options);
-
-struct Datasets {
-    LabeledImages train;
-    LabeledImages test;
-};
-
-// Loads the training and test splits of --dataset from the data dir, checking the 28x28 image
-// size. The error message says how to fetch the data.
-[[nodiscard]] Result<Datasets> load_datasets(const TrainOptions& options);
 
 // Sets the OpenMP thread count used by oneDNN (threads > 0), before any primitive runs.
 void set_compute_threads(int threads);

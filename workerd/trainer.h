@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "common/optimizer.h"
-#include "workerd/idx_reader.h"
+#include "workerd/data/labeled_images.h"
 #include "workerd/model.h"
 #include "workerd/parameter_set.h"
-#include "workerd/sampler.h"
+#include "workerd/data/sampler.h"
 
 namespace psrun::worker {
 

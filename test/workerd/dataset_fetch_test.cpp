@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "workerd/dataset_fetch.h"
-#include "workerd/idx_reader.h"
+#include "workerd/data/dataset_fetch.h"
+#include "workerd/data/idx_reader.h"
 
 namespace psrun::worker {
 namespace {
@@ -86,8 +86,8 @@ TEST_CASE("MNIST is in the default data dir with the recorded digests", "[fetch]
     auto train = load_split(dir, "train");
     REQUIRE(train);
     CHECK(train->size() == 60000);
-    CHECK(train->images.rows == 28);
-    CHECK(train->labels.labels[0] == 5);  // the first MNIST training digit is a 5
+    CHECK(train->images.height == 28);
+    CHECK(train->labels[0] == 5);  // the first MNIST training digit is a 5
 }
 
 }  // namespace psrun::worker

@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "workerd/idx_reader.h"
+#include "workerd/data/labeled_images.h"
 #include "workerd/rng.h"
 
 namespace psrun::worker::test {
@@ -12,13 +12,13 @@ namespace psrun::worker::test {
 inline LabeledImages random_images(std::size_t count, std::uint64_t seed) {
     LabeledImages d;
     d.images.count = count;
-    d.images.rows = 28;
-    d.images.cols = 28;
-    d.images.pixels.resize(count * 784);
-    d.labels.labels.resize(count);
+    d.images.height = 28;
+    d.images.width = 28;
+    d.images.u8.resize(count * 784);
+    d.labels.resize(count);
     Rng rng(seed);
-    for (auto& p : d.images.pixels) p = static_cast<std::uint8_t>(rng.below(256));
-    for (auto& l : d.labels.labels) l = static_cast<std::uint8_t>(rng.below(10));
+    for (auto& p : d.images.u8) p = static_cast<std::uint8_t>(rng.below(256));
+    for (auto& l : d.labels) l = static_cast<std::int32_t>(rng.below(10));
     return d;
 }
 

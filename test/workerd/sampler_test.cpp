@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <set>
 
-#include "workerd/sampler.h"
+#include "workerd/data/sampler.h"
 
 namespace psrun::worker {
 namespace {
@@ -95,10 +95,10 @@ TEST_CASE("seek jumps to the stream position drawn so far, across epochs and bac
 TEST_CASE("fill_batch scales pixels to [0, 1] and copies labels", "[sampler]") {
     LabeledImages data;
     data.images.count = 3;
-    data.images.rows = 1;
-    data.images.cols = 2;
-    data.images.pixels = {0, 255, 51, 102, 7, 8};
-    data.labels.labels = {4, 5, 6};
+    data.images.height = 1;
+    data.images.width = 2;
+    data.images.u8 = {0, 255, 51, 102, 7, 8};
+    data.labels = {4, 5, 6};
     std::vector<float> images(4);
     std::vector<std::int32_t> labels(2);
     const std::vector<std::uint32_t> idx{1, 0};

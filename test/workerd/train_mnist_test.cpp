@@ -6,7 +6,8 @@
 
 #include <cmath>
 
-#include "workerd/dataset_fetch.h"
+#include "workerd/data/dataset_fetch.h"
+#include "workerd/data/idx_reader.h"
 #include "workerd/trainer.h"
 
 namespace psrun::worker {

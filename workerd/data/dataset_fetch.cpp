@@ -1,4 +1,4 @@
-#include "workerd/dataset_fetch.h"
+#include "workerd/data/dataset_fetch.h"
 
 #include <openssl/evp.h>
 #include <unistd.h>

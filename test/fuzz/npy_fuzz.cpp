@@ -1,0 +1,36 @@
+// libFuzzer target for the NumPy .npy reader: raw or gzip bytes through maybe_inflate, then the
+// images or labels parser. The first byte picks the parser (bit 0: 0 images, 1 labels) and, for
+// images, the layout ((byte >> 1) % 3: auto, nchw, nhwc); the rest is the file.
+// Contract checked: never a crash; accepted images hold exactly count x C x H x W values of their
+// type (and no others), each dimension >= 1, float values finite; accepted labels are not empty.
+// Built and run by test/fuzz/fuzz.sh npy.
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "workerd/data/npy_reader.h"
+#include "workerd/data/reader_common.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    using namespace psrun::worker;
+    if (size == 0) return 0;
+    auto bytes = maybe_inflate(std::vector<std::uint8_t>(data + 1, data + size), "fuzz-input");
+    if (!bytes) return 0;
+    if (data[0] % 2 == 0) {
+        const ImageLayout layouts[] = {ImageLayout::kAuto, ImageLayout::kNchw, ImageLayout::kNhwc};
+        const auto a = parse_npy_images(*bytes, "fuzz-input", layouts[(data[0] >> 1) % 3]);
+        if (!a) return 0;
+        if (a->count == 0 || a->channels <= 0 || a->height <= 0 || a->width <= 0) __builtin_trap();
+        const std::size_t values = a->count * a->example_size();
+        if (a->type == PixelType::kUint8 ? (a->u8.size() != values || !a->f32.empty())
+                                         : (a->f32.size() != values || !a->u8.empty()))
+            __builtin_trap();
+        for (float v : a->f32)
+            if (!std::isfinite(v)) __builtin_trap();
+    } else {
+        const auto labels = parse_npy_labels(*bytes, "fuzz-input");
+        if (labels && labels->empty()) __builtin_trap();
+    }
+    return 0;
+}

@@ -1,0 +1,37 @@
+// One split (train or test) given as files on the command line (--train-images F --train-labels F,
+// see docs/data.md): the format of each file is chosen by its content, not its name: "\x93NUMPY"
+// starts a .npy file, anything else is read as IDX (gzip either way). CIFAR batches have no magic,
+// so they are named by a prefix instead: "cifar10:F1,F2,...", "cifar100:F,..." (fine labels) or
+// "cifar100-coarse:F,..." as the images value, with no labels file.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "workerd/data/labeled_images.h"
+#include "workerd/data/npy_reader.h"
+
+namespace psrun::worker {
+
+struct SplitFiles {
+    std::string images;  // a path, or "cifar10:..." etc.
+    std::string labels;  // a path; empty for CIFAR
+};
+
+// Images from an IDX or .npy file (by content); errors name the file.
+[[nodiscard]] Result<ImageArray> read_images_file(const std::string& path, ImageLayout layout);
+// Labels from an IDX or .npy file (by content).
+[[nodiscard]] Result<std::vector<std::int32_t>> read_labels_file(const std::string& path);
+
+// "train images F" / "train labels L" (for CIFAR both name the images value).
+SplitNames split_names(const std::string& split, const SplitFiles& files);
+
+// Loads a split and checks that it holds as many labels as images. `split` ("train" or "test")
+// only appears in messages. Every error is kInvalidArgument and names the file (a missing file
+// too: it is a wrong option value).
+[[nodiscard]] Result<LabeledImages> load_split_files(const std::string& split,
+                                                     const SplitFiles& files, ImageLayout layout);
+
+}  // namespace psrun::worker
