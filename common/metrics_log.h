@@ -32,9 +32,13 @@ private:
     std::FILE* file_ = nullptr;
 };
 
-// Draws loss (left axis) and test accuracy (right axis) against step from a metrics.jsonl
-// into a PNG with gnuplot. Records without "loss" or "test_accuracy" are skipped. Errors
-// (gnuplot missing, no data) are returned, never thrown: a plot must not fail a training run.
-[[nodiscard]] Result<void> plot_curves(const std::string& metrics_path, const std::string& png_path);
+// Draws loss (left axis, log scale when every loss is positive) and test accuracy (right axis,
+// the best one marked and labelled) against step from a metrics.jsonl into a PNG with gnuplot.
+// Records without "loss" or "test_accuracy" are skipped; a single or flat series gets a range
+// around its value. gnuplot's own messages go to `*messages` when given, else to the log as a
+// warning. Errors (gnuplot missing, no data) are returned, never thrown: a plot must not fail
+// a training run.
+[[nodiscard]] Result<void> plot_curves(const std::string& metrics_path, const std::string& png_path,
+                                       std::string* messages = nullptr);
 
 }  // namespace psrun
