@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -29,9 +30,16 @@ double seconds_since(Clock::time_point t) {
 
 }  // namespace
 
+double eta_seconds(std::uint64_t remaining, std::uint64_t steps, double window_seconds, double eval_seconds) {
+    const double training = window_seconds - std::clamp(eval_seconds, 0.0, window_seconds);
+    if (steps == 0 || training <= 0) return 0.0;
+    return double(remaining) * training / double(steps);
+}
+
 void ProgressHook::begin(RunContext& ctx) {
     window_start_ = Clock::now();
     window_global_ = ctx.start_step;
+    window_eval_seconds_ = ctx.eval_seconds;
 }
 
 void ProgressHook::after_step(RunContext& ctx, const StepResult& step) {
@@ -45,15 +53,17 @@ void ProgressHook::after_step(RunContext& ctx, const StepResult& step) {
     const double worker_ips = double(window_local_) * batch / dt;
     const double all_ips = double(step.global_step - window_global_) * batch / dt;
     const double loss = window_loss_ / double(window_local_);
-    const double steps_per_sec = all_ips / batch;
-    const double eta = steps_per_sec > 0 ? double(ctx.last_step - std::min(ctx.last_step, step.global_step)) /
-                                               steps_per_sec
-                                         : 0.0;
-    const bool fresh_acc = ctx.test_accuracy >= 0 && ctx.accuracy_step == step.global_step;
+    const double eta = eta_seconds(ctx.last_step - std::min(ctx.last_step, step.global_step),
+                                   step.global_step - std::min(step.global_step, window_global_), dt,
+                                   ctx.eval_seconds - window_eval_seconds_);
+    // The latest test accuracy on every line (with the step it was measured at when older).
+    std::string accuracy;
+    if (ctx.test_accuracy >= 0)
+        accuracy = ctx.accuracy_step == step.global_step
+                       ? fmt::format("  test accuracy {:.2f}%", ctx.test_accuracy * 100)
+                       : fmt::format("  test accuracy {:.2f}% (step {})", ctx.test_accuracy * 100, ctx.accuracy_step);
     spdlog::info("step {}/{}  {:.0f} img/s (all workers {:.0f})  loss {:.4f}{}  ETA {}", step.global_step,
-                 ctx.last_step, worker_ips, all_ips, loss,
-                 fresh_acc ? fmt::format("  test accuracy {:.2f}%", ctx.test_accuracy * 100) : "",
-                 format_duration(eta));
+                 ctx.last_step, worker_ips, all_ips, loss, accuracy, format_duration(eta));
     if (ctx.metrics)
         ctx.metrics->write(static_cast<std::int64_t>(step.global_step),
                            {{"loss", loss}, {"images_per_sec", all_ips}, {"worker_images_per_sec", worker_ips}});
@@ -67,6 +77,7 @@ void ProgressHook::after_step(RunContext& ctx, const StepResult& step) {
     last_aggregate_ips_ = all_ips;
     window_start_ = Clock::now();
     window_global_ = step.global_step;
+    window_eval_seconds_ = ctx.eval_seconds;
     window_local_ = 0;
     window_loss_ = 0;
 }

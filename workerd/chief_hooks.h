@@ -12,6 +12,11 @@ namespace psrun::worker {
 
 // Every --log-every global steps: "step G/N  X img/s (this worker)  Y img/s (all)  loss L  ETA",
 // and a metrics record {loss, images_per_sec, worker_images_per_sec}.
+// Seconds until `remaining` more global steps at the rate of the last window: `steps` global
+// steps in `window_seconds` of wall time of which `eval_seconds` were the chief's evaluations
+// (they are not training, so the ETA does not jump around an evaluation). 0 without a rate.
+double eta_seconds(std::uint64_t remaining, std::uint64_t steps, double window_seconds, double eval_seconds);
+
 class ProgressHook : public Hook {
 public:
     bool chief_only() const override { return true; }
@@ -24,6 +29,7 @@ private:
     std::uint64_t window_global_ = 0;  // global step at the window's start
     std::uint64_t window_local_ = 0;   // local steps in the window
     double window_loss_ = 0;
+    double window_eval_seconds_ = 0;  // ctx.eval_seconds at the window's start
     double last_aggregate_ips_ = 0;
 };
 

@@ -66,6 +66,7 @@ int StandaloneTrainer::run() {
 
     nlohmann::json evaluations = nlohmann::json::array();
     double train_seconds = 0, eval_seconds = 0, accuracy = -1;
+    std::uint64_t accuracy_step = 0;  // global step of the latest evaluation (0: none yet)
     float loss = 0;
     bool stopped = false;
     const std::uint64_t steps = static_cast<std::uint64_t>(options_.steps);
@@ -74,6 +75,7 @@ int StandaloneTrainer::run() {
     auto evaluate = [&] {
         const auto t0 = Clock::now();
         accuracy = trainer.evaluate();
+        accuracy_step = trainer.global_step();
         eval_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
         evaluations.push_back({{"global_step", trainer.global_step()},
                                {"test_accuracy", accuracy},
@@ -100,8 +102,12 @@ int StandaloneTrainer::run() {
         if (step % log_every == 0 || eval_now) {
             const double ips = double(window_steps) * options_.batch_size / window_seconds;
             const double eta = double(steps - step) * options_.batch_size / ips;
-            spdlog::info("step {}/{}  {:.0f} img/s  loss {:.4f}{}  ETA {}", step, steps, ips, loss,
-                         eval_now ? fmt::format("  test accuracy {:.2f}%", accuracy * 100) : "",
+            // The latest test accuracy on every line (with its step when it is older).
+            std::string acc;
+            if (eval_now) acc = fmt::format("  test accuracy {:.2f}%", accuracy * 100);
+            else if (accuracy_step > 0)
+                acc = fmt::format("  test accuracy {:.2f}% (step {})", accuracy * 100, accuracy_step);
+            spdlog::info("step {}/{}  {:.0f} img/s  loss {:.4f}{}  ETA {}", step, steps, ips, loss, acc,
                          format_duration(eta));
             window_seconds = 0;
             window_steps = 0;

@@ -75,3 +75,15 @@ TEST_CASE("NanGuardHook refuses a non-finite loss or gradient", "[hooks]") {
     CHECK_THROWS_WITH(guard.before_step(ctx, loss), Catch::Contains("non-finite gradient"));
 }
 }  // namespace psrun::worker
+
+TEST_CASE("the ETA counts training time only: an evaluation in the window does not double it", "[hooks]") {
+    using psrun::worker::eta_seconds;
+    // 100 steps in a 10 s window of which 5 s were an evaluation: 20 steps/s of training.
+    CHECK(eta_seconds(1000, 100, 10.0, 5.0) == Approx(50.0));
+    CHECK(eta_seconds(1000, 100, 10.0, 0.0) == Approx(100.0));
+    // No progress, or a window that was all evaluation: no rate, no ETA (never a division by zero).
+    CHECK(eta_seconds(1000, 0, 10.0, 0.0) == 0.0);
+    CHECK(eta_seconds(1000, 100, 5.0, 5.0) == 0.0);
+    CHECK(eta_seconds(1000, 100, 5.0, 7.0) == 0.0);
+    CHECK(eta_seconds(0, 100, 10.0, 2.0) == 0.0);
+}
