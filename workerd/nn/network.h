@@ -28,6 +28,9 @@ struct NetworkOptions {
     std::int64_t batch_size = 50;
     Precision precision = Precision::kF32;
     bool forward_only = false;  // evaluation: no backward primitives or gradient buffer
+    // Hand-written AVX-512 kernels where a pattern of layers matches one and the CPU allows
+    // (workerd/nn/kernels/); false: oneDNN primitives only.
+    bool hand_kernels = true;
 };
 
 // Per built layer (a fused layer covers several description layers from `index`).
