@@ -31,6 +31,11 @@ nlohmann::json describe_optimizer(const wire::InitConfig& init) {
             {"decay_rate", o.decay_rate}, {"decay_steps", o.decay_steps}, {"last_step", init.last_step}};
 }
 
+nlohmann::json manifest_model(const nlohmann::json& manifest) {
+    if (manifest.is_object() && manifest.contains("model") && manifest["model"].is_object()) return manifest["model"];
+    return {{"name", "mnist_deep"}};
+}
+
 static std::string absolute_dir(const std::string& dir) {
     std::error_code ec;
     auto abs = fs::absolute(dir, ec);
@@ -57,6 +62,7 @@ Result<CheckpointInfo> Checkpointer::save(PsClient& client, std::uint64_t global
     manifest["global_step"] = global_step;
     manifest["layout"] = describe_layout(client.layout(), client.tensors());
     manifest["optimizer"] = describe_optimizer(options_.init);
+    if (!options_.model.is_null()) manifest["model"] = options_.model;
     manifest["extra"] = std::move(extra);
     auto info = pending->commit(std::move(manifest));  // a failure drops the pending dir
     if (!info)
@@ -87,6 +93,20 @@ Result<std::optional<RestoredInfo>> Checkpointer::restore(PsClient& client) {
     out.step = static_cast<std::uint64_t>(latest->step);
     out.dir = latest->dir;
     out.extra = manifest->value("extra", nlohmann::json());
+    if (options_.model.is_object()) {
+        const nlohmann::json theirs = manifest_model(*manifest);
+        const std::string their_hash = theirs.value("hash", ""), our_hash = options_.model.value("hash", "");
+        const std::string their_name = theirs.value("name", "?"), our_name = options_.model.value("name", "?");
+        // A manifest without a hash (older psrun) can only hold mnist_deep: compare by name then.
+        const bool same = their_hash.empty() ? their_name == our_name : their_hash == our_hash;
+        if (!same)
+            return make_error(ErrorCode::kInvalidArgument,
+                              "checkpoint " + out.dir + " holds model '" + their_name + "'" +
+                                  (their_hash.empty() ? "" : " (architecture " + their_hash.substr(0, 12) + ")") +
+                                  " but this run trains model '" + our_name + "' (architecture " +
+                                  our_hash.substr(0, 12) + "): give the --model it was trained with, or another "
+                                  "--model-dir to start afresh");
+    }
     wire::InitConfig config = options_.init;
     config.start_step = out.step;
     if (config.last_step != 0 && config.start_step > config.last_step)

@@ -39,6 +39,10 @@ struct CheckpointerOptions {
     // Optimizer config and last_step of this run: recorded in each manifest, and sent with
     // RESTORE (start_step is replaced by the checkpoint's step).
     wire::InitConfig init;
+    // The model this run trains: {"name", "hash", "description"} (the description a worker can
+    // rebuild the network from, workerd/nn/model_summary.h: model_json()). Recorded in each
+    // manifest; restore() refuses a checkpoint of another model (other hash). Null: not checked.
+    nlohmann::json model;
 };
 
 struct RestoredInfo {
@@ -60,7 +64,9 @@ public:
 
     // Loads the newest valid checkpoint into every shard (REQUIRES: client.hello() done).
     // nullopt: the model dir holds no valid checkpoint (the caller sends INIT as usual).
-    // An error means a shard refused (e.g. a file damaged after latest_valid() checked it).
+    // Errors: kInvalidArgument when the checkpoint holds another model (naming both) or lies
+    // beyond the last step; otherwise a shard refused (e.g. a file damaged after
+    // latest_valid() checked it).
     [[nodiscard]] Result<std::optional<RestoredInfo>> restore(PsClient& client);
 
     // True when a checkpoint is due at `global_step`: `last` (the run's final step) always,
@@ -80,5 +86,8 @@ private:
 // The manifest's description of the layout and optimizer (also used by tests).
 nlohmann::json describe_layout(const ShardLayout& layout, const std::vector<TensorSpec>& tensors);
 nlohmann::json describe_optimizer(const wire::InitConfig& init);
+// The model a manifest records; a manifest written before models were recorded held TF's
+// mnist_deep (the only model then): {"name": "mnist_deep"} without hash or description.
+nlohmann::json manifest_model(const nlohmann::json& manifest);
 
 }  // namespace psrun

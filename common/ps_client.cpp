@@ -142,7 +142,7 @@ Result<std::vector<PsClient::Reply>> PsClient::collect(const std::vector<std::ui
 }
 
 Result<void> PsClient::hello() {
-    const std::string body = wire::encode_tensors(options_.tensors);
+    const std::string body = wire::encode_hello(wire::Hello{options_.model, options_.tensors});
     Header h = make_header(MessageType::kHello);
     h.frames.push_back(FrameDesc{wire::kBodyFrame, static_cast<std::uint32_t>(body.size())});
     for (auto i : all_shards()) send_plain(i, h, &body);

@@ -35,6 +35,8 @@ struct PsClientOptions {
     std::optional<JobKeys> keys;         // nullopt: no CURVE (--no-auth); token below is used
     std::uint64_t token = 0;
     std::vector<TensorSpec> tensors = mnist_deep_tensors();
+    // Sent in HELLO: psd refuses a worker whose model hash differs from the one it serves.
+    wire::ModelId model{"mnist_deep", ""};
     std::chrono::milliseconds connect_timeout{30000};  // HELLO, STATS, STOP
     std::chrono::milliseconds reply_timeout{600000};   // INIT barrier and sync steps wait longer
     // ZMTP heartbeat timeout (0: none): a psd that answers no ZMTP ping for this long counts as

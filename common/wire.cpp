@@ -162,6 +162,27 @@ Result<std::vector<TensorSpec>> decode_tensors(std::string_view bytes) {
     return out;
 }
 
+std::string encode_hello(const Hello& hello) {
+    std::string out;
+    put_string16(out, hello.model.name);
+    put_string16(out, hello.model.hash);
+    return out + encode_tensors(hello.tensors);
+}
+
+Result<Hello> decode_hello(std::string_view bytes) {
+    Decoder d(bytes);
+    Hello out;
+    if (!d.get_string16(out.model.name) || !d.get_string16(out.model.hash)) return bad("truncated HELLO model");
+    if (out.model.name.empty() || out.model.name.size() > kMaxModelNameBytes) return bad("bad HELLO model name");
+    const bool hex = std::all_of(out.model.hash.begin(), out.model.hash.end(),
+                                 [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+    if (!(out.model.hash.empty() || (out.model.hash.size() == 64 && hex))) return bad("bad HELLO model hash");
+    auto tensors = decode_tensors(bytes.substr(bytes.size() - d.remaining()));
+    if (!tensors) return tl::unexpected(tensors.error());
+    out.tensors = std::move(*tensors);
+    return out;
+}
+
 std::string encode_welcome(const Welcome& w) {
     std::string out;
     put_fixed32(out, w.shard);

@@ -80,8 +80,24 @@ std::string encode_header(const Header& header);
 [[nodiscard]] Result<void> check_frames(const Header& header, std::span<const std::size_t> frame_sizes);
 
 // Bodies (each is one kBodyFrame payload frame).
-std::string encode_tensors(const std::vector<TensorSpec>& tensors);  // HELLO
+std::string encode_tensors(const std::vector<TensorSpec>& tensors);  // the tensor list
 [[nodiscard]] Result<std::vector<TensorSpec>> decode_tensors(std::string_view bytes);
+
+// Which model a worker trains: its name (for messages) and the SHA-256 of its canonical
+// architecture (workerd/nn/model_summary.h), 64 lower-case hex digits; empty for a tool that
+// only names the tensor list. psd serves one model: HELLOs with another hash are refused.
+struct ModelId {
+    std::string name;  // 1..255 bytes
+    std::string hash;  // "" or 64 hex digits
+    bool operator==(const ModelId&) const = default;
+};
+inline constexpr std::size_t kMaxModelNameBytes = 255;
+struct Hello {
+    ModelId model;
+    std::vector<TensorSpec> tensors;
+};
+std::string encode_hello(const Hello& hello);  // HELLO: model name, hash, then the tensor list
+[[nodiscard]] Result<Hello> decode_hello(std::string_view bytes);
 
 struct Welcome {
     std::uint32_t shard = 0;

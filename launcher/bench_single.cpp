@@ -33,7 +33,7 @@ nlohmann::json run_single(const SingleRunOptions& o) {
     t.precision = o.precision;
     const worker::TrainerConfig config = worker::make_trainer_config(t);
     worker::set_compute_threads(o.threads);
-    auto data = worker::load_datasets(t, worker::model_input(config.model.shape));
+    auto data = worker::load_datasets(t, worker::model_input(*config.model));
     if (!data) throw std::runtime_error(data.error().message);
     worker::Trainer trainer(config, data->train, data->test);
     for (int i = 0; i < o.warmup_steps; ++i) {

@@ -16,17 +16,16 @@ void add_bench_train_command(CLI::App& app, int& exit_code) {
     auto o = std::make_shared<worker::BenchOptions>();
     CLI::App* train = bench->add_subcommand(
         "train", "training-step throughput of the worker's compute engine (one JSON line)");
+    train->add_option("--model", o->model, "a built-in model (psrun model list) or a model file")
+        ->capture_default_str();
     train->add_option("--batch-size", o->batch_size, "examples per step")->capture_default_str();
     train->add_option("--threads", o->threads, "OpenMP compute threads")->capture_default_str();
     train->add_option("--precision", o->precision, "f32 or bf16")->capture_default_str();
     train->add_option("--steps", o->steps, "measured steps")->capture_default_str();
     train->add_option("--warmup-steps", o->warmup_steps, "unmeasured steps first")
         ->capture_default_str();
-    train->add_option("--fc1-blocked", o->fc1_blocked_weights,
-                      "fc1 weights: -1 by precision, 0 plain (in place), 1 blocked (reordered)")
-        ->capture_default_str();
     train->add_option("--hand-kernels", o->hand_kernels,
-                      "hand-written AVX-512 kernels for conv1+ReLU+pool1 and pool2 where supported (1), or oneDNN primitives only (0)")
+                      "hand-written AVX-512 kernels where a layer pattern matches one and the CPU allows (1), or oneDNN primitives only (0)")
         ->capture_default_str();
     train->callback([o, &exit_code] {
         try {

@@ -113,6 +113,7 @@ private:
     std::atomic<bool> stop_requested_{false};
     std::optional<int> exit_code_;
     std::vector<TensorSpec> tensors_;
+    wire::ModelId model_;  // from the first HELLO (the hash from the first that had one)
     std::unique_ptr<ThreadTeam> team_;  // splits the finite check and the update (options_.threads)
     std::uint64_t refusals_logged_ = 0;  // log_refusal(): warnings written
     Clock::time_point last_refusal_log_{};

@@ -17,17 +17,30 @@ using wire::MessageType;
 void ParameterServer::on_hello(const std::string& routing, const Header& h, Parts& parts) {
     if (h.frames.size() != 1 || h.frames[0].id != wire::kBodyFrame)
         return reply_error(routing, ErrorCode::kProtocol, "HELLO carries exactly one body frame");
-    auto tensors = wire::decode_tensors(view(parts[2]));
-    if (!tensors) return reply_error(routing, ErrorCode::kProtocol, tensors.error().message);
+    auto hello = wire::decode_hello(view(parts[2]));
+    if (!hello) return reply_error(routing, ErrorCode::kProtocol, hello.error().message);
+    const auto* tensors = &hello->tensors;
+    if (shard_ && !model_.hash.empty() && !hello->model.hash.empty() && hello->model.hash != model_.hash) {
+        const std::string sender = h.role == wire::Role::kTool ? "a tool" : "worker " + std::to_string(h.index);
+        const std::string reason =
+            fmt::format("this psd serves model '{}' (architecture {}) but {} trains model '{}' (architecture {}): "
+                        "start every worker with the same --model, or restart psd for a new model",
+                        model_.name, model_.hash.substr(0, 12), sender, hello->model.name,
+                        hello->model.hash.substr(0, 12));
+        log_refusal(reason);
+        return reply_error(routing, ErrorCode::kInvalidArgument, reason);
+    }
     if (!shard_) {
         auto layout = compute_layout(*tensors, static_cast<std::uint32_t>(options_.endpoints.size()));
         if (!layout) return reply_error(routing, ErrorCode::kInvalidArgument, layout.error().message);
         tensors_ = *tensors;
+        model_ = hello->model;
         shard_ = std::make_unique<ShardState>(*layout, options_.index, tensors_fingerprint(tensors_));
         if (options_.sync)
             sync_ = std::make_unique<SyncAggregator>(shard_->size(), options_.num_workers,
                                                      options_.replicas_to_aggregate, options_.straggler_every);
-        spdlog::info("model has {} tensors, {} floats; this shard holds {} floats in {} slices", tensors_.size(),
+        spdlog::info("model '{}' has {} tensors, {} floats; this shard holds {} floats in {} slices", model_.name,
+                     tensors_.size(),
                      layout->total, shard_->size(), shard_->slice_ids().size());
         if (options_.standby && std::filesystem::exists(shard_path())) {
             auto loaded = shard_->load(shard_path());
@@ -40,6 +53,7 @@ void ParameterServer::on_hello(const std::string& routing, const Header& h, Part
         return reply_error(routing, ErrorCode::kInvalidArgument,
                            "this psd serves a different model (tensor list differs): restart psd for a new model");
     }
+    if (model_.hash.empty() && !hello->model.hash.empty()) model_ = hello->model;  // a tool came first
     if (h.role == wire::Role::kWorker || h.role == wire::Role::kChief) workers_.hello(h.index, Clock::now());
     // The chief learns that psd holds parameters (it then sends INIT "restored"); the other workers only once
     // this run's INIT is in (awaiting_run_init_).

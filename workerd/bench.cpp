@@ -9,6 +9,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "workerd/nn/zoo.h"
 #include "workerd/rng.h"
 #include "workerd/train_options.h"
 #include "workerd/trainer.h"
@@ -17,17 +18,19 @@ namespace psrun::worker {
 
 namespace {
 
-// 10,000 random 28x28 images with random labels: the step's cost does not depend on the pixels.
-LabeledImages synthetic_images(std::size_t count) {
+// `count` random images of the model's input shape with random labels: the step's cost does
+// not depend on the pixels.
+LabeledImages synthetic_images(const nn::ModelDescription& model, std::size_t count) {
     LabeledImages data;
     data.images.count = count;
-    data.images.height = 28;
-    data.images.width = 28;
-    data.images.u8.resize(count * 28 * 28);
+    data.images.channels = static_cast<int>(model.input.channels);
+    data.images.height = static_cast<int>(model.input.height);
+    data.images.width = static_cast<int>(model.input.width);
+    data.images.u8.resize(count * data.images.example_size());
     data.labels.resize(count);
     Rng rng(7);
     for (auto& p : data.images.u8) p = static_cast<std::uint8_t>(rng.below(256));
-    for (auto& l : data.labels) l = static_cast<std::int32_t>(rng.below(10));
+    for (auto& l : data.labels) l = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(model.classes)));
     return data;
 }
 
@@ -39,24 +42,26 @@ nlohmann::json run_train_benchmark(const BenchOptions& o) {
     if (o.steps < 1 || o.warmup_steps < 0) throw UsageError("--steps must be >= 1");
     set_compute_threads(o.threads);
     TrainerConfig config;
-    config.model.batch_size = o.batch_size;
+    auto model = nn::load_model(o.model);
+    if (!model) throw UsageError("--model " + o.model + ": " + model.error().message);
+    config.model = std::make_shared<const nn::ModelDescription>(std::move(*model));
+    config.network.batch_size = o.batch_size;
     auto precision = parse_precision(o.precision);
     if (!precision) throw UsageError("--precision: " + precision.error().message);
-    config.model.precision = *precision;
-    config.model.fc1_blocked_weights = o.fc1_blocked_weights;
-    config.model.hand_kernels = o.hand_kernels;
+    config.network.precision = *precision;
+    config.network.hand_kernels = o.hand_kernels;
     config.optimizer.kind = OptimizerKind::kAdam;
     config.optimizer.learning_rate = 1e-4f;
-    const LabeledImages data = synthetic_images(10000);
+    const LabeledImages data = synthetic_images(*config.model, 10000);
     Trainer trainer(config, data, data);
 
     for (int i = 0; i < o.warmup_steps; ++i) {
         trainer.compute_gradients();
         trainer.apply_gradients();
     }
-    Model& model = trainer.model();
-    model.reset_layer_times();
-    model.set_profiling(true);
+    nn::Network& network = trainer.network();
+    network.reset_layer_times();
+    network.set_profiling(true);
     const double data0 = trainer.data_ms(), update0 = trainer.update_ms();
     const std::clock_t cpu0 = std::clock();
     std::vector<double> step_ms(static_cast<std::size_t>(o.steps));
@@ -81,12 +86,13 @@ nlohmann::json run_train_benchmark(const BenchOptions& o) {
     const double cpu_per_step =
         1000.0 * static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC / o.steps;
 
-    nlohmann::json layers = nlohmann::json::object();
+    nlohmann::json layers = nlohmann::json::array();
     double layers_sum = 0;
-    for (int l = 0; l < static_cast<int>(Layer::kCount); ++l) {
-        const auto& t = model.layer_times()[static_cast<std::size_t>(l)];
-        layers[layer_name(static_cast<Layer>(l))] = {{"forward", t.forward_ms / o.steps},
-                                                     {"backward", t.backward_ms / o.steps}};
+    for (const nn::LayerTime& t : network.layer_times()) {
+        layers.push_back({{"index", t.index},
+                          {"kind", t.kind},
+                          {"forward_ms", t.forward_ms / o.steps},
+                          {"backward_ms", t.backward_ms / o.steps}});
         layers_sum += (t.forward_ms + t.backward_ms) / o.steps;
     }
     const double data_ms = (trainer.data_ms() - data0) / o.steps;
@@ -94,25 +100,25 @@ nlohmann::json run_train_benchmark(const BenchOptions& o) {
     const auto v = dnnl::version();
     return {
         {"bench", "train"},
+        {"model", trainer.model().name},
         {"precision", o.precision},
         {"batch_size", o.batch_size},
         {"threads", omp_get_max_threads()},
         {"steps", o.steps},
         {"warmup_steps", o.warmup_steps},
-        {"fc1_blocked_weights", config.model.fc1_blocked()},
-        {"first_layer_fused", model.first_layer_fused()},
+        {"hand_kernels", o.hand_kernels},
         {"images_per_sec", o.batch_size / (per_step / 1000.0)},
         {"ms_per_step", per_step},
         {"ms_per_step_median", median_step},
         {"images_per_sec_median_step", o.batch_size / (median_step / 1000.0)},
         {"cpu_ms_per_step", cpu_per_step},
-        {"layers_ms", layers},
+        {"layers", layers},
         {"data_ms", data_ms},
         {"update_ms", update_ms},
         {"other_ms", per_step - layers_sum - data_ms - update_ms},
         {"onednn", std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
                        std::to_string(v->patch)},
-        {"implementations", model.implementations()},
+        {"implementations", network.implementations()},
     };
 }
 

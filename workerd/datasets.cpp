@@ -46,8 +46,10 @@ Result<Datasets> load_from_dir(const TrainOptions& o) {
 
 }  // namespace
 
-ModelInput model_input(const ModelShape& shape) {
-    return ModelInput{"mnist_deep", 1, shape.height, shape.width, shape.classes};
+ModelInput model_input(const nn::ModelDescription& model) {
+    return ModelInput{model.name, static_cast<int>(model.input.channels),
+                      static_cast<int>(model.input.height), static_cast<int>(model.input.width),
+                      static_cast<int>(model.classes)};
 }
 
 Result<Datasets> load_datasets(const TrainOptions& o, const ModelInput& model) {

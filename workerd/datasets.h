@@ -7,7 +7,7 @@
 
 #include "common/result.h"
 #include "workerd/data/labeled_images.h"
-#include "workerd/parameter_set.h"
+#include "workerd/nn/model_description.h"
 #include "workerd/train_options.h"
 
 namespace psrun::worker {
@@ -18,8 +18,8 @@ struct Datasets {
     std::string name;  // --dataset, or "files" when given by --train-images ...
 };
 
-// What the model of `shape` takes (mnist_deep: one channel).
-ModelInput model_input(const ModelShape& shape);
+// What `model` takes: its input shape and classes, named after it in messages.
+ModelInput model_input(const nn::ModelDescription& model);
 
 // Loads both splits. Throws UsageError for inconsistent options (--train-images without
 // --test-images, with --data-dir, a bad --normalize or --image-layout). Errors: a file that does

@@ -17,6 +17,7 @@
 #include "workerd/datasets.h"
 #include "workerd/barrier.h"
 #include "workerd/hooks.h"
+#include "workerd/model_identity.h"
 #include "workerd/preemption.h"
 #include "workerd/signal_watcher.h"
 #include "workerd/step_loop.h"
@@ -83,7 +84,7 @@ int DistributedWorker::run() {
     set_compute_threads(training_.threads);
     SignalWatcher watcher(std::chrono::milliseconds(3000), to_ms(c.signal_grace));
 
-    auto data = load_datasets(training_, model_input(config.model.shape));
+    auto data = load_datasets(training_, model_input(*config.model));
     if (!data) {
         spdlog::error("{}", data.error().message);
         return data_error_exit_code(data.error());
@@ -96,6 +97,8 @@ int DistributedWorker::run() {
     po.connect_timeout = to_ms(c.connect_timeout);
     po.reply_timeout = to_ms(c.step_timeout);
     po.heartbeat_timeout = to_ms(c.faults.heartbeat_timeout);
+    po.tensors = wire_tensors(model_tensors(*config.model));
+    po.model = model_id(*config.model);
     po.shared_memory = training_.shared_memory == "on";
     po.shm_regions = training_.overlap == "on" ? 2 : 1;
     std::unique_ptr<PsClient> client_ptr;
@@ -110,7 +113,10 @@ int DistributedWorker::run() {
         return kExitFailure;
     };
     std::optional<SignalWatcher::Blocked> blocked(std::in_place, watcher);  // until training starts
-    if (auto hello = client.hello(); !hello) return fail("cannot join the job", hello.error());
+    if (auto hello = client.hello(); !hello) {
+        fail("cannot join the job", hello.error());
+        return hello.error().code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure;
+    }
 
     Trainer trainer(config, data->train, data->test);
     std::unique_ptr<Checkpointer> checkpointer;  // the chief's, when it has a model dir
@@ -130,10 +136,14 @@ int DistributedWorker::run() {
         if (!training_.model_dir.empty()) {
             checkpointer = std::make_unique<Checkpointer>(CheckpointerOptions{
                 std::filesystem::absolute(training_.model_dir).string(), training_.keep_checkpoints,
-                training_.checkpoint_secs, static_cast<std::uint64_t>(training_.checkpoint_steps), init});
+                training_.checkpoint_secs, static_cast<std::uint64_t>(training_.checkpoint_steps), init,
+                model_record(*config.model)});
             if (!client.servers_initialized()) {
                 auto r = checkpointer->restore(client);
-                if (!r) return fail("restore from " + training_.model_dir, r.error());
+                if (!r) {
+                    fail("restore from " + training_.model_dir, r.error());
+                    return r.error().code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure;
+                }
                 restored = *r;
             }
         }
@@ -159,9 +169,9 @@ int DistributedWorker::run() {
         if (!pulled) return fail("PULL", pulled.error());
         info = *pulled;
     }
-    spdlog::info("worker {}{} of {}: training from global step {} to {} on shard {} ({} ps shard{})", c.index,
-                 c.chief ? " (chief)" : "", c.num_workers, info.step, training_.steps, training_.shard,
-                 endpoints.size(), endpoints.size() == 1 ? "" : "s");
+    spdlog::info("worker {}{} of {}: training from global step {} to {} on shard {} ({} ps shard{}), model {}",
+                 c.index, c.chief ? " (chief)" : "", c.num_workers, info.step, training_.steps, training_.shard,
+                 endpoints.size(), endpoints.size() == 1 ? "" : "s", describe_model(*config.model));
 
     blocked.reset();
     std::unique_ptr<MetricsLog> metrics;

@@ -15,7 +15,10 @@
 #include "common/checkpoint_store.h"
 #include "common/ps_client.h"
 #include "common/zmq_util.h"
+#include "common/checkpointer.h"
 #include "workerd/datasets.h"
+#include "workerd/model_identity.h"
+#include "workerd/nn/model_summary.h"
 
 namespace psrun::worker {
 namespace {
@@ -80,22 +83,65 @@ bool Evaluator::psd_alive() const {
     po.reply_timeout = kProbeTimeout;
     try {
         PsClient client(po);
-        return client.hello().has_value();
+        for (std::uint32_t i = 0; i < po.endpoints.size(); ++i)
+            if (!client.stats(i)) return false;
+        return true;
     } catch (const std::exception&) {
         return false;
     }
 }
 
-Evaluator::Outcome Evaluator::evaluate_new(Trainer& trainer, MetricsLog& metrics, EventWriter& events) {
+Result<Trainer*> Evaluator::trainer_for(const CheckpointInfo& info, bool& fatal) {
+    fatal = false;
+    auto manifest = CheckpointStore::read_manifest(info);
+    if (!manifest) return tl::unexpected(manifest.error());
+    auto model = model_from_record(manifest_model(*manifest), "checkpoint " + info.dir, *training_.description);
+    if (!model) return tl::unexpected(model.error());
+    const std::string hash = nn::architecture_hash(*model);
+    if (trainer_) {
+        if (hash == nn::architecture_hash(trainer_->model())) return trainer_.get();
+        return make_error(ErrorCode::kInvalidArgument, "it holds model " + describe_model(*model) +
+                                                           ", the earlier checkpoints " +
+                                                           describe_model(trainer_->model()));
+    }
+    if (training_.model_given && hash != nn::architecture_hash(*training_.description)) {
+        fatal = true;
+        return make_error(ErrorCode::kInvalidArgument,
+                          "checkpoint " + info.dir + " holds model " + describe_model(*model) + " but --model " +
+                              training_.model + " is " + describe_model(*training_.description) +
+                              ": drop --model (the evaluator reads it from the checkpoint) or give that one");
+    }
+    TrainOptions options = training_;
+    options.description = std::make_shared<const nn::ModelDescription>(std::move(*model));
+    const TrainerConfig config = make_trainer_config(options);
+    auto data = load_datasets(training_, model_input(*config.model));
+    if (!data) {
+        fatal = true;
+        return tl::unexpected(data.error());
+    }
+    data_ = std::make_unique<Datasets>(std::move(*data));
+    trainer_ = std::make_unique<Trainer>(config, data_->train, data_->test);
+    spdlog::info("evaluator: model {} from {} ({} test images)", describe_model(trainer_->model()), info.dir,
+                 data_->test.size());
+    return trainer_.get();
+}
+
+Evaluator::Outcome Evaluator::evaluate_new(MetricsLog& metrics, EventWriter& events) {
     Outcome out;
     const CheckpointStore store(model_dir_, 1);
     for (const CheckpointInfo& info : store.list()) {
         if (!seen_.insert(info.step).second) continue;
         out.found_new = true;
         const auto t0 = Clock::now();
-        auto params = load_checkpoint_parameters(info.dir, mnist_deep_tensors());
-        if (params && params->values.size() != trainer.params().size())
-            params = make_error(ErrorCode::kInvalidArgument, "it holds another model");
+        bool fatal = false;
+        auto trainer_or = trainer_for(info, fatal);
+        if (fatal) {
+            spdlog::error("{}", trainer_or.error().message);
+            out.exit_code = data_error_exit_code(trainer_or.error());
+            return out;
+        }
+        auto params = trainer_or ? load_checkpoint_parameters(info.dir, wire_tensors((*trainer_or)->params().tensors()))
+                                 : Result<CheckpointParameters>(tl::unexpected(trainer_or.error()));
         if (!params) {
             spdlog::warn("skipping checkpoint {} (step {}): {}", info.dir, info.step,
                          std::filesystem::exists(info.dir)
@@ -103,6 +149,7 @@ Evaluator::Outcome Evaluator::evaluate_new(Trainer& trainer, MetricsLog& metrics
                              : "removed before it could be read (--keep-checkpoints pruned it)");
             continue;
         }
+        Trainer& trainer = **trainer_or;
         std::copy(params->values.begin(), params->values.end(), trainer.params().all().begin());
         trainer.set_global_step(static_cast<std::uint64_t>(info.step));
         const double load_seconds = seconds_since(t0);
@@ -129,7 +176,7 @@ int Evaluator::run() {
                          "(give the evaluator the same --model-dir as the chief)");
     if (training_.steps < 1)
         throw UsageError("--steps must be >= 1: the evaluator exits after the checkpoint of that step");
-    const TrainerConfig config = make_trainer_config(training_);
+    if (!training_.description) throw std::logic_error("Evaluator: resolve_model() first");
     if (!cluster_.ps.empty() && !cluster_.no_auth && !cluster_.key_file.empty()) {
         auto read = read_job_key_file(cluster_.key_file);
         if (!read) throw UsageError(read.error().message);
@@ -152,23 +199,17 @@ int Evaluator::run() {
                      last_evaluated_, training_.steps);
         return kExitOk;
     }
-    auto data = load_datasets(training_, model_input(config.model.shape));
-    if (!data) {
-        spdlog::error("{}", data.error().message);
-        return data_error_exit_code(data.error());
-    }
     MetricsLog metrics(eval_dir + "/metrics.jsonl");
     EventWriter events(eval_dir, host_name());
-    Trainer trainer(config, data->train, data->test);
-    spdlog::info("evaluator: watching {} for checkpoints up to step {} ({} test images; exit 1 {})", model_dir_,
-                 training_.steps, data->test.size(),
+    spdlog::info("evaluator: watching {} for checkpoints up to step {} (the model they record; exit 1 {})", model_dir_,
+                 training_.steps,
                  can_probe ? fmt::format("when the psd are gone, or after {} s without a checkpoint or a psd",
                                          options_.eval_timeout)
                            : fmt::format("after {} s without a new checkpoint", options_.eval_timeout));
-    return watch(trainer, metrics, events, signals, can_probe);
+    return watch(metrics, events, signals, can_probe);
 }
 
-int Evaluator::watch(Trainer& trainer, MetricsLog& metrics, EventWriter& events, SignalFd& signals, bool can_probe) {
+int Evaluator::watch(MetricsLog& metrics, EventWriter& events, SignalFd& signals, bool can_probe) {
     auto last_progress = Clock::now();  // a new checkpoint, or psd answering: the job is alive
     // Probe often enough that a live psd always answers within --eval-timeout.
     const double probe_interval = std::min(options_.probe_interval, options_.eval_timeout / 3);
@@ -177,7 +218,8 @@ int Evaluator::watch(Trainer& trainer, MetricsLog& metrics, EventWriter& events,
     int psd_missed = 0;
     while (true) {
         const bool stopping = stop_requested_.load();
-        const Outcome found = evaluate_new(trainer, metrics, events);
+        const Outcome found = evaluate_new(metrics, events);
+        if (found.exit_code >= 0) return found.exit_code;
         if (found.found_new) last_progress = Clock::now();
         if (found.reached_last) {
             spdlog::info("evaluated the last step's checkpoint (step {}): done", last_evaluated_);
@@ -194,7 +236,9 @@ int Evaluator::watch(Trainer& trainer, MetricsLog& metrics, EventWriter& events,
                 psd_missed = 0;
                 last_progress = Clock::now();
             } else if (psd_seen && ++psd_missed >= kProbeMisses) {
-                if (evaluate_new(trainer, metrics, events).reached_last) return kExitOk;
+                const Outcome last = evaluate_new(metrics, events);
+                if (last.exit_code >= 0) return last.exit_code;
+                if (last.reached_last) return kExitOk;
                 spdlog::error("the job's psd ({}) stopped answering and no checkpoint of step {} arrived (last "
                               "evaluated step {}): the training ended early; see the workers' logs",
                               cluster_.ps, training_.steps, last_evaluated_);

@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
     // instead of fresh mmaps whose pages fault in again each step (as psd does).
     mallopt(M_MMAP_THRESHOLD, 256 << 20);
     mallopt(M_TRIM_THRESHOLD, 512 << 20);
-    CLI::App app{"workerd: trains TF's mnist_deep CNN on oneDNN (standalone or with psd)"};
+    CLI::App app{"workerd: trains a model (--model; default TF's mnist_deep) on oneDNN, standalone or with psd"};
     psrun::worker::TrainOptions options;
     psrun::worker::ClusterOptions cluster;
     psrun::worker::EvaluatorOptions evaluation;
@@ -94,6 +94,7 @@ int main(int argc, char** argv) {
             if (!lock) throw psrun::UsageError(lock.error().message);
             dir_lock = std::move(*lock);
         }
+        psrun::worker::resolve_model(app, options);
         if (standalone) {
             if (!cluster.ps.empty()) throw psrun::UsageError("--standalone trains without psd: drop --ps");
             if (cluster.evaluator) throw psrun::UsageError("--standalone and --evaluator exclude each other");

@@ -12,6 +12,7 @@
 
 #include "common/signals.h"
 #include "workerd/datasets.h"
+#include "workerd/nn/model_summary.h"
 
 namespace psrun::worker {
 
@@ -50,7 +51,7 @@ int StandaloneTrainer::run() {
     set_compute_threads(options_.threads);
     SignalFd signals;
 
-    auto data = load_datasets(options_, model_input(config.model.shape));
+    auto data = load_datasets(options_, model_input(*config.model));
     if (!data) {
         spdlog::error("{}", data.error().message);
         return data_error_exit_code(data.error());
@@ -58,9 +59,9 @@ int StandaloneTrainer::run() {
     const LabeledImages& train = data->train;
     const LabeledImages& test = data->test;
     Trainer trainer(config, train, test);
-    spdlog::info("standalone training: {} ({} train / {} test images), batch {}, {} steps, {} {}, "
+    spdlog::info("standalone training: model {}, {} ({} train / {} test images), batch {}, {} steps, {} {}, "
                  "{} threads, {}",
-                 data->name, train.size(), test.size(), options_.batch_size,
+                 config.model->name, data->name, train.size(), test.size(), options_.batch_size,
                  options_.steps, options_.optimizer, options_.learning_rate,
                  omp_get_max_threads(), options_.precision);
 
@@ -128,6 +129,8 @@ int StandaloneTrainer::run() {
             {"train_seconds", train_seconds},
             {"eval_seconds", eval_seconds},
             {"final_loss", loss},
+            {"model", config.model->name},
+            {"model_hash", nn::architecture_hash(*config.model)},
             {"dataset", data->name},
             {"batch_size", options_.batch_size},
             {"optimizer", options_.optimizer},

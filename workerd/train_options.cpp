@@ -2,9 +2,15 @@
 
 #include <omp.h>
 
+#include "workerd/nn/zoo.h"
+
 namespace psrun::worker {
 
 void add_train_options(CLI::App& app, TrainOptions& o) {
+    app.add_option("--model", o.model,
+                   "the network: a built-in name (psrun model list) or a model file (docs/models.md); its recipe "
+                   "fills the options not given here")
+        ->capture_default_str();
     app.add_option("--data-dir", o.data_dir,
                    "directory with the IDX files (default: ${XDG_CACHE_HOME:-$HOME/.cache}"
                    "/psrun/data/<dataset>, filled by `psrun data fetch`)");
@@ -56,12 +62,41 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
         ->check(CLI::IsMember({"on", "off"}))
         ->capture_default_str();
     app.add_option("--hand-kernels", o.hand_kernels,
-                   "hand-written AVX-512 kernels for conv1+pool1 and pool2 where the CPU allows (on), "
+                   "hand-written AVX-512 kernels where a layer pattern matches one and the CPU allows (on), "
                    "or oneDNN primitives only (off)")
         ->check(CLI::IsMember({"on", "off"}))
         ->capture_default_str();
     app.add_option("--shard", o.shard, "this worker's shard i/n of the training set")
         ->capture_default_str();
+}
+
+Result<nn::Precision> parse_precision(const std::string& name) {
+    if (name == "f32") return nn::Precision::kF32;
+    if (name == "bf16") {
+        if (!nn::engine_bf16_supported())
+            return make_error(ErrorCode::kUnsupported,
+                              "bf16 needs a CPU with AVX512-BF16 or AMX; this one has neither: use f32");
+        return nn::Precision::kBf16;
+    }
+    return make_error(ErrorCode::kInvalidArgument, "unknown precision '" + name + "' (f32 or bf16)");
+}
+
+void resolve_model(const CLI::App& app, TrainOptions& o) {
+    auto loaded = nn::load_model(o.model);
+    if (!loaded) throw UsageError("--model " + o.model + ": " + loaded.error().message);
+    o.description = std::make_shared<const nn::ModelDescription>(std::move(*loaded));
+    o.model_given = app.count("--model") > 0;
+    if (!o.description->recipe) return;
+    const nn::Recipe& r = *o.description->recipe;
+    auto unset = [&app](const char* flag) { return app.count(flag) == 0; };
+    if (r.optimizer && unset("--optimizer")) o.optimizer = *r.optimizer;
+    if (r.learning_rate && unset("--learning-rate")) o.learning_rate = static_cast<float>(*r.learning_rate);
+    if (r.lr_decay_rate && unset("--lr-decay-rate") && unset("--lr-decay-steps")) {
+        o.lr_decay_rate = static_cast<float>(*r.lr_decay_rate);
+        o.lr_decay_steps = r.lr_decay_steps.value_or(0);
+    }
+    if (r.batch_size && unset("--batch-size")) o.batch_size = static_cast<int>(*r.batch_size);
+    if (r.steps && unset("--steps")) o.steps = *r.steps;
 }
 
 TrainerConfig make_trainer_config(const TrainOptions& o) {
@@ -78,12 +113,19 @@ TrainerConfig make_trainer_config(const TrainOptions& o) {
     if (o.lr_decay_steps < 0) usage("--lr-decay-steps must be >= 0");
     if (auto d = parse_dataset_kind(o.dataset); !d) usage("--dataset: " + d.error().message);
     TrainerConfig c;
-    c.model.batch_size = o.batch_size;
+    if (o.description) {
+        c.model = o.description;
+    } else {
+        auto loaded = nn::load_model(o.model);
+        if (!loaded) usage("--model " + o.model + ": " + loaded.error().message);
+        c.model = std::make_shared<const nn::ModelDescription>(std::move(*loaded));
+    }
+    c.network.batch_size = o.batch_size;
     auto precision = parse_precision(o.precision);
     if (!precision) usage("--precision: " + precision.error().message);
-    c.model.precision = *precision;
+    c.network.precision = *precision;
     if (o.hand_kernels != "on" && o.hand_kernels != "off") usage("--hand-kernels must be on or off");
-    c.model.hand_kernels = o.hand_kernels == "on";
+    c.network.hand_kernels = o.hand_kernels == "on";
     auto kind = parse_optimizer_kind(o.optimizer);
     if (!kind) usage("--optimizer: " + kind.error().message);
     c.optimizer.kind = *kind;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -13,6 +14,10 @@
 namespace psrun::worker {
 
 struct TrainOptions {
+    // --model: a built-in name or a JSON file (docs/models.md); resolve_model() loads it.
+    std::string model = "mnist_deep";
+    bool model_given = false;  // --model was on the command line (resolve_model sets it)
+    std::shared_ptr<const nn::ModelDescription> description;
     std::string data_dir;  // empty: default_data_dir(dataset)
     // Data given as files instead of a data dir (docs/data.md): IDX or .npy by content, or
     // "cifar10:F1,F2" / "cifar100:F" images with no labels file. All empty: --data-dir.
@@ -50,16 +55,25 @@ struct TrainOptions {
     // Distributed mode: exchange gradients and parameters with the psd shards on this host through
     // shared memory (common/shm_segment.h); shards elsewhere use the socket either way. "on" or "off".
     std::string shared_memory = "on";
-    // The hand-written AVX-512 kernels of the model (ModelConfig::hand_kernels): "on" (used when
-    // the CPU allows) or "off" (oneDNN primitives only).
+    // The hand-written AVX-512 kernels of the engine (nn::NetworkOptions::hand_kernels): "on"
+    // (where a layer pattern matches one and the CPU allows) or "off" (oneDNN primitives only).
     std::string hand_kernels = "on";
 };
 
 // Registers --data-dir ... --precision (and --shard) on `app`, bound to `options`.
 void add_train_options(CLI::App& app, TrainOptions& options);
 
+// After parsing: loads --model into options.description (UsageError naming the model and the
+// field otherwise) and fills every recipe field of the model (optimizer, learning rate, decay,
+// batch size, steps) that the command line of `app` did not give.
+void resolve_model(const CLI::App& app, TrainOptions& options);
+
 // Validates the options (UsageError naming the flag otherwise) and builds the trainer config.
+// REQUIRES: resolve_model() ran (else it loads --model itself, without the recipe).
 TrainerConfig make_trainer_config(const TrainOptions& options);
+
+// "f32" or "bf16"; kInvalidArgument otherwise, and kUnsupported for bf16 on a CPU without it.
+[[nodiscard]] Result<nn::Precision> parse_precision(const std::string& name);
 
 // The data dir to read: --data-dir or the dataset's default.
 std::string resolved_data_dir(const TrainOptions& options);

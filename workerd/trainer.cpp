@@ -5,6 +5,8 @@
 
 #include <omp.h>
 
+#include "common/result.h"
+#include "workerd/nn/parameter_init.h"
 #include "workerd/rng.h"
 
 namespace psrun::worker {
@@ -15,11 +17,23 @@ double ms_since(Clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 // Room for the second buffer reserved: growing never moves grads_[0], which the models reference.
-std::vector<ParameterSet> make_grads(const ModelShape& shape) {
+std::vector<ParameterSet> make_grads(const std::vector<TensorInfo>& tensors) {
     std::vector<ParameterSet> grads;
     grads.reserve(2);
-    grads.emplace_back(shape);
+    grads.emplace_back(tensors);
     return grads;
+}
+
+const nn::ModelDescription& required(const TrainerConfig& config) {
+    if (!config.model) throw std::invalid_argument("TrainerConfig without a model");
+    return *config.model;
+}
+
+std::unique_ptr<nn::Network> make_network(const nn::ModelDescription& model, nn::NetworkOptions options,
+                                          std::span<const float> params, std::span<float> grads) {
+    auto created = nn::Network::create(model, options, params, grads);
+    if (!created) throw UsageError(created.error().message);
+    return std::move(*created);
 }
 }  // namespace
 
@@ -27,12 +41,13 @@ Trainer::Trainer(const TrainerConfig& config, const LabeledImages& train, const 
     : config_(config),
       train_(train),
       test_(test),
-      params_(config.model.shape),
-      grads_(make_grads(config.model.shape)),
+      params_(model_tensors(required(config))),
+      grads_(make_grads(params_.tensors())),
       sampler_(train.size(), config.seed, config.shard),
-      model_(std::make_unique<Model>(config.model, params_, grads_[0])),
-      batch_indices_(static_cast<std::size_t>(config.model.batch_size)) {
-    params_.init_tutorial(config.seed);
+      batch_indices_(static_cast<std::size_t>(config.network.batch_size)) {
+    config_.network.forward_only = false;
+    network_ = make_network(*config_.model, config_.network, params_.all(), grads_[0].all());
+    nn::initialize_parameters(*config_.model, config.seed, params_.all());
     const std::size_t chunks = static_cast<std::size_t>(std::max(1, omp_get_max_threads()));
     const std::size_t total = params_.size();
     for (std::size_t c = 0; c <= chunks; ++c) {
@@ -46,26 +61,26 @@ Trainer::Trainer(const TrainerConfig& config, const LabeledImages& train, const 
 float Trainer::compute_gradients() {
     const auto t0 = Clock::now();
     sampler_.next_batch(batch_indices_);
-    fill_batch(train_, batch_indices_, model_->input(), model_->labels());
+    fill_batch(train_, batch_indices_, network_->input(), network_->labels());
     data_ms_ += ms_since(t0);
     // A dropout mask per (seed, worker, step): workers never share masks.
     Rng rng(config_.seed ^ (0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(config_.shard.index)),
             local_step_++);
-    return model_->train_step(rng.next());
+    return network_->train_step(rng.next());
 }
 
 void Trainer::swap_gradient_buffers() {
     if (external_grads_.size() == 1) external_grads_.clear();  // one view cannot alternate: own buffers
-    if (external_grads_.empty() && grads_.size() < 2) grads_.emplace_back(config_.model.shape);
+    if (external_grads_.empty() && grads_.size() < 2) grads_.emplace_back(params_.tensors());
     current_grads_ = 1 - current_grads_;
-    model_->set_gradient_buffer(grad_buffer(current_grads_));
+    network_->set_gradient_buffer(grad_buffer(current_grads_).all());
 }
 
 void Trainer::use_gradient_memory(const std::vector<std::span<float>>& buffers) {
     external_grads_.clear();
-    for (auto b : buffers) external_grads_.emplace_back(config_.model.shape, b);
+    for (auto b : buffers) external_grads_.emplace_back(params_.tensors(), b);
     current_grads_ = 0;
-    model_->set_gradient_buffer(grad_buffer(0));
+    network_->set_gradient_buffer(grad_buffer(0).all());
 }
 
 void Trainer::apply_gradients() {
@@ -85,15 +100,16 @@ void Trainer::apply_gradients() {
 }
 
 double Trainer::evaluate() {
-    if (!eval_model_) {
-        ModelConfig mc = config_.model;
-        mc.forward_only = true;
-        mc.batch_size = static_cast<int>(
+    if (test_.size() == 0) return 0.0;
+    if (!eval_network_) {
+        nn::NetworkOptions options = config_.network;
+        options.forward_only = true;
+        options.batch_size = static_cast<std::int64_t>(
             std::min<std::size_t>(static_cast<std::size_t>(config_.eval_batch_size), test_.size()));
-        eval_model_ = std::make_unique<Model>(mc, params_, grads_[0]);  // never writes grads
+        eval_network_ = make_network(*config_.model, options, params_.all(), {});
     }
-    Model& m = *eval_model_;
-    const std::size_t batch = static_cast<std::size_t>(m.config().batch_size);
+    nn::Network& m = *eval_network_;
+    const std::size_t batch = static_cast<std::size_t>(m.options().batch_size);
     std::vector<std::uint32_t> indices(batch);
     std::size_t correct = 0;
     for (std::size_t start = 0; start < test_.size(); start += batch) {

@@ -1,5 +1,7 @@
-// One worker's training state: data, sampler, model, parameters and gradients. A step is split in
-// two so that the distributed mode can replace the local update with push/pull to psd:
+// One worker's training state: data, sampler, network, parameters and gradients. The network is
+// built from a model description (workerd/nn/network.h); the parameters start from the
+// description's initializers. A step is split in two so that the distributed mode can replace
+// the local update with push/pull to psd:
 //   compute_gradients()  fills the next batch, runs forward+backward, writes grads()
 //   apply_gradients()    standalone only: the local optimizer updates params() from grads()
 // Not thread-safe.
@@ -12,14 +14,16 @@
 
 #include "common/optimizer.h"
 #include "workerd/data/labeled_images.h"
-#include "workerd/model.h"
+#include "workerd/nn/model_description.h"
+#include "workerd/nn/network.h"
 #include "workerd/parameter_set.h"
 #include "workerd/data/sampler.h"
 
 namespace psrun::worker {
 
 struct TrainerConfig {
-    ModelConfig model;
+    std::shared_ptr<const nn::ModelDescription> model;  // required
+    nn::NetworkOptions network;  // batch size, precision, hand kernels (forward_only ignored)
     OptimizerConfig optimizer;
     std::uint64_t seed = 1;  // weights, shuffling and dropout
     ShardSpec shard;
@@ -28,7 +32,8 @@ struct TrainerConfig {
 
 class Trainer {
 public:
-    // `train` and `test` must outlive the trainer.
+    // `train` and `test` must outlive the trainer. Throws UsageError when the network cannot
+    // be built for this configuration (e.g. bf16 on a CPU without it), naming the layer.
     Trainer(const TrainerConfig& config, const LabeledImages& train, const LabeledImages& test);
 
     // Loads the next batch of this worker's shard, computes the loss and writes the gradients
@@ -52,7 +57,8 @@ public:
     // buffers; an empty list goes back to those. REQUIRES: each span is params().size() floats,
     // 64-byte aligned, alive until the next call or the trainer's end.
     void use_gradient_memory(const std::vector<std::span<float>>& buffers);
-    Model& model() { return *model_; }
+    nn::Network& network() { return *network_; }
+    const nn::ModelDescription& model() const { return *config_.model; }
     std::uint64_t global_step() const { return global_step_; }
     // The data stream (workerd/preemption.h: resuming moves it to where it was).
     Sampler& sampler() { return sampler_; }
@@ -75,8 +81,8 @@ private:
     // keeps its own slots, so the result equals one optimizer over the whole buffer.
     std::vector<Optimizer> optimizers_;
     std::vector<std::size_t> chunk_begin_;  // optimizers_.size() + 1 offsets
-    std::unique_ptr<Model> model_;
-    std::unique_ptr<Model> eval_model_;  // created at the first evaluate()
+    std::unique_ptr<nn::Network> network_;
+    std::unique_ptr<nn::Network> eval_network_;  // created at the first evaluate()
     std::vector<std::uint32_t> batch_indices_;
     std::uint64_t global_step_ = 0;
     std::uint64_t local_step_ = 0;

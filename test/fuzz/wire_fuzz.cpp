@@ -34,6 +34,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 auto again = decode_tensors(encode_tensors(*t));
                 if (!again || *again != *t) __builtin_trap();
             }
+            auto hello = decode_hello(frame);
+            if (hello) {
+                auto again = decode_hello(encode_hello(*hello));
+                if (!again || again->model != hello->model || again->tensors != hello->tensors) __builtin_trap();
+            }
             break;
         }
         case 2: {

@@ -1,6 +1,6 @@
-// Timing of mnist_deep forward+backward per step (batch 100, 2 OpenMP threads): the engine
-// against the existing Model with and without its hand-written kernels, f32 and (where the CPU
-// has it) bf16. The variants run interleaved (one step each per round) so that the shared
+// Timing of mnist_deep forward+backward per step (batch 100, 2 OpenMP threads): the engine with
+// and without its hand-written kernels, f32 and (where the CPU has it) bf16. (The A/B against
+// the engine before it, worker::Model, is in docs/benchmarks.md: psrun bench train, binaries.) The variants run interleaved (one step each per round) so that the shared
 // machine's load hits them alike. Hidden ([.]): run with `test_nn_engine [bench]`; prints one
 // JSON line of the medians in ms, and the engine's per-layer split (forward, backward ms).
 #include <catch2/catch.hpp>
@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "test/nn/engine_test_util.h"
-#include "workerd/model.h"
+#include "workerd/nn/parameter_init.h"
 #include "workerd/nn/network.h"
 #include "workerd/nn/zoo.h"
 
@@ -39,31 +39,16 @@ struct Contender {
     std::vector<double> ms;
 };
 
-struct ModelRunner {
-    ModelRunner(worker::Precision precision, bool hand_kernels) : params(shape), grads(shape) {
-        params.init_tutorial(1);
-        worker::ModelConfig cfg;
-        cfg.shape = shape;
-        cfg.batch_size = kBatch;
-        cfg.precision = precision;
-        cfg.hand_kernels = hand_kernels;
-        model = std::make_unique<worker::Model>(cfg, params, grads);
-        fill_batch(model->input(), model->labels());
-    }
-    worker::ModelShape shape;
-    worker::ParameterSet params, grads;
-    std::unique_ptr<worker::Model> model;
-};
-
 struct EngineRunner {
-    explicit EngineRunner(Precision precision) {
+    EngineRunner(Precision precision, bool hand_kernels) {
         auto model = load_model("mnist_deep");
         REQUIRE(model);
-        worker::ParameterSet ps{worker::ModelShape{}};
-        ps.init_tutorial(1);
-        params.assign(ps.all().begin(), ps.all().end());
+        params.assign(static_cast<std::size_t>(model->parameter_count), 0.0f);
+        initialize_parameters(*model, 1, params);
         grads.assign(params.size(), 0.0f);
-        auto created = Network::create(*model, NetworkOptions{kBatch, precision, false}, params, grads);
+        NetworkOptions options{kBatch, precision, false};
+        options.hand_kernels = hand_kernels;
+        auto created = Network::create(*model, options, params, grads);
         INFO((created ? std::string() : created.error().message));
         REQUIRE(created);
         net = std::move(*created);
@@ -84,23 +69,18 @@ struct EngineRunner {
     std::unique_ptr<Network> net;
 };
 
-TEST_CASE("mnist_deep step time: engine vs Model", "[.][bench]") {
+TEST_CASE("mnist_deep step time: engine with and without hand kernels", "[.][bench]") {
     omp_set_num_threads(2);
     const bool bf16 = engine_bf16_supported();
-    EngineRunner engine_f32(Precision::kF32);
-    ModelRunner model_f32(worker::Precision::kF32, false), model_f32_hand(worker::Precision::kF32, true);
+    EngineRunner engine_f32(Precision::kF32, true), engine_f32_primitives(Precision::kF32, false);
     std::vector<Contender> all{
         {"engine_f32_ms", [&](std::uint64_t s) { return engine_f32.net->train_step(s); }, {}},
-        {"model_f32_ms", [&](std::uint64_t s) { return model_f32.model->train_step(s); }, {}},
-        {"model_f32_hand_kernels_ms", [&](std::uint64_t s) { return model_f32_hand.model->train_step(s); }, {}},
+        {"engine_f32_primitives_ms", [&](std::uint64_t s) { return engine_f32_primitives.net->train_step(s); }, {}},
     };
     std::unique_ptr<EngineRunner> engine_bf16;
-    std::unique_ptr<ModelRunner> model_bf16;
     if (bf16) {
-        engine_bf16 = std::make_unique<EngineRunner>(Precision::kBf16);
-        model_bf16 = std::make_unique<ModelRunner>(worker::Precision::kBf16, false);
+        engine_bf16 = std::make_unique<EngineRunner>(Precision::kBf16, true);
         all.push_back({"engine_bf16_ms", [&](std::uint64_t s) { return engine_bf16->net->train_step(s); }, {}});
-        all.push_back({"model_bf16_ms", [&](std::uint64_t s) { return model_bf16->model->train_step(s); }, {}});
     }
     for (int round = 0; round < kWarmup + kRounds; ++round) {
         for (auto& c : all) {

@@ -48,20 +48,12 @@ TEST_CASE("built-in parameter counts equal the arithmetic by hand") {
               3 * 3 * 64 * 128 + 128 + 3 * 3 * 128 * 128 + 128 + 2048 * 128 + 128 + 128 * 10 + 10);  // 550570
 }
 
-TEST_CASE("mnist_deep's tensors are workerd's ParameterSet, name by name") {
+TEST_CASE("mnist_deep's tensors are the wire's mnist_deep list, name by name") {
     const auto model = load("mnist_deep");
-    const auto tensors = parameter_tensors(model);
-    const psrun::worker::ParameterSet set(psrun::worker::ModelShape{});
-    REQUIRE(tensors.size() == set.tensors().size());
-    for (std::size_t i = 0; i < tensors.size(); ++i) {
-        const auto& expected = set.tensors()[i];
-        INFO(expected.name);
-        CHECK(tensors[i].name == expected.name);
-        CHECK(tensors[i].shape == expected.shape);
-        CHECK(static_cast<std::size_t>(tensors[i].offset) == expected.offset);
-        CHECK(static_cast<std::size_t>(tensors[i].size) == expected.size);
-    }
-    CHECK(static_cast<std::size_t>(model.parameter_count) == set.size());
+    const auto tensors = psrun::worker::wire_tensors(psrun::worker::model_tensors(model));
+    const auto expected = psrun::mnist_deep_tensors();  // what psd and old checkpoints hold
+    CHECK(tensors == expected);
+    CHECK(static_cast<std::size_t>(model.parameter_count) == psrun::total_elements(expected));
 }
 
 TEST_CASE("mnist_deep: the tutorial's layers, initializers, loss and recipe") {

@@ -45,7 +45,7 @@ std::vector<float> save_trained(std::uint32_t shards, int steps, const std::stri
     std::vector<float> params(n);
     for (int s = 0; s < steps; ++s)
         REQUIRE(chief.push_pull(ramp(n, 0.3f * static_cast<float>(s + 1), -0.1f), static_cast<std::uint64_t>(s), params));
-    Checkpointer saver(CheckpointerOptions{model_dir, 5, 0, 0, init});
+    Checkpointer saver(CheckpointerOptions{model_dir, 5, 0, 0, init, nullptr});
     auto saved = saver.save(chief, static_cast<std::uint64_t>(steps));
     REQUIRE(saved);
     info = *saved;

@@ -93,7 +93,7 @@ private:
 
 // A HELLO message for the small model, from the chief, with the job's token.
 Frames hello(std::uint64_t token) {
-    const std::string body = wire::encode_tensors(test::small_model());
+    const std::string body = wire::encode_hello(wire::Hello{{"small", ""}, test::small_model()});
     wire::Header h;
     h.type = wire::MessageType::kHello;
     h.role = wire::Role::kChief;

@@ -146,6 +146,31 @@ TEST_CASE("PULL waits for the chief's INIT, then times out naming missing ranks"
     CHECK(out == params);
 }
 
+TEST_CASE("a worker of another model is refused at HELLO, naming both models", "[psd]") {
+    Cluster cluster(1, base_options(3));
+    auto chief_options = cluster.client_options(0, small_model());
+    chief_options.model = {"mlp_a", std::string(64, 'a')};
+    PsClient chief(chief_options);
+    REQUIRE(chief.hello());
+    // Same tensor list, another architecture (e.g. tanh instead of relu): refused by the hash.
+    auto other_options = cluster.client_options(1, small_model());
+    other_options.model = {"mlp_b", std::string(64, 'b')};
+    PsClient other(other_options);
+    auto refused = other.hello();
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().code == ErrorCode::kInvalidArgument);
+    CHECK_THAT(refused.error().message, Catch::Contains("serves model 'mlp_a' (architecture aaaaaaaaaaaa)") &&
+                                            Catch::Contains("worker 1 trains model 'mlp_b' (architecture bbbbbbbbbbbb)") &&
+                                            Catch::Contains("same --model"));
+    // The same model joins; a client that names no hash is judged by the tensor list alone.
+    auto same_options = cluster.client_options(2, small_model());
+    same_options.model = chief_options.model;
+    PsClient same(same_options);
+    CHECK(same.hello());
+    PsClient unhashed(cluster.client_options(1, small_model()));
+    CHECK(unhashed.hello());
+}
+
 TEST_CASE("bad gradients, tokens and indices get ERROR replies and psd goes on", "[psd]") {
     Cluster cluster(1, base_options(2));
     PsClient chief(cluster.client_options(0, small_model()));

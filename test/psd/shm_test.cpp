@@ -282,7 +282,7 @@ TEST_CASE("psd refuses a hostile ATTACH and a shared-memory push without one, an
     wire::Header h;
     h.index = 0;
     h.type = wire::MessageType::kHello;
-    const std::string tensors = wire::encode_tensors(small_model());
+    const std::string tensors = wire::encode_hello(wire::Hello{{"small", ""}, small_model()});
     CHECK(ask(h, &tensors).first == wire::MessageType::kWelcome);
 
     const std::string victim = cluster.dir() + "/victim";

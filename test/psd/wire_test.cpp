@@ -104,6 +104,19 @@ TEST_CASE("bodies round trip and reject truncation", "[wire]") {
     for (std::size_t n = 0; n < tb.size(); n += 7) CHECK_FALSE(decode_tensors(tb.substr(0, n)));
     CHECK_FALSE(decode_tensors(tb + "x"));
 
+    const std::string hash(64, 'c');
+    const std::string hb = encode_hello(Hello{{"mnist_deep", hash}, tensors});
+    auto hello = decode_hello(hb);
+    REQUIRE(hello);
+    CHECK(hello->model == ModelId{"mnist_deep", hash});
+    CHECK(hello->tensors == tensors);
+    for (std::size_t n = 0; n < hb.size(); n += 7) CHECK_FALSE(decode_hello(hb.substr(0, n)));
+    CHECK(decode_hello(encode_hello(Hello{{"tool", ""}, tensors})));           // a tool names no hash
+    CHECK_FALSE(decode_hello(encode_hello(Hello{{"", hash}, tensors})));       // a name is required
+    CHECK_FALSE(decode_hello(encode_hello(Hello{{"m", "ABC"}, tensors})));     // not 64 hex digits
+    CHECK_FALSE(decode_hello(encode_hello(Hello{{"m", std::string(64, 'G')}, tensors})));
+    CHECK_FALSE(decode_hello(encode_hello(Hello{{std::string(256, 'n'), hash}, tensors})));
+
     auto layout = compute_layout(tensors, 3);
     REQUIRE(layout);
     const std::string wb = encode_welcome(Welcome{2, *layout});
@@ -199,7 +212,7 @@ TEST_CASE("finite check finds NaN and Inf anywhere", "[wire]") {
 TEST_CASE("random and mutated frames never crash the decoders", "[wire][fuzz]") {
     std::mt19937 rng(1234);
     const std::string good = encode_header(sample_header());
-    const std::string bodies[] = {encode_tensors(mnist_deep_tensors()),
+    const std::string bodies[] = {encode_hello(Hello{{"mnist_deep", std::string(64, 'a')}, mnist_deep_tensors()}),
                                   encode_welcome(Welcome{0, *compute_layout(mnist_deep_tensors(), 2)}),
                                   encode_init(InitConfig{}), encode_error(ErrorBody{ErrorCode::kIo, "x"})};
     int header_accepted = 0;

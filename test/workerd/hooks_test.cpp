@@ -2,6 +2,8 @@
 // psd's last step, and the NaN guard refuses to push a non-finite loss or gradient.
 #include <catch2/catch.hpp>
 
+#include "test/workerd/trainer_config.h"
+
 #include <omp.h>
 
 #include <cmath>
@@ -60,8 +62,7 @@ TEST_CASE("StopAtStepHook stops at psd's last step, not before", "[hooks]") {
 TEST_CASE("NanGuardHook refuses a non-finite loss or gradient", "[hooks]") {
     omp_set_num_threads(1);
     const LabeledImages data = test::random_images(16, 7);
-    TrainerConfig config;
-    config.model.batch_size = 4;
+    TrainerConfig config = test::zoo_trainer_config("mnist_deep", 4);
     Trainer trainer(config, data, data);
     const float loss = trainer.compute_gradients();
     REQUIRE(std::isfinite(loss));

@@ -2,6 +2,8 @@
 // Batch 100, Adam 1e-3, 500 steps (50,000 images, under a minute on 2 loaded cores).
 #include <catch2/catch.hpp>
 
+#include "test/workerd/trainer_config.h"
+
 #include <omp.h>
 
 #include <cmath>
@@ -22,8 +24,7 @@ TEST_CASE("standalone training on real MNIST reaches > 97% test accuracy", "[tra
     REQUIRE(test);
 
     omp_set_num_threads(2);
-    TrainerConfig config;
-    config.model.batch_size = 100;
+    TrainerConfig config = test::zoo_trainer_config("mnist_deep", 100);
     config.optimizer.kind = OptimizerKind::kAdam;
     config.optimizer.learning_rate = 1e-3f;
     config.seed = 1;

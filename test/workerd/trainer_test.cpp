@@ -7,14 +7,18 @@
 #include <algorithm>
 
 #include "test/workerd/random_images.h"
+#include "test/workerd/trainer_config.h"
 #include "workerd/trainer.h"
 
 namespace psrun::worker {
+namespace {
+TrainerConfig mnist_deep_config() { return test::zoo_trainer_config("mnist_deep", 8); }
+}  // namespace
+
 TEST_CASE("the parallel chunked update equals a single optimizer", "[trainer]") {
     omp_set_num_threads(2);
     const LabeledImages data = test::random_images(64, 5);
-    TrainerConfig config;
-    config.model.batch_size = 8;
+    TrainerConfig config = mnist_deep_config();
     config.optimizer.kind = OptimizerKind::kAdam;
     config.optimizer.learning_rate = 1e-3f;
     Trainer trainer(config, data, data);
@@ -33,8 +37,7 @@ TEST_CASE("the parallel chunked update equals a single optimizer", "[trainer]") 
 TEST_CASE("a seed reproduces the losses; another seed does not", "[trainer]") {
     const LabeledImages data = test::random_images(64, 5);
     auto losses = [&](std::uint64_t seed) {
-        TrainerConfig config;
-        config.model.batch_size = 8;
+        TrainerConfig config = mnist_deep_config();
         config.seed = seed;
         Trainer trainer(config, data, data);
         std::vector<float> out;
@@ -55,10 +58,11 @@ namespace psrun::worker {
 
 TEST_CASE("swapped gradient buffers: the next step writes the other one, the sent one stays", "[trainer]") {
     const LabeledImages data = test::random_images(64, 5);
-    TrainerConfig config;
-    config.model.batch_size = 8;
-    for (int blocked : {0, 1}) {  // fc1's weight gradient written in place, or reordered into it
-        config.model.fc1_blocked_weights = blocked;
+    TrainerConfig config = mnist_deep_config();
+    std::vector<nn::Precision> precisions{nn::Precision::kF32};
+    if (nn::engine_bf16_supported()) precisions.push_back(nn::Precision::kBf16);  // other weight layouts
+    for (const nn::Precision precision : precisions) {
+        config.network.precision = precision;
         Trainer swapping(config, data, data);
         Trainer reference(config, data, data);  // same seed: same batches and dropout masks
         for (int step = 0; step < 3; ++step) {
@@ -87,8 +91,7 @@ namespace psrun::worker {
 
 TEST_CASE("gradients computed into outside memory (shared-memory regions) equal the trainer's own", "[trainer]") {
     const LabeledImages data = test::random_images(64, 5);
-    TrainerConfig config;
-    config.model.batch_size = 8;
+    TrainerConfig config = mnist_deep_config();
     Trainer outside(config, data, data);
     Trainer reference(config, data, data);  // same seed: same batches and dropout masks
     const std::size_t n = outside.params().size();

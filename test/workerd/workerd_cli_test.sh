@@ -60,7 +60,9 @@ rc=$?
 check "bench train exits 0 (rc=$rc)" test "$rc" -eq 0
 python3 -c "
 import json,sys; d=json.loads(open('$tmp/bench').read())
-assert d['images_per_sec'] > 0 and d['ms_per_step'] > 0 and 'conv2' in d['layers_ms']
+assert d['images_per_sec'] > 0 and d['ms_per_step'] > 0 and d['model'] == 'mnist_deep'
+kinds = [(l['index'], l['kind']) for l in d['layers']]
+assert (3, 'conv2d+relu') in kinds and kinds[-1][1] == 'loss', kinds
 assert d['ms_per_step_median'] > 0 and d['images_per_sec_median_step'] > 0
 print('ok: bench JSON', round(d['images_per_sec']), 'img/s')" || fail=1
 timeout 30 "$psrun" bench train --precision fp8 >/dev/null 2>&1

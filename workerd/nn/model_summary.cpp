@@ -45,6 +45,14 @@ nlohmann::json canonical_architecture(const ModelDescription& model) {
     };
 }
 
+nlohmann::json model_json(const ModelDescription& model) {
+    nlohmann::json out = canonical_architecture(model);
+    out["name"] = model.name;
+    if (!model.description.empty()) out["description"] = model.description;
+    if (model.recipe) out["recipe"] = to_json(*model.recipe);
+    return out;
+}
+
 std::string architecture_hash(const ModelDescription& model) {
     const std::string text = canonical_architecture(model).dump();
     std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};

@@ -33,6 +33,10 @@ nlohmann::json canonical_architecture(const ModelDescription& model);
 // no whitespace, numbers as nlohmann-json prints them (shortest round trip).
 std::string architecture_hash(const ModelDescription& model);
 
+// A description parse_model() reads back into the same model (same hash): the canonical
+// architecture plus name, description and recipe. Checkpoints record it.
+nlohmann::json model_json(const ModelDescription& model);
+
 // Everything `psrun model show --json` prints: metadata, per-layer shapes, pads, parameters
 // and MFLOP, totals, recipe, hash.
 nlohmann::json summary_json(const ModelDescription& model);

@@ -1,5 +1,6 @@
-// Naive reference implementation of mnist_deep (plain loops, double precision) for the model
-// tests: forward activations in NCHW / NC and parameter gradients in ParameterSet's layouts.
+// Naive reference implementation of mnist_deep's layout (plain loops, double precision) for the
+// engine's whole-model tests: forward activations in NCHW / NC and parameter gradients in the
+// plain layouts of the flat parameter buffer (conv1/w, conv1/b, conv2/w, ..., fc2/b).
 #pragma once
 
 #include <cmath>
@@ -9,6 +10,18 @@
 #include "workerd/parameter_set.h"
 
 namespace psrun::worker::test {
+
+// Layer sizes of the mnist_deep layout; the defaults are the real model.
+struct ModelShape {
+    int height = 28;         // divisible by 4
+    int width = 28;          // divisible by 4
+    int kernel = 5;          // odd (SAME padding)
+    int conv1_channels = 32;
+    int conv2_channels = 64;
+    int fc1_units = 1024;
+    int classes = 10;
+    int flat_features() const { return (height / 4) * (width / 4) * conv2_channels; }
+};
 
 struct Reference {
     // Activations, post-ReLU where the layer has one.
@@ -23,7 +36,7 @@ inline Reference reference_pass(const ModelShape& s, int n, const std::vector<fl
                                 const std::vector<std::int32_t>& labels, const ParameterSet& p) {
     const int h = s.height, w = s.width, k = s.kernel, pad = k / 2, c1 = s.conv1_channels,
               c2 = s.conv2_channels, f = s.fc1_units, z = s.classes, fin = s.flat_features();
-    auto P = [&](int t) { return p.tensor(t); };
+    auto P = [&](int t) { return p.tensor(static_cast<std::size_t>(t)); };
     // conv SAME + bias + ReLU: in [n][ci][hh][ww], wt [co][ci][k][k].
     auto conv = [&](const std::vector<double>& in, int ci, int co, int hh, int ww, int wt, int bt) {
         std::vector<double> out(static_cast<std::size_t>(n) * co * hh * ww);
@@ -101,8 +114,8 @@ inline Reference reference_pass(const ModelShape& s, int n, const std::vector<fl
         for (int j = 0; j < z; ++j)
             dl[b * z + j] = (std::exp(r.logits[b * z + j] - mx) / sum - (j == labels[b])) / n;
     }
-    r.grads.resize(ParameterSet::kCount);
-    for (int t = 0; t < ParameterSet::kCount; ++t) r.grads[t].assign(p.tensor(t).size(), 0.0);
+    r.grads.resize(p.tensors().size());
+    for (std::size_t t = 0; t < p.tensors().size(); ++t) r.grads[t].assign(p.tensor(t).size(), 0.0);
     std::vector<double> dfc1(r.fc1.size(), 0), dflat(flat.size(), 0);
     for (int b = 0; b < n; ++b)
         for (int o = 0; o < z; ++o) {
