@@ -95,6 +95,7 @@ int main(int argc, char** argv) {
             dir_lock = std::move(*lock);
         }
         psrun::worker::resolve_model(app, options);
+        psrun::worker::apply_global_batch_size(app, options, standalone ? 1 : cluster.num_workers);
         if (standalone) {
             if (!cluster.ps.empty()) throw psrun::UsageError("--standalone trains without psd: drop --ps");
             if (cluster.evaluator) throw psrun::UsageError("--standalone and --evaluator exclude each other");

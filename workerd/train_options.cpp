@@ -29,6 +29,9 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
         ->capture_default_str();
     app.add_option("--model-dir", o.model_dir, "where summary.json is written");
     app.add_option("--batch-size", o.batch_size, "examples per step")->capture_default_str();
+    app.add_option("--global-batch-size", o.global_batch_size,
+                   "examples per global step, split evenly over the workers (G / --num-workers each; "
+                   "instead of --batch-size)");
     app.add_option("--steps", o.steps, "global steps to train")->capture_default_str();
     app.add_option("--learning-rate", o.learning_rate, "optimizer learning rate")
         ->capture_default_str();
@@ -97,6 +100,19 @@ void resolve_model(const CLI::App& app, TrainOptions& o) {
     }
     if (r.batch_size && unset("--batch-size")) o.batch_size = static_cast<int>(*r.batch_size);
     if (r.steps && unset("--steps")) o.steps = *r.steps;
+}
+
+void apply_global_batch_size(const CLI::App& app, TrainOptions& o, std::uint32_t workers) {
+    if (app.count("--global-batch-size") == 0) return;
+    const int g = o.global_batch_size;
+    if (app.count("--batch-size") > 0)
+        throw UsageError("give --batch-size (per worker) or --global-batch-size (split over the workers), not both");
+    if (g < 1) throw UsageError("--global-batch-size must be >= 1");
+    if (workers == 0) throw UsageError("--global-batch-size needs --num-workers");
+    if (g % static_cast<int>(workers) != 0)
+        throw UsageError("--global-batch-size " + std::to_string(g) + " does not split evenly over " +
+                         std::to_string(workers) + " workers: give a multiple of " + std::to_string(workers));
+    o.batch_size = g / static_cast<int>(workers);
 }
 
 TrainerConfig make_trainer_config(const TrainOptions& o) {

@@ -30,6 +30,9 @@ struct TrainOptions {
     std::string dataset = "mnist";
     std::string model_dir;  // empty: no summary.json
     int batch_size = 50;
+    // --global-batch-size G: the examples of one global step, split evenly over the workers
+    // (G / --num-workers each, as tf4slurm's MNIST-04: 60 over 3 workers); 0: not given.
+    int global_batch_size = 0;
     std::int64_t steps = 20000;
     float learning_rate = 1e-4f;
     // Exponential decay of the learning rate (TF 1.x's exponential_decay): x decay_rate every
@@ -67,6 +70,10 @@ void add_train_options(CLI::App& app, TrainOptions& options);
 // field otherwise) and fills every recipe field of the model (optimizer, learning rate, decay,
 // batch size, steps) that the command line of `app` did not give.
 void resolve_model(const CLI::App& app, TrainOptions& options);
+
+// --global-batch-size G over `workers` (1 standalone): sets batch_size = G / workers. UsageError
+// when G does not split evenly or --batch-size was given too.
+void apply_global_batch_size(const CLI::App& app, TrainOptions& options, std::uint32_t workers);
 
 // Validates the options (UsageError naming the flag otherwise) and builds the trainer config.
 // REQUIRES: resolve_model() ran (else it loads --model itself, without the recipe).
