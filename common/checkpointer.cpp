@@ -28,7 +28,38 @@ nlohmann::json describe_optimizer(const wire::InitConfig& init) {
     const auto& o = init.optimizer;
     return {{"kind", std::string(to_string(o.kind))}, {"learning_rate", o.learning_rate}, {"momentum", o.momentum},
             {"beta1", o.beta1}, {"beta2", o.beta2}, {"epsilon", o.epsilon}, {"adagrad_initial", o.adagrad_initial},
-            {"decay_rate", o.decay_rate}, {"decay_steps", o.decay_steps}, {"last_step", init.last_step}};
+            {"decay_rate", o.decay_rate}, {"decay_steps", o.decay_steps}, {"last_step", init.last_step},
+            {"lr_schedule", to_json(o.schedule)}};
+}
+
+Result<wire::InitConfig> read_optimizer(const nlohmann::json& j) {
+    auto bad = [](const std::string& what) {
+        return make_error(ErrorCode::kInvalidArgument, "checkpoint manifest optimizer: " + what);
+    };
+    if (!j.is_object() || !j.contains("kind") || !j["kind"].is_string()) return bad("expected an object with a kind");
+    auto kind = parse_optimizer_kind(j["kind"].get<std::string>());
+    if (!kind) return bad(kind.error().message);
+    wire::InitConfig init;
+    auto& o = init.optimizer;
+    o.kind = *kind;
+    using FloatField = std::pair<const char*, float*>;
+    using CountField = std::pair<const char*, std::uint64_t*>;
+    for (auto [key, field] : std::initializer_list<FloatField>{{"learning_rate", &o.learning_rate}, {"momentum", &o.momentum},
+                              {"beta1", &o.beta1}, {"beta2", &o.beta2}, {"epsilon", &o.epsilon},
+                              {"adagrad_initial", &o.adagrad_initial}, {"decay_rate", &o.decay_rate}}) {
+        if (!j.contains(key) || !j[key].is_number()) return bad(std::string(key) + " is missing or not a number");
+        *field = j[key].get<float>();
+    }
+    for (auto [key, field] : std::initializer_list<CountField>{{"decay_steps", &o.decay_steps}, {"last_step", &init.last_step}}) {
+        if (!j.contains(key) || !is_json_count(j[key])) return bad(std::string(key) + " is missing or not a count");
+        *field = j[key].get<std::uint64_t>();
+    }
+    if (j.contains("lr_schedule")) {  // older manifests have none: decay_rate/decay_steps are the whole schedule
+        auto schedule = lr_schedule_from_json(j["lr_schedule"]);
+        if (!schedule) return bad(schedule.error().message);
+        o.schedule = std::move(*schedule);
+    }
+    return init;
 }
 
 nlohmann::json manifest_model(const nlohmann::json& manifest) {
@@ -106,6 +137,17 @@ Result<std::optional<RestoredInfo>> Checkpointer::restore(PsClient& client) {
                                   " but this run trains model '" + our_name + "' (architecture " +
                                   our_hash.substr(0, 12) + "): give the --model it was trained with, or another "
                                   "--model-dir to start afresh");
+    }
+    if (auto recorded = read_optimizer(manifest->value("optimizer", nlohmann::json())); recorded) {
+        out.optimizer = recorded->optimizer;
+        const auto was = recorded->optimizer.effective_schedule(), now = options_.init.optimizer.effective_schedule();
+        if (!(was == now) || recorded->optimizer.learning_rate != options_.init.optimizer.learning_rate)
+            spdlog::warn("checkpoint {} was trained at learning rate {} ({}); this run's flags say {} ({}) and apply "
+                         "from step {} on",
+                         out.dir, recorded->optimizer.learning_rate, was.to_string(),
+                         options_.init.optimizer.learning_rate, now.to_string(), out.step);
+    } else {
+        spdlog::warn("checkpoint {}: {}", out.dir, recorded.error().message);
     }
     wire::InitConfig config = options_.init;
     config.start_step = out.step;

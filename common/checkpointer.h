@@ -49,6 +49,9 @@ struct RestoredInfo {
     std::uint64_t step = 0;             // global step the shards now hold
     std::string dir;                    // the checkpoint directory used
     nlohmann::json extra;               // what save() was given (data position, ...), or null
+    // The optimizer and learning-rate schedule the manifest records (read_optimizer), if readable.
+    // The shards continue with this run's CheckpointerOptions::init (a difference is warned about).
+    std::optional<OptimizerConfig> optimizer;
     std::vector<std::string> warnings;  // damaged newer checkpoints that were skipped (also logged)
 };
 
@@ -89,5 +92,8 @@ nlohmann::json describe_optimizer(const wire::InitConfig& init);
 // The model a manifest records; a manifest written before models were recorded held TF's
 // mnist_deep (the only model then): {"name": "mnist_deep"} without hash or description.
 nlohmann::json manifest_model(const nlohmann::json& manifest);
+// The inverse of describe_optimizer (start_step 0). A manifest without "lr_schedule" (written
+// before schedules existed) reads as a constant schedule: decay_rate/decay_steps, as then.
+[[nodiscard]] Result<wire::InitConfig> read_optimizer(const nlohmann::json& optimizer);
 
 }  // namespace psrun

@@ -35,10 +35,20 @@ int slot_count(OptimizerKind kind) {
     return 0;
 }
 
+LrSchedule OptimizerConfig::effective_schedule() const {
+    if (schedule.kind != LrScheduleKind::kConstant || decay_steps == 0 || decay_rate == 1.0f) return schedule;
+    LrSchedule s = schedule;
+    s.kind = LrScheduleKind::kExponential;
+    s.decay_rate = decay_rate;
+    s.decay_steps = decay_steps;
+    return s;
+}
+
 float OptimizerConfig::rate_at(std::uint64_t t) const {
-    if (decay_steps == 0 || decay_rate == 1.0f || t <= 1) return learning_rate;
-    const double exponent = static_cast<double>(t - 1) / static_cast<double>(decay_steps);
-    return static_cast<float>(learning_rate * std::pow(static_cast<double>(decay_rate), exponent));
+    if (schedule.kind == LrScheduleKind::kConstant && (decay_steps == 0 || decay_rate == 1.0f))
+        return schedule.warmup_steps == 0 ? learning_rate : schedule.rate_at(learning_rate, t);
+    if (schedule.kind != LrScheduleKind::kConstant) return schedule.rate_at(learning_rate, t);
+    return effective_schedule().rate_at(learning_rate, t);  // a constant schedule: no vectors to copy
 }
 
 Optimizer::Optimizer(const OptimizerConfig& config, std::size_t size)

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/lr_schedule.h"
 #include "common/result.h"
 
 namespace psrun {
@@ -25,9 +26,15 @@ struct OptimizerConfig {
     float adagrad_initial = 0.1f;    // kAdagrad accumulator start value (TF default)
     // Learning-rate decay as TF 1.x's tf.train.exponential_decay (staircase false): the update
     // numbered t (1-based, Adam's t) uses learning_rate * decay_rate ^ ((t - 1) / decay_steps).
-    // decay_steps 0: constant rate. REQUIRES: 0 < decay_rate <= 1.
+    // decay_steps 0: constant rate. REQUIRES: 0 < decay_rate <= 1. Applies only while `schedule`
+    // is constant (it is --lr-decay-rate/--lr-decay-steps, the shorthand of an exponential schedule).
     float decay_rate = 1.0f;
     std::uint64_t decay_steps = 0;
+    // --lr-schedule and --lr-warmup-steps (common/lr_schedule.h), over learning_rate.
+    LrSchedule schedule = {};
+    // The schedule rate_at() follows: `schedule`, or the exponential of decay_rate/decay_steps
+    // (with the schedule's warm-up) when `schedule` is constant. Used in logs and summaries.
+    LrSchedule effective_schedule() const;
     // The learning rate of update number t (t >= 1).
     float rate_at(std::uint64_t t) const;
 };

@@ -231,20 +231,23 @@ std::string encode_init(const InitConfig& init) {
     put_fixed64(out, o.decay_steps);
     put_fixed64(out, init.start_step);
     put_fixed64(out, init.last_step);
+    put_lr_schedule(out, o.schedule);
     return out;
 }
 
-Result<InitConfig> decode_init(std::string_view bytes) {
-    Decoder d(bytes);
+// The init fields at the front of `d` (INIT and RESTORE bodies), validated.
+static Result<InitConfig> read_init(Decoder& d) {
     InitConfig init;
     auto& o = init.optimizer;
     std::uint8_t kind = 0;
     if (!d.get8(kind) || !d.get_float(o.learning_rate) || !d.get_float(o.momentum) ||
         !d.get_float(o.beta1) || !d.get_float(o.beta2) || !d.get_float(o.epsilon) ||
         !d.get_float(o.adagrad_initial) || !d.get_float(o.decay_rate) || !d.get64(o.decay_steps) ||
-        !d.get64(init.start_step) || !d.get64(init.last_step) ||
-        d.remaining() != 0)
+        !d.get64(init.start_step) || !d.get64(init.last_step))
         return bad("bad INIT body size");
+    auto schedule = read_lr_schedule(d);
+    if (!schedule) return bad("INIT " + schedule.error().message);
+    o.schedule = std::move(*schedule);
     if (kind > static_cast<std::uint8_t>(OptimizerKind::kAdam)) return bad("unknown optimizer kind");
     o.kind = static_cast<OptimizerKind>(kind);
     for (float v : {o.learning_rate, o.momentum, o.beta1, o.beta2, o.epsilon, o.adagrad_initial, o.decay_rate})
@@ -253,7 +256,16 @@ Result<InitConfig> decode_init(std::string_view bytes) {
         return bad("INIT optimizer parameters out of range");
     if (o.kind == OptimizerKind::kAdagrad && o.adagrad_initial <= 0.0f)
         return bad("INIT adagrad initial accumulator must be positive");
+    if (o.schedule.kind != LrScheduleKind::kConstant && o.decay_steps != 0 && o.decay_rate != 1.0f)
+        return bad("INIT carries both an exponential decay and a learning-rate schedule");
     if (init.last_step != 0 && init.start_step > init.last_step) return bad("INIT start step beyond last step");
+    return init;
+}
+
+Result<InitConfig> decode_init(std::string_view bytes) {
+    Decoder d(bytes);
+    auto init = read_init(d);
+    if (init && d.remaining() != 0) return bad("trailing bytes after INIT body");
     return init;
 }
 
@@ -303,13 +315,11 @@ std::string encode_restore(const RestoreRequest& request) {
 }
 
 Result<RestoreRequest> decode_restore(std::string_view bytes) {
-    const std::size_t init_size = encode_init(InitConfig{}).size();
-    if (bytes.size() < init_size) return bad("bad RESTORE body size");
+    Decoder d(bytes);
     RestoreRequest r;
-    auto init = decode_init(bytes.substr(0, init_size));
+    auto init = read_init(d);
     if (!init) return tl::unexpected(init.error());
-    r.init = *init;
-    Decoder d(bytes.substr(init_size));
+    r.init = std::move(*init);
     if (!d.get_string16(r.dir) || d.remaining() != 0) return bad("bad RESTORE body");
     if (auto ok = check_path(r.dir); !ok) return tl::unexpected(ok.error());
     return r;

@@ -73,7 +73,9 @@ void ParameterServer::on_init(const std::string& routing, const Header& h, Parts
         if (!shard_->initialized())
             return reply_error(routing, ErrorCode::kNotFound, "INIT says restored, but this psd holds no parameters");
         shard_->restore(*config);
-        spdlog::info("INIT (restored): keeping parameters at step {}, last step {}", shard_->step(), config->last_step);
+        spdlog::info("INIT (restored): keeping parameters at step {}, last step {}, learning rate {} ({})", shard_->step(),
+                     config->last_step, config->optimizer.learning_rate,
+                     config->optimizer.effective_schedule().to_string());
     } else {
         auto spans = slice_spans(h, parts, 1);
         if (!spans) return reply_error(routing, spans.error().code, spans.error().message);
@@ -82,8 +84,10 @@ void ParameterServer::on_init(const std::string& routing, const Header& h, Parts
             sync_ = std::make_unique<SyncAggregator>(shard_->size(), options_.num_workers,
                                                      options_.replicas_to_aggregate, options_.straggler_every);
         shard_->set_dry_run(h.flags & wire::kFlagDryRun);
-        spdlog::info("INIT: {} from step {}, last step {}{}", to_string(config->optimizer.kind), config->start_step,
-                     config->last_step, shard_->dry_run() ? " (dry run: gradients are checked, not applied)" : "");
+        spdlog::info("INIT: {} from step {}, last step {}, learning rate {} ({}){}", to_string(config->optimizer.kind),
+                     config->start_step, config->last_step, config->optimizer.learning_rate,
+                     config->optimizer.effective_schedule().to_string(),
+                     shard_->dry_run() ? " (dry run: gradients are checked, not applied)" : "");
     }
     awaiting_run_init_ = false;
     reply(routing, MessageType::kAck, 0);
@@ -244,8 +248,9 @@ void ParameterServer::on_restore(const std::string& routing, const Header& h, Pa
     if (sync_)  // a new run starts: forget any partial step
         sync_ = std::make_unique<SyncAggregator>(shard_->size(), options_.num_workers, options_.replicas_to_aggregate,
                                                  options_.straggler_every);
-    spdlog::info("RESTORE: {} at step {} from {}, last step {}", to_string(request->init.optimizer.kind),
-                 shard_->step(), request->dir, request->init.last_step);
+    spdlog::info("RESTORE: {} at step {} from {}, last step {}, learning rate {} ({})",
+                 to_string(request->init.optimizer.kind), shard_->step(), request->dir, request->init.last_step,
+                 request->init.optimizer.learning_rate, request->init.optimizer.effective_schedule().to_string());
     reply(routing, MessageType::kAck, 0);
     release_pending(init_waiters_, shard_->finished() ? wire::kFlagFinished : 0);
 }

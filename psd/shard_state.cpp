@@ -11,7 +11,7 @@
 namespace psrun::psd {
 namespace {
 
-constexpr std::uint32_t kShardFileVersion = 3;  // 3: the optimizer config holds the learning-rate decay
+constexpr std::uint32_t kShardFileVersion = 4;  // 3: the optimizer config holds the learning-rate decay; 4: and schedule
 constexpr std::size_t kMaxBuffers = 4;
 // Below this many floats the update runs on the calling thread (waking helpers costs more).
 constexpr std::size_t kParallelUpdateFloats = 1 << 16;
@@ -209,8 +209,8 @@ Result<void> ShardState::load(const std::string& path) {
     auto corrupt = [&](const char* what) {
         return make_error(ErrorCode::kInvalidArgument, "shard file " + path + ": " + what);
     };
-    const std::size_t init_size = wire::encode_init(wire::InitConfig{}).size();
-    if (tensors->empty() || (*tensors)[0].name != "meta" || (*tensors)[0].data.size() != 1 + 6 * 4 + init_size)
+    const std::size_t init_size = wire::encode_init(wire::InitConfig{}).size();  // the smallest: constant schedule
+    if (tensors->empty() || (*tensors)[0].name != "meta" || (*tensors)[0].data.size() < 1 + 6 * 4 + init_size)
         return corrupt("not a psrun shard file");
     const auto& meta = (*tensors)[0].data;
     std::size_t at = 1;

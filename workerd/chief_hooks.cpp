@@ -150,6 +150,7 @@ void SummaryHook::end(RunContext& ctx, const StepResult& last) {
         {"batch_size", o.batch_size},
         {"optimizer", o.optimizer},
         {"learning_rate", o.learning_rate},
+        {"lr_schedule", make_trainer_config(o).optimizer.effective_schedule().to_string()},
         {"precision", o.precision},
         {"threads", omp_get_max_threads()},
         {"seed", o.seed},

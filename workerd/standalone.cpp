@@ -59,10 +59,11 @@ int StandaloneTrainer::run() {
     const LabeledImages& train = data->train;
     const LabeledImages& test = data->test;
     Trainer trainer(config, train, test);
-    spdlog::info("standalone training: model {}, {} ({} train / {} test images), batch {}, {} steps, {} {}, "
+    spdlog::info("standalone training: model {}, {} ({} train / {} test images), batch {}, {} steps, {} {} ({}), "
                  "{} threads, {}",
                  config.model->name, data->name, train.size(), test.size(), options_.batch_size,
                  options_.steps, options_.optimizer, options_.learning_rate,
+                 config.optimizer.effective_schedule().to_string(),
                  omp_get_max_threads(), options_.precision);
 
     nlohmann::json evaluations = nlohmann::json::array();
@@ -135,6 +136,7 @@ int StandaloneTrainer::run() {
             {"batch_size", options_.batch_size},
             {"optimizer", options_.optimizer},
             {"learning_rate", options_.learning_rate},
+            {"lr_schedule", config.optimizer.effective_schedule().to_string()},
             {"precision", options_.precision},
             {"threads", omp_get_max_threads()},
             {"seed", options_.seed},

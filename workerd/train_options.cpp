@@ -40,6 +40,11 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
         ->capture_default_str();
     app.add_option("--lr-decay-steps", o.lr_decay_steps, "updates per --lr-decay-rate factor (0: constant rate)")
         ->capture_default_str();
+    app.add_option("--lr-schedule", o.lr_schedule,
+                   "constant | exponential:rate=R,steps=N | piecewise:boundaries=B1,..;values=V0,V1,.. | "
+                   "cosine:steps=N[,alpha=A] | onecycle:total=N[,pct=P,div=D,final_div=F] (docs/running.md)");
+    app.add_option("--lr-warmup-steps", o.lr_warmup_steps, "linear warm-up over the first N updates (0: none)")
+        ->capture_default_str();
     app.add_option("--optimizer", o.optimizer, "sgd, momentum, adagrad or adam")
         ->capture_default_str();
     app.add_option("--seed", o.seed, "seed for weights, shuffling and dropout")
@@ -148,6 +153,9 @@ TrainerConfig make_trainer_config(const TrainOptions& o) {
     c.optimizer.learning_rate = o.learning_rate;
     c.optimizer.decay_rate = o.lr_decay_rate;
     c.optimizer.decay_steps = static_cast<std::uint64_t>(o.lr_decay_steps);
+    auto schedule = lr_schedule_from_flags(o.lr_schedule, o.lr_warmup_steps, o.lr_decay_rate, o.lr_decay_steps);
+    if (!schedule) usage(schedule.error().message);
+    c.optimizer.schedule = *schedule;
     auto shard = parse_shard(o.shard);
     if (!shard) usage(shard.error().message);
     c.shard = *shard;

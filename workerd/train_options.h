@@ -39,6 +39,8 @@ struct TrainOptions {
     // decay_steps updates, continuously. decay_steps 0: constant.
     float lr_decay_rate = 1.0f;
     std::int64_t lr_decay_steps = 0;
+    std::string lr_schedule;           // --lr-schedule (common/lr_schedule.h); empty: constant
+    std::int64_t lr_warmup_steps = 0;  // --lr-warmup-steps; 0: as --lr-schedule says
     std::string optimizer = "adam";
     std::uint64_t seed = 1;
     int threads = 0;  // 0: OpenMP's default (all cores)

@@ -121,6 +121,48 @@ TEST_CASE("save then restore into fresh shards (K=2 and K=1) continues bit-ident
     }
 }
 
+TEST_CASE("psd applies the learning-rate schedule per update; checkpoints record it and resume on its clock",
+          "[checkpoint][lr_schedule]") {
+    TempModelDir model;
+    wire::InitConfig sgd;
+    sgd.optimizer = OptimizerConfig{.kind = OptimizerKind::kSgd, .learning_rate = 1.0f};
+    sgd.optimizer.schedule = *parse_lr_schedule("piecewise:boundaries=1;values=0.5,0.25");
+    sgd.last_step = 100;
+    Cluster original(2, server_options());
+    PsClient chief(original.client_options(0, small_model()));
+    REQUIRE(chief.hello());
+    const std::size_t n = chief.layout().total;
+    std::vector<float> params = ramp(n, 0.5f, -0.2f);
+    REQUIRE(chief.init(sgd, params));
+    const auto grad = ramp(n, 0.3f, 0.1f);
+    std::vector<float> out(n);
+    for (std::uint64_t s = 0; s < 2; ++s) {  // updates 1 and 2 (steps 0 and 1 <= the boundary): rate 0.5
+        REQUIRE(chief.push_pull(grad, s, out));
+        for (std::size_t i = 0; i < n; ++i) params[i] -= 0.5f * grad[i];
+        REQUIRE(mismatches(out, params) == 0);
+    }
+    Checkpointer saver(ckpt_options(model.path, sgd));
+    auto info = saver.save(chief, 2);
+    REQUIRE(info);
+    auto manifest = CheckpointStore::read_manifest(*info);
+    REQUIRE(manifest);
+    CHECK((*manifest)["optimizer"]["lr_schedule"]["kind"] == "piecewise");
+    CHECK((*manifest)["optimizer"]["lr_schedule"]["boundaries"] == nlohmann::json::array({1}));
+
+    Cluster fresh(1, server_options());
+    PsClient restorer(fresh.client_options(0, small_model()));
+    REQUIRE(restorer.hello());
+    Checkpointer loader(ckpt_options(model.path, sgd));
+    auto restored = loader.restore(restorer);
+    REQUIRE(restored);
+    REQUIRE(restored->has_value());
+    REQUIRE((*restored)->optimizer);
+    CHECK((*restored)->optimizer->schedule == sgd.optimizer.schedule);
+    REQUIRE(restorer.push_pull(grad, 2, out));  // update 3 (step 2): past the boundary, rate 0.25
+    for (std::size_t i = 0; i < n; ++i) params[i] -= 0.25f * grad[i];
+    CHECK(mismatches(out, params) == 0);
+}
+
 TEST_CASE("restore with no checkpoint returns nullopt; a damaged newest one falls back", "[checkpoint]") {
     TempModelDir model;
     Cluster cluster(2, server_options());

@@ -191,3 +191,32 @@ TEST_CASE("psd on tcp refuses clients without the job's CURVE key, logs them and
     CHECK(stat_of(log, "auth_denied") >= 2);  // the wrong key (ZAP) and the plain client (handshake)
     CHECK(stat_of(log, "messages") == 2);  // only the good client's HELLO and DONE got through
 }
+
+TEST_CASE("psd refuses an INIT whose learning-rate schedule is hostile and keeps serving", "[psd][process][hostile]") {
+    TcpPsd s("info");
+    zmq::context_t context(1);
+    RawClient raw(context, s.endpoint, &s.keys);
+    auto welcome = raw.exchange(hello(s.keys.token), 5000);
+    REQUIRE(welcome);
+    REQUIRE(wire::decode_header((*welcome)[0])->type == wire::MessageType::kWelcome);
+
+    wire::InitConfig init;
+    init.optimizer.schedule = *parse_lr_schedule("piecewise:boundaries=10,20;values=1e-3,5e-4,1e-4");
+    for (std::uint32_t count : {0xFFFFFFFFu, 65u}) {  // absurd piecewise counts: refused before any allocation
+        std::string body = wire::encode_init(init);
+        std::memcpy(body.data() + 1 + 7 * 4 + 3 * 8 + 1 + 8 + 4, &count, 4);
+        wire::Header h;
+        h.type = wire::MessageType::kInit;
+        h.role = wire::Role::kChief;
+        h.token = s.keys.token;
+        h.frames = {wire::FrameDesc{wire::kBodyFrame, static_cast<std::uint32_t>(body.size())}};
+        auto reply = raw.exchange({wire::encode_header(h), body}, 5000);
+        REQUIRE(reply);
+        const auto e = error_of(*reply);
+        CHECK(e.code == ErrorCode::kProtocol);
+        CHECK_THAT(e.reason, Catch::Contains("learning-rate schedule: piecewise boundary count"));
+    }
+    CHECK(s.psd->running());
+    s.serve_good_client();
+    CHECK(s.psd->wait(10) == 0);
+}

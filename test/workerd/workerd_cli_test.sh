@@ -50,6 +50,19 @@ timeout 30 "$workerd" --standalone --optimizer rmsprop >"$tmp/out" 2>&1
 check "unknown optimizer exits 2" test $? -eq 2
 timeout 30 "$workerd" --standalone --shard 3/3 >"$tmp/out" 2>&1
 check "bad --shard exits 2" test $? -eq 2
+
+# Learning-rate schedules (docs/running.md): one trains and is named in summary.json; bad ones exit 2.
+timeout 120 "$workerd" --standalone --steps 10 --batch-size 20 --threads 2 --learning-rate 1e-3 \
+    --lr-schedule cosine:steps=5,alpha=0.1 --lr-warmup-steps 5 --model-dir "$tmp/sched" >"$tmp/out" 2>&1
+rc=$?
+check "--lr-schedule cosine with warm-up trains (rc=$rc)" test "$rc" -eq 0
+check "... summary.json names it" grep -Eq '"lr_schedule": ?"cosine:steps=5,alpha=0.1,warmup=5"' "$tmp/sched/summary.json"
+timeout 30 "$workerd" --standalone --lr-schedule "piecewise:boundaries=20,10;values=1,2,3" >"$tmp/out" 2>&1
+rc=$?
+check "non-increasing piecewise boundaries exit 2 (rc=$rc)" test "$rc" -eq 2
+check "... naming the field" grep -q -- "--lr-schedule piecewise: boundaries must be strictly increasing" "$tmp/out"
+timeout 30 "$workerd" --standalone --lr-schedule cosine:steps=100 --lr-decay-rate 0.1 --lr-decay-steps 100 >"$tmp/out" 2>&1
+check "--lr-schedule with --lr-decay-* exits 2" test $? -eq 2
 timeout 60 "$workerd" --standalone --data-dir "$tmp/none" --steps 1 >"$tmp/out" 2>&1
 rc=$?
 check "missing data exits 1 (rc=$rc)" test "$rc" -eq 1
