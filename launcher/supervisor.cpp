@@ -107,6 +107,8 @@ void Supervisor::reap(bool stopping) {
                 failed_ = true;
             } else {
                 spdlog::error("{} (pid {}) {}", c.command.label, pid, describe(status));
+                // The first failure decides the exit code: a daemon's usage/config error stays 2.
+                if (!failed_ && WIFEXITED(status) && WEXITSTATUS(status) == kExitUsage) usage_error_ = true;
                 failed_ = true;
                 must_stop_ = true;
             }
@@ -230,7 +232,7 @@ int Supervisor::run(const std::vector<DaemonCommand>& commands) {
     }
     reap_descendants();
     ::sigprocmask(SIG_SETMASK, &old, nullptr);
-    if (failed_) return kExitFailure;
+    if (failed_) return usage_error_ ? kExitUsage : kExitFailure;
     if (preempted_) return kExitPreempted;  // stopped after a clean checkpoint: rerun to resume
     return interrupted ? kExitFailure : kExitOk;
 }

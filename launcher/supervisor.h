@@ -7,7 +7,8 @@
 //  - a non-chief worker killed by a signal (kill -9, OOM): logged, the others go on (psd declares
 //    it dead after --worker-timeout and exits non-zero at the end); run() returns 1;
 //  - any other child that exits non-zero (but 75) or is killed by a signal: the others get
-//    SIGTERM, then SIGKILL after the grace period; run() returns 1 and the log names the child;
+//    SIGTERM, then SIGKILL after the grace period; run() returns 1 (2 when that first failure
+//    was a daemon's exit 2: a usage or configuration error) and the log names the child;
 //  - SIGINT/SIGTERM/SIGHUP to psrun: the same stop, which the daemons turn into a coordinated
 //    checkpoint (workerd/preemption.h, psd/drain.h); run() returns kExitPreempted (75) when the
 //    daemons exited 75 or 0 with at least one 75 (clean checkpoint), else 1 (a second signal
@@ -57,6 +58,7 @@ class Supervisor {
     std::vector<Child> children_;
     pid_t group_ = 0;
     bool failed_ = false;
+    bool usage_error_ = false;  // the first failure was a daemon's exit 2
     bool preempted_ = false;  // a child exited kExitPreempted
     bool must_stop_ = false;  // a failure that stops every daemon
 };
