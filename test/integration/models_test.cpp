@@ -5,8 +5,15 @@
 //  - resuming that model dir with another --model is refused (exit 2, naming both);
 //  - the evaluator takes the model from the checkpoints; a different --model is exit 2;
 //  - a worker started with another model than the chief's is refused by psd at HELLO (exit 2);
-//  - a user's own model file (with a recipe) trains standalone.
+//  - a user's own model file (with a recipe) trains standalone;
+//  - the DLS multinode example as its users launched it: one `psrun run` per task, roles from
+//    TF_CONFIG (ps and worker only, worker 0 the chief), --model dls_mlp.
 #include <catch2/catch.hpp>
+
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -52,7 +59,61 @@ std::vector<std::string> local_args(const fs::path& model_dir, const std::string
             "--threads", "1", "--checkpoint-steps", "200", "--checkpoint-secs", "0"};
 }
 
+// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then closed).
+int free_port() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    socklen_t len = sizeof a;
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    ::close(fd);
+    return ntohs(a.sin_port);
+}
+
 }  // namespace
+
+TEST_CASE("the DLS multinode MLP through TF_CONFIG: one psrun run per task, worker 0 the chief",
+          "[integration][models][tf_config]") {
+    psrun::test::TempTree tmp;
+    fetch_mnist(tmp.path);
+    const fs::path model_dir = tmp.path / "model";
+    const std::string ps = "127.0.0.1:" + std::to_string(free_port());
+    const std::string w0 = "127.0.0.1:" + std::to_string(free_port());
+    const std::string w1 = "127.0.0.1:" + std::to_string(free_port());
+    auto tf_config = [&](const std::string& type, int index) {
+        return R"({"cluster": {"ps": [")" + ps + R"("], "worker": [")" + w0 + R"(", ")" + w1 + R"("]}, )" +
+               R"("task": {"type": ")" + type + R"(", "index": )" + std::to_string(index) + "}}";
+    };
+    const std::vector<std::string> args = {"run", "--no-auth", "--", "--model", "dls_mlp", "--model-dir",
+                                           model_dir.string(), "--steps", "2000", "--threads", "1",
+                                           "--log-every", "500", "--checkpoint-secs", "0"};
+    const char* saved = ::getenv("TF_CONFIG");
+    const std::string saved_value = saved ? saved : "";
+    std::vector<std::unique_ptr<ChildProcess>> tasks;
+    int i = 0;
+    for (const auto& [type, index] : std::vector<std::pair<std::string, int>>{{"ps", 0}, {"worker", 0}, {"worker", 1}}) {
+        ::setenv("TF_CONFIG", tf_config(type, index).c_str(), 1);  // inherited by the next child only
+        tasks.push_back(std::make_unique<ChildProcess>(exe("launcher/psrun"), args,
+                                                       (tmp.path / ("task" + std::to_string(i++) + ".log")).string()));
+    }
+    if (saved) ::setenv("TF_CONFIG", saved_value.c_str(), 1);
+    else ::unsetenv("TF_CONFIG");
+    for (auto& t : tasks) {
+        const int code = t->wait(300);
+        INFO(t->output());
+        CHECK(code == 0);
+    }
+    const std::string chief_log = tasks[1]->output();
+    CHECK_THAT(chief_log, Catch::Contains("worker 0 (chief) of 2") && Catch::Contains("model 'dls_mlp'"));
+    const auto summary = read_json(model_dir / "summary.json");
+    CHECK(summary["global_step"].get<long>() == 2000);
+    WARN("dls_mlp through TF_CONFIG (1 ps + 2 workers, 2,000 steps): test accuracy "
+         << summary["test_accuracy"].get<double>());
+    CHECK(summary["test_accuracy"].get<double>() > 0.93);
+}
 
 TEST_CASE("dls_mlp through psd: recipe, checkpoints with the model, resume and evaluation by model",
           "[integration][models]") {
