@@ -39,9 +39,9 @@ struct ModelConfig {
     int fc1_blocked_weights = -1;  // -1: by precision, 0: plain, 1: blocked
     bool forward_only = false;      // evaluation model: no backward primitives or buffers
     // Hand-written AVX-512 kernels where oneDNN 2.6 lacks the fusion, when the CPU and the
-    // formats allow: conv1 + ReLU + pool1 as one f32 layer (workerd/conv1_pool.h; also in bf16
+    // formats allow: conv1 + ReLU + pool1 as one f32 layer (workerd/nn/kernels/conv1_pool.h; also in bf16
     // mode, converted for conv2) and, in f32, pool2 with conv2's ReLU backward
-    // (workerd/max_pool.h). false: oneDNN primitives only.
+    // (workerd/nn/kernels/max_pool.h). false: oneDNN primitives only.
     bool hand_kernels = true;
     bool fc1_blocked() const {
         return fc1_blocked_weights < 0 ? precision == Precision::kBf16 : fc1_blocked_weights != 0;

@@ -147,7 +147,7 @@ void Model::Impl::build_backward() {
 
     d_pool1_dst = convert(ops, Layer::kPool1, conv2_dsrc, pool1_dst.get_desc());
     if (conv1_pool) {
-        // pool1, conv1's ReLU and conv1's weight gradient in one pass (workerd/conv1_pool.h).
+        // pool1, conv1's ReLU and conv1's weight gradient in one pass (workerd/nn/kernels/conv1_pool.h).
         const memory dw = grad({c1, 1, k, k}, Tag::oihw, 0), db = grad({c1}, Tag::x, 1);
         ops.push_back(Op{Layer::kConv1, [this, dw, db] {
                              conv1_pool->backward(

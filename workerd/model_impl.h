@@ -8,12 +8,14 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include "workerd/conv1_pool.h"
-#include "workerd/max_pool.h"
+#include "workerd/nn/kernels/conv1_pool.h"
+#include "workerd/nn/kernels/max_pool.h"
 #include "workerd/model.h"
 
 namespace psrun::worker {
 
+using nn::kernels::BlockedMaxPool;
+using nn::kernels::FusedConv1Pool;
 using dnnl::memory;
 using Tag = memory::format_tag;
 using Dt = memory::data_type;

@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "test/workerd/reference_model.h"
-#include "workerd/conv1_pool.h"
+#include "workerd/nn/kernels/conv1_pool.h"
 #include "workerd/model.h"
 #include "workerd/rng.h"
 
@@ -34,7 +34,7 @@ ModelShape small_fusable_shape() {
 }
 
 bool fusion_available(const ModelShape& s) {
-    if (FusedConv1Pool::supported(s.height, s.width, s.conv1_channels, s.kernel)) return true;
+    if (nn::kernels::FusedConv1Pool::supported(s.height, s.width, s.conv1_channels, s.kernel)) return true;
     WARN("no AVX-512 on this CPU: the fused first layer is not exercised");
     return false;
 }
