@@ -140,6 +140,19 @@ TEST_CASE("hand kernels: mnist_deep and odd shapes equal the primitives, f32", "
     CHECK(hand.net->layer_times()[0].backward_ms > 0);
 }
 
+TEST_CASE("hand kernels: set_gradient_buffer redirects both pattern layers' gradients", "[nn_engine][hand]") {
+    if (!avx512_or_warn()) return;
+    auto b = make_net(model_from(kOdd, 1, 12, 20, 7), 3, true);
+    b.net->train_step(1);
+    const auto first = b.grads;
+    std::vector<float> other(b.grads.size(), -7.0f);
+    std::fill(b.grads.begin(), b.grads.end(), 0.5f);
+    b.net->set_gradient_buffer(other);
+    b.net->train_step(1);
+    CHECK(other == first);
+    CHECK(std::all_of(b.grads.begin(), b.grads.end(), [](float v) { return v == 0.5f; }));
+}
+
 TEST_CASE("hand kernels: shapes that do not match use the primitives and train", "[nn_engine][hand]") {
     if (!avx512_or_warn()) return;
     struct Case {
