@@ -6,6 +6,10 @@ using namespace dnnl;
 using Tag = memory::format_tag;
 using Dt = memory::data_type;
 
+Conv2dLayer::Conv2dLayer(std::span<const LayerSpec> specs, int index, const LayerContext& context,
+                         std::size_t param_offset, Options options)
+    : Layer(specs, index, context, param_offset), options_(options) {}
+
 void Conv2dLayer::build(const memory& src_in, const memory& diff_src_in) {
     const LayerSpec& s = spec();
     const memory src = as_image(src_in);
@@ -18,7 +22,7 @@ void Conv2dLayer::build(const memory& src_in, const memory& diff_src_in) {
     const memory::dims b_dims{s.filters};
     const memory::dims strides{s.stride.h, s.stride.w};
     const memory::dims pad_l{s.pads.top, s.pads.left}, pad_r{s.pads.bottom, s.pads.right};
-    const auto src_any = md(src_dims, adt, Tag::any), dst_any = md(dst_dims, adt, Tag::any);
+    const auto src_any = md(src_dims, adt, Tag::any), dst_any = md(dst_dims, adt, options_.dst_format);
     const auto w_any = md(w_dims, adt, Tag::any);
     const auto b_md = md(b_dims, Dt::f32, Tag::x);
     const auto prop = ctx_.training ? prop_kind::forward_training : prop_kind::forward_inference;
@@ -39,7 +43,7 @@ void Conv2dLayer::build(const memory& src_in, const memory& diff_src_in) {
     if (!ctx_.training) return;
 
     Ops& ops = bwd_ops_;
-    if (fused_relu()) add_fused_relu_backward(ops);
+    if (fused_relu() && !options_.relu_backward_by_consumer) add_fused_relu_backward(ops);
 
     const auto dw_any = md(w_dims, Dt::f32, Tag::any);
     auto bw_desc = s.bias ? convolution_backward_weights::desc(algorithm::convolution_direct, src_any, dw_any,

@@ -12,10 +12,24 @@ namespace psrun::nn {
 
 class Conv2dLayer final : public Layer {
 public:
+    struct Options {
+        // The format of dst() (and diff_dst()); any: oneDNN's choice. A consumer that reads a
+        // fixed layout (a hand kernel) asks for it here.
+        dnnl::memory::format_tag dst_format = dnnl::memory::format_tag::any;
+        // With a fused ReLU: backward() skips ReLU's derivative; whoever writes diff_dst()
+        // has applied it already (kernels::BlockedMaxPool does, from the pooled output).
+        bool relu_backward_by_consumer = false;
+    };
+
     using Layer::Layer;
+    Conv2dLayer(std::span<const LayerSpec> specs, int index, const LayerContext& context,
+                std::size_t param_offset, Options options);
 
 protected:
     void build(const dnnl::memory& src, const dnnl::memory& diff_src) override;
+
+private:
+    Options options_;
 };
 
 }  // namespace psrun::nn

@@ -3,8 +3,8 @@
 // identity. The mask is counter-based (SplitMix64 of the step seed, the layer's ordinal among
 // the model's dropout layers and the element's position in the buffer), so a seed names the
 // same mask on every run with the same formats, and backward recomputes it instead of storing
-// it. The first dropout layer draws exactly the masks of worker::Model's dropout for the same
-// seed and buffer layout (mnist_deep's {N, 1024} nc). The output keeps the input's
+// it. The first dropout layer draws the masks the engine before this one (mnist_deep's fixed
+// model) drew for the same seed and buffer layout ({N, 1024} nc). The output keeps the input's
 // format (copied into the layer's own buffer). No parameters. Contract: workerd/nn/layer.h.
 #pragma once
 

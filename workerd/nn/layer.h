@@ -4,7 +4,7 @@
 // A Layer covers one or more consecutive LayerSpecs of a ModelDescription (first_index() and
 // spec_count()): conv2d or dense followed by relu is one layer with ReLU fused as a oneDNN
 // post-op. The same mechanism lets a later pattern layer (e.g. a hand-written fused
-// conv+relu+max_pool, workerd/conv1_pool.h) replace three specs by one Layer.
+// conv+relu+max_pool, workerd/nn/conv_relu_pool_layer.h) replace three specs by one Layer.
 //
 // Contract of setup() (called once by the Network, in order):
 //   - `src` is the previous layer's output (or the network input, NCHW f32) in whatever format
@@ -83,7 +83,8 @@ public:
     // Seed of the next step's random choices (dropout); ignored by deterministic layers.
     virtual void set_step_seed(std::uint64_t seed);
     // Points the gradient memories at `grads` (same size as setup's); no primitive rebuilt.
-    void set_gradient_buffer(std::span<float> grads);
+    // A layer that owns inner layers forwards the call to them.
+    virtual void set_gradient_buffer(std::span<float> grads);
 
     const dnnl::memory& dst() const { return dst_; }
     const dnnl::memory& diff_dst() const { return diff_dst_; }
@@ -91,8 +92,8 @@ public:
     int spec_count() const { return static_cast<int>(specs_.size()); }
     const LayerSpec& spec() const { return specs_.front(); }
     LayerKind kind() const { return specs_.front().kind; }
-    // "conv2d+relu", "max_pool", ...
-    std::string kind_label() const;
+    // "conv2d+relu", "max_pool", ...; a hand-written kernel appends " [hand]".
+    virtual std::string kind_label() const;
     std::size_t param_offset() const { return param_offset_; }
     const LayerContext& context() const { return ctx_; }
     // oneDNN implementation names, e.g. "fwd: brg:avx512_core".
@@ -123,6 +124,8 @@ protected:
     // Views a 2-D {N, C} memory as {N, C, 1, 1} (same bytes); 4-D memories unchanged.
     dnnl::memory as_image(const dnnl::memory& m) const;
     void note(const std::string& what, const dnnl::primitive_desc_base& pd);
+    // An implementation line that is not a oneDNN primitive (a hand kernel, an inner layer's).
+    void note(const std::string& line) { impls_.push_back(line); }
     bool fused_relu() const { return specs_.size() > 1 && specs_[1].kind == LayerKind::kRelu; }
     // The ReLU post-op when fused_relu(), else empty attributes.
     dnnl::primitive_attr fused_relu_attr() const;

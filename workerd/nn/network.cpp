@@ -7,6 +7,8 @@
 
 #include "workerd/nn/activation_layer.h"
 #include "workerd/nn/conv2d_layer.h"
+#include "workerd/nn/conv_relu_blocked_pool_layer.h"
+#include "workerd/nn/conv_relu_pool_layer.h"
 #include "workerd/nn/dense_layer.h"
 #include "workerd/nn/dropout_layer.h"
 #include "workerd/nn/parameter_init.h"
@@ -19,11 +21,21 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// The layer for specs[i..]: how many specs it covers is decided here (the pattern matcher; a
-// fused conv+relu+max_pool kernel would be one more case).
+// The layer for specs[i..]: how many specs it covers is decided here (the pattern matcher).
+// With hand kernels, conv2d+relu+max_pool 2x2/2 is one Layer on a hand-written kernel where
+// its matches() allows (the CPU, the shapes, the precision, the position), the fully fused one
+// first; everything else is oneDNN primitives, conv2d/dense + relu fused as a post-op.
 std::unique_ptr<Layer> make_layer(std::span<const LayerSpec> specs, int index,
-                                  const LayerContext& ctx, std::size_t offset) {
+                                  const LayerContext& ctx, std::size_t offset, bool hand_kernels) {
     const LayerSpec& s = specs[static_cast<std::size_t>(index)];
+    if (hand_kernels) {
+        const auto three = specs.subspan(static_cast<std::size_t>(index),
+                                         std::min<std::size_t>(3, specs.size() - static_cast<std::size_t>(index)));
+        if (FusedConvReluPoolLayer::matches(specs, index, ctx))
+            return std::make_unique<FusedConvReluPoolLayer>(three, index, ctx, offset);
+        if (ConvReluBlockedPoolLayer::matches(specs, index, ctx))
+            return std::make_unique<ConvReluBlockedPoolLayer>(three, index, ctx, offset);
+    }
     const bool relu_next = static_cast<std::size_t>(index) + 1 < specs.size() &&
                            specs[static_cast<std::size_t>(index) + 1].kind == LayerKind::kRelu;
     const auto one = specs.subspan(static_cast<std::size_t>(index), 1);
@@ -101,7 +113,7 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
     for (int i = 0; i < static_cast<int>(specs.size());) {
         const auto& s = specs[static_cast<std::size_t>(i)];
         try {
-            auto layer = make_layer(specs, i, ctx, offsets[static_cast<std::size_t>(i)]);
+            auto layer = make_layer(specs, i, ctx, offsets[static_cast<std::size_t>(i)], options_.hand_kernels);
             layer->setup(src, diff_src, params, grads);
             src = layer->dst();
             diff_src = layer->diff_dst();

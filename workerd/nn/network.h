@@ -1,5 +1,7 @@
 // Trains any ModelDescription on oneDNN: builds one Layer per description layer, in order
-// (conv2d/dense followed by relu as one fused layer), and the softmax cross-entropy loss, for
+// (conv2d/dense followed by relu as one fused layer; with NetworkOptions::hand_kernels,
+// conv2d+relu+max_pool 2x2/2 as one layer on a hand-written AVX-512 kernel where the CPU and
+// the shapes allow: conv_relu_pool_layer.h, conv_relu_blocked_pool_layer.h), and the softmax cross-entropy loss, for
 // one fixed batch size and precision. Every buffer and primitive is created by create(); a
 // step allocates nothing. Activations stay in the formats oneDNN picks (format_tag::any),
 // with reorders only where a consumer wants another format.
@@ -29,7 +31,8 @@ struct NetworkOptions {
     Precision precision = Precision::kF32;
     bool forward_only = false;  // evaluation: no backward primitives or gradient buffer
     // Hand-written AVX-512 kernels where a pattern of layers matches one and the CPU allows
-    // (workerd/nn/kernels/); false: oneDNN primitives only.
+    // (workerd/nn/kernels/; the layers' kind labels then end in " [hand]"); false: oneDNN
+    // primitives only.
     bool hand_kernels = true;
 };
 

@@ -1,5 +1,5 @@
-// The hand-written AVX-512 kernels (workerd/conv1_pool.h, workerd/max_pool.h) called directly,
-// against naive loops, on shapes the model never uses: odd pooled widths (the kernels' remainder
+// The hand-written AVX-512 kernels (workerd/nn/kernels/conv1_pool.h, max_pool.h) called
+// directly, against naive loops, on shapes mnist_deep never uses: odd pooled widths (the kernels' remainder
 // paths), tied and all-negative windows, one and two threads.
 #include <catch2/catch.hpp>
 
@@ -9,15 +9,15 @@
 #include <cmath>
 #include <vector>
 
-#include "workerd/conv1_pool.h"
-#include "workerd/max_pool.h"
+#include "workerd/nn/kernels/conv1_pool.h"
+#include "workerd/nn/kernels/max_pool.h"
 #include "workerd/rng.h"
 
-namespace psrun::worker {
+namespace psrun::nn::kernels {
 namespace {
 
 std::vector<float> random_values(std::size_t n, std::uint64_t seed, double lo, double hi) {
-    Rng rng(seed);
+    worker::Rng rng(seed);
     std::vector<float> v(n);
     for (auto& x : v) x = static_cast<float>(lo + (hi - lo) * rng.uniform());
     return v;
@@ -116,7 +116,7 @@ void check_conv1_pool(int batch, int h, int w, int channels, int threads) {
 
 }  // namespace
 
-TEST_CASE("fused conv1+ReLU+pool matches naive loops, odd widths included", "[hand-kernels]") {
+TEST_CASE("fused conv1+ReLU+pool matches naive loops, odd widths included", "[nn_engine][kernels]") {
     if (!FusedConv1Pool::supported(28, 28, 32, 5)) {
         WARN("no AVX-512 on this CPU: the hand-written kernels are not used, nothing to test");
         return;
@@ -131,7 +131,7 @@ TEST_CASE("fused conv1+ReLU+pool matches naive loops, odd widths included", "[ha
 }
 
 TEST_CASE("blocked max-pool: ties, negative windows, the fused ReLU backward",
-          "[hand-kernels]") {
+          "[nn_engine][kernels]") {
     if (!BlockedMaxPool::supported(64, 14, 14)) {
         WARN("no AVX-512 on this CPU: the hand-written kernels are not used, nothing to test");
         return;
@@ -172,4 +172,4 @@ TEST_CASE("blocked max-pool: ties, negative windows, the fused ReLU backward",
     CHECK(dst[blocked(0, 0, 0, 1, channels, h / 2, w / 2)] == 0.0f);  // all-negative window
 }
 
-}  // namespace psrun::worker
+}  // namespace psrun::nn::kernels

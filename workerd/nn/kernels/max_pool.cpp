@@ -1,11 +1,11 @@
-#include "workerd/max_pool.h"
+#include "workerd/nn/kernels/max_pool.h"
 
 #include <cassert>
 #include <cstddef>
 
-#include "workerd/pool_window.h"
+#include "workerd/nn/kernels/pool_window.h"
 
-namespace psrun::worker {
+namespace psrun::nn::kernels {
 
 namespace {
 
@@ -95,4 +95,4 @@ void BlockedMaxPool::backward(const float* d_dst, const float* dst, float* d_src
     }
 }
 
-}  // namespace psrun::worker
+}  // namespace psrun::nn::kernels

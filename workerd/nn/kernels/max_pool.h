@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace psrun::worker {
+namespace psrun::nn::kernels {
 
 class BlockedMaxPool {
 public:
@@ -36,4 +36,4 @@ private:
     std::vector<std::uint8_t> argmax_;  // as dst: 0..3 = window row * 2 + column
 };
 
-}  // namespace psrun::worker
+}  // namespace psrun::nn::kernels

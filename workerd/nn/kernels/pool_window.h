@@ -1,5 +1,5 @@
 // The max-pool step shared by the hand-written AVX-512 kernels (conv1_pool.cpp, max_pool.cpp).
-// Internal to workerd; include only from translation units that check for AVX-512F at run time.
+// Internal to workerd/nn/kernels; include only from translation units that check for AVX-512F at run time.
 #pragma once
 
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which -Wmaybe-uninitialized
@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-namespace psrun::worker {
+namespace psrun::nn::kernels {
 
 // Stores the ReLU'd max of a 2x2 window's four values of 16 channels (a0 a1 / a2 a3 by window
 // row) and, per channel, the position 0..3 of the first maximum (as oneDNN's max-pool keeps).
@@ -32,4 +32,4 @@ __attribute__((target("avx512f"))) inline void pool_window(__m512 a0, __m512 a1,
     _mm_storeu_si128(reinterpret_cast<__m128i*>(argmax), _mm512_cvtepi32_epi8(idx));
 }
 
-}  // namespace psrun::worker
+}  // namespace psrun::nn::kernels

@@ -1,4 +1,4 @@
-#include "workerd/conv1_pool.h"
+#include "workerd/nn/kernels/conv1_pool.h"
 
 #include <omp.h>
 
@@ -6,9 +6,9 @@
 #include <cassert>
 #include <cstring>
 
-#include "workerd/pool_window.h"
+#include "workerd/nn/kernels/pool_window.h"
 
-namespace psrun::worker {
+namespace psrun::nn::kernels {
 
 namespace {
 
@@ -197,4 +197,4 @@ void FusedConv1Pool::backward(const float* d_pooled, const float* pooled, float*
     }
 }
 
-}  // namespace psrun::worker
+}  // namespace psrun::nn::kernels

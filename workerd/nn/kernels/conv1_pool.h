@@ -22,7 +22,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace psrun::worker {
+namespace psrun::nn::kernels {
 
 class FusedConv1Pool {
 public:
@@ -50,4 +50,4 @@ private:
     std::vector<float> accumulators_;     // threads x C/16 x (K*K + 1) x 16
 };
 
-}  // namespace psrun::worker
+}  // namespace psrun::nn::kernels
