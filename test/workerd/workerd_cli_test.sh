@@ -75,9 +75,23 @@ python3 -c "
 import json,sys; d=json.loads(open('$tmp/bench').read())
 assert d['images_per_sec'] > 0 and d['ms_per_step'] > 0 and d['model'] == 'mnist_deep'
 kinds = [(l['index'], l['kind']) for l in d['layers']]
-assert (3, 'conv2d+relu') in kinds and kinds[-1][1] == 'loss', kinds
+assert [k for _, k in kinds][-3:] == ['dropout', 'dense', 'loss'] and kinds[0][0] == 0 and any(i == 6 for i, _ in kinds), kinds
 assert d['ms_per_step_median'] > 0 and d['images_per_sec_median_step'] > 0
 print('ok: bench JSON', round(d['images_per_sec']), 'img/s')" || fail=1
+# Every zoo model benchmarks, with its layers by index and kind.
+for m in $("$psrun" model list | awk '{print $1}'); do
+  timeout 120 "$psrun" bench train --model "$m" --steps 2 --warmup-steps 1 --batch-size 8 >"$tmp/bench-$m"
+  rc=$?
+  check "bench train --model $m exits 0 (rc=$rc)" test "$rc" -eq 0
+  python3 -c "
+import json; d=json.loads(open('$tmp/bench-$m').read())
+assert d['model'] == '$m' and d['images_per_sec'] > 0 and d['layers'][-1]['kind'] == 'loss'
+assert all(l['forward_ms'] >= 0 and l['backward_ms'] >= 0 for l in d['layers'])
+print('ok: bench $m', len(d['layers']), 'layers,', round(d['images_per_sec']), 'img/s')" || fail=1
+done
+timeout 30 "$psrun" bench train --model no_such_model >/dev/null 2>"$tmp/err"
+check "bench with an unknown model exits 2" test $? -eq 2
+check "... and names the built-ins" grep -q "mnist_deep" "$tmp/err"
 timeout 30 "$psrun" bench train --precision fp8 >/dev/null 2>&1
 check "bench with a bad precision exits 2" test $? -eq 2
 exit $fail
