@@ -22,7 +22,7 @@ ModelDescription load(const std::string& name) {
 }  // namespace
 
 TEST_CASE("every built-in model parses and names itself") {
-    REQUIRE(builtin_models().size() == 6);
+    REQUIRE(builtin_models().size() == 7);
     for (const auto& builtin : builtin_models()) {
         INFO(builtin.name);
         const auto model = load(std::string(builtin.name));
@@ -39,6 +39,9 @@ TEST_CASE("built-in parameter counts equal the arithmetic by hand") {
     CHECK(load("dls_mlp").parameter_count == 784 * 100 + 100 + 100 * 10 + 10);  // 79510
     CHECK(load("mnist_cnn512").parameter_count == 5 * 5 * 1 * 32 + 32 + 5 * 5 * 32 * 64 + 64 + 3136 * 512 + 512 + 512 * 10 + 10);
     CHECK(load("mnist_cnn512").parameter_count == 1663370);
+    // mnist_deep's layout, other initializers: the same tensors, another architecture hash.
+    CHECK(load("mnist_low_level").parameter_count == load("mnist_deep").parameter_count);
+    CHECK(architecture_hash(load("mnist_low_level")) != architecture_hash(load("mnist_deep")));
     // c1 6@5x5 same: 28x28; s2 14x14; c3 16@5x5 valid: 10x10; s4 5x5 -> 400 features
     CHECK(load("lenet5").parameter_count ==
           5 * 5 * 1 * 6 + 6 + 5 * 5 * 6 * 16 + 16 + 400 * 120 + 120 + 120 * 84 + 84 + 84 * 10 + 10);  // 61706
