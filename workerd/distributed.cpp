@@ -169,9 +169,10 @@ int DistributedWorker::run() {
         if (!pulled) return fail("PULL", pulled.error());
         info = *pulled;
     }
-    spdlog::info("worker {}{} of {}: training from global step {} to {} on shard {} ({} ps shard{}), model {}",
+    spdlog::info("worker {}{} of {}: training from global step {} to {} on shard {}, batch {} ({} ps shard{}), model {}",
                  c.index, c.chief ? " (chief)" : "", c.num_workers, info.step, training_.steps, training_.shard,
-                 endpoints.size(), endpoints.size() == 1 ? "" : "s", describe_model(*config.model));
+                 training_.batch_size, endpoints.size(), endpoints.size() == 1 ? "" : "s",
+                 describe_model(*config.model));
 
     blocked.reset();
     std::unique_ptr<MetricsLog> metrics;
