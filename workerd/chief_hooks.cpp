@@ -9,6 +9,8 @@
 
 #include <omp.h>
 
+#include "workerd/nn/model_summary.h"
+
 namespace psrun::worker {
 
 namespace {
@@ -146,6 +148,8 @@ void SummaryHook::end(RunContext& ctx, const StepResult& last) {
           {"exchange", per_step(ctx.exchange_seconds)},
           {"param_copy", per_step(ctx.copy_seconds)}}},
         {"final_loss", last.loss},
+        {"model", ctx.trainer->model().name},
+        {"model_hash", nn::architecture_hash(ctx.trainer->model())},
         {"dataset", o.dataset},
         {"batch_size", o.batch_size},
         {"optimizer", o.optimizer},

@@ -53,10 +53,19 @@ std::vector<fs::path> checkpoints(const fs::path& model_dir) {
     return out;
 }
 
+std::string manifest_hash(const fs::path& model_dir);
+
 std::vector<std::string> local_args(const fs::path& model_dir, const std::string& model, int steps) {
     return {"local", "--ps", "2", "--workers", "2", "--grace", "20", "--", "--model", model, "--model-dir",
             model_dir.string(), "--steps", std::to_string(steps), "--eval-every", "0", "--log-every", "100",
             "--threads", "1", "--checkpoint-steps", "200", "--checkpoint-secs", "0"};
+}
+
+// The model hash the newest checkpoint's manifest records.
+std::string manifest_hash(const fs::path& model_dir) {
+    const auto all = checkpoints(model_dir);
+    REQUIRE(!all.empty());
+    return read_json(all.back() / "manifest.json")["model"]["hash"].get<std::string>();
 }
 
 // A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then closed).
@@ -130,6 +139,8 @@ TEST_CASE("dls_mlp through psd: recipe, checkpoints with the model, resume and e
     CHECK_THAT(log, Catch::Contains("adagrad"));
     const auto summary = read_json(model_dir / "summary.json");
     CHECK(summary["global_step"].get<long>() == 1000);
+    CHECK(summary["model"] == "dls_mlp");
+    CHECK(summary["model_hash"] == manifest_hash(model_dir));
     CHECK(summary["test_accuracy"].get<double>() > 0.9);
     const auto ckpts = checkpoints(model_dir);
     REQUIRE(!ckpts.empty());
