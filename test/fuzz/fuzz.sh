@@ -16,7 +16,7 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 
 # target -> "sources|libraries|max input length"
 declare -A targets=(
-  [wire]="common/wire.cpp common/shm_segment.cpp|-lz|4096"
+  [wire]="common/wire.cpp common/shm_segment.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp|-lz|4096"
   [hostlist]="launcher/hostlist.cpp|-lslurm -lfmt|256"
   [slurm_lists]="launcher/slurm_lists.cpp|-lfmt|256"
   [slurm_env]="launcher/slurm_env.cpp launcher/hostlist.cpp launcher/slurm_lists.cpp launcher/env_map.cpp|-lslurm -lfmt|1024"
@@ -26,7 +26,7 @@ declare -A targets=(
   [npy]="workerd/data/npy_reader.cpp workerd/data/reader_common.cpp workerd/data/labeled_images.cpp|-lz|4096"
   [checkpoint]="common/tensor_file.cpp common/crc32c.cpp common/checkpoint_store.cpp||4096"
   [job_keys]="common/job_keys.cpp|-lzmq|1024"
-  [model]="workerd/nn/field_reader.cpp workerd/nn/initializer.cpp workerd/nn/layer_conv2d.cpp workerd/nn/layer_dense.cpp workerd/nn/layer_kinds.cpp workerd/nn/layer_pointwise.cpp workerd/nn/layer_pool.cpp workerd/nn/model_description.cpp workerd/nn/model_summary.cpp workerd/nn/recipe.cpp workerd/nn/shape.cpp common/optimizer.cpp|-lcrypto|4096"
+  [model]="workerd/nn/field_reader.cpp workerd/nn/initializer.cpp workerd/nn/layer_conv2d.cpp workerd/nn/layer_dense.cpp workerd/nn/layer_kinds.cpp workerd/nn/layer_pointwise.cpp workerd/nn/layer_pool.cpp workerd/nn/model_description.cpp workerd/nn/model_summary.cpp workerd/nn/recipe.cpp workerd/nn/shape.cpp common/optimizer.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp|-lcrypto|4096"
 )
 
 target=${1:-}
