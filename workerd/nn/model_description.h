@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -30,6 +31,10 @@ struct ModelDescription {
     // Softmax cross-entropy of the logits; over the batch its mean (TF's reduce_mean) or sum.
     LossReduction reduction = LossReduction::kMean;
     std::optional<Recipe> recipe;
+    // Initial values of every parameter tensor, flat in parameter_init.h's order and plain
+    // layouts (a model imported from ONNX brings its initializers); null: draw them from the
+    // layers' initializers. Not part of the architecture hash or the JSON form.
+    std::shared_ptr<const std::vector<float>> initial_parameters;
     // Totals over the layers.
     std::int64_t parameter_count = 0;
     double flops = 0.0;        // forward, per example (layer_spec.h's convention)

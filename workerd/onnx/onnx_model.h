@@ -1,0 +1,30 @@
+// ONNX in and out (docs/models.md "Exporting", "Importing from PyTorch"): a model description
+// with its parameters as an ONNX inference graph, and an ONNX forward graph as PyTorch 1.13
+// exports it back as a description the engine trains. Uses ONNX's protobuf schema as Debian
+// ships it (libonnx-dev); thread-safe (no shared state).
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "common/result.h"
+#include "workerd/nn/model_description.h"
+
+namespace psrun::onnx_io {
+
+// The graph's input is "images" [N, C, H, W] (N symbolic, f32, pixels as training reads them);
+// its output "probabilities" [N, classes] is the softmax of the logits. Opset 13; dropout
+// removed; node and initializer names from the description's layer names.
+// REQUIRES: params.size() == model.parameter_count.
+Result<std::string> export_onnx(const nn::ModelDescription& model, std::span<const float> params);
+
+// Parses a serialized ModelProto. Success: a validated description (shape inference done)
+// whose initial_parameters hold the graph's initializers in the engine's layout. Errors
+// (kInvalidArgument, "model F: ..."): not ONNX, truncated, or a node the engine cannot train
+// (naming the node, its op type and what is unsupported).
+Result<nn::ModelDescription> import_onnx(std::string_view bytes, std::string_view source_name);
+// As above from a file (kIo when unreadable).
+Result<nn::ModelDescription> import_onnx_file(const std::string& path);
+
+}  // namespace psrun::onnx_io
