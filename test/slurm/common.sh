@@ -2,10 +2,18 @@
 # Sourced by the Slurm lab tests: brings up a private lab (test/slurm/lab.sh) and tears it down on EXIT,
 # then checks that no process of the lab is left (the recorded PIDs and the sandbox's PID namespace).
 # Provides: lab_start [NODES], fail MSG, note MSG, bg PID registration (track_pid), $LAB, $OUT, SLURM_CONF.
+# LAB_KIND=ns (set before sourcing): the network-namespace lab (nslab.sh, one namespace per node, links shaped
+# to RATE Mbit/s); clients then run in the controller's namespace through the LAB_EXEC prefix
+# ("${LAB_EXEC[@]}" timeout 30 srun ...), which is empty for the loopback lab.
 # A test script sets `set -euo pipefail`, sources this file and calls lab_start; it exits 0 on success.
 
 SLURM_TEST_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 LAB_SH=$SLURM_TEST_DIR/lab.sh
+LAB_EXEC=()
+if [ "${LAB_KIND:-}" = ns ]; then
+  LAB_SH=$SLURM_TEST_DIR/nslab.sh
+  LAB_EXEC=("$LAB_SH" exec)
+fi
 TEST_NAME=$(basename "$0" .sh)
 TRACKED_PIDS=()
 LAB=
@@ -33,6 +41,7 @@ lab_start() {
   mkdir -p "$OUT"
   trap lab_cleanup EXIT
   trap 'exit 143' TERM INT HUP   # so that a killed test (meson timeout, Ctrl-C) still takes its lab down
+  command -v tc >/dev/null && command -v nsenter >/dev/null || fail "tc/nsenter missing (jobs/setup.sh installs iproute2, util-linux)"
   NODES=${1:-3} CPUS=8 SANDBOX=1 RESV=${RESV:-200} "$LAB_SH" up >"$LAB/up.log" 2>&1 || {
     cat "$LAB/up.log" >&2
     fail "lab did not come up"
@@ -70,7 +79,7 @@ lab_verify_gone() {
     st=$(cat "/proc/$pid/stat" 2>/dev/null) || continue
     st=${st##*) }
     now=$(cut -d' ' -f20 <<<"$st")
-    if [ "$now" = "$start" ]; then
+    if [ "$now" = "$start" ] && [ "${st:0:1}" != Z ]; then   # a zombie has ended (G11: reaped late)
       echo "[$TEST_NAME] FAIL: lab process $pid still alive after down" >&2
       ok=1
     fi
@@ -87,6 +96,15 @@ lab_verify_gone() {
   else
     echo "[$TEST_NAME] FAIL: the sandbox's PID namespace was not recorded" >&2
     ok=1
+  fi
+  if [ -s "$LAB/run/netns" ]; then
+    local name
+    while read -r name; do
+      if [ -e "/run/netns/$name" ]; then
+        echo "[$TEST_NAME] FAIL: network namespace $name still exists after down" >&2
+        ok=1
+      fi
+    done <"$LAB/run/netns"
   fi
   [ $ok = 0 ] && note "down: all $(wc -l <"$LAB/run/pids") recorded lab processes and the PID namespace are gone"
   return $ok

@@ -31,26 +31,8 @@ cmd=${1:-}
 [ -n "${LAB:-}" ] || die_usage "set LAB to the lab directory (e.g. LAB=\$(mktemp -d /tmp/slurmlab.XXXX))"
 LAB=$(realpath -m "$LAB")
 CONF=$LAB/etc/slurm.conf
-
-# Runs a Slurm client against this lab, bounded in time.
-client() { SLURM_CONF=$CONF timeout "${CLIENT_TIMEOUT:-10}" "$@"; }
-
-# Prints "<pid> <start time>" so that a later check cannot be fooled by a reused PID.
-# Field 22 of /proc/PID/stat is the start time; the comm field before it may hold spaces, so cut after ") ".
-pid_stamp() {
-  local st
-  st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-  st=${st##*) }
-  echo "$1 $(cut -d' ' -f20 <<<"$st")"
-}
-
-# True while the process recorded as "<pid> <start time>" in file $1 still runs.
-stamp_alive() {
-  local pid start
-  [ -s "$1" ] || return 1
-  read -r pid start <"$1"
-  [ "$(pid_stamp "$pid" 2>/dev/null)" = "$pid $start" ]
-}
+# shellcheck source=test/slurm/lab_sandbox.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lab_sandbox.sh"
 
 # True if none of the ports $1..$1+$2-1 is bound on this host (TCP listen or any socket).
 ports_free() {
@@ -143,13 +125,6 @@ EOF
   chmod +x "$LAB/run/init.sh"
 }
 
-nodes_idle() { [ "$(client sinfo -h -t idle -o %D 2>/dev/null | awk '{s+=$1} END {print s+0}')" = "$NODES" ]; }
-
-dump_logs() {
-  local f
-  for f in "$LAB"/log/*.log; do [ -f "$f" ] && { echo "== $f"; tail -n 30 "$f"; }; done >&2
-}
-
 do_up() {
   NODES=${NODES:-3} CPUS=${CPUS:-8} SANDBOX=${SANDBOX:-1} RESV=${RESV:-200}
   DEF_MEM_PER_CPU=${DEF_MEM_PER_CPU:-400}
@@ -208,37 +183,13 @@ record_pids() {
   local out=$LAB/run/pids
   : >"$out"
   if [ "$SANDBOX" = 1 ]; then
-    local upid
-    read -r upid _ <"$LAB/run/unshare.pid"
-    cat "$LAB/run/unshare.pid" >>"$out"
-    local ns
-    ns=$(sandbox_ns) || return 0
-    echo "$ns" >"$LAB/run/pidns"
-    local p
-    for p in $(ns_members "$ns"); do pid_stamp "$p" >>"$out" || true; done
+    record_sandbox_pids "$out"
   else
     local f p
     for f in "$LAB"/run/slurm*.pid; do
       read -r p <"$f" && pid_stamp "$p" >>"$out" || true
     done
   fi
-}
-
-# The PID namespace of the sandbox (e.g. "pid:[4026532301]"), read from unshare's child (the init).
-sandbox_ns() {
-  local upid child
-  read -r upid _ <"$LAB/run/unshare.pid"
-  child=$(cat "/proc/$upid/task/$upid/children" 2>/dev/null | awk '{print $1}')
-  [ -n "$child" ] && readlink "/proc/$child/ns/pid"
-}
-
-# PIDs (root namespace) of every process in PID namespace $1.
-ns_members() {
-  local d
-  for d in /proc/[0-9]*; do
-    [ "$(readlink "$d/ns/pid" 2>/dev/null)" = "$1" ] && echo "${d#/proc/}"
-  done
-  return 0
 }
 
 load_env() {
@@ -252,17 +203,7 @@ do_down() {
   local rc=0
   # 1. cancel every job and wait (bounded) for the queue to empty: steps must not outlive slurmd (G2, G3).
   if [ -f "$CONF" ] && { [ "$SANDBOX" != 1 ] || stamp_alive "$LAB/run/unshare.pid"; }; then
-    local ids
-    ids=$(CLIENT_TIMEOUT=5 client squeue -h -o %i 2>/dev/null || true)
-    if [ -n "$ids" ]; then
-      # shellcheck disable=SC2086
-      CLIENT_TIMEOUT=5 client scancel $ids 2>/dev/null || true
-      local deadline=$((SECONDS + 15))
-      while [ -n "$(CLIENT_TIMEOUT=5 client squeue -h -o %i 2>/dev/null || true)" ]; do
-        ((SECONDS < deadline)) || { echo "lab.sh: jobs still queued after 15 s; killing anyway" >&2; break; }
-        sleep 0.1
-      done
-    fi
+    cancel_all_jobs
   fi
   # 2. kill by recorded PID, never by name.
   if [ "$SANDBOX" = 1 ]; then
@@ -280,41 +221,10 @@ do_down() {
     done <"$LAB/run/pids"
   fi
   # 3. wait (bounded) until every recorded process is gone.
-  local deadline=$((SECONDS + 10))
-  while ! all_gone; do
-    if ((SECONDS >= deadline)); then
-      echo "lab.sh: lab processes still alive after down:" >&2
-      live_pids >&2
-      rc=1
-      break
-    fi
-    sleep 0.05
-  done
+  wait_all_gone || rc=1
   [ $rc = 0 ] && echo "lab down: $LAB"
   return $rc
 }
-
-# Prints the recorded lab processes that still run (and, for the sandbox, anything left in its namespace).
-live_pids() {
-  local pid start seen=" "
-  if [ -f "$LAB/run/pids" ]; then
-    while read -r pid start; do
-      if [ "$(pid_stamp "$pid" 2>/dev/null)" = "$pid $start" ]; then
-        echo "$pid $(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline")"
-        seen+="$pid "
-      fi
-    done <"$LAB/run/pids"
-  fi
-  if [ -s "$LAB/run/pidns" ]; then
-    local p
-    for p in $(ns_members "$(cat "$LAB/run/pidns")"); do
-      [[ $seen == *" $p "* ]] || echo "$p $(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline") (in the sandbox)"
-    done
-  fi
-  return 0
-}
-
-all_gone() { [ -z "$(live_pids)" ]; }
 
 do_status() {
   load_env

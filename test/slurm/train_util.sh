@@ -22,7 +22,7 @@ run_job() {
   local name=$1 limit=$2 t0 pid
   shift 2
   t0=$(date +%s.%N)
-  timeout "$limit" sbatch --wait -o "$OUT/$name.out" "$@" >"$OUT/$name.sbatch" 2>&1 &
+  "${LAB_EXEC[@]}" timeout "$limit" sbatch --wait -o "$OUT/$name.out" "$@" >"$OUT/$name.sbatch" 2>&1 &
   pid=$!
   track_pid "$pid"
   JOB_RC=0
