@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "launcher/het_job.h"
 #include "launcher/role_assignment.h"
 #include "launcher/slurm_lists.h"
 
@@ -19,6 +20,12 @@ Result<std::vector<TaskRole>> step_roles(const SlurmEnv& step, const MapOptions&
         if (auto ok = check_task_list(*roles, step.num_tasks); !ok)
             return tl::unexpected(ok.error());
         return roles;
+    }
+    // A step over every component of a het job: psd on component 0, workers on the others.
+    if (!options.num_ps && step.het) {
+        auto roles = het_roles(*step.het, step.nodes, step.tasks_per_node);
+        if (!roles) return tl::unexpected(roles.error());
+        if (*roles) return std::move(**roles);
     }
     auto placement = parse_placement(options.placement);
     if (!placement) return tl::unexpected(placement.error());

@@ -168,6 +168,9 @@ Result<SlurmEnv> SlurmEnv::parse(const EnvMap& env) {
     auto step = read_number(env, "SLURM_STEP_ID", false, 0xffffffffL);
     if (!step) return tl::unexpected(step.error());
     s.step_id = static_cast<std::uint32_t>(step->value_or(0));
+    auto het = parse_het_groups(env);
+    if (!het) return tl::unexpected(het.error());
+    s.het = std::move(*het);
     return s;
 }
 

@@ -8,6 +8,7 @@
 
 #include "common/result.h"
 #include "launcher/env_map.h"
+#include "launcher/het_job.h"
 
 namespace psrun::launcher {
 
@@ -22,11 +23,13 @@ struct SlurmEnv {
     std::vector<int> resv_ports;  // SLURM_STEP_RESV_PORTS expanded; empty when unset
     std::uint32_t job_id = 0;
     std::uint32_t step_id = 0;
+    std::optional<HetGroups> het;  // the job's components when it is a het job (SLURM_HET_SIZE)
 
     // Parses a step task's environment. Reads SLURM_STEP_NODELIST (else SLURM_JOB_NODELIST),
     // SLURM_STEP_TASKS_PER_NODE (else SLURM_TASKS_PER_NODE), SLURM_STEP_NUM_TASKS (else
     // SLURM_NTASKS), SLURM_PROCID, SLURM_NODEID, SLURM_LOCALID, SLURM_CPUS_PER_TASK,
-    // SLURM_STEP_RESV_PORTS, SLURM_JOB_ID, SLURM_STEP_ID and SLURMD_NODENAME; SLURM_GTIDS, when
+    // SLURM_STEP_RESV_PORTS, SLURM_JOB_ID, SLURM_STEP_ID, SLURMD_NODENAME and the het-job
+    // components (het_job.h); SLURM_GTIDS, when
     // set, is cross-checked (its element SLURM_LOCALID must be SLURM_PROCID).
     // Errors: kNotFound outside any job; kInvalidArgument in a batch shell (no SLURM_STEP_ID and
     // no SLURM_STEP_NUM_TASKS) or when a variable is malformed or inconsistent; the message
