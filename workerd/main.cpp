@@ -81,6 +81,15 @@ int main(int argc, char** argv) {
     }
     psrun::init_logging(cluster.evaluator ? "evaluator" : "workerd", static_cast<int>(cluster.index), log_level);
     try {
+        if (options.synthetic_compute_ms > 0) {
+            // Before the model-dir lock: a synthetic run must not touch a real run's directory.
+            if (!options.model_dir.empty())
+                throw psrun::UsageError("--synthetic-compute-ms trains nothing (it only exercises the exchange "
+                                        "with psd), so it cannot write or restore checkpoints: drop --model-dir " +
+                                        options.model_dir);
+            spdlog::warn("SYNTHETIC COMPUTE: every step sleeps {} ms instead of training and pushes a constant "
+                         "gradient; nothing is learned (scale tests only)", options.synthetic_compute_ms);
+        }
         std::unique_ptr<psrun::ModelDirLock> dir_lock;  // one run per model dir, held until exit
         if (!options.model_dir.empty()) {
             if (run_id.empty())

@@ -74,6 +74,10 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                    "or oneDNN primitives only (off)")
         ->check(CLI::IsMember({"on", "off"}))
         ->capture_default_str();
+    app.add_option("--synthetic-compute-ms", o.synthetic_compute_ms,
+                   "scale tests only: sleep this long per step instead of computing, push a gradient of the "
+                   "model's size (trains nothing; refuses --model-dir)")
+        ->capture_default_str();
     app.add_option("--shard", o.shard, "this worker's shard i/n of the training set")
         ->capture_default_str();
 }
@@ -133,7 +137,10 @@ TrainerConfig make_trainer_config(const TrainOptions& o) {
     if (!(o.lr_decay_rate > 0.0f && o.lr_decay_rate <= 1.0f)) usage("--lr-decay-rate must be in (0, 1]");
     if (o.lr_decay_steps < 0) usage("--lr-decay-steps must be >= 0");
     if (auto d = parse_dataset_kind(o.dataset); !d) usage("--dataset: " + d.error().message);
+    if (!(o.synthetic_compute_ms >= 0 && o.synthetic_compute_ms <= 3.6e6))
+        usage("--synthetic-compute-ms must be in 0..3600000");
     TrainerConfig c;
+    c.synthetic_compute_ms = o.synthetic_compute_ms;
     if (o.description) {
         c.model = o.description;
     } else {

@@ -63,6 +63,11 @@ struct TrainOptions {
     // The hand-written AVX-512 kernels of the engine (nn::NetworkOptions::hand_kernels): "on"
     // (where a layer pattern matches one and the CPU allows) or "off" (oneDNN primitives only).
     std::string hand_kernels = "on";
+    // Scale tests only (docs/scaling.md): each step sleeps this long instead of forward/backward and
+    // produces a gradient of the model's real size and shape (every element 1e-7), so that many
+    // workers fit on a few cores while the exchange with psd is real. 0: off. Trains nothing, so
+    // it refuses --model-dir (no checkpoint of a real run is touched).
+    double synthetic_compute_ms = 0;
 };
 
 // Registers --data-dir ... --precision (and --shard) on `app`, bound to `options`.

@@ -28,6 +28,9 @@ struct TrainerConfig {
     std::uint64_t seed = 1;  // weights, shuffling and dropout
     ShardSpec shard;
     int eval_batch_size = 500;
+    // > 0: compute_gradients() sleeps this long and writes a constant gradient instead of running
+    // the network (scale tests: TrainOptions::synthetic_compute_ms).
+    double synthetic_compute_ms = 0;
 };
 
 class Trainer {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# An emulated multi-node Slurm 22.05 cluster on this one host: every node is its own network namespace (and
-# UTS namespace: `hostname` is n<i>) with one link to a bridge, shaped in both directions to RATE with `tbf`.
+# An emulated multi-node Slurm 22.05 cluster on this one host: every node is its own network namespace (with
+# its own hostname n<i> and /dev/shm) with one link to a bridge, shaped in both directions to RATE with `tbf`.
 # Traffic between tasks on different nodes crosses two shaped links (the sender's uplink, the receiver's
 # downlink), as on a cluster switch; tasks on one node talk over that node's loopback. The controller lives
 # in a namespace of its own that holds the bridge; clients (srun, sbatch, squeue) must run there: use
@@ -9,6 +9,7 @@
 #   LAB=/tmp/nl NODES=3 RATE=1000 test/slurm/nslab.sh up    # waits (<= 30 s) until every node is idle
 #   LAB=/tmp/nl test/slurm/nslab.sh exec srun -N3 hostname  # n1 n2 n3
 #   LAB=/tmp/nl test/slurm/nslab.sh shape 100               # re-shape every link to 100 Mbit/s (0: unshaped)
+#   LAB=/tmp/nl test/slurm/nslab.sh stats                   # per node: bytes sent and received on its link
 #   LAB=/tmp/nl test/slurm/nslab.sh down                    # scancel, kill the sandbox, delete the namespaces
 #
 # Environment (read by `up`, recorded in $LAB/lab.env):
@@ -16,6 +17,8 @@
 #   NODES  number of nodes, 1..200 (default 3)     CPUS  CPUs per node (default 8)
 #   RATE   link rate in Mbit/s per direction (default 1000; 0: unshaped)
 #   NET    first two octets of the lab's /16 (default 10.99): node i is NET.0.i, the controller NET.0.254
+#   SLURM  1 (default), or 0 for the network only (no Slurm, no sandbox): run processes on node N with
+#          `nslab.sh on N CMD...` (bench/scale.py does); `down` deletes the namespaces
 # Namespaces are named after a hash of LAB (psl<hash>c, psl<hash>n<i>), so labs in different directories can
 # run side by side. Everything the lab starts runs in one PID namespace (`unshare`), killed by PID at `down`.
 # Exit status: 0 ok, 1 the lab did not come up / go down, 2 usage error.
@@ -23,7 +26,7 @@ set -euo pipefail
 
 die_usage() { echo "nslab.sh: $*" >&2; exit 2; }
 cmd=${1:-}
-[ -n "$cmd" ] || die_usage "usage: LAB=DIR [NODES=3 RATE=1000 NET=10.99] nslab.sh up|down|status|shape MBIT|exec CMD..."
+[ -n "$cmd" ] || die_usage "usage: LAB=DIR [NODES=3 RATE=1000 NET=10.99] nslab.sh up|down|status|stats|shape MBIT|exec CMD...|on N CMD..."
 [ -n "${LAB:-}" ] || die_usage "set LAB to the lab directory (e.g. LAB=\$(mktemp -d /tmp/nslab.XXXX))"
 LAB=$(realpath -m "$LAB")
 CONF=$LAB/etc/slurm.conf
@@ -141,7 +144,10 @@ export SLURM_CONF=$CONF
 mount --bind $LAB/hosts /etc/hosts
 nsenter --net=/run/netns/$CTL_NS unshare --uts sh -c "hostname ctl && exec slurmctld -i"
 for ((i = 1; i <= $NODES; i++)); do
-  nsenter --net=/run/netns/${PFX}n\$i unshare --uts sh -c "hostname n\$i && exec slurmd -N n\$i"
+  # Its own UTS namespace (hostname n<i>) and mount namespace with a private /dev/shm: tasks on one node
+  # share memory (psrun's shared-memory exchange), tasks on different nodes cannot, as on real hosts.
+  nsenter --net=/run/netns/${PFX}n\$i unshare --uts --mount --propagation private \\
+    sh -c "mount -t tmpfs -o size=2g,mode=1777 tmpfs /dev/shm && hostname n\$i && exec slurmd -N n\$i"
 done
 trap '' TERM INT HUP
 while :; do sleep 3600 & wait \$! || true; done
@@ -173,6 +179,12 @@ do_up() {
   printf 'NODES=%s\nCPUS=%s\nRATE=%s\nNET=%s\nSANDBOX=1\n' "$NODES" "$CPUS" "$RATE" "$NET" >"$LAB/lab.env"
   { echo "$CTL_NS"; for ((i = 1; i <= NODES; i++)); do node_ns "$i"; done; } >"$LAB/netns"
   make_network || { delete_network; echo "nslab.sh: could not create the namespaces and links" >&2; exit 1; }
+  if [ "${SLURM:-1}" = 0 ]; then   # the network only: start processes with `nslab.sh on NODE CMD...`
+    mv "$LAB/netns" "$LAB/run/netns"
+    : >"$LAB/run/pids"
+    echo "nslab up (network only): LAB=$LAB NODES=$NODES RATE=${RATE} Mbit/s, node i at $NET.0.i"
+    return 0
+  fi
 
   setsid unshare --pid --fork --mount-proc --kill-child=SIGKILL --propagation private \
     "$LAB/run/init.sh" </dev/null >"$LAB/log/init.log" 2>&1 &
@@ -227,10 +239,30 @@ case $cmd in
     [[ ${2:-} =~ ^[0-9]+$ ]] || die_usage "shape needs a rate in Mbit/s (0: unshaped)"
     shape_all "$2"
     sed -i "s/^RATE=.*/RATE=$2/" "$LAB/lab.env" ;;
+  stats)
+    # One JSON line per node: bytes it sent (up) and received (down) on its link since `up`.
+    load_env
+    for ((i = 1; i <= NODES; i++)); do
+      in_ns "$(node_ns "$i")" ip -j -s link show dev eth0 | python3 -c '
+import json, sys
+s = json.load(sys.stdin)[0]["stats64"]
+print(json.dumps({"node": sys.argv[1], "up_bytes": s["tx"]["bytes"], "down_bytes": s["rx"]["bytes"]}))' "n$i"
+    done ;;
+  on)
+    # Runs CMD in node N's network namespace (not in the sandbox: node names do not resolve, use NET.0.N).
+    load_env
+    [[ ${2:-} =~ ^[0-9]+$ ]] && ((${2} >= 1 && ${2} <= NODES)) || die_usage "on needs a node number 1..$NODES"
+    node=$2
+    shift 2
+    [ $# -gt 0 ] || die_usage "on needs a command"
+    # A private /dev/shm per command: processes started on different nodes must not find each other's
+    # shared-memory segments (nor can two commands on one node: they talk over the node's loopback).
+    exec nsenter "--net=/run/netns/$(node_ns "$node")" unshare --mount --propagation private \
+      sh -c 'mount -t tmpfs -o size=2g,mode=1777 tmpfs /dev/shm && exec "$@"' on-node "$@" ;;
   exec)
     load_env
     shift
     [ $# -gt 0 ] || die_usage "exec needs a command"
     SLURM_CONF=$CONF exec "${CLIENT_WRAP[@]}" "$@" ;;
-  *) die_usage "unknown command '$cmd' (up, down, status, shape or exec)" ;;
+  *) die_usage "unknown command '$cmd' (up, down, status, stats, shape, exec or on)" ;;
 esac

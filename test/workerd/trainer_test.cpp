@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "test/workerd/random_images.h"
 #include "test/workerd/trainer_config.h"
@@ -118,6 +119,25 @@ TEST_CASE("gradients computed into outside memory (shared-memory regions) equal 
     CHECK(std::equal(outside.grads().all().begin(), outside.grads().all().end(), reference.grads().all().begin()));
     std::vector<float> misaligned(n + 1);
     CHECK_THROWS_AS(outside.use_gradient_memory({{misaligned.data() + 1, n}}), std::invalid_argument);
+}
+
+}  // namespace psrun::worker
+
+namespace psrun::worker {
+
+TEST_CASE("synthetic compute sleeps instead of training and writes a gradient of the model's size", "[trainer]") {
+    const LabeledImages data = test::random_images(64, 5);
+    TrainerConfig config = test::zoo_trainer_config("dls_mlp", 16);
+    config.synthetic_compute_ms = 30;
+    Trainer trainer(config, data, data);
+    trainer.grads().fill(0.5f);
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK(trainer.compute_gradients() == 0.0f);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    CHECK(ms >= 30.0);
+    const auto g = trainer.grads().all();
+    CHECK(g.size() == static_cast<std::size_t>(config.model->parameter_count));
+    CHECK(std::all_of(g.begin(), g.end(), [](float v) { return v == 1e-7f; }));
 }
 
 }  // namespace psrun::worker

@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""psrun's parameter servers on an emulated cluster: throughput for W workers and K psd shards.
+
+Every host is a network namespace of test/slurm/nslab.sh (network only, SLURM=0) with a link shaped to
+--rate Mbit/s in both directions. psd and workerd are started with `psrun run` and TF-style flags
+(--ps_hosts/--worker_hosts/--job_name/--task_index) inside their hosts; workers use synthetic compute
+(`--synthetic-compute-ms T`: sleep T per step, then push a gradient of the model's real size and pull
+the real parameters), so 32 workers fit on 2 cores while every byte crosses the shaped links.
+
+Placements: spread (K psd hosts + W worker hosts) and colocated (psd k on worker host k; needs K <= W).
+Measured: the chief's progress lines ("all workers N img/s") after the first --skip-lines, median;
+steps/s = img/s / batch (async: one global step per pushed gradient; sync: per aggregated update).
+Model (docs/scaling.md), with M the model's bytes, B the link rate, T the compute time:
+  async, overlap off:  t_worker = max(T + 2 M/B, W M / (K B))          steps/s = W / t_worker
+  sync (R = W replicas): t_step = T + 2 max(M/B, W M / (K B))          steps/s = 1 / t_step
+  colocated: a psd host's link also carries its own worker's traffic:  W M/(K B) -> (W-1) M/(K B) + M/B
+Prints one JSON line per configuration; --plot draws the curves with the model (gnuplot, PNG).
+Needs root (namespaces, tc). Example:
+  bench/scale.py --psrun build/launcher/psrun --workers 1,2,4,8,16,32 --shards 1,2,4 --rate 100 \
+      --compute-ms 100 --out /tmp/scale
+"""
+import argparse
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NSLAB = os.path.join(ROOT, "test", "slurm", "nslab.sh")
+MODEL_FLOATS = {"dls_mlp": 79510, "mnist_softmax": 7850, "mnist_deep": 3274634, "lenet5": 61706}
+PROGRESS = re.compile(r"step (\d+)/\d+ +\d+ img/s \(all workers (\d+)\)")
+
+
+def lab(env, *args, **kw):
+    return subprocess.run([NSLAB, *args], env=env, check=True, text=True, capture_output=True, **kw).stdout
+
+
+def model_times(cfg):
+    m_bits = MODEL_FLOATS[cfg["model"]] * 4 * 8
+    b = cfg["rate_mbit"] * 1e6
+    t = cfg["compute_ms"] / 1000
+    w, k = cfg["workers"], cfg["shards"]
+    own = m_bits / b
+    shard = w * m_bits / (k * b)
+    if cfg["placement"] == "colocated":
+        shard = (w - 1) * m_bits / (k * b) + own
+    if cfg["mode"] == "sync":
+        return 1.0 / (t + 2 * max(own, shard))
+    return w / max(t + 2 * own, shard)
+
+
+def run_config(args, cfg, env, port):
+    w, k = cfg["workers"], cfg["shards"]
+    if cfg["placement"] == "spread":
+        ps_hosts = list(range(1, k + 1))
+        worker_hosts = list(range(k + 1, k + w + 1))
+    else:
+        ps_hosts = list(range(1, k + 1))
+        worker_hosts = list(range(1, w + 1))
+    ps = ",".join(f"10.99.0.{h}:{port + 1}" for h in ps_hosts)
+    workers = ",".join(f"10.99.0.{h}:{port}" for h in worker_hosts)
+    steps = cfg["steps_per_worker"] * (w if cfg["mode"] == "async" else 1)
+    train = ["--model", cfg["model"], "--synthetic-compute-ms", str(cfg["compute_ms"]), "--steps", str(steps),
+             "--batch-size", str(args.batch_size), "--threads", "1", "--log-every", str(cfg["log_every"]),
+             "--data-dir", args.data_dir]
+    common = ["run", "--ps_hosts", ps, "--worker_hosts", workers]
+    if not args.auth:
+        common.append("--no-auth")
+    if cfg["mode"] == "sync":
+        common += ["--sync", "--replicas-to-aggregate", str(w)]
+    procs = []
+    logdir = tempfile.mkdtemp(prefix="scale-", dir=args.out)
+    try:
+        for i, h in enumerate(ps_hosts):
+            log = open(os.path.join(logdir, f"ps{i}.log"), "w")
+            procs.append(subprocess.Popen([NSLAB, "on", str(h), args.psrun, *common, "--job_name", "ps",
+                                           "--task_index", str(i), "--", *train],
+                                          env=env, stdout=log, stderr=subprocess.STDOUT))
+        for i, h in enumerate(worker_hosts):
+            log = open(os.path.join(logdir, f"worker{i}.log"), "w")
+            procs.append(subprocess.Popen([NSLAB, "on", str(h), args.psrun, *common, "--job_name", "worker",
+                                           "--task_index", str(i), "--", *train],
+                                          env=env, stdout=log, stderr=subprocess.STDOUT))
+        deadline = time.monotonic() + args.timeout
+        for p in procs:
+            p.wait(timeout=max(1, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout after {args.timeout} s", "logs": logdir}
+    finally:
+        for p in procs:  # by PID; a finished one is a no-op
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+    codes = [p.returncode for p in procs]
+    chief = open(os.path.join(logdir, "worker0.log")).read()
+    rates = [int(m.group(2)) for m in PROGRESS.finditer(chief)]
+    rates = rates[args.skip_lines:]
+    if any(codes) or len(rates) < 2:
+        return {"error": f"exit codes {codes}, {len(rates)} progress lines", "logs": logdir}
+    ips = statistics.median(rates)
+    # The chief's "all workers" rate is global steps x batch per second, in both modes.
+    return {"images_per_sec": ips, "steps_per_sec": ips / args.batch_size,
+            "progress_lines": len(rates), "logs": logdir}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--psrun", default=os.path.join(ROOT, "build", "launcher", "psrun"))
+    ap.add_argument("--workers", default="1,2,4,8,16,32")
+    ap.add_argument("--shards", default="1,2,4")
+    ap.add_argument("--modes", default="async")
+    ap.add_argument("--placements", default="spread")
+    ap.add_argument("--rate", type=int, default=100, help="link rate, Mbit/s per direction")
+    ap.add_argument("--compute-ms", type=float, default=100)
+    ap.add_argument("--model", default="dls_mlp", choices=sorted(MODEL_FLOATS))
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--steps-per-worker", type=int, default=40)
+    ap.add_argument("--skip-lines", type=int, default=2, help="progress lines dropped as warm-up")
+    ap.add_argument("--data-dir", default=os.path.expanduser("~/.cache/psrun/data/mnist"))
+    ap.add_argument("--auth", action="store_true", help="CURVE between the daemons (default: --no-auth)")
+    ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--out", default=tempfile.mkdtemp(prefix="psrun-scale-"))
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    workers = [int(x) for x in args.workers.split(",")]
+    shards = [int(x) for x in args.shards.split(",")]
+    placements = args.placements.split(",")
+    nodes = max(workers) + max(shards)
+    env = dict(os.environ, LAB=os.path.join(args.out, "lab"), NODES=str(nodes), RATE=str(args.rate), SLURM="0")
+    print(lab(env, "up").strip(), file=sys.stderr)
+    results = open(os.path.join(args.out, "scale.jsonl"), "a")
+    try:
+        port = 7000
+        for mode in args.modes.split(","):
+            for placement in placements:
+                for k in shards:
+                    for w in workers:
+                        if placement == "colocated" and k > w:
+                            continue
+                        cfg = {"mode": mode, "placement": placement, "workers": w, "shards": k,
+                               "rate_mbit": args.rate, "compute_ms": args.compute_ms, "model": args.model,
+                               "model_bytes": MODEL_FLOATS[args.model] * 4, "batch_size": args.batch_size,
+                               "steps_per_worker": args.steps_per_worker,
+                               "log_every": max(1, w if mode == "async" else 1) * 4}
+                        port += 2
+                        t0 = time.monotonic()
+                        r = run_config(args, cfg, env, port)
+                        cfg.update(r)
+                        cfg["seconds"] = round(time.monotonic() - t0, 1)
+                        cfg["model_steps_per_sec"] = round(model_times(cfg), 3)
+                        if "steps_per_sec" in cfg:
+                            cfg["steps_per_sec"] = round(cfg["steps_per_sec"], 3)
+                            cfg["vs_model"] = round(cfg["steps_per_sec"] / cfg["model_steps_per_sec"], 3)
+                        line = json.dumps(cfg)
+                        print(line, flush=True)
+                        results.write(line + "\n")
+                        results.flush()
+    finally:
+        print(lab(env, "down").strip(), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
