@@ -10,7 +10,8 @@ the real parameters), so 32 workers fit on 2 cores while every byte crosses the 
 Placements: spread (K psd hosts + W worker hosts) and colocated (psd k on worker host k; needs K <= W).
 Measured: the chief's progress lines ("all workers N img/s") after the first --skip-lines, median;
 steps/s = img/s / batch (async: one global step per pushed gradient; sync: per aggregated update).
-Model (docs/scaling.md), with M the model's bytes, B the link rate, T the compute time:
+Model (docs/scaling.md), with M the model's bytes, B the link's payload rate (--rate x 1448/1514), T the
+compute time:
   async, overlap off:  t_worker = max(T + 2 M/B, W M / (K B))          steps/s = W / t_worker
   sync (R = W replicas): t_step = T + 2 max(M/B, W M / (K B))          steps/s = 1 / t_step
   colocated: a psd host's link also carries its own worker's traffic:  W M/(K B) -> (W-1) M/(K B) + M/B
@@ -40,9 +41,13 @@ def lab(env, *args, **kw):
     return subprocess.run([NSLAB, *args], env=env, check=True, text=True, capture_output=True, **kw).stdout
 
 
+# TCP payload per byte on the shaped link: 1448-byte segments (MSS with timestamps) in 1514-byte frames.
+PAYLOAD_SHARE = 1448 / 1514
+
+
 def model_times(cfg):
     m_bits = MODEL_FLOATS[cfg["model"]] * 4 * 8
-    b = cfg["rate_mbit"] * 1e6
+    b = cfg["rate_mbit"] * 1e6 * PAYLOAD_SHARE
     t = cfg["compute_ms"] / 1000
     w, k = cfg["workers"], cfg["shards"]
     own = m_bits / b
@@ -113,6 +118,34 @@ def run_config(args, cfg, env, port):
             "progress_lines": len(rates), "logs": logdir}
 
 
+def plot(jsonl, png):
+    """Measured steps/s (points) and the model (lines) against W, one colour per K, with gnuplot."""
+    rows = [json.loads(l) for l in open(jsonl) if l.strip()]
+    rows = [r for r in rows if "steps_per_sec" in r]
+    groups = sorted({(r["mode"], r["placement"], r["shards"]) for r in rows})
+    data = os.path.splitext(png)[0] + ".dat"
+    with open(data, "w") as f:
+        for g in groups:
+            f.write(f"# {g[0]} {g[1]} K={g[2]}\n")
+            for r in sorted((r for r in rows if (r["mode"], r["placement"], r["shards"]) == g),
+                            key=lambda r: r["workers"]):
+                f.write(f"{r['workers']} {r['steps_per_sec']} {r['model_steps_per_sec']}\n")
+            f.write("\n\n")
+    r0 = rows[0]
+    title = (f"{r0['model']} ({r0['model_bytes'] // 1000} kB), links {r0['rate_mbit']} Mbit/s, "
+             f"compute {r0['compute_ms']:g} ms per step")
+    plots = []
+    for i, g in enumerate(groups):
+        label = f"{g[0]} {g[1]} K={g[2]}"
+        plots.append(f"'{data}' index {i} using 1:2 with linespoints lc {i + 1} pt 7 title '{label}: measured' noenhanced")
+        plots.append(f"'{data}' index {i} using 1:3 with lines lc {i + 1} dt 2 title '{label}: model' noenhanced")
+    script = (f"set terminal pngcairo size 900,600; set output '{png}'; set logscale x 2; set logscale y 2;"
+              f"set xlabel 'workers W'; set ylabel 'global steps/s'; set key left top; set grid;"
+              f"set title \"{title}\" noenhanced; plot " + ", ".join(plots))
+    subprocess.run(["gnuplot", "-e", script], check=True)
+    print(f"wrote {png}", file=sys.stderr)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--psrun", default=os.path.join(ROOT, "build", "launcher", "psrun"))
@@ -130,7 +163,11 @@ def main():
     ap.add_argument("--auth", action="store_true", help="CURVE between the daemons (default: --no-auth)")
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--out", default=tempfile.mkdtemp(prefix="psrun-scale-"))
+    ap.add_argument("--plot", metavar="PNG", help="only draw OUT/scale.jsonl into PNG (no measuring)")
     args = ap.parse_args()
+    if args.plot:
+        plot(os.path.join(args.out, "scale.jsonl"), args.plot)
+        return
     os.makedirs(args.out, exist_ok=True)
     workers = [int(x) for x in args.workers.split(",")]
     shards = [int(x) for x in args.shards.split(",")]
