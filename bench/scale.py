@@ -11,10 +11,9 @@ Placements: spread (K psd hosts + W worker hosts) and colocated (psd k on worker
 Measured: the chief's progress lines ("all workers N img/s") after the first --skip-lines, median;
 steps/s = img/s / batch (async: one global step per pushed gradient; sync: per aggregated update).
 Model (docs/scaling.md), with M the model's bytes, B the link's payload rate (--rate x 1448/1514), T the
-compute time:
-  async, overlap off:  t_worker = max(T + 2 M/B, W M / (K B))          steps/s = W / t_worker
-  sync (R = W replicas): t_step = T + 2 max(M/B, W M / (K B))          steps/s = 1 / t_step
-  colocated: a psd host's link also carries its own worker's traffic:  W M/(K B) -> (W-1) M/(K B) + M/B
+compute time (spread placement; colocated: a worker on a psd host reaches that shard over loopback):
+  async, overlap off:  steps/s = min(W / (T + 2 M/B), K B / M)   (each worker's own cycle; the shards' links)
+  sync (R = W replicas): steps/s = 1 / (T + 2 max(M/B, W M / (K B)))   (push phase, then pull phase)
 Prints one JSON line per configuration; --plot draws the curves with the model (gnuplot, PNG).
 Needs root (namespaces, tc). Example:
   bench/scale.py --psrun build/launcher/psrun --workers 1,2,4,8,16,32 --shards 1,2,4 --rate 100 \
@@ -46,17 +45,26 @@ PAYLOAD_SHARE = 1448 / 1514
 
 
 def model_times(cfg):
+    """Global steps/s the model predicts (see the module doc)."""
     m_bits = MODEL_FLOATS[cfg["model"]] * 4 * 8
     b = cfg["rate_mbit"] * 1e6 * PAYLOAD_SHARE
     t = cfg["compute_ms"] / 1000
     w, k = cfg["workers"], cfg["shards"]
-    own = m_bits / b
-    shard = w * m_bits / (k * b)
-    if cfg["placement"] == "colocated":
-        shard = (w - 1) * m_bits / (k * b) + own
+    # Workers whose host runs a psd reach that shard (1/K of the model) over the host's loopback.
+    local = min(w, k) if cfg["placement"] == "colocated" else 0
+    remote_per_shard = w - (1 if cfg["placement"] == "colocated" else 0)  # workers that reach a shard over links
+    own_local = m_bits * (k - 1) / k / b  # per direction, a worker on a psd host
+    own_remote = m_bits / b               # per direction, any other worker
     if cfg["mode"] == "sync":
-        return 1.0 / (t + 2 * max(own, shard))
-    return w / max(t + 2 * own, shard)
+        own = own_remote if w > local else own_local
+        return 1.0 / (t + 2 * max(own, remote_per_shard * m_bits / (k * b)))
+    compute_bound = local / (t + 2 * own_local) + (w - local) / (t + 2 * own_remote)
+    if remote_per_shard == 0:
+        return compute_bound
+    # Each step sends M/K to every shard; a shard's downlink takes B/(M/K) pushes per second from the
+    # workers that are not on its host, a fraction remote_per_shard/W of all steps.
+    shard_bound = k * b / m_bits * w / remote_per_shard
+    return min(compute_bound, shard_bound)
 
 
 def run_config(args, cfg, env, port):
