@@ -9,7 +9,7 @@ PACKAGES=(
   g++ pkg-config meson ninja-build cmake
   libslurm-dev slurmctld slurmd slurm-client
   libzmq3-dev cppzmq-dev libdnnl-dev libspdlog-dev catch2
-  nlohmann-json3-dev libcli11-dev zlib1g-dev libexpected-dev libssl-dev
+  nlohmann-json3-dev libcli11-dev zlib1g-dev libexpected-dev libssl-dev libpng-dev
   gnuplot-nox dataset-fashion-mnist util-linux iproute2 procps
   clang libclang-rt-dev
   python3-numpy
