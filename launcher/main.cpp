@@ -17,6 +17,7 @@
 #include "launcher/cmd_bench_train.h"
 #include "launcher/cmd_data.h"
 #include "launcher/cmd_eval.h"
+#include "launcher/cmd_export.h"
 #include "launcher/cmd_local.h"
 #include "launcher/cmd_model.h"
 #include "launcher/cmd_plan.h"
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
     psrun::launcher::add_model_command(app, ctx.exit_code);
     psrun::launcher::add_eval_command(app, ctx.exit_code);
     psrun::launcher::add_predict_command(app, ctx.exit_code);
+    psrun::launcher::add_export_command(app, ctx.exit_code);
     psrun::launcher::add_bench_train_command(app, ctx.exit_code);
     psrun::launcher::add_bench_ps_command(app, ctx.exit_code);
     psrun::launcher::add_bench_cluster_command(app, ctx.exit_code);
