@@ -6,6 +6,8 @@
 //  - predict: its arg-max on the IDX test images agrees with eval's diagonal, --output is a
 //    .npy numpy reads with rows summing to 1, and PGM (P5, P2) and PNG files of test images give
 //    the class and probability the same image gets in the IDX batch;
+//  - the checkpoint exported to ONNX (psrun export) gives the same accuracy and classes
+//    through --onnx;
 //  - each error (no checkpoint, a damaged one, labels != images, a wrong image shape, an
 //    unknown file type) exits 2 with a message saying what is wrong.
 #include <catch2/catch.hpp>
@@ -214,6 +216,31 @@ TEST_CASE("psrun eval and predict on a short mnist_softmax run", "[integration][
         CHECK(got.at(rgb.string()).first == want.first);
     }
 
+    // The same checkpoint exported to ONNX (psrun export) and read back through the importer:
+    // eval gives the same accuracy, predict the same classes.
+    const fs::path onnx = tmp.path / "onnx" / "model.onnx";
+    fs::create_directories(onnx.parent_path());
+    {
+        const Run exported = psrun_cmd(tmp.path, {"export", "--model-dir", model.string(), "-o", onnx.string()}, "export");
+        INFO(exported.output);
+        REQUIRE(exported.code == 0);
+        const Run onnx_eval = psrun_cmd(tmp.path, {"eval", "--onnx", onnx.string()}, "eval-onnx");
+        INFO(onnx_eval.output);
+        REQUIRE(onnx_eval.code == 0);
+        std::ifstream in(onnx.parent_path() / "eval.json");  // next to the ONNX file by default
+        const auto onnx_report = nlohmann::json::parse(in);
+        CHECK(std::abs(onnx_report["accuracy"].get<double>() - report["accuracy"].get<double>()) * 100 <= 0.05);
+        CHECK(onnx_report["step"].get<int>() == -1);
+        const Run onnx_idx = psrun_cmd(tmp.path, {"predict", "--onnx", onnx.string(), "--images", idx_images.string()},
+                                       "predict-onnx");
+        REQUIRE(onnx_idx.code == 0);
+        const auto onnx_pred = predictions(onnx_idx.output);
+        REQUIRE(onnx_pred.size() == 10000);
+        std::int64_t same = 0;
+        for (const auto& [name, v] : onnx_pred) same += v.first == by_index.at(name).first;
+        CHECK(same >= 9995);  // an exported graph holds the same floats; ties may break apart
+    }
+
     // --checkpoint: the older checkpoint loads.
     CHECK(psrun_cmd(tmp.path, {"eval", "--model-dir", model.string(), "--checkpoint", "150", "-o", (tmp.path / "e150").string()},
                     "eval-150")
@@ -271,5 +298,8 @@ TEST_CASE("psrun eval and predict on a short mnist_softmax run", "[integration][
         write_bytes(text, "these are not pixels\n");
         expect({"predict", "--model-dir", model.string(), "--images", text.string()}, "unknown image file type");
         expect({"predict", "--model-dir", model.string(), "--onnx", "x.onnx", "--images", text.string()}, "excludes");
+        expect({"predict", "--onnx", (tmp.path / "missing.onnx").string(), "--images", text.string()}, "missing.onnx");
+        expect({"predict", "--onnx", text.string(), "--images", idx_images.string()}, "notes.txt");
+        expect({"eval", "--onnx", onnx.string(), "--checkpoint", "150"}, "an ONNX file holds one set of parameters");
     }
 }
