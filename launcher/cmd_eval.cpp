@@ -121,7 +121,7 @@ void run_eval(const EvalOptions& o) {
         std::cerr << "psrun eval: no confusion.png: " << plot.error().message << "\n";
     else
         std::cout << "wrote " << png_path << "\n";
-    std::cout << "wrote " << json_path << std::endl;
+    std::cout << "wrote " << out_dir << "/eval.json" << std::endl;
 }
 
 }  // namespace
