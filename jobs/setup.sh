@@ -9,10 +9,11 @@ PACKAGES=(
   g++ pkg-config meson ninja-build cmake
   libslurm-dev slurmctld slurmd slurm-client
   libzmq3-dev cppzmq-dev libdnnl-dev libspdlog-dev catch2
-  nlohmann-json3-dev libcli11-dev zlib1g-dev libexpected-dev libssl-dev
+  nlohmann-json3-dev libcli11-dev zlib1g-dev libexpected-dev libssl-dev libpng-dev
   gnuplot-nox dataset-fashion-mnist util-linux iproute2 procps
   clang libclang-rt-dev
-  python3-numpy
+  libonnx-dev libprotobuf-dev
+  python3-numpy python3-onnx python3-opencv python3-torch
 )
 
 missing=()
@@ -25,6 +26,8 @@ if ! command -v npm >/dev/null 2>&1; then
 fi
 # clang + libclang-rt-dev: libFuzzer and the sanitizer runtimes for test/fuzz (the fuzz tests
 # are skipped, not failed, on a machine without them).
+# libonnx-dev libprotobuf-dev: ONNX's protobuf schema for psrun export and --model F.onnx;
+# python3-onnx, -opencv, -torch: test/onnx checks the exported files and imports PyTorch models.
 
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"

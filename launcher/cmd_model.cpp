@@ -8,6 +8,7 @@
 #include "common/result.h"
 #include "workerd/nn/model_summary.h"
 #include "workerd/nn/zoo.h"
+#include "workerd/onnx/model_loader.h"
 
 namespace psrun::launcher {
 
@@ -57,7 +58,7 @@ void print_table(const nn::ModelDescription& model) {
 }  // namespace
 
 void add_model_command(CLI::App& app, int& exit_code) {
-    CLI::App* model = app.add_subcommand("model", "inspect model descriptions (built-in or JSON files)");
+    CLI::App* model = app.add_subcommand("model", "inspect model descriptions (built-in, JSON or ONNX files)");
     model->require_subcommand(1);
     CLI::App* list = model->add_subcommand("list", "name the built-in models with one line each");
     list->callback([&exit_code] {
@@ -71,10 +72,10 @@ void add_model_command(CLI::App& app, int& exit_code) {
     auto options = std::make_shared<ShowOptions>();
     CLI::App* show = model->add_subcommand(
         "show", "per layer: output shape, parameters, forward MFLOP per example; totals; recipe");
-    show->add_option("model", options->model, "a built-in name (psrun model list) or a FILE.json path")->required();
+    show->add_option("model", options->model, "a built-in name (psrun model list), a FILE.json path or a FILE.onnx (imported)")->required();
     show->add_flag("--json", options->json, "print the summary as JSON");
     show->callback([options, &exit_code] {
-        auto parsed = nn::load_model(options->model);
+        auto parsed = onnx_io::load_any_model(options->model);
         if (!parsed) {
             std::cerr << "psrun model show: " << parsed.error().message << "\n";
             exit_code = kExitUsage;

@@ -16,9 +16,12 @@
 #include "launcher/cmd_bench_ps.h"
 #include "launcher/cmd_bench_train.h"
 #include "launcher/cmd_data.h"
+#include "launcher/cmd_eval.h"
+#include "launcher/cmd_export.h"
 #include "launcher/cmd_local.h"
 #include "launcher/cmd_model.h"
 #include "launcher/cmd_plan.h"
+#include "launcher/cmd_predict.h"
 #include "launcher/cmd_run.h"
 #include "launcher/cmd_stop.h"
 #include "launcher/command_context.h"
@@ -51,6 +54,9 @@ int main(int argc, char** argv) {
     psrun::launcher::add_stop_command(app, ctx.exit_code);
     psrun::launcher::add_data_command(app, ctx.exit_code);
     psrun::launcher::add_model_command(app, ctx.exit_code);
+    psrun::launcher::add_eval_command(app, ctx.exit_code);
+    psrun::launcher::add_predict_command(app, ctx.exit_code);
+    psrun::launcher::add_export_command(app, ctx.exit_code);
     psrun::launcher::add_bench_train_command(app, ctx.exit_code);
     psrun::launcher::add_bench_ps_command(app, ctx.exit_code);
     psrun::launcher::add_bench_cluster_command(app, ctx.exit_code);

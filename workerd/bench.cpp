@@ -9,7 +9,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include "workerd/nn/zoo.h"
+#include "workerd/onnx/model_loader.h"
 #include "workerd/rng.h"
 #include "workerd/train_options.h"
 #include "workerd/trainer.h"
@@ -42,7 +42,7 @@ nlohmann::json run_train_benchmark(const BenchOptions& o) {
     if (o.steps < 1 || o.warmup_steps < 0) throw UsageError("--steps must be >= 1");
     set_compute_threads(o.threads);
     TrainerConfig config;
-    auto model = nn::load_model(o.model);
+    auto model = onnx_io::load_any_model(o.model);
     if (!model) throw UsageError("--model " + o.model + ": " + model.error().message);
     config.model = std::make_shared<const nn::ModelDescription>(std::move(*model));
     config.network.batch_size = o.batch_size;

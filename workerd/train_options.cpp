@@ -2,14 +2,21 @@
 
 #include <omp.h>
 
-#include "workerd/nn/zoo.h"
+#include "workerd/onnx/model_loader.h"
 
 namespace psrun::worker {
 
 void add_train_options(CLI::App& app, TrainOptions& o) {
     app.add_option("--model", o.model,
-                   "the network: a built-in name (psrun model list) or a model file (docs/models.md); its recipe "
-                   "fills the options not given here")
+                   "the network: a built-in name (psrun model list), a model file (docs/models.md) or an ONNX "
+                   "file FILE.onnx (imported; docs/models.md \"Importing from PyTorch\"); its recipe fills the "
+                   "options not given here")
+        ->capture_default_str();
+    app.add_option("--init", o.init,
+                   "initial weights: model (the ONNX file's initializers when --model is one, else the "
+                   "description's initializers) or description (always draw from the description's initializers "
+                   "with --seed)")
+        ->check(CLI::IsMember({"model", "description"}))
         ->capture_default_str();
     app.add_option("--data-dir", o.data_dir,
                    "directory with the IDX files (default: ${XDG_CACHE_HOME:-$HOME/.cache}"
@@ -94,8 +101,9 @@ Result<nn::Precision> parse_precision(const std::string& name) {
 }
 
 void resolve_model(const CLI::App& app, TrainOptions& o) {
-    auto loaded = nn::load_model(o.model);
+    auto loaded = onnx_io::load_any_model(o.model);
     if (!loaded) throw UsageError("--model " + o.model + ": " + loaded.error().message);
+    if (o.init == "description") loaded->initial_parameters = nullptr;
     o.description = std::make_shared<const nn::ModelDescription>(std::move(*loaded));
     o.model_given = app.count("--model") > 0;
     if (!o.description->recipe) return;
@@ -144,8 +152,9 @@ TrainerConfig make_trainer_config(const TrainOptions& o) {
     if (o.description) {
         c.model = o.description;
     } else {
-        auto loaded = nn::load_model(o.model);
+        auto loaded = onnx_io::load_any_model(o.model);
         if (!loaded) usage("--model " + o.model + ": " + loaded.error().message);
+        if (o.init == "description") loaded->initial_parameters = nullptr;
         c.model = std::make_shared<const nn::ModelDescription>(std::move(*loaded));
     }
     c.network.batch_size = o.batch_size;

@@ -14,8 +14,12 @@
 namespace psrun::worker {
 
 struct TrainOptions {
-    // --model: a built-in name or a JSON file (docs/models.md); resolve_model() loads it.
+    // --model: a built-in name, a JSON file (docs/models.md) or an ONNX file; resolve_model()
+    // loads it (onnx_io::load_any_model).
     std::string model = "mnist_deep";
+    // --init: "model" starts from the model's initial_parameters when it brings them (an ONNX
+    // file's initializers), "description" always draws from the layers' initializers.
+    std::string init = "model";
     bool model_given = false;  // --model was on the command line (resolve_model sets it)
     std::shared_ptr<const nn::ModelDescription> description;
     std::string data_dir;  // empty: default_data_dir(dataset)

@@ -72,6 +72,9 @@ public:
     float forward(bool training, std::uint64_t seed = 0);
     // Arg-max class per example after the last forward or train step.
     std::span<const std::int32_t> predictions() const { return loss_->predictions(); }
+    // Softmax probabilities {batch, classes} of the last forward or train step into `out`
+    // (SoftmaxLoss::probabilities: computed on this call, not by the step).
+    void probabilities(std::span<float> out) const { loss_->probabilities(out); }
     // The following steps write into `grads` (same size, else std::invalid_argument; not
     // owned). No primitive rebuilt.
     void set_gradient_buffer(std::span<float> grads);

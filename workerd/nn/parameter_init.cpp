@@ -1,5 +1,6 @@
 #include "workerd/nn/parameter_init.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -69,6 +70,14 @@ void initialize_parameters(const ModelDescription& model, std::uint64_t seed, st
     if (params.size() != static_cast<std::size_t>(model.parameter_count))
         throw std::invalid_argument("initialize_parameters: buffer of " + std::to_string(params.size()) +
                                     " floats for " + std::to_string(model.parameter_count) + " parameters");
+    if (model.initial_parameters) {
+        const auto& initial = *model.initial_parameters;
+        if (initial.size() != params.size())
+            throw std::invalid_argument("initialize_parameters: the model brings " + std::to_string(initial.size()) +
+                                        " initial values for " + std::to_string(params.size()) + " parameters");
+        std::copy(initial.begin(), initial.end(), params.begin());
+        return;
+    }
     std::size_t offset = 0;
     std::uint64_t index = 0;
     for (const auto& layer : model.layers) {

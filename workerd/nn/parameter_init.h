@@ -22,6 +22,8 @@ std::vector<std::size_t> layer_param_offsets(const ModelDescription& model);
 // glorot_uniform: l = sqrt(6 / (fan_in + fan_out)); he_normal: truncated_normal with stddev
 // sqrt(2 / fan_in) (TF 1.x Keras, no 0.88 correction for the truncation as TF 2 applies);
 // zeros; constant. Fans as initializer.h. Deterministic for a seed on every build.
+// A model with initial_parameters (an ONNX import) is copied from them instead, seed unused;
+// std::invalid_argument when their size is not parameter_count.
 // REQUIRES: params.size() == model.parameter_count.
 void initialize_parameters(const ModelDescription& model, std::uint64_t seed, std::span<float> params);
 

@@ -1,5 +1,6 @@
 #include "workerd/nn/softmax_loss.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -78,6 +79,23 @@ float SoftmaxLoss::forward(std::span<const std::int32_t> labels, bool gradient) 
     if (dl != nullptr)
         for (auto& op : after_) op();
     return static_cast<float>(total / divisor);
+}
+
+void SoftmaxLoss::probabilities(std::span<float> out) const {
+    const auto n = static_cast<std::size_t>(batch_), z = static_cast<std::size_t>(classes_);
+    if (out.size() != n * z)
+        throw std::invalid_argument("SoftmaxLoss::probabilities: " + std::to_string(out.size()) + " floats for " +
+                                    std::to_string(n) + " x " + std::to_string(z));
+    // logits_ holds the plain f32 copy forward() made (or is the last layer's own plain dst).
+    const float* lg = static_cast<const float*>(logits_.get_data_handle());
+    for (std::size_t b = 0; b < n; ++b) {
+        const float* row = lg + b * z;
+        double mx = row[0];
+        for (std::size_t j = 1; j < z; ++j) mx = std::max(mx, double(row[j]));
+        double sum = 0;
+        for (std::size_t j = 0; j < z; ++j) sum += std::exp(double(row[j]) - mx);
+        for (std::size_t j = 0; j < z; ++j) out[b * z + j] = static_cast<float>(std::exp(double(row[j]) - mx) / sum);
+    }
 }
 
 }  // namespace psrun::nn

@@ -28,6 +28,10 @@ public:
     // REQUIRES: labels.size() == batch. A label outside [0, classes) throws std::out_of_range.
     float forward(std::span<const std::int32_t> labels, bool gradient);
     std::span<const std::int32_t> predictions() const { return predictions_; }
+    // Writes the softmax of the logits of the last forward() into `out` ({batch, classes}
+    // row-major, each row summing to 1; computed in double on demand, so training steps pay
+    // nothing for it). REQUIRES: out.size() == batch * classes (else std::invalid_argument).
+    void probabilities(std::span<float> out) const;
     std::int64_t batch() const { return batch_; }
     std::int64_t classes() const { return classes_; }
 

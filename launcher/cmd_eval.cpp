@@ -1,0 +1,147 @@
+#include "launcher/cmd_eval.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/checkpoint_store.h"
+#include "common/result.h"
+#include "launcher/confusion_plot.h"
+#include "launcher/model_source.h"
+#include "workerd/classification_report.h"
+#include "workerd/data/dataset_fetch.h"
+#include "workerd/data/idx_reader.h"
+#include "workerd/data/split_files.h"
+#include "workerd/datasets.h"
+#include "workerd/inference.h"
+#include "workerd/model_identity.h"
+#include "workerd/nn/model_summary.h"
+
+namespace psrun::launcher {
+namespace {
+
+struct EvalOptions {
+    ModelSourceOptions source;
+    std::string test_images;
+    std::string test_labels;
+    std::string dataset;  // empty: the recorded one, else mnist
+    std::string data_dir;
+    std::string output_dir;
+};
+
+// The labelled test split and how to name it in messages.
+struct TestSet {
+    worker::LabeledImages data;
+    worker::SplitNames names;
+    std::string description;  // "MNIST test split (/root/.cache/psrun/data/mnist)"
+};
+
+TestSet load_test_set(const EvalOptions& o, const worker::InferenceModel& model) {
+    TestSet set;
+    if (!o.test_images.empty() || !o.test_labels.empty()) {
+        if (o.test_images.empty() || o.test_labels.empty())
+            throw UsageError("give both --test-images F and --test-labels F (IDX or .npy files)");
+        if (!o.dataset.empty() || !o.data_dir.empty())
+            throw UsageError("--test-images/--test-labels and --dataset/--data-dir exclude each other: give one or the other");
+        const worker::SplitFiles files{o.test_images, o.test_labels};
+        auto split = worker::load_split_files("test", files, worker::ImageLayout::kAuto);
+        if (!split) throw UsageError(split.error().message);
+        set.data = std::move(*split);
+        set.names = worker::split_names("test", files);
+        set.description = "test images " + o.test_images;
+        return set;
+    }
+    std::string dataset = o.dataset.empty() ? model.dataset : o.dataset;
+    if (dataset == "files")
+        throw UsageError(model.source + " was trained on files (--train-images ...), not a dataset dir: give "
+                         "--test-images F --test-labels F");
+    if (dataset.empty()) dataset = "mnist";
+    auto kind = worker::parse_dataset_kind(dataset);
+    if (!kind) throw UsageError(kind.error().message);
+    const std::string dir = o.data_dir.empty() ? worker::default_data_dir(*kind) : o.data_dir;
+    auto split = worker::load_split(dir, "t10k");
+    if (!split)
+        throw UsageError(split.error().message + " (run `psrun data fetch --dataset " + dataset +
+                         (o.data_dir.empty() ? "" : " --data-dir " + o.data_dir) +
+                         "` first, or give --test-images F --test-labels F)");
+    set.data = std::move(*split);
+    set.names = {"test images in " + dir, "test labels in " + dir};
+    set.description = std::string(worker::to_string(*kind)) + " test split (" + dir + ")";
+    return set;
+}
+
+void run_eval(const EvalOptions& o) {
+    const worker::InferenceModel model = load_model_source(o.source);
+    TestSet test = load_test_set(o, model);
+    apply_normalization(o.source, test.data);
+    if (auto fits = worker::check_fits_model(test.data, test.names, worker::model_input(model.model)); !fits)
+        throw UsageError(fits.error().message);
+    const std::string out_dir = o.output_dir.empty() ? default_output_dir(o.source) : o.output_dir;
+    std::error_code ec;
+    std::filesystem::create_directories(out_dir, ec);
+    if (ec) throw UsageError("-o " + out_dir + ": cannot create it: " + ec.message());
+
+    const auto t0 = std::chrono::steady_clock::now();
+    auto probs = worker::predict_probabilities(model, test.data, o.source.batch_size);
+    if (!probs) throw std::runtime_error(probs.error().message);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const auto predicted = worker::arg_max(*probs, model.model.classes);
+    const auto report = worker::make_report(test.data.labels, predicted, static_cast<int>(model.model.classes));
+
+    std::cout << "model " << worker::describe_model(model.model) << " from " << model.source << "\n"
+              << test.data.size() << " images of the " << test.description << ", evaluated in "
+              << fmt::format("{:.2f}", seconds) << " s\n"
+              << fmt::format("accuracy {:.2f}% ({} of {})\n\n", 100 * report.accuracy(), report.correct,
+                             report.total)
+              << worker::report_table(report) << "\nconfusion matrix (rows: true class, columns: predicted class)\n"
+              << worker::confusion_text(report) << "\n";
+
+    nlohmann::json summary = worker::report_json(report);
+    summary["model"] = model.model.name;
+    summary["model_hash"] = nn::architecture_hash(model.model);
+    summary["source"] = model.source;
+    summary["step"] = model.step;
+    summary["test_set"] = test.description;
+    summary["eval_seconds"] = seconds;
+    const std::string json_path = std::filesystem::absolute(out_dir).string() + "/eval.json";
+    if (auto wrote = write_file_atomically(json_path, summary.dump(2) + "\n"); !wrote)
+        throw std::runtime_error(wrote.error().message);
+    const std::string png_path = out_dir + "/confusion.png";
+    const std::string title =
+        fmt::format("{}{}: accuracy {:.2f}% on {} images", model.model.name,
+                    model.step >= 0 ? fmt::format(" (step {})", model.step) : std::string(), 100 * report.accuracy(),
+                    report.total);
+    if (auto plot = plot_confusion(report, title, png_path); !plot)
+        std::cerr << "psrun eval: no confusion.png: " << plot.error().message << "\n";
+    else
+        std::cout << "wrote " << png_path << "\n";
+    std::cout << "wrote " << out_dir << "/eval.json" << std::endl;
+}
+
+}  // namespace
+
+void add_eval_command(CLI::App& app, int& exit_code) {
+    auto o = std::make_shared<EvalOptions>();
+    CLI::App* cmd = app.add_subcommand(
+        "eval", "accuracy, per-class precision/recall and the confusion matrix of a trained model on a test set");
+    add_model_source_options(*cmd, o->source);
+    cmd->add_option("--test-images", o->test_images, "test images (IDX or .npy) instead of the dataset's test split");
+    cmd->add_option("--test-labels", o->test_labels, "their labels (IDX or .npy)");
+    cmd->add_option("--dataset", o->dataset,
+                    "mnist or fashion-mnist (default: what the run recorded in summary.json, else mnist)");
+    cmd->add_option("--data-dir", o->data_dir, "where the dataset's files are (default: psrun data fetch's)");
+    cmd->add_option("-o,--output-dir", o->output_dir,
+                    "where confusion.png and eval.json go (default: the model dir, or the ONNX file's)");
+    cmd->callback([o, &exit_code] {
+        run_eval(*o);
+        exit_code = kExitOk;
+    });
+}
+
+}  // namespace psrun::launcher

@@ -1,0 +1,95 @@
+#include "launcher/cmd_predict.h"
+
+#include <bit>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "common/checkpoint_store.h"
+#include "common/result.h"
+#include "launcher/model_source.h"
+#include "workerd/datasets.h"
+#include "workerd/inference.h"
+#include "workerd/model_identity.h"
+#include "workerd/predict_inputs.h"
+
+namespace psrun::launcher {
+namespace {
+
+struct PredictOptions {
+    ModelSourceOptions source;
+    std::vector<std::string> images;
+    std::string output;
+};
+
+// A version 1.0 .npy file of a little-endian float32 C-order array [rows, cols] (numpy's
+// format: the header padded with spaces to a multiple of 64 bytes, ending in '\n').
+std::string npy_f32(const std::vector<float>& values, std::size_t rows, std::size_t cols) {
+    std::string dict = fmt::format("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, {}), }}", rows, cols);
+    dict.append(63 - (10 + dict.size()) % 64, ' ');
+    dict += '\n';
+    std::string out = "\x93NUMPY";
+    out += '\x01';
+    out += '\x00';
+    out += static_cast<char>(dict.size() & 0xff);
+    out += static_cast<char>(dict.size() >> 8);
+    out += dict;
+    static_assert(std::endian::native == std::endian::little, "the .npy writer assumes a little-endian host");
+    out.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+    return out;
+}
+
+void run_predict(const PredictOptions& o) {
+    if (o.images.empty()) throw UsageError("give --images F [F...]: IDX, .npy, PNG or PGM files");
+    const worker::InferenceModel model = load_model_source(o.source);
+    auto inputs = worker::load_predict_inputs(o.images, worker::model_input(model.model));
+    if (!inputs) throw UsageError(inputs.error().message);
+    apply_normalization(o.source, inputs->images);
+    for (const auto& note : inputs->notes) std::cerr << "psrun predict: " << note << "\n";
+    auto probs = worker::predict_probabilities(model, inputs->images, o.source.batch_size);
+    if (!probs) throw std::runtime_error(probs.error().message);
+    const auto classes = static_cast<std::size_t>(model.model.classes);
+    const std::size_t count = inputs->images.size();
+    std::cerr << "psrun predict: " << count << " images, model " << worker::describe_model(model.model) << " from "
+              << model.source << "\n";
+    if (!o.output.empty()) {
+        // Absolute: write_file_atomically fsyncs the file's directory, which a bare name lacks.
+        const std::string path = std::filesystem::absolute(o.output).string();
+        if (auto wrote = write_file_atomically(path, npy_f32(*probs, count, classes)); !wrote)
+            throw UsageError("--output " + o.output + ": " + wrote.error().message);
+        std::cerr << "psrun predict: wrote " << o.output << " (float32 [" << count << ", " << classes << "])\n";
+        return;
+    }
+    const auto predicted = worker::arg_max(*probs, model.model.classes);
+    std::string text;
+    std::size_t index = 0;  // across the IDX/.npy files
+    for (std::size_t i = 0; i < count; ++i) {
+        const std::string& name = inputs->names[i];
+        const float p = (*probs)[i * classes + static_cast<std::size_t>(predicted[i])];
+        text += fmt::format("{} {} {:.6f}\n", name.empty() ? std::to_string(index++) : name, predicted[i], p);
+    }
+    std::cout << text << std::flush;
+}
+
+}  // namespace
+
+void add_predict_command(CLI::App& app, int& exit_code) {
+    auto o = std::make_shared<PredictOptions>();
+    CLI::App* cmd = app.add_subcommand("predict", "classify images (IDX, .npy, PNG, PGM) with a trained model");
+    add_model_source_options(*cmd, o->source);
+    cmd->add_option("--images", o->images, "IDX or .npy files of images, or PNG/PGM files of one image each")
+        ->expected(1, -1);
+    cmd->add_option("--output", o->output,
+                    "write the probabilities as a float32 .npy [images, classes] here instead of printing");
+    cmd->callback([o, &exit_code] {
+        run_predict(*o);
+        exit_code = kExitOk;
+    });
+}
+
+}  // namespace psrun::launcher

@@ -1,0 +1,40 @@
+// What `psrun eval` and `psrun predict` share: where the trained model comes from (a model dir's
+// checkpoint or an ONNX file, workerd/inference.h), the batch size and the compute threads.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "workerd/inference.h"
+
+namespace psrun::launcher {
+
+struct ModelSourceOptions {
+    std::string model_dir;
+    std::string onnx;
+    std::int64_t checkpoint = -1;  // a step; -1: the newest checkpoint
+    std::int64_t batch_size = 500;
+    int threads = 0;  // 0: OpenMP's default
+    // --normalize as the training run was given it (runs record no normalization): applied
+    // after uint8 / 255, as in training. Empty: none.
+    std::string normalize;
+};
+
+// Registers --model-dir, --onnx (exclusive), --checkpoint, --batch-size, --threads and
+// --normalize on `cmd`.
+void add_model_source_options(CLI::App& cmd, ModelSourceOptions& options);
+
+// Loads the model (and sets the compute threads). Throws UsageError, saying what to do, when
+// neither or both sources are given, --checkpoint goes with --onnx, or loading fails (no
+// checkpoint, a damaged one, a bad ONNX file, no ONNX importer in this build).
+worker::InferenceModel load_model_source(const ModelSourceOptions& options);
+
+// Sets `images`' normalization from --normalize. Throws UsageError for a bad value.
+void apply_normalization(const ModelSourceOptions& options, worker::LabeledImages& images);
+
+// The directory outputs default to: the model dir, or the ONNX file's directory.
+std::string default_output_dir(const ModelSourceOptions& options);
+
+}  // namespace psrun::launcher

@@ -1,0 +1,135 @@
+// Export then import of every built-in model: the same architecture hash and the same
+// parameters bit for bit, with and without the description the export embeds (without it the
+// graph alone must carry the shapes and the dense layers' column order). And the training path:
+// initialize_parameters starts from a model's initial_parameters when it has them.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "workerd/nn/model_summary.h"
+#include "workerd/nn/parameter_init.h"
+#include "workerd/nn/zoo.h"
+#include "workerd/onnx/model_loader.h"
+#include "workerd/onnx/onnx_model.h"
+#include "workerd/onnx/onnx_proto.h"
+
+using namespace psrun;
+
+namespace {
+
+nn::ModelDescription builtin(std::string_view name) {
+    auto model = nn::load_model(name);
+    REQUIRE(model);
+    return *model;
+}
+
+std::vector<float> drawn(const nn::ModelDescription& model, std::uint64_t seed) {
+    std::vector<float> params(static_cast<std::size_t>(model.parameter_count));
+    nn::initialize_parameters(model, seed, params);
+    return params;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("every built-in model survives export and import: hash and parameters bit for bit", "[onnx]") {
+    for (const auto& b : nn::builtin_models()) {
+        INFO(b.name);
+        const auto model = builtin(b.name);
+        const auto params = drawn(model, 7);
+        auto bytes = onnx_io::export_onnx(model, params);
+        REQUIRE(bytes);
+        auto back = onnx_io::import_onnx(*bytes, std::string(b.name) + ".onnx");
+        INFO((back ? std::string() : back.error().message));
+        REQUIRE(back);
+        CHECK(nn::architecture_hash(*back) == nn::architecture_hash(model));
+        CHECK(nn::model_json(*back) == nn::model_json(model));
+        REQUIRE(back->initial_parameters);
+        CHECK(same_bits(*back->initial_parameters, params));
+    }
+}
+
+TEST_CASE("without the embedded description the graph alone gives the layers and the parameters", "[onnx]") {
+    for (const auto& b : nn::builtin_models()) {
+        INFO(b.name);
+        const auto model = builtin(b.name);
+        const auto params = drawn(model, 3);
+        auto bytes = onnx_io::export_onnx(model, params);
+        REQUIRE(bytes);
+        onnx::ModelProto proto;
+        REQUIRE(proto.ParseFromString(*bytes));
+        REQUIRE(proto.metadata_props_size() == 1);
+        CHECK(proto.metadata_props(0).key() == onnx_io::kDescriptionKey);
+        proto.clear_metadata_props();
+        auto back = onnx_io::import_onnx(proto.SerializeAsString(), "bare.onnx");
+        INFO((back ? std::string() : back.error().message));
+        REQUIRE(back);
+        // Shapes and parameter tensors agree layer by layer (dropout aside, which an export drops).
+        std::vector<const nn::LayerSpec*> expected;
+        for (const auto& l : model.layers)
+            if (l.kind != nn::LayerKind::kDropout) expected.push_back(&l);
+        REQUIRE(back->layers.size() == expected.size());
+        for (std::size_t i = 0; i < expected.size(); ++i) {
+            CHECK(back->layers[i].kind == expected[i]->kind);
+            CHECK(back->layers[i].output == expected[i]->output);
+            CHECK(back->layers[i].pads == expected[i]->pads);
+        }
+        CHECK(back->parameter_count == model.parameter_count);
+        REQUIRE(back->initial_parameters);
+        CHECK(same_bits(*back->initial_parameters, params));
+    }
+}
+
+TEST_CASE("the exported graph names its input, output, nodes and initializers after the layers", "[onnx]") {
+    const auto model = builtin("mnist_deep");
+    auto bytes = onnx_io::export_onnx(model, drawn(model, 1));
+    REQUIRE(bytes);
+    onnx::ModelProto proto;
+    REQUIRE(proto.ParseFromString(*bytes));
+    CHECK(proto.opset_import(0).version() == 13);
+    const auto& g = proto.graph();
+    CHECK(g.input(0).name() == "images");
+    CHECK(g.input(0).type().tensor_type().shape().dim(0).dim_param() == "N");
+    CHECK(g.output(0).name() == "probabilities");
+    std::vector<std::string> ops, names;
+    for (const auto& n : g.node()) {
+        ops.push_back(n.op_type());
+        names.push_back(n.name());
+    }
+    CHECK(ops == std::vector<std::string>{"Conv", "Relu", "MaxPool", "Conv", "Relu", "MaxPool", "Flatten", "Gemm",
+                                          "Relu", "Gemm", "Softmax"});
+    CHECK(names.front() == "conv1");
+    CHECK(g.initializer(0).name() == "conv1/w");
+    CHECK(onnx_io::export_onnx(model, std::vector<float>(10)).error().code == ErrorCode::kInvalidArgument);
+}
+
+TEST_CASE("dense columns: HWC to CHW and back", "[onnx]") {
+    const nn::ActivationShape in{3, 2, 2, false};  // 12 features
+    std::vector<float> w(24);
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i);
+    const auto chw = onnx_io::dense_columns_to_chw(w, 2, in);
+    // ONNX column (c*H + h)*W + x holds psrun's column (h*W + x)*C + c: c=1, h=0, x=1 -> 5 from 4.
+    CHECK(chw[5] == w[4]);
+    CHECK(chw[12 + 5] == w[12 + 4]);
+    CHECK(onnx_io::dense_columns_to_hwc(chw, 2, in) == w);
+}
+
+TEST_CASE("initialize_parameters copies a model's initial_parameters, size-checked", "[onnx]") {
+    auto model = builtin("mnist_softmax");
+    const auto fresh = drawn(model, 5);
+    std::vector<float> initial(static_cast<std::size_t>(model.parameter_count));
+    for (std::size_t i = 0; i < initial.size(); ++i) initial[i] = static_cast<float>(i) * 1e-4f;
+    model.initial_parameters = std::make_shared<const std::vector<float>>(initial);
+    CHECK(drawn(model, 5) == initial);
+    CHECK(drawn(model, 6) == initial);  // the seed does not matter
+    model.initial_parameters = std::make_shared<const std::vector<float>>(initial.begin(), initial.end() - 1);
+    std::vector<float> params(initial.size());
+    CHECK_THROWS_AS(nn::initialize_parameters(model, 5, params), std::invalid_argument);
+    model.initial_parameters = nullptr;
+    CHECK(drawn(model, 5) == fresh);
+}

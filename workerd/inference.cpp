@@ -1,0 +1,134 @@
+#include "workerd/inference.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <span>
+
+#include <nlohmann/json.hpp>
+
+#include "common/checkpoint_params.h"
+#include "common/checkpoint_store.h"
+#include "common/checkpointer.h"
+#include "workerd/data/sampler.h"
+#include "workerd/model_identity.h"
+#include "workerd/nn/network.h"
+#include "workerd/nn/zoo.h"
+#include "workerd/parameter_set.h"
+
+namespace psrun::worker {
+namespace {
+
+std::string list_steps(const std::vector<CheckpointInfo>& all) {
+    std::string text;
+    for (const auto& c : all) text += (text.empty() ? "" : ", ") + std::to_string(c.step);
+    return text;
+}
+
+// "dataset" of the chief's summary.json, if the model dir has one.
+std::string recorded_dataset(const std::string& model_dir) {
+    std::ifstream in(model_dir + "/summary.json");
+    if (!in) return "";
+    const auto j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("dataset") || !j["dataset"].is_string()) return "";
+    return j["dataset"].get<std::string>();
+}
+
+// The parameters of checkpoint `info` for the model its manifest records.
+Result<InferenceModel> load_one(const CheckpointInfo& info) {
+    auto manifest = CheckpointStore::read_manifest(info);
+    if (!manifest) return tl::unexpected(manifest.error());
+    // A manifest older than model records held TF's mnist_deep, the only model then.
+    auto fallback = nn::load_model("mnist_deep");
+    if (!fallback) return tl::unexpected(fallback.error());
+    auto model = model_from_record(manifest_model(*manifest), "checkpoint " + info.dir, *fallback);
+    if (!model) return tl::unexpected(model.error());
+    auto params = load_checkpoint_parameters(info.dir, wire_tensors(model_tensors(*model)));
+    if (!params) return tl::unexpected(params.error());
+    InferenceModel out;
+    out.model = std::move(*model);
+    out.params = std::move(params->values);
+    out.source = "checkpoint " + info.dir;
+    out.step = info.step;
+    return out;
+}
+
+}  // namespace
+
+Result<InferenceModel> load_checkpoint_model(const std::string& model_dir, std::optional<std::int64_t> step) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(model_dir, ec))
+        return make_error(ErrorCode::kNotFound, "model dir " + model_dir +
+                                                    " does not exist: give the --model-dir a training run wrote");
+    const CheckpointStore store(model_dir, 1);
+    const auto all = store.list();
+    if (all.empty())
+        return make_error(ErrorCode::kNotFound,
+                          "model dir " + model_dir +
+                              " holds no checkpoint (no ckpt-<step>/ with a manifest): train into it first, with "
+                              "checkpoints (the chief writes one at the last step), or give another --model-dir");
+    auto chosen = all.end() - 1;
+    if (step) {
+        chosen = std::find_if(all.begin(), all.end(), [&](const CheckpointInfo& c) { return c.step == *step; });
+        if (chosen == all.end())
+            return make_error(ErrorCode::kNotFound, "model dir " + model_dir + " has no checkpoint of step " +
+                                                        std::to_string(*step) + "; it has steps " +
+                                                        list_steps(all));
+    }
+    auto loaded = load_one(*chosen);
+    if (!loaded) {
+        if (loaded.error().code == ErrorCode::kNotFound) return loaded;
+        // Name an older checkpoint that verifies, if there is one, as the way out.
+        std::string advice = "; no older checkpoint verifies either (retrain, or restore the model dir from a copy)";
+        for (auto it = std::make_reverse_iterator(chosen); it != all.rend(); ++it) {
+            if (load_one(*it)) {
+                advice = "; use --checkpoint " + std::to_string(it->step) + " (the newest older one that verifies)";
+                break;
+            }
+        }
+        return make_error(ErrorCode::kInvalidArgument, "checkpoint of step " + std::to_string(chosen->step) +
+                                                           " is damaged: " + loaded.error().message + advice);
+    }
+    loaded->dataset = recorded_dataset(model_dir);
+    return loaded;
+}
+
+Result<std::vector<float>> predict_probabilities(const InferenceModel& model, const LabeledImages& images,
+                                                 std::int64_t batch_size) {
+    if (batch_size < 1)
+        return make_error(ErrorCode::kInvalidArgument, "batch size " + std::to_string(batch_size) + " < 1");
+    const std::size_t count = images.size();
+    const auto classes = static_cast<std::size_t>(model.model.classes);
+    std::vector<float> out(count * classes);
+    if (count == 0) return out;
+    nn::NetworkOptions options;
+    options.forward_only = true;
+    options.batch_size = static_cast<std::int64_t>(std::min<std::size_t>(static_cast<std::size_t>(batch_size), count));
+    auto network = nn::Network::create(model.model, options, model.params, {});
+    if (!network) return tl::unexpected(network.error());
+    nn::Network& net = **network;
+    const auto batch = static_cast<std::size_t>(options.batch_size);
+    std::vector<std::uint32_t> indices(batch);
+    std::vector<float> probs(batch * classes);
+    for (std::size_t start = 0; start < count; start += batch) {
+        const std::size_t valid = std::min(batch, count - start);
+        for (std::size_t i = 0; i < batch; ++i) indices[i] = static_cast<std::uint32_t>(i < valid ? start + i : 0);
+        fill_batch(images, indices, net.input(), net.labels());
+        net.forward(false);
+        net.probabilities(probs);
+        std::copy_n(probs.begin(), valid * classes, out.begin() + static_cast<std::ptrdiff_t>(start * classes));
+    }
+    return out;
+}
+
+std::vector<std::int32_t> arg_max(const std::vector<float>& probabilities, std::int64_t classes) {
+    const auto z = static_cast<std::size_t>(classes);
+    std::vector<std::int32_t> out(z == 0 ? 0 : probabilities.size() / z);
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        const auto row = probabilities.begin() + static_cast<std::ptrdiff_t>(i * z);
+        out[i] = static_cast<std::int32_t>(std::max_element(row, row + static_cast<std::ptrdiff_t>(z)) - row);
+    }
+    return out;
+}
+
+}  // namespace psrun::worker

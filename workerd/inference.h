@@ -1,0 +1,55 @@
+// Inference with a trained model outside a training job (`psrun eval`, `psrun predict`): a model
+// and its parameters loaded from a model dir's checkpoint or an ONNX file, and the engine run
+// forward-only (nn::NetworkOptions::forward_only) over a set of images in batches, giving the
+// softmax probabilities per image. Pixels go through fill_batch (workerd/data/sampler.h), the
+// very conversion training applies (uint8 / 255, float32 as stored, then any normalization).
+// Not thread-safe; the engine runs on the OpenMP threads.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "workerd/data/labeled_images.h"
+#include "workerd/nn/model_description.h"
+
+namespace psrun::worker {
+
+struct InferenceModel {
+    nn::ModelDescription model;
+    std::vector<float> params;  // model.parameter_count floats, the engine's flat layout
+    std::string source;         // "checkpoint D/ckpt-0000000300" or "ONNX file F", for messages
+    std::int64_t step = -1;     // the checkpoint's global step; -1 for an ONNX file
+    std::string dataset;        // D/summary.json's "dataset" ("mnist", "fashion-mnist", "files"); empty: unknown
+};
+
+// The model the checkpoint of `step` (nullopt: the newest) in `model_dir` records, with its
+// parameters, every tensor's CRC32C verified. Errors, each saying what to do:
+//  - kNotFound: no such directory, no committed checkpoint in it, or none of `step` (naming the
+//    steps there are);
+//  - kInvalidArgument: the checkpoint is damaged (naming the file, and the newest older
+//    checkpoint that verifies, if any), or its model record cannot be rebuilt.
+[[nodiscard]] Result<InferenceModel> load_checkpoint_model(const std::string& model_dir,
+                                                           std::optional<std::int64_t> step);
+
+// A model imported from an ONNX file (workerd/onnx/onnx_model.h) with its initializers.
+// Errors: the importer's (kIo unreadable, kInvalidArgument not ONNX or unsupported); kUnsupported
+// when this build has no ONNX importer.
+[[nodiscard]] Result<InferenceModel> load_onnx_model(const std::string& path);
+
+// Softmax probabilities, images.size() rows of model.classes floats (row-major). Runs batches
+// of min(batch_size, images.size()) examples; the last partial batch is padded with the first
+// image and the padding discarded. REQUIRES: the images have the model's input shape and every
+// label is in [0, classes) (check_fits_model). Errors: kInvalidArgument for batch_size < 1;
+// the engine's (kUnsupported when oneDNN cannot build a layer).
+[[nodiscard]] Result<std::vector<float>> predict_probabilities(const InferenceModel& model,
+                                                               const LabeledImages& images,
+                                                               std::int64_t batch_size);
+
+// The arg-max class of each row of `probabilities` (rows of `classes` floats; the first
+// maximum on ties, as the loss's predictions()).
+std::vector<std::int32_t> arg_max(const std::vector<float>& probabilities, std::int64_t classes);
+
+}  // namespace psrun::worker

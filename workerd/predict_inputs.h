@@ -1,0 +1,29 @@
+// The images `psrun predict --images F...` classifies, each file's format chosen by its content
+// (gzip either way): IDX (as MNIST ships), NumPy .npy (uint8 or float32; shape (N, H, W),
+// (N, C, H, W), (N, H, W, C) or (N, C*H*W) flattened, as the model's input needs), or one image
+// per PNG or PGM file. Pixels are then converted exactly as training converts them (uint8 / 255,
+// float32 as stored: workerd/data/sampler.h). Every image must have the model's input shape.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "workerd/data/labeled_images.h"
+
+namespace psrun::worker {
+
+struct PredictInputs {
+    LabeledImages images;            // every label 0 (none are known)
+    std::vector<std::string> names;  // per image: its file for a PNG/PGM, else empty (name it by index)
+    std::vector<std::string> notes;  // conversions worth telling the user ("F: colour PNG read as gray")
+};
+
+// Reads every file in order into one array. Errors (kInvalidArgument, naming the file and
+// saying what would be accepted): unreadable or missing file, a format none of the above, a
+// damaged file, an image shape other than model's channels x height x width. A colour PNG for a
+// 1-channel model is converted to gray (noted), as is a gray one for a 3-channel model.
+[[nodiscard]] Result<PredictInputs> load_predict_inputs(const std::vector<std::string>& paths,
+                                                        const ModelInput& model);
+
+}  // namespace psrun::worker
