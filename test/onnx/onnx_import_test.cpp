@@ -2,7 +2,6 @@
 // parameters in the engine's layouts, and a refusal naming the node for each thing the
 // engine cannot train; never a crash on a damaged file.
 #include <catch2/catch.hpp>
-
 #include <string>
 
 #include "test/onnx/onnx_test_graph.h"
@@ -85,7 +84,8 @@ TEST_CASE("refusals name the node, its op and what the engine cannot honour", "[
         auto g = small_cnn();
         g.node("/1/Relu")->set_op_type("LeakyRelu");
         const auto msg = refusal(g);
-        CHECK_THAT(msg, Catch::Contains("node '/1/Relu' (LeakyRelu): the engine has no such layer"));
+        CHECK_THAT(msg,
+                   Catch::Contains("node '/1/Relu' (LeakyRelu): the engine has no such layer"));
     }
     SECTION("a branch: a value consumed twice") {
         auto g = small_cnn();
@@ -101,7 +101,9 @@ TEST_CASE("refusals name the node, its op and what the engine cannot honour", "[
         flat->clear_attribute();
         g.add_input(*flat, "s");  // the shape PyTorch computes for x.view(x.size(0), -1)
         g.add_node("Shape", "shape_of", {"/2/MaxPool_output_0"}, "s");
-        CHECK_THAT(refusal(g), Catch::Contains("node '/3/Flatten' (Reshape): its shape 's' is computed, not a constant"));
+        CHECK_THAT(refusal(g),
+                   Catch::Contains(
+                       "node '/3/Flatten' (Reshape): its shape 's' is computed, not a constant"));
     }
     SECTION("ceil_mode=1") {
         auto g = small_cnn();
@@ -133,7 +135,9 @@ TEST_CASE("refusals name the node, its op and what the engine cannot honour", "[
     SECTION("a missing initializer") {
         auto g = small_cnn();
         g.model.mutable_graph()->mutable_initializer()->DeleteSubrange(2, 1);
-        CHECK_THAT(refusal(g), Catch::Contains("node '/4/Gemm' (Gemm): weight '4.weight' is a missing initializer"));
+        CHECK_THAT(
+            refusal(g),
+            Catch::Contains("node '/4/Gemm' (Gemm): weight '4.weight' is a missing initializer"));
     }
     SECTION("a Softmax that is not last, a dead node, two inputs, another opset") {
         auto g = small_cnn();
@@ -149,13 +153,17 @@ TEST_CASE("refusals name the node, its op and what the engine cannot honour", "[
 
 TEST_CASE("damaged files are refused, never a crash", "[onnx]") {
     const std::string bytes = small_cnn().bytes();
-    CHECK_THAT(onnx_io::import_onnx("", "e.onnx").error().message, Catch::Contains("not an ONNX model"));
-    CHECK_THAT(onnx_io::import_onnx("{\"format\": 1}", "j.onnx").error().message, Catch::Contains("not an ONNX model"));
+    CHECK_THAT(onnx_io::import_onnx("", "e.onnx").error().message,
+               Catch::Contains("not an ONNX model"));
+    CHECK_THAT(onnx_io::import_onnx("{\"format\": 1}", "j.onnx").error().message,
+               Catch::Contains("not an ONNX model"));
     int accepted = 0;
     for (std::size_t n = 0; n < bytes.size(); ++n) {
         auto m = onnx_io::import_onnx(std::string_view(bytes).substr(0, n), "t.onnx");
-        if (m) ++accepted;
-        else CHECK(m.error().message.rfind("model t.onnx: ", 0) == 0);
+        if (m)
+            ++accepted;
+        else
+            CHECK(m.error().message.rfind("model t.onnx: ", 0) == 0);
     }
     CHECK(accepted == 0);
     std::string flipped = bytes;
