@@ -59,7 +59,7 @@ TEST_CASE("a PyTorch-style CNN imports as the engine's layers with its weights",
     CHECK(p.back() == floats(g.model.graph().initializer(3)).back());
 }
 
-TEST_CASE("opset 11 and 12 graphs, Identity, Dropout and MatMul+Add import", "[onnx]") {
+TEST_CASE("opset 11 and 12 graphs, Identity and Dropout import", "[onnx]") {
     for (const std::int64_t opset : {11, 12}) {
         auto g = small_cnn(opset);
         CHECK(onnx_io::import_onnx(g.bytes(), "t.onnx"));
@@ -77,6 +77,34 @@ TEST_CASE("opset 11 and 12 graphs, Identity, Dropout and MatMul+Add import", "[o
     REQUIRE(m);
     CHECK(m->layers[1].kind == nn::LayerKind::kDropout);
     CHECK(m->layers[1].keep_prob == Approx(0.75));
+}
+
+TEST_CASE("MatMul + Add imports as the Gemm it is equivalent to", "[onnx]") {
+    auto gemm = small_cnn();
+    auto expected = onnx_io::import_onnx(gemm.bytes(), "t.onnx");
+    REQUIRE(expected);
+    auto g = small_cnn();
+    auto* node = g.node("/4/Gemm");
+    node->set_op_type("MatMul");
+    node->clear_attribute();
+    node->mutable_input()->RemoveLast();  // the bias goes to the Add
+    node->set_output(0, "mm");
+    g.add_node("Add", "/4/Add", {"4.bias", "mm"}, "/4/Gemm_output_0");
+    auto& w = *g.model.mutable_graph()->mutable_initializer(2);  // [3, 32] -> [32, 3]
+    const auto values = floats(w);
+    std::vector<float> t(values.size());
+    for (int u = 0; u < 3; ++u)
+        for (int f = 0; f < 32; ++f)
+            t[static_cast<std::size_t>(f * 3 + u)] = values[static_cast<std::size_t>(u * 32 + f)];
+    w.clear_dims();
+    w.add_dims(32);
+    w.add_dims(3);
+    w.set_raw_data(std::string(reinterpret_cast<const char*>(t.data()), t.size() * sizeof(float)));
+    auto m = onnx_io::import_onnx(g.bytes(), "t.onnx");
+    INFO((m ? std::string() : m.error().message));
+    REQUIRE(m);
+    CHECK(nn::architecture_hash(*m) == nn::architecture_hash(*expected));
+    CHECK(*m->initial_parameters == *expected->initial_parameters);
 }
 
 TEST_CASE("refusals name the node, its op and what the engine cannot honour", "[onnx]") {
