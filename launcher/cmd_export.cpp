@@ -34,27 +34,32 @@ CheckpointInfo choose(const ExportOptions& o) {
     const CheckpointStore store(o.model_dir, 1);
     const auto all = store.list();
     if (all.empty())
-        throw UsageError("--model-dir " + o.model_dir + " holds no checkpoint (ckpt-<step>/): export reads what a "
-                         "run with psd saved there (psrun local --ps 1 ... -- --model-dir " + o.model_dir + ")");
+        throw UsageError("--model-dir " + o.model_dir +
+                         " holds no checkpoint (ckpt-<step>/): export reads what a "
+                         "run with psd saved there (psrun local --ps 1 ... -- --model-dir " +
+                         o.model_dir + ")");
     if (!o.checkpoint) return all.back();
     for (const auto& c : all)
         if (c.step == *o.checkpoint) return c;
-    throw UsageError("--checkpoint " + std::to_string(*o.checkpoint) + ": no such checkpoint in " + o.model_dir +
-                     " (steps: " + steps_text(all) + ")");
+    throw UsageError("--checkpoint " + std::to_string(*o.checkpoint) + ": no such checkpoint in " +
+                     o.model_dir + " (steps: " + steps_text(all) + ")");
 }
 
 void run_export(const ExportOptions& o) {
     const CheckpointInfo info = choose(o);
     auto manifest = CheckpointStore::read_manifest(info);
     if (!manifest) throw UsageError("checkpoint " + info.dir + ": " + manifest.error().message);
-    auto model = worker::model_from_record(manifest_model(*manifest), "checkpoint " + info.dir, nn::ModelDescription{});
+    auto model = worker::model_from_record(manifest_model(*manifest), "checkpoint " + info.dir,
+                                           nn::ModelDescription{});
     if (!model) throw UsageError(model.error().message);
-    auto params = load_checkpoint_parameters(info.dir, worker::wire_tensors(worker::model_tensors(*model)));
+    auto params =
+        load_checkpoint_parameters(info.dir, worker::wire_tensors(worker::model_tensors(*model)));
     if (!params) {
         std::string older;
         const CheckpointStore store(o.model_dir, 1);
-        if (auto valid = store.latest_valid(nullptr)) older = "; the newest valid one is step " + std::to_string(valid->step) +
-                                                              " (--checkpoint " + std::to_string(valid->step) + ")";
+        if (auto valid = store.latest_valid(nullptr))
+            older = "; the newest valid one is step " + std::to_string(valid->step) +
+                    " (--checkpoint " + std::to_string(valid->step) + ")";
         throw UsageError("checkpoint " + info.dir + " is damaged, as a restore would refuse it: " +
                          params.error().message + older);
     }
@@ -64,10 +69,11 @@ void run_export(const ExportOptions& o) {
         o.output.empty() ? o.model_dir + "/model-" + std::to_string(info.step) + ".onnx" : o.output;
     if (auto written = write_file_atomically(output, *bytes); !written)
         throw UsageError("-o " + output + ": " + written.error().message);
-    std::cout << "wrote " << output << ": model " << worker::describe_model(*model) << " at step " << info.step
-              << ", " << model->parameter_count << " parameters, " << bytes->size()
-              << " bytes (ONNX opset 13, input images [N, " << model->input.channels << ", " << model->input.height
-              << ", " << model->input.width << "], output probabilities [N, " << model->classes << "])" << std::endl;
+    std::cout << "wrote " << output << ": model " << worker::describe_model(*model) << " at step "
+              << info.step << ", " << model->parameter_count << " parameters, " << bytes->size()
+              << " bytes (ONNX opset 13, input images [N, " << model->input.channels << ", "
+              << model->input.height << ", " << model->input.width << "], output probabilities [N, "
+              << model->classes << "])" << std::endl;
 }
 
 }  // namespace
@@ -75,11 +81,15 @@ void run_export(const ExportOptions& o) {
 void add_export_command(CLI::App& app, int& exit_code) {
     auto options = std::make_shared<ExportOptions>();
     CLI::App* cmd = app.add_subcommand(
-        "export", "write a checkpoint's model and parameters as an ONNX inference graph (docs/models.md)");
-    cmd->add_option("--model-dir", options->model_dir, "the run's model dir (its ckpt-<step>/ checkpoints)")
+        "export",
+        "write a checkpoint's model and parameters as an ONNX inference graph (docs/models.md)");
+    cmd->add_option("--model-dir", options->model_dir,
+                    "the run's model dir (its ckpt-<step>/ checkpoints)")
         ->required();
-    cmd->add_option("--checkpoint", options->checkpoint, "the step of the checkpoint to export (default: the newest)");
-    cmd->add_option("-o,--output", options->output, "the ONNX file to write (default: <model-dir>/model-<step>.onnx)");
+    cmd->add_option("--checkpoint", options->checkpoint,
+                    "the step of the checkpoint to export (default: the newest)");
+    cmd->add_option("-o,--output", options->output,
+                    "the ONNX file to write (default: <model-dir>/model-<step>.onnx)");
     cmd->callback([options, &exit_code] {
         run_export(*options);
         exit_code = kExitOk;

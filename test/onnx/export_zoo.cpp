@@ -1,7 +1,7 @@
 // Test helper for onnx_pytorch_test.sh: exports every built-in model with seeded parameters and
 // records what psrun's engine predicts for a batch of random images, so that Python can check
 // the files with onnx.checker and OpenCV against the engine (layouts, padding, flattening).
-// Usage: export_zoo OUT_DIR  -> per model NAME.onnx, NAME.input.f32 (raw NCHW float32 batch of
+// Usage: export_zoo OUT_DIR [MODEL.json...]  -> per built-in model and file NAME.onnx, NAME.input.f32 (raw NCHW float32 batch of
 // kBatch random images) and NAME.probs.f32 (the engine's class probabilities per image, as
 // exp(-loss) of a one-image forward per class); names on stdout, one per line.
 #include <algorithm>
@@ -26,7 +26,8 @@ constexpr int kBatch = 16;
 template <class T>
 void write_raw(const std::string& path, std::span<const T> values) {
     std::ofstream out(path, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size_bytes()));
+    out.write(reinterpret_cast<const char*>(values.data()),
+              static_cast<std::streamsize>(values.size_bytes()));
     if (!out) throw std::runtime_error("cannot write " + path);
 }
 
@@ -34,13 +35,16 @@ void write_raw(const std::string& path, std::span<const T> values) {
 
 int main(int argc, char** argv) {
     using namespace psrun;
-    if (argc != 2) {
-        std::cerr << "usage: export_zoo OUT_DIR\n";
+    if (argc < 2) {
+        std::cerr << "usage: export_zoo OUT_DIR [MODEL.json...]\n";
         return kExitUsage;
     }
     const std::string dir = argv[1];
-    for (const auto& builtin : nn::builtin_models()) {
-        auto model = nn::load_model(builtin.name);
+    std::vector<std::string> specs;
+    for (const auto& builtin : nn::builtin_models()) specs.emplace_back(builtin.name);
+    for (int i = 2; i < argc; ++i) specs.emplace_back(argv[i]);
+    for (const auto& spec : specs) {
+        auto model = nn::load_model(spec);
         if (!model) {
             std::cerr << model.error().message << "\n";
             return kExitFailure;
@@ -52,7 +56,7 @@ int main(int argc, char** argv) {
             std::cerr << bytes.error().message << "\n";
             return kExitFailure;
         }
-        const std::string base = dir + "/" + std::string(builtin.name);
+        const std::string base = dir + "/" + model->name;
         std::ofstream(base + ".onnx", std::ios::binary) << *bytes;
         nn::NetworkOptions options;
         options.batch_size = 1;
@@ -72,8 +76,9 @@ int main(int argc, char** argv) {
         }
         std::vector<float> probs;
         for (int n = 0; n < kBatch; ++n) {
-            std::copy_n(images.begin() + static_cast<std::ptrdiff_t>(pixels * static_cast<std::size_t>(n)), pixels,
-                        net.input().begin());
+            std::copy_n(
+                images.begin() + static_cast<std::ptrdiff_t>(pixels * static_cast<std::size_t>(n)),
+                pixels, net.input().begin());
             for (std::int64_t c = 0; c < model->classes; ++c) {
                 net.labels()[0] = static_cast<std::int32_t>(c);
                 probs.push_back(std::exp(-net.forward(false)));
@@ -81,7 +86,7 @@ int main(int argc, char** argv) {
         }
         write_raw<float>(base + ".input.f32", images);
         write_raw<float>(base + ".probs.f32", probs);
-        std::cout << builtin.name << std::endl;
+        std::cout << model->name << std::endl;
     }
     return kExitOk;
 }

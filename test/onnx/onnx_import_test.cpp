@@ -2,7 +2,6 @@
 // parameters in the engine's layouts, and a refusal naming the node for each thing the
 // engine cannot train; never a crash on a damaged file.
 #include <catch2/catch.hpp>
-
 #include <string>
 
 #include "test/onnx/onnx_test_graph.h"
@@ -60,7 +59,7 @@ TEST_CASE("a PyTorch-style CNN imports as the engine's layers with its weights",
     CHECK(p.back() == floats(g.model.graph().initializer(3)).back());
 }
 
-TEST_CASE("opset 11 and 12 graphs, Identity, Dropout and MatMul+Add import", "[onnx]") {
+TEST_CASE("opset 11 and 12 graphs, Identity and Dropout import", "[onnx]") {
     for (const std::int64_t opset : {11, 12}) {
         auto g = small_cnn(opset);
         CHECK(onnx_io::import_onnx(g.bytes(), "t.onnx"));
@@ -80,12 +79,41 @@ TEST_CASE("opset 11 and 12 graphs, Identity, Dropout and MatMul+Add import", "[o
     CHECK(m->layers[1].keep_prob == Approx(0.75));
 }
 
+TEST_CASE("MatMul + Add imports as the Gemm it is equivalent to", "[onnx]") {
+    auto gemm = small_cnn();
+    auto expected = onnx_io::import_onnx(gemm.bytes(), "t.onnx");
+    REQUIRE(expected);
+    auto g = small_cnn();
+    auto* node = g.node("/4/Gemm");
+    node->set_op_type("MatMul");
+    node->clear_attribute();
+    node->mutable_input()->RemoveLast();  // the bias goes to the Add
+    node->set_output(0, "mm");
+    g.add_node("Add", "/4/Add", {"4.bias", "mm"}, "/4/Gemm_output_0");
+    auto& w = *g.model.mutable_graph()->mutable_initializer(2);  // [3, 32] -> [32, 3]
+    const auto values = floats(w);
+    std::vector<float> t(values.size());
+    for (int u = 0; u < 3; ++u)
+        for (int f = 0; f < 32; ++f)
+            t[static_cast<std::size_t>(f * 3 + u)] = values[static_cast<std::size_t>(u * 32 + f)];
+    w.clear_dims();
+    w.add_dims(32);
+    w.add_dims(3);
+    w.set_raw_data(std::string(reinterpret_cast<const char*>(t.data()), t.size() * sizeof(float)));
+    auto m = onnx_io::import_onnx(g.bytes(), "t.onnx");
+    INFO((m ? std::string() : m.error().message));
+    REQUIRE(m);
+    CHECK(nn::architecture_hash(*m) == nn::architecture_hash(*expected));
+    CHECK(*m->initial_parameters == *expected->initial_parameters);
+}
+
 TEST_CASE("refusals name the node, its op and what the engine cannot honour", "[onnx]") {
     SECTION("unsupported op") {
         auto g = small_cnn();
         g.node("/1/Relu")->set_op_type("LeakyRelu");
         const auto msg = refusal(g);
-        CHECK_THAT(msg, Catch::Contains("node '/1/Relu' (LeakyRelu): the engine has no such layer"));
+        CHECK_THAT(msg,
+                   Catch::Contains("node '/1/Relu' (LeakyRelu): the engine has no such layer"));
     }
     SECTION("a branch: a value consumed twice") {
         auto g = small_cnn();
@@ -101,7 +129,9 @@ TEST_CASE("refusals name the node, its op and what the engine cannot honour", "[
         flat->clear_attribute();
         g.add_input(*flat, "s");  // the shape PyTorch computes for x.view(x.size(0), -1)
         g.add_node("Shape", "shape_of", {"/2/MaxPool_output_0"}, "s");
-        CHECK_THAT(refusal(g), Catch::Contains("node '/3/Flatten' (Reshape): its shape 's' is computed, not a constant"));
+        CHECK_THAT(refusal(g),
+                   Catch::Contains(
+                       "node '/3/Flatten' (Reshape): its shape 's' is computed, not a constant"));
     }
     SECTION("ceil_mode=1") {
         auto g = small_cnn();
@@ -133,7 +163,9 @@ TEST_CASE("refusals name the node, its op and what the engine cannot honour", "[
     SECTION("a missing initializer") {
         auto g = small_cnn();
         g.model.mutable_graph()->mutable_initializer()->DeleteSubrange(2, 1);
-        CHECK_THAT(refusal(g), Catch::Contains("node '/4/Gemm' (Gemm): weight '4.weight' is a missing initializer"));
+        CHECK_THAT(
+            refusal(g),
+            Catch::Contains("node '/4/Gemm' (Gemm): weight '4.weight' is a missing initializer"));
     }
     SECTION("a Softmax that is not last, a dead node, two inputs, another opset") {
         auto g = small_cnn();
@@ -149,13 +181,17 @@ TEST_CASE("refusals name the node, its op and what the engine cannot honour", "[
 
 TEST_CASE("damaged files are refused, never a crash", "[onnx]") {
     const std::string bytes = small_cnn().bytes();
-    CHECK_THAT(onnx_io::import_onnx("", "e.onnx").error().message, Catch::Contains("not an ONNX model"));
-    CHECK_THAT(onnx_io::import_onnx("{\"format\": 1}", "j.onnx").error().message, Catch::Contains("not an ONNX model"));
+    CHECK_THAT(onnx_io::import_onnx("", "e.onnx").error().message,
+               Catch::Contains("not an ONNX model"));
+    CHECK_THAT(onnx_io::import_onnx("{\"format\": 1}", "j.onnx").error().message,
+               Catch::Contains("not an ONNX model"));
     int accepted = 0;
     for (std::size_t n = 0; n < bytes.size(); ++n) {
         auto m = onnx_io::import_onnx(std::string_view(bytes).substr(0, n), "t.onnx");
-        if (m) ++accepted;
-        else CHECK(m.error().message.rfind("model t.onnx: ", 0) == 0);
+        if (m)
+            ++accepted;
+        else
+            CHECK(m.error().message.rfind("model t.onnx: ", 0) == 0);
     }
     CHECK(accepted == 0);
     std::string flipped = bytes;

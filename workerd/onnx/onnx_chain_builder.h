@@ -5,10 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/result.h"
 #include "workerd/nn/shape.h"
@@ -25,10 +24,11 @@ struct ImportedParams {
 };
 
 class ChainBuilder {
-public:
+  public:
     // `input`: the graph input's shape (a 2-D [N, F] input is 1 x 1 x F and already flat).
     // `opset`: the default domain's version (Dropout's ratio is an attribute before 12).
-    ChainBuilder(const GraphIndex& graph, nn::ActivationShape input, bool input_is_2d, std::int64_t opset);
+    ChainBuilder(const GraphIndex& graph, nn::ActivationShape input, bool input_is_2d,
+                 std::int64_t opset);
 
     // Translates chain()[i] (and, for MatMul followed by a bias Add, that Add too): returns the
     // number of chain nodes consumed (>= 1).
@@ -41,7 +41,7 @@ public:
     // The activation after the nodes added so far (flat after a dense layer).
     const nn::ActivationShape& shape() const { return shape_; }
 
-private:
+  private:
     Error refuse(const onnx::NodeProto& node, const std::string& what) const;
     Result<std::vector<float>> constant_floats(const onnx::NodeProto& node, int input) const;
     Result<void> check_data_input(const onnx::NodeProto& node) const;
@@ -55,8 +55,8 @@ private:
     Result<void> final_softmax(const onnx::NodeProto& node);
     // Kernel, strides and pads of a Conv/pool: sets layer's "stride" and "padding" and the
     // shape after it. `kernel` from the weights or kernel_shape.
-    Result<void> window(const onnx::NodeProto& node, std::int64_t kh, std::int64_t kw, nlohmann::json& layer,
-                        bool& padded);
+    Result<void> window(const onnx::NodeProto& node, std::int64_t kh, std::int64_t kw,
+                        nlohmann::json& layer, bool& padded);
     void push(nlohmann::json layer, const onnx::NodeProto& node, ImportedParams params = {});
 
     const GraphIndex& graph_;

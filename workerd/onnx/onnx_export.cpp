@@ -11,7 +11,9 @@ namespace psrun::onnx_io {
 
 namespace {
 
-void add_dim(onnx::TensorShapeProto& shape, std::int64_t value) { shape.add_dim()->set_dim_value(value); }
+void add_dim(onnx::TensorShapeProto& shape, std::int64_t value) {
+    shape.add_dim()->set_dim_value(value);
+}
 
 void set_value_info(onnx::ValueInfoProto& info, const std::string& name, const std::string& batch,
                     const std::vector<std::int64_t>& dims) {
@@ -42,10 +44,14 @@ void set_window(onnx::NodeProto& node, const nn::LayerSpec& layer) {
 
 const char* activation_op(nn::LayerKind kind) {
     switch (kind) {
-        case nn::LayerKind::kRelu: return "Relu";
-        case nn::LayerKind::kTanh: return "Tanh";
-        case nn::LayerKind::kSigmoid: return "Sigmoid";
-        default: return nullptr;
+        case nn::LayerKind::kRelu:
+            return "Relu";
+        case nn::LayerKind::kTanh:
+            return "Tanh";
+        case nn::LayerKind::kSigmoid:
+            return "Sigmoid";
+        default:
+            return nullptr;
     }
 }
 
@@ -54,8 +60,8 @@ const char* activation_op(nn::LayerKind kind) {
 Result<std::string> export_onnx(const nn::ModelDescription& model, std::span<const float> params) {
     if (params.size() != static_cast<std::size_t>(model.parameter_count))
         return make_error(ErrorCode::kInvalidArgument,
-                          "export: " + std::to_string(params.size()) + " parameters for model " + model.name +
-                              " of " + std::to_string(model.parameter_count));
+                          "export: " + std::to_string(params.size()) + " parameters for model " +
+                              model.name + " of " + std::to_string(model.parameter_count));
     onnx::ModelProto proto;
     proto.set_ir_version(onnx::IR_VERSION_2020_5_8);  // 7: what opset 13 came with
     proto.set_producer_name("psrun");
@@ -70,7 +76,8 @@ Result<std::string> export_onnx(const nn::ModelDescription& model, std::span<con
 
     onnx::GraphProto& graph = *proto.mutable_graph();
     graph.set_name(model.name.empty() ? "psrun" : model.name);
-    set_value_info(*graph.add_input(), "images", "N", {model.input.channels, model.input.height, model.input.width});
+    set_value_info(*graph.add_input(), "images", "N",
+                   {model.input.channels, model.input.height, model.input.width});
 
     // Value names: "<layer>/out" (a layer name has no '/', so no clash with "images",
     // "probabilities" or the initializers).
@@ -99,7 +106,8 @@ Result<std::string> export_onnx(const nn::ModelDescription& model, std::span<con
             case nn::LayerKind::kMaxPool:
             case nn::LayerKind::kAvgPool: {
                 const bool max = layer.kind == nn::LayerKind::kMaxPool;
-                auto& node = add_node(graph, max ? "MaxPool" : "AveragePool", layer.name, {current}, out);
+                auto& node =
+                    add_node(graph, max ? "MaxPool" : "AveragePool", layer.name, {current}, out);
                 set_window(node, layer);
                 // The engine averages over the real inputs only (pooling_avg_exclude_padding, TF).
                 if (!max) set_int(node, "count_include_pad", 0);
@@ -135,7 +143,8 @@ Result<std::string> export_onnx(const nn::ModelDescription& model, std::span<con
                 continue;  // inference: the identity
             default: {
                 const char* op = activation_op(layer.kind);
-                if (op == nullptr) throw std::logic_error("export_onnx: layer kind without an ONNX op");
+                if (op == nullptr)
+                    throw std::logic_error("export_onnx: layer kind without an ONNX op");
                 add_node(graph, op, layer.name, {current}, out);
                 break;
             }
@@ -147,7 +156,8 @@ Result<std::string> export_onnx(const nn::ModelDescription& model, std::span<con
 
     std::string bytes;
     if (!proto.SerializeToString(&bytes))
-        return make_error(ErrorCode::kInvalidArgument, "export: model " + model.name + " does not serialize (over 2 GiB?)");
+        return make_error(ErrorCode::kInvalidArgument,
+                          "export: model " + model.name + " does not serialize (over 2 GiB?)");
     return bytes;
 }
 

@@ -23,7 +23,7 @@ inline constexpr int kMaxNodes = 20000;
 std::string node_label(const onnx::NodeProto& node, int index);
 
 class GraphIndex {
-public:
+  public:
     // Errors (kInvalidArgument, without the "model F: " prefix): duplicate or malformed
     // constants, not exactly one data input and one output, a branch, a node off the chain.
     static Result<GraphIndex> build(const onnx::GraphProto& graph);
@@ -43,7 +43,7 @@ public:
     // own message): an error naming a node that is neither on the chain nor a Constant.
     Result<void> check_all_on_chain() const;
 
-private:
+  private:
     const onnx::ValueInfoProto* input_ = nullptr;
     std::string output_;
     std::map<std::string, const onnx::TensorProto*> constants_;

@@ -24,8 +24,9 @@ Result<std::int64_t> default_opset(const onnx::ModelProto& proto) {
         if (!o.domain().empty() && o.domain() != "ai.onnx") continue;
         if (o.version() < kMinImportOpset || o.version() > kMaxImportOpset)
             return make_error(ErrorCode::kInvalidArgument,
-                              "opset " + std::to_string(o.version()) + ": the importer reads opsets " +
-                                  std::to_string(kMinImportOpset) + " to " + std::to_string(kMaxImportOpset) +
+                              "opset " + std::to_string(o.version()) +
+                                  ": the importer reads opsets " + std::to_string(kMinImportOpset) +
+                                  " to " + std::to_string(kMaxImportOpset) +
                                   " (torch.onnx.export(..., opset_version=13))");
         return o.version();
     }
@@ -35,20 +36,23 @@ Result<std::int64_t> default_opset(const onnx::ModelProto& proto) {
 // The input's [N, C, H, W] or [N, F] (then 1 x 1 x F): fixed positive sizes past the batch dim.
 Result<nn::ActivationShape> input_shape(const onnx::ValueInfoProto& input, bool& is_2d) {
     const std::string where = "input '" + input.name() + "': ";
-    if (!input.type().has_tensor_type() || input.type().tensor_type().elem_type() != onnx::TensorProto::FLOAT)
+    if (!input.type().has_tensor_type() ||
+        input.type().tensor_type().elem_type() != onnx::TensorProto::FLOAT)
         return make_error(ErrorCode::kInvalidArgument, where + "not a float32 tensor");
     const auto& shape = input.type().tensor_type().shape();
     const int rank = shape.dim_size();
     if (rank != 4 && rank != 2)
-        return make_error(ErrorCode::kInvalidArgument, where + "rank " + std::to_string(rank) +
-                                                           ": the engine takes [N, C, H, W] images or [N, F] features");
+        return make_error(ErrorCode::kInvalidArgument,
+                          where + "rank " + std::to_string(rank) +
+                              ": the engine takes [N, C, H, W] images or [N, F] features");
     std::vector<std::int64_t> dims;
     for (int i = 1; i < rank; ++i) {
         const auto& d = shape.dim(i);
         if (!d.has_dim_value() || d.dim_value() < 1 || d.dim_value() > nn::kMaxTensorElements)
-            return make_error(ErrorCode::kInvalidArgument, where + "dimension " + std::to_string(i) +
-                                                               " is not a fixed positive size (only the batch "
-                                                               "dimension may be symbolic)");
+            return make_error(ErrorCode::kInvalidArgument,
+                              where + "dimension " + std::to_string(i) +
+                                  " is not a fixed positive size (only the batch "
+                                  "dimension may be symbolic)");
         dims.push_back(d.dim_value());
     }
     is_2d = rank == 2;
@@ -71,26 +75,28 @@ bool same_graph(const nn::ModelDescription& a, const nn::ModelDescription& b) {
     if (!(a.input == b.input) || a.classes != b.classes || la.size() != lb.size()) return false;
     for (std::size_t i = 0; i < la.size(); ++i) {
         const auto &x = *la[i], &y = *lb[i];
-        if (x.kind != y.kind || x.filters != y.filters || x.units != y.units || !(x.kernel == y.kernel) ||
-            !(x.stride == y.stride) || x.padding != y.padding || x.bias != y.bias || !(x.input == y.input) ||
-            !(x.output == y.output))
+        if (x.kind != y.kind || x.filters != y.filters || x.units != y.units ||
+            !(x.kernel == y.kernel) || !(x.stride == y.stride) || x.padding != y.padding ||
+            x.bias != y.bias || !(x.input == y.input) || !(x.output == y.output))
             return false;
     }
     return true;
 }
 
 // The imported values in parameter_init.h's order and layouts (dense columns back to HWC).
-Result<std::vector<float>> engine_parameters(const nn::ModelDescription& model, const ChainBuilder& chain) {
+Result<std::vector<float>> engine_parameters(const nn::ModelDescription& model,
+                                             const ChainBuilder& chain) {
     std::vector<float> out;
     out.reserve(static_cast<std::size_t>(model.parameter_count));
     for (std::size_t i = 0; i < model.layers.size(); ++i) {
         const auto& layer = model.layers[i];
         const auto& p = chain.params()[i];
         if (layer.params.empty()) continue;
-        if (layer.params[0].shape != p.w_dims || static_cast<std::int64_t>(p.w.size()) != layer.params[0].size)
-            return make_error(ErrorCode::kInvalidArgument, chain.layer_nodes()[i] + ": weights " + ints_text(p.w_dims) +
-                                                               " where the layer needs " +
-                                                               ints_text(layer.params[0].shape));
+        if (layer.params[0].shape != p.w_dims ||
+            static_cast<std::int64_t>(p.w.size()) != layer.params[0].size)
+            return make_error(ErrorCode::kInvalidArgument,
+                              chain.layer_nodes()[i] + ": weights " + ints_text(p.w_dims) +
+                                  " where the layer needs " + ints_text(layer.params[0].shape));
         if (layer.kind == nn::LayerKind::kDense && !layer.input.flat) {
             const auto hwc = dense_columns_to_hwc(p.w, layer.units, layer.input);
             out.insert(out.end(), hwc.begin(), hwc.end());
@@ -100,9 +106,9 @@ Result<std::vector<float>> engine_parameters(const nn::ModelDescription& model, 
         out.insert(out.end(), p.b.begin(), p.b.end());
     }
     if (static_cast<std::int64_t>(out.size()) != model.parameter_count)
-        return make_error(ErrorCode::kInvalidArgument, "the initializers hold " + std::to_string(out.size()) +
-                                                           " values for " + std::to_string(model.parameter_count) +
-                                                           " parameters");
+        return make_error(ErrorCode::kInvalidArgument,
+                          "the initializers hold " + std::to_string(out.size()) + " values for " +
+                              std::to_string(model.parameter_count) + " parameters");
     return out;
 }
 
@@ -115,13 +121,19 @@ std::string stem(std::string_view source) {
 
 Result<nn::ModelDescription> import_onnx(std::string_view bytes, std::string_view source_name) {
     const std::string prefix = "model " + std::string(source_name) + ": ";
-    auto fail = [&prefix](const Error& e) { return make_error(ErrorCode::kInvalidArgument, prefix + e.message); };
+    auto fail = [&prefix](const Error& e) {
+        return make_error(ErrorCode::kInvalidArgument, prefix + e.message);
+    };
     onnx::ModelProto proto;
-    if (bytes.size() > kMaxOnnxBytes || !proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
-        return make_error(ErrorCode::kInvalidArgument, prefix + "not an ONNX model (the protobuf does not parse: a "
-                                                                "truncated file or another format)");
+    if (bytes.size() > kMaxOnnxBytes ||
+        !proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+        return make_error(ErrorCode::kInvalidArgument,
+                          prefix +
+                              "not an ONNX model (the protobuf does not parse: a "
+                              "truncated file or another format)");
     if (!proto.has_graph() || proto.graph().node_size() == 0)
-        return make_error(ErrorCode::kInvalidArgument, prefix + "not an ONNX model (no graph or no nodes)");
+        return make_error(ErrorCode::kInvalidArgument,
+                          prefix + "not an ONNX model (no graph or no nodes)");
     auto opset = default_opset(proto);
     if (!opset) return fail(opset.error());
     auto graph = GraphIndex::build(proto.graph());
@@ -137,15 +149,18 @@ Result<nn::ModelDescription> import_onnx(std::string_view bytes, std::string_vie
     }
     if (auto on_chain = graph->check_all_on_chain(); !on_chain) return fail(on_chain.error());
     if (!chain.shape().flat)
-        return make_error(ErrorCode::kInvalidArgument, prefix + "the graph ends in a " + chain.shape().to_string() +
-                                                           " image, not flat logits (end with a Gemm/Linear layer)");
-    nlohmann::json doc{{"format", 1},
-                       {"name", stem(source_name)},
-                       {"description", "imported from ONNX (" + proto.producer_name() + " " +
-                                           proto.producer_version() + ")"},
-                       {"input", {{"channels", input->channels}, {"height", input->height}, {"width", input->width}}},
-                       {"classes", chain.shape().channels},
-                       {"layers", chain.layers()}};
+        return make_error(ErrorCode::kInvalidArgument,
+                          prefix + "the graph ends in a " + chain.shape().to_string() +
+                              " image, not flat logits (end with a Gemm/Linear layer)");
+    nlohmann::json doc{
+        {"format", 1},
+        {"name", stem(source_name)},
+        {"description",
+         "imported from ONNX (" + proto.producer_name() + " " + proto.producer_version() + ")"},
+        {"input",
+         {{"channels", input->channels}, {"height", input->height}, {"width", input->width}}},
+        {"classes", chain.shape().channels},
+        {"layers", chain.layers()}};
     auto model = nn::parse_model(doc, source_name);
     if (!model) return tl::unexpected(model.error());
     auto params = engine_parameters(*model, chain);
@@ -164,8 +179,9 @@ Result<nn::ModelDescription> import_onnx_file(const std::string& path) {
     const auto size = std::filesystem::file_size(path, ec);
     if (ec) return make_error(ErrorCode::kIo, "model " + path + ": cannot open: " + ec.message());
     if (size > kMaxOnnxBytes)
-        return make_error(ErrorCode::kInvalidArgument, "model " + path + ": " + std::to_string(size) +
-                                                           " bytes, more than an ONNX file can hold (2 GiB)");
+        return make_error(ErrorCode::kInvalidArgument,
+                          "model " + path + ": " + std::to_string(size) +
+                              " bytes, more than an ONNX file can hold (2 GiB)");
     std::ifstream in(path, std::ios::binary);
     if (!in) return make_error(ErrorCode::kIo, "model " + path + ": cannot open");
     std::string bytes(static_cast<std::size_t>(size), '\0');

@@ -47,22 +47,28 @@ std::string ints_text(const std::vector<std::int64_t>& values);
 
 // Typed attribute reads: the attribute's value or `fallback` when absent; a wrong type is an
 // error ("attribute NAME is not an int").
-Result<std::int64_t> int_attr(const onnx::NodeProto& node, const std::string& name, std::int64_t fallback);
+Result<std::int64_t> int_attr(const onnx::NodeProto& node, const std::string& name,
+                              std::int64_t fallback);
 Result<float> float_attr(const onnx::NodeProto& node, const std::string& name, float fallback);
-Result<std::optional<std::vector<std::int64_t>>> ints_attr(const onnx::NodeProto& node, const std::string& name);
-Result<std::string> string_attr(const onnx::NodeProto& node, const std::string& name, const std::string& fallback);
+Result<std::optional<std::vector<std::int64_t>>> ints_attr(const onnx::NodeProto& node,
+                                                           const std::string& name);
+Result<std::string> string_attr(const onnx::NodeProto& node, const std::string& name,
+                                const std::string& fallback);
 
 // Builders for the exporter.
-void add_float_tensor(onnx::GraphProto& graph, const std::string& name, const std::vector<std::int64_t>& dims,
-                      std::span<const float> values);
-void set_ints(onnx::NodeProto& node, const std::string& name, const std::vector<std::int64_t>& values);
+void add_float_tensor(onnx::GraphProto& graph, const std::string& name,
+                      const std::vector<std::int64_t>& dims, std::span<const float> values);
+void set_ints(onnx::NodeProto& node, const std::string& name,
+              const std::vector<std::int64_t>& values);
 void set_int(onnx::NodeProto& node, const std::string& name, std::int64_t value);
 void set_float(onnx::NodeProto& node, const std::string& name, float value);
 
 // The dense weights [units, C*H*W] after a C x H x W image: psrun orders a row's columns as TF
 // flattens NHWC (column (h*W + w)*C + c), ONNX's Flatten of NCHW as (c*H + h)*W + w. to_chw
 // reorders psrun's into ONNX's; to_hwc is its inverse. An identity when C == 1 or H == W == 1.
-std::vector<float> dense_columns_to_chw(std::span<const float> w, std::int64_t units, const nn::ActivationShape& in);
-std::vector<float> dense_columns_to_hwc(std::span<const float> w, std::int64_t units, const nn::ActivationShape& in);
+std::vector<float> dense_columns_to_chw(std::span<const float> w, std::int64_t units,
+                                        const nn::ActivationShape& in);
+std::vector<float> dense_columns_to_hwc(std::span<const float> w, std::int64_t units,
+                                        const nn::ActivationShape& in);
 
 }  // namespace psrun::onnx_io
