@@ -3,9 +3,17 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <thread>
 
 namespace psrun {
+
+namespace {
+// Set by an exit handler: the monitor thread must not touch the logger (or anything else with
+// static storage) while exit() destroys it.
+std::atomic<bool> exiting{false};
+}  // namespace
 
 PauseDetector::PauseDetector(NowFn now, Clock::duration period, Clock::duration threshold)
     : now_(std::move(now)), period_(period), threshold_(threshold), last_tick_(now_()) {}
@@ -14,10 +22,11 @@ PauseDetector& PauseDetector::process() {
     // Never destroyed: the monitor thread may tick until the very end of the process.
     static PauseDetector* detector = [] {
         auto* d = new PauseDetector();
+        std::atexit([] { exiting.store(true); });  // runs before the destructors of earlier statics (spdlog)
         std::thread([d] {
-            while (true) {
+            while (!exiting.load()) {
                 std::this_thread::sleep_for(d->period_);
-                d->tick();
+                if (!exiting.load()) d->tick();
             }
         }).detach();
         return d;
@@ -33,7 +42,8 @@ std::optional<PauseDetector::Stop> PauseDetector::tick_locked() {
         last_stop_ = stop;
         stopped_total_ += stop->length();
         ++stops_;
-        spdlog::warn("this process was stopped (or not scheduled) for {:.1f} s: every peer gets a fresh timeout "
+        if (!exiting.load())
+            spdlog::warn("this process was stopped (or not scheduled) for {:.1f} s: every peer gets a fresh timeout "
                      "to answer",
                      stop->seconds());
     }
