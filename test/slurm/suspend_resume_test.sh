@@ -2,7 +2,7 @@
 # A paused job is not a dead job (issue 14), on the Slurm lab: a 2-node job (1 psd + 3 workers over tcp with
 # CURVE, real MNIST, STEPS async steps of batch 100) is suspended with `scontrol suspend` (SIGSTOP to every task)
 # for PAUSE seconds, longer than every timeout it runs with (--worker-timeout 4, --heartbeat-timeout 3,
-# --step-timeout 6, --checkpoint-secs 5), then resumed with `scontrol resume`. Checks: sbatch --wait returns 0;
+# --step-timeout 10, --checkpoint-secs 5), then resumed with `scontrol resume`. Checks: sbatch --wait returns 0;
 # no task failed; nobody was declared dead or lost a psd; training went on from the step it was stopped at (no
 # restore: steps lost 0); the chief reached the last step; the test accuracy is within 1.5 points of the same
 # job run without a pause. Prints the time from `scontrol resume` to the chief's next progress line.
@@ -15,7 +15,7 @@ set -euo pipefail
 PSRUN=$(realpath "${1:?usage: $0 PSRUN}")
 [ -x "$PSRUN" ] || fail "no psrun at $PSRUN"
 . "$SLURM_TEST_DIR/train_util.sh"
-STEPS=${STEPS:-600} PAUSE=${PAUSE:-12}
+STEPS=${STEPS:-600} PAUSE=${PAUSE:-14}
 lab_start 2
 DATA=$(mnist_dir)
 
@@ -30,7 +30,7 @@ scontrol show config 2>/dev/null | grep -Eq '^MpiParams +=.*ports=' && RESV=(--r
 srun --kill-on-bad-exit=$kill_on_bad -l -N2 -n4 --ntasks-per-node=2 -c1 --mem=800M "\${RESV[@]}" \
   "$PSRUN" run --tasks ps,worker,worker,worker --worker-timeout 4 -- \
   --data-dir "$DATA" --model-dir "$OUT/$name.model" --batch-size 100 --steps $STEPS --learning-rate 5e-4 \
-  --optimizer adam --heartbeat-timeout 3 --step-timeout 6 --checkpoint-secs 5 --eval-every 0 --log-every 10 \
+  --optimizer adam --heartbeat-timeout 3 --step-timeout 10 --checkpoint-secs 5 --eval-every 0 --log-every 10 \
   --threads 1
 JOB
 }
