@@ -1,5 +1,7 @@
 #include "common/checkpointer.h"
 
+#include "common/pause_detector.h"
+
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
@@ -76,7 +78,8 @@ static std::string absolute_dir(const std::string& dir) {
 Checkpointer::Checkpointer(CheckpointerOptions options)
     : options_(std::move(options)),
       store_(absolute_dir(options_.model_dir), options_.keep),
-      last_time_(std::chrono::steady_clock::now()) {
+      last_time_(std::chrono::steady_clock::now()),
+      stopped_at_last_(PauseDetector::process().stopped_total()) {
     options_.model_dir = absolute_dir(options_.model_dir);
 }
 
@@ -102,6 +105,7 @@ Result<CheckpointInfo> Checkpointer::save(PsClient& client, std::uint64_t global
                                                  info.error().message);
     last_step_ = global_step;
     last_time_ = std::chrono::steady_clock::now();
+    stopped_at_last_ = PauseDetector::process().stopped_total();
     spdlog::info("checkpoint at step {} written to {} ({} shards, {} ms)", global_step, info->dir,
                  client.layout().num_shards,
                  std::chrono::duration_cast<std::chrono::milliseconds>(last_time_ - started).count());
@@ -160,6 +164,7 @@ Result<std::optional<RestoredInfo>> Checkpointer::restore(PsClient& client) {
         return make_error(ok.error().code, "restore from " + out.dir + " failed: " + ok.error().message);
     last_step_ = out.step;
     last_time_ = std::chrono::steady_clock::now();
+    stopped_at_last_ = PauseDetector::process().stopped_total();
     spdlog::info("restored step {} from {} into {} shards ({} ms, verification included)", out.step, out.dir,
                  client.layout().num_shards,
                  std::chrono::duration_cast<std::chrono::milliseconds>(last_time_ - started).count());
@@ -170,8 +175,11 @@ bool Checkpointer::due(std::uint64_t global_step, bool last) const {
     if (last_step_ && *last_step_ == global_step) return false;
     if (last) return true;
     if (options_.every_steps > 0 && global_step >= last_step_.value_or(0) + options_.every_steps) return true;
-    return options_.every_secs > 0 &&
-           std::chrono::steady_clock::now() - last_time_ >= std::chrono::duration<double>(options_.every_secs);
+    // Time this process was stopped (Slurm suspend, SIGSTOP) is not working time: a resumed job
+    // does not checkpoint at once for the time it spent stopped (common/pause_detector.h).
+    const auto stopped = PauseDetector::process().stopped_total() - stopped_at_last_;
+    return options_.every_secs > 0 && std::chrono::steady_clock::now() - last_time_ - stopped >=
+                                          std::chrono::duration<double>(options_.every_secs);
 }
 
 }  // namespace psrun

@@ -84,6 +84,7 @@ private:
     CheckpointStore store_;
     std::optional<std::uint64_t> last_step_;
     std::chrono::steady_clock::time_point last_time_;
+    std::chrono::steady_clock::duration stopped_at_last_;  // PauseDetector::stopped_total() at last_time_
 };
 
 // The manifest's description of the layout and optimizer (also used by tests).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/pause_detector.h"
 #include "common/zmq_util.h"
 
 #include <iterator>
@@ -92,7 +93,9 @@ Result<std::vector<PsClient::Reply>> PsClient::collect(const std::vector<std::ui
     std::vector<bool> got(sockets_.size(), false);
     std::size_t missing = shards.size();
     std::optional<Error> refusal;
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    // The timeout restarts when this process was itself stopped meanwhile (common/pause_detector.h):
+    // psd gets a full `timeout` of our running time to answer.
+    const auto started = std::chrono::steady_clock::now();
     std::vector<zmq::pollitem_t> items;
     while (missing > 0) {
         items.clear();
@@ -103,8 +106,14 @@ Result<std::vector<PsClient::Reply>> PsClient::collect(const std::vector<std::ui
         for (auto i : shards)
             if (!got[i] && links_->lost(i) && !(sockets_[i].get(zmq::sockopt::events) & ZMQ_POLLIN))
                 return make_error(ErrorCode::kIo, links_->describe_loss(i));  // a reply sent before dying is read
+        const auto deadline = PauseDetector::process().window_start(started) + timeout;
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-        if (left.count() <= 0 || zmq::poll(items, left) == 0) {
+        // Wake up at least every 250 ms: a stop of our own moves the deadline, and a psd excused after it
+        // must answer its probe in time (common/ps_health.h).
+        const int ready = left.count() > 0 ? zmq::poll(items, std::min(left, std::chrono::milliseconds(250))) : 0;
+        if (ready == 0 && std::chrono::steady_clock::now() < PauseDetector::process().window_start(started) + timeout)
+            continue;
+        if (ready == 0) {
             std::string names;
             for (auto i : shards)
                 if (!got[i]) names += (names.empty() ? "" : ", ") + std::to_string(i) + " (" + options_.endpoints[i] + ")";
@@ -257,6 +266,10 @@ Result<StepInfo> PsClient::exchange(MessageType type, std::span<const float> gra
         info.finished = info.finished || (r.header.flags & wire::kFlagFinished);
         info.stale = info.stale || (r.header.flags & wire::kFlagStale);
         info.draining = info.draining || (r.header.flags & wire::kFlagDraining);
+        if (r.header.flags & wire::kFlagRejoined) {
+            info.rejoined = true;
+            info.rejoined_timeout_ms = r.header.aux;
+        }
     }
     // Shards count applied gradients independently, so the last pushes of a run can reach them in different
     // orders: a shard that already reached last_step refuses one that shard 0 still applies. The run is then

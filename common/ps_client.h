@@ -55,6 +55,10 @@ struct StepInfo {
     bool finished = false;   // last_step reached: stop training
     bool stale = false;      // sync mode: the gradient was too old and was dropped
     bool draining = false;   // a psd is draining (preemption): stop (async: the push was applied; sync: not)
+    // A psd had declared this worker dead and took it back with this exchange (wire::kFlagRejoined);
+    // rejoined_timeout_ms is that psd's --worker-timeout.
+    bool rejoined = false;
+    std::uint64_t rejoined_timeout_ms = 0;
 };
 
 // Parameters received in place: one ZeroMQ frame per slice, kept alive by this object.

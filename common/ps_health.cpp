@@ -7,7 +7,10 @@
 #include <cstring>
 #include <iterator>
 
+#include "common/pause_detector.h"
 #include "common/zmq_util.h"
+
+#include <spdlog/spdlog.h>
 
 namespace psrun {
 
@@ -34,7 +37,7 @@ zmq::socket_t watch(zmq::context_t& context, zmq::socket_t& socket) {
 LinkMonitor::LinkMonitor(zmq::context_t& context, std::vector<zmq::socket_t>& sockets,
                          const std::vector<std::string>& names, const std::vector<std::string>& endpoints,
                          const std::optional<JobKeys>& keys, std::chrono::milliseconds heartbeat)
-    : sockets_(sockets), names_(names), links_(sockets.size()) {
+    : sockets_(sockets), names_(names), links_(sockets.size()), heartbeat_(heartbeat) {
     const int hb = static_cast<int>(heartbeat.count());
     for (std::size_t i = 0; i < sockets_.size(); ++i) {
         links_[i].monitor = watch(context, sockets_[i]);
@@ -59,12 +62,36 @@ LinkMonitor::~LinkMonitor() {
 
 void LinkMonitor::update() {
     for (std::uint32_t i = 0; i < links_.size(); ++i) {
-        drain(i, links_[i].monitor, links_[i].up);
-        if (links_[i].probe_monitor.handle() != nullptr) drain(i, links_[i].probe_monitor, links_[i].probe_up);
+        auto& link = links_[i];
+        drain(i, link.monitor, link.up, false);
+        if (link.probe_monitor.handle() != nullptr) drain(i, link.probe_monitor, link.probe_up, true);
+        if (link.excused_until && !link.lost && Clock::now() > *link.excused_until) {
+            spdlog::error("ps {} ({}) did not answer a heartbeat within --heartbeat-timeout {:.1f} s after this process "
+                          "resumed from its own stop",
+                          i, names_[i], heartbeat_.count() / 1000.0);
+            link.excused_until.reset();
+            link.lost = true;
+            link.lost_at = Clock::now();
+        }
     }
+    last_update_ = Clock::now();
 }
 
-void LinkMonitor::drain(std::uint32_t shard, zmq::socket_t& monitor, bool& up) {
+bool LinkMonitor::excuse(std::uint32_t shard) {
+    // A loss seen now happened after the previous update(); one caused by our own stop happens
+    // within a heartbeat timeout of the stop's end (ZeroMQ's overdue timers fire at once on resume).
+    const auto stop = PauseDetector::process().last_stop();
+    if (!stop || stop->ended + heartbeat_ < last_update_) return false;
+    const auto now = Clock::now();
+    links_[shard].excused_until = now + heartbeat_;
+    spdlog::warn("ps {} ({}) missed heartbeats while this process was itself stopped for {:.1f} s (resumed {:.1f} s "
+                 "ago): not counted as its silence; it has a fresh --heartbeat-timeout of {:.1f} s to answer",
+                 shard, names_[shard], stop->seconds(), std::chrono::duration<double>(now - stop->ended).count(),
+                 heartbeat_.count() / 1000.0);
+    return true;
+}
+
+void LinkMonitor::drain(std::uint32_t shard, zmq::socket_t& monitor, bool& up, bool probe) {
     auto& link = links_[shard];
     while (true) {
         std::vector<zmq::message_t> parts;
@@ -74,8 +101,13 @@ void LinkMonitor::drain(std::uint32_t shard, zmq::socket_t& monitor, bool& up) {
         std::memcpy(&event, parts[0].data(), sizeof event);  // libzmq writes host order
         if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
             up = true;
+            if (probe && link.excused_until && !link.lost) {
+                spdlog::info("ps {} ({}) answers heartbeats again", shard, names_[shard]);
+                link.excused_until.reset();
+            }
         } else if (event == ZMQ_EVENT_DISCONNECTED && up) {
             up = false;
+            if (probe && !link.lost && (link.excused_until || excuse(shard))) continue;
             if (!link.lost) link.lost_at = Clock::now();
             link.lost = true;
         }

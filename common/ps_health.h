@@ -11,6 +11,12 @@
 // client fails it at once instead of waiting for the reply timeout. A shard that comes back on
 // the same endpoint is "up" again, but the requests lost with the old connection stay lost.
 //
+// A probe that loses its psd's heartbeats right after this process was itself stopped
+// (common/pause_detector.h: SIGSTOP, Slurm suspend) is not lost yet: our own stop made the
+// heartbeats late, so the psd gets a fresh heartbeat timeout, counted from the moment the loss is
+// seen, to answer a new handshake of the probe (which ZeroMQ reconnects by itself); only then
+// is the shard lost. A psd that stopped answering while this process ran is lost as before.
+//
 // Not thread-safe: the PsClient's thread drives it. Owns one inproc PAIR socket per shard,
 // which must be destroyed before the context (PsClient declares it after its sockets).
 #pragma once
@@ -64,13 +70,18 @@ private:
         bool probe_up = false;
         bool lost = false;
         Clock::time_point lost_at{};
+        std::optional<Clock::time_point> excused_until;  // probe down after our stop: answer by then
     };
-    void drain(std::uint32_t shard, zmq::socket_t& monitor, bool& up);
+    void drain(std::uint32_t shard, zmq::socket_t& monitor, bool& up, bool probe);
+    // The probe's loss right after our own stop: give the psd a fresh heartbeat timeout.
+    bool excuse(std::uint32_t shard);
 
     std::vector<zmq::socket_t>& sockets_;
     std::vector<std::string> names_;
     std::vector<zmq::socket_t> probes_;
     std::vector<Link> links_;
+    std::chrono::milliseconds heartbeat_;
+    Clock::time_point last_update_ = Clock::now();
 };
 
 }  // namespace psrun

@@ -99,7 +99,8 @@ Result<Header> decode_header(std::string_view bytes) {
     if ((h.flags & ~kKnownFlags) != 0) return bad("unknown header flags");
     const bool shm_push = (h.flags & kFlagShm) && (type == static_cast<std::uint8_t>(MessageType::kPush) ||
                                                    type == static_cast<std::uint8_t>(MessageType::kPushPull));
-    if (shm_push ? h.aux > kMaxShmRegion : h.aux != 0)
+    const bool rejoined = (h.flags & kFlagRejoined) && role == static_cast<std::uint8_t>(Role::kPs);
+    if (shm_push ? h.aux > kMaxShmRegion : (h.aux != 0 && !rejoined))
         return bad(shm_push ? "shared-memory gradient region out of range" : "header field 'aux' is not zero");
     if ((h.flags & kFlagShm) && count != 0) return bad("a shared-memory message carries no payload frames");
     if (count > kMaxFrames) return bad("too many payload frames: " + std::to_string(count));

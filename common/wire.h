@@ -18,7 +18,7 @@
 namespace psrun::wire {
 
 inline constexpr std::uint32_t kMagic = 0x4E525350;  // "PSRN"
-inline constexpr std::uint16_t kVersion = 4;  // 2: ATTACH and shared-memory payloads; 3: DIRCHECK; 4: the model in HELLO, the learning-rate schedule in INIT
+inline constexpr std::uint16_t kVersion = 5;  // 2: ATTACH and shared-memory payloads; 3: DIRCHECK; 4: the model in HELLO, the learning-rate schedule in INIT; 5: REJOINED
 inline constexpr std::size_t kFixedHeaderSize = 48;
 inline constexpr std::size_t kFrameDescriptorSize = 8;
 inline constexpr std::uint32_t kMaxFrames = 4096;
@@ -51,7 +51,11 @@ inline constexpr std::uint32_t kFlagDraining = 1u << 6;
 // segment, region `aux`, and no payload frame follows; on PARAMS the parameters were written
 // into the segment's params region. Only on a connection whose ATTACH was accepted.
 inline constexpr std::uint32_t kFlagShm = 1u << 7;
-inline constexpr std::uint32_t kKnownFlags = 0xFF;
+// On any reply from psd: psd had declared this worker dead (silent longer than its
+// --worker-timeout, e.g. the worker was stopped) and took it back with the request this answers;
+// `aux` is psd's --worker-timeout in milliseconds (issue 14).
+inline constexpr std::uint32_t kFlagRejoined = 1u << 8;
+inline constexpr std::uint32_t kKnownFlags = 0x1FF;
 inline constexpr std::uint64_t kMaxShmRegion = 1;  // aux of a shared-memory PUSH: 0 or 1
 
 struct FrameDesc {
@@ -67,7 +71,7 @@ struct Header {
     std::uint32_t index = 0;   // sender's task index (worker rank or ps index)
     std::uint32_t flags = 0;
     std::uint64_t step = 0;    // PUSH*: step the gradient was computed at; PARAMS/ACK: global step
-    std::uint64_t aux = 0;     // shared-memory PUSH*: gradient region; otherwise must be 0
+    std::uint64_t aux = 0;     // shared-memory PUSH*: gradient region; REJOINED: psd's worker timeout (ms); otherwise 0
     std::vector<FrameDesc> frames;
     bool operator==(const Header&) const = default;
 };

@@ -23,6 +23,7 @@
 #include "launcher/run_summary.h"
 #include "launcher/supervisor.h"
 #include "launcher/thread_plan.h"
+#include "launcher/worker_restarts.h"
 
 namespace psrun::launcher {
 namespace {
@@ -33,6 +34,7 @@ struct LocalOptions {
     int num_evaluators = 0;
     bool tcp = false;
     double grace_seconds = 10.0;
+    int restart_workers = 0;
     std::optional<int> threads;
     bool dry_run = false;
     bool plan = false;
@@ -71,6 +73,16 @@ void log_threads(const ThreadPlan& plan, const LocalOptions& o, const std::vecto
         effective.worker_threads = *t;
     }
     if (auto warning = local_oversubscription(effective, cores, o.num_workers, o.num_ps)) spdlog::warn("{}", *warning);
+}
+
+// Names every worker restart (--restart-workers) in the log and in <model-dir>/summary.json.
+void report_restarts(const WorkerRestarts& restarts, const std::optional<std::string>& model_dir) {
+    if (restarts.all().empty()) return;
+    for (const WorkerRestart& r : restarts.all())
+        spdlog::info("restarted {} at {}: it {} at global step {}", r.worker, r.time_utc, r.status,
+                     r.global_step ? std::to_string(*r.global_step) : std::string("unknown"));
+    if (!model_dir) return;
+    if (auto added = restarts.add_to_summary(*model_dir); !added) spdlog::warn("{}", added.error().message);
 }
 
 void run_local(const LocalOptions& o, CommandContext& ctx) {
@@ -151,8 +163,10 @@ void run_local(const LocalOptions& o, CommandContext& ctx) {
         ctx.exit_code = kExitOk;
         return;
     }
-    Supervisor supervisor(std::chrono::milliseconds(static_cast<long>(o.grace_seconds * 1000)));
+    WorkerRestarts restarts(o.restart_workers);
+    Supervisor supervisor(std::chrono::milliseconds(static_cast<long>(o.grace_seconds * 1000)), &restarts);
     ctx.exit_code = supervisor.run(commands);
+    report_restarts(restarts, training_model_dir(daemon.training));
     if (ctx.exit_code == kExitOk) {
         spdlog::info("all daemons finished");
         if (o.num_ps > 0) print_summary(training_model_dir(daemon.training));
@@ -191,6 +205,11 @@ void add_local_command(CLI::App& app, CommandContext& ctx) {
                     "seconds a daemon gets to exit after SIGTERM (and the ps after the last "
                     "worker) before SIGKILL")
         ->check(CLI::Range(0.0, 3600.0))
+        ->capture_default_str();
+    cmd->add_option("--restart-workers", o->restart_workers,
+                    "start a worker that dies (killed by a signal, or exit 1) again with its command line, at most "
+                    "N times in all; it rejoins the run, which can still end 0 (summary.json lists the restarts)")
+        ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
     cmd->add_option("--threads", o->threads,
                     "oneDNN/OpenMP threads per daemon (default: each workerd gets the cores of psrun's affinity "

@@ -73,6 +73,16 @@ std::vector<std::string> summary_lines(const nlohmann::json& summary, const std:
         lines.push_back(fmt::format("{:.0f} img/s over {:.1f} s of training ({} workers)",
                                     summary["images_per_sec"].get<double>(), summary.value("train_seconds", 0.0),
                                     summary.value("workers", 0)));
+    if (const auto r = summary.find("restarts"); r != summary.end() && r->is_array()) {
+        for (const auto& e : *r) {
+            if (!e.is_object()) continue;
+            const auto step = e.contains("global_step") && e["global_step"].is_number()
+                                  ? std::to_string(e["global_step"].get<long long>())
+                                  : std::string("unknown");
+            lines.push_back(fmt::format("restart: worker {} at {} (it {} at global step {})", e.value("worker", 0),
+                                        e.value("time", std::string("?")), e.value("status", std::string("?")), step));
+        }
+    }
     std::string where = fmt::format("model dir {} (summary.json{})", model_dir, files.metrics ? ", metrics.jsonl" : "");
     lines.push_back(where);
     lines.push_back(files.curves ? fmt::format("curves: {}/curves.png", model_dir)

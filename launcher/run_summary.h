@@ -21,7 +21,8 @@ struct ModelDirFiles {
 
 // The block's lines (no trailing newline): final and best test accuracy, time to 99.0% and
 // 99.2% (from the "evaluations" records' "elapsed_seconds": seconds since training started
-// in this run), img/s, and where the model dir, curves.png and the TensorBoard events are.
+// in this run), img/s, one line per worker restart ("restarts", psrun local --restart-workers),
+// and where the model dir, curves.png and the TensorBoard events are.
 // REQUIRES: summary["test_accuracy"] is a number.
 std::vector<std::string> summary_lines(const nlohmann::json& summary, const std::string& model_dir,
                                        const ModelDirFiles& files);

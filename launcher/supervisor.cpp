@@ -100,6 +100,17 @@ void Supervisor::reap(bool stopping) {
                                        (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGKILL);
             if (ok || stopped_by_us) {
                 spdlog::info("{} (pid {}) {}", c.command.label, pid, describe(status));
+            } else if (!stopping && restarts_ && restarts_->may_restart(c.command, status)) {
+                const WorkerRestart& r = restarts_->record(c.command, status);
+                spdlog::warn("{} (pid {}) {} at global step {}: starting it again (restart {} of --restart-workers "
+                             "{}); it rejoins the run",
+                             c.command.label, pid, r.status,
+                             r.global_step ? std::to_string(*r.global_step) : std::string("(psd did not say)"),
+                             restarts_->all().size(), restarts_->max());
+                if (!start(c)) {
+                    failed_ = true;
+                    must_stop_ = true;
+                }
             } else if (tolerated_death(c, status)) {
                 spdlog::error("{} (pid {}) {}: the other workers go on without it (the ps report it and exit "
                               "non-zero at the end)",

@@ -14,6 +14,9 @@
 //    daemons exited 75 or 0 with at least one 75 (clean checkpoint), else 1 (a second signal
 //    kills at once);
 //  - a child exiting 75 (it was preempted) is not a failure and stops nobody;
+//  - with `restarts` (--restart-workers N): a training worker killed by a signal or exiting 1 is
+//    started again with its command line (at most N restarts in all, launcher/worker_restarts.h)
+//    and is then no failure; once the N are used up, the rules above apply;
 //  - every worker/evaluator exited 0: the ps get the grace period to exit by themselves, then
 //    SIGTERM (and SIGKILL after another grace period); run() returns 0 unless a ps failed.
 #pragma once
@@ -25,12 +28,15 @@
 #include <vector>
 
 #include "launcher/daemon_command.h"
+#include "launcher/worker_restarts.h"
 
 namespace psrun::launcher {
 
 class Supervisor {
   public:
-    explicit Supervisor(std::chrono::milliseconds grace) : grace_(grace) {}
+    // `restarts` (may be null: no restarts) must outlive run().
+    explicit Supervisor(std::chrono::milliseconds grace, WorkerRestarts* restarts = nullptr)
+        : grace_(grace), restarts_(restarts) {}
     Supervisor(const Supervisor&) = delete;
     Supervisor& operator=(const Supervisor&) = delete;
 
@@ -55,6 +61,7 @@ class Supervisor {
     void reap_descendants();
 
     std::chrono::milliseconds grace_;
+    WorkerRestarts* restarts_;
     std::vector<Child> children_;
     pid_t group_ = 0;
     bool failed_ = false;

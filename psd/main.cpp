@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include "common/pause_detector.h"
 #include "common/denormals.h"
 #include "common/job_keys.h"
 #include "common/logging.h"
@@ -83,6 +84,7 @@ int main(int argc, char** argv) {
             if (!lock) throw psrun::UsageError(lock.error().message);
             dir_lock = std::move(*lock);
         }
+        psrun::PauseDetector::process();  // start watching for stops of this process (issue 14)
         psrun::psd::ParameterServer server(o);
         return server.run();
     } catch (const psrun::UsageError& e) {

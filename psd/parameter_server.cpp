@@ -16,6 +16,7 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
+#include "common/pause_detector.h"
 #include "common/zmq_util.h"
 
 namespace psrun::psd {
@@ -183,7 +184,8 @@ void ParameterServer::handle_message(Parts& parts) {
                            "worker index " + std::to_string(header->index) + " is not below --num-workers " +
                                std::to_string(options_.num_workers));
     }
-    if (is_worker && header->type != MessageType::kHello) workers_.seen(header->index, Clock::now());
+    if (is_worker && header->type != MessageType::kHello && workers_.revive(header->index, Clock::now()))
+        on_worker_rejoined(routing, header->index);
     dispatch(routing, *header, parts);
 }
 
@@ -255,7 +257,8 @@ void ParameterServer::reply(const std::string& routing, MessageType type, std::u
     h.role = wire::Role::kPs;
     h.token = options_.token;
     h.index = options_.index;
-    h.flags = flags;
+    h.flags = flags | take_rejoined(routing);
+    if (h.flags & wire::kFlagRejoined) h.aux = static_cast<std::uint64_t>(options_.worker_timeout.count());
     h.step = shard_ ? shard_->step() : 0;
     if (body) h.frames.push_back(FrameDesc{wire::kBodyFrame, static_cast<std::uint32_t>(body->size())});
     const std::string bytes = wire::encode_header(h);
@@ -265,6 +268,7 @@ void ParameterServer::reply(const std::string& routing, MessageType type, std::u
 }
 
 void ParameterServer::reply_params(const std::string& routing, std::uint32_t flags, bool written) {
+    flags |= take_rejoined(routing);
     if (ShmSegment* segment = attachment(routing)) return reply_params_shm(routing, flags, *segment, written);
     Header h;
     h.type = MessageType::kParams;
@@ -272,6 +276,7 @@ void ParameterServer::reply_params(const std::string& routing, std::uint32_t fla
     h.token = options_.token;
     h.index = options_.index;
     h.flags = flags;
+    if (h.flags & wire::kFlagRejoined) h.aux = static_cast<std::uint64_t>(options_.worker_timeout.count());
     h.step = shard_->step();
     const auto& ids = shard_->slice_ids();
     for (auto id : ids)
@@ -302,7 +307,10 @@ void ParameterServer::release_pending(std::vector<Pending>& pending, std::uint32
 
 void ParameterServer::check_timeouts() {
     const auto now = Clock::now();
-    if (!init_waiters_.empty() && now - first_init_wait_ > options_.init_timeout) {
+    // No timeout counts the time this psd was itself stopped (suspend, SIGSTOP): after a stop every
+    // worker gets a fresh --worker-timeout to speak again (common/pause_detector.h).
+    const auto resumed = PauseDetector::process().window_start(started_);
+    if (!init_waiters_.empty() && now - std::max(first_init_wait_, resumed) > options_.init_timeout) {
         const std::string reason = fmt::format("no INIT from the chief within {:.1f} s; workers that never said HELLO: {}",
                                                options_.init_timeout.count() / 1000.0,
                                                WorkerTable::list(workers_.never_attached()));
@@ -316,7 +324,7 @@ void ParameterServer::check_timeouts() {
     if (exit_code_) return;
     keep_waiters_alive(now);
     const auto never = workers_.never_attached();
-    const auto dead = workers_.expire(now, options_.worker_timeout, started_, attach_timeout);
+    const auto dead = workers_.expire(now, options_.worker_timeout, started_, attach_timeout, resumed);
     if (dead.empty()) return;
     for (auto i : dead) {
         if (std::find(never.begin(), never.end(), i) != never.end())

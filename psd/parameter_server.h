@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <zmq.hpp>
@@ -88,6 +89,9 @@ private:
     void release_pending(std::vector<Pending>& pending, std::uint32_t flags);
     void log_refusal(const std::string& what);  // rate-limited warning for a refused message
     void check_timeouts();
+    // A worker declared dead spoke again (issue 14): it is live again and its next reply carries REJOINED.
+    void on_worker_rejoined(const std::string& routing, std::uint32_t index);
+    std::uint32_t take_rejoined(const std::string& routing);  // kFlagRejoined once per rejoin, else 0
     // psd/parameter_server_faults.cpp
     void keep_waiters_alive(Clock::time_point now);
     void update_sync_replicas();
@@ -136,6 +140,7 @@ private:
     std::unordered_map<std::string, ShmSegment> attached_;
     Counters counters_;
     Drain drain_;
+    std::unordered_set<std::string> rejoined_;  // routing ids whose next reply carries kFlagRejoined
 };
 
 }  // namespace psrun::psd

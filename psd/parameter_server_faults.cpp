@@ -17,6 +17,19 @@ void ParameterServer::keep_waiters_alive(Clock::time_point now) {
         if (!workers_.is_dead(p.worker)) workers_.seen(p.worker, now);
 }
 
+void ParameterServer::on_worker_rejoined(const std::string& routing, std::uint32_t index) {
+    const double dead_for = std::chrono::duration<double>(Clock::now() - workers_.dead_since(index)).count();
+    spdlog::warn("worker {} spoke again {:.1f} s after it was declared dead (silent for more than {} ms): it rejoins "
+                 "the run (a stopped or stalled worker, not a dead one); its next reply tells it so",
+                 index, dead_for, options_.worker_timeout.count());
+    rejoined_.insert(routing);
+    update_sync_replicas();  // sync: it counts again (a stale gradient is dropped as before)
+}
+
+std::uint32_t ParameterServer::take_rejoined(const std::string& routing) {
+    return rejoined_.erase(routing) > 0 ? wire::kFlagRejoined : 0;
+}
+
 void ParameterServer::update_sync_replicas() {
     if (!sync_) return;
     const auto gone = static_cast<std::uint32_t>(workers_.dead().size()) + workers_.count_done();

@@ -1,5 +1,7 @@
 #include "psd/worker_table.h"
 
+#include <algorithm>
+
 namespace psrun::psd {
 
 WorkerTable::WorkerTable(std::uint32_t num_workers) : workers_(num_workers) {}
@@ -15,18 +17,25 @@ void WorkerTable::seen(std::uint32_t index, Clock::time_point now) {
     w.dead = false;
 }
 
+bool WorkerTable::revive(std::uint32_t index, Clock::time_point now) {
+    const bool was_dead = workers_[index].dead;
+    seen(index, now);
+    return was_dead;
+}
+
 void WorkerTable::done(std::uint32_t index) { workers_[index].done = true; }
 
 std::vector<std::uint32_t> WorkerTable::expire(Clock::time_point now, Clock::duration timeout, Clock::time_point start,
-                                               Clock::duration attach_timeout) {
+                                               Clock::duration attach_timeout, Clock::time_point resumed) {
     std::vector<std::uint32_t> out;
-    const bool attach_expired = now - start > attach_timeout;
+    const bool attach_expired = now - std::max(start, resumed) > attach_timeout;
     for (std::uint32_t i = 0; i < workers_.size(); ++i) {
         auto& w = workers_[i];
-        const bool silent = w.attached && now - w.last_seen > timeout;
+        const bool silent = w.attached && now - std::max(w.last_seen, resumed) > timeout;
         const bool never_came = !w.attached && attach_expired;
         if (!w.done && !w.dead && (silent || never_came)) {
             w.dead = true;
+            w.dead_at = now;
             out.push_back(i);
         }
     }

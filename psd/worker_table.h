@@ -25,9 +25,15 @@ public:
 
     // Attached, unfinished workers silent for longer than `timeout` become dead; so do workers
     // that never attached when `start` is more than `attach_timeout` ago (a worker that crashed
-    // before HELLO must not keep psd alive). Returns the newly dead.
+    // before HELLO must not keep psd alive). No silence counts from before `resumed` (the end of
+    // this psd's own last stop, common/pause_detector.h): every worker gets a fresh timeout then.
+    // Returns the newly dead.
     std::vector<std::uint32_t> expire(Clock::time_point now, Clock::duration timeout, Clock::time_point start,
-                                      Clock::duration attach_timeout);
+                                      Clock::duration attach_timeout, Clock::time_point resumed = {});
+    // The worker spoke again after it was declared dead: it is live again (returns true), and
+    // dead_since() says when it was declared dead.
+    bool revive(std::uint32_t index, Clock::time_point now);
+    Clock::time_point dead_since(std::uint32_t index) const { return workers_[index].dead_at; }
     // Every worker of the map is done or dead (standby: every attached one, at least one).
     bool run_finished(bool standby) const;
     std::vector<std::uint32_t> dead() const;
@@ -45,6 +51,7 @@ private:
         bool done = false;
         bool dead = false;
         Clock::time_point last_seen{};
+        Clock::time_point dead_at{};
     };
     std::vector<Worker> workers_;
 };

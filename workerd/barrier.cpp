@@ -1,5 +1,7 @@
 #include "workerd/barrier.h"
 
+#include "common/pause_detector.h"
+
 #include <spdlog/spdlog.h>
 
 #include <functional>
@@ -26,7 +28,7 @@ Result<void> poll_until(PsClient& client, const BarrierOptions& o, const std::st
         }
         if (all) return {};
         const auto now = std::chrono::steady_clock::now();
-        if (now - start > o.timeout)
+        if (now - PauseDetector::process().window_start(start) > o.timeout)  // not our own stopped time
             return make_error(ErrorCode::kTimeout,
                               fmt::format("start barrier: still waiting for {} after {} s", what,
                                           std::chrono::duration_cast<std::chrono::seconds>(o.timeout).count()));

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <memory>
 
+#include "common/pause_detector.h"
 #include "common/checkpoint_params.h"
 #include "common/checkpoint_store.h"
 #include "common/ps_client.h"
@@ -245,7 +246,8 @@ int Evaluator::watch(MetricsLog& metrics, EventWriter& events, SignalFd& signals
                 return kExitFailure;
             }
         }
-        if (seconds_since(last_progress) >= options_.eval_timeout) {
+        // Time this evaluator was itself stopped (a suspended job) is nobody's silence.
+        if (seconds_since(PauseDetector::process().window_start(last_progress)) >= options_.eval_timeout) {
             spdlog::error("no new checkpoint in {} {}for {} s (last evaluated step {}, waiting for step {}): is the "
                           "chief running with --model-dir {}?",
                           model_dir_, can_probe ? "and no answer from the psd " : "", options_.eval_timeout,

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/pause_detector.h"
 #include "common/denormals.h"
 #include "common/logging.h"
 #include "common/model_dir_lock.h"
@@ -80,6 +81,7 @@ int main(int argc, char** argv) {
         return app.exit(e) == 0 ? psrun::kExitOk : psrun::kExitUsage;
     }
     psrun::init_logging(cluster.evaluator ? "evaluator" : "workerd", static_cast<int>(cluster.index), log_level);
+    psrun::PauseDetector::process();  // start watching for stops of this process (issue 14)
     try {
         if (options.synthetic_compute_ms > 0) {
             // Before the model-dir lock: a synthetic run must not touch a real run's directory.

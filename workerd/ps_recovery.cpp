@@ -94,7 +94,8 @@ Result<Recovered> recover_lost_ps(const PsClientOptions& client_options, std::ui
                                   double wait_seconds, bool chief, Checkpointer* checkpointer,
                                   const BarrierOptions& barrier, std::span<float> params) {
     const auto started = Clock::now();
-    spdlog::warn("lost ps {} ({}) at global step {}: waiting up to {} s for it to come back (--ps-restart-wait)",
+    spdlog::warn("lost ps {} ({}) at global step {}: it died or stopped answering heartbeats; waiting up to {} s for "
+                 "it to come back (--ps-restart-wait)",
                  lost, client_options.endpoints[lost], step, wait_seconds);
     auto client = reconnect(client_options, started + to_ms(wait_seconds), barrier);
     if (!client) return tl::unexpected(client.error());

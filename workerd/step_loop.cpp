@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "common/pause_detector.h"
 #include "common/result.h"
 #include "workerd/async_exchange.h"
 #include "workerd/ps_recovery.h"
@@ -97,6 +98,19 @@ int StepLoop::run_overlapped() {
     return kExitOk;
 }
 
+void StepLoop::report_rejoin(const StepInfo& step) const {
+    const double timeout_s = static_cast<double>(step.rejoined_timeout_ms) / 1000.0;
+    const auto stop = PauseDetector::process().last_stop();
+    const std::string why =
+        stop ? fmt::format("this worker was stopped for {:.1f} s, longer than --worker-timeout {:g} s", stop->seconds(),
+                           timeout_s)
+             : fmt::format("this worker saw no stop of its own: its messages took longer than --worker-timeout {:g} s "
+                           "to reach psd",
+                           timeout_s);
+    spdlog::warn("psd had declared this worker dead ({}); it rejoined the run at global step {}{}", why, step.step,
+                 env_.ctx->client->sync() ? " and joins the next sync step" : " and goes on from its data position");
+}
+
 StepLoop::Outcome StepLoop::finish(Result<StepInfo> step, float loss, Clock::time_point sent) {
     RunContext& ctx = *env_.ctx;
     Trainer& trainer = *ctx.trainer;
@@ -124,6 +138,7 @@ StepLoop::Outcome StepLoop::finish(Result<StepInfo> step, float loss, Clock::tim
         return Outcome::kRetry;
     }
     if (!step) return fail(fmt::format("PUSH_PULL at global step {}", tag_), step.error());
+    if (step->rejoined) report_rejoin(*step);
     if (step->draining) {  // psd refused the step: preemption
         spdlog::warn("psd is draining: stopped after {} steps (global step {})", ctx.local_steps, step->step);
         ctx.stopped_by_signal = true;

@@ -67,6 +67,9 @@ private:
     // Handles the reply to the gradient computed at tag_: copies the parameters and runs the
     // after_step hooks (kStepped), recovers or re-pulls (kRetry), or ends the loop.
     Outcome finish(Result<StepInfo> step, float loss, Clock::time_point sent);
+    // Logs that psd had declared this worker dead and took it back (issue 14), with what this
+    // process observed of its own stops.
+    void report_rejoin(const StepInfo& step) const;
 
     StepLoopEnv env_;
     bool overlap_ = false;

@@ -25,6 +25,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                     if (check_frames(*h, sizes)) __builtin_trap();  // a wrong size must fail
                 }
                 if (encode_header(*h) != frame) __builtin_trap();  // decoding is exact
+                // aux is 0 but on a shared-memory push (a region) or a REJOINED reply from a ps (a timeout).
+                const bool rejoined = (h->flags & kFlagRejoined) && h->role == Role::kPs;
+                if (h->aux != 0 && !(h->flags & kFlagShm) && !rejoined) __builtin_trap();
             }
             break;
         }

@@ -67,6 +67,18 @@ TEST_CASE("header decoder rejects every malformed field", "[wire]") {
     rejects(patch(good, 20, &flags, 4), "unknown header flags");
     std::uint64_t aux = 1;
     rejects(patch(good, 32, &aux, 8), "header field 'aux' is not zero");
+    {  // REJOINED (issue 14): a ps reply may carry its --worker-timeout in aux; nobody else may
+        Header r;
+        r.type = MessageType::kParams;
+        r.role = Role::kPs;
+        r.flags = kFlagRejoined;
+        r.aux = 5000;
+        auto back = decode_header(encode_header(r));
+        REQUIRE(back);
+        CHECK(back->aux == 5000);
+        r.role = Role::kWorker;
+        CHECK_FALSE(decode_header(encode_header(r)));
+    }
     std::uint32_t count = kMaxFrames + 1;
     rejects(patch(good, 40, &count, 4), "too many payload frames");
     count = 2;
