@@ -3,9 +3,12 @@
 
 onnx.checker (full_check) accepts it; OpenCV's dnn module runs it on the 10,000 MNIST test
 images (pixels / 255, as psrun reads them) and its arg-max accuracy matches the run's own final
-test accuracy (summary.json) within 0.05 points; the outputs are probabilities.
+test accuracy (summary.json) within 0.05 points; the outputs are probabilities. With PREDICT.npy
+(`psrun predict --output`, the same 10,000 images) and EVAL.json (`psrun eval`), also: OpenCV's
+arg-max equals psrun predict's on >= 99.9% of the images, and OpenCV's accuracy equals psrun
+eval's within 0.05 points.
 
-Usage: check_export.py FILE.onnx SUMMARY.json MNIST_DIR
+Usage: check_export.py FILE.onnx SUMMARY.json MNIST_DIR [PREDICT.npy EVAL.json]
 """
 import gzip
 import json
@@ -34,9 +37,9 @@ def find(data_dir, stem):
 
 
 def main():
-    if len(sys.argv) != 4:
+    if len(sys.argv) not in (4, 6):
         sys.exit(__doc__)
-    path, summary_path, data_dir = sys.argv[1:]
+    path, summary_path, data_dir = sys.argv[1:4]
     model = onnx.load(path)
     onnx.checker.check_model(model, full_check=True)
     assert model.opset_import[0].version == 13, model.opset_import
@@ -49,19 +52,33 @@ def main():
     labels = read_idx(find(data_dir, "t10k-labels-idx1-ubyte")).astype(np.int64)
     images = images.reshape(-1, 1, 28, 28)
     net = cv2.dnn.readNetFromONNX(path)
-    correct = 0
+    classes = []
     for start in range(0, len(images), 500):
         net.setInput(images[start:start + 500])
         probs = net.forward()
         assert np.allclose(probs.sum(axis=1), 1.0, atol=1e-4), probs.sum(axis=1)[:5]
-        correct += int((probs.argmax(axis=1) == labels[start:start + 500]).sum())
-    opencv = correct / len(images)
+        classes.append(probs.argmax(axis=1))
+    classes = np.concatenate(classes)
+    opencv = float((classes == labels).mean())
     with open(summary_path) as f:
         psrun = json.load(f)["test_accuracy"]
     print(f"{path}: onnx.checker full_check ok; OpenCV {opencv * 100:.2f}% on {len(images)} test images, "
           f"psrun's evaluation {psrun * 100:.2f}%")
     if abs(opencv - psrun) > 0.0005:
         sys.exit(f"FAILED: OpenCV's accuracy {opencv:.4f} differs from psrun's {psrun:.4f} by more than 0.05 points")
+    if len(sys.argv) == 6:
+        predicted = np.load(sys.argv[4])
+        assert predicted.shape == (len(images), 10) and predicted.dtype == np.float32, predicted.shape
+        agree = float((predicted.argmax(axis=1) == classes).mean())
+        with open(sys.argv[5]) as f:
+            evaluated = json.load(f)["accuracy"]
+        print(f"  psrun predict's arg-max = OpenCV's on {agree * 100:.2f}% of the images; "
+              f"psrun eval {evaluated * 100:.2f}%, OpenCV {opencv * 100:.2f}%")
+        if agree < 0.999:
+            sys.exit(f"FAILED: psrun predict and OpenCV agree on only {agree * 100:.2f}% of the images (< 99.9%)")
+        if abs(opencv - evaluated) > 0.0005:
+            sys.exit(f"FAILED: psrun eval's accuracy {evaluated:.4f} differs from OpenCV's {opencv:.4f} "
+                     f"by more than 0.05 points")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,9 @@
 #     train briefly through a real psd (psrun local --ps 1 --workers 1), and `psrun export` of
 #     each run passes onnx.checker and OpenCV's accuracy on the 10,000 test images matches the
 #     run's own final test accuracy within 0.05 points; the MLP reaches > 90% in 300 steps;
+#  2b. zoo models (mnist_softmax, lenet5, mnist_deep) trained briefly and exported: OpenCV's arg-max
+#     equals `psrun predict`'s on >= 99.9% of the test images and its accuracy equals `psrun eval`'s
+#     within 0.05 points;
 #  3. training starts from PyTorch's weights, or from fresh ones with --init description;
 #  4. refusals exit 2 naming the node (make_refusals.py), a damaged checkpoint is not exported.
 # Usage: onnx_pytorch_test.sh <psrun> <export_zoo>
@@ -63,6 +66,29 @@ for spec in "mlp 300 100" "lenet5 200 100" "mnist_deep 60 50"; do
     check "$1: ... writes model-$2.onnx" test -s "$tmp/run-$1/model-$2.onnx"
     timeout 180 "$py" "$here/check_export.py" "$tmp/run-$1/model-$2.onnx" "$tmp/run-$1/summary.json" "$mnist"
     check "$1: onnx.checker and OpenCV's accuracy = psrun's within 0.05 points" test $? -eq 0
+done
+
+# 2b. Zoo models (mnist_softmax, lenet5, mnist_deep): train briefly, export, and OpenCV against psrun's own
+# predict (arg-max on >= 99.9% of the 10,000 test images) and eval (accuracy within 0.05 points).
+for spec in "mnist_softmax 200 100" "lenet5 150 64" "mnist_deep 60 50"; do
+    set -- $spec
+    run="$tmp/zoo-$1"
+    timeout 300 "$psrun" local --ps 1 --workers 1 --grace 30 -- --model "$1" --model-dir "$run" --steps "$2" \
+        --batch-size "$3" --learning-rate 1e-3 --optimizer adam --precision f32 --threads 1 --log-every 1000 \
+        >"$tmp/zoo-$1.log" 2>&1
+    rc=$?
+    check "zoo $1: psrun local trains it (rc=$rc)" test "$rc" -eq 0
+    [ "$rc" -eq 0 ] || { tail -20 "$tmp/zoo-$1.log"; continue; }
+    timeout 120 "$psrun" export --model-dir "$run" >"$tmp/zoo-$1.export" 2>&1
+    check "zoo $1: psrun export exits 0" test $? -eq 0
+    timeout 120 "$psrun" predict --model-dir "$run" --images "$mnist/t10k-images-idx3-ubyte" \
+        --output "$run/predict.npy" >"$tmp/zoo-$1.predict" 2>&1
+    check "zoo $1: psrun predict --output exits 0" test $? -eq 0
+    timeout 120 "$psrun" eval --model-dir "$run" >"$tmp/zoo-$1.eval" 2>&1
+    check "zoo $1: psrun eval exits 0" test $? -eq 0
+    timeout 180 "$py" "$here/check_export.py" "$run/model-$2.onnx" "$run/summary.json" "$mnist" \
+        "$run/predict.npy" "$run/eval.json"
+    check "zoo $1: OpenCV on the export = psrun predict (>= 99.9%) and eval (within 0.05 points)" test $? -eq 0
 done
 check "mlp: > 90% after 300 steps ($(accuracy "$tmp/run-mlp"))" \
     "$py" -c 'import sys; sys.exit(0 if float(sys.argv[1]) > 0.90 else 1)' "$(accuracy "$tmp/run-mlp")"
