@@ -1,18 +1,15 @@
 #include "common/metrics_log.h"
 
-#include <fcntl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <chrono>
-#include <filesystem>
-#include <algorithm>
-#include <fstream>
-#include <sstream>
-#include <stdexcept>
-
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include "common/gnuplot.h"
 
 namespace psrun {
 
@@ -50,8 +47,7 @@ Result<void> plot_curves(const std::string& metrics_path, const std::string& png
     std::ifstream in(metrics_path);
     if (!in) return make_error(ErrorCode::kNotFound, metrics_path + ": cannot open");
     // gnuplot reads two plain data files; JSON parsing stays here.
-    const std::string loss_path = png_path + ".loss.dat", acc_path = png_path + ".acc.dat",
-                      log_path = png_path + ".gnuplot.log";
+    const std::string loss_path = png_path + ".loss.dat", acc_path = png_path + ".acc.dat";
     std::ofstream loss(loss_path), acc(acc_path);
     std::size_t loss_rows = 0, acc_rows = 0;
     double loss_lo = 0, loss_hi = 0, acc_lo = 0, acc_hi = 0, best = 0;
@@ -81,7 +77,7 @@ Result<void> plot_curves(const std::string& metrics_path, const std::string& png
     acc.close();
     auto cleanup = [&] {
         std::error_code ec;
-        for (const auto& p : {loss_path, acc_path, log_path}) std::filesystem::remove(p, ec);
+        for (const auto& p : {loss_path, acc_path}) std::filesystem::remove(p, ec);
     };
     if (loss_rows == 0 && acc_rows == 0) {
         cleanup();
@@ -112,40 +108,11 @@ Result<void> plot_curves(const std::string& metrics_path, const std::string& png
         script += "'" + acc_path + "' using 1:2 with linespoints title 'test accuracy' axes x1y2";
     script += "\n";
 
-    int to_gnuplot[2];
-    if (::pipe2(to_gnuplot, O_CLOEXEC) != 0) {
-        cleanup();
-        return make_error(ErrorCode::kIo, "pipe for gnuplot failed");
-    }
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-        ::dup2(to_gnuplot[0], STDIN_FILENO);
-        const int err = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        if (err >= 0) ::dup2(err, STDERR_FILENO);  // gnuplot's warnings: returned, not in the job's log
-        ::execlp("gnuplot", "gnuplot", static_cast<char*>(nullptr));
-        ::_exit(127);
-    }
-    ::close(to_gnuplot[0]);
-    if (pid > 0) {
-        [[maybe_unused]] ssize_t n = ::write(to_gnuplot[1], script.data(), script.size());
-    }
-    ::close(to_gnuplot[1]);
-    int status = 0;
-    if (pid > 0) ::waitpid(pid, &status, 0);
-    std::string said;
-    {
-        std::ifstream log(log_path);
-        std::ostringstream text;
-        text << log.rdbuf();
-        said = text.str();
-    }
+    auto said = run_gnuplot(script, png_path);
     cleanup();
-    if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        return make_error(ErrorCode::kIo, "gnuplot failed to draw " + png_path +
-                                              " (is gnuplot installed? jobs/setup.sh installs it)" +
-                                              (said.empty() ? "" : ": " + said));
-    if (messages) *messages = said;
-    else if (!said.empty()) spdlog::warn("gnuplot, drawing {}: {}", png_path, said);
+    if (!said) return tl::unexpected(said.error());
+    if (messages) *messages = *said;
+    else if (!said->empty()) spdlog::warn("gnuplot, drawing {}: {}", png_path, *said);
     return {};
 }
 

@@ -1,31 +1,17 @@
 #include "launcher/confusion_plot.h"
 
-#include <fcntl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
+
+#include "common/gnuplot.h"
 
 namespace psrun::launcher {
-namespace {
-
-// A gnuplot single-quoted string's body: a quote is written twice.
-std::string quoted(const std::string& text) {
-    std::string out;
-    for (char c : text) out += c == '\'' ? std::string("''") : std::string(1, c);
-    return out;
-}
-
-}  // namespace
-
 Result<void> plot_confusion(const worker::ClassificationReport& r, const std::string& title,
                             const std::string& png_path) {
-    const std::string data_path = png_path + ".dat", log_path = png_path + ".gnuplot.log";
+    const std::string data_path = png_path + ".dat";
     {
         std::ofstream data(data_path);
         for (int t = 0; t < r.classes; ++t) {
@@ -48,45 +34,12 @@ Result<void> plot_confusion(const worker::ClassificationReport& r, const std::st
         "set cblabel 'share of the true class'\n"
         "plot '{5}' using 1:2:3 with image notitle, "
         "'{5}' using 1:2:(sprintf('%d', $4)):($3 > 0.5 ? 0xffffff : 0) with labels tc rgb variable notitle\n",
-        side, side - 60, quoted(png_path), quoted(title), r.classes - 1, quoted(data_path));
+        side, side - 60, gnuplot_quoted(png_path), gnuplot_quoted(title), r.classes - 1, gnuplot_quoted(data_path));
 
-    auto cleanup = [&] {
-        std::error_code ec;
-        std::filesystem::remove(data_path, ec);
-        std::filesystem::remove(log_path, ec);
-    };
-    int to_gnuplot[2];
-    if (::pipe2(to_gnuplot, O_CLOEXEC) != 0) {
-        cleanup();
-        return make_error(ErrorCode::kIo, "pipe for gnuplot failed");
-    }
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-        ::dup2(to_gnuplot[0], STDIN_FILENO);
-        const int err = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        if (err >= 0) ::dup2(err, STDERR_FILENO);
-        ::execlp("gnuplot", "gnuplot", static_cast<char*>(nullptr));
-        ::_exit(127);
-    }
-    ::close(to_gnuplot[0]);
-    if (pid > 0) {
-        [[maybe_unused]] ssize_t n = ::write(to_gnuplot[1], script.data(), script.size());
-    }
-    ::close(to_gnuplot[1]);
-    int status = 0;
-    if (pid > 0) ::waitpid(pid, &status, 0);
-    std::string said;
-    {
-        std::ifstream log(log_path);
-        std::ostringstream text;
-        text << log.rdbuf();
-        said = text.str();
-    }
-    cleanup();
-    if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        return make_error(ErrorCode::kIo, "gnuplot failed to draw " + png_path +
-                                              " (is gnuplot installed? jobs/setup.sh installs it)" +
-                                              (said.empty() ? "" : ": " + said));
+    auto said = run_gnuplot(script, png_path);
+    std::error_code ec;
+    std::filesystem::remove(data_path, ec);
+    if (!said) return tl::unexpected(said.error());
     return {};
 }
 

@@ -71,37 +71,8 @@ write_conf() {
 ClusterName=lab
 SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort=$PORT
-SlurmUser=root
-SlurmdUser=root
-MailProg=/bin/true
-AuthType=auth/none
-CredType=cred/none
-StateSaveLocation=$LAB/state
-SlurmdSpoolDir=$LAB/spool/%n
-SlurmctldPidFile=$LAB/run/slurmctld.pid
-SlurmdPidFile=$LAB/run/slurmd-%n.pid
-SlurmctldLogFile=$LAB/log/slurmctld.log
-SlurmdLogFile=$LAB/log/slurmd-%n.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-MpiDefault=none
+$(slurm_conf_common)
 $( ((RESV > 0)) && echo "MpiParams=ports=$resv_lo-$resv_hi")
-SwitchType=switch/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-SlurmdParameters=config_overrides
-ReturnToService=2
-SchedulerType=sched/backfill
-SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
-JobCompType=jobcomp/none
-InactiveLimit=0
-KillWait=5
-MinJobAge=5
-SlurmctldTimeout=30
-SlurmdTimeout=30
-Waittime=0
 NodeName=n[1-$NODES] NodeHostname=localhost NodeAddr=127.0.0.[1-$NODES] Port=[$((PORT + 1))-$last_node_port] CPUs=$CPUS Boards=1 SocketsPerBoard=1 CoresPerSocket=$CPUS ThreadsPerCore=1 RealMemory=4000 State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4 DefMemPerCPU=$DEF_MEM_PER_CPU
 EOF

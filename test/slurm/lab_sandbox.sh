@@ -107,3 +107,41 @@ record_sandbox_pids() {
   echo "$ns" >"$LAB/run/pidns"
   for p in $(ns_members "$ns"); do pid_stamp "$p" >>"$1" || true; done
 }
+
+# The slurm.conf lines both labs share: auth/none, files under $LAB, linuxproc without cgroups, oversubscribed
+# CPUs (config_overrides), a scheduler that starts batch jobs at once and `sbatch --wait` polling every 2 s
+# (MinJobAge=5), no accounting. The caller adds the cluster, controller, MpiParams, node and partition lines.
+slurm_conf_common() {
+  cat <<EOF
+SlurmUser=root
+SlurmdUser=root
+MailProg=/bin/true
+AuthType=auth/none
+CredType=cred/none
+StateSaveLocation=$LAB/state
+SlurmdSpoolDir=$LAB/spool/%n
+SlurmctldPidFile=$LAB/run/slurmctld.pid
+SlurmdPidFile=$LAB/run/slurmd-%n.pid
+SlurmctldLogFile=$LAB/log/slurmctld.log
+SlurmdLogFile=$LAB/log/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=none
+SwitchType=switch/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SlurmdParameters=config_overrides
+ReturnToService=2
+SchedulerType=sched/backfill
+SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/none
+InactiveLimit=0
+KillWait=5
+MinJobAge=5
+SlurmctldTimeout=30
+SlurmdTimeout=30
+Waittime=0
+EOF
+}
