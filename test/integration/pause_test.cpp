@@ -49,6 +49,18 @@ std::string worker_log(const TempTree& tmp, int i) {
     return (tmp.path / name).string();
 }
 
+// Waits for every worker (180 s) and then psd (30 s); each must exit 0 (the logs are shown otherwise).
+void check_all_exit_zero(ChildProcess& psd, std::vector<std::unique_ptr<ChildProcess>>& workers) {
+    std::vector<int> codes;
+    for (auto& w : workers) codes.push_back(w->wait(180));
+    const int p = psd.wait(30);
+    std::string logs = psd.output();
+    for (auto& w : workers) logs += w->output();
+    INFO(logs);
+    for (int c : codes) CHECK(c == 0);
+    CHECK(p == 0);
+}
+
 }  // namespace
 
 TEST_CASE("the whole job stopped longer than every timeout goes on where it stopped", "[integration][pause]") {
@@ -77,14 +89,7 @@ TEST_CASE("the whole job stopped longer than every timeout goes on where it stop
     const double resume = seconds_to_progress(*workers[0], paused_at, 30);
     report_figure("job_pause_12s", "seconds_to_next_step", resume);
     CHECK(resume >= 0);
-    std::vector<int> codes;
-    for (auto& w : workers) codes.push_back(w->wait(180));
-    const int p = psd.wait(30);
-    std::string logs = psd.output();
-    for (auto& w : workers) logs += w->output();
-    INFO(logs);
-    for (int c : codes) CHECK(c == 0);
-    CHECK(p == 0);
+    check_all_exit_zero(psd, workers);
     CHECK(psd.output().find("declared dead") == std::string::npos);
     CHECK(psd.output().find("this process was stopped") != std::string::npos);
     for (auto& w : workers) CHECK(w->output().find("lost the connection") == std::string::npos);
@@ -147,14 +152,7 @@ TEST_CASE("sync: a worker stopped beyond --worker-timeout is dropped from the st
     REQUIRE(workers[2]->wait_for_output("psd had declared this worker dead", 30));
     report_figure("sync_worker_sigstop", "rejoin_seconds", seconds_since(woke));
     CHECK(psd.wait_for_output("sync: steps now aggregate 3 gradients", 10));
-    std::vector<int> codes;
-    for (auto& w : workers) codes.push_back(w->wait(180));
-    const int p = psd.wait(30);
-    std::string logs = psd.output();
-    for (auto& w : workers) logs += w->output();
-    INFO(logs);
-    for (int c : codes) CHECK(c == 0);
-    CHECK(p == 0);
+    check_all_exit_zero(psd, workers);
     CHECK(workers[2]->output().find("joins the next sync step") != std::string::npos);
     CHECK(workers[0]->output().find("done: global step 150") != std::string::npos);
     CHECK(psd.output().find("already pushed for step") == std::string::npos);  // no gradient applied twice

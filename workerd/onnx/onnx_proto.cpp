@@ -153,30 +153,36 @@ void set_float(onnx::NodeProto& node, const std::string& name, float value) {
     a->set_f(value);
 }
 
-std::vector<float> dense_columns_to_chw(std::span<const float> w, std::int64_t units,
-                                        const nn::ActivationShape& in) {
+namespace {
+
+// Column (h * W + x) * C + c of psrun's NHWC flattening is column (c * H + h) * W + x of ONNX's
+// CHW one; `to_chw` copies from the first order into the second, else back.
+std::vector<float> reorder_dense_columns(std::span<const float> w, std::int64_t units,
+                                         const nn::ActivationShape& in, bool to_chw) {
     const std::int64_t C = in.channels, H = in.height, W = in.width, F = C * H * W;
     std::vector<float> out(w.size());
     for (std::int64_t u = 0; u < units; ++u)
         for (std::int64_t c = 0; c < C; ++c)
             for (std::int64_t h = 0; h < H; ++h)
-                for (std::int64_t x = 0; x < W; ++x)
-                    out[static_cast<std::size_t>(u * F + (c * H + h) * W + x)] =
-                        w[static_cast<std::size_t>(u * F + (h * W + x) * C + c)];
+                for (std::int64_t x = 0; x < W; ++x) {
+                    const auto hwc = static_cast<std::size_t>(u * F + (h * W + x) * C + c);
+                    const auto chw = static_cast<std::size_t>(u * F + (c * H + h) * W + x);
+                    if (to_chw) out[chw] = w[hwc];
+                    else out[hwc] = w[chw];
+                }
     return out;
+}
+
+}  // namespace
+
+std::vector<float> dense_columns_to_chw(std::span<const float> w, std::int64_t units,
+                                        const nn::ActivationShape& in) {
+    return reorder_dense_columns(w, units, in, true);
 }
 
 std::vector<float> dense_columns_to_hwc(std::span<const float> w, std::int64_t units,
                                         const nn::ActivationShape& in) {
-    const std::int64_t C = in.channels, H = in.height, W = in.width, F = C * H * W;
-    std::vector<float> out(w.size());
-    for (std::int64_t u = 0; u < units; ++u)
-        for (std::int64_t c = 0; c < C; ++c)
-            for (std::int64_t h = 0; h < H; ++h)
-                for (std::int64_t x = 0; x < W; ++x)
-                    out[static_cast<std::size_t>(u * F + (h * W + x) * C + c)] =
-                        w[static_cast<std::size_t>(u * F + (c * H + h) * W + x)];
-    return out;
+    return reorder_dense_columns(w, units, in, false);
 }
 
 }  // namespace psrun::onnx_io
