@@ -18,7 +18,7 @@
 namespace psrun::wire {
 
 inline constexpr std::uint32_t kMagic = 0x4E525350;  // "PSRN"
-inline constexpr std::uint16_t kVersion = 5;  // 2: ATTACH and shared-memory payloads; 3: DIRCHECK; 4: the model in HELLO, the learning-rate schedule in INIT; 5: REJOINED
+inline constexpr std::uint16_t kVersion = 6;  // 2: ATTACH and shared-memory payloads; 3: DIRCHECK; 4: the model in HELLO, the learning-rate schedule in INIT; 5: REJOINED; 6: MAC trailer, bf16 slices
 inline constexpr std::size_t kFixedHeaderSize = 48;
 inline constexpr std::size_t kFrameDescriptorSize = 8;
 inline constexpr std::uint32_t kMaxFrames = 4096;
@@ -55,7 +55,14 @@ inline constexpr std::uint32_t kFlagShm = 1u << 7;
 // --worker-timeout, e.g. the worker was stopped) and took it back with the request this answers;
 // `aux` is psd's --worker-timeout in milliseconds (issue 14).
 inline constexpr std::uint32_t kFlagRejoined = 1u << 8;
-inline constexpr std::uint32_t kKnownFlags = 0x1FF;
+// Message authentication (--auth mac, common/message_auth.h): the message ends with one auth
+// trailer frame (session, sequence number, send time, tag) that is not listed in `frames`.
+inline constexpr std::uint32_t kFlagMac = 1u << 9;
+// Reduced-precision exchange (--wire-precision bf16): on PUSH/PUSH_PULL the gradient slice frames
+// hold bf16 values (2 bytes each); on PULL/PUSH_PULL the sender asks for bf16 parameters; on
+// PARAMS the parameter slice frames hold bf16 values. psd keeps f32 master weights.
+inline constexpr std::uint32_t kFlagBf16 = 1u << 10;
+inline constexpr std::uint32_t kKnownFlags = 0x7FF;
 inline constexpr std::uint64_t kMaxShmRegion = 1;  // aux of a shared-memory PUSH: 0 or 1
 
 struct FrameDesc {
