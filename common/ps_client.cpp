@@ -32,11 +32,18 @@ PsClient::PsClient(PsClientOptions options) : options_(std::move(options)), cont
         if (!normalized) throw std::invalid_argument(normalized.error().message);
         zmq::socket_t s(context_, zmq::socket_type::dealer);
         s.set(zmq::sockopt::linger, 0);
-        if (options_.keys && uses_curve(*normalized)) make_curve_client(s, *options_.keys);
+        const bool secured = options_.keys && uses_curve(*normalized);
+        if (secured && options_.auth == AuthMode::kCurve) make_curve_client(s, *options_.keys);
+        mac_shard_.push_back(secured && options_.auth == AuthMode::kMac);
         sockets_.push_back(std::move(s));
         normalized_endpoints.push_back(*normalized);
     }
-    links_ = std::make_unique<LinkMonitor>(context_, sockets_, options_.endpoints, normalized_endpoints, options_.keys,
+    if (options_.keys && options_.auth == AuthMode::kMac) {
+        mac_team_ = std::make_unique<ThreadTeam>(2);
+        sealer_ = std::make_unique<MessageSealer>(*options_.keys, mac_team_.get());
+    }
+    const auto curve_keys = options_.auth == AuthMode::kCurve ? options_.keys : std::nullopt;
+    links_ = std::make_unique<LinkMonitor>(context_, sockets_, options_.endpoints, normalized_endpoints, curve_keys,
                                            options_.heartbeat_timeout);  // before connect
     for (std::size_t i = 0; i < sockets_.size(); ++i) sockets_[i].connect(normalized_endpoints[i]);
     if (options_.keys) options_.token = options_.keys->token;
@@ -64,27 +71,63 @@ Header PsClient::make_header(MessageType type) const {
 }
 
 void PsClient::send_plain(std::uint32_t shard, const Header& header, const std::string* body) {
-    const std::string bytes = wire::encode_header(header);
-    auto& s = sockets_[shard];
-    s.send(zmq::buffer(bytes), body ? zmq::send_flags::sndmore : zmq::send_flags::none);
-    if (body) s.send(zmq::buffer(*body), zmq::send_flags::none);
+    std::vector<zmq::message_t> payloads;
+    if (body) payloads.emplace_back(body->data(), body->size());
+    send_message(shard, header, payloads);
 }
 
 void PsClient::send_slices(std::uint32_t shard, Header header, std::span<const float> data,
                            std::optional<std::string> body) {
-    if (body) header.frames.push_back(FrameDesc{wire::kBodyFrame, static_cast<std::uint32_t>(body->size())});
-    for (auto id : shard_slices_[shard])
-        header.frames.push_back(FrameDesc{id, static_cast<std::uint32_t>(layout_.slices[id].length * 4)});
-    const std::string bytes = wire::encode_header(header);
-    auto& s = sockets_[shard];
-    const auto& ids = shard_slices_[shard];
-    s.send(zmq::buffer(bytes), body || !ids.empty() ? zmq::send_flags::sndmore : zmq::send_flags::none);
-    if (body) s.send(zmq::buffer(*body), ids.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
-    for (std::size_t i = 0; i < ids.size(); ++i) {
-        const auto& sl = layout_.slices[ids[i]];
-        s.send(zero_copy_message(data.data() + sl.flat_offset, sl.length * 4, holds_),
-               i + 1 < ids.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    std::vector<zmq::message_t> payloads;
+    if (body) {
+        header.frames.push_back(FrameDesc{wire::kBodyFrame, static_cast<std::uint32_t>(body->size())});
+        payloads.emplace_back(body->data(), body->size());
     }
+    for (auto id : shard_slices_[shard]) {
+        const auto& sl = layout_.slices[id];
+        header.frames.push_back(FrameDesc{id, static_cast<std::uint32_t>(sl.length * 4)});
+        payloads.push_back(zero_copy_message(data.data() + sl.flat_offset, sl.length * 4, holds_));
+    }
+    send_message(shard, std::move(header), payloads);
+}
+
+void PsClient::send_message(std::uint32_t shard, Header header, std::vector<zmq::message_t>& payloads) {
+    const bool sealed = mac_shard_[shard];
+    if (sealed) header.flags |= wire::kFlagMac;
+    const std::string bytes = wire::encode_header(header);
+    std::string trailer;
+    if (sealed) {
+        std::vector<ByteRange> frames{ByteRange{bytes.data(), bytes.size()}};
+        for (const auto& p : payloads) frames.push_back(ByteRange{p.data(), p.size()});
+        trailer = sealer_->seal(static_cast<std::uint16_t>(shard), frames);
+    }
+    const auto more = [](bool m) { return m ? zmq::send_flags::sndmore : zmq::send_flags::none; };
+    auto& s = sockets_[shard];
+    s.send(zmq::buffer(bytes), more(!payloads.empty() || sealed));
+    for (std::size_t k = 0; k < payloads.size(); ++k) s.send(payloads[k], more(k + 1 < payloads.size() || sealed));
+    if (sealed) s.send(zmq::buffer(trailer), zmq::send_flags::none);
+}
+
+Result<void> PsClient::open_reply(std::uint32_t shard, const Header& header, std::vector<zmq::message_t>& parts) const {
+    const std::string who = "ps " + std::to_string(shard);
+    if (!mac_shard_[shard]) {
+        if (header.flags & wire::kFlagMac)
+            return make_error(ErrorCode::kProtocol, who + " runs --auth mac: give every task the same --auth");
+        return {};
+    }
+    if (!(header.flags & wire::kFlagMac)) {
+        // psd answers a request it could not verify without a MAC (it has no key to bind it to);
+        // such an ERROR is reported, marked, and any other unsealed reply is refused.
+        if (header.type == MessageType::kError) return {};
+        return make_error(ErrorCode::kUnauthorized, who + " sent a reply without a MAC: does it run --auth curve?");
+    }
+    if (parts.size() < 2) return make_error(ErrorCode::kProtocol, who + ": a sealed reply without its trailer");
+    std::vector<ByteRange> frames;
+    for (std::size_t i = 0; i + 1 < parts.size(); ++i) frames.push_back(ByteRange{parts[i].data(), parts[i].size()});
+    if (auto ok = sealer_->open(static_cast<std::uint16_t>(shard), frames, view(parts.back())); !ok)
+        return make_error(ErrorCode::kUnauthorized, who + ": " + ok.error().message);
+    parts.pop_back();
+    return {};
 }
 
 Result<std::vector<PsClient::Reply>> PsClient::collect(const std::vector<std::uint32_t>& shards,
@@ -128,6 +171,7 @@ Result<std::vector<PsClient::Reply>> PsClient::collect(const std::vector<std::ui
             if (parts.empty()) return make_error(ErrorCode::kProtocol, "empty reply from ps " + std::to_string(i));
             auto header = wire::decode_header(view(parts[0]));
             if (!header) return make_error(ErrorCode::kProtocol, "ps " + std::to_string(i) + ": " + header.error().message);
+            if (auto ok = open_reply(i, *header, parts); !ok) return tl::unexpected(ok.error());
             std::vector<std::size_t> sizes;
             for (std::size_t p = 1; p < parts.size(); ++p) sizes.push_back(parts[p].size());
             if (auto ok = wire::check_frames(*header, sizes); !ok)
@@ -138,7 +182,8 @@ Result<std::vector<PsClient::Reply>> PsClient::collect(const std::vector<std::ui
                 auto body = parts.size() > 1 ? wire::decode_error(view(parts[1])) : tl::unexpected(Error{});
                 if (!refusal)
                     refusal = Error{body ? body->code : ErrorCode::kProtocol,
-                                    "ps " + std::to_string(i) + " refused the request: " +
+                                    "ps " + std::to_string(i) + " refused the request" +
+                                        (mac_shard_[i] && !(header->flags & wire::kFlagMac) ? " (unsealed reply)" : "") + ": " +
                                         (body ? body->reason : std::string("(no reason)"))};
                 continue;
             }

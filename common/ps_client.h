@@ -20,6 +20,7 @@
 #include <zmq.hpp>
 
 #include "common/job_keys.h"
+#include "common/message_auth.h"
 #include "common/ps_health.h"
 #include "common/result.h"
 #include "common/shm_segment.h"
@@ -34,6 +35,7 @@ struct PsClientOptions {
     wire::Role role = wire::Role::kWorker;
     std::optional<JobKeys> keys;         // nullopt: no CURVE (--no-auth); token below is used
     std::uint64_t token = 0;
+    AuthMode auth = kDefaultAuthMode;    // with keys, on tcp shards: CURVE or a MAC on every message
     std::vector<TensorSpec> tensors = mnist_deep_tensors();
     // Sent in HELLO: psd refuses a worker whose model hash differs from the one it serves.
     wire::ModelId model{"mnist_deep", ""};
@@ -147,6 +149,11 @@ private:
     void send_slices(std::uint32_t shard, wire::Header header, std::span<const float> data,
                      std::optional<std::string> body);
     void send_plain(std::uint32_t shard, const wire::Header& header, const std::string* body);
+    // Sends header and payloads to `shard`, sealed with a MAC trailer on a --auth mac shard.
+    void send_message(std::uint32_t shard, wire::Header header, std::vector<zmq::message_t>& payloads);
+    // --auth mac: checks and strips the MAC trailer of shard i's reply (parts[0] is its header).
+    [[nodiscard]] Result<void> open_reply(std::uint32_t shard, const wire::Header& header,
+                                          std::vector<zmq::message_t>& parts) const;
     // Receives one reply from each shard in `shards` (ERROR replies become errors).
     [[nodiscard]] Result<std::vector<Reply>> collect(const std::vector<std::uint32_t>& shards,
                                                      std::chrono::milliseconds timeout);
@@ -163,6 +170,9 @@ private:
     PsClientOptions options_;
     zmq::context_t context_;
     std::vector<zmq::socket_t> sockets_;
+    std::unique_ptr<ThreadTeam> mac_team_;   // --auth mac: tags big messages on two threads
+    std::unique_ptr<MessageSealer> sealer_;  // --auth mac
+    std::vector<bool> mac_shard_;            // shard i's messages carry a MAC (tcp, --auth mac)
     ShardLayout layout_;
     std::vector<std::vector<std::uint32_t>> shard_slices_;
     bool initialized_ = false;

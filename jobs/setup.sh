@@ -16,6 +16,9 @@ PACKAGES=(
   python3-numpy python3-onnx python3-opencv python3-torch
 )
 
+# Intel ipsec-mb: the fast AES-GMAC of --auth mac (common/gmac.h); amd64 only, optional elsewhere.
+[ "$(dpkg --print-architecture)" = amd64 ] && PACKAGES+=(libipsec-mb-dev)
+
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -38,7 +38,7 @@ struct BenchOptions {
     int rounds = 100;
     int warmup = 10;
     std::string optimizer = "none";  // none: psd checks gradients but applies nothing
-    bool auth = false;
+    std::string auth = "none";  // none, or a job key file as a real job has it: mac or curve on tcp
     bool baseline = false;  // also time the raw ZeroMQ exchange, side by side
     int ps_threads = 2;     // psd --threads: the check and the update use both cores while workers wait
     std::string bin_dir;
@@ -63,7 +63,7 @@ Result<nlohmann::json> run_bench(const BenchOptions& o) {
     }
     std::optional<JobKeys> keys;
     const std::string key_file = dir.path() + "/job.key";
-    if (o.auth) {
+    if (o.auth != "none") {
         auto k = ensure_job_key_file(key_file, true, std::chrono::milliseconds(1000));
         if (!k) return tl::unexpected(k.error());
         keys = *k;
@@ -77,7 +77,7 @@ Result<nlohmann::json> run_bench(const BenchOptions& o) {
         std::vector<std::string> args = {"--index", std::to_string(i), "--ps", ps_list, "--num-workers",
                                          std::to_string(o.workers), "--log-level", "warn",
                                          "--threads", std::to_string(o.ps_threads)};
-        if (o.auth) args.insert(args.end(), {"--key-file", key_file});
+        if (o.auth != "none") args.insert(args.end(), {"--key-file", key_file, "--auth", o.auth});
         else args.push_back("--no-auth");
         servers.emplace_back(*psd_path, args);
     }
@@ -115,6 +115,7 @@ Result<nlohmann::json> run_bench(const BenchOptions& o) {
         co.index = w;
         co.role = w == 0 ? wire::Role::kChief : wire::Role::kWorker;
         co.keys = keys;
+        if (o.auth != "none") co.auth = parse_auth_mode(o.auth).value_or(kDefaultAuthMode);
         co.tensors = tensors;
         co.connect_timeout = std::chrono::milliseconds(20000);
         co.reply_timeout = std::chrono::milliseconds(60000);
@@ -218,7 +219,11 @@ void add_bench_ps_command(CLI::App& app, int& exit_code) {
     cmd->add_option("--ps-threads", opts->ps_threads, "psd --threads (gradient check and optimizer update)")
         ->check(CLI::Range(1, 64))
         ->capture_default_str();
-    cmd->add_flag("--auth", opts->auth, "use a fresh job key file as a real job would (CURVE on tcp)");
+    cmd->add_option("--auth", opts->auth,
+                    "none, or a fresh job key file as a real job has it, with mac or curve on tcp (ipc: owner-only "
+                    "socket + job token either way)")
+        ->check(CLI::IsMember({"none", "mac", "curve"}))
+        ->capture_default_str();
     cmd->add_flag("--baseline", opts->baseline, "first time the raw ZeroMQ exchange (1 server, 1 client) for comparison");
     cmd->add_option("--bin-dir", opts->bin_dir, "directory holding psd (default: next to psrun, or $PSRUN_BIN_DIR)");
     cmd->callback([opts, &exit_code] {

@@ -17,6 +17,7 @@ struct StopOptions {
     std::string model_dir;
     std::string key_file;
     bool no_auth = false;
+    std::string auth{to_string(kDefaultAuthMode)};
     double timeout_s = 60;
 };
 
@@ -51,6 +52,7 @@ int run_stop(const StopOptions& o) {
         co.endpoints = {endpoint};
         co.role = wire::Role::kTool;
         co.keys = keys;
+        co.auth = parse_auth_mode(o.auth).value_or(kDefaultAuthMode);
         co.connect_timeout = std::chrono::milliseconds(static_cast<long>(o.timeout_s * 1000));
         try {
             PsClient client(co);
@@ -90,7 +92,11 @@ void add_stop_command(CLI::App& app, int& exit_code) {
         ->required()
         ->check(CLI::ExistingDirectory);
     auto* key = cmd->add_option("--key-file", opts->key_file, "the job's key file (default: <model-dir>/.psrun/job.key)");
-    cmd->add_flag("--no-auth", opts->no_auth, "the psds run without CURVE")->excludes(key);
+    auto* no_auth = cmd->add_flag("--no-auth", opts->no_auth, "the psds run without authentication")->excludes(key);
+    cmd->add_option("--auth", opts->auth, "the psds' --auth: mac or curve")
+        ->check(CLI::IsMember({"mac", "curve"}))
+        ->excludes(no_auth)
+        ->capture_default_str();
     cmd->add_option("--timeout", opts->timeout_s, "seconds to wait for each psd")->check(CLI::PositiveNumber);
     cmd->callback([opts, &exit_code] { exit_code = run_stop(*opts); });
 }

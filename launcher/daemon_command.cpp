@@ -49,6 +49,7 @@ Result<DaemonCommand> daemon_command(const ClusterMap& map, Role role, int index
     auto add_auth = [&] {
         if (!options.key_file.empty()) {
             cmd.argv.insert(cmd.argv.end(), {"--key-file", options.key_file});
+            if (!options.auth.empty()) cmd.argv.insert(cmd.argv.end(), {"--auth", options.auth});
         } else if (options.no_auth) {
             cmd.argv.push_back("--no-auth");
         }

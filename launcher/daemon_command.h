@@ -17,6 +17,7 @@ struct DaemonOptions {
     std::string bin_dir;   // --bin-dir; else PSRUN_BIN_DIR; else next to psrun
     std::string key_file;  // --key-file F (psd and workerd)
     bool no_auth = false;  // --no-auth (psd and workerd)
+    std::string auth;      // --auth mac|curve (psd and workerd, with a key file); empty: their default
     bool sync = false;     // psd: --sync
     std::optional<int> replicas_to_aggregate;
     std::optional<int> backup_workers;

@@ -1,5 +1,7 @@
 #include "launcher/launch_options.h"
 
+#include "common/message_auth.h"
+
 namespace psrun::launcher {
 
 void add_map_options(CLI::App* cmd, MapOptions& o, bool preview) {
@@ -83,8 +85,14 @@ void add_daemon_options(CLI::App* cmd, DaemonOptions& o) {
         ->group(grp);
     auto* key =
         cmd->add_option("--key-file", o.key_file, "job key file for psd and workerd")->group(grp);
-    cmd->add_flag("--no-auth", o.no_auth, "run psd and workerd without authentication")
-        ->excludes(key)
+    auto* no_auth = cmd->add_flag("--no-auth", o.no_auth, "run psd and workerd without authentication")
+                         ->excludes(key)
+                         ->group(grp);
+    cmd->add_option("--auth", o.auth,
+                    std::string("tcp connections: mac (a MAC on every message) or curve (encrypt every byte); default ") +
+                        std::string(to_string(kDefaultAuthMode)))
+        ->check(CLI::IsMember({"mac", "curve"}))
+        ->excludes(no_auth)
         ->group(grp);
     auto* sync = cmd->add_flag("--sync", o.sync, "psd: synchronous training")->group(grp);
     cmd->add_option("--replicas-to-aggregate", o.replicas_to_aggregate,

@@ -104,6 +104,7 @@ std::optional<std::uint64_t> ask_global_step(const DaemonCommand& worker, int ti
         if (!keys) return std::nullopt;
         o.keys = *keys;
     }
+    if (auto auth = value_of(worker.argv, "--auth")) o.auth = parse_auth_mode(*auth).value_or(kDefaultAuthMode);
     try {
         PsClient client(o);
         auto stats = client.stats(0);

@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
 
     CLI::App app{"psd: psrun parameter-server daemon"};
     psrun::psd::ServerOptions o;
-    std::string ps_list, key_file, log_level = "info", run_id;
+    std::string ps_list, key_file, log_level = "info", run_id, auth{psrun::to_string(o.auth)};
     bool no_auth = false;
     double worker_timeout = 60, init_timeout = 300, signal_grace = 8;
     app.add_option("--index", o.index, "this psd's position in --ps")->required();
@@ -36,6 +36,9 @@ int main(int argc, char** argv) {
                    "the run this psd belongs to, for the model dir lock (psrun passes it; default: derived from --ps)");
     auto* key_opt = app.add_option("--key-file", key_file, "the job's key file: job token, CURVE keys (used on tcp; ipc sockets are owner-only)");
     app.add_flag("--no-auth", no_auth, "no key file: no CURVE, no job token")->excludes(key_opt);
+    app.add_option("--auth", auth, "with --key-file, on tcp: mac (a MAC on every message) or curve (encrypt every byte)")
+        ->excludes("--no-auth")
+        ->capture_default_str();
     app.add_flag("--standby", o.standby, "serve successive runs until stopped; save the shard on exit");
     app.add_option("--worker-timeout", worker_timeout, "seconds of silence before a worker is declared dead")
         ->check(CLI::PositiveNumber);
@@ -76,6 +79,9 @@ int main(int argc, char** argv) {
             if (!keys) throw psrun::UsageError(keys.error().message);
             o.keys = *keys;
         }
+        auto mode = psrun::parse_auth_mode(auth);
+        if (!mode) throw psrun::UsageError(mode.error().message);
+        o.auth = *mode;
         std::unique_ptr<psrun::ModelDirLock> dir_lock;  // held until psd exits
         if (!o.model_dir.empty()) {
             auto lock = psrun::ModelDirLock::acquire(

@@ -46,7 +46,10 @@ ParameterServer::ParameterServer(ServerOptions options)
     socket_ = zmq::socket_t(context_, zmq::socket_type::router);
     socket_.set(zmq::sockopt::linger, 0);
     socket_.set(zmq::sockopt::router_mandatory, false);
-    const bool curve = options_.keys && uses_curve(*ep);
+    const bool curve = options_.keys && uses_curve(*ep) && options_.auth == AuthMode::kCurve;
+    if (options_.keys && uses_curve(*ep) && options_.auth == AuthMode::kMac)
+        verifier_ = std::make_unique<MessageVerifier>(*options_.keys, static_cast<std::uint16_t>(options_.index),
+                                                      options_.auth_window, team_.get());
     if (curve) {
         zap_ = std::make_unique<ZapHandler>(context_, options_.keys->client_public);
         make_curve_server(socket_, *options_.keys);
@@ -96,7 +99,7 @@ void ParameterServer::write_endpoint_file() {
 int ParameterServer::run() {
     spdlog::info("serving on {} ({} mode, {} workers, {})", endpoint_, options_.sync ? "sync" : "async",
                  options_.num_workers,
-                 zap_ ? "CURVE" : options_.keys ? "owner-only ipc socket + job token" : "no auth");
+                 zap_ ? "CURVE" : verifier_ ? "MAC" : options_.keys ? "owner-only ipc socket + job token" : "no auth");
     if (options_.standby) write_endpoint_file();
     std::vector<zmq::pollitem_t> items = {
         {socket_.handle(), 0, ZMQ_POLLIN, 0},
@@ -131,6 +134,7 @@ int ParameterServer::run() {
         if (stop_requested_.load() && !exit_code_)
             finish(options_.standby || workers_.run_finished(false) ? kExitOk : kExitFailure);
         if (!exit_code_) check_timeouts();
+        if (verifier_) verifier_->prune();
         if (!exit_code_) check_drain();
     }
     if (options_.standby)
@@ -165,6 +169,7 @@ void ParameterServer::handle_message(Parts& parts) {
         log_refusal("a malformed message (" + header.error().message + ")");
         return reply_error(routing, ErrorCode::kProtocol, header.error().message);
     }
+    if (!authenticate(routing, *header, parts)) return;  // the MAC trailer is gone from `parts` after this
     std::vector<std::size_t> sizes;
     for (std::size_t i = 2; i < parts.size(); ++i) sizes.push_back(parts[i].size());
     if (auto ok = wire::check_frames(*header, sizes); !ok) {
@@ -260,11 +265,12 @@ void ParameterServer::reply(const std::string& routing, MessageType type, std::u
     h.flags = flags | take_rejoined(routing);
     if (h.flags & wire::kFlagRejoined) h.aux = static_cast<std::uint64_t>(options_.worker_timeout.count());
     h.step = shard_ ? shard_->step() : 0;
-    if (body) h.frames.push_back(FrameDesc{wire::kBodyFrame, static_cast<std::uint32_t>(body->size())});
-    const std::string bytes = wire::encode_header(h);
-    socket_.send(zmq::buffer(routing), zmq::send_flags::sndmore);
-    socket_.send(zmq::buffer(bytes), body ? zmq::send_flags::sndmore : zmq::send_flags::none);
-    if (body) socket_.send(zmq::buffer(*body), zmq::send_flags::none);
+    std::vector<zmq::message_t> payloads;
+    if (body) {
+        h.frames.push_back(FrameDesc{wire::kBodyFrame, static_cast<std::uint32_t>(body->size())});
+        payloads.emplace_back(body->data(), body->size());
+    }
+    send_reply(routing, h, payloads);
 }
 
 void ParameterServer::reply_params(const std::string& routing, std::uint32_t flags, bool written) {
@@ -279,15 +285,14 @@ void ParameterServer::reply_params(const std::string& routing, std::uint32_t fla
     if (h.flags & wire::kFlagRejoined) h.aux = static_cast<std::uint64_t>(options_.worker_timeout.count());
     h.step = shard_->step();
     const auto& ids = shard_->slice_ids();
-    for (auto id : ids)
-        h.frames.push_back(FrameDesc{id, static_cast<std::uint32_t>(shard_->layout().slices[id].length * sizeof(float))});
-    const std::string bytes = wire::encode_header(h);
-    socket_.send(zmq::buffer(routing), zmq::send_flags::sndmore);
-    socket_.send(zmq::buffer(bytes), ids.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
     auto& buffer = shard_->current();
-    for (std::size_t k = 0; k < ids.size(); ++k)
-        socket_.send(zero_copy_message(buffer.data.data() + shard_->local_offset(k), h.frames[k].bytes, buffer.holds),
-                     k + 1 < ids.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    std::vector<zmq::message_t> payloads;
+    for (std::size_t k = 0; k < ids.size(); ++k) {
+        const auto bytes = static_cast<std::uint32_t>(shard_->layout().slices[ids[k]].length * sizeof(float));
+        h.frames.push_back(FrameDesc{ids[k], bytes});
+        payloads.push_back(zero_copy_message(buffer.data.data() + shard_->local_offset(k), bytes, buffer.holds));
+    }
+    send_reply(routing, h, payloads);
 }
 
 void ParameterServer::reply_error(const std::string& routing, ErrorCode code, const std::string& reason) {

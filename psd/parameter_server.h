@@ -13,6 +13,7 @@
 
 #include <zmq.hpp>
 
+#include "common/message_auth.h"
 #include "common/shm_segment.h"
 #include "common/signals.h"
 #include "common/wire.h"
@@ -21,7 +22,7 @@
 #include "psd/server_options.h"
 #include "psd/shard_state.h"
 #include "psd/sync_aggregator.h"
-#include "psd/thread_team.h"
+#include "common/thread_team.h"
 #include "psd/worker_table.h"
 #include "psd/zap_handler.h"
 
@@ -81,6 +82,11 @@ private:
     // Slice frames parts[first..] as float spans, checked against this shard's slices.
     [[nodiscard]] Result<std::vector<std::span<const float>>> slice_spans(const wire::Header& h, Parts& parts,
                                                                          std::size_t first);
+    // --auth mac (psd/parameter_server_auth.cpp): verifies a request's MAC and strips its trailer
+    // from `parts`; false when the message was refused (answered with ERROR, counted, logged).
+    bool authenticate(const std::string& routing, const wire::Header& h, Parts& parts);
+    // Sends routing, header and payloads, sealed with a MAC trailer when the request was.
+    void send_reply(const std::string& routing, wire::Header& h, std::vector<zmq::message_t>& payloads);
     void reply(const std::string& routing, wire::MessageType type, std::uint32_t flags,
                const std::string* body = nullptr);
     // Frames, or the client's shared-memory segment if it attached one (`written`: see reply_params_shm).
@@ -110,6 +116,7 @@ private:
     ServerOptions options_;
     zmq::context_t context_;
     std::unique_ptr<ZapHandler> zap_;
+    std::unique_ptr<MessageVerifier> verifier_;  // --auth mac on tcp
     zmq::socket_t socket_;
     std::string endpoint_;
     SignalFd signals_;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/job_keys.h"
+#include "common/message_auth.h"
 
 namespace psrun::psd {
 
@@ -18,6 +19,8 @@ struct ServerOptions {
     std::string model_dir;                // standby: ps-<i>.endpoint and ps-<i>.shard live here
     std::optional<JobKeys> keys;          // nullopt: --no-auth (no CURVE)
     std::uint64_t token = 0;              // expected job token (keys->token when keys are set)
+    AuthMode auth = kDefaultAuthMode;     // with keys, on tcp: CURVE or a MAC on every message
+    std::chrono::seconds auth_window{300};  // --auth mac: allowed clock difference (common/message_auth.h)
     bool standby = false;
     std::chrono::milliseconds worker_timeout{60000};
     // PULLs wait this long for the chief's INIT; a worker of the map that has not said HELLO this

@@ -17,7 +17,7 @@
 #include "common/result.h"
 #include "common/tensor_layout.h"
 #include "common/wire.h"
-#include "psd/thread_team.h"
+#include "common/thread_team.h"
 
 namespace psrun::psd {
 

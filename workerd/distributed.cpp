@@ -44,7 +44,10 @@ void add_cluster_options(CLI::App& app, ClusterOptions& o) {
     app.add_flag("--chief", o.chief, "this worker initialises the parameters and does the chief's duties");
     app.add_flag("--evaluator", o.evaluator, "evaluate each new checkpoint in --model-dir on the test set (no training)");
     auto* key = app.add_option("--key-file", o.key_file, "the job's key file (job token and CURVE keys)");
-    app.add_flag("--no-auth", o.no_auth, "no key file: no CURVE, job token 0")->excludes(key);
+    auto* no_auth = app.add_flag("--no-auth", o.no_auth, "no key file: no CURVE, job token 0")->excludes(key);
+    app.add_option("--auth", o.auth, "with --key-file, on tcp: mac (a MAC on every message) or curve (encrypt every byte)")
+        ->excludes(no_auth)
+        ->capture_default_str();
     app.add_option("--connect-timeout", o.connect_timeout, "seconds to wait for psd's reply to HELLO/STATS/DONE")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
@@ -81,6 +84,8 @@ int DistributedWorker::run() {
         if (!read) throw UsageError(read.error().message);
         keys = *read;
     }
+    const auto auth = parse_auth_mode(c.auth);
+    if (!auth) throw UsageError(auth.error().message);
     set_compute_threads(training_.threads);
     SignalWatcher watcher(std::chrono::milliseconds(3000), to_ms(c.signal_grace));
 
@@ -94,6 +99,7 @@ int DistributedWorker::run() {
     po.index = c.index;
     po.role = c.chief ? wire::Role::kChief : wire::Role::kWorker;
     po.keys = keys;
+    po.auth = *auth;
     po.connect_timeout = to_ms(c.connect_timeout);
     po.reply_timeout = to_ms(c.step_timeout);
     po.heartbeat_timeout = to_ms(c.faults.heartbeat_timeout);

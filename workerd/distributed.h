@@ -26,6 +26,7 @@ struct ClusterOptions {
     bool evaluator = false;
     std::string key_file;
     bool no_auth = false;
+    std::string auth{to_string(kDefaultAuthMode)};  // --auth mac|curve (with --key-file, on tcp)
     double connect_timeout = 30;   // seconds: HELLO, STATS, DONE
     double step_timeout = 600;     // seconds: one PUSH_PULL (sync steps wait for the others)
     double barrier_timeout = 600;  // seconds: the start barrier
@@ -33,7 +34,7 @@ struct ClusterOptions {
     FaultOptions faults;           // lost psd, heartbeats, fault injection (workerd/ps_recovery.h)
 };
 
-// Registers --ps, --num-workers, --chief, --evaluator, --key-file, --no-auth and the timeouts.
+// Registers --ps, --num-workers, --chief, --evaluator, --key-file, --no-auth, --auth and the timeouts.
 // (--index is registered by main.cpp; it also names the log prefix.)
 void add_cluster_options(CLI::App& app, ClusterOptions& options);
 

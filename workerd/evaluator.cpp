@@ -80,6 +80,7 @@ bool Evaluator::psd_alive() const {
     po.index = cluster_.index;
     po.role = wire::Role::kTool;  // psd does not count a tool as a worker
     po.keys = keys_;
+    po.auth = parse_auth_mode(cluster_.auth).value_or(kDefaultAuthMode);
     po.connect_timeout = kProbeTimeout;
     po.reply_timeout = kProbeTimeout;
     try {

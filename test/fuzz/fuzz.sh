@@ -27,6 +27,7 @@ declare -A targets=(
   [pgm]="workerd/data/pgm_reader.cpp workerd/data/reader_common.cpp workerd/data/labeled_images.cpp|-lz|2048"
   [checkpoint]="common/tensor_file.cpp common/crc32c.cpp common/checkpoint_store.cpp||4096"
   [job_keys]="common/job_keys.cpp|-lzmq|1024"
+  [mac_trailer]="common/message_auth.cpp common/gmac.cpp common/thread_team.cpp common/wire.cpp common/shm_segment.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp|-lcrypto -lz -lpthread|4096"
   [model]="workerd/nn/field_reader.cpp workerd/nn/initializer.cpp workerd/nn/layer_conv2d.cpp workerd/nn/layer_dense.cpp workerd/nn/layer_kinds.cpp workerd/nn/layer_pointwise.cpp workerd/nn/layer_pool.cpp workerd/nn/model_description.cpp workerd/nn/model_summary.cpp workerd/nn/recipe.cpp workerd/nn/shape.cpp common/optimizer.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp|-lcrypto|4096"
   [onnx]="workerd/onnx/onnx_chain_builder.cpp workerd/onnx/onnx_chain_builder_dense.cpp workerd/onnx/onnx_export.cpp workerd/onnx/onnx_graph.cpp workerd/onnx/onnx_import.cpp workerd/onnx/onnx_proto.cpp workerd/nn/field_reader.cpp workerd/nn/initializer.cpp workerd/nn/layer_conv2d.cpp workerd/nn/layer_dense.cpp workerd/nn/layer_kinds.cpp workerd/nn/layer_pointwise.cpp workerd/nn/layer_pool.cpp workerd/nn/model_description.cpp workerd/nn/model_summary.cpp workerd/nn/recipe.cpp workerd/nn/shape.cpp common/optimizer.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp|-lonnx_proto -lprotobuf -lcrypto|65536"
 )

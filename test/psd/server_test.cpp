@@ -257,10 +257,12 @@ TEST_CASE("CURVE on tcp: the job's key is admitted, another key is refused", "[p
     REQUIRE(keys);
     auto o = base_options(1);
     o.keys = *keys;
+    o.auth = AuthMode::kCurve;
     Cluster cluster(1, o, "tcp");
     CHECK(uses_curve(cluster.endpoints()[0]));
     auto good = cluster.client_options(0, small_model());
     good.keys = *keys;
+    good.auth = AuthMode::kCurve;
     PsClient chief(good);
     REQUIRE(chief.hello());
 

@@ -7,7 +7,7 @@
 
 #include "common/tensor_layout.h"
 #include "psd/shard_state.h"
-#include "psd/thread_team.h"
+#include "common/thread_team.h"
 
 using namespace psrun;
 using namespace psrun::psd;

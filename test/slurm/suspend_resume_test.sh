@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A paused job is not a dead job (issue 14), on the Slurm lab: a 2-node job (1 psd + 3 workers over tcp with
-# CURVE, real MNIST, STEPS async steps of batch 100) is suspended with `scontrol suspend` (SIGSTOP to every task)
+# CURVE (`--auth curve`, the suite's end-to-end run of that mode), real MNIST, STEPS async steps of batch 100)
+# is suspended with `scontrol suspend` (SIGSTOP to every task)
 # for PAUSE seconds, longer than every timeout it runs with (--worker-timeout 4, --heartbeat-timeout 3,
 # --step-timeout 10, --checkpoint-secs 5), then resumed with `scontrol resume`. Checks: sbatch --wait returns 0;
 # no task failed; nobody was declared dead or lost a psd; training went on from the step it was stopped at (no
@@ -28,7 +29,7 @@ set -euo pipefail
 RESV=()
 scontrol show config 2>/dev/null | grep -Eq '^MpiParams +=.*ports=' && RESV=(--resv-ports=2)
 srun --kill-on-bad-exit=$kill_on_bad -l -N2 -n4 --ntasks-per-node=2 -c1 --mem=800M "\${RESV[@]}" \
-  "$PSRUN" run --tasks ps,worker,worker,worker --worker-timeout 4 -- \
+  "$PSRUN" run --tasks ps,worker,worker,worker --worker-timeout 4 --auth curve -- \
   --data-dir "$DATA" --model-dir "$OUT/$name.model" --batch-size 100 --steps $STEPS --learning-rate 5e-4 \
   --optimizer adam --heartbeat-timeout 3 --step-timeout 10 --checkpoint-secs 5 --eval-every 0 --log-every 10 \
   --threads 1

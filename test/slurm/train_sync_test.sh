@@ -24,7 +24,7 @@ expect_no_task_failure sync
 
 expect_line sync "^ *0: .*exec psd --index 0 --ps tcp://n2:[0-9]+ --num-workers 5 .*--sync --replicas-to-aggregate 4 --backup-workers 1" \
   "rank 0 execs a sync psd with 4 replicas and 1 backup worker"
-expect_line sync "^ *0: .*\[psd:0\] serving on tcp://127\.0\.0\.2:[0-9]+ \(sync mode, 5 workers, CURVE\)" "psd binds n2's address"
+expect_line sync "^ *0: .*\[psd:0\] serving on tcp://127\.0\.0\.2:[0-9]+ \(sync mode, 5 workers, MAC\)" "psd binds n2's address"
 expect_psd_done_queue sync 0 5
 stats=$(grep -E '^ *0: .*\[psd:0\] exiting with code 0 \(' "$OUT/sync.out" | sed 's/^[^(]*(//; s/)$//')
 python3 - "$stats" "$STEPS" <<'PY' || job_fail sync "psd statistics: $stats"

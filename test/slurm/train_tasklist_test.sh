@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Real training on the Slurm lab: jobs/mnist-tasklist.sbatch submitted as `sbatch --wait -N2 --ntasks-per-node=3`
-# with the task list ps,worker,worker,worker,worker,worker (1 psd on n1, 5 workerd over n1 and n2; tcp with CURVE
+# with the task list ps,worker,worker,worker,worker,worker (1 psd on n1, 5 workerd over n1 and n2; tcp with the job key's MAC
 # between the "nodes"), real MNIST and a short recipe (batch 100, Adam 5e-4, 1,200 global steps, 1 thread per
 # task). Async with 5 workers on 2 cores (staleness ~4) needs more steps than one worker (98% at 500) and a lower
 # rate: measured with Adam 1e-3: 95.4-96.2% at 500, 97.24% at 1,000, 97.11% at 1,200 (loss spikes to ~5 at step
@@ -26,7 +26,7 @@ run_job tasklist 600 -N2 --ntasks-per-node=3 -c1 -w 'n[1-2]' --time=10 "$JOBS_DI
 [ "$JOB_RC" = 0 ] || job_fail tasklist "sbatch --wait returned $JOB_RC"
 expect_no_task_failure tasklist
 
-# The roles of the task list, and CURVE (a key file) on tcp endpoints.
+# The roles of the task list, and a key file (a MAC on every message) on tcp endpoints.
 expect_line tasklist "^tasks: $TASKS$" "the task list"
 expect_line tasklist "^memory per task: 400 MB \(1 CPUs per task\)$" "memory per task from DefMemPerCPU=400"
 expect_line tasklist "^ *0: .*exec psd --index 0 --ps tcp://[^ ]+ --num-workers 5 .*--key-file " "rank 0 execs psd on tcp with a key"

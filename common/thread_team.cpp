@@ -1,11 +1,11 @@
-#include "psd/thread_team.h"
+#include "common/thread_team.h"
 
 #include <algorithm>
 #include <atomic>
 
 #include "common/wire.h"
 
-namespace psrun::psd {
+namespace psrun {
 
 namespace {
 // Below this many floats a pass is cheaper than waking the helpers (a wake-up costs ~10-50 us).
@@ -84,4 +84,4 @@ bool all_finite(const std::vector<std::span<const float>>& spans, ThreadTeam* te
     return ok.load();
 }
 
-}  // namespace psrun::psd
+}  // namespace psrun

@@ -1,6 +1,7 @@
-// A fixed team of threads that psd uses to split its two memory-bound passes over a gradient
-// (the finite check and the optimizer update) across cores. With one psd and its workers on a
-// node, the workers wait for the reply while psd runs these passes, so the cores are free.
+// A fixed team of threads that splits memory-bound passes over big buffers across cores: psd's
+// finite check and optimizer update, and the MAC tags of big messages (common/message_auth.h) in
+// psd and in its clients. With one psd and its workers on a node, the workers wait for the reply
+// while psd runs these passes, so the cores are free.
 //
 // Contract: run() is called by one thread at a time (the server's poll loop); it runs fn(part)
 // for every part in [0, size()), part 0 on the calling thread, and returns when all finished.
@@ -17,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-namespace psrun::psd {
+namespace psrun {
 
 class ThreadTeam {
 public:
@@ -49,4 +50,4 @@ std::pair<std::size_t, std::size_t> part_range(std::size_t n, int part, int part
 // True when every float of every span is finite; the scan is split across the team (may be null).
 bool all_finite(const std::vector<std::span<const float>>& spans, ThreadTeam* team);
 
-}  // namespace psrun::psd
+}  // namespace psrun
