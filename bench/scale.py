@@ -16,9 +16,12 @@ colocated: a worker on a psd host reaches that shard over loopback):
   async, overlap off:  steps/s = min(W / (T + J + 2 M/B), K B / M)   (each worker's own cycle; the shards' links)
   sync (R = W - b replicas): steps/s = 1 / (T + S + 2 max(M/B, R M / (K B)))   (push phase, then pull phase)
     S = J (1/(b+1) + ... + 1/W): the expected wait for the R-th fastest of W exponential jitters
-Sync lines also carry the pipelined variant (pulls sent one after another: M/B + max(M/B, R M/(K B)))
-and an event simulation of psd's stale-gradient rule (simulate_sync).
-Prints one JSON line per configuration; --plot draws the curves with the model (gnuplot, PNG).
+Async spread K = 1 lines also carry a closed queueing model (queueing_async: the pushes of workers in
+random phase queue at the shard). Sync lines also carry the pipelined variant (pulls sent one after
+another: M/B + max(M/B, R M/(K B)) instead of two phases) and an event simulation of psd's stale-gradient
+rule with a first-in first-out push queue (simulate_sync).
+Prints one JSON line per configuration; --plot draws the curves with the model (gnuplot, PNG); --remodel
+recomputes the model fields of OUT/scale.jsonl.
 Needs root (namespaces, tc). Example:
   bench/scale.py --psrun build/launcher/psrun --workers 1,2,4,8,16,32 --shards 1,2,4 --rate 100 \
       --compute-ms 100 --out /tmp/scale
@@ -110,38 +113,67 @@ def model_times(cfg, pipelined=False):
     return min(compute_bound, shard_bound)
 
 
-def simulate_sync(cfg, steps=20000, seed=1):
-    """Sync steps/s with jitter and backup workers, by an event simulation of psd's rules.
+def queueing_async(cfg):
+    """Async, spread: global steps/s of the closed queueing model (mean value analysis), or None.
 
-    A worker computes T + Exp(J) on the parameters of step v, then its gradient reaches psd after half
-    the step's communication (sync_comm_s); if the step is still v it counts and the worker waits, else it
-    is stale and the worker gets the current parameters at once. When R = W - b gradients of the step are
-    in, the step completes and the waiting workers get the new parameters after the other half. Unlike
-    straggler_s, a worker that was late starts the next step late.
+    The max() model assumes the W workers' pushes never meet at a shard. With random compute times they
+    do: each shard's downlink (pushes) and uplink (pulls) is a server that W workers visit once per
+    cycle with demand D = M/(K B), between think times of T + J. MVA over n = 1..W workers: a transfer
+    waits D Q(n-1) behind the queue an arriving worker sees, the cycle is T + J + 2 (M/B + D Q(n-1)),
+    X(n) = n / cycle, Q(n) = X(n) (D + D Q(n-1)). K = 1 only: with K >= 2 a worker's K slices share its
+    own link and the shards are not single servers; measured, this formula then undershoots by ~10%.
+    """
+    if cfg["mode"] != "async" or cfg["placement"] != "spread" or cfg["shards"] != 1:
+        return None
+    m_bits, b, t = link_terms(cfg)
+    think = t + cfg.get("jitter_ms", 0) / 1000
+    own, d = m_bits / b, m_bits / (cfg["shards"] * b)
+    queue, rate = 0.0, 0.0
+    for n in range(1, cfg["workers"] + 1):
+        cycle = think + 2 * (own + d * queue)
+        rate = n / cycle
+        queue = rate * d * (1 + queue)
+    return rate
+
+
+def simulate_sync(cfg, steps=20000, seed=1):
+    """Sync steps/s with jitter and backup workers, by an event simulation of psd's rules and the links.
+
+    A worker computes T + Exp(J) on the parameters of step v, then pushes: its M/K slice to a shard leaves
+    its own link in M/B at the earliest and queues first-in first-out at the shard's downlink, D = M/(K B)
+    per push (stale pushes too). If the step is still v when the push is in, it counts and the worker waits,
+    else it is dropped and the worker gets the current parameters in M/B. When R = W - b pushes of the step
+    are in, the step completes and the R waiting workers get the new parameters in max(M/B, R D) (the
+    pulls share the shard's uplink). Unlike straggler_s, a worker that was late starts its next step late,
+    and the push queue overlaps the wait for the slowest workers. Spread placement (for colocated lines it
+    treats every worker as remote).
     """
     rng = random.Random(seed)
     w, backups = cfg["workers"], cfg.get("backup_workers", 0)
-    t, jitter = cfg["compute_ms"] / 1000, cfg.get("jitter_ms", 0) / 1000
-    half = sync_comm_s(cfg) / 2
+    m_bits, b, t = link_terms(cfg)
+    jitter = cfg.get("jitter_ms", 0) / 1000
+    own, d = m_bits / b, m_bits / (cfg["shards"] * b)
     replicas = w - backups
 
-    def arrival(start):
-        return start + t + (rng.expovariate(1 / jitter) if jitter > 0 else 0) + half
+    def ready(start):  # when the gradient is computed
+        return start + t + (rng.expovariate(1 / jitter) if jitter > 0 else 0)
 
-    events = [(arrival(0.0), i, 0) for i in range(w)]  # (gradient at psd, worker, parameter version)
+    events = [(ready(0.0), i, 0) for i in range(w)]  # (gradient ready, worker, parameter version)
     heapq.heapify(events)
-    step, waiting, done_at = 0, [], []
+    step, waiting, done_at, link_free = 0, [], [], 0.0
     while len(done_at) < steps:
-        now, i, version = heapq.heappop(events)
+        ready_at, i, version = heapq.heappop(events)
+        link_free = max(link_free, ready_at) + d
+        now = max(ready_at + own, link_free)  # the push is in (pushes leave in ready order: FIFO)
         if version < step:  # stale: dropped, the current parameters go back at once
-            heapq.heappush(events, (arrival(now + half), i, step))
+            heapq.heappush(events, (ready(now + own), i, step))
             continue
         waiting.append(i)
         if len(waiting) == replicas:
             step += 1
             done_at.append(now)
             for j in waiting:
-                heapq.heappush(events, (arrival(now + half), j, step))
+                heapq.heappush(events, (ready(now + max(own, replicas * d)), j, step))
             waiting = []
     warm = steps // 10
     return (len(done_at) - 1 - warm) / (done_at[-1] - done_at[warm])
@@ -213,6 +245,31 @@ def run_config(args, cfg, env, port):
             "progress_lines": len(lines), "logs": logdir}
 
 
+def add_models(cfg):
+    """Sets the model fields of a result line (and its ratio to the measured rate)."""
+    cfg["model_steps_per_sec"] = round(model_times(cfg), 3)
+    if queueing_async(cfg):
+        cfg["model_queueing_steps_per_sec"] = round(queueing_async(cfg), 3)
+    if cfg["mode"] == "sync":
+        cfg["model_pipelined_steps_per_sec"] = round(model_times(cfg, pipelined=True), 3)
+        cfg["straggler_ms"] = round(straggler_s(cfg["workers"], cfg.get("backup_workers", 0),
+                                                cfg.get("jitter_ms", 0)) * 1000, 1)
+        cfg["sim_steps_per_sec"] = round(simulate_sync(cfg), 3)
+    if "steps_per_sec" in cfg:
+        cfg["vs_model"] = round(cfg["steps_per_sec"] / cfg["model_steps_per_sec"], 3)
+
+
+def remodel(jsonl):
+    """Recomputes the model fields of every line of `jsonl` in place (after a change of the model)."""
+    rows = [json.loads(l) for l in open(jsonl) if l.strip()]
+    with open(jsonl, "w") as f:
+        for r in rows:
+            r.setdefault("jitter_ms", 0)
+            r.setdefault("backup_workers", 0)
+            add_models(r)
+            f.write(json.dumps(r) + "\n")
+
+
 def plot(jsonl, png):
     """Measured steps/s (points) and the model (lines) against W, one colour per K, with gnuplot."""
     rows = [json.loads(l) for l in open(jsonl) if l.strip()]
@@ -266,7 +323,11 @@ def main():
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--out", default=tempfile.mkdtemp(prefix="psrun-scale-"))
     ap.add_argument("--plot", metavar="PNG", help="only draw OUT/scale.jsonl into PNG (no measuring)")
+    ap.add_argument("--remodel", action="store_true", help="only recompute the model fields of OUT/scale.jsonl")
     args = ap.parse_args()
+    if args.remodel:
+        remodel(os.path.join(args.out, "scale.jsonl"))
+        return
     if args.plot:
         plot(os.path.join(args.out, "scale.jsonl"), args.plot)
         return
@@ -302,14 +363,9 @@ def main():
                         r = run_config(args, cfg, env, port)
                         cfg.update(r)
                         cfg["seconds"] = round(time.monotonic() - t0, 1)
-                        cfg["model_steps_per_sec"] = round(model_times(cfg), 3)
-                        if mode == "sync":
-                            cfg["model_pipelined_steps_per_sec"] = round(model_times(cfg, pipelined=True), 3)
-                            cfg["straggler_ms"] = round(straggler_s(w, b, j) * 1000, 1)
-                            cfg["sim_steps_per_sec"] = round(simulate_sync(cfg), 3)
                         if "steps_per_sec" in cfg:
                             cfg["steps_per_sec"] = round(cfg["steps_per_sec"], 3)
-                            cfg["vs_model"] = round(cfg["steps_per_sec"] / cfg["model_steps_per_sec"], 3)
+                        add_models(cfg)
                         line = json.dumps(cfg)
                         print(line, flush=True)
                         results.write(line + "\n")
