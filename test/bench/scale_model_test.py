@@ -8,6 +8,7 @@ import statistics
 import sys
 import unittest
 
+sys.dont_write_bytecode = True  # no __pycache__ in bench/
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 import scale  # noqa: E402
 
