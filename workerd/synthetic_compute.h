@@ -1,8 +1,8 @@
 // Synthetic compute for scale tests (docs/scaling.md): the time a step "computes" is a constant
 // (--synthetic-compute-ms T) plus, optionally, a random extra delay (--synthetic-compute-jitter),
 // so that workers do not stay in phase the way identical sleeps keep them.
-//   exp:MEAN_MS  an exponential extra delay with mean MEAN_MS: step time T + X, X ~ Exp(1/MEAN_MS)
-//                (mean T + MEAN_MS, standard deviation MEAN_MS)
+//   exp:MEAN_MS  an exponential extra delay with mean MEAN_MS: step time T + X, X exponential with
+//                rate 1/MEAN_MS (step mean T + MEAN_MS, standard deviation MEAN_MS)
 //   none         no extra delay (the default)
 // The draws come from a generator seeded by (--seed, worker index), so a run repeats its delays
 // and no two workers share a sequence.
