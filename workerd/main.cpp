@@ -89,8 +89,9 @@ int main(int argc, char** argv) {
                 throw psrun::UsageError("--synthetic-compute-ms trains nothing (it only exercises the exchange "
                                         "with psd), so it cannot write or restore checkpoints: drop --model-dir " +
                                         options.model_dir);
-            spdlog::warn("SYNTHETIC COMPUTE: every step sleeps {} ms instead of training and pushes a constant "
-                         "gradient; nothing is learned (scale tests only)", options.synthetic_compute_ms);
+            spdlog::warn("SYNTHETIC COMPUTE: every step sleeps {} ms (jitter {}) instead of training and pushes a "
+                         "constant gradient; nothing is learned (scale tests only)", options.synthetic_compute_ms,
+                         options.synthetic_compute_jitter);
         }
         std::unique_ptr<psrun::ModelDirLock> dir_lock;  // one run per model dir, held until exit
         if (!options.model_dir.empty()) {

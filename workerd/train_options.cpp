@@ -85,6 +85,10 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                    "scale tests only: sleep this long per step instead of computing, push a gradient of the "
                    "model's size (trains nothing; refuses --model-dir)")
         ->capture_default_str();
+    app.add_option("--synthetic-compute-jitter", o.synthetic_compute_jitter,
+                   "with --synthetic-compute-ms: none, or exp:MEAN_MS (each step sleeps an extra exponential "
+                   "delay of mean MEAN_MS, seeded by --seed and the worker index)")
+        ->capture_default_str();
     app.add_option("--shard", o.shard, "this worker's shard i/n of the training set")
         ->capture_default_str();
 }
@@ -147,8 +151,13 @@ TrainerConfig make_trainer_config(const TrainOptions& o) {
     if (auto d = parse_dataset_kind(o.dataset); !d) usage("--dataset: " + d.error().message);
     if (!(o.synthetic_compute_ms >= 0 && o.synthetic_compute_ms <= 3.6e6))
         usage("--synthetic-compute-ms must be in 0..3600000");
+    auto jitter = parse_compute_jitter(o.synthetic_compute_jitter);
+    if (!jitter) usage("--synthetic-compute-jitter: " + jitter.error().message);
+    if (jitter->enabled() && o.synthetic_compute_ms == 0)
+        usage("--synthetic-compute-jitter needs --synthetic-compute-ms (it only adds to synthetic compute)");
     TrainerConfig c;
     c.synthetic_compute_ms = o.synthetic_compute_ms;
+    c.synthetic_jitter = *jitter;
     if (o.description) {
         c.model = o.description;
     } else {

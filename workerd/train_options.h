@@ -72,6 +72,9 @@ struct TrainOptions {
     // workers fit on a few cores while the exchange with psd is real. 0: off. Trains nothing, so
     // it refuses --model-dir (no checkpoint of a real run is touched).
     double synthetic_compute_ms = 0;
+    // --synthetic-compute-jitter: "none" or "exp:MEAN_MS", an exponential extra delay per step
+    // (workerd/synthetic_compute.h); needs --synthetic-compute-ms.
+    std::string synthetic_compute_jitter = "none";
 };
 
 // Registers --data-dir ... --precision (and --shard) on `app`, bound to `options`.

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <thread>
 
 #include <omp.h>
 
@@ -45,7 +44,9 @@ Trainer::Trainer(const TrainerConfig& config, const LabeledImages& train, const 
       params_(model_tensors(required(config))),
       grads_(make_grads(params_.tensors())),
       sampler_(train.size(), config.seed, config.shard),
-      batch_indices_(static_cast<std::size_t>(config.network.batch_size)) {
+      batch_indices_(static_cast<std::size_t>(config.network.batch_size)),
+      synthetic_(config.synthetic_compute_ms, config.synthetic_jitter, config.seed,
+                 static_cast<std::uint32_t>(config.shard.index)) {
     config_.network.forward_only = false;
     network_ = make_network(*config_.model, config_.network, params_.all(), grads_[0].all());
     nn::initialize_parameters(*config_.model, config.seed, params_.all());
@@ -61,7 +62,7 @@ Trainer::Trainer(const TrainerConfig& config, const LabeledImages& train, const 
 
 float Trainer::compute_gradients() {
     if (config_.synthetic_compute_ms > 0) {
-        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(config_.synthetic_compute_ms));
+        synthetic_.run();
         grads().fill(1e-7f);  // real size and shape; small enough that the parameters barely move
         ++local_step_;
         return 0.0f;

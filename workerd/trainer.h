@@ -18,6 +18,7 @@
 #include "workerd/nn/network.h"
 #include "workerd/parameter_set.h"
 #include "workerd/data/sampler.h"
+#include "workerd/synthetic_compute.h"
 
 namespace psrun::worker {
 
@@ -31,6 +32,9 @@ struct TrainerConfig {
     // > 0: compute_gradients() sleeps this long and writes a constant gradient instead of running
     // the network (scale tests: TrainOptions::synthetic_compute_ms).
     double synthetic_compute_ms = 0;
+    // With synthetic compute: a random extra delay per step, seeded by (seed, shard.index)
+    // (workerd/synthetic_compute.h; TrainOptions::synthetic_compute_jitter).
+    ComputeJitter synthetic_jitter;
 };
 
 class Trainer {
@@ -87,6 +91,7 @@ private:
     std::unique_ptr<nn::Network> network_;
     std::unique_ptr<nn::Network> eval_network_;  // created at the first evaluate()
     std::vector<std::uint32_t> batch_indices_;
+    SyntheticCompute synthetic_;  // used when config_.synthetic_compute_ms > 0
     std::uint64_t global_step_ = 0;
     std::uint64_t local_step_ = 0;
     double data_ms_ = 0;

@@ -50,6 +50,14 @@ timeout 30 "$workerd" --standalone --optimizer rmsprop >"$tmp/out" 2>&1
 check "unknown optimizer exits 2" test $? -eq 2
 timeout 30 "$workerd" --standalone --shard 3/3 >"$tmp/out" 2>&1
 check "bad --shard exits 2" test $? -eq 2
+timeout 30 "$workerd" --standalone --synthetic-compute-jitter exp:20 >"$tmp/out" 2>&1
+rc=$?
+check "--synthetic-compute-jitter without --synthetic-compute-ms exits 2 (rc=$rc)" test "$rc" -eq 2
+check "... naming the flag it needs" grep -q -- "needs --synthetic-compute-ms" "$tmp/out"
+timeout 30 "$workerd" --standalone --synthetic-compute-ms 5 --synthetic-compute-jitter exp:-1 >"$tmp/out" 2>&1
+rc=$?
+check "--synthetic-compute-jitter exp:-1 exits 2 (rc=$rc)" test "$rc" -eq 2
+check "... naming the flag" grep -q -- "--synthetic-compute-jitter" "$tmp/out"
 
 # Learning-rate schedules (docs/running.md): one trains and is named in summary.json; bad ones exit 2.
 timeout 120 "$workerd" --standalone --steps 10 --batch-size 20 --threads 2 --learning-rate 1e-3 \
