@@ -196,8 +196,10 @@ def run_config(args, cfg, env, port):
     if cfg["jitter_ms"] > 0:
         train += ["--synthetic-compute-jitter", f"exp:{cfg['jitter_ms']:g}"]
     common = ["run", "--ps_hosts", ps, "--worker_hosts", workers]
-    if not args.auth:
+    if args.auth == "none":
         common.append("--no-auth")
+    else:
+        common += ["--auth", args.auth]
     if cfg["mode"] == "sync":
         common += ["--sync", "--replicas-to-aggregate", str(w - cfg["backup_workers"]),
                    "--backup-workers", str(cfg["backup_workers"])]
@@ -319,7 +321,8 @@ def main():
     ap.add_argument("--steps-per-worker", type=int, default=40)
     ap.add_argument("--skip-lines", type=int, default=2, help="progress lines dropped as warm-up")
     ap.add_argument("--data-dir", default=os.path.expanduser("~/.cache/psrun/data/mnist"))
-    ap.add_argument("--auth", action="store_true", help="CURVE between the daemons (default: --no-auth)")
+    ap.add_argument("--auth", choices=["none", "mac", "curve"], default="none",
+                    help="between the daemons: none (--no-auth, the default), a MAC on every message, or CURVE")
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--out", default=tempfile.mkdtemp(prefix="psrun-scale-"))
     ap.add_argument("--plot", metavar="PNG", help="only draw OUT/scale.jsonl into PNG (no measuring)")

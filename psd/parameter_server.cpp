@@ -70,7 +70,7 @@ ParameterServer::ParameterServer(ServerOptions options)
 
 ParameterServer::~ParameterServer() {
     // Terminate the context before the parameter buffers die: zmq_ctx_term returns only once
-    // the I/O thread has released every zero-copy message still pointing into them (linger 0).
+    // the I/O thread has released every zero-copy message still pointing into them (linger 0; 2 s once run() returned).
     socket_.close();
     zap_.reset();
     context_.close();
@@ -140,6 +140,10 @@ int ParameterServer::run() {
     if (options_.standby)
         std::filesystem::remove(options_.model_dir + "/ps-" + std::to_string(options_.index) + ".endpoint");
     spdlog::info("exiting with code {} ({})", *exit_code_, stats_json());
+    // The last replies (the ACK of the last worker's DONE) may still be queued: with linger 0 the
+    // context would drop them, and that worker would see its psd vanish and exit 1 (seen in 3 of
+    // 118 sync runs of bench/scale.py). Give them a bounded time to leave.
+    socket_.set(zmq::sockopt::linger, 2000);
     return *exit_code_;
 }
 
