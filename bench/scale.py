@@ -7,7 +7,9 @@ Every host is a network namespace of test/slurm/nslab.sh (network only, SLURM=0)
 (`--synthetic-compute-ms T`: sleep T per step, then push a gradient of the model's real size and pull
 the real parameters), so 32 workers fit on 2 cores while every byte crosses the shaped links.
 
-Placements: spread (K psd hosts + W worker hosts) and colocated (psd k on worker host k; needs K <= W).
+Placements: spread (K psd hosts + W worker hosts), colocated (psd k on worker host k; needs K <= W) and
+packed (all K psd on host 1, behind one link: what chunking one psd's exchange would give; the model's
+pipelined variant is the cycle T + M/B + M/(K B) of replies overlapping the later pushes).
 Measured: the chief's progress lines ("all workers N img/s") after the first --skip-lines, median;
 steps/s = img/s / batch (async: one global step per pushed gradient; sync: per aggregated update).
 Model (docs/scaling.md), with M the model's bytes, B the link's payload rate (--rate x 1448/1514), T the
@@ -99,6 +101,13 @@ def model_times(cfg, pipelined=False):
         straggle = straggler_s(w, cfg.get("backup_workers", 0), cfg.get("jitter_ms", 0))
         return 1.0 / (t + straggle + sync_comm_s(cfg, pipelined))
     t += jitter  # async: every worker runs its own cycle, on average T + J
+    if cfg["placement"] == "packed":
+        # K shards behind host 1's one link: all pushes cross its downlink (B/M steps/s). A worker sends
+        # its K pushes back to back; shard k's reply comes back (on the other direction) while the pushes
+        # to the later shards still go out, so its cycle is T + M/B + M/(K B) (K = 1: T + 2 M/B).
+        own = m_bits / b
+        cycle = t + 2 * own if not pipelined else t + own + own / k
+        return min(w / cycle, b / m_bits)
     # Workers whose host runs a psd reach that shard (1/K of the model) over the host's loopback.
     local = min(w, k) if cfg["placement"] == "colocated" else 0
     remote_per_shard = w - (1 if cfg["placement"] == "colocated" else 0)  # workers that reach a shard over links
@@ -184,10 +193,14 @@ def run_config(args, cfg, env, port):
     if cfg["placement"] == "spread":
         ps_hosts = list(range(1, k + 1))
         worker_hosts = list(range(k + 1, k + w + 1))
+    elif cfg["placement"] == "packed":  # every psd on host 1 (one link), each on its own port
+        ps_hosts = [1] * k
+        worker_hosts = list(range(2, w + 2))
     else:
         ps_hosts = list(range(1, k + 1))
         worker_hosts = list(range(1, w + 1))
-    ps = ",".join(f"10.99.0.{h}:{port + 1}" for h in ps_hosts)
+    ps = ",".join(f"10.99.0.{h}:{port + 1 + (i if cfg['placement'] == 'packed' else 0)}"
+                  for i, h in enumerate(ps_hosts))
     workers = ",".join(f"10.99.0.{h}:{port}" for h in worker_hosts)
     steps = cfg["steps_per_worker"] * (w if cfg["mode"] == "async" else 1)
     train = ["--model", cfg["model"], "--synthetic-compute-ms", str(cfg["compute_ms"]), "--steps", str(steps),
@@ -252,6 +265,8 @@ def add_models(cfg):
     cfg["model_steps_per_sec"] = round(model_times(cfg), 3)
     if queueing_async(cfg):
         cfg["model_queueing_steps_per_sec"] = round(queueing_async(cfg), 3)
+    if cfg["mode"] == "async" and cfg["placement"] == "packed":
+        cfg["model_pipelined_steps_per_sec"] = round(model_times(cfg, pipelined=True), 3)
     if cfg["mode"] == "sync":
         cfg["model_pipelined_steps_per_sec"] = round(model_times(cfg, pipelined=True), 3)
         cfg["straggler_ms"] = round(straggler_s(cfg["workers"], cfg.get("backup_workers", 0),
