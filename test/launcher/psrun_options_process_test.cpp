@@ -140,3 +140,17 @@ TEST_CASE("training options psrun also has (--threads, --log-level) stay after -
     CHECK(wait_exit(p, 20) == 0);
     CHECK_THAT(slurp(p.out), Catch::EndsWith("--threads 1 --log-level debug\n"));
 }
+
+TEST_CASE("psrun bench scale runs bench/scale.py with this psrun; a missing script exits 2", "[process][cli]") {
+    Fixture f;
+    auto help = spawn({"bench", "scale", "--help"}, base_env(f), f.dir.path);
+    REQUIRE(wait_exit(help, 30) == 0);
+    const std::string usage = slurp(help.out);
+    CHECK_THAT(usage, Catch::Contains("--workers") && Catch::Contains("--placements") && Catch::Contains("--auth"));
+
+    auto env = base_env(f);
+    env["PSRUN_BENCH_DIR"] = f.dir.path.string();  // holds no scale.py
+    auto missing = spawn({"bench", "scale", "--workers", "1"}, env, f.dir.path);
+    REQUIRE(wait_exit(missing, 30) == 2);
+    CHECK_THAT(slurp(missing.err), Catch::Contains("no scale.py in $PSRUN_BENCH_DIR"));
+}
