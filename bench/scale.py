@@ -42,11 +42,13 @@ def lab(env, *args, **kw):
 
 # TCP payload per byte on the shaped link: 1448-byte segments (MSS with timestamps) in 1514-byte frames.
 PAYLOAD_SHARE = 1448 / 1514
+# Bytes per parameter in the payload frames (workerd --wire-precision).
+WIRE_BYTES = {"f32": 4, "bf16": 2}
 
 
 def model_times(cfg):
     """Global steps/s the model predicts (see the module doc)."""
-    m_bits = MODEL_FLOATS[cfg["model"]] * 4 * 8
+    m_bits = MODEL_FLOATS[cfg["model"]] * WIRE_BYTES[cfg.get("wire_precision", "f32")] * 8
     b = cfg["rate_mbit"] * 1e6 * PAYLOAD_SHARE
     t = cfg["compute_ms"] / 1000
     w, k = cfg["workers"], cfg["shards"]
@@ -80,7 +82,7 @@ def run_config(args, cfg, env, port):
     steps = cfg["steps_per_worker"] * (w if cfg["mode"] == "async" else 1)
     train = ["--model", cfg["model"], "--synthetic-compute-ms", str(cfg["compute_ms"]), "--steps", str(steps),
              "--batch-size", str(args.batch_size), "--threads", "1", "--log-every", str(cfg["log_every"]),
-             "--data-dir", args.data_dir]
+             "--data-dir", args.data_dir, "--wire-precision", cfg["wire_precision"]]
     common = ["run", "--ps_hosts", ps, "--worker_hosts", workers]
     if not args.auth:
         common.append("--no-auth")
@@ -168,6 +170,8 @@ def main():
     ap.add_argument("--steps-per-worker", type=int, default=40)
     ap.add_argument("--skip-lines", type=int, default=2, help="progress lines dropped as warm-up")
     ap.add_argument("--data-dir", default=os.path.expanduser("~/.cache/psrun/data/mnist"))
+    ap.add_argument("--wire-precision", default="f32", choices=sorted(WIRE_BYTES),
+                    help="the workers' --wire-precision (bytes per value in the payload frames)")
     ap.add_argument("--auth", action="store_true", help="CURVE between the daemons (default: --no-auth)")
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--out", default=tempfile.mkdtemp(prefix="psrun-scale-"))
@@ -194,7 +198,8 @@ def main():
                             continue
                         cfg = {"mode": mode, "placement": placement, "workers": w, "shards": k,
                                "rate_mbit": args.rate, "compute_ms": args.compute_ms, "model": args.model,
-                               "model_bytes": MODEL_FLOATS[args.model] * 4, "batch_size": args.batch_size,
+                               "model_bytes": MODEL_FLOATS[args.model] * WIRE_BYTES[args.wire_precision],
+                               "wire_precision": args.wire_precision, "batch_size": args.batch_size,
                                "steps_per_worker": args.steps_per_worker,
                                "log_every": max(1, w if mode == "async" else 1) * 4}
                         port += 2

@@ -101,6 +101,7 @@ int DistributedWorker::run() {
     po.model = model_id(*config.model);
     po.shared_memory = training_.shared_memory == "on";
     po.shm_regions = training_.overlap == "on" ? 2 : 1;
+    po.wire_bf16 = training_.wire_precision == "bf16";
     std::unique_ptr<PsClient> client_ptr;
     try {
         client_ptr = std::make_unique<PsClient>(po);
