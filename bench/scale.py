@@ -54,6 +54,8 @@ def lab(env, *args, **kw):
 
 # TCP payload per byte on the shaped link: 1448-byte segments (MSS with timestamps) in 1514-byte frames.
 PAYLOAD_SHARE = 1448 / 1514
+# Bytes per parameter in the payload frames (workerd --wire-precision).
+WIRE_BYTES = {"f32": 4, "bf16": 2}
 
 
 def straggler_s(workers, backups, jitter_ms):
@@ -69,7 +71,8 @@ def straggler_s(workers, backups, jitter_ms):
 
 def link_terms(cfg):
     """(bits of the model, a link's payload bits/s, compute s) of a configuration."""
-    return (MODEL_FLOATS[cfg["model"]] * 4 * 8, cfg["rate_mbit"] * 1e6 * PAYLOAD_SHARE, cfg["compute_ms"] / 1000)
+    m_bits = MODEL_FLOATS[cfg["model"]] * WIRE_BYTES[cfg.get("wire_precision", "f32")] * 8
+    return (m_bits, cfg["rate_mbit"] * 1e6 * PAYLOAD_SHARE, cfg["compute_ms"] / 1000)
 
 
 def sync_comm_s(cfg, pipelined=False):
@@ -205,7 +208,7 @@ def run_config(args, cfg, env, port):
     steps = cfg["steps_per_worker"] * (w if cfg["mode"] == "async" else 1)
     train = ["--model", cfg["model"], "--synthetic-compute-ms", str(cfg["compute_ms"]), "--steps", str(steps),
              "--batch-size", str(args.batch_size), "--threads", "1", "--log-every", str(cfg["log_every"]),
-             "--data-dir", args.data_dir]
+             "--data-dir", args.data_dir, "--wire-precision", cfg["wire_precision"]]
     if cfg["jitter_ms"] > 0:
         train += ["--synthetic-compute-jitter", f"exp:{cfg['jitter_ms']:g}"]
     common = ["run", "--ps_hosts", ps, "--worker_hosts", workers]
@@ -336,6 +339,8 @@ def main():
     ap.add_argument("--steps-per-worker", type=int, default=40)
     ap.add_argument("--skip-lines", type=int, default=2, help="progress lines dropped as warm-up")
     ap.add_argument("--data-dir", default=os.path.expanduser("~/.cache/psrun/data/mnist"))
+    ap.add_argument("--wire-precision", default="f32", choices=sorted(WIRE_BYTES),
+                    help="the workers' --wire-precision (bytes per value in the payload frames)")
     ap.add_argument("--auth", choices=["none", "mac", "curve"], default="none",
                     help="between the daemons: none (--no-auth, the default), a MAC on every message, or CURVE")
     ap.add_argument("--timeout", type=float, default=300)
@@ -372,7 +377,8 @@ def main():
                         cfg = {"mode": mode, "placement": placement, "workers": w, "shards": k,
                                "rate_mbit": args.rate, "compute_ms": args.compute_ms, "jitter_ms": j,
                                "backup_workers": b, "model": args.model,
-                               "model_bytes": MODEL_FLOATS[args.model] * 4, "batch_size": args.batch_size,
+                               "model_bytes": MODEL_FLOATS[args.model] * WIRE_BYTES[args.wire_precision],
+                               "wire_precision": args.wire_precision, "batch_size": args.batch_size,
                                "steps_per_worker": args.steps_per_worker,
                                "log_every": max(1, w if mode == "async" else 1) * 4}
                         port += 2

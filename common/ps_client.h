@@ -50,6 +50,11 @@ struct PsClientOptions {
     bool shared_memory = false;
     std::uint32_t shm_regions = 1;  // gradient regions: 2 lets a worker compute while one is in flight
     std::string shm_dir = kDefaultShmDir;
+    // Reduced-precision exchange (--wire-precision bf16, wire::kFlagBf16): gradients go out and
+    // parameters come back as bf16 payload frames (half the bytes; psd keeps f32 master weights).
+    // The API stays f32: gradients are rounded (to nearest even) into a client-owned buffer, and
+    // parameters are expanded into ParamFrames. Shards exchanging through shared memory stay f32.
+    bool wire_bf16 = false;
 };
 
 struct StepInfo {
@@ -76,6 +81,9 @@ private:
     std::vector<zmq::message_t> frames_;       // all shards' slice frames
     std::vector<std::span<const float>> by_slice_;  // slice id -> floats
     std::vector<std::vector<float>> realigned_;  // copies of frames ZeroMQ delivered misaligned
+    std::vector<float> expanded_;  // bf16 slices expanded to f32, at flat offsets (common/ps_client_bf16.cpp)
+    // Expands a bf16 frame of slice `id` into expanded_; returns its floats.
+    const float* expand_bf16(const ShardLayout& layout, std::uint32_t id, const zmq::message_t& frame);
 };
 
 class PsClient {
@@ -154,6 +162,8 @@ private:
     // --auth mac: checks and strips the MAC trailer of shard i's reply (parts[0] is its header).
     [[nodiscard]] Result<void> open_reply(std::uint32_t shard, const wire::Header& header,
                                           std::vector<zmq::message_t>& parts) const;
+    // common/ps_client_bf16.cpp: shard's gradient slices rounded to bf16 into grad_bf16_, sent zero-copy.
+    void send_slices_bf16(std::uint32_t shard, wire::Header header, std::span<const float> grads);
     // Receives one reply from each shard in `shards` (ERROR replies become errors).
     [[nodiscard]] Result<std::vector<Reply>> collect(const std::vector<std::uint32_t>& shards,
                                                      std::chrono::milliseconds timeout);
@@ -181,6 +191,7 @@ private:
     std::atomic<int> holds_{0};
     ShmSegment shm_;               // mapped when at least one shard attached it
     std::vector<bool> shm_shard_;  // shard i exchanges through shm_
+    std::vector<std::uint16_t> grad_bf16_;  // wire_bf16: the gradient in bf16 (held by ZeroMQ until released)
     std::unique_ptr<LinkMonitor> links_;  // after sockets_: destroyed first
 };
 

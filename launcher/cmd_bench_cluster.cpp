@@ -43,6 +43,7 @@ struct BenchClusterOptions {
     std::string precision = "f32";
     std::string overlap = "off";  // the workers' --overlap (workerd's default)
     std::string shared_memory = "on";  // the workers' --shared-memory (workerd's default)
+    std::string wire_precision = "f32";  // the workers' --wire-precision (workerd's default)
     int repeat = 1;               // cluster and single-process runs, alternating
     bool keep = false;
     DaemonOptions daemon;
@@ -113,7 +114,8 @@ std::vector<std::string> training_options(const BenchClusterOptions& o, const st
                                   "--dataset",     o.dataset,
                                   "--precision",   o.precision,
                                   "--overlap",     o.overlap,
-                                  "--shared-memory", o.shared_memory};
+                                  "--shared-memory", o.shared_memory,
+                                  "--wire-precision", o.wire_precision};
     if (!o.data_dir.empty()) t.insert(t.end(), {"--data-dir", o.data_dir});
     return t;
 }
@@ -233,6 +235,7 @@ int run_bench_cluster(BenchClusterOptions o) {
         {"precision", o.precision},
         {"overlap", o.overlap},
         {"shared_memory", o.shared_memory},
+        {"wire_precision", o.wire_precision},
         {"repeat", o.repeat},
         {"dataset", o.dataset},
         {"transport", "ipc"},
@@ -306,6 +309,10 @@ void add_bench_cluster_command(CLI::App& app, int& exit_code) {
     cmd->add_option("--shared-memory", o->shared_memory,
                     "the workers' --shared-memory: payloads through shared memory, not the ipc socket (on|off)")
         ->check(CLI::IsMember({"on", "off"}))
+        ->capture_default_str();
+    cmd->add_option("--wire-precision", o->wire_precision,
+                    "the workers' --wire-precision: payload frames in f32 or bf16 (shared memory stays f32)")
+        ->check(CLI::IsMember({"f32", "bf16"}))
         ->capture_default_str();
     cmd->add_option("--overlap", o->overlap, "the workers' --overlap: exchange while computing (on|off)")
         ->check(CLI::IsMember({"on", "off"}))

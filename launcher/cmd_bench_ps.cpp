@@ -41,6 +41,7 @@ struct BenchOptions {
     std::string auth = "none";  // none, or a job key file as a real job has it: mac or curve on tcp
     bool baseline = false;  // also time the raw ZeroMQ exchange, side by side
     int ps_threads = 2;     // psd --threads: the check and the update use both cores while workers wait
+    std::string wire_precision = "f32";  // f32 or bf16 payload frames (PsClientOptions::wire_bf16)
     std::string bin_dir;
 };
 
@@ -120,6 +121,7 @@ Result<nlohmann::json> run_bench(const BenchOptions& o) {
         co.connect_timeout = std::chrono::milliseconds(20000);
         co.reply_timeout = std::chrono::milliseconds(60000);
         co.shared_memory = o.transport == "shm";
+        co.wire_bf16 = o.wire_precision == "bf16";
         PsClient client(co);
         std::vector<float> params(n, 0.01f), grads(n);
         for (std::size_t i = 0; i < n; ++i) grads[i] = 1e-3f * static_cast<float>(static_cast<int>(i % 31) - 15);
@@ -173,7 +175,8 @@ Result<nlohmann::json> run_bench(const BenchOptions& o) {
     std::vector<double> medians;
     for (const auto& t : times) medians.push_back(median(t));
     const double wall_s = std::chrono::duration<double>(stop - start).count();
-    const double bytes = 2.0 * 4.0 * static_cast<double>(n) * o.workers * o.rounds;
+    const double value_bytes = o.wire_precision == "bf16" && o.transport != "shm" ? 2.0 : 4.0;
+    const double bytes = 2.0 * value_bytes * static_cast<double>(n) * o.workers * o.rounds;
     const auto layout = compute_layout(tensors, o.shards);
     const int slots = o.optimizer == "none" ? 0 : slot_count(init.optimizer.kind);
     const double state_mb = 4.0 * (1 + slots) * static_cast<double>(layout->shard_size(0)) / 1e6;
@@ -182,7 +185,7 @@ Result<nlohmann::json> run_bench(const BenchOptions& o) {
     nlohmann::json j = {
         {"bench", "ps"}, {"workers", o.workers}, {"shards", o.shards}, {"transport", o.transport},
         {"rounds", o.rounds}, {"ps_threads", o.ps_threads}, {"optimizer", o.optimizer}, {"adam_applied", o.optimizer == "adam"},
-        {"auth", o.auth}, {"roundtrip_ms", median(medians)}, {"roundtrip_ms_per_worker", medians},
+        {"auth", o.auth}, {"wire_precision", o.wire_precision}, {"roundtrip_ms", median(medians)}, {"roundtrip_ms_per_worker", medians},
         {"aggregate_gbps", bytes / wall_s / 1e9}, {"psd_peak_rss_mb", rss_mb},
         {"psd0_rss_shmem_mb", shmem_mb},
         {"psd0_params_plus_state_mb", state_mb}, {"psd0_rss_ratio", rss_mb[0] / state_mb},
@@ -223,6 +226,10 @@ void add_bench_ps_command(CLI::App& app, int& exit_code) {
                     "none, or a fresh job key file as a real job has it, with mac or curve on tcp (ipc: owner-only "
                     "socket + job token either way)")
         ->check(CLI::IsMember({"none", "mac", "curve"}))
+        ->capture_default_str();
+    cmd->add_option("--wire-precision", opts->wire_precision,
+                    "payload frames in f32 or bf16 (half the bytes; shm stays f32)")
+        ->check(CLI::IsMember({"f32", "bf16"}))
         ->capture_default_str();
     cmd->add_flag("--baseline", opts->baseline, "first time the raw ZeroMQ exchange (1 server, 1 client) for comparison");
     cmd->add_option("--bin-dir", opts->bin_dir, "directory holding psd (default: next to psrun, or $PSRUN_BIN_DIR)");

@@ -242,9 +242,10 @@ void ParameterServer::dispatch(const std::string& routing, const Header& h, Part
             // A worker of a new standby run waits for that run's INIT (awaiting_run_init_); others need parameters.
             if (shard_->initialized() && !(awaiting_run_init_ && h.role == wire::Role::kWorker))
                 return reply_params(routing, (shard_->finished() ? wire::kFlagFinished : 0) |
-                                                 (drain_.active() ? wire::kFlagDraining : 0));
+                                                 (drain_.active() ? wire::kFlagDraining : 0) |
+                                                 (h.flags & wire::kFlagBf16));
             if (init_waiters_.empty()) first_init_wait_ = Clock::now();
-            init_waiters_.push_back(Pending{routing, h.type, h.index});
+            init_waiters_.push_back(Pending{routing, h.type, h.index, h.flags & wire::kFlagBf16});
             return;
         case MessageType::kPush:
         case MessageType::kPushPull: return on_push(routing, h, parts);
@@ -279,7 +280,9 @@ void ParameterServer::reply(const std::string& routing, MessageType type, std::u
 
 void ParameterServer::reply_params(const std::string& routing, std::uint32_t flags, bool written) {
     flags |= take_rejoined(routing);
-    if (ShmSegment* segment = attachment(routing)) return reply_params_shm(routing, flags, *segment, written);
+    if (ShmSegment* segment = attachment(routing))
+        return reply_params_shm(routing, flags & ~wire::kFlagBf16, *segment, written);
+    const std::size_t width = (flags & wire::kFlagBf16) ? wire::kBf16Bytes : sizeof(float);
     Header h;
     h.type = MessageType::kParams;
     h.role = wire::Role::kPs;
@@ -289,12 +292,18 @@ void ParameterServer::reply_params(const std::string& routing, std::uint32_t fla
     if (h.flags & wire::kFlagRejoined) h.aux = static_cast<std::uint64_t>(options_.worker_timeout.count());
     h.step = shard_->step();
     const auto& ids = shard_->slice_ids();
-    auto& buffer = shard_->current();
     std::vector<zmq::message_t> payloads;
-    for (std::size_t k = 0; k < ids.size(); ++k) {
-        const auto bytes = static_cast<std::uint32_t>(shard_->layout().slices[ids[k]].length * sizeof(float));
+    auto add = [&](std::size_t k, const void* data, std::atomic<int>& holds) {
+        const auto bytes = static_cast<std::uint32_t>(shard_->layout().slices[ids[k]].length * width);
         h.frames.push_back(FrameDesc{ids[k], bytes});
-        payloads.push_back(zero_copy_message(buffer.data.data() + shard_->local_offset(k), bytes, buffer.holds));
+        payloads.push_back(zero_copy_message(data, bytes, holds));
+    };
+    if (flags & wire::kFlagBf16) {
+        auto& buffer = bf16_.params(*shard_, team_.get());
+        for (std::size_t k = 0; k < ids.size(); ++k) add(k, buffer.data.data() + shard_->local_offset(k), buffer.holds);
+    } else {
+        auto& buffer = shard_->current();
+        for (std::size_t k = 0; k < ids.size(); ++k) add(k, buffer.data.data() + shard_->local_offset(k), buffer.holds);
     }
     send_reply(routing, h, payloads);
 }
@@ -309,7 +318,7 @@ void ParameterServer::reply_error(const std::string& routing, ErrorCode code, co
 void ParameterServer::release_pending(std::vector<Pending>& pending, std::uint32_t flags) {
     for (const auto& p : pending) {
         if (p.type == MessageType::kPush) reply(p.routing, MessageType::kAck, flags);
-        else reply_params(p.routing, flags);
+        else reply_params(p.routing, flags | p.reply_flags);
     }
     pending.clear();
 }
@@ -384,6 +393,8 @@ std::string ParameterServer::stats_json() const {
     j["stale"] = counters_.stale;
     j["errors"] = counters_.errors;
     j["checkpoints"] = counters_.checkpoints;
+    j["bf16_param_conversions"] = bf16_.conversions();
+    j["bf16_param_reuses"] = bf16_.reuses();
     j["aborted"] = faults_.aborted();
     j["auth_denied"] = zap_ ? zap_->denied() : 0;
     return j.dump();

@@ -17,6 +17,7 @@
 #include "common/shm_segment.h"
 #include "common/signals.h"
 #include "common/wire.h"
+#include "psd/bf16_params.h"
 #include "psd/drain.h"
 #include "psd/fault_policy.h"
 #include "psd/server_options.h"
@@ -45,6 +46,7 @@ private:
         std::string routing;
         wire::MessageType type;
         std::uint32_t worker;
+        std::uint32_t reply_flags = 0;  // wire::kFlagBf16 when the held PARAMS reply goes out in bf16
     };
     struct Counters {
         std::uint64_t messages = 0, malformed = 0, unauthorized = 0, nonfinite = 0, stale = 0,
@@ -87,9 +89,12 @@ private:
     bool authenticate(const std::string& routing, const wire::Header& h, Parts& parts);
     // Sends routing, header and payloads, sealed with a MAC trailer when the request was.
     void send_reply(const std::string& routing, wire::Header& h, std::vector<zmq::message_t>& payloads);
+    // The same for a PUSH whose slice frames hold bf16 (wire::kFlagBf16): expanded to f32 (bf16_).
+    [[nodiscard]] Result<std::vector<std::span<const float>>> bf16_grad_spans(const wire::Header& h, Parts& parts);
     void reply(const std::string& routing, wire::MessageType type, std::uint32_t flags,
                const std::string* body = nullptr);
     // Frames, or the client's shared-memory segment if it attached one (`written`: see reply_params_shm).
+    // wire::kFlagBf16 in `flags`: the frames hold bf16 (a shared-memory reply stays f32 and drops it).
     void reply_params(const std::string& routing, std::uint32_t flags, bool written = false);
     void reply_error(const std::string& routing, ErrorCode code, const std::string& reason);
     void release_pending(std::vector<Pending>& pending, std::uint32_t flags);
@@ -145,6 +150,7 @@ private:
     std::vector<std::vector<float>> realigned_;  // copies of misaligned received frames
     // Segments of clients whose ATTACH was accepted, by routing id; dropped at their DONE.
     std::unordered_map<std::string, ShmSegment> attached_;
+    Bf16Params bf16_;  // --wire-precision bf16 clients: gradient expansion, bf16 parameter copies
     Counters counters_;
     Drain drain_;
     std::unordered_set<std::string> rejoined_;  // routing ids whose next reply carries kFlagRejoined

@@ -120,6 +120,16 @@ Result<std::vector<std::span<const float>>> ParameterServer::slice_spans(const H
     return spans;
 }
 
+Result<std::vector<std::span<const float>>> ParameterServer::bf16_grad_spans(const Header& h, Parts& parts) {
+    const auto& ids = shard_->slice_ids();
+    if (h.frames.size() != ids.size())
+        return make_error(ErrorCode::kProtocol, "expected " + std::to_string(ids.size()) + " slice frames");
+    auto spans = bf16_.expand_gradient(*shard_, h.frames, std::span<const zmq::message_t>(parts).subspan(2));
+    if (!spans) return spans;
+    if (auto ok = check_finite(*spans); !ok) return tl::unexpected(ok.error());
+    return spans;
+}
+
 Result<void> ParameterServer::check_finite(const std::vector<std::span<const float>>& spans) {
     if (all_finite(spans, team_.get())) return {};
     ++counters_.nonfinite;
@@ -134,7 +144,7 @@ void ParameterServer::on_push(const std::string& routing, const Header& h, Parts
         return reply_error(routing, ErrorCode::kProtocol, "PUSH before the chief's INIT: PULL first to wait for it");
     const bool want_params = h.type == MessageType::kPushPull;
     if (drain_.active() && sync_) {  // preemption, sync: no new step; the flag tells the worker to stop
-        if (want_params) return reply_params(routing, wire::kFlagDraining);
+        if (want_params) return reply_params(routing, wire::kFlagDraining | (h.flags & wire::kFlagBf16));
         return reply(routing, MessageType::kAck, wire::kFlagDraining);
     }
     ShmSegment* segment = attachment(routing);
@@ -142,7 +152,9 @@ void ParameterServer::on_push(const std::string& routing, const Header& h, Parts
     if (shm_push && !segment)
         return reply_error(routing, ErrorCode::kProtocol, "shared-memory PUSH without an accepted ATTACH");
     const auto rejected_before = counters_.nonfinite;
-    auto grads = shm_push ? shm_grad_spans(h, *segment) : slice_spans(h, parts, 0);
+    auto grads = shm_push                         ? shm_grad_spans(h, *segment)
+                 : (h.flags & wire::kFlagBf16) ? bf16_grad_spans(h, parts)
+                                               : slice_spans(h, parts, 0);
     if (!grads && counters_.nonfinite != rejected_before) return reject_bad_gradient(routing, h, grads.error());
     if (!grads) return reply_error(routing, grads.error().code, grads.error().message);
     // Async while draining: the push is applied like any other (every shard applies the same pushes,
@@ -150,7 +162,7 @@ void ParameterServer::on_push(const std::string& routing, const Header& h, Parts
     auto answer = [&](std::uint32_t flags, bool written = false) {
         if (shard_->finished()) flags |= wire::kFlagFinished;
         if (drain_.active()) flags |= wire::kFlagDraining;
-        if (want_params) reply_params(routing, flags, written);
+        if (want_params) reply_params(routing, flags | (h.flags & wire::kFlagBf16), written);
         else reply(routing, MessageType::kAck, flags);
     };
     if (shard_->finished()) return answer(0);  // last_step reached: never overshoot
@@ -170,7 +182,7 @@ void ParameterServer::on_push(const std::string& routing, const Header& h, Parts
     if (sync_->contributed(h.index))
         return reply_error(routing, ErrorCode::kProtocol, "worker " + std::to_string(h.index) +
                                                               " already pushed for step " + std::to_string(h.step));
-    step_waiters_.push_back(Pending{routing, h.type, h.index});
+    step_waiters_.push_back(Pending{routing, h.type, h.index, h.flags & wire::kFlagBf16});
     std::vector<std::size_t> offsets;
     for (std::size_t k = 0; k < grads->size(); ++k) offsets.push_back(shard_->local_offset(k));
     update_sync_replicas();

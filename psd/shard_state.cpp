@@ -98,6 +98,7 @@ void ShardState::load(const wire::InitConfig& config, const std::vector<std::spa
 }
 
 float* ShardState::writable() {
+    ++version_;
     if (buffers_[current_]->holds.load(std::memory_order_acquire) == 0) return buffers_[current_]->data.data();
     std::size_t target = buffers_.size();
     while (target == buffers_.size()) {

@@ -72,6 +72,9 @@ public:
 
     // The buffer to send from; callers pair it with zero_copy_message(.., holds).
     ParamBuffer& current() { return *buffers_[current_]; }
+    // Changes whenever the parameters may change (every write: init, load, a non-dry-run apply),
+    // so that a copy derived from them (psd/bf16_params.h) knows when it is stale. Starts at 0.
+    std::uint64_t version() const { return version_; }
     std::size_t buffer_count() const { return buffers_.size(); }
     std::size_t optimizer_floats() const;
 
@@ -91,6 +94,7 @@ private:
     std::size_t size_ = 0;
     std::vector<std::unique_ptr<ParamBuffer>> buffers_;
     std::size_t current_ = 0;
+    std::uint64_t version_ = 0;  // see version()
     std::vector<Optimizer> optimizers_;  // one per own slice, same order
     wire::InitConfig config_;
     std::uint64_t step_ = 0;

@@ -107,6 +107,7 @@ int DistributedWorker::run() {
     po.model = model_id(*config.model);
     po.shared_memory = training_.shared_memory == "on";
     po.shm_regions = training_.overlap == "on" ? 2 : 1;
+    po.wire_bf16 = training_.wire_precision == "bf16";
     std::unique_ptr<PsClient> client_ptr;
     try {
         client_ptr = std::make_unique<PsClient>(po);
@@ -123,6 +124,9 @@ int DistributedWorker::run() {
         fail("cannot join the job", hello.error());
         return hello.error().code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure;
     }
+    if (po.wire_bf16)  // shared-memory shards stay f32: say how many shards the option reaches
+        spdlog::info("wire precision bf16: {} of {} psd shards exchange bf16 payload frames (shared memory stays f32)",
+                     endpoints.size() - client.shm_shards(), endpoints.size());
 
     Trainer trainer(config, data->train, data->test);
     std::unique_ptr<Checkpointer> checkpointer;  // the chief's, when it has a model dir

@@ -76,6 +76,11 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                    "with psd on this host: gradients and parameters through shared memory, not the socket (on|off)")
         ->check(CLI::IsMember({"on", "off"}))
         ->capture_default_str();
+    app.add_option("--wire-precision", o.wire_precision,
+                   "with psd: gradients and parameters on the wire as f32 or bf16 (half the bytes; psd keeps "
+                   "f32 master weights; shared memory stays f32)")
+        ->check(CLI::IsMember({"f32", "bf16"}))
+        ->capture_default_str();
     app.add_option("--hand-kernels", o.hand_kernels,
                    "hand-written AVX-512 kernels where a layer pattern matches one and the CPU allows (on), "
                    "or oneDNN primitives only (off)")

@@ -64,6 +64,10 @@ struct TrainOptions {
     // Distributed mode: exchange gradients and parameters with the psd shards on this host through
     // shared memory (common/shm_segment.h); shards elsewhere use the socket either way. "on" or "off".
     std::string shared_memory = "on";
+    // Distributed mode: precision of the gradients and parameters in the payload frames exchanged
+    // with psd (docs/wire-precision.md): "f32", or "bf16" (half the bytes, rounded to nearest even;
+    // psd keeps f32 master weights and optimizer state). Shared-memory shards stay f32.
+    std::string wire_precision = "f32";
     // The hand-written AVX-512 kernels of the engine (nn::NetworkOptions::hand_kernels): "on"
     // (where a layer pattern matches one and the CPU allows) or "off" (oneDNN primitives only).
     std::string hand_kernels = "on";

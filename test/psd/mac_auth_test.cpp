@@ -2,6 +2,7 @@
 // MAC at all, an altered message and a replayed one are each refused with ERROR, counted and
 // logged, and psd goes on serving the job's own clients (a full push/pull through PsClient), then
 // exits 0. Raw DEALER sockets play the hostile clients; MessageSealer seals what they send.
+#include "common/wire_precision.h"
 #include "test/psd/hostile_fixture.h"
 
 using namespace psrun;
@@ -73,13 +74,15 @@ TEST_CASE("psd --auth mac refuses strangers, altered and replayed messages, logs
     CHECK_FALSE(curve.exchange(hello(s.keys.token), 1000));
     CHECK(s.psd->running());
 
-    // The job's own client: init, a push and a pull, all sealed both ways.
+    // The job's own client: init, a push and a pull, all sealed both ways, in bf16 (the MAC covers
+    // the frames as sent, whatever their width).
     PsClientOptions o;
     o.endpoints = {s.endpoint};
     o.role = wire::Role::kChief;
     o.keys = s.keys;
     o.auth = AuthMode::kMac;
     o.tensors = test::small_model();
+    o.wire_bf16 = true;
     o.connect_timeout = o.reply_timeout = std::chrono::milliseconds(5000);
     {
         PsClient chief(o);
@@ -93,7 +96,7 @@ TEST_CASE("psd --auth mac refuses strangers, altered and replayed messages, logs
         REQUIRE(step);
         CHECK(step->step == 1);
         const auto expected = ramp(n, 1.0f);
-        for (std::size_t i = 0; i < n; ++i) REQUIRE(params[i] == expected[i] - 1.0f);
+        for (std::size_t i = 0; i < n; ++i) REQUIRE(params[i] == wire::to_f32(wire::to_bf16(expected[i] - 1.0f)));
         REQUIRE(chief.done());
     }
     CHECK(s.psd->wait(10) == 0);

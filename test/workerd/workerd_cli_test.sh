@@ -41,6 +41,10 @@ timeout 30 "$workerd" --standalone --hand-kernels maybe >"$tmp/out" 2>&1
 rc=$?
 check "--hand-kernels maybe exits 2 (rc=$rc)" test "$rc" -eq 2
 check "... naming the flag" grep -q -- "--hand-kernels" "$tmp/out"
+timeout 30 "$workerd" --standalone --wire-precision fp8 >"$tmp/out" 2>&1
+rc=$?
+check "--wire-precision fp8 exits 2 (rc=$rc)" test "$rc" -eq 2
+check "... naming the flag" grep -q -- "--wire-precision" "$tmp/out"
 
 timeout 30 "$workerd" --standalone --batch-size 0 >"$tmp/out" 2>&1
 rc=$?
