@@ -15,21 +15,10 @@ using namespace psrun;
 using psrun::test::Cluster;
 using psrun::test::ramp;
 using psrun::test::small_model;
+using psrun::test::base_options;
+using psrun::test::sgd;
 
 namespace {
-
-psd::ServerOptions base_options(std::uint32_t workers) {
-    psd::ServerOptions o;
-    o.num_workers = workers;
-    o.worker_timeout = std::chrono::milliseconds(30000);
-    return o;
-}
-
-wire::InitConfig sgd(float lr) {
-    wire::InitConfig c;
-    c.optimizer = OptimizerConfig{.kind = OptimizerKind::kSgd, .learning_rate = lr};
-    return c;
-}
 
 float round_bf16(float x) { return wire::to_f32(wire::to_bf16(x)); }
 

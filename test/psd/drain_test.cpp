@@ -17,34 +17,16 @@ using psrun::test::Cluster;
 using psrun::test::ramp;
 using psrun::test::small_model;
 
-namespace {
-
-psd::ServerOptions options(std::uint32_t workers) {
-    psd::ServerOptions o;
-    o.num_workers = workers;
-    o.worker_timeout = std::chrono::milliseconds(30000);
-    return o;
-}
-
-wire::InitConfig sgd() {
-    wire::InitConfig c;
-    c.optimizer = OptimizerConfig{.kind = OptimizerKind::kSgd, .learning_rate = 0.1f};
-    c.last_step = 1000;
-    return c;
-}
-
-}  // namespace
-
 TEST_CASE("a drain request is answered once the other workers stopped; their last pushes count on every shard",
           "[psd][drain]") {
-    Cluster cluster(2, options(2));
+    Cluster cluster(2, test::base_options(2));
     PsClient chief(cluster.client_options(0, small_model()));
     PsClient worker(cluster.client_options(1, small_model()));
     REQUIRE(chief.hello());
     REQUIRE(worker.hello());
     const std::size_t n = chief.layout().total;
     const auto params = ramp(n, 1.0f), grads = ramp(n, 0.5f);
-    REQUIRE(chief.init(sgd(), params));
+    REQUIRE(chief.init(test::sgd(0.1f, 1000), params));
     std::vector<float> out(n), last(n);
     auto s1 = worker.push_pull(grads, 0, out);
     REQUIRE(s1);
@@ -78,7 +60,7 @@ TEST_CASE("a drain request is answered once the other workers stopped; their las
 }
 
 TEST_CASE("draining without a checkpoint ends with 1 after the grace and keeps the shard file", "[psd][drain]") {
-    auto o = options(2);
+    auto o = test::base_options(2);
     o.signal_grace = std::chrono::milliseconds(300);
     const std::string model_dir = psrun::test::make_temp_dir();
     o.model_dir = model_dir;
@@ -87,7 +69,7 @@ TEST_CASE("draining without a checkpoint ends with 1 after the grace and keeps t
         PsClient chief(cluster.client_options(0, small_model()));
         REQUIRE(chief.hello());
         const std::size_t n = chief.layout().total;
-        REQUIRE(chief.init(sgd(), ramp(n, 1.0f)));
+        REQUIRE(chief.init(test::sgd(0.1f, 1000), ramp(n, 1.0f)));
         REQUIRE(chief.drain());
         CHECK(cluster.exit_code(0, 0.1) == -1);  // within the grace: still serving
         CHECK(cluster.exit_code(0, 5) == kExitFailure);
@@ -97,11 +79,11 @@ TEST_CASE("draining without a checkpoint ends with 1 after the grace and keeps t
 }
 
 TEST_CASE("a worker's DONE(preempted) alone ends an unfinished run with 75 only after a checkpoint", "[psd][drain]") {
-    Cluster cluster(1, options(1));
+    Cluster cluster(1, test::base_options(1));
     PsClient chief(cluster.client_options(0, small_model()));
     REQUIRE(chief.hello());
     const std::size_t n = chief.layout().total;
-    REQUIRE(chief.init(sgd(), ramp(n, 1.0f)));
+    REQUIRE(chief.init(test::sgd(0.1f, 1000), ramp(n, 1.0f)));
     std::vector<float> out(n);
     REQUIRE(chief.push_pull(ramp(n, 0.5f), 0, out));
     const std::string dir = cluster.dir() + "/ckpt";
@@ -112,7 +94,7 @@ TEST_CASE("a worker's DONE(preempted) alone ends an unfinished run with 75 only 
 }
 
 TEST_CASE("draining releases the workers waiting in a sync step without applying it", "[psd][drain]") {
-    auto o = options(3);
+    auto o = test::base_options(3);
     o.sync = true;
     o.replicas_to_aggregate = 2;
     Cluster cluster(1, o);
@@ -121,7 +103,7 @@ TEST_CASE("draining releases the workers waiting in a sync step without applying
     REQUIRE(chief.hello());
     REQUIRE(worker.hello());
     const std::size_t n = chief.layout().total;
-    REQUIRE(chief.init(sgd(), ramp(n, 1.0f)));
+    REQUIRE(chief.init(test::sgd(0.1f, 1000), ramp(n, 1.0f)));
     std::vector<float> out(n);
     auto waiting = std::async(std::launch::async, [&] { return worker.push_pull(ramp(n, 0.5f), 0, out); });
     CHECK(waiting.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout);  // 1 of 2 replicas

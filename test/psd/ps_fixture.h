@@ -72,6 +72,22 @@ private:
     std::vector<std::future<int>> exits_;
 };
 
+// Server options for `workers` workers with a worker timeout no test step comes near.
+inline psd::ServerOptions base_options(std::uint32_t workers) {
+    psd::ServerOptions o;
+    o.num_workers = workers;
+    o.worker_timeout = std::chrono::milliseconds(30000);
+    return o;
+}
+
+// INIT for plain SGD at `lr`, updates stopping at `last_step` (0: no limit).
+inline wire::InitConfig sgd(float lr, std::uint64_t last_step = 0) {
+    wire::InitConfig c;
+    c.optimizer = OptimizerConfig{.kind = OptimizerKind::kSgd, .learning_rate = lr};
+    c.last_step = last_step;
+    return c;
+}
+
 inline std::vector<TensorSpec> small_model() { return {{"w", {100, 90}}, {"b", {10}}, {"v", {7}}}; }
 
 inline std::vector<float> ramp(std::size_t n, float scale, float offset = 0.0f) {

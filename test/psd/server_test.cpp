@@ -12,24 +12,8 @@ using namespace psrun;
 using psrun::test::Cluster;
 using psrun::test::ramp;
 using psrun::test::small_model;
-
-namespace {
-
-psd::ServerOptions base_options(std::uint32_t workers) {
-    psd::ServerOptions o;
-    o.num_workers = workers;
-    o.worker_timeout = std::chrono::milliseconds(30000);
-    return o;
-}
-
-wire::InitConfig sgd(float lr, std::uint64_t last_step = 0) {
-    wire::InitConfig c;
-    c.optimizer = OptimizerConfig{.kind = OptimizerKind::kSgd, .learning_rate = lr};
-    c.last_step = last_step;
-    return c;
-}
-
-}  // namespace
+using psrun::test::base_options;
+using psrun::test::sgd;
 
 TEST_CASE("async pushes apply SGD exactly as computed by hand", "[psd]") {
     Cluster cluster(1, base_options(1));
