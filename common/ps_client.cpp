@@ -10,6 +10,10 @@
 #include <iterator>
 
 namespace psrun {
+namespace {
+// How long a shard whose connection dropped may still deliver a reply it sent before (collect()).
+constexpr std::chrono::milliseconds kLossGrace{1000};
+}  // namespace
 
 using wire::FrameDesc;
 using wire::Header;
@@ -140,6 +144,7 @@ Result<std::vector<PsClient::Reply>> PsClient::collect(const std::vector<std::ui
     // The timeout restarts when this process was itself stopped meanwhile (common/pause_detector.h):
     // psd gets a full `timeout` of our running time to answer.
     const auto started = std::chrono::steady_clock::now();
+    std::vector<std::optional<std::chrono::steady_clock::time_point>> lost_since(sockets_.size());
     std::vector<zmq::pollitem_t> items;
     while (missing > 0) {
         items.clear();
@@ -147,14 +152,23 @@ Result<std::vector<PsClient::Reply>> PsClient::collect(const std::vector<std::ui
             if (!got[i]) items.push_back({sockets_[i].handle(), 0, ZMQ_POLLIN, 0});
         links_->append_poll_items(items);  // a psd that dies mid-request wakes us up
         links_->update();
-        for (auto i : shards)
-            if (!got[i] && links_->lost(i) && !(sockets_[i].get(zmq::sockopt::events) & ZMQ_POLLIN))
-                return make_error(ErrorCode::kIo, links_->describe_loss(i));  // a reply sent before dying is read
+        // A reply sent just before psd exited is still read: the probe's connection may close before
+        // the reply has crossed the data connection (a psd that exits right after ACKing the last DONE),
+        // so a lost shard gets kLossGrace to deliver it.
+        bool in_grace = false;
+        for (auto i : shards) {
+            if (got[i] || !links_->lost(i) || (sockets_[i].get(zmq::sockopt::events) & ZMQ_POLLIN)) continue;
+            if (!lost_since[i]) lost_since[i] = std::chrono::steady_clock::now();
+            if (std::chrono::steady_clock::now() - *lost_since[i] > kLossGrace)
+                return make_error(ErrorCode::kIo, links_->describe_loss(i));
+            in_grace = true;
+        }
         const auto deadline = PauseDetector::process().window_start(started) + timeout;
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
         // Wake up at least every 250 ms: a stop of our own moves the deadline, and a psd excused after it
         // must answer its probe in time (common/ps_health.h).
-        const int ready = left.count() > 0 ? zmq::poll(items, std::min(left, std::chrono::milliseconds(250))) : 0;
+        const auto wake = in_grace ? std::chrono::milliseconds(20) : std::chrono::milliseconds(250);
+        const int ready = left.count() > 0 ? zmq::poll(items, std::min(left, wake)) : 0;
         if (ready == 0 && std::chrono::steady_clock::now() < PauseDetector::process().window_start(started) + timeout)
             continue;
         if (ready == 0) {
