@@ -247,9 +247,12 @@ std::optional<std::string> MessageVerifier::seal_reply(const std::string& routin
 }
 
 void MessageVerifier::prune() {
+    const std::int64_t now = now_ns();
+    if (now - last_prune_ns_ < 1'000'000'000) return;
+    last_prune_ns_ = now;
     // Twice the window: a sender whose clock runs ahead by up to one window stamps its messages
     // that much later than psd received them.
-    const std::int64_t oldest = now_ns() - 2 * std::chrono::duration_cast<std::chrono::nanoseconds>(window_).count();
+    const std::int64_t oldest = now - 2 * std::chrono::duration_cast<std::chrono::nanoseconds>(window_).count();
     std::erase_if(sessions_, [&](const auto& kv) { return kv.second.last_ns < oldest; });
     std::erase_if(bindings_, [&](const auto& kv) { return !sessions_.contains(kv.second.session); });
 }

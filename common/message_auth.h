@@ -121,6 +121,7 @@ public:
     // Trailer for a reply on `routing` to its last verified request; nullopt if it has none.
     std::optional<std::string> seal_reply(const std::string& routing, std::span<const ByteRange> frames);
     // Drops sessions quiet for longer than the window (their old messages fail the time check).
+    // Cheap to call often: it scans the sessions at most once a second.
     void prune();
     std::size_t sessions() const { return sessions_.size(); }
 
@@ -140,6 +141,7 @@ private:
     std::chrono::seconds window_;
     ThreadTeam* team_ = nullptr;
     std::map<SessionId, Session> sessions_;
+    std::int64_t last_prune_ns_ = 0;
     std::unordered_map<std::string, Binding> bindings_;
 };
 

@@ -261,68 +261,6 @@ void ParameterServer::dispatch(const std::string& routing, const Header& h, Part
     }
 }
 
-void ParameterServer::reply(const std::string& routing, MessageType type, std::uint32_t flags, const std::string* body) {
-    Header h;
-    h.type = type;
-    h.role = wire::Role::kPs;
-    h.token = options_.token;
-    h.index = options_.index;
-    h.flags = flags | take_rejoined(routing);
-    if (h.flags & wire::kFlagRejoined) h.aux = static_cast<std::uint64_t>(options_.worker_timeout.count());
-    h.step = shard_ ? shard_->step() : 0;
-    std::vector<zmq::message_t> payloads;
-    if (body) {
-        h.frames.push_back(FrameDesc{wire::kBodyFrame, static_cast<std::uint32_t>(body->size())});
-        payloads.emplace_back(body->data(), body->size());
-    }
-    send_reply(routing, h, payloads);
-}
-
-void ParameterServer::reply_params(const std::string& routing, std::uint32_t flags, bool written) {
-    flags |= take_rejoined(routing);
-    if (ShmSegment* segment = attachment(routing))
-        return reply_params_shm(routing, flags & ~wire::kFlagBf16, *segment, written);
-    const std::size_t width = (flags & wire::kFlagBf16) ? wire::kBf16Bytes : sizeof(float);
-    Header h;
-    h.type = MessageType::kParams;
-    h.role = wire::Role::kPs;
-    h.token = options_.token;
-    h.index = options_.index;
-    h.flags = flags;
-    if (h.flags & wire::kFlagRejoined) h.aux = static_cast<std::uint64_t>(options_.worker_timeout.count());
-    h.step = shard_->step();
-    const auto& ids = shard_->slice_ids();
-    std::vector<zmq::message_t> payloads;
-    auto add = [&](std::size_t k, const void* data, std::atomic<int>& holds) {
-        const auto bytes = static_cast<std::uint32_t>(shard_->layout().slices[ids[k]].length * width);
-        h.frames.push_back(FrameDesc{ids[k], bytes});
-        payloads.push_back(zero_copy_message(data, bytes, holds));
-    };
-    if (flags & wire::kFlagBf16) {
-        auto& buffer = bf16_.params(*shard_, team_.get());
-        for (std::size_t k = 0; k < ids.size(); ++k) add(k, buffer.data.data() + shard_->local_offset(k), buffer.holds);
-    } else {
-        auto& buffer = shard_->current();
-        for (std::size_t k = 0; k < ids.size(); ++k) add(k, buffer.data.data() + shard_->local_offset(k), buffer.holds);
-    }
-    send_reply(routing, h, payloads);
-}
-
-void ParameterServer::reply_error(const std::string& routing, ErrorCode code, const std::string& reason) {
-    ++counters_.errors;
-    spdlog::debug("ERROR reply: {}", reason);
-    const std::string body = wire::encode_error(wire::ErrorBody{code, reason});
-    reply(routing, MessageType::kError, 0, &body);
-}
-
-void ParameterServer::release_pending(std::vector<Pending>& pending, std::uint32_t flags) {
-    for (const auto& p : pending) {
-        if (p.type == MessageType::kPush) reply(p.routing, MessageType::kAck, flags);
-        else reply_params(p.routing, flags | p.reply_flags);
-    }
-    pending.clear();
-}
-
 void ParameterServer::check_timeouts() {
     const auto now = Clock::now();
     // No timeout counts the time this psd was itself stopped (suspend, SIGSTOP): after a stop every

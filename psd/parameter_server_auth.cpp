@@ -1,6 +1,5 @@
 // Message authentication of ParameterServer (--auth mac, common/message_auth.h): requests are
-// verified before dispatch, and every reply goes out through send_reply(), which seals it when the
-// request it answers was sealed.
+// verified before dispatch; replies are sealed by send_reply() (psd/parameter_server_replies.cpp).
 #include <spdlog/spdlog.h>
 
 #include "common/zmq_util.h"
@@ -38,23 +37,6 @@ bool ParameterServer::authenticate(const std::string& routing, const Header& h, 
     }
     parts.pop_back();
     return true;
-}
-
-void ParameterServer::send_reply(const std::string& routing, Header& h, std::vector<zmq::message_t>& payloads) {
-    const bool sealed = verifier_ && verifier_->can_seal(routing);
-    if (sealed) h.flags |= wire::kFlagMac;
-    const std::string bytes = wire::encode_header(h);
-    std::optional<std::string> trailer;
-    if (sealed) {
-        std::vector<ByteRange> frames{ByteRange{bytes.data(), bytes.size()}};
-        for (const auto& p : payloads) frames.push_back(ByteRange{p.data(), p.size()});
-        trailer = verifier_->seal_reply(routing, frames);
-    }
-    const auto more = [](bool m) { return m ? zmq::send_flags::sndmore : zmq::send_flags::none; };
-    socket_.send(zmq::buffer(routing), zmq::send_flags::sndmore);
-    socket_.send(zmq::buffer(bytes), more(!payloads.empty() || trailer));
-    for (std::size_t k = 0; k < payloads.size(); ++k) socket_.send(payloads[k], more(k + 1 < payloads.size() || trailer));
-    if (trailer) socket_.send(zmq::buffer(*trailer), zmq::send_flags::none);
 }
 
 }  // namespace psrun::psd

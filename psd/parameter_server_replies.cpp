@@ -1,0 +1,93 @@
+// ParameterServer's replies: every reply goes out through send_reply(), which seals it with a MAC
+// trailer when the request it answers was sealed (--auth mac, psd/parameter_server_auth.cpp).
+#include <spdlog/spdlog.h>
+
+#include "common/zmq_util.h"
+#include "psd/parameter_server.h"
+
+namespace psrun::psd {
+
+using wire::FrameDesc;
+using wire::Header;
+using wire::MessageType;
+
+void ParameterServer::reply(const std::string& routing, MessageType type, std::uint32_t flags, const std::string* body) {
+    Header h;
+    h.type = type;
+    h.role = wire::Role::kPs;
+    h.token = options_.token;
+    h.index = options_.index;
+    h.flags = flags | take_rejoined(routing);
+    if (h.flags & wire::kFlagRejoined) h.aux = static_cast<std::uint64_t>(options_.worker_timeout.count());
+    h.step = shard_ ? shard_->step() : 0;
+    std::vector<zmq::message_t> payloads;
+    if (body) {
+        h.frames.push_back(FrameDesc{wire::kBodyFrame, static_cast<std::uint32_t>(body->size())});
+        payloads.emplace_back(body->data(), body->size());
+    }
+    send_reply(routing, h, payloads);
+}
+
+void ParameterServer::reply_params(const std::string& routing, std::uint32_t flags, bool written) {
+    flags |= take_rejoined(routing);
+    if (ShmSegment* segment = attachment(routing))
+        return reply_params_shm(routing, flags & ~wire::kFlagBf16, *segment, written);
+    const std::size_t width = (flags & wire::kFlagBf16) ? wire::kBf16Bytes : sizeof(float);
+    Header h;
+    h.type = MessageType::kParams;
+    h.role = wire::Role::kPs;
+    h.token = options_.token;
+    h.index = options_.index;
+    h.flags = flags;
+    if (h.flags & wire::kFlagRejoined) h.aux = static_cast<std::uint64_t>(options_.worker_timeout.count());
+    h.step = shard_->step();
+    const auto& ids = shard_->slice_ids();
+    std::vector<zmq::message_t> payloads;
+    auto add = [&](std::size_t k, const void* data, std::atomic<int>& holds) {
+        const auto bytes = static_cast<std::uint32_t>(shard_->layout().slices[ids[k]].length * width);
+        h.frames.push_back(FrameDesc{ids[k], bytes});
+        payloads.push_back(zero_copy_message(data, bytes, holds));
+    };
+    if (flags & wire::kFlagBf16) {
+        auto& buffer = bf16_.params(*shard_, team_.get());
+        for (std::size_t k = 0; k < ids.size(); ++k) add(k, buffer.data.data() + shard_->local_offset(k), buffer.holds);
+    } else {
+        auto& buffer = shard_->current();
+        for (std::size_t k = 0; k < ids.size(); ++k) add(k, buffer.data.data() + shard_->local_offset(k), buffer.holds);
+    }
+    send_reply(routing, h, payloads);
+}
+
+void ParameterServer::reply_error(const std::string& routing, ErrorCode code, const std::string& reason) {
+    ++counters_.errors;
+    spdlog::debug("ERROR reply: {}", reason);
+    const std::string body = wire::encode_error(wire::ErrorBody{code, reason});
+    reply(routing, MessageType::kError, 0, &body);
+}
+
+void ParameterServer::release_pending(std::vector<Pending>& pending, std::uint32_t flags) {
+    for (const auto& p : pending) {
+        if (p.type == MessageType::kPush) reply(p.routing, MessageType::kAck, flags);
+        else reply_params(p.routing, flags | p.reply_flags);
+    }
+    pending.clear();
+}
+
+void ParameterServer::send_reply(const std::string& routing, Header& h, std::vector<zmq::message_t>& payloads) {
+    const bool sealed = verifier_ && verifier_->can_seal(routing);
+    if (sealed) h.flags |= wire::kFlagMac;
+    const std::string bytes = wire::encode_header(h);
+    std::optional<std::string> trailer;
+    if (sealed) {
+        std::vector<ByteRange> frames{ByteRange{bytes.data(), bytes.size()}};
+        for (const auto& p : payloads) frames.push_back(ByteRange{p.data(), p.size()});
+        trailer = verifier_->seal_reply(routing, frames);
+    }
+    const auto more = [](bool m) { return m ? zmq::send_flags::sndmore : zmq::send_flags::none; };
+    socket_.send(zmq::buffer(routing), zmq::send_flags::sndmore);
+    socket_.send(zmq::buffer(bytes), more(!payloads.empty() || trailer));
+    for (std::size_t k = 0; k < payloads.size(); ++k) socket_.send(payloads[k], more(k + 1 < payloads.size() || trailer));
+    if (trailer) socket_.send(zmq::buffer(*trailer), zmq::send_flags::none);
+}
+
+}  // namespace psrun::psd
