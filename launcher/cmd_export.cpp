@@ -71,8 +71,9 @@ void run_export(const ExportOptions& o) {
         throw UsageError("-o " + output + ": " + written.error().message);
     std::cout << "wrote " << output << ": model " << worker::describe_model(*model) << " at step "
               << info.step << ", " << model->parameter_count << " parameters, " << bytes->size()
-              << " bytes (ONNX opset 13, input images [N, " << model->input.channels << ", "
-              << model->input.height << ", " << model->input.width << "], output probabilities [N, "
+              << " bytes (ONNX opset 13, input " << (model->image_input() ? "images" : model->input_name) << " ["
+              << nn::to_string(model->input.dims) << "], output "
+              << (model->loss == nn::LossKind::kMeanSquaredError ? "outputs" : "probabilities") << " [N x "
               << model->classes << "])" << std::endl;
 }
 

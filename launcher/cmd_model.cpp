@@ -1,5 +1,6 @@
 #include "launcher/cmd_model.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -36,21 +37,53 @@ std::string mflop(double flops) {
     return text;
 }
 
+std::string loss_text(const nn::ModelDescription& model) {
+    switch (model.loss) {
+        case nn::LossKind::kSoftmaxCrossEntropy:
+            return std::to_string(model.classes) + " classes, loss softmax cross-entropy";
+        case nn::LossKind::kMeanSquaredError:
+            return std::to_string(model.classes) + " targets, loss mean squared error";
+        case nn::LossKind::kSigmoidCrossEntropy:
+            return std::to_string(model.classes) + " labels, loss sigmoid cross-entropy";
+    }
+    return "";
+}
+
 void print_table(const nn::ModelDescription& model) {
     std::cout << "model " << model.name;
     if (!model.description.empty()) std::cout << ": " << model.description;
-    std::cout << "\ninput " << model.input.to_string() << " (CxHxW), " << model.classes
-              << " classes, loss softmax cross-entropy (" << nn::to_string(model.reduction) << " over the batch)\n";
-    std::printf("%5s  %-12s %-9s %-12s %12s %10s\n", "#", "name", "kind", "output", "parameters", "MFLOP");
-    for (std::size_t i = 0; i < model.layers.size(); ++i) {
-        const auto& layer = model.layers[i];
-        std::printf("%5zu  %-12s %-9s %-12s %12s %10s\n", i, layer.name.c_str(),
-                    std::string(nn::layer_kind_ops(layer.kind).name).c_str(), layer.output.to_string().c_str(),
-                    grouped(layer.param_count).c_str(), mflop(layer.flops).c_str());
+    const auto image = model.image_input();
+    std::cout << "\ninput " << nn::shape_text(model.input.dims) << (image ? " (CxHxW)" : "") << " "
+              << nn::to_string(model.input.type) << ", " << loss_text(model) << " (" << nn::to_string(model.reduction)
+              << " over the batch)\n";
+    std::size_t width = 12, kind_width = 9;
+    for (const auto& node : model.nodes) {
+        width = std::max(width, node.name.size());
+        kind_width = std::max(kind_width, node.op.size());
+    }
+    std::printf("%5s  %-*s %-*s %-14s %12s %10s  %s\n", "#", static_cast<int>(width), "name", static_cast<int>(kind_width),
+                "kind", "output", "parameters", "MFLOP", "inputs");
+    std::int64_t state = 0;
+    for (std::size_t i = 0; i < model.nodes.size(); ++i) {
+        const auto& node = model.nodes[i];
+        const std::string previous = i == 0 ? model.input_name : model.nodes[i - 1].outputs.front();
+        std::string inputs;
+        if (!(node.data_inputs == 1 && node.inputs[0] == previous))
+            for (std::size_t k = 0; k < node.data_inputs; ++k) inputs += (k ? ", " : "") + node.inputs[k];
+        std::int64_t node_state = 0;
+        for (const auto& t : model.tensors)
+            if (t.owner == node.name && t.cls == nn::TensorClass::kState) node_state += t.size;
+        state += node_state;
+        std::string params = grouped(node.param_count - node_state);
+        if (node_state > 0) params += " +" + grouped(node_state) + " state";
+        std::printf("%5zu  %-*s %-*s %-14s %12s %10s  %s\n", i, static_cast<int>(width), node.name.c_str(),
+                    static_cast<int>(kind_width), node.op.c_str(), nn::shape_text(node.output_info.front().dims).c_str(),
+                    params.c_str(), mflop(node.flops).c_str(), inputs.c_str());
     }
     std::printf("total: %s parameters, %s bytes as f32, %s MFLOP per example (forward)\n",
-                grouped(model.parameter_count).c_str(), grouped(model.parameter_count * 4).c_str(),
+                grouped(model.parameter_count - state).c_str(), grouped(model.parameter_count * 4).c_str(),
                 mflop(model.flops).c_str());
+    if (state > 0) std::printf("state: %s values (batch statistics, not trained by the optimizer)\n", grouped(state).c_str());
     if (model.recipe) std::cout << "recipe: " << nn::to_string(*model.recipe) << "\n";
     std::cout << "architecture sha256: " << nn::architecture_hash(model) << std::endl;
 }

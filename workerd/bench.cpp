@@ -12,6 +12,7 @@
 #include "workerd/onnx/model_loader.h"
 #include "workerd/rng.h"
 #include "workerd/train_options.h"
+#include "workerd/datasets.h"
 #include "workerd/trainer.h"
 
 namespace psrun::worker {
@@ -23,9 +24,10 @@ namespace {
 LabeledImages synthetic_images(const nn::ModelDescription& model, std::size_t count) {
     LabeledImages data;
     data.images.count = count;
-    data.images.channels = static_cast<int>(model.input.channels);
-    data.images.height = static_cast<int>(model.input.height);
-    data.images.width = static_cast<int>(model.input.width);
+    const ModelInput input = model_input(model);
+    data.images.channels = input.channels;
+    data.images.height = input.height;
+    data.images.width = input.width;
     data.images.u8.resize(count * data.images.example_size());
     data.labels.resize(count);
     Rng rng(7);

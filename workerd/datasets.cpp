@@ -47,9 +47,15 @@ Result<Datasets> load_from_dir(const TrainOptions& o) {
 }  // namespace
 
 ModelInput model_input(const nn::ModelDescription& model) {
-    return ModelInput{model.name, static_cast<int>(model.input.channels),
-                      static_cast<int>(model.input.height), static_cast<int>(model.input.width),
-                      static_cast<int>(model.classes)};
+    // The example as C x H x W: [N, C, H, W] as it is, [N, A, B] as 1 x A x B (an LSTM over an
+    // image's rows reads the same values), [N, F] as 1 x 1 x F.
+    const auto& d = model.input.dims;
+    const auto dim = [&](std::size_t i) { return static_cast<int>(i < d.size() ? d[i].value : 1); };
+    ModelInput in{model.name, 1, 1, 1, static_cast<int>(model.classes)};
+    if (d.size() == 4) in = ModelInput{model.name, dim(1), dim(2), dim(3), in.classes};
+    else if (d.size() == 3) in = ModelInput{model.name, 1, dim(1), dim(2), in.classes};
+    else if (d.size() == 2) in = ModelInput{model.name, 1, 1, dim(1), in.classes};
+    return in;
 }
 
 Result<Datasets> load_datasets(const TrainOptions& o, const ModelInput& model) {

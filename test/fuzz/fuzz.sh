@@ -15,6 +15,14 @@ set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 
 # target -> "sources|libraries|max input length"
+# The description library: the graph, its parser and every operator kind's schema (ops/*.cpp
+# without the kernels, which need oneDNN).
+nn_sources=$(echo "workerd/nn/field_reader.cpp workerd/nn/graph_builder.cpp workerd/nn/initializer.cpp
+  workerd/nn/model_description.cpp workerd/nn/model_summary.cpp workerd/nn/op_registry.cpp workerd/nn/op_schema.cpp
+  workerd/nn/recipe.cpp workerd/nn/shape.cpp workerd/nn/tensor_shape.cpp
+  $(cd "$src" && ls workerd/nn/ops/*.cpp | grep -v _kernel.cpp | tr '\n' ' ')
+  common/optimizer.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp")
+
 declare -A targets=(
   [wire]="common/wire.cpp common/shm_segment.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp|-lz|4096"
   [hostlist]="launcher/hostlist.cpp|-lslurm -lfmt|256"
@@ -28,8 +36,8 @@ declare -A targets=(
   [checkpoint]="common/tensor_file.cpp common/crc32c.cpp common/checkpoint_store.cpp||4096"
   [job_keys]="common/job_keys.cpp|-lzmq|1024"
   [mac_trailer]="common/message_auth.cpp common/gmac.cpp common/thread_team.cpp common/wire.cpp common/shm_segment.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp|-lcrypto -lz -lpthread|4096"
-  [model]="workerd/nn/field_reader.cpp workerd/nn/initializer.cpp workerd/nn/layer_conv2d.cpp workerd/nn/layer_dense.cpp workerd/nn/layer_kinds.cpp workerd/nn/layer_pointwise.cpp workerd/nn/layer_pool.cpp workerd/nn/model_description.cpp workerd/nn/model_summary.cpp workerd/nn/recipe.cpp workerd/nn/shape.cpp common/optimizer.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp|-lcrypto|4096"
-  [onnx]="workerd/onnx/onnx_chain_builder.cpp workerd/onnx/onnx_chain_builder_dense.cpp workerd/onnx/onnx_export.cpp workerd/onnx/onnx_graph.cpp workerd/onnx/onnx_import.cpp workerd/onnx/onnx_proto.cpp workerd/nn/field_reader.cpp workerd/nn/initializer.cpp workerd/nn/layer_conv2d.cpp workerd/nn/layer_dense.cpp workerd/nn/layer_kinds.cpp workerd/nn/layer_pointwise.cpp workerd/nn/layer_pool.cpp workerd/nn/model_description.cpp workerd/nn/model_summary.cpp workerd/nn/recipe.cpp workerd/nn/shape.cpp common/optimizer.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp|-lonnx_proto -lprotobuf -lcrypto|65536"
+  [model]="$nn_sources|-lcrypto|4096"
+  [onnx]="workerd/onnx/onnx_consts.cpp workerd/onnx/onnx_export.cpp workerd/onnx/onnx_graph.cpp workerd/onnx/onnx_import.cpp workerd/onnx/onnx_patterns.cpp workerd/onnx/onnx_proto.cpp $nn_sources|-lonnx_proto -lprotobuf -lcrypto|65536"
 )
 
 target=${1:-}

@@ -1,8 +1,8 @@
 // libFuzzer target for model descriptions (workerd/nn/: parse_model_text and shape inference).
 // Contract checked: never a crash or hang; an accepted model has consistent totals (the tensor
-// list packs parameter_count floats, the FLOPs add up), ends in `classes` flat logits, keeps
-// every activation within kMaxTensorElements, and its canonical architecture parses back to a
-// model with the same hash and tensors.
+// list packs parameter_count floats), its output is [N, classes] floats, every value per
+// example is within kMaxTensorElements, and its canonical architecture parses back to a model
+// with the same hash and tensors.
 // Built and run by test/fuzz/fuzz.sh model.
 #include <cstddef>
 #include <cstdint>
@@ -25,13 +25,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         packed += t.size;
     }
     if (packed != model->parameter_count || packed > kMaxTensorElements) __builtin_trap();
-    ActivationShape shape = model->input;
-    for (const auto& layer : model->layers) {
-        if (!(layer.input == shape) || layer.output.elements() > kMaxTensorElements || layer.output.elements() < 1)
-            __builtin_trap();
-        shape = layer.output;
-    }
-    if (!shape.flat || shape.channels != model->classes) __builtin_trap();
+    for (const auto& node : model->nodes)
+        for (const auto& info : node.output_info) {
+            const auto elements = elements_per_example(info.dims);
+            if (!elements || *elements > kMaxTensorElements || *elements < 1) __builtin_trap();
+        }
+    const ValueInfo& out = model->value(model->output);
+    if (out.rank() != 2 || out.dims[1].value != model->classes || out.type != ElementType::kFloat) __builtin_trap();
     const std::string canonical = canonical_architecture(*model).dump();
     const auto again = parse_model_text(canonical, "canonical");
     if (!again || architecture_hash(*again) != architecture_hash(*model)) __builtin_trap();

@@ -27,8 +27,8 @@ ModelDescription zoo(const char* name) {
 }
 
 ModelDescription without_dropout(ModelDescription model) {
-    for (auto& l : model.layers)
-        if (l.kind == LayerKind::kDropout) l.keep_prob = 1.0;
+    for (auto& n : model.nodes)
+        if (n.op == "dropout") n.attrs["keep_prob"] = 1.0;
     return model;
 }
 

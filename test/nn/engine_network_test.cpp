@@ -155,12 +155,12 @@ TEST_CASE("forward-only network: no gradient buffer, predictions are the arg-max
 
 TEST_CASE("a layer oneDNN cannot build is an error naming the layer and its shapes", "[nn_engine][network]") {
     auto model = model_from(kRelu, 2, 9, 7);
-    model.layers[2].kernel = {40, 40};  // inconsistent with the inferred output shape
-    model.layers[2].pads = {};
+    model.nodes[2].attrs["window"] = {40, 40};  // inconsistent with the inferred output shape
+    model.nodes[2].attrs["padding"] = "valid";
     std::vector<float> params(static_cast<std::size_t>(model.parameter_count)), grads(params.size());
     auto net = Network::create(model, NetworkOptions{2, Precision::kF32, false}, params, grads);
     REQUIRE_FALSE(net);
-    CHECK_THAT(net.error().message, Catch::StartsWith("layer 2 (max_pool \"max_pool1\"): input 4x9x7, output 4x5x4"));
+    CHECK_THAT(net.error().message, Catch::StartsWith("layer 2 (max_pool \"max_pool1\"): input N x 4 x 9 x 7, output N x 4 x 5 x 4"));
 
     params.push_back(0.0f);
     auto wrong = Network::create(model_from(kRelu, 2, 9, 7), NetworkOptions{2, Precision::kF32, false}, params, grads);
@@ -181,28 +181,35 @@ TEST_CASE("initialize_parameters follows the initializers", "[nn_engine][init]")
     CHECK(p == q);
     initialize_parameters(model, 10, q);
     CHECK(p != q);
-    const auto offsets = layer_param_offsets(model);
-    const auto& conv = model.layers[0];
+    // Tensors in layer order, weights before bias: conv, fc1, fc2 (the output layer).
+    REQUIRE(model.tensors.size() == 6);
+    const auto at = [&](std::size_t t) { return static_cast<std::size_t>(model.tensors[t].offset); };
+    const auto size = [&](std::size_t t) { return static_cast<std::size_t>(model.tensors[t].size); };
     const double he = std::sqrt(2.0 / (4 * 9));
-    for (std::int64_t i = 0; i < conv.params[0].size; ++i) CHECK(std::fabs(p[offsets[0] + static_cast<std::size_t>(i)]) <= 2 * he + 1e-6);
-    for (std::int64_t i = 0; i < 8; ++i) CHECK(p[offsets[0] + static_cast<std::size_t>(conv.params[0].size + i)] == 0.25f);
-    const auto fc1 = offsets[1];
+    for (std::size_t i = 0; i < size(0); ++i) CHECK(std::fabs(p[at(0) + i]) <= 2 * he + 1e-6);
+    for (std::size_t i = 0; i < 8; ++i) CHECK(p[at(1) + i] == 0.25f);
     double sum2 = 0;
-    const auto n1 = static_cast<std::size_t>(model.layers[1].params[0].size);
-    for (std::size_t i = 0; i < n1; ++i) {
-        REQUIRE(std::fabs(p[fc1 + i]) <= 0.2f + 1e-6f);
-        sum2 += double(p[fc1 + i]) * p[fc1 + i];
+    for (std::size_t i = 0; i < size(2); ++i) {
+        REQUIRE(std::fabs(p[at(2) + i]) <= 0.2f + 1e-6f);
+        sum2 += double(p[at(2) + i]) * p[at(2) + i];
     }
-    CHECK(std::sqrt(sum2 / static_cast<double>(n1)) == Approx(0.088).margin(0.006));  // truncation shrinks the stddev
-    for (std::size_t i = 0; i < static_cast<std::size_t>(model.layers[1].units); ++i) CHECK(p[fc1 + n1 + i] == 0.0f);
-    const auto fc2 = offsets[2];
-    const auto n2 = static_cast<std::size_t>(model.layers[2].params[0].size);
-    for (std::size_t i = 0; i < n2; ++i) CHECK(std::fabs(p[fc2 + i]) <= 0.05f);
-    // The appended output layer (dense 3) has the default glorot_uniform: limit
-    // sqrt(6 / (fan_in + fan_out)).
-    const auto& out = model.layers.back();
-    const double limit = std::sqrt(6.0 / static_cast<double>(out.params[0].shape[0] + out.params[0].shape[1]));
-    for (std::int64_t i = 0; i < out.params[0].size; ++i) CHECK(std::fabs(p[offsets.back() + static_cast<std::size_t>(i)]) <= limit);
+    CHECK(std::sqrt(sum2 / static_cast<double>(size(2))) == Approx(0.088).margin(0.006));  // truncation shrinks the stddev
+    for (std::size_t i = 0; i < size(3); ++i) CHECK(p[at(3) + i] == 0.0f);
+    for (std::size_t i = 0; i < size(4); ++i) CHECK(std::fabs(p[at(4) + i]) <= 0.05f);
+    // fc2's bias has the default zeros; glorot_uniform (the default weights) has the limit
+    // sqrt(6 / (fan_in + fan_out)): fc1's 50 x 324 would allow 0.126.
+    for (std::size_t i = 0; i < size(5); ++i) CHECK(p[at(5) + i] == 0.0f);
+    const auto other = parse_model({{"input", {{"channels", 4}, {"height", 9}, {"width", 9}}}, {"classes", 3},
+                                    {"layers", {{{"kind", "dense"}, {"units", 50}}, {{"kind", "dense"}, {"units", 3}}}}},
+                                   "glorot");
+    REQUIRE(other);
+    std::vector<float> g(static_cast<std::size_t>(other->parameter_count));
+    initialize_parameters(*other, 9, g);
+    const double limit = std::sqrt(6.0 / (324.0 + 50.0));
+    double largest = 0;
+    for (std::int64_t i = 0; i < other->tensors[0].size; ++i) largest = std::max(largest, double(std::fabs(g[static_cast<std::size_t>(i)])));
+    CHECK(largest <= limit);
+    CHECK(largest > 0.9 * limit);
 }
 
 }  // namespace

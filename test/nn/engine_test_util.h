@@ -1,5 +1,7 @@
-// Helpers of the engine tests: descriptions from JSON, random data, error norms, and a harness
-// that runs one Layer on plain NCHW / NC host buffers.
+// Helpers of the engine tests: descriptions from JSON, random data, error norms, a harness that
+// runs a few layers of a model on plain host buffers (through a Network of just those layers),
+// and the gradient checks every operator kind gets: central differences in f32, and bf16
+// against the f32 gradients.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -12,8 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "workerd/nn/layer.h"
 #include "workerd/nn/model_description.h"
+#include "workerd/nn/network.h"
 #include "workerd/rng.h"
 
 namespace psrun::nn::test {
@@ -34,6 +36,12 @@ inline ModelDescription model_from(nlohmann::json layers, int c, int h, int w, i
     REQUIRE(model);
     return *model;
 }
+
+// A description of `layers` on an input of `shape` (the dims after N) and `type`, its output
+// the last layer's flattened to [N, K] (a flatten layer appended when needed), loss mean
+// squared error: for tests of any kind on any shape.
+ModelDescription graph_model(nlohmann::json layers, const std::vector<std::int64_t>& shape,
+                             const char* type = "float");
 
 inline std::vector<float> random_vector(std::size_t n, std::uint64_t seed, double scale = 1.0) {
     worker::Rng rng(seed);
@@ -57,29 +65,42 @@ inline double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
     return rel_l2(a, std::vector<double>(b.begin(), b.end()));
 }
 
-// One layer built from model.layers[first .. first+count) on plain host buffers.
+// Layers [first, first + count) of `model` as a Network of their own, on plain host buffers:
+// the input the first one reads, the output of the last one (plain, row-major), and gradients.
 class LayerHarness {
 public:
     LayerHarness(const ModelDescription& model, int first, int count, std::int64_t batch,
-                 Precision precision = Precision::kF32);
-    // Copies `src` (plain NCHW or NC f32) in, runs forward, returns dst as plain f32.
-    std::vector<float> forward(const std::vector<float>& src, bool training = true);
-    // Copies `diff_dst` (plain) in, runs backward, returns the plain gradient w.r.t. src.
+                 Precision precision = Precision::kF32, bool hand_kernels = false);
+    // Copies `src` (plain) in, runs forward, returns the output as plain f32.
+    std::vector<float> forward(const std::vector<float>& src, bool training = true, std::uint64_t seed = 0);
+    // Runs backward from `diff_dst` (plain); returns the plain gradient w.r.t. the input (the
+    // tensors' gradients are in `grads`).
     std::vector<float> backward(const std::vector<float>& diff_dst);
-    Layer& layer() { return *layer_; }
-    // Copies into params (the layer reads that storage; never reassign the vectors).
+    Network& network() { return *net_; }
+    const ModelDescription& model() const { return model_; }
+    // Copies into params (the network reads that storage; never reassign the vectors).
     void set_params(const std::vector<float>& values) {
         REQUIRE(values.size() == params.size());
         std::copy(values.begin(), values.end(), params.begin());
     }
-    std::vector<float> params, grads;  // this layer's tensors only (offset 0)
+    std::vector<float> params, grads;  // these layers' tensors only
 
 private:
-    dnnl::engine eng_{dnnl::engine::kind::cpu, 0};
-    dnnl::stream strm_{eng_};
-    std::vector<float> src_host_, diff_src_host_;
-    dnnl::memory src_, diff_src_;
-    std::unique_ptr<Layer> layer_;
+    ModelDescription model_;
+    std::unique_ptr<Network> net_;
 };
+
+// Checks the gradients of L = sum(outputs * R) (R random) of `model` at `batch`: every
+// trainable tensor's and the input's (float inputs) against central differences at up to
+// `samples` coordinates each, in f32; a coordinate fails when it differs by more than
+// `tolerance` relative to max(|analytic|, |numeric|, 1e-2 * the tensor's largest gradient).
+// `outliers`: failures allowed per tensor (kinks of relu and max). Inputs are uniform in
+// [-1, 1] (or ids below `vocabulary` for int inputs).
+void check_gradients(const ModelDescription& model, std::int64_t batch, std::uint64_t seed, int samples = 24,
+                     double tolerance = 2e-2, int outliers = 0, int vocabulary = 0);
+// The same model in bf16 against f32: outputs and every gradient within `tolerance` relative
+// L2 (skipped with a warning where the CPU has no bf16).
+void check_bf16_against_f32(const ModelDescription& model, std::int64_t batch, std::uint64_t seed,
+                            double tolerance = 3e-2, int vocabulary = 0);
 
 }  // namespace psrun::nn::test

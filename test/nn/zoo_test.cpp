@@ -2,6 +2,8 @@
 // and mnist_deep's tensor list is exactly what workerd's ParameterSet builds today.
 #include <catch2/catch.hpp>
 
+#include "test/nn/graph_test_helpers.h"
+
 #include <string>
 
 #include "workerd/nn/model_summary.h"
@@ -9,6 +11,7 @@
 #include "workerd/parameter_set.h"
 
 using namespace psrun::nn;
+using namespace psrun::nn::test;
 
 namespace {
 
@@ -61,16 +64,16 @@ TEST_CASE("mnist_deep's tensors are the wire's mnist_deep list, name by name") {
 
 TEST_CASE("mnist_deep: the tutorial's layers, initializers, loss and recipe") {
     const auto model = load("mnist_deep");
-    REQUIRE(model.layers.size() == 10);
-    CHECK(model.layers[0].name == "conv1");
-    CHECK(model.layers[0].weight_init == Initializer{InitKind::kTruncatedNormal, 0.1});
-    CHECK(model.layers[0].bias_init == Initializer{InitKind::kConstant, 0.1});
-    CHECK(model.layers[0].pads == Pads{2, 2, 2, 2});
-    CHECK(model.layers[5].name == "pool2");
-    CHECK(model.layers[5].output == ActivationShape{64, 7, 7, false});
-    CHECK(model.layers[8].kind == LayerKind::kDropout);
-    CHECK(model.layers[8].keep_prob == 0.5);
-    CHECK(model.layers[9].name == "fc2");
+    REQUIRE(model.nodes.size() == 10);
+    CHECK(model.nodes[0].name == "conv1");
+    CHECK(init_of(model, 0, "w") == Initializer{InitKind::kTruncatedNormal, 0.1});
+    CHECK(init_of(model, 0, "b") == Initializer{InitKind::kConstant, 0.1});
+    CHECK(pads_of(model, 0) == Pads{2, 2, 2, 2});
+    CHECK(model.nodes[5].name == "pool2");
+    CHECK(out_shape(model.nodes[5]) == ActivationShape{64, 7, 7, false});
+    CHECK(model.nodes[8].op == "dropout");
+    CHECK(model.nodes[8].attrs.at("keep_prob").get<double>() == 0.5);
+    CHECK(model.nodes[9].name == "fc2");
     CHECK(model.reduction == LossReduction::kMean);
     REQUIRE(model.recipe);
     CHECK(model.recipe->optimizer == "adam");
@@ -78,16 +81,16 @@ TEST_CASE("mnist_deep: the tutorial's layers, initializers, loss and recipe") {
     CHECK(model.recipe->batch_size == 50);
     CHECK(model.recipe->steps == 20000);
     // conv1: 2*(5*5*1)*32*28*28 multiply-adds + 32*28*28 bias adds
-    CHECK(model.layers[0].flops == 2.0 * 25 * 32 * 784 + 32 * 784);
+    CHECK(model.nodes[0].flops == 2.0 * 25 * 32 * 784 + 32 * 784);
     // fc1: 2*3136*1024 + 1024
-    CHECK(model.layers[6].flops == 2.0 * 3136 * 1024 + 1024);
+    CHECK(model.nodes[6].flops == 2.0 * 3136 * 1024 + 1024);
 }
 
 TEST_CASE("dls_mlp sums its loss and names adagrad; unknown built-ins are named") {
     const auto model = load("dls_mlp");
     CHECK(model.reduction == LossReduction::kSum);
     CHECK(model.recipe->optimizer == "adagrad");
-    CHECK(model.layers[0].weight_init.value == Approx(1.0 / 28));
+    CHECK(init_of(model, 0, "w").value == Approx(1.0 / 28));
     auto missing = load_model("mnist_dep");
     REQUIRE_FALSE(missing);
     CHECK(missing.error().code == psrun::ErrorCode::kNotFound);

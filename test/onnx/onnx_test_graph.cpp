@@ -42,6 +42,23 @@ void TestGraph::add_input(onnx::NodeProto& node, const std::string& input) {
 
 std::string TestGraph::bytes() const { return model.SerializeAsString(); }
 
+void TestGraph::add_int64_tensor(const std::string& name, const std::vector<std::int64_t>& dims,
+                                 const std::vector<std::int64_t>& values) {
+    onnx::TensorProto* t = model.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    for (const auto d : dims) t->add_dims(d);
+    for (const auto v : values) t->add_int64_data(v);
+}
+
+void TestGraph::order(const std::vector<std::string>& names) {
+    std::vector<onnx::NodeProto> ordered;
+    for (const auto& name : names) ordered.push_back(*node(name));
+    REQUIRE(static_cast<int>(ordered.size()) == model.graph().node_size());
+    model.mutable_graph()->clear_node();
+    for (const auto& n : ordered) *model.mutable_graph()->add_node() = n;
+}
+
 TestGraph small_cnn(std::int64_t opset) {
     TestGraph t;
     t.model.set_ir_version(7);

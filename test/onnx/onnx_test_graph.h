@@ -17,6 +17,11 @@ struct TestGraph {
     // Appends a node (out of line: GCC 12's -Wrestrict misfires on protobuf's inlined setters).
     onnx::NodeProto* add_node(const std::string& op, const std::string& name,
                               std::vector<std::string> inputs, const std::string& output);
+    // An INT64 initializer.
+    void add_int64_tensor(const std::string& name, const std::vector<std::int64_t>& dims,
+                          const std::vector<std::int64_t>& values);
+    // Reorders the nodes as `names` lists them (all of them).
+    void order(const std::vector<std::string>& names);
     // Appends an input to an existing node.
     static void add_input(onnx::NodeProto& node, const std::string& input);
 };

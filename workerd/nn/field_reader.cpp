@@ -132,6 +132,29 @@ Result<Extent2> FieldReader::extent(std::string_view field, std::optional<Extent
     return tl::unexpected(fail(field, expected + ", got " + describe_value(v)));
 }
 
+Result<std::vector<std::int64_t>> FieldReader::integers(std::string_view field,
+                                                        std::optional<std::vector<std::int64_t>> fallback,
+                                                        std::size_t count, std::int64_t min, std::int64_t max) {
+    allow(field);
+    const std::string expected = "expected " + (count ? std::to_string(count) : std::string("1 to 16")) + " of " +
+                                 integer_range(min, max) + " in a list";
+    if (!has(field)) {
+        if (fallback) return *fallback;
+        return tl::unexpected(missing(field, expected));
+    }
+    const auto& v = object_.at(std::string(field));
+    std::vector<std::int64_t> out;
+    if (v.is_array() && (count ? v.size() == count : (!v.empty() && v.size() <= 16))) {
+        for (const auto& e : v) {
+            const auto i = as_integer(e);
+            if (!i || *i < min || *i > max) break;
+            out.push_back(*i);
+        }
+        if (out.size() == v.size()) return out;
+    }
+    return tl::unexpected(fail(field, expected + ", got " + describe_value(v)));
+}
+
 Result<double> FieldReader::number(std::string_view field, std::optional<double> fallback) {
     allow(field);
     if (!has(field)) {

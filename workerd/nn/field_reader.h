@@ -33,6 +33,11 @@ public:
                                  std::int64_t min, std::int64_t max);
     // An integer or [h, w] of integers, each in [1, max].
     Result<Extent2> extent(std::string_view field, std::optional<Extent2> fallback, std::int64_t max);
+    // A list of integers, each in [min, max]: exactly `count` of them (count 0: 1 or more, at
+    // most 16); `fallback` when absent.
+    Result<std::vector<std::int64_t>> integers(std::string_view field,
+                                               std::optional<std::vector<std::int64_t>> fallback,
+                                               std::size_t count, std::int64_t min, std::int64_t max);
     // A finite number; the caller checks its range (with fail()).
     Result<double> number(std::string_view field, std::optional<double> fallback);
     Result<bool> boolean(std::string_view field, std::optional<bool> fallback);

@@ -1,8 +1,7 @@
 #include "workerd/nn/model_description.h"
 
-#include <map>
-
 #include "workerd/nn/field_reader.h"
+#include "workerd/nn/graph_builder.h"
 
 namespace psrun::nn {
 
@@ -12,99 +11,108 @@ Error model_error(std::string_view source, const std::string& what) {
     return Error{ErrorCode::kInvalidArgument, "model " + std::string(source) + ": " + what};
 }
 
-bool valid_layer_name(const std::string& name) {
-    if (name.empty() || name.size() > 64) return false;
+// {"channels", "height", "width"} (an image, [N, C, H, W] floats) or {"shape": [...],
+// "type": "float" | "int", "name": "..."} (the dims after N).
+Result<void> parse_input(FieldReader& top, ModelDescription& model) {
+    const char* expected = "{\"channels\", \"height\", \"width\"} or {\"shape\": [...], \"type\": \"float\"|\"int\"}";
+    if (!top.has("input")) return tl::unexpected(top.fail("input", std::string("missing (expected ") + expected + ")"));
+    const auto& value = top.raw("input");
+    if (!value.is_object())
+        return tl::unexpected(top.fail("input", std::string("expected ") + expected + ", got " + describe_value(value)));
+    FieldReader reader(value, top.where() + ": input");
+    Dims dims{Dim::batch_times(1)};
+    if (!reader.has("shape")) {
+        for (const char* field : {"channels", "height", "width"}) {
+            auto v = reader.integer(field, std::nullopt, 1, kMaxTensorElements);
+            if (!v) return tl::unexpected(v.error());
+            dims.push_back(Dim::of(*v));
+        }
+    } else {
+        const auto& shape = reader.raw("shape");
+        if (!shape.is_array() || shape.empty() || shape.size() > 5)
+            return tl::unexpected(reader.fail("shape", "expected 1 to 5 positive integers (the dims after the batch), got " +
+                                                           describe_value(shape)));
+        for (const auto& d : shape) {
+            if (!d.is_number_integer() || d.get<std::int64_t>() < 1 || d.get<std::int64_t>() > kMaxTensorElements)
+                return tl::unexpected(reader.fail("shape", "expected positive integers, got " + describe_value(shape)));
+            dims.push_back(Dim::of(d.get<std::int64_t>()));
+        }
+        auto type = reader.choice("type", 0, {"float", "int"});
+        if (!type) return tl::unexpected(type.error());
+        model.input.type = *type == 1 ? ElementType::kInt : ElementType::kFloat;
+        auto name = reader.string("name", std::string("input"));
+        if (!name) return tl::unexpected(name.error());
+        if (!valid_value_name(*name))
+            return tl::unexpected(reader.fail("name", "expected 1 to 200 of A-Z a-z 0-9 _ - . /"));
+        model.input_name = *name;
+    }
+    if (auto ok = reader.finish(); !ok) return tl::unexpected(ok.error());
+    const auto elements = elements_per_example(dims);
+    if (!elements || *elements > kMaxTensorElements)
+        return tl::unexpected(top.fail("input", to_string(dims) + " has more than 2^31-1 elements per example"));
+    model.input.dims = std::move(dims);
+    return {};
+}
+
+Result<void> parse_loss(FieldReader& top, ModelDescription& model) {
+    if (!top.has("loss")) return {};
+    const auto& value = top.raw("loss");
+    if (!value.is_object())
+        return tl::unexpected(top.fail("loss", "expected {\"kind\": \"softmax_cross_entropy\"|\"mean_squared_error\"|"
+                                               "\"sigmoid_cross_entropy\", \"reduction\": \"mean\"|\"sum\"}, got " +
+                                                   describe_value(value)));
+    FieldReader reader(value, top.where() + ": loss");
+    auto kind = reader.choice("kind", 0, {"softmax_cross_entropy", "mean_squared_error", "sigmoid_cross_entropy"});
+    if (!kind) return tl::unexpected(kind.error());
+    auto reduction = reader.choice("reduction", 0, {"mean", "sum"});
+    if (!reduction) return tl::unexpected(reduction.error());
+    if (auto ok = reader.finish(); !ok) return tl::unexpected(ok.error());
+    model.loss = static_cast<LossKind>(*kind);
+    model.reduction = *reduction == 1 ? LossReduction::kSum : LossReduction::kMean;
+    return {};
+}
+
+}  // namespace
+
+const char* to_string(TensorClass cls) { return cls == TensorClass::kState ? "state" : "trainable"; }
+
+const char* to_string(LossKind kind) {
+    switch (kind) {
+        case LossKind::kSoftmaxCrossEntropy: return "softmax_cross_entropy";
+        case LossKind::kMeanSquaredError: return "mean_squared_error";
+        case LossKind::kSigmoidCrossEntropy: return "sigmoid_cross_entropy";
+    }
+    return "?";
+}
+
+const char* to_string(LossReduction reduction) { return reduction == LossReduction::kSum ? "sum" : "mean"; }
+
+bool valid_value_name(std::string_view name) {
+    if (name.empty() || name.size() > 200) return false;
     for (const char c : name) {
-        const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                        c == '_' || c == '-' || c == '.';
+        const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                        c == '-' || c == '.' || c == '/';
         if (!ok) return false;
     }
     return true;
 }
 
-Result<ActivationShape> parse_input(FieldReader& top) {
-    if (!top.has("input")) return tl::unexpected(top.fail("input", "missing (expected {\"channels\", \"height\", \"width\"})"));
-    const auto& value = top.raw("input");
-    if (!value.is_object())
-        return tl::unexpected(top.fail("input", "expected {\"channels\", \"height\", \"width\"}, got " + describe_value(value)));
-    FieldReader reader(value, top.where() + ": input");
-    ActivationShape shape;
-    for (auto [field, target] : {std::pair{"channels", &shape.channels}, std::pair{"height", &shape.height},
-                                 std::pair{"width", &shape.width}}) {
-        auto v = reader.integer(field, std::nullopt, 1, kMaxTensorElements);
-        if (!v) return tl::unexpected(v.error());
-        *target = *v;
-    }
-    if (auto ok = reader.finish(); !ok) return tl::unexpected(ok.error());
-    if (!checked_product({shape.channels, shape.height, shape.width}))
-        return tl::unexpected(top.fail("input", shape.to_string() + " has more than 2^31-1 elements"));
-    return shape;
+const ValueInfo& ModelDescription::value(std::string_view value_name) const {
+    const auto it = values.find(value_name);
+    if (it == values.end()) throw std::out_of_range("no value '" + std::string(value_name) + "' in model " + name);
+    return it->second;
 }
 
-Result<LossReduction> parse_loss(FieldReader& top) {
-    if (!top.has("loss")) return LossReduction::kMean;
-    const auto& value = top.raw("loss");
-    if (!value.is_object())
-        return tl::unexpected(top.fail("loss", "expected {\"kind\": \"softmax_cross_entropy\", \"reduction\": "
-                                               "\"mean\"|\"sum\"}, got " + describe_value(value)));
-    FieldReader reader(value, top.where() + ": loss");
-    auto kind = reader.choice("kind", 0, {"softmax_cross_entropy"});
-    if (!kind) return tl::unexpected(kind.error());
-    auto reduction = reader.choice("reduction", 0, {"mean", "sum"});
-    if (!reduction) return tl::unexpected(reduction.error());
-    if (auto ok = reader.finish(); !ok) return tl::unexpected(ok.error());
-    return *reduction == 1 ? LossReduction::kSum : LossReduction::kMean;
+const TensorDef* ModelDescription::tensor(std::string_view tensor_name) const {
+    for (const auto& t : tensors)
+        if (t.name == tensor_name) return &t;
+    return nullptr;
 }
 
-// Parses layer `index` and infers its shapes from `input`; `counts` numbers default names.
-Result<LayerSpec> parse_layer(const nlohmann::json& value, std::size_t index, const ActivationShape& input,
-                              std::map<LayerKind, int>& counts, std::string_view source) {
-    const std::string at = "model " + std::string(source) + ": layer " + std::to_string(index);
-    const auto kinds = layer_kind_names();
-    if (!value.is_object())
-        return make_error(ErrorCode::kInvalidArgument,
-                          at + ": expected an object with \"kind\", got " + describe_value(value));
-    if (!value.contains("kind"))
-        return make_error(ErrorCode::kInvalidArgument,
-                          at + ": missing field \"kind\" (one of " + join_names(kinds) + ")");
-    const auto& kind_value = value.at("kind");
-    const LayerKindOps* ops = kind_value.is_string() ? find_layer_kind(kind_value.get_ref<const std::string&>()) : nullptr;
-    if (ops == nullptr) {
-        const std::string hint = kind_value.is_string()
-                                     ? " (did you mean \"" + closest_name(kind_value.get_ref<const std::string&>(), kinds) + "\"?"
-                                     : " (";
-        return make_error(ErrorCode::kInvalidArgument, at + ": unknown kind " + describe_value(kind_value) + hint +
-                                                           (kind_value.is_string() ? " " : "") +
-                                                           "known kinds: " + join_names(kinds) + ")");
-    }
-    LayerSpec layer;
-    layer.kind = ops->kind;
-    layer.name = std::string(ops->name) + std::to_string(++counts[ops->kind]);
-    std::string where = at + " (" + std::string(ops->name) + ")";
-    if (value.contains("name")) {
-        const auto& name = value.at("name");
-        if (!name.is_string() || !valid_layer_name(name.get_ref<const std::string&>()))
-            return make_error(ErrorCode::kInvalidArgument,
-                              where + ": field \"name\": expected 1 to 64 of A-Z a-z 0-9 _ - ., got " +
-                                  describe_value(name));
-        layer.name = name.get<std::string>();
-        layer.named = true;
-        where = at + " (" + std::string(ops->name) + " \"" + layer.name + "\")";
-    }
-    FieldReader reader(value, where);
-    reader.allow("kind");
-    reader.allow("name");
-    if (auto ok = ops->parse(reader, layer); !ok) return tl::unexpected(ok.error());
-    if (auto ok = reader.finish(); !ok) return tl::unexpected(ok.error());
-    layer.input = input;
-    if (auto ok = ops->infer(layer); !ok)
-        return make_error(ErrorCode::kInvalidArgument, where + ": " + ok.error().message);
-    return layer;
+std::optional<ActivationShape> ModelDescription::image_input() const {
+    if (input.type != ElementType::kFloat || input.rank() != 4) return std::nullopt;
+    return ActivationShape{input.dims[1].value, input.dims[2].value, input.dims[3].value, false};
 }
-
-}  // namespace
-
-const char* to_string(LossReduction reduction) { return reduction == LossReduction::kSum ? "sum" : "mean"; }
 
 Result<ModelDescription> parse_model(const nlohmann::json& document, std::string_view source) {
     if (!document.is_object())
@@ -118,15 +126,19 @@ Result<ModelDescription> parse_model(const nlohmann::json& document, std::string
     if (!description) return tl::unexpected(description.error());
     model.name = *name;
     model.description = *description;
-    auto input = parse_input(top);
-    if (!input) return tl::unexpected(input.error());
-    model.input = *input;
-    auto classes = top.integer("classes", std::nullopt, 2, kMaxTensorElements);
-    if (!classes) return tl::unexpected(classes.error());
-    model.classes = *classes;
-    auto reduction = parse_loss(top);
-    if (!reduction) return tl::unexpected(reduction.error());
-    model.reduction = *reduction;
+    if (auto ok = parse_input(top, model); !ok) return tl::unexpected(ok.error());
+    if (auto ok = parse_loss(top, model); !ok) return tl::unexpected(ok.error());
+    if (model.loss == LossKind::kSoftmaxCrossEntropy) {
+        auto classes = top.integer("classes", std::nullopt, 2, kMaxTensorElements);
+        if (!classes) return tl::unexpected(classes.error());
+        model.classes = *classes;
+    } else {
+        auto targets = top.integer("targets", 0, 0, kMaxTensorElements);
+        if (!targets) return tl::unexpected(targets.error());
+        model.classes = *targets;
+    }
+    auto output = top.string("output", std::string());
+    if (!output) return tl::unexpected(output.error());
     if (top.has("recipe")) {
         auto recipe = parse_recipe(top.raw("recipe"), top.where() + ": recipe");
         if (!recipe) return tl::unexpected(recipe.error());
@@ -139,32 +151,10 @@ Result<ModelDescription> parse_model(const nlohmann::json& document, std::string
                                                      " layers, got " + describe_value(layers)));
     if (auto ok = top.finish(); !ok) return tl::unexpected(ok.error());
 
-    std::map<LayerKind, int> counts;
-    std::map<std::string, std::size_t> names;
-    ActivationShape shape = model.input;
-    for (std::size_t i = 0; i < layers.size(); ++i) {
-        auto layer = parse_layer(layers[i], i, shape, counts, source);
-        if (!layer) return tl::unexpected(layer.error());
-        if (const auto [it, fresh] = names.emplace(layer->name, i); !fresh)
-            return tl::unexpected(model_error(source, "layer " + std::to_string(i) + " (" +
-                                                          std::string(layer_kind_ops(layer->kind).name) + "): name \"" +
-                                                          layer->name + "\" is already layer " +
-                                                          std::to_string(it->second) +
-                                                          "'s (names are unique; unnamed layers are <kind><n>)"));
-        if (model.parameter_count + layer->param_count > kMaxTensorElements)
-            return tl::unexpected(model_error(source, "layer " + std::to_string(i) +
-                                                          ": the parameters add up to more than 2^31-1"));
-        model.parameter_count += layer->param_count;
-        model.flops += layer->flops;
-        shape = layer->output;
-        model.layers.push_back(std::move(*layer));
-    }
-    if (!shape.flat || shape.channels != model.classes)
-        return tl::unexpected(model_error(source, "the last layer's output is " + shape.to_string() +
-                                                      (shape.flat ? " features" : " (an image)") +
-                                                      "; the loss needs the logits: " +
-                                                      std::to_string(model.classes) +
-                                                      " flat features (end with a dense layer of \"classes\" units)"));
+    GraphBuilder builder(model, "model " + std::string(source));
+    for (const auto& layer : layers)
+        if (auto node = builder.add(layer); !node) return tl::unexpected(node.error());
+    if (auto ok = builder.finish(*output); !ok) return tl::unexpected(ok.error());
     return model;
 }
 

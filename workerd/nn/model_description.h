@@ -1,10 +1,19 @@
-// A model as data: input shape, classes, ordered layers, loss, and optionally the recipe it was
-// published with. parse_model() validates a JSON description (docs/models.md) and runs shape
-// inference, so every accepted description has consistent shapes, unique layer names, sizes
-// within kMaxTensorElements, and ends in `classes` flat features (the logits).
+// A model as data: a directed acyclic graph of operators over named values, the parameter and
+// state tensors the operators use, the model's input, its output and loss, and optionally the
+// recipe it was published with. parse_model() validates a JSON description (docs/models.md)
+// and runs shape inference, so every accepted description has consistent shapes, unique names,
+// nodes in topological order, sizes within kMaxTensorElements, and an output the loss can read.
+//
+// Values are named: the model input ("input" unless the file names it), every tensor (by its
+// name, e.g. "conv1/w"), and every node's outputs (a node's first output is named after the
+// node, further ones "<node>:1", "<node>:2"). A node's `inputs` are values: its data inputs
+// first, then the tensors its slots bind (a conv's weights and bias), so the engine sees one
+// kind of edge. Tensors live in one flat float buffer in `tensors` order: what goes on the wire
+// to psd, into checkpoints and to ONNX initializers.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,41 +23,102 @@
 #include <nlohmann/json.hpp>
 
 #include "common/result.h"
-#include "workerd/nn/layer_spec.h"
+#include "workerd/nn/initializer.h"
 #include "workerd/nn/recipe.h"
 #include "workerd/nn/shape.h"
+#include "workerd/nn/tensor_shape.h"
 
 namespace psrun::nn {
 
+// kTrainable tensors are updated by the optimizer from their gradients; kState tensors (a batch
+// norm's running mean and variance) are model state: the engine writes into the gradient
+// buffer, at their place, the amount to subtract (the worker's moving-average step), and psd
+// subtracts it as it is (docs/models.md "State").
+enum class TensorClass : std::uint8_t { kTrainable, kState };
+const char* to_string(TensorClass cls);
+
+struct TensorDef {
+    std::string name;
+    std::vector<std::int64_t> shape;  // no batch axis
+    std::int64_t size = 0;            // elements
+    std::int64_t offset = 0;          // in floats, in the flat buffer
+    Initializer init;
+    TensorClass cls = TensorClass::kTrainable;
+    std::string owner;  // the node that created it
+};
+
+struct Node {
+    std::string op;            // the kind (OpSchema::kind)
+    std::string name;          // unique among nodes; "<kind><n>" when not given
+    bool named = false;        // given in the file (error messages quote it)
+    std::vector<std::string> inputs;  // values: data inputs, then tensor slots
+    std::size_t data_inputs = 0;      // how many of `inputs` are data inputs
+    bool default_inputs = true;       // the file gave no "inputs" (the previous node's output)
+    std::vector<std::string> outputs;
+    // The kind's options in canonical form (every default explicit, except options added after
+    // format 1, which appear only when set); the "tensors" bindings are not in here.
+    nlohmann::json attrs = nlohmann::json::object();
+    // Slot -> tensor or value name, as the file gave them ({"w": "emb/w"}: tied weights).
+    std::map<std::string, std::string> bindings;
+    // Derived by shape inference.
+    std::vector<ValueInfo> output_info;
+    std::vector<std::string> slots;  // slot names, parallel to inputs[data_inputs..]
+    std::int64_t param_count = 0;    // elements of the tensors this node created
+    double flops = 0.0;              // forward, per example (op_schema.h's convention)
+};
+
+enum class LossKind : std::uint8_t {
+    kSoftmaxCrossEntropy,  // int class labels; accuracy
+    kMeanSquaredError,     // float targets [N, T]; MSE and MAE
+    kSigmoidCrossEntropy,  // multi-hot float targets [N, T] (binary cross-entropy with logits); F1
+};
 enum class LossReduction : std::uint8_t { kMean, kSum };
+const char* to_string(LossKind kind);
+const char* to_string(LossReduction reduction);
 
 struct ModelDescription {
     std::string name;          // "name" (metadata; default: the source name)
     std::string description;   // one line (metadata)
-    ActivationShape input;     // an image: channels x height x width
+    std::string input_name = "input";
+    ValueInfo input;           // dims start with N: [N, C, H, W], [N, F] or [N, L] (int)
+    // Softmax cross-entropy: the number of classes; the other losses: the target width T.
     std::int64_t classes = 0;
-    std::vector<LayerSpec> layers;
-    // Softmax cross-entropy of the logits; over the batch its mean (TF's reduce_mean) or sum.
+    std::vector<Node> nodes;   // topological order
+    std::vector<TensorDef> tensors;
+    std::string output;        // the value the loss reads: [N, classes] floats
+    bool default_output = true;
+    LossKind loss = LossKind::kSoftmaxCrossEntropy;
     LossReduction reduction = LossReduction::kMean;
     std::optional<Recipe> recipe;
-    // Initial values of every parameter tensor, flat in parameter_init.h's order and plain
-    // layouts (a model imported from ONNX brings its initializers); null: draw them from the
-    // layers' initializers. Not part of the architecture hash or the JSON form.
+    // Initial values of every tensor, flat in `tensors` order (an ONNX import brings its
+    // initializers); null: draw them from the tensors' initializers. Not part of the
+    // architecture hash or the JSON form.
     std::shared_ptr<const std::vector<float>> initial_parameters;
-    // Totals over the layers.
-    std::int64_t parameter_count = 0;
-    double flops = 0.0;        // forward, per example (layer_spec.h's convention)
+    // Totals.
+    std::int64_t parameter_count = 0;  // elements of all tensors (trainable and state)
+    double flops = 0.0;                // forward, per example
+    // Every value: the input, the tensors, the nodes' outputs.
+    std::map<std::string, ValueInfo, std::less<>> values;
+
+    // REQUIRES: the value exists (std::out_of_range otherwise).
+    const ValueInfo& value(std::string_view name) const;
+    // The tensor of that name, or nullptr.
+    const TensorDef* tensor(std::string_view name) const;
+    // An image model's input C x H x W (a [N, C, H, W] float input); nullopt otherwise.
+    std::optional<ActivationShape> image_input() const;
+    bool classification() const { return loss == LossKind::kSoftmaxCrossEntropy; }
 };
 
-// Largest accepted description text and layer count; beyond them a file is not a model.
-inline constexpr std::size_t kMaxModelTextBytes = 1 << 20;
-inline constexpr std::size_t kMaxLayers = 4096;
+// Largest accepted description text and node count; beyond them a file is not a model.
+inline constexpr std::size_t kMaxModelTextBytes = 16 << 20;
+inline constexpr std::size_t kMaxLayers = 20000;
 
 // `source_name` (a file name or built-in name) starts every error: "model F: ...".
 Result<ModelDescription> parse_model(const nlohmann::json& document, std::string_view source_name);
 // As above from text; a JSON syntax error names its line and column.
 Result<ModelDescription> parse_model_text(std::string_view text, std::string_view source_name);
 
-const char* to_string(LossReduction reduction);
+// 1 to 200 characters of A-Z a-z 0-9 _ - . / (':' separates a node name from an output index).
+bool valid_value_name(std::string_view name);
 
 }  // namespace psrun::nn

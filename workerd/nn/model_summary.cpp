@@ -5,44 +5,93 @@
 #include <array>
 #include <cstdio>
 
+#include "workerd/nn/ops/conv.h"
+#include "workerd/nn/ops/pool.h"
+
 namespace psrun::nn {
 
 namespace {
 
-nlohmann::json shape_json(const ActivationShape& shape) {
-    if (shape.flat) return {shape.channels};
-    return {shape.channels, shape.height, shape.width};
+bool legacy_image_input(const ModelDescription& model) {
+    return model.image_input().has_value() && model.input_name == "input";
+}
+
+nlohmann::json input_json(const ModelDescription& model) {
+    if (legacy_image_input(model))
+        return {{"channels", model.input.dims[1].value}, {"height", model.input.dims[2].value},
+                {"width", model.input.dims[3].value}};
+    std::vector<std::int64_t> shape;
+    for (std::size_t i = 1; i < model.input.dims.size(); ++i) shape.push_back(model.input.dims[i].value);
+    nlohmann::json out = {{"shape", shape}, {"type", to_string(model.input.type)}};
+    if (model.input_name != "input") out["name"] = model.input_name;
+    return out;
+}
+
+// The node as a description layer: kind, name, options; inputs and tensors where not default.
+nlohmann::json layer_json(const ModelDescription& model, std::size_t index) {
+    const Node& node = model.nodes[index];
+    nlohmann::json entry = node.attrs;
+    entry["kind"] = node.op;
+    entry["name"] = node.name;
+    const std::string previous = index == 0 ? model.input_name : model.nodes[index - 1].outputs.front();
+    if (node.data_inputs > 0 && !(node.data_inputs == 1 && node.inputs[0] == previous))
+        entry["inputs"] = std::vector<std::string>(node.inputs.begin(),
+                                                   node.inputs.begin() + static_cast<std::ptrdiff_t>(node.data_inputs));
+    nlohmann::json tensors = nlohmann::json::object();
+    for (std::size_t s = 0; s < node.slots.size(); ++s) {
+        const std::string& bound = node.inputs[node.data_inputs + s];
+        if (bound != node.name + "/" + node.slots[s]) tensors[node.slots[s]] = bound;
+    }
+    if (!tensors.empty()) entry["tensors"] = tensors;
+    return entry;
+}
+
+nlohmann::json loss_json(const ModelDescription& model) {
+    return {{"kind", to_string(model.loss)}, {"reduction", to_string(model.reduction)}};
+}
+
+std::vector<std::int64_t> example_shape(const Dims& dims) {
+    std::vector<std::int64_t> out;
+    const bool leading = !dims.empty() && dims[0] == Dim::batch_times(1);
+    for (std::size_t i = leading ? 1 : 0; i < dims.size(); ++i) out.push_back(dims[i].value);
+    return out;
 }
 
 }  // namespace
 
+std::string shape_text(const Dims& dims) {
+    const bool leading = !dims.empty() && dims[0] == Dim::batch_times(1);
+    if (!leading || has_batch(Dims(dims.begin() + 1, dims.end()))) {
+        std::string out;
+        for (const auto& d : dims) {
+            if (!out.empty()) out += "x";
+            out += d.to_string();
+        }
+        return out.empty() ? "scalar" : out;
+    }
+    std::string out;
+    for (std::size_t i = 1; i < dims.size(); ++i) {
+        if (i > 1) out += "x";
+        out += std::to_string(dims[i].value);
+    }
+    return out.empty() ? "scalar" : out;
+}
+
 std::vector<TensorEntry> parameter_tensors(const ModelDescription& model) {
     std::vector<TensorEntry> out;
-    std::int64_t offset = 0;
-    for (const auto& layer : model.layers) {
-        for (const auto& p : layer.params) {
-            out.push_back(TensorEntry{p.name, p.shape, offset, p.size});
-            offset += p.size;
-        }
-    }
+    for (const auto& t : model.tensors) out.push_back(TensorEntry{t.name, t.shape, t.offset, t.size, t.cls});
     return out;
 }
 
 nlohmann::json canonical_architecture(const ModelDescription& model) {
     nlohmann::json layers = nlohmann::json::array();
-    for (const auto& layer : model.layers) {
-        const auto& ops = layer_kind_ops(layer.kind);
-        nlohmann::json entry = {{"kind", ops.name}, {"name", layer.name}};
-        ops.write(layer, entry);
-        layers.push_back(std::move(entry));
-    }
-    return {
-        {"format", 1},
-        {"input", {{"channels", model.input.channels}, {"height", model.input.height}, {"width", model.input.width}}},
-        {"classes", model.classes},
-        {"loss", {{"kind", "softmax_cross_entropy"}, {"reduction", to_string(model.reduction)}}},
-        {"layers", std::move(layers)},
-    };
+    for (std::size_t i = 0; i < model.nodes.size(); ++i) layers.push_back(layer_json(model, i));
+    nlohmann::json out = {{"format", 1}, {"input", input_json(model)}, {"loss", loss_json(model)},
+                          {"layers", std::move(layers)}};
+    if (model.classification()) out["classes"] = model.classes;
+    else out["targets"] = model.classes;
+    if (model.output != model.nodes.back().outputs.front()) out["output"] = model.output;
+    return out;
 }
 
 nlohmann::json model_json(const ModelDescription& model) {
@@ -69,36 +118,58 @@ std::string architecture_hash(const ModelDescription& model) {
 
 nlohmann::json summary_json(const ModelDescription& model) {
     nlohmann::json layers = nlohmann::json::array();
-    for (std::size_t i = 0; i < model.layers.size(); ++i) {
-        const auto& layer = model.layers[i];
-        const auto& ops = layer_kind_ops(layer.kind);
-        nlohmann::json options = nlohmann::json::object();
-        ops.write(layer, options);
-        nlohmann::json params = nlohmann::json::array();
-        for (const auto& p : layer.params)
-            params.push_back({{"name", p.name}, {"shape", p.shape}, {"size", p.size}, {"init", to_json(p.init)}});
+    for (std::size_t i = 0; i < model.nodes.size(); ++i) {
+        const Node& node = model.nodes[i];
+        nlohmann::json tensors = nlohmann::json::array();
+        for (const auto& t : model.tensors) {
+            if (t.owner != node.name) continue;
+            tensors.push_back({{"name", t.name}, {"shape", t.shape}, {"size", t.size}, {"init", to_json(t.init)},
+                               {"class", to_string(t.cls)}});
+        }
+        nlohmann::json inputs = nlohmann::json::array();
+        for (const auto& v : node.inputs) inputs.push_back(v);
+        const ValueInfo& in = model.value(node.inputs.front());
         nlohmann::json entry = {{"index", i},
-                                {"name", layer.name},
-                                {"kind", ops.name},
-                                {"options", std::move(options)},
-                                {"input_shape", shape_json(layer.input)},
-                                {"output_shape", shape_json(layer.output)},
-                                {"parameters", layer.param_count},
-                                {"tensors", std::move(params)},
-                                {"mflop", layer.flops / 1e6}};
-        if (layer.kind == LayerKind::kConv2d || layer.kind == LayerKind::kMaxPool || layer.kind == LayerKind::kAvgPool)
-            entry["pads"] = {{"top", layer.pads.top}, {"bottom", layer.pads.bottom},
-                             {"left", layer.pads.left}, {"right", layer.pads.right}};
+                                {"name", node.name},
+                                {"kind", node.op},
+                                {"options", node.attrs},
+                                {"inputs", inputs},
+                                {"input_shape", example_shape(in.dims)},
+                                {"output_shape", example_shape(node.output_info.front().dims)},
+                                {"output_dims", to_string(node.output_info.front().dims)},
+                                {"parameters", node.param_count},
+                                {"tensors", std::move(tensors)},
+                                {"mflop", node.flops / 1e6}};
+        if (node.outputs.size() > 1) {
+            nlohmann::json outputs = nlohmann::json::array();
+            for (std::size_t k = 0; k < node.outputs.size(); ++k)
+                outputs.push_back({{"name", node.outputs[k]}, {"dims", to_string(node.output_info[k].dims)}});
+            entry["outputs"] = outputs;
+        }
+        std::optional<Window2d> window;
+        if (node.op == "conv2d") {
+            if (auto g = conv_geometry(node.attrs, in)) window = g->window;
+        } else if (node.op == "max_pool" || node.op == "avg_pool") {
+            if (auto g = pool_geometry(node, in)) window = g->window;
+        }
+        if (window)
+            entry["pads"] = {{"top", window->pt}, {"bottom", window->pb}, {"left", window->pl}, {"right", window->pr}};
         layers.push_back(std::move(entry));
     }
+    std::int64_t state = 0;
+    for (const auto& t : model.tensors)
+        if (t.cls == TensorClass::kState) state += t.size;
     nlohmann::json out = {
         {"name", model.name},
         {"description", model.description},
-        {"input_shape", shape_json(model.input)},
+        {"input_shape", example_shape(model.input.dims)},
+        {"input_type", to_string(model.input.type)},
         {"classes", model.classes},
-        {"loss", {{"kind", "softmax_cross_entropy"}, {"reduction", to_string(model.reduction)}}},
+        {"loss", loss_json(model)},
+        {"output", model.output},
         {"layers", std::move(layers)},
-        {"total", {{"parameters", model.parameter_count},
+        {"total", {{"parameters", model.parameter_count - state},
+                   {"state", state},
                    {"bytes_f32", model.parameter_count * 4},
                    {"mflop_per_example", model.flops / 1e6}}},
         {"architecture_sha256", architecture_hash(model)},

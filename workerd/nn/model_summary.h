@@ -1,5 +1,5 @@
-// What the engine and the tools derive from a parsed description: the ordered parameter
-// tensors, the canonical architecture JSON and its SHA-256, and a JSON summary (model show).
+// What the engine and the tools derive from a parsed description: the ordered tensors, the
+// canonical architecture JSON and its SHA-256, and a JSON summary (model show).
 #pragma once
 
 #include <cstdint>
@@ -13,21 +13,25 @@
 namespace psrun::nn {
 
 struct TensorEntry {
-    std::string name;                  // "<layer>/w", "<layer>/b"
-    std::vector<std::int64_t> shape;   // plain layout (layer_spec.h)
+    std::string name;                  // "<layer>/w", "<layer>/b", or the name a file gave
+    std::vector<std::int64_t> shape;
     std::int64_t offset = 0;           // in floats from the start of one contiguous buffer
     std::int64_t size = 0;             // in floats
+    TensorClass cls = TensorClass::kTrainable;
 };
 
-// Every layer's parameters in layer order, weights before bias, packed without gaps. For
-// mnist_deep this is exactly workerd/parameter_set.h's list.
+// Every tensor in buffer order (the order layers created them: weights before bias), packed
+// without gaps. For mnist_deep this is exactly workerd/parameter_set.h's list.
 std::vector<TensorEntry> parameter_tensors(const ModelDescription& model);
 
-// The architecture, canonical: input, classes, loss and every layer with its kind, name and
-// all options explicit (defaults filled in, kernels as [h, w], initializers as objects). Not
-// the metadata (name, description) nor the recipe. Layer names are in: they name the tensors,
-// so two models that differ only there cannot exchange checkpoints. Initializers and dropout
-// are in too: workers that agree on the hash train the same thing.
+// The architecture, canonical: input, classes (or targets), loss and every layer with its
+// kind, name and all its options explicit (defaults filled in, kernels as [h, w],
+// initializers as objects; options added after format 1 only when set), its "inputs" only
+// where they are not the previous layer's output, its "tensors" only where a slot binds
+// another name than "<layer>/<slot>", and "output" only where it is not the last layer's.
+// Not the metadata (name, description) nor the recipe. Layer names are in: they name the
+// tensors, so two models that differ only there cannot exchange checkpoints. Initializers and
+// dropout are in too: workers that agree on the hash train the same thing.
 nlohmann::json canonical_architecture(const ModelDescription& model);
 // SHA-256 (64 lower-case hex digits) of canonical_architecture(model).dump(): keys sorted,
 // no whitespace, numbers as nlohmann-json prints them (shortest round trip).
@@ -37,8 +41,12 @@ std::string architecture_hash(const ModelDescription& model);
 // architecture plus name, description and recipe. Checkpoints record it.
 nlohmann::json model_json(const ModelDescription& model);
 
-// Everything `psrun model show --json` prints: metadata, per-layer shapes, pads, parameters
-// and MFLOP, totals, recipe, hash.
+// Everything `psrun model show --json` prints: metadata, per-layer inputs, shapes, tensors
+// (with their class) and MFLOP, totals, recipe, hash.
 nlohmann::json summary_json(const ModelDescription& model);
+
+// Shapes for people: the dims after a leading batch axis ("32x28x28", "1024"), or all dims
+// with N spelt out when the batch is elsewhere ("28xNx64").
+std::string shape_text(const Dims& dims);
 
 }  // namespace psrun::nn

@@ -1,191 +1,181 @@
 #include "workerd/nn/network.h"
 
-#include <algorithm>
 #include <chrono>
-#include <sstream>
+#include <cstring>
 #include <stdexcept>
 
-#include "workerd/nn/activation_layer.h"
-#include "workerd/nn/conv2d_layer.h"
-#include "workerd/nn/conv_relu_blocked_pool_layer.h"
-#include "workerd/nn/conv_relu_pool_layer.h"
-#include "workerd/nn/dense_layer.h"
-#include "workerd/nn/dropout_layer.h"
-#include "workerd/nn/parameter_init.h"
-#include "workerd/nn/pool_layer.h"
+#include "workerd/nn/loss.h"
+#include "workerd/nn/network_plan.h"
 
 namespace psrun::nn {
 
-using dnnl::memory;
 using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// The layer for specs[i..]: how many specs it covers is decided here (the pattern matcher).
-// With hand kernels, conv2d+relu+max_pool 2x2/2 is one Layer on a hand-written kernel where
-// its matches() allows (the CPU, the shapes, the precision, the position), the fully fused one
-// first; everything else is oneDNN primitives, conv2d/dense + relu fused as a post-op.
-std::unique_ptr<Layer> make_layer(std::span<const LayerSpec> specs, int index,
-                                  const LayerContext& ctx, std::size_t offset, bool hand_kernels) {
-    const LayerSpec& s = specs[static_cast<std::size_t>(index)];
-    if (hand_kernels) {
-        const auto three = specs.subspan(static_cast<std::size_t>(index),
-                                         std::min<std::size_t>(3, specs.size() - static_cast<std::size_t>(index)));
-        if (FusedConvReluPoolLayer::matches(specs, index, ctx))
-            return std::make_unique<FusedConvReluPoolLayer>(three, index, ctx, offset);
-        if (ConvReluBlockedPoolLayer::matches(specs, index, ctx))
-            return std::make_unique<ConvReluBlockedPoolLayer>(three, index, ctx, offset);
-    }
-    const bool relu_next = static_cast<std::size_t>(index) + 1 < specs.size() &&
-                           specs[static_cast<std::size_t>(index) + 1].kind == LayerKind::kRelu;
-    const auto one = specs.subspan(static_cast<std::size_t>(index), 1);
-    const auto two = specs.subspan(static_cast<std::size_t>(index), relu_next ? 2 : 1);
-    switch (s.kind) {
-        case LayerKind::kConv2d: return std::make_unique<Conv2dLayer>(two, index, ctx, offset);
-        case LayerKind::kDense: {
-            const bool ends = static_cast<std::size_t>(index) + two.size() == specs.size();
-            // The logits stay f32 in bf16 mode (the loss is computed in f32 anyway).
-            const auto out = ends ? memory::data_type::f32 : ctx.activation_type();
-            return std::make_unique<DenseLayer>(two, index, ctx, offset, out);
-        }
-        case LayerKind::kMaxPool:
-        case LayerKind::kAvgPool: return std::make_unique<PoolLayer>(one, index, ctx, offset);
-        case LayerKind::kRelu:
-        case LayerKind::kTanh:
-        case LayerKind::kSigmoid: return std::make_unique<ActivationLayer>(one, index, ctx, offset);
-        case LayerKind::kDropout: {
-            const auto before = std::count_if(specs.begin(), specs.begin() + index,
-                                              [](const LayerSpec& l) { return l.kind == LayerKind::kDropout; });
-            return std::make_unique<DropoutLayer>(one, index, ctx, offset, static_cast<int>(before));
-        }
-    }
-    return nullptr;
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+}  // namespace
+
+const char* to_string(Precision precision) { return precision == Precision::kBf16 ? "bf16" : "f32"; }
+
+bool engine_bf16_supported() {
+    const auto isa = dnnl::get_effective_cpu_isa();
+    return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
 }
 
-std::string describe_layer(const LayerSpec& s, int index, const NetworkOptions& o) {
-    std::ostringstream out;
-    out << "layer " << index << " (" << kind_name(s.kind) << " \"" << s.name << "\"): input "
-        << s.input.to_string() << ", output " << s.output.to_string() << ", batch " << o.batch_size
-        << ", " << to_string(o.precision);
-    return out.str();
+dnnl::memory::format_tag plain_tag(int ndims) {
+    using Tag = dnnl::memory::format_tag;
+    switch (ndims) {
+        case 1: return Tag::a;
+        case 2: return Tag::ab;
+        case 3: return Tag::abc;
+        case 4: return Tag::abcd;
+        case 5: return Tag::abcde;
+        case 6: return Tag::abcdef;
+        default: throw std::runtime_error("unsupported tensor rank " + std::to_string(ndims));
+    }
+}
+
+dnnl::memory::desc plain_desc(const dnnl::memory::dims& dims, dnnl::memory::data_type type) {
+    if (dims.empty()) return dnnl::memory::desc({1}, type, dnnl::memory::format_tag::a);
+    return dnnl::memory::desc(dims, type, plain_tag(static_cast<int>(dims.size())));
+}
+
+void KernelBuilder::forward(const dnnl::primitive& p, std::unordered_map<int, dnnl::memory> args) {
+    const dnnl::stream stream = context().stream;
+    forward([p, stream, args]() { p.execute(stream, args); });
+}
+
+void KernelBuilder::backward(const dnnl::primitive& p, std::unordered_map<int, dnnl::memory> args) {
+    const dnnl::stream stream = context().stream;
+    backward([p, stream, args]() { p.execute(stream, args); });
+}
+
+namespace {
+
+dnnl::memory convert_with(KernelBuilder& b, const dnnl::memory& m, const dnnl::memory::desc& want, bool forward) {
+    if (m.get_desc() == want) return m;
+    dnnl::memory out(want, b.context().engine);
+    dnnl::reorder r(m, out);
+    auto op = [r, stream = b.context().stream, m, out]() mutable { r.execute(stream, {{DNNL_ARG_FROM, m}, {DNNL_ARG_TO, out}}); };
+    if (forward) b.forward(op);
+    else b.backward(op);
+    return out;
 }
 
 }  // namespace
 
-Network::Network(const ModelDescription& model, const NetworkOptions& options)
-    : model_(model), options_(options) {}
+dnnl::memory forward_convert(KernelBuilder& b, const dnnl::memory& m, const dnnl::memory::desc& want) {
+    return convert_with(b, m, want, true);
+}
+
+dnnl::memory backward_convert(KernelBuilder& b, const dnnl::memory& m, const dnnl::memory::desc& want) {
+    return convert_with(b, m, want, false);
+}
+
+void add_relu_backward(KernelBuilder& b, const dnnl::memory& dst, const dnnl::memory& diff) {
+    using dnnl::algorithm;
+    const auto desc = dst.get_desc();
+    dnnl::eltwise_forward::primitive_desc hint(
+        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, algorithm::eltwise_relu_use_dst_for_bwd, desc,
+                                    0.0f, 0.0f),
+        b.context().engine);
+    dnnl::eltwise_backward::primitive_desc pd(
+        dnnl::eltwise_backward::desc(algorithm::eltwise_relu_use_dst_for_bwd, diff.get_desc(), desc, 0.0f, 0.0f),
+        b.context().engine, hint);
+    b.backward(dnnl::eltwise_backward(pd), {{DNNL_ARG_DST, dst}, {DNNL_ARG_DIFF_DST, diff}, {DNNL_ARG_DIFF_SRC, diff}});
+    b.note("relu bwd", pd);
+}
+
+Network::Network(const ModelDescription& model, const NetworkOptions& options) : model_(model), options_(options) {}
 
 Network::~Network() = default;
 
-Result<std::unique_ptr<Network>> Network::create(const ModelDescription& model,
-                                                 const NetworkOptions& options,
-                                                 std::span<const float> params,
-                                                 std::span<float> grads) {
+Result<std::unique_ptr<Network>> Network::create(const ModelDescription& model, const NetworkOptions& options,
+                                                 std::span<const float> params, std::span<float> grads) {
     if (options.precision == Precision::kBf16 && !engine_bf16_supported())
         return make_error(ErrorCode::kUnsupported,
                           "bf16 needs native CPU support (AVX512-BF16 or AMX), which oneDNN does not find here; use f32");
-    if (options.batch_size < 1)
-        return make_error(ErrorCode::kInvalidArgument, "batch size must be >= 1");
+    if (options.batch_size < 1) return make_error(ErrorCode::kInvalidArgument, "batch size must be >= 1");
     const auto count = static_cast<std::size_t>(model.parameter_count);
     if (params.size() != count || (!options.forward_only && grads.size() != count))
         return make_error(ErrorCode::kInvalidArgument,
-                          "model " + model.name + " has " + std::to_string(count) +
-                              " parameters; got buffers of " + std::to_string(params.size()) + " and " +
-                              std::to_string(grads.size()) + " floats");
-    if (model.layers.empty())
-        return make_error(ErrorCode::kInvalidArgument, "model " + model.name + " has no layers");
+                          "model " + model.name + " has " + std::to_string(count) + " parameters; got buffers of " +
+                              std::to_string(params.size()) + " and " + std::to_string(grads.size()) + " floats");
+    if (model.nodes.empty()) return make_error(ErrorCode::kInvalidArgument, "model " + model.name + " has no layers");
     std::unique_ptr<Network> net(new Network(model, options));
     if (auto ok = net->build(params, grads); !ok) return tl::unexpected(ok.error());
     return net;
 }
 
-Result<void> Network::build(std::span<const float> params, std::span<float> grads) {
-    const auto n = options_.batch_size;
-    const auto& in = model_.input;
-    input_.assign(static_cast<std::size_t>(n * in.elements()), 0.0f);
-    labels_.assign(static_cast<std::size_t>(n), 0);
-    input_memory_ = memory({activation_dims(in, n), memory::data_type::f32, memory::format_tag::nchw},
-                           engine_, input_.data());
-    const LayerContext ctx{engine_, stream_, n, options_.precision, !options_.forward_only};
-    const auto offsets = layer_param_offsets(model_);
-    const std::span<const LayerSpec> specs(model_.layers);
-    memory src = input_memory_, diff_src;
-    for (int i = 0; i < static_cast<int>(specs.size());) {
-        const auto& s = specs[static_cast<std::size_t>(i)];
-        try {
-            auto layer = make_layer(specs, i, ctx, offsets[static_cast<std::size_t>(i)], options_.hand_kernels);
-            layer->setup(src, diff_src, params, grads);
-            src = layer->dst();
-            diff_src = layer->diff_dst();
-            i += layer->spec_count();
-            times_.push_back(LayerTime{layer->first_index(), layer->kind_label(), 0, 0});
-            layers_.push_back(std::move(layer));
-        } catch (const dnnl::error& e) {
-            return make_error(ErrorCode::kUnsupported,
-                              describe_layer(s, i, options_) + ": oneDNN cannot build it (" + e.what() +
-                                  ", status " + std::to_string(static_cast<int>(e.status)) + ")");
-        } catch (const std::exception& e) {
-            return make_error(ErrorCode::kUnsupported,
-                              describe_layer(s, i, options_) + ": cannot build it: " + e.what());
+std::span<std::int32_t> Network::labels() { return loss_->labels(); }
+std::span<float> Network::targets() { return loss_->targets(); }
+std::span<const float> Network::outputs() const { return loss_->outputs(); }
+std::span<const std::int32_t> Network::predictions() const { return loss_->predictions(); }
+void Network::probabilities(std::span<float> out) const { loss_->probabilities(out); }
+
+void Network::run_forward() {
+    for (std::size_t i = 0; i < plan_->kernels.size(); ++i) {
+        const auto& k = plan_->kernels[i];
+        const auto t0 = Clock::now();
+        for (const auto& op : k.fwd) op();
+        if (profiling_) {
+            stream_.wait();
+            times_[i].forward_ms += ms_since(t0);
         }
     }
-    try {
-        loss_ = std::make_unique<SoftmaxLoss>(engine_, stream_, src, diff_src, model_.reduction);
-    } catch (const std::exception& e) {
-        return make_error(ErrorCode::kUnsupported, "model " + model_.name + ": the loss on the output " +
-                                                       model_.layers.back().output.to_string() +
-                                                       " cannot be built: " + e.what());
-    }
-    times_.push_back(LayerTime{static_cast<int>(model_.layers.size()), "loss", 0, 0});
-    return {};
+    stream_.wait();
 }
 
-void Network::run_forward(bool training) {
-    for (std::size_t i = 0; i < layers_.size(); ++i) {
-        if (!profiling_) {
-            layers_[i]->forward(training);
-            continue;
-        }
+void Network::run_backward() {
+    for (const auto& [offset, size] : plan_->dead_grads) std::memset(plan_->grads + offset, 0, size * sizeof(float));
+    for (std::size_t i = plan_->kernels.size(); i-- > 0;) {
+        const auto& k = plan_->kernels[i];
+        if (!k.backward) continue;
         const auto t0 = Clock::now();
-        layers_[i]->forward(training);
-        stream_.wait();
-        times_[i].forward_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        for (const auto& op : k.bwd_pre) op();
+        for (const auto& op : k.bwd) op();
+        for (const auto& op : k.bwd_post) op();
+        if (profiling_) {
+            stream_.wait();
+            times_[i].backward_ms += ms_since(t0);
+        }
     }
     stream_.wait();
 }
 
 float Network::train_step(std::uint64_t seed) {
-    for (auto& l : layers_) l->set_step_seed(seed);
-    run_forward(true);
+    if (options_.forward_only) throw std::logic_error("train_step on a forward-only network");
+    step_.seed = seed;
+    step_.training = true;
+    run_forward();
     const auto t0 = Clock::now();
-    const float loss = loss_->forward(labels_, true);
-    stream_.wait();
-    if (profiling_) times_.back().forward_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    for (std::size_t i = layers_.size(); i-- > 0;) {
-        const auto t1 = Clock::now();
-        layers_[i]->backward();
-        if (profiling_) {
-            stream_.wait();
-            times_[i].backward_ms += std::chrono::duration<double, std::milli>(Clock::now() - t1).count();
-        }
-    }
-    stream_.wait();
+    const float loss = loss_->forward(true);
+    if (profiling_) times_.back().forward_ms += ms_since(t0);
+    run_backward();
     return loss;
 }
 
 float Network::forward(bool training, std::uint64_t seed) {
-    for (auto& l : layers_) l->set_step_seed(seed);
-    run_forward(training);
-    const float loss = loss_->forward(labels_, false);
-    stream_.wait();
-    return loss;
+    step_.seed = seed;
+    step_.training = training;
+    run_forward();
+    return loss_->forward(false);
+}
+
+void Network::backward_from(std::span<const float> output_grad) {
+    if (options_.forward_only) throw std::logic_error("backward_from on a forward-only network");
+    loss_->set_gradient(output_grad);
+    run_backward();
 }
 
 void Network::set_gradient_buffer(std::span<float> grads) {
     if (grads.size() != static_cast<std::size_t>(model_.parameter_count))
         throw std::invalid_argument("set_gradient_buffer: " + std::to_string(grads.size()) + " floats for " +
                                     std::to_string(model_.parameter_count) + " parameters");
-    for (auto& l : layers_) l->set_gradient_buffer(grads);
+    plan_->grads = grads.data();
+    for (auto& [m, offset] : plan_->grad_memories) m.set_data_handle(grads.data() + offset);
 }
 
 void Network::reset_layer_times() {
@@ -194,9 +184,14 @@ void Network::reset_layer_times() {
 
 std::vector<std::string> Network::implementations() const {
     std::vector<std::string> out;
-    for (const auto& l : layers_)
-        for (const auto& impl : l->implementations())
-            out.push_back(std::to_string(l->first_index()) + " " + l->kind_label() + " " + impl);
+    for (const auto& k : plan_->kernels)
+        for (const auto& impl : k.impls) out.push_back(std::to_string(k.first_node) + " " + k.label + " " + impl);
+    return out;
+}
+
+std::vector<std::string> Network::kernel_labels() const {
+    std::vector<std::string> out;
+    for (const auto& k : plan_->kernels) out.push_back(k.label);
     return out;
 }
 

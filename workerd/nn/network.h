@@ -1,16 +1,21 @@
-// Trains any ModelDescription on oneDNN: builds one Layer per description layer, in order
-// (conv2d/dense followed by relu as one fused layer; with NetworkOptions::hand_kernels,
-// conv2d+relu+max_pool 2x2/2 as one layer on a hand-written AVX-512 kernel where the CPU and
-// the shapes allow: conv_relu_pool_layer.h, conv_relu_blocked_pool_layer.h), and the softmax cross-entropy loss, for
-// one fixed batch size and precision. Every buffer and primitive is created by create(); a
-// step allocates nothing. Activations stay in the formats oneDNN picks (format_tag::any),
-// with reorders only where a consumer wants another format.
+// Trains any ModelDescription on oneDNN: one Kernel per node of the graph (kernel.h), or per
+// fused group of nodes (fusion.h: conv2d/dense + relu as a post-op; with
+// NetworkOptions::hand_kernels, conv2d + relu + max_pool 2x2/2 on a hand-written AVX-512 kernel
+// where the CPU and the shapes allow), in topological order, and the loss, for one fixed batch
+// size and precision. Every buffer and primitive is created by create(); a step allocates
+// nothing. Activations stay in the formats oneDNN picks, with reorders only where a consumer
+// wants another format.
 //
-// Parameters are read from, and gradients written to, flat float buffers in the description's
-// tensor order and plain layouts (parameter_init.h: parameter_offsets()) — exactly what goes on
-// the wire. The network owns neither: `params` (and each gradient buffer) must outlive it, or
-// the next set_gradient_buffer(). The input is NCHW f32, labels int32 in [0, classes).
-// Not thread-safe; oneDNN and the dropout loops run on the OpenMP threads.
+// Gradients: a value read by several nodes gets the sum of their gradients (the last reader in
+// graph order writes, the others add), and so does a tensor shared by several nodes; only
+// values that depend on a trainable tensor and reach the loss get a gradient.
+//
+// Tensors are read from, and gradients written to, flat float buffers in the description's
+// tensor order and shapes (model_description.h) — exactly what goes on the wire. The network
+// owns neither: `params` (and each gradient buffer) must outlive it, or the next
+// set_gradient_buffer(). The input is the model's: float [N, ...] (images NCHW) or int32 ids;
+// targets: int32 class labels (softmax cross-entropy) or float [N, T].
+// Not thread-safe; oneDNN and the hand loops run on the OpenMP threads.
 #pragma once
 
 #include <cstdint>
@@ -20,90 +25,109 @@
 #include <vector>
 
 #include "common/result.h"
-#include "workerd/nn/layer.h"
+#include "workerd/nn/kernel.h"
 #include "workerd/nn/model_description.h"
-#include "workerd/nn/softmax_loss.h"
 
 namespace psrun::nn {
 
 struct NetworkOptions {
     std::int64_t batch_size = 50;
     Precision precision = Precision::kF32;
-    bool forward_only = false;  // evaluation: no backward primitives or gradient buffer
-    // Hand-written AVX-512 kernels where a pattern of layers matches one and the CPU allows
-    // (workerd/nn/kernels/; the layers' kind labels then end in " [hand]"); false: oneDNN
-    // primitives only.
+    bool forward_only = false;  // evaluation: no backward work or gradient buffer
+    // Hand-written AVX-512 kernels where a pattern of nodes matches one and the CPU allows
+    // (workerd/nn/kernels/; the kernels' labels then end in " [hand]"); false: oneDNN only.
     bool hand_kernels = true;
+    // Tests: compute dL/d(input) too (float inputs), readable by input_gradient(), so that a
+    // finite-difference check reaches the first layer's data gradient.
+    bool input_gradient = false;
 };
 
-// Per built layer (a fused layer covers several description layers from `index`).
+// Per kernel (a fused kernel covers several nodes from `index`), and the loss last.
 struct LayerTime {
-    int index = 0;         // the first description layer it covers
+    int index = 0;         // the first node it covers
     std::string kind;      // "conv2d+relu", "max_pool", ..., "loss"
+    std::string name;      // the first node's name ("loss" for the loss)
     double forward_ms = 0;
     double backward_ms = 0;
 };
 
+class Loss;
+struct NetworkPlan;
+
 class Network {
 public:
-    // Errors: kUnsupported for bf16 without CPU support and for a layer oneDNN cannot build
-    // ("layer I (KIND "NAME"): input CxHxW, output ..., batch N, f32: oneDNN cannot build it
+    // Errors: kUnsupported for bf16 without CPU support and for a node the engine cannot build
+    // ("layer I (KIND "NAME"): input ..., output ..., batch N, f32: oneDNN cannot build it
     // (...)"); kInvalidArgument for buffer sizes or a batch < 1. grads may be empty iff
     // options.forward_only.
-    static Result<std::unique_ptr<Network>> create(const ModelDescription& model,
-                                                   const NetworkOptions& options,
-                                                   std::span<const float> params,
-                                                   std::span<float> grads);
+    static Result<std::unique_ptr<Network>> create(const ModelDescription& model, const NetworkOptions& options,
+                                                   std::span<const float> params, std::span<float> grads);
     ~Network();
     Network(const Network&) = delete;
     Network& operator=(const Network&) = delete;
 
     const ModelDescription& model() const { return model_; }
     const NetworkOptions& options() const { return options_; }
-    // The batch the next step reads: NCHW f32 images, labels.
-    std::span<float> input() { return input_; }
-    std::span<std::int32_t> labels() { return labels_; }
+    // The batch the next step reads. input(): float models; input_ids(): int models (the
+    // other is empty). labels(): softmax cross-entropy; targets(): [N, T] for the others.
+    std::span<float> input() { return input_f32_; }
+    std::span<std::int32_t> input_ids() { return input_i32_; }
+    std::span<std::int32_t> labels();
+    std::span<float> targets();
 
-    // Forward with dropout masks from `seed`, backward into the gradient buffer (every
-    // gradient fully overwritten). Returns the loss. REQUIRES: !options().forward_only.
-    // A label outside [0, classes) throws std::out_of_range (naming the example).
+    // Forward (dropout masks from `seed`, batch statistics), loss, backward into the gradient
+    // buffer (every trainable tensor's gradient and every state tensor's delta fully
+    // overwritten). Returns the loss. REQUIRES: !options().forward_only. A label or an id out
+    // of range throws std::out_of_range naming the example.
     float train_step(std::uint64_t seed);
-    // Forward only (dropout iff training). Returns the loss; predictions() are then valid.
+    // Forward only (dropout and batch statistics iff training). Returns the loss; outputs(),
+    // predictions() and probabilities() are then valid.
     float forward(bool training, std::uint64_t seed = 0);
-    // Arg-max class per example after the last forward or train step.
-    std::span<const std::int32_t> predictions() const { return loss_->predictions(); }
-    // Softmax probabilities {batch, classes} of the last forward or train step into `out`
-    // (SoftmaxLoss::probabilities: computed on this call, not by the step).
-    void probabilities(std::span<float> out) const { loss_->probabilities(out); }
+    // The model output of the last forward, plain f32 [N, classes].
+    std::span<const float> outputs() const;
+    // Arg-max class per example (softmax cross-entropy models).
+    std::span<const std::int32_t> predictions() const;
+    // Softmax (softmax cross-entropy) or sigmoid (sigmoid cross-entropy) of the outputs, or the
+    // outputs themselves (mean squared error), {batch, classes} into `out`.
+    // REQUIRES: out.size() == batch * classes (else std::invalid_argument).
+    void probabilities(std::span<float> out) const;
+    // Tests: backward from `output_grad` (plain f32 [N, classes], dL/d(outputs)) instead of the
+    // loss's gradient, after a forward(true). REQUIRES: !options().forward_only.
+    void backward_from(std::span<const float> output_grad);
+    // dL/d(input) of the last backward (NetworkOptions::input_gradient; empty otherwise).
+    std::span<const float> input_gradient() const { return input_grad_; }
+
     // The following steps write into `grads` (same size, else std::invalid_argument; not
     // owned). No primitive rebuilt.
     void set_gradient_buffer(std::span<float> grads);
 
-    // Per-layer wall time (a clock read around each layer); off by default.
+    // Per-kernel wall time (a clock read around each kernel); off by default.
     void set_profiling(bool on) { profiling_ = on; }
     const std::vector<LayerTime>& layer_times() const { return times_; }
     void reset_layer_times();
-
-    const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
     // "3 conv2d+relu fwd: brg:avx512_core", ... for logs.
     std::vector<std::string> implementations() const;
+    // The kernels' labels in order ("conv2d+relu+max_pool [hand]", ...).
+    std::vector<std::string> kernel_labels() const;
 
 private:
     Network(const ModelDescription& model, const NetworkOptions& options);
     Result<void> build(std::span<const float> params, std::span<float> grads);
-    void run_forward(bool training);
+    void run_forward();
+    void run_backward();
 
     ModelDescription model_;
     NetworkOptions options_;
     dnnl::engine engine_{dnnl::engine::kind::cpu, 0};
     dnnl::stream stream_{engine_};
-    std::vector<float> input_;
-    std::vector<std::int32_t> labels_;
-    dnnl::memory input_memory_;
-    std::vector<std::unique_ptr<Layer>> layers_;
-    std::unique_ptr<SoftmaxLoss> loss_;
+    StepState step_;
+    std::vector<float> input_f32_;
+    std::vector<std::int32_t> input_i32_;
+    std::vector<float> input_grad_;
+    std::unique_ptr<NetworkPlan> plan_;
+    std::unique_ptr<Loss> loss_;
     bool profiling_ = false;
-    std::vector<LayerTime> times_;  // layers_, then the loss
+    std::vector<LayerTime> times_;  // the kernels, then the loss
 };
 
 }  // namespace psrun::nn

@@ -21,10 +21,11 @@ Fans fans(const std::vector<std::int64_t>& shape) {
         return {static_cast<double>(shape[1]) * receptive, static_cast<double>(shape[0]) * receptive};
     }
     if (shape.size() == 2) return {static_cast<double>(shape[1]), static_cast<double>(shape[0])};
+    if (shape.empty()) return {};
     return {static_cast<double>(shape.at(0)), static_cast<double>(shape.at(0))};
 }
 
-void fill_tensor(const ParamTensor& t, worker::Rng& rng, std::span<float> out) {
+void fill_tensor(const TensorDef& t, worker::Rng& rng, std::span<float> out) {
     const Fans f = fans(t.shape);
     switch (t.init.kind) {
         case InitKind::kTruncatedNormal:
@@ -56,16 +57,6 @@ void fill_tensor(const ParamTensor& t, worker::Rng& rng, std::span<float> out) {
 
 }  // namespace
 
-std::vector<std::size_t> layer_param_offsets(const ModelDescription& model) {
-    std::vector<std::size_t> offsets;
-    std::size_t offset = 0;
-    for (const auto& layer : model.layers) {
-        offsets.push_back(offset);
-        for (const auto& t : layer.params) offset += static_cast<std::size_t>(t.size);
-    }
-    return offsets;
-}
-
 void initialize_parameters(const ModelDescription& model, std::uint64_t seed, std::span<float> params) {
     if (params.size() != static_cast<std::size_t>(model.parameter_count))
         throw std::invalid_argument("initialize_parameters: buffer of " + std::to_string(params.size()) +
@@ -78,15 +69,10 @@ void initialize_parameters(const ModelDescription& model, std::uint64_t seed, st
         std::copy(initial.begin(), initial.end(), params.begin());
         return;
     }
-    std::size_t offset = 0;
     std::uint64_t index = 0;
-    for (const auto& layer : model.layers) {
-        for (const auto& t : layer.params) {
-            worker::Rng rng(seed, index++);
-            const auto size = static_cast<std::size_t>(t.size);
-            fill_tensor(t, rng, params.subspan(offset, size));
-            offset += size;
-        }
+    for (const auto& t : model.tensors) {
+        worker::Rng rng(seed, index++);
+        fill_tensor(t, rng, params.subspan(static_cast<std::size_t>(t.offset), static_cast<std::size_t>(t.size)));
     }
 }
 

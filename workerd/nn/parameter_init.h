@@ -1,6 +1,5 @@
-// The flat parameter buffer of a ModelDescription: where each tensor starts, and filling it
-// from the description's initializers. Order: the layers' parameter tensors in description
-// order (weights, then bias), each in its plain layout (layer_spec.h).
+// Filling the flat tensor buffer of a ModelDescription (model_description.h: `tensors`, each at
+// its offset) from the tensors' initializers.
 #pragma once
 
 #include <cstddef>
@@ -12,16 +11,13 @@
 
 namespace psrun::nn {
 
-// Offset (in floats) of each layer's first parameter tensor; layers without parameters get
-// the offset where the next tensor would start. Size: model.layers.size().
-std::vector<std::size_t> layer_param_offsets(const ModelDescription& model);
-
 // Fills `params` (size model.parameter_count) from the initializers. Tensor t draws from its
 // own stream Rng(seed, t), so a tensor's values do not depend on the others. Kinds:
 // truncated_normal: N(0, stddev^2) redrawn beyond 2 stddev (TF); normal; uniform(-l, l);
 // glorot_uniform: l = sqrt(6 / (fan_in + fan_out)); he_normal: truncated_normal with stddev
 // sqrt(2 / fan_in) (TF 1.x Keras, no 0.88 correction for the truncation as TF 2 applies);
-// zeros; constant. Fans as initializer.h. Deterministic for a seed on every build.
+// zeros; constant. Fans as initializer.h (by rank: 4-D conv weights, 2-D [out, in], else
+// the first dim for both). Deterministic for a seed on every build.
 // A model with initial_parameters (an ONNX import) is copied from them instead, seed unused;
 // std::invalid_argument when their size is not parameter_count.
 // REQUIRES: params.size() == model.parameter_count.

@@ -1,9 +1,15 @@
-// export_onnx (onnx_model.h): one node per layer, named after it, its parameters as the
-// initializers "<layer>/w" and "<layer>/b"; dropout is left out (inference), a Flatten goes in
-// front of a dense layer on an image, and a Softmax named "softmax" ends the graph.
+// export_onnx (onnx_model.h): every tensor an initializer of its name, every node written by its
+// kind (nn::OpSchema::export_onnx) through NodeWriter, values named as in the description (the
+// input "images" for an image model), and the output: the softmax of the logits named
+// "probabilities" (softmax cross-entropy), their sigmoid (sigmoid cross-entropy) or the outputs
+// themselves, named "outputs" (mean squared error).
+#include <map>
+#include <set>
 #include <stdexcept>
 
 #include "workerd/nn/model_summary.h"
+#include "workerd/nn/onnx_bridge.h"
+#include "workerd/nn/op_schema.h"
 #include "workerd/onnx/onnx_model.h"
 #include "workerd/onnx/onnx_proto.h"
 
@@ -11,57 +17,128 @@ namespace psrun::onnx_io {
 
 namespace {
 
-void add_dim(onnx::TensorShapeProto& shape, std::int64_t value) {
-    shape.add_dim()->set_dim_value(value);
-}
-
-void set_value_info(onnx::ValueInfoProto& info, const std::string& name, const std::string& batch,
-                    const std::vector<std::int64_t>& dims) {
+void set_value_info(onnx::ValueInfoProto& info, const std::string& name, const nn::ValueInfo& value) {
     info.set_name(name);
     auto* tensor = info.mutable_type()->mutable_tensor_type();
-    tensor->set_elem_type(onnx::TensorProto::FLOAT);
+    tensor->set_elem_type(value.type == nn::ElementType::kInt ? onnx::TensorProto::INT64 : onnx::TensorProto::FLOAT);
     auto* shape = tensor->mutable_shape();
-    shape->add_dim()->set_dim_param(batch);
-    for (const auto d : dims) add_dim(*shape, d);
-}
-
-onnx::NodeProto& add_node(onnx::GraphProto& graph, const std::string& op, const std::string& name,
-                          std::vector<std::string> inputs, const std::string& output) {
-    onnx::NodeProto* node = graph.add_node();
-    node->set_op_type(op);
-    node->set_name(name);
-    for (auto& input : inputs) node->add_input(std::move(input));
-    node->add_output(output);
-    return *node;
-}
-
-// kernel_shape, strides and pads ([top, left, bottom, right]: TF's split, explicit).
-void set_window(onnx::NodeProto& node, const nn::LayerSpec& layer) {
-    set_ints(node, "kernel_shape", {layer.kernel.h, layer.kernel.w});
-    set_ints(node, "strides", {layer.stride.h, layer.stride.w});
-    set_ints(node, "pads", {layer.pads.top, layer.pads.left, layer.pads.bottom, layer.pads.right});
-}
-
-const char* activation_op(nn::LayerKind kind) {
-    switch (kind) {
-        case nn::LayerKind::kRelu:
-            return "Relu";
-        case nn::LayerKind::kTanh:
-            return "Tanh";
-        case nn::LayerKind::kSigmoid:
-            return "Sigmoid";
-        default:
-            return nullptr;
+    for (const auto& d : value.dims) {
+        if (d.batch) shape->add_dim()->set_dim_param(d.value == 1 ? "N" : d.to_string());
+        else shape->add_dim()->set_dim_value(d.value);
     }
 }
+
+class Writer {
+public:
+    Writer(const nn::ModelDescription& model, std::span<const float> params, onnx::GraphProto& graph)
+        : model_(model), params_(params), graph_(graph) {
+        names_.insert(model.input_name);
+        for (const auto& [name, info] : model.values) names_.insert(name);
+    }
+
+    const nn::ModelDescription& model() const { return model_; }
+    onnx::GraphProto& graph() { return graph_; }
+    std::span<const float> params() const { return params_; }
+    std::string onnx_name(const std::string& value) const {
+        const auto it = renamed_.find(value);
+        return it == renamed_.end() ? value : it->second;
+    }
+    void rename(const std::string& value, const std::string& onnx) {
+        renamed_[value] = onnx;
+        names_.insert(onnx);
+    }
+    std::string fresh(const std::string& hint) {
+        std::string name = hint;
+        for (int k = 2; names_.count(name) != 0; ++k) name = hint + "_" + std::to_string(k);
+        names_.insert(name);
+        return name;
+    }
+    std::map<std::string, std::pair<std::vector<std::int64_t>, std::vector<float>>> replaced;
+
+private:
+    const nn::ModelDescription& model_;
+    std::span<const float> params_;
+    onnx::GraphProto& graph_;
+    std::set<std::string> names_;
+    std::map<std::string, std::string> renamed_;
+};
+
+void set_attr(onnx::NodeProto& node, const std::string& name, const nn::OnnxAttr& value) {
+    onnx::AttributeProto* a = node.add_attribute();
+    a->set_name(name);
+    if (const auto* i = std::get_if<std::int64_t>(&value)) {
+        a->set_type(onnx::AttributeProto::INT);
+        a->set_i(*i);
+    } else if (const auto* f = std::get_if<float>(&value)) {
+        a->set_type(onnx::AttributeProto::FLOAT);
+        a->set_f(*f);
+    } else if (const auto* s = std::get_if<std::string>(&value)) {
+        a->set_type(onnx::AttributeProto::STRING);
+        a->set_s(*s);
+    } else if (const auto* is = std::get_if<std::vector<std::int64_t>>(&value)) {
+        a->set_type(onnx::AttributeProto::INTS);
+        for (const auto v : *is) a->add_ints(v);
+    } else if (const auto* fs = std::get_if<std::vector<float>>(&value)) {
+        a->set_type(onnx::AttributeProto::FLOATS);
+        for (const auto v : *fs) a->add_floats(v);
+    }
+}
+
+class NodeWriter final : public nn::OnnxNodeExport {
+public:
+    NodeWriter(Writer& w, const nn::Node& node) : w_(w), node_(node) {}
+
+    const nn::Node& node() const override { return node_; }
+    const nn::ModelDescription& model() const override { return w_.model(); }
+    std::string input(std::size_t i) const override { return w_.onnx_name(node_.inputs.at(i)); }
+    std::string output(std::size_t i) const override { return w_.onnx_name(node_.outputs.at(i)); }
+    std::string fresh(const std::string& hint) override { return w_.fresh(hint); }
+    void add(const std::string& op_type, const std::vector<std::string>& inputs, const std::vector<std::string>& outputs,
+             const std::vector<std::pair<std::string, nn::OnnxAttr>>& attrs, const std::string& name) override {
+        onnx::NodeProto* n = w_.graph().add_node();
+        n->set_op_type(op_type);
+        n->set_name(name.empty() ? w_.fresh(node_.name + "/" + op_type) : name);
+        for (const auto& i : inputs) n->add_input(i);
+        for (const auto& o : outputs) n->add_output(o);
+        for (const auto& [key, value] : attrs) set_attr(*n, key, value);
+    }
+    std::string int64_constant(const std::string& hint, const std::vector<std::int64_t>& values) override {
+        const std::string name = w_.fresh(hint);
+        onnx::TensorProto* t = w_.graph().add_initializer();
+        t->set_name(name);
+        t->set_data_type(onnx::TensorProto::INT64);
+        t->add_dims(static_cast<std::int64_t>(values.size()));
+        for (const auto v : values) t->add_int64_data(v);
+        return name;
+    }
+    std::string float_constant(const std::string& hint, const std::vector<std::int64_t>& dims,
+                               std::span<const float> values) override {
+        const std::string name = w_.fresh(hint);
+        add_float_tensor(w_.graph(), name, dims, values);
+        return name;
+    }
+    std::span<const float> tensor_values(const std::string& name) const override {
+        const nn::TensorDef* t = w_.model().tensor(name);
+        if (t == nullptr) throw std::logic_error("export: no tensor " + name);
+        return w_.params().subspan(static_cast<std::size_t>(t->offset), static_cast<std::size_t>(t->size));
+    }
+    void replace_initializer(const std::string& name, const std::vector<std::int64_t>& dims,
+                             std::vector<float> values) override {
+        w_.replaced[name] = {dims, std::move(values)};
+    }
+
+private:
+    Writer& w_;
+    const nn::Node& node_;
+};
 
 }  // namespace
 
 Result<std::string> export_onnx(const nn::ModelDescription& model, std::span<const float> params) {
     if (params.size() != static_cast<std::size_t>(model.parameter_count))
-        return make_error(ErrorCode::kInvalidArgument,
-                          "export: " + std::to_string(params.size()) + " parameters for model " +
-                              model.name + " of " + std::to_string(model.parameter_count));
+        return make_error(ErrorCode::kInvalidArgument, "export: " + std::to_string(params.size()) +
+                                                           " parameters for model " + model.name + " of " +
+                                                           std::to_string(model.parameter_count));
     onnx::ModelProto proto;
     proto.set_ir_version(onnx::IR_VERSION_2020_5_8);  // 7: what opset 13 came with
     proto.set_producer_name("psrun");
@@ -76,88 +153,47 @@ Result<std::string> export_onnx(const nn::ModelDescription& model, std::span<con
 
     onnx::GraphProto& graph = *proto.mutable_graph();
     graph.set_name(model.name.empty() ? "psrun" : model.name);
-    set_value_info(*graph.add_input(), "images", "N",
-                   {model.input.channels, model.input.height, model.input.width});
-
-    // Value names: "<layer>/out" (a layer name has no '/', so no clash with "images",
-    // "probabilities" or the initializers).
-    std::string current = "images";
-    std::size_t offset = 0;
-    auto take = [&](const nn::ParamTensor& t) {
-        auto span = params.subspan(offset, static_cast<std::size_t>(t.size));
-        offset += static_cast<std::size_t>(t.size);
-        return span;
-    };
-    for (const auto& layer : model.layers) {
-        const std::string out = layer.name + "/out";
-        switch (layer.kind) {
-            case nn::LayerKind::kConv2d: {
-                std::vector<std::string> inputs{current};
-                for (const auto& t : layer.params) {
-                    add_float_tensor(graph, t.name, t.shape, take(t));
-                    inputs.push_back(t.name);
-                }
-                auto& node = add_node(graph, "Conv", layer.name, inputs, out);
-                set_window(node, layer);
-                set_ints(node, "dilations", {1, 1});
-                set_int(node, "group", 1);
-                break;
-            }
-            case nn::LayerKind::kMaxPool:
-            case nn::LayerKind::kAvgPool: {
-                const bool max = layer.kind == nn::LayerKind::kMaxPool;
-                auto& node =
-                    add_node(graph, max ? "MaxPool" : "AveragePool", layer.name, {current}, out);
-                set_window(node, layer);
-                // The engine averages over the real inputs only (pooling_avg_exclude_padding, TF).
-                if (!max) set_int(node, "count_include_pad", 0);
-                break;
-            }
-            case nn::LayerKind::kDense: {
-                std::string input = current;
-                if (!layer.input.flat) {  // ONNX's Gemm takes [N, F]: flatten the NCHW image first
-                    input = layer.name + "/flatten";
-                    set_int(add_node(graph, "Flatten", input, {current}, input), "axis", 1);
-                }
-                const auto& w = layer.params.at(0);
-                auto values = take(w);
-                if (!layer.input.flat) {
-                    const auto chw = dense_columns_to_chw(values, layer.units, layer.input);
-                    add_float_tensor(graph, w.name, w.shape, chw);
-                } else {
-                    add_float_tensor(graph, w.name, w.shape, values);
-                }
-                std::vector<std::string> inputs{input, w.name};
-                if (layer.params.size() > 1) {
-                    const auto& b = layer.params[1];
-                    add_float_tensor(graph, b.name, b.shape, take(b));
-                    inputs.push_back(b.name);
-                }
-                auto& node = add_node(graph, "Gemm", layer.name, inputs, out);
-                set_float(node, "alpha", 1.0f);
-                set_float(node, "beta", 1.0f);
-                set_int(node, "transB", 1);
-                break;
-            }
-            case nn::LayerKind::kDropout:
-                continue;  // inference: the identity
-            default: {
-                const char* op = activation_op(layer.kind);
-                if (op == nullptr)
-                    throw std::logic_error("export_onnx: layer kind without an ONNX op");
-                add_node(graph, op, layer.name, {current}, out);
-                break;
-            }
-        }
-        current = out;
+    Writer writer(model, params, graph);
+    const std::string input = model.image_input() ? writer.fresh("images") : model.input_name;
+    if (input != model.input_name) writer.rename(model.input_name, input);
+    set_value_info(*graph.add_input(), input, model.input);
+    for (const auto& node : model.nodes) {
+        const nn::OpSchema* schema = nn::find_op(node.op);
+        if (schema == nullptr || schema->export_onnx == nullptr)
+            return make_error(ErrorCode::kUnsupported, "export: layer " + node.name + " (" + node.op +
+                                                           ") has no ONNX form");
+        NodeWriter view(writer, node);
+        if (auto ok = schema->export_onnx(view); !ok)
+            return make_error(ErrorCode::kUnsupported, "export: layer " + node.name + ": " + ok.error().message);
     }
-    set_int(add_node(graph, "Softmax", "softmax", {current}, "probabilities"), "axis", 1);
-    set_value_info(*graph.add_output(), "probabilities", "N", {model.classes});
+    for (const auto& t : model.tensors) {
+        const auto it = writer.replaced.find(t.name);
+        if (it != writer.replaced.end()) add_float_tensor(graph, t.name, it->second.first, it->second.second);
+        else add_float_tensor(graph, t.name, t.shape, params.subspan(static_cast<std::size_t>(t.offset), static_cast<std::size_t>(t.size)));
+    }
+    const std::string logits = writer.onnx_name(model.output);
+    const nn::ValueInfo& out = model.value(model.output);
+    onnx::NodeProto* last = graph.add_node();
+    last->add_input(logits);
+    if (model.loss == nn::LossKind::kSoftmaxCrossEntropy) {
+        last->set_op_type("Softmax");
+        last->set_name(writer.fresh("softmax"));
+        last->add_output(writer.fresh("probabilities"));
+        set_int(*last, "axis", 1);
+    } else if (model.loss == nn::LossKind::kSigmoidCrossEntropy) {
+        last->set_op_type("Sigmoid");
+        last->set_name(writer.fresh("sigmoid"));
+        last->add_output(writer.fresh("probabilities"));
+    } else {
+        last->set_op_type("Identity");
+        last->set_name(writer.fresh("output"));
+        last->add_output(writer.fresh("outputs"));
+    }
+    set_value_info(*graph.add_output(), last->output(0), out);
 
     std::string bytes;
     if (!proto.SerializeToString(&bytes))
-        return make_error(ErrorCode::kInvalidArgument,
-                          "export: model " + model.name + " does not serialize (over 2 GiB?)");
+        return make_error(ErrorCode::kInvalidArgument, "export: model " + model.name + " does not serialize (over 2 GiB?)");
     return bytes;
 }
 

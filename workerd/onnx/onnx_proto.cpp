@@ -74,6 +74,31 @@ Result<std::vector<std::int64_t>> read_int64s(const onnx::TensorProto& tensor) {
     return read_values<std::int64_t>(tensor, tensor.int64_data(), "int64");
 }
 
+Result<std::vector<std::int64_t>> read_ints(const onnx::TensorProto& tensor) {
+    if (tensor.data_type() == onnx::TensorProto::INT64) return read_int64s(tensor);
+    if (tensor.data_type() == onnx::TensorProto::INT32) {
+        auto v = read_values<std::int32_t>(tensor, tensor.int32_data(), "int32");
+        if (!v) return tl::unexpected(v.error());
+        return std::vector<std::int64_t>(v->begin(), v->end());
+    }
+    if (tensor.data_type() == onnx::TensorProto::BOOL) {
+        const auto count = element_count(tensor);
+        if (!count) return tl::unexpected(tensor_error(tensor, "bad or too large dims"));
+        std::vector<std::int64_t> out;
+        if (tensor.has_raw_data()) {
+            if (tensor.raw_data().size() != static_cast<std::size_t>(*count))
+                return tl::unexpected(tensor_error(tensor, "raw_data does not match its dims"));
+            for (const char b : tensor.raw_data()) out.push_back(b != 0);
+        } else {
+            if (tensor.int32_data_size() != *count) return tl::unexpected(tensor_error(tensor, "data does not match its dims"));
+            for (const auto b : tensor.int32_data()) out.push_back(b != 0);
+        }
+        return out;
+    }
+    return tl::unexpected(tensor_error(tensor, "element type " + std::to_string(tensor.data_type()) +
+                                                   " is not an integer type"));
+}
+
 const onnx::AttributeProto* find_attribute(const onnx::NodeProto& node, const std::string& name) {
     for (const auto& a : node.attribute())
         if (a.name() == name) return &a;
@@ -151,38 +176,6 @@ void set_float(onnx::NodeProto& node, const std::string& name, float value) {
     a->set_name(name);
     a->set_type(onnx::AttributeProto::FLOAT);
     a->set_f(value);
-}
-
-namespace {
-
-// Column (h * W + x) * C + c of psrun's NHWC flattening is column (c * H + h) * W + x of ONNX's
-// CHW one; `to_chw` copies from the first order into the second, else back.
-std::vector<float> reorder_dense_columns(std::span<const float> w, std::int64_t units,
-                                         const nn::ActivationShape& in, bool to_chw) {
-    const std::int64_t C = in.channels, H = in.height, W = in.width, F = C * H * W;
-    std::vector<float> out(w.size());
-    for (std::int64_t u = 0; u < units; ++u)
-        for (std::int64_t c = 0; c < C; ++c)
-            for (std::int64_t h = 0; h < H; ++h)
-                for (std::int64_t x = 0; x < W; ++x) {
-                    const auto hwc = static_cast<std::size_t>(u * F + (h * W + x) * C + c);
-                    const auto chw = static_cast<std::size_t>(u * F + (c * H + h) * W + x);
-                    if (to_chw) out[chw] = w[hwc];
-                    else out[hwc] = w[chw];
-                }
-    return out;
-}
-
-}  // namespace
-
-std::vector<float> dense_columns_to_chw(std::span<const float> w, std::int64_t units,
-                                        const nn::ActivationShape& in) {
-    return reorder_dense_columns(w, units, in, true);
-}
-
-std::vector<float> dense_columns_to_hwc(std::span<const float> w, std::int64_t units,
-                                        const nn::ActivationShape& in) {
-    return reorder_dense_columns(w, units, in, false);
 }
 
 }  // namespace psrun::onnx_io

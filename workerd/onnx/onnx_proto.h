@@ -36,6 +36,8 @@ inline constexpr const char* kDescriptionKey = "psrun.model";
 Result<std::vector<float>> read_floats(const onnx::TensorProto& tensor);
 // An int64 tensor's values (int64_data or raw_data): Reshape's shape.
 Result<std::vector<std::int64_t>> read_int64s(const onnx::TensorProto& tensor);
+// An integer tensor's values (INT64, INT32 or BOOL) as int64.
+Result<std::vector<std::int64_t>> read_ints(const onnx::TensorProto& tensor);
 // The product of the dims (nullopt when negative or beyond kMaxTensorElements).
 std::optional<std::int64_t> element_count(const onnx::TensorProto& tensor);
 
@@ -62,13 +64,5 @@ void set_ints(onnx::NodeProto& node, const std::string& name,
               const std::vector<std::int64_t>& values);
 void set_int(onnx::NodeProto& node, const std::string& name, std::int64_t value);
 void set_float(onnx::NodeProto& node, const std::string& name, float value);
-
-// The dense weights [units, C*H*W] after a C x H x W image: psrun orders a row's columns as TF
-// flattens NHWC (column (h*W + w)*C + c), ONNX's Flatten of NCHW as (c*H + h)*W + w. to_chw
-// reorders psrun's into ONNX's; to_hwc is its inverse. An identity when C == 1 or H == W == 1.
-std::vector<float> dense_columns_to_chw(std::span<const float> w, std::int64_t units,
-                                        const nn::ActivationShape& in);
-std::vector<float> dense_columns_to_hwc(std::span<const float> w, std::int64_t units,
-                                        const nn::ActivationShape& in);
 
 }  // namespace psrun::onnx_io

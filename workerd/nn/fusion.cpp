@@ -1,0 +1,100 @@
+#include "workerd/nn/fusion.h"
+
+#include <stdexcept>
+
+#include "workerd/nn/kernels/conv1_pool.h"
+#include "workerd/nn/kernels/max_pool.h"
+#include "workerd/nn/ops/conv.h"
+#include "workerd/nn/ops/pool.h"
+#include "workerd/nn/ops/ops.h"
+
+namespace psrun::nn {
+
+
+namespace {
+
+// nodes[i + 1] is the only reader of nodes[i]'s single output, which is not the model output.
+bool only_reader_is_next(const FusionQuery& q, std::size_t i) {
+    const auto& nodes = q.model.nodes;
+    if (i + 1 >= nodes.size() || nodes[i].outputs.size() != 1) return false;
+    const std::string& v = nodes[i].outputs[0];
+    if (v == q.model.output) return false;
+    const auto& readers = q.readers(v);
+    return readers.size() == 1 && readers[0] == i + 1 && nodes[i + 1].inputs.size() == 1;
+}
+
+bool is_pool_2x2_stride_2(const FusionQuery& q, const Node& p) {
+    if (p.op != "max_pool") return false;
+    auto g = pool_geometry(p, q.model.value(p.inputs[0]));
+    if (!g) return false;
+    const Window2d& w = g->window;
+    return w.kh == 2 && w.kw == 2 && w.sh == 2 && w.sw == 2 && w.pt == 0 && w.pb == 0 && w.pl == 0 && w.pr == 0;
+}
+
+// conv2d + relu + max_pool 2x2/2 from node i, the conv's geometry in g.
+bool conv_relu_pool(const FusionQuery& q, std::size_t i, ConvGeometry& g) {
+    const auto& nodes = q.model.nodes;
+    if (nodes[i].op != "conv2d" || !only_reader_is_next(q, i) || nodes[i + 1].op != "relu" ||
+        !only_reader_is_next(q, i + 1) || !is_pool_2x2_stride_2(q, nodes[i + 2]))
+        return false;
+    auto geometry = conv_geometry(nodes[i].attrs, q.model.value(nodes[i].inputs[0]));
+    if (!geometry) return false;
+    g = *geometry;
+    return true;
+}
+
+bool fused_conv1_pool(const FusionQuery& q, std::size_t i) {
+    ConvGeometry g;
+    if (!conv_relu_pool(q, i, g)) return false;
+    const Node& c = q.model.nodes[i];
+    const Window2d& w = g.window;
+    const auto k = w.kh, half = k / 2;
+    const ValueInfo& in = q.model.value(c.inputs[0]);
+    if (g.in_channels != 1 || g.groups != 1 || w.kw != k || w.sh != 1 || w.sw != 1 || w.dh != 1 || w.dw != 1 ||
+        !g.bias || w.pt != half || w.pb != half || w.pl != half || w.pr != half || w.oh != in.dims[2].value ||
+        w.ow != in.dims[3].value)
+        return false;
+    // The kernel computes no gradient w.r.t. its input, and reads the tensors in place.
+    if (q.context.training && q.needs_grad(c.inputs[0])) return false;
+    if (q.model.tensor(c.inputs[1]) == nullptr || q.model.tensor(c.inputs[2]) == nullptr) return false;
+    return kernels::FusedConv1Pool::supported(static_cast<int>(w.oh), static_cast<int>(w.ow),
+                                              static_cast<int>(g.filters), static_cast<int>(k));
+}
+
+bool conv_relu_blocked_pool(const FusionQuery& q, std::size_t i) {
+    ConvGeometry g;
+    if (q.context.precision != Precision::kF32 || !conv_relu_pool(q, i, g)) return false;
+    return kernels::BlockedMaxPool::supported(static_cast<int>(g.filters), static_cast<int>(g.window.oh),
+                                              static_cast<int>(g.window.ow));
+}
+
+}  // namespace
+
+std::vector<KernelGroup> plan_kernels(const FusionQuery& q) {
+    const auto& nodes = q.model.nodes;
+    std::vector<KernelGroup> groups;
+    for (std::size_t i = 0; i < nodes.size();) {
+        KernelGroup g;
+        if (q.hand_kernels && fused_conv1_pool(q, i)) {
+            g.nodes = {i, i + 1, i + 2};
+            g.kernel = make_fused_conv_relu_pool_kernel();
+        } else if (q.hand_kernels && conv_relu_blocked_pool(q, i)) {
+            g.nodes = {i, i + 1, i + 2};
+            g.kernel = make_conv_relu_blocked_pool_kernel();
+        } else if ((nodes[i].op == "conv2d" || nodes[i].op == "dense") && only_reader_is_next(q, i) &&
+                   nodes[i + 1].op == "relu") {
+            g.nodes = {i, i + 1};
+            g.kernel = make_kernel(nodes[i].op);
+        } else {
+            g.nodes = {i};
+            g.kernel = make_kernel(nodes[i].op);
+        }
+        if (!g.kernel) throw std::runtime_error("layer " + std::to_string(i) + " (" + nodes[i].op + " \"" + nodes[i].name +
+                                                "\"): the engine has no kernel for kind " + nodes[i].op);
+        i += g.nodes.size();
+        groups.push_back(std::move(g));
+    }
+    return groups;
+}
+
+}  // namespace psrun::nn

@@ -1,0 +1,142 @@
+#include "workerd/nn/loss.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "workerd/nn/kernel.h"
+
+namespace psrun::nn {
+
+using dnnl::memory;
+using Dt = memory::data_type;
+
+namespace {
+
+void add_reorder(std::vector<std::function<void()>>& ops, const dnnl::stream& stream, const memory& from,
+                 const memory& to) {
+    dnnl::reorder r(from, to);
+    ops.push_back([r, stream, from, to]() mutable { r.execute(stream, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}}); });
+}
+
+// log(1 + e^x) without overflow.
+double softplus(double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
+
+}  // namespace
+
+Loss::Loss(const dnnl::engine& engine, const dnnl::stream& stream, const memory& output, const memory& diff_output,
+           LossKind kind, LossReduction reduction)
+    : stream_(stream), kind_(kind), reduction_(reduction) {
+    const auto dims = output.get_desc().dims();
+    batch_ = dims.at(0);
+    width_ = dims.at(1);
+    const memory::desc plain = plain_desc(dims, Dt::f32);
+    if (output.get_desc() == plain) {
+        output_ = output;
+    } else {
+        output_ = memory(plain, engine);
+        add_reorder(before_, stream_, output, output_);
+    }
+    if (diff_output) {
+        if (diff_output.get_desc() == plain) {
+            doutput_ = diff_output;
+        } else {
+            doutput_ = memory(plain, engine);
+            add_reorder(after_, stream_, doutput_, diff_output);
+        }
+    }
+    const auto n = static_cast<std::size_t>(batch_);
+    predictions_.assign(n, 0);
+    if (kind_ == LossKind::kSoftmaxCrossEntropy) labels_.assign(n, 0);
+    else targets_.assign(n * static_cast<std::size_t>(width_), 0.0f);
+}
+
+std::span<const float> Loss::outputs() const {
+    return {static_cast<const float*>(output_.get_data_handle()), static_cast<std::size_t>(batch_ * width_)};
+}
+
+float Loss::forward(bool gradient) {
+    for (auto& op : before_) op();
+    stream_.wait();
+    const auto n = static_cast<std::size_t>(batch_), z = static_cast<std::size_t>(width_);
+    const float* out = static_cast<const float*>(output_.get_data_handle());
+    float* dl = gradient && doutput_ ? static_cast<float*>(doutput_.get_data_handle()) : nullptr;
+    const double divisor = reduction_ == LossReduction::kMean ? static_cast<double>(n) : 1.0;
+    double total = 0;
+    for (std::size_t b = 0; b < n; ++b) {
+        const float* row = out + b * z;
+        std::size_t best = 0;
+        for (std::size_t j = 1; j < z; ++j) best = row[j] > row[best] ? j : best;
+        predictions_[b] = static_cast<std::int32_t>(best);
+        if (kind_ == LossKind::kSoftmaxCrossEntropy) {
+            const double mx = row[best];
+            double sum = 0;
+            for (std::size_t j = 0; j < z; ++j) sum += std::exp(double(row[j]) - mx);
+            if (labels_[b] < 0 || labels_[b] >= width_)
+                throw std::out_of_range("label " + std::to_string(labels_[b]) + " of example " + std::to_string(b) +
+                                        " is outside [0, " + std::to_string(width_) + ")");
+            const auto label = static_cast<std::size_t>(labels_[b]);
+            total += std::log(sum) - (double(row[label]) - mx);
+            if (dl != nullptr)
+                for (std::size_t j = 0; j < z; ++j) {
+                    const double p = std::exp(double(row[j]) - mx) / sum;
+                    dl[b * z + j] = static_cast<float>((p - (j == label ? 1.0 : 0.0)) / divisor);
+                }
+            continue;
+        }
+        const float* t = targets_.data() + b * z;
+        for (std::size_t j = 0; j < z; ++j) {
+            if (!std::isfinite(t[j]))
+                throw std::out_of_range("target " + std::to_string(j) + " of example " + std::to_string(b) +
+                                        " is not finite");
+            const double y = row[j];
+            double g;
+            if (kind_ == LossKind::kMeanSquaredError) {
+                total += 0.5 * (y - t[j]) * (y - t[j]);
+                g = y - t[j];
+            } else {
+                total += softplus(y) - y * t[j];
+                g = 1.0 / (1.0 + std::exp(-y)) - t[j];
+            }
+            if (dl != nullptr) dl[b * z + j] = static_cast<float>(g / divisor);
+        }
+    }
+    if (dl != nullptr) write_gradient();
+    return static_cast<float>(total / divisor);
+}
+
+void Loss::set_gradient(std::span<const float> grad) {
+    const auto size = static_cast<std::size_t>(batch_ * width_);
+    if (grad.size() != size || !doutput_) throw std::invalid_argument("Loss::set_gradient: wrong size or no gradient");
+    std::copy(grad.begin(), grad.end(), static_cast<float*>(doutput_.get_data_handle()));
+    write_gradient();
+}
+
+void Loss::write_gradient() {
+    for (auto& op : after_) op();
+}
+
+void Loss::probabilities(std::span<float> out) const {
+    const auto n = static_cast<std::size_t>(batch_), z = static_cast<std::size_t>(width_);
+    if (out.size() != n * z)
+        throw std::invalid_argument("Loss::probabilities: " + std::to_string(out.size()) + " floats for " +
+                                    std::to_string(n) + " x " + std::to_string(z));
+    const float* lg = static_cast<const float*>(output_.get_data_handle());
+    for (std::size_t b = 0; b < n; ++b) {
+        const float* row = lg + b * z;
+        if (kind_ == LossKind::kMeanSquaredError) {
+            std::copy(row, row + z, out.begin() + static_cast<std::ptrdiff_t>(b * z));
+        } else if (kind_ == LossKind::kSigmoidCrossEntropy) {
+            for (std::size_t j = 0; j < z; ++j) out[b * z + j] = static_cast<float>(1.0 / (1.0 + std::exp(-double(row[j]))));
+        } else {
+            double mx = row[0];
+            for (std::size_t j = 1; j < z; ++j) mx = std::max(mx, double(row[j]));
+            double sum = 0;
+            for (std::size_t j = 0; j < z; ++j) sum += std::exp(double(row[j]) - mx);
+            for (std::size_t j = 0; j < z; ++j) out[b * z + j] = static_cast<float>(std::exp(double(row[j]) - mx) / sum);
+        }
+    }
+}
+
+}  // namespace psrun::nn

@@ -1,0 +1,307 @@
+// Network::build: values and their memories, the gradient analysis, the kernels (fusion.h)
+// and the KernelBuilder each kernel builds itself with.
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+
+#include "workerd/nn/fusion.h"
+#include "workerd/nn/loss.h"
+#include "workerd/nn/network.h"
+#include "workerd/nn/network_plan.h"
+
+namespace psrun::nn {
+
+using dnnl::memory;
+using Dt = memory::data_type;
+
+namespace {
+
+memory zeroed(const memory::desc& desc, const dnnl::engine& engine) {
+    memory m(desc, engine);
+    std::memset(m.get_data_handle(), 0, desc.get_size());
+    return m;
+}
+
+void add_reorder(std::vector<Op>& ops, const dnnl::stream& stream, const memory& from, const memory& to,
+                 bool accumulate) {
+    dnnl::primitive_attr attr;
+    if (accumulate) {
+        dnnl::post_ops po;
+        po.append_sum(1.0f);
+        attr.set_post_ops(po);
+    }
+    dnnl::reorder r(dnnl::reorder::primitive_desc(from, to, attr));
+    ops.push_back([r, stream, from, to]() mutable { r.execute(stream, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}}); });
+}
+
+class Builder final : public KernelBuilder {
+public:
+    Builder(NetworkPlan& plan, int index, const EngineContext& context, const StepState& step, int model_output)
+        : plan_(plan), index_(index), k_(plan.kernels[static_cast<std::size_t>(index)]), context_(context),
+          step_(step), model_output_(model_output) {}
+
+    const EngineContext& context() const override { return context_; }
+    const StepState& step() const override { return step_; }
+    const std::vector<const Node*>& nodes() const override { return k_.nodes; }
+
+    std::size_t input_count() const override { return k_.inputs.size(); }
+    const ValueInfo& input_info(std::size_t i) const override { return in(i).info; }
+    memory::dims input_dims(std::size_t i) const override { return in(i).dims; }
+    const TensorDef* input_tensor(std::size_t i) const override { return in(i).tensor; }
+    const memory& input(std::size_t i) const override { return in(i).mem; }
+
+    memory input_as(std::size_t i, const memory::desc& want) override {
+        ValueState& v = in(i);
+        if (v.mem.get_desc() == want) return v.mem;
+        for (const auto& c : v.conversions)
+            if (c.get_desc() == want) return c;
+        memory out(want, context_.engine);
+        add_reorder(k_.fwd, context_.stream, v.mem, out, false);
+        v.conversions.push_back(out);
+        return out;
+    }
+
+    std::size_t output_count() const override { return k_.outputs.size(); }
+    memory::dims output_dims(std::size_t i) const override { return out(i).dims; }
+    Dt output_type(std::size_t i) const override {
+        if (out(i).info.type == ElementType::kInt) return Dt::s32;
+        return k_.outputs.at(i) == model_output_ ? Dt::f32 : context_.activation_type();
+    }
+
+    memory make_output(std::size_t i, const memory::desc& desc) override {
+        memory m(desc, context_.engine);
+        set_output(i, m);
+        return m;
+    }
+    void alias_output(std::size_t i, const memory& m) override { set_output(i, m); }
+
+    bool needs_backward() const override { return k_.backward; }
+    bool needs_input_grad(std::size_t i) const override { return k_.backward && in(i).needs_grad && k_.reaches_loss; }
+
+    memory output_diff(std::size_t i, const memory::desc& want) override {
+        ValueState& v = out(i);
+        if (!v.diff) return zeroed(want, context_.engine);  // nobody reads this output: its gradient is 0
+        if (v.diff.get_desc() == want) return v.diff;
+        memory m(want, context_.engine);
+        add_reorder(k_.bwd_pre, context_.stream, v.diff, m, false);
+        return m;
+    }
+
+    memory input_diff(std::size_t i, const memory::desc& have) override {
+        if (!needs_input_grad(i))
+            throw std::logic_error("kernel " + k_.label + " asked for the gradient of input " + std::to_string(i) +
+                                   ", which needs none");
+        ValueState& v = in(i);
+        // The first writer (in backward order) overwrites; the others add.
+        bool first = !v.loss_writes;
+        for (const auto& [kernel, slot] : v.writers) {
+            if (kernel > index_ || (kernel == index_ && slot < i)) first = false;
+        }
+        if (first && v.diff.get_desc() == have) return v.diff;
+        memory tmp(have, context_.engine);
+        add_reorder(k_.bwd_post, context_.stream, tmp, v.diff, !first);
+        return tmp;
+    }
+
+    memory state_delta(std::size_t i) override {
+        const TensorDef* t = in(i).tensor;
+        if (t == nullptr || t->cls != TensorClass::kState || !context_.training)
+            throw std::logic_error("kernel " + k_.label + ": input " + std::to_string(i) + " is not a state tensor");
+        memory m(plain_desc(in(i).dims, Dt::f32), context_.engine, plan_.grads + t->offset);
+        plan_.grad_memories.emplace_back(m, static_cast<std::size_t>(t->offset));
+        return m;
+    }
+
+    void forward(Op op) override { k_.fwd.push_back(std::move(op)); }
+    void backward(Op op) override { k_.bwd.push_back(std::move(op)); }
+    void note(const std::string& line) override { k_.impls.push_back(line); }
+
+private:
+    ValueState& in(std::size_t i) const { return plan_.values.at(static_cast<std::size_t>(k_.inputs.at(i))); }
+    ValueState& out(std::size_t i) const { return plan_.values.at(static_cast<std::size_t>(k_.outputs.at(i))); }
+
+    void set_output(std::size_t i, const memory& m) {
+        ValueState& v = out(i);
+        if (v.mem) throw std::logic_error("kernel " + k_.label + " set output " + std::to_string(i) + " twice");
+        if (m.get_desc().dims() != v.dims)
+            throw std::logic_error("kernel " + k_.label + " made output " + std::to_string(i) + " with other dims");
+        v.mem = m;
+        if (v.needs_grad && context_.training) v.diff = zeroed(m.get_desc(), context_.engine);
+    }
+
+    NetworkPlan& plan_;
+    int index_;
+    KernelState& k_;
+    const EngineContext& context_;
+    const StepState& step_;
+    int model_output_;
+};
+
+std::string describe(const ModelDescription& model, const KernelState& k, const NetworkOptions& o) {
+    const Node& n = *k.nodes.front();
+    std::ostringstream s;
+    s << "layer " << k.first_node << " (" << n.op << " \"" << n.name << "\"): input "
+      << to_string(model.value(n.inputs.front()).dims) << ", output " << to_string(k.nodes.back()->output_info.front().dims)
+      << ", batch " << o.batch_size << ", " << to_string(o.precision);
+    return s.str();
+}
+
+}  // namespace
+
+Result<void> Network::build(std::span<const float> params, std::span<float> grads) {
+    plan_ = std::make_unique<NetworkPlan>();
+    NetworkPlan& plan = *plan_;
+    plan.grads = grads.data();
+    const std::int64_t n = options_.batch_size;
+    const EngineContext context{engine_, stream_, n, options_.precision, !options_.forward_only};
+    const bool training = context.training;
+
+    // Values: the input, the tensors, the nodes' outputs.
+    auto add_value = [&](const std::string& name, const ValueInfo& info) {
+        ValueState v;
+        v.name = name;
+        v.info = info;
+        v.dims = concrete(info.dims, n);
+        plan.value_index.emplace(name, static_cast<int>(plan.values.size()));
+        plan.values.push_back(std::move(v));
+    };
+    add_value(model_.input_name, model_.input);
+    for (const auto& t : model_.tensors) {
+        add_value(t.name, model_.value(t.name));
+        plan.values.back().tensor = &t;
+    }
+    for (const auto& node : model_.nodes)
+        for (std::size_t k = 0; k < node.outputs.size(); ++k) add_value(node.outputs[k], node.output_info[k]);
+    auto index_of = [&](const std::string& name) { return plan.value_index.at(name); };
+    plan.output = index_of(model_.output);
+
+    // Which values need a gradient: they depend on a trainable tensor and reach the loss.
+    std::vector<bool> depends(plan.values.size(), false), reaches(plan.values.size(), false);
+    for (const auto& t : model_.tensors)
+        if (t.cls == TensorClass::kTrainable) depends[static_cast<std::size_t>(index_of(t.name))] = true;
+    depends[0] = options_.input_gradient && model_.input.type == ElementType::kFloat;
+    for (const auto& node : model_.nodes) {
+        bool d = false;
+        for (const auto& i : node.inputs) d = d || depends[static_cast<std::size_t>(index_of(i))];
+        for (const auto& o : node.outputs) depends[static_cast<std::size_t>(index_of(o))] = d;
+    }
+    reaches[static_cast<std::size_t>(plan.output)] = true;
+    for (auto it = model_.nodes.rbegin(); it != model_.nodes.rend(); ++it) {
+        bool r = false;
+        for (const auto& o : it->outputs) r = r || reaches[static_cast<std::size_t>(index_of(o))];
+        if (r)
+            for (const auto& i : it->inputs) reaches[static_cast<std::size_t>(index_of(i))] = true;
+    }
+    for (std::size_t v = 0; v < plan.values.size(); ++v)
+        plan.values[v].needs_grad = training && depends[v] && reaches[v] && plan.values[v].info.type == ElementType::kFloat;
+
+    // The input's and the tensors' memories.
+    ValueState& input = plan.values[0];
+    if (model_.input.type == ElementType::kInt) {
+        input_i32_.assign(static_cast<std::size_t>(memory::desc(input.dims, Dt::s32, plain_tag(static_cast<int>(input.dims.size()))).get_size() / 4), 0);
+        input.mem = memory(plain_desc(input.dims, Dt::s32), engine_, input_i32_.data());
+    } else {
+        input_f32_.assign(static_cast<std::size_t>(plain_desc(input.dims, Dt::f32).get_size() / 4), 0.0f);
+        input.mem = memory(plain_desc(input.dims, Dt::f32), engine_, input_f32_.data());
+        if (input.needs_grad) {
+            input_grad_.assign(input_f32_.size(), 0.0f);
+            input.diff = memory(plain_desc(input.dims, Dt::f32), engine_, input_grad_.data());
+        }
+    }
+    for (auto& v : plan.values) {
+        if (v.tensor == nullptr) continue;
+        const auto offset = static_cast<std::size_t>(v.tensor->offset);
+        v.mem = memory(plain_desc(v.dims, Dt::f32), engine_, const_cast<float*>(params.data() + offset));
+        if (v.needs_grad) {
+            v.diff = memory(plain_desc(v.dims, Dt::f32), engine_, grads.data() + offset);
+            plan.grad_memories.emplace_back(v.diff, offset);
+        } else if (training && v.tensor->cls == TensorClass::kTrainable) {
+            plan.dead_grads.emplace_back(offset, static_cast<std::size_t>(v.tensor->size));
+        }
+    }
+
+    // The kernels.
+    std::map<std::string, std::vector<std::size_t>> readers;
+    for (std::size_t i = 0; i < model_.nodes.size(); ++i)
+        for (const auto& in : model_.nodes[i].inputs) {
+            auto& r = readers[in];
+            if (r.empty() || r.back() != i) r.push_back(i);
+        }
+    static const std::vector<std::size_t> kNone;
+    FusionQuery query{model_, context, options_.hand_kernels,
+                      [&](const std::string& v) -> const std::vector<std::size_t>& {
+                          const auto it = readers.find(v);
+                          return it == readers.end() ? kNone : it->second;
+                      },
+                      [&](const std::string& v) { return plan.values[static_cast<std::size_t>(index_of(v))].needs_grad; }};
+    std::vector<KernelGroup> groups;
+    try {
+        groups = plan_kernels(query);
+    } catch (const std::exception& e) {
+        return make_error(ErrorCode::kUnsupported, "model " + model_.name + ": " + e.what());
+    }
+    for (auto& g : groups) {
+        KernelState k;
+        k.first_node = g.nodes.front();
+        for (const auto i : g.nodes) k.nodes.push_back(&model_.nodes[i]);
+        k.kernel = std::move(g.kernel);
+        // Inputs: every input of the group's nodes that no node of the group produces.
+        std::vector<std::string> inner;
+        for (const auto* node : k.nodes) {
+            for (const auto& i : node->inputs)
+                if (std::find(inner.begin(), inner.end(), i) == inner.end()) k.inputs.push_back(index_of(i));
+            for (const auto& o : node->outputs) inner.push_back(o);
+        }
+        for (const auto& o : k.nodes.back()->outputs) k.outputs.push_back(index_of(o));
+        for (const auto* node : k.nodes) {
+            if (!k.label.empty()) k.label += "+";
+            k.label += node->op;
+        }
+        k.label += k.kernel->label_suffix();
+        for (const auto o : k.outputs) k.reaches_loss = k.reaches_loss || reaches[static_cast<std::size_t>(o)];
+        bool any = false;
+        for (const auto i : k.inputs) any = any || plan.values[static_cast<std::size_t>(i)].needs_grad;
+        k.backward = training && any && k.reaches_loss;
+        plan.kernels.push_back(std::move(k));
+    }
+    for (std::size_t ki = 0; ki < plan.kernels.size(); ++ki) {
+        auto& k = plan.kernels[ki];
+        for (const auto o : k.outputs) plan.values[static_cast<std::size_t>(o)].producer = static_cast<int>(ki);
+        if (!k.backward) continue;
+        for (std::size_t s = 0; s < k.inputs.size(); ++s) {
+            auto& v = plan.values[static_cast<std::size_t>(k.inputs[s])];
+            if (v.needs_grad) v.writers.emplace_back(static_cast<int>(ki), s);
+        }
+    }
+    plan.values[static_cast<std::size_t>(plan.output)].loss_writes = training;
+
+    for (std::size_t ki = 0; ki < plan.kernels.size(); ++ki) {
+        auto& k = plan.kernels[ki];
+        try {
+            Builder builder(plan, static_cast<int>(ki), context, step_, plan.output);
+            k.kernel->build(builder);
+            for (std::size_t o = 0; o < k.outputs.size(); ++o)
+                if (!plan.values[static_cast<std::size_t>(k.outputs[o])].mem)
+                    throw std::logic_error("the kernel made no output " + std::to_string(o));
+        } catch (const dnnl::error& e) {
+            return make_error(ErrorCode::kUnsupported, describe(model_, k, options_) + ": oneDNN cannot build it (" +
+                                                           e.what() + ", status " +
+                                                           std::to_string(static_cast<int>(e.status)) + ")");
+        } catch (const std::exception& e) {
+            return make_error(ErrorCode::kUnsupported, describe(model_, k, options_) + ": cannot build it: " + e.what());
+        }
+        times_.push_back(LayerTime{static_cast<int>(k.first_node), k.label, k.nodes.front()->name, 0, 0});
+    }
+    const ValueState& out = plan.values[static_cast<std::size_t>(plan.output)];
+    try {
+        loss_ = std::make_unique<Loss>(engine_, stream_, out.mem, out.diff, model_.loss, model_.reduction);
+    } catch (const std::exception& e) {
+        return make_error(ErrorCode::kUnsupported, "model " + model_.name + ": the loss on the output " +
+                                                       to_string(out.info.dims) + " cannot be built: " + e.what());
+    }
+    times_.push_back(LayerTime{static_cast<int>(model_.nodes.size()), "loss", "loss", 0, 0});
+    return {};
+}
+
+}  // namespace psrun::nn

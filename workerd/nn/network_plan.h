@@ -1,0 +1,61 @@
+// The Network's inside (network.h): every value of the graph with its memories, every kernel
+// with its recorded work, and how gradients are routed. Built by network_build.cpp, run by
+// network.cpp. Internal to the engine.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "workerd/nn/kernel.h"
+
+namespace psrun::nn {
+
+struct ValueState {
+    std::string name;
+    ValueInfo info;
+    dnnl::memory::dims dims;     // at the network's batch size
+    dnnl::memory mem;            // as its producer made it
+    dnnl::memory diff;           // dL/d(value), the producer's desc; empty unless needs_grad
+    bool needs_grad = false;     // depends on a trainable tensor and reaches the loss
+    const TensorDef* tensor = nullptr;
+    int producer = -1;           // kernel index; -1: the input or a tensor
+    // Who writes `diff`: (kernel, input slot) in forward order; the model output's diff is
+    // written first by the loss.
+    std::vector<std::pair<int, std::size_t>> writers;
+    bool loss_writes = false;
+    std::vector<dnnl::memory> conversions;  // forward copies in other formats, shared by consumers
+};
+
+struct KernelState {
+    std::vector<const Node*> nodes;
+    std::size_t first_node = 0;  // index of nodes.front() in the model
+    std::vector<int> inputs;     // value indices
+    std::vector<int> outputs;
+    std::unique_ptr<Kernel> kernel;
+    std::string label;           // "conv2d+relu"
+    bool reaches_loss = false;
+    bool backward = false;
+    std::vector<Op> fwd, bwd_pre, bwd, bwd_post;
+    std::vector<std::string> impls;
+};
+
+struct NetworkPlan {
+    std::vector<ValueState> values;
+    std::map<std::string, int, std::less<>> value_index;
+    std::vector<KernelState> kernels;
+    // Memories over the gradient buffer (tensor gradients, state deltas) and their offsets:
+    // set_gradient_buffer re-points them.
+    std::vector<std::pair<dnnl::memory, std::size_t>> grad_memories;
+    // Trainable tensors no path to the loss reaches: zeroed every step.
+    std::vector<std::pair<std::size_t, std::size_t>> dead_grads;  // (offset, size) in floats
+    int output = -1;  // the model output's value
+    float* grads = nullptr;
+};
+
+}  // namespace psrun::nn

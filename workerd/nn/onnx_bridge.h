@@ -1,0 +1,118 @@
+// What an operator kind sees of ONNX when it imports or exports itself (op_schema.h): one ONNX
+// node at a time, through these interfaces, so that the kinds' files need no protobuf. The
+// importer and exporter in workerd/onnx/ implement them over ONNX's protobuf schema.
+//
+// Import: the importer walks the graph in order, evaluates shape arithmetic (Shape, Gather on
+// shapes, Concat, Unsqueeze, Cast, ...) itself, recognises fused patterns (LayerNorm, GELU,
+// linear layers) and hands every other node to the kind that lists its op type. The kind reads
+// attributes and inputs and emits description layers (the JSON of docs/models.md, inputs named
+// by psrun values); each layer is parsed and shape-inferred at once, so the next node sees its
+// shapes. Export: each node of a description writes its ONNX nodes and initializers.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+#include "workerd/nn/model_description.h"
+
+namespace psrun::nn {
+
+class OnnxNodeImport {
+public:
+    virtual ~OnnxNodeImport() = default;
+
+    virtual std::string_view op_type() const = 0;
+    virtual std::int64_t opset() const = 0;
+    // A unique psrun node name derived from the ONNX node's name or its first output.
+    virtual std::string node_name() const = 0;
+    // ONNX inputs, empty optional ones included (has_input false).
+    virtual std::size_t input_count() const = 0;
+    virtual bool has_input(std::size_t i) const = 0;
+    virtual std::size_t output_count() const = 0;
+
+    // Input i as a psrun value: a graph value, or a float initializer made a tensor (trainable
+    // unless a state slot binds it). Errors (as refuse()) for values it cannot be.
+    virtual Result<std::string> value(std::size_t i) = 0;
+    // Input i as a tensor slot binds it: a float initializer's tensor (no layer made for it),
+    // else the graph value.
+    Result<std::string> slot(std::size_t i) {
+        const std::string t = initializer(i);
+        if (!t.empty()) return t;
+        return value(i);
+    }
+    // The shape of input i when it is a graph value (nullptr otherwise: a constant).
+    virtual const ValueInfo* info(std::size_t i) const = 0;
+    // The float initializer's name when input i is one (the tensor a slot binds), else "".
+    virtual std::string initializer(std::size_t i) const = 0;
+    // The dims of input i when it is an initializer or Constant (nullopt otherwise).
+    virtual std::optional<std::vector<std::int64_t>> constant_shape(std::size_t i) const = 0;
+    // Input i's values when they are known at import (initializers, Constant nodes, shape
+    // arithmetic). ints(): nullopt also when a value depends on the batch size.
+    virtual std::optional<std::vector<float>> floats(std::size_t i) const = 0;
+    virtual std::optional<std::vector<std::int64_t>> ints(std::size_t i) const = 0;
+    // Input i as a shape vector whose entries may be multiples of the batch size (a Reshape
+    // target computed from Shape(x)); nullopt when unknown at import.
+    virtual std::optional<Dims> symbolic_ints(std::size_t i) const = 0;
+
+    // The value of input i when it is a constant fill whose shape depends on the batch size
+    // (ConstantOfShape of Shape(x): an LSTM's zero initial state); nullopt otherwise.
+    virtual std::optional<float> fill(std::size_t i) const = 0;
+
+    // Attributes: `fallback` when absent; a wrong type is an error naming the attribute.
+    virtual Result<std::int64_t> int_attr(const std::string& name, std::int64_t fallback) const = 0;
+    virtual Result<float> float_attr(const std::string& name, float fallback) const = 0;
+    virtual Result<std::optional<std::vector<std::int64_t>>> ints_attr(const std::string& name) const = 0;
+    virtual Result<std::string> string_attr(const std::string& name, const std::string& fallback) const = 0;
+    virtual bool has_attr(const std::string& name) const = 0;
+
+    // Adds a description layer (JSON as in a model file; "name" defaults to node_name(), or
+    // node_name() + "_<k>" for the k-th extra layer) and returns its name after parsing and
+    // shape inference. Errors are the description's, prefixed with this node.
+    virtual Result<std::string> emit(nlohmann::json layer) = 0;
+    // ONNX output k is psrun value `value` (every used output must be bound).
+    virtual void bind_output(std::size_t k, const std::string& value) = 0;
+    // `node 'x' (Conv): <what>` (kInvalidArgument).
+    virtual Error refuse(const std::string& what) const = 0;
+};
+
+// An ONNX attribute value.
+using OnnxAttr = std::variant<std::int64_t, float, std::string, std::vector<std::int64_t>, std::vector<float>>;
+
+class OnnxNodeExport {
+public:
+    virtual ~OnnxNodeExport() = default;
+
+    virtual const Node& node() const = 0;
+    virtual const ModelDescription& model() const = 0;
+    // ONNX value names of the node's inputs (tensors are initializers of the same name) and
+    // outputs.
+    virtual std::string input(std::size_t i) const = 0;
+    virtual std::string output(std::size_t i) const = 0;
+    // A value name not used yet, from `hint`.
+    virtual std::string fresh(const std::string& hint) = 0;
+    // Adds a node; `name` empty: a fresh one from the description node's name.
+    virtual void add(const std::string& op_type, const std::vector<std::string>& inputs,
+                     const std::vector<std::string>& outputs,
+                     const std::vector<std::pair<std::string, OnnxAttr>>& attrs = {},
+                     const std::string& name = "") = 0;
+    // Initializers for constants the ONNX form needs (a Reshape target, a Pad's pads); return
+    // their names.
+    virtual std::string int64_constant(const std::string& hint, const std::vector<std::int64_t>& values) = 0;
+    virtual std::string float_constant(const std::string& hint, const std::vector<std::int64_t>& dims,
+                                       std::span<const float> values) = 0;
+    // The values of tensor `name` and a way to write them differently (a dense layer after an
+    // image stores its columns in TF's order; ONNX wants Flatten's).
+    virtual std::span<const float> tensor_values(const std::string& name) const = 0;
+    virtual void replace_initializer(const std::string& name, const std::vector<std::int64_t>& dims,
+                                     std::vector<float> values) = 0;
+};
+
+}  // namespace psrun::nn

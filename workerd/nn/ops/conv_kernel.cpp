@@ -1,0 +1,138 @@
+// The conv2d kernel (and conv2d + relu, the ReLU a post-op): oneDNN's convolution primitives
+// with format_tag::any, weights converted from the plain buffer every forward.
+#include "workerd/nn/ops/conv_kernel.h"
+#include "workerd/nn/ops/ops.h"
+
+#include <memory>
+
+namespace psrun::nn {
+
+using namespace dnnl;
+using Tag = memory::format_tag;
+using Dt = memory::data_type;
+
+namespace {
+
+struct Descs {
+    memory::desc src, weights, bias, dst;
+    memory::dims strides, dilates, pad_l, pad_r;
+};
+
+Descs conv_descs(const KernelBuilder& b, const ConvGeometry& g, Tag dst_tag) {
+    const Window2d& w = g.window;
+    const Dt adt = b.context().activation_type();
+    const memory::dims src_dims = b.input_dims(0);
+    const memory::dims dst_dims{src_dims[0], g.filters, w.oh, w.ow};
+    return Descs{{src_dims, adt, Tag::any},
+                 {memory::dims{g.filters, g.in_channels / g.groups, w.kh, w.kw}, adt, Tag::any},
+                 {memory::dims{g.filters}, Dt::f32, Tag::x},
+                 {dst_dims, b.output_type(0), dst_tag},
+                 {w.sh, w.sw},
+                 {w.dh - 1, w.dw - 1},  // oneDNN counts dilation from 0
+                 {w.pt, w.pl},
+                 {w.pb, w.pr}};
+}
+
+// Grouped weights are [G, O/G, I/G, KH, KW] to oneDNN; the same bytes as [O, I/G, KH, KW].
+memory::desc weights_shape(const ConvGeometry& g, const memory::desc& plain_or_any) {
+    if (g.groups == 1) return plain_or_any;
+    const auto d = plain_or_any.dims();
+    return memory::desc({g.groups, d[0] / g.groups, d[1], d[2], d[3]}, plain_or_any.data_type(),
+                        plain_or_any.data.format_kind == dnnl_format_kind_any ? Tag::any : Tag::goihw);
+}
+
+class ConvKernel final : public Kernel {
+public:
+    void build(KernelBuilder& b) override {
+        const bool relu = b.nodes().size() == 2;
+        auto f = std::make_shared<ConvForward>(build_conv_forward(b, relu, Tag::any));
+        b.alias_output(0, f->dst);
+        if (!b.needs_backward()) return;
+        const memory diff = b.output_diff(0, f->dst.get_desc());
+        if (relu) add_relu_backward(b, f->dst, diff);
+        build_conv_backward(b, *f, diff);
+    }
+};
+
+}  // namespace
+
+ConvForward build_conv_forward(KernelBuilder& b, bool relu, Tag dst_tag) {
+    auto g = conv_geometry(b.node().attrs, b.input_info(0));
+    if (!g) throw std::runtime_error(g.error().message);
+    const Descs d = conv_descs(b, *g, dst_tag);
+    const memory::desc w_any = weights_shape(*g, d.weights);
+    const auto prop = b.context().training ? prop_kind::forward_training : prop_kind::forward_inference;
+    auto desc = g->bias ? convolution_forward::desc(prop, algorithm::convolution_direct, d.src, w_any, d.bias, d.dst,
+                                                    d.strides, d.dilates, d.pad_l, d.pad_r)
+                        : convolution_forward::desc(prop, algorithm::convolution_direct, d.src, w_any, d.dst, d.strides,
+                                                    d.dilates, d.pad_l, d.pad_r);
+    primitive_attr attr;
+    if (relu) {
+        post_ops po;
+        po.append_eltwise(1.0f, algorithm::eltwise_relu, 0.0f, 0.0f);
+        attr.set_post_ops(po);
+    }
+    ConvForward f{*g, convolution_forward::primitive_desc(desc, attr, b.context().engine), {}, {}, {}};
+    b.note("fwd", f.pd);
+    f.src = b.input_as(0, f.pd.src_desc());
+    if (g->groups == 1) {
+        f.weights = b.input_as(1, f.pd.weights_desc());
+    } else {  // the plain [O, I/G, KH, KW] bytes are oneDNN's goihw [G, O/G, I/G, KH, KW]
+        const memory& plain = b.input(1);
+        f.weights = forward_convert(b, memory(weights_shape(*g, plain.get_desc()), b.context().engine, plain.get_data_handle()),
+                                    f.pd.weights_desc());
+    }
+    f.dst = memory(f.pd.dst_desc(), b.context().engine);
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, f.src}, {DNNL_ARG_WEIGHTS, f.weights}, {DNNL_ARG_DST, f.dst}};
+    if (g->bias) args.emplace(DNNL_ARG_BIAS, b.input_as(2, d.bias));
+    b.forward(convolution_forward(f.pd), args);
+    return f;
+}
+
+void build_conv_backward(KernelBuilder& b, const ConvForward& f, const memory& diff_dst) {
+    const ConvGeometry& g = f.geometry;
+    const Descs d = conv_descs(b, g, Tag::any);
+    const auto& engine = b.context().engine;
+    const bool want_w = b.needs_input_grad(1), want_b = g.bias && b.needs_input_grad(2);
+    if (want_w || want_b) {
+        const memory::desc dw_any = weights_shape(g, memory::desc(d.weights.dims(), Dt::f32, Tag::any));
+        auto desc = g.bias ? convolution_backward_weights::desc(algorithm::convolution_direct, d.src, dw_any, d.bias,
+                                                                d.dst, d.strides, d.dilates, d.pad_l, d.pad_r)
+                           : convolution_backward_weights::desc(algorithm::convolution_direct, d.src, dw_any, d.dst,
+                                                                d.strides, d.dilates, d.pad_l, d.pad_r);
+        convolution_backward_weights::primitive_desc pd(desc, engine, f.pd);
+        b.note("bwd-w", pd);
+        const memory src = backward_convert(b, f.src, pd.src_desc());
+        const memory ddst = backward_convert(b, diff_dst, pd.diff_dst_desc());
+        const memory dw = g.groups == 1 && want_w ? b.input_diff(1, pd.diff_weights_desc())
+                                                  : memory(pd.diff_weights_desc(), engine);
+        std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_DIFF_WEIGHTS, dw}};
+        if (g.bias) args.emplace(DNNL_ARG_DIFF_BIAS, want_b ? b.input_diff(2, d.bias) : memory(d.bias, engine));
+        b.backward(convolution_backward_weights(pd), args);
+        if (g.groups != 1 && want_w) {
+            // Into the plain [O, I/G, KH, KW] gradient, viewed as goihw (its handle read at run
+            // time: the gradient buffer may be swapped).
+            const memory plain = b.input_diff(1, plain_desc(d.weights.dims(), Dt::f32));
+            memory grouped(weights_shape(g, plain.get_desc()), engine, plain.get_data_handle());
+            reorder r(dw, grouped);
+            b.backward([r, stream = b.context().stream, dw, grouped, plain]() mutable {
+                grouped.set_data_handle(plain.get_data_handle());
+                r.execute(stream, {{DNNL_ARG_FROM, dw}, {DNNL_ARG_TO, grouped}});
+            });
+        }
+    }
+    if (!b.needs_input_grad(0)) return;
+    convolution_backward_data::primitive_desc pd(
+        convolution_backward_data::desc(algorithm::convolution_direct, d.src, weights_shape(g, d.weights), d.dst,
+                                        d.strides, d.dilates, d.pad_l, d.pad_r),
+        engine, f.pd);
+    b.note("bwd-d", pd);
+    const memory w = backward_convert(b, f.weights, pd.weights_desc());
+    const memory ddst = backward_convert(b, diff_dst, pd.diff_dst_desc());
+    const memory dsrc = b.input_diff(0, pd.diff_src_desc());
+    b.backward(convolution_backward_data(pd), {{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DIFF_SRC, dsrc}});
+}
+
+std::unique_ptr<Kernel> make_conv_kernel() { return std::make_unique<ConvKernel>(); }
+
+}  // namespace psrun::nn

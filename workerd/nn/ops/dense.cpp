@@ -1,0 +1,143 @@
+// dense: {"kind": "dense", "units": U, "bias": true, "weight_init", "bias_init"}
+// A linear layer. On an image N x C x H x W it first flattens it in TF's NHWC order (feature
+// i = (h * W + w) * C + c: mnist_deep's layout; write a `flatten` layer first for PyTorch's
+// CHW order); on any other input [..., F] it applies to the last axis (N x F -> N x U,
+// N x L x F -> N x L x U). Tensors: w [U, F] (slot "w"; PyTorch's Linear.weight, TF's kernel
+// transposed), b [U] (slot "b"). ONNX: Gemm (transA 0, alpha 1, beta 1); MatMul + Add of a
+// bias is recognised by the importer.
+#include "workerd/nn/onnx_bridge.h"
+#include "workerd/nn/op_schema.h"
+#include "workerd/nn/ops/ops.h"
+
+namespace psrun::nn {
+
+namespace {
+
+Result<void> parse(FieldReader& reader, nlohmann::json& attrs) {
+    auto units = reader.integer("units", std::nullopt, 1, kMaxTensorElements);
+    if (!units) return tl::unexpected(units.error());
+    attrs["units"] = *units;
+    return parse_trainable_options(reader, attrs, Initializer{InitKind::kGlorotUniform, 0.0});
+}
+
+bool is_image(const ValueInfo& in) {
+    return in.rank() == 4 && !in.dims[1].batch && !in.dims[2].batch && !in.dims[3].batch;
+}
+
+Result<void> infer(InferContext& context) {
+    const ValueInfo& in = context.input(0);
+    if (in.type != ElementType::kFloat || in.rank() < 2 || in.dims.back().batch)
+        return tl::unexpected(op_error("expects float features [..., F], got " + to_string(in.dims) + " " +
+                                       to_string(in.type)));
+    const std::int64_t units = context.attr_int("units");
+    Dims out;
+    std::int64_t features = in.dims.back().value;
+    std::int64_t rows = 1;  // per example
+    if (is_image(in)) {
+        const auto f = checked_product({in.dims[1].value, in.dims[2].value, in.dims[3].value});
+        if (!f) return tl::unexpected(op_error("the flattened input would have more than 2^31-1 features"));
+        features = *f;
+        out = {in.dims[0], Dim::of(units)};
+    } else {
+        out.assign(in.dims.begin(), in.dims.end() - 1);
+        out.push_back(Dim::of(units));
+        for (std::size_t i = 0; i + 1 < in.dims.size(); ++i) rows *= in.dims[i].value;
+    }
+    context.set_output(0, ValueInfo{out});
+    if (auto ok = context.tensor("w", {units, features}, attr_initializer(context.attrs(), "weight_init")); !ok)
+        return ok;
+    context.add_flops(2.0 * static_cast<double>(units) * static_cast<double>(features) * static_cast<double>(rows));
+    if (context.attr_bool("bias")) {
+        if (auto ok = context.tensor("b", {units}, attr_initializer(context.attrs(), "bias_init")); !ok) return ok;
+        context.add_flops(static_cast<double>(units * rows));
+    }
+    return {};
+}
+
+Result<void> import_gemm(OnnxNodeImport& node) {
+    const ValueInfo* a = node.info(0);
+    if (a == nullptr || a->rank() != 2) return tl::unexpected(node.refuse("input A must be a 2-D graph value [N, F]"));
+    auto trans_a = node.int_attr("transA", 0);
+    auto trans_b = node.int_attr("transB", 0);
+    auto alpha = node.float_attr("alpha", 1.0f);
+    auto beta = node.float_attr("beta", 1.0f);
+    if (!trans_a || !trans_b || !alpha || !beta)
+        return tl::unexpected(!trans_a ? trans_a.error() : !trans_b ? trans_b.error() : !alpha ? alpha.error() : beta.error());
+    if (*trans_a != 0) return tl::unexpected(node.refuse("transA=1 is not supported"));
+    if (*alpha != 1.0f || (*beta != 1.0f && node.has_input(2)))
+        return tl::unexpected(node.refuse("alpha and beta must be 1"));
+    std::vector<std::int64_t> b_dims;
+    if (auto s = node.constant_shape(1)) b_dims = *s;
+    else if (const ValueInfo* bi = node.info(1); bi && !has_batch(bi->dims)) b_dims = concrete(bi->dims, 1);
+    if (b_dims.size() != 2) return tl::unexpected(node.refuse("B must be a 2-D tensor"));
+    auto x = node.value(0);
+    if (!x) return tl::unexpected(x.error());
+    auto w = node.slot(1);
+    if (!w) return tl::unexpected(w.error());
+    std::string weight = *w;
+    std::int64_t units = b_dims[0];
+    if (*trans_b == 0) {  // B is [F, U]: the dense layer wants [U, F]
+        units = b_dims[1];
+        auto data = node.value(1);
+        if (!data) return tl::unexpected(data.error());
+        auto t = node.emit({{"kind", "transpose"}, {"name", node.node_name() + "/w_t"}, {"inputs", {*data}}, {"perm", {1, 0}}});
+        if (!t) return tl::unexpected(t.error());
+        weight = *t;
+    }
+    nlohmann::json layer = {{"kind", "dense"}, {"inputs", {*x}}, {"units", units}, {"bias", node.has_input(2)}};
+    nlohmann::json tensors = {{"w", weight}};
+    if (node.has_input(2)) {
+        const auto c_dims = node.constant_shape(2);
+        if (!c_dims || !(c_dims->size() == 1 || (c_dims->size() == 2 && (*c_dims)[0] == 1)) || c_dims->back() != units)
+            return tl::unexpected(node.refuse("C must be a bias of " + std::to_string(units) + " values"));
+        if (c_dims->size() != 1) return tl::unexpected(node.refuse("C must be 1-D [" + std::to_string(units) + "]"));
+        auto b = node.slot(2);
+        if (!b) return tl::unexpected(b.error());
+        tensors["b"] = *b;
+    }
+    layer["tensors"] = tensors;
+    auto name = node.emit(layer);
+    if (!name) return tl::unexpected(name.error());
+    node.bind_output(0, *name);
+    return {};
+}
+
+Result<void> export_dense(OnnxNodeExport& out) {
+    const Node& node = out.node();
+    const ValueInfo& in = out.model().value(node.inputs[0]);
+    const bool bias = node.attrs.at("bias").get<bool>();
+    std::vector<std::string> gemm_inputs;
+    if (is_image(in)) {  // TF's NHWC flattening: transpose to NHWC, then ONNX's Flatten
+        const std::string nhwc = out.fresh(node.name + "/nhwc");
+        const std::string flat = out.fresh(node.name + "/flatten");
+        out.add("Transpose", {out.input(0)}, {nhwc}, {{"perm", std::vector<std::int64_t>{0, 2, 3, 1}}}, node.name + "/nhwc");
+        out.add("Flatten", {nhwc}, {flat}, {{"axis", std::int64_t{1}}}, node.name + "/flatten");
+        gemm_inputs = {flat};
+    } else if (in.rank() == 2) {
+        gemm_inputs = {out.input(0)};
+    } else {  // [..., F]: MatMul with the transposed weights, then the bias
+        const std::string wt = out.fresh(node.name + "/w_t");
+        out.add("Transpose", {out.input(1)}, {wt}, {{"perm", std::vector<std::int64_t>{1, 0}}}, node.name + "/w_t");
+        if (!bias) {
+            out.add("MatMul", {out.input(0), wt}, {out.output(0)}, {}, node.name);
+            return {};
+        }
+        const std::string mm = out.fresh(node.name + "/matmul");
+        out.add("MatMul", {out.input(0), wt}, {mm}, {}, node.name + "/matmul");
+        out.add("Add", {mm, out.input(2)}, {out.output(0)}, {}, node.name);
+        return {};
+    }
+    gemm_inputs.push_back(out.input(1));
+    if (bias) gemm_inputs.push_back(out.input(2));
+    out.add("Gemm", gemm_inputs, {out.output(0)}, {{"transB", std::int64_t{1}}}, node.name);
+    return {};
+}
+
+}  // namespace
+
+const OpSchema& dense_schema() {
+    static const OpSchema schema{"dense", 1, 1, parse, infer, {"Gemm"}, import_gemm, export_dense};
+    return schema;
+}
+
+}  // namespace psrun::nn

@@ -1,0 +1,96 @@
+// The dense kernel (and dense + relu, the ReLU a post-op): oneDNN's inner product on the input
+// viewed as rows of features: an image in NHWC order (TF's flattening), [..., F] as
+// [rows, F] in its plain layout. f32 reads the plain weights in place; bf16 lets oneDNN pick
+// their layout (converted every forward, the gradient converted back).
+#include <memory>
+
+#include "workerd/nn/kernel.h"
+#include "workerd/nn/ops/ops.h"
+
+namespace psrun::nn {
+
+using namespace dnnl;
+using Tag = memory::format_tag;
+using Dt = memory::data_type;
+
+namespace {
+
+memory view(const memory& m, const memory::desc& desc, const engine& e) { return memory(desc, e, m.get_data_handle()); }
+
+class DenseKernel final : public Kernel {
+public:
+    void build(KernelBuilder& b) override {
+        const bool relu = b.nodes().size() == 2;
+        const auto& engine = b.context().engine;
+        const Dt adt = b.context().activation_type();
+        const auto in = b.input_dims(0);
+        const bool image = in.size() == 4;
+        const memory::dim units = b.node().attrs.at("units").get<memory::dim>();
+        const bool bias = b.node().attrs.at("bias").get<bool>();
+        memory::dim rows = 1, features = 1;
+        if (image) {
+            rows = in[0];
+            features = in[1] * in[2] * in[3];
+        } else {
+            for (std::size_t i = 0; i + 1 < in.size(); ++i) rows *= in[i];
+            features = in.back();
+        }
+        // The source as {rows, features}.
+        const memory::desc src_nd = image ? memory::desc(in, adt, Tag::nhwc) : plain_desc(in, adt);
+        const memory::desc src2_md({rows, features}, adt, Tag::nc);
+        const memory src2 = view(b.input_as(0, src_nd), src2_md, engine);
+        const memory::dims w_dims{units, features}, b_dims{units};
+        const memory::desc w_md(w_dims, adt, adt == Dt::f32 ? Tag::oi : Tag::any);
+        const memory::desc b_md(b_dims, Dt::f32, Tag::x);
+        const Dt out_type = b.output_type(0);
+        const memory::desc dst2_md({rows, units}, out_type, Tag::nc);
+        const auto prop = b.context().training ? prop_kind::forward_training : prop_kind::forward_inference;
+        auto desc = bias ? inner_product_forward::desc(prop, src2_md, w_md, b_md, dst2_md)
+                         : inner_product_forward::desc(prop, src2_md, w_md, dst2_md);
+        primitive_attr attr;
+        if (relu) {
+            post_ops po;
+            po.append_eltwise(1.0f, algorithm::eltwise_relu, 0.0f, 0.0f);
+            attr.set_post_ops(po);
+        }
+        inner_product_forward::primitive_desc pd(desc, attr, engine);
+        b.note("fwd", pd);
+        const memory weights = b.input_as(1, pd.weights_desc());
+        const memory dst = b.make_output(0, plain_desc(b.output_dims(0), out_type));
+        const memory dst2 = view(dst, dst2_md, engine);
+        std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src2}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst2}};
+        if (bias) args.emplace(DNNL_ARG_BIAS, b.input_as(2, b_md));
+        b.forward(inner_product_forward(pd), args);
+        if (!b.needs_backward()) return;
+
+        // The gradient w.r.t. dst (the fused ReLU's backward in the output's type), then in the
+        // activation type (the model output may be f32 in bf16).
+        const memory ddst_out = view(b.output_diff(0, plain_desc(b.output_dims(0), out_type)), dst2_md, engine);
+        if (relu) add_relu_backward(b, dst2, ddst_out);
+        const memory ddst = backward_convert(b, ddst_out, memory::desc({rows, units}, adt, Tag::nc));
+        const bool want_w = b.needs_input_grad(1), want_b = bias && b.needs_input_grad(2);
+        if (want_w || want_b) {
+            const memory::desc dw_md(w_dims, Dt::f32, adt == Dt::f32 ? Tag::oi : Tag::any);
+            auto bw_desc = bias ? inner_product_backward_weights::desc(src2_md, dw_md, b_md, ddst.get_desc())
+                                : inner_product_backward_weights::desc(src2_md, dw_md, ddst.get_desc());
+            inner_product_backward_weights::primitive_desc bw(bw_desc, engine, pd);
+            b.note("bwd-w", bw);
+            const memory dw = want_w ? b.input_diff(1, bw.diff_weights_desc()) : memory(bw.diff_weights_desc(), engine);
+            std::unordered_map<int, memory> bargs{{DNNL_ARG_SRC, src2}, {DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_DIFF_WEIGHTS, dw}};
+            if (bias) bargs.emplace(DNNL_ARG_DIFF_BIAS, want_b ? b.input_diff(2, b_md) : memory(b_md, engine));
+            b.backward(inner_product_backward_weights(bw), bargs);
+        }
+        if (!b.needs_input_grad(0)) return;
+        inner_product_backward_data::primitive_desc bd(
+            inner_product_backward_data::desc(src2_md, weights.get_desc(), ddst.get_desc()), engine, pd);
+        b.note("bwd-d", bd);
+        const memory dsrc2 = view(b.input_diff(0, src_nd), src2_md, engine);
+        b.backward(inner_product_backward_data(bd), {{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DIFF_SRC, dsrc2}});
+    }
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_dense_kernel() { return std::make_unique<DenseKernel>(); }
+
+}  // namespace psrun::nn

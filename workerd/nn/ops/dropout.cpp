@@ -1,0 +1,90 @@
+// dropout: {"kind": "dropout", "keep_prob": p} or {"kind": "dropout", "rate": r}: exactly one;
+//   keep_prob in (0, 1], rate = 1 - keep_prob in [0, 1). Training keeps each element with
+//   probability keep_prob and scales it by 1/keep_prob (TF's tf.nn.dropout); evaluation passes
+//   the input through. Masks are counter-based on (the step's seed, the layer's name, the
+//   element's index in the plain layout).
+// identity: {"kind": "identity"}: the input, unchanged.
+// No tensors. ONNX: Dropout (constant ratio; exported as Identity), Identity.
+#include "workerd/nn/onnx_bridge.h"
+#include "workerd/nn/op_schema.h"
+#include "workerd/nn/ops/ops.h"
+
+namespace psrun::nn {
+
+namespace {
+
+Result<void> parse_dropout(FieldReader& reader, nlohmann::json& attrs) {
+    const bool keep = reader.has("keep_prob");
+    const bool rate = reader.has("rate");
+    if (keep && rate) return tl::unexpected(reader.fail("rate", "give either \"keep_prob\" or \"rate\", not both"));
+    if (!keep && !rate)
+        return tl::unexpected(reader.fail("keep_prob", "missing: give \"keep_prob\" (TF 1.x) or \"rate\" (Keras)"));
+    const std::string_view field = keep ? "keep_prob" : "rate";
+    auto value = reader.number(field, std::nullopt);
+    if (!value) return tl::unexpected(value.error());
+    if (keep && !(*value > 0.0 && *value <= 1.0))
+        return tl::unexpected(reader.fail(field, "expected a number in (0, 1], got " + describe_value(*value)));
+    if (rate && !(*value >= 0.0 && *value < 1.0))
+        return tl::unexpected(reader.fail(field, "expected a number in [0, 1), got " + describe_value(*value)));
+    attrs["keep_prob"] = keep ? *value : 1.0 - *value;
+    return {};
+}
+
+Result<void> parse_none(FieldReader&, nlohmann::json&) { return {}; }
+
+Result<void> infer(InferContext& context) {
+    const ValueInfo& in = context.input(0);
+    context.set_output(0, in);
+    if (context.node().op == "dropout") {
+        if (in.type != ElementType::kFloat) return tl::unexpected(op_error("expects floats, got integer ids"));
+        context.add_flops(static_cast<double>(elements_per_example(in.dims).value_or(0)));
+    }
+    return {};
+}
+
+Result<void> import_dropout(OnnxNodeImport& node) {
+    auto x = node.value(0);
+    if (!x) return tl::unexpected(x.error());
+    if (node.op_type() == "Identity") {
+        node.bind_output(0, *x);  // no layer: the value itself
+        return {};
+    }
+    float ratio = 0.5f;
+    if (node.opset() < 12) {
+        auto r = node.float_attr("ratio", 0.5f);
+        if (!r) return tl::unexpected(r.error());
+        ratio = *r;
+    } else if (node.has_input(1)) {
+        const auto r = node.floats(1);
+        if (!r || r->size() != 1) return tl::unexpected(node.refuse("the ratio must be a constant scalar"));
+        ratio = (*r)[0];
+    }
+    if (!(ratio >= 0.0f && ratio < 1.0f)) return tl::unexpected(node.refuse("ratio must be in [0, 1)"));
+    if (ratio == 0.0f) {
+        node.bind_output(0, *x);
+        return {};
+    }
+    auto name = node.emit({{"kind", "dropout"}, {"inputs", {*x}}, {"rate", ratio}});
+    if (!name) return tl::unexpected(name.error());
+    node.bind_output(0, *name);
+    return {};
+}
+
+Result<void> export_identity(OnnxNodeExport& out) {
+    out.add("Identity", {out.input(0)}, {out.output(0)}, {}, out.node().name);
+    return {};
+}
+
+}  // namespace
+
+const OpSchema& dropout_schema() {
+    static const OpSchema schema{"dropout", 1, 1, parse_dropout, infer, {"Dropout"}, import_dropout, export_identity};
+    return schema;
+}
+
+const OpSchema& identity_schema() {
+    static const OpSchema schema{"identity", 1, 1, parse_none, infer, {"Identity"}, import_dropout, export_identity};
+    return schema;
+}
+
+}  // namespace psrun::nn

@@ -1,0 +1,110 @@
+// The dropout kernel: a counter-based mask on the plain layout (so a mask depends on the step's
+// seed, the layer's name and the element's logical index, never on the formats oneDNN picks),
+// hand-written (oneDNN 2.6 has no dropout). The identity kernel: its output is its input.
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "common/wire_precision.h"
+#include "workerd/nn/kernel.h"
+#include "workerd/rng.h"
+#include "workerd/nn/ops/ops.h"
+
+namespace psrun::nn {
+
+using namespace dnnl;
+using Dt = memory::data_type;
+
+namespace {
+
+float load(const float* p, std::size_t i) { return p[i]; }
+float load(const std::uint16_t* p, std::size_t i) { return wire::to_f32(p[i]); }
+void store(float* p, std::size_t i, float v) { p[i] = v; }
+void store(std::uint16_t* p, std::size_t i, float v) { p[i] = wire::to_bf16(v); }
+
+// out = in * mask / keep; keep iff a 32-bit uniform < keep * 2^32 (64 random bits give two
+// elements' masks).
+template <class T>
+void masked_scale(const T* in, T* out, std::size_t count, std::uint64_t base, double keep) {
+    const float scale = static_cast<float>(1.0 / keep);
+    const auto threshold = static_cast<std::uint64_t>(keep * 4294967296.0);
+    const std::size_t pairs = (count + 1) / 2;
+#pragma omp parallel for schedule(static)
+    for (std::size_t j = 0; j < pairs; ++j) {
+        std::uint64_t r = base + (j + 1) * 0x9E3779B97F4A7C15ull;
+        r = (r ^ (r >> 30)) * 0xBF58476D1CE4E5B9ull;
+        r = (r ^ (r >> 27)) * 0x94D049BB133111EBull;
+        r ^= r >> 31;
+        store(out, 2 * j, (r & 0xffffffffull) < threshold ? load(in, 2 * j) * scale : 0.0f);
+        if (2 * j + 1 < count) store(out, 2 * j + 1, (r >> 32) < threshold ? load(in, 2 * j + 1) * scale : 0.0f);
+    }
+}
+
+// FNV-1a of the layer's name: its stream of masks.
+std::uint64_t name_stream(const std::string& name) {
+    std::uint64_t h = 0xcbf29ce484222325ull;
+    for (const unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
+    return h;
+}
+
+class DropoutKernel final : public Kernel {
+public:
+    void build(KernelBuilder& b) override {
+        keep_ = b.node().attrs.at("keep_prob").get<double>();
+        stream_ = name_stream(b.node().name);
+        const Dt adt = b.context().activation_type();
+        const memory src = b.input_plain(0, adt);
+        const memory dst = b.make_output(0, src.get_desc());
+        const StepState* step = &b.step();
+        b.forward([this, src, dst, step] {
+            masked_ = step->training && keep_ < 1.0;
+            apply(src, dst, step->seed);
+        });
+        if (!b.needs_input_grad(0)) return;
+        const memory ddst = b.output_diff(0, src.get_desc());
+        const memory dsrc = b.input_diff(0, src.get_desc());
+        b.backward([this, ddst, dsrc, step] { apply(ddst, dsrc, step->seed); });
+    }
+
+private:
+    void apply(const memory& in, const memory& out, std::uint64_t seed) const {
+        const std::size_t bytes = in.get_desc().get_size();
+        if (!masked_) {
+            std::memcpy(out.get_data_handle(), in.get_data_handle(), bytes);
+            return;
+        }
+        const std::uint64_t base = worker::Rng(seed, stream_).next();
+        if (in.get_desc().data_type() == Dt::bf16)
+            masked_scale(static_cast<const std::uint16_t*>(in.get_data_handle()),
+                         static_cast<std::uint16_t*>(out.get_data_handle()), bytes / 2, base, keep_);
+        else
+            masked_scale(static_cast<const float*>(in.get_data_handle()), static_cast<float*>(out.get_data_handle()),
+                         bytes / 4, base, keep_);
+    }
+
+    double keep_ = 1.0;
+    std::uint64_t stream_ = 0;
+    bool masked_ = false;  // the last forward's
+};
+
+class IdentityKernel final : public Kernel {
+public:
+    void build(KernelBuilder& b) override {
+        const memory& src = b.input(0);
+        b.alias_output(0, src);
+        if (!b.needs_input_grad(0)) return;
+        const memory ddst = b.output_diff(0, src.get_desc());
+        const memory dsrc = b.input_diff(0, src.get_desc());
+        if (ddst.get_data_handle() == dsrc.get_data_handle()) return;
+        b.backward([ddst, dsrc] {
+            std::memcpy(dsrc.get_data_handle(), ddst.get_data_handle(), ddst.get_desc().get_size());
+        });
+    }
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_dropout_kernel() { return std::make_unique<DropoutKernel>(); }
+std::unique_ptr<Kernel> make_identity_kernel() { return std::make_unique<IdentityKernel>(); }
+
+}  // namespace psrun::nn

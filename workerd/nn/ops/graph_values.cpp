@@ -1,0 +1,153 @@
+// Values that are not computed from inputs:
+//   parameter: {"kind": "parameter", "shape": [d, ...], "init": glorot_uniform}: a trainable
+//     tensor (slot "value", "<layer>/value" unless "tensors" names it) as a value any layer can
+//     read: a learned positional embedding, weights an ONNX graph transforms before use.
+//   constant: {"kind": "constant", "shape": [d, ...], "type": "float" | "int", "values": [...]}
+//     or {"kind": "constant", "shape": [1, "N", 64], "fill": 0}: fixed data in the description
+//     (at most 2^20 values; a shape with "N" (or "kN", a multiple of the batch size) takes a
+//     fill value only).
+// No data inputs. ONNX: parameter is the initializer (exported as Identity); constant a
+// Constant node.
+#include "workerd/nn/onnx_bridge.h"
+#include "workerd/nn/op_schema.h"
+#include "workerd/nn/ops/ops.h"
+
+namespace psrun::nn {
+
+namespace {
+
+inline constexpr std::int64_t kMaxConstantValues = 1 << 20;
+
+Result<void> parse_parameter(FieldReader& reader, nlohmann::json& attrs) {
+    auto shape = reader.integers("shape", std::nullopt, 0, 1, kMaxTensorElements);
+    if (!shape) return tl::unexpected(shape.error());
+    Initializer init{InitKind::kGlorotUniform, 0.0};
+    if (reader.has("init")) {
+        auto parsed = parse_initializer(reader.raw("init"), reader.where() + ": field \"init\"");
+        if (!parsed) return tl::unexpected(parsed.error());
+        init = *parsed;
+    }
+    attrs["shape"] = *shape;
+    attrs["init"] = to_json(init);
+    return {};
+}
+
+Result<void> infer_parameter(InferContext& context) {
+    const auto shape = context.attr_ints("shape");
+    if (auto ok = context.tensor("value", shape, attr_initializer(context.attrs(), "init")); !ok) return ok;
+    context.set_output(0, ValueInfo{constant_dims(shape)});
+    return {};
+}
+
+// "N", "4N" or a positive integer.
+std::optional<Dim> parse_dim(const nlohmann::json& v) {
+    if (v.is_number_integer()) {
+        const auto d = v.get<std::int64_t>();
+        if (d < 1 || d > kMaxTensorElements) return std::nullopt;
+        return Dim::of(d);
+    }
+    if (!v.is_string()) return std::nullopt;
+    const std::string s = v.get<std::string>();
+    if (s.empty() || s.back() != 'N') return std::nullopt;
+    if (s.size() == 1) return Dim::batch_times(1);
+    std::int64_t k = 0;
+    for (std::size_t i = 0; i + 1 < s.size(); ++i) {
+        if (s[i] < '0' || s[i] > '9' || k > 1'000'000) return std::nullopt;
+        k = k * 10 + (s[i] - '0');
+    }
+    if (k < 1) return std::nullopt;
+    return Dim::batch_times(k);
+}
+
+Result<void> parse_constant(FieldReader& reader, nlohmann::json& attrs) {
+    if (!reader.has("shape")) return tl::unexpected(reader.fail("shape", "missing (expected a list of dims)"));
+    const auto& shape = reader.raw("shape");
+    if (!shape.is_array() || shape.size() > 6)
+        return tl::unexpected(reader.fail("shape", "expected up to 6 dims (positive integers, \"N\" or \"kN\")"));
+    Dims dims;
+    nlohmann::json canonical = nlohmann::json::array();
+    for (const auto& d : shape) {
+        const auto dim = parse_dim(d);
+        if (!dim) return tl::unexpected(reader.fail("shape", "expected positive integers, \"N\" or \"kN\", got " + describe_value(d)));
+        dims.push_back(*dim);
+        canonical.push_back(dim->batch ? nlohmann::json(dim->to_string()) : nlohmann::json(dim->value));
+    }
+    auto type = reader.choice("type", 0, {"float", "int"});
+    if (!type) return tl::unexpected(type.error());
+    const auto count = elements_per_example(dims);
+    if (!count || *count > kMaxConstantValues)
+        return tl::unexpected(reader.fail("shape", "more than " + std::to_string(kMaxConstantValues) + " values"));
+    attrs["shape"] = canonical;
+    attrs["type"] = *type == 1 ? "int" : "float";
+    const bool values = reader.has("values"), fill = reader.has("fill");
+    if (values == fill) return tl::unexpected(reader.fail("values", "give exactly one of \"values\" and \"fill\""));
+    if (fill) {
+        auto v = reader.number("fill", std::nullopt);
+        if (!v) return tl::unexpected(v.error());
+        attrs["fill"] = *type == 1 ? nlohmann::json(static_cast<std::int64_t>(*v)) : nlohmann::json(*v);
+        return {};
+    }
+    if (has_batch(dims)) return tl::unexpected(reader.fail("values", "a shape with N takes \"fill\", not values"));
+    const auto& raw = reader.raw("values");
+    if (!raw.is_array() || static_cast<std::int64_t>(raw.size()) != *count)
+        return tl::unexpected(reader.fail("values", "expected " + std::to_string(*count) + " numbers"));
+    for (const auto& v : raw)
+        if (!v.is_number() || (*type == 1 && !v.is_number_integer()))
+            return tl::unexpected(reader.fail("values", std::string("expected ") + (*type == 1 ? "integers" : "numbers") +
+                                                            ", got " + describe_value(v)));
+    attrs["values"] = raw;
+    return {};
+}
+
+Dims constant_shape(const nlohmann::json& attrs) {
+    Dims dims;
+    for (const auto& d : attrs.at("shape")) dims.push_back(*parse_dim(d));
+    return dims;
+}
+
+Result<void> infer_constant(InferContext& context) {
+    context.set_output(0, ValueInfo{constant_shape(context.attrs()),
+                                    context.attr_string("type") == "int" ? ElementType::kInt : ElementType::kFloat});
+    return {};
+}
+
+Result<void> export_parameter(OnnxNodeExport& out) {
+    out.add("Identity", {out.input(0)}, {out.output(0)}, {}, out.node().name);
+    return {};
+}
+
+Result<void> export_constant(OnnxNodeExport& out) {
+    const Node& node = out.node();
+    const Dims dims = constant_shape(node.attrs);
+    if (has_batch(dims)) return tl::unexpected(op_error("a constant whose shape depends on the batch size has no ONNX form here"));
+    const auto shape = concrete(dims, 1);
+    std::string source;
+    if (node.attrs.at("type") == "int") {
+        std::vector<std::int64_t> values;
+        if (node.attrs.contains("fill")) values.assign(static_cast<std::size_t>(*elements_per_example(dims)), node.attrs.at("fill").get<std::int64_t>());
+        else values = node.attrs.at("values").get<std::vector<std::int64_t>>();
+        source = out.int64_constant(node.name + "/values", values);
+        out.add("Reshape", {source, out.int64_constant(node.name + "/shape", shape)}, {out.output(0)}, {}, node.name);
+        return {};
+    }
+    std::vector<float> values;
+    if (node.attrs.contains("fill")) values.assign(static_cast<std::size_t>(*elements_per_example(dims)), node.attrs.at("fill").get<float>());
+    else values = node.attrs.at("values").get<std::vector<float>>();
+    source = out.float_constant(node.name + "/values", shape, values);
+    out.add("Identity", {source}, {out.output(0)}, {}, node.name);
+    return {};
+}
+
+}  // namespace
+
+const OpSchema& parameter_schema() {
+    static const OpSchema schema{"parameter", 0, 0, parse_parameter, infer_parameter, {}, nullptr, export_parameter};
+    return schema;
+}
+
+const OpSchema& constant_schema() {
+    static const OpSchema schema{"constant", 0, 0, parse_constant, infer_constant, {}, nullptr, export_constant, false};
+    return schema;
+}
+
+}  // namespace psrun::nn

@@ -1,0 +1,46 @@
+// The entry points of the operator kinds in this folder: each kind's (or family's) schema, as
+// op_registry.cpp lists them, and its kernel factory, as kernel_registry.cpp and fusion.cpp
+// use them. A new kind adds its lines here.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+namespace psrun::nn {
+
+struct OpSchema;
+class Kernel;
+
+// Schemas (ops/<file>.cpp).
+const OpSchema& conv2d_schema();
+const OpSchema& max_pool_schema();
+const OpSchema& avg_pool_schema();
+const OpSchema& global_avg_pool_schema();
+const OpSchema& global_max_pool_schema();
+const OpSchema& dense_schema();
+const OpSchema& dropout_schema();
+const OpSchema& identity_schema();
+std::vector<const OpSchema*> activation_schemas();
+const OpSchema& parameter_schema();
+const OpSchema& constant_schema();
+const OpSchema& reshape_schema();
+const OpSchema& flatten_schema();
+const OpSchema& squeeze_schema();
+const OpSchema& unsqueeze_schema();
+const OpSchema& transpose_schema();
+
+// Kernels (ops/<file>_kernel.cpp).
+std::unique_ptr<Kernel> make_conv_kernel();
+std::unique_ptr<Kernel> make_pool_kernel();
+std::unique_ptr<Kernel> make_dense_kernel();
+std::unique_ptr<Kernel> make_activation_kernel();
+std::unique_ptr<Kernel> make_dropout_kernel();
+std::unique_ptr<Kernel> make_identity_kernel();
+std::unique_ptr<Kernel> make_parameter_kernel();
+std::unique_ptr<Kernel> make_constant_kernel();
+std::unique_ptr<Kernel> make_view_kernel();
+std::unique_ptr<Kernel> make_transpose_kernel();
+std::unique_ptr<Kernel> make_fused_conv_relu_pool_kernel();
+std::unique_ptr<Kernel> make_conv_relu_blocked_pool_kernel();
+
+}  // namespace psrun::nn

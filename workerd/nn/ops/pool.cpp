@@ -1,0 +1,186 @@
+// max_pool, avg_pool: {"kind": "max_pool", "window": k | [kh, kw], "stride": window (default)
+//                      | s | [sh, sw], "padding": "valid" (default) | "same" | [t, l, b, r],
+//                      "ceil_mode": false, "count_include_pad": false (avg_pool)}
+// global_avg_pool, global_max_pool: {"kind": "global_avg_pool"}: the window is the whole image.
+// Per channel; output N x C x OH x OW (window.h). Padded positions take no part (max ignores
+// them, avg divides by the count of real inputs, as TF) unless count_include_pad (PyTorch's
+// AvgPool2d default: zeros counted). No tensors. ONNX: MaxPool, AveragePool, GlobalAveragePool,
+// GlobalMaxPool.
+#include "workerd/nn/ops/pool.h"
+
+#include "workerd/nn/onnx_bridge.h"
+#include "workerd/nn/op_schema.h"
+#include "workerd/nn/ops/ops.h"
+
+namespace psrun::nn {
+
+namespace {
+
+Result<void> parse_pool(FieldReader& reader, nlohmann::json& attrs, bool avg) {
+    auto window = reader.extent("window", std::nullopt, kMaxTensorElements);
+    if (!window) return tl::unexpected(window.error());
+    auto stride = reader.extent("stride", *window, kMaxTensorElements);
+    if (!stride) return tl::unexpected(stride.error());
+    auto ceil_mode = reader.boolean("ceil_mode", false);
+    if (!ceil_mode) return tl::unexpected(ceil_mode.error());
+    attrs["window"] = {window->h, window->w};
+    attrs["stride"] = {stride->h, stride->w};
+    if (auto ok = parse_padding(reader, attrs); !ok) return ok;
+    // Added after format 1: written only when set, so older descriptions keep their hash.
+    if (*ceil_mode) attrs["ceil_mode"] = true;
+    if (avg) {
+        auto include = reader.boolean("count_include_pad", false);
+        if (!include) return tl::unexpected(include.error());
+        if (*include) attrs["count_include_pad"] = true;
+    }
+    return {};
+}
+
+Result<void> parse_max(FieldReader& reader, nlohmann::json& attrs) { return parse_pool(reader, attrs, false); }
+Result<void> parse_avg(FieldReader& reader, nlohmann::json& attrs) { return parse_pool(reader, attrs, true); }
+Result<void> parse_none(FieldReader&, nlohmann::json&) { return {}; }
+
+Result<void> infer(InferContext& context) {
+    const ValueInfo& in = context.input(0);
+    auto g = pool_geometry(context.node(), in);
+    if (!g) return tl::unexpected(g.error());
+    const Window2d& w = g->window;
+    const Dim c = in.dims[1];
+    context.set_output(0, ValueInfo{{in.dims[0], c, Dim::of(w.oh), Dim::of(w.ow)}});
+    context.add_flops(static_cast<double>(c.value * w.oh * w.ow * w.kh * w.kw));
+    return {};
+}
+
+Result<std::vector<std::int64_t>> pair_attr(OnnxNodeImport& node, const char* name, std::vector<std::int64_t> fallback) {
+    auto v = node.ints_attr(name);
+    if (!v) return tl::unexpected(v.error());
+    if (!*v) return fallback;
+    if ((*v)->size() != 2) return tl::unexpected(node.refuse(std::string(name) + " must have 2 entries (a 2-D pool)"));
+    return **v;
+}
+
+Result<void> import_pool(OnnxNodeImport& node) {
+    const ValueInfo* x = node.info(0);
+    if (x == nullptr || x->rank() != 4) return tl::unexpected(node.refuse("the input must be N x C x H x W"));
+    auto input = node.value(0);
+    if (!input) return tl::unexpected(input.error());
+    const auto op = node.op_type();
+    if (op == "GlobalAveragePool" || op == "GlobalMaxPool") {
+        auto name = node.emit({{"kind", op == "GlobalMaxPool" ? "global_max_pool" : "global_avg_pool"}, {"inputs", {*input}}});
+        if (!name) return tl::unexpected(name.error());
+        node.bind_output(0, *name);
+        return {};
+    }
+    if (node.output_count() > 1) return tl::unexpected(node.refuse("the Indices output is not supported"));
+    auto kernel = pair_attr(node, "kernel_shape", {});
+    if (!kernel) return tl::unexpected(kernel.error());
+    if (kernel->empty()) return tl::unexpected(node.refuse("kernel_shape is required"));
+    auto strides = pair_attr(node, "strides", {1, 1});
+    if (!strides) return tl::unexpected(strides.error());
+    auto dilations = pair_attr(node, "dilations", {1, 1});
+    if (!dilations) return tl::unexpected(dilations.error());
+    if ((*dilations)[0] != 1 || (*dilations)[1] != 1) return tl::unexpected(node.refuse("dilations other than 1"));
+    auto ceil = node.int_attr("ceil_mode", 0);
+    if (!ceil) return tl::unexpected(ceil.error());
+    auto storage = node.int_attr("storage_order", 0);
+    if (!storage) return tl::unexpected(storage.error());
+    if (*storage != 0) return tl::unexpected(node.refuse("storage_order 1 (column major) is not supported"));
+    auto auto_pad = node.string_attr("auto_pad", "NOTSET");
+    if (!auto_pad) return tl::unexpected(auto_pad.error());
+    const bool avg = op == "AveragePool";
+    nlohmann::json layer = {{"kind", avg ? "avg_pool" : "max_pool"}, {"inputs", {*input}}, {"window", *kernel},
+                            {"stride", *strides}};
+    if (*auto_pad == "SAME_UPPER") {
+        layer["padding"] = "same";
+    } else if (*auto_pad == "VALID") {
+        layer["padding"] = "valid";
+    } else if (*auto_pad == "NOTSET") {
+        auto pads = node.ints_attr("pads");
+        if (!pads) return tl::unexpected(pads.error());
+        const std::vector<std::int64_t> p = *pads ? **pads : std::vector<std::int64_t>{0, 0, 0, 0};
+        if (p.size() != 4) return tl::unexpected(node.refuse("pads must have 4 entries"));
+        if (p == std::vector<std::int64_t>{0, 0, 0, 0}) layer["padding"] = "valid";
+        else layer["padding"] = p;
+    } else {
+        return tl::unexpected(node.refuse("auto_pad " + *auto_pad + " is not supported (SAME_UPPER, VALID, NOTSET are)"));
+    }
+    if (*ceil) layer["ceil_mode"] = true;
+    if (avg) {
+        auto include = node.int_attr("count_include_pad", 0);
+        if (!include) return tl::unexpected(include.error());
+        if (*include) layer["count_include_pad"] = true;
+    }
+    auto name = node.emit(layer);
+    if (!name) return tl::unexpected(name.error());
+    node.bind_output(0, *name);
+    return {};
+}
+
+Result<void> export_pool(OnnxNodeExport& out) {
+    const Node& node = out.node();
+    if (node.op == "global_avg_pool" || node.op == "global_max_pool") {
+        out.add(node.op == "global_avg_pool" ? "GlobalAveragePool" : "GlobalMaxPool", {out.input(0)}, {out.output(0)}, {},
+                node.name);
+        return {};
+    }
+    const ValueInfo& in = out.model().value(node.inputs[0]);
+    const auto k = node.attrs.at("window").get<std::vector<std::int64_t>>();
+    const auto s = node.attrs.at("stride").get<std::vector<std::int64_t>>();
+    // The pads as given (ceil_mode's end pads are ONNX's to add).
+    auto w = plan_window(node.attrs.at("padding"), in.dims[2].value, in.dims[3].value, k[0], k[1], s[0], s[1], 1, 1,
+                         false, "window");
+    if (!w) return tl::unexpected(w.error());
+    const bool max = node.op == "max_pool";
+    std::vector<std::pair<std::string, OnnxAttr>> attrs{
+        {"kernel_shape", k}, {"strides", s}, {"pads", std::vector<std::int64_t>{w->pt, w->pl, w->pb, w->pr}},
+        {"ceil_mode", std::int64_t{node.attrs.value("ceil_mode", false) ? 1 : 0}}};
+    if (!max) attrs.emplace_back("count_include_pad", std::int64_t{node.attrs.value("count_include_pad", false) ? 1 : 0});
+    out.add(max ? "MaxPool" : "AveragePool", {out.input(0)}, {out.output(0)}, attrs, node.name);
+    return {};
+}
+
+}  // namespace
+
+Result<PoolGeometry> pool_geometry(const Node& node, const ValueInfo& in) {
+    if (in.type != ElementType::kFloat || in.rank() != 4 || in.dims[1].batch || in.dims[2].batch || in.dims[3].batch)
+        return tl::unexpected(op_error("expects an image N x C x H x W input, got " + to_string(in.dims) +
+                                       (in.rank() == 2 ? " flat features (a dense layer came before)" : "")));
+    PoolGeometry g;
+    const std::int64_t ih = in.dims[2].value, iw = in.dims[3].value;
+    g.max = node.op == "max_pool" || node.op == "global_max_pool";
+    if (node.op == "global_avg_pool" || node.op == "global_max_pool") {
+        g.global = true;
+        g.window = Window2d{ih, iw, ih, iw, 1, 1, 0, 0, 0, 0, 1, 1};
+        return g;
+    }
+    g.count_include_pad = node.attrs.value("count_include_pad", false);
+    const auto k = node.attrs.at("window").get<std::vector<std::int64_t>>();
+    const auto s = node.attrs.at("stride").get<std::vector<std::int64_t>>();
+    auto w = plan_window(node.attrs.at("padding"), ih, iw, k[0], k[1], s[0], s[1], 1, 1,
+                         node.attrs.value("ceil_mode", false), "window");
+    if (!w) return tl::unexpected(w.error());
+    g.window = *w;
+    return g;
+}
+
+const OpSchema& max_pool_schema() {
+    static const OpSchema schema{"max_pool", 1, 1, parse_max, infer, {"MaxPool"}, import_pool, export_pool};
+    return schema;
+}
+
+const OpSchema& avg_pool_schema() {
+    static const OpSchema schema{"avg_pool", 1, 1, parse_avg, infer, {"AveragePool"}, import_pool, export_pool};
+    return schema;
+}
+
+const OpSchema& global_avg_pool_schema() {
+    static const OpSchema schema{"global_avg_pool", 1, 1, parse_none, infer, {"GlobalAveragePool"}, import_pool, export_pool};
+    return schema;
+}
+
+const OpSchema& global_max_pool_schema() {
+    static const OpSchema schema{"global_max_pool", 1, 1, parse_none, infer, {"GlobalMaxPool"}, import_pool, export_pool};
+    return schema;
+}
+
+}  // namespace psrun::nn

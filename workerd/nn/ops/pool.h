@@ -1,0 +1,20 @@
+// The pools' options as the schema (pool.cpp) and the kernel (pool_kernel.cpp) read them.
+#pragma once
+
+#include "common/result.h"
+#include "workerd/nn/model_description.h"
+#include "workerd/nn/ops/window.h"
+
+namespace psrun::nn {
+
+struct PoolGeometry {
+    bool max = true;                 // max_pool; else an average
+    bool count_include_pad = false;  // avg_pool: divide by the whole window (PyTorch's default)
+    bool global = false;             // global_avg_pool, global_max_pool: the window is H x W
+    Window2d window;                 // with ceil_mode's end pads included
+};
+
+// From a pool node (kind and attrs) and its input (N x C x H x W). Errors without location.
+Result<PoolGeometry> pool_geometry(const Node& node, const ValueInfo& input);
+
+}  // namespace psrun::nn

@@ -1,0 +1,60 @@
+// The pool kernels (max_pool, avg_pool, global_avg_pool, global_max_pool): oneDNN's pooling on
+// the input as its producer left it (converted only to the activation type).
+#include <memory>
+
+#include "workerd/nn/kernel.h"
+#include "workerd/nn/ops/pool.h"
+#include "workerd/nn/ops/ops.h"
+
+namespace psrun::nn {
+
+using namespace dnnl;
+using Tag = memory::format_tag;
+
+namespace {
+
+class PoolKernel final : public Kernel {
+public:
+    void build(KernelBuilder& b) override {
+        auto g = pool_geometry(b.node(), b.input_info(0));
+        if (!g) throw std::runtime_error(g.error().message);
+        const Window2d& w = g->window;
+        const algorithm alg = g->max                  ? algorithm::pooling_max
+                              : g->count_include_pad ? algorithm::pooling_avg_include_padding
+                                                     : algorithm::pooling_avg_exclude_padding;
+        const memory::dims kernel{w.kh, w.kw}, strides{w.sh, w.sw}, pad_l{w.pt, w.pl}, pad_r{w.pb, w.pr};
+        const auto adt = b.context().activation_type();
+        memory src = b.input(0);
+        if (src.get_desc().data_type() != adt) src = b.input_plain(0, adt);
+        const auto in = b.input_dims(0);
+        const memory::desc dst_any({in[0], in[1], w.oh, w.ow}, adt, Tag::any);
+        const auto prop = b.context().training ? prop_kind::forward_training : prop_kind::forward_inference;
+        pooling_forward::primitive_desc pd(
+            pooling_forward::desc(prop, alg, src.get_desc(), dst_any, strides, kernel, pad_l, pad_r), b.context().engine);
+        b.note("fwd", pd);
+        const memory dst = b.make_output(0, pd.dst_desc());
+        std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}};
+        memory workspace;
+        if (g->max && b.context().training) {
+            workspace = memory(pd.workspace_desc(), b.context().engine);
+            args.emplace(DNNL_ARG_WORKSPACE, workspace);
+        }
+        b.forward(pooling_forward(pd), args);
+        if (!b.needs_input_grad(0)) return;
+        pooling_backward::primitive_desc bd(
+            pooling_backward::desc(alg, src.get_desc(), dst.get_desc(), strides, kernel, pad_l, pad_r), b.context().engine,
+            pd);
+        b.note("bwd", bd);
+        const memory ddst = b.output_diff(0, dst.get_desc());
+        const memory dsrc = b.input_diff(0, bd.diff_src_desc());
+        std::unordered_map<int, memory> bargs{{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_DIFF_SRC, dsrc}};
+        if (g->max) bargs.emplace(DNNL_ARG_WORKSPACE, workspace);
+        b.backward(pooling_backward(bd), bargs);
+    }
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_pool_kernel() { return std::make_unique<PoolKernel>(); }
+
+}  // namespace psrun::nn

@@ -1,0 +1,75 @@
+// The ONNX importer's state while it walks a graph (onnx_import.cpp): the description being
+// built, which ONNX value is which psrun value, what is known at import time
+// (onnx_consts.h), and the initializers' values for the tensors the layers create. Operator
+// kinds see it through nn::OnnxNodeImport (onnx_bridge.h); the fused patterns
+// (onnx_patterns.cpp) use it directly. Not thread-safe; one import per object.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "workerd/nn/graph_builder.h"
+#include "workerd/nn/model_description.h"
+#include "workerd/nn/onnx_bridge.h"
+#include "workerd/onnx/onnx_consts.h"
+#include "workerd/onnx/onnx_graph.h"
+
+namespace psrun::onnx_io {
+
+class Importer {
+public:
+    Importer(const GraphIndex& graph, std::int64_t opset, std::string source);
+
+    // Walks the graph; then the model (shape inference done) with the initializers as its
+    // initial parameters. Errors are "model F: node 'x' (Op): ..." (kInvalidArgument).
+    Result<nn::ModelDescription> run(const std::string& name, const std::string& description);
+
+    const GraphIndex& graph() const { return graph_; }
+    std::int64_t opset() const { return opset_; }
+    const std::string& source() const { return source_; }
+
+    // The psrun value an ONNX value is, emitting a parameter node for a float initializer or a
+    // constant node for a known value. `who` labels errors.
+    Result<std::string> data_value(const std::string& onnx_value, const std::string& who);
+    // A float initializer as a slot binds it: its tensor name (the initializer's values are
+    // recorded for it), or "" when the value is no float initializer.
+    std::string slot_tensor(const std::string& onnx_value);
+    const nn::ValueInfo* info(const std::string& onnx_value) const;
+    const Known* known(const std::string& onnx_value) const;
+    // Adds a description layer named `name` (made unique) and returns its node's name.
+    Result<std::string> emit(nlohmann::json layer, const std::string& name, const std::string& who);
+    void bind(const std::string& onnx_value, const std::string& psrun_value) { values_[onnx_value] = psrun_value; }
+    // A name of A-Z a-z 0-9 _ - . / from an ONNX name, unused so far.
+    std::string unique_name(const std::string& onnx_name);
+    // Marks node i as imported by a pattern (the walk skips it).
+    void consume(int i) { consumed_.insert(i); }
+    bool consumed(int i) const { return consumed_.count(i) != 0; }
+    Error refuse(int node, const std::string& what) const;
+
+private:
+    Result<void> import_node(int i);
+
+    const GraphIndex& graph_;
+    std::int64_t opset_;
+    std::string source_;
+    nn::ModelDescription model_;
+    std::unique_ptr<nn::GraphBuilder> builder_;
+    std::map<std::string, std::string> values_;
+    std::map<std::string, Known> known_;
+    std::map<std::string, std::vector<float>> initial_;  // tensor name -> values
+    std::map<std::string, std::string> tensor_names_;    // initializer -> tensor name
+    std::set<std::string> names_;
+    std::set<int> consumed_;
+};
+
+// Fused patterns (onnx_patterns.cpp): when node i starts one (LayerNorm's ReduceMean/Sub/Pow/
+// ReduceMean/Add/Sqrt/Div/Mul/Add, exact GELU's Div/Erf/Add/Mul/Mul, a linear layer's
+// MatMul(x, Transpose(W)) + Add(b)), imports it as one layer, marks its nodes consumed and
+// returns true.
+Result<bool> import_pattern(Importer& importer, int i);
+
+}  // namespace psrun::onnx_io

@@ -1,0 +1,238 @@
+// The decompositions PyTorch's exporter writes for layers opset 13 has no operator for,
+// recognised and imported as one fused layer (onnx_importer.h: import_pattern):
+//   LayerNorm: m = ReduceMean(x, [-1]); d = Sub(x, m); v = ReduceMean(Pow(d, 2), [-1]);
+//              y = Add(Mul(Div(d, Sqrt(Add(v, eps))), gamma), beta)          -> layer_norm
+//   exact GELU: y = Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5)             -> gelu
+//   a linear layer on [..., F]: y = Add(MatMul(x, Transpose(W)), b)          -> dense
+//   the same with W [F, U] as stored (TF's layout): MatMul(x, W) + b      -> transpose(W), dense
+// A pattern matches only where each inner value has its next node as its only reader.
+#include <cmath>
+
+#include "workerd/onnx/onnx_importer.h"
+
+namespace psrun::onnx_io {
+
+namespace {
+
+class Matcher {
+public:
+    Matcher(Importer& im) : im_(im), g_(im.graph().graph()) {}
+
+    const onnx::NodeProto& node(int i) const { return g_.node(i); }
+    // The one needed reader of `value` with op type `op` (and no other needed reader), or -1.
+    int only_reader(const std::string& value, const std::string& op) const {
+        int found = -1;
+        for (const int r : im_.graph().readers(value)) {
+            if (!im_.graph().needed(r)) continue;
+            if (found >= 0 || node(r).op_type() != op) return -1;
+            found = r;
+        }
+        if (value == im_.graph().output()) return -1;
+        return found;
+    }
+    // The input of `n` other than `value` (binary ops), or "".
+    std::string other(const onnx::NodeProto& n, const std::string& value) const {
+        if (n.input_size() != 2) return "";
+        if (n.input(0) == value) return n.input(1);
+        if (n.input(1) == value) return n.input(0);
+        return "";
+    }
+    // A known scalar (or one-element) float.
+    std::optional<double> scalar(const std::string& value) const {
+        const Known* k = im_.known(value);
+        if (k != nullptr && !k->symbolic_dims && k->size() == 1) return k->is_float ? k->f[0] : static_cast<double>(k->i[0].value);
+        if (const auto* t = im_.graph().initializer(value); t && t->data_type() == onnx::TensorProto::FLOAT) {
+            auto f = read_floats(*t);
+            if (f && f->size() == 1) return (*f)[0];
+        }
+        return std::nullopt;
+    }
+    bool reduces_last_axis(const onnx::NodeProto& n) const {
+        auto axes = ints_attr(n, "axes");
+        auto keep = int_attr(n, "keepdims", 1);
+        if (!axes || !*axes || !keep || *keep != 1 || (*axes)->size() != 1) return false;
+        const nn::ValueInfo* x = im_.info(n.input(0));
+        const auto a = (**axes)[0];
+        return x != nullptr && (a == -1 || a == static_cast<std::int64_t>(x->rank()) - 1);
+    }
+    // `value` as a slot binds it: a float initializer's tensor, else the psrun value.
+    Result<std::string> slot(const std::string& value, const std::string& who) {
+        const std::string t = im_.slot_tensor(value);
+        if (!t.empty()) return t;
+        return im_.data_value(value, who);
+    }
+
+    Importer& im_;
+    const onnx::GraphProto& g_;
+};
+
+Result<bool> layer_norm(Matcher& m, int i) {
+    const auto& mean = m.node(i);
+    if (mean.op_type() != "ReduceMean" || !m.reduces_last_axis(mean)) return false;
+    const std::string x = mean.input(0);
+    const int sub = m.only_reader(mean.output(0), "Sub");
+    if (sub < 0 || m.node(sub).input(0) != x || m.node(sub).input(1) != mean.output(0)) return false;
+    const std::string d = m.node(sub).output(0);
+    int pow = -1, div = -1;
+    for (const int r : m.im_.graph().readers(d)) {
+        if (m.node(r).op_type() == "Pow" && m.node(r).input(0) == d) pow = r;
+        else if (m.node(r).op_type() == "Div" && m.node(r).input(0) == d) div = r;
+        else return false;
+    }
+    if (pow < 0 || div < 0 || m.scalar(m.node(pow).input(1)) != 2.0) return false;
+    const int var = m.only_reader(m.node(pow).output(0), "ReduceMean");
+    if (var < 0 || !m.reduces_last_axis(m.node(var))) return false;
+    const int add = m.only_reader(m.node(var).output(0), "Add");
+    if (add < 0) return false;
+    const auto eps = m.scalar(m.other(m.node(add), m.node(var).output(0)));
+    const int sqrt = m.only_reader(m.node(add).output(0), "Sqrt");
+    if (!eps || sqrt < 0 || m.node(div).input(1) != m.node(sqrt).output(0)) return false;
+    const int mul = m.only_reader(m.node(div).output(0), "Mul");
+    if (mul < 0) return false;
+    const int add2 = m.only_reader(m.node(mul).output(0), "Add");
+    if (add2 < 0) return false;
+    const std::string gamma = m.other(m.node(mul), m.node(div).output(0));
+    const std::string beta = m.other(m.node(add2), m.node(mul).output(0));
+    const nn::ValueInfo* xi = m.im_.info(x);
+    if (gamma.empty() || beta.empty() || xi == nullptr) return false;
+    // gamma and beta must be [F] (what nn.LayerNorm exports).
+    for (const auto& v : {gamma, beta}) {
+        const auto* t = m.im_.graph().initializer(v);
+        if (t == nullptr || t->dims_size() != 1 || t->dims(0) != xi->dims.back().value) return false;
+    }
+    const std::string who = node_label(m.node(i), i) + " (LayerNorm)";
+    auto input = m.im_.data_value(x, who);
+    if (!input) return tl::unexpected(input.error());
+    auto scale = m.slot(gamma, who);
+    auto bias = m.slot(beta, who);
+    if (!scale || !bias) return tl::unexpected(!scale ? scale.error() : bias.error());
+    const std::string name = m.node(add2).name().empty() ? m.node(add2).output(0) : m.node(add2).name();
+    auto out = m.im_.emit({{"kind", "layer_norm"}, {"inputs", {*input}}, {"epsilon", *eps},
+                           {"tensors", {{"scale", *scale}, {"bias", *bias}}}},
+                          m.im_.unique_name(name), who);
+    if (!out) return tl::unexpected(out.error());
+    m.im_.bind(m.node(add2).output(0), *out);
+    for (const int n : {i, sub, pow, var, add, sqrt, div, mul, add2}) m.im_.consume(n);
+    return true;
+}
+
+Result<bool> gelu(Matcher& m, int i) {
+    const auto& div = m.node(i);
+    if (div.op_type() != "Div" || div.input_size() != 2) return false;
+    const auto root2 = m.scalar(div.input(1));
+    if (!root2 || std::fabs(*root2 - std::sqrt(2.0)) > 1e-4) return false;
+    const std::string x = div.input(0);
+    const int erf = m.only_reader(div.output(0), "Erf");
+    if (erf < 0) return false;
+    const int add = m.only_reader(m.node(erf).output(0), "Add");
+    if (add < 0 || m.scalar(m.other(m.node(add), m.node(erf).output(0))) != 1.0) return false;
+    const int mul = m.only_reader(m.node(add).output(0), "Mul");
+    if (mul < 0 || m.other(m.node(mul), m.node(add).output(0)) != x) return false;
+    const int half = m.only_reader(m.node(mul).output(0), "Mul");
+    if (half < 0 || m.scalar(m.other(m.node(half), m.node(mul).output(0))) != 0.5) return false;
+    const std::string who = node_label(div, i) + " (GELU)";
+    auto input = m.im_.data_value(x, who);
+    if (!input) return tl::unexpected(input.error());
+    const auto& last = m.node(half);
+    auto out = m.im_.emit({{"kind", "gelu"}, {"inputs", {*input}}, {"approximate", "none"}},
+                          m.im_.unique_name(last.name().empty() ? last.output(0) : last.name()), who);
+    if (!out) return tl::unexpected(out.error());
+    m.im_.bind(last.output(0), *out);
+    for (const int n : {i, erf, add, mul, half}) m.im_.consume(n);
+    return true;
+}
+
+Result<bool> linear(Matcher& m, int i) {
+    const auto& t = m.node(i);
+    if (t.op_type() != "Transpose" || t.input_size() != 1) return false;
+    const auto* w = m.im_.graph().initializer(t.input(0));
+    auto perm = ints_attr(t, "perm");
+    if (w == nullptr || w->data_type() != onnx::TensorProto::FLOAT || w->dims_size() != 2 || !perm ||
+        (*perm && **perm != std::vector<std::int64_t>{1, 0}))
+        return false;
+    const int mm = m.only_reader(t.output(0), "MatMul");
+    if (mm < 0 || m.node(mm).input(1) != t.output(0)) return false;
+    const std::string x = m.node(mm).input(0);
+    const nn::ValueInfo* xi = m.im_.info(x);
+    if (xi == nullptr || xi->rank() < 2 || xi->rank() == 4 || xi->dims.back().value != w->dims(1) || xi->type != nn::ElementType::kFloat)
+        return false;
+    const std::string who = node_label(m.node(mm), mm) + " (linear)";
+    int add = m.only_reader(m.node(mm).output(0), "Add");
+    std::string bias;
+    if (add >= 0) {
+        bias = m.other(m.node(add), m.node(mm).output(0));
+        const auto* b = m.im_.graph().initializer(bias);
+        if (b == nullptr || b->data_type() != onnx::TensorProto::FLOAT || b->dims_size() != 1 || b->dims(0) != w->dims(0)) {
+            add = -1;
+            bias.clear();
+        }
+    }
+    auto input = m.im_.data_value(x, who);
+    if (!input) return tl::unexpected(input.error());
+    nlohmann::json tensors = {{"w", m.im_.slot_tensor(t.input(0))}};
+    if (add >= 0) tensors["b"] = m.im_.slot_tensor(bias);
+    const auto& last = m.node(add >= 0 ? add : mm);
+    auto out = m.im_.emit({{"kind", "dense"}, {"inputs", {*input}}, {"units", w->dims(0)}, {"bias", add >= 0},
+                           {"tensors", tensors}},
+                          m.im_.unique_name(last.name().empty() ? last.output(0) : last.name()), who);
+    if (!out) return tl::unexpected(out.error());
+    m.im_.bind(last.output(0), *out);
+    m.im_.consume(i);
+    m.im_.consume(mm);
+    if (add >= 0) m.im_.consume(add);
+    return true;
+}
+
+// MatMul(x, W) + Add(b) with W a [F, U] initializer (TF's layout): the dense layer reads W
+// transposed (a transpose layer on the parameter, so W keeps its name and layout).
+Result<bool> linear_plain(Matcher& m, int i) {
+    const auto& mm = m.node(i);
+    if (mm.op_type() != "MatMul" || mm.input_size() != 2) return false;
+    const auto* w = m.im_.graph().initializer(mm.input(1));
+    const nn::ValueInfo* xi = m.im_.info(mm.input(0));
+    if (w == nullptr || w->data_type() != onnx::TensorProto::FLOAT || w->dims_size() != 2 || xi == nullptr ||
+        xi->rank() < 2 || xi->rank() == 4 || xi->type != nn::ElementType::kFloat || xi->dims.back().value != w->dims(0))
+        return false;
+    const std::string who = node_label(mm, i) + " (linear)";
+    int add = m.only_reader(mm.output(0), "Add");
+    std::string bias;
+    if (add >= 0) {
+        bias = m.other(m.node(add), mm.output(0));
+        const auto* b = m.im_.graph().initializer(bias);
+        if (b == nullptr || b->data_type() != onnx::TensorProto::FLOAT || b->dims_size() != 1 || b->dims(0) != w->dims(1)) {
+            add = -1;
+            bias.clear();
+        }
+    }
+    auto input = m.im_.data_value(mm.input(0), who);
+    if (!input) return tl::unexpected(input.error());
+    auto weights = m.im_.data_value(mm.input(1), who);
+    if (!weights) return tl::unexpected(weights.error());
+    const auto& last = m.node(add >= 0 ? add : i);
+    const std::string name = m.im_.unique_name(last.name().empty() ? last.output(0) : last.name());
+    auto transposed = m.im_.emit({{"kind", "transpose"}, {"inputs", {*weights}}, {"perm", {1, 0}}}, name + "/w_t", who);
+    if (!transposed) return tl::unexpected(transposed.error());
+    nlohmann::json tensors = {{"w", *transposed}};
+    if (add >= 0) tensors["b"] = m.im_.slot_tensor(bias);
+    auto out = m.im_.emit({{"kind", "dense"}, {"inputs", {*input}}, {"units", w->dims(1)}, {"bias", add >= 0},
+                           {"tensors", tensors}},
+                          name, who);
+    if (!out) return tl::unexpected(out.error());
+    m.im_.bind(last.output(0), *out);
+    m.im_.consume(i);
+    if (add >= 0) m.im_.consume(add);
+    return true;
+}
+
+}  // namespace
+
+Result<bool> import_pattern(Importer& importer, int i) {
+    Matcher m(importer);
+    for (auto* pattern : {layer_norm, gelu, linear, linear_plain}) {
+        auto matched = pattern(m, i);
+        if (!matched || *matched) return matched;
+    }
+    return false;
+}
+
+}  // namespace psrun::onnx_io
