@@ -15,7 +15,8 @@ TEST_CASE("sync mode: a SIGKILLed worker does not hang the step", "[integration]
     TempTree tmp;
     const std::string ps = ipc_list(tmp.path, 1);
     ChildProcess psd(daemon_exe("psd/psd"),
-                     psd_args(0, ps, 3, {"--sync", "--replicas-to-aggregate", "3", "--worker-timeout", "2"}),
+                     psd_args(0, ps, 3, {"--sync", "--replicas-to-aggregate", "3", "--worker-timeout", "2",
+                                         "--reconnect-wait", "2"}),
                      (tmp.path / "psd.log").string());
     ChildProcess chief(daemon_exe("workerd/workerd"), worker_args(0, ps, 3, 60), (tmp.path / "w0.log").string());
     ChildProcess w1(daemon_exe("workerd/workerd"), worker_args(1, ps, 3, 60), (tmp.path / "w1.log").string());
@@ -36,6 +37,7 @@ TEST_CASE("sync mode: a SIGKILLed worker does not hang the step", "[integration]
     CHECK(w == 0);
     CHECK(chief.output().find("done: global step 60") != std::string::npos);
     CHECK(psd.wait(30) == 1);
+    CHECK(psd.output().find("worker 2 did not come back within --reconnect-wait 2 s") != std::string::npos);
     CHECK(psd.output().find("remaining workers are done, but worker 2 died") != std::string::npos);
 }
 
