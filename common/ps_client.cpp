@@ -78,6 +78,7 @@ Header PsClient::make_header(MessageType type) const {
 
 Result<std::vector<PsClient::Reply>> PsClient::collect(const std::vector<std::uint32_t>& shards,
                                                        std::chrono::milliseconds timeout, const Resend& resend) {
+    if (link_error_) return tl::unexpected(*link_error_);  // a psd given up, or restarted: see lost_shard()
     std::vector<Reply> replies(sockets_.size());
     std::vector<bool> got(sockets_.size(), false);
     std::size_t missing = shards.size();

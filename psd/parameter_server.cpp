@@ -100,7 +100,7 @@ void ParameterServer::write_endpoint_file() {
 }
 
 int ParameterServer::run() {
-    spdlog::info("serving on {} ({} mode, {} workers, {}; instance {:016x})", endpoint_, options_.sync ? "sync" : "async",
+    spdlog::info("serving on {} ({} mode, {} workers, {}), instance {:016x}", endpoint_, options_.sync ? "sync" : "async",
                  options_.num_workers,
                  zap_ ? "CURVE" : verifier_ ? "MAC" : options_.keys ? "owner-only ipc socket + job token" : "no auth",
                  instance_);

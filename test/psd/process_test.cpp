@@ -48,8 +48,7 @@ TEST_CASE("psd process exits 0 once every worker sent DONE", "[psd][process]") {
     CHECK_THAT(psd.output(), Catch::Contains("all 2 workers are done"));
 }
 
-TEST_CASE("a worker killed with SIGKILL makes psd exit 1 after the timeout and --reconnect-wait, naming it",
-          "[psd][process]") {
+TEST_CASE("SIGKILLed worker: psd exits 1 after the timeout and --reconnect-wait", "[psd][process]") {
     Setup s;
     auto psd = s.start_psd({"--num-workers", "2", "--worker-timeout", "1", "--reconnect-wait", "2"});
     auto chief = s.start_client(0, {"--steps", "2"}, "c0.log");
@@ -72,7 +71,7 @@ TEST_CASE("a worker killed with SIGKILL makes psd exit 1 after the timeout and -
                                  Catch::Contains("remaining workers are done, but worker 1 died"));
 }
 
-TEST_CASE("--reconnect-wait 0: psd exits 1 as soon as the silent worker is declared dead", "[psd][process]") {
+TEST_CASE("--reconnect-wait 0: psd exits 1 once the worker is declared dead", "[psd][process]") {
     Setup s;
     auto psd = s.start_psd({"--num-workers", "2", "--worker-timeout", "1", "--reconnect-wait", "0"});
     auto chief = s.start_client(0, {"--steps", "2"}, "c0.log");
@@ -88,8 +87,7 @@ TEST_CASE("--reconnect-wait 0: psd exits 1 as soon as the silent worker is decla
     CHECK_THAT(psd.output(), !Catch::Contains("may still come back"));
 }
 
-TEST_CASE("a worker silent past --worker-timeout that speaks within --reconnect-wait is taken back: exit 0",
-          "[psd][process]") {
+TEST_CASE("a worker silent past its timeout that speaks again is taken back", "[psd][process]") {
     Setup s;
     auto psd = s.start_psd({"--num-workers", "2", "--worker-timeout", "1", "--reconnect-wait", "20"});
     auto chief = s.start_client(0, {"--steps", "2"}, "c0.log");
