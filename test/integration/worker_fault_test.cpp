@@ -37,7 +37,6 @@ TEST_CASE("sync mode: a SIGKILLed worker does not hang the step", "[integration]
     CHECK(w == 0);
     CHECK(chief.output().find("done: global step 60") != std::string::npos);
     CHECK(psd.wait(30) == 1);
-    CHECK(psd.output().find("worker 2 did not come back within --reconnect-wait 2 s") != std::string::npos);
     CHECK(psd.output().find("remaining workers are done, but worker 2 died") != std::string::npos);
 }
 
