@@ -21,8 +21,10 @@ PSRUN=$(realpath "${1:?usage: $0 PSRUN}")
 [ -x "$PSRUN" ] || fail "no psrun at $PSRUN"
 . "$SLURM_TEST_DIR/train_util.sh"
 RATE=${RATE:-200} FLAP=${FLAP:-20}
-# Steps per job: enough to train through both flaps on a busy 2-core host (async runs about twice as fast).
-ASYNC_STEPS=${ASYNC_STEPS:-1500} SYNC_STEPS=${SYNC_STEPS:-1000}
+# Steps per job: each job must still be training when the second flap starts, also on a quiet host (async runs
+# about twice as fast as sync).
+ASYNC_STEPS=${ASYNC_STEPS:-1200} SYNC_STEPS=${SYNC_STEPS:-800}
+SHORT_STEPS=800  # it only has to run into the first flap; its rerun does the rest
 HB=3 SHORT_WAIT=4
 export RATE
 lab_start 3
@@ -74,9 +76,10 @@ link_down() {
 }
 flap_over() { awk -v a="$FLAP_T0" -v b="$(now)" -v f="$FLAP" 'BEGIN {exit !(b - a >= f)}'; }
 
+T_START=$(now)
 start_job async "$ASYNC_STEPS" 40
 start_job sync "$SYNC_STEPS" 40 --sync
-start_job short "$ASYNC_STEPS" $SHORT_WAIT
+start_job short "$SHORT_STEPS" $SHORT_WAIT
 for j in async sync short; do
   wait_until 150 past_step $j 50 || job_fail $j "no progress to step 50"
 done
@@ -124,13 +127,14 @@ note "n2's link up after $(since "$FLAP_T0") s"
 expect_line short "^ *[12]: .*ps 0 \(tcp://[^)]*\) did not answer for [0-9.]+ s \(--heartbeat-timeout $HB s \+ --reconnect-wait $SHORT_WAIT s\): giving up" \
   "the workers' message"
 last_ckpt=$(grep -Eo '^ *1: .*checkpoint at step [0-9]+ written' "$OUT/short.out" | sed -E 's/.*step ([0-9]+) .*/\1/' | tail -n 1)
-start_job short2 "$ASYNC_STEPS" $SHORT_WAIT
+start_job short2 "$SHORT_STEPS" $SHORT_WAIT
 
 rc=0
 for j in async sync short2; do
   pid_var=PID_$j
   wait "${!pid_var}" || rc=$?
   [ "$rc" = 0 ] || job_fail $j "srun returned $rc"
+  note "$j: srun returned 0, $(since "$T_START") s after the first job started"
   expect_no_task_failure $j
   steps_var=STEPS_$j
   stats=$(grep -E '^ *0: .*\[psd:0\] exiting with code 0 \(' "$OUT/$j.out" | sed 's/^[^(]*(//; s/)$//') ||
