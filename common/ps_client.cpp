@@ -398,19 +398,6 @@ Result<nlohmann::json> PsClient::stats(std::uint32_t shard) {
     return j;
 }
 
-std::optional<std::uint32_t> PsClient::lost_shard() {
-    links_->update();
-    for (auto i : all_shards())
-        if (restarted_[i] || gave_up_[i]) return i;
-    return links_->first_lost(all_shards());
-}
-
-std::optional<std::uint32_t> PsClient::restarted_shard() const {
-    for (auto i : all_shards())
-        if (restarted_[i]) return i;
-    return std::nullopt;
-}
-
 Result<void> PsClient::stop(std::uint32_t shard) {
     send_plain(shard, make_header(MessageType::kStop), nullptr);
     auto replies = collect({shard}, options_.connect_timeout,

@@ -60,6 +60,19 @@ void PsClient::resend_exchange(MessageType type, std::uint32_t shard) {
     send_plain(shard, h, nullptr);
 }
 
+std::optional<std::uint32_t> PsClient::lost_shard() {
+    links_->update();
+    for (auto i : all_shards())
+        if (restarted_[i] || gave_up_[i]) return i;
+    return links_->first_lost(all_shards());
+}
+
+std::optional<std::uint32_t> PsClient::restarted_shard() const {
+    for (auto i : all_shards())
+        if (restarted_[i]) return i;
+    return std::nullopt;
+}
+
 Result<void> PsClient::ensure_links() {
     links_->update();
     if (link_error_) return tl::unexpected(*link_error_);
