@@ -200,6 +200,10 @@ void ParameterServer::handle_message(Parts& parts) {
     if (is_worker && header->type != MessageType::kHello && workers_.revive(header->index, Clock::now()))
         on_worker_rejoined(routing, header->index);
     dispatch(routing, *header, parts);
+    // The worker waited for psd while it handled the request (a checkpoint write can take seconds on a busy
+    // disk): that time is not its silence. (Not after DONE: a standby psd may have forgotten the run.)
+    if (is_worker && header->type != MessageType::kDone && !workers_.is_dead(header->index))
+        workers_.seen(header->index, Clock::now());
 }
 
 void ParameterServer::log_refusal(const std::string& what) {
