@@ -17,6 +17,7 @@ struct TensorEntry {
     std::vector<std::int64_t> shape;   // plain layout (layer_spec.h)
     std::int64_t offset = 0;           // in floats from the start of one contiguous buffer
     std::int64_t size = 0;             // in floats
+    bool state = false;                // a state tensor (common/tensor_layout.h TensorClass::kState)
 };
 
 // Every layer's parameters in layer order, weights before bias, packed without gaps. For
