@@ -200,10 +200,10 @@ Result<void> PsClient::init(const wire::InitConfig& config, std::span<const floa
         return make_error(ErrorCode::kInvalidArgument, "init: parameter buffer has the wrong size");
     Header h = make_header(MessageType::kInit);
     if (dry_run) h.flags |= wire::kFlagDryRun;
-    for (auto i : all_shards()) send_slices(i, h, params, wire::encode_init(config));
+    for (auto i : all_shards()) send_slices(i, h, params, PayloadForm::kF32, wire::encode_init(config));
     const std::string restored = wire::encode_init(config);
     auto replies = collect(all_shards(), options_.reply_timeout, [&](std::uint32_t i, bool initialized) {
-        if (!initialized) return send_slices(i, h, params, wire::encode_init(config));
+        if (!initialized) return send_slices(i, h, params, PayloadForm::kF32, wire::encode_init(config));
         Header r = make_header(MessageType::kInit);  // the INIT arrived before the loss: keep its parameters
         r.flags = wire::kFlagRestored;
         r.frames.push_back(FrameDesc{wire::kBodyFrame, static_cast<std::uint32_t>(restored.size())});
@@ -267,14 +267,7 @@ Result<StepInfo> PsClient::exchange(MessageType type, std::span<const float> gra
     for (auto i : all_shards()) {
         Header h = make_header(type);
         h.step = step;
-        if (options_.wire_bf16 && !shm_shard_[i]) h.flags |= wire::kFlagBf16;
-        if (type == MessageType::kPull) send_plain(i, h, nullptr);
-        else if (shm_shard_[i]) {
-            Header sh = shm_push_header(type, i, grads);
-            sh.step = step;
-            send_plain(i, sh, nullptr);
-        } else if (options_.wire_bf16) send_slices_bf16(i, h, grads);
-        else send_slices(i, h, grads, std::nullopt);
+        send_exchange(i, std::move(h), grads);
     }
     bool resent = false;
     auto replies = collect(all_shards(), options_.reply_timeout, [&](std::uint32_t i, bool) {
@@ -304,37 +297,10 @@ Result<StepInfo> PsClient::exchange(MessageType type, std::span<const float> gra
         for (auto& r : *replies) info.step = std::max(info.step, r.header.step);
     if (!out) return info;
     out->frames_.clear();
-    out->realigned_.clear();
+    out->frames_.reserve(layout_.slices.size());
     out->by_slice_.assign(layout_.slices.size(), {});
-    for (auto i : all_shards()) {
-        auto& r = (*replies)[i];
-        if (shm_shard_[i]) {
-            if (auto ok = take_shm_params(i, r, *out); !ok) return tl::unexpected(ok.error());
-            continue;
-        }
-        const auto& ids = shard_slices_[i];
-        const bool bf16 = r.header.flags & wire::kFlagBf16;  // psd says which precision it sent
-        const std::size_t width = bf16 ? wire::kBf16Bytes : sizeof(float);
-        if (r.header.type != MessageType::kParams || r.frames.size() != ids.size())
-            return make_error(ErrorCode::kProtocol, "ps " + std::to_string(i) + " sent no parameters");
-        for (std::size_t k = 0; k < ids.size(); ++k) {
-            if (r.header.frames[k].id != ids[k] || r.frames[k].size() != layout_.slices[ids[k]].length * width)
-                return make_error(ErrorCode::kProtocol, "ps " + std::to_string(i) + " sent a wrong slice");
-            const auto* p = static_cast<const float*>(r.frames[k].data());
-            if (bf16) {
-                out->by_slice_[ids[k]] = std::span<const float>(out->expand_bf16(layout_, ids[k], r.frames[k]),
-                                                                layout_.slices[ids[k]].length);
-                continue;
-            }
-            if (reinterpret_cast<std::uintptr_t>(p) % alignof(float) != 0) {
-                auto& copy = out->realigned_.emplace_back(layout_.slices[ids[k]].length);
-                std::memcpy(copy.data(), r.frames[k].data(), r.frames[k].size());
-                p = copy.data();
-            }
-            out->by_slice_[ids[k]] = std::span<const float>(p, layout_.slices[ids[k]].length);
-            out->frames_.push_back(std::move(r.frames[k]));
-        }
-    }
+    for (auto i : all_shards())
+        if (auto ok = take_params(i, (*replies)[i], *out); !ok) return tl::unexpected(ok.error());
     return info;
 }
 

@@ -22,6 +22,7 @@
 
 #include "common/job_keys.h"
 #include "common/message_auth.h"
+#include "common/payload_codec.h"
 #include "common/ps_health.h"
 #include "common/result.h"
 #include "common/shm_segment.h"
@@ -89,12 +90,12 @@ public:
 
 private:
     friend class PsClient;
-    std::vector<zmq::message_t> frames_;       // all shards' slice frames
+    std::vector<zmq::message_t> frames_;       // the slice frames used in place (reserved: never reallocated)
     std::vector<std::span<const float>> by_slice_;  // slice id -> floats
-    std::vector<std::vector<float>> realigned_;  // copies of frames ZeroMQ delivered misaligned
-    std::vector<float> expanded_;  // bf16 slices expanded to f32, at flat offsets (common/ps_client_bf16.cpp)
-    // Expands a bf16 frame of slice `id` into expanded_; returns its floats.
-    const float* expand_bf16(const ShardLayout& layout, std::uint32_t id, const zmq::message_t& frame);
+    // bf16 slices expanded to f32 and misaligned f32 slices copied, at flat offsets
+    // (decode_frame(), common/ps_client_payload.cpp).
+    std::vector<float> spare_;
+    float* spare_at(const ShardLayout& layout, std::uint32_t id);
 };
 
 class PsClient {
@@ -171,16 +172,22 @@ private:
         std::vector<zmq::message_t> frames;
     };
     wire::Header make_header(wire::MessageType type) const;
-    void send_slices(std::uint32_t shard, wire::Header header, std::span<const float> data,
+    // Payloads (common/ps_client_payload.cpp, common/payload_codec.h). The form shard i exchanges
+    // PUSH/PUSH_PULL/PULL payloads in: shared memory, bf16 or f32 frames.
+    PayloadForm form_of(std::uint32_t shard) const;
+    // `body` (if any), then the shard's slices of `data` as frames in `form` (f32 or bf16).
+    void send_slices(std::uint32_t shard, wire::Header header, std::span<const float> data, PayloadForm form,
                      std::optional<std::string> body);
+    // PULL, PUSH or PUSH_PULL (header.type) of `grads` to `shard` in its form.
+    void send_exchange(std::uint32_t shard, wire::Header header, std::span<const float> grads);
+    // Shard i's parameters from its PARAMS reply, in the form the reply announces, into `out`.
+    [[nodiscard]] Result<void> take_params(std::uint32_t shard, Reply& reply, ParamFrames& out);
     void send_plain(std::uint32_t shard, const wire::Header& header, const std::string* body);
     // Sends header and payloads to `shard`, sealed with a MAC trailer on a --auth mac shard.
     void send_message(std::uint32_t shard, wire::Header header, std::vector<zmq::message_t>& payloads);
     // --auth mac: checks and strips the MAC trailer of shard i's reply (parts[0] is its header).
     [[nodiscard]] Result<void> open_reply(std::uint32_t shard, const wire::Header& header,
                                           std::vector<zmq::message_t>& parts) const;
-    // common/ps_client_bf16.cpp: shard's gradient slices rounded to bf16 into grad_bf16_, sent zero-copy.
-    void send_slices_bf16(std::uint32_t shard, wire::Header header, std::span<const float> grads);
     // After a lost shard answered again as the same psd: sends it the request in flight anew
     // (or its idempotent stand-in); `initialized` is that psd's WELCOME flag.
     using Resend = std::function<void(std::uint32_t shard, bool initialized)>;
@@ -206,9 +213,9 @@ private:
     std::vector<std::uint32_t> all_shards() const;
     // common/ps_client_shm.cpp
     void attach_shared_memory();
-    // Header for shard i's PUSH/PUSH_PULL through the segment; copies `grads` into region 0 first
-    // unless they already are a region.
-    wire::Header shm_push_header(wire::MessageType type, std::uint32_t shard, std::span<const float> grads);
+    // The segment's gradient region holding `grads` for shard i's PUSH/PUSH_PULL: the region they
+    // are, else region 0 after copying shard i's slices of them there.
+    std::uint32_t shm_region(std::uint32_t shard, std::span<const float> grads);
     [[nodiscard]] Result<void> take_shm_params(std::uint32_t shard, const Reply& reply, ParamFrames& out) const;
 
     PsClientOptions options_;

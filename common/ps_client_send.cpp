@@ -1,6 +1,6 @@
 // PsClient's send paths (common/ps_client.h): every request goes out through send_message(),
 // which seals it with a MAC trailer on a --auth mac shard; open_reply() checks a reply's trailer.
-// The bf16 gradient path is in common/ps_client_bf16.cpp, the rest of the client in ps_client.cpp.
+// Payload frames are built in common/ps_client_payload.cpp, the rest of the client is in ps_client.cpp.
 #include "common/ps_client.h"
 #include "common/zmq_util.h"
 
@@ -14,21 +14,6 @@ void PsClient::send_plain(std::uint32_t shard, const Header& header, const std::
     std::vector<zmq::message_t> payloads;
     if (body) payloads.emplace_back(body->data(), body->size());
     send_message(shard, header, payloads);
-}
-
-void PsClient::send_slices(std::uint32_t shard, Header header, std::span<const float> data,
-                           std::optional<std::string> body) {
-    std::vector<zmq::message_t> payloads;
-    if (body) {
-        header.frames.push_back(FrameDesc{wire::kBodyFrame, static_cast<std::uint32_t>(body->size())});
-        payloads.emplace_back(body->data(), body->size());
-    }
-    for (auto id : shard_slices_[shard]) {
-        const auto& sl = layout_.slices[id];
-        header.frames.push_back(FrameDesc{id, static_cast<std::uint32_t>(sl.length * 4)});
-        payloads.push_back(zero_copy_message(data.data() + sl.flat_offset, sl.length * 4, holds_));
-    }
-    send_message(shard, std::move(header), payloads);
 }
 
 void PsClient::send_message(std::uint32_t shard, Header header, std::vector<zmq::message_t>& payloads) {

@@ -45,7 +45,7 @@ std::span<float> PsClient::gradient_buffer(std::uint32_t region) const {
     return shm_.grads(region);
 }
 
-Header PsClient::shm_push_header(MessageType type, std::uint32_t shard, std::span<const float> grads) {
+std::uint32_t PsClient::shm_region(std::uint32_t shard, std::span<const float> grads) {
     std::uint32_t region = 0;
     while (region < shm_.geometry().regions && grads.data() != shm_.grads(region).data()) ++region;
     if (region == shm_.geometry().regions) {  // not computed in place: this shard's slices into region 0
@@ -56,10 +56,7 @@ Header PsClient::shm_push_header(MessageType type, std::uint32_t shard, std::spa
             std::memcpy(dst + s.flat_offset, grads.data() + s.flat_offset, s.length * sizeof(float));
         }
     }
-    Header h = make_header(type);
-    h.flags |= wire::kFlagShm;
-    h.aux = region;
-    return h;
+    return region;
 }
 
 Result<void> PsClient::take_shm_params(std::uint32_t shard, const Reply& reply, ParamFrames& out) const {

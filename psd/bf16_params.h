@@ -1,9 +1,9 @@
 // psd's side of the reduced-precision exchange (--wire-precision bf16, wire::kFlagBf16,
 // docs/wire-precision.md). psd keeps f32 master weights and optimizer state; only the payload
 // frames are bf16. This class owns the two conversions:
-// - gradients: bf16 slice frames are checked against this shard's slices (exactly 2 bytes per
-//   value) and expanded into an f32 scratch buffer, so that the finite check, the optimizer and
-//   the sync aggregator see f32 spans as with an f32 push;
+// - gradients: bf16 slice frames are expanded to f32 by ParameterServer::decode_slices()
+//   (psd/parameter_server_payload.cpp), so that the finite check, the optimizer and the sync
+//   aggregator see f32 spans as with an f32 push; this class owns only the other direction:
 // - parameters: the bf16 copy of the shard's current parameters (round to nearest even) that a
 //   bf16 PARAMS reply sends zero-copy. It is converted once per ShardState::version(), so that
 //   several replies of the same version (sync mode: every worker of a step; PULLs) share it.
@@ -37,12 +37,6 @@ struct Bf16Buffer {
 
 class Bf16Params {
 public:
-    // Gradient slice frames `frames` (one per own slice, in slice_ids() order) described by
-    // `descs`, expanded to f32. Refuses (kProtocol, naming the frame, slice and sizes) a frame
-    // that is not exactly its slice's length in bf16. The spans are valid until the next call.
-    [[nodiscard]] Result<std::vector<std::span<const float>>> expand_gradient(
-        const ShardState& shard, std::span<const wire::FrameDesc> descs, std::span<const zmq::message_t> frames);
-
     // The bf16 copy of the shard's current parameters; pair its data with zero_copy_message(..,
     // holds). Valid until the next call.
     Bf16Buffer& params(const ShardState& shard, ThreadTeam* team);
@@ -51,7 +45,6 @@ public:
     std::uint64_t reuses() const { return reuses_; }            // replies served from a cached copy
 
 private:
-    std::vector<float> scratch_;
     std::vector<std::unique_ptr<Bf16Buffer>> buffers_;
     std::uint64_t conversions_ = 0, reuses_ = 0;
 };

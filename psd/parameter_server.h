@@ -14,6 +14,7 @@
 #include <zmq.hpp>
 
 #include "common/message_auth.h"
+#include "common/payload_codec.h"
 #include "common/shm_segment.h"
 #include "common/signals.h"
 #include "common/wire.h"
@@ -66,8 +67,8 @@ private:
     // Shared memory (psd/parameter_server_shm.cpp).
     void on_attach(const std::string& routing, const wire::Header& h, Parts& parts);
     ShmSegment* attachment(const std::string& routing);  // null: this client uses payload frames
-    [[nodiscard]] Result<std::vector<std::span<const float>>> shm_grad_spans(const wire::Header& h,
-                                                                            const ShmSegment& seg);
+    // This shard's slices of the gradient region the SHM header names (not yet checked for NaN).
+    [[nodiscard]] Result<std::vector<std::span<const float>>> shm_slices(const wire::Header& h, const ShmSegment& seg);
     // `written`: apply() already mirrored the new parameters into the segment.
     void reply_params_shm(const std::string& routing, std::uint32_t flags, ShmSegment& seg, bool written);
     // Counts and names the first slice holding NaN/Inf (the check is split across the team).
@@ -81,16 +82,18 @@ private:
     bool others_stopped(std::uint32_t chief) const;
     // Answers the chief's held drain requests once the other workers stopped (or `timed_out`).
     void release_drain_waiters(bool timed_out);
-    // Slice frames parts[first..] as float spans, checked against this shard's slices.
-    [[nodiscard]] Result<std::vector<std::span<const float>>> slice_spans(const wire::Header& h, Parts& parts,
-                                                                         std::size_t first);
+    // Payloads (psd/parameter_server_payload.cpp, common/payload_codec.h): this shard's slices of
+    // an INIT/PUSH/PUSH_PULL in `form`: frames parts[2 + first..] (checked against the slices),
+    // or the sender's shared-memory region (`segment`, for kShm). Every float is checked finite.
+    // The spans are valid while `parts` and payload_spare_ are untouched.
+    [[nodiscard]] Result<std::vector<std::span<const float>>> decode_slices(const wire::Header& h, Parts& parts,
+                                                                           std::size_t first, PayloadForm form,
+                                                                           const ShmSegment* segment);
     // --auth mac (psd/parameter_server_auth.cpp): verifies a request's MAC and strips its trailer
     // from `parts`; false when the message was refused (answered with ERROR, counted, logged).
     bool authenticate(const std::string& routing, const wire::Header& h, Parts& parts);
     // Sends routing, header and payloads, sealed with a MAC trailer when the request was.
     void send_reply(const std::string& routing, wire::Header& h, std::vector<zmq::message_t>& payloads);
-    // The same for a PUSH whose slice frames hold bf16 (wire::kFlagBf16): expanded to f32 (bf16_).
-    [[nodiscard]] Result<std::vector<std::span<const float>>> bf16_grad_spans(const wire::Header& h, Parts& parts);
     void reply(const std::string& routing, wire::MessageType type, std::uint32_t flags,
                const std::string* body = nullptr);
     // Frames, or the client's shared-memory segment if it attached one (`written`: see reply_params_shm).
@@ -150,7 +153,7 @@ private:
     Clock::time_point started_ = Clock::now();
     std::vector<Pending> step_waiters_;
     std::vector<Pending> drain_waiters_;  // the chief's drain HEARTBEATs, answered by release_drain_waiters()
-    std::vector<std::vector<float>> realigned_;  // copies of misaligned received frames
+    std::vector<float> payload_spare_;  // decode_slices(): bf16 expanded and misaligned f32 copied, at local offsets
     // Segments of clients whose ATTACH was accepted, by routing id; dropped at their DONE.
     std::unordered_map<std::string, ShmSegment> attached_;
     Bf16Params bf16_;  // --wire-precision bf16 clients: gradient expansion, bf16 parameter copies

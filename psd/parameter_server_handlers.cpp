@@ -36,7 +36,7 @@ void ParameterServer::on_hello(const std::string& routing, const Header& h, Part
         if (!layout) return reply_error(routing, ErrorCode::kInvalidArgument, layout.error().message);
         tensors_ = *tensors;
         model_ = hello->model;
-        shard_ = std::make_unique<ShardState>(*layout, options_.index, tensors_fingerprint(tensors_));
+        shard_ = std::make_unique<ShardState>(*layout, options_.index, tensors_);
         if (options_.sync)
             sync_ = std::make_unique<SyncAggregator>(shard_->size(), options_.num_workers,
                                                      options_.replicas_to_aggregate, options_.straggler_every);
@@ -83,7 +83,7 @@ void ParameterServer::on_init(const std::string& routing, const Header& h, Parts
                      config->last_step, config->optimizer.learning_rate,
                      config->optimizer.effective_schedule().to_string());
     } else {
-        auto spans = slice_spans(h, parts, 1);
+        auto spans = decode_slices(h, parts, 1, PayloadForm::kF32, nullptr);  // INIT sends f32 frames
         if (!spans) return reply_error(routing, spans.error().code, spans.error().message);
         shard_->init(*config, *spans);
         if (sync_)  // a new run starts: forget any partial step of the previous one
@@ -98,42 +98,6 @@ void ParameterServer::on_init(const std::string& routing, const Header& h, Parts
     awaiting_run_init_ = false;
     reply(routing, MessageType::kAck, 0);
     release_pending(init_waiters_, shard_->finished() ? wire::kFlagFinished : 0);
-}
-
-Result<std::vector<std::span<const float>>> ParameterServer::slice_spans(const Header& h, Parts& parts,
-                                                                         std::size_t first) {
-    const auto& ids = shard_->slice_ids();
-    if (h.frames.size() != first + ids.size())
-        return make_error(ErrorCode::kProtocol, "expected " + std::to_string(ids.size()) + " slice frames");
-    realigned_.clear();
-    std::vector<std::span<const float>> spans;
-    for (std::size_t k = 0; k < ids.size(); ++k) {
-        const auto& d = h.frames[first + k];
-        const auto& slice = shard_->layout().slices[ids[k]];
-        if (d.id != ids[k] || d.bytes != slice.length * sizeof(float))
-            return make_error(ErrorCode::kProtocol, "frame " + std::to_string(first + k) + " is not slice " +
-                                                        std::to_string(ids[k]) + " of this shard");
-        const auto& m = parts[2 + first + k];
-        const float* p = static_cast<const float*>(m.data());
-        if (reinterpret_cast<std::uintptr_t>(p) % alignof(float) != 0) {
-            auto& copy = realigned_.emplace_back(slice.length);
-            std::memcpy(copy.data(), m.data(), m.size());
-            p = copy.data();
-        }
-        spans.emplace_back(p, slice.length);
-    }
-    if (auto ok = check_finite(spans); !ok) return tl::unexpected(ok.error());
-    return spans;
-}
-
-Result<std::vector<std::span<const float>>> ParameterServer::bf16_grad_spans(const Header& h, Parts& parts) {
-    const auto& ids = shard_->slice_ids();
-    if (h.frames.size() != ids.size())
-        return make_error(ErrorCode::kProtocol, "expected " + std::to_string(ids.size()) + " slice frames");
-    auto spans = bf16_.expand_gradient(*shard_, h.frames, std::span<const zmq::message_t>(parts).subspan(2));
-    if (!spans) return spans;
-    if (auto ok = check_finite(*spans); !ok) return tl::unexpected(ok.error());
-    return spans;
 }
 
 Result<void> ParameterServer::check_finite(const std::vector<std::span<const float>>& spans) {
@@ -158,9 +122,7 @@ void ParameterServer::on_push(const std::string& routing, const Header& h, Parts
     if (shm_push && !segment)
         return reply_error(routing, ErrorCode::kProtocol, "shared-memory PUSH without an accepted ATTACH");
     const auto rejected_before = counters_.nonfinite;
-    auto grads = shm_push                         ? shm_grad_spans(h, *segment)
-                 : (h.flags & wire::kFlagBf16) ? bf16_grad_spans(h, parts)
-                                               : slice_spans(h, parts, 0);
+    auto grads = decode_slices(h, parts, 0, payload_form(h.flags), segment);
     if (!grads && counters_.nonfinite != rejected_before) return reject_bad_gradient(routing, h, grads.error());
     if (!grads) return reply_error(routing, grads.error().code, grads.error().message);
     // Async while draining: the push is applied like any other (every shard applies the same pushes,

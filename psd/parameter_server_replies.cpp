@@ -1,5 +1,6 @@
 // ParameterServer's replies: every reply goes out through send_reply(), which seals it with a MAC
 // trailer when the request it answers was sealed (--auth mac, psd/parameter_server_auth.cpp).
+// PARAMS payloads are built in psd/parameter_server_payload.cpp.
 #include <spdlog/spdlog.h>
 
 #include "common/zmq_util.h"
@@ -24,36 +25,6 @@ void ParameterServer::reply(const std::string& routing, MessageType type, std::u
     if (body) {
         h.frames.push_back(FrameDesc{wire::kBodyFrame, static_cast<std::uint32_t>(body->size())});
         payloads.emplace_back(body->data(), body->size());
-    }
-    send_reply(routing, h, payloads);
-}
-
-void ParameterServer::reply_params(const std::string& routing, std::uint32_t flags, bool written) {
-    flags |= take_rejoined(routing);
-    if (ShmSegment* segment = attachment(routing))
-        return reply_params_shm(routing, flags & ~wire::kFlagBf16, *segment, written);
-    const std::size_t width = (flags & wire::kFlagBf16) ? wire::kBf16Bytes : sizeof(float);
-    Header h;
-    h.type = MessageType::kParams;
-    h.role = wire::Role::kPs;
-    h.token = options_.token;
-    h.index = options_.index;
-    h.flags = flags;
-    if (h.flags & wire::kFlagRejoined) h.aux = static_cast<std::uint64_t>(options_.worker_timeout.count());
-    h.step = shard_->step();
-    const auto& ids = shard_->slice_ids();
-    std::vector<zmq::message_t> payloads;
-    auto add = [&](std::size_t k, const void* data, std::atomic<int>& holds) {
-        const auto bytes = static_cast<std::uint32_t>(shard_->layout().slices[ids[k]].length * width);
-        h.frames.push_back(FrameDesc{ids[k], bytes});
-        payloads.push_back(zero_copy_message(data, bytes, holds));
-    };
-    if (flags & wire::kFlagBf16) {
-        auto& buffer = bf16_.params(*shard_, team_.get());
-        for (std::size_t k = 0; k < ids.size(); ++k) add(k, buffer.data.data() + shard_->local_offset(k), buffer.holds);
-    } else {
-        auto& buffer = shard_->current();
-        for (std::size_t k = 0; k < ids.size(); ++k) add(k, buffer.data.data() + shard_->local_offset(k), buffer.holds);
     }
     send_reply(routing, h, payloads);
 }
