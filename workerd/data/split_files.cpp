@@ -7,24 +7,13 @@
 namespace psrun::worker {
 namespace {
 
-std::string first_bytes(const std::vector<std::uint8_t>& bytes) {
-    static const char* hex = "0123456789abcdef";
-    std::string out;
-    for (std::size_t i = 0; i < std::min<std::size_t>(bytes.size(), 6); ++i) {
-        out += "\\x";
-        out += hex[bytes[i] >> 4];
-        out += hex[bytes[i] & 15];
-    }
-    return out;
-}
-
 tl::unexpected<Error> unknown_format(const std::vector<std::uint8_t>& bytes,
                                      const std::string& path) {
     return bad_file(
         path,
         "bad magic: neither a NumPy .npy file (\\x93NUMPY) nor an IDX file (\\x00\\x00 type rank); "
         "it starts with " +
-            first_bytes(bytes) + " (for CIFAR batches write cifar10:FILE or cifar100:FILE)");
+            first_bytes_hex(bytes) + " (for CIFAR batches write cifar10:FILE or cifar100:FILE)");
 }
 
 // Every load error is the user's option value: kInvalidArgument (exit 2), even a missing file.
