@@ -198,7 +198,7 @@ Result<LoadedSplit> folder_split(const ImageFolder& folder, const DataOptions& o
 }
 
 Result<LoadedSplit> tfrecord_split(const std::vector<std::string>& files, const DataOptions& o, const ModelInput& model,
-                                   const Normalization& normalization, bool allow_stream) {
+                                   const Normalization& normalization, bool training) {
     const RecordKeys keys = record_keys(o);
     // The first record fixes the layout and checks the keys before any thread starts.
     auto reader = TfrecordReader::open(files.front(), o.corrupt);
@@ -214,13 +214,13 @@ Result<LoadedSplit> tfrecord_split(const std::vector<std::string>& files, const 
     LoadedSplit s;
     s.description = count_text(files.size(), files.size() == 1 ? "TFRecord file" : "TFRecord files") + " (" +
                     files.front() + (files.size() > 1 ? ", ..." : "") + ")";
-    if (allow_stream && o.stream != StreamMode::kOff) {
+    if (o.stream != StreamMode::kOff) {
         auto plan = std::make_shared<StreamPlan>();
         plan->config = config;
         plan->files = std::make_shared<const std::vector<std::string>>(files);
         s.stream = plan;
-        s.description += ", streamed (" + std::to_string(config.threads) + " decoding threads, shuffle buffer " +
-                         std::to_string(config.shuffle_buffer) + ")";
+        s.description += ", streamed (" + std::to_string(config.threads) + " decoding threads" +
+                         (training ? ", shuffle buffer " + std::to_string(config.shuffle_buffer) : std::string()) + ")";
         return s;
     }
     TfrecordProducer producer(share_files(files, {}), {}, false, 0, 0, o.corrupt);
@@ -259,7 +259,7 @@ Result<LoadedSplit> load_one(const std::string& spec, const DataOptions& o, cons
             return bad(label + " " + spec + ": mixes TFRecord, .npz and CSV files; give one kind per split");
         kind = k;
     }
-    if (kind == FileKind::kTfrecord) return tfrecord_split(*files, o, model, normalization, true);
+    if (kind == FileKind::kTfrecord) return tfrecord_split(*files, o, model, normalization, label == "train data");
     if (files->size() != 1)
         return bad(label + " " + spec + ": give one " + (kind == FileKind::kNpz ? ".npz" : "CSV") + " file per split");
     auto table = load_table(files->front(), kind == FileKind::kNpz ? TableFormat::kNpz : TableFormat::kCsv,
