@@ -14,6 +14,7 @@
 #include "workerd/data/batch_source.h"
 #include "workerd/data/data_sources.h"
 #include "workerd/data/labeled_images.h"
+#include "workerd/data/mapped_npy.h"
 #include "workerd/nn/model_description.h"
 #include "workerd/train_options.h"
 
@@ -25,6 +26,10 @@ struct Datasets {
     std::string name;  // --dataset, or "files" when given by --train-images or --train-data
     std::shared_ptr<StreamPlan> train_stream;  // set when the split is streamed
     std::shared_ptr<StreamPlan> test_stream;
+    // Set when a split's .npy images are memory-mapped (--train-images F.npy with --stream on, or
+    // larger than --stream-memory-mb): `train`/`test` then hold only the labels and the shape.
+    std::shared_ptr<const MappedNpy> train_mapped;
+    std::shared_ptr<const MappedNpy> test_mapped;
     std::vector<std::string> class_names;  // image folders, CSV class names; empty otherwise
     std::string train_description;         // for the start-up log line
     std::string test_description;

@@ -6,59 +6,58 @@
 namespace psrun::worker {
 namespace {
 
-// Per channel, (v - mean) * (1 / std), where v is pixel / 255 for uint8 and the stored value
-// for float32.
-void fill_general(const LabeledImages& data, std::span<const std::uint32_t> indices, std::span<float> images) {
-    const ImageArray& a = data.images;
-    const std::size_t channels = static_cast<std::size_t>(a.channels);
-    const std::size_t plane = static_cast<std::size_t>(a.height) * static_cast<std::size_t>(a.width);
-    const std::size_t pixels = channels * plane;
-    const Normalization& n = data.normalization;
-    const bool is_u8 = a.type == PixelType::kUint8;
+PixelRows rows_of(const ImageArray& a) {
+    return {a.type, a.u8.data(), a.f32.data(), static_cast<std::size_t>(a.channels),
+            static_cast<std::size_t>(a.height) * static_cast<std::size_t>(a.width), false};
+}
+
+}  // namespace
+
+void fill_pixels(const PixelRows& r, const Normalization& n, std::span<const std::uint32_t> indices,
+                 std::span<float> out) {
+    const std::size_t pixels = r.channels * r.plane;
+    assert(out.size() == indices.size() * pixels);
+    constexpr float kScale = 1.0f / 255.0f;
+    if (r.type == PixelType::kUint8 && n.empty() && !r.nhwc) {
+        // The MNIST path: exactly the floats it always produced.
+        for (std::size_t b = 0; b < indices.size(); ++b) {
+            const std::uint8_t* src = r.u8 + indices[b] * pixels;
+            float* dst = out.data() + b * pixels;
+            for (std::size_t p = 0; p < pixels; ++p) dst[p] = static_cast<float>(src[p]) * kScale;
+        }
+        return;
+    }
+    // Per channel, (v - mean) * (1 / std), where v is pixel / 255 for uint8 and the stored value
+    // for float32.
+    const bool is_u8 = r.type == PixelType::kUint8;
     for (std::size_t b = 0; b < indices.size(); ++b) {
         const std::size_t base = indices[b] * pixels;
-        float* dst = images.data() + b * pixels;
-        for (std::size_t c = 0; c < channels; ++c) {
+        float* dst = out.data() + b * pixels;
+        for (std::size_t c = 0; c < r.channels; ++c) {
             const std::size_t k = n.mean.size() == 1 ? 0 : c;
             const float mean = n.empty() ? 0.0f : n.mean[k];
             const float inv_std = n.empty() ? 1.0f : 1.0f / n.std[k];
-            float* out = dst + c * plane;
+            float* o = dst + c * r.plane;
+            // Element p of channel c: at c * plane + p (CHW) or p * channels + c (HWC).
+            const std::size_t first = r.nhwc ? c : c * r.plane, step = r.nhwc ? r.channels : 1;
             if (is_u8) {
-                constexpr float kScale = 1.0f / 255.0f;
-                const std::uint8_t* src = a.u8.data() + base + c * plane;
-                for (std::size_t p = 0; p < plane; ++p) out[p] = (static_cast<float>(src[p]) * kScale - mean) * inv_std;
+                const std::uint8_t* src = r.u8 + base + first;
+                for (std::size_t p = 0; p < r.plane; ++p)
+                    o[p] = (static_cast<float>(src[p * step]) * kScale - mean) * inv_std;
             } else {
-                const float* src = a.f32.data() + base + c * plane;
-                for (std::size_t p = 0; p < plane; ++p) out[p] = (src[p] - mean) * inv_std;
+                const float* src = r.f32 + base + first;
+                for (std::size_t p = 0; p < r.plane; ++p) o[p] = (src[p * step] - mean) * inv_std;
             }
         }
     }
 }
 
-void fill_inputs(const LabeledImages& data, std::span<const std::uint32_t> indices, std::span<float> images) {
-    const ImageArray& a = data.images;
-    const std::size_t pixels = a.example_size();
-    assert(images.size() == indices.size() * pixels);
-    if (a.type == PixelType::kUint8 && data.normalization.empty()) {
-        // The MNIST path: exactly the floats it always produced.
-        constexpr float kScale = 1.0f / 255.0f;
-        for (std::size_t b = 0; b < indices.size(); ++b) {
-            const std::uint8_t* src = a.u8.data() + indices[b] * pixels;
-            float* dst = images.data() + b * pixels;
-            for (std::size_t p = 0; p < pixels; ++p) dst[p] = static_cast<float>(src[p]) * kScale;
-        }
-        return;
-    }
-    fill_general(data, indices, images);
-}
-
-}  // namespace
 
 void fill_batch(const LabeledImages& data, std::span<const std::uint32_t> indices, std::span<float> images,
                 std::span<std::int32_t> labels) {
     assert(labels.size() == indices.size());
     for (std::size_t b = 0; b < indices.size(); ++b) labels[b] = data.labels[indices[b]];
-    fill_inputs(data, indices, images);
+    fill_pixels(rows_of(data.images), data.normalization, indices, images);
 }
 
 void fill_examples(const LabeledImages& data, std::span<const std::uint32_t> indices, const BatchView& out) {
@@ -70,7 +69,7 @@ void fill_examples(const LabeledImages& data, std::span<const std::uint32_t> ind
                 std::copy_n(data.tokens.data() + indices[b] * l, l, out.inputs_i32.data() + b * l);
         }
     } else if (!out.inputs_f32.empty()) {
-        fill_inputs(data, indices, out.inputs_f32);
+        fill_pixels(rows_of(data.images), data.normalization, indices, out.inputs_f32);
     }
     if (data.target == TargetKind::kVector) {
         const std::size_t t = data.target_length;

@@ -12,6 +12,23 @@
 
 namespace psrun::worker {
 
+// Pixel (or feature) rows wherever they live: an ImageArray's vectors or a memory-mapped file.
+// Example i starts at element i * channels * plane; `nhwc`: stored H x W x C (moved to C x H x W
+// on the way).
+struct PixelRows {
+    PixelType type = PixelType::kUint8;
+    const std::uint8_t* u8 = nullptr;
+    const float* f32 = nullptr;
+    std::size_t channels = 1;
+    std::size_t plane = 1;  // height * width
+    bool nhwc = false;
+};
+
+// Converts the rows at `indices` into `out` (indices.size() * channels * plane floats, CHW):
+// uint8 / 255, then (v - mean[c]) / std[c] when `normalization` is given.
+void fill_pixels(const PixelRows& rows, const Normalization& normalization, std::span<const std::uint32_t> indices,
+                 std::span<float> out);
+
 // Copies the examples at `indices` into `images` (NCHW) and `labels`: uint8 pixels become
 // pixel / 255 (bit-identical to `float(p) * (1.0f / 255.0f)`), float32 pixels are copied; then
 // the data's normalization, if any, maps each value v of channel c to (v - mean[c]) / std[c].
