@@ -9,7 +9,8 @@
 //   idx           uint8 pixels to float (the in-memory path's batch filling), for scale
 // and `stream-tfrecord-jpeg` runs the whole StreamPipeline with `threads` decoding threads
 // (total images/s and per decoding thread). With `image` set, that file alone is decoded
-// repeatedly (format by content), e.g. the file given to tjbench.
+// repeatedly (format by content), e.g. the file given to tjbench: JPEG-file-decode
+// (libjpeg-turbo alone) and JPEG-file (the reader's whole path).
 #pragma once
 
 #include <string>

@@ -59,7 +59,7 @@ std::vector<std::uint8_t> synthetic_image(const ImageShape& shape, int label, st
     }
     std::vector<std::uint8_t> out(img.size());
     for (std::size_t i = 0; i < img.size(); ++i)
-        out[i] = static_cast<std::uint8_t>(std::clamp(img[i] + static_cast<float>(12 * (rng.uniform() - 0.5)), 0.0f, 255.0f));
+        out[i] = static_cast<std::uint8_t>(std::clamp(img[i] + static_cast<float>(40 * (rng.uniform() - 0.5)), 0.0f, 255.0f));
     return out;
 }
 
