@@ -6,12 +6,11 @@
 namespace psrun::worker {
 
 StreamSource::StreamSource(PipelineFactory factory, std::size_t batch_size, std::size_t shard_size)
-    : factory_(std::move(factory)), batch_size_(batch_size), shard_size_(shard_size) {
-    pipeline_ = factory_(0, batch_size_);
-}
+    : factory_(std::move(factory)), batch_size_(batch_size), shard_size_(shard_size) {}
 
 void StreamSource::next_batch(BatchView& out) {
     const auto t0 = std::chrono::steady_clock::now();
+    if (!pipeline_) pipeline_ = factory_(examples_, batch_size_);
     auto batch = pipeline_->pop();
     if (!batch) throw std::logic_error("a training stream ended");
     batch->copy_to(out);
@@ -26,8 +25,7 @@ void StreamSource::next_batch(BatchView& out) {
 void StreamSource::seek(std::uint64_t examples) {
     skipped_before_ += pipeline_ ? pipeline_->skipped() : 0;
     pipeline_.reset();  // stops its threads before the new one reads
-    examples_ = examples;
-    pipeline_ = factory_(examples, batch_size_);
+    examples_ = examples;  // the next batch starts a pipeline there
 }
 
 DataPosition StreamSource::position() const {

@@ -18,9 +18,10 @@ using PipelineFactory = std::function<std::unique_ptr<StreamPipeline>(std::uint6
 
 class StreamSource final : public BatchSource {
 public:
-    // Starts the pipeline at once (decoding overlaps the model's construction). `shard_size`:
-    // examples in this worker's share when known (image folders: seek() and position() are
-    // exact), 0 for record files (seek restarts the files in a fresh order, see BatchSource).
+    // The pipeline starts with the first batch (a source that is never drawn from, as the
+    // evaluator's, reads nothing). `shard_size`: examples in this worker's share when known
+    // (image folders: seek() and position() are exact), 0 for record files (seek restarts the
+    // files in a fresh order, see BatchSource).
     StreamSource(PipelineFactory factory, std::size_t batch_size, std::size_t shard_size);
     void next_batch(BatchView& out) override;
     void seek(std::uint64_t examples) override;
