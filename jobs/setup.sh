@@ -9,8 +9,8 @@ PACKAGES=(
   g++ pkg-config meson ninja-build cmake
   libslurm-dev slurmctld slurmd slurm-client
   libzmq3-dev cppzmq-dev libdnnl-dev libspdlog-dev catch2
-  nlohmann-json3-dev libcli11-dev zlib1g-dev libexpected-dev libssl-dev libpng-dev
-  gnuplot-nox dataset-fashion-mnist util-linux iproute2 procps
+  nlohmann-json3-dev libcli11-dev zlib1g-dev libexpected-dev libssl-dev libpng-dev libturbojpeg0-dev
+  gnuplot-nox dataset-fashion-mnist util-linux iproute2 procps libjpeg-turbo-progs
   clang libclang-rt-dev
   libonnx-dev libprotobuf-dev
   python3-numpy python3-onnx python3-opencv python3-torch
@@ -29,6 +29,8 @@ if ! command -v npm >/dev/null 2>&1; then
 fi
 # clang + libclang-rt-dev: libFuzzer and the sanitizer runtimes for test/fuzz (the fuzz tests
 # are skipped, not failed, on a machine without them).
+# libturbojpeg0-dev: JPEG images (workerd/data/jpeg_reader.h); libjpeg-turbo-progs: tjbench, the
+# reference for psrun bench data's JPEG figures (docs/benchmarks.md).
 # libonnx-dev libprotobuf-dev: ONNX's protobuf schema for psrun export and --model F.onnx;
 # python3-onnx, -opencv, -torch: test/onnx checks the exported files and imports PyTorch models.
 

@@ -35,7 +35,7 @@ nlohmann::json run_single(const SingleRunOptions& o) {
     worker::set_compute_threads(o.threads);
     auto data = worker::load_datasets(t, worker::model_input(*config.model));
     if (!data) throw std::runtime_error(data.error().message);
-    worker::Trainer trainer(config, data->train, data->test);
+    worker::Trainer trainer(config, worker::make_train_source(*data, config), worker::make_test_source(*data));
     for (int i = 0; i < o.warmup_steps; ++i) {
         trainer.compute_gradients();
         trainer.apply_gradients();

@@ -5,6 +5,7 @@
 
 #include "common/result.h"
 #include "workerd/data/dataset_fetch.h"
+#include "workerd/data/synthesize.h"
 
 namespace psrun::launcher {
 
@@ -51,6 +52,40 @@ void add_data_command(CLI::App& app, int& exit_code) {
             return;
         }
         std::cout << *result << "\n";
+        exit_code = kExitOk;
+    });
+
+    auto synth = std::make_shared<worker::SynthesizeOptions>();
+    auto shape = std::make_shared<std::string>("3x64x64");
+    CLI::App* make = data->add_subcommand(
+        "synthesize",
+        "write a labelled JPEG image data set of any size as TFRecord shards (train-*.tfrecord, test-*.tfrecord) "
+        "for streaming benchmarks; prints a JSON summary");
+    make->add_option("--out", synth->out, "directory to write to")->required();
+    make->add_option("--gigabytes", synth->gigabytes, "size of the training shards (10^9 bytes)")->capture_default_str();
+    make->add_option("--shape", *shape, "CxHxW of the images")->capture_default_str();
+    make->add_option("--classes", synth->classes, "classes")->capture_default_str();
+    make->add_option("--shards", synth->shards, "training shards (0: one per ~256 MB)")->capture_default_str();
+    make->add_option("--quality", synth->quality, "JPEG quality")->capture_default_str();
+    make->add_option("--distinct", synth->distinct, "distinct images encoded (the records repeat them)")
+        ->capture_default_str();
+    make->add_option("--test-images", synth->test_images, "records in the test shard")->capture_default_str();
+    make->add_option("--seed", synth->seed, "seed of the images and their order")->capture_default_str();
+    make->callback([synth, shape, &exit_code] {
+        auto parsed = worker::parse_image_shape(*shape);
+        if (!parsed) {
+            std::cerr << "psrun data synthesize: " << parsed.error().message << "\n";
+            exit_code = kExitUsage;
+            return;
+        }
+        synth->shape = *parsed;
+        auto result = worker::synthesize_tfrecords(*synth);
+        if (!result) {
+            std::cerr << "psrun data synthesize: " << result.error().message << "\n";
+            exit_code = result.error().code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure;
+            return;
+        }
+        std::cout << result->dump() << std::endl;
         exit_code = kExitOk;
     });
 }

@@ -14,7 +14,9 @@
 #include "common/result.h"
 #include "launcher/confusion_plot.h"
 #include "launcher/model_source.h"
+#include "workerd/class_names.h"
 #include "workerd/classification_report.h"
+#include "workerd/data/data_sources.h"
 #include "workerd/data/dataset_fetch.h"
 #include "workerd/data/idx_reader.h"
 #include "workerd/data/split_files.h"
@@ -30,6 +32,10 @@ struct EvalOptions {
     ModelSourceOptions source;
     std::string test_images;
     std::string test_labels;
+    std::string test_data;  // --test-data/--test-dir: an image folder, TFRecord files, a CSV or .npz table
+    std::string inputs;
+    std::string targets;
+    std::string image_resize;  // empty: the model dir's record, else crop
     std::string dataset;  // empty: the recorded one, else mnist
     std::string data_dir;
     std::string output_dir;
@@ -42,7 +48,38 @@ struct TestSet {
     std::string description;  // "MNIST test split (/root/.cache/psrun/data/mnist)"
 };
 
-TestSet load_test_set(const EvalOptions& o, const worker::InferenceModel& model) {
+// --test-data: loaded into memory (a pass of psrun eval holds the whole split).
+TestSet load_test_data(const EvalOptions& o, const worker::InferenceModel& model, const worker::DataRecord& record) {
+    if (!o.test_images.empty() || !o.test_labels.empty() || !o.dataset.empty() || !o.data_dir.empty())
+        throw UsageError("--test-data excludes --test-images/--test-labels and --dataset/--data-dir: give one");
+    worker::DataOptions d;
+    d.test_data = o.test_data;
+    d.inputs = worker::split_list(o.inputs);
+    d.targets = worker::split_list(o.targets);
+    d.stream = worker::StreamMode::kOff;
+    const std::string mode = !o.image_resize.empty() ? o.image_resize
+                             : !record.image_resize.empty() ? record.image_resize
+                                                            : std::string("crop");
+    auto resize = worker::parse_resize_mode(mode);
+    if (!resize) throw UsageError(resize.error().message);
+    d.resize = *resize;
+    const worker::ModelInput input = worker::model_input(model.model);
+    auto split = worker::load_test_split(d, input, {});
+    if (!split) throw UsageError(split.error().message);
+    TestSet set;
+    set.data = std::move(*split->memory);
+    worker::conform_to_model(set.data, input);
+    set.names = {"test data " + o.test_data, "test data " + o.test_data};
+    set.description = split->description;
+    if (!split->class_names.empty() && !record.classes.empty() && split->class_names != record.classes)
+        throw UsageError("test data " + o.test_data + ": its classes are not the " +
+                         std::to_string(record.classes.size()) + " the model was trained on (" +
+                         o.source.model_dir + "/classes.json)");
+    return set;
+}
+
+TestSet load_test_set(const EvalOptions& o, const worker::InferenceModel& model, const worker::DataRecord& record) {
+    if (!o.test_data.empty()) return load_test_data(o, model, record);
     TestSet set;
     if (!o.test_images.empty() || !o.test_labels.empty()) {
         if (o.test_images.empty() || o.test_labels.empty())
@@ -78,7 +115,13 @@ TestSet load_test_set(const EvalOptions& o, const worker::InferenceModel& model)
 
 void run_eval(const EvalOptions& o) {
     const worker::InferenceModel model = load_model_source(o.source);
-    TestSet test = load_test_set(o, model);
+    worker::DataRecord record;
+    if (!o.source.model_dir.empty()) {
+        auto read = worker::read_data_record(o.source.model_dir);
+        if (!read) throw UsageError(read.error().message);
+        record = std::move(*read);
+    }
+    TestSet test = load_test_set(o, model, record);
     apply_normalization(o.source, test.data);
     if (auto fits = worker::check_fits_model(test.data, test.names, worker::model_input(model.model)); !fits)
         throw UsageError(fits.error().message);
@@ -99,7 +142,7 @@ void run_eval(const EvalOptions& o) {
               << fmt::format("{:.2f}", seconds) << " s\n"
               << fmt::format("accuracy {:.2f}% ({} of {})\n\n", 100 * report.accuracy(), report.correct,
                              report.total)
-              << worker::report_table(report) << "\nconfusion matrix (rows: true class, columns: predicted class)\n"
+              << worker::report_table(report, record.classes) << "\nconfusion matrix (rows: true class, columns: predicted class)\n"
               << worker::confusion_text(report) << "\n";
 
     nlohmann::json summary = worker::report_json(report);
@@ -109,6 +152,7 @@ void run_eval(const EvalOptions& o) {
     summary["step"] = model.step;
     summary["test_set"] = test.description;
     summary["eval_seconds"] = seconds;
+    if (!record.classes.empty()) summary["class_names"] = record.classes;
     const std::string json_path = std::filesystem::absolute(out_dir).string() + "/eval.json";
     if (auto wrote = write_file_atomically(json_path, summary.dump(2) + "\n"); !wrote)
         throw std::runtime_error(wrote.error().message);
@@ -133,6 +177,12 @@ void add_eval_command(CLI::App& app, int& exit_code) {
     add_model_source_options(*cmd, o->source);
     cmd->add_option("--test-images", o->test_images, "test images (IDX or .npy) instead of the dataset's test split");
     cmd->add_option("--test-labels", o->test_labels, "their labels (IDX or .npy)");
+    cmd->add_option("--test-data,--test-dir", o->test_data,
+                    "test data as training's --test-data: an image folder, TFRecord files, a CSV or .npz table");
+    cmd->add_option("--inputs", o->inputs, "with --test-data: input features by name (as training's --inputs)");
+    cmd->add_option("--targets", o->targets, "with --test-data: target features by name (as training's --targets)");
+    cmd->add_option("--image-resize", o->image_resize,
+                    "with --test-data: crop, pad or stretch (default: what training recorded, else crop)");
     cmd->add_option("--dataset", o->dataset,
                     "mnist or fashion-mnist (default: what the run recorded in summary.json, else mnist)");
     cmd->add_option("--data-dir", o->data_dir, "where the dataset's files are (default: psrun data fetch's)");

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "common/checkpoint_store.h"
 #include "common/result.h"
 #include "launcher/model_source.h"
+#include "workerd/class_names.h"
 #include "workerd/datasets.h"
 #include "workerd/inference.h"
 #include "workerd/model_identity.h"
@@ -25,6 +27,7 @@ struct PredictOptions {
     ModelSourceOptions source;
     std::vector<std::string> images;
     std::string output;
+    std::string image_resize;  // empty: what the model dir's classes.json records, else none
 };
 
 // A version 1.0 .npy file of a little-endian float32 C-order array [rows, cols] (numpy's
@@ -45,9 +48,22 @@ std::string npy_f32(const std::vector<float>& values, std::size_t rows, std::siz
 }
 
 void run_predict(const PredictOptions& o) {
-    if (o.images.empty()) throw UsageError("give --images F [F...]: IDX, .npy, PNG or PGM files");
+    if (o.images.empty()) throw UsageError("give --images F [F...]: IDX, .npy, JPEG, PNG or PGM files");
     const worker::InferenceModel model = load_model_source(o.source);
-    auto inputs = worker::load_predict_inputs(o.images, worker::model_input(model.model));
+    worker::DataRecord record;
+    if (!o.source.model_dir.empty()) {
+        auto read = worker::read_data_record(o.source.model_dir);
+        if (!read) throw UsageError(read.error().message);
+        record = std::move(*read);
+    }
+    std::optional<worker::ResizeMode> resize;
+    const std::string mode = o.image_resize.empty() ? record.image_resize : o.image_resize;
+    if (!mode.empty()) {
+        auto parsed = worker::parse_resize_mode(mode);
+        if (!parsed) throw UsageError(parsed.error().message);
+        resize = *parsed;
+    }
+    auto inputs = worker::load_predict_inputs(o.images, worker::model_input(model.model), resize);
     if (!inputs) throw UsageError(inputs.error().message);
     apply_normalization(o.source, inputs->images);
     for (const auto& note : inputs->notes) std::cerr << "psrun predict: " << note << "\n";
@@ -71,7 +87,9 @@ void run_predict(const PredictOptions& o) {
     for (std::size_t i = 0; i < count; ++i) {
         const std::string& name = inputs->names[i];
         const float p = (*probs)[i * classes + static_cast<std::size_t>(predicted[i])];
-        text += fmt::format("{} {} {:.6f}\n", name.empty() ? std::to_string(index++) : name, predicted[i], p);
+        const auto c = static_cast<std::size_t>(predicted[i]);
+        text += fmt::format("{} {} {:.6f}{}\n", name.empty() ? std::to_string(index++) : name, predicted[i], p,
+                            c < record.classes.size() ? " " + record.classes[c] : std::string());
     }
     std::cout << text << std::flush;
 }
@@ -80,10 +98,15 @@ void run_predict(const PredictOptions& o) {
 
 void add_predict_command(CLI::App& app, int& exit_code) {
     auto o = std::make_shared<PredictOptions>();
-    CLI::App* cmd = app.add_subcommand("predict", "classify images (IDX, .npy, PNG, PGM) with a trained model");
+    CLI::App* cmd = app.add_subcommand(
+        "predict", "classify images (IDX, .npy, JPEG, PNG, PGM) with a trained model; prints FILE CLASS PROBABILITY "
+                   "[CLASS NAME]");
     add_model_source_options(*cmd, o->source);
-    cmd->add_option("--images", o->images, "IDX or .npy files of images, or PNG/PGM files of one image each")
+    cmd->add_option("--images", o->images, "IDX or .npy files of images, or JPEG/PNG/PGM files of one image each")
         ->expected(1, -1);
+    cmd->add_option("--image-resize", o->image_resize,
+                    "fit single images of another size to the model: crop, pad or stretch (default: what training "
+                    "from --train-data recorded in the model dir, else none: the size must match)");
     cmd->add_option("--output", o->output,
                     "write the probabilities as a float32 .npy [images, classes] here instead of printing");
     cmd->callback([o, &exit_code] {

@@ -13,6 +13,7 @@
 #include "common/logging.h"
 #include "common/result.h"
 #include "launcher/cmd_bench_cluster.h"
+#include "launcher/cmd_bench_data.h"
 #include "launcher/cmd_bench_ps.h"
 #include "launcher/cmd_bench_scale.h"
 #include "launcher/cmd_bench_train.h"
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
     psrun::launcher::add_bench_ps_command(app, ctx.exit_code);
     psrun::launcher::add_bench_cluster_command(app, ctx.exit_code);
     psrun::launcher::add_bench_scale_command(app, ctx.exit_code);
+    psrun::launcher::add_bench_data_command(app, ctx.exit_code);
     try {
         // A psrun option among the training options would reach workerd, which refuses it.
         if (takes_training) {

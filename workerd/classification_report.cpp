@@ -40,13 +40,14 @@ ClassificationReport make_report(std::span<const std::int32_t> labels, std::span
     return r;
 }
 
-std::string report_table(const ClassificationReport& r) {
-    std::string out = fmt::format("{:>5}  {:>9}  {:>7}  {:>7}\n", "class", "precision", "recall", "support");
+std::string report_table(const ClassificationReport& r, std::span<const std::string> names) {
+    std::string out = fmt::format("{:>5}  {:>9}  {:>7}  {:>7}{}\n", "class", "precision", "recall", "support",
+                                  names.empty() ? "" : "  name");
     double p = 0, q = 0;
     for (int c = 0; c < r.classes; ++c) {
         const auto i = static_cast<std::size_t>(c);
-        out += fmt::format("{:>5}  {:>8.2f}%  {:>6.2f}%  {:>7}\n", c, 100 * r.precision[i], 100 * r.recall[i],
-                           r.support[i]);
+        out += fmt::format("{:>5}  {:>8.2f}%  {:>6.2f}%  {:>7}{}\n", c, 100 * r.precision[i], 100 * r.recall[i],
+                           r.support[i], i < names.size() ? "  " + names[i] : std::string());
         p += r.precision[i];
         q += r.recall[i];
     }

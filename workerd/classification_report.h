@@ -30,8 +30,9 @@ struct ClassificationReport {
 ClassificationReport make_report(std::span<const std::int32_t> labels, std::span<const std::int32_t> predicted,
                                  int classes);
 
-// "class  precision  recall  support" rows, one per class, then the macro averages.
-std::string report_table(const ClassificationReport& report);
+// "class  precision  recall  support [name]" rows, one per class, then the macro averages;
+// `names` (index = class) adds a column of class names.
+std::string report_table(const ClassificationReport& report, std::span<const std::string> names = {});
 // The matrix with a header row of predicted classes and a first column of true classes.
 std::string confusion_text(const ClassificationReport& report);
 // {"accuracy", "total", "correct", "classes", "confusion", "precision", "recall", "support"}.

@@ -1,7 +1,11 @@
 #include "workerd/datasets.h"
 
+#include <filesystem>
+#include <fstream>
+
 #include "workerd/data/dataset_fetch.h"
 #include "workerd/data/idx_reader.h"
+#include "workerd/data/memory_source.h"
 #include "workerd/data/split_files.h"
 
 namespace psrun::worker {
@@ -12,7 +16,44 @@ bool files_given(const TrainOptions& o) {
            !o.test_labels.empty();
 }
 
-Result<Datasets> load_from_files(const TrainOptions& o, ImageLayout layout) {
+// Whether --train-images/--test-images F is memory-mapped: a raw .npy of uint8/float32 images or
+// features for a class model, with --stream on or larger than --stream-memory-mb.
+bool map_it(const std::string& path, const TrainOptions& o, const ModelInput& model) {
+    if (model.input == InputKind::kTokens || model.target != TargetKind::kClass || o.stream == "off") return false;
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    if (ec) return false;
+    std::ifstream in(path, std::ios::binary);
+    char magic[6] = {};
+    in.read(magic, 6);
+    if (std::string_view(magic, 6) != "\x93NUMPY") return false;
+    return o.stream == "on" || size > static_cast<std::uintmax_t>(o.stream_memory_mb) << 20;
+}
+
+// A mapped split: the images stay in the file; `out` gets the labels and the shape.
+Result<std::shared_ptr<const MappedNpy>> map_split(const std::string& split, const SplitFiles& files,
+                                                   ImageLayout layout, LabeledImages& out) {
+    if (files.labels.empty())
+        return make_error(ErrorCode::kInvalidArgument, "--" + split + "-images " + files.images + " needs --" + split + "-labels");
+    auto mapped = MappedNpy::open(files.images, layout);
+    if (!mapped) return tl::unexpected(mapped.error());
+    auto labels = read_labels_file(files.labels);
+    if (!labels) {
+        Error e = labels.error();
+        e.code = ErrorCode::kInvalidArgument;
+        return tl::unexpected(e);
+    }
+    out.input = (*mapped)->flat() ? InputKind::kFeatures : InputKind::kImage;
+    out.images.count = (*mapped)->count();
+    out.images.channels = (*mapped)->channels();
+    out.images.height = (*mapped)->height();
+    out.images.width = (*mapped)->width();
+    out.images.type = (*mapped)->rows().type;
+    out.labels = std::move(*labels);
+    return std::shared_ptr<const MappedNpy>(*mapped);
+}
+
+Result<Datasets> load_from_files(const TrainOptions& o, ImageLayout layout, const ModelInput& model) {
     if (!o.data_dir.empty())
         throw UsageError(
             "--data-dir and --train-images/--test-images exclude each other: give one or the "
@@ -23,12 +64,58 @@ Result<Datasets> load_from_files(const TrainOptions& o, ImageLayout layout) {
             "except for cifar10:/cifar100: batches)");
     Datasets d;
     d.name = "files";
-    auto train = load_split_files("train", {o.train_images, o.train_labels}, layout);
-    if (!train) return tl::unexpected(train.error());
-    auto test = load_split_files("test", {o.test_images, o.test_labels}, layout);
-    if (!test) return tl::unexpected(test.error());
-    d.train = std::move(*train);
-    d.test = std::move(*test);
+    const SplitFiles train_files{o.train_images, o.train_labels}, test_files{o.test_images, o.test_labels};
+    if (map_it(o.train_images, o, model)) {
+        auto mapped = map_split("train", train_files, layout, d.train);
+        if (!mapped) return tl::unexpected(mapped.error());
+        d.train_mapped = *mapped;
+    } else {
+        auto train = load_split_files("train", train_files, layout, &model);
+        if (!train) return tl::unexpected(train.error());
+        d.train = std::move(*train);
+    }
+    if (map_it(o.test_images, o, model)) {
+        auto mapped = map_split("test", test_files, layout, d.test);
+        if (!mapped) return tl::unexpected(mapped.error());
+        d.test_mapped = *mapped;
+    } else {
+        auto test = load_split_files("test", test_files, layout, &model);
+        if (!test) return tl::unexpected(test.error());
+        d.test = std::move(*test);
+    }
+    return d;
+}
+
+// --train-data/--test-data: image folders, TFRecord files, tables.
+Result<Datasets> load_from_data(const TrainOptions& o, const ModelInput& model, const Normalization& normalization) {
+    if (!o.data_dir.empty() || files_given(o))
+        throw UsageError("--train-data/--test-data exclude --data-dir and --train-images/--test-images: give one kind");
+    auto loaded = load_data(data_options(o), model, normalization);
+    if (!loaded) return tl::unexpected(loaded.error());
+    Datasets d;
+    d.name = "files";
+    auto take = [&](LoadedSplit& s, LabeledImages& memory, std::shared_ptr<StreamPlan>& stream, std::size_t& examples,
+                    std::string& description, const std::string& label, const std::string& spec) -> Result<void> {
+        description = s.description;
+        examples = s.size;
+        if (s.stream) {
+            stream = s.stream;
+            return {};
+        }
+        memory = std::move(*s.memory);
+        memory.normalization = normalization;
+        conform_to_model(memory, model);
+        return check_fits_model(memory, {label + " " + spec, label + " " + spec}, model);
+    };
+    if (auto ok = take(loaded->train, d.train, d.train_stream, d.train_examples, d.train_description, "train data",
+                       o.train_data);
+        !ok)
+        return tl::unexpected(ok.error());
+    if (auto ok = take(loaded->test, d.test, d.test_stream, d.test_examples, d.test_description, "test data",
+                       o.test_data.empty() ? o.train_data : o.test_data);
+        !ok)
+        return tl::unexpected(ok.error());
+    d.class_names = loaded->train.class_names;
     return d;
 }
 
@@ -41,7 +128,11 @@ Result<Datasets> load_from_dir(const TrainOptions& o) {
                           (!train ? train.error() : test.error()).message +
                               " (run `psrun data fetch --dataset " + o.dataset +
                               (o.data_dir.empty() ? "" : " --data-dir " + o.data_dir) + "` first)");
-    return Datasets{std::move(*train), std::move(*test), o.dataset};
+    Datasets d;
+    d.train = std::move(*train);
+    d.test = std::move(*test);
+    d.name = o.dataset;
+    return d;
 }
 
 }  // namespace
@@ -63,7 +154,8 @@ Result<Datasets> load_datasets(const TrainOptions& o, const ModelInput& model) {
     if (!normalization) throw UsageError(normalization.error().message);
     auto layout = parse_image_layout(o.image_layout);
     if (!layout) throw UsageError(layout.error().message);
-    auto data = files_given(o) ? load_from_files(o, *layout) : load_from_dir(o);
+    if (!o.train_data.empty() || !o.test_data.empty()) return load_from_data(o, model, *normalization);
+    auto data = files_given(o) ? load_from_files(o, *layout, model) : load_from_dir(o);
     if (!data) return data;
     const bool files = files_given(o);
     const std::string dir = resolved_data_dir(o);
@@ -75,11 +167,66 @@ Result<Datasets> load_datasets(const TrainOptions& o, const ModelInput& model) {
               : SplitNames{"test images in " + dir, "test labels in " + dir};
     data->train.normalization = *normalization;
     data->test.normalization = *normalization;
+    conform_to_model(data->train, model);
+    conform_to_model(data->test, model);
     if (auto ok = check_fits_model(data->train, train_names, model); !ok)
         return tl::unexpected(ok.error());
     if (auto ok = check_fits_model(data->test, test_names, model); !ok)
         return tl::unexpected(ok.error());
+    data->train_description = std::to_string(data->train.size()) + " examples" +
+                              (data->train_mapped ? " (memory-mapped)" : "");
+    data->test_description = std::to_string(data->test.size()) + " examples" + (data->test_mapped ? " (memory-mapped)" : "");
     return data;
+}
+
+std::unique_ptr<BatchSource> make_train_source(const Datasets& data, const TrainerConfig& config) {
+    const auto batch = static_cast<std::size_t>(config.network.batch_size);
+    if (data.train_stream) return make_stream_source(*data.train_stream, batch, config.seed, config.shard);
+    if (data.train_mapped)
+        return std::make_unique<MappedSource>(data.train_mapped, data.train.labels, data.train.normalization, batch,
+                                              config.seed, config.shard);
+    return std::make_unique<MemorySource>(data.train, batch, config.seed, config.shard);
+}
+
+std::unique_ptr<EvalSource> make_test_source(const Datasets& data) {
+    if (data.test_stream) return make_stream_eval_source(*data.test_stream);
+    if (data.test_mapped)
+        return std::make_unique<MappedEvalSource>(data.test_mapped, data.test.labels, data.test.normalization);
+    return std::make_unique<MemoryEvalSource>(data.test);
+}
+
+DataOptions data_options(const TrainOptions& o) {
+    DataOptions d;
+    d.train_data = o.train_data;
+    d.test_data = o.test_data;
+    d.validation_split = o.validation_split;
+    d.inputs = split_list(o.inputs);
+    d.targets = split_list(o.targets);
+    auto resize = parse_resize_mode(o.image_resize);
+    if (!resize) throw UsageError(resize.error().message);
+    d.resize = *resize;
+    auto corrupt = parse_corrupt_records(o.corrupt_records);
+    if (!corrupt) throw UsageError(corrupt.error().message);
+    d.corrupt = *corrupt;
+    auto stream = parse_stream_mode(o.stream);
+    if (!stream) throw UsageError(stream.error().message);
+    d.stream = *stream;
+    if (o.shuffle_buffer < 0) throw UsageError("--shuffle-buffer must be >= 0");
+    if (o.prefetch < 1) throw UsageError("--prefetch must be >= 1");
+    if (o.data_threads < 0) throw UsageError("--data-threads must be >= 0 (0: a quarter of the cores)");
+    if (o.stream_memory_mb < 1) throw UsageError("--stream-memory-mb must be >= 1");
+    d.shuffle_buffer = static_cast<std::size_t>(o.shuffle_buffer);
+    d.prefetch = static_cast<std::size_t>(o.prefetch);
+    d.threads = o.data_threads;
+    d.stream_memory_mb = static_cast<std::size_t>(o.stream_memory_mb);
+    return d;
+}
+
+DataRecord data_record(const TrainOptions& o, const Datasets& data) {
+    DataRecord r;
+    r.classes = data.class_names;
+    if (!o.train_data.empty()) r.image_resize = o.image_resize;
+    return r;
 }
 
 int data_error_exit_code(const Error& error) {

@@ -14,6 +14,7 @@
 #include "common/ps_client.h"
 #include "common/shared_dir_check.h"
 #include "common/zmq_util.h"
+#include "workerd/class_names.h"
 #include "workerd/datasets.h"
 #include "workerd/barrier.h"
 #include "workerd/hooks.h"
@@ -133,7 +134,10 @@ int DistributedWorker::run() {
         spdlog::info("wire precision bf16: {} of {} psd shards exchange bf16 payload frames (shared memory stays f32)",
                      endpoints.size() - client.shm_shards(), endpoints.size());
 
-    Trainer trainer(config, data->train, data->test);
+    Trainer trainer(config, make_train_source(*data, config), make_test_source(*data));
+    if (c.chief && !training_.model_dir.empty() && !data_record(training_, *data).empty())
+        if (auto wrote = write_data_record(training_.model_dir, data_record(training_, *data)); !wrote)
+            spdlog::warn("{}", wrote.error().message);
     std::unique_ptr<Checkpointer> checkpointer;  // the chief's, when it has a model dir
     BarrierOptions bo{static_cast<std::uint32_t>(endpoints.size()), c.num_workers, to_ms(c.barrier_timeout),
                       std::chrono::milliseconds(100), &watcher};
@@ -240,6 +244,14 @@ int DistributedWorker::run() {
                      ctx.train_seconds > 0 ? double(ctx.local_steps) * training_.batch_size / ctx.train_seconds : 0.0,
                      last.global_step, 1000 * ctx.compute_seconds / n, 1000 * ctx.exchange_seconds / n,
                      overlap ? " waited (overlapped)" : "", 1000 * ctx.copy_seconds / n);
+    }
+    {
+        const BatchSource& source = trainer.data();
+        spdlog::info("data: waited {:.2f} s for batches ({:.2f}% of {:.1f} s of training), longest wait {:.1f} ms{}",
+                     source.wait_seconds(), ctx.train_seconds > 0 ? 100 * source.wait_seconds() / ctx.train_seconds : 0.0,
+                     ctx.train_seconds, 1000 * source.max_wait_seconds(),
+                     source.skipped_records() ? fmt::format(", skipped {} corrupt records", source.skipped_records())
+                                              : std::string());
     }
     blocked.reset();
     hooks.end(ctx, last);

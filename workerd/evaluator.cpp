@@ -122,9 +122,9 @@ Result<Trainer*> Evaluator::trainer_for(const CheckpointInfo& info, bool& fatal)
         return tl::unexpected(data.error());
     }
     data_ = std::make_unique<Datasets>(std::move(*data));
-    trainer_ = std::make_unique<Trainer>(config, data_->train, data_->test);
-    spdlog::info("evaluator: model {} from {} ({} test images)", describe_model(trainer_->model()), info.dir,
-                 data_->test.size());
+    trainer_ = std::make_unique<Trainer>(config, make_train_source(*data_, config), make_test_source(*data_));
+    spdlog::info("evaluator: model {} from {} (test: {})", describe_model(trainer_->model()), info.dir,
+                 data_->test_description);
     return trainer_.get();
 }
 

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "workerd/data/idx_reader.h"
+#include "workerd/data/image_decoder.h"
 #include "workerd/data/npy_reader.h"
 #include "workerd/data/pgm_reader.h"
 #include "workerd/data/png_reader.h"
@@ -40,11 +41,47 @@ Result<ImageArray> parse_flat_npy(const std::vector<std::uint8_t>& bytes, const 
     return parse_npy_images(rewritten, path, ImageLayout::kNchw);
 }
 
-Result<ImageArray> read_one(const std::string& path, const ModelInput& model, PredictInputs& inputs,
-                            bool& single) {
+// One JPEG, PNG or PGM file decoded and fitted to the model's input by `resize` (JPEG without
+// `resize`: only when it has the model's size).
+Result<ImageArray> read_fitted(const std::vector<std::uint8_t>& bytes, const std::string& path,
+                               const ModelInput& model, std::optional<ResizeMode> resize, PredictInputs& inputs) {
+    ImageArray a;
+    a.count = 1;
+    a.channels = model.channels;
+    a.height = model.height;
+    a.width = model.width;
+    a.u8.resize(a.example_size());
+    ImageDecoder decoder;
+    auto d = decoder.decode(bytes, {model.channels, model.height, model.width, resize.value_or(ResizeMode::kCrop)},
+                            a.u8, path);
+    if (!d) return tl::unexpected(d.error());
+    const int file_channels = d->converted ? 4 - model.channels : model.channels;
+    if (d->resized && !resize)
+        return bad_file(path, "images are " + shape_text(file_channels, d->height, d->width) + " (CxHxW) but the model " +
+                                  model.name + " takes " + shape_text(model.channels, model.height, model.width) +
+                                  ": resize the image to " + std::to_string(model.width) + "x" +
+                                  std::to_string(model.height) + " pixels, or give --image-resize crop|pad|stretch");
+    if (d->converted)
+        inputs.notes.push_back(path + ": " + (model.channels == 1 ? "colour image read as gray" : "gray image read as RGB") +
+                               " for the model " + model.name);
+    if (d->resized)
+        inputs.notes.push_back(path + ": " + std::to_string(d->width) + "x" + std::to_string(d->height) + " pixels fitted to " +
+                               std::to_string(model.width) + "x" + std::to_string(model.height) + " (--image-resize " +
+                               to_string(*resize) + ")");
+    return a;
+}
+
+Result<ImageArray> read_one(const std::string& path, const ModelInput& model, PredictInputs& inputs, bool& single,
+                            std::optional<ResizeMode> resize) {
     auto bytes = read_maybe_gzip(path);
     if (!bytes) return make_error(ErrorCode::kInvalidArgument, bytes.error().message);
     single = false;
+    const ImageFormat format = sniff_image(*bytes);
+    if (format != ImageFormat::kUnknown && (resize || format == ImageFormat::kJpeg) &&
+        (model.channels == 1 || model.channels == 3)) {
+        single = true;
+        return read_fitted(*bytes, path, model, resize, inputs);
+    }
     if (looks_like_png(*bytes)) {
         single = true;
         auto png = parse_png(*bytes, path, model.channels == 3 ? 3 : 1);
@@ -66,7 +103,7 @@ Result<ImageArray> read_one(const std::string& path, const ModelInput& model, Pr
     }
     if (looks_like_idx(*bytes)) return parse_idx_images(*bytes, path);
     return bad_file(path, "unknown image file type: give IDX images (as MNIST ships them), a NumPy .npy array, "
-                          "or PNG or PGM (P5/P2) files of single images");
+                          "or JPEG, PNG or PGM (P5/P2) files of single images");
 }
 
 // Appends `a` to `all` (same channels and type after the shape check; the first sets them).
@@ -94,12 +131,13 @@ void append(ImageArray& all, ImageArray&& a) {
 
 }  // namespace
 
-Result<PredictInputs> load_predict_inputs(const std::vector<std::string>& paths, const ModelInput& model) {
+Result<PredictInputs> load_predict_inputs(const std::vector<std::string>& paths, const ModelInput& model,
+                                          std::optional<ResizeMode> resize) {
     PredictInputs inputs;
     if (paths.empty()) return make_error(ErrorCode::kInvalidArgument, "no image files given");
     for (const auto& path : paths) {
         bool single = false;
-        auto a = read_one(path, model, inputs, single);
+        auto a = read_one(path, model, inputs, single, resize);
         if (!a) return tl::unexpected(a.error());
         if (a->channels != model.channels || a->height != model.height || a->width != model.width)
             return bad_file(path, "images are " + a->shape() + " (CxHxW) but the model " + model.name + " takes " +

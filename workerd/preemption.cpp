@@ -45,20 +45,27 @@ std::uint64_t resume_batches(std::uint64_t global_step, std::uint32_t num_worker
 void resume_data_position(RunContext& ctx, std::uint64_t global_step, bool sync) {
     if (global_step == 0) return;
     const auto batches = resume_batches(global_step, ctx.num_workers, ctx.index, sync);
-    auto& sampler = ctx.trainer->sampler();
-    sampler.seek(batches * static_cast<std::uint64_t>(ctx.options->batch_size));
-    spdlog::info("data position: resuming at epoch {} offset {} of this worker's shard ({} batches drawn by global "
-                 "step {}, {} mode)",
-                 sampler.epoch(), sampler.offset(), batches, global_step, sync ? "sync" : "async");
+    auto& data = ctx.trainer->data();
+    data.seek(batches * static_cast<std::uint64_t>(ctx.options->batch_size));
+    const DataPosition at = data.position();
+    if (at.exact)
+        spdlog::info("data position: resuming at epoch {} offset {} of this worker's shard ({} batches drawn by "
+                     "global step {}, {} mode)",
+                     at.epoch, at.offset, batches, global_step, sync ? "sync" : "async");
+    else
+        spdlog::info("data position: {} batches drawn by global step {} ({} mode); the streamed files restart in a "
+                     "fresh shuffle (docs/data.md, \"Resuming a stream\")",
+                     batches, global_step, sync ? "sync" : "async");
 }
 
 nlohmann::json describe_data_position(RunContext& ctx) {
-    const auto& sampler = ctx.trainer->sampler();
+    const DataPosition at = ctx.trainer->data().position();
     return {{"rule", "batches drawn by worker i of W at global step G: G/W (+1 if i < G mod W) async, G sync"},
             {"worker", ctx.index},
-            {"epoch", sampler.epoch()},
-            {"offset", sampler.offset()},
-            {"examples", sampler.position()}};
+            {"epoch", at.epoch},
+            {"offset", at.offset},
+            {"examples", at.examples},
+            {"exact", at.exact}};
 }
 
 int finish_preempted(RunContext& ctx, PsClient& client, SignalWatcher& watcher, std::uint64_t global_step) {

@@ -13,9 +13,10 @@
 // Data position: a resumed run puts every worker's sampler where its data stream would be after
 // the checkpoint's global step G: worker i of W has drawn batches(G) = G / W (+1 when
 // i < G mod W) batches in async mode (each global step is one worker's push) and G batches in
-// sync mode (every worker pushes once per step); Sampler::seek replays the per-epoch shuffles,
-// so the resumed stream is exactly the continuation of the uninterrupted one whenever the
-// workers ran at equal rates (always true for W = 1 and in sync mode).
+// sync mode (every worker pushes once per step); for in-memory data Sampler::seek replays the
+// per-epoch shuffles, so the resumed stream is exactly the continuation of the uninterrupted one
+// whenever the workers ran at equal rates (always true for W = 1 and in sync mode); streamed
+// record files restart in a fresh shuffle instead (BatchSource::seek, docs/data.md).
 #pragma once
 
 #include <cstdint>
@@ -32,10 +33,10 @@ namespace psrun::worker {
 // Batches worker `index` of `num_workers` has drawn by global step `global_step` (rule above).
 std::uint64_t resume_batches(std::uint64_t global_step, std::uint32_t num_workers, std::uint32_t index, bool sync);
 
-// Moves ctx.trainer's sampler to where this worker's stream was at `global_step`; logs it.
+// Moves ctx.trainer's data source to where this worker's stream was at `global_step`; logs it.
 void resume_data_position(RunContext& ctx, std::uint64_t global_step, bool sync);
 
-// {"rule", "worker", "epoch", "offset", "examples"}: this worker's data position (for manifests).
+// {"rule", "worker", "epoch", "offset", "examples", "exact"}: this worker's data position (for manifests).
 nlohmann::json describe_data_position(RunContext& ctx);
 
 // The stop described above; `global_step` is the last step this worker saw. `signal` 0: psd

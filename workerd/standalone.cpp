@@ -11,6 +11,7 @@
 #include <omp.h>
 
 #include "common/signals.h"
+#include "workerd/class_names.h"
 #include "workerd/datasets.h"
 #include "workerd/nn/model_summary.h"
 
@@ -56,12 +57,16 @@ int StandaloneTrainer::run() {
         spdlog::error("{}", data.error().message);
         return data_error_exit_code(data.error());
     }
-    const LabeledImages& train = data->train;
-    const LabeledImages& test = data->test;
-    Trainer trainer(config, train, test);
+    Trainer trainer(config, make_train_source(*data, config), make_test_source(*data));
+    if (!options_.model_dir.empty() && !data_record(options_, *data).empty())
+        if (auto wrote = write_data_record(options_.model_dir, data_record(options_, *data)); !wrote)
+            spdlog::warn("{}", wrote.error().message);
+    if (!options_.train_data.empty())
+        spdlog::info("train data: {}; test data: {}", data->train_description, data->test_description);
+    auto count = [](std::size_t n) { return n ? std::to_string(n) : std::string("streamed"); };
     spdlog::info("standalone training: model {}, {} ({} train / {} test images), batch {}, {} steps, {} {} ({}), "
                  "{} threads, {}",
-                 config.model->name, data->name, train.size(), test.size(), options_.batch_size,
+                 config.model->name, data->name, count(data->train_size()), count(data->test_size()), options_.batch_size,
                  options_.steps, options_.optimizer, options_.learning_rate,
                  config.optimizer.effective_schedule().to_string(),
                  omp_get_max_threads(), options_.precision);
@@ -120,8 +125,13 @@ int StandaloneTrainer::run() {
     const double ips = train_seconds > 0 ? double(trainer.global_step()) * options_.batch_size /
                                                train_seconds
                                          : 0.0;
-    spdlog::info("done: {} steps in {:.1f} s of training ({:.0f} img/s), test accuracy {:.2f}%",
-                 trainer.global_step(), train_seconds, ips, accuracy * 100);
+    const BatchSource& source = trainer.data();
+    const double wait_percent = train_seconds > 0 ? 100 * source.wait_seconds() / train_seconds : 0.0;
+    spdlog::info("done: {} steps in {:.1f} s of training ({:.0f} img/s), test accuracy {:.2f}%; waited {:.2f} s "
+                 "({:.2f}%) for data{}",
+                 trainer.global_step(), train_seconds, ips, accuracy * 100, source.wait_seconds(), wait_percent,
+                 source.skipped_records() ? fmt::format(", skipped {} corrupt records", source.skipped_records())
+                                          : std::string());
     if (!options_.model_dir.empty()) {
         nlohmann::json summary = {
             {"global_step", trainer.global_step()},
@@ -130,9 +140,14 @@ int StandaloneTrainer::run() {
             {"train_seconds", train_seconds},
             {"eval_seconds", eval_seconds},
             {"final_loss", loss},
+            {"data_wait_seconds", source.wait_seconds()},
+            {"data_wait_percent", wait_percent},
+            {"data_max_wait_ms", 1000 * source.max_wait_seconds()},
+            {"skipped_records", source.skipped_records()},
             {"model", config.model->name},
             {"model_hash", nn::architecture_hash(*config.model)},
             {"dataset", data->name},
+            {"data", {{"train", data->train_description}, {"test", data->test_description}}},
             {"batch_size", options_.batch_size},
             {"optimizer", options_.optimizer},
             {"learning_rate", options_.learning_rate},

@@ -28,6 +28,39 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
     app.add_option("--train-labels", o.train_labels, "training labels: an IDX or .npy file (uint8, int32 or int64)");
     app.add_option("--test-images", o.test_images, "test images, as --train-images");
     app.add_option("--test-labels", o.test_labels, "test labels, as --train-labels");
+    app.add_option("--train-data,--train-dir", o.train_data,
+                   "training data (docs/data.md): an image folder (one subfolder per class), TFRecord files "
+                   "(comma list, globs), or a CSV or .npz table");
+    app.add_option("--test-data,--test-dir", o.test_data, "test data, as --train-data");
+    app.add_option("--validation-split", o.validation_split,
+                   "an image folder without --test-data: hold this fraction out as the test split (by a hash of "
+                   "each file's path)");
+    app.add_option("--inputs", o.inputs,
+                   "input features by name: TFRecord feature keys (default image/encoded), CSV columns (default: all "
+                   "but the targets), .npz array (default x)");
+    app.add_option("--targets", o.targets,
+                   "target features by name: TFRecord keys (default image/class/label), CSV columns (default "
+                   "label), .npz array (default y)");
+    app.add_option("--image-resize", o.image_resize,
+                   "images not of the model's size: crop (scale to cover, cut the centre), pad (scale to fit, "
+                   "black borders) or stretch")
+        ->capture_default_str();
+    app.add_option("--corrupt-records", o.corrupt_records,
+                   "a TFRecord record with a bad CRC, or a record or image that does not decode: error (exit 2 "
+                   "naming it) or skip (counted)")
+        ->capture_default_str();
+    app.add_option("--stream", o.stream,
+                   "auto (TFRecord files and image folders larger than --stream-memory-mb are streamed), on or off "
+                   "(load into memory)")
+        ->capture_default_str();
+    app.add_option("--shuffle-buffer", o.shuffle_buffer, "examples in a TFRecord stream's shuffle buffer")
+        ->capture_default_str();
+    app.add_option("--prefetch", o.prefetch, "batches a stream keeps ready")->capture_default_str();
+    app.add_option("--data-threads", o.data_threads, "threads decoding a stream (0: a quarter of the cores)")
+        ->capture_default_str();
+    app.add_option("--stream-memory-mb", o.stream_memory_mb,
+                   "--stream auto: image folders whose decoded images exceed this are streamed")
+        ->capture_default_str();
     app.add_option("--normalize", o.normalize,
                    "per-channel (x - mean) / std after uint8 pixels are scaled to [0, 1]: MEAN,STD for every "
                    "channel or M1,M2,M3:S1,S2,S3 per channel");

@@ -29,6 +29,21 @@ struct TrainOptions {
     std::string train_labels;
     std::string test_images;
     std::string test_labels;
+    // --train-data/--train-dir, --test-data/--test-dir (docs/data.md): an image folder, TFRecord
+    // files (comma list, globs), a CSV or .npz table; and how they are read
+    // (workerd/data/data_options.h).
+    std::string train_data;
+    std::string test_data;
+    double validation_split = 0;
+    std::string inputs;   // --inputs: Example keys, CSV columns or .npz arrays (comma list)
+    std::string targets;  // --targets
+    std::string image_resize = "crop";
+    std::string corrupt_records = "error";
+    std::string stream = "auto";
+    std::int64_t shuffle_buffer = 10000;
+    int prefetch = 4;
+    int data_threads = 0;
+    std::int64_t stream_memory_mb = 2048;
     std::string normalize;             // "MEAN,STD" or "M1,M2,..:S1,S2,..", empty: none
     std::string image_layout = "auto";  // rank-4 .npy images: auto, nchw or nhwc
     std::string dataset = "mnist";

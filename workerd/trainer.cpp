@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include "common/result.h"
+#include "workerd/data/memory_source.h"
 #include "workerd/nn/parameter_init.h"
 #include "workerd/rng.h"
 
@@ -35,16 +36,22 @@ std::unique_ptr<nn::Network> make_network(const nn::ModelDescription& model, nn:
     if (!created) throw UsageError(created.error().message);
     return std::move(*created);
 }
+
+BatchView batch_view(nn::Network& network) { return {network.input(), {}, network.labels(), {}}; }
 }  // namespace
 
 Trainer::Trainer(const TrainerConfig& config, const LabeledImages& train, const LabeledImages& test)
+    : Trainer(config,
+              std::make_unique<MemorySource>(train, static_cast<std::size_t>(config.network.batch_size), config.seed,
+                                             config.shard),
+              std::make_unique<MemoryEvalSource>(test)) {}
+
+Trainer::Trainer(const TrainerConfig& config, std::unique_ptr<BatchSource> train, std::unique_ptr<EvalSource> test)
     : config_(config),
-      train_(train),
-      test_(test),
+      train_(std::move(train)),
+      test_(std::move(test)),
       params_(model_tensors(required(config))),
       grads_(make_grads(params_.tensors())),
-      sampler_(train.size(), config.seed, config.shard),
-      batch_indices_(static_cast<std::size_t>(config.network.batch_size)),
       synthetic_(config.synthetic_compute_ms, config.synthetic_jitter, config.seed,
                  static_cast<std::uint32_t>(config.shard.index)),
       update_(config.optimizer, params_.tensors(), std::max(1, omp_get_max_threads())) {
@@ -61,8 +68,8 @@ float Trainer::compute_gradients() {
         return 0.0f;
     }
     const auto t0 = Clock::now();
-    sampler_.next_batch(batch_indices_);
-    fill_batch(train_, batch_indices_, network_->input(), network_->labels());
+    BatchView view = batch_view(*network_);
+    train_->next_batch(view);
     data_ms_ += ms_since(t0);
     // A dropout mask per (seed, worker, step): workers never share masks.
     Rng rng(config_.seed ^ (0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(config_.shard.index)),
@@ -92,31 +99,26 @@ void Trainer::apply_gradients() {
 }
 
 double Trainer::evaluate() {
-    if (test_.size() == 0) return 0.0;
     if (!eval_network_) {
         nn::NetworkOptions options = config_.network;
         options.forward_only = true;
-        options.batch_size = static_cast<std::int64_t>(
-            std::min<std::size_t>(static_cast<std::size_t>(config_.eval_batch_size), test_.size()));
+        const auto batch = static_cast<std::size_t>(config_.eval_batch_size);
+        options.batch_size = static_cast<std::int64_t>(test_->size() ? std::min(batch, test_->size()) : batch);
         eval_network_ = make_network(*config_.model, options, params_.all(), {});
     }
     nn::Network& m = *eval_network_;
     const std::size_t batch = static_cast<std::size_t>(m.options().batch_size);
-    std::vector<std::uint32_t> indices(batch);
-    std::size_t correct = 0;
-    for (std::size_t start = 0; start < test_.size(); start += batch) {
-        const std::size_t valid = std::min(batch, test_.size() - start);
-        // The last partial batch repeats example 0 in the unused slots; they are not counted.
-        for (std::size_t i = 0; i < batch; ++i) {
-            indices[i] = static_cast<std::uint32_t>(i < valid ? start + i : 0);
-        }
-        fill_batch(test_, indices, m.input(), m.labels());
+    BatchView view = batch_view(m);
+    std::size_t correct = 0, total = 0;
+    test_->rewind();
+    while (const std::size_t valid = test_->next(view, batch)) {
         m.forward(false);
         const auto pred = m.predictions();
         const auto labels = m.labels();
         for (std::size_t i = 0; i < valid; ++i) correct += pred[i] == labels[i] ? 1 : 0;
+        total += valid;
     }
-    return static_cast<double>(correct) / static_cast<double>(test_.size());
+    return total ? static_cast<double>(correct) / static_cast<double>(total) : 0.0;
 }
 
 }  // namespace psrun::worker

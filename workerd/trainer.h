@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/optimizer.h"
+#include "workerd/data/batch_source.h"
 #include "workerd/data/labeled_images.h"
 #include "workerd/nn/model_description.h"
 #include "workerd/local_update.h"
@@ -41,8 +42,12 @@ struct TrainerConfig {
 
 class Trainer {
 public:
-    // `train` and `test` must outlive the trainer. Throws UsageError when the network cannot
-    // be built for this configuration (e.g. bf16 on a CPU without it), naming the layer.
+    // Trains on batches from `train` and evaluates on `test` (workerd/data/batch_source.h).
+    // Throws UsageError when the network cannot be built for this configuration (e.g. bf16 on a
+    // CPU without it), naming the layer.
+    Trainer(const TrainerConfig& config, std::unique_ptr<BatchSource> train, std::unique_ptr<EvalSource> test);
+    // In-memory data drawn through the Sampler (workerd/data/memory_source.h); `train` and
+    // `test` must outlive the trainer.
     Trainer(const TrainerConfig& config, const LabeledImages& train, const LabeledImages& test);
 
     // Loads the next batch of this worker's shard, computes the loss and writes the gradients
@@ -69,26 +74,25 @@ public:
     nn::Network& network() { return *network_; }
     const nn::ModelDescription& model() const { return *config_.model; }
     std::uint64_t global_step() const { return global_step_; }
-    // The data stream (workerd/preemption.h: resuming moves it to where it was).
-    Sampler& sampler() { return sampler_; }
+    // The training data stream (workerd/preemption.h: resuming moves it to where it was).
+    BatchSource& data() { return *train_; }
     void set_global_step(std::uint64_t step) { global_step_ = step; }
-    // Milliseconds spent in compute_gradients()'s batch filling and in apply_gradients().
+    // Milliseconds spent in compute_gradients()'s wait for the batch (BatchSource::next_batch)
+    // and in apply_gradients().
     double data_ms() const { return data_ms_; }
     double update_ms() const { return update_ms_; }
 
 private:
     TrainerConfig config_;
-    const LabeledImages& train_;
-    const LabeledImages& test_;
+    std::unique_ptr<BatchSource> train_;
+    std::unique_ptr<EvalSource> test_;
     ParameterSet params_;
     std::vector<ParameterSet> grads_;  // 1, or 2 once swap_gradient_buffers() was called
     std::vector<ParameterSet> external_grads_;  // views set by use_gradient_memory(): used when not empty
     std::size_t current_grads_ = 0;
     ParameterSet& grad_buffer(std::size_t i) { return external_grads_.empty() ? grads_[i] : external_grads_[i]; }
-    Sampler sampler_;
     std::unique_ptr<nn::Network> network_;
     std::unique_ptr<nn::Network> eval_network_;  // created at the first evaluate()
-    std::vector<std::uint32_t> batch_indices_;
     SyntheticCompute synthetic_;  // used when config_.synthetic_compute_ms > 0
     LocalUpdate update_;  // apply_gradients(): optimizer on trainable tensors, params -= grads on state ones
     std::uint64_t global_step_ = 0;

@@ -1,7 +1,10 @@
-// The in-memory dataset every reader produces: N examples of C x H x W pixels (NCHW, one example
-// after another) and one int32 label each. Pixels stay uint8 when the source is uint8 (4x less
-// memory; fill_batch converts per batch) and are float32 otherwise. Plain values: no locking, a
-// const LabeledImages may be read from any number of threads.
+// The in-memory dataset every reader produces: N examples, each an input and a target. Inputs are
+// images of C x H x W pixels (NCHW, one example after another), feature vectors (stored as
+// 1 x 1 x F images) or token ids; targets are an int32 class label or a float32 vector. Pixels
+// and features stay uint8 when the source is uint8 (4x less memory; fill_batch converts per
+// batch) and are float32 otherwise. The same type holds a decoded chunk of a stream and a
+// shuffle buffer (workerd/data/stream_source.h). Plain values: no locking, a const
+// LabeledImages may be read from any number of threads.
 #pragma once
 
 #include <cstddef>
@@ -11,6 +14,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "workerd/data/model_input.h"
 
 namespace psrun::worker {
 
@@ -46,20 +50,24 @@ struct Normalization {
 [[nodiscard]] Result<Normalization> parse_normalization(std::string_view text);
 
 struct LabeledImages {
-    ImageArray images;
-    std::vector<std::int32_t> labels;  // labels.size() == images.count
-    Normalization normalization;       // empty or 1 or images.channels pairs
-    std::size_t size() const { return images.count; }
-};
+    InputKind input = InputKind::kImage;
+    ImageArray images;                 // kImage; kFeatures as 1 x 1 x F; unused (count 0) for kTokens
+    std::vector<std::int32_t> tokens;  // kTokens: size() * token_length ids
+    std::size_t token_length = 0;
+    TargetKind target = TargetKind::kClass;
+    std::vector<std::int32_t> labels;  // kClass: one per example (labels.size() == size())
+    std::vector<float> targets;        // kVector: size() * target_length values
+    std::size_t target_length = 0;
+    Normalization normalization;       // images and features: empty or 1 or images.channels pairs
+    // Class names, index = label (image folders: the sorted folder names); empty when the source
+    // has none.
+    std::vector<std::string> class_names;
 
-// What a model takes: each example channels x height x width, labels in 0..classes-1. `name`
-// only appears in messages.
-struct ModelInput {
-    std::string name;
-    int channels = 1;
-    int height = 28;
-    int width = 28;
-    int classes = 10;
+    std::size_t size() const {
+        return input == InputKind::kTokens ? (token_length ? tokens.size() / token_length : 0) : images.count;
+    }
+    // "1x28x28", "13 features", "128 tokens" per example, for messages.
+    std::string input_text() const;
 };
 
 // How a split's two halves are named in messages, e.g. "train images /d/x.npy".
@@ -68,8 +76,15 @@ struct SplitNames {
     std::string labels;
 };
 
-// Checks that `split` fits `model`: its example shape, every label in range, and a normalization
-// with 1 or `channels` pairs. The error names the offending file (kInvalidArgument).
+// Reshapes `split` where only the view differs: feature vectors of C*H*W values for an image
+// model become C x H x W images, images for a features model of that length become vectors
+// (both only with at most one --normalize pair). Anything else is left for check_fits_model.
+void conform_to_model(LabeledImages& split, const ModelInput& model);
+
+// Checks that `split` fits `model`: its input kind and shape (tokens: every id below the
+// vocabulary), its target kind (every label in range, or vectors of the model's length), as
+// many targets as inputs, and a normalization with 1 or `channels` pairs. The error names the
+// offending file (kInvalidArgument).
 [[nodiscard]] Result<void> check_fits_model(const LabeledImages& split, const SplitNames& names,
                                             const ModelInput& model);
 

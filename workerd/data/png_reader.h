@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,22 @@ struct PngImage {
 };
 
 // True when `bytes` start with the 8-byte PNG signature.
-bool looks_like_png(const std::vector<std::uint8_t>& bytes);
+bool looks_like_png(std::span<const std::uint8_t> bytes);
+
+// What decode_png found.
+struct PngInfo {
+    int width = 0;
+    int height = 0;
+    bool file_color = false;  // the file holds colour (RGB or a colour palette)
+    bool file_alpha = false;  // the file has an alpha channel or transparency
+};
+
+// Decodes any PNG (gray, gray+alpha, RGB, RGBA, palette, 1-16 bits per sample) into `hwc`:
+// width x height x `channels` interleaved uint8 (16-bit samples are scaled to 8 bits, alpha is
+// composited onto black, colour becomes gray by libpng's sRGB luminance, gray is repeated into
+// R, G and B). REQUIRES channels 1 or 3. Sides above kMaxImageSide are refused.
+[[nodiscard]] Result<PngInfo> decode_png(std::span<const std::uint8_t> bytes, const std::string& path, int channels,
+                                         std::vector<std::uint8_t>& hwc);
 
 // REQUIRES: channels is 1 or 3 (else kInvalidArgument). Sides above kMaxImageSide are refused.
 [[nodiscard]] Result<PngImage> parse_png(const std::vector<std::uint8_t>& bytes, const std::string& path,

@@ -61,6 +61,17 @@ Result<void> check_payload(std::size_t expected, std::size_t payload_bytes,
 
 }  // namespace
 
+std::string first_bytes_hex(std::span<const std::uint8_t> bytes, std::size_t n) {
+    static const char* hex = "0123456789abcdef";
+    std::string out;
+    for (std::size_t i = 0; i < std::min(bytes.size(), n); ++i) {
+        out += "\\x";
+        out += hex[bytes[i] >> 4];
+        out += hex[bytes[i] & 15];
+    }
+    return out;
+}
+
 tl::unexpected<Error> bad_file(const std::string& path, const std::string& problem) {
     return make_error(ErrorCode::kInvalidArgument, path + ": " + problem);
 }

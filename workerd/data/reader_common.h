@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,9 @@ inline constexpr std::size_t kMaxInflatedBytes = std::size_t{1} << 32;
 // bytes, else returns them unchanged. `path` only names the source in error messages.
 [[nodiscard]] Result<std::vector<std::uint8_t>> maybe_inflate(std::vector<std::uint8_t> bytes,
                                                               const std::string& path);
+
+// The first `n` bytes as "\x50\x4b...", for messages about unknown formats.
+std::string first_bytes_hex(std::span<const std::uint8_t> bytes, std::size_t n = 6);
 
 // kInvalidArgument "<path>: <problem>".
 [[nodiscard]] tl::unexpected<Error> bad_file(const std::string& path, const std::string& problem);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "workerd/data/batch_fill.h"
 #include "workerd/data/labeled_images.h"
 
 namespace psrun::worker {
@@ -52,13 +53,5 @@ private:
     std::size_t pos_ = 0;
     std::uint64_t epoch_ = 0;
 };
-
-// Copies the examples at `indices` into `images` (NCHW) and `labels`: uint8 pixels become
-// pixel / 255 (bit-identical to `float(p) * (1.0f / 255.0f)`), float32 pixels are copied; then
-// the data's normalization, if any, maps each value v of channel c to (v - mean[c]) / std[c].
-// REQUIRES: images.size() == indices.size() * data.images.example_size(),
-// labels.size() == indices.size(), every index < data.size().
-void fill_batch(const LabeledImages& data, std::span<const std::uint32_t> indices,
-                std::span<float> images, std::span<std::int32_t> labels);
 
 }  // namespace psrun::worker

@@ -2,21 +2,11 @@
 
 #include "workerd/data/cifar_reader.h"
 #include "workerd/data/idx_reader.h"
+#include "workerd/data/npy_values.h"
 #include "workerd/data/reader_common.h"
 
 namespace psrun::worker {
 namespace {
-
-std::string first_bytes(const std::vector<std::uint8_t>& bytes) {
-    static const char* hex = "0123456789abcdef";
-    std::string out;
-    for (std::size_t i = 0; i < std::min<std::size_t>(bytes.size(), 6); ++i) {
-        out += "\\x";
-        out += hex[bytes[i] >> 4];
-        out += hex[bytes[i] & 15];
-    }
-    return out;
-}
 
 tl::unexpected<Error> unknown_format(const std::vector<std::uint8_t>& bytes,
                                      const std::string& path) {
@@ -24,7 +14,7 @@ tl::unexpected<Error> unknown_format(const std::vector<std::uint8_t>& bytes,
         path,
         "bad magic: neither a NumPy .npy file (\\x93NUMPY) nor an IDX file (\\x00\\x00 type rank); "
         "it starts with " +
-            first_bytes(bytes) + " (for CIFAR batches write cifar10:FILE or cifar100:FILE)");
+            first_bytes_hex(bytes) + " (for CIFAR batches write cifar10:FILE or cifar100:FILE)");
 }
 
 // Every load error is the user's option value: kInvalidArgument (exit 2), even a missing file.
@@ -69,8 +59,82 @@ SplitNames split_names(const std::string& split, const SplitFiles& files) {
             split + (cifar ? " images " : " labels ") + (cifar ? files.images : files.labels)};
 }
 
+namespace {
+
+// A .npy file of rows for a features, tokens or vector-target model.
+Result<std::vector<std::uint8_t>> read_npy(const std::string& path, NpyHeader& header) {
+    auto bytes = read_maybe_gzip(path);
+    if (!bytes) return tl::unexpected(as_invalid(bytes.error()));
+    if (!looks_like_npy(*bytes))
+        return bad_file(path, "not a NumPy .npy file (feature vectors, token ids and target vectors are read from "
+                              ".npy arrays of one row per example)");
+    auto h = parse_npy_header(*bytes, path);
+    if (!h) return tl::unexpected(h.error());
+    header = *h;
+    return bytes;
+}
+
+Result<void> load_inputs(const std::string& path, const ModelInput& model, ImageLayout layout, LabeledImages& out) {
+    if (model.input == InputKind::kImage) {
+        auto images = read_images_file(path, layout);
+        if (!images) return tl::unexpected(as_invalid(images.error()));
+        out.images = std::move(*images);
+        return {};
+    }
+    NpyHeader h;
+    auto bytes = read_npy(path, h);
+    if (!bytes) return tl::unexpected(bytes.error());
+    auto rows = npy_rows(*bytes, h, path);
+    if (!rows) return tl::unexpected(rows.error());
+    if (model.input == InputKind::kTokens) {
+        auto ids = npy_as_int32(*bytes, h, path);
+        if (!ids) return tl::unexpected(ids.error());
+        out.input = InputKind::kTokens;
+        out.tokens = std::move(*ids);
+        out.token_length = rows->cols;
+        return {};
+    }
+    auto values = npy_as_floats(*bytes, h, path);
+    if (!values) return tl::unexpected(values.error());
+    out.input = InputKind::kFeatures;
+    out.images = ImageArray{rows->rows, 1, 1, static_cast<int>(rows->cols), PixelType::kFloat32, {}, std::move(*values)};
+    return {};
+}
+
+Result<void> load_targets(const std::string& path, const ModelInput& model, LabeledImages& out) {
+    if (model.target == TargetKind::kClass) {
+        auto labels = read_labels_file(path);
+        if (!labels) return tl::unexpected(as_invalid(labels.error()));
+        out.labels = std::move(*labels);
+        return {};
+    }
+    NpyHeader h;
+    auto bytes = read_npy(path, h);
+    if (!bytes) return tl::unexpected(bytes.error());
+    auto rows = npy_rows(*bytes, h, path);
+    if (!rows) return tl::unexpected(rows.error());
+    auto values = npy_as_floats(*bytes, h, path);
+    if (!values) return tl::unexpected(values.error());
+    out.target = TargetKind::kVector;
+    out.targets = std::move(*values);
+    out.target_length = rows->cols;
+    return {};
+}
+
+}  // namespace
+
 Result<LabeledImages> load_split_files(const std::string& split, const SplitFiles& files,
-                                       ImageLayout layout) {
+                                       ImageLayout layout, const ModelInput* model) {
+    if (model != nullptr && (model->input != InputKind::kImage || model->target != TargetKind::kClass) &&
+        files.images.find(':') == std::string::npos) {
+        if (files.labels.empty())
+            return make_error(ErrorCode::kInvalidArgument,
+                              "--" + split + "-images " + files.images + " needs --" + split + "-labels");
+        LabeledImages out;
+        if (auto ok = load_inputs(files.images, *model, layout, out); !ok) return tl::unexpected(ok.error());
+        if (auto ok = load_targets(files.labels, *model, out); !ok) return tl::unexpected(ok.error());
+        return out;  // the counts are compared by check_fits_model
+    }
     const std::size_t colon = files.images.find(':');
     auto format = colon == std::string::npos
                       ? Result<CifarFormat>(make_error(ErrorCode::kNotFound, ""))

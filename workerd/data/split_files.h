@@ -30,8 +30,11 @@ SplitNames split_names(const std::string& split, const SplitFiles& files);
 
 // Loads a split and checks that it holds as many labels as images. `split` ("train" or "test")
 // only appears in messages. Every error is kInvalidArgument and names the file (a missing file
-// too: it is a wrong option value).
+// too: it is a wrong option value). With `model` given and taking other than images and class
+// labels, the files are .npy arrays of one row per example read for it (workerd/data/npy_values.h):
+// feature vectors (any numeric dtype), token ids (integers), target vectors (any numeric dtype).
 [[nodiscard]] Result<LabeledImages> load_split_files(const std::string& split,
-                                                     const SplitFiles& files, ImageLayout layout);
+                                                     const SplitFiles& files, ImageLayout layout,
+                                                     const ModelInput* model = nullptr);
 
 }  // namespace psrun::worker

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# workerd and psrun on data as users keep it (docs/data.md): 500 Fashion-MNIST images per split
+# written out by bench/idx_to_formats.py as a PNG image folder (class folders 0_tshirt ...),
+# gzip TFRecord files of JPEG Examples, a CSV table and an .npz archive; workerd --standalone
+# trains a few mnist_softmax steps from each; a short psrun local run into a model dir lets
+# psrun predict print class names for a JPEG of another size and a PNG, and psrun eval
+# --test-dir name the classes; every mismatch exits 2 naming the file (and record or line).
+# Needs Fashion-MNIST (psrun data fetch, Debian's dataset-fashion-mnist) and python3-numpy,
+# python3-opencv (jobs/setup.sh).
+# Usage: workerd_formats_cli_test.sh <workerd> <psrun>
+set -u
+workerd=$1
+psrun=$2
+py=/usr/bin/python3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+check() {  # check <description> <condition...>
+    local what=$1; shift
+    if "$@"; then echo "ok: $what"; else echo "FAILED: $what"; fail=1; fi
+}
+
+timeout 300 "$psrun" data fetch --dataset fashion-mnist --data-dir "$tmp/idx" >/dev/null ||
+    { echo "FAILED: data fetch --dataset fashion-mnist"; exit 1; }
+names=tshirt,trouser,pullover,dress,coat,sandal,shirt,sneaker,bag,boot
+for f in folder-png tfrecord-jpeg csv npz; do
+    extra=()
+    [ "$f" = tfrecord-jpeg ] && extra=(--gzip --shards 3)
+    "$py" bench/idx_to_formats.py "$tmp/idx" "$tmp/$f" "$f" --limit 500 --names "$names" "${extra[@]}" 2>/dev/null ||
+        { echo "FAILED: writing $f"; exit 1; }
+done
+
+train() {  # train <name> <workerd data options...>: 30 mnist_softmax steps into $tmp/<name>
+    local name=$1; shift
+    timeout 120 "$workerd" --standalone --model mnist_softmax --steps 30 --batch-size 50 --threads 2 \
+        --model-dir "$tmp/$name" "$@" >"$tmp/$name.log" 2>&1
+}
+summary() {  # summary <name> <python condition on s>
+    "$py" -c "import json, sys; s = json.load(open('$tmp/$1/summary.json')); assert $2, s" 2>"$tmp/summary.err"
+}
+train folder --train-dir "$tmp/folder-png/train" --test-dir "$tmp/folder-png/test"
+check "an image folder trains (rc=$?)" summary folder "s['global_step'] == 30 and s['test_accuracy'] > 0.3 and 'data_wait_percent' in s"
+check "... its classes recorded in classes.json" grep -q '"3_dress"' "$tmp/folder/classes.json"
+check "... decoded into memory" grep -q "image folder $tmp/folder-png/train: 10 classes, 500 images, decoded into memory" "$tmp/folder.log"
+train tfr --train-data "$tmp/tfrecord-jpeg/train-*" --test-data "$tmp/tfrecord-jpeg/test-00000-of-00001.tfrecord.gz"
+check "gzip TFRecord files of JPEG Examples stream (rc=$?)" summary tfr "s['global_step'] == 30 and s['test_accuracy'] > 0.3"
+check "... streamed" grep -q "3 TFRecord files (.*), streamed" "$tmp/tfr.log"
+train csv --train-data "$tmp/csv/train.csv" --test-data "$tmp/csv/test.csv"
+check "a CSV table of pixel columns trains (rc=$?)" summary csv "s['global_step'] == 30 and s['test_accuracy'] > 0.3"
+train npz --train-data "$tmp/npz/train.npz" --test-data "$tmp/npz/test.npz"
+check "an .npz archive trains (rc=$?)" summary npz "s['global_step'] == 30 and s['test_accuracy'] > 0.3"
+train split --train-dir "$tmp/folder-png/train" --validation-split 0.2 --stream on
+check "a folder with --validation-split, streamed (rc=$?)" summary split "s['global_step'] == 30"
+
+# A model dir with a checkpoint: predict prints class names, eval names the classes.
+timeout 240 "$psrun" local --ps 1 --workers 1 --grace 20 -- --model mnist_softmax --model-dir "$tmp/model" \
+    --steps 100 --log-every 50 --threads 1 --train-dir "$tmp/folder-png/train" --test-dir "$tmp/folder-png/test" \
+    >"$tmp/local.log" 2>&1
+check "psrun local from an image folder (rc=$?)" test -f "$tmp/model/classes.json"
+"$py" - "$tmp" <<'PY'
+import cv2, sys
+t = sys.argv[1]
+img = cv2.imread(t + "/folder-png/test/1_trouser/00002.png", cv2.IMREAD_GRAYSCALE)
+cv2.imwrite(t + "/a.jpg", cv2.resize(cv2.cvtColor(img, cv2.COLOR_GRAY2BGR), (56, 70)), [cv2.IMWRITE_JPEG_QUALITY, 95])
+cv2.imwrite(t + "/b.png", img)
+PY
+timeout 120 "$psrun" predict --model-dir "$tmp/model" --images "$tmp/a.jpg" "$tmp/b.png" >"$tmp/predict.out" 2>"$tmp/predict.err"
+check "predict on a JPEG of 56x70 and a PNG (rc=$?)" test "$(wc -l <"$tmp/predict.out")" -eq 2
+check "... prints class names" grep -qE "^$tmp/b.png 1 [0-9.]+ 1_trouser$" "$tmp/predict.out"
+check "... the JPEG fitted by crop" grep -q "a.jpg: 56x70 pixels fitted to 28x28 (--image-resize crop)" "$tmp/predict.err"
+timeout 120 "$psrun" eval --model-dir "$tmp/model" --test-dir "$tmp/folder-png/test" -o "$tmp/eval" >"$tmp/eval.out" 2>&1
+check "eval --test-dir (rc=$?) names the classes" grep -qE "^ +9 .* 9_boot$" "$tmp/eval.out"
+
+refuse() {  # refuse <description> <expected message> <workerd data options...>
+    local what=$1 message=$2; shift 2
+    timeout 60 "$workerd" --standalone --model mnist_softmax --steps 3 --threads 2 "$@" >"$tmp/out" 2>&1
+    local code=$?
+    check "$what exits 2 (rc=$code)" test "$code" -eq 2
+    check "... saying: $message" grep -qF -- "$message" "$tmp/out"
+}
+# A flipped byte in the data of record 7 of an uncompressed TFRecord file.
+"$py" bench/idx_to_formats.py "$tmp/idx" "$tmp/plain" tfrecord-png --limit 40 --shards 1 2>/dev/null
+"$py" - "$tmp/plain/train-00000-of-00001.tfrecord" >"$tmp/offset" <<'PY'
+import struct, sys
+data = bytearray(open(sys.argv[1], "rb").read())
+pos = 0
+for _ in range(7):
+    pos += 16 + struct.unpack("<Q", data[pos:pos + 8])[0]
+data[pos + 40] ^= 0xFF
+open(sys.argv[1], "wb").write(bytes(data))
+print(pos)
+PY
+refuse "a corrupt TFRecord record" "$tmp/plain/train-00000-of-00001.tfrecord: record 7 at offset $(cat "$tmp/offset"): the CRC of its" \
+    --train-data "$tmp/plain/train-00000-of-00001.tfrecord" --test-data "$tmp/plain/test-00000-of-00001.tfrecord" --batch-size 10
+train skip --train-data "$tmp/plain/train-00000-of-00001.tfrecord" --test-data "$tmp/plain/test-00000-of-00001.tfrecord" \
+    --corrupt-records skip --batch-size 10
+check "--corrupt-records skip trains and counts it (rc=$?)" summary skip "s['skipped_records'] >= 1"
+refuse "a missing Example key" "has no feature 'pixels' (it has: 'image/encoded' (bytes_list), 'image/class/label' (int64_list)); give --inputs" \
+    --train-data "$tmp/plain/test-00000-of-00001.tfrecord" --test-data "$tmp/plain/test-00000-of-00001.tfrecord" --inputs pixels
+mkdir -p "$tmp/other/only"
+cp "$tmp/b.png" "$tmp/other/only/x.png"
+refuse "a test folder of other classes" "$tmp/other: its classes (only) are not those of the training folder" \
+    --train-dir "$tmp/folder-png/train" --test-dir "$tmp/other"
+cp -r "$tmp/folder-png/test" "$tmp/broken"
+echo "not an image" >"$tmp/broken/2_pullover/00000.png"
+refuse "a file that is not an image" "$tmp/broken/2_pullover/00000.png: not a JPEG, PNG or PGM image" \
+    --train-dir "$tmp/folder-png/train" --test-dir "$tmp/broken"
+awk -F, -v OFS=, 'NR == 3 { $3 = "x" } 1' "$tmp/csv/test.csv" >"$tmp/bad.csv"
+refuse "a CSV cell that is not a number" "$tmp/bad.csv: line 3, column 'p1': 'x' is not a number" \
+    --train-data "$tmp/csv/train.csv" --test-data "$tmp/bad.csv"
+refuse "a bad --stream" "--stream 'sometimes': expected auto, on or off" --train-dir "$tmp/folder-png/train" \
+    --validation-split 0.1 --stream sometimes
+refuse "--train-data with --train-images" "exclude --data-dir and --train-images" --train-dir "$tmp/folder-png/train" \
+    --validation-split 0.1 --train-images "$tmp/x.npy"
+exit $fail

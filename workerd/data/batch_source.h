@@ -1,0 +1,70 @@
+// The interface between data and the training runtime: the Trainer asks a BatchSource for the
+// next training batch, the evaluation walks an EvalSource once in order. Two implementations:
+// in-memory data drawn through the Sampler (workerd/data/memory_source.h) and a stream decoded
+// on background threads (workerd/data/stream_source.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+namespace psrun::worker {
+
+// Where a batch goes: the model's buffers, batch_size examples each. A span the model does not
+// have is empty; a source fills the spans its data has (REQUIRES: they are batch_size x the
+// model's per-example size, which check_fits_model made the data's).
+struct BatchView {
+    std::span<float> inputs_f32;         // images (NCHW) or feature vectors
+    std::span<std::int32_t> inputs_i32;  // token ids
+    std::span<std::int32_t> labels;      // class labels
+    std::span<float> targets;            // target vectors
+};
+
+// Where a training stream stands, for logs and preemption checkpoints.
+struct DataPosition {
+    std::uint64_t epoch = 0;     // of this worker's share
+    std::uint64_t offset = 0;    // examples into that epoch
+    std::uint64_t examples = 0;  // drawn since the start
+    bool exact = true;           // false: a streamed source restarts its files on seek (see seek())
+};
+
+// A worker's training data: an endless sequence of batches over its share, reshuffled every
+// epoch. Not thread-safe (one training thread calls it).
+class BatchSource {
+public:
+    virtual ~BatchSource() = default;
+    // Fills `out` with the next batch. Throws UsageError (exit 2) on data that turns out bad
+    // while streaming (a corrupt record, an image that does not decode), naming the file and
+    // record.
+    virtual void next_batch(BatchView& out) = 0;
+    // Puts the source where it would be after `examples` examples drawn since the start. In
+    // memory: exactly there (Sampler::seek). Streamed from record files: the stream restarts
+    // from a fresh shuffle of its files keyed by `examples` (position() reports exact = false):
+    // the examples of the interrupted epoch may be seen again, as when a tf.data pipeline
+    // restarts without a saved iterator.
+    virtual void seek(std::uint64_t examples) = 0;
+    virtual DataPosition position() const = 0;
+    // Time next_batch() spent waiting for data (in memory: filling the batch), in seconds,
+    // summed, and the longest single wait.
+    virtual double wait_seconds() const = 0;
+    virtual double max_wait_seconds() const = 0;
+    // Records skipped as corrupt (--corrupt-records skip); 0 otherwise.
+    virtual std::uint64_t skipped_records() const { return 0; }
+};
+
+// A test split walked once, in order, for evaluation. Not thread-safe.
+class EvalSource {
+public:
+    virtual ~EvalSource() = default;
+    // Starts a pass from the first example.
+    virtual void rewind() = 0;
+    // Fills `out` with the next up to batch_size examples; returns how many are real (the rest
+    // of the batch holds copies of other examples, not to be counted). 0: the pass is over.
+    virtual std::size_t next(BatchView& out, std::size_t batch_size) = 0;
+    // Examples in a pass, when known before the first pass (in memory); 0 for a stream.
+    virtual std::size_t size() const = 0;
+};
+
+}  // namespace psrun::worker

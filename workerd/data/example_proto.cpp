@@ -1,0 +1,337 @@
+#include "workerd/data/example_proto.h"
+
+#include <bit>
+#include <cstring>
+
+namespace psrun::worker {
+namespace {
+
+enum WireType : std::uint32_t { kVarint = 0, kFixed64 = 1, kLength = 2, kFixed32 = 5 };
+
+// A cursor over a message's bytes; every read checks the bytes left.
+struct Reader {
+    const std::uint8_t* p;
+    const std::uint8_t* end;
+    bool done() const { return p == end; }
+
+    Result<std::uint64_t> varint() {
+        std::uint64_t v = 0;
+        for (int shift = 0; shift < 70; shift += 7) {
+            if (p == end) return make_error(ErrorCode::kInvalidArgument, "truncated varint");
+            const std::uint8_t b = *p++;
+            if (shift == 63 && (b & 0x7e) != 0)
+                return make_error(ErrorCode::kInvalidArgument, "varint longer than 64 bits");
+            v |= std::uint64_t{b & 0x7fu} << shift;
+            if ((b & 0x80) == 0) return v;
+        }
+        return make_error(ErrorCode::kInvalidArgument, "varint longer than 10 bytes");
+    }
+    Result<std::span<const std::uint8_t>> bytes(std::uint64_t n) {
+        if (n > static_cast<std::uint64_t>(end - p))
+            return make_error(ErrorCode::kInvalidArgument,
+                              "a field of " + std::to_string(n) + " bytes runs past the end of its message (" +
+                                  std::to_string(end - p) + " bytes left)");
+        std::span<const std::uint8_t> s(p, static_cast<std::size_t>(n));
+        p += n;
+        return s;
+    }
+    Result<std::span<const std::uint8_t>> length_delimited() {
+        auto n = varint();
+        if (!n) return tl::unexpected(n.error());
+        return bytes(*n);
+    }
+    // Skips a field of `wire` type (its tag already read).
+    Result<void> skip(std::uint32_t wire) {
+        switch (wire) {
+            case kVarint: {
+                auto v = varint();
+                if (!v) return tl::unexpected(v.error());
+                return {};
+            }
+            case kFixed64: {
+                auto b = bytes(8);
+                if (!b) return tl::unexpected(b.error());
+                return {};
+            }
+            case kLength: {
+                auto b = length_delimited();
+                if (!b) return tl::unexpected(b.error());
+                return {};
+            }
+            case kFixed32: {
+                auto b = bytes(4);
+                if (!b) return tl::unexpected(b.error());
+                return {};
+            }
+            default:
+                return make_error(ErrorCode::kInvalidArgument, "wire type " + std::to_string(wire) +
+                                                                   " (groups or invalid) is not used by tf.train.Example");
+        }
+    }
+    // The next tag as (field, wire type); field 0 is invalid.
+    Result<std::pair<std::uint64_t, std::uint32_t>> tag() {
+        auto t = varint();
+        if (!t) return tl::unexpected(t.error());
+        if ((*t >> 3) == 0) return make_error(ErrorCode::kInvalidArgument, "field number 0");
+        return std::pair{*t >> 3, static_cast<std::uint32_t>(*t & 7)};
+    }
+};
+
+Reader reader_of(std::span<const std::uint8_t> s) { return {s.data(), s.data() + s.size()}; }
+
+float float_at(const std::uint8_t* p) {
+    std::uint32_t u = std::uint32_t{p[0]} | std::uint32_t{p[1]} << 8 | std::uint32_t{p[2]} << 16 |
+                      std::uint32_t{p[3]} << 24;
+    return std::bit_cast<float>(u);
+}
+
+Result<void> parse_bytes_list(std::span<const std::uint8_t> msg, FeatureValues& out) {
+    Reader r = reader_of(msg);
+    while (!r.done()) {
+        auto t = r.tag();
+        if (!t) return tl::unexpected(t.error());
+        if (t->first == 1 && t->second == kLength) {
+            auto v = r.length_delimited();
+            if (!v) return tl::unexpected(v.error());
+            out.bytes.push_back(*v);
+        } else if (auto ok = r.skip(t->second); !ok) {
+            return ok;
+        }
+    }
+    return {};
+}
+
+Result<void> parse_float_list(std::span<const std::uint8_t> msg, FeatureValues& out) {
+    Reader r = reader_of(msg);
+    while (!r.done()) {
+        auto t = r.tag();
+        if (!t) return tl::unexpected(t.error());
+        if (t->first == 1 && t->second == kLength) {  // packed
+            auto v = r.length_delimited();
+            if (!v) return tl::unexpected(v.error());
+            if (v->size() % 4 != 0)
+                return make_error(ErrorCode::kInvalidArgument,
+                                  "a packed float_list of " + std::to_string(v->size()) + " bytes (not a multiple of 4)");
+            for (std::size_t i = 0; i < v->size(); i += 4) out.floats.push_back(float_at(v->data() + i));
+        } else if (t->first == 1 && t->second == kFixed32) {
+            auto v = r.bytes(4);
+            if (!v) return tl::unexpected(v.error());
+            out.floats.push_back(float_at(v->data()));
+        } else if (auto ok = r.skip(t->second); !ok) {
+            return ok;
+        }
+    }
+    return {};
+}
+
+Result<void> parse_int64_list(std::span<const std::uint8_t> msg, FeatureValues& out) {
+    Reader r = reader_of(msg);
+    while (!r.done()) {
+        auto t = r.tag();
+        if (!t) return tl::unexpected(t.error());
+        if (t->first == 1 && t->second == kLength) {  // packed
+            auto v = r.length_delimited();
+            if (!v) return tl::unexpected(v.error());
+            Reader packed = reader_of(*v);
+            while (!packed.done()) {
+                auto x = packed.varint();
+                if (!x) return tl::unexpected(x.error());
+                out.ints.push_back(static_cast<std::int64_t>(*x));
+            }
+        } else if (t->first == 1 && t->second == kVarint) {
+            auto x = r.varint();
+            if (!x) return tl::unexpected(x.error());
+            out.ints.push_back(static_cast<std::int64_t>(*x));
+        } else if (auto ok = r.skip(t->second); !ok) {
+            return ok;
+        }
+    }
+    return {};
+}
+
+Result<void> parse_feature(std::span<const std::uint8_t> msg, FeatureValues& out) {
+    out = FeatureValues{};
+    Reader r = reader_of(msg);
+    while (!r.done()) {
+        auto t = r.tag();
+        if (!t) return tl::unexpected(t.error());
+        if (t->second == kLength && t->first >= 1 && t->first <= 3) {
+            auto v = r.length_delimited();
+            if (!v) return tl::unexpected(v.error());
+            FeatureValues one;  // a later oneof member replaces an earlier one
+            Result<void> ok;
+            if (t->first == 1) {
+                one.kind = FeatureKind::kBytes;
+                ok = parse_bytes_list(*v, one);
+            } else if (t->first == 2) {
+                one.kind = FeatureKind::kFloat;
+                ok = parse_float_list(*v, one);
+            } else {
+                one.kind = FeatureKind::kInt64;
+                ok = parse_int64_list(*v, one);
+            }
+            if (!ok) return ok;
+            if (out.kind == one.kind) {  // the same list twice: protobuf merges them
+                out.bytes.insert(out.bytes.end(), one.bytes.begin(), one.bytes.end());
+                out.floats.insert(out.floats.end(), one.floats.begin(), one.floats.end());
+                out.ints.insert(out.ints.end(), one.ints.begin(), one.ints.end());
+            } else {
+                out = std::move(one);
+            }
+        } else if (auto ok = r.skip(t->second); !ok) {
+            return ok;
+        }
+    }
+    return {};
+}
+
+// Calls visit(key, value message) for every map entry of every Features of `record`.
+template <class Visit>
+Result<void> for_each_entry(std::span<const std::uint8_t> record, Visit&& visit) {
+    Reader ex = reader_of(record);
+    while (!ex.done()) {
+        auto t = ex.tag();
+        if (!t) return tl::unexpected(t.error());
+        if (!(t->first == 1 && t->second == kLength)) {
+            if (auto ok = ex.skip(t->second); !ok) return ok;
+            continue;
+        }
+        auto features = ex.length_delimited();
+        if (!features) return tl::unexpected(features.error());
+        Reader fs = reader_of(*features);
+        while (!fs.done()) {
+            auto ft = fs.tag();
+            if (!ft) return tl::unexpected(ft.error());
+            if (!(ft->first == 1 && ft->second == kLength)) {
+                if (auto ok = fs.skip(ft->second); !ok) return ok;
+                continue;
+            }
+            auto entry = fs.length_delimited();
+            if (!entry) return tl::unexpected(entry.error());
+            Reader en = reader_of(*entry);
+            std::span<const std::uint8_t> key, value;
+            while (!en.done()) {
+                auto et = en.tag();
+                if (!et) return tl::unexpected(et.error());
+                if ((et->first == 1 || et->first == 2) && et->second == kLength) {
+                    auto v = en.length_delimited();
+                    if (!v) return tl::unexpected(v.error());
+                    (et->first == 1 ? key : value) = *v;
+                } else if (auto ok = en.skip(et->second); !ok) {
+                    return ok;
+                }
+            }
+            if (auto ok = visit(key, value); !ok) return ok;
+        }
+    }
+    return {};
+}
+
+void put_varint(std::vector<std::uint8_t>& out, std::uint64_t v) {
+    while (v >= 0x80) {
+        out.push_back(static_cast<std::uint8_t>(v | 0x80));
+        v >>= 7;
+    }
+    out.push_back(static_cast<std::uint8_t>(v));
+}
+
+void put_length_field(std::vector<std::uint8_t>& out, std::uint32_t field, std::span<const std::uint8_t> bytes) {
+    put_varint(out, (std::uint64_t{field} << 3) | kLength);
+    put_varint(out, bytes.size());
+    out.insert(out.end(), bytes.begin(), bytes.end());
+}
+
+std::span<const std::uint8_t> as_bytes(const std::string& s) {
+    return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
+}
+
+// A map entry {key, Feature{list_field: list}}.
+void put_entry(std::vector<std::uint8_t>& features, const std::string& key, std::uint32_t list_field,
+               const std::vector<std::uint8_t>& list) {
+    std::vector<std::uint8_t> feature, entry;
+    put_length_field(feature, list_field, list);
+    put_length_field(entry, 1, as_bytes(key));
+    put_length_field(entry, 2, feature);
+    put_length_field(features, 1, entry);
+}
+
+}  // namespace
+
+const char* to_string(FeatureKind kind) {
+    switch (kind) {
+        case FeatureKind::kMissing: return "missing";
+        case FeatureKind::kBytes: return "bytes_list";
+        case FeatureKind::kFloat: return "float_list";
+        case FeatureKind::kInt64: return "int64_list";
+    }
+    return "?";
+}
+
+std::size_t FeatureValues::size() const {
+    switch (kind) {
+        case FeatureKind::kBytes: return bytes.size();
+        case FeatureKind::kFloat: return floats.size();
+        case FeatureKind::kInt64: return ints.size();
+        case FeatureKind::kMissing: break;
+    }
+    return 0;
+}
+
+Result<void> parse_example(std::span<const std::uint8_t> record, std::span<const std::string> keys,
+                           std::span<FeatureValues> out) {
+    for (auto& o : out) o = FeatureValues{};
+    return for_each_entry(record, [&](std::span<const std::uint8_t> key, std::span<const std::uint8_t> value) {
+        for (std::size_t i = 0; i < keys.size(); ++i) {
+            if (key.size() == keys[i].size() && std::memcmp(key.data(), keys[i].data(), key.size()) == 0) {
+                if (auto ok = parse_feature(value, out[i]); !ok) return ok;
+            }
+        }
+        return Result<void>{};
+    });
+}
+
+std::string describe_example_keys(std::span<const std::uint8_t> record) {
+    std::string text;
+    auto ok = for_each_entry(record, [&](std::span<const std::uint8_t> key, std::span<const std::uint8_t> value) {
+        FeatureValues v;
+        if (auto parsed = parse_feature(value, v); !parsed) return parsed;
+        if (!text.empty()) text.append(", ");
+        text.append("'").append(key.begin(), key.end()).append("' (").append(to_string(v.kind)).append(")");
+        return Result<void>{};
+    });
+    return ok ? text : std::string();
+}
+
+ExampleBuilder& ExampleBuilder::add_bytes(const std::string& key, std::span<const std::uint8_t> value) {
+    std::vector<std::uint8_t> list;
+    put_length_field(list, 1, value);
+    put_entry(features_, key, 1, list);
+    return *this;
+}
+
+ExampleBuilder& ExampleBuilder::add_floats(const std::string& key, std::span<const float> values) {
+    std::vector<std::uint8_t> packed, list;
+    for (float v : values) {
+        const auto u = std::bit_cast<std::uint32_t>(v);
+        for (int i = 0; i < 4; ++i) packed.push_back(static_cast<std::uint8_t>(u >> (8 * i)));
+    }
+    put_length_field(list, 1, packed);
+    put_entry(features_, key, 2, list);
+    return *this;
+}
+
+ExampleBuilder& ExampleBuilder::add_int64s(const std::string& key, std::span<const std::int64_t> values) {
+    std::vector<std::uint8_t> packed, list;
+    for (std::int64_t v : values) put_varint(packed, static_cast<std::uint64_t>(v));
+    put_length_field(list, 1, packed);
+    put_entry(features_, key, 3, list);
+    return *this;
+}
+
+std::vector<std::uint8_t> ExampleBuilder::serialize() const {
+    std::vector<std::uint8_t> out;
+    put_length_field(out, 1, features_);
+    return out;
+}
+
+}  // namespace psrun::worker

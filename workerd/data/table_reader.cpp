@@ -1,0 +1,260 @@
+#include "workerd/data/table_reader.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <map>
+
+#include "workerd/data/csv_reader.h"
+#include "workerd/data/npy_reader.h"
+#include "workerd/data/npy_values.h"
+#include "workerd/data/npz_reader.h"
+#include "workerd/data/reader_common.h"
+
+namespace psrun::worker {
+namespace {
+
+std::string_view trim(std::string_view s) {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+    return s;
+}
+
+bool parse_float(std::string_view s, float& v) {
+    s = trim(s);
+    if (!s.empty() && s.front() == '+') s.remove_prefix(1);
+    const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    return !s.empty() && ec == std::errc() && p == s.data() + s.size() && std::isfinite(v);
+}
+
+bool parse_int(std::string_view s, std::int64_t& v) {
+    s = trim(s);
+    if (!s.empty() && s.front() == '+') s.remove_prefix(1);
+    const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    return !s.empty() && ec == std::errc() && p == s.data() + s.size();
+}
+
+tl::unexpected<Error> bad(const std::string& message) { return make_error(ErrorCode::kInvalidArgument, message); }
+
+std::string quoted_list(const std::vector<std::string>& v) {
+    std::string s;
+    for (std::size_t i = 0; i < v.size() && i < 20; ++i) s += (i ? ", '" : "'") + v[i] + "'";
+    if (v.size() > 20) s += ", ... (" + std::to_string(v.size()) + " in all)";
+    return s;
+}
+
+// Sets `data`'s input layout for `model` with `count` examples of `values` values each.
+void shape_input(LabeledImages& data, const ModelInput& model, std::size_t values) {
+    data.input = model.input == InputKind::kTokens ? InputKind::kTokens : InputKind::kFeatures;
+    if (data.input == InputKind::kTokens) {
+        data.token_length = values;
+        return;
+    }
+    data.images.channels = 1;
+    data.images.height = 1;
+    data.images.width = static_cast<int>(values);
+    data.images.type = PixelType::kFloat32;
+}
+
+// Pixels of an image model that are all integers 0-255 become uint8 (scaled by 1/255 like IDX).
+void maybe_to_u8(LabeledImages& data, const ModelInput& model) {
+    if (model.input != InputKind::kImage || data.input == InputKind::kTokens) return;
+    auto& f = data.images.f32;
+    if (!std::all_of(f.begin(), f.end(), [](float v) { return v >= 0 && v <= 255 && v == std::floor(v); })) return;
+    data.images.u8.assign(f.begin(), f.end());
+    f.clear();
+    f.shrink_to_fit();
+    data.images.type = PixelType::kUint8;
+}
+
+Result<Table> load_csv(const std::vector<std::uint8_t>& bytes, const std::string& path, const TableColumns& columns,
+                       const ModelInput& model) {
+    const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    const char delimiter = path.size() > 4 && (path.ends_with(".tsv") || path.ends_with(".tsv.gz")) ? '\t' : ',';
+    std::vector<std::size_t> in_cols, tg_cols;
+    std::vector<std::string> header;
+    Table t;
+    LabeledImages& d = t.data;
+    std::vector<std::string> names;  // class targets as written, when not all integers
+    std::vector<std::int64_t> ints;  // class targets as integers while they all are
+    bool class_ints = true;
+    std::size_t rows = 0;
+    auto ok = parse_csv(text, delimiter, path, [&](const std::vector<std::string>& f, std::size_t line) -> Result<void> {
+        if (header.empty()) {
+            header = f;
+            auto find = [&](const std::string& name) -> Result<std::size_t> {
+                const auto it = std::find(header.begin(), header.end(), name);
+                if (it == header.end())
+                    return bad(path + ": no column '" + name + "' (the header names " + quoted_list(header) + ")");
+                return static_cast<std::size_t>(it - header.begin());
+            };
+            std::vector<std::string> targets = columns.targets;
+            if (targets.empty()) {
+                if (std::find(header.begin(), header.end(), "label") == header.end())
+                    return bad(path + ": give --targets COLUMN[,COLUMN...] (no column is named 'label'; the header names " +
+                               quoted_list(header) + ")");
+                targets = {"label"};
+            }
+            for (const auto& name : targets) {
+                auto c = find(name);
+                if (!c) return tl::unexpected(c.error());
+                tg_cols.push_back(*c);
+            }
+            if (columns.inputs.empty()) {
+                for (std::size_t c = 0; c < header.size(); ++c)
+                    if (std::find(tg_cols.begin(), tg_cols.end(), c) == tg_cols.end()) in_cols.push_back(c);
+            } else {
+                for (const auto& name : columns.inputs) {
+                    auto c = find(name);
+                    if (!c) return tl::unexpected(c.error());
+                    in_cols.push_back(*c);
+                }
+            }
+            if (in_cols.empty()) return bad(path + ": no input columns left besides the targets");
+            if (model.target == TargetKind::kClass && tg_cols.size() != 1)
+                return bad(path + ": --targets names " + std::to_string(tg_cols.size()) + " columns but the model " +
+                           model.name + " predicts one class (give one target column)");
+            shape_input(d, model, in_cols.size());
+            d.target = model.target;
+            d.target_length = model.target == TargetKind::kVector ? tg_cols.size() : 0;
+            return {};
+        }
+        const auto cell_error = [&](std::size_t c, const std::string& what) {
+            return bad(path + ": line " + std::to_string(line) + ", column '" + header[c] + "': '" + f[c] + "' " + what);
+        };
+        for (std::size_t c : in_cols) {
+            if (d.input == InputKind::kTokens) {
+                std::int64_t v = 0;
+                if (!parse_int(f[c], v)) return cell_error(c, "is not an integer token id");
+                if (v < 0 || v >= model.vocabulary)
+                    return cell_error(c, "is out of the vocabulary 0-" + std::to_string(model.vocabulary - 1) +
+                                             " of the model " + model.name);
+                d.tokens.push_back(static_cast<std::int32_t>(v));
+            } else {
+                float v = 0;
+                if (!parse_float(f[c], v)) return cell_error(c, "is not a number");
+                d.images.f32.push_back(v);
+            }
+        }
+        for (std::size_t c : tg_cols) {
+            if (model.target == TargetKind::kVector) {
+                float v = 0;
+                if (!parse_float(f[c], v)) return cell_error(c, "is not a number");
+                d.targets.push_back(v);
+                continue;
+            }
+            std::int64_t v = 0;
+            if (class_ints && !parse_int(f[c], v)) class_ints = false;
+            ints.push_back(v);
+            names.push_back(std::string(trim(f[c])));
+        }
+        ++rows;
+        return {};
+    });
+    if (!ok) return tl::unexpected(ok.error());
+    if (rows == 0) return bad(path + ": a header but no rows");
+    d.images.count = d.input == InputKind::kTokens ? 0 : rows;
+    if (model.target == TargetKind::kClass) {
+        if (class_ints) {
+            d.labels.assign(ints.begin(), ints.end());
+            for (std::size_t i = 0; i < ints.size(); ++i)
+                if (ints[i] < INT32_MIN || ints[i] > INT32_MAX)
+                    return bad(path + ": label " + std::to_string(ints[i]) + " does not fit int32");
+        } else {
+            std::map<std::string, std::int32_t> index;
+            for (const auto& n : names) index.emplace(n, 0);
+            for (auto& [name, id] : index) {
+                id = static_cast<std::int32_t>(d.class_names.size());
+                d.class_names.push_back(name);
+            }
+            for (const auto& n : names) d.labels.push_back(index[n]);
+        }
+    }
+    maybe_to_u8(d, model);
+    conform_to_model(d, model);
+    t.description = "CSV table " + path + ": " + std::to_string(rows) + " rows, " + std::to_string(in_cols.size()) +
+                    " input columns, target " + quoted_list([&] {
+                        std::vector<std::string> v;
+                        for (auto c : tg_cols) v.push_back(header[c]);
+                        return v;
+                    }()) +
+                    (d.class_names.empty() ? "" : " (" + std::to_string(d.class_names.size()) + " class names)");
+    return t;
+}
+
+Result<Table> load_npz(const std::vector<std::uint8_t>& zip, const std::string& path, const TableColumns& columns,
+                       const ModelInput& model) {
+    const std::vector<std::uint8_t>* bytes = &zip;
+    auto members = list_npz(*bytes, path);
+    if (!members) return tl::unexpected(members.error());
+    if (columns.inputs.size() > 1 || columns.targets.size() > 1)
+        return bad(path + ": --inputs and --targets name one array each in an .npz archive");
+    const std::string in_name = columns.inputs.empty() ? "x" : columns.inputs[0];
+    const std::string tg_name = columns.targets.empty() ? "y" : columns.targets[0];
+    auto in_bytes = read_npz_member(*bytes, *members, in_name, path);
+    if (!in_bytes) return tl::unexpected(in_bytes.error());
+    auto tg_bytes = read_npz_member(*bytes, *members, tg_name, path);
+    if (!tg_bytes) return tl::unexpected(tg_bytes.error());
+    const std::string in_path = path + " array '" + in_name + "'", tg_path = path + " array '" + tg_name + "'";
+    auto in_h = parse_npy_header(*in_bytes, in_path);
+    if (!in_h) return tl::unexpected(in_h.error());
+    Table t;
+    LabeledImages& d = t.data;
+    const bool image_array = model.input == InputKind::kImage && in_h->shape.size() >= 3 &&
+                             ((in_h->kind == 'u' && in_h->item_bytes == 1) || (in_h->kind == 'f' && in_h->item_bytes == 4));
+    if (image_array) {
+        auto images = parse_npy_images(*in_bytes, in_path, ImageLayout::kAuto);
+        if (!images) return tl::unexpected(images.error());
+        d.images = std::move(*images);
+    } else {
+        auto rows = npy_rows(*in_bytes, *in_h, in_path);
+        if (!rows) return tl::unexpected(rows.error());
+        shape_input(d, model, rows->cols);
+        if (d.input == InputKind::kTokens) {
+            auto ids = npy_as_int32(*in_bytes, *in_h, in_path);
+            if (!ids) return tl::unexpected(ids.error());
+            d.tokens = std::move(*ids);
+        } else {
+            auto values = npy_as_floats(*in_bytes, *in_h, in_path);
+            if (!values) return tl::unexpected(values.error());
+            d.images.f32 = std::move(*values);
+            d.images.count = rows->rows;
+            if (rows->integral) maybe_to_u8(d, model);
+        }
+    }
+    auto tg_h = parse_npy_header(*tg_bytes, tg_path);
+    if (!tg_h) return tl::unexpected(tg_h.error());
+    d.target = model.target;
+    if (model.target == TargetKind::kClass) {
+        auto labels = parse_npy_labels(*tg_bytes, tg_path);
+        if (!labels) return tl::unexpected(labels.error());
+        d.labels = std::move(*labels);
+    } else {
+        auto rows = npy_rows(*tg_bytes, *tg_h, tg_path);
+        if (!rows) return tl::unexpected(rows.error());
+        auto values = npy_as_floats(*tg_bytes, *tg_h, tg_path);
+        if (!values) return tl::unexpected(values.error());
+        d.target_length = rows->cols;
+        d.targets = std::move(*values);
+    }
+    conform_to_model(d, model);
+    t.description = ".npz archive " + path + ": " + std::to_string(d.size()) + " examples (arrays '" + in_name +
+                    "' and '" + tg_name + "')";
+    return t;
+}
+
+}  // namespace
+
+Result<Table> parse_table(const std::vector<std::uint8_t>& bytes, const std::string& path, TableFormat format,
+                          const TableColumns& columns, const ModelInput& model) {
+    return format == TableFormat::kCsv ? load_csv(bytes, path, columns, model) : load_npz(bytes, path, columns, model);
+}
+
+Result<Table> load_table(const std::string& path, TableFormat format, const TableColumns& columns,
+                         const ModelInput& model) {
+    auto bytes = read_maybe_gzip(path);
+    if (!bytes) return make_error(ErrorCode::kInvalidArgument, bytes.error().message);
+    return parse_table(*bytes, path, format, columns, model);
+}
+
+}  // namespace psrun::worker
