@@ -89,15 +89,40 @@ assert d['images_per_sec'] > 0 and d['ms_per_step'] > 0 and d['model'] == 'mnist
 kinds = [(l['index'], l['kind']) for l in d['layers']]
 assert [k for _, k in kinds][-3:] == ['dropout', 'dense', 'loss'] and kinds[0][0] == 0 and any(i == 6 for i, _ in kinds), kinds
 assert d['ms_per_step_median'] > 0 and d['images_per_sec_median_step'] > 0
-print('ok: bench JSON', round(d['images_per_sec']), 'img/s')" || fail=1
+# Against this host's peak (common/peak_flops.h): the probe ran for --threads 2.
+p = d['peak']
+assert d['cpu_model'] == p['cpu_model'] and p['cpu_model'], p
+assert p['threads'] == min(2, p['cpus']) and p['f32_gflops'] > 0 and p['f32_isa'] in ('avx512f', 'avx2+fma'), p
+assert (p['bf16_gflops'] is None) == (p['bf16_isa'] == 'none'), p
+assert abs(d['mflop_per_image'] - 82.049024) < 1e-6, d['mflop_per_image']
+assert abs(d['gflops'] - d['images_per_sec'] * d['mflop_per_image'] / 1000) < 1e-6 * d['gflops']
+assert d['peak_gflops'] == p['f32_gflops'] / p['threads'] * min(2, p['cpus'])
+assert abs(d['fraction_of_peak'] - d['gflops'] / d['peak_gflops']) < 1e-9
+assert 0 < d['fraction_of_peak'] < 1 and 0 < d['fraction_of_peak_median_step'] < 1.5, d
+print('ok: bench JSON', round(d['images_per_sec']), 'img/s,', round(100 * d['fraction_of_peak'], 1), '% of', round(d['peak_gflops']), 'GFLOP/s f32')" || fail=1
+# bf16 where the CPU has it: the fraction is of the bf16 peak.
+if grep -qE 'avx512_bf16|amx_bf16' /proc/cpuinfo; then
+  timeout 120 "$psrun" bench train --steps 3 --warmup-steps 1 --batch-size 10 --precision bf16 >"$tmp/bench-bf16"
+  rc=$?
+  check "bench train --precision bf16 exits 0 (rc=$rc)" test "$rc" -eq 0
+  python3 -c "
+import json; d=json.loads(open('$tmp/bench-bf16').read()); p=d['peak']
+if p['bf16_gflops'] is None:
+    assert d['peak_gflops'] is None and d['fraction_of_peak'] is None, d  # AMX without AVX512-BF16
+else:
+    assert d['peak_gflops'] == p['bf16_gflops'] / p['threads'] * min(2, p['cpus'])
+    assert abs(d['fraction_of_peak'] - d['gflops'] / d['peak_gflops']) < 1e-9
+print('ok: bench bf16 against', d['peak_gflops'], 'GFLOP/s')" || fail=1
+fi
 # Every zoo model benchmarks, with its layers by index and kind.
 for m in $("$psrun" model list | awk '{print $1}'); do
-  timeout 120 "$psrun" bench train --model "$m" --steps 2 --warmup-steps 1 --batch-size 8 >"$tmp/bench-$m"
+  timeout 120 "$psrun" bench train --model "$m" --steps 2 --warmup-steps 1 --batch-size 8 --peak 0 >"$tmp/bench-$m"
   rc=$?
   check "bench train --model $m exits 0 (rc=$rc)" test "$rc" -eq 0
   python3 -c "
 import json; d=json.loads(open('$tmp/bench-$m').read())
 assert d['model'] == '$m' and d['images_per_sec'] > 0 and d['layers'][-1]['kind'] == 'loss'
+assert 'peak' not in d and d['mflop_per_image'] > 0  # --peak 0: no probe, the work per image still
 assert all(l['forward_ms'] >= 0 and l['backward_ms'] >= 0 for l in d['layers'])
 print('ok: bench $m', len(d['layers']), 'layers,', round(d['images_per_sec']), 'img/s')" || fail=1
 done
