@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <omp.h>
 
+#include "common/metric_targets.h"
 #include "common/signals.h"
 #include "workerd/datasets.h"
 #include "workerd/nn/model_summary.h"
@@ -122,6 +123,12 @@ int StandaloneTrainer::run() {
                                          : 0.0;
     spdlog::info("done: {} steps in {:.1f} s of training ({:.0f} img/s), test accuracy {:.2f}%",
                  trainer.global_step(), train_seconds, ips, accuracy * 100);
+    const MetricSpec metric = accuracy_metric();
+    SecondsKind seconds = SecondsKind::kTraining;
+    const auto points = points_from_summary({{"evaluations", evaluations}}, metric, seconds);
+    const auto times =
+        time_to_targets(points, metric, choose_targets(metric, given_target_accuracy(options_), dataset_name(options_)));
+    if (!times.empty()) spdlog::info("{}", describe_targets(times, metric, seconds, 0));
     if (!options_.model_dir.empty()) {
         nlohmann::json summary = {
             {"global_step", trainer.global_step()},
@@ -142,6 +149,7 @@ int StandaloneTrainer::run() {
             {"seed", options_.seed},
             {"stopped_by_signal", stopped},
             {"evaluations", evaluations},
+            {"targets", times.empty() ? nlohmann::json(nullptr) : targets_to_json(times, metric, seconds)},
         };
         if (auto written = write_json(options_.model_dir, summary); !written) {
             spdlog::error("{}", written.error().message);

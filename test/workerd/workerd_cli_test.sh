@@ -28,9 +28,46 @@ for key in ("global_step", "test_accuracy", "images_per_sec", "train_seconds"):
 assert s["global_step"] == 30, s["global_step"]
 assert 0.0 <= s["test_accuracy"] <= 1.0 and s["images_per_sec"] > 0 and s["train_seconds"] > 0
 assert [e["global_step"] for e in s["evaluations"]] == [15, 30]
+# MNIST's customary targets, timed in training seconds (evaluations excluded); 30 steps reach neither.
+t = s["targets"]
+assert t["metric"] == {"field": "test_accuracy", "higher_is_better": True} and t["seconds"] == "training", t
+assert [(x["kind"], x["threshold"], x["reached"]) for x in t["targets"]] == [("default", 0.99, False), ("default", 0.992, False)], t
 print("ok: summary.json fields", {k: s[k] for k in ("global_step", "test_accuracy")})
 PY
 check "progress line logged" grep -q "step 30/30 .* img/s  loss .* test accuracy" "$tmp/out"
+check "time to MNIST's targets logged" grep -q "time to 99.0% and 99.2% test accuracy: neither reached" "$tmp/out"
+
+# --target-accuracy: thresholds that fit the run, in percent or as fractions.
+timeout 120 "$workerd" --standalone --steps 20 --batch-size 20 --eval-every 10 --threads 2 \
+    --learning-rate 1e-3 --target-accuracy 2,0.05 --model-dir "$tmp/targets" >"$tmp/out" 2>&1
+rc=$?
+check "--target-accuracy 2,0.05 trains (rc=$rc)" test "$rc" -eq 0
+check "... and logs the time to 2.0% and 5.0% (above chance: reached at once)" \
+    grep -Eq "time to 2.0% in [0-9]+ s \(global step 10\); 5.0% in [0-9]+ s \(global step 10\) \(seconds of training" "$tmp/out"
+python3 -c "
+import json; t = json.load(open('$tmp/targets/summary.json'))['targets']['targets']
+assert [(x['kind'], x['threshold'], x['reached'], x['global_step']) for x in t] == [('given', 0.02, True, 10), ('given', 0.05, True, 10)], t
+assert all(x['seconds'] > 0 for x in t), t
+print('ok: summary.json targets', t)" || fail=1
+timeout 30 "$workerd" --standalone --target-accuracy 99,abc >"$tmp/out" 2>&1
+rc=$?
+check "--target-accuracy 99,abc exits 2 (rc=$rc)" test "$rc" -eq 2
+check "... naming the option and the value" grep -q -- "--target-accuracy '99,abc': 'abc' is not a number" "$tmp/out"
+
+# Elsewhere than MNIST: the time to the best accuracy reached and to within 1 point of it.
+timeout 120 "$psrun" data fetch --dataset fashion-mnist >/dev/null || { echo "FAILED: fashion-mnist fetch"; fail=1; }
+timeout 120 "$workerd" --standalone --dataset fashion-mnist --steps 20 --batch-size 20 --eval-every 10 --threads 2 \
+    --learning-rate 1e-3 --model-dir "$tmp/fashion" >"$tmp/out" 2>&1
+rc=$?
+check "a short fashion-mnist run trains (rc=$rc)" test "$rc" -eq 0
+check "... and logs the time to its best accuracy" \
+    grep -Eq "time to the best test accuracy \([0-9.]+%\) in [0-9]+ s \(global step (10|20)\); to within 1 point of it" "$tmp/out"
+python3 -c "
+import json; s = json.load(open('$tmp/fashion/summary.json')); t = s['targets']['targets']
+best = max(e['test_accuracy'] for e in s['evaluations'])
+assert s['dataset'] == 'fashion-mnist' and [x['kind'] for x in t] == ['best', 'near_best'], s
+assert t[0]['threshold'] == best and abs(t[1]['threshold'] - (best - 0.01)) < 1e-12 and t[0]['reached'], t
+print('ok: fashion-mnist targets', t)" || fail=1
 
 # The oneDNN-only path end to end (the hand-written kernels are the default).
 timeout 120 "$workerd" --standalone --steps 10 --batch-size 20 --threads 2 --hand-kernels off \
