@@ -26,8 +26,8 @@ Prints one JSON line per configuration; --plot draws the curves with the model (
 recomputes the model fields of OUT/scale.jsonl.
 Needs root (namespaces, tc). Example:
   bench/scale.py --psrun build/launcher/psrun --workers 1,2,4,8,16,32 --shards 1,2,4 --rate 100 \
-      --compute-ms 100 --out /tmp/scale
-  bench/scale.py --modes sync --workers 2,4,8 --shards 1,2 --backup-workers 0,1,2 --jitter 0,50 --out /tmp/sync
+      --compute-ms 100 --out runs/scale
+  bench/scale.py --modes sync --workers 2,4,8 --shards 1,2 --backup-workers 0,1,2 --jitter 0,50 --out runs/sync
 """
 import argparse
 import heapq

@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
 # Installs psrun's Debian 12 dependencies (only what is missing) and builds it into build/.
 # Idempotent: a second run installs nothing and rebuilds only what changed.
-# Usage: jobs/setup.sh [--no-build]
+# Usage: jobs/setup.sh [--no-build | --binaries]
+#   (none)      build everything: the three programs, test suites, fuzz targets (test/run.sh)
+#   --binaries  build only psrun, psd and workerd (what jobs/train-local.sh runs): about half the
+#               compile time of everything on a fresh machine
+#   --no-build  install the packages only
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+mode=${1:-all}
+case "$mode" in
+  all|--binaries|--no-build) ;;
+  *) echo "setup: unknown option '$mode' (use --binaries, --no-build or nothing)" >&2; exit 2;;
+esac
 
 PACKAGES=(
   g++ pkg-config meson ninja-build cmake
@@ -45,9 +55,11 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-[ "${1:-}" = "--no-build" ] && exit 0
+[ "$mode" = "--no-build" ] && exit 0
 
 if [ ! -f build/build.ninja ]; then
   meson setup build >/dev/null
 fi
-ninja -C build -j "${PSRUN_BUILD_JOBS:-2}"
+targets=()
+[ "$mode" = "--binaries" ] && targets=(launcher/psrun psd/psd workerd/workerd)
+ninja -C build -j "${PSRUN_BUILD_JOBS:-2}" "${targets[@]}"

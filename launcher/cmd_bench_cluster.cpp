@@ -21,7 +21,10 @@
 #include "launcher/env_map.h"
 #include "launcher/job_key.h"
 #include "launcher/map_builder.h"
+#include "common/peak_flops.h"
 #include "launcher/supervisor.h"
+#include "workerd/onnx/model_loader.h"
+#include "workerd/train_flops.h"
 #include "workerd/train_options.h"
 
 namespace psrun::launcher {
@@ -46,6 +49,7 @@ struct BenchClusterOptions {
     std::string wire_precision = "f32";  // the workers' --wire-precision (workerd's default)
     int repeat = 1;               // cluster and single-process runs, alternating
     bool keep = false;
+    bool peak = true;  // measure the host's FMA peak first (common/peak_flops.h)
     DaemonOptions daemon;
 };
 
@@ -181,6 +185,25 @@ std::size_t median_index(const std::vector<double>& v) {
     return order[order.size() / 2];
 }
 
+// The figures of `images_per_sec` against the host: GFLOP/s, that precision's peak for `threads`
+// compute threads, and their quotient (null without a peak).
+struct AgainstPeak {
+    double gflops = 0;
+    nlohmann::json peak_gflops = nullptr;
+    nlohmann::json fraction = nullptr;
+};
+
+AgainstPeak against_peak(double images_per_sec, double flops_per_image, const std::optional<PeakFlops>& peak,
+                         const std::string& precision, int threads) {
+    AgainstPeak a;
+    a.gflops = images_per_sec * flops_per_image / 1e9;
+    if (!peak) return a;
+    const double limit = peak->gflops_for(precision, threads);
+    if (limit > 0) a.peak_gflops = limit;
+    a.fraction = fraction_of_peak(a.gflops, limit);
+    return a;
+}
+
 int run_bench_cluster(BenchClusterOptions o) {
     if (o.log_every <= 0) o.log_every = std::max(1, o.steps / 50);
     if (o.warmup_steps < 0) o.warmup_steps = std::max(o.log_every, o.steps / 5);
@@ -189,6 +212,15 @@ int run_bench_cluster(BenchClusterOptions o) {
                                      "every {} steps: raise --steps or lower --warmup-steps/--log-every",
                                      o.steps, o.warmup_steps, o.log_every));
     const double load_start = loadavg_1m();
+    // The workers train the default model (no --model is passed): its FMA work per image.
+    auto model = onnx_io::load_any_model(worker::TrainOptions{}.model);
+    if (!model) throw std::runtime_error(model.error().message);
+    const double flops_per_image = worker::training_flops(*model).total();
+    // Before any daemon or child runs; the probe's threads are joined when it returns, so this
+    // process stays single-threaded for the Supervisor.
+    const int cluster_threads = o.num_workers * o.threads_per_worker;
+    std::optional<PeakFlops> peak;
+    if (o.peak) peak = measure_peak_flops(PeakProbeOptions{.threads = std::max(cluster_threads, o.threads)});
     WorkDir dir;
     dir.keep = o.keep;
     std::string pattern = (std::filesystem::temp_directory_path() / "psrun-bench-cluster.XXXXXX").string();
@@ -211,15 +243,22 @@ int run_bench_cluster(BenchClusterOptions o) {
         singles.push_back(run_single_in_child(SingleRunOptions{o.data_dir, o.dataset, o.precision, o.batch_size, o.steps,
                                                                o.warmup_steps, o.threads}));
         single_rates.push_back(singles.back()["images_per_sec"].get<double>());
-        pairs.push_back({{"images_per_sec", cluster_rates.back()},
-                         {"single_process_images_per_sec", single_rates.back()},
-                         {"ratio", single_rates.back() > 0 ? cluster_rates.back() / single_rates.back() : 0.0}});
+        pairs.push_back(
+            {{"images_per_sec", cluster_rates.back()},
+             {"single_process_images_per_sec", single_rates.back()},
+             {"ratio", single_rates.back() > 0 ? cluster_rates.back() / single_rates.back() : 0.0},
+             {"fraction_of_peak",
+              against_peak(cluster_rates.back(), flops_per_image, peak, o.precision, cluster_threads).fraction},
+             {"single_process_fraction_of_peak",
+              against_peak(single_rates.back(), flops_per_image, peak, o.precision, o.threads).fraction}});
     }
     const std::size_t mid_cluster = median_index(cluster_rates), mid_single = median_index(single_rates);
     const nlohmann::json& cluster = clusters[mid_cluster];
     const nlohmann::json& single = singles[mid_single];
     const double aggregate = cluster_rates[mid_cluster];
     const double alone = single_rates[mid_single];
+    const AgainstPeak cluster_peak = against_peak(aggregate, flops_per_image, peak, o.precision, cluster_threads);
+    const AgainstPeak single_peak = against_peak(alone, flops_per_image, peak, o.precision, o.threads);
     nlohmann::json out = {
         {"benchmark", "cluster"},
         {"images_per_sec", aggregate},
@@ -244,7 +283,18 @@ int run_bench_cluster(BenchClusterOptions o) {
         {"single_process", single},
         {"loadavg_1m", load_start},
         {"loadavg_1m_end", loadavg_1m()},
+        {"cpu_model", peak ? peak->cpu_model : cpu_model_name()},
+        {"mflop_per_image", flops_per_image / 1e6},
+        {"gflops", cluster_peak.gflops},
+        {"single_process_gflops", single_peak.gflops},
     };
+    if (peak) {
+        out["peak"] = peak->to_json();
+        out["peak_gflops"] = cluster_peak.peak_gflops;
+        out["fraction_of_peak"] = cluster_peak.fraction;
+        out["single_process_peak_gflops"] = single_peak.peak_gflops;
+        out["single_process_fraction_of_peak"] = single_peak.fraction;
+    }
     if (o.repeat > 1) out["pairs"] = pairs;
     if (o.keep) out["work_dir"] = dir.path;
     std::cout << out.dump() << std::endl;
@@ -323,6 +373,10 @@ void add_bench_cluster_command(CLI::App& app, int& exit_code) {
         ->check(CLI::Range(1, 20))
         ->capture_default_str();
     cmd->add_option("--bin-dir", o->daemon.bin_dir, "directory holding psd and workerd (default: next to psrun)");
+    cmd->add_option("--peak", o->peak,
+                    "measure this host's f32/bf16 FMA peak first (~0.3 s) and report both runs as fractions of it (1), "
+                    "or not (0)")
+        ->capture_default_str();
     cmd->add_flag("--keep", o->keep, "keep the work dir (daemon logs, metrics, checkpoint) and print its path");
     cmd->callback([o, &exit_code] {
         try {

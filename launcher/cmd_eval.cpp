@@ -5,16 +5,19 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "common/checkpoint_store.h"
+#include "common/metric_targets.h"
 #include "common/result.h"
 #include "launcher/confusion_plot.h"
 #include "launcher/model_source.h"
 #include "workerd/class_names.h"
+#include "launcher/run_summary.h"
 #include "workerd/classification_report.h"
 #include "workerd/data/data_sources.h"
 #include "workerd/data/dataset_fetch.h"
@@ -39,13 +42,14 @@ struct EvalOptions {
     std::string dataset;  // empty: the recorded one, else mnist
     std::string data_dir;
     std::string output_dir;
+    std::string target_accuracy;  // --target-accuracy: replaces the run's thresholds
 };
 
 // The labelled test split and how to name it in messages.
 struct TestSet {
     worker::LabeledImages data;
     worker::SplitNames names;
-    std::string description;  // "MNIST test split (/root/.cache/psrun/data/mnist)"
+    std::string description;  // "MNIST test split ($HOME/.cache/psrun/data/mnist)"
 };
 
 // --test-data: loaded into memory (a pass of psrun eval holds the whole split).
@@ -114,6 +118,14 @@ TestSet load_test_set(const EvalOptions& o, const worker::InferenceModel& model,
 }
 
 void run_eval(const EvalOptions& o) {
+    std::vector<double> given;
+    if (!o.target_accuracy.empty()) {
+        auto parsed = parse_target_accuracy(o.target_accuracy);
+        if (!parsed) throw UsageError(parsed.error().message);
+        given = *parsed;
+        if (o.source.model_dir.empty())
+            throw UsageError("--target-accuracy needs --model-dir: the times come from the run's summary.json");
+    }
     const worker::InferenceModel model = load_model_source(o.source);
     worker::DataRecord record;
     if (!o.source.model_dir.empty()) {
@@ -144,6 +156,14 @@ void run_eval(const EvalOptions& o) {
                              report.total)
               << worker::report_table(report, record.classes) << "\nconfusion matrix (rows: true class, columns: predicted class)\n"
               << worker::confusion_text(report) << "\n";
+    // How long the training run took to its targets, from the model dir's summary.json.
+    std::optional<RunTargets> targets;
+    if (!o.source.model_dir.empty()) targets = read_run_targets(o.source.model_dir, given);
+    if (targets)
+        std::cout << "training run: " << targets->line << "\n";
+    else if (!given.empty())
+        std::cout << "training run: no evaluations in " << o.source.model_dir
+                  << "/summary.json, so no time to --target-accuracy\n";
 
     nlohmann::json summary = worker::report_json(report);
     summary["model"] = model.model.name;
@@ -153,6 +173,7 @@ void run_eval(const EvalOptions& o) {
     summary["test_set"] = test.description;
     summary["eval_seconds"] = seconds;
     if (!record.classes.empty()) summary["class_names"] = record.classes;
+    if (targets) summary["training_targets"] = targets->json;
     const std::string json_path = std::filesystem::absolute(out_dir).string() + "/eval.json";
     if (auto wrote = write_file_atomically(json_path, summary.dump(2) + "\n"); !wrote)
         throw std::runtime_error(wrote.error().message);
@@ -186,6 +207,9 @@ void add_eval_command(CLI::App& app, int& exit_code) {
     cmd->add_option("--dataset", o->dataset,
                     "mnist or fashion-mnist (default: what the run recorded in summary.json, else mnist)");
     cmd->add_option("--data-dir", o->data_dir, "where the dataset's files are (default: psrun data fetch's)");
+    cmd->add_option("--target-accuracy", o->target_accuracy,
+                    "with --model-dir: the training run's time to these test accuracies (e.g. 99,99.2) instead of "
+                    "its own targets");
     cmd->add_option("-o,--output-dir", o->output_dir,
                     "where confusion.png and eval.json go (default: the model dir, or the ONNX file's)");
     cmd->callback([o, &exit_code] {

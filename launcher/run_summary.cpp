@@ -6,68 +6,45 @@
 #include <fstream>
 
 namespace psrun::launcher {
-namespace {
 
-struct Evaluation {
-    double accuracy = 0;
-    long long step = 0;
-    std::optional<double> seconds;
-};
-
-std::vector<Evaluation> evaluations_of(const nlohmann::json& summary) {
-    std::vector<Evaluation> out;
-    const auto it = summary.find("evaluations");
-    if (it == summary.end() || !it->is_array()) return out;
-    for (const auto& e : *it) {
-        if (!e.is_object() || !e.contains("test_accuracy") || !e["test_accuracy"].is_number()) continue;
-        Evaluation ev{e["test_accuracy"].get<double>(), e.value("global_step", 0LL), std::nullopt};
-        if (e.contains("elapsed_seconds") && e["elapsed_seconds"].is_number())
-            ev.seconds = e["elapsed_seconds"].get<double>();
-        out.push_back(ev);
-    }
-    return out;
+std::optional<RunTargets> run_targets(const nlohmann::json& summary, const std::vector<double>& given,
+                                      const MetricSpec& metric) {
+    SecondsKind seconds = SecondsKind::kElapsed;
+    const auto points = points_from_summary(summary, metric, seconds);
+    if (points.empty()) return std::nullopt;
+    const auto choice = choose_targets(metric, given.empty() ? given_targets_of(summary) : given,
+                                       summary.value("dataset", std::string()));
+    const auto times = time_to_targets(points, metric, choice);
+    return RunTargets{describe_targets(times, metric, seconds, summary.value("start_step", 0LL)),
+                      targets_to_json(times, metric, seconds)};
 }
 
-// "99.0%: 95 s (global step 2500)" or "99.2%: not reached"; nullopt when the first evaluation
-// at the threshold has no time.
-std::string time_to(const std::vector<Evaluation>& evals, double threshold) {
-    for (const Evaluation& e : evals) {
-        if (e.accuracy + 1e-9 < threshold) continue;
-        if (!e.seconds) return fmt::format("{:.1f}% at global step {} (no time recorded)", threshold * 100, e.step);
-        return fmt::format("{:.1f}% in {:.0f} s (global step {})", threshold * 100, *e.seconds, e.step);
-    }
-    return fmt::format("{:.1f}% not reached", threshold * 100);
+std::optional<RunTargets> read_run_targets(const std::string& model_dir, const std::vector<double>& given,
+                                           const MetricSpec& metric) {
+    std::ifstream in(model_dir + "/summary.json");
+    if (!in) return std::nullopt;
+    const auto j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return std::nullopt;
+    return run_targets(j, given, metric);
 }
-
-}  // namespace
 
 std::vector<std::string> summary_lines(const nlohmann::json& summary, const std::string& model_dir,
-                                       const ModelDirFiles& files) {
+                                       const ModelDirFiles& files, const MetricSpec& metric) {
     std::vector<std::string> lines;
-    const auto evals = evaluations_of(summary);
-    lines.push_back(fmt::format("final test accuracy {:.2f}% at global step {}",
-                                summary["test_accuracy"].get<double>() * 100, summary.value("global_step", 0LL)));
-    if (!evals.empty()) {
-        const Evaluation* best = &evals.front();
-        for (const Evaluation& e : evals)
-            if (e.accuracy > best->accuracy) best = &e;
-        lines.push_back(fmt::format("best test accuracy {:.2f}% at global step {} ({} {})", best->accuracy * 100,
-                                    best->step, evals.size(), evals.size() == 1 ? "evaluation" : "evaluations"));
-        bool timed = false;
-        for (const Evaluation& e : evals) timed = timed || e.seconds.has_value();
-        const long long start = summary.value("start_step", 0LL);
-        bool reached = false;
-        for (const Evaluation& e : evals) reached = reached || e.accuracy + 1e-9 >= 0.99;
-        if (!reached)
-            lines.push_back("time to 99.0% and 99.2%: neither reached");
-        else if (timed)
-            lines.push_back(fmt::format("time to {}; {} (seconds since training {})", time_to(evals, 0.99),
-                                        time_to(evals, 0.992),
-                                        start > 0 ? fmt::format("resumed at global step {}", start) : "started"));
-        else
-            lines.push_back("time to 99.0%/99.2%: unknown, no evaluation record carries a time");
+    SecondsKind seconds = SecondsKind::kElapsed;
+    const auto points = points_from_summary(summary, metric, seconds);
+    lines.push_back(fmt::format("final {} {} at global step {}", metric.words,
+                                format_metric(summary[metric.field].get<double>(), metric),
+                                summary.value("global_step", 0LL)));
+    if (!points.empty()) {
+        const MetricPoint* best = &points.front();
+        for (const MetricPoint& p : points)
+            if (metric.higher_is_better ? p.value > best->value : p.value < best->value) best = &p;
+        lines.push_back(fmt::format("best {} {} at global step {} ({} {})", metric.words, format_metric(best->value, metric),
+                                    best->global_step, points.size(), points.size() == 1 ? "evaluation" : "evaluations"));
+        lines.push_back(run_targets(summary, {}, metric)->line);
     } else {
-        lines.push_back("no per-evaluation records: best accuracy and time to 99.0%/99.2% unknown");
+        lines.push_back(fmt::format("no per-evaluation records: best {} and time to targets unknown", metric.words));
     }
     if (summary.contains("images_per_sec") && summary["images_per_sec"].is_number())
         lines.push_back(fmt::format("{:.0f} img/s over {:.1f} s of training ({} workers)",
@@ -92,20 +69,20 @@ std::vector<std::string> summary_lines(const nlohmann::json& summary, const std:
     return lines;
 }
 
-Result<std::vector<std::string>> read_run_summary(const std::string& model_dir) {
+Result<std::vector<std::string>> read_run_summary(const std::string& model_dir, const MetricSpec& metric) {
     namespace fs = std::filesystem;
     const std::string path = model_dir + "/summary.json";
     std::ifstream in(path);
     const auto j = nlohmann::json::parse(in, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("test_accuracy") || !j["test_accuracy"].is_number())
-        return make_error(ErrorCode::kNotFound, fmt::format("no final test accuracy: {} is missing or unreadable", path));
+    if (j.is_discarded() || !j.is_object() || !j.contains(metric.field) || !j[metric.field].is_number())
+        return make_error(ErrorCode::kNotFound, fmt::format("no final {}: {} is missing or unreadable", metric.words, path));
     ModelDirFiles files;
     std::error_code ec;
     files.metrics = fs::exists(model_dir + "/metrics.jsonl", ec);
     files.curves = fs::exists(model_dir + "/curves.png", ec);
     for (fs::directory_iterator it(model_dir, ec), end; !ec && it != end; it.increment(ec))
         if (it->path().filename().string().rfind("events.out.tfevents.", 0) == 0) files.events = true;
-    return summary_lines(j, model_dir, files);
+    return summary_lines(j, model_dir, files, metric);
 }
 
 }  // namespace psrun::launcher

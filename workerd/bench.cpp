@@ -5,12 +5,16 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <fstream>
+#include <optional>
 #include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "common/peak_flops.h"
 #include "workerd/onnx/model_loader.h"
 #include "workerd/rng.h"
+#include "workerd/train_flops.h"
 #include "workerd/train_options.h"
 #include "workerd/datasets.h"
 #include "workerd/trainer.h"
@@ -36,13 +40,20 @@ LabeledImages synthetic_images(const nn::ModelDescription& model, std::size_t co
     return data;
 }
 
+double loadavg_1m() {
+    std::ifstream in("/proc/loadavg");
+    double load = -1;
+    in >> load;
+    return load;
+}
+
 }  // namespace
 
 nlohmann::json run_train_benchmark(const BenchOptions& o) {
     if (o.batch_size < 1 || o.batch_size > 4096) throw UsageError("--batch-size must be in 1..4096");
     if (o.threads < 1) throw UsageError("--threads must be >= 1");
     if (o.steps < 1 || o.warmup_steps < 0) throw UsageError("--steps must be >= 1");
-    set_compute_threads(o.threads);
+    const double load = loadavg_1m();
     TrainerConfig config;
     auto model = onnx_io::load_any_model(o.model);
     if (!model) throw UsageError("--model " + o.model + ": " + model.error().message);
@@ -50,6 +61,10 @@ nlohmann::json run_train_benchmark(const BenchOptions& o) {
     config.network.batch_size = o.batch_size;
     auto precision = parse_precision(o.precision);
     if (!precision) throw UsageError("--precision: " + precision.error().message);
+    // Before the first primitive runs, while no OpenMP thread exists to compete with the probe's.
+    std::optional<PeakFlops> peak;
+    if (o.peak) peak = measure_peak_flops(PeakProbeOptions{.threads = o.threads});
+    set_compute_threads(o.threads);
     config.network.precision = *precision;
     config.network.hand_kernels = o.hand_kernels;
     config.optimizer.kind = OptimizerKind::kAdam;
@@ -100,7 +115,10 @@ nlohmann::json run_train_benchmark(const BenchOptions& o) {
     const double data_ms = (trainer.data_ms() - data0) / o.steps;
     const double update_ms = (trainer.update_ms() - update0) / o.steps;
     const auto v = dnnl::version();
-    return {
+    const double flops = training_flops(*config.model).total();
+    const double gflops = o.batch_size / (per_step / 1000.0) * flops / 1e9;
+    const double gflops_median = o.batch_size / (median_step / 1000.0) * flops / 1e9;
+    nlohmann::json out = {
         {"bench", "train"},
         {"model", trainer.model().name},
         {"precision", o.precision},
@@ -121,7 +139,19 @@ nlohmann::json run_train_benchmark(const BenchOptions& o) {
         {"onednn", std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
                        std::to_string(v->patch)},
         {"implementations", network.implementations()},
+        {"cpu_model", peak ? peak->cpu_model : cpu_model_name()},
+        {"loadavg_1m", load},
+        {"mflop_per_image", flops / 1e6},
+        {"gflops", gflops},
     };
+    if (peak) {
+        const double limit = peak->gflops_for(o.precision, omp_get_max_threads());
+        out["peak"] = peak->to_json();
+        out["peak_gflops"] = limit > 0 ? nlohmann::json(limit) : nlohmann::json(nullptr);
+        out["fraction_of_peak"] = fraction_of_peak(gflops, limit);
+        out["fraction_of_peak_median_step"] = fraction_of_peak(gflops_median, limit);
+    }
+    return out;
 }
 
 }  // namespace psrun::worker

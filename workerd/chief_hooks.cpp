@@ -9,6 +9,7 @@
 
 #include <omp.h>
 
+#include "common/metric_targets.h"
 #include "workerd/nn/model_summary.h"
 
 namespace psrun::worker {
@@ -126,8 +127,26 @@ void EvalHook::end(RunContext& ctx, const StepResult& last) {
     spdlog::info("test accuracy at global step {}: {:.2f}%", last.global_step, ctx.test_accuracy * 100);
 }
 
+namespace {
+
+// Logs the time to the run's accuracy targets (common/metric_targets.h) and returns their
+// summary.json form; null without an evaluation (a preempted run).
+nlohmann::json log_time_to_targets(const RunContext& ctx) {
+    const MetricSpec metric = accuracy_metric();
+    SecondsKind seconds = SecondsKind::kElapsed;
+    const auto points = points_from_summary({{"evaluations", ctx.evaluations}}, metric, seconds);
+    const auto times =
+        time_to_targets(points, metric, choose_targets(metric, given_target_accuracy(*ctx.options), dataset_name(*ctx.options)));
+    if (times.empty()) return nullptr;
+    spdlog::info("{}", describe_targets(times, metric, seconds, static_cast<std::int64_t>(ctx.start_step)));
+    return targets_to_json(times, metric, seconds);
+}
+
+}  // namespace
+
 void SummaryHook::end(RunContext& ctx, const StepResult& last) {
     const auto& o = *ctx.options;
+    const nlohmann::json targets = log_time_to_targets(ctx);
     if (o.model_dir.empty()) return;
     const double t = std::max(1e-9, ctx.train_seconds);
     auto per_step = [&](double seconds) {
@@ -155,7 +174,7 @@ void SummaryHook::end(RunContext& ctx, const StepResult& last) {
         {"final_loss", last.loss},
         {"model", ctx.trainer->model().name},
         {"model_hash", nn::architecture_hash(ctx.trainer->model())},
-        {"dataset", o.dataset},
+        {"dataset", dataset_name(o)},
         {"batch_size", o.batch_size},
         {"optimizer", o.optimizer},
         {"learning_rate", o.learning_rate},
@@ -165,6 +184,7 @@ void SummaryHook::end(RunContext& ctx, const StepResult& last) {
         {"seed", o.seed},
         {"stopped_by_signal", ctx.stopped_by_signal},
         {"evaluations", ctx.evaluations},
+        {"targets", targets},
     };
     const std::string path = o.model_dir + "/summary.json";
     const std::string tmp = path + ".tmp";

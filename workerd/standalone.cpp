@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <omp.h>
 
+#include "common/metric_targets.h"
 #include "common/signals.h"
 #include "workerd/class_names.h"
 #include "workerd/datasets.h"
@@ -132,6 +133,12 @@ int StandaloneTrainer::run() {
                  trainer.global_step(), train_seconds, ips, accuracy * 100, source.wait_seconds(), wait_percent,
                  source.skipped_records() ? fmt::format(", skipped {} corrupt records", source.skipped_records())
                                           : std::string());
+    const MetricSpec metric = accuracy_metric();
+    SecondsKind seconds = SecondsKind::kTraining;
+    const auto points = points_from_summary({{"evaluations", evaluations}}, metric, seconds);
+    const auto times =
+        time_to_targets(points, metric, choose_targets(metric, given_target_accuracy(options_), dataset_name(options_)));
+    if (!times.empty()) spdlog::info("{}", describe_targets(times, metric, seconds, 0));
     if (!options_.model_dir.empty()) {
         nlohmann::json summary = {
             {"global_step", trainer.global_step()},
@@ -157,6 +164,7 @@ int StandaloneTrainer::run() {
             {"seed", options_.seed},
             {"stopped_by_signal", stopped},
             {"evaluations", evaluations},
+            {"targets", times.empty() ? nlohmann::json(nullptr) : targets_to_json(times, metric, seconds)},
         };
         if (auto written = write_json(options_.model_dir, summary); !written) {
             spdlog::error("{}", written.error().message);

@@ -14,8 +14,8 @@ using psrun::TensorView;
 namespace {
 
 fs::path temp_dir() {
-    char tmpl[] = "/tmp/psrun-ckpt-XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
+    std::string tmpl = (fs::temp_directory_path() / "psrun-ckpt-XXXXXX").string();
+    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
     return tmpl;
 }
 

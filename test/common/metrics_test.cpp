@@ -8,8 +8,8 @@
 namespace fs = std::filesystem;
 
 TEST_CASE("metrics are JSON lines and plot to a PNG", "[metrics]") {
-    char tmpl[] = "/tmp/psrun-metrics-XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
+    std::string tmpl = (fs::temp_directory_path() / "psrun-metrics-XXXXXX").string();
+    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
     const fs::path dir = tmpl;
     const auto path = (dir / "metrics.jsonl").string();
     {

@@ -27,8 +27,8 @@ namespace {
 struct TempDir {
     std::string path;
     TempDir() {
-        char tmpl[] = "/tmp/psrun-lock-XXXXXX";
-        path = ::mkdtemp(tmpl);
+        std::string tmpl = (fs::temp_directory_path() / "psrun-lock-XXXXXX").string();
+        path = ::mkdtemp(tmpl.data());
     }
     ~TempDir() { fs::remove_all(path); }
 };

@@ -17,8 +17,8 @@ std::span<const std::byte> bytes_of(const std::string& s) {
 }
 
 fs::path temp_dir() {
-    char tmpl[] = "/tmp/psrun-test-XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
+    std::string tmpl = (fs::temp_directory_path() / "psrun-test-XXXXXX").string();
+    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
     return tmpl;
 }
 

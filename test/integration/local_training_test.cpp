@@ -93,6 +93,14 @@ TEST_CASE("psrun local --ps 1 --workers 2 trains real MNIST to >= 97% with every
     const auto& evals = summary["evaluations"];
     REQUIRE(evals.size() >= 3);
     CHECK(evals.back()["global_step"].get<int>() == 600);
+    // MNIST's customary targets, timed by the chief (summary.json) and printed by psrun.
+    const auto& targets = summary["targets"]["targets"];
+    REQUIRE(targets.size() == 2);
+    CHECK(targets[0]["kind"] == "default");
+    CHECK(targets[0]["threshold"].get<double>() == 0.99);
+    CHECK(targets[1]["threshold"].get<double>() == 0.992);
+    CHECK(summary["targets"]["seconds"] == "elapsed");
+    CHECK(log.find("time to 99.0%") != std::string::npos);
 
     const fs::path model = tmp.path / "model";
     const auto metrics = read_metrics(model / "metrics.jsonl");
@@ -117,10 +125,19 @@ TEST_CASE("psrun local --ps 1 --workers 2 trains real MNIST to >= 97% with every
 TEST_CASE("psrun local with 2 ps shards trains and finishes through both done-queues", "[integration][mnist]") {
     psrun::test::TempTree tmp;
     std::string log;
-    const auto summary = run_local(tmp, 2, 200, 0, &log);
+    // --target-accuracy passes through psrun to the chief, which times it; psrun prints it.
+    const auto summary = run_local(tmp, 2, 200, 0, &log, {"--target-accuracy", "85,99.9"});
     INFO(log);
     CHECK(summary["global_step"].get<int>() == 200);
     CHECK(summary["test_accuracy"].get<double>() >= 0.90);
+    const auto& targets = summary["targets"]["targets"];
+    REQUIRE(targets.size() == 2);
+    CHECK(targets[0] ==
+          nlohmann::json({{"kind", "given"}, {"threshold", 0.85}, {"reached", true}, {"global_step", 200},
+                          {"seconds", targets[0]["seconds"]}}));
+    CHECK(targets[0]["seconds"].get<double>() > 0);
+    CHECK(targets[1] == nlohmann::json({{"kind", "given"}, {"threshold", 0.999}, {"reached", false}}));
+    CHECK(log.find("; 99.9% not reached (seconds since training started)") != std::string::npos);
     CHECK(log.find("[psd:0] all 2 workers are done") != std::string::npos);
     CHECK(log.find("[psd:1] all 2 workers are done") != std::string::npos);
 }

@@ -153,6 +153,16 @@ TEST_CASE("psrun eval and predict on a short mnist_softmax run", "[integration][
     }
     CHECK(report["correct"].get<std::int64_t>() == trace);
     CHECK(double(trace) / 10000 == Approx(report["accuracy"].get<double>()));
+    // The training run's time to its targets, from summary.json: MNIST's, unreached by softmax
+    // regression; --target-accuracy asks for others (the run evaluated once, at step 300).
+    CHECK_THAT(eval.output, Catch::Contains("training run: time to 99.0% and 99.2% test accuracy: neither reached"));
+    CHECK(report["training_targets"]["targets"][0]["kind"] == "default");
+    const Run low = psrun_cmd(tmp.path, {"eval", "--model-dir", model.string(), "-o", (tmp.path / "low").string(),
+                                         "--target-accuracy", "50,99.9"}, "eval-low");
+    INFO(low.output);
+    CHECK(low.code == 0);
+    CHECK_THAT(low.output, Catch::Contains("training run: time to 50.0% in ") &&
+                               Catch::Contains("(global step 300); 99.9% not reached (seconds since training started)"));
     {
         std::ifstream png(out / "confusion.png", std::ios::binary);
         std::string magic(8, '\0');
@@ -301,5 +311,7 @@ TEST_CASE("psrun eval and predict on a short mnist_softmax run", "[integration][
         expect({"predict", "--onnx", (tmp.path / "missing.onnx").string(), "--images", text.string()}, "missing.onnx");
         expect({"predict", "--onnx", text.string(), "--images", idx_images.string()}, "notes.txt");
         expect({"eval", "--onnx", onnx.string(), "--checkpoint", "150"}, "an ONNX file holds one set of parameters");
+        expect({"eval", "--onnx", onnx.string(), "--target-accuracy", "99"}, "--target-accuracy needs --model-dir");
+        expect({"eval", "--model-dir", model.string(), "--target-accuracy", "99,x"}, "'x' is not a number");
     }
 }

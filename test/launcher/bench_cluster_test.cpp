@@ -113,6 +113,23 @@ TEST_CASE("psrun bench cluster prints one JSON line with positive throughputs", 
     std::sort(single.begin(), single.end());
     CHECK(j["images_per_sec"].get<double>() == cluster[1]);
     CHECK(j["single_process_images_per_sec"].get<double>() == single[1]);
+    // Against this host's f32 peak (common/peak_flops.h): the cluster's 2 x 1 compute threads and
+    // the single process's 2, at mnist_deep's 82.05 MFLOP per trained image.
+    const auto& peak = j.at("peak");
+    CHECK(j["cpu_model"] == peak["cpu_model"]);
+    REQUIRE(peak["f32_gflops"].get<double>() > 0);
+    CHECK(j["mflop_per_image"].get<double>() == Approx(82.049024));
+    CHECK(j["gflops"].get<double>() == Approx(j["images_per_sec"].get<double>() * 82.049024 / 1000));
+    const double per_thread = peak["f32_gflops"].get<double>() / peak["threads"].get<double>();
+    const double cores = std::min(2.0, peak["cpus"].get<double>());
+    CHECK(j["peak_gflops"].get<double>() == Approx(per_thread * cores));
+    CHECK(j["fraction_of_peak"].get<double>() == Approx(j["gflops"].get<double>() / j["peak_gflops"].get<double>()));
+    CHECK(j["single_process_fraction_of_peak"].get<double>() ==
+          Approx(j["single_process_gflops"].get<double>() / j["single_process_peak_gflops"].get<double>()));
+    for (const auto& pair : j["pairs"]) {
+        CHECK(pair["fraction_of_peak"].get<double>() > 0);
+        CHECK(pair["single_process_fraction_of_peak"].get<double>() > 0);
+    }
 }
 
 TEST_CASE("psrun bench cluster refuses a run too short to measure", "[bench_cluster]") {

@@ -15,12 +15,12 @@ namespace {
 nlohmann::json summary_with(nlohmann::json evaluations) {
     return {{"global_step", 5000},    {"test_accuracy", 0.9916}, {"images_per_sec", 3668.4},
             {"train_seconds", 136.3}, {"workers", 2},            {"start_step", 0},
-            {"evaluations", std::move(evaluations)}};
+            {"dataset", "mnist"},     {"evaluations", std::move(evaluations)}};
 }
 
 }  // namespace
 
-TEST_CASE("summary_lines: final, best, time to 99.0% and 99.2%, img/s and where the files are", "[summary]") {
+TEST_CASE("summary_lines on MNIST: final, best, time to 99.0% and 99.2%, img/s and where the files are", "[summary]") {
     const auto s = summary_with({{{"global_step", 500}, {"test_accuracy", 0.97}, {"elapsed_seconds", 14.2}},
                                  {{"global_step", 2500}, {"test_accuracy", 0.9903}, {"elapsed_seconds", 70.4}},
                                  {{"global_step", 4500}, {"test_accuracy", 0.992}, {"elapsed_seconds", 125.9}},
@@ -50,12 +50,12 @@ TEST_CASE("summary_lines says what is missing instead of inventing it", "[summar
           "step 3000)");
 
     s["evaluations"] = {{{"global_step", 300}, {"test_accuracy", 0.959}, {"elapsed_seconds", 8.2}}};
-    CHECK(summary_lines(s, "/m", {})[2] == "time to 99.0% and 99.2%: neither reached");
+    CHECK(summary_lines(s, "/m", {})[2] == "time to 99.0% and 99.2% test accuracy: neither reached");
 
     s.erase("evaluations");
     s.erase("images_per_sec");
     const Lines bare = summary_lines(s, "/m", {});
-    CHECK(bare[1] == "no per-evaluation records: best accuracy and time to 99.0%/99.2% unknown");
+    CHECK(bare[1] == "no per-evaluation records: best test accuracy and time to targets unknown");
     CHECK(bare.size() == 5);  // no img/s line
 }
 
@@ -72,4 +72,30 @@ TEST_CASE("read_run_summary reads the model dir and refuses a missing summary", 
     CHECK(lines->back() == "TensorBoard: tensorboard --logdir " + dir.string());
     CHECK((*lines)[lines->size() - 2] == "curves: no curves.png (gnuplot missing?)");
     fs::remove_all(dir);
+}
+
+TEST_CASE("summary_lines elsewhere than MNIST: time to the best accuracy and to within 1 point of it", "[summary]") {
+    auto s = summary_with({{{"global_step", 500}, {"test_accuracy", 0.8455}, {"elapsed_seconds", 14.2}},
+                           {{"global_step", 1000}, {"test_accuracy", 0.8881}, {"elapsed_seconds", 28.0}},
+                           {{"global_step", 1500}, {"test_accuracy", 0.8973}, {"elapsed_seconds", 41.9}},
+                           {{"global_step", 2000}, {"test_accuracy", 0.8969}, {"elapsed_seconds", 55.0}}});
+    s["dataset"] = "fashion-mnist";
+    s["test_accuracy"] = 0.8969;
+    const Lines lines = summary_lines(s, "/m", {});
+    CHECK(lines[1] == "best test accuracy 89.73% at global step 1500 (4 evaluations)");
+    CHECK(lines[2] ==
+          "time to the best test accuracy (89.73%) in 42 s (global step 1500); to within 1 point of it (88.73%) in "
+          "28 s (global step 1000) (seconds since training started)");
+    // The thresholds the run was given (--target-accuracy, recorded by the chief) win.
+    s["targets"] = {{"targets", {{{"kind", "given"}, {"threshold", 0.88}}, {{"kind", "given"}, {"threshold", 0.9}}}}};
+    CHECK(summary_lines(s, "/m", {})[2] ==
+          "time to 88.0% in 28 s (global step 1000); 90.0% not reached (seconds since training started)");
+    // So do thresholds given to run_targets (psrun eval --target-accuracy).
+    const auto targets = run_targets(s, {0.85});
+    REQUIRE(targets);
+    CHECK(targets->line == "time to 85.0% in 28 s (global step 1000) (seconds since training started)");
+    CHECK(targets->json["targets"][0]["kind"] == "given");
+    CHECK(targets->json["targets"][0]["global_step"] == 1000);
+    s.erase("evaluations");
+    CHECK_FALSE(run_targets(s, {0.85}));
 }

@@ -28,9 +28,46 @@ for key in ("global_step", "test_accuracy", "images_per_sec", "train_seconds"):
 assert s["global_step"] == 30, s["global_step"]
 assert 0.0 <= s["test_accuracy"] <= 1.0 and s["images_per_sec"] > 0 and s["train_seconds"] > 0
 assert [e["global_step"] for e in s["evaluations"]] == [15, 30]
+# MNIST's customary targets, timed in training seconds (evaluations excluded); 30 steps reach neither.
+t = s["targets"]
+assert t["metric"] == {"field": "test_accuracy", "higher_is_better": True} and t["seconds"] == "training", t
+assert [(x["kind"], x["threshold"], x["reached"]) for x in t["targets"]] == [("default", 0.99, False), ("default", 0.992, False)], t
 print("ok: summary.json fields", {k: s[k] for k in ("global_step", "test_accuracy")})
 PY
 check "progress line logged" grep -q "step 30/30 .* img/s  loss .* test accuracy" "$tmp/out"
+check "time to MNIST's targets logged" grep -q "time to 99.0% and 99.2% test accuracy: neither reached" "$tmp/out"
+
+# --target-accuracy: thresholds that fit the run, in percent or as fractions.
+timeout 120 "$workerd" --standalone --steps 20 --batch-size 20 --eval-every 10 --threads 2 \
+    --learning-rate 1e-3 --target-accuracy 2,0.05 --model-dir "$tmp/targets" >"$tmp/out" 2>&1
+rc=$?
+check "--target-accuracy 2,0.05 trains (rc=$rc)" test "$rc" -eq 0
+check "... and logs the time to 2.0% and 5.0% (above chance: reached at once)" \
+    grep -Eq "time to 2.0% in [0-9]+ s \(global step 10\); 5.0% in [0-9]+ s \(global step 10\) \(seconds of training" "$tmp/out"
+python3 -c "
+import json; t = json.load(open('$tmp/targets/summary.json'))['targets']['targets']
+assert [(x['kind'], x['threshold'], x['reached'], x['global_step']) for x in t] == [('given', 0.02, True, 10), ('given', 0.05, True, 10)], t
+assert all(x['seconds'] > 0 for x in t), t
+print('ok: summary.json targets', t)" || fail=1
+timeout 30 "$workerd" --standalone --target-accuracy 99,abc >"$tmp/out" 2>&1
+rc=$?
+check "--target-accuracy 99,abc exits 2 (rc=$rc)" test "$rc" -eq 2
+check "... naming the option and the value" grep -q -- "--target-accuracy '99,abc': 'abc' is not a number" "$tmp/out"
+
+# Elsewhere than MNIST: the time to the best accuracy reached and to within 1 point of it.
+timeout 120 "$psrun" data fetch --dataset fashion-mnist >/dev/null || { echo "FAILED: fashion-mnist fetch"; fail=1; }
+timeout 120 "$workerd" --standalone --dataset fashion-mnist --steps 20 --batch-size 20 --eval-every 10 --threads 2 \
+    --learning-rate 1e-3 --model-dir "$tmp/fashion" >"$tmp/out" 2>&1
+rc=$?
+check "a short fashion-mnist run trains (rc=$rc)" test "$rc" -eq 0
+check "... and logs the time to its best accuracy" \
+    grep -Eq "time to the best test accuracy \([0-9.]+%\) in [0-9]+ s \(global step (10|20)\); to within 1 point of it" "$tmp/out"
+python3 -c "
+import json; s = json.load(open('$tmp/fashion/summary.json')); t = s['targets']['targets']
+best = max(e['test_accuracy'] for e in s['evaluations'])
+assert s['dataset'] == 'fashion-mnist' and [x['kind'] for x in t] == ['best', 'near_best'], s
+assert t[0]['threshold'] == best and abs(t[1]['threshold'] - (best - 0.01)) < 1e-12 and t[0]['reached'], t
+print('ok: fashion-mnist targets', t)" || fail=1
 
 # The oneDNN-only path end to end (the hand-written kernels are the default).
 timeout 120 "$workerd" --standalone --steps 10 --batch-size 20 --threads 2 --hand-kernels off \
@@ -89,15 +126,40 @@ assert d['images_per_sec'] > 0 and d['ms_per_step'] > 0 and d['model'] == 'mnist
 kinds = [(l['index'], l['kind']) for l in d['layers']]
 assert [k for _, k in kinds][-3:] == ['dropout', 'dense', 'loss'] and kinds[0][0] == 0 and any(i == 6 for i, _ in kinds), kinds
 assert d['ms_per_step_median'] > 0 and d['images_per_sec_median_step'] > 0
-print('ok: bench JSON', round(d['images_per_sec']), 'img/s')" || fail=1
+# Against this host's peak (common/peak_flops.h): the probe ran for --threads 2.
+p = d['peak']
+assert d['cpu_model'] == p['cpu_model'] and p['cpu_model'], p
+assert p['threads'] == min(2, p['cpus']) and p['f32_gflops'] > 0 and p['f32_isa'] in ('avx512f', 'avx2+fma'), p
+assert (p['bf16_gflops'] is None) == (p['bf16_isa'] == 'none'), p
+assert abs(d['mflop_per_image'] - 82.049024) < 1e-6, d['mflop_per_image']
+assert abs(d['gflops'] - d['images_per_sec'] * d['mflop_per_image'] / 1000) < 1e-6 * d['gflops']
+assert d['peak_gflops'] == p['f32_gflops'] / p['threads'] * min(2, p['cpus'])
+assert abs(d['fraction_of_peak'] - d['gflops'] / d['peak_gflops']) < 1e-9
+assert 0 < d['fraction_of_peak'] < 1 and 0 < d['fraction_of_peak_median_step'] < 1.5, d
+print('ok: bench JSON', round(d['images_per_sec']), 'img/s,', round(100 * d['fraction_of_peak'], 1), '% of', round(d['peak_gflops']), 'GFLOP/s f32')" || fail=1
+# bf16 where the CPU has it: the fraction is of the bf16 peak.
+if grep -qE 'avx512_bf16|amx_bf16' /proc/cpuinfo; then
+  timeout 120 "$psrun" bench train --steps 3 --warmup-steps 1 --batch-size 10 --precision bf16 >"$tmp/bench-bf16"
+  rc=$?
+  check "bench train --precision bf16 exits 0 (rc=$rc)" test "$rc" -eq 0
+  python3 -c "
+import json; d=json.loads(open('$tmp/bench-bf16').read()); p=d['peak']
+if p['bf16_gflops'] is None:
+    assert d['peak_gflops'] is None and d['fraction_of_peak'] is None, d  # AMX without AVX512-BF16
+else:
+    assert d['peak_gflops'] == p['bf16_gflops'] / p['threads'] * min(2, p['cpus'])
+    assert abs(d['fraction_of_peak'] - d['gflops'] / d['peak_gflops']) < 1e-9
+print('ok: bench bf16 against', d['peak_gflops'], 'GFLOP/s')" || fail=1
+fi
 # Every zoo model benchmarks, with its layers by index and kind.
 for m in $("$psrun" model list | awk '{print $1}'); do
-  timeout 120 "$psrun" bench train --model "$m" --steps 2 --warmup-steps 1 --batch-size 8 >"$tmp/bench-$m"
+  timeout 120 "$psrun" bench train --model "$m" --steps 2 --warmup-steps 1 --batch-size 8 --peak 0 >"$tmp/bench-$m"
   rc=$?
   check "bench train --model $m exits 0 (rc=$rc)" test "$rc" -eq 0
   python3 -c "
 import json; d=json.loads(open('$tmp/bench-$m').read())
 assert d['model'] == '$m' and d['images_per_sec'] > 0 and d['layers'][-1]['kind'] == 'loss'
+assert 'peak' not in d and d['mflop_per_image'] > 0  # --peak 0: no probe, the work per image still
 assert all(l['forward_ms'] >= 0 and l['backward_ms'] >= 0 for l in d['layers'])
 print('ok: bench $m', len(d['layers']), 'layers,', round(d['images_per_sec']), 'img/s')" || fail=1
 done
