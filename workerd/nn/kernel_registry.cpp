@@ -43,6 +43,10 @@ const std::map<std::string, Factory>& factories() {
         {"swish", make_activation_kernel},
         {"hard_swish", make_activation_kernel},
         {"neg", make_activation_kernel},
+        {"add", make_binary_kernel},
+        {"sub", make_binary_kernel},
+        {"mul", make_binary_kernel},
+        {"div", make_binary_kernel},
     };
     return table;
 }
