@@ -47,6 +47,8 @@ const std::map<std::string, Factory>& factories() {
         {"sub", make_binary_kernel},
         {"mul", make_binary_kernel},
         {"div", make_binary_kernel},
+        {"pow", make_pow_kernel},
+        {"erf", make_erf_kernel},
     };
     return table;
 }

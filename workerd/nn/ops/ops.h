@@ -29,6 +29,8 @@ const OpSchema& squeeze_schema();
 const OpSchema& unsqueeze_schema();
 const OpSchema& transpose_schema();
 std::vector<const OpSchema*> binary_schemas();
+const OpSchema& pow_schema();
+const OpSchema& erf_schema();
 
 // Kernels (ops/<file>_kernel.cpp).
 std::unique_ptr<Kernel> make_conv_kernel();
@@ -42,6 +44,8 @@ std::unique_ptr<Kernel> make_constant_kernel();
 std::unique_ptr<Kernel> make_view_kernel();
 std::unique_ptr<Kernel> make_transpose_kernel();
 std::unique_ptr<Kernel> make_binary_kernel();
+std::unique_ptr<Kernel> make_pow_kernel();
+std::unique_ptr<Kernel> make_erf_kernel();
 std::unique_ptr<Kernel> make_fused_conv_relu_pool_kernel();
 std::unique_ptr<Kernel> make_conv_relu_blocked_pool_kernel();
 

@@ -1,0 +1,116 @@
+// ONNX import and export of the tensor kinds (math, softmax, ...): a node as PyTorch 1.13 writes
+// it at opset 13, inserted into test/onnx/onnx_test_graph.h's CNN, imports to the kind with its
+// attributes; a description using the kind exports and imports back (without the embedded
+// description, so the ONNX graph alone is read) to the same kinds and the same outputs.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "test/onnx/onnx_test_graph.h"
+#include "workerd/nn/model_description.h"
+#include "workerd/nn/network.h"
+#include "workerd/nn/parameter_init.h"
+#include "workerd/onnx/onnx_model.h"
+#include "workerd/onnx/onnx_proto.h"
+#include "workerd/rng.h"
+
+using namespace psrun;
+using nlohmann::json;
+using onnx_io::test::small_cnn;
+using onnx_io::test::TestGraph;
+
+namespace {
+
+nn::ModelDescription imported(const std::string& bytes) {
+    auto m = onnx_io::import_onnx(bytes, "t.onnx");
+    INFO((m ? std::string() : m.error().message));
+    REQUIRE(m);
+    return std::move(*m);
+}
+
+std::string refusal(const TestGraph& g) {
+    auto m = onnx_io::import_onnx(g.bytes(), "t.onnx");
+    REQUIRE_FALSE(m);
+    return m.error().message;
+}
+
+const nn::Node& node_named(const nn::ModelDescription& m, const std::string& name) {
+    for (const auto& n : m.nodes)
+        if (n.name == name) return n;
+    FAIL("no node " << name);
+    throw std::logic_error("unreachable");
+}
+
+std::vector<std::string> kinds(const nn::ModelDescription& m) {
+    std::vector<std::string> out;
+    for (const auto& n : m.nodes) out.push_back(n.op);
+    return out;
+}
+
+// The outputs of `m` with `params` on a batch of 3 drawn from `seed` (inputs in [-1, 1]).
+std::vector<float> outputs(const nn::ModelDescription& m, const std::vector<float>& params, std::uint64_t seed) {
+    std::vector<float> p = params, grads;
+    auto net = nn::Network::create(m, nn::NetworkOptions{3, nn::Precision::kF32, true}, p, grads);
+    INFO((net ? std::string() : net.error().message));
+    REQUIRE(net);
+    worker::Rng rng(seed);
+    for (auto& x : (*net)->input()) x = static_cast<float>(2.0 * rng.uniform() - 1.0);
+    (*net)->forward(false);
+    return {(*net)->outputs().begin(), (*net)->outputs().end()};
+}
+
+// A description of `layers` on an input of `shape` (float), loss mean squared error.
+nn::ModelDescription described(const json& layers, const std::vector<std::int64_t>& shape) {
+    const json doc{{"input", {{"shape", shape}, {"type", "float"}}},
+                   {"layers", layers},
+                   {"loss", {{"kind", "mean_squared_error"}}}};
+    auto m = nn::parse_model(doc, "t.json");
+    INFO((m ? std::string() : m.error().message));
+    REQUIRE(m);
+    return std::move(*m);
+}
+
+// Export (graph only) and import back: the same kinds, attributes and outputs.
+void check_round_trip(const json& layers, const std::vector<std::int64_t>& shape) {
+    const auto model = described(layers, shape);
+    std::vector<float> params(static_cast<std::size_t>(model.parameter_count));
+    nn::initialize_parameters(model, 5, params);
+    auto bytes = onnx_io::export_onnx(model, params);
+    INFO((bytes ? std::string() : bytes.error().message));
+    REQUIRE(bytes);
+    onnx::ModelProto proto;
+    REQUIRE(proto.ParseFromString(*bytes));
+    proto.clear_metadata_props();
+    const auto back = imported(proto.SerializeAsString());
+    CHECK(kinds(back) == kinds(model));
+    for (const auto& n : model.nodes) CHECK(node_named(back, n.name).attrs == n.attrs);
+    const auto a = outputs(model, params, 9), b = outputs(back, *back.initial_parameters, 9);
+    REQUIRE(a.size() == b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) CHECK(b[i] == Approx(a[i]).epsilon(1e-5).margin(1e-6));
+}
+
+}  // namespace
+
+TEST_CASE("Pow with a constant exponent and Erf import and round-trip", "[onnx][onnx_ops]") {
+    auto g = small_cnn();
+    // x ** 2 then erf, between the Relu and the pool, as PyTorch writes them (the exponent an
+    // initializer-free Constant scalar is an initializer here).
+    onnx_io::add_float_tensor(*g.model.mutable_graph(), "/p/Constant_output_0", {}, std::vector<float>{2.0f});
+    g.add_node("Pow", "/p/Pow", {"/1/Relu_output_0", "/p/Constant_output_0"}, "pow_out");
+    g.add_node("Erf", "/e/Erf", {"pow_out"}, "erf_out");
+    g.node("/2/MaxPool")->set_input(0, "erf_out");
+    g.order({"/0/Conv", "/1/Relu", "/p/Pow", "/e/Erf", "/2/MaxPool", "/3/Flatten", "/4/Gemm", "/5/Softmax"});
+    const auto m = imported(g.bytes());
+    CHECK(node_named(m, "/p/Pow").op == "pow");
+    CHECK(node_named(m, "/p/Pow").attrs == json{{"exponent", 2.0}});
+    CHECK(node_named(m, "/e/Erf").op == "erf");
+    // A run-time exponent is refused.
+    g.node("/p/Pow")->set_input(1, "/0/Conv_output_0");
+    CHECK_THAT(refusal(g), Catch::Contains("node '/p/Pow' (Pow): the exponent must be a constant scalar"));
+
+    check_round_trip({{{"kind", "pow"}, {"name", "p"}, {"exponent", 3.0}},
+                      {{"kind", "erf"}, {"name", "e"}},
+                      {{"kind", "flatten"}, {"name", "f"}}},
+                     {2, 3});
+}
