@@ -49,6 +49,8 @@ const std::map<std::string, Factory>& factories() {
         {"div", make_binary_kernel},
         {"pow", make_pow_kernel},
         {"erf", make_erf_kernel},
+        {"softmax", make_softmax_kernel},
+        {"log_softmax", make_softmax_kernel},
     };
     return table;
 }
