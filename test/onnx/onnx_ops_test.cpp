@@ -137,3 +137,20 @@ TEST_CASE("Softmax and LogSoftmax mid-graph import with their axis; a final Soft
                       {{"kind", "flatten"}, {"name", "f"}}},
                      {3, 4});
 }
+
+TEST_CASE("MatMul of two values (x @ x^T) imports as matmul; MatMul with a weight stays dense", "[onnx][onnx_ops]") {
+    auto g = small_cnn();
+    onnx_io::set_ints(*g.add_node("Transpose", "/t/Transpose", {"/1/Relu_output_0"}, "t_out"), "perm", {0, 1, 3, 2});
+    g.add_node("MatMul", "/m/MatMul", {"/1/Relu_output_0", "t_out"}, "mm_out");
+    g.node("/2/MaxPool")->set_input(0, "mm_out");
+    g.order({"/0/Conv", "/1/Relu", "/t/Transpose", "/m/MatMul", "/2/MaxPool", "/3/Flatten", "/4/Gemm", "/5/Softmax"});
+    const auto m = imported(g.bytes());
+    CHECK(kinds(m) == std::vector<std::string>{"conv2d", "relu", "transpose", "matmul", "max_pool", "flatten", "dense"});
+    CHECK(m.value("/m/MatMul").dims ==
+          nn::Dims{nn::Dim::batch_times(1), nn::Dim::of(2), nn::Dim::of(8), nn::Dim::of(8)});
+
+    check_round_trip({{{"kind", "parameter"}, {"name", "w"}, {"shape", {2, 4, 3}}},
+                      {{"kind", "matmul"}, {"name", "mm"}, {"inputs", {"input", "w"}}},
+                      {{"kind", "flatten"}, {"name", "f"}}},
+                     {1, 5, 4});
+}

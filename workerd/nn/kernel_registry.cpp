@@ -51,6 +51,7 @@ const std::map<std::string, Factory>& factories() {
         {"erf", make_erf_kernel},
         {"softmax", make_softmax_kernel},
         {"log_softmax", make_softmax_kernel},
+        {"matmul", make_matmul_kernel},
     };
     return table;
 }

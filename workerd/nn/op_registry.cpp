@@ -20,6 +20,7 @@ const std::vector<const OpSchema*>& all_schemas() {
             &unsqueeze_schema(), &transpose_schema(),
             &pow_schema(), &erf_schema(),
             &softmax_schema(), &log_softmax_schema(),
+            &matmul_schema(),
         };
         for (const auto* a : activation_schemas()) s.push_back(a);
         for (const auto* a : binary_schemas()) s.push_back(a);

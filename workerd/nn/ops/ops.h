@@ -33,6 +33,7 @@ const OpSchema& pow_schema();
 const OpSchema& erf_schema();
 const OpSchema& softmax_schema();
 const OpSchema& log_softmax_schema();
+const OpSchema& matmul_schema();
 
 // Kernels (ops/<file>_kernel.cpp).
 std::unique_ptr<Kernel> make_conv_kernel();
@@ -49,6 +50,7 @@ std::unique_ptr<Kernel> make_binary_kernel();
 std::unique_ptr<Kernel> make_pow_kernel();
 std::unique_ptr<Kernel> make_erf_kernel();
 std::unique_ptr<Kernel> make_softmax_kernel();
+std::unique_ptr<Kernel> make_matmul_kernel();
 std::unique_ptr<Kernel> make_fused_conv_relu_pool_kernel();
 std::unique_ptr<Kernel> make_conv_relu_blocked_pool_kernel();
 
