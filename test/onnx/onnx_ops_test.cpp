@@ -154,3 +154,28 @@ TEST_CASE("MatMul of two values (x @ x^T) imports as matmul; MatMul with a weigh
                       {{"kind", "flatten"}, {"name", "f"}}},
                      {1, 5, 4});
 }
+
+TEST_CASE("Split (sizes as an input) and Concat of values import and round-trip", "[onnx][onnx_ops]") {
+    auto g = small_cnn();
+    // The 32 features cut in 12 and 20 and joined the other way round before the Gemm.
+    g.add_int64_tensor("/s/Constant_output_0", {2}, {12, 20});
+    auto* split = g.add_node("Split", "/s/Split", {"/3/Flatten_output_0", "/s/Constant_output_0"}, "s0");
+    split->add_output("s1");
+    onnx_io::set_int(*split, "axis", 1);
+    onnx_io::set_int(*g.add_node("Concat", "/c/Concat", {"s1", "s0"}, "cat_out"), "axis", 1);
+    g.node("/4/Gemm")->set_input(0, "cat_out");
+    g.order({"/0/Conv", "/1/Relu", "/2/MaxPool", "/3/Flatten", "/s/Split", "/c/Concat", "/4/Gemm", "/5/Softmax"});
+    const auto m = imported(g.bytes());
+    CHECK(node_named(m, "/s/Split").attrs == json{{"axis", 1}, {"sizes", {12, 20}}});
+    CHECK(node_named(m, "/c/Concat").inputs == std::vector<std::string>{"/s/Split:1", "/s/Split"});
+    // Sizes that do not add up are refused, naming the node.
+    g.add_int64_tensor("/s/bad", {2}, {12, 21});
+    g.node("/s/Split")->set_input(1, "/s/bad");
+    CHECK_THAT(refusal(g), Catch::Contains("add up to 33"));
+
+    check_round_trip({{{"kind", "split"}, {"name", "s"}, {"axis", -1}, {"sizes", {1, 3}}},
+                      {{"kind", "tanh"}, {"name", "t"}, {"inputs", "s:1"}},
+                      {{"kind", "concat"}, {"name", "c"}, {"inputs", {"t", "s", "input"}}, {"axis", 2}},
+                      {{"kind", "flatten"}, {"name", "f"}}},
+                     {3, 4});
+}

@@ -52,6 +52,8 @@ const std::map<std::string, Factory>& factories() {
         {"softmax", make_softmax_kernel},
         {"log_softmax", make_softmax_kernel},
         {"matmul", make_matmul_kernel},
+        {"concat", make_concat_kernel},
+        {"split", make_split_kernel},
     };
     return table;
 }
