@@ -4,6 +4,7 @@
 // description, so the ONNX graph alone is read) to the same kinds and the same outputs.
 #include <catch2/catch.hpp>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,18 @@ const nn::Node& node_named(const nn::ModelDescription& m, const std::string& nam
         if (n.name == name) return n;
     FAIL("no node " << name);
     throw std::logic_error("unreachable");
+}
+
+void set_string(onnx::NodeProto& node, const std::string& name, const std::string& value) {
+    for (auto& a : *node.mutable_attribute())
+        if (a.name() == name) {
+            a.set_s(value);
+            return;
+        }
+    auto* a = node.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(value);
 }
 
 std::vector<std::string> kinds(const nn::ModelDescription& m) {
@@ -178,4 +191,35 @@ TEST_CASE("Split (sizes as an input) and Concat of values import and round-trip"
                       {{"kind", "concat"}, {"name", "c"}, {"inputs", {"t", "s", "input"}}, {"axis", 2}},
                       {{"kind", "flatten"}, {"name", "f"}}},
                      {3, 4});
+}
+
+TEST_CASE("Slice with constant bounds (x[:, :, 1:]) and a zero Pad import and round-trip", "[onnx][onnx_ops]") {
+    auto g = small_cnn();
+    const std::int64_t big = std::numeric_limits<std::int64_t>::max();
+    g.add_int64_tensor("/x/starts", {2}, {1, 1});
+    g.add_int64_tensor("/x/ends", {2}, {big, big});
+    g.add_int64_tensor("/x/axes", {2}, {2, 3});
+    g.add_int64_tensor("/x/steps", {2}, {1, 1});
+    g.add_node("Slice", "/x/Slice", {"/1/Relu_output_0", "/x/starts", "/x/ends", "/x/axes", "/x/steps"}, "sl_out");
+    g.add_int64_tensor("/x/pads", {8}, {0, 0, 1, 0, 0, 0, 0, 1});
+    onnx_io::add_float_tensor(*g.model.mutable_graph(), "/x/value", {}, std::vector<float>{0.0f});
+    set_string(*g.add_node("Pad", "/x/Pad", {"sl_out", "/x/pads", "/x/value"}, "pad_out"), "mode", "constant");
+    g.node("/2/MaxPool")->set_input(0, "pad_out");
+    g.order({"/0/Conv", "/1/Relu", "/x/Slice", "/x/Pad", "/2/MaxPool", "/3/Flatten", "/4/Gemm", "/5/Softmax"});
+    const auto m = imported(g.bytes());
+    CHECK(node_named(m, "/x/Slice").attrs ==
+          json{{"axes", {2, 3}}, {"starts", {1, 1}}, {"ends", {8, 8}}, {"steps", {1, 1}}});
+    CHECK(node_named(m, "/x/Pad").attrs == json{{"pads", {0, 0, 1, 0, 0, 0, 0, 1}}});
+    // Reflect padding and negative steps are refused.
+    auto reflect = g;
+    set_string(*reflect.node("/x/Pad"), "mode", "reflect");
+    CHECK_THAT(refusal(reflect), Catch::Contains("node '/x/Pad' (Pad): mode \"reflect\""));
+    g.add_int64_tensor("/x/back", {2}, {1, -1});
+    g.node("/x/Slice")->set_input(4, "/x/back");
+    CHECK_THAT(refusal(g), Catch::Contains("node '/x/Slice' (Slice): step -1"));
+
+    check_round_trip({{{"kind", "slice"}, {"name", "s"}, {"axes", {2}}, {"starts", {1}}, {"ends", {4}}, {"steps", {2}}},
+                      {{"kind", "pad"}, {"name", "p"}, {"pads", {0, 1, 0, 0, 2, 1}}},
+                      {{"kind", "flatten"}, {"name", "f"}}},
+                     {3, 5});
 }

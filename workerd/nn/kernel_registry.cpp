@@ -54,6 +54,8 @@ const std::map<std::string, Factory>& factories() {
         {"matmul", make_matmul_kernel},
         {"concat", make_concat_kernel},
         {"split", make_split_kernel},
+        {"slice", make_slice_kernel},
+        {"pad", make_pad_kernel},
     };
     return table;
 }

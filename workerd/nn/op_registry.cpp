@@ -22,6 +22,7 @@ const std::vector<const OpSchema*>& all_schemas() {
             &softmax_schema(), &log_softmax_schema(),
             &matmul_schema(),
             &concat_schema(), &split_schema(),
+            &slice_schema(), &pad_schema(),
         };
         for (const auto* a : activation_schemas()) s.push_back(a);
         for (const auto* a : binary_schemas()) s.push_back(a);

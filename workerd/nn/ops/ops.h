@@ -36,6 +36,8 @@ const OpSchema& log_softmax_schema();
 const OpSchema& matmul_schema();
 const OpSchema& concat_schema();
 const OpSchema& split_schema();
+const OpSchema& slice_schema();
+const OpSchema& pad_schema();
 
 // Kernels (ops/<file>_kernel.cpp).
 std::unique_ptr<Kernel> make_conv_kernel();
@@ -55,6 +57,8 @@ std::unique_ptr<Kernel> make_softmax_kernel();
 std::unique_ptr<Kernel> make_matmul_kernel();
 std::unique_ptr<Kernel> make_concat_kernel();
 std::unique_ptr<Kernel> make_split_kernel();
+std::unique_ptr<Kernel> make_slice_kernel();
+std::unique_ptr<Kernel> make_pad_kernel();
 std::unique_ptr<Kernel> make_fused_conv_relu_pool_kernel();
 std::unique_ptr<Kernel> make_conv_relu_blocked_pool_kernel();
 
