@@ -223,3 +223,28 @@ TEST_CASE("Slice with constant bounds (x[:, :, 1:]) and a zero Pad import and ro
                       {{"kind", "flatten"}, {"name", "f"}}},
                      {3, 5});
 }
+
+TEST_CASE("ReduceMean (axes attribute) and ReduceSum (axes input) import and round-trip", "[onnx][onnx_ops]") {
+    auto g = small_cnn();
+    // relu - mean over channels + sum over the last axis, both kept as 1s (broadcast back).
+    auto* mean = g.add_node("ReduceMean", "/r/ReduceMean", {"/1/Relu_output_0"}, "mean_out");
+    onnx_io::set_ints(*mean, "axes", {1});
+    g.add_node("Sub", "/r/Sub", {"/1/Relu_output_0", "mean_out"}, "sub_out");
+    g.add_int64_tensor("/r/axes", {1}, {-1});
+    g.add_node("ReduceSum", "/r/ReduceSum", {"sub_out", "/r/axes"}, "sum_out");
+    g.add_node("Add", "/r/Add", {"sub_out", "sum_out"}, "add_out");
+    g.node("/2/MaxPool")->set_input(0, "add_out");
+    g.order({"/0/Conv", "/1/Relu", "/r/ReduceMean", "/r/Sub", "/r/ReduceSum", "/r/Add", "/2/MaxPool", "/3/Flatten",
+             "/4/Gemm", "/5/Softmax"});
+    const auto m = imported(g.bytes());
+    CHECK(node_named(m, "/r/ReduceMean").attrs == json{{"axes", {1}}, {"keepdims", true}});
+    CHECK(node_named(m, "/r/ReduceSum").attrs == json{{"axes", {-1}}, {"keepdims", true}});
+    // Without axes every dim, the batch's included, would be reduced: refused.
+    g.node("/r/ReduceSum")->mutable_input()->RemoveLast();
+    CHECK_THAT(refusal(g), Catch::Contains("node '/r/ReduceSum' (ReduceSum): no axes"));
+
+    check_round_trip({{{"kind", "reduce_mean"}, {"name", "m"}, {"axes", {1}}, {"keepdims", true}},
+                      {{"kind", "mul"}, {"name", "x"}, {"inputs", {"m", "input"}}},
+                      {{"kind", "reduce_sum"}, {"name", "s"}, {"axes", {-1}}, {"keepdims", false}}},
+                     {3, 4});
+}

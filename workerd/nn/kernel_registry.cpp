@@ -56,6 +56,8 @@ const std::map<std::string, Factory>& factories() {
         {"split", make_split_kernel},
         {"slice", make_slice_kernel},
         {"pad", make_pad_kernel},
+        {"reduce_mean", make_reduce_kernel},
+        {"reduce_sum", make_reduce_kernel},
     };
     return table;
 }

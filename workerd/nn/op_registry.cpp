@@ -26,6 +26,7 @@ const std::vector<const OpSchema*>& all_schemas() {
         };
         for (const auto* a : activation_schemas()) s.push_back(a);
         for (const auto* a : binary_schemas()) s.push_back(a);
+        for (const auto* a : reduce_schemas()) s.push_back(a);
         std::sort(s.begin(), s.end(), [](const OpSchema* a, const OpSchema* b) { return a->kind < b->kind; });
         return s;
     }();

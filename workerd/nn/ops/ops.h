@@ -37,6 +37,7 @@ const OpSchema& matmul_schema();
 const OpSchema& concat_schema();
 const OpSchema& split_schema();
 const OpSchema& slice_schema();
+std::vector<const OpSchema*> reduce_schemas();
 const OpSchema& pad_schema();
 
 // Kernels (ops/<file>_kernel.cpp).
@@ -58,6 +59,7 @@ std::unique_ptr<Kernel> make_matmul_kernel();
 std::unique_ptr<Kernel> make_concat_kernel();
 std::unique_ptr<Kernel> make_split_kernel();
 std::unique_ptr<Kernel> make_slice_kernel();
+std::unique_ptr<Kernel> make_reduce_kernel();
 std::unique_ptr<Kernel> make_pad_kernel();
 std::unique_ptr<Kernel> make_fused_conv_relu_pool_kernel();
 std::unique_ptr<Kernel> make_conv_relu_blocked_pool_kernel();
