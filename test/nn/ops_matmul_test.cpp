@@ -89,6 +89,10 @@ TEST_CASE("matmul: inner dims, rank, the batch as the contracted dim, leading di
                             {{"kind", "matmul"}, {"inputs", {"t", "input"}}}},
                            {3}),
                Catch::Contains("contract over the batch dim"));
+    CHECK_THAT(graph_error({{{"kind", "transpose"}, {"name", "t"}, {"perm", {1, 0}}},
+                            {{"kind", "matmul"}, {"inputs", {"input", "t"}}}},
+                           {3}),
+               Catch::Contains("N x 3 and 3 x N give N x N: the batch would meet itself"));
     CHECK_THAT(graph_error({{{"kind", "matmul"}, {"inputs", {"input", "input"}}}}, {3, 3}, "int"),
                Catch::Contains("holds integer ids"));
 }

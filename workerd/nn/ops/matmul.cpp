@@ -2,8 +2,8 @@
 //   {"kind": "matmul", "inputs": ["a", "b"]}: a [..., M, K] times b [..., K, P] gives
 //   [..., M, P], the leading (batch) dims broadcast as numpy does.
 // No fields, no tensors (a parameter layer's output may be either input). Floats, each input of
-// rank 2 or more (up to 6); the contracted dim K cannot be the batch dim. FLOPs: 2 * K per
-// output element.
+// rank 2 or more (up to 6); neither the contracted dim K nor a second batch dim in the output
+// (a product across examples) is allowed. FLOPs: 2 * K per output element.
 // ONNX: MatMul between values (a MatMul whose second input is a weight initializer imports as
 // dense, onnx_patterns.cpp; this takes the others).
 #include "workerd/nn/onnx_bridge.h"
@@ -40,6 +40,11 @@ Result<void> infer(InferContext& context) {
     Dims out = *batch;
     out.push_back(a.dims[a.rank() - 2]);
     out.push_back(b.dims.back());
+    int batch_dims = 0;
+    for (const auto& d : out) batch_dims += d.batch ? 1 : 0;
+    if (batch_dims > 1)
+        return tl::unexpected(op_error(shapes + " give " + to_string(out) + ": the batch would meet itself (products " +
+                                       "across examples); each example must stay apart"));
     context.set_output(0, ValueInfo{out, ElementType::kFloat});
     context.add_flops(2.0 * static_cast<double>(k.value) * static_cast<double>(elements_per_example(out).value_or(0)));
     return {};
