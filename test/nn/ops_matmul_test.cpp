@@ -1,7 +1,7 @@
 // matmul (workerd/nn/ops/matmul.cpp): batched products with the batch dims broadcast either
-// way (a shared weight matrix, a shared left matrix, both broadcast, Q K^T of one value),
-// forward against a naive loop, gradients against central differences, bf16 against f32, and
-// the shape errors.
+// way (a shared weight matrix, a shared left matrix, both broadcast, Q K^T of one value, an
+// attention block with softmax and reduce_mean), forward against a naive loop, gradients
+// against central differences, bf16 against f32, and the shape errors.
 #include <catch2/catch.hpp>
 
 #include "test/nn/ops_test_util.h"
@@ -74,6 +74,22 @@ TEST_CASE("matmul of a value with its own transpose (Q K^T): both gradients reac
     check_close(r.output, reference(r.input, xd, xt, td, {3, 2, 3, 3}), 2e-5);
     check_gradients(model, 3, 15);
     check_bf16_against_f32(model, 2, 17);
+}
+
+TEST_CASE("an attention block of the new kinds: softmax(x Wq (x Wk)^T) x, mean over positions", "[nn_engine][ops][matmul][softmax]") {
+    // x: N x 4 x 6; q, k = x Wq, x Wk; p = softmax(q k^T) (4 x 4 per example); out = mean_rows(p x).
+    const json layers = {{{"kind", "parameter"}, {"name", "wq"}, {"shape", {6, 6}}},
+                         {{"kind", "parameter"}, {"name", "wk"}, {"shape", {6, 6}}},
+                         {{"kind", "matmul"}, {"name", "q"}, {"inputs", {"input", "wq"}}},
+                         {{"kind", "matmul"}, {"name", "k"}, {"inputs", {"input", "wk"}}},
+                         {{"kind", "transpose"}, {"name", "kt"}, {"perm", {0, 2, 1}}},
+                         {{"kind", "matmul"}, {"name", "s"}, {"inputs", {"q", "kt"}}},
+                         {{"kind", "softmax"}, {"name", "p"}},
+                         {{"kind", "matmul"}, {"name", "o"}, {"inputs", {"p", "input"}}},
+                         {{"kind", "reduce_mean"}, {"name", "out"}, {"axes", {1}}, {"keepdims", false}}};
+    const auto model = graph_model(layers, {4, 6});
+    check_gradients(model, 3, 19);
+    check_bf16_against_f32(model, 2, 23);
 }
 
 TEST_CASE("matmul: inner dims, rank, the batch as the contracted dim, leading dims", "[nn_engine][ops][matmul]") {
