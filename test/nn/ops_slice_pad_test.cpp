@@ -3,6 +3,8 @@
 // differences, bf16 against f32, and the errors.
 #include <catch2/catch.hpp>
 
+#include <limits>
+
 #include "test/nn/ops_test_util.h"
 
 namespace psrun::nn::test {
@@ -63,6 +65,9 @@ TEST_CASE("slice and pad: the batch axis, empty and repeated slices, steps, pad 
     CHECK_THAT(graph_error(slice({1, -1}, {0, 0}, {2, 2}, {1, 1}), {5}), Catch::Contains("axis -1 is given twice"));
     CHECK_THAT(graph_error(slice({1}, {0}, {2}, {-1}), {5}), Catch::Contains("steps"));
     CHECK_THAT(graph_error(slice({1}, {0, 1}, {2}, {1}), {5}), Catch::Contains("starts"));
+    // A step as large as int64 allows takes the start alone (no overflow).
+    const auto huge = graph_model(slice({1}, {1}, {5}, {std::numeric_limits<std::int64_t>::max()}), {5});
+    CHECK(huge.value(huge.output).dims == Dims{Dim::batch_times(1), Dim::of(1)});
     CHECK_THAT(graph_error({{{"kind", "pad"}, {"pads", {0, 1}}}}, {3, 4}),
                Catch::Contains("layer 0 (pad): 2 pads for N x 3 x 4; give 6"));
     CHECK_THAT(graph_error({{{"kind", "pad"}, {"pads", {1, 0, 0, 0}}}}, {3}), Catch::Contains("dim 0 is the batch"));

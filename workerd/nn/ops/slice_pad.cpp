@@ -198,7 +198,7 @@ Result<SliceWindow> slice_window(const Dims& dims, const nlohmann::json& attrs) 
         const std::int64_t len = dims[d].value;
         auto clamp = [len](std::int64_t v) { return std::clamp<std::int64_t>(v < 0 ? (v < -len ? 0 : v + len) : v, 0, len); };
         const std::int64_t s = clamp(starts[k]), e = clamp(ends[k]);
-        const std::int64_t count = e > s ? (e - s + steps[k] - 1) / steps[k] : 0;
+        const std::int64_t count = e > s ? (e - s - 1) / steps[k] + 1 : 0;  // no overflow for huge steps
         if (count == 0)
             return tl::unexpected(op_error("axis " + std::to_string(axes[k]) + " of " + to_string(dims) + " from " +
                                            std::to_string(starts[k]) + " to " + std::to_string(ends[k]) + " is empty"));
