@@ -16,11 +16,11 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 
 # target -> "sources|libraries|max input length"
 # The description library: the graph, its parser and every operator kind's schema (ops/*.cpp
-# without the kernels, which need oneDNN).
+# without the kernels and their oneDNN helpers, kernel_views.cpp, which need oneDNN).
 nn_sources=$(echo "workerd/nn/field_reader.cpp workerd/nn/graph_builder.cpp workerd/nn/initializer.cpp
   workerd/nn/model_description.cpp workerd/nn/model_summary.cpp workerd/nn/op_registry.cpp workerd/nn/op_schema.cpp
   workerd/nn/recipe.cpp workerd/nn/shape.cpp workerd/nn/tensor_shape.cpp
-  $(cd "$src" && ls workerd/nn/ops/*.cpp | grep -v _kernel.cpp | tr '\n' ' ')
+  $(cd "$src" && ls workerd/nn/ops/*.cpp | grep -v -e _kernel.cpp -e kernel_views.cpp | tr '\n' ' ')
   common/optimizer.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp" | tr -s '\n ' '  ')
 
 declare -A targets=(

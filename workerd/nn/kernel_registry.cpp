@@ -43,6 +43,21 @@ const std::map<std::string, Factory>& factories() {
         {"swish", make_activation_kernel},
         {"hard_swish", make_activation_kernel},
         {"neg", make_activation_kernel},
+        {"add", make_binary_kernel},
+        {"sub", make_binary_kernel},
+        {"mul", make_binary_kernel},
+        {"div", make_binary_kernel},
+        {"pow", make_pow_kernel},
+        {"erf", make_erf_kernel},
+        {"softmax", make_softmax_kernel},
+        {"log_softmax", make_softmax_kernel},
+        {"matmul", make_matmul_kernel},
+        {"concat", make_concat_kernel},
+        {"split", make_split_kernel},
+        {"slice", make_slice_kernel},
+        {"pad", make_pad_kernel},
+        {"reduce_mean", make_reduce_kernel},
+        {"reduce_sum", make_reduce_kernel},
     };
     return table;
 }

@@ -124,7 +124,8 @@ private:
     void set_output(std::size_t i, const memory& m) {
         ValueState& v = out(i);
         if (v.mem) throw std::logic_error("kernel " + k_.label + " set output " + std::to_string(i) + " twice");
-        if (m.get_desc().dims() != v.dims)
+        // A scalar's memory is plain_desc's {1}.
+        if (m.get_desc().dims() != (v.dims.empty() ? memory::dims{1} : v.dims))
             throw std::logic_error("kernel " + k_.label + " made output " + std::to_string(i) + " with other dims");
         v.mem = m;
         if (v.needs_grad && context_.training) v.diff = zeroed(m.get_desc(), context_.engine);

@@ -18,8 +18,15 @@ const std::vector<const OpSchema*>& all_schemas() {
             &global_max_pool_schema(), &dense_schema(), &dropout_schema(), &identity_schema(),
             &parameter_schema(), &constant_schema(), &reshape_schema(), &flatten_schema(), &squeeze_schema(),
             &unsqueeze_schema(), &transpose_schema(),
+            &pow_schema(), &erf_schema(),
+            &softmax_schema(), &log_softmax_schema(),
+            &matmul_schema(),
+            &concat_schema(), &split_schema(),
+            &slice_schema(), &pad_schema(),
         };
         for (const auto* a : activation_schemas()) s.push_back(a);
+        for (const auto* a : binary_schemas()) s.push_back(a);
+        for (const auto* a : reduce_schemas()) s.push_back(a);
         std::sort(s.begin(), s.end(), [](const OpSchema* a, const OpSchema* b) { return a->kind < b->kind; });
         return s;
     }();

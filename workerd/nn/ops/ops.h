@@ -28,6 +28,17 @@ const OpSchema& flatten_schema();
 const OpSchema& squeeze_schema();
 const OpSchema& unsqueeze_schema();
 const OpSchema& transpose_schema();
+std::vector<const OpSchema*> binary_schemas();
+const OpSchema& pow_schema();
+const OpSchema& erf_schema();
+const OpSchema& softmax_schema();
+const OpSchema& log_softmax_schema();
+const OpSchema& matmul_schema();
+const OpSchema& concat_schema();
+const OpSchema& split_schema();
+const OpSchema& slice_schema();
+std::vector<const OpSchema*> reduce_schemas();
+const OpSchema& pad_schema();
 
 // Kernels (ops/<file>_kernel.cpp).
 std::unique_ptr<Kernel> make_conv_kernel();
@@ -40,6 +51,16 @@ std::unique_ptr<Kernel> make_parameter_kernel();
 std::unique_ptr<Kernel> make_constant_kernel();
 std::unique_ptr<Kernel> make_view_kernel();
 std::unique_ptr<Kernel> make_transpose_kernel();
+std::unique_ptr<Kernel> make_binary_kernel();
+std::unique_ptr<Kernel> make_pow_kernel();
+std::unique_ptr<Kernel> make_erf_kernel();
+std::unique_ptr<Kernel> make_softmax_kernel();
+std::unique_ptr<Kernel> make_matmul_kernel();
+std::unique_ptr<Kernel> make_concat_kernel();
+std::unique_ptr<Kernel> make_split_kernel();
+std::unique_ptr<Kernel> make_slice_kernel();
+std::unique_ptr<Kernel> make_reduce_kernel();
+std::unique_ptr<Kernel> make_pad_kernel();
 std::unique_ptr<Kernel> make_fused_conv_relu_pool_kernel();
 std::unique_ptr<Kernel> make_conv_relu_blocked_pool_kernel();
 

@@ -1,0 +1,45 @@
+// reduce_mean and reduce_sum (workerd/nn/ops/reduce.cpp): forward against a naive loop over
+// several axes with and without keepdims, gradients against central differences, bf16
+// against f32, and the axis errors.
+#include <catch2/catch.hpp>
+
+#include "test/nn/ops_test_util.h"
+
+namespace psrun::nn::test {
+namespace {
+
+using nlohmann::json;
+
+TEST_CASE("reduce_mean and reduce_sum over some axes, keepdims either way", "[nn_engine][ops][reduce]") {
+    const std::string op = GENERATE("reduce_mean", "reduce_sum");
+    const bool keep = GENERATE(true, false);
+    const int batch = GENERATE(1, 3);
+    INFO(op << (keep ? " keepdims" : "") << " batch " << batch);
+    // x: N x 3 x 4 x 5 reduced over axes 1 and -1: N x 4 (x 1s kept).
+    const auto model = graph_model({{{"kind", op}, {"name", "out"}, {"axes", {1, -1}}, {"keepdims", keep}}}, {3, 4, 5});
+    CHECK(concrete(model.value("out").dims, batch) ==
+          (keep ? std::vector<std::int64_t>{batch, 1, 4, 1} : std::vector<std::int64_t>{batch, 4}));
+    const auto r = forward_of(model, batch, 3);
+    std::vector<double> expected;
+    for (std::int64_t n = 0; n < batch; ++n)
+        for (std::int64_t h = 0; h < 4; ++h) {
+            double s = 0;
+            for (std::int64_t c = 0; c < 3; ++c)
+                for (std::int64_t w = 0; w < 5; ++w) s += r.input[static_cast<std::size_t>(((n * 3 + c) * 4 + h) * 5 + w)];
+            expected.push_back(op == "reduce_mean" ? s / 15.0 : s);
+        }
+    check_close(r.output, expected);
+    check_gradients(model, batch, 5);
+    check_bf16_against_f32(model, batch, 7);
+}
+
+TEST_CASE("reduce: the batch axis, a repeated or out-of-range axis, no axes", "[nn_engine][ops][reduce]") {
+    CHECK_THAT(graph_error({{{"kind", "reduce_mean"}, {"axes", {0}}}}, {3}),
+               Catch::Contains("layer 0 (reduce_mean): axis 0 of N x 3 is the batch dim"));
+    CHECK_THAT(graph_error({{{"kind", "reduce_sum"}, {"axes", {1, -1}}}}, {3}), Catch::Contains("axis -1 is given twice"));
+    CHECK_THAT(graph_error({{{"kind", "reduce_sum"}, {"axes", {2}}}}, {3}), Catch::Contains("axis 2 for rank 2"));
+    CHECK_THAT(graph_error({{{"kind", "reduce_sum"}}}, {3}), Catch::Contains("axes"));
+}
+
+}  // namespace
+}  // namespace psrun::nn::test

@@ -1,0 +1,250 @@
+// ONNX import and export of the tensor kinds (math, softmax, ...): a node as PyTorch 1.13 writes
+// it at opset 13, inserted into test/onnx/onnx_test_graph.h's CNN, imports to the kind with its
+// attributes; a description using the kind exports and imports back (without the embedded
+// description, so the ONNX graph alone is read) to the same kinds and the same outputs.
+#include <catch2/catch.hpp>
+
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "test/onnx/onnx_test_graph.h"
+#include "workerd/nn/model_description.h"
+#include "workerd/nn/network.h"
+#include "workerd/nn/parameter_init.h"
+#include "workerd/onnx/onnx_model.h"
+#include "workerd/onnx/onnx_proto.h"
+#include "workerd/rng.h"
+
+using namespace psrun;
+using nlohmann::json;
+using onnx_io::test::small_cnn;
+using onnx_io::test::TestGraph;
+
+namespace {
+
+nn::ModelDescription imported(const std::string& bytes) {
+    auto m = onnx_io::import_onnx(bytes, "t.onnx");
+    INFO((m ? std::string() : m.error().message));
+    REQUIRE(m);
+    return std::move(*m);
+}
+
+std::string refusal(const TestGraph& g) {
+    auto m = onnx_io::import_onnx(g.bytes(), "t.onnx");
+    REQUIRE_FALSE(m);
+    return m.error().message;
+}
+
+const nn::Node& node_named(const nn::ModelDescription& m, const std::string& name) {
+    for (const auto& n : m.nodes)
+        if (n.name == name) return n;
+    FAIL("no node " << name);
+    throw std::logic_error("unreachable");
+}
+
+void set_string(onnx::NodeProto& node, const std::string& name, const std::string& value) {
+    for (auto& a : *node.mutable_attribute())
+        if (a.name() == name) {
+            a.set_s(value);
+            return;
+        }
+    auto* a = node.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(value);
+}
+
+std::vector<std::string> kinds(const nn::ModelDescription& m) {
+    std::vector<std::string> out;
+    for (const auto& n : m.nodes) out.push_back(n.op);
+    return out;
+}
+
+// The outputs of `m` with `params` on a batch of 3 drawn from `seed` (inputs in [-1, 1]).
+std::vector<float> outputs(const nn::ModelDescription& m, const std::vector<float>& params, std::uint64_t seed) {
+    std::vector<float> p = params, grads;
+    auto net = nn::Network::create(m, nn::NetworkOptions{3, nn::Precision::kF32, true}, p, grads);
+    INFO((net ? std::string() : net.error().message));
+    REQUIRE(net);
+    worker::Rng rng(seed);
+    for (auto& x : (*net)->input()) x = static_cast<float>(2.0 * rng.uniform() - 1.0);
+    (*net)->forward(false);
+    return {(*net)->outputs().begin(), (*net)->outputs().end()};
+}
+
+// A description of `layers` on an input of `shape` (float), loss mean squared error.
+nn::ModelDescription described(const json& layers, const std::vector<std::int64_t>& shape) {
+    const json doc{{"input", {{"shape", shape}, {"type", "float"}}},
+                   {"layers", layers},
+                   {"loss", {{"kind", "mean_squared_error"}}}};
+    auto m = nn::parse_model(doc, "t.json");
+    INFO((m ? std::string() : m.error().message));
+    REQUIRE(m);
+    return std::move(*m);
+}
+
+// Export (graph only) and import back: the same kinds, attributes and outputs.
+void check_round_trip(const json& layers, const std::vector<std::int64_t>& shape) {
+    const auto model = described(layers, shape);
+    std::vector<float> params(static_cast<std::size_t>(model.parameter_count));
+    nn::initialize_parameters(model, 5, params);
+    auto bytes = onnx_io::export_onnx(model, params);
+    INFO((bytes ? std::string() : bytes.error().message));
+    REQUIRE(bytes);
+    onnx::ModelProto proto;
+    REQUIRE(proto.ParseFromString(*bytes));
+    proto.clear_metadata_props();
+    const auto back = imported(proto.SerializeAsString());
+    CHECK(kinds(back) == kinds(model));
+    // A parameter layer comes back as a layer named after its initializer.
+    for (const auto& n : model.nodes)
+        if (n.op != "parameter") CHECK(node_named(back, n.name).attrs == n.attrs);
+    const auto a = outputs(model, params, 9), b = outputs(back, *back.initial_parameters, 9);
+    REQUIRE(a.size() == b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) CHECK(b[i] == Approx(a[i]).epsilon(1e-5).margin(1e-6));
+}
+
+}  // namespace
+
+TEST_CASE("Pow with a constant exponent and Erf import and round-trip", "[onnx][onnx_ops]") {
+    auto g = small_cnn();
+    // x ** 2 then erf, between the Relu and the pool, as PyTorch writes them (the exponent an
+    // initializer-free Constant scalar is an initializer here).
+    onnx_io::add_float_tensor(*g.model.mutable_graph(), "/p/Constant_output_0", {}, std::vector<float>{2.0f});
+    g.add_node("Pow", "/p/Pow", {"/1/Relu_output_0", "/p/Constant_output_0"}, "pow_out");
+    g.add_node("Erf", "/e/Erf", {"pow_out"}, "erf_out");
+    g.node("/2/MaxPool")->set_input(0, "erf_out");
+    g.order({"/0/Conv", "/1/Relu", "/p/Pow", "/e/Erf", "/2/MaxPool", "/3/Flatten", "/4/Gemm", "/5/Softmax"});
+    const auto m = imported(g.bytes());
+    CHECK(node_named(m, "/p/Pow").op == "pow");
+    CHECK(node_named(m, "/p/Pow").attrs == json{{"exponent", 2.0}});
+    CHECK(node_named(m, "/e/Erf").op == "erf");
+    // A run-time exponent is refused.
+    g.node("/p/Pow")->set_input(1, "/0/Conv_output_0");
+    CHECK_THAT(refusal(g), Catch::Contains("node '/p/Pow' (Pow): the exponent must be a constant scalar"));
+
+    check_round_trip({{{"kind", "pow"}, {"name", "p"}, {"exponent", 3.0}},
+                      {{"kind", "erf"}, {"name", "e"}},
+                      {{"kind", "flatten"}, {"name", "f"}}},
+                     {2, 3});
+}
+
+TEST_CASE("Softmax and LogSoftmax mid-graph import with their axis; a final Softmax stays the loss's", "[onnx][onnx_ops]") {
+    auto g = small_cnn();
+    onnx_io::set_int(*g.add_node("Softmax", "/a/Softmax", {"/1/Relu_output_0"}, "sm_out"), "axis", 1);
+    g.add_node("LogSoftmax", "/a/LogSoftmax", {"sm_out"}, "lsm_out");  // opset 13: axis -1
+    g.node("/2/MaxPool")->set_input(0, "lsm_out");
+    g.order({"/0/Conv", "/1/Relu", "/a/Softmax", "/a/LogSoftmax", "/2/MaxPool", "/3/Flatten", "/4/Gemm", "/5/Softmax"});
+    const auto m = imported(g.bytes());
+    CHECK(kinds(m) == std::vector<std::string>{"conv2d", "relu", "softmax", "log_softmax", "max_pool", "flatten", "dense"});
+    CHECK(node_named(m, "/a/Softmax").attrs == json{{"axis", 1}});
+    CHECK(node_named(m, "/a/LogSoftmax").attrs == json{{"axis", -1}});
+    // Opset 12's axis 1 flattens the dims after it: refused unless it is the last dim.
+    auto old = g;
+    old.model.mutable_opset_import(0)->set_version(12);
+    CHECK_THAT(refusal(old), Catch::Contains("node '/a/Softmax' (Softmax): axis 1 at opset 12"));
+
+    check_round_trip({{{"kind", "softmax"}, {"name", "s"}, {"axis", 1}},
+                      {{"kind", "log_softmax"}, {"name", "l"}, {"axis", -1}},
+                      {{"kind", "flatten"}, {"name", "f"}}},
+                     {3, 4});
+}
+
+TEST_CASE("MatMul of two values (x @ x^T) imports as matmul; MatMul with a weight stays dense", "[onnx][onnx_ops]") {
+    auto g = small_cnn();
+    onnx_io::set_ints(*g.add_node("Transpose", "/t/Transpose", {"/1/Relu_output_0"}, "t_out"), "perm", {0, 1, 3, 2});
+    g.add_node("MatMul", "/m/MatMul", {"/1/Relu_output_0", "t_out"}, "mm_out");
+    g.node("/2/MaxPool")->set_input(0, "mm_out");
+    g.order({"/0/Conv", "/1/Relu", "/t/Transpose", "/m/MatMul", "/2/MaxPool", "/3/Flatten", "/4/Gemm", "/5/Softmax"});
+    const auto m = imported(g.bytes());
+    CHECK(kinds(m) == std::vector<std::string>{"conv2d", "relu", "transpose", "matmul", "max_pool", "flatten", "dense"});
+    CHECK(m.value("/m/MatMul").dims ==
+          nn::Dims{nn::Dim::batch_times(1), nn::Dim::of(2), nn::Dim::of(8), nn::Dim::of(8)});
+
+    check_round_trip({{{"kind", "parameter"}, {"name", "w"}, {"shape", {2, 4, 3}}},
+                      {{"kind", "matmul"}, {"name", "mm"}, {"inputs", {"input", "w"}}},
+                      {{"kind", "flatten"}, {"name", "f"}}},
+                     {1, 5, 4});
+}
+
+TEST_CASE("Split (sizes as an input) and Concat of values import and round-trip", "[onnx][onnx_ops]") {
+    auto g = small_cnn();
+    // The 32 features cut in 12 and 20 and joined the other way round before the Gemm.
+    g.add_int64_tensor("/s/Constant_output_0", {2}, {12, 20});
+    auto* split = g.add_node("Split", "/s/Split", {"/3/Flatten_output_0", "/s/Constant_output_0"}, "s0");
+    split->add_output("s1");
+    onnx_io::set_int(*split, "axis", 1);
+    onnx_io::set_int(*g.add_node("Concat", "/c/Concat", {"s1", "s0"}, "cat_out"), "axis", 1);
+    g.node("/4/Gemm")->set_input(0, "cat_out");
+    g.order({"/0/Conv", "/1/Relu", "/2/MaxPool", "/3/Flatten", "/s/Split", "/c/Concat", "/4/Gemm", "/5/Softmax"});
+    const auto m = imported(g.bytes());
+    CHECK(node_named(m, "/s/Split").attrs == json{{"axis", 1}, {"sizes", {12, 20}}});
+    CHECK(node_named(m, "/c/Concat").inputs == std::vector<std::string>{"/s/Split:1", "/s/Split"});
+    // Sizes that do not add up are refused, naming the node.
+    g.add_int64_tensor("/s/bad", {2}, {12, 21});
+    g.node("/s/Split")->set_input(1, "/s/bad");
+    CHECK_THAT(refusal(g), Catch::Contains("add up to 33"));
+
+    check_round_trip({{{"kind", "split"}, {"name", "s"}, {"axis", -1}, {"sizes", {1, 3}}},
+                      {{"kind", "tanh"}, {"name", "t"}, {"inputs", "s:1"}},
+                      {{"kind", "concat"}, {"name", "c"}, {"inputs", {"t", "s", "input"}}, {"axis", 2}},
+                      {{"kind", "flatten"}, {"name", "f"}}},
+                     {3, 4});
+}
+
+TEST_CASE("Slice with constant bounds (x[:, :, 1:]) and a zero Pad import and round-trip", "[onnx][onnx_ops]") {
+    auto g = small_cnn();
+    const std::int64_t big = std::numeric_limits<std::int64_t>::max();
+    g.add_int64_tensor("/x/starts", {2}, {1, 1});
+    g.add_int64_tensor("/x/ends", {2}, {big, big});
+    g.add_int64_tensor("/x/axes", {2}, {2, 3});
+    g.add_int64_tensor("/x/steps", {2}, {1, 1});
+    g.add_node("Slice", "/x/Slice", {"/1/Relu_output_0", "/x/starts", "/x/ends", "/x/axes", "/x/steps"}, "sl_out");
+    g.add_int64_tensor("/x/pads", {8}, {0, 0, 1, 0, 0, 0, 0, 1});
+    onnx_io::add_float_tensor(*g.model.mutable_graph(), "/x/value", {}, std::vector<float>{0.0f});
+    set_string(*g.add_node("Pad", "/x/Pad", {"sl_out", "/x/pads", "/x/value"}, "pad_out"), "mode", "constant");
+    g.node("/2/MaxPool")->set_input(0, "pad_out");
+    g.order({"/0/Conv", "/1/Relu", "/x/Slice", "/x/Pad", "/2/MaxPool", "/3/Flatten", "/4/Gemm", "/5/Softmax"});
+    const auto m = imported(g.bytes());
+    CHECK(node_named(m, "/x/Slice").attrs ==
+          json{{"axes", {2, 3}}, {"starts", {1, 1}}, {"ends", {8, 8}}, {"steps", {1, 1}}});
+    CHECK(node_named(m, "/x/Pad").attrs == json{{"pads", {0, 0, 1, 0, 0, 0, 0, 1}}});
+    // Reflect padding and negative steps are refused.
+    auto reflect = g;
+    set_string(*reflect.node("/x/Pad"), "mode", "reflect");
+    CHECK_THAT(refusal(reflect), Catch::Contains("node '/x/Pad' (Pad): mode \"reflect\""));
+    g.add_int64_tensor("/x/back", {2}, {1, -1});
+    g.node("/x/Slice")->set_input(4, "/x/back");
+    CHECK_THAT(refusal(g), Catch::Contains("node '/x/Slice' (Slice): step -1"));
+
+    check_round_trip({{{"kind", "slice"}, {"name", "s"}, {"axes", {2}}, {"starts", {1}}, {"ends", {4}}, {"steps", {2}}},
+                      {{"kind", "pad"}, {"name", "p"}, {"pads", {0, 1, 0, 0, 2, 1}}},
+                      {{"kind", "flatten"}, {"name", "f"}}},
+                     {3, 5});
+}
+
+TEST_CASE("ReduceMean (axes attribute) and ReduceSum (axes input) import and round-trip", "[onnx][onnx_ops]") {
+    auto g = small_cnn();
+    // relu - mean over channels + sum over the last axis, both kept as 1s (broadcast back).
+    auto* mean = g.add_node("ReduceMean", "/r/ReduceMean", {"/1/Relu_output_0"}, "mean_out");
+    onnx_io::set_ints(*mean, "axes", {1});
+    g.add_node("Sub", "/r/Sub", {"/1/Relu_output_0", "mean_out"}, "sub_out");
+    g.add_int64_tensor("/r/axes", {1}, {-1});
+    g.add_node("ReduceSum", "/r/ReduceSum", {"sub_out", "/r/axes"}, "sum_out");
+    g.add_node("Add", "/r/Add", {"sub_out", "sum_out"}, "add_out");
+    g.node("/2/MaxPool")->set_input(0, "add_out");
+    g.order({"/0/Conv", "/1/Relu", "/r/ReduceMean", "/r/Sub", "/r/ReduceSum", "/r/Add", "/2/MaxPool", "/3/Flatten",
+             "/4/Gemm", "/5/Softmax"});
+    const auto m = imported(g.bytes());
+    CHECK(node_named(m, "/r/ReduceMean").attrs == json{{"axes", {1}}, {"keepdims", true}});
+    CHECK(node_named(m, "/r/ReduceSum").attrs == json{{"axes", {-1}}, {"keepdims", true}});
+    // Without axes every dim, the batch's included, would be reduced: refused.
+    g.node("/r/ReduceSum")->mutable_input()->RemoveLast();
+    CHECK_THAT(refusal(g), Catch::Contains("node '/r/ReduceSum' (ReduceSum): no axes"));
+
+    check_round_trip({{{"kind", "reduce_mean"}, {"name", "m"}, {"axes", {1}}, {"keepdims", true}},
+                      {{"kind", "mul"}, {"name", "x"}, {"inputs", {"m", "input"}}},
+                      {{"kind", "reduce_sum"}, {"name", "s"}, {"axes", {-1}}, {"keepdims", false}}},
+                     {3, 4});
+}

@@ -1,0 +1,179 @@
+// The binary kernels (add, sub, mul, div) on oneDNN's binary primitive, which broadcasts its
+// second source only: when the first input is the broadcast one, add and mul swap their
+// inputs, sub swaps and negates (a post-op), and div (or two broadcast inputs) first expands
+// the first input into the output with a zero-stride reorder and divides in place.
+// Equal shapes keep the first input's format (a residual add of blocked convolution outputs
+// stays blocked); broadcasting runs on plain layouts.
+// Backward (oneDNN has none for binary): in f32 on plain layouts, dA = dC (add, sub),
+// dC * B (mul), dC / B (div), dB = dC, -dC, dC * A, -(dC / B) * C, each summed over the axes
+// its input broadcasts along (a reduction primitive; sum_to).
+#include <memory>
+#include <stdexcept>
+
+#include "workerd/nn/kernel.h"
+#include "workerd/nn/ops/kernel_views.h"
+#include "workerd/nn/ops/ops.h"
+
+namespace psrun::nn {
+
+using namespace dnnl;
+using Dt = memory::data_type;
+
+namespace {
+
+enum class Kind { kAdd, kSub, kMul, kDiv };
+
+Kind kind_of(const std::string& op) {
+    if (op == "add") return Kind::kAdd;
+    if (op == "sub") return Kind::kSub;
+    if (op == "mul") return Kind::kMul;
+    if (op == "div") return Kind::kDiv;
+    throw std::logic_error(op + " is not a binary kind");
+}
+
+algorithm algorithm_of(Kind k) {
+    switch (k) {
+        case Kind::kAdd: return algorithm::binary_add;
+        case Kind::kSub: return algorithm::binary_sub;
+        case Kind::kMul: return algorithm::binary_mul;
+        case Kind::kDiv: return algorithm::binary_div;
+    }
+    return algorithm::binary_add;
+}
+
+primitive_attr negate() {
+    post_ops po;
+    po.append_eltwise(1.0f, algorithm::eltwise_linear, -1.0f, 0.0f);
+    primitive_attr attr;
+    attr.set_post_ops(po);
+    return attr;
+}
+
+binary make_binary(KernelBuilder& b, algorithm alg, const memory::desc& s0, const memory::desc& s1,
+                   const memory::desc& dst, bool negated, const char* what) {
+    binary::primitive_desc pd(binary::desc(alg, s0, s1, dst), negated ? negate() : primitive_attr(), b.context().engine);
+    b.note(what, pd);
+    return binary(pd);
+}
+
+class BinaryKernel final : public Kernel {
+public:
+    void build(KernelBuilder& b) override {
+        kind_ = kind_of(b.node().op);
+        out_ = b.output_dims(0);
+        const std::size_t rank = out_.size();
+        dims_[0] = padded(b.input_dims(0), rank);
+        dims_[1] = padded(b.input_dims(1), rank);
+        if (b.input_dims(0) == out_ && b.input_dims(1) == out_) build_same(b);
+        else build_broadcast(b);
+        if (b.needs_backward()) build_backward(b);
+    }
+
+private:
+    // Equal shapes: the first input's format for everything.
+    void build_same(KernelBuilder& b) {
+        const auto adt = b.context().activation_type();
+        const memory::desc want = with_type(b.input(0).get_desc(), adt);
+        const memory s0 = b.input_as(0, want), s1 = b.input_as(1, want);
+        dst_ = b.make_output(0, with_type(want, b.output_type(0)));
+        b.forward(make_binary(b, algorithm_of(kind_), want, want, dst_.get_desc(), false, "fwd"),
+                  {{DNNL_ARG_SRC_0, s0}, {DNNL_ARG_SRC_1, s1}, {DNNL_ARG_DST, dst_}});
+    }
+
+    void build_broadcast(KernelBuilder& b) {
+        const auto adt = b.context().activation_type();
+        const auto& engine = b.context().engine;
+        const memory s0 = b.input_plain(0, adt), s1 = b.input_plain(1, adt);
+        const View v0 = view_of(s0, plain_desc(dims_[0], adt), engine), v1 = view_of(s1, plain_desc(dims_[1], adt), engine);
+        dst_ = b.make_output(0, plain_desc(out_, b.output_type(0)));
+        const algorithm alg = algorithm_of(kind_);
+        const bool full0 = dims_[0] == out_, full1 = dims_[1] == out_;
+        if (full0) {
+            b.forward(run_primitive(b, make_binary(b, alg, v0.view.get_desc(), v1.view.get_desc(), dst_.get_desc(), false, "fwd"),
+                                    {{DNNL_ARG_SRC_0, v0.view}, {DNNL_ARG_SRC_1, v1.view}, {DNNL_ARG_DST, dst_}}, {v0, v1}));
+        } else if (full1 && kind_ != Kind::kDiv) {  // b op a, negated for sub
+            b.forward(run_primitive(b, make_binary(b, alg, v1.view.get_desc(), v0.view.get_desc(), dst_.get_desc(), kind_ == Kind::kSub, "fwd (swapped)"),
+                                    {{DNNL_ARG_SRC_0, v1.view}, {DNNL_ARG_SRC_1, v0.view}, {DNNL_ARG_DST, dst_}}, {v0, v1}));
+        } else {  // a expanded into the output, then the op in place
+            const View expanded = view_of(s0, broadcast_desc(dims_[0], out_, adt), engine);
+            b.forward(run_reorder(b, expanded.view, dst_, {expanded}));
+            b.forward(run_primitive(b, make_binary(b, alg, dst_.get_desc(), v1.view.get_desc(), dst_.get_desc(), false, "fwd (expanded)"),
+                                    {{DNNL_ARG_SRC_0, dst_}, {DNNL_ARG_SRC_1, v1.view}, {DNNL_ARG_DST, dst_}}, {v1}));
+        }
+    }
+
+    // dL/dA and dL/dB, for the inputs that need them.
+    void build_backward(KernelBuilder& b) {
+        const bool want0 = b.needs_input_grad(0), want1 = b.needs_input_grad(1);
+        if (!want0 && !want1) return;
+        if ((kind_ == Kind::kAdd || kind_ == Kind::kSub) && b.input_dims(0) == out_ && b.input_dims(1) == out_) {
+            // Same shapes: the gradients are dC and +-dC, in dC's format.
+            const memory ddst = b.output_diff(0, dst_.get_desc());
+            if (want0) b.backward(run_reorder(b, ddst, b.input_diff(0, ddst.get_desc())));
+            if (want1) b.backward(run_reorder(b, ddst, b.input_diff(1, ddst.get_desc()), {}, kind_ == Kind::kSub ? -1.0f : 1.0f));
+            return;
+        }
+        const auto& engine = b.context().engine;
+        const memory::desc full = plain_desc(out_, Dt::f32);
+        const memory dd = b.output_diff(0, full);
+        auto diff_base = [&](std::size_t i) { return b.input_diff(i, plain_desc(b.input_dims(i), Dt::f32)); };
+        // The f32 plain copy of input i at its padded dims.
+        auto operand = [&](std::size_t i) { return view_of(b.input_plain(i, Dt::f32), plain_desc(dims_[i], Dt::f32), engine); };
+        // Where the full-size gradient of input i goes: straight into its gradient when it does
+        // not broadcast, else a buffer summed into it after.
+        auto target = [&](std::size_t i, const memory& base) -> View {
+            if (dims_[i] == out_ && base) return view_of(base, full, engine);
+            const memory tmp(full, engine);
+            return View{tmp, tmp};
+        };
+        auto finish = [&](std::size_t i, const View& t, const memory& base) {
+            if (dims_[i] != out_) b.backward(sum_to(b, t.view, base, dims_[i]));
+        };
+        switch (kind_) {
+            case Kind::kAdd:
+            case Kind::kSub:
+                if (want0) b.backward(sum_to(b, dd, diff_base(0), dims_[0]));
+                if (want1) b.backward(sum_to(b, dd, diff_base(1), dims_[1], kind_ == Kind::kSub ? -1.0f : 1.0f));
+                return;
+            case Kind::kMul:
+                for (std::size_t i = 0; i < 2; ++i) {
+                    if (!b.needs_input_grad(i)) continue;
+                    const View other = operand(1 - i);
+                    const memory base = diff_base(i);
+                    const View t = target(i, base);
+                    b.backward(run_primitive(b, make_binary(b, algorithm::binary_mul, full, other.view.get_desc(), full, false, "bwd"),
+                                             {{DNNL_ARG_SRC_0, dd}, {DNNL_ARG_SRC_1, other.view}, {DNNL_ARG_DST, t.view}}, {other, t}));
+                    finish(i, t, base);
+                }
+                return;
+            case Kind::kDiv: {
+                // dA_full = dC / B; dB = -(dA_full * C), each summed to its input's shape.
+                const View divisor = operand(1);
+                const memory base0 = want0 ? diff_base(0) : memory();
+                const View t0 = target(0, base0);
+                b.backward(run_primitive(b, make_binary(b, algorithm::binary_div, full, divisor.view.get_desc(), full, false, "bwd a"),
+                                         {{DNNL_ARG_SRC_0, dd}, {DNNL_ARG_SRC_1, divisor.view}, {DNNL_ARG_DST, t0.view}}, {divisor, t0}));
+                if (want0) finish(0, t0, base0);
+                if (!want1) return;
+                const memory c = forward_convert(b, dst_, full);
+                const memory base1 = diff_base(1);
+                const View t1 = target(1, base1);
+                b.backward(run_primitive(b, make_binary(b, algorithm::binary_mul, full, full, full, true, "bwd b"),
+                                         {{DNNL_ARG_SRC_0, t0.view}, {DNNL_ARG_SRC_1, c}, {DNNL_ARG_DST, t1.view}}, {t0, t1}));
+                finish(1, t1, base1);
+                return;
+            }
+        }
+    }
+
+    Kind kind_ = Kind::kAdd;
+    MemDims out_;
+    MemDims dims_[2];
+    memory dst_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_binary_kernel() { return std::make_unique<BinaryKernel>(); }
+
+}  // namespace psrun::nn

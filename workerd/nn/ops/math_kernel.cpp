@@ -1,0 +1,84 @@
+// pow on oneDNN's eltwise (square for the exponent 2, pow otherwise), forward and backward;
+// erf by hand (oneDNN has no erf): y = erf(x), dx = dy * 2/sqrt(pi) * exp(-x^2), in f32 on the
+// plain layout, converted to the output's type where that is bf16.
+#include <cmath>
+#include <memory>
+
+#include "workerd/nn/kernel.h"
+#include "workerd/nn/ops/kernel_views.h"
+#include "workerd/nn/ops/ops.h"
+
+namespace psrun::nn {
+
+using namespace dnnl;
+using Dt = memory::data_type;
+
+namespace {
+
+class PowKernel final : public Kernel {
+public:
+    void build(KernelBuilder& b) override {
+        const float e = static_cast<float>(b.node().attrs.at("exponent").get<double>());
+        const algorithm alg = e == 2.0f ? algorithm::eltwise_square : algorithm::eltwise_pow;
+        const float alpha = 1.0f, beta = e;
+        const auto adt = b.context().activation_type();
+        memory src = b.input(0);
+        if (src.get_desc().data_type() != adt) src = b.input_plain(0, adt);
+        const auto prop = b.context().training ? prop_kind::forward_training : prop_kind::forward_inference;
+        eltwise_forward::primitive_desc pd(eltwise_forward::desc(prop, alg, src.get_desc(), alpha, beta), b.context().engine);
+        b.note("fwd", pd);
+        const memory dst = b.make_output(0, pd.dst_desc());
+        b.forward(eltwise_forward(pd), {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
+        if (!b.needs_input_grad(0)) return;
+        const memory ddst = b.output_diff(0, dst.get_desc());
+        eltwise_backward::primitive_desc bd(eltwise_backward::desc(alg, ddst.get_desc(), src.get_desc(), alpha, beta),
+                                            b.context().engine, pd);
+        b.note("bwd", bd);
+        const memory dsrc = b.input_diff(0, bd.diff_src_desc());
+        b.backward(eltwise_backward(bd), {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_DIFF_SRC, dsrc}});
+    }
+};
+
+class ErfKernel final : public Kernel {
+public:
+    std::string label_suffix() const override { return " [hand]"; }
+
+    void build(KernelBuilder& b) override {
+        const auto& engine = b.context().engine;
+        const MemDims dims = b.input_dims(0);
+        const memory::desc f32 = plain_desc(dims, Dt::f32);
+        const memory x = b.input_plain(0, Dt::f32);
+        const Dt out_type = b.output_type(0);
+        const memory y = out_type == Dt::f32 ? b.make_output(0, f32) : memory(f32, engine);
+        const auto n = element_count(dims);
+        b.forward([x, y, n] {
+            const float* in = static_cast<const float*>(x.get_data_handle());
+            float* out = static_cast<float*>(y.get_data_handle());
+#pragma omp parallel for schedule(static)
+            for (std::int64_t i = 0; i < n; ++i) out[i] = std::erf(in[i]);
+        });
+        if (out_type != Dt::f32) {
+            const memory dst = b.make_output(0, plain_desc(dims, out_type));
+            b.forward(run_reorder(b, y, dst));
+        }
+        b.note("fwd: hand erf (f32)");
+        if (!b.needs_input_grad(0)) return;
+        const memory dy = b.output_diff(0, f32);
+        const memory dx = b.input_diff(0, f32);
+        b.backward([x, dy, dx, n] {
+            const float* in = static_cast<const float*>(x.get_data_handle());
+            const float* g = static_cast<const float*>(dy.get_data_handle());
+            float* out = static_cast<float*>(dx.get_data_handle());
+            const float k = 1.1283791670955126f;  // 2 / sqrt(pi)
+#pragma omp parallel for schedule(static)
+            for (std::int64_t i = 0; i < n; ++i) out[i] = g[i] * k * std::exp(-in[i] * in[i]);
+        });
+    }
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_pow_kernel() { return std::make_unique<PowKernel>(); }
+std::unique_ptr<Kernel> make_erf_kernel() { return std::make_unique<ErfKernel>(); }
+
+}  // namespace psrun::nn

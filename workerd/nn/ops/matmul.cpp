@@ -1,0 +1,76 @@
+// Batched matrix product of two values (attention's Q K^T and P V):
+//   {"kind": "matmul", "inputs": ["a", "b"]}: a [..., M, K] times b [..., K, P] gives
+//   [..., M, P], the leading (batch) dims broadcast as numpy does.
+// No fields, no tensors (a parameter layer's output may be either input). Floats, each input of
+// rank 2 or more (up to 6); neither the contracted dim K nor a second batch dim in the output
+// (a product across examples) is allowed. FLOPs: 2 * K per output element.
+// ONNX: MatMul between values (a MatMul whose second input is a weight initializer imports as
+// dense, onnx_patterns.cpp; this takes the others).
+#include "workerd/nn/onnx_bridge.h"
+#include "workerd/nn/op_schema.h"
+#include "workerd/nn/ops/broadcast.h"
+#include "workerd/nn/ops/ops.h"
+
+namespace psrun::nn {
+
+namespace {
+
+Result<void> parse_none(FieldReader&, nlohmann::json&) { return {}; }
+
+Result<void> infer(InferContext& context) {
+    const ValueInfo& a = context.input(0);
+    const ValueInfo& b = context.input(1);
+    for (std::size_t i = 0; i < 2; ++i) {
+        const ValueInfo& v = context.input(i);
+        if (v.type != ElementType::kFloat)
+            return tl::unexpected(op_error("expects floats; input " + std::to_string(i) + " (" + context.input_name(i) +
+                                           ") holds integer ids"));
+        if (v.rank() < 2 || v.rank() > 6)
+            return tl::unexpected(op_error("input " + std::to_string(i) + " (" + context.input_name(i) + ") is " +
+                                           to_string(v.dims) + "; matmul needs 2 to 6 dims (matrices, batched)"));
+    }
+    const Dim k = a.dims.back(), k2 = b.dims[b.rank() - 2];
+    const std::string shapes = to_string(a.dims) + " and " + to_string(b.dims);
+    if (k != k2)
+        return tl::unexpected(op_error("inner dims differ: " + shapes + " (the last dim of the first must be the " +
+                                       "second-last of the second)"));
+    if (k.batch) return tl::unexpected(op_error(shapes + " contract over the batch dim; each example must stay apart"));
+    auto batch = broadcast_dims(Dims(a.dims.begin(), a.dims.end() - 2), Dims(b.dims.begin(), b.dims.end() - 2));
+    if (!batch) return tl::unexpected(op_error("the leading dims of " + shapes + " do not broadcast"));
+    Dims out = *batch;
+    out.push_back(a.dims[a.rank() - 2]);
+    out.push_back(b.dims.back());
+    int batch_dims = 0;
+    for (const auto& d : out) batch_dims += d.batch ? 1 : 0;
+    if (batch_dims > 1)
+        return tl::unexpected(op_error(shapes + " give " + to_string(out) + ": the batch would meet itself (products " +
+                                       "across examples); each example must stay apart"));
+    context.set_output(0, ValueInfo{out, ElementType::kFloat});
+    context.add_flops(2.0 * static_cast<double>(k.value) * static_cast<double>(elements_per_example(out).value_or(0)));
+    return {};
+}
+
+Result<void> import_matmul(OnnxNodeImport& node) {
+    auto a = node.value(0);
+    if (!a) return tl::unexpected(a.error());
+    auto b = node.value(1);
+    if (!b) return tl::unexpected(b.error());
+    auto name = node.emit({{"kind", "matmul"}, {"inputs", {*a, *b}}});
+    if (!name) return tl::unexpected(name.error());
+    node.bind_output(0, *name);
+    return {};
+}
+
+Result<void> export_matmul(OnnxNodeExport& out) {
+    out.add("MatMul", {out.input(0), out.input(1)}, {out.output(0)}, {}, out.node().name);
+    return {};
+}
+
+}  // namespace
+
+const OpSchema& matmul_schema() {
+    static const OpSchema s{"matmul", 2, 2, parse_none, infer, {"MatMul"}, import_matmul, export_matmul};
+    return s;
+}
+
+}  // namespace psrun::nn

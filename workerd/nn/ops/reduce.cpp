@@ -1,0 +1,106 @@
+// Mean or sum over some axes of each example:
+//   {"kind": "reduce_mean", "axes": [a...], "keepdims": true}, "reduce_sum" (same fields).
+// `axes` required, each in [-rank, rank), distinct, never the batch dim; keepdims keeps each
+// reduced axis as a 1 (ONNX's default) instead of dropping it. Floats only; no tensors. FLOPs:
+// 1 per input element.
+// ONNX: ReduceMean (axes attribute), ReduceSum (opset 13: axes as a constant input; 11 and 12:
+// the attribute), keepdims default 1; without axes (every axis, the batch's included) refused.
+#include "workerd/nn/onnx_bridge.h"
+#include "workerd/nn/op_schema.h"
+#include "workerd/nn/ops/broadcast.h"
+#include "workerd/nn/ops/ops.h"
+
+namespace psrun::nn {
+
+namespace {
+
+Result<void> parse(FieldReader& reader, nlohmann::json& attrs) {
+    auto axes = reader.integers("axes", std::nullopt, 0, -6, 5);
+    if (!axes) return tl::unexpected(axes.error());
+    auto keep = reader.boolean("keepdims", true);
+    if (!keep) return tl::unexpected(keep.error());
+    attrs["axes"] = *axes;
+    attrs["keepdims"] = *keep;
+    return {};
+}
+
+Result<void> infer(InferContext& context) {
+    const ValueInfo& in = context.input(0);
+    if (in.type != ElementType::kFloat) return tl::unexpected(op_error("expects floats, got integer ids"));
+    auto axes = normal_axes(context.attr_ints("axes"), in.rank());
+    if (!axes) return tl::unexpected(op_error(axes.error().message));
+    const bool keep = context.attr_bool("keepdims");
+    Dims out;
+    std::size_t next = 0;
+    for (std::size_t d = 0; d < in.rank(); ++d) {
+        const bool reduced = next < axes->size() && (*axes)[next] == static_cast<std::int64_t>(d);
+        if (!reduced) {
+            out.push_back(in.dims[d]);
+            continue;
+        }
+        ++next;
+        if (in.dims[d].batch)
+            return tl::unexpected(op_error("axis " + std::to_string(d) + " of " + to_string(in.dims) +
+                                           " is the batch dim; reduce over dims of each example"));
+        if (keep) out.push_back(Dim::of(1));
+    }
+    context.set_output(0, ValueInfo{out, ElementType::kFloat});
+    context.add_flops(static_cast<double>(elements_per_example(in.dims).value_or(0)));
+    return {};
+}
+
+Result<void> import_reduce(OnnxNodeImport& node) {
+    auto x = node.value(0);
+    if (!x) return tl::unexpected(x.error());
+    const bool sum = node.op_type() == "ReduceSum";
+    std::vector<std::int64_t> axes;
+    if (sum && node.opset() >= 13) {
+        auto noop = node.int_attr("noop_with_empty_axes", 0);
+        if (!noop) return tl::unexpected(noop.error());
+        if (*noop != 0) return tl::unexpected(node.refuse("noop_with_empty_axes=1 is not supported"));
+        if (node.input_count() > 1 && node.has_input(1)) {
+            const auto given = node.ints(1);
+            if (!given) return tl::unexpected(node.refuse("the axes must be known at import (a constant)"));
+            axes = *given;
+        }
+    } else {
+        auto attr = node.ints_attr("axes");
+        if (!attr) return tl::unexpected(attr.error());
+        if (*attr) axes = **attr;
+    }
+    if (axes.empty())
+        return tl::unexpected(node.refuse("no axes: reducing every axis would mix the examples of a batch; give the axes"));
+    auto keep = node.int_attr("keepdims", 1);
+    if (!keep) return tl::unexpected(keep.error());
+    auto name = node.emit({{"kind", sum ? "reduce_sum" : "reduce_mean"}, {"inputs", {*x}}, {"axes", axes}, {"keepdims", *keep != 0}});
+    if (!name) return tl::unexpected(name.error());
+    node.bind_output(0, *name);
+    return {};
+}
+
+Result<void> export_reduce(OnnxNodeExport& out) {
+    const Node& node = out.node();
+    const auto axes = node.attrs.at("axes").get<std::vector<std::int64_t>>();
+    const std::int64_t keep = node.attrs.at("keepdims").get<bool>() ? 1 : 0;
+    if (node.op == "reduce_sum")  // opset 13: the axes are an input
+        out.add("ReduceSum", {out.input(0), out.int64_constant(node.name + "/axes", axes)}, {out.output(0)},
+                {{"keepdims", keep}}, node.name);
+    else
+        out.add("ReduceMean", {out.input(0)}, {out.output(0)}, {{"axes", axes}, {"keepdims", keep}}, node.name);
+    return {};
+}
+
+OpSchema make(std::string_view kind, std::string_view onnx) {
+    return OpSchema{kind, 1, 1, parse, infer, {onnx}, import_reduce, export_reduce};
+}
+
+}  // namespace
+
+std::vector<const OpSchema*> reduce_schemas() {
+    static const std::vector<OpSchema> schemas = {make("reduce_mean", "ReduceMean"), make("reduce_sum", "ReduceSum")};
+    std::vector<const OpSchema*> out;
+    for (const auto& s : schemas) out.push_back(&s);
+    return out;
+}
+
+}  // namespace psrun::nn

@@ -1,0 +1,228 @@
+// Cutting a strided block out of a value, and padding one with zeros:
+//   {"kind": "slice", "axes": [a...], "starts": [s...], "ends": [e...], "steps": [1...]}: along
+//     each axis a, the entries s, s + step, ... before e (numpy's x[s:e:step]; negative s and e
+//     count from the end, both clamped to the dim as ONNX does). Steps default to 1 and must be
+//     positive; the batch axis cannot be sliced; the result cannot be empty.
+//   {"kind": "pad", "pads": [b0, b1, ..., e0, e1, ...]}: b_i zeros before and e_i after along
+//     dim i (ONNX's order, one begin and one end per dim, the batch dim's 0). Zeros only.
+// Floats only; no tensors; FLOPs 0 (data movement).
+// ONNX: Slice with constant starts, ends, axes and steps (a Slice of constants, as in shape
+// arithmetic, is evaluated at import by onnx_consts.cpp); Pad (opset 11 and 13) in mode
+// "constant" with constant pads and a constant value of 0.
+#include <algorithm>
+#include <limits>
+
+#include "workerd/nn/onnx_bridge.h"
+#include "workerd/nn/op_schema.h"
+#include "workerd/nn/ops/broadcast.h"
+#include "workerd/nn/ops/ops.h"
+#include "workerd/nn/ops/slice_pad.h"
+
+namespace psrun::nn {
+
+namespace {
+
+constexpr std::int64_t kBig = std::numeric_limits<std::int64_t>::max();
+
+Result<void> parse_slice(FieldReader& reader, nlohmann::json& attrs) {
+    auto axes = reader.integers("axes", std::nullopt, 0, -6, 5);
+    if (!axes) return tl::unexpected(axes.error());
+    auto starts = reader.integers("starts", std::nullopt, axes->size(), -kBig, kBig);
+    if (!starts) return tl::unexpected(starts.error());
+    auto ends = reader.integers("ends", std::nullopt, axes->size(), -kBig, kBig);
+    if (!ends) return tl::unexpected(ends.error());
+    auto steps = reader.integers("steps", std::vector<std::int64_t>(axes->size(), 1), axes->size(), 1, kBig);
+    if (!steps) return tl::unexpected(steps.error());
+    attrs["axes"] = *axes;
+    attrs["starts"] = *starts;
+    attrs["ends"] = *ends;
+    attrs["steps"] = *steps;
+    return {};
+}
+
+Result<void> parse_pad(FieldReader& reader, nlohmann::json& attrs) {
+    auto pads = reader.integers("pads", std::nullopt, 0, 0, std::int64_t{1} << 20);
+    if (!pads) return tl::unexpected(pads.error());
+    attrs["pads"] = *pads;
+    return {};
+}
+
+Result<void> infer_slice(InferContext& context) {
+    const ValueInfo& in = context.input(0);
+    if (in.type != ElementType::kFloat) return tl::unexpected(op_error("expects floats, got integer ids"));
+    auto w = slice_window(in.dims, context.attrs());
+    if (!w) return tl::unexpected(w.error());
+    context.set_output(0, ValueInfo{w->count, ElementType::kFloat});
+    context.add_flops(0);
+    return {};
+}
+
+Result<void> infer_pad(InferContext& context) {
+    const ValueInfo& in = context.input(0);
+    if (in.type != ElementType::kFloat) return tl::unexpected(op_error("expects floats, got integer ids"));
+    const auto pads = context.attr_ints("pads");
+    if (pads.size() != 2 * in.rank())
+        return tl::unexpected(op_error(std::to_string(pads.size()) + " pads for " + to_string(in.dims) + "; give " +
+                                       std::to_string(2 * in.rank()) + " (a begin per dim, then an end per dim)"));
+    Dims out = in.dims;
+    for (std::size_t d = 0; d < in.rank(); ++d) {
+        const std::int64_t extra = pads[d] + pads[d + in.rank()];
+        if (extra == 0) continue;
+        if (in.dims[d].batch) return tl::unexpected(op_error("dim " + std::to_string(d) + " is the batch; its pads must be 0"));
+        out[d].value += extra;
+    }
+    context.set_output(0, ValueInfo{out, ElementType::kFloat});
+    context.add_flops(0);
+    return {};
+}
+
+// A constant int input, or a refusal naming it.
+Result<std::vector<std::int64_t>> constant_ints(OnnxNodeImport& node, std::size_t i, const char* what) {
+    const auto v = node.ints(i);
+    if (!v) return tl::unexpected(node.refuse(std::string("the ") + what + " must be known at import (a constant)"));
+    return *v;
+}
+
+Result<void> import_slice(OnnxNodeImport& node) {
+    auto x = node.value(0);
+    if (!x) return tl::unexpected(x.error());
+    const ValueInfo* in = node.info(0);
+    if (in == nullptr) return tl::unexpected(node.refuse("the input's rank is unknown"));
+    if (node.opset() < 10) return tl::unexpected(node.refuse("Slice before opset 10 (attributes) is not supported"));
+    auto starts = constant_ints(node, 1, "starts");
+    if (!starts) return tl::unexpected(starts.error());
+    auto ends = constant_ints(node, 2, "ends");
+    if (!ends) return tl::unexpected(ends.error());
+    std::vector<std::int64_t> axes(starts->size()), steps(starts->size(), 1);
+    for (std::size_t k = 0; k < axes.size(); ++k) axes[k] = static_cast<std::int64_t>(k);
+    if (node.input_count() > 3 && node.has_input(3)) {
+        auto a = constant_ints(node, 3, "axes");
+        if (!a) return tl::unexpected(a.error());
+        axes = *a;
+    }
+    if (node.input_count() > 4 && node.has_input(4)) {
+        auto s = constant_ints(node, 4, "steps");
+        if (!s) return tl::unexpected(s.error());
+        steps = *s;
+    }
+    if (axes.size() != starts->size() || ends->size() != starts->size() || steps.size() != starts->size())
+        return tl::unexpected(node.refuse("starts, ends, axes and steps differ in length"));
+    for (const auto s : steps)
+        if (s < 1) return tl::unexpected(node.refuse("step " + std::to_string(s) + ": only positive steps are supported"));
+    // Clamped to the dims here, so that x[:, 1:] (ends INT64_MAX) and x[:, 1:5] are one description.
+    nlohmann::json attrs = {{"axes", axes}, {"starts", *starts}, {"ends", *ends}, {"steps", steps}};
+    auto w = slice_window(in->dims, attrs);
+    if (!w) return tl::unexpected(node.refuse(w.error().message));
+    for (std::size_t k = 0; k < axes.size(); ++k) {
+        const auto d = static_cast<std::size_t>(axes[k] < 0 ? axes[k] + static_cast<std::int64_t>(in->rank()) : axes[k]);
+        (*starts)[k] = w->start[d];
+        (*ends)[k] = std::min(in->dims[d].value, w->start[d] + (w->count[d].value - 1) * w->step[d] + 1);
+        axes[k] = static_cast<std::int64_t>(d);
+    }
+    auto name = node.emit({{"kind", "slice"}, {"inputs", {*x}}, {"axes", axes}, {"starts", *starts}, {"ends", *ends},
+                           {"steps", steps}});
+    if (!name) return tl::unexpected(name.error());
+    node.bind_output(0, *name);
+    return {};
+}
+
+Result<void> import_pad(OnnxNodeImport& node) {
+    auto x = node.value(0);
+    if (!x) return tl::unexpected(x.error());
+    auto mode = node.string_attr("mode", "constant");
+    if (!mode) return tl::unexpected(mode.error());
+    if (*mode != "constant")
+        return tl::unexpected(node.refuse("mode \"" + *mode + "\": only \"constant\" (zero) padding is supported"));
+    std::vector<std::int64_t> pads;
+    if (node.opset() < 11) {
+        auto p = node.ints_attr("pads");
+        if (!p) return tl::unexpected(p.error());
+        if (!*p) return tl::unexpected(node.refuse("no pads"));
+        pads = **p;
+        auto value = node.float_attr("value", 0.0f);
+        if (!value) return tl::unexpected(value.error());
+        if (*value != 0.0f) return tl::unexpected(node.refuse("only a constant value of 0 is supported"));
+    } else {
+        auto p = constant_ints(node, 1, "pads");
+        if (!p) return tl::unexpected(p.error());
+        pads = *p;
+        if (node.input_count() > 2 && node.has_input(2)) {
+            const auto value = node.floats(2);
+            if (!value || value->size() != 1 || (*value)[0] != 0.0f)
+                return tl::unexpected(node.refuse("only a constant value of 0 is supported"));
+        }
+    }
+    for (const auto p : pads)
+        if (p < 0) return tl::unexpected(node.refuse("negative pads (cropping) are not supported; use Slice"));
+    auto name = node.emit({{"kind", "pad"}, {"inputs", {*x}}, {"pads", pads}});
+    if (!name) return tl::unexpected(name.error());
+    node.bind_output(0, *name);
+    return {};
+}
+
+Result<void> export_slice(OnnxNodeExport& out) {
+    const Node& node = out.node();
+    auto ints = [&](const char* key) { return node.attrs.at(key).get<std::vector<std::int64_t>>(); };
+    out.add("Slice",
+            {out.input(0), out.int64_constant(node.name + "/starts", ints("starts")),
+             out.int64_constant(node.name + "/ends", ints("ends")), out.int64_constant(node.name + "/axes", ints("axes")),
+             out.int64_constant(node.name + "/steps", ints("steps"))},
+            {out.output(0)}, {}, node.name);
+    return {};
+}
+
+Result<void> export_pad(OnnxNodeExport& out) {
+    const Node& node = out.node();
+    out.add("Pad", {out.input(0), out.int64_constant(node.name + "/pads", node.attrs.at("pads").get<std::vector<std::int64_t>>())},
+            {out.output(0)}, {{"mode", std::string("constant")}}, node.name);
+    return {};
+}
+
+}  // namespace
+
+Result<SliceWindow> slice_window(const Dims& dims, const nlohmann::json& attrs) {
+    const auto axes = attrs.at("axes").get<std::vector<std::int64_t>>();
+    const auto starts = attrs.at("starts").get<std::vector<std::int64_t>>();
+    const auto ends = attrs.at("ends").get<std::vector<std::int64_t>>();
+    const auto steps = attrs.at("steps").get<std::vector<std::int64_t>>();
+    SliceWindow w{std::vector<std::int64_t>(dims.size(), 0), std::vector<std::int64_t>(dims.size(), 1), dims};
+    std::vector<bool> seen(dims.size(), false);
+    for (std::size_t k = 0; k < axes.size(); ++k) {
+        auto axis = normal_axis(axes[k], dims.size());
+        if (!axis) return tl::unexpected(axis.error());
+        const auto d = static_cast<std::size_t>(*axis);
+        if (seen[d]) return tl::unexpected(op_error("axis " + std::to_string(axes[k]) + " is given twice"));
+        seen[d] = true;
+        if (dims[d].batch) return tl::unexpected(op_error("axis " + std::to_string(axes[k]) + " is the batch dim; slice a dim of each example"));
+        if (steps[k] < 1) return tl::unexpected(op_error("step " + std::to_string(steps[k]) + " on axis " + std::to_string(axes[k]) + "; steps must be 1 or more"));
+        const std::int64_t len = dims[d].value;
+        auto clamp = [len](std::int64_t v) { return std::clamp<std::int64_t>(v < 0 ? (v < -len ? 0 : v + len) : v, 0, len); };
+        const std::int64_t s = clamp(starts[k]), e = clamp(ends[k]);
+        const std::int64_t count = e > s ? (e - s - 1) / steps[k] + 1 : 0;  // no overflow for huge steps
+        if (count == 0)
+            return tl::unexpected(op_error("axis " + std::to_string(axes[k]) + " of " + to_string(dims) + " from " +
+                                           std::to_string(starts[k]) + " to " + std::to_string(ends[k]) + " is empty"));
+        w.start[d] = s;
+        w.step[d] = steps[k];
+        w.count[d] = Dim::of(count);
+    }
+    return w;
+}
+
+SliceWindow pad_window(const Dims& in_dims, const std::vector<std::int64_t>& pads) {
+    SliceWindow w{std::vector<std::int64_t>(in_dims.size(), 0), std::vector<std::int64_t>(in_dims.size(), 1), in_dims};
+    for (std::size_t d = 0; d < in_dims.size(); ++d) w.start[d] = pads[d];
+    return w;
+}
+
+const OpSchema& slice_schema() {
+    static const OpSchema s{"slice", 1, 1, parse_slice, infer_slice, {"Slice"}, import_slice, export_slice};
+    return s;
+}
+
+const OpSchema& pad_schema() {
+    static const OpSchema s{"pad", 1, 1, parse_pad, infer_pad, {"Pad"}, import_pad, export_pad};
+    return s;
+}
+
+}  // namespace psrun::nn
