@@ -14,7 +14,11 @@ nlohmann::json describe_layout(const ShardLayout& layout, const std::vector<Tens
     j["num_shards"] = layout.num_shards;
     j["total_floats"] = layout.total;
     j["tensors"] = nlohmann::json::array();
-    for (const auto& t : tensors) j["tensors"].push_back({{"name", t.name}, {"shape", t.shape}});
+    for (const auto& t : tensors) {
+        nlohmann::json entry = {{"name", t.name}, {"shape", t.shape}, {"class", to_string(t.tensor_class)},
+                                {"kind", to_string(t.kind)}};
+        j["tensors"].push_back(std::move(entry));
+    }
     j["slices"] = nlohmann::json::array();
     for (const auto& s : layout.slices)
         j["slices"].push_back({{"tensor", tensors.at(s.tensor).name},

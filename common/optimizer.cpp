@@ -118,4 +118,11 @@ void Optimizer::apply_range(std::span<float> params, std::span<const float> grad
     }
 }
 
+void subtract_range(std::span<float> params, std::span<const float> delta, std::size_t begin, std::size_t end) {
+    assert(params.size() == delta.size() && begin <= end && end <= params.size());
+    float* __restrict p = params.data() + begin;
+    const float* __restrict g = delta.data() + begin;
+    for (std::size_t i = 0; i < end - begin; ++i) p[i] -= g[i];
+}
+
 }  // namespace psrun

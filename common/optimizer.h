@@ -77,4 +77,9 @@ private:
     std::vector<float> slot1_;
 };
 
+// The update of a state tensor (common/tensor_layout.h TensorClass::kState): params -= delta
+// over [begin, end), with no optimizer, slots, learning rate or schedule. The spans are whole
+// tensors (or slices); REQUIRES begin <= end <= params.size() == delta.size().
+void subtract_range(std::span<float> params, std::span<const float> delta, std::size_t begin, std::size_t end);
+
 }  // namespace psrun

@@ -1,6 +1,7 @@
 #include "common/tensor_layout.h"
 
 #include <algorithm>
+#include <bit>
 
 namespace psrun {
 
@@ -9,6 +10,9 @@ std::size_t TensorSpec::elements() const {
     for (auto d : shape) n *= d;
     return n;
 }
+
+std::string_view to_string(TensorClass c) { return c == TensorClass::kState ? "state" : "trainable"; }
+std::string_view to_string(TensorKind k) { return k == TensorKind::kRows ? "rows" : "dense"; }
 
 std::vector<TensorSpec> mnist_deep_tensors() {
     return {
@@ -47,6 +51,9 @@ Result<ShardLayout> compute_layout(const std::vector<TensorSpec>& tensors, std::
     for (const auto& t : tensors) {
         if (t.elements() == 0)
             return make_error(ErrorCode::kInvalidArgument, "tensor '" + t.name + "' has no elements");
+        if (t.rows())
+            return make_error(ErrorCode::kUnsupported, "tensor '" + t.name +
+                                                           "' is a sparse (rows) table: this build serves dense tensors only");
         starts.push_back(total);
         total += t.elements();
     }
@@ -110,6 +117,13 @@ std::uint64_t tensors_fingerprint(const std::vector<TensorSpec>& tensors) {
         for (unsigned char c : t.name) mix(c);
         mix(t.shape.size());
         for (auto d : t.shape) mix(d);
+        if (t.tensor_class != TensorClass::kTrainable) mix(0x100u | static_cast<std::uint64_t>(t.tensor_class));
+        if (t.kind != TensorKind::kDense) {
+            mix(0x200u | static_cast<std::uint64_t>(t.kind));
+            mix(static_cast<std::uint64_t>(t.row_init.kind));
+            mix(std::bit_cast<std::uint32_t>(t.row_init.scale));
+            mix(t.row_init.seed);
+        }
     }
     return h;
 }

@@ -8,16 +8,45 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/result.h"
 
 namespace psrun {
 
+// What updates a tensor. Trainable: the optimizer, from gradients. State (BatchNorm's moving
+// mean and variance): no optimizer, slots, learning rate or schedule; the worker sends, in the
+// gradient buffer at the tensor's place, the amount to subtract (g = pulled value - new value)
+// and the update is params -= g (sync mode: the average of the replicas' g).
+enum class TensorClass : std::uint8_t { kTrainable = 0, kState = 1 };
+// Where a tensor lives. Dense: in the contiguous buffer every worker holds, sliced over the
+// shards. Rows: an embedding table of shape [num_rows, width] that lives only on psd, row r on
+// shard r mod K, pulled and pushed row by row (docs/protocol.md "Sparse tables").
+enum class TensorKind : std::uint8_t { kDense = 0, kRows = 1 };
+std::string_view to_string(TensorClass c);
+std::string_view to_string(TensorKind k);
+
+// How psd initialises a rows tensor: element (r, c) is a pure function of (seed, r, c), so
+// every shard count gives the same table and no initial values cross the wire.
+enum class RowInitKind : std::uint8_t { kZeros = 0, kUniform = 1, kNormal = 2, kTruncatedNormal = 3 };
+inline constexpr std::uint8_t kMaxRowInitKind = 3;
+struct RowInit {
+    RowInitKind kind = RowInitKind::kZeros;
+    float scale = 0.0f;      // uniform: U(-scale, scale); (truncated) normal: standard deviation
+    std::uint64_t seed = 0;  // the worker derives one per table (two tables with one seed start equal)
+    bool operator==(const RowInit&) const = default;
+};
+
 struct TensorSpec {
     std::string name;
-    std::vector<std::uint32_t> shape;
+    std::vector<std::uint32_t> shape;  // rows: {num_rows, width}
+    TensorClass tensor_class = TensorClass::kTrainable;
+    TensorKind kind = TensorKind::kDense;
+    RowInit row_init{};  // rows only; must stay default for dense tensors
     std::size_t elements() const;
+    bool state() const { return tensor_class == TensorClass::kState; }
+    bool rows() const { return kind == TensorKind::kRows; }
     bool operator==(const TensorSpec&) const = default;
 };
 
@@ -58,7 +87,9 @@ inline constexpr std::size_t kMinSliceFloats = 4096;
 [[nodiscard]] Result<void> validate_layout(const ShardLayout& layout,
                                            const std::vector<TensorSpec>& tensors);
 
-// A stable 64-bit fingerprint of the tensor list (names and shapes), used in shard files.
+// A stable 64-bit fingerprint of the tensor list (names, shapes, and class, kind and row
+// initializer where they differ from the defaults, so that lists of plain trainable dense
+// tensors keep the fingerprints they had before those fields existed), used in shard files.
 std::uint64_t tensors_fingerprint(const std::vector<TensorSpec>& tensors);
 
 }  // namespace psrun

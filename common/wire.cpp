@@ -138,6 +138,13 @@ std::string encode_tensors(const std::vector<TensorSpec>& tensors) {
         put_string16(out, t.name);
         put_fixed8(out, static_cast<std::uint8_t>(t.shape.size()));
         for (auto dim : t.shape) put_fixed32(out, dim);
+        put_fixed8(out, static_cast<std::uint8_t>(t.tensor_class));
+        put_fixed8(out, static_cast<std::uint8_t>(t.kind));
+        if (t.rows()) {
+            put_fixed8(out, static_cast<std::uint8_t>(t.row_init.kind));
+            put_float(out, t.row_init.scale);
+            put_fixed64(out, t.row_init.seed);
+        }
     }
     return out;
 }
@@ -155,9 +162,30 @@ Result<std::vector<TensorSpec>> decode_tensors(std::string_view bytes) {
         std::uint64_t elements = 1;
         for (auto& dim : t.shape) {
             if (!d.get32(dim) || dim == 0) return bad("bad tensor dimension");
+            if (elements > kMaxRowsElements / dim) return bad("tensor '" + t.name + "' is too large");
             elements *= dim;
-            if (elements > (1ull << 32)) return bad("tensor '" + t.name + "' is too large");
         }
+        std::uint8_t cls = 0, kind = 0;
+        if (!d.get8(cls) || !d.get8(kind)) return bad("truncated tensor entry");
+        if (cls > static_cast<std::uint8_t>(TensorClass::kState)) return bad("tensor '" + t.name + "' has an unknown class");
+        if (kind > static_cast<std::uint8_t>(TensorKind::kRows)) return bad("tensor '" + t.name + "' has an unknown kind");
+        t.tensor_class = static_cast<TensorClass>(cls);
+        t.kind = static_cast<TensorKind>(kind);
+        if (!t.rows()) {
+            if (elements > kMaxDenseElements) return bad("tensor '" + t.name + "' is too large");
+            continue;
+        }
+        std::uint8_t init = 0;
+        if (!d.get8(init) || !d.get_float(t.row_init.scale) || !d.get64(t.row_init.seed))
+            return bad("truncated row initializer");
+        if (init > kMaxRowInitKind) return bad("tensor '" + t.name + "' has an unknown row initializer");
+        t.row_init.kind = static_cast<RowInitKind>(init);
+        if (!std::isfinite(t.row_init.scale) || t.row_init.scale < 0.0f)
+            return bad("tensor '" + t.name + "': row initializer scale must be finite and >= 0");
+        if (rank != 2 || t.shape[1] > kMaxRowWidth)
+            return bad("rows tensor '" + t.name + "' must have shape [num_rows, width] with width <= " +
+                       std::to_string(kMaxRowWidth));
+        if (t.state()) return bad("rows tensor '" + t.name + "' cannot be a state tensor");
     }
     if (d.remaining() != 0) return bad("trailing bytes after tensor list");
     return out;

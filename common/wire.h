@@ -18,12 +18,17 @@
 namespace psrun::wire {
 
 inline constexpr std::uint32_t kMagic = 0x4E525350;  // "PSRN"
-inline constexpr std::uint16_t kVersion = 6;  // 2: ATTACH and shared-memory payloads; 3: DIRCHECK; 4: the model in HELLO, the learning-rate schedule in INIT; 5: REJOINED; 6: MAC trailer, bf16 slices
+// 2: ATTACH and shared-memory payloads; 3: DIRCHECK; 4: the model in HELLO, the learning-rate schedule in INIT;
+// 5: REJOINED; 6: MAC trailer, bf16 slices; 7: tensor class and kind (and row initializer) in the tensor list
+inline constexpr std::uint16_t kVersion = 7;
 inline constexpr std::size_t kFixedHeaderSize = 48;
 inline constexpr std::size_t kFrameDescriptorSize = 8;
 inline constexpr std::uint32_t kMaxFrames = 4096;
 inline constexpr std::uint32_t kBodyFrame = 0xFFFFFFFF;    // descriptor id of a non-tensor frame
 inline constexpr std::uint32_t kMaxBodyBytes = 1u << 20;  // bodies are small; slices are not
+inline constexpr std::uint64_t kMaxDenseElements = 1ull << 32;  // floats of one dense tensor
+inline constexpr std::uint64_t kMaxRowsElements = 1ull << 40;   // floats of one rows tensor
+inline constexpr std::uint32_t kMaxRowWidth = 65536;            // floats per row
 
 enum class MessageType : std::uint8_t {
     kHello = 1, kWelcome = 2, kInit = 3, kPull = 4, kPush = 5, kPushPull = 6, kParams = 7,
@@ -91,7 +96,9 @@ std::string encode_header(const Header& header);
 [[nodiscard]] Result<void> check_frames(const Header& header, std::span<const std::size_t> frame_sizes);
 
 // Bodies (each is one kBodyFrame payload frame).
-std::string encode_tensors(const std::vector<TensorSpec>& tensors);  // the tensor list
+// The tensor list: name, shape, class, kind and (rows) initializer of each tensor. A rows tensor
+// has rank 2, width <= kMaxRowWidth and class trainable.
+std::string encode_tensors(const std::vector<TensorSpec>& tensors);
 [[nodiscard]] Result<std::vector<TensorSpec>> decode_tensors(std::string_view bytes);
 
 // Which model a worker trains: its name (for messages) and the SHA-256 of its canonical

@@ -319,6 +319,7 @@ std::string ParameterServer::stats_json() const {
     j["initialized"] = ready_for_workers();
     j["step"] = shard_ ? shard_->step() : 0;
     j["shard_floats"] = shard_ ? shard_->size() : 0;
+    j["optimizer_floats"] = shard_ ? shard_->optimizer_floats() : 0;  // slot floats (state tensors keep none)
     j["param_buffers"] = shard_ ? shard_->buffer_count() : 0;
     j["workers_attached"] = workers_.count_attached();
     j["workers_done"] = workers_.count_done();

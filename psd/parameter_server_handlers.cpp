@@ -35,7 +35,7 @@ void ParameterServer::on_hello(const std::string& routing, const Header& h, Part
         if (!layout) return reply_error(routing, ErrorCode::kInvalidArgument, layout.error().message);
         tensors_ = *tensors;
         model_ = hello->model;
-        shard_ = std::make_unique<ShardState>(*layout, options_.index, tensors_fingerprint(tensors_));
+        shard_ = std::make_unique<ShardState>(*layout, options_.index, tensors_);
         if (options_.sync)
             sync_ = std::make_unique<SyncAggregator>(shard_->size(), options_.num_workers,
                                                      options_.replicas_to_aggregate, options_.straggler_every);

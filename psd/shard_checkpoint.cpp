@@ -52,8 +52,9 @@ Result<void> save_shard_checkpoint(const ShardState& shard, const std::vector<Te
         }
         const std::uint64_t u = shard.updates(k);
         states[k] = {static_cast<float>(shard.config().optimizer.kind), static_cast<float>(u & 0xFFFFFF),
-                     static_cast<float>((u >> 24) & 0xFFFFFF), static_cast<float>(u >> 48)};
-        views.push_back(TensorView{base + "/state", {4}, states[k]});
+                     static_cast<float>((u >> 24) & 0xFFFFFF), static_cast<float>(u >> 48),
+                     static_cast<float>(shard.tensors().at(s.tensor).tensor_class)};
+        views.push_back(TensorView{base + "/state", {states[k].size()}, states[k]});
     }
     return write_tensor_file(dir + "/" + shard_checkpoint_name(index, shard.layout().num_shards), views);
 }
@@ -88,7 +89,8 @@ Result<void> load_shard_checkpoint(ShardState& shard, const std::vector<TensorSp
             p.length = length;
             p.file = f;
             const bool is_state = part == "state";
-            if (t.data.size() != (is_state ? 4 : length))
+            // "state" has 4 floats (kind, update count) or, since tensor classes, 5 (and the class).
+            if (is_state ? (t.data.size() != 4 && t.data.size() != 5) : t.data.size() != length)
                 return make_error(ErrorCode::kInvalidArgument, dir + "/" + f + ": '" + t.name + "' has the wrong size");
             if (part == "param") p.param = &t.data;
             else if (is_state) p.state = &t.data;
@@ -103,7 +105,7 @@ Result<void> load_shard_checkpoint(ShardState& shard, const std::vector<TensorSp
     }
 
     const auto& ids = shard.slice_ids();
-    const std::size_t want_slots = static_cast<std::size_t>(slot_count(config.optimizer.kind));
+    const std::size_t trainable_slots = static_cast<std::size_t>(slot_count(config.optimizer.kind));
     std::vector<std::vector<float>> params(ids.size());
     std::vector<std::vector<std::vector<float>>> slots(ids.size());
     std::vector<std::uint64_t> updates(ids.size(), 0);
@@ -111,6 +113,7 @@ Result<void> load_shard_checkpoint(ShardState& shard, const std::vector<TensorSp
     for (std::size_t k = 0; k < ids.size(); ++k) {
         const Slice& s = shard.layout().slices[ids[k]];
         const TensorSpec& spec = tensors.at(s.tensor);
+        const std::size_t want_slots = spec.state() ? 0 : trainable_slots;
         params[k].assign(s.length, 0.0f);
         slots[k].assign(want_slots, std::vector<float>(s.length, 0.0f));
         std::uint64_t covered = 0;
@@ -124,6 +127,13 @@ Result<void> load_shard_checkpoint(ShardState& shard, const std::vector<TensorSp
             if (!p.param || !p.state)
                 return make_error(ErrorCode::kInvalidArgument, dir + "/" + p.file + ": piece of '" + spec.name + "' is incomplete");
             const auto& st = *p.state;
+            const auto saved_class = st.size() == 5 ? st[4] : static_cast<float>(TensorClass::kTrainable);
+            if (saved_class != static_cast<float>(spec.tensor_class))
+                return make_error(ErrorCode::kInvalidArgument,
+                                  dir + "/" + p.file + ": '" + spec.name + "' was saved as a " +
+                                      (saved_class == static_cast<float>(TensorClass::kState) ? "state" : "trainable") +
+                                      " tensor, the model has it as " + std::string(to_string(spec.tensor_class)) +
+                                      ": written for another model");
             if (first) {
                 kind_changed = kind_changed || st[0] != static_cast<float>(config.optimizer.kind);
                 updates[k] = static_cast<std::uint64_t>(st[1]) | (static_cast<std::uint64_t>(st[2]) << 24) |

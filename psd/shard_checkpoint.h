@@ -3,7 +3,9 @@
 // tensor), holding for every own slice "<tensor>@<offset>+<length>/<part>" with part
 //   param            the slice's parameters
 //   slot0, slot1     the optimizer's slot vectors (as many as the optimizer kind keeps)
-//   state            4 floats: optimizer kind, update count in base-2^24 digits (lo, mid, hi)
+//   state            5 floats: optimizer kind, update count in base-2^24 digits (lo, mid, hi),
+//                    tensor class (0 trainable, 1 state; files without it hold 4 floats: trainable)
+// A state tensor's slices have no slots.
 // Because pieces are named by tensor ranges, a restore with any shard count finds its slices in
 // whichever files hold them. Free functions, called on the psd poll-loop thread.
 #pragma once

@@ -20,12 +20,13 @@ constexpr std::size_t kMirrorBlockFloats = 1 << 14;
 
 }  // namespace
 
-ShardState::ShardState(ShardLayout layout, std::uint32_t shard, std::uint64_t fingerprint)
-    : layout_(std::move(layout)), shard_(shard), fingerprint_(fingerprint) {
+ShardState::ShardState(ShardLayout layout, std::uint32_t shard, std::vector<TensorSpec> tensors)
+    : layout_(std::move(layout)), shard_(shard), tensors_(std::move(tensors)), fingerprint_(tensors_fingerprint(tensors_)) {
     slice_ids_ = layout_.slices_of(shard_);
     for (auto id : slice_ids_) {
         local_offsets_.push_back(size_);
         size_ += layout_.slices[id].length;
+        state_.push_back(tensors_.at(layout_.slices[id].tensor).state());
     }
     buffers_.push_back(std::make_unique<ParamBuffer>());
     buffers_[0]->data.assign(size_, 0.0f);
@@ -34,7 +35,10 @@ ShardState::ShardState(ShardLayout layout, std::uint32_t shard, std::uint64_t fi
 void ShardState::make_optimizers() {
     optimizers_.clear();
     optimizers_.reserve(slice_ids_.size());
-    for (auto id : slice_ids_) optimizers_.emplace_back(config_.optimizer, layout_.slices[id].length);
+    // A state slice's optimizer is never applied: plain SGD keeps no slots and counts its updates.
+    const OptimizerConfig none{.kind = OptimizerKind::kSgd, .learning_rate = 1.0f};
+    for (std::size_t k = 0; k < slice_ids_.size(); ++k)
+        optimizers_.emplace_back(state_[k] ? none : config_.optimizer, layout_.slices[slice_ids_[k]].length);
 }
 
 void ShardState::init(const wire::InitConfig& config, const std::vector<std::span<const float>>& params) {
@@ -129,14 +133,18 @@ void ShardState::apply(const std::vector<std::span<const float>>& grads, ThreadT
         for (std::size_t k = 0; k < grads.size(); ++k) {
             const auto [begin, end] = part_range(grads[k].size(), part, parts);
             const std::span<float> params(dst + local_offsets_[k], grads[k].size());
+            auto step = [&](std::size_t b, std::size_t e) {
+                if (state_[k]) subtract_range(params, grads[k], b, e);
+                else optimizers_[k].apply_range(params, grads[k], b, e);
+            };
             if (mirror.empty()) {
-                optimizers_[k].apply_range(params, grads[k], begin, end);
+                step(begin, end);
                 continue;
             }
             float* out = mirror.data() + layout_.slices[slice_ids_[k]].flat_offset;
             for (std::size_t b = begin; b < end; b += kMirrorBlockFloats) {
                 const std::size_t e = std::min(end, b + kMirrorBlockFloats);
-                optimizers_[k].apply_range(params, grads[k], b, e);
+                step(b, e);
                 std::memcpy(out + b, params.data() + b, (e - b) * sizeof(float));
             }
         }
@@ -162,7 +170,10 @@ void ShardState::copy_params_to(std::span<float> full, ThreadTeam* team) const {
 }
 
 std::size_t ShardState::optimizer_floats() const {
-    return size_ * static_cast<std::size_t>(slot_count(config_.optimizer.kind));
+    std::size_t n = 0;
+    for (std::size_t k = 0; k < slice_ids_.size(); ++k)
+        if (!state_[k]) n += layout_.slices[slice_ids_[k]].length;
+    return n * static_cast<std::size_t>(slot_count(config_.optimizer.kind));
 }
 
 // The standby shard file is a tensor file (common/tensor_file.h: CRC-32C per tensor) holding
@@ -231,10 +242,12 @@ Result<void> ShardState::load(const std::string& path) {
     auto config = wire::decode_init(init);
     if (!config) return corrupt("bad optimizer config");
     const std::size_t slots = static_cast<std::size_t>(slot_count(config->optimizer.kind));
-    if (tensors->size() != 1 + slice_ids_.size() * (1 + slots)) return corrupt("wrong number of tensors");
+    std::size_t expected = 1;
+    for (std::size_t k = 0; k < slice_ids_.size(); ++k) expected += 1 + (state_[k] ? 0 : slots);
+    if (tensors->size() != expected) return corrupt("wrong number of tensors");
     std::size_t next = 1;
     for (std::size_t k = 0; k < slice_ids_.size(); ++k)
-        for (std::size_t j = 0; j <= slots; ++j, ++next)
+        for (std::size_t j = 0; j <= (state_[k] ? 0 : slots); ++j, ++next)
             if ((*tensors)[next].data.size() != layout_.slices[slice_ids_[k]].length) return corrupt("wrong data size");
     config_ = *config;
     float* dst = writable();

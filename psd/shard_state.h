@@ -1,6 +1,9 @@
 // One psd's shard: its slices of the parameters, the optimizer state for them, the global step
 // and the shard file. Owned and used by the server's poll-loop thread only.
 //
+// Slices of state tensors (TensorClass::kState) have no optimizer slots: apply() subtracts
+// their gradient (the worker's g = old - new) from them, and the learning rate never touches them.
+//
 // Parameters are multi-buffered: a PARAMS reply hands the current buffer to ZeroMQ zero-copy,
 // and an update never writes a buffer ZeroMQ still holds: it copies the current buffer into a
 // free one first (with one worker the current buffer is always free again by the next push).
@@ -28,12 +31,15 @@ struct ParamBuffer {
 
 class ShardState {
 public:
-    ShardState(ShardLayout layout, std::uint32_t shard, std::uint64_t fingerprint);
+    // `tensors`: the list `layout` was computed from (its fingerprint names the shard file).
+    ShardState(ShardLayout layout, std::uint32_t shard, std::vector<TensorSpec> tensors);
 
     const ShardLayout& layout() const { return layout_; }
     const std::vector<std::uint32_t>& slice_ids() const { return slice_ids_; }
     std::size_t size() const { return size_; }
     std::size_t local_offset(std::size_t k) const { return local_offsets_[k]; }  // k: position in slice_ids()
+    bool is_state(std::size_t k) const { return state_[k]; }  // own slice k belongs to a state tensor
+    const std::vector<TensorSpec>& tensors() const { return tensors_; }
     bool initialized() const { return initialized_; }
 
     // New parameters (one span per own slice, in slice_ids() order): resets slots and step.
@@ -44,7 +50,7 @@ public:
 
     // Checkpoint access; k is a position in slice_ids(). Spans are valid until the next update.
     std::span<const float> param_slice(std::size_t k) const;
-    std::vector<std::span<const float>> slot_slices(std::size_t k) const;  // slot_count(kind) spans
+    std::vector<std::span<const float>> slot_slices(std::size_t k) const;  // slot_count(kind) spans; none for state
     std::uint64_t updates(std::size_t k) const;
     // Like init() (step = config.start_step), then sets each own slice's optimizer slots
     // (slots[k] empty: fresh slots) and update count. REQUIRES: sizes match slice_ids().
@@ -88,8 +94,10 @@ private:
 
     ShardLayout layout_;
     std::uint32_t shard_;
+    std::vector<TensorSpec> tensors_;
     std::uint64_t fingerprint_;
     std::vector<std::uint32_t> slice_ids_;
+    std::vector<bool> state_;  // per own slice: a state tensor's
     std::vector<std::size_t> local_offsets_;
     std::size_t size_ = 0;
     std::vector<std::unique_ptr<ParamBuffer>> buffers_;

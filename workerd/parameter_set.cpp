@@ -12,7 +12,8 @@ namespace psrun::worker {
 std::vector<TensorInfo> model_tensors(const nn::ModelDescription& model) {
     std::vector<TensorInfo> out;
     for (const auto& t : nn::parameter_tensors(model))
-        out.push_back(TensorInfo{t.name, t.shape, static_cast<std::size_t>(t.offset), static_cast<std::size_t>(t.size)});
+        out.push_back(TensorInfo{t.name, t.shape, static_cast<std::size_t>(t.offset), static_cast<std::size_t>(t.size),
+                                 t.cls == nn::TensorClass::kState ? TensorClass::kState : TensorClass::kTrainable});
     return out;
 }
 
@@ -20,6 +21,7 @@ std::vector<TensorSpec> wire_tensors(const std::vector<TensorInfo>& tensors) {
     std::vector<TensorSpec> out;
     for (const auto& t : tensors) {
         TensorSpec spec{t.name, {}};
+        spec.tensor_class = t.tensor_class;
         for (auto d : t.shape) spec.shape.push_back(static_cast<std::uint32_t>(d));
         out.push_back(std::move(spec));
     }

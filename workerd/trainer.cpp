@@ -46,18 +46,11 @@ Trainer::Trainer(const TrainerConfig& config, const LabeledImages& train, const 
       sampler_(train.size(), config.seed, config.shard),
       batch_indices_(static_cast<std::size_t>(config.network.batch_size)),
       synthetic_(config.synthetic_compute_ms, config.synthetic_jitter, config.seed,
-                 static_cast<std::uint32_t>(config.shard.index)) {
+                 static_cast<std::uint32_t>(config.shard.index)),
+      update_(config.optimizer, params_.tensors(), std::max(1, omp_get_max_threads())) {
     config_.network.forward_only = false;
     network_ = make_network(*config_.model, config_.network, params_.all(), grads_[0].all());
     nn::initialize_parameters(*config_.model, config.seed, params_.all());
-    const std::size_t chunks = static_cast<std::size_t>(std::max(1, omp_get_max_threads()));
-    const std::size_t total = params_.size();
-    for (std::size_t c = 0; c <= chunks; ++c) {
-        chunk_begin_.push_back(std::min(total, (total * c / chunks + 15) / 16 * 16));
-    }
-    for (std::size_t c = 0; c < chunks; ++c) {
-        optimizers_.emplace_back(config.optimizer, chunk_begin_[c + 1] - chunk_begin_[c]);
-    }
 }
 
 float Trainer::compute_gradients() {
@@ -93,16 +86,7 @@ void Trainer::use_gradient_memory(const std::vector<std::span<float>>& buffers) 
 
 void Trainer::apply_gradients() {
     const auto t0 = Clock::now();
-    const auto p = params_.all();
-    const auto g = grads().all();
-    const int chunks = static_cast<int>(optimizers_.size());
-#pragma omp parallel for num_threads(chunks) schedule(static, 1)
-    for (int c = 0; c < chunks; ++c) {
-        const std::size_t begin = chunk_begin_[static_cast<std::size_t>(c)];
-        const std::size_t size = chunk_begin_[static_cast<std::size_t>(c) + 1] - begin;
-        optimizers_[static_cast<std::size_t>(c)].apply(p.subspan(begin, size),
-                                                        g.subspan(begin, size));
-    }
+    update_.apply(params_.all(), grads().all());
     ++global_step_;
     update_ms_ += ms_since(t0);
 }

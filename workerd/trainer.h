@@ -4,6 +4,7 @@
 // the local update with push/pull to psd:
 //   compute_gradients()  fills the next batch, runs forward+backward, writes grads()
 //   apply_gradients()    standalone only: the local optimizer updates params() from grads()
+//                        (state tensors: params -= grads, workerd/local_update.h)
 // Not thread-safe.
 #pragma once
 
@@ -15,6 +16,7 @@
 #include "common/optimizer.h"
 #include "workerd/data/labeled_images.h"
 #include "workerd/nn/model_description.h"
+#include "workerd/local_update.h"
 #include "workerd/nn/network.h"
 #include "workerd/parameter_set.h"
 #include "workerd/data/sampler.h"
@@ -84,14 +86,11 @@ private:
     std::size_t current_grads_ = 0;
     ParameterSet& grad_buffer(std::size_t i) { return external_grads_.empty() ? grads_[i] : external_grads_[i]; }
     Sampler sampler_;
-    // One optimizer per contiguous chunk of the parameters, updated in parallel (OpenMP); each
-    // keeps its own slots, so the result equals one optimizer over the whole buffer.
-    std::vector<Optimizer> optimizers_;
-    std::vector<std::size_t> chunk_begin_;  // optimizers_.size() + 1 offsets
     std::unique_ptr<nn::Network> network_;
     std::unique_ptr<nn::Network> eval_network_;  // created at the first evaluate()
     std::vector<std::uint32_t> batch_indices_;
     SyntheticCompute synthetic_;  // used when config_.synthetic_compute_ms > 0
+    LocalUpdate update_;  // apply_gradients(): optimizer on trainable tensors, params -= grads on state ones
     std::uint64_t global_step_ = 0;
     std::uint64_t local_step_ = 0;
     double data_ms_ = 0;

@@ -81,7 +81,7 @@ TEST_CASE("standby psd serves two consecutive runs and saves its shard on SIGTER
     CHECK_FALSE(std::filesystem::exists(endpoint_file));
     // The saved shard holds run 2's parameters and step.
     const std::vector<TensorSpec> tensors = {{"w", {100, 90}}, {"b", {10}}};
-    psd::ShardState shard(*compute_layout(tensors, 1), 0, tensors_fingerprint(tensors));
+    psd::ShardState shard(*compute_layout(tensors, 1), 0, tensors);
     REQUIRE(shard.load(s.dir + "/ps-0.shard"));
     CHECK(shard.step() == 5);
     CHECK(shard.current().data[0] == 0.375f);

@@ -12,11 +12,10 @@ using namespace psrun;
 TEST_CASE("standby shard file keeps params, Adam slots, update count and step; damage is refused", "[psd][shard]") {
     const auto tensors = psrun::test::small_model();
     const auto layout = *compute_layout(tensors, 2);
-    const auto fp = tensors_fingerprint(tensors);
     const std::string dir = psrun::test::make_temp_dir();
     const std::string path = dir + "/ps-1.shard";
 
-    psd::ShardState a(layout, 1, fp);
+    psd::ShardState a(layout, 1, tensors);
     wire::InitConfig config;
     config.optimizer = OptimizerConfig{.kind = OptimizerKind::kAdam, .learning_rate = 1e-2f};
     config.last_step = 50;
@@ -31,7 +30,7 @@ TEST_CASE("standby shard file keeps params, Adam slots, update count and step; d
     a.apply(grad_spans);
     REQUIRE(a.save(path));
 
-    psd::ShardState b(layout, 1, fp);
+    psd::ShardState b(layout, 1, tensors);
     REQUIRE(b.load(path));
     CHECK(b.step() == 2);
     CHECK(b.last_step() == 50);
@@ -44,7 +43,7 @@ TEST_CASE("standby shard file keeps params, Adam slots, update count and step; d
         CHECK(b.updates(k) == 3);
     }
 
-    psd::ShardState other_shard(layout, 0, fp);
+    psd::ShardState other_shard(layout, 0, tensors);
     auto wrong = other_shard.load(path);
     REQUIRE_FALSE(wrong);
     CHECK_THAT(wrong.error().message, Catch::Contains("another model, shard or shard count"));
@@ -57,7 +56,7 @@ TEST_CASE("standby shard file keeps params, Adam slots, update count and step; d
         f.seekp(at);
         f.put(static_cast<char>(old ^ 0x01));
     }
-    psd::ShardState c(layout, 1, fp);
+    psd::ShardState c(layout, 1, tensors);
     auto damaged = c.load(path);
     REQUIRE_FALSE(damaged);
     CHECK_THAT(damaged.error().message, Catch::Contains("ps-1.shard"));

@@ -50,7 +50,7 @@ TEST_CASE("Adam split across a team equals the single-threaded update bit for bi
     const auto tensors = mnist_deep_tensors();
     auto layout = compute_layout(tensors, 1);
     REQUIRE(layout);
-    ShardState one(*layout, 0, 1), split(*layout, 0, 1);
+    ShardState one(*layout, 0, tensors), split(*layout, 0, tensors);
     wire::InitConfig config;
     config.optimizer.kind = OptimizerKind::kAdam;
     config.optimizer.learning_rate = 1e-3f;

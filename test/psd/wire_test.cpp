@@ -107,6 +107,69 @@ TEST_CASE("payload frames must match their descriptors", "[wire]") {
     CHECK_THAT(r.error().message, Catch::Contains("payload frame 1 has 124 bytes"));
 }
 
+TEST_CASE("tensor class, kind and row initializer travel in the tensor list", "[wire]") {
+    std::vector<TensorSpec> tensors = {{"fc/w", {10, 4}}, {"bn/mean", {10}}, {"emb", {1000000, 16}}};
+    tensors[1].tensor_class = TensorClass::kState;
+    tensors[2].kind = TensorKind::kRows;
+    tensors[2].row_init = RowInit{RowInitKind::kTruncatedNormal, 0.05f, 0x1234567890abcdefull};
+    const std::string bytes = encode_tensors(tensors);
+    auto t = decode_tensors(bytes);
+    REQUIRE(t);
+    CHECK(*t == tensors);
+    CHECK((*t)[1].state());
+    CHECK((*t)[2].rows());
+    CHECK((*t)[2].row_init.seed == 0x1234567890abcdefull);
+    for (std::size_t n = 0; n < bytes.size(); ++n) CHECK_FALSE(decode_tensors(bytes.substr(0, n)));
+    auto hello = decode_hello(encode_hello(Hello{{"m", ""}, tensors}));
+    REQUIRE(hello);
+    CHECK(hello->tensors == tensors);
+
+    // The class and kind take part in the fingerprint; plain trainable dense lists keep theirs.
+    auto trainable = tensors;
+    trainable[1].tensor_class = TensorClass::kTrainable;
+    CHECK(tensors_fingerprint(trainable) != tensors_fingerprint(tensors));
+    auto reseeded = tensors;
+    reseeded[2].row_init.seed += 1;
+    CHECK(tensors_fingerprint(reseeded) != tensors_fingerprint(tensors));
+    CHECK(tensors_fingerprint(mnist_deep_tensors()) == 0x8595c4c2bb22757aull);
+
+    auto rejects_tensor = [](std::vector<TensorSpec> list, const std::string& what) {
+        auto r = decode_tensors(encode_tensors(list));
+        REQUIRE_FALSE(r);
+        CHECK_THAT(r.error().message, Catch::Contains(what));
+    };
+    auto bad_class = tensors;
+    bad_class[0].tensor_class = static_cast<TensorClass>(2);
+    rejects_tensor(bad_class, "unknown class");
+    auto bad_kind = tensors;
+    bad_kind[0].kind = static_cast<TensorKind>(2);
+    rejects_tensor(bad_kind, "unknown kind");
+    auto bad_init = tensors;
+    bad_init[2].row_init.kind = static_cast<RowInitKind>(9);
+    rejects_tensor(bad_init, "unknown row initializer");
+    bad_init[2].row_init = RowInit{RowInitKind::kNormal, -1.0f, 0};
+    rejects_tensor(bad_init, "scale");
+    bad_init[2].row_init.scale = std::numeric_limits<float>::quiet_NaN();
+    rejects_tensor(bad_init, "scale");
+    auto state_rows = tensors;
+    state_rows[2].tensor_class = TensorClass::kState;
+    rejects_tensor(state_rows, "cannot be a state tensor");
+    auto rank3 = tensors;
+    rank3[2].shape = {10, 4, 4};
+    rejects_tensor(rank3, "[num_rows, width]");
+    auto wide = tensors;
+    wide[2].shape = {10, kMaxRowWidth + 1};
+    rejects_tensor(wide, "[num_rows, width]");
+    auto huge_dense = std::vector<TensorSpec>{{"w", {65536, 65537}}};
+    rejects_tensor(huge_dense, "too large");
+    auto huge_rows = tensors;
+    huge_rows[2].shape = {0xFFFFFFFFu, 65536};  // 2^48 floats: over the rows limit
+    rejects_tensor(huge_rows, "too large");
+    auto big_rows = tensors;
+    big_rows[2].shape = {0xFFFFFFFFu, 64};  // 2^38 floats: a rows tensor may exceed the dense limit
+    CHECK(decode_tensors(encode_tensors(big_rows)));
+}
+
 TEST_CASE("bodies round trip and reject truncation", "[wire]") {
     const auto tensors = mnist_deep_tensors();
     auto t = decode_tensors(encode_tensors(tensors));

@@ -1,0 +1,52 @@
+// The standalone update (workerd/local_update.h, Trainer::apply_gradients): the optimizer on
+// trainable tensors, params -= grads on state tensors, whatever the chunks cut.
+#include <catch2/catch.hpp>
+
+#include <omp.h>
+
+#include "workerd/local_update.h"
+
+namespace psrun::worker {
+namespace {
+std::vector<float> ramp(std::size_t n, float scale, float offset = 0.0f) {
+    std::vector<float> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = offset + scale * static_cast<float>(i % 89) / 89.0f;
+    return v;
+}
+}  // namespace
+
+TEST_CASE("state tensors get params -= grads, trainable ones the optimizer, in any chunking", "[trainer][state]") {
+    omp_set_num_threads(2);
+    // conv/w, bn/mean (state), bn/var (state, adjacent), fc/w, fc/b: chunk cuts land inside them.
+    const std::vector<TensorInfo> tensors = {
+        {"conv/w", {10, 100}, 0, 1000},
+        {"bn/mean", {300}, 1000, 300, TensorClass::kState},
+        {"bn/var", {300}, 1300, 300, TensorClass::kState},
+        {"fc/w", {5, 70}, 1600, 350},
+        {"fc/b", {5}, 1950, 5},
+    };
+    const std::size_t n = 1955;
+    OptimizerConfig config{.kind = OptimizerKind::kAdam, .learning_rate = 1e-2f};
+    config.schedule.warmup_steps = 3;
+    const auto init = ramp(n, 0.5f, -0.25f);
+    const std::vector<std::vector<float>> grads = {ramp(n, 0.3f), ramp(n, -0.6f, 0.1f), ramp(n, 0.9f, -0.4f)};
+
+    std::vector<float> expected = init;
+    Optimizer reference(config, n);  // element-wise: right for the trainable elements
+    for (const auto& g : grads) reference.apply(expected, g);
+    for (std::size_t i = 1000; i < 1600; ++i) {
+        expected[i] = init[i];
+        for (const auto& g : grads) expected[i] -= g[i];
+    }
+    for (int chunks : {1, 2, 3, 7}) {
+        LocalUpdate update(config, tensors, chunks);
+        std::vector<float> params = init;
+        for (const auto& g : grads) update.apply(params, g);
+        std::size_t mismatches = 0;
+        for (std::size_t i = 0; i < n; ++i) mismatches += params[i] != expected[i];
+        INFO("chunks " << chunks);
+        CHECK(mismatches == 0);
+    }
+}
+
+}  // namespace psrun::worker

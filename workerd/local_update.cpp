@@ -1,0 +1,44 @@
+#include "workerd/local_update.h"
+
+#include <algorithm>
+
+namespace psrun::worker {
+
+LocalUpdate::LocalUpdate(const OptimizerConfig& config, const std::vector<TensorInfo>& tensors, int chunks) {
+    const std::size_t n = static_cast<std::size_t>(std::max(1, chunks));
+    const std::size_t total = tensors.empty() ? 0 : tensors.back().offset + tensors.back().size;
+    for (std::size_t c = 0; c <= n; ++c) chunk_begin_.push_back(std::min(total, (total * c / n + 15) / 16 * 16));
+    chunk_begin_.back() = total;
+    runs_.resize(n);
+    for (std::size_t c = 0; c < n; ++c) {
+        const std::size_t lo = chunk_begin_[c], hi = chunk_begin_[c + 1];
+        optimizers_.emplace_back(config, hi - lo);
+        for (const auto& t : tensors) {
+            const std::size_t b = std::max(lo, t.offset), e = std::min(hi, t.offset + t.size);
+            if (b >= e) continue;
+            const bool state = t.tensor_class == TensorClass::kState;
+            auto& runs = runs_[c];
+            if (!runs.empty() && runs.back().state == state && runs.back().end == b - lo) runs.back().end = e - lo;
+            else runs.push_back(Run{b - lo, e - lo, state});
+        }
+    }
+}
+
+void LocalUpdate::apply(std::span<float> params, std::span<const float> grads) {
+    const int chunks = static_cast<int>(optimizers_.size());
+#pragma omp parallel for num_threads(chunks) schedule(static, 1)
+    for (int c = 0; c < chunks; ++c) {
+        const auto i = static_cast<std::size_t>(c);
+        const std::size_t begin = chunk_begin_[i], size = chunk_begin_[i + 1] - begin;
+        const auto p = params.subspan(begin, size);
+        const auto g = grads.subspan(begin, size);
+        auto& optimizer = optimizers_[i];
+        optimizer.begin_update();
+        for (const auto& run : runs_[i]) {
+            if (run.state) subtract_range(p, g, run.begin, run.end);
+            else optimizer.apply_range(p, g, run.begin, run.end);
+        }
+    }
+}
+
+}  // namespace psrun::worker
