@@ -21,7 +21,7 @@ nn_sources=$(echo "workerd/nn/field_reader.cpp workerd/nn/graph_builder.cpp work
   workerd/nn/model_description.cpp workerd/nn/model_summary.cpp workerd/nn/op_registry.cpp workerd/nn/op_schema.cpp
   workerd/nn/recipe.cpp workerd/nn/shape.cpp workerd/nn/tensor_shape.cpp
   $(cd "$src" && ls workerd/nn/ops/*.cpp | grep -v _kernel.cpp | tr '\n' ' ')
-  common/optimizer.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp")
+  common/optimizer.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp" | tr -s '\n ' '  ')
 
 declare -A targets=(
   [wire]="common/wire.cpp common/shm_segment.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp|-lz|4096"

@@ -99,3 +99,21 @@ TEST_CASE("dls_mlp sums its loss and names adagrad; unknown built-ins are named"
     REQUIRE_FALSE(no_file);
     CHECK(no_file.error().code == psrun::ErrorCode::kIo);
 }
+
+TEST_CASE("the first format's zoo keeps its architecture hashes on the graph engine") {
+    // The hashes the chain engine gave these files (checked against its build before the graph
+    // engine replaced it): checkpoints and psd's HELLO check depend on them.
+    const std::pair<const char*, const char*> pinned[] = {
+        {"mnist_deep", "c6b52d1851f68aa9632503be13d9d453221c63804e3889d9f6ec5e13c9953d1f"},
+        {"mnist_softmax", "638db9d367e7a55b6d5b7507c4c1627449373e4a71674f2cab46056be19877a1"},
+        {"dls_mlp", "1eb47719425bf5a370adccc65d8856f710e53c7698affb32469986ca3606f4d9"},
+        {"mnist_cnn512", "f3ed3ba14460a46fba41a036eecdf7d28e5b3402e28c9e732bd41d061104da1e"},
+        {"mnist_low_level", "96112da0343161b77ab7421138a75fef2a6872d0b703618db4f3225d707e5684"},
+        {"lenet5", "8a756662dbbc0a03b4bce498fa88a1ad65116ac152be4f99d5a91693f0e4cce1"},
+        {"cifar_vgg_small", "fd45ef7608ac8142b4817e257a9d1201ca10655fc267299c2f6afac1883f4c72"},
+    };
+    for (const auto& [name, hash] : pinned) {
+        INFO(name);
+        CHECK(architecture_hash(load(name)) == hash);
+    }
+}

@@ -302,8 +302,11 @@ Result<std::string> Importer::emit(nlohmann::json layer, const std::string& name
     if (!node) {
         // The builder's "model F: layer i (kind "name"): " prefix names a layer the user never wrote.
         std::string message = node.error().message;
-        const auto colon = message.find("): ");
-        if (colon != std::string::npos) message = message.substr(colon + 3);
+        const std::string prefix = "model " + source_ + ": layer ";
+        if (message.rfind(prefix, 0) == 0) {
+            const auto colon = message.find(": ", prefix.size());  // after "layer I" and " (KIND "NAME")"
+            if (colon != std::string::npos) message = message.substr(colon + 2);
+        }
         return tl::unexpected(Error{ErrorCode::kInvalidArgument, who + ": " + message});
     }
     return (*node)->outputs.front();

@@ -41,19 +41,22 @@ public:
     std::optional<double> scalar(const std::string& value) const {
         const Known* k = im_.known(value);
         if (k != nullptr && !k->symbolic_dims && k->size() == 1) return k->is_float ? k->f[0] : static_cast<double>(k->i[0].value);
-        if (const auto* t = im_.graph().initializer(value); t && t->data_type() == onnx::TensorProto::FLOAT) {
-            auto f = read_floats(*t);
-            if (f && f->size() == 1) return (*f)[0];
+        // A Constant node later in the graph than the pattern's first node is not walked yet.
+        const auto* t = im_.graph().initializer(value);
+        if (t == nullptr) t = im_.graph().constant(value);
+        if (t != nullptr) {
+            auto c = known_from_tensor(*t);
+            if (c && c->size() == 1) return c->is_float ? c->f[0] : static_cast<double>(c->i[0].value);
         }
         return std::nullopt;
     }
-    bool reduces_last_axis(const onnx::NodeProto& n) const {
+    // ReduceMean over the last axis of a rank-`rank` value, keeping it.
+    bool reduces_last_axis(const onnx::NodeProto& n, std::size_t rank) const {
         auto axes = ints_attr(n, "axes");
         auto keep = int_attr(n, "keepdims", 1);
         if (!axes || !*axes || !keep || *keep != 1 || (*axes)->size() != 1) return false;
-        const nn::ValueInfo* x = im_.info(n.input(0));
         const auto a = (**axes)[0];
-        return x != nullptr && (a == -1 || a == static_cast<std::int64_t>(x->rank()) - 1);
+        return a == -1 || a == static_cast<std::int64_t>(rank) - 1;
     }
     // `value` as a slot binds it: a float initializer's tensor, else the psrun value.
     Result<std::string> slot(const std::string& value, const std::string& who) {
@@ -68,8 +71,10 @@ public:
 
 Result<bool> layer_norm(Matcher& m, int i) {
     const auto& mean = m.node(i);
-    if (mean.op_type() != "ReduceMean" || !m.reduces_last_axis(mean)) return false;
+    if (mean.op_type() != "ReduceMean" || mean.input_size() != 1) return false;
     const std::string x = mean.input(0);
+    const nn::ValueInfo* xi = m.im_.info(x);
+    if (xi == nullptr || !m.reduces_last_axis(mean, xi->rank())) return false;
     const int sub = m.only_reader(mean.output(0), "Sub");
     if (sub < 0 || m.node(sub).input(0) != x || m.node(sub).input(1) != mean.output(0)) return false;
     const std::string d = m.node(sub).output(0);
@@ -81,7 +86,7 @@ Result<bool> layer_norm(Matcher& m, int i) {
     }
     if (pow < 0 || div < 0 || m.scalar(m.node(pow).input(1)) != 2.0) return false;
     const int var = m.only_reader(m.node(pow).output(0), "ReduceMean");
-    if (var < 0 || !m.reduces_last_axis(m.node(var))) return false;
+    if (var < 0 || !m.reduces_last_axis(m.node(var), xi->rank())) return false;
     const int add = m.only_reader(m.node(var).output(0), "Add");
     if (add < 0) return false;
     const auto eps = m.scalar(m.other(m.node(add), m.node(var).output(0)));
@@ -93,8 +98,7 @@ Result<bool> layer_norm(Matcher& m, int i) {
     if (add2 < 0) return false;
     const std::string gamma = m.other(m.node(mul), m.node(div).output(0));
     const std::string beta = m.other(m.node(add2), m.node(mul).output(0));
-    const nn::ValueInfo* xi = m.im_.info(x);
-    if (gamma.empty() || beta.empty() || xi == nullptr) return false;
+    if (gamma.empty() || beta.empty()) return false;
     // gamma and beta must be [F] (what nn.LayerNorm exports).
     for (const auto& v : {gamma, beta}) {
         const auto* t = m.im_.graph().initializer(v);
