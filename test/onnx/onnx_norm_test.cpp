@@ -281,6 +281,7 @@ TEST_CASE("PyTorch 1.13's BatchNorm (training and eval exports) and LayerNorm co
     kinds.clear();
     for (const auto& n : ln.nodes) kinds.push_back(n.op);
     CHECK(kinds == std::vector<std::string>{"flatten", "dense", "layer_norm", "gelu", "dense"});
+    CHECK(ln.nodes[2].attrs.at("epsilon").get<double>() == 1e-5);  // 1e-5f as written, not 9.99999974e-06
     check_close(run(ln, *ln.initial_parameters, x, batch), ref.at("ln_out").get<std::vector<float>>(), 1e-4);
 }
 
