@@ -8,7 +8,7 @@
 //   running = (1 - momentum) running + momentum batch,
 // with the batch variance unbiased (times n / (n - 1), n = the values per channel), as
 // PyTorch's running_var; the engine writes old - new into the gradient buffer and psd (or the
-// standalone trainer) subtracts it (docs/models.md "State").
+// standalone trainer) subtracts it (docs/models.md, "Operator kinds").
 // Tensors: scale [C] (slot "scale", ones; only with "scale"), bias [C] (slot "bias", zeros;
 // only with "center"), and the state tensors mean [C] (slot "mean", zeros) and var [C]
 // (slot "var", ones).
