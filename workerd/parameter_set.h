@@ -25,7 +25,7 @@ struct TensorInfo {
     std::size_t offset = 0;           // in floats from the start of the buffer
     std::size_t size = 0;             // in floats
     // Trainable (the optimizer updates it) or state (updated by params -= grads; the gradient
-    // buffer holds the amount to subtract): nn::TensorEntry::state.
+    // buffer holds the amount to subtract): nn::TensorEntry::cls.
     TensorClass tensor_class = TensorClass::kTrainable;
 };
 

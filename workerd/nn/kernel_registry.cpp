@@ -28,6 +28,8 @@ const std::map<std::string, Factory>& factories() {
         {"squeeze", make_view_kernel},
         {"unsqueeze", make_view_kernel},
         {"transpose", make_transpose_kernel},
+        {"batch_norm", make_batch_norm_kernel},
+        {"layer_norm", make_layer_norm_kernel},
         {"relu", make_activation_kernel},
         {"tanh", make_activation_kernel},
         {"sigmoid", make_activation_kernel},

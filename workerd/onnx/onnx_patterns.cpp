@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "workerd/nn/ops/normalization.h"
 #include "workerd/onnx/onnx_importer.h"
 
 namespace psrun::onnx_io {
@@ -114,7 +115,7 @@ Result<bool> layer_norm(Matcher& m, int i) {
     auto bias = m.slot(beta, who);
     if (!scale || !bias) return tl::unexpected(!scale ? scale.error() : bias.error());
     const std::string name = m.node(add2).name().empty() ? m.node(add2).output(0) : m.node(add2).name();
-    auto out = m.im_.emit({{"kind", "layer_norm"}, {"inputs", {*input}}, {"epsilon", *eps},
+    auto out = m.im_.emit({{"kind", "layer_norm"}, {"inputs", {*input}}, {"epsilon", nn::onnx_float(static_cast<float>(*eps))},
                            {"tensors", {{"scale", *scale}, {"bias", *bias}}}},
                           m.im_.unique_name(name), who);
     if (!out) return tl::unexpected(out.error());

@@ -39,6 +39,8 @@ const OpSchema& split_schema();
 const OpSchema& slice_schema();
 std::vector<const OpSchema*> reduce_schemas();
 const OpSchema& pad_schema();
+const OpSchema& batch_norm_schema();
+const OpSchema& layer_norm_schema();
 
 // Kernels (ops/<file>_kernel.cpp).
 std::unique_ptr<Kernel> make_conv_kernel();
@@ -61,6 +63,8 @@ std::unique_ptr<Kernel> make_split_kernel();
 std::unique_ptr<Kernel> make_slice_kernel();
 std::unique_ptr<Kernel> make_reduce_kernel();
 std::unique_ptr<Kernel> make_pad_kernel();
+std::unique_ptr<Kernel> make_batch_norm_kernel();
+std::unique_ptr<Kernel> make_layer_norm_kernel();
 std::unique_ptr<Kernel> make_fused_conv_relu_pool_kernel();
 std::unique_ptr<Kernel> make_conv_relu_blocked_pool_kernel();
 

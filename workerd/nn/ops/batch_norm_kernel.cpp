@@ -1,0 +1,149 @@
+// The batch_norm kernel: oneDNN's batch_normalization on the input in its producer's format
+// (converted only to the activation type), scale and shift as f32 [C]. A following relu is a
+// kernel of its own (not fused: oneDNN's fuse_norm_relu is not used).
+//   - A training network builds two forwards: forward_training with the batch's statistics
+//     (what a training step runs; afterwards a loop writes old - new of the running
+//     statistics into the state deltas) and forward_inference over the running statistics
+//     (use_global_stats; what a forward that does not train runs; it writes no delta). The
+//     backward is for the batch statistics (the gradients a training step needs).
+//   - A forward-only network uses the running statistics only.
+// oneDNN's variance is the population one; the running variance is kept unbiased (PyTorch's
+// running_var), so the update scales the batch variance by n / (n - 1), n = N x the spatial
+// size (1 when n = 1).
+#include <memory>
+#include <stdexcept>
+
+#include "workerd/nn/kernel.h"
+#include "workerd/nn/ops/normalization.h"
+#include "workerd/nn/ops/ops.h"
+
+namespace psrun::nn {
+
+using namespace dnnl;
+using Dt = memory::data_type;
+using Flags = normalization_flags;
+
+namespace {
+
+class BatchNormKernel final : public Kernel {
+public:
+    void build(KernelBuilder& b) override {
+        const Node& node = b.node();
+        const NormSlots s = norm_slots(node);
+        const auto& engine = b.context().engine;
+        const Dt adt = b.context().activation_type();
+        const auto epsilon = static_cast<float>(node.attrs.at("epsilon").get<double>());
+        const auto momentum = static_cast<float>(node.attrs.at("momentum").get<double>());
+        const auto dims = b.input_dims(0);
+        const memory::dim channels = dims[1];
+        memory::dim per_channel = 1;
+        for (std::size_t i = 0; i < dims.size(); ++i)
+            if (i != 1) per_channel *= dims[i];
+
+        memory src = b.input(0);
+        if (src.get_desc().data_type() != adt) src = b.input_plain(0, adt);
+        Flags flags = Flags::none;
+        if (s.scale >= 0) flags |= Flags::use_scale;
+        if (s.bias >= 0) flags |= Flags::use_shift;
+        const memory::desc stat = plain_desc({channels}, Dt::f32);
+        std::unordered_map<int, memory> common{{DNNL_ARG_SRC, src}};
+        if (s.scale >= 0) common.emplace(DNNL_ARG_SCALE, b.input_plain(static_cast<std::size_t>(s.scale), Dt::f32));
+        if (s.bias >= 0) common.emplace(DNNL_ARG_SHIFT, b.input_plain(static_cast<std::size_t>(s.bias), Dt::f32));
+
+        // Over the running statistics.
+        batch_normalization_forward::primitive_desc global(
+            batch_normalization_forward::desc(prop_kind::forward_inference, src.get_desc(), epsilon,
+                                              flags | Flags::use_global_stats),
+            engine);
+        b.note("fwd-global", global);
+        const memory dst(global.dst_desc(), engine);
+        auto global_args = common;
+        global_args.emplace(DNNL_ARG_DST, dst);
+        global_args.emplace(DNNL_ARG_MEAN, b.input(static_cast<std::size_t>(s.mean)));
+        global_args.emplace(DNNL_ARG_VARIANCE, b.input(static_cast<std::size_t>(s.var)));
+        const batch_normalization_forward global_fwd(global);
+        if (!b.context().training) {
+            b.forward(global_fwd, global_args);
+            set_output(b, dst);
+            return;
+        }
+
+        // Over the batch's statistics, then the running statistics' deltas.
+        batch_normalization_forward::primitive_desc train(
+            batch_normalization_forward::desc(prop_kind::forward_training, src.get_desc(), epsilon, flags), engine);
+        b.note("fwd", train);
+        const memory mean(stat, engine), var(stat, engine);
+        auto train_args = common;
+        train_args.emplace(DNNL_ARG_DST, dst);
+        train_args.emplace(DNNL_ARG_MEAN, mean);
+        train_args.emplace(DNNL_ARG_VARIANCE, var);
+        const batch_normalization_forward train_fwd(train);
+        const memory running_mean = b.input(static_cast<std::size_t>(s.mean));
+        const memory running_var = b.input(static_cast<std::size_t>(s.var));
+        const memory delta_mean = b.state_delta(static_cast<std::size_t>(s.mean));
+        const memory delta_var = b.state_delta(static_cast<std::size_t>(s.var));
+        const float unbias = per_channel > 1 ? static_cast<float>(per_channel) / static_cast<float>(per_channel - 1) : 1.0f;
+        const StepState* step = &b.step();
+        b.forward([=, stream = b.context().stream]() mutable {
+            if (!step->training) {
+                global_fwd.execute(stream, global_args);
+                return;
+            }
+            train_fwd.execute(stream, train_args);
+            stream.wait();
+            const auto* rm = static_cast<const float*>(running_mean.get_data_handle());
+            const auto* rv = static_cast<const float*>(running_var.get_data_handle());
+            const auto* bm = static_cast<const float*>(mean.get_data_handle());
+            const auto* bv = static_cast<const float*>(var.get_data_handle());
+            auto* dm = static_cast<float*>(delta_mean.get_data_handle());
+            auto* dv = static_cast<float*>(delta_var.get_data_handle());
+            for (memory::dim c = 0; c < channels; ++c) {
+                dm[c] = momentum * (rm[c] - bm[c]);
+                dv[c] = momentum * (rv[c] - bv[c] * unbias);
+            }
+        });
+        const memory out = set_output(b, dst);
+        if (!b.needs_backward()) return;
+
+        const memory diff_out = b.output_diff(0, out.get_desc());
+        const memory diff_dst = backward_convert(b, diff_out, dst.get_desc());
+        const bool params = s.scale >= 0 || s.bias >= 0;
+        batch_normalization_backward::primitive_desc bwd(
+            batch_normalization_backward::desc(params ? prop_kind::backward : prop_kind::backward_data,
+                                               dst.get_desc(), src.get_desc(), epsilon, flags),
+            engine, train);
+        b.note("bwd", bwd);
+        std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src},       {DNNL_ARG_MEAN, mean},
+                                             {DNNL_ARG_VARIANCE, var},  {DNNL_ARG_DIFF_DST, diff_dst}};
+        if (s.scale >= 0) args.emplace(DNNL_ARG_SCALE, common.at(DNNL_ARG_SCALE));
+        if (s.bias >= 0) args.emplace(DNNL_ARG_SHIFT, common.at(DNNL_ARG_SHIFT));
+        args.emplace(DNNL_ARG_DIFF_SRC,
+                     b.needs_input_grad(0) ? b.input_diff(0, bwd.diff_src_desc()) : memory(bwd.diff_src_desc(), engine));
+        auto grad = [&](int slot) {
+            const auto i = static_cast<std::size_t>(slot);
+            return b.needs_input_grad(i) ? b.input_diff(i, stat) : memory(stat, engine);
+        };
+        if (s.scale >= 0) args.emplace(DNNL_ARG_DIFF_SCALE, grad(s.scale));
+        if (s.bias >= 0) args.emplace(DNNL_ARG_DIFF_SHIFT, grad(s.bias));
+        b.backward(batch_normalization_backward(bwd), args);
+    }
+
+private:
+    // The output: `dst` itself, or (the model's f32 output after bf16 work) a copy converted
+    // after the forward work added so far.
+    static memory set_output(KernelBuilder& b, const memory& dst) {
+        if (b.output_type(0) == dst.get_desc().data_type()) {
+            b.alias_output(0, dst);
+            return dst;
+        }
+        const memory out = forward_convert(b, dst, plain_desc(b.output_dims(0), b.output_type(0)));
+        b.alias_output(0, out);
+        return out;
+    }
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_batch_norm_kernel() { return std::make_unique<BatchNormKernel>(); }
+
+}  // namespace psrun::nn
