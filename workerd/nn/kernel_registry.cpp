@@ -28,6 +28,8 @@ const std::map<std::string, Factory>& factories() {
         {"squeeze", make_view_kernel},
         {"unsqueeze", make_view_kernel},
         {"transpose", make_transpose_kernel},
+        {"embedding", make_embedding_kernel},
+        {"gather", make_gather_kernel},
         {"relu", make_activation_kernel},
         {"tanh", make_activation_kernel},
         {"sigmoid", make_activation_kernel},

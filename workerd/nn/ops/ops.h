@@ -28,6 +28,8 @@ const OpSchema& flatten_schema();
 const OpSchema& squeeze_schema();
 const OpSchema& unsqueeze_schema();
 const OpSchema& transpose_schema();
+const OpSchema& embedding_schema();
+const OpSchema& gather_schema();
 
 // Kernels (ops/<file>_kernel.cpp).
 std::unique_ptr<Kernel> make_conv_kernel();
@@ -40,6 +42,8 @@ std::unique_ptr<Kernel> make_parameter_kernel();
 std::unique_ptr<Kernel> make_constant_kernel();
 std::unique_ptr<Kernel> make_view_kernel();
 std::unique_ptr<Kernel> make_transpose_kernel();
+std::unique_ptr<Kernel> make_embedding_kernel();
+std::unique_ptr<Kernel> make_gather_kernel();
 std::unique_ptr<Kernel> make_fused_conv_relu_pool_kernel();
 std::unique_ptr<Kernel> make_conv_relu_blocked_pool_kernel();
 

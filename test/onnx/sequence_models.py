@@ -1,0 +1,57 @@
+#!/usr/bin/python3
+"""Sequence models as PyTorch 1.13 exports them (opset 13, training mode, no constant folding),
+with a fixed batch and PyTorch's outputs on it, for onnx_sequence_test.cpp:
+  <dir>/<name>.onnx, <name>.input (int64 ids or float32, raw little-endian, [N, ...]) and
+  <name>.output (float32 raw, PyTorch's output in eval mode).
+Usage: sequence_models.py <dir>"""
+import sys
+
+import torch
+from torch import nn
+
+
+class EmbeddingClassifier(nn.Module):  # nn.Embedding, flatten, linear
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(11, 6)
+        self.fc = nn.Linear(4 * 6, 3)
+
+    def forward(self, ids):
+        return self.fc(torch.flatten(self.emb(ids), 1))
+
+
+class Recurrent(nn.Module):  # an LSTM or GRU over the rows, batch_first, its last step, linear
+    def __init__(self, cell, bidirectional):
+        super().__init__()
+        self.rnn = cell(5, 7, batch_first=True, bidirectional=bidirectional)
+        self.fc = nn.Linear(7 * (2 if bidirectional else 1), 3)
+
+    def forward(self, x):
+        y, _ = self.rnn(x)
+        return self.fc(y[:, -1, :])
+
+
+def export(model, x, path):
+    model.train()
+    torch.onnx.export(model, x, path + ".onnx", opset_version=13, training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False, input_names=["x"], output_names=["y"],
+                      dynamic_axes={"x": {0: "N"}, "y": {0: "N"}})
+    model.eval()
+    with torch.no_grad():
+        y = model(x)
+    x.numpy().tofile(path + ".input")
+    y.numpy().astype("float32").tofile(path + ".output")
+
+
+def main():
+    out = sys.argv[1]
+    torch.manual_seed(5)
+    export(EmbeddingClassifier(), torch.randint(0, 11, (3, 4), dtype=torch.int64), out + "/embedding")
+    for name, cell in (("lstm", nn.LSTM), ("gru", nn.GRU)):
+        for bidirectional in (False, True):
+            x = torch.randn(3, 4, 5)
+            export(Recurrent(cell, bidirectional), x, out + "/" + name + ("_bi" if bidirectional else ""))
+
+
+if __name__ == "__main__":
+    main()
