@@ -1,7 +1,8 @@
 // Sequence models as PyTorch 1.13 exports them (test/onnx/sequence_models.py, run with
 // /usr/bin/python3 and torch): nn.Embedding (Gather on the weight initializer), nn.LSTM and
 // nn.GRU with batch_first (Transpose/Squeeze around the node, PyTorch's gate reordering of the
-// weights), uni- and bidirectional. Each imports, computes PyTorch's outputs on PyTorch's
+// weights: layout "pytorch"), uni- and bidirectional, and folded exports (plain W, R, B in
+// ONNX's gate order: layout "onnx"). Each imports, computes PyTorch's outputs on PyTorch's
 // batch, and survives export and import with the same outputs.
 #include <catch2/catch.hpp>
 
@@ -93,13 +94,18 @@ TEST_CASE("PyTorch's sequence models import, compute PyTorch's outputs and survi
     struct Case {
         std::string name, kind;
     };
-    const auto c = GENERATE(Case{"embedding", "embedding"});
+    const auto c = GENERATE(Case{"embedding", "embedding"}, Case{"lstm", "lstm"}, Case{"lstm_bi", "lstm"},
+                            Case{"gru", "gru"}, Case{"gru_bi", "gru"}, Case{"lstm_folded", "lstm"},
+                            Case{"gru_folded", "gru"});
     CAPTURE(c.name);
     auto model = onnx_io::import_onnx(read(exports() / (c.name + ".onnx")), c.name + ".onnx");
     INFO((model ? std::string() : model.error().message));
     REQUIRE(model);
     const auto k = kinds(*model);
     CHECK(std::count(k.begin(), k.end(), c.kind) == 1);
+    for (const auto& n : model->nodes)
+        if (n.op == "lstm" || n.op == "gru")
+            CHECK(n.attrs.at("layout") == (c.name.find("folded") == std::string::npos ? "pytorch" : "onnx"));
     const auto expected = read_raw<float>(exports() / (c.name + ".output"));
     const auto got = outputs(*model, c.name, 3);
     REQUIRE(got.size() == expected.size());

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Sequence models as PyTorch 1.13 exports them (opset 13, training mode, no constant folding),
+"""Sequence models as PyTorch 1.13 exports them (opset 13, training mode, no constant folding;
+the *_folded ones with it),
 with a fixed batch and PyTorch's outputs on it, for onnx_sequence_test.cpp:
   <dir>/<name>.onnx, <name>.input (int64 ids or float32, raw little-endian, [N, ...]) and
   <name>.output (float32 raw, PyTorch's output in eval mode).
@@ -31,10 +32,10 @@ class Recurrent(nn.Module):  # an LSTM or GRU over the rows, batch_first, its la
         return self.fc(y[:, -1, :])
 
 
-def export(model, x, path):
+def export(model, x, path, folded=False):
     model.train()
     torch.onnx.export(model, x, path + ".onnx", opset_version=13, training=torch.onnx.TrainingMode.TRAINING,
-                      do_constant_folding=False, input_names=["x"], output_names=["y"],
+                      do_constant_folding=folded, input_names=["x"], output_names=["y"],
                       dynamic_axes={"x": {0: "N"}, "y": {0: "N"}})
     model.eval()
     with torch.no_grad():
@@ -51,6 +52,8 @@ def main():
         for bidirectional in (False, True):
             x = torch.randn(3, 4, 5)
             export(Recurrent(cell, bidirectional), x, out + "/" + name + ("_bi" if bidirectional else ""))
+        # Constant folding leaves plain W, R, B initializers in ONNX's gate order (layout "onnx").
+        export(Recurrent(cell, False), torch.randn(3, 4, 5), out + "/" + name + "_folded", folded=True)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,8 @@ const std::map<std::string, Factory>& factories() {
         {"transpose", make_transpose_kernel},
         {"embedding", make_embedding_kernel},
         {"gather", make_gather_kernel},
+        {"lstm", make_rnn_kernel},
+        {"gru", make_rnn_kernel},
         {"relu", make_activation_kernel},
         {"tanh", make_activation_kernel},
         {"sigmoid", make_activation_kernel},

@@ -18,7 +18,7 @@ const std::vector<const OpSchema*>& all_schemas() {
             &global_max_pool_schema(), &dense_schema(), &dropout_schema(), &identity_schema(),
             &parameter_schema(), &constant_schema(), &reshape_schema(), &flatten_schema(), &squeeze_schema(),
             &unsqueeze_schema(), &transpose_schema(),
-            &embedding_schema(), &gather_schema(),
+            &embedding_schema(), &gather_schema(), &lstm_schema(), &gru_schema(),
         };
         for (const auto* a : activation_schemas()) s.push_back(a);
         std::sort(s.begin(), s.end(), [](const OpSchema* a, const OpSchema* b) { return a->kind < b->kind; });

@@ -30,6 +30,8 @@ const OpSchema& unsqueeze_schema();
 const OpSchema& transpose_schema();
 const OpSchema& embedding_schema();
 const OpSchema& gather_schema();
+const OpSchema& lstm_schema();
+const OpSchema& gru_schema();
 
 // Kernels (ops/<file>_kernel.cpp).
 std::unique_ptr<Kernel> make_conv_kernel();
@@ -44,6 +46,7 @@ std::unique_ptr<Kernel> make_view_kernel();
 std::unique_ptr<Kernel> make_transpose_kernel();
 std::unique_ptr<Kernel> make_embedding_kernel();
 std::unique_ptr<Kernel> make_gather_kernel();
+std::unique_ptr<Kernel> make_rnn_kernel();
 std::unique_ptr<Kernel> make_fused_conv_relu_pool_kernel();
 std::unique_ptr<Kernel> make_conv_relu_blocked_pool_kernel();
 
