@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "workerd/nn/model_summary.h"
 #include "workerd/nn/network.h"
 #include "workerd/onnx/onnx_model.h"
@@ -129,4 +131,47 @@ TEST_CASE("PyTorch's sequence models import, compute PyTorch's outputs and survi
     const auto again = outputs(*graph_only, c.name, 3);
     REQUIRE(again.size() == got.size());
     for (std::size_t i = 0; i < got.size(); ++i) CHECK(again[i] == Approx(got[i]).epsilon(1e-5).margin(1e-6));
+}
+
+TEST_CASE("PyTorch's sequence models: the imported model's gradients are PyTorch's, tensor by tensor", "[onnx][sequence]") {
+    const std::string name = GENERATE("embedding", "lstm", "lstm_bi", "gru", "gru_bi");
+    CAPTURE(name);
+    auto model = onnx_io::import_onnx(read(exports() / (name + ".onnx")), name + ".onnx");
+    REQUIRE(model);
+    const auto expected = nlohmann::json::parse(read(exports() / (name + ".grads.json")));
+    std::vector<float> params = *model->initial_parameters, grads(params.size(), -7.0f);
+    auto net = nn::Network::create(*model, nn::NetworkOptions{3, nn::Precision::kF32}, params, grads);
+    INFO((net ? std::string() : net.error().message));
+    REQUIRE(net);
+    if (model->input.type == nn::ElementType::kInt) {
+        const auto ids = read_raw<std::int64_t>(exports() / (name + ".input"));
+        std::copy(ids.begin(), ids.end(), (*net)->input_ids().begin());
+    } else {
+        const auto x = read_raw<float>(exports() / (name + ".input"));
+        std::copy(x.begin(), x.end(), (*net)->input().begin());
+    }
+    (*net)->forward(true, 1);
+    (*net)->backward_from(expected.at("r").get<std::vector<float>>());
+    // Every tensor carries its PyTorch name and layout (the file's initializers).
+    REQUIRE(model->tensors.size() == expected.at("grads").size());
+    for (const auto& t : model->tensors) {
+        INFO("tensor " << t.name);
+        REQUIRE(expected.at("grads").contains(t.name));
+        const auto want = expected.at("grads").at(t.name).get<std::vector<float>>();
+        REQUIRE(want.size() == static_cast<std::size_t>(t.size));
+        for (std::size_t i = 0; i < want.size(); ++i)
+            CHECK(grads[static_cast<std::size_t>(t.offset) + i] == Approx(want[i]).epsilon(1e-4).margin(1e-5));
+    }
+}
+
+TEST_CASE("LSTM and GRU attributes the cells cannot honour are refused naming the node", "[onnx][sequence]") {
+    struct Case {
+        std::string name, node, why;
+    };
+    const auto c = GENERATE(Case{"lstm_clip", "/rnn/LSTM", "clip is not supported"},
+                            Case{"gru_activations", "/rnn/GRU", "an activations attribute is not supported"});
+    auto model = onnx_io::import_onnx(read(exports() / (c.name + ".onnx")), c.name + ".onnx");
+    REQUIRE_FALSE(model);
+    CHECK(model.error().code == ErrorCode::kInvalidArgument);
+    CHECK_THAT(model.error().message, Catch::Matchers::Contains(c.node) && Catch::Matchers::Contains(c.why));
 }

@@ -2,9 +2,11 @@
 """Sequence models as PyTorch 1.13 exports them (opset 13, training mode, no constant folding;
 the *_folded ones with it),
 with a fixed batch and PyTorch's outputs on it, for onnx_sequence_test.cpp:
-  <dir>/<name>.onnx, <name>.input (int64 ids or float32, raw little-endian, [N, ...]) and
-  <name>.output (float32 raw, PyTorch's output in eval mode).
+  <dir>/<name>.onnx, <name>.input (int64 ids or float32, raw little-endian, [N, ...]),
+  <name>.output (float32 raw, PyTorch's output in eval mode) and <name>.grads.json ({"r": R,
+  "grads": {parameter name: gradient, flat}}: the gradients of sum(y * R) in training mode).
 Usage: sequence_models.py <dir>"""
+import json
 import sys
 
 import torch
@@ -42,6 +44,13 @@ def export(model, x, path, folded=False):
         y = model(x)
     x.numpy().tofile(path + ".input")
     y.numpy().astype("float32").tofile(path + ".output")
+    model.train()
+    model.zero_grad()
+    r = torch.randn(y.shape)
+    (model(x) * r).sum().backward()
+    grads = {name: p.grad.flatten().tolist() for name, p in model.named_parameters()}
+    with open(path + ".grads.json", "w") as f:
+        json.dump({"r": r.flatten().tolist(), "grads": grads}, f)
 
 
 def main():
@@ -54,6 +63,14 @@ def main():
             export(Recurrent(cell, bidirectional), x, out + "/" + name + ("_bi" if bidirectional else ""))
         # Constant folding leaves plain W, R, B initializers in ONNX's gate order (layout "onnx").
         export(Recurrent(cell, False), torch.randn(3, 4, 5), out + "/" + name + "_folded", folded=True)
+    # Refusals: what oneDNN's cells cannot honour.
+    import onnx
+    from onnx import helper
+    for name, attr in (("lstm_clip", helper.make_attribute("clip", 3.0)),
+                       ("gru_activations", helper.make_attribute("activations", ["Relu", "Tanh"]))):
+        m = onnx.load(out + "/" + name.split("_")[0] + ".onnx")
+        next(n for n in m.graph.node if n.op_type in ("LSTM", "GRU")).attribute.append(attr)
+        onnx.save(m, out + "/" + name + ".onnx")
 
 
 if __name__ == "__main__":
