@@ -21,6 +21,9 @@
 
 #include "workerd/nn/model_summary.h"
 #include "workerd/nn/network.h"
+#include "workerd/nn/parameter_init.h"
+#include "workerd/nn/zoo.h"
+#include "workerd/rng.h"
 #include "workerd/onnx/onnx_model.h"
 #include "workerd/onnx/onnx_proto.h"
 
@@ -174,4 +177,37 @@ TEST_CASE("LSTM and GRU attributes the cells cannot honour are refused naming th
     REQUIRE_FALSE(model);
     CHECK(model.error().code == ErrorCode::kInvalidArgument);
     CHECK_THAT(model.error().message, Catch::Matchers::Contains(c.node) && Catch::Matchers::Contains(c.why));
+}
+
+TEST_CASE("what the importer never writes (batch first, two directions, the original GRU, ONNX's layout, no bias) "
+          "survives export and an import of the graph alone",
+          "[onnx][sequence]") {
+    auto model = nn::load_model("test/onnx/models/sequence.json");
+    INFO((model ? std::string() : model.error().message));
+    REQUIRE(model);
+    std::vector<float> params(static_cast<std::size_t>(model->parameter_count));
+    nn::initialize_parameters(*model, 5, params);
+    auto bytes = onnx_io::export_onnx(*model, params);
+    INFO((bytes ? std::string() : bytes.error().message));
+    REQUIRE(bytes);
+    onnx::ModelProto proto;
+    REQUIRE(proto.ParseFromString(*bytes));
+    proto.clear_metadata_props();
+    auto back = onnx_io::import_onnx(proto.SerializeAsString(), "graph.onnx");
+    INFO((back ? std::string() : back.error().message));
+    REQUIRE(back);
+    REQUIRE(back->initial_parameters);
+    auto run = [](const nn::ModelDescription& m, const std::vector<float>& p) {
+        std::vector<float> grads;
+        auto net = nn::Network::create(m, nn::NetworkOptions{3, nn::Precision::kF32, true}, p, grads);
+        INFO((net ? std::string() : net.error().message));
+        REQUIRE(net);
+        worker::Rng rng(9);
+        for (auto& id : (*net)->input_ids()) id = static_cast<std::int32_t>(rng.below(20));
+        (*net)->forward(false);
+        return std::vector<float>((*net)->outputs().begin(), (*net)->outputs().end());
+    };
+    const auto a = run(*model, params), b = run(*back, *back->initial_parameters);
+    REQUIRE(a.size() == b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) CHECK(b[i] == Approx(a[i]).epsilon(1e-5).margin(1e-6));
 }
