@@ -35,12 +35,9 @@ PsClient::PsClient(PsClientOptions options) : options_(std::move(options)), cont
     for (const auto& ep : options_.endpoints) {
         auto normalized = normalize_endpoint(ep);
         if (!normalized) throw std::invalid_argument(normalized.error().message);
-        zmq::socket_t s(context_, zmq::socket_type::dealer);
-        s.set(zmq::sockopt::linger, 0);
         const bool secured = options_.keys && uses_curve(*normalized);
-        if (secured && options_.auth == AuthMode::kCurve) make_curve_client(s, *options_.keys);
         mac_shard_.push_back(secured && options_.auth == AuthMode::kMac);
-        sockets_.push_back(std::move(s));
+        sockets_.push_back(new_socket(*normalized));
         normalized_endpoints.push_back(*normalized);
     }
     if (options_.keys && options_.auth == AuthMode::kMac) {
@@ -53,6 +50,10 @@ PsClient::PsClient(PsClientOptions options) : options_(std::move(options)), cont
     for (std::size_t i = 0; i < sockets_.size(); ++i) sockets_[i].connect(normalized_endpoints[i]);
     if (options_.keys) options_.token = options_.keys->token;
     shm_shard_.assign(sockets_.size(), false);
+    connect_endpoints_ = std::move(normalized_endpoints);
+    instances_.assign(sockets_.size(), 0);
+    restarted_.assign(sockets_.size(), false);
+    gave_up_.assign(sockets_.size(), false);
 }
 
 PsClient::~PsClient() {
@@ -76,14 +77,15 @@ Header PsClient::make_header(MessageType type) const {
 }
 
 Result<std::vector<PsClient::Reply>> PsClient::collect(const std::vector<std::uint32_t>& shards,
-                                                       std::chrono::milliseconds timeout) {
+                                                       std::chrono::milliseconds timeout, const Resend& resend) {
+    if (link_error_) return tl::unexpected(*link_error_);  // a psd given up, or restarted: see lost_shard()
     std::vector<Reply> replies(sockets_.size());
     std::vector<bool> got(sockets_.size(), false);
     std::size_t missing = shards.size();
     std::optional<Error> refusal;
     // The timeout restarts when this process was itself stopped meanwhile (common/pause_detector.h):
     // psd gets a full `timeout` of our running time to answer.
-    const auto started = std::chrono::steady_clock::now();
+    auto started = std::chrono::steady_clock::now();
     std::vector<std::optional<std::chrono::steady_clock::time_point>> lost_since(sockets_.size());
     std::vector<zmq::pollitem_t> items;
     while (missing > 0) {
@@ -95,14 +97,23 @@ Result<std::vector<PsClient::Reply>> PsClient::collect(const std::vector<std::ui
         // A reply sent just before psd exited is still read: the probe's connection may close before
         // the reply has crossed the data connection (a psd that exits right after ACKing the last DONE),
         // so a lost shard gets kLossGrace to deliver it.
-        bool in_grace = false;
+        bool in_grace = false, reconnected = false;
         for (auto i : shards) {
             if (got[i] || !links_->lost(i) || (sockets_[i].get(zmq::sockopt::events) & ZMQ_POLLIN)) continue;
             if (!lost_since[i]) lost_since[i] = std::chrono::steady_clock::now();
-            if (std::chrono::steady_clock::now() - *lost_since[i] > kLossGrace)
-                return make_error(ErrorCode::kIo, links_->describe_loss(i));
-            in_grace = true;
+            if (std::chrono::steady_clock::now() - *lost_since[i] <= kLossGrace) {
+                in_grace = true;
+                continue;
+            }
+            if (!resend || options_.reconnect_wait.count() <= 0) return make_error(ErrorCode::kIo, links_->describe_loss(i));
+            auto flags = reconnect(i);  // the same psd answers again: send the request anew
+            if (!flags) return tl::unexpected(flags.error());
+            resend(i, *flags & wire::kFlagInitialized);
+            lost_since[i].reset();
+            started = std::chrono::steady_clock::now();  // a full timeout for the request sent anew
+            reconnected = true;
         }
+        if (reconnected) continue;  // the poll items name the old socket
         const auto deadline = PauseDetector::process().window_start(started) + timeout;
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
         // Wake up at least every 250 ms: a stop of our own moves the deadline, and a psd excused after it
@@ -155,7 +166,7 @@ Result<void> PsClient::hello() {
     Header h = make_header(MessageType::kHello);
     h.frames.push_back(FrameDesc{wire::kBodyFrame, static_cast<std::uint32_t>(body.size())});
     for (auto i : all_shards()) send_plain(i, h, &body);
-    auto replies = collect(all_shards(), options_.connect_timeout);
+    auto replies = collect(all_shards(), options_.connect_timeout, [&](std::uint32_t i, bool) { send_plain(i, h, &body); });
     if (!replies) return tl::unexpected(replies.error());
     auto expected = compute_layout(options_.tensors, static_cast<std::uint32_t>(sockets_.size()));
     if (!expected) return tl::unexpected(expected.error());
@@ -171,6 +182,7 @@ Result<void> PsClient::hello() {
                                                         " sent a shard layout that differs from this worker's: "
                                                         "check that --ps lists the same endpoints in the same order everywhere");
         initialized_ = initialized_ && (r.header.flags & wire::kFlagInitialized);
+        instances_[i] = w->instance;
         if (i == 0) welcome_step_ = r.header.step;
         if (i == 0) sync_ = r.header.flags & wire::kFlagSync;
     }
@@ -189,7 +201,14 @@ Result<void> PsClient::init(const wire::InitConfig& config, std::span<const floa
     Header h = make_header(MessageType::kInit);
     if (dry_run) h.flags |= wire::kFlagDryRun;
     for (auto i : all_shards()) send_slices(i, h, params, wire::encode_init(config));
-    auto replies = collect(all_shards(), options_.reply_timeout);
+    const std::string restored = wire::encode_init(config);
+    auto replies = collect(all_shards(), options_.reply_timeout, [&](std::uint32_t i, bool initialized) {
+        if (!initialized) return send_slices(i, h, params, wire::encode_init(config));
+        Header r = make_header(MessageType::kInit);  // the INIT arrived before the loss: keep its parameters
+        r.flags = wire::kFlagRestored;
+        r.frames.push_back(FrameDesc{wire::kBodyFrame, static_cast<std::uint32_t>(restored.size())});
+        send_plain(i, r, &restored);
+    });
     wait_released(holds_);
     if (!replies) return tl::unexpected(replies.error());
     return {};
@@ -201,7 +220,7 @@ Result<void> PsClient::init_restored(const wire::InitConfig& config) {
     const std::string body = wire::encode_init(config);
     h.frames.push_back(FrameDesc{wire::kBodyFrame, static_cast<std::uint32_t>(body.size())});
     for (auto i : all_shards()) send_plain(i, h, &body);
-    auto replies = collect(all_shards(), options_.reply_timeout);
+    auto replies = collect(all_shards(), options_.reply_timeout, [&](std::uint32_t i, bool) { send_plain(i, h, &body); });
     if (!replies) return tl::unexpected(replies.error());
     return {};
 }
@@ -213,7 +232,7 @@ Result<void> PsClient::save(std::uint64_t global_step, const std::string& dir) {
     const std::string body = wire::encode_save(dir);
     h.frames.push_back(FrameDesc{wire::kBodyFrame, static_cast<std::uint32_t>(body.size())});
     for (auto i : all_shards()) send_plain(i, h, &body);
-    auto replies = collect(all_shards(), options_.reply_timeout);
+    auto replies = collect(all_shards(), options_.reply_timeout, [&](std::uint32_t i, bool) { send_plain(i, h, &body); });
     if (!replies) return tl::unexpected(replies.error());
     return {};
 }
@@ -224,7 +243,7 @@ Result<void> PsClient::restore(const wire::InitConfig& config, const std::string
     const std::string body = wire::encode_restore(wire::RestoreRequest{config, dir});
     h.frames.push_back(FrameDesc{wire::kBodyFrame, static_cast<std::uint32_t>(body.size())});
     for (auto i : all_shards()) send_plain(i, h, &body);
-    auto replies = collect(all_shards(), options_.reply_timeout);
+    auto replies = collect(all_shards(), options_.reply_timeout, [&](std::uint32_t i, bool) { send_plain(i, h, &body); });
     if (!replies) return tl::unexpected(replies.error());
     return {};
 }
@@ -235,7 +254,7 @@ Result<void> PsClient::dir_check(const std::string& dir, const std::string& nonc
     const std::string body = wire::encode_dircheck(wire::DirCheckRequest{dir, nonce});
     h.frames.push_back(FrameDesc{wire::kBodyFrame, static_cast<std::uint32_t>(body.size())});
     for (auto i : all_shards()) send_plain(i, h, &body);
-    auto replies = collect(all_shards(), options_.connect_timeout);
+    auto replies = collect(all_shards(), options_.connect_timeout, [&](std::uint32_t i, bool) { send_plain(i, h, &body); });
     if (!replies) return tl::unexpected(replies.error());
     return {};
 }
@@ -244,7 +263,7 @@ Result<StepInfo> PsClient::exchange(MessageType type, std::span<const float> gra
                                     ParamFrames* out) {
     if (type != MessageType::kPull && grads.size() != layout_.total)
         return make_error(ErrorCode::kInvalidArgument, "gradient buffer has the wrong size");
-    if (auto lost = lost_shard()) return make_error(ErrorCode::kIo, links_->describe_loss(*lost));  // send nothing
+    if (auto ok = ensure_links(); !ok) return tl::unexpected(ok.error());  // send nothing
     for (auto i : all_shards()) {
         Header h = make_header(type);
         h.step = step;
@@ -257,11 +276,16 @@ Result<StepInfo> PsClient::exchange(MessageType type, std::span<const float> gra
         } else if (options_.wire_bf16) send_slices_bf16(i, h, grads);
         else send_slices(i, h, grads, std::nullopt);
     }
-    auto replies = collect(all_shards(), options_.reply_timeout);
+    bool resent = false;
+    auto replies = collect(all_shards(), options_.reply_timeout, [&](std::uint32_t i, bool) {
+        resent = true;
+        resend_exchange(type, i);
+    });
     if (!replies && lost_shard()) return tl::unexpected(replies.error());  // a hung psd never frees them: see header
     wait_released(holds_);
     if (!replies) return tl::unexpected(replies.error());
     StepInfo info;
+    info.reconnected = resent;
     const auto& h0 = (*replies)[0].header;
     info.step = h0.step;
     for (auto& r : *replies) {
@@ -340,14 +364,15 @@ Result<void> PsClient::done(bool preempted) {
     Header h = make_header(MessageType::kDone);
     if (preempted) h.flags = wire::kFlagDraining;
     for (auto i : all_shards()) send_plain(i, h, nullptr);
-    auto replies = collect(all_shards(), options_.connect_timeout);
+    auto replies = collect(all_shards(), options_.connect_timeout, [&](std::uint32_t i, bool) { send_plain(i, h, nullptr); });
     if (!replies) return tl::unexpected(replies.error());
     return {};
 }
 
 Result<void> PsClient::heartbeat() {
     for (auto i : all_shards()) send_plain(i, make_header(MessageType::kHeartbeat), nullptr);
-    auto replies = collect(all_shards(), options_.connect_timeout);
+    auto replies = collect(all_shards(), options_.connect_timeout,
+                           [&](std::uint32_t i, bool) { send_plain(i, make_header(MessageType::kHeartbeat), nullptr); });
     if (!replies) return tl::unexpected(replies.error());
     return {};
 }
@@ -356,14 +381,15 @@ Result<std::uint64_t> PsClient::drain() {
     Header h = make_header(MessageType::kHeartbeat);
     h.flags = wire::kFlagDraining;
     for (auto i : all_shards()) send_plain(i, h, nullptr);
-    auto replies = collect(all_shards(), options_.connect_timeout);
+    auto replies = collect(all_shards(), options_.connect_timeout, [&](std::uint32_t i, bool) { send_plain(i, h, nullptr); });
     if (!replies) return tl::unexpected(replies.error());
     return (*replies)[0].header.step;
 }
 
 Result<nlohmann::json> PsClient::stats(std::uint32_t shard) {
     send_plain(shard, make_header(MessageType::kStats), nullptr);
-    auto replies = collect({shard}, options_.connect_timeout);
+    auto replies = collect({shard}, options_.connect_timeout,
+                           [&](std::uint32_t i, bool) { send_plain(i, make_header(MessageType::kStats), nullptr); });
     if (!replies) return tl::unexpected(replies.error());
     auto& r = (*replies)[shard];
     if (r.frames.size() != 1) return make_error(ErrorCode::kProtocol, "STATS reply without body");
@@ -372,14 +398,10 @@ Result<nlohmann::json> PsClient::stats(std::uint32_t shard) {
     return j;
 }
 
-std::optional<std::uint32_t> PsClient::lost_shard() {
-    links_->update();
-    return links_->first_lost(all_shards());
-}
-
 Result<void> PsClient::stop(std::uint32_t shard) {
     send_plain(shard, make_header(MessageType::kStop), nullptr);
-    auto replies = collect({shard}, options_.connect_timeout);
+    auto replies = collect({shard}, options_.connect_timeout,
+                           [&](std::uint32_t i, bool) { send_plain(i, make_header(MessageType::kStop), nullptr); });
     if (!replies) return tl::unexpected(replies.error());
     return {};
 }

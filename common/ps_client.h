@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -44,6 +45,13 @@ struct PsClientOptions {
     // ZMTP heartbeat timeout (0: none): a psd that answers no ZMTP ping for this long counts as
     // lost (common/ps_health.h); a psd that dies is seen at once, whatever this is.
     std::chrono::milliseconds heartbeat_timeout{10000};
+    // How long to wait for a lost psd to answer again (common/ps_client_reconnect.cpp), counted
+    // from the moment the loss is seen; 0: a lost psd fails the request at once. The same psd
+    // process answering again is reconnected to and the request goes on; a restarted one is
+    // reported (restarted_shard()). workerd's default is kDefaultReconnectWait.
+    std::chrono::milliseconds reconnect_wait{0};
+    // Polled while waiting for a lost psd: true ends the wait with an error (a stop signal).
+    std::function<bool()> interrupted;
     // Shared memory with the psd shards on this host (common/shm_segment.h): hello() offers a
     // segment to every shard; those that map it exchange gradients and parameters through it,
     // the others (on another host) through payload frames. Failing to set it up is not an error.
@@ -66,6 +74,9 @@ struct StepInfo {
     // rejoined_timeout_ms is that psd's --worker-timeout.
     bool rejoined = false;
     std::uint64_t rejoined_timeout_ms = 0;
+    // A psd was lost during this exchange and answered again (same process): the gradient may
+    // not have reached it (never applied twice); the parameters are its current ones.
+    bool reconnected = false;
 };
 
 // Parameters received in place: one ZeroMQ frame per slice, kept alive by this object.
@@ -142,11 +153,17 @@ public:
     [[nodiscard]] Result<std::uint64_t> drain();
     [[nodiscard]] Result<nlohmann::json> stats(std::uint32_t shard);
     [[nodiscard]] Result<void> stop(std::uint32_t shard);
-    // A shard whose connection dropped after it was up (its psd died or hung): every later
-    // request fails at once naming it. Use a fresh PsClient to talk to a restarted psd. When an
-    // exchange fails this way, ZeroMQ may still hold its gradient buffer (queued for a hung
-    // psd): destroy this PsClient before overwriting that buffer.
+    // A shard whose connection dropped after it was up (its psd died or hung) and did not come
+    // back within reconnect_wait, or that came back as a restarted psd: every later request
+    // fails at once naming it. Use a fresh PsClient to talk to a restarted psd. When an exchange
+    // fails this way, ZeroMQ may still hold its gradient buffer (queued for a hung psd): destroy
+    // this PsClient before overwriting that buffer.
     std::optional<std::uint32_t> lost_shard();
+    // The shard whose psd answered again as another process (a restart: its parameters are
+    // gone, the chief must restore them), if any.
+    std::optional<std::uint32_t> restarted_shard() const;
+    // Times a lost psd answered again as the same process and the request went on.
+    std::uint64_t reconnects() const { return reconnects_; }
 
 private:
     struct Reply {
@@ -164,9 +181,26 @@ private:
                                           std::vector<zmq::message_t>& parts) const;
     // common/ps_client_bf16.cpp: shard's gradient slices rounded to bf16 into grad_bf16_, sent zero-copy.
     void send_slices_bf16(std::uint32_t shard, wire::Header header, std::span<const float> grads);
-    // Receives one reply from each shard in `shards` (ERROR replies become errors).
+    // After a lost shard answered again as the same psd: sends it the request in flight anew
+    // (or its idempotent stand-in); `initialized` is that psd's WELCOME flag.
+    using Resend = std::function<void(std::uint32_t shard, bool initialized)>;
+    // Receives one reply from each shard in `shards` (ERROR replies become errors). A shard lost
+    // meanwhile is waited for (reconnect_wait) and, when the same psd answers, sent `resend`;
+    // without `resend` (or with reconnect_wait 0) a lost shard fails the request.
     [[nodiscard]] Result<std::vector<Reply>> collect(const std::vector<std::uint32_t>& shards,
-                                                     std::chrono::milliseconds timeout);
+                                                     std::chrono::milliseconds timeout, const Resend& resend = {});
+    // common/ps_client_reconnect.cpp: a fresh socket for `shard` (monitored, connected).
+    void replace_socket(std::uint32_t shard);
+    // Waits for lost `shard` to answer HELLO on a fresh socket, up to reconnect_wait after the loss.
+    // Same psd: returns its WELCOME flags. A restarted psd (another instance): marks it restarted_
+    // and fails. Gives up with an error naming the shard and the time waited.
+    [[nodiscard]] Result<std::uint32_t> reconnect(std::uint32_t shard);
+    // Reconnects every lost shard before a request is sent; fails for a restarted one.
+    [[nodiscard]] Result<void> ensure_links();
+    // The stand-in for an exchange lost with its connection: PULL (PUSH/PUSH_PULL/PULL: the gradient
+    // is not sent twice; a sync psd holding it answers at the end of its step), HEARTBEAT (PUSH).
+    void resend_exchange(wire::MessageType type, std::uint32_t shard);
+    zmq::socket_t new_socket(const std::string& endpoint);  // a DEALER for `endpoint`, not connected
     [[nodiscard]] Result<StepInfo> exchange(wire::MessageType type, std::span<const float> grads,
                                             std::uint64_t step, ParamFrames* out);
     std::vector<std::uint32_t> all_shards() const;
@@ -192,6 +226,12 @@ private:
     ShmSegment shm_;               // mapped when at least one shard attached it
     std::vector<bool> shm_shard_;  // shard i exchanges through shm_
     std::vector<std::uint16_t> grad_bf16_;  // wire_bf16: the gradient in bf16 (held by ZeroMQ until released)
+    std::vector<std::string> connect_endpoints_;  // normalised endpoints
+    std::vector<std::uint64_t> instances_;        // shard i's psd instance (WELCOME), 0 before hello()
+    std::vector<bool> restarted_;                 // shard i answered again as another psd instance
+    std::vector<bool> gave_up_;                   // shard i did not come back within reconnect_wait
+    std::optional<Error> link_error_;             // why, for every later request
+    std::uint64_t reconnects_ = 0;
     std::unique_ptr<LinkMonitor> links_;  // after sockets_: destroyed first
 };
 

@@ -23,7 +23,7 @@ std::string monitor_address() {
     return "inproc://psrun-link-monitor-" + std::to_string(counter.fetch_add(1));
 }
 
-zmq::socket_t watch(zmq::context_t& context, zmq::socket_t& socket) {
+zmq::socket_t monitor_socket(zmq::context_t& context, zmq::socket_t& socket) {
     const std::string address = monitor_address();
     if (zmq_socket_monitor(socket.handle(), address.c_str(), kEvents) != 0) throw zmq::error_t();
     zmq::socket_t monitor(context, zmq::socket_type::pair);
@@ -37,27 +37,51 @@ zmq::socket_t watch(zmq::context_t& context, zmq::socket_t& socket) {
 LinkMonitor::LinkMonitor(zmq::context_t& context, std::vector<zmq::socket_t>& sockets,
                          const std::vector<std::string>& names, const std::vector<std::string>& endpoints,
                          const std::optional<JobKeys>& keys, std::chrono::milliseconds heartbeat)
-    : sockets_(sockets), names_(names), links_(sockets.size()), heartbeat_(heartbeat) {
-    const int hb = static_cast<int>(heartbeat.count());
-    for (std::size_t i = 0; i < sockets_.size(); ++i) {
-        links_[i].monitor = watch(context, sockets_[i]);
-        if (hb <= 0) continue;
-        zmq::socket_t probe(context, zmq::socket_type::dealer);
-        probe.set(zmq::sockopt::linger, 0);
-        if (keys && uses_curve(endpoints[i])) make_curve_client(probe, *keys);
-        probe.set(zmq::sockopt::heartbeat_ivl, std::max(100, hb / 4));
-        probe.set(zmq::sockopt::heartbeat_timeout, hb);
-        probe.set(zmq::sockopt::heartbeat_ttl, std::max(hb, 1000));
-        links_[i].probe_monitor = watch(context, probe);
-        probe.connect(endpoints[i]);
-        probes_.push_back(std::move(probe));
-    }
+    : context_(context),
+      sockets_(sockets),
+      names_(names),
+      endpoints_(endpoints),
+      keys_(keys),
+      probes_(sockets.size()),
+      links_(sockets.size()),
+      heartbeat_(heartbeat) {
+    for (std::uint32_t i = 0; i < sockets_.size(); ++i) watch(i);
 }
 
 LinkMonitor::~LinkMonitor() {
     for (std::size_t i = 0; i < sockets_.size() && i < links_.size(); ++i)
         if (sockets_[i].handle() != nullptr) zmq_socket_monitor(sockets_[i].handle(), nullptr, 0);
     probes_.clear();
+}
+
+void LinkMonitor::watch(std::uint32_t shard) {
+    links_[shard] = Link{};
+    links_[shard].monitor = monitor_socket(context_, sockets_[shard]);
+    const int hb = static_cast<int>(heartbeat_.count());
+    if (hb <= 0) return;
+    zmq::socket_t probe(context_, zmq::socket_type::dealer);
+    probe.set(zmq::sockopt::linger, 0);
+    if (keys_ && uses_curve(endpoints_[shard])) make_curve_client(probe, *keys_);
+    probe.set(zmq::sockopt::heartbeat_ivl, std::max(100, hb / 4));
+    probe.set(zmq::sockopt::heartbeat_timeout, hb);
+    probe.set(zmq::sockopt::heartbeat_ttl, std::max(hb, 1000));
+    // A connect attempt to a host that does not answer (its link is down) is abandoned after 1 s and
+    // retried, instead of waiting out the kernel's SYN back-off: the probe sees a returning psd at once.
+    probe.set(zmq::sockopt::connect_timeout, 1000);
+    links_[shard].probe_monitor = monitor_socket(context_, probe);
+    probe.connect(endpoints_[shard]);
+    probes_[shard] = std::move(probe);
+}
+
+void LinkMonitor::unwatch(std::uint32_t shard) {
+    if (sockets_[shard].handle() != nullptr) zmq_socket_monitor(sockets_[shard].handle(), nullptr, 0);
+    probes_[shard].close();
+    links_[shard] = Link{};
+}
+
+LinkMonitor::Clock::time_point LinkMonitor::silent_since(std::uint32_t shard) const {
+    const auto& link = links_[shard];
+    return link.by_heartbeat ? link.lost_at - heartbeat_ : link.lost_at;
 }
 
 void LinkMonitor::update() {
@@ -71,6 +95,7 @@ void LinkMonitor::update() {
                           i, names_[i], heartbeat_.count() / 1000.0);
             link.excused_until.reset();
             link.lost = true;
+            link.by_heartbeat = true;
             link.lost_at = Clock::now();
         }
     }
@@ -108,7 +133,10 @@ void LinkMonitor::drain(std::uint32_t shard, zmq::socket_t& monitor, bool& up, b
         } else if (event == ZMQ_EVENT_DISCONNECTED && up) {
             up = false;
             if (probe && !link.lost && (link.excused_until || excuse(shard))) continue;
-            if (!link.lost) link.lost_at = Clock::now();
+            if (!link.lost) {
+                link.lost_at = Clock::now();
+                link.by_heartbeat = probe && link.up;  // the data connection still stands: heartbeats were missed
+            }
             link.lost = true;
         }
     }

@@ -33,6 +33,14 @@
 
 namespace psrun {
 
+// How long a peer that went silent may take to come back before the job gives up on it, by
+// default (`--reconnect-wait`): a worker waits this long for a lost psd to answer again, psd
+// this long for a worker it declared dead. 180 s outlasts a switch port flap, a spanning-tree
+// reconvergence (30-50 s) and the reboot of a typical top-of-rack switch (1-3 min), and stays
+// below Slurm's default SlurmdTimeout (300 s), after which Slurm itself takes a silent node down
+// and ends the job (docs/reliability.md "A network that blinks").
+inline constexpr std::chrono::seconds kDefaultReconnectWait{180};
+
 class LinkMonitor {
 public:
     using Clock = std::chrono::steady_clock;
@@ -47,6 +55,13 @@ public:
     LinkMonitor(const LinkMonitor&) = delete;
     LinkMonitor& operator=(const LinkMonitor&) = delete;
 
+    // Reconnecting a shard (common/ps_client_reconnect.cpp): unwatch() stops monitoring its
+    // socket and closes its probe, before the caller closes that socket; watch() monitors the
+    // new socket in sockets[shard] (not yet connected) and connects a new probe: the shard is
+    // then neither up nor lost.
+    void unwatch(std::uint32_t shard);
+    void watch(std::uint32_t shard);
+
     // Reads every pending monitor event without blocking.
     void update();
     // One POLLIN item per monitor socket, for callers that must wake up on a connection change.
@@ -59,6 +74,11 @@ public:
     std::optional<std::uint32_t> first_lost(const std::vector<std::uint32_t>& shards) const;
     // When the shard's connection dropped (valid when lost()).
     Clock::time_point lost_at(std::uint32_t shard) const { return links_[shard].lost_at; }
+    // Since when the shard was silent (valid when lost()): lost_at, less the heartbeat timeout
+    // when the loss was missed heartbeats rather than a closed connection.
+    Clock::time_point silent_since(std::uint32_t shard) const;
+    bool lost_heartbeats(std::uint32_t shard) const { return links_[shard].by_heartbeat; }
+    std::chrono::milliseconds heartbeat() const { return heartbeat_; }
     // "ps 1 (ipc:///tmp/x/ps-1) closed the connection: ..." for error messages.
     std::string describe_loss(std::uint32_t shard) const;
 
@@ -69,6 +89,7 @@ private:
         bool up = false;              // data connection handshaken
         bool probe_up = false;
         bool lost = false;
+        bool by_heartbeat = false;  // the probe missed heartbeats (the data connection may still be up)
         Clock::time_point lost_at{};
         std::optional<Clock::time_point> excused_until;  // probe down after our stop: answer by then
     };
@@ -76,9 +97,12 @@ private:
     // The probe's loss right after our own stop: give the psd a fresh heartbeat timeout.
     bool excuse(std::uint32_t shard);
 
+    zmq::context_t& context_;
     std::vector<zmq::socket_t>& sockets_;
     std::vector<std::string> names_;
-    std::vector<zmq::socket_t> probes_;
+    std::vector<std::string> endpoints_;
+    std::optional<JobKeys> keys_;
+    std::vector<zmq::socket_t> probes_;  // one per shard (closed when heartbeat is 0)
     std::vector<Link> links_;
     std::chrono::milliseconds heartbeat_;
     Clock::time_point last_update_ = Clock::now();

@@ -197,6 +197,7 @@ std::string encode_welcome(const Welcome& w) {
         put_fixed32(out, s.shard);
         put_fixed64(out, s.flat_offset);
     }
+    put_fixed64(out, w.instance);
     return out;
 }
 
@@ -214,7 +215,8 @@ Result<Welcome> decode_welcome(std::string_view bytes) {
         if (!d.get32(s.tensor) || !d.get64(s.offset) || !d.get64(s.length) || !d.get32(s.shard) ||
             !d.get64(s.flat_offset))
             return bad("truncated WELCOME layout");
-    if (d.remaining() != 0) return bad("trailing bytes after WELCOME layout");
+    if (!d.get64(w.instance) || w.instance == 0) return bad("WELCOME without the psd's instance");
+    if (d.remaining() != 0) return bad("trailing bytes after WELCOME");
     return w;
 }
 

@@ -18,7 +18,7 @@
 namespace psrun::wire {
 
 inline constexpr std::uint32_t kMagic = 0x4E525350;  // "PSRN"
-inline constexpr std::uint16_t kVersion = 6;  // 2: ATTACH and shared-memory payloads; 3: DIRCHECK; 4: the model in HELLO, the learning-rate schedule in INIT; 5: REJOINED; 6: MAC trailer, bf16 slices
+inline constexpr std::uint16_t kVersion = 7;  // 2: ATTACH and shared-memory payloads; 3: DIRCHECK; 4: the model in HELLO, the learning-rate schedule in INIT; 5: REJOINED; 6: MAC trailer, bf16 slices; 7: psd's instance in WELCOME
 inline constexpr std::size_t kFixedHeaderSize = 48;
 inline constexpr std::size_t kFrameDescriptorSize = 8;
 inline constexpr std::uint32_t kMaxFrames = 4096;
@@ -110,9 +110,13 @@ struct Hello {
 std::string encode_hello(const Hello& hello);  // HELLO: model name, hash, then the tensor list
 [[nodiscard]] Result<Hello> decode_hello(std::string_view bytes);
 
+// `instance`: drawn at random (never 0) when the psd process starts. A client that reconnects
+// after losing a psd compares it: the same value means the same process (its parameters are
+// intact), another one a restarted psd (docs/protocol.md "Losing a psd").
 struct Welcome {
     std::uint32_t shard = 0;
     ShardLayout layout;
+    std::uint64_t instance = 0;
 };
 std::string encode_welcome(const Welcome& welcome);
 [[nodiscard]] Result<Welcome> decode_welcome(std::string_view bytes);

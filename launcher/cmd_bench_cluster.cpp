@@ -131,6 +131,7 @@ nlohmann::json run_cluster(const BenchClusterOptions& o, const std::string& dir)
     if (!map) throw UsageError(map.error().message);
     map->threads = o.threads_per_worker;
     DaemonOptions daemon = o.daemon;
+    if (!daemon.reconnect_wait) daemon.reconnect_wait = 0;  // one host, as psrun local
     const std::string model_dir = dir + "/model";
     daemon.training = training_options(o, model_dir);
     auto key = prepare_local_job_key(dir + "/job.key");

@@ -130,6 +130,9 @@ void run_local(const LocalOptions& o, CommandContext& ctx) {
     DaemonOptions daemon = o.daemon;
     daemon.training = ctx.training;
     daemon.ps_threads = threads.ps_threads;
+    // One host: no network between the daemons can blink, and a daemon that is gone is gone (psrun sees it exit),
+    // so nobody waits for a silent peer unless asked to.
+    if (!daemon.reconnect_wait) daemon.reconnect_wait = 0;
     // One run per model dir: psrun local holds it from here to its exit, its daemons join.
     std::unique_ptr<ModelDirLock> dir_lock;
     if (const auto model_dir = training_model_dir(daemon.training); model_dir && !o.dry_run) {

@@ -76,6 +76,8 @@ Result<DaemonCommand> daemon_command(const ClusterMap& map, Role role, int index
                             {"--worker-timeout", fmt::format("{}", *options.worker_timeout)});
         if (options.max_bad_grads)
             cmd.argv.insert(cmd.argv.end(), {"--max-bad-grads", std::to_string(*options.max_bad_grads)});
+        if (options.reconnect_wait)
+            cmd.argv.insert(cmd.argv.end(), {"--reconnect-wait", fmt::format("{}", *options.reconnect_wait)});
         if (options.sync) {
             cmd.argv.push_back("--sync");
             cmd.argv.insert(cmd.argv.end(), {"--replicas-to-aggregate",
@@ -112,8 +114,8 @@ Result<DaemonCommand> daemon_command(const ClusterMap& map, Role role, int index
     if (role == Role::kWorker && index == map.chief_index) cmd.argv.push_back("--chief");
     if (role == Role::kEvaluator) cmd.argv.push_back("--evaluator");
     add_auth();
-    if (options.ps_restart_wait && role != Role::kEvaluator)
-        cmd.argv.insert(cmd.argv.end(), {"--ps-restart-wait", fmt::format("{}", *options.ps_restart_wait)});
+    if (options.reconnect_wait && role != Role::kEvaluator)
+        cmd.argv.insert(cmd.argv.end(), {"--reconnect-wait", fmt::format("{}", *options.reconnect_wait)});
     add_threads();
     add_run_id();
     cmd.argv.insert(cmd.argv.end(), options.training.begin(), options.training.end());

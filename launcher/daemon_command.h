@@ -24,7 +24,9 @@ struct DaemonOptions {
     bool standby = false;                  // psd: --standby
     std::optional<double> worker_timeout;  // psd: --worker-timeout SECONDS
     std::optional<long> max_bad_grads;     // psd: --max-bad-grads N
-    std::optional<double> ps_restart_wait; // workerd: --ps-restart-wait SECONDS
+    // psd and workerd: --reconnect-wait SECONDS (how long a silent peer may take to come back);
+    // nullopt: their default (kDefaultReconnectWait).
+    std::optional<double> reconnect_wait;
     std::string log_level;                 // psd: --log-level
     // psd: --threads, in place of map.threads (psrun local's default gives psd 1 thread and each
     // workerd a share of the cores); nullopt: map.threads for every daemon.

@@ -1,5 +1,7 @@
 #include "launcher/launch_options.h"
 
+#include <spdlog/spdlog.h>
+
 #include "common/message_auth.h"
 
 namespace psrun::launcher {
@@ -113,11 +115,20 @@ void add_daemon_options(CLI::App* cmd, DaemonOptions& o) {
                     "psd: rejected non-finite gradients before the run is stopped (0: no limit; default 100)")
         ->check(CLI::NonNegativeNumber)
         ->group(grp);
-    cmd->add_option("--ps-restart-wait", o.ps_restart_wait,
-                    "workerd: seconds to wait for a lost psd to come back; the chief then restores every "
-                    "shard from the newest checkpoint (default 0: a lost psd fails the job)")
+    cmd->add_option("--reconnect-wait", o.reconnect_wait,
+                    "psd and workerd: seconds a peer that went silent may take to come back (a network that "
+                    "blinked): workers wait this long for a lost psd (the same psd goes on, a restarted one is "
+                    "restored from the newest checkpoint), psd this long for a worker it declared dead; 0: fail "
+                    "fast (default 180; psrun local: 0)")
         ->check(CLI::NonNegativeNumber)
         ->group(grp);
+    cmd->add_option("--ps-restart-wait", o.reconnect_wait, "old name of --reconnect-wait")
+        ->check(CLI::NonNegativeNumber)
+        ->group("")
+        ->each([](const std::string&) {
+            spdlog::warn("--ps-restart-wait is the old name of --reconnect-wait: use that (it now also sets how long "
+                         "psd waits for a silent worker)");
+        });
     cmd->add_option("--log-level", o.log_level, "psd: trace, debug, info, warn, error")
         ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
         ->group(grp);

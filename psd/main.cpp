@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/pause_detector.h"
+#include "common/ps_health.h"
 #include "common/denormals.h"
 #include "common/job_keys.h"
 #include "common/logging.h"
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
     std::string ps_list, key_file, log_level = "info", run_id, auth{psrun::to_string(o.auth)};
     bool no_auth = false;
     double worker_timeout = 60, init_timeout = 300, signal_grace = 8;
+    double reconnect_wait = static_cast<double>(psrun::kDefaultReconnectWait.count());
     app.add_option("--index", o.index, "this psd's position in --ps")->required();
     app.add_option("--ps", ps_list, "comma-separated endpoints of every psd")->required();
     app.add_option("--num-workers", o.num_workers, "workers in the cluster map")->required();
@@ -42,6 +44,11 @@ int main(int argc, char** argv) {
     app.add_flag("--standby", o.standby, "serve successive runs until stopped; save the shard on exit");
     app.add_option("--worker-timeout", worker_timeout, "seconds of silence before a worker is declared dead")
         ->check(CLI::PositiveNumber);
+    app.add_option("--reconnect-wait", reconnect_wait,
+                   "seconds a worker declared dead may take to speak again (a network that blinked, a stopped "
+                   "process) before the run can end without it; 0: end at once")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
     app.add_option("--init-timeout", init_timeout, "seconds PULLs wait for the chief's INIT; a worker without HELLO by then is dead")->check(CLI::PositiveNumber);
     auto* sync = app.add_flag("--sync", o.sync, "synchronous training (average gradients per step)");
     app.add_option("--replicas-to-aggregate", o.replicas_to_aggregate, "sync: gradients averaged per step")->needs(sync);
@@ -71,6 +78,7 @@ int main(int argc, char** argv) {
         o.endpoints = psrun::split_endpoint_list(ps_list);
         o.worker_timeout = std::chrono::milliseconds(static_cast<long>(worker_timeout * 1000));
         o.init_timeout = std::chrono::milliseconds(static_cast<long>(init_timeout * 1000));
+        o.reconnect_wait = std::chrono::milliseconds(static_cast<long>(reconnect_wait * 1000));
         o.signal_grace = std::chrono::milliseconds(static_cast<long>(signal_grace * 1000));
         if (o.sync && o.replicas_to_aggregate == 0) o.replicas_to_aggregate = o.num_workers - o.backup_workers;
         if (!no_auth) {

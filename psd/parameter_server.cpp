@@ -15,6 +15,7 @@
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "common/pause_detector.h"
 #include "common/zmq_util.h"
@@ -40,6 +41,8 @@ ParameterServer::ParameterServer(ServerOptions options)
         throw UsageError("--sync needs 1 <= --replicas-to-aggregate and replicas + --backup-workers <= --num-workers");
     if (options_.standby && options_.model_dir.empty()) throw UsageError("--standby needs --model-dir");
     if (options_.keys) options_.token = options_.keys->token;
+    std::random_device entropy;
+    while (instance_ == 0) instance_ = (std::uint64_t{entropy()} << 32) | entropy();
     if (options_.threads > 1) team_ = std::make_unique<ThreadTeam>(options_.threads);
     auto ep = bindable_endpoint(options_.endpoints[options_.index]);
     if (!ep) throw UsageError(ep.error().message);
@@ -97,9 +100,10 @@ void ParameterServer::write_endpoint_file() {
 }
 
 int ParameterServer::run() {
-    spdlog::info("serving on {} ({} mode, {} workers, {})", endpoint_, options_.sync ? "sync" : "async",
+    spdlog::info("serving on {} ({} mode, {} workers, {}), instance {:016x}", endpoint_, options_.sync ? "sync" : "async",
                  options_.num_workers,
-                 zap_ ? "CURVE" : verifier_ ? "MAC" : options_.keys ? "owner-only ipc socket + job token" : "no auth");
+                 zap_ ? "CURVE" : verifier_ ? "MAC" : options_.keys ? "owner-only ipc socket + job token" : "no auth",
+                 instance_);
     if (options_.standby) write_endpoint_file();
     std::vector<zmq::pollitem_t> items = {
         {socket_.handle(), 0, ZMQ_POLLIN, 0},
@@ -196,6 +200,10 @@ void ParameterServer::handle_message(Parts& parts) {
     if (is_worker && header->type != MessageType::kHello && workers_.revive(header->index, Clock::now()))
         on_worker_rejoined(routing, header->index);
     dispatch(routing, *header, parts);
+    // The worker waited for psd while it handled the request (a checkpoint write can take seconds on a busy
+    // disk): that time is not its silence. (Not after DONE: a standby psd may have forgotten the run.)
+    if (is_worker && header->type != MessageType::kDone && !workers_.is_dead(header->index))
+        workers_.seen(header->index, Clock::now());
 }
 
 void ParameterServer::log_refusal(const std::string& what) {
@@ -239,6 +247,12 @@ void ParameterServer::dispatch(const std::string& routing, const Header& h, Part
     switch (h.type) {
         case MessageType::kInit: return on_init(routing, h, parts);
         case MessageType::kPull:
+            // Sync: a worker whose gradient for the current step is in (it lost its connection while its PUSH_PULL
+            // waited, and PULLs after reconnecting) waits for that step, as the PUSH_PULL would have.
+            if (sync_ && is_worker && shard_->initialized() && !shard_->finished() && sync_->contributed(h.index)) {
+                step_waiters_.push_back(Pending{routing, h.type, h.index, h.flags & wire::kFlagBf16});
+                return;
+            }
             // A worker of a new standby run waits for that run's INIT (awaiting_run_init_); others need parameters.
             if (shard_->initialized() && !(awaiting_run_init_ && h.role == wire::Role::kWorker))
                 return reply_params(routing, (shard_->finished() ? wire::kFlagFinished : 0) |
@@ -281,7 +295,10 @@ void ParameterServer::check_timeouts() {
     keep_waiters_alive(now);
     const auto never = workers_.never_attached();
     const auto dead = workers_.expire(now, options_.worker_timeout, started_, attach_timeout, resumed);
-    if (dead.empty()) return;
+    if (dead.empty()) {
+        if (!awaited_.empty()) check_run_finished();  // a worker we wait for may be out of time
+        return;
+    }
     for (auto i : dead) {
         if (std::find(never.begin(), never.end(), i) != never.end())
             spdlog::error("worker {} never said HELLO within {} ms: declared dead", i, options_.init_timeout.count());
@@ -294,7 +311,11 @@ void ParameterServer::check_timeouts() {
 }
 
 void ParameterServer::check_run_finished() {
-    if (!workers_.run_finished(options_.standby)) return;
+    if (!workers_.run_finished(options_.standby)) {
+        awaited_.clear();
+        return;
+    }
+    if (waiting_for_return(Clock::now())) return;
     const auto dead = workers_.dead();
     if (dead.empty() && drain_.preempted() && shard_ && !shard_->finished()) return end_preempted_run();
     if (options_.standby) {
@@ -323,6 +344,7 @@ std::string ParameterServer::stats_json() const {
     j["workers_attached"] = workers_.count_attached();
     j["workers_done"] = workers_.count_done();
     j["workers_dead"] = workers_.dead();
+    j["workers_missing"] = workers_.missing();
     j["messages"] = counters_.messages;
     j["applied"] = counters_.applied;
     j["malformed"] = counters_.malformed;

@@ -111,6 +111,9 @@ private:
     void reject_bad_gradient(const std::string& routing, const wire::Header& h, const Error& error);
     void reply_aborted(const std::string& routing, std::uint32_t worker);
     void check_abort(Clock::time_point now);
+    // The run is otherwise over, but a worker declared dead may still come back within
+    // --reconnect-wait: true (and logs it once) while psd should wait for it.
+    bool waiting_for_return(Clock::time_point now);
     void check_run_finished();
     void finish(int code);
     std::string stats_json() const;
@@ -154,6 +157,9 @@ private:
     Counters counters_;
     Drain drain_;
     std::unordered_set<std::string> rejoined_;  // routing ids whose next reply carries kFlagRejoined
+    // This process's identity in WELCOME (wire::Welcome::instance): random, never 0.
+    std::uint64_t instance_ = 0;
+    std::vector<std::uint32_t> awaited_;  // dead workers check_run_finished() waits for (logged once each)
 };
 
 }  // namespace psrun::psd

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "common/pause_detector.h"
 #include "psd/parameter_server.h"
 
 namespace psrun::psd {
@@ -24,6 +25,28 @@ void ParameterServer::on_worker_rejoined(const std::string& routing, std::uint32
                  index, dead_for, options_.worker_timeout.count());
     rejoined_.insert(routing);
     update_sync_replicas();  // sync: it counts again (a stale gradient is dropped as before)
+}
+
+bool ParameterServer::waiting_for_return(Clock::time_point now) {
+    if (options_.reconnect_wait.count() <= 0 || drain_.active()) return false;
+    const auto resumed = PauseDetector::process().window_start(started_);
+    const auto back = workers_.returnable(now, options_.reconnect_wait, resumed);
+    const double wait_s = static_cast<double>(options_.reconnect_wait.count()) / 1000.0;
+    for (auto i : back) {
+        if (std::find(awaited_.begin(), awaited_.end(), i) != awaited_.end()) continue;
+        awaited_.push_back(i);
+        spdlog::warn("every other worker is done or dead, but worker {} (declared dead {:.1f} s ago, silent for more "
+                     "than {} ms) may still come back: waiting up to {:g} s after its death (--reconnect-wait: a "
+                     "network that blinked, or a stopped process) before the run ends without it",
+                     i, std::chrono::duration<double>(now - workers_.dead_since(i)).count(),
+                     options_.worker_timeout.count(), wait_s);
+    }
+    if (!back.empty()) return true;
+    for (auto i : awaited_)
+        if (workers_.is_dead(i))
+            spdlog::error("worker {} did not come back within --reconnect-wait {:g} s of its death", i, wait_s);
+    awaited_.clear();
+    return false;
 }
 
 std::uint32_t ParameterServer::take_rejoined(const std::string& routing) {

@@ -1,6 +1,7 @@
 // Message handlers of ParameterServer (the loop, lifecycle and replies are in parameter_server.cpp).
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -54,12 +55,17 @@ void ParameterServer::on_hello(const std::string& routing, const Header& h, Part
                            "this psd serves a different model (tensor list differs): restart psd for a new model");
     }
     if (model_.hash.empty() && !hello->model.hash.empty()) model_ = hello->model;  // a tool came first
-    if (h.role == wire::Role::kWorker || h.role == wire::Role::kChief) workers_.hello(h.index, Clock::now());
+    if (h.role == wire::Role::kWorker || h.role == wire::Role::kChief) {
+        // A worker declared dead that says HELLO again reconnected (its network blinked, or it was stopped):
+        // it rejoins as if it had sent any other message.
+        if (workers_.is_dead(h.index) && workers_.revive(h.index, Clock::now())) on_worker_rejoined(routing, h.index);
+        workers_.hello(h.index, Clock::now());
+    }
     // The chief learns that psd holds parameters (it then sends INIT "restored"); the other workers only once
     // this run's INIT is in (awaiting_run_init_).
     const bool initialized = h.role == wire::Role::kChief ? shard_->initialized() : ready_for_workers();
     std::uint32_t flags = (options_.sync ? wire::kFlagSync : 0) | (initialized ? wire::kFlagInitialized : 0);
-    const std::string body = wire::encode_welcome(wire::Welcome{options_.index, shard_->layout()});
+    const std::string body = wire::encode_welcome(wire::Welcome{options_.index, shard_->layout(), instance_});
     reply(routing, MessageType::kWelcome, flags, &body);
 }
 
@@ -179,9 +185,18 @@ void ParameterServer::on_push(const std::string& routing, const Header& h, Parts
     if (h.step > shard_->step())
         return reply_error(routing, ErrorCode::kProtocol, "gradient tagged with future step " + std::to_string(h.step) +
                                                               " (current " + std::to_string(shard_->step()) + ")");
-    if (sync_->contributed(h.index))
-        return reply_error(routing, ErrorCode::kProtocol, "worker " + std::to_string(h.index) +
-                                                              " already pushed for step " + std::to_string(h.step));
+    if (sync_->contributed(h.index)) {
+        // Its gradient for this step came on another connection, which this worker gave up (its network blinked,
+        // common/ps_client_reconnect.cpp): that one counts, this one is dropped, and the reply waits for the step.
+        const bool reconnected = std::any_of(step_waiters_.begin(), step_waiters_.end(), [&](const Pending& p) {
+            return p.worker == h.index && p.routing != routing;
+        });
+        if (!reconnected)
+            return reply_error(routing, ErrorCode::kProtocol, "worker " + std::to_string(h.index) +
+                                                                  " already pushed for step " + std::to_string(h.step));
+        step_waiters_.push_back(Pending{routing, h.type, h.index, h.flags & wire::kFlagBf16});
+        return;
+    }
     step_waiters_.push_back(Pending{routing, h.type, h.index, h.flags & wire::kFlagBf16});
     std::vector<std::size_t> offsets;
     for (std::size_t k = 0; k < grads->size(); ++k) offsets.push_back(shard_->local_offset(k));

@@ -23,6 +23,11 @@ struct ServerOptions {
     std::chrono::seconds auth_window{300};  // --auth mac: allowed clock difference (common/message_auth.h)
     bool standby = false;
     std::chrono::milliseconds worker_timeout{60000};
+    // How long a worker declared dead keeps its place (its network may have blinked, or it was
+    // stopped, and it may speak again): psd finishes the run without it only once it has been
+    // dead this long (never while draining). 0: at once. psd's command line defaults to
+    // kDefaultReconnectWait (common/ps_health.h), the time a worker waits for a lost psd.
+    std::chrono::milliseconds reconnect_wait{0};
     // PULLs wait this long for the chief's INIT; a worker of the map that has not said HELLO this
     // long after start is declared dead (not in standby).
     std::chrono::milliseconds init_timeout{300000};

@@ -59,6 +59,23 @@ std::vector<std::uint32_t> WorkerTable::dead() const {
     return out;
 }
 
+std::vector<std::uint32_t> WorkerTable::returnable(Clock::time_point now, Clock::duration grace,
+                                                   Clock::time_point resumed) const {
+    std::vector<std::uint32_t> out;
+    for (std::uint32_t i = 0; i < workers_.size(); ++i) {
+        const auto& w = workers_[i];
+        if (w.dead && w.attached && now - std::max(w.dead_at, resumed) <= grace) out.push_back(i);
+    }
+    return out;
+}
+
+std::vector<std::uint32_t> WorkerTable::missing() const {
+    std::vector<std::uint32_t> out;
+    for (std::uint32_t i = 0; i < workers_.size(); ++i)
+        if (workers_[i].dead && !workers_[i].attached) out.push_back(i);
+    return out;
+}
+
 std::vector<std::uint32_t> WorkerTable::never_attached() const {
     std::vector<std::uint32_t> out;
     for (std::uint32_t i = 0; i < workers_.size(); ++i)

@@ -37,7 +37,12 @@ public:
     // Every worker of the map is done or dead (standby: every attached one, at least one).
     bool run_finished(bool standby) const;
     std::vector<std::uint32_t> dead() const;
+    // Dead workers that may still come back: declared dead no more than `grace` ago, not
+    // counting the time before `resumed` (this psd's own stop).
+    std::vector<std::uint32_t> returnable(Clock::time_point now, Clock::duration grace,
+                                          Clock::time_point resumed = {}) const;
     std::vector<std::uint32_t> never_attached() const;
+    std::vector<std::uint32_t> missing() const;  // dead without ever saying HELLO
     std::uint32_t count_attached() const;
     std::uint32_t count_done() const;
     std::uint32_t count_live() const;  // attached, not done, not dead

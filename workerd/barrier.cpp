@@ -47,7 +47,9 @@ Result<void> poll_until(PsClient& client, const BarrierOptions& o, const std::st
 Result<void> wait_for_all_workers(PsClient& client, const BarrierOptions& o) {
     const std::string what = fmt::format("all {} workers to say HELLO", o.num_workers);
     return poll_until(client, o, what, [&](const nlohmann::json& s) -> Result<bool> {
-        const auto dead = s.value("workers_dead", nlohmann::json::array());
+        // Only a worker that never said HELLO fails the barrier: one that did and then went silent (its network
+        // blinked) is attached, and takes its place again when it speaks.
+        const auto dead = s.value("workers_missing", nlohmann::json::array());
         if (!dead.empty() && !s.value("initialized", false))
             return make_error(ErrorCode::kTimeout,
                               fmt::format("start barrier: ps {} declared worker(s) {} dead before the start "

@@ -103,6 +103,11 @@ int DistributedWorker::run() {
     po.connect_timeout = to_ms(c.connect_timeout);
     po.reply_timeout = to_ms(c.step_timeout);
     po.heartbeat_timeout = to_ms(c.faults.heartbeat_timeout);
+    po.reconnect_wait = to_ms(c.faults.reconnect_wait);
+    po.interrupted = [&watcher] { return watcher.stop_requested(); };
+    if (c.faults.deprecated_restart_wait)
+        spdlog::warn("--ps-restart-wait is the old name of --reconnect-wait: use that (same meaning, and it also waits "
+                     "for a psd whose network blinked)");
     po.tensors = wire_tensors(model_tensors(*config.model));
     po.model = model_id(*config.model);
     po.shared_memory = training_.shared_memory == "on";
@@ -214,7 +219,7 @@ int DistributedWorker::run() {
     const bool overlap = training_.overlap == "on" && !client.sync();
     bind_gradient_memory(trainer, client, overlap);
     StepLoop loop(StepLoopEnv{&watcher, &hooks, &ctx, &client_ptr, &po, &bo, checkpointer.get(),
-                              c.faults.ps_restart_wait, c.ps},
+                              c.faults.reconnect_wait, c.ps},
                   info.step, StepResult{info.step, 0, 0.0f, info.finished});
     if (const int failed = loop.run(overlap); failed != kExitOk) return failed;
     const std::uint64_t tag = loop.tag();

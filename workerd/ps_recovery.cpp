@@ -35,7 +35,7 @@ Result<std::unique_ptr<PsClient>> reconnect(const PsClientOptions& o, Clock::tim
             return tl::unexpected(hello.error());  // a psd answered and refused: waiting will not help
         last = hello.error();
     }
-    return make_error(ErrorCode::kTimeout, "gave up waiting (--ps-restart-wait): " + last.message);
+    return make_error(ErrorCode::kTimeout, "gave up waiting (--reconnect-wait): " + last.message);
 }
 
 // Non-chief: every shard initialised, all at the same global step (the chief's RESTORE is done).
@@ -77,11 +77,16 @@ private:
 }  // namespace
 
 void add_fault_options(CLI::App& app, FaultOptions& o) {
-    app.add_option("--ps-restart-wait", o.ps_restart_wait,
-                   "seconds to wait for a lost psd to come back (then the chief restores every shard from the "
-                   "newest checkpoint); 0: a lost psd fails the worker at once")
+    app.add_option("--reconnect-wait", o.reconnect_wait,
+                   "seconds to wait for a lost psd (no answer for --heartbeat-timeout, or its connection closed) "
+                   "to answer again: the same psd goes on where it was, a restarted one is restored by the chief "
+                   "from the newest checkpoint; 0: a lost psd fails the worker at once")
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
+    app.add_option("--ps-restart-wait", o.reconnect_wait, "old name of --reconnect-wait")
+        ->group("")
+        ->check(CLI::NonNegativeNumber)
+        ->each([&o](const std::string&) { o.deprecated_restart_wait = true; });
     app.add_option("--heartbeat-timeout", o.heartbeat_timeout,
                    "seconds without a ZMTP heartbeat answer before a psd counts as lost (a psd that dies is "
                    "seen at once); 0: no heartbeats")
@@ -94,9 +99,8 @@ Result<Recovered> recover_lost_ps(const PsClientOptions& client_options, std::ui
                                   double wait_seconds, bool chief, Checkpointer* checkpointer,
                                   const BarrierOptions& barrier, std::span<float> params) {
     const auto started = Clock::now();
-    spdlog::warn("lost ps {} ({}) at global step {}: it died or stopped answering heartbeats; waiting up to {} s for "
-                 "it to come back (--ps-restart-wait)",
-                 lost, client_options.endpoints[lost], step, wait_seconds);
+    spdlog::warn("ps {} ({}) restarted at global step {}: reconnecting to every psd (up to {:g} s)", lost,
+                 client_options.endpoints[lost], step, wait_seconds);
     auto client = reconnect(client_options, started + to_ms(wait_seconds), barrier);
     if (!client) return tl::unexpected(client.error());
     spdlog::info("every psd answers again after {:.1f} s", std::chrono::duration<double>(Clock::now() - started).count());
@@ -111,8 +115,8 @@ Result<Recovered> recover_lost_ps(const PsClientOptions& client_options, std::ui
             return make_error(ErrorCode::kNotFound, "ps " + std::to_string(lost) +
                                                         " came back empty and no checkpoint was written yet: "
                                                         "cannot continue (lower --checkpoint-steps/-secs)");
-        spdlog::warn("restored every shard from {} at global step {}: {} steps lost", (*restored)->dir,
-                     (*restored)->step, step >= (*restored)->step ? step - (*restored)->step : 0);
+        spdlog::warn("ps {} restarted: restored every shard from {} at global step {}: {} steps lost", lost,
+                     (*restored)->dir, (*restored)->step, step >= (*restored)->step ? step - (*restored)->step : 0);
     } else if (!chief) {
         if (auto ok = wait_for_restore(**client, barrier); !ok) return tl::unexpected(ok.error());
     }

@@ -118,9 +118,11 @@ StepLoop::Outcome StepLoop::finish(Result<StepInfo> step, float loss, Clock::tim
         spdlog::error("{}: {} (--ps {})", what, e.message, env_.ps);
         return Outcome::kFailed;
     };
-    if (auto lost = step ? std::nullopt : ctx.client->lost_shard(); lost && env_.ps_restart_wait > 0) {
+    // A lost psd that answered again as the same process was reconnected inside the client; one that came back
+    // as a new process lost its parameters: restore them.
+    if (auto lost = step ? std::nullopt : ctx.client->restarted_shard(); lost && env_.reconnect_wait > 0) {
         frames_ = ParamFrames{};
-        auto back = recover_lost_ps(*env_.client_options, *lost, tag_, env_.ps_restart_wait, ctx.chief,
+        auto back = recover_lost_ps(*env_.client_options, *lost, tag_, env_.reconnect_wait, ctx.chief,
                                     env_.checkpointer, *env_.barrier, trainer.params().all());
         if (!back) return fail("recovery from a lost psd", back.error());
         bind_gradient_memory(trainer, *back->client, overlap_);  // the old client's segment goes with it

@@ -12,7 +12,7 @@
 //               blocking loop (staleness +1, async mode only). Hooks, recovery, PULL and the
 //               preemption checkpoint run only when no exchange is in flight; a gradient computed
 //               when psd reports the last step is dropped (psd would refuse it: no overshoot).
-// A lost psd (with --ps-restart-wait) replaces ctx.client and *client_owner; a rejected gradient
+// A restarted psd (with --reconnect-wait) replaces ctx.client and *client_owner; a rejected gradient
 // (psd dropped a non-finite one) is followed by a PULL; both drop a gradient not yet sent.
 #pragma once
 
@@ -36,7 +36,7 @@ struct StepLoopEnv {
     const PsClientOptions* client_options = nullptr;
     const BarrierOptions* barrier = nullptr;
     Checkpointer* checkpointer = nullptr;        // the chief's, or nullptr
-    double ps_restart_wait = 0;                  // seconds (0: a lost psd fails the worker)
+    double reconnect_wait = 0;                   // seconds (0: a lost psd fails the worker)
     std::string ps;                              // --ps, for error messages
 };
 

@@ -1,9 +1,10 @@
 // Fault injection, dead parameter servers and bad gradients (issue 6), with real psd and workerd
 // processes on ipc endpoints and real MNIST:
-//  - a psd SIGKILLed (or hung: SIGSTOP) mid-run: every worker fails fast (exit 1) naming the
-//    shard and its endpoint, in far less than --step-timeout;
-//  - with --ps-restart-wait, the psd restarted with the same flags: the chief restores every
-//    shard from the newest checkpoint and the run finishes; the steps since it are redone;
+//  - with --reconnect-wait 0, a psd SIGKILLed (or hung: SIGSTOP) mid-run: every worker fails
+//    fast (exit 1) naming the shard and its endpoint, in far less than --step-timeout;
+//  - with --reconnect-wait, the psd restarted with the same flags: the workers see another psd
+//    instance, the chief restores every shard from the newest checkpoint and the run finishes;
+//    the steps since it are redone;
 //  - NaN gradients pushed past the worker's own guard: rejected and counted at psd; after
 //    --max-bad-grads every rank stops with the reason, and no checkpoint holds a NaN.
 #include <catch2/catch.hpp>
@@ -42,10 +43,10 @@ struct Cluster {
 
 }  // namespace
 
-TEST_CASE("a dead or hung psd fails every worker fast, naming the shard", "[integration][faults]") {
+TEST_CASE("--reconnect-wait 0: a dead or hung psd fails every worker fast, naming the shard", "[integration][faults]") {
     const bool hang = GENERATE(false, true);
     Cluster c;
-    c.start(1000000, {"--heartbeat-timeout", "2"});
+    c.start(1000000, {"--heartbeat-timeout", "2", "--reconnect-wait", "0"});
     REQUIRE(wait_for_step(*c.w0, 20, 120));
     c.psd1->signal(hang ? SIGSTOP : SIGKILL);
     const auto t0 = FaultClock::now();
@@ -66,21 +67,22 @@ TEST_CASE("a dead or hung psd fails every worker fast, naming the shard", "[inte
     CHECK(c.psd0->wait(30) >= 0);
 }
 
-TEST_CASE("with --ps-restart-wait a restarted psd is restored from the last checkpoint", "[integration][faults]") {
+TEST_CASE("with --reconnect-wait a restarted psd is restored from the last checkpoint", "[integration][faults]") {
     // Overlapped: the failed exchange is settled, ctx.client replaced, the next one uses it.
     const std::string overlap = GENERATE(as<std::string>{}, "off", "on");
     Cluster c;
     const fs::path model = c.tmp.path / "model";
     // 400 steps: two 1-thread workers at batch 20 do ~70 global steps a second on this host, so the
     // kill below (~1 s after step 30) must not come after the run has ended.
-    c.start(400, {"--model-dir", model.string(), "--checkpoint-steps", "15", "--ps-restart-wait", "30", "--overlap",
+    c.start(400, {"--model-dir", model.string(), "--checkpoint-steps", "15", "--reconnect-wait", "30", "--overlap",
                   overlap});
     REQUIRE(wait_for_count(*c.w0, "checkpoint at step", 2, 180));
     std::this_thread::sleep_for(std::chrono::seconds(1));  // some steps past the last checkpoint
     c.psd1->signal(SIGKILL);
     const auto t0 = FaultClock::now();
     REQUIRE(c.psd1->wait(10) == 128 + SIGKILL);
-    REQUIRE(c.w0->wait_for_output("lost ps 1", 30));
+    REQUIRE(c.w0->wait_for_output("ps 1 (" + ipc_endpoint(c.tmp.path, 1) + ") closed the connection; waiting up to 30 s",
+                                  30));
     report_figure("psd_restart", "detect_seconds", seconds_since(t0));
     std::this_thread::sleep_for(std::chrono::seconds(1));  // "restarted by hand"
     ChildProcess again(daemon_exe("psd/psd"), psd_args(1, c.ps, 2), (c.tmp.path / "psd1-again.log").string());
@@ -93,8 +95,9 @@ TEST_CASE("with --ps-restart-wait a restarted psd is restored from the last chec
     INFO(c.w1->output());
     CHECK(w0 == 0);
     CHECK(w1 == 0);
+    CHECK(chief.find("ps 1 (" + ipc_endpoint(c.tmp.path, 1) + ") restarted: another psd process") != std::string::npos);
     std::smatch m;
-    REQUIRE(std::regex_search(chief, m, std::regex(R"(at global step (\d+): (\d+) steps lost)")));
+    REQUIRE(std::regex_search(chief, m, std::regex(R"(ps 1 restarted: restored every shard from .* at global step (\d+): (\d+) steps lost)")));
     CHECK(std::stoi(m[1]) >= 15);
     report_figure("psd_restart", "steps_lost", std::stod(m[2]));
     CHECK(chief.find("done: global step 400") != std::string::npos);

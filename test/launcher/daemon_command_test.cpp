@@ -118,23 +118,28 @@ TEST_CASE("daemon_path honours --bin-dir, then PSRUN_BIN_DIR, and explains a mis
                Catch::Contains("/nonexistent-dir/psd") && Catch::Contains("--bin-dir"));
 }
 
-TEST_CASE("--max-bad-grads goes to psd and --ps-restart-wait to the workers only", "[daemon]") {
+TEST_CASE("--max-bad-grads goes to psd and --reconnect-wait to psd and the workers, not the evaluator", "[daemon]") {
     DaemonOptions o;
     o.no_auth = true;
     o.max_bad_grads = 5;
-    o.ps_restart_wait = 90;
+    o.reconnect_wait = 90;
     const auto map = two_ps_three_workers();
     const auto ps = daemon_command(map, Role::kPs, 0, o);
     REQUIRE(ps);
     CHECK(ps->argv == Args{"psd", "--index", "0", "--ps", "tcp://n1:20000,tcp://n2:20000", "--num-workers", "3",
-                           "--no-auth", "--max-bad-grads", "5", "--threads", "4"});
+                           "--no-auth", "--max-bad-grads", "5", "--reconnect-wait", "90", "--threads", "4"});
     const auto worker = daemon_command(map, Role::kWorker, 1, o);
     REQUIRE(worker);
     CHECK(worker->argv == Args{"workerd", "--index", "1", "--ps", "tcp://n1:20000,tcp://n2:20000", "--num-workers",
-                               "3", "--no-auth", "--ps-restart-wait", "90", "--threads", "4"});
+                               "3", "--no-auth", "--reconnect-wait", "90", "--threads", "4"});
     const auto evaluator = daemon_command(map, Role::kEvaluator, 0, o);
     REQUIRE(evaluator);
-    CHECK(std::find(evaluator->argv.begin(), evaluator->argv.end(), "--ps-restart-wait") == evaluator->argv.end());
+    CHECK(std::find(evaluator->argv.begin(), evaluator->argv.end(), "--reconnect-wait") == evaluator->argv.end());
+    // Not given: the daemons' own default (kDefaultReconnectWait), nothing on the command line.
+    o.reconnect_wait.reset();
+    const auto plain = daemon_command(map, Role::kWorker, 1, o);
+    REQUIRE(plain);
+    CHECK(std::find(plain->argv.begin(), plain->argv.end(), "--reconnect-wait") == plain->argv.end());
 }
 
 TEST_CASE("ps_threads replaces map.threads for psd only", "[daemon]") {

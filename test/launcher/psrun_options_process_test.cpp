@@ -154,3 +154,30 @@ TEST_CASE("psrun bench scale runs bench/scale.py with this psrun; a missing scri
     REQUIRE(wait_exit(missing, 30) == 2);
     CHECK_THAT(slurp(missing.err), Catch::Contains("no scale.py in $PSRUN_BENCH_DIR"));
 }
+
+TEST_CASE("psrun local: --reconnect-wait 0 by default; the old name --ps-restart-wait still sets it, with a warning",
+          "[process][reconnect]") {
+    // Value after "--reconnect-wait" in a recorded command line, or "" without one.
+    auto wait_of = [](const Args& argv) {
+        for (size_t i = 0; i + 1 < argv.size(); ++i)
+            if (argv[i] == "--reconnect-wait") return argv[i + 1];
+        return std::string();
+    };
+    {
+        Fixture f;
+        const Proc p = local_under_taskset(f, "0", {"--ps", "1", "--workers", "1"});
+        CHECK(wait_exit(p, 20) == 0);
+        CHECK(wait_of(f.argv_of("psd.0")) == "0");  // one host: fail fast
+        CHECK(wait_of(f.argv_of("workerd.0")) == "0");
+    }
+    {
+        Fixture f;
+        const Proc p = local_under_taskset(f, "0", {"--ps", "1", "--workers", "1", "--ps-restart-wait", "30"});
+        CHECK(wait_exit(p, 20) == 0);
+        const std::string err = slurp(p.err);
+        INFO(err);
+        CHECK(wait_of(f.argv_of("psd.0")) == "30");
+        CHECK(wait_of(f.argv_of("workerd.0")) == "30");
+        CHECK_THAT(err, Catch::Contains("--ps-restart-wait is the old name of --reconnect-wait"));
+    }
+}

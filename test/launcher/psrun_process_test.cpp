@@ -116,11 +116,13 @@ TEST_CASE("psrun local runs every daemon and exits 0 when the workers succeed", 
                          env, f.dir.path);
     CHECK(wait_exit(p, 20) == 0);
     const Args chief = f.argv_of("workerd.0");
-    REQUIRE(chief.size() == 14);
+    REQUIRE(chief.size() == 16);
     CHECK(chief[5] == "--num-workers");
     CHECK(chief[7] == "--chief");
     CHECK(chief[8] == "--key-file");  // psrun local made a job key in its private dir
-    CHECK(chief[10] == "--threads");  // the default split of the cores (tested under taskset below)
+    CHECK(chief[10] == "--reconnect-wait");  // one host: 0, fail fast
+    CHECK(chief[11] == "0");
+    CHECK(chief[12] == "--threads");  // the default split of the cores (tested under taskset below)
     const Args ps = f.argv_of("psd.0");
     CHECK(std::find(ps.begin(), ps.end(), chief[9]) != ps.end());
     CHECK(Args(chief.end() - 2, chief.end()) == Args{"--steps", "4"});

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Writes ONNX files psrun must refuse (exit 2, naming the node), one per refusal class, built
-with onnx.helper from a graph psrun accepts (Conv 3x3 pad 1, Relu, MaxPool 2, Flatten, Gemm).
+with onnx.helper from a graph psrun accepts by changing one thing (Conv 3x3 pad 1, Relu, MaxPool 2, Flatten, Gemm).
 
 Usage: make_refusals.py OUT_DIR  -> OUT_DIR/<class>.onnx and OUT_DIR/expected.tsv
 (file, text the error must contain).
@@ -28,6 +28,7 @@ def graph(nodes, extra_inits=(), inputs=None):
 def chain(conv_attrs=None, pool_attrs=None, flatten=None, relu_op="Relu"):
     conv = dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1])
     conv.update(conv_attrs or {})
+    conv = {k: v for k, v in conv.items() if v is not None}
     pool = dict(kernel_shape=[2, 2], strides=[2, 2])
     pool.update(pool_attrs or {})
     return [
@@ -43,17 +44,19 @@ def main():
     out = sys.argv[1]
     cases = {}
     cases["good"] = (graph(chain()), "")
-    cases["unsupported_op"] = (graph(chain(relu_op="Elu")), "node 'act' (Elu): the engine has no such layer")
-    branch = chain()
-    branch.insert(2, helper.make_node("Relu", ["r"], ["side"], name="side_branch"))
-    cases["branch"] = (graph(branch), "node 'side_branch' (Relu)")
+    cases["unsupported_op"] = (graph(chain(relu_op="Hardmax")),
+                               "node 'act' (Hardmax): the engine has no operator for ONNX Hardmax")
     shape_of = [helper.make_node("Shape", ["p"], ["s"], name="shape_of")]
     reshape = helper.make_node("Reshape", ["p", "s"], ["f"], name="reshape")
-    cases["nonconstant_reshape"] = (graph(chain(flatten=reshape)[:3] + shape_of + chain(flatten=reshape)[3:]),
-                                    "node 'reshape' (Reshape): its shape 's' is computed, not a constant")
-    cases["ceil_mode"] = (graph(chain(pool_attrs=dict(ceil_mode=1))), "node 'pool' (MaxPool): ceil_mode=1")
-    cases["dilations"] = (graph(chain(conv_attrs=dict(dilations=[2, 2], pads=[2, 2, 2, 2]))),
-                          "node 'conv' (Conv): dilations [2, 2]")
+    # Reshape(p, Shape(p)) is evaluated at import (the identity): the Gemm then sees a 4-D value.
+    cases["reshape_to_own_shape"] = (graph(chain(flatten=reshape)[:3] + shape_of + chain(flatten=reshape)[3:]),
+                                     "node 'fc' (Gemm): input A must be a 2-D graph value [N, F]")
+    cases["pool_dilations"] = (graph(chain(pool_attrs=dict(dilations=[2, 2]))),
+                               "node 'pool' (MaxPool): dilations other than 1")
+    cases["storage_order"] = (graph(chain(pool_attrs=dict(storage_order=1))),
+                              "node 'pool' (MaxPool): storage_order 1 (column major) is not supported")
+    cases["same_lower"] = (graph(chain(conv_attrs=dict(auto_pad="SAME_LOWER", pads=None))),
+                           "node 'conv' (Conv): auto_pad SAME_LOWER is not supported")
     with open(f"{out}/expected.tsv", "w") as f:
         for name, (model, expected) in cases.items():
             onnx.save(model, f"{out}/{name}.onnx")

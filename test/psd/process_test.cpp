@@ -48,9 +48,32 @@ TEST_CASE("psd process exits 0 once every worker sent DONE", "[psd][process]") {
     CHECK_THAT(psd.output(), Catch::Contains("all 2 workers are done"));
 }
 
-TEST_CASE("a worker killed with SIGKILL makes psd exit 1 after the timeout, naming it", "[psd][process]") {
+TEST_CASE("SIGKILLed worker: psd exits 1 after the timeout and --reconnect-wait", "[psd][process]") {
     Setup s;
-    auto psd = s.start_psd({"--num-workers", "2", "--worker-timeout", "1"});
+    auto psd = s.start_psd({"--num-workers", "2", "--worker-timeout", "1", "--reconnect-wait", "2"});
+    auto chief = s.start_client(0, {"--steps", "2"}, "c0.log");
+    auto victim = s.start_client(1, {"--steps", "1", "--hang"}, "c1.log");
+    REQUIRE(victim.wait_for_output("step=", 20));
+    CHECK(chief.wait(20) == 0);
+    victim.signal(SIGKILL);
+    const auto killed = std::chrono::steady_clock::now();
+    CHECK(victim.wait(5) == 128 + SIGKILL);
+    // Declared dead after 1 s, then kept for 2 s: it might be a worker whose network blinked.
+    REQUIRE(psd.wait_for_output("worker 1 silent for more than 1000 ms: declared dead", 10));
+    CHECK(psd.wait(1.0) == -1);
+    INFO(psd.output());
+    CHECK(psd.wait(10) == 1);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+    CHECK(took >= 2.9);
+    CHECK(took < 8);
+    CHECK_THAT(psd.output(), Catch::Contains("may still come back: waiting up to 2 s after its death") &&
+                                 Catch::Contains("worker 1 did not come back within --reconnect-wait 2 s") &&
+                                 Catch::Contains("remaining workers are done, but worker 1 died"));
+}
+
+TEST_CASE("--reconnect-wait 0: psd exits 1 once the worker is declared dead", "[psd][process]") {
+    Setup s;
+    auto psd = s.start_psd({"--num-workers", "2", "--worker-timeout", "1", "--reconnect-wait", "0"});
     auto chief = s.start_client(0, {"--steps", "2"}, "c0.log");
     auto victim = s.start_client(1, {"--steps", "1", "--hang"}, "c1.log");
     REQUIRE(victim.wait_for_output("step=", 20));
@@ -61,6 +84,21 @@ TEST_CASE("a worker killed with SIGKILL makes psd exit 1 after the timeout, nami
     INFO(psd.output());
     CHECK(psd.wait(10) == 1);
     CHECK_THAT(psd.output(), Catch::Contains("worker 1 silent for more than 1000 ms: declared dead"));
+    CHECK_THAT(psd.output(), !Catch::Contains("may still come back"));
+}
+
+TEST_CASE("a worker silent past its timeout that speaks again is taken back", "[psd][process]") {
+    Setup s;
+    auto psd = s.start_psd({"--num-workers", "2", "--worker-timeout", "1", "--reconnect-wait", "20"});
+    auto chief = s.start_client(0, {"--steps", "2"}, "c0.log");
+    auto silent = s.start_client(1, {"--steps", "1", "--silent-before-done", "3"}, "c1.log");
+    CHECK(chief.wait(20) == 0);
+    REQUIRE(psd.wait_for_output("worker 1 silent for more than 1000 ms: declared dead", 10));
+    CHECK(silent.wait(20) == 0);
+    INFO(psd.output());
+    CHECK(psd.wait(10) == 0);
+    CHECK_THAT(psd.output(), Catch::Contains("may still come back: waiting up to 20 s") &&
+                                 Catch::Contains("worker 1 spoke again") && Catch::Contains("all 2 workers are done"));
 }
 
 TEST_CASE("standby psd serves two consecutive runs and saves its shard on SIGTERM", "[psd][process]") {

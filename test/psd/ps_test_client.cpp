@@ -1,11 +1,13 @@
 // A tiny psd client for process tests: HELLO, INIT (chief), a few SGD steps on a small model,
-// then DONE, or hang forever (--hang) so that a test can SIGKILL it.
+// then DONE, or hang forever (--hang) so that a test can SIGKILL it, or stay silent for
+// --silent-before-done S seconds first (a worker whose network went away and came back).
 // Prints "step=<global step> first=<first parameter>" once training is over.
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/job_keys.h"
@@ -18,6 +20,7 @@ int main(int argc, char** argv) {
     o.reply_timeout = std::chrono::milliseconds(10000);
     int steps = 3;
     bool hang = false, restored = false;
+    double silent = 0;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         const char* next = i + 1 < argc ? argv[i + 1] : "";
@@ -42,6 +45,9 @@ int main(int argc, char** argv) {
                 return 2;
             }
             o.keys = *keys;
+            ++i;
+        } else if (a == "--silent-before-done") {
+            silent = std::stod(next);
             ++i;
         } else if (a == "--hang") {
             hang = true;
@@ -79,6 +85,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     if (hang)
         while (true) ::pause();
+    std::this_thread::sleep_for(std::chrono::duration<double>(silent));
     if (auto r = client.done(); !r) return fail(r.error());
     return 0;
 }

@@ -131,13 +131,16 @@ TEST_CASE("bodies round trip and reject truncation", "[wire]") {
 
     auto layout = compute_layout(tensors, 3);
     REQUIRE(layout);
-    const std::string wb = encode_welcome(Welcome{2, *layout});
+    const std::string wb = encode_welcome(Welcome{2, *layout, 0x1234abcd5678ef90ULL});
     auto w = decode_welcome(wb);
     REQUIRE(w);
     CHECK(w->shard == 2);
     CHECK(w->layout == *layout);
+    CHECK(w->instance == 0x1234abcd5678ef90ULL);
     CHECK_FALSE(decode_welcome(wb.substr(0, wb.size() - 1)));
-    CHECK_FALSE(decode_welcome(encode_welcome(Welcome{3, *layout})));  // shard index out of range
+    CHECK_FALSE(decode_welcome(wb + '\0'));
+    CHECK_FALSE(decode_welcome(encode_welcome(Welcome{3, *layout, 7})));  // shard index out of range
+    CHECK_FALSE(decode_welcome(encode_welcome(Welcome{2, *layout, 0})));  // no instance
 
     InitConfig init;
     init.optimizer = OptimizerConfig{.kind = OptimizerKind::kMomentum, .learning_rate = 0.5f, .momentum = 0.8f};
@@ -225,7 +228,7 @@ TEST_CASE("random and mutated frames never crash the decoders", "[wire][fuzz]") 
     std::mt19937 rng(1234);
     const std::string good = encode_header(sample_header());
     const std::string bodies[] = {encode_hello(Hello{{"mnist_deep", std::string(64, 'a')}, mnist_deep_tensors()}),
-                                  encode_welcome(Welcome{0, *compute_layout(mnist_deep_tensors(), 2)}),
+                                  encode_welcome(Welcome{0, *compute_layout(mnist_deep_tensors(), 2), 42}),
                                   encode_init(InitConfig{}), encode_error(ErrorBody{ErrorCode::kIo, "x"})};
     int header_accepted = 0;
     for (int iter = 0; iter < 20000; ++iter) {

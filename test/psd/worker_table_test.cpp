@@ -44,3 +44,29 @@ TEST_CASE("worker table: a dead worker that speaks again is revived once", "[wor
     CHECK(t.run_finished(false));
     CHECK(t.dead().empty());
 }
+
+TEST_CASE("worker table: a dead worker stays returnable for the grace, not counting psd's own stop",
+          "[worker_table][flap]") {
+    WorkerTable t(3);
+    const Clock::time_point start{std::chrono::hours(1)};
+    t.hello(0, start);
+    t.hello(1, start);
+    t.seen(0, start + 6s);
+    // Worker 2 never said HELLO: declared dead at the attach timeout, missing, and never returnable.
+    const auto dead = t.expire(start + 6s, 5s, start, 5s);
+    REQUIRE(dead == std::vector<std::uint32_t>{1, 2});
+    CHECK(t.missing() == std::vector<std::uint32_t>{2});
+    t.done(0);
+    CHECK(t.run_finished(false));  // done or dead: the caller decides whether to wait
+    CHECK(t.returnable(start + 6s, 30s) == std::vector<std::uint32_t>{1});
+    CHECK(t.returnable(start + 36s, 30s) == std::vector<std::uint32_t>{1});  // exactly the grace
+    CHECK(t.returnable(start + 37s, 30s).empty());
+    // psd itself stopped until start+30s: the grace counts from there.
+    CHECK(t.returnable(start + 50s, 30s, start + 30s) == std::vector<std::uint32_t>{1});
+    CHECK(t.returnable(start + 61s, 30s, start + 30s).empty());
+    CHECK(t.returnable(start + 7s, 0s).empty());  // no grace: never waited for
+    // It speaks again within the grace: live, and no longer returnable.
+    CHECK(t.revive(1, start + 20s));
+    CHECK(t.returnable(start + 20s, 30s).empty());
+    CHECK_FALSE(t.run_finished(false));
+}

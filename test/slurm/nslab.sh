@@ -10,6 +10,7 @@
 #   LAB=/tmp/nl test/slurm/nslab.sh exec srun -N3 hostname  # n1 n2 n3
 #   LAB=/tmp/nl test/slurm/nslab.sh shape 100               # re-shape every link to 100 Mbit/s (0: unshaped)
 #   LAB=/tmp/nl test/slurm/nslab.sh stats                   # per node: bytes sent and received on its link
+#   LAB=/tmp/nl test/slurm/nslab.sh link 1 down             # node 1's link down (a flapping switch port); `up` again
 #   LAB=/tmp/nl test/slurm/nslab.sh down                    # scancel, kill the sandbox, delete the namespaces
 #
 # Environment (read by `up`, recorded in $LAB/lab.env):
@@ -26,7 +27,7 @@ set -euo pipefail
 
 die_usage() { echo "nslab.sh: $*" >&2; exit 2; }
 cmd=${1:-}
-[ -n "$cmd" ] || die_usage "usage: LAB=DIR [NODES=3 RATE=1000 NET=10.99] nslab.sh up|down|status|stats|shape MBIT|exec CMD...|on N CMD..."
+[ -n "$cmd" ] || die_usage "usage: LAB=DIR [NODES=3 RATE=1000 NET=10.99] nslab.sh up|down|status|stats|shape MBIT|link N up|down|exec CMD...|on N CMD..."
 [ -n "${LAB:-}" ] || die_usage "set LAB to the lab directory (e.g. LAB=\$(mktemp -d /tmp/nslab.XXXX))"
 LAB=$(realpath -m "$LAB")
 CONF=$LAB/etc/slurm.conf
@@ -220,6 +221,14 @@ import json, sys
 s = json.load(sys.stdin)[0]["stats64"]
 print(json.dumps({"node": sys.argv[1], "up_bytes": s["tx"]["bytes"], "down_bytes": s["rx"]["bytes"]}))' "n$i"
     done ;;
+  link)
+    # Node N's link down or up (`ip link set eth0 down|up` in its namespace): every connection of the node stalls
+    # (no packet in or out, no reset), as when its switch port flaps or its switch reboots. The link keeps its
+    # shaping; `up` restores its route.
+    load_env
+    [[ ${2:-} =~ ^[0-9]+$ ]] && ((${2} >= 1 && ${2} <= NODES)) || die_usage "link needs a node number 1..$NODES"
+    [[ ${3:-} == up || ${3:-} == down ]] || die_usage "link needs up or down after the node number"
+    in_ns "$(node_ns "$2")" ip link set eth0 "$3" ;;
   on)
     # Runs CMD in node N's network namespace (not in the sandbox: node names do not resolve, use NET.0.N).
     load_env
@@ -236,5 +245,5 @@ print(json.dumps({"node": sys.argv[1], "up_bytes": s["tx"]["bytes"], "down_bytes
     shift
     [ $# -gt 0 ] || die_usage "exec needs a command"
     SLURM_CONF=$CONF exec "${CLIENT_WRAP[@]}" "$@" ;;
-  *) die_usage "unknown command '$cmd' (up, down, status, stats, shape, exec or on)" ;;
+  *) die_usage "unknown command '$cmd' (up, down, status, stats, shape, link, exec or on)" ;;
 esac

@@ -154,8 +154,11 @@ Result<std::string> export_onnx(const nn::ModelDescription& model, std::span<con
     onnx::GraphProto& graph = *proto.mutable_graph();
     graph.set_name(model.name.empty() ? "psrun" : model.name);
     Writer writer(model, params, graph);
-    const std::string input = model.image_input() ? writer.fresh("images") : model.input_name;
-    if (input != model.input_name) writer.rename(model.input_name, input);
+    // An image model's input is called "images" in every export (psrun predict and the docs'
+    // OpenCV examples feed that name); the value already named so keeps it.
+    const bool rename = model.image_input() && model.input_name != "images";
+    const std::string input = rename ? writer.fresh("images") : model.input_name;
+    if (rename) writer.rename(model.input_name, input);
     set_value_info(*graph.add_input(), input, model.input);
     for (const auto& node : model.nodes) {
         const nn::OpSchema* schema = nn::find_op(node.op);

@@ -5,7 +5,10 @@
 //   exact GELU: y = Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5)             -> gelu
 //   a linear layer on [..., F]: y = Add(MatMul(x, Transpose(W)), b)          -> dense
 //   the same with W [F, U] as stored (TF's layout): MatMul(x, W) + b      -> transpose(W), dense
+//   a Pad that pads nothing (PyTorch's AvgPool2d writes one before every AveragePool)
+//                                                                           -> its input
 // A pattern matches only where each inner value has its next node as its only reader.
+#include <algorithm>
 #include <cmath>
 
 #include "workerd/onnx/onnx_importer.h"
@@ -228,11 +231,41 @@ Result<bool> linear_plain(Matcher& m, int i) {
     return true;
 }
 
+// Pad with all pads 0 (from the pads input, opset >= 11, or the attribute before): no layer.
+Result<bool> empty_pad(Matcher& m, int i) {
+    const auto& n = m.node(i);
+    if (n.op_type() != "Pad" || n.input_size() < 1) return false;
+    std::optional<std::vector<std::int64_t>> pads;
+    if (n.input_size() >= 2 && !n.input(1).empty()) {
+        const Known* k = m.im_.known(n.input(1));
+        if (k == nullptr) {
+            const auto* t = m.im_.graph().initializer(n.input(1));
+            if (t == nullptr) t = m.im_.graph().constant(n.input(1));
+            if (t == nullptr) return false;
+            auto c = known_from_tensor(*t);
+            if (!c) return false;
+            pads = c->plain_ints();
+        } else {
+            pads = k->plain_ints();
+        }
+    } else {
+        auto a = ints_attr(n, "pads");
+        if (!a || !*a) return false;
+        pads = **a;
+    }
+    if (!pads || std::any_of(pads->begin(), pads->end(), [](std::int64_t p) { return p != 0; })) return false;
+    auto input = m.im_.data_value(n.input(0), node_label(n, i));
+    if (!input) return tl::unexpected(input.error());
+    m.im_.bind(n.output(0), *input);
+    m.im_.consume(i);
+    return true;
+}
+
 }  // namespace
 
 Result<bool> import_pattern(Importer& importer, int i) {
     Matcher m(importer);
-    for (auto* pattern : {layer_norm, gelu, linear, linear_plain}) {
+    for (auto* pattern : {layer_norm, gelu, linear, linear_plain, empty_pad}) {
         auto matched = pattern(m, i);
         if (!matched || *matched) return matched;
     }
