@@ -65,6 +65,11 @@ public:
     // The value of input i when it is a constant fill whose shape depends on the batch size
     // (ConstantOfShape of Shape(x): an LSTM's zero initial state); nullopt otherwise.
     virtual std::optional<float> fill(std::size_t i) const = 0;
+    // What a pattern recognised before the walk found input i to be, or nullptr: e.g.
+    // {"pattern": "pytorch_rnn_weights", ...} for the gate reordering PyTorch's exporter writes
+    // on an RNN's parameters (its producers are then never imported; workerd/onnx/
+    // onnx_importer.h, claim_rnn_weights).
+    virtual const nlohmann::json* pattern(std::size_t i) const = 0;
 
     // Attributes: `fallback` when absent; a wrong type is an error naming the attribute.
     virtual Result<std::int64_t> int_attr(const std::string& name, std::int64_t fallback) const = 0;

@@ -24,6 +24,7 @@ const std::vector<const OpSchema*>& all_schemas() {
             &concat_schema(), &split_schema(),
             &slice_schema(), &pad_schema(),
             &batch_norm_schema(), &layer_norm_schema(),
+            &embedding_schema(), &gather_schema(), &lstm_schema(), &gru_schema(),
         };
         for (const auto* a : activation_schemas()) s.push_back(a);
         for (const auto* a : binary_schemas()) s.push_back(a);

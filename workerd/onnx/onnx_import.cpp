@@ -147,6 +147,9 @@ public:
         if (k == nullptr || !k->symbolic_dims) return std::nullopt;
         return static_cast<float>(k->fill);
     }
+    const nlohmann::json* pattern(std::size_t i) const override {
+        return has_input(i) ? im_.note(node_.input(static_cast<int>(i))) : nullptr;
+    }
 
     Result<std::int64_t> int_attr(const std::string& name, std::int64_t fallback) const override {
         auto v = onnx_io::int_attr(node_, name, fallback);
@@ -384,6 +387,7 @@ Result<nn::ModelDescription> Importer::run(const std::string& name, const std::s
     model_.input_name = unique_name(graph_.input().name());
     builder_ = std::make_unique<nn::GraphBuilder>(model_, "model " + source_);
     values_[graph_.input().name()] = model_.input_name;
+    if (auto ok = claim_rnn_weights(*this); !ok) return tl::unexpected(ok.error());
     // A final Softmax or LogSoftmax is the loss's own: the output is its input (the logits).
     std::string output = graph_.output();
     const int last = graph_.producer(output);

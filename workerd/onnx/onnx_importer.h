@@ -49,6 +49,13 @@ public:
     void consume(int i) { consumed_.insert(i); }
     bool consumed(int i) const { return consumed_.count(i) != 0; }
     Error refuse(int node, const std::string& what) const;
+    // What a pattern found an ONNX value to be (OnnxNodeImport::pattern), recorded before the
+    // walk; nullptr when nothing.
+    void note(const std::string& onnx_value, nlohmann::json found) { notes_[onnx_value] = std::move(found); }
+    const nlohmann::json* note(const std::string& onnx_value) const {
+        const auto it = notes_.find(onnx_value);
+        return it == notes_.end() ? nullptr : &it->second;
+    }
 
 private:
     Result<void> import_node(int i);
@@ -64,6 +71,7 @@ private:
     std::map<std::string, std::string> tensor_names_;    // initializer -> tensor name
     std::set<std::string> names_;
     std::set<int> consumed_;
+    std::map<std::string, nlohmann::json> notes_;
 };
 
 // Fused patterns (onnx_patterns.cpp): when node i starts one (LayerNorm's ReduceMean/Sub/Pow/
@@ -71,5 +79,12 @@ private:
 // MatMul(x, Transpose(W)) + Add(b)), imports it as one layer, marks its nodes consumed and
 // returns true.
 Result<bool> import_pattern(Importer& importer, int i);
+
+// Before the walk (onnx_rnn_weights.cpp): every LSTM or GRU node whose W, R and B are PyTorch's
+// gate reordering of its parameters (Slice/Concat/Unsqueeze of float initializers, as
+// torch.onnx.export writes it without constant folding) gets a note on its W input
+// ({"pattern": "pytorch_rnn_weights", "bias": b, "tensors": {"w_ih": tensor, ...}}), and the
+// reordering's nodes are consumed, so the kind binds PyTorch's own tensors.
+Result<void> claim_rnn_weights(Importer& importer);
 
 }  // namespace psrun::onnx_io

@@ -41,6 +41,10 @@ std::vector<const OpSchema*> reduce_schemas();
 const OpSchema& pad_schema();
 const OpSchema& batch_norm_schema();
 const OpSchema& layer_norm_schema();
+const OpSchema& embedding_schema();
+const OpSchema& gather_schema();
+const OpSchema& lstm_schema();
+const OpSchema& gru_schema();
 
 // Kernels (ops/<file>_kernel.cpp).
 std::unique_ptr<Kernel> make_conv_kernel();
@@ -65,6 +69,9 @@ std::unique_ptr<Kernel> make_reduce_kernel();
 std::unique_ptr<Kernel> make_pad_kernel();
 std::unique_ptr<Kernel> make_batch_norm_kernel();
 std::unique_ptr<Kernel> make_layer_norm_kernel();
+std::unique_ptr<Kernel> make_embedding_kernel();
+std::unique_ptr<Kernel> make_gather_kernel();
+std::unique_ptr<Kernel> make_rnn_kernel();
 std::unique_ptr<Kernel> make_fused_conv_relu_pool_kernel();
 std::unique_ptr<Kernel> make_conv_relu_blocked_pool_kernel();
 

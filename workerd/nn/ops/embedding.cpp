@@ -1,0 +1,175 @@
+// Lookups by index:
+//   embedding: {"kind": "embedding", "vocabulary": V, "dim": D, "init": normal(0, 1)}: reads
+//     int ids [N, ...] and gives their rows of the table, [N, ..., D] floats (PyTorch's
+//     nn.Embedding; its default init). Tensor: table [V, D] (slot "table"). An id outside
+//     [0, V) stops the step with an error naming the example. ONNX: Gather(table, ids).
+//   gather: {"kind": "gather", "axis": a, "indices": i | [i, ...]}: constant indices into a
+//     float value along a non-batch axis (ONNX's Gather with a constant index: y[:, -1, :]
+//     after an LSTM). A single index removes the axis, a list keeps it with that many entries;
+//     indices may be negative (from the end; canonical form: as given). No tensors. ONNX:
+//     Gather.
+// ONNX import: Gather whose data is a float initializer [V, D] and whose indices are an int
+// graph value is an embedding (the initializer bound to "table"); Gather of a float graph value
+// with constant 0-D or 1-D indices is a gather. Gathers on shapes never get here: the importer
+// evaluates them.
+#include "workerd/nn/onnx_bridge.h"
+#include "workerd/nn/op_schema.h"
+#include "workerd/nn/ops/ops.h"
+
+namespace psrun::nn {
+
+namespace {
+
+Result<void> parse_embedding(FieldReader& reader, nlohmann::json& attrs) {
+    auto vocabulary = reader.integer("vocabulary", std::nullopt, 1, kMaxTensorElements);
+    if (!vocabulary) return tl::unexpected(vocabulary.error());
+    auto dim = reader.integer("dim", std::nullopt, 1, kMaxTensorElements);
+    if (!dim) return tl::unexpected(dim.error());
+    Initializer init{InitKind::kNormal, 1.0};
+    if (reader.has("init")) {
+        auto parsed = parse_initializer(reader.raw("init"), reader.where() + ": field \"init\"");
+        if (!parsed) return tl::unexpected(parsed.error());
+        init = *parsed;
+    }
+    attrs["vocabulary"] = *vocabulary;
+    attrs["dim"] = *dim;
+    attrs["init"] = to_json(init);
+    return {};
+}
+
+Result<void> infer_embedding(InferContext& context) {
+    const ValueInfo& in = context.input(0);
+    if (in.type != ElementType::kInt)
+        return tl::unexpected(op_error(std::string("expects int ids [N, ...], got ") + to_string(in.type) + " " + to_string(in.dims) +
+                                       " (an embedding looks up rows by id)"));
+    if (in.rank() > 5) return tl::unexpected(op_error("the output would have more than 6 dims"));
+    const std::int64_t vocabulary = context.attr_int("vocabulary"), dim = context.attr_int("dim");
+    Dims out = in.dims;
+    out.push_back(Dim::of(dim));
+    const auto count = elements_per_example(out);
+    if (!count) return tl::unexpected(op_error("the output " + to_string(out) + " has more than 2^31-1 elements"));
+    context.set_output(0, ValueInfo{out});
+    if (auto ok = context.tensor("table", {vocabulary, dim}, attr_initializer(context.attrs(), "init")); !ok) return ok;
+    context.add_flops(0);  // a copy per output element, no arithmetic
+    return {};
+}
+
+Result<void> parse_gather(FieldReader& reader, nlohmann::json& attrs) {
+    auto axis = reader.integer("axis", std::nullopt, -6, 5);
+    if (!axis) return tl::unexpected(axis.error());
+    if (!reader.has("indices")) return tl::unexpected(reader.fail("indices", "missing (an integer or a list of integers)"));
+    const auto& raw = reader.raw("indices");
+    const auto is_index = [](const nlohmann::json& v) {
+        return v.is_number_integer() && v.get<std::int64_t>() > -kMaxTensorElements && v.get<std::int64_t>() < kMaxTensorElements;
+    };
+    bool ok = is_index(raw);
+    if (raw.is_array()) {
+        ok = !raw.empty() && raw.size() <= 65536;
+        for (const auto& v : raw) ok = ok && is_index(v);
+    }
+    if (!ok) return tl::unexpected(reader.fail("indices", "expected an integer or a list of 1 to 65536 integers, got " + describe_value(raw)));
+    attrs["axis"] = *axis;
+    attrs["indices"] = raw;
+    return {};
+}
+
+Result<void> infer_gather(InferContext& context) {
+    const ValueInfo& in = context.input(0);
+    const auto rank = static_cast<std::int64_t>(in.rank());
+    std::int64_t axis = context.attr_int("axis");
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank)
+        return tl::unexpected(op_error("axis " + std::to_string(context.attr_int("axis")) + " is outside the input's " +
+                                       std::to_string(rank) + " dims"));
+    const Dim along = in.dims[static_cast<std::size_t>(axis)];
+    if (along.batch)
+        return tl::unexpected(op_error("axis " + std::to_string(axis) + " of " + to_string(in.dims) +
+                                       " is the batch axis: constant indices can only select along another"));
+    const auto& indices = context.attrs().at("indices");
+    std::vector<std::int64_t> list;
+    if (indices.is_array()) list = indices.get<std::vector<std::int64_t>>();
+    else list.push_back(indices.get<std::int64_t>());
+    for (const auto i : list)
+        if (i < -along.value || i >= along.value)
+            return tl::unexpected(op_error("index " + std::to_string(i) + " is outside [-" + std::to_string(along.value) +
+                                           ", " + std::to_string(along.value) + ") (axis " + std::to_string(axis) +
+                                           " of " + to_string(in.dims) + ")"));
+    Dims out(in.dims.begin(), in.dims.begin() + axis);
+    if (indices.is_array()) out.push_back(Dim::of(static_cast<std::int64_t>(list.size())));
+    out.insert(out.end(), in.dims.begin() + axis + 1, in.dims.end());
+    if (out.empty() || !has_batch(out))
+        return tl::unexpected(op_error("the output " + to_string(out) + " would have no batch axis"));
+    context.set_output(0, ValueInfo{out, in.type});
+    context.add_flops(0);
+    return {};
+}
+
+Result<void> import_gather(OnnxNodeImport& node) {
+    auto axis = node.int_attr("axis", 0);
+    if (!axis) return tl::unexpected(axis.error());
+    const ValueInfo* indices = node.info(1);
+    const std::string table = node.initializer(0);
+    if (!table.empty() && indices != nullptr && indices->type == ElementType::kInt) {
+        const auto dims = node.constant_shape(0);
+        if (!dims || dims->size() != 2 || *axis != 0)
+            return tl::unexpected(node.refuse("an embedding lookup needs a [V, D] table gathered along axis 0"));
+        auto ids = node.value(1);
+        if (!ids) return tl::unexpected(ids.error());
+        auto name = node.emit({{"kind", "embedding"}, {"inputs", {*ids}}, {"vocabulary", (*dims)[0]}, {"dim", (*dims)[1]},
+                               {"tensors", {{"table", table}}}});
+        if (!name) return tl::unexpected(name.error());
+        node.bind_output(0, *name);
+        return {};
+    }
+    const ValueInfo* data = node.info(0);
+    if (data == nullptr || data->type != ElementType::kFloat)
+        return tl::unexpected(node.refuse("the engine gathers rows of a float initializer by int ids (an embedding) or "
+                                          "entries of a float value by constant indices; this Gather is neither"));
+    const auto list = node.ints(1);
+    const auto shape = node.constant_shape(1);
+    if (!list || !shape || shape->size() > 1)
+        return tl::unexpected(node.refuse("its indices must be constant, a scalar or a 1-D list (they are computed at run "
+                                          "time or have more dims)"));
+    auto x = node.value(0);
+    if (!x) return tl::unexpected(x.error());
+    const nlohmann::json index = shape->empty() ? nlohmann::json(list->front()) : nlohmann::json(*list);
+    auto name = node.emit({{"kind", "gather"}, {"inputs", {*x}}, {"axis", *axis}, {"indices", index}});
+    if (!name) return tl::unexpected(name.error());
+    node.bind_output(0, *name);
+    return {};
+}
+
+Result<void> export_embedding(OnnxNodeExport& out) {
+    out.add("Gather", {out.input(1), out.input(0)}, {out.output(0)}, {{"axis", std::int64_t{0}}}, out.node().name);
+    return {};
+}
+
+Result<void> export_gather(OnnxNodeExport& out) {
+    const Node& node = out.node();
+    const auto& indices = node.attrs.at("indices");
+    std::string name;
+    if (indices.is_array()) {
+        name = out.int64_constant(node.name + "/indices", indices.get<std::vector<std::int64_t>>());
+    } else {  // a 0-D index: a one-element initializer reshaped to a scalar
+        const std::string one = out.int64_constant(node.name + "/index", {indices.get<std::int64_t>()});
+        name = out.fresh(node.name + "/scalar");
+        out.add("Squeeze", {one, out.int64_constant(node.name + "/axes", {0})}, {name}, {}, node.name + "/scalar");
+    }
+    out.add("Gather", {out.input(0), name}, {out.output(0)}, {{"axis", node.attrs.at("axis").get<std::int64_t>()}}, node.name);
+    return {};
+}
+
+}  // namespace
+
+const OpSchema& embedding_schema() {
+    static const OpSchema s{"embedding", 1, 1, parse_embedding, infer_embedding, {"Gather"}, import_gather, export_embedding,
+                            false};
+    return s;
+}
+
+const OpSchema& gather_schema() {
+    static const OpSchema s{"gather", 1, 1, parse_gather, infer_gather, {}, nullptr, export_gather};
+    return s;
+}
+
+}  // namespace psrun::nn

@@ -1,0 +1,62 @@
+// What the recurrent kinds (lstm, gru: rnn.cpp) and their kernel (rnn_kernel.cpp) share: the
+// cell, the directions, and where each direction's weights and biases live in the node's
+// tensors, whichever layout the node binds:
+//   "pytorch": per direction (suffix "" and, bidirectional, "_reverse") w_ih [G*H, I],
+//     w_hh [G*H, H], b_ih [G*H], b_hh [G*H], gates in PyTorch's order (LSTM i, f, g, o; GRU r,
+//     z, n): nn.LSTM's and nn.GRU's parameters, byte for byte;
+//   "onnx": W [dirs, G*H, I], R [dirs, G*H, H], B [dirs, 2*G*H] (W's biases, then R's), gates
+//     in ONNX's order (LSTM i, o, f, c; GRU z, r, h).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "workerd/nn/model_description.h"
+
+namespace psrun::nn {
+
+enum class RnnCell : std::uint8_t { kLstm, kGru, kLbrGru };
+
+// The four parts of one direction's parameters.
+enum class RnnPart : std::uint8_t { kWeightsInput, kWeightsHidden, kBiasInput, kBiasHidden };
+
+struct RnnSpec {
+    RnnCell cell = RnnCell::kLstm;
+    std::int64_t hidden = 1;
+    std::int64_t input = 1;  // features per step
+    int dirs = 1;
+    std::string direction = "forward";  // "forward", "reverse", "bidirectional"
+    bool batch_first = false;
+    bool bias = true;
+    bool pytorch_layout = true;
+    int gates() const { return cell == RnnCell::kLstm ? 4 : 3; }
+    // order[k]: the index, in the tensors' gate order, of oneDNN's gate k (LSTM i, f, c, o;
+    // GRU u (= z), r, o (= n)).
+    std::array<int, 4> order{0, 1, 2, 3};
+};
+
+// From a node's canonical attrs and its input's features per step.
+RnnSpec rnn_spec(const Node& node, std::int64_t input_features);
+
+struct RnnSlot {
+    std::string name;
+    std::vector<std::int64_t> shape;
+};
+// The tensor slots in the order the node binds them.
+std::vector<RnnSlot> rnn_slots(const RnnSpec& spec);
+
+// Where direction d's part lives: the slot (index into rnn_slots) and the offset in floats.
+// REQUIRES: spec.bias for the bias parts.
+struct RnnLocation {
+    std::size_t slot = 0;
+    std::int64_t offset = 0;
+};
+RnnLocation rnn_location(const RnnSpec& spec, int d, RnnPart part);
+
+// PyTorch's and ONNX's gate orders: onnx_from_pytorch[k] is the PyTorch gate at ONNX position k
+// (LSTM 0, 3, 1, 2; GRU 1, 0, 2), as PyTorch's exporter reorders them with Slice and Concat.
+std::vector<int> onnx_gates_from_pytorch(bool lstm);
+
+}  // namespace psrun::nn
