@@ -138,14 +138,30 @@ Result<Datasets> load_from_dir(const TrainOptions& o) {
 }  // namespace
 
 ModelInput model_input(const nn::ModelDescription& model) {
-    // The example as C x H x W: [N, C, H, W] as it is, [N, A, B] as 1 x A x B (an LSTM over an
-    // image's rows reads the same values), [N, F] as 1 x 1 x F.
     const auto& d = model.input.dims;
     const auto dim = [&](std::size_t i) { return static_cast<int>(i < d.size() ? d[i].value : 1); };
     ModelInput in{model.name, 1, 1, 1, static_cast<int>(model.classes)};
-    if (d.size() == 4) in = ModelInput{model.name, dim(1), dim(2), dim(3), in.classes};
-    else if (d.size() == 3) in = ModelInput{model.name, 1, dim(1), dim(2), in.classes};
-    else if (d.size() == 2) in = ModelInput{model.name, 1, 1, dim(1), in.classes};
+    if (model.input.type == nn::ElementType::kInt) {
+        // Token ids: L per example; the vocabulary is the smallest table that reads them.
+        in.input = InputKind::kTokens;
+        in.length = nn::elements_per_example(d).value_or(0);
+        for (const auto& node : model.nodes)
+            if (node.op == "embedding" && !node.inputs.empty() && node.inputs[0] == model.input_name) {
+                const auto v = node.attrs.value("vocabulary", std::int64_t{0});
+                if (v > 0 && (in.vocabulary == 0 || v < in.vocabulary)) in.vocabulary = v;
+            }
+    } else if (d.size() == 4) {  // [N, C, H, W]
+        in = ModelInput{model.name, dim(1), dim(2), dim(3), in.classes};
+    } else if (d.size() == 3) {  // [N, A, B]: 1 x A x B (an LSTM over an image's rows reads the same values)
+        in = ModelInput{model.name, 1, dim(1), dim(2), in.classes};
+    } else {  // [N, F]
+        in.input = InputKind::kFeatures;
+        in.length = dim(1);
+    }
+    if (model.loss != nn::LossKind::kSoftmaxCrossEntropy) {
+        in.target = TargetKind::kVector;
+        in.target_length = nn::elements_per_example(model.value(model.output).dims).value_or(0);
+    }
     return in;
 }
 

@@ -37,7 +37,11 @@ std::unique_ptr<nn::Network> make_network(const nn::ModelDescription& model, nn:
     return std::move(*created);
 }
 
-BatchView batch_view(nn::Network& network) { return {network.input(), {}, network.labels(), {}}; }
+// The network's batch buffers: float or id inputs (the other span is empty), class labels or
+// target vectors (as its loss reads them; the other is empty).
+BatchView batch_view(nn::Network& network) {
+    return {network.input(), network.input_ids(), network.labels(), network.targets()};
+}
 }  // namespace
 
 Trainer::Trainer(const TrainerConfig& config, const LabeledImages& train, const LabeledImages& test)

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The seven networks of the graph-engine acceptance (bench/networks.py: ResNet-20, a BatchNorm
+# CNN, a MobileNet-style block, an MLP with LayerNorm and GELU, an LSTM over image rows, a
+# Transformer encoder, an embedding-bag classifier), written as torch.nn modules and exported by
+# torch.onnx.export as docs/models.md advises: each imports (`psrun model show` exits 0) and
+# trains on real MNIST (images, or MNIST turned into token ids for the embedding bag) through a
+# real psd (`psrun local --ps 1 --workers 1`) to a test accuracy well above chance after a
+# short run. The figures against PyTorch are benchmarks (docs/benchmarks.md), not this test.
+# Usage: networks_test.sh <psrun>
+set -u
+psrun=$1
+py=/usr/bin/python3
+here=$(cd "$(dirname "$0")" && pwd)
+networks=$here/../../bench/networks.py
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+check() {  # check <description> <condition...>
+    local what=$1; shift
+    if "$@"; then echo "ok: $what"; else echo "FAILED: $what"; fail=1; fi
+}
+
+timeout 300 "$psrun" data fetch --dataset mnist >/dev/null || { echo "FAILED: psrun data fetch"; exit 1; }
+mnist=${XDG_CACHE_HOME:-$HOME/.cache}/psrun/data/mnist
+timeout 300 "$py" "$networks" export "$tmp" >"$tmp/export.log" 2>&1
+check "networks.py exports the seven networks" test -s "$tmp/embedding_bag.onnx"
+timeout 120 "$py" "$networks" tokens "$mnist" "$tmp/tokens" >/dev/null 2>&1
+check "networks.py writes MNIST as token ids" test -s "$tmp/tokens/train-tokens.npy"
+
+accuracy() { "$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["test_accuracy"])' "$1/summary.json" 2>/dev/null; }
+
+# name steps batch learning-rate minimum-accuracy [data options]
+while read -r name steps batch lr minimum data; do
+    timeout 30 "$psrun" model show "$tmp/$name.onnx" >"$tmp/$name.show" 2>&1
+    check "$name: model show exits 0" test $? -eq 0
+    extra=()
+    [ "$data" = tokens ] && extra=(--train-images "$tmp/tokens/train-tokens.npy" --train-labels "$tmp/tokens/train-labels.npy"
+                                   --test-images "$tmp/tokens/test-tokens.npy" --test-labels "$tmp/tokens/test-labels.npy")
+    timeout 300 "$psrun" local --ps 1 --workers 1 --grace 30 -- --model "$tmp/$name.onnx" --model-dir "$tmp/run-$name" \
+        --steps "$steps" --batch-size "$batch" --learning-rate "$lr" --precision f32 --threads 1 --log-every 1000 \
+        "${extra[@]}" >"$tmp/$name.log" 2>&1
+    rc=$?
+    check "$name: trains through psd (rc=$rc)" test "$rc" -eq 0
+    [ "$rc" -eq 0 ] || { tail -5 "$tmp/$name.log"; continue; }
+    acc=$(accuracy "$tmp/run-$name")
+    check "$name: test accuracy ${acc:-?} > $minimum after $steps steps" \
+        "$py" -c 'import sys; sys.exit(0 if float(sys.argv[1]) > float(sys.argv[2]) else 1)' "${acc:-0}" "$minimum"
+done <<'LIST'
+resnet20 100 64 1e-3 0.5 images
+bn_cnn 100 64 1e-3 0.8 images
+mobilenet 150 64 1e-3 0.6 images
+mlp_ln_gelu 150 64 1e-3 0.8 images
+lstm_rows 150 64 1e-3 0.5 images
+transformer_rows 150 64 1e-3 0.5 images
+embedding_bag 300 64 1e-2 0.5 tokens
+LIST
+
+exit $fail
