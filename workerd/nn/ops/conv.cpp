@@ -75,27 +75,14 @@ Result<void> import_conv(OnnxNodeImport& node) {
     if (!dilations) return tl::unexpected(dilations.error());
     auto group = node.int_attr("group", 1);
     if (!group) return tl::unexpected(group.error());
-    auto auto_pad = node.string_attr("auto_pad", "NOTSET");
-    if (!auto_pad) return tl::unexpected(auto_pad.error());
     nlohmann::json layer = {{"kind", "conv2d"}, {"filters", w_dims[0]}, {"kernel", {w_dims[2], w_dims[3]}},
                             {"stride", *strides}, {"bias", node.has_input(2)}};
     auto input = node.value(0);
     if (!input) return tl::unexpected(input.error());
     layer["inputs"] = {*input};
-    if (*auto_pad == "SAME_UPPER") {
-        layer["padding"] = "same";
-    } else if (*auto_pad == "VALID") {
-        layer["padding"] = "valid";
-    } else if (*auto_pad == "NOTSET") {
-        auto pads = node.ints_attr("pads");
-        if (!pads) return tl::unexpected(pads.error());
-        const std::vector<std::int64_t> p = *pads ? **pads : std::vector<std::int64_t>{0, 0, 0, 0};
-        if (p.size() != 4) return tl::unexpected(node.refuse("pads must have 4 entries"));
-        if (p == std::vector<std::int64_t>{0, 0, 0, 0}) layer["padding"] = "valid";
-        else layer["padding"] = p;
-    } else {
-        return tl::unexpected(node.refuse("auto_pad " + *auto_pad + " is not supported (SAME_UPPER, VALID, NOTSET are)"));
-    }
+    auto padding = import_padding(node);
+    if (!padding) return tl::unexpected(padding.error());
+    layer["padding"] = *padding;
     if (*group != 1) layer["groups"] = *group;
     if ((*dilations)[0] != 1 || (*dilations)[1] != 1) layer["dilation"] = *dilations;
     nlohmann::json tensors;

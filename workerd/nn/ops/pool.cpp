@@ -85,25 +85,12 @@ Result<void> import_pool(OnnxNodeImport& node) {
     auto storage = node.int_attr("storage_order", 0);
     if (!storage) return tl::unexpected(storage.error());
     if (*storage != 0) return tl::unexpected(node.refuse("storage_order 1 (column major) is not supported"));
-    auto auto_pad = node.string_attr("auto_pad", "NOTSET");
-    if (!auto_pad) return tl::unexpected(auto_pad.error());
     const bool avg = op == "AveragePool";
     nlohmann::json layer = {{"kind", avg ? "avg_pool" : "max_pool"}, {"inputs", {*input}}, {"window", *kernel},
                             {"stride", *strides}};
-    if (*auto_pad == "SAME_UPPER") {
-        layer["padding"] = "same";
-    } else if (*auto_pad == "VALID") {
-        layer["padding"] = "valid";
-    } else if (*auto_pad == "NOTSET") {
-        auto pads = node.ints_attr("pads");
-        if (!pads) return tl::unexpected(pads.error());
-        const std::vector<std::int64_t> p = *pads ? **pads : std::vector<std::int64_t>{0, 0, 0, 0};
-        if (p.size() != 4) return tl::unexpected(node.refuse("pads must have 4 entries"));
-        if (p == std::vector<std::int64_t>{0, 0, 0, 0}) layer["padding"] = "valid";
-        else layer["padding"] = p;
-    } else {
-        return tl::unexpected(node.refuse("auto_pad " + *auto_pad + " is not supported (SAME_UPPER, VALID, NOTSET are)"));
-    }
+    auto padding = import_padding(node);
+    if (!padding) return tl::unexpected(padding.error());
+    layer["padding"] = *padding;
     if (*ceil) layer["ceil_mode"] = true;
     if (avg) {
         auto include = node.int_attr("count_include_pad", 0);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "workerd/nn/onnx_bridge.h"
 #include "workerd/nn/op_schema.h"
 #include "workerd/nn/shape.h"
 #include "workerd/nn/ops/ops.h"
@@ -78,6 +79,21 @@ bool pads_are_same(const Window2d& w, std::int64_t ih, std::int64_t iw) {
     const AxisPlan rows = plan_axis(ih, (w.kh - 1) * w.dh + 1, w.sh, Padding::kSame);
     const AxisPlan cols = plan_axis(iw, (w.kw - 1) * w.dw + 1, w.sw, Padding::kSame);
     return w.pt == rows.pad_before && w.pb == rows.pad_after && w.pl == cols.pad_before && w.pr == cols.pad_after;
+}
+
+Result<nlohmann::json> import_padding(OnnxNodeImport& node) {
+    auto auto_pad = node.string_attr("auto_pad", "NOTSET");
+    if (!auto_pad) return tl::unexpected(auto_pad.error());
+    if (*auto_pad == "SAME_UPPER") return nlohmann::json("same");
+    if (*auto_pad == "VALID") return nlohmann::json("valid");
+    if (*auto_pad != "NOTSET")
+        return tl::unexpected(node.refuse("auto_pad " + *auto_pad + " is not supported (SAME_UPPER, VALID, NOTSET are)"));
+    auto pads = node.ints_attr("pads");
+    if (!pads) return tl::unexpected(pads.error());
+    const std::vector<std::int64_t> p = *pads ? **pads : std::vector<std::int64_t>{0, 0, 0, 0};
+    if (p.size() != 4) return tl::unexpected(node.refuse("pads must have 4 entries"));
+    if (p == std::vector<std::int64_t>{0, 0, 0, 0}) return nlohmann::json("valid");
+    return nlohmann::json(p);
 }
 
 }  // namespace psrun::nn

@@ -15,6 +15,8 @@
 
 namespace psrun::nn {
 
+class OnnxNodeImport;
+
 struct Window2d {
     std::int64_t kh = 1, kw = 1;  // kernel (window) size
     std::int64_t sh = 1, sw = 1;  // stride
@@ -31,6 +33,11 @@ Result<void> parse_padding(FieldReader& reader, nlohmann::json& attrs);
 Result<Window2d> plan_window(const nlohmann::json& padding, std::int64_t ih, std::int64_t iw, std::int64_t kh,
                              std::int64_t kw, std::int64_t sh, std::int64_t sw, std::int64_t dh, std::int64_t dw,
                              bool ceil_mode, const char* noun);
+
+// The "padding" option of an ONNX Conv or pool node (opset 13): auto_pad SAME_UPPER -> "same",
+// VALID or all-zero pads -> "valid", other pads -> [top, left, bottom, right]. Refuses (naming
+// the node) SAME_LOWER and pads of another length.
+Result<nlohmann::json> import_padding(OnnxNodeImport& node);
 
 // True when the pads of `w` are TF's same split for its input size.
 bool pads_are_same(const Window2d& w, std::int64_t ih, std::int64_t iw);
