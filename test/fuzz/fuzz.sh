@@ -80,16 +80,33 @@ if [ "$stale" = 1 ]; then
   fi
   rm -rf "$probe"
   echo "building $exe"
+  # Objects are shared between targets (model and onnx both compile the whole description
+  # library): one per source in $out_dir/obj, rebuilt when its depfile names a newer file, and
+  # locked while compiled so that two targets built at once compile each source once.
+  mkdir -p "$out_dir/obj"
   objs=()
   for s in test/fuzz/${target}_fuzz.cpp $sources; do
-    obj=$out_dir/$target.$(basename "$s" .cpp).o
-    "$cxx" -std=c++20 -O1 -gline-tables-only -march=native -fsanitize=fuzzer,address,undefined \
-        -fno-sanitize-recover=undefined -I"$src" -MMD -MF "$obj.d" -c "$src/$s" -o "$obj"
+    obj=$out_dir/obj/$(echo "$s" | tr / _ | sed 's/\.cpp$//').o
+    (
+      flock 9
+      fresh=0
+      if [ -f "$obj" ] && [ -f "$obj.d" ] && [ "$obj" -nt "$0" ]; then
+        fresh=1
+        for f in $(sed -e 's/\\$//' -e 's/^[^:]*://' "$obj.d"); do
+          if [ "$f" -nt "$obj" ]; then fresh=0; break; fi
+        done
+      fi
+      if [ "$fresh" = 0 ]; then
+        "$cxx" -std=c++20 -O1 -gline-tables-only -march=native -fsanitize=fuzzer,address,undefined \
+            -fno-sanitize-recover=undefined -I"$src" -MMD -MF "$obj.d.tmp" -c "$src/$s" -o "$obj.tmp"
+        mv "$obj.d.tmp" "$obj.d"
+        mv "$obj.tmp" "$obj"
+      fi
+    ) 9>"$obj.lock"
     objs+=("$obj")
   done
   "$cxx" -fsanitize=fuzzer,address,undefined "${objs[@]}" $libs -o "$exe.tmp"
   cat "${objs[@]/%/.d}" > "$exe.d"
-  rm -f "${objs[@]}" "${objs[@]/%/.d}"
   mv "$exe.tmp" "$exe"
 fi
 
@@ -106,4 +123,8 @@ dict=()
 echo "fuzzing $target for $runs runs"
 timeout "${PSRUN_FUZZ_TIMEOUT:-3600}" "$exe" -runs="$runs" -max_len="$max_len" -timeout=10 \
   -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$out_dir/crash-$target-" \
-  "${dict[@]}" "$@" "$corpus"
+  "${dict[@]}" "$@" "$corpus" && exit 0
+# libFuzzer's own exit code for a crash is 77, which meson reads as "skipped": say 1.
+rc=$?
+echo "fuzz target $target failed (exit $rc): crash, leak, timeout or out-of-memory; the input is in $out_dir/crash-$target-*" >&2
+exit 1

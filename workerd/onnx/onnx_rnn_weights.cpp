@@ -120,7 +120,7 @@ private:
             if (n.input_size() > 3 && !n.input(3).empty() && ints(n.input(3)) != std::vector<std::int64_t>{0}) return "";
             if (n.input_size() > 4 && !n.input(4).empty() && ints(n.input(4)) != std::vector<std::int64_t>{1}) return "";
             const std::int64_t a = (*start)[0], b = (*end)[0];
-            if (a < 0 || b <= a || a % hidden_ != 0 || b % hidden_ != 0) return "";
+            if (a < 0 || b <= a || b > init->dims(0) || a % hidden_ != 0 || b % hidden_ != 0) return "";  // within p
             for (std::int64_t k = a / hidden_; k < b / hidden_; ++k) blocks.push_back(static_cast<int>(k));
             nodes_.push_back(s);
         }
