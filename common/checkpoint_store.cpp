@@ -63,7 +63,8 @@ Result<void> write_file_atomically(const std::string& path, const std::string& t
         ::unlink(tmp.c_str());
         return make_error(ErrorCode::kIo, path + ": cannot write: " + std::strerror(err));
     }
-    return sync_path(fs::path(path).parent_path().string(), O_RDONLY | O_DIRECTORY);
+    const fs::path dir = fs::path(path).parent_path();  // "" for a bare file name: the working directory
+    return sync_path(dir.empty() ? std::string(".") : dir.string(), O_RDONLY | O_DIRECTORY);
 }
 
 PendingCheckpoint::PendingCheckpoint(std::string model_dir, std::string tmp_dir, std::int64_t step,
