@@ -113,7 +113,7 @@ Result<std::vector<float>> predict_probabilities(const InferenceModel& model, co
     for (std::size_t start = 0; start < count; start += batch) {
         const std::size_t valid = std::min(batch, count - start);
         for (std::size_t i = 0; i < batch; ++i) indices[i] = static_cast<std::uint32_t>(i < valid ? start + i : 0);
-        fill_batch(images, indices, net.input(), net.labels());
+        fill_examples(images, indices, BatchView{net.input(), net.input_ids(), net.labels(), net.targets()});
         net.forward(false);
         net.probabilities(probs);
         std::copy_n(probs.begin(), valid * classes, out.begin() + static_cast<std::ptrdiff_t>(start * classes));

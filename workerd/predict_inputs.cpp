@@ -8,6 +8,7 @@
 #include "workerd/data/pgm_reader.h"
 #include "workerd/data/png_reader.h"
 #include "workerd/data/reader_common.h"
+#include "workerd/data/split_files.h"
 
 namespace psrun::worker {
 namespace {
@@ -129,12 +130,37 @@ void append(ImageArray& all, ImageArray&& a) {
     all.count += a.count;
 }
 
+// Token ids or feature vectors: one .npy array of rows per file, appended in order.
+Result<PredictInputs> load_example_rows(const std::vector<std::string>& paths, const ModelInput& model) {
+    PredictInputs inputs;
+    LabeledImages& all = inputs.images;
+    for (const auto& path : paths) {
+        LabeledImages part;
+        if (auto ok = load_example_inputs(path, model, ImageLayout::kAuto, part); !ok) return tl::unexpected(ok.error());
+        conform_to_model(part, model);
+        part.labels.assign(part.size(), 0);
+        if (auto fits = check_fits_model(part, SplitNames{path, ""}, model); !fits) return tl::unexpected(fits.error());
+        if (all.size() == 0) {
+            all = std::move(part);
+        } else {
+            all.tokens.insert(all.tokens.end(), part.tokens.begin(), part.tokens.end());
+            all.images.f32.insert(all.images.f32.end(), part.images.f32.begin(), part.images.f32.end());
+            all.images.u8.insert(all.images.u8.end(), part.images.u8.begin(), part.images.u8.end());
+            all.images.count += part.images.count;
+            all.labels.insert(all.labels.end(), part.labels.begin(), part.labels.end());
+        }
+        inputs.names.insert(inputs.names.end(), part.size(), std::string());
+    }
+    return inputs;
+}
+
 }  // namespace
 
 Result<PredictInputs> load_predict_inputs(const std::vector<std::string>& paths, const ModelInput& model,
                                           std::optional<ResizeMode> resize) {
     PredictInputs inputs;
     if (paths.empty()) return make_error(ErrorCode::kInvalidArgument, "no image files given");
+    if (model.input != InputKind::kImage) return load_example_rows(paths, model);
     for (const auto& path : paths) {
         bool single = false;
         auto a = read_one(path, model, inputs, single, resize);

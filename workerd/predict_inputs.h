@@ -1,5 +1,7 @@
-// The images `psrun predict --images F...` classifies, each file's format chosen by its content
-// (gzip either way): IDX (as MNIST ships), NumPy .npy (uint8 or float32; shape (N, H, W),
+// The examples `psrun predict --images F...` classifies. A model taking token ids or feature
+// vectors reads .npy arrays of one row per example (integer ids: N x L; features: N x F), as
+// training reads them (workerd/data/split_files.h). An image model reads each file by its
+// content (gzip either way): IDX (as MNIST ships), NumPy .npy (uint8 or float32; shape (N, H, W),
 // (N, C, H, W), (N, H, W, C) or (N, C*H*W) flattened, as the model's input needs), or one image
 // per JPEG, PNG or PGM file. Pixels are then converted exactly as training converts them (uint8 /
 // 255, float32 as stored: workerd/data/batch_fill.h). Every image must have the model's input

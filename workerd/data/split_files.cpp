@@ -74,7 +74,30 @@ Result<std::vector<std::uint8_t>> read_npy(const std::string& path, NpyHeader& h
     return bytes;
 }
 
-Result<void> load_inputs(const std::string& path, const ModelInput& model, ImageLayout layout, LabeledImages& out) {
+Result<void> load_targets(const std::string& path, const ModelInput& model, LabeledImages& out) {
+    if (model.target == TargetKind::kClass) {
+        auto labels = read_labels_file(path);
+        if (!labels) return tl::unexpected(as_invalid(labels.error()));
+        out.labels = std::move(*labels);
+        return {};
+    }
+    NpyHeader h;
+    auto bytes = read_npy(path, h);
+    if (!bytes) return tl::unexpected(bytes.error());
+    auto rows = npy_rows(*bytes, h, path);
+    if (!rows) return tl::unexpected(rows.error());
+    auto values = npy_as_floats(*bytes, h, path);
+    if (!values) return tl::unexpected(values.error());
+    out.target = TargetKind::kVector;
+    out.targets = std::move(*values);
+    out.target_length = rows->cols;
+    return {};
+}
+
+}  // namespace
+
+Result<void> load_example_inputs(const std::string& path, const ModelInput& model, ImageLayout layout,
+                                LabeledImages& out) {
     if (model.input == InputKind::kImage) {
         auto images = read_images_file(path, layout);
         if (!images) return tl::unexpected(as_invalid(images.error()));
@@ -101,28 +124,6 @@ Result<void> load_inputs(const std::string& path, const ModelInput& model, Image
     return {};
 }
 
-Result<void> load_targets(const std::string& path, const ModelInput& model, LabeledImages& out) {
-    if (model.target == TargetKind::kClass) {
-        auto labels = read_labels_file(path);
-        if (!labels) return tl::unexpected(as_invalid(labels.error()));
-        out.labels = std::move(*labels);
-        return {};
-    }
-    NpyHeader h;
-    auto bytes = read_npy(path, h);
-    if (!bytes) return tl::unexpected(bytes.error());
-    auto rows = npy_rows(*bytes, h, path);
-    if (!rows) return tl::unexpected(rows.error());
-    auto values = npy_as_floats(*bytes, h, path);
-    if (!values) return tl::unexpected(values.error());
-    out.target = TargetKind::kVector;
-    out.targets = std::move(*values);
-    out.target_length = rows->cols;
-    return {};
-}
-
-}  // namespace
-
 Result<LabeledImages> load_split_files(const std::string& split, const SplitFiles& files,
                                        ImageLayout layout, const ModelInput* model) {
     if (model != nullptr && (model->input != InputKind::kImage || model->target != TargetKind::kClass) &&
@@ -131,7 +132,7 @@ Result<LabeledImages> load_split_files(const std::string& split, const SplitFile
             return make_error(ErrorCode::kInvalidArgument,
                               "--" + split + "-images " + files.images + " needs --" + split + "-labels");
         LabeledImages out;
-        if (auto ok = load_inputs(files.images, *model, layout, out); !ok) return tl::unexpected(ok.error());
+        if (auto ok = load_example_inputs(files.images, *model, layout, out); !ok) return tl::unexpected(ok.error());
         if (auto ok = load_targets(files.labels, *model, out); !ok) return tl::unexpected(ok.error());
         return out;  // the counts are compared by check_fits_model
     }

@@ -28,6 +28,11 @@ struct SplitFiles {
 // "train images F" / "train labels L" (for CIFAR both name the images value).
 SplitNames split_names(const std::string& split, const SplitFiles& files);
 
+// The inputs of one split from `path` into `out` as `model` takes them: images (IDX or .npy,
+// `layout`), or a .npy array of one row per example: token ids (integers) for a tokens model,
+// feature vectors (any numeric dtype) for a features model. Errors name the file.
+[[nodiscard]] Result<void> load_example_inputs(const std::string& path, const ModelInput& model, ImageLayout layout,
+                                               LabeledImages& out);
 // Loads a split and checks that it holds as many labels as images. `split` ("train" or "test")
 // only appears in messages. Every error is kInvalidArgument and names the file (a missing file
 // too: it is a wrong option value). With `model` given and taking other than images and class
