@@ -10,6 +10,8 @@ stays the digit).
 
     networks.py export OUT_DIR [NAME ...]    # NAME.onnx (training mode) and NAME.eval.onnx
     networks.py tokens DATA_DIR OUT_DIR      # {train,test}-{tokens,labels}.npy from MNIST's IDX files
+    networks.py predict NAME ONNX INPUT.npy OUT.npy   # NAME's module with ONNX's weights, by name:
+                                             # softmax probabilities of INPUT (uint8 images / 255, or ids)
     networks.py list
 
 Exports follow docs/models.md: opset 13, training=TrainingMode.TRAINING, do_constant_folding=False,
@@ -199,7 +201,42 @@ def write_tokens(data_dir, out_dir):
         print(f"wrote {out_dir}/{split}-tokens.npy ({len(images)} x 32) and {split}-labels.npy")
 
 
+def load_onnx_weights(model, path):
+    """Copies every parameter and buffer of `model` from the ONNX initializer of the same name
+    (num_batches_tracked aside); exits naming what is missing or mis-shaped."""
+    import onnx
+    from onnx import numpy_helper
+    weights = {t.name: numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer}
+    state = model.state_dict()
+    for key, value in state.items():
+        if key.endswith("num_batches_tracked"):
+            continue
+        if key not in weights:
+            sys.exit(f"{path}: no initializer named {key}")
+        if tuple(weights[key].shape) != tuple(value.shape):
+            sys.exit(f"{path}: {key} is {weights[key].shape}, the module's is {tuple(value.shape)}")
+        state[key] = torch.from_numpy(weights[key].copy())
+    model.load_state_dict(state)
+    return len(state)
+
+
+def predict(name, onnx_path, input_path, out_path):
+    model = build(name)
+    loaded = load_onnx_weights(model, onnx_path)
+    model.eval()
+    data = np.load(input_path)
+    x = torch.from_numpy(data.astype(np.int64)) if name == "embedding_bag" else \
+        torch.from_numpy(data.astype(np.float32) / 255.0).reshape(len(data), 1, 28, 28)
+    with torch.no_grad():
+        probabilities = torch.softmax(model(x), dim=1).numpy()
+    np.save(out_path, probabilities.astype(np.float32))
+    print(f"{name}: {loaded} tensors from {onnx_path}; {len(data)} predictions in {out_path}")
+
+
 def main():
+    if len(sys.argv) == 6 and sys.argv[1] == "predict":
+        predict(*sys.argv[2:])
+        return
     if len(sys.argv) < 2 or sys.argv[1] not in ("export", "tokens", "list"):
         sys.exit(__doc__)
     if sys.argv[1] == "list":
