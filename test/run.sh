@@ -30,6 +30,8 @@ try:
                 failed += 1
 except FileNotFoundError:
     failed = 1
-print(f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
+if skipped:
+    print(f"{skipped} skipped (see the meson summary above)")
+print(f"{passed} passed, {failed} failed")
 PY
 exit $rc
