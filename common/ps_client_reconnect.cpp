@@ -126,11 +126,16 @@ Result<std::uint32_t> PsClient::reconnect(std::uint32_t shard) {
         replace_socket(shard);
         send_plain(shard, hello, &body);
         const auto attempt = Clock::now();
+        spdlog::debug("{}: HELLO on a fresh connection", who);
         std::vector<zmq::pollitem_t> items;
         while (Clock::now() < deadline && !(options_.interrupted && options_.interrupted())) {
             links_->update();
             const auto limit = links_->up(shard) ? options_.connect_timeout : kUnconnectedAttempt;
-            if (Clock::now() - attempt > limit || links_->lost(shard)) break;  // a fresh socket, a fresh try
+            if (Clock::now() - attempt > limit || links_->lost(shard)) {  // a fresh socket, a fresh try
+                spdlog::debug("{}: no WELCOME after {:.1f} s (connection {}, {})", who, seconds(Clock::now() - attempt),
+                              links_->up(shard) ? "up" : "not up", links_->lost(shard) ? "lost" : "not lost");
+                break;
+            }
             items.clear();
             items.push_back({sockets_[shard].handle(), 0, ZMQ_POLLIN, 0});
             links_->append_poll_items(items);

@@ -49,9 +49,21 @@ LinkMonitor::LinkMonitor(zmq::context_t& context, std::vector<zmq::socket_t>& so
 }
 
 LinkMonitor::~LinkMonitor() {
-    for (std::size_t i = 0; i < sockets_.size() && i < links_.size(); ++i)
-        if (sockets_[i].handle() != nullptr) zmq_socket_monitor(sockets_[i].handle(), nullptr, 0);
+    for (std::uint32_t i = 0; i < sockets_.size() && i < links_.size(); ++i) stop_monitors(i);
     probes_.clear();
+}
+
+// Stops the monitors of the shard's data socket and probe and closes the probe. A monitor must
+// be stopped before its reading PAIR is closed: libzmq sends each event with a blocking send,
+// so an event with no reader left (the DISCONNECTED of a probe being closed, say) would block
+// the context's I/O thread for good, and with it every later connection of this client
+// (libzmq issue 3575).
+void LinkMonitor::stop_monitors(std::uint32_t shard) {
+    if (sockets_[shard].handle() != nullptr) zmq_socket_monitor(sockets_[shard].handle(), nullptr, 0);
+    if (probes_[shard].handle() != nullptr) {
+        zmq_socket_monitor(probes_[shard].handle(), nullptr, 0);
+        probes_[shard].close();
+    }
 }
 
 void LinkMonitor::watch(std::uint32_t shard) {
@@ -74,8 +86,7 @@ void LinkMonitor::watch(std::uint32_t shard) {
 }
 
 void LinkMonitor::unwatch(std::uint32_t shard) {
-    if (sockets_[shard].handle() != nullptr) zmq_socket_monitor(sockets_[shard].handle(), nullptr, 0);
-    probes_[shard].close();
+    stop_monitors(shard);
     links_[shard] = Link{};
 }
 

@@ -94,6 +94,7 @@ private:
         std::optional<Clock::time_point> excused_until;  // probe down after our stop: answer by then
     };
     void drain(std::uint32_t shard, zmq::socket_t& monitor, bool& up, bool probe);
+    void stop_monitors(std::uint32_t shard);
     // The probe's loss right after our own stop: give the psd a fresh heartbeat timeout.
     bool excuse(std::uint32_t shard);
 

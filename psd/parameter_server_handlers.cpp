@@ -16,6 +16,7 @@ using wire::Header;
 using wire::MessageType;
 
 void ParameterServer::on_hello(const std::string& routing, const Header& h, Parts& parts) {
+    spdlog::debug("HELLO from {} {}", h.role == wire::Role::kTool ? "tool" : "worker", h.index);
     if (h.frames.size() != 1 || h.frames[0].id != wire::kBodyFrame)
         return reply_error(routing, ErrorCode::kProtocol, "HELLO carries exactly one body frame");
     auto hello = wire::decode_hello(view(parts[2]));

@@ -181,7 +181,13 @@ TEST_CASE("psd stopped beyond --heartbeat-timeout: workers say it stopped answer
     std::this_thread::sleep_for(std::chrono::seconds(2));
     psd.signal(SIGCONT);
     const auto resumed = FaultClock::now();
-    REQUIRE(w0.wait_for_output(who + " answers again after", 60));
+    const bool again = w0.wait_for_output(who + " answers again after", 60);
+    if (!again) {
+        UNSCOPED_INFO(w0.output());
+        UNSCOPED_INFO(w1.output());
+        UNSCOPED_INFO(psd.output());
+    }
+    REQUIRE(again);
     report_figure("psd_sigstop_reconnect", "reconnected_after_sigcont_seconds", seconds_since(resumed));
     CHECK(w0.output().find("same instance, continuing") != std::string::npos);
     const int c0 = w0.wait(180);
