@@ -15,6 +15,7 @@
 #include "common/metric_targets.h"
 #include "common/result.h"
 #include "launcher/confusion_plot.h"
+#include "workerd/eval_metrics.h"
 #include "launcher/model_source.h"
 #include "workerd/class_names.h"
 #include "launcher/run_summary.h"
@@ -117,6 +118,32 @@ TestSet load_test_set(const EvalOptions& o, const worker::InferenceModel& model,
     return set;
 }
 
+// Regression (MSE, MAE) and multi-label (exact match, F1 per label) models: their figures, on
+// stdout and in eval.json; no confusion matrix.
+void report_targets(const worker::InferenceModel& model, const TestSet& test,
+                    const std::vector<float>& outputs, double seconds, const std::string& out_dir) {
+    worker::EvalAccumulator sums(model.model.loss, model.model.classes, true);
+    sums.add(outputs, {}, test.data.targets, test.data.size());
+    const worker::EvalMetrics m = sums.result();
+    std::cout << "model " << worker::describe_model(model.model) << " from " << model.source << "\n"
+              << test.data.size() << " examples of the " << test.description << ", evaluated in "
+              << fmt::format("{:.2f}", seconds) << " s\n"
+              << m.text() << "\n";
+    for (std::size_t c = 0; c < m.f1.size(); ++c) std::cout << fmt::format("label {}: F1 {:.3f}\n", c, m.f1[c]);
+    nlohmann::json summary = m.json();
+    summary["examples"] = m.examples;
+    summary["model"] = model.model.name;
+    summary["model_hash"] = nn::architecture_hash(model.model);
+    summary["source"] = model.source;
+    summary["step"] = model.step;
+    summary["test_set"] = test.description;
+    summary["eval_seconds"] = seconds;
+    const std::string json_path = std::filesystem::absolute(out_dir).string() + "/eval.json";
+    if (auto wrote = write_file_atomically(json_path, summary.dump(2) + "\n"); !wrote)
+        throw std::runtime_error(wrote.error().message);
+    std::cout << "wrote " << out_dir << "/eval.json" << std::endl;
+}
+
 void run_eval(const EvalOptions& o) {
     std::vector<double> given;
     if (!o.target_accuracy.empty()) {
@@ -146,6 +173,7 @@ void run_eval(const EvalOptions& o) {
     auto probs = worker::predict_probabilities(model, test.data, o.source.batch_size);
     if (!probs) throw std::runtime_error(probs.error().message);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!model.model.classification()) return report_targets(model, test, *probs, seconds, out_dir);
     const auto predicted = worker::arg_max(*probs, model.model.classes);
     const auto report = worker::make_report(test.data.labels, predicted, static_cast<int>(model.model.classes));
 

@@ -61,10 +61,10 @@ void ProgressHook::after_step(RunContext& ctx, const StepResult& step) {
                                    ctx.eval_seconds - window_eval_seconds_);
     // The latest test accuracy on every line (with the step it was measured at when older).
     std::string accuracy;
-    if (ctx.test_accuracy >= 0)
+    if (ctx.test_metrics)
         accuracy = ctx.accuracy_step == step.global_step
-                       ? fmt::format("  test accuracy {:.2f}%", ctx.test_accuracy * 100)
-                       : fmt::format("  test accuracy {:.2f}% (step {})", ctx.test_accuracy * 100, ctx.accuracy_step);
+                       ? "  " + ctx.test_metrics->text()
+                       : fmt::format("  {} (step {})", ctx.test_metrics->text(), ctx.accuracy_step);
     spdlog::info("step {}/{}  {:.0f} img/s (all workers {:.0f})  loss {:.4f}{}  ETA {}", step.global_step,
                  ctx.last_step, worker_ips, all_ips, loss, accuracy, format_duration(eta));
     if (ctx.metrics)
@@ -92,22 +92,25 @@ void ProgressHook::end(RunContext& ctx, const StepResult& last) {
                  "img/s){}",
                  last.global_step, ctx.local_steps, ctx.train_seconds, double(ctx.local_steps) * batch / t,
                  double(last.global_step - ctx.start_step) * batch / t,
-                 ctx.test_accuracy >= 0 ? fmt::format(", final test accuracy {:.2f}%", ctx.test_accuracy * 100)
-                                        : std::string(" (not evaluated: preempted)"));
+                 ctx.test_metrics ? ", final " + ctx.test_metrics->text() : std::string(" (not evaluated: preempted)"));
 }
 
 void EvalHook::evaluate(RunContext& ctx, std::uint64_t global_step) {
     const auto t0 = Clock::now();
-    ctx.test_accuracy = ctx.trainer->evaluate();
+    ctx.test_metrics = ctx.trainer->evaluate();
+    ctx.test_accuracy = ctx.test_metrics->score();
     ctx.accuracy_step = global_step;
     ctx.eval_seconds += seconds_since(t0);
     last_eval_ = global_step;
-    ctx.evaluations.push_back(
-        {{"global_step", global_step}, {"test_accuracy", ctx.test_accuracy}, {"elapsed_seconds", ctx.elapsed()}});
-    if (ctx.metrics) ctx.metrics->write(static_cast<std::int64_t>(global_step), {{"test_accuracy", ctx.test_accuracy}});
+    const nlohmann::json figures = ctx.test_metrics->json();
+    nlohmann::json point = {{"global_step", global_step}, {"elapsed_seconds", ctx.elapsed()}};
+    point.update(figures);
+    ctx.evaluations.push_back(point);
+    if (ctx.metrics) ctx.metrics->write(static_cast<std::int64_t>(global_step), figures);
     if (ctx.events) {
-        ctx.events->add_scalar("test_accuracy", static_cast<std::int64_t>(global_step),
-                               static_cast<float>(ctx.test_accuracy), wall_time());
+        for (const auto& [key, value] : figures.items())
+            if (value.is_number())
+                ctx.events->add_scalar(key, static_cast<std::int64_t>(global_step), value.get<float>(), wall_time());
         ctx.events->flush();
     }
 }
@@ -123,8 +126,8 @@ void EvalHook::after_step(RunContext& ctx, const StepResult& step) {
 
 void EvalHook::end(RunContext& ctx, const StepResult& last) {
     if (ctx.stopped_by_signal) return;  // preempted: exit quickly; the resumed run evaluates
-    if (ctx.test_accuracy < 0 || ctx.accuracy_step != last.global_step) evaluate(ctx, last.global_step);
-    spdlog::info("test accuracy at global step {}: {:.2f}%", last.global_step, ctx.test_accuracy * 100);
+    if (!ctx.test_metrics || ctx.accuracy_step != last.global_step) evaluate(ctx, last.global_step);
+    spdlog::info("{} at global step {}", ctx.test_metrics->text(), last.global_step);
 }
 
 namespace {
@@ -132,6 +135,7 @@ namespace {
 // Logs the time to the run's accuracy targets (common/metric_targets.h) and returns their
 // summary.json form; null without an evaluation (a preempted run).
 nlohmann::json log_time_to_targets(const RunContext& ctx) {
+    if (ctx.test_metrics && ctx.test_metrics->score() < 0) return nullptr;  // regression: no accuracy to reach
     const MetricSpec metric = accuracy_metric();
     SecondsKind seconds = SecondsKind::kElapsed;
     const auto points = points_from_summary({{"evaluations", ctx.evaluations}}, metric, seconds);
@@ -152,7 +156,7 @@ void SummaryHook::end(RunContext& ctx, const StepResult& last) {
     auto per_step = [&](double seconds) {
         return ctx.local_steps ? 1000.0 * seconds / double(ctx.local_steps) : 0.0;
     };
-    const nlohmann::json summary = {
+    nlohmann::json summary = {
         {"global_step", last.global_step},
         {"test_accuracy", ctx.test_accuracy},
         {"images_per_sec", double(last.global_step - ctx.start_step) * o.batch_size / t},
@@ -186,6 +190,7 @@ void SummaryHook::end(RunContext& ctx, const StepResult& last) {
         {"evaluations", ctx.evaluations},
         {"targets", targets},
     };
+    if (ctx.test_metrics) summary.update(ctx.test_metrics->json());  // test_mse, test_mean_f1, ... where they apply
     const std::string path = o.model_dir + "/summary.json";
     const std::string tmp = path + ".tmp";
     {

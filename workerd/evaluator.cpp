@@ -65,7 +65,8 @@ void Evaluator::read_previous_steps(const std::string& path) {
     std::ifstream in(path);
     for (std::string line; std::getline(in, line);) {
         const auto j = nlohmann::json::parse(line, nullptr, false);
-        if (j.is_discarded() || !j.is_object() || !j.contains("test_accuracy") || !j.contains("step") ||
+        // An evaluation's record: it names its checkpoint (test_accuracy, or test_mse for regression).
+        if (j.is_discarded() || !j.is_object() || !j.contains("checkpoint") || !j.contains("step") ||
             !j["step"].is_number_integer())
             continue;
         const auto step = j["step"].get<std::int64_t>();
@@ -156,17 +157,20 @@ Evaluator::Outcome Evaluator::evaluate_new(MetricsLog& metrics, EventWriter& eve
         trainer.set_global_step(static_cast<std::uint64_t>(info.step));
         const double load_seconds = seconds_since(t0);
         const auto t1 = Clock::now();
-        const double accuracy = trainer.evaluate();
+        const EvalMetrics figures = trainer.evaluate();
         const double eval_seconds = seconds_since(t1);
         last_evaluated_ = std::max(last_evaluated_, info.step);
-        metrics.write(info.step, {{"test_accuracy", accuracy},
-                                  {"checkpoint", info.dir},
-                                  {"load_seconds", load_seconds},
-                                  {"eval_seconds", eval_seconds}});
-        events.add_scalar("test_accuracy", info.step, static_cast<float>(accuracy), wall_time());
+        const nlohmann::json scores = figures.json();
+        nlohmann::json record = scores;
+        record["checkpoint"] = info.dir;
+        record["load_seconds"] = load_seconds;
+        record["eval_seconds"] = eval_seconds;
+        metrics.write(info.step, record);
+        for (const auto& [key, value] : scores.items())
+            if (value.is_number()) events.add_scalar(key, info.step, value.get<float>(), wall_time());
         events.flush();
-        spdlog::info("step {}/{}: test accuracy {:.2f}% ({}; load {:.2f} s, evaluation {:.1f} s)", info.step,
-                     training_.steps, accuracy * 100, info.dir, load_seconds, eval_seconds);
+        spdlog::info("step {}/{}: {} ({}; load {:.2f} s, evaluation {:.1f} s)", info.step, training_.steps,
+                     figures.text(), info.dir, load_seconds, eval_seconds);
         if (info.step >= training_.steps) out.reached_last = true;
     }
     return out;

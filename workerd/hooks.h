@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <functional>
 #include <memory>
 #include <string>
@@ -18,6 +19,7 @@
 #include "common/event_writer.h"
 #include "common/metrics_log.h"
 #include "common/ps_client.h"
+#include "workerd/eval_metrics.h"
 #include "workerd/train_options.h"
 #include "workerd/trainer.h"
 
@@ -57,7 +59,8 @@ struct RunContext {
     // True once a stop signal arrived (the loop leaves after this step): evaluations and periodic
     // checkpoints are skipped then, the preemption checkpoint follows (workerd/preemption.h).
     std::function<bool()> interrupted;
-    double test_accuracy = -1;         // latest evaluation (-1: none yet)
+    double test_accuracy = -1;         // latest evaluation's score() (-1: none yet, or regression)
+    std::optional<EvalMetrics> test_metrics;  // latest evaluation, every figure
     std::uint64_t accuracy_step = 0;   // global step of that evaluation
     double eval_seconds = 0;
     nlohmann::json evaluations = nlohmann::json::array();

@@ -74,6 +74,7 @@ int StandaloneTrainer::run() {
 
     nlohmann::json evaluations = nlohmann::json::array();
     double train_seconds = 0, eval_seconds = 0, accuracy = -1;
+    EvalMetrics figures;  // the latest evaluation
     std::uint64_t accuracy_step = 0;  // global step of the latest evaluation (0: none yet)
     float loss = 0;
     bool stopped = false;
@@ -82,12 +83,13 @@ int StandaloneTrainer::run() {
     const std::uint64_t log_every = static_cast<std::uint64_t>(options_.log_every);
     auto evaluate = [&] {
         const auto t0 = Clock::now();
-        accuracy = trainer.evaluate();
+        figures = trainer.evaluate();
+        accuracy = figures.score();
         accuracy_step = trainer.global_step();
         eval_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
-        evaluations.push_back({{"global_step", trainer.global_step()},
-                               {"test_accuracy", accuracy},
-                               {"train_seconds", train_seconds}});
+        nlohmann::json point = {{"global_step", trainer.global_step()}, {"train_seconds", train_seconds}};
+        point.update(figures.json());
+        evaluations.push_back(point);
     };
     double window_seconds = 0;
     std::uint64_t window_steps = 0;
@@ -112,9 +114,8 @@ int StandaloneTrainer::run() {
             const double eta = double(steps - step) * options_.batch_size / ips;
             // The latest test accuracy on every line (with its step when it is older).
             std::string acc;
-            if (eval_now) acc = fmt::format("  test accuracy {:.2f}%", accuracy * 100);
-            else if (accuracy_step > 0)
-                acc = fmt::format("  test accuracy {:.2f}% (step {})", accuracy * 100, accuracy_step);
+            if (eval_now) acc = "  " + figures.text();
+            else if (accuracy_step > 0) acc = fmt::format("  {} (step {})", figures.text(), accuracy_step);
             spdlog::info("step {}/{}  {:.0f} img/s  loss {:.4f}{}  ETA {}", step, steps, ips, loss, acc,
                          format_duration(eta));
             window_seconds = 0;
@@ -128,16 +129,18 @@ int StandaloneTrainer::run() {
                                          : 0.0;
     const BatchSource& source = trainer.data();
     const double wait_percent = train_seconds > 0 ? 100 * source.wait_seconds() / train_seconds : 0.0;
-    spdlog::info("done: {} steps in {:.1f} s of training ({:.0f} img/s), test accuracy {:.2f}%; waited {:.2f} s "
-                 "({:.2f}%) for data{}",
-                 trainer.global_step(), train_seconds, ips, accuracy * 100, source.wait_seconds(), wait_percent,
+    spdlog::info("done: {} steps in {:.1f} s of training ({:.0f} img/s), {}; waited {:.2f} s ({:.2f}%) for data{}",
+                 trainer.global_step(), train_seconds, ips,
+                 accuracy_step > 0 ? figures.text() : std::string("not evaluated"), source.wait_seconds(), wait_percent,
                  source.skipped_records() ? fmt::format(", skipped {} corrupt records", source.skipped_records())
                                           : std::string());
     const MetricSpec metric = accuracy_metric();
     SecondsKind seconds = SecondsKind::kTraining;
     const auto points = points_from_summary({{"evaluations", evaluations}}, metric, seconds);
     const auto times =
-        time_to_targets(points, metric, choose_targets(metric, given_target_accuracy(options_), dataset_name(options_)));
+        accuracy_step > 0 && figures.score() < 0  // regression: no accuracy to reach
+            ? std::vector<TargetTime>{}
+            : time_to_targets(points, metric, choose_targets(metric, given_target_accuracy(options_), dataset_name(options_)));
     if (!times.empty()) spdlog::info("{}", describe_targets(times, metric, seconds, 0));
     if (!options_.model_dir.empty()) {
         nlohmann::json summary = {
@@ -166,6 +169,7 @@ int StandaloneTrainer::run() {
             {"evaluations", evaluations},
             {"targets", times.empty() ? nlohmann::json(nullptr) : targets_to_json(times, metric, seconds)},
         };
+        if (accuracy_step > 0) summary.update(figures.json());  // test_mse, test_mean_f1, ... where they apply
         if (auto written = write_json(options_.model_dir, summary); !written) {
             spdlog::error("{}", written.error().message);
             return kExitFailure;

@@ -102,7 +102,7 @@ void Trainer::apply_gradients() {
     update_ms_ += ms_since(t0);
 }
 
-double Trainer::evaluate() {
+EvalMetrics Trainer::evaluate() {
     if (!eval_network_) {
         nn::NetworkOptions options = config_.network;
         options.forward_only = true;
@@ -113,16 +113,13 @@ double Trainer::evaluate() {
     nn::Network& m = *eval_network_;
     const std::size_t batch = static_cast<std::size_t>(m.options().batch_size);
     BatchView view = batch_view(m);
-    std::size_t correct = 0, total = 0;
+    EvalAccumulator sums(config_.model->loss, config_.model->classes);
     test_->rewind();
     while (const std::size_t valid = test_->next(view, batch)) {
         m.forward(false);
-        const auto pred = m.predictions();
-        const auto labels = m.labels();
-        for (std::size_t i = 0; i < valid; ++i) correct += pred[i] == labels[i] ? 1 : 0;
-        total += valid;
+        sums.add(m.outputs(), m.labels(), m.targets(), valid);
     }
-    return total ? static_cast<double>(correct) / static_cast<double>(total) : 0.0;
+    return sums.result();
 }
 
 }  // namespace psrun::worker

@@ -16,6 +16,7 @@
 #include "common/optimizer.h"
 #include "workerd/data/batch_source.h"
 #include "workerd/data/labeled_images.h"
+#include "workerd/eval_metrics.h"
 #include "workerd/nn/model_description.h"
 #include "workerd/local_update.h"
 #include "workerd/nn/network.h"
@@ -55,8 +56,9 @@ public:
     float compute_gradients();
     // params -= optimizer(grads); counts a global step.
     void apply_gradients();
-    // Test-set accuracy of the current parameters (no dropout), in [0, 1].
-    double evaluate();
+    // The test set under the current parameters (no dropout): accuracy, MSE/MAE or F1 as the
+    // model's loss calls for (workerd/eval_metrics.h).
+    EvalMetrics evaluate();
 
     ParameterSet& params() { return params_; }
     // The buffer the last compute_gradients() wrote (the next one writes it again unless

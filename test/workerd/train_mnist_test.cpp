@@ -30,7 +30,7 @@ TEST_CASE("standalone training on real MNIST reaches > 97% test accuracy", "[tra
     config.seed = 1;
     Trainer trainer(config, *train, *test);
 
-    const double initial_accuracy = trainer.evaluate();
+    const double initial_accuracy = trainer.evaluate().accuracy;
     double first_losses = 0, last_losses = 0;
     const int steps = 500;
     for (int step = 0; step < steps; ++step) {
@@ -40,7 +40,7 @@ TEST_CASE("standalone training on real MNIST reaches > 97% test accuracy", "[tra
         if (step < 20) first_losses += loss;
         if (step >= steps - 20) last_losses += loss;
     }
-    const double accuracy = trainer.evaluate();
+    const double accuracy = trainer.evaluate().accuracy;
     INFO("initial accuracy " << initial_accuracy << ", loss " << first_losses / 20 << " -> "
                              << last_losses / 20 << ", test accuracy " << accuracy);
     CHECK(trainer.global_step() == static_cast<std::uint64_t>(steps));

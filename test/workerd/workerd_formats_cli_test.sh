@@ -5,6 +5,7 @@
 # trains a few mnist_softmax steps from each; a short psrun local run into a model dir lets
 # psrun predict print class names for a JPEG of another size and a PNG, and psrun eval
 # --test-dir name the classes; every mismatch exits 2 naming the file (and record or line).
+# Then regression and multi-label models on CSV tables through psd, and their evaluation figures.
 # Needs Fashion-MNIST (psrun data fetch, Debian's dataset-fashion-mnist) and python3-numpy,
 # python3-opencv (jobs/setup.sh).
 # Usage: workerd_formats_cli_test.sh <workerd> <psrun>
@@ -112,4 +113,50 @@ refuse "a bad --stream" "--stream 'sometimes': expected auto, on or off" --train
     --validation-split 0.1 --stream sometimes
 refuse "--train-data with --train-images" "exclude --data-dir and --train-images" --train-dir "$tmp/folder-png/train" \
     --validation-split 0.1 --train-images "$tmp/x.npy"
+# Regression (MSE) and multi-label (sigmoid cross-entropy) models on CSV tables through psd: the
+# evaluation reports MSE/MAE or exact match and F1 per label (workerd/eval_metrics.h), and psrun
+# eval reports the same figures from the checkpoint.
+"$py" - "$tmp/tables" <<'PY' || { echo "FAILED: writing the regression tables"; fail=1; }
+import os, sys
+import numpy as np
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+rng = np.random.default_rng(1)
+for split, n in (("train", 2000), ("test", 500)):
+    x = rng.uniform(-1, 1, size=(n, 4))
+    y = np.stack([x[:, 0] + x[:, 1] - x[:, 2], 2 * x[:, 3]], axis=1)            # regression targets
+    labels = np.stack([x[:, 0] > 0, x[:, 1] + x[:, 2] > 0, x[:, 3] > 0.5], axis=1)  # multi-hot
+    with open(f"{out}/{split}.csv", "w") as f:
+        f.write("a,b,c,d,y1,y2,l1,l2,l3\n")
+        for row in np.concatenate([x, y, labels.astype(float)], axis=1):
+            f.write(",".join(f"{v:.5f}" for v in row) + "\n")
+PY
+for kind in mean_squared_error:2:y1,y2 sigmoid_cross_entropy:3:l1,l2,l3; do
+    IFS=: read -r loss width targets <<<"$kind"
+    cat >"$tmp/tables/$loss.json" <<JSON
+{"format": 1, "name": "tiny_$loss", "input": {"shape": [4], "type": "float"}, "targets": $width,
+ "layers": [{"kind": "dense", "name": "fc1", "units": 16}, {"kind": "relu"}, {"kind": "dense", "name": "fc2", "units": $width}],
+ "loss": {"kind": "$loss", "reduction": "mean"}}
+JSON
+    timeout 120 "$psrun" local --ps 1 --workers 1 --grace 20 -- --model "$tmp/tables/$loss.json" \
+        --train-data "$tmp/tables/train.csv" --test-data "$tmp/tables/test.csv" --inputs a,b,c,d --targets "$targets" \
+        --steps 300 --batch-size 32 --optimizer adam --learning-rate 0.01 --threads 1 --eval-every 100 \
+        --log-every 100 --model-dir "$tmp/$loss" >"$tmp/$loss.log" 2>&1
+    check "$loss: trains through psd (rc=$?)" grep -q "done: global step 300" "$tmp/$loss.log"
+    timeout 60 "$psrun" eval --model-dir "$tmp/$loss" --test-data "$tmp/tables/test.csv" --inputs a,b,c,d \
+        --targets "$targets" -o "$tmp/$loss-eval" >"$tmp/$loss.eval" 2>&1
+    check "$loss: psrun eval (rc=$?)" test -s "$tmp/$loss-eval/eval.json"
+done
+check "regression: the log reports test MSE and MAE" grep -q "final test MSE [0-9.e-]*, MAE" "$tmp/mean_squared_error.log"
+check "regression: summary.json's test MSE is small (planted linear targets)" \
+    summary mean_squared_error "0 <= s['test_mse'] < 0.05 and 0 <= s['test_mae'] < 0.2"
+check "regression: psrun eval gives the run's MSE" "$py" -c "import json, sys
+e = json.load(open('$tmp/mean_squared_error-eval/eval.json')); s = json.load(open('$tmp/mean_squared_error/summary.json'))
+sys.exit(0 if abs(e['test_mse'] - s['test_mse']) < 1e-6 and e['examples'] == 500 else 1)"
+check "multi-label: the log reports exact match and mean F1" grep -q "final test exact match [0-9.]*%, mean F1" \
+    "$tmp/sigmoid_cross_entropy.log"
+check "multi-label: F1 per label well above chance" \
+    summary sigmoid_cross_entropy "len(s['test_f1']) == 3 and min(s['test_f1']) > 0.7 and s['test_accuracy'] > 0.5"
+check "multi-label: psrun eval prints F1 per label" grep -q "^label 2: F1 " "$tmp/sigmoid_cross_entropy.eval"
+
 exit $fail

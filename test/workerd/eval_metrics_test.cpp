@@ -1,0 +1,65 @@
+// EvalAccumulator (workerd/eval_metrics.h): the figures of each loss kind against hand-computed
+// values, summed over batches.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "workerd/eval_metrics.h"
+
+using psrun::nn::LossKind;
+using psrun::worker::EvalAccumulator;
+
+TEST_CASE("classification: top-1 accuracy over batches; rows past `valid` do not count", "[eval_metrics]") {
+    EvalAccumulator sums(LossKind::kSoftmaxCrossEntropy, 3);
+    // Batch 1: predicted 2, 0 (labels 2, 1); batch 2: predicted 1 (label 1), then a padding row.
+    sums.add(std::vector<float>{0.1f, 0.2f, 0.9f, 5.0f, 1.0f, 0.0f}, std::vector<std::int32_t>{2, 1}, {}, 2);
+    sums.add(std::vector<float>{0.0f, 3.0f, 1.0f, 9.0f, 0.0f, 0.0f}, std::vector<std::int32_t>{1, 1}, {}, 1);
+    const auto m = sums.result();
+    CHECK(m.examples == 3);
+    CHECK(m.accuracy == Approx(2.0 / 3.0));
+    CHECK(m.score() == Approx(2.0 / 3.0));
+    CHECK(m.mse < 0);
+    CHECK(m.text() == "test accuracy 66.67%");
+    CHECK(m.json() == nlohmann::json{{"test_accuracy", m.accuracy}});
+}
+
+TEST_CASE("regression: MSE and MAE over every target value; no accuracy", "[eval_metrics]") {
+    EvalAccumulator sums(LossKind::kMeanSquaredError, 2);
+    // Errors: (1, -2) and (0.5, 0) -> squares 1, 4, 0.25, 0 -> MSE 5.25 / 4; |e| 1, 2, 0.5, 0 -> MAE 3.5 / 4.
+    sums.add(std::vector<float>{2.0f, 0.0f}, {}, std::vector<float>{1.0f, 2.0f}, 1);
+    sums.add(std::vector<float>{1.5f, 3.0f}, {}, std::vector<float>{1.0f, 3.0f}, 1);
+    const auto m = sums.result();
+    CHECK(m.mse == Approx(5.25 / 4));
+    CHECK(m.mae == Approx(3.5 / 4));
+    CHECK(m.accuracy < 0);
+    CHECK(m.score() < 0);
+    CHECK(m.text() == "test MSE 1.312, MAE 0.875");
+    CHECK(m.json().contains("test_mse"));
+    CHECK_FALSE(m.json().contains("test_accuracy"));
+}
+
+TEST_CASE("multi-label: per-label F1 from logits at sigmoid 0.5, macro mean, exact match", "[eval_metrics]") {
+    EvalAccumulator sums(LossKind::kSigmoidCrossEntropy, 3);
+    // Logits >= 0 predict a label. Example 1: predicted {0, 1}, truth {0};    example 2: predicted {1},
+    // truth {1}; example 3: predicted {}, truth {0}. Label 0: TP 1, FN 1 -> F1 2/3. Label 1: TP 1, FP 1
+    // -> F1 2/3. Label 2: never true nor predicted -> 1. Exact match: example 2 only.
+    sums.add(std::vector<float>{0.5f, 2.0f, -1.0f, -3.0f, 0.0f, -2.0f}, {},
+             std::vector<float>{1, 0, 0, 0, 1, 0}, 2);
+    sums.add(std::vector<float>{-0.1f, -1.0f, -1.0f}, {}, std::vector<float>{1, 0, 0}, 1);
+    const auto m = sums.result();
+    REQUIRE(m.f1.size() == 3);
+    CHECK(m.f1[0] == Approx(2.0 / 3.0));
+    CHECK(m.f1[1] == Approx(2.0 / 3.0));
+    CHECK(m.f1[2] == 1.0);
+    CHECK(m.mean_f1 == Approx((2.0 / 3.0 + 2.0 / 3.0 + 1.0) / 3.0));
+    CHECK(m.accuracy == Approx(1.0 / 3.0));
+    CHECK(m.text() == "test exact match 33.33%, mean F1 0.778");
+    CHECK(m.json()["test_f1"].size() == 3);
+}
+
+TEST_CASE("an empty test set gives no figures", "[eval_metrics]") {
+    const auto m = EvalAccumulator(LossKind::kMeanSquaredError, 4).result();
+    CHECK(m.examples == 0);
+    CHECK(m.mse < 0);
+    CHECK(m.accuracy < 0);
+}

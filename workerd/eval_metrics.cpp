@@ -1,0 +1,99 @@
+#include "workerd/eval_metrics.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace psrun::worker {
+
+std::string EvalMetrics::text() const {
+    switch (loss) {
+        case nn::LossKind::kMeanSquaredError: return fmt::format("test MSE {:.4g}, MAE {:.4g}", mse, mae);
+        case nn::LossKind::kSigmoidCrossEntropy:
+            return fmt::format("test exact match {:.2f}%, mean F1 {:.3f}", accuracy * 100, mean_f1);
+        case nn::LossKind::kSoftmaxCrossEntropy: break;
+    }
+    return fmt::format("test accuracy {:.2f}%", accuracy * 100);
+}
+
+nlohmann::json EvalMetrics::json() const {
+    switch (loss) {
+        case nn::LossKind::kMeanSquaredError: return {{"test_mse", mse}, {"test_mae", mae}};
+        case nn::LossKind::kSigmoidCrossEntropy:
+            return {{"test_accuracy", accuracy}, {"test_mean_f1", mean_f1}, {"test_f1", f1}};
+        case nn::LossKind::kSoftmaxCrossEntropy: break;
+    }
+    return {{"test_accuracy", accuracy}};
+}
+
+EvalAccumulator::EvalAccumulator(nn::LossKind loss, std::int64_t width, bool probabilities)
+    : loss_(loss), width_(static_cast<std::size_t>(width > 0 ? width : 1)), threshold_(probabilities ? 0.5f : 0.0f) {
+    if (loss_ == nn::LossKind::kSigmoidCrossEntropy) {
+        tp_.assign(width_, 0);
+        fp_.assign(width_, 0);
+        fn_.assign(width_, 0);
+    }
+}
+
+void EvalAccumulator::add(std::span<const float> outputs, std::span<const std::int32_t> labels,
+                          std::span<const float> targets, std::size_t valid) {
+    for (std::size_t i = 0; i < valid; ++i) {
+        const float* y = outputs.data() + i * width_;
+        switch (loss_) {
+            case nn::LossKind::kSoftmaxCrossEntropy: {
+                std::size_t best = 0;
+                for (std::size_t c = 1; c < width_; ++c)
+                    if (y[c] > y[best]) best = c;
+                correct_ += i < labels.size() && static_cast<std::int64_t>(best) == labels[i] ? 1 : 0;
+                break;
+            }
+            case nn::LossKind::kMeanSquaredError:
+                for (std::size_t c = 0; c < width_; ++c) {
+                    const double d = static_cast<double>(y[c]) - targets[i * width_ + c];
+                    squared_ += d * d;
+                    absolute_ += std::fabs(d);
+                }
+                break;
+            case nn::LossKind::kSigmoidCrossEntropy: {
+                bool all = true;
+                for (std::size_t c = 0; c < width_; ++c) {
+                    const bool predicted = y[c] >= threshold_;  // sigmoid(logit) >= 0.5
+                    const bool truth = targets[i * width_ + c] >= 0.5f;
+                    tp_[c] += predicted && truth;
+                    fp_[c] += predicted && !truth;
+                    fn_[c] += !predicted && truth;
+                    all = all && predicted == truth;
+                }
+                correct_ += all ? 1 : 0;
+                break;
+            }
+        }
+    }
+    examples_ += valid;
+}
+
+EvalMetrics EvalAccumulator::result() const {
+    EvalMetrics m;
+    m.loss = loss_;
+    m.examples = examples_;
+    if (examples_ == 0) return m;
+    const double n = static_cast<double>(examples_);
+    if (loss_ == nn::LossKind::kMeanSquaredError) {
+        m.mse = squared_ / (n * static_cast<double>(width_));
+        m.mae = absolute_ / (n * static_cast<double>(width_));
+        return m;
+    }
+    m.accuracy = static_cast<double>(correct_) / n;
+    if (loss_ == nn::LossKind::kSigmoidCrossEntropy) {
+        double sum = 0;
+        for (std::size_t c = 0; c < width_; ++c) {
+            const auto denominator = 2 * tp_[c] + fp_[c] + fn_[c];
+            m.f1.push_back(denominator == 0 ? 1.0 : 2.0 * static_cast<double>(tp_[c]) / static_cast<double>(denominator));
+            sum += m.f1.back();
+        }
+        m.mean_f1 = sum / static_cast<double>(width_);
+    }
+    return m;
+}
+
+}  // namespace psrun::worker

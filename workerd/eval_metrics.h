@@ -1,0 +1,63 @@
+// What an evaluation of a test set reports, by the model's loss (nn::LossKind):
+//   softmax cross-entropy   top-1 accuracy
+//   mean squared error      MSE and MAE over every target value
+//   sigmoid cross-entropy   multi-label: a label is predicted when sigmoid(output) >= 0.5; F1 per
+//                           label (2TP / (2TP + FP + FN); 1 for a label never true nor predicted),
+//                           their mean (macro F1), and the exact-match accuracy (every label of
+//                           an example right)
+// EvalAccumulator sums batches; EvalMetrics is the plain result. Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "workerd/nn/model_description.h"
+
+namespace psrun::worker {
+
+struct EvalMetrics {
+    nn::LossKind loss = nn::LossKind::kSoftmaxCrossEntropy;
+    std::size_t examples = 0;
+    double accuracy = -1;  // top-1, or exact match (multi-label); -1 for regression
+    double mse = -1;       // regression
+    double mae = -1;
+    std::vector<double> f1;  // multi-label, per label
+    double mean_f1 = -1;
+
+    // The figure a run's accuracy targets and "test accuracy" refer to: accuracy (also for
+    // multi-label); -1 for regression, which has none.
+    double score() const { return accuracy; }
+    // "test accuracy 97.12%", "test MSE 0.0123, MAE 0.0831", "test exact match 81.20%, mean F1 0.874".
+    std::string text() const;
+    // {"test_accuracy": ..} or {"test_mse": .., "test_mae": ..} or {"test_accuracy", "test_mean_f1",
+    // "test_f1": [..]}: the keys metrics.jsonl, summary.json and eval.json carry.
+    nlohmann::json json() const;
+};
+
+class EvalAccumulator {
+public:
+    // `width`: the model's output width (classes, or the target width T). `probabilities`: add()
+    // gets softmax/sigmoid outputs (nn::Network::probabilities, psrun predict) instead of the
+    // model's raw outputs (a multi-label prediction is then p >= 0.5 instead of logit >= 0).
+    EvalAccumulator(nn::LossKind loss, std::int64_t width, bool probabilities = false);
+    // One batch: the first `valid` rows of `outputs` ([N, width]), with
+    // `labels` (class models) or `targets` ([N, width]).
+    void add(std::span<const float> outputs, std::span<const std::int32_t> labels, std::span<const float> targets,
+             std::size_t valid);
+    EvalMetrics result() const;
+
+private:
+    nn::LossKind loss_;
+    std::size_t width_;
+    float threshold_;  // multi-label: an output at or above it predicts the label
+    std::size_t examples_ = 0;
+    std::size_t correct_ = 0;  // top-1 or exact matches
+    double squared_ = 0, absolute_ = 0;
+    std::vector<std::size_t> tp_, fp_, fn_;
+};
+
+}  // namespace psrun::worker
