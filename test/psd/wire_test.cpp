@@ -147,9 +147,10 @@ TEST_CASE("WELCOME carries the sparse tables; layouts leave rows tensors out of 
     auto no_tables = *layout;
     no_tables.tables.clear();
     CHECK_FALSE(validate_layout(no_tables, tensors));
-    const std::string wb = encode_welcome(Welcome{1, *layout});
+    const std::string wb = encode_welcome(Welcome{1, *layout, 99});
     auto w = decode_welcome(wb);
     REQUIRE(w);
+    CHECK(w->instance == 99);
     CHECK(w->layout == *layout);
     for (std::size_t n = 0; n < wb.size(); ++n) CHECK_FALSE(decode_welcome(wb.substr(0, n)));
     // Only tables: an empty dense buffer.
