@@ -7,6 +7,9 @@
 #include <cmath>
 #include <future>
 #include <numeric>
+#include <cstring>
+
+#include <zmq.hpp>
 
 #include "common/row_init.h"
 #include "common/wire_precision.h"
@@ -278,4 +281,86 @@ TEST_CASE("bad ids and misuse are refused by the client before anything is sent"
     CHECK_THAT(r.error().message, Catch::Contains("1 ids need 8 values, got 3"));
     // Nothing reached psd: the table is as it started, and the client still works.
     CHECK(pull_table(chief) == table_init());
+}
+
+TEST_CASE("sparse SGD by hand: repeated ids summed, each row on the shard id mod 2", "[psd][sparse]") {
+    Cluster cluster(2, base_options(1));
+    PsClient chief(cluster.client_options(0, model(true)));
+    REQUIRE(chief.hello());
+    const std::size_t n = chief.layout().total;
+    REQUIRE(chief.init(sgd(0.25f), std::vector<float>(n, 0.0f)));
+    const auto table = table_init();
+    // Ids 7 (twice), 10 and 3 (twice): rows 7 and 3 live on shard 1, row 10 on shard 0.
+    const std::vector<std::uint32_t> ids{7, 10, 3, 7, 3};
+    std::vector<float> values(ids.size() * kWidth);
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = 0.125f * static_cast<float>(i % 11) - 0.5f;
+    const RowGrads rows{1, ids, values};
+    const std::vector<std::uint32_t> want{3, 10, 7, 11};
+    const RowRequest request{1, want};
+    PulledRows pulled;
+    REQUIRE(chief.exchange(Exchange{.grads = std::vector<float>(n, 0.0f), .step = 0, .row_grads = {&rows, 1},
+                                    .pulls = {&request, 1}, .rows = &pulled}));
+    auto expected = [&](std::uint32_t id, std::size_t c) {
+        float sum = 0.0f;  // summed in the order given, as the client does
+        for (std::size_t i = 0; i < ids.size(); ++i)
+            if (ids[i] == id) sum += values[i * kWidth + c];
+        return table[id * kWidth + c] - 0.25f * sum;
+    };
+    for (std::size_t r = 0; r < want.size(); ++r)
+        for (std::size_t c = 0; c < kWidth; ++c) CHECK(pulled.rows(0)[r * kWidth + c] == expected(want[r], c));
+    CHECK(pulled.rows(0)[3 * kWidth] == table[11 * kWidth]);  // row 11 was not pushed
+    auto s0 = chief.stats(0), s1 = chief.stats(1);
+    REQUIRE(s0);
+    REQUIRE(s1);
+    CHECK((*s0)["rows_pushed"] == 1);  // row 10
+    CHECK((*s1)["rows_pushed"] == 2);  // rows 3 and 7, each once after the client summed the repeats
+    CHECK((*s0)["row_floats"] == std::size_t{kRows / 2} * kWidth);
+    CHECK((*s1)["row_floats"] == std::size_t{kRows / 2} * kWidth);
+}
+
+TEST_CASE("a shard refuses rows it does not own (row id mod K) and keeps serving", "[psd][sparse]") {
+    Cluster cluster(2, base_options(1));
+    PsClient chief(cluster.client_options(0, model(true)));
+    REQUIRE(chief.hello());
+    REQUIRE(chief.init(sgd(0.25f), std::vector<float>(chief.layout().total, 0.0f)));
+    zmq::context_t context(1);
+    zmq::socket_t dealer(context, zmq::socket_type::dealer);
+    dealer.set(zmq::sockopt::linger, 0);
+    dealer.set(zmq::sockopt::rcvtimeo, 5000);
+    dealer.connect(cluster.endpoints()[1]);
+    auto pull_from_shard1 = [&](std::uint32_t id) {
+        wire::Header h;
+        h.type = wire::MessageType::kPull;
+        h.role = wire::Role::kWorker;
+        h.frames.push_back(wire::FrameDesc{wire::row_frame_id(wire::RowPart::kPullIds, 1), 4});
+        const std::string header = wire::encode_header(h);
+        dealer.send(zmq::buffer(header), zmq::send_flags::sndmore);
+        dealer.send(zmq::buffer(&id, 4), zmq::send_flags::none);
+        std::vector<zmq::message_t> reply;
+        for (;;) {
+            zmq::message_t part;
+            REQUIRE(dealer.recv(part));
+            const bool more = part.more();
+            reply.push_back(std::move(part));
+            if (!more) break;
+        }
+        return reply;
+    };
+    const auto refused = pull_from_shard1(4);  // 4 mod 2 = 0: shard 0's row
+    REQUIRE(refused.size() == 2);
+    auto h = wire::decode_header(refused[0].to_string_view());
+    REQUIRE(h);
+    CHECK(h->type == wire::MessageType::kError);
+    auto e = wire::decode_error(refused[1].to_string_view());
+    REQUIRE(e);
+    CHECK_THAT(e->reason, Catch::Contains("belongs to shard 0, not 1"));
+    const auto served = pull_from_shard1(5);  // its own row: the initial values
+    auto ok = wire::decode_header(served[0].to_string_view());
+    REQUIRE(ok);
+    CHECK(ok->type == wire::MessageType::kParams);
+    REQUIRE(served.back().size() == kWidth * sizeof(float));
+    std::vector<float> row(kWidth);
+    std::memcpy(row.data(), served.back().data(), row.size() * sizeof(float));
+    const auto table = table_init();
+    CHECK(std::equal(row.begin(), row.end(), table.begin() + 5 * kWidth));
 }
