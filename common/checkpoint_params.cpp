@@ -8,6 +8,7 @@
 
 #include "common/checkpoint_store.h"
 #include "common/tensor_file.h"
+#include "common/tensor_file_stream.h"
 
 namespace psrun {
 namespace {
@@ -40,6 +41,29 @@ bool parse_piece_name(const std::string& name, PieceName& out) {
     return out.length > 0;
 }
 
+std::string row_piece_base_name(const std::string& tensor, std::uint32_t shard, std::uint32_t shards) {
+    return tensor + "@" + std::to_string(shard) + "%" + std::to_string(shards);
+}
+
+bool parse_row_piece_name(const std::string& name, RowPieceName& out) {
+    const auto slash = name.rfind('/');
+    if (slash == std::string::npos) return false;
+    const auto at = name.rfind('@', slash);
+    if (at == std::string::npos || at == 0) return false;
+    const auto pct = name.find('%', at);
+    if (pct == std::string::npos || pct > slash) return false;
+    const std::string a = name.substr(at + 1, pct - at - 1), b = name.substr(pct + 1, slash - pct - 1);
+    auto digits = [](const std::string& s) {
+        return !s.empty() && s.size() <= 9 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+    };
+    if (!digits(a) || !digits(b)) return false;
+    out.tensor = name.substr(0, at);
+    out.shard = static_cast<std::uint32_t>(std::stoul(a));
+    out.shards = static_cast<std::uint32_t>(std::stoul(b));
+    out.part = name.substr(slash + 1);
+    return out.shard < out.shards;
+}
+
 Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir,
                                                         const std::vector<TensorSpec>& tensors) {
     std::error_code ec;
@@ -54,12 +78,12 @@ Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir,
     out.step = step->get<std::int64_t>();
 
     std::map<std::string, std::size_t> index;  // tensor name -> position in `tensors`
-    std::vector<std::size_t> base(tensors.size());  // flat offset of each tensor
+    std::vector<std::size_t> base(tensors.size());  // flat offset of each dense tensor
     std::size_t total = 0;
     for (std::size_t i = 0; i < tensors.size(); ++i) {
         index[tensors[i].name] = i;
         base[i] = total;
-        total += tensors[i].elements();
+        if (!tensors[i].rows()) total += tensors[i].elements();
     }
     out.values.assign(total, 0.0f);
     std::vector<std::vector<std::pair<std::uint64_t, std::uint64_t>>> covered(tensors.size());
@@ -69,28 +93,35 @@ Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir,
         const std::string name = f.get<std::string>();
         if (!name.starts_with("ps-") || !name.ends_with(".tensors")) continue;  // not a psd shard file
         const std::string path = dir + "/" + name;
-        auto read = read_tensor_file(path);
-        if (!read) return tl::unexpected(read.error());
+        auto file = TensorFileReader::open(path);  // streamed: a sparse table's rows are only scanned
+        if (!file) return tl::unexpected(file.error());
         ++out.shards;
-        for (const NamedTensor& t : *read) {
+        for (std::size_t e = 0; e < file->tensors().size(); ++e) {
+            const TensorFileEntry& t = file->tensors()[e];
             PieceName piece;
+            RowPieceName row_piece;
+            if (parse_row_piece_name(t.name, row_piece)) continue;
             if (!parse_piece_name(t.name, piece)) return tl::unexpected(invalid(path + ": unexpected tensor '" + t.name + "'"));
             if (piece.part != "param") continue;
             const auto it = index.find(piece.tensor);
             if (it == index.end())
                 return tl::unexpected(invalid(path + ": tensor '" + piece.tensor + "' is not part of this model"));
             const std::size_t k = it->second;
-            if (piece.offset + piece.length > tensors[k].elements() || t.data.size() != piece.length)
+            if (tensors[k].rows())
+                return tl::unexpected(invalid(path + ": '" + piece.tensor + "' is a sparse table in this model, the " +
+                                              "checkpoint holds it as a dense tensor"));
+            if (piece.offset + piece.length > tensors[k].elements() || t.count != piece.length)
                 return tl::unexpected(invalid(path + ": piece '" + t.name + "' does not fit tensor '" + piece.tensor +
                                               "' of " + std::to_string(tensors[k].elements()) + " floats"));
-            if (!std::all_of(t.data.begin(), t.data.end(), [](float v) { return std::isfinite(v); }))
-                return tl::unexpected(invalid(path + ": '" + t.name + "' holds NaN or Inf"));
-            std::copy(t.data.begin(), t.data.end(), out.values.begin() + static_cast<std::ptrdiff_t>(base[k] + piece.offset));
+            if (!t.finite) return tl::unexpected(invalid(path + ": '" + t.name + "' holds NaN or Inf"));
+            const std::span<float> dst(out.values.data() + base[k] + piece.offset, piece.length);
+            if (auto ok = file->read(e, 0, dst); !ok) return tl::unexpected(ok.error());
             covered[k].emplace_back(piece.offset, piece.length);
         }
     }
     if (out.shards == 0) return make_error(ErrorCode::kInvalidArgument, "checkpoint " + dir + " lists no psd shard file");
     for (std::size_t k = 0; k < tensors.size(); ++k) {
+        if (tensors[k].rows()) continue;
         auto& pieces = covered[k];
         std::sort(pieces.begin(), pieces.end());
         std::uint64_t next = 0;

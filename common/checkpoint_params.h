@@ -2,8 +2,8 @@
 // A committed ckpt-<step>/ directory (common/checkpoint_store.h) holds one tensor file per psd
 // shard, ps-<i>-of-<K>.tensors, whose pieces are named "<tensor>@<offset>+<length>/<part>"
 // (psd/shard_checkpoint.h). This assembles every "param" piece of the files the manifest lists
-// into the contiguous buffer of `tensors` (list order, as in common/tensor_layout.h), whatever
-// the shard count K was. Optimizer slots and update counts are ignored.
+// into the contiguous buffer of the dense `tensors` (list order, as in common/tensor_layout.h),
+// whatever the shard count K was. Optimizer slots and update counts are ignored.
 #pragma once
 
 #include <cstdint>
@@ -28,13 +28,27 @@ std::string piece_base_name(const std::string& tensor, std::uint64_t offset, std
 // False for any name that is not exactly that grammar (decimal digits, at most 19 each).
 [[nodiscard]] bool parse_piece_name(const std::string& name, PieceName& out);
 
+// The name of one shard's part of a sparse table (rows tensor) in its tensor file:
+// "<tensor>@<shard>%<shards>/<part>": the rows r with r mod shards == shard, ascending, as a
+// [rows, width] tensor; part = "param", "slot<j>" or "state".
+struct RowPieceName {
+    std::string tensor;
+    std::uint32_t shard = 0;
+    std::uint32_t shards = 0;  // > shard
+    std::string part;
+};
+std::string row_piece_base_name(const std::string& tensor, std::uint32_t shard, std::uint32_t shards);
+[[nodiscard]] bool parse_row_piece_name(const std::string& name, RowPieceName& out);
+
 struct CheckpointParameters {
     std::int64_t step = 0;      // the manifest's "step"
     std::uint32_t shards = 0;   // tensor files read
-    std::vector<float> values;  // total_elements(tensors) floats, tensors in list order
+    std::vector<float> values;  // dense_elements(tensors) floats, dense tensors in list order
 };
 
-// Reads <dir>/manifest.json and every file it lists, verifying each tensor's CRC32C.
+// Reads <dir>/manifest.json and every file it lists, verifying each tensor's CRC32C, streaming
+// (constant memory besides the result). Sparse tables (rows tensors) are not assembled: they
+// live only on psd; their pieces are skipped.
 // Errors (nothing is returned half-filled): kNotFound when the directory or manifest is missing;
 // kInvalidArgument naming the file when a file is damaged, a piece names an unknown tensor or
 // lies outside it, two pieces overlap, some float of some tensor is in no piece, or a value is

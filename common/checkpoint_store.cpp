@@ -12,6 +12,7 @@
 #include <iterator>
 
 #include "common/tensor_file.h"
+#include "common/tensor_file_stream.h"
 
 namespace psrun {
 namespace fs = std::filesystem;
@@ -180,9 +181,10 @@ Result<CheckpointInfo> CheckpointStore::latest_valid(std::vector<std::string>* w
         if (manifest) {
             for (const auto& f : (*manifest)["files"]) {
                 const std::string name = f.get<std::string>();  // parse_manifest checked it
-                auto tensors = read_tensor_file(it->dir + "/" + name);
-                if (!tensors) {
-                    problem = tensors.error().message;
+                // Streamed: a file holding a psd's part of a sparse table is checked in constant memory.
+                auto file = TensorFileReader::open(it->dir + "/" + name);
+                if (!file) {
+                    problem = file.error().message;
                     break;
                 }
             }

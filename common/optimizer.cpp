@@ -66,56 +66,67 @@ std::vector<std::span<float>> Optimizer::slots() {
     return out;
 }
 
-// The loops below are written so that GCC vectorises them (no aliasing through the spans'
-// data pointers is possible: parameters, gradients and slots are distinct allocations).
 void Optimizer::apply(std::span<float> params, std::span<const float> grads) {
     begin_update();
     apply_range(params, grads, 0, size_);
 }
 
-void Optimizer::apply_range(std::span<float> params, std::span<const float> grads, std::size_t begin,
-                            std::size_t end) {
-    assert(params.size() == size_ && grads.size() == size_ && begin <= end && end <= size_);
-    float* __restrict p = params.data() + begin;
-    const float* __restrict g = grads.data() + begin;
-    const std::size_t n = end - begin;
-    const float lr = config_.rate_at(updates_);
-    switch (config_.kind) {
+UpdateKernel::UpdateKernel(const OptimizerConfig& config, std::uint64_t t)
+    : kind_(config.kind),
+      lr_(config.rate_at(t)),
+      lr_t_(0.0f),
+      momentum_(config.momentum),
+      beta1_(config.beta1),
+      beta2_(config.beta2),
+      epsilon_(config.epsilon) {
+    if (kind_ == OptimizerKind::kAdam) {
+        const double td = static_cast<double>(t);
+        lr_t_ = static_cast<float>(lr_ * std::sqrt(1.0 - std::pow(double(beta2_), td)) /
+                                   (1.0 - std::pow(double(beta1_), td)));
+    }
+}
+
+// The loops are written so that GCC vectorises them (parameters, gradients and slots are
+// distinct allocations, hence __restrict).
+void UpdateKernel::operator()(float* __restrict p, const float* __restrict g, float* __restrict s0,
+                              float* __restrict s1, std::size_t n) const {
+    const float lr = lr_;
+    switch (kind_) {
         case OptimizerKind::kSgd:
             for (std::size_t i = 0; i < n; ++i) p[i] -= lr * g[i];
             break;
         case OptimizerKind::kMomentum: {
-            float* __restrict a = slot0_.data() + begin;
-            const float mu = config_.momentum;
+            const float mu = momentum_;
             for (std::size_t i = 0; i < n; ++i) {
-                a[i] = mu * a[i] + g[i];
-                p[i] -= lr * a[i];
+                s0[i] = mu * s0[i] + g[i];
+                p[i] -= lr * s0[i];
             }
             break;
         }
-        case OptimizerKind::kAdagrad: {
-            float* __restrict a = slot0_.data() + begin;
+        case OptimizerKind::kAdagrad:
             for (std::size_t i = 0; i < n; ++i) {
-                a[i] += g[i] * g[i];
-                p[i] -= lr * g[i] / std::sqrt(a[i]);
+                s0[i] += g[i] * g[i];
+                p[i] -= lr * g[i] / std::sqrt(s0[i]);
             }
             break;
-        }
         case OptimizerKind::kAdam: {
-            float* __restrict m = slot0_.data() + begin;
-            float* __restrict v = slot1_.data() + begin;
-            const double t = static_cast<double>(updates_);
-            const float b1 = config_.beta1, b2 = config_.beta2, eps = config_.epsilon;
-            const float lr_t = static_cast<float>(
-                lr * std::sqrt(1.0 - std::pow(double(b2), t)) / (1.0 - std::pow(double(b1), t)));
+            const float b1 = beta1_, b2 = beta2_, eps = epsilon_, lr_t = lr_t_;
             for (std::size_t i = 0; i < n; ++i) {
-                m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-                v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-                p[i] -= lr_t * m[i] / (std::sqrt(v[i]) + eps);
+                s0[i] = b1 * s0[i] + (1.0f - b1) * g[i];
+                s1[i] = b2 * s1[i] + (1.0f - b2) * g[i] * g[i];
+                p[i] -= lr_t * s0[i] / (std::sqrt(s1[i]) + eps);
             }
             break;
         }
     }
+}
+
+void Optimizer::apply_range(std::span<float> params, std::span<const float> grads, std::size_t begin,
+                            std::size_t end) {
+    assert(params.size() == size_ && grads.size() == size_ && begin <= end && end <= size_);
+    float* s0 = slot0_.empty() ? nullptr : slot0_.data() + begin;
+    float* s1 = slot1_.empty() ? nullptr : slot1_.data() + begin;
+    UpdateKernel(config_, updates_)(params.data() + begin, grads.data() + begin, s0, s1, end - begin);
 }
 
 void subtract_range(std::span<float> params, std::span<const float> delta, std::size_t begin, std::size_t end) {

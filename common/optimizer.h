@@ -44,6 +44,22 @@ std::string_view to_string(OptimizerKind kind);
 // Number of slot vectors the kind keeps per parameter (0, 1 or 2).
 int slot_count(OptimizerKind kind);
 
+// The element-wise update of update number t (>= 1) over n contiguous floats with their slots,
+// exactly as Optimizer::apply_range computes it: the dense optimizer and psd's sparse rows
+// (psd/row_store.h) share it, so that a row updated sparsely moves exactly as the same row of a
+// dense tensor with the same gradient. Slot pointers are null where the kind keeps none.
+class UpdateKernel {
+public:
+    UpdateKernel(const OptimizerConfig& config, std::uint64_t t);
+    void operator()(float* params, const float* grads, float* slot0, float* slot1, std::size_t n) const;
+
+private:
+    OptimizerKind kind_;
+    float lr_;      // the schedule's rate of update t
+    float lr_t_;    // Adam: lr * sqrt(1 - beta2^t) / (1 - beta1^t)
+    float momentum_, beta1_, beta2_, epsilon_;
+};
+
 // Updates follow TensorFlow 1.x's GradientDescent, Momentum (non-Nesterov), Adagrad and Adam
 // kernels, so that results match the reference recipes. Not thread-safe: one caller at a time.
 class Optimizer {

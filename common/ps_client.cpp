@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/pause_detector.h"
+#include "common/ps_client_rows.h"
 #include "common/wire_precision.h"
 #include "common/zmq_util.h"
 
@@ -259,8 +260,18 @@ Result<void> PsClient::dir_check(const std::string& dir, const std::string& nonc
     return {};
 }
 
-Result<StepInfo> PsClient::exchange(MessageType type, std::span<const float> grads, std::uint64_t step,
-                                    ParamFrames* out) {
+Result<StepInfo> PsClient::exchange(const Exchange& x) {
+    const bool push = !x.grads.empty() || !x.row_grads.empty();
+    const bool pull = x.params != nullptr || !x.pulls.empty();
+    if (!push && !pull) return make_error(ErrorCode::kInvalidArgument, "an exchange pushes or pulls something");
+    if (!x.pulls.empty() && !x.rows) return make_error(ErrorCode::kInvalidArgument, "pulled rows need a PulledRows");
+    if (auto ok = plan_rows(x.row_grads, x.pulls); !ok) return tl::unexpected(ok.error());
+    const MessageType type = push && pull ? MessageType::kPushPull : push ? MessageType::kPush : MessageType::kPull;
+    return run_exchange(type, x.grads, x.step, x.params, x.pulls.empty() ? nullptr : x.rows);
+}
+
+Result<StepInfo> PsClient::run_exchange(MessageType type, std::span<const float> grads, std::uint64_t step,
+                                        ParamFrames* out, PulledRows* rows) {
     if (type != MessageType::kPull && grads.size() != layout_.total)
         return make_error(ErrorCode::kInvalidArgument, "gradient buffer has the wrong size");
     if (auto ok = ensure_links(); !ok) return tl::unexpected(ok.error());  // send nothing
@@ -295,6 +306,11 @@ Result<StepInfo> PsClient::exchange(MessageType type, std::span<const float> gra
     // over at the furthest shard's step, not at shard 0's one-behind step.
     if (info.finished)
         for (auto& r : *replies) info.step = std::max(info.step, r.header.step);
+    if (type == MessageType::kPush) return info;
+    for (auto i : all_shards())
+        if (auto ok = take_rows(i, (*replies)[i], wire::dense_frame_count((*replies)[i].header)); !ok)
+            return tl::unexpected(ok.error());
+    if (rows) finish_rows(*rows);
     if (!out) return info;
     out->frames_.clear();
     out->frames_.reserve(layout_.slices.size());
@@ -306,24 +322,28 @@ Result<StepInfo> PsClient::exchange(MessageType type, std::span<const float> gra
 
 Result<StepInfo> PsClient::pull(std::span<float> params) {
     ParamFrames frames;
-    auto info = exchange(MessageType::kPull, {}, 0, &frames);
+    if (rows_) rows_->any = false;
+    auto info = run_exchange(MessageType::kPull, {}, 0, &frames, nullptr);
     if (info) frames.copy_to(params, layout_);
     return info;
 }
 
 Result<StepInfo> PsClient::push(std::span<const float> grads, std::uint64_t step) {
-    return exchange(MessageType::kPush, grads, step, nullptr);
+    if (rows_) rows_->any = false;
+    return run_exchange(MessageType::kPush, grads, step, nullptr, nullptr);
 }
 
 Result<StepInfo> PsClient::push_pull(std::span<const float> grads, std::uint64_t step, std::span<float> params) {
     ParamFrames frames;
-    auto info = exchange(MessageType::kPushPull, grads, step, &frames);
+    if (rows_) rows_->any = false;
+    auto info = run_exchange(MessageType::kPushPull, grads, step, &frames, nullptr);
     if (info) frames.copy_to(params, layout_);
     return info;
 }
 
 Result<StepInfo> PsClient::push_pull_frames(std::span<const float> grads, std::uint64_t step, ParamFrames& out) {
-    return exchange(MessageType::kPushPull, grads, step, &out);
+    if (rows_) rows_->any = false;
+    return run_exchange(MessageType::kPushPull, grads, step, &out, nullptr);
 }
 
 Result<void> PsClient::done(bool preempted) {

@@ -98,6 +98,45 @@ private:
     float* spare_at(const ShardLayout& layout, std::uint32_t id);
 };
 
+// Sparse tables (rows tensors, docs/protocol.md "Sparse tables"): a worker collects the ids of its
+// batch per table, pulls those rows, computes, and pushes the rows' gradients; the client dedups,
+// sorts and splits them over the shards (row r lives on shard r mod K), so that each shard gets
+// one (ids, values) frame pair per table inside the step's single message.
+struct RowGrads {
+    std::uint32_t tensor = 0;            // index in PsClientOptions::tensors (a rows tensor)
+    std::span<const std::uint32_t> ids = {};  // any order; the rows of a repeated id are summed
+    std::span<const float> values = {};       // ids.size() x width floats
+};
+struct RowRequest {
+    std::uint32_t tensor = 0;            // a rows tensor
+    std::span<const std::uint32_t> ids = {};  // any order; repeats are fetched once
+};
+// Rows pulled by one exchange: request i's rows, ids.size() x width floats in its order.
+class PulledRows {
+public:
+    std::span<const float> rows(std::size_t request) const { return values_.at(request); }
+    std::size_t size() const { return values_.size(); }
+
+private:
+    friend class PsClient;
+    std::vector<std::vector<float>> values_;
+};
+
+// One exchange with every shard: what it pushes and what it pulls. Pushing (a dense gradient or
+// rows) and pulling (dense parameters or rows) make it a PUSH_PULL; only one of them, a PUSH or
+// a PULL. A push carries the whole dense gradient (layout().total floats; empty only when the
+// model has no dense tensor) and is tagged with `step`.
+struct Exchange {
+    std::span<const float> grads = {};
+    std::uint64_t step = 0;
+    std::span<const RowGrads> row_grads = {};
+    std::span<const RowRequest> pulls = {};
+    ParamFrames* params = nullptr;  // the dense parameters are wanted here
+    PulledRows* rows = nullptr;     // required when `pulls` is not empty
+};
+
+struct RowPlan;  // common/ps_client_rows.cpp
+
 class PsClient {
 public:
     // Creates the sockets and connects them (no I/O yet). Throws zmq::error_t on bad endpoints.
@@ -139,6 +178,10 @@ public:
     std::size_t shm_shards() const;
     std::span<float> gradient_buffer(std::uint32_t region) const;
 
+    // The general exchange (dense and sparse); pull()/push()/push_pull*() are its dense cases.
+    // Ids must be below their table's rows (else kInvalidArgument naming the table and id,
+    // nothing sent).
+    [[nodiscard]] Result<StepInfo> exchange(const Exchange& x);
     [[nodiscard]] Result<StepInfo> pull(std::span<float> params);
     [[nodiscard]] Result<StepInfo> push(std::span<const float> grads, std::uint64_t step);
     [[nodiscard]] Result<StepInfo> push_pull(std::span<const float> grads, std::uint64_t step,
@@ -178,7 +221,11 @@ private:
     // `body` (if any), then the shard's slices of `data` as frames in `form` (f32 or bf16).
     void send_slices(std::uint32_t shard, wire::Header header, std::span<const float> data, PayloadForm form,
                      std::optional<std::string> body);
-    // PULL, PUSH or PUSH_PULL (header.type) of `grads` to `shard` in its form.
+    // Appends the shard's slices of `data` to header/payloads as frames in `form` (f32 or bf16).
+    void add_slices(std::uint32_t shard, wire::Header& header, std::vector<zmq::message_t>& payloads,
+                    std::span<const float> data, PayloadForm form);
+    // PULL, PUSH or PUSH_PULL (header.type) of `grads` to `shard` in its form, with the shard's
+    // sparse rows of the current exchange (add_row_frames()).
     void send_exchange(std::uint32_t shard, wire::Header header, std::span<const float> grads);
     // Shard i's parameters from its PARAMS reply, in the form the reply announces, into `out`.
     [[nodiscard]] Result<void> take_params(std::uint32_t shard, Reply& reply, ParamFrames& out);
@@ -208,8 +255,16 @@ private:
     // is not sent twice; a sync psd holding it answers at the end of its step), HEARTBEAT (PUSH).
     void resend_exchange(wire::MessageType type, std::uint32_t shard);
     zmq::socket_t new_socket(const std::string& endpoint);  // a DEALER for `endpoint`, not connected
-    [[nodiscard]] Result<StepInfo> exchange(wire::MessageType type, std::span<const float> grads,
-                                            std::uint64_t step, ParamFrames* out);
+    [[nodiscard]] Result<StepInfo> run_exchange(wire::MessageType type, std::span<const float> grads,
+                                                std::uint64_t step, ParamFrames* out, PulledRows* rows);
+    // Sparse rows (common/ps_client_rows.cpp): splits an exchange's rows over the shards into rows_,
+    // appends shard i's row frames, and scatters the rows of shard i's PARAMS into `out`.
+    [[nodiscard]] Result<void> plan_rows(std::span<const RowGrads> grads, std::span<const RowRequest> pulls);
+    // `with_grads` false: the pull-ids frames only (the stand-in PULL of a lost exchange).
+    void add_row_frames(std::uint32_t shard, wire::Header& header, std::vector<zmq::message_t>& payloads,
+                        PayloadForm form, bool with_grads = true);
+    [[nodiscard]] Result<void> take_rows(std::uint32_t shard, Reply& reply, std::size_t first);
+    void finish_rows(PulledRows& out) const;
     std::vector<std::uint32_t> all_shards() const;
     // common/ps_client_shm.cpp
     void attach_shared_memory();
@@ -239,6 +294,7 @@ private:
     std::vector<bool> gave_up_;                   // shard i did not come back within reconnect_wait
     std::optional<Error> link_error_;             // why, for every later request
     std::uint64_t reconnects_ = 0;
+    std::unique_ptr<RowPlan> rows_;  // the current exchange's sparse rows, per shard (buffers reused)
     std::unique_ptr<LinkMonitor> links_;  // after sockets_: destroyed first
 };
 

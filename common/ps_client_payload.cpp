@@ -29,6 +29,12 @@ void PsClient::send_slices(std::uint32_t shard, Header header, std::span<const f
         header.frames.push_back(FrameDesc{wire::kBodyFrame, static_cast<std::uint32_t>(body->size())});
         payloads.emplace_back(body->data(), body->size());
     }
+    add_slices(shard, header, payloads, data, form);
+    send_message(shard, std::move(header), payloads);
+}
+
+void PsClient::add_slices(std::uint32_t shard, Header& header, std::vector<zmq::message_t>& payloads,
+                          std::span<const float> data, PayloadForm form) {
     header.flags |= payload_flag(form);
     // bf16 staging: the previous exchange waited for ZeroMQ to release it (wait_released(holds_)).
     if (form == PayloadForm::kBf16 && grad_bf16_.size() != layout_.total) grad_bf16_.resize(layout_.total);
@@ -38,26 +44,30 @@ void PsClient::send_slices(std::uint32_t shard, Header header, std::span<const f
         payloads.push_back(encode_frame(data.subspan(sl.flat_offset, sl.length), form,
                                         grad_bf16_.data() + (form == PayloadForm::kBf16 ? sl.flat_offset : 0), holds_));
     }
-    send_message(shard, std::move(header), payloads);
 }
 
 void PsClient::send_exchange(std::uint32_t shard, Header header, std::span<const float> grads) {
     const PayloadForm form = form_of(shard);
-    if (header.type == MessageType::kPull) {  // no payload: the flag says which form PARAMS should take
+    std::vector<zmq::message_t> payloads;
+    if (header.type == MessageType::kPull) {  // no dense payload: the flag says which form PARAMS should take
         header.flags |= form == PayloadForm::kShm ? 0 : payload_flag(form);
-        return send_plain(shard, header, nullptr);
+    } else if (form == PayloadForm::kShm) {
+        header.flags |= wire::kFlagShm;
+        header.aux = shm_region(shard, grads);
+    } else {
+        add_slices(shard, header, payloads, grads, form);
     }
-    if (form != PayloadForm::kShm) return send_slices(shard, std::move(header), grads, form, std::nullopt);
-    header.flags |= wire::kFlagShm;
-    header.aux = shm_region(shard, grads);
-    send_plain(shard, header, nullptr);
+    // Sparse rows travel as frames in every form (f32 beside shared memory).
+    add_row_frames(shard, header, payloads, form == PayloadForm::kShm ? PayloadForm::kF32 : form);
+    send_message(shard, std::move(header), payloads);
 }
 
 Result<void> PsClient::take_params(std::uint32_t shard, Reply& reply, ParamFrames& out) {
     const PayloadForm form = payload_form(reply.header.flags);  // psd says which form it sent
     if (shm_shard_[shard]) return take_shm_params(shard, reply, out);
     const auto& ids = shard_slices_[shard];
-    if (reply.header.type != MessageType::kParams || form == PayloadForm::kShm || reply.frames.size() != ids.size())
+    if (reply.header.type != MessageType::kParams || form == PayloadForm::kShm ||
+        wire::dense_frame_count(reply.header) != ids.size())
         return make_error(ErrorCode::kProtocol, "ps " + std::to_string(shard) + " sent no parameters");
     for (std::size_t k = 0; k < ids.size(); ++k) {
         const std::size_t length = layout_.slices[ids[k]].length;

@@ -57,7 +57,10 @@ void PsClient::replace_socket(std::uint32_t shard) {
 void PsClient::resend_exchange(MessageType type, std::uint32_t shard) {
     Header h = make_header(type == MessageType::kPush ? MessageType::kHeartbeat : MessageType::kPull);
     if (type != MessageType::kPush && options_.wire_bf16 && !shm_shard_[shard]) h.flags |= wire::kFlagBf16;
-    send_plain(shard, h, nullptr);
+    std::vector<zmq::message_t> payloads;  // the exchange's pulled rows, if any (its row gradients are not resent)
+    if (type != MessageType::kPush)
+        add_row_frames(shard, h, payloads, (h.flags & wire::kFlagBf16) ? PayloadForm::kBf16 : PayloadForm::kF32, false);
+    send_message(shard, std::move(h), payloads);
 }
 
 std::optional<std::uint32_t> PsClient::lost_shard() {

@@ -15,6 +15,7 @@ using wire::MessageType;
 
 void PsClient::attach_shared_memory() {
     shm_shard_.assign(sockets_.size(), false);
+    if (layout_.total == 0) return;  // only sparse tables: their rows always travel as frames
     auto segment = ShmSegment::create(ShmGeometry{layout_.total, options_.shm_regions}, options_.shm_dir);
     if (!segment) {
         spdlog::info("no shared memory with psd ({}): payloads go over the sockets", segment.error().message);
@@ -60,7 +61,8 @@ std::uint32_t PsClient::shm_region(std::uint32_t shard, std::span<const float> g
 }
 
 Result<void> PsClient::take_shm_params(std::uint32_t shard, const Reply& reply, ParamFrames& out) const {
-    if (reply.header.type != MessageType::kParams || !(reply.header.flags & wire::kFlagShm) || !reply.frames.empty())
+    if (reply.header.type != MessageType::kParams || !(reply.header.flags & wire::kFlagShm) ||
+        wire::dense_frame_count(reply.header) != 0)
         return make_error(ErrorCode::kProtocol, "ps " + std::to_string(shard) + " sent no parameters");
     const auto params = shm_.params();
     for (auto id : shard_slices_[shard]) {

@@ -10,6 +10,7 @@
 #include <iterator>
 
 #include "common/crc32c.h"
+#include "common/tensor_file_stream.h"
 
 namespace psrun {
 namespace {
@@ -46,18 +47,6 @@ struct Reader {
     }
 };
 
-Result<void> write_all(int fd, const std::string& bytes, const std::string& path) {
-    std::size_t done = 0;
-    while (done < bytes.size()) {
-        const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0)
-            return make_error(ErrorCode::kIo, path + ": write failed: " + std::strerror(errno));
-        done += static_cast<std::size_t>(n);
-    }
-    return {};
-}
-
 }  // namespace
 
 std::string encode_tensor_file(std::span<const TensorView> tensors) {
@@ -82,16 +71,11 @@ std::string encode_tensor_file(std::span<const TensorView> tensors) {
 }
 
 Result<void> write_tensor_file(const std::string& path, std::span<const TensorView> tensors) {
-    const std::string out = encode_tensor_file(tensors);
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return make_error(ErrorCode::kIo, path + ": cannot create: " + std::strerror(errno));
-    auto written = write_all(fd, out, path);
-    if (written && ::fsync(fd) != 0)
-        written = make_error(ErrorCode::kIo, path + ": fsync failed: " + std::strerror(errno));
-    if (::close(fd) != 0 && written)
-        written = make_error(ErrorCode::kIo, path + ": close failed: " + std::strerror(errno));
-    if (!written) ::unlink(path.c_str());
-    return written;
+    auto writer = TensorFileWriter::create(path);  // streams: no copy of the file in memory
+    if (!writer) return tl::unexpected(writer.error());
+    for (const auto& t : tensors)
+        if (auto ok = writer->add(t); !ok) return ok;
+    return writer->finish();
 }
 
 Result<std::vector<NamedTensor>> read_tensor_file(const std::string& path) {

@@ -28,8 +28,9 @@ struct TensorView {
     std::span<const float> data;
 };
 
-// Writes the tensors to `path` and fsyncs the file. On any failure (disk full included)
-// the partial file is removed and an kIo error names the path and the system error.
+// Writes the tensors to `path` and fsyncs the file, streaming each tensor's data from its span
+// (common/tensor_file_stream.h). On any failure (disk full included) the partial file is removed
+// and an kIo error names the path and the system error.
 [[nodiscard]] Result<void> write_tensor_file(const std::string& path,
                                              std::span<const TensorView> tensors);
 

@@ -29,6 +29,19 @@ std::size_t total_elements(const std::vector<TensorSpec>& tensors) {
     return n;
 }
 
+std::size_t dense_elements(const std::vector<TensorSpec>& tensors) {
+    std::size_t n = 0;
+    for (const auto& t : tensors)
+        if (!t.rows()) n += t.elements();
+    return n;
+}
+
+int ShardLayout::table_of(std::uint32_t tensor) const {
+    for (std::size_t i = 0; i < tables.size(); ++i)
+        if (tables[i].tensor == tensor) return static_cast<int>(i);
+    return -1;
+}
+
 std::vector<std::uint32_t> ShardLayout::slices_of(std::uint32_t shard) const {
     std::vector<std::uint32_t> ids;
     for (std::uint32_t i = 0; i < slices.size(); ++i)
@@ -46,15 +59,20 @@ std::size_t ShardLayout::shard_size(std::uint32_t shard) const {
 Result<ShardLayout> compute_layout(const std::vector<TensorSpec>& tensors, std::uint32_t num_shards) {
     if (num_shards == 0) return make_error(ErrorCode::kInvalidArgument, "layout needs at least one shard");
     if (tensors.empty()) return make_error(ErrorCode::kInvalidArgument, "layout needs at least one tensor");
-    std::vector<std::size_t> starts;  // flat start of each tensor
+    std::vector<std::size_t> starts;  // flat start of each tensor (rows tensors: where they would be, empty)
     std::size_t total = 0;
-    for (const auto& t : tensors) {
+    std::vector<RowTable> tables;
+    for (std::uint32_t i = 0; i < tensors.size(); ++i) {
+        const auto& t = tensors[i];
         if (t.elements() == 0)
             return make_error(ErrorCode::kInvalidArgument, "tensor '" + t.name + "' has no elements");
-        if (t.rows())
-            return make_error(ErrorCode::kUnsupported, "tensor '" + t.name +
-                                                           "' is a sparse (rows) table: this build serves dense tensors only");
         starts.push_back(total);
+        if (t.rows()) {
+            if (t.shape.size() != 2)
+                return make_error(ErrorCode::kInvalidArgument, "rows tensor '" + t.name + "' must have shape [num_rows, width]");
+            tables.push_back(RowTable{i, t.shape[0], t.shape[1]});
+            continue;
+        }
         total += t.elements();
     }
     // Ideal byte-balanced boundaries, moved out of small tensors to the nearer tensor edge.
@@ -63,14 +81,16 @@ Result<ShardLayout> compute_layout(const std::vector<TensorSpec>& tensors, std::
         std::size_t b = static_cast<std::size_t>(static_cast<double>(total) * s / num_shards);
         if (s == num_shards) b = total;
         for (std::size_t t = 0; t < tensors.size(); ++t) {
+            if (tensors[t].rows()) continue;
             const std::size_t lo = starts[t], hi = lo + tensors[t].elements();
             if (b > lo && b < hi && hi - lo < kMinSliceFloats) b = (b - lo < hi - b) ? lo : hi;
         }
         bounds[s] = std::max(b, s > 0 ? bounds[s - 1] : 0);
     }
-    ShardLayout layout{num_shards, {}, total};
+    ShardLayout layout{num_shards, {}, total, std::move(tables)};
     std::uint32_t shard = 0;
     for (std::uint32_t t = 0; t < tensors.size(); ++t) {
+        if (tensors[t].rows()) continue;
         std::size_t pos = starts[t];
         const std::size_t end = pos + tensors[t].elements();
         while (pos < end) {
@@ -88,6 +108,15 @@ Result<void> validate_layout(const ShardLayout& layout, const std::vector<Tensor
     std::size_t flat = 0;
     std::uint32_t tensor = 0;
     std::uint64_t in_tensor = 0;
+    std::vector<RowTable> tables;
+    for (std::uint32_t i = 0; i < tensors.size(); ++i)
+        if (tensors[i].rows() && tensors[i].shape.size() == 2)
+            tables.push_back(RowTable{i, tensors[i].shape[0], tensors[i].shape[1]});
+    if (tables != layout.tables) return make_error(ErrorCode::kProtocol, "layout's sparse tables differ from the tensor list");
+    auto skip_rows = [&] {
+        while (tensor < tensors.size() && tensors[tensor].rows()) ++tensor;
+    };
+    skip_rows();
     for (const auto& s : layout.slices) {
         if (tensor >= tensors.size() || s.tensor != tensor || s.offset != in_tensor ||
             s.length == 0 || s.shard >= layout.num_shards || s.flat_offset != flat ||
@@ -98,9 +127,10 @@ Result<void> validate_layout(const ShardLayout& layout, const std::vector<Tensor
         if (in_tensor == tensors[tensor].elements()) {
             ++tensor;
             in_tensor = 0;
+            skip_rows();
         }
     }
-    if (tensor != tensors.size() || flat != layout.total || flat != total_elements(tensors))
+    if (tensor != tensors.size() || flat != layout.total || flat != dense_elements(tensors))
         return make_error(ErrorCode::kProtocol, "layout does not cover every tensor");
     return {};
 }

@@ -52,7 +52,8 @@ struct TensorSpec {
 
 // TF's mnist_deep CNN: conv1/w [32,1,5,5] ... fc2/b [10]; 3,274,634 floats.
 std::vector<TensorSpec> mnist_deep_tensors();
-std::size_t total_elements(const std::vector<TensorSpec>& tensors);
+std::size_t total_elements(const std::vector<TensorSpec>& tensors);  // every tensor, rows included
+std::size_t dense_elements(const std::vector<TensorSpec>& tensors);  // the dense buffer's floats
 
 // One contiguous run of floats of one tensor, held by one shard.
 struct Slice {
@@ -64,10 +65,31 @@ struct Slice {
     bool operator==(const Slice&) const = default;
 };
 
+// A rows tensor (sparse table) and where its rows live: row r on shard r mod K, at index r / K
+// of that shard's part (rows r = shard, shard + K, shard + 2K, ... in ascending order).
+struct RowTable {
+    std::uint32_t tensor = 0;    // index into the tensor list
+    std::uint64_t num_rows = 0;  // rows; ids are 0 .. num_rows - 1
+    std::uint32_t width = 0;     // floats per row
+    // Rows `shard` of `num_shards` holds.
+    std::uint64_t rows_on(std::uint32_t shard, std::uint32_t num_shards) const {
+        return num_rows > shard ? (num_rows - shard + num_shards - 1) / num_shards : 0;
+    }
+    bool operator==(const RowTable&) const = default;
+};
+inline std::uint32_t row_owner(std::uint64_t row, std::uint32_t num_shards) {
+    return static_cast<std::uint32_t>(row % num_shards);
+}
+inline std::uint64_t row_index(std::uint64_t row, std::uint32_t num_shards) { return row / num_shards; }
+
 struct ShardLayout {
     std::uint32_t num_shards = 0;
     std::vector<Slice> slices;  // in flat-buffer order; ids are indices into this vector
-    std::size_t total = 0;      // floats in the whole buffer
+    std::size_t total = 0;      // floats in the whole (dense) buffer
+    std::vector<RowTable> tables;  // the rows tensors, in list order; not in the buffer
+
+    // Position in `tables` of tensor `tensor`, or -1 when it is not a rows tensor.
+    int table_of(std::uint32_t tensor) const;
 
     // Slice ids held by `shard`, ascending.
     std::vector<std::uint32_t> slices_of(std::uint32_t shard) const;
@@ -75,15 +97,17 @@ struct ShardLayout {
     bool operator==(const ShardLayout&) const = default;
 };
 
-// Greedy contiguous split: shard s receives flat range [s*T/K, (s+1)*T/K), rounded so that a
-// tensor smaller than kMinSliceFloats is never cut. REQUIRES nothing: errors on K == 0, an
-// empty list, or a tensor with zero elements.
+// Greedy contiguous split of the dense tensors: shard s receives flat range [s*T/K, (s+1)*T/K),
+// rounded so that a tensor smaller than kMinSliceFloats is never cut; rows tensors go to
+// `tables` (row r on shard r mod K). REQUIRES nothing: errors on K == 0, an empty list, or a
+// tensor with zero elements.
 inline constexpr std::size_t kMinSliceFloats = 4096;
 [[nodiscard]] Result<ShardLayout> compute_layout(const std::vector<TensorSpec>& tensors,
                                                  std::uint32_t num_shards);
 
 // Checks that a layout received from a peer is well-formed for `tensors`: slices cover each
-// tensor exactly once, in order, with shard ids < num_shards.
+// dense tensor exactly once, in order, with shard ids < num_shards, and `tables` lists the rows
+// tensors with their shapes.
 [[nodiscard]] Result<void> validate_layout(const ShardLayout& layout,
                                            const std::vector<TensorSpec>& tensors);
 

@@ -102,7 +102,6 @@ Result<Header> decode_header(std::string_view bytes) {
     const bool rejoined = (h.flags & kFlagRejoined) && role == static_cast<std::uint8_t>(Role::kPs);
     if (shm_push ? h.aux > kMaxShmRegion : (h.aux != 0 && !rejoined))
         return bad(shm_push ? "shared-memory gradient region out of range" : "header field 'aux' is not zero");
-    if ((h.flags & kFlagShm) && count != 0) return bad("a shared-memory message carries no payload frames");
     if (count > kMaxFrames) return bad("too many payload frames: " + std::to_string(count));
     if (bytes.size() != kFixedHeaderSize + kFrameDescriptorSize * count)
         return bad("header frame size does not match its frame count");
@@ -115,9 +114,20 @@ Result<Header> decode_header(std::string_view bytes) {
         d.get32(f.id);
         d.get32(f.bytes);
         if (f.id == kBodyFrame && f.bytes > kMaxBodyBytes) return bad("body frame too large");
+        if (is_row_frame(f.id) &&
+            ((f.id & 0x7F000000u) != 0 || row_part(f.id) > RowPart::kValues || row_tensor(f.id) >= kMaxTensors))
+            return bad("bad row frame id " + std::to_string(f.id));
+        if ((h.flags & kFlagShm) && !is_row_frame(f.id))
+            return bad("a shared-memory message carries no slice or body frames (row frames only)");
     }
     if (!d.ok()) return bad("truncated header");
     return h;
+}
+
+std::size_t dense_frame_count(const Header& header) {
+    std::size_t n = 0;
+    while (n < header.frames.size() && !is_row_frame(header.frames[n].id)) ++n;
+    return n;
 }
 
 Result<void> check_frames(const Header& header, std::span<const std::size_t> frame_sizes) {
@@ -226,6 +236,12 @@ std::string encode_welcome(const Welcome& w) {
         put_fixed64(out, s.flat_offset);
     }
     put_fixed64(out, w.instance);
+    put_fixed32(out, static_cast<std::uint32_t>(w.layout.tables.size()));
+    for (const auto& t : w.layout.tables) {
+        put_fixed32(out, t.tensor);
+        put_fixed64(out, t.num_rows);
+        put_fixed32(out, t.width);
+    }
     return out;
 }
 
@@ -244,7 +260,12 @@ Result<Welcome> decode_welcome(std::string_view bytes) {
             !d.get64(s.flat_offset))
             return bad("truncated WELCOME layout");
     if (!d.get64(w.instance) || w.instance == 0) return bad("WELCOME without the psd's instance");
-    if (d.remaining() != 0) return bad("trailing bytes after WELCOME");
+    std::uint32_t tables = 0;
+    if (!d.get32(tables) || tables > kMaxTensors) return bad("bad WELCOME table count");
+    w.layout.tables.resize(tables);
+    for (auto& t : w.layout.tables)
+        if (!d.get32(t.tensor) || !d.get64(t.num_rows) || !d.get32(t.width)) return bad("truncated WELCOME tables");
+    if (d.remaining() != 0) return bad("trailing bytes after WELCOME layout");
     return w;
 }
 

@@ -20,8 +20,8 @@ namespace psrun::wire {
 inline constexpr std::uint32_t kMagic = 0x4E525350;  // "PSRN"
 // 2: ATTACH and shared-memory payloads; 3: DIRCHECK; 4: the model in HELLO, the learning-rate schedule in INIT;
 // 5: REJOINED; 6: MAC trailer, bf16 slices; 7: psd's instance in WELCOME; 8: tensor class and kind (and row
-// initializer) in the tensor list
-inline constexpr std::uint16_t kVersion = 8;
+// initializer) in the tensor list; 9: sparse tables (row frames, the tables in WELCOME)
+inline constexpr std::uint16_t kVersion = 9;
 inline constexpr std::size_t kFixedHeaderSize = 48;
 inline constexpr std::size_t kFrameDescriptorSize = 8;
 inline constexpr std::uint32_t kMaxFrames = 4096;
@@ -71,6 +71,22 @@ inline constexpr std::uint32_t kFlagBf16 = 1u << 10;
 inline constexpr std::uint32_t kKnownFlags = 0x7FF;
 inline constexpr std::uint64_t kMaxShmRegion = 1;  // aux of a shared-memory PUSH: 0 or 1
 
+// Row frames (sparse tables, docs/protocol.md "Sparse tables"): descriptor id =
+// kRowFrame | part << 16 | tensor (the rows tensor's index in the list); bits 24..30 are zero.
+//   kGradIds     PUSH/PUSH_PULL: uint32 row ids, strictly ascending, all owned by the receiving shard
+//   kGradValues  follows its kGradIds frame: ids x width gradient values (bf16 under kFlagBf16)
+//   kPullIds     PULL/PUSH_PULL: uint32 row ids to pull, strictly ascending, owned by the shard
+//   kValues      PARAMS: the rows of one kPullIds frame, in its order (bf16 under kFlagBf16)
+enum class RowPart : std::uint8_t { kGradIds = 0, kGradValues = 1, kPullIds = 2, kValues = 3 };
+inline constexpr std::uint32_t kRowFrame = 0x80000000u;
+inline constexpr std::uint32_t kMaxRowsPerFrame = 1u << 24;  // ids in one frame
+constexpr std::uint32_t row_frame_id(RowPart part, std::uint32_t tensor) {
+    return kRowFrame | (static_cast<std::uint32_t>(part) << 16) | tensor;
+}
+constexpr bool is_row_frame(std::uint32_t id) { return id != kBodyFrame && (id & kRowFrame) != 0; }
+constexpr RowPart row_part(std::uint32_t id) { return static_cast<RowPart>((id >> 16) & 0xFF); }
+constexpr std::uint32_t row_tensor(std::uint32_t id) { return id & 0xFFFF; }
+
 struct FrameDesc {
     std::uint32_t id = kBodyFrame;  // slice id in the layout, or kBodyFrame
     std::uint32_t bytes = 0;        // exact size of the payload frame
@@ -89,9 +105,13 @@ struct Header {
     bool operator==(const Header&) const = default;
 };
 
+// Frames before the first row frame of `header` (its dense slices and bodies, which come first).
+std::size_t dense_frame_count(const Header& header);
+
 // Serialises the header frame (with its CRC32).
 std::string encode_header(const Header& header);
-// Parses and validates a header frame: magic, version, type, role, flags, frame count, size, CRC.
+// Parses and validates a header frame: magic, version, type, role, flags, frame count, size, CRC,
+// row frame ids well-formed (part <= 3, tensor < 4096), and a SHM message carrying row frames only.
 [[nodiscard]] Result<Header> decode_header(std::string_view bytes);
 // Checks that the payload frames match the header's descriptors one by one.
 [[nodiscard]] Result<void> check_frames(const Header& header, std::span<const std::size_t> frame_sizes);

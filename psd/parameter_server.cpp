@@ -246,21 +246,7 @@ void ParameterServer::dispatch(const std::string& routing, const Header& h, Part
         return reply_error(routing, ErrorCode::kUnauthorized, "only workers may send " + std::string(to_string(h.type)));
     switch (h.type) {
         case MessageType::kInit: return on_init(routing, h, parts);
-        case MessageType::kPull:
-            // Sync: a worker whose gradient for the current step is in (it lost its connection while its PUSH_PULL
-            // waited, and PULLs after reconnecting) waits for that step, as the PUSH_PULL would have.
-            if (sync_ && is_worker && shard_->initialized() && !shard_->finished() && sync_->contributed(h.index)) {
-                step_waiters_.push_back(Pending{routing, h.type, h.index, h.flags & wire::kFlagBf16});
-                return;
-            }
-            // A worker of a new standby run waits for that run's INIT (awaiting_run_init_); others need parameters.
-            if (shard_->initialized() && !(awaiting_run_init_ && h.role == wire::Role::kWorker))
-                return reply_params(routing, (shard_->finished() ? wire::kFlagFinished : 0) |
-                                                 (drain_.active() ? wire::kFlagDraining : 0) |
-                                                 (h.flags & wire::kFlagBf16));
-            if (init_waiters_.empty()) first_init_wait_ = Clock::now();
-            init_waiters_.push_back(Pending{routing, h.type, h.index, h.flags & wire::kFlagBf16});
-            return;
+        case MessageType::kPull: return on_pull(routing, h, parts);
         case MessageType::kPush:
         case MessageType::kPushPull: return on_push(routing, h, parts);
         case MessageType::kDone: return on_done(routing, h);
@@ -341,6 +327,10 @@ std::string ParameterServer::stats_json() const {
     j["step"] = shard_ ? shard_->step() : 0;
     j["shard_floats"] = shard_ ? shard_->size() : 0;
     j["optimizer_floats"] = shard_ ? shard_->optimizer_floats() : 0;  // slot floats (state tensors keep none)
+    j["row_floats"] = shard_ ? shard_->rows().floats() : 0;  // this shard's rows of the sparse tables
+    j["row_slot_floats"] = shard_ ? shard_->rows().slot_floats() : 0;
+    j["rows_pushed"] = counters_.rows_pushed;
+    j["rows_pulled"] = counters_.rows_pulled;
     j["param_buffers"] = shard_ ? shard_->buffer_count() : 0;
     j["workers_attached"] = workers_.count_attached();
     j["workers_done"] = workers_.count_done();

@@ -43,15 +43,20 @@ public:
     const std::string& endpoint() const { return endpoint_; }  // as bound (tcp port resolved)
 
 private:
+    struct PendingPull {  // rows a held request pulls (copied: its frames are gone by the reply)
+        std::uint32_t table = 0;
+        std::vector<std::uint32_t> ids;
+    };
     struct Pending {  // a request whose reply waits (init barrier, sync step)
         std::string routing;
         wire::MessageType type;
         std::uint32_t worker;
         std::uint32_t reply_flags = 0;  // wire::kFlagBf16 when the held PARAMS reply goes out in bf16
+        std::vector<PendingPull> pulls = {};
     };
     struct Counters {
         std::uint64_t messages = 0, malformed = 0, unauthorized = 0, nonfinite = 0, stale = 0,
-                      applied = 0, errors = 0, checkpoints = 0;
+                      applied = 0, errors = 0, checkpoints = 0, rows_pushed = 0, rows_pulled = 0;
     };
     using Parts = std::vector<zmq::message_t>;
 
@@ -60,6 +65,7 @@ private:
     void on_hello(const std::string& routing, const wire::Header& h, Parts& parts);
     void on_init(const std::string& routing, const wire::Header& h, Parts& parts);
     void on_push(const std::string& routing, const wire::Header& h, Parts& parts);
+    void on_pull(const std::string& routing, const wire::Header& h, Parts& parts);
     void on_done(const std::string& routing, const wire::Header& h);
     void on_save(const std::string& routing, const wire::Header& h, Parts& parts);     // psd/checkpoint handlers
     void on_restore(const std::string& routing, const wire::Header& h, Parts& parts);
@@ -70,7 +76,9 @@ private:
     // This shard's slices of the gradient region the SHM header names (not yet checked for NaN).
     [[nodiscard]] Result<std::vector<std::span<const float>>> shm_slices(const wire::Header& h, const ShmSegment& seg);
     // `written`: apply() already mirrored the new parameters into the segment.
-    void reply_params_shm(const std::string& routing, std::uint32_t flags, ShmSegment& seg, bool written);
+    // `row_descs`/`row_frames`: the pulled rows' values frames, sent after the header.
+    void reply_params_shm(const std::string& routing, std::uint32_t flags, ShmSegment& seg, bool written,
+                          std::vector<wire::FrameDesc> row_descs = {}, std::vector<zmq::message_t> row_frames = {});
     // Counts and names the first slice holding NaN/Inf (the check is split across the team).
     [[nodiscard]] Result<void> check_finite(const std::vector<std::span<const float>>& spans);
     // Preemption (psd/parameter_server_drain.cpp, psd/drain.h).
@@ -94,11 +102,21 @@ private:
     bool authenticate(const std::string& routing, const wire::Header& h, Parts& parts);
     // Sends routing, header and payloads, sealed with a MAC trailer when the request was.
     void send_reply(const std::string& routing, wire::Header& h, std::vector<zmq::message_t>& payloads);
+    // `descs`/`frames`: payload frames sent after the body (shared-memory PARAMS' row values).
     void reply(const std::string& routing, wire::MessageType type, std::uint32_t flags,
-               const std::string* body = nullptr);
+               const std::string* body = nullptr, std::vector<wire::FrameDesc> descs = {},
+               std::vector<zmq::message_t> frames = {});
     // Frames, or the client's shared-memory segment if it attached one (`written`: see reply_params_shm).
     // wire::kFlagBf16 in `flags`: the frames hold bf16 (a shared-memory reply stays f32 and drops it).
-    void reply_params(const std::string& routing, std::uint32_t flags, bool written = false);
+    // Then one values frame per pulled table (gathered rows, in the request's order).
+    void reply_params(const std::string& routing, std::uint32_t flags, bool written = false,
+                      std::span<const RowSlice> pulls = {});
+    // The row frames after the dense slices of `h` (psd/row_frames.h), checked; row gradients also
+    // checked finite (counted as nonfinite otherwise). Spans valid until the next call.
+    [[nodiscard]] Result<RowFrames> decode_rows(const wire::Header& h, Parts& parts, std::size_t dense_end);
+    static std::vector<PendingPull> copy_pulls(const RowFrames& rows);
+    static std::vector<RowSlice> pull_slices(const std::vector<PendingPull>& pulls);
+    std::unique_ptr<SyncAggregator> make_sync() const;  // a fresh aggregator for this shard
     void reply_error(const std::string& routing, ErrorCode code, const std::string& reason);
     void release_pending(std::vector<Pending>& pending, std::uint32_t flags);
     void log_refusal(const std::string& what);  // rate-limited warning for a refused message
@@ -154,6 +172,8 @@ private:
     std::vector<Pending> step_waiters_;
     std::vector<Pending> drain_waiters_;  // the chief's drain HEARTBEATs, answered by release_drain_waiters()
     std::vector<float> payload_spare_;  // decode_slices(): bf16 expanded and misaligned f32 copied, at local offsets
+    std::vector<std::uint32_t> row_id_spare_;  // decode_rows(): misaligned ids copied
+    std::vector<float> row_value_spare_;       // decode_rows(): row gradients expanded or copied
     // Segments of clients whose ATTACH was accepted, by routing id; dropped at their DONE.
     std::unordered_map<std::string, ShmSegment> attached_;
     Bf16Params bf16_;  // --wire-precision bf16 clients: gradient expansion, bf16 parameter copies

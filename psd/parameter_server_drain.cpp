@@ -31,9 +31,7 @@ void ParameterServer::begin_drain(int sig) {
                  drain_.grace().count() / 1000.0, workers_.count_live());
     // Sync: the partial step is dropped; its waiting workers learn that psd drains.
     release_pending(step_waiters_, wire::kFlagDraining);
-    if (sync_)
-        sync_ = std::make_unique<SyncAggregator>(shard_->size(), options_.num_workers, options_.replicas_to_aggregate,
-                                                 options_.straggler_every);
+    if (sync_) sync_ = make_sync();
 }
 
 bool ParameterServer::others_stopped(std::uint32_t chief) const {

@@ -70,7 +70,8 @@ void ParameterServer::complete_sync_step() {
         shape.push_back(shard_->param_slice(k));  // only its size is used
         offsets.push_back(shard_->local_offset(k));
     }
-    shard_->apply(sync_->average(shape, offsets), team_.get());
+    const auto rows = sync_->average_rows();
+    shard_->apply(sync_->average(shape, offsets), team_.get(), {}, rows);
     ++counters_.applied;
     if (auto report = sync_->finish_step(shard_->step())) spdlog::info("{}", *report);
     release_pending(step_waiters_, shard_->finished() ? wire::kFlagFinished : 0);

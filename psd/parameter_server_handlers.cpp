@@ -38,9 +38,7 @@ void ParameterServer::on_hello(const std::string& routing, const Header& h, Part
         tensors_ = *tensors;
         model_ = hello->model;
         shard_ = std::make_unique<ShardState>(*layout, options_.index, tensors_);
-        if (options_.sync)
-            sync_ = std::make_unique<SyncAggregator>(shard_->size(), options_.num_workers,
-                                                     options_.replicas_to_aggregate, options_.straggler_every);
+        if (options_.sync) sync_ = make_sync();
         spdlog::info("model '{}' has {} tensors, {} floats; this shard holds {} floats in {} slices", model_.name,
                      tensors_.size(),
                      layout->total, shard_->size(), shard_->slice_ids().size());
@@ -86,10 +84,8 @@ void ParameterServer::on_init(const std::string& routing, const Header& h, Parts
     } else {
         auto spans = decode_slices(h, parts, 1, PayloadForm::kF32, nullptr);  // INIT sends f32 frames
         if (!spans) return reply_error(routing, spans.error().code, spans.error().message);
-        shard_->init(*config, *spans);
-        if (sync_)  // a new run starts: forget any partial step of the previous one
-            sync_ = std::make_unique<SyncAggregator>(shard_->size(), options_.num_workers,
-                                                     options_.replicas_to_aggregate, options_.straggler_every);
+        shard_->init(*config, *spans, team_.get());
+        if (sync_) sync_ = make_sync();  // a new run starts: forget any partial step of the previous one
         shard_->set_dry_run(h.flags & wire::kFlagDryRun);
         spdlog::info("INIT: {} from step {}, last step {}, learning rate {} ({}){}", to_string(config->optimizer.kind),
                      config->start_step, config->last_step, config->optimizer.learning_rate,
@@ -114,15 +110,19 @@ void ParameterServer::on_push(const std::string& routing, const Header& h, Parts
     if (!shard_->initialized())
         return reply_error(routing, ErrorCode::kProtocol, "PUSH before the chief's INIT: PULL first to wait for it");
     const bool want_params = h.type == MessageType::kPushPull;
+    const auto rejected_before = counters_.nonfinite;
+    const std::size_t dense_end = wire::dense_frame_count(h);
+    auto rows = decode_rows(h, parts, dense_end);  // checked before the dense part: a drain reply needs the pulls
+    if (!rows && counters_.nonfinite != rejected_before) return reject_bad_gradient(routing, h, rows.error());
+    if (!rows) return reply_error(routing, rows.error().code, rows.error().message);
     if (drain_.active() && sync_) {  // preemption, sync: no new step; the flag tells the worker to stop
-        if (want_params) return reply_params(routing, wire::kFlagDraining | (h.flags & wire::kFlagBf16));
+        if (want_params) return reply_params(routing, wire::kFlagDraining | (h.flags & wire::kFlagBf16), false, rows->pulls);
         return reply(routing, MessageType::kAck, wire::kFlagDraining);
     }
     ShmSegment* segment = attachment(routing);
     const bool shm_push = h.flags & wire::kFlagShm;
     if (shm_push && !segment)
         return reply_error(routing, ErrorCode::kProtocol, "shared-memory PUSH without an accepted ATTACH");
-    const auto rejected_before = counters_.nonfinite;
     auto grads = decode_slices(h, parts, 0, payload_form(h.flags), segment);
     if (!grads && counters_.nonfinite != rejected_before) return reject_bad_gradient(routing, h, grads.error());
     if (!grads) return reply_error(routing, grads.error().code, grads.error().message);
@@ -131,14 +131,15 @@ void ParameterServer::on_push(const std::string& routing, const Header& h, Parts
     auto answer = [&](std::uint32_t flags, bool written = false) {
         if (shard_->finished()) flags |= wire::kFlagFinished;
         if (drain_.active()) flags |= wire::kFlagDraining;
-        if (want_params) reply_params(routing, flags | (h.flags & wire::kFlagBf16), written);
+        if (want_params) reply_params(routing, flags | (h.flags & wire::kFlagBf16), written, rows->pulls);
         else reply(routing, MessageType::kAck, flags);
     };
     if (shard_->finished()) return answer(0);  // last_step reached: never overshoot
     if (!sync_) {
         const bool mirror = want_params && segment;  // write the reply's parameters during the update
-        shard_->apply(*grads, team_.get(), mirror ? segment->params() : std::span<float>{});
+        shard_->apply(*grads, team_.get(), mirror ? segment->params() : std::span<float>{}, rows->grads);
         ++counters_.applied;
+        for (const auto& g : rows->grads) counters_.rows_pushed += g.ids.size();
         return answer(0, mirror);
     }
     if (h.step < shard_->step()) {  // stale: computed on parameters older than the current step
@@ -157,14 +158,43 @@ void ParameterServer::on_push(const std::string& routing, const Header& h, Parts
         if (!reconnected)
             return reply_error(routing, ErrorCode::kProtocol, "worker " + std::to_string(h.index) +
                                                                   " already pushed for step " + std::to_string(h.step));
-        step_waiters_.push_back(Pending{routing, h.type, h.index, h.flags & wire::kFlagBf16});
+        step_waiters_.push_back(Pending{routing, h.type, h.index, h.flags & wire::kFlagBf16, copy_pulls(*rows)});
         return;
     }
-    step_waiters_.push_back(Pending{routing, h.type, h.index, h.flags & wire::kFlagBf16});
+    step_waiters_.push_back(Pending{routing, h.type, h.index, h.flags & wire::kFlagBf16, copy_pulls(*rows)});
     std::vector<std::size_t> offsets;
     for (std::size_t k = 0; k < grads->size(); ++k) offsets.push_back(shard_->local_offset(k));
     update_sync_replicas();
-    if (sync_->add(h.index, *grads, offsets)) complete_sync_step();
+    for (const auto& g : rows->grads) counters_.rows_pushed += g.ids.size();
+    if (sync_->add(h.index, *grads, offsets, rows->grads)) complete_sync_step();
+}
+
+void ParameterServer::on_pull(const std::string& routing, const Header& h, Parts& parts) {
+    if (wire::dense_frame_count(h) != 0) return reply_error(routing, ErrorCode::kProtocol, "PULL carries no slice frames");
+    auto rows = decode_rows(h, parts, 0);
+    if (!rows) return reply_error(routing, rows.error().code, rows.error().message);
+    // Sync: a worker whose gradient for the current step is in (it lost its connection while its PUSH_PULL
+    // waited, and PULLs after reconnecting) waits for that step, as the PUSH_PULL would have.
+    const bool is_worker = h.role == wire::Role::kWorker || h.role == wire::Role::kChief;
+    if (sync_ && is_worker && shard_->initialized() && !shard_->finished() &&
+        sync_->contributed(h.index)) {
+        step_waiters_.push_back(Pending{routing, h.type, h.index, h.flags & wire::kFlagBf16, copy_pulls(*rows)});
+        return;
+    }
+    // A worker of a new standby run waits for that run's INIT (awaiting_run_init_); others need parameters.
+    if (shard_->initialized() && !(awaiting_run_init_ && h.role == wire::Role::kWorker))
+        return reply_params(routing, (shard_->finished() ? wire::kFlagFinished : 0) |
+                                         (drain_.active() ? wire::kFlagDraining : 0) | (h.flags & wire::kFlagBf16),
+                            false, rows->pulls);
+    if (init_waiters_.empty()) first_init_wait_ = Clock::now();
+    init_waiters_.push_back(Pending{routing, h.type, h.index, h.flags & wire::kFlagBf16, copy_pulls(*rows)});
+}
+
+std::unique_ptr<SyncAggregator> ParameterServer::make_sync() const {
+    std::vector<std::uint32_t> widths;
+    for (const auto& t : shard_->layout().tables) widths.push_back(t.width);
+    return std::make_unique<SyncAggregator>(shard_->size(), options_.num_workers, options_.replicas_to_aggregate,
+                                            options_.straggler_every, std::move(widths));
 }
 
 void ParameterServer::on_done(const std::string& routing, const Header& h) {
@@ -235,9 +265,7 @@ void ParameterServer::on_restore(const std::string& routing, const Header& h, Pa
         spdlog::error("restore from {} failed: {}", request->dir, loaded.error().message);
         return reply_error(routing, loaded.error().code, loaded.error().message);
     }
-    if (sync_)  // a new run starts: forget any partial step
-        sync_ = std::make_unique<SyncAggregator>(shard_->size(), options_.num_workers, options_.replicas_to_aggregate,
-                                                 options_.straggler_every);
+    if (sync_) sync_ = make_sync();  // a new run starts: forget any partial step
     spdlog::info("RESTORE: {} at step {} from {}, last step {}, learning rate {} ({})",
                  to_string(request->init.optimizer.kind), shard_->step(), request->dir, request->init.last_step,
                  request->init.optimizer.learning_rate, request->init.optimizer.effective_schedule().to_string());

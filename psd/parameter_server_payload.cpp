@@ -5,6 +5,9 @@
 // frames. Sealing (--auth mac) happens after, in send_reply() (psd/parameter_server_replies.cpp).
 #include <spdlog/spdlog.h>
 
+#include <cstring>
+
+#include "common/wire_precision.h"
 #include "common/zmq_util.h"
 #include "psd/parameter_server.h"
 
@@ -24,7 +27,7 @@ Result<std::vector<std::span<const float>>> ParameterServer::decode_slices(const
         return spans;
     }
     const auto& ids = shard_->slice_ids();
-    if (h.frames.size() != first + ids.size())
+    if (wire::dense_frame_count(h) != first + ids.size())
         return make_error(ErrorCode::kProtocol, "expected " + std::to_string(ids.size()) + " slice frames");
     if (payload_spare_.size() != shard_->size()) payload_spare_.resize(shard_->size());
     std::vector<std::span<const float>> spans;
@@ -47,10 +50,69 @@ Result<std::vector<std::span<const float>>> ParameterServer::decode_slices(const
     return spans;
 }
 
-void ParameterServer::reply_params(const std::string& routing, std::uint32_t flags, bool written) {
+Result<RowFrames> ParameterServer::decode_rows(const Header& h, Parts& parts, std::size_t dense_end) {
+    const auto descs = std::span<const FrameDesc>(h.frames).subspan(dense_end);
+    const auto frames = std::span<const zmq::message_t>(parts).subspan(2 + dense_end);
+    auto rows = parse_row_frames(shard_->layout(), tensors_, options_.index, h.type, payload_form(h.flags), descs, frames,
+                                 row_id_spare_, row_value_spare_);
+    if (!rows) return rows;
+    for (const auto& g : rows->grads) {
+        if (wire::all_finite(g.values.data(), g.values.size())) continue;
+        ++counters_.nonfinite;
+        return make_error(ErrorCode::kInvalidArgument, "gradient rows of sparse table '" +
+                                                           tensors_.at(shard_->layout().tables[g.table].tensor).name +
+                                                           "' contain NaN or Inf: rejected, weights untouched");
+    }
+    return rows;
+}
+
+std::vector<ParameterServer::PendingPull> ParameterServer::copy_pulls(const RowFrames& rows) {
+    std::vector<PendingPull> out;
+    for (const auto& p : rows.pulls) out.push_back(PendingPull{p.table, {p.ids.begin(), p.ids.end()}});
+    return out;
+}
+
+std::vector<RowSlice> ParameterServer::pull_slices(const std::vector<PendingPull>& pulls) {
+    std::vector<RowSlice> out;
+    for (const auto& p : pulls) out.push_back(RowSlice{p.table, p.ids, {}});
+    return out;
+}
+
+// The dense part in the request's form (shared memory, bf16 or f32 frames), then the pulled rows
+// as values frames (f32, or bf16 under BF16), gathered into messages ZeroMQ owns: a table is never
+// copied whole, and its rows may change as soon as the reply is queued.
+void ParameterServer::reply_params(const std::string& routing, std::uint32_t flags, bool written,
+                                   std::span<const RowSlice> pulls) {
     flags |= take_rejoined(routing);
+    std::vector<FrameDesc> row_descs;
+    std::vector<zmq::message_t> row_frames;
+    const PayloadForm row_form = attachment(routing) ? PayloadForm::kF32 : payload_form(flags);
+    std::vector<float> row;
+    for (const auto& p : pulls) {
+        const RowTable& table = shard_->layout().tables[p.table];
+        const std::size_t values = p.ids.size() * table.width;
+        zmq::message_t frame(values * value_bytes(row_form));
+        if (row_form == PayloadForm::kBf16) {
+            row.resize(table.width);
+            for (std::size_t i = 0; i < p.ids.size(); ++i) {
+                shard_->rows().gather(p.table, p.ids.subspan(i, 1), row.data());
+                wire::f32_to_bf16_bytes(row, static_cast<char*>(frame.data()) + i * table.width * wire::kBf16Bytes);
+            }
+        } else if (reinterpret_cast<std::uintptr_t>(frame.data()) % alignof(float) == 0) {
+            shard_->rows().gather(p.table, p.ids, static_cast<float*>(frame.data()));
+        } else {  // a small message's bytes inside the message object: gather, then copy
+            row.resize(values);
+            shard_->rows().gather(p.table, p.ids, row.data());
+            std::memcpy(frame.data(), row.data(), values * sizeof(float));
+        }
+        row_descs.push_back(FrameDesc{wire::row_frame_id(wire::RowPart::kValues, table.tensor),
+                                      static_cast<std::uint32_t>(frame.size())});
+        row_frames.push_back(std::move(frame));
+        counters_.rows_pulled += p.ids.size();
+    }
     if (ShmSegment* segment = attachment(routing))
-        return reply_params_shm(routing, flags & ~wire::kFlagBf16, *segment, written);
+        return reply_params_shm(routing, flags & ~wire::kFlagBf16, *segment, written, std::move(row_descs),
+                                std::move(row_frames));
     const PayloadForm form = payload_form(flags);
     Header h;
     h.type = MessageType::kParams;
@@ -75,6 +137,8 @@ void ParameterServer::reply_params(const std::string& routing, std::uint32_t fla
             payloads.push_back(encode_frame(std::span<const float>(buffer.data.data() + shard_->local_offset(k), length),
                                             PayloadForm::kF32, nullptr, buffer.holds));
     }
+    h.frames.insert(h.frames.end(), row_descs.begin(), row_descs.end());
+    for (auto& f : row_frames) payloads.push_back(std::move(f));
     send_reply(routing, h, payloads);
 }
 

@@ -12,7 +12,8 @@ using wire::FrameDesc;
 using wire::Header;
 using wire::MessageType;
 
-void ParameterServer::reply(const std::string& routing, MessageType type, std::uint32_t flags, const std::string* body) {
+void ParameterServer::reply(const std::string& routing, MessageType type, std::uint32_t flags, const std::string* body,
+                            std::vector<FrameDesc> descs, std::vector<zmq::message_t> frames) {
     Header h;
     h.type = type;
     h.role = wire::Role::kPs;
@@ -26,6 +27,8 @@ void ParameterServer::reply(const std::string& routing, MessageType type, std::u
         h.frames.push_back(FrameDesc{wire::kBodyFrame, static_cast<std::uint32_t>(body->size())});
         payloads.emplace_back(body->data(), body->size());
     }
+    h.frames.insert(h.frames.end(), descs.begin(), descs.end());
+    for (auto& f : frames) payloads.push_back(std::move(f));
     send_reply(routing, h, payloads);
 }
 
@@ -39,7 +42,7 @@ void ParameterServer::reply_error(const std::string& routing, ErrorCode code, co
 void ParameterServer::release_pending(std::vector<Pending>& pending, std::uint32_t flags) {
     for (const auto& p : pending) {
         if (p.type == MessageType::kPush) reply(p.routing, MessageType::kAck, flags);
-        else reply_params(p.routing, flags | p.reply_flags);
+        else reply_params(p.routing, flags | p.reply_flags, false, pull_slices(p.pulls));
     }
     pending.clear();
 }

@@ -8,21 +8,21 @@
 
 #include "common/checkpoint_params.h"
 #include "common/tensor_file.h"
+#include "psd/shard_checkpoint_rows.h"
 
 namespace psrun::psd {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr float kDigit = 16777216.0f;  // 2^24: every digit is exact in a float
-
-// One saved piece of a tensor: [offset, offset + length) with its parts.
+// One saved piece of a dense tensor: [offset, offset + length) with its parts (entries of a file).
 struct Piece {
     std::uint64_t offset = 0, length = 0;
-    const std::vector<float>* param = nullptr;
-    std::vector<const std::vector<float>*> slots;
-    const std::vector<float>* state = nullptr;
-    std::string file;
+    std::size_t file = 0;
+    int param = -1, state = -1;
+    std::vector<int> slots;
 };
+
+Error invalid(const std::string& what) { return Error{ErrorCode::kInvalidArgument, what}; }
 
 }  // namespace
 
@@ -33,7 +33,7 @@ std::string shard_checkpoint_name(std::uint32_t shard, std::uint32_t num_shards)
 Result<void> save_shard_checkpoint(const ShardState& shard, const std::vector<TensorSpec>& tensors,
                                    std::uint32_t index, const std::string& dir) {
     const auto& ids = shard.slice_ids();
-    std::vector<std::vector<float>> states(ids.size());
+    std::vector<std::array<float, 5>> states(ids.size());
     std::vector<TensorView> views;
     for (std::size_t k = 0; k < ids.size(); ++k) {
         const Slice& s = shard.layout().slices[ids[k]];
@@ -50,12 +50,11 @@ Result<void> save_shard_checkpoint(const ShardState& shard, const std::vector<Te
                                   "refusing to checkpoint: optimizer slot of " + base + " contains NaN or Inf");
             views.push_back(TensorView{base + "/slot" + std::to_string(j), {s.length}, slots[j]});
         }
-        const std::uint64_t u = shard.updates(k);
-        states[k] = {static_cast<float>(shard.config().optimizer.kind), static_cast<float>(u & 0xFFFFFF),
-                     static_cast<float>((u >> 24) & 0xFFFFFF), static_cast<float>(u >> 48),
-                     static_cast<float>(shard.tensors().at(s.tensor).tensor_class)};
+        states[k] = piece_state(shard.config().optimizer.kind, shard.updates(k), tensors.at(s.tensor).tensor_class);
         views.push_back(TensorView{base + "/state", {states[k].size()}, states[k]});
     }
+    std::vector<std::array<float, 5>> row_states;
+    if (auto ok = add_row_pieces(shard, tensors, views, row_states); !ok) return ok;  // views of the rows: no copy
     return write_tensor_file(dir + "/" + shard_checkpoint_name(index, shard.layout().num_shards), views);
 }
 
@@ -63,43 +62,47 @@ Result<void> load_shard_checkpoint(ShardState& shard, const std::vector<TensorSp
                                    const wire::InitConfig& config, const std::string& dir) {
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) return make_error(ErrorCode::kNotFound, "checkpoint " + dir + " is not a directory");
-    std::vector<std::string> files;
+    std::vector<std::string> names;
     for (const auto& e : fs::directory_iterator(dir, ec)) {
         const std::string name = e.path().filename().string();
-        if (e.is_regular_file() && name.starts_with("ps-") && name.ends_with(".tensors")) files.push_back(name);
+        if (e.is_regular_file() && name.starts_with("ps-") && name.ends_with(".tensors")) names.push_back(name);
     }
     if (ec) return make_error(ErrorCode::kIo, dir + ": " + ec.message());
-    if (files.empty()) return make_error(ErrorCode::kNotFound, "checkpoint " + dir + " holds no psd shard files");
-    std::sort(files.begin(), files.end());
+    if (names.empty()) return make_error(ErrorCode::kNotFound, "checkpoint " + dir + " holds no psd shard files");
+    std::sort(names.begin(), names.end());
 
-    std::vector<std::vector<NamedTensor>> contents;
-    std::map<std::string, std::map<std::uint64_t, Piece>> pieces;  // tensor -> offset -> piece
-    for (const auto& f : files) {
-        auto read = read_tensor_file(dir + "/" + f);
-        if (!read) return tl::unexpected(read.error());
-        contents.push_back(std::move(*read));
-        for (const auto& t : contents.back()) {
+    // Index every file from its tensor headers (no data read yet), then verify the files this shard needs.
+    std::vector<TensorFileReader> files;
+    std::map<std::string, std::map<std::uint64_t, Piece>> pieces;  // dense tensor -> offset -> piece
+    RowPieces row_pieces;
+    for (std::size_t f = 0; f < names.size(); ++f) {
+        auto reader = TensorFileReader::open(dir + "/" + names[f], false);
+        if (!reader) return tl::unexpected(reader.error());
+        files.push_back(std::move(*reader));
+        const auto& entries = files.back().tensors();
+        for (std::size_t e = 0; e < entries.size(); ++e) {
+            const auto& t = entries[e];
+            const std::string where = dir + "/" + names[f];
+            if (auto ok = index_row_piece(t, f, e, where, row_pieces); !ok) return tl::unexpected(ok.error());
+            else if (*ok) continue;
             PieceName name;
-            if (!parse_piece_name(t.name, name))
-                return make_error(ErrorCode::kInvalidArgument, dir + "/" + f + ": unexpected tensor '" + t.name + "'");
-            const std::string& part = name.part;
-            const std::uint64_t length = name.length;
+            if (!parse_piece_name(t.name, name)) return tl::unexpected(invalid(where + ": unexpected tensor '" + t.name + "'"));
             auto& p = pieces[name.tensor][name.offset];
             p.offset = name.offset;
-            p.length = length;
+            p.length = name.length;
             p.file = f;
-            const bool is_state = part == "state";
+            const bool is_state = name.part == "state";
             // "state" has 4 floats (kind, update count) or, since tensor classes, 5 (and the class).
-            if (is_state ? (t.data.size() != 4 && t.data.size() != 5) : t.data.size() != length)
-                return make_error(ErrorCode::kInvalidArgument, dir + "/" + f + ": '" + t.name + "' has the wrong size");
-            if (part == "param") p.param = &t.data;
-            else if (is_state) p.state = &t.data;
-            else if (part.starts_with("slot") && part.size() == 5 && part[4] >= '0' && part[4] <= '1') {
-                const std::size_t j = static_cast<std::size_t>(part[4] - '0');
-                if (p.slots.size() <= j) p.slots.resize(j + 1, nullptr);
-                p.slots[j] = &t.data;
+            if (is_state ? (t.count != 4 && t.count != 5) : t.count != name.length)
+                return tl::unexpected(invalid(where + ": '" + t.name + "' has the wrong size"));
+            if (name.part == "param") p.param = static_cast<int>(e);
+            else if (is_state) p.state = static_cast<int>(e);
+            else if (name.part.starts_with("slot") && name.part.size() == 5 && name.part[4] >= '0' && name.part[4] <= '1') {
+                const std::size_t j = static_cast<std::size_t>(name.part[4] - '0');
+                if (p.slots.size() <= j) p.slots.resize(j + 1, -1);
+                p.slots[j] = static_cast<int>(e);
             } else {
-                return make_error(ErrorCode::kInvalidArgument, dir + "/" + f + ": unexpected tensor '" + t.name + "'");
+                return tl::unexpected(invalid(where + ": unexpected tensor '" + t.name + "'"));
             }
         }
     }
@@ -110,6 +113,11 @@ Result<void> load_shard_checkpoint(ShardState& shard, const std::vector<TensorSp
     std::vector<std::vector<std::vector<float>>> slots(ids.size());
     std::vector<std::uint64_t> updates(ids.size(), 0);
     bool kind_changed = false;
+    auto verified = [&](std::size_t f) -> Result<void> { return files[f].verify(); };  // CRCs, once per file
+    auto read = [&](std::size_t f, int e, std::uint64_t first, std::span<float> out) -> Result<void> {
+        if (auto ok = verified(f); !ok) return ok;
+        return files[f].read(static_cast<std::size_t>(e), first, out);
+    };
     for (std::size_t k = 0; k < ids.size(); ++k) {
         const Slice& s = shard.layout().slices[ids[k]];
         const TensorSpec& spec = tensors.at(s.tensor);
@@ -118,46 +126,67 @@ Result<void> load_shard_checkpoint(ShardState& shard, const std::vector<TensorSp
         slots[k].assign(want_slots, std::vector<float>(s.length, 0.0f));
         std::uint64_t covered = 0;
         bool first = true;
+        if (row_pieces.contains(spec.name))
+            return make_error(ErrorCode::kInvalidArgument, "checkpoint " + dir + " holds '" + spec.name +
+                                                               "' as a sparse table, the model has it as a dense tensor");
         for (const auto& [offset, p] : pieces[spec.name]) {
+            const std::string where = dir + "/" + names[p.file];
             if (p.offset + p.length > spec.elements())
-                return make_error(ErrorCode::kInvalidArgument, dir + "/" + p.file + ": piece of '" + spec.name +
-                                                                   "' beyond its size: written for another model");
+                return make_error(ErrorCode::kInvalidArgument,
+                                  where + ": piece of '" + spec.name + "' beyond its size: written for another model");
             const std::uint64_t lo = std::max(s.offset, p.offset), hi = std::min(s.offset + s.length, p.offset + p.length);
             if (lo >= hi) continue;
-            if (!p.param || !p.state)
-                return make_error(ErrorCode::kInvalidArgument, dir + "/" + p.file + ": piece of '" + spec.name + "' is incomplete");
-            const auto& st = *p.state;
+            if (p.param < 0 || p.state < 0)
+                return make_error(ErrorCode::kInvalidArgument, where + ": piece of '" + spec.name + "' is incomplete");
+            std::vector<float> st(files[p.file].tensors()[static_cast<std::size_t>(p.state)].count);
+            if (auto ok = read(p.file, p.state, 0, st); !ok) return tl::unexpected(ok.error());
             const auto saved_class = st.size() == 5 ? st[4] : static_cast<float>(TensorClass::kTrainable);
             if (saved_class != static_cast<float>(spec.tensor_class))
                 return make_error(ErrorCode::kInvalidArgument,
-                                  dir + "/" + p.file + ": '" + spec.name + "' was saved as a " +
+                                  where + ": '" + spec.name + "' was saved as a " +
                                       (saved_class == static_cast<float>(TensorClass::kState) ? "state" : "trainable") +
                                       " tensor, the model has it as " + std::string(to_string(spec.tensor_class)) +
                                       ": written for another model");
             if (first) {
                 kind_changed = kind_changed || st[0] != static_cast<float>(config.optimizer.kind);
-                updates[k] = static_cast<std::uint64_t>(st[1]) | (static_cast<std::uint64_t>(st[2]) << 24) |
-                             (static_cast<std::uint64_t>(st[3]) << 48);
+                updates[k] = piece_updates(st);
                 first = false;
             }
-            std::copy_n(p.param->begin() + (lo - p.offset), hi - lo, params[k].begin() + (lo - s.offset));
+            if (!files[p.file].tensors()[static_cast<std::size_t>(p.param)].finite)
+                return make_error(ErrorCode::kInvalidArgument, "checkpoint " + dir + ": '" + spec.name + "' holds NaN or Inf");
+            const std::span<float> dst(params[k].data() + (lo - s.offset), hi - lo);
+            if (auto ok = read(p.file, p.param, lo - p.offset, dst); !ok) return tl::unexpected(ok.error());
             if (st[0] == static_cast<float>(config.optimizer.kind) && p.slots.size() == want_slots)
                 for (std::size_t j = 0; j < want_slots; ++j)
-                    if (p.slots[j])
-                        std::copy_n(p.slots[j]->begin() + (lo - p.offset), hi - lo, slots[k][j].begin() + (lo - s.offset));
+                    if (p.slots[j] >= 0)
+                        if (auto ok = read(p.file, p.slots[j], lo - p.offset,
+                                           std::span<float>(slots[k][j].data() + (lo - s.offset), hi - lo));
+                            !ok)
+                            return tl::unexpected(ok.error());
             covered += hi - lo;
         }
         if (covered != s.length)
             return make_error(ErrorCode::kInvalidArgument, "checkpoint " + dir + " does not hold all of '" + spec.name +
                                                                "' [" + std::to_string(s.offset) + ", " +
                                                                std::to_string(s.offset + s.length) + ")");
-        if (!wire::all_finite(params[k].data(), params[k].size()))
-            return make_error(ErrorCode::kInvalidArgument, "checkpoint " + dir + ": '" + spec.name + "' holds NaN or Inf");
     }
+    // The sparse tables: every check (and the CRC of every file read) before the shard changes.
+    for (std::size_t t = 0; t < shard.rows().size(); ++t) {
+        const auto& name = tensors.at(shard.rows().table(t).tensor).name;
+        if (pieces.contains(name))
+            return make_error(ErrorCode::kInvalidArgument, "checkpoint " + dir + " holds '" + name +
+                                                               "' as a dense tensor, the model has it as a sparse table");
+    }
+    auto plan = plan_row_restore(shard, tensors, config, dir, names, files, row_pieces);
+    if (!plan) return tl::unexpected(plan.error());
     if (kind_changed) {
         spdlog::warn("checkpoint {} was saved with another optimizer kind: optimizer slots start fresh", dir);
         for (auto& s : slots) s.clear();
         std::fill(updates.begin(), updates.end(), 0);
+    }
+    if (auto ok = load_rows(shard, config, files, *plan); !ok) {
+        shard.invalidate();  // a read failed after every check passed (the files changed meanwhile)
+        return ok;
     }
     std::vector<std::span<const float>> spans(params.begin(), params.end());
     shard.load(config, spans, slots, updates);

@@ -5,7 +5,9 @@
 //   slot0, slot1     the optimizer's slot vectors (as many as the optimizer kind keeps)
 //   state            5 floats: optimizer kind, update count in base-2^24 digits (lo, mid, hi),
 //                    tensor class (0 trainable, 1 state; files without it hold 4 floats: trainable)
-// A state tensor's slices have no slots.
+// A state tensor's slices have no slots. Sparse tables are stored per shard as
+// "<tensor>@<shard>%<K>/<part>" (psd/shard_checkpoint_rows.h). Files are written and read as
+// streams (common/tensor_file_stream.h): a psd holds at most its own part of a table.
 // Because pieces are named by tensor ranges, a restore with any shard count finds its slices in
 // whichever files hold them. Free functions, called on the psd poll-loop thread.
 #pragma once
@@ -29,9 +31,12 @@ std::string shard_checkpoint_name(std::uint32_t shard, std::uint32_t num_shards)
 [[nodiscard]] Result<void> save_shard_checkpoint(const ShardState& shard, const std::vector<TensorSpec>& tensors,
                                                  std::uint32_t index, const std::string& dir);
 
-// Loads every own slice (params, slots, update counts) from the shard files in `dir`, verifying
-// every CRC, then initialises `shard` with `config` (ShardState::load). If the saved optimizer
-// kind differs from config's, slots start fresh (logged). On any error `shard` is unchanged.
+// Loads every own slice (params, slots, update counts) and this shard's rows of every sparse
+// table (re-sharded when the checkpoint was written by another shard count) from the shard files
+// in `dir`, verifying the CRCs of every file it reads, then initialises `shard` with `config`
+// (ShardState::load). If the saved optimizer kind differs from config's, slots start fresh
+// (logged). On any error found by the checks `shard` is unchanged; should a read fail after
+// them (a file changed meanwhile), the shard is left uninitialised.
 [[nodiscard]] Result<void> load_shard_checkpoint(ShardState& shard, const std::vector<TensorSpec>& tensors,
                                                  const wire::InitConfig& config, const std::string& dir);
 

@@ -6,12 +6,10 @@
 #include <filesystem>
 #include <thread>
 
-#include "common/tensor_file.h"
 
 namespace psrun::psd {
 namespace {
 
-constexpr std::uint32_t kShardFileVersion = 4;  // 3: the optimizer config holds the learning-rate decay; 4: and schedule
 constexpr std::size_t kMaxBuffers = 4;
 // Below this many floats the update runs on the calling thread (waking helpers costs more).
 constexpr std::size_t kParallelUpdateFloats = 1 << 16;
@@ -21,7 +19,11 @@ constexpr std::size_t kMirrorBlockFloats = 1 << 14;
 }  // namespace
 
 ShardState::ShardState(ShardLayout layout, std::uint32_t shard, std::vector<TensorSpec> tensors)
-    : layout_(std::move(layout)), shard_(shard), tensors_(std::move(tensors)), fingerprint_(tensors_fingerprint(tensors_)) {
+    : layout_(std::move(layout)),
+      shard_(shard),
+      tensors_(std::move(tensors)),
+      fingerprint_(tensors_fingerprint(tensors_)),
+      rows_(layout_, shard_, tensors_) {
     slice_ids_ = layout_.slices_of(shard_);
     for (auto id : slice_ids_) {
         local_offsets_.push_back(size_);
@@ -41,7 +43,13 @@ void ShardState::make_optimizers() {
         optimizers_.emplace_back(state_[k] ? none : config_.optimizer, layout_.slices[slice_ids_[k]].length);
 }
 
-void ShardState::init(const wire::InitConfig& config, const std::vector<std::span<const float>>& params) {
+void ShardState::init(const wire::InitConfig& config, const std::vector<std::span<const float>>& params,
+                      ThreadTeam* team) {
+    rows_.init(config.optimizer, team);
+    set_dense(config, params);
+}
+
+void ShardState::set_dense(const wire::InitConfig& config, const std::vector<std::span<const float>>& params) {
     config_ = config;
     float* dst = writable();
     for (std::size_t k = 0; k < params.size(); ++k)
@@ -63,6 +71,7 @@ void ShardState::restore(const wire::InitConfig& config) {
     config_.optimizer = config.optimizer;
     config_.last_step = config.last_step;
     last_step_ = config.last_step;
+    rows_.restore(config.optimizer);
     make_optimizers();
     if (!kind_changed) {
         std::size_t next = 0;
@@ -91,7 +100,7 @@ std::uint64_t ShardState::updates(std::size_t k) const {
 void ShardState::load(const wire::InitConfig& config, const std::vector<std::span<const float>>& params,
                       const std::vector<std::vector<std::vector<float>>>& slots,
                       const std::vector<std::uint64_t>& updates) {
-    init(config, params);
+    set_dense(config, params);
     for (std::size_t k = 0; k < optimizers_.size(); ++k) {
         auto dst = optimizers_[k].slots();
         if (k < slots.size() && slots[k].size() == dst.size())
@@ -120,7 +129,8 @@ float* ShardState::writable() {
     return buffers_[current_]->data.data();
 }
 
-void ShardState::apply(const std::vector<std::span<const float>>& grads, ThreadTeam* team, std::span<float> mirror) {
+void ShardState::apply(const std::vector<std::span<const float>>& grads, ThreadTeam* team, std::span<float> mirror,
+                       std::span<const RowSlice> rows) {
     if (dry_run_) {
         ++step_;
         if (!mirror.empty()) copy_params_to(mirror, team);
@@ -151,6 +161,8 @@ void ShardState::apply(const std::vector<std::span<const float>>& grads, ThreadT
     };
     if (parts == 1) update(0);
     else team->run(update);
+    rows_.begin_update();
+    for (const auto& r : rows) rows_.apply(r.table, r.ids, r.values);
     ++step_;
 }
 
@@ -174,98 +186,6 @@ std::size_t ShardState::optimizer_floats() const {
     for (std::size_t k = 0; k < slice_ids_.size(); ++k)
         if (!state_[k]) n += layout_.slices[slice_ids_[k]].length;
     return n * static_cast<std::size_t>(slot_count(config_.optimizer.kind));
-}
-
-// The standby shard file is a tensor file (common/tensor_file.h: CRC-32C per tensor) holding
-// "meta" (see kMeta*) and "slice<id>/param", "slice<id>/slot<j>" for each own slice. Integers
-// are stored as four base-2^16 digits (exact in float32).
-Result<void> ShardState::save(const std::string& path) const {
-    const auto& params = buffers_[current_]->data;
-    if (!wire::all_finite(params.data(), params.size()))
-        return make_error(ErrorCode::kInvalidArgument, "refusing to write shard file " + path +
-                                                           ": the parameters contain NaN or Inf");
-    std::vector<float> meta;
-    auto put_u64 = [&](std::uint64_t v) {
-        for (int i = 0; i < 4; ++i) meta.push_back(static_cast<float>((v >> (16 * i)) & 0xFFFF));
-    };
-    meta.push_back(static_cast<float>(kShardFileVersion));
-    put_u64(shard_);
-    put_u64(layout_.num_shards);
-    put_u64(fingerprint_);
-    put_u64(step_);
-    put_u64(optimizers_.empty() ? 0 : optimizers_[0].updates());
-    put_u64(size_);
-    const std::string init = wire::encode_init(config_);  // bytes as floats 0..255
-    for (char c : init) meta.push_back(static_cast<float>(static_cast<unsigned char>(c)));
-    std::vector<TensorView> views{TensorView{"meta", {meta.size()}, meta}};
-    for (std::size_t k = 0; k < slice_ids_.size(); ++k) {
-        const std::string base = "slice" + std::to_string(slice_ids_[k]);
-        views.push_back(TensorView{base + "/param", {layout_.slices[slice_ids_[k]].length}, param_slice(k)});
-        auto slots = slot_slices(k);
-        for (std::size_t j = 0; j < slots.size(); ++j)
-            views.push_back(TensorView{base + "/slot" + std::to_string(j), {slots[j].size()}, slots[j]});
-    }
-    const std::string tmp = path + ".tmp";
-    if (auto ok = write_tensor_file(tmp, views); !ok) return ok;
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-        std::remove(tmp.c_str());
-        return make_error(ErrorCode::kIo, "cannot write shard file " + path);
-    }
-    return {};
-}
-
-Result<void> ShardState::load(const std::string& path) {
-    if (!std::filesystem::exists(path)) return make_error(ErrorCode::kNotFound, "no shard file " + path);
-    auto tensors = read_tensor_file(path);
-    if (!tensors) return make_error(tensors.error().code, "shard file " + tensors.error().message);
-    auto corrupt = [&](const char* what) {
-        return make_error(ErrorCode::kInvalidArgument, "shard file " + path + ": " + what);
-    };
-    const std::size_t init_size = wire::encode_init(wire::InitConfig{}).size();  // the smallest: constant schedule
-    if (tensors->empty() || (*tensors)[0].name != "meta" || (*tensors)[0].data.size() < 1 + 6 * 4 + init_size)
-        return corrupt("not a psrun shard file");
-    const auto& meta = (*tensors)[0].data;
-    std::size_t at = 1;
-    auto get_u64 = [&] {
-        std::uint64_t v = 0;
-        for (int i = 0; i < 4; ++i) v |= static_cast<std::uint64_t>(meta[at++]) << (16 * i);
-        return v;
-    };
-    const auto version = meta[0];
-    const auto shard = get_u64(), shards = get_u64(), fingerprint = get_u64(), step = get_u64(), updates = get_u64(),
-               size = get_u64();
-    if (version != static_cast<float>(kShardFileVersion) || shard != shard_ || shards != layout_.num_shards ||
-        fingerprint != fingerprint_ || size != size_)
-        return corrupt("written for another model, shard or shard count");
-    std::string init;
-    for (; at < meta.size(); ++at) init.push_back(static_cast<char>(static_cast<unsigned char>(meta[at])));
-    auto config = wire::decode_init(init);
-    if (!config) return corrupt("bad optimizer config");
-    const std::size_t slots = static_cast<std::size_t>(slot_count(config->optimizer.kind));
-    std::size_t expected = 1;
-    for (std::size_t k = 0; k < slice_ids_.size(); ++k) expected += 1 + (state_[k] ? 0 : slots);
-    if (tensors->size() != expected) return corrupt("wrong number of tensors");
-    std::size_t next = 1;
-    for (std::size_t k = 0; k < slice_ids_.size(); ++k)
-        for (std::size_t j = 0; j <= (state_[k] ? 0 : slots); ++j, ++next)
-            if ((*tensors)[next].data.size() != layout_.slices[slice_ids_[k]].length) return corrupt("wrong data size");
-    config_ = *config;
-    float* dst = writable();
-    make_optimizers();
-    next = 1;
-    for (std::size_t k = 0; k < slice_ids_.size(); ++k) {
-        const auto& p = (*tensors)[next++].data;
-        std::memcpy(dst + local_offsets_[k], p.data(), p.size() * sizeof(float));
-        optimizers_[k].set_updates(updates);
-        for (auto s : optimizers_[k].slots()) {
-            const auto& v = (*tensors)[next++].data;
-            std::memcpy(s.data(), v.data(), s.size_bytes());
-        }
-    }
-    step_ = step;
-    last_step_ = config_.last_step;
-    initialized_ = true;
-    return {};
 }
 
 }  // namespace psrun::psd

@@ -21,6 +21,8 @@
 #include "common/tensor_layout.h"
 #include "common/wire.h"
 #include "common/thread_team.h"
+#include "psd/row_frames.h"
+#include "psd/row_store.h"
 
 namespace psrun::psd {
 
@@ -42,8 +44,10 @@ public:
     const std::vector<TensorSpec>& tensors() const { return tensors_; }
     bool initialized() const { return initialized_; }
 
-    // New parameters (one span per own slice, in slice_ids() order): resets slots and step.
-    void init(const wire::InitConfig& config, const std::vector<std::span<const float>>& params);
+    // New parameters (one span per own slice, in slice_ids() order): resets slots and step, and
+    // initialises this shard's rows of every sparse table (psd/row_store.h; the team may split it).
+    void init(const wire::InitConfig& config, const std::vector<std::span<const float>>& params,
+              ThreadTeam* team = nullptr);
     // "Restored" INIT: keeps parameters, slots and step; adopts the new last_step (and the
     // optimizer config, resetting slots only if the optimizer kind changed).
     void restore(const wire::InitConfig& config);
@@ -52,11 +56,15 @@ public:
     std::span<const float> param_slice(std::size_t k) const;
     std::vector<std::span<const float>> slot_slices(std::size_t k) const;  // slot_count(kind) spans; none for state
     std::uint64_t updates(std::size_t k) const;
-    // Like init() (step = config.start_step), then sets each own slice's optimizer slots
+    // Like init() (step = config.start_step) but for the sparse tables, which the caller filled
+    // through rows() (RowStore::allocate() first); then sets each own slice's optimizer slots
     // (slots[k] empty: fresh slots) and update count. REQUIRES: sizes match slice_ids().
     void load(const wire::InitConfig& config, const std::vector<std::span<const float>>& params,
               const std::vector<std::vector<std::vector<float>>>& slots,
               const std::vector<std::uint64_t>& updates);
+
+    // Marks the shard as holding no parameters (a restore that failed after it began to write).
+    void invalidate() { initialized_ = false; }
 
     // Dry run (benchmarks): apply() only advances the step. Reset by init().
     void set_dry_run(bool dry_run) { dry_run_ = dry_run; }
@@ -65,8 +73,12 @@ public:
     // With a team (may be null) the update of large shards is split across its threads.
     // A non-empty `mirror` (the whole model's flat buffer: a worker's shared-memory params
     // region) also receives the updated slices, block by block while they are in cache.
+    // `rows`: the sparse gradient rows of the same update (checked by parse_row_frames()).
     void apply(const std::vector<std::span<const float>>& grads, ThreadTeam* team = nullptr,
-               std::span<float> mirror = {});
+               std::span<float> mirror = {}, std::span<const RowSlice> rows = {});
+    // This shard's rows of the sparse tables.
+    RowStore& rows() { return rows_; }
+    const RowStore& rows() const { return rows_; }
     // Writes the current values of this shard's slices into `full` (the whole model's flat
     // buffer) at their layout offsets, split across the team (may be null).
     void copy_params_to(std::span<float> full, ThreadTeam* team) const;
@@ -84,12 +96,14 @@ public:
     std::size_t buffer_count() const { return buffers_.size(); }
     std::size_t optimizer_floats() const;
 
-    // Shard file: params, slots, step and optimizer config, CRC32-protected; written atomically.
+    // Shard file: params, slots, step and optimizer config, and the sparse tables' rows, slots and
+    // update counts, CRC32-protected; written atomically (psd/shard_state_file.cpp).
     [[nodiscard]] Result<void> save(const std::string& path) const;
     [[nodiscard]] Result<void> load(const std::string& path);
 
 private:
     float* writable();  // current buffer, or a free copy of it if ZeroMQ still holds it
+    void set_dense(const wire::InitConfig& config, const std::vector<std::span<const float>>& params);
     void make_optimizers();
 
     ShardLayout layout_;
@@ -104,6 +118,7 @@ private:
     std::size_t current_ = 0;
     std::uint64_t version_ = 0;  // see version()
     std::vector<Optimizer> optimizers_;  // one per own slice, same order
+    RowStore rows_;
     wire::InitConfig config_;
     std::uint64_t step_ = 0;
     std::uint64_t last_step_ = 0;

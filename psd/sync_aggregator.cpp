@@ -7,16 +7,34 @@
 namespace psrun::psd {
 
 SyncAggregator::SyncAggregator(std::size_t floats, std::uint32_t num_workers, std::uint32_t replicas,
-                               std::uint32_t report_every)
+                               std::uint32_t report_every, std::vector<std::uint32_t> row_widths)
     : sum_(floats, 0.0f),
+      row_sums_(row_widths.size()),
       contributed_(num_workers, false),
       replicas_(replicas),
       report_every_(report_every),
-      last_counts_(num_workers, 0) {}
+      last_counts_(num_workers, 0) {
+    for (std::size_t t = 0; t < row_widths.size(); ++t) row_sums_[t].width = row_widths[t];
+}
 
 bool SyncAggregator::add(std::uint32_t worker, const std::vector<std::span<const float>>& grads,
-                         const std::vector<std::size_t>& offsets) {
+                         const std::vector<std::size_t>& offsets, std::span<const RowSlice> rows) {
     const auto now = Clock::now();
+    for (const auto& r : rows) {
+        auto& acc = row_sums_[r.table];
+        const std::size_t w = acc.width;
+        for (std::size_t i = 0; i < r.ids.size(); ++i) {
+            const auto [it, fresh] = acc.at.try_emplace(r.ids[i], static_cast<std::uint32_t>(acc.ids.size()));
+            const float* src = r.values.data() + i * w;
+            if (fresh) {
+                acc.ids.push_back(r.ids[i]);
+                acc.sums.insert(acc.sums.end(), src, src + w);
+                continue;
+            }
+            float* dst = acc.sums.data() + static_cast<std::size_t>(it->second) * w;
+            for (std::size_t c = 0; c < w; ++c) dst[c] += src[c];
+        }
+    }
     for (std::size_t k = 0; k < grads.size(); ++k) {
         float* __restrict dst = sum_.data() + offsets[k];
         const float* __restrict src = grads[k].data();
@@ -42,7 +60,40 @@ std::vector<std::span<const float>> SyncAggregator::average(const std::vector<st
     return out;
 }
 
+std::vector<RowSlice> SyncAggregator::average_rows() {
+    std::vector<RowSlice> out;
+    const float scale = 1.0f / static_cast<float>(count_);
+    for (std::uint32_t t = 0; t < row_sums_.size(); ++t) {
+        auto& acc = row_sums_[t];
+        if (acc.ids.empty()) continue;
+        const std::size_t w = acc.width;
+        std::vector<std::uint32_t> order(acc.ids.size());
+        for (std::uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+        std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return acc.ids[a] < acc.ids[b]; });
+        acc.sorted_ids.resize(order.size());
+        acc.means.resize(order.size() * w);
+        for (std::size_t i = 0; i < order.size(); ++i) {
+            acc.sorted_ids[i] = acc.ids[order[i]];
+            const float* src = acc.sums.data() + static_cast<std::size_t>(order[i]) * w;
+            for (std::size_t c = 0; c < w; ++c) acc.means[i * w + c] = src[c] * scale;
+        }
+        out.push_back(RowSlice{t, acc.sorted_ids, acc.means});
+    }
+    return out;
+}
+
+std::size_t SyncAggregator::row_floats() const {
+    std::size_t n = 0;
+    for (const auto& acc : row_sums_) n += acc.sums.size();
+    return n;
+}
+
 std::optional<std::string> SyncAggregator::finish_step(std::uint64_t completed_step) {
+    for (auto& acc : row_sums_) {
+        acc.at.clear();
+        acc.ids.clear();
+        acc.sums.clear();
+    }
     ++last_counts_[last_worker_];
     lag_sum_ms_ += last_lag_ms_;
     lag_max_ms_ = std::max(lag_max_ms_, last_lag_ms_);

@@ -95,6 +95,71 @@ TEST_CASE("header decoder rejects every malformed field", "[wire]") {
     rejects(encode_header(big), "body frame too large");
 }
 
+TEST_CASE("row frame ids: well-formed ones pass, others are refused; SHM messages carry row frames only", "[wire][sparse]") {
+    auto rejects = [](const Header& h, const std::string& words) {
+        auto r = decode_header(encode_header(h));
+        REQUIRE_FALSE(r);
+        CHECK_THAT(r.error().message, Catch::Contains(words));
+    };
+    Header h = sample_header();
+    h.frames = {{0, 3200}, {row_frame_id(RowPart::kGradIds, 7), 8}, {row_frame_id(RowPart::kGradValues, 7), 64},
+                {row_frame_id(RowPart::kPullIds, 9), 4}};
+    auto ok = decode_header(encode_header(h));
+    REQUIRE(ok);
+    CHECK(*ok == h);
+    CHECK(dense_frame_count(*ok) == 1);
+    CHECK(is_row_frame(h.frames[1].id));
+    CHECK_FALSE(is_row_frame(kBodyFrame));
+    CHECK(row_part(h.frames[3].id) == RowPart::kPullIds);
+    CHECK(row_tensor(h.frames[3].id) == 9);
+    Header bad = h;
+    bad.frames[1].id = kRowFrame | (4u << 16);  // part 4
+    rejects(bad, "bad row frame id");
+    bad.frames[1].id = kRowFrame | 4096;  // tensor beyond the list's limit
+    rejects(bad, "bad row frame id");
+    bad.frames[1].id = kRowFrame | (1u << 24);
+    rejects(bad, "bad row frame id");
+    Header shm = h;
+    shm.flags = kFlagShm;
+    shm.aux = 1;
+    shm.frames.erase(shm.frames.begin());
+    CHECK(decode_header(encode_header(shm)));  // the dense part in the segment, rows as frames
+    shm.frames.push_back({kBodyFrame, 4});
+    rejects(shm, "row frames only");
+}
+
+TEST_CASE("WELCOME carries the sparse tables; layouts leave rows tensors out of the dense buffer", "[wire][sparse]") {
+    std::vector<TensorSpec> tensors = {{"a", {5000}}, {"emb", {1001, 16}}, {"b", {3000}}};
+    tensors[1].kind = TensorKind::kRows;
+    auto layout = compute_layout(tensors, 3);
+    REQUIRE(layout);
+    CHECK(layout->total == 8000);
+    REQUIRE(layout->tables.size() == 1);
+    CHECK(layout->tables[0] == RowTable{1, 1001, 16});
+    CHECK(layout->table_of(1) == 0);
+    CHECK(layout->table_of(0) == -1);
+    for (const auto& s : layout->slices) CHECK(s.tensor != 1);
+    CHECK(layout->tables[0].rows_on(0, 3) == 334);
+    CHECK(layout->tables[0].rows_on(2, 3) == 333);
+    CHECK(row_owner(1000, 3) == 1);
+    CHECK(row_index(1000, 3) == 333);
+    CHECK(validate_layout(*layout, tensors));
+    auto no_tables = *layout;
+    no_tables.tables.clear();
+    CHECK_FALSE(validate_layout(no_tables, tensors));
+    const std::string wb = encode_welcome(Welcome{1, *layout, 99});
+    auto w = decode_welcome(wb);
+    REQUIRE(w);
+    CHECK(w->instance == 99);
+    CHECK(w->layout == *layout);
+    for (std::size_t n = 0; n < wb.size(); ++n) CHECK_FALSE(decode_welcome(wb.substr(0, n)));
+    // Only tables: an empty dense buffer.
+    auto only = compute_layout({tensors[1]}, 2);
+    REQUIRE(only);
+    CHECK(only->total == 0);
+    CHECK(only->slices.empty());
+}
+
 TEST_CASE("payload frames must match their descriptors", "[wire]") {
     const Header h = sample_header();
     std::vector<std::size_t> sizes{3200, 128, 12};

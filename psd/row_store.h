@@ -1,0 +1,85 @@
+// psd's part of the sparse tables (rows tensors, docs/protocol.md "Sparse tables"). For each
+// table of the layout this shard holds the rows r with r mod K == shard, row r at index r / K of
+// one contiguous [local rows, width] array, with the optimizer's slots of the same shape and the
+// table's update count. Memory: exactly those arrays (this shard's 1/K of the rows and their
+// slots); replies gather-copy the rows they send, so no table is ever copied whole.
+//
+// Optimizers (TF 1.x's sparse kernels, common/optimizer.h UpdateKernel): a pushed row is updated
+// exactly as the same row of a dense tensor would be with the same gradient; rows not pushed are
+// untouched, slots included. So SGD and Adagrad equal their dense updates (a zero gradient
+// changes nothing there), while momentum and Adam are "lazy": a row's slots decay only when the
+// row is pushed. Adam's step count t is the table's update count, advanced by every update of
+// the shard (begin_update()), whether or not it touched the table: TF's LazyAdamOptimizer, whose
+// beta powers advance once per apply for all variables. A row first pushed at step 1000 thus
+// gets lr * sqrt(1 - b2^1000) / (1 - b1^1000), not the larger bias-corrected rate of t = 1.
+// Owned and used by the server's poll-loop thread only (a ThreadTeam may split init()).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "common/optimizer.h"
+#include "common/tensor_layout.h"
+#include "common/thread_team.h"
+
+namespace psrun::psd {
+
+class RowStore {
+public:
+    RowStore(const ShardLayout& layout, std::uint32_t shard, const std::vector<TensorSpec>& tensors);
+
+    std::size_t size() const { return tables_.size(); }  // tables, in layout.tables order
+    const RowTable& table(std::size_t t) const { return tables_[t].spec; }
+    std::uint64_t local_rows(std::size_t t) const { return tables_[t].local_rows; }
+    std::uint32_t shard() const { return shard_; }
+    std::uint32_t num_shards() const { return num_shards_; }
+    const OptimizerConfig& config() const { return config_; }
+
+    // Allocates every table's rows and slots for `config`: values from the tables' initializers
+    // (common/row_init.h, by global row id), slots as Optimizer starts them, update counts 0.
+    void init(const OptimizerConfig& config, ThreadTeam* team);
+    // Allocates rows and fresh slots for `config` without initialising the values (a checkpoint
+    // load fills them); update counts 0.
+    void allocate(const OptimizerConfig& config);
+    // INIT "restored": keeps values and update counts and adopts `config`; slots start fresh only
+    // if the optimizer kind changed.
+    void restore(const OptimizerConfig& config);
+    // Fresh slots for table t (Adagrad: the initial accumulator; others 0).
+    void reset_slots(std::size_t t);
+
+    // One update of the shard: every table's update count advances (see the header comment).
+    void begin_update();
+    // Rows `ids` of table t (global ids owned by this shard, checked by the caller) are updated
+    // with `grads` (ids.size() x width floats), at the table's current update count.
+    void apply(std::size_t t, std::span<const std::uint32_t> ids, std::span<const float> grads);
+    // Copies rows `ids` of table t (owned by this shard) to `out` (ids.size() x width floats).
+    void gather(std::size_t t, std::span<const std::uint32_t> ids, float* out) const;
+
+    // Checkpoint access: table t's rows, its slots (slot_count(kind) arrays, each as large as the
+    // rows) and update count.
+    std::span<float> values(std::size_t t) { return tables_[t].values; }
+    std::span<const float> values(std::size_t t) const { return tables_[t].values; }
+    std::vector<std::span<float>> slots(std::size_t t);
+    std::vector<std::span<const float>> slots(std::size_t t) const;
+    std::uint64_t updates(std::size_t t) const { return tables_[t].updates; }
+    void set_updates(std::size_t t, std::uint64_t updates) { tables_[t].updates = updates; }
+
+    std::size_t floats() const;       // row values held
+    std::size_t slot_floats() const;  // optimizer slots held
+
+private:
+    struct Table {
+        RowTable spec;
+        RowInit init;
+        std::uint64_t local_rows = 0;
+        std::vector<float> values, slot0, slot1;
+        std::uint64_t updates = 0;
+    };
+    std::uint32_t shard_;
+    std::uint32_t num_shards_;
+    OptimizerConfig config_;
+    std::vector<Table> tables_;
+};
+
+}  // namespace psrun::psd

@@ -1,0 +1,177 @@
+#include "psd/shard_checkpoint_rows.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+#include <numeric>
+
+#include "common/checkpoint_params.h"
+
+namespace psrun::psd {
+namespace {
+
+constexpr std::size_t kChunkFloats = 1 << 18;  // re-sharding reads source rows 1 MiB at a time
+
+Error invalid(const std::string& what) { return Error{ErrorCode::kInvalidArgument, what}; }
+
+}  // namespace
+
+std::array<float, 5> piece_state(OptimizerKind kind, std::uint64_t updates, TensorClass tensor_class) {
+    return {static_cast<float>(kind), static_cast<float>(updates & 0xFFFFFF), static_cast<float>((updates >> 24) & 0xFFFFFF),
+            static_cast<float>(updates >> 48), static_cast<float>(tensor_class)};
+}
+
+std::uint64_t piece_updates(std::span<const float> state) {
+    return static_cast<std::uint64_t>(state[1]) | (static_cast<std::uint64_t>(state[2]) << 24) |
+           (static_cast<std::uint64_t>(state[3]) << 48);
+}
+
+Result<void> add_row_pieces(const ShardState& shard, const std::vector<TensorSpec>& tensors,
+                            std::vector<TensorView>& views, std::vector<std::array<float, 5>>& states) {
+    const RowStore& rows = shard.rows();
+    states.reserve(rows.size());  // the views point into it
+    for (std::size_t t = 0; t < rows.size(); ++t) {
+        const std::string name = tensors.at(rows.table(t).tensor).name;
+        const std::string base = row_piece_base_name(name, rows.shard(), rows.num_shards());
+        const std::vector<std::uint64_t> shape{rows.local_rows(t), rows.table(t).width};
+        if (!wire::all_finite(rows.values(t).data(), rows.values(t).size()))
+            return make_error(ErrorCode::kInvalidArgument, "refusing to checkpoint: rows of " + base + " contain NaN or Inf");
+        views.push_back(TensorView{base + "/param", shape, rows.values(t)});
+        const auto slots = rows.slots(t);
+        for (std::size_t j = 0; j < slots.size(); ++j) {
+            if (!wire::all_finite(slots[j].data(), slots[j].size()))
+                return make_error(ErrorCode::kInvalidArgument,
+                                  "refusing to checkpoint: optimizer slot of " + base + " contains NaN or Inf");
+            views.push_back(TensorView{base + "/slot" + std::to_string(j), shape, slots[j]});
+        }
+        states.push_back(piece_state(rows.config().kind, rows.updates(t), TensorClass::kTrainable));
+        views.push_back(TensorView{base + "/state", {5}, states.back()});
+    }
+    return {};
+}
+
+Result<bool> index_row_piece(const TensorFileEntry& t, std::size_t file, std::size_t entry, const std::string& where,
+                             RowPieces& pieces) {
+    RowPieceName name;
+    if (!parse_row_piece_name(t.name, name)) return false;
+    auto& p = pieces[name.tensor][name.shards][name.shard];
+    p.file = file;
+    const int e = static_cast<int>(entry);
+    if (name.part == "param") p.param = e;
+    else if (name.part == "state" && t.count == 5) p.state = e;
+    else if (name.part.starts_with("slot") && name.part.size() == 5 && name.part[4] >= '0' && name.part[4] <= '1') {
+        const std::size_t j = static_cast<std::size_t>(name.part[4] - '0');
+        if (p.slots.size() <= j) p.slots.resize(j + 1, -1);
+        p.slots[j] = e;
+    } else {
+        return tl::unexpected(invalid(where + ": unexpected tensor '" + t.name + "'"));
+    }
+    return true;
+}
+
+Result<RowRestorePlan> plan_row_restore(const ShardState& shard, const std::vector<TensorSpec>& tensors,
+                                        const wire::InitConfig& config, const std::string& dir,
+                                        const std::vector<std::string>& names, std::vector<TensorFileReader>& files,
+                                        const RowPieces& pieces) {
+    const RowStore& rows = shard.rows();
+    const std::uint32_t target_shards = rows.num_shards(), target = rows.shard();
+    const std::size_t want_slots = static_cast<std::size_t>(slot_count(config.optimizer.kind));
+    RowRestorePlan plan;
+    for (std::size_t t = 0; t < rows.size(); ++t) {
+        const RowTable& table = rows.table(t);
+        const std::string name = tensors.at(table.tensor).name;
+        const auto it = pieces.find(name);
+        if (it == pieces.end())
+            return tl::unexpected(invalid("checkpoint " + dir + " does not hold the sparse table '" + name + "'"));
+        if (it->second.size() != 1)
+            return tl::unexpected(invalid("checkpoint " + dir + " holds '" + name + "' from several shard counts"));
+        const auto& [source_shards, by_shard] = *it->second.begin();
+        RowRestorePlan::Table out;
+        out.source_shards = source_shards;
+        out.pieces.assign(source_shards, nullptr);
+        if (by_shard.size() != source_shards)
+            return tl::unexpected(invalid("checkpoint " + dir + " holds " + std::to_string(by_shard.size()) + " of the " +
+                                          std::to_string(source_shards) + " parts of the sparse table '" + name + "'"));
+        const std::uint32_t g = std::gcd(source_shards, target_shards);
+        bool slots = true;
+        for (const auto& [s, piece] : by_shard) {
+            const std::string where = dir + "/" + names[piece.file];
+            const std::string base = row_piece_base_name(name, s, source_shards);
+            if (piece.param < 0 || piece.state < 0)
+                return tl::unexpected(invalid(where + ": the piece " + base + " is incomplete"));
+            const auto& param = files[piece.file].tensors()[static_cast<std::size_t>(piece.param)];
+            const std::vector<std::uint64_t> shape{table.rows_on(s, source_shards), table.width};
+            if (param.shape != shape)
+                return tl::unexpected(invalid(where + ": " + base + " does not fit the table's " +
+                                              std::to_string(table.num_rows) + " rows of " + std::to_string(table.width) +
+                                              ": written for another model"));
+            if (s % g != target % g) continue;  // no row of this piece lives on this shard
+            if (auto ok = files[piece.file].verify(); !ok) return tl::unexpected(ok.error());
+            const auto& entries = files[piece.file].tensors();
+            std::vector<float> state(5);
+            if (auto ok = files[piece.file].read(static_cast<std::size_t>(piece.state), 0, state); !ok)
+                return tl::unexpected(ok.error());
+            if (state[4] != static_cast<float>(TensorClass::kTrainable))
+                return tl::unexpected(invalid(where + ": " + base + " is not a trainable table"));
+            if (!entries[static_cast<std::size_t>(piece.param)].finite)
+                return tl::unexpected(invalid("checkpoint " + dir + ": '" + name + "' holds NaN or Inf"));
+            const bool same_kind = state[0] == static_cast<float>(config.optimizer.kind) && piece.slots.size() == want_slots;
+            for (int e : piece.slots)
+                if (same_kind && (e < 0 || entries[static_cast<std::size_t>(e)].shape != shape))
+                    return tl::unexpected(invalid(where + ": an optimizer slot of " + base + " is missing or misshaped"));
+            slots = slots && same_kind;
+            out.updates = std::max(out.updates, piece_updates(state));
+            out.pieces[s] = &piece;
+        }
+        if (!slots) spdlog::warn("checkpoint {}: '{}' was saved with another optimizer kind: its slots start fresh", dir, name);
+        out.slots = slots;
+        if (!slots) out.updates = 0;  // as for dense slices: another optimizer starts its count afresh
+        plan.tables.push_back(std::move(out));
+    }
+    return plan;
+}
+
+Result<void> load_rows(ShardState& shard, const wire::InitConfig& config, const std::vector<TensorFileReader>& files,
+                       const RowRestorePlan& plan) {
+    RowStore& rows = shard.rows();
+    rows.allocate(config.optimizer);
+    const std::uint32_t target_shards = rows.num_shards(), target = rows.shard();
+    std::vector<float> chunk;
+    for (std::size_t t = 0; t < rows.size(); ++t) {
+        const auto& tp = plan.tables[t];
+        const std::size_t width = rows.table(t).width;
+        auto destinations = rows.slots(t);
+        destinations.insert(destinations.begin(), rows.values(t));  // param, then slots
+        for (std::uint32_t s = 0; s < tp.source_shards; ++s) {
+            const RowPiece* piece = tp.pieces[s];
+            if (!piece) continue;
+            const auto& file = files[piece->file];
+            std::vector<int> parts{piece->param};
+            if (tp.slots) parts.insert(parts.end(), piece->slots.begin(), piece->slots.end());
+            const std::uint64_t source_rows = rows.table(t).rows_on(s, tp.source_shards);
+            for (std::size_t j = 0; j < parts.size(); ++j) {
+                const auto e = static_cast<std::size_t>(parts[j]);
+                if (tp.source_shards == target_shards) {  // then s == target: the piece is this shard's part
+                    if (auto ok = file.read(e, 0, destinations[j]); !ok) return ok;
+                    continue;
+                }
+                const std::uint64_t per_chunk = std::max<std::uint64_t>(1, kChunkFloats / width);
+                chunk.resize(per_chunk * width);
+                for (std::uint64_t first = 0; first < source_rows; first += per_chunk) {
+                    const std::uint64_t n = std::min(per_chunk, source_rows - first);
+                    if (auto ok = file.read(e, first * width, std::span<float>(chunk.data(), n * width)); !ok) return ok;
+                    for (std::uint64_t i = 0; i < n; ++i) {
+                        const std::uint64_t row = s + (first + i) * tp.source_shards;
+                        if (row_owner(row, target_shards) != target) continue;
+                        std::memcpy(destinations[j].data() + row_index(row, target_shards) * width, chunk.data() + i * width,
+                                    width * sizeof(float));
+                    }
+                }
+            }
+        }
+        rows.set_updates(t, tp.updates);
+    }
+    return {};
+}
+
+}  // namespace psrun::psd

@@ -1,0 +1,64 @@
+// The sparse tables' part of a psd shard's checkpoint file (psd/shard_checkpoint.h): for each
+// table, this shard's rows as "<tensor>@<shard>%<K>/param" ([rows, width], rows r with
+// r mod K == shard, ascending), "/slot<j>" and "/state" (5 floats: optimizer kind, update
+// count, class), written straight from the RowStore's arrays (common/tensor_file_stream.h).
+// A restore into K' shards reads, for each table, only the pieces of source shards s with
+// s = s' (mod gcd(K, K')) (with K' = K: its own), in chunks, so that no process ever holds more
+// than its own part of a table plus a fixed buffer. Poll-loop thread only.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "common/tensor_file.h"
+#include "common/tensor_file_stream.h"
+#include "psd/shard_state.h"
+
+namespace psrun::psd {
+
+// The "state" part of a piece: optimizer kind, update count as base-2^24 digits, tensor class.
+std::array<float, 5> piece_state(OptimizerKind kind, std::uint64_t updates, TensorClass tensor_class);
+std::uint64_t piece_updates(std::span<const float> state);
+
+// Appends views of this shard's row pieces (their state parts go to `states`, which must outlive
+// the views). Refuses (kInvalidArgument) a table holding NaN or Inf.
+[[nodiscard]] Result<void> add_row_pieces(const ShardState& shard, const std::vector<TensorSpec>& tensors,
+                                          std::vector<TensorView>& views, std::vector<std::array<float, 5>>& states);
+
+struct RowPiece {  // one source shard's part of a table: entries in its file
+    std::size_t file = 0;
+    int param = -1, state = -1;
+    std::vector<int> slots;
+};
+// tensor name -> source shard count K -> source shard -> piece
+using RowPieces = std::map<std::string, std::map<std::uint32_t, std::map<std::uint32_t, RowPiece>>>;
+// Records entry `entry` of file `file` when it is a row piece (true); false when it is not one.
+[[nodiscard]] Result<bool> index_row_piece(const TensorFileEntry& t, std::size_t file, std::size_t entry,
+                                           const std::string& where, RowPieces& pieces);
+
+struct RowRestorePlan {
+    struct Table {
+        std::uint32_t source_shards = 0;
+        std::vector<const RowPiece*> pieces;  // by source shard; null where not needed
+        bool slots = false;                   // the saved slots are loaded (same optimizer kind)
+        std::uint64_t updates = 0;            // the largest count of the pieces read
+    };
+    std::vector<Table> tables;  // as shard.rows()
+};
+// Checks everything a restore of the shard's tables needs (pieces present and complete, shapes,
+// class, every needed file's CRCs, values finite) without changing the shard.
+[[nodiscard]] Result<RowRestorePlan> plan_row_restore(const ShardState& shard, const std::vector<TensorSpec>& tensors,
+                                                      const wire::InitConfig& config, const std::string& dir,
+                                                      const std::vector<std::string>& names,
+                                                      std::vector<TensorFileReader>& files, const RowPieces& pieces);
+// Allocates the shard's tables for `config` and fills them as planned (fresh slots where the plan
+// loads none). Errors only on a read failure.
+[[nodiscard]] Result<void> load_rows(ShardState& shard, const wire::InitConfig& config,
+                                     const std::vector<TensorFileReader>& files, const RowRestorePlan& plan);
+
+}  // namespace psrun::psd

@@ -1,0 +1,155 @@
+// ShardState's standby shard file (psd/shard_state.h save/load): a tensor file (common/tensor_file.h,
+// CRC-32C per tensor) holding, in order,
+//   "meta"                       version, shard, shards, fingerprint, step, update count, floats,
+//                                then the INIT body (wire::encode_init) one byte per float
+//   "slice<id>/param", "slice<id>/slot<j>"   for each own slice (no slots for a state tensor)
+//   "rows<t>/param", "rows<t>/slot<j>", "rows<t>/state"   for each sparse table t: this shard's rows,
+//                                their slots and the table's update count
+// Integers are stored as four base-2^16 digits (exact in float32). The file is written and read
+// as a stream (common/tensor_file_stream.h): a sparse table is never copied whole in memory.
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "common/tensor_file.h"
+#include "common/tensor_file_stream.h"
+#include "psd/shard_state.h"
+
+namespace psrun::psd {
+namespace {
+
+// 3: the optimizer config holds the learning-rate decay; 4: and schedule; 5: sparse tables (a version 4
+// file, which has none, still loads into a model without sparse tables)
+constexpr std::uint32_t kShardFileVersion = 5;
+
+void put_u64(std::vector<float>& out, std::uint64_t v) {
+    for (int i = 0; i < 4; ++i) out.push_back(static_cast<float>((v >> (16 * i)) & 0xFFFF));
+}
+
+std::uint64_t get_u64(std::span<const float> in, std::size_t& at) {
+    std::uint64_t v = 0;
+    for (int i = 0; i < 4; ++i) v |= static_cast<std::uint64_t>(in[at++]) << (16 * i);
+    return v;
+}
+
+}  // namespace
+
+Result<void> ShardState::save(const std::string& path) const {
+    const auto& params = buffers_[current_]->data;
+    if (!wire::all_finite(params.data(), params.size()))
+        return make_error(ErrorCode::kInvalidArgument, "refusing to write shard file " + path +
+                                                           ": the parameters contain NaN or Inf");
+    for (std::size_t t = 0; t < rows_.size(); ++t)
+        if (!wire::all_finite(rows_.values(t).data(), rows_.values(t).size()))
+            return make_error(ErrorCode::kInvalidArgument, "refusing to write shard file " + path + ": sparse table '" +
+                                                               tensors_.at(rows_.table(t).tensor).name +
+                                                               "' contains NaN or Inf");
+    std::vector<float> meta;
+    meta.push_back(static_cast<float>(kShardFileVersion));
+    put_u64(meta, shard_);
+    put_u64(meta, layout_.num_shards);
+    put_u64(meta, fingerprint_);
+    put_u64(meta, step_);
+    put_u64(meta, optimizers_.empty() ? 0 : optimizers_[0].updates());
+    put_u64(meta, size_);
+    const std::string init = wire::encode_init(config_);  // bytes as floats 0..255
+    for (char c : init) meta.push_back(static_cast<float>(static_cast<unsigned char>(c)));
+    std::vector<TensorView> views{TensorView{"meta", {meta.size()}, meta}};
+    for (std::size_t k = 0; k < slice_ids_.size(); ++k) {
+        const std::string base = "slice" + std::to_string(slice_ids_[k]);
+        views.push_back(TensorView{base + "/param", {layout_.slices[slice_ids_[k]].length}, param_slice(k)});
+        auto slots = slot_slices(k);
+        for (std::size_t j = 0; j < slots.size(); ++j)
+            views.push_back(TensorView{base + "/slot" + std::to_string(j), {slots[j].size()}, slots[j]});
+    }
+    std::vector<std::vector<float>> row_states(rows_.size());
+    for (std::size_t t = 0; t < rows_.size(); ++t) {
+        const std::string base = "rows" + std::to_string(t);
+        const std::vector<std::uint64_t> shape{rows_.local_rows(t), rows_.table(t).width};
+        views.push_back(TensorView{base + "/param", shape, rows_.values(t)});
+        auto slots = rows_.slots(t);
+        for (std::size_t j = 0; j < slots.size(); ++j)
+            views.push_back(TensorView{base + "/slot" + std::to_string(j), shape, slots[j]});
+        put_u64(row_states[t], rows_.updates(t));
+        views.push_back(TensorView{base + "/state", {4}, row_states[t]});
+    }
+    const std::string tmp = path + ".tmp";
+    if (auto ok = write_tensor_file(tmp, views); !ok) return ok;
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        std::remove(tmp.c_str());
+        return make_error(ErrorCode::kIo, "cannot write shard file " + path);
+    }
+    return {};
+}
+
+Result<void> ShardState::load(const std::string& path) {
+    if (!std::filesystem::exists(path)) return make_error(ErrorCode::kNotFound, "no shard file " + path);
+    auto file = TensorFileReader::open(path);  // every CRC checked, in constant memory
+    if (!file) return make_error(file.error().code, "shard file " + file.error().message);
+    auto corrupt = [&](const std::string& what) {
+        return make_error(ErrorCode::kInvalidArgument, "shard file " + path + ": " + what);
+    };
+    const auto& entries = file->tensors();
+    const std::size_t init_size = wire::encode_init(wire::InitConfig{}).size();  // the smallest: constant schedule
+    if (entries.empty() || entries[0].name != "meta" || entries[0].count < 1 + 6 * 4 + init_size ||
+        entries[0].count > 1 + 6 * 4 + wire::kMaxBodyBytes)
+        return corrupt("not a psrun shard file");
+    std::vector<float> meta(entries[0].count);
+    if (auto ok = file->read(0, 0, meta); !ok) return tl::unexpected(ok.error());
+    std::size_t at = 1;
+    const auto version = meta[0];
+    const auto shard = get_u64(meta, at), shards = get_u64(meta, at), fingerprint = get_u64(meta, at),
+               step = get_u64(meta, at), updates = get_u64(meta, at), size = get_u64(meta, at);
+    const bool known = version == static_cast<float>(kShardFileVersion) || (version == 4.0f && rows_.size() == 0);
+    if (!known || shard != shard_ || shards != layout_.num_shards ||
+        fingerprint != fingerprint_ || size != size_)
+        return corrupt("written for another model, shard or shard count");
+    std::string init;
+    for (; at < meta.size(); ++at) init.push_back(static_cast<char>(static_cast<unsigned char>(meta[at])));
+    auto config = wire::decode_init(init);
+    if (!config) return corrupt("bad optimizer config");
+    const std::size_t slots = static_cast<std::size_t>(slot_count(config->optimizer.kind));
+    std::size_t expected = 1;
+    for (std::size_t k = 0; k < slice_ids_.size(); ++k) expected += 1 + (state_[k] ? 0 : slots);
+    expected += rows_.size() * (2 + slots);
+    if (entries.size() != expected) return corrupt("wrong number of tensors");
+    std::size_t next = 1;
+    for (std::size_t k = 0; k < slice_ids_.size(); ++k)
+        for (std::size_t j = 0; j <= (state_[k] ? 0 : slots); ++j, ++next)
+            if (entries[next].count != layout_.slices[slice_ids_[k]].length) return corrupt("wrong data size");
+    for (std::size_t t = 0; t < rows_.size(); ++t) {
+        for (std::size_t j = 0; j <= slots; ++j, ++next)
+            if (entries[next].count != rows_.local_rows(t) * rows_.table(t).width) return corrupt("wrong table size");
+        if (entries[next++].count != 4) return corrupt("wrong table state size");
+    }
+    // Checked: now replace the state (a read error from here on leaves the shard uninitialised).
+    config_ = *config;
+    initialized_ = false;
+    float* dst = writable();
+    make_optimizers();
+    rows_.allocate(config_.optimizer);
+    Result<void> ok;
+    next = 1;
+    for (std::size_t k = 0; ok && k < slice_ids_.size(); ++k) {
+        ok = file->read(next++, 0, std::span<float>(dst + local_offsets_[k], layout_.slices[slice_ids_[k]].length));
+        optimizers_[k].set_updates(updates);
+        for (auto s : optimizers_[k].slots())
+            if (ok) ok = file->read(next++, 0, s);
+    }
+    for (std::size_t t = 0; ok && t < rows_.size(); ++t) {
+        ok = file->read(next++, 0, rows_.values(t));
+        for (auto s : rows_.slots(t))
+            if (ok) ok = file->read(next++, 0, s);
+        std::vector<float> state(4);
+        if (ok) ok = file->read(next++, 0, state);
+        std::size_t pos = 0;
+        rows_.set_updates(t, get_u64(state, pos));
+    }
+    if (!ok) return tl::unexpected(ok.error());
+    step_ = step;
+    last_step_ = config_.last_step;
+    initialized_ = true;
+    return {};
+}
+
+}  // namespace psrun::psd

@@ -1,0 +1,184 @@
+// The pieces of psd's sparse tables without sockets: the row initializer, RowStore, and the
+// row-frame parser's checks (psd/row_frames.h), each refusal naming what is wrong.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+
+#include "common/row_init.h"
+#include "psd/row_frames.h"
+#include "psd/row_store.h"
+
+using namespace psrun;
+using wire::FrameDesc;
+using wire::MessageType;
+using wire::RowPart;
+
+namespace {
+
+std::vector<TensorSpec> tensors() {
+    std::vector<TensorSpec> t = {{"w", {4, 4}}, {"emb", {100, 3}}, {"tok", {50, 2}}};
+    t[1].kind = TensorKind::kRows;
+    t[1].row_init = RowInit{RowInitKind::kTruncatedNormal, 0.5f, 1};
+    t[2].kind = TensorKind::kRows;
+    return t;
+}
+
+zmq::message_t ids_frame(std::vector<std::uint32_t> ids) { return zmq::message_t(ids.data(), ids.size() * 4); }
+zmq::message_t values_frame(std::size_t n, float v = 0.5f) {
+    std::vector<float> values(n, v);
+    return zmq::message_t(values.data(), n * 4);
+}
+
+struct Message {
+    std::vector<FrameDesc> descs;
+    std::vector<zmq::message_t> frames;
+    void add(RowPart part, std::uint32_t tensor, zmq::message_t frame) {
+        descs.push_back(FrameDesc{wire::row_frame_id(part, tensor), static_cast<std::uint32_t>(frame.size())});
+        frames.push_back(std::move(frame));
+    }
+};
+
+}  // namespace
+
+TEST_CASE("row initializers are pure functions of (seed, row, col) with the documented distributions", "[sparse]") {
+    const RowInit uniform{RowInitKind::kUniform, 0.25f, 3}, normal{RowInitKind::kNormal, 2.0f, 3},
+        truncated{RowInitKind::kTruncatedNormal, 1.0f, 3};
+    CHECK(row_init_value(uniform, 17, 2) == row_init_value(uniform, 17, 2));
+    CHECK(row_init_value(uniform, 17, 2) != row_init_value(uniform, 18, 2));
+    CHECK(row_init_value(uniform, 17, 2) != row_init_value(RowInit{RowInitKind::kUniform, 0.25f, 4}, 17, 2));
+    CHECK(row_init_value(RowInit{}, 5, 5) == 0.0f);
+    double sum = 0, sq = 0, max_u = 0, max_t = 0;
+    const int n = 200000;
+    for (int i = 0; i < n; ++i) {
+        const double z = row_init_value(normal, static_cast<std::uint64_t>(i), 1);
+        sum += z;
+        sq += z * z;
+        max_u = std::max(max_u, std::fabs(double(row_init_value(uniform, static_cast<std::uint64_t>(i), 0))));
+        max_t = std::max(max_t, std::fabs(double(row_init_value(truncated, static_cast<std::uint64_t>(i), 0))));
+    }
+    CHECK(std::fabs(sum / n) < 0.02);
+    CHECK(std::sqrt(sq / n) == Approx(2.0).epsilon(0.01));
+    CHECK(max_u <= 0.25);
+    CHECK(max_u > 0.249);
+    CHECK(max_t <= 2.0);
+    CHECK(max_t > 1.9);
+}
+
+TEST_CASE("RowStore holds its shard's rows: gather, apply and counts", "[psd][sparse]") {
+    const auto t = tensors();
+    const auto layout = *compute_layout(t, 3);
+    psd::RowStore store(layout, 1, t);
+    REQUIRE(store.size() == 2);
+    CHECK(store.local_rows(0) == 33);  // rows 1, 4, ..., 97
+    CHECK(store.local_rows(1) == 17);  // rows 1, 4, ..., 49
+    store.init(OptimizerConfig{.kind = OptimizerKind::kAdagrad, .learning_rate = 0.1f, .adagrad_initial = 0.1f}, nullptr);
+    CHECK(store.floats() == 33 * 3 + 17 * 2);
+    CHECK(store.slot_floats() == store.floats());
+    const std::vector<std::uint32_t> ids{4, 97};
+    std::vector<float> rows(6);
+    store.gather(0, ids, rows.data());
+    for (std::size_t i = 0; i < 2; ++i)
+        for (std::uint32_t c = 0; c < 3; ++c) CHECK(rows[i * 3 + c] == row_init_value(t[1].row_init, ids[i], c));
+    store.begin_update();
+    const std::vector<float> g{1, 2, 3, 4, 5, 6};
+    store.apply(0, ids, g);
+    std::vector<float> after(6);
+    store.gather(0, ids, after.data());
+    for (std::size_t i = 0; i < 6; ++i) {
+        const float a = 0.1f + g[i] * g[i];
+        CHECK(after[i] == rows[i] - 0.1f * g[i] / std::sqrt(a));
+    }
+    CHECK(store.updates(0) == 1);
+    CHECK(store.updates(1) == 1);  // every table counts every update
+}
+
+TEST_CASE("row frames are checked before anything is applied", "[psd][sparse]") {
+    const auto t = tensors();
+    const auto layout = *compute_layout(t, 2);  // shard 0 owns the even rows
+    std::vector<std::uint32_t> id_spare;
+    std::vector<float> value_spare;
+    auto parse = [&](Message& m, MessageType type = MessageType::kPushPull, PayloadForm form = PayloadForm::kF32) {
+        return psd::parse_row_frames(layout, t, 0, type, form, m.descs, m.frames, id_spare, value_spare);
+    };
+    auto refused = [&](Message& m, const std::string& what, MessageType type = MessageType::kPushPull) {
+        auto r = parse(m, type);
+        REQUIRE_FALSE(r);
+        CHECK(r.error().code == ErrorCode::kProtocol);
+        CHECK_THAT(r.error().message, Catch::Contains(what));
+    };
+    {
+        Message m;
+        m.add(RowPart::kGradIds, 1, ids_frame({0, 4, 98}));
+        m.add(RowPart::kGradValues, 1, values_frame(9));
+        m.add(RowPart::kGradIds, 2, ids_frame({2}));
+        m.add(RowPart::kGradValues, 2, values_frame(2, -1.0f));
+        m.add(RowPart::kPullIds, 1, ids_frame({6, 8}));
+        auto r = parse(m);
+        REQUIRE(r);
+        REQUIRE(r->grads.size() == 2);
+        CHECK(r->grads[0].table == 0);
+        CHECK(r->grads[0].ids.size() == 3);
+        CHECK(r->grads[0].values.size() == 9);
+        CHECK(r->grads[1].values[1] == -1.0f);
+        REQUIRE(r->pulls.size() == 1);
+        CHECK(r->pulls[0].ids[1] == 8);
+    }
+    {
+        Message m;  // bf16 values: 2 bytes each, expanded
+        m.add(RowPart::kGradIds, 2, ids_frame({2}));
+        const std::uint16_t bf16[2] = {0x3F80, 0xC000};  // 1.0, -2.0
+        m.add(RowPart::kGradValues, 2, zmq::message_t(bf16, 4));
+        auto r = parse(m, MessageType::kPush, PayloadForm::kBf16);
+        REQUIRE(r);
+        CHECK(r->grads[0].values[0] == 1.0f);
+        CHECK(r->grads[0].values[1] == -2.0f);
+    }
+    Message descending;
+    descending.add(RowPart::kPullIds, 1, ids_frame({4, 2}));
+    refused(descending, "not strictly ascending");
+    Message repeated;
+    repeated.add(RowPart::kPullIds, 1, ids_frame({2, 2}));
+    refused(repeated, "not strictly ascending");
+    Message too_big;
+    too_big.add(RowPart::kPullIds, 2, ids_frame({50}));
+    refused(too_big, "row id 50 of 'tok' is not below its 50 rows");
+    Message other_shard;
+    other_shard.add(RowPart::kPullIds, 1, ids_frame({3}));
+    refused(other_shard, "belongs to shard 1, not 0");
+    Message dense_tensor;
+    dense_tensor.add(RowPart::kPullIds, 0, ids_frame({0}));
+    refused(dense_tensor, "not a sparse table");
+    Message no_values;
+    no_values.add(RowPart::kGradIds, 1, ids_frame({0}));
+    refused(no_values, "not followed by their values");
+    Message short_values;
+    short_values.add(RowPart::kGradIds, 1, ids_frame({0}));
+    short_values.add(RowPart::kGradValues, 1, values_frame(2));
+    refused(short_values, "1 rows of 3 take exactly 12");
+    Message pull_in_push;
+    pull_in_push.add(RowPart::kPullIds, 1, ids_frame({0}));
+    refused(pull_in_push, "pulled in a PUSH", MessageType::kPush);
+    Message grad_in_pull;
+    grad_in_pull.add(RowPart::kGradIds, 1, ids_frame({0}));
+    grad_in_pull.add(RowPart::kGradValues, 1, values_frame(3));
+    refused(grad_in_pull, "in a PULL", MessageType::kPull);
+    Message twice;
+    twice.add(RowPart::kPullIds, 1, ids_frame({0}));
+    twice.add(RowPart::kPullIds, 1, ids_frame({2}));
+    refused(twice, "once each, in tensor order");
+    Message grads_after_pulls;
+    grads_after_pulls.add(RowPart::kPullIds, 1, ids_frame({0}));
+    grads_after_pulls.add(RowPart::kGradIds, 2, ids_frame({0}));
+    grads_after_pulls.add(RowPart::kGradValues, 2, values_frame(2));
+    refused(grads_after_pulls, "after the pulled rows");
+    Message empty_ids;
+    empty_ids.add(RowPart::kPullIds, 1, zmq::message_t());
+    refused(empty_ids, "uint32 ids");
+    Message odd_bytes;
+    odd_bytes.add(RowPart::kPullIds, 1, zmq::message_t(std::string("abcde").data(), 5));
+    refused(odd_bytes, "uint32 ids");
+    Message reply_values;
+    reply_values.add(RowPart::kValues, 1, values_frame(3));
+    refused(reply_values, "reply's values");
+}
