@@ -218,6 +218,8 @@ void CheckpointHook::after_step(RunContext& ctx, const StepResult& step) {
                                         {{"workers", ctx.num_workers}, {"chief_local_steps", ctx.local_steps}});
     if (!saved) {
         spdlog::error("{}", saved.error().message);
+        // psd stopped the run (--max-bad-grads) and answered this request instead of the next exchange.
+        if (saved.error().code == ErrorCode::kAborted) ctx.aborted = saved.error();
         return;
     }
     spdlog::info("checkpoint {} ({:.0f} ms)", saved->dir, 1000 * seconds_since(t0));

@@ -19,6 +19,7 @@
 #include "common/event_writer.h"
 #include "common/metrics_log.h"
 #include "common/ps_client.h"
+#include "common/result.h"
 #include "workerd/eval_metrics.h"
 #include "workerd/train_options.h"
 #include "workerd/trainer.h"
@@ -55,6 +56,7 @@ struct RunContext {
     double exchange_seconds = 0;       // in PUSH_PULL round trips
     double copy_seconds = 0;           // copying received parameters into the model's buffer
     bool stop = false;                 // set by a hook: leave the loop after this step
+    std::optional<Error> aborted;      // set by a hook: psd stopped the run (kAborted); the worker fails
     bool stopped_by_signal = false;
     // True once a stop signal arrived (the loop leaves after this step): evaluations and periodic
     // checkpoints are skipped then, the preemption checkpoint follows (workerd/preemption.h).

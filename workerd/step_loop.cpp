@@ -157,6 +157,7 @@ StepLoop::Outcome StepLoop::finish(Result<StepInfo> step, float loss, Clock::tim
     trainer.set_global_step(step->step);
     last_ = StepResult{step->step, ctx.local_steps, loss, step->finished};
     env_.hooks->after_step(ctx, last_);
+    if (ctx.aborted) return fail(fmt::format("after global step {}", tag_), *ctx.aborted);
     return Outcome::kStepped;
 }
 
