@@ -113,6 +113,10 @@ Result<std::vector<std::uint8_t>> read_npz_member(const std::vector<std::uint8_t
     const std::uint8_t* data = v.at(start, it->compressed);
     if (data == nullptr) return bad_file(where, "its data runs past the end of the archive (truncated .npz?)");
     if (it->size > kMaxInflatedBytes) return bad_file(where, "larger than 4 GiB");
+    // Deflate expands at most 1032:1: a larger declared size is a damaged header, not memory to reserve.
+    if (it->method == 8 && it->size > it->compressed * 1032 + 1024)
+        return bad_file(where, "declares " + std::to_string(it->size) + " bytes from " + std::to_string(it->compressed) +
+                                   " compressed, more than deflate can produce (damaged archive?)");
     std::vector<std::uint8_t> out;
     if (it->method == 0) {
         if (it->compressed != it->size) return bad_file(where, "stored member whose sizes differ");
