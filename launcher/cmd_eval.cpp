@@ -118,6 +118,16 @@ TestSet load_test_set(const EvalOptions& o, const worker::InferenceModel& model,
     return set;
 }
 
+// eval.json's fields naming what was evaluated, on what, and how long it took.
+void add_identity(nlohmann::json& summary, const worker::InferenceModel& model, const TestSet& test, double seconds) {
+    summary["model"] = model.model.name;
+    summary["model_hash"] = nn::architecture_hash(model.model);
+    summary["source"] = model.source;
+    summary["step"] = model.step;
+    summary["test_set"] = test.description;
+    summary["eval_seconds"] = seconds;
+}
+
 // Regression (MSE, MAE) and multi-label (exact match, F1 per label) models: their figures, on
 // stdout and in eval.json; no confusion matrix.
 void report_targets(const worker::InferenceModel& model, const TestSet& test,
@@ -132,12 +142,7 @@ void report_targets(const worker::InferenceModel& model, const TestSet& test,
     for (std::size_t c = 0; c < m.f1.size(); ++c) std::cout << fmt::format("label {}: F1 {:.3f}\n", c, m.f1[c]);
     nlohmann::json summary = m.json();
     summary["examples"] = m.examples;
-    summary["model"] = model.model.name;
-    summary["model_hash"] = nn::architecture_hash(model.model);
-    summary["source"] = model.source;
-    summary["step"] = model.step;
-    summary["test_set"] = test.description;
-    summary["eval_seconds"] = seconds;
+    add_identity(summary, model, test, seconds);
     const std::string json_path = std::filesystem::absolute(out_dir).string() + "/eval.json";
     if (auto wrote = write_file_atomically(json_path, summary.dump(2) + "\n"); !wrote)
         throw std::runtime_error(wrote.error().message);
@@ -194,12 +199,7 @@ void run_eval(const EvalOptions& o) {
                   << "/summary.json, so no time to --target-accuracy\n";
 
     nlohmann::json summary = worker::report_json(report);
-    summary["model"] = model.model.name;
-    summary["model_hash"] = nn::architecture_hash(model.model);
-    summary["source"] = model.source;
-    summary["step"] = model.step;
-    summary["test_set"] = test.description;
-    summary["eval_seconds"] = seconds;
+    add_identity(summary, model, test, seconds);
     if (!record.classes.empty()) summary["class_names"] = record.classes;
     if (targets) summary["training_targets"] = targets->json;
     const std::string json_path = std::filesystem::absolute(out_dir).string() + "/eval.json";

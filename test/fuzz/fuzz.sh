@@ -63,15 +63,18 @@ exe=$out_dir/${target}_fuzz
 cxx=$(command -v clang++ || command -v clang++-14 || true)
 [ -n "$cxx" ] || { echo "clang++ not found: skipping (apt-get install clang libclang-rt-dev)"; exit 77; }
 
-# Rebuild when the binary is missing or older than this script or any file its depfile lists.
-stale=1
-if [ -x "$exe" ] && [ -f "$exe.d" ] && [ "$exe" -nt "$0" ]; then
-  stale=0
-  for f in $(sed -e 's/\\$//' -e 's/^[^:]*://' "$exe.d"); do
-    if [ "$f" -nt "$exe" ]; then stale=1; break; fi
+# fresh OUTPUT: OUTPUT and its depfile OUTPUT.d exist, and OUTPUT is newer than this script and
+# than every file the depfile lists.
+fresh() {
+  [ -f "$1" ] && [ -f "$1.d" ] && [ "$1" -nt "$0" ] || return 1
+  for f in $(sed -e 's/\\$//' -e 's/^[^:]*://' "$1.d"); do
+    [ "$f" -nt "$1" ] && return 1
   done
-fi
-if [ "$stale" = 1 ]; then
+  return 0
+}
+
+# Rebuild when the binary is missing or older than this script or any file its depfile lists.
+if ! fresh "$exe"; then
   probe=$(mktemp -d)
   echo 'extern "C" int LLVMFuzzerTestOneInput(const char*, unsigned long) { return 0; }' > "$probe/p.cpp"
   if ! "$cxx" -fsanitize=fuzzer,address "$probe/p.cpp" -o "$probe/p" 2>/dev/null; then
@@ -90,14 +93,7 @@ if [ "$stale" = 1 ]; then
     obj=$out_dir/obj/$(echo "$s" | tr / _ | sed 's/\.cpp$//').o
     (
       flock 9
-      fresh=0
-      if [ -f "$obj" ] && [ -f "$obj.d" ] && [ "$obj" -nt "$0" ]; then
-        fresh=1
-        for f in $(sed -e 's/\\$//' -e 's/^[^:]*://' "$obj.d"); do
-          if [ "$f" -nt "$obj" ]; then fresh=0; break; fi
-        done
-      fi
-      if [ "$fresh" = 0 ]; then
+      if ! fresh "$obj"; then
         "$cxx" -std=c++20 -O1 -gline-tables-only -march=native -fsanitize=fuzzer,address,undefined \
             -fno-sanitize-recover=undefined -I"$src" -MMD -MF "$obj.d.tmp" -c "$src/$s" -o "$obj.tmp"
         mv "$obj.d.tmp" "$obj.d"
