@@ -109,7 +109,7 @@ int DistributedWorker::run() {
     if (c.faults.deprecated_restart_wait)
         spdlog::warn("--ps-restart-wait is the old name of --reconnect-wait: use that (same meaning, and it also waits "
                      "for a psd whose network blinked)");
-    po.tensors = wire_tensors(model_tensors(*config.model));
+    po.tensors = SparseTables(*config.model, config.sparse_tables, config.seed).wire_tensors();
     po.model = model_id(*config.model);
     po.shared_memory = training_.shared_memory == "on";
     po.shm_regions = training_.overlap == "on" ? 2 : 1;
@@ -220,7 +220,12 @@ int DistributedWorker::run() {
     HookList hooks = make_hooks(ctx);
     if (c.faults.inject_nan_every > 0) hooks.add(make_nan_injector(c.faults.inject_nan_every));
     hooks.begin(ctx);
-    const bool overlap = training_.overlap == "on" && !client.sync();
+    bool overlap = training_.overlap == "on" && !client.sync();
+    if (overlap && trainer.sparse()) {  // the rows of a batch are pulled on the training thread
+        spdlog::warn("--overlap on: not with a sparse table (its rows are pulled before each step); steps block");
+        overlap = false;
+    }
+    trainer.set_row_client([&ctx] { return ctx.client; });
     bind_gradient_memory(trainer, client, overlap);
     StepLoop loop(StepLoopEnv{&watcher, &hooks, &ctx, &client_ptr, &po, &bo, checkpointer.get(),
                               c.faults.reconnect_wait, c.ps},
@@ -230,6 +235,9 @@ int DistributedWorker::run() {
     const StepResult& last = loop.last();
     ctx.train_seconds = ctx.elapsed();
     int code = kExitOk;
+    // A sparse table's rows come from psd: the final evaluation and summary run before DONE lets it go.
+    const bool end_before_done = trainer.sparse() && !ctx.stopped_by_signal;
+    if (end_before_done) hooks.end(ctx, last);
     if (ctx.stopped_by_signal) {
         code = finish_preempted(ctx, *ctx.client, watcher, tag);
     } else {
@@ -254,7 +262,7 @@ int DistributedWorker::run() {
                                               : std::string());
     }
     blocked.reset();
-    hooks.end(ctx, last);
+    if (!end_before_done) hooks.end(ctx, last);
     return code;
 }
 

@@ -1,5 +1,6 @@
 #include "workerd/eval_metrics.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -10,7 +11,8 @@ std::string EvalMetrics::text() const {
     switch (loss) {
         case nn::LossKind::kMeanSquaredError: return fmt::format("test MSE {:.4g}, MAE {:.4g}", mse, mae);
         case nn::LossKind::kSigmoidCrossEntropy:
-            return fmt::format("test exact match {:.2f}%, mean F1 {:.3f}", accuracy * 100, mean_f1);
+            return fmt::format("test exact match {:.2f}%, mean F1 {:.3f}{}", accuracy * 100, mean_f1,
+                               auc >= 0 ? fmt::format(", AUC {:.4f}", auc) : std::string());
         case nn::LossKind::kSoftmaxCrossEntropy: break;
     }
     return fmt::format("test accuracy {:.2f}%", accuracy * 100);
@@ -19,12 +21,39 @@ std::string EvalMetrics::text() const {
 nlohmann::json EvalMetrics::json() const {
     switch (loss) {
         case nn::LossKind::kMeanSquaredError: return {{"test_mse", mse}, {"test_mae", mae}};
-        case nn::LossKind::kSigmoidCrossEntropy:
-            return {{"test_accuracy", accuracy}, {"test_mean_f1", mean_f1}, {"test_f1", f1}};
+        case nn::LossKind::kSigmoidCrossEntropy: {
+            nlohmann::json out = {{"test_accuracy", accuracy}, {"test_mean_f1", mean_f1}, {"test_f1", f1}};
+            if (auc >= 0) out["test_auc"] = auc;
+            return out;
+        }
         case nn::LossKind::kSoftmaxCrossEntropy: break;
     }
     return {{"test_accuracy", accuracy}};
 }
+
+namespace {
+
+// The probability that a random positive scores above a random negative (ties: half).
+double roc_auc(std::vector<std::pair<float, bool>> scored) {
+    std::sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    double positives = 0, rank_sum = 0;
+    for (std::size_t i = 0; i < scored.size();) {
+        std::size_t j = i;
+        while (j < scored.size() && scored[j].first == scored[i].first) ++j;
+        const double mid_rank = (static_cast<double>(i + 1) + static_cast<double>(j)) / 2;  // ranks 1-based, ties averaged
+        for (std::size_t k = i; k < j; ++k)
+            if (scored[k].second) {
+                positives += 1;
+                rank_sum += mid_rank;
+            }
+        i = j;
+    }
+    const double negatives = static_cast<double>(scored.size()) - positives;
+    if (positives == 0 || negatives == 0) return -1;
+    return (rank_sum - positives * (positives + 1) / 2) / (positives * negatives);
+}
+
+}  // namespace
 
 EvalAccumulator::EvalAccumulator(nn::LossKind loss, std::int64_t width, bool probabilities)
     : loss_(loss), width_(static_cast<std::size_t>(width > 0 ? width : 1)), threshold_(probabilities ? 0.5f : 0.0f) {
@@ -65,6 +94,7 @@ void EvalAccumulator::add(std::span<const float> outputs, std::span<const std::i
                     all = all && predicted == truth;
                 }
                 correct_ += all ? 1 : 0;
+                if (width_ == 1) scored_.emplace_back(y[0], targets[i] >= 0.5f);
                 break;
             }
         }
@@ -92,6 +122,7 @@ EvalMetrics EvalAccumulator::result() const {
             sum += m.f1.back();
         }
         m.mean_f1 = sum / static_cast<double>(width_);
+        if (width_ == 1) m.auc = roc_auc(scored_);
     }
     return m;
 }

@@ -4,13 +4,15 @@
 //   sigmoid cross-entropy   multi-label: a label is predicted when sigmoid(output) >= 0.5; F1 per
 //                           label (2TP / (2TP + FP + FN); 1 for a label never true nor predicted),
 //                           their mean (macro F1), and the exact-match accuracy (every label of
-//                           an example right)
+//                           an example right); with one label (a click model) also the ROC AUC
+//                           (rank statistic, ties counted half; -1 when the test set holds one class)
 // EvalAccumulator sums batches; EvalMetrics is the plain result. Not thread-safe.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -27,6 +29,7 @@ struct EvalMetrics {
     double mae = -1;
     std::vector<double> f1;  // multi-label, per label
     double mean_f1 = -1;
+    double auc = -1;  // one-label sigmoid cross-entropy
 
     // The figure a run's accuracy targets and "test accuracy" refer to: accuracy (also for
     // multi-label); -1 for regression, which has none.
@@ -58,6 +61,7 @@ private:
     std::size_t correct_ = 0;  // top-1 or exact matches
     double squared_ = 0, absolute_ = 0;
     std::vector<std::size_t> tp_, fp_, fn_;
+    std::vector<std::pair<float, bool>> scored_;  // one-label sigmoid cross-entropy: (output, truth) for the AUC
 };
 
 }  // namespace psrun::worker

@@ -38,12 +38,12 @@ void ParameterSet::Free::operator()(float* p) const {
     if (owned) std::free(p);
 }
 
-ParameterSet::ParameterSet(std::vector<TensorInfo> tensors)
-    : tensors_(std::move(tensors)), size_(total_size(tensors_)), data_(nullptr, Free{true}) {
-    const std::size_t bytes = std::max<std::size_t>(64, (size_ * sizeof(float) + 63) / 64 * 64);
+ParameterSet::ParameterSet(std::vector<TensorInfo> tensors, std::size_t tail)
+    : tensors_(std::move(tensors)), size_(total_size(tensors_)), tail_(tail), data_(nullptr, Free{true}) {
+    const std::size_t bytes = std::max<std::size_t>(64, ((size_ + tail_) * sizeof(float) + 63) / 64 * 64);
     data_.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
     if (!data_) throw std::bad_alloc();
-    fill(0.0f);
+    std::fill(with_tail().begin(), with_tail().end(), 0.0f);
 }
 
 ParameterSet::ParameterSet(std::vector<TensorInfo> tensors, std::span<float> memory)

@@ -36,10 +36,12 @@ std::vector<TensorSpec> wire_tensors(const std::vector<TensorInfo>& tensors);
 
 // Owns a 64-byte-aligned buffer, or views one it does not own (shared memory). Movable, not
 // copyable; spans stay valid while it (and a viewed buffer) lives. Not thread-safe.
+// An owned buffer may have a local tail after the tensors: floats that are not on the wire
+// (a sparse table's rows of the current batch, workerd/sparse_tables.h). all() never includes it.
 class ParameterSet {
 public:
     // An owned buffer, zero-filled.
-    explicit ParameterSet(std::vector<TensorInfo> tensors);
+    explicit ParameterSet(std::vector<TensorInfo> tensors, std::size_t tail = 0);
     // A view of `memory` (not owned, not cleared). REQUIRES: memory.size() equals the tensors'
     // total, 64-byte aligned; memory outlives this set (else std::invalid_argument).
     ParameterSet(std::vector<TensorInfo> tensors, std::span<float> memory);
@@ -50,6 +52,9 @@ public:
     std::span<float> tensor(std::size_t index);
     std::span<const float> tensor(std::size_t index) const;
     std::size_t size() const { return size_; }
+    // The tensors and the tail after them, contiguous; tail() alone.
+    std::span<float> with_tail() { return {data_.get(), size_ + tail_}; }
+    std::span<float> tail() { return {data_.get() + size_, tail_}; }
     void fill(float value);
 
 private:
@@ -59,6 +64,7 @@ private:
     };
     std::vector<TensorInfo> tensors_;
     std::size_t size_ = 0;
+    std::size_t tail_ = 0;
     std::unique_ptr<float[], Free> data_;
 };
 

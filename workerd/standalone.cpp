@@ -49,6 +49,9 @@ Result<void> write_json(const std::string& dir, const nlohmann::json& j) {
 StandaloneTrainer::StandaloneTrainer(TrainOptions options) : options_(std::move(options)) {}
 
 int StandaloneTrainer::run() {
+    if (!options_.sparse_embeddings.empty())
+        throw UsageError("--sparse-embedding needs psd (the table lives on the parameter servers); without psd every "
+                         "table is dense: drop the option");
     const TrainerConfig config = make_trainer_config(options_);
     set_compute_threads(options_.threads);
     SignalFd signals;

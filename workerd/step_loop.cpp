@@ -21,6 +21,7 @@ StepLoop::StepLoop(StepLoopEnv env, std::uint64_t tag, StepResult last)
 
 void bind_gradient_memory(Trainer& trainer, PsClient& client, bool overlap) {
     std::vector<std::span<float>> regions;
+    if (trainer.sparse()) return;  // the table's gradient rows live in the trainer's own buffers
     for (std::uint32_t r = 0; r < (overlap ? 2u : 1u); ++r) regions.push_back(client.gradient_buffer(r));
     if (std::any_of(regions.begin(), regions.end(), [](auto s) { return s.empty(); })) regions.clear();
     trainer.use_gradient_memory(regions);
@@ -45,13 +46,30 @@ int StepLoop::run_blocking() {
     while (!ctx.stop) {
         if (signalled()) break;
         const auto t0 = Clock::now();
+        if (trainer.sparse()) {  // the batch's rows of the sparse table, fresh from psd
+            auto pulled = [&] {
+                SignalWatcher::Blocked waiting(*env_.watcher);
+                return trainer.pull_rows(*ctx.client);
+            }();
+            ctx.exchange_seconds += seconds(t0, Clock::now());
+            if (!pulled) {
+                const auto outcome = finish(tl::unexpected(pulled.error()), 0.0f, t0);
+                if (outcome == Outcome::kFailed) return kExitFailure;
+                if (outcome == Outcome::kStop) break;
+                continue;
+            }
+        }
+        const auto tc = Clock::now();
         const float loss = trainer.compute_gradients();
         env_.hooks->before_step(ctx, loss);
         const auto t1 = Clock::now();
-        ctx.compute_seconds += seconds(t0, t1);
+        ctx.compute_seconds += seconds(tc, t1);
         auto step = [&] {
             SignalWatcher::Blocked waiting(*env_.watcher);
-            return ctx.client->push_pull_frames(trainer.grads().all(), tag_, frames_);
+            const auto rows = trainer.row_grads();
+            if (rows.empty()) return ctx.client->push_pull_frames(trainer.grads().all(), tag_, frames_);
+            return ctx.client->exchange(Exchange{.grads = trainer.grads().all(), .step = tag_, .row_grads = rows,
+                                                 .params = &frames_});
         }();
         const auto outcome = finish(std::move(step), loss, t1);
         if (outcome == Outcome::kFailed) return kExitFailure;

@@ -118,6 +118,9 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                    "f32 master weights; shared memory stays f32)")
         ->check(CLI::IsMember({"f32", "bf16"}))
         ->capture_default_str();
+    app.add_option("--sparse-embedding", o.sparse_embeddings,
+                   "with psd: this embedding's table (node or table name) lives on psd only, row-sharded; each step "
+                   "pulls and pushes only its batch's rows");
     app.add_option("--hand-kernels", o.hand_kernels,
                    "hand-written AVX-512 kernels where a layer pattern matches one and the CPU allows (on), "
                    "or oneDNN primitives only (off)")
@@ -228,6 +231,7 @@ TrainerConfig make_trainer_config(const TrainOptions& o) {
     if (!shard) usage(shard.error().message);
     c.shard = *shard;
     c.seed = o.seed;
+    c.sparse_tables = o.sparse_embeddings;
     return c;
 }
 

@@ -88,6 +88,9 @@ struct TrainOptions {
     // with psd (docs/wire-precision.md): "f32", or "bf16" (half the bytes, rounded to nearest even;
     // psd keeps f32 master weights and optimizer state). Shared-memory shards stay f32.
     std::string wire_precision = "f32";
+    // Distributed mode: embeddings whose tables live on psd only, row-sharded, pulled and pushed
+    // row by row (--sparse-embedding NODE|TABLE; workerd/sparse_tables.h).
+    std::vector<std::string> sparse_embeddings;
     // The hand-written AVX-512 kernels of the engine (nn::NetworkOptions::hand_kernels): "on"
     // (where a layer pattern matches one and the CPU allows) or "off" (oneDNN primitives only).
     std::string hand_kernels = "on";

@@ -18,10 +18,10 @@ double ms_since(Clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 // Room for the second buffer reserved: growing never moves grads_[0], which the models reference.
-std::vector<ParameterSet> make_grads(const std::vector<TensorInfo>& tensors) {
+std::vector<ParameterSet> make_grads(const std::vector<TensorInfo>& tensors, std::size_t tail) {
     std::vector<ParameterSet> grads;
     grads.reserve(2);
-    grads.emplace_back(tensors);
+    grads.emplace_back(tensors, tail);
     return grads;
 }
 
@@ -44,6 +44,10 @@ BatchView batch_view(nn::Network& network) {
 }
 }  // namespace
 
+std::span<float> Trainer::network_grads(ParameterSet& grads) const {
+    return grads.with_tail().first(static_cast<std::size_t>(network_->model().parameter_count));
+}
+
 Trainer::Trainer(const TrainerConfig& config, const LabeledImages& train, const LabeledImages& test)
     : Trainer(config,
               std::make_unique<MemorySource>(train, static_cast<std::size_t>(config.network.batch_size), config.seed,
@@ -54,14 +58,49 @@ Trainer::Trainer(const TrainerConfig& config, std::unique_ptr<BatchSource> train
     : config_(config),
       train_(std::move(train)),
       test_(std::move(test)),
-      params_(model_tensors(required(config))),
-      grads_(make_grads(params_.tensors())),
+      sparse_(required(config), config.sparse_tables, config.seed),
+      params_(sparse_.dense_tensors(),
+              sparse_.tail_floats(std::max<std::int64_t>(config.network.batch_size, config.eval_batch_size))),
+      grads_(make_grads(params_.tensors(), params_.tail().size())),
       synthetic_(config.synthetic_compute_ms, config.synthetic_jitter, config.seed,
                  static_cast<std::uint32_t>(config.shard.index)),
       update_(config.optimizer, params_.tensors(), std::max(1, omp_get_max_threads())) {
     config_.network.forward_only = false;
-    network_ = make_network(*config_.model, config_.network, params_.all(), grads_[0].all());
-    nn::initialize_parameters(*config_.model, config.seed, params_.all());
+    if (sparse_.empty()) {
+        network_ = make_network(*config_.model, config_.network, params_.all(), grads_[0].all());
+        nn::initialize_parameters(*config_.model, config.seed, params_.all());
+        return;
+    }
+    const nn::ModelDescription local = sparse_.local_model(config_.network.batch_size);
+    const auto count = static_cast<std::size_t>(local.parameter_count);
+    network_ = make_network(local, config_.network, params_.with_tail().first(count), grads_[0].with_tail().first(count));
+    const auto& tensors = config_.model->tensors;
+    for (std::size_t i = 0, dense = 0; i < tensors.size(); ++i)  // the table starts on psd
+        if (tensors[i].name != sparse_.table_name()) nn::initialize_tensor(*config_.model, i, config.seed, params_.tensor(dense++));
+}
+
+void Trainer::load_batch() {
+    const auto t0 = Clock::now();
+    BatchView view = batch_view(*network_);
+    train_->next_batch(view);
+    data_ms_ += ms_since(t0);
+}
+
+Result<StepInfo> Trainer::pull_rows(PsClient& client) {
+    if (!batch_pending_) {
+        load_batch();
+        sparse_.map_batch(network_->input_ids(), config_.network.batch_size);
+        batch_pending_ = true;
+    }
+    PulledRows rows;
+    auto info = client.exchange(Exchange{.pulls = sparse_.requests(), .rows = &rows});
+    if (info) sparse_.install(rows, params_.tail());
+    return info;
+}
+
+std::span<const RowGrads> Trainer::row_grads() {
+    if (sparse_.empty()) return {};
+    return sparse_.row_grads(grads().tail());
 }
 
 float Trainer::compute_gradients() {
@@ -71,10 +110,9 @@ float Trainer::compute_gradients() {
         ++local_step_;
         return 0.0f;
     }
-    const auto t0 = Clock::now();
-    BatchView view = batch_view(*network_);
-    train_->next_batch(view);
-    data_ms_ += ms_since(t0);
+    if (batch_pending_) batch_pending_ = false;
+    else if (!sparse_.empty()) throw std::logic_error("Trainer::compute_gradients: a sparse table's rows were not pulled");
+    else load_batch();
     // A dropout mask per (seed, worker, step): workers never share masks.
     Rng rng(config_.seed ^ (0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(config_.shard.index)),
             local_step_++);
@@ -83,16 +121,18 @@ float Trainer::compute_gradients() {
 
 void Trainer::swap_gradient_buffers() {
     if (external_grads_.size() == 1) external_grads_.clear();  // one view cannot alternate: own buffers
-    if (external_grads_.empty() && grads_.size() < 2) grads_.emplace_back(params_.tensors());
+    if (external_grads_.empty() && grads_.size() < 2) grads_.emplace_back(params_.tensors(), params_.tail().size());
     current_grads_ = 1 - current_grads_;
-    network_->set_gradient_buffer(grad_buffer(current_grads_).all());
+    network_->set_gradient_buffer(network_grads(grad_buffer(current_grads_)));
 }
 
 void Trainer::use_gradient_memory(const std::vector<std::span<float>>& buffers) {
     external_grads_.clear();
+    if (!buffers.empty() && !sparse_.empty())
+        throw std::logic_error("Trainer::use_gradient_memory: a sparse table's gradient rows need the trainer's own buffers");
     for (auto b : buffers) external_grads_.emplace_back(params_.tensors(), b);
     current_grads_ = 0;
-    network_->set_gradient_buffer(grad_buffer(0).all());
+    network_->set_gradient_buffer(network_grads(grad_buffer(0)));
 }
 
 void Trainer::apply_gradients() {
@@ -102,13 +142,29 @@ void Trainer::apply_gradients() {
     update_ms_ += ms_since(t0);
 }
 
+void Trainer::fetch_eval_rows(nn::Network& m, std::size_t valid) {
+    PsClient* client = row_client_ ? row_client_() : nullptr;
+    if (client == nullptr) throw std::logic_error("Trainer::evaluate: a sparse table needs set_row_client()");
+    sparse_.map_batch(m.input_ids(), static_cast<std::int64_t>(valid));
+    PulledRows rows;
+    auto info = client->exchange(Exchange{.pulls = sparse_.requests(), .rows = &rows});
+    if (!info) throw std::runtime_error("evaluation: pulling the rows of sparse table " + sparse_.table_name() + ": " +
+                                        info.error().message);
+    sparse_.install(rows, params_.tail());
+}
+
 EvalMetrics Trainer::evaluate() {
     if (!eval_network_) {
         nn::NetworkOptions options = config_.network;
         options.forward_only = true;
         const auto batch = static_cast<std::size_t>(config_.eval_batch_size);
         options.batch_size = static_cast<std::int64_t>(test_->size() ? std::min(batch, test_->size()) : batch);
-        eval_network_ = make_network(*config_.model, options, params_.all(), {});
+        if (sparse_.empty()) {
+            eval_network_ = make_network(*config_.model, options, params_.all(), {});
+        } else {
+            const nn::ModelDescription local = sparse_.local_model(options.batch_size);
+            eval_network_ = make_network(local, options, params_.with_tail().first(static_cast<std::size_t>(local.parameter_count)), {});
+        }
     }
     nn::Network& m = *eval_network_;
     const std::size_t batch = static_cast<std::size_t>(m.options().batch_size);
@@ -116,6 +172,7 @@ EvalMetrics Trainer::evaluate() {
     EvalAccumulator sums(config_.model->loss, config_.model->classes);
     test_->rewind();
     while (const std::size_t valid = test_->next(view, batch)) {
+        if (!sparse_.empty()) fetch_eval_rows(m, valid);
         m.forward(false);
         sums.add(m.outputs(), m.labels(), m.targets(), valid);
     }

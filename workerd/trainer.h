@@ -5,10 +5,14 @@
 //   compute_gradients()  fills the next batch, runs forward+backward, writes grads()
 //   apply_gradients()    standalone only: the local optimizer updates params() from grads()
 //                        (state tensors: params -= grads, workerd/local_update.h)
+// With a sparse table (TrainerConfig::sparse_tables, workerd/sparse_tables.h) the table is not in
+// params(): pull_rows() loads the next batch and pulls its rows from psd before
+// compute_gradients(), and row_grads() are pushed beside grads().
 // Not thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -22,6 +26,7 @@
 #include "workerd/nn/network.h"
 #include "workerd/parameter_set.h"
 #include "workerd/data/sampler.h"
+#include "workerd/sparse_tables.h"
 #include "workerd/synthetic_compute.h"
 
 namespace psrun::worker {
@@ -39,6 +44,8 @@ struct TrainerConfig {
     // With synthetic compute: a random extra delay per step, seeded by (seed, shard.index)
     // (workerd/synthetic_compute.h; TrainOptions::synthetic_compute_jitter).
     ComputeJitter synthetic_jitter;
+    // --sparse-embedding: the embedding tables that live on psd (workerd/sparse_tables.h).
+    std::vector<std::string> sparse_tables;
 };
 
 class Trainer {
@@ -51,9 +58,19 @@ public:
     // `test` must outlive the trainer.
     Trainer(const TrainerConfig& config, const LabeledImages& train, const LabeledImages& test);
 
-    // Loads the next batch of this worker's shard, computes the loss and writes the gradients
-    // into grads(). Returns the batch's mean loss.
+    // Loads the next batch of this worker's shard (unless pull_rows() did), computes the loss and
+    // writes the gradients into grads() (and the sparse table's rows' into row_grads()). Returns
+    // the batch's mean loss. REQUIRES with a sparse table: pull_rows() succeeded since the last call.
     float compute_gradients();
+    // A sparse table: loads the next batch (once: a failed pull keeps it for the next try) and
+    // pulls its distinct ids' rows from psd through `client` into the local table.
+    [[nodiscard]] Result<StepInfo> pull_rows(PsClient& client);
+    bool sparse() const { return !sparse_.empty(); }
+    const SparseTables& sparse_tables() const { return sparse_; }
+    // The sparse table's gradient rows of the last compute_gradients() (empty without one).
+    std::span<const RowGrads> row_grads();
+    // Where evaluate() pulls a sparse table's rows from (the client of the moment).
+    void set_row_client(std::function<PsClient*()> client) { row_client_ = std::move(client); }
     // params -= optimizer(grads); counts a global step.
     void apply_gradients();
     // The test set under the current parameters (no dropout): accuracy, MSE/MAE or F1 as the
@@ -88,6 +105,7 @@ private:
     TrainerConfig config_;
     std::unique_ptr<BatchSource> train_;
     std::unique_ptr<EvalSource> test_;
+    SparseTables sparse_;  // before params_: it lays the buffer out
     ParameterSet params_;
     std::vector<ParameterSet> grads_;  // 1, or 2 once swap_gradient_buffers() was called
     std::vector<ParameterSet> external_grads_;  // views set by use_gradient_memory(): used when not empty
@@ -101,6 +119,12 @@ private:
     std::uint64_t local_step_ = 0;
     double data_ms_ = 0;
     double update_ms_ = 0;
+    bool batch_pending_ = false;  // pull_rows() loaded a batch compute_gradients() has not used
+    std::function<PsClient*()> row_client_;
+    void load_batch();
+    // The part of a gradient buffer the training network writes (the tensors and its local rows).
+    std::span<float> network_grads(ParameterSet& grads) const;
+    void fetch_eval_rows(nn::Network& m, std::size_t valid);
 };
 
 }  // namespace psrun::worker

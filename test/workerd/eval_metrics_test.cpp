@@ -63,3 +63,22 @@ TEST_CASE("an empty test set gives no figures", "[eval_metrics]") {
     CHECK(m.mse < 0);
     CHECK(m.accuracy < 0);
 }
+
+TEST_CASE("one label (a click model): ROC AUC by ranks, ties counted half", "[eval_metrics]") {
+    EvalAccumulator sums(LossKind::kSigmoidCrossEntropy, 1);
+    // Scores 0.1 (neg), 0.4 (pos), 0.4 (neg), 0.8 (pos), 0.9 (neg). Pairs (pos, neg): 0.4 vs 0.1 win,
+    // vs 0.4 tie, vs 0.9 loss; 0.8 vs 0.1 win, vs 0.4 win, vs 0.9 loss -> (3 + 0.5) / 6.
+    sums.add(std::vector<float>{0.1f, 0.4f, 0.4f}, {}, std::vector<float>{0, 1, 0}, 3);
+    sums.add(std::vector<float>{0.8f, 0.9f, 7.0f}, {}, std::vector<float>{1, 0, 1}, 2);  // the third row is padding
+    const auto m = sums.result();
+    CHECK(m.auc == Approx(3.5 / 6.0));
+    CHECK(m.json()["test_auc"] == Approx(3.5 / 6.0));
+    CHECK(m.text() == "test exact match 40.00%, mean F1 0.571, AUC 0.5833");
+    EvalAccumulator one_class(LossKind::kSigmoidCrossEntropy, 1);
+    one_class.add(std::vector<float>{0.3f, 0.6f}, {}, std::vector<float>{1, 1}, 2);
+    CHECK(one_class.result().auc < 0);
+    CHECK_FALSE(one_class.result().json().contains("test_auc"));
+    EvalAccumulator two(LossKind::kSigmoidCrossEntropy, 2);  // several labels: no AUC
+    two.add(std::vector<float>{0.3f, 0.6f}, {}, std::vector<float>{1, 0}, 1);
+    CHECK(two.result().auc < 0);
+}

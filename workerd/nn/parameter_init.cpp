@@ -4,6 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "common/row_init.h"
 #include "workerd/rng.h"
 
 namespace psrun::nn {
@@ -57,6 +58,53 @@ void fill_tensor(const TensorDef& t, worker::Rng& rng, std::span<float> out) {
 
 }  // namespace
 
+std::optional<RowInit> table_row_init(const ModelDescription& model, std::size_t index, std::uint64_t seed) {
+    const TensorDef& t = model.tensors.at(index);
+    if (t.shape.size() != 2) return std::nullopt;
+    const auto owner = std::find_if(model.nodes.begin(), model.nodes.end(), [&](const Node& n) { return n.name == t.owner; });
+    if (owner == model.nodes.end() || owner->op != "embedding") return std::nullopt;
+    const Fans f = fans(t.shape);
+    RowInit init;
+    init.seed = worker::Rng(seed, 0x7AB1E000ull + index).next();
+    switch (t.init.kind) {
+        case InitKind::kZeros: init.kind = RowInitKind::kZeros; break;
+        case InitKind::kConstant:
+            if (t.init.value != 0.0) return std::nullopt;
+            init.kind = RowInitKind::kZeros;
+            break;
+        case InitKind::kNormal: init.kind = RowInitKind::kNormal; init.scale = static_cast<float>(t.init.value); break;
+        case InitKind::kTruncatedNormal:
+            init.kind = RowInitKind::kTruncatedNormal;
+            init.scale = static_cast<float>(t.init.value);
+            break;
+        case InitKind::kHeNormal:
+            init.kind = RowInitKind::kTruncatedNormal;
+            init.scale = static_cast<float>(std::sqrt(2.0 / f.in));
+            break;
+        case InitKind::kUniform: init.kind = RowInitKind::kUniform; init.scale = static_cast<float>(t.init.value); break;
+        case InitKind::kGlorotUniform:
+            init.kind = RowInitKind::kUniform;
+            init.scale = static_cast<float>(std::sqrt(6.0 / (f.in + f.out)));
+            break;
+    }
+    return init;
+}
+
+void initialize_tensor(const ModelDescription& model, std::size_t index, std::uint64_t seed, std::span<float> out) {
+    const TensorDef& t = model.tensors.at(index);
+    if (out.size() != static_cast<std::size_t>(t.size))
+        throw std::invalid_argument("initialize_tensor: buffer of " + std::to_string(out.size()) + " floats for tensor " +
+                                    t.name + " of " + std::to_string(t.size));
+    if (const auto rows = table_row_init(model, index, seed)) {
+        const auto width = static_cast<std::size_t>(t.shape[1]);
+        for (std::int64_t r = 0; r < t.shape[0]; ++r)
+            fill_row(*rows, static_cast<std::uint64_t>(r), out.subspan(static_cast<std::size_t>(r) * width, width));
+        return;
+    }
+    worker::Rng rng(seed, index);
+    fill_tensor(t, rng, out);
+}
+
 void initialize_parameters(const ModelDescription& model, std::uint64_t seed, std::span<float> params) {
     if (params.size() != static_cast<std::size_t>(model.parameter_count))
         throw std::invalid_argument("initialize_parameters: buffer of " + std::to_string(params.size()) +
@@ -69,10 +117,9 @@ void initialize_parameters(const ModelDescription& model, std::uint64_t seed, st
         std::copy(initial.begin(), initial.end(), params.begin());
         return;
     }
-    std::uint64_t index = 0;
-    for (const auto& t : model.tensors) {
-        worker::Rng rng(seed, index++);
-        fill_tensor(t, rng, params.subspan(static_cast<std::size_t>(t.offset), static_cast<std::size_t>(t.size)));
+    for (std::size_t i = 0; i < model.tensors.size(); ++i) {
+        const TensorDef& t = model.tensors[i];
+        initialize_tensor(model, i, seed, params.subspan(static_cast<std::size_t>(t.offset), static_cast<std::size_t>(t.size)));
     }
 }
 

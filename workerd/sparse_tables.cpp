@@ -1,0 +1,172 @@
+#include "workerd/sparse_tables.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "common/result.h"
+#include "workerd/nn/parameter_init.h"
+
+namespace psrun::worker {
+
+namespace {
+
+std::int64_t elements(const nn::Dims& dims) {
+    std::int64_t n = 1;
+    for (const auto& d : dims) n *= d.value;  // the batch axis counts once
+    return n;
+}
+
+}  // namespace
+
+SparseTables::SparseTables(const nn::ModelDescription& model, const std::vector<std::string>& names,
+                           std::uint64_t seed)
+    : model_(&model) {
+    for (std::size_t i = 0; i < model.tensors.size(); ++i) {
+        const auto& t = model.tensors[i];
+        dense_.push_back(TensorInfo{t.name, t.shape, static_cast<std::size_t>(t.offset), static_cast<std::size_t>(t.size),
+                                    t.cls == nn::TensorClass::kState ? TensorClass::kState : TensorClass::kTrainable});
+    }
+    if (names.empty()) return;
+    auto usage = [](const std::string& name, const std::string& why) {
+        throw UsageError(fmt::format("--sparse-embedding {}: {}", name, why));
+    };
+    if (names.size() > 1) usage(names[1], "one sparse table per model for now (give the largest embedding)");
+    const std::string& name = names.front();
+    // The embedding node: by its name, or by its table's name.
+    const nn::Node* node = nullptr;
+    for (const auto& n : model.nodes) {
+        if (n.op != "embedding") continue;
+        const std::string& table = n.inputs.at(n.data_inputs);
+        if (n.name == name || table == name) node = &n;
+    }
+    if (node == nullptr) {
+        std::string known;
+        for (const auto& n : model.nodes)
+            if (n.op == "embedding") known += (known.empty() ? "" : ", ") + n.name + " (table " + n.inputs.at(n.data_inputs) + ")";
+        usage(name, "no embedding of model " + model.name + " has that name or table" +
+                        (known.empty() ? std::string(" (it has no embedding)") : "; its embeddings: " + known));
+    }
+    name_ = node->inputs.at(node->data_inputs);
+    node_ = node->name;
+    if (node->inputs.front() != model.input_name)
+        usage(name, "embedding " + node_ + " reads " + node->inputs.front() + ", not the model's input " + model.input_name +
+                        ": a sparse table's ids must be the model input");
+    for (const auto& n : model.nodes) {
+        if (&n == node) continue;
+        for (const auto& in : n.inputs) {
+            if (in == model.input_name)
+                usage(name, "node " + n.name + " also reads the model input " + model.input_name +
+                                ": a sparse table's embedding must be its only reader");
+            if (in == name_) usage(name, "node " + n.name + " also reads the table " + name_ + " (tied weights stay dense)");
+        }
+    }
+    if (model.initial_parameters)
+        usage(name, "the model brings initial values (an ONNX file); a sparse table starts from its initializer on psd: "
+                    "add --init description");
+    for (std::size_t i = 0; i < model.tensors.size(); ++i)
+        if (model.tensors[i].name == name_) tensor_ = i;
+    const auto& t = model.tensors[tensor_];
+    rows_ = t.shape.at(0);
+    width_ = t.shape.at(1);
+    if (rows_ > (std::int64_t{1} << 32)) usage(name, fmt::format("{} rows: only 2^32 row ids are addressable", rows_));
+    if (width_ > 65536) usage(name, fmt::format("rows of {} floats: at most 65536", width_));
+    const auto init = nn::table_row_init(model, tensor_, seed);
+    if (!init) usage(name, "its initializer cannot be drawn row by row on psd (a non-zero constant)");
+    init_ = *init;
+    per_example_ = elements(model.input.dims);
+    table_ = true;
+    // The dense layout: the table left out, the others compacted in order.
+    dense_.erase(dense_.begin() + static_cast<std::ptrdiff_t>(tensor_));
+    std::size_t offset = 0;
+    for (auto& d : dense_) {
+        d.offset = offset;
+        offset += d.size;
+    }
+    request_.tensor = static_cast<std::uint32_t>(tensor_);
+    grads_.tensor = static_cast<std::uint32_t>(tensor_);
+}
+
+std::vector<TensorSpec> SparseTables::wire_tensors() const {
+    std::vector<TensorSpec> out;
+    for (std::size_t i = 0; i < model_->tensors.size(); ++i) {
+        const auto& t = model_->tensors[i];
+        TensorSpec spec{t.name, {}};
+        spec.tensor_class = t.cls == nn::TensorClass::kState ? TensorClass::kState : TensorClass::kTrainable;
+        for (auto d : t.shape) spec.shape.push_back(static_cast<std::uint32_t>(d));
+        if (table_ && i == tensor_) {
+            spec.kind = TensorKind::kRows;
+            spec.row_init = init_;
+        }
+        out.push_back(std::move(spec));
+    }
+    return out;
+}
+
+std::int64_t SparseTables::capacity(std::int64_t batch) const {
+    return table_ ? std::min(rows_, std::max<std::int64_t>(1, batch * per_example_)) : 0;
+}
+
+std::size_t SparseTables::tail_floats(std::int64_t batch) const {
+    return static_cast<std::size_t>(capacity(batch) * width_);
+}
+
+nn::ModelDescription SparseTables::local_model(std::int64_t batch) const {
+    nn::ModelDescription local = *model_;
+    if (!table_) return local;
+    const std::int64_t rows = capacity(batch);
+    auto& t = local.tensors[tensor_];
+    t.shape = {rows, width_};
+    t.size = rows * width_;
+    local.values.at(t.name).dims = {nn::Dim::of(rows), nn::Dim::of(width_)};
+    for (auto& n : local.nodes)
+        if (n.name == node_) n.attrs["vocabulary"] = rows;
+    std::int64_t offset = 0;
+    for (std::size_t i = 0; i < local.tensors.size(); ++i)
+        if (i != tensor_) {
+            local.tensors[i].offset = offset;
+            offset += local.tensors[i].size;
+        }
+    t.offset = offset;
+    local.parameter_count = offset + t.size;
+    return local;
+}
+
+void SparseTables::map_batch(std::span<std::int32_t> ids, std::int64_t examples) {
+    order_.clear();
+    const auto count = std::min<std::size_t>(ids.size(), static_cast<std::size_t>(examples * per_example_));
+    for (std::size_t p = 0; p < count; ++p) {
+        const std::int32_t id = ids[p];
+        if (id < 0 || id >= rows_)
+            throw std::out_of_range(fmt::format("id {} at position {} of example {} is outside the {} rows of sparse "
+                                                "table {}",
+                                                id, p % static_cast<std::size_t>(per_example_),
+                                                p / static_cast<std::size_t>(per_example_), rows_, name_));
+        order_.emplace_back(static_cast<std::uint32_t>(id), static_cast<std::uint32_t>(p));
+    }
+    std::sort(order_.begin(), order_.end());
+    ids_.clear();
+    for (const auto& [id, p] : order_) {
+        if (ids_.empty() || ids_.back() != id) ids_.push_back(id);
+        ids[p] = static_cast<std::int32_t>(ids_.size() - 1);
+    }
+    for (std::size_t p = count; p < ids.size(); ++p) ids[p] = 0;  // a short last batch: padding reads row 0
+    request_.ids = ids_;
+}
+
+void SparseTables::install(const PulledRows& rows, std::span<float> tail) const {
+    const auto values = rows.rows(0);
+    if (values.size() != ids_.size() * static_cast<std::size_t>(width_) || values.size() > tail.size())
+        throw std::logic_error("SparseTables::install: pulled rows do not match the batch's ids");
+    std::memcpy(tail.data(), values.data(), values.size() * sizeof(float));
+}
+
+std::span<const RowGrads> SparseTables::row_grads(std::span<const float> grad_tail) {
+    grads_.ids = ids_;
+    grads_.values = grad_tail.first(ids_.size() * static_cast<std::size_t>(width_));
+    return {&grads_, 1};
+}
+
+}  // namespace psrun::worker
