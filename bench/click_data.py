@@ -8,10 +8,13 @@ p = sigmoid(bias + sum_f w[id_f]) with w[id] ~ N(0, scale^2) drawn per id from a
 the best reachable AUC on the test set is that of p itself, which this script prints.
 
 Writes DIR/{train,test}_{x,y}.npy: x int64 (N, F) ids, y float32 (N, 1) clicks, and
-DIR/planted.json {"auc": best test AUC, "ctr": click rate, "distinct": ids seen in training}.
+DIR/planted.json {"auc": best test AUC, "ctr": click rate, "distinct": ids seen in training}, and
+DIR/click.json, the model psrun trains on them: one shared embedding table "emb" [V, dim] looked
+up by all F fields, flattened, a dense ReLU layer of --hidden units, one logit, binary
+cross-entropy (sigmoid_cross_entropy).
 
 Usage: click_data.py DIR --rows V [--fields 26] [--train 100000] [--test 20000]
-                     [--zipf 1.1] [--scale 0.6] [--seed 1]
+                     [--zipf 1.1] [--scale 0.6] [--seed 1] [--dim 16] [--hidden 64]
 """
 import argparse
 import json
@@ -60,6 +63,8 @@ def main():
     ap.add_argument("--zipf", type=float, default=1.1)
     ap.add_argument("--scale", type=float, default=0.6)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--dim", type=int, default=16)
+    ap.add_argument("--hidden", type=int, default=64)
     a = ap.parse_args()
     os.makedirs(a.dir, exist_ok=True)
     rng = np.random.default_rng(a.seed)
@@ -73,6 +78,23 @@ def main():
     info = {"auc": auc(tp, ty[:, 0]), "ctr": float(y.mean()), "distinct": int(len(np.unique(x)))}
     with open(os.path.join(a.dir, "planted.json"), "w") as out:
         json.dump(info, out)
+    model = {
+        "name": "click",
+        "description": f"click prediction: {a.fields} hashed fields, one shared [{a.rows}, {a.dim}] table",
+        "input": {"shape": [a.fields], "type": "int"},
+        "targets": 1,
+        "layers": [
+            {"kind": "embedding", "name": "emb", "vocabulary": a.rows, "dim": a.dim,
+             "init": {"kind": "normal", "stddev": 0.05}},
+            {"kind": "flatten", "axis": 1},
+            {"kind": "dense", "name": "fc1", "units": a.hidden},
+            {"kind": "relu"},
+            {"kind": "dense", "name": "out", "units": 1},
+        ],
+        "loss": {"kind": "sigmoid_cross_entropy", "reduction": "mean"},
+    }
+    with open(os.path.join(a.dir, "click.json"), "w") as out:
+        json.dump(model, out, indent=1)
     print(json.dumps(info))
 
 

@@ -253,6 +253,14 @@ int DistributedWorker::run() {
                      last.global_step, 1000 * ctx.compute_seconds / n, 1000 * ctx.exchange_seconds / n,
                      overlap ? " waited (overlapped)" : "", 1000 * ctx.copy_seconds / n);
     }
+    if (trainer.sparse() && trainer.sparse_batches() > 0) {
+        const auto& t = trainer.sparse_tables();
+        const double ids = double(trainer.sparse_distinct_ids()) / double(trainer.sparse_batches());
+        spdlog::info("sparse table {} [{} x {}]: {:.1f} distinct ids per batch of {} lookups; rows pulled and pushed "
+                     "{:.1f} KB per step (a dense table: {:.1f} MB each way)",
+                     t.table_name(), t.rows(), t.width(), ids, t.lookups(training_.batch_size),
+                     2 * ids * double(t.width()) * 4 / 1e3, double(t.rows()) * double(t.width()) * 4 / 1e6);
+    }
     {
         const BatchSource& source = trainer.data();
         spdlog::info("data: waited {:.2f} s for batches ({:.2f}% of {:.1f} s of training), longest wait {:.1f} ms{}",

@@ -62,6 +62,10 @@ public:
     // Distinct ids of the last batch.
     std::size_t distinct() const { return ids_.size(); }
     const std::string& table_name() const { return name_; }
+    std::int64_t rows() const { return rows_; }
+    std::int64_t width() const { return width_; }
+    // Ids looked up by a batch of `batch` examples.
+    std::int64_t lookups(std::int64_t batch) const { return batch * per_example_; }
 
 private:
     const nn::ModelDescription* model_ = nullptr;  // not owned: outlives this (the trainer's config)

@@ -91,6 +91,8 @@ Result<StepInfo> Trainer::pull_rows(PsClient& client) {
         load_batch();
         sparse_.map_batch(network_->input_ids(), config_.network.batch_size);
         batch_pending_ = true;
+        ++sparse_batches_;
+        sparse_distinct_ += sparse_.distinct();
     }
     PulledRows rows;
     auto info = client.exchange(Exchange{.pulls = sparse_.requests(), .rows = &rows});

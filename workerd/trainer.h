@@ -69,6 +69,9 @@ public:
     const SparseTables& sparse_tables() const { return sparse_; }
     // The sparse table's gradient rows of the last compute_gradients() (empty without one).
     std::span<const RowGrads> row_grads();
+    // Training batches mapped by pull_rows() and their distinct ids, summed.
+    std::uint64_t sparse_batches() const { return sparse_batches_; }
+    std::uint64_t sparse_distinct_ids() const { return sparse_distinct_; }
     // Where evaluate() pulls a sparse table's rows from (the client of the moment).
     void set_row_client(std::function<PsClient*()> client) { row_client_ = std::move(client); }
     // params -= optimizer(grads); counts a global step.
@@ -119,7 +122,8 @@ private:
     std::uint64_t local_step_ = 0;
     double data_ms_ = 0;
     double update_ms_ = 0;
-    bool batch_pending_ = false;  // pull_rows() loaded a batch compute_gradients() has not used
+    bool batch_pending_ = false;
+    std::uint64_t sparse_batches_ = 0, sparse_distinct_ = 0;  // pull_rows() loaded a batch compute_gradients() has not used
     std::function<PsClient*()> row_client_;
     void load_batch();
     // The part of a gradient buffer the training network writes (the tensors and its local rows).

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Sparse embedding tables end to end (docs/sparse.md): generated click logs (bench/click_data.py,
+# Zipf ids hashed into one shared table, a planted logistic model) trained by real psd and workerd
+# processes (psrun local --ps 2 --workers 2 --sync), once with the table dense and once with
+# --sparse-embedding emb. SGD and Adagrad must give the same loss curve and test AUC (the sparse
+# path changes where rows live, not the mathematics); the sparse run's log reports its rows per
+# step. Then the exit-2 errors: an unknown table, the option without psd, an id beyond the table.
+# Needs python3-numpy (jobs/setup.sh).
+# Usage: sparse_embedding_test.sh <workerd> <psrun>
+set -u
+workerd=$1
+psrun=$2
+py=/usr/bin/python3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+check() {  # check <description> <condition...>
+    local what=$1; shift
+    if "$@"; then echo "ok: $what"; else echo "FAILED: $what"; fail=1; fi
+}
+
+"$py" bench/click_data.py "$tmp/d" --rows 20000 --train 6000 --test 2000 --zipf 1.3 >"$tmp/planted.json" ||
+    { echo "FAILED: bench/click_data.py"; exit 1; }
+data=(--model "$tmp/d/click.json" --train-images "$tmp/d/train_x.npy" --train-labels "$tmp/d/train_y.npy"
+      --test-images "$tmp/d/test_x.npy" --test-labels "$tmp/d/test_y.npy")
+
+run() {  # run <name> <optimizer> [workerd options...]: 60 sync steps of 2 workers into $tmp/<name>
+    local name=$1 opt=$2; shift 2
+    timeout 300 "$psrun" local --ps 2 --workers 2 --sync --no-auth --grace 30 -- "${data[@]}" --steps 60 \
+        --batch-size 50 --optimizer "$opt" --learning-rate 0.1 --log-every 10 --threads 1 --model-dir "$tmp/$name" \
+        "$@" >"$tmp/$name.log" 2>&1
+}
+
+for opt in sgd adagrad; do
+    run "dense-$opt" "$opt"
+    rc=$?
+    check "$opt: the dense table trains (rc=$rc)" test "$rc" -eq 0
+    run "sparse-$opt" "$opt" --sparse-embedding emb
+    rc=$?
+    check "$opt: the sparse table trains (rc=$rc)" test "$rc" -eq 0
+    [ "$rc" -eq 0 ] || tail -20 "$tmp/sparse-$opt.log"
+    "$py" - "$tmp/dense-$opt" "$tmp/sparse-$opt" <<'EOF' >"$tmp/compare-$opt" 2>&1
+import json, sys
+def curve(d):
+    return [(r["step"], r["loss"]) for r in map(json.loads, open(d + "/metrics.jsonl")) if "loss" in r]
+dense, sparse = curve(sys.argv[1]), curve(sys.argv[2])
+print("dense ", dense)
+print("sparse", sparse)
+assert len(dense) == 6 and [s for s, _ in dense] == [s for s, _ in sparse], "not the same steps"
+for (s, a), (_, b) in zip(dense, sparse):
+    assert abs(a - b) <= 1e-4 * max(1.0, abs(a)), f"step {s}: dense loss {a}, sparse {b}"
+assert dense[-1][1] < dense[0][1], "the loss did not fall"
+auc = [json.load(open(d + "/summary.json"))["test_auc"] for d in sys.argv[1:]]
+print("test AUC", auc)
+assert abs(auc[0] - auc[1]) <= 1e-3 and auc[0] > 0.55, auc
+EOF
+    rc=$?
+    check "$opt: equal loss curves (every 10 steps) and test AUC, dense and sparse" test "$rc" -eq 0
+    [ "$rc" -eq 0 ] || cat "$tmp/compare-$opt"
+done
+check "the sparse run logs its rows per step" \
+    grep -Eq "sparse table emb/table \[20000 x 16\]: [0-9.]+ distinct ids per batch of 1300 lookups" "$tmp/sparse-sgd.log"
+check "... and each psd holds half the table's rows (10,000 x 16 floats), not in its dense shard" \
+    grep -Eq '"row_floats":160000,.*"shard_floats":1337[67],' "$tmp/sparse-sgd.log"
+
+# Exit-2 errors.
+timeout 60 "$workerd" --index 0 --chief --num-workers 1 --ps ipc://"$tmp/none" --no-auth "${data[@]}" \
+    --sparse-embedding fc9 >"$tmp/unknown.log" 2>&1
+rc=$?
+check "an unknown --sparse-embedding exits 2 (rc=$rc)" test "$rc" -eq 2
+check "... naming the model's embeddings" grep -q "no embedding of model click has that name or table; its embeddings: emb (table emb/table)" "$tmp/unknown.log"
+timeout 60 "$workerd" --standalone "${data[@]}" --steps 1 --sparse-embedding emb >"$tmp/standalone.log" 2>&1
+rc=$?
+check "--sparse-embedding without psd exits 2 (rc=$rc)" test "$rc" -eq 2
+check "... saying it needs psd" grep -q "sparse-embedding needs psd" "$tmp/standalone.log"
+"$py" -c "
+import numpy as np, sys
+x = np.load(sys.argv[1]); x[7, 3] = 20000; np.save(sys.argv[2], x)" "$tmp/d/train_x.npy" "$tmp/bad_x.npy"
+timeout 120 "$psrun" local --ps 1 --workers 1 --no-auth -- --model "$tmp/d/click.json" --train-images "$tmp/bad_x.npy" \
+    --train-labels "$tmp/d/train_y.npy" --test-images "$tmp/d/test_x.npy" --test-labels "$tmp/d/test_y.npy" \
+    --steps 5 --sparse-embedding emb >"$tmp/bad.log" 2>&1
+rc=$?
+check "an id beyond the table fails the run (rc=$rc)" test "$rc" -ne 0
+check "... naming the file, the example and the position" grep -Eq "bad_x.npy.*20000 at example 7 position 3" "$tmp/bad.log"
+[ "$fail" -eq 0 ] || grep -h "error" "$tmp"/*.log | head -20
+exit "$fail"
