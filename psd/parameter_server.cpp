@@ -153,6 +153,7 @@ int ParameterServer::run() {
 
 void ParameterServer::finish(int code) {
     if (options_.standby && shard_ && shard_->initialized()) {
+        shard_->rows().materialize(team_.get());
         auto saved = shard_->save(shard_path());
         if (!saved) {
             spdlog::error("{}", saved.error().message);
@@ -328,6 +329,7 @@ std::string ParameterServer::stats_json() const {
     j["shard_floats"] = shard_ ? shard_->size() : 0;
     j["optimizer_floats"] = shard_ ? shard_->optimizer_floats() : 0;  // slot floats (state tensors keep none)
     j["row_floats"] = shard_ ? shard_->rows().floats() : 0;  // this shard's rows of the sparse tables
+    j["rows_created"] = shard_ ? shard_->rows().rows_created() : 0;  // rows pulled or pushed at least once (lazy creation)
     j["row_slot_floats"] = shard_ ? shard_->rows().slot_floats() : 0;
     j["rows_pushed"] = counters_.rows_pushed;
     j["rows_pulled"] = counters_.rows_pulled;

@@ -84,7 +84,7 @@ void ParameterServer::on_init(const std::string& routing, const Header& h, Parts
     } else {
         auto spans = decode_slices(h, parts, 1, PayloadForm::kF32, nullptr);  // INIT sends f32 frames
         if (!spans) return reply_error(routing, spans.error().code, spans.error().message);
-        shard_->init(*config, *spans, team_.get());
+        shard_->init(*config, *spans);
         if (sync_) sync_ = make_sync();  // a new run starts: forget any partial step of the previous one
         shard_->set_dry_run(h.flags & wire::kFlagDryRun);
         spdlog::info("INIT: {} from step {}, last step {}, learning rate {} ({}){}", to_string(config->optimizer.kind),
@@ -220,6 +220,7 @@ void ParameterServer::on_save(const std::string& routing, const Header& h, Parts
     if (!shard_->initialized())
         return reply_error(routing, ErrorCode::kProtocol, "SAVE before INIT: this psd holds no parameters");
     const auto started = Clock::now();
+    shard_->rows().materialize(team_.get());  // a checkpoint holds every row, untouched ones too
     auto saved = save_shard_checkpoint(*shard_, tensors_, options_.index, *dir);
     if (!saved) {
         spdlog::error("checkpoint at step {} failed: {}", h.step, saved.error().message);

@@ -1,6 +1,9 @@
 #include "psd/row_store.h"
 
+#include <sys/mman.h>
+
 #include <cstring>
+#include <new>
 
 #include "common/row_init.h"
 
@@ -9,6 +12,33 @@ namespace {
 // Rows initialised per team part and task: large enough that waking helpers pays.
 constexpr std::uint64_t kParallelInitRows = 1 << 14;
 }  // namespace
+
+RowStore::Floats::Floats(std::size_t n) : size_(n) {
+    if (n == 0) return;
+    void* p = ::mmap(nullptr, n * sizeof(float), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    data_ = static_cast<float*>(p);
+}
+
+RowStore::Floats::~Floats() {
+    if (data_ != nullptr) ::munmap(data_, size_ * sizeof(float));
+}
+
+RowStore::Floats::Floats(Floats&& other) noexcept : data_(other.data_), size_(other.size_) {
+    other.data_ = nullptr;
+    other.size_ = 0;
+}
+
+RowStore::Floats& RowStore::Floats::operator=(Floats&& other) noexcept {
+    if (this != &other) {
+        this->~Floats();
+        data_ = other.data_;
+        size_ = other.size_;
+        other.data_ = nullptr;
+        other.size_ = 0;
+    }
+    return *this;
+}
 
 RowStore::RowStore(const ShardLayout& layout, std::uint32_t shard, const std::vector<TensorSpec>& tensors)
     : shard_(shard), num_shards_(layout.num_shards) {
@@ -25,12 +55,9 @@ void RowStore::allocate(const OptimizerConfig& config) {
     config_ = config;
     for (std::size_t t = 0; t < tables_.size(); ++t) {
         auto& table = tables_[t];
-        const std::size_t n = table.local_rows * table.spec.width;
-        if (table.values.size() != n) {
-            table.values.clear();
-            table.values.shrink_to_fit();  // never two copies of a table at once
-            table.values.resize(n);
-        }
+        table.values = Floats();  // never two copies of a table at once
+        table.values = Floats(table.local_rows * table.spec.width);
+        table.created.assign((table.local_rows + 63) / 64, ~std::uint64_t{0});
         reset_slots(t);
         table.updates = 0;
     }
@@ -40,28 +67,61 @@ void RowStore::reset_slots(std::size_t t) {
     auto& table = tables_[t];
     const std::size_t n = table.local_rows * table.spec.width;
     const int slots = slot_count(config_.kind);
-    const float init = config_.kind == OptimizerKind::kAdagrad ? config_.adagrad_initial : 0.0f;
-    table.slot0.clear();
-    table.slot0.shrink_to_fit();
-    table.slot1.clear();
-    table.slot1.shrink_to_fit();
-    if (slots >= 1) table.slot0.assign(n, init);
-    if (slots >= 2) table.slot1.assign(n, 0.0f);
+    table.slot0 = Floats();
+    table.slot1 = Floats();
+    if (slots >= 1) table.slot0 = Floats(n);
+    if (slots >= 2) table.slot1 = Floats(n);
+    if (config_.kind != OptimizerKind::kAdagrad || config_.adagrad_initial == 0.0f) return;
+    const std::size_t width = table.spec.width;
+    for (std::uint64_t i = 0; i < table.local_rows; ++i)  // created rows: the initial accumulator now
+        if (table.created[i >> 6] >> (i & 63) & 1)
+            std::fill_n(table.slot0.data() + i * width, width, config_.adagrad_initial);
 }
 
-void RowStore::init(const OptimizerConfig& config, ThreadTeam* team) {
-    allocate(config);
+void RowStore::init(const OptimizerConfig& config) {
+    config_ = config;
+    for (std::size_t t = 0; t < tables_.size(); ++t) {
+        auto& table = tables_[t];
+        table.values = Floats();
+        table.values = Floats(table.local_rows * table.spec.width);
+        table.created.assign((table.local_rows + 63) / 64, 0);  // before the slots: none to fill yet
+        reset_slots(t);
+        table.updates = 0;
+    }
+}
+
+void RowStore::create_row(Table& table, std::uint64_t i) const {
+    const std::uint32_t width = table.spec.width;
+    fill_row(table.init, i * num_shards_ + shard_, std::span<float>(table.values.data() + i * width, width));
+    if (config_.kind == OptimizerKind::kAdagrad && !table.slot0.empty())
+        std::fill_n(table.slot0.data() + i * width, width, config_.adagrad_initial);
+    table.created[i >> 6] |= std::uint64_t{1} << (i & 63);
+}
+
+void RowStore::materialize(ThreadTeam* team) {
     for (auto& table : tables_) {
-        const std::uint32_t width = table.spec.width;
+        // Words of 64 rows per task: parts never share a bitmap word.
+        const std::uint64_t words = table.created.size();
         const int parts = (team && table.local_rows >= kParallelInitRows) ? team->size() : 1;
         auto fill = [&](int part) {
-            const auto [begin, end] = part_range(table.local_rows, part, parts);
-            for (std::uint64_t i = begin; i < end; ++i)
-                fill_row(table.init, i * num_shards_ + shard_, std::span<float>(table.values.data() + i * width, width));
+            const auto [begin, end] = part_range(words, part, parts);
+            for (std::uint64_t w = begin; w < end; ++w)
+                for (std::uint64_t i = w * 64; i < std::min(table.local_rows, (w + 1) * 64); ++i) create(table, i);
         };
         if (parts == 1) fill(0);
         else team->run(fill);
     }
+}
+
+std::uint64_t RowStore::rows_created() const {
+    std::uint64_t n = 0;
+    for (const auto& table : tables_)
+        for (std::size_t w = 0; w < table.created.size(); ++w) {
+            std::uint64_t word = table.created[w];
+            if (w + 1 == table.created.size() && table.local_rows % 64) word &= (std::uint64_t{1} << (table.local_rows % 64)) - 1;
+            n += static_cast<std::uint64_t>(__builtin_popcountll(word));
+        }
+    return n;
 }
 
 void RowStore::restore(const OptimizerConfig& config) {
@@ -82,31 +142,36 @@ void RowStore::apply(std::size_t t, std::span<const std::uint32_t> ids, std::spa
     float* s0 = table.slot0.empty() ? nullptr : table.slot0.data();
     float* s1 = table.slot1.empty() ? nullptr : table.slot1.data();
     for (std::size_t i = 0; i < ids.size(); ++i) {
-        const std::size_t at = row_index(ids[i], num_shards_) * width;
+        const std::uint64_t row = row_index(ids[i], num_shards_);
+        create(table, row);
+        const std::size_t at = row * width;
         kernel(table.values.data() + at, grads.data() + i * width, s0 ? s0 + at : nullptr, s1 ? s1 + at : nullptr, width);
     }
 }
 
-void RowStore::gather(std::size_t t, std::span<const std::uint32_t> ids, float* out) const {
-    const auto& table = tables_[t];
+void RowStore::gather(std::size_t t, std::span<const std::uint32_t> ids, float* out) {
+    auto& table = tables_[t];
     const std::size_t width = table.spec.width;
-    for (std::size_t i = 0; i < ids.size(); ++i)
-        std::memcpy(out + i * width, table.values.data() + row_index(ids[i], num_shards_) * width, width * sizeof(float));
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        const std::uint64_t row = row_index(ids[i], num_shards_);
+        create(table, row);
+        std::memcpy(out + i * width, table.values.data() + row * width, width * sizeof(float));
+    }
 }
 
 std::vector<std::span<float>> RowStore::slots(std::size_t t) {
     std::vector<std::span<float>> out;
     const int n = slot_count(config_.kind);
-    if (n >= 1) out.emplace_back(tables_[t].slot0);
-    if (n >= 2) out.emplace_back(tables_[t].slot1);
+    if (n >= 1) out.emplace_back(tables_[t].slot0.data(), tables_[t].slot0.size());
+    if (n >= 2) out.emplace_back(tables_[t].slot1.data(), tables_[t].slot1.size());
     return out;
 }
 
 std::vector<std::span<const float>> RowStore::slots(std::size_t t) const {
     std::vector<std::span<const float>> out;
     const int n = slot_count(config_.kind);
-    if (n >= 1) out.emplace_back(tables_[t].slot0);
-    if (n >= 2) out.emplace_back(tables_[t].slot1);
+    if (n >= 1) out.emplace_back(tables_[t].slot0.data(), tables_[t].slot0.size());
+    if (n >= 2) out.emplace_back(tables_[t].slot1.data(), tables_[t].slot1.size());
     return out;
 }
 

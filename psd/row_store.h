@@ -36,11 +36,17 @@ public:
     std::uint32_t num_shards() const { return num_shards_; }
     const OptimizerConfig& config() const { return config_; }
 
-    // Allocates every table's rows and slots for `config`: values from the tables' initializers
-    // (common/row_init.h, by global row id), slots as Optimizer starts them, update counts 0.
-    void init(const OptimizerConfig& config, ThreadTeam* team);
-    // Allocates rows and fresh slots for `config` without initialising the values (a checkpoint
-    // load fills them); update counts 0.
+    // Reserves every table's rows and slots for `config`, every row still to be created (values
+    // from the tables' initializers by global row id, slots as Optimizer starts them, at first
+    // use); update counts 0.
+    void init(const OptimizerConfig& config);
+    // Creates every row not created yet (before a checkpoint reads values() and slots()).
+    // `team` (may be null) splits the work.
+    void materialize(ThreadTeam* team);
+    // Rows created so far, all tables.
+    std::uint64_t rows_created() const;
+    // Allocates rows and fresh slots for `config`, every row counted as created, without
+    // initialising the values (a checkpoint load fills them); update counts 0.
     void allocate(const OptimizerConfig& config);
     // INIT "restored": keeps values and update counts and adopts `config`; slots start fresh only
     // if the optimizer kind changed.
@@ -53,13 +59,14 @@ public:
     // Rows `ids` of table t (global ids owned by this shard, checked by the caller) are updated
     // with `grads` (ids.size() x width floats), at the table's current update count.
     void apply(std::size_t t, std::span<const std::uint32_t> ids, std::span<const float> grads);
-    // Copies rows `ids` of table t (owned by this shard) to `out` (ids.size() x width floats).
-    void gather(std::size_t t, std::span<const std::uint32_t> ids, float* out) const;
+    // Copies rows `ids` of table t (owned by this shard) to `out` (ids.size() x width floats),
+    // creating those not created yet.
+    void gather(std::size_t t, std::span<const std::uint32_t> ids, float* out);
 
     // Checkpoint access: table t's rows, its slots (slot_count(kind) arrays, each as large as the
     // rows) and update count.
     std::span<float> values(std::size_t t) { return tables_[t].values; }
-    std::span<const float> values(std::size_t t) const { return tables_[t].values; }
+    std::span<const float> values(std::size_t t) const { return {tables_[t].values.data(), tables_[t].values.size()}; }
     std::vector<std::span<float>> slots(std::size_t t);
     std::vector<std::span<const float>> slots(std::size_t t) const;
     std::uint64_t updates(std::size_t t) const { return tables_[t].updates; }
@@ -69,13 +76,36 @@ public:
     std::size_t slot_floats() const;  // optimizer slots held
 
 private:
+    // n floats of zero pages (anonymous mmap), backed by memory only where written.
+    class Floats {
+    public:
+        Floats() = default;
+        explicit Floats(std::size_t n);
+        ~Floats();
+        Floats(Floats&& other) noexcept;
+        Floats& operator=(Floats&& other) noexcept;
+        float* data() const { return data_; }
+        std::size_t size() const { return size_; }
+        bool empty() const { return size_ == 0; }
+        operator std::span<float>() const { return {data_, size_}; }
+
+    private:
+        float* data_ = nullptr;
+        std::size_t size_ = 0;
+    };
     struct Table {
         RowTable spec;
         RowInit init;
         std::uint64_t local_rows = 0;
-        std::vector<float> values, slot0, slot1;
+        Floats values, slot0, slot1;
+        std::vector<std::uint64_t> created;  // bit i: local row i has its initial values and slots
         std::uint64_t updates = 0;
     };
+    // Gives local row i of `table` its initial values and fresh slots unless it has them.
+    void create(Table& table, std::uint64_t i) const {
+        if (!(table.created[i >> 6] >> (i & 63) & 1)) create_row(table, i);
+    }
+    void create_row(Table& table, std::uint64_t i) const;
     std::uint32_t shard_;
     std::uint32_t num_shards_;
     OptimizerConfig config_;

@@ -43,9 +43,8 @@ void ShardState::make_optimizers() {
         optimizers_.emplace_back(state_[k] ? none : config_.optimizer, layout_.slices[slice_ids_[k]].length);
 }
 
-void ShardState::init(const wire::InitConfig& config, const std::vector<std::span<const float>>& params,
-                      ThreadTeam* team) {
-    rows_.init(config.optimizer, team);
+void ShardState::init(const wire::InitConfig& config, const std::vector<std::span<const float>>& params) {
+    rows_.init(config.optimizer);
     set_dense(config, params);
 }
 

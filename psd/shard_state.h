@@ -45,9 +45,8 @@ public:
     bool initialized() const { return initialized_; }
 
     // New parameters (one span per own slice, in slice_ids() order): resets slots and step, and
-    // initialises this shard's rows of every sparse table (psd/row_store.h; the team may split it).
-    void init(const wire::InitConfig& config, const std::vector<std::span<const float>>& params,
-              ThreadTeam* team = nullptr);
+    // starts this shard's rows of every sparse table afresh (created at first use, psd/row_store.h).
+    void init(const wire::InitConfig& config, const std::vector<std::span<const float>>& params);
     // "Restored" INIT: keeps parameters, slots and step; adopts the new last_step (and the
     // optimizer config, resetting slots only if the optimizer kind changed).
     void restore(const wire::InitConfig& config);

@@ -72,9 +72,10 @@ TEST_CASE("RowStore holds its shard's rows: gather, apply and counts", "[psd][sp
     REQUIRE(store.size() == 2);
     CHECK(store.local_rows(0) == 33);  // rows 1, 4, ..., 97
     CHECK(store.local_rows(1) == 17);  // rows 1, 4, ..., 49
-    store.init(OptimizerConfig{.kind = OptimizerKind::kAdagrad, .learning_rate = 0.1f, .adagrad_initial = 0.1f}, nullptr);
+    store.init(OptimizerConfig{.kind = OptimizerKind::kAdagrad, .learning_rate = 0.1f, .adagrad_initial = 0.1f});
     CHECK(store.floats() == 33 * 3 + 17 * 2);
     CHECK(store.slot_floats() == store.floats());
+    CHECK(store.rows_created() == 0);  // lazy: INIT creates no row
     const std::vector<std::uint32_t> ids{4, 97};
     std::vector<float> rows(6);
     store.gather(0, ids, rows.data());
@@ -91,6 +92,26 @@ TEST_CASE("RowStore holds its shard's rows: gather, apply and counts", "[psd][sp
     }
     CHECK(store.updates(0) == 1);
     CHECK(store.updates(1) == 1);  // every table counts every update
+    CHECK(store.rows_created() == 2);
+    // A row first touched by a push starts from its initial values and Adagrad's initial accumulator.
+    const std::vector<std::uint32_t> fresh{10};
+    store.apply(0, fresh, std::vector<float>{2, 0, -2});
+    std::vector<float> row(3);
+    store.gather(0, fresh, row.data());
+    for (std::uint32_t c = 0; c < 3; ++c) {
+        const float grad = c == 0 ? 2.0f : c == 1 ? 0.0f : -2.0f;
+        CHECK(row[c] == row_init_value(t[1].row_init, 10, c) - 0.1f * grad / std::sqrt(0.1f + grad * grad));
+    }
+    CHECK(store.rows_created() == 3);
+    // materialize() creates the rest (what a checkpoint reads) and leaves the touched rows alone.
+    store.materialize(nullptr);
+    CHECK(store.rows_created() == 33 + 17);
+    const auto values = store.values(0);
+    CHECK(values[row_index(10, 3) * 3] == row[0]);
+    CHECK(values[row_index(97, 3) * 3 + 2] == after[5]);
+    CHECK(values[row_index(7, 3) * 3 + 1] == row_init_value(t[1].row_init, 7, 1));
+    CHECK(store.slots(0)[0][row_index(7, 3) * 3] == 0.1f);
+    CHECK(store.values(1)[row_index(49, 3) * 2] == row_init_value(t[2].row_init, 49, 0));
 }
 
 TEST_CASE("row frames are checked before anything is applied", "[psd][sparse]") {
