@@ -350,7 +350,9 @@ Result<void> PsClient::done(bool preempted) {
     Header h = make_header(MessageType::kDone);
     if (preempted) h.flags = wire::kFlagDraining;
     for (auto i : all_shards()) send_plain(i, h, nullptr);
-    auto replies = collect(all_shards(), options_.connect_timeout, [&](std::uint32_t i, bool) { send_plain(i, h, nullptr); });
+    // reply_timeout: a psd may be busy writing the chief's checkpoint (a large sparse table takes
+    // tens of seconds); a psd that died is seen at once by the link monitor whatever this is.
+    auto replies = collect(all_shards(), options_.reply_timeout, [&](std::uint32_t i, bool) { send_plain(i, h, nullptr); });
     if (!replies) return tl::unexpected(replies.error());
     return {};
 }

@@ -42,7 +42,7 @@ struct PsClientOptions {
     // Sent in HELLO: psd refuses a worker whose model hash differs from the one it serves.
     wire::ModelId model{"mnist_deep", ""};
     std::chrono::milliseconds connect_timeout{30000};  // HELLO, STATS, STOP
-    std::chrono::milliseconds reply_timeout{600000};   // INIT barrier and sync steps wait longer
+    std::chrono::milliseconds reply_timeout{600000};   // INIT barrier, sync steps and DONE wait longer
     // ZMTP heartbeat timeout (0: none): a psd that answers no ZMTP ping for this long counts as
     // lost (common/ps_health.h); a psd that dies is seen at once, whatever this is.
     std::chrono::milliseconds heartbeat_timeout{10000};

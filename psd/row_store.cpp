@@ -17,6 +17,10 @@ RowStore::Floats::Floats(std::size_t n) : size_(n) {
     if (n == 0) return;
     void* p = ::mmap(nullptr, n * sizeof(float), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
+    // Huge pages where the kernel has them: rows are touched at random, and 4 KiB pages cost a fault
+    // per new row per array and a TLB miss per update (measured: over half of psd's time on a 50M-row
+    // table). RSS then grows by 2 MiB steps, within the share the shard holds anyway.
+    ::madvise(p, n * sizeof(float), MADV_HUGEPAGE);
     data_ = static_cast<float*>(p);
 }
 

@@ -49,10 +49,10 @@ void add_cluster_options(CLI::App& app, ClusterOptions& o) {
     app.add_option("--auth", o.auth, "with --key-file, on tcp: mac (a MAC on every message) or curve (encrypt every byte)")
         ->excludes(no_auth)
         ->capture_default_str();
-    app.add_option("--connect-timeout", o.connect_timeout, "seconds to wait for psd's reply to HELLO/STATS/DONE")
+    app.add_option("--connect-timeout", o.connect_timeout, "seconds to wait for psd's reply to HELLO and STATS")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
-    app.add_option("--step-timeout", o.step_timeout, "seconds to wait for one PUSH_PULL reply")
+    app.add_option("--step-timeout", o.step_timeout, "seconds to wait for one PUSH_PULL (or DONE) reply")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
     app.add_option("--barrier-timeout", o.barrier_timeout, "seconds to wait at the start barrier")

@@ -27,7 +27,7 @@ struct ClusterOptions {
     std::string key_file;
     bool no_auth = false;
     std::string auth{to_string(kDefaultAuthMode)};  // --auth mac|curve (with --key-file, on tcp)
-    double connect_timeout = 30;   // seconds: HELLO, STATS, DONE
+    double connect_timeout = 30;   // seconds: HELLO, STATS (DONE waits --step-timeout: psd may be checkpointing)
     double step_timeout = 600;     // seconds: one PUSH_PULL (sync steps wait for the others)
     double barrier_timeout = 600;  // seconds: the start barrier
     double signal_grace = 9;       // seconds from SIGTERM/SIGUSR1 to a forced exit 1 (preemption.h)
