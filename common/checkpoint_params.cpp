@@ -15,6 +15,33 @@ namespace {
 
 Error invalid(const std::string& message) { return Error{ErrorCode::kInvalidArgument, message}; }
 
+// Shard s of K's rows of a [rows, width] table (its rows s, s + K, ...) scattered into `dst`, the
+// table's dense values, in chunks (a large table is never read twice into memory).
+Result<void> read_row_piece(const TensorFileReader& file, std::size_t entry, const std::string& path,
+                            const RowPieceName& piece, const TensorSpec& spec, float* dst) {
+    const TensorFileEntry& t = file.tensors()[entry];
+    if (spec.shape.size() != 2)
+        return tl::unexpected(
+            invalid(path + ": '" + piece.tensor + "' is a sparse table in the checkpoint but not a [rows, width] tensor here"));
+    const RowTable table{0, spec.shape[0], spec.shape[1]};
+    const std::uint64_t rows = table.rows_on(piece.shard, piece.shards), width = spec.shape[1];
+    if (t.count != rows * width)
+        return tl::unexpected(invalid(path + ": rows piece '" + t.name + "' does not fit table '" + piece.tensor + "' of " +
+                                      std::to_string(spec.shape[0]) + " x " + std::to_string(width)));
+    if (!t.finite) return tl::unexpected(invalid(path + ": '" + t.name + "' holds NaN or Inf"));
+    std::vector<float> chunk;
+    constexpr std::uint64_t kChunkRows = 1 << 14;
+    for (std::uint64_t first = 0; first < rows; first += kChunkRows) {
+        const std::uint64_t n = std::min(kChunkRows, rows - first);
+        chunk.resize(n * width);
+        if (auto ok = file.read(entry, first * width, chunk); !ok) return ok;
+        for (std::uint64_t i = 0; i < n; ++i)
+            std::copy_n(chunk.data() + i * width, width,
+                        dst + ((first + i) * piece.shards + piece.shard) * width);
+    }
+    return {};
+}
+
 }  // namespace
 
 std::string piece_base_name(const std::string& tensor, std::uint64_t offset, std::uint64_t length) {
@@ -87,6 +114,8 @@ Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir,
     }
     out.values.assign(total, 0.0f);
     std::vector<std::vector<std::pair<std::uint64_t, std::uint64_t>>> covered(tensors.size());
+    // A sparse table read into a dense tensor: source shard count -> the shards whose rows were read.
+    std::vector<std::map<std::uint32_t, std::vector<std::uint32_t>>> row_shards(tensors.size());
 
     for (const auto& f : (*manifest)["files"]) {
         if (!f.is_string()) return make_error(ErrorCode::kInvalidArgument, dir + "/manifest.json: bad \"files\" entry");
@@ -100,7 +129,18 @@ Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir,
             const TensorFileEntry& t = file->tensors()[e];
             PieceName piece;
             RowPieceName row_piece;
-            if (parse_row_piece_name(t.name, row_piece)) continue;
+            if (parse_row_piece_name(t.name, row_piece)) {
+                if (row_piece.part != "param") continue;
+                const auto it = index.find(row_piece.tensor);
+                if (it == index.end())
+                    return tl::unexpected(invalid(path + ": table '" + row_piece.tensor + "' is not part of this model"));
+                const std::size_t k = it->second;
+                if (tensors[k].rows()) continue;  // kept sparse by the caller: not in the dense buffer
+                if (auto ok = read_row_piece(*file, e, path, row_piece, tensors[k], out.values.data() + base[k]); !ok)
+                    return tl::unexpected(ok.error());
+                row_shards[k][row_piece.shards].push_back(row_piece.shard);
+                continue;
+            }
             if (!parse_piece_name(t.name, piece)) return tl::unexpected(invalid(path + ": unexpected tensor '" + t.name + "'"));
             if (piece.part != "param") continue;
             const auto it = index.find(piece.tensor);
@@ -122,6 +162,19 @@ Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir,
     if (out.shards == 0) return make_error(ErrorCode::kInvalidArgument, "checkpoint " + dir + " lists no psd shard file");
     for (std::size_t k = 0; k < tensors.size(); ++k) {
         if (tensors[k].rows()) continue;
+        if (!row_shards[k].empty()) {  // a sparse table: every source shard's rows, once
+            auto [shards, seen] = *row_shards[k].begin();
+            std::sort(seen.begin(), seen.end());
+            const bool complete = row_shards[k].size() == 1 && seen.size() == shards &&
+                                  std::adjacent_find(seen.begin(), seen.end()) == seen.end();
+            if (!complete)
+                return tl::unexpected(invalid("checkpoint " + dir + " does not hold all rows of sparse table '" +
+                                              tensors[k].name + "': " + std::to_string(seen.size()) + " pieces for " +
+                                              std::to_string(shards) + " shards"));
+            if (!covered[k].empty())
+                return tl::unexpected(invalid("checkpoint " + dir + " holds '" + tensors[k].name + "' both as rows and dense"));
+            continue;
+        }
         auto& pieces = covered[k];
         std::sort(pieces.begin(), pieces.end());
         std::uint64_t next = 0;

@@ -1,5 +1,7 @@
 #include "launcher/cmd_export.h"
 
+#include <fmt/format.h>
+
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -52,6 +54,15 @@ void run_export(const ExportOptions& o) {
     auto model = worker::model_from_record(manifest_model(*manifest), "checkpoint " + info.dir,
                                            nn::ModelDescription{});
     if (!model) throw UsageError(model.error().message);
+    // An ONNX file is one protobuf message of at most 2 GiB; psrun export does not write external data.
+    constexpr std::int64_t kMaxOnnxFloats = (std::int64_t{1} << 31) / 4 - (std::int64_t{1} << 20);
+    if (model->parameter_count > kMaxOnnxFloats)
+        throw UsageError(fmt::format("checkpoint {}: model {} has {} parameters ({:.1f} GB as f32, e.g. a large sparse "
+                                     "table); an ONNX file holds at most 2 GiB and psrun export does not write ONNX "
+                                     "external data: serve the model from the checkpoint (psrun eval/predict need the "
+                                     "whole table in memory too)",
+                                     info.dir, model->name, model->parameter_count,
+                                     double(model->parameter_count) * 4 / 1e9));
     auto params =
         load_checkpoint_parameters(info.dir, worker::wire_tensors(worker::model_tensors(*model)));
     if (!params) {

@@ -3,8 +3,8 @@
 # Zipf ids hashed into one shared table, a planted logistic model) trained by real psd and workerd
 # processes (psrun local --ps 2 --workers 2 --sync), once with the table dense and once with
 # --sparse-embedding emb. SGD and Adagrad must give the same loss curve and test AUC (the sparse
-# path changes where rows live, not the mathematics); the sparse run's log reports its rows per
-# step. Then the exit-2 errors: an unknown table, the option without psd, an id beyond the table.
+# path changes where rows live, not the mathematics), and psrun export the same table; the sparse
+# run's log reports its rows per step. Then the exit-2 errors: an unknown table, the option without psd, an id beyond the table.
 # Needs python3-numpy (jobs/setup.sh).
 # Usage: sparse_embedding_test.sh <workerd> <psrun>
 set -u
@@ -62,6 +62,27 @@ check "the sparse run logs its rows per step" \
     grep -Eq "sparse table emb/table \[20000 x 16\]: [0-9.]+ distinct ids per batch of 1300 lookups" "$tmp/sparse-sgd.log"
 check "... and each psd holds half the table's rows (10,000 x 16 floats), not in its dense shard" \
     grep -Eq '"row_floats":160000,.*"shard_floats":1337[67],' "$tmp/sparse-sgd.log"
+
+# psrun export assembles the sparse table from the psd shards' row pieces: the exported tables of the
+# dense and sparse SGD runs agree.
+for m in dense-sgd sparse-sgd; do
+    timeout 120 "$psrun" export --model-dir "$tmp/$m" >"$tmp/$m.export" 2>&1
+    check "psrun export of $m exits 0" test $? -eq 0
+done
+"$py" - "$tmp/dense-sgd/model-60.onnx" "$tmp/sparse-sgd/model-60.onnx" <<'EOF' >"$tmp/tables" 2>&1
+import sys, numpy as np, onnx, onnx.numpy_helper as nh
+tables = []
+for path in sys.argv[1:]:
+    init = {i.name: nh.to_array(i) for i in onnx.load(path).graph.initializer}
+    tables.append(init["emb/table"])
+assert tables[0].shape == (20000, 16), tables[0].shape
+diff = float(np.abs(tables[0] - tables[1]).max())
+print("max |dense - sparse| over the exported tables:", diff)
+assert diff < 1e-5 and float(np.abs(tables[0]).max()) > 0, diff
+EOF
+rc=$?
+check "... and the two exported tables agree within 1e-5" test "$rc" -eq 0
+[ "$rc" -eq 0 ] || cat "$tmp/tables"
 
 # Exit-2 errors.
 timeout 60 "$workerd" --index 0 --chief --num-workers 1 --ps ipc://"$tmp/none" --no-auth "${data[@]}" \
