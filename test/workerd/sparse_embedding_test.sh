@@ -4,7 +4,7 @@
 # processes (psrun local --ps 2 --workers 2 --sync), once with the table dense and once with
 # --sparse-embedding emb. SGD and Adagrad must give the same loss curve and test AUC (the sparse
 # path changes where rows live, not the mathematics), and psrun export the same table; the sparse
-# run's log reports its rows per step. Then the exit-2 errors: an unknown table, the option without psd, an id beyond the table.
+# run's log reports its rows per step. A psd killed (-9) and restarted is restored from the checkpoint. Then the exit-2 errors: an unknown table, the option without psd, an id beyond the table.
 # Needs python3-numpy (jobs/setup.sh).
 # Usage: sparse_embedding_test.sh <workerd> <psrun>
 set -u
@@ -83,6 +83,37 @@ EOF
 rc=$?
 check "... and the two exported tables agree within 1e-5" test "$rc" -eq 0
 [ "$rc" -eq 0 ] || cat "$tmp/tables"
+
+# A psd killed (-9) mid-run and started again by hand: the chief restores its rows (and the other
+# shard's) from the newest checkpoint and the run finishes (docs/reliability.md).
+psd_bin=$(dirname "$workerd")/../psd/psd
+ps="ipc://$tmp/ps-0,ipc://$tmp/ps-1"
+start_psd() { "$psd_bin" --index "$1" --ps "$ps" --num-workers 2 --no-auth >>"$tmp/fault-psd$1.log" 2>&1 & }
+start_psd 0; p0=$!
+start_psd 1; p1=$!
+worker() {
+    local i=$1; shift
+    timeout 300 "$workerd" --index "$i" --ps "$ps" --num-workers 2 --no-auth "${data[@]}" --steps 3000 --batch-size 20 \
+        --threads 1 --log-every 10 --sparse-embedding emb --model-dir "$tmp/fault" --checkpoint-steps 40 \
+        --reconnect-wait 60 --connect-timeout 10 "$@" >"$tmp/fault-w$i.log" 2>&1
+}
+worker 0 --chief & w0=$!
+worker 1 & w1=$!
+for _ in $(seq 600); do
+    [ "$(grep -c "checkpoint at step" "$tmp/fault-w0.log" 2>/dev/null)" -ge 2 ] && break
+    sleep 0.1
+done
+kill -9 "$p1"; wait "$p1" 2>/dev/null
+sleep 1
+start_psd 1; p1=$!
+wait "$w0"; rc0=$?
+wait "$w1"; rc1=$?
+wait "$p1"; wait "$p0"
+check "after kill -9 of a psd holding rows, both workers finish (rc $rc0, $rc1)" test "$rc0" -eq 0 -a "$rc1" -eq 0
+check "... the chief restored every shard from a checkpoint" \
+    grep -Eq "ps 1 restarted: restored every shard from .* at global step [0-9]+" "$tmp/fault-w0.log"
+check "... the restarted psd loaded its rows (RESTORE) and served 3000 steps" \
+    grep -q '"rows_created":10000,.*"step":3000' "$tmp/fault-psd1.log"
 
 # Exit-2 errors.
 timeout 60 "$workerd" --index 0 --chief --num-workers 1 --ps ipc://"$tmp/none" --no-auth "${data[@]}" \
