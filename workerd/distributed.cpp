@@ -78,7 +78,13 @@ int DistributedWorker::run() {
         throw UsageError(fmt::format("--index {} must be below --num-workers {}", c.index, c.num_workers));
     if (training_.steps < 1) throw UsageError("--steps must be >= 1 with psd (it is the last global step)");
     if (!c.no_auth && c.key_file.empty()) throw UsageError("give --key-file F (the job's key file) or --no-auth");
-    const TrainerConfig config = make_trainer_config(training_);
+    TrainerConfig config = make_trainer_config(training_);
+    if (config.sparse_tables.empty())
+        if (auto table = SparseTables::automatic(*config.model, kAutoSparseFloats, config.seed)) {
+            spdlog::info("embedding {}'s table is over {} MiB: it lives on psd as a sparse table (as --sparse-embedding {})",
+                         *table, kAutoSparseFloats * 4 >> 20, *table);
+            config.sparse_tables = {*table};
+        }
     std::optional<JobKeys> keys;
     if (!c.no_auth) {
         auto read = read_job_key_file(c.key_file);

@@ -21,6 +21,49 @@ std::int64_t elements(const nn::Dims& dims) {
 
 }  // namespace
 
+std::string SparseTables::refusal(const nn::ModelDescription& model, const nn::Node& node, std::uint64_t seed) {
+    const std::string table = node.inputs.at(node.data_inputs);
+    if (node.inputs.front() != model.input_name)
+        return "embedding " + node.name + " reads " + node.inputs.front() + ", not the model's input " + model.input_name +
+               ": a sparse table's ids must be the model input";
+    for (const auto& n : model.nodes) {
+        if (&n == &node) continue;
+        for (const auto& in : n.inputs) {
+            if (in == model.input_name)
+                return "node " + n.name + " also reads the model input " + model.input_name +
+                       ": a sparse table's embedding must be its only reader";
+            if (in == table) return "node " + n.name + " also reads the table " + table + " (tied weights stay dense)";
+        }
+    }
+    if (model.initial_parameters)
+        return "the model brings initial values (an ONNX file); a sparse table starts from its initializer on psd: "
+               "add --init description";
+    for (std::size_t i = 0; i < model.tensors.size(); ++i) {
+        const auto& t = model.tensors[i];
+        if (t.name != table) continue;
+        if (t.shape.at(0) > (std::int64_t{1} << 32))
+            return fmt::format("{} rows: only 2^32 row ids are addressable", t.shape.at(0));
+        if (t.shape.at(1) > 65536) return fmt::format("rows of {} floats: at most 65536", t.shape.at(1));
+        if (!nn::table_row_init(model, i, seed)) return "its initializer cannot be drawn row by row on psd (a non-zero constant)";
+    }
+    return {};
+}
+
+std::optional<std::string> SparseTables::automatic(const nn::ModelDescription& model, std::int64_t min_floats,
+                                                   std::uint64_t seed) {
+    const nn::Node* best = nullptr;
+    std::int64_t best_size = 0;
+    for (const auto& n : model.nodes) {
+        if (n.op != "embedding") continue;
+        const nn::TensorDef* t = model.tensor(n.inputs.at(n.data_inputs));
+        if (t == nullptr || t->size < min_floats || t->size <= best_size || !refusal(model, n, seed).empty()) continue;
+        best = &n;
+        best_size = t->size;
+    }
+    if (best == nullptr) return std::nullopt;
+    return best->name;
+}
+
 SparseTables::SparseTables(const nn::ModelDescription& model, const std::vector<std::string>& names,
                            std::uint64_t seed)
     : model_(&model) {
@@ -49,33 +92,15 @@ SparseTables::SparseTables(const nn::ModelDescription& model, const std::vector<
         usage(name, "no embedding of model " + model.name + " has that name or table" +
                         (known.empty() ? std::string(" (it has no embedding)") : "; its embeddings: " + known));
     }
+    if (const std::string why = refusal(model, *node, seed); !why.empty()) usage(name, why);
     name_ = node->inputs.at(node->data_inputs);
     node_ = node->name;
-    if (node->inputs.front() != model.input_name)
-        usage(name, "embedding " + node_ + " reads " + node->inputs.front() + ", not the model's input " + model.input_name +
-                        ": a sparse table's ids must be the model input");
-    for (const auto& n : model.nodes) {
-        if (&n == node) continue;
-        for (const auto& in : n.inputs) {
-            if (in == model.input_name)
-                usage(name, "node " + n.name + " also reads the model input " + model.input_name +
-                                ": a sparse table's embedding must be its only reader");
-            if (in == name_) usage(name, "node " + n.name + " also reads the table " + name_ + " (tied weights stay dense)");
-        }
-    }
-    if (model.initial_parameters)
-        usage(name, "the model brings initial values (an ONNX file); a sparse table starts from its initializer on psd: "
-                    "add --init description");
     for (std::size_t i = 0; i < model.tensors.size(); ++i)
         if (model.tensors[i].name == name_) tensor_ = i;
     const auto& t = model.tensors[tensor_];
     rows_ = t.shape.at(0);
     width_ = t.shape.at(1);
-    if (rows_ > (std::int64_t{1} << 32)) usage(name, fmt::format("{} rows: only 2^32 row ids are addressable", rows_));
-    if (width_ > 65536) usage(name, fmt::format("rows of {} floats: at most 65536", width_));
-    const auto init = nn::table_row_init(model, tensor_, seed);
-    if (!init) usage(name, "its initializer cannot be drawn row by row on psd (a non-zero constant)");
-    init_ = *init;
+    init_ = *nn::table_row_init(model, tensor_, seed);  // refusal() checked that it has one
     per_example_ = elements(model.input.dims);
     table_ = true;
     // The dense layout: the table left out, the others compacted in order.

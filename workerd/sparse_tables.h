@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -31,11 +32,23 @@
 
 namespace psrun::worker {
 
+// Distributed mode, no --sparse-embedding: an embedding table of at least this many floats
+// (256 MiB as f32: 4M rows of 16) is made sparse anyway, since copying it whole to every worker at
+// every step is never what a user wants.
+inline constexpr std::int64_t kAutoSparseFloats = std::int64_t{1} << 26;
+
 class SparseTables {
 public:
     SparseTables() = default;  // none: every tensor dense
     // `names`: node or tensor names ("emb" or "emb/table"); empty: none. Throws UsageError.
     SparseTables(const nn::ModelDescription& model, const std::vector<std::string>& names, std::uint64_t seed);
+
+    // Why `node` (an embedding of `model`) cannot have a sparse table; empty when it can.
+    static std::string refusal(const nn::ModelDescription& model, const nn::Node& node, std::uint64_t seed);
+    // The largest embedding whose table has at least `min_floats` and can be sparse, if any
+    // (workerd makes it sparse without the option: kAutoSparseFloats).
+    static std::optional<std::string> automatic(const nn::ModelDescription& model, std::int64_t min_floats,
+                                                std::uint64_t seed);
 
     bool empty() const { return !table_; }
     // The dense tensors in the wire's flat layout (the table left out, offsets compacted).

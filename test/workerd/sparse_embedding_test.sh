@@ -4,7 +4,8 @@
 # processes (psrun local --ps 2 --workers 2 --sync), once with the table dense and once with
 # --sparse-embedding emb. SGD and Adagrad must give the same loss curve and test AUC (the sparse
 # path changes where rows live, not the mathematics), and psrun export the same table; the sparse
-# run's log reports its rows per step. A psd killed (-9) and restarted is restored from the checkpoint. Then the exit-2 errors: an unknown table, the option without psd, an id beyond the table.
+# run's log reports its rows per step. A psd killed (-9) and restarted is restored from the checkpoint;
+# a table over 2^26 floats goes sparse without the option. Then the exit-2 errors: an unknown table, the option without psd, an id beyond the table.
 # Needs python3-numpy (jobs/setup.sh).
 # Usage: sparse_embedding_test.sh <workerd> <psrun>
 set -u
@@ -114,6 +115,16 @@ check "... the chief restored every shard from a checkpoint" \
     grep -Eq "ps 1 restarted: restored every shard from .* at global step [0-9]+" "$tmp/fault-w0.log"
 check "... the restarted psd loaded its rows (RESTORE) and served 3000 steps" \
     grep -q '"rows_created":10000,.*"step":3000' "$tmp/fault-psd1.log"
+
+# Without the option, an embedding table over 2^26 floats (here 5M x 16) becomes sparse by itself.
+"$py" bench/click_data.py "$tmp/big" --rows 5000000 --train 2000 --test 500 --zipf 1.3 >/dev/null
+timeout 120 "$psrun" local --ps 2 --workers 1 --no-auth -- --model "$tmp/big/click.json" \
+    --train-images "$tmp/big/train_x.npy" --train-labels "$tmp/big/train_y.npy" --test-images "$tmp/big/test_x.npy" \
+    --test-labels "$tmp/big/test_y.npy" --steps 5 --batch-size 20 --threads 1 >"$tmp/auto.log" 2>&1
+rc=$?
+check "a 5M-row table trains without --sparse-embedding (rc=$rc)" test "$rc" -eq 0
+check "... as a sparse table, said in the log" \
+    grep -q "embedding emb's table is over 256 MiB: it lives on psd as a sparse table" "$tmp/auto.log"
 
 # Exit-2 errors.
 timeout 60 "$workerd" --index 0 --chief --num-workers 1 --ps ipc://"$tmp/none" --no-auth "${data[@]}" \
