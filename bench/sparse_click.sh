@@ -12,7 +12,7 @@ out=$(mktemp -d)
 trap '[ -n "${KEEP:-}" ] || rm -rf "$out"' EXIT
 "$psrun" local --ps 4 --workers 2 --no-auth --grace 60 -- --model "$dir/click.json" \
     --train-images "$dir/train_x.npy" --train-labels "$dir/train_y.npy" --test-images "$dir/test_x.npy" \
-    --test-labels "$dir/test_y.npy" --steps "$steps" --batch-size 256 --optimizer adam --learning-rate 0.002 \
+    --test-labels "$dir/test_y.npy" --steps "$steps" --batch-size 256 --optimizer "${OPTIMIZER:-adam}" --learning-rate "${LR:-0.002}" \
     --log-every 500 --sparse-embedding emb --model-dir "$out/run" "$@" >"$out/log" 2>&1 &
 launcher=$!
 declare -A peak name

@@ -5,8 +5,10 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
+#include "launcher/model_placement.h"
 #include "workerd/nn/model_summary.h"
 #include "workerd/nn/zoo.h"
 #include "workerd/onnx/model_loader.h"
@@ -18,6 +20,8 @@ namespace {
 struct ShowOptions {
     std::string model;
     bool json = false;
+    std::uint32_t ps = 0;
+    std::vector<std::string> sparse;
 };
 
 // "3,274,634".
@@ -107,6 +111,8 @@ void add_model_command(CLI::App& app, int& exit_code) {
         "show", "per layer: output shape, parameters, forward MFLOP per example; totals; recipe");
     show->add_option("model", options->model, "a built-in name (psrun model list), a FILE.json path or a FILE.onnx (imported)")->required();
     show->add_flag("--json", options->json, "print the summary as JSON");
+    show->add_option("--ps", options->ps, "also print where each tensor lives with K psd shards, and each shard's bytes");
+    show->add_option("--sparse-embedding", options->sparse, "with --ps: this embedding's table is sparse (docs/sparse.md)");
     show->callback([options, &exit_code] {
         auto parsed = onnx_io::load_any_model(options->model);
         if (!parsed) {
@@ -118,6 +124,15 @@ void add_model_command(CLI::App& app, int& exit_code) {
             std::cout << nn::summary_json(*parsed).dump(2) << std::endl;
         } else {
             print_table(*parsed);
+            if (options->ps > 0) {
+                try {
+                    print_placement(*parsed, options->ps, options->sparse);
+                } catch (const UsageError& e) {
+                    std::cerr << "psrun model show: " << e.what() << "\n";
+                    exit_code = kExitUsage;
+                    return;
+                }
+            }
         }
         exit_code = kExitOk;
     });

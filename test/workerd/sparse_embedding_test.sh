@@ -125,6 +125,10 @@ rc=$?
 check "a 5M-row table trains without --sparse-embedding (rc=$rc)" test "$rc" -eq 0
 check "... as a sparse table, said in the log" \
     grep -q "embedding emb's table is over 256 MiB: it lives on psd as a sparse table" "$tmp/auto.log"
+timeout 30 "$psrun" model show "$tmp/big/click.json" --ps 4 >"$tmp/show" 2>&1
+check "model show --ps 4 says where the table lives and each shard's rows" \
+    grep -q "emb/table \[5000000 x 16\]: sparse table (automatic: over 256 MiB), row r on shard r mod 4" "$tmp/show"
+check "... shard 3: 1,250,000 rows of 16" grep -q "shard 3: dense [0-9]* floats (0.0 MB), rows 20000000 floats (80.0 MB)" "$tmp/show"
 
 # Exit-2 errors.
 timeout 60 "$workerd" --index 0 --chief --num-workers 1 --ps ipc://"$tmp/none" --no-auth "${data[@]}" \

@@ -1,0 +1,51 @@
+#include "launcher/model_placement.h"
+
+#include <cstdio>
+
+#include "common/result.h"
+#include "common/tensor_layout.h"
+#include "workerd/sparse_tables.h"
+
+namespace psrun::launcher {
+
+namespace {
+
+std::string megabytes(std::uint64_t floats) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f MB", static_cast<double>(floats) * 4 / 1e6);
+    return text;
+}
+
+}  // namespace
+
+void print_placement(const nn::ModelDescription& model, std::uint32_t shards, const std::vector<std::string>& sparse) {
+    std::vector<std::string> names = sparse;
+    bool automatic = false;
+    if (names.empty())
+        if (auto table = worker::SparseTables::automatic(model, worker::kAutoSparseFloats, 1)) {
+            names = {*table};
+            automatic = true;
+        }
+    const worker::SparseTables tables(model, names, 1);
+    auto layout = compute_layout(tables.wire_tensors(), shards);
+    if (!layout) throw UsageError("--ps " + std::to_string(shards) + ": " + layout.error().message);
+    std::printf("\nplacement on %u psd shard%s (slots: 1 more copy with momentum or Adagrad, 2 with Adam):\n", shards,
+                shards == 1 ? "" : "s");
+    if (tables.empty()) {
+        std::printf("  every tensor dense, %zu floats sliced over the shards\n", layout->total);
+    } else {
+        std::printf("  %s [%lld x %lld]: sparse table%s, row r on shard r mod %u, pulled and pushed by the batch's ids\n",
+                    tables.table_name().c_str(), static_cast<long long>(tables.rows()),
+                    static_cast<long long>(tables.width()), automatic ? " (automatic: over 256 MiB)" : "", shards);
+        std::printf("  the other tensors dense, %zu floats sliced over the shards\n", layout->total);
+    }
+    for (std::uint32_t s = 0; s < shards; ++s) {
+        std::uint64_t rows = 0;
+        for (const auto& t : layout->tables) rows += t.rows_on(s, shards) * t.width;
+        std::printf("  shard %u: dense %zu floats (%s)", s, layout->shard_size(s), megabytes(layout->shard_size(s)).c_str());
+        if (!layout->tables.empty()) std::printf(", rows %llu floats (%s)", static_cast<unsigned long long>(rows), megabytes(rows).c_str());
+        std::printf("\n");
+    }
+}
+
+}  // namespace psrun::launcher
