@@ -20,7 +20,7 @@ while kill -0 "$launcher" 2>/dev/null; do
     for pid in $(ps -o pid= --ppid "$launcher"); do
         hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$pid/status" 2>/dev/null) || continue
         [ -n "$hwm" ] || continue
-        n=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -Eo '(psd|workerd) --index [0-9]+' |
+        n=$( { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -Eo '(psd|workerd) --index [0-9]+' |
             awk '{print $1 "-" $NF}')
         [ -n "$n" ] && name[$pid]=$n  # (a child seen before its exec still shows psrun's command line)
         [ "${peak[$pid]:-0}" -lt "$hwm" ] && peak[$pid]=$hwm

@@ -25,6 +25,7 @@ inline constexpr std::uint16_t kVersion = 9;
 inline constexpr std::size_t kFixedHeaderSize = 48;
 inline constexpr std::size_t kFrameDescriptorSize = 8;
 inline constexpr std::uint32_t kMaxFrames = 4096;
+inline constexpr std::uint32_t kMaxTensors = 4096;  // tensors in a HELLO list (and a row frame's tensor field)
 inline constexpr std::uint32_t kBodyFrame = 0xFFFFFFFF;    // descriptor id of a non-tensor frame
 inline constexpr std::uint32_t kMaxBodyBytes = 1u << 20;  // bodies are small; slices are not
 inline constexpr std::uint64_t kMaxDenseElements = 1ull << 32;  // floats of one dense tensor

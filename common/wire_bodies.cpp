@@ -1,0 +1,274 @@
+// The bodies of the protocol's messages (docs/protocol.md "Messages"): tensors, HELLO, WELCOME,
+// INIT, ERROR, SAVE, RESTORE, DIRCHECK. Header and frame checks are in common/wire.cpp.
+#include "common/wire.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common/coding.h"
+
+namespace psrun::wire {
+namespace {
+
+tl::unexpected<Error> bad(const std::string& what) { return make_error(ErrorCode::kProtocol, what); }
+
+constexpr std::uint32_t kMaxRank = 8;
+
+}  // namespace
+
+std::string encode_tensors(const std::vector<TensorSpec>& tensors) {
+    std::string out;
+    put_fixed32(out, static_cast<std::uint32_t>(tensors.size()));
+    for (const auto& t : tensors) {
+        put_string16(out, t.name);
+        put_fixed8(out, static_cast<std::uint8_t>(t.shape.size()));
+        for (auto dim : t.shape) put_fixed32(out, dim);
+        put_fixed8(out, static_cast<std::uint8_t>(t.tensor_class));
+        put_fixed8(out, static_cast<std::uint8_t>(t.kind));
+        if (t.rows()) {
+            put_fixed8(out, static_cast<std::uint8_t>(t.row_init.kind));
+            put_float(out, t.row_init.scale);
+            put_fixed64(out, t.row_init.seed);
+        }
+    }
+    return out;
+}
+
+Result<std::vector<TensorSpec>> decode_tensors(std::string_view bytes) {
+    Decoder d(bytes);
+    std::uint32_t n = 0;
+    if (!d.get32(n) || n == 0 || n > kMaxTensors) return bad("bad tensor count");
+    std::vector<TensorSpec> out(n);
+    for (auto& t : out) {
+        std::uint8_t rank = 0;
+        if (!d.get_string16(t.name) || !d.get8(rank) || rank == 0 || rank > kMaxRank)
+            return bad("bad tensor entry");
+        t.shape.resize(rank);
+        std::uint64_t elements = 1;
+        for (auto& dim : t.shape) {
+            if (!d.get32(dim) || dim == 0) return bad("bad tensor dimension");
+            if (elements > kMaxRowsElements / dim) return bad("tensor '" + t.name + "' is too large");
+            elements *= dim;
+        }
+        std::uint8_t cls = 0, kind = 0;
+        if (!d.get8(cls) || !d.get8(kind)) return bad("truncated tensor entry");
+        if (cls > static_cast<std::uint8_t>(TensorClass::kState)) return bad("tensor '" + t.name + "' has an unknown class");
+        if (kind > static_cast<std::uint8_t>(TensorKind::kRows)) return bad("tensor '" + t.name + "' has an unknown kind");
+        t.tensor_class = static_cast<TensorClass>(cls);
+        t.kind = static_cast<TensorKind>(kind);
+        if (!t.rows()) {
+            if (elements > kMaxDenseElements) return bad("tensor '" + t.name + "' is too large");
+            continue;
+        }
+        std::uint8_t init = 0;
+        if (!d.get8(init) || !d.get_float(t.row_init.scale) || !d.get64(t.row_init.seed))
+            return bad("truncated row initializer");
+        if (init > kMaxRowInitKind) return bad("tensor '" + t.name + "' has an unknown row initializer");
+        t.row_init.kind = static_cast<RowInitKind>(init);
+        if (!std::isfinite(t.row_init.scale) || t.row_init.scale < 0.0f)
+            return bad("tensor '" + t.name + "': row initializer scale must be finite and >= 0");
+        if (rank != 2 || t.shape[1] > kMaxRowWidth)
+            return bad("rows tensor '" + t.name + "' must have shape [num_rows, width] with width <= " +
+                       std::to_string(kMaxRowWidth));
+        if (t.state()) return bad("rows tensor '" + t.name + "' cannot be a state tensor");
+    }
+    if (d.remaining() != 0) return bad("trailing bytes after tensor list");
+    return out;
+}
+
+std::string encode_hello(const Hello& hello) {
+    std::string out;
+    put_string16(out, hello.model.name);
+    put_string16(out, hello.model.hash);
+    return out + encode_tensors(hello.tensors);
+}
+
+Result<Hello> decode_hello(std::string_view bytes) {
+    Decoder d(bytes);
+    Hello out;
+    if (!d.get_string16(out.model.name) || !d.get_string16(out.model.hash)) return bad("truncated HELLO model");
+    if (out.model.name.empty() || out.model.name.size() > kMaxModelNameBytes) return bad("bad HELLO model name");
+    const bool hex = std::all_of(out.model.hash.begin(), out.model.hash.end(),
+                                 [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+    if (!(out.model.hash.empty() || (out.model.hash.size() == 64 && hex))) return bad("bad HELLO model hash");
+    auto tensors = decode_tensors(bytes.substr(bytes.size() - d.remaining()));
+    if (!tensors) return tl::unexpected(tensors.error());
+    out.tensors = std::move(*tensors);
+    return out;
+}
+
+std::string encode_welcome(const Welcome& w) {
+    std::string out;
+    put_fixed32(out, w.shard);
+    put_fixed32(out, w.layout.num_shards);
+    put_fixed64(out, w.layout.total);
+    put_fixed32(out, static_cast<std::uint32_t>(w.layout.slices.size()));
+    for (const auto& s : w.layout.slices) {
+        put_fixed32(out, s.tensor);
+        put_fixed64(out, s.offset);
+        put_fixed64(out, s.length);
+        put_fixed32(out, s.shard);
+        put_fixed64(out, s.flat_offset);
+    }
+    put_fixed64(out, w.instance);
+    put_fixed32(out, static_cast<std::uint32_t>(w.layout.tables.size()));
+    for (const auto& t : w.layout.tables) {
+        put_fixed32(out, t.tensor);
+        put_fixed64(out, t.num_rows);
+        put_fixed32(out, t.width);
+    }
+    return out;
+}
+
+Result<Welcome> decode_welcome(std::string_view bytes) {
+    Decoder d(bytes);
+    Welcome w;
+    std::uint32_t n = 0;
+    std::uint64_t total = 0;
+    if (!d.get32(w.shard) || !d.get32(w.layout.num_shards) || !d.get64(total) || !d.get32(n) ||
+        n > kMaxFrames || w.layout.num_shards == 0 || w.shard >= w.layout.num_shards)
+        return bad("bad WELCOME body");
+    w.layout.total = total;
+    w.layout.slices.resize(n);
+    for (auto& s : w.layout.slices)
+        if (!d.get32(s.tensor) || !d.get64(s.offset) || !d.get64(s.length) || !d.get32(s.shard) ||
+            !d.get64(s.flat_offset))
+            return bad("truncated WELCOME layout");
+    if (!d.get64(w.instance) || w.instance == 0) return bad("WELCOME without the psd's instance");
+    std::uint32_t tables = 0;
+    if (!d.get32(tables) || tables > kMaxTensors) return bad("bad WELCOME table count");
+    w.layout.tables.resize(tables);
+    for (auto& t : w.layout.tables)
+        if (!d.get32(t.tensor) || !d.get64(t.num_rows) || !d.get32(t.width)) return bad("truncated WELCOME tables");
+    if (d.remaining() != 0) return bad("trailing bytes after WELCOME layout");
+    return w;
+}
+
+std::string encode_init(const InitConfig& init) {
+    std::string out;
+    const auto& o = init.optimizer;
+    put_fixed8(out, static_cast<std::uint8_t>(o.kind));
+    put_float(out, o.learning_rate);
+    put_float(out, o.momentum);
+    put_float(out, o.beta1);
+    put_float(out, o.beta2);
+    put_float(out, o.epsilon);
+    put_float(out, o.adagrad_initial);
+    put_float(out, o.decay_rate);
+    put_fixed64(out, o.decay_steps);
+    put_fixed64(out, init.start_step);
+    put_fixed64(out, init.last_step);
+    put_lr_schedule(out, o.schedule);
+    return out;
+}
+
+// The init fields at the front of `d` (INIT and RESTORE bodies), validated.
+static Result<InitConfig> read_init(Decoder& d) {
+    InitConfig init;
+    auto& o = init.optimizer;
+    std::uint8_t kind = 0;
+    if (!d.get8(kind) || !d.get_float(o.learning_rate) || !d.get_float(o.momentum) ||
+        !d.get_float(o.beta1) || !d.get_float(o.beta2) || !d.get_float(o.epsilon) ||
+        !d.get_float(o.adagrad_initial) || !d.get_float(o.decay_rate) || !d.get64(o.decay_steps) ||
+        !d.get64(init.start_step) || !d.get64(init.last_step))
+        return bad("bad INIT body size");
+    auto schedule = read_lr_schedule(d);
+    if (!schedule) return bad("INIT " + schedule.error().message);
+    o.schedule = std::move(*schedule);
+    if (kind > static_cast<std::uint8_t>(OptimizerKind::kAdam)) return bad("unknown optimizer kind");
+    o.kind = static_cast<OptimizerKind>(kind);
+    for (float v : {o.learning_rate, o.momentum, o.beta1, o.beta2, o.epsilon, o.adagrad_initial, o.decay_rate})
+        if (!std::isfinite(v) || v < 0.0f) return bad("INIT optimizer parameter is negative or not finite");
+    if (o.learning_rate <= 0.0f || o.beta1 >= 1.0f || o.beta2 >= 1.0f || o.decay_rate <= 0.0f || o.decay_rate > 1.0f)
+        return bad("INIT optimizer parameters out of range");
+    if (o.kind == OptimizerKind::kAdagrad && o.adagrad_initial <= 0.0f)
+        return bad("INIT adagrad initial accumulator must be positive");
+    if (o.schedule.kind != LrScheduleKind::kConstant && o.decay_steps != 0 && o.decay_rate != 1.0f)
+        return bad("INIT carries both an exponential decay and a learning-rate schedule");
+    if (init.last_step != 0 && init.start_step > init.last_step) return bad("INIT start step beyond last step");
+    return init;
+}
+
+Result<InitConfig> decode_init(std::string_view bytes) {
+    Decoder d(bytes);
+    auto init = read_init(d);
+    if (init && d.remaining() != 0) return bad("trailing bytes after INIT body");
+    return init;
+}
+
+std::string encode_error(const ErrorBody& e) {
+    std::string out;
+    put_fixed16(out, static_cast<std::uint16_t>(e.code));
+    put_string16(out, e.reason);
+    return out;
+}
+
+Result<ErrorBody> decode_error(std::string_view bytes) {
+    Decoder d(bytes);
+    std::uint16_t code = 0;
+    ErrorBody e;
+    if (!d.get16(code) || !d.get_string16(e.reason) || d.remaining() != 0) return bad("bad ERROR body");
+    if (code > static_cast<std::uint16_t>(kLastErrorCode)) code = static_cast<std::uint16_t>(ErrorCode::kProtocol);
+    e.code = static_cast<ErrorCode>(code);
+    return e;
+}
+
+Result<void> check_path(std::string_view path) {
+    if (path.empty() || path.size() > kMaxPathBytes)
+        return bad("checkpoint path must have 1.." + std::to_string(kMaxPathBytes) + " bytes");
+    if (path.find('\0') != std::string_view::npos) return bad("checkpoint path contains a NUL byte");
+    if (path.front() != '/') return bad("checkpoint path '" + std::string(path) + "' is not absolute");
+    return {};
+}
+
+std::string encode_save(const std::string& dir) {
+    std::string out;
+    put_string16(out, dir);
+    return out;
+}
+
+Result<std::string> decode_save(std::string_view bytes) {
+    Decoder d(bytes);
+    std::string dir;
+    if (!d.get_string16(dir) || d.remaining() != 0) return bad("bad SAVE body");
+    if (auto ok = check_path(dir); !ok) return tl::unexpected(ok.error());
+    return dir;
+}
+
+std::string encode_restore(const RestoreRequest& request) {
+    std::string out = encode_init(request.init);
+    put_string16(out, request.dir);
+    return out;
+}
+
+Result<RestoreRequest> decode_restore(std::string_view bytes) {
+    Decoder d(bytes);
+    RestoreRequest r;
+    auto init = read_init(d);
+    if (!init) return tl::unexpected(init.error());
+    r.init = std::move(*init);
+    if (!d.get_string16(r.dir) || d.remaining() != 0) return bad("bad RESTORE body");
+    if (auto ok = check_path(r.dir); !ok) return tl::unexpected(ok.error());
+    return r;
+}
+
+std::string encode_dircheck(const DirCheckRequest& request) {
+    std::string out;
+    put_string16(out, request.dir);
+    put_string16(out, request.nonce);
+    return out;
+}
+
+Result<DirCheckRequest> decode_dircheck(std::string_view bytes) {
+    Decoder d(bytes);
+    DirCheckRequest r;
+    if (!d.get_string16(r.dir) || !d.get_string16(r.nonce) || d.remaining() != 0) return bad("bad DIRCHECK body");
+    if (auto ok = check_path(r.dir); !ok) return tl::unexpected(ok.error());
+    if (r.nonce.size() < 16 || r.nonce.size() > 64 ||
+        r.nonce.find_first_not_of("0123456789abcdef") != std::string::npos)
+        return bad("DIRCHECK nonce must be 16..64 lowercase hex digits");
+    return r;
+}
+
+}  // namespace psrun::wire
