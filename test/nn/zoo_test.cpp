@@ -25,7 +25,7 @@ ModelDescription load(const std::string& name) {
 }  // namespace
 
 TEST_CASE("every built-in model parses and names itself") {
-    REQUIRE(builtin_models().size() == 7);
+    REQUIRE(builtin_models().size() == 8);
     for (const auto& builtin : builtin_models()) {
         INFO(builtin.name);
         const auto model = load(std::string(builtin.name));
@@ -52,6 +52,17 @@ TEST_CASE("built-in parameter counts equal the arithmetic by hand") {
     CHECK(load("cifar_vgg_small").parameter_count ==
           3 * 3 * 3 * 32 + 32 + 3 * 3 * 32 * 32 + 32 + 3 * 3 * 32 * 64 + 64 + 3 * 3 * 64 * 64 + 64 +
               3 * 3 * 64 * 128 + 128 + 3 * 3 * 128 * 128 + 128 + 2048 * 128 + 128 + 128 * 10 + 10);  // 550570
+    // ResNet-20 (graph syntax): stem 3x3 3->16; 3 stages of 3 blocks of two 3x3 convs (16, 32, 64), no conv
+    // bias; 1x1 projections 16->32 and 32->64; batch norms with scale and bias trained, mean and var as
+    // state; dense 64->10. PyTorch's ResNet20 of bench/networks.py with 3 input channels: 272,474
+    // parameters and 1,568 running statistics.
+    const auto resnet = load("resnet20");
+    const std::int64_t convs = 3 * 3 * 3 * 16 + 6 * (3 * 3 * 16 * 16) + (3 * 3 * 16 * 32 + 5 * 3 * 3 * 32 * 32) +
+                               (3 * 3 * 32 * 64 + 5 * 3 * 3 * 64 * 64) + 16 * 32 + 32 * 64;
+    const std::int64_t bn_channels = 16 + 6 * 16 + 6 * 32 + 6 * 64 + 32 + 64;  // one per conv
+    CHECK(resnet.parameter_count == convs + 4 * bn_channels + 64 * 10 + 10);
+    CHECK(resnet.parameter_count - 2 * bn_channels == 272474);
+    CHECK(2 * bn_channels == 1568);
 }
 
 TEST_CASE("mnist_deep's tensors are the wire's mnist_deep list, name by name") {
