@@ -4,17 +4,33 @@ namespace psrun::worker {
 
 namespace {
 
-// Multiply-adds per example of a conv2d or dense node's forward: its weight tensor's elements
-// times the output positions (conv2d) or once (dense); 0 for other kinds.
+// Elements per example of `dims` (a batch axis kN counts k), the last dim left out when `but_last`.
+double per_example(const nn::Dims& dims, bool but_last) {
+    double n = 1;
+    for (std::size_t i = 0; i + (but_last ? 1 : 0) < dims.size(); ++i) n *= static_cast<double>(dims[i].value);
+    return n;
+}
+
+// Multiply-adds per example of a conv2d, dense or matmul node's forward: a weight tensor's
+// elements times the output positions (conv2d: H x W; dense: every position before the last dim,
+// 1 after an image, L on N x L x F), or a matmul's output elements times its inner dim; 0 for other
+// kinds.
 double node_macs(const nn::ModelDescription& model, const nn::Node& node) {
+    if (node.output_info.empty()) return 0;
+    const auto& out = node.output_info.front().dims;
+    if (node.op == "matmul") {
+        const auto& a = model.value(node.inputs.front()).dims;
+        return a.empty() ? 0 : per_example(out, false) * static_cast<double>(a.back().value);
+    }
     if (node.op != "conv2d" && node.op != "dense") return 0;
     if (node.slots.empty()) return 0;
     const nn::TensorDef* w = model.tensor(node.inputs[node.data_inputs]);
     if (w == nullptr) return 0;  // weights from a graph value (a transpose of a parameter)
     double macs = static_cast<double>(w->size);
-    if (node.op == "conv2d" && !node.output_info.empty()) {
-        const auto& dims = node.output_info.front().dims;  // N, C, H, W
-        if (dims.size() == 4) macs *= static_cast<double>(dims[2].value * dims[3].value);
+    if (node.op == "conv2d") {
+        if (out.size() == 4) macs *= static_cast<double>(out[2].value * out[3].value);  // N, C, H, W
+    } else {
+        macs *= per_example(out, true);
     }
     return macs;
 }
@@ -27,8 +43,12 @@ TrainingFlops training_flops(const nn::ModelDescription& model) {
     for (const nn::Node& node : model.nodes) {
         const double macs = node_macs(model, node);
         f.forward += 2 * macs;
-        f.weight_gradient += 2 * macs;
-        if (trainable_before) f.data_gradient += 2 * macs;
+        if (node.op == "matmul") {  // no weights: a gradient for each of its two inputs
+            if (trainable_before) f.data_gradient += 2 * 2 * macs;
+        } else {
+            f.weight_gradient += 2 * macs;
+            if (trainable_before) f.data_gradient += 2 * macs;
+        }
         trainable_before = trainable_before || node.param_count > 0;
     }
     return f;

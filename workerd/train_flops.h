@@ -1,7 +1,8 @@
 // How much FMA work one trained example costs, so that a measured img/s can be set against the
-// host's peak (common/peak_flops.h): the multiply-adds of the conv2d and dense layers (2 FLOP
-// each) in the forward pass, the weight gradient and the data gradient. A layer with nothing
-// trainable before it computes no data gradient (the engine skips it: conv1 of mnist_deep).
+// host's peak (common/peak_flops.h): the multiply-adds of the conv2d, dense (per position on
+// sequences) and matmul layers (2 FLOP each) in the forward pass, the weight gradient and the data
+// gradient (a matmul's two inputs). A layer with nothing trainable before it computes no data
+// gradient (the engine skips it: conv1 of mnist_deep).
 // Bias adds, activations, pooling, dropout, the loss and the optimizer are not counted: they
 // are memory-bound, not FMA work, and under 1% of the FLOP in the zoo's models.
 #pragma once

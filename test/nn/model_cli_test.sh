@@ -15,7 +15,7 @@ check() {  # check <description> <condition...>
 timeout 30 "$psrun" model list >"$tmp/list" 2>&1
 rc=$?
 check "model list exits 0 (rc=$rc)" test "$rc" -eq 0
-for name in mnist_deep mnist_softmax dls_mlp mnist_cnn512 mnist_low_level lenet5 cifar_vgg_small resnet20; do
+for name in mnist_deep mnist_softmax dls_mlp mnist_cnn512 mnist_low_level lenet5 cifar_vgg_small resnet20 transformer_rows; do
     check "model list names $name" grep -q "^$name " "$tmp/list"
 done
 

@@ -25,7 +25,7 @@ ModelDescription load(const std::string& name) {
 }  // namespace
 
 TEST_CASE("every built-in model parses and names itself") {
-    REQUIRE(builtin_models().size() == 8);
+    REQUIRE(builtin_models().size() == 9);
     for (const auto& builtin : builtin_models()) {
         INFO(builtin.name);
         const auto model = load(std::string(builtin.name));
@@ -63,6 +63,11 @@ TEST_CASE("built-in parameter counts equal the arithmetic by hand") {
     CHECK(resnet.parameter_count == convs + 4 * bn_channels + 64 * 10 + 10);
     CHECK(resnet.parameter_count - 2 * bn_channels == 272474);
     CHECK(2 * bn_channels == 1568);
+    // transformer_rows: embed 28->64 and a [28, 64] position table; per layer q, k, v, out 64->64, the
+    // feed-forward 64->128->64 and two layer norms; dense 64->10: PyTorch's TransformerRows (bench/networks.py).
+    const std::int64_t layer = 4 * (64 * 64 + 64) + (64 * 128 + 128) + (128 * 64 + 64) + 2 * (64 + 64);
+    CHECK(load("transformer_rows").parameter_count == (28 * 64 + 64) + 28 * 64 + 2 * layer + (64 * 10 + 10));
+    CHECK(load("transformer_rows").parameter_count == 71242);
 }
 
 TEST_CASE("mnist_deep's tensors are the wire's mnist_deep list, name by name") {

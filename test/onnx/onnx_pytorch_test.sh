@@ -4,7 +4,8 @@
 #  1. every built-in model's export, and that of models/odd_shapes.json (what the zoo does not
 #     use: no bias, strided asymmetric same padding, padded avg_pool, sigmoid), passes
 #     onnx.checker (full_check) and OpenCV computes the engine's probabilities from it
-#     (export_zoo + check_zoo_exports.py);
+#     (export_zoo + check_zoo_exports.py); transformer_rows, which OpenCV 4.6 cannot parse, is
+#     checked by loading its exported weights into PyTorch's nn.TransformerEncoder instead;
 #  2. an MLP, LeNet-5 and mnist_deep defined in PyTorch (pytorch_models.py) import (model show),
 #     train briefly through a real psd (psrun local --ps 1 --workers 1), and `psrun export` of
 #     each run passes onnx.checker and OpenCV's accuracy on the 10,000 test images matches the

@@ -47,3 +47,22 @@ TEST_CASE("a single dense layer has no data gradient; pooling and activations ad
         CHECK(f.data_gradient < f.forward);
     }
 }
+
+TEST_CASE("sequence models: a dense layer counts every position, a matmul its output times its inner dim", "[train_flops]") {
+    // transformer_rows: 28 rows of 28, d_model 64, 4 heads of 16, feed-forward 128, 2 layers.
+    const double embed = 28.0 * 64 * 28, fc = 64.0 * 10;
+    const double per_layer = 4 * (64.0 * 64 * 28)        // q, k, v and the output projection
+                             + 2 * (64.0 * 128 * 28)     // the feed-forward pair
+                             + (4.0 * 28 * 28) * 16      // scores: [4, 28, 28] x inner 16
+                             + (4.0 * 28 * 16) * 28;     // context: [4, 28, 16] x inner 28
+    const auto m = model("transformer_rows");
+    const auto f = training_flops(m);
+    CHECK(f.forward == 2 * (embed + 2 * per_layer + fc));
+    CHECK(f.forward <= m.flops);  // the description's count adds softmax, norms, adds
+    CHECK(f.forward >= 0.9 * m.flops);
+    // The matmuls have no weights: a data gradient for both inputs, no weight gradient.
+    const double matmuls = 2 * 2 * ((4.0 * 28 * 28) * 16 + (4.0 * 28 * 16) * 28);
+    CHECK(f.weight_gradient == f.forward - matmuls);
+    CHECK(f.data_gradient == f.forward - 2 * embed + matmuls);
+}
+

@@ -113,6 +113,10 @@ public:
     virtual std::string int64_constant(const std::string& hint, const std::vector<std::int64_t>& values) = 0;
     virtual std::string float_constant(const std::string& hint, const std::vector<std::int64_t>& dims,
                                        std::span<const float> values) = 0;
+    // A Constant node writing `values` to `output`: a float constant of the model (not an
+    // initializer, which an importer could not tell from a trained tensor). `name` empty: a fresh one.
+    virtual void constant_node(const std::string& output, const std::vector<std::int64_t>& dims,
+                               std::span<const float> values, const std::string& name) = 0;
     // The values of tensor `name` and a way to write them differently (a dense layer after an
     // image stores its columns in TF's order; ONNX wants Flatten's).
     virtual std::span<const float> tensor_values(const std::string& name) const = 0;

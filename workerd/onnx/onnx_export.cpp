@@ -102,6 +102,20 @@ public:
         for (const auto& o : outputs) n->add_output(o);
         for (const auto& [key, value] : attrs) set_attr(*n, key, value);
     }
+    void constant_node(const std::string& output, const std::vector<std::int64_t>& dims, std::span<const float> values,
+                       const std::string& name) override {
+        onnx::NodeProto* n = w_.graph().add_node();
+        n->set_op_type("Constant");
+        n->set_name(name.empty() ? w_.fresh(node_.name + "/Constant") : name);
+        n->add_output(output);
+        onnx::AttributeProto* a = n->add_attribute();
+        a->set_name("value");
+        a->set_type(onnx::AttributeProto::TENSOR);
+        onnx::TensorProto* t = a->mutable_t();
+        t->set_data_type(onnx::TensorProto::FLOAT);
+        for (const auto d : dims) t->add_dims(d);
+        t->set_raw_data(std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)));
+    }
     std::string int64_constant(const std::string& hint, const std::vector<std::int64_t>& values) override {
         const std::string name = w_.fresh(hint);
         onnx::TensorProto* t = w_.graph().add_initializer();

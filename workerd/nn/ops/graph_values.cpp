@@ -121,20 +121,18 @@ Result<void> export_constant(OnnxNodeExport& out) {
     const Dims dims = constant_shape(node.attrs);
     if (has_batch(dims)) return tl::unexpected(op_error("a constant whose shape depends on the batch size has no ONNX form here"));
     const auto shape = concrete(dims, 1);
-    std::string source;
     if (node.attrs.at("type") == "int") {
         std::vector<std::int64_t> values;
         if (node.attrs.contains("fill")) values.assign(static_cast<std::size_t>(*elements_per_example(dims)), node.attrs.at("fill").get<std::int64_t>());
         else values = node.attrs.at("values").get<std::vector<std::int64_t>>();
-        source = out.int64_constant(node.name + "/values", values);
+        const std::string source = out.int64_constant(node.name + "/values", values);
         out.add("Reshape", {source, out.int64_constant(node.name + "/shape", shape)}, {out.output(0)}, {}, node.name);
         return {};
     }
     std::vector<float> values;
     if (node.attrs.contains("fill")) values.assign(static_cast<std::size_t>(*elements_per_example(dims)), node.attrs.at("fill").get<float>());
     else values = node.attrs.at("values").get<std::vector<float>>();
-    source = out.float_constant(node.name + "/values", shape, values);
-    out.add("Identity", {source}, {out.output(0)}, {}, node.name);
+    out.constant_node(out.output(0), shape, values, node.name);  // not an initializer: it would import as a parameter
     return {};
 }
 
