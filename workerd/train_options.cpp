@@ -1,5 +1,7 @@
 #include "workerd/train_options.h"
 
+#include "workerd/augment.h"
+
 #include <omp.h>
 
 #include "common/metric_targets.h"
@@ -118,6 +120,10 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                    "f32 master weights; shared memory stays f32)")
         ->check(CLI::IsMember({"f32", "bf16"}))
         ->capture_default_str();
+    app.add_option("--augment", o.augment,
+                   "training images: flip (left-right, p = 1/2) and/or crop=P (a random shift in [-P, P], zeros in), "
+                   "e.g. flip,crop=4 as CIFAR recipes; seeded per worker")
+        ->capture_default_str();
     app.add_option("--sparse-embedding", o.sparse_embeddings,
                    "with psd: this embedding's table (node or table name) lives on psd only, row-sharded; each step "
                    "pulls and pushes only its batch's rows");
@@ -232,6 +238,9 @@ TrainerConfig make_trainer_config(const TrainOptions& o) {
     c.shard = *shard;
     c.seed = o.seed;
     c.sparse_tables = o.sparse_embeddings;
+    auto augment = parse_augment(o.augment);
+    if (!augment) usage(augment.error().message);
+    c.augment = *augment;
     return c;
 }
 

@@ -91,6 +91,8 @@ struct TrainOptions {
     // Distributed mode: embeddings whose tables live on psd only, row-sharded, pulled and pushed
     // row by row (--sparse-embedding NODE|TABLE; workerd/sparse_tables.h).
     std::vector<std::string> sparse_embeddings;
+    // Training-image augmentation (workerd/augment.h): "none", or "flip", "crop=P" joined by commas.
+    std::string augment = "none";
     // The hand-written AVX-512 kernels of the engine (nn::NetworkOptions::hand_kernels): "on"
     // (where a layer pattern matches one and the CPU allows) or "off" (oneDNN primitives only).
     std::string hand_kernels = "on";

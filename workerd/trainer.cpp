@@ -64,8 +64,12 @@ Trainer::Trainer(const TrainerConfig& config, std::unique_ptr<BatchSource> train
       grads_(make_grads(params_.tensors(), params_.tail().size())),
       synthetic_(config.synthetic_compute_ms, config.synthetic_jitter, config.seed,
                  static_cast<std::uint32_t>(config.shard.index)),
-      update_(config.optimizer, params_.tensors(), std::max(1, omp_get_max_threads())) {
+      update_(config.optimizer, params_.tensors(), std::max(1, omp_get_max_threads())),
+      augmenter_(config.augment, config.seed, static_cast<std::uint32_t>(config.shard.index)) {
     config_.network.forward_only = false;
+    if (config_.augment.enabled() && !config_.model->image_input())
+        throw UsageError("--augment: model " + config_.model->name + " does not take images (its input is " +
+                         nn::to_string(config_.model->input.dims) + "): augmentation flips and shifts images");
     if (sparse_.empty()) {
         network_ = make_network(*config_.model, config_.network, params_.all(), grads_[0].all());
         nn::initialize_parameters(*config_.model, config.seed, params_.all());
@@ -83,6 +87,11 @@ void Trainer::load_batch() {
     const auto t0 = Clock::now();
     BatchView view = batch_view(*network_);
     train_->next_batch(view);
+    if (config_.augment.enabled()) {
+        const auto image = *config_.model->image_input();
+        augmenter_.apply(network_->input(), config_.network.batch_size, image.channels, image.height, image.width,
+                         local_step_);
+    }
     data_ms_ += ms_since(t0);
 }
 

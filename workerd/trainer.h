@@ -25,6 +25,7 @@
 #include "workerd/local_update.h"
 #include "workerd/nn/network.h"
 #include "workerd/parameter_set.h"
+#include "workerd/augment.h"
 #include "workerd/data/sampler.h"
 #include "workerd/sparse_tables.h"
 #include "workerd/synthetic_compute.h"
@@ -46,6 +47,8 @@ struct TrainerConfig {
     ComputeJitter synthetic_jitter;
     // --sparse-embedding: the embedding tables that live on psd (workerd/sparse_tables.h).
     std::vector<std::string> sparse_tables;
+    // --augment: applied to each training batch (image models only; workerd/augment.h).
+    AugmentSpec augment;
 };
 
 class Trainer {
@@ -125,6 +128,7 @@ private:
     bool batch_pending_ = false;
     std::uint64_t sparse_batches_ = 0, sparse_distinct_ = 0;  // pull_rows() loaded a batch compute_gradients() has not used
     std::function<PsClient*()> row_client_;
+    Augmenter augmenter_;
     void load_batch();
     // The part of a gradient buffer the training network writes (the tensors and its local rows).
     std::span<float> network_grads(ParameterSet& grads) const;

@@ -168,4 +168,11 @@ check "bench with an unknown model exits 2" test $? -eq 2
 check "... and names the built-ins" grep -q "mnist_deep" "$tmp/err"
 timeout 30 "$psrun" bench train --precision fp8 >/dev/null 2>&1
 check "bench with a bad precision exits 2" test $? -eq 2
+# --augment (workerd/augment.h): flips and random crops of the training images; a bad spec is exit 2.
+timeout 120 "$workerd" --standalone --model lenet5 --steps 20 --batch-size 50 --threads 2 --augment flip,crop=2 \
+    --log-every 20 >"$tmp/augment.log" 2>&1
+check "--augment flip,crop=2 trains lenet5 (rc=$?)" grep -q "done: 20 steps" "$tmp/augment.log"
+timeout 30 "$workerd" --standalone --model lenet5 --steps 1 --augment crop=0 >"$tmp/augment-bad.log" 2>&1
+check "--augment crop=0 exits 2" test $? -eq 2
+check "... naming the part and the form" grep -q "'crop=0' is not flip or crop=P" "$tmp/augment-bad.log"
 exit $fail
