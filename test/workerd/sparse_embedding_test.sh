@@ -85,6 +85,16 @@ rc=$?
 check "... and the two exported tables agree within 1e-5" test "$rc" -eq 0
 [ "$rc" -eq 0 ] || cat "$tmp/tables"
 
+# The same over TCP with the job's key (a MAC on every message) and bf16 payload frames for the rows.
+timeout 300 "$psrun" local --ps 2 --workers 2 --tcp --grace 30 -- "${data[@]}" --steps 40 --batch-size 50 \
+    --threads 1 --log-every 20 --sparse-embedding emb --wire-precision bf16 --shared-memory off \
+    --model-dir "$tmp/tcp" >"$tmp/tcp.log" 2>&1
+rc=$?
+check "sparse rows over tcp with --auth mac and bf16 frames train (rc=$rc)" test "$rc" -eq 0
+check "... every shard exchanging bf16 frames" grep -q "wire precision bf16: 2 of 2 psd shards" "$tmp/tcp.log"
+check "... no message refused (unauthorized 0, malformed 0) and rows pulled from both shards" \
+    test "$(grep -cE '"malformed":0,.*"rows_pulled":[1-9][0-9]*,.*"unauthorized":0' "$tmp/tcp.log")" -eq 2
+
 # A psd killed (-9) mid-run and started again by hand: the chief restores its rows (and the other
 # shard's) from the newest checkpoint and the run finishes (docs/reliability.md).
 psd_bin=$(dirname "$workerd")/../psd/psd
