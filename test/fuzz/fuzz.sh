@@ -86,22 +86,31 @@ if ! fresh "$exe"; then
   echo "building $exe"
   # Objects are shared between targets (model and onnx both compile the whole description
   # library): one per source in $out_dir/obj, rebuilt when its depfile names a newer file, and
-  # locked while compiled so that two targets built at once compile each source once.
+  # locked while compiled so that two targets built at once compile each source once. A first
+  # pass skips the objects another build is compiling (so two builds split the shared sources
+  # between them instead of waiting for each other), a second waits for those.
   mkdir -p "$out_dir/obj"
-  objs=()
-  for s in test/fuzz/${target}_fuzz.cpp $sources; do
-    obj=$out_dir/obj/$(echo "$s" | tr / _ | sed 's/\.cpp$//').o
+  object_of() { echo "$out_dir/obj/$(echo "$1" | tr / _ | sed 's/\.cpp$//').o"; }
+  compile() {  # compile SOURCE [-n]: -n gives up (status 1) when another build holds the lock
+    local obj
+    obj=$(object_of "$1")
     (
-      flock 9
+      flock ${2:-} 9 || exit 1
       if ! fresh "$obj"; then
         "$cxx" -std=c++20 -O1 -gline-tables-only -march=native -fsanitize=fuzzer,address,undefined \
-            -fno-sanitize-recover=undefined -I"$src" -MMD -MF "$obj.d.tmp" -c "$src/$s" -o "$obj.tmp"
+            -fno-sanitize-recover=undefined -I"$src" -MMD -MF "$obj.d.tmp" -c "$src/$1" -o "$obj.tmp"
         mv "$obj.d.tmp" "$obj.d"
         mv "$obj.tmp" "$obj"
       fi
     ) 9>"$obj.lock"
-    objs+=("$obj")
+  }
+  objs=()
+  busy=()
+  for s in test/fuzz/${target}_fuzz.cpp $sources; do
+    objs+=("$(object_of "$s")")
+    compile "$s" -n || busy+=("$s")
   done
+  for s in "${busy[@]}"; do compile "$s"; done
   "$cxx" -fsanitize=fuzzer,address,undefined "${objs[@]}" $libs -o "$exe.tmp"
   cat "${objs[@]/%/.d}" > "$exe.d"
   mv "$exe.tmp" "$exe"
