@@ -66,12 +66,7 @@ std::optional<std::string> SparseTables::automatic(const nn::ModelDescription& m
 
 SparseTables::SparseTables(const nn::ModelDescription& model, const std::vector<std::string>& names,
                            std::uint64_t seed)
-    : model_(&model) {
-    for (std::size_t i = 0; i < model.tensors.size(); ++i) {
-        const auto& t = model.tensors[i];
-        dense_.push_back(TensorInfo{t.name, t.shape, static_cast<std::size_t>(t.offset), static_cast<std::size_t>(t.size),
-                                    t.cls == nn::TensorClass::kState ? TensorClass::kState : TensorClass::kTrainable});
-    }
+    : model_(&model), dense_(model_tensors(model)) {
     if (names.empty()) return;
     auto usage = [](const std::string& name, const std::string& why) {
         throw UsageError(fmt::format("--sparse-embedding {}: {}", name, why));
@@ -115,17 +110,10 @@ SparseTables::SparseTables(const nn::ModelDescription& model, const std::vector<
 }
 
 std::vector<TensorSpec> SparseTables::wire_tensors() const {
-    std::vector<TensorSpec> out;
-    for (std::size_t i = 0; i < model_->tensors.size(); ++i) {
-        const auto& t = model_->tensors[i];
-        TensorSpec spec{t.name, {}};
-        spec.tensor_class = t.cls == nn::TensorClass::kState ? TensorClass::kState : TensorClass::kTrainable;
-        for (auto d : t.shape) spec.shape.push_back(static_cast<std::uint32_t>(d));
-        if (table_ && i == tensor_) {
-            spec.kind = TensorKind::kRows;
-            spec.row_init = init_;
-        }
-        out.push_back(std::move(spec));
+    std::vector<TensorSpec> out = worker::wire_tensors(model_tensors(*model_));
+    if (table_) {
+        out[tensor_].kind = TensorKind::kRows;
+        out[tensor_].row_init = init_;
     }
     return out;
 }

@@ -103,6 +103,10 @@ Result<StepInfo> Trainer::pull_rows(PsClient& client) {
         ++sparse_batches_;
         sparse_distinct_ += sparse_.distinct();
     }
+    return pull_mapped_rows(client);
+}
+
+Result<StepInfo> Trainer::pull_mapped_rows(PsClient& client) {
     PulledRows rows;
     auto info = client.exchange(Exchange{.pulls = sparse_.requests(), .rows = &rows});
     if (info) sparse_.install(rows, params_.tail());
@@ -157,11 +161,9 @@ void Trainer::fetch_eval_rows(nn::Network& m, std::size_t valid) {
     PsClient* client = row_client_ ? row_client_() : nullptr;
     if (client == nullptr) throw std::logic_error("Trainer::evaluate: a sparse table needs set_row_client()");
     sparse_.map_batch(m.input_ids(), static_cast<std::int64_t>(valid));
-    PulledRows rows;
-    auto info = client->exchange(Exchange{.pulls = sparse_.requests(), .rows = &rows});
-    if (!info) throw std::runtime_error("evaluation: pulling the rows of sparse table " + sparse_.table_name() + ": " +
-                                        info.error().message);
-    sparse_.install(rows, params_.tail());
+    if (auto info = pull_mapped_rows(*client); !info)
+        throw std::runtime_error("evaluation: pulling the rows of sparse table " + sparse_.table_name() + ": " +
+                                 info.error().message);
 }
 
 EvalMetrics Trainer::evaluate() {
