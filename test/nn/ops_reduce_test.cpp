@@ -33,6 +33,45 @@ TEST_CASE("reduce_mean and reduce_sum over some axes, keepdims either way", "[nn
     check_bf16_against_f32(model, batch, 7);
 }
 
+TEST_CASE("reduce over consecutive axes (the hand loop): a bag mean, a sequence's first axis, wide rows",
+          "[nn_engine][ops][reduce]") {
+    struct Case {
+        std::vector<std::int64_t> shape;  // after N
+        std::vector<std::int64_t> axes;
+    };
+    const auto c = GENERATE(values<Case>({{{5, 6}, {1}},          // [N, L, D] mean over L (embedding bag)
+                                          {{3, 4, 5}, {1, 2}},    // two consecutive axes, inner 5
+                                          {{2, 300}, {1}},        // inner 300: two blocks of the loop
+                                          {{3, 4, 5}, {-1}}}));   // the last axis, inner 1
+    const std::string op = GENERATE("reduce_mean", "reduce_sum");
+    const int batch = GENERATE(1, 3);
+    CAPTURE(c.shape, c.axes, op, batch);
+    const auto model = graph_model({{{"kind", op}, {"name", "out"}, {"axes", c.axes}, {"keepdims", false}}}, c.shape);
+    const auto r = forward_of(model, batch, 11);
+    // Naive: every input element added to the output element of its kept coordinates.
+    std::vector<std::int64_t> dims{batch};
+    dims.insert(dims.end(), c.shape.begin(), c.shape.end());
+    std::vector<bool> reduced(dims.size(), false);
+    for (auto a : c.axes) reduced[static_cast<std::size_t>(a < 0 ? a + static_cast<std::int64_t>(dims.size()) : a)] = true;
+    std::int64_t count = 1, out_size = 1;
+    for (std::size_t d = 0; d < dims.size(); ++d) (reduced[d] ? count : out_size) *= dims[d];
+    std::vector<double> expected(static_cast<std::size_t>(out_size), 0.0);
+    for (std::size_t flat = 0; flat < r.input.size(); ++flat) {
+        std::int64_t rest = static_cast<std::int64_t>(flat), out = 0, stride = 1;
+        for (std::size_t d = dims.size(); d-- > 0;) {
+            const std::int64_t coord = rest % dims[d];
+            rest /= dims[d];
+            if (!reduced[d]) out += coord * stride, stride *= dims[d];
+        }
+        expected[static_cast<std::size_t>(out)] += r.input[flat];
+    }
+    if (op == "reduce_mean")
+        for (auto& e : expected) e /= static_cast<double>(count);
+    check_close(r.output, expected);
+    check_gradients(model, batch, 5);
+    check_bf16_against_f32(model, batch, 7);
+}
+
 TEST_CASE("reduce: the batch axis, a repeated or out-of-range axis, no axes", "[nn_engine][ops][reduce]") {
     CHECK_THAT(graph_error({{{"kind", "reduce_mean"}, {"axes", {0}}}}, {3}),
                Catch::Contains("layer 0 (reduce_mean): axis 0 of N x 3 is the batch dim"));

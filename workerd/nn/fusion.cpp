@@ -23,6 +23,20 @@ bool only_reader_is_next(const FusionQuery& q, std::size_t i) {
     return readers.size() == 1 && readers[0] == i + 1 && nodes[i + 1].inputs.size() == 1;
 }
 
+// conv2d + batch_norm over its output, every tensor of both a tensor (not a computed value).
+bool conv_batch_norm(const FusionQuery& q, std::size_t i) {
+    const auto& nodes = q.model.nodes;
+    if (nodes[i].op != "conv2d" || i + 1 >= nodes.size() || nodes[i + 1].op != "batch_norm" ||
+        nodes[i].outputs.size() != 1 || nodes[i].outputs[0] == q.model.output || nodes[i + 1].data_inputs != 1)
+        return false;
+    const auto& readers = q.readers(nodes[i].outputs[0]);
+    if (readers.size() != 1 || readers[0] != i + 1 || nodes[i + 1].inputs[0] != nodes[i].outputs[0]) return false;
+    for (const std::size_t n : {i, i + 1})
+        for (std::size_t k = nodes[n].data_inputs; k < nodes[n].inputs.size(); ++k)
+            if (q.model.tensor(nodes[n].inputs[k]) == nullptr) return false;
+    return true;
+}
+
 bool is_pool_2x2_stride_2(const FusionQuery& q, const Node& p) {
     if (p.op != "max_pool") return false;
     auto g = pool_geometry(p, q.model.value(p.inputs[0]));
@@ -81,6 +95,11 @@ std::vector<KernelGroup> plan_kernels(const FusionQuery& q) {
         } else if (q.hand_kernels && conv_relu_blocked_pool(q, i)) {
             g.nodes = {i, i + 1, i + 2};
             g.kernel = make_conv_relu_blocked_pool_kernel();
+        } else if (!q.context.training && conv_batch_norm(q, i)) {
+            g.nodes = {i, i + 1};
+            if (only_reader_is_next(q, i + 1) && (nodes[i + 2].op == "relu" || nodes[i + 2].op == "clip"))
+                g.nodes.push_back(i + 2);
+            g.kernel = make_conv_bn_kernel();
         } else if ((nodes[i].op == "conv2d" || nodes[i].op == "dense") && only_reader_is_next(q, i) &&
                    nodes[i + 1].op == "relu") {
             g.nodes = {i, i + 1};

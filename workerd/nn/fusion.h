@@ -7,6 +7,8 @@
 //     with one input channel, kernel 5 same, a bias and no data gradient
 //     (FusedConvReluPoolKernel); else, in f32, conv2d + relu + max_pool 2x2/2 with filters a
 //     multiple of 16 and an even output (ConvReluBlockedPoolKernel);
+//   - in a network that does not train: conv2d + batch_norm (+ relu or clip), the batch norm
+//     folded into the convolution (ops/conv_bn_kernel.cpp);
 //   - conv2d or dense + relu: ReLU as a oneDNN post-op.
 #pragma once
 

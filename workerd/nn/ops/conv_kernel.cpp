@@ -45,7 +45,9 @@ class ConvKernel final : public Kernel {
 public:
     void build(KernelBuilder& b) override {
         const bool relu = b.nodes().size() == 2;
-        auto f = std::make_shared<ConvForward>(build_conv_forward(b, relu, Tag::any));
+        ConvForwardSpec spec;
+        if (relu) spec.post_op = algorithm::eltwise_relu;
+        auto f = std::make_shared<ConvForward>(build_conv_forward(b, spec));
         b.alias_output(0, f->dst);
         if (!b.needs_backward()) return;
         const memory diff = b.output_diff(0, f->dst.get_desc());
@@ -56,10 +58,12 @@ public:
 
 }  // namespace
 
-ConvForward build_conv_forward(KernelBuilder& b, bool relu, Tag dst_tag) {
+ConvForward build_conv_forward(KernelBuilder& b, const ConvForwardSpec& spec) {
     auto g = conv_geometry(b.node().attrs, b.input_info(0));
     if (!g) throw std::runtime_error(g.error().message);
-    const Descs d = conv_descs(b, *g, dst_tag);
+    const bool own_weights = static_cast<bool>(spec.weights);
+    if (own_weights) g->bias = static_cast<bool>(spec.bias);
+    const Descs d = conv_descs(b, *g, spec.dst_tag);
     const memory::desc w_any = weights_shape(*g, d.weights);
     const auto prop = b.context().training ? prop_kind::forward_training : prop_kind::forward_inference;
     auto desc = g->bias ? convolution_forward::desc(prop, algorithm::convolution_direct, d.src, w_any, d.bias, d.dst,
@@ -67,24 +71,24 @@ ConvForward build_conv_forward(KernelBuilder& b, bool relu, Tag dst_tag) {
                         : convolution_forward::desc(prop, algorithm::convolution_direct, d.src, w_any, d.dst, d.strides,
                                                     d.dilates, d.pad_l, d.pad_r);
     primitive_attr attr;
-    if (relu) {
+    if (spec.post_op != algorithm::undef) {
         post_ops po;
-        po.append_eltwise(1.0f, algorithm::eltwise_relu, 0.0f, 0.0f);
+        po.append_eltwise(1.0f, spec.post_op, spec.alpha, spec.beta);
         attr.set_post_ops(po);
     }
     ConvForward f{*g, convolution_forward::primitive_desc(desc, attr, b.context().engine), {}, {}, {}};
     b.note("fwd", f.pd);
     f.src = b.input_as(0, f.pd.src_desc());
-    if (g->groups == 1) {
+    if (g->groups == 1 && !own_weights) {
         f.weights = b.input_as(1, f.pd.weights_desc());
     } else {  // the plain [O, I/G, KH, KW] bytes are oneDNN's goihw [G, O/G, I/G, KH, KW]
-        const memory& plain = b.input(1);
+        const memory& plain = own_weights ? spec.weights : b.input(1);
         f.weights = forward_convert(b, memory(weights_shape(*g, plain.get_desc()), b.context().engine, plain.get_data_handle()),
                                     f.pd.weights_desc());
     }
     f.dst = memory(f.pd.dst_desc(), b.context().engine);
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, f.src}, {DNNL_ARG_WEIGHTS, f.weights}, {DNNL_ARG_DST, f.dst}};
-    if (g->bias) args.emplace(DNNL_ARG_BIAS, b.input_as(2, d.bias));
+    if (g->bias) args.emplace(DNNL_ARG_BIAS, own_weights ? spec.bias : b.input_as(2, d.bias));
     b.forward(convolution_forward(f.pd), args);
     return f;
 }

@@ -19,9 +19,20 @@ struct ConvForward {
     dnnl::memory dst;      // allocated here, in the primitive's format (not an output yet)
 };
 
-// The conv of b.node() (inputs: data, w[, b]) with `relu` as a post-op, writing `dst_tag`
-// (format_tag::any: oneDNN's choice) in b.output_type(0).
-ConvForward build_conv_forward(KernelBuilder& b, bool relu, dnnl::memory::format_tag dst_tag);
+// How build_conv_forward builds: an element-wise post-op (algorithm::undef: none; forward
+// only, so not with a backward), the destination format (format_tag::any: oneDNN's choice), and
+// optionally the weights and bias to read instead of the node's tensors: plain f32 memories
+// ([O, I/G, KH, KW] and [O]) that the caller fills in its forward work before the conv runs
+// (conv_bn_kernel.cpp folds a batch norm into them).
+struct ConvForwardSpec {
+    dnnl::algorithm post_op = dnnl::algorithm::undef;
+    float alpha = 0.0f, beta = 0.0f;
+    dnnl::memory::format_tag dst_tag = dnnl::memory::format_tag::any;
+    dnnl::memory weights, bias;
+};
+
+// The conv of b.node() (inputs: data, w[, b]), writing b.output_type(0).
+ConvForward build_conv_forward(KernelBuilder& b, const ConvForwardSpec& spec);
 // Adds the backward work: reads `diff_dst` (dst's desc), writes what b wants of dL/dw, dL/db
 // and dL/d(input).
 void build_conv_backward(KernelBuilder& b, const ConvForward& f, const dnnl::memory& diff_dst);

@@ -67,7 +67,10 @@ public:
     std::string label_suffix() const override { return " [hand]"; }
 
     void build(KernelBuilder& b) override {
-        auto f = std::make_shared<ConvForward>(build_conv_forward(b, true, Tag::nChw16c));
+        ConvForwardSpec spec;
+        spec.post_op = algorithm::eltwise_relu;
+        spec.dst_tag = Tag::nChw16c;
+        auto f = std::make_shared<ConvForward>(build_conv_forward(b, spec));
         const auto dims = f->dst.get_desc().dims();
         if (f->dst.get_desc() != memory::desc(dims, Dt::f32, Tag::nChw16c))
             throw std::logic_error("the convolution does not write f32 nChw16c");

@@ -74,5 +74,6 @@ std::unique_ptr<Kernel> make_gather_kernel();
 std::unique_ptr<Kernel> make_rnn_kernel();
 std::unique_ptr<Kernel> make_fused_conv_relu_pool_kernel();
 std::unique_ptr<Kernel> make_conv_relu_blocked_pool_kernel();
+std::unique_ptr<Kernel> make_conv_bn_kernel();
 
 }  // namespace psrun::nn

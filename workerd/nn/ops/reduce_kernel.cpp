@@ -1,7 +1,11 @@
-// reduce_mean and reduce_sum on oneDNN's reduction primitive (plain layouts, the activation
-// type; the output's data read with the reduced dims kept as 1s). Backward (oneDNN has none):
+// reduce_mean and reduce_sum. Where the reduced axes are consecutive (the input seen as
+// [outer, reduced, inner]: a mean over a sequence, a bag of embeddings, a global pool) a hand
+// loop in f32 (oneDNN 2.6 runs its reference reduction there, ~100x slower); otherwise oneDNN's
+// reduction primitive (plain layouts, the activation type; the output's data read with the
+// reduced dims kept as 1s). Backward (oneDNN has none):
 // dX is dY broadcast back over the reduced axes (a reorder from a zero-stride view), scaled
 // by 1 / count for the mean, in f32.
+#include <algorithm>
 #include <memory>
 
 #include "workerd/nn/kernel.h"
@@ -29,6 +33,10 @@ public:
             count *= in[d];
             kept[d] = 1;
         }
+        if (build_consecutive(b, in, kept, mean ? 1.0f / static_cast<float>(count) : 1.0f)) {
+            build_backward(b, in, kept, mean, count);
+            return;
+        }
         const memory src = b.input_plain(0, adt);
         const memory dst = b.make_output(0, plain_desc(b.output_dims(0), adt));
         const View out = view_of(dst, plain_desc(kept, adt), engine);
@@ -37,6 +45,53 @@ public:
                                      engine);
         b.note("fwd", pd);
         b.forward(run_primitive(b, reduction(pd), {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, out.view}}, {out}));
+        build_backward(b, in, kept, mean, count);
+    }
+
+private:
+    // The hand forward where the reduced axes (kept[d] == 1 != in[d]) are consecutive; false
+    // (nothing built) otherwise.
+    static bool build_consecutive(KernelBuilder& b, const MemDims& in, const MemDims& kept, float scale) {
+        std::size_t first = in.size(), last = 0;
+        for (std::size_t d = 0; d < in.size(); ++d)
+            if (kept[d] != in[d]) first = std::min(first, d), last = d;
+        if (first == in.size()) return false;
+        std::int64_t outer = 1, reduced = 1, inner = 1;
+        for (std::size_t d = 0; d < in.size(); ++d) {
+            if (d < first) outer *= in[d];
+            else if (d > last) inner *= in[d];
+            else if (kept[d] == in[d] && in[d] != 1) return false;  // a kept axis between reduced ones
+            else reduced *= in[d];
+        }
+        const auto& engine = b.context().engine;
+        const memory x = b.input_plain(0, Dt::f32);
+        const Dt out_type = b.output_type(0);
+        const memory::desc f32 = plain_desc(b.output_dims(0), Dt::f32);
+        const memory y = out_type == Dt::f32 ? b.make_output(0, f32) : memory(f32, engine);
+        b.forward([x, y, outer, reduced, inner, scale] {
+            const float* src = static_cast<const float*>(x.get_data_handle());
+            float* dst = static_cast<float*>(y.get_data_handle());
+            // Blocks of up to 256 inner elements, so that a reduction with outer 1 (a mean over
+            // a sequence's first axis) still spreads over the threads.
+            const std::int64_t block = 256, blocks = (inner + block - 1) / block;
+#pragma omp parallel for schedule(static)
+            for (std::int64_t ob = 0; ob < outer * blocks; ++ob) {
+                const std::int64_t o = ob / blocks, i0 = (ob % blocks) * block, i1 = std::min(inner, i0 + block);
+                float* out = dst + o * inner;
+                const float* row = src + o * reduced * inner;
+                for (std::int64_t i = i0; i < i1; ++i) out[i] = 0.0f;
+                for (std::int64_t r = 0; r < reduced; ++r)
+                    for (std::int64_t i = i0; i < i1; ++i) out[i] += row[r * inner + i];
+                for (std::int64_t i = i0; i < i1; ++i) out[i] *= scale;
+            }
+        });
+        if (out_type != Dt::f32) b.forward(run_reorder(b, y, b.make_output(0, plain_desc(b.output_dims(0), out_type))));
+        b.note("fwd: hand reduction over consecutive axes (f32)");
+        return true;
+    }
+
+    static void build_backward(KernelBuilder& b, const MemDims& in, const MemDims& kept, bool mean, std::int64_t count) {
+        const auto& engine = b.context().engine;
         if (!b.needs_input_grad(0)) return;
         const memory dy = b.output_diff(0, plain_desc(b.output_dims(0), Dt::f32));
         const View spread = view_of(dy, broadcast_desc(kept, in, Dt::f32), engine);
