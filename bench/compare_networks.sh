@@ -17,7 +17,8 @@
 #     2 threads; the CNNs also with channels_last, the faster of the two counts). One JSON line
 #     per run, then per network the median img/s and psrun / PyTorch.
 #
-# Needs a built tree (build/launcher/psrun) and Debian's python3-torch and python3-onnx.
+# Needs a built tree (build/launcher/psrun) and Debian's python3-torch and python3-onnx; speed
+# also libopenblas0-openmp (torch's dense layers on Debian's reference BLAS are ~10x slower).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:?usage: compare_networks.sh accuracy|speed [...]}
@@ -89,6 +90,11 @@ for name in dict.fromkeys(n for n, _ in runs):
           % (name, fmt(t), fmt(p), 100 * mt, 100 * mp, 100 * (mp - mt), sec(t), sec(p)))
 PY
 elif [ "$mode" = speed ]; then
+  case $(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3) in
+    *openblas*) ;;
+    *) echo "compare_networks: torch would run on the reference BLAS (libblas.so.3 is $(readlink -f \
+/usr/lib/x86_64-linux-gnu/libblas.so.3)), not PyTorch's best: apt-get install libopenblas0-openmp" >&2; exit 2 ;;
+  esac
   rounds=${1:-5}
   shift $(( $# < 1 ? $# : 1 ))
   networks=("$@")

@@ -42,6 +42,13 @@ def cpu_model():
     return platform.processor()
 
 
+def blas():
+    """Which BLAS Debian's libblas.so.3 alternative gives torch: "openblas-openmp", "blas" (the
+    reference BLAS, ~10x slower on dense layers), ..."""
+    path = os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3")
+    return os.path.basename(os.path.dirname(path))
+
+
 def load(name, data_dir, tokens_dir):
     """(train_x, train_y, test_x, test_y) as tensors: float images [N, 1, 28, 28] in [0, 1], or ids."""
     if name == "embedding_bag":
@@ -119,7 +126,7 @@ def bench(a):
                       "median_step_ms": round(1e3 * median, 3),
                       "images_per_sec": round(a.batch_size / median, 1),
                       "mean_images_per_sec": round(a.batch_size * len(times) / sum(times), 1),
-                      "cpu": cpu_model(), "torch": torch.__version__}), flush=True)
+                      "cpu": cpu_model(), "torch": torch.__version__, "blas": blas()}), flush=True)
 
 
 def main():

@@ -142,7 +142,7 @@ TEST_CASE("batch_norm matches the reference loop: batch statistics, gradients, s
     CHECK(rel_l2({inference->outputs().begin(), inference->outputs().end()}, eval_out) < 1e-6);
 }
 
-TEST_CASE("batch_norm + relu, forward and backward",
+TEST_CASE("batch_norm + relu (fused), forward and backward",
           "[nn_engine][norm][batch_norm]") {
     const auto precision = GENERATE(from_range(precisions()));
     const bool bf16 = precision == Precision::kBf16;
@@ -153,6 +153,7 @@ TEST_CASE("batch_norm + relu, forward and backward",
     const TensorDef *scale = model.tensor("bn/scale"), *bias = model.tensor("bn/bias");
     for (std::int64_t i = 0; i < c; ++i) params[static_cast<std::size_t>(model.tensor("bn/var")->offset + i)] = 1.0f;
     const auto net = make_net(model, n, precision, params, grads);
+    CHECK(net->kernel_labels().front() == "batch_norm+relu");  // oneDNN's fuse_norm_relu
     const auto x = exact(random_vector(static_cast<std::size_t>(n * c * s), 22), precision);
     auto dy = exact(random_vector(x.size(), 23), precision);
     std::copy(x.begin(), x.end(), net->input().begin());

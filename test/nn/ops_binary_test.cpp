@@ -4,6 +4,7 @@
 // f32; and the shape errors.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 #include "test/nn/ops_test_util.h"
@@ -106,6 +107,49 @@ TEST_CASE("binary kinds on equal shapes keep the producer's layout; a value read
         expected.push_back(op == "mul" ? double{v} * v : op == "div" ? t / q : apply(op, v, t));
     }
     check_close(r.output, expected, 2e-5);
+}
+
+TEST_CASE("add and sub + relu on equal shapes run as one primitive with a relu post-op",
+          "[nn_engine][ops][binary]") {
+    // relu(x op tanh(x)): both inputs N x 4 x 3 x 5, so the pair fuses (a residual block's end).
+    const std::string op = GENERATE("add", "sub");
+    const int batch = GENERATE(1, 3);
+    CAPTURE(op, batch);
+    const auto model = graph_model({{{"kind", "tanh"}, {"name", "t"}},
+                                    {{"kind", op}, {"name", "s"}, {"inputs", {"input", "t"}}},
+                                    {{"kind", "relu"}, {"name", "out"}}},
+                                   {4, 3, 5});
+    std::vector<float> params, grads;
+    auto net = Network::create(model, NetworkOptions{batch, Precision::kF32, false}, params, grads);
+    REQUIRE(net);
+    const auto labels = (*net)->kernel_labels();
+    CHECK(std::find(labels.begin(), labels.end(), op + "+relu") != labels.end());
+    const auto r = forward_of(model, batch, 3);
+    std::vector<double> expected;
+    for (const float x : r.input) expected.push_back(std::max(0.0, apply(op, x, std::tanh(static_cast<double>(x)))));
+    check_close(r.output, expected);
+    // The same graph with an identity between the pair (not fused) gives the same gradient;
+    // central differences allow one sampled coordinate next to the relu's kink at 0.
+    const auto apart = graph_model({{{"kind", "tanh"}, {"name", "t"}},
+                                    {{"kind", op}, {"name", "s"}, {"inputs", {"input", "t"}}},
+                                    {{"kind", "identity"}, {"name", "i"}},
+                                    {{"kind", "relu"}, {"name", "out"}}},
+                                   {4, 3, 5});
+    auto input_gradient = [&](const ModelDescription& m) {
+        std::vector<float> none;
+        auto n = Network::create(m, NetworkOptions{batch, Precision::kF32, false, false, true}, none, none);
+        REQUIRE(n);
+        const auto kinds = (*n)->kernel_labels();
+        const bool fused = std::find(kinds.begin(), kinds.end(), op + "+relu") != kinds.end();
+        CHECK(fused == (&m == &model));
+        std::copy(r.input.begin(), r.input.end(), (*n)->input().begin());
+        (*n)->forward(true);
+        (*n)->backward_from(std::vector<float>(r.input.size(), 1.0f));
+        return std::vector<float>((*n)->input_gradient().begin(), (*n)->input_gradient().end());
+    };
+    CHECK(input_gradient(model) == input_gradient(apart));
+    check_gradients(model, batch, 5, 24, 2e-2, 1);
+    check_bf16_against_f32(model, batch, 7);
 }
 
 TEST_CASE("binary kinds: errors name the shapes, integer inputs and the input count", "[nn_engine][ops][binary]") {

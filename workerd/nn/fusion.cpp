@@ -37,6 +37,13 @@ bool conv_batch_norm(const FusionQuery& q, std::size_t i) {
     return true;
 }
 
+// add or sub of two values of the output's shape (no broadcasting).
+bool same_shape_add(const FusionQuery& q, const Node& n) {
+    if ((n.op != "add" && n.op != "sub") || n.inputs.size() != 2) return false;
+    const auto& out = n.output_info.at(0).dims;
+    return q.model.value(n.inputs[0]).dims == out && q.model.value(n.inputs[1]).dims == out;
+}
+
 bool is_pool_2x2_stride_2(const FusionQuery& q, const Node& p) {
     if (p.op != "max_pool") return false;
     auto g = pool_geometry(p, q.model.value(p.inputs[0]));
@@ -100,8 +107,9 @@ std::vector<KernelGroup> plan_kernels(const FusionQuery& q) {
             if (only_reader_is_next(q, i + 1) && (nodes[i + 2].op == "relu" || nodes[i + 2].op == "clip"))
                 g.nodes.push_back(i + 2);
             g.kernel = make_conv_bn_kernel();
-        } else if ((nodes[i].op == "conv2d" || nodes[i].op == "dense") && only_reader_is_next(q, i) &&
-                   nodes[i + 1].op == "relu") {
+        } else if ((nodes[i].op == "conv2d" || nodes[i].op == "dense" || nodes[i].op == "batch_norm" ||
+                    same_shape_add(q, nodes[i])) &&
+                   only_reader_is_next(q, i) && nodes[i + 1].op == "relu") {
             g.nodes = {i, i + 1};
             g.kernel = make_kernel(nodes[i].op);
         } else {

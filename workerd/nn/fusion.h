@@ -9,7 +9,8 @@
 //     multiple of 16 and an even output (ConvReluBlockedPoolKernel);
 //   - in a network that does not train: conv2d + batch_norm (+ relu or clip), the batch norm
 //     folded into the convolution (ops/conv_bn_kernel.cpp);
-//   - conv2d or dense + relu: ReLU as a oneDNN post-op.
+//   - conv2d, dense, or add/sub without broadcasting + relu: ReLU as a oneDNN post-op;
+//     batch_norm + relu: oneDNN's fuse_norm_relu.
 #pragma once
 
 #include <cstddef>

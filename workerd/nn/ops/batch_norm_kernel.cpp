@@ -1,6 +1,8 @@
 // The batch_norm kernel: oneDNN's batch_normalization on the input in its producer's format
-// (converted only to the activation type), scale and shift as f32 [C]. A following relu is a
-// kernel of its own (not fused: oneDNN's fuse_norm_relu is not used).
+// (converted only to the activation type), scale and shift as f32 [C]. A following relu (the
+// fusion pass groups batch_norm + relu) is oneDNN's fuse_norm_relu: the training forward keeps
+// the ReLU's mask in a workspace the backward reads, so the pair reads and writes the
+// activation once instead of twice each way.
 //   - A training network builds two forwards: forward_training with the batch's statistics
 //     (what a training step runs; afterwards a loop writes old - new of the running
 //     statistics into the state deltas) and forward_inference over the running statistics
@@ -42,7 +44,8 @@ public:
 
         memory src = b.input(0);
         if (src.get_desc().data_type() != adt) src = b.input_plain(0, adt);
-        Flags flags = Flags::none;
+        const bool relu = b.nodes().size() == 2;
+        Flags flags = relu ? Flags::fuse_norm_relu : Flags::none;
         if (s.scale >= 0) flags |= Flags::use_scale;
         if (s.bias >= 0) flags |= Flags::use_shift;
         const memory::desc stat = plain_desc({channels}, Dt::f32);
@@ -77,6 +80,8 @@ public:
         train_args.emplace(DNNL_ARG_DST, dst);
         train_args.emplace(DNNL_ARG_MEAN, mean);
         train_args.emplace(DNNL_ARG_VARIANCE, var);
+        const memory workspace = relu ? memory(train.workspace_desc(), engine) : memory();
+        if (relu) train_args.emplace(DNNL_ARG_WORKSPACE, workspace);
         const batch_normalization_forward train_fwd(train);
         const memory running_mean = b.input(static_cast<std::size_t>(s.mean));
         const memory running_var = b.input(static_cast<std::size_t>(s.var));
@@ -117,6 +122,7 @@ public:
                                              {DNNL_ARG_VARIANCE, var},  {DNNL_ARG_DIFF_DST, diff_dst}};
         if (s.scale >= 0) args.emplace(DNNL_ARG_SCALE, common.at(DNNL_ARG_SCALE));
         if (s.bias >= 0) args.emplace(DNNL_ARG_SHIFT, common.at(DNNL_ARG_SHIFT));
+        if (relu) args.emplace(DNNL_ARG_WORKSPACE, workspace);
         args.emplace(DNNL_ARG_DIFF_SRC,
                      b.needs_input_grad(0) ? b.input_diff(0, bwd.diff_src_desc()) : memory(bwd.diff_src_desc(), engine));
         auto grad = [&](int slot) {

@@ -3,7 +3,9 @@
 // inputs, sub swaps and negates (a post-op), and div (or two broadcast inputs) first expands
 // the first input into the output with a zero-stride reorder and divides in place.
 // Equal shapes keep the first input's format (a residual add of blocked convolution outputs
-// stays blocked); broadcasting runs on plain layouts.
+// stays blocked), and a following relu (ResNet's relu(block + shortcut); the fusion pass groups
+// them) is the primitive's post-op, its backward applied to dC first; broadcasting runs on plain
+// layouts.
 // Backward (oneDNN has none for binary): in f32 on plain layouts, dA = dC (add, sub),
 // dC * B (mul), dC / B (div), dB = dC, -dC, dC * A, -(dC / B) * C, each summed over the axes
 // its input broadcasts along (a reduction primitive; sum_to).
@@ -49,9 +51,18 @@ primitive_attr negate() {
     return attr;
 }
 
+primitive_attr relu_attr() {
+    post_ops po;
+    po.append_eltwise(1.0f, algorithm::eltwise_relu, 0.0f, 0.0f);
+    primitive_attr attr;
+    attr.set_post_ops(po);
+    return attr;
+}
+
 binary make_binary(KernelBuilder& b, algorithm alg, const memory::desc& s0, const memory::desc& s1,
-                   const memory::desc& dst, bool negated, const char* what) {
-    binary::primitive_desc pd(binary::desc(alg, s0, s1, dst), negated ? negate() : primitive_attr(), b.context().engine);
+                   const memory::desc& dst, bool negated, const char* what, bool relu = false) {
+    binary::primitive_desc pd(binary::desc(alg, s0, s1, dst), negated ? negate() : relu ? relu_attr() : primitive_attr(),
+                              b.context().engine);
     b.note(what, pd);
     return binary(pd);
 }
@@ -60,11 +71,13 @@ class BinaryKernel final : public Kernel {
 public:
     void build(KernelBuilder& b) override {
         kind_ = kind_of(b.node().op);
+        relu_ = b.nodes().size() == 2;
         out_ = b.output_dims(0);
         const std::size_t rank = out_.size();
         dims_[0] = padded(b.input_dims(0), rank);
         dims_[1] = padded(b.input_dims(1), rank);
         if (b.input_dims(0) == out_ && b.input_dims(1) == out_) build_same(b);
+        else if (relu_) throw std::logic_error("binary + relu with broadcasting");
         else build_broadcast(b);
         if (b.needs_backward()) build_backward(b);
     }
@@ -76,7 +89,7 @@ private:
         const memory::desc want = with_type(b.input(0).get_desc(), adt);
         const memory s0 = b.input_as(0, want), s1 = b.input_as(1, want);
         dst_ = b.make_output(0, with_type(want, b.output_type(0)));
-        b.forward(make_binary(b, algorithm_of(kind_), want, want, dst_.get_desc(), false, "fwd"),
+        b.forward(make_binary(b, algorithm_of(kind_), want, want, dst_.get_desc(), false, "fwd", relu_),
                   {{DNNL_ARG_SRC_0, s0}, {DNNL_ARG_SRC_1, s1}, {DNNL_ARG_DST, dst_}});
     }
 
@@ -109,6 +122,7 @@ private:
         if ((kind_ == Kind::kAdd || kind_ == Kind::kSub) && b.input_dims(0) == out_ && b.input_dims(1) == out_) {
             // Same shapes: the gradients are dC and +-dC, in dC's format.
             const memory ddst = b.output_diff(0, dst_.get_desc());
+            if (relu_) add_relu_backward(b, dst_, ddst);
             if (want0) b.backward(run_reorder(b, ddst, b.input_diff(0, ddst.get_desc())));
             if (want1) b.backward(run_reorder(b, ddst, b.input_diff(1, ddst.get_desc()), {}, kind_ == Kind::kSub ? -1.0f : 1.0f));
             return;
@@ -167,6 +181,7 @@ private:
     }
 
     Kind kind_ = Kind::kAdd;
+    bool relu_ = false;  // a relu post-op (equal shapes, add or sub)
     MemDims out_;
     MemDims dims_[2];
     memory dst_;
