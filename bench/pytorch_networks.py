@@ -23,6 +23,7 @@ import os
 import platform
 import statistics
 import time
+import warnings
 
 import numpy as np
 import torch
@@ -67,7 +68,9 @@ def train(a):
     torch.set_num_threads(a.threads)
     model = networks.build(a.name, a.seed)
     if a.export:
-        networks.export(model, a.name, a.export, training=True)
+        with warnings.catch_warnings():  # the exporter's notes on training-mode BatchNorm
+            warnings.simplefilter("ignore")
+            networks.export(model, a.name, a.export, training=True)
     train_x, train_y, test_x, test_y = load(a.name, a.data_dir, a.tokens)
     generator = torch.Generator().manual_seed(a.seed)
     torch.manual_seed(a.seed)  # dropout

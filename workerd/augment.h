@@ -2,8 +2,9 @@
 // RandomHorizontalFlip()): `--augment flip,crop=P`. Each training image is shifted by a random
 // (dy, dx) in [-P, P]^2 with zeros brought in at the borders (the crop of a P-padded image at a
 // random corner) and mirrored left-right with probability 1/2. The draws come from
-// Rng(seed, worker, step) (workerd/rng.h), so a worker's augmentation is reproducible and workers
-// differ. Test images are never augmented. Not thread-safe; apply() runs on the OpenMP threads.
+// Rng(seed, worker, batch index) (workerd/rng.h), so a worker's augmentation is reproducible and
+// workers differ. Test images are never augmented. Not thread-safe; apply() runs on the calling
+// thread's OpenMP team (the Trainer calls it on its batch thread, workerd/prefetch_source.h).
 #pragma once
 
 #include <cstdint>
@@ -28,7 +29,7 @@ class Augmenter {
 public:
     Augmenter(AugmentSpec spec, std::uint64_t seed, std::uint32_t worker);
     // Augments `images` ([examples, channels, height, width] floats) in place, with the draws of
-    // training step `step`.
+    // batch `step` (the Trainer passes the batch's index: examples before it / batch size).
     void apply(std::span<float> images, std::int64_t examples, std::int64_t channels, std::int64_t height,
                std::int64_t width, std::uint64_t step);
 

@@ -11,16 +11,27 @@ double per_example(const nn::Dims& dims, bool but_last) {
     return n;
 }
 
-// Multiply-adds per example of a conv2d, dense or matmul node's forward: a weight tensor's
-// elements times the output positions (conv2d: H x W; dense: every position before the last dim,
-// 1 after an image, L on N x L x F), or a matmul's output elements times its inner dim; 0 for other
-// kinds.
+// Multiply-adds per example of a conv2d, dense, matmul, lstm or gru node's forward: a weight
+// tensor's elements times the output positions (conv2d: H x W; dense: every position before the
+// last dim, 1 after an image, L on N x L x F), a matmul's output elements times its inner dim,
+// or a recurrent layer's input and recurrent weights times its steps; 0 for other kinds.
 double node_macs(const nn::ModelDescription& model, const nn::Node& node) {
     if (node.output_info.empty()) return 0;
     const auto& out = node.output_info.front().dims;
     if (node.op == "matmul") {
         const auto& a = model.value(node.inputs.front()).dims;
         return a.empty() ? 0 : per_example(out, false) * static_cast<double>(a.back().value);
+    }
+    if (node.op == "lstm" || node.op == "gru") {
+        // Per time step, every input and recurrent weight once (the biases are adds): W and R,
+        // or w_ih and w_hh (and their _reverse), times the sequence length.
+        double weights = 0;
+        for (std::size_t k = 0; k < node.slots.size(); ++k) {
+            const nn::TensorDef* t = model.tensor(node.inputs[node.data_inputs + k]);
+            if (t != nullptr && node.slots[k][0] != 'b' && node.slots[k][0] != 'B') weights += static_cast<double>(t->size);
+        }
+        const bool batch_first = node.attrs.value("batch_first", false);
+        return out.size() < 2 ? 0 : weights * static_cast<double>(out[batch_first ? 1 : 0].value);
     }
     if (node.op != "conv2d" && node.op != "dense") return 0;
     if (node.slots.empty()) return 0;

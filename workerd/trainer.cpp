@@ -7,6 +7,7 @@
 
 #include "common/result.h"
 #include "workerd/data/memory_source.h"
+#include "workerd/prefetch_source.h"
 #include "workerd/nn/parameter_init.h"
 #include "workerd/rng.h"
 
@@ -73,6 +74,16 @@ Trainer::Trainer(const TrainerConfig& config, std::unique_ptr<BatchSource> train
     if (sparse_.empty()) {
         network_ = make_network(*config_.model, config_.network, params_.all(), grads_[0].all());
         nn::initialize_parameters(*config_.model, config.seed, params_.all());
+        if (config_.augment.enabled()) {
+            // Batches are drawn and augmented on a thread of their own while the step computes.
+            const auto image = *config_.model->image_input();
+            const auto batch = config_.network.batch_size;
+            train_ = std::make_unique<PrefetchSource>(
+                std::move(train_), batch_view(*network_), static_cast<std::size_t>(batch),
+                [this, image, batch](BatchView& view, std::uint64_t index) {
+                    augmenter_.apply(view.inputs_f32, batch, image.channels, image.height, image.width, index);
+                });
+        }
         return;
     }
     const nn::ModelDescription local = sparse_.local_model(config_.network.batch_size);
@@ -83,15 +94,12 @@ Trainer::Trainer(const TrainerConfig& config, std::unique_ptr<BatchSource> train
         if (tensors[i].name != sparse_.table_name()) nn::initialize_tensor(*config_.model, i, config.seed, params_.tensor(dense++));
 }
 
+Trainer::~Trainer() { train_.reset(); }
+
 void Trainer::load_batch() {
     const auto t0 = Clock::now();
     BatchView view = batch_view(*network_);
     train_->next_batch(view);
-    if (config_.augment.enabled()) {
-        const auto image = *config_.model->image_input();
-        augmenter_.apply(network_->input(), config_.network.batch_size, image.channels, image.height, image.width,
-                         local_step_);
-    }
     data_ms_ += ms_since(t0);
 }
 

@@ -60,6 +60,8 @@ public:
     // In-memory data drawn through the Sampler (workerd/data/memory_source.h); `train` and
     // `test` must outlive the trainer.
     Trainer(const TrainerConfig& config, const LabeledImages& train, const LabeledImages& test);
+    // Stops the batch thread (with --augment) before the members it uses go.
+    ~Trainer();
 
     // Loads the next batch of this worker's shard (unless pull_rows() did), computes the loss and
     // writes the gradients into grads() (and the sparse table's rows' into row_grads()). Returns

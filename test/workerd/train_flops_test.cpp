@@ -66,3 +66,24 @@ TEST_CASE("sequence models: a dense layer counts every position, a matmul its ou
     CHECK(f.data_gradient == f.forward - 2 * embed + matmuls);
 }
 
+
+TEST_CASE("recurrent layers: the input and recurrent weights once per time step, each direction", "[train_flops]") {
+    for (const char* direction : {"forward", "bidirectional"}) {
+        INFO(direction);
+        const nlohmann::json doc{
+            {"input", {{"shape", {28, 20}}, {"type", "float"}}},
+            {"layers", {{{"kind", "lstm"}, {"hidden", 32}, {"batch_first", true}, {"direction", direction}},
+                        {{"kind", "flatten"}},
+                        {{"kind", "dense"}, {"units", 10}}}},
+            {"loss", {{"kind", "mean_squared_error"}}}};
+        const auto m = psrun::nn::parse_model(doc, "t.json");
+        REQUIRE(m);
+        const double dirs = std::string(direction) == "forward" ? 1 : 2;
+        const double lstm = dirs * 4 * 32 * (20 + 32) * 28, fc = dirs * 28 * 32 * 10;
+        const auto f = training_flops(*m);
+        CHECK(f.forward == 2 * (lstm + fc));
+        CHECK(f.forward <= m->flops);  // the description's count adds the gates' state updates
+        CHECK(f.weight_gradient == f.forward);
+        CHECK(f.data_gradient == 2 * fc);  // the lstm reads the model input: no data gradient
+    }
+}
