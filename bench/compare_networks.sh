@@ -90,11 +90,7 @@ for name in dict.fromkeys(n for n, _ in runs):
           % (name, fmt(t), fmt(p), 100 * mt, 100 * mp, 100 * (mp - mt), sec(t), sec(p)))
 PY
 elif [ "$mode" = speed ]; then
-  case $(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3) in
-    *openblas*) ;;
-    *) echo "compare_networks: torch would run on the reference BLAS (libblas.so.3 is $(readlink -f \
-/usr/lib/x86_64-linux-gnu/libblas.so.3)), not PyTorch's best: apt-get install libopenblas0-openmp" >&2; exit 2 ;;
-  esac
+  bench/check_blas.sh
   rounds=${1:-5}
   shift $(( $# < 1 ? $# : 1 ))
   networks=("$@")

@@ -6,10 +6,12 @@
 #
 #   bench/compare_pytorch.sh [ROUNDS=8] [BATCH=100]
 #
-# Needs Debian's python3-torch (not installed by jobs/setup.sh; `apt-get install python3-torch`)
+# Needs Debian's python3-torch and libopenblas0-openmp (not installed by jobs/setup.sh;
+# `apt-get install python3-torch libopenblas0-openmp`)
 # and a built tree (build/launcher/psrun).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bench/check_blas.sh
 rounds=${1:-8}
 batch=${2:-100}
 tunables=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824
