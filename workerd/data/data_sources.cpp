@@ -1,5 +1,7 @@
 #include "workerd/data/data_sources.h"
 
+#include "common/utf8.h"
+
 #include <glob.h>
 #include <sched.h>
 #include <zlib.h>
@@ -19,6 +21,14 @@
 
 namespace psrun::worker {
 namespace {
+
+// The class names: the folder names, as valid UTF-8 (they go into JSON; a byte that is not
+// becomes U+FFFD).
+std::vector<std::string> class_names_of(const ImageFolder& folder) {
+    std::vector<std::string> names;
+    for (const auto& c : folder.classes) names.push_back(valid_utf8(c));
+    return names;
+}
 
 namespace fs = std::filesystem;
 
@@ -95,7 +105,7 @@ Result<LoadedSplit> folder_split(const ImageFolder& folder, const DataOptions& o
     PipelineConfig config = base_config(o, layout, normalization, {});
     LoadedSplit s;
     s.size = folder.files.size();
-    s.class_names = folder.classes;
+    s.class_names = class_names_of(folder);
     const std::uint64_t bytes = std::uint64_t{folder.files.size()} * static_cast<std::uint64_t>(model.input_size());
     const bool stream = o.stream == StreamMode::kOn ||
                         (o.stream == StreamMode::kAuto && bytes > std::uint64_t{o.stream_memory_mb} << 20);
@@ -117,7 +127,7 @@ Result<LoadedSplit> folder_split(const ImageFolder& folder, const DataOptions& o
     auto memory = decode_all(producer, config, usable_cores(), skipped);
     if (!memory) return tl::unexpected(memory.error());
     s.memory = *memory;
-    s.memory->class_names = folder.classes;
+    s.memory->class_names = class_names_of(folder);
     s.size = s.memory->size();
     s.description += ", decoded into memory";
     if (skipped) s.description += " (" + std::to_string(skipped) + " undecodable images skipped)";

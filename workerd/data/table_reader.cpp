@@ -1,5 +1,7 @@
 #include "workerd/data/table_reader.h"
 
+#include "common/utf8.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -165,7 +167,7 @@ Result<Table> load_csv(const std::vector<std::uint8_t>& bytes, const std::string
             for (const auto& n : names) index.emplace(n, 0);
             for (auto& [name, id] : index) {
                 id = static_cast<std::int32_t>(d.class_names.size());
-                d.class_names.push_back(name);
+                d.class_names.push_back(valid_utf8(name));
             }
             for (const auto& n : names) d.labels.push_back(index[n]);
         }

@@ -12,6 +12,8 @@
 #include "workerd/nn/model_summary.h"
 #include "workerd/nn/op_schema.h"
 #include "workerd/onnx/onnx_importer.h"
+
+#include "common/utf8.h"
 #include "workerd/onnx/onnx_model.h"
 
 namespace psrun::onnx_io {
@@ -381,14 +383,9 @@ Result<void> Importer::import_node(int i) {
 Result<nn::ModelDescription> Importer::run(const std::string& name, const std::string& description) {
     auto input = input_info(graph_.input());
     if (!input) return tl::unexpected(input.error());
-    // Valid UTF-8 (a bad byte becomes U+FFFD): the names go into JSON (checkpoint manifests,
-    // the description an export embeds), which cannot hold anything else.
-    auto utf8 = [](const std::string& s) {
-        return nlohmann::json::parse(nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
-            .get<std::string>();
-    };
-    model_.name = utf8(name);
-    model_.description = utf8(description);
+    // JSON holds them (checkpoint manifests, the description an export embeds).
+    model_.name = valid_utf8(name);
+    model_.description = valid_utf8(description);
     model_.input = *input;
     model_.input_name = unique_name(graph_.input().name());
     builder_ = std::make_unique<nn::GraphBuilder>(model_, "model " + source_);
