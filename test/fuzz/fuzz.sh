@@ -35,15 +35,15 @@ declare -A targets=(
   [pgm]="workerd/data/pgm_reader.cpp workerd/data/reader_common.cpp workerd/data/labeled_images.cpp|-lz|2048"
   [tfrecord]="workerd/data/tfrecord_reader.cpp workerd/data/tfrecord_writer.cpp workerd/data/example_proto.cpp common/crc32c.cpp|-lz|8192"
   [example]="workerd/data/example_decoder.cpp workerd/data/example_proto.cpp workerd/data/image_decoder.cpp workerd/data/image_resize.cpp workerd/data/jpeg_reader.cpp workerd/data/png_reader.cpp workerd/data/pgm_reader.cpp workerd/data/reader_common.cpp workerd/data/labeled_images.cpp|-lturbojpeg -lpng -lz|4096"
-  [csv]="workerd/data/table_reader.cpp workerd/data/csv_reader.cpp workerd/data/npz_reader.cpp workerd/data/npy_reader.cpp workerd/data/npy_values.cpp workerd/data/reader_common.cpp workerd/data/labeled_images.cpp|-lz|4096"
-  [npz]="workerd/data/table_reader.cpp workerd/data/csv_reader.cpp workerd/data/npz_reader.cpp workerd/data/npy_reader.cpp workerd/data/npy_values.cpp workerd/data/reader_common.cpp workerd/data/labeled_images.cpp|-lz|8192"
+  [csv]="common/utf8.cpp workerd/data/table_reader.cpp workerd/data/csv_reader.cpp workerd/data/npz_reader.cpp workerd/data/npy_reader.cpp workerd/data/npy_values.cpp workerd/data/reader_common.cpp workerd/data/labeled_images.cpp|-lz|4096"
+  [npz]="common/utf8.cpp workerd/data/table_reader.cpp workerd/data/csv_reader.cpp workerd/data/npz_reader.cpp workerd/data/npy_reader.cpp workerd/data/npy_values.cpp workerd/data/reader_common.cpp workerd/data/labeled_images.cpp|-lz|8192"
   [image]="workerd/data/image_decoder.cpp workerd/data/image_resize.cpp workerd/data/jpeg_reader.cpp workerd/data/png_reader.cpp workerd/data/pgm_reader.cpp workerd/data/reader_common.cpp workerd/data/labeled_images.cpp|-lturbojpeg -lpng -lz|16384"
     [checkpoint]="common/tensor_file.cpp common/tensor_file_stream.cpp common/crc32c.cpp common/checkpoint_store.cpp common/wire.cpp common/wire_bodies.cpp common/shm_segment.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp|-lz|4096"
   [row_frames]="psd/row_frames.cpp common/payload_codec.cpp common/wire.cpp common/wire_bodies.cpp common/wire_precision.cpp common/zmq_util.cpp common/tensor_layout.cpp common/shm_segment.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp|-lz -lzmq|4096"
   [job_keys]="common/job_keys.cpp|-lzmq|1024"
   [mac_trailer]="common/message_auth.cpp common/gmac.cpp common/thread_team.cpp common/wire.cpp common/wire_bodies.cpp common/shm_segment.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp|-lcrypto -lz -lpthread|4096"
   [model]="$nn_sources|-lcrypto|4096"
-  [onnx]="workerd/onnx/onnx_consts.cpp workerd/onnx/onnx_consts_layout.cpp workerd/onnx/onnx_export.cpp workerd/onnx/onnx_graph.cpp workerd/onnx/onnx_import.cpp workerd/onnx/onnx_patterns.cpp workerd/onnx/onnx_proto.cpp workerd/onnx/onnx_rnn_weights.cpp $nn_sources|-lonnx_proto -lprotobuf -lcrypto|65536"
+  [onnx]="common/utf8.cpp workerd/onnx/onnx_consts.cpp workerd/onnx/onnx_consts_layout.cpp workerd/onnx/onnx_export.cpp workerd/onnx/onnx_graph.cpp workerd/onnx/onnx_import.cpp workerd/onnx/onnx_patterns.cpp workerd/onnx/onnx_proto.cpp workerd/onnx/onnx_rnn_weights.cpp $nn_sources|-lonnx_proto -lprotobuf -lcrypto|65536"
 )
 
 target=${1:-}
