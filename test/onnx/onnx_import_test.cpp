@@ -182,9 +182,28 @@ TEST_CASE("a residual branch, explicit strided pads, groups and dilation import"
 TEST_CASE("refusals name the node, its op and what the engine cannot honour", "[onnx]") {
     SECTION("unsupported op") {
         auto g = small_cnn();
+        g.node("/1/Relu")->set_op_type("Hardmax");
+        CHECK_THAT(refusal(g), Catch::Contains("node '/1/Relu' (Hardmax): the engine has no operator for ONNX Hardmax"));
+        g = small_cnn();
+        g.node("/1/Relu")->set_op_type("NoSuchOp");
+        CHECK_THAT(refusal(g), Catch::Contains("node '/1/Relu' (NoSuchOp): the engine has no operator for ONNX NoSuchOp"));
+    }
+    SECTION("more or fewer inputs or outputs than ONNX's schema allows") {
+        auto g = small_cnn();
         g.node("/1/Relu")->set_op_type("NonMaxSuppression");
-        CHECK_THAT(refusal(g), Catch::Contains("node '/1/Relu' (NonMaxSuppression): the engine has no operator for ONNX "
-                                               "NonMaxSuppression"));
+        CHECK_THAT(refusal(g), Catch::Contains("node '/1/Relu' (NonMaxSuppression) has 1 input where ONNX "
+                                               "NonMaxSuppression (opset 13) takes 2 to 5: not a valid ONNX graph"));
+        g = small_cnn();
+        g.node("/0/Conv")->mutable_input()->DeleteSubrange(1, 2);
+        CHECK_THAT(refusal(g), Catch::Contains("node '/0/Conv' (Conv) has 1 input where ONNX Conv (opset 13) takes 2 to 3"));
+        // The final Softmax (the loss's own) without its input: fuzz_onnx's crash (protobuf's
+        // CHECK on input(0)).
+        g = small_cnn();
+        g.node("/5/Softmax")->clear_input();
+        CHECK_THAT(refusal(g), Catch::Contains("(Softmax) has 0 inputs where ONNX Softmax (opset 13) takes 1"));
+        g = small_cnn();
+        g.node("/1/Relu")->add_output("extra");
+        CHECK_THAT(refusal(g), Catch::Contains("(Relu) has 2 outputs where ONNX Relu (opset 13) takes 1"));
     }
     SECTION("a Reshape shape only known at run time") {
         auto g = small_cnn();

@@ -1,10 +1,36 @@
 #include "workerd/onnx/onnx_graph.h"
 
+#include <onnx/defs/schema.h>
+
+#include <limits>
+
 namespace psrun::onnx_io {
 
 namespace {
 
 Error graph_error(std::string message) { return Error{ErrorCode::kInvalidArgument, std::move(message)}; }
+
+std::string count_range(int low, int high) {
+    if (low == high) return std::to_string(low);
+    if (high == std::numeric_limits<int>::max()) return "at least " + std::to_string(low);
+    return std::to_string(low) + " to " + std::to_string(high);
+}
+
+// The input and output counts ONNX's own schema (libonnx's registry, at the model's opset)
+// allows the node. Operators ONNX does not know pass: the importer refuses them by name when
+// the output needs them.
+Result<void> check_arity(const onnx::NodeProto& node, int index, std::int64_t opset) {
+    const auto* schema = onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset), "");
+    if (schema == nullptr) return {};
+    const auto check = [&](const char* what, int count, int low, int high) -> Result<void> {
+        if (count >= low && count <= high) return {};
+        return tl::unexpected(graph_error(node_label(node, index) + " has " + std::to_string(count) + " " + what +
+                                          (count == 1 ? "" : "s") + " where ONNX " + node.op_type() + " (opset " + std::to_string(opset) +
+                                          ") takes " + count_range(low, high) + ": not a valid ONNX graph"));
+    };
+    if (auto ok = check("input", node.input_size(), schema->min_input(), schema->max_input()); !ok) return ok;
+    return check("output", node.output_size(), schema->min_output(), schema->max_output());
+}
 
 }  // namespace
 
@@ -35,7 +61,7 @@ const std::vector<int>& GraphIndex::readers(const std::string& value) const {
     return it == readers_.end() ? kNone : it->second;
 }
 
-Result<GraphIndex> GraphIndex::build(const onnx::GraphProto& graph) {
+Result<GraphIndex> GraphIndex::build(const onnx::GraphProto& graph, std::int64_t opset) {
     GraphIndex index;
     index.graph_ = &graph;
     if (graph.node_size() > kMaxNodes)
@@ -61,6 +87,7 @@ Result<GraphIndex> GraphIndex::build(const onnx::GraphProto& graph) {
         if (!node.domain().empty() && node.domain() != "ai.onnx")
             return tl::unexpected(graph_error(node_label(node, i) + ": operator domain '" + node.domain() +
                                               "' is not ONNX's: the engine has no such operator"));
+        if (auto ok = check_arity(node, i, opset); !ok) return tl::unexpected(ok.error());
         for (const auto& in : node.input()) {
             if (in.empty()) continue;
             if (in != index.input_->name() && index.initializers_.count(in) == 0 && index.producers_.count(in) == 0)

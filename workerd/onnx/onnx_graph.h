@@ -23,8 +23,10 @@ std::string node_label(const onnx::NodeProto& node, int index);
 class GraphIndex {
 public:
     // Errors (kInvalidArgument, without the "model F: " prefix): duplicate values, another
-    // domain's operators, not exactly one data input and one output, nodes out of order.
-    static Result<GraphIndex> build(const onnx::GraphProto& graph);
+    // domain's operators, not exactly one data input and one output, nodes out of order, a node
+    // with more or fewer inputs or outputs than ONNX's schema for its operator at `opset` allows
+    // (so the importer may read every input the schema requires).
+    static Result<GraphIndex> build(const onnx::GraphProto& graph, std::int64_t opset);
 
     const onnx::GraphProto& graph() const { return *graph_; }
     // The data input (a graph input that is no initializer) and the graph output.

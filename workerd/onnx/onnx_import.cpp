@@ -462,7 +462,7 @@ Result<nn::ModelDescription> import_onnx(std::string_view bytes, std::string_vie
         return make_error(ErrorCode::kInvalidArgument, prefix + "not an ONNX model (no graph or no nodes)");
     auto opset = default_opset(proto);
     if (!opset) return fail(opset.error());
-    auto graph = GraphIndex::build(proto.graph());
+    auto graph = GraphIndex::build(proto.graph(), *opset);
     if (!graph) return fail(graph.error());
     if (auto recorded = recorded_description(proto, *graph, source_name)) return std::move(*recorded);
     Importer importer(*graph, *opset, std::string(source_name));
