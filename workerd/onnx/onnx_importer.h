@@ -1,4 +1,4 @@
-// The ONNX importer's state while it walks a graph (onnx_import.cpp): the description being
+// The ONNX importer's state while it walks a graph (onnx_importer.cpp): the description being
 // built, which ONNX value is which psrun value, what is known at import time
 // (onnx_consts.h), and the initializers' values for the tensors the layers create. Operator
 // kinds see it through nn::OnnxNodeImport (onnx_bridge.h); the fused patterns

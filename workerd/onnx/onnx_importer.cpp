@@ -1,0 +1,270 @@
+// The Importer (onnx_importer.h): shape arithmetic and constants are evaluated at import
+// (onnx_consts.h); fused patterns become one layer (onnx_patterns.cpp); every other node goes
+// to the kind that imports its op type (nn::OpSchema::import_onnx) through NodeView.
+#include "workerd/onnx/onnx_importer.h"
+
+#include "common/utf8.h"
+#include "workerd/nn/op_schema.h"
+#include "workerd/onnx/onnx_node_view.h"
+
+namespace psrun::onnx_io {
+
+namespace {
+
+// The input: float [N, ...] or int64/int32 [N, L] ids; fixed sizes past the batch dim.
+Result<nn::ValueInfo> input_info(const onnx::ValueInfoProto& input) {
+    const std::string where = "input '" + input.name() + "': ";
+    if (!input.type().has_tensor_type())
+        return make_error(ErrorCode::kInvalidArgument, where + "not a tensor");
+    const auto type = input.type().tensor_type().elem_type();
+    nn::ValueInfo info;
+    if (type == onnx::TensorProto::INT64 || type == onnx::TensorProto::INT32) info.type = nn::ElementType::kInt;
+    else if (type != onnx::TensorProto::FLOAT)
+        return make_error(ErrorCode::kInvalidArgument, where + "not a float32 or int64 tensor");
+    const auto& shape = input.type().tensor_type().shape();
+    const int rank = shape.dim_size();
+    if (rank < 2 || rank > 5)
+        return make_error(ErrorCode::kInvalidArgument,
+                          where + "rank " + std::to_string(rank) + ": the engine takes [N, ...] inputs of rank 2 to 5");
+    info.dims.push_back(nn::Dim::batch_times(1));
+    for (int i = 1; i < rank; ++i) {
+        const auto& d = shape.dim(i);
+        if (!d.has_dim_value() || d.dim_value() < 1 || d.dim_value() > nn::kMaxTensorElements)
+            return make_error(ErrorCode::kInvalidArgument,
+                              where + "dimension " + std::to_string(i) +
+                                  " is not a fixed positive size (only the batch dimension may be symbolic)");
+        info.dims.push_back(nn::Dim::of(d.dim_value()));
+    }
+    const auto elements = nn::elements_per_example(info.dims);
+    if (!elements || *elements > nn::kMaxTensorElements) return make_error(ErrorCode::kInvalidArgument, where + "too large");
+    return info;
+}
+
+}  // namespace
+
+Importer::Importer(const GraphIndex& graph, std::int64_t opset, std::string source)
+    : graph_(graph), opset_(opset), source_(std::move(source)) {}
+
+Error Importer::refuse(int node, const std::string& what) const {
+    return Error{ErrorCode::kInvalidArgument, node_label(graph_.graph().node(node), node) + ": " + what};
+}
+
+std::string Importer::unique_name(const std::string& onnx_name) {
+    std::string base;
+    for (const char c : onnx_name.substr(0, 180)) {
+        const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                        c == '-' || c == '.' || c == '/';
+        base += ok ? c : '_';
+    }
+    if (base.empty()) base = "node";
+    std::string name = base;
+    for (int k = 2; names_.count(name) != 0 || (builder_ && builder_->taken(name)); ++k) name = base + "_" + std::to_string(k);
+    names_.insert(name);
+    return name;
+}
+
+const nn::ValueInfo* Importer::info(const std::string& onnx_value) const {
+    const auto it = values_.find(onnx_value);
+    if (it == values_.end()) return nullptr;
+    const auto v = model_.values.find(it->second);
+    return v == model_.values.end() ? nullptr : &v->second;
+}
+
+const Known* Importer::known(const std::string& onnx_value) const {
+    const auto it = known_.find(onnx_value);
+    return it == known_.end() ? nullptr : &it->second;
+}
+
+std::string Importer::slot_tensor(const std::string& onnx_value) {
+    const auto* t = graph_.initializer(onnx_value);
+    if (t == nullptr || t->data_type() != onnx::TensorProto::FLOAT) return "";
+    const auto it = tensor_names_.find(onnx_value);
+    if (it != tensor_names_.end()) return it->second;
+    const std::string name = unique_name(onnx_value);
+    tensor_names_.emplace(onnx_value, name);
+    auto values = read_floats(*t);
+    if (values) initial_[name] = std::move(*values);
+    return name;
+}
+
+Result<std::string> Importer::data_value(const std::string& onnx_value, const std::string& who) {
+    const auto it = values_.find(onnx_value);
+    if (it != values_.end()) return it->second;
+    const auto* init = graph_.initializer(onnx_value);
+    if (init != nullptr && init->data_type() == onnx::TensorProto::FLOAT) {
+        const std::string tensor = slot_tensor(onnx_value);
+        if (initial_.count(tensor) == 0) {
+            auto values = read_floats(*init);
+            if (!values) return tl::unexpected(Error{ErrorCode::kInvalidArgument, who + ": " + values.error().message});
+        }
+        nlohmann::json layer = {{"kind", "parameter"},
+                                {"shape", std::vector<std::int64_t>(init->dims().begin(), init->dims().end())},
+                                {"tensors", {{"value", tensor}}}};
+        auto name = emit(layer, tensor + "_param", who);
+        if (!name) return tl::unexpected(name.error());
+        values_[onnx_value] = *name;
+        return *name;
+    }
+    const Known* k = known(onnx_value);
+    if (k == nullptr && init != nullptr) {
+        auto made = known_from_tensor(*init);
+        if (!made) return tl::unexpected(Error{ErrorCode::kInvalidArgument, who + ": " + made.error().message});
+        known_[onnx_value] = std::move(*made);
+        k = known(onnx_value);
+    }
+    if (k == nullptr)
+        return tl::unexpected(Error{ErrorCode::kInvalidArgument,
+                                    who + ": its input '" + onnx_value + "' is not computed (its producer was not imported)"});
+    nlohmann::json layer = {{"kind", "constant"}, {"type", k->is_float ? "float" : "int"}};
+    if (k->symbolic_dims) {
+        nlohmann::json shape = nlohmann::json::array();
+        for (const auto& d : *k->symbolic_dims) shape.push_back(d.batch ? nlohmann::json(d.to_string()) : nlohmann::json(d.value));
+        layer["shape"] = shape;
+        layer["fill"] = k->fill;
+    } else {
+        layer["shape"] = k->dims;
+        if (k->is_float) {
+            layer["values"] = k->f;
+        } else {
+            std::vector<std::int64_t> ints;
+            for (const auto& d : k->i) {
+                if (d.batch)
+                    return tl::unexpected(Error{ErrorCode::kInvalidArgument,
+                                                who + ": its input '" + onnx_value +
+                                                    "' depends on the batch size, which the engine does not compute at run time"});
+                ints.push_back(d.value);
+            }
+            layer["values"] = ints;
+        }
+    }
+    auto name = emit(layer, onnx_value, who);
+    if (!name) return tl::unexpected(name.error());
+    values_[onnx_value] = *name;
+    return *name;
+}
+
+Result<std::string> Importer::emit(nlohmann::json layer, const std::string& name, const std::string& who) {
+    const std::string unique = names_.count(name) != 0 && !builder_->taken(name) ? name : unique_name(name);
+    layer["name"] = unique;
+    auto node = builder_->add(layer);
+    if (!node) {
+        // The builder's "model F: layer i (kind "name"): " prefix names a layer the user never wrote.
+        std::string message = node.error().message;
+        const std::string prefix = "model " + source_ + ": layer ";
+        if (message.rfind(prefix, 0) == 0) {
+            const auto colon = message.find(": ", prefix.size());  // after "layer I" and " (KIND "NAME")"
+            if (colon != std::string::npos) message = message.substr(colon + 2);
+        }
+        return tl::unexpected(Error{ErrorCode::kInvalidArgument, who + ": " + message});
+    }
+    return (*node)->outputs.front();
+}
+
+Result<void> Importer::import_node(int i) {
+    const auto& node = graph_.graph().node(i);
+    const std::string& op = node.op_type();
+    if (op == "Constant") {
+        auto k = known_from_tensor(find_attribute(node, "value")->t());
+        if (!k) return tl::unexpected(refuse(i, k.error().message));
+        known_[node.output(0)] = std::move(*k);
+        return {};
+    }
+    // Evaluate at import what can be.
+    std::vector<const Known*> inputs;
+    const nn::ValueInfo* shape_of = nullptr;
+    std::vector<Known> from_initializers;
+    from_initializers.reserve(static_cast<std::size_t>(node.input_size()));
+    for (int k = 0; k < node.input_size(); ++k) {
+        const std::string& v = node.input(k);
+        const Known* known_value = v.empty() ? nullptr : known(v);
+        const auto* init = v.empty() ? nullptr : graph_.initializer(v);
+        if (known_value == nullptr && init != nullptr && init->data_type() != onnx::TensorProto::FLOAT) {
+            auto made = known_from_tensor(*init);
+            if (!made) return tl::unexpected(refuse(i, made.error().message));
+            known_[v] = std::move(*made);
+            known_value = known(v);
+        }
+        inputs.push_back(known_value);
+    }
+    if (op == "Shape" && node.input_size() == 1) {
+        shape_of = info(node.input(0));
+        if (shape_of == nullptr) {
+            if (const auto* init = graph_.initializer(node.input(0))) {
+                Known k;
+                k.dims = {init->dims_size()};
+                for (const auto d : init->dims()) k.i.push_back(nn::Dim{d, false});
+                known_[node.output(0)] = k;
+                return {};
+            }
+        }
+    }
+    auto evaluated = evaluate(node, opset_, inputs, shape_of);
+    if (!evaluated) return tl::unexpected(refuse(i, evaluated.error().message));
+    if (*evaluated) {
+        for (std::size_t k = 0; k < (*evaluated)->size() && static_cast<int>(k) < node.output_size(); ++k)
+            known_[node.output(static_cast<int>(k))] = std::move((**evaluated)[k]);
+        return {};
+    }
+    auto pattern = import_pattern(*this, i);
+    if (!pattern) return tl::unexpected(pattern.error());
+    if (*pattern) return {};
+    const nn::OpSchema* schema = nn::find_onnx_importer(op);
+    if (schema == nullptr || schema->import_onnx == nullptr)
+        return tl::unexpected(refuse(i, "the engine has no operator for ONNX " + op));
+    NodeView view(*this, i);
+    if (auto ok = schema->import_onnx(view); !ok) return tl::unexpected(ok.error());
+    for (int k = 0; k < node.output_size(); ++k) {
+        const std::string& out = node.output(k);
+        if (out.empty() || values_.count(out) != 0) continue;
+        bool read = out == graph_.output();
+        for (const int r : graph_.readers(out)) read = read || graph_.needed(r);
+        if (read) return tl::unexpected(refuse(i, "output " + std::to_string(k) + " ('" + out + "') is not supported"));
+    }
+    return {};
+}
+
+Result<nn::ModelDescription> Importer::run(const std::string& name, const std::string& description) {
+    auto input = input_info(graph_.input());
+    if (!input) return tl::unexpected(input.error());
+    // JSON holds them (checkpoint manifests, the description an export embeds).
+    model_.name = valid_utf8(name);
+    model_.description = valid_utf8(description);
+    model_.input = *input;
+    model_.input_name = unique_name(graph_.input().name());
+    builder_ = std::make_unique<nn::GraphBuilder>(model_, "model " + source_);
+    values_[graph_.input().name()] = model_.input_name;
+    if (auto ok = claim_rnn_weights(*this); !ok) return tl::unexpected(ok.error());
+    // A final Softmax or LogSoftmax is the loss's own: the output is its input (the logits).
+    std::string output = graph_.output();
+    const int last = graph_.producer(output);
+    const auto& nodes = graph_.graph();
+    if (last >= 0 && (nodes.node(last).op_type() == "Softmax" || nodes.node(last).op_type() == "LogSoftmax")) {
+        output = nodes.node(last).input(0);
+        consume(last);
+    }
+    for (int i = 0; i < nodes.node_size(); ++i) {
+        if (!graph_.needed(i) || consumed(i)) continue;
+        if (auto ok = import_node(i); !ok) return tl::unexpected(ok.error());
+    }
+    const auto out = values_.find(output);
+    if (out == values_.end())
+        return make_error(ErrorCode::kInvalidArgument, "the output '" + output + "' is not computed by the imported layers");
+    const nn::ValueInfo& logits = model_.value(out->second);
+    model_.classes = logits.rank() == 2 ? logits.dims[1].value : 0;
+    if (auto ok = builder_->finish(out->second); !ok) return tl::unexpected(ok.error());
+    std::vector<float> params(static_cast<std::size_t>(model_.parameter_count), 0.0f);
+    for (const auto& t : model_.tensors) {
+        const auto it = initial_.find(t.name);
+        if (it == initial_.end())
+            return make_error(ErrorCode::kInvalidArgument, "tensor " + t.name + " has no initializer to start from");
+        if (static_cast<std::int64_t>(it->second.size()) != t.size)
+            return make_error(ErrorCode::kInvalidArgument, "initializer '" + t.name + "' holds " +
+                                                               std::to_string(it->second.size()) + " values where " +
+                                                               std::to_string(t.size) + " are needed");
+        std::copy(it->second.begin(), it->second.end(), params.begin() + t.offset);
+    }
+    model_.initial_parameters = std::make_shared<const std::vector<float>>(std::move(params));
+    return std::move(model_);
+}
+
+}  // namespace psrun::onnx_io
