@@ -11,8 +11,6 @@
 namespace psrun {
 namespace {
 
-tl::unexpected<Error> invalid(const std::string& what) { return make_error(ErrorCode::kInvalidArgument, what); }
-
 std::string number(double v) {
     char buf[32];
     auto [end, ec] = std::to_chars(buf, buf + sizeof buf, static_cast<float>(v));
@@ -82,45 +80,45 @@ float LrSchedule::rate_at(float base_rate, std::uint64_t t) const {
 Result<void> LrSchedule::validate() const {
     const std::string k = std::string(psrun::to_string(kind)) + ": ";
     const std::string max_steps = std::to_string(kMaxLrSteps);
-    if (warmup_steps > kMaxLrSteps) return invalid(k + "warmup must be in 0.." + max_steps);
-    if (!finite_in(warmup_start, 0.0f, 1.0f)) return invalid(k + "warmup_start must be in [0, 1] (a factor of the rate)");
+    if (warmup_steps > kMaxLrSteps) return invalid_argument(k + "warmup must be in 0.." + max_steps);
+    if (!finite_in(warmup_start, 0.0f, 1.0f)) return invalid_argument(k + "warmup_start must be in [0, 1] (a factor of the rate)");
     switch (kind) {
         case LrScheduleKind::kConstant: return {};
         case LrScheduleKind::kExponential:
-            if (!(finite_in(decay_rate, 0.0f, 1.0f) && decay_rate > 0.0f)) return invalid(k + "rate must be in (0, 1]");
-            if (decay_steps < 1 || decay_steps > kMaxLrSteps) return invalid(k + "steps must be in 1.." + max_steps);
+            if (!(finite_in(decay_rate, 0.0f, 1.0f) && decay_rate > 0.0f)) return invalid_argument(k + "rate must be in (0, 1]");
+            if (decay_steps < 1 || decay_steps > kMaxLrSteps) return invalid_argument(k + "steps must be in 1.." + max_steps);
             return {};
         case LrScheduleKind::kPiecewise:
             if (boundaries.empty() || boundaries.size() > kMaxLrBoundaries)
-                return invalid(k + "boundaries must list 1.." + std::to_string(kMaxLrBoundaries) + " steps");
+                return invalid_argument(k + "boundaries must list 1.." + std::to_string(kMaxLrBoundaries) + " steps");
             for (std::size_t i = 0; i < boundaries.size(); ++i)
                 if (boundaries[i] > kMaxLrSteps || (i > 0 && boundaries[i] <= boundaries[i - 1]))
-                    return invalid(k + "boundaries must be strictly increasing steps in 0.." + max_steps);
+                    return invalid_argument(k + "boundaries must be strictly increasing steps in 0.." + max_steps);
             if (values.size() != boundaries.size() + 1)
-                return invalid(k + "values must list one rate more than boundaries (" +
+                return invalid_argument(k + "values must list one rate more than boundaries (" +
                                std::to_string(boundaries.size() + 1) + "), got " + std::to_string(values.size()));
             for (float v : values)
-                if (!(std::isfinite(v) && v > 0.0f)) return invalid(k + "values must be finite rates > 0");
+                if (!(std::isfinite(v) && v > 0.0f)) return invalid_argument(k + "values must be finite rates > 0");
             return {};
         case LrScheduleKind::kCosine:
-            if (cosine_steps < 1 || cosine_steps > kMaxLrSteps) return invalid(k + "steps must be in 1.." + max_steps);
-            if (!finite_in(alpha, 0.0f, 1.0f)) return invalid(k + "alpha must be in [0, 1] (the floor, a factor of the rate)");
+            if (cosine_steps < 1 || cosine_steps > kMaxLrSteps) return invalid_argument(k + "steps must be in 1.." + max_steps);
+            if (!finite_in(alpha, 0.0f, 1.0f)) return invalid_argument(k + "alpha must be in [0, 1] (the floor, a factor of the rate)");
             return {};
         case LrScheduleKind::kOneCycle: {
-            if (total_steps < 3 || total_steps > kMaxLrSteps) return invalid(k + "total must be in 3.." + max_steps);
+            if (total_steps < 3 || total_steps > kMaxLrSteps) return invalid_argument(k + "total must be in 3.." + max_steps);
             if (!(finite_in(pct_start, 0.0f, 1.0f) && pct_start > 0.0f && pct_start < 1.0f))
-                return invalid(k + "pct must be in (0, 1)");
+                return invalid_argument(k + "pct must be in (0, 1)");
             const double rise = static_cast<double>(pct_start) * static_cast<double>(total_steps);
             if (rise < 2.0 || static_cast<double>(total_steps) - rise < 1.0)
-                return invalid(k + "pct * total must be at least 2 updates and leave at least 1 to anneal, got " +
+                return invalid_argument(k + "pct * total must be at least 2 updates and leave at least 1 to anneal, got " +
                                number(rise));
-            if (!(std::isfinite(div_factor) && div_factor >= 1.0f)) return invalid(k + "div must be a finite number >= 1");
+            if (!(std::isfinite(div_factor) && div_factor >= 1.0f)) return invalid_argument(k + "div must be a finite number >= 1");
             if (!(std::isfinite(final_div_factor) && final_div_factor >= 1.0f))
-                return invalid(k + "final_div must be a finite number >= 1");
+                return invalid_argument(k + "final_div must be a finite number >= 1");
             return {};
         }
     }
-    return invalid("unknown learning-rate schedule kind " + std::to_string(static_cast<int>(kind)));
+    return invalid_argument("unknown learning-rate schedule kind " + std::to_string(static_cast<int>(kind)));
 }
 
 std::string LrSchedule::to_string() const {

@@ -12,8 +12,6 @@
 namespace psrun {
 namespace {
 
-tl::unexpected<Error> invalid(const std::string& what) { return make_error(ErrorCode::kInvalidArgument, what); }
-
 constexpr std::string_view kKinds = "constant, exponential, piecewise, cosine, onecycle";
 
 std::optional<LrScheduleKind> kind_named(std::string_view name) {
@@ -48,7 +46,7 @@ Result<std::uint64_t> whole(std::string_view where, std::string_view text) {
     std::uint64_t v = 0;
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
     if (ec != std::errc() || end != text.data() + text.size() || v > kMaxLrSteps)
-        return invalid(std::string(where) + "='" + std::string(text) + "' is not a whole number of steps in 0.." +
+        return invalid_argument(std::string(where) + "='" + std::string(text) + "' is not a whole number of steps in 0.." +
                        std::to_string(kMaxLrSteps));
     return v;
 }
@@ -57,7 +55,7 @@ Result<float> real(std::string_view where, std::string_view text) {
     float v = 0;
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
     if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v))
-        return invalid(std::string(where) + "='" + std::string(text) + "' is not a finite number");
+        return invalid_argument(std::string(where) + "='" + std::string(text) + "' is not a finite number");
     return v;
 }
 
@@ -68,42 +66,42 @@ Result<LrSchedule> parse_lr_schedule(std::string_view text) {
     const std::string_view name = text.substr(0, colon);
     const auto kind = kind_named(name);
     if (!kind)
-        return invalid("unknown learning-rate schedule '" + std::string(name) + "': use one of " + std::string(kKinds));
+        return invalid_argument("unknown learning-rate schedule '" + std::string(name) + "': use one of " + std::string(kKinds));
     const std::string k = std::string(name) + ": ";
     const auto allowed = fields_of(*kind);
     // FIELD=V[,V...] items separated by ',' or ';': an item without '=' continues the field before.
     std::map<std::string, std::vector<std::string_view>> fields;
     std::string current;
     std::string_view rest = colon == std::string_view::npos ? std::string_view() : text.substr(colon + 1);
-    if (colon != std::string_view::npos && rest.empty()) return invalid(k + "nothing after ':' (drop the ':' or add FIELD=VALUE)");
+    if (colon != std::string_view::npos && rest.empty()) return invalid_argument(k + "nothing after ':' (drop the ':' or add FIELD=VALUE)");
     while (!rest.empty()) {
         const auto cut = rest.find_first_of(",;");
         const std::string_view item = rest.substr(0, cut);
         rest = cut == std::string_view::npos ? std::string_view() : rest.substr(cut + 1);
-        if (item.empty()) return invalid(k + "empty item (two separators in a row, or one at the end)");
-        if (cut != std::string_view::npos && rest.empty()) return invalid(k + "empty item at the end");
+        if (item.empty()) return invalid_argument(k + "empty item (two separators in a row, or one at the end)");
+        if (cut != std::string_view::npos && rest.empty()) return invalid_argument(k + "empty item at the end");
         const auto eq = item.find('=');
         if (eq == std::string_view::npos) {
-            if (current.empty()) return invalid(k + "'" + std::string(item) + "' is not FIELD=VALUE");
+            if (current.empty()) return invalid_argument(k + "'" + std::string(item) + "' is not FIELD=VALUE");
             fields[current].push_back(item);
             continue;
         }
         current = std::string(item.substr(0, eq));
         if (!allowed.count(current))
-            return invalid(k + "unknown field '" + current + "': allowed: " + join(allowed));
-        if (fields.count(current)) return invalid(k + "field '" + current + "' given twice");
-        if (eq + 1 == item.size()) return invalid(k + current + " has no value");
+            return invalid_argument(k + "unknown field '" + current + "': allowed: " + join(allowed));
+        if (fields.count(current)) return invalid_argument(k + "field '" + current + "' given twice");
+        if (eq + 1 == item.size()) return invalid_argument(k + current + " has no value");
         fields[current].push_back(item.substr(eq + 1));
     }
     auto scalar = [&](const std::string& f) -> Result<std::optional<std::string_view>> {
         auto it = fields.find(f);
         if (it == fields.end()) return std::optional<std::string_view>();
         if (it->second.size() != 1)
-            return invalid(k + f + " takes one value, got " + std::to_string(it->second.size()));
+            return invalid_argument(k + f + " takes one value, got " + std::to_string(it->second.size()));
         return std::optional<std::string_view>(it->second.front());
     };
     auto need = [&](const std::string& f) -> Result<void> {
-        if (!fields.count(f)) return invalid(k + f + " is required (fields: " + join(allowed) + ")");
+        if (!fields.count(f)) return invalid_argument(k + f + " is required (fields: " + join(allowed) + ")");
         return {};
     };
     LrSchedule s;
@@ -138,7 +136,7 @@ Result<LrSchedule> parse_lr_schedule(std::string_view text) {
             steps.insert(steps.end(), {need("boundaries"), need("values")});
             if (fields.count("boundaries") && fields.count("values")) {
                 if (fields["boundaries"].size() > kMaxLrBoundaries)
-                    return invalid(k + "boundaries must list 1.." + std::to_string(kMaxLrBoundaries) + " steps");
+                    return invalid_argument(k + "boundaries must list 1.." + std::to_string(kMaxLrBoundaries) + " steps");
                 for (auto b : fields["boundaries"]) {
                     auto n = whole(k + "boundaries", b);
                     if (!n) return tl::unexpected(n.error());
@@ -170,19 +168,19 @@ Result<LrSchedule> lr_schedule_from_flags(std::string_view text, std::int64_t wa
     LrSchedule s;
     if (!text.empty()) {
         auto parsed = parse_lr_schedule(text);
-        if (!parsed) return invalid("--lr-schedule " + parsed.error().message);
+        if (!parsed) return invalid_argument("--lr-schedule " + parsed.error().message);
         s = *parsed;
     }
     if (warmup_steps < 0 || static_cast<std::uint64_t>(warmup_steps) > kMaxLrSteps)
-        return invalid("--lr-warmup-steps must be in 0.." + std::to_string(kMaxLrSteps));
+        return invalid_argument("--lr-warmup-steps must be in 0.." + std::to_string(kMaxLrSteps));
     if (warmup_steps > 0) {
         if (s.warmup_steps != 0 && s.warmup_steps != static_cast<std::uint64_t>(warmup_steps))
-            return invalid("--lr-warmup-steps " + std::to_string(warmup_steps) + " and --lr-schedule warmup=" +
+            return invalid_argument("--lr-warmup-steps " + std::to_string(warmup_steps) + " and --lr-schedule warmup=" +
                            std::to_string(s.warmup_steps) + " disagree: give the warm-up once");
         s.warmup_steps = static_cast<std::uint64_t>(warmup_steps);
     }
     if (decay_steps > 0 && decay_rate != 1.0f && s.kind != LrScheduleKind::kConstant)
-        return invalid("--lr-schedule " + std::string(to_string(s.kind)) +
+        return invalid_argument("--lr-schedule " + std::string(to_string(s.kind)) +
                        " and --lr-decay-rate/--lr-decay-steps both set the decay: use one (--lr-decay-rate R "
                        "--lr-decay-steps N is --lr-schedule exponential:rate=R,steps=N)");
     return s;
@@ -208,12 +206,12 @@ bool is_json_count(const nlohmann::json& j) {
 
 Result<LrSchedule> lr_schedule_from_json(const nlohmann::json& j) {
     if (!j.is_object() || !j.contains("kind") || !j["kind"].is_string())
-        return invalid("learning-rate schedule record: expected an object with a \"kind\" string");
+        return invalid_argument("learning-rate schedule record: expected an object with a \"kind\" string");
     const auto kind = kind_named(j["kind"].get<std::string>());
-    if (!kind) return invalid("learning-rate schedule record: unknown kind '" + j["kind"].get<std::string>() + "'");
+    if (!kind) return invalid_argument("learning-rate schedule record: unknown kind '" + j["kind"].get<std::string>() + "'");
     const auto allowed = fields_of(*kind);
     for (const auto& [key, value] : j.items())
-        if (key != "kind" && !allowed.count(key)) return invalid("learning-rate schedule record: unknown field '" + key + "'");
+        if (key != "kind" && !allowed.count(key)) return invalid_argument("learning-rate schedule record: unknown field '" + key + "'");
     LrSchedule s;
     s.kind = *kind;
     bool ok = true;
@@ -240,7 +238,7 @@ Result<LrSchedule> lr_schedule_from_json(const nlohmann::json& j) {
     if (*kind == LrScheduleKind::kPiecewise) {
         if (!j.contains("boundaries") || !j["boundaries"].is_array() || j["boundaries"].size() > kMaxLrBoundaries ||
             !j.contains("values") || !j["values"].is_array() || j["values"].size() > kMaxLrBoundaries + 1)
-            return invalid("learning-rate schedule record: piecewise needs boundaries and values arrays");
+            return invalid_argument("learning-rate schedule record: piecewise needs boundaries and values arrays");
         for (const auto& b : j["boundaries"]) {
             if (!is_json_count(b)) ok = false;
             else s.boundaries.push_back(b.get<std::uint64_t>());
@@ -250,8 +248,8 @@ Result<LrSchedule> lr_schedule_from_json(const nlohmann::json& j) {
             else s.values.push_back(v.get<float>());
         }
     }
-    if (!ok) return invalid("learning-rate schedule record: a field has the wrong type");
-    if (auto valid = s.validate(); !valid) return invalid("learning-rate schedule record: " + valid.error().message);
+    if (!ok) return invalid_argument("learning-rate schedule record: a field has the wrong type");
+    if (auto valid = s.validate(); !valid) return invalid_argument("learning-rate schedule record: " + valid.error().message);
     return s;
 }
 

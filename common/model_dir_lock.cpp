@@ -17,21 +17,16 @@
 #include <sstream>
 #include <vector>
 
+#include "common/text_file.h"
+
 namespace psrun {
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string read_text(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
 std::string boot_id() {
-    std::string id = read_text("/proc/sys/kernel/random/boot_id");
+    std::string id = read_text_file("/proc/sys/kernel/random/boot_id");
     while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
     return id;
 }
@@ -39,7 +34,7 @@ std::string boot_id() {
 // Field 22 of /proc/<pid>/stat (start time in clock ticks since boot), or 0 when the process is
 // gone or a zombie (state Z or X: it exited and only waits to be reaped).
 std::uint64_t start_ticks(long pid) {
-    const std::string stat = read_text("/proc/" + std::to_string(pid) + "/stat");
+    const std::string stat = read_text_file("/proc/" + std::to_string(pid) + "/stat");
     const auto close = stat.rfind(')');  // the command name may hold spaces and parentheses
     if (close == std::string::npos) return 0;
     std::istringstream rest(stat.substr(close + 2));
@@ -114,7 +109,7 @@ std::vector<Member> read_members(const std::string& members_dir, const std::stri
         if (name.find(".tmp.") != std::string::npos) continue;
         Member m;
         m.path = entry.path().string();
-        m.info = json::parse(read_text(m.path), nullptr, false);
+        m.info = json::parse(read_text_file(m.path), nullptr, false);
         if (!m.info.is_object() || m.info.value("run_id", "") != run_id) continue;
         struct stat st {};
         if (::stat(m.path.c_str(), &st) != 0) continue;
@@ -195,7 +190,7 @@ Result<std::unique_ptr<ModelDirLock>> ModelDirLock::acquire(const std::string& m
             spdlog::info("model dir {}: held by run {} from now on ({})", model_dir, me.run_id, me.role);
             break;
         }
-        const std::string text = read_text(lock_path);
+        const std::string text = read_text_file(lock_path);
         const json held = json::parse(text, nullptr, false);
         if (held.is_object() && held.value("run_id", "") == me.run_id) {
             spdlog::info("model dir {}: joined run {} as {}", model_dir, me.run_id, me.role);
@@ -217,7 +212,7 @@ Result<std::unique_ptr<ModelDirLock>> ModelDirLock::acquire(const std::string& m
         // The holder is gone: move its lock aside, check that it is still the one we judged, take over.
         const std::string aside = lock_path + ".gone." + this_host() + "." + std::to_string(::getpid());
         if (::rename(lock_path.c_str(), aside.c_str()) != 0) continue;  // someone else moved it
-        if (read_text(aside) != text) {  // a new holder appeared in between: put its lock back
+        if (read_text_file(aside) != text) {  // a new holder appeared in between: put its lock back
             if (::link(aside.c_str(), lock_path.c_str()) != 0) spdlog::warn("{}: could not restore", lock_path);
             ::unlink(aside.c_str());
             continue;
@@ -253,7 +248,7 @@ ModelDirLock::~ModelDirLock() {
     bool others = false;
     for (const auto& m : read_members(dir_ + "/members", me_.run_id, mtime_of(dir_), options_.lease))
         others = others || (m.live && m.path != member_path_);
-    const json held = json::parse(read_text(dir_ + "/run.lock"), nullptr, false);
+    const json held = json::parse(read_text_file(dir_ + "/run.lock"), nullptr, false);
     if (!others && held.is_object() && held.value("run_id", "") == me_.run_id) ::unlink((dir_ + "/run.lock").c_str());
 }
 
@@ -269,7 +264,7 @@ void ModelDirLock::refresh_loop() {
 void ModelDirLock::refresh_once() {
     if (::utimensat(AT_FDCWD, member_path_.c_str(), nullptr, 0) != 0 && errno == ENOENT)
         spdlog::warn("model dir lock: {} disappeared; this process no longer counts as a live member", member_path_);
-    const json held = json::parse(read_text(dir_ + "/run.lock"), nullptr, false);
+    const json held = json::parse(read_text_file(dir_ + "/run.lock"), nullptr, false);
     if (held.is_object() && held.value("run_id", "") != me_.run_id && !lost_.exchange(true))
         spdlog::error("model dir {} was taken over by run {} (this run {} was silent longer than the {:.0f} s lease): "
                       "this run must not write it any more",

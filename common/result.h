@@ -36,6 +36,14 @@ using Result = tl::expected<T, Error>;
 [[nodiscard]] inline tl::unexpected<Error> make_error(ErrorCode code, std::string message) {
     return tl::unexpected<Error>(Error{code, std::move(message)});
 }
+// The two errors parsers return most: bad input (kInvalidArgument), a peer breaking the wire
+// protocol (kProtocol).
+[[nodiscard]] inline tl::unexpected<Error> invalid_argument(std::string message) {
+    return make_error(ErrorCode::kInvalidArgument, std::move(message));
+}
+[[nodiscard]] inline tl::unexpected<Error> protocol_error(std::string message) {
+    return make_error(ErrorCode::kProtocol, std::move(message));
+}
 
 // Thrown for a usage or configuration error; main() turns it into exit code 2.
 class UsageError : public std::runtime_error {

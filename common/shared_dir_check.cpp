@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "common/model_dir_lock.h"
+#include "common/text_file.h"
 
 namespace psrun {
 namespace {
@@ -19,13 +20,6 @@ const char* const kFix =
     "every psd and the chief must see one directory at the model dir's path, or checkpoint shards land on "
     "different disks: put --model-dir on a file system every node shares (not $TMPDIR or a node-local scratch "
     "disk)";
-
-std::string read_text(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
 
 Result<void> write_text(const std::string& path, const std::string& text) {
     std::error_code ec;
@@ -74,7 +68,7 @@ Result<void> verify_shared_model_dir(PsClient& client, const std::string& model_
     }
     for (std::uint32_t i = 0; i < client.layout().num_shards; ++i) {
         const std::string ps_file = check_dir(dir) + "/ps-" + std::to_string(i) + "." + *nonce;
-        if (read_text(ps_file) != *nonce) {
+        if (read_text_file(ps_file) != *nonce) {
             cleanup();
             return make_error(ErrorCode::kInvalidArgument,
                               "ps " + std::to_string(i) + " wrote its proof into what it sees as the model dir, but " +
@@ -91,7 +85,7 @@ Result<void> answer_dir_check(const std::string& own_view, const std::string& ch
     const std::string view = own_view.empty() ? chief_dir : absolute(own_view);
     const std::string chief_file = check_dir(view) + "/chief." + nonce;
     const std::string who = "ps " + std::to_string(ps_index) + " on host " + this_host();
-    const std::string seen = read_text(chief_file);
+    const std::string seen = read_text_file(chief_file);
     if (seen != nonce) {
         std::error_code ec;
         const bool exists = fs::exists(view, ec);

@@ -15,8 +15,8 @@
 namespace psrun {
 namespace {
 
-constexpr char kMagic[8] = {'P', 'S', 'R', 'U', 'N', 'T', 'F', '1'};
-constexpr char kEnd[8] = {'P', 'S', 'R', 'U', 'N', 'E', 'N', 'D'};
+using tensor_file_format::kEnd;
+using tensor_file_format::kMagic;
 
 template <class T>
 void put(std::string& out, T value) {

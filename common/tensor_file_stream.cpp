@@ -15,8 +15,8 @@
 namespace psrun {
 namespace {
 
-constexpr char kMagic[8] = {'P', 'S', 'R', 'U', 'N', 'T', 'F', '1'};
-constexpr char kEnd[8] = {'P', 'S', 'R', 'U', 'N', 'E', 'N', 'D'};
+using tensor_file_format::kEnd;
+using tensor_file_format::kMagic;
 constexpr std::size_t kBufferBytes = 1 << 20;
 
 std::span<const std::byte> bytes_of(const void* data, std::size_t n) {

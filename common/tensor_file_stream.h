@@ -15,6 +15,13 @@
 
 namespace psrun {
 
+// The framing both the whole-file reader (tensor_file.h) and the stream share: these 8 bytes
+// open and close every tensor file.
+namespace tensor_file_format {
+inline constexpr char kMagic[8] = {'P', 'S', 'R', 'U', 'N', 'T', 'F', '1'};
+inline constexpr char kEnd[8] = {'P', 'S', 'R', 'U', 'N', 'E', 'N', 'D'};
+}  // namespace tensor_file_format
+
 class TensorFileWriter {
 public:
     // Creates (truncates) `path`, mode 0644. kIo naming the path and the system error.

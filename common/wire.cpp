@@ -11,8 +11,6 @@
 namespace psrun::wire {
 namespace {
 
-tl::unexpected<Error> bad(const std::string& what) { return make_error(ErrorCode::kProtocol, what); }
-
 std::uint32_t crc_of(std::string_view bytes) {
     return static_cast<std::uint32_t>(
         crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(bytes.size())));
@@ -71,7 +69,7 @@ std::string encode_header(const Header& h) {
 
 Result<Header> decode_header(std::string_view bytes) {
     if (bytes.size() < kFixedHeaderSize)
-        return bad("header frame has " + std::to_string(bytes.size()) + " bytes, expected at least 48");
+        return protocol_error("header frame has " + std::to_string(bytes.size()) + " bytes, expected at least 48");
     Decoder d(bytes);
     std::uint32_t magic = 0, count = 0, crc = 0;
     std::uint16_t version = 0;
@@ -88,37 +86,37 @@ Result<Header> decode_header(std::string_view bytes) {
     d.get64(h.aux);
     d.get32(count);
     d.get32(crc);
-    if (magic != kMagic) return bad("bad magic: not a psrun message");
+    if (magic != kMagic) return protocol_error("bad magic: not a psrun message");
     if (version != kVersion)
-        return bad("protocol version " + std::to_string(version) + ", this build speaks " +
+        return protocol_error("protocol version " + std::to_string(version) + ", this build speaks " +
                    std::to_string(kVersion) + ": run the same psrun build everywhere");
-    if (type == 0 || type > kMaxMessageType) return bad("unknown message type " + std::to_string(type));
-    if (role > kMaxRole) return bad("unknown sender role " + std::to_string(role));
-    if ((h.flags & ~kKnownFlags) != 0) return bad("unknown header flags");
+    if (type == 0 || type > kMaxMessageType) return protocol_error("unknown message type " + std::to_string(type));
+    if (role > kMaxRole) return protocol_error("unknown sender role " + std::to_string(role));
+    if ((h.flags & ~kKnownFlags) != 0) return protocol_error("unknown header flags");
     const bool shm_push = (h.flags & kFlagShm) && (type == static_cast<std::uint8_t>(MessageType::kPush) ||
                                                    type == static_cast<std::uint8_t>(MessageType::kPushPull));
     const bool rejoined = (h.flags & kFlagRejoined) && role == static_cast<std::uint8_t>(Role::kPs);
     if (shm_push ? h.aux > kMaxShmRegion : (h.aux != 0 && !rejoined))
-        return bad(shm_push ? "shared-memory gradient region out of range" : "header field 'aux' is not zero");
-    if (count > kMaxFrames) return bad("too many payload frames: " + std::to_string(count));
+        return protocol_error(shm_push ? "shared-memory gradient region out of range" : "header field 'aux' is not zero");
+    if (count > kMaxFrames) return protocol_error("too many payload frames: " + std::to_string(count));
     if (bytes.size() != kFixedHeaderSize + kFrameDescriptorSize * count)
-        return bad("header frame size does not match its frame count");
+        return protocol_error("header frame size does not match its frame count");
     const std::uint32_t want = crc_of(bytes.substr(0, kCrcOffset)) ^ crc_of(bytes.substr(kFixedHeaderSize));
-    if (crc != want) return bad("header checksum mismatch");
+    if (crc != want) return protocol_error("header checksum mismatch");
     h.type = static_cast<MessageType>(type);
     h.role = static_cast<Role>(role);
     h.frames.resize(count);
     for (auto& f : h.frames) {
         d.get32(f.id);
         d.get32(f.bytes);
-        if (f.id == kBodyFrame && f.bytes > kMaxBodyBytes) return bad("body frame too large");
+        if (f.id == kBodyFrame && f.bytes > kMaxBodyBytes) return protocol_error("body frame too large");
         if (is_row_frame(f.id) &&
             ((f.id & 0x7F000000u) != 0 || row_part(f.id) > RowPart::kValues || row_tensor(f.id) >= kMaxTensors))
-            return bad("bad row frame id " + std::to_string(f.id));
+            return protocol_error("bad row frame id " + std::to_string(f.id));
         if ((h.flags & kFlagShm) && !is_row_frame(f.id))
-            return bad("a shared-memory message carries no slice or body frames (row frames only)");
+            return protocol_error("a shared-memory message carries no slice or body frames (row frames only)");
     }
-    if (!d.ok()) return bad("truncated header");
+    if (!d.ok()) return protocol_error("truncated header");
     return h;
 }
 
@@ -130,11 +128,11 @@ std::size_t dense_frame_count(const Header& header) {
 
 Result<void> check_frames(const Header& header, std::span<const std::size_t> frame_sizes) {
     if (frame_sizes.size() != header.frames.size())
-        return bad("header announces " + std::to_string(header.frames.size()) + " payload frames, got " +
+        return protocol_error("header announces " + std::to_string(header.frames.size()) + " payload frames, got " +
                    std::to_string(frame_sizes.size()));
     for (std::size_t i = 0; i < frame_sizes.size(); ++i)
         if (frame_sizes[i] != header.frames[i].bytes)
-            return bad("payload frame " + std::to_string(i) + " has " + std::to_string(frame_sizes[i]) +
+            return protocol_error("payload frame " + std::to_string(i) + " has " + std::to_string(frame_sizes[i]) +
                        " bytes, header says " + std::to_string(header.frames[i].bytes));
     return {};
 }

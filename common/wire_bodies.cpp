@@ -11,8 +11,6 @@
 namespace psrun::wire {
 namespace {
 
-tl::unexpected<Error> bad(const std::string& what) { return make_error(ErrorCode::kProtocol, what); }
-
 constexpr std::uint32_t kMaxRank = 8;
 
 }  // namespace
@@ -38,42 +36,42 @@ std::string encode_tensors(const std::vector<TensorSpec>& tensors) {
 Result<std::vector<TensorSpec>> decode_tensors(std::string_view bytes) {
     Decoder d(bytes);
     std::uint32_t n = 0;
-    if (!d.get32(n) || n == 0 || n > kMaxTensors) return bad("bad tensor count");
+    if (!d.get32(n) || n == 0 || n > kMaxTensors) return protocol_error("bad tensor count");
     std::vector<TensorSpec> out(n);
     for (auto& t : out) {
         std::uint8_t rank = 0;
         if (!d.get_string16(t.name) || !d.get8(rank) || rank == 0 || rank > kMaxRank)
-            return bad("bad tensor entry");
+            return protocol_error("bad tensor entry");
         t.shape.resize(rank);
         std::uint64_t elements = 1;
         for (auto& dim : t.shape) {
-            if (!d.get32(dim) || dim == 0) return bad("bad tensor dimension");
-            if (elements > kMaxRowsElements / dim) return bad("tensor '" + t.name + "' is too large");
+            if (!d.get32(dim) || dim == 0) return protocol_error("bad tensor dimension");
+            if (elements > kMaxRowsElements / dim) return protocol_error("tensor '" + t.name + "' is too large");
             elements *= dim;
         }
         std::uint8_t cls = 0, kind = 0;
-        if (!d.get8(cls) || !d.get8(kind)) return bad("truncated tensor entry");
-        if (cls > static_cast<std::uint8_t>(TensorClass::kState)) return bad("tensor '" + t.name + "' has an unknown class");
-        if (kind > static_cast<std::uint8_t>(TensorKind::kRows)) return bad("tensor '" + t.name + "' has an unknown kind");
+        if (!d.get8(cls) || !d.get8(kind)) return protocol_error("truncated tensor entry");
+        if (cls > static_cast<std::uint8_t>(TensorClass::kState)) return protocol_error("tensor '" + t.name + "' has an unknown class");
+        if (kind > static_cast<std::uint8_t>(TensorKind::kRows)) return protocol_error("tensor '" + t.name + "' has an unknown kind");
         t.tensor_class = static_cast<TensorClass>(cls);
         t.kind = static_cast<TensorKind>(kind);
         if (!t.rows()) {
-            if (elements > kMaxDenseElements) return bad("tensor '" + t.name + "' is too large");
+            if (elements > kMaxDenseElements) return protocol_error("tensor '" + t.name + "' is too large");
             continue;
         }
         std::uint8_t init = 0;
         if (!d.get8(init) || !d.get_float(t.row_init.scale) || !d.get64(t.row_init.seed))
-            return bad("truncated row initializer");
-        if (init > kMaxRowInitKind) return bad("tensor '" + t.name + "' has an unknown row initializer");
+            return protocol_error("truncated row initializer");
+        if (init > kMaxRowInitKind) return protocol_error("tensor '" + t.name + "' has an unknown row initializer");
         t.row_init.kind = static_cast<RowInitKind>(init);
         if (!std::isfinite(t.row_init.scale) || t.row_init.scale < 0.0f)
-            return bad("tensor '" + t.name + "': row initializer scale must be finite and >= 0");
+            return protocol_error("tensor '" + t.name + "': row initializer scale must be finite and >= 0");
         if (rank != 2 || t.shape[1] > kMaxRowWidth)
-            return bad("rows tensor '" + t.name + "' must have shape [num_rows, width] with width <= " +
+            return protocol_error("rows tensor '" + t.name + "' must have shape [num_rows, width] with width <= " +
                        std::to_string(kMaxRowWidth));
-        if (t.state()) return bad("rows tensor '" + t.name + "' cannot be a state tensor");
+        if (t.state()) return protocol_error("rows tensor '" + t.name + "' cannot be a state tensor");
     }
-    if (d.remaining() != 0) return bad("trailing bytes after tensor list");
+    if (d.remaining() != 0) return protocol_error("trailing bytes after tensor list");
     return out;
 }
 
@@ -87,11 +85,11 @@ std::string encode_hello(const Hello& hello) {
 Result<Hello> decode_hello(std::string_view bytes) {
     Decoder d(bytes);
     Hello out;
-    if (!d.get_string16(out.model.name) || !d.get_string16(out.model.hash)) return bad("truncated HELLO model");
-    if (out.model.name.empty() || out.model.name.size() > kMaxModelNameBytes) return bad("bad HELLO model name");
+    if (!d.get_string16(out.model.name) || !d.get_string16(out.model.hash)) return protocol_error("truncated HELLO model");
+    if (out.model.name.empty() || out.model.name.size() > kMaxModelNameBytes) return protocol_error("bad HELLO model name");
     const bool hex = std::all_of(out.model.hash.begin(), out.model.hash.end(),
                                  [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-    if (!(out.model.hash.empty() || (out.model.hash.size() == 64 && hex))) return bad("bad HELLO model hash");
+    if (!(out.model.hash.empty() || (out.model.hash.size() == 64 && hex))) return protocol_error("bad HELLO model hash");
     auto tensors = decode_tensors(bytes.substr(bytes.size() - d.remaining()));
     if (!tensors) return tl::unexpected(tensors.error());
     out.tensors = std::move(*tensors);
@@ -128,20 +126,20 @@ Result<Welcome> decode_welcome(std::string_view bytes) {
     std::uint64_t total = 0;
     if (!d.get32(w.shard) || !d.get32(w.layout.num_shards) || !d.get64(total) || !d.get32(n) ||
         n > kMaxFrames || w.layout.num_shards == 0 || w.shard >= w.layout.num_shards)
-        return bad("bad WELCOME body");
+        return protocol_error("bad WELCOME body");
     w.layout.total = total;
     w.layout.slices.resize(n);
     for (auto& s : w.layout.slices)
         if (!d.get32(s.tensor) || !d.get64(s.offset) || !d.get64(s.length) || !d.get32(s.shard) ||
             !d.get64(s.flat_offset))
-            return bad("truncated WELCOME layout");
-    if (!d.get64(w.instance) || w.instance == 0) return bad("WELCOME without the psd's instance");
+            return protocol_error("truncated WELCOME layout");
+    if (!d.get64(w.instance) || w.instance == 0) return protocol_error("WELCOME without the psd's instance");
     std::uint32_t tables = 0;
-    if (!d.get32(tables) || tables > kMaxTensors) return bad("bad WELCOME table count");
+    if (!d.get32(tables) || tables > kMaxTensors) return protocol_error("bad WELCOME table count");
     w.layout.tables.resize(tables);
     for (auto& t : w.layout.tables)
-        if (!d.get32(t.tensor) || !d.get64(t.num_rows) || !d.get32(t.width)) return bad("truncated WELCOME tables");
-    if (d.remaining() != 0) return bad("trailing bytes after WELCOME layout");
+        if (!d.get32(t.tensor) || !d.get64(t.num_rows) || !d.get32(t.width)) return protocol_error("truncated WELCOME tables");
+    if (d.remaining() != 0) return protocol_error("trailing bytes after WELCOME layout");
     return w;
 }
 
@@ -172,28 +170,28 @@ static Result<InitConfig> read_init(Decoder& d) {
         !d.get_float(o.beta1) || !d.get_float(o.beta2) || !d.get_float(o.epsilon) ||
         !d.get_float(o.adagrad_initial) || !d.get_float(o.decay_rate) || !d.get64(o.decay_steps) ||
         !d.get64(init.start_step) || !d.get64(init.last_step))
-        return bad("bad INIT body size");
+        return protocol_error("bad INIT body size");
     auto schedule = read_lr_schedule(d);
-    if (!schedule) return bad("INIT " + schedule.error().message);
+    if (!schedule) return protocol_error("INIT " + schedule.error().message);
     o.schedule = std::move(*schedule);
-    if (kind > static_cast<std::uint8_t>(OptimizerKind::kAdam)) return bad("unknown optimizer kind");
+    if (kind > static_cast<std::uint8_t>(OptimizerKind::kAdam)) return protocol_error("unknown optimizer kind");
     o.kind = static_cast<OptimizerKind>(kind);
     for (float v : {o.learning_rate, o.momentum, o.beta1, o.beta2, o.epsilon, o.adagrad_initial, o.decay_rate})
-        if (!std::isfinite(v) || v < 0.0f) return bad("INIT optimizer parameter is negative or not finite");
+        if (!std::isfinite(v) || v < 0.0f) return protocol_error("INIT optimizer parameter is negative or not finite");
     if (o.learning_rate <= 0.0f || o.beta1 >= 1.0f || o.beta2 >= 1.0f || o.decay_rate <= 0.0f || o.decay_rate > 1.0f)
-        return bad("INIT optimizer parameters out of range");
+        return protocol_error("INIT optimizer parameters out of range");
     if (o.kind == OptimizerKind::kAdagrad && o.adagrad_initial <= 0.0f)
-        return bad("INIT adagrad initial accumulator must be positive");
+        return protocol_error("INIT adagrad initial accumulator must be positive");
     if (o.schedule.kind != LrScheduleKind::kConstant && o.decay_steps != 0 && o.decay_rate != 1.0f)
-        return bad("INIT carries both an exponential decay and a learning-rate schedule");
-    if (init.last_step != 0 && init.start_step > init.last_step) return bad("INIT start step beyond last step");
+        return protocol_error("INIT carries both an exponential decay and a learning-rate schedule");
+    if (init.last_step != 0 && init.start_step > init.last_step) return protocol_error("INIT start step beyond last step");
     return init;
 }
 
 Result<InitConfig> decode_init(std::string_view bytes) {
     Decoder d(bytes);
     auto init = read_init(d);
-    if (init && d.remaining() != 0) return bad("trailing bytes after INIT body");
+    if (init && d.remaining() != 0) return protocol_error("trailing bytes after INIT body");
     return init;
 }
 
@@ -208,7 +206,7 @@ Result<ErrorBody> decode_error(std::string_view bytes) {
     Decoder d(bytes);
     std::uint16_t code = 0;
     ErrorBody e;
-    if (!d.get16(code) || !d.get_string16(e.reason) || d.remaining() != 0) return bad("bad ERROR body");
+    if (!d.get16(code) || !d.get_string16(e.reason) || d.remaining() != 0) return protocol_error("bad ERROR body");
     if (code > static_cast<std::uint16_t>(kLastErrorCode)) code = static_cast<std::uint16_t>(ErrorCode::kProtocol);
     e.code = static_cast<ErrorCode>(code);
     return e;
@@ -216,9 +214,9 @@ Result<ErrorBody> decode_error(std::string_view bytes) {
 
 Result<void> check_path(std::string_view path) {
     if (path.empty() || path.size() > kMaxPathBytes)
-        return bad("checkpoint path must have 1.." + std::to_string(kMaxPathBytes) + " bytes");
-    if (path.find('\0') != std::string_view::npos) return bad("checkpoint path contains a NUL byte");
-    if (path.front() != '/') return bad("checkpoint path '" + std::string(path) + "' is not absolute");
+        return protocol_error("checkpoint path must have 1.." + std::to_string(kMaxPathBytes) + " bytes");
+    if (path.find('\0') != std::string_view::npos) return protocol_error("checkpoint path contains a NUL byte");
+    if (path.front() != '/') return protocol_error("checkpoint path '" + std::string(path) + "' is not absolute");
     return {};
 }
 
@@ -231,7 +229,7 @@ std::string encode_save(const std::string& dir) {
 Result<std::string> decode_save(std::string_view bytes) {
     Decoder d(bytes);
     std::string dir;
-    if (!d.get_string16(dir) || d.remaining() != 0) return bad("bad SAVE body");
+    if (!d.get_string16(dir) || d.remaining() != 0) return protocol_error("bad SAVE body");
     if (auto ok = check_path(dir); !ok) return tl::unexpected(ok.error());
     return dir;
 }
@@ -248,7 +246,7 @@ Result<RestoreRequest> decode_restore(std::string_view bytes) {
     auto init = read_init(d);
     if (!init) return tl::unexpected(init.error());
     r.init = std::move(*init);
-    if (!d.get_string16(r.dir) || d.remaining() != 0) return bad("bad RESTORE body");
+    if (!d.get_string16(r.dir) || d.remaining() != 0) return protocol_error("bad RESTORE body");
     if (auto ok = check_path(r.dir); !ok) return tl::unexpected(ok.error());
     return r;
 }
@@ -263,11 +261,11 @@ std::string encode_dircheck(const DirCheckRequest& request) {
 Result<DirCheckRequest> decode_dircheck(std::string_view bytes) {
     Decoder d(bytes);
     DirCheckRequest r;
-    if (!d.get_string16(r.dir) || !d.get_string16(r.nonce) || d.remaining() != 0) return bad("bad DIRCHECK body");
+    if (!d.get_string16(r.dir) || !d.get_string16(r.nonce) || d.remaining() != 0) return protocol_error("bad DIRCHECK body");
     if (auto ok = check_path(r.dir); !ok) return tl::unexpected(ok.error());
     if (r.nonce.size() < 16 || r.nonce.size() > 64 ||
         r.nonce.find_first_not_of("0123456789abcdef") != std::string::npos)
-        return bad("DIRCHECK nonce must be 16..64 lowercase hex digits");
+        return protocol_error("DIRCHECK nonce must be 16..64 lowercase hex digits");
     return r;
 }
 

@@ -19,6 +19,7 @@
 #include "launcher/job_key.h"
 #include "launcher/launch_options.h"
 #include "launcher/map_builder.h"
+#include "launcher/ps_processes.h"
 #include "launcher/ports.h"
 #include "launcher/run_summary.h"
 #include "launcher/supervisor.h"
@@ -42,14 +43,6 @@ struct LocalOptions {
 };
 
 // Removes the private ipc directory on every exit path.
-struct TempDir {
-    std::string path;
-    ~TempDir() {
-        std::error_code ec;
-        if (!path.empty()) std::filesystem::remove_all(path, ec);
-    }
-};
-
 // Prints the chief's final figures from <model-dir>/summary.json (psrun's last word on a run).
 void print_summary(const std::optional<std::string>& model_dir) {
     if (!model_dir) return;
@@ -92,12 +85,7 @@ void run_local(const LocalOptions& o, CommandContext& ctx) {
             "--ps 0 runs one standalone worker: use --workers 1 and no evaluators, "
             "or --ps 1 or more");
     // A private (0700) directory for the ipc endpoints and, without a model dir, the job key.
-    TempDir dir;
-    std::string pattern = (std::filesystem::temp_directory_path() / "psrun-local.XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr)
-        throw std::runtime_error("cannot create a private temporary directory in " +
-                                 std::filesystem::temp_directory_path().string());
-    dir.path = pattern;
+    const ps_tools::TempDir dir("psrun-local");
     std::vector<std::string> addresses;
     if (!o.tcp) {
         for (int i = 0; i < total; ++i) {
@@ -107,7 +95,7 @@ void run_local(const LocalOptions& o, CommandContext& ctx) {
             const int index = i < o.num_ps                   ? i
                               : i < o.num_ps + o.num_workers ? i - o.num_ps
                                                              : i - o.num_ps - o.num_workers;
-            addresses.push_back(fmt::format("ipc://{}/{}-{}", dir.path, kind, index));
+            addresses.push_back(fmt::format("ipc://{}/{}-{}", dir.path(), kind, index));
         }
     } else {
         auto ports = free_local_ports(total);
@@ -144,7 +132,7 @@ void run_local(const LocalOptions& o, CommandContext& ctx) {
     if (!daemon.no_auth && daemon.key_file.empty() && o.num_ps > 0 && !o.dry_run) {
         const auto model_dir = training_model_dir(daemon.training);
         auto key = prepare_local_job_key(model_dir ? default_job_key_path(*model_dir, "local")
-                                                   : dir.path + "/job.key");
+                                                   : dir.path() + "/job.key");
         if (!key) throw UsageError(key.error().message);
         daemon.key_file = *key;
     }

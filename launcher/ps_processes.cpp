@@ -52,9 +52,12 @@ Result<int> free_tcp_port() {
     return ntohs(addr.sin_port);
 }
 
-TempDir::TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "psrun-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed: " + std::string(std::strerror(errno)));
+TempDir::TempDir(const std::string& prefix) {
+    const auto parent = std::filesystem::temp_directory_path();
+    std::string tmpl = (parent / (prefix + ".XXXXXX")).string();
+    if (::mkdtemp(tmpl.data()) == nullptr)
+        throw std::runtime_error("cannot create a private temporary directory in " + parent.string() + ": " +
+                                 std::strerror(errno) + " (set TMPDIR to a writable directory)");
     path_ = tmpl;
 }
 

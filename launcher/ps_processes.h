@@ -18,10 +18,11 @@ namespace psrun::launcher::ps_tools {
 // A free TCP port on 127.0.0.1 (bound and released; another process could take it meanwhile).
 [[nodiscard]] Result<int> free_tcp_port();
 
-// A private (0700) temporary directory, removed with its contents on destruction.
+// A private (0700) temporary directory, PREFIX.XXXXXX in $TMPDIR, removed with its contents on
+// destruction. Throws std::runtime_error when it cannot be created.
 class TempDir {
 public:
-    TempDir();
+    explicit TempDir(const std::string& prefix = "psrun");
     ~TempDir();
     TempDir(const TempDir&) = delete;
     TempDir& operator=(const TempDir&) = delete;

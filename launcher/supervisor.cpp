@@ -26,12 +26,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string describe(int status) {
-    if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
-    if (WIFSIGNALED(status)) return std::string("was killed by ") + strsignal(WTERMSIG(status));
-    return "stopped";
-}
-
 }  // namespace
 
 bool Supervisor::start(Child& child) {
@@ -99,7 +93,7 @@ void Supervisor::reap(bool stopping) {
             const bool stopped_by_us = stopping && WIFSIGNALED(status) &&
                                        (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGKILL);
             if (ok || stopped_by_us) {
-                spdlog::info("{} (pid {}) {}", c.command.label, pid, describe(status));
+                spdlog::info("{} (pid {}) {}", c.command.label, pid, describe_wait_status(status));
             } else if (!stopping && restarts_ && restarts_->may_restart(c.command, status)) {
                 const WorkerRestart& r = restarts_->record(c.command, status);
                 spdlog::warn("{} (pid {}) {} at global step {}: starting it again (restart {} of --restart-workers "
@@ -114,10 +108,10 @@ void Supervisor::reap(bool stopping) {
             } else if (tolerated_death(c, status)) {
                 spdlog::error("{} (pid {}) {}: the other workers go on without it (the ps report it and exit "
                               "non-zero at the end)",
-                              c.command.label, pid, describe(status));
+                              c.command.label, pid, describe_wait_status(status));
                 failed_ = true;
             } else {
-                spdlog::error("{} (pid {}) {}", c.command.label, pid, describe(status));
+                spdlog::error("{} (pid {}) {}", c.command.label, pid, describe_wait_status(status));
                 // The first failure decides the exit code: a daemon's usage/config error stays 2.
                 if (!failed_ && WIFEXITED(status) && WEXITSTATUS(status) == kExitUsage) usage_error_ = true;
                 failed_ = true;

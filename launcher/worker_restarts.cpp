@@ -28,12 +28,6 @@ std::optional<std::string> value_of(const std::vector<std::string>& argv, const 
     return *(it + 1);
 }
 
-std::string describe(int status) {
-    if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
-    if (WIFSIGNALED(status)) return std::string("was killed by ") + strsignal(WTERMSIG(status));
-    return "stopped";
-}
-
 std::string utc_now() {
     const std::time_t t = std::time(nullptr);
     std::tm tm{};
@@ -42,6 +36,12 @@ std::string utc_now() {
 }
 
 }  // namespace
+
+std::string describe_wait_status(int status) {
+    if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+    if (WIFSIGNALED(status)) return std::string("was killed by ") + strsignal(WTERMSIG(status));
+    return "stopped";
+}
 
 bool WorkerRestarts::may_restart(const DaemonCommand& command, int status) const {
     if (static_cast<int>(restarts_.size()) >= max_) return false;
@@ -55,7 +55,7 @@ const WorkerRestart& WorkerRestarts::record(const DaemonCommand& command, int st
     r.worker = command.label;
     if (auto index = value_of(command.argv, "--index")) r.index = static_cast<std::uint32_t>(std::stoul(*index));
     r.time_utc = utc_now();
-    r.status = describe(status);
+    r.status = describe_wait_status(status);
     r.global_step = ask_global_step(command, 2000);
     restarts_.push_back(std::move(r));
     return restarts_.back();

@@ -18,6 +18,9 @@
 
 namespace psrun::launcher {
 
+// How a child ended, from its wait status: "exited with status 1", "was killed by Killed".
+std::string describe_wait_status(int status);
+
 struct WorkerRestart {
     std::string worker;                        // "worker 2"
     std::uint32_t index = 0;                   // its --index

@@ -6,7 +6,7 @@
 namespace psrun::psd {
 namespace {
 
-constexpr std::size_t kMaxBuffers = 4;
+constexpr std::size_t kMaxBf16Buffers = 4;
 // Below this many floats the conversion runs on the calling thread (waking helpers costs more).
 constexpr std::size_t kParallelFloats = 1 << 18;
 
@@ -22,7 +22,7 @@ Bf16Buffer& Bf16Params::params(const ShardState& shard, ThreadTeam* team) {
     while (!target) {
         for (auto& b : buffers_)
             if (b->holds.load(std::memory_order_acquire) == 0) target = b.get();
-        if (!target && buffers_.size() < kMaxBuffers) target = buffers_.emplace_back(std::make_unique<Bf16Buffer>()).get();
+        if (!target && buffers_.size() < kMaxBf16Buffers) target = buffers_.emplace_back(std::make_unique<Bf16Buffer>()).get();
         if (!target) std::this_thread::yield();  // all held: ZeroMQ frees them soon
     }
     target->data.resize(shard.size());

@@ -9,8 +9,6 @@ namespace {
 using wire::MessageType;
 using wire::RowPart;
 
-tl::unexpected<Error> bad(const std::string& what) { return make_error(ErrorCode::kProtocol, what); }
-
 }  // namespace
 
 Result<RowFrames> parse_row_frames(const ShardLayout& layout, const std::vector<TensorSpec>& tensors,
@@ -20,7 +18,7 @@ Result<RowFrames> parse_row_frames(const ShardLayout& layout, const std::vector<
     if (form == PayloadForm::kShm) form = PayloadForm::kF32;
     const bool may_push = type == MessageType::kPush || type == MessageType::kPushPull;
     const bool may_pull = type == MessageType::kPull || type == MessageType::kPushPull;
-    if (descs.size() != frames.size()) return bad("row frame descriptors and frames differ in number");
+    if (descs.size() != frames.size()) return protocol_error("row frame descriptors and frames differ in number");
     // Pass 1: structure and sizes, so that the spares are sized once and never move afterwards.
     struct Plan {
         RowPart part;
@@ -33,35 +31,35 @@ Result<RowFrames> parse_row_frames(const ShardLayout& layout, const std::vector<
     for (std::size_t i = 0; i < descs.size(); ++i) {
         const auto id = descs[i].id;
         const std::string where = "row frame " + std::to_string(i);
-        if (!wire::is_row_frame(id)) return bad(where + " is not a row frame (slice frames come first)");
+        if (!wire::is_row_frame(id)) return protocol_error(where + " is not a row frame (slice frames come first)");
         const RowPart part = wire::row_part(id);
         const std::uint32_t tensor = wire::row_tensor(id);
         const int table = layout.table_of(tensor);
-        if (table < 0) return bad(where + " names tensor " + std::to_string(tensor) + ", which is not a sparse table");
+        if (table < 0) return protocol_error(where + " names tensor " + std::to_string(tensor) + ", which is not a sparse table");
         const std::string name = "'" + tensors.at(tensor).name + "'";
         const std::size_t width = layout.tables[static_cast<std::size_t>(table)].width;
         switch (part) {
             case RowPart::kGradIds:
             case RowPart::kPullIds: {
                 const bool grad = part == RowPart::kGradIds;
-                if (grad && !may_push) return bad(where + ": gradient rows of " + name + " in a " + std::string(to_string(type)));
-                if (!grad && !may_pull) return bad(where + ": rows of " + name + " pulled in a " + std::string(to_string(type)));
-                if (grad && last_pull >= 0) return bad(where + ": gradient rows of " + name + " after the pulled rows");
+                if (grad && !may_push) return protocol_error(where + ": gradient rows of " + name + " in a " + std::string(to_string(type)));
+                if (!grad && !may_pull) return protocol_error(where + ": rows of " + name + " pulled in a " + std::string(to_string(type)));
+                if (grad && last_pull >= 0) return protocol_error(where + ": gradient rows of " + name + " after the pulled rows");
                 int& last = grad ? last_grad : last_pull;
-                if (table <= last) return bad(where + ": tables must come once each, in tensor order (" + name + ")");
+                if (table <= last) return protocol_error(where + ": tables must come once each, in tensor order (" + name + ")");
                 last = table;
                 if (descs[i].bytes % 4 != 0 || descs[i].bytes == 0 || descs[i].bytes / 4 > wire::kMaxRowsPerFrame)
-                    return bad(where + " (ids of " + name + ") must hold 1.." + std::to_string(wire::kMaxRowsPerFrame) +
+                    return protocol_error(where + " (ids of " + name + ") must hold 1.." + std::to_string(wire::kMaxRowsPerFrame) +
                                " uint32 ids");
                 const std::size_t n = descs[i].bytes / 4;
                 plan.push_back(Plan{part, static_cast<std::uint32_t>(table), n});
                 total_ids += n;
                 if (!grad) break;
                 if (i + 1 == descs.size() || descs[i + 1].id != wire::row_frame_id(RowPart::kGradValues, tensor))
-                    return bad(where + ": the ids of " + name + " are not followed by their values");
+                    return protocol_error(where + ": the ids of " + name + " are not followed by their values");
                 const std::uint64_t want = static_cast<std::uint64_t>(n) * width * value_bytes(form);
                 if (descs[i + 1].bytes != want)
-                    return bad("row frame " + std::to_string(i + 1) + " (values of " + name + ") has " +
+                    return protocol_error("row frame " + std::to_string(i + 1) + " (values of " + name + ") has " +
                                std::to_string(descs[i + 1].bytes) + " bytes; " + std::to_string(n) + " rows of " +
                                std::to_string(width) + " take exactly " + std::to_string(want) + " in " +
                                std::string(to_string(form)));
@@ -70,7 +68,7 @@ Result<RowFrames> parse_row_frames(const ShardLayout& layout, const std::vector<
                 ++i;
                 break;
             }
-            default: return bad(where + ": a " + (part == RowPart::kValues ? "reply's values" : "values frame without ids") +
+            default: return protocol_error(where + ": a " + (part == RowPart::kValues ? "reply's values" : "values frame without ids") +
                                  " in a request");
         }
     }
@@ -98,13 +96,13 @@ Result<RowFrames> parse_row_frames(const ShardLayout& layout, const std::vector<
         const std::string name = "'" + tensors.at(table.tensor).name + "'";
         for (std::size_t k = 0; k < p.ids; ++k) {
             if (ids[k] >= table.num_rows)
-                return bad("row id " + std::to_string(ids[k]) + " of " + name + " is not below its " +
+                return protocol_error("row id " + std::to_string(ids[k]) + " of " + name + " is not below its " +
                            std::to_string(table.num_rows) + " rows");
             if (row_owner(ids[k], layout.num_shards) != shard)
-                return bad("row id " + std::to_string(ids[k]) + " of " + name + " belongs to shard " +
+                return protocol_error("row id " + std::to_string(ids[k]) + " of " + name + " belongs to shard " +
                            std::to_string(row_owner(ids[k], layout.num_shards)) + ", not " + std::to_string(shard));
             if (k > 0 && ids[k] <= ids[k - 1])
-                return bad("row ids of " + name + " are not strictly ascending (" + std::to_string(ids[k - 1]) + ", " +
+                return protocol_error("row ids of " + name + " are not strictly ascending (" + std::to_string(ids[k - 1]) + ", " +
                            std::to_string(ids[k]) + "): the client sums duplicates and sorts");
         }
         RowSlice slice{p.table, std::span<const std::uint32_t>(ids, p.ids), {}};

@@ -22,8 +22,6 @@ struct Piece {
     std::vector<int> slots;
 };
 
-Error invalid(const std::string& what) { return Error{ErrorCode::kInvalidArgument, what}; }
-
 }  // namespace
 
 std::string shard_checkpoint_name(std::uint32_t shard, std::uint32_t num_shards) {
@@ -86,7 +84,7 @@ Result<void> load_shard_checkpoint(ShardState& shard, const std::vector<TensorSp
             if (auto ok = index_row_piece(t, f, e, where, row_pieces); !ok) return tl::unexpected(ok.error());
             else if (*ok) continue;
             PieceName name;
-            if (!parse_piece_name(t.name, name)) return tl::unexpected(invalid(where + ": unexpected tensor '" + t.name + "'"));
+            if (!parse_piece_name(t.name, name)) return invalid_argument(where + ": unexpected tensor '" + t.name + "'");
             auto& p = pieces[name.tensor][name.offset];
             p.offset = name.offset;
             p.length = name.length;
@@ -94,7 +92,7 @@ Result<void> load_shard_checkpoint(ShardState& shard, const std::vector<TensorSp
             const bool is_state = name.part == "state";
             // "state" has 4 floats (kind, update count) or, since tensor classes, 5 (and the class).
             if (is_state ? (t.count != 4 && t.count != 5) : t.count != name.length)
-                return tl::unexpected(invalid(where + ": '" + t.name + "' has the wrong size"));
+                return invalid_argument(where + ": '" + t.name + "' has the wrong size");
             if (name.part == "param") p.param = static_cast<int>(e);
             else if (is_state) p.state = static_cast<int>(e);
             else if (name.part.starts_with("slot") && name.part.size() == 5 && name.part[4] >= '0' && name.part[4] <= '1') {
@@ -102,7 +100,7 @@ Result<void> load_shard_checkpoint(ShardState& shard, const std::vector<TensorSp
                 if (p.slots.size() <= j) p.slots.resize(j + 1, -1);
                 p.slots[j] = static_cast<int>(e);
             } else {
-                return tl::unexpected(invalid(where + ": unexpected tensor '" + t.name + "'"));
+                return invalid_argument(where + ": unexpected tensor '" + t.name + "'");
             }
         }
     }

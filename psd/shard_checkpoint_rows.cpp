@@ -12,8 +12,6 @@ namespace {
 
 constexpr std::size_t kChunkFloats = 1 << 18;  // re-sharding reads source rows 1 MiB at a time
 
-Error invalid(const std::string& what) { return Error{ErrorCode::kInvalidArgument, what}; }
-
 }  // namespace
 
 std::array<float, 5> piece_state(OptimizerKind kind, std::uint64_t updates, TensorClass tensor_class) {
@@ -64,7 +62,7 @@ Result<bool> index_row_piece(const TensorFileEntry& t, std::size_t file, std::si
         if (p.slots.size() <= j) p.slots.resize(j + 1, -1);
         p.slots[j] = e;
     } else {
-        return tl::unexpected(invalid(where + ": unexpected tensor '" + t.name + "'"));
+        return invalid_argument(where + ": unexpected tensor '" + t.name + "'");
     }
     return true;
 }
@@ -82,29 +80,29 @@ Result<RowRestorePlan> plan_row_restore(const ShardState& shard, const std::vect
         const std::string name = tensors.at(table.tensor).name;
         const auto it = pieces.find(name);
         if (it == pieces.end())
-            return tl::unexpected(invalid("checkpoint " + dir + " does not hold the sparse table '" + name + "'"));
+            return invalid_argument("checkpoint " + dir + " does not hold the sparse table '" + name + "'");
         if (it->second.size() != 1)
-            return tl::unexpected(invalid("checkpoint " + dir + " holds '" + name + "' from several shard counts"));
+            return invalid_argument("checkpoint " + dir + " holds '" + name + "' from several shard counts");
         const auto& [source_shards, by_shard] = *it->second.begin();
         RowRestorePlan::Table out;
         out.source_shards = source_shards;
         out.pieces.assign(source_shards, nullptr);
         if (by_shard.size() != source_shards)
-            return tl::unexpected(invalid("checkpoint " + dir + " holds " + std::to_string(by_shard.size()) + " of the " +
-                                          std::to_string(source_shards) + " parts of the sparse table '" + name + "'"));
+            return invalid_argument("checkpoint " + dir + " holds " + std::to_string(by_shard.size()) + " of the " +
+                                          std::to_string(source_shards) + " parts of the sparse table '" + name + "'");
         const std::uint32_t g = std::gcd(source_shards, target_shards);
         bool slots = true;
         for (const auto& [s, piece] : by_shard) {
             const std::string where = dir + "/" + names[piece.file];
             const std::string base = row_piece_base_name(name, s, source_shards);
             if (piece.param < 0 || piece.state < 0)
-                return tl::unexpected(invalid(where + ": the piece " + base + " is incomplete"));
+                return invalid_argument(where + ": the piece " + base + " is incomplete");
             const auto& param = files[piece.file].tensors()[static_cast<std::size_t>(piece.param)];
             const std::vector<std::uint64_t> shape{table.rows_on(s, source_shards), table.width};
             if (param.shape != shape)
-                return tl::unexpected(invalid(where + ": " + base + " does not fit the table's " +
+                return invalid_argument(where + ": " + base + " does not fit the table's " +
                                               std::to_string(table.num_rows) + " rows of " + std::to_string(table.width) +
-                                              ": written for another model"));
+                                              ": written for another model");
             if (s % g != target % g) continue;  // no row of this piece lives on this shard
             if (auto ok = files[piece.file].verify(); !ok) return tl::unexpected(ok.error());
             const auto& entries = files[piece.file].tensors();
@@ -112,13 +110,13 @@ Result<RowRestorePlan> plan_row_restore(const ShardState& shard, const std::vect
             if (auto ok = files[piece.file].read(static_cast<std::size_t>(piece.state), 0, state); !ok)
                 return tl::unexpected(ok.error());
             if (state[4] != static_cast<float>(TensorClass::kTrainable))
-                return tl::unexpected(invalid(where + ": " + base + " is not a trainable table"));
+                return invalid_argument(where + ": " + base + " is not a trainable table");
             if (!entries[static_cast<std::size_t>(piece.param)].finite)
-                return tl::unexpected(invalid("checkpoint " + dir + ": '" + name + "' holds NaN or Inf"));
+                return invalid_argument("checkpoint " + dir + ": '" + name + "' holds NaN or Inf");
             const bool same_kind = state[0] == static_cast<float>(config.optimizer.kind) && piece.slots.size() == want_slots;
             for (int e : piece.slots)
                 if (same_kind && (e < 0 || entries[static_cast<std::size_t>(e)].shape != shape))
-                    return tl::unexpected(invalid(where + ": an optimizer slot of " + base + " is missing or misshaped"));
+                    return invalid_argument(where + ": an optimizer slot of " + base + " is missing or misshaped");
             slots = slots && same_kind;
             out.updates = std::max(out.updates, piece_updates(state));
             out.pieces[s] = &piece;

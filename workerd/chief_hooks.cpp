@@ -9,29 +9,11 @@
 
 #include <omp.h>
 
+#include "common/clock.h"
 #include "common/metric_targets.h"
 #include "workerd/nn/model_summary.h"
 
 namespace psrun::worker {
-
-namespace {
-
-std::string format_duration(double seconds) {
-    const long s = std::lround(seconds);
-    if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s / 60) % 60);
-    if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
-    return fmt::format("{}s", s);
-}
-
-double wall_time() {
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-double seconds_since(Clock::time_point t) {
-    return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-}  // namespace
 
 double eta_seconds(std::uint64_t remaining, std::uint64_t steps, double window_seconds, double eval_seconds) {
     const double training = window_seconds - std::clamp(eval_seconds, 0.0, window_seconds);
@@ -71,7 +53,7 @@ void ProgressHook::after_step(RunContext& ctx, const StepResult& step) {
         ctx.metrics->write(static_cast<std::int64_t>(step.global_step),
                            {{"loss", loss}, {"images_per_sec", all_ips}, {"worker_images_per_sec", worker_ips}});
     if (ctx.events) {
-        const double now = wall_time();
+        const double now = unix_seconds();
         ctx.events->add_scalar("loss", static_cast<std::int64_t>(step.global_step), static_cast<float>(loss), now);
         ctx.events->add_scalar("images_per_sec", static_cast<std::int64_t>(step.global_step),
                                static_cast<float>(all_ips), now);
@@ -110,7 +92,7 @@ void EvalHook::evaluate(RunContext& ctx, std::uint64_t global_step) {
     if (ctx.events) {
         for (const auto& [key, value] : figures.items())
             if (value.is_number())
-                ctx.events->add_scalar(key, static_cast<std::int64_t>(global_step), value.get<float>(), wall_time());
+                ctx.events->add_scalar(key, static_cast<std::int64_t>(global_step), value.get<float>(), unix_seconds());
         ctx.events->flush();
     }
 }

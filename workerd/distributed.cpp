@@ -10,6 +10,8 @@
 #include <optional>
 #include <stdexcept>
 
+#include "common/clock.h"
+#include "common/model_dir_lock.h"
 #include "common/job_keys.h"
 #include "common/ps_client.h"
 #include "common/shared_dir_check.h"
@@ -24,20 +26,6 @@
 #include "workerd/step_loop.h"
 
 namespace psrun::worker {
-
-namespace {
-
-std::chrono::milliseconds to_ms(double seconds) {
-    return std::chrono::milliseconds(static_cast<long>(seconds * 1000));
-}
-
-std::string host_name() {
-    char buf[256] = {};
-    if (::gethostname(buf, sizeof buf - 1) != 0) return "localhost";
-    return buf;
-}
-
-}  // namespace
 
 void add_cluster_options(CLI::App& app, ClusterOptions& o) {
     app.add_option("--ps", o.ps, "comma-separated psd endpoints (tcp://HOST:PORT, HOST:PORT or ipc:///path)");
@@ -94,7 +82,7 @@ int DistributedWorker::run() {
     const auto auth = parse_auth_mode(c.auth);
     if (!auth) throw UsageError(auth.error().message);
     set_compute_threads(training_.threads);
-    SignalWatcher watcher(std::chrono::milliseconds(3000), to_ms(c.signal_grace));
+    SignalWatcher watcher(std::chrono::milliseconds(3000), to_milliseconds(c.signal_grace));
 
     auto data = load_datasets(training_, model_input(*config.model));
     if (!data) {
@@ -107,10 +95,10 @@ int DistributedWorker::run() {
     po.role = c.chief ? wire::Role::kChief : wire::Role::kWorker;
     po.keys = keys;
     po.auth = *auth;
-    po.connect_timeout = to_ms(c.connect_timeout);
-    po.reply_timeout = to_ms(c.step_timeout);
-    po.heartbeat_timeout = to_ms(c.faults.heartbeat_timeout);
-    po.reconnect_wait = to_ms(c.faults.reconnect_wait);
+    po.connect_timeout = to_milliseconds(c.connect_timeout);
+    po.reply_timeout = to_milliseconds(c.step_timeout);
+    po.heartbeat_timeout = to_milliseconds(c.faults.heartbeat_timeout);
+    po.reconnect_wait = to_milliseconds(c.faults.reconnect_wait);
     po.interrupted = [&watcher] { return watcher.stop_requested(); };
     if (c.faults.deprecated_restart_wait)
         spdlog::warn("--ps-restart-wait is the old name of --reconnect-wait: use that (same meaning, and it also waits "
@@ -145,7 +133,7 @@ int DistributedWorker::run() {
         if (auto wrote = write_data_record(training_.model_dir, data_record(training_, *data)); !wrote)
             spdlog::warn("{}", wrote.error().message);
     std::unique_ptr<Checkpointer> checkpointer;  // the chief's, when it has a model dir
-    BarrierOptions bo{static_cast<std::uint32_t>(endpoints.size()), c.num_workers, to_ms(c.barrier_timeout),
+    BarrierOptions bo{static_cast<std::uint32_t>(endpoints.size()), c.num_workers, to_milliseconds(c.barrier_timeout),
                       std::chrono::milliseconds(100), &watcher};
     StepInfo info;
     if (c.chief) {
@@ -205,7 +193,7 @@ int DistributedWorker::run() {
     if (c.chief && !training_.model_dir.empty()) {
         std::filesystem::create_directories(training_.model_dir);
         metrics = std::make_unique<MetricsLog>(training_.model_dir + "/metrics.jsonl");
-        events = std::make_unique<EventWriter>(training_.model_dir, host_name());
+        events = std::make_unique<EventWriter>(training_.model_dir, this_host());
     }
     RunContext ctx;
     ctx.options = &training_;

@@ -11,6 +11,8 @@
 #include <fstream>
 #include <memory>
 
+#include "common/clock.h"
+#include "common/model_dir_lock.h"
 #include "common/pause_detector.h"
 #include "common/checkpoint_params.h"
 #include "common/checkpoint_store.h"
@@ -25,18 +27,6 @@ namespace psrun::worker {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-double wall_time() {
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-std::string host_name() {
-    char buf[256] = {};
-    if (::gethostname(buf, sizeof buf - 1) != 0) return "localhost";
-    return buf;
-}
 
 constexpr std::chrono::milliseconds kProbeTimeout{3000};
 constexpr int kProbeMisses = 2;  // consecutive unanswered probes before the psd count as gone
@@ -167,7 +157,7 @@ Evaluator::Outcome Evaluator::evaluate_new(MetricsLog& metrics, EventWriter& eve
         record["eval_seconds"] = eval_seconds;
         metrics.write(info.step, record);
         for (const auto& [key, value] : scores.items())
-            if (value.is_number()) events.add_scalar(key, info.step, value.get<float>(), wall_time());
+            if (value.is_number()) events.add_scalar(key, info.step, value.get<float>(), unix_seconds());
         events.flush();
         spdlog::info("step {}/{}: {} ({}; load {:.2f} s, evaluation {:.1f} s)", info.step, training_.steps,
                      figures.text(), info.dir, load_seconds, eval_seconds);
@@ -206,7 +196,7 @@ int Evaluator::run() {
         return kExitOk;
     }
     MetricsLog metrics(eval_dir + "/metrics.jsonl");
-    EventWriter events(eval_dir, host_name());
+    EventWriter events(eval_dir, this_host());
     spdlog::info("evaluator: watching {} for checkpoints up to step {} (the model they record; exit 1 {})", model_dir_,
                  training_.steps,
                  can_probe ? fmt::format("when the psd are gone, or after {} s without a checkpoint or a psd",

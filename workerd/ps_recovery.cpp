@@ -6,13 +6,13 @@
 #include <limits>
 #include <thread>
 
+#include "common/clock.h"
+
 namespace psrun::worker {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::chrono::milliseconds to_ms(double seconds) { return std::chrono::milliseconds(static_cast<long>(seconds * 1000)); }
 
 // A fresh client that got WELCOME from every psd, retrying until `deadline`.
 Result<std::unique_ptr<PsClient>> reconnect(const PsClientOptions& o, Clock::time_point deadline,
@@ -101,7 +101,7 @@ Result<Recovered> recover_lost_ps(const PsClientOptions& client_options, std::ui
     const auto started = Clock::now();
     spdlog::warn("ps {} ({}) restarted at global step {}: reconnecting to every psd (up to {:g} s)", lost,
                  client_options.endpoints[lost], step, wait_seconds);
-    auto client = reconnect(client_options, started + to_ms(wait_seconds), barrier);
+    auto client = reconnect(client_options, started + to_milliseconds(wait_seconds), barrier);
     if (!client) return tl::unexpected(client.error());
     spdlog::info("every psd answers again after {:.1f} s", std::chrono::duration<double>(Clock::now() - started).count());
     if (chief && !(*client)->servers_initialized()) {

@@ -20,8 +20,8 @@ SignalWatcher::~SignalWatcher() {
 }
 
 void SignalWatcher::loop() {
-    using Clock = std::chrono::steady_clock;
-    Clock::time_point since{}, first{};
+    using SteadyClock = std::chrono::steady_clock;
+    SteadyClock::time_point since{}, first{};
     while (!quit_.load()) {
         pollfd fds[2] = {{signals_.fd(), POLLIN, 0}, {wake_.fd(), POLLIN, 0}};
         ::poll(fds, 2, 100);
@@ -29,18 +29,18 @@ void SignalWatcher::loop() {
         while (auto sig = signals_.read_signal()) {
             if (*sig == SIGPIPE || *sig == SIGUSR2 || signal_.load() != 0) continue;
             spdlog::warn("signal {}: stopping after the current step", *sig);
-            first = since = Clock::now();
+            first = since = SteadyClock::now();
             signal_ns_.store(first.time_since_epoch().count());
             signal_.store(*sig);
         }
         if (signal_.load() == 0) continue;
-        if (Clock::now() - first > deadline_) {
+        if (SteadyClock::now() - first > deadline_) {
             spdlog::error("signal {}: still running {} ms after it: exiting now", signal_.load(), deadline_.count());
             std::_Exit(kExitFailure);
         }
         if (blocked_.load() == 0) {
-            since = Clock::now();  // the training thread is working, not waiting: give it time
-        } else if (Clock::now() - since > grace_) {
+            since = SteadyClock::now();  // the training thread is working, not waiting: give it time
+        } else if (SteadyClock::now() - since > grace_) {
             spdlog::error("signal {}: still waiting for psd after {} ms: exiting now", signal_.load(),
                           grace_.count());
             std::_Exit(kExitFailure);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <omp.h>
 
+#include "common/clock.h"
 #include "common/metric_targets.h"
 #include "common/signals.h"
 #include "workerd/class_names.h"
@@ -21,13 +22,6 @@ namespace psrun::worker {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string format_duration(double seconds) {
-    const long s = std::lround(seconds);
-    if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s / 60) % 60);
-    if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
-    return fmt::format("{}s", s);
-}
 
 Result<void> write_json(const std::string& dir, const nlohmann::json& j) {
     std::error_code ec;

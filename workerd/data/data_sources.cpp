@@ -32,8 +32,6 @@ std::vector<std::string> class_names_of(const ImageFolder& folder) {
 
 namespace fs = std::filesystem;
 
-tl::unexpected<Error> bad(const std::string& message) { return make_error(ErrorCode::kInvalidArgument, message); }
-
 int usable_cores() {
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
@@ -92,13 +90,13 @@ std::string count_text(std::size_t n, const char* what) { return std::to_string(
 Result<LoadedSplit> folder_split(const ImageFolder& folder, const DataOptions& o, const ModelInput& model,
                                  const Normalization& normalization, const std::string& label) {
     if (model.input != InputKind::kImage)
-        return bad(label + " " + folder.root + ": an image folder, but the model " + model.name + " takes " +
+        return invalid_argument(label + " " + folder.root + ": an image folder, but the model " + model.name + " takes " +
                    model.input_text());
     if (model.target != TargetKind::kClass)
-        return bad(label + " " + folder.root + ": an image folder gives class labels, but the model " + model.name +
+        return invalid_argument(label + " " + folder.root + ": an image folder gives class labels, but the model " + model.name +
                    " predicts a vector of " + std::to_string(model.target_length) + " values");
     if (static_cast<std::int64_t>(folder.classes.size()) > model.classes)
-        return bad(label + " " + folder.root + ": " + std::to_string(folder.classes.size()) +
+        return invalid_argument(label + " " + folder.root + ": " + std::to_string(folder.classes.size()) +
                    " class folders but the model " + model.name + " has " + std::to_string(model.classes) +
                    " classes");
     const ExampleLayout layout{model, PixelType::kUint8};
@@ -143,7 +141,7 @@ Result<LoadedSplit> tfrecord_split(const std::vector<std::string>& files, const 
     std::vector<std::uint8_t> first;
     auto got = (*reader)->next(first);
     if (!got) return tl::unexpected(got.error());
-    if (!*got) return bad(files.front() + ": no records (an empty TFRecord file)");
+    if (!*got) return invalid_argument(files.front() + ": no records (an empty TFRecord file)");
     auto layout = probe_example_layout(first, keys, model,
                                        files.front() + ": record 0 at offset " + std::to_string((*reader)->record_offset()));
     if (!layout) return tl::unexpected(layout.error());
@@ -191,14 +189,14 @@ Result<LoadedSplit> load_one(const std::string& spec, const DataOptions& o, cons
     for (const auto& f : *files) {
         std::string problem;
         const FileKind k = sniff_file(f, problem);
-        if (k == FileKind::kUnknown) return bad(label + " " + f + ": " + problem);
+        if (k == FileKind::kUnknown) return invalid_argument(label + " " + f + ": " + problem);
         if (kind != FileKind::kUnknown && k != kind)
-            return bad(label + " " + spec + ": mixes TFRecord, .npz and CSV files; give one kind per split");
+            return invalid_argument(label + " " + spec + ": mixes TFRecord, .npz and CSV files; give one kind per split");
         kind = k;
     }
     if (kind == FileKind::kTfrecord) return tfrecord_split(*files, o, model, normalization, label == "train data");
     if (files->size() != 1)
-        return bad(label + " " + spec + ": give one " + (kind == FileKind::kNpz ? ".npz" : "CSV") + " file per split");
+        return invalid_argument(label + " " + spec + ": give one " + (kind == FileKind::kNpz ? ".npz" : "CSV") + " file per split");
     auto table = load_table(files->front(), kind == FileKind::kNpz ? TableFormat::kNpz : TableFormat::kCsv,
                             {o.inputs, o.targets}, model);
     if (!table) return tl::unexpected(table.error());
@@ -217,7 +215,7 @@ Result<StreamMode> parse_stream_mode(std::string_view text) {
     if (text == "auto") return StreamMode::kAuto;
     if (text == "on") return StreamMode::kOn;
     if (text == "off") return StreamMode::kOff;
-    return bad("--stream '" + std::string(text) + "': expected auto, on or off");
+    return invalid_argument("--stream '" + std::string(text) + "': expected auto, on or off");
 }
 
 std::vector<std::string> split_list(std::string_view text) {
@@ -238,9 +236,9 @@ Result<std::vector<std::string>> expand_file_list(const std::string& text) {
     for (const std::string& item : split_list(text)) {
         if (item.find_first_of("*?[") == std::string::npos) {
             std::error_code ec;
-            if (!fs::exists(item, ec)) return bad(item + ": no such file");
+            if (!fs::exists(item, ec)) return invalid_argument(item + ": no such file");
             if (fs::is_directory(item, ec))
-                return bad(item + ": a directory in a list of files (an image folder is given alone)");
+                return invalid_argument(item + ": a directory in a list of files (an image folder is given alone)");
             out.push_back(item);
             continue;
         }
@@ -248,25 +246,25 @@ Result<std::vector<std::string>> expand_file_list(const std::string& text) {
         const int rc = ::glob(item.c_str(), 0, nullptr, &g);
         if (rc != 0) {
             globfree(&g);
-            return bad(item + ": the pattern matches no file");
+            return invalid_argument(item + ": the pattern matches no file");
         }
         std::vector<std::string> matches(g.gl_pathv, g.gl_pathv + g.gl_pathc);
         globfree(&g);
         std::sort(matches.begin(), matches.end());
         out.insert(out.end(), matches.begin(), matches.end());
     }
-    if (out.empty()) return bad("'" + text + "': no files given");
+    if (out.empty()) return invalid_argument("'" + text + "': no files given");
     return out;
 }
 
 Result<LoadedData> load_data(const DataOptions& o, const ModelInput& model, const Normalization& normalization) {
-    if (o.train_data.empty()) return bad("--test-data needs --train-data (the training split)");
+    if (o.train_data.empty()) return invalid_argument("--test-data needs --train-data (the training split)");
     if (o.validation_split < 0 || o.validation_split >= 1)
-        return bad("--validation-split " + std::to_string(o.validation_split) + ": give a fraction in (0, 1)");
+        return invalid_argument("--validation-split " + std::to_string(o.validation_split) + ": give a fraction in (0, 1)");
     if (o.validation_split > 0 && !o.test_data.empty())
-        return bad("--validation-split and --test-data exclude each other: the test split is one or the other");
+        return invalid_argument("--validation-split and --test-data exclude each other: the test split is one or the other");
     if (o.validation_split == 0 && o.test_data.empty())
-        return bad("--train-data " + o.train_data +
+        return invalid_argument("--train-data " + o.train_data +
                    " needs --test-data D (or, for an image folder, --validation-split F to hold a fraction out)");
     LoadedData d;
     ImageFolder folder;
@@ -274,7 +272,7 @@ Result<LoadedData> load_data(const DataOptions& o, const ModelInput& model, cons
     if (!train) return tl::unexpected(train.error());
     if (o.validation_split > 0) {
         if (folder.root.empty())
-            return bad("--validation-split holds out a part of an image folder; --train-data " + o.train_data +
+            return invalid_argument("--validation-split holds out a part of an image folder; --train-data " + o.train_data +
                        " is not one: give --test-data");
         ImageFolder train_part, validation;
         if (auto ok = split_validation(folder, o.validation_split, train_part, validation); !ok)

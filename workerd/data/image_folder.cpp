@@ -23,21 +23,19 @@ std::uint64_t fnv1a(const std::string& s) {
     return h;
 }
 
-tl::unexpected<Error> bad(const std::string& message) { return make_error(ErrorCode::kInvalidArgument, message); }
-
 }  // namespace
 
 Result<ImageFolder> scan_image_folder(const std::string& dir) {
     std::error_code ec;
     if (!fs::is_directory(dir, ec))
-        return bad(dir + ": not a directory (an image folder holds one subfolder of images per class)");
+        return invalid_argument(dir + ": not a directory (an image folder holds one subfolder of images per class)");
     ImageFolder out;
     out.root = dir;
     for (const auto& entry : fs::directory_iterator(dir, fs::directory_options::follow_directory_symlink, ec))
         if (entry.is_directory(ec)) out.classes.push_back(entry.path().filename().string());
-    if (ec) return bad(dir + ": cannot list it (" + ec.message() + ")");
+    if (ec) return invalid_argument(dir + ": cannot list it (" + ec.message() + ")");
     if (out.classes.empty())
-        return bad(dir + ": no class subfolders (an image folder holds one subfolder of images per class, "
+        return invalid_argument(dir + ": no class subfolders (an image folder holds one subfolder of images per class, "
                          "e.g. " + dir + "/cat/1.jpg, " + dir + "/dog/2.png)");
     std::sort(out.classes.begin(), out.classes.end());
     for (std::size_t c = 0; c < out.classes.size(); ++c) {
@@ -52,11 +50,11 @@ Result<ImageFolder> scan_image_folder(const std::string& dir) {
             else
                 ++out.skipped_files;
         }
-        if (ec) return bad(class_dir.string() + ": cannot list it (" + ec.message() + ")");
+        if (ec) return invalid_argument(class_dir.string() + ": cannot list it (" + ec.message() + ")");
         if (files.empty())
-            return bad(class_dir.string() + ": class folder without images (.jpg, .jpeg, .png or .pgm files)");
+            return invalid_argument(class_dir.string() + ": class folder without images (.jpg, .jpeg, .png or .pgm files)");
         std::sort(files.begin(), files.end());
-        if (out.files.size() + files.size() > 0x7fffffffu) return bad(dir + ": more than 2^31 images");
+        if (out.files.size() + files.size() > 0x7fffffffu) return invalid_argument(dir + ": more than 2^31 images");
         out.files.insert(out.files.end(), files.begin(), files.end());
         out.labels.insert(out.labels.end(), files.size(), static_cast<std::int32_t>(c));
     }
@@ -74,7 +72,7 @@ Result<void> split_validation(const ImageFolder& all, double fraction, ImageFold
         to.labels.push_back(all.labels[i]);
     }
     if (train.files.empty() || validation.files.empty())
-        return bad(all.root + ": --validation-split " + std::to_string(fraction) + " of " +
+        return invalid_argument(all.root + ": --validation-split " + std::to_string(fraction) + " of " +
                    std::to_string(all.files.size()) + " images leaves the " +
                    (train.files.empty() ? "training" : "validation") + " part empty");
     return {};
@@ -88,7 +86,7 @@ Result<void> check_same_classes(const ImageFolder& train, const ImageFolder& tes
         if (v.size() > 12) s += ", ... (" + std::to_string(v.size()) + " in all)";
         return s;
     };
-    return bad(test.root + ": its classes (" + list(test.classes) + ") are not those of the training folder " +
+    return invalid_argument(test.root + ": its classes (" + list(test.classes) + ") are not those of the training folder " +
                train.root + " (" + list(train.classes) + "): both need the same class subfolders");
 }
 

@@ -36,8 +36,6 @@ bool parse_int(std::string_view s, std::int64_t& v) {
     return !s.empty() && ec == std::errc() && p == s.data() + s.size();
 }
 
-tl::unexpected<Error> bad(const std::string& message) { return make_error(ErrorCode::kInvalidArgument, message); }
-
 std::string quoted_list(const std::vector<std::string>& v) {
     std::string s;
     for (std::size_t i = 0; i < v.size() && i < 20; ++i) s += (i ? ", '" : "'") + v[i] + "'";
@@ -87,13 +85,13 @@ Result<Table> load_csv(const std::vector<std::uint8_t>& bytes, const std::string
             auto find = [&](const std::string& name) -> Result<std::size_t> {
                 const auto it = std::find(header.begin(), header.end(), name);
                 if (it == header.end())
-                    return bad(path + ": no column '" + name + "' (the header names " + quoted_list(header) + ")");
+                    return invalid_argument(path + ": no column '" + name + "' (the header names " + quoted_list(header) + ")");
                 return static_cast<std::size_t>(it - header.begin());
             };
             std::vector<std::string> targets = columns.targets;
             if (targets.empty()) {
                 if (std::find(header.begin(), header.end(), "label") == header.end())
-                    return bad(path + ": give --targets COLUMN[,COLUMN...] (no column is named 'label'; the header names " +
+                    return invalid_argument(path + ": give --targets COLUMN[,COLUMN...] (no column is named 'label'; the header names " +
                                quoted_list(header) + ")");
                 targets = {"label"};
             }
@@ -112,9 +110,9 @@ Result<Table> load_csv(const std::vector<std::uint8_t>& bytes, const std::string
                     in_cols.push_back(*c);
                 }
             }
-            if (in_cols.empty()) return bad(path + ": no input columns left besides the targets");
+            if (in_cols.empty()) return invalid_argument(path + ": no input columns left besides the targets");
             if (model.target == TargetKind::kClass && tg_cols.size() != 1)
-                return bad(path + ": --targets names " + std::to_string(tg_cols.size()) + " columns but the model " +
+                return invalid_argument(path + ": --targets names " + std::to_string(tg_cols.size()) + " columns but the model " +
                            model.name + " predicts one class (give one target column)");
             shape_input(d, model, in_cols.size());
             d.target = model.target;
@@ -122,7 +120,7 @@ Result<Table> load_csv(const std::vector<std::uint8_t>& bytes, const std::string
             return {};
         }
         const auto cell_error = [&](std::size_t c, const std::string& what) {
-            return bad(path + ": line " + std::to_string(line) + ", column '" + header[c] + "': '" + f[c] + "' " + what);
+            return invalid_argument(path + ": line " + std::to_string(line) + ", column '" + header[c] + "': '" + f[c] + "' " + what);
         };
         for (std::size_t c : in_cols) {
             if (d.input == InputKind::kTokens) {
@@ -154,14 +152,14 @@ Result<Table> load_csv(const std::vector<std::uint8_t>& bytes, const std::string
         return {};
     });
     if (!ok) return tl::unexpected(ok.error());
-    if (rows == 0) return bad(path + ": a header but no rows");
+    if (rows == 0) return invalid_argument(path + ": a header but no rows");
     d.images.count = d.input == InputKind::kTokens ? 0 : rows;
     if (model.target == TargetKind::kClass) {
         if (class_ints) {
             d.labels.assign(ints.begin(), ints.end());
             for (std::size_t i = 0; i < ints.size(); ++i)
                 if (ints[i] < INT32_MIN || ints[i] > INT32_MAX)
-                    return bad(path + ": label " + std::to_string(ints[i]) + " does not fit int32");
+                    return invalid_argument(path + ": label " + std::to_string(ints[i]) + " does not fit int32");
         } else {
             std::map<std::string, std::int32_t> index;
             for (const auto& n : names) index.emplace(n, 0);
@@ -190,7 +188,7 @@ Result<Table> load_npz(const std::vector<std::uint8_t>& zip, const std::string& 
     auto members = list_npz(*bytes, path);
     if (!members) return tl::unexpected(members.error());
     if (columns.inputs.size() > 1 || columns.targets.size() > 1)
-        return bad(path + ": --inputs and --targets name one array each in an .npz archive");
+        return invalid_argument(path + ": --inputs and --targets name one array each in an .npz archive");
     const std::string in_name = columns.inputs.empty() ? "x" : columns.inputs[0];
     const std::string tg_name = columns.targets.empty() ? "y" : columns.targets[0];
     auto in_bytes = read_npz_member(*bytes, *members, in_name, path);

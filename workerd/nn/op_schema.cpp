@@ -75,6 +75,8 @@ void InferContext::set_output(std::size_t i, ValueInfo info) {
 
 Error op_error(std::string message) { return Error{ErrorCode::kInvalidArgument, std::move(message)}; }
 
+Result<void> parse_no_attributes(FieldReader&, nlohmann::json&) { return {}; }
+
 std::string extent_text(std::int64_t h, std::int64_t w) { return std::to_string(h) + "x" + std::to_string(w); }
 
 Result<void> parse_trainable_options(FieldReader& reader, nlohmann::json& attrs, const Initializer& default_weight_init) {

@@ -88,6 +88,8 @@ const OpSchema* find_onnx_importer(std::string_view op_type);
 
 // Helpers shared by the kinds.
 Error op_error(std::string message);
+// OpSchema::parse of a kind without attributes of its own.
+Result<void> parse_no_attributes(FieldReader& reader, nlohmann::json& attrs);
 // "3x3" or "3" for a square.
 std::string extent_text(std::int64_t h, std::int64_t w);
 // conv2d and dense: "bias" (default true), "weight_init" and "bias_init" into attrs.

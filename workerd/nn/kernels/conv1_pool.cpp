@@ -14,7 +14,6 @@ namespace {
 
 constexpr int kK = 5;       // kernel size the kernels are unrolled for
 constexpr int kTaps = kK * kK;
-constexpr int kBlock = 16;  // channels per AVX-512 register (nChw16c)
 
 // One image, one block of 16 channels. x: the padded image (row pitch pw); w: kTaps x 16
 // weights; out/am: the block's pooled outputs and argmax, oh x ow x 16. Two windows at a time:

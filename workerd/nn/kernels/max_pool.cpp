@@ -9,8 +9,6 @@ namespace psrun::nn::kernels {
 
 namespace {
 
-constexpr int kBlock = 16;
-
 // One image's block of 16 channels: h x w x 16 in, h/2 x w/2 x 16 out.
 __attribute__((target("avx512f"))) void forward_block(const float* src, int h, int w,
                                                       float* dst, std::uint8_t* am) {

@@ -11,6 +11,9 @@
 
 namespace psrun::nn::kernels {
 
+// Channels per AVX-512 register: the kernels work on nChw16c blocks.
+inline constexpr int kBlock = 16;
+
 // Stores the ReLU'd max of a 2x2 window's four values of 16 channels (a0 a1 / a2 a3 by window
 // row) and, per channel, the position 0..3 of the first maximum (as oneDNN's max-pool keeps).
 // ReLU after the max equals the max after ReLU.

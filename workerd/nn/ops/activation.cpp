@@ -40,8 +40,6 @@ const std::map<std::string_view, Entry>& table() {
     return t;
 }
 
-Result<void> parse_none(FieldReader&, nlohmann::json&) { return {}; }
-
 Result<void> parse_alpha(FieldReader& reader, nlohmann::json& attrs, double fallback) {
     auto alpha = reader.number("alpha", fallback);
     if (!alpha) return tl::unexpected(alpha.error());
@@ -69,7 +67,7 @@ Result<void> parse_gelu(FieldReader& reader, nlohmann::json& attrs) {
     return {};
 }
 
-Result<void> infer(InferContext& context) {
+Result<void> infer_activation(InferContext& context) {
     const ValueInfo& in = context.input(0);
     if (in.type != ElementType::kFloat) return tl::unexpected(op_error("expects floats, got integer ids"));
     context.set_output(0, in);
@@ -169,7 +167,7 @@ OpSchema make(std::string_view kind, Result<void> (*parse)(FieldReader&, nlohman
     std::vector<std::string_view> ops;
     if (!onnx.empty()) ops.push_back(onnx);
     if (kind == "gelu") ops.push_back("Gelu");
-    return OpSchema{kind, 1, 1, parse, infer, ops, import_activation, export_activation};
+    return OpSchema{kind, 1, 1, parse, infer_activation, ops, import_activation, export_activation};
 }
 
 }  // namespace
@@ -187,7 +185,7 @@ std::vector<const OpSchema*> activation_schemas() {
                          : kind == "elu"      ? parse_elu
                          : kind == "clip"     ? parse_clip
                          : kind == "gelu"     ? parse_gelu
-                                              : parse_none;
+                                              : parse_no_attributes;
             s.push_back(make(kind, parse));
         }
         return s;

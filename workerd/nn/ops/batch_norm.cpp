@@ -27,7 +27,7 @@ namespace psrun::nn {
 
 namespace {
 
-Result<void> parse(FieldReader& reader, nlohmann::json& attrs) {
+Result<void> parse_batch_norm(FieldReader& reader, nlohmann::json& attrs) {
     auto epsilon = reader.number("epsilon", 1e-5);
     if (!epsilon) return tl::unexpected(epsilon.error());
     if (!(*epsilon > 0.0 && *epsilon <= 1.0))
@@ -49,7 +49,7 @@ Result<void> parse(FieldReader& reader, nlohmann::json& attrs) {
     return {};
 }
 
-Result<void> infer(InferContext& context) {
+Result<void> infer_batch_norm(InferContext& context) {
     const ValueInfo& in = context.input(0);
     if (in.type != ElementType::kFloat) return tl::unexpected(op_error("expects floats, got integer ids"));
     if (in.rank() < 2 || in.rank() > 5 || in.dims[0] != Dim::batch_times(1))
@@ -142,7 +142,7 @@ double onnx_momentum(float onnx_value) {
 }
 
 const OpSchema& batch_norm_schema() {
-    static const OpSchema schema{"batch_norm", 1, 1, parse, infer, {"BatchNormalization"}, import_batch_norm,
+    static const OpSchema schema{"batch_norm", 1, 1, parse_batch_norm, infer_batch_norm, {"BatchNormalization"}, import_batch_norm,
                                  export_batch_norm};
     return schema;
 }

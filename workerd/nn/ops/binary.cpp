@@ -13,9 +13,7 @@ namespace psrun::nn {
 
 namespace {
 
-Result<void> parse_none(FieldReader&, nlohmann::json&) { return {}; }
-
-Result<void> infer(InferContext& context) {
+Result<void> infer_binary(InferContext& context) {
     for (std::size_t i = 0; i < 2; ++i)
         if (context.input(i).type != ElementType::kFloat)
             return tl::unexpected(op_error("expects floats; input " + std::to_string(i) + " (" + context.input_name(i) +
@@ -51,7 +49,7 @@ Result<void> export_binary(OnnxNodeExport& out) {
 }
 
 OpSchema make(std::string_view kind) {
-    return OpSchema{kind, 2, 2, parse_none, infer, {onnx_of(kind)}, import_binary, export_binary};
+    return OpSchema{kind, 2, 2, parse_no_attributes, infer_binary, {onnx_of(kind)}, import_binary, export_binary};
 }
 
 }  // namespace

@@ -14,12 +14,6 @@ using Dt = memory::data_type;
 
 namespace {
 
-int axis_of(const KernelBuilder& b) {
-    const auto rank = static_cast<std::int64_t>(b.input_dims(0).size());
-    const auto axis = b.node().attrs.at("axis").get<std::int64_t>();
-    return static_cast<int>(axis < 0 ? axis + rank : axis);
-}
-
 // dst = the `parts` side by side along `axis` (one concat primitive).
 Op run_concat(KernelBuilder& b, const std::vector<View>& parts, const View& dst, int axis, const char* what) {
     std::vector<memory::desc> descs;
@@ -52,7 +46,7 @@ public:
     void build(KernelBuilder& b) override {
         const auto& engine = b.context().engine;
         const auto adt = b.context().activation_type();
-        const int axis = axis_of(b);
+        const int axis = axis_attr(b);
         std::vector<View> srcs;
         for (std::size_t i = 0; i < b.input_count(); ++i) {
             const memory m = b.input_plain(i, adt);
@@ -78,7 +72,7 @@ public:
     void build(KernelBuilder& b) override {
         const auto& engine = b.context().engine;
         const auto adt = b.context().activation_type();
-        const int axis = axis_of(b);
+        const int axis = axis_attr(b);
         std::vector<MemDims> dims;
         for (std::size_t k = 0; k < b.output_count(); ++k) dims.push_back(b.output_dims(k));
         const auto from = pieces(b.input_plain(0, adt), dims, axis, adt, engine);

@@ -14,7 +14,7 @@ namespace psrun::nn {
 
 namespace {
 
-Result<void> parse(FieldReader& reader, nlohmann::json& attrs) {
+Result<void> parse_conv(FieldReader& reader, nlohmann::json& attrs) {
     auto filters = reader.integer("filters", std::nullopt, 1, kMaxTensorElements);
     if (!filters) return tl::unexpected(filters.error());
     auto kernel = reader.extent("kernel", std::nullopt, kMaxTensorElements);
@@ -35,7 +35,7 @@ Result<void> parse(FieldReader& reader, nlohmann::json& attrs) {
     return parse_trainable_options(reader, attrs, Initializer{InitKind::kGlorotUniform, 0.0});
 }
 
-Result<void> infer(InferContext& context) {
+Result<void> infer_conv(InferContext& context) {
     const ValueInfo& in = context.input(0);
     auto g = conv_geometry(context.attrs(), in);
     if (!g) return tl::unexpected(g.error());
@@ -146,7 +146,7 @@ Result<ConvGeometry> conv_geometry(const nlohmann::json& attrs, const ValueInfo&
 }
 
 const OpSchema& conv2d_schema() {
-    static const OpSchema schema{"conv2d", 1, 1, parse, infer, {"Conv"}, import_conv, export_conv};
+    static const OpSchema schema{"conv2d", 1, 1, parse_conv, infer_conv, {"Conv"}, import_conv, export_conv};
     return schema;
 }
 

@@ -13,7 +13,7 @@ namespace psrun::nn {
 
 namespace {
 
-Result<void> parse(FieldReader& reader, nlohmann::json& attrs) {
+Result<void> parse_dense(FieldReader& reader, nlohmann::json& attrs) {
     auto units = reader.integer("units", std::nullopt, 1, kMaxTensorElements);
     if (!units) return tl::unexpected(units.error());
     attrs["units"] = *units;
@@ -24,7 +24,7 @@ bool is_image(const ValueInfo& in) {
     return in.rank() == 4 && !in.dims[1].batch && !in.dims[2].batch && !in.dims[3].batch;
 }
 
-Result<void> infer(InferContext& context) {
+Result<void> infer_dense(InferContext& context) {
     const ValueInfo& in = context.input(0);
     if (in.type != ElementType::kFloat || in.rank() < 2 || in.dims.back().batch)
         return tl::unexpected(op_error("expects float features [..., F], got " + to_string(in.dims) + " " +
@@ -136,7 +136,7 @@ Result<void> export_dense(OnnxNodeExport& out) {
 }  // namespace
 
 const OpSchema& dense_schema() {
-    static const OpSchema schema{"dense", 1, 1, parse, infer, {"Gemm"}, import_gemm, export_dense};
+    static const OpSchema schema{"dense", 1, 1, parse_dense, infer_dense, {"Gemm"}, import_gemm, export_dense};
     return schema;
 }
 

@@ -30,9 +30,7 @@ Result<void> parse_dropout(FieldReader& reader, nlohmann::json& attrs) {
     return {};
 }
 
-Result<void> parse_none(FieldReader&, nlohmann::json&) { return {}; }
-
-Result<void> infer(InferContext& context) {
+Result<void> infer_dropout(InferContext& context) {
     const ValueInfo& in = context.input(0);
     context.set_output(0, in);
     if (context.node().op == "dropout") {
@@ -78,12 +76,12 @@ Result<void> export_identity(OnnxNodeExport& out) {
 }  // namespace
 
 const OpSchema& dropout_schema() {
-    static const OpSchema schema{"dropout", 1, 1, parse_dropout, infer, {"Dropout"}, import_dropout, export_identity};
+    static const OpSchema schema{"dropout", 1, 1, parse_dropout, infer_dropout, {"Dropout"}, import_dropout, export_identity};
     return schema;
 }
 
 const OpSchema& identity_schema() {
-    static const OpSchema schema{"identity", 1, 1, parse_none, infer, {"Identity"}, import_dropout, export_identity};
+    static const OpSchema schema{"identity", 1, 1, parse_no_attributes, infer_dropout, {"Identity"}, import_dropout, export_identity};
     return schema;
 }
 

@@ -94,4 +94,10 @@ Op sum_to(const KernelBuilder& b, const memory& from, const memory& to_base, con
     return run_primitive(b, reduction(pd), {{DNNL_ARG_SRC, from}, {DNNL_ARG_DST, to.view}}, {to});
 }
 
+int axis_attr(const KernelBuilder& b) {
+    const auto rank = static_cast<std::int64_t>(b.input_dims(0).size());
+    const auto axis = b.node().attrs.at("axis").get<std::int64_t>();
+    return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
 }  // namespace psrun::nn

@@ -51,6 +51,9 @@ Op run_reorder(const KernelBuilder& b, const dnnl::memory& from, const dnnl::mem
 // Sets every byte of `m` to 0 (f32, bf16 and s32 zeros).
 Op run_zero(const dnnl::memory& m);
 
+// The node's "axis" attribute resolved against input 0's rank (a negative axis counts from the end).
+int axis_attr(const KernelBuilder& b);
+
 // The backward op writing into `to` (f32, a view of dims `to_dims` over the memory input_diff
 // returned) scale * the sum of `from` (f32 plain, dims of the same rank) over the axes where
 // to_dims is 1 and from's dims are not: a copy when there are none.

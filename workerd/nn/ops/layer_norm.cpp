@@ -18,7 +18,7 @@ namespace psrun::nn {
 
 namespace {
 
-Result<void> parse(FieldReader& reader, nlohmann::json& attrs) {
+Result<void> parse_layer_norm(FieldReader& reader, nlohmann::json& attrs) {
     auto epsilon = reader.number("epsilon", 1e-5);
     if (!epsilon) return tl::unexpected(epsilon.error());
     if (!(*epsilon > 0.0 && *epsilon <= 1.0))
@@ -36,7 +36,7 @@ Result<void> parse(FieldReader& reader, nlohmann::json& attrs) {
     return {};
 }
 
-Result<void> infer(InferContext& context) {
+Result<void> infer_layer_norm(InferContext& context) {
     const ValueInfo& in = context.input(0);
     auto g = layer_norm_geometry(context.attrs(), in);
     if (!g) return tl::unexpected(g.error());
@@ -124,7 +124,7 @@ NormSlots norm_slots(const Node& node) {
 }
 
 const OpSchema& layer_norm_schema() {
-    static const OpSchema schema{"layer_norm", 1, 1, parse, infer, {}, nullptr, export_layer_norm};
+    static const OpSchema schema{"layer_norm", 1, 1, parse_layer_norm, infer_layer_norm, {}, nullptr, export_layer_norm};
     return schema;
 }
 

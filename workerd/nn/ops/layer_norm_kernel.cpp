@@ -17,12 +17,12 @@ namespace {
 
 // `m`'s bytes as `desc`, the handle read again before each use (gradient memories are
 // re-pointed when the buffer changes).
-struct View {
+struct Alias {
     memory of, as;
     void refresh() { as.set_data_handle(of.get_data_handle()); }
 };
 
-View view(const memory& m, const memory::desc& desc, const engine& e) { return {m, memory(desc, e, m.get_data_handle())}; }
+Alias alias(const memory& m, const memory::desc& desc, const engine& e) { return {m, memory(desc, e, m.get_data_handle())}; }
 
 class LayerNormKernel final : public Kernel {
 public:
@@ -42,7 +42,7 @@ public:
         const memory::desc vec = plain_desc({features}, Dt::f32);
         const memory::desc stat = plain_desc({rows}, Dt::f32);
 
-        const memory src = view(b.input_plain(0, adt), data2, engine).as;
+        const memory src = alias(b.input_plain(0, adt), data2, engine).as;
         Flags flags = Flags::none;
         if (s.scale >= 0) flags |= Flags::use_scale;
         if (s.bias >= 0) flags |= Flags::use_shift;
@@ -55,13 +55,13 @@ public:
         const memory mean(stat, engine), var(stat, engine);
         std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_MEAN, mean}, {DNNL_ARG_VARIANCE, var}};
         memory scale, shift;
-        if (s.scale >= 0) args.emplace(DNNL_ARG_SCALE, scale = view(b.input_plain(static_cast<std::size_t>(s.scale), Dt::f32), vec, engine).as);
-        if (s.bias >= 0) args.emplace(DNNL_ARG_SHIFT, shift = view(b.input_plain(static_cast<std::size_t>(s.bias), Dt::f32), vec, engine).as);
+        if (s.scale >= 0) args.emplace(DNNL_ARG_SCALE, scale = alias(b.input_plain(static_cast<std::size_t>(s.scale), Dt::f32), vec, engine).as);
+        if (s.bias >= 0) args.emplace(DNNL_ARG_SHIFT, shift = alias(b.input_plain(static_cast<std::size_t>(s.bias), Dt::f32), vec, engine).as);
         // dst in the activation type; the model's f32 output after bf16 work is a converted copy.
         const Dt out_type = b.output_type(0);
         const memory::desc dst_desc = plain_desc(b.output_dims(0), adt);
         const memory dst = out_type == adt ? b.make_output(0, dst_desc) : memory(dst_desc, engine);
-        args.emplace(DNNL_ARG_DST, view(dst, data2, engine).as);
+        args.emplace(DNNL_ARG_DST, alias(dst, data2, engine).as);
         b.forward(layer_normalization_forward(pd), args);
         memory out = dst;
         if (out_type != adt) {
@@ -70,7 +70,7 @@ public:
         }
         if (!b.needs_backward()) return;
 
-        const memory diff_dst = view(backward_convert(b, b.output_diff(0, out.get_desc()), dst_desc), data2, engine).as;
+        const memory diff_dst = alias(backward_convert(b, b.output_diff(0, out.get_desc()), dst_desc), data2, engine).as;
         const bool params = s.scale >= 0 || s.bias >= 0;
         layer_normalization_backward::primitive_desc bwd(
             layer_normalization_backward::desc(params ? prop_kind::backward : prop_kind::backward_data, data2, data2,
@@ -81,14 +81,14 @@ public:
             {DNNL_ARG_SRC, src}, {DNNL_ARG_MEAN, mean}, {DNNL_ARG_VARIANCE, var}, {DNNL_ARG_DIFF_DST, diff_dst}};
         if (s.scale >= 0) bargs.emplace(DNNL_ARG_SCALE, scale);
         if (s.bias >= 0) bargs.emplace(DNNL_ARG_SHIFT, shift);
-        std::vector<View> views;
+        std::vector<Alias> views;
         const memory full = b.needs_input_grad(0) ? b.input_diff(0, plain_desc(dims, adt)) : memory(plain_desc(dims, adt), engine);
-        views.push_back(view(full, data2, engine));
+        views.push_back(alias(full, data2, engine));
         bargs.emplace(DNNL_ARG_DIFF_SRC, views.back().as);
         auto grad = [&](int slot, int arg) {
             const auto i = static_cast<std::size_t>(slot);
             const memory m = b.needs_input_grad(i) ? b.input_diff(i, plain_desc(b.input_dims(i), Dt::f32)) : memory(vec, engine);
-            views.push_back(view(m, vec, engine));
+            views.push_back(alias(m, vec, engine));
             bargs.emplace(arg, views.back().as);
         };
         if (s.scale >= 0) grad(s.scale, DNNL_ARG_DIFF_SCALE);

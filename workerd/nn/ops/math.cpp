@@ -20,9 +20,7 @@ Result<void> parse_pow(FieldReader& reader, nlohmann::json& attrs) {
     return {};
 }
 
-Result<void> parse_none(FieldReader&, nlohmann::json&) { return {}; }
-
-Result<void> infer(InferContext& context) {
+Result<void> infer_math(InferContext& context) {
     const ValueInfo& in = context.input(0);
     if (in.type != ElementType::kFloat) return tl::unexpected(op_error("expects floats, got integer ids"));
     context.set_output(0, in);
@@ -64,12 +62,12 @@ Result<void> export_math(OnnxNodeExport& out) {
 }  // namespace
 
 const OpSchema& pow_schema() {
-    static const OpSchema s{"pow", 1, 1, parse_pow, infer, {"Pow"}, import_math, export_math};
+    static const OpSchema s{"pow", 1, 1, parse_pow, infer_math, {"Pow"}, import_math, export_math};
     return s;
 }
 
 const OpSchema& erf_schema() {
-    static const OpSchema s{"erf", 1, 1, parse_none, infer, {"Erf"}, import_math, export_math};
+    static const OpSchema s{"erf", 1, 1, parse_no_attributes, infer_math, {"Erf"}, import_math, export_math};
     return s;
 }
 

@@ -15,9 +15,7 @@ namespace psrun::nn {
 
 namespace {
 
-Result<void> parse_none(FieldReader&, nlohmann::json&) { return {}; }
-
-Result<void> infer(InferContext& context) {
+Result<void> infer_matmul(InferContext& context) {
     const ValueInfo& a = context.input(0);
     const ValueInfo& b = context.input(1);
     for (std::size_t i = 0; i < 2; ++i) {
@@ -69,7 +67,7 @@ Result<void> export_matmul(OnnxNodeExport& out) {
 }  // namespace
 
 const OpSchema& matmul_schema() {
-    static const OpSchema s{"matmul", 2, 2, parse_none, infer, {"MatMul"}, import_matmul, export_matmul};
+    static const OpSchema s{"matmul", 2, 2, parse_no_attributes, infer_matmul, {"MatMul"}, import_matmul, export_matmul};
     return s;
 }
 

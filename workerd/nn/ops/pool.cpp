@@ -38,9 +38,7 @@ Result<void> parse_pool(FieldReader& reader, nlohmann::json& attrs, bool avg) {
 
 Result<void> parse_max(FieldReader& reader, nlohmann::json& attrs) { return parse_pool(reader, attrs, false); }
 Result<void> parse_avg(FieldReader& reader, nlohmann::json& attrs) { return parse_pool(reader, attrs, true); }
-Result<void> parse_none(FieldReader&, nlohmann::json&) { return {}; }
-
-Result<void> infer(InferContext& context) {
+Result<void> infer_pool(InferContext& context) {
     const ValueInfo& in = context.input(0);
     auto g = pool_geometry(context.node(), in);
     if (!g) return tl::unexpected(g.error());
@@ -151,22 +149,22 @@ Result<PoolGeometry> pool_geometry(const Node& node, const ValueInfo& in) {
 }
 
 const OpSchema& max_pool_schema() {
-    static const OpSchema schema{"max_pool", 1, 1, parse_max, infer, {"MaxPool"}, import_pool, export_pool};
+    static const OpSchema schema{"max_pool", 1, 1, parse_max, infer_pool, {"MaxPool"}, import_pool, export_pool};
     return schema;
 }
 
 const OpSchema& avg_pool_schema() {
-    static const OpSchema schema{"avg_pool", 1, 1, parse_avg, infer, {"AveragePool"}, import_pool, export_pool};
+    static const OpSchema schema{"avg_pool", 1, 1, parse_avg, infer_pool, {"AveragePool"}, import_pool, export_pool};
     return schema;
 }
 
 const OpSchema& global_avg_pool_schema() {
-    static const OpSchema schema{"global_avg_pool", 1, 1, parse_none, infer, {"GlobalAveragePool"}, import_pool, export_pool};
+    static const OpSchema schema{"global_avg_pool", 1, 1, parse_no_attributes, infer_pool, {"GlobalAveragePool"}, import_pool, export_pool};
     return schema;
 }
 
 const OpSchema& global_max_pool_schema() {
-    static const OpSchema schema{"global_max_pool", 1, 1, parse_none, infer, {"GlobalMaxPool"}, import_pool, export_pool};
+    static const OpSchema schema{"global_max_pool", 1, 1, parse_no_attributes, infer_pool, {"GlobalMaxPool"}, import_pool, export_pool};
     return schema;
 }
 

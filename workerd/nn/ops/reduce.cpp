@@ -14,7 +14,7 @@ namespace psrun::nn {
 
 namespace {
 
-Result<void> parse(FieldReader& reader, nlohmann::json& attrs) {
+Result<void> parse_reduce(FieldReader& reader, nlohmann::json& attrs) {
     auto axes = reader.integers("axes", std::nullopt, 0, -6, 5);
     if (!axes) return tl::unexpected(axes.error());
     auto keep = reader.boolean("keepdims", true);
@@ -24,7 +24,7 @@ Result<void> parse(FieldReader& reader, nlohmann::json& attrs) {
     return {};
 }
 
-Result<void> infer(InferContext& context) {
+Result<void> infer_reduce(InferContext& context) {
     const ValueInfo& in = context.input(0);
     if (in.type != ElementType::kFloat) return tl::unexpected(op_error("expects floats, got integer ids"));
     auto axes = normal_axes(context.attr_ints("axes"), in.rank());
@@ -91,7 +91,7 @@ Result<void> export_reduce(OnnxNodeExport& out) {
 }
 
 OpSchema make(std::string_view kind, std::string_view onnx) {
-    return OpSchema{kind, 1, 1, parse, infer, {onnx}, import_reduce, export_reduce};
+    return OpSchema{kind, 1, 1, parse_reduce, infer_reduce, {onnx}, import_reduce, export_reduce};
 }
 
 }  // namespace

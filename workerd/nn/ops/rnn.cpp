@@ -78,7 +78,7 @@ std::vector<int> onnx_gates_from_pytorch(bool lstm) { return lstm ? std::vector<
 
 namespace {
 
-Result<void> parse(FieldReader& reader, nlohmann::json& attrs, bool gru) {
+Result<void> parse_rnn(FieldReader& reader, nlohmann::json& attrs, bool gru) {
     auto hidden = reader.integer("hidden", std::nullopt, 1, 1 << 20);
     if (!hidden) return tl::unexpected(hidden.error());
     auto direction = reader.choice("direction", 0, {"forward", "reverse", "bidirectional"});
@@ -104,10 +104,10 @@ Result<void> parse(FieldReader& reader, nlohmann::json& attrs, bool gru) {
     return {};
 }
 
-Result<void> parse_lstm(FieldReader& reader, nlohmann::json& attrs) { return parse(reader, attrs, false); }
-Result<void> parse_gru(FieldReader& reader, nlohmann::json& attrs) { return parse(reader, attrs, true); }
+Result<void> parse_lstm(FieldReader& reader, nlohmann::json& attrs) { return parse_rnn(reader, attrs, false); }
+Result<void> parse_gru(FieldReader& reader, nlohmann::json& attrs) { return parse_rnn(reader, attrs, true); }
 
-Result<void> infer(InferContext& context) {
+Result<void> infer_rnn(InferContext& context) {
     const bool lstm = context.node().op == "lstm";
     const ValueInfo& x = context.input(0);
     const bool batch_first = context.attr_bool("batch_first");
@@ -297,12 +297,12 @@ Result<void> export_rnn(OnnxNodeExport& out) {
 }  // namespace
 
 const OpSchema& lstm_schema() {
-    static const OpSchema s{"lstm", 1, 3, parse_lstm, infer, {"LSTM"}, import_rnn, export_rnn};
+    static const OpSchema s{"lstm", 1, 3, parse_lstm, infer_rnn, {"LSTM"}, import_rnn, export_rnn};
     return s;
 }
 
 const OpSchema& gru_schema() {
-    static const OpSchema s{"gru", 1, 2, parse_gru, infer, {"GRU"}, import_rnn, export_rnn};
+    static const OpSchema s{"gru", 1, 2, parse_gru, infer_rnn, {"GRU"}, import_rnn, export_rnn};
     return s;
 }
 

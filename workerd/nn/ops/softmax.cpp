@@ -16,14 +16,14 @@ namespace psrun::nn {
 
 namespace {
 
-Result<void> parse(FieldReader& reader, nlohmann::json& attrs) {
+Result<void> parse_softmax(FieldReader& reader, nlohmann::json& attrs) {
     auto axis = reader.integer("axis", -1, -6, 5);
     if (!axis) return tl::unexpected(axis.error());
     attrs["axis"] = *axis;
     return {};
 }
 
-Result<void> infer(InferContext& context) {
+Result<void> infer_softmax(InferContext& context) {
     const ValueInfo& in = context.input(0);
     if (in.type != ElementType::kFloat) return tl::unexpected(op_error("expects floats, got integer ids"));
     auto axis = normal_axis(context.attr_int("axis"), in.rank());
@@ -66,12 +66,12 @@ Result<void> export_softmax(OnnxNodeExport& out) {
 }  // namespace
 
 const OpSchema& softmax_schema() {
-    static const OpSchema s{"softmax", 1, 1, parse, infer, {"Softmax"}, import_softmax, export_softmax};
+    static const OpSchema s{"softmax", 1, 1, parse_softmax, infer_softmax, {"Softmax"}, import_softmax, export_softmax};
     return s;
 }
 
 const OpSchema& log_softmax_schema() {
-    static const OpSchema s{"log_softmax", 1, 1, parse, infer, {"LogSoftmax"}, import_softmax, export_softmax};
+    static const OpSchema s{"log_softmax", 1, 1, parse_softmax, infer_softmax, {"LogSoftmax"}, import_softmax, export_softmax};
     return s;
 }
 

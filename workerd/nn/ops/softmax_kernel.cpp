@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "workerd/nn/kernel.h"
+#include "workerd/nn/ops/kernel_views.h"
 #include "workerd/nn/ops/ops.h"
 
 namespace psrun::nn {
@@ -12,17 +13,11 @@ using namespace dnnl;
 
 namespace {
 
-int axis_of(const KernelBuilder& b) {
-    const auto rank = static_cast<std::int64_t>(b.input_dims(0).size());
-    const auto axis = b.node().attrs.at("axis").get<std::int64_t>();
-    return static_cast<int>(axis < 0 ? axis + rank : axis);
-}
-
 // Forward and backward of one primitive family (softmax_* or logsoftmax_*).
 template <typename Fwd, typename Bwd>
 void build_family(KernelBuilder& b) {
     const auto& engine = b.context().engine;
-    const int axis = axis_of(b);
+    const int axis = axis_attr(b);
     const memory src = b.input_plain(0, b.context().activation_type());
     const auto prop = b.context().training ? prop_kind::forward_training : prop_kind::forward_inference;
     typename Fwd::primitive_desc pd(typename Fwd::desc(prop, src.get_desc(), axis), engine);

@@ -12,7 +12,7 @@ namespace psrun::nn {
 
 namespace {
 
-Result<void> parse(FieldReader& reader, nlohmann::json& attrs) {
+Result<void> parse_transpose(FieldReader& reader, nlohmann::json& attrs) {
     auto perm = reader.integers("perm", std::nullopt, 0, 0, 5);
     if (!perm) return tl::unexpected(perm.error());
     auto sorted = *perm;
@@ -24,7 +24,7 @@ Result<void> parse(FieldReader& reader, nlohmann::json& attrs) {
     return {};
 }
 
-Result<void> infer(InferContext& context) {
+Result<void> infer_transpose(InferContext& context) {
     const ValueInfo& in = context.input(0);
     const auto perm = context.attr_ints("perm");
     if (perm.size() != in.rank())
@@ -66,7 +66,7 @@ Result<void> export_transpose(OnnxNodeExport& out) {
 }  // namespace
 
 const OpSchema& transpose_schema() {
-    static const OpSchema s{"transpose", 1, 1, parse, infer, {"Transpose"}, import_transpose, export_transpose};
+    static const OpSchema s{"transpose", 1, 1, parse_transpose, infer_transpose, {"Transpose"}, import_transpose, export_transpose};
     return s;
 }
 
