@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+
+#include "common/text_file.h"
 
 namespace psrun {
 
@@ -29,13 +29,7 @@ Result<std::string> run_gnuplot(const std::string& script, const std::string& pn
     ::close(to_gnuplot[1]);
     int status = 0;
     if (pid > 0) ::waitpid(pid, &status, 0);
-    std::string said;
-    {
-        std::ifstream log(log_path);
-        std::ostringstream text;
-        text << log.rdbuf();
-        said = text.str();
-    }
+    const std::string said = read_text_file(log_path);
     std::error_code ec;
     std::filesystem::remove(log_path, ec);
     if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "workerd/nn/kernel.h"
+#include "workerd/nn/ops/kernel_views.h"
 #include "workerd/nn/ops/normalization.h"
 #include "workerd/nn/ops/ops.h"
 
@@ -14,15 +15,6 @@ using Dt = memory::data_type;
 using Flags = normalization_flags;
 
 namespace {
-
-// `m`'s bytes as `desc`, the handle read again before each use (gradient memories are
-// re-pointed when the buffer changes).
-struct Alias {
-    memory of, as;
-    void refresh() { as.set_data_handle(of.get_data_handle()); }
-};
-
-Alias alias(const memory& m, const memory::desc& desc, const engine& e) { return {m, memory(desc, e, m.get_data_handle())}; }
 
 class LayerNormKernel final : public Kernel {
 public:
@@ -42,7 +34,7 @@ public:
         const memory::desc vec = plain_desc({features}, Dt::f32);
         const memory::desc stat = plain_desc({rows}, Dt::f32);
 
-        const memory src = alias(b.input_plain(0, adt), data2, engine).as;
+        const memory src = view_of(b.input_plain(0, adt), data2, engine).view;
         Flags flags = Flags::none;
         if (s.scale >= 0) flags |= Flags::use_scale;
         if (s.bias >= 0) flags |= Flags::use_shift;
@@ -55,13 +47,13 @@ public:
         const memory mean(stat, engine), var(stat, engine);
         std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_MEAN, mean}, {DNNL_ARG_VARIANCE, var}};
         memory scale, shift;
-        if (s.scale >= 0) args.emplace(DNNL_ARG_SCALE, scale = alias(b.input_plain(static_cast<std::size_t>(s.scale), Dt::f32), vec, engine).as);
-        if (s.bias >= 0) args.emplace(DNNL_ARG_SHIFT, shift = alias(b.input_plain(static_cast<std::size_t>(s.bias), Dt::f32), vec, engine).as);
+        if (s.scale >= 0) args.emplace(DNNL_ARG_SCALE, scale = view_of(b.input_plain(static_cast<std::size_t>(s.scale), Dt::f32), vec, engine).view);
+        if (s.bias >= 0) args.emplace(DNNL_ARG_SHIFT, shift = view_of(b.input_plain(static_cast<std::size_t>(s.bias), Dt::f32), vec, engine).view);
         // dst in the activation type; the model's f32 output after bf16 work is a converted copy.
         const Dt out_type = b.output_type(0);
         const memory::desc dst_desc = plain_desc(b.output_dims(0), adt);
         const memory dst = out_type == adt ? b.make_output(0, dst_desc) : memory(dst_desc, engine);
-        args.emplace(DNNL_ARG_DST, alias(dst, data2, engine).as);
+        args.emplace(DNNL_ARG_DST, view_of(dst, data2, engine).view);
         b.forward(layer_normalization_forward(pd), args);
         memory out = dst;
         if (out_type != adt) {
@@ -70,7 +62,7 @@ public:
         }
         if (!b.needs_backward()) return;
 
-        const memory diff_dst = alias(backward_convert(b, b.output_diff(0, out.get_desc()), dst_desc), data2, engine).as;
+        const memory diff_dst = view_of(backward_convert(b, b.output_diff(0, out.get_desc()), dst_desc), data2, engine).view;
         const bool params = s.scale >= 0 || s.bias >= 0;
         layer_normalization_backward::primitive_desc bwd(
             layer_normalization_backward::desc(params ? prop_kind::backward : prop_kind::backward_data, data2, data2,
@@ -81,23 +73,20 @@ public:
             {DNNL_ARG_SRC, src}, {DNNL_ARG_MEAN, mean}, {DNNL_ARG_VARIANCE, var}, {DNNL_ARG_DIFF_DST, diff_dst}};
         if (s.scale >= 0) bargs.emplace(DNNL_ARG_SCALE, scale);
         if (s.bias >= 0) bargs.emplace(DNNL_ARG_SHIFT, shift);
-        std::vector<Alias> views;
+        std::vector<View> views;
         const memory full = b.needs_input_grad(0) ? b.input_diff(0, plain_desc(dims, adt)) : memory(plain_desc(dims, adt), engine);
-        views.push_back(alias(full, data2, engine));
-        bargs.emplace(DNNL_ARG_DIFF_SRC, views.back().as);
+        views.push_back(view_of(full, data2, engine));
+        bargs.emplace(DNNL_ARG_DIFF_SRC, views.back().view);
         auto grad = [&](int slot, int arg) {
             const auto i = static_cast<std::size_t>(slot);
             const memory m = b.needs_input_grad(i) ? b.input_diff(i, plain_desc(b.input_dims(i), Dt::f32)) : memory(vec, engine);
-            views.push_back(alias(m, vec, engine));
-            bargs.emplace(arg, views.back().as);
+            views.push_back(view_of(m, vec, engine));
+            bargs.emplace(arg, views.back().view);
         };
         if (s.scale >= 0) grad(s.scale, DNNL_ARG_DIFF_SCALE);
         if (s.bias >= 0) grad(s.bias, DNNL_ARG_DIFF_SHIFT);
         const layer_normalization_backward prim(bwd);
-        b.backward([prim, bargs, views, stream = b.context().stream]() mutable {
-            for (auto& v : views) v.refresh();
-            prim.execute(stream, bargs);
-        });
+        b.backward(run_primitive(b, prim, bargs, views));
     }
 };
 
