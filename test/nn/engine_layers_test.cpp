@@ -148,6 +148,29 @@ TEST_CASE("pool layers match the reference loop", "[nn_engine][layers]") {
     CHECK(rel_l2(h.backward(dy), dx) < tol);
 }
 
+TEST_CASE("pooling an RGB image input runs oneDNN's JIT pooling, not its reference loop", "[nn_engine][layers]") {
+    // Plain NCHW with 3 channels has no JIT pooling in oneDNN 2.6; the kernel pools channels-last.
+    const auto kind = GENERATE("max_pool", "avg_pool");
+    const auto precision = GENERATE(from_range(precisions()));
+    CAPTURE(kind, to_string(precision));
+    const auto model = model_from(json::array({{{"kind", kind}, {"window", 2}}}), 3, 16, 16);
+    LayerHarness h(model, 0, 1, 2, precision);
+    const auto impls = h.network().implementations();
+    REQUIRE_FALSE(impls.empty());
+    for (const auto& line : impls) {
+        CAPTURE(line);
+        CHECK(line.find("simple") == std::string::npos);
+        CHECK(line.find("ref:") == std::string::npos);
+    }
+    const auto& s = model.nodes[0];
+    const ValueInfo& in = model.value(s.inputs[0]);
+    const auto x = exact(random_vector(static_cast<std::size_t>(2 * *elements_per_example(in.dims)), 6), precision);
+    const auto dy = exact(random_vector(static_cast<std::size_t>(2 * *elements_per_example(s.output_info[0].dims)), 7), precision);
+    const auto [y, dx] = pool_ref(s, in, 2, x, dy);
+    CHECK(rel_l2(h.forward(x), y) < tolerance(precision, 1e-6));
+    CHECK(rel_l2(h.backward(dy), dx) < tolerance(precision, 1e-6));
+}
+
 struct DenseCase {
     int c, h, w, units, batch;
     bool relu;
