@@ -251,7 +251,9 @@ std::vector<double> given_target_accuracy(const TrainOptions& o) {
     return *targets;
 }
 
-std::string dataset_name(const TrainOptions& o) { return o.train_images.empty() ? o.dataset : "files"; }
+std::string dataset_name(const TrainOptions& o) {
+    return o.train_images.empty() && o.train_data.empty() ? o.dataset : "files";
+}
 
 std::string resolved_data_dir(const TrainOptions& o) {
     if (!o.data_dir.empty()) return o.data_dir;

@@ -129,7 +129,8 @@ TrainerConfig make_trainer_config(const TrainOptions& options);
 // UsageError naming the option on a bad value.
 std::vector<double> given_target_accuracy(const TrainOptions& options);
 
-// What the run trains on, as summary.json records it: "files" with --train-images, else --dataset.
+// What the run trains on, as summary.json records it: "files" with --train-images or
+// --train-data/--train-dir, else --dataset.
 std::string dataset_name(const TrainOptions& options);
 
 // The data dir to read: --data-dir or the dataset's default.

@@ -58,6 +58,8 @@ timeout 240 "$psrun" local --ps 1 --workers 1 --grace 20 -- --model mnist_softma
     --steps 100 --log-every 50 --threads 1 --train-dir "$tmp/folder-png/train" --test-dir "$tmp/folder-png/test" \
     >"$tmp/local.log" 2>&1
 check "psrun local from an image folder (rc=$?)" test -f "$tmp/model/classes.json"
+check "... its summary gives the time to its best accuracy, not MNIST's 99%" grep -q "time to the best test accuracy" "$tmp/local.log"
+check "... summary.json's dataset is files" grep -q '"dataset": *"files"' "$tmp/model/summary.json"
 "$py" - "$tmp" <<'PY'
 import cv2, sys
 t = sys.argv[1]
