@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Fashion-MNIST from its IDX files against the same images as PNG and JPEG image folders and as
 # TFRecord files of PNG and JPEG Examples (docs/benchmarks.md "Data"): workerd --standalone
-# trains mnist_deep from each with the same seed and options; one JSON line per run with the
-# format, test accuracy, ms per step (train_seconds / steps) and the data wait.
+# trains mnist_deep from each with the same options, round r with seed r + 1; one JSON line per
+# run with the format, test accuracy, ms per step (train_seconds / steps) and the data wait, then
+# one line per format: mean accuracy and its difference from IDX's mean over the same seeds,
+# median ms per step and its ratio to IDX's (step speed, >= 0.95 is the goal).
 # Usage: bench/data_formats.sh WORKERD PSRUN DIR [STEPS] [ROUNDS] [FORMATS]
 #   DIR        where the formats are written (bench/idx_to_formats.py; kept for reuse)
 #   STEPS      steps per run (default 1000)
-#   ROUNDS     rounds over the formats, interleaved (default 1); speed: take medians
+#   ROUNDS     rounds over the formats, interleaved, one seed each (default 1)
 #   FORMATS    default "idx folder-png folder-jpeg tfrecord-png tfrecord-jpeg"
 # Extra workerd options via $WORKERD_OPTS (e.g. "--threads 2").
 set -euo pipefail
@@ -34,15 +36,33 @@ for ((r = 0; r < rounds; r++)); do
         out=$dir/run-$f-$r
         rm -rf "$out"
         # shellcheck disable=SC2086
-        "$workerd" --standalone --model mnist_deep --steps "$steps" --seed 1 --log-every 1000000 \
+        "$workerd" --standalone --model mnist_deep --steps "$steps" --seed $((r + 1)) --log-every 1000000 \
             --model-dir "$out" "${data[@]}" ${WORKERD_OPTS:-} >"$out.log" 2>&1
         /usr/bin/python3 - "$out/summary.json" "$f" "$r" "$(uptime | sed 's/.*load average: //')" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
-print(json.dumps({"format": sys.argv[2], "round": int(sys.argv[3]), "steps": s["global_step"],
+print(json.dumps({"format": sys.argv[2], "round": int(sys.argv[3]), "seed": int(sys.argv[3]) + 1, "steps": s["global_step"],
                   "test_accuracy": s["test_accuracy"], "ms_per_step": 1000 * s["train_seconds"] / s["global_step"],
                   "images_per_sec": s["images_per_sec"], "data_wait_percent": s["data_wait_percent"],
+                  "data_handling_percent": s["data_handling_percent"],
                   "data_max_wait_ms": s["data_max_wait_ms"], "load": sys.argv[4]}))
 PY
     done
-done
+done | tee "$dir/runs.jsonl"
+/usr/bin/python3 - "$dir/runs.jsonl" <<'PY'
+import json, statistics, sys
+runs = [json.loads(l) for l in open(sys.argv[1])]
+by = {}
+for r in runs:
+    by.setdefault(r["format"], []).append(r)
+base = by.get("idx")
+for f, rs in by.items():
+    acc = statistics.mean(r["test_accuracy"] for r in rs)
+    ms = statistics.median(r["ms_per_step"] for r in rs)
+    line = {"format": f, "seeds": len(rs), "mean_test_accuracy": round(100 * acc, 2),
+            "median_ms_per_step": round(ms, 2), "median_data_wait_percent": round(statistics.median(r["data_wait_percent"] for r in rs), 2)}
+    if base:
+        line["accuracy_minus_idx_points"] = round(100 * (acc - statistics.mean(r["test_accuracy"] for r in base)), 2)
+        line["step_speed_vs_idx"] = round(statistics.median(r["ms_per_step"] for r in base) / ms, 3)
+    print(json.dumps(line))
+PY

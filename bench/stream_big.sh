@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # A data set larger than memory streamed through two workers (docs/benchmarks.md "Data"): psrun
 # data synthesize writes GIGABYTES of 3x64x64 JPEG Examples in TFRecord shards, psrun local
-# trains bench/stream64.json on them with 1 psd and 2 workers for one pass over the training
-# records, and this script samples every workerd's resident memory every 2 s (VmRSS, VmHWM from
+# trains MODEL (default bench/stream64_deep.json: about mnist_deep's work per image) on them
+# with 1 psd and 2 workers for one pass over the training records, and this script samples every workerd's resident memory every 2 s (VmRSS, VmHWM from
 # /proc). Prints one JSON line: records, seconds, each worker's peak RSS and data wait (from its
 # log), the chief's summary figures. The data set is deleted at the end unless KEEP=1.
-# Usage: bench/stream_big.sh PSRUN DIR [GIGABYTES] [QUALITY]
+# Usage: [MODEL=file.json] [THREADS=T] bench/stream_big.sh PSRUN DIR [GIGABYTES] [QUALITY]
 set -euo pipefail
 psrun=$1
 dir=$2
@@ -23,8 +23,8 @@ records=$(/usr/bin/python3 -c "import json; print(json.load(open('$data/synthesi
 batch=128
 steps=$((records / batch))
 rm -rf "$dir/model" "$dir/rss"
-"$psrun" local --ps 1 --workers 2 --grace 60 -- --model "$src/bench/stream64.json" --batch-size $batch \
-    --steps "$steps" --threads 1 --data-threads 1 --train-data "$data/train-*" \
+"$psrun" local --ps 1 --workers 2 --grace 60 -- --model "${MODEL:-$src/bench/stream64_deep.json}" --batch-size $batch \
+    --steps "$steps" --threads "${THREADS:-1}" --data-threads 1 ${STREAM_OPTS:-} --train-data "$data/train-*" \
     --test-data "$data/test-00000-of-00001.tfrecord" --model-dir "$dir/model" --log-every 2000 \
     --checkpoint-secs 0 >"$dir/local.log" 2>&1 &
 local_pid=$!
@@ -50,10 +50,13 @@ import json, re, sys
 d, rc, records, load = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 peak = {}
 for line in open(d + "/rss"):
+    if len(line.split()) != 4:  # a process that exited while it was read
+        continue
     t, pid, rss, hwm = line.split()
     peak[pid] = max(peak.get(pid, 0), int(hwm))
-waits = [m.groups() for m in re.finditer(r"data: waited ([0-9.]+) s for batches \(([0-9.]+)% of ([0-9.]+) s of training\), "
-                                         r"longest wait ([0-9.]+) ms", open(d + "/local.log").read())]
+waits = [m.groups() for m in re.finditer(r"data: waited ([0-9.]+) s for batches \(([0-9.]+)% of ([0-9.]+) s of training, "
+                                         r"longest ([0-9.]+) ms\); handling them took ([0-9.]+) s \(([0-9.]+)%\)",
+                                         open(d + "/local.log").read())]
 try:
     s = json.load(open(d + "/model/summary.json"))
 except (OSError, ValueError):
@@ -63,7 +66,8 @@ print(json.dumps({"rc": rc, "train_records": records, "global_step": s.get("glob
                   "test_accuracy": s.get("test_accuracy"),
                   "worker_peak_rss_mb": sorted(round(v / 1024, 1) for v in peak.values()),
                   "worker_data_wait": [{"seconds": float(a), "percent": float(b), "train_seconds": float(c),
-                                        "longest_ms": float(e)} for a, b, c, e in waits],
+                                        "longest_ms": float(e), "handling_seconds": float(h),
+                                        "handling_percent": float(hp)} for a, b, c, e, h, hp in waits],
                   "load_after": load}))
 PY
 [ "${KEEP:-0}" = 1 ] || rm -rf "$data"

@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "common/metric_targets.h"
 #include "workerd/nn/model_summary.h"
+#include "workerd/data/data_time.h"
 
 namespace psrun::worker {
 
@@ -152,11 +153,8 @@ void SummaryHook::end(RunContext& ctx, const StepResult& last) {
          {{"compute", per_step(ctx.compute_seconds)},
           {"exchange", per_step(ctx.exchange_seconds)},
           {"param_copy", per_step(ctx.copy_seconds)},
-          {"data_wait", per_step(ctx.trainer->data().wait_seconds())}}},
-        {"data_wait_seconds", ctx.trainer->data().wait_seconds()},
-        {"data_wait_percent", 100 * ctx.trainer->data().wait_seconds() / t},
-        {"data_max_wait_ms", 1000 * ctx.trainer->data().max_wait_seconds()},
-        {"skipped_records", ctx.trainer->data().skipped_records()},
+          {"data_wait", per_step(ctx.trainer->data().data_time().waited)},
+          {"data_handling", per_step(ctx.trainer->data().data_time().handling)}}},
         {"final_loss", last.loss},
         {"model", ctx.trainer->model().name},
         {"model_hash", nn::architecture_hash(ctx.trainer->model())},
@@ -172,6 +170,7 @@ void SummaryHook::end(RunContext& ctx, const StepResult& last) {
         {"evaluations", ctx.evaluations},
         {"targets", targets},
     };
+    summary.update(data_time_json(ctx.trainer->data(), ctx.train_seconds));
     if (ctx.test_metrics) summary.update(ctx.test_metrics->json());  // test_mse, test_mean_f1, ... where they apply
     const std::string path = o.model_dir + "/summary.json";
     const std::string tmp = path + ".tmp";

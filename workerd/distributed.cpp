@@ -24,6 +24,7 @@
 #include "workerd/preemption.h"
 #include "workerd/signal_watcher.h"
 #include "workerd/step_loop.h"
+#include "workerd/data/data_time.h"
 
 namespace psrun::worker {
 
@@ -128,7 +129,9 @@ int DistributedWorker::run() {
         spdlog::info("wire precision bf16: {} of {} psd shards exchange bf16 payload frames (shared memory stays f32)",
                      endpoints.size() - client.shm_shards(), endpoints.size());
 
-    Trainer trainer(config, make_train_source(*data, config), make_test_source(*data));
+    auto train = make_train_source(*data, config);
+    train->start();  // a stream fills its shuffle buffer while the network is built
+    Trainer trainer(config, std::move(train), make_test_source(*data));
     if (c.chief && !training_.model_dir.empty() && !data_record(training_, *data).empty())
         if (auto wrote = write_data_record(training_.model_dir, data_record(training_, *data)); !wrote)
             spdlog::warn("{}", wrote.error().message);
@@ -255,14 +258,7 @@ int DistributedWorker::run() {
                      t.table_name(), t.rows(), t.width(), ids, t.lookups(training_.batch_size),
                      2 * ids * double(t.width()) * 4 / 1e3, double(t.rows()) * double(t.width()) * 4 / 1e6);
     }
-    {
-        const BatchSource& source = trainer.data();
-        spdlog::info("data: waited {:.2f} s for batches ({:.2f}% of {:.1f} s of training), longest wait {:.1f} ms{}",
-                     source.wait_seconds(), ctx.train_seconds > 0 ? 100 * source.wait_seconds() / ctx.train_seconds : 0.0,
-                     ctx.train_seconds, 1000 * source.max_wait_seconds(),
-                     source.skipped_records() ? fmt::format(", skipped {} corrupt records", source.skipped_records())
-                                              : std::string());
-    }
+    spdlog::info("data: {}", describe_data_time(trainer.data(), ctx.train_seconds));
     blocked.reset();
     if (!end_before_done) hooks.end(ctx, last);
     return code;

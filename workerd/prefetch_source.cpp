@@ -66,7 +66,11 @@ void PrefetchSource::run() {
 void PrefetchSource::next_batch(BatchView& out) {
     const auto t0 = std::chrono::steady_clock::now();
     std::unique_lock<std::mutex> lock(mutex_);
-    cv_.wait(lock, [&] { return ready_ || error_; });
+    double blocked = 0;
+    if (!ready_ && !error_) {
+        cv_.wait(lock, [&] { return ready_ || error_; });
+        blocked = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
     if (error_) {
         const std::exception_ptr error = error_;
         error_ = nullptr;  // a retry draws again (after a seek, typically)
@@ -82,9 +86,7 @@ void PrefetchSource::next_batch(BatchView& out) {
     ready_ = false;
     lock.unlock();
     cv_.notify_all();
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    wait_seconds_ += s;
-    max_wait_seconds_ = std::max(max_wait_seconds_, s);
+    time_.add(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), blocked);
 }
 
 void PrefetchSource::seek(std::uint64_t examples) {

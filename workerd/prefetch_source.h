@@ -2,7 +2,7 @@
 // it draws from an inner source into a buffer, applies a transform (the training images'
 // augmentation, workerd/augment.h) and hands the finished batch over with one copy. So the
 // conversion of pixels, and the flips and crops, are off the step's critical path; next_batch()
-// waits only when the thread has not finished the batch yet (wait_seconds() is that wait).
+// waits only when the thread has not finished the batch yet (data_time().waited is that wait).
 //
 // Batches come in the inner source's order, whatever the timing, and the transform gets each
 // batch's index (examples drawn before it / batch size), so a run is reproducible. position()
@@ -42,8 +42,7 @@ public:
     void next_batch(BatchView& out) override;
     void seek(std::uint64_t examples) override;
     DataPosition position() const override;
-    double wait_seconds() const override { return wait_seconds_; }
-    double max_wait_seconds() const override { return max_wait_seconds_; }
+    DataTime data_time() const override { return time_; }
     std::uint64_t skipped_records() const override;
 
 private:
@@ -65,8 +64,7 @@ private:
     DataPosition consumed_;  // after the last batch handed over
     DataPosition after_;     // after the batch in the buffer
     std::uint64_t skipped_ = 0;
-    double wait_seconds_ = 0;
-    double max_wait_seconds_ = 0;
+    DataTime time_;
     std::thread thread_;  // last: started once the members above exist
 };
 

@@ -16,6 +16,7 @@
 #include "workerd/class_names.h"
 #include "workerd/datasets.h"
 #include "workerd/nn/model_summary.h"
+#include "workerd/data/data_time.h"
 
 namespace psrun::worker {
 
@@ -55,7 +56,9 @@ int StandaloneTrainer::run() {
         spdlog::error("{}", data.error().message);
         return data_error_exit_code(data.error());
     }
-    Trainer trainer(config, make_train_source(*data, config), make_test_source(*data));
+    auto train = make_train_source(*data, config);
+    train->start();  // a stream fills its shuffle buffer while the network is built
+    Trainer trainer(config, std::move(train), make_test_source(*data));
     if (!options_.model_dir.empty() && !data_record(options_, *data).empty())
         if (auto wrote = write_data_record(options_.model_dir, data_record(options_, *data)); !wrote)
             spdlog::warn("{}", wrote.error().message);
@@ -125,12 +128,9 @@ int StandaloneTrainer::run() {
                                                train_seconds
                                          : 0.0;
     const BatchSource& source = trainer.data();
-    const double wait_percent = train_seconds > 0 ? 100 * source.wait_seconds() / train_seconds : 0.0;
-    spdlog::info("done: {} steps in {:.1f} s of training ({:.0f} img/s), {}; waited {:.2f} s ({:.2f}%) for data{}",
-                 trainer.global_step(), train_seconds, ips,
-                 accuracy_step > 0 ? figures.text() : std::string("not evaluated"), source.wait_seconds(), wait_percent,
-                 source.skipped_records() ? fmt::format(", skipped {} corrupt records", source.skipped_records())
-                                          : std::string());
+    spdlog::info("done: {} steps in {:.1f} s of training ({:.0f} img/s), {}; data: {}", trainer.global_step(),
+                 train_seconds, ips, accuracy_step > 0 ? figures.text() : std::string("not evaluated"),
+                 describe_data_time(source, train_seconds));
     const MetricSpec metric = accuracy_metric();
     SecondsKind seconds = SecondsKind::kTraining;
     const auto points = points_from_summary({{"evaluations", evaluations}}, metric, seconds);
@@ -147,10 +147,6 @@ int StandaloneTrainer::run() {
             {"train_seconds", train_seconds},
             {"eval_seconds", eval_seconds},
             {"final_loss", loss},
-            {"data_wait_seconds", source.wait_seconds()},
-            {"data_wait_percent", wait_percent},
-            {"data_max_wait_ms", 1000 * source.max_wait_seconds()},
-            {"skipped_records", source.skipped_records()},
             {"model", config.model->name},
             {"model_hash", nn::architecture_hash(*config.model)},
             {"dataset", data->name},
@@ -166,6 +162,7 @@ int StandaloneTrainer::run() {
             {"evaluations", evaluations},
             {"targets", times.empty() ? nlohmann::json(nullptr) : targets_to_json(times, metric, seconds)},
         };
+        summary.update(data_time_json(source, train_seconds));
         if (accuracy_step > 0) summary.update(figures.json());  // test_mse, test_mean_f1, ... where they apply
         if (auto written = write_json(options_.model_dir, summary); !written) {
             spdlog::error("{}", written.error().message);

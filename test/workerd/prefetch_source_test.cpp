@@ -33,8 +33,7 @@ public:
     }
     void seek(std::uint64_t) override {}
     DataPosition position() const override { return {0, drawn_ * kBatch, drawn_ * kBatch, true}; }
-    double wait_seconds() const override { return 0; }
-    double max_wait_seconds() const override { return 0; }
+    DataTime data_time() const override { return {}; }
 
 private:
     std::uint64_t drawn_ = 0;
@@ -73,7 +72,7 @@ TEST_CASE("prefetched batches are the inner source's, in order, with their indic
     ahead.seek(40);
     CHECK(ahead.position().examples == 40);
     for (std::uint64_t k = 5; k < 9; ++k) check_next(k);
-    CHECK(ahead.wait_seconds() >= 0);
+    CHECK(ahead.data_time().total() > 0);  // every handover counted
     CHECK(indices.size() >= 19);
 }
 

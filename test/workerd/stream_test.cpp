@@ -100,6 +100,18 @@ TEST_CASE("TFRecord streams: epochs cover every record once, seeds replay, share
     CHECK(epoch1 != epoch0);  // reshuffled
     auto again = make_stream_source(*data->train.stream, 10, 7, {});
     CHECK(draw(*again, 10, 10) == epoch0);
+    auto early = make_stream_source(*data->train.stream, 10, 7, {});
+    early->start();  // reading ahead before the first batch changes nothing drawn
+    early->start();
+    CHECK(draw(*early, 10, 10) == epoch0);
+    early->seek(0);
+    CHECK(draw(*early, 10, 10) == epoch0);
+    // Time in next_batch() is split: blocked on an empty queue (at most the first batch of a
+    // freshly started stream here), and handling the batches.
+    const DataTime t = early->data_time();
+    CHECK(t.longest_wait <= t.waited);
+    CHECK(t.handling > 0);
+    CHECK(t.total() == Approx(t.waited + t.handling));
     CHECK_FALSE(one->position().exact);
 
     // Two workers over 4 files: two files each, disjoint, together all.
@@ -128,6 +140,18 @@ TEST_CASE("TFRecord streams: epochs cover every record once, seeds replay, share
     CHECK(one->position().examples == 1000);
     const auto after = draw(*one, 10, 10);
     CHECK(std::set<int>(after.begin(), after.end()).size() == 100);
+}
+
+TEST_CASE("DataTime splits a call into its wait and the rest", "[stream]") {
+    DataTime t;
+    t.add(0.003, 0.001);
+    t.add(0.002, 0.002);
+    t.add(0.004, 0.0);
+    CHECK(t.waited == Approx(0.003));
+    CHECK(t.longest_wait == Approx(0.002));
+    CHECK(t.handling == Approx(0.006));
+    t.add(0.001, 0.0015);  // clock reads a hair apart: no negative handling
+    CHECK(t.handling == Approx(0.006));
 }
 
 TEST_CASE("stream evaluation: one pass in order, a partial last batch", "[stream]") {

@@ -40,7 +40,7 @@ summary() {  # summary <name> <python condition on s>
     "$py" -c "import json, sys; s = json.load(open('$tmp/$1/summary.json')); assert $2, s" 2>"$tmp/summary.err"
 }
 train folder --train-dir "$tmp/folder-png/train" --test-dir "$tmp/folder-png/test"
-check "an image folder trains (rc=$?)" summary folder "s['global_step'] == 30 and s['test_accuracy'] > 0.3 and 'data_wait_percent' in s"
+check "an image folder trains (rc=$?)" summary folder "s['global_step'] == 30 and s['test_accuracy'] > 0.3 and 'data_wait_percent' in s and 'data_handling_percent' in s"
 check "... its classes recorded in classes.json" grep -q '"3_dress"' "$tmp/folder/classes.json"
 check "... decoded into memory" grep -q "image folder $tmp/folder-png/train: 10 classes, 500 images, decoded into memory" "$tmp/folder.log"
 train tfr --train-data "$tmp/tfrecord-jpeg/train-*" --test-data "$tmp/tfrecord-jpeg/test-00000-of-00001.tfrecord.gz"

@@ -30,6 +30,23 @@ struct DataPosition {
     bool exact = true;           // false: a streamed source restarts its files on seek (see seek())
 };
 
+// Where a source's next_batch() calls spent their time, in seconds summed over the calls.
+struct DataTime {
+    double waited = 0;        // blocked because no batch was ready yet (a stream's or a prefetch
+                              // thread's queue empty): the step waiting for its data
+    double longest_wait = 0;  // the longest single such wait
+    double handling = 0;      // the rest: copying a ready batch into the model's input, or
+                              // gathering it from memory on the training thread (any time the
+                              // thread lost its CPU to others meanwhile included)
+    // One call of `total` seconds, `blocked` of them waiting.
+    void add(double total, double blocked) {
+        waited += blocked;
+        longest_wait = blocked > longest_wait ? blocked : longest_wait;
+        handling += total > blocked ? total - blocked : 0.0;
+    }
+    double total() const { return waited + handling; }
+};
+
 // A worker's training data: an endless sequence of batches over its share, reshuffled every
 // epoch. Not thread-safe (one training thread calls it).
 class BatchSource {
@@ -39,6 +56,10 @@ public:
     // while streaming (a corrupt record, an image that does not decode), naming the file and
     // record.
     virtual void next_batch(BatchView& out) = 0;
+    // Starts reading ahead now rather than at the first next_batch() (a stream begins filling
+    // its shuffle buffer while the caller builds the network and joins the job); no-op for
+    // in-memory data. Optional; a later seek() discards what was read ahead.
+    virtual void start() {}
     // Puts the source where it would be after `examples` examples drawn since the start. In
     // memory: exactly there (Sampler::seek). Streamed from record files: the stream restarts
     // from a fresh shuffle of its files keyed by `examples` (position() reports exact = false):
@@ -46,10 +67,8 @@ public:
     // restarts without a saved iterator.
     virtual void seek(std::uint64_t examples) = 0;
     virtual DataPosition position() const = 0;
-    // Time next_batch() spent waiting for data (in memory: filling the batch), in seconds,
-    // summed, and the longest single wait.
-    virtual double wait_seconds() const = 0;
-    virtual double max_wait_seconds() const = 0;
+    // Time spent in next_batch(): waiting for a batch, and handling it (see DataTime).
+    virtual DataTime data_time() const = 0;
     // Records skipped as corrupt (--corrupt-records skip); 0 otherwise.
     virtual std::uint64_t skipped_records() const { return 0; }
 };

@@ -120,9 +120,7 @@ void MappedSource::next_batch(BatchView& out) {
         mapped_->release_pages();
         bytes_since_release_ = 0;
     }
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    wait_seconds_ += s;
-    max_wait_seconds_ = std::max(max_wait_seconds_, s);
+    time_.add(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 0);
 }
 
 void MappedEvalSource::rewind() {

@@ -64,8 +64,7 @@ public:
     DataPosition position() const override {
         return {sampler_.epoch(), sampler_.offset(), sampler_.position(), true};
     }
-    double wait_seconds() const override { return wait_seconds_; }
-    double max_wait_seconds() const override { return max_wait_seconds_; }
+    DataTime data_time() const override { return time_; }  // all handling (page faults included)
 
 private:
     std::shared_ptr<const MappedNpy> mapped_;
@@ -74,8 +73,7 @@ private:
     Sampler sampler_;
     std::vector<std::uint32_t> indices_;
     std::size_t bytes_since_release_ = 0;
-    double wait_seconds_ = 0;
-    double max_wait_seconds_ = 0;
+    DataTime time_;
 };
 
 // The evaluation pass over a mapped array, in order.

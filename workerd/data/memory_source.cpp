@@ -18,9 +18,7 @@ void MemorySource::next_batch(BatchView& out) {
     const auto t0 = std::chrono::steady_clock::now();
     sampler_.next_batch(indices_);
     fill_examples(data_, indices_, out);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    wait_seconds_ += s;
-    max_wait_seconds_ = std::max(max_wait_seconds_, s);
+    time_.add(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 0);
 }
 
 DataPosition MemorySource::position() const {

@@ -25,8 +25,7 @@ public:
     void next_batch(BatchView& out) override;
     void seek(std::uint64_t examples) override { sampler_.seek(examples); }
     DataPosition position() const override;
-    double wait_seconds() const override { return wait_seconds_; }
-    double max_wait_seconds() const override { return max_wait_seconds_; }
+    DataTime data_time() const override { return time_; }  // all handling: nothing to wait for
     const Sampler& sampler() const { return sampler_; }
 
 private:
@@ -34,8 +33,7 @@ private:
     const LabeledImages& data_;
     Sampler sampler_;
     std::vector<std::uint32_t> indices_;
-    double wait_seconds_ = 0;
-    double max_wait_seconds_ = 0;
+    DataTime time_;
 };
 
 class MemoryEvalSource final : public EvalSource {

@@ -1,6 +1,7 @@
 #include "workerd/data/stream_pipeline.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "workerd/data/batch_fill.h"
 #include "workerd/rng.h"
@@ -294,9 +295,15 @@ void StreamPipeline::assemble_loop() {
     }
 }
 
-std::unique_ptr<ReadyBatch> StreamPipeline::pop() {
+std::unique_ptr<ReadyBatch> StreamPipeline::pop(double* waited) {
     std::unique_lock lock(m_);
-    cv_ready_.wait(lock, [&] { return !ready_.empty() || finished_ || error_; });
+    const auto available = [&] { return !ready_.empty() || finished_ || error_; };
+    if (waited) *waited = 0;
+    if (!available()) {
+        const auto t0 = std::chrono::steady_clock::now();
+        cv_ready_.wait(lock, available);
+        if (waited) *waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
     if (!ready_.empty()) {
         auto b = std::move(ready_.front());
         ready_.pop_front();

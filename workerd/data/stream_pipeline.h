@@ -69,8 +69,9 @@ public:
     StreamPipeline& operator=(const StreamPipeline&) = delete;
 
     // The next batch; nullptr after the last batch of a one-pass stream. Throws UsageError with
-    // the message of a data error (naming the file and record).
-    std::unique_ptr<ReadyBatch> pop();
+    // the message of a data error (naming the file and record). `waited`, when given, is set to
+    // the seconds pop() was blocked because no batch was ready.
+    std::unique_ptr<ReadyBatch> pop(double* waited = nullptr);
     // Hands a popped batch's buffers back for reuse.
     void recycle(std::unique_ptr<ReadyBatch> batch);
     // Records skipped as corrupt or undecodable so far (under CorruptRecords::kSkip).

@@ -10,16 +10,19 @@ StreamSource::StreamSource(PipelineFactory factory, std::size_t batch_size, std:
 
 void StreamSource::next_batch(BatchView& out) {
     const auto t0 = std::chrono::steady_clock::now();
-    if (!pipeline_) pipeline_ = factory_(examples_, batch_size_);
-    auto batch = pipeline_->pop();
+    start();
+    double blocked = 0;
+    auto batch = pipeline_->pop(&blocked);
     if (!batch) throw std::logic_error("a training stream ended");
     batch->copy_to(out);
     epoch_ = batch->epoch;
     examples_ += batch_size_;
     pipeline_->recycle(std::move(batch));
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    wait_seconds_ += s;
-    max_wait_seconds_ = std::max(max_wait_seconds_, s);
+    time_.add(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), blocked);
+}
+
+void StreamSource::start() {
+    if (!pipeline_) pipeline_ = factory_(examples_, batch_size_);
 }
 
 void StreamSource::seek(std::uint64_t examples) {

@@ -18,16 +18,16 @@ using PipelineFactory = std::function<std::unique_ptr<StreamPipeline>(std::uint6
 
 class StreamSource final : public BatchSource {
 public:
-    // The pipeline starts with the first batch (a source that is never drawn from, as the
-    // evaluator's, reads nothing). `shard_size`: examples in this worker's share when known
+    // The pipeline starts at start() or with the first batch (a source that is never drawn
+    // from, as the evaluator's, reads nothing). `shard_size`: examples in this worker's share when known
     // (image folders: seek() and position() are exact), 0 for record files (seek restarts the
     // files in a fresh order, see BatchSource).
     StreamSource(PipelineFactory factory, std::size_t batch_size, std::size_t shard_size);
     void next_batch(BatchView& out) override;
+    void start() override;
     void seek(std::uint64_t examples) override;
     DataPosition position() const override;
-    double wait_seconds() const override { return wait_seconds_; }
-    double max_wait_seconds() const override { return max_wait_seconds_; }
+    DataTime data_time() const override { return time_; }
     std::uint64_t skipped_records() const override;
 
 private:
@@ -38,8 +38,7 @@ private:
     std::uint64_t examples_ = 0;  // drawn since the start (seek sets it)
     std::uint64_t epoch_ = 0;     // of the last batch (record files)
     std::uint64_t skipped_before_ = 0;  // by pipelines replaced by seek()
-    double wait_seconds_ = 0;
-    double max_wait_seconds_ = 0;
+    DataTime time_;
 };
 
 class StreamEvalSource final : public EvalSource {
