@@ -19,9 +19,9 @@ using PipelineFactory = std::function<std::unique_ptr<StreamPipeline>(std::uint6
 class StreamSource final : public BatchSource {
 public:
     // The pipeline starts at start() or with the first batch (a source that is never drawn
-    // from, as the evaluator's, reads nothing). `shard_size`: examples in this worker's share when known
-    // (image folders: seek() and position() are exact), 0 for record files (seek restarts the
-    // files in a fresh order, see BatchSource).
+    // from, as the evaluator's, reads nothing). `shard_size`: examples in this worker's share
+    // when known (image folders: seek() and position() are exact), 0 for record files (seek
+    // restarts the files in a fresh order, see BatchSource).
     StreamSource(PipelineFactory factory, std::size_t batch_size, std::size_t shard_size);
     void next_batch(BatchView& out) override;
     void start() override;
