@@ -13,6 +13,7 @@
 
 #include "common/tensor_file.h"
 #include "common/tensor_file_stream.h"
+#include "common/utf8.h"
 
 namespace psrun {
 namespace fs = std::filesystem;
@@ -41,7 +42,7 @@ Result<void> write_state_file(const std::string& model_dir, const std::vector<Ch
     state["latest"] = all.empty() ? "" : fs::path(all.back().dir).filename().string();
     state["all"] = nlohmann::json::array();
     for (const auto& c : all) state["all"].push_back(fs::path(c.dir).filename().string());
-    return write_file_atomically(model_dir + "/checkpoint", state.dump(2) + "\n");
+    return write_file_atomically(model_dir + "/checkpoint", json_text(state, 2) + "\n");
 }
 
 }  // namespace
@@ -97,7 +98,7 @@ Result<CheckpointInfo> PendingCheckpoint::commit(nlohmann::json manifest) {
     manifest["files"] = files;
     for (const auto& f : files)
         if (auto ok = sync_path(tmp_dir_ + "/" + f, O_RDONLY); !ok) return tl::unexpected(ok.error());
-    if (auto ok = write_file_atomically(tmp_dir_ + "/" + kManifest, manifest.dump(2) + "\n"); !ok)
+    if (auto ok = write_file_atomically(tmp_dir_ + "/" + kManifest, json_text(manifest, 2) + "\n"); !ok)
         return tl::unexpected(ok.error());
 
     const std::string final_dir = model_dir_ + "/" + ckpt_name(step_);

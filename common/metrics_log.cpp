@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "common/gnuplot.h"
+#include "common/utf8.h"
 
 namespace psrun {
 
@@ -26,7 +27,7 @@ void MetricsLog::write(std::int64_t step, nlohmann::json record) {
     using namespace std::chrono;
     record["step"] = step;
     record["time"] = duration<double>(system_clock::now().time_since_epoch()).count();
-    const std::string line = record.dump() + "\n";
+    const std::string line = json_text(record) + "\n";
     std::fwrite(line.data(), 1, line.size(), file_);
     std::fflush(file_);
 }

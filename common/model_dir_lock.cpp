@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/text_file.h"
+#include "common/utf8.h"
 
 namespace psrun {
 namespace {
@@ -176,7 +177,7 @@ Result<std::unique_ptr<ModelDirLock>> ModelDirLock::acquire(const std::string& m
     const json info = {{"run_id", me.run_id}, {"host", this_host()},     {"pid", static_cast<long>(::getpid())},
                        {"boot_id", boot_id()}, {"start_ticks", start_ticks(::getpid())},
                        {"role", me.role},      {"since", utc_now()}};
-    if (auto ok = write_replace(lock->member_path_, info.dump() + "\n"); !ok) return tl::unexpected(ok.error());
+    if (auto ok = write_replace(lock->member_path_, json_text(info) + "\n"); !ok) return tl::unexpected(ok.error());
     const std::string lock_path = dir + "/run.lock";
     const json mine = {{"run_id", me.run_id}, {"since", utc_now()}, {"by", me.role}};
     auto give_up = [&](Error e) {
@@ -184,7 +185,7 @@ Result<std::unique_ptr<ModelDirLock>> ModelDirLock::acquire(const std::string& m
         return tl::unexpected(std::move(e));
     };
     for (int attempt = 0; attempt < 20; ++attempt) {
-        auto created = create_exclusive(lock_path, mine.dump() + "\n");
+        auto created = create_exclusive(lock_path, json_text(mine) + "\n");
         if (!created) return give_up(created.error());
         if (*created) {
             spdlog::info("model dir {}: held by run {} from now on ({})", model_dir, me.run_id, me.role);

@@ -12,4 +12,8 @@ std::string valid_utf8(std::string_view text) {
     return nlohmann::json::parse(quoted).get<std::string>();
 }
 
+std::string json_text(const nlohmann::json& j, int indent) {
+    return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 }  // namespace psrun

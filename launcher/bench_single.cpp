@@ -12,6 +12,7 @@
 #include <string>
 
 #include "common/unique_fd.h"
+#include "common/utf8.h"
 #include "workerd/datasets.h"
 #include "workerd/train_options.h"
 #include "workerd/trainer.h"
@@ -66,9 +67,9 @@ nlohmann::json run_single_in_child(const SingleRunOptions& o) {
         int code = 0;
         std::string text;
         try {
-            text = run_single(o).dump();
+            text = json_text(run_single(o));
         } catch (const std::exception& e) {
-            text = nlohmann::json{{"error", e.what()}}.dump();
+            text = json_text(nlohmann::json{{"error", e.what()}});
             code = 1;
         }
         for (std::size_t done = 0; done < text.size();) {

@@ -22,6 +22,7 @@
 #include "launcher/job_key.h"
 #include "launcher/map_builder.h"
 #include "common/peak_flops.h"
+#include "common/utf8.h"
 #include "launcher/supervisor.h"
 #include "workerd/onnx/model_loader.h"
 #include "workerd/train_flops.h"
@@ -297,7 +298,7 @@ int run_bench_cluster(BenchClusterOptions o) {
     }
     if (o.repeat > 1) out["pairs"] = pairs;
     if (o.keep) out["work_dir"] = dir.path;
-    std::cout << out.dump() << std::endl;
+    std::cout << json_text(out) << std::endl;
     return kExitOk;
 }
 

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "common/result.h"
+#include "common/utf8.h"
 #include "workerd/data/data_bench.h"
 #include "workerd/data/data_options.h"
 
@@ -36,7 +37,7 @@ void add_bench_data_command(CLI::App& app, int& exit_code) {
             exit_code = lines.error().code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure;
             return;
         }
-        for (const auto& j : *lines) std::cout << j.dump() << "\n";
+        for (const auto& j : *lines) std::cout << json_text(j) << "\n";
         std::cout << std::flush;
         exit_code = kExitOk;
     });

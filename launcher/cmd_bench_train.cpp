@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "common/result.h"
+#include "common/utf8.h"
 #include "workerd/bench.h"
 
 namespace psrun::launcher {
@@ -32,7 +33,7 @@ void add_bench_train_command(CLI::App& app, int& exit_code) {
         ->capture_default_str();
     train->callback([o, &exit_code] {
         try {
-            std::cout << worker::run_train_benchmark(*o).dump() << std::endl;
+            std::cout << json_text(worker::run_train_benchmark(*o)) << std::endl;
             exit_code = kExitOk;
         } catch (const UsageError& e) {
             std::cerr << "psrun bench train: " << e.what() << "\n";

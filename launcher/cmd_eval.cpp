@@ -14,6 +14,7 @@
 #include "common/checkpoint_store.h"
 #include "common/metric_targets.h"
 #include "common/result.h"
+#include "common/utf8.h"
 #include "launcher/confusion_plot.h"
 #include "workerd/eval_metrics.h"
 #include "launcher/model_source.h"
@@ -144,7 +145,7 @@ void report_targets(const worker::InferenceModel& model, const TestSet& test,
     summary["examples"] = m.examples;
     add_identity(summary, model, test, seconds);
     const std::string json_path = std::filesystem::absolute(out_dir).string() + "/eval.json";
-    if (auto wrote = write_file_atomically(json_path, summary.dump(2) + "\n"); !wrote)
+    if (auto wrote = write_file_atomically(json_path, json_text(summary, 2) + "\n"); !wrote)
         throw std::runtime_error(wrote.error().message);
     std::cout << "wrote " << out_dir << "/eval.json" << std::endl;
 }
@@ -203,7 +204,7 @@ void run_eval(const EvalOptions& o) {
     if (!record.classes.empty()) summary["class_names"] = record.classes;
     if (targets) summary["training_targets"] = targets->json;
     const std::string json_path = std::filesystem::absolute(out_dir).string() + "/eval.json";
-    if (auto wrote = write_file_atomically(json_path, summary.dump(2) + "\n"); !wrote)
+    if (auto wrote = write_file_atomically(json_path, json_text(summary, 2) + "\n"); !wrote)
         throw std::runtime_error(wrote.error().message);
     const std::string png_path = out_dir + "/confusion.png";
     const std::string title =

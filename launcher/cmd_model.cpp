@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "common/utf8.h"
 #include "launcher/model_placement.h"
 #include "workerd/nn/model_summary.h"
 #include "workerd/nn/zoo.h"
@@ -121,7 +122,7 @@ void add_model_command(CLI::App& app, int& exit_code) {
             return;
         }
         if (options->json) {
-            std::cout << nn::summary_json(*parsed).dump(2) << std::endl;
+            std::cout << json_text(nn::summary_json(*parsed), 2) << std::endl;
         } else {
             print_table(*parsed);
             if (options->ps > 0) {

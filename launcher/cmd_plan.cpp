@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "common/result.h"
+#include "common/utf8.h"
 #include "launcher/addresses.h"
 #include "launcher/launch_options.h"
 #include "launcher/map_builder.h"
@@ -31,7 +32,7 @@ void add_plan_command(CLI::App& app, CommandContext& ctx) {
         auto map = resolve_map(*options, ctx.env);
         if (!map) throw UsageError(map.error().message);
         if (*json)
-            std::cout << map->to_json().dump() << std::endl;
+            std::cout << json_text(map->to_json()) << std::endl;
         else
             std::cout << map->to_table() << std::flush;
         ctx.exit_code = kExitOk;

@@ -14,6 +14,7 @@
 #include "common/job_keys.h"
 #include "common/ps_client.h"
 #include "common/zmq_util.h"
+#include "common/utf8.h"
 
 namespace psrun::launcher {
 namespace {
@@ -81,7 +82,7 @@ Result<void> WorkerRestarts::add_to_summary(const std::string& model_dir) const 
     const std::string tmp = path + ".restarts.tmp";
     {
         std::ofstream out(tmp, std::ios::trunc);
-        out << j.dump(2) << '\n';
+        out << json_text(j, 2) << '\n';
         if (!out) return make_error(ErrorCode::kIo, fmt::format("cannot write {}", tmp));
     }
     std::error_code ec;

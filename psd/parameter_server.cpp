@@ -19,6 +19,7 @@
 
 #include "common/pause_detector.h"
 #include "common/zmq_util.h"
+#include "common/utf8.h"
 
 namespace psrun::psd {
 
@@ -350,7 +351,7 @@ std::string ParameterServer::stats_json() const {
     j["bf16_param_reuses"] = bf16_.reuses();
     j["aborted"] = faults_.aborted();
     j["auth_denied"] = zap_ ? zap_->denied() : 0;
-    return j.dump();
+    return json_text(j);
 }
 
 }  // namespace psrun::psd

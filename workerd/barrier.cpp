@@ -1,6 +1,7 @@
 #include "workerd/barrier.h"
 
 #include "common/pause_detector.h"
+#include "common/utf8.h"
 
 #include <spdlog/spdlog.h>
 
@@ -54,7 +55,7 @@ Result<void> wait_for_all_workers(PsClient& client, const BarrierOptions& o) {
             return make_error(ErrorCode::kTimeout,
                               fmt::format("start barrier: ps {} declared worker(s) {} dead before the start "
                                           "(they never said HELLO): check their logs",
-                                          s.value("index", 0), dead.dump()));
+                                          s.value("index", 0), json_text(dead)));
         return s.value("workers_attached", 0u) >= o.num_workers;
     });
 }

@@ -11,6 +11,7 @@
 
 #include "common/clock.h"
 #include "common/metric_targets.h"
+#include "common/utf8.h"
 #include "workerd/nn/model_summary.h"
 #include "workerd/data/data_time.h"
 
@@ -176,7 +177,7 @@ void SummaryHook::end(RunContext& ctx, const StepResult& last) {
     const std::string tmp = path + ".tmp";
     {
         std::ofstream out(tmp);
-        out << summary.dump(2) << "\n";
+        out << json_text(summary, 2) << "\n";
         if (!out) throw std::runtime_error("cannot write " + tmp);
     }
     std::error_code ec;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/checkpoint_store.h"
+#include "common/utf8.h"
 
 namespace psrun::worker {
 
@@ -16,7 +17,7 @@ Result<void> write_data_record(const std::string& model_dir, const DataRecord& r
     if (ec) return make_error(ErrorCode::kIo, model_dir + ": cannot create it: " + ec.message());
     const std::string path = std::filesystem::absolute(model_dir).string() + "/classes.json";
     const nlohmann::json j{{"classes", record.classes}, {"image_resize", record.image_resize}};
-    return write_file_atomically(path, j.dump(1) + "\n");
+    return write_file_atomically(path, json_text(j, 1) + "\n");
 }
 
 Result<DataRecord> read_data_record(const std::string& model_dir) {

@@ -13,6 +13,7 @@
 #include "common/clock.h"
 #include "common/metric_targets.h"
 #include "common/signals.h"
+#include "common/utf8.h"
 #include "workerd/class_names.h"
 #include "workerd/datasets.h"
 #include "workerd/nn/model_summary.h"
@@ -31,7 +32,7 @@ Result<void> write_json(const std::string& dir, const nlohmann::json& j) {
     const std::string tmp = path + ".tmp";
     {
         std::ofstream out(tmp);
-        out << j.dump(2) << "\n";
+        out << json_text(j, 2) << "\n";
         if (!out) return make_error(ErrorCode::kIo, "cannot write " + tmp);
     }
     std::filesystem::rename(tmp, path, ec);

@@ -1,4 +1,4 @@
-// valid_utf8 (common/utf8.h): valid text unchanged, a bad byte U+FFFD, and the result dumps as JSON.
+// valid_utf8 and json_text (common/utf8.h): valid text unchanged, a bad byte U+FFFD, records dump as JSON.
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
@@ -13,4 +13,11 @@ TEST_CASE("valid_utf8 keeps valid text and replaces bad bytes with U+FFFD", "[ut
     CHECK(psrun::valid_utf8("") == "");
     const std::string repaired = psrun::valid_utf8("a\xfe\xff" "b");
     CHECK_NOTHROW(nlohmann::json(repaired).dump());
+}
+
+TEST_CASE("json_text writes a record whose strings are not UTF-8, as dump() would not", "[utf8]") {
+    const nlohmann::json record{{"train", "/data/caf\xe9/train-*"}, {"steps", 5}};
+    CHECK_THROWS(record.dump());  // nlohmann's default
+    CHECK(psrun::json_text(record) == "{\"steps\":5,\"train\":\"/data/caf\xef\xbf\xbd/train-*\"}");
+    CHECK(psrun::json_text(nlohmann::json{{"a", 1}}, 2) == nlohmann::json{{"a", 1}}.dump(2));
 }

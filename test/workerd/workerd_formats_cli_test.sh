@@ -51,6 +51,10 @@ check "a CSV table of pixel columns trains (rc=$?)" summary csv "s['global_step'
 train npz --train-data "$tmp/npz/train.npz" --test-data "$tmp/npz/test.npz"
 check "an .npz archive trains (rc=$?)" summary npz "s['global_step'] == 30 and s['test_accuracy'] > 0.3"
 train split --train-dir "$tmp/folder-png/train" --validation-split 0.2 --stream on
+odd=$(printf 'caf\xe9')  # a Latin-1 directory name: not UTF-8
+mkdir -p "$tmp/$odd" && cp "$tmp"/tfrecord-jpeg/* "$tmp/$odd/"
+train odd --train-data "$tmp/$odd/train-*" --test-data "$tmp/$odd/test-00000-of-00001.tfrecord.gz"
+check "data under a path that is not UTF-8 trains and writes summary.json (rc=$?)" summary odd "s['global_step'] == 30"
 check "a folder with --validation-split, streamed (rc=$?)" summary split "s['global_step'] == 30"
 
 # A model dir with a checkpoint: predict prints class names, eval names the classes.

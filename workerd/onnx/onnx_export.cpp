@@ -12,6 +12,7 @@
 #include "workerd/nn/op_schema.h"
 #include "workerd/onnx/onnx_model.h"
 #include "workerd/onnx/onnx_proto.h"
+#include "common/utf8.h"
 
 namespace psrun::onnx_io {
 
@@ -163,7 +164,7 @@ Result<std::string> export_onnx(const nn::ModelDescription& model, std::span<con
     opset->set_version(kExportOpset);
     auto* meta = proto.add_metadata_props();
     meta->set_key(kDescriptionKey);
-    meta->set_value(nn::model_json(model).dump());
+    meta->set_value(json_text(nn::model_json(model)));
 
     onnx::GraphProto& graph = *proto.mutable_graph();
     graph.set_name(model.name.empty() ? "psrun" : model.name);
