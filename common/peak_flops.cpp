@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -148,10 +150,9 @@ std::vector<int> allowed_cpus() {
     return cpus;
 }
 
-// One trial: every thread (pinned to cpus[i] when given) runs `iterations` at once; returns the
-// sum of their GFLOP/s.
-double trial(const Kernel& kernel, std::uint64_t iterations, int threads, const std::vector<int>& cpus) {
-    std::vector<double> rates(static_cast<std::size_t>(threads), 0.0);
+// The default team: fresh threads, thread t pinned to cpus[t] when `cpus` is not empty, all
+// joined before it returns.
+void pinned_team(const std::vector<int>& cpus, int threads, const std::function<void(int)>& body) {
     std::atomic<int> ready{0};
     std::atomic<bool> go{false};
     std::vector<std::thread> team;
@@ -166,27 +167,106 @@ double trial(const Kernel& kernel, std::uint64_t iterations, int threads, const 
             }
             ready.fetch_add(1);
             while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
-            const double s = seconds_of(kernel.fn, iterations);
-            rates[static_cast<std::size_t>(t)] = kernel.flop_per_iteration * static_cast<double>(iterations) / s / 1e9;
+            body(t);
         });
     }
     while (ready.load() < threads) std::this_thread::yield();
     go.store(true, std::memory_order_release);
     for (auto& th : team) th.join();
-    double sum = 0;
-    for (double r : rates) sum += r;
-    return sum;
 }
 
-double best_of_trials(const Kernel& kernel, const PeakProbeOptions& o, int threads, const std::vector<int>& cpus) {
-    if (kernel.fn == nullptr) return 0.0;
-    const std::uint64_t iterations = calibrate(kernel.fn, o.trial_ms);
-    double best = 0;
-    for (int i = 0; i < o.trials; ++i) best = std::max(best, trial(kernel, iterations, threads, cpus));
-    return best;
+double median_of(std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 }  // namespace
+
+struct PeakSampler::Impl {
+    Kernel f32, bf16;
+    std::uint64_t f32_iterations = 0, bf16_iterations = 0;
+    std::vector<int> cpus;  // pinned CPUs of the default team (empty: unpinned)
+    Team team;
+    PeakFlops shape;  // cpu_model, cpus, threads, pinned, isas
+    std::vector<double> f32_rates, bf16_rates;
+    double probe_ms = 0;
+
+    // One trial: every thread of the team runs `iterations` at once; the sum of their GFLOP/s.
+    double trial(const Kernel& kernel, std::uint64_t iterations) const {
+        std::vector<double> rates(static_cast<std::size_t>(shape.threads), 0.0);
+        team(shape.threads, [&](int t) {
+            const double s = seconds_of(kernel.fn, iterations);
+            rates.at(static_cast<std::size_t>(t)) = kernel.flop_per_iteration * static_cast<double>(iterations) / s / 1e9;
+        });
+        double sum = 0;
+        for (double r : rates) sum += r;
+        return sum;
+    }
+};
+
+PeakSampler::PeakSampler(int threads, double trial_ms, Team team) : impl_(std::make_unique<Impl>()) {
+    if (threads < 1) throw std::invalid_argument("peak probe: threads must be >= 1");
+    if (!(trial_ms > 0)) throw std::invalid_argument("peak probe: trial_ms must be > 0");
+    const auto t0 = Clock::now();
+    Impl& m = *impl_;
+    PeakFlops& p = m.shape;
+    p.cpu_model = cpu_model_name();
+    m.cpus = allowed_cpus();
+    p.cpus = m.cpus.empty() ? static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))
+                            : static_cast<int>(m.cpus.size());
+    p.threads = std::min(threads, p.cpus);
+    p.pinned = !m.cpus.empty() && !team;
+    if (team) {
+        m.cpus.clear();
+        m.team = std::move(team);
+    } else {
+        if (p.pinned) m.cpus.resize(static_cast<std::size_t>(p.threads));
+        m.team = [cpus = m.cpus](int n, const std::function<void(int)>& body) { pinned_team(cpus, n, body); };
+    }
+    m.f32 = f32_kernel();
+    m.bf16 = bf16_kernel();
+    p.f32_isa = m.f32.isa;
+    p.bf16_isa = m.bf16.isa;
+    if (m.f32.fn != nullptr) m.f32_iterations = calibrate(m.f32.fn, trial_ms);
+    if (m.bf16.fn != nullptr) m.bf16_iterations = calibrate(m.bf16.fn, trial_ms);
+    m.probe_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+PeakSampler::~PeakSampler() = default;
+
+void PeakSampler::sample() {
+    Impl& m = *impl_;
+    const auto t0 = Clock::now();
+    if (m.f32.fn != nullptr) m.f32_rates.push_back(m.trial(m.f32, m.f32_iterations));
+    if (m.bf16.fn != nullptr) m.bf16_rates.push_back(m.trial(m.bf16, m.bf16_iterations));
+    m.probe_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+int PeakSampler::samples() const {
+    return static_cast<int>(std::max(impl_->f32_rates.size(), impl_->bf16_rates.size()));
+}
+
+PeakFlops PeakSampler::best() const {
+    PeakFlops p = impl_->shape;
+    for (double r : impl_->f32_rates) p.f32_gflops = std::max(p.f32_gflops, r);
+    for (double r : impl_->bf16_rates) p.bf16_gflops = std::max(p.bf16_gflops, r);
+    p.samples = samples();
+    p.statistic = "best";
+    p.probe_ms = impl_->probe_ms;
+    return p;
+}
+
+PeakFlops PeakSampler::median() const {
+    PeakFlops p = impl_->shape;
+    p.f32_gflops = median_of(impl_->f32_rates);
+    p.bf16_gflops = median_of(impl_->bf16_rates);
+    p.samples = samples();
+    p.statistic = "median";
+    p.probe_ms = impl_->probe_ms;
+    return p;
+}
 
 double PeakFlops::gflops_for(const std::string& precision, int run_threads) const {
     const int used = std::clamp(run_threads, 0, std::max(cpus, 1));
@@ -204,29 +284,16 @@ nlohmann::json PeakFlops::to_json() const {
             {"f32_gflops", f32_gflops},
             {"bf16_isa", bf16_isa},
             {"bf16_gflops", has_bf16() ? nlohmann::json(bf16_gflops) : nlohmann::json(nullptr)},
+            {"samples", samples},
+            {"statistic", statistic},
             {"probe_ms", probe_ms}};
 }
 
 PeakFlops measure_peak_flops(const PeakProbeOptions& o) {
-    if (o.threads < 1) throw std::invalid_argument("peak probe: threads must be >= 1");
     if (o.trials < 1) throw std::invalid_argument("peak probe: trials must be >= 1");
-    if (!(o.trial_ms > 0)) throw std::invalid_argument("peak probe: trial_ms must be > 0");
-    const auto t0 = Clock::now();
-    PeakFlops p;
-    p.cpu_model = cpu_model_name();
-    std::vector<int> cpus = allowed_cpus();
-    p.cpus = cpus.empty() ? static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))
-                          : static_cast<int>(cpus.size());
-    p.threads = std::min(o.threads, p.cpus);
-    p.pinned = !cpus.empty();
-    if (p.pinned) cpus.resize(static_cast<std::size_t>(p.threads));
-    const Kernel f32 = f32_kernel(), bf16 = bf16_kernel();
-    p.f32_isa = f32.isa;
-    p.bf16_isa = bf16.isa;
-    p.f32_gflops = best_of_trials(f32, o, p.threads, cpus);
-    p.bf16_gflops = best_of_trials(bf16, o, p.threads, cpus);
-    p.probe_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    return p;
+    PeakSampler sampler(o.threads, o.trial_ms);
+    for (int i = 0; i < o.trials; ++i) sampler.sample();
+    return sampler.best();
 }
 
 std::string cpu_model_name(std::istream& cpuinfo) {

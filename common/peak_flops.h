@@ -13,7 +13,9 @@
 // single-threaded, as psrun bench cluster's parent before Supervisor::run, may call it).
 #pragma once
 
+#include <functional>
 #include <istream>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -29,6 +31,8 @@ struct PeakFlops {
     double f32_gflops = 0;      // all `threads` together, GFLOP/s
     std::string bf16_isa;       // "avx512_bf16", or "none": bf16_gflops 0 (absent)
     double bf16_gflops = 0;     // all `threads` together, GFLOP/s
+    int samples = 0;            // trials per precision the figures come from
+    std::string statistic = "best";  // of those trials: "best" or "median" (PeakSampler)
     double probe_ms = 0;        // the probe's wall time, calibration included
 
     bool has_bf16() const { return bf16_gflops > 0; }
@@ -39,7 +43,7 @@ struct PeakFlops {
     // the name is neither.
     double gflops_for(const std::string& precision, int threads) const;
     // {"cpu_model", "cpus", "threads", "pinned", "f32_isa", "f32_gflops", "bf16_isa", "bf16_gflops"
-    // (null when absent), "probe_ms"}.
+    // (null when absent), "samples", "statistic", "probe_ms"}.
     nlohmann::json to_json() const;
 };
 
@@ -49,9 +53,46 @@ struct PeakProbeOptions {
     int trials = 8;         // per precision; the best counts
 };
 
-// Measures the peak (about 2 x trials x trial_ms plus ~10 ms of calibration). Throws
-// std::invalid_argument for threads < 1, trials < 1 or trial_ms <= 0.
+// Measures the peak once, before a run: `trials` samples of a PeakSampler, the best (about
+// 2 x trials x trial_ms plus ~10 ms of calibration). Throws std::invalid_argument for threads < 1,
+// trials < 1 or trial_ms <= 0.
 PeakFlops measure_peak_flops(const PeakProbeOptions& options);
+
+// The peak sampled through a run rather than once before it. A shared host's speed drifts by
+// 10-20% over seconds (other tenants, clocks), so a probe taken at one moment and compared with a
+// run's steps over another mixes two hosts; a caller that calls sample() between pieces of the run
+// (e.g. every few training steps, outside their timing) gets a peak taken under the same
+// conditions as the steps, and compares like with like through median() (best() is the fastest
+// moment of the run).
+//
+// Thread safety: one caller at a time. sample() runs its trials on the team and returns when
+// every thread of it has finished.
+class PeakSampler {
+public:
+    // Runs body(t) for every t in [0, threads) at once, each on its own thread, and returns when
+    // all have returned. A caller whose work runs on a thread pool (OpenMP) passes that pool, so
+    // the probe neither competes with the pool's idle-spinning threads nor runs on other CPUs.
+    using Team = std::function<void(int threads, const std::function<void(int)>& body)>;
+
+    // Calibrates each precision's trial to about trial_ms per thread on one thread (~10 ms).
+    // Without a team, trials run on fresh threads, each pinned to a CPU of the affinity mask.
+    // Throws std::invalid_argument for threads < 1 or trial_ms <= 0.
+    explicit PeakSampler(int threads, double trial_ms = 15, Team team = {});
+    ~PeakSampler();
+    PeakSampler(const PeakSampler&) = delete;
+    PeakSampler& operator=(const PeakSampler&) = delete;
+
+    // One trial of each precision the CPU has (about 2 x trial_ms).
+    void sample();
+    int samples() const;
+    // Per precision, the median or the best trial so far (0 GFLOP/s before the first sample).
+    PeakFlops median() const;
+    PeakFlops best() const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
 
 // "model name" of the first processor in a /proc/cpuinfo text; "unknown" when there is none
 // (e.g. on an architecture whose cpuinfo names it otherwise).

@@ -50,7 +50,7 @@ struct BenchClusterOptions {
     std::string wire_precision = "f32";  // the workers' --wire-precision (workerd's default)
     int repeat = 1;               // cluster and single-process runs, alternating
     bool keep = false;
-    bool peak = true;  // measure the host's FMA peak first (common/peak_flops.h)
+    bool peak = true;  // sample the host's FMA peak around the runs (common/peak_flops.h)
     DaemonOptions daemon;
 };
 
@@ -194,6 +194,9 @@ struct AgainstPeak {
     nlohmann::json fraction = nullptr;
 };
 
+// Peak samples at each point of the run sequence (before the first run and after each).
+constexpr int kPeakSamplesBetweenRuns = 3;
+
 AgainstPeak against_peak(double images_per_sec, double flops_per_image, const std::optional<PeakFlops>& peak,
                          const std::string& precision, int threads) {
     AgainstPeak a;
@@ -220,8 +223,14 @@ int run_bench_cluster(BenchClusterOptions o) {
     // Before any daemon or child runs; the probe's threads are joined when it returns, so this
     // process stays single-threaded for the Supervisor.
     const int cluster_threads = o.num_workers * o.threads_per_worker;
-    std::optional<PeakFlops> peak;
-    if (o.peak) peak = measure_peak_flops(PeakProbeOptions{.threads = std::max(cluster_threads, o.threads)});
+    // The peak is sampled before, between and after the runs (common/peak_flops.h): the host's
+    // speed drifts, so a probe taken once would be a different host from the runs'.
+    std::optional<PeakSampler> sampler;
+    if (o.peak) sampler.emplace(std::max(cluster_threads, o.threads));
+    const auto sample_peak = [&sampler] {
+        for (int i = 0; sampler && i < kPeakSamplesBetweenRuns; ++i) sampler->sample();
+    };
+    sample_peak();
     WorkDir dir;
     dir.keep = o.keep;
     std::string pattern = (std::filesystem::temp_directory_path() / "psrun-bench-cluster.XXXXXX").string();
@@ -240,18 +249,23 @@ int run_bench_cluster(BenchClusterOptions o) {
         std::filesystem::create_directories(work);
         clusters.push_back(run_cluster(o, work));
         cluster_rates.push_back(clusters.back()["images_per_sec"].get<double>());
+        sample_peak();
         spdlog::info("cluster: {:.0f} img/s; now the single-process run ({} threads)", cluster_rates.back(), o.threads);
         singles.push_back(run_single_in_child(SingleRunOptions{o.data_dir, o.dataset, o.precision, o.batch_size, o.steps,
                                                                o.warmup_steps, o.threads}));
         single_rates.push_back(singles.back()["images_per_sec"].get<double>());
+        sample_peak();
+    }
+    std::optional<PeakFlops> peak;
+    if (sampler) peak = sampler->median();
+    for (std::size_t r = 0; r < cluster_rates.size(); ++r) {
         pairs.push_back(
-            {{"images_per_sec", cluster_rates.back()},
-             {"single_process_images_per_sec", single_rates.back()},
-             {"ratio", single_rates.back() > 0 ? cluster_rates.back() / single_rates.back() : 0.0},
-             {"fraction_of_peak",
-              against_peak(cluster_rates.back(), flops_per_image, peak, o.precision, cluster_threads).fraction},
+            {{"images_per_sec", cluster_rates[r]},
+             {"single_process_images_per_sec", single_rates[r]},
+             {"ratio", single_rates[r] > 0 ? cluster_rates[r] / single_rates[r] : 0.0},
+             {"fraction_of_peak", against_peak(cluster_rates[r], flops_per_image, peak, o.precision, cluster_threads).fraction},
              {"single_process_fraction_of_peak",
-              against_peak(single_rates.back(), flops_per_image, peak, o.precision, o.threads).fraction}});
+              against_peak(single_rates[r], flops_per_image, peak, o.precision, o.threads).fraction}});
     }
     const std::size_t mid_cluster = median_index(cluster_rates), mid_single = median_index(single_rates);
     const nlohmann::json& cluster = clusters[mid_cluster];
@@ -284,7 +298,7 @@ int run_bench_cluster(BenchClusterOptions o) {
         {"single_process", single},
         {"loadavg_1m", load_start},
         {"loadavg_1m_end", loadavg_1m()},
-        {"cpu_model", peak ? peak->cpu_model : cpu_model_name()},
+        {"cpu_model", cpu_model_name()},
         {"mflop_per_image", flops_per_image / 1e6},
         {"gflops", cluster_peak.gflops},
         {"single_process_gflops", single_peak.gflops},
@@ -375,8 +389,8 @@ void add_bench_cluster_command(CLI::App& app, int& exit_code) {
         ->capture_default_str();
     cmd->add_option("--bin-dir", o->daemon.bin_dir, "directory holding psd and workerd (default: next to psrun)");
     cmd->add_option("--peak", o->peak,
-                    "measure this host's f32/bf16 FMA peak first (~0.3 s) and report both runs as fractions of it (1), "
-                    "or not (0)")
+                    "sample this host's f32/bf16 FMA peak before, between and after the runs (~0.1 s each time) and "
+                    "report both runs as fractions of its median (1), or not (0)")
         ->capture_default_str();
     cmd->add_flag("--keep", o->keep, "keep the work dir (daemon logs, metrics, checkpoint) and print its path");
     cmd->callback([o, &exit_code] {

@@ -29,7 +29,8 @@ void add_bench_train_command(CLI::App& app, int& exit_code) {
                       "hand-written AVX-512 kernels where a layer pattern matches one and the CPU allows (1), or oneDNN primitives only (0)")
         ->capture_default_str();
     train->add_option("--peak", o->peak,
-                      "measure this host's f32/bf16 FMA peak first (~0.3 s) and report the run as a fraction of it (1), or not (0)")
+                      "sample this host's f32/bf16 FMA peak between the measured steps (~20 ms every 10 steps, not timed) and "
+                      "report the run as a fraction of its median (1), or not (0)")
         ->capture_default_str();
     train->callback([o, &exit_code] {
         try {

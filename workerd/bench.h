@@ -17,7 +17,7 @@ struct BenchOptions {
     int steps = 200;        // measured steps
     int warmup_steps = 20;  // not measured
     bool hand_kernels = true;  // nn::NetworkOptions::hand_kernels
-    bool peak = true;  // measure this host's FMA peak first (common/peak_flops.h)
+    bool peak = true;  // sample this host's FMA peak between the measured steps (common/peak_flops.h)
 };
 
 // Runs the benchmark and returns its result; throws UsageError on bad options.
@@ -26,9 +26,10 @@ struct BenchOptions {
 // built layer: `index` is its first description layer), data_ms, update_ms,
 // other_ms (per step), plus the configuration and oneDNN's implementation names; and the
 // figures against this host: cpu_model, loadavg_1m, mflop_per_image (workerd/train_flops.h),
-// gflops, and with `peak` the probe ("peak": common/peak_flops.h's JSON for --threads threads),
-// peak_gflops (of the run's precision), fraction_of_peak and fraction_of_peak_median_step
-// (null when the CPU lacks the precision's FMA).
+// gflops, and with `peak` the samples taken between the steps ("peak": common/peak_flops.h's
+// JSON for --threads threads, their median), peak_gflops (that median of the run's precision),
+// fraction_of_peak and fraction_of_peak_median_step against it, peak_best_gflops and
+// fraction_of_best_peak against the fastest sample (null when the CPU lacks the precision's FMA).
 nlohmann::json run_train_benchmark(const BenchOptions& options);
 
 }  // namespace psrun::worker

@@ -5,10 +5,12 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 using psrun::PeakFlops;
 using psrun::PeakProbeOptions;
@@ -86,6 +88,40 @@ TEST_CASE("the peak probe refuses options it cannot run", "[peak]") {
     CHECK_THROWS_AS(psrun::measure_peak_flops(PeakProbeOptions{.threads = 1, .trial_ms = 0}), std::invalid_argument);
     CHECK_THROWS_AS(psrun::measure_peak_flops(PeakProbeOptions{.threads = 1, .trial_ms = 5, .trials = 0}),
                     std::invalid_argument);
+}
+
+TEST_CASE("the peak sampler runs its trials on the caller's team and keeps the median and the best", "[peak]") {
+    int calls = 0;
+    std::vector<int> bodies;
+    // A team that runs the bodies one after the other on this thread: each body's rate is its own.
+    const psrun::PeakSampler::Team serial = [&](int threads, const std::function<void(int)>& body) {
+        ++calls;
+        for (int t = 0; t < threads; ++t) {
+            bodies.push_back(t);
+            body(t);
+        }
+    };
+    psrun::PeakSampler sampler(2, 2, serial);
+    CHECK(sampler.samples() == 0);
+    CHECK(sampler.median().f32_gflops == 0);
+    CHECK(calls == 0);  // calibration runs on the caller alone
+    for (int i = 0; i < 5; ++i) sampler.sample();
+    CHECK(sampler.samples() == 5);
+    const PeakFlops median = sampler.median(), best = sampler.best();
+    // One team call per precision and sample, each with both bodies.
+    CHECK(calls == 5 * (median.has_bf16() ? 2 : 1));
+    CHECK(bodies.size() == static_cast<std::size_t>(2 * calls));
+    CHECK(median.statistic == "median");
+    CHECK(best.statistic == "best");
+    CHECK(median.samples == 5);
+    CHECK_FALSE(median.pinned);  // the caller's team decides where its threads run
+    REQUIRE(median.f32_gflops > 0);
+    CHECK(best.f32_gflops >= median.f32_gflops);
+    CHECK(best.bf16_gflops >= median.bf16_gflops);
+    CHECK(median.to_json()["samples"] == 5);
+    CHECK(median.to_json()["statistic"] == "median");
+    CHECK_THROWS_AS(psrun::PeakSampler(0), std::invalid_argument);
+    CHECK_THROWS_AS(psrun::PeakSampler(1, 0), std::invalid_argument);
 }
 
 TEST_CASE("cpu_model_name reads the first model name of a cpuinfo text", "[peak]") {

@@ -117,6 +117,9 @@ TEST_CASE("psrun bench cluster prints one JSON line with positive throughputs", 
     // the single process's 2, at mnist_deep's 82.05 MFLOP per trained image.
     const auto& peak = j.at("peak");
     CHECK(j["cpu_model"] == peak["cpu_model"]);
+    // Sampled 3 times before the first run and after each of the 6: the median of 21.
+    CHECK(peak["statistic"] == "median");
+    CHECK(peak["samples"] == 21);
     REQUIRE(peak["f32_gflops"].get<double>() > 0);
     CHECK(j["mflop_per_image"].get<double>() == Approx(82.049024));
     CHECK(j["gflops"].get<double>() == Approx(j["images_per_sec"].get<double>() * 82.049024 / 1000));

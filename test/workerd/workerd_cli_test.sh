@@ -135,6 +135,9 @@ assert abs(d['mflop_per_image'] - 82.049024) < 1e-6, d['mflop_per_image']
 assert abs(d['gflops'] - d['images_per_sec'] * d['mflop_per_image'] / 1000) < 1e-6 * d['gflops']
 assert d['peak_gflops'] == p['f32_gflops'] / p['threads'] * min(2, p['cpus'])
 assert abs(d['fraction_of_peak'] - d['gflops'] / d['peak_gflops']) < 1e-9
+# Sampled between the steps (one before, none after 3 steps, topped up to 8): their median, and the best.
+assert p['statistic'] == 'median' and p['samples'] == 8, p
+assert d['peak_best_gflops'] >= d['peak_gflops'] and d['fraction_of_best_peak'] <= d['fraction_of_peak'], d
 assert 0 < d['fraction_of_peak'] < 1 and 0 < d['fraction_of_peak_median_step'] < 1.5, d
 print('ok: bench JSON', round(d['images_per_sec']), 'img/s,', round(100 * d['fraction_of_peak'], 1), '% of', round(d['peak_gflops']), 'GFLOP/s f32')" || fail=1
 # bf16 where the CPU has it: the fraction is of the bf16 peak.
