@@ -1,9 +1,18 @@
-// The dense kernel (and dense + relu, the ReLU a post-op): oneDNN's inner product on the input
-// viewed as rows of features: an image in NHWC order (TF's flattening), [..., F] as
-// [rows, F] in its plain layout. The weights and their gradient stay in the plain layout in both
-// precisions: f32 reads them in place; bf16 converts them to plain bf16 every forward. (Letting
-// oneDNN 2.6 pick a blocked bf16 layout made its brgemm kernels faster, but the reorders into and
-// out of it cost more: mnist_deep's 3136x1024 layer, batch 128, 6.9 ms a step against 5.3 ms.)
+// The dense kernel (and dense + relu, the ReLU a post-op) on the input viewed as rows of
+// features: an image in NHWC order (TF's flattening), [..., F] as [rows, F] in its plain layout.
+// The weights [units, features] and their gradient stay in the plain layout in both precisions.
+//
+// f32 with no more rows than features runs oneDNN's matmul on views of the plain tensors
+// (forward: X x W^T with W^T a strided view; data gradient: dY x W; weight gradient: dY^T x X
+// with dY^T a strided view; bias gradient: ones x dY): its brgemm kernels beat the inner
+// product's gemm on mnist_deep's 3136x1024 layer (the three GEMMs 5.8 against 7.5 ms at batch
+// 100). With more rows than features (a transformer's per-position layers, 1792 rows of 64) the
+// transposed views made the matmul slower, and the inner product stays (docs/benchmarks.md
+// "Measured decisions"). bf16 runs the inner product, as fast or faster than its matmul on
+// mnist_deep's layer, converting the weights to plain bf16 every forward. (Letting oneDNN 2.6 pick
+// a blocked bf16 layout made its brgemm kernels faster, but the reorders into and out of it cost
+// more: mnist_deep's 3136x1024 layer, batch 128, 6.9 ms a step against 5.3 ms.)
+#include <algorithm>
 #include <memory>
 
 #include "workerd/nn/kernel.h"
@@ -18,6 +27,61 @@ using Dt = memory::data_type;
 namespace {
 
 memory view(const memory& m, const memory::desc& desc, const engine& e) { return memory(desc, e, m.get_data_handle()); }
+
+// The f32 matmul form (header comment). src2: the input as {rows, features}; dst2: the output.
+// src_nd: the input's own desc (NHWC for an image).
+void build_f32_matmul(KernelBuilder& b, const memory::desc& src_nd, const memory& src2, const memory& dst2,
+                      memory::dim rows, memory::dim features, memory::dim units, bool bias, bool relu) {
+    const auto& engine = b.context().engine;
+    const memory::desc w_md({units, features}, Dt::f32, Tag::ab);
+    const memory weights = b.input_as(1, w_md);
+    const memory::desc wt_md({features, units}, Dt::f32, memory::dims{1, features});  // W^T, a view
+    const memory::desc bias_md({1, units}, Dt::f32, Tag::ab);
+    primitive_attr attr;
+    if (relu) {
+        post_ops po;
+        po.append_eltwise(1.0f, algorithm::eltwise_relu, 0.0f, 0.0f);
+        attr.set_post_ops(po);
+    }
+    const memory::desc src2_md = src2.get_desc(), dst2_md = dst2.get_desc();
+    matmul::primitive_desc pd(bias ? matmul::desc(src2_md, wt_md, bias_md, dst2_md) : matmul::desc(src2_md, wt_md, dst2_md),
+                              attr, engine);
+    b.note("fwd", pd);
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src2}, {DNNL_ARG_WEIGHTS, view(weights, wt_md, engine)}, {DNNL_ARG_DST, dst2}};
+    if (bias) args.emplace(DNNL_ARG_BIAS, view(b.input_as(2, memory::desc({units}, Dt::f32, Tag::x)), bias_md, engine));
+    b.forward(matmul(pd), args);
+    if (!b.needs_backward()) return;
+
+    const memory ddst = view(b.output_diff(0, plain_desc(b.output_dims(0), Dt::f32)), dst2_md, engine);
+    if (relu) add_relu_backward(b, dst2, ddst);
+    if (b.needs_input_grad(1)) {
+        const memory::desc ddst_t({units, rows}, Dt::f32, memory::dims{1, units});  // dY^T, a view
+        matmul::primitive_desc bw(matmul::desc(ddst_t, src2_md, w_md), engine);
+        b.note("bwd-w", bw);
+        const memory dw = b.input_diff(1, w_md);
+        b.backward(matmul(bw), {{DNNL_ARG_SRC, view(ddst, ddst_t, engine)}, {DNNL_ARG_WEIGHTS, src2}, {DNNL_ARG_DST, dw}});
+    }
+    if (bias && b.needs_input_grad(2)) {
+        // dB = ones[1, rows] x dY: the column sums, on the same kernels.
+        const memory::desc ones_md({1, rows}, Dt::f32, Tag::ab);
+        const memory ones(ones_md, engine);
+        std::fill_n(static_cast<float*>(ones.get_data_handle()), rows, 1.0f);
+        matmul::primitive_desc bb(matmul::desc(ones_md, dst2_md, bias_md), engine);
+        b.note("bwd-b", bb);
+        // The gradient may live in a buffer set_gradient_buffer() re-points: the {1, units} view
+        // follows it at every step.
+        const memory db = b.input_diff(2, memory::desc({units}, Dt::f32, Tag::x));
+        b.backward([p = matmul(bb), stream = b.context().stream, ones, ddst, db, db_row = view(db, bias_md, engine)]() mutable {
+            db_row.set_data_handle(db.get_data_handle());
+            p.execute(stream, {{DNNL_ARG_SRC, ones}, {DNNL_ARG_WEIGHTS, ddst}, {DNNL_ARG_DST, db_row}});
+        });
+    }
+    if (!b.needs_input_grad(0)) return;
+    matmul::primitive_desc bd(matmul::desc(dst2_md, w_md, src2_md), engine);
+    b.note("bwd-d", bd);
+    const memory dsrc2 = view(b.input_diff(0, src_nd), src2_md, engine);
+    b.backward(matmul(bd), {{DNNL_ARG_SRC, ddst}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dsrc2}});
+}
 
 class DenseKernel final : public Kernel {
 public:
@@ -46,6 +110,11 @@ public:
         const memory::desc b_md(b_dims, Dt::f32, Tag::x);
         const Dt out_type = b.output_type(0);
         const memory::desc dst2_md({rows, units}, out_type, Tag::nc);
+        if (adt == Dt::f32 && rows <= features) {
+            const memory dst = b.make_output(0, plain_desc(b.output_dims(0), out_type));
+            build_f32_matmul(b, src_nd, src2, view(dst, dst2_md, engine), rows, features, units, bias, relu);
+            return;
+        }
         const auto prop = b.context().training ? prop_kind::forward_training : prop_kind::forward_inference;
         auto desc = bias ? inner_product_forward::desc(prop, src2_md, w_md, b_md, dst2_md)
                          : inner_product_forward::desc(prop, src2_md, w_md, dst2_md);
