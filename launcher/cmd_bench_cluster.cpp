@@ -220,11 +220,11 @@ int run_bench_cluster(BenchClusterOptions o) {
     auto model = onnx_io::load_any_model(worker::TrainOptions{}.model);
     if (!model) throw std::runtime_error(model.error().message);
     const double flops_per_image = worker::training_flops(*model).total();
-    // Before any daemon or child runs; the probe's threads are joined when it returns, so this
-    // process stays single-threaded for the Supervisor.
     const int cluster_threads = o.num_workers * o.threads_per_worker;
     // The peak is sampled before, between and after the runs (common/peak_flops.h): the host's
-    // speed drifts, so a probe taken once would be a different host from the runs'.
+    // speed drifts, so a probe taken once would be a different host from the runs'. Each sample
+    // joins its threads before it returns, so this process is single-threaded whenever the
+    // Supervisor starts daemons.
     std::optional<PeakSampler> sampler;
     if (o.peak) sampler.emplace(std::max(cluster_threads, o.threads));
     const auto sample_peak = [&sampler] {
