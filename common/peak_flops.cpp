@@ -19,14 +19,9 @@
 #endif
 
 namespace psrun {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-// Where the chains' sums go, so that no compiler drops the work.
-volatile float g_sink = 0;
-// Read at run time, so that no compiler folds the chains into constants.
-volatile float g_seed = 1e-3f;
+// A named namespace, not an anonymous one: PeakSampler::Impl holds a Kernel, and a class with
+// external linkage must not hold a type that has none (GCC's -Wsubobject-linkage in unity builds).
+namespace peak_detail {
 
 using KernelFn = void (*)(std::uint64_t iterations);
 
@@ -35,6 +30,19 @@ struct Kernel {
     double flop_per_iteration = 0;
     const char* isa = "none";
 };
+
+}  // namespace peak_detail
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using peak_detail::Kernel;
+using peak_detail::KernelFn;
+
+// Where the chains' sums go, so that no compiler drops the work.
+volatile float g_sink = 0;
+// Read at run time, so that no compiler folds the chains into constants.
+volatile float g_seed = 1e-3f;
 
 #if defined(__x86_64__)
 // Independent accumulators per thread. An FMA unit of today's x86 cores takes 4-6 cycles per
@@ -185,7 +193,7 @@ double median_of(std::vector<double> v) {
 }  // namespace
 
 struct PeakSampler::Impl {
-    Kernel f32, bf16;
+    peak_detail::Kernel f32, bf16;
     std::uint64_t f32_iterations = 0, bf16_iterations = 0;
     std::vector<int> cpus;  // pinned CPUs of the default team (empty: unpinned)
     Team team;
