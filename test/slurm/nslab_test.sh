@@ -2,7 +2,7 @@
 # The emulated multi-node lab (test/slurm/nslab.sh): 3 nodes, each its own network namespace with a link shaped
 # to RATE Mbit/s (default 200) in both directions. Checks: every task runs on its own host (hostname n<i>,
 # address 10.99.0.<i> on eth0, which is also what its node name resolves to); a TCP stream from n2 to n1 gets the
-# shaped rate (within 15%) and re-shaping to half the rate halves it; `psrun addr --interface eth0` on every
+# shaped rate (within 15%, the fastest of up to three streams) and re-shaping to half the rate halves it; `psrun addr --interface eth0` on every
 # node gives the addresses that `psrun plan --node-addrs` then puts in the map. `down` (EXIT trap) must leave no
 # process and no namespace.
 # Usage: nslab_test.sh PSRUN
@@ -32,10 +32,23 @@ link_mbit() {
     fail "the stream did not come from n2's address: $line"
 }
 within() { awk -v a="$1" -v b="$2" -v tol="$3" 'BEGIN {exit !(a >= b * (1 - tol) && a <= b * (1 + tol))}'; }
-full=$(link_mbit)
+# The fastest of up to three streams, stopping at the first within 15% of RATE_MBIT: the shaping caps
+# the rate, and a stream whose sender or receiver loses its CPU to the test running beside this one
+# (test/run.sh runs two at a time) reads low, never high (a CI run read 120.8 of 200 that way). An
+# unshaped link still fails: every try reads far above the rate.
+best_mbit() {
+  local want=$1 best=0 got
+  for _ in 1 2 3; do
+    got=$(link_mbit)
+    best=$(awk -v a="$got" -v b="$best" 'BEGIN {print (a > b ? a : b)}')
+    within "$best" "$want" 0.15 && break
+  done
+  echo "$best"
+}
+full=$(best_mbit "$RATE")
 within "$full" "$RATE" 0.15 || fail "n2 -> n1 at $full Mbit/s; the links are shaped to $RATE"
 "$LAB_SH" shape $((RATE / 2)) || fail "nslab.sh shape failed"
-half=$(link_mbit)
+half=$(best_mbit $((RATE / 2)))
 within "$half" $((RATE / 2)) 0.15 || fail "after shape $((RATE / 2)): $half Mbit/s"
 note "link: $full Mbit/s at RATE=$RATE, $half Mbit/s at RATE=$((RATE / 2))"
 
