@@ -322,6 +322,13 @@ std::string cpu_model_name() {
     return cpu_model_name(in);
 }
 
+double loadavg_1m() {
+    std::ifstream in("/proc/loadavg");
+    double load = -1;
+    in >> load;
+    return load;
+}
+
 nlohmann::json fraction_of_peak(double achieved_gflops, double peak_gflops) {
     if (!(peak_gflops > 0)) return nullptr;
     return achieved_gflops / peak_gflops;

@@ -100,6 +100,10 @@ std::string cpu_model_name(std::istream& cpuinfo);
 // The same from /proc/cpuinfo.
 std::string cpu_model_name();
 
+// The 1-minute load average of /proc/loadavg, printed beside every benchmark figure; -1 when it
+// cannot be read.
+double loadavg_1m();
+
 // The fraction `achieved_gflops / peak_gflops`, or null when the peak is unknown (0).
 nlohmann::json fraction_of_peak(double achieved_gflops, double peak_gflops);
 

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "common/job_keys.h"
+#include "common/peak_flops.h"
 #include "common/ps_client.h"
 #include "common/signals.h"
 #include "launcher/ps_processes.h"
@@ -180,8 +181,7 @@ Result<nlohmann::json> run_bench(const BenchOptions& o) {
     const auto layout = compute_layout(tensors, o.shards);
     const int slots = o.optimizer == "none" ? 0 : slot_count(init.optimizer.kind);
     const double state_mb = 4.0 * (1 + slots) * static_cast<double>(layout->shard_size(0)) / 1e6;
-    double load = 0;
-    std::ifstream("/proc/loadavg") >> load;
+    const double load = loadavg_1m();
     nlohmann::json j = {
         {"bench", "ps"}, {"workers", o.workers}, {"shards", o.shards}, {"transport", o.transport},
         {"rounds", o.rounds}, {"ps_threads", o.ps_threads}, {"optimizer", o.optimizer}, {"adam_applied", o.optimizer == "adam"},

@@ -54,13 +54,6 @@ void openmp_team(int threads, const std::function<void(int)>& body) {
     for (int t = omp_get_thread_num(); t < threads; t += omp_get_num_threads()) body(t);
 }
 
-double loadavg_1m() {
-    std::ifstream in("/proc/loadavg");
-    double load = -1;
-    in >> load;
-    return load;
-}
-
 }  // namespace
 
 nlohmann::json run_train_benchmark(const BenchOptions& o) {

@@ -1,6 +1,7 @@
 // `psrun bench cluster`: the steady-state window read from a chief's metrics.jsonl, and one real
 // run (psd + 2 workerd on real MNIST, tiny --steps) whose JSON line has every key, positive.
 #include "launcher/cmd_bench_cluster.h"
+#include "launcher/steady_rate.h"
 
 #include <algorithm>
 #include <vector>
