@@ -97,7 +97,7 @@ if ! fresh "$exe"; then
     (
       flock ${2:-} 9 || exit 1
       if ! fresh "$obj"; then
-        "$cxx" -std=c++20 -O1 -gline-tables-only -march=native -fsanitize=fuzzer,address,undefined \
+        "$cxx" -std=c++20 -O1 -gline-tables-only -march=x86-64-v3 -fsanitize=fuzzer,address,undefined \
             -fno-sanitize-recover=undefined -I"$src" -MMD -MF "$obj.d.tmp" -c "$src/$1" -o "$obj.tmp"
         mv "$obj.d.tmp" "$obj.d"
         mv "$obj.tmp" "$obj"

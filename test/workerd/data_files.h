@@ -7,6 +7,7 @@
 #include <bit>
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -38,11 +39,23 @@ struct DataDir {
 };
 
 // `bytes` little- (or big-) endian bytes of v.
+// The byte writers below size their vectors first and then write into them: GCC 12's
+// -Wstringop-overflow misreads push_back/insert into a small std::vector<uint8_t> at -O3 under
+// some -march tunings (x86-64-v3, znver3) as writing past the end.
 inline void put_int(Bytes& out, std::uint64_t v, std::size_t bytes, bool big_endian = false) {
+    const std::size_t at = out.size();
+    out.resize(at + bytes);
     for (std::size_t i = 0; i < bytes; ++i) {
         const std::size_t shift = 8 * (big_endian ? bytes - 1 - i : i);
-        out.push_back(static_cast<std::uint8_t>(v >> shift));
+        out[at + i] = static_cast<std::uint8_t>(v >> shift);
     }
+}
+
+// `out` with `tail` appended.
+inline void append(Bytes& out, const std::uint8_t* tail, std::size_t size) {
+    const std::size_t at = out.size();
+    out.resize(at + size);
+    if (size > 0) std::memcpy(out.data() + at, tail, size);
 }
 
 inline Bytes floats(const std::vector<float>& values, bool big_endian = false) {
@@ -75,8 +88,8 @@ inline Bytes npy(const std::string& descr, const std::vector<std::uint64_t>& sha
     text += '\n';
     Bytes out = {0x93, 'N', 'U', 'M', 'P', 'Y', static_cast<std::uint8_t>(major), 0};
     put_int(out, text.size(), major == 1 ? 2 : 4);
-    out.insert(out.end(), text.begin(), text.end());
-    out.insert(out.end(), data.begin(), data.end());
+    append(out, reinterpret_cast<const std::uint8_t*>(text.data()), text.size());
+    append(out, data.data(), data.size());
     return out;
 }
 
@@ -84,7 +97,7 @@ inline Bytes npy(const std::string& descr, const std::vector<std::uint64_t>& sha
 inline Bytes idx(std::uint8_t type, const std::vector<std::uint32_t>& dims, const Bytes& data) {
     Bytes out = {0, 0, type, static_cast<std::uint8_t>(dims.size())};
     for (std::uint32_t d : dims) put_int(out, d, 4, true);
-    out.insert(out.end(), data.begin(), data.end());
+    append(out, data.data(), data.size());
     return out;
 }
 
