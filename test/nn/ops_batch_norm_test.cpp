@@ -6,6 +6,8 @@
 // bf16; and the description's errors.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "test/nn/engine_test_util.h"
@@ -169,6 +171,68 @@ TEST_CASE("batch_norm + relu (fused), forward and backward",
     CHECK(rel_l2({net->input_gradient().begin(), net->input_gradient().end()}, back.dx) < (bf16 ? 2e-2 : 1e-4));
     CHECK(rel_l2(slice(grads, scale), back.dscale) < (bf16 ? 2e-2 : 1e-4));
     CHECK(rel_l2(slice(grads, bias), back.dbias) < (bf16 ? 2e-2 : 1e-4));
+}
+
+// Images with a uniform background: after a conv with bias most of a channel's values are one
+// number. oneDNN 2.6's bnorm_jit sums the batch's statistics in f32 (off by up to 5e-5 of the
+// mean there, the output by 1e-4), so outputs near 0 landed on the wrong side of the ReLU and
+// moved the shift's gradient 0.6% against PyTorch; the kernel now computes them itself in
+// double. Plain input (nchw) and a conv's output (the blocked format oneDNN picks; a 1x1 conv
+// with identity weights passes the values unchanged), with the ReLU fused or not.
+TEST_CASE("batch_norm's batch statistics are exact to f32 on mostly repeated values (image backgrounds)",
+          "[nn_engine][norm][batch_norm]") {
+    const bool conv = GENERATE(false, true);
+    CAPTURE(conv);
+    const std::int64_t n = 16, c = 8, s = 28 * 28;
+    json layers = json::array();
+    if (conv)
+        layers.push_back({{"kind", "conv2d"}, {"name", "conv"}, {"filters", c}, {"kernel", 1}, {"bias", false}});
+    layers.push_back({{"kind", "batch_norm"}, {"name", "bn"}, {"momentum", 1.0}});
+    layers.push_back({{"kind", "relu"}});
+    const auto model = graph_model(layers, {c, 28, 28});
+    std::vector<float> params(static_cast<std::size_t>(model.parameter_count), 0.0f), grads(params.size());
+    const TensorDef *scale = model.tensor("bn/scale"), *bias = model.tensor("bn/bias"), *mean = model.tensor("bn/mean");
+    for (std::int64_t i = 0; i < c; ++i) {
+        params[static_cast<std::size_t>(scale->offset + i)] = 1.0f;
+        params[static_cast<std::size_t>(model.tensor("bn/var")->offset + i)] = 1.0f;
+        if (conv) params[static_cast<std::size_t>(model.tensor("conv/w")->offset + i * c + i)] = 1.0f;
+    }
+    // 3 in 4 values of channel ch are its background 0.131 (ch + 1), the others uniform in [-1, 1].
+    auto x = random_vector(static_cast<std::size_t>(n * c * s), 31);
+    const auto pick = random_vector(x.size(), 32);
+    for (std::int64_t b = 0; b < n; ++b)
+        for (std::int64_t ch = 0; ch < c; ++ch)
+            for (std::int64_t i = 0; i < s; ++i) {
+                const auto k = static_cast<std::size_t>((b * c + ch) * s + i);
+                if (pick[k] < 0.5f) x[k] = 0.1310033f * static_cast<float>(ch + 1);
+            }
+    const auto dy = random_vector(x.size(), 33);
+    const auto net = make_net(model, n, Precision::kF32, params, grads);
+    std::copy(x.begin(), x.end(), net->input().begin());
+    net->forward(true);
+    auto ref = batch_norm_ref(x, {}, n, c, s, slice(params, scale), slice(params, bias), 1e-5);
+    double worst = 0;
+    std::int64_t flipped = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+        const double want = std::max(ref.y[i], 0.0), got = net->outputs()[i];
+        worst = std::max(worst, std::abs(got - want));
+        if ((got > 0) != (want > 0)) ++flipped;
+    }
+    CHECK(worst < 2e-6);  // f32 rounding of outputs up to ~2; 1e-4 with oneDNN's statistics
+    CHECK(flipped == 0);
+    // momentum 1: the mean's delta is old - batch = -batch.
+    std::vector<double> want_delta;
+    for (const double m : ref.mean) want_delta.push_back(-m);
+    CHECK(rel_l2(slice(grads, mean), want_delta) < 1e-6);
+
+    net->backward_from(dy);
+    auto masked = dy;
+    for (std::size_t i = 0; i < dy.size(); ++i)
+        if (ref.y[i] <= 0) masked[i] = 0;
+    const auto back = batch_norm_ref(x, masked, n, c, s, slice(params, scale), slice(params, bias), 1e-5);
+    CHECK(rel_l2(slice(grads, bias), back.dbias) < 1e-5);
+    CHECK(rel_l2(slice(grads, scale), back.dscale) < 1e-5);
+    CHECK(rel_l2({net->input_gradient().begin(), net->input_gradient().end()}, back.dx) < 1e-5);
 }
 
 TEST_CASE("k training steps move the running statistics by PyTorch's momentum rule; evaluation uses them",
