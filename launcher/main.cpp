@@ -18,6 +18,7 @@
 #include "launcher/cmd_bench_scale.h"
 #include "launcher/cmd_bench_train.h"
 #include "launcher/cmd_data.h"
+#include "launcher/cmd_doctor.h"
 #include "launcher/cmd_eval.h"
 #include "launcher/cmd_export.h"
 #include "launcher/cmd_local.h"
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
     psrun::launcher::add_addr_command(app, ctx);
     psrun::launcher::add_stop_command(app, ctx.exit_code);
     psrun::launcher::add_data_command(app, ctx.exit_code);
+    psrun::launcher::add_doctor_command(app, ctx.exit_code);
     psrun::launcher::add_model_command(app, ctx.exit_code);
     psrun::launcher::add_eval_command(app, ctx.exit_code);
     psrun::launcher::add_predict_command(app, ctx.exit_code);

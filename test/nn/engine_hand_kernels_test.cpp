@@ -7,6 +7,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include <dnnl.hpp>
 
 #include "test/nn/engine_test_util.h"
 #include "workerd/nn/kernels/conv1_pool.h"
@@ -105,6 +109,24 @@ const json kFirstOnly = json::array({
     {{"kind", "max_pool"}, {"window", 2}, {"padding", "same"}},
     {{"kind", "dense"}, {"units", 5}},
 });
+
+// The one ISA cap (ONEDNN_MAX_CPU_ISA) turns oneDNN's AVX-512 code and the hand kernels off
+// together: the suite's "_avx2" run on an AVX-512 host (test/meson.build) then runs what an AVX2
+// node runs. Uncapped, the hand kernels run exactly where the CPU has AVX-512F.
+TEST_CASE("hand kernels follow the CPU and oneDNN's ISA cap", "[nn_engine][hand]") {
+    const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
+    const bool capped = cap != nullptr && std::string(cap).rfind("AVX512", 0) != 0 && std::string(cap) != "ALL";
+    const bool hand = kernels::FusedConv1Pool::supported(28, 28, 32, 5);
+    if (capped) {
+        CHECK_FALSE(hand);
+        const auto isa = dnnl::get_effective_cpu_isa();
+        CHECK(isa != dnnl::cpu_isa::avx512_core);
+        CHECK(isa != dnnl::cpu_isa::avx512_core_bf16);
+        CHECK_FALSE(engine_bf16_supported());
+    } else {
+        CHECK(hand == static_cast<bool>(__builtin_cpu_supports("avx512f")));
+    }
+}
 
 TEST_CASE("hand kernels: mnist_deep and odd shapes equal the primitives, f32", "[nn_engine][hand]") {
     if (!avx512_or_warn()) return;

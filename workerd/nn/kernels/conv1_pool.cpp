@@ -108,7 +108,7 @@ __attribute__((target("avx512f"))) void backward_block(const float* x, int pw, c
 }  // namespace
 
 bool FusedConv1Pool::supported(int height, int width, int channels, int kernel) {
-    return __builtin_cpu_supports("avx512f") && kernel == kK && channels > 0 &&
+    return avx512_allowed() && kernel == kK && channels > 0 &&
            channels % kBlock == 0 && height > 0 && width > 0 && height % 2 == 0 &&
            width % 2 == 0;
 }

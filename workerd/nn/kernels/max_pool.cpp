@@ -57,7 +57,7 @@ __attribute__((target("avx512f"))) void backward_block(const float* d_dst, const
 }  // namespace
 
 bool BlockedMaxPool::supported(int channels, int height, int width) {
-    return __builtin_cpu_supports("avx512f") && channels > 0 && channels % kBlock == 0 &&
+    return avx512_allowed() && channels > 0 && channels % kBlock == 0 &&
            height > 0 && width > 0 && height % 2 == 0 && width % 2 == 0;
 }
 
