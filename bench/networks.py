@@ -8,13 +8,13 @@ rows as a sequence of 28 features, and, for the embedding-bag classifier, MNIST 
 ids: the positions (0..783) of an image's 32 brightest pixels, sorted (tokens.npy; the label
 stays the digit).
 
-    networks.py export OUT_DIR [NAME ...]    # NAME.onnx (training mode) and NAME.eval.onnx
+    networks.py export OUT_DIR [--opset K] [NAME ...]  # NAME.onnx (training mode) and NAME.eval.onnx
     networks.py tokens DATA_DIR OUT_DIR      # {train,test}-{tokens,labels}.npy from MNIST's IDX files
     networks.py predict NAME ONNX INPUT.npy OUT.npy   # NAME's module with ONNX's weights, by name:
                                              # softmax probabilities of INPUT (uint8 images / 255, or ids)
     networks.py list
 
-Exports follow docs/models.md: opset 13, training=TrainingMode.TRAINING, do_constant_folding=False,
+Exports follow docs/models.md: opset 13 unless --opset says otherwise, training=TrainingMode.TRAINING, do_constant_folding=False,
 a dynamic batch axis; the eval-mode export (the CNNs) is what inference tools read.
 """
 import gzip
@@ -158,10 +158,10 @@ def example_input(name):
     return torch.zeros(shape)
 
 
-def export(model, name, path, training):
+def export(model, name, path, training, opset=13):
     mode = torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL
     model.train(training)
-    torch.onnx.export(model, example_input(name), path, opset_version=13, training=mode,
+    torch.onnx.export(model, example_input(name), path, opset_version=opset, training=mode,
                       do_constant_folding=not training, input_names=["input"], output_names=["logits"],
                       dynamic_axes={"input": {0: "N"}, "logits": {0: "N"}})
 
@@ -246,14 +246,20 @@ def main():
     if sys.argv[1] == "tokens":
         write_tokens(sys.argv[2], sys.argv[3])
         return
-    out = sys.argv[2]
+    args = sys.argv[2:]
+    opset = 13
+    if "--opset" in args:
+        k = args.index("--opset")
+        opset = int(args[k + 1])
+        del args[k:k + 2]
+    out = args[0]
     os.makedirs(out, exist_ok=True)
-    for name in sys.argv[3:] or NETWORKS:
+    for name in args[1:] or NETWORKS:
         model = build(name)
-        export(model, name, os.path.join(out, name + ".onnx"), training=True)
+        export(model, name, os.path.join(out, name + ".onnx"), training=True, opset=opset)
         print(f"wrote {out}/{name}.onnx")
         if name in CNNS:
-            export(model, name, os.path.join(out, name + ".eval.onnx"), training=False)
+            export(model, name, os.path.join(out, name + ".eval.onnx"), training=False, opset=opset)
             print(f"wrote {out}/{name}.eval.onnx")
 
 

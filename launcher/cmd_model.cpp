@@ -9,6 +9,7 @@
 
 #include "common/result.h"
 #include "common/utf8.h"
+#include "launcher/cmd_model_check.h"
 #include "launcher/model_placement.h"
 #include "workerd/nn/model_summary.h"
 #include "workerd/nn/zoo.h"
@@ -107,6 +108,7 @@ void add_model_command(CLI::App& app, int& exit_code) {
         }
         exit_code = kExitOk;
     });
+    add_model_check_command(*model, exit_code);
     auto options = std::make_shared<ShowOptions>();
     CLI::App* show = model->add_subcommand(
         "show", "per layer: output shape, parameters, forward MFLOP per example; totals; recipe");

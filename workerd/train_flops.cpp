@@ -11,8 +11,9 @@ double per_example(const nn::Dims& dims, bool but_last) {
     return n;
 }
 
-// Multiply-adds per example of a conv2d, dense, matmul, lstm or gru node's forward: a weight
-// tensor's elements times the output positions (conv2d: H x W; dense: every position before the
+// Multiply-adds per example of a conv2d, conv_transpose, dense, matmul, lstm or gru node's
+// forward: a weight tensor's elements times the output positions (conv2d: H x W or L;
+// conv_transpose: the input's positions; dense: every position before the
 // last dim, 1 after an image, L on N x L x F), a matmul's output elements times its inner dim,
 // or a recurrent layer's input and recurrent weights times its steps; 0 for other kinds.
 double node_macs(const nn::ModelDescription& model, const nn::Node& node) {
@@ -33,13 +34,17 @@ double node_macs(const nn::ModelDescription& model, const nn::Node& node) {
         const bool batch_first = node.attrs.value("batch_first", false);
         return out.size() < 2 ? 0 : weights * static_cast<double>(out[batch_first ? 1 : 0].value);
     }
-    if (node.op != "conv2d" && node.op != "dense") return 0;
+    if (node.op != "conv2d" && node.op != "dense" && node.op != "conv_transpose") return 0;
     if (node.slots.empty()) return 0;
     const nn::TensorDef* w = model.tensor(node.inputs[node.data_inputs]);
     if (w == nullptr) return 0;  // weights from a graph value (a transpose of a parameter)
     double macs = static_cast<double>(w->size);
     if (node.op == "conv2d") {
         if (out.size() == 4) macs *= static_cast<double>(out[2].value * out[3].value);  // N, C, H, W
+        if (out.size() == 3) macs *= static_cast<double>(out[2].value);                 // N, C, L (1-D)
+    } else if (node.op == "conv_transpose") {  // every weight once per input position
+        const auto& in = model.value(node.inputs.front()).dims;
+        macs *= per_example(in, false) / static_cast<double>(in.size() > 1 ? in[1].value : 1);
     } else {
         macs *= per_example(out, true);
     }

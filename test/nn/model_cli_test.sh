@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# psrun model list/show end to end: the built-ins are listed, mnist_deep's table and JSON have
-# the right totals, bad files and unknown names exit 2 with the message.
+# psrun model list/show/check and psrun doctor end to end: the built-ins are listed, mnist_deep's
+# table and JSON have the right totals, bad files and unknown names exit 2 with the message;
+# model check passes the zoo's networks and refuses bad batches with exit 2; doctor names the
+# build's ISA.
 # Usage: model_cli_test.sh <psrun>
 set -u
 psrun=$1
@@ -54,4 +56,31 @@ timeout 30 "$psrun" model show mnist_dep >"$tmp/out" 2>&1
 rc=$?
 check "an unknown name exits 2 (rc=$rc)" test "$rc" -eq 2
 check "... suggesting mnist_deep" grep -q 'did you mean "mnist_deep"' "$tmp/out"
+# The whole-network gradient check on built-in networks (random batch), and its refusals.
+for name in lenet5 resnet20 transformer_rows; do
+    timeout 120 "$psrun" model check "$name" --batch 4 --json >"$tmp/check-$name" 2>&1
+    rc=$?
+    check "model check $name exits 0 (rc=$rc)" test "$rc" -eq 0
+    python3 - "$tmp/check-$name" <<'PY' || fail=1
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["ok"] and r["tensors"], r
+worst = max(t["relative_error"] for t in r["tensors"])
+assert worst <= r["tolerance"], worst
+print(f"ok: {r['model']}: {len(r['tensors'])} tensors, worst relative error {worst:.1e}")
+PY
+done
+/usr/bin/python3 -c 'import numpy as np; np.save("'"$tmp"'/x.npy", np.zeros((3, 5), np.float32))'
+timeout 30 "$psrun" model check mnist_deep --input "$tmp/x.npy" >"$tmp/out" 2>&1
+rc=$?
+check "model check with a batch of the wrong shape exits 2 (rc=$rc)" test "$rc" -eq 2
+check "... naming the model's input" grep -q "its rows are not examples of the model's input" "$tmp/out"
+timeout 30 "$psrun" model check mnist_deep --batch 0 >"$tmp/out" 2>&1
+check "model check --batch 0 exits 2" test $? -eq 2
+
+timeout 30 "$psrun" doctor >"$tmp/doctor" 2>&1
+rc=$?
+check "doctor exits 0 on the build host (rc=$rc)" test "$rc" -eq 0
+check "... names the build's ISA" grep -Eq "^binary built for +(x86-64-v3|native|[a-z0-9-]+)" "$tmp/doctor"
+check "... and oneDNN's" grep -Eq "^oneDNN runs +(AVX2|AVX-512)" "$tmp/doctor"
 exit $fail

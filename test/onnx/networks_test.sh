@@ -1,22 +1,28 @@
 #!/usr/bin/env bash
-# The seven networks of the graph-engine acceptance (bench/networks.py: ResNet-20, a BatchNorm
-# CNN, a MobileNet-style block, an MLP with LayerNorm and GELU, an LSTM over image rows, a
-# Transformer encoder, an embedding-bag classifier), written as torch.nn modules and exported by
-# torch.onnx.export as docs/models.md advises: each imports (`psrun model show` exits 0) and
-# trains on real MNIST (images, or MNIST turned into token ids for the embedding bag) through a
-# real psd (`psrun local --ps 1 --workers 1`) to a test accuracy well above chance after a
-# short run. Then the round trip: the trained weights, written by `psrun export` (to a bare file
-# name in the working directory), loaded back by name into the same torch.nn module, predict what
-# `psrun predict` predicts on 1000 test examples (>= 99.9% agreement, probabilities within 1e-4),
-# and the CNNs' exports run in OpenCV's dnn module the same way (check_roundtrip.py; not mobilenet:
-# see below).
+# Networks written as ordinary torch.nn modules and exported by torch.onnx.export for training
+# (bench/networks.py: the seven of the graph-engine acceptance, ResNet-20, a BatchNorm CNN, a
+# MobileNet-style block, an MLP with LayerNorm and GELU, an LSTM over image rows, a Transformer
+# encoder, an embedding-bag classifier; bench/more_networks.py: fifteen more, GroupNorm,
+# InstanceNorm, PReLU, MobileNetV3, ConvNeXt, ViT, MLP-Mixer, U-Net, 1-D CNNs, a BiLSTM, a GPT, masks)
+# at the opset given: each imports (`psrun model show` exits 0) and trains on real MNIST (images,
+# or MNIST turned into token ids) through a real psd (`psrun local --ps 1 --workers 1`) to a test
+# accuracy well above chance after a short run. Then the round trip: the trained weights, written
+# by `psrun export` (to a bare file name in the working directory), loaded back by name into the
+# same torch.nn module, predict what `psrun predict` predicts on 1000 test examples (>= 99.9%
+# agreement, probabilities within 1e-4), and the CNNs named `opencv` in the list run in OpenCV's
+# dnn module the same way (check_roundtrip.py).
 # The figures against PyTorch are benchmarks (docs/benchmarks.md), not this test.
-# Usage: networks_test.sh <psrun>
+# Usage: networks_test.sh <psrun> [<networks.py> <list> <opset>]
+#   list: lines "name steps batch learning-rate minimum-accuracy images|tokens [opencv]";
+#   default: bench/networks.py, test/onnx/networks.list, opset 13.
 set -u
 psrun=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")  # absolute: the export runs in another directory
 py=/usr/bin/python3
 here=$(cd "$(dirname "$0")" && pwd)
-networks=$here/../../bench/networks.py
+base=$here/../../bench/networks.py  # MNIST as tokens, the round-trip inputs
+networks=${2:-$base}
+list=${3:-$here/networks.list}
+opset=${4:-13}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
@@ -27,12 +33,13 @@ check() {  # check <description> <condition...>
 
 timeout 300 "$psrun" data fetch --dataset mnist >/dev/null || { echo "FAILED: psrun data fetch"; exit 1; }
 mnist=${XDG_CACHE_HOME:-$HOME/.cache}/psrun/data/mnist
-timeout 300 "$py" "$networks" export "$tmp" >"$tmp/export.log" 2>&1
-check "networks.py exports the seven networks" test -s "$tmp/embedding_bag.onnx"
-timeout 120 "$py" "$networks" tokens "$mnist" "$tmp/tokens" >/dev/null 2>&1
+names=$(awk '!/^#/ && NF {print $1}' "$list")
+timeout 600 "$py" "$networks" export "$tmp" --opset "$opset" $names >"$tmp/export.log" 2>&1
+check "$(basename "$networks") exports $(echo $names | wc -w) networks at opset $opset" test $? -eq 0
+timeout 120 "$py" "$base" tokens "$mnist" "$tmp/tokens" >/dev/null 2>&1
 check "networks.py writes MNIST as token ids" test -s "$tmp/tokens/train-tokens.npy"
 
-"$py" - "$networks" "$mnist" "$tmp" <<'PY' || { echo "FAILED: writing the round-trip inputs"; fail=1; }
+"$py" - "$base" "$mnist" "$tmp" <<'PY' || { echo "FAILED: writing the round-trip inputs"; fail=1; }
 import importlib.util, sys
 import numpy as np
 spec = importlib.util.spec_from_file_location("networks", sys.argv[1])
@@ -46,7 +53,8 @@ PY
 accuracy() { "$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["test_accuracy"])' "$1/summary.json" 2>/dev/null; }
 
 # name steps batch learning-rate minimum-accuracy [data options]
-while read -r name steps batch lr minimum data; do
+while read -r name steps batch lr minimum data consumers; do
+    case $name in '#'*|'') continue ;; esac
     timeout 30 "$psrun" model show "$tmp/$name.onnx" >"$tmp/$name.show" 2>&1
     check "$name: model show exits 0" test $? -eq 0
     extra=()
@@ -69,20 +77,9 @@ while read -r name steps batch lr minimum data; do
         >/dev/null 2>"$tmp/$name.predict.err"
     check "$name: psrun predict writes probabilities" test $? -eq 0 -a -s "$tmp/$name.psrun.npy"
     opencv=()
-    # Not mobilenet: Debian's OpenCV 4.6 reads Clip (ReLU6) only in its opset-6 form, min/max as
-    # attributes (parseClip checks for one input); opset 13 gives them as inputs. It refuses
-    # PyTorch's own export of that module too.
-    case $name in resnet20|bn_cnn) opencv=(opencv) ;; esac
+    [ "${consumers:-}" = opencv ] && opencv=(opencv)
     timeout 120 "$py" "$here/check_roundtrip.py" "$networks" "$name" "$tmp/$name.trained.onnx" "$input" \
         "$tmp/$name.psrun.npy" "${opencv[@]}" || fail=1
-done <<'LIST'
-resnet20 100 64 1e-3 0.5 images
-bn_cnn 100 64 1e-3 0.8 images
-mobilenet 150 64 1e-3 0.6 images
-mlp_ln_gelu 150 64 1e-3 0.8 images
-lstm_rows 150 64 1e-3 0.5 images
-transformer_rows 150 64 1e-3 0.5 images
-embedding_bag 300 64 1e-2 0.5 tokens
-LIST
+done <"$list"
 
 exit $fail

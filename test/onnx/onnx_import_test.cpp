@@ -237,8 +237,14 @@ TEST_CASE("refusals name the node, its op and what the engine cannot honour", "[
         *extra = g.model.graph().input(0);
         extra->set_name("second");
         CHECK_THAT(refusal(g), Catch::Contains("two data inputs"));
-        g = small_cnn(14);
-        CHECK_THAT(refusal(g), Catch::Contains("opset 14"));
+        g = small_cnn(19);  // beyond what PyTorch's exporter writes today (11 to 18 import)
+        CHECK_THAT(refusal(g), Catch::Contains("opset 19: the importer reads opsets 11 to 18"));
+        g = small_cnn(10);
+        CHECK_THAT(refusal(g), Catch::Contains("opset 10: the importer reads opsets 11 to 18"));
+        for (const std::int64_t opset : {14, 15, 17, 18}) {
+            INFO("opset " << opset);
+            CHECK(onnx_io::import_onnx(small_cnn(opset).bytes(), "t.onnx"));
+        }
         g = small_cnn();
         g.model.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(2)->set_dim_param("h");
         CHECK_THAT(refusal(g), Catch::Contains("dimension 2 is not a fixed positive size"));

@@ -299,11 +299,24 @@ TEST_CASE("a PyTorch-style BatchNormalization imports; what the engine cannot ho
     auto three = cnn_with_bn();
     three.node("/bn/BatchNormalization")->mutable_output()->RemoveLast();
     three.node("/bn/BatchNormalization")->mutable_output()->RemoveLast();
-    CHECK_THAT(refusal(three), Contains("node '/bn/BatchNormalization' (BatchNormalization): 3 outputs: the importer "
-                                        "reads 1 (inference) or 5 (PyTorch's training export)"));
+    CHECK_THAT(refusal(three), Contains("node '/bn/BatchNormalization' (BatchNormalization): 3 outputs: at opset 13 "
+                                        "the importer reads 1 (inference) or 5 (PyTorch's training export)"));
+    // Opset 14 and later: training_mode = 1 and 3 outputs (Y, running mean, running var).
     auto opset14 = cnn_with_bn();
+    opset14.model.mutable_opset_import(0)->set_version(14);
+    opset14.node("/bn/BatchNormalization")->mutable_output()->RemoveLast();
+    opset14.node("/bn/BatchNormalization")->mutable_output()->RemoveLast();
     onnx_io::set_int(*opset14.node("/bn/BatchNormalization"), "training_mode", 1);
-    CHECK_THAT(refusal(opset14), Contains("training_mode (opset 14) is not supported"));
+    auto m14 = onnx_io::import_onnx(opset14.bytes(), "t.onnx");
+    INFO((m14 ? std::string() : m14.error().message));
+    REQUIRE(m14);
+    CHECK(m14->nodes[1].op == "batch_norm");
+    CHECK(m14->tensor("bn.running_mean")->cls == nn::TensorClass::kState);
+    opset14.node("/bn/BatchNormalization")->mutable_attribute()->rbegin()->set_i(2);  // training_mode
+    CHECK_THAT(refusal(opset14), Contains("training_mode must be 0 or 1"));
+    opset14.node("/bn/BatchNormalization")->mutable_output()->RemoveLast();
+    opset14.node("/bn/BatchNormalization")->mutable_attribute()->rbegin()->set_i(1);
+    CHECK_THAT(refusal(opset14), Contains("2 outputs: at opset 14 the importer reads 1 (inference) or 3"));
     auto read = cnn_with_bn();  // an updated statistic read by another node: not computed here
     read.node("/1/Relu")->set_input(0, "bn_out_1");
     CHECK_THAT(refusal(read), Contains("(BatchNormalization): output 1 ('bn_out_1') is not supported"));

@@ -59,7 +59,7 @@ bool conv_relu_pool(const FusionQuery& q, std::size_t i, ConvGeometry& g) {
         !only_reader_is_next(q, i + 1) || !is_pool_2x2_stride_2(q, nodes[i + 2]))
         return false;
     auto geometry = conv_geometry(nodes[i].attrs, q.model.value(nodes[i].inputs[0]));
-    if (!geometry) return false;
+    if (!geometry || geometry->spatial != 2) return false;  // the hand kernels are 2-D
     g = *geometry;
     return true;
 }

@@ -14,6 +14,8 @@ using Factory = std::unique_ptr<Kernel> (*)();
 const std::map<std::string, Factory>& factories() {
     static const std::map<std::string, Factory> table = {
         {"conv2d", make_conv_kernel},
+        {"conv_transpose", make_conv_transpose_kernel},
+        {"resize", make_resize_kernel},
         {"max_pool", make_pool_kernel},
         {"avg_pool", make_pool_kernel},
         {"global_avg_pool", make_pool_kernel},
@@ -30,6 +32,7 @@ const std::map<std::string, Factory>& factories() {
         {"transpose", make_transpose_kernel},
         {"batch_norm", make_batch_norm_kernel},
         {"layer_norm", make_layer_norm_kernel},
+        {"group_norm", make_group_norm_kernel},
         {"embedding", make_embedding_kernel},
         {"gather", make_gather_kernel},
         {"lstm", make_rnn_kernel},
@@ -64,6 +67,22 @@ const std::map<std::string, Factory>& factories() {
         {"pad", make_pad_kernel},
         {"reduce_mean", make_reduce_kernel},
         {"reduce_sum", make_reduce_kernel},
+        {"reduce_max", make_reduce_kernel},
+        {"reduce_min", make_reduce_kernel},
+        {"selu", make_activation_kernel},
+        {"hard_sigmoid", make_activation_kernel},
+        {"mish", make_activation_kernel},
+        {"reciprocal", make_activation_kernel},
+        {"prelu", make_prelu_kernel},
+        {"expand", make_expand_kernel},
+        {"maximum", make_select_kernel},
+        {"minimum", make_select_kernel},
+        {"where", make_select_kernel},
+        {"equal", make_mask_kernel},
+        {"less", make_mask_kernel},
+        {"greater", make_mask_kernel},
+        {"not", make_mask_kernel},
+        {"cast", make_mask_kernel},
     };
     return table;
 }

@@ -97,6 +97,8 @@ public:
 
     virtual const Node& node() const = 0;
     virtual const ModelDescription& model() const = 0;
+    // The ONNX name of the model's input (what a shape computed from the batch size reads).
+    virtual std::string model_input() const = 0;
     // ONNX value names of the node's inputs (tensors are initializers of the same name) and
     // outputs.
     virtual std::string input(std::size_t i) const = 0;

@@ -14,7 +14,7 @@ namespace {
 const std::vector<const OpSchema*>& all_schemas() {
     static const std::vector<const OpSchema*> schemas = [] {
         std::vector<const OpSchema*> s = {
-            &conv2d_schema(),  &max_pool_schema(), &avg_pool_schema(), &global_avg_pool_schema(),
+            &conv2d_schema(),  &conv_transpose_schema(), &resize_schema(), &max_pool_schema(), &avg_pool_schema(), &global_avg_pool_schema(),
             &global_max_pool_schema(), &dense_schema(), &dropout_schema(), &identity_schema(),
             &parameter_schema(), &constant_schema(), &reshape_schema(), &flatten_schema(), &squeeze_schema(),
             &unsqueeze_schema(), &transpose_schema(),
@@ -24,11 +24,16 @@ const std::vector<const OpSchema*>& all_schemas() {
             &concat_schema(), &split_schema(),
             &slice_schema(), &pad_schema(),
             &batch_norm_schema(), &layer_norm_schema(),
+            &group_norm_schema(),
             &embedding_schema(), &gather_schema(), &lstm_schema(), &gru_schema(),
         };
         for (const auto* a : activation_schemas()) s.push_back(a);
         for (const auto* a : binary_schemas()) s.push_back(a);
         for (const auto* a : reduce_schemas()) s.push_back(a);
+        s.push_back(&prelu_schema());
+        s.push_back(&expand_schema());
+        for (const auto* a : select_schemas()) s.push_back(a);
+        for (const auto* a : mask_schemas()) s.push_back(a);
         std::sort(s.begin(), s.end(), [](const OpSchema* a, const OpSchema* b) { return a->kind < b->kind; });
         return s;
     }();

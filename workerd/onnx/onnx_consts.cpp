@@ -134,6 +134,8 @@ std::optional<Dim> int_op(const std::string& op, Dim a, Dim b) {
     if (op == "Less") return Dim{a.value < b.value ? 1 : 0};
     if (op == "Greater") return Dim{a.value > b.value ? 1 : 0};
     if (op == "Mod" && b.value != 0) return Dim{a.value % b.value};
+    if (op == "Max") return Dim{std::max(a.value, b.value)};
+    if (op == "Min") return Dim{std::min(a.value, b.value)};
     return std::nullopt;
 }
 
@@ -157,7 +159,13 @@ Result<Outputs> binary(const onnx::NodeProto& node, const Known& a, const Known&
             if ((!a.is_float && a.i[broadcast_index(e, *dims, a.dims)].batch) ||
                 (!b.is_float && b.i[broadcast_index(e, *dims, b.dims)].batch))
                 return Outputs{};
-            f.push_back(op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y : op == "Div" ? x / y : std::pow(x, y));
+            f.push_back(op == "Add"   ? x + y
+                        : op == "Sub" ? x - y
+                        : op == "Mul" ? x * y
+                        : op == "Div" ? x / y
+                        : op == "Max" ? std::max(x, y)
+                        : op == "Min" ? std::min(x, y)
+                                      : std::pow(x, y));
         }
         if (compare) return Outputs{{make_ints(*dims, c)}};
         return Outputs{{make_floats(*dims, f)}};
@@ -221,13 +229,22 @@ Result<std::optional<std::vector<Known>>> evaluate(const onnx::NodeProto& node, 
                                                     const std::vector<const Known*>& in, const nn::ValueInfo* shape_of) {
     const std::string& op = node.op_type();
     if (op == "Shape") {
+        std::vector<Dim> d;
         if (shape_of == nullptr) {
             if (in.empty() || in[0] == nullptr || in[0]->symbolic_dims) return Outputs{};
-            std::vector<Dim> d;
             for (const auto x : in[0]->dims) d.push_back(Dim{x});
-            return Outputs{{make_ints({static_cast<std::int64_t>(d.size())}, d)}};
+        } else {
+            d = shape_of->dims;
         }
-        return Outputs{{make_ints({static_cast<std::int64_t>(shape_of->dims.size())}, shape_of->dims)}};
+        // Opset 15: the dims from `start` to `end` (negative: from the back; clamped).
+        const auto rank = static_cast<std::int64_t>(d.size());
+        auto start = int_attr(node, "start", 0);
+        auto end = int_attr(node, "end", rank);
+        if (!start || !end) return tl::unexpected(!start ? start.error() : end.error());
+        auto clamp = [rank](std::int64_t v) { return std::clamp(v < 0 ? v + rank : v, std::int64_t{0}, rank); };
+        const std::int64_t first = clamp(*start), last = std::max(first, clamp(*end));
+        d = std::vector<Dim>(d.begin() + first, d.begin() + last);
+        return Outputs{{make_ints({static_cast<std::int64_t>(d.size())}, d)}};
     }
     for (std::size_t i = 0; i < in.size(); ++i)
         if (in[i] == nullptr && !(node.input(static_cast<int>(i)).empty())) return Outputs{};
@@ -249,11 +266,13 @@ Result<std::optional<std::vector<Known>>> evaluate(const onnx::NodeProto& node, 
         } else if (!to_float && a.is_float) {
             out = make_ints(a.dims, {});
             for (const auto x : a.f) out.i.push_back(Dim{*to == onnx::TensorProto::BOOL ? (x != 0) : static_cast<std::int64_t>(x)});
+        } else if (*to == onnx::TensorProto::BOOL) {  // integers to bool: 0 or 1 (N >= 1 is true)
+            for (auto& d : out.i) d = Dim{d.batch || d.value != 0};
         }
         return Outputs{{out}};
     }
     if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" || op == "Equal" || op == "Less" ||
-        op == "Greater" || op == "Mod") {
+        op == "Greater" || op == "Mod" || ((op == "Max" || op == "Min") && in.size() == 2)) {
         if (in.size() < 2 || in[1] == nullptr) return Outputs{};
         return binary(node, a, *in[1]);
     }
@@ -261,7 +280,7 @@ Result<std::optional<std::vector<Known>>> evaluate(const onnx::NodeProto& node, 
         Known out = a;
         if (a.is_float) {
             for (auto& x : out.f)
-                x = op == "Neg" ? -x : op == "Sqrt" ? std::sqrt(x) : op == "Reciprocal" ? 1.0 / x : op == "Floor" ? std::floor(x) : std::ceil(x);
+                x = op == "Not" ? (x == 0 ? 1.0 : 0.0) : op == "Neg" ? -x : op == "Sqrt" ? std::sqrt(x) : op == "Reciprocal" ? 1.0 / x : op == "Floor" ? std::floor(x) : std::ceil(x);
         } else {
             for (auto& d : out.i) {
                 if (op == "Neg") d.value = -d.value;

@@ -177,6 +177,16 @@ Result<Outputs> evaluate_layout(const onnx::NodeProto& node, std::int64_t opset,
     if (op == "Expand") {
         if (in.size() < 2 || in[1] == nullptr) return Outputs{};
         auto shape = in[1]->plain_ints();
+        if (!shape && a.size() == 1 && !in[1]->is_float && !in[1]->symbolic_dims) {
+            // One value to a batch-dependent shape: a fill (a padding mask's zeros).
+            Known out;
+            out.is_float = a.is_float;
+            out.symbolic_dims = in[1]->i;
+            for (std::size_t k = in[1]->i.size(); k < a.dims.size(); ++k)
+                out.symbolic_dims->insert(out.symbolic_dims->begin(), Dim{1});
+            out.fill = as_double(a, 0);
+            return Outputs{{out}};
+        }
         if (!shape) return Outputs{};
         auto dims = broadcast_dims(a.dims, *shape);
         if (!dims) return tl::unexpected(bad(node, "the shape does not broadcast"));

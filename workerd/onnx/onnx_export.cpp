@@ -91,6 +91,7 @@ public:
 
     const nn::Node& node() const override { return node_; }
     const nn::ModelDescription& model() const override { return w_.model(); }
+    std::string model_input() const override { return w_.onnx_name(w_.model().input_name); }
     std::string input(std::size_t i) const override { return w_.onnx_name(node_.inputs.at(i)); }
     std::string output(std::size_t i) const override { return w_.onnx_name(node_.outputs.at(i)); }
     std::string fresh(const std::string& hint) override { return w_.fresh(hint); }

@@ -25,7 +25,7 @@ Result<std::int64_t> default_opset(const onnx::ModelProto& proto) {
             return make_error(ErrorCode::kInvalidArgument,
                               "opset " + std::to_string(o.version()) + ": the importer reads opsets " +
                                   std::to_string(kMinImportOpset) + " to " + std::to_string(kMaxImportOpset) +
-                                  " (torch.onnx.export(..., opset_version=13))");
+                                  " (torch.onnx.export(..., opset_version=17), or convert the model with onnx.version_converter)");
         return o.version();
     }
     return make_error(ErrorCode::kInvalidArgument, "no opset_import of the default ONNX domain");

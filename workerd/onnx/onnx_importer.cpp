@@ -3,6 +3,9 @@
 // to the kind that imports its op type (nn::OpSchema::import_onnx) through NodeView.
 #include "workerd/onnx/onnx_importer.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "common/utf8.h"
 #include "workerd/nn/op_schema.h"
 #include "workerd/onnx/onnx_node_view.h"
@@ -80,9 +83,11 @@ std::string Importer::slot_tensor(const std::string& onnx_value) {
     if (t == nullptr || t->data_type() != onnx::TensorProto::FLOAT) return "";
     const auto it = tensor_names_.find(onnx_value);
     if (it != tensor_names_.end()) return it->second;
+    auto values = read_floats(*t);
+    // A tensor holding +-Inf (a registered causal mask) cannot train: it becomes a constant.
+    if (values && std::any_of(values->begin(), values->end(), [](float v) { return std::isinf(v); })) return "";
     const std::string name = unique_name(onnx_value);
     tensor_names_.emplace(onnx_value, name);
-    auto values = read_floats(*t);
     if (values) initial_[name] = std::move(*values);
     return name;
 }
@@ -91,7 +96,7 @@ Result<std::string> Importer::data_value(const std::string& onnx_value, const st
     const auto it = values_.find(onnx_value);
     if (it != values_.end()) return it->second;
     const auto* init = graph_.initializer(onnx_value);
-    if (init != nullptr && init->data_type() == onnx::TensorProto::FLOAT) {
+    if (init != nullptr && init->data_type() == onnx::TensorProto::FLOAT && !slot_tensor(onnx_value).empty()) {
         const std::string tensor = slot_tensor(onnx_value);
         if (initial_.count(tensor) == 0) {
             auto values = read_floats(*init);
@@ -234,10 +239,20 @@ Result<nn::ModelDescription> Importer::run(const std::string& name, const std::s
     builder_ = std::make_unique<nn::GraphBuilder>(model_, "model " + source_);
     values_[graph_.input().name()] = model_.input_name;
     if (auto ok = claim_rnn_weights(*this); !ok) return tl::unexpected(ok.error());
-    // A final Softmax or LogSoftmax is the loss's own: the output is its input (the logits).
+    // A final Softmax or LogSoftmax is the loss's own: the output is its input (the logits). A
+    // final ArgMax over the classes (a predict graph's) is what psrun predict does itself: the
+    // output is its input.
     std::string output = graph_.output();
-    const int last = graph_.producer(output);
+    int last = graph_.producer(output);
     const auto& nodes = graph_.graph();
+    if (last >= 0 && nodes.node(last).op_type() == "ArgMax") {
+        const auto* axis = find_attribute(nodes.node(last), "axis");
+        if (axis != nullptr && (axis->i() == 1 || axis->i() == -1)) {
+            output = nodes.node(last).input(0);
+            consume(last);
+            last = graph_.producer(output);
+        }
+    }
     if (last >= 0 && (nodes.node(last).op_type() == "Softmax" || nodes.node(last).op_type() == "LogSoftmax")) {
         output = nodes.node(last).input(0);
         consume(last);

@@ -79,6 +79,9 @@ private:
 // MatMul(x, Transpose(W)) + Add(b)), imports it as one layer, marks its nodes consumed and
 // returns true.
 Result<bool> import_pattern(Importer& importer, int i);
+// PyTorch's nn.GroupNorm decomposition (Reshape/InstanceNormalization/Reshape/Mul/Add) starting
+// at node i, as one group_norm layer (onnx_patterns_norm.cpp); called by import_pattern.
+Result<bool> import_group_norm_pattern(Importer& importer, int i);
 
 // Before the walk (onnx_rnn_weights.cpp): every LSTM or GRU node whose W, R and B are PyTorch's
 // gate reordering of its parameters (Slice/Concat/Unsqueeze of float initializers, as

@@ -55,11 +55,20 @@ public:
         return std::nullopt;
     }
     // ReduceMean over the last axis of a rank-`rank` value, keeping it.
+    // The axes are an attribute up to opset 17 and a constant second input from 18.
     bool reduces_last_axis(const onnx::NodeProto& n, std::size_t rank) const {
-        auto axes = ints_attr(n, "axes");
         auto keep = int_attr(n, "keepdims", 1);
-        if (!axes || !*axes || !keep || *keep != 1 || (*axes)->size() != 1) return false;
-        const auto a = (**axes)[0];
+        if (!keep || *keep != 1) return false;
+        std::int64_t a = 0;
+        if (n.input_size() >= 2 && !n.input(1).empty()) {
+            const auto axis = scalar(n.input(1));
+            if (!axis) return false;
+            a = static_cast<std::int64_t>(*axis);
+        } else {
+            auto axes = ints_attr(n, "axes");
+            if (!axes || !*axes || (*axes)->size() != 1) return false;
+            a = (**axes)[0];
+        }
         return a == -1 || a == static_cast<std::int64_t>(rank) - 1;
     }
     // `value` as a slot binds it: a float initializer's tensor, else the psrun value.
@@ -75,7 +84,7 @@ public:
 
 Result<bool> layer_norm(Matcher& m, int i) {
     const auto& mean = m.node(i);
-    if (mean.op_type() != "ReduceMean" || mean.input_size() != 1) return false;
+    if (mean.op_type() != "ReduceMean" || mean.input_size() < 1) return false;
     const std::string x = mean.input(0);
     const nn::ValueInfo* xi = m.im_.info(x);
     if (xi == nullptr || !m.reduces_last_axis(mean, xi->rank())) return false;
@@ -266,6 +275,7 @@ Result<bool> empty_pad(Matcher& m, int i) {
 
 Result<bool> import_pattern(Importer& importer, int i) {
     Matcher m(importer);
+    if (auto group_norm = import_group_norm_pattern(importer, i); !group_norm || *group_norm) return group_norm;
     for (auto* pattern : {layer_norm, gelu, linear, linear_plain, empty_pad}) {
         auto matched = pattern(m, i);
         if (!matched || *matched) return matched;

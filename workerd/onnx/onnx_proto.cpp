@@ -62,8 +62,10 @@ Result<std::vector<float>> read_floats(const onnx::TensorProto& tensor) {
                                      " is not float32 (1): export the model in float32"));
     auto values = read_values<float>(tensor, tensor.float_data(), "float");
     if (!values) return values;
+    // +-Inf is legal (a causal mask is triu(full(-inf))); the importer keeps a tensor holding it
+    // out of training (onnx_importer.cpp). NaN is never meant.
     for (const float v : *values)
-        if (!std::isfinite(v)) return tl::unexpected(tensor_error(tensor, "holds NaN or Inf"));
+        if (std::isnan(v)) return tl::unexpected(tensor_error(tensor, "holds NaN"));
     return values;
 }
 

@@ -23,16 +23,18 @@
 
 namespace psrun::onnx_io {
 
-// The opset the exporter writes and the range the importer reads (PyTorch 1.13's).
+// The opset the exporter writes and the range the importer reads: what PyTorch's exporter
+// writes (Debian's torch 1.13: 14 by default, up to 17; current torch: 17-18). Each kind's import
+// reads its operator's form at the model's opset (OnnxNodeImport::opset()).
 inline constexpr std::int64_t kExportOpset = 13;
 inline constexpr std::int64_t kMinImportOpset = 11;
-inline constexpr std::int64_t kMaxImportOpset = 13;
+inline constexpr std::int64_t kMaxImportOpset = 18;
 // The metadata key under which an export keeps its psrun description (nn::model_json): what the
 // graph cannot say (initializers, dropout, layer names, loss, recipe) survives a round trip.
 inline constexpr const char* kDescriptionKey = "psrun.model";
 
 // A float tensor's values (float_data or little-endian raw_data). Errors name the tensor and
-// say what is wrong (not float, external data, size does not match its dims, NaN/Inf).
+// say what is wrong (not float, external data, size does not match its dims, NaN); +-Inf is kept.
 Result<std::vector<float>> read_floats(const onnx::TensorProto& tensor);
 // An int64 tensor's values (int64_data or raw_data): Reshape's shape.
 Result<std::vector<std::int64_t>> read_int64s(const onnx::TensorProto& tensor);

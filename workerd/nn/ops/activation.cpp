@@ -3,10 +3,15 @@
 //   "softplus" (log(1 + e^x)), "swish" (x * sigmoid(x), PyTorch's SiLU), "hard_swish",
 //   {"kind": "leaky_relu", "alpha": 0.01}, {"kind": "elu", "alpha": 1.0},
 //   {"kind": "clip", "min": a, "max": b} (ReLU6: min 0, max 6),
-//   {"kind": "gelu", "approximate": "none" (erf, PyTorch's default) | "tanh"}.
+//   {"kind": "gelu", "approximate": "none" (erf, PyTorch's default) | "tanh"},
+//   {"kind": "selu", "alpha": 1.6732632, "gamma": 1.0507010} (gamma * elu(x, alpha)),
+//   {"kind": "hard_sigmoid", "alpha": 1/6, "beta": 0.5} (clip(alpha x + beta, 0, 1); the
+//   defaults are PyTorch's nn.Hardsigmoid, ONNX's are 0.2 and 0.5), "mish" (x tanh(softplus x)),
+//   "reciprocal" (1 / x).
 // ONNX: Relu, Tanh, Sigmoid, Exp, Log, Sqrt, Abs, Neg, Softplus, HardSwish, LeakyRelu, Elu,
 // Clip (constant min/max), Gelu (opset 20; opset 13's Div/Erf/Add/Mul/Mul is recognised by the
-// importer).
+// importer), Selu, HardSigmoid, Mish, Reciprocal. Export writes opset 13: hard_swish as
+// HardSigmoid(1/6, 0.5) * x, mish as x * Tanh(Softplus(x)).
 #include "workerd/nn/ops/activation.h"
 
 #include <cfloat>
@@ -20,6 +25,9 @@
 namespace psrun::nn {
 
 namespace {
+
+// ONNX's Selu defaults (PyTorch's nn.SELU constants).
+constexpr double kSeluAlpha = 1.67326319217681884765625, kSeluGamma = 1.05070102214813232421875;
 
 struct Entry {
     Activation activation;
@@ -35,7 +43,9 @@ const std::map<std::string_view, Entry>& table() {
         {"log", {Activation::kLog, "Log"}},              {"sqrt", {Activation::kSqrt, "Sqrt"}},
         {"abs", {Activation::kAbs, "Abs"}},              {"softplus", {Activation::kSoftplus, "Softplus"}},
         {"swish", {Activation::kSwish, ""}},             {"hard_swish", {Activation::kHardSwish, "HardSwish"}},
-        {"neg", {Activation::kNeg, "Neg"}},
+        {"neg", {Activation::kNeg, "Neg"}},              {"selu", {Activation::kSelu, "Selu"}},
+        {"hard_sigmoid", {Activation::kHardSigmoid, "HardSigmoid"}},
+        {"mish", {Activation::kMish, "Mish"}},           {"reciprocal", {Activation::kReciprocal, "Reciprocal"}},
     };
     return t;
 }
@@ -58,6 +68,22 @@ Result<void> parse_clip(FieldReader& reader, nlohmann::json& attrs) {
     attrs["min"] = *lo;
     attrs["max"] = *hi;
     return {};
+}
+
+Result<void> parse_two(FieldReader& reader, nlohmann::json& attrs, const char* a, double fa, const char* b, double fb) {
+    auto x = reader.number(a, fa);
+    if (!x) return tl::unexpected(x.error());
+    auto y = reader.number(b, fb);
+    if (!y) return tl::unexpected(y.error());
+    attrs[a] = *x;
+    attrs[b] = *y;
+    return {};
+}
+Result<void> parse_selu(FieldReader& reader, nlohmann::json& attrs) {
+    return parse_two(reader, attrs, "alpha", kSeluAlpha, "gamma", kSeluGamma);
+}
+Result<void> parse_hard_sigmoid(FieldReader& reader, nlohmann::json& attrs) {
+    return parse_two(reader, attrs, "alpha", 1.0 / 6.0, "beta", 0.5);
 }
 
 Result<void> parse_gelu(FieldReader& reader, nlohmann::json& attrs) {
@@ -85,6 +111,14 @@ Result<void> import_activation(OnnxNodeImport& node) {
         if (!alpha) return tl::unexpected(alpha.error());
         layer["kind"] = op == "Elu" ? "elu" : "leaky_relu";
         layer["alpha"] = *alpha;
+    } else if (op == "Selu" || op == "HardSigmoid") {
+        const bool selu = op == "Selu";
+        auto alpha = node.float_attr("alpha", selu ? static_cast<float>(kSeluAlpha) : 0.2f);
+        auto second = node.float_attr(selu ? "gamma" : "beta", selu ? static_cast<float>(kSeluGamma) : 0.5f);
+        if (!alpha || !second) return tl::unexpected(!alpha ? alpha.error() : second.error());
+        layer["kind"] = selu ? "selu" : "hard_sigmoid";
+        layer["alpha"] = *alpha;
+        layer[selu ? "gamma" : "beta"] = *second;
     } else if (op == "Clip") {
         float lo = -FLT_MAX, hi = FLT_MAX;
         if (node.opset() < 11) {
@@ -124,6 +158,22 @@ Result<void> export_activation(OnnxNodeExport& out) {
     if (node.op == "leaky_relu" || node.op == "elu") {
         out.add(node.op == "elu" ? "Elu" : "LeakyRelu", {x}, {y},
                 {{"alpha", static_cast<float>(node.attrs.at("alpha").get<double>())}}, node.name);
+    } else if (node.op == "selu" || node.op == "hard_sigmoid") {
+        const bool selu = node.op == "selu";
+        const char* second = selu ? "gamma" : "beta";
+        out.add(selu ? "Selu" : "HardSigmoid", {x}, {y},
+                {{"alpha", static_cast<float>(node.attrs.at("alpha").get<double>())},
+                 {second, static_cast<float>(node.attrs.at(second).get<double>())}},
+                node.name);
+    } else if (node.op == "hard_swish") {  // HardSwish is opset 14
+        const std::string s = out.fresh(node.name + "/hard_sigmoid");
+        out.add("HardSigmoid", {x}, {s}, {{"alpha", 1.0f / 6.0f}, {"beta", 0.5f}}, node.name + "/hard_sigmoid");
+        out.add("Mul", {x, s}, {y}, {}, node.name);
+    } else if (node.op == "mish") {  // Mish is opset 18
+        const std::string sp = out.fresh(node.name + "/softplus"), t = out.fresh(node.name + "/tanh");
+        out.add("Softplus", {x}, {sp}, {}, node.name + "/softplus");
+        out.add("Tanh", {sp}, {t}, {}, node.name + "/tanh");
+        out.add("Mul", {x, t}, {y}, {}, node.name);
     } else if (node.op == "clip") {
         const float lo = static_cast<float>(node.attrs.at("min").get<double>());
         const float hi = static_cast<float>(node.attrs.at("max").get<double>());
@@ -185,6 +235,8 @@ std::vector<const OpSchema*> activation_schemas() {
                          : kind == "elu"      ? parse_elu
                          : kind == "clip"     ? parse_clip
                          : kind == "gelu"     ? parse_gelu
+                         : kind == "selu"     ? parse_selu
+                         : kind == "hard_sigmoid" ? parse_hard_sigmoid
                                               : parse_no_attributes;
             s.push_back(make(kind, parse));
         }

@@ -7,7 +7,7 @@ namespace psrun::nn {
 
 enum class Activation {
     kRelu, kTanh, kSigmoid, kLeakyRelu, kElu, kClip, kGelu, kGeluTanh, kExp, kLog, kSqrt, kAbs, kSoftplus,
-    kSwish, kHardSwish, kNeg
+    kSwish, kHardSwish, kNeg, kSelu, kHardSigmoid, kMish, kReciprocal
 };
 
 // nullptr when `kind` is not an activation.

@@ -77,9 +77,14 @@ Result<void> import_batch_norm(OnnxNodeImport& node) {
     const ValueInfo* x = node.info(0);
     if (x == nullptr || x->rank() < 2 || x->rank() > 5)
         return tl::unexpected(node.refuse("the input must be N x C (x D x H x W), rank 2 to 5"));
-    if (node.output_count() != 1 && node.output_count() != 5)
-        return tl::unexpected(node.refuse(std::to_string(node.output_count()) +
-                                          " outputs: the importer reads 1 (inference) or 5 (PyTorch's training export)"));
+    // Training or inference is the engine's choice either way (batch statistics in training,
+    // the running ones in evaluation); the forms only differ in their statistics outputs, which
+    // must dangle: opsets 9-13 give 5 outputs in training, 14+ 3 with training_mode = 1.
+    const std::size_t training_outputs = node.opset() >= 14 ? 3 : 5;
+    if (node.output_count() != 1 && node.output_count() != training_outputs)
+        return tl::unexpected(node.refuse(std::to_string(node.output_count()) + " outputs: at opset " +
+                                          std::to_string(node.opset()) + " the importer reads 1 (inference) or " +
+                                          std::to_string(training_outputs) + " (PyTorch's training export)"));
     for (std::size_t i = 1; i < 5; ++i)
         if (!node.has_input(i)) return tl::unexpected(node.refuse("input " + std::to_string(i) + " is missing"));
     auto epsilon = node.float_attr("epsilon", 1e-5f);
@@ -88,7 +93,10 @@ Result<void> import_batch_norm(OnnxNodeImport& node) {
     if (!momentum) return tl::unexpected(momentum.error());
     if (!(*momentum >= 0.0f && *momentum <= 1.0f))
         return tl::unexpected(node.refuse("momentum must be in [0, 1]"));
-    if (node.has_attr("training_mode")) return tl::unexpected(node.refuse("training_mode (opset 14) is not supported"));
+    auto training_mode = node.int_attr("training_mode", 0);  // opset 14+
+    if (!training_mode) return tl::unexpected(training_mode.error());
+    if (*training_mode != 0 && *training_mode != 1)
+        return tl::unexpected(node.refuse("training_mode must be 0 or 1"));
     auto input = node.value(0);
     if (!input) return tl::unexpected(input.error());
     nlohmann::json tensors;

@@ -4,6 +4,8 @@
 // Input N x I x H x W, output N x O x OH x OW (window.h); cross-correlation as in TF and
 // PyTorch. groups g splits the channels into g independent convolutions (g = I = O: depthwise).
 // Tensors: w [O, I/g, KH, KW] (slot "w"), b [O] (slot "b"). ONNX: Conv.
+// 1-D (PyTorch's Conv1d): "kernel": [k] (then "stride": s | [s], "dilation": d | [d], "padding":
+// "valid" | "same" | [left, right]); input N x I x L, output N x O x OL, w [O, I/g, K].
 #include "workerd/nn/ops/conv.h"
 
 #include "workerd/nn/onnx_bridge.h"
@@ -17,15 +19,29 @@ namespace {
 Result<void> parse_conv(FieldReader& reader, nlohmann::json& attrs) {
     auto filters = reader.integer("filters", std::nullopt, 1, kMaxTensorElements);
     if (!filters) return tl::unexpected(filters.error());
+    attrs["filters"] = *filters;
+    auto groups = reader.integer("groups", 1, 1, kMaxTensorElements);
+    if (!groups) return tl::unexpected(groups.error());
+    if (is_1d_field(reader, "kernel")) {  // 1-D: every window field has one entry
+        auto kernel = read_extent1(reader, "kernel", std::nullopt, kMaxTensorElements);
+        if (!kernel) return tl::unexpected(kernel.error());
+        auto stride = read_extent1(reader, "stride", 1, kMaxTensorElements);
+        if (!stride) return tl::unexpected(stride.error());
+        auto dilation = read_extent1(reader, "dilation", 1, kMaxTensorElements);
+        if (!dilation) return tl::unexpected(dilation.error());
+        attrs["kernel"] = {*kernel};
+        attrs["stride"] = {*stride};
+        if (auto ok = parse_padding(reader, attrs, 1); !ok) return ok;
+        if (*groups != 1) attrs["groups"] = *groups;
+        if (*dilation != 1) attrs["dilation"] = {*dilation};
+        return parse_trainable_options(reader, attrs, Initializer{InitKind::kGlorotUniform, 0.0});
+    }
     auto kernel = reader.extent("kernel", std::nullopt, kMaxTensorElements);
     if (!kernel) return tl::unexpected(kernel.error());
     auto stride = reader.extent("stride", Extent2{1, 1}, kMaxTensorElements);
     if (!stride) return tl::unexpected(stride.error());
-    auto groups = reader.integer("groups", 1, 1, kMaxTensorElements);
-    if (!groups) return tl::unexpected(groups.error());
     auto dilation = reader.extent("dilation", Extent2{1, 1}, kMaxTensorElements);
     if (!dilation) return tl::unexpected(dilation.error());
-    attrs["filters"] = *filters;
     attrs["kernel"] = {kernel->h, kernel->w};
     attrs["stride"] = {stride->h, stride->w};
     if (auto ok = parse_padding(reader, attrs); !ok) return ok;
@@ -40,10 +56,10 @@ Result<void> infer_conv(InferContext& context) {
     auto g = conv_geometry(context.attrs(), in);
     if (!g) return tl::unexpected(g.error());
     const Window2d& w = g->window;
-    context.set_output(0, ValueInfo{{in.dims[0], Dim::of(g->filters), Dim::of(w.oh), Dim::of(w.ow)}});
-    if (auto ok = context.tensor("w", {g->filters, g->in_channels / g->groups, w.kh, w.kw},
-                                 attr_initializer(context.attrs(), "weight_init"));
-        !ok)
+    Dims out{in.dims[0], Dim::of(g->filters)};
+    for (const auto d : window_out_dims(w, g->spatial)) out.push_back(Dim::of(d));
+    context.set_output(0, ValueInfo{out});
+    if (auto ok = context.tensor("w", conv_weight_dims(*g), attr_initializer(context.attrs(), "weight_init")); !ok)
         return ok;
     const double outputs = static_cast<double>(g->filters * w.oh * w.ow);
     context.add_flops(2.0 * static_cast<double>(g->in_channels / g->groups * w.kh * w.kw) * outputs);
@@ -54,37 +70,34 @@ Result<void> infer_conv(InferContext& context) {
     return {};
 }
 
-Result<std::vector<std::int64_t>> pair_attr(OnnxNodeImport& node, const char* name, std::int64_t fallback) {
-    auto v = node.ints_attr(name);
-    if (!v) return tl::unexpected(v.error());
-    if (!*v) return std::vector<std::int64_t>{fallback, fallback};
-    if ((*v)->size() != 2) return tl::unexpected(node.refuse(std::string(name) + " must have 2 entries (a 2-D conv)"));
-    return **v;
-}
-
 Result<void> import_conv(OnnxNodeImport& node) {
-    const ValueInfo* x = node.info(0);
-    if (x == nullptr || x->rank() != 4) return tl::unexpected(node.refuse("the input must be N x C x H x W"));
     std::vector<std::int64_t> w_dims;
     if (auto s = node.constant_shape(1)) w_dims = *s;
     else if (const ValueInfo* wi = node.info(1); wi && !has_batch(wi->dims)) w_dims = concrete(wi->dims, 1);
-    if (w_dims.size() != 4) return tl::unexpected(node.refuse("the weights must be [O, I/groups, KH, KW]"));
-    auto strides = pair_attr(node, "strides", 1);
+    if (w_dims.size() != 3 && w_dims.size() != 4)
+        return tl::unexpected(node.refuse("the weights must be [O, I/groups, KH, KW] or [O, I/groups, K]"));
+    const std::size_t spatial = w_dims.size() - 2;
+    const ValueInfo* x = node.info(0);
+    if (x == nullptr || x->rank() != spatial + 2)
+        return tl::unexpected(node.refuse(spatial == 2 ? "the input must be N x C x H x W (2-D weights)"
+                                                       : "the input must be N x C x L (1-D weights)"));
+    auto strides = spatial_attr(node, "strides", spatial, 1);
     if (!strides) return tl::unexpected(strides.error());
-    auto dilations = pair_attr(node, "dilations", 1);
+    auto dilations = spatial_attr(node, "dilations", spatial, 1);
     if (!dilations) return tl::unexpected(dilations.error());
     auto group = node.int_attr("group", 1);
     if (!group) return tl::unexpected(group.error());
-    nlohmann::json layer = {{"kind", "conv2d"}, {"filters", w_dims[0]}, {"kernel", {w_dims[2], w_dims[3]}},
+    const std::vector<std::int64_t> kernel(w_dims.begin() + 2, w_dims.end());
+    nlohmann::json layer = {{"kind", "conv2d"}, {"filters", w_dims[0]}, {"kernel", kernel},
                             {"stride", *strides}, {"bias", node.has_input(2)}};
     auto input = node.value(0);
     if (!input) return tl::unexpected(input.error());
     layer["inputs"] = {*input};
-    auto padding = import_padding(node);
+    auto padding = import_padding(node, static_cast<int>(spatial));
     if (!padding) return tl::unexpected(padding.error());
     layer["padding"] = *padding;
     if (*group != 1) layer["groups"] = *group;
-    if ((*dilations)[0] != 1 || (*dilations)[1] != 1) layer["dilation"] = *dilations;
+    if (*dilations != std::vector<std::int64_t>(spatial, 1)) layer["dilation"] = *dilations;
     nlohmann::json tensors;
     auto w = node.slot(1);
     if (!w) return tl::unexpected(w.error());
@@ -108,11 +121,13 @@ Result<void> export_conv(OnnxNodeExport& out) {
     const Window2d& w = g->window;
     std::vector<std::string> inputs{out.input(0), out.input(1)};
     if (g->bias) inputs.push_back(out.input(2));
+    using IntList = std::vector<std::int64_t>;
+    const bool two = g->spatial == 2;
     out.add("Conv", inputs, {out.output(0)},
-            {{"kernel_shape", std::vector<std::int64_t>{w.kh, w.kw}},
-             {"strides", std::vector<std::int64_t>{w.sh, w.sw}},
-             {"pads", std::vector<std::int64_t>{w.pt, w.pl, w.pb, w.pr}},
-             {"dilations", std::vector<std::int64_t>{w.dh, w.dw}},
+            {{"kernel_shape", two ? IntList{w.kh, w.kw} : IntList{w.kw}},
+             {"strides", two ? IntList{w.sh, w.sw} : IntList{w.sw}},
+             {"pads", two ? IntList{w.pt, w.pl, w.pb, w.pr} : IntList{w.pl, w.pr}},
+             {"dilations", two ? IntList{w.dh, w.dw} : IntList{w.dw}},
              {"group", g->groups}},
             node.name);
     return {};
@@ -121,10 +136,19 @@ Result<void> export_conv(OnnxNodeExport& out) {
 }  // namespace
 
 Result<ConvGeometry> conv_geometry(const nlohmann::json& attrs, const ValueInfo& in) {
-    if (in.type != ElementType::kFloat || in.rank() != 4 || in.dims[1].batch || in.dims[2].batch || in.dims[3].batch)
+    const auto k = attrs.at("kernel").get<std::vector<std::int64_t>>();
+    const auto spatial = static_cast<int>(k.size());
+    bool ok = in.type == ElementType::kFloat && in.rank() == k.size() + 2;
+    for (std::size_t i = 1; ok && i < in.rank(); ++i) ok = !in.dims[i].batch;
+    if (!ok && spatial == 1)
+        return tl::unexpected(op_error("a 1-D kernel [" + std::to_string(k[0]) + "] expects an N x C x L input, got " +
+                                       to_string(in.dims)));
+    if (!ok)
         return tl::unexpected(op_error("expects an image N x C x H x W input, got " + to_string(in.dims) +
-                                       (in.rank() == 2 ? " flat features (a dense layer came before)" : "")));
+                                       (in.rank() == 2 ? " flat features (a dense layer came before)" : "") +
+                                       (in.rank() == 3 ? " (over N x C x L give a 1-D kernel: \"kernel\": [k])" : "")));
     ConvGeometry g;
+    g.spatial = spatial;
     g.in_channels = in.dims[1].value;
     g.filters = attrs.at("filters").get<std::int64_t>();
     g.groups = attrs.value("groups", std::int64_t{1});
@@ -133,16 +157,20 @@ Result<ConvGeometry> conv_geometry(const nlohmann::json& attrs, const ValueInfo&
         return tl::unexpected(op_error("groups " + std::to_string(g.groups) + " must divide the input channels (" +
                                        std::to_string(g.in_channels) + ") and the filters (" +
                                        std::to_string(g.filters) + ")"));
-    const auto k = attrs.at("kernel").get<std::vector<std::int64_t>>();
     const auto s = attrs.at("stride").get<std::vector<std::int64_t>>();
-    const auto d = attrs.value("dilation", std::vector<std::int64_t>{1, 1});
-    auto w = plan_window(attrs.at("padding"), in.dims[2].value, in.dims[3].value, k[0], k[1], s[0], s[1], d[0], d[1],
-                         false, "kernel");
+    const auto d = attrs.value("dilation", std::vector<std::int64_t>(k.size(), 1));
+    auto w = plan_window_nd(attrs.at("padding"), in, k, s, d, false, "kernel");
     if (!w) return tl::unexpected(w.error());
     g.window = *w;
     if (!checked_product({g.filters, w->oh, w->ow}))
         return tl::unexpected(op_error("the output would have more than 2^31-1 elements per example"));
     return g;
+}
+
+std::vector<std::int64_t> conv_weight_dims(const ConvGeometry& g) {
+    const std::int64_t per_group = g.in_channels / g.groups;
+    if (g.spatial == 1) return {g.filters, per_group, g.window.kw};
+    return {g.filters, per_group, g.window.kh, g.window.kw};
 }
 
 const OpSchema& conv2d_schema() {

@@ -1,7 +1,9 @@
-// conv2d's options as the schema (conv.cpp) and the kernel (conv_kernel.cpp) read them.
+// conv2d's options as the schema (conv.cpp) and the kernels (conv_kernel.cpp, conv_bn_kernel.cpp,
+// conv_pool_kernel.cpp) read them.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "common/result.h"
 #include "workerd/nn/model_description.h"
@@ -10,6 +12,7 @@
 namespace psrun::nn {
 
 struct ConvGeometry {
+    int spatial = 2;  // 1: over N x C x L (the window has H = 1), 2: over N x C x H x W
     std::int64_t in_channels = 0;
     std::int64_t filters = 0;
     std::int64_t groups = 1;
@@ -17,7 +20,11 @@ struct ConvGeometry {
     Window2d window;
 };
 
-// From a conv2d node's attrs and its input (N x C x H x W). Errors without location.
+// From a conv2d node's attrs and its input (N x C x H x W, or N x C x L with a 1-D kernel).
+// Errors without location.
 Result<ConvGeometry> conv_geometry(const nlohmann::json& attrs, const ValueInfo& input);
+
+// The weights' dims: [O, I/G, KH, KW], or [O, I/G, K] for a 1-D conv (PyTorch's and ONNX's).
+std::vector<std::int64_t> conv_weight_dims(const ConvGeometry& g);
 
 }  // namespace psrun::nn

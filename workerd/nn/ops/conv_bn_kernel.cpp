@@ -49,7 +49,8 @@ public:
         const memory::dim filters = g->filters;
         const memory::dim per_filter = g->in_channels / g->groups * g->window.kh * g->window.kw;
         ConvForwardSpec spec;
-        spec.weights = memory(plain_desc({filters, g->in_channels / g->groups, g->window.kh, g->window.kw}, Dt::f32), engine);
+        const auto weight_dims = conv_weight_dims(*g);
+        spec.weights = memory(plain_desc(memory::dims(weight_dims.begin(), weight_dims.end()), Dt::f32), engine);
         spec.bias = memory(plain_desc({filters}, Dt::f32), engine);
         if (nodes.size() == 3) {
             const Node& act = *nodes[2];

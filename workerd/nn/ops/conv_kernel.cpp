@@ -22,9 +22,14 @@ Descs conv_descs(const KernelBuilder& b, const ConvGeometry& g, Tag dst_tag) {
     const Window2d& w = g.window;
     const Dt adt = b.context().activation_type();
     const memory::dims src_dims = b.input_dims(0);
-    const memory::dims dst_dims{src_dims[0], g.filters, w.oh, w.ow};
+    memory::dims dst_dims{src_dims[0], g.filters};
+    for (const auto d : window_out_dims(w, g.spatial)) dst_dims.push_back(d);
+    const memory::dims weights = conv_weight_dims(g);
+    if (g.spatial == 1)  // N x C x L: oneDNN's 1-D convolution
+        return Descs{{src_dims, adt, Tag::any}, {weights, adt, Tag::any}, {memory::dims{g.filters}, Dt::f32, Tag::x},
+                     {dst_dims, b.output_type(0), dst_tag}, {w.sw}, {w.dw - 1}, {w.pl}, {w.pr}};
     return Descs{{src_dims, adt, Tag::any},
-                 {memory::dims{g.filters, g.in_channels / g.groups, w.kh, w.kw}, adt, Tag::any},
+                 {weights, adt, Tag::any},
                  {memory::dims{g.filters}, Dt::f32, Tag::x},
                  {dst_dims, b.output_type(0), dst_tag},
                  {w.sh, w.sw},
@@ -33,12 +38,14 @@ Descs conv_descs(const KernelBuilder& b, const ConvGeometry& g, Tag dst_tag) {
                  {w.pb, w.pr}};
 }
 
-// Grouped weights are [G, O/G, I/G, KH, KW] to oneDNN; the same bytes as [O, I/G, KH, KW].
+// Grouped weights are [G, O/G, I/G, (KH,) KW] to oneDNN; the same bytes as [O, I/G, (KH,) KW].
 memory::desc weights_shape(const ConvGeometry& g, const memory::desc& plain_or_any) {
     if (g.groups == 1) return plain_or_any;
     const auto d = plain_or_any.dims();
-    return memory::desc({g.groups, d[0] / g.groups, d[1], d[2], d[3]}, plain_or_any.data_type(),
-                        plain_or_any.data.format_kind == dnnl_format_kind_any ? Tag::any : Tag::goihw);
+    memory::dims grouped{g.groups, d[0] / g.groups};
+    grouped.insert(grouped.end(), d.begin() + 1, d.end());
+    const bool any = plain_or_any.data.format_kind == dnnl_format_kind_any;
+    return memory::desc(grouped, plain_or_any.data_type(), any ? Tag::any : d.size() == 3 ? Tag::goiw : Tag::goihw);
 }
 
 class ConvKernel final : public Kernel {
@@ -81,7 +88,7 @@ ConvForward build_conv_forward(KernelBuilder& b, const ConvForwardSpec& spec) {
     f.src = b.input_as(0, f.pd.src_desc());
     if (g->groups == 1 && !own_weights) {
         f.weights = b.input_as(1, f.pd.weights_desc());
-    } else {  // the plain [O, I/G, KH, KW] bytes are oneDNN's goihw [G, O/G, I/G, KH, KW]
+    } else {  // the plain [O, I/G, (KH,) KW] bytes are oneDNN's goihw [G, O/G, I/G, (KH,) KW]
         const memory& plain = own_weights ? spec.weights : b.input(1);
         f.weights = forward_convert(b, memory(weights_shape(*g, plain.get_desc()), b.context().engine, plain.get_data_handle()),
                                     f.pd.weights_desc());
@@ -114,7 +121,7 @@ void build_conv_backward(KernelBuilder& b, const ConvForward& f, const memory& d
         if (g.bias) args.emplace(DNNL_ARG_DIFF_BIAS, want_b ? b.input_diff(2, d.bias) : memory(d.bias, engine));
         b.backward(convolution_backward_weights(pd), args);
         if (g.groups != 1 && want_w) {
-            // Into the plain [O, I/G, KH, KW] gradient, viewed as goihw (its handle read at run
+            // Into the plain [O, I/G, (KH,) KW] gradient, viewed as goihw / goiw (its handle read at run
             // time: the gradient buffer may be swapped).
             const memory plain = b.input_diff(1, plain_desc(d.weights.dims(), Dt::f32));
             memory grouped(weights_shape(g, plain.get_desc()), engine, plain.get_data_handle());

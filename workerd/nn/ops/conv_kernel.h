@@ -22,7 +22,7 @@ struct ConvForward {
 // How build_conv_forward builds: an element-wise post-op (algorithm::undef: none; forward
 // only, so not with a backward), the destination format (format_tag::any: oneDNN's choice), and
 // optionally the weights and bias to read instead of the node's tensors: plain f32 memories
-// ([O, I/G, KH, KW] and [O]) that the caller fills in its forward work before the conv runs
+// ([O, I/G, (KH,) KW] and [O]) that the caller fills in its forward work before the conv runs
 // (conv_bn_kernel.cpp folds a batch norm into them).
 struct ConvForwardSpec {
     dnnl::algorithm post_op = dnnl::algorithm::undef;

@@ -121,10 +121,35 @@ Result<void> import_gather(OnnxNodeImport& node) {
         node.bind_output(0, *name);
         return {};
     }
+    if (!table.empty() && indices == nullptr) {
+        // Rows 0..T-1 of a float initializer by constant indices: a learned positional embedding
+        // read at torch.arange(T) positions. The whole table (T = V) is the table itself, a prefix
+        // a slice of it; the initializer stays one tensor under its own name either way.
+        const auto dims = node.constant_shape(0);
+        const auto list = node.ints(1);
+        const auto shape = node.constant_shape(1);
+        bool prefix = dims && !dims->empty() && *axis == 0 && list && shape && shape->size() == 1 && !list->empty() &&
+                      static_cast<std::int64_t>(list->size()) <= (*dims)[0];
+        for (std::size_t k = 0; prefix && k < list->size(); ++k) prefix = (*list)[k] == static_cast<std::int64_t>(k);
+        if (prefix) {
+            auto x = node.value(0);
+            if (!x) return tl::unexpected(x.error());
+            if (static_cast<std::int64_t>(list->size()) == (*dims)[0]) {
+                node.bind_output(0, *x);
+                return {};
+            }
+            auto name = node.emit({{"kind", "slice"}, {"inputs", {*x}}, {"axes", {0}}, {"starts", {0}},
+                                   {"ends", {static_cast<std::int64_t>(list->size())}}});
+            if (!name) return tl::unexpected(name.error());
+            node.bind_output(0, *name);
+            return {};
+        }
+    }
     const ValueInfo* data = node.info(0);
     if (data == nullptr || data->type != ElementType::kFloat)
-        return tl::unexpected(node.refuse("the engine gathers rows of a float initializer by int ids (an embedding) or "
-                                          "entries of a float value by constant indices; this Gather is neither"));
+        return tl::unexpected(node.refuse("the engine gathers rows of a float initializer by int ids (an embedding), "
+                                          "its first rows in order (positions 0..T-1), or entries of a float value by "
+                                          "constant indices; this Gather is none of these"));
     const auto list = node.ints(1);
     const auto shape = node.constant_shape(1);
     if (!list || !shape || shape->size() > 1)

@@ -116,10 +116,49 @@ Result<void> export_parameter(OnnxNodeExport& out) {
     return {};
 }
 
+// A fill whose shape depends on the batch size (an RNN's zero initial state, [layers, N, H]):
+// Expand of the scalar to a shape computed from the model input's batch dim, as PyTorch's
+// exporter writes it (Shape, Gather, Mul, Concat), so any batch size runs.
+Result<void> export_batch_fill(OnnxNodeExport& out, const Dims& dims) {
+    const Node& node = out.node();
+    const std::string shape = out.fresh(node.name + "/input_shape"), batch = out.fresh(node.name + "/batch");
+    out.add("Shape", {out.model_input()}, {shape}, {}, node.name + "/Shape");
+    out.add("Gather", {shape, out.int64_constant(node.name + "/zero", {0})}, {batch}, {{"axis", std::int64_t{0}}},
+            node.name + "/Gather");
+    std::vector<std::string> parts;
+    for (std::size_t i = 0; i < dims.size(); ++i) {
+        const auto& d = dims[i];
+        if (!d.batch) {
+            parts.push_back(out.int64_constant(node.name + "/dim" + std::to_string(i), {d.value}));
+            continue;
+        }
+        const std::string scaled = out.fresh(node.name + "/dim" + std::to_string(i));
+        out.add("Mul", {batch, out.int64_constant(node.name + "/factor" + std::to_string(i), {d.value})}, {scaled}, {},
+                node.name + "/Mul" + std::to_string(i));
+        parts.push_back(scaled);
+    }
+    const std::string target = out.fresh(node.name + "/shape");
+    out.add("Concat", parts, {target}, {{"axis", std::int64_t{0}}}, node.name + "/Concat");
+    std::string fill;
+    if (node.attrs.at("type") == "int") {
+        fill = out.int64_constant(node.name + "/fill", {node.attrs.at("fill").get<std::int64_t>()});
+    } else {
+        const float v = node.attrs.at("fill").get<float>();
+        fill = out.fresh(node.name + "/fill");
+        out.constant_node(fill, {1}, std::span(&v, 1), node.name + "/fill");
+    }
+    out.add("Expand", {fill, target}, {out.output(0)}, {}, node.name);
+    return {};
+}
+
 Result<void> export_constant(OnnxNodeExport& out) {
     const Node& node = out.node();
     const Dims dims = constant_shape(node.attrs);
-    if (has_batch(dims)) return tl::unexpected(op_error("a constant whose shape depends on the batch size has no ONNX form here"));
+    if (has_batch(dims)) {
+        if (!node.attrs.contains("fill"))
+            return tl::unexpected(op_error("a constant whose shape depends on the batch size holds one fill value or none"));
+        return export_batch_fill(out, dims);
+    }
     const auto shape = concrete(dims, 1);
     if (node.attrs.at("type") == "int") {
         std::vector<std::int64_t> values;

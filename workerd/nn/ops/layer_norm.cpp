@@ -6,9 +6,12 @@
 // "scale") and bias (slot "bias", zeros; only with "center"). No state.
 // ONNX: PyTorch's opset-13 decomposition (ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add)
 // is recognised by the importer (workerd/onnx/onnx_patterns.cpp, over the last axis) and
-// exported the same way, Mul and Add always (constant ones and zeros without scale or bias);
-// LayerNormalization itself is opset 17, beyond the importer's opsets. A layer over several
-// dims imports back through its embedded description only.
+// exported the same way, Mul and Add always (constant ones and zeros without scale or bias).
+// LayerNormalization (opset 17: axis, epsilon, Scale, optional B; its Mean and InvStdDev
+// outputs unread) imports as one layer (Scale of constant ones, or no B: no scale or bias). A
+// layer over several dims imports back through its embedded description only.
+#include <algorithm>
+
 #include "workerd/nn/onnx_bridge.h"
 #include "workerd/nn/op_schema.h"
 #include "workerd/nn/ops/normalization.h"
@@ -89,6 +92,44 @@ Result<void> export_layer_norm(OnnxNodeExport& out) {
     return {};
 }
 
+// LayerNormalization(X, Scale[, B]), opset 17. Scale and B bind float initializers (PyTorch's
+// weight and bias); known constants of ones and zeros drop them; other values are bound.
+Result<void> import_layer_norm(OnnxNodeImport& node) {
+    const ValueInfo* x = node.info(0);
+    if (x == nullptr) return tl::unexpected(node.refuse("its input X must be a computed value"));
+    auto axis = node.int_attr("axis", -1);
+    if (!axis) return tl::unexpected(axis.error());
+    auto epsilon = node.float_attr("epsilon", 1e-5f);
+    if (!epsilon) return tl::unexpected(epsilon.error());
+    auto input = node.value(0);
+    if (!input) return tl::unexpected(input.error());
+    nlohmann::json tensors = nlohmann::json::object();
+    bool on[2] = {false, false};
+    const char* slots[2] = {"scale", "bias"};
+    for (std::size_t i = 1; i < 3; ++i) {
+        if (!node.has_input(i)) continue;
+        const float neutral = i == 1 ? 1.0f : 0.0f;
+        if (node.initializer(i).empty()) {
+            const auto known = node.floats(i);
+            if (known && std::all_of(known->begin(), known->end(), [&](float v) { return v == neutral; })) continue;
+        }
+        auto bound = node.slot(i);
+        if (!bound) return tl::unexpected(bound.error());
+        tensors[slots[i - 1]] = *bound;
+        on[i - 1] = true;
+    }
+    auto name = node.emit({{"kind", "layer_norm"},
+                           {"inputs", {*input}},
+                           {"axis", *axis},
+                           {"epsilon", onnx_float(*epsilon)},
+                           {"scale", on[0]},
+                           {"center", on[1]},
+                           {"tensors", tensors}});
+    if (!name) return tl::unexpected(name.error());
+    node.bind_output(0, *name);
+    return {};
+}
+
 }  // namespace
 
 Result<LayerNormGeometry> layer_norm_geometry(const nlohmann::json& attrs, const ValueInfo& in) {
@@ -124,7 +165,8 @@ NormSlots norm_slots(const Node& node) {
 }
 
 const OpSchema& layer_norm_schema() {
-    static const OpSchema schema{"layer_norm", 1, 1, parse_layer_norm, infer_layer_norm, {}, nullptr, export_layer_norm};
+    static const OpSchema schema{"layer_norm",       1, 1, parse_layer_norm, infer_layer_norm, {"LayerNormalization"},
+                                 import_layer_norm, export_layer_norm};
     return schema;
 }
 

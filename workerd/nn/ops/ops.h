@@ -13,6 +13,8 @@ class Kernel;
 
 // Schemas (ops/<file>.cpp).
 const OpSchema& conv2d_schema();
+const OpSchema& conv_transpose_schema();
+const OpSchema& resize_schema();
 const OpSchema& max_pool_schema();
 const OpSchema& avg_pool_schema();
 const OpSchema& global_avg_pool_schema();
@@ -38,9 +40,14 @@ const OpSchema& concat_schema();
 const OpSchema& split_schema();
 const OpSchema& slice_schema();
 std::vector<const OpSchema*> reduce_schemas();
+const OpSchema& prelu_schema();
+const OpSchema& expand_schema();
+std::vector<const OpSchema*> select_schemas();
+std::vector<const OpSchema*> mask_schemas();
 const OpSchema& pad_schema();
 const OpSchema& batch_norm_schema();
 const OpSchema& layer_norm_schema();
+const OpSchema& group_norm_schema();
 const OpSchema& embedding_schema();
 const OpSchema& gather_schema();
 const OpSchema& lstm_schema();
@@ -48,6 +55,8 @@ const OpSchema& gru_schema();
 
 // Kernels (ops/<file>_kernel.cpp).
 std::unique_ptr<Kernel> make_conv_kernel();
+std::unique_ptr<Kernel> make_conv_transpose_kernel();
+std::unique_ptr<Kernel> make_resize_kernel();
 std::unique_ptr<Kernel> make_pool_kernel();
 std::unique_ptr<Kernel> make_dense_kernel();
 std::unique_ptr<Kernel> make_activation_kernel();
@@ -66,9 +75,14 @@ std::unique_ptr<Kernel> make_concat_kernel();
 std::unique_ptr<Kernel> make_split_kernel();
 std::unique_ptr<Kernel> make_slice_kernel();
 std::unique_ptr<Kernel> make_reduce_kernel();
+std::unique_ptr<Kernel> make_prelu_kernel();
+std::unique_ptr<Kernel> make_expand_kernel();
+std::unique_ptr<Kernel> make_select_kernel();
+std::unique_ptr<Kernel> make_mask_kernel();
 std::unique_ptr<Kernel> make_pad_kernel();
 std::unique_ptr<Kernel> make_batch_norm_kernel();
 std::unique_ptr<Kernel> make_layer_norm_kernel();
+std::unique_ptr<Kernel> make_group_norm_kernel();
 std::unique_ptr<Kernel> make_embedding_kernel();
 std::unique_ptr<Kernel> make_gather_kernel();
 std::unique_ptr<Kernel> make_rnn_kernel();

@@ -2,7 +2,9 @@
 //                      | s | [sh, sw], "padding": "valid" (default) | "same" | [t, l, b, r],
 //                      "ceil_mode": false, "count_include_pad": false (avg_pool)}
 // global_avg_pool, global_max_pool: {"kind": "global_avg_pool"}: the window is the whole image.
-// Per channel; output N x C x OH x OW (window.h). Padded positions take no part (max ignores
+// Per channel; output N x C x OH x OW (window.h). 1-D (MaxPool1d, AvgPool1d): "window": [k] (then
+// "stride": s | [s], "padding": "valid" | "same" | [left, right]) over N x C x L; the global
+// pools take N x C x L too (output N x C x 1). Padded positions take no part (max ignores
 // them, avg divides by the count of real inputs, as TF) unless count_include_pad (PyTorch's
 // AvgPool2d default: zeros counted). No tensors. ONNX: MaxPool, AveragePool, GlobalAveragePool,
 // GlobalMaxPool.
@@ -17,15 +19,25 @@ namespace psrun::nn {
 namespace {
 
 Result<void> parse_pool(FieldReader& reader, nlohmann::json& attrs, bool avg) {
-    auto window = reader.extent("window", std::nullopt, kMaxTensorElements);
-    if (!window) return tl::unexpected(window.error());
-    auto stride = reader.extent("stride", *window, kMaxTensorElements);
-    if (!stride) return tl::unexpected(stride.error());
     auto ceil_mode = reader.boolean("ceil_mode", false);
     if (!ceil_mode) return tl::unexpected(ceil_mode.error());
-    attrs["window"] = {window->h, window->w};
-    attrs["stride"] = {stride->h, stride->w};
-    if (auto ok = parse_padding(reader, attrs); !ok) return ok;
+    if (is_1d_field(reader, "window")) {  // 1-D: every window field has one entry
+        auto window = read_extent1(reader, "window", std::nullopt, kMaxTensorElements);
+        if (!window) return tl::unexpected(window.error());
+        auto stride = read_extent1(reader, "stride", *window, kMaxTensorElements);
+        if (!stride) return tl::unexpected(stride.error());
+        attrs["window"] = {*window};
+        attrs["stride"] = {*stride};
+        if (auto ok = parse_padding(reader, attrs, 1); !ok) return ok;
+    } else {
+        auto window = reader.extent("window", std::nullopt, kMaxTensorElements);
+        if (!window) return tl::unexpected(window.error());
+        auto stride = reader.extent("stride", *window, kMaxTensorElements);
+        if (!stride) return tl::unexpected(stride.error());
+        attrs["window"] = {window->h, window->w};
+        attrs["stride"] = {stride->h, stride->w};
+        if (auto ok = parse_padding(reader, attrs); !ok) return ok;
+    }
     // Added after format 1: written only when set, so older descriptions keep their hash.
     if (*ceil_mode) attrs["ceil_mode"] = true;
     if (avg) {
@@ -44,22 +56,18 @@ Result<void> infer_pool(InferContext& context) {
     if (!g) return tl::unexpected(g.error());
     const Window2d& w = g->window;
     const Dim c = in.dims[1];
-    context.set_output(0, ValueInfo{{in.dims[0], c, Dim::of(w.oh), Dim::of(w.ow)}});
+    Dims out{in.dims[0], c};
+    for (const auto d : window_out_dims(w, g->spatial)) out.push_back(Dim::of(d));
+    context.set_output(0, ValueInfo{out});
     context.add_flops(static_cast<double>(c.value * w.oh * w.ow * w.kh * w.kw));
     return {};
 }
 
-Result<std::vector<std::int64_t>> pair_attr(OnnxNodeImport& node, const char* name, std::vector<std::int64_t> fallback) {
-    auto v = node.ints_attr(name);
-    if (!v) return tl::unexpected(v.error());
-    if (!*v) return fallback;
-    if ((*v)->size() != 2) return tl::unexpected(node.refuse(std::string(name) + " must have 2 entries (a 2-D pool)"));
-    return **v;
-}
-
 Result<void> import_pool(OnnxNodeImport& node) {
     const ValueInfo* x = node.info(0);
-    if (x == nullptr || x->rank() != 4) return tl::unexpected(node.refuse("the input must be N x C x H x W"));
+    if (x == nullptr || (x->rank() != 4 && x->rank() != 3))
+        return tl::unexpected(node.refuse("the input must be N x C x H x W or N x C x L"));
+    const std::size_t spatial = x->rank() - 2;
     auto input = node.value(0);
     if (!input) return tl::unexpected(input.error());
     const auto op = node.op_type();
@@ -70,14 +78,14 @@ Result<void> import_pool(OnnxNodeImport& node) {
         return {};
     }
     if (node.output_count() > 1) return tl::unexpected(node.refuse("the Indices output is not supported"));
-    auto kernel = pair_attr(node, "kernel_shape", {});
+    if (!node.has_attr("kernel_shape")) return tl::unexpected(node.refuse("kernel_shape is required"));
+    auto kernel = spatial_attr(node, "kernel_shape", spatial, 1);
     if (!kernel) return tl::unexpected(kernel.error());
-    if (kernel->empty()) return tl::unexpected(node.refuse("kernel_shape is required"));
-    auto strides = pair_attr(node, "strides", {1, 1});
+    auto strides = spatial_attr(node, "strides", spatial, 1);
     if (!strides) return tl::unexpected(strides.error());
-    auto dilations = pair_attr(node, "dilations", {1, 1});
+    auto dilations = spatial_attr(node, "dilations", spatial, 1);
     if (!dilations) return tl::unexpected(dilations.error());
-    if ((*dilations)[0] != 1 || (*dilations)[1] != 1) return tl::unexpected(node.refuse("dilations other than 1"));
+    if (*dilations != std::vector<std::int64_t>(spatial, 1)) return tl::unexpected(node.refuse("dilations other than 1"));
     auto ceil = node.int_attr("ceil_mode", 0);
     if (!ceil) return tl::unexpected(ceil.error());
     auto storage = node.int_attr("storage_order", 0);
@@ -86,7 +94,7 @@ Result<void> import_pool(OnnxNodeImport& node) {
     const bool avg = op == "AveragePool";
     nlohmann::json layer = {{"kind", avg ? "avg_pool" : "max_pool"}, {"inputs", {*input}}, {"window", *kernel},
                             {"stride", *strides}};
-    auto padding = import_padding(node);
+    auto padding = import_padding(node, static_cast<int>(spatial));
     if (!padding) return tl::unexpected(padding.error());
     layer["padding"] = *padding;
     if (*ceil) layer["ceil_mode"] = true;
@@ -112,12 +120,12 @@ Result<void> export_pool(OnnxNodeExport& out) {
     const auto k = node.attrs.at("window").get<std::vector<std::int64_t>>();
     const auto s = node.attrs.at("stride").get<std::vector<std::int64_t>>();
     // The pads as given (ceil_mode's end pads are ONNX's to add).
-    auto w = plan_window(node.attrs.at("padding"), in.dims[2].value, in.dims[3].value, k[0], k[1], s[0], s[1], 1, 1,
-                         false, "window");
+    auto w = plan_window_nd(node.attrs.at("padding"), in, k, s, std::vector<std::int64_t>(k.size(), 1), false, "window");
     if (!w) return tl::unexpected(w.error());
     const bool max = node.op == "max_pool";
+    using IntList = std::vector<std::int64_t>;
     std::vector<std::pair<std::string, OnnxAttr>> attrs{
-        {"kernel_shape", k}, {"strides", s}, {"pads", std::vector<std::int64_t>{w->pt, w->pl, w->pb, w->pr}},
+        {"kernel_shape", k}, {"strides", s}, {"pads", k.size() == 1 ? IntList{w->pl, w->pr} : IntList{w->pt, w->pl, w->pb, w->pr}},
         {"ceil_mode", std::int64_t{node.attrs.value("ceil_mode", false) ? 1 : 0}}};
     if (!max) attrs.emplace_back("count_include_pad", std::int64_t{node.attrs.value("count_include_pad", false) ? 1 : 0});
     out.add(max ? "MaxPool" : "AveragePool", {out.input(0)}, {out.output(0)}, attrs, node.name);
@@ -127,22 +135,34 @@ Result<void> export_pool(OnnxNodeExport& out) {
 }  // namespace
 
 Result<PoolGeometry> pool_geometry(const Node& node, const ValueInfo& in) {
-    if (in.type != ElementType::kFloat || in.rank() != 4 || in.dims[1].batch || in.dims[2].batch || in.dims[3].batch)
-        return tl::unexpected(op_error("expects an image N x C x H x W input, got " + to_string(in.dims) +
-                                       (in.rank() == 2 ? " flat features (a dense layer came before)" : "")));
     PoolGeometry g;
-    const std::int64_t ih = in.dims[2].value, iw = in.dims[3].value;
     g.max = node.op == "max_pool" || node.op == "global_max_pool";
-    if (node.op == "global_avg_pool" || node.op == "global_max_pool") {
-        g.global = true;
+    g.global = node.op == "global_avg_pool" || node.op == "global_max_pool";
+    std::vector<std::int64_t> k, s;
+    if (!g.global) {
+        k = node.attrs.at("window").get<std::vector<std::int64_t>>();
+        s = node.attrs.at("stride").get<std::vector<std::int64_t>>();
+    }
+    // Global pools take either rank; a windowed one the rank its window has.
+    const std::size_t rank = g.global ? (in.rank() == 3 ? 3 : 4) : k.size() + 2;
+    bool ok = in.type == ElementType::kFloat && in.rank() == rank;
+    for (std::size_t i = 1; ok && i < in.rank(); ++i) ok = !in.dims[i].batch;
+    if (!ok && rank == 3 && !g.global)
+        return tl::unexpected(op_error("a 1-D window [" + std::to_string(k[0]) + "] expects an N x C x L input, got " +
+                                       to_string(in.dims)));
+    if (!ok)
+        return tl::unexpected(op_error("expects an image N x C x H x W input, got " + to_string(in.dims) +
+                                       (in.rank() == 2 ? " flat features (a dense layer came before)" : "") +
+                                       (in.rank() == 3 ? " (over N x C x L give a 1-D window: \"window\": [k])" : "")));
+    g.spatial = static_cast<int>(rank) - 2;
+    const std::int64_t ih = g.spatial == 2 ? in.dims[2].value : 1, iw = in.dims[rank - 1].value;
+    if (g.global) {
         g.window = Window2d{ih, iw, ih, iw, 1, 1, 0, 0, 0, 0, 1, 1};
         return g;
     }
     g.count_include_pad = node.attrs.value("count_include_pad", false);
-    const auto k = node.attrs.at("window").get<std::vector<std::int64_t>>();
-    const auto s = node.attrs.at("stride").get<std::vector<std::int64_t>>();
-    auto w = plan_window(node.attrs.at("padding"), ih, iw, k[0], k[1], s[0], s[1], 1, 1,
-                         node.attrs.value("ceil_mode", false), "window");
+    auto w = plan_window_nd(node.attrs.at("padding"), in, k, s, std::vector<std::int64_t>(k.size(), 1),
+                            node.attrs.value("ceil_mode", false), "window");
     if (!w) return tl::unexpected(w.error());
     g.window = *w;
     return g;

@@ -1,5 +1,6 @@
 // The pool kernels (max_pool, avg_pool, global_avg_pool, global_max_pool): oneDNN's pooling on
-// the input as its producer left it (converted only to the activation type).
+// the input as its producer left it (converted only to the activation type); 1-D pools are
+// oneDNN's 1-D pooling.
 #include <memory>
 #include <string>
 
@@ -28,12 +29,18 @@ public:
         const algorithm alg = g->max                  ? algorithm::pooling_max
                               : g->count_include_pad ? algorithm::pooling_avg_include_padding
                                                      : algorithm::pooling_avg_exclude_padding;
-        const memory::dims kernel{w.kh, w.kw}, strides{w.sh, w.sw}, pad_l{w.pt, w.pl}, pad_r{w.pb, w.pr};
+        const bool two = g->spatial == 2;  // else 1-D: oneDNN's pooling over N x C x L
+        const memory::dims kernel = two ? memory::dims{w.kh, w.kw} : memory::dims{w.kw};
+        const memory::dims strides = two ? memory::dims{w.sh, w.sw} : memory::dims{w.sw};
+        const memory::dims pad_l = two ? memory::dims{w.pt, w.pl} : memory::dims{w.pl};
+        const memory::dims pad_r = two ? memory::dims{w.pb, w.pr} : memory::dims{w.pr};
         const auto adt = b.context().activation_type();
         memory src = b.input(0);
         if (src.get_desc().data_type() != adt) src = b.input_plain(0, adt);
         const auto in = b.input_dims(0);
-        const memory::desc dst_any({in[0], in[1], w.oh, w.ow}, adt, Tag::any);
+        memory::dims out_dims{in[0], in[1]};
+        for (const auto d : window_out_dims(w, g->spatial)) out_dims.push_back(d);
+        const memory::desc dst_any(out_dims, adt, Tag::any);
         const auto prop = b.context().training ? prop_kind::forward_training : prop_kind::forward_inference;
         const auto make_pd = [&](const memory::desc& from) {
             return pooling_forward::primitive_desc(
@@ -43,7 +50,7 @@ public:
         // oneDNN 2.6 has no JIT pooling for plain NCHW with fewer channels than a vector (a
         // model's RGB input): its reference loop took 15 ms for 128x3x64x64. Channels-last is
         // JIT-pooled; the reorder there costs a few percent of that.
-        const memory::desc nhwc(in, adt, Tag::acdb);
+        const memory::desc nhwc(in, adt, two ? Tag::acdb : Tag::acb);
         if (is_reference(pd) && src.get_desc() != nhwc) {
             auto alt = make_pd(nhwc);
             if (!is_reference(alt)) {

@@ -1,10 +1,15 @@
-// Mean or sum over some axes of each example:
-//   {"kind": "reduce_mean", "axes": [a...], "keepdims": true}, "reduce_sum" (same fields).
+// Mean, sum, max or min over some axes of each example:
+//   {"kind": "reduce_mean", "axes": [a...], "keepdims": true}, "reduce_sum", "reduce_max",
+//   "reduce_min" (same fields; max and min pass the gradient to the arg max, split evenly between
+//   equal values as torch.amax does).
 // `axes` required, each in [-rank, rank), distinct, never the batch dim; keepdims keeps each
 // reduced axis as a 1 (ONNX's default) instead of dropping it. Floats only; no tensors. FLOPs:
 // 1 per input element.
-// ONNX: ReduceMean (axes attribute), ReduceSum (opset 13: axes as a constant input; 11 and 12:
-// the attribute), keepdims default 1; without axes (every axis, the batch's included) refused.
+// ONNX: ReduceMean, ReduceSum, ReduceMax, ReduceMin: the axes an attribute, or a constant input
+// (ReduceSum from opset 13, all from 18), keepdims default 1; without axes (every axis, the
+// batch's included) refused unless noop_with_empty_axes=1 (then the input passes through). An
+// integer input (a mask's count) is cast to floats first.
+// Export (opset 13): ReduceSum's axes an input, the others' an attribute.
 #include "workerd/nn/onnx_bridge.h"
 #include "workerd/nn/op_schema.h"
 #include "workerd/nn/ops/broadcast.h"
@@ -52,12 +57,14 @@ Result<void> infer_reduce(InferContext& context) {
 Result<void> import_reduce(OnnxNodeImport& node) {
     auto x = node.value(0);
     if (!x) return tl::unexpected(x.error());
-    const bool sum = node.op_type() == "ReduceSum";
+    const auto op = node.op_type();
+    const bool sum = op == "ReduceSum";
     std::vector<std::int64_t> axes;
-    if (sum && node.opset() >= 13) {
+    bool noop_if_empty = false;
+    if ((sum && node.opset() >= 13) || node.opset() >= 18) {
         auto noop = node.int_attr("noop_with_empty_axes", 0);
         if (!noop) return tl::unexpected(noop.error());
-        if (*noop != 0) return tl::unexpected(node.refuse("noop_with_empty_axes=1 is not supported"));
+        noop_if_empty = *noop != 0;
         if (node.input_count() > 1 && node.has_input(1)) {
             const auto given = node.ints(1);
             if (!given) return tl::unexpected(node.refuse("the axes must be known at import (a constant)"));
@@ -68,11 +75,23 @@ Result<void> import_reduce(OnnxNodeImport& node) {
         if (!attr) return tl::unexpected(attr.error());
         if (*attr) axes = **attr;
     }
+    if (axes.empty() && noop_if_empty) {
+        node.bind_output(0, *x);
+        return {};
+    }
     if (axes.empty())
         return tl::unexpected(node.refuse("no axes: reducing every axis would mix the examples of a batch; give the axes"));
     auto keep = node.int_attr("keepdims", 1);
     if (!keep) return tl::unexpected(keep.error());
-    auto name = node.emit({{"kind", sum ? "reduce_sum" : "reduce_mean"}, {"inputs", {*x}}, {"axes", axes}, {"keepdims", *keep != 0}});
+    const char* kind = sum ? "reduce_sum" : op == "ReduceMax" ? "reduce_max" : op == "ReduceMin" ? "reduce_min" : "reduce_mean";
+    std::string source = *x;
+    if (const ValueInfo* info = node.info(0); info != nullptr && info->type == ElementType::kInt) {
+        // An integer mask counted (mask.sum(1)): summed as floats, exact below 2^24.
+        auto cast = node.emit({{"kind", "cast"}, {"inputs", {*x}}, {"to", "float"}});
+        if (!cast) return tl::unexpected(cast.error());
+        source = *cast;
+    }
+    auto name = node.emit({{"kind", kind}, {"inputs", {source}}, {"axes", axes}, {"keepdims", *keep != 0}});
     if (!name) return tl::unexpected(name.error());
     node.bind_output(0, *name);
     return {};
@@ -86,7 +105,8 @@ Result<void> export_reduce(OnnxNodeExport& out) {
         out.add("ReduceSum", {out.input(0), out.int64_constant(node.name + "/axes", axes)}, {out.output(0)},
                 {{"keepdims", keep}}, node.name);
     else
-        out.add("ReduceMean", {out.input(0)}, {out.output(0)}, {{"axes", axes}, {"keepdims", keep}}, node.name);
+        out.add(node.op == "reduce_mean" ? "ReduceMean" : node.op == "reduce_max" ? "ReduceMax" : "ReduceMin", {out.input(0)},
+                {out.output(0)}, {{"axes", axes}, {"keepdims", keep}}, node.name);
     return {};
 }
 
@@ -97,7 +117,8 @@ OpSchema make(std::string_view kind, std::string_view onnx) {
 }  // namespace
 
 std::vector<const OpSchema*> reduce_schemas() {
-    static const std::vector<OpSchema> schemas = {make("reduce_mean", "ReduceMean"), make("reduce_sum", "ReduceSum")};
+    static const std::vector<OpSchema> schemas = {make("reduce_mean", "ReduceMean"), make("reduce_sum", "ReduceSum"),
+                                                  make("reduce_max", "ReduceMax"), make("reduce_min", "ReduceMin")};
     std::vector<const OpSchema*> out;
     for (const auto& s : schemas) out.push_back(&s);
     return out;

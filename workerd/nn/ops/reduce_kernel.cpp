@@ -1,3 +1,6 @@
+// reduce_max and reduce_min: hand loops in f32 over each output element's reduced elements
+// (offsets precomputed at build), forward and backward (dX = dY / ties at the elements equal to
+// the result, 0 elsewhere).
 // reduce_mean and reduce_sum. Where the reduced axes are consecutive (the input seen as
 // [outer, reduced, inner]: a mean over a sequence, a bag of embeddings, a global pool) a hand
 // loop in f32 (oneDNN 2.6 runs its reference reduction there, ~100x slower); otherwise oneDNN's
@@ -7,6 +10,9 @@
 // by 1 / count for the mean, in f32.
 #include <algorithm>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "workerd/nn/kernel.h"
 #include "workerd/nn/ops/kernel_views.h"
@@ -26,6 +32,10 @@ public:
         const auto adt = b.context().activation_type();
         const bool mean = b.node().op == "reduce_mean";
         const MemDims in = b.input_dims(0);
+        if (b.node().op == "reduce_max" || b.node().op == "reduce_min") {
+            build_extreme(b, in, b.node().op == "reduce_max");
+            return;
+        }
         MemDims kept = in;
         std::int64_t count = 1;
         for (auto a : b.node().attrs.at("axes").get<std::vector<std::int64_t>>()) {
@@ -49,6 +59,66 @@ public:
     }
 
 private:
+    static void build_extreme(KernelBuilder& b, const MemDims& in, bool max) {
+        const auto& engine = b.context().engine;
+        std::vector<bool> reduced(in.size(), false);
+        for (auto a : b.node().attrs.at("axes").get<std::vector<std::int64_t>>())
+            reduced[static_cast<std::size_t>(a < 0 ? a + static_cast<std::int64_t>(in.size()) : a)] = true;
+        // base[o]: the offset of output element o's first input element; step[r]: the offset of
+        // reduced element r from it.
+        const MemDims strides = plain_strides(in);
+        std::vector<std::int64_t> base{0}, step{0};
+        for (std::size_t d = 0; d < in.size(); ++d) {
+            std::vector<std::int64_t>& v = reduced[d] ? step : base;
+            std::vector<std::int64_t> next;
+            next.reserve(v.size() * static_cast<std::size_t>(in[d]));
+            for (const auto o : v)
+                for (std::int64_t k = 0; k < in[d]; ++k) next.push_back(o + k * strides[d]);
+            v = std::move(next);
+        }
+        auto offsets = std::make_shared<const std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>>(std::move(base), std::move(step));
+        const memory x = b.input_plain(0, Dt::f32);
+        const Dt out_type = b.output_type(0);
+        const memory::desc f32 = plain_desc(b.output_dims(0), Dt::f32);
+        const memory y = out_type == Dt::f32 ? b.make_output(0, f32) : memory(f32, engine);
+        b.forward([x, y, offsets, max] {
+            const float* src = static_cast<const float*>(x.get_data_handle());
+            float* dst = static_cast<float*>(y.get_data_handle());
+            const auto& bases = offsets->first;
+            const auto& steps = offsets->second;
+            const auto outs = static_cast<std::int64_t>(bases.size());
+#pragma omp parallel for schedule(static)
+            for (std::int64_t o = 0; o < outs; ++o) {
+                const float* row = src + bases[static_cast<std::size_t>(o)];
+                float best = row[steps[0]];
+                for (const auto s : steps) best = max ? std::max(best, row[s]) : std::min(best, row[s]);
+                dst[o] = best;
+            }
+        });
+        if (out_type != Dt::f32) b.forward(run_reorder(b, y, b.make_output(0, plain_desc(b.output_dims(0), out_type))));
+        b.note(std::string("fwd: hand reduce_") + (max ? "max" : "min") + " (f32)");
+        if (!b.needs_input_grad(0)) return;
+        const memory dy = b.output_diff(0, f32);
+        const memory dx = b.input_diff(0, plain_desc(in, Dt::f32));
+        b.backward([x, y, dy, dx, offsets] {
+            const float* src = static_cast<const float*>(x.get_data_handle());
+            const float* res = static_cast<const float*>(y.get_data_handle());
+            const float* diff = static_cast<const float*>(dy.get_data_handle());
+            float* out = static_cast<float*>(dx.get_data_handle());
+            const auto& bases = offsets->first;
+            const auto& steps = offsets->second;
+            const auto outs = static_cast<std::int64_t>(bases.size());
+#pragma omp parallel for schedule(static)
+            for (std::int64_t o = 0; o < outs; ++o) {
+                const std::int64_t first = bases[static_cast<std::size_t>(o)];
+                int ties = 0;
+                for (const auto s : steps) ties += src[first + s] == res[o];
+                const float g = ties > 0 ? diff[o] / static_cast<float>(ties) : 0.0f;
+                for (const auto s : steps) out[first + s] = src[first + s] == res[o] ? g : 0.0f;
+            }
+        });
+    }
+
     // The hand forward where the reduced axes (kept[d] == 1 != in[d]) are consecutive; false
     // (nothing built) otherwise.
     static bool build_consecutive(KernelBuilder& b, const MemDims& in, const MemDims& kept, float scale) {

@@ -163,7 +163,7 @@ Result<void> import_rnn(OnnxNodeImport& node) {
     if (node.has_attr("activations"))
         return tl::unexpected(node.refuse("an activations attribute is not supported (the default sigmoid and tanh cells only)"));
     if (*forget != 0) return tl::unexpected(node.refuse("input_forget=1 is not supported"));
-    if (*layout != 0) return tl::unexpected(node.refuse("layout=1 is not supported (opset 13 has none)"));
+    if (*layout != 0) return tl::unexpected(node.refuse("layout=1 (batch-first X, opset 14) is not supported: PyTorch's exporter writes layout 0 with a Transpose"));
     if (node.has_input(4)) return tl::unexpected(node.refuse("sequence_lens is not supported: every sequence has the full length"));
     if (lstm && node.has_input(7)) return tl::unexpected(node.refuse("peepholes (input P) are not supported"));
     const ValueInfo* x = node.info(0);

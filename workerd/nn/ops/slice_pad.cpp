@@ -151,6 +151,22 @@ Result<void> import_pad(OnnxNodeImport& node) {
             if (!value || value->size() != 1 || (*value)[0] != 0.0f)
                 return tl::unexpected(node.refuse("only a constant value of 0 is supported"));
         }
+        if (node.input_count() > 3 && node.has_input(3)) {  // opset 18: pads for these axes only
+            auto axes = constant_ints(node, 3, "axes");
+            if (!axes) return tl::unexpected(axes.error());
+            const ValueInfo* in = node.info(0);
+            if (in == nullptr || pads.size() != 2 * axes->size())
+                return tl::unexpected(node.refuse("pads must hold two values per axis"));
+            const auto rank = static_cast<std::int64_t>(in->rank());
+            std::vector<std::int64_t> full(static_cast<std::size_t>(2 * rank), 0);
+            for (std::size_t k = 0; k < axes->size(); ++k) {
+                const std::int64_t a = (*axes)[k] < 0 ? (*axes)[k] + rank : (*axes)[k];
+                if (a < 0 || a >= rank) return tl::unexpected(node.refuse("axis " + std::to_string((*axes)[k]) + " out of range"));
+                full[static_cast<std::size_t>(a)] = pads[k];
+                full[static_cast<std::size_t>(a + rank)] = pads[k + axes->size()];
+            }
+            pads = std::move(full);
+        }
     }
     for (const auto p : pads)
         if (p < 0) return tl::unexpected(node.refuse("negative pads (cropping) are not supported; use Slice"));

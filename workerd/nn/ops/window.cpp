@@ -27,9 +27,9 @@ std::int64_t out_size(std::int64_t in, std::int64_t before, std::int64_t after, 
 
 }  // namespace
 
-Result<void> parse_padding(FieldReader& reader, nlohmann::json& attrs) {
+Result<void> parse_padding(FieldReader& reader, nlohmann::json& attrs, int spatial) {
     if (reader.has("padding") && reader.raw("padding").is_array()) {
-        auto pads = reader.integers("padding", std::nullopt, 4, 0, kMaxTensorElements);
+        auto pads = reader.integers("padding", std::nullopt, static_cast<std::size_t>(2 * spatial), 0, kMaxTensorElements);
         if (!pads) return tl::unexpected(pads.error());
         attrs["padding"] = *pads;
         return {};
@@ -38,6 +38,52 @@ Result<void> parse_padding(FieldReader& reader, nlohmann::json& attrs) {
     if (!padding) return tl::unexpected(padding.error());
     attrs["padding"] = *padding == 1 ? "same" : "valid";
     return {};
+}
+
+bool is_1d_field(FieldReader& reader, std::string_view field) {
+    return reader.has(field) && reader.raw(field).is_array() && reader.raw(field).size() == 1;
+}
+
+Result<std::int64_t> read_extent1(FieldReader& reader, std::string_view field, std::optional<std::int64_t> fallback,
+                                  std::int64_t max) {
+    if (reader.has(field) && reader.raw(field).is_array()) {
+        auto v = reader.integers(field, std::nullopt, 1, 1, max);
+        if (!v) return tl::unexpected(v.error());
+        return v->front();
+    }
+    return reader.integer(field, fallback, 1, max);
+}
+
+Result<Window2d> plan_window_nd(const nlohmann::json& padding, const ValueInfo& in, const std::vector<std::int64_t>& k,
+                                const std::vector<std::int64_t>& s, const std::vector<std::int64_t>& d, bool ceil_mode,
+                                const char* noun) {
+    if (k.size() == 2)
+        return plan_window(padding, in.dims[2].value, in.dims[3].value, k[0], k[1], s[0], s[1], d[0], d[1], ceil_mode,
+                           noun);
+    // 1-D: a 1 x k window over 1 x L, with messages that speak of k and L.
+    const std::int64_t len = in.dims[2].value, reach = (k[0] - 1) * d[0] + 1;
+    const std::string k_text = std::string(noun) + " " + std::to_string(k[0]);
+    nlohmann::json pads = padding;  // [left, right] -> [0, left, 0, right]
+    if (padding.is_array()) {
+        const auto p = padding.get<std::vector<std::int64_t>>();
+        if (p[0] >= reach || p[1] >= reach)
+            return tl::unexpected(op_error("padding [" + std::to_string(p[0]) + ", " + std::to_string(p[1]) + "] with a " +
+                                           k_text + ": a pad must be smaller than the " + noun));
+        pads = {0, p[0], 0, p[1]};
+    } else if (padding == "valid" && reach > len && std::string(noun) == "kernel") {
+        return tl::unexpected(op_error(k_text + " with padding valid on an input of length " + std::to_string(len) +
+                                       ": the " + noun + " is larger than the input, the output would be empty"));
+    }
+    auto w = plan_window(pads, 1, len, 1, k[0], 1, s[0], 1, d[0], ceil_mode, noun);
+    if (!w)
+        return tl::unexpected(op_error(k_text + " stride " + std::to_string(s[0]) + " on an input of length " +
+                                       std::to_string(len) + ": the output would be empty"));
+    return w;
+}
+
+std::vector<std::int64_t> window_out_dims(const Window2d& w, int spatial) {
+    if (spatial == 1) return {w.ow};
+    return {w.oh, w.ow};
 }
 
 Result<Window2d> plan_window(const nlohmann::json& padding, std::int64_t ih, std::int64_t iw, std::int64_t kh,
@@ -81,7 +127,18 @@ bool pads_are_same(const Window2d& w, std::int64_t ih, std::int64_t iw) {
     return w.pt == rows.pad_before && w.pb == rows.pad_after && w.pl == cols.pad_before && w.pr == cols.pad_after;
 }
 
-Result<nlohmann::json> import_padding(OnnxNodeImport& node) {
+Result<std::vector<std::int64_t>> spatial_attr(OnnxNodeImport& node, const char* name, std::size_t spatial,
+                                               std::int64_t fallback) {
+    auto v = node.ints_attr(name);
+    if (!v) return tl::unexpected(v.error());
+    if (!*v) return std::vector<std::int64_t>(spatial, fallback);
+    if ((*v)->size() != spatial)
+        return tl::unexpected(node.refuse(std::string(name) + " has " + std::to_string((*v)->size()) + " entries; the " +
+                                          "weights or input give " + std::to_string(spatial)));
+    return **v;
+}
+
+Result<nlohmann::json> import_padding(OnnxNodeImport& node, int spatial) {
     auto auto_pad = node.string_attr("auto_pad", "NOTSET");
     if (!auto_pad) return tl::unexpected(auto_pad.error());
     if (*auto_pad == "SAME_UPPER") return nlohmann::json("same");
@@ -90,9 +147,10 @@ Result<nlohmann::json> import_padding(OnnxNodeImport& node) {
         return tl::unexpected(node.refuse("auto_pad " + *auto_pad + " is not supported (SAME_UPPER, VALID, NOTSET are)"));
     auto pads = node.ints_attr("pads");
     if (!pads) return tl::unexpected(pads.error());
-    const std::vector<std::int64_t> p = *pads ? **pads : std::vector<std::int64_t>{0, 0, 0, 0};
-    if (p.size() != 4) return tl::unexpected(node.refuse("pads must have 4 entries"));
-    if (p == std::vector<std::int64_t>{0, 0, 0, 0}) return nlohmann::json("valid");
+    const auto count = static_cast<std::size_t>(2 * spatial);
+    const std::vector<std::int64_t> p = *pads ? **pads : std::vector<std::int64_t>(count, 0);
+    if (p.size() != count) return tl::unexpected(node.refuse("pads must have " + std::to_string(count) + " entries"));
+    if (p == std::vector<std::int64_t>(count, 0)) return nlohmann::json("valid");
     return nlohmann::json(p);
 }
 

@@ -1,0 +1,46 @@
+// Numpy broadcasting for the hand loops of the element-wise kernels (select_kernel.cpp,
+// mask_kernel.cpp): the flat index in each input of an output element.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "workerd/nn/ops/kernel_views.h"
+
+namespace psrun::nn {
+
+// The output dims and, per input, the strides by which an output coordinate moves in it (0
+// along the axes it broadcasts on). Inputs of lower rank are padded with leading 1s.
+class BroadcastIndex {
+public:
+    BroadcastIndex(MemDims out, const std::vector<MemDims>& inputs) : out_(std::move(out)) {
+        for (const auto& in : inputs) {
+            const MemDims p = padded(in, out_.size());
+            MemDims s = plain_strides(p);
+            for (std::size_t d = 0; d < p.size(); ++d)
+                if (p[d] == 1) s[d] = 0;
+            strides_.push_back(std::move(s));
+            same_.push_back(p == out_);
+        }
+    }
+    std::int64_t size() const { return element_count(out_); }
+    // The flat index in input k of output element e.
+    std::int64_t at(std::size_t k, std::int64_t e) const {
+        if (same_[k]) return e;
+        std::int64_t idx = 0;
+        for (std::size_t d = out_.size(); d-- > 0;) {
+            idx += (e % out_[d]) * strides_[k][d];
+            e /= out_[d];
+        }
+        return idx;
+    }
+    const MemDims& out() const { return out_; }
+
+private:
+    MemDims out_;
+    std::vector<MemDims> strides_;
+    std::vector<bool> same_;
+};
+
+}  // namespace psrun::nn

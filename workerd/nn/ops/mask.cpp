@@ -1,0 +1,128 @@
+// Masks and type changes, no gradients (their outputs are integers, or floats made of integers):
+//   {"kind": "equal", "inputs": ["a", "b"]}, "less" (a < b), "greater" (a > b): 1 where true,
+//     else 0, an integer value of the broadcast shape (a padding mask `ids != 0` is equal then
+//     not); inputs of either type, compared as floats (integers exact below 2^24);
+//   {"kind": "not"}: 1 where the input is 0, else 0 (integers);
+//   {"kind": "cast", "to": "float" | "int"}: integers to floats, or floats to integers (truncated
+//     toward zero).
+// No tensors. FLOPs: 1 per output element.
+// ONNX: Equal, Less, Greater, Not, Cast. Cast to bool imports as not(equal(x, 0)) where x is
+// float, as the value itself where x is an integer mask already; a Cast that keeps the kind of
+// type (int64 to int32, float to double) is the value itself. Export writes int64 for integer
+// values (the comparisons' bool cast to int64).
+#include "workerd/nn/onnx_bridge.h"
+#include "workerd/nn/op_schema.h"
+#include "workerd/nn/ops/broadcast.h"
+#include "workerd/nn/ops/ops.h"
+
+namespace psrun::nn {
+
+namespace {
+
+constexpr std::int64_t kOnnxFloat = 1, kOnnxBool = 9, kOnnxDouble = 11, kOnnxFloat16 = 10, kOnnxBfloat16 = 16,
+                       kOnnxInt64 = 7;
+
+Result<void> parse_cast(FieldReader& reader, nlohmann::json& attrs) {
+    auto to = reader.choice("to", std::nullopt, {"float", "int"});
+    if (!to) return tl::unexpected(to.error());
+    attrs["to"] = *to == 0 ? "float" : "int";
+    return {};
+}
+
+Result<void> infer_mask(InferContext& context) {
+    const std::string& op = context.node().op;
+    Dims dims = context.input(0).dims;
+    ElementType type = ElementType::kInt;
+    if (op == "cast") {
+        type = context.attr_string("to") == "float" ? ElementType::kFloat : ElementType::kInt;
+    } else if (op != "not") {
+        auto d = broadcast_dims(dims, context.input(1).dims);
+        if (!d) return tl::unexpected(d.error());
+        dims = *d;
+    }
+    if (dims.size() > 6) return tl::unexpected(op_error("the output would have more than 6 dims"));
+    context.set_output(0, ValueInfo{dims, type});
+    context.add_flops(static_cast<double>(elements_per_example(dims).value_or(0)));
+    return {};
+}
+
+Result<void> import_mask(OnnxNodeImport& node) {
+    auto x = node.value(0);
+    if (!x) return tl::unexpected(x.error());
+    const auto op = node.op_type();
+    const ValueInfo* info = node.info(0);
+    std::string result;
+    if (op == "Cast") {
+        auto to = node.int_attr("to", 0);
+        if (!to) return tl::unexpected(to.error());
+        const bool to_float = *to == kOnnxFloat || *to == kOnnxDouble || *to == kOnnxFloat16 || *to == kOnnxBfloat16;
+        const bool from_float = info == nullptr || info->type == ElementType::kFloat;
+        if (*to == kOnnxBool && from_float) {  // x != 0
+            auto zero = node.emit({{"kind", "constant"}, {"type", "float"}, {"shape", nlohmann::json::array()}, {"values", {0.0}}});
+            if (!zero) return tl::unexpected(zero.error());
+            auto eq = node.emit({{"kind", "equal"}, {"inputs", {*x, *zero}}});
+            if (!eq) return tl::unexpected(eq.error());
+            auto name = node.emit({{"kind", "not"}, {"inputs", {*eq}}});
+            if (!name) return tl::unexpected(name.error());
+            result = *name;
+        } else if (to_float == from_float || *to == kOnnxBool) {
+            result = *x;  // the same kind of type (bool from an integer mask: the mask itself)
+        } else {
+            auto name = node.emit({{"kind", "cast"}, {"inputs", {*x}}, {"to", to_float ? "float" : "int"}});
+            if (!name) return tl::unexpected(name.error());
+            result = *name;
+        }
+    } else {
+        nlohmann::json inputs = {*x};
+        if (op != "Not") {
+            auto y = node.value(1);
+            if (!y) return tl::unexpected(y.error());
+            inputs.push_back(*y);
+        }
+        auto name = node.emit({{"kind", op == "Equal" ? "equal" : op == "Less" ? "less" : op == "Greater" ? "greater" : "not"},
+                               {"inputs", inputs}});
+        if (!name) return tl::unexpected(name.error());
+        result = *name;
+    }
+    node.bind_output(0, result);
+    return {};
+}
+
+Result<void> export_mask(OnnxNodeExport& out) {
+    const Node& node = out.node();
+    if (node.op == "cast") {
+        const bool to_float = node.attrs.at("to") == "float";
+        out.add("Cast", {out.input(0)}, {out.output(0)}, {{"to", to_float ? kOnnxFloat : kOnnxInt64}}, node.name);
+        return {};
+    }
+    std::vector<std::string> inputs = {out.input(0)};
+    if (node.op != "not") inputs.push_back(out.input(1));
+    else {  // Not wants bool
+        const std::string b = out.fresh(node.name + "/bool");
+        out.add("Cast", {inputs[0]}, {b}, {{"to", kOnnxBool}}, node.name + "/bool");
+        inputs[0] = b;
+    }
+    const std::string flag = out.fresh(node.name + "/flag");
+    out.add(node.op == "equal" ? "Equal" : node.op == "less" ? "Less" : node.op == "greater" ? "Greater" : "Not", inputs, {flag}, {},
+            node.name + "/op");
+    out.add("Cast", {flag}, {out.output(0)}, {{"to", kOnnxInt64}}, node.name);
+    return {};
+}
+
+OpSchema mask_schema(std::string_view kind, std::string_view onnx, int inputs) {
+    return OpSchema{kind, inputs, inputs, kind == "cast" ? parse_cast : parse_no_attributes, infer_mask, {onnx},
+                    import_mask, export_mask, false};
+}
+
+}  // namespace
+
+std::vector<const OpSchema*> mask_schemas() {
+    static const std::vector<OpSchema> schemas = {mask_schema("equal", "Equal", 2), mask_schema("less", "Less", 2),
+                                                  mask_schema("greater", "Greater", 2), mask_schema("not", "Not", 1),
+                                                  mask_schema("cast", "Cast", 1)};
+    std::vector<const OpSchema*> out;
+    for (const auto& s : schemas) out.push_back(&s);
+    return out;
+}
+
+}  // namespace psrun::nn

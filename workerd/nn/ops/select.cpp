@@ -1,0 +1,80 @@
+// Element-wise selection between float values, numpy broadcasting (output: the broadcast shape):
+//   {"kind": "maximum", "inputs": ["a", "b"]}, "minimum": the larger (smaller) of a and b; the
+//     gradient goes to the one chosen, halved between equal ones (as torch.maximum);
+//   {"kind": "where", "inputs": ["cond", "x", "y"]}: x where cond (an integer mask, or floats:
+//     non-zero is true) else y; the gradient goes to x where cond, to y elsewhere, each summed
+//     over the axes it broadcasts along.
+// No fields, no tensors. FLOPs: 1 per output element.
+// ONNX: Max and Min of two inputs (torch.maximum / torch.minimum), Where.
+#include "workerd/nn/onnx_bridge.h"
+#include "workerd/nn/op_schema.h"
+#include "workerd/nn/ops/broadcast.h"
+#include "workerd/nn/ops/ops.h"
+
+namespace psrun::nn {
+
+namespace {
+
+Result<void> infer_select(InferContext& context) {
+    const bool where = context.node().op == "where";
+    const std::size_t first = where ? 1 : 0;
+    Dims dims = context.input(0).dims;
+    for (std::size_t i = 0; i < context.input_count(); ++i) {
+        if (i >= first && context.input(i).type != ElementType::kFloat)
+            return tl::unexpected(op_error("expects floats; input " + std::to_string(i) + " (" + context.input_name(i) +
+                                           ") holds integers"));
+        auto d = broadcast_dims(dims, context.input(i).dims);
+        if (!d) return tl::unexpected(d.error());
+        dims = *d;
+    }
+    if (dims.size() > 6) return tl::unexpected(op_error("the output would have more than 6 dims"));
+    context.set_output(0, ValueInfo{dims, ElementType::kFloat});
+    context.add_flops(static_cast<double>(elements_per_example(dims).value_or(0)));
+    return {};
+}
+
+Result<void> import_select(OnnxNodeImport& node) {
+    const auto op = node.op_type();
+    const std::size_t count = op == "Where" ? 3 : 2;
+    if (node.input_count() != count)
+        return tl::unexpected(node.refuse(op == "Where" ? "expects 3 inputs" : "expects exactly 2 inputs (chain them for more)"));
+    nlohmann::json inputs = nlohmann::json::array();
+    for (std::size_t i = 0; i < count; ++i) {
+        auto v = node.value(i);
+        if (!v) return tl::unexpected(v.error());
+        inputs.push_back(*v);
+    }
+    auto name = node.emit({{"kind", op == "Max" ? "maximum" : op == "Min" ? "minimum" : "where"}, {"inputs", inputs}});
+    if (!name) return tl::unexpected(name.error());
+    node.bind_output(0, *name);
+    return {};
+}
+
+Result<void> export_select(OnnxNodeExport& out) {
+    const Node& node = out.node();
+    std::vector<std::string> inputs;
+    for (std::size_t i = 0; i < node.data_inputs; ++i) inputs.push_back(out.input(i));
+    if (node.op == "where") {  // ONNX's condition is bool
+        const std::string cond = out.fresh(node.name + "/cond");
+        out.add("Cast", {inputs[0]}, {cond}, {{"to", std::int64_t{9}}}, node.name + "/cast");
+        inputs[0] = cond;
+    }
+    out.add(node.op == "maximum" ? "Max" : node.op == "minimum" ? "Min" : "Where", inputs, {out.output(0)}, {}, node.name);
+    return {};
+}
+
+OpSchema make(std::string_view kind, std::string_view onnx, int inputs) {
+    return OpSchema{kind, inputs, inputs, parse_no_attributes, infer_select, {onnx}, import_select, export_select};
+}
+
+}  // namespace
+
+std::vector<const OpSchema*> select_schemas() {
+    static const std::vector<OpSchema> schemas = {make("maximum", "Max", 2), make("minimum", "Min", 2),
+                                                  make("where", "Where", 3)};
+    std::vector<const OpSchema*> out;
+    for (const auto& s : schemas) out.push_back(&s);
+    return out;
+}
+
+}  // namespace psrun::nn

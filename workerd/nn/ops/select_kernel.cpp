@@ -1,0 +1,94 @@
+// The maximum, minimum and where kernels: hand loops in f32 on plain layouts with numpy
+// broadcasting (broadcast_loop.h), forward and backward. The backward writes each float
+// input's full-size gradient (the output's shape) into a buffer and sums it over the axes that
+// input broadcasts along (sum_to; a copy when it does not broadcast).
+#include <memory>
+#include <vector>
+
+#include "workerd/nn/kernel.h"
+#include "workerd/nn/ops/broadcast_loop.h"
+#include "workerd/nn/ops/kernel_views.h"
+#include "workerd/nn/ops/ops.h"
+
+namespace psrun::nn {
+
+using namespace dnnl;
+using Dt = memory::data_type;
+
+namespace {
+
+enum class SelectMode { kMax, kMin, kWhere };
+
+// The share of dL/dy going to input k (0 or 1 for maximum/minimum; 1 or 2 for where) at
+// output element e: 1, 0, or 1/2 on ties of maximum/minimum.
+float share(SelectMode mode, std::size_t k, const float* const* in, const BroadcastIndex& ix, std::int64_t e) {
+    if (mode == SelectMode::kWhere) {
+        const bool cond = in[0][ix.at(0, e)] != 0.0f;
+        return (k == 1) == cond ? 1.0f : 0.0f;
+    }
+    const float a = in[0][ix.at(0, e)], b = in[1][ix.at(1, e)];
+    if (a == b) return 0.5f;
+    const bool a_wins = mode == SelectMode::kMax ? a > b : a < b;
+    return (k == 0) == a_wins ? 1.0f : 0.0f;
+}
+
+class SelectKernel final : public Kernel {
+public:
+    std::string label_suffix() const override { return " [hand]"; }
+
+    void build(KernelBuilder& b) override {
+        const std::string& op = b.node().op;
+        const SelectMode mode = op == "maximum" ? SelectMode::kMax : op == "minimum" ? SelectMode::kMin : SelectMode::kWhere;
+        const auto& engine = b.context().engine;
+        const std::size_t count = b.input_count();
+        std::vector<MemDims> dims;
+        std::vector<memory> ins;
+        for (std::size_t i = 0; i < count; ++i) {
+            dims.push_back(b.input_dims(i));
+            ins.push_back(b.input_plain(i, Dt::f32));
+        }
+        const auto ix = std::make_shared<const BroadcastIndex>(b.output_dims(0), dims);
+        const memory::desc f32 = plain_desc(b.output_dims(0), Dt::f32);
+        const Dt out_type = b.output_type(0);
+        const memory y = out_type == Dt::f32 ? b.make_output(0, f32) : memory(f32, engine);
+        b.forward([ins, y, ix, mode] {
+            const float* in[3] = {};
+            for (std::size_t i = 0; i < ins.size(); ++i) in[i] = static_cast<const float*>(ins[i].get_data_handle());
+            float* out = static_cast<float*>(y.get_data_handle());
+            const std::int64_t n = ix->size();
+#pragma omp parallel for schedule(static)
+            for (std::int64_t e = 0; e < n; ++e) {
+                if (mode == SelectMode::kWhere) {
+                    out[e] = in[0][ix->at(0, e)] != 0.0f ? in[1][ix->at(1, e)] : in[2][ix->at(2, e)];
+                } else {
+                    const float a = in[0][ix->at(0, e)], c = in[1][ix->at(1, e)];
+                    out[e] = mode == SelectMode::kMax ? (a >= c ? a : c) : (a <= c ? a : c);
+                }
+            }
+        });
+        if (out_type != Dt::f32) b.forward(run_reorder(b, y, b.make_output(0, plain_desc(b.output_dims(0), out_type))));
+        b.note("fwd: hand " + op + " (f32)");
+        if (!b.needs_backward()) return;
+        const memory dy = b.output_diff(0, f32);
+        for (std::size_t k = mode == SelectMode::kWhere ? 1 : 0; k < count; ++k) {
+            if (!b.needs_input_grad(k)) continue;
+            const memory full(f32, engine);
+            b.backward([ins, dy, full, ix, mode, k] {
+                const float* in[3] = {};
+                for (std::size_t i = 0; i < ins.size(); ++i) in[i] = static_cast<const float*>(ins[i].get_data_handle());
+                const float* diff = static_cast<const float*>(dy.get_data_handle());
+                float* out = static_cast<float*>(full.get_data_handle());
+                const std::int64_t n = ix->size();
+#pragma omp parallel for schedule(static)
+                for (std::int64_t e = 0; e < n; ++e) out[e] = diff[e] * share(mode, k, in, *ix, e);
+            });
+            b.backward(sum_to(b, full, b.input_diff(k, plain_desc(dims[k], Dt::f32)), padded(dims[k], ix->out().size())));
+        }
+    }
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_select_kernel() { return std::make_unique<SelectKernel>(); }
+
+}  // namespace psrun::nn
