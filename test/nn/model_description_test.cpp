@@ -5,12 +5,15 @@
 #include "test/nn/graph_test_helpers.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "workerd/nn/model_description.h"
 #include "workerd/nn/model_summary.h"
+#include "workerd/nn/op_schema.h"
 
 using namespace psrun::nn;
 using namespace psrun::nn::test;
@@ -235,4 +238,33 @@ TEST_CASE("error: absurd sizes are refused, not overflowed") {
     json many = json::array();
     for (int i = 0; i < 40; ++i) many.push_back({{"kind", "dense"}, {"units", 46340}});
     CHECK_THAT(parse_error(model_with(many)), Contains("the tensors add up to more than 2^31-1"));
+}
+
+// A causal attention mask holds -inf, which JSON cannot write: the description canonicalises a
+// float constant's infinities to "inf"/"-inf", so its text form (checkpoints, exports) parses
+// back. Before, -inf was dumped as null and the checkpoint of a trained GPT could not be read.
+TEST_CASE("a float constant's infinities survive the description's text form") {
+    json layers = {{{"kind", "constant"}, {"name", "mask"}, {"shape", {2, 2}},
+                    {"values", {0.0, -std::numeric_limits<double>::infinity(), 1.5, "inf"}}},
+                   {{"kind", "add"}, {"inputs", {"input", "mask"}}},
+                   {{"kind", "flatten"}, {"axis", 1}}};
+    json doc = {{"input", {{"shape", {2, 2}}}}, {"loss", {{"kind", "mean_squared_error"}}}, {"layers", layers}};
+    const ModelDescription first = parse_ok(doc);
+    const std::string text = model_json(first).dump();
+    CHECK(text.find("null") == std::string::npos);
+    auto again = parse_model_text(text, "T2");
+    INFO((again ? std::string() : again.error().message));
+    REQUIRE(again);
+    const auto& values = again->nodes.front().attrs.at("values");
+    REQUIRE(values.size() == 4);
+    CHECK(values[0] == 0.0);
+    CHECK(values[1] == "-inf");
+    CHECK(values[2] == 1.5);
+    CHECK(values[3] == "inf");
+    CHECK(std::isinf(constant_float(values[1])));
+    CHECK(constant_float(values[1]) < 0);
+    json bad = doc;
+    bad["layers"][0]["values"][1] = "nan";
+    CHECK_THAT(parse_error(bad),
+               Contains("expected numbers (or \"inf\", \"-inf\")"));
 }

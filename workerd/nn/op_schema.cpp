@@ -1,5 +1,7 @@
 #include "workerd/nn/op_schema.h"
 
+#include <limits>
+
 namespace psrun::nn {
 
 std::vector<std::int64_t> InferContext::attr_ints(const char* key) const {
@@ -74,6 +76,30 @@ void InferContext::set_output(std::size_t i, ValueInfo info) {
 }
 
 Error op_error(std::string message) { return Error{ErrorCode::kInvalidArgument, std::move(message)}; }
+
+std::optional<Dim> parse_dim(const nlohmann::json& v) {
+    if (v.is_number_integer()) {
+        const auto d = v.get<std::int64_t>();
+        if (d < 1 || d > kMaxTensorElements) return std::nullopt;
+        return Dim::of(d);
+    }
+    if (!v.is_string()) return std::nullopt;
+    const std::string s = v.get<std::string>();
+    if (s.empty() || s.back() != 'N') return std::nullopt;
+    if (s.size() == 1) return Dim::batch_times(1);
+    std::int64_t k = 0;
+    for (std::size_t i = 0; i + 1 < s.size(); ++i) {
+        if (s[i] < '0' || s[i] > '9' || k > 1'000'000) return std::nullopt;
+        k = k * 10 + (s[i] - '0');
+    }
+    if (k < 1) return std::nullopt;
+    return Dim::batch_times(k);
+}
+
+float constant_float(const nlohmann::json& v) {
+    if (v.is_string()) return v == "-inf" ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
+    return v.get<float>();
+}
 
 Result<void> parse_no_attributes(FieldReader&, nlohmann::json&) { return {}; }
 

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -90,6 +91,11 @@ const OpSchema* find_onnx_importer(std::string_view op_type);
 Error op_error(std::string message);
 // OpSchema::parse of a kind without attributes of its own.
 Result<void> parse_no_attributes(FieldReader& reader, nlohmann::json& attrs);
+// A dim as the description writes it: a positive integer, "N" or "4N" (multiples of the batch
+// size); nullopt for anything else.
+std::optional<Dim> parse_dim(const nlohmann::json& v);
+// A value of a float constant as parse_constant canonicalises it: a number, "inf" or "-inf".
+float constant_float(const nlohmann::json& v);
 // "3x3" or "3" for a square.
 std::string extent_text(std::int64_t h, std::int64_t w);
 // conv2d and dense: "bias" (default true), "weight_init" and "bias_init" into attrs.

@@ -16,28 +16,9 @@ namespace psrun::nn {
 
 namespace {
 
-// "N", "4N" or a positive integer.
-std::optional<Dim> expand_dim(const nlohmann::json& v) {
-    if (v.is_number_integer()) {
-        const auto d = v.get<std::int64_t>();
-        if (d < 1 || d > kMaxTensorElements) return std::nullopt;
-        return Dim::of(d);
-    }
-    if (!v.is_string()) return std::nullopt;
-    const std::string s = v.get<std::string>();
-    if (s.empty() || s.back() != 'N' || s.size() > 8) return std::nullopt;
-    std::int64_t k = s.size() == 1 ? 1 : 0;
-    for (std::size_t i = 0; i + 1 < s.size(); ++i) {
-        if (s[i] < '0' || s[i] > '9') return std::nullopt;
-        k = k * 10 + (s[i] - '0');
-    }
-    if (k < 1) return std::nullopt;
-    return Dim::batch_times(k);
-}
-
 Dims shape_of(const nlohmann::json& shape) {
     Dims dims;
-    for (const auto& d : shape) dims.push_back(*expand_dim(d));
+    for (const auto& d : shape) dims.push_back(*parse_dim(d));
     return dims;
 }
 
@@ -48,7 +29,7 @@ Result<void> parse_expand(FieldReader& reader, nlohmann::json& attrs) {
         return tl::unexpected(reader.fail("shape", "expected up to 6 dims, got " + describe_value(shape)));
     nlohmann::json canonical = nlohmann::json::array();
     for (const auto& v : shape) {
-        const auto d = expand_dim(v);
+        const auto d = parse_dim(v);
         if (!d) return tl::unexpected(reader.fail("shape", "expected positive integers, \"N\" or \"kN\", got " + describe_value(v)));
         canonical.push_back(d->batch ? nlohmann::json(d->to_string()) : nlohmann::json(d->value));
     }

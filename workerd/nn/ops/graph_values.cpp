@@ -3,11 +3,14 @@
 //     tensor (slot "value", "<layer>/value" unless "tensors" names it) as a value any layer can
 //     read: a learned positional embedding, weights an ONNX graph transforms before use.
 //   constant: {"kind": "constant", "shape": [d, ...], "type": "float" | "int", "values": [...]}
+//     (a float constant's infinities are the strings "inf" and "-inf")
 //     or {"kind": "constant", "shape": [1, "N", 64], "fill": 0}: fixed data in the description
 //     (at most 2^20 values; a shape with "N" (or "kN", a multiple of the batch size) takes a
 //     fill value only).
 // No data inputs. ONNX: parameter is the initializer (exported as Identity); constant a
 // Constant node.
+#include <cmath>
+
 #include "workerd/nn/onnx_bridge.h"
 #include "workerd/nn/op_schema.h"
 #include "workerd/nn/ops/ops.h"
@@ -37,26 +40,6 @@ Result<void> infer_parameter(InferContext& context) {
     if (auto ok = context.tensor("value", shape, attr_initializer(context.attrs(), "init")); !ok) return ok;
     context.set_output(0, ValueInfo{constant_dims(shape)});
     return {};
-}
-
-// "N", "4N" or a positive integer.
-std::optional<Dim> parse_dim(const nlohmann::json& v) {
-    if (v.is_number_integer()) {
-        const auto d = v.get<std::int64_t>();
-        if (d < 1 || d > kMaxTensorElements) return std::nullopt;
-        return Dim::of(d);
-    }
-    if (!v.is_string()) return std::nullopt;
-    const std::string s = v.get<std::string>();
-    if (s.empty() || s.back() != 'N') return std::nullopt;
-    if (s.size() == 1) return Dim::batch_times(1);
-    std::int64_t k = 0;
-    for (std::size_t i = 0; i + 1 < s.size(); ++i) {
-        if (s[i] < '0' || s[i] > '9' || k > 1'000'000) return std::nullopt;
-        k = k * 10 + (s[i] - '0');
-    }
-    if (k < 1) return std::nullopt;
-    return Dim::batch_times(k);
 }
 
 Result<void> parse_constant(FieldReader& reader, nlohmann::json& attrs) {
@@ -91,11 +74,23 @@ Result<void> parse_constant(FieldReader& reader, nlohmann::json& attrs) {
     const auto& raw = reader.raw("values");
     if (!raw.is_array() || static_cast<std::int64_t>(raw.size()) != *count)
         return tl::unexpected(reader.fail("values", "expected " + std::to_string(*count) + " numbers"));
-    for (const auto& v : raw)
-        if (!v.is_number() || (*type == 1 && !v.is_number_integer()))
-            return tl::unexpected(reader.fail("values", std::string("expected ") + (*type == 1 ? "integers" : "numbers") +
+    // JSON has no infinities: a float constant writes them as "inf" and "-inf" (a causal
+    // attention mask), so the description survives its text form (checkpoints, exports).
+    nlohmann::json canonical_values = nlohmann::json::array();
+    for (const auto& v : raw) {
+        const bool infinity = *type == 0 && ((v.is_number_float() && std::isinf(v.get<double>())) ||
+                                             (v.is_string() && (v == "inf" || v == "-inf")));
+        if (infinity) {
+            canonical_values.push_back((v.is_string() ? v == "-inf" : v.get<double>() < 0) ? "-inf" : "inf");
+            continue;
+        }
+        if (!v.is_number() || (*type == 1 && !v.is_number_integer()) || (v.is_number_float() && std::isnan(v.get<double>())))
+            return tl::unexpected(reader.fail("values", std::string("expected ") +
+                                                            (*type == 1 ? "integers" : "numbers (or \"inf\", \"-inf\")") +
                                                             ", got " + describe_value(v)));
-    attrs["values"] = raw;
+        canonical_values.push_back(v);
+    }
+    attrs["values"] = std::move(canonical_values);
     return {};
 }
 
@@ -170,7 +165,8 @@ Result<void> export_constant(OnnxNodeExport& out) {
     }
     std::vector<float> values;
     if (node.attrs.contains("fill")) values.assign(static_cast<std::size_t>(*elements_per_example(dims)), node.attrs.at("fill").get<float>());
-    else values = node.attrs.at("values").get<std::vector<float>>();
+    else
+        for (const auto& v : node.attrs.at("values")) values.push_back(constant_float(v));
     out.constant_node(out.output(0), shape, values, node.name);  // not an initializer: it would import as a parameter
     return {};
 }

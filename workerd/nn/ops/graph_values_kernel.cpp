@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "workerd/nn/kernel.h"
+#include "workerd/nn/op_schema.h"
 #include "workerd/nn/ops/ops.h"
 
 namespace psrun::nn {
@@ -42,7 +43,7 @@ public:
         } else {
             auto* p = static_cast<float*>(out.get_data_handle());
             if (attrs.contains("fill")) std::fill(p, p + count, attrs.at("fill").get<float>());
-            else for (std::size_t i = 0; i < count; ++i) p[i] = attrs.at("values")[i].get<float>();
+            else for (std::size_t i = 0; i < count; ++i) p[i] = constant_float(attrs.at("values")[i]);
         }
     }
 };
