@@ -34,7 +34,7 @@ mnist=${XDG_CACHE_HOME:-$HOME/.cache}/psrun/data/mnist
 
 # 1. The zoo.
 mkdir "$tmp/zoo"
-timeout 120 "$export_zoo" "$tmp/zoo" "$here/models/odd_shapes.json" >"$tmp/zoo/names" 2>&1
+timeout 300 "$export_zoo" "$tmp/zoo" "$here/models/odd_shapes.json" >"$tmp/zoo/names" 2>&1
 check "export_zoo exits 0" test $? -eq 0
 timeout 120 "$py" "$here/check_zoo_exports.py" "$tmp/zoo" $(cat "$tmp/zoo/names")
 check "every built-in model's export (and odd_shapes.json's): onnx.checker and OpenCV = engine" test $? -eq 0
