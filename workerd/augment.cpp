@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "workerd/rng.h"
+#include "common/rng.h"
 
 namespace psrun::worker {
 

@@ -2,7 +2,7 @@
 // RandomHorizontalFlip()): `--augment flip,crop=P`. Each training image is shifted by a random
 // (dy, dx) in [-P, P]^2 with zeros brought in at the borders (the crop of a P-padded image at a
 // random corner) and mirrored left-right with probability 1/2. The draws come from
-// Rng(seed, worker, batch index) (workerd/rng.h), so a worker's augmentation is reproducible and
+// Rng(seed, worker, batch index) (common/rng.h), so a worker's augmentation is reproducible and
 // workers differ. Test images are never augmented. Not thread-safe; apply() runs on the calling
 // thread's OpenMP team (the Trainer calls it on its batch thread, workerd/prefetch_source.h).
 #pragma once

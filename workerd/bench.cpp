@@ -14,7 +14,7 @@
 
 #include "common/peak_flops.h"
 #include "workerd/onnx/model_loader.h"
-#include "workerd/rng.h"
+#include "common/rng.h"
 #include "workerd/train_flops.h"
 #include "workerd/train_options.h"
 #include "workerd/datasets.h"

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "common/result.h"
-#include "workerd/rng.h"
+#include "common/rng.h"
 
 namespace psrun::worker {
 

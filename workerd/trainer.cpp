@@ -9,7 +9,7 @@
 #include "workerd/data/memory_source.h"
 #include "workerd/prefetch_source.h"
 #include "workerd/nn/parameter_init.h"
-#include "workerd/rng.h"
+#include "common/rng.h"
 
 namespace psrun::worker {
 

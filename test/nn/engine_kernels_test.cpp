@@ -11,13 +11,13 @@
 
 #include "workerd/nn/kernels/conv1_pool.h"
 #include "workerd/nn/kernels/max_pool.h"
-#include "workerd/rng.h"
+#include "common/rng.h"
 
 namespace psrun::nn::kernels {
 namespace {
 
 std::vector<float> random_values(std::size_t n, std::uint64_t seed, double lo, double hi) {
-    worker::Rng rng(seed);
+    psrun::Rng rng(seed);
     std::vector<float> v(n);
     for (auto& x : v) x = static_cast<float>(lo + (hi - lo) * rng.uniform());
     return v;

@@ -55,7 +55,7 @@ struct ConvCase {
 // Seeded random shapes on top of the listed ones: 1-5 channels, 3-12 rows/columns, kernels up
 // to 5 (at most the input with valid padding), stride 1-3, batch 1 or 3.
 std::vector<ConvCase> random_conv_cases() {
-    worker::Rng rng(2024);
+    psrun::Rng rng(2024);
     std::vector<ConvCase> cases;
     for (int i = 0; i < 6; ++i) {
         ConvCase c{};
@@ -111,7 +111,7 @@ struct PoolCase {
 };
 
 std::vector<PoolCase> random_pool_cases() {
-    worker::Rng rng(2025);
+    psrun::Rng rng(2025);
     std::vector<PoolCase> cases;
     for (int i = 0; i < 6; ++i) {
         PoolCase p{};

@@ -33,7 +33,7 @@ ModelDescription without_dropout(ModelDescription model) {
 }
 
 void random_batch(std::span<float> images, std::span<std::int32_t> labels, std::uint64_t seed) {
-    worker::Rng rng(seed);
+    psrun::Rng rng(seed);
     for (auto& v : images) v = static_cast<float>(rng.uniform());
     for (auto& l : labels) l = static_cast<std::int32_t>(rng.below(10));
 }
@@ -113,7 +113,7 @@ public:
     }
 
 private:
-    worker::Rng rng_;
+    psrun::Rng rng_;
     std::array<std::vector<float>, 10> prototypes_;
 };
 

@@ -32,7 +32,7 @@ Built build(const ModelDescription& model, std::int64_t batch, std::uint64_t see
     b.net = std::move(*net);
     const auto x = random_vector(b.net->input().size(), seed + 1);
     std::copy(x.begin(), x.end(), b.net->input().begin());
-    worker::Rng rng(seed + 2);
+    psrun::Rng rng(seed + 2);
     for (auto& l : b.net->labels()) l = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(model.classes)));
     return b;
 }

@@ -75,7 +75,7 @@ void compare(const std::string& what, const std::vector<double>& numeric, const 
 
 std::vector<std::size_t> sample(std::size_t size, int samples, std::uint64_t seed) {
     std::vector<std::size_t> out;
-    worker::Rng rng(seed);
+    psrun::Rng rng(seed);
     if (size <= static_cast<std::size_t>(samples)) {
         for (std::size_t i = 0; i < size; ++i) out.push_back(i);
         return out;
@@ -148,7 +148,7 @@ void check_gradients(const ModelDescription& model, std::int64_t batch, std::uin
     std::vector<float> x = ints ? std::vector<float>{} : random_vector(input_size, seed + 1);
     std::vector<std::int32_t> ids;
     if (ints) {
-        worker::Rng rng(seed + 1);
+        psrun::Rng rng(seed + 1);
         for (std::size_t i = 0; i < input_size; ++i) ids.push_back(static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(vocabulary))));
     }
     const auto r = random_vector(static_cast<std::size_t>(batch * model.classes), seed + 2);
@@ -207,7 +207,7 @@ void check_bf16_against_f32(const ModelDescription& model, std::int64_t batch, s
     std::vector<float> x = ints ? std::vector<float>{} : random_vector(input_size, seed + 1);
     std::vector<std::int32_t> ids;
     if (ints) {
-        worker::Rng rng(seed + 1);
+        psrun::Rng rng(seed + 1);
         for (std::size_t i = 0; i < input_size; ++i) ids.push_back(static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(vocabulary))));
     }
     const auto r = random_vector(static_cast<std::size_t>(batch * model.classes), seed + 2);

@@ -16,7 +16,7 @@
 
 #include "workerd/nn/model_description.h"
 #include "workerd/nn/network.h"
-#include "workerd/rng.h"
+#include "common/rng.h"
 
 namespace psrun::nn::test {
 
@@ -44,7 +44,7 @@ ModelDescription graph_model(nlohmann::json layers, const std::vector<std::int64
                              const char* type = "float");
 
 inline std::vector<float> random_vector(std::size_t n, std::uint64_t seed, double scale = 1.0) {
-    worker::Rng rng(seed);
+    psrun::Rng rng(seed);
     std::vector<float> v(n);
     for (auto& x : v) x = static_cast<float>((2.0 * rng.uniform() - 1.0) * scale);
     return v;

@@ -10,7 +10,7 @@
 #include "test/nn/ops_test_util.h"
 #include "workerd/onnx/onnx_model.h"
 #include "workerd/onnx/onnx_proto.h"
-#include "workerd/rng.h"
+#include "common/rng.h"
 
 namespace psrun::nn::test {
 namespace {
@@ -29,7 +29,7 @@ std::vector<float> outputs(const ModelDescription& m, const std::vector<float>& 
     auto net = Network::create(m, NetworkOptions{3, Precision::kF32, true}, p, grads);
     INFO((net ? std::string() : net.error().message));
     REQUIRE(net);
-    worker::Rng rng(seed);
+    psrun::Rng rng(seed);
     for (auto& x : (*net)->input()) x = static_cast<float>(2.0 * rng.uniform() - 1.0);
     (*net)->forward(false);
     return {(*net)->outputs().begin(), (*net)->outputs().end()};

@@ -53,7 +53,7 @@ Run run(const ModelDescription& model, std::int64_t batch, Precision precision, 
 }
 
 std::vector<std::int32_t> random_ids(std::size_t n, int vocabulary, std::uint64_t seed) {
-    worker::Rng rng(seed);
+    psrun::Rng rng(seed);
     std::vector<std::int32_t> ids(n);
     for (auto& i : ids) i = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(vocabulary)));
     return ids;

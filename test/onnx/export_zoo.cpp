@@ -17,7 +17,7 @@
 #include "workerd/nn/parameter_init.h"
 #include "workerd/nn/zoo.h"
 #include "workerd/onnx/onnx_model.h"
-#include "workerd/rng.h"
+#include "common/rng.h"
 
 namespace {
 
@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
         nn::Network& net = **network;
         const std::size_t pixels = net.input().size();
         std::vector<float> images(pixels * kBatch);
-        worker::Rng rng(5);
+        psrun::Rng rng(5);
         for (std::size_t i = 0; i < images.size(); ++i) {  // per image its own contrast
             const double scale = 0.2 + 2.0 * static_cast<double>((i / pixels) % 7) / 7.0;
             images[i] = static_cast<float>(rng.uniform() * scale);

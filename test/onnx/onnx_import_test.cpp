@@ -9,7 +9,7 @@
 #include "workerd/nn/model_summary.h"
 #include "workerd/nn/network.h"
 #include "workerd/nn/op_schema.h"
-#include "workerd/rng.h"
+#include "common/rng.h"
 #include "workerd/onnx/onnx_model.h"
 
 using namespace psrun;
@@ -38,7 +38,7 @@ std::vector<float> outputs(const nn::ModelDescription& m, std::uint64_t seed) {
     auto net = nn::Network::create(m, nn::NetworkOptions{4, nn::Precision::kF32, true}, params, grads);
     INFO((net ? std::string() : net.error().message));
     REQUIRE(net);
-    worker::Rng rng(seed);
+    psrun::Rng rng(seed);
     for (auto& x : (*net)->input()) x = static_cast<float>(rng.uniform());
     (*net)->forward(false);
     return {(*net)->outputs().begin(), (*net)->outputs().end()};

@@ -20,7 +20,7 @@
 #include "workerd/onnx/model_loader.h"
 #include "workerd/onnx/onnx_model.h"
 #include "workerd/onnx/onnx_proto.h"
-#include "workerd/rng.h"
+#include "common/rng.h"
 
 using namespace psrun;
 using Catch::Contains;
@@ -50,7 +50,7 @@ nn::ModelDescription import_file(const std::string& path) {
 std::vector<float> parameters(const nn::ModelDescription& m, std::uint64_t seed) {
     std::vector<float> p(static_cast<std::size_t>(m.parameter_count));
     nn::initialize_parameters(m, seed, p);
-    worker::Rng rng(seed, 99);
+    psrun::Rng rng(seed, 99);
     for (const auto& t : m.tensors) {
         const bool var = t.name.size() > 4 && t.name.substr(t.name.size() - 4) == "/var";
         const bool norm = t.cls == nn::TensorClass::kState || t.name.find("/scale") != std::string::npos ||
@@ -82,7 +82,7 @@ void check_close(const std::vector<float>& a, const std::vector<float>& b, doubl
 }
 
 std::vector<float> random_input(const nn::ModelDescription& m, std::int64_t batch, std::uint64_t seed) {
-    worker::Rng rng(seed);
+    psrun::Rng rng(seed);
     std::vector<float> x(static_cast<std::size_t>(*nn::elements_per_example(m.input.dims) * batch));
     for (auto& v : x) v = static_cast<float>(2.0 * rng.uniform() - 0.5);
     return x;

@@ -14,7 +14,7 @@
 #include "workerd/nn/parameter_init.h"
 #include "workerd/onnx/onnx_model.h"
 #include "workerd/onnx/onnx_proto.h"
-#include "workerd/rng.h"
+#include "common/rng.h"
 
 using namespace psrun;
 using nlohmann::json;
@@ -67,7 +67,7 @@ std::vector<float> outputs(const nn::ModelDescription& m, const std::vector<floa
     auto net = nn::Network::create(m, nn::NetworkOptions{3, nn::Precision::kF32, true}, p, grads);
     INFO((net ? std::string() : net.error().message));
     REQUIRE(net);
-    worker::Rng rng(seed);
+    psrun::Rng rng(seed);
     for (auto& x : (*net)->input()) x = static_cast<float>(2.0 * rng.uniform() - 1.0);
     (*net)->forward(false);
     return {(*net)->outputs().begin(), (*net)->outputs().end()};

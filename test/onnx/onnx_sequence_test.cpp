@@ -23,7 +23,7 @@
 #include "workerd/nn/network.h"
 #include "workerd/nn/parameter_init.h"
 #include "workerd/nn/zoo.h"
-#include "workerd/rng.h"
+#include "common/rng.h"
 #include "workerd/onnx/onnx_model.h"
 #include "workerd/onnx/onnx_proto.h"
 
@@ -202,7 +202,7 @@ TEST_CASE("what the importer never writes (batch first, two directions, the orig
         auto net = nn::Network::create(m, nn::NetworkOptions{3, nn::Precision::kF32, true}, p, grads);
         INFO((net ? std::string() : net.error().message));
         REQUIRE(net);
-        worker::Rng rng(9);
+        psrun::Rng rng(9);
         for (auto& id : (*net)->input_ids()) id = static_cast<std::int32_t>(rng.below(20));
         (*net)->forward(false);
         return std::vector<float>((*net)->outputs().begin(), (*net)->outputs().end());

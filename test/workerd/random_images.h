@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "workerd/data/labeled_images.h"
-#include "workerd/rng.h"
+#include "common/rng.h"
 
 namespace psrun::worker::test {
 

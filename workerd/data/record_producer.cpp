@@ -5,7 +5,7 @@
 #include <fstream>
 #include <numeric>
 
-#include "workerd/rng.h"
+#include "common/rng.h"
 
 namespace psrun::worker {
 namespace {

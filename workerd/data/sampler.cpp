@@ -5,7 +5,7 @@
 #include <charconv>
 #include <string>
 
-#include "workerd/rng.h"
+#include "common/rng.h"
 
 namespace psrun::worker {
 

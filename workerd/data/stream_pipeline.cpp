@@ -4,7 +4,7 @@
 #include <chrono>
 
 #include "workerd/data/batch_fill.h"
-#include "workerd/rng.h"
+#include "common/rng.h"
 
 namespace psrun::worker {
 namespace {

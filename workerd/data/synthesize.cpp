@@ -8,7 +8,7 @@
 #include "workerd/data/example_proto.h"
 #include "workerd/data/image_encoder.h"
 #include "workerd/data/tfrecord_writer.h"
-#include "workerd/rng.h"
+#include "common/rng.h"
 
 namespace psrun::worker {
 namespace {

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <string>
 
-#include "workerd/rng.h"
+#include "common/rng.h"
 
 namespace psrun::worker {
 

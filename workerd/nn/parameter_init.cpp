@@ -5,7 +5,7 @@
 #include <stdexcept>
 
 #include "common/row_init.h"
-#include "workerd/rng.h"
+#include "common/rng.h"
 
 namespace psrun::nn {
 
@@ -26,7 +26,7 @@ Fans fans(const std::vector<std::int64_t>& shape) {
     return {static_cast<double>(shape.at(0)), static_cast<double>(shape.at(0))};
 }
 
-void fill_tensor(const TensorDef& t, worker::Rng& rng, std::span<float> out) {
+void fill_tensor(const TensorDef& t, psrun::Rng& rng, std::span<float> out) {
     const Fans f = fans(t.shape);
     switch (t.init.kind) {
         case InitKind::kTruncatedNormal:
@@ -65,7 +65,7 @@ std::optional<RowInit> table_row_init(const ModelDescription& model, std::size_t
     if (owner == model.nodes.end() || owner->op != "embedding") return std::nullopt;
     const Fans f = fans(t.shape);
     RowInit init;
-    init.seed = worker::Rng(seed, 0x7AB1E000ull + index).next();
+    init.seed = psrun::Rng(seed, 0x7AB1E000ull + index).next();
     switch (t.init.kind) {
         case InitKind::kZeros: init.kind = RowInitKind::kZeros; break;
         case InitKind::kConstant:
@@ -101,7 +101,7 @@ void initialize_tensor(const ModelDescription& model, std::size_t index, std::ui
             fill_row(*rows, static_cast<std::uint64_t>(r), out.subspan(static_cast<std::size_t>(r) * width, width));
         return;
     }
-    worker::Rng rng(seed, index);
+    psrun::Rng rng(seed, index);
     fill_tensor(t, rng, out);
 }
 

@@ -7,7 +7,7 @@
 
 #include "common/wire_precision.h"
 #include "workerd/nn/kernel.h"
-#include "workerd/rng.h"
+#include "common/rng.h"
 #include "workerd/nn/ops/ops.h"
 
 namespace psrun::nn {
@@ -74,7 +74,7 @@ private:
             std::memcpy(out.get_data_handle(), in.get_data_handle(), bytes);
             return;
         }
-        const std::uint64_t base = worker::Rng(seed, stream_).next();
+        const std::uint64_t base = psrun::Rng(seed, stream_).next();
         if (in.get_desc().data_type() == Dt::bf16)
             masked_scale(static_cast<const std::uint16_t*>(in.get_data_handle()),
                          static_cast<std::uint16_t*>(out.get_data_handle()), bytes / 2, base, keep_);

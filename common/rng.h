@@ -1,11 +1,12 @@
 // A small seeded generator (SplitMix64) with results independent of the standard library, so that
 // a seed names the same shuffle, initial weights and dropout masks on every build.
+// In common/ because the engine (dropout, initializers), the data readers and the runtime all use it.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
-namespace psrun::worker {
+namespace psrun {
 
 class Rng {
 public:
@@ -45,4 +46,4 @@ private:
     std::uint64_t state_;
 };
 
-}  // namespace psrun::worker
+}  // namespace psrun

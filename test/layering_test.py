@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""The layers of docs/architecture.md ("Layers"), checked on every #include "..." of the tree.
+
+Each folder may include only the folders its layer lists; a lower layer that includes a higher
+one fails here with the file, the line and the rule. Usage: layering_test.py SOURCE_ROOT.
+Before the tree, the checker runs on two made-up files (one allowed, one not), so a checker
+that stopped finding violations fails too."""
+import re
+import sys
+from pathlib import Path
+
+# Most specific folder first: a file belongs to the first layer whose folder holds it.
+LAYERS = [
+    ("common", {"common"}),
+    ("psd", {"common", "psd"}),
+    ("workerd/nn", {"common", "workerd/nn"}),
+    ("workerd/data", {"common", "workerd/data"}),
+    ("workerd/onnx", {"common", "workerd/nn", "workerd/onnx"}),
+    ("workerd", {"common", "workerd", "workerd/nn", "workerd/data", "workerd/onnx"}),  # the runtime
+    ("launcher", {"common", "launcher", "workerd/nn", "workerd/data", "workerd/onnx"}),
+]
+# The runtime's headers the launcher may include (its public surface for psrun's own commands:
+# eval, predict, export, bench, model). A new one is a decision: add it here and in the doc.
+LAUNCHER_RUNTIME_SURFACE = {
+    "workerd/bench.h", "workerd/class_names.h", "workerd/classification_report.h", "workerd/datasets.h",
+    "workerd/eval_metrics.h", "workerd/evaluator.h", "workerd/inference.h", "workerd/model_identity.h",
+    "workerd/parameter_set.h", "workerd/predict_inputs.h", "workerd/sparse_tables.h",
+    "workerd/train_flops.h", "workerd/train_options.h", "workerd/trainer.h",
+}
+TOP = {"common", "psd", "workerd", "launcher"}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+
+def layer_of(path):
+    for folder, allowed in LAYERS:
+        if path == folder or path.startswith(folder + "/"):
+            return folder, allowed
+    return None, None
+
+
+def target_folder(include):
+    """The layer folder an include names, or None for headers outside the four components."""
+    if include.split("/")[0] not in TOP:
+        return None
+    folder, _ = layer_of(include)
+    return folder
+
+
+def violations(rel, text):
+    folder, allowed = layer_of(rel)
+    if folder is None:
+        return []
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        m = INCLUDE.match(line)
+        if not m:
+            continue
+        inc = m.group(1)
+        target = target_folder(inc)
+        if target is None or target in allowed:
+            continue
+        if folder == "launcher" and inc in LAUNCHER_RUNTIME_SURFACE:
+            continue
+        out.append(f"{rel}:{n}: includes {inc} ({target}), but {folder} may include only "
+                   f"{', '.join(sorted(allowed))}" + (" and the runtime surface listed in test/layering_test.py"
+                                                       if folder == "launcher" else ""))
+    return out
+
+
+def self_test():
+    ok = violations("workerd/nn/x.cpp", '#include "common/rng.h"\n#include "workerd/nn/shape.h"\n')
+    bad = violations("workerd/data/x.cpp", '#include <vector>\n#include "workerd/trainer.h"\n')
+    launcher_bad = violations("launcher/x.cpp", '#include "workerd/step_loop.h"\n')
+    common_bad = violations("common/x.h", '#include "psd/row_store.h"\n')
+    assert ok == [], ok
+    assert len(bad) == 1 and "x.cpp:2" in bad[0], bad
+    assert len(launcher_bad) == 1, launcher_bad
+    assert len(common_bad) == 1, common_bad
+
+
+def main():
+    root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[1]
+    self_test()
+    found, files = [], 0
+    for top in sorted(TOP):
+        for p in sorted((root / top).rglob("*")):
+            if p.suffix not in (".h", ".cpp") or not p.is_file():
+                continue
+            files += 1
+            found += violations(p.relative_to(root).as_posix(), p.read_text(errors="replace"))
+    for v in found:
+        print(v)
+    print(f"{files} files, {len(found)} includes across layers")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
