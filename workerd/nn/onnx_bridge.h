@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -84,6 +85,22 @@ public:
     virtual Result<std::string> emit(nlohmann::json layer) = 0;
     // ONNX output k is psrun value `value` (every used output must be bound).
     virtual void bind_output(std::size_t k, const std::string& value) = 0;
+    // The end of a weighted layer's import (Conv, ConvTranspose, Gemm): `tensors` as given, plus
+    // input 1 as tensor "w" and input 2, when present, as "b" unless `tensors` binds them already;
+    // the layer emitted and bound to output 0.
+    Result<void> emit_weighted(nlohmann::json layer, nlohmann::json tensors = nlohmann::json::object()) {
+        for (const auto& [slot, i] : {std::pair<const char*, std::size_t>{"w", 1}, {"b", 2}}) {
+            if (tensors.contains(slot) || !has_input(i)) continue;
+            auto t = this->slot(i);
+            if (!t) return tl::unexpected(t.error());
+            tensors[slot] = *t;
+        }
+        layer["tensors"] = std::move(tensors);
+        auto name = emit(std::move(layer));
+        if (!name) return tl::unexpected(name.error());
+        bind_output(0, *name);
+        return {};
+    }
     // `node 'x' (Conv): <what>` (kInvalidArgument).
     virtual Error refuse(const std::string& what) const = 0;
 };

@@ -12,48 +12,16 @@
 #include <cmath>
 
 #include "workerd/nn/ops/normalization.h"
-#include "workerd/onnx/onnx_importer.h"
+#include "workerd/onnx/pattern_matcher.h"
 
 namespace psrun::onnx_io {
 
 namespace {
 
-class Matcher {
+class Matcher : public PatternMatcher {
 public:
-    Matcher(Importer& im) : im_(im), g_(im.graph().graph()) {}
+    using PatternMatcher::PatternMatcher;
 
-    const onnx::NodeProto& node(int i) const { return g_.node(i); }
-    // The one needed reader of `value` with op type `op` (and no other needed reader), or -1.
-    int only_reader(const std::string& value, const std::string& op) const {
-        int found = -1;
-        for (const int r : im_.graph().readers(value)) {
-            if (!im_.graph().needed(r)) continue;
-            if (found >= 0 || node(r).op_type() != op) return -1;
-            found = r;
-        }
-        if (value == im_.graph().output()) return -1;
-        return found;
-    }
-    // The input of `n` other than `value` (binary ops), or "".
-    std::string other(const onnx::NodeProto& n, const std::string& value) const {
-        if (n.input_size() != 2) return "";
-        if (n.input(0) == value) return n.input(1);
-        if (n.input(1) == value) return n.input(0);
-        return "";
-    }
-    // A known scalar (or one-element) float.
-    std::optional<double> scalar(const std::string& value) const {
-        const Known* k = im_.known(value);
-        if (k != nullptr && !k->symbolic_dims && k->size() == 1) return k->is_float ? k->f[0] : static_cast<double>(k->i[0].value);
-        // A Constant node later in the graph than the pattern's first node is not walked yet.
-        const auto* t = im_.graph().initializer(value);
-        if (t == nullptr) t = im_.graph().constant(value);
-        if (t != nullptr) {
-            auto c = known_from_tensor(*t);
-            if (c && c->size() == 1) return c->is_float ? c->f[0] : static_cast<double>(c->i[0].value);
-        }
-        return std::nullopt;
-    }
     // ReduceMean over the last axis of a rank-`rank` value, keeping it.
     // The axes are an attribute up to opset 17 and a constant second input from 18.
     bool reduces_last_axis(const onnx::NodeProto& n, std::size_t rank) const {
@@ -71,15 +39,6 @@ public:
         }
         return a == -1 || a == static_cast<std::int64_t>(rank) - 1;
     }
-    // `value` as a slot binds it: a float initializer's tensor, else the psrun value.
-    Result<std::string> slot(const std::string& value, const std::string& who) {
-        const std::string t = im_.slot_tensor(value);
-        if (!t.empty()) return t;
-        return im_.data_value(value, who);
-    }
-
-    Importer& im_;
-    const onnx::GraphProto& g_;
 };
 
 Result<bool> layer_norm(Matcher& m, int i) {

@@ -12,43 +12,16 @@
 #include <optional>
 
 #include "workerd/nn/ops/normalization.h"
-#include "workerd/onnx/onnx_importer.h"
+#include "workerd/onnx/pattern_matcher.h"
 
 namespace psrun::onnx_io {
 
 namespace {
 
-class NormMatcher {
+class NormMatcher : public PatternMatcher {
 public:
-    explicit NormMatcher(Importer& im) : im_(im), g_(im.graph().graph()) {}
+    using PatternMatcher::PatternMatcher;
 
-    const onnx::NodeProto& node(int i) const { return g_.node(i); }
-    // The one needed reader of `value` with op type `op` (and no other needed reader), or -1.
-    int only_reader(const std::string& value, const std::string& op) const {
-        int found = -1;
-        for (const int r : im_.graph().readers(value)) {
-            if (!im_.graph().needed(r)) continue;
-            if (found >= 0 || node(r).op_type() != op) return -1;
-            found = r;
-        }
-        return value == im_.graph().output() ? -1 : found;
-    }
-    // `value` when known at import: walked already, an initializer or a Constant node (later
-    // in the graph than the pattern's first node, so not walked yet).
-    std::optional<Known> constant(const std::string& value) const {
-        if (const Known* k = im_.known(value)) return *k;
-        const auto* t = im_.graph().initializer(value);
-        if (t == nullptr) t = im_.graph().constant(value);
-        if (t == nullptr) return std::nullopt;
-        auto k = known_from_tensor(*t);
-        if (!k) return std::nullopt;
-        return *k;
-    }
-    // A float initializer (a trained tensor).
-    bool is_tensor(const std::string& value) const {
-        const auto* t = im_.graph().initializer(value);
-        return t != nullptr && t->data_type() == onnx::TensorProto::FLOAT;
-    }
     // Known floats, `size` of them, all equal to `v`.
     bool all_equal(const std::string& value, std::int64_t size, double v) const {
         if (is_tensor(value)) return false;
@@ -66,9 +39,6 @@ public:
         if (!a || !*a) return std::nullopt;
         return **a;
     }
-
-    Importer& im_;
-    const onnx::GraphProto& g_;
 };
 
 // One affine operand of the decomposition: Unsqueeze(t, [1 .. rank-2]) of a [C] float

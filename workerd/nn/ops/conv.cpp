@@ -98,20 +98,7 @@ Result<void> import_conv(OnnxNodeImport& node) {
     layer["padding"] = *padding;
     if (*group != 1) layer["groups"] = *group;
     if (*dilations != std::vector<std::int64_t>(spatial, 1)) layer["dilation"] = *dilations;
-    nlohmann::json tensors;
-    auto w = node.slot(1);
-    if (!w) return tl::unexpected(w.error());
-    tensors["w"] = *w;
-    if (node.has_input(2)) {
-        auto b = node.slot(2);
-        if (!b) return tl::unexpected(b.error());
-        tensors["b"] = *b;
-    }
-    layer["tensors"] = tensors;
-    auto name = node.emit(layer);
-    if (!name) return tl::unexpected(name.error());
-    node.bind_output(0, *name);
-    return {};
+    return node.emit_weighted(std::move(layer));
 }
 
 Result<void> export_conv(OnnxNodeExport& out) {

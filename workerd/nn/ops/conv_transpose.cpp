@@ -129,20 +129,7 @@ Result<void> import_conv_transpose(OnnxNodeImport& node) {
                             {"output_padding", *output_padding},
                             {"groups", *group},
                             {"bias", node.has_input(2)}};
-    nlohmann::json tensors;
-    auto w = node.slot(1);
-    if (!w) return tl::unexpected(w.error());
-    tensors["w"] = *w;
-    if (node.has_input(2)) {
-        auto b = node.slot(2);
-        if (!b) return tl::unexpected(b.error());
-        tensors["b"] = *b;
-    }
-    layer["tensors"] = tensors;
-    auto name = node.emit(layer);
-    if (!name) return tl::unexpected(name.error());
-    node.bind_output(0, *name);
-    return {};
+    return node.emit_weighted(std::move(layer));
 }
 
 Result<void> export_conv_transpose(OnnxNodeExport& out) {

@@ -85,21 +85,13 @@ Result<void> import_gemm(OnnxNodeImport& node) {
         weight = *t;
     }
     nlohmann::json layer = {{"kind", "dense"}, {"inputs", {*x}}, {"units", units}, {"bias", node.has_input(2)}};
-    nlohmann::json tensors = {{"w", weight}};
     if (node.has_input(2)) {
         const auto c_dims = node.constant_shape(2);
         if (!c_dims || !(c_dims->size() == 1 || (c_dims->size() == 2 && (*c_dims)[0] == 1)) || c_dims->back() != units)
             return tl::unexpected(node.refuse("C must be a bias of " + std::to_string(units) + " values"));
         if (c_dims->size() != 1) return tl::unexpected(node.refuse("C must be 1-D [" + std::to_string(units) + "]"));
-        auto b = node.slot(2);
-        if (!b) return tl::unexpected(b.error());
-        tensors["b"] = *b;
     }
-    layer["tensors"] = tensors;
-    auto name = node.emit(layer);
-    if (!name) return tl::unexpected(name.error());
-    node.bind_output(0, *name);
-    return {};
+    return node.emit_weighted(std::move(layer), {{"w", weight}});
 }
 
 Result<void> export_dense(OnnxNodeExport& out) {
