@@ -16,7 +16,6 @@ Usage: eltwise_models.py PSRUN [WORK_DIR]
 """
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
@@ -27,6 +26,9 @@ try:
     from torch import nn
 except ImportError:
     sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from psrun_cli import predict, run  # noqa: E402
 
 FAILED = []
 
@@ -161,23 +163,10 @@ MODELS = {
 }
 
 
-def run(cmd):
-    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
-
-
 def export(model, x, path, opset, input_name="images"):
     torch.onnx.export(model, x, path, opset_version=opset, training=torch.onnx.TrainingMode.TRAINING,
                       do_constant_folding=False, input_names=[input_name], output_names=["logits"],
                       dynamic_axes={input_name: {0: "N"}, "logits": {0: "N"}})
-
-
-def predict(psrun, onnx_path, x, work, tag):
-    inp, out = os.path.join(work, f"{tag}.x.npy"), os.path.join(work, f"{tag}.p.npy")
-    np.save(inp, x.astype(np.float32))
-    r = run([psrun, "predict", "--onnx", onnx_path, "--images", inp, "--output", out])
-    if r.returncode != 0:
-        return None, r.stdout[-2000:]
-    return np.load(out), ""
 
 
 def opset18(psrun, work):

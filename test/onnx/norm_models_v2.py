@@ -19,7 +19,6 @@ Usage: norm_models_v2.py PSRUN [WORK_DIR]
 """
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -30,6 +29,9 @@ try:
     from torch import nn
 except ImportError:
     sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from psrun_cli import predict, run  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FAILED = []
@@ -88,10 +90,6 @@ def randomise(model):
                 m.bias.uniform_(-0.5, 0.5)
 
 
-def run(cmd):
-    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
-
-
 def show(psrun, path):
     """`psrun model show --json`: (exit 0, {kind: layers}, {kind: [tensor names]}, text)."""
     r = run([psrun, "model", "show", "--json", path])
@@ -102,15 +100,6 @@ def show(psrun, path):
                 counts[layer["kind"]] += 1
                 tensors[layer["kind"]] += [t["name"] for t in layer.get("tensors", [])]
     return r.returncode == 0, counts, tensors, r.stdout[-1500:]
-
-
-def predict(psrun, onnx_path, x, work, tag):
-    inp, out = os.path.join(work, f"{tag}.x.npy"), os.path.join(work, f"{tag}.p.npy")
-    np.save(inp, x.astype(np.float32))
-    r = run([psrun, "predict", "--onnx", onnx_path, "--images", inp, "--output", out])
-    if r.returncode != 0:
-        return None, r.stdout[-2000:]
-    return np.load(out), ""
 
 
 def gradients(psrun, path, model, x, labels, work, tag):

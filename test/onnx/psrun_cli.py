@@ -1,0 +1,21 @@
+"""The psrun commands the Python ONNX tests run (eltwise_models.py, norm_models_v2.py): a
+command with its output captured, and `psrun predict --onnx` on a NumPy batch."""
+import os
+import subprocess
+
+import numpy as np
+
+
+def run(cmd, timeout=120):
+    """Runs cmd (a list), stdout and stderr together as text; raises on a timeout."""
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+
+
+def predict(psrun, onnx_path, x, work, tag):
+    """`psrun predict --onnx` on the float batch x: (probabilities, "") or (None, the log's tail)."""
+    inp, out = os.path.join(work, f"{tag}.x.npy"), os.path.join(work, f"{tag}.p.npy")
+    np.save(inp, x.astype(np.float32))
+    r = run([psrun, "predict", "--onnx", onnx_path, "--images", inp, "--output", out])
+    if r.returncode != 0:
+        return None, r.stdout[-2000:]
+    return np.load(out), ""
