@@ -15,26 +15,8 @@ namespace {
 
 using nlohmann::json;
 // The precisions to test: f32, and bf16 where the CPU runs it.
-std::vector<Precision> precisions() {
-    if (engine_bf16_supported()) return {Precision::kF32, Precision::kBf16};
-    WARN("no native bf16 on this CPU: bf16 layers not tested");
-    return {Precision::kF32};
-}
-
 // Inputs exactly representable in the precision (bf16: rounded to nearest even), so that the
 // reference sees the values the layer sees; and the tolerance on relative L2 errors.
-std::vector<float> exact(std::vector<float> v, Precision precision) {
-    if (precision == Precision::kBf16) {
-        for (auto& x : v) {
-            std::uint32_t u;
-            std::memcpy(&u, &x, sizeof u);
-            u += 0x7fffu + ((u >> 16) & 1u);
-            u &= 0xffff0000u;
-            std::memcpy(&x, &u, sizeof u);
-        }
-    }
-    return v;
-}
 double tolerance(Precision precision, double f32) { return precision == Precision::kBf16 ? 1e-2 : f32; }
 
 std::vector<float> weights_of(const std::vector<float>& grads, std::size_t count) {
@@ -80,7 +62,7 @@ TEST_CASE("conv2d layer matches the reference loop", "[nn_engine][layers]") {
                              ConvCase{2, 6, 7, 4, 3, 3, 2, "valid", 3, false}, ConvCase{4, 5, 5, 16, 5, 5, 1, "same", 3, true},
                              ConvCase{3, 11, 10, 2, 4, 4, 2, "same", 1, false}, ConvCase{1, 8, 8, 32, 5, 5, 1, "same", 3, true},
                              ConvCase{2, 7, 6, 3, 3, 3, 2, "same", 3, true, false});
-    const auto precision = GENERATE(from_range(precisions()));
+    const auto precision = GENERATE(from_range(test_precisions("layers")));
     const double tol = tolerance(precision, 1e-5);
     CAPTURE(to_string(precision), cs.c, cs.h, cs.w, cs.filters, cs.kh, cs.kw, cs.stride, cs.padding, cs.batch, cs.relu,
             cs.bias);
@@ -92,9 +74,9 @@ TEST_CASE("conv2d layer matches the reference loop", "[nn_engine][layers]") {
     const ValueInfo& in = model.value(s.inputs[0]);
     LayerHarness h(model, 0, cs.relu ? 2 : 1, cs.batch, precision);
     REQUIRE(h.network().kernel_labels().front() == (cs.relu ? "conv2d+relu" : "conv2d"));
-    h.set_params(exact(random_vector(h.params.size(), 1), precision));
-    const auto x = exact(random_vector(static_cast<std::size_t>(cs.batch * *elements_per_example(in.dims)), 2), precision);
-    const auto dy = exact(random_vector(static_cast<std::size_t>(cs.batch * *elements_per_example(s.output_info[0].dims)), 3), precision);
+    h.set_params(bf16_exact(random_vector(h.params.size(), 1), precision));
+    const auto x = bf16_exact(random_vector(static_cast<std::size_t>(cs.batch * *elements_per_example(in.dims)), 2), precision);
+    const auto dy = bf16_exact(random_vector(static_cast<std::size_t>(cs.batch * *elements_per_example(s.output_info[0].dims)), 3), precision);
     const auto ref = conv_ref(s, in, cs.batch, x, h.params, dy, cs.relu);
     CHECK(rel_l2(h.forward(x), ref.y) < tol);
     CHECK(rel_l2(h.backward(dy), ref.dx) < tol);
@@ -132,7 +114,7 @@ TEST_CASE("pool layers match the reference loop", "[nn_engine][layers]") {
     const auto pc = GENERATE(from_range(random_pool_cases()), PoolCase{"max_pool", 1, 7, 5, 2, 2, "same", 1}, PoolCase{"max_pool", 3, 9, 8, 3, 2, "same", 3},
                              PoolCase{"max_pool", 17, 6, 7, 2, 2, "valid", 3}, PoolCase{"avg_pool", 1, 7, 5, 2, 2, "same", 3},
                              PoolCase{"avg_pool", 5, 9, 9, 3, 2, "same", 1}, PoolCase{"avg_pool", 16, 8, 6, 2, 1, "valid", 3});
-    const auto precision = GENERATE(from_range(precisions()));
+    const auto precision = GENERATE(from_range(test_precisions("layers")));
     const double tol = tolerance(precision, 1e-6);
     CAPTURE(to_string(precision), pc.kind, pc.c, pc.h, pc.w, pc.window, pc.stride, pc.padding, pc.batch);
     const auto model = model_from(json::array({{{"kind", pc.kind}, {"window", pc.window}, {"stride", pc.stride},
@@ -141,8 +123,8 @@ TEST_CASE("pool layers match the reference loop", "[nn_engine][layers]") {
     const auto& s = model.nodes[0];
     const ValueInfo& in = model.value(s.inputs[0]);
     LayerHarness h(model, 0, 1, pc.batch, precision);
-    const auto x = exact(random_vector(static_cast<std::size_t>(pc.batch * *elements_per_example(in.dims)), 4), precision);
-    const auto dy = exact(random_vector(static_cast<std::size_t>(pc.batch * *elements_per_example(s.output_info[0].dims)), 5), precision);
+    const auto x = bf16_exact(random_vector(static_cast<std::size_t>(pc.batch * *elements_per_example(in.dims)), 4), precision);
+    const auto dy = bf16_exact(random_vector(static_cast<std::size_t>(pc.batch * *elements_per_example(s.output_info[0].dims)), 5), precision);
     const auto [y, dx] = pool_ref(s, in, pc.batch, x, dy);
     CHECK(rel_l2(h.forward(x), y) < tol);
     CHECK(rel_l2(h.backward(dy), dx) < tol);
@@ -151,7 +133,7 @@ TEST_CASE("pool layers match the reference loop", "[nn_engine][layers]") {
 TEST_CASE("pooling an RGB image input runs oneDNN's JIT pooling, not its reference loop", "[nn_engine][layers]") {
     // Plain NCHW with 3 channels has no JIT pooling in oneDNN 2.6; the kernel pools channels-last.
     const auto kind = GENERATE("max_pool", "avg_pool");
-    const auto precision = GENERATE(from_range(precisions()));
+    const auto precision = GENERATE(from_range(test_precisions("layers")));
     CAPTURE(kind, to_string(precision));
     const auto model = model_from(json::array({{{"kind", kind}, {"window", 2}}}), 3, 16, 16);
     LayerHarness h(model, 0, 1, 2, precision);
@@ -164,8 +146,8 @@ TEST_CASE("pooling an RGB image input runs oneDNN's JIT pooling, not its referen
     }
     const auto& s = model.nodes[0];
     const ValueInfo& in = model.value(s.inputs[0]);
-    const auto x = exact(random_vector(static_cast<std::size_t>(2 * *elements_per_example(in.dims)), 6), precision);
-    const auto dy = exact(random_vector(static_cast<std::size_t>(2 * *elements_per_example(s.output_info[0].dims)), 7), precision);
+    const auto x = bf16_exact(random_vector(static_cast<std::size_t>(2 * *elements_per_example(in.dims)), 6), precision);
+    const auto dy = bf16_exact(random_vector(static_cast<std::size_t>(2 * *elements_per_example(s.output_info[0].dims)), 7), precision);
     const auto [y, dx] = pool_ref(s, in, 2, x, dy);
     CHECK(rel_l2(h.forward(x), y) < tolerance(precision, 1e-6));
     CHECK(rel_l2(h.backward(dy), dx) < tolerance(precision, 1e-6));
@@ -181,7 +163,7 @@ TEST_CASE("dense layer matches the reference loop, NHWC flattening included", "[
     const auto dc = GENERATE(DenseCase{3, 5, 7, 4, 3, false}, DenseCase{1, 6, 5, 9, 1, true},
                              DenseCase{16, 3, 3, 10, 3, true}, DenseCase{7, 1, 1, 5, 3, false},
                              DenseCase{2, 3, 5, 6, 3, true, false});
-    const auto precision = GENERATE(from_range(precisions()));
+    const auto precision = GENERATE(from_range(test_precisions("layers")));
     const double tol = tolerance(precision, 1e-5);
     CAPTURE(to_string(precision), dc.c, dc.h, dc.w, dc.units, dc.batch, dc.relu, dc.bias);
     json layers = json::array({{{"kind", "dense"}, {"units", dc.units}, {"bias", dc.bias}}});
@@ -190,9 +172,9 @@ TEST_CASE("dense layer matches the reference loop, NHWC flattening included", "[
     const auto& s = model.nodes[0];
     const ValueInfo& in = model.value(s.inputs[0]);
     LayerHarness h(model, 0, dc.relu ? 2 : 1, dc.batch, precision);
-    h.set_params(exact(random_vector(h.params.size(), 6), precision));
-    const auto x = exact(random_vector(static_cast<std::size_t>(dc.batch * *elements_per_example(in.dims)), 7), precision);
-    const auto dy = exact(random_vector(static_cast<std::size_t>(dc.batch * dc.units), 8), precision);
+    h.set_params(bf16_exact(random_vector(h.params.size(), 6), precision));
+    const auto x = bf16_exact(random_vector(static_cast<std::size_t>(dc.batch * *elements_per_example(in.dims)), 7), precision);
+    const auto dy = bf16_exact(random_vector(static_cast<std::size_t>(dc.batch * dc.units), 8), precision);
     const auto ref = dense_ref(s, in, dc.batch, x, h.params, dy, dc.relu);
     CHECK(rel_l2(h.forward(x), ref.y) < tol);
     CHECK(rel_l2(h.backward(dy), ref.dx) < tol);
@@ -203,15 +185,15 @@ TEST_CASE("dense layer matches the reference loop, NHWC flattening included", "[
 
 TEST_CASE("dense layer after a conv: a flat input and an image input", "[nn_engine][layers]") {
     // A dense layer fed by a dense layer sees flat {N, C} input.
-    const auto precision = GENERATE(from_range(precisions()));
+    const auto precision = GENERATE(from_range(test_precisions("layers")));
     const double tol = tolerance(precision, 1e-5);
     const auto model = model_from(json::array({{{"kind", "dense"}, {"units", 6}}, {{"kind", "dense"}, {"units", 4}}}), 2, 3, 3);
     const auto& s = model.nodes[1];
     const ValueInfo& in = model.value(s.inputs[0]);
     REQUIRE(in.rank() == 2);
     LayerHarness h(model, 1, 1, 3, precision);
-    h.set_params(exact(random_vector(h.params.size(), 9), precision));
-    const auto x = exact(random_vector(18, 10), precision), dy = exact(random_vector(12, 11), precision);
+    h.set_params(bf16_exact(random_vector(h.params.size(), 9), precision));
+    const auto x = bf16_exact(random_vector(18, 10), precision), dy = bf16_exact(random_vector(12, 11), precision);
     const auto ref = dense_ref(s, in, 3, x, h.params, dy, false);
     CHECK(rel_l2(h.forward(x), ref.y) < tol);
     CHECK(rel_l2(h.backward(dy), ref.dx) < tol);
@@ -220,13 +202,13 @@ TEST_CASE("dense layer after a conv: a flat input and an image input", "[nn_engi
 TEST_CASE("activation layers match the reference", "[nn_engine][layers]") {
     const auto kind = GENERATE(as<std::string>{}, "relu", "tanh", "sigmoid");
     const auto shape = GENERATE(std::array<int, 4>{1, 7, 5, 1}, std::array<int, 4>{17, 3, 4, 3});
-    const auto precision = GENERATE(from_range(precisions()));
+    const auto precision = GENERATE(from_range(test_precisions("layers")));
     const double tol = tolerance(precision, 1e-5);
     CAPTURE(to_string(precision), kind, shape);
     const auto model = model_from(json::array({{{"kind", kind}}}), shape[0], shape[1], shape[2]);
     LayerHarness h(model, 0, 1, shape[3], precision);
     const auto n = static_cast<std::size_t>(shape[0] * shape[1] * shape[2] * shape[3]);
-    const auto x = exact(random_vector(n, 12, 3.0), precision), dy = exact(random_vector(n, 13), precision);
+    const auto x = bf16_exact(random_vector(n, 12, 3.0), precision), dy = bf16_exact(random_vector(n, 13), precision);
     V y(n), dx(n);
     for (std::size_t i = 0; i < n; ++i) {
         const double v = x[i];
@@ -246,13 +228,13 @@ TEST_CASE("activation layers match the reference", "[nn_engine][layers]") {
 }
 
 TEST_CASE("dropout: identity at inference and keep 1, inverted mask from the seed in training", "[nn_engine][layers]") {
-    const auto precision = GENERATE(from_range(precisions()));
+    const auto precision = GENERATE(from_range(test_precisions("layers")));
     const double tol = tolerance(precision, 1e-6);
     CAPTURE(to_string(precision));
     const auto model = model_from(json::array({{{"kind", "dropout"}, {"keep_prob", 0.6}}}), 5, 9, 7);
     LayerHarness h(model, 0, 1, 3, precision);
     const std::size_t n = 3 * 5 * 9 * 7;
-    const auto x = exact(random_vector(n, 14, 2.0), precision), dy = exact(random_vector(n, 15), precision);
+    const auto x = bf16_exact(random_vector(n, 14, 2.0), precision), dy = bf16_exact(random_vector(n, 15), precision);
     CHECK(rel_l2(h.forward(x, false), x) == 0.0);
     CHECK(rel_l2(h.backward(dy), dy) == 0.0);
 

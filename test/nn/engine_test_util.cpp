@@ -1,6 +1,8 @@
 #include "test/nn/engine_test_util.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <cstring>
 
 #include "workerd/nn/model_summary.h"
 #include "workerd/nn/parameter_init.h"
@@ -225,6 +227,29 @@ void check_bf16_against_f32(const ModelDescription& model, std::int64_t batch, s
         INFO("the input");
         CHECK(rel_l2(bf16.input_grad, f32.input_grad) < tolerance);
     }
+}
+
+std::vector<Precision> test_precisions(const char* what) {
+    if (engine_bf16_supported()) return {Precision::kF32, Precision::kBf16};
+    WARN("no native bf16 on this CPU: bf16 " << what << " not tested");
+    return {Precision::kF32};
+}
+
+std::vector<float> bf16_exact(std::vector<float> v, Precision precision) {
+    if (precision != Precision::kBf16) return v;
+    for (auto& x : v) {
+        std::uint32_t u;
+        std::memcpy(&u, &x, sizeof u);
+        u += 0x7fffu + ((u >> 16) & 1u);
+        u &= 0xffff0000u;
+        std::memcpy(&x, &u, sizeof u);
+    }
+    return v;
+}
+
+std::vector<float> tensor_slice(const std::vector<float>& all, const TensorDef* t) {
+    if (t == nullptr) return {};
+    return {all.begin() + static_cast<std::ptrdiff_t>(t->offset), all.begin() + static_cast<std::ptrdiff_t>(t->offset + t->size)};
 }
 
 }  // namespace psrun::nn::test

@@ -65,6 +65,15 @@ inline double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
     return rel_l2(a, std::vector<double>(b.begin(), b.end()));
 }
 
+// The precisions the engine can run here: f32, and bf16 where the CPU has it natively (a
+// warning names `what` as not tested in bf16 otherwise).
+std::vector<Precision> test_precisions(const char* what);
+// `v` rounded to bf16 and back (round to nearest even) when `precision` is bf16, so that an input
+// or a tensor holds exactly what a bf16 network will read; unchanged in f32.
+std::vector<float> bf16_exact(std::vector<float> v, Precision precision);
+// Tensor `t`'s elements in a flat buffer of the model's tensors (empty for nullptr).
+std::vector<float> tensor_slice(const std::vector<float>& all, const TensorDef* t);
+
 // Layers [first, first + count) of `model` as a Network of their own, on plain host buffers:
 // the input the first one reads, the output of the last one (plain, row-major), and gradients.
 class LayerHarness {

@@ -22,30 +22,7 @@ namespace {
 
 using nlohmann::json;
 
-std::vector<Precision> precisions() {
-    if (engine_bf16_supported()) return {Precision::kF32, Precision::kBf16};
-    WARN("no native bf16 on this CPU: bf16 batch_norm not tested");
-    return {Precision::kF32};
-}
-
 // Rounded to bf16 (nearest even) in bf16, so that the reference sees what the layer sees.
-std::vector<float> exact(std::vector<float> v, Precision precision) {
-    if (precision != Precision::kBf16) return v;
-    for (auto& x : v) {
-        std::uint32_t u;
-        std::memcpy(&u, &x, sizeof u);
-        u += 0x7fffu + ((u >> 16) & 1u);
-        u &= 0xffff0000u;
-        std::memcpy(&x, &u, sizeof u);
-    }
-    return v;
-}
-
-std::vector<float> slice(const std::vector<float>& all, const TensorDef* t) {
-    if (t == nullptr) return {};
-    return {all.begin() + t->offset, all.begin() + t->offset + t->size};
-}
-
 std::unique_ptr<Network> make_net(const ModelDescription& m, std::int64_t batch, Precision p, std::vector<float>& params,
                                   std::vector<float>& grads, bool forward_only = false) {
     auto net = Network::create(m, NetworkOptions{batch, p, forward_only, false, !forward_only}, params, grads);
@@ -81,7 +58,7 @@ TEST_CASE("batch_norm matches the reference loop: batch statistics, gradients, s
                                               {{2, 5}, 3, false, true, 0.1},
                                               {{17, 3, 5}, 3, true, true, 1.0},
                                               {{3, 2, 3, 2}, 3, false, false, 0.05}}));
-    const auto precision = GENERATE(from_range(precisions()));
+    const auto precision = GENERATE(from_range(test_precisions("batch_norm")));
     const bool bf16 = precision == Precision::kBf16;
     CAPTURE(bc.shape, bc.batch, bc.scale, bc.center, bc.momentum, to_string(precision));
     const auto model = graph_model(json::array({{{"kind", "batch_norm"}, {"name", "bn"}, {"epsilon", 1e-3},
@@ -101,13 +78,13 @@ TEST_CASE("batch_norm matches the reference loop: batch statistics, gradients, s
         params[static_cast<std::size_t>(var->offset + i)] = 0.5f + std::fabs(params[static_cast<std::size_t>(var->offset + i)]);
         if (scale) params[static_cast<std::size_t>(scale->offset + i)] += 1.0f;
     }
-    params = exact(params, precision);
-    const auto x = exact(random_vector(static_cast<std::size_t>(n * c * s), 12, 2.0), precision);
-    const auto dy = exact(random_vector(x.size(), 13), precision);
+    params = bf16_exact(params, precision);
+    const auto x = bf16_exact(random_vector(static_cast<std::size_t>(n * c * s), 12, 2.0), precision);
+    const auto dy = bf16_exact(random_vector(x.size(), 13), precision);
     const auto net = make_net(model, n, precision, params, grads);
     std::copy(x.begin(), x.end(), net->input().begin());
     net->forward(true);
-    const auto ref = batch_norm_ref(x, dy, n, c, s, slice(params, scale), slice(params, bias), 1e-3);
+    const auto ref = batch_norm_ref(x, dy, n, c, s, tensor_slice(params, scale), tensor_slice(params, bias), 1e-3);
     const double tol = bf16 ? 1e-2 : 1e-5;
     CHECK(rel_l2({net->outputs().begin(), net->outputs().end()}, ref.y) < tol);
 
@@ -119,20 +96,20 @@ TEST_CASE("batch_norm matches the reference loop: batch statistics, gradients, s
         want_mean.push_back(bc.momentum * (params[static_cast<std::size_t>(mean->offset) + k] - ref.mean[k]));
         want_var.push_back(bc.momentum * (params[static_cast<std::size_t>(var->offset) + k] - ref.var[k] * unbias));
     }
-    CHECK(rel_l2(slice(grads, mean), want_mean) < (bf16 ? 1e-3 : 1e-5));
-    CHECK(rel_l2(slice(grads, var), want_var) < (bf16 ? 1e-2 : 1e-5));
+    CHECK(rel_l2(tensor_slice(grads, mean), want_mean) < (bf16 ? 1e-3 : 1e-5));
+    CHECK(rel_l2(tensor_slice(grads, var), want_var) < (bf16 ? 1e-2 : 1e-5));
 
     net->backward_from(dy);
     const double gtol = bf16 ? 2e-2 : 1e-4;
     CHECK(rel_l2({net->input_gradient().begin(), net->input_gradient().end()}, ref.dx) < gtol);
-    if (scale) CHECK(rel_l2(slice(grads, scale), ref.dscale) < gtol);
-    if (bias) CHECK(rel_l2(slice(grads, bias), ref.dbias) < gtol);
+    if (scale) CHECK(rel_l2(tensor_slice(grads, scale), ref.dscale) < gtol);
+    if (bias) CHECK(rel_l2(tensor_slice(grads, bias), ref.dbias) < gtol);
 
     // Evaluation: the running statistics, and no delta written.
     const auto before = grads;
     net->forward(false);
-    const auto run_mean = slice(params, mean), run_var = slice(params, var);
-    const auto eval = batch_norm_ref(x, {}, n, c, s, slice(params, scale), slice(params, bias), 1e-3, &run_mean, &run_var);
+    const auto run_mean = tensor_slice(params, mean), run_var = tensor_slice(params, var);
+    const auto eval = batch_norm_ref(x, {}, n, c, s, tensor_slice(params, scale), tensor_slice(params, bias), 1e-3, &run_mean, &run_var);
     const std::vector<float> eval_out(net->outputs().begin(), net->outputs().end());
     CHECK(rel_l2(eval_out, eval.y) < tol);
     CHECK(grads == before);
@@ -146,31 +123,31 @@ TEST_CASE("batch_norm matches the reference loop: batch statistics, gradients, s
 
 TEST_CASE("batch_norm + relu (fused), forward and backward",
           "[nn_engine][norm][batch_norm]") {
-    const auto precision = GENERATE(from_range(precisions()));
+    const auto precision = GENERATE(from_range(test_precisions("batch_norm")));
     const bool bf16 = precision == Precision::kBf16;
     const auto model = graph_model(json::array({{{"kind", "batch_norm"}, {"name", "bn"}}, {{"kind", "relu"}}}), {6, 5, 4});
     const std::int64_t n = 3, c = 6, s = 20;
-    std::vector<float> params = exact(random_vector(static_cast<std::size_t>(model.parameter_count), 21, 0.5), precision);
+    std::vector<float> params = bf16_exact(random_vector(static_cast<std::size_t>(model.parameter_count), 21, 0.5), precision);
     std::vector<float> grads(params.size());
     const TensorDef *scale = model.tensor("bn/scale"), *bias = model.tensor("bn/bias");
     for (std::int64_t i = 0; i < c; ++i) params[static_cast<std::size_t>(model.tensor("bn/var")->offset + i)] = 1.0f;
     const auto net = make_net(model, n, precision, params, grads);
     CHECK(net->kernel_labels().front() == "batch_norm+relu");  // oneDNN's fuse_norm_relu
-    const auto x = exact(random_vector(static_cast<std::size_t>(n * c * s), 22), precision);
-    auto dy = exact(random_vector(x.size(), 23), precision);
+    const auto x = bf16_exact(random_vector(static_cast<std::size_t>(n * c * s), 22), precision);
+    auto dy = bf16_exact(random_vector(x.size(), 23), precision);
     std::copy(x.begin(), x.end(), net->input().begin());
     net->forward(true);
-    auto ref = batch_norm_ref(x, {}, n, c, s, slice(params, scale), slice(params, bias), 1e-5);
+    auto ref = batch_norm_ref(x, {}, n, c, s, tensor_slice(params, scale), tensor_slice(params, bias), 1e-5);
     for (auto& y : ref.y) y = std::max(y, 0.0);
     const double tol = bf16 ? 1e-2 : 1e-5;
     CHECK(rel_l2({net->outputs().begin(), net->outputs().end()}, ref.y) < tol);
     net->backward_from(dy);
     for (std::size_t i = 0; i < dy.size(); ++i)
         if (ref.y[i] <= 0) dy[i] = 0;
-    const auto back = batch_norm_ref(x, dy, n, c, s, slice(params, scale), slice(params, bias), 1e-5);
+    const auto back = batch_norm_ref(x, dy, n, c, s, tensor_slice(params, scale), tensor_slice(params, bias), 1e-5);
     CHECK(rel_l2({net->input_gradient().begin(), net->input_gradient().end()}, back.dx) < (bf16 ? 2e-2 : 1e-4));
-    CHECK(rel_l2(slice(grads, scale), back.dscale) < (bf16 ? 2e-2 : 1e-4));
-    CHECK(rel_l2(slice(grads, bias), back.dbias) < (bf16 ? 2e-2 : 1e-4));
+    CHECK(rel_l2(tensor_slice(grads, scale), back.dscale) < (bf16 ? 2e-2 : 1e-4));
+    CHECK(rel_l2(tensor_slice(grads, bias), back.dbias) < (bf16 ? 2e-2 : 1e-4));
 }
 
 // Images with a uniform background: after a conv with bias most of a channel's values are one
@@ -210,7 +187,7 @@ TEST_CASE("batch_norm's batch statistics are exact to f32 on mostly repeated val
     const auto net = make_net(model, n, Precision::kF32, params, grads);
     std::copy(x.begin(), x.end(), net->input().begin());
     net->forward(true);
-    auto ref = batch_norm_ref(x, {}, n, c, s, slice(params, scale), slice(params, bias), 1e-5);
+    auto ref = batch_norm_ref(x, {}, n, c, s, tensor_slice(params, scale), tensor_slice(params, bias), 1e-5);
     double worst = 0;
     std::int64_t flipped = 0;
     for (std::size_t i = 0; i < x.size(); ++i) {
@@ -223,15 +200,15 @@ TEST_CASE("batch_norm's batch statistics are exact to f32 on mostly repeated val
     // momentum 1: the mean's delta is old - batch = -batch.
     std::vector<double> want_delta;
     for (const double m : ref.mean) want_delta.push_back(-m);
-    CHECK(rel_l2(slice(grads, mean), want_delta) < 1e-6);
+    CHECK(rel_l2(tensor_slice(grads, mean), want_delta) < 1e-6);
 
     net->backward_from(dy);
     auto masked = dy;
     for (std::size_t i = 0; i < dy.size(); ++i)
         if (ref.y[i] <= 0) masked[i] = 0;
-    const auto back = batch_norm_ref(x, masked, n, c, s, slice(params, scale), slice(params, bias), 1e-5);
-    CHECK(rel_l2(slice(grads, bias), back.dbias) < 1e-5);
-    CHECK(rel_l2(slice(grads, scale), back.dscale) < 1e-5);
+    const auto back = batch_norm_ref(x, masked, n, c, s, tensor_slice(params, scale), tensor_slice(params, bias), 1e-5);
+    CHECK(rel_l2(tensor_slice(grads, bias), back.dbias) < 1e-5);
+    CHECK(rel_l2(tensor_slice(grads, scale), back.dscale) < 1e-5);
     CHECK(rel_l2({net->input_gradient().begin(), net->input_gradient().end()}, back.dx) < 1e-5);
 }
 
@@ -256,7 +233,7 @@ TEST_CASE("k training steps move the running statistics by PyTorch's momentum ru
     sgd.learning_rate = 0.05f;
     worker::LocalUpdate update(sgd, tensors, 3);
     const auto net = make_net(model, n, Precision::kF32, params, grads);
-    auto tensor = [&](const char* name) { return slice(params, model.tensor(name)); };
+    auto tensor = [&](const char* name) { return tensor_slice(params, model.tensor(name)); };
     std::vector<double> mean0(2, 0.0), var0(2, 1.0), mean1(3, 0.0), var1(3, 1.0);
     auto move = [](std::vector<double>& run, const std::vector<double>& batch, double m, double unbias) {
         for (std::size_t i = 0; i < run.size(); ++i) run[i] = (1 - m) * run[i] + m * batch[i] * unbias;
@@ -284,7 +261,7 @@ TEST_CASE("k training steps move the running statistics by PyTorch's momentum ru
     CHECK(rel_l2(tensor("bn0/var"), var0) < 1e-5);
     CHECK(rel_l2(tensor("bn1/mean"), mean1) < 1e-5);
     CHECK(rel_l2(tensor("bn1/var"), var1) < 1e-5);
-    CHECK(tensor("conv/w") != slice(initial, model.tensor("conv/w")));  // the optimizer trained meanwhile
+    CHECK(tensor("conv/w") != tensor_slice(initial, model.tensor("conv/w")));  // the optimizer trained meanwhile
 
     // Evaluation over the running statistics: bn0, conv, bn1, relu, dense by the reference.
     const auto x = random_vector(static_cast<std::size_t>(n * 50), 999, 3.0);

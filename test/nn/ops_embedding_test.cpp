@@ -16,12 +16,6 @@ namespace {
 
 using nlohmann::json;
 
-std::vector<Precision> precisions() {
-    if (engine_bf16_supported()) return {Precision::kF32, Precision::kBf16};
-    WARN("no native bf16 on this CPU: bf16 not tested");
-    return {Precision::kF32};
-}
-
 float bf16_round(float x) {
     std::uint32_t u;
     std::memcpy(&u, &x, sizeof u);
@@ -64,7 +58,7 @@ std::vector<std::int32_t> random_ids(std::size_t n, int vocabulary, std::uint64_
 TEST_CASE("embedding: rows by id, and the table gradient a scatter-add of repeated ids", "[nn_engine][sequence]") {
     const auto shape = GENERATE(std::vector<std::int64_t>{5}, std::vector<std::int64_t>{2, 3});
     const std::int64_t batch = GENERATE(1, 3);
-    const auto precision = GENERATE(from_range(precisions()));
+    const auto precision = GENERATE(from_range(test_precisions("embedding")));
     CAPTURE(shape, batch, to_string(precision));
     const int vocabulary = 6, dim = 5;  // fewer ids than positions: repeats are certain
     const auto model = graph_model(json::array({{{"kind", "embedding"}, {"name", "emb"}, {"vocabulary", vocabulary},
@@ -154,7 +148,7 @@ TEST_CASE("gather: constant indices along an axis, repeated ones summed in the g
     const auto c = GENERATE(Case{{4, 3}, 1, -1}, Case{{4, 3}, -2, json::array({0, 2, 0, -1})}, Case{{2, 3, 5}, 3, 4},
                             Case{{5}, 1, json::array({4, 4, 1})});
     const std::int64_t batch = GENERATE(1, 3);
-    const auto precision = GENERATE(from_range(precisions()));
+    const auto precision = GENERATE(from_range(test_precisions("embedding")));
     CAPTURE(c.shape, c.axis, c.indices.dump(), batch, to_string(precision));
     const auto model = graph_model(json::array({{{"kind", "gather"}, {"axis", c.axis}, {"indices", c.indices}}}), c.shape);
     std::vector<std::int64_t> dims{batch};

@@ -17,29 +17,6 @@ namespace {
 
 using nlohmann::json;
 
-std::vector<Precision> precisions() {
-    if (engine_bf16_supported()) return {Precision::kF32, Precision::kBf16};
-    WARN("no native bf16 on this CPU: bf16 group_norm not tested");
-    return {Precision::kF32};
-}
-
-std::vector<float> exact(std::vector<float> v, Precision precision) {
-    if (precision != Precision::kBf16) return v;
-    for (auto& x : v) {
-        std::uint32_t u;
-        std::memcpy(&u, &x, sizeof u);
-        u += 0x7fffu + ((u >> 16) & 1u);
-        u &= 0xffff0000u;
-        std::memcpy(&x, &u, sizeof u);
-    }
-    return v;
-}
-
-std::vector<float> slice(const std::vector<float>& all, const TensorDef* t) {
-    if (t == nullptr) return {};
-    return {all.begin() + t->offset, all.begin() + t->offset + t->size};
-}
-
 // group_norm over x [n, c, s] from layer_norm_ref on rows [n * g, c / g * s]: y = a[c] xhat +
 // b[c]; dx is layer norm's backward of dy * a[c]. scale/bias: [c], [g] (per group) or empty.
 NormRef group_norm_ref(const std::vector<float>& x, const std::vector<float>& dy, std::int64_t n, std::int64_t c,
@@ -99,7 +76,7 @@ TEST_CASE("group_norm matches the reference loop, forward and gradients", "[nn_o
                                               {{6, 4, 3}, 3, 3, true, true, true},
                                               {{4, 2, 3, 2}, 2, 3, true, true, false},
                                               {{16, 7, 7}, 4, 2, true, true, false}}));
-    const auto precision = GENERATE(from_range(precisions()));
+    const auto precision = GENERATE(from_range(test_precisions("group_norm")));
     const bool bf16 = precision == Precision::kBf16;
     CAPTURE(gc.shape, gc.groups, gc.batch, gc.scale, gc.center, gc.per_group, to_string(precision));
     const json layers = json::array({{{"kind", "group_norm"},
@@ -116,7 +93,7 @@ TEST_CASE("group_norm matches the reference loop, forward and gradients", "[nn_o
     REQUIRE((scale != nullptr) == gc.scale);
     REQUIRE((bias != nullptr) == gc.center);
     if (scale) CHECK(scale->shape == std::vector<std::int64_t>{gc.per_group ? gc.groups : c});
-    std::vector<float> params = exact(random_vector(static_cast<std::size_t>(model.parameter_count), 41, 0.8), precision);
+    std::vector<float> params = bf16_exact(random_vector(static_cast<std::size_t>(model.parameter_count), 41, 0.8), precision);
     std::vector<float> grads(params.size());
     auto net = Network::create(model, NetworkOptions{gc.batch, precision, false, false, true}, params, grads);
     INFO((net ? std::string() : net.error().message));
@@ -125,17 +102,17 @@ TEST_CASE("group_norm matches the reference loop, forward and gradients", "[nn_o
     // An offset and a spread per channel, so that a wrong grouping shows.
     auto x = random_vector(total, 42, 2.0);
     for (std::size_t i = 0; i < total; ++i) x[i] += static_cast<float>((i / static_cast<std::size_t>(s)) % 5) * 0.7f;
-    x = exact(x, precision);
-    const auto dy = exact(random_vector(total, 43), precision);
+    x = bf16_exact(x, precision);
+    const auto dy = bf16_exact(random_vector(total, 43), precision);
     std::copy(x.begin(), x.end(), (*net)->input().begin());
     (*net)->forward(true);
-    const auto ref = group_norm_ref(x, dy, gc.batch, c, s, gc.groups, slice(params, scale), slice(params, bias), 1e-5);
+    const auto ref = group_norm_ref(x, dy, gc.batch, c, s, gc.groups, tensor_slice(params, scale), tensor_slice(params, bias), 1e-5);
     CHECK(rel_l2({(*net)->outputs().begin(), (*net)->outputs().end()}, ref.y) < (bf16 ? 1e-2 : 1e-5));
     (*net)->backward_from(dy);
     const double gtol = bf16 ? 2e-2 : 1e-4;
     CHECK(rel_l2({(*net)->input_gradient().begin(), (*net)->input_gradient().end()}, ref.dx) < gtol);
-    if (scale) CHECK(rel_l2(slice(grads, scale), ref.dscale) < gtol);
-    if (bias) CHECK(rel_l2(slice(grads, bias), ref.dbias) < gtol);
+    if (scale) CHECK(rel_l2(tensor_slice(grads, scale), ref.dscale) < gtol);
+    if (bias) CHECK(rel_l2(tensor_slice(grads, bias), ref.dbias) < gtol);
 }
 
 TEST_CASE("group_norm gradients: central differences and bf16 against f32", "[nn_ops_norm][group_norm]") {

@@ -13,29 +13,6 @@ namespace {
 
 using nlohmann::json;
 
-std::vector<Precision> precisions() {
-    if (engine_bf16_supported()) return {Precision::kF32, Precision::kBf16};
-    WARN("no native bf16 on this CPU: bf16 layer_norm not tested");
-    return {Precision::kF32};
-}
-
-std::vector<float> exact(std::vector<float> v, Precision precision) {
-    if (precision != Precision::kBf16) return v;
-    for (auto& x : v) {
-        std::uint32_t u;
-        std::memcpy(&u, &x, sizeof u);
-        u += 0x7fffu + ((u >> 16) & 1u);
-        u &= 0xffff0000u;
-        std::memcpy(&x, &u, sizeof u);
-    }
-    return v;
-}
-
-std::vector<float> slice(const std::vector<float>& all, const TensorDef* t) {
-    if (t == nullptr) return {};
-    return {all.begin() + t->offset, all.begin() + t->offset + t->size};
-}
-
 struct LnCase {
     std::vector<std::int64_t> shape;
     int axis;
@@ -64,7 +41,7 @@ TEST_CASE("layer_norm matches the reference loop, forward and gradients", "[nn_e
                                               {{3, 2, 5}, 1, 3, true, true, false},
                                               {{5, 7}, -1, 3, false, false, false},
                                               {{4, 6}, -1, 3, true, true, true}}));
-    const auto precision = GENERATE(from_range(precisions()));
+    const auto precision = GENERATE(from_range(test_precisions("layer_norm")));
     const bool bf16 = precision == Precision::kBf16;
     CAPTURE(lc.shape, lc.axis, lc.batch, lc.scale, lc.center, lc.seq_first, to_string(precision));
     json layers = json::array();
@@ -83,22 +60,22 @@ TEST_CASE("layer_norm matches the reference loop, forward and gradients", "[nn_e
     REQUIRE((scale != nullptr) == lc.scale);
     REQUIRE((bias != nullptr) == lc.center);
     if (scale) CHECK(scale->shape == std::vector<std::int64_t>(lc.shape.begin() + axis - 1, lc.shape.end()));
-    std::vector<float> params = exact(random_vector(static_cast<std::size_t>(model.parameter_count), 31, 0.5), precision);
+    std::vector<float> params = bf16_exact(random_vector(static_cast<std::size_t>(model.parameter_count), 31, 0.5), precision);
     std::vector<float> grads(params.size());
     auto net = Network::create(model, NetworkOptions{lc.batch, precision, false, false, true}, params, grads);
     INFO((net ? std::string() : net.error().message));
     REQUIRE(net);
-    const auto x = exact(random_vector(static_cast<std::size_t>(total), 32, 2.0), precision);
-    const auto dy = exact(random_vector(x.size(), 33), precision);
+    const auto x = bf16_exact(random_vector(static_cast<std::size_t>(total), 32, 2.0), precision);
+    const auto dy = bf16_exact(random_vector(x.size(), 33), precision);
     std::copy(x.begin(), x.end(), (*net)->input().begin());
     (*net)->forward(true);
-    const auto ref = layer_norm_ref(x, dy, total / features, features, slice(params, scale), slice(params, bias), 1e-5);
+    const auto ref = layer_norm_ref(x, dy, total / features, features, tensor_slice(params, scale), tensor_slice(params, bias), 1e-5);
     CHECK(rel_l2({(*net)->outputs().begin(), (*net)->outputs().end()}, ref.y) < (bf16 ? 1e-2 : 1e-5));
     (*net)->backward_from(dy);
     const double gtol = bf16 ? 2e-2 : 1e-4;
     CHECK(rel_l2({(*net)->input_gradient().begin(), (*net)->input_gradient().end()}, ref.dx) < gtol);
-    if (scale) CHECK(rel_l2(slice(grads, scale), ref.dscale) < gtol);
-    if (bias) CHECK(rel_l2(slice(grads, bias), ref.dbias) < gtol);
+    if (scale) CHECK(rel_l2(tensor_slice(grads, scale), ref.dscale) < gtol);
+    if (bias) CHECK(rel_l2(tensor_slice(grads, bias), ref.dbias) < gtol);
 }
 
 TEST_CASE("layer_norm gradients: central differences and bf16 against f32", "[nn_engine][norm][layer_norm]") {
