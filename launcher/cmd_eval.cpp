@@ -93,7 +93,10 @@ TestSet load_test_set(const EvalOptions& o, const worker::InferenceModel& model,
         if (!o.dataset.empty() || !o.data_dir.empty())
             throw UsageError("--test-images/--test-labels and --dataset/--data-dir exclude each other: give one or the other");
         const worker::SplitFiles files{o.test_images, o.test_labels};
-        auto split = worker::load_split_files("test", files, worker::ImageLayout::kAuto);
+        // Read as training read them: images, or for a model of token ids, feature vectors or
+        // target vectors, .npy rows of those (a sparse click model's int64 ids).
+        const worker::ModelInput input = worker::model_input(model.model);
+        auto split = worker::load_split_files("test", files, worker::ImageLayout::kAuto, &input);
         if (!split) throw UsageError(split.error().message);
         set.data = std::move(*split);
         set.names = worker::split_names("test", files);

@@ -138,8 +138,16 @@ Result<PredictInputs> load_example_rows(const std::vector<std::string>& paths, c
         LabeledImages part;
         if (auto ok = load_example_inputs(path, model, ImageLayout::kAuto, part); !ok) return tl::unexpected(ok.error());
         conform_to_model(part, model);
+        // Predict reads no targets: placeholders in the form the model predicts (class labels,
+        // or vectors such as a click model's one probability), so that only the inputs are checked.
         part.labels.assign(part.size(), 0);
-        if (auto fits = check_fits_model(part, SplitNames{path, ""}, model); !fits) return tl::unexpected(fits.error());
+        part.target = model.target;
+        if (model.target == TargetKind::kVector) {
+            part.target_length = static_cast<std::size_t>(model.target_length);
+            part.targets.assign(part.size() * part.target_length, 0.0f);
+        }
+        if (auto fits = check_fits_model(part, SplitNames{path, path + " (no targets)"}, model); !fits)
+            return tl::unexpected(fits.error());
         if (all.size() == 0) {
             all = std::move(part);
         } else {

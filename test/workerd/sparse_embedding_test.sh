@@ -85,6 +85,21 @@ rc=$?
 check "... and the two exported tables agree within 1e-5" test "$rc" -eq 0
 [ "$rc" -eq 0 ] || cat "$tmp/tables"
 
+# psrun eval and predict on the sparse run read its own test files as training did (int64 ids;
+# one click probability per example), the table assembled from the psd shards' checkpoint pieces.
+timeout 120 "$psrun" eval --model-dir "$tmp/sparse-sgd" --test-images "$tmp/d/test_x.npy" \
+    --test-labels "$tmp/d/test_y.npy" >"$tmp/eval.log" 2>&1
+rc=$?
+check "psrun eval of the sparse run on its int64 test ids exits 0 (rc=$rc)" test "$rc" -eq 0
+check "... over the 2000 test examples, with an AUC" grep -q "AUC 0\.[0-9]" "$tmp/eval.log"
+grep -q "^2000 examples" "$tmp/eval.log" || { echo "FAILED: eval did not read 2000 examples"; cat "$tmp/eval.log"; fail=1; }
+timeout 120 "$psrun" predict --model-dir "$tmp/sparse-sgd" --images "$tmp/d/test_x.npy" --output "$tmp/p.npy" \
+    >"$tmp/predict.log" 2>&1
+rc=$?
+check "psrun predict on the int64 test ids exits 0 (rc=$rc)" test "$rc" -eq 0
+check "... one probability in (0, 1) per test example" "$py" -c \
+    "import numpy as np, sys; p = np.load('$tmp/p.npy'); sys.exit(0 if p.shape == (2000, 1) and ((p > 0) & (p < 1)).all() else 1)"
+
 # The same over TCP with the job's key (a MAC on every message) and bf16 payload frames for the rows.
 timeout 300 "$psrun" local --ps 2 --workers 2 --tcp --grace 30 -- "${data[@]}" --steps 40 --batch-size 50 \
     --threads 1 --log-every 20 --sparse-embedding emb --wire-precision bf16 --shared-memory off \
