@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 namespace psrun {
@@ -35,7 +37,8 @@ nlohmann::json describe_optimizer(const wire::InitConfig& init) {
     return {{"kind", std::string(to_string(o.kind))}, {"learning_rate", o.learning_rate}, {"momentum", o.momentum},
             {"beta1", o.beta1}, {"beta2", o.beta2}, {"epsilon", o.epsilon}, {"adagrad_initial", o.adagrad_initial},
             {"decay_rate", o.decay_rate}, {"decay_steps", o.decay_steps}, {"last_step", init.last_step},
-            {"lr_schedule", to_json(o.schedule)}};
+            {"lr_schedule", to_json(o.schedule)}, {"weight_decay", o.weight_decay},
+            {"weight_decay_on", std::string(to_string(o.weight_decay_on))}, {"clip_global_norm", o.clip_global_norm}};
 }
 
 Result<wire::InitConfig> read_optimizer(const nlohmann::json& j) {
@@ -65,6 +68,20 @@ Result<wire::InitConfig> read_optimizer(const nlohmann::json& j) {
         if (!schedule) return bad(schedule.error().message);
         o.schedule = std::move(*schedule);
     }
+    // Older manifests have none of these: no decay, no clipping.
+    for (auto [key, field] : std::initializer_list<FloatField>{{"weight_decay", &o.weight_decay},
+                                                              {"clip_global_norm", &o.clip_global_norm}}) {
+        if (!j.contains(key)) continue;
+        if (!j[key].is_number() || !std::isfinite(j[key].get<double>()) || j[key].get<double>() < 0)
+            return bad(std::string(key) + " is not a finite number >= 0");
+        *field = j[key].get<float>();
+    }
+    if (j.contains("weight_decay_on")) {
+        if (!j["weight_decay_on"].is_string()) return bad("weight_decay_on is not a string");
+        auto on = parse_weight_decay_on(j["weight_decay_on"].get<std::string>());
+        if (!on) return bad("weight_decay_on: " + on.error().message);
+        o.weight_decay_on = *on;
+    }
     return init;
 }
 
@@ -87,7 +104,26 @@ Checkpointer::Checkpointer(CheckpointerOptions options)
     options_.model_dir = absolute_dir(options_.model_dir);
 }
 
+std::chrono::milliseconds Checkpointer::retry_in() const {
+    if (failures_in_row_ == 0) return std::chrono::milliseconds(0);
+    const auto shift = std::min<std::uint32_t>(failures_in_row_ - 1, 9);  // 1 s .. 512 s, capped at 300 s
+    return std::min(std::chrono::milliseconds(1000L << shift), std::chrono::milliseconds(300000));
+}
+
 Result<CheckpointInfo> Checkpointer::save(PsClient& client, std::uint64_t global_step, nlohmann::json extra) {
+    auto saved = save_once(client, global_step, std::move(extra));
+    if (saved) {
+        failures_in_row_ = 0;
+        return saved;
+    }
+    ++failures_;
+    ++failures_in_row_;
+    failed_at_ = std::chrono::steady_clock::now();
+    last_error_ = saved.error().message;
+    return saved;
+}
+
+Result<CheckpointInfo> Checkpointer::save_once(PsClient& client, std::uint64_t global_step, nlohmann::json extra) {
     const auto started = std::chrono::steady_clock::now();
     auto pending = store_.begin(static_cast<std::int64_t>(global_step));
     if (!pending) return tl::unexpected(pending.error());
@@ -178,6 +214,7 @@ Result<std::optional<RestoredInfo>> Checkpointer::restore(PsClient& client) {
 bool Checkpointer::due(std::uint64_t global_step, bool last) const {
     if (last_step_ && *last_step_ == global_step) return false;
     if (last) return true;
+    if (failures_in_row_ > 0 && std::chrono::steady_clock::now() - failed_at_ < retry_in()) return false;
     if (options_.every_steps > 0 && global_step >= last_step_.value_or(0) + options_.every_steps) return true;
     // Time this process was stopped (Slurm suspend, SIGSTOP) is not working time: a resumed job
     // does not checkpoint at once for the time it spent stopped (common/pause_detector.h).

@@ -74,17 +74,28 @@ public:
 
     // True when a checkpoint is due at `global_step`: `last` (the run's final step) always,
     // else every_steps since the last save/restore or every_secs since then; never twice
-    // for the same step.
+    // for the same step. After a failed save() (disk full), no periodic checkpoint is due until
+    // retry_in() has passed: 1 s after the first failure in a row, doubling up to 300 s.
     bool due(std::uint64_t global_step, bool last = false) const;
 
     std::optional<std::uint64_t> last_saved_step() const { return last_step_; }
+    std::uint64_t failures() const { return failures_; }        // failed save() calls in this run
+    const std::string& last_error() const { return last_error_; }  // the newest failure's message
+    // The wait after the newest failure before a periodic save is due again (0 after a success).
+    std::chrono::milliseconds retry_in() const;
 
 private:
+    Result<CheckpointInfo> save_once(PsClient& client, std::uint64_t global_step, nlohmann::json extra);
+
     CheckpointerOptions options_;
     CheckpointStore store_;
     std::optional<std::uint64_t> last_step_;
     std::chrono::steady_clock::time_point last_time_;
     std::chrono::steady_clock::duration stopped_at_last_;  // PauseDetector::stopped_total() at last_time_
+    std::uint64_t failures_ = 0;
+    std::uint32_t failures_in_row_ = 0;                  // since the last successful save
+    std::chrono::steady_clock::time_point failed_at_{};  // the newest failure
+    std::string last_error_;
 };
 
 // The manifest's description of the layout and optimizer (also used by tests).
@@ -94,7 +105,8 @@ nlohmann::json describe_optimizer(const wire::InitConfig& init);
 // mnist_deep (the only model then): {"name": "mnist_deep"} without hash or description.
 nlohmann::json manifest_model(const nlohmann::json& manifest);
 // The inverse of describe_optimizer (start_step 0). A manifest without "lr_schedule" (written
-// before schedules existed) reads as a constant schedule: decay_rate/decay_steps, as then.
+// before schedules existed) reads as a constant schedule: decay_rate/decay_steps, as then; one
+// without weight_decay, weight_decay_on or clip_global_norm reads as no decay and no clipping.
 [[nodiscard]] Result<wire::InitConfig> read_optimizer(const nlohmann::json& optimizer);
 
 }  // namespace psrun

@@ -3,7 +3,12 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -15,12 +20,12 @@
 namespace psrun {
 
 MetricsLog::MetricsLog(const std::string& path) : path_(path) {
-    file_ = std::fopen(path.c_str(), "a");
-    if (file_ == nullptr) throw std::runtime_error("cannot open metrics file " + path);
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw std::runtime_error("cannot open metrics file " + path + ": " + std::strerror(errno));
 }
 
 MetricsLog::~MetricsLog() {
-    if (file_ != nullptr) std::fclose(file_);
+    if (fd_ >= 0) ::close(fd_);
 }
 
 void MetricsLog::write(std::int64_t step, nlohmann::json record) {
@@ -28,8 +33,23 @@ void MetricsLog::write(std::int64_t step, nlohmann::json record) {
     record["step"] = step;
     record["time"] = duration<double>(system_clock::now().time_since_epoch()).count();
     const std::string line = json_text(record) + "\n";
-    std::fwrite(line.data(), 1, line.size(), file_);
-    std::fflush(file_);
+    const off_t before = ::lseek(fd_, 0, SEEK_END);
+    ssize_t n = -1;
+    do n = ::write(fd_, line.data(), line.size());
+    while (n < 0 && errno == EINTR);
+    if (n == static_cast<ssize_t>(line.size())) {
+        if (dropping_) spdlog::warn("{}: writing again ({} records lost in all)", path_, dropped_);
+        dropping_ = false;
+        return;
+    }
+    const int err = n < 0 ? errno : ENOSPC;
+    if (n > 0 && before >= 0 && ::ftruncate(fd_, before) != 0)  // no half line: readers need whole records
+        spdlog::warn("{}: cannot cut a partial record off: {}", path_, std::strerror(errno));
+    ++dropped_;
+    dropping_ = true;
+    if ((dropped_ & (dropped_ - 1)) == 0)  // the first loss, then at 2, 4, 8, ...
+        spdlog::warn("{}: a record for step {} was lost ({}; {} lost in all); later records are tried as usual",
+                     path_, step, std::strerror(err), dropped_);
 }
 
 namespace {

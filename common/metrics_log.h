@@ -23,13 +23,18 @@ public:
     MetricsLog& operator=(const MetricsLog&) = delete;
 
     // Appends `record` (an object) with "step" and wall-clock "time" (seconds since the epoch)
-    // added, and flushes it.
+    // added, as one write(2). A record the disk has no room for (ENOSPC, EIO) is dropped whole
+    // (a partial line is cut off again), logged on the first loss and at powers of two, and the
+    // next records are tried as usual: metrics flow again as soon as there is room.
     void write(std::int64_t step, nlohmann::json record);
     const std::string& path() const { return path_; }
+    std::uint64_t dropped() const { return dropped_; }  // records lost so far
 
 private:
     std::string path_;
-    std::FILE* file_ = nullptr;
+    int fd_ = -1;
+    std::uint64_t dropped_ = 0;
+    bool dropping_ = false;  // the last record was lost
 };
 
 // Draws loss (left axis, log scale when every loss is positive) and test accuracy (right axis,

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -92,6 +93,34 @@ Result<bool> create_exclusive(const std::string& path, const std::string& text) 
     return make_error(ErrorCode::kIo, path + ": cannot create: " + std::strerror(e));
 }
 
+// Fields of a lock or member file, read totally: anyone can write anything into the shared dir,
+// and json::value() throws type_error on a field of another type (std::terminate on the
+// refresher thread or in the destructor). A missing or mistyped field reads as `fallback`.
+std::string text_field(const json& j, const char* key, const std::string& fallback = "") {
+    if (!j.is_object()) return fallback;
+    const auto it = j.find(key);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
+template <class T>
+T number_field(const json& j, const char* key) {
+    if (!j.is_object()) return T{};
+    const auto it = j.find(key);
+    return it != j.end() && it->is_number_integer() ? it->get<T>() : T{};
+}
+
+// The run id a lock or member file names; nullopt (never equal to a run's id: the file is foreign
+// or stale) when it is unreadable or its run_id is not a non-empty string, with a warning for a
+// JSON object whose run_id has another type.
+std::optional<std::string> run_id_of(const json& j, const std::string& path) {
+    if (!j.is_object()) return std::nullopt;
+    const auto it = j.find("run_id");
+    if (it != j.end() && it->is_string() && !it->get<std::string>().empty()) return it->get<std::string>();
+    spdlog::warn("model dir lock: {} has no run_id string (holds {}): treated as stale", path,
+                 it == j.end() ? std::string("none") : it->dump());
+    return std::nullopt;
+}
+
 struct Member {
     std::string path;
     json info;
@@ -111,15 +140,15 @@ std::vector<Member> read_members(const std::string& members_dir, const std::stri
         Member m;
         m.path = entry.path().string();
         m.info = json::parse(read_text_file(m.path), nullptr, false);
-        if (!m.info.is_object() || m.info.value("run_id", "") != run_id) continue;
+        if (run_id_of(m.info, m.path) != run_id) continue;
         struct stat st {};
         if (::stat(m.path.c_str(), &st) != 0) continue;
         m.age_seconds = fs_now - (static_cast<double>(st.st_mtim.tv_sec) + st.st_mtim.tv_nsec * 1e-9);
-        if (m.info.value("host", "") == host) {
-            const long pid = m.info.value("pid", 0L);
+        if (text_field(m.info, "host") == host) {
+            const long pid = number_field<long>(m.info, "pid");
             const std::uint64_t started = pid > 0 ? start_ticks(pid) : 0;
-            m.live = m.info.value("boot_id", "") == boot && started != 0 &&
-                     started == m.info.value("start_ticks", std::uint64_t{0});
+            m.live = text_field(m.info, "boot_id") == boot && started != 0 &&
+                     started == number_field<std::uint64_t>(m.info, "start_ticks");
         } else {
             m.live = m.age_seconds * 1000 < static_cast<double>(lease.count());
         }
@@ -135,12 +164,11 @@ double mtime_of(const std::string& path) {
 }
 
 std::string describe_holder(const json& lock, const std::vector<Member>& live) {
-    std::string s = "run " + lock.value("run_id", std::string("?")) + " (since " + lock.value("since", std::string("?")) +
-                    ")";
+    std::string s = "run " + text_field(lock, "run_id", "?") + " (since " + text_field(lock, "since", "?") + ")";
     for (std::size_t i = 0; i < live.size(); ++i) {
         const auto& m = live[i].info;
-        s += (i == 0 ? ": " : ", ") + m.value("role", std::string("?")) + " pid " +
-             std::to_string(m.value("pid", 0L)) + " on host " + m.value("host", std::string("?")) +
+        s += (i == 0 ? ": " : ", ") + text_field(m, "role", "?") + " pid " +
+             std::to_string(number_field<long>(m, "pid")) + " on host " + text_field(m, "host", "?") +
              fmt::format(" (heard {:.0f} s ago)", std::max(0.0, live[i].age_seconds));
     }
     return s;
@@ -193,13 +221,16 @@ Result<std::unique_ptr<ModelDirLock>> ModelDirLock::acquire(const std::string& m
         }
         const std::string text = read_text_file(lock_path);
         const json held = json::parse(text, nullptr, false);
-        if (held.is_object() && held.value("run_id", "") == me.run_id) {
+        const auto held_run = run_id_of(held, lock_path);
+        if (held_run == me.run_id) {
             spdlog::info("model dir {}: joined run {} as {}", model_dir, me.run_id, me.role);
             break;
         }
         if (text.empty() && mtime_of(lock_path) == 0) continue;                 // vanished: retry
-        const auto members = read_members(dir + "/members", held.is_object() ? held.value("run_id", "") : "",
-                                          mtime_of(lock->member_path_), options.lease);
+        // A lock naming no run has no members: it is taken over.
+        const auto members = held_run ? read_members(dir + "/members", *held_run, mtime_of(lock->member_path_),
+                                                     options.lease)
+                                      : std::vector<Member>{};
         std::vector<Member> live;
         for (const auto& m : members)
             if (m.live) live.push_back(m);
@@ -221,7 +252,7 @@ Result<std::unique_ptr<ModelDirLock>> ModelDirLock::acquire(const std::string& m
         ::unlink(aside.c_str());
         for (const auto& m : members) ::unlink(m.path.c_str());
         spdlog::warn("model dir {}: taking over from {}, whose processes are all gone", model_dir,
-                     held.is_object() ? held.value("run_id", std::string("?")) : std::string("an unreadable lock"));
+                     held_run ? *held_run : std::string("an unreadable lock"));
         if (attempt == 19) return give_up(Error{ErrorCode::kIo, lock_path + ": lock keeps changing; try again"});
     }
     // Leftovers of our own run's dead processes (a requeued job, a restarted daemon).
@@ -246,18 +277,27 @@ ModelDirLock::~ModelDirLock() {
     wake_.notify_all();
     if (refresher_.joinable()) refresher_.join();
     ::unlink(member_path_.c_str());
-    bool others = false;
-    for (const auto& m : read_members(dir_ + "/members", me_.run_id, mtime_of(dir_), options_.lease))
-        others = others || (m.live && m.path != member_path_);
-    const json held = json::parse(read_text_file(dir_ + "/run.lock"), nullptr, false);
-    if (!others && held.is_object() && held.value("run_id", "") == me_.run_id) ::unlink((dir_ + "/run.lock").c_str());
+    try {  // a destructor must not throw (a directory that vanished under us, say): the lock is left
+        bool others = false;
+        for (const auto& m : read_members(dir_ + "/members", me_.run_id, mtime_of(dir_), options_.lease))
+            others = others || (m.live && m.path != member_path_);
+        const std::string lock_path = dir_ + "/run.lock";
+        const json held = json::parse(read_text_file(lock_path), nullptr, false);
+        if (!others && run_id_of(held, lock_path) == me_.run_id) ::unlink(lock_path.c_str());
+    } catch (const std::exception& e) {
+        spdlog::warn("model dir lock: cannot release {}: {}", dir_, e.what());
+    }
 }
 
 void ModelDirLock::refresh_loop() {
     std::unique_lock<std::mutex> g(mutex_);
     while (!wake_.wait_for(g, options_.refresh, [this] { return stopping_; })) {
         g.unlock();
-        refresh_once();
+        try {  // nothing may leave this thread (std::terminate): the next round tries again
+            refresh_once();
+        } catch (const std::exception& e) {
+            spdlog::warn("model dir lock: refreshing {} failed: {}", member_path_, e.what());
+        }
         g.lock();
     }
 }
@@ -265,11 +305,14 @@ void ModelDirLock::refresh_loop() {
 void ModelDirLock::refresh_once() {
     if (::utimensat(AT_FDCWD, member_path_.c_str(), nullptr, 0) != 0 && errno == ENOENT)
         spdlog::warn("model dir lock: {} disappeared; this process no longer counts as a live member", member_path_);
-    const json held = json::parse(read_text_file(dir_ + "/run.lock"), nullptr, false);
-    if (held.is_object() && held.value("run_id", "") != me_.run_id && !lost_.exchange(true))
+    const std::string lock_path = dir_ + "/run.lock";
+    const json held = json::parse(read_text_file(lock_path), nullptr, false);
+    if (!held.is_object() || lost_.load()) return;  // unreadable (being replaced?): judged next round
+    const auto held_run = run_id_of(held, lock_path);
+    if (held_run != me_.run_id && !lost_.exchange(true))
         spdlog::error("model dir {} was taken over by run {} (this run {} was silent longer than the {:.0f} s lease): "
                       "this run must not write it any more",
-                      fs::path(dir_).parent_path().string(), held.value("run_id", std::string("?")), me_.run_id,
+                      fs::path(dir_).parent_path().string(), held_run.value_or("?"), me_.run_id,
                       options_.lease.count() / 1000.0);
 }
 

@@ -14,6 +14,9 @@
 // than `lease` old, measured against the mtime the file system just gave our own member file
 // (server time on NFS: no clock skew). A gone holder's lock is taken over (rename, re-check,
 // link), so a requeued job (same run id) or a run after a crash starts without manual cleanup.
+// Reading these files never throws: a file that is not JSON, or whose run_id is not a string, names
+// no run (a lock like that is stale and taken over; a member like that counts for no run), with a
+// warning; a mistyped other field reads as absent.
 //
 // Relies on: link/rename atomic on the model dir's file system and utimensat(UTIME_NOW) setting
 // server time, as on local file systems, NFSv3/v4, Lustre and GPFS. Not on flock/fcntl locks.

@@ -10,9 +10,23 @@ Result<OptimizerKind> parse_optimizer_kind(std::string_view name) {
     if (name == "momentum") return OptimizerKind::kMomentum;
     if (name == "adagrad") return OptimizerKind::kAdagrad;
     if (name == "adam") return OptimizerKind::kAdam;
+    if (name == "nesterov") return OptimizerKind::kNesterov;
+    if (name == "adam_torch") return OptimizerKind::kAdamTorch;
+    if (name == "adamw") return OptimizerKind::kAdamW;
     return make_error(ErrorCode::kInvalidArgument,
                       "unknown optimizer '" + std::string(name) +
-                          "': use one of sgd, momentum, adagrad, adam");
+                          "': use one of sgd, momentum, nesterov, adagrad, adam (TF 1.x's), adam_torch, adamw");
+}
+
+Result<WeightDecayOn> parse_weight_decay_on(std::string_view name) {
+    if (name == "matrices") return WeightDecayOn::kMatrices;
+    if (name == "all") return WeightDecayOn::kAll;
+    return make_error(ErrorCode::kInvalidArgument,
+                      "unknown value '" + std::string(name) + "': use matrices (tensors of rank >= 2) or all");
+}
+
+std::string_view to_string(WeightDecayOn on) {
+    return on == WeightDecayOn::kAll ? "all" : "matrices";
 }
 
 std::string_view to_string(OptimizerKind kind) {
@@ -21,8 +35,21 @@ std::string_view to_string(OptimizerKind kind) {
         case OptimizerKind::kMomentum: return "momentum";
         case OptimizerKind::kAdagrad: return "adagrad";
         case OptimizerKind::kAdam: return "adam";
+        case OptimizerKind::kNesterov: return "nesterov";
+        case OptimizerKind::kAdamTorch: return "adam_torch";
+        case OptimizerKind::kAdamW: return "adamw";
     }
     return "unknown";
+}
+
+std::string_view optimizer_form(OptimizerKind kind) {
+    switch (kind) {
+        case OptimizerKind::kAdam: return "tf1 epsilon-hat";
+        case OptimizerKind::kNesterov:
+        case OptimizerKind::kAdamTorch:
+        case OptimizerKind::kAdamW: return "torch";
+        default: return "tf1";
+    }
 }
 
 int slot_count(OptimizerKind kind) {
@@ -31,6 +58,9 @@ int slot_count(OptimizerKind kind) {
         case OptimizerKind::kMomentum: return 1;
         case OptimizerKind::kAdagrad: return 1;
         case OptimizerKind::kAdam: return 2;
+        case OptimizerKind::kNesterov: return 1;
+        case OptimizerKind::kAdamTorch: return 2;
+        case OptimizerKind::kAdamW: return 2;
     }
     return 0;
 }
@@ -66,12 +96,12 @@ std::vector<std::span<float>> Optimizer::slots() {
     return out;
 }
 
-void Optimizer::apply(std::span<float> params, std::span<const float> grads) {
+void Optimizer::apply(std::span<float> params, std::span<const float> grads, bool decay) {
     begin_update();
-    apply_range(params, grads, 0, size_);
+    apply_range(params, grads, 0, size_, decay);
 }
 
-UpdateKernel::UpdateKernel(const OptimizerConfig& config, std::uint64_t t)
+UpdateKernel::UpdateKernel(const OptimizerConfig& config, std::uint64_t t, bool decay)
     : kind_(config.kind),
       lr_(config.rate_at(t)),
       lr_t_(0.0f),
@@ -79,42 +109,80 @@ UpdateKernel::UpdateKernel(const OptimizerConfig& config, std::uint64_t t)
       beta1_(config.beta1),
       beta2_(config.beta2),
       epsilon_(config.epsilon) {
+    const double td = static_cast<double>(t);
     if (kind_ == OptimizerKind::kAdam) {
-        const double td = static_cast<double>(t);
         lr_t_ = static_cast<float>(lr_ * std::sqrt(1.0 - std::pow(double(beta2_), td)) /
                                    (1.0 - std::pow(double(beta1_), td)));
+    } else if (kind_ == OptimizerKind::kAdamTorch || kind_ == OptimizerKind::kAdamW) {
+        // As torch.optim.Adam computes them: Python floats (double), then used on f32 tensors.
+        lr_t_ = static_cast<float>(double(lr_) / (1.0 - std::pow(double(beta1_), td)));
+        bc2_sqrt_ = static_cast<float>(std::sqrt(1.0 - std::pow(double(beta2_), td)));
+    }
+    if (decay && config.weight_decay > 0.0f) {
+        if (kind_ == OptimizerKind::kAdamW) shrink_ = static_cast<float>(1.0 - double(lr_) * double(config.weight_decay));
+        else coupled_ = config.weight_decay;
     }
 }
 
+void UpdateKernel::operator()(float* p, const float* g, float* s0, float* s1, std::size_t n) const {
+    if (coupled_ != 0.0f) update<true>(p, g, s0, s1, n);
+    else update<false>(p, g, s0, s1, n);
+}
+
 // The loops are written so that GCC vectorises them (parameters, gradients and slots are
-// distinct allocations, hence __restrict).
-void UpdateKernel::operator()(float* __restrict p, const float* __restrict g, float* __restrict s0,
-                              float* __restrict s1, std::size_t n) const {
-    const float lr = lr_;
+// distinct allocations, hence __restrict). kCoupled: g + coupled_ * p replaces g.
+template <bool kCoupled>
+void UpdateKernel::update(float* __restrict p, const float* __restrict g, float* __restrict s0,
+                          float* __restrict s1, std::size_t n) const {
+    const float lr = lr_, wd = coupled_;
+    auto grad = [&](std::size_t i) { return kCoupled ? g[i] + wd * p[i] : g[i]; };
     switch (kind_) {
         case OptimizerKind::kSgd:
-            for (std::size_t i = 0; i < n; ++i) p[i] -= lr * g[i];
+            for (std::size_t i = 0; i < n; ++i) p[i] -= lr * grad(i);
             break;
         case OptimizerKind::kMomentum: {
             const float mu = momentum_;
             for (std::size_t i = 0; i < n; ++i) {
-                s0[i] = mu * s0[i] + g[i];
+                s0[i] = mu * s0[i] + grad(i);
                 p[i] -= lr * s0[i];
+            }
+            break;
+        }
+        case OptimizerKind::kNesterov: {  // torch: buf = mu buf + g; p -= lr (g + mu buf)
+            const float mu = momentum_;
+            for (std::size_t i = 0; i < n; ++i) {
+                const float gi = grad(i);
+                s0[i] = mu * s0[i] + gi;
+                p[i] -= lr * (gi + mu * s0[i]);
             }
             break;
         }
         case OptimizerKind::kAdagrad:
             for (std::size_t i = 0; i < n; ++i) {
-                s0[i] += g[i] * g[i];
-                p[i] -= lr * g[i] / std::sqrt(s0[i]);
+                const float gi = grad(i);
+                s0[i] += gi * gi;
+                p[i] -= lr * gi / std::sqrt(s0[i]);
             }
             break;
         case OptimizerKind::kAdam: {
             const float b1 = beta1_, b2 = beta2_, eps = epsilon_, lr_t = lr_t_;
             for (std::size_t i = 0; i < n; ++i) {
-                s0[i] = b1 * s0[i] + (1.0f - b1) * g[i];
-                s1[i] = b2 * s1[i] + (1.0f - b2) * g[i] * g[i];
+                const float gi = grad(i);
+                s0[i] = b1 * s0[i] + (1.0f - b1) * gi;
+                s1[i] = b2 * s1[i] + (1.0f - b2) * gi * gi;
                 p[i] -= lr_t * s0[i] / (std::sqrt(s1[i]) + eps);
+            }
+            break;
+        }
+        case OptimizerKind::kAdamTorch:
+        case OptimizerKind::kAdamW: {
+            const float b1 = beta1_, b2 = beta2_, eps = epsilon_, step = lr_t_, bc2 = bc2_sqrt_, shrink = shrink_;
+            for (std::size_t i = 0; i < n; ++i) {
+                const float gi = grad(i);
+                p[i] *= shrink;  // 1 unless kAdamW with decay
+                s0[i] = b1 * s0[i] + (1.0f - b1) * gi;
+                s1[i] = b2 * s1[i] + (1.0f - b2) * gi * gi;
+                p[i] -= step * (s0[i] / (std::sqrt(s1[i]) / bc2 + eps));
             }
             break;
         }
@@ -122,11 +190,11 @@ void UpdateKernel::operator()(float* __restrict p, const float* __restrict g, fl
 }
 
 void Optimizer::apply_range(std::span<float> params, std::span<const float> grads, std::size_t begin,
-                            std::size_t end) {
+                            std::size_t end, bool decay) {
     assert(params.size() == size_ && grads.size() == size_ && begin <= end && end <= size_);
     float* s0 = slot0_.empty() ? nullptr : slot0_.data() + begin;
     float* s1 = slot1_.empty() ? nullptr : slot1_.data() + begin;
-    UpdateKernel(config_, updates_)(params.data() + begin, grads.data() + begin, s0, s1, end - begin);
+    UpdateKernel(config_, updates_, decay)(params.data() + begin, grads.data() + begin, s0, s1, end - begin);
 }
 
 void subtract_range(std::span<float> params, std::span<const float> delta, std::size_t begin, std::size_t end) {

@@ -14,7 +14,22 @@
 
 namespace psrun {
 
-enum class OptimizerKind : std::uint8_t { kSgd = 0, kMomentum = 1, kAdagrad = 2, kAdam = 3 };
+// kAdam is TF 1.x's Adam ("epsilon hat": lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t), p -= lr_t * m /
+// (sqrt(v) + eps)); kAdamTorch is torch.optim.Adam's (p -= lr / (1 - b1^t) * m / (sqrt(v) /
+// sqrt(1 - b2^t) + eps)); kAdamW is torch.optim.AdamW (p *= 1 - lr * weight_decay, then kAdamTorch);
+// kNesterov is torch.optim.SGD(momentum, nesterov=True, dampening 0), which is also TF's
+// MomentumOptimizer(use_nesterov=True).
+enum class OptimizerKind : std::uint8_t {
+    kSgd = 0, kMomentum = 1, kAdagrad = 2, kAdam = 3, kNesterov = 4, kAdamTorch = 5, kAdamW = 6
+};
+inline constexpr std::uint8_t kMaxOptimizerKind = 6;
+
+// Which trainable tensors --weight-decay applies to: kMatrices, those of rank >= 2 (conv and
+// linear weights, embedding tables; never biases or normalization scales and shifts), or kAll.
+// State tensors (TensorClass::kState) never decay.
+enum class WeightDecayOn : std::uint8_t { kMatrices = 0, kAll = 1 };
+[[nodiscard]] Result<WeightDecayOn> parse_weight_decay_on(std::string_view name);
+std::string_view to_string(WeightDecayOn on);
 
 struct OptimizerConfig {
     OptimizerKind kind = OptimizerKind::kAdam;
@@ -24,6 +39,18 @@ struct OptimizerConfig {
     float beta2 = 0.999f;            // kAdam
     float epsilon = 1e-8f;           // kAdam (TF's "epsilon hat"), kAdagrad uses none
     float adagrad_initial = 0.1f;    // kAdagrad accumulator start value (TF default)
+    // L2 weight decay of the tensors weight_decay_on selects (decays()). Coupled (torch's SGD and
+    // Adam weight_decay: g += weight_decay * p before the update) for every kind but kAdamW, where
+    // it is decoupled (p *= 1 - lr * weight_decay). REQUIRES: finite, >= 0.
+    float weight_decay = 0.0f;
+    WeightDecayOn weight_decay_on = WeightDecayOn::kMatrices;
+    // --clip-global-norm: the worker scales its whole gradient by min(1, C / ||g||) before sending
+    // it (or before its local update); 0: off. Carried here to be recorded; no kernel reads it.
+    float clip_global_norm = 0.0f;
+    // Whether a trainable tensor of this rank decays (weight_decay > 0 and weight_decay_on).
+    bool decays(std::size_t rank) const {
+        return weight_decay > 0.0f && (weight_decay_on == WeightDecayOn::kAll || rank >= 2);
+    }
     // Learning-rate decay as TF 1.x's tf.train.exponential_decay (staircase false): the update
     // numbered t (1-based, Adam's t) uses learning_rate * decay_rate ^ ((t - 1) / decay_steps).
     // decay_steps 0: constant rate. REQUIRES: 0 < decay_rate <= 1. Applies only while `schedule`
@@ -41,6 +68,9 @@ struct OptimizerConfig {
 
 [[nodiscard]] Result<OptimizerKind> parse_optimizer_kind(std::string_view name);
 std::string_view to_string(OptimizerKind kind);
+// Whose update rule the kind computes, as summary.json records it: "tf1" (sgd, momentum, adagrad),
+// "tf1 epsilon-hat" (adam), "torch" (nesterov, adam_torch, adamw; nesterov is also TF 1.x's).
+std::string_view optimizer_form(OptimizerKind kind);
 // Number of slot vectors the kind keeps per parameter (0, 1 or 2).
 int slot_count(OptimizerKind kind);
 
@@ -48,32 +78,43 @@ int slot_count(OptimizerKind kind);
 // exactly as Optimizer::apply_range computes it: the dense optimizer and psd's sparse rows
 // (psd/row_store.h) share it, so that a row updated sparsely moves exactly as the same row of a
 // dense tensor with the same gradient. Slot pointers are null where the kind keeps none.
+// `decay`: the floats belong to a tensor that decays (OptimizerConfig::decays); the config's
+// weight_decay is applied only then.
 class UpdateKernel {
 public:
-    UpdateKernel(const OptimizerConfig& config, std::uint64_t t);
+    UpdateKernel(const OptimizerConfig& config, std::uint64_t t, bool decay);
     void operator()(float* params, const float* grads, float* slot0, float* slot1, std::size_t n) const;
 
 private:
+    template <bool kCoupled>
+    void update(float* params, const float* grads, float* slot0, float* slot1, std::size_t n) const;
     OptimizerKind kind_;
     float lr_;      // the schedule's rate of update t
-    float lr_t_;    // Adam: lr * sqrt(1 - beta2^t) / (1 - beta1^t)
+    float lr_t_;    // kAdam: lr * sqrt(1 - beta2^t) / (1 - beta1^t); kAdamTorch/W: lr / (1 - beta1^t)
+    float bc2_sqrt_ = 1.0f;  // kAdamTorch/W: sqrt(1 - beta2^t)
     float momentum_, beta1_, beta2_, epsilon_;
+    float coupled_ = 0.0f;   // g += coupled_ * p (L2, all kinds but kAdamW)
+    float shrink_ = 1.0f;    // kAdamW: p *= shrink_ = 1 - lr * weight_decay
 };
 
-// Updates follow TensorFlow 1.x's GradientDescent, Momentum (non-Nesterov), Adagrad and Adam
-// kernels, so that results match the reference recipes. Not thread-safe: one caller at a time.
+// Updates follow TensorFlow 1.x's GradientDescent, Momentum, Adagrad and Adam kernels, and
+// torch.optim's SGD(nesterov), Adam and AdamW (OptimizerKind), so that results match the
+// reference recipes. Not thread-safe: one caller at a time.
 class Optimizer {
 public:
     Optimizer(const OptimizerConfig& config, std::size_t size);
 
-    // params -= update(grads). REQUIRES: params.size() == grads.size() == size().
-    void apply(std::span<float> params, std::span<const float> grads);
+    // params -= update(grads), as one tensor that decays when `decay` (UpdateKernel).
+    // REQUIRES: params.size() == grads.size() == size().
+    void apply(std::span<float> params, std::span<const float> grads, bool decay = true);
 
     // The same update split across threads: call begin_update() once (it counts the update),
     // then apply_range() over disjoint [begin, end) ranges that together cover [0, size()), from
     // any threads, before the next begin_update(). params and grads are the whole spans.
     void begin_update() { ++updates_; }
-    void apply_range(std::span<float> params, std::span<const float> grads, std::size_t begin, std::size_t end);
+    // `decay`: [begin, end) lies in a tensor that decays (OptimizerConfig::decays).
+    void apply_range(std::span<float> params, std::span<const float> grads, std::size_t begin, std::size_t end,
+                     bool decay);
 
     std::size_t size() const { return size_; }
     const OptimizerConfig& config() const { return config_; }
@@ -81,7 +122,8 @@ public:
     std::uint64_t updates() const { return updates_; }
     void set_updates(std::uint64_t updates) { updates_ = updates; }
 
-    // Slot vectors in a fixed order (momentum: {accum}; adagrad: {accum}; adam: {m, v}),
+    // Slot vectors in a fixed order (momentum, nesterov: {accum}; adagrad: {accum}; adam,
+    // adam_torch, adamw: {m, v}),
     // each size() floats. The spans stay valid for the optimizer's lifetime.
     std::vector<std::span<float>> slots();
 

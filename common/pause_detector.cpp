@@ -10,8 +10,9 @@
 namespace psrun {
 
 namespace {
-// Set by an exit handler: the monitor thread must not touch the logger (or anything else with
-// static storage) while exit() destroys it.
+// Set by an exit handler: from then on no tick logs (the logger, a static, is about to be
+// destroyed). Read under the detector's mutex, so that the handler, which takes that mutex after
+// setting it, also waits for a warning already being written.
 std::atomic<bool> exiting{false};
 }  // namespace
 
@@ -22,7 +23,14 @@ PauseDetector& PauseDetector::process() {
     // Never destroyed: the monitor thread may tick until the very end of the process.
     static PauseDetector* detector = [] {
         auto* d = new PauseDetector();
-        std::atexit([] { exiting.store(true); });  // runs before the destructors of earlier statics (spdlog)
+        // The handler runs before the destructors of statics built before it is registered:
+        // build spdlog's registry first, whoever calls this first.
+        (void)spdlog::default_logger_raw();
+        static PauseDetector* const exit_detector = d;
+        std::atexit([] {
+            exiting.store(true);
+            std::lock_guard wait_for_tick(exit_detector->mutex_);  // a tick logging now finishes first
+        });
         std::thread([d] {
             while (!exiting.load()) {
                 std::this_thread::sleep_for(d->period_);

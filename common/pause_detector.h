@@ -47,7 +47,8 @@ public:
     PauseDetector& operator=(const PauseDetector&) = delete;
 
     // The process-wide detector; its monitor thread (every 100 ms, a stop is a gap above 1 s)
-    // starts on the first call and runs until the process exits.
+    // starts on the first call and runs until the process exits. From exit() on, no tick logs
+    // (exit() waits for a warning being written), so the logger may be destroyed under it.
     static PauseDetector& process();
 
     // One observation; returns the stop it detected, if any.

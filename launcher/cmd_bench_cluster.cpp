@@ -23,6 +23,7 @@
 #include "launcher/job_key.h"
 #include "launcher/map_builder.h"
 #include "common/peak_flops.h"
+#include "common/option_checks.h"
 #include "common/utf8.h"
 #include "launcher/supervisor.h"
 #include "workerd/onnx/model_loader.h"
@@ -321,19 +322,19 @@ void add_bench_cluster_command(CLI::App& app, int& exit_code) {
         "cluster",
         "aggregate images/s of a local cluster (K psd + W workerd on ipc, real MNIST) and of a single-process run "
         "of the same trainer, measured in the same call (one JSON line)");
-    cmd->add_option("--ps", o->num_ps, "parameter servers")->check(CLI::Range(1, 64))->capture_default_str();
-    cmd->add_option("--workers", o->num_workers, "workers")->check(CLI::Range(1, 64))->capture_default_str();
-    cmd->add_option("--steps", o->steps, "global steps of each run")->check(CLI::Range(10, 1000000))->capture_default_str();
+    cmd->add_option("--ps", o->num_ps, "parameter servers")->check(integer_in(1, 64))->capture_default_str();
+    cmd->add_option("--workers", o->num_workers, "workers")->check(integer_in(1, 64))->capture_default_str();
+    cmd->add_option("--steps", o->steps, "global steps of each run")->check(integer_in(10, 1000000))->capture_default_str();
     cmd->add_option("--warmup-steps", o->warmup_steps, "steps not measured (default: max(log-every, steps/5))")
-        ->check(CLI::NonNegativeNumber);
+        ->check(integer_in(0, 1000000));
     cmd->add_option("--log-every", o->log_every, "the chief's progress record interval (default: steps/50)")
-        ->check(CLI::PositiveNumber);
-    cmd->add_option("--batch-size", o->batch_size, "examples per step")->check(CLI::Range(1, 4096))->capture_default_str();
+        ->check(integer_in(1, 1000000));
+    cmd->add_option("--batch-size", o->batch_size, "examples per step")->check(integer_in(1, 4096))->capture_default_str();
     cmd->add_option("--threads-per-worker", o->threads_per_worker, "compute threads of each workerd")
-        ->check(CLI::PositiveNumber)
+        ->check(thread_count(1))
         ->capture_default_str();
     cmd->add_option("--threads", o->threads, "compute threads of the single-process run")
-        ->check(CLI::PositiveNumber)
+        ->check(thread_count(1))
         ->capture_default_str();
     cmd->add_option("--data-dir", o->data_dir, "dataset directory (default: psrun data fetch's)");
     cmd->add_option("--dataset", o->dataset, "mnist or fashion-mnist")->capture_default_str();
@@ -351,7 +352,7 @@ void add_bench_cluster_command(CLI::App& app, int& exit_code) {
         ->capture_default_str();
     cmd->add_option("--repeat", o->repeat,
                     "cluster and single-process runs, alternating; the JSON holds their medians and every pair")
-        ->check(CLI::Range(1, 20))
+        ->check(integer_in(1, 20))
         ->capture_default_str();
     cmd->add_option("--bin-dir", o->daemon.bin_dir, "directory holding psd and workerd (default: next to psrun)");
     cmd->add_option("--peak", o->peak,

@@ -18,6 +18,7 @@
 
 #include "common/job_keys.h"
 #include "common/peak_flops.h"
+#include "common/option_checks.h"
 #include "common/ps_client.h"
 #include "common/signals.h"
 #include "launcher/ps_processes.h"
@@ -210,17 +211,17 @@ CLI::App* bench_subcommand(CLI::App& app) {
 void add_bench_ps_command(CLI::App& app, int& exit_code) {
     auto opts = std::make_shared<BenchOptions>();
     auto* cmd = bench_subcommand(app)->add_subcommand("ps", "round trips of 13.1 MB gradients/parameters with real psd processes");
-    cmd->add_option("--workers", opts->workers, "worker clients (threads)")->check(CLI::Range(1, 64));
-    cmd->add_option("--shards", opts->shards, "psd processes")->check(CLI::Range(1, 16));
+    cmd->add_option("--workers", opts->workers, "worker clients (threads)")->check(integer_in(1, 64));
+    cmd->add_option("--shards", opts->shards, "psd processes")->check(integer_in(1, 16));
     cmd->add_option("--transport", opts->transport,
                     "ipc, tcp (loopback) or shm (ipc for control, payloads in shared memory)")
         ->check(CLI::IsMember({"ipc", "tcp", "shm"}));
-    cmd->add_option("--rounds", opts->rounds, "timed round trips per worker")->check(CLI::Range(1, 100000));
-    cmd->add_option("--warmup", opts->warmup, "untimed round trips first")->check(CLI::Range(0, 10000));
+    cmd->add_option("--rounds", opts->rounds, "timed round trips per worker")->check(integer_in(1, 100000));
+    cmd->add_option("--warmup", opts->warmup, "untimed round trips first")->check(integer_in(0, 10000));
     cmd->add_option("--optimizer", opts->optimizer, "none (check only), sgd, momentum, adagrad, adam")
         ->check(CLI::IsMember({"none", "sgd", "momentum", "adagrad", "adam"}));
     cmd->add_option("--ps-threads", opts->ps_threads, "psd --threads (gradient check and optimizer update)")
-        ->check(CLI::Range(1, 64))
+        ->check(thread_count(1))
         ->capture_default_str();
     cmd->add_option("--auth", opts->auth,
                     "none, or a fresh job key file as a real job has it, with mac or curve on tcp (ipc: owner-only "

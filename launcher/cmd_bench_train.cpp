@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "common/result.h"
+#include "common/option_checks.h"
 #include "common/utf8.h"
 #include "workerd/bench.h"
 
@@ -19,11 +20,12 @@ void add_bench_train_command(CLI::App& app, int& exit_code) {
         "train", "training-step throughput of the worker's compute engine (one JSON line)");
     train->add_option("--model", o->model, "a built-in model (psrun model list) or a model file")
         ->capture_default_str();
-    train->add_option("--batch-size", o->batch_size, "examples per step")->capture_default_str();
-    train->add_option("--threads", o->threads, "OpenMP compute threads")->capture_default_str();
+    train->add_option("--batch-size", o->batch_size, "examples per step")->check(integer_in(1, 65536))->capture_default_str();
+    train->add_option("--threads", o->threads, "OpenMP compute threads")->check(thread_count(1))->capture_default_str();
     train->add_option("--precision", o->precision, "f32 or bf16")->capture_default_str();
-    train->add_option("--steps", o->steps, "measured steps")->capture_default_str();
+    train->add_option("--steps", o->steps, "measured steps")->check(integer_in(1, 1000000))->capture_default_str();
     train->add_option("--warmup-steps", o->warmup_steps, "unmeasured steps first")
+        ->check(integer_in(0, 1000000))
         ->capture_default_str();
     train->add_option("--hand-kernels", o->hand_kernels,
                       "hand-written AVX-512 kernels where a layer pattern matches one and the CPU allows (1), or oneDNN primitives only (0)")

@@ -2,8 +2,10 @@
 
 #include <iostream>
 #include <memory>
+#include <limits>
 
 #include "common/result.h"
+#include "common/option_checks.h"
 #include "workerd/data/dataset_fetch.h"
 #include "workerd/data/synthesize.h"
 
@@ -62,15 +64,24 @@ void add_data_command(CLI::App& app, int& exit_code) {
         "write a labelled JPEG image data set of any size as TFRecord shards (train-*.tfrecord, test-*.tfrecord) "
         "for streaming benchmarks; prints a JSON summary");
     make->add_option("--out", synth->out, "directory to write to")->required();
-    make->add_option("--gigabytes", synth->gigabytes, "size of the training shards (10^9 bytes)")->capture_default_str();
-    make->add_option("--shape", *shape, "CxHxW of the images")->capture_default_str();
-    make->add_option("--classes", synth->classes, "classes")->capture_default_str();
-    make->add_option("--shards", synth->shards, "training shards (0: one per ~256 MB)")->capture_default_str();
-    make->add_option("--quality", synth->quality, "JPEG quality")->capture_default_str();
-    make->add_option("--distinct", synth->distinct, "distinct images encoded (the records repeat them)")
+    make->add_option("--gigabytes", synth->gigabytes, "size of the training shards (10^9 bytes)")
+        ->check(number_above(0, 100000))
         ->capture_default_str();
-    make->add_option("--test-images", synth->test_images, "records in the test shard")->capture_default_str();
-    make->add_option("--seed", synth->seed, "seed of the images and their order")->capture_default_str();
+    make->add_option("--shape", *shape, "CxHxW of the images")->capture_default_str();
+    make->add_option("--classes", synth->classes, "classes")->check(integer_in(1, 1000000))->capture_default_str();
+    make->add_option("--shards", synth->shards, "training shards (0: one per ~256 MB)")
+        ->check(integer_in(0, 1000000))
+        ->capture_default_str();
+    make->add_option("--quality", synth->quality, "JPEG quality")->check(integer_in(1, 100))->capture_default_str();
+    make->add_option("--distinct", synth->distinct, "distinct images encoded (the records repeat them)")
+        ->check(integer_in(1, 100000000))
+        ->capture_default_str();
+    make->add_option("--test-images", synth->test_images, "records in the test shard")
+        ->check(integer_in(0, 1000000000))
+        ->capture_default_str();
+    make->add_option("--seed", synth->seed, "seed of the images and their order")
+        ->check(integer_in(0, std::numeric_limits<std::int64_t>::max()))
+        ->capture_default_str();
     make->callback([synth, shape, &exit_code] {
         auto parsed = worker::parse_image_shape(*shape);
         if (!parsed) {

@@ -6,10 +6,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <limits>
 
 #include "common/checkpoint_params.h"
 #include "common/checkpoint_store.h"
 #include "common/checkpointer.h"
+#include "common/option_checks.h"
 #include "common/result.h"
 #include "workerd/model_identity.h"
 #include "workerd/onnx/onnx_model.h"
@@ -99,7 +101,8 @@ void add_export_command(CLI::App& app, int& exit_code) {
                     "the run's model dir (its ckpt-<step>/ checkpoints)")
         ->required();
     cmd->add_option("--checkpoint", options->checkpoint,
-                    "the step of the checkpoint to export (default: the newest)");
+                    "the step of the checkpoint to export (default: the newest)")
+        ->check(integer_in(0, std::numeric_limits<std::int64_t>::max()));
     cmd->add_option("-o,--output", options->output,
                     "the ONNX file to write (default: <model-dir>/model-<step>.onnx)");
     cmd->callback([options, &exit_code] {

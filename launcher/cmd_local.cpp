@@ -14,6 +14,7 @@
 #include "common/exit_codes.h"
 #include "common/job_keys.h"
 #include "common/model_dir_lock.h"
+#include "common/option_checks.h"
 #include "common/result.h"
 #include "launcher/daemon_command.h"
 #include "launcher/job_key.h"
@@ -155,7 +156,7 @@ void run_local(const LocalOptions& o, CommandContext& ctx) {
         return;
     }
     WorkerRestarts restarts(o.restart_workers);
-    Supervisor supervisor(std::chrono::milliseconds(static_cast<long>(o.grace_seconds * 1000)), &restarts);
+    Supervisor supervisor(seconds_to_ms(o.grace_seconds), &restarts);
     ctx.exit_code = supervisor.run(commands);
     report_restarts(restarts, training_model_dir(daemon.training));
     if (ctx.exit_code == kExitOk) {
@@ -180,13 +181,13 @@ void add_local_command(CLI::App& app, CommandContext& ctx) {
         "local --ps K --workers W [options] [-- training options]");
     cmd->add_option("--ps", o->num_ps,
                     "parameter servers (0 with --workers 1: workerd --standalone)")
-        ->check(CLI::NonNegativeNumber)
+        ->check(integer_in(0, max_local_processes()))
         ->capture_default_str();
     cmd->add_option("--workers", o->num_workers, "workers (worker 0 is the chief)")
-        ->check(CLI::PositiveNumber)
+        ->check(integer_in(1, max_local_processes()))
         ->capture_default_str();
     cmd->add_option("--evaluators", o->num_evaluators, "evaluators")
-        ->check(CLI::NonNegativeNumber)
+        ->check(integer_in(0, max_local_processes()))
         ->capture_default_str();
     cmd->add_flag("--tcp", o->tcp,
                   "use TCP on 127.0.0.1 (free ports chosen by the kernel, CURVE-encrypted "
@@ -195,17 +196,17 @@ void add_local_command(CLI::App& app, CommandContext& ctx) {
     cmd->add_option("--grace", o->grace_seconds,
                     "seconds a daemon gets to exit after SIGTERM (and the ps after the last "
                     "worker) before SIGKILL")
-        ->check(CLI::Range(0.0, 3600.0))
+        ->check(number_in(0, 3600, "seconds"))
         ->capture_default_str();
     cmd->add_option("--restart-workers", o->restart_workers,
                     "start a worker that dies (killed by a signal, or exit 1) again with its command line, at most "
                     "N times in all; it rejoins the run, which can still end 0 (summary.json lists the restarts)")
-        ->check(CLI::NonNegativeNumber)
+        ->check(integer_in(0, 1000000))
         ->capture_default_str();
     cmd->add_option("--threads", o->threads,
                     "oneDNN/OpenMP threads per daemon (default: each workerd gets the cores of psrun's affinity "
                     "mask divided by --workers, at least 1, and psd 1)")
-        ->check(CLI::PositiveNumber);
+        ->check(thread_count(1));
     cmd->add_flag("--plan", o->plan, "print the local cluster map and exit");
     cmd->add_flag("--dry-run", o->dry_run, "print every daemon command line and exit");
     add_daemon_options(cmd, o->daemon);

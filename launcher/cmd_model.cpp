@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "common/option_checks.h"
 #include "common/utf8.h"
 #include "launcher/cmd_model_check.h"
 #include "launcher/model_placement.h"
@@ -114,7 +115,8 @@ void add_model_command(CLI::App& app, int& exit_code) {
         "show", "per layer: output shape, parameters, forward MFLOP per example; totals; recipe");
     show->add_option("model", options->model, "a built-in name (psrun model list), a FILE.json path or a FILE.onnx (imported)")->required();
     show->add_flag("--json", options->json, "print the summary as JSON");
-    show->add_option("--ps", options->ps, "also print where each tensor lives with K psd shards, and each shard's bytes");
+    show->add_option("--ps", options->ps, "also print where each tensor lives with K psd shards, and each shard's bytes")
+        ->check(integer_in(1, kMaxTasks));
     show->add_option("--sparse-embedding", options->sparse, "with --ps: this embedding's table is sparse (docs/sparse.md)");
     show->callback([options, &exit_code] {
         auto parsed = onnx_io::load_any_model(options->model);

@@ -14,8 +14,10 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <limits>
 
 #include "common/result.h"
+#include "common/option_checks.h"
 #include "common/utf8.h"
 #include "workerd/data/npy_reader.h"
 #include "workerd/data/reader_common.h"
@@ -200,9 +202,12 @@ void add_model_check_command(CLI::App& model, int& exit_code) {
     check->add_option("model", o->model, "a built-in name, a FILE.json or a FILE.onnx")->required();
     check->add_option("--input", o->input, "the batch's inputs as .npy (float [N, ...] or integer ids [N, L]); default: random");
     check->add_option("--labels", o->labels, "the batch's labels (or targets) as .npy; default: random");
-    check->add_option("--batch", o->batch, "examples in a random batch (1-4096; default 8)");
-    check->add_option("--seed", o->seed, "parameters of a JSON model, random batch, dropout masks (default 1)");
-    check->add_option("--tolerance", o->tolerance, "largest relative error that passes (default 0.05)");
+    check->add_option("--batch", o->batch, "examples in a random batch (1-4096; default 8)")
+        ->check(integer_in(1, 4096));
+    check->add_option("--seed", o->seed, "parameters of a JSON model, random batch, dropout masks (default 1)")
+        ->check(integer_in(0, std::numeric_limits<std::int64_t>::max()));
+    check->add_option("--tolerance", o->tolerance, "largest relative error that passes (default 0.05)")
+        ->check(number_above(0, 1e6));
     check->add_option("--gradients", o->gradients, "write every trainable tensor's f32 gradient here (JSON, by name)");
     check->add_flag("--json", o->json, "print the report as JSON");
     check->add_flag("--no-finite-differences", o->no_finite_differences,

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "common/job_keys.h"
+#include "common/option_checks.h"
 #include "common/ps_client.h"
 
 namespace psrun::launcher {
@@ -53,7 +54,7 @@ int run_stop(const StopOptions& o) {
         co.role = wire::Role::kTool;
         co.keys = keys;
         co.auth = parse_auth_mode(o.auth).value_or(kDefaultAuthMode);
-        co.connect_timeout = std::chrono::milliseconds(static_cast<long>(o.timeout_s * 1000));
+        co.connect_timeout = seconds_to_ms(o.timeout_s);
         try {
             PsClient client(co);
             if (auto r = client.stop(0); !r) {
@@ -97,7 +98,7 @@ void add_stop_command(CLI::App& app, int& exit_code) {
         ->check(CLI::IsMember({"mac", "curve"}))
         ->excludes(no_auth)
         ->capture_default_str();
-    cmd->add_option("--timeout", opts->timeout_s, "seconds to wait for each psd")->check(CLI::PositiveNumber);
+    cmd->add_option("--timeout", opts->timeout_s, "seconds to wait for each psd")->check(positive_seconds());
     cmd->callback([opts, &exit_code] { exit_code = run_stop(*opts); });
 }
 

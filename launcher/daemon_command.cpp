@@ -28,6 +28,15 @@ std::optional<std::string> training_model_dir(const std::vector<std::string>& tr
     return std::nullopt;
 }
 
+std::optional<std::string> training_value(const std::vector<std::string>& training, const std::string& name) {
+    std::optional<std::string> value;
+    for (size_t i = 0; i < training.size(); ++i) {
+        if (training[i] == name && i + 1 < training.size()) value = training[i + 1];
+        if (training[i].rfind(name + "=", 0) == 0) value = training[i].substr(name.size() + 1);
+    }
+    return value;
+}
+
 std::optional<int> training_threads(const std::vector<std::string>& training) {
     std::optional<int> threads;
     auto parse = [&](const std::string& value) {
@@ -69,6 +78,9 @@ Result<DaemonCommand> daemon_command(const ClusterMap& map, Role role, int index
             "--num-workers", num_workers};
         if (auto dir = training_model_dir(options.training))
             cmd.argv.insert(cmd.argv.end(), {"--model-dir", *dir});
+        // One drain budget for psd and the chief (common/drain_budget.h): the workers' value.
+        if (auto grace = training_value(options.training, "--signal-grace"))
+            cmd.argv.insert(cmd.argv.end(), {"--signal-grace", *grace});
         add_auth();
         if (options.standby) cmd.argv.push_back("--standby");
         if (options.worker_timeout)

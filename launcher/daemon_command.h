@@ -62,6 +62,9 @@ std::string bin_dir_for(const std::string& program, const DaemonOptions& options
 // "--model-dir D" or "--model-dir=D" from the training options, if present.
 std::optional<std::string> training_model_dir(const std::vector<std::string>& training);
 
+// The value of the last "NAME V" or "NAME=V" of the training options, if any.
+std::optional<std::string> training_value(const std::vector<std::string>& training, const std::string& name);
+
 // The last positive "--threads N" or "--threads=N" of the training options (workerd takes the
 // last value, so it beats psrun's own --threads for workerd), if any.
 std::optional<int> training_threads(const std::vector<std::string>& training);

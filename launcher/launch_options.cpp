@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/message_auth.h"
+#include "common/option_checks.h"
 
 namespace psrun::launcher {
 
@@ -17,6 +18,7 @@ void add_map_options(CLI::App* cmd, MapOptions& o, bool preview) {
     cmd->add_option("--job_name,--job-name", o.tf.job_name, "TF-style: ps or worker")->group(src);
     cmd->add_option("--task_index,--task-index", o.tf.task_index,
                     "TF-style: index of this task in its job's host list")
+        ->check(integer_in(0, kMaxTasks - 1))
         ->group(src);
 
     const char* roles = "Roles in a Slurm step";
@@ -29,7 +31,7 @@ void add_map_options(CLI::App* cmd, MapOptions& o, bool preview) {
     auto* ps = cmd->add_option("--ps", o.num_ps,
                                "number of parameter servers (default 1; 0 for a one-task step, "
                                "which runs workerd --standalone)")
-                   ->check(CLI::NonNegativeNumber)
+                   ->check(integer_in(0, kMaxTasks))
                    ->group(roles);
     auto* placement = cmd->add_option("--placement", o.placement,
                                       "where --ps puts the ps: spread = one per node first "
@@ -53,11 +55,12 @@ void add_map_options(CLI::App* cmd, MapOptions& o, bool preview) {
     cmd->add_option("--port-base", o.port_base,
                     "first port of the derived port range when SLURM_STEP_RESV_PORTS is unset: "
                     "port = base + 32*((job_id*4 + step_id%4) % blocks) + local_id")
+        ->check(integer_in(1, 65535))
         ->capture_default_str()
         ->group(net);
     cmd->add_option("--threads", o.threads,
                     "oneDNN/OpenMP threads per daemon (default: SLURM_CPUS_PER_TASK when set)")
-        ->check(CLI::PositiveNumber);
+        ->check(thread_count(1));
 
     if (!preview) return;
     const char* pre = "Preview outside Slurm (block distribution)";
@@ -69,12 +72,15 @@ void add_map_options(CLI::App* cmd, MapOptions& o, bool preview) {
         ->needs(nodelist)
         ->group(pre);
     cmd->add_option("--procid", o.preview_procid, "rank whose view is shown (default 0)")
+        ->check(integer_in(0, 1000000))
         ->needs(nodelist)
         ->group(pre);
     cmd->add_option("--job-id", o.preview_job_id, "job id of the preview (ports; default 0)")
+        ->check(integer_in(0, 4294967295))
         ->needs(nodelist)
         ->group(pre);
     cmd->add_option("--step-id", o.preview_step_id, "step id of the preview (ports; default 0)")
+        ->check(integer_in(0, 4294967295))
         ->needs(nodelist)
         ->group(pre);
 }
@@ -100,30 +106,30 @@ void add_daemon_options(CLI::App* cmd, DaemonOptions& o) {
     cmd->add_option("--replicas-to-aggregate", o.replicas_to_aggregate,
                     "psd with --sync: gradients per step (default: number of workers)")
         ->needs(sync)
-        ->check(CLI::PositiveNumber)
+        ->check(integer_in(1, kMaxTasks))
         ->group(grp);
     cmd->add_option("--backup-workers", o.backup_workers, "psd with --sync: backup workers")
         ->needs(sync)
-        ->check(CLI::NonNegativeNumber)
+        ->check(integer_in(0, kMaxTasks - 1))
         ->group(grp);
     cmd->add_flag("--standby", o.standby, "psd: start as a standby")->group(grp);
     cmd->add_option("--worker-timeout", o.worker_timeout,
                     "psd: seconds without a message before a worker counts as lost")
-        ->check(CLI::PositiveNumber)
+        ->check(positive_seconds())
         ->group(grp);
     cmd->add_option("--max-bad-grads", o.max_bad_grads,
                     "psd: rejected non-finite gradients before the run is stopped (0: no limit; default 100)")
-        ->check(CLI::NonNegativeNumber)
+        ->check(integer_in(0, 1000000000000))
         ->group(grp);
     cmd->add_option("--reconnect-wait", o.reconnect_wait,
                     "psd and workerd: seconds a peer that went silent may take to come back (a network that "
                     "blinked): workers wait this long for a lost psd (the same psd goes on, a restarted one is "
                     "restored from the newest checkpoint), psd this long for a worker it declared dead; 0: fail "
                     "fast (default 180; psrun local: 0)")
-        ->check(CLI::NonNegativeNumber)
+        ->check(seconds_at_least(0))
         ->group(grp);
     cmd->add_option("--ps-restart-wait", o.reconnect_wait, "old name of --reconnect-wait")
-        ->check(CLI::NonNegativeNumber)
+        ->check(hidden_option_check("--ps-restart-wait", seconds_at_least(0)))
         ->group("")
         ->each([](const std::string&) {
             spdlog::warn("--ps-restart-wait is the old name of --reconnect-wait: use that (it now also sets how long "

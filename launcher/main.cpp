@@ -11,6 +11,7 @@
 
 #include "common/denormals.h"
 #include "common/logging.h"
+#include "common/option_checks.h"
 #include "common/result.h"
 #include "launcher/cmd_bench_cluster.h"
 #include "launcher/cmd_bench_data.h"
@@ -66,6 +67,10 @@ int main(int argc, char** argv) {
     psrun::launcher::add_bench_cluster_command(app, ctx.exit_code);
     psrun::launcher::add_bench_scale_command(app, ctx.exit_code);
     psrun::launcher::add_bench_data_command(app, ctx.exit_code);
+    if (psrun::wants_numeric_option_list(argc, argv)) {
+        psrun::print_numeric_options(app, std::cout);
+        return psrun::kExitOk;
+    }
     try {
         // A psrun option among the training options would reach workerd, which refuses it.
         if (takes_training) {

@@ -2,8 +2,10 @@
 
 #include <filesystem>
 #include <optional>
+#include <limits>
 
 #include "common/result.h"
+#include "common/option_checks.h"
 #include "workerd/train_options.h"
 
 namespace psrun::launcher {
@@ -14,11 +16,11 @@ void add_model_source_options(CLI::App& cmd, ModelSourceOptions& o) {
     auto* onnx = cmd.add_option("--onnx", o.onnx, "an ONNX file (psrun export, or PyTorch's) instead of --model-dir");
     dir->excludes(onnx);
     cmd.add_option("--checkpoint", o.checkpoint, "the checkpoint of this global step instead of the newest")
-        ->check(CLI::NonNegativeNumber);
+        ->check(integer_in(0, std::numeric_limits<std::int64_t>::max()));
     cmd.add_option("--batch-size", o.batch_size, "images per forward pass")
-        ->check(CLI::Range(std::int64_t{1}, std::int64_t{100000}))
+        ->check(integer_in(1, 100000))
         ->capture_default_str();
-    cmd.add_option("--threads", o.threads, "compute threads (0: all cores)")->check(CLI::NonNegativeNumber);
+    cmd.add_option("--threads", o.threads, "compute threads (0: all cores)")->check(thread_count(0));
     cmd.add_option("--normalize", o.normalize,
                    "MEAN,STD or M1,M2,..:S1,S2,..: the --normalize the model was trained with (not recorded)");
 }

@@ -105,6 +105,12 @@ void Supervisor::reap(bool stopping) {
                     failed_ = true;
                     must_stop_ = true;
                 }
+            } else if (WIFEXITED(status) && WEXITSTATUS(status) == kExitNoFinalCheckpoint) {
+                // Training is over (the others finish by themselves); only the final checkpoint is missing.
+                spdlog::error("{} (pid {}) {}: the final checkpoint was not written (summary.json says why)",
+                              c.command.label, pid, describe_wait_status(status));
+                if (!failed_) checkpoint_lost_ = true;
+                failed_ = true;
             } else if (tolerated_death(c, status)) {
                 spdlog::error("{} (pid {}) {}: the other workers go on without it (the ps report it and exit "
                               "non-zero at the end)",
@@ -237,7 +243,7 @@ int Supervisor::run(const std::vector<DaemonCommand>& commands) {
     }
     reap_descendants();
     ::sigprocmask(SIG_SETMASK, &old, nullptr);
-    if (failed_) return usage_error_ ? kExitUsage : kExitFailure;
+    if (failed_) return usage_error_ ? kExitUsage : checkpoint_lost_ ? kExitNoFinalCheckpoint : kExitFailure;
     if (preempted_) return kExitPreempted;  // stopped after a clean checkpoint: rerun to resume
     return interrupted ? kExitFailure : kExitOk;
 }

@@ -14,6 +14,8 @@
 //    daemons exited 75 or 0 with at least one 75 (clean checkpoint), else 1 (a second signal
 //    kills at once);
 //  - a child exiting 75 (it was preempted) is not a failure and stops nobody;
+//  - the chief exiting kExitNoFinalCheckpoint (74: trained to the end, final checkpoint not
+//    written) stops nobody either; run() returns 74 when that was the first failure;
 //  - with `restarts` (--restart-workers N): a training worker killed by a signal or exiting 1 is
 //    started again with its command line (at most N restarts in all, launcher/worker_restarts.h)
 //    and is then no failure; once the N are used up, the rules above apply;
@@ -66,6 +68,7 @@ class Supervisor {
     pid_t group_ = 0;
     bool failed_ = false;
     bool usage_error_ = false;  // the first failure was a daemon's exit 2
+    bool checkpoint_lost_ = false;  // the first failure was kExitNoFinalCheckpoint (74)
     bool preempted_ = false;  // a child exited kExitPreempted
     bool must_stop_ = false;  // a failure that stops every daemon
 };

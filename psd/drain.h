@@ -4,7 +4,8 @@
 // with kFlagDraining), starts draining: every PUSH/PUSH_PULL is answered with kFlagDraining,
 // which tells the worker to stop (async: the push is still applied, so that every shard applies
 // the same pushes whenever its own signal came; sync: no new step), the chief's drain request is
-// answered once the other workers stopped (parameter_server_drain.cpp), and psd keeps serving SAVE, DONE, PULL,
+// answered once the other workers stopped or the budget's hold is over (common/drain_budget.h, shared with the
+// chief; parameter_server_drain.cpp), and psd keeps serving SAVE, DONE, PULL,
 // STATS and HEARTBEAT, and exits once every worker has sent DONE or died, or when the grace
 // period (--signal-grace) is over. The run then ends "preempted": exit kExitPreempted (75) when
 // a checkpoint holds the shard's final step, else 1 (and the shard is saved to
@@ -17,6 +18,8 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+
+#include "common/drain_budget.h"
 
 namespace psrun::psd {
 
@@ -32,7 +35,10 @@ public:
     int signal() const { return signal_; }
     // True once the grace period since begin() is over.
     bool expired(Clock::time_point now) const { return active_ && now - since_ > grace_; }
+    // True once the budget's hold() since begin() is over: answer the chief's drain request.
+    bool hold_over(Clock::time_point now) const { return active_ && now - since_ > budget().hold(); }
     std::chrono::milliseconds grace() const { return grace_; }
+    DrainBudget budget() const { return DrainBudget{grace_}; }
     double seconds_since_begin(Clock::time_point now) const;
 
     // A worker sent DONE with kFlagDraining: it stopped before the last step.

@@ -2,6 +2,7 @@
 #include <malloc.h>
 
 #include <CLI/CLI.hpp>
+#include <iostream>
 #include <spdlog/spdlog.h>
 
 #include "common/pause_detector.h"
@@ -10,6 +11,7 @@
 #include "common/job_keys.h"
 #include "common/logging.h"
 #include "common/model_dir_lock.h"
+#include "common/option_checks.h"
 #include "common/result.h"
 #include "common/signals.h"
 #include "common/zmq_util.h"
@@ -28,9 +30,13 @@ int main(int argc, char** argv) {
     bool no_auth = false;
     double worker_timeout = 60, init_timeout = 300, signal_grace = 8;
     double reconnect_wait = static_cast<double>(psrun::kDefaultReconnectWait.count());
-    app.add_option("--index", o.index, "this psd's position in --ps")->required();
+    app.add_option("--index", o.index, "this psd's position in --ps")
+        ->check(psrun::integer_in(0, psrun::kMaxTasks - 1))
+        ->required();
     app.add_option("--ps", ps_list, "comma-separated endpoints of every psd")->required();
-    app.add_option("--num-workers", o.num_workers, "workers in the cluster map")->required();
+    app.add_option("--num-workers", o.num_workers, "workers in the cluster map")
+        ->check(psrun::integer_in(1, psrun::kMaxTasks))
+        ->required();
     app.add_option("--model-dir", o.model_dir,
                    "the run's model dir: held for this run while psd lives (.psrun/run.lock); standby: endpoint "
                    "and shard files go here");
@@ -43,31 +49,41 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     app.add_flag("--standby", o.standby, "serve successive runs until stopped; save the shard on exit");
     app.add_option("--worker-timeout", worker_timeout, "seconds of silence before a worker is declared dead")
-        ->check(CLI::PositiveNumber);
+        ->check(psrun::positive_seconds());
     app.add_option("--reconnect-wait", reconnect_wait,
                    "seconds a worker declared dead may take to speak again (a network that blinked, a stopped "
                    "process) before the run can end without it; 0: end at once")
-        ->check(CLI::NonNegativeNumber)
+        ->check(psrun::seconds_at_least(0))
         ->capture_default_str();
-    app.add_option("--init-timeout", init_timeout, "seconds PULLs wait for the chief's INIT; a worker without HELLO by then is dead")->check(CLI::PositiveNumber);
+    app.add_option("--init-timeout", init_timeout, "seconds PULLs wait for the chief's INIT; a worker without HELLO by then is dead")
+        ->check(psrun::positive_seconds());
     auto* sync = app.add_flag("--sync", o.sync, "synchronous training (average gradients per step)");
-    app.add_option("--replicas-to-aggregate", o.replicas_to_aggregate, "sync: gradients averaged per step")->needs(sync);
-    app.add_option("--backup-workers", o.backup_workers, "sync: extra workers whose late gradients are dropped")
+    app.add_option("--replicas-to-aggregate", o.replicas_to_aggregate, "sync: gradients averaged per step")
+        ->check(psrun::integer_in(1, psrun::kMaxTasks))
         ->needs(sync);
-    app.add_option("--straggler-every", o.straggler_every, "sync: steps between straggler reports");
+    app.add_option("--backup-workers", o.backup_workers, "sync: extra workers whose late gradients are dropped")
+        ->check(psrun::integer_in(0, psrun::kMaxTasks - 1))
+        ->needs(sync);
+    app.add_option("--straggler-every", o.straggler_every, "sync: steps between straggler reports")
+        ->check(psrun::integer_in(1, 1000000000));
     app.add_option("--max-bad-grads", o.max_bad_grads,
                    "rejected non-finite gradients after which psd stops the run (every worker is told; exit 1); "
                    "0: no limit")
+        ->check(psrun::integer_in(0, 1000000000000))
         ->capture_default_str();
     app.add_option("--signal-grace", signal_grace,
                    "seconds psd waits after SIGTERM/SIGUSR1 for the chief's checkpoint and every worker's DONE")
-        ->check(CLI::PositiveNumber)
+        ->check(psrun::positive_seconds())
         ->capture_default_str();
     app.add_option("--threads", o.threads, "threads for the gradient check and the optimizer update (the poll "
                                            "loop stays one thread)")
-        ->check(CLI::Range(1, 256))
+        ->check(psrun::thread_count(1))
         ->capture_default_str();
     app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
+    if (psrun::wants_numeric_option_list(argc, argv)) {
+        psrun::print_numeric_options(app, std::cout);
+        return psrun::kExitOk;
+    }
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -76,10 +92,13 @@ int main(int argc, char** argv) {
     psrun::init_logging("psd", static_cast<int>(o.index), log_level);
     try {
         o.endpoints = psrun::split_endpoint_list(ps_list);
-        o.worker_timeout = std::chrono::milliseconds(static_cast<long>(worker_timeout * 1000));
-        o.init_timeout = std::chrono::milliseconds(static_cast<long>(init_timeout * 1000));
-        o.reconnect_wait = std::chrono::milliseconds(static_cast<long>(reconnect_wait * 1000));
-        o.signal_grace = std::chrono::milliseconds(static_cast<long>(signal_grace * 1000));
+        o.worker_timeout = psrun::seconds_to_ms(worker_timeout);
+        o.init_timeout = psrun::seconds_to_ms(init_timeout);
+        o.reconnect_wait = psrun::seconds_to_ms(reconnect_wait);
+        o.signal_grace = psrun::seconds_to_ms(signal_grace);
+        if (o.sync && o.backup_workers >= o.num_workers)
+            throw psrun::UsageError("--backup-workers " + std::to_string(o.backup_workers) + " leaves no worker of " +
+                                    std::to_string(o.num_workers) + " (--num-workers) to aggregate: give fewer");
         if (o.sync && o.replicas_to_aggregate == 0) o.replicas_to_aggregate = o.num_workers - o.backup_workers;
         if (!no_auth) {
             if (key_file.empty()) throw psrun::UsageError("give --key-file F (the job's key file) or --no-auth");

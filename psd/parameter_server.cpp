@@ -62,6 +62,14 @@ ParameterServer::ParameterServer(ServerOptions options)
     const mode_t old_mask = ::umask(077);  // the ipc socket file is created owner-only
     try {
         socket_.bind(*ep);
+    } catch (const zmq::error_t& e) {
+        ::umask(old_mask);
+        // Name the endpoint and where it came from: psrun derives --ps from the step's ports.
+        throw std::runtime_error("cannot listen on " + *ep + " (entry " + std::to_string(options_.index) + " of --ps, " +
+                                 options_.endpoints[options_.index] + "): " + e.what() +
+                                 (e.num() == EADDRINUSE ? "; another process holds that port: stop it, or give psd "
+                                                          "another --ps endpoint (psrun: --port-base)"
+                                                        : ""));
     } catch (...) {
         ::umask(old_mask);
         throw;
@@ -123,7 +131,14 @@ int ParameterServer::run() {
             for (int n = 0; n < 64 && !exit_code_; ++n) {  // drain, but keep timers and signals fair
                 Parts parts;
                 if (!zmq::recv_multipart(socket_, std::back_inserter(parts), zmq::recv_flags::dontwait)) break;
-                handle_message(parts);
+                const std::uint64_t replies_before = replies_sent_;
+                try {
+                    handle_message(parts);
+                } catch (const std::exception& e) {
+                    if (!survive_exception(parts, replies_before, e.what())) throw;
+                } catch (...) {
+                    if (!survive_exception(parts, replies_before, "an exception of unknown type")) throw;
+                }
             }
         }
         if (items[1].revents & ZMQ_POLLIN) {
@@ -346,6 +361,7 @@ std::string ParameterServer::stats_json() const {
     j["nonfinite"] = counters_.nonfinite;
     j["stale"] = counters_.stale;
     j["errors"] = counters_.errors;
+    j["handler_exceptions"] = handler_exceptions_;
     j["checkpoints"] = counters_.checkpoints;
     j["bf16_param_conversions"] = bf16_.conversions();
     j["bf16_param_reuses"] = bf16_.reuses();

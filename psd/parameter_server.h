@@ -1,6 +1,14 @@
 // The parameter-server daemon: one ROUTER socket serving one shard of the parameters.
 // run() is a single poll loop over the socket, the ZAP socket, a signalfd and a wake-up
 // eventfd; every message is handled on that thread. stop() may be called from any thread.
+//
+// Exceptions (issue 39): run() catches whatever the handling of one message throws
+// (std::bad_alloc, an .at() out of range, a zmq::error_t). If the shard's parameters, slots, step
+// or a sync step's sum were being written when it was thrown (ShardState::torn(),
+// SyncAggregator::torn()), serving them on would hand out half-updated parameters: run() logs it
+// and rethrows, and psd exits 1 (the job resumes from its last checkpoint). Otherwise nothing was
+// changed half-way: the sender gets an ERROR (kUnsupported, unless a reply already went to it),
+// the warning is logged (rate-limited), counted in STATS as handler_exceptions, and psd goes on.
 #pragma once
 
 #include <atomic>
@@ -61,6 +69,9 @@ private:
     using Parts = std::vector<zmq::message_t>;
 
     void handle_message(Parts& parts);
+    // run()'s boundary around handle_message(): false when the exception must end psd (see above);
+    // else answers the sender (unless `replies_before` != replies_sent_) and returns true.
+    bool survive_exception(const Parts& parts, std::uint64_t replies_before, const std::string& what);
     void dispatch(const std::string& routing, const wire::Header& h, Parts& parts);
     void on_hello(const std::string& routing, const wire::Header& h, Parts& parts);
     void on_init(const std::string& routing, const wire::Header& h, Parts& parts);
@@ -156,6 +167,8 @@ private:
     wire::ModelId model_;  // from the first HELLO (the hash from the first that had one)
     std::unique_ptr<ThreadTeam> team_;  // splits the finite check and the update (options_.threads)
     std::uint64_t refusals_logged_ = 0;  // log_refusal(): warnings written
+    std::uint64_t replies_sent_ = 0;       // by send_reply()
+    std::uint64_t handler_exceptions_ = 0;  // messages whose handling threw (survive_exception())
     Clock::time_point last_refusal_log_{};
     std::unique_ptr<ShardState> shard_;
     std::unique_ptr<SyncAggregator> sync_;

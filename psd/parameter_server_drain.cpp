@@ -26,9 +26,9 @@ void ParameterServer::begin_drain(int sig) {
     if (drain_.active()) return;
     drain_.begin(sig, Clock::now());
     spdlog::warn("{}: draining at step {}: workers are told to stop; waiting up to {:.1f} s for the chief's checkpoint and "
-                 "DONE from {} live worker(s)",
+                 "DONE from {} live worker(s) ({})",
                  sig ? fmt::format("signal {}", sig) : std::string("chief's drain request"), shard_->step(),
-                 drain_.grace().count() / 1000.0, workers_.count_live());
+                 drain_.grace().count() / 1000.0, workers_.count_live(), drain_.budget().describe());
     // Sync: the partial step is dropped; its waiting workers learn that psd drains.
     release_pending(step_waiters_, wire::kFlagDraining);
     if (sync_) sync_ = make_sync();
@@ -50,9 +50,8 @@ void ParameterServer::release_drain_waiters(bool timed_out) {
 }
 
 void ParameterServer::check_drain() {
-    // Half the grace for the other workers to stop, the other half for the chief's checkpoint.
-    if (!drain_waiters_.empty() && drain_.seconds_since_begin(Clock::now()) * 2000 > drain_.grace().count())
-        release_drain_waiters(true);
+    // The budget's hold for the other workers to stop, the rest for the chief's checkpoint.
+    if (!drain_waiters_.empty() && drain_.hold_over(Clock::now())) release_drain_waiters(true);
     if (!drain_.expired(Clock::now())) return;
     spdlog::error("draining: {:.1f} s are over and worker(s) {} sent no DONE: exiting", drain_.grace().count() / 1000.0,
                   WorkerTable::list([&] {

@@ -7,6 +7,7 @@
 
 #include "common/shared_dir_check.h"
 #include "common/zmq_util.h"
+#include "psd/memory_budget.h"
 #include "psd/parameter_server.h"
 #include "psd/shard_checkpoint.h"
 
@@ -35,6 +36,11 @@ void ParameterServer::on_hello(const std::string& routing, const Header& h, Part
     if (!shard_) {
         auto layout = compute_layout(*tensors, static_cast<std::uint32_t>(options_.endpoints.size()));
         if (!layout) return reply_error(routing, ErrorCode::kInvalidArgument, layout.error().message);
+        // The list is the sender's word: refuse a shard this host cannot hold before allocating it.
+        if (auto fits = check_shard_memory(*layout, options_.index, host_memory_bytes()); !fits) {
+            log_refusal("a HELLO whose model does not fit: " + fits.error().message);
+            return reply_error(routing, fits.error().code, fits.error().message);
+        }
         tensors_ = *tensors;
         model_ = hello->model;
         shard_ = std::make_unique<ShardState>(*layout, options_.index, tensors_);

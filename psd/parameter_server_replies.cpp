@@ -39,6 +39,25 @@ void ParameterServer::reply_error(const std::string& routing, ErrorCode code, co
     reply(routing, MessageType::kError, 0, &body);
 }
 
+bool ParameterServer::survive_exception(const Parts& parts, std::uint64_t replies_before, const std::string& what) {
+    if ((shard_ && shard_->torn()) || (sync_ && sync_->torn())) {
+        spdlog::critical("handling a message threw while the shard was being written ({}): its parameters may be "
+                         "half-updated, so psd stops serving them (the job resumes from its last checkpoint)",
+                         what);
+        return false;
+    }
+    ++handler_exceptions_;
+    log_refusal("a message whose handling threw (" + what + "); the shard is unchanged");
+    if (parts.empty() || replies_sent_ != replies_before) return true;
+    try {
+        reply_error(std::string(view(parts[0])), ErrorCode::kUnsupported,
+                    "psd could not handle this request (" + what + "): it was dropped, the shard is unchanged");
+    } catch (const std::exception& e) {
+        spdlog::warn("could not answer that message either: {}", e.what());
+    }
+    return true;
+}
+
 void ParameterServer::release_pending(std::vector<Pending>& pending, std::uint32_t flags) {
     for (const auto& p : pending) {
         if (p.type == MessageType::kPush) reply(p.routing, MessageType::kAck, flags);
@@ -62,6 +81,7 @@ void ParameterServer::send_reply(const std::string& routing, Header& h, std::vec
     socket_.send(zmq::buffer(bytes), more(!payloads.empty() || trailer));
     for (std::size_t k = 0; k < payloads.size(); ++k) socket_.send(payloads[k], more(k + 1 < payloads.size() || trailer));
     if (trailer) socket_.send(zmq::buffer(*trailer), zmq::send_flags::none);
+    ++replies_sent_;
 }
 
 }  // namespace psrun::psd

@@ -142,7 +142,7 @@ void RowStore::begin_update() {
 void RowStore::apply(std::size_t t, std::span<const std::uint32_t> ids, std::span<const float> grads) {
     auto& table = tables_[t];
     const std::size_t width = table.spec.width;
-    const UpdateKernel kernel(config_, table.updates);
+    const UpdateKernel kernel(config_, table.updates, config_.decays(2));  // a table is rank 2 [num_rows, width]
     float* s0 = table.slot0.empty() ? nullptr : table.slot0.data();
     float* s1 = table.slot1.empty() ? nullptr : table.slot1.data();
     for (std::size_t i = 0; i < ids.size(); ++i) {

@@ -1,5 +1,7 @@
 #include "psd/shard_state.h"
 
+#include "psd/torn_guard.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -44,6 +46,7 @@ void ShardState::make_optimizers() {
 }
 
 void ShardState::init(const wire::InitConfig& config, const std::vector<std::span<const float>>& params) {
+    const TornGuard guard(torn_);
     rows_.init(config.optimizer);
     set_dense(config, params);
 }
@@ -61,6 +64,7 @@ void ShardState::set_dense(const wire::InitConfig& config, const std::vector<std
 }
 
 void ShardState::restore(const wire::InitConfig& config) {
+    const TornGuard guard(torn_);
     const bool kind_changed = config.optimizer.kind != config_.optimizer.kind || optimizers_.empty();
     const auto updates = optimizers_.empty() ? 0 : optimizers_[0].updates();
     std::vector<std::vector<float>> saved_slots;
@@ -99,6 +103,7 @@ std::uint64_t ShardState::updates(std::size_t k) const {
 void ShardState::load(const wire::InitConfig& config, const std::vector<std::span<const float>>& params,
                       const std::vector<std::vector<std::vector<float>>>& slots,
                       const std::vector<std::uint64_t>& updates) {
+    const TornGuard guard(torn_);
     set_dense(config, params);
     for (std::size_t k = 0; k < optimizers_.size(); ++k) {
         auto dst = optimizers_[k].slots();
@@ -130,6 +135,7 @@ float* ShardState::writable() {
 
 void ShardState::apply(const std::vector<std::span<const float>>& grads, ThreadTeam* team, std::span<float> mirror,
                        std::span<const RowSlice> rows) {
+    const TornGuard guard(torn_);
     if (dry_run_) {
         ++step_;
         if (!mirror.empty()) copy_params_to(mirror, team);
@@ -142,9 +148,10 @@ void ShardState::apply(const std::vector<std::span<const float>>& grads, ThreadT
         for (std::size_t k = 0; k < grads.size(); ++k) {
             const auto [begin, end] = part_range(grads[k].size(), part, parts);
             const std::span<float> params(dst + local_offsets_[k], grads[k].size());
+            const bool decay = config_.optimizer.decays(tensors_[layout_.slices[slice_ids_[k]].tensor].shape.size());
             auto step = [&](std::size_t b, std::size_t e) {
                 if (state_[k]) subtract_range(params, grads[k], b, e);
-                else optimizers_[k].apply_range(params, grads[k], b, e);
+                else optimizers_[k].apply_range(params, grads[k], b, e, decay);
             };
             if (mirror.empty()) {
                 step(begin, end);

@@ -64,6 +64,9 @@ public:
 
     // Marks the shard as holding no parameters (a restore that failed after it began to write).
     void invalidate() { initialized_ = false; }
+    // An exception left a write (init, restore, load, apply) half-way: parameters, slots, rows or
+    // step may be partly updated (psd/torn_guard.h). Stays true.
+    bool torn() const { return torn_; }
 
     // Dry run (benchmarks): apply() only advances the step. Reset by init().
     void set_dry_run(bool dry_run) { dry_run_ = dry_run; }
@@ -123,6 +126,7 @@ private:
     std::uint64_t last_step_ = 0;
     bool initialized_ = false;
     bool dry_run_ = false;
+    bool torn_ = false;  // see torn()
 };
 
 }  // namespace psrun::psd

@@ -14,13 +14,18 @@
 #include "common/tensor_file.h"
 #include "common/tensor_file_stream.h"
 #include "psd/shard_state.h"
+#include "psd/torn_guard.h"
 
 namespace psrun::psd {
 namespace {
 
 // 3: the optimizer config holds the learning-rate decay; 4: and schedule; 5: sparse tables (a version 4
-// file, which has none, still loads into a model without sparse tables)
-constexpr std::uint32_t kShardFileVersion = 5;
+// file, which has none, still loads into a model without sparse tables); 6: weight decay and clipping
+// at the INIT body's end (a version 4 or 5 file loads as no decay, no clipping)
+constexpr std::uint32_t kShardFileVersion = 6;
+// The INIT fields protocol 10 added (wire_bodies.cpp: weight decay f32, its selection u8, the
+// clipping norm f32), all zero: what a version 4 or 5 file's body lacks.
+constexpr std::size_t kInitV10Bytes = 4 + 1 + 4;
 
 void put_u64(std::vector<float>& out, std::uint64_t v) {
     for (int i = 0; i < 4; ++i) out.push_back(static_cast<float>((v >> (16 * i)) & 0xFFFF));
@@ -91,7 +96,7 @@ Result<void> ShardState::load(const std::string& path) {
     };
     const auto& entries = file->tensors();
     const std::size_t init_size = wire::encode_init(wire::InitConfig{}).size();  // the smallest: constant schedule
-    if (entries.empty() || entries[0].name != "meta" || entries[0].count < 1 + 6 * 4 + init_size ||
+    if (entries.empty() || entries[0].name != "meta" || entries[0].count < 1 + 6 * 4 + init_size - kInitV10Bytes ||
         entries[0].count > 1 + 6 * 4 + wire::kMaxBodyBytes)
         return corrupt("not a psrun shard file");
     std::vector<float> meta(entries[0].count);
@@ -100,12 +105,14 @@ Result<void> ShardState::load(const std::string& path) {
     const auto version = meta[0];
     const auto shard = get_u64(meta, at), shards = get_u64(meta, at), fingerprint = get_u64(meta, at),
                step = get_u64(meta, at), updates = get_u64(meta, at), size = get_u64(meta, at);
-    const bool known = version == static_cast<float>(kShardFileVersion) || (version == 4.0f && rows_.size() == 0);
+    const bool known = version == static_cast<float>(kShardFileVersion) || version == 5.0f ||
+                       (version == 4.0f && rows_.size() == 0);
     if (!known || shard != shard_ || shards != layout_.num_shards ||
         fingerprint != fingerprint_ || size != size_)
         return corrupt("written for another model, shard or shard count");
     std::string init;
     for (; at < meta.size(); ++at) init.push_back(static_cast<char>(static_cast<unsigned char>(meta[at])));
+    if (version < 6.0f) init.append(kInitV10Bytes, '\0');
     auto config = wire::decode_init(init);
     if (!config) return corrupt("bad optimizer config");
     const std::size_t slots = static_cast<std::size_t>(slot_count(config->optimizer.kind));
@@ -123,6 +130,7 @@ Result<void> ShardState::load(const std::string& path) {
         if (entries[next++].count != 4) return corrupt("wrong table state size");
     }
     // Checked: now replace the state (a read error from here on leaves the shard uninitialised).
+    const TornGuard guard(torn_);
     config_ = *config;
     initialized_ = false;
     float* dst = writable();

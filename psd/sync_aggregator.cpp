@@ -1,5 +1,7 @@
 #include "psd/sync_aggregator.h"
 
+#include "psd/torn_guard.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -19,6 +21,7 @@ SyncAggregator::SyncAggregator(std::size_t floats, std::uint32_t num_workers, st
 
 bool SyncAggregator::add(std::uint32_t worker, const std::vector<std::span<const float>>& grads,
                          const std::vector<std::size_t>& offsets, std::span<const RowSlice> rows) {
+    const TornGuard guard(torn_);
     const auto now = Clock::now();
     for (const auto& r : rows) {
         auto& acc = row_sums_[r.table];

@@ -39,6 +39,8 @@ public:
     // replica that did not push a row counts as a zero gradient for it). Valid until the next add().
     std::vector<RowSlice> average_rows();
     std::size_t row_floats() const;  // sparse accumulator floats in use (bounded by one step's rows)
+    // An exception left add() half-way: the step's sum may hold part of a gradient. Stays true.
+    bool torn() const { return torn_; }
     // Clears the step; returns a straggler report every `report_every` completed steps.
     std::optional<std::string> finish_step(std::uint64_t completed_step);
 
@@ -65,6 +67,7 @@ private:
     std::vector<std::uint32_t> last_counts_;
     double lag_sum_ms_ = 0, lag_max_ms_ = 0;
     std::uint32_t window_steps_ = 0;
+    bool torn_ = false;  // see torn()
 };
 
 }  // namespace psrun::psd

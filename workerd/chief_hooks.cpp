@@ -14,6 +14,7 @@
 #include "common/utf8.h"
 #include "workerd/nn/model_summary.h"
 #include "workerd/data/data_time.h"
+#include "workerd/worker_reports.h"
 
 namespace psrun::worker {
 
@@ -168,10 +169,26 @@ void SummaryHook::end(RunContext& ctx, const StepResult& last) {
         {"threads", omp_get_max_threads()},
         {"seed", o.seed},
         {"stopped_by_signal", ctx.stopped_by_signal},
+        {"checkpoint_step", ctx.checkpointer && ctx.checkpointer->last_saved_step()
+                                ? nlohmann::json(*ctx.checkpointer->last_saved_step())
+                                : nlohmann::json(nullptr)},
+        {"checkpoint_failures", ctx.checkpointer ? ctx.checkpointer->failures() : 0},
+        {"checkpoint_error", ctx.checkpointer && ctx.checkpointer->failures() ? nlohmann::json(ctx.checkpointer->last_error())
+                                                                              : nlohmann::json(nullptr)},
+        {"metrics_records_lost", ctx.metrics ? ctx.metrics->dropped() : 0},
         {"evaluations", ctx.evaluations},
         {"targets", targets},
     };
     summary.update(data_time_json(ctx.trainer->data(), ctx.train_seconds));
+    if (ctx.num_workers > 1 && ctx.client) {  // distributed: every worker's counters (workerd/worker_reports.h)
+        const auto wait = ctx.stopped_by_signal ? std::chrono::milliseconds(0) : std::chrono::milliseconds(10000);
+        const WorkerTotals totals = sum_worker_reports(o.model_dir, ctx.num_workers, worker_report(ctx), wait);
+        summary["skipped_records"] = totals.skipped_records;
+        summary["skipped_records_by_worker"] = totals.by_worker;
+        summary["workers_without_report"] = totals.missing;
+    }
+    summary.update(optimizer_summary(make_trainer_config(o).optimizer));
+    summary["chief_clipped_steps"] = ctx.trainer->clipped_steps();  // the chief's own gradients only
     if (ctx.test_metrics) summary.update(ctx.test_metrics->json());  // test_mse, test_mean_f1, ... where they apply
     const std::string path = o.model_dir + "/summary.json";
     const std::string tmp = path + ".tmp";
@@ -199,9 +216,21 @@ void CheckpointHook::after_step(RunContext& ctx, const StepResult& step) {
     auto saved = ctx.checkpointer->save(*ctx.client, step.global_step,
                                         {{"workers", ctx.num_workers}, {"chief_local_steps", ctx.local_steps}});
     if (!saved) {
-        spdlog::error("{}", saved.error().message);
         // psd stopped the run (--max-bad-grads) and answered this request instead of the next exchange.
-        if (saved.error().code == ErrorCode::kAborted) ctx.aborted = saved.error();
+        if (saved.error().code == ErrorCode::kAborted) {
+            spdlog::error("{}", saved.error().message);
+            ctx.aborted = saved.error();
+            return;
+        }
+        const auto& c = *ctx.checkpointer;
+        const auto held = c.last_saved_step();
+        spdlog::error("{} (failure {}; the newest checkpoint holds {}; {})", saved.error().message, c.failures(),
+                      held ? fmt::format("step {}", *held) : std::string("no step"),
+                      last ? std::string("this was the final one")
+                           : fmt::format("next try in {:.0f} s or at the last step", c.retry_in().count() / 1000.0));
+        if (ctx.metrics)
+            ctx.metrics->write(static_cast<std::int64_t>(step.global_step),
+                               {{"checkpoint_failed", saved.error().message}, {"checkpoint_failures", c.failures()}});
         return;
     }
     spdlog::info("checkpoint {} ({:.0f} ms)", saved->dir, 1000 * seconds_since(t0));

@@ -48,7 +48,8 @@ private:
 };
 
 // On end: <model-dir>/summary.json (global_step, test_accuracy, images_per_sec, train_seconds,
-// workers, evaluations, ...) and curves.png. Failures are logged; a missing plot is a warning.
+// workers, evaluations, checkpoint_step (the newest step a checkpoint holds), checkpoint_failures,
+// checkpoint_error, metrics_records_lost, ...) and curves.png. Failures are logged; a missing plot is a warning.
 class SummaryHook : public Hook {
 public:
     bool chief_only() const override { return true; }
@@ -57,7 +58,8 @@ public:
 
 // Saves a coordinated checkpoint of every psd shard when RunContext's Checkpointer says one is
 // due (every --checkpoint-secs / --checkpoint-steps, and at the last step). A failed save is
-// logged and training goes on: the previous checkpoint stays valid.
+// logged once, with the error, and training goes on: the previous checkpoint stays valid, and
+// the next periodic try waits the Checkpointer's backoff (the final step is always tried).
 class CheckpointHook : public Hook {
 public:
     bool chief_only() const override { return true; }

@@ -11,7 +11,9 @@
 #include <stdexcept>
 
 #include "common/clock.h"
+#include "common/exit_codes.h"
 #include "common/model_dir_lock.h"
+#include "common/option_checks.h"
 #include "common/job_keys.h"
 #include "common/ps_client.h"
 #include "common/shared_dir_check.h"
@@ -24,13 +26,15 @@
 #include "workerd/preemption.h"
 #include "workerd/signal_watcher.h"
 #include "workerd/step_loop.h"
+#include "workerd/worker_reports.h"
 #include "workerd/data/data_time.h"
 
 namespace psrun::worker {
 
 void add_cluster_options(CLI::App& app, ClusterOptions& o) {
     app.add_option("--ps", o.ps, "comma-separated psd endpoints (tcp://HOST:PORT, HOST:PORT or ipc:///path)");
-    app.add_option("--num-workers", o.num_workers, "workers in the job (the start barrier waits for all)");
+    app.add_option("--num-workers", o.num_workers, "workers in the job (the start barrier waits for all)")
+        ->check(integer_in(1, kMaxTasks));
     app.add_flag("--chief", o.chief, "this worker initialises the parameters and does the chief's duties");
     app.add_flag("--evaluator", o.evaluator, "evaluate each new checkpoint in --model-dir on the test set (no training)");
     auto* key = app.add_option("--key-file", o.key_file, "the job's key file (job token and CURVE keys)");
@@ -39,17 +43,17 @@ void add_cluster_options(CLI::App& app, ClusterOptions& o) {
         ->excludes(no_auth)
         ->capture_default_str();
     app.add_option("--connect-timeout", o.connect_timeout, "seconds to wait for psd's reply to HELLO and STATS")
-        ->check(CLI::PositiveNumber)
+        ->check(positive_seconds())
         ->capture_default_str();
     app.add_option("--step-timeout", o.step_timeout, "seconds to wait for one PUSH_PULL (or DONE) reply")
-        ->check(CLI::PositiveNumber)
+        ->check(positive_seconds())
         ->capture_default_str();
     app.add_option("--barrier-timeout", o.barrier_timeout, "seconds to wait at the start barrier")
-        ->check(CLI::PositiveNumber)
+        ->check(positive_seconds())
         ->capture_default_str();
     app.add_option("--signal-grace", o.signal_grace,
                    "seconds after SIGTERM/SIGUSR1 for the preemption checkpoint before a forced exit 1")
-        ->check(CLI::PositiveNumber)
+        ->check(positive_seconds())
         ->capture_default_str();
     add_fault_options(app, o.faults);
 }
@@ -147,6 +151,7 @@ int DistributedWorker::run() {
             }
         }
         if (auto all = wait_for_all_workers(client, bo); !all) return fail("start barrier", all.error());
+        if (!training_.model_dir.empty()) clear_worker_reports(training_.model_dir, c.num_workers);  // no one ended yet
         const wire::InitConfig init{config.optimizer, 0, static_cast<std::uint64_t>(training_.steps)};
         std::optional<RestoredInfo> restored;
         if (!training_.model_dir.empty()) {
@@ -235,6 +240,9 @@ int DistributedWorker::run() {
     // A sparse table's rows come from psd: the final evaluation and summary run before DONE lets it go.
     const bool end_before_done = trainer.sparse() && !ctx.stopped_by_signal;
     if (end_before_done) hooks.end(ctx, last);
+    if (!c.chief && !training_.model_dir.empty())  // before DONE: the chief sums it (workerd/worker_reports.h)
+        if (auto wrote = write_worker_report(training_.model_dir, ctx); !wrote)
+            spdlog::warn("{}", wrote.error().message);
     if (ctx.stopped_by_signal) {
         code = finish_preempted(ctx, *ctx.client, watcher, tag);
     } else {
@@ -261,6 +269,16 @@ int DistributedWorker::run() {
     spdlog::info("data: {}", describe_data_time(trainer.data(), ctx.train_seconds));
     blocked.reset();
     if (!end_before_done) hooks.end(ctx, last);
+    // Saves were tried and the last one failed: the trained parameters are not on disk.
+    if (code == kExitOk && checkpointer && checkpointer->failures() > 0 &&
+        checkpointer->last_saved_step() != last.global_step) {
+        const auto held = checkpointer->last_saved_step();
+        spdlog::error("the final checkpoint (global step {}) was not written: {}; the newest checkpoint holds {} "
+                      "(exit {})",
+                      last.global_step, checkpointer->last_error(),
+                      held ? fmt::format("step {}", *held) : std::string("no step"), kExitNoFinalCheckpoint);
+        code = kExitNoFinalCheckpoint;
+    }
     return code;
 }
 

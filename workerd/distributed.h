@@ -13,6 +13,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/drain_budget.h"
 #include "workerd/ps_recovery.h"
 #include "workerd/train_options.h"
 
@@ -30,7 +31,9 @@ struct ClusterOptions {
     double connect_timeout = 30;   // seconds: HELLO, STATS (DONE waits --step-timeout: psd may be checkpointing)
     double step_timeout = 600;     // seconds: one PUSH_PULL (sync steps wait for the others)
     double barrier_timeout = 600;  // seconds: the start barrier
-    double signal_grace = 9;       // seconds from SIGTERM/SIGUSR1 to a forced exit 1 (preemption.h)
+    // Seconds from SIGTERM/SIGUSR1 to a forced exit 1 (preemption.h); also the drain budget
+    // (common/drain_budget.h) that psd gets the same value for.
+    double signal_grace = kDefaultSignalGrace;
     FaultOptions faults;           // lost psd, heartbeats, fault injection (workerd/ps_recovery.h)
 };
 

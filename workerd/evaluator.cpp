@@ -13,6 +13,7 @@
 
 #include "common/clock.h"
 #include "common/model_dir_lock.h"
+#include "common/option_checks.h"
 #include "common/pause_detector.h"
 #include "common/checkpoint_params.h"
 #include "common/checkpoint_store.h"
@@ -36,10 +37,10 @@ constexpr int kProbeMisses = 2;  // consecutive unanswered probes before the psd
 void add_evaluator_options(CLI::App& app, EvaluatorOptions& o) {
     app.add_option("--eval-timeout", o.eval_timeout,
                    "evaluator: exit 1 after S seconds without a new checkpoint (and, with --ps, without an answer from psd)")
-        ->check(CLI::PositiveNumber)
+        ->check(positive_seconds())
         ->capture_default_str();
     app.add_option("--eval-poll", o.poll_interval, "evaluator: seconds between looks for new checkpoints")
-        ->check(CLI::Range(0.01, 60.0))
+        ->check(number_in(0.01, 60, "seconds"))
         ->capture_default_str();
 }
 

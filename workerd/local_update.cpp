@@ -17,9 +17,11 @@ LocalUpdate::LocalUpdate(const OptimizerConfig& config, const std::vector<Tensor
             const std::size_t b = std::max(lo, t.offset), e = std::min(hi, t.offset + t.size);
             if (b >= e) continue;
             const bool state = t.tensor_class == TensorClass::kState;
+            const bool decay = !state && config.decays(t.shape.size());
             auto& runs = runs_[c];
-            if (!runs.empty() && runs.back().state == state && runs.back().end == b - lo) runs.back().end = e - lo;
-            else runs.push_back(Run{b - lo, e - lo, state});
+            if (!runs.empty() && runs.back().state == state && runs.back().decay == decay && runs.back().end == b - lo)
+                runs.back().end = e - lo;
+            else runs.push_back(Run{b - lo, e - lo, state, decay});
         }
     }
 }
@@ -36,7 +38,7 @@ void LocalUpdate::apply(std::span<float> params, std::span<const float> grads) {
         optimizer.begin_update();
         for (const auto& run : runs_[i]) {
             if (run.state) subtract_range(p, g, run.begin, run.end);
-            else optimizer.apply_range(p, g, run.begin, run.end);
+            else optimizer.apply_range(p, g, run.begin, run.end, run.decay);
         }
     }
 }

@@ -17,6 +17,7 @@
 #include "common/denormals.h"
 #include "common/logging.h"
 #include "common/model_dir_lock.h"
+#include "common/option_checks.h"
 #include "common/result.h"
 #include "common/signals.h"
 #include "common/suggest.h"
@@ -60,7 +61,8 @@ int main(int argc, char** argv) {
     bool standalone = false;
     std::string log_level = "info", run_id;
     app.add_flag("--standalone", standalone, "train alone with the local optimizer (no psd)");
-    app.add_option("--index", cluster.index, "worker index (0 <= I < --num-workers)");
+    app.add_option("--index", cluster.index, "worker index (0 <= I < --num-workers)")
+        ->check(psrun::integer_in(0, psrun::kMaxTasks - 1));
     app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
     app.add_option("--run-id", run_id,
                    "the run this process belongs to, for the model dir lock (psrun passes it; default: derived "
@@ -68,6 +70,10 @@ int main(int argc, char** argv) {
     psrun::worker::add_cluster_options(app, cluster);
     psrun::worker::add_train_options(app, options);
     psrun::worker::add_evaluator_options(app, evaluation);
+    if (psrun::wants_numeric_option_list(argc, argv)) {
+        psrun::print_numeric_options(app, std::cout);
+        return psrun::kExitOk;
+    }
     try {
         app.parse(argc, argv);
     } catch (const CLI::ExtrasError& e) {
@@ -81,8 +87,9 @@ int main(int argc, char** argv) {
         return app.exit(e) == 0 ? psrun::kExitOk : psrun::kExitUsage;
     }
     psrun::init_logging(cluster.evaluator ? "evaluator" : "workerd", static_cast<int>(cluster.index), log_level);
-    psrun::PauseDetector::process();  // start watching for stops of this process (issue 14)
     try {
+        psrun::PauseDetector::process();  // start watching for stops of this process (issue 14); inside the try: its
+                                          // thread may be refused (exit 1 with the reason, not std::terminate)
         if (options.synthetic_compute_ms > 0) {
             // Before the model-dir lock: a synthetic run must not touch a real run's directory.
             if (!options.model_dir.empty())

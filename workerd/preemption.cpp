@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/drain_budget.h"
 #include "common/exit_codes.h"
 
 namespace psrun::worker {
@@ -76,7 +77,10 @@ int finish_preempted(RunContext& ctx, PsClient& client, SignalWatcher& watcher, 
     if (ctx.chief && ctx.checkpointer) {
         std::uint64_t step = global_step;
         {
-            SignalWatcher::Blocked waiting(watcher);
+            // psd holds the answer until the other workers stopped, at most the budget's hold.
+            const DrainBudget budget{watcher.deadline()};
+            spdlog::info("preempted ({}): asking psd to drain ({})", why, budget.describe());
+            SignalWatcher::Blocked waiting(watcher, budget.reply_wait());
             auto drained = client.drain();
             if (drained) step = *drained;
             else spdlog::error("drain request: {} (saving anyway)", drained.error().message);

@@ -4,7 +4,8 @@
 // when psd answers a push with kFlagDraining (psd got the signal, or the chief asked it to
 // drain). Then:
 //  - the chief asks every psd to drain (psd answers once the other workers stopped, so no update
-//    is in flight any more), saves a coordinated
+//    is in flight any more, or once the drain budget's hold is over: the chief waits for the
+//    answer as long as the budget says, common/drain_budget.h), saves a coordinated
 //    checkpoint of every shard at psd's final step (optimizer slots included; the manifest's
 //    "extra" records the signal and the data position), sends DONE(preempted) and returns
 //    kExitPreempted (75); without --model-dir, or when the save fails, it returns 1;

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/option_checks.h"
 
 namespace psrun::worker {
 
@@ -81,18 +82,19 @@ void add_fault_options(CLI::App& app, FaultOptions& o) {
                    "seconds to wait for a lost psd (no answer for --heartbeat-timeout, or its connection closed) "
                    "to answer again: the same psd goes on where it was, a restarted one is restored by the chief "
                    "from the newest checkpoint; 0: a lost psd fails the worker at once")
-        ->check(CLI::NonNegativeNumber)
+        ->check(seconds_at_least(0))
         ->capture_default_str();
     app.add_option("--ps-restart-wait", o.reconnect_wait, "old name of --reconnect-wait")
         ->group("")
-        ->check(CLI::NonNegativeNumber)
+        ->check(hidden_option_check("--ps-restart-wait", seconds_at_least(0)))
         ->each([&o](const std::string&) { o.deprecated_restart_wait = true; });
     app.add_option("--heartbeat-timeout", o.heartbeat_timeout,
                    "seconds without a ZMTP heartbeat answer before a psd counts as lost (a psd that dies is "
                    "seen at once); 0: no heartbeats")
-        ->check(CLI::NonNegativeNumber)
+        ->check(number_in(0, 86400, "seconds"))
         ->capture_default_str();
-    app.add_option("--inject-nan-every", o.inject_nan_every)->group("")->check(CLI::NonNegativeNumber);
+    app.add_option("--inject-nan-every", o.inject_nan_every)->group("")->check(
+        hidden_option_check("--inject-nan-every", integer_in(0, 1000000000)));
 }
 
 Result<Recovered> recover_lost_ps(const PsClientOptions& client_options, std::uint32_t lost, std::uint64_t step,

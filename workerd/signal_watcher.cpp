@@ -11,7 +11,7 @@
 namespace psrun::worker {
 
 SignalWatcher::SignalWatcher(std::chrono::milliseconds grace, std::chrono::milliseconds deadline)
-    : grace_(grace), deadline_(deadline), thread_([this] { loop(); }) {}
+    : grace_(grace), deadline_(deadline), wait_ms_(grace.count()), thread_([this] { loop(); }) {}
 
 SignalWatcher::~SignalWatcher() {
     quit_.store(true);
@@ -40,9 +40,9 @@ void SignalWatcher::loop() {
         }
         if (blocked_.load() == 0) {
             since = SteadyClock::now();  // the training thread is working, not waiting: give it time
-        } else if (SteadyClock::now() - since > grace_) {
+        } else if (SteadyClock::now() - since > std::chrono::milliseconds(wait_ms_.load())) {
             spdlog::error("signal {}: still waiting for psd after {} ms: exiting now", signal_.load(),
-                          grace_.count());
+                          wait_ms_.load());
             std::_Exit(kExitFailure);
         }
     }

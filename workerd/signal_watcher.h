@@ -30,16 +30,28 @@ public:
         return std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(signal_ns_.load()));
     }
 
-    // Marks the training thread as waiting for psd while it lives.
+    std::chrono::milliseconds deadline() const { return deadline_; }
+
+    // Marks the training thread as waiting for psd while it lives. `grace`, when given, replaces
+    // the watcher's grace while this Blocked lives (the chief's drain request waits the drain
+    // budget's reply_wait(), common/drain_budget.h). Not nested with another Blocked that has one.
     class Blocked {
     public:
         explicit Blocked(SignalWatcher& w) : w_(w) { w_.blocked_.fetch_add(1); }
-        ~Blocked() { w_.blocked_.fetch_sub(1); }
+        Blocked(SignalWatcher& w, std::chrono::milliseconds grace) : w_(w), custom_(true) {
+            w_.wait_ms_.store(grace.count());
+            w_.blocked_.fetch_add(1);
+        }
+        ~Blocked() {
+            w_.blocked_.fetch_sub(1);
+            if (custom_) w_.wait_ms_.store(w_.grace_.count());
+        }
         Blocked(const Blocked&) = delete;
         Blocked& operator=(const Blocked&) = delete;
 
     private:
         SignalWatcher& w_;
+        bool custom_ = false;
     };
 
 private:
@@ -47,6 +59,7 @@ private:
 
     std::chrono::milliseconds grace_;
     std::chrono::milliseconds deadline_;
+    std::atomic<std::chrono::milliseconds::rep> wait_ms_;  // the grace in force (Blocked may raise it)
     std::atomic<std::chrono::steady_clock::rep> signal_ns_{0};
     SignalFd signals_;
     WakeFd wake_;

@@ -164,6 +164,8 @@ int StandaloneTrainer::run() {
             {"targets", times.empty() ? nlohmann::json(nullptr) : targets_to_json(times, metric, seconds)},
         };
         summary.update(data_time_json(source, train_seconds));
+        summary.update(optimizer_summary(config.optimizer));
+        summary["clipped_steps"] = trainer.clipped_steps();
         if (accuracy_step > 0) summary.update(figures.json());  // test_mse, test_mean_f1, ... where they apply
         if (auto written = write_json(options_.model_dir, summary); !written) {
             spdlog::error("{}", written.error().message);

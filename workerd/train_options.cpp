@@ -4,10 +4,19 @@
 
 #include <omp.h>
 
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
 #include "common/metric_targets.h"
+#include "common/option_checks.h"
 #include "workerd/onnx/model_loader.h"
 
 namespace psrun::worker {
+
+namespace {
+constexpr std::int64_t kMaxSteps = 1000000000000;  // 1e12: any step count or interval
+}  // namespace
 
 void add_train_options(CLI::App& app, TrainOptions& o) {
     app.add_option("--model", o.model,
@@ -37,7 +46,8 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
     app.add_option("--test-data,--test-dir", o.test_data, "test data, as --train-data");
     app.add_option("--validation-split", o.validation_split,
                    "an image folder without --test-data: hold this fraction out as the test split (by a hash of "
-                   "each file's path)");
+                   "each file's path)")
+        ->check(psrun::number_in(0, 0.99));
     app.add_option("--inputs", o.inputs,
                    "input features by name: TFRecord feature keys (default image/encoded), CSV columns (default: all "
                    "but the targets), .npz array (default x)");
@@ -57,12 +67,16 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                    "(load into memory)")
         ->capture_default_str();
     app.add_option("--shuffle-buffer", o.shuffle_buffer, "examples in a TFRecord stream's shuffle buffer")
+        ->check(psrun::integer_in(0, 100000000))
         ->capture_default_str();
-    app.add_option("--prefetch", o.prefetch, "batches a stream keeps ready")->capture_default_str();
+    app.add_option("--prefetch", o.prefetch, "batches a stream keeps ready")->capture_default_str()
+        ->check(psrun::integer_in(1, 4096));
     app.add_option("--data-threads", o.data_threads, "threads decoding a stream (0: a quarter of the cores)")
+        ->check(psrun::thread_count(0))
         ->capture_default_str();
     app.add_option("--stream-memory-mb", o.stream_memory_mb,
                    "--stream auto: image folders whose decoded images exceed this are streamed")
+        ->check(psrun::integer_in(1, 1000000000))
         ->capture_default_str();
     app.add_option("--normalize", o.normalize,
                    "per-channel (x - mean) / std after uint8 pixels are scaled to [0, 1]: MEAN,STD for every "
@@ -71,40 +85,67 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                    "axis order of rank-4 .npy images: nchw, nhwc or auto (the axis of size <= 4 is the channel)")
         ->capture_default_str();
     app.add_option("--model-dir", o.model_dir, "where summary.json is written");
-    app.add_option("--batch-size", o.batch_size, "examples per step")->capture_default_str();
+    app.add_option("--batch-size", o.batch_size, "examples per step")->capture_default_str()
+        ->check(psrun::integer_in(1, 65536));
     app.add_option("--global-batch-size", o.global_batch_size,
                    "examples per global step, split evenly over the workers (G / --num-workers each; "
-                   "instead of --batch-size)");
-    app.add_option("--steps", o.steps, "global steps to train")->capture_default_str();
+                   "instead of --batch-size)")
+        ->check(psrun::integer_in(1, 65536 * kMaxTasks));
+    app.add_option("--steps", o.steps, "global steps to train")->capture_default_str()
+        ->check(psrun::integer_in(0, kMaxSteps));
     app.add_option("--learning-rate", o.learning_rate, "optimizer learning rate")
+        ->check(psrun::number_above(0, 1e6))
         ->capture_default_str();
     app.add_option("--lr-decay-rate", o.lr_decay_rate,
                    "multiply the learning rate by this every --lr-decay-steps updates, continuously (0 < r <= 1)")
+        ->check(psrun::number_above(0, 1))
         ->capture_default_str();
     app.add_option("--lr-decay-steps", o.lr_decay_steps, "updates per --lr-decay-rate factor (0: constant rate)")
+        ->check(psrun::integer_in(0, kMaxSteps))
         ->capture_default_str();
     app.add_option("--lr-schedule", o.lr_schedule,
                    "constant | exponential:rate=R,steps=N | piecewise:boundaries=B1,..;values=V0,V1,.. | "
                    "cosine:steps=N[,alpha=A] | onecycle:total=N[,pct=P,div=D,final_div=F] (docs/running.md)");
     app.add_option("--lr-warmup-steps", o.lr_warmup_steps, "linear warm-up over the first N updates (0: none)")
+        ->check(psrun::integer_in(0, kMaxSteps))
         ->capture_default_str();
-    app.add_option("--optimizer", o.optimizer, "sgd, momentum, adagrad or adam")
+    app.add_option("--optimizer", o.optimizer,
+                   "sgd, momentum, nesterov, adagrad, adam (TF 1.x's epsilon-hat form), adam_torch (torch.optim.Adam) "
+                   "or adamw (torch.optim.AdamW)")
+        ->capture_default_str();
+    app.add_option("--weight-decay", o.weight_decay,
+                   "L2 weight decay (g += W p; decoupled p *= 1 - lr W with adamw) on --weight-decay-on's tensors")
+        ->check(psrun::number_in(0, 1e6))
+        ->capture_default_str();
+    app.add_option("--weight-decay-on", o.weight_decay_on,
+                   "matrices (tensors of rank >= 2: no biases or normalization scales) or all trainable tensors")
+        ->capture_default_str();
+    app.add_option("--clip-global-norm", o.clip_global_norm,
+                   "scale each worker's gradient by min(1, C / ||g||) before sending it (0: off)")
+        ->check(psrun::number_in(0, 1e30))
         ->capture_default_str();
     app.add_option("--seed", o.seed, "seed for weights, shuffling and dropout")
+        ->check(psrun::integer_in(0, std::numeric_limits<std::int64_t>::max()))
         ->capture_default_str();
-    app.add_option("--threads", o.threads, "compute threads (0: all cores)")->capture_default_str();
+    app.add_option("--threads", o.threads, "compute threads (0: all cores)")->capture_default_str()
+        ->check(psrun::thread_count(0));
     app.add_option("--eval-every", o.eval_every, "evaluate on the test set every N steps (0: at the end)")
+        ->check(psrun::integer_in(0, kMaxSteps))
         ->capture_default_str();
-    app.add_option("--log-every", o.log_every, "progress line every N steps")->capture_default_str();
+    app.add_option("--log-every", o.log_every, "progress line every N steps")->capture_default_str()
+        ->check(psrun::integer_in(1, kMaxSteps));
     app.add_option("--target-accuracy", o.target_accuracy,
                    "test accuracies whose time the end-of-run summary reports, e.g. 99,99.2 or 0.9,0.92 (default: "
                    "99.0,99.2 on mnist; elsewhere the best accuracy reached and within 1 point of it)");
     app.add_option("--checkpoint-secs", o.checkpoint_secs,
-                   "chief with psd: checkpoint every S seconds (<= 0: never by time; always at the last step)")
+                   "chief with psd: checkpoint every S seconds (0: never by time; always at the last step)")
+        ->check(psrun::seconds_at_least(0))
         ->capture_default_str();
     app.add_option("--checkpoint-steps", o.checkpoint_steps, "chief with psd: checkpoint every N global steps (0: off)")
+        ->check(psrun::integer_in(0, kMaxSteps))
         ->capture_default_str();
-    app.add_option("--keep-checkpoints", o.keep_checkpoints, "checkpoints kept in --model-dir")->capture_default_str();
+    app.add_option("--keep-checkpoints", o.keep_checkpoints, "checkpoints kept in --model-dir")->capture_default_str()
+        ->check(psrun::integer_in(1, 1000000));
     app.add_option("--precision", o.precision, "f32 or bf16 (bf16 compute, f32 master weights)")
         ->capture_default_str();
     app.add_option("--overlap", o.overlap,
@@ -135,6 +176,7 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
     app.add_option("--synthetic-compute-ms", o.synthetic_compute_ms,
                    "scale tests only: sleep this long per step instead of computing, push a gradient of the "
                    "model's size (trains nothing; refuses --model-dir)")
+        ->check(psrun::number_in(0, 3.6e6, "milliseconds"))
         ->capture_default_str();
     app.add_option("--synthetic-compute-jitter", o.synthetic_compute_jitter,
                    "with --synthetic-compute-ms: none, or exp:MEAN_MS (each step sleeps an extra exponential "
@@ -233,6 +275,22 @@ TrainerConfig make_trainer_config(const TrainOptions& o) {
     auto schedule = lr_schedule_from_flags(o.lr_schedule, o.lr_warmup_steps, o.lr_decay_rate, o.lr_decay_steps);
     if (!schedule) usage(schedule.error().message);
     c.optimizer.schedule = *schedule;
+    if (!std::isfinite(o.weight_decay) || o.weight_decay < 0.0f)
+        usage("--weight-decay must be a finite number >= 0 (0: no decay)");
+    const bool shrinks = *kind == OptimizerKind::kSgd || *kind == OptimizerKind::kMomentum ||
+                         *kind == OptimizerKind::kNesterov || *kind == OptimizerKind::kAdamW;
+    if (shrinks && double(o.weight_decay) * double(o.learning_rate) >= 1.0)
+        usage("--weight-decay times --learning-rate must be < 1 with --optimizer " + o.optimizer +
+              " (each update would scale the weights by 1 - lr W <= 0)");
+    auto decay_on = parse_weight_decay_on(o.weight_decay_on);
+    if (!decay_on) usage("--weight-decay-on: " + decay_on.error().message);
+    c.optimizer.weight_decay = o.weight_decay;
+    c.optimizer.weight_decay_on = *decay_on;
+    if (!std::isfinite(o.clip_global_norm) || o.clip_global_norm < 0.0f)
+        usage("--clip-global-norm must be a finite number >= 0 (0: off)");
+    if (o.clip_global_norm > 0.0f && !o.sparse_embeddings.empty())
+        usage("--clip-global-norm does not cover --sparse-embedding tables' rows yet: drop one of the two");
+    c.optimizer.clip_global_norm = o.clip_global_norm;
     auto shard = parse_shard(o.shard);
     if (!shard) usage(shard.error().message);
     c.shard = *shard;
@@ -242,6 +300,13 @@ TrainerConfig make_trainer_config(const TrainOptions& o) {
     if (!augment) usage(augment.error().message);
     c.augment = *augment;
     return c;
+}
+
+nlohmann::json optimizer_summary(const OptimizerConfig& o) {
+    return {{"optimizer_form", std::string(optimizer_form(o.kind))},
+            {"weight_decay", o.weight_decay},
+            {"weight_decay_on", std::string(to_string(o.weight_decay_on))},
+            {"clip_global_norm", o.clip_global_norm}};
 }
 
 std::vector<double> given_target_accuracy(const TrainOptions& o) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "workerd/data/dataset_fetch.h"
 #include "workerd/trainer.h"
@@ -62,6 +63,11 @@ struct TrainOptions {
     std::string lr_schedule;           // --lr-schedule (common/lr_schedule.h); empty: constant
     std::int64_t lr_warmup_steps = 0;  // --lr-warmup-steps; 0: as --lr-schedule says
     std::string optimizer = "adam";
+    // --weight-decay W (OptimizerConfig::weight_decay; 0: none), on the tensors --weight-decay-on
+    // selects ("matrices": rank >= 2; "all"), and --clip-global-norm C (0: off).
+    float weight_decay = 0.0f;
+    std::string weight_decay_on = "matrices";
+    float clip_global_norm = 0.0f;
     std::uint64_t seed = 1;
     int threads = 0;  // 0: OpenMP's default (all cores)
     std::int64_t eval_every = 0;  // 0: evaluate only at the end
@@ -124,6 +130,11 @@ TrainerConfig make_trainer_config(const TrainOptions& options);
 
 // "f32" or "bf16"; kInvalidArgument otherwise, and kUnsupported for bf16 on a CPU without it.
 [[nodiscard]] Result<nn::Precision> parse_precision(const std::string& name);
+
+// summary.json's record of the optimizer beyond its name and rate: optimizer_form (which
+// reference's update rule: "tf1 epsilon-hat", "torch", ...), weight_decay, weight_decay_on,
+// clip_global_norm.
+nlohmann::json optimizer_summary(const OptimizerConfig& optimizer);
 
 // The thresholds --target-accuracy gives (fractions, easiest first; empty when not given).
 // UsageError naming the option on a bad value.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include <omp.h>
 
@@ -139,7 +140,31 @@ float Trainer::compute_gradients() {
     // A dropout mask per (seed, worker, step): workers never share masks.
     Rng rng(config_.seed ^ (0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(config_.shard.index)),
             local_step_++);
-    return network_->train_step(rng.next());
+    const float loss = network_->train_step(rng.next());
+    if (config_.optimizer.clip_global_norm > 0.0f) clip_gradients();
+    return loss;
+}
+
+void Trainer::clip_gradients() {
+    const auto g = grads().all();
+    double sum = 0;
+    for (const auto& t : params_.tensors()) {
+        if (t.tensor_class == TensorClass::kState) continue;
+        const float* p = g.data() + t.offset;
+        const auto n = static_cast<std::int64_t>(t.size);
+#pragma omp parallel for reduction(+ : sum) schedule(static) if (n >= (1 << 16))
+        for (std::int64_t i = 0; i < n; ++i) sum += double(p[i]) * double(p[i]);
+    }
+    last_grad_norm_ = std::sqrt(sum);
+    const double limit = config_.optimizer.clip_global_norm;
+    if (!std::isfinite(last_grad_norm_) || last_grad_norm_ <= limit) return;
+    const auto scale = static_cast<float>(limit / last_grad_norm_);
+    for (const auto& t : params_.tensors()) {
+        if (t.tensor_class == TensorClass::kState) continue;
+        float* p = g.data() + t.offset;
+        for (std::size_t i = 0; i < t.size; ++i) p[i] *= scale;
+    }
+    ++clipped_steps_;
 }
 
 void Trainer::swap_gradient_buffers() {

@@ -66,7 +66,14 @@ public:
     // Loads the next batch of this worker's shard (unless pull_rows() did), computes the loss and
     // writes the gradients into grads() (and the sparse table's rows' into row_grads()). Returns
     // the batch's mean loss. REQUIRES with a sparse table: pull_rows() succeeded since the last call.
+    // With OptimizerConfig::clip_global_norm C > 0, the trainable tensors' gradients are then
+    // scaled by min(1, C / ||g||) over all of them (tf.clip_by_global_norm); state tensors'
+    // deltas are left alone, and a non-finite norm leaves the gradient as it is (psd rejects it).
     float compute_gradients();
+    // Steps whose gradient --clip-global-norm scaled down, and the global norm of the last one
+    // (before clipping; 0 without clipping).
+    std::uint64_t clipped_steps() const { return clipped_steps_; }
+    double last_grad_norm() const { return last_grad_norm_; }
     // A sparse table: loads the next batch (once: a failed pull keeps it for the next try) and
     // pulls its distinct ids' rows from psd through `client` into the local table.
     [[nodiscard]] Result<StepInfo> pull_rows(PsClient& client);
@@ -128,6 +135,9 @@ private:
     double data_ms_ = 0;
     double update_ms_ = 0;
     bool batch_pending_ = false;
+    std::uint64_t clipped_steps_ = 0;
+    double last_grad_norm_ = 0;
+    void clip_gradients();
     std::uint64_t sparse_batches_ = 0, sparse_distinct_ = 0;  // pull_rows() loaded a batch compute_gradients() has not used
     std::function<PsClient*()> row_client_;
     Augmenter augmenter_;

@@ -181,6 +181,41 @@ TEST_CASE("the refresher keeps the lease and notices a takeover", "[lock]") {
     CHECK(read_json(d.path + "/.psrun/run.lock")["run_id"] == "run-b");  // not ours: left alone
 }
 
+// Issue 39: json::value("run_id", "") threw type_error on these, on the refresher thread
+// (std::terminate), in the destructor and in acquire().
+TEST_CASE("lock and member files whose fields have other types are stale, never a throw", "[lock]") {
+    TempDir d;
+    fs::create_directories(d.path + "/.psrun/members");
+    std::ofstream(d.path + "/.psrun/run.lock") << R"({"run_id": 5, "since": 7})";
+    std::ofstream(d.path + "/.psrun/members/othernode.1") << R"({"run_id": 5, "host": 3, "pid": "x"})";
+    std::ofstream(d.path + "/.psrun/members/othernode.2") << R"({"run_id": "run-a", "host": [], "pid": "x",
+                                                                 "start_ticks": "y", "role": 1})";
+    age(d.path + "/.psrun/members/othernode.2", 1000);  // run-a's: silent past the lease, so not live
+    ModelDirLockOptions o;
+    o.refresh = std::chrono::milliseconds(20);
+    std::unique_ptr<ModelDirLock> a;
+    REQUIRE_NOTHROW([&] {
+        auto lock = ModelDirLock::acquire(d.path, {"run-a", "psd 0"}, o);  // the lock names no run: taken over
+        REQUIRE(lock);
+        a = std::move(*lock);
+    }());
+    CHECK(read_json(d.path + "/.psrun/run.lock")["run_id"] == "run-a");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    CHECK_FALSE(a->lost());
+
+    // The refresher reads a lock whose run_id is a number: foreign, so this run lost the dir.
+    std::ofstream(d.path + "/.psrun/run.lock") << R"({"run_id": 5})";
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    CHECK(a->lost());
+    CHECK_NOTHROW(a.reset());  // the destructor reads it too, and leaves it
+    CHECK(read_json(d.path + "/.psrun/run.lock")["run_id"] == 5);
+
+    // Another run meets the same lock with a member file of other types: it takes over as well.
+    auto b = ModelDirLock::acquire(d.path, {"run-b", "psd 0"}, o);
+    REQUIRE(b);
+    CHECK(read_json(d.path + "/.psrun/run.lock")["run_id"] == "run-b");
+}
+
 TEST_CASE("an unwritable model dir is an I/O error naming it", "[lock]") {
     TempDir d;
     std::ofstream(d.path + "/file") << "x";

@@ -164,3 +164,23 @@ TEST_CASE("training_threads finds workerd's last --threads among the training op
     CHECK_FALSE(training_threads({"--threads", "x"}));
     CHECK_FALSE(training_threads({"--threads"}));
 }
+
+TEST_CASE("psd gets the workers' --signal-grace: one drain budget (common/drain_budget.h)", "[daemon]") {
+    DaemonOptions o;
+    o.no_auth = true;
+    o.training = {"--model-dir", "/m", "--signal-grace", "12"};
+    const auto ps = daemon_command(two_ps_three_workers(), Role::kPs, 0, o);
+    REQUIRE(ps);
+    const auto at = std::find(ps->argv.begin(), ps->argv.end(), "--signal-grace");
+    REQUIRE(at != ps->argv.end());
+    CHECK(*(at + 1) == "12");
+    o.training = {"--signal-grace=3.5"};
+    const auto eq = daemon_command(two_ps_three_workers(), Role::kPs, 0, o);
+    REQUIRE(eq);
+    CHECK(std::count(eq->argv.begin(), eq->argv.end(), "3.5") == 1);
+    o.training = {"--steps", "5"};  // not given: psd keeps its default, which is the workers' too
+    const auto none = daemon_command(two_ps_three_workers(), Role::kPs, 0, o);
+    REQUIRE(none);
+    CHECK(std::find(none->argv.begin(), none->argv.end(), "--signal-grace") == none->argv.end());
+    CHECK(training_value({"--signal-grace", "4", "--signal-grace=6"}, "--signal-grace") == "6");
+}

@@ -376,8 +376,20 @@ TEST_CASE("disk full while saving: clear error, the previous checkpoint stays va
     REQUIRE(valid);
     CHECK(valid->step == 1);
     CHECK(warnings.empty());
+    // The failure is counted and backs off: no periodic save is due for 1 s, the final step is.
+    CHECK(ckpt.failures() == 1);
+    CHECK_THAT(ckpt.last_error(), Catch::Contains("No space left on device"));
+    CHECK(ckpt.retry_in() == std::chrono::milliseconds(1000));
+    CHECK_FALSE(ckpt.due(1000000));
+    CHECK(ckpt.due(1000000, true));
+    CHECK(ckpt.last_saved_step() == 1u);
+    REQUIRE_FALSE(ckpt.save(*chief, 2));  // a second failure in a row doubles the wait
+    CHECK(ckpt.failures() == 2);
+    CHECK(ckpt.retry_in() == std::chrono::milliseconds(2000));
     fs::remove(std::string(tmpfs) + "/filler");
     auto retry = ckpt.save(*chief, 2);  // space is back: the same step saves fine
     REQUIRE(retry);
     CHECK(retry->step == 2);
+    CHECK(ckpt.retry_in() == std::chrono::milliseconds(0));
+    CHECK(ckpt.failures() == 2);  // failures of the run stay counted
 }

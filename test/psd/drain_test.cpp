@@ -8,14 +8,34 @@
 #include <filesystem>
 #include <future>
 
+#include "common/drain_budget.h"
 #include "common/exit_codes.h"
 #include "common/result.h"
+#include "psd/drain.h"
 #include "test/psd/ps_fixture.h"
 
 using namespace psrun;
 using psrun::test::Cluster;
 using psrun::test::ramp;
 using psrun::test::small_model;
+
+TEST_CASE("the drain budget: psd holds the drain request half of --signal-grace, the chief waits longer",
+          "[psd][drain]") {
+    using std::chrono::milliseconds;
+    const DrainBudget eight{milliseconds(8000)};
+    CHECK(eight.hold() == milliseconds(4000));
+    CHECK(eight.reply_wait() == milliseconds(5000));
+    CHECK_THAT(eight.describe(), Catch::Contains("--signal-grace 8.0 s") && Catch::Contains("within 4.0 s") &&
+                                     Catch::Contains("waits up to 5.0 s"));
+    const DrainBudget short_one{milliseconds(1000)};  // the slack never falls below 500 ms
+    CHECK(short_one.reply_wait() == milliseconds(1000));
+    CHECK(short_one.reply_wait() < short_one.grace + milliseconds(1));
+    psd::Drain drain(milliseconds(8000));
+    const auto t0 = psd::Drain::Clock::now();
+    drain.begin(15, t0);
+    CHECK_FALSE(drain.hold_over(t0 + milliseconds(3900)));
+    CHECK(drain.hold_over(t0 + milliseconds(4100)));
+}
 
 TEST_CASE("a drain request is answered once the other workers stopped; their last pushes count on every shard",
           "[psd][drain]") {

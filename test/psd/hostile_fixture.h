@@ -32,15 +32,22 @@ struct TcpPsd {
     std::string endpoint;
     std::string auth_mode;
 
-    // auth: psd's --auth (curve or mac) with the job key file.
-    explicit TcpPsd(const std::string& log_level, const std::string& auth = "curve") : auth_mode(auth) {
+    // auth: psd's --auth (curve or mac) with the job key file. address_space_kib: psd runs under
+    // that RLIMIT_AS (ulimit -v), so that a large allocation fails with std::bad_alloc; 0: none.
+    explicit TcpPsd(const std::string& log_level, const std::string& auth = "curve", long address_space_kib = 0)
+        : auth_mode(auth) {
         auto k = ensure_job_key_file(key, true, std::chrono::milliseconds(100));
         REQUIRE(k);
         keys = *k;
-        psd.emplace(test::build_dir() / "psd" / "psd",
-                    std::vector<std::string>{"--index", "0", "--ps", "tcp://127.0.0.1:*", "--num-workers", "1",
-                                             "--key-file", key, "--auth", auth, "--log-level", log_level},
-                    dir + "/psd.log");
+        std::vector<std::string> args{"--index", "0", "--ps", "tcp://127.0.0.1:*", "--num-workers", "1",
+                                      "--key-file", key, "--auth", auth, "--log-level", log_level};
+        std::filesystem::path exe = test::build_dir() / "psd" / "psd";
+        if (address_space_kib > 0) {
+            args.insert(args.begin(), {"-c", "ulimit -v " + std::to_string(address_space_kib) + " && exec \"$0\" \"$@\"",
+                                       exe.string()});
+            exe = "/bin/sh";
+        }
+        psd.emplace(exe, args, dir + "/psd.log");
         REQUIRE(psd->wait_for_output("serving on", 20));
         std::smatch m;
         const std::string out = psd->output();
@@ -93,9 +100,9 @@ private:
     zmq::socket_t socket_;
 };
 
-// A HELLO message for the small model, from the chief, with the job's token.
-inline Frames hello(std::uint64_t token) {
-    const std::string body = wire::encode_hello(wire::Hello{{"small", ""}, test::small_model()});
+// A HELLO message for `tensors` (the small model by default), from the chief, with the job's token.
+inline Frames hello(std::uint64_t token, const std::vector<TensorSpec>& tensors = test::small_model()) {
+    const std::string body = wire::encode_hello(wire::Hello{{"small", ""}, tensors});
     wire::Header h;
     h.type = wire::MessageType::kHello;
     h.role = wire::Role::kChief;

@@ -1,5 +1,9 @@
 // The real psd binary, started and stopped by PID, with real client processes.
+#include <arpa/inet.h>
 #include <catch2/catch.hpp>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -143,6 +147,27 @@ TEST_CASE("psd refuses bad flags with exit 2 and a clear message", "[psd][proces
         CHECK(psd.wait(10) == 2);
         CHECK_THAT(psd.output(), Catch::Contains("does not exist"));
     }
+}
+
+// Issue 38: a port in use named neither the endpoint nor the option that set it.
+TEST_CASE("psd on a port in use names the endpoint and --ps", "[psd][process]") {
+    Setup s;
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    REQUIRE(::listen(fd, 1) == 0);
+    socklen_t len = sizeof addr;
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+    const std::string ep = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+    auto psd = ChildProcess(s.psd, {"--index", "0", "--ps", ep, "--num-workers", "1", "--no-auth"}, s.dir + "/p.log");
+    const int rc = psd.wait(10);
+    ::close(fd);
+    CHECK(rc == 1);
+    CHECK_THAT(psd.output(), Catch::Contains("cannot listen on tcp://" + ep + " (entry 0 of --ps, " + ep + ")") &&
+                                 Catch::Contains("Address already in use") && Catch::Contains("--port-base"));
 }
 
 TEST_CASE("psrun stop saves and stops a standby psd found through its endpoint file", "[psd][process]") {

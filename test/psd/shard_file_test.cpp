@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/tensor_file.h"
 #include "psd/shard_state.h"
 #include "test/psd/ps_fixture.h"
 
@@ -73,5 +74,42 @@ TEST_CASE("standby shard file keeps params, Adam slots, update count and step; d
     REQUIRE_FALSE(refused);
     CHECK_THAT(refused.error().message, Catch::Contains("NaN or Inf"));
     CHECK_FALSE(std::filesystem::exists(inf_path));
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a version 5 shard file (before weight decay and clipping) still loads, as no decay", "[psd][shard]") {
+    const auto tensors = psrun::test::small_model();
+    const auto layout = *compute_layout(tensors, 2);
+    const std::string dir = psrun::test::make_temp_dir();
+    const std::string path = dir + "/ps-1.shard";
+    psd::ShardState a(layout, 1, tensors);
+    wire::InitConfig config;
+    config.optimizer = OptimizerConfig{.kind = OptimizerKind::kMomentum, .learning_rate = 1e-2f};
+    std::vector<std::vector<float>> init;
+    for (auto id : a.slice_ids()) init.push_back(psrun::test::ramp(layout.slices[id].length, 0.5f));
+    a.init(config, std::vector<std::span<const float>>(init.begin(), init.end()));
+    REQUIRE(a.save(path));
+
+    // The file as a version 5 psd wrote it: its meta without the INIT body's last 9 bytes
+    // (weight decay f32, its selection u8, clipping norm f32), one float per byte.
+    auto file = read_tensor_file(path);
+    REQUIRE(file);
+    REQUIRE((*file)[0].name == "meta");
+    auto& meta = (*file)[0];
+    REQUIRE(meta.data[0] == 6.0f);
+    meta.data[0] = 5.0f;
+    meta.data.resize(meta.data.size() - 9);
+    meta.shape = {meta.data.size()};
+    std::vector<TensorView> views;
+    for (const auto& t : *file) views.push_back({t.name, t.shape, t.data});
+    REQUIRE(write_tensor_file(path, views));
+
+    psd::ShardState b(layout, 1, tensors);
+    auto loaded = b.load(path);
+    INFO((loaded ? std::string() : loaded.error().message));
+    REQUIRE(loaded);
+    CHECK(b.config().optimizer.kind == OptimizerKind::kMomentum);
+    CHECK(b.config().optimizer.weight_decay == 0.0f);
+    CHECK(b.config().optimizer.clip_global_norm == 0.0f);
     std::filesystem::remove_all(dir);
 }

@@ -49,4 +49,47 @@ TEST_CASE("state tensors get params -= grads, trainable ones the optimizer, in a
     }
 }
 
+TEST_CASE("weight decay reaches the rank >= 2 tensors only, whatever the chunks cut", "[trainer][optimizer]") {
+    omp_set_num_threads(2);
+    const std::vector<TensorInfo> tensors = {
+        {"fc/w", {10, 30}, 0, 300},
+        {"fc/b", {30}, 300, 30},
+        {"bn/mean", {30}, 330, 30, TensorClass::kState},
+        {"out/w", {30, 3}, 360, 90},
+    };
+    const std::size_t n = 450;
+    OptimizerConfig config{.kind = OptimizerKind::kNesterov, .learning_rate = 0.1f, .weight_decay = 0.05f};
+    const auto init = ramp(n, 0.5f, -0.25f);
+    const std::vector<std::vector<float>> grads = {ramp(n, 0.3f), ramp(n, -0.6f, 0.1f)};
+    // Reference: one optimizer per tensor, decaying when its rank is >= 2; the state tensor by subtraction.
+    std::vector<float> expected = init;
+    for (const auto& t : tensors) {
+        std::span<float> p(expected.data() + t.offset, t.size);
+        Optimizer reference(config, t.size);
+        for (const auto& g : grads) {
+            std::span<const float> gt(g.data() + t.offset, t.size);
+            if (t.tensor_class == TensorClass::kState)
+                for (std::size_t i = 0; i < t.size; ++i) p[i] -= gt[i];
+            else reference.apply(p, gt, t.shape.size() >= 2);
+        }
+    }
+    for (int chunks : {1, 3, 7}) {
+        LocalUpdate update(config, tensors, chunks);
+        std::vector<float> params = init;
+        for (const auto& g : grads) update.apply(params, g);
+        std::size_t mismatches = 0;
+        for (std::size_t i = 0; i < n; ++i) mismatches += params[i] != expected[i];
+        INFO("chunks " << chunks);
+        CHECK(mismatches == 0);
+    }
+    // The decay is there: without it fc/w ends elsewhere, fc/b where it ends with it.
+    OptimizerConfig plain = config;
+    plain.weight_decay = 0.0f;
+    LocalUpdate update(plain, tensors, 1);
+    std::vector<float> params = init;
+    for (const auto& g : grads) update.apply(params, g);
+    CHECK(params[10] != expected[10]);
+    CHECK(params[310] == expected[310]);
+}
+
 }  // namespace psrun::worker

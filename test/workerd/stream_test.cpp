@@ -6,11 +6,17 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
+#include <unistd.h>
+#include <sys/resource.h>
+#include <pthread.h>
 #include <map>
 #include <set>
 
 #include "test/workerd/data_files.h"
 #include "workerd/data/data_sources.h"
+#include "workerd/data/decode_all.h"
+#include "workerd/data/stream_pipeline.h"
 #include "workerd/data/example_proto.h"
 #include "workerd/data/image_encoder.h"
 #include "workerd/data/tfrecord_writer.h"
@@ -210,6 +216,120 @@ TEST_CASE("stream errors: a corrupt record fails at its place naming file and of
     REQUIRE_FALSE(w);
     CHECK_THAT(w.error().message, Catch::Contains("record 0 at offset 0: has no feature 'image/encoded' (it has: 'x' "
                                                   "(float_list), 'y' (int64_list)); give --inputs"));
+}
+
+namespace {
+
+// Serialized examples {x: [id x4], y: [id % 10]}, `end` of them; next() throws once `throw_at`
+// were read, describe() for record `bad_describe` (that runs on a decode thread).
+class ThrowingProducer final : public RecordProducer {
+public:
+    ThrowingProducer(std::uint64_t throw_at, std::uint64_t bad_describe, std::uint64_t end = 1000)
+        : throw_at_(throw_at), bad_(bad_describe), end_(end) {}
+    Result<bool> next(RawRecord& out) override {
+        if (next_ == end_) return false;
+        if (next_ == throw_at_) throw std::runtime_error("the disk went away");
+        const float id = static_cast<float>(next_);
+        const std::vector<float> x{id, id, id, id};
+        const std::vector<std::int64_t> y{static_cast<std::int64_t>(next_ % 10)};
+        out.bytes = ExampleBuilder().add_floats("x", x).add_int64s("y", y).serialize();
+        out.index = next_++;
+        return true;
+    }
+    std::string describe(const RawRecord& r) const override {
+        if (r.index == bad_) throw std::bad_alloc();
+        return "record " + std::to_string(r.index);
+    }
+    bool examples() const override { return true; }
+
+private:
+    std::uint64_t throw_at_, bad_, end_, next_ = 0;
+};
+
+PipelineConfig throwing_config() {
+    PipelineConfig c;
+    c.layout = ExampleLayout{features_model(), PixelType::kFloat32};
+    c.keys = RecordKeys{{"x"}, {"y"}};
+    c.batch_size = 10;
+    c.shuffle_buffer = 0;
+    c.threads = 2;
+    return c;
+}
+
+}  // namespace
+
+// Issue 39: an exception on a pipeline thread was std::terminate.
+TEST_CASE("a reader or decoder that throws fails the stream with an error, not terminate", "[stream]") {
+    SECTION("the reader thread") {
+        StreamPipeline p(throwing_config(), std::make_unique<ThrowingProducer>(25, 1000));
+        std::size_t good = 0;
+        auto drain = [&] {
+            while (auto b = p.pop()) {
+                good += b->valid;
+                p.recycle(std::move(b));
+            }
+        };
+        CHECK_THROWS_WITH(drain(), Catch::Contains("reader thread failed: the disk went away"));
+        CHECK(good <= 20);
+    }
+    SECTION("a decode thread") {
+        StreamPipeline p(throwing_config(), std::make_unique<ThrowingProducer>(5000, 12));
+        auto drain = [&] {
+            while (auto b = p.pop()) p.recycle(std::move(b));
+        };
+        CHECK_THROWS_WITH(drain(), Catch::Contains("decoder thread failed"));
+    }
+    SECTION("decode_all's threads") {
+        std::uint64_t skipped = 0;
+        PipelineConfig c = throwing_config();
+        c.corrupt = CorruptRecords::kSkip;  // an exception is no corrupt record: it fails even so
+        ThrowingProducer producer(5000, 12, 40);  // next() runs on the calling thread: only describe() throws
+        auto all = decode_all(producer, c, 2, skipped);
+        REQUIRE_FALSE(all);
+        CHECK_THAT(all.error().message, Catch::Contains("decoding the data failed"));
+    }
+}
+
+// Issue 38 item 5: a thread the host refuses was std::terminate ("--data-threads 100000"). Every
+// new thread's stack is 1 GiB here and the address space has room for about three more, so the
+// pipeline's fourth thread (and decode_all's) fails to start: an error that says what to change.
+TEST_CASE("a thread the host refuses fails the pipeline with an error, not terminate", "[stream]") {
+    pthread_attr_t old_attr, big;
+    REQUIRE(pthread_getattr_default_np(&old_attr) == 0);
+    pthread_attr_init(&big);
+    pthread_attr_setstacksize(&big, std::size_t{1} << 30);
+    rlimit old_as{};
+    REQUIRE(getrlimit(RLIMIT_AS, &old_as) == 0);
+    std::ifstream statm("/proc/self/statm");
+    std::uint64_t vm_pages = 0;
+    statm >> vm_pages;
+    REQUIRE(vm_pages > 0);
+    std::string pipeline_error, decode_all_error;
+    {
+        PipelineConfig c = throwing_config();
+        c.threads = 16;
+        ThrowingProducer producer(5000, 5000, 40);
+        REQUIRE(pthread_setattr_default_np(&big) == 0);
+        const rlimit tight{vm_pages * static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE)) + (std::uint64_t{7} << 29),
+                           old_as.rlim_max};
+        setrlimit(RLIMIT_AS, &tight);
+        try {
+            StreamPipeline p(c, std::make_unique<ThrowingProducer>(5000, 5000));
+        } catch (const std::exception& e) {
+            pipeline_error = e.what();
+        }
+        std::uint64_t skipped = 0;
+        auto all = decode_all(producer, c, 16, skipped);
+        if (!all) decode_all_error = all.error().message;
+        setrlimit(RLIMIT_AS, &old_as);
+        pthread_setattr_default_np(&old_attr);
+    }
+    pthread_attr_destroy(&big);
+    pthread_attr_destroy(&old_attr);
+    CHECK_THAT(pipeline_error, Catch::Contains("data pipeline: the host refused thread") &&
+                                   Catch::Contains("of 18 (16 decoding threads)") &&
+                                   Catch::Contains("give fewer --data-threads"));
+    CHECK_THAT(decode_all_error, Catch::Contains("the host refused thread") && Catch::Contains("of 16"));
 }
 
 TEST_CASE("image folders: in memory or streamed, the same examples; PNG and JPEG mixed", "[stream]") {

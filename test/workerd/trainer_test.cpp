@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <memory>
 
 #include "test/workerd/random_images.h"
 #include "test/workerd/trainer_config.h"
@@ -33,6 +35,41 @@ TEST_CASE("the parallel chunked update equals a single optimizer", "[trainer]") 
         CHECK(std::equal(got.begin(), got.end(), expected.begin()));
     }
     CHECK(trainer.global_step() == 3);
+}
+
+TEST_CASE("--clip-global-norm scales the whole gradient by C / ||g|| when ||g|| > C, else leaves it", "[trainer]") {
+    omp_set_num_threads(2);
+    const LabeledImages data = test::random_images(64, 5);
+    auto gradient = [&](float clip, Trainer** keep = nullptr) {
+        TrainerConfig config = mnist_deep_config();
+        config.optimizer.clip_global_norm = clip;
+        static std::unique_ptr<Trainer> last;  // the last trainer stays alive for its counters
+        last = std::make_unique<Trainer>(config, data, data);
+        last->compute_gradients();
+        if (keep) *keep = last.get();
+        const auto g = last->grads().all();
+        return std::vector<float>(g.begin(), g.end());
+    };
+    const auto raw = gradient(0.0f);
+    double sum = 0;
+    for (float v : raw) sum += double(v) * double(v);
+    const double norm = std::sqrt(sum);
+    REQUIRE(norm > 0.01);
+    Trainer* clipped_trainer = nullptr;
+    const auto clipped = gradient(static_cast<float>(norm / 4), &clipped_trainer);
+    CHECK(clipped_trainer->clipped_steps() == 1);
+    CHECK(clipped_trainer->last_grad_norm() == Approx(norm).epsilon(1e-6));
+    double clipped_sum = 0;
+    std::size_t off = 0;
+    for (std::size_t i = 0; i < raw.size(); ++i) {
+        clipped_sum += double(clipped[i]) * double(clipped[i]);
+        off += std::fabs(clipped[i] - 0.25f * raw[i]) > 1e-6f * (1.0f + std::fabs(raw[i]));
+    }
+    CHECK(off == 0);
+    CHECK(std::sqrt(clipped_sum) == Approx(norm / 4).epsilon(1e-5));
+    Trainer* loose = nullptr;
+    CHECK(gradient(static_cast<float>(norm * 2), &loose) == raw);  // under the limit: untouched
+    CHECK(loose->clipped_steps() == 0);
 }
 
 TEST_CASE("a seed reproduces the losses; another seed does not", "[trainer]") {

@@ -1,7 +1,12 @@
 #include "workerd/data/decode_all.h"
 
+#include <algorithm>
 #include <optional>
+#include <string>
+#include <system_error>
 #include <thread>
+
+#include "common/option_checks.h"
 
 #include "workerd/data/example_decoder.h"
 
@@ -33,7 +38,7 @@ Result<std::shared_ptr<LabeledImages>> decode_all(RecordProducer& producer, cons
                                                   std::uint64_t& skipped) {
     auto out = std::make_shared<LabeledImages>(make_examples(c.layout, 0));
     out->normalization = c.normalization;
-    const std::size_t threads = static_cast<std::size_t>(std::max(1, threads_given));
+    const std::size_t threads = static_cast<std::size_t>(std::clamp(threads_given, 1, max_threads()));
     std::vector<std::unique_ptr<ExampleDecoder>> decoders;
     for (std::size_t t = 0; t < threads; ++t) decoders.push_back(std::make_unique<ExampleDecoder>(c.layout, c.keys, c.resize));
     constexpr std::size_t kGroup = 4096;
@@ -53,18 +58,32 @@ Result<std::shared_ptr<LabeledImages>> decode_all(RecordProducer& producer, cons
         }
         LabeledImages decoded = make_examples(c.layout, n);
         std::vector<std::optional<Error>> errors(n);
+        std::vector<std::optional<Error>> thrown(threads);  // an exception ends the pass, even under kSkip
         std::vector<std::thread> pool;
-        for (std::size_t t = 0; t < threads; ++t)
+        std::optional<Error> refused;  // the host refused a thread: join the started ones, then fail
+        for (std::size_t t = 0; t < threads && !refused; ++t) try {
             pool.emplace_back([&, t] {
-                for (std::size_t i = t; i < n; i += threads) {
-                    const RawRecord& r = group[i];
-                    const std::string what = producer.describe(r);
-                    auto ok = producer.examples() ? decoders[t]->decode_example(r.bytes, decoded, i, what)
-                                                  : decoders[t]->decode_image(r.bytes, r.label, decoded, i, what);
-                    if (!ok) errors[i] = ok.error();
+                try {
+                    for (std::size_t i = t; i < n; i += threads) {
+                        const RawRecord& r = group[i];
+                        const std::string what = producer.describe(r);
+                        auto ok = producer.examples() ? decoders[t]->decode_example(r.bytes, decoded, i, what)
+                                                      : decoders[t]->decode_image(r.bytes, r.label, decoded, i, what);
+                        if (!ok) errors[i] = ok.error();
+                    }
+                } catch (const std::exception& e) {  // nothing may leave a thread (std::terminate)
+                    thrown[t] = Error{ErrorCode::kIo, std::string("decoding the data failed: ") + e.what()};
                 }
             });
+        } catch (const std::system_error& e) {
+            refused = Error{ErrorCode::kIo, "decoding the data: the host refused thread " + std::to_string(t + 1) +
+                                                " of " + std::to_string(threads) + ": " + e.what() +
+                                                "; give fewer --data-threads"};
+        }
         for (auto& th : pool) th.join();
+        if (refused) return tl::unexpected(std::move(*refused));
+        for (auto& e : thrown)
+            if (e) return tl::unexpected(std::move(*e));
         // Compact: drop (skip) or report the failures, in record order.
         std::size_t kept = 0;
         for (std::size_t i = 0; i < n; ++i) {

@@ -16,7 +16,7 @@ namespace psrun::worker {
 // Every record of `producer` (one pass) decoded with `config`'s layout, keys and resize into
 // memory (normalization set from `config`). Undecodable records fail (the error names the file
 // and record), or are skipped and counted in `skipped` under CorruptRecords::kSkip (the
-// producer's own skips included).
+// producer's own skips included). An exception on a decode thread fails the pass (an error, not terminate).
 [[nodiscard]] Result<std::shared_ptr<LabeledImages>> decode_all(RecordProducer& producer, const PipelineConfig& config,
                                                                 int threads, std::uint64_t& skipped);
 

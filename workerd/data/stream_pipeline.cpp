@@ -2,6 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+#include "common/option_checks.h"
 
 #include "workerd/data/batch_fill.h"
 #include "common/rng.h"
@@ -28,7 +33,7 @@ void ReadyBatch::copy_to(const BatchView& out) const {
 
 StreamPipeline::StreamPipeline(PipelineConfig config, std::unique_ptr<RecordProducer> producer)
     : config_(std::move(config)), producer_(std::move(producer)) {
-    config_.threads = std::max(1, config_.threads);
+    config_.threads = std::clamp(config_.threads, 1, max_threads());  // --data-threads is checked to this too
     config_.prefetch = std::max<std::size_t>(1, config_.prefetch);
     max_in_flight_ = 2 * static_cast<std::size_t>(config_.threads) + 2;
     if (config_.shuffle_buffer > 1) {
@@ -36,12 +41,36 @@ StreamPipeline::StreamPipeline(PipelineConfig config, std::unique_ptr<RecordProd
         shuffle_.normalization = config_.normalization;
     }
     filling_ = new_batch();
-    threads_.emplace_back([this] { read_loop(); });
-    for (int i = 0; i < config_.threads; ++i) threads_.emplace_back([this] { decode_loop(); });
-    threads_.emplace_back([this] { assemble_loop(); });
+    try {
+        threads_.emplace_back([this] { run_stage("reader", &StreamPipeline::read_loop); });
+        for (int i = 0; i < config_.threads; ++i)
+            threads_.emplace_back([this] { run_stage("decoder", &StreamPipeline::decode_loop); });
+        threads_.emplace_back([this] { run_stage("assembler", &StreamPipeline::assemble_loop); });
+    } catch (const std::system_error& e) {
+        // The host refused a thread: stop the ones started (a joinable std::thread destroyed
+        // during unwinding would call std::terminate) and say what to change.
+        const std::size_t started = threads_.size();
+        stop_threads();
+        throw std::runtime_error("data pipeline: the host refused thread " + std::to_string(started + 1) + " of " +
+                                 std::to_string(config_.threads + 2) + " (" + std::to_string(config_.threads) +
+                                 " decoding threads): " + e.what() +
+                                 "; give fewer --data-threads");
+    }
 }
 
-StreamPipeline::~StreamPipeline() {
+void StreamPipeline::run_stage(const char* stage, void (StreamPipeline::*loop)()) {
+    try {
+        (this->*loop)();
+    } catch (const std::exception& e) {
+        fail(Error{ErrorCode::kIo, std::string("data pipeline: the ") + stage + " thread failed: " + e.what()});
+    } catch (...) {
+        fail(Error{ErrorCode::kIo, std::string("data pipeline: the ") + stage + " thread failed"});
+    }
+}
+
+StreamPipeline::~StreamPipeline() { stop_threads(); }
+
+void StreamPipeline::stop_threads() {
     {
         std::lock_guard lock(m_);
         stop_ = true;
@@ -51,6 +80,7 @@ StreamPipeline::~StreamPipeline() {
     cv_done_.notify_all();
     cv_ready_.notify_all();
     for (auto& t : threads_) t.join();
+    threads_.clear();
 }
 
 std::unique_ptr<ReadyBatch> StreamPipeline::new_batch() {

@@ -12,8 +12,8 @@
 // batches, whatever the size of the data. Decoding is parallel but results are used in record
 // order, so a seed gives the same batches on every run. Errors (a corrupt record under
 // --corrupt-records error, an image that does not decode) surface in pop() at the record's
-// place in the stream. Thread-safe: pop() from one thread at a time; the destructor stops and
-// joins the threads.
+// place in the stream; an exception on one of the threads surfaces in pop() too. Thread-safe:
+// pop() from one thread at a time; the destructor stops and joins the threads.
 #pragma once
 
 #include <condition_variable>
@@ -42,7 +42,7 @@ struct PipelineConfig {
     std::size_t batch_size = 50;
     std::size_t shuffle_buffer = 10000;  // examples; <= 1: in record order
     std::size_t prefetch = 4;            // ready batches
-    int threads = 1;                     // decode threads (>= 1)
+    int threads = 1;                     // decode threads (clamped to 1..max_threads(), common/option_checks.h)
     std::uint64_t shuffle_seed = 1;
 };
 
@@ -92,6 +92,12 @@ private:
     void read_loop();
     void decode_loop();
     void assemble_loop();
+    // Sets stop_, wakes every thread and joins those started (the destructor, and a
+    // constructor whose thread creation failed).
+    void stop_threads();
+    // A thread's entry: runs `loop`; an exception it throws (bad_alloc, a producer or decoder that
+    // throws) stops the pipeline with an error naming `stage`, which pop() raises (never terminate).
+    void run_stage(const char* stage, void (StreamPipeline::*loop)());
     void decode_chunk(Chunk& chunk, ExampleDecoder& decoder);
     // The assembler's output side: one example into the current batch; pushes full batches.
     bool emit(const LabeledImages& store, std::size_t index, std::uint64_t epoch);

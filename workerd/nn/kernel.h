@@ -12,8 +12,9 @@
 //   - Backward: output_diff(i, want) is dL/d(output i), converted to `want` before the
 //     kernel's backward work runs; input_diff(i, have) is where the kernel writes
 //     dL/d(input i), fully overwriting, in `have`; the Network adds the copies and sums that
-//     fan-out, shared tensors and format changes need after the kernel's backward work. Ask
-//     input_diff only where needs_input_grad(i).
+//     fan-out, shared tensors and format changes need after the kernel's backward work, in the
+//     order the kernel asked (any order is right). Ask input_diff exactly where
+//     needs_input_grad(i): build fails naming the kernel and the input it left out.
 //   - Tensors (parameters) are inputs like any other: plain f32 memories over the flat
 //     parameter buffer (read on every step, so updates show without rebuilding); their
 //     gradients go to the flat gradient buffer through input_diff. A state tensor (batch norm's

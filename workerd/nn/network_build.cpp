@@ -93,11 +93,10 @@ public:
             throw std::logic_error("kernel " + k_.label + " asked for the gradient of input " + std::to_string(i) +
                                    ", which needs none");
         ValueState& v = in(i);
-        // The first writer (in backward order) overwrites; the others add.
-        bool first = !v.loss_writes;
-        for (const auto& [kernel, slot] : v.writers) {
-            if (kernel > index_ || (kernel == index_ && slot < i)) first = false;
-        }
+        const int value = k_.inputs.at(i);
+        const bool first = overwrites_gradient(v, value, index_, asked_values_);
+        asked_values_.push_back(value);
+        asked_slots_.at(i) = true;
         if (first && v.diff.get_desc() == have) return v.diff;
         memory tmp(have, context_.engine);
         add_reorder(k_.bwd_post, context_.stream, tmp, v.diff, !first);
@@ -111,6 +110,11 @@ public:
         memory m(plain_desc(in(i).dims, Dt::f32), context_.engine, plan_.grads + t->offset);
         plan_.grad_memories.emplace_back(m, static_cast<std::size_t>(t->offset));
         return m;
+    }
+
+    // Throws when the kernel's build left out the gradient of an input that needs one.
+    void check_gradients() const {
+        if (auto missing = unasked_gradients(plan_, k_, asked_slots_); !missing.empty()) throw std::logic_error(missing);
     }
 
     void forward(Op op) override { k_.fwd.push_back(std::move(op)); }
@@ -137,6 +141,8 @@ private:
     const EngineContext& context_;
     const StepState& step_;
     int model_output_;
+    std::vector<int> asked_values_;                         // input_diff() calls, in call order
+    std::vector<bool> asked_slots_ = std::vector<bool>(k_.inputs.size(), false);
 };
 
 std::string describe(const ModelDescription& model, const KernelState& k, const NetworkOptions& o) {
@@ -149,6 +155,24 @@ std::string describe(const ModelDescription& model, const KernelState& k, const 
 }
 
 }  // namespace
+
+bool overwrites_gradient(const ValueState& v, int value, int kernel, const std::vector<int>& asked) {
+    if (v.loss_writes) return false;
+    for (const auto& w : v.writers)
+        if (w.first > kernel) return false;  // a later kernel's backward ran before this one's
+    return std::find(asked.begin(), asked.end(), value) == asked.end();
+}
+
+std::string unasked_gradients(const NetworkPlan& plan, const KernelState& k, const std::vector<bool>& asked) {
+    if (!k.backward || !k.reaches_loss) return "";
+    for (std::size_t i = 0; i < k.inputs.size(); ++i) {
+        const ValueState& v = plan.values.at(static_cast<std::size_t>(k.inputs[i]));
+        if (v.needs_grad && !(i < asked.size() && asked[i]))
+            return "kernel " + k.label + " never asked for the gradient of input " + std::to_string(i) + " ('" + v.name +
+                   "'), which needs one: its build must call input_diff(" + std::to_string(i) + ")";
+    }
+    return "";
+}
 
 Result<void> Network::build(std::span<const float> params, std::span<float> grads) {
     plan_ = std::make_unique<NetworkPlan>();
@@ -282,6 +306,7 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
         try {
             Builder builder(plan, static_cast<int>(ki), context, step_, plan.output);
             k.kernel->build(builder);
+            builder.check_gradients();
             for (std::size_t o = 0; o < k.outputs.size(); ++o)
                 if (!plan.values[static_cast<std::size_t>(k.outputs[o])].mem)
                     throw std::logic_error("the kernel made no output " + std::to_string(o));

@@ -58,4 +58,15 @@ struct NetworkPlan {
     float* grads = nullptr;
 };
 
+// Gradient routing (network_build.cpp). Backward runs the kernels last to first, and the writes
+// of one kernel's input gradients run in the order the kernel asked for them (input_diff), not
+// in slot order. The first write of a value's gradient overwrites it; every later one adds.
+// True when kernel `kernel` asking now for the gradient of value `value` (`v`) is that first
+// write; `asked`: the values this kernel asked for before, in order.
+bool overwrites_gradient(const ValueState& v, int value, int kernel, const std::vector<int>& asked);
+// After kernel `k` built itself: "" when it asked for the gradient of every input slot that
+// needs one (`asked[slot]`), else an error naming the kernel and the first input it left out
+// (whose gradient would otherwise add up, stale, step after step).
+std::string unasked_gradients(const NetworkPlan& plan, const KernelState& k, const std::vector<bool>& asked);
+
 }  // namespace psrun::nn

@@ -1,7 +1,7 @@
 // The equal, less, greater, not and cast kernels: hand loops on plain layouts, the inputs read
 // as f32 (integers converted exactly below 2^24), integer outputs written as s32 and float ones
-// in f32 (then converted to the output's type). No backward: their outputs carry no gradient
-// (integers, or a cast of integers).
+// in f32 (then converted to the output's type). Their gradient is 0: a float input that needs one
+// (a mask computed from activations) gets zeros, so that gradients summed into it stay fresh.
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -69,6 +69,8 @@ public:
         });
         if (!to_int && out_type != Dt::f32) b.forward(run_reorder(b, y, b.make_output(0, plain_desc(b.output_dims(0), out_type))));
         b.note("fwd: hand " + b.node().op);
+        for (std::size_t i = 0; i < b.input_count(); ++i)
+            if (b.needs_input_grad(i)) b.backward(run_zero(b.input_diff(i, plain_desc(b.input_dims(i), Dt::f32))));
     }
 };
 

@@ -70,6 +70,8 @@ public:
         b.note("fwd: hand " + op + " (f32)");
         if (!b.needs_backward()) return;
         const memory dy = b.output_diff(0, f32);
+        if (mode == SelectMode::kWhere && b.needs_input_grad(0))  // the condition's gradient is 0
+            b.backward(run_zero(b.input_diff(0, plain_desc(dims[0], Dt::f32))));
         for (std::size_t k = mode == SelectMode::kWhere ? 1 : 0; k < count; ++k) {
             if (!b.needs_input_grad(k)) continue;
             const memory full(f32, engine);

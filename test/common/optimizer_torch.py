@@ -1,0 +1,106 @@
+#!/usr/bin/python3
+"""psrun's optimizers against torch.optim on the same gradients (issue 35).
+
+Three tensors, a rank-2 weight [6, 5], a rank-1 bias [5] and a rank-4 conv weight [2, 3, 2, 2], start
+from fixed pseudo-random values and take 20 updates of fixed pseudo-random gradients (numpy
+RandomState, float32) in torch.optim (SGD with momentum, SGD with nesterov=True, Adam, AdamW;
+weight decay in param groups: only the rank >= 2 tensors, or every tensor for "all") and in psrun's
+Optimizer through the optimizer_replay tool. Every final value must agree within
+|psrun - torch| <= 2e-5 * max(1, |torch|); prints the worst difference per case and exits 1 on a
+mismatch, 77 (skipped) without torch.
+
+Usage: optimizer_torch.py OPTIMIZER_REPLAY
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import numpy as np
+    import torch
+except ImportError:
+    print("torch or numpy missing: skipped")
+    sys.exit(77)
+
+SHAPES = [(6, 5), (5,), (2, 3, 2, 2)]
+STEPS = 20
+TOLERANCE = 2e-5
+
+# (psrun kind, learning rate, momentum, weight decay, weight_decay_on, torch optimizer factory)
+CASES = [
+    ("sgd", 0.05, 0.0, 0.01, "matrices", lambda groups, lr: torch.optim.SGD(groups, lr=lr)),
+    ("momentum", 0.05, 0.9, 5e-4, "matrices", lambda groups, lr: torch.optim.SGD(groups, lr=lr, momentum=0.9)),
+    ("nesterov", 0.05, 0.9, 5e-4, "matrices",
+     lambda groups, lr: torch.optim.SGD(groups, lr=lr, momentum=0.9, nesterov=True)),
+    ("nesterov", 0.05, 0.9, 0.01, "all", lambda groups, lr: torch.optim.SGD(groups, lr=lr, momentum=0.9, nesterov=True)),
+    ("adam_torch", 0.01, 0.0, 0.0, "matrices", lambda groups, lr: torch.optim.Adam(groups, lr=lr)),
+    ("adam_torch", 0.01, 0.0, 0.05, "matrices", lambda groups, lr: torch.optim.Adam(groups, lr=lr)),
+    ("adamw", 0.01, 0.0, 0.1, "matrices", lambda groups, lr: torch.optim.AdamW(groups, lr=lr)),
+    ("adamw", 0.01, 0.0, 0.1, "all", lambda groups, lr: torch.optim.AdamW(groups, lr=lr)),
+]
+
+
+def data(seed):
+    rng = np.random.RandomState(seed)
+    init = [rng.standard_normal(s).astype(np.float32) for s in SHAPES]
+    grads = [[(rng.standard_normal(s) * 0.5).astype(np.float32) for s in SHAPES] for _ in range(STEPS)]
+    return init, grads
+
+
+def run_torch(factory, lr, wd, on, init, grads):
+    params = [torch.nn.Parameter(torch.from_numpy(v.copy())) for v in init]
+    groups = [{"params": [p], "weight_decay": wd if (on == "all" or p.dim() >= 2) else 0.0} for p in params]
+    opt = factory(groups, lr)
+    for step in grads:
+        for p, g in zip(params, step):
+            p.grad = torch.from_numpy(g.copy())
+        opt.step()
+    return np.concatenate([p.detach().numpy().ravel() for p in params])
+
+
+def run_psrun(tool, kind, lr, momentum, wd, on, init, grads, tmp):
+    path = os.path.join(tmp, "replay.txt")
+    with open(path, "w") as f:
+        f.write(f"{kind} {lr!r} {momentum!r} 0.9 0.999 1e-08 {wd!r} {on} {STEPS} {len(SHAPES)}\n")
+        for s in SHAPES:
+            f.write(f"{len(s)} {' '.join(map(str, s))}\n")
+        for v in init:
+            f.write(" ".join(repr(float(x)) for x in v.ravel()) + "\n")
+        for step in grads:
+            for g in step:
+                f.write(" ".join(repr(float(x)) for x in g.ravel()) + "\n")
+    out = subprocess.run([tool, path], check=True, capture_output=True, text=True, timeout=60).stdout
+    return np.array([float(x) for x in out.split()], dtype=np.float64)
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__)
+        return 2
+    tool = sys.argv[1]
+    failed = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, (kind, lr, momentum, wd, on, factory) in enumerate(CASES):
+            init, grads = data(100 + i)
+            want = run_torch(factory, lr, wd, on, init, grads).astype(np.float64)
+            got = run_psrun(tool, kind, lr, momentum, wd, on, init, grads, tmp)
+            start = np.concatenate([v.ravel() for v in init]).astype(np.float64)
+            if got.shape != want.shape:
+                print(f"FAIL {kind} wd={wd} on={on}: {got.size} values, torch has {want.size}")
+                failed += 1
+                continue
+            err = np.max(np.abs(got - want) / np.maximum(1.0, np.abs(want)))
+            moved = np.max(np.abs(want - start))
+            # The decay must matter, or the case would not test it.
+            decay_effect = np.max(np.abs(want - run_torch(factory, lr, 0.0, on, init, grads))) if wd > 0 else 1.0
+            ok = err <= TOLERANCE and moved > 1e-3 and decay_effect > 100 * TOLERANCE
+            failed += not ok
+            print(f"{'ok  ' if ok else 'FAIL'} {kind:10s} lr={lr} wd={wd} on={on}: worst relative difference "
+                  f"{err:.2e} (parameters moved up to {moved:.3f}" +
+                  (f", the decay changed them up to {decay_effect:.2e})" if wd > 0 else ")"))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
