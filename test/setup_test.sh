@@ -7,10 +7,7 @@ set -u
 src=$1
 build=$2
 fail=0
-check() {  # check <description> <condition...>
-    local what=$1; shift
-    if "$@"; then echo "ok: $what"; else echo "FAILED: $what"; fail=1; fi
-}
+. "$(dirname "$0")/support/check.sh"  # check(), require_mnist()
 
 out=$("$src/jobs/setup.sh" --bogus 2>&1)
 rc=$?

@@ -23,10 +23,7 @@ mkdir -p "$mnt"
 mount -t tmpfs -o size=64m psrun-diskfull-run "$mnt" 2>/dev/null || { echo "cannot mount a tmpfs: skipping"; exit 77; }
 mounted=1
 fail=0
-check() {  # check <description> <command...>
-    local what=$1; shift
-    if "$@"; then echo "ok: $what"; else echo "FAILED: $what"; fail=1; fi
-}
+. "$(dirname "$0")/../support/check.sh"  # check(), require_mnist()
 steps=30000
 "$psrun" local --ps 1 --workers 2 -- --model dls_mlp --steps $steps --checkpoint-steps 1000 \
     --keep-checkpoints 100 --log-every 500 --model-dir "$mnt/m" >"$tmp/log" 2>&1 &

@@ -10,13 +10,8 @@ py=/usr/bin/python3
 tmp=$(mktemp -d /tmp/psrun-optimizer-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
-check() {  # check <description> <command...>
-    local what=$1; shift
-    if "$@"; then echo "ok: $what"; else echo "FAILED: $what"; fail=1; fi
-}
-idx=${PSRUN_MNIST_DIR:-$HOME/.cache/psrun/data/mnist}
-[ -f "$idx/train-images-idx3-ubyte" ] || [ -f "$idx/train-images-idx3-ubyte.gz" ] ||
-    { echo "no MNIST in $idx (psrun data fetch): skipping"; exit 77; }
+. "$(dirname "$0")/../support/check.sh"  # check(), require_mnist()
+require_mnist
 timeout 180 "$psrun" local --ps 1 --workers 1 -- --model dls_mlp --optimizer adamw --weight-decay 0.1 \
     --clip-global-norm 1 --steps 50 --model-dir "$tmp/m" >"$tmp/log" 2>&1
 code=$?

@@ -16,10 +16,7 @@ cleanup() {
 }
 trap cleanup EXIT
 fail=0
-check() {  # check <description> <command...>
-    local what=$1; shift
-    if "$@"; then echo "ok: $what"; else echo "FAILED: $what"; fail=1; fi
-}
+. "$(dirname "$0")/../support/check.sh"  # check(), require_mnist()
 # The PID of psrun's child workerd with --index $2 (psrun's PID $1).
 worker_pid() {
     local c

@@ -11,13 +11,8 @@ py=/usr/bin/python3
 tmp=$(mktemp -d /tmp/psrun-skipped-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
-check() {  # check <description> <command...>
-    local what=$1; shift
-    if "$@"; then echo "ok: $what"; else echo "FAILED: $what"; fail=1; fi
-}
-idx=${PSRUN_MNIST_DIR:-$HOME/.cache/psrun/data/mnist}
-[ -f "$idx/train-images-idx3-ubyte" ] || [ -f "$idx/train-images-idx3-ubyte.gz" ] ||
-    { echo "no MNIST in $idx (psrun data fetch): skipping"; exit 77; }
+. "$(dirname "$0")/../support/check.sh"  # check(), require_mnist()
+require_mnist
 "$py" bench/idx_to_formats.py "$idx" "$tmp/tf" tfrecord-png --limit 400 --shards 2 >/dev/null 2>&1 ||
     { echo "FAILED: writing TFRecord shards"; exit 1; }
 # Flip a byte in the data of records 3, 10 and 17 of shard 1 (worker 1's, docs/data.md "Each worker's share").

@@ -9,10 +9,7 @@ psrun=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
-check() {  # check <description> <condition...>
-    local what=$1; shift
-    if "$@"; then echo "ok: $what"; else echo "FAILED: $what"; fail=1; fi
-}
+. "$(dirname "$0")/../support/check.sh"  # check(), require_mnist()
 
 timeout 30 "$psrun" model list >"$tmp/list" 2>&1
 rc=$?

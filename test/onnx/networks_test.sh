@@ -26,10 +26,7 @@ opset=${4:-13}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
-check() {  # check <description> <condition...>
-    local what=$1; shift
-    if "$@"; then echo "ok: $what"; else echo "FAILED: $what"; fail=1; fi
-}
+. "$(dirname "$0")/../support/check.sh"  # check(), require_mnist()
 
 timeout 300 "$psrun" data fetch --dataset mnist >/dev/null || { echo "FAILED: psrun data fetch"; exit 1; }
 mnist=${XDG_CACHE_HOME:-$HOME/.cache}/psrun/data/mnist

@@ -15,10 +15,7 @@ py=/usr/bin/python3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
-check() {  # check <description> <condition...>
-    local what=$1; shift
-    if "$@"; then echo "ok: $what"; else echo "FAILED: $what"; fail=1; fi
-}
+. "$(dirname "$0")/../support/check.sh"  # check(), require_mnist()
 
 "$py" bench/click_data.py "$tmp/d" --rows 20000 --train 6000 --test 2000 --zipf 1.3 >"$tmp/planted.json" ||
     { echo "FAILED: bench/click_data.py"; exit 1; }

@@ -16,10 +16,7 @@ py=/usr/bin/python3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
-check() {  # check <description> <condition...>
-    local what=$1; shift
-    if "$@"; then echo "ok: $what"; else echo "FAILED: $what"; fail=1; fi
-}
+. "$(dirname "$0")/../support/check.sh"  # check(), require_mnist()
 
 timeout 300 "$psrun" data fetch --dataset fashion-mnist --data-dir "$tmp/idx" >/dev/null ||
     { echo "FAILED: data fetch --dataset fashion-mnist"; exit 1; }
