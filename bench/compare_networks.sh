@@ -12,7 +12,8 @@
 #     One JSON line per run, then per network the medians over the seeds and psrun - PyTorch.
 #
 #   bench/compare_networks.sh speed [ROUNDS=5] [NETWORKS...]
-#     per round and network, one after the other: `psrun bench train --model NET.onnx` (batch 128,
+#     (NETWORKS: bench/networks.py's seven by default, or any of bench/more_networks.py's, exported
+#     at opset 17) per round and network, one after the other: `psrun bench train --model NET.onnx` (batch 128,
 #     2 threads, f32) and PyTorch's training step on the same module (pytorch_networks.py bench,
 #     2 threads; the CNNs also with channels_last, the faster of the two counts). One JSON line
 #     per run, then per network the median img/s and psrun / PyTorch.
@@ -32,7 +33,12 @@ all_networks=(resnet20 bn_cnn mobilenet mlp_ln_gelu lstm_rows transformer_rows e
 tunables=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824
 
 learning_rate() { [ "$1" = embedding_bag ] && echo 1e-2 || echo 1e-3; }
-is_cnn() { case $1 in resnet20|bn_cnn|mobilenet) return 0 ;; esac; return 1; }
+is_cnn() {
+  case $1 in
+    resnet20|bn_cnn|mobilenet|groupnorm_cnn|instnorm_prelu_cnn|activation_mix|mobilenet_v3|convnext|unet|pooling_mix|conv_transpose_net) return 0 ;;
+  esac
+  return 1
+}
 
 if [ "$mode" = accuracy ]; then
   seeds=${1:-1 2 3}
@@ -95,7 +101,15 @@ elif [ "$mode" = speed ]; then
   shift $(( $# < 1 ? $# : 1 ))
   networks=("$@")
   [ $# -gt 0 ] || networks=("${all_networks[@]}")
-  $py bench/networks.py export "$work/nets" "${networks[@]}" >/dev/null
+  # Each name from bench/networks.py or, failing that, bench/more_networks.py (opset 17).
+  more=$($py bench/more_networks.py list | cut -d' ' -f1)
+  for name in "${networks[@]}"; do
+    if grep -qx "$name" <<<"$more"; then
+      $py bench/more_networks.py export "$work/nets" --opset 17 "$name" >/dev/null 2>&1
+    else
+      $py bench/networks.py export "$work/nets" "$name" >/dev/null
+    fi
+  done
   for ((round = 1; round <= rounds; round++)); do
     for name in "${networks[@]}"; do
       $psrun bench train --model "$work/nets/$name.onnx" --batch-size 128 --threads 2 --precision f32 \

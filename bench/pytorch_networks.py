@@ -12,6 +12,7 @@
     pytorch_networks.py bench NAME --batch-size B --threads T [--steps N] [--warmup W] [--channels-last]
         training steps (forward, cross-entropy, backward, Adam) on random inputs held in memory:
         the step alone, no data loading, as `psrun bench train`. One JSON line: images_per_sec.
+        NAME may also be one of bench/more_networks.py's networks (token models get ids in [1, 784)).
 
 Data: pixels scaled to [0, 1] (what psrun's readers give an IDX file without --normalize); the
 embedding bag reads the token ids of `networks.py tokens`.
@@ -29,10 +30,15 @@ import numpy as np
 import torch
 from torch import nn
 
-_spec = importlib.util.spec_from_file_location(
-    "networks", os.path.join(os.path.dirname(os.path.abspath(__file__)), "networks.py"))
-networks = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(networks)
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+networks = _load("networks")
+more_networks = _load("more_networks")  # bench only: the fifteen networks of issue 34
 
 
 def cpu_model():
@@ -103,9 +109,14 @@ def train(a):
 def bench(a):
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
-    model = networks.build(a.name, 1)
-    if a.name == "embedding_bag":
-        x = torch.randint(0, 784, (a.batch_size, 32))
+    if a.name in more_networks.NETWORKS:
+        model = more_networks.build(a.name, 1)
+        tokens = more_networks.NETWORKS[a.name][1] == "mnist-tokens"
+    else:
+        model = networks.build(a.name, 1)
+        tokens = a.name == "embedding_bag"
+    if tokens:
+        x = torch.randint(1, 784, (a.batch_size, 32))
     else:
         x = torch.rand(a.batch_size, 1, 28, 28)
         if a.channels_last:
@@ -135,7 +146,7 @@ def bench(a):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("mode", choices=("train", "bench"))
-    ap.add_argument("name", choices=tuple(networks.NETWORKS))
+    ap.add_argument("name", choices=tuple(networks.NETWORKS) + tuple(more_networks.NETWORKS))
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--warmup", type=int, default=10)
@@ -148,6 +159,8 @@ def main():
     ap.add_argument("--channels-last", action="store_true")
     a = ap.parse_args()
     if a.mode == "train":
+        if a.name not in networks.NETWORKS:
+            ap.error("train knows bench/networks.py's networks; bench knows bench/more_networks.py's too")
         if a.steps is None:
             ap.error("train needs --steps")
         if (a.name == "embedding_bag") != (a.tokens is not None) or (a.name != "embedding_bag" and not a.data_dir):

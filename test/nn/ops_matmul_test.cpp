@@ -113,5 +113,32 @@ TEST_CASE("matmul: inner dims, rank, the batch as the contracted dim, leading di
                Catch::Contains("holds integer ids"));
 }
 
+TEST_CASE("dense with last_axis on a 4-D input: per position, not flattened; gradients and bf16",
+          "[nn_engine][ops][dense]") {
+    // [N, H, W, F] -> [N, H, W, U]: a Linear after permute(0, 2, 3, 1), as the importer maps it.
+    const json layers = {{{"kind", "dense"}, {"name", "out"}, {"units", 5}, {"last_axis", true}}};
+    const auto model = graph_model(layers, {3, 2, 4});
+    CHECK(model.value("out").dims.size() == 4);
+    const std::int64_t batch = 2, positions = 3 * 2, features = 4, units = 5;
+    const auto r = forward_of(model, batch, 13);
+    const auto w = tensor_values(model, r.params, "out/w"), bias = tensor_values(model, r.params, "out/b");
+    std::vector<double> want;
+    for (std::int64_t p = 0; p < batch * positions; ++p)
+        for (std::int64_t u = 0; u < units; ++u) {
+            double s = bias[static_cast<std::size_t>(u)];
+            for (std::int64_t f = 0; f < features; ++f)
+                s += static_cast<double>(r.input[static_cast<std::size_t>(p * features + f)]) * w[static_cast<std::size_t>(u * features + f)];
+            want.push_back(s);
+        }
+    check_close(r.output, want, 2e-5);
+    check_gradients(model, batch, 15);
+    check_bf16_against_f32(model, batch, 17);
+    // Without it a 4-D input is an image, flattened: [N, U].
+    const auto flat = graph_model({{{"kind", "dense"}, {"name", "out"}, {"units", 5}}}, {3, 2, 4});
+    CHECK(flat.value("out").dims.size() == 2);
+    CHECK_THAT(graph_error({{{"kind", "dense"}, {"name", "out"}, {"units", 5}, {"last_axis", 1}}}, {3, 2, 4}),
+               Catch::Contains("last_axis"));
+}
+
 }  // namespace
 }  // namespace psrun::nn::test

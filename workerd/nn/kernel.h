@@ -54,6 +54,7 @@ struct EngineContext {
     std::int64_t batch = 1;
     Precision precision = Precision::kF32;
     bool training = true;  // backward work and gradient memories are built
+    bool hand_kernels = true;  // NetworkOptions::hand_kernels: hand-written kernels where they apply
     dnnl::memory::data_type activation_type() const {
         return precision == Precision::kBf16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
     }

@@ -34,8 +34,9 @@ struct NetworkOptions {
     std::int64_t batch_size = 50;
     Precision precision = Precision::kF32;
     bool forward_only = false;  // evaluation: no backward work or gradient buffer
-    // Hand-written AVX-512 kernels where a pattern of nodes matches one and the CPU allows
-    // (workerd/nn/kernels/; the kernels' labels then end in " [hand]"); false: oneDNN only.
+    // Hand-written kernels where a pattern of nodes matches one and the CPU allows
+    // (workerd/nn/kernels/: the AVX-512 conv + relu + pool fusions, whose labels end in
+    // " [hand]", and a depthwise conv's weight gradient); false: oneDNN primitives for those.
     bool hand_kernels = true;
     // Tests: compute dL/d(input) too (float inputs), readable by input_gradient(), so that a
     // finite-difference check reaches the first layer's data gradient.

@@ -179,7 +179,7 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
     NetworkPlan& plan = *plan_;
     plan.grads = grads.data();
     const std::int64_t n = options_.batch_size;
-    const EngineContext context{engine_, stream_, n, options_.precision, !options_.forward_only};
+    const EngineContext context{engine_, stream_, n, options_.precision, !options_.forward_only, options_.hand_kernels};
     const bool training = context.training;
 
     // Values: the input, the tensors, the nodes' outputs.

@@ -130,7 +130,7 @@ Result<bool> linear(Matcher& m, int i) {
     if (mm < 0 || m.node(mm).input(1) != t.output(0)) return false;
     const std::string x = m.node(mm).input(0);
     const nn::ValueInfo* xi = m.im_.info(x);
-    if (xi == nullptr || xi->rank() < 2 || xi->rank() == 4 || xi->dims.back().value != w->dims(1) || xi->type != nn::ElementType::kFloat)
+    if (xi == nullptr || xi->rank() < 2 || xi->dims.back().value != w->dims(1) || xi->type != nn::ElementType::kFloat)
         return false;
     const std::string who = node_label(m.node(mm), mm) + " (linear)";
     int add = m.only_reader(m.node(mm).output(0), "Add");
@@ -148,8 +148,9 @@ Result<bool> linear(Matcher& m, int i) {
     nlohmann::json tensors = {{"w", m.im_.slot_tensor(t.input(0))}};
     if (add >= 0) tensors["b"] = m.im_.slot_tensor(bias);
     const auto& last = m.node(add >= 0 ? add : mm);
-    auto out = m.im_.emit({{"kind", "dense"}, {"inputs", {*input}}, {"units", w->dims(0)}, {"bias", add >= 0},
-                           {"tensors", tensors}},
+    nlohmann::json layer = {{"kind", "dense"}, {"inputs", {*input}}, {"units", w->dims(0)}, {"bias", add >= 0}, {"tensors", tensors}};
+    if (xi->rank() == 4) layer["last_axis"] = true;  // a 4-D input is not an image to flatten here
+    auto out = m.im_.emit(std::move(layer),
                           m.im_.unique_name(last.name().empty() ? last.output(0) : last.name()), who);
     if (!out) return tl::unexpected(out.error());
     m.im_.bind(last.output(0), *out);
@@ -167,7 +168,7 @@ Result<bool> linear_plain(Matcher& m, int i) {
     const auto* w = m.im_.graph().initializer(mm.input(1));
     const nn::ValueInfo* xi = m.im_.info(mm.input(0));
     if (w == nullptr || w->data_type() != onnx::TensorProto::FLOAT || w->dims_size() != 2 || xi == nullptr ||
-        xi->rank() < 2 || xi->rank() == 4 || xi->type != nn::ElementType::kFloat || xi->dims.back().value != w->dims(0))
+        xi->rank() < 2 || xi->type != nn::ElementType::kFloat || xi->dims.back().value != w->dims(0))
         return false;
     const std::string who = node_label(mm, i) + " (linear)";
     int add = m.only_reader(mm.output(0), "Add");
@@ -190,9 +191,9 @@ Result<bool> linear_plain(Matcher& m, int i) {
     if (!transposed) return tl::unexpected(transposed.error());
     nlohmann::json tensors = {{"w", *transposed}};
     if (add >= 0) tensors["b"] = m.im_.slot_tensor(bias);
-    auto out = m.im_.emit({{"kind", "dense"}, {"inputs", {*input}}, {"units", w->dims(1)}, {"bias", add >= 0},
-                           {"tensors", tensors}},
-                          name, who);
+    nlohmann::json layer = {{"kind", "dense"}, {"inputs", {*input}}, {"units", w->dims(1)}, {"bias", add >= 0}, {"tensors", tensors}};
+    if (xi->rank() == 4) layer["last_axis"] = true;
+    auto out = m.im_.emit(std::move(layer), name, who);
     if (!out) return tl::unexpected(out.error());
     m.im_.bind(last.output(0), *out);
     m.im_.consume(i);

@@ -8,7 +8,8 @@
 // layouts.
 // Backward (oneDNN has none for binary): in f32 on plain layouts, dA = dC (add, sub),
 // dC * B (mul), dC / B (div), dB = dC, -dC, dC * A, -(dC / B) * C, each summed over the axes
-// its input broadcasts along (a reduction primitive; sum_to).
+// its input broadcasts along (sum_to; a product and its sum in one pass where the other factor
+// is full-size: sum_product_to).
 #include <memory>
 #include <stdexcept>
 
@@ -154,6 +155,10 @@ private:
                     if (!b.needs_input_grad(i)) continue;
                     const View other = operand(1 - i);
                     const memory base = diff_base(i);
+                    if (dims_[i] != out_ && dims_[1 - i] == out_) {  // dB = sum(dC * A) in one pass
+                        b.backward(sum_product_to(View{dd, dd}, other, base, dims_[i]));
+                        continue;
+                    }
                     const View t = target(i, base);
                     b.backward(run_primitive(b, make_binary(b, algorithm::binary_mul, full, other.view.get_desc(), full, false, "bwd"),
                                              {{DNNL_ARG_SRC_0, dd}, {DNNL_ARG_SRC_1, other.view}, {DNNL_ARG_DST, t.view}}, {other, t}));
@@ -171,6 +176,10 @@ private:
                 if (!want1) return;
                 const memory c = forward_convert(b, dst_, full);
                 const memory base1 = diff_base(1);
+                if (dims_[1] != out_) {  // dB = -sum(dA_full * C) in one pass
+                    b.backward(sum_product_to(t0, View{c, c}, base1, dims_[1], -1.0f));
+                    return;
+                }
                 const View t1 = target(1, base1);
                 b.backward(run_primitive(b, make_binary(b, algorithm::binary_mul, full, full, full, true, "bwd b"),
                                          {{DNNL_ARG_SRC_0, t0.view}, {DNNL_ARG_SRC_1, c}, {DNNL_ARG_DST, t1.view}}, {t0, t1}));

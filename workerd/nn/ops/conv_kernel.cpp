@@ -1,6 +1,8 @@
 // The conv2d kernel (and conv2d + relu, the ReLU a post-op): oneDNN's convolution primitives
 // with format_tag::any, weights converted from the plain buffer every forward.
 #include "workerd/nn/ops/conv_kernel.h"
+
+#include "workerd/nn/kernels/depthwise_weights_grad.h"
 #include "workerd/nn/ops/ops.h"
 
 #include <memory>
@@ -100,12 +102,46 @@ ConvForward build_conv_forward(KernelBuilder& b, const ConvForwardSpec& spec) {
     return f;
 }
 
+namespace {
+
+// The hand depthwise weight gradient (kernels/depthwise_weights_grad.h) where it applies: a
+// 2-D conv with one filter per channel, no dilation, f32 source and output gradient in the
+// same 8- or 16-channel blocked layout. False: oneDNN's primitive does it.
+bool build_depthwise_weights_grad(KernelBuilder& b, const ConvForward& f, const memory& diff_dst, bool want_w,
+                                  bool want_b) {
+    const ConvGeometry& g = f.geometry;
+    const Window2d& w = g.window;
+    if (!b.context().hand_kernels || g.spatial != 2 || g.groups != g.in_channels || g.filters != g.in_channels ||
+        w.dh != 1 || w.dw != 1 || !want_w)
+        return false;
+    const memory::dims src_dims = f.src.get_desc().dims(), dst_dims = diff_dst.get_desc().dims();
+    std::int64_t lanes = 0;
+    for (const auto& [tag, n] : {std::pair{Tag::nChw8c, 8}, std::pair{Tag::nChw16c, 16}})
+        if (f.src.get_desc() == memory::desc(src_dims, Dt::f32, tag) && diff_dst.get_desc() == memory::desc(dst_dims, Dt::f32, tag))
+            lanes = n;
+    if (lanes == 0) return false;
+    kernels::DepthwiseShape shape{src_dims[0], src_dims[1], src_dims[2], src_dims[3], dst_dims[2], dst_dims[3],
+                                  w.kh, w.kw, w.sh, w.sw, w.pt, w.pl, lanes};
+    auto grad = std::make_shared<kernels::DepthwiseWeightsGrad>(shape);
+    const memory dw = b.input_diff(1, plain_desc(conv_weight_dims(g), Dt::f32));
+    const memory db = want_b ? b.input_diff(2, plain_desc({g.filters}, Dt::f32)) : memory();
+    b.note("bwd-w: hand depthwise (nChw" + std::to_string(lanes) + "c)");
+    // Handles read when it runs: the gradient buffer may be swapped.
+    b.backward([grad, src = f.src, diff_dst, dw, db] {
+        grad->run(static_cast<const float*>(src.get_data_handle()), static_cast<const float*>(diff_dst.get_data_handle()),
+                  static_cast<float*>(dw.get_data_handle()), db ? static_cast<float*>(db.get_data_handle()) : nullptr);
+    });
+    return true;
+}
+
+}  // namespace
+
 void build_conv_backward(KernelBuilder& b, const ConvForward& f, const memory& diff_dst) {
     const ConvGeometry& g = f.geometry;
     const Descs d = conv_descs(b, g, Tag::any);
     const auto& engine = b.context().engine;
     const bool want_w = b.needs_input_grad(1), want_b = g.bias && b.needs_input_grad(2);
-    if (want_w || want_b) {
+    if ((want_w || want_b) && !build_depthwise_weights_grad(b, f, diff_dst, want_w, want_b)) {
         const memory::desc dw_any = weights_shape(g, memory::desc(d.weights.dims(), Dt::f32, Tag::any));
         auto desc = g.bias ? convolution_backward_weights::desc(algorithm::convolution_direct, d.src, dw_any, d.bias,
                                                                 d.dst, d.strides, d.dilates, d.pad_l, d.pad_r)

@@ -2,9 +2,10 @@
 // A linear layer. On an image N x C x H x W it first flattens it in TF's NHWC order (feature
 // i = (h * W + w) * C + c: mnist_deep's layout; write a `flatten` layer first for PyTorch's
 // CHW order); on any other input [..., F] it applies to the last axis (N x F -> N x U,
-// N x L x F -> N x L x U). Tensors: w [U, F] (slot "w"; PyTorch's Linear.weight, TF's kernel
-// transposed), b [U] (slot "b"). ONNX: Gemm (transA 0, alpha 1, beta 1); MatMul + Add of a
-// bias is recognised by the importer.
+// N x L x F -> N x L x U). "last_axis": true applies it to the last axis of a 4-D input too
+// (a Linear after permute(0, 2, 3, 1): [N, H, W, C] -> [N, H, W, U]). Tensors: w [U, F] (slot
+// "w"; PyTorch's Linear.weight, TF's kernel transposed), b [U] (slot "b"). ONNX: Gemm (transA
+// 0, alpha 1, beta 1); MatMul + Add of a bias is recognised by the importer.
 #include "workerd/nn/onnx_bridge.h"
 #include "workerd/nn/op_schema.h"
 #include "workerd/nn/ops/ops.h"
@@ -17,11 +18,16 @@ Result<void> parse_dense(FieldReader& reader, nlohmann::json& attrs) {
     auto units = reader.integer("units", std::nullopt, 1, kMaxTensorElements);
     if (!units) return tl::unexpected(units.error());
     attrs["units"] = *units;
+    auto last_axis = reader.boolean("last_axis", false);
+    if (!last_axis) return tl::unexpected(last_axis.error());
+    if (*last_axis) attrs["last_axis"] = true;  // absent when false: older models keep their hash
     return parse_trainable_options(reader, attrs, Initializer{InitKind::kGlorotUniform, 0.0});
 }
 
-bool is_image(const ValueInfo& in) {
-    return in.rank() == 4 && !in.dims[1].batch && !in.dims[2].batch && !in.dims[3].batch;
+// An image the layer flattens (NHWC order), rather than a tensor it applies to per position.
+bool is_image(const ValueInfo& in, const nlohmann::json& attrs) {
+    return in.rank() == 4 && !in.dims[1].batch && !in.dims[2].batch && !in.dims[3].batch &&
+           !attrs.value("last_axis", false);
 }
 
 Result<void> infer_dense(InferContext& context) {
@@ -33,7 +39,7 @@ Result<void> infer_dense(InferContext& context) {
     Dims out;
     std::int64_t features = in.dims.back().value;
     std::int64_t rows = 1;  // per example
-    if (is_image(in)) {
+    if (is_image(in, context.attrs())) {
         const auto f = checked_product({in.dims[1].value, in.dims[2].value, in.dims[3].value});
         if (!f) return tl::unexpected(op_error("the flattened input would have more than 2^31-1 features"));
         features = *f;
@@ -99,7 +105,7 @@ Result<void> export_dense(OnnxNodeExport& out) {
     const ValueInfo& in = out.model().value(node.inputs[0]);
     const bool bias = node.attrs.at("bias").get<bool>();
     std::vector<std::string> gemm_inputs;
-    if (is_image(in)) {  // TF's NHWC flattening: transpose to NHWC, then ONNX's Flatten
+    if (is_image(in, node.attrs)) {  // TF's NHWC flattening: transpose to NHWC, then ONNX's Flatten
         const std::string nhwc = out.fresh(node.name + "/nhwc");
         const std::string flat = out.fresh(node.name + "/flatten");
         out.add("Transpose", {out.input(0)}, {nhwc}, {{"perm", std::vector<std::int64_t>{0, 2, 3, 1}}}, node.name + "/nhwc");

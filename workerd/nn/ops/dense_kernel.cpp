@@ -90,7 +90,7 @@ public:
         const auto& engine = b.context().engine;
         const Dt adt = b.context().activation_type();
         const auto in = b.input_dims(0);
-        const bool image = in.size() == 4;
+        const bool image = in.size() == 4 && !b.node().attrs.value("last_axis", false);
         const memory::dim units = b.node().attrs.at("units").get<memory::dim>();
         const bool bias = b.node().attrs.at("bias").get<bool>();
         memory::dim rows = 1, features = 1;

@@ -1,7 +1,10 @@
 #include "workerd/nn/ops/kernel_views.h"
 
 #include <cstring>
+#include <memory>
 #include <stdexcept>
+
+#include "workerd/nn/kernels/broadcast_sum.h"
 
 namespace psrun::nn {
 
@@ -78,11 +81,32 @@ Op run_zero(const memory& m) {
     return [m] { std::memset(m.get_data_handle(), 0, m.get_desc().get_size()); };
 }
 
+namespace {
+
+bool plain_f32(const memory& m) {
+    return m.get_desc() == plain_desc(m.get_desc().dims(), memory::data_type::f32);
+}
+
+// The hand sum (kernels/broadcast_sum.h) of `from` [times `other`], both of from_dims, into
+// to_base, reading the memories' data handles when it runs (a base may move between runs).
+Op hand_sum(const MemDims& from_dims, const memory& from, const memory& other, const memory& to_base,
+            const MemDims& to_dims, float scale) {
+    auto sum = std::make_shared<kernels::BroadcastSum>(from_dims, to_dims);
+    return [sum, from, other, to_base, scale] {
+        sum->run(static_cast<const float*>(from.get_data_handle()),
+                 other ? static_cast<const float*>(other.get_data_handle()) : nullptr,
+                 static_cast<float*>(to_base.get_data_handle()), scale);
+    };
+}
+
+}  // namespace
+
 Op sum_to(const KernelBuilder& b, const memory& from, const memory& to_base, const MemDims& to_dims, float scale) {
     const auto& engine = b.context().engine;
     const MemDims& from_dims = from.get_desc().dims();
     const View to = view_of(to_base, plain_desc(to_dims, memory::data_type::f32), engine);
     if (from_dims == to_dims) return run_reorder(b, from, to.view, {to}, scale);
+    if (plain_f32(from)) return hand_sum(from_dims, from, memory(), to_base, to_dims, scale);
     primitive_attr attr;
     if (scale != 1.0f) {
         post_ops po;
@@ -92,6 +116,13 @@ Op sum_to(const KernelBuilder& b, const memory& from, const memory& to_base, con
     reduction::primitive_desc pd(reduction::desc(algorithm::reduction_sum, from.get_desc(), to.view.get_desc(), 0.f, 0.f),
                                  attr, engine);
     return run_primitive(b, reduction(pd), {{DNNL_ARG_SRC, from}, {DNNL_ARG_DST, to.view}}, {to});
+}
+
+Op sum_product_to(const View& from, const View& other, const memory& to_base, const MemDims& to_dims, float scale) {
+    const memory::desc& f = from.view.get_desc();
+    if (f != plain_desc(f.dims(), memory::data_type::f32) || other.view.get_desc() != f)
+        throw std::logic_error("sum_product_to: the factors must be f32 plain of one shape");
+    return hand_sum(f.dims(), from.base, other.base, to_base, to_dims, scale);
 }
 
 int axis_attr(const KernelBuilder& b) {

@@ -56,8 +56,14 @@ int axis_attr(const KernelBuilder& b);
 
 // The backward op writing into `to` (f32, a view of dims `to_dims` over the memory input_diff
 // returned) scale * the sum of `from` (f32 plain, dims of the same rank) over the axes where
-// to_dims is 1 and from's dims are not: a copy when there are none.
+// to_dims is 1 and from's dims are not: a copy when there are none. For a plain f32 `from`, one
+// pass at memory speed (kernels/broadcast_sum.h); oneDNN's reduction primitive otherwise.
 Op sum_to(const KernelBuilder& b, const dnnl::memory& from, const dnnl::memory& to_base, const MemDims& to_dims,
           float scale = 1.0f);
+// The backward op writing into `to` scale * the sum of from * other over the same axes as
+// sum_to, in one pass (mul's dB = sum(dC * A)). The views' descs: f32 plain, one shape; their
+// bases hold the data (a view's own handle is not read).
+Op sum_product_to(const View& from, const View& other, const dnnl::memory& to_base, const MemDims& to_dims,
+                  float scale = 1.0f);
 
 }  // namespace psrun::nn
