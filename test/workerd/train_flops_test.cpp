@@ -87,3 +87,47 @@ TEST_CASE("recurrent layers: the input and recurrent weights once per time step,
         CHECK(f.data_gradient == 2 * fc);  // the lstm reads the model input: no data gradient
     }
 }
+
+TEST_CASE("the kinds' training_macs hooks: 1-D conv, conv_transpose, a matmul of the model input", "[train_flops]") {
+    auto parse = [](nlohmann::json input_shape, nlohmann::json layers) {
+        const nlohmann::json doc{{"input", {{"shape", input_shape}, {"type", "float"}}},
+                                 {"layers", layers},
+                                 {"loss", {{"kind", "mean_squared_error"}}}};
+        auto m = psrun::nn::parse_model(doc, "t.json");
+        REQUIRE(m);
+        return std::move(*m);
+    };
+    SECTION("1-D conv: every weight once per output position") {
+        const auto m = parse({64}, {{{"kind", "reshape"}, {"shape", {"N", 1, 64}}},
+                                    {{"kind", "conv2d"}, {"filters", 4}, {"kernel", {5}}},
+                                    {{"kind", "conv2d"}, {"filters", 4}, {"kernel", {3}}},
+                                    {{"kind", "flatten"}},
+                                    {{"kind", "dense"}, {"units", 3}}});
+        const double c1 = 4 * 5 * 60, c2 = 4 * 4 * 3 * 58, fc = 4 * 58 * 3;
+        const auto f = training_flops(m);
+        CHECK(f.forward == 2 * (c1 + c2 + fc));
+        CHECK(f.weight_gradient == f.forward);
+        CHECK(f.data_gradient == 2 * (c2 + fc));  // the first conv reads the model input
+    }
+    SECTION("conv_transpose: every weight once per input position") {
+        const auto m = parse({2, 5, 4}, {{{"kind", "conv2d"}, {"filters", 3}, {"kernel", 1}},
+                                         {{"kind", "conv_transpose"}, {"filters", 6}, {"kernel", 3}, {"stride", 2}},
+                                         {{"kind", "flatten"}},
+                                         {{"kind", "dense"}, {"units", 2}}});
+        const double c = 2 * 3 * 5 * 4, t = 3 * 6 * 3 * 3 * (5 * 4), fc = 6.0 * 11 * 9 * 2;
+        const auto f = training_flops(m);
+        CHECK(f.forward == 2 * (c + t + fc));
+        CHECK(f.weight_gradient == f.forward);
+        CHECK(f.data_gradient == 2 * (t + fc));
+    }
+    SECTION("matmul: a data gradient only for the input that depends on a trainable tensor") {
+        const auto m = parse({4, 6}, {{{"kind", "parameter"}, {"name", "w"}, {"shape", {6, 6}}},
+                                      {{"kind", "matmul"}, {"name", "q"}, {"inputs", {"input", "w"}}},
+                                      {{"kind", "flatten"}}});
+        const double q = 4 * 6 * 6;
+        const auto f = training_flops(m);
+        CHECK(f.forward == 2 * q);
+        CHECK(f.weight_gradient == 0);
+        CHECK(f.data_gradient == 2 * q);  // w's, not the model input's
+    }
+}

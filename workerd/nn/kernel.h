@@ -1,5 +1,5 @@
 // The engine's building block: a Kernel computes one node of the graph (or a fused group of
-// nodes, engine/fusion.h) forward and backward on oneDNN primitives or hand-written code.
+// nodes, fusion.h) forward and backward on oneDNN primitives or hand-written code.
 // Caffe-style, one class per kind with its setup, forward and backward together; the Network
 // (network.h) only orders the kernels, owns the values' memories and routes the gradients.
 //

@@ -1,39 +1,36 @@
-// The table of operator kinds (op_schema.h): one line per kind or family. Adding a kind: its
-// file in ops/ (schema and ONNX), its kernel beside it, a line here and a line in
-// engine/kernel_registry.cpp.
+// The table of operator kinds (op_schema.h), expanded from ops/kinds.def: one line per kind.
+// kernel_registry.cpp expands the same lines into the kernels' table.
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 #include "workerd/nn/op_schema.h"
 #include "workerd/nn/ops/ops.h"
 
 namespace psrun::nn {
 
-
 namespace {
+
+// A kinds.def line's schema, checked against the line's kind: a schema function named on the
+// wrong line is a bug in the list, reported at the first lookup rather than as a wrong kind.
+const OpSchema* checked(std::string_view kind, const OpSchema& schema) {
+    if (schema.kind != kind)
+        throw std::logic_error("ops/kinds.def: kind \"" + std::string(kind) + "\" names the schema of \"" +
+                               std::string(schema.kind) + "\"");
+    return &schema;
+}
 
 const std::vector<const OpSchema*>& all_schemas() {
     static const std::vector<const OpSchema*> schemas = [] {
         std::vector<const OpSchema*> s = {
-            &conv2d_schema(),  &conv_transpose_schema(), &resize_schema(), &max_pool_schema(), &avg_pool_schema(), &global_avg_pool_schema(),
-            &global_max_pool_schema(), &dense_schema(), &dropout_schema(), &identity_schema(),
-            &parameter_schema(), &constant_schema(), &reshape_schema(), &flatten_schema(), &squeeze_schema(),
-            &unsqueeze_schema(), &transpose_schema(),
-            &pow_schema(), &erf_schema(),
-            &softmax_schema(), &log_softmax_schema(),
-            &matmul_schema(),
-            &concat_schema(), &split_schema(),
-            &slice_schema(), &pad_schema(),
-            &batch_norm_schema(), &layer_norm_schema(),
-            &group_norm_schema(),
-            &embedding_schema(), &gather_schema(), &lstm_schema(), &gru_schema(),
+#define PSRUN_KIND(kind, schema, kernel) checked(kind, schema()),
+#define PSRUN_FAMILY_KIND(kind, schema, kernel) checked(kind, schema(kind)),
+#define PSRUN_FUSED_KERNEL(kernel)
+#include "workerd/nn/ops/kinds.def"
+#undef PSRUN_KIND
+#undef PSRUN_FAMILY_KIND
+#undef PSRUN_FUSED_KERNEL
         };
-        for (const auto* a : activation_schemas()) s.push_back(a);
-        for (const auto* a : binary_schemas()) s.push_back(a);
-        for (const auto* a : reduce_schemas()) s.push_back(a);
-        s.push_back(&prelu_schema());
-        s.push_back(&expand_schema());
-        for (const auto* a : select_schemas()) s.push_back(a);
-        for (const auto* a : mask_schemas()) s.push_back(a);
         std::sort(s.begin(), s.end(), [](const OpSchema* a, const OpSchema* b) { return a->kind < b->kind; });
         return s;
     }();

@@ -1,6 +1,8 @@
 #include "workerd/nn/op_schema.h"
 
+#include <algorithm>
 #include <limits>
+#include <stdexcept>
 
 namespace psrun::nn {
 
@@ -76,6 +78,26 @@ void InferContext::set_output(std::size_t i, ValueInfo info) {
 }
 
 Error op_error(std::string message) { return Error{ErrorCode::kInvalidArgument, std::move(message)}; }
+
+const OpSchema& family_member(const std::vector<OpSchema>& family, std::string_view kind) {
+    for (const auto& s : family)
+        if (s.kind == kind) return s;
+    throw std::logic_error("ops/kinds.def: no family schema defines kind \"" + std::string(kind) + "\"");
+}
+
+bool MacsContext::any_input_needs_grad() const {
+    return std::find(input_needs_grad.begin(), input_needs_grad.end(), true) != input_needs_grad.end();
+}
+
+const TensorDef* MacsContext::slot_tensor(std::size_t k) const {
+    return k < node.slots.size() ? model.tensor(node.inputs.at(node.data_inputs + k)) : nullptr;
+}
+
+double MacsContext::per_example(const Dims& dims, bool but_last) {
+    double n = 1;
+    for (std::size_t i = 0; i + (but_last ? 1 : 0) < dims.size(); ++i) n *= static_cast<double>(dims[i].value);
+    return n;
+}
 
 std::optional<Dim> parse_dim(const nlohmann::json& v) {
     if (v.is_number_integer()) {

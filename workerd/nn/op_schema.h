@@ -1,8 +1,8 @@
 // What an operator kind is to the description: its JSON fields and their canonical form, its
 // shape rule, the tensors it creates or binds (parameters and state), its FLOP count, and how
 // it maps to and from ONNX. One kind (or a family of close kinds) lives in one file of
-// workerd/nn/ops/ with its engine kernel beside it (<file>_kernel.cpp); op_registry.cpp lists
-// the schemas, workerd/nn/engine/kernel_registry.cpp the kernels.
+// workerd/nn/ops/ with its engine kernel beside it (<file>_kernel.cpp); ops/kinds.def lists them
+// (one line per kind), and op_registry.cpp and kernel_registry.cpp are expanded from that list.
 //
 // FLOP convention (forward, per example): a multiply-add counts 2; an element-wise operation
 // (bias add, activation, dropout's scale, a binary op) counts 1 per output element; pooling
@@ -63,6 +63,33 @@ private:
     Node& node_;
 };
 
+// The multiply-adds per example of one node when it trains (workerd/train_flops.h): what its
+// forward, the gradient of its tensors and the gradients of its data inputs cost.
+struct TrainingMacs {
+    double forward = 0;
+    double weight_gradient = 0;
+    double data_gradient = 0;  // only for the data inputs that need one
+};
+
+// What OpSchema::training_macs reads: a node after shape inference, its model, and which of its
+// data inputs need a gradient (their value depends on a trainable tensor).
+struct MacsContext {
+    const ModelDescription& model;
+    const Node& node;
+    std::vector<bool> input_needs_grad;  // parallel to the node's data inputs
+
+    bool any_input_needs_grad() const;
+    // The tensor bound to the node's slot k (in `slots` order); nullptr when the slot is bound to
+    // a graph value (a transpose of a parameter) or the node has no slot k.
+    const TensorDef* slot_tensor(std::size_t k) const;
+    // Elements per example of `dims` (a batch axis kN counts k), the last dim left out when
+    // `but_last`.
+    static double per_example(const Dims& dims, bool but_last);
+    // A layer's `macs` multiply-adds with weights: once forward, once for the weight gradient,
+    // and once for the data gradient when its input needs one.
+    TrainingMacs weighted(double macs) const { return {macs, macs, any_input_needs_grad() ? macs : 0}; }
+};
+
 struct OpSchema {
     std::string_view kind;  // JSON "kind"
     // Data inputs accepted (max -1: any number).
@@ -79,6 +106,9 @@ struct OpSchema {
     Result<void> (*export_onnx)(OnnxNodeExport& node) = nullptr;
     // True when the kind has gradients for its data inputs (false: ids, shapes, constants).
     bool differentiable = true;
+    // The node's FMA work when it trains, for bench's fraction of peak (workerd/train_flops.h);
+    // null: none worth counting (element-wise kinds, pooling, normalisation: memory-bound).
+    TrainingMacs (*training_macs)(const MacsContext& context) = nullptr;
 };
 
 // nullptr when unknown.
@@ -89,6 +119,9 @@ const OpSchema* find_onnx_importer(std::string_view op_type);
 
 // Helpers shared by the kinds.
 Error op_error(std::string message);
+// The member of a family's table (ops/activation.cpp, binary.cpp, ...) whose kind is `kind`.
+// Throws std::logic_error when none: ops/kinds.def names a kind the family does not define.
+const OpSchema& family_member(const std::vector<OpSchema>& family, std::string_view kind);
 // OpSchema::parse of a kind without attributes of its own.
 Result<void> parse_no_attributes(FieldReader& reader, nlohmann::json& attrs);
 // A dim as the description writes it: a positive integer, "N" or "4N" (multiples of the batch

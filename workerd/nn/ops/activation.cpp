@@ -227,24 +227,22 @@ const Activation* find_activation(std::string_view kind) {
     return it == table().end() ? nullptr : &it->second.activation;
 }
 
-std::vector<const OpSchema*> activation_schemas() {
+const OpSchema& activation_schema(std::string_view kind) {
     static const std::vector<OpSchema> schemas = [] {
         std::vector<OpSchema> s;
-        for (const auto& [kind, entry] : table()) {
-            auto parse = kind == "leaky_relu" ? parse_leaky
-                         : kind == "elu"      ? parse_elu
-                         : kind == "clip"     ? parse_clip
-                         : kind == "gelu"     ? parse_gelu
-                         : kind == "selu"     ? parse_selu
-                         : kind == "hard_sigmoid" ? parse_hard_sigmoid
-                                              : parse_no_attributes;
-            s.push_back(make(kind, parse));
+        for (const auto& [name, entry] : table()) {
+            auto parse = name == "leaky_relu"     ? parse_leaky
+                         : name == "elu"          ? parse_elu
+                         : name == "clip"         ? parse_clip
+                         : name == "gelu"         ? parse_gelu
+                         : name == "selu"         ? parse_selu
+                         : name == "hard_sigmoid" ? parse_hard_sigmoid
+                                                  : parse_no_attributes;
+            s.push_back(make(name, parse));
         }
         return s;
     }();
-    std::vector<const OpSchema*> out;
-    for (const auto& s : schemas) out.push_back(&s);
-    return out;
+    return family_member(schemas, kind);
 }
 
 }  // namespace psrun::nn

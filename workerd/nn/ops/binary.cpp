@@ -54,11 +54,9 @@ OpSchema make(std::string_view kind) {
 
 }  // namespace
 
-std::vector<const OpSchema*> binary_schemas() {
+const OpSchema& binary_schema(std::string_view kind) {
     static const std::vector<OpSchema> schemas = {make("add"), make("sub"), make("mul"), make("div")};
-    std::vector<const OpSchema*> out;
-    for (const auto& s : schemas) out.push_back(&s);
-    return out;
+    return family_member(schemas, kind);
 }
 
 }  // namespace psrun::nn

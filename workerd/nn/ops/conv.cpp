@@ -160,8 +160,23 @@ std::vector<std::int64_t> conv_weight_dims(const ConvGeometry& g) {
     return {g.filters, per_group, g.window.kh, g.window.kw};
 }
 
+namespace {
+
+// Every weight once per output position (H x W, or L).
+TrainingMacs conv_macs(const MacsContext& c) {
+    const TensorDef* w = c.slot_tensor(0);
+    if (w == nullptr) return {};  // weights from a graph value
+    const auto& out = c.node.output_info.front().dims;
+    double macs = static_cast<double>(w->size);
+    if (out.size() == 4) macs *= static_cast<double>(out[2].value * out[3].value);  // N, C, H, W
+    if (out.size() == 3) macs *= static_cast<double>(out[2].value);                 // N, C, L (1-D)
+    return c.weighted(macs);
+}
+
+}  // namespace
+
 const OpSchema& conv2d_schema() {
-    static const OpSchema schema{"conv2d", 1, 1, parse_conv, infer_conv, {"Conv"}, import_conv, export_conv};
+    static const OpSchema schema{"conv2d", 1, 1, parse_conv, infer_conv, {"Conv"}, import_conv, export_conv, true, conv_macs};
     return schema;
 }
 

@@ -205,6 +205,19 @@ Ints conv_transpose_weight_dims(const ConvTransposeGeometry& g) {
     return dims;
 }
 
+namespace {
+
+// Every weight once per input position.
+TrainingMacs conv_transpose_macs(const MacsContext& c) {
+    const TensorDef* w = c.slot_tensor(0);
+    if (w == nullptr) return {};
+    const auto& in = c.model.value(c.node.inputs.front()).dims;
+    const double channels = static_cast<double>(in.size() > 1 ? in[1].value : 1);
+    return c.weighted(static_cast<double>(w->size) * MacsContext::per_example(in, false) / channels);
+}
+
+}  // namespace
+
 const OpSchema& conv_transpose_schema() {
     static const OpSchema schema{"conv_transpose",
                                  1,
@@ -213,7 +226,9 @@ const OpSchema& conv_transpose_schema() {
                                  infer_conv_transpose,
                                  {"ConvTranspose"},
                                  import_conv_transpose,
-                                 export_conv_transpose};
+                                 export_conv_transpose,
+                                 true,
+                                 conv_transpose_macs};
     return schema;
 }
 

@@ -131,10 +131,17 @@ Result<void> export_dense(OnnxNodeExport& out) {
     return {};
 }
 
+// Every weight once per position before the last dim (1 after an image, L on N x L x F).
+TrainingMacs dense_macs(const MacsContext& c) {
+    const TensorDef* w = c.slot_tensor(0);
+    if (w == nullptr) return {};  // weights from a graph value (a transpose of a parameter)
+    return c.weighted(static_cast<double>(w->size) * MacsContext::per_example(c.node.output_info.front().dims, true));
+}
+
 }  // namespace
 
 const OpSchema& dense_schema() {
-    static const OpSchema schema{"dense", 1, 1, parse_dense, infer_dense, {"Gemm"}, import_gemm, export_dense};
+    static const OpSchema schema{"dense", 1, 1, parse_dense, infer_dense, {"Gemm"}, import_gemm, export_dense, true, dense_macs};
     return schema;
 }
 

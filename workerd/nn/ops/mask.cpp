@@ -109,20 +109,18 @@ Result<void> export_mask(OnnxNodeExport& out) {
     return {};
 }
 
-OpSchema mask_schema(std::string_view kind, std::string_view onnx, int inputs) {
+OpSchema make_mask(std::string_view kind, std::string_view onnx, int inputs) {
     return OpSchema{kind, inputs, inputs, kind == "cast" ? parse_cast : parse_no_attributes, infer_mask, {onnx},
                     import_mask, export_mask, false};
 }
 
 }  // namespace
 
-std::vector<const OpSchema*> mask_schemas() {
-    static const std::vector<OpSchema> schemas = {mask_schema("equal", "Equal", 2), mask_schema("less", "Less", 2),
-                                                  mask_schema("greater", "Greater", 2), mask_schema("not", "Not", 1),
-                                                  mask_schema("cast", "Cast", 1)};
-    std::vector<const OpSchema*> out;
-    for (const auto& s : schemas) out.push_back(&s);
-    return out;
+const OpSchema& mask_schema(std::string_view kind) {
+    static const std::vector<OpSchema> schemas = {make_mask("equal", "Equal", 2), make_mask("less", "Less", 2),
+                                                  make_mask("greater", "Greater", 2), make_mask("not", "Not", 1),
+                                                  make_mask("cast", "Cast", 1)};
+    return family_member(schemas, kind);
 }
 
 }  // namespace psrun::nn

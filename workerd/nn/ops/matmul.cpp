@@ -6,6 +6,8 @@
 // (a product across examples) is allowed. FLOPs: 2 * K per output element.
 // ONNX: MatMul between values (a MatMul whose second input is a weight initializer imports as
 // dense, onnx_patterns.cpp; this takes the others).
+#include <algorithm>
+
 #include "workerd/nn/onnx_bridge.h"
 #include "workerd/nn/op_schema.h"
 #include "workerd/nn/ops/broadcast.h"
@@ -64,10 +66,20 @@ Result<void> export_matmul(OnnxNodeExport& out) {
     return {};
 }
 
+// The output's elements times the inner dim; no weights, so no weight gradient, and a data
+// gradient of the same work for each input that needs one.
+TrainingMacs matmul_macs(const MacsContext& c) {
+    const auto& a = c.model.value(c.node.inputs.front()).dims;
+    if (a.empty()) return {};
+    const double macs = MacsContext::per_example(c.node.output_info.front().dims, false) * static_cast<double>(a.back().value);
+    const auto grads = std::count(c.input_needs_grad.begin(), c.input_needs_grad.end(), true);
+    return {macs, 0, static_cast<double>(grads) * macs};
+}
+
 }  // namespace
 
 const OpSchema& matmul_schema() {
-    static const OpSchema s{"matmul", 2, 2, parse_no_attributes, infer_matmul, {"MatMul"}, import_matmul, export_matmul};
+    static const OpSchema s{"matmul", 2, 2, parse_no_attributes, infer_matmul, {"MatMul"}, import_matmul, export_matmul, true, matmul_macs};
     return s;
 }
 

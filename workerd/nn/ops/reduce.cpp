@@ -116,12 +116,10 @@ OpSchema make(std::string_view kind, std::string_view onnx) {
 
 }  // namespace
 
-std::vector<const OpSchema*> reduce_schemas() {
+const OpSchema& reduce_schema(std::string_view kind) {
     static const std::vector<OpSchema> schemas = {make("reduce_mean", "ReduceMean"), make("reduce_sum", "ReduceSum"),
                                                   make("reduce_max", "ReduceMax"), make("reduce_min", "ReduceMin")};
-    std::vector<const OpSchema*> out;
-    for (const auto& s : schemas) out.push_back(&s);
-    return out;
+    return family_member(schemas, kind);
 }
 
 }  // namespace psrun::nn

@@ -294,15 +294,29 @@ Result<void> export_rnn(OnnxNodeExport& out) {
     return {};
 }
 
+// Per time step, every input and recurrent weight once (the biases are adds): W and R, or w_ih
+// and w_hh (and their _reverse), times the sequence length.
+TrainingMacs rnn_macs(const MacsContext& c) {
+    const auto& out = c.node.output_info.front().dims;
+    if (out.size() < 2) return {};
+    double weights = 0;
+    for (std::size_t k = 0; k < c.node.slots.size(); ++k) {
+        const TensorDef* t = c.slot_tensor(k);
+        if (t != nullptr && c.node.slots[k][0] != 'b' && c.node.slots[k][0] != 'B') weights += static_cast<double>(t->size);
+    }
+    const bool batch_first = c.node.attrs.value("batch_first", false);
+    return c.weighted(weights * static_cast<double>(out[batch_first ? 1 : 0].value));
+}
+
 }  // namespace
 
 const OpSchema& lstm_schema() {
-    static const OpSchema s{"lstm", 1, 3, parse_lstm, infer_rnn, {"LSTM"}, import_rnn, export_rnn};
+    static const OpSchema s{"lstm", 1, 3, parse_lstm, infer_rnn, {"LSTM"}, import_rnn, export_rnn, true, rnn_macs};
     return s;
 }
 
 const OpSchema& gru_schema() {
-    static const OpSchema s{"gru", 1, 2, parse_gru, infer_rnn, {"GRU"}, import_rnn, export_rnn};
+    static const OpSchema s{"gru", 1, 2, parse_gru, infer_rnn, {"GRU"}, import_rnn, export_rnn, true, rnn_macs};
     return s;
 }
 

@@ -69,12 +69,10 @@ OpSchema make(std::string_view kind, std::string_view onnx, int inputs) {
 
 }  // namespace
 
-std::vector<const OpSchema*> select_schemas() {
+const OpSchema& select_schema(std::string_view kind) {
     static const std::vector<OpSchema> schemas = {make("maximum", "Max", 2), make("minimum", "Min", 2),
                                                   make("where", "Where", 3)};
-    std::vector<const OpSchema*> out;
-    for (const auto& s : schemas) out.push_back(&s);
-    return out;
+    return family_member(schemas, kind);
 }
 
 }  // namespace psrun::nn
