@@ -27,6 +27,7 @@
 #include "workerd/data/split_files.h"
 #include "workerd/datasets.h"
 #include "workerd/inference.h"
+#include "workerd/input_columns.h"
 #include "workerd/model_identity.h"
 #include "workerd/nn/model_summary.h"
 
@@ -37,6 +38,7 @@ struct EvalOptions {
     ModelSourceOptions source;
     std::string test_images;
     std::string test_labels;
+    std::vector<std::string> test_inputs;  // --test-input NAME=FILE.npy: the model's inputs after the first
     std::string test_data;  // --test-data/--test-dir: an image folder, TFRecord files, a CSV or .npz table
     std::string inputs;
     std::string targets;
@@ -170,6 +172,9 @@ void run_eval(const EvalOptions& o) {
         record = std::move(*read);
     }
     TestSet test = load_test_set(o, model, record);
+    auto columns = worker::load_input_columns(model.model, o.test_inputs, "--test-input", test.data.size(), test.names.labels);
+    if (!columns) throw UsageError(columns.error().message);
+    test.data.columns = std::move(*columns);
     apply_normalization(o.source, test.data);
     if (auto fits = worker::check_fits_model(test.data, test.names, worker::model_input(model.model)); !fits)
         throw UsageError(fits.error().message);
@@ -230,6 +235,11 @@ void add_eval_command(CLI::App& app, int& exit_code) {
     add_model_source_options(*cmd, o->source);
     cmd->add_option("--test-images", o->test_images, "test images (IDX or .npy) instead of the dataset's test split");
     cmd->add_option("--test-labels", o->test_labels, "their labels (IDX or .npy)");
+    cmd->add_option("--test-input", o->test_inputs,
+                    "NAME=FILE.npy: a model with several inputs reads its input NAME (one after the first) from "
+                    "FILE.npy, one row per test example; repeat per input")
+        ->expected(1)
+        ->take_all();
     cmd->add_option("--test-data,--test-dir", o->test_data,
                     "test data as training's --test-data: an image folder, TFRecord files, a CSV or .npz table");
     cmd->add_option("--inputs", o->inputs, "with --test-data: input features by name (as training's --inputs)");

@@ -82,10 +82,15 @@ void run_export(const ExportOptions& o) {
         o.output.empty() ? o.model_dir + "/model-" + std::to_string(info.step) + ".onnx" : o.output;
     if (auto written = write_file_atomically(output, *bytes); !written)
         throw UsageError("-o " + output + ": " + written.error().message);
+    // The graph's inputs as export_onnx names them: a single-input image model's is "images".
+    std::string inputs;
+    for (const auto& in : model->inputs)
+        inputs += (inputs.empty() ? "" : ", ") +
+                  (model->multi_input() || !model->image_input() ? in.name : std::string("images")) + " [" +
+                  nn::to_string(in.info.dims) + "]";
     std::cout << "wrote " << output << ": model " << worker::describe_model(*model) << " at step "
               << info.step << ", " << model->parameter_count << " parameters, " << bytes->size()
-              << " bytes (ONNX opset 13, input " << (model->image_input() ? "images" : model->input_name) << " ["
-              << nn::to_string(model->input.dims) << "], output "
+              << " bytes (ONNX opset 13, input" << (model->multi_input() ? "s " : " ") << inputs << ", output "
               << (model->loss == nn::LossKind::kMeanSquaredError ? "outputs" : "probabilities") << " [N x "
               << model->classes << "])" << std::endl;
 }

@@ -59,10 +59,20 @@ std::string loss_text(const nn::ModelDescription& model) {
 void print_table(const nn::ModelDescription& model) {
     std::cout << "model " << model.name;
     if (!model.description.empty()) std::cout << ": " << model.description;
-    const auto image = model.image_input();
-    std::cout << "\ninput " << nn::shape_text(model.input.dims) << (image ? " (CxHxW)" : "") << " "
-              << nn::to_string(model.input.type) << ", " << loss_text(model) << " (" << nn::to_string(model.reduction)
-              << " over the batch)\n";
+    if (model.multi_input()) {
+        std::cout << "\ninputs";
+        for (const auto& in : model.inputs) {
+            const bool image = in.info.type == nn::ElementType::kFloat && in.info.rank() == 4;
+            std::cout << (&in == &model.inputs.front() ? " " : ", ") << in.name << " " << nn::shape_text(in.info.dims)
+                      << (image ? " (CxHxW)" : "") << " " << nn::to_string(in.info.type);
+        }
+        std::cout << "; ";
+    } else {
+        const auto image = model.image_input();
+        std::cout << "\ninput " << nn::shape_text(model.input().dims) << (image ? " (CxHxW)" : "") << " "
+                  << nn::to_string(model.input().type) << ", ";
+    }
+    std::cout << loss_text(model) << " (" << nn::to_string(model.reduction) << " over the batch)\n";
     std::size_t width = 12, kind_width = 9;
     for (const auto& node : model.nodes) {
         width = std::max(width, node.name.size());
@@ -73,7 +83,7 @@ void print_table(const nn::ModelDescription& model) {
     std::int64_t state = 0;
     for (std::size_t i = 0; i < model.nodes.size(); ++i) {
         const auto& node = model.nodes[i];
-        const std::string previous = i == 0 ? model.input_name : model.nodes[i - 1].outputs.front();
+        const std::string previous = i == 0 ? model.input_name() : model.nodes[i - 1].outputs.front();
         std::string inputs;
         if (!(node.data_inputs == 1 && node.inputs[0] == previous))
             for (std::size_t k = 0; k < node.data_inputs; ++k) inputs += (k ? ", " : "") + node.inputs[k];

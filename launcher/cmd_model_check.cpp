@@ -1,4 +1,4 @@
-// `psrun model check MODEL [--input X.npy] [--labels Y.npy] [--batch N] [--gradients F.json]`:
+// `psrun model check MODEL [--input [NAME=]X.npy ...] [--labels Y.npy] [--batch N] [--gradients F.json]`:
 // the whole-network gradient check (workerd/nn/gradient_check.h) on one batch, a line per
 // trainable tensor and the worst one last. Exit 0 when every tensor's gradient agrees with the
 // loss's own change within --tolerance, 1 when one does not, 2 for usage errors.
@@ -32,7 +32,7 @@ namespace {
 
 struct CheckOptions {
     std::string model;
-    std::string input;
+    std::vector<std::string> inputs;  // "FILE" (the primary input) or "NAME=FILE", each input at most once
     std::string labels;
     std::string gradients;
     std::int64_t batch = 8;
@@ -40,6 +40,7 @@ struct CheckOptions {
     double tolerance = 0.05;
     bool json = false;
     bool no_finite_differences = false;
+    bool input_gradients = false;
 };
 
 // A .npy array as doubles (float32/64, int8-64, uint8-64; little or big endian) and its shape.
@@ -91,33 +92,76 @@ std::int64_t id_range(const nn::ModelDescription& model) {
     return 0;
 }
 
+// The --input files by model input index: "FILE" is the primary input's, "NAME=FILE" the
+// input NAME's. Unknown names and an input given twice are usage errors.
+std::vector<std::string> input_files(const nn::ModelDescription& model, const CheckOptions& o) {
+    std::vector<std::string> files(model.inputs.size());
+    for (const auto& arg : o.inputs) {
+        const auto eq = arg.find('=');
+        std::size_t index = 0;
+        std::string file = arg;
+        if (eq != std::string::npos && model.input_index(arg.substr(0, eq)) >= 0) {
+            index = static_cast<std::size_t>(model.input_index(arg.substr(0, eq)));
+            file = arg.substr(eq + 1);
+        } else if (eq != std::string::npos && eq > 0 && arg.find('/') > eq) {
+            std::string names;
+            for (const auto& in : model.inputs) names += (names.empty() ? "" : ", ") + in.name;
+            throw UsageError("--input " + arg + ": the model has no input '" + arg.substr(0, eq) + "' (its inputs: " + names + ")");
+        }
+        if (file.empty()) throw UsageError("--input " + arg + ": no file after '='");
+        if (!files[index].empty())
+            throw UsageError("--input " + arg + ": the input " + model.inputs[index].name + " is already given (" + files[index] + ")");
+        files[index] = file;
+    }
+    return files;
+}
+
 nn::CheckBatch make_batch(const nn::ModelDescription& model, const CheckOptions& o) {
     nn::CheckBatch batch;
-    const std::int64_t per_example = nn::elements_per_example(model.input.dims).value_or(0);
-    const bool ids = model.input.type == nn::ElementType::kInt;
     std::mt19937_64 rng(o.seed);
-    if (!o.input.empty()) {
-        const Array x = read_array(o.input);
-        if (x.shape.empty() || per_example <= 0 || x.values.size() % static_cast<std::size_t>(per_example) != 0 ||
-            x.values.size() / static_cast<std::size_t>(per_example) != x.shape[0])
-            throw UsageError(o.input + ": its rows are not examples of the model's input " + nn::shape_text(model.input.dims));
-        batch.size = static_cast<std::int64_t>(x.shape[0]);
-        for (const double v : x.values) {
-            if (ids) batch.ids.push_back(static_cast<std::int32_t>(v));
-            else batch.input.push_back(static_cast<float>(v));
+    const auto files = input_files(model, o);
+    std::string rows_from;  // the first file, whose row count every other must match
+    batch.size = o.batch;
+    for (std::size_t i = 0; i < files.size() && rows_from.empty(); ++i)
+        if (!files[i].empty()) {
+            const Array x = read_array(files[i]);
+            batch.size = x.shape.empty() ? 0 : static_cast<std::int64_t>(x.shape[0]);
+            rows_from = files[i];
         }
-    } else {
-        batch.size = o.batch;
-        const auto n = static_cast<std::size_t>(o.batch * per_example);
-        if (ids) {
-            const std::int64_t range = id_range(model);
-            if (range < 1) throw UsageError("the model reads ids and has no embedding table to draw them from: give --input IDS.npy");
-            std::uniform_int_distribution<std::int32_t> draw(0, static_cast<std::int32_t>(range - 1));
-            for (std::size_t i = 0; i < n; ++i) batch.ids.push_back(draw(rng));
+    for (std::size_t i = 0; i < model.inputs.size(); ++i) {
+        const nn::InputDef& in = model.inputs[i];
+        nn::CheckInput values;
+        const std::int64_t per_example = nn::elements_per_example(in.info.dims).value_or(0);
+        const bool ids = in.info.type == nn::ElementType::kInt;
+        if (!files[i].empty()) {
+            const Array x = read_array(files[i]);
+            if (x.shape.empty() || per_example <= 0 || x.values.size() % static_cast<std::size_t>(per_example) != 0 ||
+                x.values.size() / static_cast<std::size_t>(per_example) != x.shape[0])
+                throw UsageError(files[i] + ": its rows are not examples of the model's input " + in.name + " " +
+                                 nn::shape_text(in.info.dims));
+            if (static_cast<std::int64_t>(x.shape[0]) != batch.size)
+                throw UsageError(files[i] + " has " + std::to_string(x.shape[0]) + " rows and " + rows_from + " has " +
+                                 std::to_string(batch.size) + ": every input needs one row per example");
+            for (const double v : x.values) {
+                if (ids) values.ids.push_back(static_cast<std::int32_t>(v));
+                else values.values.push_back(static_cast<float>(v));
+            }
         } else {
-            std::uniform_real_distribution<float> draw(0.0f, 1.0f);
-            for (std::size_t i = 0; i < n; ++i) batch.input.push_back(draw(rng));
+            const auto n = static_cast<std::size_t>(batch.size * per_example);
+            if (ids) {
+                const std::int64_t range = id_range(model);
+                if (range < 1)
+                    throw UsageError("the model's input " + in.name +
+                                     " holds ids and the model has no embedding table to draw them from: give --input " +
+                                     in.name + "=IDS.npy");
+                std::uniform_int_distribution<std::int32_t> draw(0, static_cast<std::int32_t>(range - 1));
+                for (std::size_t k = 0; k < n; ++k) values.ids.push_back(draw(rng));
+            } else {
+                std::uniform_real_distribution<float> draw(0.0f, 1.0f);
+                for (std::size_t k = 0; k < n; ++k) values.values.push_back(draw(rng));
+            }
         }
+        batch.inputs.push_back(std::move(values));
     }
     if (!o.labels.empty()) {
         const Array y = read_array(o.labels);
@@ -139,11 +183,16 @@ nn::CheckBatch make_batch(const nn::ModelDescription& model, const CheckOptions&
 }
 
 void write_gradients(const std::string& path, const nn::ModelDescription& model, const nn::GradientCheck& check) {
-    nlohmann::json doc = {{"loss", check.loss}, {"tensors", nlohmann::json::object()}};
+    nlohmann::json doc = {{"loss", check.loss}, {"outputs", check.outputs}, {"tensors", nlohmann::json::object()}};
     for (const auto& t : model.tensors) {
         if (t.cls != nn::TensorClass::kTrainable) continue;
         const auto begin = check.gradients.begin() + t.offset;
         doc["tensors"][t.name] = {{"shape", t.shape}, {"gradient", std::vector<float>(begin, begin + t.size)}};
+    }
+    if (!check.input_gradients.empty()) {
+        doc["inputs"] = nlohmann::json::object();
+        for (std::size_t i = 0; i < model.inputs.size(); ++i)
+            if (!check.input_gradients[i].empty()) doc["inputs"][model.inputs[i].name] = {{"gradient", check.input_gradients[i]}};
     }
     std::ofstream out(path);
     out << json_text(doc);
@@ -161,6 +210,8 @@ int run_check(const CheckOptions& o) {
     nn::GradientCheckOptions options;
     options.seed = o.seed;
     options.finite_differences = !o.no_finite_differences;
+    options.input_gradients = o.input_gradients;
+    if (o.input_gradients && o.gradients.empty()) throw UsageError("--input-gradients writes into the --gradients file: give --gradients F.json");
     auto check = nn::check_gradients(*model, params, batch, options);
     if (!check) throw UsageError(check.error().message);
     if (!o.gradients.empty()) write_gradients(o.gradients, *model, *check);
@@ -200,7 +251,11 @@ void add_model_check_command(CLI::App& model, int& exit_code) {
     CLI::App* check = model.add_subcommand(
         "check", "one batch forward and backward; each tensor's gradient against the loss's own change along it");
     check->add_option("model", o->model, "a built-in name, a FILE.json or a FILE.onnx")->required();
-    check->add_option("--input", o->input, "the batch's inputs as .npy (float [N, ...] or integer ids [N, L]); default: random");
+    check->add_option("--input", o->inputs,
+                      "the batch's inputs as .npy (float [N, ...] or integer ids [N, L]): FILE for the primary input, "
+                      "NAME=FILE for the input NAME (repeat for several inputs); default: random")
+        ->expected(1)
+        ->take_all();
     check->add_option("--labels", o->labels, "the batch's labels (or targets) as .npy; default: random");
     check->add_option("--batch", o->batch, "examples in a random batch (1-4096; default 8)")
         ->check(integer_in(1, 4096));
@@ -208,7 +263,10 @@ void add_model_check_command(CLI::App& model, int& exit_code) {
         ->check(integer_in(0, std::numeric_limits<std::int64_t>::max()));
     check->add_option("--tolerance", o->tolerance, "largest relative error that passes (default 0.05)")
         ->check(number_above(0, 1e6));
-    check->add_option("--gradients", o->gradients, "write every trainable tensor's f32 gradient here (JSON, by name)");
+    check->add_option("--gradients", o->gradients,
+                      "write the batch's outputs and every trainable tensor's f32 gradient here (JSON, by name)");
+    check->add_flag("--input-gradients", o->input_gradients,
+                    "also write dL/d(input) of every float input into the --gradients file (\"inputs\", by name)");
     check->add_flag("--json", o->json, "print the report as JSON");
     check->add_flag("--no-finite-differences", o->no_finite_differences,
                     "only compute the gradients (--gradients) and bf16's, not the loss's change along them");

@@ -17,6 +17,7 @@
 #include "workerd/class_names.h"
 #include "workerd/datasets.h"
 #include "workerd/inference.h"
+#include "workerd/input_columns.h"
 #include "workerd/model_identity.h"
 #include "workerd/predict_inputs.h"
 
@@ -26,6 +27,7 @@ namespace {
 struct PredictOptions {
     ModelSourceOptions source;
     std::vector<std::string> images;
+    std::vector<std::string> inputs;  // --input NAME=FILE.npy: the model's inputs after the first
     std::string output;
     std::string image_resize;  // empty: what the model dir's classes.json records, else none
 };
@@ -66,6 +68,10 @@ void run_predict(const PredictOptions& o) {
     auto inputs = worker::load_predict_inputs(o.images, worker::model_input(model.model), resize);
     if (!inputs) throw UsageError(inputs.error().message);
     apply_normalization(o.source, inputs->images);
+    auto columns = worker::load_input_columns(model.model, o.inputs, "--input", inputs->images.size(),
+                                              "--images");
+    if (!columns) throw UsageError(columns.error().message);
+    inputs->images.columns = std::move(*columns);
     for (const auto& note : inputs->notes) std::cerr << "psrun predict: " << note << "\n";
     auto probs = worker::predict_probabilities(model, inputs->images, o.source.batch_size);
     if (!probs) throw std::runtime_error(probs.error().message);
@@ -104,6 +110,11 @@ void add_predict_command(CLI::App& app, int& exit_code) {
     add_model_source_options(*cmd, o->source);
     cmd->add_option("--images", o->images, "IDX or .npy files of images, or JPEG/PNG/PGM files of one image each")
         ->expected(1, -1);
+    cmd->add_option("--input", o->inputs,
+                    "NAME=FILE.npy: a model with several inputs reads its input NAME (one after the first) from "
+                    "FILE.npy, one row per image of --images, in order; repeat per input")
+        ->expected(1)
+        ->take_all();
     cmd->add_option("--image-resize", o->image_resize,
                     "fit single images of another size to the model: crop, pad or stretch (default: what training "
                     "from --train-data recorded in the model dir, else none: the size must match)");

@@ -7,6 +7,7 @@
 #include "workerd/data/idx_reader.h"
 #include "workerd/data/memory_source.h"
 #include "workerd/data/split_files.h"
+#include "workerd/input_columns.h"
 
 namespace psrun::worker {
 namespace {
@@ -135,18 +136,38 @@ Result<Datasets> load_from_dir(const TrainOptions& o) {
     return d;
 }
 
+// The model's inputs after the first, from --train-input/--test-input, as columns of both
+// in-memory splits (one row per example, as many as the split's labels).
+Result<void> attach_columns(const TrainOptions& o, Datasets& data, const SplitNames& train, const SplitNames& test) {
+    const bool several = o.description && o.description->multi_input();
+    if (!several && o.train_inputs.empty() && o.test_inputs.empty()) return {};
+    if (!o.description)
+        return make_error(ErrorCode::kInvalidArgument, "--train-input/--test-input need the model resolved first (a bug)");
+    if (several && (data.train_mapped || data.test_mapped || data.train_stream || data.test_stream))
+        return make_error(ErrorCode::kInvalidArgument,
+                          "model " + o.description->name +
+                              " has several inputs: its splits must be in memory (give --stream off, or smaller files)");
+    auto train_columns = load_input_columns(*o.description, o.train_inputs, "--train-input", data.train.size(), train.labels);
+    if (!train_columns) return tl::unexpected(train_columns.error());
+    auto test_columns = load_input_columns(*o.description, o.test_inputs, "--test-input", data.test.size(), test.labels);
+    if (!test_columns) return tl::unexpected(test_columns.error());
+    data.train.columns = std::move(*train_columns);
+    data.test.columns = std::move(*test_columns);
+    return {};
+}
+
 }  // namespace
 
 ModelInput model_input(const nn::ModelDescription& model) {
-    const auto& d = model.input.dims;
+    const auto& d = model.input().dims;
     const auto dim = [&](std::size_t i) { return static_cast<int>(i < d.size() ? d[i].value : 1); };
     ModelInput in{model.name, 1, 1, 1, static_cast<int>(model.classes)};
-    if (model.input.type == nn::ElementType::kInt) {
+    if (model.input().type == nn::ElementType::kInt) {
         // Token ids: L per example; the vocabulary is the smallest table that reads them.
         in.input = InputKind::kTokens;
         in.length = nn::elements_per_example(d).value_or(0);
         for (const auto& node : model.nodes)
-            if (node.op == "embedding" && !node.inputs.empty() && node.inputs[0] == model.input_name) {
+            if (node.op == "embedding" && !node.inputs.empty() && node.inputs[0] == model.input_name()) {
                 const auto v = node.attrs.value("vocabulary", std::int64_t{0});
                 if (v > 0 && (in.vocabulary == 0 || v < in.vocabulary)) in.vocabulary = v;
             }
@@ -170,7 +191,14 @@ Result<Datasets> load_datasets(const TrainOptions& o, const ModelInput& model) {
     if (!normalization) throw UsageError(normalization.error().message);
     auto layout = parse_image_layout(o.image_layout);
     if (!layout) throw UsageError(layout.error().message);
-    if (!o.train_data.empty() || !o.test_data.empty()) return load_from_data(o, model, *normalization);
+    if (!o.train_data.empty() || !o.test_data.empty()) {
+        if ((o.description && o.description->multi_input()) || !o.train_inputs.empty() || !o.test_inputs.empty())
+            return make_error(ErrorCode::kInvalidArgument,
+                              "--train-data/--test-data feed one input: a model with several inputs reads its primary "
+                              "input from --train-images/--test-images (or --data-dir) and the others from "
+                              "--train-input/--test-input NAME=FILE.npy");
+        return load_from_data(o, model, *normalization);
+    }
     auto data = files_given(o) ? load_from_files(o, *layout, model) : load_from_dir(o);
     if (!data) return data;
     const bool files = files_given(o);
@@ -189,6 +217,7 @@ Result<Datasets> load_datasets(const TrainOptions& o, const ModelInput& model) {
         return tl::unexpected(ok.error());
     if (auto ok = check_fits_model(data->test, test_names, model); !ok)
         return tl::unexpected(ok.error());
+    if (auto ok = attach_columns(o, *data, train_names, test_names); !ok) return tl::unexpected(ok.error());
     data->train_description = std::to_string(data->train.size()) + " examples" +
                               (data->train_mapped ? " (memory-mapped)" : "");
     data->test_description = std::to_string(data->test.size()) + " examples" + (data->test_mapped ? " (memory-mapped)" : "");

@@ -97,6 +97,11 @@ Result<std::vector<float>> predict_probabilities(const InferenceModel& model, co
                                                  std::int64_t batch_size) {
     if (batch_size < 1)
         return make_error(ErrorCode::kInvalidArgument, "batch size " + std::to_string(batch_size) + " < 1");
+    if (images.columns.size() + 1 != model.model.inputs.size())
+        return make_error(ErrorCode::kInvalidArgument,
+                          "model " + model.model.name + " has " + std::to_string(model.model.inputs.size()) +
+                              " inputs and the data gives " + std::to_string(images.columns.size() + 1) +
+                              ": give each input after the first with --test-input NAME=FILE.npy");
     const std::size_t count = images.size();
     const auto classes = static_cast<std::size_t>(model.model.classes);
     std::vector<float> out(count * classes);
@@ -113,7 +118,9 @@ Result<std::vector<float>> predict_probabilities(const InferenceModel& model, co
     for (std::size_t start = 0; start < count; start += batch) {
         const std::size_t valid = std::min(batch, count - start);
         for (std::size_t i = 0; i < batch; ++i) indices[i] = static_cast<std::uint32_t>(i < valid ? start + i : 0);
-        fill_examples(images, indices, BatchView{net.input(), net.input_ids(), net.labels(), net.targets()});
+        BatchView view{net.input(), net.input_ids(), net.labels(), net.targets(), {}};
+        for (std::size_t i = 1; i < model.model.inputs.size(); ++i) view.columns.push_back(ColumnSpan{net.input(i), net.input_ids(i)});
+        fill_examples(images, indices, view);
         net.forward(false);
         net.probabilities(probs);
         std::copy_n(probs.begin(), valid * classes, out.begin() + static_cast<std::ptrdiff_t>(start * classes));

@@ -23,14 +23,14 @@ std::int64_t elements(const nn::Dims& dims) {
 
 std::string SparseTables::refusal(const nn::ModelDescription& model, const nn::Node& node, std::uint64_t seed) {
     const std::string table = node.inputs.at(node.data_inputs);
-    if (node.inputs.front() != model.input_name)
-        return "embedding " + node.name + " reads " + node.inputs.front() + ", not the model's input " + model.input_name +
+    if (node.inputs.front() != model.input_name())
+        return "embedding " + node.name + " reads " + node.inputs.front() + ", not the model's input " + model.input_name() +
                ": a sparse table's ids must be the model input";
     for (const auto& n : model.nodes) {
         if (&n == &node) continue;
         for (const auto& in : n.inputs) {
-            if (in == model.input_name)
-                return "node " + n.name + " also reads the model input " + model.input_name +
+            if (in == model.input_name())
+                return "node " + n.name + " also reads the model input " + model.input_name() +
                        ": a sparse table's embedding must be its only reader";
             if (in == table) return "node " + n.name + " also reads the table " + table + " (tied weights stay dense)";
         }
@@ -96,7 +96,7 @@ SparseTables::SparseTables(const nn::ModelDescription& model, const std::vector<
     rows_ = t.shape.at(0);
     width_ = t.shape.at(1);
     init_ = *nn::table_row_init(model, tensor_, seed);  // refusal() checked that it has one
-    per_example_ = elements(model.input.dims);
+    per_example_ = elements(model.input().dims);
     table_ = true;
     // The dense layout: the table left out, the others compacted in order.
     dense_.erase(dense_.begin() + static_cast<std::ptrdiff_t>(tensor_));

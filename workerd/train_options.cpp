@@ -40,6 +40,14 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
     app.add_option("--train-labels", o.train_labels, "training labels: an IDX or .npy file (uint8, int32 or int64)");
     app.add_option("--test-images", o.test_images, "test images, as --train-images");
     app.add_option("--test-labels", o.test_labels, "test labels, as --train-labels");
+    app.add_option("--train-input", o.train_inputs,
+                   "NAME=FILE.npy: a model with several inputs reads its input NAME (one after the first) from "
+                   "FILE.npy, one row per training example in the labels' order; repeat per input")
+        ->expected(1)
+        ->take_all();
+    app.add_option("--test-input", o.test_inputs, "NAME=FILE.npy for the test split, as --train-input")
+        ->expected(1)
+        ->take_all();
     app.add_option("--train-data,--train-dir", o.train_data,
                    "training data (docs/data.md): an image folder (one subfolder per class), TFRecord files "
                    "(comma list, globs), or a CSV or .npz table");
@@ -260,6 +268,9 @@ TrainerConfig make_trainer_config(const TrainOptions& o) {
         if (o.init == "description") loaded->initial_parameters = nullptr;
         c.model = std::make_shared<const nn::ModelDescription>(std::move(*loaded));
     }
+    if (c.model->multi_input() && !o.augment.empty() && o.augment != "none")
+        usage("--augment: model " + c.model->name + " has several inputs; augmentation of the primary input "
+              "alone is not supported with them (drop --augment)");
     c.network.batch_size = o.batch_size;
     auto precision = parse_precision(o.precision);
     if (!precision) usage("--precision: " + precision.error().message);

@@ -31,6 +31,10 @@ struct TrainOptions {
     std::string train_labels;
     std::string test_images;
     std::string test_labels;
+    // --train-input/--test-input NAME=FILE.npy (repeated): the model's inputs after the first,
+    // one .npy each, one row per example (workerd/input_columns.h).
+    std::vector<std::string> train_inputs;
+    std::vector<std::string> test_inputs;
     // --train-data/--train-dir, --test-data/--test-dir (docs/data.md): an image folder, TFRecord
     // files (comma list, globs), a CSV or .npz table; and how they are read
     // (workerd/data/data_options.h).

@@ -42,7 +42,10 @@ std::unique_ptr<nn::Network> make_network(const nn::ModelDescription& model, nn:
 // The network's batch buffers: float or id inputs (the other span is empty), class labels or
 // target vectors (as its loss reads them; the other is empty).
 BatchView batch_view(nn::Network& network) {
-    return {network.input(), network.input_ids(), network.labels(), network.targets()};
+    BatchView view{network.input(), network.input_ids(), network.labels(), network.targets(), {}};
+    for (std::size_t i = 1; i < network.model().inputs.size(); ++i)
+        view.columns.push_back(ColumnSpan{network.input(i), network.input_ids(i)});
+    return view;
 }
 }  // namespace
 
@@ -71,7 +74,7 @@ Trainer::Trainer(const TrainerConfig& config, std::unique_ptr<BatchSource> train
     config_.network.forward_only = false;
     if (config_.augment.enabled() && !config_.model->image_input())
         throw UsageError("--augment: model " + config_.model->name + " does not take images (its input is " +
-                         nn::to_string(config_.model->input.dims) + "): augmentation flips and shifts images");
+                         nn::to_string(config_.model->input().dims) + "): augmentation flips and shifts images");
     if (sparse_.empty()) {
         network_ = make_network(*config_.model, config_.network, params_.all(), grads_[0].all());
         nn::initialize_parameters(*config_.model, config.seed, params_.all());

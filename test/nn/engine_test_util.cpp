@@ -33,7 +33,7 @@ Run run(const ModelDescription& model, std::int64_t batch, Precision precision, 
         const std::vector<float>& x, const std::vector<std::int32_t>& ids, const std::vector<float>& r,
         bool input_grad = true) {
     std::vector<float> grads(params.size(), -7.0f);
-    NetworkOptions o{batch, precision, false, false, input_grad && model.input.type == ElementType::kFloat};
+    NetworkOptions o{batch, precision, false, false, input_grad && model.input().type == ElementType::kFloat};
     auto net = Network::create(model, o, params, grads);
     INFO((net ? std::string() : net.error().message));
     REQUIRE(net);
@@ -145,8 +145,8 @@ void check_gradients(const ModelDescription& model, std::int64_t batch, std::uin
                      double tolerance, int outliers, int vocabulary) {
     std::vector<float> params(static_cast<std::size_t>(model.parameter_count));
     initialize_parameters(model, seed, params);
-    const bool ints = model.input.type == ElementType::kInt;
-    const auto input_size = static_cast<std::size_t>(*elements_per_example(model.input.dims) * batch);
+    const bool ints = model.input().type == ElementType::kInt;
+    const auto input_size = static_cast<std::size_t>(*elements_per_example(model.input().dims) * batch);
     std::vector<float> x = ints ? std::vector<float>{} : random_vector(input_size, seed + 1);
     std::vector<std::int32_t> ids;
     if (ints) {
@@ -204,8 +204,8 @@ void check_bf16_against_f32(const ModelDescription& model, std::int64_t batch, s
     }
     std::vector<float> params(static_cast<std::size_t>(model.parameter_count));
     initialize_parameters(model, seed, params);
-    const bool ints = model.input.type == ElementType::kInt;
-    const auto input_size = static_cast<std::size_t>(*elements_per_example(model.input.dims) * batch);
+    const bool ints = model.input().type == ElementType::kInt;
+    const auto input_size = static_cast<std::size_t>(*elements_per_example(model.input().dims) * batch);
     std::vector<float> x = ints ? std::vector<float>{} : random_vector(input_size, seed + 1);
     std::vector<std::int32_t> ids;
     if (ints) {

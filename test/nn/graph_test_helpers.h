@@ -1,7 +1,10 @@
-// Readers of a parsed description for the description tests: a node's output as C x H x W (or
-// flat), its window's pads and stride, the tensors it created and their initializers.
+// Readers of a parsed description for the description tests: the parse itself (a model that
+// must parse, or the exit-2 error one must give), a node's output as C x H x W (or flat), its
+// window's pads and stride, the tensors it created and their initializers.
 #pragma once
 
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -10,6 +13,20 @@
 #include "workerd/nn/ops/pool.h"
 
 namespace psrun::nn::test {
+
+inline ModelDescription parse_ok(const nlohmann::json& doc) {
+    auto model = parse_model(doc, "T");
+    INFO((model ? std::string() : model.error().message));
+    REQUIRE(model);
+    return *model;
+}
+
+inline std::string parse_error(const nlohmann::json& doc) {
+    auto model = parse_model(doc, "F");
+    REQUIRE_FALSE(model);
+    CHECK(model.error().code == psrun::ErrorCode::kInvalidArgument);
+    return model.error().message;
+}
 
 inline ActivationShape out_shape(const Node& node) {
     const auto& d = node.output_info.front().dims;

@@ -28,20 +28,6 @@ json model_with(json layers, int c = 1, int h = 7, int w = 7) {
     return {{"input", {{"channels", c}, {"height", h}, {"width", w}}}, {"classes", 10}, {"layers", layers}};
 }
 
-ModelDescription parse_ok(const json& doc) {
-    auto model = parse_model(doc, "T");
-    INFO((model ? std::string() : model.error().message));
-    REQUIRE(model);
-    return *model;
-}
-
-std::string parse_error(const json& doc) {
-    auto model = parse_model(doc, "F");
-    REQUIRE_FALSE(model);
-    CHECK(model.error().code == psrun::ErrorCode::kInvalidArgument);
-    return model.error().message;
-}
-
 }  // namespace
 
 TEST_CASE("same padding: out = ceil(in/stride), TF's split with the extra at the end") {

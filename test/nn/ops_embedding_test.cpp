@@ -32,7 +32,7 @@ struct Run {
 Run run(const ModelDescription& model, std::int64_t batch, Precision precision, const std::vector<float>& params,
         const std::vector<float>& x, const std::vector<std::int32_t>& ids, const std::vector<float>& dy) {
     std::vector<float> grads(params.size(), -7.0f);
-    auto net = Network::create(model, NetworkOptions{batch, precision, false, false, model.input.type == ElementType::kFloat},
+    auto net = Network::create(model, NetworkOptions{batch, precision, false, false, model.input().type == ElementType::kFloat},
                                params, grads);
     INFO((net ? std::string() : net.error().message));
     REQUIRE(net);

@@ -60,7 +60,7 @@ inline ForwardRun forward_of(const ModelDescription& model, std::int64_t batch, 
     ForwardRun r;
     r.params.resize(static_cast<std::size_t>(model.parameter_count));
     initialize_parameters(model, seed, r.params);
-    r.input = random_vector(static_cast<std::size_t>(*elements_per_example(model.input.dims) * batch), seed + 1);
+    r.input = random_vector(static_cast<std::size_t>(*elements_per_example(model.input().dims) * batch), seed + 1);
     std::vector<float> grads;
     auto net = Network::create(model, NetworkOptions{batch, precision, true}, r.params, grads);
     INFO((net ? std::string() : net.error().message));

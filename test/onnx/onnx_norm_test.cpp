@@ -83,7 +83,7 @@ void check_close(const std::vector<float>& a, const std::vector<float>& b, doubl
 
 std::vector<float> random_input(const nn::ModelDescription& m, std::int64_t batch, std::uint64_t seed) {
     psrun::Rng rng(seed);
-    std::vector<float> x(static_cast<std::size_t>(*nn::elements_per_example(m.input.dims) * batch));
+    std::vector<float> x(static_cast<std::size_t>(*nn::elements_per_example(m.input().dims) * batch));
     for (auto& v : x) v = static_cast<float>(2.0 * rng.uniform() - 0.5);
     return x;
 }

@@ -74,7 +74,7 @@ std::vector<float> outputs(const nn::ModelDescription& model, const std::string&
     auto net = nn::Network::create(model, nn::NetworkOptions{batch, nn::Precision::kF32, true}, params, grads);
     INFO((net ? std::string() : net.error().message));
     REQUIRE(net);
-    if (model.input.type == nn::ElementType::kInt) {
+    if (model.input().type == nn::ElementType::kInt) {
         const auto ids = read_raw<std::int64_t>(exports() / (name + ".input"));
         REQUIRE(ids.size() == (*net)->input_ids().size());
         std::copy(ids.begin(), ids.end(), (*net)->input_ids().begin());
@@ -146,7 +146,7 @@ TEST_CASE("PyTorch's sequence models: the imported model's gradients are PyTorch
     auto net = nn::Network::create(*model, nn::NetworkOptions{3, nn::Precision::kF32}, params, grads);
     INFO((net ? std::string() : net.error().message));
     REQUIRE(net);
-    if (model->input.type == nn::ElementType::kInt) {
+    if (model->input().type == nn::ElementType::kInt) {
         const auto ids = read_raw<std::int64_t>(exports() / (name + ".input"));
         std::copy(ids.begin(), ids.end(), (*net)->input_ids().begin());
     } else {

@@ -82,6 +82,17 @@ void fill_examples(const LabeledImages& data, std::span<const std::uint32_t> ind
         assert(out.labels.size() == indices.size());
         for (std::size_t b = 0; b < indices.size(); ++b) out.labels[b] = data.labels[indices[b]];
     }
+    for (std::size_t k = 0; k < data.columns.size() && k < out.columns.size(); ++k) {
+        const InputColumn& c = data.columns[k];
+        const ColumnSpan& o = out.columns[k];
+        const std::size_t m = c.per_example;
+        if (!c.f32.empty() && o.f32.size() == indices.size() * m)
+            for (std::size_t b = 0; b < indices.size(); ++b)
+                std::copy_n(c.f32.data() + indices[b] * m, m, o.f32.data() + b * m);
+        if (!c.i32.empty() && o.i32.size() == indices.size() * m)
+            for (std::size_t b = 0; b < indices.size(); ++b)
+                std::copy_n(c.i32.data() + indices[b] * m, m, o.i32.data() + b * m);
+    }
 }
 
 }  // namespace psrun::worker

@@ -38,7 +38,8 @@ void fill_batch(const LabeledImages& data, std::span<const std::uint32_t> indice
                 std::span<float> images, std::span<std::int32_t> labels);
 
 // The general form: example indices[b] goes to slot b of every span of `out` the data has
-// (inputs_f32 for images and features, inputs_i32 for tokens, labels or targets). Spans the
+// (inputs_f32 for images and features, inputs_i32 for tokens, labels or targets, and each of the
+// data's input columns to out.columns at the same position). Spans the
 // data does not have are left alone; a span the data has but `out` lacks is skipped too.
 // REQUIRES: each used span holds indices.size() examples of the data's per-example size.
 void fill_examples(const LabeledImages& data, std::span<const std::uint32_t> indices, const BatchView& out);

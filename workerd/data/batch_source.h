@@ -9,17 +9,27 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace psrun::worker {
 
 // Where a batch goes: the model's buffers, batch_size examples each. A span the model does not
 // have is empty; a source fills the spans its data has (REQUIRES: they are batch_size x the
 // model's per-example size, which check_fits_model made the data's).
+// One extra model input's buffer (a model with several inputs): floats or ids, the other empty.
+struct ColumnSpan {
+    std::span<float> f32;
+    std::span<std::int32_t> i32;
+};
+
 struct BatchView {
     std::span<float> inputs_f32;         // images (NCHW) or feature vectors
     std::span<std::int32_t> inputs_i32;  // token ids
     std::span<std::int32_t> labels;      // class labels
     std::span<float> targets;            // target vectors
+    // The model's inputs after the first, in order (LabeledImages::columns fill them); empty
+    // for a single-input model.
+    std::vector<ColumnSpan> columns{};
 };
 
 // Where a training stream stands, for logs and preemption checkpoints.

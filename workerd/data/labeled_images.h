@@ -49,6 +49,16 @@ struct Normalization {
 // normalization.
 [[nodiscard]] Result<Normalization> parse_normalization(std::string_view text);
 
+// The values of one model input after the first, for every example of a split, in example order
+// (--train-input NAME=FILE.npy): floats or int32 ids, per_example of them each.
+struct InputColumn {
+    std::string name;             // the model input
+    std::string file;             // where the values came from, for messages
+    std::size_t per_example = 0;
+    std::vector<float> f32;       // a float input
+    std::vector<std::int32_t> i32;  // an int input
+};
+
 struct LabeledImages {
     InputKind input = InputKind::kImage;
     ImageArray images;                 // kImage; kFeatures as 1 x 1 x F; unused (count 0) for kTokens
@@ -62,6 +72,9 @@ struct LabeledImages {
     // Class names, index = label (image folders: the sorted folder names); empty when the source
     // has none.
     std::vector<std::string> class_names;
+    // The model's inputs after the first (inputs[1..], in order), each size() rows; empty for a
+    // single-input model. The images, tokens or features above are the primary input.
+    std::vector<InputColumn> columns{};
 
     std::size_t size() const {
         return input == InputKind::kTokens ? (token_length ? tokens.size() / token_length : 0) : images.count;

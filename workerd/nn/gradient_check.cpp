@@ -17,14 +17,21 @@ Error batch_error(std::string what) { return Error{ErrorCode::kInvalidArgument, 
 
 Result<void> check_batch(const ModelDescription& model, const CheckBatch& batch) {
     if (batch.size < 1) return tl::unexpected(batch_error("the batch is empty"));
-    const auto per_example = elements_per_example(model.input.dims);
-    if (!per_example) return tl::unexpected(batch_error("the model's input has no fixed size per example"));
-    const auto want = static_cast<std::size_t>(batch.size * *per_example);
-    const bool ids = model.input.type == ElementType::kInt;
-    const std::size_t have = ids ? batch.ids.size() : batch.input.size();
-    if (have != want)
-        return tl::unexpected(batch_error("the input holds " + std::to_string(have) + " values where " + std::to_string(batch.size) +
-                                          " examples of " + shape_text(model.input.dims) + " need " + std::to_string(want)));
+    if (batch.inputs.size() != model.inputs.size())
+        return tl::unexpected(batch_error("the batch has " + std::to_string(batch.inputs.size()) + " inputs where the model has " +
+                                          std::to_string(model.inputs.size())));
+    for (std::size_t i = 0; i < model.inputs.size(); ++i) {
+        const InputDef& in = model.inputs[i];
+        const auto per_example = elements_per_example(in.info.dims);
+        if (!per_example) return tl::unexpected(batch_error("the model's input " + in.name + " has no fixed size per example"));
+        const auto want = static_cast<std::size_t>(batch.size * *per_example);
+        const bool ids = in.info.type == ElementType::kInt;
+        const std::size_t have = ids ? batch.inputs[i].ids.size() : batch.inputs[i].values.size();
+        if (have != want)
+            return tl::unexpected(batch_error("the input " + in.name + " holds " + std::to_string(have) + " values where " +
+                                              std::to_string(batch.size) + " examples of " + shape_text(in.info.dims) +
+                                              " need " + std::to_string(want)));
+    }
     if (model.classification()) {
         if (batch.labels.size() != static_cast<std::size_t>(batch.size))
             return tl::unexpected(batch_error(std::to_string(batch.labels.size()) + " labels for " + std::to_string(batch.size) +
@@ -41,8 +48,11 @@ Result<void> check_batch(const ModelDescription& model, const CheckBatch& batch)
 }
 
 void load_batch(Network& network, const CheckBatch& batch) {
-    if (!batch.ids.empty()) std::copy(batch.ids.begin(), batch.ids.end(), network.input_ids().begin());
-    else std::copy(batch.input.begin(), batch.input.end(), network.input().begin());
+    for (std::size_t i = 0; i < batch.inputs.size(); ++i) {
+        const CheckInput& in = batch.inputs[i];
+        if (network.model().inputs[i].info.type == ElementType::kInt) std::copy(in.ids.begin(), in.ids.end(), network.input_ids(i).begin());
+        else std::copy(in.values.begin(), in.values.end(), network.input(i).begin());
+    }
     if (network.model().classification()) std::copy(batch.labels.begin(), batch.labels.end(), network.labels().begin());
     else std::copy(batch.targets.begin(), batch.targets.end(), network.targets().begin());
 }
@@ -99,10 +109,19 @@ Result<GradientCheck> check_gradients(const ModelDescription& model, std::span<c
     check.gradients.assign(theta.size(), 0.0f);
     NetworkOptions net_options;
     net_options.batch_size = batch.size;
+    net_options.input_gradient = options.input_gradients;
     auto network = Network::create(model, net_options, theta, check.gradients);
     if (!network) return tl::unexpected(network.error());
     load_batch(**network, batch);
     check.loss = (*network)->train_step(options.seed);
+    const auto outputs = (*network)->outputs();
+    check.outputs.assign(outputs.begin(), outputs.end());
+    if (options.input_gradients)
+        for (std::size_t i = 0; i < model.inputs.size(); ++i) {
+            const auto g = (*network)->input_gradient(i);
+            check.input_gradients.emplace_back(g.begin(), g.end());
+        }
+    net_options.input_gradient = false;
     if (!std::isfinite(check.loss)) return tl::unexpected(batch_error("the loss is not finite: " + std::to_string(check.loss)));
 
     std::vector<float> bf16_gradients;

@@ -21,12 +21,17 @@
 
 namespace psrun::nn {
 
-// One batch as the network reads it: floats [N, ...] for a float input, ids for an int input;
-// class labels (softmax cross-entropy) or float targets [N, T].
+// One model input's values for the batch: floats [N, ...] for a float input, ids for an int one.
+struct CheckInput {
+    std::vector<float> values;
+    std::vector<std::int32_t> ids;
+};
+
+// One batch as the network reads it: every model input (in model.inputs order), class labels
+// (softmax cross-entropy) or float targets [N, T].
 struct CheckBatch {
     std::int64_t size = 0;
-    std::vector<float> input;
-    std::vector<std::int32_t> ids;
+    std::vector<CheckInput> inputs;
     std::vector<std::int32_t> labels;
     std::vector<float> targets;
 };
@@ -35,6 +40,7 @@ struct GradientCheckOptions {
     std::uint64_t seed = 1;           // dropout masks (the same in every evaluation)
     bool finite_differences = true;   // the per-tensor directional check (2 forwards per tensor)
     bool compare_bf16 = true;         // where the CPU has bf16
+    bool input_gradients = false;     // also dL/d(input) for every float input
 };
 
 struct TensorCheck {
@@ -54,6 +60,10 @@ struct GradientCheck {
     float loss = 0;
     std::vector<TensorCheck> tensors;  // the trainable tensors, in the description's order
     std::vector<float> gradients;      // f32, the description's flat tensor layout
+    // With GradientCheckOptions::input_gradients: per model input, dL/d(input) (f32, the
+    // input's layout; empty for an int input).
+    std::vector<std::vector<float>> input_gradients;
+    std::vector<float> outputs;        // the model output of the batch's forward, f32 [N, classes]
     std::string bf16_note;             // why bf16 was not compared, when it was not
 };
 

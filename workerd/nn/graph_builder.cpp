@@ -15,11 +15,17 @@ const char* kNameRule = "1 to 200 of A-Z a-z 0-9 _ - . /";
 
 GraphBuilder::GraphBuilder(ModelDescription& model, std::string prefix)
     : model_(model), prefix_(std::move(prefix)) {
-    model_.values.emplace(model_.input_name, model_.input);
+    for (const auto& input : model_.inputs) model_.values.emplace(input.name, input.info);
 }
 
 std::string GraphBuilder::previous_value() const {
-    return model_.nodes.empty() ? model_.input_name : model_.nodes.back().outputs.front();
+    return model_.nodes.empty() ? model_.input_name() : model_.nodes.back().outputs.front();
+}
+
+std::string GraphBuilder::input_names() const {
+    std::string out;
+    for (const auto& input : model_.inputs) out += (out.empty() ? "\"" : ", \"") + input.name + "\"";
+    return out;
 }
 
 bool GraphBuilder::taken(const std::string& name) const {
@@ -53,9 +59,9 @@ Result<std::vector<std::string>> GraphBuilder::parse_inputs(const nlohmann::json
     for (const auto& n : names) {
         if (model_.values.count(n) == 0)
             return tl::unexpected(invalid(where + ": field \"inputs\": \"" + n.substr(0, 200) +
-                                          "\" is not a value defined before this layer (the input \"" +
-                                          model_.input_name +
-                                          "\", a tensor, or an earlier layer's output; layers are in order)"));
+                                          "\" is not a value defined before this layer (the input" +
+                                          (model_.multi_input() ? "s " : " ") + input_names() +
+                                          ", a tensor, or an earlier layer's output; layers are in order)"));
     }
     return names;
 }
@@ -126,7 +132,8 @@ Result<const Node*> GraphBuilder::add(const nlohmann::json& layer) {
                 return tl::unexpected(invalid(prefix_ + ": layer " + std::to_string(index()) + " (" + kind +
                                               "): name \"" + node.name + "\" is already layer " + std::to_string(i) +
                                               "'s (names are unique; unnamed layers are <kind><n>)"));
-        return tl::unexpected(invalid(where + ": name \"" + node.name + "\" is already a value (the input or a tensor)"));
+        return tl::unexpected(invalid(where + ": name \"" + node.name + "\" is already a value (" +
+                                      (model_.input_index(node.name) >= 0 ? "a model input" : "a tensor") + ")"));
     }
     node.inputs = std::move(*inputs);
     node.data_inputs = node.inputs.size();
@@ -164,6 +171,15 @@ Result<const Node*> GraphBuilder::add(const nlohmann::json& layer) {
 
 Result<void> GraphBuilder::finish(const std::string& output) {
     if (model_.nodes.empty()) return tl::unexpected(invalid(prefix_ + ": no layers"));
+    for (std::size_t i = 0; i < model_.inputs.size(); ++i) {
+        bool read = false;
+        for (const auto& node : model_.nodes)
+            for (const auto& in : node.inputs) read = read || in == model_.inputs[i].name;
+        if (!read)
+            return tl::unexpected(invalid(prefix_ + ": input \"" + model_.inputs[i].name + "\"" +
+                                          (model_.multi_input() ? " (inputs[" + std::to_string(i) + "])" : "") +
+                                          " is read by no layer (name it in a layer's \"inputs\", or remove it)"));
+    }
     model_.default_output = output.empty();
     model_.output = output.empty() ? model_.nodes.back().outputs.front() : output;
     const auto it = model_.values.find(model_.output);

@@ -17,7 +17,7 @@ namespace psrun::nn {
 
 class GraphBuilder {
 public:
-    // `model` has its input set; errors start with `prefix` ("model F").
+    // `model` has its inputs set; errors start with `prefix` ("model F").
     GraphBuilder(ModelDescription& model, std::string prefix);
 
     // Parses `layer` (docs/models.md: kind, name, inputs, tensors and the kind's fields) as
@@ -35,6 +35,8 @@ public:
     Result<void> finish(const std::string& output);
 
 private:
+    // The model's input names, quoted, for errors: "\"x\", \"meta\"".
+    std::string input_names() const;
     // The layer's "inputs", by default the previous value (none for kinds without inputs).
     Result<std::vector<std::string>> parse_inputs(const nlohmann::json& layer, const std::string& where,
                                                   bool no_inputs) const;

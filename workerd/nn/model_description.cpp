@@ -11,46 +11,98 @@ Error model_error(std::string_view source, const std::string& what) {
     return Error{ErrorCode::kInvalidArgument, "model " + std::string(source) + ": " + what};
 }
 
-// {"channels", "height", "width"} (an image, [N, C, H, W] floats) or {"shape": [...],
-// "type": "float" | "int", "name": "..."} (the dims after N).
-Result<void> parse_input(FieldReader& top, ModelDescription& model) {
-    const char* expected = "{\"channels\", \"height\", \"width\"} or {\"shape\": [...], \"type\": \"float\"|\"int\"}";
-    if (!top.has("input")) return tl::unexpected(top.fail("input", std::string("missing (expected ") + expected + ")"));
-    const auto& value = top.raw("input");
-    if (!value.is_object())
-        return tl::unexpected(top.fail("input", std::string("expected ") + expected + ", got " + describe_value(value)));
-    FieldReader reader(value, top.where() + ": input");
+constexpr const char* kInputForms =
+    "{\"channels\", \"height\", \"width\"} or {\"shape\": [...], \"type\": \"float\"|\"int\"}";
+// Most inputs a model may declare.
+constexpr std::size_t kMaxInputs = 64;
+
+// One input object: {"channels", "height", "width"} (an image, [N, C, H, W] floats) or
+// {"shape": [...], "type": "float" | "int"} (the dims after N; "dims" is the same field), and
+// "name" (required in the "inputs" list, where `list` is true; "input" by default otherwise).
+Result<InputDef> parse_input_object(const nlohmann::json& value, const std::string& where, bool list) {
+    FieldReader reader(value, where);
+    InputDef input;
     Dims dims{Dim::batch_times(1)};
-    if (!reader.has("shape")) {
+    const bool has_shape = reader.has("shape"), has_dims = list && reader.has("dims");
+    if (has_shape && has_dims)
+        return tl::unexpected(reader.fail("dims", "give \"dims\" or \"shape\" (the same field), not both"));
+    if (!has_shape && !has_dims) {
         for (const char* field : {"channels", "height", "width"}) {
             auto v = reader.integer(field, std::nullopt, 1, kMaxTensorElements);
             if (!v) return tl::unexpected(v.error());
             dims.push_back(Dim::of(*v));
         }
     } else {
-        const auto& shape = reader.raw("shape");
+        const char* field = has_shape ? "shape" : "dims";
+        const auto& shape = reader.raw(field);
         if (!shape.is_array() || shape.empty() || shape.size() > 5)
-            return tl::unexpected(reader.fail("shape", "expected 1 to 5 positive integers (the dims after the batch), got " +
-                                                           describe_value(shape)));
+            return tl::unexpected(reader.fail(field, "expected 1 to 5 positive integers (the dims after the batch), got " +
+                                                         describe_value(shape)));
         for (const auto& d : shape) {
             if (!d.is_number_integer() || d.get<std::int64_t>() < 1 || d.get<std::int64_t>() > kMaxTensorElements)
-                return tl::unexpected(reader.fail("shape", "expected positive integers, got " + describe_value(shape)));
+                return tl::unexpected(reader.fail(field, "expected positive integers, got " + describe_value(shape)));
             dims.push_back(Dim::of(d.get<std::int64_t>()));
         }
         auto type = reader.choice("type", 0, {"float", "int"});
         if (!type) return tl::unexpected(type.error());
-        model.input.type = *type == 1 ? ElementType::kInt : ElementType::kFloat;
-        auto name = reader.string("name", std::string("input"));
+        input.info.type = *type == 1 ? ElementType::kInt : ElementType::kFloat;
+    }
+    if (has_shape || has_dims || list) {
+        auto name = reader.string("name", list ? std::nullopt : std::optional<std::string>("input"));
         if (!name) return tl::unexpected(name.error());
         if (!valid_value_name(*name))
-            return tl::unexpected(reader.fail("name", "expected 1 to 200 of A-Z a-z 0-9 _ - . /"));
-        model.input_name = *name;
+            return tl::unexpected(reader.fail("name", "expected 1 to 200 of A-Z a-z 0-9 _ - . /, got " +
+                                                          describe_value(reader.raw("name"))));
+        input.name = *name;
     }
     if (auto ok = reader.finish(); !ok) return tl::unexpected(ok.error());
     const auto elements = elements_per_example(dims);
     if (!elements || *elements > kMaxTensorElements)
-        return tl::unexpected(top.fail("input", to_string(dims) + " has more than 2^31-1 elements per example"));
-    model.input.dims = std::move(dims);
+        return tl::unexpected(Error{ErrorCode::kInvalidArgument,
+                                    where + ": " + to_string(dims) + " has more than 2^31-1 elements per example"});
+    input.info.dims = std::move(dims);
+    return input;
+}
+
+// "input" (one input object) or "inputs" (a list of 1 to kMaxInputs named input objects,
+// names distinct), exactly one of them.
+Result<void> parse_inputs(FieldReader& top, ModelDescription& model) {
+    const bool one = top.has("input"), several = top.has("inputs");
+    if (one && several)
+        return tl::unexpected(top.fail("inputs", "give \"input\" (one input) or \"inputs\" (a list), not both"));
+    if (!one && !several)
+        return tl::unexpected(top.fail("input", std::string("missing (expected ") + kInputForms +
+                                                    ", or \"inputs\": a list of them, each with a \"name\")"));
+    if (one) {
+        const auto& value = top.raw("input");
+        if (!value.is_object())
+            return tl::unexpected(top.fail("input", std::string("expected ") + kInputForms + ", got " + describe_value(value)));
+        auto input = parse_input_object(value, top.where() + ": input", false);
+        if (!input) return tl::unexpected(input.error());
+        model.inputs = {std::move(*input)};
+        return {};
+    }
+    const auto& list = top.raw("inputs");
+    if (!list.is_array() || list.empty() || list.size() > kMaxInputs)
+        return tl::unexpected(top.fail("inputs", "expected a list of 1 to " + std::to_string(kMaxInputs) +
+                                                     " inputs {\"name\", \"dims\": [...], \"type\": \"float\"|\"int\"}, got " +
+                                                     describe_value(list)));
+    model.inputs.clear();
+    for (std::size_t i = 0; i < list.size(); ++i) {
+        const std::string where = top.where() + ": inputs[" + std::to_string(i) + "]";
+        if (!list[i].is_object())
+            return tl::unexpected(Error{ErrorCode::kInvalidArgument,
+                                        where + ": expected {\"name\", \"dims\": [...], \"type\": \"float\"|\"int\"}, got " +
+                                            describe_value(list[i])});
+        auto input = parse_input_object(list[i], where, true);
+        if (!input) return tl::unexpected(input.error());
+        if (model.input_index(input->name) >= 0)
+            return tl::unexpected(Error{ErrorCode::kInvalidArgument, where + ": input name \"" + input->name +
+                                                                        "\" is already inputs[" +
+                                                                        std::to_string(model.input_index(input->name)) +
+                                                                        "]'s (input names are distinct)"});
+        model.inputs.push_back(std::move(*input));
+    }
     return {};
 }
 
@@ -109,9 +161,16 @@ const TensorDef* ModelDescription::tensor(std::string_view tensor_name) const {
     return nullptr;
 }
 
+int ModelDescription::input_index(std::string_view input_name) const {
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+        if (inputs[i].name == input_name) return static_cast<int>(i);
+    return -1;
+}
+
 std::optional<ActivationShape> ModelDescription::image_input() const {
-    if (input.type != ElementType::kFloat || input.rank() != 4) return std::nullopt;
-    return ActivationShape{input.dims[1].value, input.dims[2].value, input.dims[3].value, false};
+    const ValueInfo& in = input();
+    if (in.type != ElementType::kFloat || in.rank() != 4) return std::nullopt;
+    return ActivationShape{in.dims[1].value, in.dims[2].value, in.dims[3].value, false};
 }
 
 Result<ModelDescription> parse_model(const nlohmann::json& document, std::string_view source) {
@@ -126,7 +185,7 @@ Result<ModelDescription> parse_model(const nlohmann::json& document, std::string
     if (!description) return tl::unexpected(description.error());
     model.name = *name;
     model.description = *description;
-    if (auto ok = parse_input(top, model); !ok) return tl::unexpected(ok.error());
+    if (auto ok = parse_inputs(top, model); !ok) return tl::unexpected(ok.error());
     if (auto ok = parse_loss(top, model); !ok) return tl::unexpected(ok.error());
     if (model.loss == LossKind::kSoftmaxCrossEntropy) {
         auto classes = top.integer("classes", std::nullopt, 2, kMaxTensorElements);

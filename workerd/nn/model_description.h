@@ -2,9 +2,14 @@
 // state tensors the operators use, the model's input, its output and loss, and optionally the
 // recipe it was published with. parse_model() validates a JSON description (docs/models.md)
 // and runs shape inference, so every accepted description has consistent shapes, unique names,
-// nodes in topological order, sizes within kMaxTensorElements, and an output the loss can read.
+// nodes in topological order, sizes within kMaxTensorElements, an output the loss can read,
+// and inputs with distinct names that some node reads.
 //
-// Values are named: the model input ("input" unless the file names it), every tensor (by its
+// A model has one or more named inputs (`inputs`; the JSON's "input" object is a list of one,
+// its "inputs" array several). The first is the primary input: the value a first layer without
+// "inputs" reads, the images of image tools and augmentation, what single-input callers feed.
+//
+// Values are named: the model inputs ("input" unless the file names it), every tensor (by its
 // name, e.g. "conv1/w"), and every node's outputs (a node's first output is named after the
 // node, further ones "<node>:1", "<node>:2"). A node's `inputs` are values: its data inputs
 // first, then the tensors its slots bind (a conv's weights and bias), so the engine sees one
@@ -76,11 +81,17 @@ enum class LossReduction : std::uint8_t { kMean, kSum };
 const char* to_string(LossKind kind);
 const char* to_string(LossReduction reduction);
 
+// One input of the model: a value fed each step from the data, by name.
+struct InputDef {
+    std::string name = "input";
+    ValueInfo info;            // dims start with N: [N, C, H, W], [N, F] or [N, L] (int)
+};
+
 struct ModelDescription {
     std::string name;          // "name" (metadata; default: the source name)
     std::string description;   // one line (metadata)
-    std::string input_name = "input";
-    ValueInfo input;           // dims start with N: [N, C, H, W], [N, F] or [N, L] (int)
+    // At least one after parse_model(); names distinct; inputs[0] is the primary input.
+    std::vector<InputDef> inputs{InputDef{}};
     // Softmax cross-entropy: the number of classes; the other losses: the target width T.
     std::int64_t classes = 0;
     std::vector<Node> nodes;   // topological order
@@ -100,11 +111,17 @@ struct ModelDescription {
     // Every value: the input, the tensors, the nodes' outputs.
     std::map<std::string, ValueInfo, std::less<>> values;
 
+    // The primary input (inputs[0]) for the callers that feed one input.
+    const std::string& input_name() const { return inputs.front().name; }
+    const ValueInfo& input() const { return inputs.front().info; }
+    // The index of the input of that name in `inputs`, or -1.
+    int input_index(std::string_view name) const;
+    bool multi_input() const { return inputs.size() > 1; }
     // REQUIRES: the value exists (std::out_of_range otherwise).
     const ValueInfo& value(std::string_view name) const;
     // The tensor of that name, or nullptr.
     const TensorDef* tensor(std::string_view name) const;
-    // An image model's input C x H x W (a [N, C, H, W] float input); nullopt otherwise.
+    // An image model's primary input C x H x W (a [N, C, H, W] float input); nullopt otherwise.
     std::optional<ActivationShape> image_input() const;
     bool classification() const { return loss == LossKind::kSoftmaxCrossEntropy; }
 };

@@ -13,17 +13,31 @@ namespace psrun::nn {
 namespace {
 
 bool legacy_image_input(const ModelDescription& model) {
-    return model.image_input().has_value() && model.input_name == "input";
+    return model.image_input().has_value() && model.input_name() == "input";
 }
 
+std::vector<std::int64_t> example_shape(const Dims& dims) {
+    std::vector<std::int64_t> out;
+    const bool leading = !dims.empty() && dims[0] == Dim::batch_times(1);
+    for (std::size_t i = leading ? 1 : 0; i < dims.size(); ++i) out.push_back(dims[i].value);
+    return out;
+}
+
+// A single-input model's "input" object, exactly as format 1 wrote it (its hash unchanged).
 nlohmann::json input_json(const ModelDescription& model) {
+    const ValueInfo& in = model.input();
     if (legacy_image_input(model))
-        return {{"channels", model.input.dims[1].value}, {"height", model.input.dims[2].value},
-                {"width", model.input.dims[3].value}};
-    std::vector<std::int64_t> shape;
-    for (std::size_t i = 1; i < model.input.dims.size(); ++i) shape.push_back(model.input.dims[i].value);
-    nlohmann::json out = {{"shape", shape}, {"type", to_string(model.input.type)}};
-    if (model.input_name != "input") out["name"] = model.input_name;
+        return {{"channels", in.dims[1].value}, {"height", in.dims[2].value}, {"width", in.dims[3].value}};
+    nlohmann::json out = {{"shape", example_shape(in.dims)}, {"type", to_string(in.type)}};
+    if (model.input_name() != "input") out["name"] = model.input_name();
+    return out;
+}
+
+// A multi-input model's "inputs": every input as {"name", "dims", "type"}, in order.
+nlohmann::json inputs_json(const ModelDescription& model) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& input : model.inputs)
+        out.push_back({{"name", input.name}, {"dims", example_shape(input.info.dims)}, {"type", to_string(input.info.type)}});
     return out;
 }
 
@@ -33,7 +47,7 @@ nlohmann::json layer_json(const ModelDescription& model, std::size_t index) {
     nlohmann::json entry = node.attrs;
     entry["kind"] = node.op;
     entry["name"] = node.name;
-    const std::string previous = index == 0 ? model.input_name : model.nodes[index - 1].outputs.front();
+    const std::string previous = index == 0 ? model.input_name() : model.nodes[index - 1].outputs.front();
     if (node.data_inputs > 0 && !(node.data_inputs == 1 && node.inputs[0] == previous))
         entry["inputs"] = std::vector<std::string>(node.inputs.begin(),
                                                    node.inputs.begin() + static_cast<std::ptrdiff_t>(node.data_inputs));
@@ -48,13 +62,6 @@ nlohmann::json layer_json(const ModelDescription& model, std::size_t index) {
 
 nlohmann::json loss_json(const ModelDescription& model) {
     return {{"kind", to_string(model.loss)}, {"reduction", to_string(model.reduction)}};
-}
-
-std::vector<std::int64_t> example_shape(const Dims& dims) {
-    std::vector<std::int64_t> out;
-    const bool leading = !dims.empty() && dims[0] == Dim::batch_times(1);
-    for (std::size_t i = leading ? 1 : 0; i < dims.size(); ++i) out.push_back(dims[i].value);
-    return out;
 }
 
 }  // namespace
@@ -86,8 +93,9 @@ std::vector<TensorEntry> parameter_tensors(const ModelDescription& model) {
 nlohmann::json canonical_architecture(const ModelDescription& model) {
     nlohmann::json layers = nlohmann::json::array();
     for (std::size_t i = 0; i < model.nodes.size(); ++i) layers.push_back(layer_json(model, i));
-    nlohmann::json out = {{"format", 1}, {"input", input_json(model)}, {"loss", loss_json(model)},
-                          {"layers", std::move(layers)}};
+    nlohmann::json out = {{"format", 1}, {"loss", loss_json(model)}, {"layers", std::move(layers)}};
+    if (model.multi_input()) out["inputs"] = inputs_json(model);
+    else out["input"] = input_json(model);
     if (model.classification()) out["classes"] = model.classes;
     else out["targets"] = model.classes;
     if (model.output != model.nodes.back().outputs.front()) out["output"] = model.output;
@@ -128,7 +136,8 @@ nlohmann::json summary_json(const ModelDescription& model) {
         }
         nlohmann::json inputs = nlohmann::json::array();
         for (const auto& v : node.inputs) inputs.push_back(v);
-        const ValueInfo& in = model.value(node.inputs.front());
+        static const ValueInfo kNoInput;  // a constant reads nothing
+        const ValueInfo& in = node.inputs.empty() ? kNoInput : model.value(node.inputs.front());
         nlohmann::json entry = {{"index", i},
                                 {"name", node.name},
                                 {"kind", node.op},
@@ -162,8 +171,9 @@ nlohmann::json summary_json(const ModelDescription& model) {
     nlohmann::json out = {
         {"name", model.name},
         {"description", model.description},
-        {"input_shape", example_shape(model.input.dims)},
-        {"input_type", to_string(model.input.type)},
+        {"input_shape", example_shape(model.input().dims)},
+        {"input_type", to_string(model.input().type)},
+        {"inputs", inputs_json(model)},
         {"classes", model.classes},
         {"loss", loss_json(model)},
         {"output", model.output},

@@ -24,7 +24,8 @@ struct TensorEntry {
 // without gaps. For mnist_deep this is exactly workerd/parameter_set.h's list.
 std::vector<TensorEntry> parameter_tensors(const ModelDescription& model);
 
-// The architecture, canonical: input, classes (or targets), loss and every layer with its
+// The architecture, canonical: the input (one: "input" as format 1 wrote it, so single-input
+// hashes never change; several: "inputs", each {"name", "dims", "type"}), classes (or targets), loss and every layer with its
 // kind, name and all its options explicit (defaults filled in, kernels as [h, w],
 // initializers as objects; options added after format 1 only when set), its "inputs" only
 // where they are not the previous layer's output, its "tensors" only where a slot binds

@@ -13,8 +13,9 @@
 // Tensors are read from, and gradients written to, flat float buffers in the description's
 // tensor order and shapes (model_description.h) — exactly what goes on the wire. The network
 // owns neither: `params` (and each gradient buffer) must outlive it, or the next
-// set_gradient_buffer(). The input is the model's: float [N, ...] (images NCHW) or int32 ids;
-// targets: int32 class labels (softmax cross-entropy) or float [N, T].
+// set_gradient_buffer(). Each of the model's inputs (model.inputs, by index) has its own
+// buffer: float [N, ...] (images NCHW) or int32 ids; targets: int32 class labels (softmax
+// cross-entropy) or float [N, T].
 // Not thread-safe; oneDNN and the hand loops run on the OpenMP threads.
 #pragma once
 
@@ -38,7 +39,7 @@ struct NetworkOptions {
     // (workerd/nn/kernels/: the AVX-512 conv + relu + pool fusions, whose labels end in
     // " [hand]", and a depthwise conv's weight gradient); false: oneDNN primitives for those.
     bool hand_kernels = true;
-    // Tests: compute dL/d(input) too (float inputs), readable by input_gradient(), so that a
+    // Tests: compute dL/d(input) too (every float input), readable by input_gradient(i), so that a
     // finite-difference check reaches the first layer's data gradient.
     bool input_gradient = false;
 };
@@ -69,10 +70,12 @@ public:
 
     const ModelDescription& model() const { return model_; }
     const NetworkOptions& options() const { return options_; }
-    // The batch the next step reads. input(): float models; input_ids(): int models (the
-    // other is empty). labels(): softmax cross-entropy; targets(): [N, T] for the others.
-    std::span<float> input() { return input_f32_; }
-    std::span<std::int32_t> input_ids() { return input_i32_; }
+    // The batch the next step reads. input(i): model.inputs[i] when it is float, input_ids(i)
+    // when it is int (the other is empty); i defaults to the primary input. labels(): softmax
+    // cross-entropy; targets(): [N, T] for the others. REQUIRES: i < model().inputs.size()
+    // (std::out_of_range otherwise).
+    std::span<float> input(std::size_t i = 0) { return inputs_.at(i).f32; }
+    std::span<std::int32_t> input_ids(std::size_t i = 0) { return inputs_.at(i).i32; }
     std::span<std::int32_t> labels();
     std::span<float> targets();
 
@@ -95,8 +98,9 @@ public:
     // Tests: backward from `output_grad` (plain f32 [N, classes], dL/d(outputs)) instead of the
     // loss's gradient, after a forward(true). REQUIRES: !options().forward_only.
     void backward_from(std::span<const float> output_grad);
-    // dL/d(input) of the last backward (NetworkOptions::input_gradient; empty otherwise).
-    std::span<const float> input_gradient() const { return input_grad_; }
+    // dL/d(input i) of the last backward (NetworkOptions::input_gradient and a float input;
+    // empty otherwise). REQUIRES: i < model().inputs.size().
+    std::span<const float> input_gradient(std::size_t i = 0) const { return inputs_.at(i).grad; }
 
     // The following steps write into `grads` (same size, else std::invalid_argument; not
     // owned). No primitive rebuilt.
@@ -122,9 +126,13 @@ private:
     dnnl::engine engine_{dnnl::engine::kind::cpu, 0};
     dnnl::stream stream_{engine_};
     StepState step_;
-    std::vector<float> input_f32_;
-    std::vector<std::int32_t> input_i32_;
-    std::vector<float> input_grad_;
+    // One per model input, in model.inputs order.
+    struct InputBuffers {
+        std::vector<float> f32;
+        std::vector<std::int32_t> i32;
+        std::vector<float> grad;
+    };
+    std::vector<InputBuffers> inputs_;
     std::unique_ptr<NetworkPlan> plan_;
     std::unique_ptr<Loss> loss_;
     bool profiling_ = false;

@@ -182,7 +182,7 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
     const EngineContext context{engine_, stream_, n, options_.precision, !options_.forward_only, options_.hand_kernels};
     const bool training = context.training;
 
-    // Values: the input, the tensors, the nodes' outputs.
+    // Values: the inputs, the tensors, the nodes' outputs.
     auto add_value = [&](const std::string& name, const ValueInfo& info) {
         ValueState v;
         v.name = name;
@@ -191,7 +191,7 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
         plan.value_index.emplace(name, static_cast<int>(plan.values.size()));
         plan.values.push_back(std::move(v));
     };
-    add_value(model_.input_name, model_.input);
+    for (const auto& in : model_.inputs) add_value(in.name, in.info);  // values 0 .. inputs - 1
     for (const auto& t : model_.tensors) {
         add_value(t.name, model_.value(t.name));
         plan.values.back().tensor = &t;
@@ -205,7 +205,8 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
     std::vector<bool> depends(plan.values.size(), false), reaches(plan.values.size(), false);
     for (const auto& t : model_.tensors)
         if (t.cls == TensorClass::kTrainable) depends[static_cast<std::size_t>(index_of(t.name))] = true;
-    depends[0] = options_.input_gradient && model_.input.type == ElementType::kFloat;
+    for (std::size_t i = 0; i < model_.inputs.size(); ++i)
+        depends[i] = options_.input_gradient && model_.inputs[i].info.type == ElementType::kFloat;
     for (const auto& node : model_.nodes) {
         bool d = false;
         for (const auto& i : node.inputs) d = d || depends[static_cast<std::size_t>(index_of(i))];
@@ -221,17 +222,21 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
     for (std::size_t v = 0; v < plan.values.size(); ++v)
         plan.values[v].needs_grad = training && depends[v] && reaches[v] && plan.values[v].info.type == ElementType::kFloat;
 
-    // The input's and the tensors' memories.
-    ValueState& input = plan.values[0];
-    if (model_.input.type == ElementType::kInt) {
-        input_i32_.assign(static_cast<std::size_t>(memory::desc(input.dims, Dt::s32, plain_tag(static_cast<int>(input.dims.size()))).get_size() / 4), 0);
-        input.mem = memory(plain_desc(input.dims, Dt::s32), engine_, input_i32_.data());
-    } else {
-        input_f32_.assign(static_cast<std::size_t>(plain_desc(input.dims, Dt::f32).get_size() / 4), 0.0f);
-        input.mem = memory(plain_desc(input.dims, Dt::f32), engine_, input_f32_.data());
-        if (input.needs_grad) {
-            input_grad_.assign(input_f32_.size(), 0.0f);
-            input.diff = memory(plain_desc(input.dims, Dt::f32), engine_, input_grad_.data());
+    // The inputs' and the tensors' memories.
+    inputs_.assign(model_.inputs.size(), InputBuffers{});
+    for (std::size_t i = 0; i < model_.inputs.size(); ++i) {
+        ValueState& input = plan.values[i];
+        InputBuffers& buffers = inputs_[i];
+        if (model_.inputs[i].info.type == ElementType::kInt) {
+            buffers.i32.assign(static_cast<std::size_t>(plain_desc(input.dims, Dt::s32).get_size() / 4), 0);
+            input.mem = memory(plain_desc(input.dims, Dt::s32), engine_, buffers.i32.data());
+        } else {
+            buffers.f32.assign(static_cast<std::size_t>(plain_desc(input.dims, Dt::f32).get_size() / 4), 0.0f);
+            input.mem = memory(plain_desc(input.dims, Dt::f32), engine_, buffers.f32.data());
+            if (input.needs_grad) {
+                buffers.grad.assign(buffers.f32.size(), 0.0f);
+                input.diff = memory(plain_desc(input.dims, Dt::f32), engine_, buffers.grad.data());
+            }
         }
     }
     for (auto& v : plan.values) {

@@ -33,7 +33,6 @@ class Writer {
 public:
     Writer(const nn::ModelDescription& model, std::span<const float> params, onnx::GraphProto& graph)
         : model_(model), params_(params), graph_(graph) {
-        names_.insert(model.input_name);
         for (const auto& [name, info] : model.values) names_.insert(name);
     }
 
@@ -91,7 +90,7 @@ public:
 
     const nn::Node& node() const override { return node_; }
     const nn::ModelDescription& model() const override { return w_.model(); }
-    std::string model_input() const override { return w_.onnx_name(w_.model().input_name); }
+    std::string model_input() const override { return w_.onnx_name(w_.model().input_name()); }
     std::string input(std::size_t i) const override { return w_.onnx_name(node_.inputs.at(i)); }
     std::string output(std::size_t i) const override { return w_.onnx_name(node_.outputs.at(i)); }
     std::string fresh(const std::string& hint) override { return w_.fresh(hint); }
@@ -170,12 +169,17 @@ Result<std::string> export_onnx(const nn::ModelDescription& model, std::span<con
     onnx::GraphProto& graph = *proto.mutable_graph();
     graph.set_name(model.name.empty() ? "psrun" : model.name);
     Writer writer(model, params, graph);
-    // An image model's input is called "images" in every export (psrun predict and the docs'
-    // OpenCV examples feed that name); the value already named so keeps it.
-    const bool rename = model.image_input() && model.input_name != "images";
-    const std::string input = rename ? writer.fresh("images") : model.input_name;
-    if (rename) writer.rename(model.input_name, input);
-    set_value_info(*graph.add_input(), input, model.input);
+    // A single-input image model's input is called "images" in every export (psrun predict and
+    // the docs' OpenCV examples feed that name); the value already named so keeps it. Several
+    // inputs keep their names, in the model's order, so a runtime feeds each by name.
+    const bool rename = !model.multi_input() && model.image_input() && model.input_name() != "images";
+    if (rename) {
+        const std::string input = writer.fresh("images");
+        writer.rename(model.input_name(), input);
+        set_value_info(*graph.add_input(), input, model.input());
+    } else {
+        for (const auto& in : model.inputs) set_value_info(*graph.add_input(), in.name, in.info);
+    }
     for (const auto& node : model.nodes) {
         const nn::OpSchema* schema = nn::find_op(node.op);
         if (schema == nullptr || schema->export_onnx == nullptr)

@@ -58,6 +58,12 @@ int GraphIndex::producer(const std::string& value) const {
     return it == producers_.end() ? -1 : it->second;
 }
 
+bool GraphIndex::is_input(const std::string& value) const {
+    for (const auto* in : inputs_)
+        if (in->name() == value) return true;
+    return false;
+}
+
 const std::vector<int>& GraphIndex::readers(const std::string& value) const {
     static const std::vector<int> kNone;
     const auto it = readers_.find(value);
@@ -75,12 +81,15 @@ Result<GraphIndex> GraphIndex::build(const onnx::GraphProto& graph, std::int64_t
             return tl::unexpected(graph_error("two initializers are named '" + init.name() + "'"));
     for (const auto& in : graph.input()) {
         if (index.initializers_.count(in.name()) > 0) continue;  // an initializer listed as an input (IR < 4)
-        if (index.input_ != nullptr)
-            return tl::unexpected(graph_error("the graph has two data inputs ('" + index.input_->name() + "', '" +
-                                              in.name() + "'): the engine takes one input"));
-        index.input_ = &in;
+        for (const auto* seen : index.inputs_)
+            if (seen->name() == in.name())
+                return tl::unexpected(graph_error("two graph inputs are named '" + in.name() + "'"));
+        index.inputs_.push_back(&in);
     }
-    if (index.input_ == nullptr) return tl::unexpected(graph_error("the graph has no data input"));
+    if (index.inputs_.empty()) return tl::unexpected(graph_error("the graph has no data input"));
+    if (index.inputs_.size() > kMaxInputs)
+        return tl::unexpected(graph_error("the graph has " + std::to_string(index.inputs_.size()) +
+                                          " data inputs (at most " + std::to_string(kMaxInputs) + ")"));
     if (graph.output_size() != 1)
         return tl::unexpected(graph_error("the graph has " + std::to_string(graph.output_size()) +
                                           " outputs: the engine's model has one (the logits or probabilities)"));
@@ -93,7 +102,7 @@ Result<GraphIndex> GraphIndex::build(const onnx::GraphProto& graph, std::int64_t
         if (auto ok = check_arity(node, i, opset); !ok) return tl::unexpected(ok.error());
         for (const auto& in : node.input()) {
             if (in.empty()) continue;
-            if (in != index.input_->name() && index.initializers_.count(in) == 0 && index.producers_.count(in) == 0)
+            if (!index.is_input(in) && index.initializers_.count(in) == 0 && index.producers_.count(in) == 0)
                 return tl::unexpected(graph_error(node_label(node, i) + ": its input '" + in +
                                                   "' is not defined before it (the nodes must be in topological order)"));
             auto& r = index.readers_[in];
@@ -101,7 +110,7 @@ Result<GraphIndex> GraphIndex::build(const onnx::GraphProto& graph, std::int64_t
         }
         for (const auto& out : node.output()) {
             if (out.empty()) continue;
-            if (out == index.input_->name() || index.initializers_.count(out) > 0 || !index.producers_.emplace(out, i).second)
+            if (index.is_input(out) || index.initializers_.count(out) > 0 || !index.producers_.emplace(out, i).second)
                 return tl::unexpected(graph_error(node_label(node, i) + ": its output '" + out +
                                                   "' is produced twice (not a valid ONNX graph)"));
         }
@@ -112,7 +121,7 @@ Result<GraphIndex> GraphIndex::build(const onnx::GraphProto& graph, std::int64_t
             index.constants_.emplace(node.output(0), &value->t());
         }
     }
-    if (index.output_ != index.input_->name() && index.producers_.count(index.output_) == 0)
+    if (!index.is_input(index.output_) && index.producers_.count(index.output_) == 0)
         return tl::unexpected(graph_error("the output '" + index.output_ + "' is produced by no node"));
     // The nodes the output needs.
     index.needed_.assign(static_cast<std::size_t>(graph.node_size()), false);

@@ -14,8 +14,9 @@
 
 namespace psrun::onnx_io {
 
-// Largest node count accepted.
+// Largest node and data input counts accepted.
 inline constexpr int kMaxNodes = 100000;
+inline constexpr std::size_t kMaxInputs = 64;
 
 // "node 'conv1' (Conv)", or "node #3 (Conv)" for a node without a name.
 std::string node_label(const onnx::NodeProto& node, int index);
@@ -23,15 +24,19 @@ std::string node_label(const onnx::NodeProto& node, int index);
 class GraphIndex {
 public:
     // Errors (kInvalidArgument, without the "model F: " prefix): duplicate values, another
-    // domain's operators, not exactly one data input and one output, nodes out of order, a node
+    // domain's operators, no data input or more than kMaxInputs, not exactly one output, nodes out of order, a node
     // with more or fewer inputs or outputs than ONNX's schema for its operator at `opset` allows
     // (so the importer may read every input the schema requires).
     static Result<GraphIndex> build(const onnx::GraphProto& graph, std::int64_t opset);
 
     const onnx::GraphProto& graph() const { return *graph_; }
-    // The data input (a graph input that is no initializer) and the graph output.
-    const onnx::ValueInfoProto& input() const { return *input_; }
+    // The data inputs (the graph inputs that are no initializers), in the graph's order, at
+    // least one; input() is the first. And the graph output.
+    const std::vector<const onnx::ValueInfoProto*>& inputs() const { return inputs_; }
+    const onnx::ValueInfoProto& input() const { return *inputs_.front(); }
     const std::string& output() const { return output_; }
+    // True when `value` names a data input.
+    bool is_input(const std::string& value) const;
     // An initializer named `value` (nullptr otherwise).
     const onnx::TensorProto* initializer(const std::string& value) const;
     // A Constant node's tensor named `value` (nullptr otherwise).
@@ -45,7 +50,7 @@ public:
 
 private:
     const onnx::GraphProto* graph_ = nullptr;
-    const onnx::ValueInfoProto* input_ = nullptr;
+    std::vector<const onnx::ValueInfoProto*> inputs_;
     std::string output_;
     std::map<std::string, const onnx::TensorProto*> initializers_;
     std::map<std::string, const onnx::TensorProto*> constants_;

@@ -229,15 +229,18 @@ Result<void> Importer::import_node(int i) {
 }
 
 Result<nn::ModelDescription> Importer::run(const std::string& name, const std::string& description) {
-    auto input = input_info(graph_.input());
-    if (!input) return tl::unexpected(input.error());
+    // Every data input, in the graph's order: the first is the primary input.
+    model_.inputs.clear();
+    for (const auto* graph_input : graph_.inputs()) {
+        auto input = input_info(*graph_input);
+        if (!input) return tl::unexpected(input.error());
+        model_.inputs.push_back(nn::InputDef{unique_name(graph_input->name()), *input});
+        values_[graph_input->name()] = model_.inputs.back().name;
+    }
     // JSON holds them (checkpoint manifests, the description an export embeds).
     model_.name = valid_utf8(name);
     model_.description = valid_utf8(description);
-    model_.input = *input;
-    model_.input_name = unique_name(graph_.input().name());
     builder_ = std::make_unique<nn::GraphBuilder>(model_, "model " + source_);
-    values_[graph_.input().name()] = model_.input_name;
     if (auto ok = claim_rnn_weights(*this); !ok) return tl::unexpected(ok.error());
     // A final Softmax or LogSoftmax is the loss's own: the output is its input (the logits). A
     // final ArgMax over the classes (a predict graph's) is what psrun predict does itself: the

@@ -13,13 +13,15 @@
 
 namespace psrun::onnx_io {
 
-// The graph's input is "images" [N, C, H, W] (N symbolic, f32, pixels as training reads them);
+// A single-input image model's graph input is "images" [N, C, H, W] (N symbolic, f32, pixels
+// as training reads them); any other model's inputs keep their names, in the model's order;
 // its output "probabilities" [N, classes] is the softmax of the logits. Opset 13; dropout
 // removed; node and initializer names from the description's layer names.
 // REQUIRES: params.size() == model.parameter_count.
 Result<std::string> export_onnx(const nn::ModelDescription& model, std::span<const float> params);
 
-// Parses a serialized ModelProto. Success: a validated description (shape inference done)
+// Parses a serialized ModelProto. Every graph input that is no initializer is a model input,
+// in the graph's order (the first is the primary). Success: a validated description (shape inference done)
 // whose initial_parameters hold the graph's initializers in the engine's layout. Errors
 // (kInvalidArgument, "model F: ..."): not ONNX, truncated, or a node the engine cannot train
 // (naming the node, its op type and what is unsupported).

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Issue 34: a model with two inputs trained through psd (psrun local --ps 1 --workers 2) on real
+# MNIST, its second input fed from .npy files (--train-input/--test-input NAME=FILE.npy):
+#  A. image + a 14-value metadata vector derived from each image (the mean of each band of two
+#     rows): the chief's test accuracy after 300 steps is >= 90%;
+#  B. image + the example's label as a one-hot vector, beside an image branch too weak to
+#     classify (its mean intensity): >= 99% test accuracy, which only rows that reach the network
+#     beside their own image and label give (the metadata's rows follow the sampler's examples in
+#     training and evaluation);
+#     `psrun eval --test-input hint=F` on that run gives >= 99% as well; `psrun predict --images
+#     --input hint=F` on 10 test images predicts their labels, and with the hints moved one row
+#     down predicts the moved hints (the second input decides);
+#  C. bad options exit 2 naming the input and the files: a row count other than the labels',
+#     no --test-input for the input, a name the model does not have, the primary input's name,
+#     eval without --test-input.
+# Every process ends by itself (psrun local stops its own; clients under timeout).
+# Usage: multi_input_test.sh <psrun> (from the source root; needs MNIST in psrun's cache)
+set -u
+psrun=$1
+workerd=$(dirname "$psrun")/../workerd/workerd
+py=/usr/bin/python3
+tmp=$(mktemp -d /tmp/psrun-multi-input-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+. "$(dirname "$0")/../support/check.sh"  # check(), require_mnist()
+require_mnist
+"$py" -c 'import numpy' 2>/dev/null || { echo "no numpy for $py: skipping"; exit 77; }
+
+"$py" - "$idx" "$tmp" <<'PY' || { echo "FAILED: could not write the metadata files"; exit 1; }
+import gzip, os, sys
+import numpy as np
+src, out = sys.argv[1], sys.argv[2]
+def idx(name):
+    path = os.path.join(src, name)
+    data = gzip.open(path + ".gz").read() if not os.path.exists(path) else open(path, "rb").read()
+    dims = data[3]
+    shape = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
+for split, prefix in (("train", "train"), ("test", "t10k")):
+    images = idx(f"{prefix}-images-idx3-ubyte").astype(np.float32) / 255.0
+    labels = idx(f"{prefix}-labels-idx1-ubyte").astype(np.int64)
+    np.save(f"{out}/{split}_bands.npy", images.reshape(-1, 14, 56).mean(axis=2).astype(np.float32))
+    np.save(f"{out}/{split}_onehot.npy", np.eye(10, dtype=np.float32)[labels])
+    if split == "test":
+        np.save(f"{out}/ten_images.npy", (images[:10] * 255).round().astype(np.uint8))
+        np.save(f"{out}/ten_hints.npy", np.eye(10, dtype=np.float32)[labels[:10]])
+        np.save(f"{out}/ten_hints_moved.npy", np.eye(10, dtype=np.float32)[np.roll(labels[:10], 1)])
+        open(f"{out}/ten_labels.txt", "w").write(" ".join(str(v) for v in labels[:10]))
+        open(f"{out}/ten_moved.txt", "w").write(" ".join(str(v) for v in np.roll(labels[:10], 1)))
+PY
+
+cat >"$tmp/bands.json" <<'JSON'
+{"name": "image_bands",
+ "inputs": [{"name": "image", "dims": [1, 28, 28]}, {"name": "bands", "dims": [14]}],
+ "classes": 10,
+ "layers": [
+  {"kind": "conv2d", "name": "conv1", "inputs": ["image"], "filters": 16, "kernel": 5, "padding": "same"},
+  {"kind": "relu"},
+  {"kind": "max_pool", "window": 2},
+  {"kind": "flatten", "name": "flat"},
+  {"kind": "dense", "name": "bands_fc", "inputs": ["bands"], "units": 16},
+  {"kind": "relu", "name": "bands_relu"},
+  {"kind": "concat", "name": "joined", "inputs": ["flat", "bands_relu"], "axis": 1},
+  {"kind": "dense", "name": "fc", "units": 64},
+  {"kind": "relu"},
+  {"kind": "dense", "name": "logits", "units": 10}
+ ]}
+JSON
+cat >"$tmp/onehot.json" <<'JSON'
+{"name": "image_onehot",
+ "inputs": [{"name": "image", "dims": [1, 28, 28]}, {"name": "hint", "dims": [10]}],
+ "classes": 10,
+ "layers": [
+  {"kind": "global_avg_pool", "name": "mean", "inputs": ["image"]},
+  {"kind": "flatten", "name": "flat"},
+  {"kind": "concat", "name": "joined", "inputs": ["flat", "hint"], "axis": 1},
+  {"kind": "dense", "name": "logits", "units": 10}
+ ]}
+JSON
+
+accuracy() { "$py" -c 'import json,sys; print(json.load(open(sys.argv[1] + "/summary.json"))["test_accuracy"])' "$1"; }
+
+timeout 400 "$psrun" local --ps 1 --workers 2 -- --model "$tmp/bands.json" --optimizer adam --learning-rate 1e-3 \
+    --batch-size 64 --steps 300 --eval-every 0 --model-dir "$tmp/a" \
+    --train-input "bands=$tmp/train_bands.npy" --test-input "bands=$tmp/test_bands.npy" >"$tmp/a.log" 2>&1
+code=$?
+check "A: image + bands through psd exits 0 (rc=$code)" test "$code" -eq 0
+acc=$(accuracy "$tmp/a" 2>/dev/null || echo 0)
+echo "A: test accuracy $acc"
+check "A: test accuracy $acc >= 0.90" "$py" -c "import sys; sys.exit(0 if float('$acc') >= 0.90 else 1)"
+
+timeout 300 "$psrun" local --ps 1 --workers 2 -- --model "$tmp/onehot.json" --optimizer adam --learning-rate 1e-2 \
+    --batch-size 64 --steps 150 --eval-every 0 --model-dir "$tmp/b" \
+    --train-input "hint=$tmp/train_onehot.npy" --test-input "hint=$tmp/test_onehot.npy" >"$tmp/b.log" 2>&1
+code=$?
+check "B: image + one-hot label through psd exits 0 (rc=$code)" test "$code" -eq 0
+acc=$(accuracy "$tmp/b" 2>/dev/null || echo 0)
+echo "B: test accuracy $acc (the rows reach the network with their own examples)"
+check "B: test accuracy $acc >= 0.99" "$py" -c "import sys; sys.exit(0 if float('$acc') >= 0.99 else 1)"
+
+timeout 300 "$psrun" eval --model-dir "$tmp/b" --test-input "hint=$tmp/test_onehot.npy" -o "$tmp/b_eval" >"$tmp/eval.log" 2>&1
+code=$?
+check "B: psrun eval --test-input exits 0 (rc=$code)" test "$code" -eq 0
+eacc=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["accuracy"])' "$tmp/b_eval/eval.json" 2>/dev/null || echo 0)
+check "B: psrun eval accuracy $eacc >= 0.99" "$py" -c "import sys; sys.exit(0 if float('$eacc') >= 0.99 else 1)"
+timeout 120 "$psrun" eval --model-dir "$tmp/b" -o "$tmp/b_eval2" >"$tmp/eval2.log" 2>&1
+code=$?
+check "C: psrun eval without --test-input exits 2 (rc=$code) naming hint" \
+    bash -c "test $code -eq 2 && grep -qF 'give --test-input hint=FILE.npy' '$tmp/eval2.log'"
+predicted() {  # predicted <hints file>: the classes psrun predict prints for the ten images
+    timeout 120 "$psrun" predict --model-dir "$tmp/b" --images "$tmp/ten_images.npy" --input "hint=$1" 2>"$tmp/predict.err" |
+        awk '{printf "%s%s", (NR > 1 ? " " : ""), $2}'
+}
+got=$(predicted "$tmp/ten_hints.npy")
+check "B: psrun predict --input hint=F gives the ten labels ($got)" test "$got" = "$(cat "$tmp/ten_labels.txt")"
+got=$(predicted "$tmp/ten_hints_moved.npy")
+check "B: with the hints moved one row, predict follows them ($got)" test "$got" = "$(cat "$tmp/ten_moved.txt")"
+
+bad() {  # bad <what> <message grep> <options...>
+    local what=$1 want=$2; shift 2
+    timeout 120 "$workerd" --standalone --model "$tmp/bands.json" --steps 1 --model-dir "$tmp/bad" "$@" >"$tmp/bad.log" 2>&1
+    local code=$?
+    check "C: $what exits 2 (rc=$code) saying '$want'" bash -c "test $code -eq 2 && grep -qF -- \"\$1\" '$tmp/bad.log'" _ "$want"
+    [ "$code" -eq 2 ] || tail -3 "$tmp/bad.log"
+}
+bad "a row count other than the labels'" "has 10000 rows and train labels in" \
+    --train-input "bands=$tmp/test_bands.npy" --test-input "bands=$tmp/test_bands.npy"
+bad "no --test-input for bands" "give --test-input bands=FILE.npy" --train-input "bands=$tmp/train_bands.npy"
+bad "an input the model does not have" "has no input 'meta'" --train-input "meta=$tmp/train_bands.npy"
+bad "the primary input's name" "image is the model's primary input" --train-input "image=$tmp/train_bands.npy"
+bad "rows of another width" "not examples of the input bands" \
+    --train-input "bands=$tmp/train_onehot.npy" --test-input "bands=$tmp/test_bands.npy"
+bad "NAME=FILE missing" "expected NAME=FILE.npy" --train-input "$tmp/train_bands.npy"
+exit $fail
