@@ -248,3 +248,23 @@ TEST_CASE("ReduceMean (axes attribute) and ReduceSum (axes input) import and rou
                       {{"kind", "reduce_sum"}, {"name", "s"}, {"axes", {-1}}, {"keepdims", false}}},
                      {3, 4});
 }
+
+TEST_CASE("SiLU's Sigmoid + Mul imports as one swish; a sigmoid read elsewhere too stays apart", "[onnx][onnx_ops]") {
+    auto g = small_cnn();
+    // x * sigmoid(x) after the Relu, the Mul's inputs in either order, as nn.SiLU exports.
+    g.add_node("Sigmoid", "/s/Sigmoid", {"/1/Relu_output_0"}, "sig_out");
+    g.add_node("Mul", "/s/Mul", {"/1/Relu_output_0", "sig_out"}, "silu_out");
+    g.node("/2/MaxPool")->set_input(0, "silu_out");
+    g.order({"/0/Conv", "/1/Relu", "/s/Sigmoid", "/s/Mul", "/2/MaxPool", "/3/Flatten", "/4/Gemm", "/5/Softmax"});
+    const auto m = imported(g.bytes());
+    CHECK(kinds(m) == std::vector<std::string>{"conv2d", "relu", "swish", "max_pool", "flatten", "dense"});
+    g.node("/s/Mul")->set_input(0, "sig_out");
+    g.node("/s/Mul")->set_input(1, "/1/Relu_output_0");
+    CHECK(kinds(imported(g.bytes())) == std::vector<std::string>{"conv2d", "relu", "swish", "max_pool", "flatten", "dense"});
+    // sigmoid(x) * conv(x): not SiLU.
+    g.node("/s/Mul")->set_input(1, "/0/Conv_output_0");
+    CHECK(kinds(imported(g.bytes())) == std::vector<std::string>{"conv2d", "relu", "sigmoid", "mul", "max_pool", "flatten", "dense"});
+
+    // swish exports as Sigmoid + Mul and comes back as swish with the same outputs.
+    check_round_trip({{{"kind", "swish"}, {"name", "s"}}, {{"kind", "flatten"}, {"name", "f"}}}, {2, 3});
+}

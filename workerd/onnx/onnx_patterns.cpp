@@ -3,6 +3,7 @@
 //   LayerNorm: m = ReduceMean(x, [-1]); d = Sub(x, m); v = ReduceMean(Pow(d, 2), [-1]);
 //              y = Add(Mul(Div(d, Sqrt(Add(v, eps))), gamma), beta)          -> layer_norm
 //   exact GELU: y = Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5)             -> gelu
+//   SiLU (nn.SiLU, x * torch.sigmoid(x)): y = Mul(x, Sigmoid(x)), either order -> swish
 //   a linear layer on [..., F]: y = Add(MatMul(x, Transpose(W)), b)          -> dense
 //   the same with W [F, U] as stored (TF's layout): MatMul(x, W) + b      -> transpose(W), dense
 //   a Pad that pads nothing (PyTorch's AvgPool2d writes one before every AveragePool)
@@ -115,6 +116,29 @@ Result<bool> gelu(Matcher& m, int i) {
     if (!out) return tl::unexpected(out.error());
     m.im_.bind(last.output(0), *out);
     for (const int n : {i, erf, add, mul, half}) m.im_.consume(n);
+    return true;
+}
+
+// One eltwise primitive (oneDNN's swish, forward and backward) instead of a sigmoid, a
+// same-shape mul and the mul's two-sided backward.
+Result<bool> silu(Matcher& m, int i) {
+    const auto& sigmoid = m.node(i);
+    if (sigmoid.op_type() != "Sigmoid" || sigmoid.input_size() != 1) return false;
+    const std::string x = sigmoid.input(0);
+    const nn::ValueInfo* xi = m.im_.info(x);
+    if (xi == nullptr || xi->type != nn::ElementType::kFloat) return false;
+    const int mul = m.only_reader(sigmoid.output(0), "Mul");
+    if (mul < 0 || m.node(mul).input_size() != 2 || m.other(m.node(mul), sigmoid.output(0)) != x) return false;
+    const std::string who = node_label(sigmoid, i) + " (SiLU)";
+    auto input = m.im_.data_value(x, who);
+    if (!input) return tl::unexpected(input.error());
+    const auto& last = m.node(mul);
+    auto out = m.im_.emit({{"kind", "swish"}, {"inputs", {*input}}},
+                          m.im_.unique_name(last.name().empty() ? last.output(0) : last.name()), who);
+    if (!out) return tl::unexpected(out.error());
+    m.im_.bind(last.output(0), *out);
+    m.im_.consume(i);
+    m.im_.consume(mul);
     return true;
 }
 
@@ -236,7 +260,7 @@ Result<bool> empty_pad(Matcher& m, int i) {
 Result<bool> import_pattern(Importer& importer, int i) {
     Matcher m(importer);
     if (auto group_norm = import_group_norm_pattern(importer, i); !group_norm || *group_norm) return group_norm;
-    for (auto* pattern : {layer_norm, gelu, linear, linear_plain, empty_pad}) {
+    for (auto* pattern : {layer_norm, gelu, silu, linear, linear_plain, empty_pad}) {
         auto matched = pattern(m, i);
         if (!matched || *matched) return matched;
     }
