@@ -91,8 +91,10 @@ bool parse_row_piece_name(const std::string& name, RowPieceName& out) {
     return out.shard < out.shards;
 }
 
-Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir,
-                                                        const std::vector<TensorSpec>& tensors) {
+Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir, const std::vector<TensorSpec>& tensors,
+                                                        CheckpointValues values) {
+    const std::string dense_part = values == CheckpointValues::kAverage ? "ema" : "param";
+    bool any_dense_piece = false;
     std::error_code ec;
     if (!std::filesystem::is_directory(dir, ec))
         return make_error(ErrorCode::kNotFound, "checkpoint " + dir + " is not a directory");
@@ -142,7 +144,8 @@ Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir,
                 continue;
             }
             if (!parse_piece_name(t.name, piece)) return tl::unexpected(invalid(path + ": unexpected tensor '" + t.name + "'"));
-            if (piece.part != "param") continue;
+            if (piece.part != dense_part) continue;
+            any_dense_piece = true;
             const auto it = index.find(piece.tensor);
             if (it == index.end())
                 return tl::unexpected(invalid(path + ": tensor '" + piece.tensor + "' is not part of this model"));
@@ -160,6 +163,9 @@ Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir,
         }
     }
     if (out.shards == 0) return make_error(ErrorCode::kInvalidArgument, "checkpoint " + dir + " lists no psd shard file");
+    if (values == CheckpointValues::kAverage && !any_dense_piece)
+        return make_error(ErrorCode::kNotFound, "checkpoint " + dir + " holds no moving average of the weights: the run "
+                                                "was trained without --ema-decay (drop --ema, or train with it)");
     for (std::size_t k = 0; k < tensors.size(); ++k) {
         if (tensors[k].rows()) continue;
         if (!row_shards[k].empty()) {  // a sparse table: every source shard's rows, once

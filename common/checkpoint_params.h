@@ -40,6 +40,11 @@ struct RowPieceName {
 std::string row_piece_base_name(const std::string& tensor, std::uint32_t shard, std::uint32_t shards);
 [[nodiscard]] bool parse_row_piece_name(const std::string& name, RowPieceName& out);
 
+// Which values of the dense tensors to assemble: the parameters ("param" pieces) or psd's moving
+// average of them ("ema" pieces, written with --ema-decay: psd/weight_average.h). Sparse tables
+// read into a dense tensor always give their parameters (their rows are not averaged).
+enum class CheckpointValues { kParameters, kAverage };
+
 struct CheckpointParameters {
     std::int64_t step = 0;      // the manifest's "step"
     std::uint32_t shards = 0;   // tensor files read
@@ -52,8 +57,10 @@ struct CheckpointParameters {
 // Errors (nothing is returned half-filled): kNotFound when the directory or manifest is missing;
 // kInvalidArgument naming the file when a file is damaged, a piece names an unknown tensor or
 // lies outside it, two pieces overlap, some float of some tensor is in no piece, or a value is
-// NaN/Inf. Thread-safe (no shared state); reads up to a few tens of MB.
-[[nodiscard]] Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir,
-                                                                      const std::vector<TensorSpec>& tensors);
+// NaN/Inf; with kAverage, kNotFound when the checkpoint holds no average (trained without
+// --ema-decay). Thread-safe (no shared state); reads up to a few tens of MB.
+[[nodiscard]] Result<CheckpointParameters> load_checkpoint_parameters(
+    const std::string& dir, const std::vector<TensorSpec>& tensors,
+    CheckpointValues values = CheckpointValues::kParameters);
 
 }  // namespace psrun

@@ -38,7 +38,8 @@ nlohmann::json describe_optimizer(const wire::InitConfig& init) {
             {"beta1", o.beta1}, {"beta2", o.beta2}, {"epsilon", o.epsilon}, {"adagrad_initial", o.adagrad_initial},
             {"decay_rate", o.decay_rate}, {"decay_steps", o.decay_steps}, {"last_step", init.last_step},
             {"lr_schedule", to_json(o.schedule)}, {"weight_decay", o.weight_decay},
-            {"weight_decay_on", std::string(to_string(o.weight_decay_on))}, {"clip_global_norm", o.clip_global_norm}};
+            {"weight_decay_on", std::string(to_string(o.weight_decay_on))}, {"clip_global_norm", o.clip_global_norm},
+            {"ema_decay", o.ema_decay}};
 }
 
 Result<wire::InitConfig> read_optimizer(const nlohmann::json& j) {
@@ -68,14 +69,16 @@ Result<wire::InitConfig> read_optimizer(const nlohmann::json& j) {
         if (!schedule) return bad(schedule.error().message);
         o.schedule = std::move(*schedule);
     }
-    // Older manifests have none of these: no decay, no clipping.
+    // Older manifests have none of these: no decay, no clipping, no moving average.
     for (auto [key, field] : std::initializer_list<FloatField>{{"weight_decay", &o.weight_decay},
-                                                              {"clip_global_norm", &o.clip_global_norm}}) {
+                                                              {"clip_global_norm", &o.clip_global_norm},
+                                                              {"ema_decay", &o.ema_decay}}) {
         if (!j.contains(key)) continue;
         if (!j[key].is_number() || !std::isfinite(j[key].get<double>()) || j[key].get<double>() < 0)
             return bad(std::string(key) + " is not a finite number >= 0");
         *field = j[key].get<float>();
     }
+    if (o.ema_decay >= 1.0f) return bad("ema_decay is not below 1");
     if (j.contains("weight_decay_on")) {
         if (!j["weight_decay_on"].is_string()) return bad("weight_decay_on is not a string");
         auto on = parse_weight_decay_on(j["weight_decay_on"].get<std::string>());

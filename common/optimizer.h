@@ -47,6 +47,10 @@ struct OptimizerConfig {
     // --clip-global-norm: the worker scales its whole gradient by min(1, C / ||g||) before sending
     // it (or before its local update); 0: off. Carried here to be recorded; no kernel reads it.
     float clip_global_norm = 0.0f;
+    // --ema-decay: psd keeps an exponential moving average of the dense parameters with this
+    // decay (psd/weight_average.h), saved in checkpoints for eval, predict and export --ema.
+    // 0: off. REQUIRES: 0 <= ema_decay < 1. No kernel reads it.
+    float ema_decay = 0.0f;
     // Whether a trainable tensor of this rank decays (weight_decay > 0 and weight_decay_on).
     bool decays(std::size_t rank) const {
         return weight_decay > 0.0f && (weight_decay_on == WeightDecayOn::kAll || rank >= 2);

@@ -161,6 +161,7 @@ std::string encode_init(const InitConfig& init) {
     put_float(out, o.weight_decay);
     put_fixed8(out, static_cast<std::uint8_t>(o.weight_decay_on));
     put_float(out, o.clip_global_norm);
+    put_float(out, o.ema_decay);
     return out;
 }
 
@@ -178,16 +179,17 @@ static Result<InitConfig> read_init(Decoder& d) {
     if (!schedule) return protocol_error("INIT " + schedule.error().message);
     o.schedule = std::move(*schedule);
     std::uint8_t decay_on = 0;
-    if (!d.get_float(o.weight_decay) || !d.get8(decay_on) || !d.get_float(o.clip_global_norm))
+    if (!d.get_float(o.weight_decay) || !d.get8(decay_on) || !d.get_float(o.clip_global_norm) ||
+        !d.get_float(o.ema_decay))
         return protocol_error("bad INIT body size");
     if (decay_on > static_cast<std::uint8_t>(WeightDecayOn::kAll)) return protocol_error("unknown INIT weight decay selection");
     o.weight_decay_on = static_cast<WeightDecayOn>(decay_on);
     if (kind > kMaxOptimizerKind) return protocol_error("unknown optimizer kind");
     o.kind = static_cast<OptimizerKind>(kind);
     for (float v : {o.learning_rate, o.momentum, o.beta1, o.beta2, o.epsilon, o.adagrad_initial, o.decay_rate,
-                    o.weight_decay, o.clip_global_norm})
+                    o.weight_decay, o.clip_global_norm, o.ema_decay})
         if (!std::isfinite(v) || v < 0.0f) return protocol_error("INIT optimizer parameter is negative or not finite");
-    if (o.learning_rate <= 0.0f || o.beta1 >= 1.0f || o.beta2 >= 1.0f || o.decay_rate <= 0.0f || o.decay_rate > 1.0f)
+    if (o.learning_rate <= 0.0f || o.beta1 >= 1.0f || o.beta2 >= 1.0f || o.ema_decay >= 1.0f || o.decay_rate <= 0.0f || o.decay_rate > 1.0f)
         return protocol_error("INIT optimizer parameters out of range");
     if (o.kind == OptimizerKind::kAdagrad && o.adagrad_initial <= 0.0f)
         return protocol_error("INIT adagrad initial accumulator must be positive");

@@ -25,6 +25,7 @@ struct ExportOptions {
     std::string model_dir;
     std::optional<std::int64_t> checkpoint;
     std::string output;
+    bool ema = false;  // the checkpoint's moving average of the weights
 };
 
 std::string steps_text(const std::vector<CheckpointInfo>& all) {
@@ -65,8 +66,9 @@ void run_export(const ExportOptions& o) {
                                      "whole table in memory too)",
                                      info.dir, model->name, model->parameter_count,
                                      double(model->parameter_count) * 4 / 1e9));
-    auto params =
-        load_checkpoint_parameters(info.dir, worker::wire_tensors(worker::model_tensors(*model)));
+    auto params = load_checkpoint_parameters(info.dir, worker::wire_tensors(worker::model_tensors(*model)),
+                                             o.ema ? CheckpointValues::kAverage : CheckpointValues::kParameters);
+    if (!params && params.error().code == ErrorCode::kNotFound) throw UsageError("--ema: " + params.error().message);
     if (!params) {
         std::string older;
         const CheckpointStore store(o.model_dir, 1);
@@ -79,7 +81,8 @@ void run_export(const ExportOptions& o) {
     auto bytes = onnx_io::export_onnx(*model, params->values);
     if (!bytes) throw UsageError(bytes.error().message);
     const std::string output =
-        o.output.empty() ? o.model_dir + "/model-" + std::to_string(info.step) + ".onnx" : o.output;
+        o.output.empty() ? o.model_dir + "/model-" + std::to_string(info.step) + (o.ema ? "-ema" : "") + ".onnx"
+                         : o.output;
     if (auto written = write_file_atomically(output, *bytes); !written)
         throw UsageError("-o " + output + ": " + written.error().message);
     // The graph's inputs as export_onnx names them: a single-input image model's is "images".
@@ -89,7 +92,7 @@ void run_export(const ExportOptions& o) {
                   (model->multi_input() || !model->image_input() ? in.name : std::string("images")) + " [" +
                   nn::to_string(in.info.dims) + "]";
     std::cout << "wrote " << output << ": model " << worker::describe_model(*model) << " at step "
-              << info.step << ", " << model->parameter_count << " parameters, " << bytes->size()
+              << info.step << (o.ema ? " (moving average)" : "") << ", " << model->parameter_count << " parameters, " << bytes->size()
               << " bytes (ONNX opset 13, input" << (model->multi_input() ? "s " : " ") << inputs << ", output "
               << (model->loss == nn::LossKind::kMeanSquaredError ? "outputs" : "probabilities") << " [N x "
               << model->classes << "])" << std::endl;
@@ -109,7 +112,9 @@ void add_export_command(CLI::App& app, int& exit_code) {
                     "the step of the checkpoint to export (default: the newest)")
         ->check(integer_in(0, std::numeric_limits<std::int64_t>::max()));
     cmd->add_option("-o,--output", options->output,
-                    "the ONNX file to write (default: <model-dir>/model-<step>.onnx)");
+                    "the ONNX file to write (default: <model-dir>/model-<step>.onnx, model-<step>-ema.onnx with --ema)");
+    cmd->add_flag("--ema", options->ema,
+                  "export the checkpoint's moving average of the weights (a run trained with --ema-decay)");
     cmd->callback([options, &exit_code] {
         run_export(*options);
         exit_code = kExitOk;

@@ -17,6 +17,8 @@ void add_model_source_options(CLI::App& cmd, ModelSourceOptions& o) {
     dir->excludes(onnx);
     cmd.add_option("--checkpoint", o.checkpoint, "the checkpoint of this global step instead of the newest")
         ->check(integer_in(0, std::numeric_limits<std::int64_t>::max()));
+    cmd.add_flag("--ema", o.ema,
+                 "the checkpoint's moving average of the weights (a run trained with --ema-decay) instead of its weights");
     cmd.add_option("--batch-size", o.batch_size, "images per forward pass")
         ->check(integer_in(1, 100000))
         ->capture_default_str();
@@ -40,11 +42,15 @@ worker::InferenceModel load_model_source(const ModelSourceOptions& o) {
         throw UsageError("give the model: --model-dir D (a training run's model dir) or --onnx FILE");
     if (!o.onnx.empty() && o.checkpoint >= 0)
         throw UsageError("--checkpoint picks a checkpoint of a --model-dir; an ONNX file holds one set of parameters");
+    if (!o.onnx.empty() && o.ema)
+        throw UsageError("--ema reads the moving average a --model-dir's checkpoint holds; an ONNX file holds one set "
+                         "of parameters (export it with psrun export --ema)");
     worker::set_compute_threads(o.threads);
     auto loaded = o.onnx.empty()
                       ? worker::load_checkpoint_model(o.model_dir, o.checkpoint >= 0
                                                                        ? std::optional<std::int64_t>(o.checkpoint)
-                                                                       : std::nullopt)
+                                                                       : std::nullopt,
+                                                      o.ema ? CheckpointValues::kAverage : CheckpointValues::kParameters)
                       : worker::load_onnx_model(o.onnx);
     if (!loaded) throw UsageError(loaded.error().message);
     return std::move(*loaded);

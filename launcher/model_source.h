@@ -15,6 +15,7 @@ struct ModelSourceOptions {
     std::string model_dir;
     std::string onnx;
     std::int64_t checkpoint = -1;  // a step; -1: the newest checkpoint
+    bool ema = false;              // --ema: the checkpoint's moving average of the weights
     std::int64_t batch_size = 500;
     int threads = 0;  // 0: OpenMP's default
     // --normalize as the training run was given it (runs record no normalization): applied
@@ -22,12 +23,12 @@ struct ModelSourceOptions {
     std::string normalize;
 };
 
-// Registers --model-dir, --onnx (exclusive), --checkpoint, --batch-size, --threads and
+// Registers --model-dir, --onnx (exclusive), --checkpoint, --ema, --batch-size, --threads and
 // --normalize on `cmd`.
 void add_model_source_options(CLI::App& cmd, ModelSourceOptions& options);
 
 // Loads the model (and sets the compute threads). Throws UsageError, saying what to do, when
-// neither or both sources are given, --checkpoint goes with --onnx, or loading fails (no
+// neither or both sources are given, --checkpoint or --ema goes with --onnx, or loading fails (no
 // checkpoint, a damaged one, a bad ONNX file, no ONNX importer in this build).
 worker::InferenceModel load_model_source(const ModelSourceOptions& options);
 

@@ -18,7 +18,7 @@ namespace {
 struct Piece {
     std::uint64_t offset = 0, length = 0;
     std::size_t file = 0;
-    int param = -1, state = -1;
+    int param = -1, state = -1, ema = -1;
     std::vector<int> slots;
 };
 
@@ -47,6 +47,12 @@ Result<void> save_shard_checkpoint(const ShardState& shard, const std::vector<Te
                 return make_error(ErrorCode::kInvalidArgument,
                                   "refusing to checkpoint: optimizer slot of " + base + " contains NaN or Inf");
             views.push_back(TensorView{base + "/slot" + std::to_string(j), {s.length}, slots[j]});
+        }
+        if (auto ema = shard.average().slice(k); !ema.empty()) {
+            if (!wire::all_finite(ema.data(), ema.size()))
+                return make_error(ErrorCode::kInvalidArgument,
+                                  "refusing to checkpoint: moving average of " + base + " contains NaN or Inf");
+            views.push_back(TensorView{base + "/ema", {s.length}, ema});
         }
         states[k] = piece_state(shard.config().optimizer.kind, shard.updates(k), tensors.at(s.tensor).tensor_class);
         views.push_back(TensorView{base + "/state", {states[k].size()}, states[k]});
@@ -94,6 +100,7 @@ Result<void> load_shard_checkpoint(ShardState& shard, const std::vector<TensorSp
             if (is_state ? (t.count != 4 && t.count != 5) : t.count != name.length)
                 return invalid_argument(where + ": '" + t.name + "' has the wrong size");
             if (name.part == "param") p.param = static_cast<int>(e);
+            else if (name.part == "ema") p.ema = static_cast<int>(e);
             else if (is_state) p.state = static_cast<int>(e);
             else if (name.part.starts_with("slot") && name.part.size() == 5 && name.part[4] >= '0' && name.part[4] <= '1') {
                 const std::size_t j = static_cast<std::size_t>(name.part[4] - '0');
@@ -110,6 +117,10 @@ Result<void> load_shard_checkpoint(ShardState& shard, const std::vector<TensorSp
     std::vector<std::vector<float>> params(ids.size());
     std::vector<std::vector<std::vector<float>>> slots(ids.size());
     std::vector<std::uint64_t> updates(ids.size(), 0);
+    // The moving average (--ema-decay): loaded only when every piece of every own slice has one.
+    const bool want_average = config.optimizer.ema_decay > 0.0f;
+    bool has_average = want_average;
+    std::vector<std::vector<float>> average(want_average ? ids.size() : 0);
     bool kind_changed = false;
     auto verified = [&](std::size_t f) -> Result<void> { return files[f].verify(); };  // CRCs, once per file
     auto read = [&](std::size_t f, int e, std::uint64_t first, std::span<float> out) -> Result<void> {
@@ -122,6 +133,7 @@ Result<void> load_shard_checkpoint(ShardState& shard, const std::vector<TensorSp
         const std::size_t want_slots = spec.state() ? 0 : trainable_slots;
         params[k].assign(s.length, 0.0f);
         slots[k].assign(want_slots, std::vector<float>(s.length, 0.0f));
+        if (want_average) average[k].assign(s.length, 0.0f);
         std::uint64_t covered = 0;
         bool first = true;
         if (row_pieces.contains(spec.name))
@@ -154,6 +166,11 @@ Result<void> load_shard_checkpoint(ShardState& shard, const std::vector<TensorSp
                 return make_error(ErrorCode::kInvalidArgument, "checkpoint " + dir + ": '" + spec.name + "' holds NaN or Inf");
             const std::span<float> dst(params[k].data() + (lo - s.offset), hi - lo);
             if (auto ok = read(p.file, p.param, lo - p.offset, dst); !ok) return tl::unexpected(ok.error());
+            has_average = has_average && p.ema >= 0;
+            if (has_average)
+                if (auto ok = read(p.file, p.ema, lo - p.offset, std::span<float>(average[k].data() + (lo - s.offset), hi - lo));
+                    !ok)
+                    return tl::unexpected(ok.error());
             if (st[0] == static_cast<float>(config.optimizer.kind) && p.slots.size() == want_slots)
                 for (std::size_t j = 0; j < want_slots; ++j)
                     if (p.slots[j] >= 0)
@@ -186,8 +203,12 @@ Result<void> load_shard_checkpoint(ShardState& shard, const std::vector<TensorSp
         shard.invalidate();  // a read failed after every check passed (the files changed meanwhile)
         return ok;
     }
+    if (want_average && !has_average) {
+        spdlog::warn("checkpoint {} holds no moving average of every slice: the average restarts from its parameters", dir);
+        average.clear();
+    }
     std::vector<std::span<const float>> spans(params.begin(), params.end());
-    shard.load(config, spans, slots, updates);
+    shard.load(config, spans, slots, updates, std::move(average));
     return {};
 }
 

@@ -57,6 +57,7 @@ void ShardState::set_dense(const wire::InitConfig& config, const std::vector<std
     for (std::size_t k = 0; k < params.size(); ++k)
         std::memcpy(dst + local_offsets_[k], params[k].data(), params[k].size_bytes());
     make_optimizers();
+    average_.reset(config.optimizer.ema_decay, param_slices());
     step_ = config.start_step;
     last_step_ = config.last_step;
     initialized_ = true;
@@ -76,6 +77,7 @@ void ShardState::restore(const wire::InitConfig& config) {
     last_step_ = config.last_step;
     rows_.restore(config.optimizer);
     make_optimizers();
+    average_.retune(config.optimizer.ema_decay, param_slices());
     if (!kind_changed) {
         std::size_t next = 0;
         for (auto& o : optimizers_) {
@@ -87,6 +89,12 @@ void ShardState::restore(const wire::InitConfig& config) {
 
 std::span<const float> ShardState::param_slice(std::size_t k) const {
     return {buffers_[current_]->data.data() + local_offsets_[k], layout_.slices[slice_ids_[k]].length};
+}
+
+std::vector<std::span<const float>> ShardState::param_slices() const {
+    std::vector<std::span<const float>> out;
+    for (std::size_t k = 0; k < slice_ids_.size(); ++k) out.push_back(param_slice(k));
+    return out;
 }
 
 std::vector<std::span<const float>> ShardState::slot_slices(std::size_t k) const {
@@ -102,9 +110,10 @@ std::uint64_t ShardState::updates(std::size_t k) const {
 
 void ShardState::load(const wire::InitConfig& config, const std::vector<std::span<const float>>& params,
                       const std::vector<std::vector<std::vector<float>>>& slots,
-                      const std::vector<std::uint64_t>& updates) {
+                      const std::vector<std::uint64_t>& updates, std::vector<std::vector<float>> average) {
     const TornGuard guard(torn_);
     set_dense(config, params);
+    if (!average.empty() && average_.enabled()) average_.set(config.optimizer.ema_decay, std::move(average));
     for (std::size_t k = 0; k < optimizers_.size(); ++k) {
         auto dst = optimizers_[k].slots();
         if (k < slots.size() && slots[k].size() == dst.size())
@@ -152,6 +161,7 @@ void ShardState::apply(const std::vector<std::span<const float>>& grads, ThreadT
             auto step = [&](std::size_t b, std::size_t e) {
                 if (state_[k]) subtract_range(params, grads[k], b, e);
                 else optimizers_[k].apply_range(params, grads[k], b, e, decay);
+                average_.update_range(k, params, b, e);
             };
             if (mirror.empty()) {
                 step(begin, end);
@@ -167,6 +177,7 @@ void ShardState::apply(const std::vector<std::span<const float>>& grads, ThreadT
     };
     if (parts == 1) update(0);
     else team->run(update);
+    average_.finish_update();
     rows_.begin_update();
     for (const auto& r : rows) rows_.apply(r.table, r.ids, r.values);
     ++step_;

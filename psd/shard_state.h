@@ -23,6 +23,7 @@
 #include "common/thread_team.h"
 #include "psd/row_frames.h"
 #include "psd/row_store.h"
+#include "psd/weight_average.h"
 
 namespace psrun::psd {
 
@@ -55,12 +56,17 @@ public:
     std::span<const float> param_slice(std::size_t k) const;
     std::vector<std::span<const float>> slot_slices(std::size_t k) const;  // slot_count(kind) spans; none for state
     std::uint64_t updates(std::size_t k) const;
+    // The moving average of the parameters (OptimizerConfig::ema_decay; off when 0), updated by
+    // every apply() that is not a dry run.
+    const WeightAverage& average() const { return average_; }
     // Like init() (step = config.start_step) but for the sparse tables, which the caller filled
     // through rows() (RowStore::allocate() first); then sets each own slice's optimizer slots
-    // (slots[k] empty: fresh slots) and update count. REQUIRES: sizes match slice_ids().
+    // (slots[k] empty: fresh slots) and update count, and the saved moving average (`average`:
+    // one vector per slice, or empty: none saved, it restarts from the parameters).
+    // REQUIRES: sizes match slice_ids().
     void load(const wire::InitConfig& config, const std::vector<std::span<const float>>& params,
               const std::vector<std::vector<std::vector<float>>>& slots,
-              const std::vector<std::uint64_t>& updates);
+              const std::vector<std::uint64_t>& updates, std::vector<std::vector<float>> average = {});
 
     // Marks the shard as holding no parameters (a restore that failed after it began to write).
     void invalidate() { initialized_ = false; }
@@ -107,6 +113,7 @@ private:
     float* writable();  // current buffer, or a free copy of it if ZeroMQ still holds it
     void set_dense(const wire::InitConfig& config, const std::vector<std::span<const float>>& params);
     void make_optimizers();
+    std::vector<std::span<const float>> param_slices() const;
 
     ShardLayout layout_;
     std::uint32_t shard_;
@@ -120,6 +127,7 @@ private:
     std::size_t current_ = 0;
     std::uint64_t version_ = 0;  // see version()
     std::vector<Optimizer> optimizers_;  // one per own slice, same order
+    WeightAverage average_;              // see average()
     RowStore rows_;
     wire::InitConfig config_;
     std::uint64_t step_ = 0;

@@ -2,7 +2,8 @@
 // CRC-32C per tensor) holding, in order,
 //   "meta"                       version, shard, shards, fingerprint, step, update count, floats,
 //                                then the INIT body (wire::encode_init) one byte per float
-//   "slice<id>/param", "slice<id>/slot<j>"   for each own slice (no slots for a state tensor)
+//   "slice<id>/param", "slice<id>/slot<j>"   for each own slice (no slots for a state tensor),
+//   "slice<id>/ema"                          and its moving average (--ema-decay; version 7)
 //   "rows<t>/param", "rows<t>/slot<j>", "rows<t>/state"   for each sparse table t: this shard's rows,
 //                                their slots and the table's update count
 // Integers are stored as four base-2^16 digits (exact in float32). The file is written and read
@@ -21,11 +22,14 @@ namespace {
 
 // 3: the optimizer config holds the learning-rate decay; 4: and schedule; 5: sparse tables (a version 4
 // file, which has none, still loads into a model without sparse tables); 6: weight decay and clipping
-// at the INIT body's end (a version 4 or 5 file loads as no decay, no clipping)
-constexpr std::uint32_t kShardFileVersion = 6;
+// at the INIT body's end (a version 4 or 5 file loads as no decay, no clipping); 7: the moving
+// average's decay at the INIT body's end and each slice's average (older files: no average)
+constexpr std::uint32_t kShardFileVersion = 7;
 // The INIT fields protocol 10 added (wire_bodies.cpp: weight decay f32, its selection u8, the
 // clipping norm f32), all zero: what a version 4 or 5 file's body lacks.
 constexpr std::size_t kInitV10Bytes = 4 + 1 + 4;
+// The INIT field protocol 11 added (ema_decay f32), zero: what a version 4 to 6 file's body lacks.
+constexpr std::size_t kInitV11Bytes = 4;
 
 void put_u64(std::vector<float>& out, std::uint64_t v) {
     for (int i = 0; i < 4; ++i) out.push_back(static_cast<float>((v >> (16 * i)) & 0xFFFF));
@@ -66,6 +70,7 @@ Result<void> ShardState::save(const std::string& path) const {
         auto slots = slot_slices(k);
         for (std::size_t j = 0; j < slots.size(); ++j)
             views.push_back(TensorView{base + "/slot" + std::to_string(j), {slots[j].size()}, slots[j]});
+        if (auto ema = average_.slice(k); !ema.empty()) views.push_back(TensorView{base + "/ema", {ema.size()}, ema});
     }
     std::vector<std::vector<float>> row_states(rows_.size());
     for (std::size_t t = 0; t < rows_.size(); ++t) {
@@ -96,7 +101,7 @@ Result<void> ShardState::load(const std::string& path) {
     };
     const auto& entries = file->tensors();
     const std::size_t init_size = wire::encode_init(wire::InitConfig{}).size();  // the smallest: constant schedule
-    if (entries.empty() || entries[0].name != "meta" || entries[0].count < 1 + 6 * 4 + init_size - kInitV10Bytes ||
+    if (entries.empty() || entries[0].name != "meta" || entries[0].count < 1 + 6 * 4 + init_size - kInitV10Bytes - kInitV11Bytes ||
         entries[0].count > 1 + 6 * 4 + wire::kMaxBodyBytes)
         return corrupt("not a psrun shard file");
     std::vector<float> meta(entries[0].count);
@@ -105,7 +110,7 @@ Result<void> ShardState::load(const std::string& path) {
     const auto version = meta[0];
     const auto shard = get_u64(meta, at), shards = get_u64(meta, at), fingerprint = get_u64(meta, at),
                step = get_u64(meta, at), updates = get_u64(meta, at), size = get_u64(meta, at);
-    const bool known = version == static_cast<float>(kShardFileVersion) || version == 5.0f ||
+    const bool known = version == static_cast<float>(kShardFileVersion) || version == 6.0f || version == 5.0f ||
                        (version == 4.0f && rows_.size() == 0);
     if (!known || shard != shard_ || shards != layout_.num_shards ||
         fingerprint != fingerprint_ || size != size_)
@@ -113,16 +118,18 @@ Result<void> ShardState::load(const std::string& path) {
     std::string init;
     for (; at < meta.size(); ++at) init.push_back(static_cast<char>(static_cast<unsigned char>(meta[at])));
     if (version < 6.0f) init.append(kInitV10Bytes, '\0');
+    if (version < 7.0f) init.append(kInitV11Bytes, '\0');
     auto config = wire::decode_init(init);
     if (!config) return corrupt("bad optimizer config");
     const std::size_t slots = static_cast<std::size_t>(slot_count(config->optimizer.kind));
+    const std::size_t averages = config->optimizer.ema_decay > 0.0f ? 1 : 0;  // entries per slice
     std::size_t expected = 1;
-    for (std::size_t k = 0; k < slice_ids_.size(); ++k) expected += 1 + (state_[k] ? 0 : slots);
+    for (std::size_t k = 0; k < slice_ids_.size(); ++k) expected += 1 + (state_[k] ? 0 : slots) + averages;
     expected += rows_.size() * (2 + slots);
     if (entries.size() != expected) return corrupt("wrong number of tensors");
     std::size_t next = 1;
     for (std::size_t k = 0; k < slice_ids_.size(); ++k)
-        for (std::size_t j = 0; j <= (state_[k] ? 0 : slots); ++j, ++next)
+        for (std::size_t j = 0; j <= (state_[k] ? 0 : slots) + averages; ++j, ++next)
             if (entries[next].count != layout_.slices[slice_ids_[k]].length) return corrupt("wrong data size");
     for (std::size_t t = 0; t < rows_.size(); ++t) {
         for (std::size_t j = 0; j <= slots; ++j, ++next)
@@ -136,6 +143,7 @@ Result<void> ShardState::load(const std::string& path) {
     float* dst = writable();
     make_optimizers();
     rows_.allocate(config_.optimizer);
+    std::vector<std::vector<float>> average(averages ? slice_ids_.size() : 0);
     Result<void> ok;
     next = 1;
     for (std::size_t k = 0; ok && k < slice_ids_.size(); ++k) {
@@ -143,7 +151,10 @@ Result<void> ShardState::load(const std::string& path) {
         optimizers_[k].set_updates(updates);
         for (auto s : optimizers_[k].slots())
             if (ok) ok = file->read(next++, 0, s);
+        if (averages) average[k].resize(layout_.slices[slice_ids_[k]].length);
+        if (ok && averages) ok = file->read(next++, 0, average[k]);
     }
+    if (ok) average_.set(config_.optimizer.ema_decay, std::move(average));
     for (std::size_t t = 0; ok && t < rows_.size(); ++t) {
         ok = file->read(next++, 0, rows_.values(t));
         for (auto s : rows_.slots(t))

@@ -9,6 +9,7 @@
 
 #include <omp.h>
 
+#include "common/checkpoint_params.h"
 #include "common/clock.h"
 #include "common/metric_targets.h"
 #include "common/utf8.h"
@@ -113,6 +114,37 @@ void EvalHook::end(RunContext& ctx, const StepResult& last) {
     if (ctx.stopped_by_signal) return;  // preempted: exit quickly; the resumed run evaluates
     if (!ctx.test_metrics || ctx.accuracy_step != last.global_step) evaluate(ctx, last.global_step);
     spdlog::info("{} at global step {}", ctx.test_metrics->text(), last.global_step);
+    evaluate_average(ctx, last);
+}
+
+void EvalHook::evaluate_average(RunContext& ctx, const StepResult& last) {
+    if (ctx.options->ema_decay <= 0.0f) return;
+    if (!ctx.last_checkpoint || ctx.last_checkpoint->step != static_cast<std::int64_t>(last.global_step)) {
+        spdlog::warn("no evaluation of the moving average: no checkpoint of step {} holds it", last.global_step);
+        return;
+    }
+    if (ctx.trainer->sparse()) {
+        spdlog::warn("no evaluation of the moving average: the sparse tables' rows are not averaged; evaluate it "
+                     "with psrun eval --ema --model-dir {}", ctx.options->model_dir);
+        return;
+    }
+    auto& params = ctx.trainer->params();
+    auto average = load_checkpoint_parameters(ctx.last_checkpoint->dir, wire_tensors(params.tensors()),
+                                              CheckpointValues::kAverage);
+    if (!average) {
+        spdlog::warn("no evaluation of the moving average: {}", average.error().message);
+        return;
+    }
+    // Training is over: the weights are swapped for the average and back (with shared memory the
+    // buffer is psd's mirror, which no update writes any more).
+    const auto t0 = Clock::now();
+    const std::vector<float> weights(params.all().begin(), params.all().end());
+    std::copy(average->values.begin(), average->values.end(), params.all().begin());
+    ctx.average_metrics = ctx.trainer->evaluate();
+    std::copy(weights.begin(), weights.end(), params.all().begin());
+    ctx.eval_seconds += seconds_since(t0);
+    spdlog::info("moving average of the weights (--ema-decay {}): {}", ctx.options->ema_decay,
+                 ctx.average_metrics->text());
 }
 
 namespace {
@@ -190,6 +222,10 @@ void SummaryHook::end(RunContext& ctx, const StepResult& last) {
     summary.update(optimizer_summary(make_trainer_config(o).optimizer));
     summary["chief_clipped_steps"] = ctx.trainer->clipped_steps();  // the chief's own gradients only
     if (ctx.test_metrics) summary.update(ctx.test_metrics->json());  // test_mse, test_mean_f1, ... where they apply
+    if (ctx.average_metrics) {  // ema_test_accuracy, ema_test_loss, ...
+        const nlohmann::json figures = ctx.average_metrics->json();
+        for (auto it = figures.begin(); it != figures.end(); ++it) summary["ema_" + it.key()] = it.value();
+    }
     const std::string path = o.model_dir + "/summary.json";
     const std::string tmp = path + ".tmp";
     {
@@ -233,6 +269,7 @@ void CheckpointHook::after_step(RunContext& ctx, const StepResult& step) {
                                {{"checkpoint_failed", saved.error().message}, {"checkpoint_failures", c.failures()}});
         return;
     }
+    ctx.last_checkpoint = *saved;
     spdlog::info("checkpoint {} ({:.0f} ms)", saved->dir, 1000 * seconds_since(t0));
     if (ctx.metrics) ctx.metrics->write(static_cast<std::int64_t>(step.global_step), {{"checkpoint", saved->dir}});
 }

@@ -44,12 +44,14 @@ public:
 
 private:
     void evaluate(RunContext& ctx, std::uint64_t global_step);
+    // --ema-decay: evaluates the moving average the final checkpoint holds (RunContext::average_metrics).
+    void evaluate_average(RunContext& ctx, const StepResult& last);
     std::uint64_t last_eval_ = 0;  // global step of the last evaluation
 };
 
 // On end: <model-dir>/summary.json (global_step, test_accuracy, images_per_sec, train_seconds,
 // workers, evaluations, checkpoint_step (the newest step a checkpoint holds), checkpoint_failures,
-// checkpoint_error, metrics_records_lost, ...) and curves.png. Failures are logged; a missing plot is a warning.
+// checkpoint_error, metrics_records_lost, ema_test_accuracy (--ema-decay), ...) and curves.png. Failures are logged; a missing plot is a warning.
 class SummaryHook : public Hook {
 public:
     bool chief_only() const override { return true; }

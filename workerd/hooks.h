@@ -66,6 +66,10 @@ struct RunContext {
     std::uint64_t accuracy_step = 0;   // global step of that evaluation
     double eval_seconds = 0;
     nlohmann::json evaluations = nlohmann::json::array();
+    // --ema-decay: the final evaluation of psd's moving average of the weights, read from the
+    // last checkpoint (EvalHook::end); and that checkpoint, set by CheckpointHook.
+    std::optional<EvalMetrics> average_metrics;
+    std::optional<CheckpointInfo> last_checkpoint;
 
     double elapsed() const { return std::chrono::duration<double>(Clock::now() - start).count(); }
 };

@@ -35,7 +35,7 @@ std::string recorded_dataset(const std::string& model_dir) {
 }
 
 // The parameters of checkpoint `info` for the model its manifest records.
-Result<InferenceModel> load_one(const CheckpointInfo& info) {
+Result<InferenceModel> load_one(const CheckpointInfo& info, CheckpointValues values) {
     auto manifest = CheckpointStore::read_manifest(info);
     if (!manifest) return tl::unexpected(manifest.error());
     // A manifest older than model records held TF's mnist_deep, the only model then.
@@ -43,19 +43,20 @@ Result<InferenceModel> load_one(const CheckpointInfo& info) {
     if (!fallback) return tl::unexpected(fallback.error());
     auto model = model_from_record(manifest_model(*manifest), "checkpoint " + info.dir, *fallback);
     if (!model) return tl::unexpected(model.error());
-    auto params = load_checkpoint_parameters(info.dir, wire_tensors(model_tensors(*model)));
+    auto params = load_checkpoint_parameters(info.dir, wire_tensors(model_tensors(*model)), values);
     if (!params) return tl::unexpected(params.error());
     InferenceModel out;
     out.model = std::move(*model);
     out.params = std::move(params->values);
-    out.source = "checkpoint " + info.dir;
+    out.source = "checkpoint " + info.dir + (values == CheckpointValues::kAverage ? " (moving average)" : "");
     out.step = info.step;
     return out;
 }
 
 }  // namespace
 
-Result<InferenceModel> load_checkpoint_model(const std::string& model_dir, std::optional<std::int64_t> step) {
+Result<InferenceModel> load_checkpoint_model(const std::string& model_dir, std::optional<std::int64_t> step,
+                                             CheckpointValues values) {
     std::error_code ec;
     if (!std::filesystem::is_directory(model_dir, ec))
         return make_error(ErrorCode::kNotFound, "model dir " + model_dir +
@@ -75,13 +76,13 @@ Result<InferenceModel> load_checkpoint_model(const std::string& model_dir, std::
                                                         std::to_string(*step) + "; it has steps " +
                                                         list_steps(all));
     }
-    auto loaded = load_one(*chosen);
+    auto loaded = load_one(*chosen, values);
     if (!loaded) {
         if (loaded.error().code == ErrorCode::kNotFound) return loaded;
         // Name an older checkpoint that verifies, if there is one, as the way out.
         std::string advice = "; no older checkpoint verifies either (retrain, or restore the model dir from a copy)";
         for (auto it = std::make_reverse_iterator(chosen); it != all.rend(); ++it) {
-            if (load_one(*it)) {
+            if (load_one(*it, values)) {
                 advice = "; use --checkpoint " + std::to_string(it->step) + " (the newest older one that verifies)";
                 break;
             }

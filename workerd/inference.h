@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/checkpoint_params.h"
 #include "common/result.h"
 #include "workerd/data/labeled_images.h"
 #include "workerd/nn/model_description.h"
@@ -28,11 +29,13 @@ struct InferenceModel {
 // The model the checkpoint of `step` (nullopt: the newest) in `model_dir` records, with its
 // parameters, every tensor's CRC32C verified. Errors, each saying what to do:
 //  - kNotFound: no such directory, no committed checkpoint in it, or none of `step` (naming the
-//    steps there are);
+//    steps there are), or (kAverage) no moving average in it;
 //  - kInvalidArgument: the checkpoint is damaged (naming the file, and the newest older
 //    checkpoint that verifies, if any), or its model record cannot be rebuilt.
-[[nodiscard]] Result<InferenceModel> load_checkpoint_model(const std::string& model_dir,
-                                                           std::optional<std::int64_t> step);
+// `values`: the parameters, or psd's moving average of them (--ema-decay; common/checkpoint_params.h).
+[[nodiscard]] Result<InferenceModel> load_checkpoint_model(
+    const std::string& model_dir, std::optional<std::int64_t> step,
+    CheckpointValues values = CheckpointValues::kParameters);
 
 // A model imported from an ONNX file (workerd/onnx/onnx_model.h) with its initializers.
 // Errors: the importer's (kIo unreadable, kInvalidArgument not ONNX or unsupported); kUnsupported

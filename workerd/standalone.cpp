@@ -48,6 +48,9 @@ int StandaloneTrainer::run() {
     if (!options_.sparse_embeddings.empty())
         throw UsageError("--sparse-embedding needs psd (the table lives on the parameter servers); without psd every "
                          "table is dense: drop the option");
+    if (options_.ema_decay > 0.0f)
+        throw UsageError("--ema-decay: the moving average of the weights is kept by psd and saved in its checkpoints; "
+                         "standalone training writes none: train through psd (psrun local --ps 1 --workers 1 -- ...)");
     const TrainerConfig config = make_trainer_config(options_);
     set_compute_threads(options_.threads);
     SignalFd signals;

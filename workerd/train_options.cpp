@@ -132,6 +132,11 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                    "scale each worker's gradient by min(1, C / ||g||) before sending it (0: off)")
         ->check(psrun::number_in(0, 1e30))
         ->capture_default_str();
+    app.add_option("--ema-decay", o.ema_decay,
+                   "psd keeps a moving average of the weights with this decay, in [0, 1), for eval/predict/export "
+                   "--ema (0: off)")
+        ->check(psrun::number_in(0, 1))
+        ->capture_default_str();
     app.add_option("--seed", o.seed, "seed for weights, shuffling and dropout")
         ->check(psrun::integer_in(0, std::numeric_limits<std::int64_t>::max()))
         ->capture_default_str();
@@ -302,6 +307,9 @@ TrainerConfig make_trainer_config(const TrainOptions& o) {
     if (o.clip_global_norm > 0.0f && !o.sparse_embeddings.empty())
         usage("--clip-global-norm does not cover --sparse-embedding tables' rows yet: drop one of the two");
     c.optimizer.clip_global_norm = o.clip_global_norm;
+    if (!std::isfinite(o.ema_decay) || o.ema_decay < 0.0f || o.ema_decay >= 1.0f)
+        usage("--ema-decay must be a number in [0, 1) (0: no moving average; 0.999 averages over ~1000 updates)");
+    c.optimizer.ema_decay = o.ema_decay;
     auto shard = parse_shard(o.shard);
     if (!shard) usage(shard.error().message);
     c.shard = *shard;
@@ -317,7 +325,8 @@ nlohmann::json optimizer_summary(const OptimizerConfig& o) {
     return {{"optimizer_form", std::string(optimizer_form(o.kind))},
             {"weight_decay", o.weight_decay},
             {"weight_decay_on", std::string(to_string(o.weight_decay_on))},
-            {"clip_global_norm", o.clip_global_norm}};
+            {"clip_global_norm", o.clip_global_norm},
+            {"ema_decay", o.ema_decay}};
 }
 
 std::vector<double> given_target_accuracy(const TrainOptions& o) {

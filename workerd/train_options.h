@@ -114,6 +114,9 @@ struct TrainOptions {
     // --synthetic-compute-jitter: "none" or "exp:MEAN_MS", an exponential extra delay per step
     // (workerd/synthetic_compute.h); needs --synthetic-compute-ms.
     std::string synthetic_compute_jitter = "none";
+    // --ema-decay D (OptimizerConfig::ema_decay): psd keeps a moving average of the weights in
+    // checkpoints (psd/weight_average.h); 0: off. Distributed mode only.
+    float ema_decay = 0.0f;
 };
 
 // Registers --data-dir ... --precision (and --shard) on `app`, bound to `options`.

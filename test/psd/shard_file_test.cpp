@@ -77,7 +77,10 @@ TEST_CASE("standby shard file keeps params, Adam slots, update count and step; d
     std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("a version 5 shard file (before weight decay and clipping) still loads, as no decay", "[psd][shard]") {
+TEST_CASE("version 5 and 6 shard files (before weight decay, before the moving average) still load", "[psd][shard]") {
+    // What each older version's INIT body lacks at its end: 6 the moving average's decay (f32);
+    // 5 also weight decay f32, its selection u8 and the clipping norm f32.
+    const auto [version, missing] = GENERATE(std::pair{6.0f, std::size_t{4}}, std::pair{5.0f, std::size_t{13}});
     const auto tensors = psrun::test::small_model();
     const auto layout = *compute_layout(tensors, 2);
     const std::string dir = psrun::test::make_temp_dir();
@@ -90,15 +93,14 @@ TEST_CASE("a version 5 shard file (before weight decay and clipping) still loads
     a.init(config, std::vector<std::span<const float>>(init.begin(), init.end()));
     REQUIRE(a.save(path));
 
-    // The file as a version 5 psd wrote it: its meta without the INIT body's last 9 bytes
-    // (weight decay f32, its selection u8, clipping norm f32), one float per byte.
+    // The file as that version's psd wrote it: its meta without the INIT body's last bytes, one float per byte.
     auto file = read_tensor_file(path);
     REQUIRE(file);
     REQUIRE((*file)[0].name == "meta");
     auto& meta = (*file)[0];
-    REQUIRE(meta.data[0] == 6.0f);
-    meta.data[0] = 5.0f;
-    meta.data.resize(meta.data.size() - 9);
+    REQUIRE(meta.data[0] == 7.0f);
+    meta.data[0] = version;
+    meta.data.resize(meta.data.size() - missing);
     meta.shape = {meta.data.size()};
     std::vector<TensorView> views;
     for (const auto& t : *file) views.push_back({t.name, t.shape, t.data});
@@ -111,5 +113,7 @@ TEST_CASE("a version 5 shard file (before weight decay and clipping) still loads
     CHECK(b.config().optimizer.kind == OptimizerKind::kMomentum);
     CHECK(b.config().optimizer.weight_decay == 0.0f);
     CHECK(b.config().optimizer.clip_global_norm == 0.0f);
+    CHECK(b.config().optimizer.ema_decay == 0.0f);
+    CHECK_FALSE(b.average().enabled());
     std::filesystem::remove_all(dir);
 }
