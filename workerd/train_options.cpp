@@ -304,8 +304,6 @@ TrainerConfig make_trainer_config(const TrainOptions& o) {
     c.optimizer.weight_decay_on = *decay_on;
     if (!std::isfinite(o.clip_global_norm) || o.clip_global_norm < 0.0f)
         usage("--clip-global-norm must be a finite number >= 0 (0: off)");
-    if (o.clip_global_norm > 0.0f && !o.sparse_embeddings.empty())
-        usage("--clip-global-norm does not cover --sparse-embedding tables' rows yet: drop one of the two");
     c.optimizer.clip_global_norm = o.clip_global_norm;
     if (!std::isfinite(o.ema_decay) || o.ema_decay < 0.0f || o.ema_decay >= 1.0f)
         usage("--ema-decay must be a number in [0, 1) (0: no moving average; 0.999 averages over ~1000 updates)");

@@ -7,6 +7,7 @@
 #include <omp.h>
 
 #include "common/result.h"
+#include "workerd/global_norm.h"
 #include "workerd/data/memory_source.h"
 #include "workerd/prefetch_source.h"
 #include "workerd/nn/parameter_init.h"
@@ -150,24 +151,14 @@ float Trainer::compute_gradients() {
 
 void Trainer::clip_gradients() {
     const auto g = grads().all();
-    double sum = 0;
-    for (const auto& t : params_.tensors()) {
-        if (t.tensor_class == TensorClass::kState) continue;
-        const float* p = g.data() + t.offset;
-        const auto n = static_cast<std::int64_t>(t.size);
-#pragma omp parallel for reduction(+ : sum) schedule(static) if (n >= (1 << 16))
-        for (std::int64_t i = 0; i < n; ++i) sum += double(p[i]) * double(p[i]);
-    }
-    last_grad_norm_ = std::sqrt(sum);
-    const double limit = config_.optimizer.clip_global_norm;
-    if (!std::isfinite(last_grad_norm_) || last_grad_norm_ <= limit) return;
-    const auto scale = static_cast<float>(limit / last_grad_norm_);
-    for (const auto& t : params_.tensors()) {
-        if (t.tensor_class == TensorClass::kState) continue;
-        float* p = g.data() + t.offset;
-        for (std::size_t i = 0; i < t.size; ++i) p[i] *= scale;
-    }
-    ++clipped_steps_;
+    std::vector<std::span<float>> pieces;
+    for (const auto& t : params_.tensors())
+        if (t.tensor_class != TensorClass::kState) pieces.push_back(g.subspan(t.offset, t.size));
+    if (!sparse_.empty())  // the rows pushed beside the dense gradient (row_grads())
+        pieces.push_back(grads().tail().first(sparse_.distinct() * static_cast<std::size_t>(sparse_.width())));
+    const GlobalNorm clip = clip_by_global_norm(pieces, config_.optimizer.clip_global_norm);
+    last_grad_norm_ = clip.norm;
+    if (clip.clipped) ++clipped_steps_;
 }
 
 void Trainer::swap_gradient_buffers() {

@@ -66,9 +66,10 @@ public:
     // Loads the next batch of this worker's shard (unless pull_rows() did), computes the loss and
     // writes the gradients into grads() (and the sparse table's rows' into row_grads()). Returns
     // the batch's mean loss. REQUIRES with a sparse table: pull_rows() succeeded since the last call.
-    // With OptimizerConfig::clip_global_norm C > 0, the trainable tensors' gradients are then
-    // scaled by min(1, C / ||g||) over all of them (tf.clip_by_global_norm); state tensors'
-    // deltas are left alone, and a non-finite norm leaves the gradient as it is (psd rejects it).
+    // With OptimizerConfig::clip_global_norm C > 0, the trainable tensors' gradients and the
+    // sparse table's gradient rows are then scaled by min(1, C / ||g||), the norm over all of them
+    // (tf.clip_by_global_norm; workerd/global_norm.h); state tensors' deltas are left alone, and a
+    // non-finite norm leaves the gradient as it is (psd rejects it).
     float compute_gradients();
     // Steps whose gradient --clip-global-norm scaled down, and the global norm of the last one
     // (before clipping; 0 without clipping).

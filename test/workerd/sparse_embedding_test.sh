@@ -3,7 +3,8 @@
 # Zipf ids hashed into one shared table, a planted logistic model) trained by real psd and workerd
 # processes (psrun local --ps 2 --workers 2 --sync), once with the table dense and once with
 # --sparse-embedding emb. SGD and Adagrad must give the same loss curve and test AUC (the sparse
-# path changes where rows live, not the mathematics), and psrun export the same table; the sparse
+# path changes where rows live, not the mathematics), so must SGD with --clip-global-norm (the
+# norm counts the pushed rows), and psrun export the same table; the sparse
 # run's log reports its rows per step. A psd killed (-9) and restarted is restored from the checkpoint;
 # a table over 2^26 floats goes sparse without the option. Then the exit-2 errors: an unknown table, the option without psd, an id beyond the table.
 # Needs python3-numpy (jobs/setup.sh).
@@ -56,6 +57,32 @@ EOF
     check "$opt: equal loss curves (every 10 steps) and test AUC, dense and sparse" test "$rc" -eq 0
     [ "$rc" -eq 0 ] || cat "$tmp/compare-$opt"
 done
+# --clip-global-norm with a sparse table: each worker's norm counts the rows it pushes, so clipping
+# scales the same gradient as with the table dense (whose rows outside the batch have zero
+# gradient): equal loss curves, and the chief clipped the same steps (some, not all).
+run dense-clip sgd --clip-global-norm 0.15
+rc_dense=$?
+run sparse-clip sgd --clip-global-norm 0.15 --sparse-embedding emb
+rc=$?
+check "--clip-global-norm trains dense (rc=$rc_dense) and with --sparse-embedding (rc=$rc)" \
+    test "$rc_dense" -eq 0 -a "$rc" -eq 0
+"$py" - "$tmp/dense-clip" "$tmp/sparse-clip" <<'EOF' >"$tmp/compare-clip" 2>&1
+import json, sys
+def curve(d):
+    return [(r["step"], r["loss"]) for r in map(json.loads, open(d + "/metrics.jsonl")) if "loss" in r]
+dense, sparse = curve(sys.argv[1]), curve(sys.argv[2])
+print("dense ", dense)
+print("sparse", sparse)
+assert len(dense) == 6 and [s for s, _ in dense] == [s for s, _ in sparse], "not the same steps"
+for (s, a), (_, b) in zip(dense, sparse):
+    assert abs(a - b) <= 1e-4 * max(1.0, abs(a)), f"step {s}: dense loss {a}, sparse {b}"
+clipped = [json.load(open(d + "/summary.json"))["chief_clipped_steps"] for d in sys.argv[1:]]
+print("chief_clipped_steps", clipped)
+assert clipped[0] == clipped[1] and 0 < clipped[0], clipped
+EOF
+rc=$?
+check "... equal loss curves and clipped steps, dense and sparse" test "$rc" -eq 0
+[ "$rc" -eq 0 ] || cat "$tmp/compare-clip"
 check "the sparse run logs its rows per step" \
     grep -Eq "sparse table emb/table \[20000 x 16\]: [0-9.]+ distinct ids per batch of 1300 lookups" "$tmp/sparse-sgd.log"
 check "... and each psd holds half the table's rows (10,000 x 16 floats), not in its dense shard" \
