@@ -38,7 +38,7 @@ void ProgressHook::after_step(RunContext& ctx, const StepResult& step) {
     const bool crossed = step.global_step / every > window_global_ / every;
     if (!crossed && !ctx.stop) return;
     const double dt = std::max(1e-9, seconds_since(window_start_));
-    const double batch = ctx.options->batch_size;
+    const double batch = static_cast<double>(examples_per_update(*ctx.options));
     const double worker_ips = double(window_local_) * batch / dt;
     const double all_ips = double(step.global_step - window_global_) * batch / dt;
     const double loss = window_loss_ / double(window_local_);
@@ -72,7 +72,7 @@ void ProgressHook::after_step(RunContext& ctx, const StepResult& step) {
 }
 
 void ProgressHook::end(RunContext& ctx, const StepResult& last) {
-    const double batch = ctx.options->batch_size;
+    const double batch = static_cast<double>(examples_per_update(*ctx.options));
     const double t = std::max(1e-9, ctx.train_seconds);
     spdlog::info("done: global step {}, {} steps by this worker in {:.1f} s ({:.0f} img/s; all workers {:.0f} "
                  "img/s){}",
@@ -176,8 +176,8 @@ void SummaryHook::end(RunContext& ctx, const StepResult& last) {
     nlohmann::json summary = {
         {"global_step", last.global_step},
         {"test_accuracy", ctx.test_accuracy},
-        {"images_per_sec", double(last.global_step - ctx.start_step) * o.batch_size / t},
-        {"worker_images_per_sec", double(ctx.local_steps) * o.batch_size / t},
+        {"images_per_sec", double(last.global_step - ctx.start_step) * double(examples_per_update(o)) / t},
+        {"worker_images_per_sec", double(ctx.local_steps) * double(examples_per_update(o)) / t},
         {"train_seconds", ctx.train_seconds},
         {"eval_seconds", ctx.eval_seconds},
         {"workers", ctx.num_workers},
@@ -194,6 +194,9 @@ void SummaryHook::end(RunContext& ctx, const StepResult& last) {
         {"model_hash", nn::architecture_hash(ctx.trainer->model())},
         {"dataset", dataset_name(o)},
         {"batch_size", o.batch_size},
+        {"accumulate_steps", o.accumulate_steps},
+        // Examples per update psd applies: one worker's in async mode, every worker's in sync mode.
+        {"effective_batch_size", examples_per_update(o) * (ctx.client && ctx.client->sync() ? ctx.num_workers : 1)},
         {"optimizer", o.optimizer},
         {"learning_rate", o.learning_rate},
         {"lr_schedule", make_trainer_config(o).optimizer.effective_schedule().to_string()},

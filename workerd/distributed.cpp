@@ -192,7 +192,11 @@ int DistributedWorker::run() {
     }
     spdlog::info("worker {}{} of {}: training from global step {} to {} on shard {}, batch {} ({} ps shard{}), model {}",
                  c.index, c.chief ? " (chief)" : "", c.num_workers, info.step, training_.steps, training_.shard,
-                 training_.batch_size, endpoints.size(), endpoints.size() == 1 ? "" : "s",
+                 training_.accumulate_steps > 1
+                     ? fmt::format("{} ({} micro-batches of {} per update)", examples_per_update(training_),
+                                   training_.accumulate_steps, training_.batch_size)
+                     : std::to_string(training_.batch_size),
+                 endpoints.size(), endpoints.size() == 1 ? "" : "s",
                  describe_model(*config.model));
 
     blocked.reset();
@@ -254,7 +258,8 @@ int DistributedWorker::run() {
         spdlog::info("done: {} steps by this worker in {:.1f} s ({:.0f} img/s), global step {}; per step: compute "
                      "{:.1f} ms, push_pull {:.1f} ms{}, parameter copy {:.1f} ms",
                      ctx.local_steps, ctx.train_seconds,
-                     ctx.train_seconds > 0 ? double(ctx.local_steps) * training_.batch_size / ctx.train_seconds : 0.0,
+                     ctx.train_seconds > 0 ? double(ctx.local_steps) * double(examples_per_update(training_)) / ctx.train_seconds
+                                           : 0.0,
                      last.global_step, 1000 * ctx.compute_seconds / n, 1000 * ctx.exchange_seconds / n,
                      overlap ? " waited (overlapped)" : "", 1000 * ctx.copy_seconds / n);
     }

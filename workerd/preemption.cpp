@@ -47,7 +47,7 @@ void resume_data_position(RunContext& ctx, std::uint64_t global_step, bool sync)
     if (global_step == 0) return;
     const auto batches = resume_batches(global_step, ctx.num_workers, ctx.index, sync);
     auto& data = ctx.trainer->data();
-    data.seek(batches * static_cast<std::uint64_t>(ctx.options->batch_size));
+    data.seek(batches * static_cast<std::uint64_t>(examples_per_update(*ctx.options)));  // micro-batches included
     const DataPosition at = data.position();
     if (at.exact)
         spdlog::info("data position: resuming at epoch {} offset {} of this worker's shard ({} batches drawn by "

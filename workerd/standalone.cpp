@@ -71,7 +71,11 @@ int StandaloneTrainer::run() {
     auto count = [](std::size_t n) { return n ? std::to_string(n) : std::string("streamed"); };
     spdlog::info("standalone training: model {}, {} ({} train / {} test images), batch {}, {} steps, {} {} ({}), "
                  "{} threads, {}",
-                 config.model->name, data->name, count(data->train_size()), count(data->test_size()), options_.batch_size,
+                 config.model->name, data->name, count(data->train_size()), count(data->test_size()),
+                 options_.accumulate_steps > 1
+                     ? fmt::format("{} ({} micro-batches of {})", examples_per_update(options_), options_.accumulate_steps,
+                                   options_.batch_size)
+                     : std::to_string(options_.batch_size),
                  options_.steps, options_.optimizer, options_.learning_rate,
                  config.optimizer.effective_schedule().to_string(),
                  omp_get_max_threads(), options_.precision);
@@ -97,6 +101,7 @@ int StandaloneTrainer::run() {
     };
     double window_seconds = 0;
     std::uint64_t window_steps = 0;
+    const double batch = static_cast<double>(examples_per_update(options_));  // examples per update
     while (trainer.global_step() < steps) {
         if (auto sig = signals.read_signal(); sig && *sig != SIGPIPE && *sig != SIGUSR2) {
             spdlog::warn("signal {}: stopping after step {}", *sig, trainer.global_step());
@@ -114,8 +119,8 @@ int StandaloneTrainer::run() {
         const bool eval_now = (eval_every > 0 && step % eval_every == 0) || step == steps;
         if (eval_now) evaluate();
         if (step % log_every == 0 || eval_now) {
-            const double ips = double(window_steps) * options_.batch_size / window_seconds;
-            const double eta = double(steps - step) * options_.batch_size / ips;
+            const double ips = double(window_steps) * batch / window_seconds;
+            const double eta = double(steps - step) * batch / ips;
             // The latest test accuracy on every line (with its step when it is older).
             std::string acc;
             if (eval_now) acc = "  " + figures.text();
@@ -128,7 +133,7 @@ int StandaloneTrainer::run() {
     }
     if (stopped && trainer.global_step() > 0) evaluate();
 
-    const double ips = train_seconds > 0 ? double(trainer.global_step()) * options_.batch_size /
+    const double ips = train_seconds > 0 ? double(trainer.global_step()) * batch /
                                                train_seconds
                                          : 0.0;
     const BatchSource& source = trainer.data();
@@ -156,6 +161,8 @@ int StandaloneTrainer::run() {
             {"dataset", data->name},
             {"data", {{"train", data->train_description}, {"test", data->test_description}}},
             {"batch_size", options_.batch_size},
+            {"accumulate_steps", options_.accumulate_steps},
+            {"effective_batch_size", examples_per_update(options_)},
             {"optimizer", options_.optimizer},
             {"learning_rate", options_.learning_rate},
             {"lr_schedule", config.optimizer.effective_schedule().to_string()},

@@ -4,6 +4,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -99,6 +100,10 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                    "examples per global step, split evenly over the workers (G / --num-workers each; "
                    "instead of --batch-size)")
         ->check(psrun::integer_in(1, 65536 * kMaxTasks));
+    app.add_option("--accumulate-steps", o.accumulate_steps,
+                   "micro-batches of --batch-size whose mean gradient makes one update (gradient accumulation; "
+                   "--steps counts updates)")
+        ->capture_default_str();
     app.add_option("--steps", o.steps, "global steps to train")->capture_default_str()
         ->check(psrun::integer_in(0, kMaxSteps));
     app.add_option("--learning-rate", o.learning_rate, "optimizer learning rate")
@@ -236,16 +241,25 @@ void apply_global_batch_size(const CLI::App& app, TrainOptions& o, std::uint32_t
         throw UsageError("give --batch-size (per worker) or --global-batch-size (split over the workers), not both");
     if (g < 1) throw UsageError("--global-batch-size must be >= 1");
     if (workers == 0) throw UsageError("--global-batch-size needs --num-workers");
-    if (g % static_cast<int>(workers) != 0)
+    const int parts = static_cast<int>(workers) * std::clamp(o.accumulate_steps, 1, kMaxAccumulateSteps);
+    if (g % parts != 0)
         throw UsageError("--global-batch-size " + std::to_string(g) + " does not split evenly over " +
-                         std::to_string(workers) + " workers: give a multiple of " + std::to_string(workers));
-    o.batch_size = g / static_cast<int>(workers);
+                         std::to_string(workers) + " workers" +
+                         (parts > static_cast<int>(workers) ? " x --accumulate-steps " + std::to_string(o.accumulate_steps) : "") +
+                         ": give a multiple of " + std::to_string(parts));
+    o.batch_size = g / parts;
 }
 
 TrainerConfig make_trainer_config(const TrainOptions& o) {
     auto usage = [](const std::string& msg) { throw UsageError(msg); };
     if (o.batch_size < 1 || o.batch_size > 65536) usage("--batch-size must be in 1..65536");
     if (o.steps < 0) usage("--steps must be >= 0");
+    if (o.accumulate_steps < 1 || o.accumulate_steps > kMaxAccumulateSteps)
+        usage("--accumulate-steps must be in 1.." + std::to_string(kMaxAccumulateSteps) +
+              " (micro-batches per update; 1: no accumulation)");
+    if (o.accumulate_steps > 1 && !o.sparse_embeddings.empty())
+        usage("--accumulate-steps does not work with --sparse-embedding yet (each micro-batch would pull its own "
+              "rows): drop one of the two");
     if (o.threads < 0) usage("--threads must be >= 0");
     if (o.eval_every < 0) usage("--eval-every must be >= 0");
     if (o.log_every < 1) usage("--log-every must be >= 1");
@@ -277,6 +291,7 @@ TrainerConfig make_trainer_config(const TrainOptions& o) {
         usage("--augment: model " + c.model->name + " has several inputs; augmentation of the primary input "
               "alone is not supported with them (drop --augment)");
     c.network.batch_size = o.batch_size;
+    c.accumulate_steps = o.accumulate_steps;
     auto precision = parse_precision(o.precision);
     if (!precision) usage("--precision: " + precision.error().message);
     c.network.precision = *precision;

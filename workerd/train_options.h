@@ -58,6 +58,12 @@ struct TrainOptions {
     // --global-batch-size G: the examples of one global step, split evenly over the workers
     // (G / --num-workers each, as tf4slurm's MNIST-04: 60 over 3 workers); 0: not given.
     int global_batch_size = 0;
+    // --accumulate-steps N (1..kMaxAccumulateSteps): each update (a push to psd, or a standalone
+    // local update) sums the gradients of N micro-batches of batch_size examples, as a mean when the
+    // loss is a mean (TrainerConfig::accumulate_steps). batch_size stays the micro-batch (what the
+    // network runs at once, as in PyTorch/Keras accumulation); --steps, the schedule and
+    // checkpoints count updates. With --global-batch-size G the micro-batch is G / (workers x N).
+    int accumulate_steps = 1;
     std::int64_t steps = 20000;
     float learning_rate = 1e-4f;
     // Exponential decay of the learning rate (TF 1.x's exponential_decay): x decay_rate every
@@ -119,6 +125,13 @@ struct TrainOptions {
     float ema_decay = 0.0f;
 };
 
+inline constexpr int kMaxAccumulateSteps = 4096;
+
+// Examples one worker trains on per update: batch_size x accumulate_steps.
+inline std::int64_t examples_per_update(const TrainOptions& options) {
+    return std::int64_t{options.batch_size} * options.accumulate_steps;
+}
+
 // Registers --data-dir ... --precision (and --shard) on `app`, bound to `options`.
 void add_train_options(CLI::App& app, TrainOptions& options);
 
@@ -127,8 +140,8 @@ void add_train_options(CLI::App& app, TrainOptions& options);
 // batch size, steps) that the command line of `app` did not give.
 void resolve_model(const CLI::App& app, TrainOptions& options);
 
-// --global-batch-size G over `workers` (1 standalone): sets batch_size = G / workers. UsageError
-// when G does not split evenly or --batch-size was given too.
+// --global-batch-size G over `workers` (1 standalone): sets batch_size = G / (workers x
+// accumulate_steps). UsageError when G does not split evenly or --batch-size was given too.
 void apply_global_batch_size(const CLI::App& app, TrainOptions& options, std::uint32_t workers);
 
 // Validates the options (UsageError naming the flag otherwise) and builds the trainer config.

@@ -8,6 +8,16 @@
 // With a sparse table (TrainerConfig::sparse_tables, workerd/sparse_tables.h) the table is not in
 // params(): pull_rows() loads the next batch and pulls its rows from psd before
 // compute_gradients(), and row_grads() are pushed beside grads().
+// Gradient accumulation (TrainerConfig::accumulate_steps N > 1): compute_gradients() runs N
+// micro-batches of network.batch_size and leaves in grads() what one batch of N x batch_size
+// would give: the mean of their gradients when the model's loss is a mean
+// (LossReduction::kMean), their sum when it is a sum. So an update is one push (or one
+// apply_gradients()) whatever N is, and the schedule counts updates. BatchNorm differs from the
+// large batch as in PyTorch: each micro-batch normalizes with its own statistics, and the
+// moving statistics (state tensors) move once per micro-batch: between micro-batches params()
+// take each delta, and at the end params() are back where they were and grads() holds their
+// whole delta (start - after N micro-batches), which psd or apply_gradients() subtracts as
+// before. Not with a sparse table (UsageError at construction).
 // Not thread-safe.
 #pragma once
 
@@ -49,6 +59,8 @@ struct TrainerConfig {
     std::vector<std::string> sparse_tables;
     // --augment: applied to each training batch (image models only; workerd/augment.h).
     AugmentSpec augment;
+    // --accumulate-steps: micro-batches of network.batch_size per compute_gradients() (>= 1).
+    int accumulate_steps = 1;
 };
 
 class Trainer {
@@ -68,8 +80,11 @@ public:
     // the batch's mean loss. REQUIRES with a sparse table: pull_rows() succeeded since the last call.
     // With OptimizerConfig::clip_global_norm C > 0, the trainable tensors' gradients and the
     // sparse table's gradient rows are then scaled by min(1, C / ||g||), the norm over all of them
-    // (tf.clip_by_global_norm; workerd/global_norm.h); state tensors' deltas are left alone, and a
-    // non-finite norm leaves the gradient as it is (psd rejects it).
+    // (tf.clip_by_global_norm; workerd/global_norm.h) and, with accumulation, over the
+    // accumulated gradient (as torch users clip after accumulating); state tensors' deltas are
+    // left alone, and a non-finite norm leaves the gradient as it is (psd rejects it).
+    // With accumulation (above) it draws accumulate_steps batches and returns their mean loss
+    // (their sum with a summed loss).
     float compute_gradients();
     // Steps whose gradient --clip-global-norm scaled down, and the global norm of the last one
     // (before clipping; 0 without clipping).
@@ -139,6 +154,12 @@ private:
     std::uint64_t clipped_steps_ = 0;
     double last_grad_norm_ = 0;
     void clip_gradients();
+    // One batch's forward and backward into the network's gradient buffer; its loss.
+    float micro_batch();
+    // Micro-batches 2..N after the first wrote grads() (see the header comment); the loss of all.
+    float accumulate(float first_loss);
+    std::vector<ParameterSet> scratch_;  // accumulation: the buffer micro-batches 2..N write (0 or 1)
+    std::vector<float> state_start_;     // accumulation: the state tensors before the first micro-batch
     std::uint64_t sparse_batches_ = 0, sparse_distinct_ = 0;  // pull_rows() loaded a batch compute_gradients() has not used
     std::function<PsClient*()> row_client_;
     Augmenter augmenter_;
