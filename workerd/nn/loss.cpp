@@ -26,8 +26,13 @@ double softplus(double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::l
 }  // namespace
 
 Loss::Loss(const dnnl::engine& engine, const dnnl::stream& stream, const memory& output, const memory& diff_output,
-           LossKind kind, LossReduction reduction)
-    : stream_(stream), kind_(kind), reduction_(reduction) {
+           LossKind kind, LossReduction reduction, double label_smoothing)
+    : stream_(stream), kind_(kind), reduction_(reduction), smoothing_(label_smoothing) {
+    if (!(label_smoothing >= 0.0 && label_smoothing < 1.0))
+        throw std::invalid_argument("label smoothing " + std::to_string(label_smoothing) + " is outside [0, 1)");
+    if (label_smoothing > 0.0 && kind != LossKind::kSoftmaxCrossEntropy)
+        throw std::invalid_argument(std::string("label smoothing applies to softmax cross-entropy, not ") +
+                                    to_string(kind));
     const auto dims = output.get_desc().dims();
     batch_ = dims.at(0);
     width_ = dims.at(1);
@@ -77,11 +82,16 @@ float Loss::forward(bool gradient) {
                 throw std::out_of_range("label " + std::to_string(labels_[b]) + " of example " + std::to_string(b) +
                                         " is outside [0, " + std::to_string(width_) + ")");
             const auto label = static_cast<std::size_t>(labels_[b]);
-            total += std::log(sum) - (double(row[label]) - mx);
+            // q = (1 - E) one-hot + E / K sums to 1: -sum q_k log p_k = log(sum) - sum q_k (x_k - mx).
+            const double spread = smoothing_ / double(z), top = 1.0 - smoothing_ + spread;
+            double target_logit = (double(row[label]) - mx) * (top - spread);
+            if (spread > 0.0)
+                for (std::size_t j = 0; j < z; ++j) target_logit += spread * (double(row[j]) - mx);
+            total += std::log(sum) - target_logit;
             if (dl != nullptr)
                 for (std::size_t j = 0; j < z; ++j) {
                     const double p = std::exp(double(row[j]) - mx) / sum;
-                    dl[b * z + j] = static_cast<float>((p - (j == label ? 1.0 : 0.0)) / divisor);
+                    dl[b * z + j] = static_cast<float>((p - (j == label ? top : spread)) / divisor);
                 }
             continue;
         }

@@ -1,6 +1,8 @@
 // The model's loss on its output [N, K] (plain f32; converted from the output's format by a
 // reorder where it differs), computed in double on the host per example:
-//   softmax cross-entropy against int32 labels in [0, K) (predictions: the arg-max);
+//   softmax cross-entropy against int32 labels in [0, K) (predictions: the arg-max); with label
+//     smoothing E, against q = (1 - E) one-hot + E / K: -sum over k of q_k log p_k, gradient p - q
+//     (torch's cross_entropy(label_smoothing=E));
 //   mean squared error against float targets [N, K]: sum over k of (y - t)^2 / 2 per example
 //     (so the gradient is y - t, as TF's l2_loss and PyTorch's MSELoss * K / 2);
 //   sigmoid cross-entropy with logits against multi-hot targets in [0, 1] [N, K], summed over k.
@@ -23,9 +25,10 @@ namespace psrun::nn {
 class Loss {
 public:
     // `output`: the model output value's memory ({N, K}, any format/type); `diff_output` its
-    // gradient memory (empty: forward only).
+    // gradient memory (empty: forward only). `label_smoothing`: E above, softmax cross-entropy
+    // only (std::invalid_argument otherwise, or outside [0, 1)).
     Loss(const dnnl::engine& engine, const dnnl::stream& stream, const dnnl::memory& output,
-         const dnnl::memory& diff_output, LossKind kind, LossReduction reduction);
+         const dnnl::memory& diff_output, LossKind kind, LossReduction reduction, double label_smoothing = 0.0);
 
     std::span<std::int32_t> labels() { return labels_; }
     std::span<float> targets() { return targets_; }
@@ -47,6 +50,7 @@ private:
     dnnl::stream stream_;
     LossKind kind_;
     LossReduction reduction_;
+    double smoothing_;  // label smoothing E (softmax cross-entropy)
     std::int64_t batch_ = 0, width_ = 0;
     dnnl::memory output_, doutput_;  // plain f32
     std::vector<std::function<void()>> before_, after_;  // reorders in / out

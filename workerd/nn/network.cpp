@@ -104,6 +104,11 @@ Result<std::unique_ptr<Network>> Network::create(const ModelDescription& model, 
                           "model " + model.name + " has " + std::to_string(count) + " parameters; got buffers of " +
                               std::to_string(params.size()) + " and " + std::to_string(grads.size()) + " floats");
     if (model.nodes.empty()) return make_error(ErrorCode::kInvalidArgument, "model " + model.name + " has no layers");
+    if (!(options.label_smoothing >= 0.0f && options.label_smoothing < 1.0f))
+        return make_error(ErrorCode::kInvalidArgument, "label smoothing must be in [0, 1)");
+    if (options.label_smoothing > 0.0f && model.loss != LossKind::kSoftmaxCrossEntropy)
+        return make_error(ErrorCode::kInvalidArgument, "label smoothing applies to softmax cross-entropy; model " +
+                                                           model.name + "'s loss is " + to_string(model.loss));
     std::unique_ptr<Network> net(new Network(model, options));
     if (auto ok = net->build(params, grads); !ok) return tl::unexpected(ok.error());
     return net;

@@ -42,6 +42,9 @@ struct NetworkOptions {
     // Tests: compute dL/d(input) too (every float input), readable by input_gradient(i), so that a
     // finite-difference check reaches the first layer's data gradient.
     bool input_gradient = false;
+    // Softmax cross-entropy only (Loss): E in [0, 1) smooths the targets to (1 - E) one-hot +
+    // E / K. create() refuses it for another loss or outside [0, 1).
+    float label_smoothing = 0.0f;
 };
 
 // Per kernel (a fused kernel covers several nodes from `index`), and the loss last.
@@ -60,7 +63,8 @@ class Network {
 public:
     // Errors: kUnsupported for bf16 without CPU support and for a node the engine cannot build
     // ("layer I (KIND "NAME"): input ..., output ..., batch N, f32: oneDNN cannot build it
-    // (...)"); kInvalidArgument for buffer sizes or a batch < 1. grads may be empty iff
+    // (...)"); kInvalidArgument for buffer sizes, a batch < 1 or a label smoothing the loss cannot
+    // take (NetworkOptions::label_smoothing). grads may be empty iff
     // options.forward_only.
     static Result<std::unique_ptr<Network>> create(const ModelDescription& model, const NetworkOptions& options,
                                                    std::span<const float> params, std::span<float> grads);

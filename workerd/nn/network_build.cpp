@@ -326,7 +326,8 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
     }
     const ValueState& out = plan.values[static_cast<std::size_t>(plan.output)];
     try {
-        loss_ = std::make_unique<Loss>(engine_, stream_, out.mem, out.diff, model_.loss, model_.reduction);
+        loss_ = std::make_unique<Loss>(engine_, stream_, out.mem, out.diff, model_.loss, model_.reduction,
+                                       options_.label_smoothing);
     } catch (const std::exception& e) {
         return make_error(ErrorCode::kUnsupported, "model " + model_.name + ": the loss on the output " +
                                                        to_string(out.info.dims) + " cannot be built: " + e.what());
