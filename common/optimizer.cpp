@@ -65,6 +65,14 @@ int slot_count(OptimizerKind kind) {
     return 0;
 }
 
+bool uses_momentum(OptimizerKind kind) {
+    return kind == OptimizerKind::kMomentum || kind == OptimizerKind::kNesterov;
+}
+
+bool uses_betas(OptimizerKind kind) {
+    return kind == OptimizerKind::kAdam || kind == OptimizerKind::kAdamTorch || kind == OptimizerKind::kAdamW;
+}
+
 LrSchedule OptimizerConfig::effective_schedule() const {
     if (schedule.kind != LrScheduleKind::kConstant || decay_steps == 0 || decay_rate == 1.0f) return schedule;
     LrSchedule s = schedule;

@@ -34,10 +34,10 @@ std::string_view to_string(WeightDecayOn on);
 struct OptimizerConfig {
     OptimizerKind kind = OptimizerKind::kAdam;
     float learning_rate = 1e-4f;
-    float momentum = 0.9f;           // kMomentum
-    float beta1 = 0.9f;              // kAdam
-    float beta2 = 0.999f;            // kAdam
-    float epsilon = 1e-8f;           // kAdam (TF's "epsilon hat"), kAdagrad uses none
+    float momentum = 0.9f;           // kMomentum, kNesterov (uses_momentum); [0, 1)
+    float beta1 = 0.9f;              // the Adam forms (uses_betas); [0, 1)
+    float beta2 = 0.999f;            // the Adam forms; [0, 1)
+    float epsilon = 1e-8f;           // the Adam forms (kAdam: TF's "epsilon hat"); > 0. kAdagrad uses none
     float adagrad_initial = 0.1f;    // kAdagrad accumulator start value (TF default)
     // L2 weight decay of the tensors weight_decay_on selects (decays()). Coupled (torch's SGD and
     // Adam weight_decay: g += weight_decay * p before the update) for every kind but kAdamW, where
@@ -77,6 +77,10 @@ std::string_view to_string(OptimizerKind kind);
 std::string_view optimizer_form(OptimizerKind kind);
 // Number of slot vectors the kind keeps per parameter (0, 1 or 2).
 int slot_count(OptimizerKind kind);
+// Whether the kind's update reads OptimizerConfig::momentum (momentum, nesterov), and beta1,
+// beta2 and epsilon (adam, adam_torch, adamw).
+bool uses_momentum(OptimizerKind kind);
+bool uses_betas(OptimizerKind kind);
 
 // The element-wise update of update number t (>= 1) over n contiguous floats with their slots,
 // exactly as Optimizer::apply_range computes it: the dense optimizer and psd's sparse rows

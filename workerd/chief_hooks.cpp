@@ -223,6 +223,7 @@ void SummaryHook::end(RunContext& ctx, const StepResult& last) {
         summary["workers_without_report"] = totals.missing;
     }
     summary.update(optimizer_summary(make_trainer_config(o).optimizer));
+    summary["label_smoothing"] = o.label_smoothing;
     summary["chief_clipped_steps"] = ctx.trainer->clipped_steps();  // the chief's own gradients only
     if (ctx.test_metrics) summary.update(ctx.test_metrics->json());  // test_mse, test_mean_f1, ... where they apply
     if (ctx.average_metrics) {  // ema_test_accuracy, ema_test_loss, ...
@@ -253,7 +254,9 @@ void CheckpointHook::after_step(RunContext& ctx, const StepResult& step) {
     if (!ctx.checkpointer->due(step.global_step, last)) return;
     const auto t0 = Clock::now();
     auto saved = ctx.checkpointer->save(*ctx.client, step.global_step,
-                                        {{"workers", ctx.num_workers}, {"chief_local_steps", ctx.local_steps}});
+                                        {{"workers", ctx.num_workers},
+                                         {"chief_local_steps", ctx.local_steps},
+                                         {"label_smoothing", ctx.options->label_smoothing}});
     if (!saved) {
         // psd stopped the run (--max-bad-grads) and answered this request instead of the next exchange.
         if (saved.error().code == ErrorCode::kAborted) {

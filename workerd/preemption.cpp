@@ -19,6 +19,7 @@ bool save_preemption_checkpoint(RunContext& ctx, PsClient& client, std::uint64_t
     auto saved = ctx.checkpointer->save(client, step,
                                         {{"workers", ctx.num_workers},
                                          {"chief_local_steps", ctx.local_steps},
+                                         {"label_smoothing", ctx.options->label_smoothing},
                                          {"preempted", true},
                                          {"signal", sig},
                                          {"data_position", describe_data_position(ctx)}});

@@ -175,6 +175,7 @@ int StandaloneTrainer::run() {
         };
         summary.update(data_time_json(source, train_seconds));
         summary.update(optimizer_summary(config.optimizer));
+        summary["label_smoothing"] = config.network.label_smoothing;
         summary["clipped_steps"] = trainer.clipped_steps();
         if (accuracy_step > 0) summary.update(figures.json());  // test_mse, test_mean_f1, ... where they apply
         if (auto written = write_json(options_.model_dir, summary); !written) {

@@ -17,6 +17,28 @@ namespace psrun::worker {
 
 namespace {
 constexpr std::int64_t kMaxSteps = 1000000000000;  // 1e12: any step count or interval
+
+// --momentum, --beta1, --beta2, --epsilon into `config` (whose kind is set), validated.
+void set_hyperparameters(const TrainOptions& o, OptimizerConfig& config) {
+    const std::string name(to_string(config.kind));
+    auto check = [&](const std::optional<float>& value, const char* flag, bool used, bool ok, const char* range,
+                     const char* users) {
+        if (!value) return;
+        if (!used) throw UsageError(std::string(flag) + " applies to --optimizer " + users + ", not " + name);
+        if (!std::isfinite(*value) || !ok) throw UsageError(std::string(flag) + " must be " + range);
+    };
+    const bool momentum = uses_momentum(config.kind), betas = uses_betas(config.kind);
+    const char* adams = "adam, adam_torch and adamw";
+    check(o.momentum, "--momentum", momentum, o.momentum && *o.momentum >= 0.0f && *o.momentum < 1.0f,
+          "a number in [0, 1)", "momentum and nesterov");
+    check(o.beta1, "--beta1", betas, o.beta1 && *o.beta1 >= 0.0f && *o.beta1 < 1.0f, "a number in [0, 1)", adams);
+    check(o.beta2, "--beta2", betas, o.beta2 && *o.beta2 >= 0.0f && *o.beta2 < 1.0f, "a number in [0, 1)", adams);
+    check(o.epsilon, "--epsilon", betas, o.epsilon && *o.epsilon > 0.0f, "a finite number > 0", adams);
+    config.momentum = o.momentum.value_or(config.momentum);
+    config.beta1 = o.beta1.value_or(config.beta1);
+    config.beta2 = o.beta2.value_or(config.beta2);
+    config.epsilon = o.epsilon.value_or(config.epsilon);
+}
 }  // namespace
 
 void add_train_options(CLI::App& app, TrainOptions& o) {
@@ -137,6 +159,13 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                    "scale each worker's gradient by min(1, C / ||g||) before sending it (0: off)")
         ->check(psrun::number_in(0, 1e30))
         ->capture_default_str();
+    app.add_option("--momentum", o.momentum, "momentum and nesterov: the momentum factor, in [0, 1) (default 0.9)");
+    app.add_option("--beta1", o.beta1, "adam, adam_torch, adamw: the first moment's decay, in [0, 1) (default 0.9)");
+    app.add_option("--beta2", o.beta2, "adam, adam_torch, adamw: the second moment's decay, in [0, 1) (default 0.999)");
+    app.add_option("--epsilon", o.epsilon, "adam, adam_torch, adamw: the denominator's epsilon, > 0 (default 1e-8)");
+    app.add_option("--label-smoothing", o.label_smoothing,
+                   "softmax cross-entropy: train against (1 - E) one-hot + E / classes, 0 <= E < 1 (0: off)")
+        ->capture_default_str();
     app.add_option("--ema-decay", o.ema_decay,
                    "psd keeps a moving average of the weights with this decay, in [0, 1), for eval/predict/export "
                    "--ema (0: off)")
@@ -232,6 +261,17 @@ void resolve_model(const CLI::App& app, TrainOptions& o) {
     }
     if (r.batch_size && unset("--batch-size")) o.batch_size = static_cast<int>(*r.batch_size);
     if (r.steps && unset("--steps")) o.steps = *r.steps;
+    if (r.weight_decay && unset("--weight-decay")) o.weight_decay = static_cast<float>(*r.weight_decay);
+    if (r.label_smoothing && unset("--label-smoothing")) o.label_smoothing = static_cast<float>(*r.label_smoothing);
+    // The recipe's hyperparameters of its own optimizer: dropped when --optimizer chose another.
+    const auto kind = parse_optimizer_kind(o.optimizer);
+    auto fill = [&](const std::optional<double>& from, std::optional<float>& to, const char* flag, bool used) {
+        if (from && unset(flag) && used) to = static_cast<float>(*from);
+    };
+    fill(r.momentum, o.momentum, "--momentum", kind && uses_momentum(*kind));
+    fill(r.beta1, o.beta1, "--beta1", kind && uses_betas(*kind));
+    fill(r.beta2, o.beta2, "--beta2", kind && uses_betas(*kind));
+    fill(r.epsilon, o.epsilon, "--epsilon", kind && uses_betas(*kind));
 }
 
 void apply_global_batch_size(const CLI::App& app, TrainOptions& o, std::uint32_t workers) {
@@ -320,6 +360,13 @@ TrainerConfig make_trainer_config(const TrainOptions& o) {
     if (!std::isfinite(o.clip_global_norm) || o.clip_global_norm < 0.0f)
         usage("--clip-global-norm must be a finite number >= 0 (0: off)");
     c.optimizer.clip_global_norm = o.clip_global_norm;
+    set_hyperparameters(o, c.optimizer);
+    if (!std::isfinite(o.label_smoothing) || o.label_smoothing < 0.0f || o.label_smoothing >= 1.0f)
+        usage("--label-smoothing must be a number in [0, 1) (0: off)");
+    if (o.label_smoothing > 0.0f && c.model->loss != nn::LossKind::kSoftmaxCrossEntropy)
+        usage(std::string("--label-smoothing applies to the softmax_cross_entropy loss only; model ") + c.model->name +
+              "'s loss is " + nn::to_string(c.model->loss));
+    c.network.label_smoothing = o.label_smoothing;
     if (!std::isfinite(o.ema_decay) || o.ema_decay < 0.0f || o.ema_decay >= 1.0f)
         usage("--ema-decay must be a number in [0, 1) (0: no moving average; 0.999 averages over ~1000 updates)");
     c.optimizer.ema_decay = o.ema_decay;
@@ -335,11 +382,14 @@ TrainerConfig make_trainer_config(const TrainOptions& o) {
 }
 
 nlohmann::json optimizer_summary(const OptimizerConfig& o) {
-    return {{"optimizer_form", std::string(optimizer_form(o.kind))},
-            {"weight_decay", o.weight_decay},
-            {"weight_decay_on", std::string(to_string(o.weight_decay_on))},
-            {"clip_global_norm", o.clip_global_norm},
-            {"ema_decay", o.ema_decay}};
+    nlohmann::json out = {{"optimizer_form", std::string(optimizer_form(o.kind))},
+                          {"weight_decay", o.weight_decay},
+                          {"weight_decay_on", std::string(to_string(o.weight_decay_on))},
+                          {"clip_global_norm", o.clip_global_norm},
+                          {"ema_decay", o.ema_decay}};
+    if (uses_momentum(o.kind)) out["momentum"] = o.momentum;
+    if (uses_betas(o.kind)) out.update({{"beta1", o.beta1}, {"beta2", o.beta2}, {"epsilon", o.epsilon}});
+    return out;
 }
 
 std::vector<double> given_target_accuracy(const TrainOptions& o) {

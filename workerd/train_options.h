@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,12 @@ struct TrainOptions {
     float weight_decay = 0.0f;
     std::string weight_decay_on = "matrices";
     float clip_global_norm = 0.0f;
+    // --momentum (momentum, nesterov), --beta1, --beta2, --epsilon (adam, adam_torch, adamw):
+    // empty keeps OptimizerConfig's default; make_trainer_config refuses one the optimizer
+    // does not read (common/optimizer.h uses_momentum, uses_betas).
+    std::optional<float> momentum, beta1, beta2, epsilon;
+    // --label-smoothing E (nn::NetworkOptions::label_smoothing): softmax cross-entropy only.
+    float label_smoothing = 0.0f;
     std::uint64_t seed = 1;
     int threads = 0;  // 0: OpenMP's default (all cores)
     std::int64_t eval_every = 0;  // 0: evaluate only at the end
@@ -137,7 +144,8 @@ void add_train_options(CLI::App& app, TrainOptions& options);
 
 // After parsing: loads --model into options.description (UsageError naming the model and the
 // field otherwise) and fills every recipe field of the model (optimizer, learning rate, decay,
-// batch size, steps) that the command line of `app` did not give.
+// batch size, steps, weight decay, label smoothing; momentum, betas and epsilon where the
+// resulting optimizer reads them) that the command line of `app` did not give.
 void resolve_model(const CLI::App& app, TrainOptions& options);
 
 // --global-batch-size G over `workers` (1 standalone): sets batch_size = G / (workers x
@@ -153,7 +161,8 @@ TrainerConfig make_trainer_config(const TrainOptions& options);
 
 // summary.json's record of the optimizer beyond its name and rate: optimizer_form (which
 // reference's update rule: "tf1 epsilon-hat", "torch", ...), weight_decay, weight_decay_on,
-// clip_global_norm.
+// clip_global_norm, and the hyperparameters the kind reads: momentum (momentum, nesterov);
+// beta1, beta2, epsilon (the Adam forms).
 nlohmann::json optimizer_summary(const OptimizerConfig& optimizer);
 
 // The thresholds --target-accuracy gives (fractions, easiest first; empty when not given).

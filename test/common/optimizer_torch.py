@@ -4,8 +4,8 @@
 Three tensors, a rank-2 weight [6, 5], a rank-1 bias [5] and a rank-4 conv weight [2, 3, 2, 2], start
 from fixed pseudo-random values and take 20 updates of fixed pseudo-random gradients (numpy
 RandomState, float32) in torch.optim (SGD with momentum, SGD with nesterov=True, Adam, AdamW;
-weight decay in param groups: only the rank >= 2 tensors, or every tensor for "all") and in psrun's
-Optimizer through the optimizer_replay tool. Every final value must agree within
+weight decay in param groups: only the rank >= 2 tensors, or every tensor for "all"; default and
+non-default momentum, betas and epsilon) and in psrun's Optimizer through the optimizer_replay tool. Every final value must agree within
 |psrun - torch| <= 2e-5 * max(1, |torch|); prints the worst difference per case and exits 1 on a
 mismatch, 77 (skipped) without torch.
 
@@ -27,7 +27,9 @@ SHAPES = [(6, 5), (5,), (2, 3, 2, 2)]
 STEPS = 20
 TOLERANCE = 2e-5
 
-# (psrun kind, learning rate, momentum, weight decay, weight_decay_on, torch optimizer factory)
+# (psrun kind, learning rate, momentum, weight decay, weight_decay_on, torch optimizer factory, beta1, beta2, epsilon).
+# The hyperparameters after the factory are torch's defaults unless a case gives them.
+DEFAULT_BETAS = (0.9, 0.999, 1e-8)
 CASES = [
     ("sgd", 0.05, 0.0, 0.01, "matrices", lambda groups, lr: torch.optim.SGD(groups, lr=lr)),
     ("momentum", 0.05, 0.9, 5e-4, "matrices", lambda groups, lr: torch.optim.SGD(groups, lr=lr, momentum=0.9)),
@@ -38,6 +40,14 @@ CASES = [
     ("adam_torch", 0.01, 0.0, 0.05, "matrices", lambda groups, lr: torch.optim.Adam(groups, lr=lr)),
     ("adamw", 0.01, 0.0, 0.1, "matrices", lambda groups, lr: torch.optim.AdamW(groups, lr=lr)),
     ("adamw", 0.01, 0.0, 0.1, "all", lambda groups, lr: torch.optim.AdamW(groups, lr=lr)),
+    # --momentum, --beta1, --beta2, --epsilon (issue 35): values other than the defaults.
+    ("momentum", 0.05, 0.8, 0.0, "matrices", lambda groups, lr: torch.optim.SGD(groups, lr=lr, momentum=0.8)),
+    ("nesterov", 0.05, 0.5, 5e-4, "matrices",
+     lambda groups, lr: torch.optim.SGD(groups, lr=lr, momentum=0.5, nesterov=True)),
+    ("adamw", 0.05, 0.0, 0.1, "matrices",
+     lambda groups, lr: torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), eps=1e-6), 0.9, 0.95, 1e-6),
+    ("adam_torch", 0.01, 0.0, 0.0, "matrices",
+     lambda groups, lr: torch.optim.Adam(groups, lr=lr, betas=(0.8, 0.9), eps=1e-3), 0.8, 0.9, 1e-3),
 ]
 
 
@@ -59,10 +69,11 @@ def run_torch(factory, lr, wd, on, init, grads):
     return np.concatenate([p.detach().numpy().ravel() for p in params])
 
 
-def run_psrun(tool, kind, lr, momentum, wd, on, init, grads, tmp):
+def run_psrun(tool, kind, lr, momentum, betas, wd, on, init, grads, tmp):
     path = os.path.join(tmp, "replay.txt")
+    beta1, beta2, eps = betas
     with open(path, "w") as f:
-        f.write(f"{kind} {lr!r} {momentum!r} 0.9 0.999 1e-08 {wd!r} {on} {STEPS} {len(SHAPES)}\n")
+        f.write(f"{kind} {lr!r} {momentum!r} {beta1!r} {beta2!r} {eps!r} {wd!r} {on} {STEPS} {len(SHAPES)}\n")
         for s in SHAPES:
             f.write(f"{len(s)} {' '.join(map(str, s))}\n")
         for v in init:
@@ -81,10 +92,11 @@ def main():
     tool = sys.argv[1]
     failed = 0
     with tempfile.TemporaryDirectory() as tmp:
-        for i, (kind, lr, momentum, wd, on, factory) in enumerate(CASES):
+        for i, (kind, lr, momentum, wd, on, factory, *betas) in enumerate(CASES):
+            betas = tuple(betas) or DEFAULT_BETAS
             init, grads = data(100 + i)
             want = run_torch(factory, lr, wd, on, init, grads).astype(np.float64)
-            got = run_psrun(tool, kind, lr, momentum, wd, on, init, grads, tmp)
+            got = run_psrun(tool, kind, lr, momentum, betas, wd, on, init, grads, tmp)
             start = np.concatenate([v.ravel() for v in init]).astype(np.float64)
             if got.shape != want.shape:
                 print(f"FAIL {kind} wd={wd} on={on}: {got.size} values, torch has {want.size}")
@@ -94,11 +106,21 @@ def main():
             moved = np.max(np.abs(want - start))
             # The decay must matter, or the case would not test it.
             decay_effect = np.max(np.abs(want - run_torch(factory, lr, 0.0, on, init, grads))) if wd > 0 else 1.0
-            ok = err <= TOLERANCE and moved > 1e-3 and decay_effect > 100 * TOLERANCE
+            # Likewise non-default hyperparameters: psrun with the defaults must land elsewhere.
+            tuned = (momentum not in (0.0, 0.9)) or betas != DEFAULT_BETAS
+            hyper_effect = 1.0
+            if tuned:
+                plain = run_psrun(tool, kind, lr, 0.9 if momentum else 0.0, DEFAULT_BETAS, wd, on, init, grads, tmp)
+                hyper_effect = np.max(np.abs(plain - want))
+            ok = (err <= TOLERANCE and moved > 1e-3 and decay_effect > 100 * TOLERANCE and
+                  hyper_effect > 100 * TOLERANCE)
             failed += not ok
-            print(f"{'ok  ' if ok else 'FAIL'} {kind:10s} lr={lr} wd={wd} on={on}: worst relative difference "
+            hyper = f" momentum={momentum}" if momentum not in (0.0, 0.9) else ""
+            hyper += f" betas={betas[0]},{betas[1]} eps={betas[2]}" if betas != DEFAULT_BETAS else ""
+            print(f"{'ok  ' if ok else 'FAIL'} {kind:10s} lr={lr} wd={wd} on={on}{hyper}: worst relative difference "
                   f"{err:.2e} (parameters moved up to {moved:.3f}" +
-                  (f", the decay changed them up to {decay_effect:.2e})" if wd > 0 else ")"))
+                  (f", the decay changed them up to {decay_effect:.2e}" if wd > 0 else "") +
+                  (f", the defaults would be off by {hyper_effect:.2e}" if tuned else "") + ")")
     return 1 if failed else 0
 
 

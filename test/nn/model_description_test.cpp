@@ -108,6 +108,37 @@ TEST_CASE("recipe fields, and bad ones") {
     CHECK_THAT(parse_error(doc), Contains("did you mean \"batch_size\""));
 }
 
+TEST_CASE("recipe optimizer hyperparameters, weight decay and label smoothing: read, written back, checked") {
+    json doc = model_with({});
+    doc["recipe"] = {{"optimizer", "adamw"}, {"beta1", 0.9},          {"beta2", 0.95},
+                     {"epsilon", 1e-6},      {"weight_decay", 0.1},   {"label_smoothing", 0.1}};
+    const auto m = parse_ok(doc);
+    REQUIRE(m.recipe);
+    CHECK(m.recipe->beta2 == 0.95);
+    CHECK(m.recipe->epsilon == 1e-6);
+    CHECK(m.recipe->weight_decay == 0.1);
+    CHECK(m.recipe->label_smoothing == 0.1);
+    CHECK_FALSE(m.recipe->momentum);
+    CHECK(to_json(*m.recipe) == doc["recipe"]);
+    CHECK_THAT(to_string(*m.recipe), Contains("beta2 0.95") && Contains("label_smoothing 0.1"));
+    doc["recipe"] = {{"optimizer", "nesterov"}, {"momentum", 0.8}};
+    CHECK(parse_ok(doc).recipe->momentum == 0.8);
+    doc["recipe"] = {{"momentum", 0.8}};  // no optimizer named: the merge decides (train_options.cpp)
+    CHECK(parse_ok(doc).recipe->momentum == 0.8);
+    doc["recipe"] = {{"optimizer", "adam"}, {"momentum", 0.8}};
+    CHECK_THAT(parse_error(doc), Contains("field \"momentum\": optimizer adam has no momentum"));
+    doc["recipe"] = {{"optimizer", "sgd"}, {"epsilon", 1e-7}};
+    CHECK_THAT(parse_error(doc), Contains("field \"epsilon\": optimizer sgd has no epsilon"));
+    doc["recipe"] = {{"beta1", 1.0}};
+    CHECK_THAT(parse_error(doc), Contains("field \"beta1\": expected a number in [0, 1), got 1"));
+    doc["recipe"] = {{"epsilon", 0}};
+    CHECK_THAT(parse_error(doc), Contains("field \"epsilon\": expected a number > 0"));
+    doc["recipe"] = {{"weight_decay", -0.5}};
+    CHECK_THAT(parse_error(doc), Contains("field \"weight_decay\": expected a number >= 0"));
+    doc["recipe"] = {{"label_smoothing", 1}};
+    CHECK_THAT(parse_error(doc), Contains("field \"label_smoothing\": expected a number in [0, 1)"));
+}
+
 TEST_CASE("error: a field of the wrong type or value") {
     CHECK(parse_error(model_with({{{"kind", "conv2d"}, {"filters", -3}, {"kernel", 3}}})) ==
           "model F: layer 0 (conv2d): field \"filters\": expected a positive integer, got -3");

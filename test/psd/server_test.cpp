@@ -64,6 +64,53 @@ TEST_CASE("Adam on the psd equals the optimizer applied locally; 2 shards equal 
     }
 }
 
+TEST_CASE("psd updates with the momentum, betas and epsilon INIT sends, not the defaults", "[psd]") {
+    const auto tensors = mnist_deep_tensors();
+    const std::size_t n = total_elements(tensors);
+    const auto init_params = ramp(n, 0.2f, -0.1f);
+    const std::vector<std::vector<float>> grads = {ramp(n, 1.0f, -0.5f), ramp(n, -0.3f, 0.2f), ramp(n, 0.7f)};
+    const OptimizerConfig tuned = GENERATE(
+        OptimizerConfig{.kind = OptimizerKind::kAdamW, .learning_rate = 1e-2f, .beta1 = 0.8f, .beta2 = 0.95f,
+                        .epsilon = 1e-3f, .weight_decay = 0.1f},
+        OptimizerConfig{.kind = OptimizerKind::kAdam, .learning_rate = 1e-2f, .beta1 = 0.5f, .beta2 = 0.9f,
+                        .epsilon = 1e-2f},
+        OptimizerConfig{.kind = OptimizerKind::kNesterov, .learning_rate = 1e-2f, .momentum = 0.5f});
+    CAPTURE(to_string(tuned.kind));
+    auto local_run = [&](const OptimizerConfig& config) {
+        std::vector<float> p = init_params;
+        Optimizer local(config, n);
+        for (const auto& g : grads) local.apply(p, g, config.decays(2));
+        return p;
+    };
+    // Decay on every tensor: one local optimizer over the flat buffer is then psd's per-tensor update.
+    OptimizerConfig sent = tuned;
+    sent.weight_decay_on = WeightDecayOn::kAll;
+    const auto expected = local_run(sent);
+    OptimizerConfig defaults = sent;
+    defaults.momentum = OptimizerConfig{}.momentum;
+    defaults.beta1 = OptimizerConfig{}.beta1;
+    defaults.beta2 = OptimizerConfig{}.beta2;
+    defaults.epsilon = OptimizerConfig{}.epsilon;
+    const auto with_defaults = local_run(defaults);
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < n; ++i) differ += expected[i] != with_defaults[i];
+    REQUIRE(differ > n / 2);  // the hyperparameters matter here
+
+    Cluster cluster(1, base_options(1));
+    PsClient chief(cluster.client_options(0, tensors));
+    REQUIRE(chief.hello());
+    wire::InitConfig init;
+    init.optimizer = sent;
+    REQUIRE(chief.init(init, init_params));
+    ParamFrames frames;
+    for (std::size_t s = 0; s < grads.size(); ++s) REQUIRE(chief.push_pull_frames(grads[s], s, frames));
+    std::vector<float> out(n);
+    frames.copy_to(out, chief.layout());
+    std::size_t mismatches = 0;
+    for (std::size_t i = 0; i < n; ++i) mismatches += out[i] != expected[i];
+    CHECK(mismatches == 0);
+}
+
 TEST_CASE("sync mode averages N pushes per step and drops stale ones", "[psd]") {
     auto o = base_options(2);
     o.sync = true;
