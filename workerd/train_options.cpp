@@ -125,6 +125,7 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
     app.add_option("--accumulate-steps", o.accumulate_steps,
                    "micro-batches of --batch-size whose mean gradient makes one update (gradient accumulation; "
                    "--steps counts updates)")
+        ->check(psrun::integer_in(1, kMaxAccumulateSteps))
         ->capture_default_str();
     app.add_option("--steps", o.steps, "global steps to train")->capture_default_str()
         ->check(psrun::integer_in(0, kMaxSteps));
