@@ -118,3 +118,17 @@ TEST_CASE("adam (TF 1.x) with coupled weight decay matches hand-computed values"
     OptimizerConfig c{.kind = OptimizerKind::kAdam, .learning_rate = 0.1f, .weight_decay = 0.5f};
     check_steps(three_steps(c), {0.9000000316, 0.8196959578, 0.7315606892});
 }
+
+TEST_CASE("adam (TF 1.x) with beta1 0.5, beta2 0.9, epsilon 1e-3 (--beta1, --beta2, --epsilon) by hand", "[optimizer]") {
+    // m = 0.5 m + 0.5 g, v = 0.9 v + 0.1 g^2, lr_t = 0.1 sqrt(1 - 0.9^t) / (1 - 0.5^t), p -= lr_t m / (sqrt(v) + 1e-3)
+    // 1: m = 0.25, v = 0.025, lr_t = 0.1 sqrt(0.1) / 0.5 = 0.0632456: p = 1 - 0.0632456 * 0.25 / 0.159114 = 0.900628481
+    // 2: m = 0.5 * 0.25 - 0.125 = 0: p stays (with the default beta1 0.9 it would move)
+    // 3: m = 0.5, v = 0.125875, lr_t = 0.0594945: p = 0.900628481 - 0.0594945 * 0.5 / 0.355789 = 0.817019201
+    OptimizerConfig c;
+    c.kind = OptimizerKind::kAdam;
+    c.learning_rate = 0.1f;
+    c.beta1 = 0.5f;
+    c.beta2 = 0.9f;
+    c.epsilon = 1e-3f;
+    check_steps(three_steps(c), {0.9006284807, 0.9006284807, 0.8170192007});
+}
