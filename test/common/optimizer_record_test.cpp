@@ -73,3 +73,22 @@ TEST_CASE("the manifest records weight decay and clipping; one written before th
     bad["weight_decay_on"] = "biases";
     CHECK_FALSE(read_optimizer(bad));
 }
+
+TEST_CASE("momentum, betas and epsilon (--momentum, --beta1, --beta2, --epsilon) travel in INIT and the manifest",
+          "[optimizer]") {
+    auto init = adamw();
+    init.optimizer.momentum = 0.7f;
+    init.optimizer.beta1 = 0.85f;
+    init.optimizer.beta2 = 0.95f;
+    init.optimizer.epsilon = 1e-6f;
+    auto sent = wire::decode_init(wire::encode_init(init));
+    REQUIRE(sent);
+    auto recorded = read_optimizer(nlohmann::json::parse(describe_optimizer(init).dump()));
+    REQUIRE(recorded);
+    for (const OptimizerConfig& back : {sent->optimizer, recorded->optimizer}) {
+        CHECK(back.momentum == 0.7f);
+        CHECK(back.beta1 == 0.85f);
+        CHECK(back.beta2 == 0.95f);
+        CHECK(back.epsilon == 1e-6f);
+    }
+}
