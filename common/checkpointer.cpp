@@ -1,5 +1,6 @@
 #include "common/checkpointer.h"
 
+#include "common/param_groups.h"
 #include "common/pause_detector.h"
 
 #include <spdlog/spdlog.h>
@@ -39,7 +40,7 @@ nlohmann::json describe_optimizer(const wire::InitConfig& init) {
             {"decay_rate", o.decay_rate}, {"decay_steps", o.decay_steps}, {"last_step", init.last_step},
             {"lr_schedule", to_json(o.schedule)}, {"weight_decay", o.weight_decay},
             {"weight_decay_on", std::string(to_string(o.weight_decay_on))}, {"clip_global_norm", o.clip_global_norm},
-            {"ema_decay", o.ema_decay}};
+            {"ema_decay", o.ema_decay}, {"param_groups", to_json(o.groups)}};
 }
 
 Result<wire::InitConfig> read_optimizer(const nlohmann::json& j) {
@@ -79,6 +80,11 @@ Result<wire::InitConfig> read_optimizer(const nlohmann::json& j) {
         *field = j[key].get<float>();
     }
     if (o.ema_decay >= 1.0f) return bad("ema_decay is not below 1");
+    if (j.contains("param_groups")) {  // older manifests have none
+        auto groups = param_groups_from_json(j["param_groups"]);
+        if (!groups) return bad(groups.error().message);
+        o.groups = std::move(*groups);
+    }
     if (j.contains("weight_decay_on")) {
         if (!j["weight_decay_on"].is_string()) return bad("weight_decay_on is not a string");
         auto on = parse_weight_decay_on(j["weight_decay_on"].get<std::string>());

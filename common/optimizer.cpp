@@ -2,6 +2,7 @@
 
 #include <cassert>
 #include <cmath>
+#include <fnmatch.h>
 
 namespace psrun {
 
@@ -23,6 +24,24 @@ Result<WeightDecayOn> parse_weight_decay_on(std::string_view name) {
     if (name == "all") return WeightDecayOn::kAll;
     return make_error(ErrorCode::kInvalidArgument,
                       "unknown value '" + std::string(name) + "': use matrices (tensors of rank >= 2) or all");
+}
+
+bool ParamGroup::matches(std::string_view tensor_name) const {
+    return ::fnmatch(pattern.c_str(), std::string(tensor_name).c_str(), 0) == 0;
+}
+
+OptimizerConfig OptimizerConfig::for_tensor(std::string_view name, std::size_t rank) const {
+    OptimizerConfig out = *this;
+    out.groups.clear();
+    out.weight_decay = decays(rank) ? weight_decay : 0.0f;
+    out.weight_decay_on = WeightDecayOn::kAll;
+    for (const auto& g : groups) {
+        if (!g.matches(name)) continue;
+        out.lr_multiplier = lr_multiplier * g.lr_multiplier;
+        if (g.sets_weight_decay) out.weight_decay = g.weight_decay;
+        break;
+    }
+    return out;
 }
 
 std::string_view to_string(WeightDecayOn on) {
@@ -111,7 +130,7 @@ void Optimizer::apply(std::span<float> params, std::span<const float> grads, boo
 
 UpdateKernel::UpdateKernel(const OptimizerConfig& config, std::uint64_t t, bool decay)
     : kind_(config.kind),
-      lr_(config.rate_at(t)),
+      lr_(config.rate_at(t) * config.lr_multiplier),
       lr_t_(0.0f),
       momentum_(config.momentum),
       beta1_(config.beta1),
@@ -203,6 +222,14 @@ void Optimizer::apply_range(std::span<float> params, std::span<const float> grad
     float* s0 = slot0_.empty() ? nullptr : slot0_.data() + begin;
     float* s1 = slot1_.empty() ? nullptr : slot1_.data() + begin;
     UpdateKernel(config_, updates_, decay)(params.data() + begin, grads.data() + begin, s0, s1, end - begin);
+}
+
+void Optimizer::apply_range(std::span<float> params, std::span<const float> grads, std::size_t begin,
+                            std::size_t end, const OptimizerConfig& tensor) {
+    assert(params.size() == size_ && grads.size() == size_ && begin <= end && end <= size_ && tensor.kind == config_.kind);
+    float* s0 = slot0_.empty() ? nullptr : slot0_.data() + begin;
+    float* s1 = slot1_.empty() ? nullptr : slot1_.data() + begin;
+    UpdateKernel(tensor, updates_, true)(params.data() + begin, grads.data() + begin, s0, s1, end - begin);
 }
 
 void subtract_range(std::span<float> params, std::span<const float> delta, std::size_t begin, std::size_t end) {

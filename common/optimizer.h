@@ -31,6 +31,19 @@ enum class WeightDecayOn : std::uint8_t { kMatrices = 0, kAll = 1 };
 [[nodiscard]] Result<WeightDecayOn> parse_weight_decay_on(std::string_view name);
 std::string_view to_string(WeightDecayOn on);
 
+// --param-group PATTERN:lr_mult=M,weight_decay=W (common/param_groups.h): the tensors whose name
+// matches the glob PATTERN (fnmatch, '*' also crosses '/') are updated with learning rate x M and,
+// when weight_decay is given, decay W whatever their rank (replacing weight_decay and
+// weight_decay_on for them), as a torch.optim parameter group. The first matching group wins.
+struct ParamGroup {
+    std::string pattern;
+    float lr_multiplier = 1.0f;        // finite, >= 0 (0 freezes the tensors)
+    bool sets_weight_decay = false;
+    float weight_decay = 0.0f;         // finite, >= 0; read when sets_weight_decay
+    bool matches(std::string_view tensor_name) const;
+    bool operator==(const ParamGroup&) const = default;
+};
+
 struct OptimizerConfig {
     OptimizerKind kind = OptimizerKind::kAdam;
     float learning_rate = 1e-4f;
@@ -51,6 +64,15 @@ struct OptimizerConfig {
     // decay (psd/weight_average.h), saved in checkpoints for eval, predict and export --ema.
     // 0: off. REQUIRES: 0 <= ema_decay < 1. No kernel reads it.
     float ema_decay = 0.0f;
+    // The update's learning rate is rate_at(t) x lr_multiplier (a parameter group's; 1 otherwise).
+    float lr_multiplier = 1.0f;
+    // --param-group: per-tensor learning-rate multipliers and weight decay (for_tensor()).
+    std::vector<ParamGroup> groups = {};
+    // The configuration tensor `name` of rank `rank` is updated with: the first group matching the
+    // name sets lr_multiplier (and weight_decay); weight decay is resolved to the value the tensor
+    // gets (0 when it does not decay) with weight_decay_on kAll, so decays() of the result is
+    // weight_decay > 0 for any rank. No groups in the result.
+    OptimizerConfig for_tensor(std::string_view name, std::size_t rank) const;
     // Whether a trainable tensor of this rank decays (weight_decay > 0 and weight_decay_on).
     bool decays(std::size_t rank) const {
         return weight_decay > 0.0f && (weight_decay_on == WeightDecayOn::kAll || rank >= 2);
@@ -123,6 +145,10 @@ public:
     // `decay`: [begin, end) lies in a tensor that decays (OptimizerConfig::decays).
     void apply_range(std::span<float> params, std::span<const float> grads, std::size_t begin, std::size_t end,
                      bool decay);
+    // The same with the learning-rate multiplier and weight decay of `tensor`, the resolved
+    // configuration of the tensor [begin, end) lies in (config().for_tensor(name, rank)).
+    void apply_range(std::span<float> params, std::span<const float> grads, std::size_t begin, std::size_t end,
+                     const OptimizerConfig& tensor);
 
     std::size_t size() const { return size_; }
     const OptimizerConfig& config() const { return config_; }

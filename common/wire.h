@@ -21,12 +21,13 @@ inline constexpr std::uint32_t kMagic = 0x4E525350;  // "PSRN"
 // 2: ATTACH and shared-memory payloads; 3: DIRCHECK; 4: the model in HELLO, the learning-rate schedule in INIT;
 // 5: REJOINED; 6: MAC trailer, bf16 slices; 7: psd's instance in WELCOME; 8: tensor class and kind (and row
 // initializer) in the tensor list; 9: sparse tables (row frames, the tables in WELCOME); 10: weight decay
-// and global-norm clipping in INIT; 11: the moving average's decay in INIT
+// and global-norm clipping in INIT; 11: the moving average's decay and the parameter groups in INIT
 inline constexpr std::uint16_t kVersion = 11;
 inline constexpr std::size_t kFixedHeaderSize = 48;
 inline constexpr std::size_t kFrameDescriptorSize = 8;
 inline constexpr std::uint32_t kMaxFrames = 4096;
 inline constexpr std::uint32_t kMaxTensors = 4096;  // tensors in a HELLO list (and a row frame's tensor field)
+inline constexpr std::uint16_t kMaxParamGroups = 64;  // --param-group entries in INIT
 inline constexpr std::uint32_t kBodyFrame = 0xFFFFFFFF;    // descriptor id of a non-tensor frame
 inline constexpr std::uint32_t kMaxBodyBytes = 1u << 20;  // bodies are small; slices are not
 inline constexpr std::uint64_t kMaxDenseElements = 1ull << 32;  // floats of one dense tensor

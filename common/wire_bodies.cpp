@@ -162,6 +162,13 @@ std::string encode_init(const InitConfig& init) {
     put_fixed8(out, static_cast<std::uint8_t>(o.weight_decay_on));
     put_float(out, o.clip_global_norm);
     put_float(out, o.ema_decay);
+    put_fixed16(out, static_cast<std::uint16_t>(o.groups.size()));
+    for (const auto& g : o.groups) {
+        put_string16(out, g.pattern);
+        put_float(out, g.lr_multiplier);
+        put_fixed8(out, g.sets_weight_decay ? 1 : 0);
+        put_float(out, g.weight_decay);
+    }
     return out;
 }
 
@@ -183,13 +190,25 @@ static Result<InitConfig> read_init(Decoder& d) {
         !d.get_float(o.ema_decay))
         return protocol_error("bad INIT body size");
     if (decay_on > static_cast<std::uint8_t>(WeightDecayOn::kAll)) return protocol_error("unknown INIT weight decay selection");
+    std::uint16_t groups = 0;
+    if (!d.get16(groups) || groups > kMaxParamGroups) return protocol_error("bad INIT parameter group count");
+    o.groups.resize(groups);
+    for (auto& g : o.groups) {
+        std::uint8_t sets = 0;
+        if (!d.get_string16(g.pattern) || !d.get_float(g.lr_multiplier) || !d.get8(sets) || !d.get_float(g.weight_decay))
+            return protocol_error("truncated INIT parameter group");
+        if (g.pattern.empty() || sets > 1 || !std::isfinite(g.lr_multiplier) || g.lr_multiplier < 0.0f ||
+            !std::isfinite(g.weight_decay) || g.weight_decay < 0.0f)
+            return protocol_error("INIT parameter group out of range");
+        g.sets_weight_decay = sets == 1;
+    }
     o.weight_decay_on = static_cast<WeightDecayOn>(decay_on);
     if (kind > kMaxOptimizerKind) return protocol_error("unknown optimizer kind");
     o.kind = static_cast<OptimizerKind>(kind);
     for (float v : {o.learning_rate, o.momentum, o.beta1, o.beta2, o.epsilon, o.adagrad_initial, o.decay_rate,
                     o.weight_decay, o.clip_global_norm, o.ema_decay})
         if (!std::isfinite(v) || v < 0.0f) return protocol_error("INIT optimizer parameter is negative or not finite");
-    if (o.learning_rate <= 0.0f || o.beta1 >= 1.0f || o.beta2 >= 1.0f || o.ema_decay >= 1.0f || o.decay_rate <= 0.0f || o.decay_rate > 1.0f)
+    if (o.learning_rate <= 0.0f || o.momentum >= 1.0f || o.epsilon <= 0.0f || o.beta1 >= 1.0f || o.beta2 >= 1.0f || o.ema_decay >= 1.0f || o.decay_rate <= 0.0f || o.decay_rate > 1.0f)
         return protocol_error("INIT optimizer parameters out of range");
     if (o.kind == OptimizerKind::kAdagrad && o.adagrad_initial <= 0.0f)
         return protocol_error("INIT adagrad initial accumulator must be positive");

@@ -50,6 +50,7 @@ RowStore::RowStore(const ShardLayout& layout, std::uint32_t shard, const std::ve
         Table table;
         table.spec = t;
         table.init = tensors.at(t.tensor).row_init;
+        table.name = tensors.at(t.tensor).name;
         table.local_rows = t.rows_on(shard, num_shards_);
         tables_.push_back(std::move(table));
     }
@@ -142,7 +143,8 @@ void RowStore::begin_update() {
 void RowStore::apply(std::size_t t, std::span<const std::uint32_t> ids, std::span<const float> grads) {
     auto& table = tables_[t];
     const std::size_t width = table.spec.width;
-    const UpdateKernel kernel(config_, table.updates, config_.decays(2));  // a table is rank 2 [num_rows, width]
+    // A table is rank 2 [num_rows, width]; its --param-group's learning rate and decay, if any.
+    const UpdateKernel kernel(config_.for_tensor(table.name, 2), table.updates, true);
     float* s0 = table.slot0.empty() ? nullptr : table.slot0.data();
     float* s1 = table.slot1.empty() ? nullptr : table.slot1.data();
     for (std::size_t i = 0; i < ids.size(); ++i) {

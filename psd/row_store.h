@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "common/optimizer.h"
@@ -96,6 +97,7 @@ private:
     struct Table {
         RowTable spec;
         RowInit init;
+        std::string name;  // the tensor's: its --param-group
         std::uint64_t local_rows = 0;
         Floats values, slot0, slot1;
         std::vector<std::uint64_t> created;  // bit i: local row i has its initial values and slots

@@ -41,8 +41,12 @@ void ShardState::make_optimizers() {
     optimizers_.reserve(slice_ids_.size());
     // A state slice's optimizer is never applied: plain SGD keeps no slots and counts its updates.
     const OptimizerConfig none{.kind = OptimizerKind::kSgd, .learning_rate = 1.0f};
-    for (std::size_t k = 0; k < slice_ids_.size(); ++k)
-        optimizers_.emplace_back(state_[k] ? none : config_.optimizer, layout_.slices[slice_ids_[k]].length);
+    for (std::size_t k = 0; k < slice_ids_.size(); ++k) {
+        const TensorSpec& t = tensors_[layout_.slices[slice_ids_[k]].tensor];
+        // Trainable: the tensor's own learning-rate multiplier and weight decay (--param-group).
+        optimizers_.emplace_back(state_[k] ? none : config_.optimizer.for_tensor(t.name, t.shape.size()),
+                                 layout_.slices[slice_ids_[k]].length);
+    }
 }
 
 void ShardState::init(const wire::InitConfig& config, const std::vector<std::span<const float>>& params) {
@@ -157,7 +161,7 @@ void ShardState::apply(const std::vector<std::span<const float>>& grads, ThreadT
         for (std::size_t k = 0; k < grads.size(); ++k) {
             const auto [begin, end] = part_range(grads[k].size(), part, parts);
             const std::span<float> params(dst + local_offsets_[k], grads[k].size());
-            const bool decay = config_.optimizer.decays(tensors_[layout_.slices[slice_ids_[k]].tensor].shape.size());
+            const bool decay = optimizers_[k].config().weight_decay > 0.0f;  // resolved by for_tensor()
             auto step = [&](std::size_t b, std::size_t e) {
                 if (state_[k]) subtract_range(params, grads[k], b, e);
                 else optimizers_[k].apply_range(params, grads[k], b, e, decay);

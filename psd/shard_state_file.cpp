@@ -23,13 +23,15 @@ namespace {
 // 3: the optimizer config holds the learning-rate decay; 4: and schedule; 5: sparse tables (a version 4
 // file, which has none, still loads into a model without sparse tables); 6: weight decay and clipping
 // at the INIT body's end (a version 4 or 5 file loads as no decay, no clipping); 7: the moving
-// average's decay at the INIT body's end and each slice's average (older files: no average)
+// average's decay and the parameter groups at the INIT body's end, and each slice's average (older
+// files: no average, no groups)
 constexpr std::uint32_t kShardFileVersion = 7;
 // The INIT fields protocol 10 added (wire_bodies.cpp: weight decay f32, its selection u8, the
 // clipping norm f32), all zero: what a version 4 or 5 file's body lacks.
 constexpr std::size_t kInitV10Bytes = 4 + 1 + 4;
-// The INIT field protocol 11 added (ema_decay f32), zero: what a version 4 to 6 file's body lacks.
-constexpr std::size_t kInitV11Bytes = 4;
+// The INIT fields protocol 11 added (ema_decay f32, the parameter group count u16), zero: what a
+// version 4 to 6 file's body lacks.
+constexpr std::size_t kInitV11Bytes = 4 + 2;
 
 void put_u64(std::vector<float>& out, std::uint64_t v) {
     for (int i = 0; i < 4; ++i) out.push_back(static_cast<float>((v >> (16 * i)) & 0xFFFF));

@@ -17,11 +17,14 @@ LocalUpdate::LocalUpdate(const OptimizerConfig& config, const std::vector<Tensor
             const std::size_t b = std::max(lo, t.offset), e = std::min(hi, t.offset + t.size);
             if (b >= e) continue;
             const bool state = t.tensor_class == TensorClass::kState;
-            const bool decay = !state && config.decays(t.shape.size());
+            OptimizerConfig tensor = config.for_tensor(t.name, t.shape.size());
             auto& runs = runs_[c];
-            if (!runs.empty() && runs.back().state == state && runs.back().decay == decay && runs.back().end == b - lo)
-                runs.back().end = e - lo;
-            else runs.push_back(Run{b - lo, e - lo, state, decay});
+            const auto same = [&](const Run& r) {
+                return r.state == state && r.tensor.weight_decay == tensor.weight_decay &&
+                       r.tensor.lr_multiplier == tensor.lr_multiplier && r.end == b - lo;
+            };
+            if (!runs.empty() && same(runs.back())) runs.back().end = e - lo;
+            else runs.push_back(Run{b - lo, e - lo, state, std::move(tensor)});
         }
     }
 }
@@ -38,7 +41,7 @@ void LocalUpdate::apply(std::span<float> params, std::span<const float> grads) {
         optimizer.begin_update();
         for (const auto& run : runs_[i]) {
             if (run.state) subtract_range(p, g, run.begin, run.end);
-            else optimizer.apply_range(p, g, run.begin, run.end, run.decay);
+            else optimizer.apply_range(p, g, run.begin, run.end, run.tensor);
         }
     }
 }

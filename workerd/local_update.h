@@ -1,7 +1,7 @@
 // The standalone worker's update of its whole parameter buffer (Trainer::apply_gradients): the
 // optimizer on trainable tensors, params -= grads on state tensors (common/tensor_layout.h
-// TensorClass), exactly as psd applies them, with weight decay on the tensors
-// OptimizerConfig::decays selects by rank. The buffer is cut into `chunks` contiguous chunks
+// TensorClass), exactly as psd applies them, with each tensor's learning-rate multiplier and weight
+// decay (OptimizerConfig::for_tensor: --param-group, else decays() by rank). The buffer is cut into `chunks` contiguous chunks
 // updated in parallel (OpenMP); each chunk keeps its own optimizer slots, so the result equals
 // one optimizer over the whole buffer. Not thread-safe: one caller at a time.
 #pragma once
@@ -24,10 +24,10 @@ public:
     void apply(std::span<float> params, std::span<const float> grads);
 
 private:
-    struct Run {  // a piece of one chunk, chunk-relative, of one class
+    struct Run {  // a piece of one chunk, chunk-relative, of one class and one resolved configuration
         std::size_t begin = 0, end = 0;
         bool state = false;
-        bool decay = false;  // trainable and OptimizerConfig::decays(its tensor's rank)
+        OptimizerConfig tensor;  // trainable: config.for_tensor(its tensor)
     };
     std::vector<Optimizer> optimizers_;     // one per chunk
     std::vector<std::size_t> chunk_begin_;  // optimizers_.size() + 1 offsets

@@ -11,6 +11,8 @@
 
 #include "common/metric_targets.h"
 #include "common/option_checks.h"
+#include "common/param_groups.h"
+#include "workerd/parameter_set.h"
 #include "workerd/onnx/model_loader.h"
 
 namespace psrun::worker {
@@ -39,6 +41,33 @@ void set_hyperparameters(const TrainOptions& o, OptimizerConfig& config) {
     config.beta2 = o.beta2.value_or(config.beta2);
     config.epsilon = o.epsilon.value_or(config.epsilon);
 }
+// --param-group: parsed, each matching some tensor of the model, the first match winning.
+void set_param_groups(const TrainOptions& o, const nn::ModelDescription& model, OptimizerConfig& c) {
+    if (o.param_groups.size() > wire::kMaxParamGroups)
+        throw UsageError("--param-group: at most " + std::to_string(wire::kMaxParamGroups) + " groups");
+    const auto tensors = model_tensors(model);
+    for (const auto& text : o.param_groups) {
+        auto group = parse_param_group(text);
+        if (!group) throw UsageError(group.error().message);
+        std::string names;
+        bool any = false;
+        for (const auto& t : tensors) {
+            any = any || group->matches(t.name);
+            if (names.size() < 300) names += (names.empty() ? "" : ", ") + t.name;
+        }
+        if (!any)
+            throw UsageError("--param-group '" + text + "': the pattern matches no tensor of model " + model.name + " (its tensors: " +
+                  names + (names.size() >= 300 ? ", ...; psrun model show lists them all)" : ")"));
+        const bool shrinks = c.kind == OptimizerKind::kSgd || c.kind == OptimizerKind::kMomentum ||
+                             c.kind == OptimizerKind::kNesterov || c.kind == OptimizerKind::kAdamW;
+        const double decay = group->sets_weight_decay ? group->weight_decay : c.weight_decay;
+        if (shrinks && double(c.learning_rate) * group->lr_multiplier * decay >= 1.0)
+            throw UsageError("--param-group '" + text + "': its learning rate times its weight decay must be < 1 with --optimizer " +
+                  o.optimizer + " (each update would scale the weights by 1 - lr W <= 0)");
+        c.groups.push_back(std::move(*group));
+    }
+}
+
 }  // namespace
 
 void add_train_options(CLI::App& app, TrainOptions& o) {
@@ -160,13 +189,22 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                    "scale each worker's gradient by min(1, C / ||g||) before sending it (0: off)")
         ->check(psrun::number_in(0, 1e30))
         ->capture_default_str();
-    app.add_option("--momentum", o.momentum, "momentum and nesterov: the momentum factor, in [0, 1) (default 0.9)");
-    app.add_option("--beta1", o.beta1, "adam, adam_torch, adamw: the first moment's decay, in [0, 1) (default 0.9)");
-    app.add_option("--beta2", o.beta2, "adam, adam_torch, adamw: the second moment's decay, in [0, 1) (default 0.999)");
-    app.add_option("--epsilon", o.epsilon, "adam, adam_torch, adamw: the denominator's epsilon, > 0 (default 1e-8)");
+    app.add_option("--momentum", o.momentum, "momentum and nesterov: the momentum factor, in [0, 1) (default 0.9)")
+        ->check(psrun::number_in(0, 1));
+    app.add_option("--beta1", o.beta1, "adam, adam_torch, adamw: the first moment's decay, in [0, 1) (default 0.9)")
+        ->check(psrun::number_in(0, 1));
+    app.add_option("--beta2", o.beta2, "adam, adam_torch, adamw: the second moment's decay, in [0, 1) (default 0.999)")
+        ->check(psrun::number_in(0, 1));
+    app.add_option("--epsilon", o.epsilon, "adam, adam_torch, adamw: the denominator's epsilon, > 0 (default 1e-8)")
+        ->check(psrun::number_in(0, 1e30));
     app.add_option("--label-smoothing", o.label_smoothing,
                    "softmax cross-entropy: train against (1 - E) one-hot + E / classes, 0 <= E < 1 (0: off)")
+        ->check(psrun::number_in(0, 1))
         ->capture_default_str();
+    app.add_option("--param-group", o.param_groups,
+                   "PATTERN:lr_mult=M,weight_decay=W: tensors whose name matches the glob PATTERN train with learning "
+                   "rate x M and weight decay W (either may be left out); repeat for more groups, the first match wins")
+        ->take_all();
     app.add_option("--ema-decay", o.ema_decay,
                    "psd keeps a moving average of the weights with this decay, in [0, 1), for eval/predict/export "
                    "--ema (0: off)")
@@ -371,6 +409,7 @@ TrainerConfig make_trainer_config(const TrainOptions& o) {
     if (!std::isfinite(o.ema_decay) || o.ema_decay < 0.0f || o.ema_decay >= 1.0f)
         usage("--ema-decay must be a number in [0, 1) (0: no moving average; 0.999 averages over ~1000 updates)");
     c.optimizer.ema_decay = o.ema_decay;
+    set_param_groups(o, *c.model, c.optimizer);
     auto shard = parse_shard(o.shard);
     if (!shard) usage(shard.error().message);
     c.shard = *shard;
@@ -387,7 +426,8 @@ nlohmann::json optimizer_summary(const OptimizerConfig& o) {
                           {"weight_decay", o.weight_decay},
                           {"weight_decay_on", std::string(to_string(o.weight_decay_on))},
                           {"clip_global_norm", o.clip_global_norm},
-                          {"ema_decay", o.ema_decay}};
+                          {"ema_decay", o.ema_decay},
+                          {"param_groups", to_json(o.groups)}};
     if (uses_momentum(o.kind)) out["momentum"] = o.momentum;
     if (uses_betas(o.kind)) out.update({{"beta1", o.beta1}, {"beta2", o.beta2}, {"epsilon", o.epsilon}});
     return out;

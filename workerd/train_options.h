@@ -130,6 +130,9 @@ struct TrainOptions {
     // --ema-decay D (OptimizerConfig::ema_decay): psd keeps a moving average of the weights in
     // checkpoints (psd/weight_average.h); 0: off. Distributed mode only.
     float ema_decay = 0.0f;
+    // --param-group PATTERN:lr_mult=M,weight_decay=W, repeatable (common/param_groups.h): the
+    // tensors matching PATTERN get learning rate x M and decay W; the first match wins.
+    std::vector<std::string> param_groups;
 };
 
 inline constexpr int kMaxAccumulateSteps = 4096;

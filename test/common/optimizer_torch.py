@@ -58,6 +58,29 @@ def data(seed):
     return init, grads
 
 
+# --param-group (issue 35): (kind, learning rate, momentum, weight decay, weight_decay_on, groups, torch
+# factory, per tensor t0 [6,5], t1 [5], t2 [2,3,2,2]: (learning rate, weight decay) as torch's groups get them).
+GROUP_CASES = [
+    ("adamw", 0.01, 0.0, 0.1, "matrices", ["t1:lr_mult=0.5", "t2:lr_mult=2,weight_decay=0"],
+     lambda groups, lr: torch.optim.AdamW(groups, lr=lr), [(0.01, 0.1), (0.005, 0.0), (0.02, 0.0)]),
+    ("nesterov", 0.05, 0.9, 5e-4, "matrices", ["t1:weight_decay=0.01", "t*:lr_mult=0.1"],
+     lambda groups, lr: torch.optim.SGD(groups, lr=lr, momentum=0.9, nesterov=True),
+     [(0.005, 5e-4), (0.05, 0.01), (0.005, 5e-4)]),
+    ("adam_torch", 0.01, 0.0, 0.0, "matrices", ["t0:lr_mult=0"],  # a frozen tensor
+     lambda groups, lr: torch.optim.Adam(groups, lr=lr), [(0.0, 0.0), (0.01, 0.0), (0.01, 0.0)]),
+]
+
+
+def run_torch_groups(factory, per_tensor, init, grads):
+    params = [torch.nn.Parameter(torch.from_numpy(v.copy())) for v in init]
+    opt = factory([{"params": [p], "lr": lr, "weight_decay": wd} for p, (lr, wd) in zip(params, per_tensor)], 1.0)
+    for step in grads:
+        for p, g in zip(params, step):
+            p.grad = torch.from_numpy(g.copy())
+        opt.step()
+    return np.concatenate([p.detach().numpy().ravel() for p in params])
+
+
 def run_torch(factory, lr, wd, on, init, grads):
     params = [torch.nn.Parameter(torch.from_numpy(v.copy())) for v in init]
     groups = [{"params": [p], "weight_decay": wd if (on == "all" or p.dim() >= 2) else 0.0} for p in params]
@@ -69,7 +92,7 @@ def run_torch(factory, lr, wd, on, init, grads):
     return np.concatenate([p.detach().numpy().ravel() for p in params])
 
 
-def run_psrun(tool, kind, lr, momentum, betas, wd, on, init, grads, tmp):
+def run_psrun(tool, kind, lr, momentum, betas, wd, on, init, grads, tmp, groups=()):
     path = os.path.join(tmp, "replay.txt")
     beta1, beta2, eps = betas
     with open(path, "w") as f:
@@ -81,7 +104,7 @@ def run_psrun(tool, kind, lr, momentum, betas, wd, on, init, grads, tmp):
         for step in grads:
             for g in step:
                 f.write(" ".join(repr(float(x)) for x in g.ravel()) + "\n")
-    out = subprocess.run([tool, path], check=True, capture_output=True, text=True, timeout=60).stdout
+    out = subprocess.run([tool, path, *groups], check=True, capture_output=True, text=True, timeout=60).stdout
     return np.array([float(x) for x in out.split()], dtype=np.float64)
 
 
@@ -121,6 +144,18 @@ def main():
                   f"{err:.2e} (parameters moved up to {moved:.3f}" +
                   (f", the decay changed them up to {decay_effect:.2e}" if wd > 0 else "") +
                   (f", the defaults would be off by {hyper_effect:.2e}" if tuned else "") + ")")
+        for i, (kind, lr, momentum, wd, on, groups, factory, per_tensor) in enumerate(GROUP_CASES):
+            init, grads = data(200 + i)
+            want = run_torch_groups(factory, per_tensor, init, grads).astype(np.float64)
+            got = run_psrun(tool, kind, lr, momentum, DEFAULT_BETAS, wd, on, init, grads, tmp, groups)
+            err = np.max(np.abs(got - want) / np.maximum(1.0, np.abs(want)))
+            # Without the groups psrun must land elsewhere, or the case would not test them.
+            plain = run_psrun(tool, kind, lr, momentum, DEFAULT_BETAS, wd, on, init, grads, tmp)
+            group_effect = np.max(np.abs(plain - want))
+            ok = got.shape == want.shape and err <= TOLERANCE and group_effect > 100 * TOLERANCE
+            failed += not ok
+            print(f"{'ok  ' if ok else 'FAIL'} {kind:10s} lr={lr} wd={wd} on={on} groups {' '.join(groups)}: worst "
+                  f"relative difference {err:.2e} (without the groups off by {group_effect:.2e})")
     return 1 if failed else 0
 
 

@@ -1,11 +1,12 @@
-// libFuzzer target for the wire decoders. The first input byte picks the decoder; the rest is
-// the frame. Built and run by test/psd/fuzz.sh (clang -fsanitize=fuzzer,address).
+// libFuzzer target for the wire decoders (and the --param-group parser, whose groups INIT
+// carries). The first input byte picks the decoder; the rest is the frame. Built and run by test/psd/fuzz.sh (clang -fsanitize=fuzzer,address).
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "common/param_groups.h"
 #include "common/shm_segment.h"
 #include "common/wire.h"
 
@@ -63,6 +64,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         case 6: {
             auto a = psrun::decode_attach(frame);
             if (a && psrun::encode_attach(*a) != frame) __builtin_trap();  // decoding is exact
+            break;
+        }
+        case 7: {
+            auto g = psrun::parse_param_group(frame);
+            if (g) {  // what to_string writes parses back to the same group
+                auto again = psrun::parse_param_group(psrun::to_string(*g));
+                if (!again || !(*again == *g)) __builtin_trap();
+                InitConfig init;
+                init.optimizer.groups = {*g};
+                auto decoded = decode_init(encode_init(init));
+                if (!decoded || decoded->optimizer.groups != init.optimizer.groups) __builtin_trap();
+            }
             break;
         }
         default: (void)decode_error(frame); break;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/param_groups.h"
 #include "common/row_init.h"
 #include "psd/row_frames.h"
 #include "psd/row_store.h"
@@ -202,4 +203,24 @@ TEST_CASE("row frames are checked before anything is applied", "[psd][sparse]") 
     Message reply_values;
     reply_values.add(RowPart::kValues, 1, values_frame(3));
     refused(reply_values, "reply's values");
+}
+
+TEST_CASE("a sparse table's --param-group sets its rows' learning rate and decay", "[psd][sparse][groups]") {
+    const auto t = tensors();
+    const auto layout = *compute_layout(t, 1);
+    OptimizerConfig c{.kind = OptimizerKind::kSgd, .learning_rate = 0.5f};
+    c.groups = {*parse_param_group("emb:lr_mult=0.25,weight_decay=0.1")};
+    psd::RowStore store(layout, 0, t);
+    store.init(c);
+    const std::vector<std::uint32_t> ids{3};
+    std::vector<float> before(3), after(3), tok_before(2), tok_after(2);
+    store.gather(0, ids, before.data());
+    store.gather(1, ids, tok_before.data());
+    store.begin_update();
+    store.apply(0, ids, std::vector<float>{1, 1, 1});
+    store.apply(1, ids, std::vector<float>{1, 1});
+    store.gather(0, ids, after.data());
+    store.gather(1, ids, tok_after.data());
+    for (int i = 0; i < 3; ++i) CHECK(after[i] == before[i] - 0.5f * 0.25f * (1.0f + 0.1f * before[i]));
+    for (int i = 0; i < 2; ++i) CHECK(tok_after[i] == tok_before[i] - 0.5f * 1.0f);  // no group: lr 0.5, no decay
 }
