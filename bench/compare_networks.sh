@@ -10,6 +10,9 @@
 #     global step is one Adam step over 128 examples, STEPS global steps, --seed S. CNNs on
 #     Fashion-MNIST, the MLP and sequence models on MNIST, the embedding bag on MNIST as token ids.
 #     One JSON line per run, then per network the medians over the seeds and psrun - PyTorch.
+#     With EMA=D in the environment, both sides also keep a moving average of the weights with decay
+#     D (psrun --ema-decay D, PyTorch's AveragedModel with the same EMA, buffers averaged) and report
+#     its accuracy beside the weights'; psrun then uses adam_torch (torch.optim.Adam's form).
 #
 #   bench/compare_networks.sh speed [ROUNDS=5] [NETWORKS...]
 #     (NETWORKS: bench/networks.py's seven by default, or any of bench/more_networks.py's, exported
@@ -62,19 +65,23 @@ if [ "$mode" = accuracy ]; then
     fi
     for seed in $seeds; do
       init=$work/$name-$seed.onnx
+      ema=(); optimizer=adam
+      [ -n "${EMA:-}" ] && { ema=(--ema-decay "$EMA"); optimizer=adam_torch; }
       GLIBC_TUNABLES=$tunables $py bench/pytorch_networks.py train "$name" --seed "$seed" --steps "$steps" \
-        --batch-size 128 --learning-rate "$lr" --threads 2 --export "$init" "${data[@]}" | tee -a "$out"
+        --batch-size 128 --learning-rate "$lr" --threads 2 --export "$init" "${ema[@]}" "${data[@]}" | tee -a "$out"
       dir=$work/run-$name-$seed
       timeout 1800 $psrun local --ps 1 --workers 2 --sync -- --model "$init" --model-dir "$dir" \
-        --steps "$steps" --batch-size 64 --learning-rate "$lr" --optimizer adam --precision f32 \
-        --seed "$seed" --log-every 100000 "${psdata[@]}" >"$work/psrun.log" 2>&1 ||
+        --steps "$steps" --batch-size 64 --learning-rate "$lr" --optimizer $optimizer --precision f32 \
+        --seed "$seed" --log-every 100000 "${ema[@]}" "${psdata[@]}" >"$work/psrun.log" 2>&1 ||
         { tail -20 "$work/psrun.log" >&2; exit 1; }
       $py - "$dir/summary.json" "$name" "$seed" "$steps" "$lr" <<'PY' | tee -a "$out"
 import json, sys
 s = json.load(open(sys.argv[1]))
 print(json.dumps({"system": "psrun", "network": sys.argv[2], "seed": int(sys.argv[3]), "steps": s["global_step"],
                   "batch_size": 128, "learning_rate": float(sys.argv[5]), "test_accuracy": s["test_accuracy"],
-                  "train_seconds": round(s["train_seconds"], 2), "workers": s["workers"]}))
+                  "train_seconds": round(s["train_seconds"], 2), "workers": s["workers"], "optimizer": s["optimizer"],
+                  **({"ema_decay": s["ema_decay"], "ema_test_accuracy": s["ema_test_accuracy"]}
+                     if s.get("ema_decay") else {})}))
 PY
     done
   done
@@ -94,6 +101,17 @@ for name in dict.fromkeys(n for n, _ in runs):
     sec = lambda rs: statistics.median(r["train_seconds"] for r in rs)
     print("| %s | %s | %s | %.2f%% | %.2f%% | %+.2f | %.0f / %.0f |"
           % (name, fmt(t), fmt(p), 100 * mt, 100 * mp, 100 * (mp - mt), sec(t), sec(p)))
+ema = [n for n in dict.fromkeys(n for n, _ in runs) if "ema_test_accuracy" in runs[(n, "psrun")][0]]
+if ema:
+    print("\nmoving average of the weights (EMA decay %g):\n" % runs[(ema[0], "psrun")][0]["ema_decay"])
+    print("| network | AveragedModel (seeds) | psrun --ema-decay (seeds) | median AveragedModel | median psrun | psrun - PyTorch |")
+    print("|---|---|---|---|---|---|")
+    for name in ema:
+        t, p = runs[(name, "pytorch")], runs[(name, "psrun")]
+        mt = statistics.median(r["ema_test_accuracy"] for r in t)
+        mp = statistics.median(r["ema_test_accuracy"] for r in p)
+        fmt = lambda rs: ", ".join("%.2f" % (100 * r["ema_test_accuracy"]) for r in rs)
+        print("| %s | %s | %s | %.2f%% | %.2f%% | %+.2f |" % (name, fmt(t), fmt(p), 100 * mt, 100 * mp, 100 * (mp - mt)))
 PY
 elif [ "$mode" = speed ]; then
   bench/check_blas.sh

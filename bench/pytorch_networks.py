@@ -81,6 +81,11 @@ def train(a):
     generator = torch.Generator().manual_seed(a.seed)
     torch.manual_seed(a.seed)  # dropout
     optimizer = torch.optim.Adam(model.parameters(), lr=a.learning_rate, betas=(0.9, 0.999), eps=1e-8)
+    average = None
+    if a.ema_decay:  # psrun --ema-decay D: AveragedModel updated after every step, buffers averaged too
+        decay = a.ema_decay
+        average = torch.optim.swa_utils.AveragedModel(
+            model, avg_fn=lambda averaged, current, n: decay * averaged + (1 - decay) * current, use_buffers=True)
     loss_fn = nn.CrossEntropyLoss()
     model.train()
     order, position = torch.randperm(len(train_x), generator=generator), 0
@@ -94,16 +99,25 @@ def train(a):
         loss = loss_fn(model(train_x[index]), train_y[index])
         loss.backward()
         optimizer.step()
+        if average is not None:
+            average.update_parameters(model)
     seconds = time.perf_counter() - start
-    model.eval()
-    correct = 0
-    with torch.no_grad():
-        for i in range(0, len(test_x), 1000):
-            correct += (model(test_x[i:i + 1000]).argmax(1) == test_y[i:i + 1000]).sum().item()
-    print(json.dumps({"system": "pytorch", "network": a.name, "seed": a.seed, "steps": a.steps,
-                      "batch_size": a.batch_size, "learning_rate": a.learning_rate,
-                      "test_accuracy": correct / len(test_x), "train_seconds": round(seconds, 2),
-                      "threads": a.threads, "torch": torch.__version__}), flush=True)
+
+    def accuracy(module):
+        module.eval()
+        correct = 0
+        with torch.no_grad():
+            for i in range(0, len(test_x), 1000):
+                correct += (module(test_x[i:i + 1000]).argmax(1) == test_y[i:i + 1000]).sum().item()
+        return correct / len(test_x)
+
+    result = {"system": "pytorch", "network": a.name, "seed": a.seed, "steps": a.steps,
+              "batch_size": a.batch_size, "learning_rate": a.learning_rate, "optimizer": "torch.optim.Adam",
+              "test_accuracy": accuracy(model), "train_seconds": round(seconds, 2),
+              "threads": a.threads, "torch": torch.__version__}
+    if average is not None:
+        result.update(ema_decay=a.ema_decay, ema_test_accuracy=accuracy(average))
+    print(json.dumps(result), flush=True)
 
 
 def bench(a):
@@ -152,6 +166,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--learning-rate", type=float, default=1e-3)
+    ap.add_argument("--ema-decay", type=float, default=0.0,
+                    help="train: also evaluate torch.optim.swa_utils.AveragedModel with this EMA decay")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--data-dir")
     ap.add_argument("--tokens")
