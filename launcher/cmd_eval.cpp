@@ -165,6 +165,11 @@ void run_eval(const EvalOptions& o) {
             throw UsageError("--target-accuracy needs --model-dir: the times come from the run's summary.json");
     }
     const worker::InferenceModel model = load_model_source(o.source);
+    if (model.model.loss == nn::LossKind::kGraph && model.model.head.empty())
+        throw UsageError("model " + model.model.name +
+                         " ends in its own loss and has no class head (a softmax_cross_entropy_loss or nll_loss over "
+                         "N x C scores reading the data's labels): psrun eval has nothing to score; its test loss is "
+                         "in the run's metrics.jsonl and summary.json");
     worker::DataRecord record;
     if (!o.source.model_dir.empty()) {
         auto read = worker::read_data_record(o.source.model_dir);

@@ -94,8 +94,11 @@ void run_export(const ExportOptions& o) {
     std::cout << "wrote " << output << ": model " << worker::describe_model(*model) << " at step "
               << info.step << (o.ema ? " (moving average)" : "") << ", " << model->parameter_count << " parameters, " << bytes->size()
               << " bytes (ONNX opset 13, input" << (model->multi_input() ? "s " : " ") << inputs << ", output "
-              << (model->loss == nn::LossKind::kMeanSquaredError ? "outputs" : "probabilities") << " [N x "
-              << model->classes << "])" << std::endl;
+              << (model->loss == nn::LossKind::kGraph
+                      ? std::string("loss (a scalar)")
+                      : (model->loss == nn::LossKind::kMeanSquaredError ? "outputs" : "probabilities") +
+                            std::string(" [N x ") + std::to_string(model->classes) + "]")
+              << ")" << std::endl;
 }
 
 }  // namespace

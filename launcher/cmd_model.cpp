@@ -52,6 +52,12 @@ std::string loss_text(const nn::ModelDescription& model) {
             return std::to_string(model.classes) + " targets, loss mean squared error";
         case nn::LossKind::kSigmoidCrossEntropy:
             return std::to_string(model.classes) + " labels, loss sigmoid cross-entropy";
+        case nn::LossKind::kGraph: {
+            std::string labels = model.label_input < 0 ? std::string("no label input")
+                                                       : "labels " + model.inputs[static_cast<std::size_t>(model.label_input)].name;
+            if (!model.head.empty()) labels += ", " + std::to_string(model.classes) + " classes (head " + model.head + ")";
+            return "loss in the graph (" + labels + ")";
+        }
     }
     return "";
 }
@@ -72,7 +78,9 @@ void print_table(const nn::ModelDescription& model) {
         std::cout << "\ninput " << nn::shape_text(model.input().dims) << (image ? " (CxHxW)" : "") << " "
                   << nn::to_string(model.input().type) << ", ";
     }
-    std::cout << loss_text(model) << " (" << nn::to_string(model.reduction) << " over the batch)\n";
+    std::cout << loss_text(model);
+    if (model.loss != nn::LossKind::kGraph) std::cout << " (" << nn::to_string(model.reduction) << " over the batch)";
+    std::cout << "\n";
     std::size_t width = 12, kind_width = 9;
     for (const auto& node : model.nodes) {
         width = std::max(width, node.name.size());

@@ -133,7 +133,11 @@ nn::CheckBatch make_batch(const nn::ModelDescription& model, const CheckOptions&
         nn::CheckInput values;
         const std::int64_t per_example = nn::elements_per_example(in.info.dims).value_or(0);
         const bool ids = in.info.type == nn::ElementType::kInt;
-        if (!files[i].empty()) {
+        if (model.fed_by_labels(i) && files[i].empty()) {
+            // A graph loss's label input: the labels below feed it.
+            if (ids) values.ids.assign(static_cast<std::size_t>(batch.size * per_example), 0);
+            else values.values.assign(static_cast<std::size_t>(batch.size * per_example), 0.0f);
+        } else if (!files[i].empty()) {
             const Array x = read_array(files[i]);
             if (x.shape.empty() || per_example <= 0 || x.values.size() % static_cast<std::size_t>(per_example) != 0 ||
                 x.values.size() / static_cast<std::size_t>(per_example) != x.shape[0])
@@ -163,15 +167,19 @@ nn::CheckBatch make_batch(const nn::ModelDescription& model, const CheckOptions&
         }
         batch.inputs.push_back(std::move(values));
     }
-    if (!o.labels.empty()) {
-        const Array y = read_array(o.labels);
+    const std::string labels_file =
+        !o.labels.empty() || model.label_input < 0 ? o.labels : files[static_cast<std::size_t>(model.label_input)];
+    if (!labels_file.empty()) {
+        const Array y = read_array(labels_file);
         if (y.shape.empty() || y.shape[0] != static_cast<std::uint64_t>(batch.size))
-            throw UsageError(o.labels + ": " + std::to_string(y.shape.empty() ? 0 : y.shape[0]) + " rows for " +
+            throw UsageError(labels_file + ": " + std::to_string(y.shape.empty() ? 0 : y.shape[0]) + " rows for " +
                              std::to_string(batch.size) + " examples");
         for (const double v : y.values) {
             if (model.classification()) batch.labels.push_back(static_cast<std::int32_t>(v));
             else batch.targets.push_back(static_cast<float>(v));
         }
+    } else if (!model.labels_used()) {
+        // A graph loss without a label input reads no labels.
     } else if (model.classification()) {
         std::uniform_int_distribution<std::int32_t> draw(0, static_cast<std::int32_t>(model.classes - 1));
         for (std::int64_t i = 0; i < batch.size; ++i) batch.labels.push_back(draw(rng));

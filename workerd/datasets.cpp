@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "workerd/data/dataset_fetch.h"
 #include "workerd/data/idx_reader.h"
@@ -139,7 +140,7 @@ Result<Datasets> load_from_dir(const TrainOptions& o) {
 // The model's inputs after the first, from --train-input/--test-input, as columns of both
 // in-memory splits (one row per example, as many as the split's labels).
 Result<void> attach_columns(const TrainOptions& o, Datasets& data, const SplitNames& train, const SplitNames& test) {
-    const bool several = o.description && o.description->multi_input();
+    const bool several = o.description && o.description->column_inputs();
     if (!several && o.train_inputs.empty() && o.test_inputs.empty()) return {};
     if (!o.description)
         return make_error(ErrorCode::kInvalidArgument, "--train-input/--test-input need the model resolved first (a bug)");
@@ -179,9 +180,12 @@ ModelInput model_input(const nn::ModelDescription& model) {
         in.input = InputKind::kFeatures;
         in.length = dim(1);
     }
-    if (model.loss != nn::LossKind::kSoftmaxCrossEntropy) {
+    if (!model.labels_used()) in.classes = std::numeric_limits<int>::max();  // read, feed nothing: any class
+    if (!model.classification()) {
         in.target = TargetKind::kVector;
-        in.target_length = nn::elements_per_example(model.value(model.output).dims).value_or(0);
+        in.target_length = model.loss == nn::LossKind::kGraph
+                               ? model.classes  // the label input's T
+                               : nn::elements_per_example(model.value(model.output).dims).value_or(0);
     }
     return in;
 }
@@ -192,7 +196,7 @@ Result<Datasets> load_datasets(const TrainOptions& o, const ModelInput& model) {
     auto layout = parse_image_layout(o.image_layout);
     if (!layout) throw UsageError(layout.error().message);
     if (!o.train_data.empty() || !o.test_data.empty()) {
-        if ((o.description && o.description->multi_input()) || !o.train_inputs.empty() || !o.test_inputs.empty())
+        if ((o.description && o.description->column_inputs()) || !o.train_inputs.empty() || !o.test_inputs.empty())
             return make_error(ErrorCode::kInvalidArgument,
                               "--train-data/--test-data feed one input: a model with several inputs reads its primary "
                               "input from --train-images/--test-images (or --data-dir) and the others from "

@@ -8,18 +8,21 @@
 namespace psrun::worker {
 
 std::string EvalMetrics::text() const {
+    const std::string graph = mean_loss >= 0 ? fmt::format("test loss {:.4g}", mean_loss) : std::string();
     switch (loss) {
+        case nn::LossKind::kGraph: return graph;
         case nn::LossKind::kMeanSquaredError: return fmt::format("test MSE {:.4g}, MAE {:.4g}", mse, mae);
         case nn::LossKind::kSigmoidCrossEntropy:
             return fmt::format("test exact match {:.2f}%, mean F1 {:.3f}{}", accuracy * 100, mean_f1,
                                auc >= 0 ? fmt::format(", AUC {:.4f}", auc) : std::string());
         case nn::LossKind::kSoftmaxCrossEntropy: break;
     }
-    return fmt::format("test accuracy {:.2f}%", accuracy * 100);
+    return fmt::format("test accuracy {:.2f}%", accuracy * 100) + (graph.empty() ? "" : ", " + graph);
 }
 
 nlohmann::json EvalMetrics::json() const {
     switch (loss) {
+        case nn::LossKind::kGraph: return {{"test_loss", mean_loss}};
         case nn::LossKind::kMeanSquaredError: return {{"test_mse", mse}, {"test_mae", mae}};
         case nn::LossKind::kSigmoidCrossEntropy: {
             nlohmann::json out = {{"test_accuracy", accuracy}, {"test_mean_f1", mean_f1}, {"test_f1", f1}};
@@ -28,7 +31,9 @@ nlohmann::json EvalMetrics::json() const {
         }
         case nn::LossKind::kSoftmaxCrossEntropy: break;
     }
-    return {{"test_accuracy", accuracy}};
+    nlohmann::json out = {{"test_accuracy", accuracy}};
+    if (mean_loss >= 0) out["test_loss"] = mean_loss;
+    return out;
 }
 
 namespace {
@@ -83,6 +88,7 @@ void EvalAccumulator::add(std::span<const float> outputs, std::span<const std::i
                     absolute_ += std::fabs(d);
                 }
                 break;
+            case nn::LossKind::kGraph: break;  // add_loss
             case nn::LossKind::kSigmoidCrossEntropy: {
                 bool all = true;
                 for (std::size_t c = 0; c < width_; ++c) {
@@ -102,11 +108,18 @@ void EvalAccumulator::add(std::span<const float> outputs, std::span<const std::i
     examples_ += valid;
 }
 
+void EvalAccumulator::add_loss(double loss, std::size_t valid) {
+    loss_sum_ += loss * static_cast<double>(valid);
+    loss_examples_ += valid;
+}
+
 EvalMetrics EvalAccumulator::result() const {
     EvalMetrics m;
     m.loss = loss_;
     m.examples = examples_;
+    if (loss_examples_ > 0) m.mean_loss = loss_sum_ / static_cast<double>(loss_examples_);
     if (examples_ == 0) return m;
+    if (loss_ == nn::LossKind::kGraph) return m;
     const double n = static_cast<double>(examples_);
     if (loss_ == nn::LossKind::kMeanSquaredError) {
         m.mse = squared_ / (n * static_cast<double>(width_));

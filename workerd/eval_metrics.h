@@ -6,6 +6,9 @@
 //                           their mean (macro F1), and the exact-match accuracy (every label of
 //                           an example right); with one label (a click model) also the ROC AUC
 //                           (rank statistic, ties counted half; -1 when the test set holds one class)
+//   graph loss              the graph's own loss, mean over the test set (weighted by each batch's
+//                           examples; a last partial batch's loss includes the rows that pad it);
+//                           with a head (model.head) scored as softmax cross-entropy as well
 // EvalAccumulator sums batches; EvalMetrics is the plain result. Not thread-safe.
 #pragma once
 
@@ -30,6 +33,7 @@ struct EvalMetrics {
     std::vector<double> f1;  // multi-label, per label
     double mean_f1 = -1;
     double auc = -1;  // one-label sigmoid cross-entropy
+    double mean_loss = -1;  // a graph loss's (add_loss), -1 when not measured
 
     // The figure a run's accuracy targets and "test accuracy" refer to: accuracy (also for
     // multi-label); -1 for regression, which has none.
@@ -51,6 +55,8 @@ public:
     // `labels` (class models) or `targets` ([N, width]).
     void add(std::span<const float> outputs, std::span<const std::int32_t> labels, std::span<const float> targets,
              std::size_t valid);
+    // A graph loss: the loss of one batch of which `valid` rows are examples.
+    void add_loss(double loss, std::size_t valid);
     EvalMetrics result() const;
 
 private:
@@ -59,6 +65,8 @@ private:
     float threshold_;  // multi-label: an output at or above it predicts the label
     std::size_t examples_ = 0;
     std::size_t correct_ = 0;  // top-1 or exact matches
+    double loss_sum_ = 0;      // add_loss: sum of loss * valid
+    std::size_t loss_examples_ = 0;
     double squared_ = 0, absolute_ = 0;
     std::vector<std::size_t> tp_, fp_, fn_;
     std::vector<std::pair<float, bool>> scored_;  // one-label sigmoid cross-entropy: (output, truth) for the AUC

@@ -98,11 +98,16 @@ Result<std::vector<float>> predict_probabilities(const InferenceModel& model, co
                                                  std::int64_t batch_size) {
     if (batch_size < 1)
         return make_error(ErrorCode::kInvalidArgument, "batch size " + std::to_string(batch_size) + " < 1");
-    if (images.columns.size() + 1 != model.model.inputs.size())
+    if (images.columns.size() + 1 + (model.model.label_input > 0 ? 1 : 0) != model.model.inputs.size())
         return make_error(ErrorCode::kInvalidArgument,
                           "model " + model.model.name + " has " + std::to_string(model.model.inputs.size()) +
                               " inputs and the data gives " + std::to_string(images.columns.size() + 1) +
                               ": give each input after the first with --test-input NAME=FILE.npy");
+    if (model.model.loss == nn::LossKind::kGraph && model.model.head.empty())
+        return make_error(ErrorCode::kInvalidArgument,
+                          "model " + model.model.name +
+                              " ends in its own loss and has no class head to predict with (a softmax_cross_entropy_loss "
+                              "or nll_loss over N x C scores reading the data's labels)");
     const std::size_t count = images.size();
     const auto classes = static_cast<std::size_t>(model.model.classes);
     std::vector<float> out(count * classes);
@@ -120,7 +125,8 @@ Result<std::vector<float>> predict_probabilities(const InferenceModel& model, co
         const std::size_t valid = std::min(batch, count - start);
         for (std::size_t i = 0; i < batch; ++i) indices[i] = static_cast<std::uint32_t>(i < valid ? start + i : 0);
         BatchView view{net.input(), net.input_ids(), net.labels(), net.targets(), {}};
-        for (std::size_t i = 1; i < model.model.inputs.size(); ++i) view.columns.push_back(ColumnSpan{net.input(i), net.input_ids(i)});
+        for (std::size_t i = 1; i < model.model.inputs.size(); ++i)
+            if (!model.model.fed_by_labels(i)) view.columns.push_back(ColumnSpan{net.input(i), net.input_ids(i)});
         fill_examples(images, indices, view);
         net.forward(false);
         net.probabilities(probs);

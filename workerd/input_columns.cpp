@@ -17,7 +17,8 @@ Error invalid(std::string what) { return Error{ErrorCode::kInvalidArgument, std:
 std::string extra_inputs_text(const nn::ModelDescription& model) {
     std::string out;
     for (std::size_t i = 1; i < model.inputs.size(); ++i)
-        out += (out.empty() ? "" : ", ") + model.inputs[i].name + " [" + nn::shape_text(model.inputs[i].info.dims) + "] " +
+        if (!model.fed_by_labels(i))
+            out += (out.empty() ? "" : ", ") + model.inputs[i].name + " [" + nn::shape_text(model.inputs[i].info.dims) + "] " +
                nn::to_string(model.inputs[i].info.type);
     return out;
 }
@@ -89,7 +90,7 @@ Result<std::vector<InputColumn>> load_input_columns(const nn::ModelDescription& 
                                                     std::string_view option, std::size_t rows,
                                                     const std::string& rows_from) {
     const std::string opt(option);
-    if (!model.multi_input()) {
+    if (!model.column_inputs()) {
         if (args.empty()) return std::vector<InputColumn>{};
         return tl::unexpected(invalid(opt + " " + args.front() + ": model " + model.name + " has one input (" +
                                       model.input_name() + "), given by the images or data options: drop " + opt));
@@ -107,6 +108,10 @@ Result<std::vector<InputColumn>> load_input_columns(const nn::ModelDescription& 
                                           " is the model's primary input, read from the images or data options "
                                           "(--train-images/--test-images, --data-dir, --train-data): give " + opt +
                                           " for " + extra_inputs_text(model)));
+        if (index > 0 && model.fed_by_labels(static_cast<std::size_t>(index)))
+            return tl::unexpected(invalid(opt + " " + arg + ": " + name +
+                                          " is the model's label input, fed from the data's labels: give " + opt +
+                                          " for " + extra_inputs_text(model)));
         if (index < 0)
             return tl::unexpected(invalid(opt + " " + arg + ": model " + model.name + " has no input '" + name +
                                           "' (its extra inputs: " + extra_inputs_text(model) + ")"));
@@ -118,6 +123,7 @@ Result<std::vector<InputColumn>> load_input_columns(const nn::ModelDescription& 
     std::vector<InputColumn> columns;
     for (std::size_t i = 1; i < model.inputs.size(); ++i) {
         const nn::InputDef& input = model.inputs[i];
+        if (model.fed_by_labels(i)) continue;  // the data's labels
         if (files[i].empty())
             return tl::unexpected(invalid("model " + model.name + " takes the input " + input.name + " [" +
                                           nn::shape_text(input.info.dims) + "] " + nn::to_string(input.info.type) +

@@ -366,7 +366,7 @@ TrainerConfig make_trainer_config(const TrainOptions& o) {
         if (o.init == "description") loaded->initial_parameters = nullptr;
         c.model = std::make_shared<const nn::ModelDescription>(std::move(*loaded));
     }
-    if (c.model->multi_input() && !o.augment.empty() && o.augment != "none")
+    if (c.model->column_inputs() && !o.augment.empty() && o.augment != "none")
         usage("--augment: model " + c.model->name + " has several inputs; augmentation of the primary input "
               "alone is not supported with them (drop --augment)");
     c.network.batch_size = o.batch_size;
@@ -404,7 +404,8 @@ TrainerConfig make_trainer_config(const TrainOptions& o) {
         usage("--label-smoothing must be a number in [0, 1) (0: off)");
     if (o.label_smoothing > 0.0f && c.model->loss != nn::LossKind::kSoftmaxCrossEntropy)
         usage(std::string("--label-smoothing applies to the softmax_cross_entropy loss only; model ") + c.model->name +
-              "'s loss is " + nn::to_string(c.model->loss));
+              "'s loss is " + nn::to_string(c.model->loss) +
+              (c.model->loss == nn::LossKind::kGraph ? " (its softmax_cross_entropy_loss's \"label_smoothing\" sets it)" : ""));
     c.network.label_smoothing = o.label_smoothing;
     if (!std::isfinite(o.ema_decay) || o.ema_decay < 0.0f || o.ema_decay >= 1.0f)
         usage("--ema-decay must be a number in [0, 1) (0: no moving average; 0.999 averages over ~1000 updates)");

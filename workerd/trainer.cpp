@@ -45,7 +45,7 @@ std::unique_ptr<nn::Network> make_network(const nn::ModelDescription& model, nn:
 BatchView batch_view(nn::Network& network) {
     BatchView view{network.input(), network.input_ids(), network.labels(), network.targets(), {}};
     for (std::size_t i = 1; i < network.model().inputs.size(); ++i)
-        view.columns.push_back(ColumnSpan{network.input(i), network.input_ids(i)});
+        if (!network.model().fed_by_labels(i)) view.columns.push_back(ColumnSpan{network.input(i), network.input_ids(i)});
     return view;
 }
 }  // namespace
@@ -271,11 +271,13 @@ EvalMetrics Trainer::evaluate() {
     nn::Network& m = *eval_network_;
     const std::size_t batch = static_cast<std::size_t>(m.options().batch_size);
     BatchView view = batch_view(m);
-    EvalAccumulator sums(config_.model->loss, config_.model->classes);
+    EvalAccumulator sums(config_.model->metric_loss(), config_.model->classes);
+    const bool graph_loss = config_.model->loss == nn::LossKind::kGraph;
     test_->rewind();
     while (const std::size_t valid = test_->next(view, batch)) {
         if (!sparse_.empty()) fetch_eval_rows(m, valid);
-        m.forward(false);
+        const float loss = m.forward(false);
+        if (graph_loss) sums.add_loss(loss, valid);
         sums.add(m.outputs(), m.labels(), m.targets(), valid);
     }
     return sums.result();

@@ -32,7 +32,9 @@ Result<void> check_batch(const ModelDescription& model, const CheckBatch& batch)
                                               std::to_string(batch.size) + " examples of " + shape_text(in.info.dims) +
                                               " need " + std::to_string(want)));
     }
-    if (model.classification()) {
+    if (!model.labels_used()) {
+        // A graph loss without a label input: nothing to check.
+    } else if (model.classification()) {
         if (batch.labels.size() != static_cast<std::size_t>(batch.size))
             return tl::unexpected(batch_error(std::to_string(batch.labels.size()) + " labels for " + std::to_string(batch.size) +
                                               " examples"));
@@ -53,6 +55,7 @@ void load_batch(Network& network, const CheckBatch& batch) {
         if (network.model().inputs[i].info.type == ElementType::kInt) std::copy(in.ids.begin(), in.ids.end(), network.input_ids(i).begin());
         else std::copy(in.values.begin(), in.values.end(), network.input(i).begin());
     }
+    if (!network.model().labels_used()) return;
     if (network.model().classification()) std::copy(batch.labels.begin(), batch.labels.end(), network.labels().begin());
     else std::copy(batch.targets.begin(), batch.targets.end(), network.targets().begin());
 }

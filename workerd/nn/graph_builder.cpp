@@ -1,5 +1,7 @@
 #include "workerd/nn/graph_builder.h"
 
+#include "workerd/nn/graph_loss.h"
+
 #include "workerd/nn/field_reader.h"
 #include "workerd/nn/op_schema.h"
 
@@ -169,7 +171,7 @@ Result<const Node*> GraphBuilder::add(const nlohmann::json& layer) {
     return &model_.nodes.back();
 }
 
-Result<void> GraphBuilder::finish(const std::string& output) {
+Result<void> GraphBuilder::finish(const std::string& output, const std::string& labels) {
     if (model_.nodes.empty()) return tl::unexpected(invalid(prefix_ + ": no layers"));
     for (std::size_t i = 0; i < model_.inputs.size(); ++i) {
         bool read = false;
@@ -189,7 +191,10 @@ Result<void> GraphBuilder::finish(const std::string& output) {
     const bool logits = out.type == ElementType::kFloat && out.rank() == 2 && out.dims[0] == Dim::batch_times(1) &&
                         !out.dims[1].batch;
     const std::string what = model_.default_output ? "the last layer's output" : "the output \"" + model_.output + "\"";
-    if (model_.loss == LossKind::kSoftmaxCrossEntropy) {
+    if (model_.loss == LossKind::kGraph) {
+        if (auto ok = resolve_graph_loss(model_, labels); !ok)
+            return tl::unexpected(invalid(prefix_ + ": " + what + ": " + ok.error().message));
+    } else if (model_.loss == LossKind::kSoftmaxCrossEntropy) {
         if (!logits || out.dims[1].value != model_.classes)
             return tl::unexpected(invalid(prefix_ + ": " + what + " is " + to_string(out.dims) +
                                           "; the loss needs the logits: N x " + std::to_string(model_.classes) +

@@ -31,8 +31,9 @@ public:
     bool taken(const std::string& name) const;
 
     // After the last layer: the output (`output` empty: the last node's), the loss's checks,
-    // totals. Errors name what does not fit.
-    Result<void> finish(const std::string& output);
+    // totals; a graph loss's label input (`labels`, or found: graph_loss.h). Errors name what
+    // does not fit.
+    Result<void> finish(const std::string& output, const std::string& labels = {});
 
 private:
     // The model's input names, quoted, for errors: "\"x\", \"meta\"".

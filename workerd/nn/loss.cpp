@@ -26,8 +26,14 @@ double softplus(double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::l
 }  // namespace
 
 Loss::Loss(const dnnl::engine& engine, const dnnl::stream& stream, const memory& output, const memory& diff_output,
-           LossKind kind, LossReduction reduction, double label_smoothing)
+           LossKind kind, LossReduction reduction, double label_smoothing, const memory& head)
     : stream_(stream), kind_(kind), reduction_(reduction), smoothing_(label_smoothing) {
+    if (kind == LossKind::kGraph) {
+        if (label_smoothing != 0.0)
+            throw std::invalid_argument("label smoothing of a graph loss is its loss node's (\"label_smoothing\")");
+        build_graph_loss(engine, output, diff_output, head);
+        return;
+    }
     if (!(label_smoothing >= 0.0 && label_smoothing < 1.0))
         throw std::invalid_argument("label smoothing " + std::to_string(label_smoothing) + " is outside [0, 1)");
     if (label_smoothing > 0.0 && kind != LossKind::kSoftmaxCrossEntropy)
@@ -58,10 +64,62 @@ Loss::Loss(const dnnl::engine& engine, const dnnl::stream& stream, const memory&
 }
 
 std::span<const float> Loss::outputs() const {
+    if (!output_) return {};
     return {static_cast<const float*>(output_.get_data_handle()), static_cast<std::size_t>(batch_ * width_)};
 }
 
+void Loss::build_graph_loss(const dnnl::engine& engine, const memory& output, const memory& diff_output,
+                            const memory& head) {
+    const memory::desc scalar = plain_desc({1}, Dt::f32);
+    if (output.get_desc() == scalar) {
+        value_ = output;
+    } else {
+        value_ = memory(scalar, engine);
+        add_reorder(before_, stream_, output, value_);
+    }
+    if (diff_output) {
+        if (diff_output.get_desc() == scalar) {
+            doutput_ = diff_output;
+        } else {
+            doutput_ = memory(scalar, engine);
+            add_reorder(after_, stream_, doutput_, diff_output);
+        }
+    }
+    if (!head) return;
+    const auto dims = head.get_desc().dims();
+    batch_ = dims.at(0);
+    width_ = dims.at(1);
+    const memory::desc plain = plain_desc(dims, Dt::f32);
+    if (head.get_desc() == plain) {
+        output_ = head;
+    } else {
+        output_ = memory(plain, engine);
+        add_reorder(before_, stream_, head, output_);
+    }
+    predictions_.assign(static_cast<std::size_t>(batch_), 0);
+}
+
+float Loss::graph_forward(bool gradient) {
+    for (auto& op : before_) op();
+    stream_.wait();
+    const float loss = *static_cast<const float*>(value_.get_data_handle());
+    if (output_) {
+        const auto z = static_cast<std::size_t>(width_);
+        const float* out = static_cast<const float*>(output_.get_data_handle());
+        for (std::size_t b = 0; b < predictions_.size(); ++b) {
+            const float* row = out + b * z;
+            predictions_[b] = static_cast<std::int32_t>(std::max_element(row, row + z) - row);
+        }
+    }
+    if (gradient && doutput_) {
+        *static_cast<float*>(doutput_.get_data_handle()) = 1.0f;
+        write_gradient();
+    }
+    return loss;
+}
+
 float Loss::forward(bool gradient) {
+    if (kind_ == LossKind::kGraph) return graph_forward(gradient);
     for (auto& op : before_) op();
     stream_.wait();
     const auto n = static_cast<std::size_t>(batch_), z = static_cast<std::size_t>(width_);
@@ -117,7 +175,7 @@ float Loss::forward(bool gradient) {
 }
 
 void Loss::set_gradient(std::span<const float> grad) {
-    const auto size = static_cast<std::size_t>(batch_ * width_);
+    const auto size = kind_ == LossKind::kGraph ? std::size_t{1} : static_cast<std::size_t>(batch_ * width_);
     if (grad.size() != size || !doutput_) throw std::invalid_argument("Loss::set_gradient: wrong size or no gradient");
     std::copy(grad.begin(), grad.end(), static_cast<float*>(doutput_.get_data_handle()));
     write_gradient();
@@ -132,6 +190,7 @@ void Loss::probabilities(std::span<float> out) const {
     if (out.size() != n * z)
         throw std::invalid_argument("Loss::probabilities: " + std::to_string(out.size()) + " floats for " +
                                     std::to_string(n) + " x " + std::to_string(z));
+    if (n == 0) return;
     const float* lg = static_cast<const float*>(output_.get_data_handle());
     for (std::size_t b = 0; b < n; ++b) {
         const float* row = lg + b * z;

@@ -6,7 +6,11 @@
 //   mean squared error against float targets [N, K]: sum over k of (y - t)^2 / 2 per example
 //     (so the gradient is y - t, as TF's l2_loss and PyTorch's MSELoss * K / 2);
 //   sigmoid cross-entropy with logits against multi-hot targets in [0, 1] [N, K], summed over k.
-// Reduced over the batch by mean (TF's reduce_mean) or sum. With `gradient`, writes
+// Reduced over the batch by mean (TF's reduce_mean) or sum. A graph loss (LossKind::kGraph):
+// the output is the graph's own scalar loss, read as it is, with gradient 1; its head (the
+// class scores [N, C] evaluation reads, model.head) gives outputs, predictions and
+// probabilities (softmax), and labels()/targets() are empty (the network feeds its label
+// input). With `gradient`, writes
 // d(loss)/d(outputs) into the output's gradient memory (overwriting it: the loss is the first to
 // run backward). Not thread-safe. The memories must outlive the loss.
 #pragma once
@@ -26,9 +30,11 @@ class Loss {
 public:
     // `output`: the model output value's memory ({N, K}, any format/type); `diff_output` its
     // gradient memory (empty: forward only). `label_smoothing`: E above, softmax cross-entropy
-    // only (std::invalid_argument otherwise, or outside [0, 1)).
+    // only (std::invalid_argument otherwise, or outside [0, 1)). `head`: kGraph only, the head's
+    // memory ({N, C}) or empty.
     Loss(const dnnl::engine& engine, const dnnl::stream& stream, const dnnl::memory& output,
-         const dnnl::memory& diff_output, LossKind kind, LossReduction reduction, double label_smoothing = 0.0);
+         const dnnl::memory& diff_output, LossKind kind, LossReduction reduction, double label_smoothing = 0.0,
+         const dnnl::memory& head = {});
 
     std::span<std::int32_t> labels() { return labels_; }
     std::span<float> targets() { return targets_; }
@@ -45,6 +51,9 @@ public:
     std::int64_t width() const { return width_; }
 
 private:
+    void build_graph_loss(const dnnl::engine& engine, const dnnl::memory& output, const dnnl::memory& diff_output,
+                          const dnnl::memory& head);
+    float graph_forward(bool gradient);
     void write_gradient();
 
     dnnl::stream stream_;
@@ -52,7 +61,8 @@ private:
     LossReduction reduction_;
     double smoothing_;  // label smoothing E (softmax cross-entropy)
     std::int64_t batch_ = 0, width_ = 0;
-    dnnl::memory output_, doutput_;  // plain f32
+    dnnl::memory output_, doutput_;  // plain f32 (kGraph: output_ the head, doutput_ the scalar's)
+    dnnl::memory value_;             // kGraph: the scalar loss, plain f32 {1}
     std::vector<std::function<void()>> before_, after_;  // reorders in / out
     std::vector<std::int32_t> labels_;
     std::vector<float> targets_;

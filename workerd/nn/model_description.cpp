@@ -106,16 +106,28 @@ Result<void> parse_inputs(FieldReader& top, ModelDescription& model) {
     return {};
 }
 
-Result<void> parse_loss(FieldReader& top, ModelDescription& model) {
+// The loss: a built-in one on the output, or {"kind": "graph", "labels": NAME} (the graph's
+// scalar output is the loss; `labels` the input the data's labels feed, found by
+// resolve_graph_loss when not given).
+Result<void> parse_loss(FieldReader& top, ModelDescription& model, std::string& labels) {
     if (!top.has("loss")) return {};
     const auto& value = top.raw("loss");
     if (!value.is_object())
         return tl::unexpected(top.fail("loss", "expected {\"kind\": \"softmax_cross_entropy\"|\"mean_squared_error\"|"
-                                               "\"sigmoid_cross_entropy\", \"reduction\": \"mean\"|\"sum\"}, got " +
+                                               "\"sigmoid_cross_entropy\", \"reduction\": \"mean\"|\"sum\"} or "
+                                               "{\"kind\": \"graph\", \"labels\": INPUT}, got " +
                                                    describe_value(value)));
     FieldReader reader(value, top.where() + ": loss");
-    auto kind = reader.choice("kind", 0, {"softmax_cross_entropy", "mean_squared_error", "sigmoid_cross_entropy"});
+    auto kind = reader.choice("kind", 0, {"softmax_cross_entropy", "mean_squared_error", "sigmoid_cross_entropy", "graph"});
     if (!kind) return tl::unexpected(kind.error());
+    if (static_cast<LossKind>(*kind) == LossKind::kGraph) {
+        auto name = reader.string("labels", std::string());
+        if (!name) return tl::unexpected(name.error());
+        if (auto ok = reader.finish(); !ok) return tl::unexpected(ok.error());
+        model.loss = LossKind::kGraph;
+        labels = *name;
+        return {};
+    }
     auto reduction = reader.choice("reduction", 0, {"mean", "sum"});
     if (!reduction) return tl::unexpected(reduction.error());
     if (auto ok = reader.finish(); !ok) return tl::unexpected(ok.error());
@@ -133,6 +145,7 @@ const char* to_string(LossKind kind) {
         case LossKind::kSoftmaxCrossEntropy: return "softmax_cross_entropy";
         case LossKind::kMeanSquaredError: return "mean_squared_error";
         case LossKind::kSigmoidCrossEntropy: return "sigmoid_cross_entropy";
+        case LossKind::kGraph: return "graph";
     }
     return "?";
 }
@@ -186,8 +199,11 @@ Result<ModelDescription> parse_model(const nlohmann::json& document, std::string
     model.name = *name;
     model.description = *description;
     if (auto ok = parse_inputs(top, model); !ok) return tl::unexpected(ok.error());
-    if (auto ok = parse_loss(top, model); !ok) return tl::unexpected(ok.error());
-    if (model.loss == LossKind::kSoftmaxCrossEntropy) {
+    std::string labels;
+    if (auto ok = parse_loss(top, model, labels); !ok) return tl::unexpected(ok.error());
+    if (model.loss == LossKind::kGraph) {
+        // The graph's shapes give the classes (its head's) or the target width.
+    } else if (model.loss == LossKind::kSoftmaxCrossEntropy) {
         auto classes = top.integer("classes", std::nullopt, 2, kMaxTensorElements);
         if (!classes) return tl::unexpected(classes.error());
         model.classes = *classes;
@@ -213,7 +229,7 @@ Result<ModelDescription> parse_model(const nlohmann::json& document, std::string
     GraphBuilder builder(model, "model " + std::string(source));
     for (const auto& layer : layers)
         if (auto node = builder.add(layer); !node) return tl::unexpected(node.error());
-    if (auto ok = builder.finish(*output); !ok) return tl::unexpected(ok.error());
+    if (auto ok = builder.finish(*output, labels); !ok) return tl::unexpected(ok.error());
     return model;
 }
 

@@ -76,6 +76,10 @@ enum class LossKind : std::uint8_t {
     kSoftmaxCrossEntropy,  // int class labels; accuracy
     kMeanSquaredError,     // float targets [N, T]; MSE and MAE
     kSigmoidCrossEntropy,  // multi-hot float targets [N, T] (binary cross-entropy with logits); F1
+    // The graph computes its own loss: the output is a float scalar (a softmax_cross_entropy_loss
+    // or nll_loss with mean/sum reduction, a reduce_mean over every axis, a weighted sum of
+    // several heads' losses) and is trained as it is. The data's labels feed `label_input`.
+    kGraph,
 };
 enum class LossReduction : std::uint8_t { kMean, kSum };
 const char* to_string(LossKind kind);
@@ -96,8 +100,15 @@ struct ModelDescription {
     std::int64_t classes = 0;
     std::vector<Node> nodes;   // topological order
     std::vector<TensorDef> tensors;
-    std::string output;        // the value the loss reads: [N, classes] floats
+    std::string output;        // the value the loss reads: [N, classes] floats; kGraph: the scalar loss
     bool default_output = true;
+    // kGraph: the input the data's labels feed (index into `inputs`), or -1: int [N] class labels
+    // (read as labels by a softmax_cross_entropy_loss or nll_loss) or float [N, T] targets.
+    // Every other input after the first is fed from columns (--train-input).
+    int label_input = -1;
+    // kGraph: the value evaluation reads as class scores [N, classes] (the scores of the loss
+    // node that reads `label_input`); empty when there is none (evaluation reports the loss).
+    std::string head;
     LossKind loss = LossKind::kSoftmaxCrossEntropy;
     LossReduction reduction = LossReduction::kMean;
     std::optional<Recipe> recipe;
@@ -123,7 +134,27 @@ struct ModelDescription {
     const TensorDef* tensor(std::string_view name) const;
     // An image model's primary input C x H x W (a [N, C, H, W] float input); nullopt otherwise.
     std::optional<ActivationShape> image_input() const;
-    bool classification() const { return loss == LossKind::kSoftmaxCrossEntropy; }
+    // Class labels come with the data: softmax cross-entropy, or a graph loss whose label input
+    // is int (or that has none: the data's labels are then read but feed nothing).
+    bool classification() const {
+        if (loss == LossKind::kGraph)
+            return label_input < 0 || inputs[static_cast<std::size_t>(label_input)].info.type == ElementType::kInt;
+        return loss == LossKind::kSoftmaxCrossEntropy;
+    }
+    // The loss evaluation reports figures for: kGraph with a head is scored as softmax
+    // cross-entropy (accuracy, and its loss); kGraph without one reports its loss only.
+    LossKind metric_loss() const {
+        return loss == LossKind::kGraph && !head.empty() ? LossKind::kSoftmaxCrossEntropy : loss;
+    }
+    // An input fed from the data's labels rather than from columns (kGraph's label_input).
+    bool fed_by_labels(std::size_t input) const {
+        return loss == LossKind::kGraph && label_input == static_cast<int>(input);
+    }
+    // False for a graph loss without a label input: the data's labels then feed nothing.
+    bool labels_used() const { return loss != LossKind::kGraph || label_input >= 0; }
+    // True when some input after the first is fed from columns (--train-input): every one but
+    // a graph loss's label input.
+    bool column_inputs() const { return inputs.size() > (label_input > 0 ? 2u : 1u); }
 };
 
 // Largest accepted description text and node count; beyond them a file is not a model.

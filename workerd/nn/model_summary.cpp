@@ -61,6 +61,11 @@ nlohmann::json layer_json(const ModelDescription& model, std::size_t index) {
 }
 
 nlohmann::json loss_json(const ModelDescription& model) {
+    if (model.loss == LossKind::kGraph) {
+        nlohmann::json out = {{"kind", to_string(model.loss)}};
+        if (model.label_input >= 0) out["labels"] = model.inputs[static_cast<std::size_t>(model.label_input)].name;
+        return out;
+    }
     return {{"kind", to_string(model.loss)}, {"reduction", to_string(model.reduction)}};
 }
 
@@ -96,7 +101,8 @@ nlohmann::json canonical_architecture(const ModelDescription& model) {
     nlohmann::json out = {{"format", 1}, {"loss", loss_json(model)}, {"layers", std::move(layers)}};
     if (model.multi_input()) out["inputs"] = inputs_json(model);
     else out["input"] = input_json(model);
-    if (model.classification()) out["classes"] = model.classes;
+    if (model.loss == LossKind::kGraph) {}  // the graph's own shapes say it
+    else if (model.classification()) out["classes"] = model.classes;
     else out["targets"] = model.classes;
     if (model.output != model.nodes.back().outputs.front()) out["output"] = model.output;
     return out;

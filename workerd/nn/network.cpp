@@ -107,15 +107,27 @@ Result<std::unique_ptr<Network>> Network::create(const ModelDescription& model, 
     if (!(options.label_smoothing >= 0.0f && options.label_smoothing < 1.0f))
         return make_error(ErrorCode::kInvalidArgument, "label smoothing must be in [0, 1)");
     if (options.label_smoothing > 0.0f && model.loss != LossKind::kSoftmaxCrossEntropy)
-        return make_error(ErrorCode::kInvalidArgument, "label smoothing applies to softmax cross-entropy; model " +
-                                                           model.name + "'s loss is " + to_string(model.loss));
+        return make_error(ErrorCode::kInvalidArgument,
+                          "label smoothing applies to softmax cross-entropy; model " + model.name + "'s loss is " +
+                              to_string(model.loss) +
+                              (model.loss == LossKind::kGraph ? " (set its softmax_cross_entropy_loss's \"label_smoothing\")" : ""));
     std::unique_ptr<Network> net(new Network(model, options));
     if (auto ok = net->build(params, grads); !ok) return tl::unexpected(ok.error());
     return net;
 }
 
-std::span<std::int32_t> Network::labels() { return loss_->labels(); }
-std::span<float> Network::targets() { return loss_->targets(); }
+// A graph loss's label input is fed from the data's labels (int) or targets (float).
+std::span<std::int32_t> Network::labels() {
+    if (model_.loss == LossKind::kGraph)
+        return model_.label_input < 0 ? std::span<std::int32_t>(spare_labels_)
+                                      : input_ids(static_cast<std::size_t>(model_.label_input));
+    return loss_->labels();
+}
+std::span<float> Network::targets() {
+    if (model_.loss == LossKind::kGraph)
+        return model_.label_input < 0 ? std::span<float>() : input(static_cast<std::size_t>(model_.label_input));
+    return loss_->targets();
+}
 std::span<const float> Network::outputs() const { return loss_->outputs(); }
 std::span<const std::int32_t> Network::predictions() const { return loss_->predictions(); }
 void Network::probabilities(std::span<float> out) const { loss_->probabilities(out); }

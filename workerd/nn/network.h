@@ -76,7 +76,8 @@ public:
     const NetworkOptions& options() const { return options_; }
     // The batch the next step reads. input(i): model.inputs[i] when it is float, input_ids(i)
     // when it is int (the other is empty); i defaults to the primary input. labels(): softmax
-    // cross-entropy; targets(): [N, T] for the others. REQUIRES: i < model().inputs.size()
+    // cross-entropy; targets(): [N, T] for the others; a graph loss: its label input's buffer
+    // (labels() a spare N that feeds nothing when it has none). REQUIRES: i < model().inputs.size()
     // (std::out_of_range otherwise).
     std::span<float> input(std::size_t i = 0) { return inputs_.at(i).f32; }
     std::span<std::int32_t> input_ids(std::size_t i = 0) { return inputs_.at(i).i32; }
@@ -137,6 +138,7 @@ private:
         std::vector<float> grad;
     };
     std::vector<InputBuffers> inputs_;
+    std::vector<std::int32_t> spare_labels_;  // a graph loss without a label input: N, read by no one
     std::unique_ptr<NetworkPlan> plan_;
     std::unique_ptr<Loss> loss_;
     bool profiling_ = false;

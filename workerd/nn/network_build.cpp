@@ -224,6 +224,7 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
 
     // The inputs' and the tensors' memories.
     inputs_.assign(model_.inputs.size(), InputBuffers{});
+    if (model_.loss == LossKind::kGraph && model_.label_input < 0) spare_labels_.assign(static_cast<std::size_t>(n), 0);
     for (std::size_t i = 0; i < model_.inputs.size(); ++i) {
         ValueState& input = plan.values[i];
         InputBuffers& buffers = inputs_[i];
@@ -326,8 +327,10 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
     }
     const ValueState& out = plan.values[static_cast<std::size_t>(plan.output)];
     try {
+        dnnl::memory head;
+        if (!model_.head.empty()) head = plan.values[static_cast<std::size_t>(plan.value_index.at(model_.head))].mem;
         loss_ = std::make_unique<Loss>(engine_, stream_, out.mem, out.diff, model_.loss, model_.reduction,
-                                       options_.label_smoothing);
+                                       options_.label_smoothing, head);
     } catch (const std::exception& e) {
         return make_error(ErrorCode::kUnsupported, "model " + model_.name + ": the loss on the output " +
                                                        to_string(out.info.dims) + " cannot be built: " + e.what());

@@ -208,9 +208,12 @@ Result<std::string> export_onnx(const nn::ModelDescription& model, std::span<con
         last->set_name(writer.fresh("sigmoid"));
         last->add_output(writer.fresh("probabilities"));
     } else {
+        // Regression outputs, or a graph's own loss (a scalar, as torch.onnx exports a module
+        // that returns its loss).
+        const bool graph_loss = model.loss == nn::LossKind::kGraph;
         last->set_op_type("Identity");
-        last->set_name(writer.fresh("output"));
-        last->add_output(writer.fresh("outputs"));
+        last->set_name(writer.fresh(graph_loss ? "loss_output" : "output"));
+        last->add_output(writer.fresh(graph_loss ? "loss" : "outputs"));
     }
     set_value_info(*graph.add_output(), last->output(0), out);
 

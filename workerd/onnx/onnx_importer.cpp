@@ -269,6 +269,11 @@ Result<nn::ModelDescription> Importer::run(const std::string& name, const std::s
         return make_error(ErrorCode::kInvalidArgument, "the output '" + output + "' is not computed by the imported layers");
     const nn::ValueInfo& logits = model_.value(out->second);
     model_.classes = logits.rank() == 2 ? logits.dims[1].value : 0;
+    // A module that returns its own loss (a float scalar: torch.onnx's SoftmaxCrossEntropyLoss,
+    // a mean of element-wise terms) is trained as it is.
+    if (logits.type == nn::ElementType::kFloat && !nn::has_batch(logits.dims) &&
+        nn::elements_per_example(logits.dims).value_or(0) == 1)
+        model_.loss = nn::LossKind::kGraph;
     if (auto ok = builder_->finish(out->second); !ok) return tl::unexpected(ok.error());
     std::vector<float> params(static_cast<std::size_t>(model_.parameter_count), 0.0f);
     for (const auto& t : model_.tensors) {

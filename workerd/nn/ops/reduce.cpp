@@ -2,12 +2,14 @@
 //   {"kind": "reduce_mean", "axes": [a...], "keepdims": true}, "reduce_sum", "reduce_max",
 //   "reduce_min" (same fields; max and min pass the gradient to the arg max, split evenly between
 //   equal values as torch.amax does).
-// `axes` required, each in [-rank, rank), distinct, never the batch dim; keepdims keeps each
-// reduced axis as a 1 (ONNX's default) instead of dropping it. Floats only; no tensors. FLOPs:
-// 1 per input element.
+// `axes` required, each in [-rank, rank), distinct; the batch dim only when every axis is
+// reduced (a loss: the output is then a scalar, or all 1s with keepdims, with no batch axis);
+// keepdims keeps each reduced axis as a 1 (ONNX's default) instead of dropping it. Floats only;
+// no tensors. FLOPs: 1 per input element.
 // ONNX: ReduceMean, ReduceSum, ReduceMax, ReduceMin: the axes an attribute, or a constant input
 // (ReduceSum from opset 13, all from 18), keepdims default 1; without axes (every axis, the
-// batch's included) refused unless noop_with_empty_axes=1 (then the input passes through). An
+// batch's included: a loss's mean) reduces every axis unless noop_with_empty_axes=1 (then the
+// input passes through). An
 // integer input (a mask's count) is cast to floats first.
 // Export (opset 13): ReduceSum's axes an input, the others' an attribute.
 #include "workerd/nn/onnx_bridge.h"
@@ -44,9 +46,10 @@ Result<void> infer_reduce(InferContext& context) {
             continue;
         }
         ++next;
-        if (in.dims[d].batch)
+        if (in.dims[d].batch && axes->size() != in.rank())
             return tl::unexpected(op_error("axis " + std::to_string(d) + " of " + to_string(in.dims) +
-                                           " is the batch dim; reduce over dims of each example"));
+                                           " is the batch dim; reduce over dims of each example, or over every axis "
+                                           "(a loss)"));
         if (keep) out.push_back(Dim::of(1));
     }
     context.set_output(0, ValueInfo{out, ElementType::kFloat});
@@ -79,8 +82,11 @@ Result<void> import_reduce(OnnxNodeImport& node) {
         node.bind_output(0, *x);
         return {};
     }
-    if (axes.empty())
-        return tl::unexpected(node.refuse("no axes: reducing every axis would mix the examples of a batch; give the axes"));
+    if (axes.empty()) {  // every axis, the batch's included: a loss's mean
+        const ValueInfo* info = node.info(0);
+        if (info == nullptr) return tl::unexpected(node.refuse("no axes, and the input's rank is unknown"));
+        for (std::size_t d = 0; d < info->rank(); ++d) axes.push_back(static_cast<std::int64_t>(d));
+    }
     auto keep = node.int_attr("keepdims", 1);
     if (!keep) return tl::unexpected(keep.error());
     const char* kind = sum ? "reduce_sum" : op == "ReduceMax" ? "reduce_max" : op == "ReduceMin" ? "reduce_min" : "reduce_mean";
