@@ -38,6 +38,10 @@ public:
     virtual std::size_t input_count() const = 0;
     virtual bool has_input(std::size_t i) const = 0;
     virtual std::size_t output_count() const = 0;
+    // True when ONNX output k is named and something reads it (a node the graph's output needs,
+    // or the graph's output itself): an optional output (SoftmaxCrossEntropyLoss's log_prob)
+    // worth importing. This default, for importers that cannot tell: every output there is.
+    virtual bool output_read(std::size_t k) const { return k < output_count(); }
 
     // Input i as a psrun value: a graph value, or a float initializer made a tensor (trainable
     // unless a state slot binds it). Errors (as refuse()) for values it cannot be.
