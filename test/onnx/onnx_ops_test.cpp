@@ -239,9 +239,12 @@ TEST_CASE("ReduceMean (axes attribute) and ReduceSum (axes input) import and rou
     const auto m = imported(g.bytes());
     CHECK(node_named(m, "/r/ReduceMean").attrs == json{{"axes", {1}}, {"keepdims", true}});
     CHECK(node_named(m, "/r/ReduceSum").attrs == json{{"axes", {-1}}, {"keepdims", true}});
-    // Without axes every dim, the batch's included, would be reduced: refused.
+    // Without axes every dim, the batch's included, is reduced (a loss's mean): a value with
+    // no batch axis, broadcast back here.
     g.node("/r/ReduceSum")->mutable_input()->RemoveLast();
-    CHECK_THAT(refusal(g), Catch::Contains("node '/r/ReduceSum' (ReduceSum): no axes"));
+    const auto every = imported(g.bytes());
+    CHECK(node_named(every, "/r/ReduceSum").attrs == json{{"axes", {0, 1, 2, 3}}, {"keepdims", true}});
+    CHECK(every.value(node_named(every, "/r/ReduceSum").outputs.front()).dims == nn::Dims(4, nn::Dim::of(1)));
 
     check_round_trip({{{"kind", "reduce_mean"}, {"name", "m"}, {"axes", {1}}, {"keepdims", true}},
                       {{"kind", "mul"}, {"name", "x"}, {"inputs", {"m", "input"}}},

@@ -17,7 +17,8 @@ constexpr const char* kInputForms =
 constexpr std::size_t kMaxInputs = 64;
 
 // One input object: {"channels", "height", "width"} (an image, [N, C, H, W] floats) or
-// {"shape": [...], "type": "float" | "int"} (the dims after N; "dims" is the same field), and
+// {"shape": [...], "type": "float" | "int"} (the dims after N, none for int labels [N]; "dims"
+// is the same field), and
 // "name" (required in the "inputs" list, where `list` is true; "input" by default otherwise).
 Result<InputDef> parse_input_object(const nlohmann::json& value, const std::string& where, bool list) {
     FieldReader reader(value, where);
@@ -35,8 +36,8 @@ Result<InputDef> parse_input_object(const nlohmann::json& value, const std::stri
     } else {
         const char* field = has_shape ? "shape" : "dims";
         const auto& shape = reader.raw(field);
-        if (!shape.is_array() || shape.empty() || shape.size() > 5)
-            return tl::unexpected(reader.fail(field, "expected 1 to 5 positive integers (the dims after the batch), got " +
+        if (!shape.is_array() || shape.size() > 5)
+            return tl::unexpected(reader.fail(field, "expected 0 to 5 positive integers (the dims after the batch), got " +
                                                          describe_value(shape)));
         for (const auto& d : shape) {
             if (!d.is_number_integer() || d.get<std::int64_t>() < 1 || d.get<std::int64_t>() > kMaxTensorElements)
@@ -46,6 +47,9 @@ Result<InputDef> parse_input_object(const nlohmann::json& value, const std::stri
         auto type = reader.choice("type", 0, {"float", "int"});
         if (!type) return tl::unexpected(type.error());
         input.info.type = *type == 1 ? ElementType::kInt : ElementType::kFloat;
+        if (shape.empty() && input.info.type != ElementType::kInt)
+            return tl::unexpected(reader.fail(field, "[] (one value per example) is for int inputs (class labels [N]); "
+                                                     "a float input has 1 to 5 dims after the batch"));
     }
     if (has_shape || has_dims || list) {
         auto name = reader.string("name", list ? std::nullopt : std::optional<std::string>("input"));

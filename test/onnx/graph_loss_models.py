@@ -1,0 +1,236 @@
+#!/usr/bin/python3
+"""Modules that end in their own loss, as torch.onnx exports them (docs/models.md "Loss in the
+graph"), checked whole against PyTorch, then trained through psd.
+
+Each module's forward takes its inputs and its labels or targets and returns a scalar loss:
+  ce_mlp       MNIST MLP, nn.CrossEntropyLoss with class weights (SoftmaxCrossEntropyLoss)
+  two_heads    a shared trunk, a softmax head on the labels plus 0.5 x a multi-label sigmoid head
+               (binary_cross_entropy_with_logits, exported element-wise, ReduceMean over every axis)
+  token_ce     per-token cross-entropy over [N, C, L] with padding ignored (ignore_index=0), the
+               labels [N, L] an input of their own
+  mse          a regression's mean squared error written out ((y - t) ** 2).mean()
+At opsets 14 and 17, one batch of real MNIST data goes through `psrun model check --gradients`
+and through the module in float64: the loss and every trainable tensor's gradient are compared
+by name (max |g_psrun - g_torch| / max |g_torch| <= TOLERANCE). Then ce_mlp and two_heads train
+through psd (psrun local, 2 workers, --sync) on MNIST and their summary.json must report the
+head's test accuracy above 0.85 and a test loss; psrun export writes the trained loss graph.
+
+Usage: graph_loss_models.py PSRUN [--data MNIST_DIR]   (exit 77 without torch)
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+try:
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+except ImportError:
+    sys.exit(77)
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, "..", "..", "bench"))
+import networks  # noqa: E402
+
+TOLERANCE = 2e-3
+BATCH = 16
+
+
+class CeMlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(784, 64), nn.Linear(64, 10)
+        self.loss = nn.CrossEntropyLoss(weight=torch.linspace(0.5, 1.5, 10))
+
+    def forward(self, input, labels):
+        return self.loss(self.fc2(F.relu(self.fc1(input.flatten(1)))), labels)
+
+
+class TwoHeads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.trunk, self.classes, self.tags = nn.Linear(784, 64), nn.Linear(64, 10), nn.Linear(64, 4)
+
+    def forward(self, input, labels, tags):
+        h = torch.tanh(self.trunk(input.flatten(1)))
+        return F.cross_entropy(self.classes(h), labels) + 0.5 * F.binary_cross_entropy_with_logits(self.tags(h), tags)
+
+
+class TokenCe(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed, self.out = nn.Embedding(50, 8), nn.Linear(8, 50)
+
+    def forward(self, input, targets):
+        return F.cross_entropy(self.out(torch.tanh(self.embed(input))).transpose(1, 2), targets, ignore_index=0)
+
+
+class Mse(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(784, 16), nn.Linear(16, 3)
+
+    def forward(self, input, targets):
+        return ((self.fc2(torch.tanh(self.fc1(input.flatten(1)))) - targets) ** 2).mean()
+
+
+def tags_of(labels):
+    """Four multi-hot tags per digit: even, > 4, prime, a loop in its shape."""
+    y = labels.astype(np.int64)
+    return np.stack([y % 2 == 0, y > 4, np.isin(y, [2, 3, 5, 7]), np.isin(y, [0, 6, 8, 9])], 1).astype(np.float32)
+
+
+def batch(name, images, labels):
+    """The module's inputs by name (the first is the primary input) and the data's labels (or None)."""
+    x = (images.astype(np.float32) / 255.0).reshape(len(images), 1, 28, 28)
+    y = labels.astype(np.int64)
+    if name == "ce_mlp":
+        return {"input": x, "labels": y}, y
+    if name == "two_heads":
+        return {"input": x, "labels": y, "tags": tags_of(y)}, y
+    if name == "token_ce":
+        ids = networks.tokens_of(images)[:, :16].astype(np.int64) % 50
+        targets = np.roll(ids, -1, axis=1)
+        targets[:, -1] = 0  # padding: ignored
+        return {"input": ids, "targets": targets}, None
+    t = np.stack([y / 9.0, (y % 2).astype(np.float64), (y > 4).astype(np.float64)], 1).astype(np.float32)
+    return {"input": x, "targets": t}, None
+
+
+MODULES = {"ce_mlp": CeMlp, "two_heads": TwoHeads, "token_ce": TokenCe, "mse": Mse}
+
+
+def export(model, inputs, path, opset):
+    names = list(inputs)
+    torch.onnx.export(model, tuple(torch.from_numpy(v) for v in inputs.values()), path, opset_version=opset,
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                      input_names=names, output_names=["loss"], dynamic_axes={n: {0: "N"} for n in names})
+
+
+def torch_gradients(model, inputs):
+    model.zero_grad()
+    loss = model(*(torch.from_numpy(v) for v in inputs.values()))
+    loss.backward()
+    return float(loss), {n: p.grad.numpy() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def run(args, log):
+    with open(log, "w") as f:
+        return subprocess.run(args, stdout=f, stderr=subprocess.STDOUT, timeout=600).returncode
+
+
+def main():
+    args = sys.argv[1:]
+    if not args:
+        sys.exit(__doc__)
+    psrun = os.path.abspath(args[0])
+    cache = os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))
+    data = args[args.index("--data") + 1] if "--data" in args else os.path.join(cache, "psrun", "data", "mnist")
+    images = networks.read_idx(networks.idx_file(data, "train-images-idx3-ubyte"))
+    labels = networks.read_idx(networks.idx_file(data, "train-labels-idx1-ubyte"))
+    test_images = networks.read_idx(networks.idx_file(data, "t10k-images-idx3-ubyte"))
+    test_labels = networks.read_idx(networks.idx_file(data, "t10k-labels-idx1-ubyte"))
+    tmp = tempfile.mkdtemp(prefix="graph_loss_")
+    ok = True
+
+    def check(what, cond, log=None):
+        nonlocal ok
+        print(f"{'ok' if cond else 'FAILED'}: {what}", flush=True)
+        if not cond:
+            ok = False
+            if log and os.path.exists(log):
+                print("    " + open(log).read()[-1500:].replace("\n", "\n    "))
+
+    torch.manual_seed(0)
+    for name, ctor in MODULES.items():
+        model = ctor()
+        inputs, y = batch(name, test_images[:BATCH], test_labels[:BATCH])
+        for opset in (14, 17):
+            path = f"{tmp}/{name}.{opset}.onnx"
+            export(model, inputs, path, opset)
+            cmd = [psrun, "model", "check", path, "--json", "--tolerance", "0.25",
+                   "--gradients", f"{tmp}/{name}.{opset}.grads.json"]
+            for k, (input_name, v) in enumerate(inputs.items()):
+                np.save(f"{tmp}/{name}.{input_name}.npy", v)
+                cmd += ["--input", (f"{input_name}=" if k else "") + f"{tmp}/{name}.{input_name}.npy"]
+            log = f"{tmp}/{name}.{opset}.check.log"
+            rc = run(cmd, log)
+            if rc not in (0, 1) or not os.path.exists(f"{tmp}/{name}.{opset}.grads.json"):
+                check(f"{name} opset {opset}: psrun model check exits 0 or 1 (rc={rc})", False, log)
+                continue
+            mine = json.load(open(f"{tmp}/{name}.{opset}.grads.json"))
+            torch_loss, theirs = torch_gradients(model.double(), {k: v.astype(np.float64) if v.dtype.kind == "f" else v
+                                                                  for k, v in inputs.items()})
+            model.float()
+            worst, worst_name, missing = 0.0, "", []
+            for tname, g in theirs.items():
+                if tname not in mine["tensors"]:
+                    missing.append(tname)
+                    continue
+                p = np.array(mine["tensors"][tname]["gradient"], dtype=np.float64).reshape(g.shape)
+                err = float(np.max(np.abs(p - g))) / max(float(np.max(np.abs(g))), 1e-12)
+                if err > worst:
+                    worst, worst_name = err, tname
+            loss_error = abs(mine["loss"] - torch_loss) / max(abs(torch_loss), 1e-8)
+            check(f"{name} opset {opset}: loss {mine['loss']:.6f} vs torch {torch_loss:.6f}, {len(theirs)} gradients, "
+                  f"worst {worst_name} {worst:.2e}" + (f", missing {missing}" if missing else ""),
+                  not missing and worst <= TOLERANCE and loss_error <= TOLERANCE, log)
+
+    # Training through psd: the data's labels feed the graph's label input; the tags are a column.
+    train_n, test_n = 12000, 2000
+    for name in ("ce_mlp", "two_heads"):
+        model = MODULES[name]()
+        train, _ = batch(name, images[:train_n], labels[:train_n])
+        test, _ = batch(name, test_images[:test_n], test_labels[:test_n])
+        path = f"{tmp}/{name}.train.onnx"
+        export(model, {k: v[:2] for k, v in train.items()}, path, 17)
+        files = []
+        for split, values, n in (("train", train, images[:train_n]), ("test", test, test_images[:test_n])):
+            np.save(f"{tmp}/{name}.{split}-x.npy", values["input"])
+            np.save(f"{tmp}/{name}.{split}-y.npy", values["labels"].astype(np.int32))
+            files += [f"--{split}-images", f"{tmp}/{name}.{split}-x.npy", f"--{split}-labels", f"{tmp}/{name}.{split}-y.npy"]
+            if "tags" in values:
+                np.save(f"{tmp}/{name}.{split}-tags.npy", values["tags"])
+                files += [f"--{split}-input", f"tags={tmp}/{name}.{split}-tags.npy"]
+        run_dir, log = f"{tmp}/run-{name}", f"{tmp}/{name}.train.log"
+        rc = run([psrun, "local", "--ps", "1", "--workers", "2", "--sync", "--grace", "30", "--", "--model", path,
+                  "--model-dir", run_dir, "--steps", "300", "--batch-size", "32", "--optimizer", "adam_torch",
+                  "--learning-rate", "2e-3", "--threads", "1", "--log-every", "1000"] + files, log)
+        check(f"{name}: trains 300 steps through psd, 2 workers, --sync (rc={rc})", rc == 0, log)
+        if rc != 0:
+            continue
+        summary = json.load(open(f"{run_dir}/summary.json"))
+        accuracy, loss = summary.get("test_accuracy", -1), summary.get("test_loss", -1)
+        check(f"{name}: the head's test accuracy {accuracy:.4f} > 0.85, test loss {loss:.4f} reported",
+              accuracy > 0.85 and 0 < loss < 1.0, log)
+        exported = f"{tmp}/{name}.trained.onnx"
+        rc = run([psrun, "export", "--model-dir", run_dir, "-o", exported], log)
+        check(f"{name}: psrun export writes the trained loss graph (rc={rc})", rc == 0, log)
+        if rc == 0:
+            import onnx
+            from onnx import numpy_helper
+            weights = {t.name: numpy_helper.to_array(t) for t in onnx.load(exported).graph.initializer}
+            missing = [n for n, _ in model.named_parameters() if n not in weights]
+            check(f"{name}: the export holds every parameter by its torch name", not missing, log)
+            if missing:
+                continue
+            with torch.no_grad():
+                for n, p in model.named_parameters():
+                    p.copy_(torch.from_numpy(weights[n].copy()))
+            with torch.no_grad():
+                t = tuple(torch.from_numpy(v) for v in test.values())
+                torch_loss = float(model(*t))
+            check(f"{name}: the exported weights in torch give the test loss psrun reported ({torch_loss:.4f} vs "
+                  f"{loss:.4f})", abs(torch_loss - loss) <= 1e-3 * max(1.0, abs(loss)))
+            # (psrun's test loss is the mean of the evaluation batches' losses: with class
+            # weights a batch's mean divides by its own summed weights, so ce_mlp's differs from
+            # the whole set's weighted mean in the fourth digit.)
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
