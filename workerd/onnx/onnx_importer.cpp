@@ -222,11 +222,15 @@ Result<void> Importer::import_node(int i) {
     for (int k = 0; k < node.output_size(); ++k) {
         const std::string& out = node.output(k);
         if (out.empty() || values_.count(out) != 0) continue;
-        bool read = out == graph_.output();
-        for (const int r : graph_.readers(out)) read = read || graph_.needed(r);
-        if (read) return tl::unexpected(refuse(i, "output " + std::to_string(k) + " ('" + out + "') is not supported"));
+        if (value_read(out)) return tl::unexpected(refuse(i, "output " + std::to_string(k) + " ('" + out + "') is not supported"));
     }
     return {};
+}
+
+bool Importer::value_read(const std::string& value) const {
+    bool read = value == graph_.output();
+    for (const int r : graph_.readers(value)) read = read || graph_.needed(r);
+    return read;
 }
 
 Result<nn::ModelDescription> Importer::run(const std::string& name, const std::string& description) {

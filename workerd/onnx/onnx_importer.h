@@ -48,6 +48,8 @@ public:
     // Marks node i as imported by a pattern (the walk skips it).
     void consume(int i) { consumed_.insert(i); }
     bool consumed(int i) const { return consumed_.count(i) != 0; }
+    // True when `value` is the graph's output or a node the output needs reads it.
+    bool value_read(const std::string& value) const;
     Error refuse(int node, const std::string& what) const;
     // What a pattern found an ONNX value to be (OnnxNodeImport::pattern), recorded before the
     // walk; nullptr when nothing.

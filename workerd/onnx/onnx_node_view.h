@@ -22,6 +22,10 @@ public:
     std::size_t input_count() const override { return static_cast<std::size_t>(node_.input_size()); }
     bool has_input(std::size_t i) const override { return i < input_count() && !input(i).empty(); }
     std::size_t output_count() const override { return static_cast<std::size_t>(node_.output_size()); }
+    bool output_read(std::size_t k) const override {
+        return k < output_count() && !node_.output(static_cast<int>(k)).empty() &&
+               im_.value_read(node_.output(static_cast<int>(k)));
+    }
 
     Result<std::string> value(std::size_t i) override;
     const nn::ValueInfo* info(std::size_t i) const override;
