@@ -7,7 +7,7 @@
 //                           an example right); with one label (a click model) also the ROC AUC
 //                           (rank statistic, ties counted half; -1 when the test set holds one class)
 //   graph loss              the graph's own loss, mean over the test set (weighted by each batch's
-//                           examples; a last partial batch's loss includes the rows that pad it);
+//                           examples; the trainer's evaluation batch divides the test set);
 //                           with a head (model.head) scored as softmax cross-entropy as well
 // EvalAccumulator sums batches; EvalMetrics is the plain result. Not thread-safe.
 #pragma once

@@ -260,7 +260,12 @@ EvalMetrics Trainer::evaluate() {
         nn::NetworkOptions options = config_.network;
         options.forward_only = true;
         const auto batch = static_cast<std::size_t>(config_.eval_batch_size);
-        options.batch_size = static_cast<std::int64_t>(test_->size() ? std::min(batch, test_->size()) : batch);
+        std::size_t size = test_->size() ? std::min(batch, test_->size()) : batch;
+        // A graph loss is one value per batch: no batch may be padded, so the evaluation batch
+        // divides the test set (its largest divisor up to eval_batch_size).
+        if (config_.model->loss == nn::LossKind::kGraph && test_->size() > 0)
+            while (test_->size() % size != 0) --size;
+        options.batch_size = static_cast<std::int64_t>(size);
         if (sparse_.empty()) {
             eval_network_ = make_network(*config_.model, options, params_.all(), {});
         } else {
