@@ -57,7 +57,7 @@ RowStore::RowStore(const ShardLayout& layout, std::uint32_t shard, const std::ve
 }
 
 void RowStore::allocate(const OptimizerConfig& config) {
-    config_ = config;
+    set_config(config);
     for (std::size_t t = 0; t < tables_.size(); ++t) {
         auto& table = tables_[t];
         table.values = Floats();  // never two copies of a table at once
@@ -84,7 +84,7 @@ void RowStore::reset_slots(std::size_t t) {
 }
 
 void RowStore::init(const OptimizerConfig& config) {
-    config_ = config;
+    set_config(config);
     for (std::size_t t = 0; t < tables_.size(); ++t) {
         auto& table = tables_[t];
         table.values = Floats();
@@ -131,9 +131,14 @@ std::uint64_t RowStore::rows_created() const {
 
 void RowStore::restore(const OptimizerConfig& config) {
     const bool kind_changed = config.kind != config_.kind;
-    config_ = config;
+    set_config(config);
     if (kind_changed)
         for (std::size_t t = 0; t < tables_.size(); ++t) reset_slots(t);
+}
+
+void RowStore::set_config(const OptimizerConfig& config) {
+    config_ = config;
+    for (auto& table : tables_) table.resolved = config.for_tensor(table.name, 2);
 }
 
 void RowStore::begin_update() {
@@ -144,7 +149,7 @@ void RowStore::apply(std::size_t t, std::span<const std::uint32_t> ids, std::spa
     auto& table = tables_[t];
     const std::size_t width = table.spec.width;
     // A table is rank 2 [num_rows, width]; its --param-group's learning rate and decay, if any.
-    const UpdateKernel kernel(config_.for_tensor(table.name, 2), table.updates, true);
+    const UpdateKernel kernel(table.resolved, table.updates, true);
     float* s0 = table.slot0.empty() ? nullptr : table.slot0.data();
     float* s1 = table.slot1.empty() ? nullptr : table.slot1.data();
     for (std::size_t i = 0; i < ids.size(); ++i) {

@@ -98,11 +98,14 @@ private:
         RowTable spec;
         RowInit init;
         std::string name;  // the tensor's: its --param-group
+        OptimizerConfig resolved;  // config_.for_tensor(name, 2), set with config_ (set_config)
         std::uint64_t local_rows = 0;
         Floats values, slot0, slot1;
         std::vector<std::uint64_t> created;  // bit i: local row i has its initial values and slots
         std::uint64_t updates = 0;
     };
+    // Adopts `config` and resolves each table's (its --param-group) once, not per update.
+    void set_config(const OptimizerConfig& config);
     // Gives local row i of `table` its initial values and fresh slots unless it has them.
     void create(Table& table, std::uint64_t i) const {
         if (!(table.created[i >> 6] >> (i & 63) & 1)) create_row(table, i);
