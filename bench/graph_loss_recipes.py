@@ -115,6 +115,29 @@ def save(tmp, arrays):
     return paths
 
 
+def torch_train(model, arrays, steps, seed, optimizer, after_backward=None, schedule=None):
+    """`steps` steps of batch 128 over `arrays` (the module's inputs, in a random order drawn
+    from `seed`, redrawn each epoch). Returns the seconds taken."""
+    torch.set_num_threads(2)
+    generator = torch.Generator().manual_seed(seed)
+    tensors = [torch.from_numpy(a) for a in arrays]
+    order, position = torch.randperm(len(tensors[0]), generator=generator), 0
+    start = time.perf_counter()
+    for _ in range(steps):
+        if position + 128 > len(order):
+            order, position = torch.randperm(len(tensors[0]), generator=generator), 0
+        i = order[position:position + 128]
+        position += 128
+        optimizer.zero_grad(set_to_none=True)
+        model(*(t[i] for t in tensors)).backward()
+        if after_backward:
+            after_backward()
+        optimizer.step()
+        if schedule:
+            schedule.step()
+    return time.perf_counter() - start
+
+
 def two_heads_data():
     cache = os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))
     d = os.path.join(cache, "psrun", "data", "mnist")
@@ -146,22 +169,8 @@ def run_two_heads(seed, steps, tmp):
     init = os.path.join(tmp, f"two_heads-{seed}.onnx")
     export(model, {"input": x, "labels": y, "tags": tags}, init)
     results = []
-    # PyTorch
-    torch.set_num_threads(2)
-    generator = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    X, Y, T = torch.from_numpy(x), torch.from_numpy(y), torch.from_numpy(tags)
-    order, position = torch.randperm(len(X), generator=generator), 0
-    start = time.perf_counter()
-    for _ in range(steps):
-        if position + 128 > len(order):
-            order, position = torch.randperm(len(X), generator=generator), 0
-        i = order[position:position + 128]
-        position += 128
-        optimizer.zero_grad(set_to_none=True)
-        model(X[i], Y[i], T[i]).backward()
-        optimizer.step()
-    results.append({"system": "pytorch", "seed": seed, "train_seconds": round(time.perf_counter() - start, 2),
+    seconds = torch_train(model, (x, y, tags), steps, seed, torch.optim.Adam(model.parameters(), lr=1e-3))
+    results.append({"system": "pytorch", "seed": seed, "train_seconds": round(seconds, 2),
                     **score_two_heads(model, tx, ty, ttags)})
     # psrun through psd
     p = save(tmp, {"x": x, "y": y.astype(np.int32), "tags": tags, "tx": tx, "ty": ty.astype(np.int32), "ttags": ttags})
@@ -221,27 +230,13 @@ def run_char_lm(seed, steps, tmp):
     export(model, {"input": x, "targets": t}, init)
     warmup, lr = 50, 3e-3
     results = []
-    torch.set_num_threads(2)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     rest = [p for p in model.parameters() if p.dim() < 2]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
                                   lr=lr, betas=(0.9, 0.95), eps=1e-8)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lm_rate(step + 1, warmup, steps))
-    generator = torch.Generator().manual_seed(seed)
-    X, T = torch.from_numpy(x), torch.from_numpy(t)
-    order, position = torch.randperm(len(X), generator=generator), 0
-    start = time.perf_counter()
-    for _ in range(steps):
-        if position + 128 > len(order):
-            order, position = torch.randperm(len(X), generator=generator), 0
-        i = order[position:position + 128]
-        position += 128
-        optimizer.zero_grad(set_to_none=True)
-        model(X[i], T[i]).backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-    seconds = time.perf_counter() - start
+    seconds = torch_train(model, (x, t), steps, seed, optimizer,
+                          lambda: nn.utils.clip_grad_norm_(model.parameters(), 1.0), schedule)
     with torch.no_grad():
         losses = [float(model(torch.from_numpy(vx[k:k + 128]), torch.from_numpy(vt[k:k + 128])))
                   for k in range(0, len(vx), 128)]

@@ -20,6 +20,17 @@ void add_reorder(std::vector<std::function<void()>>& ops, const dnnl::stream& st
     ops.push_back([r, stream, from, to]() mutable { r.execute(stream, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}}); });
 }
 
+// `m` itself when it is `plain`, else a plain copy: read from `m` by a reorder added to `ops`
+// (`read`), or written back into `m` (not `read`).
+memory plain_view(const dnnl::engine& engine, const dnnl::stream& stream, const memory& m, const memory::desc& plain,
+                  std::vector<std::function<void()>>& ops, bool read) {
+    if (m.get_desc() == plain) return m;
+    memory copy(plain, engine);
+    if (read) add_reorder(ops, stream, m, copy);
+    else add_reorder(ops, stream, copy, m);
+    return copy;
+}
+
 // log(1 + e^x) without overflow.
 double softplus(double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
 
@@ -43,20 +54,8 @@ Loss::Loss(const dnnl::engine& engine, const dnnl::stream& stream, const memory&
     batch_ = dims.at(0);
     width_ = dims.at(1);
     const memory::desc plain = plain_desc(dims, Dt::f32);
-    if (output.get_desc() == plain) {
-        output_ = output;
-    } else {
-        output_ = memory(plain, engine);
-        add_reorder(before_, stream_, output, output_);
-    }
-    if (diff_output) {
-        if (diff_output.get_desc() == plain) {
-            doutput_ = diff_output;
-        } else {
-            doutput_ = memory(plain, engine);
-            add_reorder(after_, stream_, doutput_, diff_output);
-        }
-    }
+    output_ = plain_view(engine, stream_, output, plain, before_, true);
+    if (diff_output) doutput_ = plain_view(engine, stream_, diff_output, plain, after_, false);
     const auto n = static_cast<std::size_t>(batch_);
     predictions_.assign(n, 0);
     if (kind_ == LossKind::kSoftmaxCrossEntropy) labels_.assign(n, 0);
@@ -71,31 +70,13 @@ std::span<const float> Loss::outputs() const {
 void Loss::build_graph_loss(const dnnl::engine& engine, const memory& output, const memory& diff_output,
                             const memory& head) {
     const memory::desc scalar = plain_desc({1}, Dt::f32);
-    if (output.get_desc() == scalar) {
-        value_ = output;
-    } else {
-        value_ = memory(scalar, engine);
-        add_reorder(before_, stream_, output, value_);
-    }
-    if (diff_output) {
-        if (diff_output.get_desc() == scalar) {
-            doutput_ = diff_output;
-        } else {
-            doutput_ = memory(scalar, engine);
-            add_reorder(after_, stream_, doutput_, diff_output);
-        }
-    }
+    value_ = plain_view(engine, stream_, output, scalar, before_, true);
+    if (diff_output) doutput_ = plain_view(engine, stream_, diff_output, scalar, after_, false);
     if (!head) return;
     const auto dims = head.get_desc().dims();
     batch_ = dims.at(0);
     width_ = dims.at(1);
-    const memory::desc plain = plain_desc(dims, Dt::f32);
-    if (head.get_desc() == plain) {
-        output_ = head;
-    } else {
-        output_ = memory(plain, engine);
-        add_reorder(before_, stream_, head, output_);
-    }
+    output_ = plain_view(engine, stream_, head, plain_desc(dims, Dt::f32), before_, true);
     predictions_.assign(static_cast<std::size_t>(batch_), 0);
 }
 
