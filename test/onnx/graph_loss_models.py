@@ -226,6 +226,23 @@ def main():
                 torch_loss = float(model(*t))
             check(f"{name}: the exported weights in torch give the test loss psrun reported ({torch_loss:.4f} vs "
                   f"{loss:.4f})", abs(torch_loss - loss) <= 1e-3 * max(1.0, abs(loss)))
+            # psrun predict: the softmax of the head (the scores its label loss reads).
+            probs = f"{tmp}/{name}.probs.npy"
+            cmd = [psrun, "predict", "--model-dir", run_dir, "--images", f"{tmp}/{name}.test-x.npy", "--output", probs]
+            if "tags" in test:
+                cmd += ["--input", f"tags={tmp}/{name}.test-tags.npy"]
+            rc = run(cmd, log)
+            diff = float("inf")
+            if rc == 0:
+                with torch.no_grad():
+                    x = torch.from_numpy(test["input"]).flatten(1)
+                    if name == "ce_mlp":
+                        scores = model.fc2(F.relu(model.fc1(x)))
+                    else:
+                        scores = model.classes(torch.tanh(model.trunk(x)))
+                    diff = float(np.abs(np.load(probs) - torch.softmax(scores, 1).numpy()).max())
+            check(f"{name}: psrun predict gives the head's softmax as torch computes it (largest difference {diff:.1e})",
+                  rc == 0 and diff <= 1e-4, log)
             # (psrun's test loss is the mean of the evaluation batches' losses: with class
             # weights a batch's mean divides by its own summed weights, so ce_mlp's differs from
             # the whole set's weighted mean in the fourth digit.)
