@@ -9,6 +9,8 @@ Each module's forward takes its inputs and its labels or targets and returns a s
   token_ce     per-token cross-entropy over [N, C, L] with padding ignored (ignore_index=0), the
                labels [N, L] an input of their own
   mse          a regression's mean squared error written out ((y - t) ** 2).mean()
+and, last, bench/graph_loss_recipes.py's character transformer trained 30 updates on one fixed batch
+with the transformer recipe (AdamW, warm-up + cosine, clipping) by both: the losses must agree.
 At opsets 14 and 17, one batch of real MNIST data goes through `psrun model check --gradients`
 and through the module in float64: the loss and every trainable tensor's gradient are compared
 by name (max |g_psrun - g_torch| / max |g_torch| <= TOLERANCE). Then ce_mlp and two_heads train
@@ -246,6 +248,48 @@ def main():
             # (psrun's test loss is the mean of the evaluation batches' losses: with class
             # weights a batch's mean divides by its own summed weights, so ce_mlp's differs from
             # the whole set's weighted mean in the fourth digit.)
+    # The transformer recipe whole (AdamW with decay on rank >= 2, betas 0.9/0.95, warm-up then
+    # cosine, global-norm clipping) on one fixed batch, so the data order cannot differ: psrun's
+    # loss after 30 updates against PyTorch's.
+    import graph_loss_recipes as recipes
+    ids, vocabulary = recipes.corpus()
+    x, t = recipes.windows(ids[:20000], 32, 8)
+    x, t = x[:128], t[:128]
+    steps, warmup, lr = 30, 5, 3e-3
+    torch.manual_seed(1)
+    lm = recipes.CharLm(vocabulary)
+    path = f"{tmp}/char_lm.onnx"
+    recipes.export(lm, {"input": x, "targets": t}, path)
+    decay = [p for p in lm.parameters() if p.dim() >= 2]
+    rest = [p for p in lm.parameters() if p.dim() < 2]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
+                                  lr=lr, betas=(0.9, 0.95), eps=1e-8)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: recipes.lm_rate(s + 1, warmup, steps))
+    X, T = torch.from_numpy(x), torch.from_numpy(t)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        lm(X, T).backward()
+        nn.utils.clip_grad_norm_(lm.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+    with torch.no_grad():
+        torch_loss = float(lm(X, T))
+    files = []
+    for key, v in (("x", x), ("t", t), ("y", np.zeros(len(x), np.int32))):
+        np.save(f"{tmp}/char_lm.{key}.npy", v)
+    for split in ("train", "test"):
+        files += [f"--{split}-images", f"{tmp}/char_lm.x.npy", f"--{split}-labels", f"{tmp}/char_lm.y.npy",
+                  f"--{split}-input", f"targets={tmp}/char_lm.t.npy"]
+    run_dir, log = f"{tmp}/run-char_lm", f"{tmp}/char_lm.train.log"
+    rc = run([psrun, "local", "--ps", "1", "--workers", "1", "--grace", "30", "--", "--model", path,
+              "--model-dir", run_dir, "--steps", str(steps), "--batch-size", "128", "--optimizer", "adamw",
+              "--learning-rate", str(lr), "--beta1", "0.9", "--beta2", "0.95", "--epsilon", "1e-8",
+              "--weight-decay", "0.1", "--lr-schedule", f"cosine:steps={steps - warmup}",
+              "--lr-warmup-steps", str(warmup), "--clip-global-norm", "1.0", "--precision", "f32",
+              "--threads", "1", "--log-every", "1000"] + files, log)
+    loss = json.load(open(f"{run_dir}/summary.json"))["test_loss"] if rc == 0 else float("nan")
+    check(f"char_lm recipe on a fixed batch, 30 updates: psrun's loss {loss:.6f} vs PyTorch's {torch_loss:.6f}",
+          rc == 0 and abs(loss - torch_loss) <= 1e-4 * abs(torch_loss), log)
     sys.exit(0 if ok else 1)
 
 
