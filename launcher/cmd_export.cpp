@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "common/checkpoint_params.h"
 #include "common/checkpoint_store.h"
@@ -16,6 +18,7 @@
 #include "workerd/model_identity.h"
 #include "workerd/onnx/onnx_model.h"
 #include "workerd/parameter_set.h"
+#include "workerd/run_recipe.h"
 
 namespace psrun::launcher {
 
@@ -78,7 +81,12 @@ void run_export(const ExportOptions& o) {
         throw UsageError("checkpoint " + info.dir + " is damaged, as a restore would refuse it: " +
                          params.error().message + older);
     }
-    auto bytes = onnx_io::export_onnx(*model, params->values);
+    // The run's recipe (<model-dir>/recipe.json, written by the chief) rides along as metadata.
+    auto recipe = worker::read_run_recipe(o.model_dir);
+    if (!recipe) throw UsageError(recipe.error().message + " (remove it to export without the recipe)");
+    std::vector<std::pair<std::string, std::string>> metadata;
+    if (*recipe) metadata.emplace_back(onnx_io::kRecipeKey, worker::recipe_document(**recipe));
+    auto bytes = onnx_io::export_onnx(*model, params->values, metadata);
     if (!bytes) throw UsageError(bytes.error().message);
     const std::string output =
         o.output.empty() ? o.model_dir + "/model-" + std::to_string(info.step) + (o.ema ? "-ema" : "") + ".onnx"
@@ -98,7 +106,8 @@ void run_export(const ExportOptions& o) {
                       ? std::string("loss (a scalar)")
                       : (model->loss == nn::LossKind::kMeanSquaredError ? "outputs" : "probabilities") +
                             std::string(" [N x ") + std::to_string(model->classes) + "]")
-              << ")" << std::endl;
+              << ")" << (*recipe ? std::string(", recipe in metadata ") + onnx_io::kRecipeKey : std::string())
+              << std::endl;
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "workerd/barrier.h"
 #include "workerd/hooks.h"
 #include "workerd/model_identity.h"
+#include "workerd/run_recipe.h"
 #include "workerd/preemption.h"
 #include "workerd/signal_watcher.h"
 #include "workerd/step_loop.h"
@@ -139,6 +140,9 @@ int DistributedWorker::run() {
     if (c.chief && !training_.model_dir.empty() && !data_record(training_, *data).empty())
         if (auto wrote = write_data_record(training_.model_dir, data_record(training_, *data)); !wrote)
             spdlog::warn("{}", wrote.error().message);
+    if (c.chief && !training_.model_dir.empty())  // the recipe this run uses, for --recipe (workerd/run_recipe.h)
+        if (auto wrote = write_run_recipe(training_.model_dir, effective_recipe(training_, config)); !wrote)
+            spdlog::warn("no {}: {}", kRunRecipeFile, wrote.error().message);
     std::unique_ptr<Checkpointer> checkpointer;  // the chief's, when it has a model dir
     BarrierOptions bo{static_cast<std::uint32_t>(endpoints.size()), c.num_workers, to_milliseconds(c.barrier_timeout),
                       std::chrono::milliseconds(100), &watcher};

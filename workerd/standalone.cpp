@@ -16,6 +16,7 @@
 #include "common/utf8.h"
 #include "workerd/class_names.h"
 #include "workerd/datasets.h"
+#include "workerd/run_recipe.h"
 #include "workerd/nn/model_summary.h"
 #include "workerd/data/data_time.h"
 
@@ -66,6 +67,9 @@ int StandaloneTrainer::run() {
     if (!options_.model_dir.empty() && !data_record(options_, *data).empty())
         if (auto wrote = write_data_record(options_.model_dir, data_record(options_, *data)); !wrote)
             spdlog::warn("{}", wrote.error().message);
+    if (!options_.model_dir.empty())  // the recipe this run uses, for --recipe (workerd/run_recipe.h)
+        if (auto wrote = write_run_recipe(options_.model_dir, effective_recipe(options_, config)); !wrote)
+            spdlog::warn("no {}: {}", kRunRecipeFile, wrote.error().message);
     if (!options_.train_data.empty())
         spdlog::info("train data: {}; test data: {}", data->train_description, data->test_description);
     auto count = [](std::size_t n) { return n ? std::to_string(n) : std::string("streamed"); };

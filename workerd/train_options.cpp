@@ -8,17 +8,23 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
+#include <utility>
 
 #include "common/metric_targets.h"
 #include "common/option_checks.h"
 #include "common/param_groups.h"
 #include "workerd/parameter_set.h"
 #include "workerd/onnx/model_loader.h"
+#include "workerd/run_recipe.h"
 
 namespace psrun::worker {
 
 namespace {
 constexpr std::int64_t kMaxSteps = 1000000000000;  // 1e12: any step count or interval
+// A recipe's ranges are its flags' (workerd/nn/recipe.h keeps its own copies: no dependency on workerd).
+static_assert(nn::kMaxRecipeSteps == kMaxSteps && nn::kMaxRecipeAccumulateSteps == kMaxAccumulateSteps &&
+              nn::kMaxRecipeGlobalBatch == 65536 * kMaxTasks);
 
 // --momentum, --beta1, --beta2, --epsilon into `config` (whose kind is set), validated.
 void set_hyperparameters(const TrainOptions& o, OptimizerConfig& config) {
@@ -76,6 +82,10 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                    "file FILE.onnx (imported; docs/models.md \"Importing from PyTorch\"); its recipe fills the "
                    "options not given here")
         ->capture_default_str();
+    app.add_option("--recipe", o.recipe_file,
+                   "a recipe file FILE.json ({\"recipe\": {...}} or the bare object, as a model's \"recipe\"; a run's "
+                   "<model-dir>/recipe.json): its fields fill the options not given here and win over the model's "
+                   "recipe (docs/models.md \"Recipe\")");
     app.add_option("--init", o.init,
                    "initial weights: model (the ONNX file's initializers when --model is one, else the "
                    "description's initializers) or description (always draw from the description's initializers "
@@ -283,46 +293,127 @@ Result<nn::Precision> parse_precision(const std::string& name) {
     return make_error(ErrorCode::kInvalidArgument, "unknown precision '" + name + "' (f32 or bf16)");
 }
 
+bool recipe_gives(const nn::Recipe& r, std::string_view flag) {
+    const std::pair<std::string_view, bool> fields[] = {
+        {"--optimizer", r.optimizer.has_value()},
+        {"--learning-rate", r.learning_rate.has_value()},
+        {"--lr-decay-rate", r.lr_decay_rate.has_value()},
+        {"--lr-decay-steps", r.lr_decay_steps.has_value()},
+        {"--lr-schedule", r.lr_schedule.has_value()},
+        {"--lr-warmup-steps", r.lr_warmup_steps.has_value()},
+        {"--batch-size", r.batch_size.has_value()},
+        {"--global-batch-size", r.global_batch_size.has_value()},
+        {"--accumulate-steps", r.accumulate_steps.has_value()},
+        {"--steps", r.steps.has_value()},
+        {"--weight-decay", r.weight_decay.has_value()},
+        {"--weight-decay-on", r.weight_decay_on.has_value()},
+        {"--clip-global-norm", r.clip_global_norm.has_value()},
+        {"--momentum", r.momentum.has_value()},
+        {"--beta1", r.beta1.has_value()},
+        {"--beta2", r.beta2.has_value()},
+        {"--epsilon", r.epsilon.has_value()},
+        {"--label-smoothing", r.label_smoothing.has_value()},
+        {"--param-group", r.param_groups.has_value()},
+        {"--ema-decay", r.ema_decay.has_value()},
+    };
+    for (const auto& [name, set] : fields)
+        if (name == flag) return set;
+    return false;
+}
+
+void merge_recipe(const nn::Recipe& r, TrainOptions& o, const std::function<bool(std::string_view flag)>& given) {
+    auto take = [&](const auto& from, auto& to, std::string_view flag) {
+        if (!from || given(flag)) return;
+        using To = std::decay_t<decltype(to)>;
+        if constexpr (std::is_same_v<To, int>)  // a count beyond int (batch_size may be huge) is clamped, then refused
+            to = static_cast<int>(std::clamp<std::int64_t>(*from, INT32_MIN, INT32_MAX));
+        else if constexpr (std::is_same_v<To, float> || std::is_same_v<To, std::optional<float>>)
+            to = static_cast<float>(*from);
+        else
+            to = *from;
+    };
+    take(r.optimizer, o.optimizer, "--optimizer");
+    take(r.learning_rate, o.learning_rate, "--learning-rate");
+    // The schedule is one choice: the highest layer that gives any part of it decides all of it.
+    if ((r.lr_schedule || r.lr_decay_rate) && !given("--lr-schedule") && !given("--lr-decay-rate") &&
+        !given("--lr-decay-steps")) {
+        if (r.lr_schedule) o.lr_schedule = *r.lr_schedule;
+        if (r.lr_decay_rate) {
+            o.lr_decay_rate = static_cast<float>(*r.lr_decay_rate);
+            o.lr_decay_steps = r.lr_decay_steps.value_or(0);
+        }
+    }
+    // A warm-up the schedule in effect carries itself (a higher layer's warmup=N) wins.
+    if (r.lr_warmup_steps && !given("--lr-warmup-steps")) {
+        const auto schedule = o.lr_schedule.empty() ? Result<LrSchedule>(LrSchedule{}) : parse_lr_schedule(o.lr_schedule);
+        if (!schedule || schedule->warmup_steps == 0 ||
+            schedule->warmup_steps == static_cast<std::uint64_t>(*r.lr_warmup_steps))
+            o.lr_warmup_steps = *r.lr_warmup_steps;
+    }
+    // The batch too: --batch-size or --global-batch-size; within one recipe global_batch_size decides
+    // (apply_global_batch_size) and batch_size beside it is what it came to.
+    if (!given("--batch-size") && !given("--global-batch-size")) {
+        take(r.batch_size, o.batch_size, "--batch-size");
+        take(r.global_batch_size, o.global_batch_size, "--global-batch-size");
+    }
+    take(r.accumulate_steps, o.accumulate_steps, "--accumulate-steps");
+    take(r.steps, o.steps, "--steps");
+    take(r.weight_decay, o.weight_decay, "--weight-decay");
+    take(r.weight_decay_on, o.weight_decay_on, "--weight-decay-on");
+    take(r.clip_global_norm, o.clip_global_norm, "--clip-global-norm");
+    take(r.label_smoothing, o.label_smoothing, "--label-smoothing");
+    take(r.param_groups, o.param_groups, "--param-group");
+    take(r.ema_decay, o.ema_decay, "--ema-decay");
+    take(r.momentum, o.momentum, "--momentum");
+    take(r.beta1, o.beta1, "--beta1");
+    take(r.beta2, o.beta2, "--beta2");
+    take(r.epsilon, o.epsilon, "--epsilon");
+}
+
 void resolve_model(const CLI::App& app, TrainOptions& o) {
     auto loaded = onnx_io::load_any_model(o.model);
     if (!loaded) throw UsageError("--model " + o.model + ": " + loaded.error().message);
     if (o.init == "description") loaded->initial_parameters = nullptr;
     o.description = std::make_shared<const nn::ModelDescription>(std::move(*loaded));
     o.model_given = app.count("--model") > 0;
-    if (!o.description->recipe) return;
-    const nn::Recipe& r = *o.description->recipe;
-    auto unset = [&app](const char* flag) { return app.count(flag) == 0; };
-    if (r.optimizer && unset("--optimizer")) o.optimizer = *r.optimizer;
-    if (r.learning_rate && unset("--learning-rate")) o.learning_rate = static_cast<float>(*r.learning_rate);
-    if (r.lr_decay_rate && unset("--lr-decay-rate") && unset("--lr-decay-steps")) {
-        o.lr_decay_rate = static_cast<float>(*r.lr_decay_rate);
-        o.lr_decay_steps = r.lr_decay_steps.value_or(0);
+    std::optional<nn::Recipe> file;
+    if (!o.recipe_file.empty()) {
+        auto read = read_recipe_file(o.recipe_file, "--recipe " + o.recipe_file);
+        if (!read) throw UsageError(read.error().message);
+        file = std::move(*read);
     }
-    if (r.batch_size && unset("--batch-size")) o.batch_size = static_cast<int>(*r.batch_size);
-    if (r.steps && unset("--steps")) o.steps = *r.steps;
-    if (r.weight_decay && unset("--weight-decay")) o.weight_decay = static_cast<float>(*r.weight_decay);
-    if (r.label_smoothing && unset("--label-smoothing")) o.label_smoothing = static_cast<float>(*r.label_smoothing);
-    // The recipe's hyperparameters of its own optimizer: dropped when --optimizer chose another.
-    const auto kind = parse_optimizer_kind(o.optimizer);
-    auto fill = [&](const std::optional<double>& from, std::optional<float>& to, const char* flag, bool used) {
-        if (from && unset(flag) && used) to = static_cast<float>(*from);
-    };
-    fill(r.momentum, o.momentum, "--momentum", kind && uses_momentum(*kind));
-    fill(r.beta1, o.beta1, "--beta1", kind && uses_betas(*kind));
-    fill(r.beta2, o.beta2, "--beta2", kind && uses_betas(*kind));
-    fill(r.epsilon, o.epsilon, "--epsilon", kind && uses_betas(*kind));
+    auto on_command_line = [&app](std::string_view flag) { return app.count(std::string(flag)) > 0; };
+    if (file) merge_recipe(*file, o, on_command_line);
+    if (o.description->recipe)
+        merge_recipe(*o.description->recipe, o, [&](std::string_view flag) {
+            return on_command_line(flag) || (file && recipe_gives(*file, flag));
+        });
+    // A recipe's hyperparameters of its own optimizer: dropped when the optimizer in effect (the
+    // command line's, say) does not read them. The command line's own stay, to be refused.
+    if (const auto kind = parse_optimizer_kind(o.optimizer)) {
+        auto drop = [&](std::optional<float>& value, const char* flag, bool used) {
+            if (!used && !on_command_line(flag)) value.reset();
+        };
+        drop(o.momentum, "--momentum", uses_momentum(*kind));
+        drop(o.beta1, "--beta1", uses_betas(*kind));
+        drop(o.beta2, "--beta2", uses_betas(*kind));
+        drop(o.epsilon, "--epsilon", uses_betas(*kind));
+    }
 }
 
 void apply_global_batch_size(const CLI::App& app, TrainOptions& o, std::uint32_t workers) {
-    if (app.count("--global-batch-size") == 0) return;
+    // From a recipe (resolve_model merged it) when the command line gave neither batch flag.
+    const bool flag = app.count("--global-batch-size") > 0;
+    if (!flag && o.global_batch_size == 0) return;
+    const std::string name = flag ? "--global-batch-size" : "the recipe's global_batch_size";
     const int g = o.global_batch_size;
-    if (app.count("--batch-size") > 0)
+    if (flag && app.count("--batch-size") > 0)
         throw UsageError("give --batch-size (per worker) or --global-batch-size (split over the workers), not both");
-    if (g < 1) throw UsageError("--global-batch-size must be >= 1");
-    if (workers == 0) throw UsageError("--global-batch-size needs --num-workers");
+    if (g < 1) throw UsageError(name + " must be >= 1");
+    if (workers == 0) throw UsageError(name + " needs --num-workers");
     const int parts = static_cast<int>(workers) * std::clamp(o.accumulate_steps, 1, kMaxAccumulateSteps);
     if (g % parts != 0)
-        throw UsageError("--global-batch-size " + std::to_string(g) + " does not split evenly over " +
+        throw UsageError(name + " " + std::to_string(g) + " does not split evenly over " +
                          std::to_string(workers) + " workers" +
                          (parts > static_cast<int>(workers) ? " x --accumulate-steps " + std::to_string(o.accumulate_steps) : "") +
                          ": give a multiple of " + std::to_string(parts));

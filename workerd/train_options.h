@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -20,6 +22,9 @@ struct TrainOptions {
     // --model: a built-in name, a JSON file (docs/models.md) or an ONNX file; resolve_model()
     // loads it (onnx_io::load_any_model).
     std::string model = "mnist_deep";
+    // --recipe F: a recipe file (nn::parse_recipe_text: {"recipe": {...}} or the bare object);
+    // resolve_model() merges it between the command line and the model's recipe.
+    std::string recipe_file;
     // --init: "model" starts from the model's initial_parameters when it brings them (an ONNX
     // file's initializers), "description" always draws from the layers' initializers.
     std::string init = "model";
@@ -146,13 +151,25 @@ inline std::int64_t examples_per_update(const TrainOptions& options) {
 void add_train_options(CLI::App& app, TrainOptions& options);
 
 // After parsing: loads --model into options.description (UsageError naming the model and the
-// field otherwise) and fills every recipe field of the model (optimizer, learning rate, decay,
-// batch size, steps, weight decay, label smoothing; momentum, betas and epsilon where the
-// resulting optimizer reads them) that the command line of `app` did not give.
+// field otherwise), reads --recipe (UsageError naming the file and the field), and merges the
+// recipes field by field: the command line of `app` wins over the --recipe file, which wins
+// over the model's recipe (merge_recipe applied to each). A recipe's momentum, betas and
+// epsilon are then dropped where the resulting optimizer does not read them.
 void resolve_model(const CLI::App& app, TrainOptions& options);
 
-// --global-batch-size G over `workers` (1 standalone): sets batch_size = G / (workers x
-// accumulate_steps). UsageError when G does not split evenly or --batch-size was given too.
+// Fills from `recipe` every option whose flag `given` does not name (given: the flag was set by
+// a higher layer, e.g. the command line). Two groups go as one: the schedule (--lr-schedule,
+// --lr-decay-rate, --lr-decay-steps: a layer giving any of them decides all) and the batch
+// (--batch-size, --global-batch-size); a recipe's lr_warmup_steps gives way to a warm-up the
+// schedule in effect already carries (warmup=N).
+void merge_recipe(const nn::Recipe& recipe, TrainOptions& options, const std::function<bool(std::string_view flag)>& given);
+// Whether `recipe` sets what `flag` sets ("--lr-decay-rate" and "--lr-decay-steps": lr_decay).
+bool recipe_gives(const nn::Recipe& recipe, std::string_view flag);
+
+// --global-batch-size G (or a recipe's global_batch_size, when the command line gave neither
+// --batch-size nor --global-batch-size) over `workers` (1 standalone): sets batch_size = G /
+// (workers x accumulate_steps). UsageError when G does not split evenly or --batch-size was
+// given too.
 void apply_global_batch_size(const CLI::App& app, TrainOptions& options, std::uint32_t workers);
 
 // Validates the options (UsageError naming the flag otherwise) and builds the trainer config.

@@ -1,5 +1,6 @@
 #include "workerd/nn/recipe.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -7,7 +8,10 @@
 #include <tuple>
 #include <utility>
 
+#include "common/lr_schedule.h"
 #include "common/optimizer.h"
+#include "common/param_groups.h"
+#include "common/wire.h"
 #include "workerd/nn/field_reader.h"
 #include "workerd/nn/shape.h"
 
@@ -15,9 +19,64 @@ namespace psrun::nn {
 
 namespace {
 // The optional numbers after "steps", in the order to_json and to_string write them.
-std::array<std::pair<const char*, const std::optional<double>*>, 6> recipe_numbers(const Recipe& r) {
+std::array<std::pair<const char*, const std::optional<double>*>, 8> recipe_numbers(const Recipe& r) {
     return {{{"weight_decay", &r.weight_decay}, {"momentum", &r.momentum}, {"beta1", &r.beta1},
-             {"beta2", &r.beta2}, {"epsilon", &r.epsilon}, {"label_smoothing", &r.label_smoothing}}};
+             {"beta2", &r.beta2}, {"epsilon", &r.epsilon}, {"label_smoothing", &r.label_smoothing},
+             {"clip_global_norm", &r.clip_global_norm}, {"ema_decay", &r.ema_decay}}};
+}
+// The optional counts beside batch_size and steps.
+std::array<std::pair<const char*, const std::optional<std::int64_t>*>, 3> recipe_counts(const Recipe& r) {
+    return {{{"lr_warmup_steps", &r.lr_warmup_steps}, {"accumulate_steps", &r.accumulate_steps},
+             {"global_batch_size", &r.global_batch_size}}};
+}
+
+// Every field parse_recipe knows (FieldReader::finish names the closest for a misspelt one).
+constexpr std::array kRecipeFields = {"optimizer",       "learning_rate",    "lr_decay",        "batch_size",
+                                      "steps",           "weight_decay",     "momentum",        "beta1",
+                                      "beta2",           "epsilon",          "label_smoothing", "lr_schedule",
+                                      "lr_warmup_steps", "clip_global_norm", "weight_decay_on", "param_groups",
+                                      "ema_decay",       "accumulate_steps", "global_batch_size"};
+
+// The schedule fields among themselves, as lr_schedule_from_flags checks their flags: lr_decay
+// only beside a constant schedule, and one warm-up.
+Result<void> check_schedule(const Recipe& recipe, FieldReader& reader) {
+    if (!recipe.lr_schedule) return {};
+    auto schedule = parse_lr_schedule(*recipe.lr_schedule);
+    if (!schedule) return tl::unexpected(reader.fail("lr_schedule", schedule.error().message));
+    if (recipe.lr_decay_steps && recipe.lr_decay_rate != 1.0 && schedule->kind != LrScheduleKind::kConstant)
+        return tl::unexpected(reader.fail(
+            "lr_decay", "and lr_schedule " + std::string(to_string(schedule->kind)) +
+                            " both set the decay: give one (lr_decay {\"rate\": R, \"steps\": N} is lr_schedule "
+                            "exponential:rate=R,steps=N)"));
+    if (recipe.lr_warmup_steps && *recipe.lr_warmup_steps > 0 && schedule->warmup_steps != 0 &&
+        schedule->warmup_steps != static_cast<std::uint64_t>(*recipe.lr_warmup_steps))
+        return tl::unexpected(reader.fail("lr_warmup_steps", std::to_string(*recipe.lr_warmup_steps) +
+                                                                 " and lr_schedule's warmup=" +
+                                                                 std::to_string(schedule->warmup_steps) +
+                                                                 " disagree: give the warm-up once"));
+    return {};
+}
+
+Result<std::vector<std::string>> read_param_groups(FieldReader& reader) {
+    const auto& list = reader.raw("param_groups");
+    if (!list.is_array())
+        return tl::unexpected(reader.fail("param_groups", "expected a list of \"PATTERN:lr_mult=M,weight_decay=W\" "
+                                                          "strings, got " + describe_value(list)));
+    if (list.size() > wire::kMaxParamGroups)
+        return tl::unexpected(reader.fail("param_groups", "at most " + std::to_string(wire::kMaxParamGroups) +
+                                                              " groups, got " + std::to_string(list.size())));
+    std::vector<std::string> groups;
+    for (std::size_t i = 0; i < list.size(); ++i) {
+        const auto& item = list[i];
+        if (!item.is_string())
+            return tl::unexpected(reader.fail("param_groups", "item " + std::to_string(i) + ": expected a string, got " +
+                                                                  describe_value(item)));
+        auto group = parse_param_group(item.get_ref<const std::string&>());
+        if (!group) return tl::unexpected(reader.fail("param_groups", "item " + std::to_string(i) + ": " +
+                                                                          group.error().message));
+        groups.push_back(item.get<std::string>());
+    }
+    return groups;
 }
 }  // namespace
 
@@ -65,27 +124,55 @@ Result<Recipe> parse_recipe(const nlohmann::json& value, const std::string& wher
         if (!steps) return tl::unexpected(steps.error());
         recipe.steps = *steps;
     }
-    // Each of these is a finite number in its range (low <= v, or low < v with `open`; v < high).
-    auto read = [&](const char* field, std::optional<double>& to, bool open, double high,
+    // Each of these is a finite number in its range: low <= v (low < v with `open_low`), and
+    // v < high (v <= high with `closed_high`).
+    auto read = [&](const char* field, std::optional<double>& to, bool open_low, double high, bool closed_high,
                     const char* range) -> Result<void> {
         if (!reader.has(field)) return {};
         auto v = reader.number(field, std::nullopt);
         if (!v) return tl::unexpected(v.error());
-        if ((open ? !(*v > 0.0) : !(*v >= 0.0)) || !(*v < high))
+        if ((open_low ? !(*v > 0.0) : !(*v >= 0.0)) || (closed_high ? !(*v <= high) : !(*v < high)))
             return tl::unexpected(reader.fail(field, std::string("expected a number ") + range + ", got " +
                                                          describe_value(*v)));
         to = *v;
         return {};
     };
     const double inf = std::numeric_limits<double>::infinity();
-    for (auto [field, to, open, high, range] :
-         {std::tuple{"weight_decay", &recipe.weight_decay, false, inf, ">= 0"},
-          std::tuple{"momentum", &recipe.momentum, false, 1.0, "in [0, 1)"},
-          std::tuple{"beta1", &recipe.beta1, false, 1.0, "in [0, 1)"},
-          std::tuple{"beta2", &recipe.beta2, false, 1.0, "in [0, 1)"},
-          std::tuple{"epsilon", &recipe.epsilon, true, inf, "> 0"},
-          std::tuple{"label_smoothing", &recipe.label_smoothing, false, 1.0, "in [0, 1)"}})
-        if (auto ok = read(field, *to, open, high, range); !ok) return tl::unexpected(ok.error());
+    for (auto [field, to, open, high, closed, range] :
+         {std::tuple{"weight_decay", &recipe.weight_decay, false, inf, false, ">= 0"},
+          std::tuple{"momentum", &recipe.momentum, false, 1.0, false, "in [0, 1)"},
+          std::tuple{"beta1", &recipe.beta1, false, 1.0, false, "in [0, 1)"},
+          std::tuple{"beta2", &recipe.beta2, false, 1.0, false, "in [0, 1)"},
+          std::tuple{"epsilon", &recipe.epsilon, true, inf, false, "> 0"},
+          std::tuple{"label_smoothing", &recipe.label_smoothing, false, 1.0, false, "in [0, 1)"},
+          std::tuple{"clip_global_norm", &recipe.clip_global_norm, false, 1e30, true, "in [0, 1e30] (0: off)"},
+          std::tuple{"ema_decay", &recipe.ema_decay, false, 1.0, false, "in [0, 1) (0: off)"}})
+        if (auto ok = read(field, *to, open, high, closed, range); !ok) return tl::unexpected(ok.error());
+    for (auto [field, to, low, high] :
+         {std::tuple{"lr_warmup_steps", &recipe.lr_warmup_steps, std::int64_t{0}, kMaxRecipeSteps},
+          std::tuple{"accumulate_steps", &recipe.accumulate_steps, std::int64_t{1}, kMaxRecipeAccumulateSteps},
+          std::tuple{"global_batch_size", &recipe.global_batch_size, std::int64_t{1}, kMaxRecipeGlobalBatch}}) {
+        if (!reader.has(field)) continue;
+        auto v = reader.integer(field, std::nullopt, low, high);
+        if (!v) return tl::unexpected(v.error());
+        *to = *v;
+    }
+    if (reader.has("lr_schedule")) {
+        auto text = reader.string("lr_schedule", std::nullopt);
+        if (!text) return tl::unexpected(text.error());
+        recipe.lr_schedule = *text;
+    }
+    if (auto ok = check_schedule(recipe, reader); !ok) return tl::unexpected(ok.error());
+    if (reader.has("weight_decay_on")) {
+        auto on = reader.choice("weight_decay_on", std::nullopt, {"matrices", "all"});
+        if (!on) return tl::unexpected(on.error());
+        recipe.weight_decay_on = *on == 0 ? "matrices" : "all";
+    }
+    if (reader.has("param_groups")) {
+        auto groups = read_param_groups(reader);
+        if (!groups) return tl::unexpected(groups.error());
+        recipe.param_groups = std::move(*groups);
+    }
     if (recipe.optimizer) {
         const auto kind = *parse_optimizer_kind(*recipe.optimizer);
         if (recipe.momentum && !uses_momentum(kind))
@@ -95,11 +182,49 @@ Result<Recipe> parse_recipe(const nlohmann::json& value, const std::string& wher
             if (*given && !uses_betas(kind))
                 return tl::unexpected(reader.fail(field, "optimizer " + *recipe.optimizer + " has no " + field));
     }
-    for (const auto field : {"optimizer", "learning_rate", "lr_decay", "batch_size", "steps", "weight_decay", "momentum",
-                             "beta1", "beta2", "epsilon", "label_smoothing"})
-        reader.allow(field);
+    for (const auto field : kRecipeFields) reader.allow(field);
     if (auto ok = reader.finish(); !ok) return tl::unexpected(ok.error());
     return recipe;
+}
+
+Result<Recipe> parse_recipe_text(std::string_view text, const std::string& source) {
+    auto fail = [&](const std::string& what) { return make_error(ErrorCode::kInvalidArgument, source + ": " + what); };
+    if (text.size() > kMaxRecipeTextBytes)
+        return fail("larger than " + std::to_string(kMaxRecipeTextBytes) + " bytes: not a recipe");
+    nlohmann::json document;
+    try {
+        document = nlohmann::json::parse(text.begin(), text.end());
+    } catch (const nlohmann::json::parse_error& e) {
+        const std::size_t end = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
+        std::size_t line = 1;
+        std::size_t column = 1;
+        for (std::size_t i = 0; i < end; ++i) {
+            if (text[i] == '\n') {
+                ++line;
+                column = 1;
+            } else {
+                ++column;
+            }
+        }
+        std::string what = e.what();
+        if (const auto colon = what.find("syntax error"); colon != std::string::npos) what = what.substr(colon);
+        return fail("JSON syntax error at line " + std::to_string(line) + ", column " + std::to_string(column) + ": " +
+                    what);
+    } catch (const nlohmann::json::exception& e) {
+        // Not a syntax error but still the text's fault: a number out of double's range (406).
+        std::string what = e.what();
+        if (const auto end = what.find("] "); end != std::string::npos) what = what.substr(end + 2);
+        return fail("bad JSON: " + what);
+    }
+    if (!document.is_object())
+        return fail("expected {\"recipe\": {...}} or a recipe object, got " + describe_value(document));
+    if (document.contains("recipe")) {
+        if (document.size() != 1)
+            return fail("expected {\"recipe\": {...}} or a recipe object; this object has \"recipe\" beside other "
+                        "fields (a model file? its recipe applies through --model)");
+        return parse_recipe(document.at("recipe"), source + ": recipe");
+    }
+    return parse_recipe(document, source);
 }
 
 nlohmann::json to_json(const Recipe& recipe) {
@@ -112,6 +237,11 @@ nlohmann::json to_json(const Recipe& recipe) {
     if (recipe.steps) out["steps"] = *recipe.steps;
     for (auto [name, value] : recipe_numbers(recipe))
         if (*value) out[name] = **value;
+    for (auto [name, value] : recipe_counts(recipe))
+        if (*value) out[name] = **value;
+    if (recipe.lr_schedule) out["lr_schedule"] = *recipe.lr_schedule;
+    if (recipe.weight_decay_on) out["weight_decay_on"] = *recipe.weight_decay_on;
+    if (recipe.param_groups) out["param_groups"] = *recipe.param_groups;
     return out;
 }
 
@@ -130,10 +260,19 @@ std::string to_string(const Recipe& recipe) {
         decay << *recipe.lr_decay_rate << " every " << *recipe.lr_decay_steps << " steps";
         field("lr_decay", decay.str());
     }
+    if (recipe.lr_schedule) field("lr_schedule", *recipe.lr_schedule);
     if (recipe.batch_size) field("batch_size", *recipe.batch_size);
     if (recipe.steps) field("steps", *recipe.steps);
     for (auto [name, value] : recipe_numbers(recipe))
         if (*value) field(name, **value);
+    for (auto [name, value] : recipe_counts(recipe))
+        if (*value) field(name, **value);
+    if (recipe.weight_decay_on) field("weight_decay_on", *recipe.weight_decay_on);
+    if (recipe.param_groups) {
+        std::string groups;
+        for (const auto& g : *recipe.param_groups) groups += (groups.empty() ? "" : " ") + g;
+        field("param_groups", "[" + groups + "]");
+    }
     return out.str();
 }
 

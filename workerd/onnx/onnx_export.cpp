@@ -149,7 +149,8 @@ private:
 
 }  // namespace
 
-Result<std::string> export_onnx(const nn::ModelDescription& model, std::span<const float> params) {
+Result<std::string> export_onnx(const nn::ModelDescription& model, std::span<const float> params,
+                                const std::vector<std::pair<std::string, std::string>>& metadata) {
     if (params.size() != static_cast<std::size_t>(model.parameter_count))
         return make_error(ErrorCode::kInvalidArgument, "export: " + std::to_string(params.size()) +
                                                            " parameters for model " + model.name + " of " +
@@ -165,6 +166,11 @@ Result<std::string> export_onnx(const nn::ModelDescription& model, std::span<con
     auto* meta = proto.add_metadata_props();
     meta->set_key(kDescriptionKey);
     meta->set_value(json_text(nn::model_json(model)));
+    for (const auto& [key, value] : metadata) {
+        auto* extra = proto.add_metadata_props();
+        extra->set_key(key);
+        extra->set_value(value);
+    }
 
     onnx::GraphProto& graph = *proto.mutable_graph();
     graph.set_name(model.name.empty() ? "psrun" : model.name);

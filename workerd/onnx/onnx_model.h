@@ -7,6 +7,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "common/result.h"
 #include "workerd/nn/model_description.h"
@@ -17,8 +19,15 @@ namespace psrun::onnx_io {
 // as training reads them); any other model's inputs keep their names, in the model's order;
 // its output "probabilities" [N, classes] is the softmax of the logits. Opset 13; dropout
 // removed; node and initializer names from the description's layer names.
+// `metadata` adds metadata_props entries after the description's (kDescriptionKey), e.g. the
+// run's recipe under kRecipeKey.
 // REQUIRES: params.size() == model.parameter_count.
-Result<std::string> export_onnx(const nn::ModelDescription& model, std::span<const float> params);
+Result<std::string> export_onnx(const nn::ModelDescription& model, std::span<const float> params,
+                                const std::vector<std::pair<std::string, std::string>>& metadata = {});
+
+// The metadata key under which `psrun export` keeps the run's <model-dir>/recipe.json
+// ({"recipe": {...}}, workerd/run_recipe.h) when the model dir has one.
+inline constexpr const char* kRecipeKey = "psrun.recipe";
 
 // Parses a serialized ModelProto. Every graph input that is no initializer is a model input,
 // in the graph's order (the first is the primary). Success: a validated description (shape inference done)
