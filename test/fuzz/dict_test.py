@@ -7,7 +7,9 @@ JSON string ("\\"kind\\""). A kind or field added without its dictionary entry f
 Fields are found per statement: a statement that passes a FieldReader variable (declared
 `FieldReader name` or `FieldReader& name` in the same file) as receiver or argument contributes
 every string literal in it that looks like an identifier. Names read from tables (an initializer's
-parameter: initializer.cpp) are not seen; the dictionary lists those by hand. The ONNX dictionary
+parameter: initializer.cpp) are not seen; the dictionary lists those by hand. The recipe's fields
+(the list kRecipeFields in workerd/nn/recipe.cpp, which a model's "recipe" and a recipe file share)
+must be in model.dict and in the recipe fuzzer's recipe.dict. The ONNX dictionary
 (onnx.dict) is checked from the registry itself: test/nn/op_registry_test.cpp.
 Usage: dict_test.py SOURCE_ROOT. The scanner first runs on made-up files, so one that stopped
 finding anything fails too."""
@@ -39,6 +41,15 @@ def fields(source_text):
     return found
 
 
+RECIPE_FIELDS = re.compile(r'\bkRecipeFields\s*=\s*\{([^}]*)\}')
+
+
+def recipe_fields(recipe_cpp_text):
+    """The names listed in recipe.cpp's kRecipeFields = {...}."""
+    m = RECIPE_FIELDS.search(COMMENT.sub("", recipe_cpp_text))
+    return set(IDENTIFIER_LITERAL.findall(m.group(1))) if m else set()
+
+
 def dictionary_tokens(dict_text):
     """The JSON strings a libFuzzer dictionary holds: lines "\\"token\\"" (other entries ignored)."""
     return set(re.findall(r'^\s*(?:\w+=)?"\\"([^"\\]*)\\""\s*$', dict_text, re.M))
@@ -62,6 +73,8 @@ def self_test():
     d = '# comment\n"\\"groups\\""\nkw="\\"mode\\""\n"Conv"\n'
     assert dictionary_tokens(d) == {"groups", "mode"}, dictionary_tokens(d)
     assert missing({"groups", "mode", "linear"}, d) == ["linear"]
+    assert recipe_fields('constexpr std::array kRecipeFields = {"optimizer",  // x\n "ema_decay"};') == \
+        {"optimizer", "ema_decay"}
 
 
 def main():
@@ -79,9 +92,16 @@ def main():
                  for k in missing(all_kinds, dict_text)]
     failures += [f'field or value "{f}" (read in workerd/nn) is missing from test/fuzz/model.dict: add "\\"{f}\\""'
                  for f in missing(all_fields - all_kinds, dict_text)]
+    recipe = recipe_fields((root / "workerd/nn/recipe.cpp").read_text())
+    if len(recipe) < 19:
+        failures.append(f"found only {len(recipe)} recipe fields in workerd/nn/recipe.cpp's kRecipeFields: is the scanner broken?")
+    for name in ("model.dict", "recipe.dict"):
+        failures += [f'recipe field "{f}" (workerd/nn/recipe.cpp kRecipeFields) is missing from test/fuzz/{name}: '
+                     f'add "\\"{f}\\""' for f in missing(recipe, (root / "test/fuzz" / name).read_text())]
     for f in failures:
         print(f)
-    print(f"{len(all_kinds)} kinds, {len(all_fields)} fields and values, {len(failures)} missing")
+    print(f"{len(all_kinds)} kinds, {len(all_fields)} fields and values, {len(recipe)} recipe fields, "
+          f"{len(failures)} missing")
     return 1 if failures else 0
 
 

@@ -17,11 +17,11 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 # target -> "sources|libraries|max input length"
 # The description library: the graph, its parser and every operator kind's schema (ops/*.cpp
 # without the kernels and their oneDNN helpers, kernel_views.cpp, which need oneDNN).
-nn_sources=$(echo "workerd/nn/field_reader.cpp workerd/nn/graph_builder.cpp workerd/nn/initializer.cpp
+nn_sources=$(echo "workerd/nn/field_reader.cpp workerd/nn/graph_builder.cpp workerd/nn/graph_loss.cpp workerd/nn/initializer.cpp
   workerd/nn/model_description.cpp workerd/nn/model_summary.cpp workerd/nn/op_registry.cpp workerd/nn/op_schema.cpp
   workerd/nn/recipe.cpp workerd/nn/shape.cpp workerd/nn/tensor_shape.cpp
   $(cd "$src" && ls workerd/nn/ops/*.cpp | grep -v -e _kernel.cpp -e kernel_views.cpp | tr '\n' ' ')
-  common/optimizer.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp" | tr -s '\n ' '  ')
+  common/optimizer.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp common/param_groups.cpp" | tr -s '\n ' '  ')
 
 declare -A targets=(
   [wire]="common/wire.cpp common/wire_bodies.cpp common/shm_segment.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp common/optimizer.cpp common/param_groups.cpp|-lz -lfmt|4096"
@@ -42,8 +42,9 @@ declare -A targets=(
   [row_frames]="psd/row_frames.cpp common/payload_codec.cpp common/wire.cpp common/wire_bodies.cpp common/wire_precision.cpp common/zmq_util.cpp common/tensor_layout.cpp common/shm_segment.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp|-lz -lzmq|4096"
   [job_keys]="common/job_keys.cpp|-lzmq|1024"
   [mac_trailer]="common/message_auth.cpp common/gmac.cpp common/thread_team.cpp common/wire.cpp common/wire_bodies.cpp common/shm_segment.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp|-lcrypto -lz -lpthread|4096"
-  [model]="$nn_sources|-lcrypto|4096"
-  [onnx]="common/utf8.cpp workerd/onnx/onnx_consts.cpp workerd/onnx/onnx_consts_layout.cpp workerd/onnx/onnx_export.cpp workerd/onnx/onnx_graph.cpp workerd/onnx/onnx_import.cpp workerd/onnx/onnx_importer.cpp workerd/onnx/onnx_node_view.cpp workerd/onnx/onnx_patterns.cpp workerd/onnx/onnx_patterns_norm.cpp workerd/onnx/onnx_proto.cpp workerd/onnx/onnx_rnn_weights.cpp $nn_sources|-lonnx -lonnx_proto -lprotobuf -lcrypto|65536"
+  [model]="$nn_sources|-lcrypto -lfmt|4096"
+  [recipe]="workerd/nn/recipe.cpp workerd/nn/field_reader.cpp workerd/nn/shape.cpp common/optimizer.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp common/param_groups.cpp|-lfmt|4096"
+  [onnx]="common/utf8.cpp workerd/onnx/onnx_consts.cpp workerd/onnx/onnx_consts_layout.cpp workerd/onnx/onnx_export.cpp workerd/onnx/onnx_graph.cpp workerd/onnx/onnx_import.cpp workerd/onnx/onnx_importer.cpp workerd/onnx/onnx_node_view.cpp workerd/onnx/onnx_patterns.cpp workerd/onnx/onnx_patterns_norm.cpp workerd/onnx/onnx_proto.cpp workerd/onnx/onnx_rnn_weights.cpp $nn_sources|-lonnx -lonnx_proto -lprotobuf -lcrypto -lfmt|65536"
 )
 
 target=${1:-}
