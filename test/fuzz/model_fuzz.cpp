@@ -1,6 +1,6 @@
 // libFuzzer target for model descriptions (workerd/nn/: parse_model_text and shape inference).
 // Contract checked: never a crash or hang; an accepted model has consistent totals (the tensor
-// list packs parameter_count floats), its output is [N, classes] floats, every value per
+// list packs parameter_count floats), its output is [N, classes] floats (a graph loss: a scalar), every value per
 // example is within kMaxTensorElements, and its canonical architecture parses back to a model
 // with the same hash and tensors.
 // Built and run by test/fuzz/fuzz.sh model.
@@ -31,7 +31,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             if (!elements || *elements > kMaxTensorElements || *elements < 1) __builtin_trap();
         }
     const ValueInfo& out = model->value(model->output);
-    if (out.rank() != 2 || out.dims[1].value != model->classes || out.type != ElementType::kFloat) __builtin_trap();
+    if (model->loss == LossKind::kGraph) {
+        // The graph's own loss: a float scalar, its head (if any) N x classes.
+        if (out.type != ElementType::kFloat || has_batch(out.dims) || elements_per_example(out.dims).value_or(0) != 1)
+            __builtin_trap();
+        if (!model->head.empty() && model->value(model->head).dims.back().value != model->classes) __builtin_trap();
+    } else if (out.rank() != 2 || out.dims[1].value != model->classes || out.type != ElementType::kFloat) {
+        __builtin_trap();
+    }
     const std::string canonical = canonical_architecture(*model).dump();
     const auto again = parse_model_text(canonical, "canonical");
     if (!again || architecture_hash(*again) != architecture_hash(*model)) __builtin_trap();
