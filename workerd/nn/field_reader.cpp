@@ -44,6 +44,33 @@ std::string integer_range(std::int64_t min, std::int64_t max) {
 
 }  // namespace
 
+Result<nlohmann::json> parse_json_text(std::string_view text) {
+    try {
+        return nlohmann::json::parse(text.begin(), text.end());
+    } catch (const nlohmann::json::parse_error& e) {
+        const std::size_t end = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
+        std::size_t line = 1;
+        std::size_t column = 1;
+        for (std::size_t i = 0; i < end; ++i) {
+            if (text[i] == '\n') {
+                ++line;
+                column = 1;
+            } else {
+                ++column;
+            }
+        }
+        std::string what = e.what();
+        if (const auto colon = what.find("syntax error"); colon != std::string::npos) what = what.substr(colon);
+        return make_error(ErrorCode::kInvalidArgument, "JSON syntax error at line " + std::to_string(line) +
+                                                           ", column " + std::to_string(column) + ": " + what);
+    } catch (const nlohmann::json::exception& e) {
+        // Not a syntax error but still the text's fault: a number out of double's range (406).
+        std::string what = e.what();
+        if (const auto end = what.find("] "); end != std::string::npos) what = what.substr(end + 2);
+        return make_error(ErrorCode::kInvalidArgument, "bad JSON: " + what);
+    }
+}
+
 std::string describe_value(const nlohmann::json& value) {
     std::string text = value.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
     if (text.size() > 40) text = text.substr(0, 37) + "...";

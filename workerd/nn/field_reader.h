@@ -62,6 +62,9 @@ private:
     std::set<std::string, std::less<>> known_;
 };
 
+// `text` as one JSON document. Errors (kInvalidArgument, no prefix): "JSON syntax error at line
+// L, column C: ..." or "bad JSON: ..." (a number out of double's range).
+Result<nlohmann::json> parse_json_text(std::string_view text);
 // The value as JSON text, shortened to about 40 characters, for error messages.
 std::string describe_value(const nlohmann::json& value);
 // The entry of `candidates` with the smallest edit distance to `word` ("" when empty).

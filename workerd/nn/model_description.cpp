@@ -241,32 +241,9 @@ Result<ModelDescription> parse_model_text(std::string_view text, std::string_vie
     if (text.size() > kMaxModelTextBytes)
         return tl::unexpected(model_error(source, "larger than " + std::to_string(kMaxModelTextBytes) +
                                                       " bytes: not a model description"));
-    nlohmann::json document;
-    try {
-        document = nlohmann::json::parse(text.begin(), text.end());
-    } catch (const nlohmann::json::parse_error& e) {
-        const std::size_t end = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
-        std::size_t line = 1;
-        std::size_t column = 1;
-        for (std::size_t i = 0; i < end; ++i) {
-            if (text[i] == '\n') {
-                ++line;
-                column = 1;
-            } else {
-                ++column;
-            }
-        }
-        std::string what = e.what();
-        if (const auto colon = what.find("syntax error"); colon != std::string::npos) what = what.substr(colon);
-        return tl::unexpected(model_error(source, "JSON syntax error at line " + std::to_string(line) + ", column " +
-                                                      std::to_string(column) + ": " + what));
-    } catch (const nlohmann::json::exception& e) {
-        // Not a syntax error but still the text's fault: a number out of double's range (406).
-        std::string what = e.what();
-        if (const auto end = what.find("] "); end != std::string::npos) what = what.substr(end + 2);
-        return tl::unexpected(model_error(source, "bad JSON: " + what));
-    }
-    return parse_model(document, source);
+    auto document = parse_json_text(text);
+    if (!document) return tl::unexpected(model_error(source, document.error().message));
+    return parse_model(*document, source);
 }
 
 }  // namespace psrun::nn

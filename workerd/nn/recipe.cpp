@@ -191,31 +191,9 @@ Result<Recipe> parse_recipe_text(std::string_view text, const std::string& sourc
     auto fail = [&](const std::string& what) { return make_error(ErrorCode::kInvalidArgument, source + ": " + what); };
     if (text.size() > kMaxRecipeTextBytes)
         return fail("larger than " + std::to_string(kMaxRecipeTextBytes) + " bytes: not a recipe");
-    nlohmann::json document;
-    try {
-        document = nlohmann::json::parse(text.begin(), text.end());
-    } catch (const nlohmann::json::parse_error& e) {
-        const std::size_t end = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
-        std::size_t line = 1;
-        std::size_t column = 1;
-        for (std::size_t i = 0; i < end; ++i) {
-            if (text[i] == '\n') {
-                ++line;
-                column = 1;
-            } else {
-                ++column;
-            }
-        }
-        std::string what = e.what();
-        if (const auto colon = what.find("syntax error"); colon != std::string::npos) what = what.substr(colon);
-        return fail("JSON syntax error at line " + std::to_string(line) + ", column " + std::to_string(column) + ": " +
-                    what);
-    } catch (const nlohmann::json::exception& e) {
-        // Not a syntax error but still the text's fault: a number out of double's range (406).
-        std::string what = e.what();
-        if (const auto end = what.find("] "); end != std::string::npos) what = what.substr(end + 2);
-        return fail("bad JSON: " + what);
-    }
+    auto parsed = parse_json_text(text);
+    if (!parsed) return fail(parsed.error().message);
+    const nlohmann::json& document = *parsed;
     if (!document.is_object())
         return fail("expected {\"recipe\": {...}} or a recipe object, got " + describe_value(document));
     if (document.contains("recipe")) {
