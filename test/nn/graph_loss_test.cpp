@@ -40,7 +40,7 @@ json classifier(bool second_head = false, json loss = {{"kind", "graph"}}) {
     return {{"inputs", inputs}, {"layers", layers}, {"loss", loss}};
 }
 
-std::vector<float> parameters(const ModelDescription& model) {
+std::vector<float> loss_model_parameters(const ModelDescription& model) {
     std::vector<float> p(static_cast<std::size_t>(model.parameter_count));
     for (std::size_t i = 0; i < p.size(); ++i) p[i] = 0.3f * std::sin(0.7f * static_cast<float>(i) + 0.2f);
     return p;
@@ -98,7 +98,7 @@ TEST_CASE("graph loss: what does not fit is named", "[graph_loss]") {
 TEST_CASE("graph loss: the engine trains the graph's scalar; labels feed the label input", "[graph_loss]") {
     const ModelDescription m = parse_ok(classifier(true));
     const std::int64_t n = 4;
-    std::vector<float> params = parameters(m), grads(params.size(), 0.0f);
+    std::vector<float> params = loss_model_parameters(m), grads(params.size(), 0.0f);
     NetworkOptions options;
     options.batch_size = n;
     auto net = Network::create(m, options, params, grads);

@@ -4,7 +4,7 @@ namespace psrun::nn {
 
 namespace {
 
-Error invalid(std::string message) { return Error{ErrorCode::kInvalidArgument, std::move(message)}; }
+Error graph_loss_error(std::string message) { return Error{ErrorCode::kInvalidArgument, std::move(message)}; }
 
 bool per_example_scores(const ValueInfo& v) {
     return v.type == ElementType::kFloat && v.rank() == 2 && v.dims[0] == Dim::batch_times(1) && !v.dims[1].batch;
@@ -19,7 +19,7 @@ bool is_label_loss(const Node& node) {
 Result<void> resolve_graph_loss(ModelDescription& model, const std::string& labels) {
     const ValueInfo& out = model.value(model.output);
     if (out.type != ElementType::kFloat || has_batch(out.dims) || elements_per_example(out.dims).value_or(0) != 1)
-        return tl::unexpected(invalid("is " + to_string(out.dims) + (out.type == ElementType::kInt ? " ids" : "") +
+        return tl::unexpected(graph_loss_error("is " + to_string(out.dims) + (out.type == ElementType::kInt ? " ids" : "") +
                                       "; a graph loss is a float scalar (end with a loss reduced over the batch: "
                                       "softmax_cross_entropy_loss with reduction mean or sum, or reduce_mean over every axis)"));
     model.label_input = -1;
@@ -28,7 +28,7 @@ Result<void> resolve_graph_loss(ModelDescription& model, const std::string& labe
     if (!labels.empty()) {
         model.label_input = model.input_index(labels);
         if (model.label_input < 0)
-            return tl::unexpected(invalid("the loss's \"labels\" \"" + labels + "\" is not one of the model's inputs"));
+            return tl::unexpected(graph_loss_error("the loss's \"labels\" \"" + labels + "\" is not one of the model's inputs"));
     } else {
         for (const auto& node : model.nodes) {
             if (!is_label_loss(node)) continue;
@@ -41,18 +41,18 @@ Result<void> resolve_graph_loss(ModelDescription& model, const std::string& labe
     if (model.label_input < 0) return {};  // every input after the first is a column
     const InputDef& input = model.inputs[static_cast<std::size_t>(model.label_input)];
     if (model.label_input == 0)
-        return tl::unexpected(invalid("the loss's labels cannot be the primary input \"" + input.name +
+        return tl::unexpected(graph_loss_error("the loss's labels cannot be the primary input \"" + input.name +
                                       "\" (the data's images or features feed it): put the labels input after it"));
     const Dims& d = input.info.dims;
     if (input.info.type == ElementType::kFloat) {
         if (d.size() != 2 || d[0] != Dim::batch_times(1) || d[1].batch)
-            return tl::unexpected(invalid("the labels input \"" + input.name + "\" is " + to_string(d) +
+            return tl::unexpected(graph_loss_error("the labels input \"" + input.name + "\" is " + to_string(d) +
                                           "; float labels are targets N x T"));
         model.classes = d[1].value;
         return {};
     }
     if (d.size() != 1 || d[0] != Dim::batch_times(1))
-        return tl::unexpected(invalid("the labels input \"" + input.name + "\" is " + to_string(d) +
+        return tl::unexpected(graph_loss_error("the labels input \"" + input.name + "\" is " + to_string(d) +
                                       " ids; the data's labels are one class per example (N); feed per-position labels "
                                       "as another input with --train-input NAME=FILE.npy"));
     for (const auto& node : model.nodes) {
@@ -63,7 +63,7 @@ Result<void> resolve_graph_loss(ModelDescription& model, const std::string& labe
         model.classes = scores.dims[1].value;
         return {};
     }
-    return tl::unexpected(invalid("the labels input \"" + input.name +
+    return tl::unexpected(graph_loss_error("the labels input \"" + input.name +
                                   "\" is read as labels by no softmax_cross_entropy_loss or nll_loss over N x C scores, "
                                   "so its classes are unknown"));
 }
