@@ -4,8 +4,8 @@
 # warm-up, decay, clipping, a parameter group, smoothing and EMA: summary.json shows the file's
 # settings in effect; the chief records <model-dir>/recipe.json, which trains again through
 # --recipe with --steps on the command line winning over it (the rest the same); psrun export
-# carries it as the ONNX metadata entry psrun.recipe; bad recipe files exit 2 naming the file and
-# the field. psrun local stops its own processes.
+# carries it as the ONNX metadata entry psrun.recipe, which the import reads back (the exported file
+# trains again with the run's recipe); bad recipe files exit 2 naming the file and the field. psrun local stops its own processes.
 # Usage: recipe_file_test.sh <psrun> (from the source root; needs ~/.cache/psrun/data/mnist)
 set -u
 psrun=$1
@@ -78,6 +78,38 @@ print(sorted(meta))
 assert "psrun.model" in meta and "psrun.recipe" in meta, sorted(meta)
 assert json.loads(meta["psrun.recipe"]) == json.load(open(t + "/d/recipe.json")), meta["psrun.recipe"]
 PY
+# The exported file trained again with no recipe option: the metadata's recipe is the model's, so the
+# run follows the one it came from (psrun model show prints it; --steps on the command line wins).
+timeout 60 "$psrun" model show "$tmp/m.onnx" >"$tmp/show" 2>&1
+check "psrun model show m.onnx prints the run's recipe (momentum 0.05), not mnist_softmax's sgd" \
+    bash -c "grep -qF 'recipe: optimizer momentum, learning_rate 0.05' '$tmp/show'"
+timeout 180 "$psrun" local --ps 1 --workers 1 -- --model "$tmp/m.onnx" --steps 5 --model-dir "$tmp/d3" \
+    --checkpoint-secs 0 >"$tmp/log3" 2>&1
+code=$?
+check "psrun local --model m.onnx --steps 5 exits 0 (rc=$code)" test "$code" -eq 0
+check "the run from the ONNX file used the recorded recipe (momentum, its schedule, EMA), --steps 5 winning" \
+    "$py" - "$tmp/d" "$tmp/d3" <<'PY'
+import sys, json
+a = json.load(open(sys.argv[1] + "/recipe.json"))["recipe"]
+b = json.load(open(sys.argv[2] + "/recipe.json"))["recipe"]
+s = json.load(open(sys.argv[2] + "/summary.json"))
+print(b)
+assert s["global_step"] == 5 and b["steps"] == 5, (s["global_step"], b)
+assert {k: v for k, v in a.items() if k != "steps"} == {k: v for k, v in b.items() if k != "steps"}, (a, b)
+PY
+timeout 60 "$py" - "$tmp" <<'PY'
+import sys
+import onnx
+m = onnx.load(sys.argv[1] + "/m.onnx")
+for p in m.metadata_props:
+    if p.key == "psrun.recipe":
+        p.value = '{"recipe": {"momentum": 2}}'
+onnx.save(m, sys.argv[1] + "/damaged.onnx")
+PY
+timeout 60 "$psrun" model show "$tmp/damaged.onnx" >"$tmp/bad" 2>&1
+code=$?
+check "a damaged psrun.recipe exits 2 (rc=$code) naming the entry and the field" \
+    bash -c "test $code -eq 2 && grep -qF 'metadata psrun.recipe' '$tmp/bad' && grep -qF 'momentum' '$tmp/bad'"
 # Bad files: exit 2 naming the file and the field (through psrun local, and standalone).
 printf '{"recipe": {"ema_decay": 1.5}}' >"$tmp/bad_ema.json"
 timeout 60 "$psrun" local --ps 1 --workers 1 -- --model mnist_softmax --recipe "$tmp/bad_ema.json" --steps 1 >"$tmp/bad" 2>&1

@@ -10,6 +10,7 @@
 #include "workerd/nn/model_summary.h"
 #include "workerd/nn/network.h"
 #include "workerd/nn/parameter_init.h"
+#include "workerd/nn/recipe.h"
 #include "workerd/nn/zoo.h"
 #include "workerd/onnx/model_loader.h"
 #include "workerd/onnx/onnx_model.h"
@@ -141,4 +142,53 @@ TEST_CASE("initialize_parameters copies a model's initial_parameters, size-check
     CHECK_THROWS_AS(nn::initialize_parameters(model, 5, params), std::invalid_argument);
     model.initial_parameters = nullptr;
     CHECK(drawn(model, 5) == fresh);
+}
+
+TEST_CASE("a run's recipe in the metadata (psrun.recipe) becomes the imported model's recipe; a damaged one is refused",
+          "[onnx]") {
+    const auto model = builtin("mnist_softmax");  // its own recipe: sgd 0.5
+    REQUIRE(model.recipe);
+    const auto params = drawn(model, 5);
+    const std::string run = R"({"recipe": {"optimizer": "nesterov", "learning_rate": 0.05, "momentum": 0.8, "steps": 20,
+                                "batch_size": 32, "weight_decay": 0.0005, "ema_decay": 0.99}})";
+    SECTION("with the embedded description and from the graph alone") {
+        for (const bool bare : {false, true}) {
+            INFO("graph alone: " << bare);
+            auto bytes = onnx_io::export_onnx(model, params, {{onnx_io::kRecipeKey, run}});
+            REQUIRE(bytes);
+            onnx::ModelProto proto;
+            REQUIRE(proto.ParseFromString(*bytes));
+            REQUIRE(proto.metadata_props_size() == 2);
+            if (bare) proto.mutable_metadata_props()->DeleteSubrange(0, 1);  // the description goes
+            auto back = onnx_io::import_onnx(proto.SerializeAsString(), "run.onnx");
+            INFO((back ? std::string() : back.error().message));
+            REQUIRE(back);
+            REQUIRE(back->recipe);
+            CHECK(nn::to_string(*back->recipe) == nn::to_string(*nn::parse_recipe_text(run, "run")));
+            CHECK(back->recipe->optimizer == "nesterov");
+            if (!bare) CHECK(nn::architecture_hash(*back) == nn::architecture_hash(model));  // the recipe is no part of it
+        }
+    }
+    SECTION("no run recipe: the model's own") {
+        auto bytes = onnx_io::export_onnx(model, params);
+        REQUIRE(bytes);
+        auto back = onnx_io::import_onnx(*bytes, "own.onnx");
+        REQUIRE(back);
+        REQUIRE(back->recipe);
+        CHECK(nn::to_string(*back->recipe) == nn::to_string(*model.recipe));
+    }
+    SECTION("a damaged run recipe names the entry and the field") {
+        auto bytes = onnx_io::export_onnx(model, params, {{onnx_io::kRecipeKey, R"({"recipe": {"ema_decay": 1.5}})"}});
+        REQUIRE(bytes);
+        auto back = onnx_io::import_onnx(*bytes, "bad.onnx");
+        REQUIRE_FALSE(back);
+        CHECK(back.error().code == ErrorCode::kInvalidArgument);
+        CHECK_THAT(back.error().message, Catch::Contains("model bad.onnx: metadata psrun.recipe") &&
+                                             Catch::Contains("ema_decay"));
+        auto syntax = onnx_io::export_onnx(model, params, {{onnx_io::kRecipeKey, "{\"recipe\": "}});
+        REQUIRE(syntax);
+        auto back2 = onnx_io::import_onnx(*syntax, "cut.onnx");
+        REQUIRE_FALSE(back2);
+        CHECK_THAT(back2.error().message, Catch::Contains("metadata psrun.recipe"));
+    }
 }

@@ -2,12 +2,16 @@
 // then the graph walked by the Importer (onnx_importer.h). A file psrun exported carries its
 // own description (kDescriptionKey): when every tensor it names is an initializer of the same
 // shape, that description (dropout, names, loss, recipe) is the result, so a round trip keeps
-// the architecture hash.
+// the architecture hash. The recipe a run used (kRecipeKey, which `psrun export` copies from the
+// model dir's recipe.json) then replaces the model's own recipe, so that training the exported
+// file again follows the run it came from (command-line options and --recipe still win).
 #include <climits>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "workerd/nn/model_summary.h"
+#include "workerd/nn/recipe.h"
 #include "workerd/onnx/onnx_importer.h"
 #include "workerd/onnx/onnx_model.h"
 
@@ -63,6 +67,19 @@ std::optional<nn::ModelDescription> recorded_description(const onnx::ModelProto&
     return std::nullopt;
 }
 
+// The run's recipe recorded under kRecipeKey, when the file has one. A damaged entry is refused
+// (kInvalidArgument naming the entry and the field): a run that cannot read its own recipe would
+// silently train with another.
+Result<std::optional<nn::Recipe>> recorded_run_recipe(const onnx::ModelProto& proto, std::string_view source) {
+    for (const auto& meta : proto.metadata_props()) {
+        if (meta.key() != kRecipeKey) continue;
+        auto recipe = nn::parse_recipe_text(meta.value(), "model " + std::string(source) + ": metadata " + kRecipeKey);
+        if (!recipe) return tl::unexpected(recipe.error());
+        return std::optional<nn::Recipe>(std::move(*recipe));
+    }
+    return std::optional<nn::Recipe>();
+}
+
 }  // namespace
 
 Result<nn::ModelDescription> import_onnx(std::string_view bytes, std::string_view source_name) {
@@ -78,7 +95,13 @@ Result<nn::ModelDescription> import_onnx(std::string_view bytes, std::string_vie
     if (!opset) return fail(opset.error());
     auto graph = GraphIndex::build(proto.graph(), *opset);
     if (!graph) return fail(graph.error());
-    if (auto recorded = recorded_description(proto, *graph, source_name)) return std::move(*recorded);
+    auto run_recipe = recorded_run_recipe(proto, source_name);
+    if (!run_recipe) return tl::unexpected(run_recipe.error());
+    auto with_run_recipe = [&](nn::ModelDescription model) {
+        if (*run_recipe) model.recipe = **run_recipe;
+        return model;
+    };
+    if (auto recorded = recorded_description(proto, *graph, source_name)) return with_run_recipe(std::move(*recorded));
     Importer importer(*graph, *opset, std::string(source_name));
     auto model = importer.run(stem(source_name),
                               "imported from ONNX (" + proto.producer_name() + " " + proto.producer_version() + ")");
@@ -87,7 +110,7 @@ Result<nn::ModelDescription> import_onnx(std::string_view bytes, std::string_vie
         if (m.rfind("model ", 0) == 0) return tl::unexpected(model.error());
         return fail(model.error());
     }
-    return model;
+    return with_run_recipe(std::move(*model));
 }
 
 Result<nn::ModelDescription> import_onnx_file(const std::string& path) {

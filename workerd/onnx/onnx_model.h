@@ -26,7 +26,8 @@ Result<std::string> export_onnx(const nn::ModelDescription& model, std::span<con
                                 const std::vector<std::pair<std::string, std::string>>& metadata = {});
 
 // The metadata key under which `psrun export` keeps the run's <model-dir>/recipe.json
-// ({"recipe": {...}}, workerd/run_recipe.h) when the model dir has one.
+// ({"recipe": {...}}, workerd/run_recipe.h) when the model dir has one. import_onnx reads it back
+// as the model's recipe (replacing the description's), refusing a damaged one.
 inline constexpr const char* kRecipeKey = "psrun.recipe";
 
 // Parses a serialized ModelProto. Every graph input that is no initializer is a model input,
