@@ -58,6 +58,10 @@ TEST_CASE("graph loss: the label input and head found, the JSON form round-trips
     CHECK(m.metric_loss() == LossKind::kSoftmaxCrossEntropy);
     CHECK(m.fed_by_labels(1));
     CHECK_FALSE(m.column_inputs());
+    // What `psrun model show` prints: the label input [N] and the loss [] are told apart.
+    CHECK(shape_text(m.inputs[1].info.dims) == "scalar per example");
+    CHECK(shape_text(m.nodes.back().output_info.front().dims) == "scalar");
+    CHECK(shape_text(m.inputs[0].info.dims) == "4");
     CHECK(m.value(m.output).dims.empty());
     const json canonical = canonical_architecture(m);
     CHECK(canonical.at("loss") == json{{"kind", "graph"}, {"labels", "y"}});

@@ -86,7 +86,7 @@ std::string shape_text(const Dims& dims) {
         if (i > 1) out += "x";
         out += std::to_string(dims[i].value);
     }
-    return out.empty() ? "scalar" : out;
+    return out.empty() ? "scalar per example" : out;  // [N]: one value per example (JSON "dims": [])
 }
 
 std::vector<TensorEntry> parameter_tensors(const ModelDescription& model) {

@@ -47,7 +47,8 @@ nlohmann::json model_json(const ModelDescription& model);
 nlohmann::json summary_json(const ModelDescription& model);
 
 // Shapes for people: the dims after a leading batch axis ("32x28x28", "1024"), or all dims
-// with N spelt out when the batch is elsewhere ("28xNx64").
+// with N spelt out when the batch is elsewhere ("28xNx64"). [N] alone is "scalar per example"
+// (an int label input, a per-example loss); no dims at all, "scalar" (a graph loss).
 std::string shape_text(const Dims& dims);
 
 }  // namespace psrun::nn
