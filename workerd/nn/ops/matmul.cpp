@@ -5,12 +5,14 @@
 // rank 2 or more (up to 6); neither the contracted dim K nor a second batch dim in the output
 // (a product across examples) is allowed. FLOPs: 2 * K per output element.
 // ONNX: MatMul between values (a MatMul whose second input is a weight initializer imports as
-// dense, onnx_patterns.cpp; this takes the others).
+// dense, onnx_patterns.cpp; this takes the others). Einsum is lowered to matmul and its
+// neighbours by einsum_import.cpp (einsum.h), which this schema hands it to.
 #include <algorithm>
 
 #include "workerd/nn/onnx_bridge.h"
 #include "workerd/nn/op_schema.h"
 #include "workerd/nn/ops/broadcast.h"
+#include "workerd/nn/ops/einsum.h"
 #include "workerd/nn/ops/ops.h"
 
 namespace psrun::nn {
@@ -51,6 +53,7 @@ Result<void> infer_matmul(InferContext& context) {
 }
 
 Result<void> import_matmul(OnnxNodeImport& node) {
+    if (node.op_type() == "Einsum") return import_einsum(node);
     auto a = node.value(0);
     if (!a) return tl::unexpected(a.error());
     auto b = node.value(1);
@@ -79,7 +82,7 @@ TrainingMacs matmul_macs(const MacsContext& c) {
 }  // namespace
 
 const OpSchema& matmul_schema() {
-    static const OpSchema s{"matmul", 2, 2, parse_no_attributes, infer_matmul, {"MatMul"}, import_matmul, export_matmul, true, matmul_macs};
+    static const OpSchema s{"matmul", 2, 2, parse_no_attributes, infer_matmul, {"MatMul", "Einsum"}, import_matmul, export_matmul, true, matmul_macs};
     return s;
 }
 
