@@ -14,9 +14,10 @@ Result<OptimizerKind> parse_optimizer_kind(std::string_view name) {
     if (name == "nesterov") return OptimizerKind::kNesterov;
     if (name == "adam_torch") return OptimizerKind::kAdamTorch;
     if (name == "adamw") return OptimizerKind::kAdamW;
+    if (name == "lamb") return OptimizerKind::kLamb;
     return make_error(ErrorCode::kInvalidArgument,
                       "unknown optimizer '" + std::string(name) +
-                          "': use one of sgd, momentum, nesterov, adagrad, adam (TF 1.x's), adam_torch, adamw");
+                          "': use one of sgd, momentum, nesterov, adagrad, adam (TF 1.x's), adam_torch, adamw, lamb");
 }
 
 Result<WeightDecayOn> parse_weight_decay_on(std::string_view name) {
@@ -57,6 +58,7 @@ std::string_view to_string(OptimizerKind kind) {
         case OptimizerKind::kNesterov: return "nesterov";
         case OptimizerKind::kAdamTorch: return "adam_torch";
         case OptimizerKind::kAdamW: return "adamw";
+        case OptimizerKind::kLamb: return "lamb";
     }
     return "unknown";
 }
@@ -67,6 +69,7 @@ std::string_view optimizer_form(OptimizerKind kind) {
         case OptimizerKind::kNesterov:
         case OptimizerKind::kAdamTorch:
         case OptimizerKind::kAdamW: return "torch";
+        case OptimizerKind::kLamb: return "lamb (You et al.)";
         default: return "tf1";
     }
 }
@@ -80,6 +83,7 @@ int slot_count(OptimizerKind kind) {
         case OptimizerKind::kNesterov: return 1;
         case OptimizerKind::kAdamTorch: return 2;
         case OptimizerKind::kAdamW: return 2;
+        case OptimizerKind::kLamb: return 2;
     }
     return 0;
 }
@@ -89,7 +93,8 @@ bool uses_momentum(OptimizerKind kind) {
 }
 
 bool uses_betas(OptimizerKind kind) {
-    return kind == OptimizerKind::kAdam || kind == OptimizerKind::kAdamTorch || kind == OptimizerKind::kAdamW;
+    return kind == OptimizerKind::kAdam || kind == OptimizerKind::kAdamTorch || kind == OptimizerKind::kAdamW ||
+           kind == OptimizerKind::kLamb;
 }
 
 LrSchedule OptimizerConfig::effective_schedule() const {
@@ -114,6 +119,7 @@ Optimizer::Optimizer(const OptimizerConfig& config, std::size_t size)
     const float init = config.kind == OptimizerKind::kAdagrad ? config.adagrad_initial : 0.0f;
     if (slots >= 1) slot0_.assign(size, init);
     if (slots >= 2) slot1_.assign(size, 0.0f);
+    if (config.kind == OptimizerKind::kLamb) lamb_blocks_.resize((size + kLambBlockFloats - 1) / kLambBlockFloats);
 }
 
 std::vector<std::span<float>> Optimizer::slots() {
@@ -125,6 +131,12 @@ std::vector<std::span<float>> Optimizer::slots() {
 
 void Optimizer::apply(std::span<float> params, std::span<const float> grads, bool decay) {
     begin_update();
+    if (config_.kind == OptimizerKind::kLamb) {
+        lamb_moments(params, grads, 0, size_, decay);
+        lamb_finish();
+        lamb_step(params, 0, size_, decay);
+        return;
+    }
     apply_range(params, grads, 0, size_, decay);
 }
 
@@ -145,6 +157,10 @@ UpdateKernel::UpdateKernel(const OptimizerConfig& config, std::uint64_t t, bool 
         lr_t_ = static_cast<float>(double(lr_) / (1.0 - std::pow(double(beta1_), td)));
         bc2_sqrt_ = static_cast<float>(std::sqrt(1.0 - std::pow(double(beta2_), td)));
     }
+    if (kind_ == OptimizerKind::kLamb) {
+        lamb_ = LambKernel(config, t, decay);
+        return;
+    }
     if (decay && config.weight_decay > 0.0f) {
         if (kind_ == OptimizerKind::kAdamW) shrink_ = static_cast<float>(1.0 - double(lr_) * double(config.weight_decay));
         else coupled_ = config.weight_decay;
@@ -152,6 +168,7 @@ UpdateKernel::UpdateKernel(const OptimizerConfig& config, std::uint64_t t, bool 
 }
 
 void UpdateKernel::operator()(float* p, const float* g, float* s0, float* s1, std::size_t n) const {
+    if (kind_ == OptimizerKind::kLamb) return lamb_.whole(p, g, s0, s1, n);
     if (coupled_ != 0.0f) update<true>(p, g, s0, s1, n);
     else update<false>(p, g, s0, s1, n);
 }
@@ -213,6 +230,8 @@ void UpdateKernel::update(float* __restrict p, const float* __restrict g, float*
             }
             break;
         }
+        case OptimizerKind::kLamb:  // not element-wise: operator() runs lamb_.whole()
+            break;
     }
 }
 

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/lamb.h"
 #include "common/lr_schedule.h"
 #include "common/result.h"
 
@@ -18,11 +19,12 @@ namespace psrun {
 // (sqrt(v) + eps)); kAdamTorch is torch.optim.Adam's (p -= lr / (1 - b1^t) * m / (sqrt(v) /
 // sqrt(1 - b2^t) + eps)); kAdamW is torch.optim.AdamW (p *= 1 - lr * weight_decay, then kAdamTorch);
 // kNesterov is torch.optim.SGD(momentum, nesterov=True, dampening 0), which is also TF's
-// MomentumOptimizer(use_nesterov=True).
+// MomentumOptimizer(use_nesterov=True). kLamb is LAMB (common/lamb.h: per-tensor trust ratio, so
+// not element-wise; its two-phase update is Optimizer::lamb_moments/lamb_finish/lamb_step).
 enum class OptimizerKind : std::uint8_t {
-    kSgd = 0, kMomentum = 1, kAdagrad = 2, kAdam = 3, kNesterov = 4, kAdamTorch = 5, kAdamW = 6
+    kSgd = 0, kMomentum = 1, kAdagrad = 2, kAdam = 3, kNesterov = 4, kAdamTorch = 5, kAdamW = 6, kLamb = 7
 };
-inline constexpr std::uint8_t kMaxOptimizerKind = 6;
+inline constexpr std::uint8_t kMaxOptimizerKind = 7;
 
 // Which trainable tensors --weight-decay applies to: kMatrices, those of rank >= 2 (conv and
 // linear weights, embedding tables; never biases or normalization scales and shifts), or kAll.
@@ -54,7 +56,8 @@ struct OptimizerConfig {
     float adagrad_initial = 0.1f;    // kAdagrad accumulator start value (TF default)
     // L2 weight decay of the tensors weight_decay_on selects (decays()). Coupled (torch's SGD and
     // Adam weight_decay: g += weight_decay * p before the update) for every kind but kAdamW, where
-    // it is decoupled (p *= 1 - lr * weight_decay). REQUIRES: finite, >= 0.
+    // it is decoupled (p *= 1 - lr * weight_decay), and kLamb, where weight_decay * p is added to the
+    // Adam direction before the trust ratio (common/lamb.h). REQUIRES: finite, >= 0.
     float weight_decay = 0.0f;
     WeightDecayOn weight_decay_on = WeightDecayOn::kMatrices;
     // --clip-global-norm: the worker scales its whole gradient by min(1, C / ||g||) before sending
@@ -95,12 +98,13 @@ struct OptimizerConfig {
 [[nodiscard]] Result<OptimizerKind> parse_optimizer_kind(std::string_view name);
 std::string_view to_string(OptimizerKind kind);
 // Whose update rule the kind computes, as summary.json records it: "tf1" (sgd, momentum, adagrad),
-// "tf1 epsilon-hat" (adam), "torch" (nesterov, adam_torch, adamw; nesterov is also TF 1.x's).
+// "tf1 epsilon-hat" (adam), "torch" (nesterov, adam_torch, adamw; nesterov is also TF 1.x's),
+// "lamb (You et al.)" (lamb, as apex FusedLAMB and timm's Lamb compute it: common/lamb.h).
 std::string_view optimizer_form(OptimizerKind kind);
 // Number of slot vectors the kind keeps per parameter (0, 1 or 2).
 int slot_count(OptimizerKind kind);
 // Whether the kind's update reads OptimizerConfig::momentum (momentum, nesterov), and beta1,
-// beta2 and epsilon (adam, adam_torch, adamw).
+// beta2 and epsilon (adam, adam_torch, adamw, lamb).
 bool uses_momentum(OptimizerKind kind);
 bool uses_betas(OptimizerKind kind);
 
@@ -109,7 +113,8 @@ bool uses_betas(OptimizerKind kind);
 // (psd/row_store.h) share it, so that a row updated sparsely moves exactly as the same row of a
 // dense tensor with the same gradient. Slot pointers are null where the kind keeps none.
 // `decay`: the floats belong to a tensor that decays (OptimizerConfig::decays); the config's
-// weight_decay is applied only then.
+// weight_decay is applied only then. kLamb is not element-wise: one call's n floats are one whole
+// tensor, the unit of its trust ratio (LambKernel::whole; psd's sparse rows: one row).
 class UpdateKernel {
 public:
     UpdateKernel(const OptimizerConfig& config, std::uint64_t t, bool decay);
@@ -123,8 +128,9 @@ private:
     float lr_t_;    // kAdam: lr * sqrt(1 - beta2^t) / (1 - beta1^t); kAdamTorch/W: lr / (1 - beta1^t)
     float bc2_sqrt_ = 1.0f;  // kAdamTorch/W: sqrt(1 - beta2^t)
     float momentum_, beta1_, beta2_, epsilon_;
-    float coupled_ = 0.0f;   // g += coupled_ * p (L2, all kinds but kAdamW)
+    float coupled_ = 0.0f;   // g += coupled_ * p (L2, all kinds but kAdamW and kLamb)
     float shrink_ = 1.0f;    // kAdamW: p *= shrink_ = 1 - lr * weight_decay
+    LambKernel lamb_;        // kLamb
 };
 
 // Updates follow TensorFlow 1.x's GradientDescent, Momentum, Adagrad and Adam kernels, and
@@ -134,13 +140,16 @@ class Optimizer {
 public:
     Optimizer(const OptimizerConfig& config, std::size_t size);
 
-    // params -= update(grads), as one tensor that decays when `decay` (UpdateKernel).
+    // params -= update(grads), as one tensor that decays when `decay` (UpdateKernel; kLamb: the
+    // two phases below over [0, size()) on this thread).
     // REQUIRES: params.size() == grads.size() == size().
     void apply(std::span<float> params, std::span<const float> grads, bool decay = true);
 
     // The same update split across threads: call begin_update() once (it counts the update),
     // then apply_range() over disjoint [begin, end) ranges that together cover [0, size()), from
     // any threads, before the next begin_update(). params and grads are the whole spans.
+    // kLamb: apply_range treats [begin, end) as one whole tensor (UpdateKernel); split a LAMB
+    // update with the two phases below instead.
     void begin_update() { ++updates_; }
     // `decay`: [begin, end) lies in a tensor that decays (OptimizerConfig::decays).
     void apply_range(std::span<float> params, std::span<const float> grads, std::size_t begin, std::size_t end,
@@ -150,6 +159,18 @@ public:
     void apply_range(std::span<float> params, std::span<const float> grads, std::size_t begin, std::size_t end,
                      const OptimizerConfig& tensor);
 
+    // kLamb's update split across threads (common/lamb.h), after begin_update(): lamb_moments()
+    // over disjoint ranges that together cover [0, size()), each starting on a block edge (a
+    // multiple of kLambBlockFloats) and ending on one or at size() (lamb_block_range), from any
+    // threads; then lamb_finish() on one thread (the trust ratio of the whole span, returned); then
+    // lamb_step() over disjoint ranges (any edges) covering [0, size()), from any threads. The
+    // result is bit for bit that of apply() whatever the split. `decay` as in apply_range, the same
+    // in both phases. params are the whole span; lamb_moments does not change them.
+    void lamb_moments(std::span<const float> params, std::span<const float> grads, std::size_t begin,
+                      std::size_t end, bool decay);
+    float lamb_finish();
+    void lamb_step(std::span<float> params, std::size_t begin, std::size_t end, bool decay);
+
     std::size_t size() const { return size_; }
     const OptimizerConfig& config() const { return config_; }
     // Number of apply() calls so far (Adam's t). Restored from checkpoints.
@@ -157,7 +178,7 @@ public:
     void set_updates(std::uint64_t updates) { updates_ = updates; }
 
     // Slot vectors in a fixed order (momentum, nesterov: {accum}; adagrad: {accum}; adam,
-    // adam_torch, adamw: {m, v}),
+    // adam_torch, adamw, lamb: {m, v}),
     // each size() floats. The spans stay valid for the optimizer's lifetime.
     std::vector<std::span<float>> slots();
 
@@ -167,6 +188,8 @@ private:
     std::uint64_t updates_ = 0;
     std::vector<float> slot0_;
     std::vector<float> slot1_;
+    std::vector<LambNorms> lamb_blocks_;  // kLamb: phase 1's sums, one per block (not checkpointed)
+    float lamb_trust_ = 1.0f;             // kLamb: lamb_finish()'s ratio, read by lamb_step()
 };
 
 // The update of a state tensor (common/tensor_layout.h TensorClass::kState): params -= delta

@@ -23,7 +23,7 @@ wire::InitConfig adamw() {
 }  // namespace
 
 TEST_CASE("INIT carries the new kinds, weight decay and clipping; bad values are refused", "[optimizer][wire]") {
-    for (auto kind : {OptimizerKind::kNesterov, OptimizerKind::kAdamTorch, OptimizerKind::kAdamW}) {
+    for (auto kind : {OptimizerKind::kNesterov, OptimizerKind::kAdamTorch, OptimizerKind::kAdamW, OptimizerKind::kLamb}) {
         auto init = adamw();
         init.optimizer.kind = kind;
         auto back = wire::decode_init(wire::encode_init(init));
@@ -42,7 +42,7 @@ TEST_CASE("INIT carries the new kinds, weight decay and clipping; bad values are
         CHECK_FALSE(wire::decode_init(wire::encode_init(init)));
     }
     auto bytes = wire::encode_init(adamw());
-    bytes[0] = 7;  // no such kind
+    bytes[0] = static_cast<char>(kMaxOptimizerKind + 1);  // no such kind
     CHECK_FALSE(wire::decode_init(bytes));
 }
 
