@@ -12,6 +12,9 @@
 // the shard (begin_update()), whether or not it touched the table: TF's LazyAdamOptimizer, whose
 // beta powers advance once per apply for all variables. A row first pushed at step 1000 thus
 // gets lr * sqrt(1 - b2^1000) / (1 - b1^1000), not the larger bias-corrected rate of t = 1.
+// LAMB (common/lamb.h) takes its trust ratio per pushed row: the row is the unit psd sees (a row's
+// update is one UpdateKernel call, LambKernel::whole), so it moves as a dense [1, width] tensor
+// would, not as its row of the whole [num_rows, width] table, whose norms no shard knows.
 // Owned and used by the server's poll-loop thread only (a ThreadTeam may split init()).
 #pragma once
 

@@ -157,6 +157,21 @@ void ShardState::apply(const std::vector<std::span<const float>>& grads, ThreadT
     float* dst = writable();
     for (auto& o : optimizers_) o.begin_update();
     const int parts = (team && size_ >= kParallelUpdateFloats) ? team->size() : 1;
+    const bool lamb = config_.optimizer.kind == OptimizerKind::kLamb;
+    if (lamb) {  // LAMB's phase 1 (common/lamb.h): m, v and each slice's norms, then its trust ratio
+        auto moments = [&](int part) {
+            for (std::size_t k = 0; k < grads.size(); ++k) {
+                if (state_[k]) continue;
+                const auto [begin, end] = lamb_block_range(grads[k].size(), part, parts);
+                optimizers_[k].lamb_moments({dst + local_offsets_[k], grads[k].size()}, grads[k], begin, end,
+                                            optimizers_[k].config().weight_decay > 0.0f);
+            }
+        };
+        if (parts == 1) moments(0);
+        else team->run(moments);
+        for (std::size_t k = 0; k < grads.size(); ++k)
+            if (!state_[k]) optimizers_[k].lamb_finish();
+    }
     auto update = [&](int part) {
         for (std::size_t k = 0; k < grads.size(); ++k) {
             const auto [begin, end] = part_range(grads[k].size(), part, parts);
@@ -164,6 +179,7 @@ void ShardState::apply(const std::vector<std::span<const float>>& grads, ThreadT
             const bool decay = optimizers_[k].config().weight_decay > 0.0f;  // resolved by for_tensor()
             auto step = [&](std::size_t b, std::size_t e) {
                 if (state_[k]) subtract_range(params, grads[k], b, e);
+                else if (lamb) optimizers_[k].lamb_step(params, b, e, decay);  // phase 2
                 else optimizers_[k].apply_range(params, grads[k], b, e, decay);
                 average_.update_range(k, params, b, e);
             };

@@ -79,6 +79,8 @@ public:
     bool dry_run() const { return dry_run_; }
     // Applies one gradient (one span per own slice) with the optimizer and advances the step.
     // With a team (may be null) the update of large shards is split across its threads.
+    // kLamb runs in two passes over the slices (common/lamb.h), with one trust ratio per own slice:
+    // the norms of a tensor cut over several shards are each shard's slice's, not the tensor's.
     // A non-empty `mirror` (the whole model's flat buffer: a worker's shared-memory params
     // region) also receives the updated slices, block by block while they are in cache.
     // `rows`: the sparse gradient rows of the same update (checked by parse_row_frames()).

@@ -224,3 +224,36 @@ TEST_CASE("a sparse table's --param-group sets its rows' learning rate and decay
     for (int i = 0; i < 3; ++i) CHECK(after[i] == before[i] - 0.5f * 0.25f * (1.0f + 0.1f * before[i]));
     for (int i = 0; i < 2; ++i) CHECK(tok_after[i] == tok_before[i] - 0.5f * 1.0f);  // no group: lr 0.5, no decay
 }
+
+TEST_CASE("lamb moves each pushed row by its own trust ratio, as a [1, width] tensor", "[psd][sparse][lamb]") {
+    const auto t = tensors();
+    const auto layout = *compute_layout(t, 2);
+    const OptimizerConfig c{.kind = OptimizerKind::kLamb, .learning_rate = 0.05f, .weight_decay = 0.01f};
+    psd::RowStore store(layout, 1, t);  // rows 1, 3, 5, ... of emb [100, 3]
+    store.init(c);
+    const std::vector<std::uint32_t> ids{3, 41};
+    std::vector<float> rows(6);
+    store.gather(0, ids, rows.data());
+    const std::vector<float> start = rows;
+    // The reference: one optimizer per row, the table's configuration (rank 2: it decays).
+    std::vector<Optimizer> per_row;
+    for (int i = 0; i < 2; ++i) per_row.emplace_back(c.for_tensor("emb", 2), 3);
+    for (int s = 0; s < 3; ++s) {
+        const std::vector<float> g{0.5f, -0.25f + 0.1f * float(s), 1.0f, 2.0f * float(s), 0.125f, -1.0f};
+        store.begin_update();
+        store.apply(0, ids, g);
+        for (std::size_t i = 0; i < 2; ++i)
+            per_row[i].apply(std::span<float>(rows.data() + 3 * i, 3), std::span<const float>(g.data() + 3 * i, 3), true);
+    }
+    std::vector<float> after(6);
+    store.gather(0, ids, after.data());
+    CHECK(after == rows);
+    // Not one trust ratio for both rows: LAMB over the two rows as one tensor lands elsewhere.
+    std::vector<float> together = start;
+    Optimizer both(c.for_tensor("emb", 2), 6);
+    for (int s = 0; s < 3; ++s) {
+        const std::vector<float> g{0.5f, -0.25f + 0.1f * float(s), 1.0f, 2.0f * float(s), 0.125f, -1.0f};
+        both.apply(together, g, true);
+    }
+    CHECK(together != rows);
+}
