@@ -92,4 +92,47 @@ TEST_CASE("weight decay reaches the rank >= 2 tensors only, whatever the chunks 
     CHECK(params[310] == expected[310]);
 }
 
+TEST_CASE("lamb standalone: one trust ratio per whole tensor, bit for bit in any chunking", "[trainer][optimizer][lamb]") {
+    omp_set_num_threads(3);
+    // Tensors larger than a LAMB block (4096) and chunk cuts inside them; a state tensor between.
+    const std::vector<TensorInfo> tensors = {
+        {"conv/w", {10, 1000}, 0, 10000},
+        {"conv/b", {10}, 10000, 10},
+        {"bn/mean", {300}, 10010, 300, TensorClass::kState},
+        {"fc/w", {50, 101}, 10310, 5050},
+        {"fc/b", {5}, 15360, 5},
+    };
+    const std::size_t n = 15365;
+    OptimizerConfig config{.kind = OptimizerKind::kLamb, .learning_rate = 1e-2f, .weight_decay = 0.05f};
+    config.schedule.warmup_steps = 2;
+    const auto init = ramp(n, 0.5f, -0.25f);
+    const std::vector<std::vector<float>> grads = {ramp(n, 0.3f), ramp(n, -0.6f, 0.1f), ramp(n, 0.9f, -0.4f)};
+    // Reference: one optimizer per tensor (for_tensor: decay on rank >= 2), the state tensor by subtraction.
+    std::vector<float> expected = init;
+    for (const auto& t : tensors) {
+        std::span<float> p(expected.data() + t.offset, t.size);
+        Optimizer reference(config.for_tensor(t.name, t.shape.size()), t.size);
+        for (const auto& g : grads) {
+            std::span<const float> gt(g.data() + t.offset, t.size);
+            if (t.tensor_class == TensorClass::kState)
+                for (std::size_t i = 0; i < t.size; ++i) p[i] -= gt[i];
+            else reference.apply(p, gt, reference.config().weight_decay > 0.0f);
+        }
+    }
+    for (int chunks : {1, 2, 3, 7}) {
+        LocalUpdate update(config, tensors, chunks);
+        std::vector<float> params = init;
+        for (const auto& g : grads) update.apply(params, g);
+        std::size_t mismatches = 0;
+        for (std::size_t i = 0; i < n; ++i) mismatches += params[i] != expected[i];
+        INFO("chunks " << chunks);
+        CHECK(mismatches == 0);
+    }
+    // One optimizer over the whole buffer (one ratio for all tensors) lands elsewhere.
+    std::vector<float> one = init;
+    Optimizer all(config, n);
+    for (const auto& g : grads) all.apply(one, g);
+    CHECK(one[5] != expected[5]);
+}
+
 }  // namespace psrun::worker
