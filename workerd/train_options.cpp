@@ -36,7 +36,7 @@ void set_hyperparameters(const TrainOptions& o, OptimizerConfig& config) {
         if (!std::isfinite(*value) || !ok) throw UsageError(std::string(flag) + " must be " + range);
     };
     const bool momentum = uses_momentum(config.kind), betas = uses_betas(config.kind);
-    const char* adams = "adam, adam_torch and adamw";
+    const char* adams = "adam, adam_torch, adamw and lamb";
     check(o.momentum, "--momentum", momentum, o.momentum && *o.momentum >= 0.0f && *o.momentum < 1.0f,
           "a number in [0, 1)", "momentum and nesterov");
     check(o.beta1, "--beta1", betas, o.beta1 && *o.beta1 >= 0.0f && *o.beta1 < 1.0f, "a number in [0, 1)", adams);
@@ -185,11 +185,12 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
         ->check(psrun::integer_in(0, kMaxSteps))
         ->capture_default_str();
     app.add_option("--optimizer", o.optimizer,
-                   "sgd, momentum, nesterov, adagrad, adam (TF 1.x's epsilon-hat form), adam_torch (torch.optim.Adam) "
-                   "or adamw (torch.optim.AdamW)")
+                   "sgd, momentum, nesterov, adagrad, adam (TF 1.x's epsilon-hat form), adam_torch (torch.optim.Adam), "
+                   "adamw (torch.optim.AdamW) or lamb (LAMB: Adam with a per-tensor trust ratio)")
         ->capture_default_str();
     app.add_option("--weight-decay", o.weight_decay,
-                   "L2 weight decay (g += W p; decoupled p *= 1 - lr W with adamw) on --weight-decay-on's tensors")
+                   "L2 weight decay (g += W p; decoupled p *= 1 - lr W with adamw; lamb adds W p to its direction) "
+                   "on --weight-decay-on's tensors")
         ->check(psrun::number_in(0, 1e6))
         ->capture_default_str();
     app.add_option("--weight-decay-on", o.weight_decay_on,
@@ -201,11 +202,11 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
         ->capture_default_str();
     app.add_option("--momentum", o.momentum, "momentum and nesterov: the momentum factor, in [0, 1) (default 0.9)")
         ->check(psrun::number_in(0, 1));
-    app.add_option("--beta1", o.beta1, "adam, adam_torch, adamw: the first moment's decay, in [0, 1) (default 0.9)")
+    app.add_option("--beta1", o.beta1, "adam, adam_torch, adamw, lamb: the first moment's decay, in [0, 1) (default 0.9)")
         ->check(psrun::number_in(0, 1));
-    app.add_option("--beta2", o.beta2, "adam, adam_torch, adamw: the second moment's decay, in [0, 1) (default 0.999)")
+    app.add_option("--beta2", o.beta2, "adam, adam_torch, adamw, lamb: the second moment's decay, in [0, 1) (default 0.999)")
         ->check(psrun::number_in(0, 1));
-    app.add_option("--epsilon", o.epsilon, "adam, adam_torch, adamw: the denominator's epsilon, > 0 (default 1e-8)")
+    app.add_option("--epsilon", o.epsilon, "adam, adam_torch, adamw, lamb: the denominator's epsilon, > 0 (default 1e-8)")
         ->check(psrun::number_in(0, 1e30));
     app.add_option("--label-smoothing", o.label_smoothing,
                    "softmax cross-entropy: train against (1 - E) one-hot + E / classes, 0 <= E < 1 (0: off)")
@@ -478,6 +479,8 @@ TrainerConfig make_trainer_config(const TrainOptions& o) {
     c.optimizer.schedule = *schedule;
     if (!std::isfinite(o.weight_decay) || o.weight_decay < 0.0f)
         usage("--weight-decay must be a finite number >= 0 (0: no decay)");
+    // Not lamb: its W p enters the direction that the trust ratio rescales (common/lamb.h), so a step's
+    // norm is lr x ||p|| whatever W (with a zero gradient, p *= 1 - lr).
     const bool shrinks = *kind == OptimizerKind::kSgd || *kind == OptimizerKind::kMomentum ||
                          *kind == OptimizerKind::kNesterov || *kind == OptimizerKind::kAdamW;
     if (shrinks && double(o.weight_decay) * double(o.learning_rate) >= 1.0)

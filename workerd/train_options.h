@@ -84,7 +84,7 @@ struct TrainOptions {
     float weight_decay = 0.0f;
     std::string weight_decay_on = "matrices";
     float clip_global_norm = 0.0f;
-    // --momentum (momentum, nesterov), --beta1, --beta2, --epsilon (adam, adam_torch, adamw):
+    // --momentum (momentum, nesterov), --beta1, --beta2, --epsilon (adam, adam_torch, adamw, lamb):
     // empty keeps OptimizerConfig's default; make_trainer_config refuses one the optimizer
     // does not read (common/optimizer.h uses_momentum, uses_betas).
     std::optional<float> momentum, beta1, beta2, epsilon;

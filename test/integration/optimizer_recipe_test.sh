@@ -78,7 +78,8 @@ else:
 PY
 done
 for bad in "--weight-decay -1" "--weight-decay-on biases" "--clip-global-norm nan" "--optimizer adamw --weight-decay 200" \
-           "--optimizer lamb" "--optimizer momentum --momentum 1" "--optimizer nesterov --momentum -0.1" \
+           "--optimizer lamb --beta1 1" "--optimizer lamb --epsilon 0" "--optimizer momentum --momentum 1" \
+           "--optimizer nesterov --momentum -0.1" \
            "--optimizer adamw --beta1 1" "--optimizer adam --beta2 nan" "--optimizer adam_torch --epsilon 0" \
            "--optimizer adam --epsilon inf" "--optimizer sgd --beta1 0.9" "--optimizer adam --momentum 0.9" \
            "--label-smoothing 1" "--label-smoothing -0.5" "--model $tmp/tiny_mse.json --label-smoothing 0.1"; do
