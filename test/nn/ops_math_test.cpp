@@ -1,5 +1,6 @@
-// pow and erf (workerd/nn/ops/math.cpp): forward against std::pow / std::erf, gradients against
-// central differences, bf16 against f32, and the field and type errors.
+// pow, erf, sin, cos and sign (workerd/nn/ops/math.cpp): forward against std::pow / std::erf /
+// std::sin / std::cos, gradients against central differences, bf16 against f32, and the field
+// and type errors.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -52,7 +53,48 @@ TEST_CASE("erf against std::erf, its gradient and bf16", "[nn_engine][ops][math]
     check_bf16_against_f32(model, batch, 13);
 }
 
+TEST_CASE("sin and cos against std::sin / std::cos, their gradients and bf16", "[nn_engine][ops][math]") {
+    const std::string kind = GENERATE("sin", "cos");
+    const int batch = GENERATE(1, 3);
+    INFO(kind << " batch " << batch);
+    // Scaled by 4 first: the inputs cover more than a half period.
+    const json layers = {{{"kind", "constant"}, {"name", "four"}, {"shape", json::array()}, {"values", {4.0}}},
+                         {{"kind", "mul"}, {"name", "x4"}, {"inputs", {"input", "four"}}},
+                         {{"kind", kind}, {"name", "out"}}};
+    const auto model = graph_model(layers, {4, 6});
+    const auto r = forward_of(model, batch, 21);
+    std::vector<double> expected;
+    for (const float x : r.input) expected.push_back(kind == "sin" ? std::sin(4.0 * x) : std::cos(4.0 * x));
+    check_close(r.output, expected);
+    check_gradients(model, batch, 23);
+    check_bf16_against_f32(model, batch, 25);
+}
+
+TEST_CASE("sign: -1, 0, 1 forward, no gradient of its own (x * sign(x) is |x|)", "[nn_engine][ops][math]") {
+    const int batch = GENERATE(1, 3);
+    // sign(x - 0.5): the inputs (uniform [0, 1) or so) fall on both sides.
+    const json layers = {{{"kind", "constant"}, {"name", "half"}, {"shape", json::array()}, {"values", {0.5}}},
+                         {{"kind", "sub"}, {"name", "c"}, {"inputs", {"input", "half"}}},
+                         {{"kind", "sign"}, {"name", "s"}, {"inputs", {"c"}}},
+                         {{"kind", "mul"}, {"name", "out"}, {"inputs", {"c", "s"}}}};
+    const auto model = graph_model(layers, {5, 4});
+    const auto r = forward_of(model, batch, 31);
+    std::vector<double> expected;
+    for (const float x : r.input) expected.push_back(std::abs(double{x} - 0.5));
+    check_close(r.output, expected);
+    // A gradient through sign would add to |x|'s: the central differences tell.
+    check_gradients(model, batch, 33);
+    const json alone = {{{"kind", "sign"}, {"name", "out"}}};
+    const auto signs = forward_of(graph_model(alone, {7}), batch, 35);
+    for (std::size_t i = 0; i < signs.input.size(); ++i) {
+        const float x = signs.input[i];
+        CHECK(signs.output[i] == (x > 0 ? 1.0f : x < 0 ? -1.0f : 0.0f));
+    }
+}
+
 TEST_CASE("pow and erf: a missing exponent, integer inputs", "[nn_engine][ops][math]") {
+    CHECK_THAT(graph_error({{{"kind", "sin"}}}, {3}, "int"),
+               Catch::Contains("layer 0 (sin): expects floats, got integer ids"));
     CHECK_THAT(graph_error({{{"kind", "pow"}}}, {3}), Catch::Contains("exponent"));
     CHECK_THAT(graph_error({{{"kind", "pow"}, {"exponent", "two"}}}, {3}), Catch::Contains("exponent"));
     CHECK_THAT(graph_error({{{"kind", "erf"}}}, {3}, "int"),

@@ -1,7 +1,8 @@
 // ONNX import and export of the tensor kinds (math, softmax, ...): a node as PyTorch 1.13 writes
 // it at opset 13, inserted into test/onnx/onnx_test_graph.h's CNN, imports to the kind with its
 // attributes; a description using the kind exports and imports back (without the embedded
-// description, so the ONNX graph alone is read) to the same kinds and the same outputs.
+// description, so the ONNX graph alone is read) to the same kinds and the same outputs. The
+// lowered ops (onnx_lowerings.h) import to their layers with the same outputs, or refuse.
 #include <catch2/catch.hpp>
 
 #include <limits>
@@ -210,13 +211,23 @@ TEST_CASE("Slice with constant bounds (x[:, :, 1:]) and a zero Pad import and ro
     CHECK(node_named(m, "/x/Slice").attrs ==
           json{{"axes", {2, 3}}, {"starts", {1, 1}}, {"ends", {8, 8}}, {"steps", {1, 1}}});
     CHECK(node_named(m, "/x/Pad").attrs == json{{"pads", {0, 0, 1, 0, 0, 0, 0, 1}}});
-    // Reflect padding and negative steps are refused.
+    // Reflect padding is refused.
     auto reflect = g;
     set_string(*reflect.node("/x/Pad"), "mode", "reflect");
     CHECK_THAT(refusal(reflect), Catch::Contains("node '/x/Pad' (Pad): mode \"reflect\""));
+    // A negative step reads from start down to end: from 1 up to INT64_MAX is empty, refused;
+    // from -1 down to -INT64_MAX (x.flip(3)) is a slice of axis 2 and a gather of 7, 6, ..., 0.
     g.add_int64_tensor("/x/back", {2}, {1, -1});
     g.node("/x/Slice")->set_input(4, "/x/back");
-    CHECK_THAT(refusal(g), Catch::Contains("node '/x/Slice' (Slice): step -1"));
+    CHECK_THAT(refusal(g), Catch::Contains("node '/x/Slice' (Slice): axis 3 from 1 to 9223372036854775807 by -1 is empty"));
+    g.add_int64_tensor("/x/flip_starts", {2}, {1, -1});
+    g.add_int64_tensor("/x/flip_ends", {2}, {big, -big});
+    g.node("/x/Slice")->set_input(1, "/x/flip_starts");
+    g.node("/x/Slice")->set_input(2, "/x/flip_ends");
+    const auto flipped = imported(g.bytes());
+    CHECK(node_named(flipped, "/x/Slice").attrs ==
+          json{{"axes", {2}}, {"starts", {1}}, {"ends", {big}}, {"steps", {1}}});
+    CHECK(node_named(flipped, "/x/Slice_1").attrs == json{{"axis", 3}, {"indices", {7, 6, 5, 4, 3, 2, 1, 0}}});
 
     check_round_trip({{{"kind", "slice"}, {"name", "s"}, {"axes", {2}}, {"starts", {1}}, {"ends", {4}}, {"steps", {2}}},
                       {{"kind", "pad"}, {"name", "p"}, {"pads", {0, 1, 0, 0, 2, 1}}},
@@ -270,4 +281,79 @@ TEST_CASE("SiLU's Sigmoid + Mul imports as one swish; a sigmoid read elsewhere t
 
     // swish exports as Sigmoid + Mul and comes back as swish with the same outputs.
     check_round_trip({{{"kind", "swish"}, {"name", "s"}}, {{"kind", "flatten"}, {"name", "f"}}}, {2, 3});
+}
+
+TEST_CASE("Sin, Cos, Sign import and round-trip; SpaceToDepth then DepthToSpace (DCR) is the identity",
+          "[onnx][onnx_ops][onnx_lowerings]") {
+    auto g = small_cnn();
+    const auto plain = imported(g.bytes());
+    // SpaceToDepth(2) then DepthToSpace(2, DCR) between the Relu and the pool: [N, 2, 8, 8] ->
+    // [N, 8, 4, 4] -> [N, 2, 8, 8], the same values: the same outputs as without them.
+    onnx_io::set_int(*g.add_node("SpaceToDepth", "/s/SpaceToDepth", {"/1/Relu_output_0"}, "s2d_out"), "blocksize", 2);
+    auto* d2s = g.add_node("DepthToSpace", "/d/DepthToSpace", {"s2d_out"}, "d2s_out");
+    onnx_io::set_int(*d2s, "blocksize", 2);
+    set_string(*d2s, "mode", "DCR");
+    g.node("/2/MaxPool")->set_input(0, "d2s_out");
+    g.order({"/0/Conv", "/1/Relu", "/s/SpaceToDepth", "/d/DepthToSpace", "/2/MaxPool", "/3/Flatten", "/4/Gemm", "/5/Softmax"});
+    const auto m = imported(g.bytes());
+    CHECK(node_named(m, "/s/SpaceToDepth_1").op == "transpose");
+    CHECK(node_named(m, "/d/DepthToSpace_1").attrs == json{{"perm", {0, 3, 4, 1, 5, 2}}});
+    const auto a = outputs(plain, *plain.initial_parameters, 3), b = outputs(m, *m.initial_parameters, 3);
+    REQUIRE(a.size() == b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) CHECK(b[i] == a[i]);
+    // A mode ONNX does not define is refused naming it.
+    set_string(*g.node("/d/DepthToSpace"), "mode", "XYZ");
+    CHECK_THAT(refusal(g), Catch::Contains("node '/d/DepthToSpace' (DepthToSpace): mode 'XYZ' is none of DCR and CRD"));
+
+    check_round_trip({{{"kind", "sin"}, {"name", "s"}},
+                      {{"kind", "cos"}, {"name", "c"}},
+                      {{"kind", "sign"}, {"name", "g"}},
+                      {{"kind", "flatten"}, {"name", "f"}}},
+                     {2, 3});
+}
+
+TEST_CASE("ReduceProd of a shape folds at import (x.std's count); ArgMax mid-graph, Tile and CumSum of the batch "
+          "are refused saying why", "[onnx][onnx_ops][onnx_lowerings]") {
+    auto g = small_cnn();
+    const auto plain = imported(g.bytes());
+    // Flatten written as Reshape(x, Concat(Shape(x)[0:1], ReduceProd(Shape(x)[1:], keepdims))).
+    g.add_node("Shape", "/r/Shape", {"/2/MaxPool_output_0"}, "shape");
+    g.add_int64_tensor("zero", {1}, {0});
+    g.add_int64_tensor("one", {1}, {1});
+    g.add_int64_tensor("big", {1}, {100});
+    g.add_node("Slice", "/r/Head", {"shape", "zero", "one"}, "head");
+    g.add_node("Slice", "/r/Tail", {"shape", "one", "big"}, "tail");
+    onnx_io::set_int(*g.add_node("ReduceProd", "/r/ReduceProd", {"tail"}, "count"), "keepdims", 1);
+    onnx_io::set_int(*g.add_node("Concat", "/r/Concat", {"head", "count"}, "target"), "axis", 0);
+    g.add_node("Reshape", "/r/Reshape", {"/2/MaxPool_output_0", "target"}, "flat");
+    g.node("/4/Gemm")->set_input(0, "flat");
+    g.order({"/0/Conv", "/1/Relu", "/2/MaxPool", "/r/Shape", "/r/Head", "/r/Tail", "/r/ReduceProd", "/r/Concat",
+             "/r/Reshape", "/3/Flatten", "/4/Gemm", "/5/Softmax"});
+    const auto m = imported(g.bytes());
+    CHECK(node_named(m, "/r/Reshape").attrs == json{{"shape", {"N", 32}}});
+    const auto a = outputs(plain, *plain.initial_parameters, 4), b = outputs(m, *m.initial_parameters, 4);
+    REQUIRE(a.size() == b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) CHECK(b[i] == a[i]);
+
+    // ArgMax of the Relu's output, not the graph's final node.
+    auto arg = small_cnn();
+    onnx_io::set_int(*arg.add_node("ArgMax", "/a/ArgMax", {"/1/Relu_output_0"}, "ids"), "axis", 1);
+    arg.add_node("Cast", "/a/Cast", {"ids"}, "idsf");
+    onnx_io::set_int(*arg.node("/a/Cast"), "to", 1);
+    arg.add_node("Mul", "/a/Mul", {"/1/Relu_output_0", "idsf"}, "scaled");
+    arg.node("/2/MaxPool")->set_input(0, "scaled");
+    arg.order({"/0/Conv", "/1/Relu", "/a/ArgMax", "/a/Cast", "/a/Mul", "/2/MaxPool", "/3/Flatten", "/4/Gemm", "/5/Softmax"});
+    CHECK_THAT(refusal(arg), Catch::Contains("node '/a/ArgMax' (ArgMax): ArgMax returns int64 indices, which training "
+                                             "cannot differentiate through"));
+
+    for (const std::string op : {"Tile", "CumSum"}) {
+        auto t = small_cnn();
+        if (op == "Tile") t.add_int64_tensor("reps", {4}, {2, 1, 1, 1});
+        else t.add_int64_tensor("reps", {}, {0});
+        t.add_node(op, "/t/" + op, {"/1/Relu_output_0", "reps"}, "tiled");
+        t.node("/2/MaxPool")->set_input(0, "tiled");
+        t.order({"/0/Conv", "/1/Relu", "/t/" + op, "/2/MaxPool", "/3/Flatten", "/4/Gemm", "/5/Softmax"});
+        CHECK_THAT(refusal(t), Catch::Contains(op == "Tile" ? "node '/t/Tile' (Tile): it repeats the batch axis 2 times"
+                                                            : "node '/t/CumSum' (CumSum): axis 0 is the batch axis"));
+    }
 }

@@ -310,6 +310,7 @@ Result<std::optional<std::vector<Known>>> evaluate(const onnx::NodeProto& node, 
         }
         return Outputs{{out}};
     }
+    if (op.rfind("Reduce", 0) == 0) return evaluate_reduce(node, opset, in);
     return evaluate_layout(node, opset, in);
 }
 

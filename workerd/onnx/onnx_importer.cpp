@@ -8,6 +8,7 @@
 
 #include "common/utf8.h"
 #include "workerd/nn/op_schema.h"
+#include "workerd/onnx/onnx_lowerings.h"
 #include "workerd/onnx/onnx_node_view.h"
 
 namespace psrun::onnx_io {
@@ -214,6 +215,9 @@ Result<void> Importer::import_node(int i) {
     auto pattern = import_pattern(*this, i);
     if (!pattern) return tl::unexpected(pattern.error());
     if (*pattern) return {};
+    auto lowered = import_lowering(*this, i);
+    if (!lowered) return tl::unexpected(lowered.error());
+    if (*lowered) return {};
     const nn::OpSchema* schema = nn::find_onnx_importer(op);
     if (schema == nullptr || schema->import_onnx == nullptr)
         return tl::unexpected(refuse(i, "the engine has no operator for ONNX " + op));

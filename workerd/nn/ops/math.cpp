@@ -2,9 +2,11 @@
 // (LayerNorm's Pow, exact GELU's Erf):
 //   {"kind": "pow", "exponent": e}: x^e for a constant e (PyTorch: x ** e; x^e of a negative x
 //     is NaN for a non-integer e, as in PyTorch);
-//   {"kind": "erf"}: the error function.
+//   {"kind": "erf"}: the error function;
+//   {"kind": "sin"}, {"kind": "cos"}: positional encodings computed in the graph;
+//   {"kind": "sign"}: -1, 0 or 1 (its gradient is 0, as PyTorch's).
 // Output shape = input shape; floats only; no tensors. FLOPs: 1 per element.
-// ONNX: Pow (a constant scalar exponent), Erf.
+// ONNX: Pow (a constant scalar exponent), Erf, Sin, Cos, Sign.
 #include "workerd/nn/onnx_bridge.h"
 #include "workerd/nn/op_schema.h"
 #include "workerd/nn/ops/ops.h"
@@ -39,7 +41,8 @@ Result<void> import_math(OnnxNodeImport& node) {
         layer["kind"] = "pow";
         layer["exponent"] = (*e)[0];
     } else {
-        layer["kind"] = "erf";
+        const auto op = node.op_type();
+        layer["kind"] = op == "Sin" ? "sin" : op == "Cos" ? "cos" : op == "Sign" ? "sign" : "erf";
     }
     auto name = node.emit(layer);
     if (!name) return tl::unexpected(name.error());
@@ -54,12 +57,22 @@ Result<void> export_math(OnnxNodeExport& out) {
         out.add("Pow", {out.input(0), out.float_constant(node.name + "/exponent", {}, std::span(&e, 1))}, {out.output(0)}, {},
                 node.name);
     } else {
-        out.add("Erf", {out.input(0)}, {out.output(0)}, {}, node.name);
+        const char* op = node.op == "sin" ? "Sin" : node.op == "cos" ? "Cos" : node.op == "sign" ? "Sign" : "Erf";
+        out.add(op, {out.input(0)}, {out.output(0)}, {}, node.name);
     }
     return {};
 }
 
 }  // namespace
+
+const OpSchema& hand_math_schema(std::string_view kind) {
+    static const std::vector<OpSchema> schemas = {
+        {"sin", 1, 1, parse_no_attributes, infer_math, {"Sin"}, import_math, export_math},
+        {"cos", 1, 1, parse_no_attributes, infer_math, {"Cos"}, import_math, export_math},
+        {"sign", 1, 1, parse_no_attributes, infer_math, {"Sign"}, import_math, export_math},
+    };
+    return family_member(schemas, kind);
+}
 
 const OpSchema& pow_schema() {
     static const OpSchema s{"pow", 1, 1, parse_pow, infer_math, {"Pow"}, import_math, export_math};

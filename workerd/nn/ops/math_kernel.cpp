@@ -1,6 +1,7 @@
 // pow on oneDNN's eltwise (square for the exponent 2, pow otherwise), forward and backward;
-// erf by hand (oneDNN has no erf): y = erf(x), dx = dy * 2/sqrt(pi) * exp(-x^2), in f32 on the
-// plain layout, converted to the output's type where that is bf16.
+// erf, sin, cos and sign by hand (oneDNN 2.6's eltwise has none of them): y = erf(x),
+// dx = dy * 2/sqrt(pi) * exp(-x^2); sin: dx = dy cos x; cos: dx = -dy sin x; sign: dx = 0; in
+// f32 on the plain layout, converted to the output's type where that is bf16.
 #include <cmath>
 #include <memory>
 
@@ -39,11 +40,39 @@ public:
     }
 };
 
+enum class HandMath { kErf, kSin, kCos, kSign };
+
+HandMath hand_math_of(const std::string& op) {
+    return op == "sin" ? HandMath::kSin : op == "cos" ? HandMath::kCos : op == "sign" ? HandMath::kSign : HandMath::kErf;
+}
+
+float hand_math_forward(HandMath f, float x) {
+    switch (f) {
+        case HandMath::kSin: return std::sin(x);
+        case HandMath::kCos: return std::cos(x);
+        case HandMath::kSign: return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : 0.0f;
+        case HandMath::kErf: break;
+    }
+    return std::erf(x);
+}
+
+// dy/dx at x.
+float hand_math_slope(HandMath f, float x) {
+    switch (f) {
+        case HandMath::kSin: return std::cos(x);
+        case HandMath::kCos: return -std::sin(x);
+        case HandMath::kSign: return 0.0f;
+        case HandMath::kErf: break;
+    }
+    return 1.1283791670955126f * std::exp(-x * x);  // 2 / sqrt(pi)
+}
+
 class ErfKernel final : public Kernel {
 public:
     std::string label_suffix() const override { return " [hand]"; }
 
     void build(KernelBuilder& b) override {
+        const HandMath f = hand_math_of(b.node().op);
         const auto& engine = b.context().engine;
         const MemDims dims = b.input_dims(0);
         const memory::desc f32 = plain_desc(dims, Dt::f32);
@@ -51,27 +80,26 @@ public:
         const Dt out_type = b.output_type(0);
         const memory y = out_type == Dt::f32 ? b.make_output(0, f32) : memory(f32, engine);
         const auto n = element_count(dims);
-        b.forward([x, y, n] {
+        b.forward([x, y, n, f] {
             const float* in = static_cast<const float*>(x.get_data_handle());
             float* out = static_cast<float*>(y.get_data_handle());
 #pragma omp parallel for schedule(static)
-            for (std::int64_t i = 0; i < n; ++i) out[i] = std::erf(in[i]);
+            for (std::int64_t i = 0; i < n; ++i) out[i] = hand_math_forward(f, in[i]);
         });
         if (out_type != Dt::f32) {
             const memory dst = b.make_output(0, plain_desc(dims, out_type));
             b.forward(run_reorder(b, y, dst));
         }
-        b.note("fwd: hand erf (f32)");
+        b.note("fwd: hand " + b.node().op + " (f32)");
         if (!b.needs_input_grad(0)) return;
         const memory dy = b.output_diff(0, f32);
         const memory dx = b.input_diff(0, f32);
-        b.backward([x, dy, dx, n] {
+        b.backward([x, dy, dx, n, f] {
             const float* in = static_cast<const float*>(x.get_data_handle());
             const float* g = static_cast<const float*>(dy.get_data_handle());
             float* out = static_cast<float*>(dx.get_data_handle());
-            const float k = 1.1283791670955126f;  // 2 / sqrt(pi)
 #pragma omp parallel for schedule(static)
-            for (std::int64_t i = 0; i < n; ++i) out[i] = g[i] * k * std::exp(-in[i] * in[i]);
+            for (std::int64_t i = 0; i < n; ++i) out[i] = g[i] * hand_math_slope(f, in[i]);
         });
     }
 };

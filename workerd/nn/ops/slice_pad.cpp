@@ -2,11 +2,13 @@
 //   {"kind": "slice", "axes": [a...], "starts": [s...], "ends": [e...], "steps": [1...]}: along
 //     each axis a, the entries s, s + step, ... before e (numpy's x[s:e:step]; negative s and e
 //     count from the end, both clamped to the dim as ONNX does). Steps default to 1 and must be
-//     positive; the batch axis cannot be sliced; the result cannot be empty.
+//     positive; the batch axis cannot be sliced; the result cannot be empty. (An ONNX Slice with
+//     a negative step, x.flip(1), imports as a slice of its other axes and a gather of the
+//     reversed axis's entries in their order.)
 //   {"kind": "pad", "pads": [b0, b1, ..., e0, e1, ...]}: b_i zeros before and e_i after along
 //     dim i (ONNX's order, one begin and one end per dim, the batch dim's 0). Zeros only.
 // Floats only; no tensors; FLOPs 0 (data movement).
-// ONNX: Slice with constant starts, ends, axes and steps (a Slice of constants, as in shape
+// ONNX: Slice with constant starts, ends, axes and steps, negative steps included (a Slice of constants, as in shape
 // arithmetic, is evaluated at import by onnx_consts.cpp); Pad (opset 11 and 13) in mode
 // "constant" with constant pads and a constant value of 0.
 #include <algorithm>
@@ -107,8 +109,59 @@ Result<void> import_slice(OnnxNodeImport& node) {
     }
     if (axes.size() != starts->size() || ends->size() != starts->size() || steps.size() != starts->size())
         return tl::unexpected(node.refuse("starts, ends, axes and steps differ in length"));
-    for (const auto s : steps)
-        if (s < 1) return tl::unexpected(node.refuse("step " + std::to_string(s) + ": only positive steps are supported"));
+    // A negative step (x.flip(d)): that axis leaves the slice and becomes a gather of its
+    // entries in order, starting at start clamped to [0, len - 1] and stopping before end clamped
+    // to [-1, len - 1] (ONNX's rule for negative steps).
+    std::vector<std::pair<std::int64_t, std::vector<std::int64_t>>> reversed;
+    for (std::size_t k = 0; k < steps.size();) {
+        if (steps[k] == 0) return tl::unexpected(node.refuse("step 0 on axis " + std::to_string(axes[k])));
+        if (steps[k] > 0) {
+            ++k;
+            continue;
+        }
+        const auto rank = static_cast<std::int64_t>(in->rank());
+        const std::int64_t d = axes[k] < 0 ? axes[k] + rank : axes[k];
+        if (d < 0 || d >= rank) return tl::unexpected(node.refuse("axis " + std::to_string(axes[k]) + " is out of range"));
+        if (in->dims[static_cast<std::size_t>(d)].batch)
+            return tl::unexpected(node.refuse("axis " + std::to_string(axes[k]) + " is the batch dim; slice a dim of each example"));
+        const std::int64_t len = in->dims[static_cast<std::size_t>(d)].value;
+        auto at = [len](std::int64_t v, std::int64_t low) {
+            if (v < 0) v = v < -len ? -len - 1 : v + len;
+            return std::clamp<std::int64_t>(v, low, len - 1);
+        };
+        const std::int64_t from = at((*starts)[k], 0), to = at((*ends)[k], -1);
+        std::vector<std::int64_t> picked;
+        for (std::int64_t i = from; i > to; i += steps[k]) {
+            picked.push_back(i);
+        }
+        if (picked.empty())
+            return tl::unexpected(node.refuse("axis " + std::to_string(axes[k]) + " from " + std::to_string((*starts)[k]) + " to " +
+                                              std::to_string((*ends)[k]) + " by " + std::to_string(steps[k]) + " is empty"));
+        reversed.emplace_back(d, std::move(picked));
+        axes.erase(axes.begin() + static_cast<std::ptrdiff_t>(k));
+        starts->erase(starts->begin() + static_cast<std::ptrdiff_t>(k));
+        ends->erase(ends->begin() + static_cast<std::ptrdiff_t>(k));
+        steps.erase(steps.begin() + static_cast<std::ptrdiff_t>(k));
+    }
+    if (!reversed.empty()) {
+        std::string value = *x;
+        if (!axes.empty()) {
+            nlohmann::json attrs = {{"axes", axes}, {"starts", *starts}, {"ends", *ends}, {"steps", steps}};
+            auto w = slice_window(in->dims, attrs);
+            if (!w) return tl::unexpected(node.refuse(w.error().message));
+            auto cut = node.emit({{"kind", "slice"}, {"inputs", {value}}, {"axes", axes}, {"starts", *starts}, {"ends", *ends},
+                                  {"steps", steps}});
+            if (!cut) return tl::unexpected(cut.error());
+            value = *cut;
+        }
+        for (const auto& [d, picked] : reversed) {
+            auto g = node.emit({{"kind", "gather"}, {"inputs", {value}}, {"axis", d}, {"indices", picked}});
+            if (!g) return tl::unexpected(g.error());
+            value = *g;
+        }
+        node.bind_output(0, value);
+        return {};
+    }
     // Clamped to the dims here, so that x[:, 1:] (ends INT64_MAX) and x[:, 1:5] are one description.
     nlohmann::json attrs = {{"axes", axes}, {"starts", *starts}, {"ends", *ends}, {"steps", steps}};
     auto w = slice_window(in->dims, attrs);

@@ -1,0 +1,280 @@
+#!/usr/bin/python3
+"""The operators ordinary torch.nn / torch.nn.functional calls export to that psrun imports as
+layers of other kinds or as small kinds of their own (workerd/onnx/onnx_lowerings*.cpp,
+ReduceProd in onnx_consts_reduce.cpp, negative Slice steps, sin/cos/sign in ops/math.cpp),
+end to end through the psrun CLI:
+
+  small torch modules (F.pixel_shuffle / pixel_unshuffle: DepthToSpace CRD / SpaceToDepth;
+  x.repeat: Tile; torch.cumsum: CumSum; F.normalize: ReduceL2; torch.logsumexp: ReduceLogSumExp;
+  x.norm(p=1): ReduceL1; x.std / x.var: ReduceProd of Shape; torch.sin/cos/sign; F.celu;
+  x.flip and F.cosine_similarity: Slice with step -1), exported in training mode without
+  constant folding at opsets 13, 14 and 17, batch axis dynamic:
+    - `psrun model show F.onnx` exits 0 and lists the expected kinds;
+    - `psrun model check F.onnx --input X --labels Y --gradients G.json` gives torch's forward
+      outputs, loss and every parameter's gradient in float64 within TOLERANCE (relative to the
+      tensor's largest value);
+    - `psrun predict --onnx F.onnx` gives torch's softmax within TOLERANCE;
+  an opset-18 graph by onnx.helper (every Reduce* with axes as an input, DepthToSpace DCR,
+  CumSum exclusive and reverse, Tile of a 3-D value, Sin, Cos, Sign) against numpy; and the
+  refusals (exit 2, the message checked): ArgMax mid-graph, TopK, Tile of the batch axis.
+
+Prints one line per check; exits 1 when one fails, 77 when torch or onnx cannot be imported.
+Usage: lowered_ops_models.py PSRUN [WORK_DIR]   (LOWERED_MODELS=a,b: a subset)
+"""
+import json
+import os
+import re
+import sys
+import tempfile
+
+try:
+    import numpy as np
+    import onnx
+    import torch
+    from torch import nn
+    from torch.nn import functional as F
+except ImportError:
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from psrun_cli import predict, run  # noqa: E402
+
+TOLERANCE = 1e-4
+BATCH = 6
+FAILED = []
+
+
+def check(what, ok, detail="", always=False):
+    print(f"{'ok' if ok else 'FAILED'}: {what}{(': ' + detail) if detail and (always or not ok) else ''}")
+    if not ok:
+        FAILED.append(what)
+    return ok
+
+
+class Vec(nn.Module):
+    """x [N, 16] -> a [N, 8] -> f(self, a) flattened -> linear to 10 classes."""
+
+    def __init__(self, f, width):
+        super().__init__()
+        self.f = f
+        self.a, self.b, self.head = nn.Linear(16, 8), nn.Linear(16, 8), nn.Linear(width, 10)
+
+    def forward(self, x):
+        return self.head(self.f(self, x).flatten(1))
+
+
+class Shuffle(nn.Module):
+    """x [N, 4, 6, 6]: conv, pixel_shuffle(2) to [N, 1, 12, 12], conv, pixel_unshuffle(2) back."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1, self.c2, self.head = nn.Conv2d(4, 4, 1), nn.Conv2d(1, 1, 3, padding=1), nn.Linear(4 * 36 + 144, 10)
+
+    def forward(self, x):
+        up = self.c2(F.pixel_shuffle(self.c1(x), 2))
+        down = F.pixel_unshuffle(up, 2)
+        return self.head(torch.cat([down.flatten(1), up.flatten(1)], 1))
+
+
+def three(v):
+    return v.view(v.shape[0], 2, 4)
+
+
+# name -> (builder, input shape, kinds expected in `psrun model show`)
+MODELS = {
+    "pixel_shuffle": (Shuffle, (4, 6, 6), ["transpose", "reshape"]),
+    "tile": (lambda: Vec(lambda s, x: torch.cat([s.a(x).repeat(1, 2), three(s.b(x)).repeat(1, 3, 2).flatten(1)], 1),
+                         16 + 48), (16,), ["concat"]),
+    "cumsum": (lambda: Vec(lambda s, x: torch.cat([torch.cumsum(s.a(x), 1), torch.cumsum(three(s.b(x)), 1).flatten(1),
+                                                   torch.cumsum(three(s.b(x)), -1).flatten(1)], 1), 24), (16,),
+               ["matmul", "constant"]),
+    "normalize": (lambda: Vec(lambda s, x: torch.cat([F.normalize(s.a(x), dim=1),
+                                                      torch.logsumexp(three(s.b(x)), dim=2),
+                                                      torch.logsumexp(s.a(x), dim=1, keepdim=True),
+                                                      s.b(x).norm(p=1, dim=1, keepdim=True)], 1), 12), (16,),
+                  ["reduce_sum", "sqrt", "reduce_max", "abs"]),
+    "std_var": (lambda: Vec(lambda s, x: torch.cat([three(s.a(x)).std(dim=2), three(s.b(x)).var(dim=1),
+                                                    s.a(x).var(dim=1, unbiased=False).unsqueeze(1)], 1), 7), (16,),
+                ["reduce_mean", "sqrt"]),
+    "sin_cos_sign": (lambda: Vec(lambda s, x: torch.sin(s.a(x)) + torch.cos(s.b(x)) + s.a(x) * torch.sign(s.b(x)), 8),
+                     (16,), ["sin", "cos", "sign"]),
+    "celu": (lambda: Vec(lambda s, x: torch.cat([F.celu(s.a(x)), F.celu(s.b(x), alpha=0.5)], 1), 16), (16,), ["elu"]),
+    "flip": (lambda: Vec(lambda s, x: torch.cat([s.a(x).flip(1), three(s.b(x)).flip(1, 2).flatten(1),
+                                                 F.cosine_similarity(s.a(x), s.b(x).flip(1), dim=1).unsqueeze(1)], 1),
+                         17), (16,), ["gather"]),
+}
+
+
+def export(model, x, path, opset):
+    torch.onnx.export(model, x, path, opset_version=opset, training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False, input_names=["x"], output_names=["logits"],
+                      dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}})
+
+
+def torch_reference(model, x, y):
+    """Outputs, loss and parameter gradients in float64."""
+    model = model.double()
+    model.zero_grad()
+    logits = model(torch.from_numpy(x.astype(np.float64)))
+    loss = F.cross_entropy(logits, torch.from_numpy(y))
+    loss.backward()
+    grads = {n: p.grad.numpy().copy() for n, p in model.named_parameters() if p.grad is not None}
+    model.float()
+    return logits.detach().numpy(), float(loss), grads
+
+
+def relative(mine, theirs):
+    mine = np.asarray(mine, dtype=np.float64).reshape(theirs.shape)
+    return float(np.max(np.abs(mine - theirs))) / max(float(np.max(np.abs(theirs))), 1e-12)
+
+
+def check_model(psrun, name, build, shape, kinds, work):
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((BATCH, *shape))).astype(np.float32)
+    y = rng.integers(0, 10, size=BATCH).astype(np.int64)
+    xf, yf = os.path.join(work, f"{name}.x.npy"), os.path.join(work, f"{name}.y.npy")
+    np.save(xf, x)
+    np.save(yf, y)
+    torch.manual_seed(1)
+    model = build()
+    with torch.no_grad():
+        want = torch.softmax(model(torch.from_numpy(x)), dim=1).numpy()
+    for opset in (13, 14, 17):
+        tag = f"{name}_{opset}"
+        path = os.path.join(work, tag + ".onnx")
+        export(model, torch.from_numpy(x), path, opset)
+        show = run([psrun, "model", "show", path])
+        if not check(f"{tag}: psrun model show exits 0", show.returncode == 0, show.stdout[-1500:]):
+            continue
+        missing = [k for k in kinds if not re.search(rf"\b{k}\b", show.stdout)]
+        check(f"{tag}: its layers", not missing, f"missing {missing}")
+        grads_path = os.path.join(work, tag + ".grads.json")
+        r = run([psrun, "model", "check", path, "--input", xf, "--labels", yf, "--gradients", grads_path, "--json"], 300)
+        if not check(f"{tag}: psrun model check exits 0 (its own central differences)",
+                     r.returncode == 0 and os.path.exists(grads_path), r.stdout[-600:]):
+            continue
+        mine = json.load(open(grads_path))
+        logits, loss, grads = torch_reference(model, x, y)
+        err = relative(mine["outputs"], logits)
+        check(f"{tag}: forward outputs = torch's", err <= TOLERANCE, f"max relative error {err:.2e}", True)
+        check(f"{tag}: loss = torch's", abs(mine["loss"] - loss) <= TOLERANCE * max(abs(loss), 1.0),
+              f"{mine['loss']:.6f} vs {loss:.6f}")
+        worst, worst_name, missing = 0.0, "", []
+        for tname, g in grads.items():
+            if tname not in mine["tensors"]:
+                missing.append(tname)
+                continue
+            e = relative(mine["tensors"][tname]["gradient"], g)
+            if e >= worst:
+                worst, worst_name = e, tname
+        check(f"{tag}: {len(grads)} parameter gradients = torch's", not missing and worst <= TOLERANCE,
+              f"worst {worst_name} {worst:.2e}" + (f"; missing {missing}" if missing else ""), True)
+        got, perr = predict(psrun, path, x, work, tag)
+        if check(f"{tag}: psrun predict exits 0", got is not None, perr):
+            diff = float(np.abs(got - want).max()) if got.shape == want.shape else float("inf")
+            check(f"{tag}: psrun predict = torch softmax", diff <= TOLERANCE, f"largest difference {diff:.2e}", True)
+
+
+def opset18(psrun, work):
+    """Opset 18 by onnx.helper on x [N, 4, 6, 6]: the Reduce* lowerings with axes inputs,
+    DepthToSpace DCR, SpaceToDepth, CumSum exclusive + reverse, Tile, Sin, Cos, Sign; against numpy."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(0)
+    ints = lambda name, v: numpy_helper.from_array(np.array(v, dtype=np.int64), name)  # noqa: E731
+    parts = ["l1", "l2", "ss", "lse", "d2s", "s2d", "cs", "tile", "trig"]
+    widths = [4, 4, 4, 4, 144, 144, 144, 288, 144]
+    w = rng.standard_normal((10, sum(widths))).astype(np.float32) * 0.1
+    nodes = [
+        helper.make_node("ReduceL1", ["x", "a23"], ["l1"], keepdims=0),               # [N, 4]
+        helper.make_node("ReduceL2", ["x", "a23"], ["l2"], keepdims=0),
+        helper.make_node("ReduceSumSquare", ["x", "a23"], ["ss"], keepdims=0),
+        helper.make_node("ReduceLogSumExp", ["x", "a23"], ["lse"], keepdims=0),
+        helper.make_node("DepthToSpace", ["x"], ["d2s"], blocksize=2, mode="DCR"),    # [N, 1, 12, 12]
+        helper.make_node("SpaceToDepth", ["d2s"], ["s2d"], blocksize=2),              # [N, 4, 6, 6]
+        helper.make_node("CumSum", ["x", "a1"], ["cs"], exclusive=1, reverse=1),
+        helper.make_node("Tile", ["x", "reps"], ["tile"]),                            # [N, 4, 6, 12]
+        helper.make_node("Sin", ["x"], ["sin"]), helper.make_node("Cos", ["x"], ["cos"]),
+        helper.make_node("Sign", ["x"], ["sg"]), helper.make_node("Add", ["sin", "cos"], ["sc"]),
+        helper.make_node("Add", ["sc", "sg"], ["trig"]),
+    ]
+    for p in parts:
+        nodes.append(helper.make_node("Flatten", [p], [p + "_f"], axis=1))
+    nodes += [helper.make_node("Concat", [p + "_f" for p in parts], ["cat"], axis=1),
+              helper.make_node("Gemm", ["cat", "w"], ["logits"], transB=1)]
+    graph = helper.make_graph(nodes, "opset18", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 6, 6])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])],
+                              [numpy_helper.from_array(w, "w"), ints("a23", [2, 3]), ints("a1", [1]),
+                               ints("reps", [1, 1, 1, 2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    path = os.path.join(work, "lowered_opset18.onnx")
+    onnx.save(model, path)
+    show = run([psrun, "model", "show", path])
+    if not check("opset18: psrun model show exits 0", show.returncode == 0, show.stdout[-1500:]):
+        return
+    x = rng.standard_normal((5, 4, 6, 6)).astype(np.float32)
+    x[0, 0, 0, 0] = 0.0  # Sign of 0
+    n = x.shape[0]
+    d2s = x.reshape(n, 2, 2, 1, 6, 6).transpose(0, 3, 4, 1, 5, 2).reshape(n, 1, 12, 12)
+    s2d = d2s.reshape(n, 1, 6, 2, 6, 2).transpose(0, 3, 5, 1, 2, 4).reshape(n, 4, 6, 6)
+    cs = np.flip(np.cumsum(np.flip(x, 1), 1), 1) - x
+    got_parts = [np.abs(x).sum((2, 3)), np.sqrt((x * x).sum((2, 3))), (x * x).sum((2, 3)),
+                 np.log(np.exp(x).sum((2, 3))), d2s, s2d, cs, np.tile(x, (1, 1, 1, 2)),
+                 np.sin(x) + np.cos(x) + np.sign(x)]
+    cat = np.concatenate([p.reshape(n, -1) for p in got_parts], 1)
+    logits = cat @ w.T
+    want = np.exp(logits - logits.max(1, keepdims=True))
+    want /= want.sum(1, keepdims=True)
+    got, err = predict(psrun, path, x, work, "lowered_opset18")
+    if check("opset18: psrun predict exits 0", got is not None, err):
+        diff = float(np.abs(got - want).max()) if got.shape == want.shape else float("inf")
+        check("opset18: psrun predict = numpy", diff <= TOLERANCE, f"largest difference {diff:.2e}", True)
+
+
+class Refused(nn.Module):
+    def __init__(self, f):
+        super().__init__()
+        self.f, self.a = f, nn.Linear(16, 16)
+
+    def forward(self, x):
+        return self.f(self, self.a(x))
+
+
+REFUSALS = {
+    "argmax_mid": (lambda s, h: h * F.one_hot(h.argmax(1), 16).float(), "returns int64 indices, which training cannot"),
+    "topk": (lambda s, h: h.topk(4, dim=1).values, "TopK returns the k largest values"),
+    "tile_batch": (lambda s, h: h.repeat(2, 1), "repeats the batch axis 2 times"),
+}
+
+
+def refusals(psrun, work):
+    for name, (f, want) in REFUSALS.items():
+        path = os.path.join(work, f"refused_{name}.onnx")
+        export(Refused(f), torch.zeros(BATCH, 16), path, 17)
+        r = run([psrun, "model", "show", path])
+        check(f"refused {name}: exit 2 naming why", r.returncode == 2 and want in r.stdout,
+              f"exit {r.returncode}: {r.stdout.strip()[-300:]}", True)
+
+
+def main():
+    if len(sys.argv) not in (2, 3):
+        sys.exit(__doc__)
+    psrun = os.path.abspath(sys.argv[1])
+    only = os.environ.get("LOWERED_MODELS")
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = sys.argv[2] if len(sys.argv) == 3 else tmp
+        os.makedirs(work, exist_ok=True)
+        for name, (build, shape, kinds) in MODELS.items():
+            if not only or name in only.split(","):
+                check_model(psrun, name, build, shape, kinds, work)
+        if not only or "opset18" in only.split(","):
+            opset18(psrun, work)
+        if not only or "refusals" in only.split(","):
+            refusals(psrun, work)
+    print(f"{len(FAILED)} failed" if FAILED else "all passed")
+    sys.exit(1 if FAILED else 0)
+
+
+if __name__ == "__main__":
+    main()

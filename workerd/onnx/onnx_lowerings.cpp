@@ -1,0 +1,236 @@
+// ONNX operators with no kind of their own, imported as a few layers of existing kinds
+// (onnx_importer.h: import_lowering). Each lowering reads the op's attributes as its opset
+// defines them and refuses, naming the node, what it cannot express:
+//   DepthToSpace (DCR, and CRD from opset 11) and SpaceToDepth: reshape, transpose, reshape;
+//   Tile with constant repeats: a concat of copies per repeated axis (never the batch axis);
+//   CumSum with a constant axis (exclusive, reverse): a matmul with a constant 0/1 triangular
+//     matrix over the axis, moved last by transposes where it is not;
+//   Celu(alpha): alpha * elu(x / alpha) (elu alone for alpha 1);
+//   ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSumExp (onnx_lowerings_reduce.cpp);
+//   ArgMax, ArgMin, TopK: refused with why (their indices carry no gradient; a final ArgMax of a
+//     predict graph is dropped before the walk, onnx_importer.cpp).
+#include <string>
+#include <vector>
+
+#include "workerd/onnx/onnx_lowerings.h"
+
+namespace psrun::onnx_io {
+
+using nn::OnnxNodeImport;
+
+namespace {
+
+// The node's first input as a float value of known rank.
+Result<std::pair<std::string, const nn::ValueInfo*>> lowering_input(OnnxNodeImport& node) {
+    auto x = node.value(0);
+    if (!x) return tl::unexpected(x.error());
+    const nn::ValueInfo* info = node.info(0);
+    if (info == nullptr) return tl::unexpected(node.refuse("its input is a constant; the engine lowers it only on a graph value"));
+    if (info->type != nn::ElementType::kFloat) return tl::unexpected(node.refuse("its input holds integers; floats only"));
+    return std::pair{*x, info};
+}
+
+nlohmann::json dims_json(const std::vector<std::int64_t>& fixed) {
+    nlohmann::json shape = nlohmann::json::array({"N"});
+    for (const auto d : fixed) shape.push_back(d);
+    return shape;
+}
+
+Result<void> lower_depth_space(OnnxNodeImport& node) {
+    auto in = lowering_input(node);
+    if (!in) return tl::unexpected(in.error());
+    const auto& [x, info] = *in;
+    const bool to_space = node.op_type() == "DepthToSpace";
+    auto b = node.int_attr("blocksize", 0);
+    if (!b) return tl::unexpected(b.error());
+    std::string mode = "DCR";
+    if (to_space && node.opset() >= 11) {
+        auto m = node.string_attr("mode", "DCR");
+        if (!m) return tl::unexpected(m.error());
+        mode = *m;
+    }
+    if (mode != "DCR" && mode != "CRD")
+        return tl::unexpected(node.refuse("mode '" + mode + "' is none of DCR and CRD"));
+    if (info->rank() != 4 || !info->dims[0].batch || info->dims[0].value != 1)
+        return tl::unexpected(node.refuse("expects an image batch [N, C, H, W], got " + nn::to_string(info->dims)));
+    const std::int64_t c = info->dims[1].value, h = info->dims[2].value, w = info->dims[3].value, k = *b;
+    if (k < 1) return tl::unexpected(node.refuse("blocksize " + std::to_string(k) + " is not positive"));
+    std::vector<std::int64_t> split, merged;
+    std::vector<std::int64_t> perm;
+    if (to_space) {
+        if (c % (k * k) != 0)
+            return tl::unexpected(node.refuse("the channels (" + std::to_string(c) + ") are no multiple of blocksize^2 (" +
+                                              std::to_string(k * k) + ")"));
+        const std::int64_t oc = c / (k * k);
+        split = mode == "DCR" ? std::vector<std::int64_t>{k, k, oc, h, w} : std::vector<std::int64_t>{oc, k, k, h, w};
+        perm = mode == "DCR" ? std::vector<std::int64_t>{0, 3, 4, 1, 5, 2} : std::vector<std::int64_t>{0, 1, 4, 2, 5, 3};
+        merged = {oc, h * k, w * k};
+    } else {
+        if (h % k != 0 || w % k != 0)
+            return tl::unexpected(node.refuse("height " + std::to_string(h) + " and width " + std::to_string(w) +
+                                              " must be multiples of blocksize " + std::to_string(k)));
+        split = {c, h / k, k, w / k, k};
+        perm = {0, 3, 5, 1, 2, 4};
+        merged = {c * k * k, h / k, w / k};
+    }
+    auto r1 = node.emit({{"kind", "reshape"}, {"inputs", {x}}, {"shape", dims_json(split)}});
+    if (!r1) return tl::unexpected(r1.error());
+    auto t = node.emit({{"kind", "transpose"}, {"inputs", {*r1}}, {"perm", perm}});
+    if (!t) return tl::unexpected(t.error());
+    auto r2 = node.emit({{"kind", "reshape"}, {"inputs", {*t}}, {"shape", dims_json(merged)}});
+    if (!r2) return tl::unexpected(r2.error());
+    node.bind_output(0, *r2);
+    return {};
+}
+
+Result<void> lower_tile(OnnxNodeImport& node) {
+    auto in = lowering_input(node);
+    if (!in) return tl::unexpected(in.error());
+    const auto& [x, info] = *in;
+    const auto repeats = node.ints(1);
+    if (!repeats) return tl::unexpected(node.refuse("its repeats are computed at run time; the engine needs them at import"));
+    if (repeats->size() != info->rank())
+        return tl::unexpected(node.refuse(std::to_string(repeats->size()) + " repeats for an input of rank " +
+                                          std::to_string(info->rank())));
+    std::string value = x;
+    for (std::size_t d = 0; d < repeats->size(); ++d) {
+        const std::int64_t r = (*repeats)[d];
+        if (r < 1) return tl::unexpected(node.refuse("repeat " + std::to_string(r) + " on axis " + std::to_string(d) + " is not positive"));
+        if (r == 1) continue;
+        if (info->dims[d].batch)
+            return tl::unexpected(node.refuse("it repeats the batch axis " + std::to_string(r) +
+                                              " times; each example must stay apart (repeat the other axes only)"));
+        if (r > 4096) return tl::unexpected(node.refuse("repeat " + std::to_string(r) + " is over 4096 copies"));
+        auto cat = node.emit({{"kind", "concat"}, {"inputs", std::vector<std::string>(static_cast<std::size_t>(r), value)},
+                              {"axis", static_cast<std::int64_t>(d)}});
+        if (!cat) return tl::unexpected(cat.error());
+        value = *cat;
+    }
+    node.bind_output(0, value);
+    return {};
+}
+
+Result<void> lower_cumsum(OnnxNodeImport& node) {
+    auto in = lowering_input(node);
+    if (!in) return tl::unexpected(in.error());
+    const auto& [x, info] = *in;
+    const auto axis_given = node.ints(1);
+    if (!axis_given || axis_given->size() != 1)
+        return tl::unexpected(node.refuse("its axis must be a constant scalar (known at import)"));
+    const auto rank = static_cast<std::int64_t>(info->rank());
+    std::int64_t axis = (*axis_given)[0];
+    if (axis < -rank || axis >= rank)
+        return tl::unexpected(node.refuse("axis " + std::to_string(axis) + " is outside the input's rank " + std::to_string(rank)));
+    if (axis < 0) axis += rank;
+    if (info->dims[static_cast<std::size_t>(axis)].batch)
+        return tl::unexpected(node.refuse("axis " + std::to_string(axis) + " is the batch axis; sum along a dim of each example"));
+    auto exclusive = node.int_attr("exclusive", 0);
+    auto reverse = node.int_attr("reverse", 0);
+    if (!exclusive || !reverse) return tl::unexpected(!exclusive ? exclusive.error() : reverse.error());
+    const std::int64_t len = info->dims[static_cast<std::size_t>(axis)].value;
+    if (len > 1024) return tl::unexpected(node.refuse("the axis has " + std::to_string(len) + " entries; the engine sums at most 1024"));
+    // out[j] = sum_i x[i] T[i][j]: T[i][j] = 1 where i precedes j (or follows it, reversed).
+    std::vector<float> tri(static_cast<std::size_t>(len * len), 0.0f);
+    for (std::int64_t i = 0; i < len; ++i)
+        for (std::int64_t j = 0; j < len; ++j) {
+            const bool take = *reverse ? (*exclusive ? i > j : i >= j) : (*exclusive ? i < j : i <= j);
+            tri[static_cast<std::size_t>(i * len + j)] = take ? 1.0f : 0.0f;
+        }
+    auto t = node.emit({{"kind", "constant"}, {"shape", {len, len}}, {"type", "float"}, {"values", tri}});
+    if (!t) return tl::unexpected(t.error());
+    std::vector<std::int64_t> perm;  // axis and last swapped (its own inverse)
+    for (std::int64_t d = 0; d < rank; ++d) perm.push_back(d == axis ? rank - 1 : d == rank - 1 ? axis : d);
+    std::string value = x;
+    if (axis != rank - 1) {
+        auto moved = node.emit({{"kind", "transpose"}, {"inputs", {x}}, {"perm", perm}});
+        if (!moved) return tl::unexpected(moved.error());
+        value = *moved;
+    }
+    auto sum = node.emit({{"kind", "matmul"}, {"inputs", {value, *t}}});
+    if (!sum) return tl::unexpected(sum.error());
+    value = *sum;
+    if (axis != rank - 1) {
+        auto back = node.emit({{"kind", "transpose"}, {"inputs", {value}}, {"perm", perm}});
+        if (!back) return tl::unexpected(back.error());
+        value = *back;
+    }
+    node.bind_output(0, value);
+    return {};
+}
+
+Result<void> lower_celu(OnnxNodeImport& node) {
+    auto in = lowering_input(node);
+    if (!in) return tl::unexpected(in.error());
+    const std::string x = in->first;
+    auto alpha = node.float_attr("alpha", 1.0f);
+    if (!alpha) return tl::unexpected(alpha.error());
+    if (!(*alpha > 0.0f)) return tl::unexpected(node.refuse("alpha " + std::to_string(*alpha) + " is not positive"));
+    if (*alpha == 1.0f) {
+        auto elu = node.emit({{"kind", "elu"}, {"inputs", {x}}, {"alpha", 1.0}});
+        if (!elu) return tl::unexpected(elu.error());
+        node.bind_output(0, *elu);
+        return {};
+    }
+    auto scale = [&node](const std::string& v, float k) -> Result<std::string> {
+        auto c = node.emit({{"kind", "constant"}, {"shape", {1}}, {"type", "float"}, {"values", {k}}});
+        if (!c) return c;
+        return node.emit({{"kind", "mul"}, {"inputs", {v, *c}}});
+    };
+    auto inner = scale(x, 1.0f / *alpha);
+    if (!inner) return tl::unexpected(inner.error());
+    auto elu = node.emit({{"kind", "elu"}, {"inputs", {*inner}}, {"alpha", 1.0}});
+    if (!elu) return tl::unexpected(elu.error());
+    auto out = scale(*elu, *alpha);
+    if (!out) return tl::unexpected(out.error());
+    node.bind_output(0, *out);
+    return {};
+}
+
+Result<void> refuse_indices(OnnxNodeImport& node) {
+    const std::string op(node.op_type());
+    if (op == "TopK")
+        return tl::unexpected(node.refuse(
+            "TopK returns the k largest values and their int64 indices; the engine has no sorting kind, and training cannot "
+            "differentiate through indices (use a max or a mean over the axis, or compute top-k outside the model)"));
+    return tl::unexpected(node.refuse(
+        op + " returns int64 indices, which training cannot differentiate through and the engine does not compute "
+             "mid-graph (a final ArgMax over the classes of a predict graph is dropped: export the logits, or keep the "
+             "ArgMax the graph's output)"));
+}
+
+struct Lowering {
+    std::string_view op;
+    Result<void> (*lower)(OnnxNodeImport&);
+};
+
+const std::vector<Lowering>& lowerings() {
+    static const std::vector<Lowering> table = {
+        {"DepthToSpace", lower_depth_space}, {"SpaceToDepth", lower_depth_space}, {"Tile", lower_tile},
+        {"CumSum", lower_cumsum},            {"Celu", lower_celu},                {"ReduceL1", lower_reduce_norm},
+        {"ReduceL2", lower_reduce_norm},     {"ReduceSumSquare", lower_reduce_norm},
+        {"ReduceLogSumExp", lower_reduce_norm}, {"ArgMax", refuse_indices},     {"ArgMin", refuse_indices},
+        {"TopK", refuse_indices},
+    };
+    return table;
+}
+
+}  // namespace
+
+std::vector<std::string_view> lowered_onnx_ops() {
+    std::vector<std::string_view> ops;
+    for (const auto& l : lowerings()) ops.push_back(l.op);
+    return ops;
+}
+
+Result<bool> import_lowering(Importer& importer, int i) {
+    const std::string& op = importer.graph().graph().node(i).op_type();
+    for (const auto& l : lowerings()) {
+        if (l.op != op) continue;
+        NodeView view(importer, i);
+        if (auto ok = l.lower(view); !ok) return tl::unexpected(ok.error());
+        return true;
+    }
+    return false;
+}
+
+}  // namespace psrun::onnx_io

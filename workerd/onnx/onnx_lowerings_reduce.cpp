@@ -1,0 +1,97 @@
+// The Reduce* ops that are a reduce_sum (or reduce_max) around element-wise kinds
+// (onnx_lowerings.h):
+//   ReduceL1(x) = reduce_sum(abs(x)), ReduceSumSquare(x) = reduce_sum(x * x),
+//   ReduceL2(x) = sqrt(reduce_sum(x * x)) (F.normalize's norm),
+//   ReduceLogSumExp(x) = log(reduce_sum(exp(x - m))) + m, m = reduce_max(x) kept over the axes:
+//     no overflow, and the gradient is exact (it does not depend on m's).
+// Axes: the `axes` attribute before opset 18, a constant input from 18 (noop_with_empty_axes);
+// absent: every axis, the batch's included (a loss). keepdims default 1.
+#include <string>
+#include <vector>
+
+#include "workerd/onnx/onnx_lowerings.h"
+
+namespace psrun::onnx_io {
+
+namespace {
+
+struct ReduceNormAxes {
+    std::vector<std::int64_t> axes;
+    bool keep = true;
+};
+
+Result<ReduceNormAxes> reduce_norm_axes(nn::OnnxNodeImport& node, const nn::ValueInfo& info) {
+    ReduceNormAxes r;
+    bool noop_if_empty = false;
+    if (node.opset() >= 18) {
+        auto noop = node.int_attr("noop_with_empty_axes", 0);
+        if (!noop) return tl::unexpected(noop.error());
+        noop_if_empty = *noop != 0;
+        if (node.input_count() > 1 && node.has_input(1)) {
+            const auto given = node.ints(1);
+            if (!given) return tl::unexpected(node.refuse("the axes must be known at import (a constant)"));
+            r.axes = *given;
+        }
+    } else {
+        auto attr = node.ints_attr("axes");
+        if (!attr) return tl::unexpected(attr.error());
+        if (*attr) r.axes = **attr;
+    }
+    if (r.axes.empty() && noop_if_empty)
+        return tl::unexpected(node.refuse("noop_with_empty_axes=1 without axes leaves nothing to reduce; give the axes"));
+    if (r.axes.empty())
+        for (std::size_t d = 0; d < info.rank(); ++d) r.axes.push_back(static_cast<std::int64_t>(d));
+    auto keep = node.int_attr("keepdims", 1);
+    if (!keep) return tl::unexpected(keep.error());
+    r.keep = *keep != 0;
+    return r;
+}
+
+}  // namespace
+
+Result<void> lower_reduce_norm(nn::OnnxNodeImport& node) {
+    auto x = node.value(0);
+    if (!x) return tl::unexpected(x.error());
+    const nn::ValueInfo* info = node.info(0);
+    if (info == nullptr || info->type != nn::ElementType::kFloat)
+        return tl::unexpected(node.refuse("expects a float graph value (not a constant, not integers)"));
+    auto r = reduce_norm_axes(node, *info);
+    if (!r) return tl::unexpected(r.error());
+    const std::string op(node.op_type());
+    auto layer = [&node](const char* kind, std::vector<std::string> inputs) {
+        return node.emit({{"kind", kind}, {"inputs", std::move(inputs)}});
+    };
+    auto reduce = [&node, &r](const char* kind, const std::string& v, bool keep) {
+        return node.emit({{"kind", kind}, {"inputs", {v}}, {"axes", r->axes}, {"keepdims", keep}});
+    };
+    Result<std::string> out;
+    if (op == "ReduceL1") {
+        auto a = layer("abs", {*x});
+        if (!a) return tl::unexpected(a.error());
+        out = reduce("reduce_sum", *a, r->keep);
+    } else if (op == "ReduceL2" || op == "ReduceSumSquare") {
+        auto sq = layer("mul", {*x, *x});
+        if (!sq) return tl::unexpected(sq.error());
+        out = reduce("reduce_sum", *sq, r->keep);
+        if (out && op == "ReduceL2") out = layer("sqrt", {*out});
+    } else {  // ReduceLogSumExp
+        auto m = reduce("reduce_max", *x, true);
+        if (!m) return tl::unexpected(m.error());
+        auto shifted = layer("sub", {*x, *m});
+        if (!shifted) return tl::unexpected(shifted.error());
+        auto e = layer("exp", {*shifted});
+        if (!e) return tl::unexpected(e.error());
+        auto s = reduce("reduce_sum", *e, r->keep);
+        if (!s) return tl::unexpected(s.error());
+        auto l = layer("log", {*s});
+        if (!l) return tl::unexpected(l.error());
+        auto mk = r->keep ? m : reduce("reduce_max", *x, false);
+        if (!mk) return tl::unexpected(mk.error());
+        out = layer("add", {*l, *mk});
+    }
+    if (!out) return tl::unexpected(out.error());
+    node.bind_output(0, *out);
+    return {};
+}
+
+}  // namespace psrun::onnx_io
