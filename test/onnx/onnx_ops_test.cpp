@@ -5,7 +5,9 @@
 // lowered ops (onnx_lowerings.h) import to their layers with the same outputs, or refuse.
 #include <catch2/catch.hpp>
 
+#include <fstream>
 #include <limits>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "workerd/nn/model_description.h"
 #include "workerd/nn/network.h"
 #include "workerd/nn/parameter_init.h"
+#include "workerd/onnx/onnx_lowerings.h"
 #include "workerd/onnx/onnx_model.h"
 #include "workerd/onnx/onnx_proto.h"
 #include "common/rng.h"
@@ -355,5 +358,19 @@ TEST_CASE("ReduceProd of a shape folds at import (x.std's count); ArgMax mid-gra
         t.order({"/0/Conv", "/1/Relu", "/t/" + op, "/2/MaxPool", "/3/Flatten", "/4/Gemm", "/5/Softmax"});
         CHECK_THAT(refusal(t), Catch::Contains(op == "Tile" ? "node '/t/Tile' (Tile): it repeats the batch axis 2 times"
                                                             : "node '/t/CumSum' (CumSum): axis 0 is the batch axis"));
+    }
+}
+
+TEST_CASE("the fuzz dictionary names every op type the lowerings import", "[onnx][onnx_ops][onnx_lowerings]") {
+    std::ifstream in("test/fuzz/onnx.dict");
+    REQUIRE(in);
+    std::set<std::string> lines;
+    for (std::string l; std::getline(in, l);) lines.insert(l);
+    for (const auto op : onnx_io::lowered_onnx_ops()) {
+        std::string entry = "\"";  // appended piecewise: GCC 12's -Wrestrict misfires on a + b + c
+        entry += op;
+        entry += '"';
+        INFO("test/fuzz/onnx.dict lacks " << entry);
+        CHECK(lines.count(entry) == 1);
     }
 }

@@ -54,7 +54,7 @@ Result<void> lower_depth_space(OnnxNodeImport& node) {
     if (info->rank() != 4 || !info->dims[0].batch || info->dims[0].value != 1)
         return tl::unexpected(node.refuse("expects an image batch [N, C, H, W], got " + nn::to_string(info->dims)));
     const std::int64_t c = info->dims[1].value, h = info->dims[2].value, w = info->dims[3].value, k = *b;
-    if (k < 1) return tl::unexpected(node.refuse("blocksize " + std::to_string(k) + " is not positive"));
+    if (k < 1 || k > 4096) return tl::unexpected(node.refuse("blocksize " + std::to_string(k) + " is not in [1, 4096]"));
     std::vector<std::int64_t> split, merged;
     std::vector<std::int64_t> perm;
     if (to_space) {
@@ -93,6 +93,7 @@ Result<void> lower_tile(OnnxNodeImport& node) {
         return tl::unexpected(node.refuse(std::to_string(repeats->size()) + " repeats for an input of rank " +
                                           std::to_string(info->rank())));
     std::string value = x;
+    std::int64_t elements = nn::elements_per_example(info->dims).value_or(1);
     for (std::size_t d = 0; d < repeats->size(); ++d) {
         const std::int64_t r = (*repeats)[d];
         if (r < 1) return tl::unexpected(node.refuse("repeat " + std::to_string(r) + " on axis " + std::to_string(d) + " is not positive"));
@@ -100,7 +101,10 @@ Result<void> lower_tile(OnnxNodeImport& node) {
         if (info->dims[d].batch)
             return tl::unexpected(node.refuse("it repeats the batch axis " + std::to_string(r) +
                                               " times; each example must stay apart (repeat the other axes only)"));
-        if (r > 4096) return tl::unexpected(node.refuse("repeat " + std::to_string(r) + " is over 4096 copies"));
+        if (r > 4096 || elements > (std::int64_t{1} << 26) / r)
+            return tl::unexpected(node.refuse("repeats " + std::to_string(r) + " on axis " + std::to_string(d) +
+                                              " make over 2^26 elements per example"));
+        elements *= r;
         auto cat = node.emit({{"kind", "concat"}, {"inputs", std::vector<std::string>(static_cast<std::size_t>(r), value)},
                               {"axis", static_cast<std::int64_t>(d)}});
         if (!cat) return tl::unexpected(cat.error());
