@@ -18,6 +18,7 @@
 #include <sstream>
 #include <vector>
 
+#include "common/fnv1a.h"
 #include "common/text_file.h"
 #include "common/utf8.h"
 
@@ -183,9 +184,7 @@ std::string this_host() {
 }
 
 std::string run_id_from_endpoints(const std::string& ps_list) {
-    std::uint64_t h = 1469598103934665603ull;  // FNV-1a
-    for (unsigned char c : ps_list) h = (h ^ c) * 1099511628211ull;
-    return fmt::format("ps-{:016x}", h);
+    return fmt::format("ps-{:016x}", Fnv1a(Fnv1a::kLegacyOffset).add(ps_list).value());
 }
 
 ModelDirLock::ModelDirLock(std::string dir, RunIdentity me, ModelDirLockOptions options)

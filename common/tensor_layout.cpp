@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <bit>
 
+#include "common/fnv1a.h"
+
 namespace psrun {
 
 std::size_t TensorSpec::elements() const {
@@ -136,13 +138,8 @@ Result<void> validate_layout(const ShardLayout& layout, const std::vector<Tensor
 }
 
 std::uint64_t tensors_fingerprint(const std::vector<TensorSpec>& tensors) {
-    std::uint64_t h = 1469598103934665603ull;  // FNV-1a
-    auto mix = [&h](std::uint64_t v) {
-        for (int i = 0; i < 8; ++i) {
-            h ^= (v >> (8 * i)) & 0xFF;
-            h *= 1099511628211ull;
-        }
-    };
+    Fnv1a h(Fnv1a::kLegacyOffset);
+    auto mix = [&h](std::uint64_t v) { h.add_u64(v); };
     for (const auto& t : tensors) {
         for (unsigned char c : t.name) mix(c);
         mix(t.shape.size());
@@ -155,7 +152,7 @@ std::uint64_t tensors_fingerprint(const std::vector<TensorSpec>& tensors) {
             mix(t.row_init.seed);
         }
     }
-    return h;
+    return h.value();
 }
 
 }  // namespace psrun

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "common/fnv1a.h"
+
 namespace psrun::worker {
 namespace {
 
@@ -12,15 +14,6 @@ bool has_image_extension(const fs::path& p) {
     std::string ext = p.extension().string();
     std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
     return ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".pgm";
-}
-
-std::uint64_t fnv1a(const std::string& s) {
-    std::uint64_t h = 0xcbf29ce484222325ull;
-    for (unsigned char c : s) {
-        h ^= c;
-        h *= 0x100000001b3ull;
-    }
-    return h;
 }
 
 }  // namespace
@@ -67,7 +60,7 @@ Result<void> split_validation(const ImageFolder& all, double fraction, ImageFold
     const auto threshold = static_cast<std::uint64_t>(fraction * 1e6);
     for (std::size_t i = 0; i < all.files.size(); ++i) {
         const std::string relative = fs::path(all.files[i]).lexically_relative(all.root).generic_string();
-        ImageFolder& to = fnv1a(relative) % 1000000 < threshold ? validation : train;
+        ImageFolder& to = fnv1a_64(relative) % 1000000 < threshold ? validation : train;
         to.files.push_back(all.files[i]);
         to.labels.push_back(all.labels[i]);
     }

@@ -7,6 +7,7 @@
 
 #include "common/wire_precision.h"
 #include "workerd/nn/kernel.h"
+#include "common/fnv1a.h"
 #include "common/rng.h"
 #include "workerd/nn/ops/ops.h"
 
@@ -41,18 +42,11 @@ void masked_scale(const T* in, T* out, std::size_t count, std::uint64_t base, do
     }
 }
 
-// FNV-1a of the layer's name: its stream of masks.
-std::uint64_t name_stream(const std::string& name) {
-    std::uint64_t h = 0xcbf29ce484222325ull;
-    for (const unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
-    return h;
-}
-
 class DropoutKernel final : public Kernel {
 public:
     void build(KernelBuilder& b) override {
         keep_ = b.node().attrs.at("keep_prob").get<double>();
-        stream_ = name_stream(b.node().name);
+        stream_ = psrun::fnv1a_64(b.node().name);  // the layer's name keys its stream of masks
         const Dt adt = b.context().activation_type();
         const memory src = b.input_plain(0, adt);
         const memory dst = b.make_output(0, src.get_desc());
