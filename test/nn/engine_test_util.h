@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -99,9 +100,17 @@ private:
     std::unique_ptr<Network> net_;
 };
 
+// The central difference of `objective` in `value` (perturbed and restored): of the steps `step`
+// and step / 2 and their Richardson extrapolation, the estimate closest to `analytic`. One step
+// alone is at the mercy of the draw: too coarse for curvature (gelu: 6% off on a small
+// gradient), too fine for f32 round-off, across a relu kink by chance. A wrong gradient is off
+// in all three.
+double central_difference(float& value, double analytic, const std::function<double()>& objective,
+                          float step = 1e-2f);
+
 // Checks the gradients of L = sum(outputs * R) (R random) of `model` at `batch`: every
-// trainable tensor's and the input's (float inputs) against central differences at up to
-// `samples` coordinates each, in f32; a coordinate fails when it differs by more than
+// trainable tensor's and the input's (float inputs) against central differences
+// (central_difference) at up to `samples` coordinates each, in f32; a coordinate fails when it differs by more than
 // `tolerance` relative to max(|analytic|, |numeric|, 1e-2 * the tensor's largest gradient).
 // `outliers`: failures allowed per tensor (kinks of relu and max). Inputs are uniform in
 // [-1, 1] (or ids below `vocabulary` for int inputs).

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "common/fnv1a.h"
 #include "common/row_init.h"
 #include "common/rng.h"
 
@@ -58,6 +59,8 @@ void fill_tensor(const TensorDef& t, psrun::Rng& rng, std::span<float> out) {
 
 }  // namespace
 
+std::uint64_t tensor_stream(const TensorDef& t) { return psrun::fnv1a_64(t.name); }
+
 std::optional<RowInit> table_row_init(const ModelDescription& model, std::size_t index, std::uint64_t seed) {
     const TensorDef& t = model.tensors.at(index);
     if (t.shape.size() != 2) return std::nullopt;
@@ -65,7 +68,7 @@ std::optional<RowInit> table_row_init(const ModelDescription& model, std::size_t
     if (owner == model.nodes.end() || owner->op != "embedding") return std::nullopt;
     const Fans f = fans(t.shape);
     RowInit init;
-    init.seed = psrun::Rng(seed, 0x7AB1E000ull + index).next();
+    init.seed = psrun::Rng(seed, tensor_stream(t) ^ 0x7AB1E000ull).next();
     switch (t.init.kind) {
         case InitKind::kZeros: init.kind = RowInitKind::kZeros; break;
         case InitKind::kConstant:
@@ -101,7 +104,7 @@ void initialize_tensor(const ModelDescription& model, std::size_t index, std::ui
             fill_row(*rows, static_cast<std::uint64_t>(r), out.subspan(static_cast<std::size_t>(r) * width, width));
         return;
     }
-    psrun::Rng rng(seed, index);
+    psrun::Rng rng(seed, tensor_stream(t));
     fill_tensor(t, rng, out);
 }
 
