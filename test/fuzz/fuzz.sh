@@ -21,10 +21,10 @@ nn_sources=$(echo "workerd/nn/field_reader.cpp workerd/nn/graph_builder.cpp work
   workerd/nn/model_description.cpp workerd/nn/model_summary.cpp workerd/nn/op_registry.cpp workerd/nn/op_schema.cpp
   workerd/nn/recipe.cpp workerd/nn/shape.cpp workerd/nn/tensor_shape.cpp
   $(cd "$src" && ls workerd/nn/ops/*.cpp | grep -v -e _kernel.cpp -e kernel_views.cpp | tr '\n' ' ')
-  common/optimizer.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp common/param_groups.cpp" | tr -s '\n ' '  ')
+  common/optimizer.cpp common/lamb.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp common/param_groups.cpp" | tr -s '\n ' '  ')
 
 declare -A targets=(
-  [wire]="common/wire.cpp common/wire_bodies.cpp common/shm_segment.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp common/optimizer.cpp common/param_groups.cpp|-lz -lfmt|4096"
+  [wire]="common/wire.cpp common/wire_bodies.cpp common/shm_segment.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp common/optimizer.cpp common/lamb.cpp common/param_groups.cpp|-lz -lfmt|4096"
   [hostlist]="launcher/hostlist.cpp|-lslurm -lfmt|256"
   [slurm_lists]="launcher/slurm_lists.cpp|-lfmt|256"
   [slurm_env]="launcher/slurm_env.cpp launcher/het_job.cpp launcher/hostlist.cpp launcher/slurm_lists.cpp launcher/env_map.cpp|-lslurm -lfmt|1024"
@@ -44,7 +44,7 @@ declare -A targets=(
   [mac_trailer]="common/message_auth.cpp common/gmac.cpp common/thread_team.cpp common/wire.cpp common/wire_bodies.cpp common/shm_segment.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp|-lcrypto -lz -lpthread|4096"
   [model]="$nn_sources|-lcrypto -lfmt|4096"
   [einsum]="workerd/nn/ops/einsum_equation.cpp workerd/nn/ops/einsum_plan.cpp workerd/nn/tensor_shape.cpp workerd/nn/shape.cpp||1024"
-  [recipe]="workerd/nn/recipe.cpp workerd/nn/field_reader.cpp workerd/nn/shape.cpp common/optimizer.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp common/param_groups.cpp|-lfmt|4096"
+  [recipe]="workerd/nn/recipe.cpp workerd/nn/field_reader.cpp workerd/nn/shape.cpp common/optimizer.cpp common/lamb.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp common/param_groups.cpp|-lfmt|4096"
   [onnx]="common/utf8.cpp workerd/onnx/onnx_consts.cpp workerd/onnx/onnx_consts_layout.cpp workerd/onnx/onnx_consts_reduce.cpp workerd/onnx/onnx_export.cpp workerd/onnx/onnx_graph.cpp workerd/onnx/onnx_import.cpp workerd/onnx/onnx_importer.cpp workerd/onnx/onnx_lowerings.cpp workerd/onnx/onnx_lowerings_reduce.cpp workerd/onnx/onnx_node_view.cpp workerd/onnx/onnx_patterns.cpp workerd/onnx/onnx_patterns_norm.cpp workerd/onnx/onnx_proto.cpp workerd/onnx/onnx_rnn_weights.cpp $nn_sources|-lonnx -lonnx_proto -lprotobuf -lcrypto -lfmt|65536"
 )
 
