@@ -192,3 +192,36 @@ TEST_CASE("a run's recipe in the metadata (psrun.recipe) becomes the imported mo
         CHECK_THAT(back2.error().message, Catch::Contains("metadata psrun.recipe"));
     }
 }
+
+TEST_CASE("an expand to the batch's size in an image model exports against the renamed input ('images')", "[onnx]") {
+    // F.normalize's tail over an image: the batch size comes from Shape of the model's input, which
+    // the export calls "images"; it read the description's own name, so the file did not import.
+    auto model = nn::parse_model(nlohmann::json::parse(R"({
+        "input": {"channels": 4, "height": 4, "width": 4},
+        "layers": [{"kind": "flatten", "name": "f"},
+                   {"kind": "mul", "name": "sq", "inputs": ["f", "f"]},
+                   {"kind": "reduce_sum", "name": "s", "axes": [1], "keepdims": true},
+                   {"kind": "sqrt", "name": "norm"},
+                   {"kind": "expand", "name": "e", "shape": ["N", 64]},
+                   {"kind": "div", "name": "unit", "inputs": ["f", "e"]},
+                   {"kind": "dense", "name": "fc", "units": 6}],
+        "classes": 6})"), "normalize.json");
+    INFO((model ? std::string() : model.error().message));
+    REQUIRE(model);
+    REQUIRE(model->input_name() != "images");
+    const auto params = drawn(*model, 9);
+    auto bytes = onnx_io::export_onnx(*model, params);
+    REQUIRE(bytes);
+    for (const bool bare : {false, true}) {
+        INFO("graph alone: " << bare);
+        onnx::ModelProto proto;
+        REQUIRE(proto.ParseFromString(*bytes));
+        if (bare) proto.clear_metadata_props();
+        auto back = onnx_io::import_onnx(proto.SerializeAsString(), "normalize.onnx");
+        INFO((back ? std::string() : back.error().message));
+        REQUIRE(back);
+        if (!bare) CHECK(nn::architecture_hash(*back) == nn::architecture_hash(*model));
+        REQUIRE(back->initial_parameters);
+        CHECK(same_bits(*back->initial_parameters, params));
+    }
+}

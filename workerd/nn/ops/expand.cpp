@@ -86,7 +86,7 @@ Result<void> export_expand(OnnxNodeExport& out) {
     for (std::size_t d = 1; d < dims.size(); ++d) rest.push_back(dims[d].value);
     const std::string shape = out.fresh(node.name + "/shape"), batch = out.fresh(node.name + "/batch"),
                       target = out.fresh(node.name + "/target");
-    const std::string source = out.model().input_name();
+    const std::string source = out.model_input();  // its ONNX name ("images" for an image model)
     out.add("Shape", {source}, {shape}, {}, node.name + "/shape");
     out.add("Slice", {shape, out.int64_constant(node.name + "/start", {0}), out.int64_constant(node.name + "/end", {1})}, {batch}, {},
             node.name + "/batch");
