@@ -213,6 +213,17 @@ TEST_CASE("refusals name the node, its op and what the engine cannot honour", "[
         g.add_input(*flat, "/1/Relu_output_0");  // a float activation as the shape
         CHECK_THAT(refusal(g), Catch::Contains("node '/3/Flatten' (Reshape): its shape is computed at run time"));
     }
+    SECTION("an output that is no N x C scores: the classes are unknown, the message says what is needed") {
+        auto g = small_cnn();
+        auto* graph = g.model.mutable_graph();
+        const std::string relu = g.node("/1/Relu")->output(0);
+        while (graph->node(graph->node_size() - 1).name() != "/1/Relu") graph->mutable_node()->RemoveLast();
+        graph->mutable_output(0)->set_name(relu);
+        graph->mutable_output(0)->mutable_type()->mutable_tensor_type()->clear_shape();
+        const std::string why = refusal(g);
+        CHECK_THAT(why, Catch::Contains("the loss needs the logits: N x C floats, one score per class"));
+        CHECK_THAT(why, !Catch::Contains("N x 0"));
+    }
     SECTION("groups that do not divide the channels") {
         auto g = small_cnn();
         g.node("/0/Conv")->mutable_attribute(1)->set_i(2);

@@ -196,9 +196,10 @@ Result<void> GraphBuilder::finish(const std::string& output, const std::string& 
             return tl::unexpected(invalid(prefix_ + ": " + what + ": " + ok.error().message));
     } else if (model_.loss == LossKind::kSoftmaxCrossEntropy) {
         if (!logits || out.dims[1].value != model_.classes)
-            return tl::unexpected(invalid(prefix_ + ": " + what + " is " + to_string(out.dims) +
-                                          "; the loss needs the logits: N x " + std::to_string(model_.classes) +
-                                          " (end with a dense layer of \"classes\" units)"));
+            return tl::unexpected(invalid(
+                prefix_ + ": " + what + " is " + to_string(out.dims) + "; the loss needs the logits: " +
+                (model_.classes > 0 ? "N x " + std::to_string(model_.classes) + " (end with a dense layer of \"classes\" units)"
+                                    : std::string("N x C floats, one score per class (flatten, or end with a dense layer of C units)"))));
     } else {
         if (!logits || (model_.classes != 0 && out.dims[1].value != model_.classes))
             return tl::unexpected(invalid(prefix_ + ": " + what + " is " + to_string(out.dims) + "; the loss " +
