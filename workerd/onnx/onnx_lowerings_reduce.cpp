@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "workerd/nn/ops/reduce.h"
 #include "workerd/onnx/onnx_lowerings.h"
 
 namespace psrun::onnx_io {
@@ -21,29 +22,13 @@ struct ReduceNormAxes {
 };
 
 Result<ReduceNormAxes> reduce_norm_axes(nn::OnnxNodeImport& node, const nn::ValueInfo& info) {
-    ReduceNormAxes r;
-    bool noop_if_empty = false;
-    if (node.opset() >= 18) {
-        auto noop = node.int_attr("noop_with_empty_axes", 0);
-        if (!noop) return tl::unexpected(noop.error());
-        noop_if_empty = *noop != 0;
-        if (node.input_count() > 1 && node.has_input(1)) {
-            const auto given = node.ints(1);
-            if (!given) return tl::unexpected(node.refuse("the axes must be known at import (a constant)"));
-            r.axes = *given;
-        }
-    } else {
-        auto attr = node.ints_attr("axes");
-        if (!attr) return tl::unexpected(attr.error());
-        if (*attr) r.axes = **attr;
-    }
-    if (r.axes.empty() && noop_if_empty)
+    auto read = nn::read_onnx_reduce_axes(node, node.opset() >= 18);
+    if (!read) return tl::unexpected(read.error());
+    ReduceNormAxes r{std::move(read->axes), read->keepdims};
+    if (r.axes.empty() && read->noop_if_empty)
         return tl::unexpected(node.refuse("noop_with_empty_axes=1 without axes leaves nothing to reduce; give the axes"));
     if (r.axes.empty())
         for (std::size_t d = 0; d < info.rank(); ++d) r.axes.push_back(static_cast<std::int64_t>(d));
-    auto keep = node.int_attr("keepdims", 1);
-    if (!keep) return tl::unexpected(keep.error());
-    r.keep = *keep != 0;
     return r;
 }
 

@@ -16,6 +16,7 @@
 #include "workerd/nn/op_schema.h"
 #include "workerd/nn/ops/broadcast.h"
 #include "workerd/nn/ops/ops.h"
+#include "workerd/nn/ops/reduce.h"
 
 namespace psrun::nn {
 
@@ -57,28 +58,41 @@ Result<void> infer_reduce(InferContext& context) {
     return {};
 }
 
+}  // namespace
+
+Result<OnnxReduceAxes> read_onnx_reduce_axes(OnnxNodeImport& node, bool axes_from_input) {
+    OnnxReduceAxes r;
+    if (axes_from_input) {
+        auto noop = node.int_attr("noop_with_empty_axes", 0);
+        if (!noop) return tl::unexpected(noop.error());
+        r.noop_if_empty = *noop != 0;
+        if (node.input_count() > 1 && node.has_input(1)) {
+            const auto given = node.ints(1);
+            if (!given) return tl::unexpected(node.refuse("the axes must be known at import (a constant)"));
+            r.axes = *given;
+        }
+    } else {
+        auto attr = node.ints_attr("axes");
+        if (!attr) return tl::unexpected(attr.error());
+        if (*attr) r.axes = **attr;
+    }
+    auto keep = node.int_attr("keepdims", 1);
+    if (!keep) return tl::unexpected(keep.error());
+    r.keepdims = *keep != 0;
+    return r;
+}
+
+namespace {
+
 Result<void> import_reduce(OnnxNodeImport& node) {
     auto x = node.value(0);
     if (!x) return tl::unexpected(x.error());
     const auto op = node.op_type();
     const bool sum = op == "ReduceSum";
-    std::vector<std::int64_t> axes;
-    bool noop_if_empty = false;
-    if ((sum && node.opset() >= 13) || node.opset() >= 18) {
-        auto noop = node.int_attr("noop_with_empty_axes", 0);
-        if (!noop) return tl::unexpected(noop.error());
-        noop_if_empty = *noop != 0;
-        if (node.input_count() > 1 && node.has_input(1)) {
-            const auto given = node.ints(1);
-            if (!given) return tl::unexpected(node.refuse("the axes must be known at import (a constant)"));
-            axes = *given;
-        }
-    } else {
-        auto attr = node.ints_attr("axes");
-        if (!attr) return tl::unexpected(attr.error());
-        if (*attr) axes = **attr;
-    }
-    if (axes.empty() && noop_if_empty) {
+    auto read = read_onnx_reduce_axes(node, (sum && node.opset() >= 13) || node.opset() >= 18);
+    if (!read) return tl::unexpected(read.error());
+    std::vector<std::int64_t> axes = std::move(read->axes);
+    if (axes.empty() && read->noop_if_empty) {
         node.bind_output(0, *x);
         return {};
     }
@@ -87,8 +101,6 @@ Result<void> import_reduce(OnnxNodeImport& node) {
         if (info == nullptr) return tl::unexpected(node.refuse("no axes, and the input's rank is unknown"));
         for (std::size_t d = 0; d < info->rank(); ++d) axes.push_back(static_cast<std::int64_t>(d));
     }
-    auto keep = node.int_attr("keepdims", 1);
-    if (!keep) return tl::unexpected(keep.error());
     const char* kind = sum ? "reduce_sum" : op == "ReduceMax" ? "reduce_max" : op == "ReduceMin" ? "reduce_min" : "reduce_mean";
     std::string source = *x;
     if (const ValueInfo* info = node.info(0); info != nullptr && info->type == ElementType::kInt) {
@@ -97,7 +109,7 @@ Result<void> import_reduce(OnnxNodeImport& node) {
         if (!cast) return tl::unexpected(cast.error());
         source = *cast;
     }
-    auto name = node.emit({{"kind", kind}, {"inputs", {source}}, {"axes", axes}, {"keepdims", *keep != 0}});
+    auto name = node.emit({{"kind", kind}, {"inputs", {source}}, {"axes", axes}, {"keepdims", read->keepdims}});
     if (!name) return tl::unexpected(name.error());
     node.bind_output(0, *name);
     return {};
