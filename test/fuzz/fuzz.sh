@@ -45,7 +45,7 @@ declare -A targets=(
   [model]="$nn_sources|-lcrypto -lfmt|4096"
   [einsum]="workerd/nn/ops/einsum_equation.cpp workerd/nn/ops/einsum_plan.cpp workerd/nn/tensor_shape.cpp workerd/nn/shape.cpp||1024"
   [recipe]="workerd/nn/recipe.cpp workerd/nn/field_reader.cpp workerd/nn/shape.cpp common/optimizer.cpp common/lamb.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp common/param_groups.cpp|-lfmt|4096"
-  [onnx]="common/utf8.cpp workerd/onnx/onnx_consts.cpp workerd/onnx/onnx_consts_layout.cpp workerd/onnx/onnx_consts_reduce.cpp workerd/onnx/onnx_export.cpp workerd/onnx/onnx_graph.cpp workerd/onnx/onnx_import.cpp workerd/onnx/onnx_importer.cpp workerd/onnx/onnx_lowerings.cpp workerd/onnx/onnx_lowerings_reduce.cpp workerd/onnx/onnx_node_view.cpp workerd/onnx/onnx_patterns.cpp workerd/onnx/onnx_patterns_norm.cpp workerd/onnx/onnx_proto.cpp workerd/onnx/onnx_rnn_weights.cpp $nn_sources|-lonnx -lonnx_proto -lprotobuf -lcrypto -lfmt|65536"
+  [onnx]="common/utf8.cpp workerd/onnx/onnx_consts.cpp workerd/onnx/onnx_consts_layout.cpp workerd/onnx/onnx_consts_reduce.cpp workerd/onnx/onnx_export.cpp workerd/onnx/onnx_graph.cpp workerd/onnx/onnx_graph_digest.cpp workerd/onnx/onnx_import.cpp workerd/onnx/onnx_importer.cpp workerd/onnx/onnx_lowerings.cpp workerd/onnx/onnx_lowerings_reduce.cpp workerd/onnx/onnx_node_view.cpp workerd/onnx/onnx_patterns.cpp workerd/onnx/onnx_patterns_norm.cpp workerd/onnx/onnx_proto.cpp workerd/onnx/onnx_rnn_weights.cpp $nn_sources|-lonnx -lonnx_proto -lprotobuf -lcrypto -lfmt|65536"
 )
 
 target=${1:-}

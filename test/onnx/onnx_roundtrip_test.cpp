@@ -2,8 +2,10 @@
 // parameters bit for bit, with and without the description the export embeds (without it the
 // graph alone must compute the same outputs). And the training path:
 // initialize_parameters starts from a model's initial_parameters when it has them.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "workerd/nn/recipe.h"
 #include "workerd/nn/zoo.h"
 #include "workerd/onnx/model_loader.h"
+#include "workerd/onnx/onnx_graph_digest.h"
 #include "workerd/onnx/onnx_model.h"
 #include "workerd/onnx/onnx_proto.h"
 
@@ -76,8 +79,9 @@ TEST_CASE("without the embedded description the graph alone gives the layers and
         REQUIRE(bytes);
         onnx::ModelProto proto;
         REQUIRE(proto.ParseFromString(*bytes));
-        REQUIRE(proto.metadata_props_size() == 1);
+        REQUIRE(proto.metadata_props_size() == 2);
         CHECK(proto.metadata_props(0).key() == onnx_io::kDescriptionKey);
+        CHECK(proto.metadata_props(1).key() == onnx_io::kGraphDigestKey);
         proto.clear_metadata_props();
         auto back = onnx_io::import_onnx(proto.SerializeAsString(), "bare.onnx");
         INFO((back ? std::string() : back.error().message));
@@ -158,7 +162,7 @@ TEST_CASE("a run's recipe in the metadata (psrun.recipe) becomes the imported mo
             REQUIRE(bytes);
             onnx::ModelProto proto;
             REQUIRE(proto.ParseFromString(*bytes));
-            REQUIRE(proto.metadata_props_size() == 2);
+            REQUIRE(proto.metadata_props_size() == 3);
             if (bare) proto.mutable_metadata_props()->DeleteSubrange(0, 1);  // the description goes
             auto back = onnx_io::import_onnx(proto.SerializeAsString(), "run.onnx");
             INFO((back ? std::string() : back.error().message));
@@ -223,5 +227,56 @@ TEST_CASE("an expand to the batch's size in an image model exports against the r
         if (!bare) CHECK(nn::architecture_hash(*back) == nn::architecture_hash(*model));
         REQUIRE(back->initial_parameters);
         CHECK(same_bits(*back->initial_parameters, params));
+    }
+}
+
+TEST_CASE("the recorded description is set aside when the graph was edited after export (its digest differs)",
+          "[onnx]") {
+    const auto model = builtin("dls_mlp");
+    const auto params = drawn(model, 11);
+    auto bytes = onnx_io::export_onnx(model, params);
+    REQUIRE(bytes);
+    onnx::ModelProto proto;
+    REQUIRE(proto.ParseFromString(*bytes));
+    auto relu = std::find_if(proto.mutable_graph()->mutable_node()->begin(), proto.mutable_graph()->mutable_node()->end(),
+                             [](const onnx::NodeProto& n) { return n.op_type() == "Relu"; });
+    REQUIRE(relu != proto.mutable_graph()->mutable_node()->end());
+    SECTION("an op changed: the graph is imported, and the model says why") {
+        relu->set_op_type("Sigmoid");
+        auto back = onnx_io::import_onnx(proto.SerializeAsString(), "edited.onnx");
+        INFO((back ? std::string() : back.error().message));
+        REQUIRE(back);
+        CHECK(nn::architecture_hash(*back) != nn::architecture_hash(model));
+        CHECK_THAT(back->description, Catch::Contains("edited after psrun exported it"));
+        const auto sigmoid = std::count_if(back->nodes.begin(), back->nodes.end(), [](const nn::Node& n) {
+            return n.op == "sigmoid" || (n.op == "activation" && n.attrs.value("function", "") == "sigmoid");
+        });
+        CHECK(sigmoid >= 1);
+    }
+    SECTION("a node renamed and the parameters changed: the description still holds, with the file's values") {
+        relu->set_name("renamed_by_a_tool");
+        auto* init = proto.mutable_graph()->mutable_initializer(0);
+        const std::string name = init->name();
+        const auto* t = model.tensor(name);
+        REQUIRE(t != nullptr);
+        std::vector<float> values(static_cast<std::size_t>(t->size), 0.25f);
+        init->clear_float_data();
+        init->set_raw_data(std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)));
+        auto back = onnx_io::import_onnx(proto.SerializeAsString(), "retrained.onnx");
+        REQUIRE(back);
+        CHECK(nn::architecture_hash(*back) == nn::architecture_hash(model));
+        CHECK(nn::model_json(*back) == nn::model_json(model));
+        REQUIRE(back->initial_parameters);
+        CHECK((*back->initial_parameters)[static_cast<std::size_t>(t->offset)] == 0.25f);
+    }
+    SECTION("the digest is stable: the same graph gives the same value, another graph another") {
+        std::set<std::string> names;
+        for (const auto& t : model.tensors) names.insert(t.name);
+        const std::string before = onnx_io::graph_digest(proto.graph(), names);
+        CHECK(before.rfind("fnv1a64:", 0) == 0);
+        CHECK(before.size() == 8 + 16);
+        CHECK(onnx_io::graph_digest(proto.graph(), names) == before);
+        relu->add_input("extra");
+        CHECK(onnx_io::graph_digest(proto.graph(), names) != before);
     }
 }

@@ -10,6 +10,7 @@
 #include "workerd/nn/model_summary.h"
 #include "workerd/nn/onnx_bridge.h"
 #include "workerd/nn/op_schema.h"
+#include "workerd/onnx/onnx_graph_digest.h"
 #include "workerd/onnx/onnx_model.h"
 #include "workerd/onnx/onnx_proto.h"
 #include "common/utf8.h"
@@ -222,6 +223,13 @@ Result<std::string> export_onnx(const nn::ModelDescription& model, std::span<con
         last->add_output(writer.fresh(graph_loss ? "loss" : "outputs"));
     }
     set_value_info(*graph.add_output(), last->output(0), out);
+
+    // The description is trusted on import only for this graph (onnx_graph_digest.h).
+    std::set<std::string> parameters;
+    for (const auto& t : model.tensors) parameters.insert(t.name);
+    auto* digest = proto.add_metadata_props();
+    digest->set_key(kGraphDigestKey);
+    digest->set_value(graph_digest(graph, parameters));
 
     std::string bytes;
     if (!proto.SerializeToString(&bytes))

@@ -1,7 +1,7 @@
 // import_onnx (onnx_model.h): the file parsed, its opset and graph checked (onnx_graph.h),
 // then the graph walked by the Importer (onnx_importer.h). A file psrun exported carries its
 // own description (kDescriptionKey): when every tensor it names is an initializer of the same
-// shape, that description (dropout, names, loss, recipe) is the result, so a round trip keeps
+// shape and the graph still has the digest recorded with it (kGraphDigestKey: not edited since), that description (dropout, names, loss, recipe) is the result, so a round trip keeps
 // the architecture hash. The recipe a run used (kRecipeKey, which `psrun export` copies from the
 // model dir's recipe.json) then replaces the model's own recipe, so that training the exported
 // file again follows the run it came from (command-line options and --recipe still win).
@@ -9,9 +9,11 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 
 #include "workerd/nn/model_summary.h"
 #include "workerd/nn/recipe.h"
+#include "workerd/onnx/onnx_graph_digest.h"
 #include "workerd/onnx/onnx_importer.h"
 #include "workerd/onnx/onnx_model.h"
 
@@ -44,14 +46,31 @@ std::string stem(std::string_view source) {
 
 namespace {
 
+// The graph digest a psrun export recorded (kGraphDigestKey), if any.
+const std::string* recorded_digest(const onnx::ModelProto& proto) {
+    for (const auto& meta : proto.metadata_props())
+        if (meta.key() == kGraphDigestKey) return &meta.value();
+    return nullptr;
+}
+
 // A psrun export's recorded description, when every tensor it names is an initializer of the
-// same shape; its initial parameters from them.
+// same shape and the graph is the one it was exported with (its digest, when recorded, matches:
+// exports before the digest have none and are trusted as before); its initial parameters from
+// them. `edited` is set when a digest was recorded and the graph no longer matches it.
 std::optional<nn::ModelDescription> recorded_description(const onnx::ModelProto& proto, const GraphIndex& graph,
-                                                         std::string_view source) {
+                                                         std::string_view source, bool& edited) {
     for (const auto& meta : proto.metadata_props()) {
         if (meta.key() != kDescriptionKey) continue;
         auto model = nn::parse_model_text(meta.value(), source);
         if (!model) return std::nullopt;
+        if (const std::string* digest = recorded_digest(proto)) {
+            std::set<std::string> parameters;
+            for (const auto& t : model->tensors) parameters.insert(t.name);
+            if (*digest != graph_digest(proto.graph(), parameters)) {
+                edited = true;
+                return std::nullopt;
+            }
+        }
         std::vector<float> params(static_cast<std::size_t>(model->parameter_count));
         for (const auto& t : model->tensors) {
             const auto* init = graph.initializer(t.name);
@@ -101,10 +120,15 @@ Result<nn::ModelDescription> import_onnx(std::string_view bytes, std::string_vie
         if (*run_recipe) model.recipe = **run_recipe;
         return model;
     };
-    if (auto recorded = recorded_description(proto, *graph, source_name)) return with_run_recipe(std::move(*recorded));
+    bool edited = false;
+    if (auto recorded = recorded_description(proto, *graph, source_name, edited))
+        return with_run_recipe(std::move(*recorded));
     Importer importer(*graph, *opset, std::string(source_name));
-    auto model = importer.run(stem(source_name),
-                              "imported from ONNX (" + proto.producer_name() + " " + proto.producer_version() + ")");
+    std::string origin = "imported from ONNX (" + proto.producer_name() + " " + proto.producer_version() + ")";
+    if (edited)
+        origin += "; the graph was edited after psrun exported it, so its recorded description (layer names, "
+                  "dropout, loss) was set aside for what the graph computes";
+    auto model = importer.run(stem(source_name), origin);
     if (!model) {
         const std::string& m = model.error().message;
         if (m.rfind("model ", 0) == 0) return tl::unexpected(model.error());
