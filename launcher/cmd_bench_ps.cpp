@@ -186,6 +186,7 @@ Result<nlohmann::json> run_bench(const BenchOptions& o) {
     nlohmann::json j = {
         {"bench", "ps"}, {"workers", o.workers}, {"shards", o.shards}, {"transport", o.transport},
         {"rounds", o.rounds}, {"ps_threads", o.ps_threads}, {"optimizer", o.optimizer}, {"adam_applied", o.optimizer == "adam"},
+        {"optimizer_applied", o.optimizer != "none"}, {"optimizer_slots", slots},
         {"auth", o.auth}, {"wire_precision", o.wire_precision}, {"roundtrip_ms", median(medians)}, {"roundtrip_ms_per_worker", medians},
         {"aggregate_gbps", bytes / wall_s / 1e9}, {"psd_peak_rss_mb", rss_mb},
         {"psd0_rss_shmem_mb", shmem_mb},
@@ -218,8 +219,9 @@ void add_bench_ps_command(CLI::App& app, int& exit_code) {
         ->check(CLI::IsMember({"ipc", "tcp", "shm"}));
     cmd->add_option("--rounds", opts->rounds, "timed round trips per worker")->check(integer_in(1, 100000));
     cmd->add_option("--warmup", opts->warmup, "untimed round trips first")->check(integer_in(0, 10000));
-    cmd->add_option("--optimizer", opts->optimizer, "none (check only), sgd, momentum, adagrad, adam")
-        ->check(CLI::IsMember({"none", "sgd", "momentum", "adagrad", "adam"}));
+    cmd->add_option("--optimizer", opts->optimizer,
+                    "none (check only), sgd, momentum, nesterov, adagrad, adam, adam_torch, adamw, lamb (psd's update per round)")
+        ->check(CLI::IsMember({"none", "sgd", "momentum", "nesterov", "adagrad", "adam", "adam_torch", "adamw", "lamb"}));
     cmd->add_option("--ps-threads", opts->ps_threads, "psd --threads (gradient check and optimizer update)")
         ->check(thread_count(1))
         ->capture_default_str();

@@ -191,8 +191,10 @@ TEST_CASE("psrun stop saves and stops a standby psd found through its endpoint f
 TEST_CASE("bench ps runs real psd processes and prints one JSON line", "[psd][process][bench]") {
     Setup s;
     const auto tool = test::build_dir() / "launcher" / "psrun";
+    const std::string optimizer = GENERATE(as<std::string>{}, "adam", "lamb");
+    INFO(optimizer);
     ChildProcess bench(tool, {"bench", "ps", "--workers", "2", "--shards", "2", "--rounds", "3", "--warmup", "1",
-                              "--optimizer", "adam"},
+                              "--optimizer", optimizer},
                        s.dir + "/bench.log");
     INFO(bench.output());
     REQUIRE(bench.wait(60) == 0);
@@ -201,7 +203,10 @@ TEST_CASE("bench ps runs real psd processes and prints one JSON line", "[psd][pr
     auto j = nlohmann::json::parse(brace == std::string::npos ? out : out.substr(brace + 1));
     CHECK(j["workers"] == 2);
     CHECK(j["shards"] == 2);
-    CHECK(j["adam_applied"] == true);
+    CHECK(j["optimizer"] == optimizer);
+    CHECK(j["adam_applied"] == (optimizer == "adam"));
+    CHECK(j["optimizer_applied"] == true);
+    CHECK(j["optimizer_slots"] == 2);  // Adam's and LAMB's m and v
     CHECK(j["psd_exit_ok"] == true);  // both psds exited 0 after DONE from both workers
     CHECK(j["roundtrip_ms_per_worker"].size() == 2);
     CHECK(j["roundtrip_ms"].get<double>() > 0);
