@@ -135,7 +135,9 @@ void add_model_command(CLI::App& app, int& exit_code) {
     show->add_flag("--json", options->json, "print the summary as JSON");
     show->add_option("--ps", options->ps, "also print where each tensor lives with K psd shards, and each shard's bytes")
         ->check(integer_in(1, kMaxTasks));
-    show->add_option("--sparse-embedding", options->sparse, "with --ps: this embedding's table is sparse (docs/sparse.md)");
+    show->add_option("--sparse-embedding", options->sparse,
+                     "with --ps: this embedding's table is sparse (repeat it, or a,b; docs/sparse.md)")
+        ->delimiter(',');
     show->callback([options, &exit_code] {
         auto parsed = onnx_io::load_any_model(options->model);
         if (!parsed) {

@@ -20,12 +20,8 @@ std::string megabytes(std::uint64_t floats) {
 
 void print_placement(const nn::ModelDescription& model, std::uint32_t shards, const std::vector<std::string>& sparse) {
     std::vector<std::string> names = sparse;
-    bool automatic = false;
-    if (names.empty())
-        if (auto table = worker::SparseTables::automatic(model, worker::kAutoSparseFloats, 1)) {
-            names = {*table};
-            automatic = true;
-        }
+    const bool automatic = names.empty();
+    if (automatic) names = worker::SparseTables::automatic(model, worker::kAutoSparseFloats, 1);
     const worker::SparseTables tables(model, names, 1);
     auto layout = compute_layout(tables.wire_tensors(), shards);
     if (!layout) throw UsageError("--ps " + std::to_string(shards) + ": " + layout.error().message);
@@ -34,16 +30,25 @@ void print_placement(const nn::ModelDescription& model, std::uint32_t shards, co
     if (tables.empty()) {
         std::printf("  every tensor dense, %zu floats sliced over the shards\n", layout->total);
     } else {
-        std::printf("  %s [%lld x %lld]: sparse table%s, row r on shard r mod %u, pulled and pushed by the batch's ids\n",
-                    tables.table_name().c_str(), static_cast<long long>(tables.rows()),
-                    static_cast<long long>(tables.width()), automatic ? " (automatic: over 256 MiB)" : "", shards);
+        for (const auto& t : tables.tables())
+            std::printf("  %s [%lld x %lld]: sparse table%s, row r on shard r mod %u, pulled and pushed by the batch's "
+                        "ids of %s\n",
+                        t.name().c_str(), static_cast<long long>(t.rows()), static_cast<long long>(t.width()),
+                        automatic ? " (automatic: over 256 MiB)" : "", shards, model.inputs.at(t.input()).name.c_str());
         std::printf("  the other tensors dense, %zu floats sliced over the shards\n", layout->total);
     }
     for (std::uint32_t s = 0; s < shards; ++s) {
         std::uint64_t rows = 0;
-        for (const auto& t : layout->tables) rows += t.rows_on(s, shards) * t.width;
+        std::string each;  // per table, with several
+        for (const auto& t : layout->tables) {
+            const std::uint64_t floats = t.rows_on(s, shards) * t.width;
+            rows += floats;
+            if (layout->tables.size() > 1)
+                each += (each.empty() ? "" : ", ") + model.tensors.at(t.tensor).name + " " + megabytes(floats);
+        }
         std::printf("  shard %u: dense %zu floats (%s)", s, layout->shard_size(s), megabytes(layout->shard_size(s)).c_str());
         if (!layout->tables.empty()) std::printf(", rows %llu floats (%s)", static_cast<unsigned long long>(rows), megabytes(rows).c_str());
+        if (!each.empty()) std::printf(": %s", each.c_str());
         std::printf("\n");
     }
 }

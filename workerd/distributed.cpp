@@ -73,12 +73,12 @@ int DistributedWorker::run() {
     if (training_.steps < 1) throw UsageError("--steps must be >= 1 with psd (it is the last global step)");
     if (!c.no_auth && c.key_file.empty()) throw UsageError("give --key-file F (the job's key file) or --no-auth");
     TrainerConfig config = make_trainer_config(training_);
-    if (config.sparse_tables.empty())
-        if (auto table = SparseTables::automatic(*config.model, kAutoSparseFloats, config.seed)) {
+    if (config.sparse_tables.empty()) {
+        config.sparse_tables = SparseTables::automatic(*config.model, kAutoSparseFloats, config.seed);
+        for (const auto& table : config.sparse_tables)
             spdlog::info("embedding {}'s table is over {} MiB: it lives on psd as a sparse table (as --sparse-embedding {})",
-                         *table, kAutoSparseFloats * 4 >> 20, *table);
-            config.sparse_tables = {*table};
-        }
+                         table, kAutoSparseFloats * 4 >> 20, table);
+    }
     std::optional<JobKeys> keys;
     if (!c.no_auth) {
         auto read = read_job_key_file(c.key_file);
@@ -267,12 +267,12 @@ int DistributedWorker::run() {
                      last.global_step, 1000 * ctx.compute_seconds / n, 1000 * ctx.exchange_seconds / n,
                      overlap ? " waited (overlapped)" : "", 1000 * ctx.copy_seconds / n);
     }
-    if (trainer.sparse() && trainer.sparse_batches() > 0) {
-        const auto& t = trainer.sparse_tables();
-        const double ids = double(trainer.sparse_distinct_ids()) / double(trainer.sparse_batches());
+    for (std::size_t k = 0; trainer.sparse_batches() > 0 && k < trainer.sparse_tables().tables().size(); ++k) {
+        const auto& t = trainer.sparse_tables().tables()[k];
+        const double ids = double(trainer.sparse_distinct_ids(k)) / double(trainer.sparse_batches());
         spdlog::info("sparse table {} [{} x {}]: {:.1f} distinct ids per batch of {} lookups; rows pulled and pushed "
                      "{:.1f} KB per step (a dense table: {:.1f} MB each way)",
-                     t.table_name(), t.rows(), t.width(), ids, t.lookups(training_.batch_size),
+                     t.name(), t.rows(), t.width(), ids, t.lookups(training_.batch_size),
                      2 * ids * double(t.width()) * 4 / 1e3, double(t.rows()) * double(t.width()) * 4 / 1e6);
     }
     spdlog::info("data: {}", describe_data_time(trainer.data(), ctx.train_seconds));

@@ -264,7 +264,8 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
         ->capture_default_str();
     app.add_option("--sparse-embedding", o.sparse_embeddings,
                    "with psd: this embedding's table (node or table name) lives on psd only, row-sharded; each step "
-                   "pulls and pushes only its batch's rows");
+                   "pulls and pushes only its batch's rows (repeat it, or a,b, for several tables)")
+        ->delimiter(',');
     app.add_option("--hand-kernels", o.hand_kernels,
                    "hand-written AVX-512 kernels where a layer pattern matches one and the CPU allows (on), "
                    "or oneDNN primitives only (off)")

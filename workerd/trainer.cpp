@@ -75,7 +75,7 @@ Trainer::Trainer(const TrainerConfig& config, std::unique_ptr<BatchSource> train
     config_.network.forward_only = false;
     if (config_.accumulate_steps < 1) throw std::invalid_argument("TrainerConfig::accumulate_steps < 1");
     if (config_.accumulate_steps > 1 && !sparse_.empty())
-        throw UsageError("--accumulate-steps does not work with a sparse table (" + sparse_.table_name() +
+        throw UsageError("--accumulate-steps does not work with a sparse table (" + sparse_.names() +
                          ") yet: each micro-batch would pull its own rows");
     if (config_.augment.enabled() && !config_.model->image_input())
         throw UsageError("--augment: model " + config_.model->name + " does not take images (its input is " +
@@ -99,8 +99,8 @@ Trainer::Trainer(const TrainerConfig& config, std::unique_ptr<BatchSource> train
     const auto count = static_cast<std::size_t>(local.parameter_count);
     network_ = make_network(local, config_.network, params_.with_tail().first(count), grads_[0].with_tail().first(count));
     const auto& tensors = config_.model->tensors;
-    for (std::size_t i = 0, dense = 0; i < tensors.size(); ++i)  // the table starts on psd
-        if (tensors[i].name != sparse_.table_name()) nn::initialize_tensor(*config_.model, i, config.seed, params_.tensor(dense++));
+    for (std::size_t i = 0, dense = 0; i < tensors.size(); ++i)  // the tables start on psd
+        if (!sparse_.is_sparse(i)) nn::initialize_tensor(*config_.model, i, config.seed, params_.tensor(dense++));
 }
 
 Trainer::~Trainer() { train_.reset(); }
@@ -115,10 +115,13 @@ void Trainer::load_batch() {
 Result<StepInfo> Trainer::pull_rows(PsClient& client) {
     if (!batch_pending_) {
         load_batch();
-        sparse_.map_batch(network_->input_ids(), config_.network.batch_size);
+        nn::Network& n = *network_;
+        sparse_.map_batch([&n](std::size_t input) { return n.input_ids(input); }, config_.network.batch_size,
+                          n.options().batch_size);
         batch_pending_ = true;
         ++sparse_batches_;
-        sparse_distinct_ += sparse_.distinct();
+        sparse_distinct_.resize(sparse_.tables().size());
+        for (std::size_t k = 0; k < sparse_distinct_.size(); ++k) sparse_distinct_[k] += sparse_.tables()[k].distinct();
     }
     return pull_mapped_rows(client);
 }
@@ -216,8 +219,8 @@ void Trainer::clip_gradients() {
     std::vector<std::span<float>> pieces;
     for (const auto& t : params_.tensors())
         if (t.tensor_class != TensorClass::kState) pieces.push_back(g.subspan(t.offset, t.size));
-    if (!sparse_.empty())  // the rows pushed beside the dense gradient (row_grads())
-        pieces.push_back(grads().tail().first(sparse_.distinct() * static_cast<std::size_t>(sparse_.width())));
+    for (auto rows : sparse_.grad_rows(grads().tail()))  // the rows pushed beside the dense gradient (row_grads())
+        pieces.push_back(rows);
     const GlobalNorm clip = clip_by_global_norm(pieces, config_.optimizer.clip_global_norm);
     last_grad_norm_ = clip.norm;
     if (clip.clipped) ++clipped_steps_;
@@ -249,9 +252,10 @@ void Trainer::apply_gradients() {
 void Trainer::fetch_eval_rows(nn::Network& m, std::size_t valid) {
     PsClient* client = row_client_ ? row_client_() : nullptr;
     if (client == nullptr) throw std::logic_error("Trainer::evaluate: a sparse table needs set_row_client()");
-    sparse_.map_batch(m.input_ids(), static_cast<std::int64_t>(valid));
+    sparse_.map_batch([&m](std::size_t input) { return m.input_ids(input); }, static_cast<std::int64_t>(valid),
+                      m.options().batch_size);
     if (auto info = pull_mapped_rows(*client); !info)
-        throw std::runtime_error("evaluation: pulling the rows of sparse table " + sparse_.table_name() + ": " +
+        throw std::runtime_error("evaluation: pulling the rows of sparse tables " + sparse_.names() + ": " +
                                  info.error().message);
 }
 

@@ -5,9 +5,9 @@
 //   compute_gradients()  fills the next batch, runs forward+backward, writes grads()
 //   apply_gradients()    standalone only: the local optimizer updates params() from grads()
 //                        (state tensors: params -= grads, workerd/local_update.h)
-// With a sparse table (TrainerConfig::sparse_tables, workerd/sparse_tables.h) the table is not in
-// params(): pull_rows() loads the next batch and pulls its rows from psd before
-// compute_gradients(), and row_grads() are pushed beside grads().
+// With sparse tables (TrainerConfig::sparse_tables, workerd/sparse_tables.h) the tables are not in
+// params(): pull_rows() loads the next batch and pulls every table's rows from psd (one exchange)
+// before compute_gradients(), and row_grads() (one entry per table) are pushed beside grads().
 // Gradient accumulation (TrainerConfig::accumulate_steps N > 1): compute_gradients() runs N
 // micro-batches of network.batch_size and leaves in grads() what one batch of N x batch_size
 // would give: the mean of their gradients when the model's loss is a mean
@@ -97,9 +97,9 @@ public:
     const SparseTables& sparse_tables() const { return sparse_; }
     // The sparse table's gradient rows of the last compute_gradients() (empty without one).
     std::span<const RowGrads> row_grads();
-    // Training batches mapped by pull_rows() and their distinct ids, summed.
+    // Training batches mapped by pull_rows() and the distinct ids of table k (sparse_tables().tables()[k]), summed.
     std::uint64_t sparse_batches() const { return sparse_batches_; }
-    std::uint64_t sparse_distinct_ids() const { return sparse_distinct_; }
+    std::uint64_t sparse_distinct_ids(std::size_t k) const { return k < sparse_distinct_.size() ? sparse_distinct_[k] : 0; }
     // Where evaluate() pulls a sparse table's rows from (the client of the moment).
     void set_row_client(std::function<PsClient*()> client) { row_client_ = std::move(client); }
     // params -= optimizer(grads); counts a global step.
@@ -160,7 +160,8 @@ private:
     float accumulate(float first_loss);
     std::vector<ParameterSet> scratch_;  // accumulation: the buffer micro-batches 2..N write (0 or 1)
     std::vector<float> state_start_;     // accumulation: the state tensors before the first micro-batch
-    std::uint64_t sparse_batches_ = 0, sparse_distinct_ = 0;  // pull_rows() loaded a batch compute_gradients() has not used
+    std::uint64_t sparse_batches_ = 0;
+    std::vector<std::uint64_t> sparse_distinct_;  // per table
     std::function<PsClient*()> row_client_;
     Augmenter augmenter_;
     void load_batch();

@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# Several sparse embedding tables in one model end to end (docs/sparse.md "Several tables"): a
+# recommender-shaped model (user ids [2] as the primary input, item ids [3] and a float vector [4]
+# fed by --train-input; each id input read by its own embedding; concat, MLP, sigmoid) on data a
+# numpy generator draws from a planted logistic rule. Trained by real psd and workerd processes
+# (psrun local --ps 2 --workers 2 --sync) once all dense and once with both tables sparse, with SGD
+# (--sparse-embedding given twice) and Adagrad (a,b): the same loss curve and test AUC, and psrun
+# export gives the same two tables. psrun eval reads the sparse run's checkpoint (both tables
+# assembled from the shards' row pieces); model show places both tables. A psd killed with -9 is
+# restored from the checkpoint with both tables' rows. Then the exit-2 errors: one table named
+# twice, an embedding whose input another node reads too (the message names the input).
+# Needs python3-numpy and onnx. Usage: sparse_multi_table_test.sh <workerd> <psrun>
+set -u
+workerd=$1
+psrun=$2
+py=/usr/bin/python3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+. "$(dirname "$0")/../support/check.sh"  # check()
+
+"$py" - "$tmp/d" <<'EOF_PY' || { echo "FAILED: the generator"; exit 1; }
+import json, os, sys
+import numpy as np
+d = sys.argv[1]
+os.makedirs(d)
+rng = np.random.default_rng(3)
+U, I = 400, 600
+wu, wi, wx = rng.normal(0, 0.8, U), rng.normal(0, 0.8, I), np.array([1.0, -1.0, 0.5, 0.0])
+def draw(n):
+    user = (rng.zipf(1.4, size=(n, 2)) * 7919 % U).astype(np.int64)
+    item = (rng.zipf(1.3, size=(n, 3)) * 104729 % I).astype(np.int64)
+    x = rng.normal(0, 1, size=(n, 4)).astype(np.float32)
+    logit = wu[user].sum(1) + wi[item].sum(1) + x @ wx - 0.5
+    y = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(np.float32).reshape(n, 1)
+    return user, item, x, y
+for split, n in (("train", 4000), ("test", 1000)):
+    for name, a in zip(("user", "item", "x", "y"), draw(n)):
+        np.save(f"{d}/{split}_{name}.npy", a)
+def model(shared):
+    layers = [
+        {"kind": "embedding", "name": "emb_u", "inputs": ["user"], "vocabulary": U, "dim": 8,
+         "init": {"kind": "normal", "stddev": 0.05}},
+        {"kind": "flatten", "name": "fu", "axis": 1},
+        {"kind": "embedding", "name": "emb_i", "inputs": ["item"], "vocabulary": I, "dim": 8,
+         "init": {"kind": "uniform", "limit": 0.05}},
+        {"kind": "flatten", "name": "fi", "axis": 1},
+        {"kind": "dense", "name": "fx", "inputs": ["x"], "units": 4},
+        {"kind": "concat", "name": "all", "inputs": ["fu", "fi", "fx"], "axis": 1},
+        {"kind": "dense", "name": "fc1", "units": 16},
+        {"kind": "relu"},
+        {"kind": "dense", "name": "out", "units": 1}]
+    if shared:  # a second reader of the item ids
+        layers[5:5] = [{"kind": "embedding", "name": "emb_i2", "inputs": ["item"], "vocabulary": I, "dim": 2},
+                       {"kind": "flatten", "name": "fi2", "axis": 1}]
+        layers[7]["inputs"] = ["fu", "fi", "fi2", "fx"]
+    return {"name": "rec", "targets": 1,
+            "inputs": [{"name": "user", "dims": [2], "type": "int"}, {"name": "item", "dims": [3], "type": "int"},
+                       {"name": "x", "dims": [4], "type": "float"}],
+            "layers": layers, "loss": {"kind": "sigmoid_cross_entropy", "reduction": "mean"}}
+json.dump(model(False), open(f"{d}/rec.json", "w"), indent=1)
+json.dump(model(True), open(f"{d}/shared.json", "w"), indent=1)
+EOF_PY
+data=(--model "$tmp/d/rec.json" --train-images "$tmp/d/train_user.npy" --train-labels "$tmp/d/train_y.npy"
+      --train-input item="$tmp/d/train_item.npy" --train-input x="$tmp/d/train_x.npy"
+      --test-images "$tmp/d/test_user.npy" --test-labels "$tmp/d/test_y.npy"
+      --test-input item="$tmp/d/test_item.npy" --test-input x="$tmp/d/test_x.npy")
+
+run() {  # run <name> <optimizer> [workerd options...]: 60 sync steps of 2 workers into $tmp/<name>
+    local name=$1 opt=$2; shift 2
+    timeout 300 "$psrun" local --ps 2 --workers 2 --sync --no-auth --grace 30 -- "${data[@]}" --steps 60 \
+        --batch-size 50 --optimizer "$opt" --learning-rate 0.1 --log-every 10 --threads 1 --model-dir "$tmp/$name" \
+        "$@" >"$tmp/$name.log" 2>&1
+}
+
+for opt in sgd adagrad; do
+    run "dense-$opt" "$opt"
+    rc=$?
+    check "$opt: the dense tables train (rc=$rc)" test "$rc" -eq 0
+    [ "$rc" -eq 0 ] || tail -20 "$tmp/dense-$opt.log"
+    if [ "$opt" = sgd ]; then sparse=(--sparse-embedding emb_u --sparse-embedding emb_i/table)
+    else sparse=(--sparse-embedding emb_u,emb_i); fi
+    run "sparse-$opt" "$opt" "${sparse[@]}"
+    rc=$?
+    check "$opt: both tables sparse train (${sparse[*]}; rc=$rc)" test "$rc" -eq 0
+    [ "$rc" -eq 0 ] || tail -20 "$tmp/sparse-$opt.log"
+    "$py" - "$tmp/dense-$opt" "$tmp/sparse-$opt" <<'EOF_PY' >"$tmp/compare-$opt" 2>&1
+import json, sys
+def curve(d):
+    return [(r["step"], r["loss"]) for r in map(json.loads, open(d + "/metrics.jsonl")) if "loss" in r]
+dense, sparse = curve(sys.argv[1]), curve(sys.argv[2])
+print("dense ", dense)
+print("sparse", sparse)
+assert len(dense) == 6 and [s for s, _ in dense] == [s for s, _ in sparse], "not the same steps"
+for (s, a), (_, b) in zip(dense, sparse):
+    assert abs(a - b) <= 1e-4 * max(1.0, abs(a)), f"step {s}: dense loss {a}, sparse {b}"
+assert dense[-1][1] < dense[0][1], "the loss did not fall"
+auc = [json.load(open(d + "/summary.json"))["test_auc"] for d in sys.argv[1:]]
+print("test AUC", auc)
+assert abs(auc[0] - auc[1]) <= 1e-3 and auc[0] > 0.6, auc
+EOF_PY
+    rc=$?
+    check "$opt: equal loss curves (every 10 steps) and test AUC, dense and sparse" test "$rc" -eq 0
+    cat "$tmp/compare-$opt"
+done
+check "the sparse run logs both tables' rows per step" \
+    grep -Eq "sparse table emb_i/table \[600 x 8\]: [0-9.]+ distinct ids per batch of 150 lookups" "$tmp/sparse-sgd.log"
+check "... and the user table's" \
+    grep -Eq "sparse table emb_u/table \[400 x 8\]: [0-9.]+ distinct ids per batch of 100 lookups" "$tmp/sparse-sgd.log"
+check "... each psd holding half of both tables' rows ((200 + 300) x 8 floats)" \
+    grep -Eq '"row_floats":4000,' "$tmp/sparse-sgd.log"
+
+for m in dense-sgd sparse-sgd; do
+    timeout 120 "$psrun" export --model-dir "$tmp/$m" >"$tmp/$m.export" 2>&1
+    check "psrun export of $m exits 0" test $? -eq 0
+done
+"$py" - "$tmp/dense-sgd/model-60.onnx" "$tmp/sparse-sgd/model-60.onnx" <<'EOF_PY' >"$tmp/tables" 2>&1
+import sys, numpy as np, onnx, onnx.numpy_helper as nh
+inits = [{i.name: nh.to_array(i) for i in onnx.load(p).graph.initializer} for p in sys.argv[1:]]
+for name, shape in (("emb_u/table", (400, 8)), ("emb_i/table", (600, 8))):
+    a, b = inits[0][name], inits[1][name]
+    assert a.shape == shape, a.shape
+    diff = float(np.abs(a - b).max())
+    print(name, "max |dense - sparse|:", diff)
+    assert diff < 1e-5 and float(np.abs(a).max()) > 0, diff
+EOF_PY
+rc=$?
+check "... the two exported runs have the same two tables within 1e-5" test "$rc" -eq 0
+cat "$tmp/tables"
+
+timeout 120 "$psrun" eval --model-dir "$tmp/sparse-sgd" --test-images "$tmp/d/test_user.npy" \
+    --test-labels "$tmp/d/test_y.npy" --test-input item="$tmp/d/test_item.npy" --test-input x="$tmp/d/test_x.npy" \
+    >"$tmp/eval.log" 2>&1
+rc=$?
+check "psrun eval of the two-table sparse run exits 0 (rc=$rc)" test "$rc" -eq 0
+check "... with the AUC training's evaluation reported (within 1e-3)" "$py" -c "
+import json, re, sys
+auc = float(re.search(r'AUC ([0-9.]+)', open('$tmp/eval.log').read()).group(1))
+sys.exit(0 if abs(auc - json.load(open('$tmp/sparse-sgd/summary.json'))['test_auc']) <= 1e-3 else 1)"
+
+timeout 30 "$psrun" model show "$tmp/d/rec.json" --ps 2 --sparse-embedding emb_u --sparse-embedding emb_i >"$tmp/show" 2>&1
+check "model show places both tables" grep -q "emb_u/table \[400 x 8\]: sparse table, row r on shard r mod 2, pulled and pushed by the batch's ids of user" "$tmp/show"
+check "... the item table by the ids of item" grep -q "emb_i/table \[600 x 8\]: sparse table, row r on shard r mod 2, pulled and pushed by the batch's ids of item" "$tmp/show"
+check "... and each shard's rows per table" grep -q "shard 1: dense [0-9]* floats ([0-9.]* MB), rows 4000 floats (0.0 MB): emb_u/table 0.0 MB, emb_i/table 0.0 MB" "$tmp/show"
+
+# A psd killed (-9) mid-run and started again: the chief restores both tables' rows from the checkpoint.
+psd_bin=$(dirname "$workerd")/../psd/psd
+ps="ipc://$tmp/ps-0,ipc://$tmp/ps-1"
+start_psd() { "$psd_bin" --index "$1" --ps "$ps" --num-workers 2 --no-auth >>"$tmp/fault-psd$1.log" 2>&1 & }
+start_psd 0; p0=$!
+start_psd 1; p1=$!
+worker() {
+    local i=$1; shift
+    timeout 300 "$workerd" --index "$i" --ps "$ps" --num-workers 2 --no-auth "${data[@]}" --steps 1500 --batch-size 20 \
+        --threads 1 --log-every 10 --sparse-embedding emb_u,emb_i --model-dir "$tmp/fault" --checkpoint-steps 40 \
+        --reconnect-wait 60 --connect-timeout 10 "$@" >"$tmp/fault-w$i.log" 2>&1
+}
+worker 0 --chief & w0=$!
+worker 1 & w1=$!
+for _ in $(seq 600); do
+    [ "$(grep -c "checkpoint at step" "$tmp/fault-w0.log" 2>/dev/null)" -ge 2 ] && break
+    sleep 0.1
+done
+kill -9 "$p1"; wait "$p1" 2>/dev/null
+sleep 1
+start_psd 1; p1=$!
+wait "$w0"; rc0=$?
+wait "$w1"; rc1=$?
+wait "$p1"; wait "$p0"
+check "after kill -9 of a psd holding both tables' rows, both workers finish (rc $rc0, $rc1)" test "$rc0" -eq 0 -a "$rc1" -eq 0
+check "... the chief restored every shard from a checkpoint" \
+    grep -Eq "ps 1 restarted: restored every shard from .* at global step [0-9]+" "$tmp/fault-w0.log"
+check "... the restarted psd loaded both tables' rows (200 + 300) and served 1500 steps" \
+    grep -q '"rows_created":500,.*"step":1500' "$tmp/fault-psd1.log"
+
+# Exit-2 errors.
+error_run() {  # error_run <name> [workerd options...]
+    local name=$1; shift
+    timeout 60 "$workerd" --index 0 --chief --num-workers 1 --ps ipc://"$tmp/none" --no-auth "$@" >"$tmp/$name.log" 2>&1
+}
+error_run twice "${data[@]}" --sparse-embedding emb_i,emb_u,emb_i/table
+rc=$?
+check "one table named twice exits 2 (rc=$rc)" test "$rc" -eq 2
+check "... saying which" grep -q "sparse-embedding emb_i/table: names embedding emb_i's table again (already --sparse-embedding emb_i): give each table once" "$tmp/twice.log"
+shared=("${data[@]}")
+shared[1]=$tmp/d/shared.json
+error_run shared "${shared[@]}" --sparse-embedding emb_u --sparse-embedding emb_i
+rc=$?
+check "an embedding whose input another node reads exits 2 (rc=$rc)" test "$rc" -eq 2
+check "... naming the node and the input" grep -q "sparse-embedding emb_i: node emb_i2 also reads the model input item: a sparse table's embedding must be its only reader" "$tmp/shared.log"
+[ "$fail" -eq 0 ] || grep -h "error" "$tmp"/*.log | head -20
+exit "$fail"
