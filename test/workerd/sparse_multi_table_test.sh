@@ -5,8 +5,9 @@
 # numpy generator draws from a planted logistic rule. Trained by real psd and workerd processes
 # (psrun local --ps 2 --workers 2 --sync) once all dense and once with both tables sparse, with SGD
 # (--sparse-embedding given twice) and Adagrad (a,b): the same loss curve and test AUC, and psrun
-# export gives the same two tables. psrun eval reads the sparse run's checkpoint (both tables
-# assembled from the shards' row pieces); model show places both tables. A psd killed with -9 is
+# export gives the same two tables. psrun eval and predict read the sparse run's checkpoint (both tables
+# assembled from the shards' row pieces); model show places both tables; psd counts as many
+# messages as with one sparse table (one PULL and one PUSH_PULL per step and shard). A psd killed with -9 is
 # restored from the checkpoint with both tables' rows. Then the exit-2 errors: one table named
 # twice, an embedding whose input another node reads too (the message names the input).
 # Needs python3-numpy and onnx. Usage: sparse_multi_table_test.sh <workerd> <psrun>
@@ -110,6 +111,15 @@ check "... and the user table's" \
 check "... each psd holding half of both tables' rows ((200 + 300) x 8 floats)" \
     grep -Eq '"row_floats":4000,' "$tmp/sparse-sgd.log"
 
+# Both tables travel in the step's one PULL and one PUSH_PULL per shard: psd counts about as many
+# messages as with one sparse table (heartbeats vary by a few), where a round trip per table would
+# add 2 x 60 per worker.
+run one-sgd sgd --sparse-embedding emb_i
+messages() { grep -o '"messages":[0-9]*' "$1" | cut -d: -f2 | paste -sd+ | bc; }
+two=$(messages "$tmp/sparse-sgd.log") one=$(messages "$tmp/one-sgd.log")
+check "two sparse tables take about as many messages as one (both shards: $two and $one)" \
+    test -n "$one" -a -n "$two" -a $((two - one)) -le 8 -a $((one - two)) -le 8
+
 for m in dense-sgd sparse-sgd; do
     timeout 120 "$psrun" export --model-dir "$tmp/$m" >"$tmp/$m.export" 2>&1
     check "psrun export of $m exits 0" test $? -eq 0
@@ -137,6 +147,13 @@ check "... with the AUC training's evaluation reported (within 1e-3)" "$py" -c "
 import json, re, sys
 auc = float(re.search(r'AUC ([0-9.]+)', open('$tmp/eval.log').read()).group(1))
 sys.exit(0 if abs(auc - json.load(open('$tmp/sparse-sgd/summary.json'))['test_auc']) <= 1e-3 else 1)"
+
+timeout 120 "$psrun" predict --model-dir "$tmp/sparse-sgd" --images "$tmp/d/test_user.npy" \
+    --input item="$tmp/d/test_item.npy" --input x="$tmp/d/test_x.npy" --output "$tmp/p.npy" >"$tmp/predict.log" 2>&1
+rc=$?
+check "psrun predict of the two-table run exits 0 (rc=$rc)" test "$rc" -eq 0
+check "... one probability in (0, 1) per test example" "$py" -c \
+    "import numpy as np, sys; p = np.load('$tmp/p.npy'); sys.exit(0 if p.shape == (1000, 1) and ((p > 0) & (p < 1)).all() else 1)"
 
 timeout 30 "$psrun" model show "$tmp/d/rec.json" --ps 2 --sparse-embedding emb_u --sparse-embedding emb_i >"$tmp/show" 2>&1
 check "model show places both tables" grep -q "emb_u/table \[400 x 8\]: sparse table, row r on shard r mod 2, pulled and pushed by the batch's ids of user" "$tmp/show"
