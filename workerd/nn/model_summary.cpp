@@ -167,8 +167,10 @@ nlohmann::json summary_json(const ModelDescription& model) {
         } else if (node.op == "max_pool" || node.op == "avg_pool") {
             if (auto g = pool_geometry(node, in)) window = g->window;
         }
-        if (window)
+        if (window) {
             entry["pads"] = {{"top", window->pt}, {"bottom", window->pb}, {"left", window->pl}, {"right", window->pr}};
+            if (in.rank() == 5) entry["pads"].update({{"front", window->pf}, {"back", window->pk}});  // 3-D
+        }
         layers.push_back(std::move(entry));
     }
     std::int64_t state = 0;

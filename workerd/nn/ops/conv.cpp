@@ -6,6 +6,9 @@
 // Tensors: w [O, I/g, KH, KW] (slot "w"), b [O] (slot "b"). ONNX: Conv.
 // 1-D (PyTorch's Conv1d): "kernel": [k] (then "stride": s | [s], "dilation": d | [d], "padding":
 // "valid" | "same" | [left, right]); input N x I x L, output N x O x OL, w [O, I/g, K].
+// 3-D (PyTorch's Conv3d): "kernel": [kd, kh, kw] (then "stride" and "dilation": s | [sd, sh, sw],
+// "padding": "valid" | "same" | [front, top, left, back, bottom, right], ONNX's order); input
+// N x I x D x H x W, output N x O x OD x OH x OW, w [O, I/g, KD, KH, KW].
 #include "workerd/nn/ops/conv.h"
 
 #include "workerd/nn/onnx_bridge.h"
@@ -36,6 +39,20 @@ Result<void> parse_conv(FieldReader& reader, nlohmann::json& attrs) {
         if (*dilation != 1) attrs["dilation"] = {*dilation};
         return parse_trainable_options(reader, attrs, Initializer{InitKind::kGlorotUniform, 0.0});
     }
+    if (is_3d_field(reader, "kernel")) {  // 3-D: every window field has three entries (or one value)
+        auto kernel = read_extent3(reader, "kernel", std::nullopt, kMaxTensorElements);
+        if (!kernel) return tl::unexpected(kernel.error());
+        auto stride = read_extent3(reader, "stride", std::vector<std::int64_t>(3, 1), kMaxTensorElements);
+        if (!stride) return tl::unexpected(stride.error());
+        auto dilation = read_extent3(reader, "dilation", std::vector<std::int64_t>(3, 1), kMaxTensorElements);
+        if (!dilation) return tl::unexpected(dilation.error());
+        attrs["kernel"] = *kernel;
+        attrs["stride"] = *stride;
+        if (auto ok = parse_padding(reader, attrs, 3); !ok) return ok;
+        if (*groups != 1) attrs["groups"] = *groups;
+        if (*dilation != std::vector<std::int64_t>(3, 1)) attrs["dilation"] = *dilation;
+        return parse_trainable_options(reader, attrs, Initializer{InitKind::kGlorotUniform, 0.0});
+    }
     auto kernel = reader.extent("kernel", std::nullopt, kMaxTensorElements);
     if (!kernel) return tl::unexpected(kernel.error());
     auto stride = reader.extent("stride", Extent2{1, 1}, kMaxTensorElements);
@@ -61,8 +78,8 @@ Result<void> infer_conv(InferContext& context) {
     context.set_output(0, ValueInfo{out});
     if (auto ok = context.tensor("w", conv_weight_dims(*g), attr_initializer(context.attrs(), "weight_init")); !ok)
         return ok;
-    const double outputs = static_cast<double>(g->filters * w.oh * w.ow);
-    context.add_flops(2.0 * static_cast<double>(g->in_channels / g->groups * w.kh * w.kw) * outputs);
+    const double outputs = static_cast<double>(g->filters * w.od * w.oh * w.ow);
+    context.add_flops(2.0 * static_cast<double>(g->in_channels / g->groups * w.kd * w.kh * w.kw) * outputs);
     if (g->bias) {
         if (auto ok = context.tensor("b", {g->filters}, attr_initializer(context.attrs(), "bias_init")); !ok) return ok;
         context.add_flops(outputs);
@@ -74,13 +91,15 @@ Result<void> import_conv(OnnxNodeImport& node) {
     std::vector<std::int64_t> w_dims;
     if (auto s = node.constant_shape(1)) w_dims = *s;
     else if (const ValueInfo* wi = node.info(1); wi && !has_batch(wi->dims)) w_dims = concrete(wi->dims, 1);
-    if (w_dims.size() != 3 && w_dims.size() != 4)
-        return tl::unexpected(node.refuse("the weights must be [O, I/groups, KH, KW] or [O, I/groups, K]"));
+    if (w_dims.size() < 3 || w_dims.size() > 5)
+        return tl::unexpected(
+            node.refuse("the weights must be [O, I/groups, KH, KW], [O, I/groups, K] or [O, I/groups, KD, KH, KW]"));
     const std::size_t spatial = w_dims.size() - 2;
     const ValueInfo* x = node.info(0);
     if (x == nullptr || x->rank() != spatial + 2)
-        return tl::unexpected(node.refuse(spatial == 2 ? "the input must be N x C x H x W (2-D weights)"
-                                                       : "the input must be N x C x L (1-D weights)"));
+        return tl::unexpected(node.refuse(spatial == 2   ? "the input must be N x C x H x W (2-D weights)"
+                                          : spatial == 3 ? "the input must be N x C x D x H x W (3-D weights)"
+                                                         : "the input must be N x C x L (1-D weights)"));
     auto strides = spatial_attr(node, "strides", spatial, 1);
     if (!strides) return tl::unexpected(strides.error());
     auto dilations = spatial_attr(node, "dilations", spatial, 1);
@@ -108,13 +127,11 @@ Result<void> export_conv(OnnxNodeExport& out) {
     const Window2d& w = g->window;
     std::vector<std::string> inputs{out.input(0), out.input(1)};
     if (g->bias) inputs.push_back(out.input(2));
-    using IntList = std::vector<std::int64_t>;
-    const bool two = g->spatial == 2;
     out.add("Conv", inputs, {out.output(0)},
-            {{"kernel_shape", two ? IntList{w.kh, w.kw} : IntList{w.kw}},
-             {"strides", two ? IntList{w.sh, w.sw} : IntList{w.sw}},
-             {"pads", two ? IntList{w.pt, w.pl, w.pb, w.pr} : IntList{w.pl, w.pr}},
-             {"dilations", two ? IntList{w.dh, w.dw} : IntList{w.dw}},
+            {{"kernel_shape", window_kernel(w, g->spatial)},
+             {"strides", window_strides(w, g->spatial)},
+             {"pads", window_onnx_pads(w, g->spatial)},
+             {"dilations", window_dilations(w, g->spatial)},
              {"group", g->groups}},
             node.name);
     return {};
@@ -130,10 +147,16 @@ Result<ConvGeometry> conv_geometry(const nlohmann::json& attrs, const ValueInfo&
     if (!ok && spatial == 1)
         return tl::unexpected(op_error("a 1-D kernel [" + std::to_string(k[0]) + "] expects an N x C x L input, got " +
                                        to_string(in.dims)));
+    if (!ok && spatial == 3)
+        return tl::unexpected(op_error("a 3-D kernel [" + std::to_string(k[0]) + ", " + std::to_string(k[1]) + ", " +
+                                       std::to_string(k[2]) + "] expects an N x C x D x H x W input, got " +
+                                       to_string(in.dims)));
     if (!ok)
         return tl::unexpected(op_error("expects an image N x C x H x W input, got " + to_string(in.dims) +
                                        (in.rank() == 2 ? " flat features (a dense layer came before)" : "") +
-                                       (in.rank() == 3 ? " (over N x C x L give a 1-D kernel: \"kernel\": [k])" : "")));
+                                       (in.rank() == 3 ? " (over N x C x L give a 1-D kernel: \"kernel\": [k])" : "") +
+                                       (in.rank() == 5 ? " (over N x C x D x H x W give a 3-D kernel: \"kernel\": [kd, kh, kw])"
+                                                       : "")));
     ConvGeometry g;
     g.spatial = spatial;
     g.in_channels = in.dims[1].value;
@@ -149,7 +172,7 @@ Result<ConvGeometry> conv_geometry(const nlohmann::json& attrs, const ValueInfo&
     auto w = plan_window_nd(attrs.at("padding"), in, k, s, d, false, "kernel");
     if (!w) return tl::unexpected(w.error());
     g.window = *w;
-    if (!checked_product({g.filters, w->oh, w->ow}))
+    if (!checked_product({g.filters, w->od, w->oh, w->ow}))
         return tl::unexpected(op_error("the output would have more than 2^31-1 elements per example"));
     return g;
 }
@@ -157,12 +180,13 @@ Result<ConvGeometry> conv_geometry(const nlohmann::json& attrs, const ValueInfo&
 std::vector<std::int64_t> conv_weight_dims(const ConvGeometry& g) {
     const std::int64_t per_group = g.in_channels / g.groups;
     if (g.spatial == 1) return {g.filters, per_group, g.window.kw};
+    if (g.spatial == 3) return {g.filters, per_group, g.window.kd, g.window.kh, g.window.kw};
     return {g.filters, per_group, g.window.kh, g.window.kw};
 }
 
 namespace {
 
-// Every weight once per output position (H x W, or L).
+// Every weight once per output position (H x W, L, or D x H x W).
 TrainingMacs conv_macs(const MacsContext& c) {
     const TensorDef* w = c.slot_tensor(0);
     if (w == nullptr) return {};  // weights from a graph value
@@ -170,6 +194,7 @@ TrainingMacs conv_macs(const MacsContext& c) {
     double macs = static_cast<double>(w->size);
     if (out.size() == 4) macs *= static_cast<double>(out[2].value * out[3].value);  // N, C, H, W
     if (out.size() == 3) macs *= static_cast<double>(out[2].value);                 // N, C, L (1-D)
+    if (out.size() == 5) macs *= static_cast<double>(out[2].value * out[3].value * out[4].value);  // 3-D
     return c.weighted(macs);
 }
 

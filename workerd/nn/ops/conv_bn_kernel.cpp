@@ -47,7 +47,7 @@ public:
 
         const auto& engine = b.context().engine;
         const memory::dim filters = g->filters;
-        const memory::dim per_filter = g->in_channels / g->groups * g->window.kh * g->window.kw;
+        const memory::dim per_filter = g->in_channels / g->groups * g->window.kd * g->window.kh * g->window.kw;
         ConvForwardSpec spec;
         const auto weight_dims = conv_weight_dims(*g);
         spec.weights = memory(plain_desc(memory::dims(weight_dims.begin(), weight_dims.end()), Dt::f32), engine);

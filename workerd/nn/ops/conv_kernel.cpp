@@ -27,27 +27,30 @@ Descs conv_descs(const KernelBuilder& b, const ConvGeometry& g, Tag dst_tag) {
     memory::dims dst_dims{src_dims[0], g.filters};
     for (const auto d : window_out_dims(w, g.spatial)) dst_dims.push_back(d);
     const memory::dims weights = conv_weight_dims(g);
-    if (g.spatial == 1)  // N x C x L: oneDNN's 1-D convolution
-        return Descs{{src_dims, adt, Tag::any}, {weights, adt, Tag::any}, {memory::dims{g.filters}, Dt::f32, Tag::x},
-                     {dst_dims, b.output_type(0), dst_tag}, {w.sw}, {w.dw - 1}, {w.pl}, {w.pr}};
+    // oneDNN's 1-D, 2-D or 3-D convolution: per axis, depth first; oneDNN counts dilation from 0.
+    memory::dims dilates = window_dilations(w, g.spatial);
+    for (auto& d : dilates) d -= 1;
+    const auto pads = window_onnx_pads(w, g.spatial);
+    const auto half = static_cast<std::ptrdiff_t>(pads.size() / 2);
     return Descs{{src_dims, adt, Tag::any},
                  {weights, adt, Tag::any},
                  {memory::dims{g.filters}, Dt::f32, Tag::x},
                  {dst_dims, b.output_type(0), dst_tag},
-                 {w.sh, w.sw},
-                 {w.dh - 1, w.dw - 1},  // oneDNN counts dilation from 0
-                 {w.pt, w.pl},
-                 {w.pb, w.pr}};
+                 window_strides(w, g.spatial),
+                 dilates,
+                 memory::dims(pads.begin(), pads.begin() + half),
+                 memory::dims(pads.begin() + half, pads.end())};
 }
 
-// Grouped weights are [G, O/G, I/G, (KH,) KW] to oneDNN; the same bytes as [O, I/G, (KH,) KW].
+// Grouped weights are [G, O/G, I/G, (KD, KH,) KW] to oneDNN; the same bytes as [O, I/G, (KD, KH,) KW].
 memory::desc weights_shape(const ConvGeometry& g, const memory::desc& plain_or_any) {
     if (g.groups == 1) return plain_or_any;
     const auto d = plain_or_any.dims();
     memory::dims grouped{g.groups, d[0] / g.groups};
     grouped.insert(grouped.end(), d.begin() + 1, d.end());
     const bool any = plain_or_any.data.format_kind == dnnl_format_kind_any;
-    return memory::desc(grouped, plain_or_any.data_type(), any ? Tag::any : d.size() == 3 ? Tag::goiw : Tag::goihw);
+    const Tag plain = d.size() == 3 ? Tag::goiw : d.size() == 5 ? Tag::goidhw : Tag::goihw;
+    return memory::desc(grouped, plain_or_any.data_type(), any ? Tag::any : plain);
 }
 
 class ConvKernel final : public Kernel {

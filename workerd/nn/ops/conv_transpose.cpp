@@ -90,6 +90,9 @@ Result<void> import_conv_transpose(OnnxNodeImport& node) {
         w_dims = *s;
     else if (const ValueInfo* wi = node.info(1); wi && !has_batch(wi->dims))
         w_dims = concrete(wi->dims, 1);
+    if (w_dims.size() == 5)
+        return tl::unexpected(node.refuse("3-D ConvTranspose (PyTorch's ConvTranspose3d, weights [I, O/groups, KD, KH, "
+                                          "KW]) is not supported: 1-D and 2-D are (3-D Conv is)"));
     if (w_dims.size() != 3 && w_dims.size() != 4)
         return tl::unexpected(node.refuse("the weights must be [I, O/groups, KH, KW] or [I, O/groups, K]"));
     const std::size_t spatial = w_dims.size() - 2;

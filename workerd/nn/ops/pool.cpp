@@ -8,6 +8,9 @@
 // them, avg divides by the count of real inputs, as TF) unless count_include_pad (PyTorch's
 // AvgPool2d default: zeros counted). No tensors. ONNX: MaxPool, AveragePool, GlobalAveragePool,
 // GlobalMaxPool.
+// 3-D (MaxPool3d, AvgPool3d): "window": [kd, kh, kw] (then "stride": s | [sd, sh, sw],
+// "padding": "valid" | "same" | [front, top, left, back, bottom, right]) over N x C x D x H x W;
+// the global pools take N x C x D x H x W too (output N x C x 1 x 1 x 1).
 #include "workerd/nn/ops/pool.h"
 
 #include "workerd/nn/onnx_bridge.h"
@@ -29,6 +32,14 @@ Result<void> parse_pool(FieldReader& reader, nlohmann::json& attrs, bool avg) {
         attrs["window"] = {*window};
         attrs["stride"] = {*stride};
         if (auto ok = parse_padding(reader, attrs, 1); !ok) return ok;
+    } else if (is_3d_field(reader, "window")) {  // 3-D: [kd, kh, kw]
+        auto window = read_extent3(reader, "window", std::nullopt, kMaxTensorElements);
+        if (!window) return tl::unexpected(window.error());
+        auto stride = read_extent3(reader, "stride", *window, kMaxTensorElements);
+        if (!stride) return tl::unexpected(stride.error());
+        attrs["window"] = *window;
+        attrs["stride"] = *stride;
+        if (auto ok = parse_padding(reader, attrs, 3); !ok) return ok;
     } else {
         auto window = reader.extent("window", std::nullopt, kMaxTensorElements);
         if (!window) return tl::unexpected(window.error());
@@ -59,14 +70,14 @@ Result<void> infer_pool(InferContext& context) {
     Dims out{in.dims[0], c};
     for (const auto d : window_out_dims(w, g->spatial)) out.push_back(Dim::of(d));
     context.set_output(0, ValueInfo{out});
-    context.add_flops(static_cast<double>(c.value * w.oh * w.ow * w.kh * w.kw));
+    context.add_flops(static_cast<double>(c.value * w.od * w.oh * w.ow * w.kd * w.kh * w.kw));
     return {};
 }
 
 Result<void> import_pool(OnnxNodeImport& node) {
     const ValueInfo* x = node.info(0);
-    if (x == nullptr || (x->rank() != 4 && x->rank() != 3))
-        return tl::unexpected(node.refuse("the input must be N x C x H x W or N x C x L"));
+    if (x == nullptr || x->rank() < 3 || x->rank() > 5)
+        return tl::unexpected(node.refuse("the input must be N x C x H x W, N x C x L or N x C x D x H x W"));
     const std::size_t spatial = x->rank() - 2;
     auto input = node.value(0);
     if (!input) return tl::unexpected(input.error());
@@ -123,9 +134,8 @@ Result<void> export_pool(OnnxNodeExport& out) {
     auto w = plan_window_nd(node.attrs.at("padding"), in, k, s, std::vector<std::int64_t>(k.size(), 1), false, "window");
     if (!w) return tl::unexpected(w.error());
     const bool max = node.op == "max_pool";
-    using IntList = std::vector<std::int64_t>;
     std::vector<std::pair<std::string, OnnxAttr>> attrs{
-        {"kernel_shape", k}, {"strides", s}, {"pads", k.size() == 1 ? IntList{w->pl, w->pr} : IntList{w->pt, w->pl, w->pb, w->pr}},
+        {"kernel_shape", k}, {"strides", s}, {"pads", window_onnx_pads(*w, static_cast<int>(k.size()))},
         {"ceil_mode", std::int64_t{node.attrs.value("ceil_mode", false) ? 1 : 0}}};
     if (!max) attrs.emplace_back("count_include_pad", std::int64_t{node.attrs.value("count_include_pad", false) ? 1 : 0});
     out.add(max ? "MaxPool" : "AveragePool", {out.input(0)}, {out.output(0)}, attrs, node.name);
@@ -143,21 +153,28 @@ Result<PoolGeometry> pool_geometry(const Node& node, const ValueInfo& in) {
         k = node.attrs.at("window").get<std::vector<std::int64_t>>();
         s = node.attrs.at("stride").get<std::vector<std::int64_t>>();
     }
-    // Global pools take either rank; a windowed one the rank its window has.
-    const std::size_t rank = g.global ? (in.rank() == 3 ? 3 : 4) : k.size() + 2;
+    // Global pools take any rank 3 to 5; a windowed one the rank its window has.
+    const std::size_t rank = g.global ? (in.rank() == 3 || in.rank() == 5 ? in.rank() : 4) : k.size() + 2;
     bool ok = in.type == ElementType::kFloat && in.rank() == rank;
     for (std::size_t i = 1; ok && i < in.rank(); ++i) ok = !in.dims[i].batch;
     if (!ok && rank == 3 && !g.global)
         return tl::unexpected(op_error("a 1-D window [" + std::to_string(k[0]) + "] expects an N x C x L input, got " +
                                        to_string(in.dims)));
+    if (!ok && rank == 5 && !g.global)
+        return tl::unexpected(op_error("a 3-D window [" + std::to_string(k[0]) + ", " + std::to_string(k[1]) + ", " +
+                                       std::to_string(k[2]) + "] expects an N x C x D x H x W input, got " +
+                                       to_string(in.dims)));
     if (!ok)
         return tl::unexpected(op_error("expects an image N x C x H x W input, got " + to_string(in.dims) +
                                        (in.rank() == 2 ? " flat features (a dense layer came before)" : "") +
-                                       (in.rank() == 3 ? " (over N x C x L give a 1-D window: \"window\": [k])" : "")));
+                                       (in.rank() == 3 ? " (over N x C x L give a 1-D window: \"window\": [k])" : "") +
+                                       (in.rank() == 5 ? " (over N x C x D x H x W give a 3-D window: \"window\": [kd, kh, kw])"
+                                                       : "")));
     g.spatial = static_cast<int>(rank) - 2;
-    const std::int64_t ih = g.spatial == 2 ? in.dims[2].value : 1, iw = in.dims[rank - 1].value;
+    const std::int64_t ih = g.spatial == 1 ? 1 : in.dims[rank - 2].value, iw = in.dims[rank - 1].value;
     if (g.global) {
         g.window = Window2d{ih, iw, ih, iw, 1, 1, 0, 0, 0, 0, 1, 1};
+        if (g.spatial == 3) g.window.kd = g.window.sd = in.dims[2].value;  // od stays 1
         return g;
     }
     g.count_include_pad = node.attrs.value("count_include_pad", false);

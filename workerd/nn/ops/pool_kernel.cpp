@@ -1,6 +1,6 @@
 // The pool kernels (max_pool, avg_pool, global_avg_pool, global_max_pool): oneDNN's pooling on
 // the input as its producer left it (converted only to the activation type); 1-D pools are
-// oneDNN's 1-D pooling.
+// oneDNN's 1-D pooling, 3-D pools its 3-D pooling.
 #include <memory>
 #include <string>
 
@@ -29,11 +29,12 @@ public:
         const algorithm alg = g->max                  ? algorithm::pooling_max
                               : g->count_include_pad ? algorithm::pooling_avg_include_padding
                                                      : algorithm::pooling_avg_exclude_padding;
-        const bool two = g->spatial == 2;  // else 1-D: oneDNN's pooling over N x C x L
-        const memory::dims kernel = two ? memory::dims{w.kh, w.kw} : memory::dims{w.kw};
-        const memory::dims strides = two ? memory::dims{w.sh, w.sw} : memory::dims{w.sw};
-        const memory::dims pad_l = two ? memory::dims{w.pt, w.pl} : memory::dims{w.pl};
-        const memory::dims pad_r = two ? memory::dims{w.pb, w.pr} : memory::dims{w.pr};
+        // Per axis, depth first (1-D: oneDNN's pooling over N x C x L; 3-D: over N x C x D x H x W).
+        const memory::dims kernel = window_kernel(w, g->spatial);
+        const memory::dims strides = window_strides(w, g->spatial);
+        const auto pads = window_onnx_pads(w, g->spatial);
+        const auto half = static_cast<std::ptrdiff_t>(pads.size() / 2);
+        const memory::dims pad_l(pads.begin(), pads.begin() + half), pad_r(pads.begin() + half, pads.end());
         const auto adt = b.context().activation_type();
         memory src = b.input(0);
         if (src.get_desc().data_type() != adt) src = b.input_plain(0, adt);
@@ -50,7 +51,7 @@ public:
         // oneDNN 2.6 has no JIT pooling for plain NCHW with fewer channels than a vector (a
         // model's RGB input): its reference loop took 15 ms for 128x3x64x64. Channels-last is
         // JIT-pooled; the reorder there costs a few percent of that.
-        const memory::desc nhwc(in, adt, two ? Tag::acdb : Tag::acb);
+        const memory::desc nhwc(in, adt, g->spatial == 2 ? Tag::acdb : g->spatial == 3 ? Tag::acdeb : Tag::acb);
         if (is_reference(pd) && src.get_desc() != nhwc) {
             auto alt = make_pd(nhwc);
             if (!is_reference(alt)) {

@@ -54,9 +54,67 @@ Result<std::int64_t> read_extent1(FieldReader& reader, std::string_view field, s
     return reader.integer(field, fallback, 1, max);
 }
 
+bool is_3d_field(FieldReader& reader, std::string_view field) {
+    return reader.has(field) && reader.raw(field).is_array() && reader.raw(field).size() == 3;
+}
+
+Result<std::vector<std::int64_t>> read_extent3(FieldReader& reader, std::string_view field,
+                                               std::optional<std::vector<std::int64_t>> fallback, std::int64_t max) {
+    if (reader.has(field) && reader.raw(field).is_array()) return reader.integers(field, std::nullopt, 3, 1, max);
+    if (!reader.has(field) && fallback) return *fallback;
+    auto v = reader.integer(field, std::nullopt, 1, max);
+    if (!v) return tl::unexpected(v.error());
+    return std::vector<std::int64_t>(3, *v);
+}
+
+namespace {
+
+std::string axes_text(const std::vector<std::int64_t>& v, const char* separator = "x") {
+    std::string text;
+    for (const auto x : v) text += (text.empty() ? "" : separator) + std::to_string(x);
+    return text;
+}
+
+// 3-D: each axis is planned alone, so the window is the 2-D one over H x W and the 1-D rule
+// over D (a 1 x kd window over 1 x D); the errors, checked here first, name the whole window.
+Result<Window2d> plan_window_3d(const nlohmann::json& padding, const ValueInfo& in, const std::vector<std::int64_t>& k,
+                                const std::vector<std::int64_t>& s, const std::vector<std::int64_t>& d, bool ceil_mode,
+                                const char* noun) {
+    const std::vector<std::int64_t> size{in.dims[2].value, in.dims[3].value, in.dims[4].value};
+    std::vector<std::int64_t> reach(3);
+    for (std::size_t i = 0; i < 3; ++i) reach[i] = (k[i] - 1) * d[i] + 1;
+    const std::string k_text = std::string(noun) + " " + axes_text(k);
+    nlohmann::json hw_pads = padding, d_pads = padding;
+    if (padding.is_array()) {  // [front, top, left, back, bottom, right]
+        const auto p = padding.get<std::vector<std::int64_t>>();
+        for (std::size_t i = 0; i < 3; ++i)
+            if (p[i] >= reach[i] || p[i + 3] >= reach[i])
+                return tl::unexpected(op_error("padding [" + axes_text(p, ", ") + "] with a " + k_text + ": a pad " +
+                                               "must be smaller than the " + noun));
+        hw_pads = {p[1], p[2], p[4], p[5]};
+        d_pads = {0, p[0], 0, p[3]};
+    } else if (padding == "valid" && std::string(noun) == "kernel" &&
+               (reach[0] > size[0] || reach[1] > size[1] || reach[2] > size[2])) {
+        return tl::unexpected(op_error(k_text + " with padding valid on a " + axes_text(size) + " input: the " + noun +
+                                       " is larger than the input, the output would be empty"));
+    }
+    auto hw = plan_window(hw_pads, size[1], size[2], k[1], k[2], s[1], s[2], d[1], d[2], ceil_mode, noun);
+    auto depth = plan_window(d_pads, 1, size[0], 1, k[0], 1, s[0], 1, d[0], ceil_mode, noun);
+    if (!hw || !depth)
+        return tl::unexpected(op_error(k_text + " stride " + axes_text(s) + " on a " + axes_text(size) +
+                                       " input: the output would be empty"));
+    Window2d w = *hw;
+    w.kd = k[0], w.sd = s[0], w.dd = d[0];
+    w.pf = depth->pl, w.pk = depth->pr, w.od = depth->ow;
+    return w;
+}
+
+}  // namespace
+
 Result<Window2d> plan_window_nd(const nlohmann::json& padding, const ValueInfo& in, const std::vector<std::int64_t>& k,
                                 const std::vector<std::int64_t>& s, const std::vector<std::int64_t>& d, bool ceil_mode,
                                 const char* noun) {
+    if (k.size() == 3) return plan_window_3d(padding, in, k, s, d, ceil_mode, noun);
     if (k.size() == 2)
         return plan_window(padding, in.dims[2].value, in.dims[3].value, k[0], k[1], s[0], s[1], d[0], d[1], ceil_mode,
                            noun);
@@ -83,7 +141,30 @@ Result<Window2d> plan_window_nd(const nlohmann::json& padding, const ValueInfo& 
 
 std::vector<std::int64_t> window_out_dims(const Window2d& w, int spatial) {
     if (spatial == 1) return {w.ow};
+    if (spatial == 3) return {w.od, w.oh, w.ow};
     return {w.oh, w.ow};
+}
+
+std::vector<std::int64_t> window_onnx_pads(const Window2d& w, int spatial) {
+    if (spatial == 1) return {w.pl, w.pr};
+    if (spatial == 3) return {w.pf, w.pt, w.pl, w.pk, w.pb, w.pr};
+    return {w.pt, w.pl, w.pb, w.pr};
+}
+
+namespace {
+
+std::vector<std::int64_t> per_axis(int spatial, std::int64_t d, std::int64_t h, std::int64_t w) {
+    if (spatial == 1) return {w};
+    if (spatial == 3) return {d, h, w};
+    return {h, w};
+}
+
+}  // namespace
+
+std::vector<std::int64_t> window_kernel(const Window2d& w, int spatial) { return per_axis(spatial, w.kd, w.kh, w.kw); }
+std::vector<std::int64_t> window_strides(const Window2d& w, int spatial) { return per_axis(spatial, w.sd, w.sh, w.sw); }
+std::vector<std::int64_t> window_dilations(const Window2d& w, int spatial) {
+    return per_axis(spatial, w.dd, w.dh, w.dw);
 }
 
 Result<Window2d> plan_window(const nlohmann::json& padding, std::int64_t ih, std::int64_t iw, std::int64_t kh,
