@@ -176,9 +176,9 @@ ModelInput model_input(const nn::ModelDescription& model) {
         in = ModelInput{model.name, dim(1), dim(2), dim(3), in.classes};
     } else if (d.size() == 3) {  // [N, A, B]: 1 x A x B (an LSTM over an image's rows reads the same values)
         in = ModelInput{model.name, 1, dim(1), dim(2), in.classes};
-    } else {  // [N, F]
+    } else {  // [N, F]; a volume [N, C, D, H, W] has no image layout: its C*D*H*W values as features
         in.input = InputKind::kFeatures;
-        in.length = dim(1);
+        in.length = nn::elements_per_example(d).value_or(0);
     }
     if (!model.labels_used()) in.classes = std::numeric_limits<int>::max();  // read, feed nothing: any class
     if (!model.classification()) {
