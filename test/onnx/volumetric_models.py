@@ -1,0 +1,296 @@
+#!/usr/bin/python3
+"""Volumetric networks from PyTorch (N x C x D x H x W: nn.Conv3d, BatchNorm3d, MaxPool3d,
+AvgPool3d, AdaptiveAvgPool3d(1)) through ONNX Conv / BatchNormalization / MaxPool /
+AveragePool / GlobalAveragePool over 5-D values, end to end through the psrun CLI:
+
+  four small modules (Conv3d with stride 2, padding 1, groups 2 and a dilated one;
+  Conv3d + BatchNorm3d + ReLU + MaxPool3d; AvgPool3d with ceil_mode, with and without
+  count_include_pad; Conv3d + AdaptiveAvgPool3d(1) / AdaptiveMaxPool3d(1) / a mean over D, H, W
+  + flatten + Linear), exported in training
+  mode without constant folding at opsets 13, 14 and 17, batch axis dynamic:
+    - `psrun model show F.onnx` exits 0 and lists the expected kinds;
+    - `psrun model check F.onnx --gradients G.json` gives torch's forward outputs, loss and
+      every parameter's gradient, tensor by tensor, in float64 within TOLERANCE (relative to
+      the tensor's largest value, at least 1e-2 of the network's largest; the worst printed);
+    - `psrun predict --onnx F.onnx` gives torch's softmax (eval mode; modules without a batch norm);
+  the export: Conv3d + BatchNorm3d + ReLU + MaxPool3d and the AvgPool3d module trained 5 steps
+  through psd, `psrun export`ed (3-D Conv, MaxPool, AveragePool), pass onnx.checker
+  (full_check), loaded into torch by name predict as psrun, and their graphs alone (the
+  embedded description removed) import and predict the same;
+  a refusal: ConvTranspose3d exits 2 naming the node.
+
+Prints one line per check; exits 1 when one fails, 77 when torch or onnx cannot be imported.
+Usage: volumetric_models.py PSRUN [WORK_DIR]   (VOLUMETRIC_MODELS=a,b: a subset)
+"""
+import json
+import os
+import re
+import sys
+import tempfile
+
+try:
+    import numpy as np
+    import onnx
+    import torch
+    from torch import nn
+    from torch.nn import functional as F
+except ImportError:
+    sys.exit(77)
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, here)
+sys.path.insert(0, os.path.join(here, "..", "..", "bench"))
+from psrun_cli import predict, run  # noqa: E402
+import networks  # noqa: E402  (load_onnx_weights)
+
+TOLERANCE = 1e-4
+BATCH = 4
+FAILED = []
+
+
+def check(what, ok, detail="", always=False):
+    print(f"{'ok' if ok else 'FAILED'}: {what}{(': ' + detail) if detail and (always or not ok) else ''}", flush=True)
+    if not ok:
+        FAILED.append(what)
+    return ok
+
+
+class Conv3dNet(nn.Module):
+    """[N, 4, 7, 8, 7]: stride 2, padding 1, groups 2 -> [N, 6, 4, 4, 4]; dilation (1, 2, 1) with
+    pads (1, 0, 1) -> [N, 4, 5, 2, 5]; linear to 10."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv3d(4, 6, 3, stride=2, padding=1, groups=2)
+        self.b = nn.Conv3d(6, 4, (2, 2, 2), dilation=(1, 2, 1), padding=(1, 0, 1), bias=False)
+        self.head = nn.Linear(4 * 5 * 2 * 5, 10)
+
+    def forward(self, x):
+        return self.head(self.b(torch.tanh(self.a(x))).flatten(1))
+
+
+class ConvBnPool(nn.Module):
+    """[N, 3, 6, 6, 6]: Conv3d 3 pad 1, BatchNorm3d, ReLU, MaxPool3d 2 -> [N, 8, 3, 3, 3]; linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.bn, self.head = nn.Conv3d(3, 8, 3, padding=1), nn.BatchNorm3d(8), nn.Linear(8 * 27, 10)
+
+    def forward(self, x):
+        return self.head(F.max_pool3d(F.relu(self.bn(self.conv(x))), 2).flatten(1))
+
+
+class AvgCeil(nn.Module):
+    """[N, 2, 5, 7, 5]: a 1x1x1 conv, then AvgPool3d 2/2 ceil_mode -> [N, 4, 3, 4, 3] and
+    AvgPool3d 3/2 pad 1 ceil_mode without the pads counted -> [N, 4, 3, 4, 3]; linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.head = nn.Conv3d(2, 4, 1), nn.Linear(2 * 4 * 36, 10)
+        self.p1 = nn.AvgPool3d(2, stride=2, ceil_mode=True)
+        self.p2 = nn.AvgPool3d(3, stride=2, padding=1, ceil_mode=True, count_include_pad=False)
+
+    def forward(self, x):
+        h = self.conv(x)
+        return self.head(torch.cat([self.p1(h).flatten(1), self.p2(h).flatten(1)], 1))
+
+
+class AdaptiveHead(nn.Module):
+    """[N, 3, 5, 6, 6]: Conv3d 3, ReLU, AdaptiveAvgPool3d(1) (GlobalAveragePool), flatten, linear;
+    beside it AdaptiveMaxPool3d(1) (a MaxPool over the whole volume) and a mean over D, H, W (ReduceMean)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.pool, self.head = nn.Conv3d(3, 6, 3), nn.AdaptiveAvgPool3d(1), nn.Linear(18, 10)
+
+    def forward(self, x):
+        h = F.relu(self.conv(x))
+        return self.head(torch.cat([torch.flatten(self.pool(h), 1), F.adaptive_max_pool3d(h, 1).flatten(1),
+                                    torch.tanh(self.conv(x)).mean(dim=(2, 3, 4))], 1))
+
+
+# name -> (builder, input shape, kinds expected in `psrun model show`, eval predictions comparable)
+MODELS = {
+    "conv3d": (Conv3dNet, (4, 7, 8, 7), ["conv2d"], True),
+    "conv_bn_pool": (ConvBnPool, (3, 6, 6, 6), ["conv2d", "batch_norm", "max_pool"], False),
+    "avg_ceil": (AvgCeil, (2, 5, 7, 5), ["avg_pool"], True),
+    "adaptive_head": (AdaptiveHead, (3, 5, 6, 6), ["global_avg_pool", "max_pool", "reduce_mean"], True),
+}
+
+
+def export(model, x, path, opset):
+    torch.onnx.export(model, x, path, opset_version=opset, training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False, input_names=["x"], output_names=["logits"],
+                      dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}})
+
+
+def torch_reference(model, x, y):
+    """Outputs, loss and parameter gradients in float64 (train mode: a batch norm's batch statistics)."""
+    model = model.double().train()
+    model.zero_grad()
+    logits = model(torch.from_numpy(x.astype(np.float64)))
+    loss = F.cross_entropy(logits, torch.from_numpy(y))
+    loss.backward()
+    grads = {n: p.grad.numpy().copy() for n, p in model.named_parameters() if p.grad is not None}
+    model.float()
+    return logits.detach().numpy(), float(loss), grads
+
+
+def relative(mine, theirs, floor=1e-12):
+    mine = np.asarray(mine, dtype=np.float64).reshape(theirs.shape)
+    return float(np.max(np.abs(mine - theirs))) / max(float(np.max(np.abs(theirs))), floor)
+
+
+def check_model(psrun, name, build, shape, kinds, comparable, work):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((BATCH, *shape)).astype(np.float32)
+    y = rng.integers(0, 10, size=BATCH).astype(np.int64)
+    xf, yf = os.path.join(work, f"{name}.x.npy"), os.path.join(work, f"{name}.y.npy")
+    np.save(xf, x)
+    np.save(yf, y)
+    torch.manual_seed(1)
+    model = build()
+    with torch.no_grad():
+        want = torch.softmax(model.eval()(torch.from_numpy(x)), dim=1).numpy()
+    for opset in (13, 14, 17):
+        tag = f"{name}_{opset}"
+        path = os.path.join(work, tag + ".onnx")
+        export(model.train(), torch.from_numpy(x), path, opset)
+        show = run([psrun, "model", "show", path])
+        if not check(f"{tag}: psrun model show exits 0", show.returncode == 0, show.stdout[-1500:]):
+            continue
+        missing = [k for k in kinds if not re.search(rf"\b{k}\b", show.stdout)]
+        check(f"{tag}: its layers", not missing, f"missing {missing}")
+        grads_path = os.path.join(work, tag + ".grads.json")
+        # psrun's own central differences are the coarse check (ReLU and max kinks); torch's
+        # float64 gradients the fine one.
+        r = run([psrun, "model", "check", path, "--input", xf, "--labels", yf, "--gradients", grads_path, "--json",
+                 "--tolerance", "0.25"], 300)
+        if not check(f"{tag}: psrun model check exits 0", r.returncode == 0 and os.path.exists(grads_path),
+                     r.stdout[-600:]):
+            continue
+        mine = json.load(open(grads_path))
+        logits, loss, grads = torch_reference(model, x, y)
+        err = relative(mine["outputs"], logits)
+        check(f"{tag}: forward outputs = torch's", err <= TOLERANCE, f"max relative error {err:.2e}", True)
+        check(f"{tag}: loss = torch's", abs(mine["loss"] - loss) <= TOLERANCE * max(abs(loss), 1.0),
+              f"{mine['loss']:.6f} vs {loss:.6f}")
+        # A tensor's error is relative to its largest gradient, or to 1e-2 of the network's largest
+        # when smaller (check_gradients.py's floor): a conv bias before a batch norm has a zero
+        # gradient in float64, so only rounding is left of it.
+        floor = 1e-2 * max(float(np.max(np.abs(g))) for g in grads.values())
+        worst, worst_name, missing = 0.0, "", []
+        for tname, g in grads.items():
+            if tname not in mine["tensors"]:
+                missing.append(tname)
+                continue
+            e = relative(mine["tensors"][tname]["gradient"], g, floor)
+            if e >= worst:
+                worst, worst_name = e, tname
+        check(f"{tag}: {len(grads)} parameter gradients = torch's", not missing and worst <= TOLERANCE,
+              f"worst {worst_name} {worst:.2e}" + (f"; missing {missing}" if missing else ""), True)
+        if comparable:
+            got, perr = predict(psrun, path, x, work, tag)
+            if check(f"{tag}: psrun predict exits 0", got is not None, perr):
+                diff = float(np.abs(got - want).max()) if got.shape == want.shape else float("inf")
+                check(f"{tag}: psrun predict = torch softmax", diff <= TOLERANCE, f"largest difference {diff:.2e}",
+                      True)
+
+
+def export_back(psrun, name, ops, work):
+    """MODELS[name] trained 5 steps through psd, exported (writing `ops` with 3-D kernel_shape),
+    read back by onnx.checker, torch (by name) and psrun (the graph alone)."""
+    torch.manual_seed(2)
+    build, shape = MODELS[name][0], MODELS[name][1]
+    path = os.path.join(work, f"{name}.train.onnx")
+    export(build().train(), torch.zeros((2,) + shape), path, 17)
+    rng = np.random.default_rng(4)
+    x = rng.uniform(-1, 1, (32,) + shape).astype(np.float32)
+    y = rng.integers(0, 10, 32).astype(np.int32)
+    for split in ("train", "test"):
+        np.save(os.path.join(work, f"{split}-x.npy"), x)
+        np.save(os.path.join(work, f"{split}-y.npy"), y)
+    run_dir = os.path.join(work, f"run-{name}")
+    r = run([psrun, "local", "--ps", "1", "--workers", "1", "--grace", "30", "--", "--model", path,
+             "--model-dir", run_dir, "--steps", "5", "--batch-size", "16", "--learning-rate", "1e-2",
+             "--precision", "f32", "--threads", "1", "--log-every", "1000",
+             "--train-images", os.path.join(work, "train-x.npy"), "--train-labels", os.path.join(work, "train-y.npy"),
+             "--test-images", os.path.join(work, "test-x.npy"), "--test-labels", os.path.join(work, "test-y.npy")], 300)
+    if not check(f"export {name}: trains 5 steps through psd", r.returncode == 0, r.stdout[-1500:]):
+        return
+    exported = os.path.join(work, f"{name}.trained.onnx")
+    r = run([psrun, "export", "--model-dir", run_dir, "-o", exported])
+    if not check(f"export {name}: psrun export exits 0", r.returncode == 0, r.stdout[-1500:]):
+        return
+    written = {n.op_type: len(onnx.helper.get_attribute_value(a)) for n in onnx.load(exported).graph.node
+               for a in n.attribute if a.name == "kernel_shape"}
+    check(f"export {name}: writes {', '.join(ops)} with 3-D kernel_shape", all(written.get(o) == 3 for o in ops),
+          str(written))
+    try:
+        onnx.checker.check_model(onnx.load(exported), full_check=True)
+        check(f"export {name}: passes onnx.checker (full_check)", True)
+    except Exception as e:  # noqa: BLE001 (the checker's exception types vary)
+        check(f"export {name}: passes onnx.checker (full_check): {e}", False)
+    probs = os.path.join(work, f"{name}.probs.npy")
+    r = run([psrun, "predict", "--model-dir", run_dir, "--images", os.path.join(work, "test-x.npy"), "--output", probs])
+    if not check(f"export {name}: psrun predict --model-dir exits 0", r.returncode == 0, r.stdout[-1500:]):
+        return
+    model = build()
+    networks.load_onnx_weights(model, exported)
+    with torch.no_grad():
+        want = torch.softmax(model.eval()(torch.from_numpy(x)), dim=1).numpy()
+    diff = float(np.abs(np.load(probs) - want).max())
+    check(f"export {name}: loaded into torch by name, predicts as psrun", diff <= 1e-4, f"largest difference {diff:.1e}",
+          True)
+    graph_only = onnx.load(exported)
+    keep = [p for p in graph_only.metadata_props if p.key != "psrun.model"]
+    del graph_only.metadata_props[:]
+    graph_only.metadata_props.extend(keep)
+    stripped = os.path.join(work, f"{name}.graph-only.onnx")
+    onnx.save(graph_only, stripped)
+    got, err = predict(psrun, stripped, x, work, f"{name}.graph_only")
+    diff = float(np.abs(got - np.load(probs)).max()) if got is not None else float("inf")
+    check(f"export {name}: its graph alone imports and predicts as psrun", diff <= 1e-4,
+          err or f"largest difference {diff:.1e}", True)
+
+
+class Transposed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = nn.ConvTranspose3d(2, 2, 2, stride=2)
+
+    def forward(self, x):
+        return self.up(x).flatten(1)
+
+
+def refusals(psrun, work):
+    path = os.path.join(work, "refused_conv_transpose3d.onnx")
+    export(Transposed(), torch.zeros(2, 2, 3, 3, 3), path, 17)
+    r = run([psrun, "model", "show", path])
+    check("refused ConvTranspose3d: exit 2 naming the node", r.returncode == 2 and "ConvTranspose" in r.stdout,
+          f"exit {r.returncode}: {r.stdout.strip()[-300:]}", True)
+
+
+def main():
+    if len(sys.argv) not in (2, 3):
+        sys.exit(__doc__)
+    psrun = os.path.abspath(sys.argv[1])
+    only = os.environ.get("VOLUMETRIC_MODELS")
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = sys.argv[2] if len(sys.argv) == 3 else tmp
+        os.makedirs(work, exist_ok=True)
+        for name, (build, shape, kinds, comparable) in MODELS.items():
+            if not only or name in only.split(","):
+                check_model(psrun, name, build, shape, kinds, comparable, work)
+        if not only or "export" in only.split(","):
+            export_back(psrun, "conv_bn_pool", ["Conv", "MaxPool"], work)
+            export_back(psrun, "avg_ceil", ["Conv", "AveragePool"], work)
+        if not only or "refusals" in only.split(","):
+            refusals(psrun, work)
+    print(f"{len(FAILED)} failed" if FAILED else "all passed")
+    sys.exit(1 if FAILED else 0)
+
+
+if __name__ == "__main__":
+    main()
