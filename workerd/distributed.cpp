@@ -272,7 +272,7 @@ int DistributedWorker::run() {
         const double ids = double(trainer.sparse_distinct_ids(k)) / double(trainer.sparse_batches());
         spdlog::info("sparse table {} [{} x {}]: {:.1f} distinct ids per batch of {} lookups; rows pulled and pushed "
                      "{:.1f} KB per step (a dense table: {:.1f} MB each way)",
-                     t.name(), t.rows(), t.width(), ids, t.lookups(training_.batch_size),
+                     t.name(), t.rows(), t.width(), ids, t.lookups(examples_per_update(training_)),
                      2 * ids * double(t.width()) * 4 / 1e3, double(t.rows()) * double(t.width()) * 4 / 1e6);
     }
     spdlog::info("data: {}", describe_data_time(trainer.data(), ctx.train_seconds));

@@ -429,9 +429,6 @@ TrainerConfig make_trainer_config(const TrainOptions& o) {
     if (o.accumulate_steps < 1 || o.accumulate_steps > kMaxAccumulateSteps)
         usage("--accumulate-steps must be in 1.." + std::to_string(kMaxAccumulateSteps) +
               " (micro-batches per update; 1: no accumulation)");
-    if (o.accumulate_steps > 1 && !o.sparse_embeddings.empty())
-        usage("--accumulate-steps does not work with --sparse-embedding yet (each micro-batch would pull its own "
-              "rows): drop one of the two");
     if (o.threads < 0) usage("--threads must be >= 0");
     if (o.eval_every < 0) usage("--eval-every must be >= 0");
     if (o.log_every < 1) usage("--log-every must be >= 1");

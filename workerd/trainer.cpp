@@ -28,6 +28,11 @@ std::vector<ParameterSet> make_grads(const std::vector<TensorInfo>& tensors, std
     return grads;
 }
 
+// Examples of one update: the local sparse tables hold the distinct ids of all its micro-batches.
+std::int64_t step_examples(const TrainerConfig& config) {
+    return config.network.batch_size * std::max(1, config.accumulate_steps);
+}
+
 const nn::ModelDescription& required(const TrainerConfig& config) {
     if (!config.model) throw std::invalid_argument("TrainerConfig without a model");
     return *config.model;
@@ -66,7 +71,7 @@ Trainer::Trainer(const TrainerConfig& config, std::unique_ptr<BatchSource> train
       test_(std::move(test)),
       sparse_(required(config), config.sparse_tables, config.seed),
       params_(sparse_.dense_tensors(),
-              sparse_.tail_floats(std::max<std::int64_t>(config.network.batch_size, config.eval_batch_size))),
+              sparse_.tail_floats(std::max<std::int64_t>(step_examples(config), config.eval_batch_size))),
       grads_(make_grads(params_.tensors(), params_.tail().size())),
       synthetic_(config.synthetic_compute_ms, config.synthetic_jitter, config.seed,
                  static_cast<std::uint32_t>(config.shard.index)),
@@ -74,9 +79,6 @@ Trainer::Trainer(const TrainerConfig& config, std::unique_ptr<BatchSource> train
       augmenter_(config.augment, config.seed, static_cast<std::uint32_t>(config.shard.index)) {
     config_.network.forward_only = false;
     if (config_.accumulate_steps < 1) throw std::invalid_argument("TrainerConfig::accumulate_steps < 1");
-    if (config_.accumulate_steps > 1 && !sparse_.empty())
-        throw UsageError("--accumulate-steps does not work with a sparse table (" + sparse_.names() +
-                         ") yet: each micro-batch would pull its own rows");
     if (config_.augment.enabled() && !config_.model->image_input())
         throw UsageError("--augment: model " + config_.model->name + " does not take images (its input is " +
                          nn::to_string(config_.model->input().dims) + "): augmentation flips and shifts images");
@@ -95,7 +97,8 @@ Trainer::Trainer(const TrainerConfig& config, std::unique_ptr<BatchSource> train
         }
         return;
     }
-    const nn::ModelDescription local = sparse_.local_model(config_.network.batch_size);
+    // The local tables hold the distinct ids of all micro-batches of an update (step_batches.h).
+    const nn::ModelDescription local = sparse_.local_model(step_examples(config_));
     const auto count = static_cast<std::size_t>(local.parameter_count);
     network_ = make_network(local, config_.network, params_.with_tail().first(count), grads_[0].with_tail().first(count));
     const auto& tensors = config_.model->tensors;
@@ -114,10 +117,7 @@ void Trainer::load_batch() {
 
 Result<StepInfo> Trainer::pull_rows(PsClient& client) {
     if (!batch_pending_) {
-        load_batch();
-        nn::Network& n = *network_;
-        sparse_.map_batch([&n](std::size_t input) { return n.input_ids(input); }, config_.network.batch_size,
-                          n.options().batch_size);
+        load_step_batches();
         batch_pending_ = true;
         ++sparse_batches_;
         sparse_distinct_.resize(sparse_.tables().size());
@@ -145,73 +145,25 @@ float Trainer::compute_gradients() {
         local_step_ += static_cast<std::uint64_t>(config_.accumulate_steps);
         return 0.0f;
     }
-    float loss = micro_batch();
+    float loss = micro_batch(0);
     if (config_.accumulate_steps > 1) loss = accumulate(loss);
     if (config_.optimizer.clip_global_norm > 0.0f) clip_gradients();
     return loss;
 }
 
-float Trainer::micro_batch() {
-    if (batch_pending_) batch_pending_ = false;
-    else if (!sparse_.empty()) throw std::logic_error("Trainer::compute_gradients: a sparse table's rows were not pulled");
-    else load_batch();
+float Trainer::micro_batch(int k) {
+    if (sparse_.empty()) {
+        load_batch();
+    } else {  // pull_rows() loaded and mapped the update's micro-batches
+        if (k == 0 && !batch_pending_)
+            throw std::logic_error("Trainer::compute_gradients: a sparse table's rows were not pulled");
+        batch_pending_ = false;
+        if (step_batches_) step_batches_->restore(*network_, k);
+    }
     // A dropout mask per (seed, worker, micro-batch): workers never share masks.
     Rng rng(config_.seed ^ (0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(config_.shard.index)),
             local_step_++);
     return network_->train_step(rng.next());
-}
-
-float Trainer::accumulate(float first_loss) {
-    const int n = config_.accumulate_steps;
-    if (scratch_.empty()) scratch_.emplace_back(params_.tensors(), params_.tail().size());
-    const auto p = params_.all();
-    const auto g = grads().all();
-    const auto s = scratch_[0].all();
-    const auto& tensors = params_.tensors();
-    // The first micro-batch's state deltas go into the parameters now: the next micro-batch's
-    // moving statistics start from them, as PyTorch's running stats do.
-    state_start_.clear();
-    for (const auto& t : tensors) {
-        if (t.tensor_class != TensorClass::kState) continue;
-        state_start_.insert(state_start_.end(), p.begin() + t.offset, p.begin() + t.offset + t.size);
-        for (std::size_t i = t.offset; i < t.offset + t.size; ++i) p[i] -= g[i];
-    }
-    struct Rebind {  // the network writes grads() again afterwards, whatever happens
-        Trainer& trainer;
-        ~Rebind() { trainer.network_->set_gradient_buffer(trainer.network_grads(trainer.grads())); }
-    } rebind{*this};
-    network_->set_gradient_buffer(network_grads(scratch_[0]));
-    double loss = first_loss;
-    for (int k = 1; k < n; ++k) {
-        loss += micro_batch();
-        for (const auto& t : tensors) {
-            const auto begin = static_cast<std::int64_t>(t.offset), end = begin + static_cast<std::int64_t>(t.size);
-            if (t.tensor_class == TensorClass::kState) {
-                for (auto i = begin; i < end; ++i) p[i] -= s[i];
-                continue;
-            }
-#pragma omp parallel for schedule(static) if (end - begin >= (1 << 16))
-            for (auto i = begin; i < end; ++i) g[i] += s[i];
-        }
-    }
-    // A mean loss over N x B examples is the mean of the N micro-batches' means; a sum, their sum.
-    const bool mean = config_.model->reduction == nn::LossReduction::kMean;
-    const float scale = 1.0f / static_cast<float>(n);
-    std::size_t saved = 0;
-    for (const auto& t : tensors) {
-        const auto begin = static_cast<std::int64_t>(t.offset), end = begin + static_cast<std::int64_t>(t.size);
-        if (t.tensor_class == TensorClass::kState) {  // the whole delta, sent as one; the parameters back
-            for (auto i = begin; i < end; ++i, ++saved) {
-                g[i] = state_start_[saved] - p[i];
-                p[i] = state_start_[saved];
-            }
-            continue;
-        }
-        if (!mean) continue;
-#pragma omp parallel for schedule(static) if (end - begin >= (1 << 16))
-        for (auto i = begin; i < end; ++i) g[i] *= scale;
-    }
-    return static_cast<float>(mean ? loss / n : loss);
 }
 
 void Trainer::clip_gradients() {

@@ -17,7 +17,10 @@
 // moving statistics (state tensors) move once per micro-batch: between micro-batches params()
 // take each delta, and at the end params() are back where they were and grads() holds their
 // whole delta (start - after N micro-batches), which psd or apply_gradients() subtracts as
-// before. Not with a sparse table (UsageError at construction).
+// before. With sparse tables, pull_rows() draws all N micro-batches first and maps each table's
+// ids of all of them together (workerd/step_batches.h): the local table holds their union
+// (capacity N x batch x ids per example, at most V), its rows are pulled once, every
+// micro-batch trains on them, and the gradient rows accumulate and scale as the dense gradient.
 // Not thread-safe.
 #pragma once
 
@@ -38,6 +41,7 @@
 #include "workerd/augment.h"
 #include "workerd/data/sampler.h"
 #include "workerd/sparse_tables.h"
+#include "workerd/step_batches.h"
 #include "workerd/synthetic_compute.h"
 
 namespace psrun::worker {
@@ -154,8 +158,13 @@ private:
     std::uint64_t clipped_steps_ = 0;
     double last_grad_norm_ = 0;
     void clip_gradients();
-    // One batch's forward and backward into the network's gradient buffer; its loss.
-    float micro_batch();
+    // Micro-batch k's (0 <= k < accumulate_steps) forward and backward into the network's
+    // gradient buffer; its loss. Without sparse tables it loads the next batch; with them it
+    // trains on the batch pull_rows() loaded (micro-batch k of step_batches_ when accumulating).
+    float micro_batch(int k);
+    // pull_rows(): loads the update's batch (all its micro-batches) and maps the tables' ids.
+    void load_step_batches();
+    std::unique_ptr<StepBatches> step_batches_;  // accumulating with sparse tables: the update's micro-batches
     // Micro-batches 2..N after the first wrote grads() (see the header comment); the loss of all.
     float accumulate(float first_loss);
     std::vector<ParameterSet> scratch_;  // accumulation: the buffer micro-batches 2..N write (0 or 1)

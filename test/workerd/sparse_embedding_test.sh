@@ -198,10 +198,5 @@ timeout 120 "$psrun" local --ps 1 --workers 1 --no-auth -- --model "$tmp/d/click
 rc=$?
 check "an id beyond the table fails the run (rc=$rc)" test "$rc" -ne 0
 check "... naming the file, the example and the position" grep -Eq "bad_x.npy.*20000 at example 7 position 3" "$tmp/bad.log"
-timeout 60 "$workerd" --index 0 --chief --num-workers 1 --ps ipc://"$tmp/none" --no-auth "${data[@]}" \
-    --sparse-embedding emb --accumulate-steps 2 >"$tmp/accumulate.log" 2>&1
-rc=$?
-check "--accumulate-steps with --sparse-embedding exits 2 (rc=$rc)" test "$rc" -eq 2
-check "... naming both" grep -q -- "--accumulate-steps does not work with --sparse-embedding" "$tmp/accumulate.log"
 [ "$fail" -eq 0 ] || grep -h "error" "$tmp"/*.log | head -20
 exit "$fail"

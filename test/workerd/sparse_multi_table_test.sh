@@ -8,7 +8,9 @@
 # export gives the same two tables. psrun eval and predict read the sparse run's checkpoint (both tables
 # assembled from the shards' row pieces); model show places both tables; psd counts as many
 # messages as with one sparse table (one PULL and one PUSH_PULL per step and shard). A psd killed with -9 is
-# restored from the checkpoint with both tables' rows. Then the exit-2 errors: one table named
+# restored from the checkpoint with both tables' rows. With --accumulate-steps 2 of 25 the sparse run
+# equals the dense one with the same options (loss curve, AUC, exported tables) and the batch-50
+# run, with one exchange per update (issue 35). Then the exit-2 errors: one table named
 # twice, an embedding whose input another node reads too (the message names the input).
 # Needs python3-numpy and onnx. Usage: sparse_multi_table_test.sh <workerd> <psrun>
 set -u
@@ -67,10 +69,10 @@ data=(--model "$tmp/d/rec.json" --train-images "$tmp/d/train_user.npy" --train-l
       --test-images "$tmp/d/test_user.npy" --test-labels "$tmp/d/test_y.npy"
       --test-input item="$tmp/d/test_item.npy" --test-input x="$tmp/d/test_x.npy")
 
-run() {  # run <name> <optimizer> [workerd options...]: 60 sync steps of 2 workers into $tmp/<name>
+run() {  # [batch=B] run <name> <optimizer> [workerd options...]: 60 sync steps of 2 workers (batch 50) into $tmp/<name>
     local name=$1 opt=$2; shift 2
     timeout 300 "$psrun" local --ps 2 --workers 2 --sync --no-auth --grace 30 -- "${data[@]}" --steps 60 \
-        --batch-size 50 --optimizer "$opt" --learning-rate 0.1 --log-every 10 --threads 1 --model-dir "$tmp/$name" \
+        --batch-size "${batch:-50}" --optimizer "$opt" --learning-rate 0.1 --log-every 10 --threads 1 --model-dir "$tmp/$name" \
         "$@" >"$tmp/$name.log" 2>&1
 }
 
@@ -120,7 +122,47 @@ two=$(messages "$tmp/sparse-sgd.log") one=$(messages "$tmp/one-sgd.log")
 check "two sparse tables take about as many messages as one (both shards: $two and $one)" \
     test -n "$one" -a -n "$two" -a $((two - one)) -le 8 -a $((one - two)) -le 8
 
-for m in dense-sgd sparse-sgd; do
+# Gradient accumulation (--accumulate-steps 2 of 25): each update's two micro-batches are mapped
+# together, so both train on the same rows and the rows seen in either get their summed, averaged
+# gradient in the update's one PUSH_PULL. The sparse run equals the dense run with the same options
+# (the same loss curve and, below, exported tables) and, as the dense path promises, the batch-50
+# run without accumulation (equal up to float rounding of the mean loss); psd counts the messages
+# of one exchange per update (the batch-50 run's).
+batch=25 run dense-acc sgd --accumulate-steps 2
+rc=$?
+check "accumulate: the dense tables train with --accumulate-steps 2 --batch-size 25 (rc=$rc)" test "$rc" -eq 0
+batch=25 run sparse-acc sgd --accumulate-steps 2 --sparse-embedding emb_u,emb_i
+rc=$?
+check "accumulate: both tables sparse train with --accumulate-steps 2 (rc=$rc)" test "$rc" -eq 0
+[ "$rc" -eq 0 ] || tail -20 "$tmp/sparse-acc.log"
+"$py" - "$tmp/dense-acc" "$tmp/sparse-acc" "$tmp/sparse-sgd" <<'EOF_PY' >"$tmp/compare-acc" 2>&1
+import json, sys
+def curve(d):
+    return [(r["step"], r["loss"]) for r in map(json.loads, open(d + "/metrics.jsonl")) if "loss" in r]
+dense, sparse, large = map(curve, sys.argv[1:])
+print("dense 2x25 ", dense)
+print("sparse 2x25", sparse)
+print("sparse 50  ", large)
+assert len(dense) == 6 and [s for s, _ in dense] == [s for s, _ in sparse] == [s for s, _ in large], "not the same steps"
+for (s, a), (_, b), (_, c) in zip(dense, sparse, large):
+    assert abs(a - b) <= 1e-6 * max(1.0, abs(a)), f"step {s}: dense loss {a}, sparse {b}"
+    assert abs(b - c) <= 1e-5 * max(1.0, abs(c)), f"step {s}: 2 x 25 accumulated {b}, one batch of 50 {c}"
+auc = [json.load(open(d + "/summary.json"))["test_auc"] for d in sys.argv[1:]]
+print("test AUC", auc)
+assert max(auc) - min(auc) <= 1e-4, auc
+s = json.load(open(sys.argv[2] + "/summary.json"))
+assert s["accumulate_steps"] == 2 and s["batch_size"] == 25 and s["global_step"] == 60, s
+EOF_PY
+rc=$?
+check "accumulate: equal loss curves and AUC, sparse 2 x 25 vs dense 2 x 25 vs sparse 50" test "$rc" -eq 0
+cat "$tmp/compare-acc"
+check "... the update's distinct ids counted over its 2 x 25 examples" \
+    grep -Eq "sparse table emb_i/table \[600 x 8\]: [0-9.]+ distinct ids per batch of 150 lookups" "$tmp/sparse-acc.log"
+acc=$(messages "$tmp/sparse-acc.log")
+check "... one PULL and one PUSH_PULL per update: as many psd messages as the batch-50 run ($acc and $two)" \
+    test -n "$acc" -a $((acc - two)) -le 8 -a $((two - acc)) -le 8
+
+for m in dense-sgd sparse-sgd dense-acc sparse-acc; do
     timeout 120 "$psrun" export --model-dir "$tmp/$m" >"$tmp/$m.export" 2>&1
     check "psrun export of $m exits 0" test $? -eq 0
 done
@@ -137,6 +179,17 @@ EOF_PY
 rc=$?
 check "... the two exported runs have the same two tables within 1e-5" test "$rc" -eq 0
 cat "$tmp/tables"
+"$py" - "$tmp/dense-acc/model-60.onnx" "$tmp/sparse-acc/model-60.onnx" <<'EOF_PY' >"$tmp/tables-acc" 2>&1
+import sys, numpy as np, onnx, onnx.numpy_helper as nh
+inits = [{i.name: nh.to_array(i) for i in onnx.load(p).graph.initializer} for p in sys.argv[1:]]
+for name in ("emb_u/table", "emb_i/table"):
+    diff = float(np.abs(inits[0][name] - inits[1][name]).max())
+    print(name, "accumulated, max |dense - sparse|:", diff)
+    assert diff < 1e-6 and float(np.abs(inits[0][name]).max()) > 0, diff
+EOF_PY
+rc=$?
+check "accumulate: dense and sparse 2 x 25 export the same two tables within 1e-6" test "$rc" -eq 0
+cat "$tmp/tables-acc"
 
 timeout 120 "$psrun" eval --model-dir "$tmp/sparse-sgd" --test-images "$tmp/d/test_user.npy" \
     --test-labels "$tmp/d/test_y.npy" --test-input item="$tmp/d/test_item.npy" --test-input x="$tmp/d/test_x.npy" \

@@ -3,12 +3,15 @@
 // the tail, and the row gradients come out per table; the exit-2 refusals name the input.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "common/result.h"
 #include "workerd/nn/model_description.h"
+#include "workerd/nn/network.h"
+#include "workerd/step_batches.h"
 #include "workerd/sparse_tables.h"
 
 namespace psrun::worker {
@@ -141,6 +144,54 @@ TEST_CASE("two sparse tables map their own inputs' ids to local rows and hand ou
     } catch (const std::out_of_range& e) {
         CHECK(std::string(e.what()) == "id 12 at position 1 of example 0 is outside the 10 rows of sparse table emb_u/table");
     }
+}
+
+TEST_CASE("accumulation: an update's micro-batches are mapped together and each restored with the union's rows",
+          "[trainer][sparse][accumulate]") {
+    const nn::ModelDescription model = recommender();
+    SparseTables tables(model, {"emb_u", "emb_i"}, 7);
+    // Micro-batches of 2, two per update: the local tables hold the ids of 4 examples.
+    const nn::ModelDescription local = tables.local_model(4);
+    CHECK(local.tensors[tables.tables()[0].tensor()].shape == std::vector<std::int64_t>{8, 2});
+    CHECK(local.tensors[tables.tables()[1].tensor()].shape == std::vector<std::int64_t>{12, 3});
+    std::vector<float> params(static_cast<std::size_t>(local.parameter_count));
+    std::vector<float> grads(params.size());
+    nn::NetworkOptions options;
+    options.batch_size = 2;
+    auto created = nn::Network::create(local, options, params, grads);
+    if (!created) FAIL(created.error().message);
+    nn::Network& n = **created;
+    const std::size_t u = tables.tables()[0].input(), i = tables.tables()[1].input(), x = 2;
+    auto fill = [&](std::vector<std::int32_t> user, std::vector<std::int32_t> item, float value, float target) {
+        std::copy(user.begin(), user.end(), n.input_ids(u).begin());
+        std::copy(item.begin(), item.end(), n.input_ids(i).begin());
+        std::fill(n.input(x).begin(), n.input(x).end(), value);
+        std::fill(n.targets().begin(), n.targets().end(), target);
+    };
+    auto ids = [&](std::size_t input) { return std::vector<std::int32_t>(n.input_ids(input).begin(), n.input_ids(input).end()); };
+    StepBatches step(n, 2);
+    fill({3, 5, 3, 9}, {7, 7, 1, 19, 0, 1}, 0.5f, 1.0f);
+    step.save(n, 0);
+    fill({9, 4, 4, 4}, {2, 19, 2, 5, 5, 0}, -1.0f, 0.0f);
+    step.save(n, 1);
+    CHECK(step.ids(u).size() == 8);
+    CHECK(step.ids(i).size() == 12);
+    CHECK(step.ids(x).empty());  // a float input
+    tables.map_batch([&](std::size_t input) { return step.ids(input); }, 4, 4);
+    const auto requests = tables.requests();  // one pull for the update: the union of both micro-batches' ids
+    CHECK(std::vector<std::uint32_t>(requests[0].ids.begin(), requests[0].ids.end()) == std::vector<std::uint32_t>{3, 4, 5, 9});
+    CHECK(std::vector<std::uint32_t>(requests[1].ids.begin(), requests[1].ids.end()) ==
+          std::vector<std::uint32_t>{0, 1, 2, 5, 7, 19});
+    step.restore(n, 0);  // the same id, the same local row in both micro-batches
+    CHECK(ids(u) == std::vector<std::int32_t>{0, 2, 0, 3});
+    CHECK(ids(i) == std::vector<std::int32_t>{4, 4, 1, 5, 0, 1});
+    CHECK(n.input(x)[0] == 0.5f);
+    CHECK(n.targets()[1] == 1.0f);
+    step.restore(n, 1);
+    CHECK(ids(u) == std::vector<std::int32_t>{3, 1, 1, 1});
+    CHECK(ids(i) == std::vector<std::int32_t>{2, 5, 2, 3, 3, 0});
+    CHECK(n.input(x)[3] == -1.0f);
+    CHECK(n.targets()[0] == 0.0f);
 }
 
 TEST_CASE("the automatic rule makes every table over the threshold sparse", "[trainer][sparse]") {
