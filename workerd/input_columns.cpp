@@ -36,8 +36,23 @@ double element(const std::vector<std::uint8_t>& bytes, const NpyHeader& h, std::
     return static_cast<double>(static_cast<std::int64_t>(raw << shift) >> shift);
 }
 
-Result<InputColumn> load_column(const nn::InputDef& input, const std::string& file, std::string_view option,
-                                std::size_t rows, const std::string& rows_from) {
+// The embedding with the fewest rows among those that read `input` directly (nullptr: none does):
+// each of the input's ids must be a row of every such table, dense or sparse.
+const nn::Node* smallest_table_reader(const nn::ModelDescription& model, const std::string& input, std::int64_t& rows) {
+    const nn::Node* out = nullptr;
+    for (const auto& node : model.nodes) {
+        if (node.op != "embedding" || node.inputs.empty() || node.inputs[0] != input) continue;
+        const auto v = node.attrs.value("vocabulary", std::int64_t{0});
+        if (v > 0 && (out == nullptr || v < rows)) {
+            out = &node;
+            rows = v;
+        }
+    }
+    return out;
+}
+
+Result<InputColumn> load_column(const nn::ModelDescription& model, const nn::InputDef& input, const std::string& file,
+                                std::string_view option, std::size_t rows, const std::string& rows_from) {
     const std::string where = std::string(option) + " " + input.name + "=" + file;
     auto bytes = read_maybe_gzip(file);
     if (!bytes) return tl::unexpected(invalid(where + ": " + bytes.error().message));
@@ -70,12 +85,21 @@ Result<InputColumn> load_column(const nn::InputDef& input, const std::string& fi
     c.per_example = per_example;
     if (ints) c.i32.resize(count);
     else c.f32.resize(count);
+    std::int64_t vocabulary = 0;
+    const nn::Node* table = ints ? smallest_table_reader(model, input.name, vocabulary) : nullptr;
     for (std::size_t e = 0; e < count; ++e) {
         const double v = element(*bytes, h, e);
         if (ints) {
             if (v < 0 || v > 2147483647.0)
                 return tl::unexpected(invalid(where + ": id " + std::to_string(static_cast<long long>(v)) + " at row " +
                                               std::to_string(e / per_example) + " is not in [0, 2^31)"));
+            if (table != nullptr && v >= static_cast<double>(vocabulary))  // as the primary input's check words it
+                return tl::unexpected(invalid(
+                    where + ": id " + std::to_string(static_cast<long long>(v)) + " at example " +
+                    std::to_string(e / per_example) + " position " + std::to_string(e % per_example) +
+                    " is out of range 0-" + std::to_string(vocabulary - 1) + " (embedding " + table->name +
+                    " of model " + model.name + " reads " + input.name + " and has a vocabulary of " +
+                    std::to_string(vocabulary) + ")"));
             c.i32[e] = static_cast<std::int32_t>(v);
         } else {
             c.f32[e] = static_cast<float>(v);
@@ -128,7 +152,7 @@ Result<std::vector<InputColumn>> load_input_columns(const nn::ModelDescription& 
             return tl::unexpected(invalid("model " + model.name + " takes the input " + input.name + " [" +
                                           nn::shape_text(input.info.dims) + "] " + nn::to_string(input.info.type) +
                                           ": give " + opt + " " + input.name + "=FILE.npy (one row per example)"));
-        auto column = load_column(input, files[i], option, rows, rows_from);
+        auto column = load_column(model, input, files[i], option, rows, rows_from);
         if (!column) return tl::unexpected(column.error());
         columns.push_back(std::move(*column));
     }

@@ -21,7 +21,9 @@ namespace psrun::worker {
 // labels file). Errors (kInvalidArgument, naming the option, the input and the files): a bad
 // argument, a name that is not one of the model's extra inputs, an input given twice or not at
 // all, an unreadable file, a file whose rows are not examples of the input or whose row count
-// is not `rows`. A single-input model with no args gives no columns.
+// is not `rows`, an id of an int input outside the smallest table of the embeddings that read it
+// (dense or sparse; naming the file, the example and the position, as the primary input's check
+// does when its data is loaded). A single-input model with no args gives no columns.
 [[nodiscard]] Result<std::vector<InputColumn>> load_input_columns(const nn::ModelDescription& model,
                                                                   const std::vector<std::string>& args,
                                                                   std::string_view option, std::size_t rows,

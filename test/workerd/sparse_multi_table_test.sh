@@ -11,7 +11,8 @@
 # restored from the checkpoint with both tables' rows. With --accumulate-steps 2 of 25 the sparse run
 # equals the dense one with the same options (loss curve, AUC, exported tables) and the batch-50
 # run, with one exchange per update (issue 35). Then the exit-2 errors: one table named
-# twice, an embedding whose input another node reads too (the message names the input).
+# twice, an embedding whose input another node reads too (the message names the input), an id
+# beyond a table in --train-input's file (at load, naming the file; sparse or dense).
 # Needs python3-numpy and onnx. Usage: sparse_multi_table_test.sh <workerd> <psrun>
 set -u
 workerd=$1
@@ -258,5 +259,25 @@ error_run shared "${shared[@]}" --sparse-embedding emb_u --sparse-embedding emb_
 rc=$?
 check "an embedding whose input another node reads exits 2 (rc=$rc)" test "$rc" -eq 2
 check "... naming the node and the input" grep -q "sparse-embedding emb_i: node emb_i2 also reads the model input item: a sparse table's embedding must be its only reader" "$tmp/shared.log"
+# An id beyond the item table in --train-input's file is refused when the file is loaded, naming it,
+# the example and the position, whether the table is sparse or dense (as the primary input's ids are).
+"$py" -c "
+import numpy as np, sys
+a = np.load(sys.argv[1]); a[5, 2] = 600; np.save(sys.argv[2], a)" "$tmp/d/train_item.npy" "$tmp/bad_item.npy"
+bad=("${data[@]}")
+bad[7]=item=$tmp/bad_item.npy
+for mode in sparse dense; do  # workerd loads its data once it has joined psd: a real one for the sparse tables
+    if [ "$mode" = sparse ]; then
+        timeout 60 "$psrun" local --ps 1 --workers 1 --no-auth -- "${bad[@]}" --steps 5 --sparse-embedding emb_u,emb_i \
+            >"$tmp/bad-$mode.log" 2>&1
+    else
+        timeout 60 "$workerd" --standalone "${bad[@]}" --steps 5 >"$tmp/bad-$mode.log" 2>&1
+    fi
+    rc=$?
+    check "$mode: an id beyond the item table in --train-input exits 2 (rc=$rc)" test "$rc" -eq 2
+    check "... naming the file, the example, the position and the table" grep -q \
+        "train-input item=$tmp/bad_item.npy: id 600 at example 5 position 2 is out of range 0-599 (embedding emb_i of model rec reads item and has a vocabulary of 600)" \
+        "$tmp/bad-$mode.log"
+done
 [ "$fail" -eq 0 ] || grep -h "error" "$tmp"/*.log | head -20
 exit "$fail"
