@@ -5,7 +5,7 @@
 // (b = 0 without a conv bias, scale = 1 and shift = 0 where the batch norm has none) and the
 // conv with w', b' computes both nodes; a following relu or clip becomes its post-op. The
 // folded tensors are recomputed from the parameter buffer at the start of every forward
-// (O x I/G x KH x KW multiply-adds, next to N x that x OH x OW for the conv), so a network built
+// (O x I/G x (KD x) KH x KW multiply-adds, next to N x that x OH x OW for the conv), so a network built
 // once sees the parameters as they are when it runs. fusion.cpp picks the pattern only where
 // the context does not train: a training forward needs the batch's statistics.
 #include <cmath>

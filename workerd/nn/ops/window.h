@@ -31,6 +31,7 @@ namespace psrun::nn {
 
 class OnnxNodeImport;
 
+// The window of any node above (the name is the 2-D one's; the depth axis is its 3-D part).
 struct Window2d {
     std::int64_t kh = 1, kw = 1;  // kernel (window) size
     std::int64_t sh = 1, sw = 1;  // stride
