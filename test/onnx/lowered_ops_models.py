@@ -7,7 +7,8 @@ end to end through the psrun CLI:
   small torch modules (F.pixel_shuffle / pixel_unshuffle: DepthToSpace CRD / SpaceToDepth;
   x.repeat: Tile; torch.cumsum: CumSum; F.normalize: ReduceL2; torch.logsumexp: ReduceLogSumExp;
   x.norm(p=1): ReduceL1; x.std / x.var: ReduceProd of Shape; torch.sin/cos/sign; F.celu;
-  x.flip and F.cosine_similarity: Slice with step -1), exported in training mode without
+  x.flip and F.cosine_similarity: Slice with step -1; F.interpolate bilinear with align_corners,
+  bicubic, nearest at a non-integer factor: Resize as interpolation matrices), exported in training mode without
   constant folding at opsets 13, 14 and 17, batch axis dynamic:
     - `psrun model show F.onnx` exits 0 and lists the expected kinds;
     - `psrun model check F.onnx --input X --labels Y --gradients G.json` gives torch's forward
@@ -76,6 +77,23 @@ class Shuffle(nn.Module):
         return self.head(torch.cat([down.flatten(1), up.flatten(1)], 1))
 
 
+class Interp(nn.Module):
+    """x [N, 3, 5, 6] (or [N, 3, *spatial]): conv 1x1, F.interpolate(**kw) (every mode and
+    coordinate transform oneDNN's resampling cannot compute, and volumes: a matmul per resized
+    axis), tanh, flatten, linear."""
+
+    def __init__(self, spatial=(5, 6), **kw):
+        super().__init__()
+        self.kw = kw
+        self.conv = (nn.Conv3d if len(spatial) == 3 else nn.Conv2d)(3, 2, 1)
+        with torch.no_grad():
+            size = F.interpolate(torch.zeros(1, 2, *spatial), **kw).shape
+        self.head = nn.Linear(int(np.prod(size[1:])), 10)
+
+    def forward(self, x):
+        return self.head(torch.tanh(F.interpolate(self.conv(x), **self.kw)).flatten(1))
+
+
 def three(v):
     return v.view(v.shape[0], 2, 4)
 
@@ -102,6 +120,15 @@ MODELS = {
     "flip": (lambda: Vec(lambda s, x: torch.cat([s.a(x).flip(1), three(s.b(x)).flip(1, 2).flatten(1),
                                                  F.cosine_similarity(s.a(x), s.b(x).flip(1), dim=1).unsqueeze(1)], 1),
                          17), (16,), ["gather"]),
+    "interp_align_corners": (lambda: Interp(scale_factor=2, mode="bilinear", align_corners=True), (3, 5, 6),
+                             ["matmul", "constant", "transpose"]),
+    "interp_align_sizes": (lambda: Interp(size=(7, 4), mode="bilinear", align_corners=True), (3, 5, 6), ["matmul"]),
+    "interp_bicubic": (lambda: Interp(size=(9, 11), mode="bicubic", align_corners=False), (3, 5, 6), ["matmul"]),
+    "interp_bicubic_corners": (lambda: Interp(scale_factor=2, mode="bicubic", align_corners=True), (3, 5, 6),
+                               ["matmul"]),
+    "interp_nearest_odd": (lambda: Interp(size=(8, 9), mode="nearest"), (3, 5, 6), ["matmul"]),
+    "interp_trilinear": (lambda: Interp(spatial=(3, 4, 5), size=(4, 6, 7), mode="trilinear", align_corners=False),
+                         (3, 3, 4, 5), ["matmul"]),
 }
 
 

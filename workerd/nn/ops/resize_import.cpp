@@ -1,11 +1,15 @@
 // ONNX Resize -> resize (resize.cpp): the output sizes from the scales or sizes input (constants
 // at import, opset 18's axes mapped), then a check, axis by axis, that oneDNN's resampling reads
 // the same source positions as the node's coordinate_transformation_mode (and nearest_mode)
-// say for these sizes; anything else is refused naming the attribute.
+// say for these sizes. Where it does not (align_corners, nearest at a non-integer factor, cubic
+// or any other mode), the node is imported as what it is, a linear map per axis: a matmul with a
+// constant [in, out] matrix of ONNX's interpolation weights for that axis (transposed to the
+// last axis and back), so every mode and coordinate transform trains, at the cost of a dense
+// product over each resized axis. Refused, naming the attribute: tf_crop_and_resize, antialias
+// when downsampling, a matrix over 2^24 entries.
 #include <algorithm>
 #include <cmath>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <tuple>
 
@@ -21,6 +25,8 @@ using Ints = std::vector<std::int64_t>;
 
 struct Modes {
     std::string mode, transform, nearest;
+    double cubic_a = -0.75;
+    bool exclude_outside = false;
 };
 
 // ONNX's source coordinate of output o (before rounding and clamping); nullopt: an unknown mode.
@@ -44,12 +50,13 @@ double onnx_round(const std::string& nearest, double x) {
     return std::round(x);
 }
 
-// Empty when axis `axis` (in -> out at ONNX scale `scale`) maps like oneDNN's; else why not.
-std::string mismatch(const Modes& m, std::size_t axis, std::int64_t in, std::int64_t out, double scale) {
+// True when oneDNN's resampling reads, for every output of an axis (in -> out at ONNX scale
+// `scale`), the source position ONNX's coordinate transform (and rounding) gives.
+bool onednn_reads_same(const Modes& m, std::int64_t in, std::int64_t out, double scale) {
     const double last = static_cast<double>(in - 1);
     for (std::int64_t o = 0; o < out; ++o) {
         const auto x = onnx_coordinate(m.transform, o, in, out, scale);
-        if (!x) return "coordinate_transformation_mode " + m.transform + " is not supported";
+        if (!x) return false;
         // oneDNN: (o + 0.5) * in / out - 0.5 in float, clamped to the input.
         const float s = (static_cast<float>(o) + 0.5f) * static_cast<float>(in) / static_cast<float>(out) - 0.5f;
         double theirs = 0, ours = 0;
@@ -60,30 +67,100 @@ std::string mismatch(const Modes& m, std::size_t axis, std::int64_t in, std::int
             theirs = std::clamp(*x, 0.0, last);
             ours = std::clamp(static_cast<double>(s), 0.0, last);
         }
-        if (std::fabs(theirs - ours) > 1e-5 * std::max(1.0, last)) {
-            std::string what = "coordinate_transformation_mode " + m.transform;
-            if (m.mode == "nearest") what += " with nearest_mode " + m.nearest;
-            auto text = [](double v) {
-                std::ostringstream text_out;
-                text_out << v;
-                return text_out.str();
-            };
-            return what + " from " + std::to_string(in) + " to " + std::to_string(out) + " on axis " +
-                   std::to_string(axis) + " reads input " + text(theirs) + " for output " + std::to_string(o) +
-                   ", oneDNN's resampling " + text(ours) +
-                   ": not supported (nearest: asymmetric + floor at integer factors, or half_pixel + "
-                   "round_prefer_ceil; linear: half_pixel)";
+        if (std::fabs(theirs - ours) > 1e-5 * std::max(1.0, last)) return false;
+    }
+    return true;
+}
+
+// ONNX's interpolation weights along one axis as W [in, out], row-major: output o is
+// sum_i x[i] * W[i][o] (onnx/reference/ops/op_resize.py). Nearest: a 1 at the rounded coordinate,
+// clamped; linear: floor(x) and floor(x) + 1 of the coordinate clamped to [0, in - 1]; cubic:
+// floor(x) - 1 .. floor(x) + 2 with Keys' kernel of coefficient a, indices clamped to the edge,
+// or with exclude_outside the taps outside dropped and the rest renormalised. Empty (and `why`
+// set) for a coordinate transform this cannot compute.
+std::vector<float> resize_axis_weights(const Modes& m, std::int64_t in, std::int64_t out, double scale, std::string& why) {
+    std::vector<double> w(static_cast<std::size_t>(in * out), 0.0);
+    const auto put = [&](std::int64_t i, std::int64_t o, double v) {
+        w[static_cast<std::size_t>(std::clamp<std::int64_t>(i, 0, in - 1) * out + o)] += v;
+    };
+    const double last = static_cast<double>(in - 1);
+    for (std::int64_t o = 0; o < out; ++o) {
+        const auto x = onnx_coordinate(m.transform, o, in, out, scale);
+        if (!x) {
+            why = "coordinate_transformation_mode " + m.transform + " is not supported";
+            return {};
+        }
+        if (m.mode == "nearest") {
+            put(static_cast<std::int64_t>(std::clamp(onnx_round(m.nearest, *x), 0.0, last)), o, 1.0);
+        } else if (m.mode == "linear") {
+            const double c = std::clamp(*x, 0.0, last), f = std::floor(c), r = c - f;
+            put(static_cast<std::int64_t>(f), o, 1.0 - r);
+            put(static_cast<std::int64_t>(f) + 1, o, r);
+        } else {
+            const double f = std::floor(*x), r = *x - f, a = m.cubic_a;
+            const double d[4] = {r + 1, r, 1 - r, 2 - r};  // distances of floor - 1 .. floor + 2
+            double taps[4], kept = 0;
+            for (int k = 0; k < 4; ++k) {
+                const double t = d[k];
+                taps[k] = t <= 1 ? ((a + 2) * t - (a + 3)) * t * t + 1 : ((a * t - 5 * a) * t + 8 * a) * t - 4 * a;
+                const auto i = static_cast<std::int64_t>(f) - 1 + k;
+                if (m.exclude_outside && (i < 0 || i >= in)) taps[k] = 0;
+                kept += taps[k];
+            }
+            for (int k = 0; k < 4; ++k)
+                put(static_cast<std::int64_t>(f) - 1 + k, o, m.exclude_outside && kept != 0 ? taps[k] / kept : taps[k]);
         }
     }
-    return {};
+    return {w.begin(), w.end()};
+}
+
+// Emits x resized along each spatial axis a whose out[a] or weights differ from the identity
+// (see resize_axis_weights), the last axis first; returns the resized value.
+Result<std::string> emit_resize_matrices(OnnxNodeImport& node, std::string x, const ValueInfo& in, const Modes& m,
+                                         const Ints& out, const std::vector<double>& scales) {
+    const auto rank = static_cast<std::int64_t>(in.rank());
+    for (std::int64_t a = rank - 1; a >= 2; --a) {
+        const std::int64_t n = in.dims[static_cast<std::size_t>(a)].value, o = out[static_cast<std::size_t>(a)];
+        if (n * o > (std::int64_t{1} << 24))
+            return tl::unexpected(node.refuse("resizing axis " + std::to_string(a) + " from " + std::to_string(n) +
+                                              " to " + std::to_string(o) + " needs a " + std::to_string(n) + " x " +
+                                              std::to_string(o) + " interpolation matrix, over the 2^24 entries the "
+                                              "importer builds"));
+        std::string why;
+        auto w = resize_axis_weights(m, n, o, scales[static_cast<std::size_t>(a)], why);
+        if (w.empty()) return tl::unexpected(node.refuse(why));
+        bool identity = n == o;
+        for (std::int64_t i = 0; identity && i < n; ++i)
+            for (std::int64_t j = 0; identity && j < o; ++j)
+                identity = w[static_cast<std::size_t>(i * o + j)] == (i == j ? 1.0f : 0.0f);
+        if (identity) continue;
+        auto matrix = node.emit({{"kind", "constant"}, {"shape", {n, o}}, {"type", "float"}, {"values", w}});
+        if (!matrix) return tl::unexpected(matrix.error());
+        Ints perm;  // axis a and the last swapped (its own inverse)
+        for (std::int64_t d = 0; d < rank; ++d) perm.push_back(d == a ? rank - 1 : d == rank - 1 ? a : d);
+        if (a != rank - 1) {
+            auto moved = node.emit({{"kind", "transpose"}, {"inputs", {x}}, {"perm", perm}});
+            if (!moved) return tl::unexpected(moved.error());
+            x = *moved;
+        }
+        auto product = node.emit({{"kind", "matmul"}, {"inputs", {x, *matrix}}});
+        if (!product) return tl::unexpected(product.error());
+        x = *product;
+        if (a != rank - 1) {
+            auto back = node.emit({{"kind", "transpose"}, {"inputs", {x}}, {"perm", perm}});
+            if (!back) return tl::unexpected(back.error());
+            x = *back;
+        }
+    }
+    return x;
 }
 
 }  // namespace
 
 Result<void> import_resize(OnnxNodeImport& node) {
     const ValueInfo* x = node.info(0);
-    if (x == nullptr || (x->rank() != 3 && x->rank() != 4))
-        return tl::unexpected(node.refuse("the input must be N x C x L or N x C x H x W"));
+    if (x == nullptr || x->rank() < 3 || x->rank() > 5)
+        return tl::unexpected(node.refuse("the input must be N x C x L, N x C x H x W or N x C x D x H x W"));
     const std::size_t rank = x->rank();
     Modes m;
     for (auto [name, fallback, field] : {std::tuple{"mode", "nearest", &m.mode},
@@ -93,8 +170,13 @@ Result<void> import_resize(OnnxNodeImport& node) {
         if (!v) return tl::unexpected(v.error());
         *field = *v;
     }
-    if (m.mode != "nearest" && m.mode != "linear")
-        return tl::unexpected(node.refuse("mode " + m.mode + " is not supported (nearest and linear are)"));
+    if (m.mode != "nearest" && m.mode != "linear" && m.mode != "cubic")
+        return tl::unexpected(node.refuse("mode " + m.mode + " is none of nearest, linear and cubic"));
+    auto cubic_a = node.float_attr("cubic_coeff_a", -0.75f);
+    auto exclude = node.int_attr("exclude_outside", 0);
+    if (!cubic_a || !exclude) return tl::unexpected(!cubic_a ? cubic_a.error() : exclude.error());
+    m.cubic_a = *cubic_a;
+    m.exclude_outside = *exclude != 0;
     auto antialias = node.int_attr("antialias", 0);
     if (!antialias) return tl::unexpected(antialias.error());
     auto policy = node.string_attr("keep_aspect_ratio_policy", "stretch");
@@ -147,15 +229,25 @@ Result<void> import_resize(OnnxNodeImport& node) {
         return tl::unexpected(
             node.refuse("only the spatial axes may be resized (the batch and channel axes keep their size)"));
     Ints sizes(out.begin() + 2, out.end());
+    // The resize kind (oneDNN's resampling) where it reads what ONNX says on every axis; a volume
+    // (N x C x D x H x W) always through the matrices.
+    bool onednn = m.mode != "cubic" && rank <= 4;
     for (std::size_t a = 2; a < rank; ++a) {
         if (out[a] < 1) return tl::unexpected(node.refuse("the output would be empty"));
-        if (*antialias != 0 && m.mode == "linear" && out[a] < x->dims[a].value)
+        if (*antialias != 0 && m.mode != "nearest" && out[a] < x->dims[a].value)
             return tl::unexpected(node.refuse("antialias 1 when downsampling is not supported"));
-        if (auto why = mismatch(m, a, x->dims[a].value, out[a], scales[a]); !why.empty())
-            return tl::unexpected(node.refuse(why));
+        if (m.transform == "tf_crop_and_resize")
+            return tl::unexpected(node.refuse("coordinate_transformation_mode tf_crop_and_resize is not supported"));
+        onednn = onednn && onednn_reads_same(m, x->dims[a].value, out[a], scales[a]);
     }
     auto input = node.value(0);
     if (!input) return tl::unexpected(input.error());
+    if (!onednn) {
+        auto resized = emit_resize_matrices(node, *input, *x, m, out, scales);
+        if (!resized) return tl::unexpected(resized.error());
+        node.bind_output(0, *resized);
+        return {};
+    }
     auto name = node.emit({{"kind", "resize"}, {"inputs", {*input}}, {"mode", m.mode}, {"sizes", sizes}});
     if (!name) return tl::unexpected(name.error());
     node.bind_output(0, *name);
