@@ -25,7 +25,7 @@
 #include "launcher/run_summary.h"
 #include "launcher/supervisor.h"
 #include "launcher/thread_plan.h"
-#include "launcher/worker_restarts.h"
+#include "launcher/daemon_restarts.h"
 
 namespace psrun::launcher {
 namespace {
@@ -37,6 +37,7 @@ struct LocalOptions {
     bool tcp = false;
     double grace_seconds = 10.0;
     int restart_workers = 0;
+    int restart_ps = 0;
     std::optional<int> threads;
     bool dry_run = false;
     bool plan = false;
@@ -69,11 +70,30 @@ void log_threads(const ThreadPlan& plan, const LocalOptions& o, const std::vecto
     if (auto warning = local_oversubscription(effective, cores, o.num_workers, o.num_ps)) spdlog::warn("{}", *warning);
 }
 
-// Names every worker restart (--restart-workers) in the log and in <model-dir>/summary.json.
-void report_restarts(const WorkerRestarts& restarts, const std::optional<std::string>& model_dir) {
+// The --reconnect-wait psrun local gives psd and the workers with --restart-ps when none is given:
+// a psd restarted on this host answers within seconds; a minute covers a loaded host.
+constexpr double kRestartPsReconnectWait = 60;
+
+// --restart-ps N needs the ps, a model dir to restore from and workers that wait for the
+// restarted psd: throws UsageError naming what to add; gives --reconnect-wait its default.
+void check_restart_ps(const LocalOptions& o, DaemonOptions& daemon) {
+    if (o.restart_ps == 0) return;
+    if (o.num_ps == 0) throw UsageError("--restart-ps needs --ps 1 or more (a standalone worker has no psd to restart)");
+    if (!training_model_dir(daemon.training))
+        throw UsageError("--restart-ps needs --model-dir D in the training options (after --): the chief restores "
+                         "a restarted psd from the newest checkpoint there (add --checkpoint-secs or "
+                         "--checkpoint-steps to bound the steps lost)");
+    if (daemon.reconnect_wait && *daemon.reconnect_wait <= 0)
+        throw UsageError("--restart-ps needs the workers to wait for the restarted psd: drop --reconnect-wait 0 (with "
+                         "--restart-ps psrun local's default is 60 s) or give --reconnect-wait S > 0");
+    if (!daemon.reconnect_wait) daemon.reconnect_wait = kRestartPsReconnectWait;
+}
+
+// Names every daemon restart (--restart-workers, --restart-ps) in the log and in <model-dir>/summary.json.
+void report_restarts(const DaemonRestarts& restarts, const std::optional<std::string>& model_dir) {
     if (restarts.all().empty()) return;
-    for (const WorkerRestart& r : restarts.all())
-        spdlog::info("restarted {} at {}: it {} at global step {}", r.worker, r.time_utc, r.status,
+    for (const DaemonRestart& r : restarts.all())
+        spdlog::info("restarted {} at {}: it {} at global step {}", r.label, r.time_utc, r.status,
                      r.global_step ? std::to_string(*r.global_step) : std::string("unknown"));
     if (!model_dir) return;
     if (auto added = restarts.add_to_summary(*model_dir); !added) spdlog::warn("{}", added.error().message);
@@ -119,8 +139,9 @@ void run_local(const LocalOptions& o, CommandContext& ctx) {
     DaemonOptions daemon = o.daemon;
     daemon.training = ctx.training;
     daemon.ps_threads = threads.ps_threads;
+    check_restart_ps(o, daemon);
     // One host: no network between the daemons can blink, and a daemon that is gone is gone (psrun sees it exit),
-    // so nobody waits for a silent peer unless asked to.
+    // so nobody waits for a silent peer unless asked to (or psrun restarts the psd: --restart-ps).
     if (!daemon.reconnect_wait) daemon.reconnect_wait = 0;
     // One run per model dir: psrun local holds it from here to its exit, its daemons join.
     std::unique_ptr<ModelDirLock> dir_lock;
@@ -155,7 +176,7 @@ void run_local(const LocalOptions& o, CommandContext& ctx) {
         ctx.exit_code = kExitOk;
         return;
     }
-    WorkerRestarts restarts(o.restart_workers);
+    DaemonRestarts restarts(o.restart_workers, o.restart_ps);
     Supervisor supervisor(seconds_to_ms(o.grace_seconds), &restarts);
     ctx.exit_code = supervisor.run(commands);
     report_restarts(restarts, training_model_dir(daemon.training));
@@ -201,6 +222,12 @@ void add_local_command(CLI::App& app, CommandContext& ctx) {
     cmd->add_option("--restart-workers", o->restart_workers,
                     "start a worker that dies (killed by a signal, or exit 1) again with its command line, at most "
                     "N times in all; it rejoins the run, which can still end 0 (summary.json lists the restarts)")
+        ->check(integer_in(0, 1000000))
+        ->capture_default_str();
+    cmd->add_option("--restart-ps", o->restart_ps,
+                    "start a psd that dies (killed by a signal, or exit 1) again with its command line on the same "
+                    "endpoint, at most N times in all; the chief restores it from the newest checkpoint (needs "
+                    "--model-dir; --reconnect-wait defaults to 60 s with it)")
         ->check(integer_in(0, 1000000))
         ->capture_default_str();
     cmd->add_option("--threads", o->threads,

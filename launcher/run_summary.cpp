@@ -56,7 +56,9 @@ std::vector<std::string> summary_lines(const nlohmann::json& summary, const std:
             const auto step = e.contains("global_step") && e["global_step"].is_number()
                                   ? std::to_string(e["global_step"].get<long long>())
                                   : std::string("unknown");
-            lines.push_back(fmt::format("restart: worker {} at {} (it {} at global step {})", e.value("worker", 0),
+            // {"role": "ps", "ps": 1, ...}; records before --restart-ps have no role: workers.
+            const std::string role = e.value("role", std::string("worker"));
+            lines.push_back(fmt::format("restart: {} {} at {} (it {} at global step {})", role, e.value(role, 0),
                                         e.value("time", std::string("?")), e.value("status", std::string("?")), step));
         }
     }

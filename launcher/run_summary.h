@@ -24,8 +24,8 @@ struct ModelDirFiles {
 // The block's lines (no trailing newline): the final and best value of `metric`, the time to the
 // run's targets (common/metric_targets.h: those summary.json's "targets" records as given, else
 // the dataset's customary ones, else the best value and near it; from the "evaluations"
-// records' seconds), img/s, one line per worker restart ("restarts", psrun local
-// --restart-workers), and where the model dir, curves.png and the TensorBoard events are.
+// records' seconds), img/s, one line per daemon restart ("restarts", psrun local
+// --restart-workers and --restart-ps), and where the model dir, curves.png and the TensorBoard events are.
 // REQUIRES: summary[metric.field] is a number.
 std::vector<std::string> summary_lines(const nlohmann::json& summary, const std::string& model_dir,
                                        const ModelDirFiles& files, const MetricSpec& metric = accuracy_metric());

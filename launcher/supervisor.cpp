@@ -78,7 +78,7 @@ bool Supervisor::tolerated_death(const Child& c, int status) {
     return c.command.program == "workerd" && !chief && !standalone && !evaluator && WIFSIGNALED(status);
 }
 
-void Supervisor::reap(bool stopping) {
+void Supervisor::reap(bool stopping, bool draining) {
     while (true) {
         int status = 0;
         const pid_t pid = ::waitpid(-1, &status, WNOHANG);
@@ -94,13 +94,13 @@ void Supervisor::reap(bool stopping) {
                                        (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGKILL);
             if (ok || stopped_by_us) {
                 spdlog::info("{} (pid {}) {}", c.command.label, pid, describe_wait_status(status));
-            } else if (!stopping && restarts_ && restarts_->may_restart(c.command, status)) {
-                const WorkerRestart& r = restarts_->record(c.command, status);
-                spdlog::warn("{} (pid {}) {} at global step {}: starting it again (restart {} of --restart-workers "
-                             "{}); it rejoins the run",
+            } else if (!stopping && !draining && restarts_ && restarts_->may_restart(c.command, status)) {
+                const DaemonRestart& r = restarts_->record(c.command, status);
+                spdlog::warn("{} (pid {}) {} at global step {}: starting it again (restart {} of {} {}); {}",
                              c.command.label, pid, r.status,
                              r.global_step ? std::to_string(*r.global_step) : std::string("(psd did not say)"),
-                             restarts_->all().size(), restarts_->max());
+                             restarts_->used(c.command), DaemonRestarts::option(c.command), restarts_->max(c.command),
+                             c.is_ps ? "the chief restores it from the newest checkpoint" : "it rejoins the run");
                 if (!start(c)) {
                     failed_ = true;
                     must_stop_ = true;
@@ -219,7 +219,7 @@ int Supervisor::run(const std::vector<DaemonCommand>& commands) {
             interrupted = true;
             begin_stop(strsignal(sig));
         }
-        reap(stopping);
+        reap(stopping, draining);
         if (must_stop_) begin_stop("a daemon failed");
         if (!stopping && !draining && !any_running(false) && any_running(true)) {
             spdlog::info("all workers finished; waiting up to {} ms for the ps to exit",

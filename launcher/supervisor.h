@@ -16,9 +16,11 @@
 //  - a child exiting 75 (it was preempted) is not a failure and stops nobody;
 //  - the chief exiting kExitNoFinalCheckpoint (74: trained to the end, final checkpoint not
 //    written) stops nobody either; run() returns 74 when that was the first failure;
-//  - with `restarts` (--restart-workers N): a training worker killed by a signal or exiting 1 is
-//    started again with its command line (at most N restarts in all, launcher/worker_restarts.h)
-//    and is then no failure; once the N are used up, the rules above apply;
+//  - with `restarts` (--restart-workers N, --restart-ps N): a training worker or a psd killed by a
+//    signal or exiting 1 is started again with its command line, on the same endpoint (at most N
+//    restarts of that role in all, launcher/daemon_restarts.h), and is then no failure; once the
+//    N are used up, the rules above apply. Nothing is restarted while psrun stops the daemons or
+//    waits for the ps to exit after the last worker;
 //  - every worker/evaluator exited 0: the ps get the grace period to exit by themselves, then
 //    SIGTERM (and SIGKILL after another grace period); run() returns 0 unless a ps failed.
 #pragma once
@@ -30,14 +32,14 @@
 #include <vector>
 
 #include "launcher/daemon_command.h"
-#include "launcher/worker_restarts.h"
+#include "launcher/daemon_restarts.h"
 
 namespace psrun::launcher {
 
 class Supervisor {
   public:
     // `restarts` (may be null: no restarts) must outlive run().
-    explicit Supervisor(std::chrono::milliseconds grace, WorkerRestarts* restarts = nullptr)
+    explicit Supervisor(std::chrono::milliseconds grace, DaemonRestarts* restarts = nullptr)
         : grace_(grace), restarts_(restarts) {}
     Supervisor(const Supervisor&) = delete;
     Supervisor& operator=(const Supervisor&) = delete;
@@ -58,12 +60,13 @@ class Supervisor {
 
     bool start(Child& child);
     void signal_group(int sig);
-    void reap(bool stopping);
+    // `stopping`: SIGTERM was sent to the group; `draining`: the workers are done, the ps exiting.
+    void reap(bool stopping, bool draining);
     static bool tolerated_death(const Child& child, int status);
     void reap_descendants();
 
     std::chrono::milliseconds grace_;
-    WorkerRestarts* restarts_;
+    DaemonRestarts* restarts_;
     std::vector<Child> children_;
     pid_t group_ = 0;
     bool failed_ = false;
