@@ -39,7 +39,7 @@ wait_for() {
 # SIGKILLs ps 1 of the psrun logging to $1 once the chief has written its 2nd checkpoint; prints its PID.
 kill_ps1() {
     for _ in $(seq 600); do  # the chief's 2nd "checkpoint <dir>/ckpt-N (.. ms)" line
-        [ "$(grep -Ec '\[workerd:0\] checkpoint .*/ckpt-[0-9]+ \(' "$1")" -ge 2 ] && break
+        [ "$(grep -Ec '\[workerd:0\] checkpoint /[^ ]*/ckpt-[0-9]+ \(' "$1")" -ge 2 ] && break
         kill -0 "$pid" 2>/dev/null || return 1
         sleep 0.1
     done
@@ -84,7 +84,7 @@ at_kill = int(re.search(r"ps 1 \(pid \d+\) was killed by Killed at global step (
 restored, lost = map(int, re.search(r"ps 1 restarted: restored every shard from .* at global step (\d+): (\d+) steps lost", log).groups())
 print({"global_step_at_kill": at_kill, "restored_step": restored, "steps_lost": lost,
        "restarts": s.get("restarts"), "test_accuracy": s.get("test_accuracy"), "global_step": s.get("global_step")})
-assert restored >= every, restored  # the chief checkpoints every N of its steps, not at multiples of N
+assert restored >= 2 * every, restored  # the chief checkpoints every N of its steps, not at multiples of N
 # psd 0's step when psrun saw ps 1 die; a few steps in flight may pass a checkpoint being written.
 assert 0 <= at_kill - restored <= every + 10, (at_kill, restored)
 assert lost <= every + 10, lost
