@@ -78,7 +78,8 @@ constexpr double kRestartPsReconnectWait = 60;
 // restarted psd: throws UsageError naming what to add; gives --reconnect-wait its default.
 void check_restart_ps(const LocalOptions& o, DaemonOptions& daemon) {
     if (o.restart_ps == 0) return;
-    if (o.num_ps == 0) throw UsageError("--restart-ps needs --ps 1 or more (a standalone worker has no psd to restart)");
+    if (o.num_ps == 0)
+        throw UsageError("--restart-ps needs --ps 1 or more (a standalone worker has no psd to restart)");
     if (!training_model_dir(daemon.training))
         throw UsageError("--restart-ps needs --model-dir D in the training options (after --): the chief restores "
                          "a restarted psd from the newest checkpoint there (add --checkpoint-secs or "

@@ -86,9 +86,7 @@ TEST_CASE("summary_lines names each restart by role; records without a role are 
                      {{"worker", 2}, {"time", "2026-11-23T14:05:01Z"}, {"status", "exited with status 1"},
                       {"global_step", nullptr}}};
     const auto lines = summary_lines(s, "/m", {});
-    CHECK(std::find(lines.begin(), lines.end(),
-                    "restart: ps 1 at 2026-11-28T21:11:32Z (it was killed by Killed at global step 953)") != lines.end());
-    CHECK(std::find(lines.begin(), lines.end(),
-                    "restart: worker 2 at 2026-11-23T14:05:01Z (it exited with status 1 at global step unknown)") !=
-          lines.end());
+    auto has_line = [&](const std::string& line) { return std::find(lines.begin(), lines.end(), line) != lines.end(); };
+    CHECK(has_line("restart: ps 1 at 2026-11-28T21:11:32Z (it was killed by Killed at global step 953)"));
+    CHECK(has_line("restart: worker 2 at 2026-11-23T14:05:01Z (it exited with status 1 at global step unknown)"));
 }
