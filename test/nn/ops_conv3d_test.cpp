@@ -2,7 +2,9 @@
 // PyTorch's Conv3d, MaxPool3d, AvgPool3d over N x C x D x H x W): the window's planning per
 // axis (pads in ONNX's order, "same", ceil_mode), the conv forward against a naive loop
 // (stride, padding, dilation, groups, bias), gradients against central differences, the pools
-// and batch_norm over 5-D inputs, the conv + batch_norm fold, and the errors.
+// and batch_norm over 5-D inputs, the conv + batch_norm fold, and the errors; conv_transpose with
+// a 3-D kernel (PyTorch's ConvTranspose3d) against a scatter loop (stride, uneven pads,
+// output_padding, dilation, groups, bias), its gradients against central differences.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -54,6 +56,51 @@ std::vector<double> conv3d_ref(const std::vector<float>& x, const std::vector<fl
                                w[static_cast<std::size_t>((f * ci + i) * k_size + q)];
                     }
                 y.push_back(acc);
+            }
+    return y;
+}
+
+struct Transpose3dCase {
+    int groups;
+    std::vector<std::int64_t> stride, dilation, pads, output_padding;  // pads: ONNX's order
+    bool bias;
+};
+
+// The scatter form: x[n, i, at] adds x * w[i, o % (O/g), k] to y[n, o, at * s - pad + k * d]
+// for every o in i's group (w is PyTorch's [I, O/g, KD, KH, KW]).
+std::vector<double> conv_transpose3d_ref(const std::vector<float>& x, const std::vector<float>& w,
+                                         const std::vector<float>& b, std::int64_t n, std::int64_t c,
+                                         const std::vector<std::int64_t>& in, std::int64_t o,
+                                         const std::vector<std::int64_t>& k, const Transpose3dCase& tc,
+                                         const std::vector<std::int64_t>& out) {
+    const std::int64_t ci = c / tc.groups, co = o / tc.groups;
+    const std::int64_t in_size = in[0] * in[1] * in[2], k_size = k[0] * k[1] * k[2];
+    const std::int64_t out_size = out[0] * out[1] * out[2];
+    std::vector<double> y(static_cast<std::size_t>(n * o * out_size));
+    for (std::int64_t e = 0; e < n; ++e)
+        for (std::int64_t f = 0; f < o; ++f)
+            for (std::int64_t p = 0; p < out_size; ++p)
+                y[static_cast<std::size_t>((e * o + f) * out_size + p)] = tc.bias ? b[static_cast<std::size_t>(f)] : 0.0;
+    for (std::int64_t e = 0; e < n; ++e)
+        for (std::int64_t i = 0; i < c; ++i)
+            for (std::int64_t p = 0; p < in_size; ++p) {
+                const std::int64_t pos[3] = {p / (in[1] * in[2]), p / in[2] % in[1], p % in[2]};
+                const double v = x[static_cast<std::size_t>((e * c + i) * in_size + p)];
+                for (std::int64_t j = 0; j < co; ++j)
+                    for (std::int64_t q = 0; q < k_size; ++q) {
+                        const std::int64_t kq[3] = {q / (k[1] * k[2]), q / k[2] % k[1], q % k[2]};
+                        std::int64_t at = 0;
+                        bool inside = true;
+                        for (std::size_t a = 0; a < 3; ++a) {
+                            const std::int64_t u = pos[a] * tc.stride[a] - tc.pads[a] + kq[a] * tc.dilation[a];
+                            inside = inside && u >= 0 && u < out[a];
+                            at = at * out[a] + u;
+                        }
+                        if (!inside) continue;
+                        const std::int64_t f = (i / ci) * co + j;
+                        y[static_cast<std::size_t>((e * o + f) * out_size + at)] +=
+                            v * w[static_cast<std::size_t>((i * co + j) * k_size + q)];
+                    }
             }
     return y;
 }
@@ -155,6 +202,37 @@ TEST_CASE("3-D pools, batch_norm over N x C x D x H x W, and the conv + batch_no
     CHECK(rel_l2({(*infer)->outputs().begin(), (*infer)->outputs().end()}, want) < 1e-5);
 }
 
+TEST_CASE("conv_transpose with a 3-D kernel matches the scatter loop", "[nn_ops_conv][conv3d][conv_transpose]") {
+    // A U-Net decoder's upsampling (stride 2, pad 1, output_padding 1, groups 2); a dilated one
+    // with per-axis strides, uneven pads and no bias; stride 2 with no pads.
+    const auto tc = GENERATE(values<Transpose3dCase>({{2, {2, 2, 2}, {1, 1, 1}, {1, 1, 1, 1, 1, 1}, {1, 1, 1}, true},
+                                                      {1, {1, 2, 1}, {2, 1, 2}, {0, 1, 2, 1, 0, 1}, {0, 1, 0}, false},
+                                                      {2, {2, 2, 2}, {1, 1, 1}, {0, 0, 0, 0, 0, 0}, {0, 0, 0}, true}}));
+    const int batch = GENERATE(1, 2);
+    CAPTURE(tc.groups, tc.stride, tc.dilation, tc.pads, tc.output_padding, tc.bias, batch);
+    const std::int64_t c = 4, o = 6;
+    const std::vector<std::int64_t> in{3, 4, 3}, k{3, 2, 3};
+    json layer = {{"kind", "conv_transpose"}, {"name", "t"},     {"filters", o},
+                  {"kernel", k},              {"stride", tc.stride}, {"dilation", tc.dilation},
+                  {"padding", tc.pads},       {"output_padding", tc.output_padding},
+                  {"groups", tc.groups},      {"bias", tc.bias}};
+    if (tc.bias) layer["bias_init"] = {{"kind", "uniform"}, {"limit", 0.5}};
+    const auto model = graph_model({layer}, {c, in[0], in[1], in[2]});
+    std::vector<std::int64_t> out(3);
+    for (std::size_t a = 0; a < 3; ++a)
+        out[a] = (in[a] - 1) * tc.stride[a] - tc.pads[a] - tc.pads[a + 3] + tc.dilation[a] * (k[a] - 1) +
+                 tc.output_padding[a] + 1;
+    CHECK(concrete(model.value("t").dims, batch) == std::vector<std::int64_t>{batch, o, out[0], out[1], out[2]});
+    CHECK(model.tensor("t/w")->shape == std::vector<std::int64_t>{c, o / tc.groups, k[0], k[1], k[2]});
+    const auto r = forward_of(model, batch, 51);
+    const auto b = tc.bias ? tensor_values(model, r.params, "t/b") : std::vector<float>{};
+    check_close(r.output,
+                conv_transpose3d_ref(r.input, tensor_values(model, r.params, "t/w"), b, batch, c, in, o, k, tc, out),
+                1e-4);
+    check_gradients(model, batch, 53);
+    check_bf16_against_f32(model, batch, 55);
+}
+
 TEST_CASE("3-D windows: shapes that do not fit are refused", "[nn_ops_conv][conv3d]") {
     CHECK_THAT(graph_error({{{"kind", "conv2d"}, {"filters", 2}, {"kernel", {3, 3, 3}}}}, {2, 5, 5}),
                Catch::Contains("a 3-D kernel [3, 3, 3] expects an N x C x D x H x W input, got N x 2 x 5 x 5"));
@@ -173,6 +251,16 @@ TEST_CASE("3-D windows: shapes that do not fit are refused", "[nn_ops_conv][conv
                Catch::Contains("padding [3, 0, 0, 0, 0, 0] with a kernel 3x3x3: a pad must be smaller than the kernel"));
     CHECK_THAT(graph_error({{{"kind", "max_pool"}, {"window", {4, 1, 1}}, {"stride", 1}}}, {2, 2, 3, 3}),
                Catch::Contains("window 4x1x1 stride 1x1x1 on a 2x3x3 input: the output would be empty"));
+    const json t = {{"kind", "conv_transpose"}, {"filters", 2}, {"kernel", {3, 3, 3}}, {"stride", {2, 1, 2}}};
+    CHECK_THAT(graph_error(json::array({t}), {2, 5, 5}),
+               Catch::Contains("a 3-D kernel expects an N x C x D x H x W input, got N x 2 x 5 x 5"));
+    json too_much = t;
+    too_much["output_padding"] = {1, 1, 1};
+    CHECK_THAT(graph_error(json::array({too_much}), {2, 3, 5, 5}),
+               Catch::Contains("output_padding 1 must be smaller than the stride 1"));
+    json short_pads = t;
+    short_pads["padding"] = {1, 1, 1, 1};
+    CHECK_THAT(graph_error(json::array({short_pads}), {2, 3, 5, 5}), Catch::Contains("padding"));
 }
 
 }  // namespace psrun::nn::test

@@ -1,13 +1,15 @@
-// conv_transpose: {"kind": "conv_transpose", "filters": O, "kernel": k | [kh, kw] | [k],
-//                  "stride": 1, "padding": 0 | [top, left, bottom, right] | [left, right],
-//                  "output_padding": 0, "dilation": 1, "groups": 1, "bias": true,
-//                  "weight_init", "bias_init"}
-// The transposed convolution (PyTorch's ConvTranspose1d/2d, the gradient of conv2d w.r.t. its
-// input): input N x I x H x W (or N x I x L: a kernel written [k] makes the node 1-D; then
-// every other field has one entry per axis, or is one integer for all), output N x O x OH x OW
-// with OH = (H - 1) * stride - top - bottom + dilation * (kernel - 1) + output_padding + 1 (so
-// for W). output_padding adds rows at the end (< stride); pads are at most dilation *
-// (kernel - 1). Tensors: w [I, O/g, KH, KW] (PyTorch's order; [I, O/g, K] in 1-D), b [O].
+// conv_transpose: {"kind": "conv_transpose", "filters": O, "kernel": k | [kh, kw] | [k] | [kd, kh, kw],
+//                  "stride": 1, "padding": 0 | [top, left, bottom, right] | [left, right] |
+//                  [front, top, left, back, bottom, right], "output_padding": 0, "dilation": 1,
+//                  "groups": 1, "bias": true, "weight_init", "bias_init"}
+// The transposed convolution (PyTorch's ConvTranspose1d/2d/3d, the gradient of conv2d w.r.t. its
+// input): input N x I x H x W (or N x I x L: a kernel written [k] makes the node 1-D; or
+// N x I x D x H x W: a kernel written [kd, kh, kw] makes it 3-D; then every other field has one
+// entry per axis, or is one integer for all), output N x O x OH x OW with OH = (H - 1) * stride
+// - top - bottom + dilation * (kernel - 1) + output_padding + 1 (so for W, and D). output_padding
+// adds rows at the end (< stride); pads are at most dilation * (kernel - 1) and are in ONNX's
+// order (the begins of every axis, then the ends). Tensors: w [I, O/g, KH, KW] (PyTorch's order;
+// [I, O/g, K] in 1-D, [I, O/g, KD, KH, KW] in 3-D), b [O].
 // ONNX: ConvTranspose (pads and output_padding; not output_shape, not auto_pad SAME_*).
 #include "workerd/nn/ops/conv_transpose.h"
 
@@ -39,7 +41,7 @@ Result<void> parse_conv_transpose(FieldReader& reader, nlohmann::json& attrs) {
     if (!filters) return tl::unexpected(filters.error());
     auto groups = reader.integer("groups", 1, 1, kMaxTensorElements);
     if (!groups) return tl::unexpected(groups.error());
-    const std::size_t spatial = is_1d_field(reader, "kernel") ? 1 : 2;
+    const std::size_t spatial = is_1d_field(reader, "kernel") ? 1 : is_3d_field(reader, "kernel") ? 3 : 2;
     auto kernel = axes_field(reader, "kernel", spatial, std::nullopt, 1);
     if (!kernel) return tl::unexpected(kernel.error());
     auto stride = axes_field(reader, "stride", spatial, 1, 1);
@@ -90,16 +92,15 @@ Result<void> import_conv_transpose(OnnxNodeImport& node) {
         w_dims = *s;
     else if (const ValueInfo* wi = node.info(1); wi && !has_batch(wi->dims))
         w_dims = concrete(wi->dims, 1);
-    if (w_dims.size() == 5)
-        return tl::unexpected(node.refuse("3-D ConvTranspose (PyTorch's ConvTranspose3d, weights [I, O/groups, KD, KH, "
-                                          "KW]) is not supported: 1-D and 2-D are (3-D Conv is)"));
-    if (w_dims.size() != 3 && w_dims.size() != 4)
-        return tl::unexpected(node.refuse("the weights must be [I, O/groups, KH, KW] or [I, O/groups, K]"));
+    if (w_dims.size() < 3 || w_dims.size() > 5)
+        return tl::unexpected(node.refuse(
+            "the weights must be [I, O/groups, KH, KW], [I, O/groups, K] or [I, O/groups, KD, KH, KW]"));
     const std::size_t spatial = w_dims.size() - 2;
     const ValueInfo* x = node.info(0);
     if (x == nullptr || x->rank() != spatial + 2)
-        return tl::unexpected(node.refuse(spatial == 2 ? "the input must be N x C x H x W (2-D weights)"
-                                                       : "the input must be N x C x L (1-D weights)"));
+        return tl::unexpected(node.refuse(spatial == 2   ? "the input must be N x C x H x W (2-D weights)"
+                                          : spatial == 3 ? "the input must be N x C x D x H x W (3-D weights)"
+                                                         : "the input must be N x C x L (1-D weights)"));
     if (node.has_attr("output_shape"))
         return tl::unexpected(node.refuse("output_shape is not supported: give pads and output_padding"));
     auto auto_pad = node.string_attr("auto_pad", "NOTSET");
@@ -163,8 +164,9 @@ Result<ConvTransposeGeometry> conv_transpose_geometry(const nlohmann::json& attr
     bool ok = in.type == ElementType::kFloat && in.rank() == g.kernel.size() + 2;
     for (std::size_t i = 1; ok && i < in.rank(); ++i) ok = !in.dims[i].batch;
     if (!ok)
-        return tl::unexpected(op_error(std::string(g.spatial == 1 ? "a 1-D kernel expects an N x C x L"
-                                                                  : "a 2-D kernel expects an N x C x H x W") +
+        return tl::unexpected(op_error(std::string(g.spatial == 1   ? "a 1-D kernel expects an N x C x L"
+                                                   : g.spatial == 3 ? "a 3-D kernel expects an N x C x D x H x W"
+                                                                    : "a 2-D kernel expects an N x C x H x W") +
                                        " input, got " + to_string(in.dims)));
     g.in_channels = in.dims[1].value;
     g.filters = attrs.at("filters").get<std::int64_t>();
@@ -197,7 +199,7 @@ Result<ConvTransposeGeometry> conv_transpose_geometry(const nlohmann::json& attr
         g.in.push_back(in_size);
         g.out.push_back(out);
     }
-    if (!checked_product({g.filters, g.out[0], n == 2 ? g.out[1] : 1}))
+    if (!checked_product({g.filters, g.out[0], n >= 2 ? g.out[1] : 1, n == 3 ? g.out[2] : 1}))
         return tl::unexpected(op_error("the output would have more than 2^31-1 elements per example"));
     return g;
 }

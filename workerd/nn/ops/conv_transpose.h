@@ -10,7 +10,7 @@
 
 namespace psrun::nn {
 
-// Per spatial axis (1: L, 2: H and W), PyTorch's ConvTranspose: out = (in - 1) * stride
+// Per spatial axis (1: L, 2: H and W, 3: D, H and W), PyTorch's ConvTranspose: out = (in - 1) * stride
 // - pad_begin - pad_end + dilation * (kernel - 1) + output_padding + 1.
 struct ConvTransposeGeometry {
     int spatial = 2;
@@ -21,11 +21,11 @@ struct ConvTransposeGeometry {
     std::vector<std::int64_t> kernel, stride, dilation, pad_begin, pad_end, output_padding, in, out;
 };
 
-// From a conv_transpose node's attrs and its input (N x C x L or N x C x H x W, as the
+// From a conv_transpose node's attrs and its input (N x C x L, N x C x H x W or N x C x D x H x W, as the
 // kernel's rank says). Errors without location.
 Result<ConvTransposeGeometry> conv_transpose_geometry(const nlohmann::json& attrs, const ValueInfo& input);
 
-// The weights' dims as PyTorch and ONNX store them: [I, O/G, (KH,) KW].
+// The weights' dims as PyTorch and ONNX store them: [I, O/G, (KD, KH,) KW].
 std::vector<std::int64_t> conv_transpose_weight_dims(const ConvTransposeGeometry& g);
 
 }  // namespace psrun::nn

@@ -1,6 +1,7 @@
 // The conv_transpose kernel: oneDNN's deconvolution primitives (format_tag::any), the weights
-// read from PyTorch's [I, O/G, (KH,) KW] layout (oneDNN's iohw / giohw view of the same bytes)
-// and converted every forward; the weight gradient written back in that layout.
+// read from PyTorch's [I, O/G, (KD, KH,) KW] layout (oneDNN's iohw / giohw view of the same
+// bytes; iodhw / giodhw in 3-D, bac / acbd in 1-D) and converted every forward; the weight
+// gradient written back in that layout.
 #include <memory>
 
 #include "workerd/nn/kernel.h"
@@ -19,13 +20,15 @@ memory::dims to_dims(const std::vector<std::int64_t>& v) { return memory::dims(v
 
 // oneDNN's logical weights ([O, I, k...], grouped [G, O/G, I/G, k...]) over PyTorch's bytes.
 memory::desc torch_weights(const ConvTransposeGeometry& g, Dt type) {
-    const bool two = g.spatial == 2;
     memory::dims dims;
     if (g.groups != 1) dims.push_back(g.groups);
     dims.push_back(g.filters / g.groups);
     dims.push_back(g.in_channels / g.groups);
     dims.insert(dims.end(), g.kernel.begin(), g.kernel.end());
-    const Tag tag = g.groups == 1 ? (two ? Tag::iohw : Tag::bac) : (two ? Tag::giohw : Tag::acbd);
+    // Per spatial rank (1, 2, 3): the I and O axes swapped, the kernel axes after them.
+    static constexpr Tag kPlain[] = {Tag::bac, Tag::iohw, Tag::iodhw};
+    static constexpr Tag kGrouped[] = {Tag::acbd, Tag::giohw, Tag::giodhw};
+    const Tag tag = (g.groups == 1 ? kPlain : kGrouped)[g.spatial - 1];
     return memory::desc(dims, type, tag);
 }
 
