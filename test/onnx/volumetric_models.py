@@ -1,23 +1,26 @@
 #!/usr/bin/python3
-"""Volumetric networks from PyTorch (N x C x D x H x W: nn.Conv3d, BatchNorm3d, MaxPool3d,
-AvgPool3d, AdaptiveAvgPool3d(1)) through ONNX Conv / BatchNormalization / MaxPool /
-AveragePool / GlobalAveragePool over 5-D values, end to end through the psrun CLI:
+"""Volumetric networks from PyTorch (N x C x D x H x W: nn.Conv3d, ConvTranspose3d, BatchNorm3d,
+MaxPool3d, AvgPool3d, AdaptiveAvgPool3d(1)) through ONNX Conv / ConvTranspose /
+BatchNormalization / MaxPool / AveragePool / GlobalAveragePool over 5-D values, end to end
+through the psrun CLI:
 
-  four small modules (Conv3d with stride 2, padding 1, groups 2 and a dilated one;
+  six small modules (Conv3d with stride 2, padding 1, groups 2 and a dilated one;
   Conv3d + BatchNorm3d + ReLU + MaxPool3d; AvgPool3d with ceil_mode, with and without
   count_include_pad; Conv3d + AdaptiveAvgPool3d(1) / AdaptiveMaxPool3d(1) / a mean over D, H, W
-  + flatten + Linear), exported in training
+  + flatten + Linear; a tiny 3-D U-Net: Conv3d stride 2 down, ConvTranspose3d stride 2,
+  padding 1, output_padding 1, groups 2 back up, the skip concatenated, Conv3d, MaxPool3d,
+  Linear; a dilated ConvTranspose3d without bias, per-axis stride and output_padding), exported in training
   mode without constant folding at opsets 13, 14 and 17, batch axis dynamic:
     - `psrun model show F.onnx` exits 0 and lists the expected kinds;
     - `psrun model check F.onnx --gradients G.json` gives torch's forward outputs, loss and
       every parameter's gradient, tensor by tensor, in float64 within TOLERANCE (relative to
       the tensor's largest value, at least 1e-2 of the network's largest; the worst printed);
     - `psrun predict --onnx F.onnx` gives torch's softmax (eval mode; modules without a batch norm);
-  the export: Conv3d + BatchNorm3d + ReLU + MaxPool3d and the AvgPool3d module trained 5 steps
-  through psd, `psrun export`ed (3-D Conv, MaxPool, AveragePool), pass onnx.checker
+  the export: Conv3d + BatchNorm3d + ReLU + MaxPool3d, the AvgPool3d module and the U-Net trained
+  5 steps through psd, `psrun export`ed (3-D Conv, ConvTranspose, MaxPool, AveragePool), pass onnx.checker
   (full_check), loaded into torch by name predict as psrun, and their graphs alone (the
   embedded description removed) import and predict the same;
-  a refusal: ConvTranspose3d exits 2 naming the node.
+  a refusal: a 5-D ConvTranspose with auto_pad SAME_UPPER (as the 2-D one) exits 2 naming the node.
 
 Prints one line per check; exits 1 when one fails, 77 when torch or onnx cannot be imported.
 Usage: volumetric_models.py PSRUN [WORK_DIR]   (VOLUMETRIC_MODELS=a,b: a subset)
@@ -109,12 +112,48 @@ class AdaptiveHead(nn.Module):
                                     torch.tanh(self.conv(x)).mean(dim=(2, 3, 4))], 1))
 
 
+class UNet3d(nn.Module):
+    """[N, 2, 6, 6, 6]: Conv3d 3 pad 1 -> [N, 4, 6, 6, 6] (the skip); Conv3d stride 2 pad 1 ->
+    [N, 8, 3, 3, 3]; ConvTranspose3d 3 stride 2 pad 1 output_padding 1 groups 2 -> [N, 4, 6, 6, 6];
+    concat with the skip, Conv3d 3 pad 1, MaxPool3d 2 -> [N, 4, 3, 3, 3]; linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Conv3d(2, 4, 3, padding=1)
+        self.down = nn.Conv3d(4, 8, 3, stride=2, padding=1)
+        self.up = nn.ConvTranspose3d(8, 4, 3, stride=2, padding=1, output_padding=1, groups=2)
+        self.dec = nn.Conv3d(8, 4, 3, padding=1)
+        self.head = nn.Linear(4 * 27, 10)
+
+    def forward(self, x):
+        skip = torch.relu(self.enc(x))
+        h = torch.tanh(self.up(torch.relu(self.down(skip))))
+        h = torch.relu(self.dec(torch.cat([h, skip], 1)))
+        return self.head(F.max_pool3d(h, 2).flatten(1))
+
+
+class DilatedTranspose(nn.Module):
+    """[N, 3, 4, 3, 4]: ConvTranspose3d (2, 3, 2), stride (1, 2, 1), dilation (2, 1, 2), padding
+    (1, 0, 1), output_padding (0, 1, 0), no bias -> [N, 4, 4, 8, 4]; tanh; linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = nn.ConvTranspose3d(3, 4, (2, 3, 2), stride=(1, 2, 1), dilation=(2, 1, 2), padding=(1, 0, 1),
+                                     output_padding=(0, 1, 0), bias=False)
+        self.head = nn.Linear(4 * 4 * 8 * 4, 10)
+
+    def forward(self, x):
+        return self.head(torch.tanh(self.up(x)).flatten(1))
+
+
 # name -> (builder, input shape, kinds expected in `psrun model show`, eval predictions comparable)
 MODELS = {
     "conv3d": (Conv3dNet, (4, 7, 8, 7), ["conv2d"], True),
     "conv_bn_pool": (ConvBnPool, (3, 6, 6, 6), ["conv2d", "batch_norm", "max_pool"], False),
     "avg_ceil": (AvgCeil, (2, 5, 7, 5), ["avg_pool"], True),
     "adaptive_head": (AdaptiveHead, (3, 5, 6, 6), ["global_avg_pool", "max_pool", "reduce_mean"], True),
+    "unet3d": (UNet3d, (2, 6, 6, 6), ["conv2d", "conv_transpose", "concat", "max_pool"], True),
+    "dilated_transpose": (DilatedTranspose, (3, 4, 3, 4), ["conv_transpose"], True),
 }
 
 
@@ -254,20 +293,19 @@ def export_back(psrun, name, ops, work):
           err or f"largest difference {diff:.1e}", True)
 
 
-class Transposed(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.up = nn.ConvTranspose3d(2, 2, 2, stride=2)
-
-    def forward(self, x):
-        return self.up(x).flatten(1)
-
-
 def refusals(psrun, work):
-    path = os.path.join(work, "refused_conv_transpose3d.onnx")
-    export(Transposed(), torch.zeros(2, 2, 3, 3, 3), path, 17)
+    """A 5-D ConvTranspose with auto_pad SAME_UPPER (torch never writes it; the 2-D path refuses it too)."""
+    from onnx import TensorProto, helper
+    w = helper.make_tensor("w", TensorProto.FLOAT, [2, 2, 2, 2, 2], [0.1] * 32)
+    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="up_same", kernel_shape=[2, 2, 2],
+                            strides=[2, 2, 2], auto_pad="SAME_UPPER")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, 3, 3, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2, 6, 6, 6])], [w])
+    path = os.path.join(work, "refused_conv_transpose3d_same.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     r = run([psrun, "model", "show", path])
-    check("refused ConvTranspose3d: exit 2 naming the node", r.returncode == 2 and "ConvTranspose" in r.stdout,
+    check("refused 5-D ConvTranspose auto_pad SAME_UPPER: exit 2 naming the node",
+          r.returncode == 2 and "up_same" in r.stdout and "auto_pad SAME_UPPER" in r.stdout,
           f"exit {r.returncode}: {r.stdout.strip()[-300:]}", True)
 
 
@@ -286,6 +324,7 @@ def main():
         if not only or "export" in only.split(","):
             export_back(psrun, "conv_bn_pool", ["Conv", "MaxPool"], work)
             export_back(psrun, "avg_ceil", ["Conv", "AveragePool"], work)
+            export_back(psrun, "unet3d", ["Conv", "ConvTranspose", "MaxPool"], work)
         if not only or "refusals" in only.split(","):
             refusals(psrun, work)
     print(f"{len(FAILED)} failed" if FAILED else "all passed")
