@@ -21,7 +21,7 @@ constexpr int kKilled = SIGKILL;                  // WIFSIGNALED, WTERMSIG == SI
 int exited(int code) { return code << 8; }        // WIFEXITED, WEXITSTATUS == code
 
 // No --ps endpoints: record() asks no psd for the global step.
-DaemonCommand daemon(const std::string& program, int index, std::vector<std::string> extra = {}) {
+DaemonCommand command_of(const std::string& program, int index, std::vector<std::string> extra = {}) {
     DaemonCommand c;
     c.program = program;
     c.label = (program == "psd" ? "ps " : "worker ") + std::to_string(index);
@@ -36,13 +36,13 @@ TEST_CASE("DaemonRestarts: a worker and a psd each have their own budget", "[res
     REQUIRE(WIFSIGNALED(kKilled));
     REQUIRE(WEXITSTATUS(exited(1)) == 1);
     DaemonRestarts r(1, 2);
-    const auto ps1 = daemon("psd", 1);
-    const auto w2 = daemon("workerd", 2);
+    const auto ps1 = command_of("psd", 1);
+    const auto w2 = command_of("workerd", 2);
     CHECK(r.may_restart(ps1, kKilled));
     CHECK(r.may_restart(ps1, exited(1)));
     for (int code : {0, 2, 75, 74}) CHECK_FALSE(r.may_restart(ps1, exited(code)));
-    CHECK_FALSE(r.may_restart(daemon("workerd", 0, {"--evaluator"}), kKilled));
-    CHECK_FALSE(r.may_restart(daemon("workerd", 0, {"--standalone"}), kKilled));
+    CHECK_FALSE(r.may_restart(command_of("workerd", 0, {"--evaluator"}), kKilled));
+    CHECK_FALSE(r.may_restart(command_of("workerd", 0, {"--standalone"}), kKilled));
     CHECK(std::string(DaemonRestarts::option(ps1)) == "--restart-ps");
     CHECK(std::string(DaemonRestarts::option(w2)) == "--restart-workers");
 
@@ -57,7 +57,7 @@ TEST_CASE("DaemonRestarts: a worker and a psd each have their own budget", "[res
     CHECK(r.may_restart(ps1, kKilled));  // 1 of 2
     r.record(w2, exited(1));
     CHECK_FALSE(r.may_restart(w2, kKilled));  // the worker's 1 is used up
-    r.record(daemon("psd", 0), kKilled);
+    r.record(command_of("psd", 0), kKilled);
     CHECK_FALSE(r.may_restart(ps1, kKilled));  // 2 of 2
     CHECK(r.max(ps1) == 2);
     CHECK(r.max(w2) == 1);
@@ -75,8 +75,8 @@ TEST_CASE("DaemonRestarts: a worker and a psd each have their own budget", "[res
 
 TEST_CASE("DaemonRestarts: no restarts without a budget", "[restarts]") {
     DaemonRestarts r(0, 0);
-    CHECK_FALSE(r.may_restart(daemon("psd", 0), kKilled));
-    CHECK_FALSE(r.may_restart(daemon("workerd", 1), kKilled));
+    CHECK_FALSE(r.may_restart(command_of("psd", 0), kKilled));
+    CHECK_FALSE(r.may_restart(command_of("workerd", 1), kKilled));
 }
 
 TEST_CASE("summary_lines names each restart by role; records without a role are workers", "[restarts][summary]") {
