@@ -93,6 +93,7 @@ bool parse_row_piece_name(const std::string& name, RowPieceName& out) {
 
 Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir, const std::vector<TensorSpec>& tensors,
                                                         CheckpointValues values) {
+    // The sparse tables' rows are averaged too (psd/row_store.h): "<table>@<s>%<K>/ema" pieces.
     const std::string dense_part = values == CheckpointValues::kAverage ? "ema" : "param";
     bool any_dense_piece = false;
     std::error_code ec;
@@ -118,6 +119,7 @@ Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir, 
     std::vector<std::vector<std::pair<std::uint64_t, std::uint64_t>>> covered(tensors.size());
     // A sparse table read into a dense tensor: source shard count -> the shards whose rows were read.
     std::vector<std::map<std::uint32_t, std::vector<std::uint32_t>>> row_shards(tensors.size());
+    std::vector<bool> row_params(tensors.size(), false);  // a sparse table's "param" pieces seen
 
     for (const auto& f : (*manifest)["files"]) {
         if (!f.is_string()) return make_error(ErrorCode::kInvalidArgument, dir + "/manifest.json: bad \"files\" entry");
@@ -132,12 +134,15 @@ Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir, 
             PieceName piece;
             RowPieceName row_piece;
             if (parse_row_piece_name(t.name, row_piece)) {
-                if (row_piece.part != "param") continue;
+                if (row_piece.part != "param" && row_piece.part != dense_part) continue;
                 const auto it = index.find(row_piece.tensor);
                 if (it == index.end())
                     return tl::unexpected(invalid(path + ": table '" + row_piece.tensor + "' is not part of this model"));
                 const std::size_t k = it->second;
                 if (tensors[k].rows()) continue;  // kept sparse by the caller: not in the dense buffer
+                if (row_piece.part == "param") row_params[k] = true;
+                if (row_piece.part != dense_part) continue;
+                any_dense_piece = true;
                 if (auto ok = read_row_piece(*file, e, path, row_piece, tensors[k], out.values.data() + base[k]); !ok)
                     return tl::unexpected(ok.error());
                 row_shards[k][row_piece.shards].push_back(row_piece.shard);
@@ -168,6 +173,9 @@ Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir, 
                                                 "was trained without --ema-decay (drop --ema, or train with it)");
     for (std::size_t k = 0; k < tensors.size(); ++k) {
         if (tensors[k].rows()) continue;
+        if (values == CheckpointValues::kAverage && row_shards[k].empty() && row_params[k])
+            return make_error(ErrorCode::kNotFound, "checkpoint " + dir + " holds no moving average of the rows of sparse table '" +
+                                                        tensors[k].name + "' (written before psd averaged them; drop --ema)");
         if (!row_shards[k].empty()) {  // a sparse table: every source shard's rows, once
             auto [shards, seen] = *row_shards[k].begin();
             std::sort(seen.begin(), seen.end());

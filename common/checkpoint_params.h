@@ -42,7 +42,8 @@ std::string row_piece_base_name(const std::string& tensor, std::uint32_t shard, 
 
 // Which values of the dense tensors to assemble: the parameters ("param" pieces) or psd's moving
 // average of them ("ema" pieces, written with --ema-decay: psd/weight_average.h). Sparse tables
-// read into a dense tensor always give their parameters (their rows are not averaged).
+// read into a dense tensor give their rows' "param" pieces or, with kAverage, their rows' average
+// ("<table>@<s>%<K>/ema" pieces, psd/row_store.h), which equals the dense average of the table.
 enum class CheckpointValues { kParameters, kAverage };
 
 struct CheckpointParameters {
@@ -58,7 +59,7 @@ struct CheckpointParameters {
 // kInvalidArgument naming the file when a file is damaged, a piece names an unknown tensor or
 // lies outside it, two pieces overlap, some float of some tensor is in no piece, or a value is
 // NaN/Inf; with kAverage, kNotFound when the checkpoint holds no average (trained without
-// --ema-decay). Thread-safe (no shared state); reads up to a few tens of MB.
+// --ema-decay), or a sparse table's rows have none (a checkpoint older than their average). Thread-safe (no shared state); reads up to a few tens of MB.
 [[nodiscard]] Result<CheckpointParameters> load_checkpoint_parameters(
     const std::string& dir, const std::vector<TensorSpec>& tensors,
     CheckpointValues values = CheckpointValues::kParameters);

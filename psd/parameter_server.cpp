@@ -347,6 +347,7 @@ std::string ParameterServer::stats_json() const {
     j["row_floats"] = shard_ ? shard_->rows().floats() : 0;  // this shard's rows of the sparse tables
     j["rows_created"] = shard_ ? shard_->rows().rows_created() : 0;  // rows pulled or pushed at least once (lazy creation)
     j["row_slot_floats"] = shard_ ? shard_->rows().slot_floats() : 0;
+    j["row_average_floats"] = shard_ ? shard_->rows().average_floats() : 0;  // --ema-decay: the rows' moving average
     j["rows_pushed"] = counters_.rows_pushed;
     j["rows_pulled"] = counters_.rows_pulled;
     j["param_buffers"] = shard_ ? shard_->buffer_count() : 0;

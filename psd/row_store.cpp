@@ -13,29 +13,33 @@ namespace {
 constexpr std::uint64_t kParallelInitRows = 1 << 14;
 }  // namespace
 
-RowStore::Floats::Floats(std::size_t n) : size_(n) {
+template <class T>
+RowStore::Pages<T>::Pages(std::size_t n) : size_(n) {
     if (n == 0) return;
-    void* p = ::mmap(nullptr, n * sizeof(float), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void* p = ::mmap(nullptr, n * sizeof(T), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
     // Huge pages where the kernel has them: rows are touched at random, and 4 KiB pages cost a fault
     // per new row per array and a TLB miss per update (measured: over half of psd's time on a 50M-row
     // table). RSS then grows by 2 MiB steps, within the share the shard holds anyway.
-    ::madvise(p, n * sizeof(float), MADV_HUGEPAGE);
-    data_ = static_cast<float*>(p);
+    ::madvise(p, n * sizeof(T), MADV_HUGEPAGE);
+    data_ = static_cast<T*>(p);
 }
 
-RowStore::Floats::~Floats() {
-    if (data_ != nullptr) ::munmap(data_, size_ * sizeof(float));
+template <class T>
+RowStore::Pages<T>::~Pages() {
+    if (data_ != nullptr) ::munmap(data_, size_ * sizeof(T));
 }
 
-RowStore::Floats::Floats(Floats&& other) noexcept : data_(other.data_), size_(other.size_) {
+template <class T>
+RowStore::Pages<T>::Pages(Pages&& other) noexcept : data_(other.data_), size_(other.size_) {
     other.data_ = nullptr;
     other.size_ = 0;
 }
 
-RowStore::Floats& RowStore::Floats::operator=(Floats&& other) noexcept {
+template <class T>
+RowStore::Pages<T>& RowStore::Pages<T>::operator=(Pages&& other) noexcept {
     if (this != &other) {
-        this->~Floats();
+        this->~Pages();
         data_ = other.data_;
         size_ = other.size_;
         other.data_ = nullptr;
@@ -43,6 +47,9 @@ RowStore::Floats& RowStore::Floats::operator=(Floats&& other) noexcept {
     }
     return *this;
 }
+
+template class RowStore::Pages<float>;
+template class RowStore::Pages<std::uint64_t>;
 
 RowStore::RowStore(const ShardLayout& layout, std::uint32_t shard, const std::vector<TensorSpec>& tensors)
     : shard_(shard), num_shards_(layout.num_shards) {
@@ -65,6 +72,12 @@ void RowStore::allocate(const OptimizerConfig& config) {
         table.created.assign((table.local_rows + 63) / 64, ~std::uint64_t{0});
         reset_slots(t);
         table.updates = 0;
+        table.ema = Floats();  // filled by the load, then start_average()
+        table.ema_at = Pages<std::uint64_t>();
+        if (averaging()) {
+            table.ema = Floats(table.local_rows * table.spec.width);
+            table.ema_at = Pages<std::uint64_t>(table.local_rows);
+        }
     }
 }
 
@@ -92,6 +105,7 @@ void RowStore::init(const OptimizerConfig& config) {
         table.created.assign((table.local_rows + 63) / 64, 0);  // before the slots: none to fill yet
         reset_slots(t);
         table.updates = 0;
+        reset_average(t);
     }
 }
 
@@ -100,6 +114,10 @@ void RowStore::create_row(Table& table, std::uint64_t i) const {
     fill_row(table.init, i * num_shards_ + shard_, std::span<float>(table.values.data() + i * width, width));
     if (config_.kind == OptimizerKind::kAdagrad && !table.slot0.empty())
         std::fill_n(table.slot0.data() + i * width, width, config_.adagrad_initial);
+    if (!table.ema.empty()) {  // its average: the initial values, which it has had at every update
+        std::memcpy(table.ema.data() + i * width, table.values.data() + i * width, width * sizeof(float));
+        table.ema_at.data()[i] = table.updates;
+    }
     table.created[i >> 6] |= std::uint64_t{1} << (i & 63);
 }
 
@@ -111,7 +129,10 @@ void RowStore::materialize(ThreadTeam* team) {
         auto fill = [&](int part) {
             const auto [begin, end] = part_range(words, part, parts);
             for (std::uint64_t w = begin; w < end; ++w)
-                for (std::uint64_t i = w * 64; i < std::min(table.local_rows, (w + 1) * 64); ++i) create(table, i);
+                for (std::uint64_t i = w * 64; i < std::min(table.local_rows, (w + 1) * 64); ++i) {
+                    create(table, i);
+                    if (!table.ema.empty()) catch_up(table, i, table.updates);
+                }
         };
         if (parts == 1) fill(0);
         else team->run(fill);
@@ -131,9 +152,12 @@ std::uint64_t RowStore::rows_created() const {
 
 void RowStore::restore(const OptimizerConfig& config) {
     const bool kind_changed = config.kind != config_.kind;
+    const bool was_averaging = averaging();
     set_config(config);
-    if (kind_changed)
-        for (std::size_t t = 0; t < tables_.size(); ++t) reset_slots(t);
+    for (std::size_t t = 0; t < tables_.size(); ++t) {
+        if (kind_changed) reset_slots(t);
+        if (!was_averaging || !averaging()) reset_average(t);  // on stays on: kept (WeightAverage::retune)
+    }
 }
 
 void RowStore::set_config(const OptimizerConfig& config) {
@@ -143,6 +167,8 @@ void RowStore::set_config(const OptimizerConfig& config) {
 
 void RowStore::begin_update() {
     for (auto& table : tables_) ++table.updates;
+    ema_copy_ = !ema_started_;  // the dense average's first update copies (WeightAverage)
+    ema_started_ = averaging();
 }
 
 void RowStore::apply(std::size_t t, std::span<const std::uint32_t> ids, std::span<const float> grads) {
@@ -156,7 +182,9 @@ void RowStore::apply(std::size_t t, std::span<const std::uint32_t> ids, std::spa
         const std::uint64_t row = row_index(ids[i], num_shards_);
         create(table, row);
         const std::size_t at = row * width;
+        if (averaging()) catch_up(table, row, table.updates - 1);  // the updates before this one
         kernel(table.values.data() + at, grads.data() + i * width, s0 ? s0 + at : nullptr, s1 ? s1 + at : nullptr, width);
+        if (averaging()) fold(table, row);
     }
 }
 
@@ -189,6 +217,12 @@ std::vector<std::span<const float>> RowStore::slots(std::size_t t) const {
 std::size_t RowStore::floats() const {
     std::size_t n = 0;
     for (const auto& table : tables_) n += table.values.size();
+    return n;
+}
+
+std::size_t RowStore::average_floats() const {
+    std::size_t n = 0;
+    for (const auto& table : tables_) n += table.ema.size();
     return n;
 }
 

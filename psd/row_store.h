@@ -15,6 +15,15 @@
 // LAMB (common/lamb.h) takes its trust ratio per pushed row: the row is the unit psd sees (a row's
 // update is one UpdateKernel call, LambKernel::whole), so it moves as a dense [1, width] tensor
 // would, not as its row of the whole [num_rows, width] table, whose norms no shard knows.
+//
+// Moving average (--ema-decay D > 0, psd/weight_average.h): each table has an array of averages
+// as large as its rows and, per local row, the update count its average is current at. It equals
+// the dense average of the same tensor (copied at the first update, then ema += (1 - D)(p - ema)
+// after every update of the shard) at O(rows pushed) cost: a row not pushed for k updates keeps
+// its value w, so its average is brought up to date lazily, ema = w + D^k (ema - w) (in double),
+// before apply() changes the row and for every row in materialize(); then the update's own term.
+// A row's average starts as its initial values when it is created. Without --ema-decay neither
+// array exists. A row must be pushed at most once per update (ids strictly ascending).
 // Owned and used by the server's poll-loop thread only (a ThreadTeam may split init()).
 #pragma once
 
@@ -44,7 +53,8 @@ public:
     // from the tables' initializers by global row id, slots as Optimizer starts them, at first
     // use); update counts 0.
     void init(const OptimizerConfig& config);
-    // Creates every row not created yet (before a checkpoint reads values() and slots()).
+    // Creates every row not created yet and brings every row's moving average up to date (before
+    // a checkpoint reads values(), slots() and average()).
     // `team` (may be null) splits the work.
     void materialize(ThreadTeam* team);
     // Rows created so far, all tables.
@@ -53,7 +63,8 @@ public:
     // initialising the values (a checkpoint load fills them); update counts 0.
     void allocate(const OptimizerConfig& config);
     // INIT "restored": keeps values and update counts and adopts `config`; slots start fresh only
-    // if the optimizer kind changed.
+    // if the optimizer kind changed. An average that stays on keeps its values; one turned on
+    // starts from the rows (as WeightAverage::retune()).
     void restore(const OptimizerConfig& config);
     // Fresh slots for table t (Adagrad: the initial accumulator; others 0).
     void reset_slots(std::size_t t);
@@ -76,27 +87,39 @@ public:
     std::uint64_t updates(std::size_t t) const { return tables_[t].updates; }
     void set_updates(std::size_t t, std::uint64_t updates) { tables_[t].updates = updates; }
 
-    std::size_t floats() const;       // row values held
-    std::size_t slot_floats() const;  // optimizer slots held
+    // The moving average of table t's rows (empty without --ema-decay); valid for every row after
+    // materialize(). A checkpoint load fills it after allocate(), then calls start_average(t).
+    std::span<float> average(std::size_t t) { return tables_[t].ema; }
+    std::span<const float> average(std::size_t t) const { return {tables_[t].ema.data(), tables_[t].ema.size()}; }
+    bool averaging() const { return config_.ema_decay > 0.0f; }
+    // After a load of table t's rows and update count: its average was loaded (`loaded`: it has
+    // started) or restarts as a copy of the rows (the next update copies them again).
+    void start_average(std::size_t t, bool loaded);
+
+    std::size_t floats() const;          // row values held
+    std::size_t slot_floats() const;     // optimizer slots held
+    std::size_t average_floats() const;  // moving averages held
 
 private:
-    // n floats of zero pages (anonymous mmap), backed by memory only where written.
-    class Floats {
+    // n values of zero pages (anonymous mmap), backed by memory only where written.
+    template <class T>
+    class Pages {
     public:
-        Floats() = default;
-        explicit Floats(std::size_t n);
-        ~Floats();
-        Floats(Floats&& other) noexcept;
-        Floats& operator=(Floats&& other) noexcept;
-        float* data() const { return data_; }
+        Pages() = default;
+        explicit Pages(std::size_t n);
+        ~Pages();
+        Pages(Pages&& other) noexcept;
+        Pages& operator=(Pages&& other) noexcept;
+        T* data() const { return data_; }
         std::size_t size() const { return size_; }
         bool empty() const { return size_ == 0; }
-        operator std::span<float>() const { return {data_, size_}; }
+        operator std::span<T>() const { return {data_, size_}; }
 
     private:
-        float* data_ = nullptr;
+        T* data_ = nullptr;
         std::size_t size_ = 0;
     };
+    using Floats = Pages<float>;
     struct Table {
         RowTable spec;
         RowInit init;
@@ -104,6 +127,8 @@ private:
         OptimizerConfig resolved;  // config_.for_tensor(name, 2), set with config_ (set_config)
         std::uint64_t local_rows = 0;
         Floats values, slot0, slot1;
+        Floats ema;                          // the moving average (--ema-decay), as values
+        Pages<std::uint64_t> ema_at;         // per local row: the update count ema is current at
         std::vector<std::uint64_t> created;  // bit i: local row i has its initial values and slots
         std::uint64_t updates = 0;
     };
@@ -114,10 +139,19 @@ private:
         if (!(table.created[i >> 6] >> (i & 63) & 1)) create_row(table, i);
     }
     void create_row(Table& table, std::uint64_t i) const;
+    // Table t's average arrays for config_ (none when off), every created row's average a copy of
+    // its values, current at the table's update count; the next update copies (not started).
+    void reset_average(std::size_t t);
+    // Local row i's average brought to update count `to` (its value unchanged since ema_at).
+    void catch_up(Table& table, std::uint64_t i, std::uint64_t to) const;
+    // Folds local row i's new values into its average at the current update (copies on the first).
+    void fold(Table& table, std::uint64_t i) const;
     std::uint32_t shard_;
     std::uint32_t num_shards_;
     OptimizerConfig config_;
     std::vector<Table> tables_;
+    bool ema_started_ = false;  // an update has been folded into the averages (else: copy)
+    bool ema_copy_ = false;     // this update's apply() copies rows into the averages
 };
 
 }  // namespace psrun::psd

@@ -42,6 +42,11 @@ Result<void> add_row_pieces(const ShardState& shard, const std::vector<TensorSpe
                                   "refusing to checkpoint: optimizer slot of " + base + " contains NaN or Inf");
             views.push_back(TensorView{base + "/slot" + std::to_string(j), shape, slots[j]});
         }
+        if (const auto ema = rows.average(t); !ema.empty()) {  // current at every row (RowStore::materialize())
+            if (!wire::all_finite(ema.data(), ema.size()))
+                return make_error(ErrorCode::kInvalidArgument, "refusing to checkpoint: moving average of " + base + " contains NaN or Inf");
+            views.push_back(TensorView{base + "/ema", shape, ema});
+        }
         states.push_back(piece_state(rows.config().kind, rows.updates(t), TensorClass::kTrainable));
         views.push_back(TensorView{base + "/state", {5}, states.back()});
     }
@@ -56,6 +61,7 @@ Result<bool> index_row_piece(const TensorFileEntry& t, std::size_t file, std::si
     p.file = file;
     const int e = static_cast<int>(entry);
     if (name.part == "param") p.param = e;
+    else if (name.part == "ema") p.ema = e;
     else if (name.part == "state" && t.count == 5) p.state = e;
     else if (name.part.starts_with("slot") && name.part.size() == 5 && name.part[4] >= '0' && name.part[4] <= '1') {
         const std::size_t j = static_cast<std::size_t>(name.part[4] - '0');
@@ -92,6 +98,7 @@ Result<RowRestorePlan> plan_row_restore(const ShardState& shard, const std::vect
                                           std::to_string(source_shards) + " parts of the sparse table '" + name + "'");
         const std::uint32_t g = std::gcd(source_shards, target_shards);
         bool slots = true;
+        bool average = config.optimizer.ema_decay > 0.0f;  // loaded only when every needed piece has one
         for (const auto& [s, piece] : by_shard) {
             const std::string where = dir + "/" + names[piece.file];
             const std::string base = row_piece_base_name(name, s, source_shards);
@@ -118,11 +125,19 @@ Result<RowRestorePlan> plan_row_restore(const ShardState& shard, const std::vect
                 if (same_kind && (e < 0 || entries[static_cast<std::size_t>(e)].shape != shape))
                     return invalid_argument(where + ": an optimizer slot of " + base + " is missing or misshaped");
             slots = slots && same_kind;
+            if (piece.ema >= 0 && entries[static_cast<std::size_t>(piece.ema)].shape != shape)
+                return invalid_argument(where + ": the moving average of " + base + " is misshaped");
+            if (piece.ema >= 0 && !entries[static_cast<std::size_t>(piece.ema)].finite)
+                return invalid_argument(where + ": the moving average of " + base + " holds NaN or Inf");
+            average = average && piece.ema >= 0;
             out.updates = std::max(out.updates, piece_updates(state));
             out.pieces[s] = &piece;
         }
         if (!slots) spdlog::warn("checkpoint {}: '{}' was saved with another optimizer kind: its slots start fresh", dir, name);
         out.slots = slots;
+        if (config.optimizer.ema_decay > 0.0f && !average)
+            spdlog::warn("checkpoint {}: '{}' has no saved moving average: it restarts from the rows", dir, name);
+        out.average = average;
         if (!slots) out.updates = 0;  // as for dense slices: another optimizer starts its count afresh
         plan.tables.push_back(std::move(out));
     }
@@ -140,12 +155,15 @@ Result<void> load_rows(ShardState& shard, const wire::InitConfig& config, const 
         const std::size_t width = rows.table(t).width;
         auto destinations = rows.slots(t);
         destinations.insert(destinations.begin(), rows.values(t));  // param, then slots
+        if (!tp.slots) destinations.resize(1);
+        if (tp.average) destinations.push_back(rows.average(t));  // then the average
         for (std::uint32_t s = 0; s < tp.source_shards; ++s) {
             const RowPiece* piece = tp.pieces[s];
             if (!piece) continue;
             const auto& file = files[piece->file];
             std::vector<int> parts{piece->param};
             if (tp.slots) parts.insert(parts.end(), piece->slots.begin(), piece->slots.end());
+            if (tp.average) parts.push_back(piece->ema);  // destinations.back()
             const std::uint64_t source_rows = rows.table(t).rows_on(s, tp.source_shards);
             for (std::size_t j = 0; j < parts.size(); ++j) {
                 const auto e = static_cast<std::size_t>(parts[j]);
@@ -168,6 +186,7 @@ Result<void> load_rows(ShardState& shard, const wire::InitConfig& config, const 
             }
         }
         rows.set_updates(t, tp.updates);
+        rows.start_average(t, tp.average);
     }
     return {};
 }

@@ -1,6 +1,7 @@
 // The sparse tables' part of a psd shard's checkpoint file (psd/shard_checkpoint.h): for each
 // table, this shard's rows as "<tensor>@<shard>%<K>/param" ([rows, width], rows r with
-// r mod K == shard, ascending), "/slot<j>" and "/state" (5 floats: optimizer kind, update
+// r mod K == shard, ascending), "/slot<j>", "/ema" (with --ema-decay: the rows' moving average,
+// psd/row_store.h, current at the update count) and "/state" (5 floats: optimizer kind, update
 // count, class), written straight from the RowStore's arrays (common/tensor_file_stream.h).
 // A restore into K' shards reads, for each table, only the pieces of source shards s with
 // s = s' (mod gcd(K, K')) (with K' = K: its own), in chunks, so that no process ever holds more
@@ -32,7 +33,7 @@ std::uint64_t piece_updates(std::span<const float> state);
 
 struct RowPiece {  // one source shard's part of a table: entries in its file
     std::size_t file = 0;
-    int param = -1, state = -1;
+    int param = -1, state = -1, ema = -1;
     std::vector<int> slots;
 };
 // tensor name -> source shard count K -> source shard -> piece
@@ -46,6 +47,7 @@ struct RowRestorePlan {
         std::uint32_t source_shards = 0;
         std::vector<const RowPiece*> pieces;  // by source shard; null where not needed
         bool slots = false;                   // the saved slots are loaded (same optimizer kind)
+        bool average = false;                 // the saved moving average is loaded (--ema-decay, all pieces)
         std::uint64_t updates = 0;            // the largest count of the pieces read
     };
     std::vector<Table> tables;  // as shard.rows()
@@ -57,7 +59,7 @@ struct RowRestorePlan {
                                                       const std::vector<std::string>& names,
                                                       std::vector<TensorFileReader>& files, const RowPieces& pieces);
 // Allocates the shard's tables for `config` and fills them as planned (fresh slots where the plan
-// loads none). Errors only on a read failure.
+// loads none; with --ema-decay, an average restarted from the rows where it loads none). Errors only on a read failure.
 [[nodiscard]] Result<void> load_rows(ShardState& shard, const wire::InitConfig& config,
                                      const std::vector<TensorFileReader>& files, const RowRestorePlan& plan);
 

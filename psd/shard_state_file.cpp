@@ -165,6 +165,7 @@ Result<void> ShardState::load(const std::string& path) {
         if (ok) ok = file->read(next++, 0, state);
         std::size_t pos = 0;
         rows_.set_updates(t, get_u64(state, pos));
+        rows_.start_average(t, false);  // the shard file holds no average of the rows: it restarts from them
     }
     if (!ok) return tl::unexpected(ok.error());
     step_ = step;

@@ -7,7 +7,8 @@
 // which is torch.optim.swa_utils.AveragedModel(use_buffers=True) with avg_fn
 // D * averaged + (1 - D) * current, updated after every optimizer step. Every dense tensor is
 // averaged, state tensors (BatchNorm's moving statistics) included, as that form and timm's
-// ModelEmaV2 do; sparse tables' rows are not (eval uses their current rows).
+// ModelEmaV2 do. Sparse tables' rows get the same average from RowStore (psd/row_store.h), kept
+// lazily per row on the same clock (every update of the shard), saved as "<table>@<s>%<K>/ema".
 // Not thread-safe as a whole; update_range() may run on disjoint ranges from several threads
 // between two finish_update() calls.
 #pragma once

@@ -1,0 +1,60 @@
+// RowStore's moving average of the rows (--ema-decay; the contract is in psd/row_store.h).
+#include <cmath>
+#include <cstring>
+
+#include "psd/row_store.h"
+
+namespace psrun::psd {
+
+void RowStore::reset_average(std::size_t t) {
+    auto& table = tables_[t];
+    ema_started_ = false;
+    table.ema = Floats();
+    table.ema_at = Pages<std::uint64_t>();
+    if (!averaging()) return;
+    const std::size_t width = table.spec.width;
+    table.ema = Floats(table.local_rows * width);
+    table.ema_at = Pages<std::uint64_t>(table.local_rows);
+    for (std::uint64_t i = 0; i < table.local_rows; ++i)  // created rows: a copy (rows created later copy themselves)
+        if (table.created[i >> 6] >> (i & 63) & 1) {
+            std::memcpy(table.ema.data() + i * width, table.values.data() + i * width, width * sizeof(float));
+            table.ema_at.data()[i] = table.updates;
+        }
+}
+
+void RowStore::start_average(std::size_t t, bool loaded) {
+    auto& table = tables_[t];
+    if (table.ema.empty()) return;
+    if (!loaded) std::memcpy(table.ema.data(), table.values.data(), table.values.size() * sizeof(float));
+    std::fill_n(table.ema_at.data(), table.local_rows, table.updates);
+    ema_started_ = loaded;
+}
+
+void RowStore::catch_up(Table& table, std::uint64_t i, std::uint64_t to) const {
+    std::uint64_t& at = table.ema_at.data()[i];
+    if (at >= to) return;
+    // k updates of a constant w: ema_k = w + D^k (ema_0 - w), in double (one rounding to float).
+    const double factor = std::pow(static_cast<double>(config_.ema_decay), static_cast<double>(to - at));
+    const std::size_t width = table.spec.width;
+    float* ema = table.ema.data() + i * width;
+    const float* w = table.values.data() + i * width;
+    for (std::size_t j = 0; j < width; ++j)
+        ema[j] = static_cast<float>(static_cast<double>(w[j]) + factor * (static_cast<double>(ema[j]) - w[j]));
+    at = to;
+}
+
+void RowStore::fold(Table& table, std::uint64_t i) const {
+    const std::size_t width = table.spec.width;
+    float* ema = table.ema.data() + i * width;
+    const float* p = table.values.data() + i * width;
+    table.ema_at.data()[i] = table.updates;
+    if (ema_copy_) {
+        std::memcpy(ema, p, width * sizeof(float));
+        return;
+    }
+    // As WeightAverage::update_range(): ema += (1 - D) (p - ema).
+    const float rate = 1.0f - config_.ema_decay;
+    for (std::size_t j = 0; j < width; ++j) ema[j] += rate * (p[j] - ema[j]);
+}
+
+}  // namespace psrun::psd
