@@ -4,8 +4,9 @@
 # psrun's "started ps 1 (pid N)" line) is SIGKILLed mid-run. psrun starts it again on the same
 # endpoint, the workers wait for it (--reconnect-wait defaults to 60 s with --restart-ps), the chief
 # restores every shard from the newest checkpoint, the run ends 0 with a sane accuracy, the steps
-# lost stay within the checkpoint interval and summary.json lists the restart. Without
-# --restart-ps the same kill ends the run (exit 1, as before). Impossible values exit 2.
+# lost stay within the checkpoint interval and summary.json lists the restart. With --restart-ps 2,
+# ps 0 is killed twice (the second time the process psrun restarted; psd 1 reports the global step).
+# Without --restart-ps the same kill ends the run (exit 1, as before). Impossible values exit 2.
 # Every process is stopped by PID; the temp dir is removed.
 # Usage: ps_restart_test.sh <psrun> (from the source root; needs ~/.cache/psrun/data/mnist)
 set -u
@@ -36,17 +37,19 @@ wait_for() {
     done
     return 1
 }
-# SIGKILLs ps 1 of the psrun logging to $1 once the chief has written its 2nd checkpoint; prints its PID.
-kill_ps1() {
-    for _ in $(seq 600); do  # the chief's 2nd "checkpoint <dir>/ckpt-N (.. ms)" line
-        [ "$(grep -Ec '\[workerd:0\] checkpoint /[^ ]*/ckpt-[0-9]+ \(' "$1")" -ge 2 ] && break
+# kill_ps LOG SHARD CHECKPOINTS START: once the chief logging to LOG (psrun's) has written CHECKPOINTS
+# checkpoints, SIGKILLs the START-th process psrun started as ps SHARD (its PID from psrun's
+# "started ps SHARD (pid N)" lines); prints that PID.
+kill_ps() {
+    for _ in $(seq 600); do  # the chief's "checkpoint <dir>/ckpt-N (.. ms)" lines
+        [ "$(grep -Ec '\[workerd:0\] checkpoint /[^ ]*/ckpt-[0-9]+ \(' "$1")" -ge "$3" ] && break
         kill -0 "$pid" 2>/dev/null || return 1
         sleep 0.1
     done
     sleep 0.2  # some steps past the checkpoint
-    local ps1
-    ps1=$(grep -Eo "started ps 1 \(pid [0-9]+\)" "$1" | head -1 | grep -Eo "[0-9]+\)$" | tr -d ')')
-    [ -n "$ps1" ] && kill -KILL "$ps1" && echo "$ps1"
+    local ps
+    ps=$(grep -Eo "started ps $2 \(pid [0-9]+\)" "$1" | sed -n "$4p" | grep -Eo "[0-9]+\)$" | tr -d ')')
+    [ -n "$ps" ] && kill -KILL "$ps" && echo "$ps"
 }
 # Waits up to $1 seconds for psrun to exit; sets code to its exit code (124 when it did not) and
 # clears pid (not in a subshell: only this shell can wait for psrun).
@@ -62,7 +65,7 @@ wait_psrun() {
 start=$(date +%s)
 "$psrun" local --ps 2 --workers 2 --restart-ps 1 --grace 20 -- "${train[@]}" --model-dir "$tmp/m" >"$tmp/log" 2>&1 &
 pid=$!
-ps1=$(kill_ps1 "$tmp/log")
+ps1=$(kill_ps "$tmp/log" 1 2 1)
 check "ps 1 found and SIGKILLed (pid ${ps1:-none})" test -n "$ps1"
 wait_psrun 120
 check "psrun local --restart-ps 1 exits 0 after the kill (rc=$code, $(($(date +%s) - start)) s)" test "$code" -eq 0
@@ -95,17 +98,45 @@ assert s["global_step"] == steps and s["test_accuracy"] > 0.9, s
 PY
 check "psrun's closing summary names the restart" grep -q "restart: ps 1 at " "$tmp/log"
 
-# 2. Without --restart-ps (the default 0): the same kill stops the run, as before.
+# 2. --restart-ps 2: ps 0 (whose death psd 1 reports the global step of) killed twice, the second time
+# the process psrun restarted.
+"$psrun" local --ps 2 --workers 2 --restart-ps 2 --grace 20 -- "${train[@]}" --model-dir "$tmp/z" >"$tmp/logz" 2>&1 &
+pid=$!
+first=$(kill_ps "$tmp/logz" 0 2 1)
+check "ps 0 found and SIGKILLed (pid ${first:-none})" test -n "$first"
+wait_for "$tmp/logz" 300 "ps 0 restarted: restored every shard" || true
+second=$(kill_ps "$tmp/logz" 0 4 2)
+check "the restarted ps 0 found and SIGKILLed (pid ${second:-none})" test -n "$second"
+wait_psrun 120
+check "psrun local --restart-ps 2 exits 0 after two kills of ps 0 (rc=$code)" test "$code" -eq 0
+check "restart 2 of --restart-ps 2 is logged" \
+    grep -Eq "ps 0 \(pid $second\) was killed by Killed at global step [0-9]+: starting it again \(restart 2 of --restart-ps 2\)" "$tmp/logz"
+grep -E "was killed by Killed at global step|restored every shard from|done: global step" "$tmp/logz" | sed 's/^/  /'
+check "the chief restored twice and finished; summary.json lists both restarts with psd 1's global step" \
+    "$py" - "$tmp/z" "$tmp/logz" "$steps" <<'PY'
+import json, re, sys
+s = json.load(open(sys.argv[1] + "/summary.json"))
+log = open(sys.argv[2]).read()
+restores = re.findall(r"ps 0 restarted: restored every shard from .* at global step (\d+): (\d+) steps lost", log)
+r = s["restarts"]
+print({"restores": restores, "restarts": r, "test_accuracy": s.get("test_accuracy")})
+assert len(restores) == 2, restores
+assert [e["role"] for e in r] == ["ps", "ps"] and [e["ps"] for e in r] == [0, 0], r
+assert all(isinstance(e["global_step"], int) for e in r) and r[0]["global_step"] < r[1]["global_step"], r
+assert s["global_step"] == int(sys.argv[3]) and s["test_accuracy"] > 0.9, s
+PY
+
+# 3. Without --restart-ps (the default 0): the kill of ps 1 stops the run, as before.
 "$psrun" local --ps 2 --workers 2 --grace 20 -- "${train[@]}" --model-dir "$tmp/n" >"$tmp/log0" 2>&1 &
 pid=$!
-ps1=$(kill_ps1 "$tmp/log0")
+ps1=$(kill_ps "$tmp/log0" 1 2 1)
 check "ps 1 found and SIGKILLed without --restart-ps (pid ${ps1:-none})" test -n "$ps1"
 wait_psrun 60
 check "psrun local without --restart-ps exits 1 (rc=$code)" test "$code" -eq 1
 check "it names the dead psd" grep -q "ps 1 (pid $ps1) was killed by Killed" "$tmp/log0"
 check "and starts nothing again" bash -c "! grep -q 'starting it again' '$tmp/log0' && test \$(grep -c 'started ps 1 (pid' '$tmp/log0') -eq 1"
 
-# 3. Usage errors exit 2 naming the option; --dry-run shows the 60 s default.
+# 4. Usage errors exit 2 naming the option; --dry-run shows the 60 s default.
 for bad in "--restart-ps -1" "--restart-ps nan" "--restart-ps 1e30" "--restart-ps 99999999999"; do
     timeout 30 "$psrun" local --ps 1 --workers 1 $bad -- --model-dir "$tmp/u" >"$tmp/bad" 2>&1
     code=$?
@@ -127,5 +158,6 @@ check "--dry-run: psd and workerd get --reconnect-wait 60" test "$(grep -c -- '-
 timeout 30 "$psrun" local --ps 1 --workers 1 --restart-ps 1 --reconnect-wait 5 --dry-run -- --model-dir "$tmp/u" >"$tmp/dry" 2>&1
 check "--dry-run: an explicit --reconnect-wait 5 is kept" test "$(grep -c -- '--reconnect-wait 5' "$tmp/dry")" -eq 2
 
-[ "$fail" -eq 0 ] || { echo "--- log"; tail -60 "$tmp/log"; echo "--- log0"; tail -20 "$tmp/log0" 2>/dev/null; }
+[ "$fail" -eq 0 ] || { echo "--- log"; tail -60 "$tmp/log"; echo "--- logz"; tail -40 "$tmp/logz" 2>/dev/null
+                     echo "--- log0"; tail -20 "$tmp/log0" 2>/dev/null; }
 exit "$fail"
