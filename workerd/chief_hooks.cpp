@@ -124,8 +124,8 @@ void EvalHook::evaluate_average(RunContext& ctx, const StepResult& last) {
         return;
     }
     if (ctx.trainer->sparse()) {
-        spdlog::warn("no evaluation of the moving average: the sparse tables' rows are not averaged; evaluate it "
-                     "with psrun eval --ema --model-dir {}", ctx.options->model_dir);
+        spdlog::warn("no evaluation of the moving average here: a sparse table's averaged rows are in the checkpoint, "
+                     "not on psd's serving path; evaluate it with psrun eval --ema --model-dir {}", ctx.options->model_dir);
         return;
     }
     auto& params = ctx.trainer->params();

@@ -4,7 +4,8 @@
 # processes (psrun local --ps 2 --workers 2 --sync), once with the table dense and once with
 # --sparse-embedding emb. SGD and Adagrad must give the same loss curve and test AUC (the sparse
 # path changes where rows live, not the mathematics), so must SGD with --clip-global-norm (the
-# norm counts the pushed rows), and psrun export the same table; the sparse
+# norm counts the pushed rows), and psrun export the same table (and, with --ema-decay, the same
+# moving average: export --ema, eval --ema); the sparse
 # run's log reports its rows per step. A psd killed (-9) and restarted is restored from the checkpoint;
 # a table over 2^26 floats goes sparse without the option. Then the exit-2 errors: an unknown table, the option without psd, an id beyond the table.
 # Needs python3-numpy (jobs/setup.sh).
@@ -31,10 +32,12 @@ run() {  # run <name> <optimizer> [workerd options...]: 60 sync steps of 2 worke
 }
 
 for opt in sgd adagrad; do
-    run "dense-$opt" "$opt"
+    ema=()
+    [ "$opt" = sgd ] && ema=(--ema-decay 0.9)  # psd's moving average, of the dense and the sparse table alike
+    run "dense-$opt" "$opt" "${ema[@]}"
     rc=$?
     check "$opt: the dense table trains (rc=$rc)" test "$rc" -eq 0
-    run "sparse-$opt" "$opt" --sparse-embedding emb
+    run "sparse-$opt" "$opt" "${ema[@]}" --sparse-embedding emb
     rc=$?
     check "$opt: the sparse table trains (rc=$rc)" test "$rc" -eq 0
     [ "$rc" -eq 0 ] || tail -20 "$tmp/sparse-$opt.log"
@@ -108,6 +111,35 @@ EOF
 rc=$?
 check "... and the two exported tables agree within 1e-5" test "$rc" -eq 0
 [ "$rc" -eq 0 ] || cat "$tmp/tables"
+
+# --ema-decay 0.9: the sparse table's rows are averaged as the dense table is (psd/row_store.h), so
+# the exported averages agree, and psrun eval --ema gives both runs the AUC of the dense run's
+# end-of-training ema_test_auc.
+for m in dense-sgd sparse-sgd; do
+    timeout 120 "$psrun" export --ema --model-dir "$tmp/$m" >"$tmp/$m.export-ema" 2>&1
+    check "psrun export --ema of $m exits 0" test $? -eq 0
+    timeout 120 "$psrun" eval --ema --model-dir "$tmp/$m" --test-images "$tmp/d/test_x.npy" \
+        --test-labels "$tmp/d/test_y.npy" >"$tmp/$m.eval-ema" 2>&1
+    check "psrun eval --ema of $m exits 0" test $? -eq 0
+done
+"$py" - "$tmp" <<'EOF' >"$tmp/tables-ema" 2>&1
+import json, re, sys, numpy as np, onnx, onnx.numpy_helper as nh
+tmp = sys.argv[1]
+def table(m, suffix):
+    return {i.name: nh.to_array(i) for i in onnx.load(f"{tmp}/{m}/model-60{suffix}.onnx").graph.initializer}["emb/table"]
+dense, sparse = table("dense-sgd", "-ema"), table("sparse-sgd", "-ema")
+diff = float(np.abs(dense - sparse).max())
+moved = float(np.abs(sparse - table("sparse-sgd", "")).max())
+print("max |dense - sparse| over the exported averages:", diff, "; |average - weights| of the sparse run:", moved)
+assert diff < 1e-5 and moved > 1e-4, (diff, moved)
+auc = [float(re.search(r"AUC (0\.[0-9]+)", open(f"{tmp}/{m}.eval-ema").read()).group(1)) for m in ("dense-sgd", "sparse-sgd")]
+summary = json.load(open(f"{tmp}/dense-sgd/summary.json"))["ema_test_auc"]
+print("eval --ema AUC dense, sparse:", auc, "; the dense run's ema_test_auc:", summary)
+assert abs(auc[0] - auc[1]) <= 1e-3 and abs(auc[0] - summary) <= 1e-3, (auc, summary)
+EOF
+rc=$?
+check "... the averaged tables agree within 1e-5 and eval --ema gives the same AUC, dense and sparse" test "$rc" -eq 0
+cat "$tmp/tables-ema"
 
 # psrun eval and predict on the sparse run read its own test files as training did (int64 ids;
 # one click probability per example), the table assembled from the psd shards' checkpoint pieces.
