@@ -4,8 +4,10 @@
 //                                then the INIT body (wire::encode_init) one byte per float
 //   "slice<id>/param", "slice<id>/slot<j>"   for each own slice (no slots for a state tensor),
 //   "slice<id>/ema"                          and its moving average (--ema-decay; version 7)
-//   "rows<t>/param", "rows<t>/slot<j>", "rows<t>/state"   for each sparse table t: this shard's rows,
-//                                their slots and the table's update count
+//   "rows<t>/param", "rows<t>/slot<j>", "rows<t>/ema", "rows<t>/state"   for each sparse table t:
+//                                this shard's rows, their slots, their moving average (--ema-decay,
+//                                version 8; current at the update count: saved after materialize())
+//                                and the table's update count
 // Integers are stored as four base-2^16 digits (exact in float32). The file is written and read
 // as a stream (common/tensor_file_stream.h): a sparse table is never copied whole in memory.
 #include <cstdio>
@@ -24,8 +26,9 @@ namespace {
 // file, which has none, still loads into a model without sparse tables); 6: weight decay and clipping
 // at the INIT body's end (a version 4 or 5 file loads as no decay, no clipping); 7: the moving
 // average's decay and the parameter groups at the INIT body's end, and each slice's average (older
-// files: no average, no groups)
-constexpr std::uint32_t kShardFileVersion = 7;
+// files: no average, no groups); 8: the sparse tables' rows' average (a version 7 file loads with
+// the rows' average restarted from the rows)
+constexpr std::uint32_t kShardFileVersion = 8;
 // The INIT fields protocol 10 added (wire_bodies.cpp: weight decay f32, its selection u8, the
 // clipping norm f32), all zero: what a version 4 or 5 file's body lacks.
 constexpr std::size_t kInitV10Bytes = 4 + 1 + 4;
@@ -82,6 +85,7 @@ Result<void> ShardState::save(const std::string& path) const {
         auto slots = rows_.slots(t);
         for (std::size_t j = 0; j < slots.size(); ++j)
             views.push_back(TensorView{base + "/slot" + std::to_string(j), shape, slots[j]});
+        if (auto ema = rows_.average(t); !ema.empty()) views.push_back(TensorView{base + "/ema", shape, ema});
         put_u64(row_states[t], rows_.updates(t));
         views.push_back(TensorView{base + "/state", {4}, row_states[t]});
     }
@@ -112,7 +116,7 @@ Result<void> ShardState::load(const std::string& path) {
     const auto version = meta[0];
     const auto shard = get_u64(meta, at), shards = get_u64(meta, at), fingerprint = get_u64(meta, at),
                step = get_u64(meta, at), updates = get_u64(meta, at), size = get_u64(meta, at);
-    const bool known = version == static_cast<float>(kShardFileVersion) || version == 6.0f || version == 5.0f ||
+    const bool known = version == static_cast<float>(kShardFileVersion) || version == 7.0f || version == 6.0f || version == 5.0f ||
                        (version == 4.0f && rows_.size() == 0);
     if (!known || shard != shard_ || shards != layout_.num_shards ||
         fingerprint != fingerprint_ || size != size_)
@@ -127,14 +131,15 @@ Result<void> ShardState::load(const std::string& path) {
     const std::size_t averages = config->optimizer.ema_decay > 0.0f ? 1 : 0;  // entries per slice
     std::size_t expected = 1;
     for (std::size_t k = 0; k < slice_ids_.size(); ++k) expected += 1 + (state_[k] ? 0 : slots) + averages;
-    expected += rows_.size() * (2 + slots);
+    const std::size_t row_averages = averages && version >= 8.0f ? 1 : 0;  // entries per table
+    expected += rows_.size() * (2 + slots + row_averages);
     if (entries.size() != expected) return corrupt("wrong number of tensors");
     std::size_t next = 1;
     for (std::size_t k = 0; k < slice_ids_.size(); ++k)
         for (std::size_t j = 0; j <= (state_[k] ? 0 : slots) + averages; ++j, ++next)
             if (entries[next].count != layout_.slices[slice_ids_[k]].length) return corrupt("wrong data size");
     for (std::size_t t = 0; t < rows_.size(); ++t) {
-        for (std::size_t j = 0; j <= slots; ++j, ++next)
+        for (std::size_t j = 0; j <= slots + row_averages; ++j, ++next)
             if (entries[next].count != rows_.local_rows(t) * rows_.table(t).width) return corrupt("wrong table size");
         if (entries[next++].count != 4) return corrupt("wrong table state size");
     }
@@ -161,11 +166,12 @@ Result<void> ShardState::load(const std::string& path) {
         ok = file->read(next++, 0, rows_.values(t));
         for (auto s : rows_.slots(t))
             if (ok) ok = file->read(next++, 0, s);
+        if (ok && row_averages) ok = file->read(next++, 0, rows_.average(t));
         std::vector<float> state(4);
         if (ok) ok = file->read(next++, 0, state);
         std::size_t pos = 0;
         rows_.set_updates(t, get_u64(state, pos));
-        rows_.start_average(t, false);  // the shard file holds no average of the rows: it restarts from them
+        rows_.start_average(t, row_averages != 0);  // a version 7 file's: restarted from the rows
     }
     if (!ok) return tl::unexpected(ok.error());
     step_ = step;
