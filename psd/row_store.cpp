@@ -127,11 +127,12 @@ void RowStore::materialize(ThreadTeam* team) {
         const std::uint64_t words = table.created.size();
         const int parts = (team && table.local_rows >= kParallelInitRows) ? team->size() : 1;
         auto fill = [&](int part) {
+            DecayPower power;
             const auto [begin, end] = part_range(words, part, parts);
             for (std::uint64_t w = begin; w < end; ++w)
                 for (std::uint64_t i = w * 64; i < std::min(table.local_rows, (w + 1) * 64); ++i) {
                     create(table, i);
-                    if (!table.ema.empty()) catch_up(table, i, table.updates);
+                    if (!table.ema.empty()) catch_up(table, i, table.updates, power);
                 }
         };
         if (parts == 1) fill(0);
@@ -153,6 +154,8 @@ std::uint64_t RowStore::rows_created() const {
 void RowStore::restore(const OptimizerConfig& config) {
     const bool kind_changed = config.kind != config_.kind;
     const bool was_averaging = averaging();
+    // Another decay from here on: the updates so far are folded in with the old one first.
+    if (was_averaging && config.ema_decay > 0.0f && config.ema_decay != config_.ema_decay) catch_up_all();
     set_config(config);
     for (std::size_t t = 0; t < tables_.size(); ++t) {
         if (kind_changed) reset_slots(t);
@@ -178,11 +181,12 @@ void RowStore::apply(std::size_t t, std::span<const std::uint32_t> ids, std::spa
     const UpdateKernel kernel(table.resolved, table.updates, true);
     float* s0 = table.slot0.empty() ? nullptr : table.slot0.data();
     float* s1 = table.slot1.empty() ? nullptr : table.slot1.data();
+    DecayPower power;
     for (std::size_t i = 0; i < ids.size(); ++i) {
         const std::uint64_t row = row_index(ids[i], num_shards_);
         create(table, row);
         const std::size_t at = row * width;
-        if (averaging()) catch_up(table, row, table.updates - 1);  // the updates before this one
+        if (averaging()) catch_up(table, row, table.updates - 1, power);  // the updates before this one
         kernel(table.values.data() + at, grads.data() + i * width, s0 ? s0 + at : nullptr, s1 ? s1 + at : nullptr, width);
         if (averaging()) fold(table, row);
     }

@@ -142,8 +142,16 @@ private:
     // Table t's average arrays for config_ (none when off), every created row's average a copy of
     // its values, current at the table's update count; the next update copies (not started).
     void reset_average(std::size_t t);
+    // D^k for the last k asked (rows not pushed since the last checkpoint share one k): one pow()
+    // per distinct k in a row, not per row. One per thread.
+    struct DecayPower {
+        std::uint64_t k = 0;
+        double factor = 1.0;
+    };
     // Local row i's average brought to update count `to` (its value unchanged since ema_at).
-    void catch_up(Table& table, std::uint64_t i, std::uint64_t to) const;
+    void catch_up(Table& table, std::uint64_t i, std::uint64_t to, DecayPower& power) const;
+    // Every created row's average brought to the table's update count (before the decay changes).
+    void catch_up_all();
     // Folds local row i's new values into its average at the current update (copies on the first).
     void fold(Table& table, std::uint64_t i) const;
     std::uint32_t shard_;

@@ -30,17 +30,27 @@ void RowStore::start_average(std::size_t t, bool loaded) {
     ema_started_ = loaded;
 }
 
-void RowStore::catch_up(Table& table, std::uint64_t i, std::uint64_t to) const {
+void RowStore::catch_up(Table& table, std::uint64_t i, std::uint64_t to, DecayPower& power) const {
     std::uint64_t& at = table.ema_at.data()[i];
     if (at >= to) return;
     // k updates of a constant w: ema_k = w + D^k (ema_0 - w), in double (one rounding to float).
-    const double factor = std::pow(static_cast<double>(config_.ema_decay), static_cast<double>(to - at));
+    if (power.k != to - at) power = {to - at, std::pow(static_cast<double>(config_.ema_decay), static_cast<double>(to - at))};
+    const double factor = power.factor;
     const std::size_t width = table.spec.width;
     float* ema = table.ema.data() + i * width;
     const float* w = table.values.data() + i * width;
     for (std::size_t j = 0; j < width; ++j)
         ema[j] = static_cast<float>(static_cast<double>(w[j]) + factor * (static_cast<double>(ema[j]) - w[j]));
     at = to;
+}
+
+void RowStore::catch_up_all() {
+    DecayPower power;
+    for (auto& table : tables_) {
+        if (table.ema.empty()) continue;
+        for (std::uint64_t i = 0; i < table.local_rows; ++i)
+            if (table.created[i >> 6] >> (i & 63) & 1) catch_up(table, i, table.updates, power);
+    }
 }
 
 void RowStore::fold(Table& table, std::uint64_t i) const {

@@ -250,3 +250,30 @@ TEST_CASE("the standby shard file keeps the rows' average, which goes on folding
     CHECK(worst_difference(after, std::vector<float>(values.begin(), values.end())) > 1e-4);
     std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("a restore with another decay folds the rows' past updates with the old one, as the dense average has", "[psd][sparse][ema]") {
+    std::vector<TensorSpec> tensors = {{"dense", {kAvgRows, kAvgWidth}}, {"emb", {kAvgRows, kAvgWidth}}};
+    tensors[1].kind = TensorKind::kRows;
+    tensors[1].row_init = kAvgInit;
+    psd::ShardState shard(*compute_layout(tensors, 1), 0, tensors);
+    const auto initial = initial_table();
+    shard.init(sgd_average(), {std::span<const float>(initial)});
+    for (int s = 0; s < 6; ++s) {
+        if (s == 3) {  // a "restored" INIT with decay 0.5: the pushes so far folded with 0.9
+            auto config = sgd_average();
+            config.optimizer.ema_decay = 0.5f;
+            shard.restore(config);
+        }
+        const auto ids = pushed_rows(s);
+        const auto values = row_grads(ids, s);
+        std::vector<float> dense(initial.size(), 0.0f);
+        for (std::size_t i = 0; i < ids.size(); ++i)
+            for (std::uint32_t c = 0; c < kAvgWidth; ++c) dense[ids[i] * kAvgWidth + c] = values[i * kAvgWidth + c];
+        const psd::RowSlice rows{0, ids, values};
+        shard.apply({std::span<const float>(dense)}, nullptr, {}, {&rows, 1});
+    }
+    shard.rows().materialize(nullptr);
+    const auto sparse = shard.rows().average(0);
+    const auto dense = shard.average().slice(0);
+    CHECK(worst_difference({sparse.begin(), sparse.end()}, {dense.begin(), dense.end()}) < 1e-6);
+}
