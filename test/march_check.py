@@ -5,7 +5,8 @@ The build compiles everything for its baseline (meson option march, x86-64-v3 by
 warnings (-Werror) can depend on the ISA it targets: vectorised loops, and the stringop-overflow
 false positive GCC 12 gave in test/workerd/data_files.h only under Zen 3's tuning. So this check
 compiles (never runs) the sources where the ISA matters with each -march below and the build's own
-flags, from `meson introspect --targets` (so it works with unity builds too), output to /dev/null:
+flags, from `meson introspect --targets` (a unity build's sources read from its unity files),
+output to /dev/null:
 
   - every source that uses intrinsics, target attributes or CPU dispatch (found by grep);
   - the optimizer loops (common/optimizer.cpp, lamb.cpp), bf16 conversion (psd/bf16_params.cpp,
@@ -39,8 +40,24 @@ ALWAYS = ["common/optimizer.cpp", "common/lamb.cpp", "psd/bf16_params.cpp", "com
 ISA_SPECIFIC = re.compile(r"immintrin\.h|__attribute__\(\(target|__builtin_cpu_supports|target_clones")
 
 
+UNITY_INCLUDE = re.compile(r'^#include\s*[<"](.+\.cpp)[>"]\s*$')
+
+
+def unity_members(path):
+    """The sources a meson unity file (<target>-unity<N>.cpp) includes, as absolute paths."""
+    members = []
+    with open(path, errors="replace") as f:
+        for line in f:
+            m = UNITY_INCLUDE.match(line.strip())
+            if m:
+                members.append(os.path.realpath(os.path.join(os.path.dirname(path), m.group(1))))
+    return members
+
+
 def sources_and_flags(build_dir):
-    """{absolute source: compiler argv without the source} for every C++ source of the build."""
+    """{absolute source: compiler argv without the source} for every C++ source of the build.
+    A unity build (-Dunity=on, as CI builds) lists a target's generated unity files instead of its
+    sources: their #include lines name the sources, compiled with the same flags."""
     out = subprocess.run(["meson", "introspect", build_dir, "--targets"], capture_output=True, text=True,
                          check=True).stdout
     result = {}
@@ -48,8 +65,13 @@ def sources_and_flags(build_dir):
         for group in target["target_sources"]:
             if group.get("language") != "cpp":
                 continue
-            for src in group["sources"]:
-                result.setdefault(os.path.realpath(src), group["compiler"] + group["parameters"])
+            argv = group["compiler"] + group["parameters"]
+            sources = [os.path.realpath(s) for s in group.get("sources", [])]
+            for generated in group.get("generated_sources", []):
+                if re.search(r"-unity\d+\.cpp$", generated) and os.path.exists(generated):
+                    sources += unity_members(generated)
+            for src in sources:
+                result.setdefault(src, argv)
     return result
 
 
@@ -57,7 +79,7 @@ def chosen(root, sources):
     picked = []
     for src in sorted(sources):
         rel = os.path.relpath(src, root)
-        if rel.startswith(".."):
+        if rel.startswith("..") or not os.path.exists(src):  # outside the tree, or gone since meson last ran
             continue
         if rel in ALWAYS:
             picked.append(src)
