@@ -88,21 +88,7 @@ for opt in sgd adagrad; do
     rc=$?
     check "$opt: both tables sparse train (${sparse[*]}; rc=$rc)" test "$rc" -eq 0
     [ "$rc" -eq 0 ] || tail -20 "$tmp/sparse-$opt.log"
-    "$py" - "$tmp/dense-$opt" "$tmp/sparse-$opt" <<'EOF_PY' >"$tmp/compare-$opt" 2>&1
-import json, sys
-def curve(d):
-    return [(r["step"], r["loss"]) for r in map(json.loads, open(d + "/metrics.jsonl")) if "loss" in r]
-dense, sparse = curve(sys.argv[1]), curve(sys.argv[2])
-print("dense ", dense)
-print("sparse", sparse)
-assert len(dense) == 6 and [s for s, _ in dense] == [s for s, _ in sparse], "not the same steps"
-for (s, a), (_, b) in zip(dense, sparse):
-    assert abs(a - b) <= 1e-4 * max(1.0, abs(a)), f"step {s}: dense loss {a}, sparse {b}"
-assert dense[-1][1] < dense[0][1], "the loss did not fall"
-auc = [json.load(open(d + "/summary.json"))["test_auc"] for d in sys.argv[1:]]
-print("test AUC", auc)
-assert abs(auc[0] - auc[1]) <= 1e-3 and auc[0] > 0.6, auc
-EOF_PY
+    "$py" "$(dirname "$0")/compare_sparse_runs.py" "$tmp/dense-$opt" "$tmp/sparse-$opt" 0.6 >"$tmp/compare-$opt" 2>&1
     rc=$?
     check "$opt: equal loss curves (every 10 steps) and test AUC, dense and sparse" test "$rc" -eq 0
     cat "$tmp/compare-$opt"
