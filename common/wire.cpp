@@ -39,6 +39,7 @@ std::string_view to_string(MessageType type) {
         case MessageType::kRestore: return "RESTORE";
         case MessageType::kAttach: return "ATTACH";
         case MessageType::kDirCheck: return "DIRCHECK";
+        case MessageType::kChunk: return "CHUNK";
     }
     return "UNKNOWN";
 }

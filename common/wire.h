@@ -21,8 +21,8 @@ inline constexpr std::uint32_t kMagic = 0x4E525350;  // "PSRN"
 // 2: ATTACH and shared-memory payloads; 3: DIRCHECK; 4: the model in HELLO, the learning-rate schedule in INIT;
 // 5: REJOINED; 6: MAC trailer, bf16 slices; 7: psd's instance in WELCOME; 8: tensor class and kind (and row
 // initializer) in the tensor list; 9: sparse tables (row frames, the tables in WELCOME); 10: weight decay
-// and global-norm clipping in INIT; 11: the moving average's decay and the parameter groups in INIT
-inline constexpr std::uint16_t kVersion = 11;
+// and global-norm clipping in INIT; 11: the moving average's decay and the parameter groups in INIT; 12: CHUNK
+inline constexpr std::uint16_t kVersion = 12;
 inline constexpr std::size_t kFixedHeaderSize = 48;
 inline constexpr std::size_t kFrameDescriptorSize = 8;
 inline constexpr std::uint32_t kMaxFrames = 4096;
@@ -37,9 +37,9 @@ inline constexpr std::uint32_t kMaxRowWidth = 65536;            // floats per ro
 enum class MessageType : std::uint8_t {
     kHello = 1, kWelcome = 2, kInit = 3, kPull = 4, kPush = 5, kPushPull = 6, kParams = 7,
     kAck = 8, kDone = 9, kStats = 10, kStop = 11, kError = 12, kHeartbeat = 13,
-    kSave = 14, kRestore = 15, kAttach = 16, kDirCheck = 17,
+    kSave = 14, kRestore = 15, kAttach = 16, kDirCheck = 17, kChunk = 18,
 };
-inline constexpr std::uint8_t kMaxMessageType = 17;
+inline constexpr std::uint8_t kMaxMessageType = 18;
 std::string_view to_string(MessageType type);
 
 enum class Role : std::uint8_t { kWorker = 0, kChief = 1, kPs = 2, kTool = 3 };
@@ -189,6 +189,36 @@ struct DirCheckRequest {
 };
 std::string encode_dircheck(const DirCheckRequest& request);
 [[nodiscard]] Result<DirCheckRequest> decode_dircheck(std::string_view bytes);
+
+// CHUNK (worker -> psd 0, docs/protocol.md "Elastic data", psd/data_chunks.h): the worker's data
+// plan (examples, chunks, seed: every worker of the run sends the same), the chunks it trained
+// on completely since its last CHUNK, and whether it wants a new chunk. The reply is a CHUNK
+// whose body is a ChunkGrant (leased = false when none was wanted).
+struct ChunkRef {
+    std::uint64_t epoch = 0;
+    std::uint32_t chunk = 0;
+    bool operator==(const ChunkRef&) const = default;
+};
+inline constexpr std::uint32_t kMaxChunkReports = 1024;  // done chunks in one request
+struct ChunkRequest {
+    std::uint64_t examples = 0;  // >= 1
+    std::uint32_t chunks = 0;    // 1..examples
+    std::uint64_t seed = 0;
+    bool want = true;
+    std::vector<ChunkRef> done;
+    bool operator==(const ChunkRequest&) const = default;
+};
+struct ChunkGrant {
+    bool leased = false;
+    ChunkRef id;
+    std::uint64_t first = 0;  // the chunk's first example
+    std::uint32_t count = 0;  // examples (>= 1 when leased)
+    bool operator==(const ChunkGrant&) const = default;
+};
+std::string encode_chunk_request(const ChunkRequest& request);
+[[nodiscard]] Result<ChunkRequest> decode_chunk_request(std::string_view bytes);
+std::string encode_chunk_grant(const ChunkGrant& grant);
+[[nodiscard]] Result<ChunkGrant> decode_chunk_grant(std::string_view bytes);
 
 // True when every float is finite (no NaN, no Inf). Vectorised; reads bytes.size()/4 floats.
 bool all_finite(const void* data, std::size_t count);

@@ -1,4 +1,4 @@
-// libFuzzer target for the wire decoders (and the --param-group parser, whose groups INIT
+// libFuzzer target for the wire decoders (CHUNK's too, and the --param-group parser, whose groups INIT
 // carries). The first input byte picks the decoder; the rest is the frame. Built and run by test/psd/fuzz.sh (clang -fsanitize=fuzzer,address).
 #include <cstddef>
 #include <cstdint>
@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (size == 0) return 0;
     const std::string_view frame(reinterpret_cast<const char*>(data + 1), size - 1);
     using namespace psrun::wire;
-    switch (data[0] % 8) {
+    switch (data[0] % 11) {
         case 0: {
             auto h = decode_header(frame);
             if (h) {
@@ -76,6 +76,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 auto decoded = decode_init(encode_init(init));
                 if (!decoded || decoded->optimizer.groups != init.optimizer.groups) __builtin_trap();
             }
+            break;
+        }
+        case 8: {  // CHUNK request (elastic data): decoding is exact, the plan and reports in range
+            auto r = decode_chunk_request(frame);
+            if (r && (encode_chunk_request(*r) != frame || r->chunks == 0 || r->chunks > r->examples ||
+                      r->done.size() > kMaxChunkReports))
+                __builtin_trap();
+            break;
+        }
+        case 9: {  // CHUNK grant
+            auto g = decode_chunk_grant(frame);
+            if (g && (encode_chunk_grant(*g) != frame || (g->leased && g->count == 0))) __builtin_trap();
             break;
         }
         default: (void)decode_error(frame); break;
