@@ -71,6 +71,11 @@ int main(int argc, char** argv) {
                    "0: no limit")
         ->check(psrun::integer_in(0, 1000000000000))
         ->capture_default_str();
+    app.add_option("--min-workers", o.min_workers,
+                   "elastic membership: a worker declared dead is dropped (its data chunks re-queued, sync steps "
+                   "aggregate over the rest) and the run ends 0 when at least K workers finished and the chief "
+                   "stayed; fewer than K left stops the run (exit 1); default: off (a dead worker fails the run)")
+        ->check(psrun::integer_in(1, psrun::kMaxTasks));
     app.add_option("--signal-grace", signal_grace,
                    "seconds psd waits after SIGTERM/SIGUSR1 for the chief's checkpoint and every worker's DONE")
         ->check(psrun::positive_seconds())
@@ -99,6 +104,9 @@ int main(int argc, char** argv) {
         if (o.sync && o.backup_workers >= o.num_workers)
             throw psrun::UsageError("--backup-workers " + std::to_string(o.backup_workers) + " leaves no worker of " +
                                     std::to_string(o.num_workers) + " (--num-workers) to aggregate: give fewer");
+        if (o.min_workers > o.num_workers)
+            throw psrun::UsageError("--min-workers " + std::to_string(o.min_workers) + " is more than --num-workers " +
+                                    std::to_string(o.num_workers) + ": give at most that many");
         if (o.sync && o.replicas_to_aggregate == 0) o.replicas_to_aggregate = o.num_workers - o.backup_workers;
         if (!no_auth) {
             if (key_file.empty()) throw psrun::UsageError("give --key-file F (the job's key file) or --no-auth");

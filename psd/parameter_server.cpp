@@ -271,6 +271,7 @@ void ParameterServer::dispatch(const std::string& routing, const Header& h, Part
         case MessageType::kRestore: return on_restore(routing, h, parts);
         case MessageType::kDirCheck: return on_dircheck(routing, h, parts);
         case MessageType::kAttach: return on_attach(routing, h, parts);
+        case MessageType::kChunk: return on_chunk(routing, h, parts);
         default:
             ++counters_.malformed;
             return reply_error(routing, ErrorCode::kProtocol,
@@ -308,6 +309,7 @@ void ParameterServer::check_timeouts() {
         else
             spdlog::error("worker {} silent for more than {} ms: declared dead", i, options_.worker_timeout.count());
     }
+    on_workers_dead(dead);
     on_workers_lost();
     release_drain_waiters(false);
     check_run_finished();
@@ -332,6 +334,7 @@ void ParameterServer::check_run_finished() {
         spdlog::info("all {} workers are done", options_.num_workers);
         return finish(kExitOk);
     }
+    if (finish_elastic(dead)) return;
     spdlog::error("remaining workers are done, but worker {} died: exiting with failure", WorkerTable::list(dead));
     finish(kExitFailure);
 }
@@ -368,6 +371,7 @@ std::string ParameterServer::stats_json() const {
     j["bf16_param_reuses"] = bf16_.reuses();
     j["aborted"] = faults_.aborted();
     j["auth_denied"] = zap_ ? zap_->denied() : 0;
+    for (const auto& [key, value] : elastic_json().items()) j[key] = value;  // --min-workers, data chunks
     return json_text(j);
 }
 

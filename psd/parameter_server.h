@@ -19,6 +19,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
 #include "common/message_auth.h"
@@ -27,6 +28,7 @@
 #include "common/signals.h"
 #include "common/wire.h"
 #include "psd/bf16_params.h"
+#include "psd/data_chunks.h"
 #include "psd/drain.h"
 #include "psd/fault_policy.h"
 #include "psd/server_options.h"
@@ -81,6 +83,15 @@ private:
     void on_save(const std::string& routing, const wire::Header& h, Parts& parts);     // psd/checkpoint handlers
     void on_restore(const std::string& routing, const wire::Header& h, Parts& parts);
     void on_dircheck(const std::string& routing, const wire::Header& h, Parts& parts);
+    // Elastic data and membership (psd/parameter_server_chunks.cpp, psd/data_chunks.h).
+    void on_chunk(const std::string& routing, const wire::Header& h, Parts& parts);
+    // Workers declared dead: their chunks go back to the queue; elastic: they are dropped, and the
+    // run is aborted when the chief is among them or fewer than --min-workers are left.
+    void on_workers_dead(const std::vector<std::uint32_t>& dead);
+    // Elastic: the run is over with dead workers; exits 0 when enough finished (true), else false.
+    bool finish_elastic(const std::vector<std::uint32_t>& dead);
+    void on_worker_back(std::uint32_t index);  // a dropped worker spoke again: no longer dropped
+    nlohmann::json elastic_json() const;
     // Shared memory (psd/parameter_server_shm.cpp).
     void on_attach(const std::string& routing, const wire::Header& h, Parts& parts);
     ShmSegment* attachment(const std::string& routing);  // null: this client uses payload frames
@@ -195,6 +206,14 @@ private:
     std::unordered_set<std::string> rejoined_;  // routing ids whose next reply carries kFlagRejoined
     // This process's identity in WELCOME (wire::Welcome::instance): random, never 0.
     std::uint64_t instance_ = 0;
+    std::unique_ptr<DataChunks> chunks_;  // psd 0: from the first CHUNK (its plan)
+    struct Dropped {  // elastic: a worker declared dead and not back
+        std::uint32_t worker = 0;
+        double after_s = 0;  // since psd started
+        std::uint64_t step = 0;
+    };
+    std::vector<Dropped> dropped_;
+    std::optional<std::uint32_t> chief_;  // the index that said HELLO as the chief
     std::vector<std::uint32_t> awaited_;  // dead workers check_run_finished() waits for (logged once each)
 };
 

@@ -24,11 +24,13 @@ void ParameterServer::on_worker_rejoined(const std::string& routing, std::uint32
                  "the run (a stopped or stalled worker, not a dead one); its next reply tells it so",
                  index, dead_for, options_.worker_timeout.count());
     rejoined_.insert(routing);
+    on_worker_back(index);
     update_sync_replicas();  // sync: it counts again (a stale gradient is dropped as before)
 }
 
 bool ParameterServer::waiting_for_return(Clock::time_point now) {
-    if (options_.reconnect_wait.count() <= 0 || drain_.active()) return false;
+    // Elastic: a dead worker is dropped, not waited for (it may still speak again before the end).
+    if (options_.reconnect_wait.count() <= 0 || drain_.active() || options_.min_workers > 0) return false;
     const auto resumed = PauseDetector::process().window_start(started_);
     const auto back = workers_.returnable(now, options_.reconnect_wait, resumed);
     const double wait_s = static_cast<double>(options_.reconnect_wait.count()) / 1000.0;

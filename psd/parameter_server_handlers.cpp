@@ -65,6 +65,7 @@ void ParameterServer::on_hello(const std::string& routing, const Header& h, Part
         // it rejoins as if it had sent any other message.
         if (workers_.is_dead(h.index) && workers_.revive(h.index, Clock::now())) on_worker_rejoined(routing, h.index);
         workers_.hello(h.index, Clock::now());
+        if (h.role == wire::Role::kChief) chief_ = h.index;
     }
     // The chief learns that psd holds parameters (it then sends INIT "restored"); the other workers only once
     // this run's INIT is in (awaiting_run_init_).
@@ -207,6 +208,7 @@ void ParameterServer::on_done(const std::string& routing, const Header& h) {
     if (!workers_.is_done(h.index))
         spdlog::info("worker {} is done ({} of {} workers)", h.index, workers_.count_done() + 1, options_.num_workers);
     workers_.done(h.index);
+    if (chunks_) chunks_->release(h.index);  // a chunk it did not finish goes to another worker
     if (h.flags & wire::kFlagDraining) {
         spdlog::info("worker {} stopped early (preempted) at global step {}", h.index, shard_->step());
         drain_.worker_preempted();

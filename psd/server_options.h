@@ -39,6 +39,11 @@ struct ServerOptions {
     // Preemption: after a signal (or the chief's drain request) psd waits this long for the
     // chief's checkpoint and every worker's DONE before it exits anyway (psd/drain.h).
     std::chrono::milliseconds signal_grace{8000};
+    // Elastic membership (--min-workers K, docs/reliability.md "Elastic membership"); 0: off. A
+    // worker declared dead is dropped (its data chunks go back to the queue, sync steps aggregate
+    // over the rest) instead of failing the run: psd exits 0 when at least K workers finished and
+    // the chief (which checkpoints) was never lost; the run is aborted once fewer than K are left.
+    std::uint32_t min_workers = 0;
     std::uint64_t max_bad_grads = 100;    // rejected non-finite gradients before the run is aborted; 0: no limit
 };
 
