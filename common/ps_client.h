@@ -196,6 +196,9 @@ public:
     // Returns shard 0's global step after the request (the step a checkpoint should name).
     [[nodiscard]] Result<std::uint64_t> drain();
     [[nodiscard]] Result<nlohmann::json> stats(std::uint32_t shard);
+    // Elastic data (docs/protocol.md "Elastic data", common/ps_client_chunks.cpp): reports
+    // `request.done` to psd 0 and, when `request.want`, leases the next data chunk from it.
+    [[nodiscard]] Result<wire::ChunkGrant> chunk(const wire::ChunkRequest& request);
     [[nodiscard]] Result<void> stop(std::uint32_t shard);
     // A shard whose connection dropped after it was up (its psd died or hung) and did not come
     // back within reconnect_wait, or that came back as a restarted psd: every later request

@@ -222,6 +222,7 @@ void SummaryHook::end(RunContext& ctx, const StepResult& last) {
         summary["skipped_records_by_worker"] = totals.by_worker;
         summary["workers_without_report"] = totals.missing;
     }
+    if (!ctx.elastic.is_null()) summary["elastic"] = ctx.elastic;  // psd 0's chunk counts, dropped workers
     summary.update(optimizer_summary(make_trainer_config(o).optimizer));
     summary["label_smoothing"] = o.label_smoothing;
     summary["chief_clipped_steps"] = ctx.trainer->clipped_steps();  // the chief's own gradients only

@@ -28,6 +28,7 @@
 #include "workerd/signal_watcher.h"
 #include "workerd/step_loop.h"
 #include "workerd/worker_reports.h"
+#include "workerd/data/chunk_source.h"
 #include "workerd/data/data_time.h"
 
 namespace psrun::worker {
@@ -55,6 +56,11 @@ void add_cluster_options(CLI::App& app, ClusterOptions& o) {
     app.add_option("--signal-grace", o.signal_grace,
                    "seconds after SIGTERM/SIGUSR1 for the preemption checkpoint before a forced exit 1")
         ->check(positive_seconds())
+        ->capture_default_str();
+    app.add_option("--data-chunks", o.data_chunks,
+                   "elastic data: read the chunks psd 0 leases (C per epoch, each example once per epoch whatever "
+                   "the membership does) instead of the fixed --shard; in-memory data; 0: the shard")
+        ->check(integer_in(0, 1 << 20))
         ->capture_default_str();
     add_fault_options(app, o.faults);
 }
@@ -134,7 +140,26 @@ int DistributedWorker::run() {
         spdlog::info("wire precision bf16: {} of {} psd shards exchange bf16 payload frames (shared memory stays f32)",
                      endpoints.size() - client.shm_shards(), endpoints.size());
 
-    auto train = make_train_source(*data, config);
+    ChunkSource* chunk_source = nullptr;  // owned by the trainer
+    std::unique_ptr<BatchSource> train;
+    if (c.data_chunks > 0) {  // elastic data: psd 0 leases the chunks (workerd/data/chunk_source.h)
+        if (data->train_stream || data->train_mapped)
+            throw UsageError("--data-chunks reads the training split from memory: not with a streamed or "
+                             "memory-mapped split (drop --stream, or --data-chunks)");
+        if (training_.augment != "none")
+            throw UsageError("--data-chunks does not combine with --augment yet (augmented batches are drawn on "
+                             "a thread of their own): drop one of them");
+        if (c.data_chunks > data->train.size())
+            throw UsageError(fmt::format("--data-chunks {} is more than the {} training examples: give at most that",
+                                         c.data_chunks, data->train.size()));
+        auto source = std::make_unique<ChunkSource>(
+            data->train, static_cast<std::size_t>(config.network.batch_size), config.seed, c.data_chunks,
+            [&client_ptr](const wire::ChunkRequest& r) { return client_ptr->chunk(r); });
+        chunk_source = source.get();
+        train = std::move(source);
+    } else {
+        train = make_train_source(*data, config);
+    }
     train->start();  // a stream fills its shuffle buffer while the network is built
     Trainer trainer(config, std::move(train), make_test_source(*data));
     if (c.chief && !training_.model_dir.empty() && !data_record(training_, *data).empty())
@@ -194,8 +219,10 @@ int DistributedWorker::run() {
         if (!pulled) return fail("PULL", pulled.error());
         info = *pulled;
     }
-    spdlog::info("worker {}{} of {}: training from global step {} to {} on shard {}, batch {} ({} ps shard{}), model {}",
-                 c.index, c.chief ? " (chief)" : "", c.num_workers, info.step, training_.steps, training_.shard,
+    const std::string reads = chunk_source ? fmt::format("data chunks leased by psd 0 ({} per epoch)", c.data_chunks)
+                                           : "shard " + training_.shard;
+    spdlog::info("worker {}{} of {}: training from global step {} to {} on {}, batch {} ({} ps shard{}), model {}",
+                 c.index, c.chief ? " (chief)" : "", c.num_workers, info.step, training_.steps, reads,
                  training_.accumulate_steps > 1
                      ? fmt::format("{} ({} micro-batches of {} per update)", examples_per_update(training_),
                                    training_.accumulate_steps, training_.batch_size)
@@ -231,6 +258,10 @@ int DistributedWorker::run() {
     if (c.faults.inject_nan_every > 0) hooks.add(make_nan_injector(c.faults.inject_nan_every));
     hooks.begin(ctx);
     bool overlap = training_.overlap == "on" && !client.sync();
+    if (overlap && chunk_source) {  // CHUNK requests go out on the training thread: one thread drives the client
+        spdlog::warn("--overlap on: not with --data-chunks (chunks are leased on the training thread); steps block");
+        overlap = false;
+    }
     if (overlap && trainer.sparse()) {  // the rows of a batch are pulled on the training thread
         spdlog::warn("--overlap on: not with a sparse table (its rows are pulled before each step); steps block");
         overlap = false;
@@ -251,6 +282,15 @@ int DistributedWorker::run() {
     if (!c.chief && !training_.model_dir.empty())  // before DONE: the chief sums it (workerd/worker_reports.h)
         if (auto wrote = write_worker_report(training_.model_dir, ctx); !wrote)
             spdlog::warn("{}", wrote.error().message);
+    if (chunk_source) chunk_source->report_finished();  // before DONE, which returns unreported chunks
+    if (c.chief && !training_.model_dir.empty() && !ctx.stopped_by_signal) {  // summary.json's "elastic"
+        if (auto stats = client_ptr->stats(0); stats) {
+            nlohmann::json elastic;
+            for (const char* key : {"data_chunks", "workers_dropped", "min_workers"})
+                if (stats->contains(key)) elastic[key] = (*stats)[key];
+            if (!elastic.is_null()) ctx.elastic = elastic;
+        }
+    }
     if (ctx.stopped_by_signal) {
         code = finish_preempted(ctx, *ctx.client, watcher, tag);
     } else {

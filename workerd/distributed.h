@@ -35,6 +35,9 @@ struct ClusterOptions {
     // (common/drain_budget.h) that psd gets the same value for.
     double signal_grace = kDefaultSignalGrace;
     FaultOptions faults;           // lost psd, heartbeats, fault injection (workerd/ps_recovery.h)
+    // Elastic data (--data-chunks C, workerd/data/chunk_source.h): read the chunks psd 0 leases,
+    // C per epoch, instead of the fixed shard; 0: the shard (default).
+    std::uint32_t data_chunks = 0;
 };
 
 // Registers --ps, --num-workers, --chief, --evaluator, --key-file, --no-auth, --auth and the timeouts.

@@ -70,6 +70,9 @@ struct RunContext {
     // last checkpoint (EvalHook::end); and that checkpoint, set by CheckpointHook.
     std::optional<EvalMetrics> average_metrics;
     std::optional<CheckpointInfo> last_checkpoint;
+    // --data-chunks / psd --min-workers: psd 0's data_chunks and workers_dropped (STATS) before the
+    // chief's DONE, for summary.json's "elastic"; null otherwise.
+    nlohmann::json elastic;
 
     double elapsed() const { return std::chrono::duration<double>(Clock::now() - start).count(); }
 };
