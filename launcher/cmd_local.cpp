@@ -141,6 +141,12 @@ void run_local(const LocalOptions& o, CommandContext& ctx) {
     daemon.training = ctx.training;
     daemon.ps_threads = threads.ps_threads;
     check_restart_ps(o, daemon);
+    if (daemon.min_workers && *daemon.min_workers > o.num_workers)
+        throw UsageError(fmt::format("--min-workers {} is more than --workers {}: give at most that many",
+                                     *daemon.min_workers, o.num_workers));
+    if (daemon.min_workers && !training_value(daemon.training, "--data-chunks"))
+        spdlog::warn("--min-workers without --data-chunks C in the training options: a dropped worker's shard is "
+                     "not read again (give --data-chunks to hand the data out in chunks)");
     // One host: no network between the daemons can blink, and a daemon that is gone is gone (psrun sees it exit),
     // so nobody waits for a silent peer unless asked to (or psrun restarts the psd: --restart-ps).
     if (!daemon.reconnect_wait) daemon.reconnect_wait = 0;
@@ -178,7 +184,7 @@ void run_local(const LocalOptions& o, CommandContext& ctx) {
         return;
     }
     DaemonRestarts restarts(o.restart_workers, o.restart_ps);
-    Supervisor supervisor(seconds_to_ms(o.grace_seconds), &restarts);
+    Supervisor supervisor(seconds_to_ms(o.grace_seconds), &restarts, daemon.min_workers.has_value());
     ctx.exit_code = supervisor.run(commands);
     report_restarts(restarts, training_model_dir(daemon.training));
     if (ctx.exit_code == kExitOk) {

@@ -24,6 +24,7 @@ struct DaemonOptions {
     bool standby = false;                  // psd: --standby
     std::optional<double> worker_timeout;  // psd: --worker-timeout SECONDS
     std::optional<long> max_bad_grads;     // psd: --max-bad-grads N
+    std::optional<int> min_workers;        // psd: --min-workers K (elastic membership)
     // psd and workerd: --reconnect-wait SECONDS (how long a silent peer may take to come back);
     // nullopt: their default (kDefaultReconnectWait).
     std::optional<double> reconnect_wait;

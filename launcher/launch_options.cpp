@@ -121,6 +121,12 @@ void add_daemon_options(CLI::App* cmd, DaemonOptions& o) {
                     "psd: rejected non-finite gradients before the run is stopped (0: no limit; default 100)")
         ->check(integer_in(0, 1000000000000))
         ->group(grp);
+    cmd->add_option("--min-workers", o.min_workers,
+                    "psd: elastic membership: a worker lost for good (declared dead after --worker-timeout) is "
+                    "dropped, its data chunks re-queued (workerd --data-chunks), and the run ends 0 when at least K "
+                    "workers finished; the chief stays required; default: off (a dead worker fails the run)")
+        ->check(integer_in(1, kMaxTasks))
+        ->group(grp);
     cmd->add_option("--reconnect-wait", o.reconnect_wait,
                     "psd and workerd: seconds a peer that went silent may take to come back (a network that "
                     "blinked): workers wait this long for a lost psd (the same psd goes on, a restarted one is "

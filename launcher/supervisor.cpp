@@ -111,6 +111,11 @@ void Supervisor::reap(bool stopping, bool draining) {
                               c.command.label, pid, describe_wait_status(status));
                 if (!failed_) checkpoint_lost_ = true;
                 failed_ = true;
+            } else if (tolerated_death(c, status) && elastic_) {
+                // Elastic (--min-workers): psd drops it and decides the run's outcome by its own exit code.
+                spdlog::warn("{} (pid {}) {}: the other workers go on without it (elastic: psd drops it after "
+                             "--worker-timeout; the run can still end 0)",
+                             c.command.label, pid, describe_wait_status(status));
             } else if (tolerated_death(c, status)) {
                 spdlog::error("{} (pid {}) {}: the other workers go on without it (the ps report it and exit "
                               "non-zero at the end)",

@@ -5,7 +5,9 @@
 // grandchildren are stopped too; psrun is a child subreaper and reaps every descendant before
 // run() returns, so none outlives it. Policy:
 //  - a non-chief worker killed by a signal (kill -9, OOM): logged, the others go on (psd declares
-//    it dead after --worker-timeout and exits non-zero at the end); run() returns 1;
+//    it dead after --worker-timeout and exits non-zero at the end); run() returns 1; with
+//    `elastic` (--min-workers, docs/reliability.md "Elastic membership") it is no failure: psd
+//    drops it and its own exit code says whether the run succeeded;
 //  - any other child that exits non-zero (but 75) or is killed by a signal: the others get
 //    SIGTERM, then SIGKILL after the grace period; run() returns 1 (2 when that first failure
 //    was a daemon's exit 2: a usage or configuration error) and the log names the child;
@@ -39,8 +41,8 @@ namespace psrun::launcher {
 class Supervisor {
   public:
     // `restarts` (may be null: no restarts) must outlive run().
-    explicit Supervisor(std::chrono::milliseconds grace, DaemonRestarts* restarts = nullptr)
-        : grace_(grace), restarts_(restarts) {}
+    explicit Supervisor(std::chrono::milliseconds grace, DaemonRestarts* restarts = nullptr, bool elastic = false)
+        : grace_(grace), restarts_(restarts), elastic_(elastic) {}
     Supervisor(const Supervisor&) = delete;
     Supervisor& operator=(const Supervisor&) = delete;
 
@@ -67,6 +69,7 @@ class Supervisor {
 
     std::chrono::milliseconds grace_;
     DaemonRestarts* restarts_;
+    bool elastic_;  // a non-chief worker killed by a signal is dropped by psd, not a failure
     std::vector<Child> children_;
     pid_t group_ = 0;
     bool failed_ = false;
