@@ -24,6 +24,7 @@ MUST_LIST = [
     "workerd --step-timeout", "workerd --heartbeat-timeout", "workerd --barrier-timeout",
     "workerd --checkpoint-secs", "workerd --seed", "workerd --validation-split", "workerd --learning-rate",
     "workerd --data-threads",
+    "psrun local --min-workers", "psrun run --min-workers", "psd --min-workers", "workerd --data-chunks",  # elastic
 ]
 
 
