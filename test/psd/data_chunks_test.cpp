@@ -2,6 +2,7 @@
 // rollover and checkpoint/restore of the dispenser's state, without sockets.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <set>
 
 #include "psd/data_chunks.h"
