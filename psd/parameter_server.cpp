@@ -371,7 +371,7 @@ std::string ParameterServer::stats_json() const {
     j["bf16_param_reuses"] = bf16_.reuses();
     j["aborted"] = faults_.aborted();
     j["auth_denied"] = zap_ ? zap_->denied() : 0;
-    for (const auto& [key, value] : elastic_json().items()) j[key] = value;  // --min-workers, data chunks
+    j.update(elastic_json());  // --min-workers, data chunks
     return json_text(j);
 }
 
