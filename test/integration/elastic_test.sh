@@ -2,7 +2,7 @@
 # Issue 38, elastic membership (docs/reliability.md "Elastic membership"): psrun local trains
 # dls_mlp on MNIST with 3 workers reading data chunks leased by psd 0 (--data-chunks) and psd
 # --min-workers 2. Worker 2 is SIGKILLed by PID mid-run (no --restart-workers): psd drops it after
-# --worker-timeout, returns its chunks to the queue, and the run ends 0 with worker 2 listed as
+# --worker-timeout (1 s), returns its chunks to the queue, and the run ends 0 with worker 2 listed as
 # dropped in summary.json; every complete epoch counted exactly 60,000 examples (nothing lost,
 # nothing twice); the test accuracy is within 1.5 points of an undisturbed run of the same steps.
 # Every process is stopped by PID; the temp dir is removed.
@@ -21,17 +21,19 @@ fail=0
 . "$(dirname "$0")/../support/check.sh"  # check(), require_mnist()
 require_mnist
 py=/usr/bin/python3
-# The PID of psrun's child workerd with --index $2 (psrun's PID $1).
+# The PID of the workerd with --index $2 among the descendants of PID $1 (psrun, or a shell that runs it).
 worker_pid() {
-    local c
+    local c found
     for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
-        if tr '\0' '\n' </proc/"$c"/cmdline 2>/dev/null | grep -qx workerd &&
+        if tr '\0' '\n' </proc/"$c"/cmdline 2>/dev/null | head -1 | grep -q 'workerd$' &&
             tr '\0' ' ' </proc/"$c"/cmdline | grep -q -- "--index $2 "; then echo "$c"; return; fi
+        found=$(worker_pid "$c" "$2")
+        [ -n "$found" ] && { echo "$found"; return; }
     done
 }
-if [ "$mode" = sync ]; then steps=600; sync=(--sync); else steps=1500; sync=(); fi
-run_opts=(--ps 1 --workers 3 --min-workers 2 --worker-timeout 3 "${sync[@]}")
-train_opts=(--model dls_mlp --data-dir "$idx" --batch-size 100 --steps "$steps" --log-every 50 --data-chunks 60
+if [ "$mode" = sync ]; then steps=3000; sync=(--sync); else steps=12000; sync=(); fi
+run_opts=(--ps 1 --workers 3 --min-workers 2 --worker-timeout 1 "${sync[@]}")
+train_opts=(--model dls_mlp --data-dir "$idx" --batch-size 100 --steps "$steps" --log-every 100 --data-chunks 60
             --threads 1)
 
 # Undisturbed reference: the same run, nobody killed.
@@ -41,9 +43,9 @@ check "the undisturbed $mode run exits 0 (rc=$code)" test "$code" -eq 0
 
 timeout 300 "$psrun" local "${run_opts[@]}" -- "${train_opts[@]}" --model-dir "$tmp/m" >"$tmp/log" 2>&1 &
 pid=$!
-for _ in $(seq 1200); do  # a third of the steps done
+for _ in $(seq 1200); do  # a tenth of the steps done
     s=$(grep -o "step [0-9]*/$steps" "$tmp/log" | tail -1 | sed 's/step \([0-9]*\).*/\1/')
-    [ -n "$s" ] && [ "$s" -ge $((steps / 3)) ] && break
+    [ -n "$s" ] && [ "$s" -ge $((steps / 10)) ] && break
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
 done
@@ -83,10 +85,23 @@ check("undisturbed: nobody dropped", ref["elastic"].get("workers_dropped") == []
 gap = abs(run["test_accuracy"] - ref["test_accuracy"])
 check(f"accuracy within 1.5 points of the undisturbed run (gap {100 * gap:.2f})", gap <= 0.015)
 check("accuracy above 0.9", run["test_accuracy"] > 0.9)
+# psd's final state: worker 2 dropped, and no epoch older than the newest complete one left open (the
+# chunk worker 2 held when it was killed went to another worker; without that its epoch never completes).
+final = json.load(open(sys.argv[4]))
+epochs = final["data_chunks"]["epochs"]
+newest = max([x["epoch"] for x in epochs if x["complete"]], default=-1)
+open_before = [x["epoch"] for x in epochs if not x["complete"] and x["epoch"] < newest]
+print(f"psd at exit: epochs {[(x['epoch'], x['examples'], x['complete']) for x in epochs]}, "
+      f"dropped {final.get('workers_dropped')}")
+check(f"psd: worker 2 dropped ({final.get('workers_dropped')})", [d["worker"] for d in final.get("workers_dropped", [])] == [2])
+check(f"psd: no epoch before the newest complete one ({newest}) left open ({open_before})", newest >= 1 and not open_before)
+check("psd: every complete epoch 60000 examples", all(x["examples"] == 60000 for x in epochs if x["complete"]))
 sys.exit(0 if ok else 1)
 PY
 if [ -f "$tmp/ref/summary.json" ] && [ -f "$tmp/m/summary.json" ]; then
-    check "summary figures" "$py" "$tmp/check.py" "$tmp/ref/summary.json" "$tmp/m/summary.json" "$steps"
+    # psd's last line: its counters when it exited (after every worker's last report).
+    grep "\[psd:0\] exiting with code 0 (" "$tmp/log" | tail -1 | sed 's/^[^(]*(//; s/)$//' >"$tmp/psd.json"
+    check "summary figures" "$py" "$tmp/check.py" "$tmp/ref/summary.json" "$tmp/m/summary.json" "$steps" "$tmp/psd.json"
 else
     check "both runs wrote summary.json" false
 fi
