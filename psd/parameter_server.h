@@ -90,10 +90,6 @@ private:
     void on_workers_dead(const std::vector<std::uint32_t>& dead);
     // Elastic: the run is over with dead workers; exits 0 when enough finished (true), else false.
     bool finish_elastic(const std::vector<std::uint32_t>& dead);
-    // psd 0: the dispenser's state beside the shard file in a checkpoint dir (kChunkStateFile), and
-    // read back at RESTORE for the first CHUNK of the resumed run (a missing file: a fresh epoch 0).
-    void save_chunk_state(const std::string& dir);
-    void load_chunk_state(const std::string& dir);
     void on_worker_back(std::uint32_t index);  // a dropped worker spoke again: no longer dropped
     nlohmann::json elastic_json() const;
     // Shared memory (psd/parameter_server_shm.cpp).
@@ -211,7 +207,6 @@ private:
     // This process's identity in WELCOME (wire::Welcome::instance): random, never 0.
     std::uint64_t instance_ = 0;
     std::unique_ptr<DataChunks> chunks_;  // psd 0: from the first CHUNK (its plan)
-    std::string restored_chunks_;         // psd 0: the state a RESTORE found, until the first CHUNK
     struct Dropped {  // elastic: a worker declared dead and not back
         std::uint32_t worker = 0;
         double after_s = 0;  // since psd started

@@ -5,8 +5,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include "common/zmq_util.h"
 #include "psd/parameter_server.h"
@@ -27,19 +25,6 @@ void ParameterServer::on_chunk(const std::string& routing, const Header& h, Part
     if (!chunks_) {
         if (auto ok = DataChunks::check(plan); !ok) return reply_error(routing, ErrorCode::kInvalidArgument, ok.error().message);
         chunks_ = std::make_unique<DataChunks>(plan);
-        if (!restored_chunks_.empty()) {
-            if (auto restored = DataChunks::restore(restored_chunks_, plan); restored) {
-                *chunks_ = std::move(*restored);
-                const auto epochs = chunks_->epochs();
-                spdlog::info("data chunks: continuing from the checkpoint ({} complete epoch{}, epoch {} open)",
-                             chunks_->epochs_complete(), chunks_->epochs_complete() == 1 ? "" : "s",
-                             epochs.empty() ? 0 : epochs.back().epoch);
-            } else {
-                spdlog::warn("data chunks: starting at epoch 0: the checkpoint's state does not fit ({})",
-                             restored.error().message);
-            }
-            restored_chunks_.clear();
-        }
         spdlog::info("data chunks: {} examples in {} chunks per epoch (seed {}), handed out by this psd", plan.examples,
                      plan.chunks, plan.seed);
     } else if (!(chunks_->plan() == plan)) {
@@ -98,30 +83,6 @@ bool ParameterServer::finish_elastic(const std::vector<std::uint32_t>& dead) {
                  done == 1 ? "" : "s", options_.min_workers, WorkerTable::list(dead));
     finish(kExitOk);
     return true;
-}
-
-namespace {
-constexpr const char* kChunkStateFile = "/data-chunks.txt";
-}  // namespace
-
-void ParameterServer::save_chunk_state(const std::string& dir) {
-    if (!chunks_) return;
-    // Part of the checkpoint dir the chief commits (listed and fsynced with the shard files). Not
-    // fatal: a checkpoint without it resumes the data at a fresh epoch 0.
-    std::ofstream out(dir + kChunkStateFile);
-    out << chunks_->serialize();
-    out.flush();
-    if (!out) spdlog::warn("data chunks: could not write {}{}: a resume from it starts at epoch 0", dir, kChunkStateFile);
-}
-
-void ParameterServer::load_chunk_state(const std::string& dir) {
-    chunks_.reset();  // a restored run: its first CHUNK starts the dispenser again
-    restored_chunks_.clear();
-    std::ifstream in(dir + kChunkStateFile);
-    if (!in) return;
-    std::ostringstream text;
-    text << in.rdbuf();
-    restored_chunks_ = text.str();
 }
 
 void ParameterServer::on_worker_back(std::uint32_t index) {

@@ -235,7 +235,6 @@ void ParameterServer::on_save(const std::string& routing, const Header& h, Parts
         return reply_error(routing, saved.error().code, saved.error().message);
     }
     ++counters_.checkpoints;
-    save_chunk_state(*dir);
     drain_.saved(shard_->step());
     spdlog::info("checkpoint: shard at step {} (chief's step {}) written to {} in {} ms", shard_->step(), h.step, *dir,
                  std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count());
@@ -276,7 +275,6 @@ void ParameterServer::on_restore(const std::string& routing, const Header& h, Pa
         return reply_error(routing, loaded.error().code, loaded.error().message);
     }
     if (sync_) sync_ = make_sync();  // a new run starts: forget any partial step
-    load_chunk_state(request->dir);
     spdlog::info("RESTORE: {} at step {} from {}, last step {}, learning rate {} ({})",
                  to_string(request->init.optimizer.kind), shard_->step(), request->dir, request->init.last_step,
                  request->init.optimizer.learning_rate, request->init.optimizer.effective_schedule().to_string());
