@@ -142,6 +142,20 @@ TEST_CASE("--max-bad-grads goes to psd and --reconnect-wait to psd and the worke
     CHECK(std::find(plain->argv.begin(), plain->argv.end(), "--reconnect-wait") == plain->argv.end());
 }
 
+TEST_CASE("--min-workers goes to psd only (elastic membership)", "[daemon]") {
+    DaemonOptions o;
+    o.no_auth = true;
+    o.min_workers = 2;
+    const auto map = two_ps_three_workers();
+    const auto ps = daemon_command(map, Role::kPs, 1, o);
+    REQUIRE(ps);
+    CHECK(ps->argv == Args{"psd", "--index", "1", "--ps", "tcp://n1:20000,tcp://n2:20000", "--num-workers", "3",
+                           "--no-auth", "--min-workers", "2", "--threads", "4"});
+    const auto worker = daemon_command(map, Role::kWorker, 2, o);
+    REQUIRE(worker);
+    CHECK(std::find(worker->argv.begin(), worker->argv.end(), "--min-workers") == worker->argv.end());
+}
+
 TEST_CASE("ps_threads replaces map.threads for psd only", "[daemon]") {
     DaemonOptions o;
     o.no_auth = true;
