@@ -22,9 +22,7 @@ end to end through the psrun CLI:
 Prints one line per check; exits 1 when one fails, 77 when torch or onnx cannot be imported.
 Usage: lowered_ops_models.py PSRUN [WORK_DIR]   (LOWERED_MODELS=a,b: a subset)
 """
-import json
 import os
-import re
 import sys
 import tempfile
 
@@ -39,17 +37,11 @@ except ImportError:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from psrun_cli import predict, run  # noqa: E402
+from torch_compare import Checks, check_model, export  # noqa: E402
 
 TOLERANCE = 1e-4
 BATCH = 6
-FAILED = []
-
-
-def check(what, ok, detail="", always=False):
-    print(f"{'ok' if ok else 'FAILED'}: {what}{(': ' + detail) if detail and (always or not ok) else ''}")
-    if not ok:
-        FAILED.append(what)
-    return ok
+check = Checks()
 
 
 class Vec(nn.Module):
@@ -130,76 +122,6 @@ MODELS = {
     "interp_trilinear": (lambda: Interp(spatial=(3, 4, 5), size=(4, 6, 7), mode="trilinear", align_corners=False),
                          (3, 3, 4, 5), ["matmul"]),
 }
-
-
-def export(model, x, path, opset):
-    torch.onnx.export(model, x, path, opset_version=opset, training=torch.onnx.TrainingMode.TRAINING,
-                      do_constant_folding=False, input_names=["x"], output_names=["logits"],
-                      dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}})
-
-
-def torch_reference(model, x, y):
-    """Outputs, loss and parameter gradients in float64."""
-    model = model.double()
-    model.zero_grad()
-    logits = model(torch.from_numpy(x.astype(np.float64)))
-    loss = F.cross_entropy(logits, torch.from_numpy(y))
-    loss.backward()
-    grads = {n: p.grad.numpy().copy() for n, p in model.named_parameters() if p.grad is not None}
-    model.float()
-    return logits.detach().numpy(), float(loss), grads
-
-
-def relative(mine, theirs):
-    mine = np.asarray(mine, dtype=np.float64).reshape(theirs.shape)
-    return float(np.max(np.abs(mine - theirs))) / max(float(np.max(np.abs(theirs))), 1e-12)
-
-
-def check_model(psrun, name, build, shape, kinds, work):
-    rng = np.random.default_rng(5)
-    x = (rng.standard_normal((BATCH, *shape))).astype(np.float32)
-    y = rng.integers(0, 10, size=BATCH).astype(np.int64)
-    xf, yf = os.path.join(work, f"{name}.x.npy"), os.path.join(work, f"{name}.y.npy")
-    np.save(xf, x)
-    np.save(yf, y)
-    torch.manual_seed(1)
-    model = build()
-    with torch.no_grad():
-        want = torch.softmax(model(torch.from_numpy(x)), dim=1).numpy()
-    for opset in (13, 14, 17):
-        tag = f"{name}_{opset}"
-        path = os.path.join(work, tag + ".onnx")
-        export(model, torch.from_numpy(x), path, opset)
-        show = run([psrun, "model", "show", path])
-        if not check(f"{tag}: psrun model show exits 0", show.returncode == 0, show.stdout[-1500:]):
-            continue
-        missing = [k for k in kinds if not re.search(rf"\b{k}\b", show.stdout)]
-        check(f"{tag}: its layers", not missing, f"missing {missing}")
-        grads_path = os.path.join(work, tag + ".grads.json")
-        r = run([psrun, "model", "check", path, "--input", xf, "--labels", yf, "--gradients", grads_path, "--json"], 300)
-        if not check(f"{tag}: psrun model check exits 0 (its own central differences)",
-                     r.returncode == 0 and os.path.exists(grads_path), r.stdout[-600:]):
-            continue
-        mine = json.load(open(grads_path))
-        logits, loss, grads = torch_reference(model, x, y)
-        err = relative(mine["outputs"], logits)
-        check(f"{tag}: forward outputs = torch's", err <= TOLERANCE, f"max relative error {err:.2e}", True)
-        check(f"{tag}: loss = torch's", abs(mine["loss"] - loss) <= TOLERANCE * max(abs(loss), 1.0),
-              f"{mine['loss']:.6f} vs {loss:.6f}")
-        worst, worst_name, missing = 0.0, "", []
-        for tname, g in grads.items():
-            if tname not in mine["tensors"]:
-                missing.append(tname)
-                continue
-            e = relative(mine["tensors"][tname]["gradient"], g)
-            if e >= worst:
-                worst, worst_name = e, tname
-        check(f"{tag}: {len(grads)} parameter gradients = torch's", not missing and worst <= TOLERANCE,
-              f"worst {worst_name} {worst:.2e}" + (f"; missing {missing}" if missing else ""), True)
-        got, perr = predict(psrun, path, x, work, tag)
-        if check(f"{tag}: psrun predict exits 0", got is not None, perr):
-            diff = float(np.abs(got - want).max()) if got.shape == want.shape else float("inf")
-            check(f"{tag}: psrun predict = torch softmax", diff <= TOLERANCE, f"largest difference {diff:.2e}", True)
 
 
 def opset18(psrun, work):
@@ -294,13 +216,12 @@ def main():
         os.makedirs(work, exist_ok=True)
         for name, (build, shape, kinds) in MODELS.items():
             if not only or name in only.split(","):
-                check_model(psrun, name, build, shape, kinds, work)
+                check_model(check, psrun, name, build, shape, kinds, work, batch=BATCH, seed=5)
         if not only or "opset18" in only.split(","):
             opset18(psrun, work)
         if not only or "refusals" in only.split(","):
             refusals(psrun, work)
-    print(f"{len(FAILED)} failed" if FAILED else "all passed")
-    sys.exit(1 if FAILED else 0)
+    check.finish()
 
 
 if __name__ == "__main__":

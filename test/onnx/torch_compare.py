@@ -1,0 +1,119 @@
+"""One torch module against psrun, whole: the check the operator-family tests of test/onnx
+(volumetric_models.py, lowered_ops_models.py) run per module and opset. Exported by torch.onnx
+in training mode without constant folding, batch axis dynamic (input "x", output "logits"):
+  - `psrun model show F.onnx` exits 0 and lists the expected kinds;
+  - `psrun model check F.onnx --gradients G.json` gives torch's forward outputs, loss and every
+    parameter's gradient, tensor by tensor, in float64 within the tolerance (each relative to
+    the tensor's largest value, or to `gradient_floor` of the network's largest gradient when
+    that is larger; the worst printed);
+  - `psrun predict --onnx F.onnx` gives torch's softmax (eval mode), unless predict=False."""
+import json
+import os
+import re
+import sys
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from psrun_cli import predict, run
+
+
+class Checks:
+    """Prints one line per check and remembers the failures; finish() exits 1 when one failed."""
+
+    def __init__(self):
+        self.failed = []
+
+    def __call__(self, what, ok, detail="", always=False):
+        shown = f": {detail}" if detail and (always or not ok) else ""
+        print(f"{'ok' if ok else 'FAILED'}: {what}{shown}", flush=True)
+        if not ok:
+            self.failed.append(what)
+        return ok
+
+    def finish(self):
+        print(f"{len(self.failed)} failed" if self.failed else "all passed")
+        sys.exit(1 if self.failed else 0)
+
+
+def export(model, x, path, opset):
+    torch.onnx.export(model, x, path, opset_version=opset, training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False, input_names=["x"], output_names=["logits"],
+                      dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}})
+
+
+def torch_reference(model, x, y):
+    """Outputs, loss and parameter gradients in float64 (train mode: a batch norm's batch statistics)."""
+    model = model.double().train()
+    model.zero_grad()
+    logits = model(torch.from_numpy(x.astype(np.float64)))
+    loss = F.cross_entropy(logits, torch.from_numpy(y))
+    loss.backward()
+    grads = {n: p.grad.numpy().copy() for n, p in model.named_parameters() if p.grad is not None}
+    model.float()
+    return logits.detach().numpy(), float(loss), grads
+
+
+def relative(mine, theirs, floor=1e-12):
+    mine = np.asarray(mine, dtype=np.float64).reshape(theirs.shape)
+    return float(np.max(np.abs(mine - theirs))) / max(float(np.max(np.abs(theirs))), floor)
+
+
+def check_model(check, psrun, name, build, shape, kinds, work, *, batch, seed, tolerance=1e-4,
+                opsets=(13, 14, 17), check_tolerance=None, gradient_floor=0.0, compare_predict=True):
+    """`build()` (seeded with torch.manual_seed(1)) on a [batch, *shape] input from
+    default_rng(seed), at each opset. check_tolerance: psrun model check's own central-difference
+    bound (--tolerance), where ReLU and max kinks need a coarser one than its default."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((batch, *shape)).astype(np.float32)
+    y = rng.integers(0, 10, size=batch).astype(np.int64)
+    xf, yf = os.path.join(work, f"{name}.x.npy"), os.path.join(work, f"{name}.y.npy")
+    np.save(xf, x)
+    np.save(yf, y)
+    torch.manual_seed(1)
+    model = build()
+    with torch.no_grad():
+        want = torch.softmax(model.eval()(torch.from_numpy(x)), dim=1).numpy()
+    for opset in opsets:
+        tag = f"{name}_{opset}"
+        path = os.path.join(work, tag + ".onnx")
+        export(model.train(), torch.from_numpy(x), path, opset)
+        show = run([psrun, "model", "show", path])
+        if not check(f"{tag}: psrun model show exits 0", show.returncode == 0, show.stdout[-1500:]):
+            continue
+        missing = [k for k in kinds if not re.search(rf"\b{k}\b", show.stdout)]
+        check(f"{tag}: its layers", not missing, f"missing {missing}")
+        grads_path = os.path.join(work, tag + ".grads.json")
+        cmd = [psrun, "model", "check", path, "--input", xf, "--labels", yf, "--gradients", grads_path, "--json"]
+        if check_tolerance is not None:
+            cmd += ["--tolerance", str(check_tolerance)]
+        r = run(cmd, 300)
+        if not check(f"{tag}: psrun model check exits 0 (its own central differences)",
+                     r.returncode == 0 and os.path.exists(grads_path), r.stdout[-600:]):
+            continue
+        mine = json.load(open(grads_path))
+        logits, loss, grads = torch_reference(model, x, y)
+        err = relative(mine["outputs"], logits)
+        check(f"{tag}: forward outputs = torch's", err <= tolerance, f"max relative error {err:.2e}", True)
+        check(f"{tag}: loss = torch's", abs(mine["loss"] - loss) <= tolerance * max(abs(loss), 1.0),
+              f"{mine['loss']:.6f} vs {loss:.6f}")
+        # A conv bias before a batch norm has a zero gradient in float64: only rounding is left of
+        # it, hence the floor relative to the network's largest gradient.
+        floor = max(gradient_floor * max(float(np.max(np.abs(g))) for g in grads.values()), 1e-12)
+        worst, worst_name, absent = 0.0, "", []
+        for tname, g in grads.items():
+            if tname not in mine["tensors"]:
+                absent.append(tname)
+                continue
+            e = relative(mine["tensors"][tname]["gradient"], g, floor)
+            if e >= worst:
+                worst, worst_name = e, tname
+        check(f"{tag}: {len(grads)} parameter gradients = torch's", not absent and worst <= tolerance,
+              f"worst {worst_name} {worst:.2e}" + (f"; missing {absent}" if absent else ""), True)
+        if compare_predict:
+            got, perr = predict(psrun, path, x, work, tag)
+            if check(f"{tag}: psrun predict exits 0", got is not None, perr):
+                diff = float(np.abs(got - want).max()) if got.shape == want.shape else float("inf")
+                check(f"{tag}: psrun predict = torch softmax", diff <= tolerance, f"largest difference {diff:.2e}",
+                      True)
