@@ -18,6 +18,26 @@ struct Encoded {
     std::vector<int> labels;
 };
 
+// Encodes pool images t, t + threads, ... (one thread's share of encode_pool); the first
+// failure goes to `error`.
+void encode_slice(const SynthesizeOptions& o, unsigned t, unsigned threads, Encoded& pool, std::optional<Error>& error) {
+    for (std::size_t i = t; i < pool.records.size(); i += threads) {
+        const int label = static_cast<int>(i % static_cast<std::size_t>(o.classes));
+        const auto hwc = synthetic_image(o.shape, label, o.seed, i);
+        auto jpeg = encode_jpeg(hwc, o.shape.width, o.shape.height, o.shape.channels, o.quality);
+        if (!jpeg) {
+            error = jpeg.error();
+            return;
+        }
+        const std::int64_t l = label;
+        pool.records[i] = ExampleBuilder()
+                              .add_bytes("image/encoded", *jpeg)
+                              .add_int64s("image/class/label", {&l, 1})
+                              .serialize();
+        pool.labels[i] = label;
+    }
+}
+
 Result<Encoded> encode_pool(const SynthesizeOptions& o) {
     Encoded pool;
     pool.records.resize(static_cast<std::size_t>(o.distinct));
@@ -27,20 +47,10 @@ Result<Encoded> encode_pool(const SynthesizeOptions& o) {
     std::vector<std::thread> pool_threads;
     for (unsigned t = 0; t < threads; ++t)
         pool_threads.emplace_back([&, t] {
-            for (std::size_t i = t; i < pool.records.size(); i += threads) {
-                const int label = static_cast<int>(i % static_cast<std::size_t>(o.classes));
-                const auto hwc = synthetic_image(o.shape, label, o.seed, i);
-                auto jpeg = encode_jpeg(hwc, o.shape.width, o.shape.height, o.shape.channels, o.quality);
-                if (!jpeg) {
-                    errors[t] = jpeg.error();
-                    return;
-                }
-                const std::int64_t l = label;
-                pool.records[i] = ExampleBuilder()
-                                      .add_bytes("image/encoded", *jpeg)
-                                      .add_int64s("image/class/label", {&l, 1})
-                                      .serialize();
-                pool.labels[i] = label;
+            try {  // nothing may leave a thread (std::terminate): a bad_alloc becomes this thread's error
+                encode_slice(o, t, threads, pool, errors[t]);
+            } catch (const std::exception& e) {
+                errors[t] = Error{ErrorCode::kIo, std::string("encoding the synthetic images failed: ") + e.what()};
             }
         });
     for (auto& t : pool_threads) t.join();
@@ -98,10 +108,15 @@ Result<nlohmann::json> synthesize_tfrecords(const SynthesizeOptions& o) {
     for (unsigned t = 0; t < threads; ++t)
         writers.emplace_back([&, t] {
             for (int s = static_cast<int>(t); s < shards; s += static_cast<int>(threads)) {
-                auto n = write_shard(shard_name(o.out, "train", s, shards), *pool, 0, split, 0, per_shard, o.seed,
-                                     static_cast<std::uint64_t>(s) + 1);
-                if (!n) errors[static_cast<std::size_t>(s)] = n.error();
-                else records[static_cast<std::size_t>(s)] = *n;
+                const auto i = static_cast<std::size_t>(s);
+                try {  // nothing may leave a thread (std::terminate)
+                    auto n = write_shard(shard_name(o.out, "train", s, shards), *pool, 0, split, 0, per_shard, o.seed,
+                                         static_cast<std::uint64_t>(s) + 1);
+                    if (!n) errors[i] = n.error();
+                    else records[i] = *n;
+                } catch (const std::exception& e) {
+                    errors[i] = Error{ErrorCode::kIo, "writing " + shard_name(o.out, "train", s, shards) + ": " + e.what()};
+                }
             }
         });
     for (auto& w : writers) w.join();
