@@ -9,6 +9,10 @@
 //     (shared with other consumers that want the same).
 //   - The kernel creates each output with make_output(desc) in the format it computes (or
 //     alias_output() for a view of an input); the output's gradient memory has that desc.
+//     Memories the Network makes (outputs, gradients, conversions, scratch()) hold their
+//     contents within one step only, from the kernel's forward to its and its readers' last
+//     use (buffer_plan.h): write outputs in the forward work, not at build, except a kernel
+//     that reads only tensors (a constant), whose outputs stay out of the plan.
 //   - Backward: output_diff(i, want) is dL/d(output i), converted to `want` before the
 //     kernel's backward work runs; input_diff(i, have) is where the kernel writes
 //     dL/d(input i), fully overwriting, in `have`; the Network adds the copies and sums that
@@ -119,6 +123,12 @@ public:
     virtual dnnl::memory input_diff(std::size_t i, const dnnl::memory::desc& have) = 0;
     // REQUIRES: input i is a state tensor and the context trains.
     virtual dnnl::memory state_delta(std::size_t i) = 0;
+
+    // A memory of the kernel's own, planned with the engine's buffers: its contents hold during
+    // this kernel's forward work and, unless `backward_only`, until its backward work of the
+    // same step ends; backward_only: during its backward work only. Nothing written at build or
+    // in another step survives. A kernel may alias_output() it.
+    virtual dnnl::memory scratch(const dnnl::memory::desc& desc, bool backward_only) = 0;
 
     virtual void forward(Op op) = 0;
     virtual void backward(Op op) = 0;

@@ -1,6 +1,7 @@
 #include "workerd/nn/network.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
@@ -56,7 +57,7 @@ namespace {
 
 dnnl::memory convert_with(KernelBuilder& b, const dnnl::memory& m, const dnnl::memory::desc& want, bool forward) {
     if (m.get_desc() == want) return m;
-    dnnl::memory out(want, b.context().engine);
+    dnnl::memory out = b.scratch(want, !forward);
     dnnl::reorder r(m, out);
     auto op = [r, stream = b.context().stream, m, out]() mutable { r.execute(stream, {{DNNL_ARG_FROM, m}, {DNNL_ARG_TO, out}}); };
     if (forward) b.forward(op);
@@ -111,8 +112,15 @@ Result<std::unique_ptr<Network>> Network::create(const ModelDescription& model, 
                           "label smoothing applies to softmax cross-entropy; model " + model.name + "'s loss is " +
                               to_string(model.loss) +
                               (model.loss == LossKind::kGraph ? " (set its softmax_cross_entropy_loss's \"label_smoothing\")" : ""));
+    const char* env = std::getenv("PSRUN_PLAN_BUFFERS");
+    const bool plan = options.plan_buffers && !(env != nullptr && std::string(env) == "0");
     std::unique_ptr<Network> net(new Network(model, options));
-    if (auto ok = net->build(params, grads); !ok) return tl::unexpected(ok.error());
+    auto ok = net->build(params, grads, plan);
+    if (!ok && net->plan_->plan_failed) {  // a view outlived its planned buffer: one buffer each
+        net.reset(new Network(model, options));
+        ok = net->build(params, grads, false);
+    }
+    if (!ok) return tl::unexpected(ok.error());
     return net;
 }
 
@@ -204,6 +212,15 @@ std::vector<std::string> Network::implementations() const {
     for (const auto& k : plan_->kernels)
         for (const auto& impl : k.impls) out.push_back(std::to_string(k.first_node) + " " + k.label + " " + impl);
     return out;
+}
+
+MemoryUse Network::memory_use() const {
+    MemoryUse use;
+    use.planned = plan_->arena != nullptr;
+    use.unplanned_bytes = plan_->buffers.total_bytes() + plan_->unplanned_bytes;
+    use.planned_bytes = use.planned ? plan_->buffers.arena_bytes() + plan_->unplanned_bytes : use.unplanned_bytes;
+    use.lower_bound = use.planned ? plan_->buffers.peak_live_bytes() + plan_->unplanned_bytes : use.unplanned_bytes;
+    return use;
 }
 
 std::vector<std::string> Network::kernel_labels() const {

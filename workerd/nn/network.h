@@ -45,6 +45,21 @@ struct NetworkOptions {
     // Softmax cross-entropy only (Loss): E in [0, 1) smooths the targets to (1 - E) one-hot +
     // E / K. create() refuses it for another loss or outside [0, 1).
     float label_smoothing = 0.0f;
+    // Training networks: activations, their gradients and the engine's temporaries share one
+    // arena by lifetime (buffer_plan.h); false, or the environment variable
+    // PSRUN_PLAN_BUFFERS=0: one buffer each. Results are the same bit for bit either way.
+    // Forward-only networks are never planned.
+    bool plan_buffers = true;
+};
+
+// The engine's buffers for one batch (activations, gradients of activations, conversions and
+// temporaries; not the parameters, their gradients, the input batch, oneDNN's scratchpads and
+// what kernels keep for themselves: dropout masks, batch statistics, workspaces). Bytes.
+struct MemoryUse {
+    bool planned = false;         // the buffers were planned (else planned_bytes == unplanned_bytes)
+    std::size_t planned_bytes = 0;    // the arena plus the buffers kept out of it
+    std::size_t unplanned_bytes = 0;  // one buffer each: the sum of all
+    std::size_t lower_bound = 0;      // the most bytes live at one step: no plan needs fewer
 };
 
 // Per kernel (a fused kernel covers several nodes from `index`), and the loss last.
@@ -119,10 +134,12 @@ public:
     std::vector<std::string> implementations() const;
     // The kernels' labels in order ("conv2d+relu+max_pool [hand]", ...).
     std::vector<std::string> kernel_labels() const;
+    // What the engine's buffers take (MemoryUse), as built.
+    MemoryUse memory_use() const;
 
 private:
     Network(const ModelDescription& model, const NetworkOptions& options);
-    Result<void> build(std::span<const float> params, std::span<float> grads);
+    Result<void> build(std::span<const float> params, std::span<float> grads, bool plan_buffers);
     void run_forward();
     void run_backward();
 

@@ -17,6 +17,10 @@ using Dt = memory::data_type;
 
 namespace {
 
+// Address space reserved for a network's planned buffers (arena.h): far more than any plan
+// needs, and only what the plan uses becomes memory.
+constexpr std::size_t kArenaReserve = std::size_t{1} << 38;
+
 memory zeroed(const memory::desc& desc, const dnnl::engine& engine) {
     memory m(desc, engine);
     std::memset(m.get_data_handle(), 0, desc.get_size());
@@ -34,6 +38,10 @@ void add_reorder(std::vector<Op>& ops, const dnnl::stream& stream, const memory&
     dnnl::reorder r(dnnl::reorder::primitive_desc(from, to, attr));
     ops.push_back([r, stream, from, to]() mutable { r.execute(stream, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}}); });
 }
+
+// Steps of one training step (buffer_plan.h): forward of kernel k, the loss, backward of k.
+int forward_step(int k) { return k; }
+int backward_step(const NetworkPlan& plan, int k) { return 2 * static_cast<int>(plan.kernels.size()) - k; }
 
 class Builder final : public KernelBuilder {
 public:
@@ -56,7 +64,8 @@ public:
         if (v.mem.get_desc() == want) return v.mem;
         for (const auto& c : v.conversions)
             if (c.get_desc() == want) return c;
-        memory out(want, context_.engine);
+        // Shared with the later readers: live until the last of them.
+        memory out = buffer(want, forward_step(index_), std::max(forward_step(index_), v.last_read));
         add_reorder(k_.fwd, context_.stream, v.mem, out, false);
         v.conversions.push_back(out);
         return out;
@@ -70,20 +79,52 @@ public:
     }
 
     memory make_output(std::size_t i, const memory::desc& desc) override {
-        memory m(desc, context_.engine);
+        const ValueState& v = out(i);
+        memory m = kept(v) || reads_no_values() ? unplanned(desc) : buffer(desc, forward_step(index_), v.last);
         set_output(i, m);
         return m;
     }
-    void alias_output(std::size_t i, const memory& m) override { set_output(i, m); }
+    // A view of a planned buffer (an input, a conversion, scratch) keeps that buffer as long as
+    // the output needs it.
+    void alias_output(std::size_t i, const memory& m) override {
+        set_output(i, m);
+        if (!plan_.arena) return;
+        const char* at = static_cast<const char*>(m.get_data_handle());
+        const char* base = plan_.arena->base();
+        if (at < base || at >= base + plan_.arena->reserved()) return;  // not planned: an input, a tensor
+        const ValueState& v = out(i);
+        const std::size_t id = plan_.buffers.find(static_cast<std::size_t>(at - base), forward_step(index_));
+        if (id == BufferPlan::kNone || !plan_.buffers.extend(id, v.last)) {
+            plan_.plan_failed = true;
+            throw std::runtime_error("buffer plan: output " + std::to_string(i) + " is a view that outlives its buffer");
+        }
+        // Read after the step (the model output, the head: a flatten's view): a copy of its own.
+        if (kept(v)) kept_views_.push_back(i);
+    }
+
+    // After build(): each kept output that is a view of a planned buffer is copied into a memory
+    // of its own at the end of this kernel's forward work, and the readers built later and the
+    // loss read the copy.
+    void copy_kept_views() {
+        for (const auto i : kept_views_) {
+            ValueState& v = out(i);
+            const memory copy = unplanned(v.mem.get_desc());
+            add_reorder(k_.fwd, context_.stream, v.mem, copy, false);
+            v.mem = copy;
+        }
+    }
 
     bool needs_backward() const override { return k_.backward; }
     bool needs_input_grad(std::size_t i) const override { return k_.backward && in(i).needs_grad && k_.reaches_loss; }
 
     memory output_diff(std::size_t i, const memory::desc& want) override {
         ValueState& v = out(i);
-        if (!v.diff) return zeroed(want, context_.engine);  // nobody reads this output: its gradient is 0
+        if (!v.diff) {  // nobody reads this output: its gradient is 0
+            plan_.unplanned_bytes += BufferPlan::aligned(want.get_size());
+            return zeroed(want, context_.engine);
+        }
         if (v.diff.get_desc() == want) return v.diff;
-        memory m(want, context_.engine);
+        memory m = buffer(want, backward_step(plan_, index_), backward_step(plan_, index_));
         add_reorder(k_.bwd_pre, context_.stream, v.diff, m, false);
         return m;
     }
@@ -98,7 +139,7 @@ public:
         asked_values_.push_back(value);
         asked_slots_.at(i) = true;
         if (first && v.diff.get_desc() == have) return v.diff;
-        memory tmp(have, context_.engine);
+        memory tmp = buffer(have, backward_step(plan_, index_), backward_step(plan_, index_));
         add_reorder(k_.bwd_post, context_.stream, tmp, v.diff, !first);
         return tmp;
     }
@@ -117,6 +158,16 @@ public:
         if (auto missing = unasked_gradients(plan_, k_, asked_slots_); !missing.empty()) throw std::logic_error(missing);
     }
 
+    memory scratch(const memory::desc& desc, bool backward_only) override {
+        // The kernel of the model output or the head may make its scratch that output.
+        for (const auto o : k_.outputs)
+            if (kept(value(o))) return unplanned(desc);
+        if (reads_no_values()) return unplanned(desc);
+        const int bwd = backward_step(plan_, index_);
+        if (backward_only) return buffer(desc, bwd, bwd);
+        return buffer(desc, forward_step(index_), k_.backward ? bwd : forward_step(index_));
+    }
+
     void forward(Op op) override { k_.fwd.push_back(std::move(op)); }
     void backward(Op op) override { k_.bwd.push_back(std::move(op)); }
     void note(const std::string& line) override { k_.impls.push_back(line); }
@@ -132,7 +183,50 @@ private:
         if (m.get_desc().dims() != (v.dims.empty() ? memory::dims{1} : v.dims))
             throw std::logic_error("kernel " + k_.label + " made output " + std::to_string(i) + " with other dims");
         v.mem = m;
-        if (v.needs_grad && context_.training) v.diff = zeroed(m.get_desc(), context_.engine);
+        if (!v.needs_grad || !context_.training) return;
+        // Written first by the backward of the last reader (every reader that writes it has a
+        // backward), read by this kernel's backward; the loss writes the output's.
+        int first_write = -1;
+        for (const auto& w : v.writers) first_write = std::max(first_write, w.first);
+        if (kept(v) || v.loss_writes || first_write < 0) {
+            plan_.unplanned_bytes += BufferPlan::aligned(m.get_desc().get_size());
+            v.diff = zeroed(m.get_desc(), context_.engine);
+            return;
+        }
+        if (!plan_.arena) {  // as without planning ever: a zeroed buffer of its own
+            plan_.unplanned_bytes += BufferPlan::aligned(m.get_desc().get_size());
+            v.diff = zeroed(m.get_desc(), context_.engine);
+            return;
+        }
+        const int from = backward_step(plan_, first_write);
+        v.diff = buffer(m.get_desc(), from, k_.backward ? std::max(from, backward_step(plan_, index_)) : from);
+    }
+
+    bool kept(const ValueState& v) const { return v.kept; }
+    const ValueState& value(int i) const { return plan_.values.at(static_cast<std::size_t>(i)); }
+    // A kernel that reads only tensors (or nothing: a constant) may fill its output once, at
+    // build: its outputs and scratch stay out of the plan.
+    bool reads_no_values() const {
+        for (const auto i : k_.inputs)
+            if (value(i).tensor == nullptr) return false;
+        return true;
+    }
+
+    memory unplanned(const memory::desc& desc) {
+        plan_.unplanned_bytes += BufferPlan::aligned(desc.get_size());
+        return memory(desc, context_.engine);
+    }
+    // A planned memory live over steps [first, last], or a buffer of its own when planning is off.
+    memory buffer(const memory::desc& desc, int first, int last) {
+        const std::size_t bytes = desc.get_size();
+        if (!plan_.arena || bytes == 0) return unplanned(desc);
+        const std::size_t id = plan_.buffers.place(bytes, first, last);
+        const auto& b = plan_.buffers.buffer(id);
+        if (!plan_.arena->grow(b.offset + BufferPlan::aligned(bytes))) {
+            plan_.plan_failed = true;
+            throw std::runtime_error("buffer plan: the arena's address space is exhausted");
+        }
+        return memory(desc, context_.engine, plan_.arena->base() + b.offset);
     }
 
     NetworkPlan& plan_;
@@ -141,6 +235,7 @@ private:
     const EngineContext& context_;
     const StepState& step_;
     int model_output_;
+    std::vector<std::size_t> kept_views_;  // alias_output() of a kept value onto a planned buffer
     std::vector<int> asked_values_;                         // input_diff() calls, in call order
     std::vector<bool> asked_slots_ = std::vector<bool>(k_.inputs.size(), false);
 };
@@ -174,7 +269,7 @@ std::string unasked_gradients(const NetworkPlan& plan, const KernelState& k, con
     return "";
 }
 
-Result<void> Network::build(std::span<const float> params, std::span<float> grads) {
+Result<void> Network::build(std::span<const float> params, std::span<float> grads, bool plan_buffers) {
     plan_ = std::make_unique<NetworkPlan>();
     NetworkPlan& plan = *plan_;
     plan.grads = grads.data();
@@ -307,12 +402,37 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
     }
     plan.values[static_cast<std::size_t>(plan.output)].loss_writes = training;
 
+    // Lifetimes for the plan: a value is read by its readers' forward and (conservatively: any
+    // kernel may keep what it read for its backward) their backward; its producer's backward
+    // may read it too.
+    for (std::size_t ki = 0; ki < plan.kernels.size(); ++ki) {
+        const auto& k = plan.kernels[ki];
+        const int k_last = k.backward ? backward_step(plan, static_cast<int>(ki)) : forward_step(static_cast<int>(ki));
+        for (const auto i : k.inputs) {
+            auto& v = plan.values[static_cast<std::size_t>(i)];
+            v.last_read = std::max(v.last_read, k_last);
+        }
+        for (const auto o : k.outputs) {
+            auto& v = plan.values[static_cast<std::size_t>(o)];
+            v.last = std::max(v.last, k_last);
+        }
+    }
+    for (auto& v : plan.values) v.last = std::max(v.last, v.last_read);
+    if (plan_buffers && training) {
+        plan.arena = std::make_unique<Arena>(kArenaReserve);
+        if (!plan.arena->valid()) plan.arena.reset();
+    }
+    // Read after the step: the model output (outputs(), predictions()) and the heads.
+    plan.values[static_cast<std::size_t>(plan.output)].kept = true;
+    if (!model_.head.empty()) plan.values[static_cast<std::size_t>(plan.value_index.at(model_.head))].kept = true;
+
     for (std::size_t ki = 0; ki < plan.kernels.size(); ++ki) {
         auto& k = plan.kernels[ki];
         try {
             Builder builder(plan, static_cast<int>(ki), context, step_, plan.output);
             k.kernel->build(builder);
             builder.check_gradients();
+            builder.copy_kept_views();
             for (std::size_t o = 0; o < k.outputs.size(); ++o)
                 if (!plan.values[static_cast<std::size_t>(k.outputs[o])].mem)
                     throw std::logic_error("the kernel made no output " + std::to_string(o));
@@ -340,3 +460,7 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
 }
 
 }  // namespace psrun::nn
+
+// The planner and its arena, compiled with their one user until workerd/nn/meson.build lists them.
+#include "workerd/nn/arena.cpp"         // NOLINT(bugprone-suspicious-include)
+#include "workerd/nn/buffer_plan.cpp"   // NOLINT(bugprone-suspicious-include)

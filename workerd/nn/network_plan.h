@@ -12,6 +12,8 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "workerd/nn/arena.h"
+#include "workerd/nn/buffer_plan.h"
 #include "workerd/nn/kernel.h"
 
 namespace psrun::nn {
@@ -30,6 +32,12 @@ struct ValueState {
     std::vector<std::pair<int, std::size_t>> writers;
     bool loss_writes = false;
     std::vector<dnnl::memory> conversions;  // forward copies in other formats, shared by consumers
+    // Buffer planning (buffer_plan.h, steps numbered as in network_build.cpp): the last step that
+    // reads the value (its readers' forward, or backward where they have one) and the last step
+    // its memory must hold it (that, and its producer's backward).
+    int last_read = 0;
+    int last = 0;
+    bool kept = false;  // read after the step (the model output, the heads): never planned
 };
 
 struct KernelState {
@@ -56,6 +64,15 @@ struct NetworkPlan {
     std::vector<std::pair<std::size_t, std::size_t>> dead_grads;  // (offset, size) in floats
     int output = -1;  // the model output's value
     float* grads = nullptr;
+    // Planned buffers (NetworkOptions::plan_buffers): their offsets in `arena`; null arena when
+    // planning is off. unplanned_bytes: the engine's buffers outside the arena (the model
+    // output and its gradient, the head, a zero gradient for an output nobody reads; every
+    // buffer when planning is off). plan_failed: a view outlived its buffer's plan (build fails,
+    // Network::create builds again without planning).
+    std::unique_ptr<Arena> arena;
+    BufferPlan buffers;
+    std::size_t unplanned_bytes = 0;
+    bool plan_failed = false;
 };
 
 // Gradient routing (network_build.cpp). Backward runs the kernels last to first, and the writes

@@ -79,7 +79,7 @@ public:
                                               flags | Flags::use_global_stats),
             engine);
         b.note("fwd-global", global);
-        const memory dst(global.dst_desc(), engine);
+        const memory dst = b.scratch(global.dst_desc(), false);  // the output, or converted into it
         auto global_args = common;
         global_args.emplace(DNNL_ARG_DST, dst);
         global_args.emplace(DNNL_ARG_MEAN, b.input(static_cast<std::size_t>(s.mean)));
@@ -108,7 +108,7 @@ public:
         train_args.emplace(DNNL_ARG_DST, dst);
         train_args.emplace(DNNL_ARG_MEAN, mean);
         train_args.emplace(DNNL_ARG_VARIANCE, var);
-        const memory workspace = relu ? memory(train.workspace_desc(), engine) : memory();
+        const memory workspace = relu ? b.scratch(train.workspace_desc(), false) : memory();
         if (relu) train_args.emplace(DNNL_ARG_WORKSPACE, workspace);
         const batch_normalization_forward train_fwd(train_given);
         const ChannelLayout layout = *channel_layout(src.get_desc());

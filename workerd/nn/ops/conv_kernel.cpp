@@ -98,7 +98,7 @@ ConvForward build_conv_forward(KernelBuilder& b, const ConvForwardSpec& spec) {
         f.weights = forward_convert(b, memory(weights_shape(*g, plain.get_desc()), b.context().engine, plain.get_data_handle()),
                                     f.pd.weights_desc());
     }
-    f.dst = memory(f.pd.dst_desc(), b.context().engine);
+    f.dst = b.scratch(f.pd.dst_desc(), false);  // aliased as the output: planned with it
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, f.src}, {DNNL_ARG_WEIGHTS, f.weights}, {DNNL_ARG_DST, f.dst}};
     if (g->bias) args.emplace(DNNL_ARG_BIAS, own_weights ? spec.bias : b.input_as(2, d.bias));
     b.forward(convolution_forward(f.pd), args);

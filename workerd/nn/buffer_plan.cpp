@@ -1,0 +1,76 @@
+#include "workerd/nn/buffer_plan.h"
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace psrun::nn {
+
+std::size_t BufferPlan::place(std::size_t bytes, int first, int last) {
+    if (bytes == 0 || first > last)
+        throw std::invalid_argument("BufferPlan::place: " + std::to_string(bytes) + " bytes over steps [" +
+                                    std::to_string(first) + ", " + std::to_string(last) + "]");
+    const std::size_t need = aligned(bytes);
+    // The byte ranges of the buffers live at some step of [first, last], by offset.
+    std::vector<std::pair<std::size_t, std::size_t>> taken;
+    for (const auto& b : buffers_)
+        if (overlap_in_time(b, first, last)) taken.emplace_back(b.offset, b.offset + aligned(b.bytes));
+    std::sort(taken.begin(), taken.end());
+    std::size_t best = kNone, best_gap = kNone, cursor = 0;
+    for (const auto& [begin, end] : taken) {
+        if (begin > cursor) {
+            const std::size_t gap = begin - cursor;
+            if (gap >= need && gap < best_gap) {
+                best = cursor;
+                best_gap = gap;
+            }
+        }
+        cursor = std::max(cursor, end);
+    }
+    if (best == kNone) best = cursor;  // above every live buffer
+    buffers_.push_back(Buffer{best, bytes, first, last});
+    arena_bytes_ = std::max(arena_bytes_, best + need);
+    total_bytes_ += need;
+    return buffers_.size() - 1;
+}
+
+std::size_t BufferPlan::find(std::size_t at, int step) const {
+    for (std::size_t i = 0; i < buffers_.size(); ++i) {
+        const auto& b = buffers_[i];
+        if (at >= b.offset && at < b.offset + b.bytes && b.first <= step && step <= b.last) return i;
+    }
+    return kNone;
+}
+
+bool BufferPlan::extend(std::size_t id, int last) {
+    Buffer& b = buffers_.at(id);
+    if (last <= b.last) return true;
+    const std::size_t end = b.offset + aligned(b.bytes);
+    for (std::size_t i = 0; i < buffers_.size(); ++i) {
+        if (i == id) continue;
+        const auto& o = buffers_[i];
+        const bool same_bytes = o.offset < end && b.offset < o.offset + aligned(o.bytes);
+        if (same_bytes && overlap_in_time(o, b.last + 1, last)) return false;
+    }
+    b.last = last;
+    return true;
+}
+
+std::size_t BufferPlan::peak_live_bytes() const {
+    // Sweep: +bytes at first, -bytes after last.
+    std::map<long long, long long> delta;
+    for (const auto& b : buffers_) {
+        delta[b.first] += static_cast<long long>(aligned(b.bytes));
+        if (b.last != kForever) delta[static_cast<long long>(b.last) + 1] -= static_cast<long long>(aligned(b.bytes));
+    }
+    long long live = 0, peak = 0;
+    for (const auto& [step, d] : delta) {
+        live += d;
+        peak = std::max(peak, live);
+    }
+    return static_cast<std::size_t>(peak);
+}
+
+}  // namespace psrun::nn
