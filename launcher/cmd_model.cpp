@@ -11,6 +11,7 @@
 #include "common/option_checks.h"
 #include "common/utf8.h"
 #include "launcher/cmd_model_check.h"
+#include "launcher/model_memory.h"
 #include "launcher/model_placement.h"
 #include "workerd/nn/model_summary.h"
 #include "workerd/nn/zoo.h"
@@ -25,6 +26,7 @@ struct ShowOptions {
     bool json = false;
     std::uint32_t ps = 0;
     std::vector<std::string> sparse;
+    std::int64_t batch = 128;  // for the training memory
 };
 
 // "3,274,634".
@@ -133,6 +135,9 @@ void add_model_command(CLI::App& app, int& exit_code) {
         "show", "per layer: output shape, parameters, forward MFLOP per example; totals; recipe");
     show->add_option("model", options->model, "a built-in name (psrun model list), a FILE.json path or a FILE.onnx (imported)")->required();
     show->add_flag("--json", options->json, "print the summary as JSON");
+    show->add_option("--batch-size", options->batch,
+                     "the batch of the training memory figure (the engine's activations, gradients and temporaries)")
+        ->check(integer_in(1, 4096));
     show->add_option("--ps", options->ps, "also print where each tensor lives with K psd shards, and each shard's bytes")
         ->check(integer_in(1, kMaxTasks));
     show->add_option("--sparse-embedding", options->sparse,
@@ -145,10 +150,18 @@ void add_model_command(CLI::App& app, int& exit_code) {
             exit_code = kExitUsage;
             return;
         }
+        // The engine's training memory; a model the engine cannot build still shows (exit 0).
+        const auto memory = training_memory(*parsed, options->batch);
         if (options->json) {
-            std::cout << json_text(nn::summary_json(*parsed), 2) << std::endl;
+            auto summary = nn::summary_json(*parsed);
+            summary["training_memory"] = memory ? training_memory_json(*memory, options->batch)
+                                                : nlohmann::json{{"error", memory.error().message}};
+            std::cout << json_text(summary, 2) << std::endl;
         } else {
             print_table(*parsed);
+            std::cout << (memory ? training_memory_text(*memory, options->batch)
+                                 : "training memory: not measured: " + memory.error().message)
+                      << std::endl;
             if (options->ps > 0) {
                 try {
                     print_placement(*parsed, options->ps, options->sparse);

@@ -161,6 +161,14 @@ nlohmann::json run_train_benchmark(const BenchOptions& o) {
         {"mflop_per_image", flops / 1e6},
         {"gflops", gflops},
     };
+    // The engine's activations, their gradients and temporaries (nn::MemoryUse).
+    const nn::MemoryUse memory = network.memory_use();
+    const auto per_example = [&](std::size_t bytes) { return static_cast<double>(bytes) / o.batch_size; };
+    out["memory_planned"] = memory.planned;
+    out["memory_planned_bytes"] = memory.planned_bytes;
+    out["memory_unplanned_bytes"] = memory.unplanned_bytes;
+    out["memory_planned_bytes_per_example"] = per_example(memory.planned_bytes);
+    out["memory_unplanned_bytes_per_example"] = per_example(memory.unplanned_bytes);
     if (sampler) {
         const PeakFlops peak = sampler->median(), best = sampler->best();
         const double limit = peak.gflops_for(o.precision, omp_get_max_threads());

@@ -29,7 +29,10 @@ struct BenchOptions {
 // gflops, and with `peak` the samples taken between the steps ("peak": common/peak_flops.h's
 // JSON for --threads threads, their median), peak_gflops (that median of the run's precision),
 // fraction_of_peak and fraction_of_peak_median_step against it, peak_best_gflops and
-// fraction_of_best_peak against the fastest sample (null when the CPU lacks the precision's FMA).
+// fraction_of_best_peak against the fastest sample (null when the CPU lacks the precision's FMA);
+// the engine's buffers (nn::MemoryUse: activations, their gradients, temporaries):
+// memory_planned, memory_planned_bytes, memory_unplanned_bytes (one buffer each) and both
+// _per_example.
 nlohmann::json run_train_benchmark(const BenchOptions& options);
 
 }  // namespace psrun::worker

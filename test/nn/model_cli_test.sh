@@ -25,6 +25,13 @@ check "... totals 3,274,634 parameters, 13,098,536 bytes" \
     grep -q "^total: 3,274,634 parameters, 13,098,536 bytes as f32" "$tmp/show"
 check "... pool2 row is 64x7x7" grep -Eq "^ +5  pool2 +max_pool +64x7x7 " "$tmp/show"
 check "... the recipe" grep -q "^recipe: optimizer adam, learning_rate 0.0001, batch_size 50, steps 20000" "$tmp/show"
+# The engine's training memory (workerd/nn/buffer_plan.h), planned and one buffer each.
+check "... the training memory at batch 128" grep -Eq \
+    "^training memory \(activations, their gradients, temporaries; batch 128, f32\): planned [0-9.]+ [KMG]B = [0-9.]+ [KM]?B per example; one buffer each [0-9.]+ [KMG]B" \
+    "$tmp/show"
+timeout 30 "$psrun" model show mnist_deep --batch-size 0 >"$tmp/out" 2>&1
+rc=$?
+check "model show --batch-size 0 exits 2 (rc=$rc)" test "$rc" -eq 2
 
 timeout 30 "$psrun" model show --json models/dls_mlp.json >"$tmp/json" 2>&1
 rc=$?
@@ -36,6 +43,8 @@ assert s["total"]["parameters"] == 784 * 100 + 100 + 100 * 10 + 10, s["total"]
 assert s["loss"]["reduction"] == "sum" and s["recipe"]["optimizer"] == "adagrad"
 assert [l["name"] for l in s["layers"]] == ["fc1", "relu1", "fc2"]
 assert len(s["architecture_sha256"]) == 64
+m = s["training_memory"]
+assert m["batch"] == 128 and m["planned"] and 0 < m["planned_bytes"] <= m["unplanned_bytes"], m
 print("ok: --json fields")
 PY
 
