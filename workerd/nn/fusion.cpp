@@ -13,12 +13,12 @@ namespace psrun::nn {
 
 namespace {
 
-// nodes[i + 1] is the only reader of nodes[i]'s single output, which is not the model output.
+// nodes[i + 1] is the only reader of nodes[i]'s single output, which is not the model output nor a head.
 bool only_reader_is_next(const FusionQuery& q, std::size_t i) {
     const auto& nodes = q.model.nodes;
     if (i + 1 >= nodes.size() || nodes[i].outputs.size() != 1) return false;
     const std::string& v = nodes[i].outputs[0];
-    if (v == q.model.output) return false;
+    if (v == q.model.output || q.model.head_index(v) >= 0) return false;  // read after the step
     const auto& readers = q.readers(v);
     return readers.size() == 1 && readers[0] == i + 1 && nodes[i + 1].inputs.size() == 1;
 }
@@ -27,7 +27,8 @@ bool only_reader_is_next(const FusionQuery& q, std::size_t i) {
 bool conv_batch_norm(const FusionQuery& q, std::size_t i) {
     const auto& nodes = q.model.nodes;
     if (nodes[i].op != "conv2d" || i + 1 >= nodes.size() || nodes[i + 1].op != "batch_norm" ||
-        nodes[i].outputs.size() != 1 || nodes[i].outputs[0] == q.model.output || nodes[i + 1].data_inputs != 1)
+        nodes[i].outputs.size() != 1 || nodes[i].outputs[0] == q.model.output ||
+        q.model.head_index(nodes[i].outputs[0]) >= 0 || nodes[i + 1].data_inputs != 1)
         return false;
     const auto& readers = q.readers(nodes[i].outputs[0]);
     if (readers.size() != 1 || readers[0] != i + 1 || nodes[i + 1].inputs[0] != nodes[i].outputs[0]) return false;

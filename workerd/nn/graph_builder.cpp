@@ -171,7 +171,7 @@ Result<const Node*> GraphBuilder::add(const nlohmann::json& layer) {
     return &model_.nodes.back();
 }
 
-Result<void> GraphBuilder::finish(const std::string& output, const std::string& labels) {
+Result<void> GraphBuilder::finish(const std::string& output, const std::string& labels, const std::vector<Head>* heads) {
     if (model_.nodes.empty()) return tl::unexpected(invalid(prefix_ + ": no layers"));
     for (std::size_t i = 0; i < model_.inputs.size(); ++i) {
         bool read = false;
@@ -192,6 +192,8 @@ Result<void> GraphBuilder::finish(const std::string& output, const std::string& 
                         !out.dims[1].batch;
     const std::string what = model_.default_output ? "the last layer's output" : "the output \"" + model_.output + "\"";
     if (model_.loss == LossKind::kGraph) {
+        if (auto ok = resolve_heads(model_, heads); !ok)
+            return tl::unexpected(invalid(prefix_ + ": loss: field \"heads\": " + ok.error().message));
         if (auto ok = resolve_graph_loss(model_, labels); !ok)
             return tl::unexpected(invalid(prefix_ + ": " + what + ": " + ok.error().message));
     } else if (model_.loss == LossKind::kSoftmaxCrossEntropy) {

@@ -31,9 +31,9 @@ public:
     bool taken(const std::string& name) const;
 
     // After the last layer: the output (`output` empty: the last node's), the loss's checks,
-    // totals; a graph loss's label input (`labels`, or found: graph_loss.h). Errors name what
-    // does not fit.
-    Result<void> finish(const std::string& output, const std::string& labels = {});
+    // totals; a graph loss's heads (`heads`: the description's "heads", else found) and label
+    // input (`labels`, or found): graph_loss.h. Errors name what does not fit.
+    Result<void> finish(const std::string& output, const std::string& labels = {}, const std::vector<Head>* heads = nullptr);
 
 private:
     // The model's input names, quoted, for errors: "\"x\", \"meta\"".

@@ -37,12 +37,15 @@ double softplus(double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::l
 }  // namespace
 
 Loss::Loss(const dnnl::engine& engine, const dnnl::stream& stream, const memory& output, const memory& diff_output,
-           LossKind kind, LossReduction reduction, double label_smoothing, const memory& head)
+           LossKind kind, LossReduction reduction, double label_smoothing, const memory& head,
+           const std::vector<memory>& heads)
     : stream_(stream), kind_(kind), reduction_(reduction), smoothing_(label_smoothing) {
     if (kind == LossKind::kGraph) {
         if (label_smoothing != 0.0)
             throw std::invalid_argument("label smoothing of a graph loss is its loss node's (\"label_smoothing\")");
         build_graph_loss(engine, output, diff_output, head);
+        for (const auto& h : heads)
+            heads_.push_back(plain_view(engine, stream_, h, plain_desc(h.get_desc().dims(), Dt::f32), before_, true));
         return;
     }
     if (!(label_smoothing >= 0.0 && label_smoothing < 1.0))
@@ -65,6 +68,12 @@ Loss::Loss(const dnnl::engine& engine, const dnnl::stream& stream, const memory&
 std::span<const float> Loss::outputs() const {
     if (!output_) return {};
     return {static_cast<const float*>(output_.get_data_handle()), static_cast<std::size_t>(batch_ * width_)};
+}
+
+std::span<const float> Loss::head_outputs(std::size_t k) const {
+    const memory& m = heads_.at(k);
+    const auto dims = m.get_desc().dims();
+    return {static_cast<const float*>(m.get_data_handle()), static_cast<std::size_t>(dims.at(0) * dims.at(1))};
 }
 
 void Loss::build_graph_loss(const dnnl::engine& engine, const memory& output, const memory& diff_output,

@@ -31,10 +31,11 @@ public:
     // `output`: the model output value's memory ({N, K}, any format/type); `diff_output` its
     // gradient memory (empty: forward only). `label_smoothing`: E above, softmax cross-entropy
     // only (std::invalid_argument otherwise, or outside [0, 1)). `head`: kGraph only, the head's
-    // memory ({N, C}) or empty.
+    // memory ({N, C}) or empty. `heads`: kGraph only, every head's memory (model.heads order),
+    // read by head_outputs().
     Loss(const dnnl::engine& engine, const dnnl::stream& stream, const dnnl::memory& output,
          const dnnl::memory& diff_output, LossKind kind, LossReduction reduction, double label_smoothing = 0.0,
-         const dnnl::memory& head = {});
+         const dnnl::memory& head = {}, const std::vector<dnnl::memory>& heads = {});
 
     std::span<std::int32_t> labels() { return labels_; }
     std::span<float> targets() { return targets_; }
@@ -45,6 +46,8 @@ public:
     // Writes `grad` (plain [N, K]) as the gradient instead (tests).
     void set_gradient(std::span<const float> grad);
     std::span<const float> outputs() const;
+    // Head k's scores of the last forward, plain f32 [N, width]. REQUIRES: k < heads.size().
+    std::span<const float> head_outputs(std::size_t k) const;
     std::span<const std::int32_t> predictions() const { return predictions_; }
     void probabilities(std::span<float> out) const;
     std::int64_t batch() const { return batch_; }
@@ -63,6 +66,7 @@ private:
     std::int64_t batch_ = 0, width_ = 0;
     dnnl::memory output_, doutput_;  // plain f32 (kGraph: output_ the head, doutput_ the scalar's)
     dnnl::memory value_;             // kGraph: the scalar loss, plain f32 {1}
+    std::vector<dnnl::memory> heads_;  // kGraph: plain f32 views of every head
     std::vector<std::function<void()>> before_, after_;  // reorders in / out
     std::vector<std::int32_t> labels_;
     std::vector<float> targets_;

@@ -2,6 +2,7 @@
 
 #include "workerd/nn/field_reader.h"
 #include "workerd/nn/graph_builder.h"
+#include "workerd/nn/graph_loss.h"
 
 namespace psrun::nn {
 
@@ -110,10 +111,47 @@ Result<void> parse_inputs(FieldReader& top, ModelDescription& model) {
     return {};
 }
 
-// The loss: a built-in one on the output, or {"kind": "graph", "labels": NAME} (the graph's
-// scalar output is the loss; `labels` the input the data's labels feed, found by
-// resolve_graph_loss when not given).
-Result<void> parse_loss(FieldReader& top, ModelDescription& model, std::string& labels) {
+// A graph loss's "heads": a list of 1 to kMaxHeads {"output": VALUE, "kind": "softmax" |
+// "sigmoid", "targets": INPUT}; the names are checked against the graph by resolve_heads.
+Result<std::vector<Head>> parse_heads(FieldReader& loss) {
+    const auto& list = loss.raw("heads");
+    constexpr const char* kForm = "{\"output\": VALUE, \"kind\": \"softmax\"|\"sigmoid\", \"targets\": INPUT}";
+    if (!list.is_array() || list.empty() || list.size() > kMaxHeads)
+        return tl::unexpected(loss.fail("heads", "expected a list of 1 to " + std::to_string(kMaxHeads) + " heads " +
+                                                     kForm + ", got " + describe_value(list)));
+    std::vector<Head> heads;
+    for (std::size_t i = 0; i < list.size(); ++i) {
+        const std::string where = loss.where() + ": field \"heads\": heads[" + std::to_string(i) + "]";
+        if (!list[i].is_object())
+            return tl::unexpected(
+                Error{ErrorCode::kInvalidArgument, where + ": expected " + kForm + ", got " + describe_value(list[i])});
+        FieldReader reader(list[i], where);
+        Head head;
+        auto output = reader.string("output", std::nullopt);
+        if (!output) return tl::unexpected(output.error());
+        if (output->empty() || output->size() > 256)
+            return tl::unexpected(reader.fail("output", "expected a value's name, got " + describe_value(reader.raw("output"))));
+        auto kind = reader.choice("kind", std::nullopt, {"softmax", "sigmoid"});
+        if (!kind) return tl::unexpected(kind.error());
+        auto targets = reader.string("targets", std::nullopt);
+        if (!targets) return tl::unexpected(targets.error());
+        if (targets->empty() || targets->size() > 256)
+            return tl::unexpected(reader.fail("targets", "expected an input's name, got " + describe_value(reader.raw("targets"))));
+        if (auto ok = reader.finish(); !ok) return tl::unexpected(ok.error());
+        head.value = *output;
+        head.kind = *kind == 1 ? HeadKind::kSigmoid : HeadKind::kSoftmax;
+        head.target = *targets;
+        heads.push_back(std::move(head));
+    }
+    return heads;
+}
+
+// The loss: a built-in one on the output, or {"kind": "graph", "labels": NAME, "heads": [...]}
+// (the graph's scalar output is the loss; `labels` the input the data's labels feed, found by
+// resolve_graph_loss when not given; `heads` the scores evaluation and prediction read, found by
+// resolve_heads when not given).
+Result<void> parse_loss(FieldReader& top, ModelDescription& model, std::string& labels,
+                        std::optional<std::vector<Head>>& heads) {
     if (!top.has("loss")) return {};
     const auto& value = top.raw("loss");
     if (!value.is_object())
@@ -127,6 +165,11 @@ Result<void> parse_loss(FieldReader& top, ModelDescription& model, std::string& 
     if (static_cast<LossKind>(*kind) == LossKind::kGraph) {
         auto name = reader.string("labels", std::string());
         if (!name) return tl::unexpected(name.error());
+        if (reader.has("heads")) {
+            auto given = parse_heads(reader);
+            if (!given) return tl::unexpected(given.error());
+            heads = std::move(*given);
+        }
         if (auto ok = reader.finish(); !ok) return tl::unexpected(ok.error());
         model.loss = LossKind::kGraph;
         labels = *name;
@@ -204,7 +247,8 @@ Result<ModelDescription> parse_model(const nlohmann::json& document, std::string
     model.description = *description;
     if (auto ok = parse_inputs(top, model); !ok) return tl::unexpected(ok.error());
     std::string labels;
-    if (auto ok = parse_loss(top, model, labels); !ok) return tl::unexpected(ok.error());
+    std::optional<std::vector<Head>> heads;
+    if (auto ok = parse_loss(top, model, labels, heads); !ok) return tl::unexpected(ok.error());
     if (model.loss == LossKind::kGraph) {
         // The graph's shapes give the classes (its head's) or the target width.
     } else if (model.loss == LossKind::kSoftmaxCrossEntropy) {
@@ -233,7 +277,7 @@ Result<ModelDescription> parse_model(const nlohmann::json& document, std::string
     GraphBuilder builder(model, "model " + std::string(source));
     for (const auto& layer : layers)
         if (auto node = builder.add(layer); !node) return tl::unexpected(node.error());
-    if (auto ok = builder.finish(*output, labels); !ok) return tl::unexpected(ok.error());
+    if (auto ok = builder.finish(*output, labels, heads ? &*heads : nullptr); !ok) return tl::unexpected(ok.error());
     return model;
 }
 

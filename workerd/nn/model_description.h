@@ -85,6 +85,21 @@ enum class LossReduction : std::uint8_t { kMean, kSum };
 const char* to_string(LossKind kind);
 const char* to_string(LossReduction reduction);
 
+// A graph loss's head (docs/models.md "Heads"): per-example scores [N, C] that a loss term of the
+// graph reads against a target input. kSoftmax: class scores read by softmax_cross_entropy_loss
+// or nll_loss with int labels [N] (evaluated by top-1 accuracy; predicted as their softmax);
+// kSigmoid: multi-label logits [N, T] read by a binary cross-entropy against float targets
+// [N, T] (evaluated per label at 0.5, exact match, F1 and ROC AUC; predicted as their sigmoid).
+enum class HeadKind : std::uint8_t { kSoftmax, kSigmoid };
+const char* to_string(HeadKind kind);
+
+struct Head {
+    std::string value;   // the scores or logits [N, width] (a value of the model)
+    HeadKind kind = HeadKind::kSoftmax;
+    std::string target;  // the model input holding its labels (int [N]) or targets (float [N, width])
+    std::int64_t width = 0;  // C (classes) or T (labels)
+};
+
 // One input of the model: a value fed each step from the data, by name.
 struct InputDef {
     std::string name = "input";
@@ -109,6 +124,11 @@ struct ModelDescription {
     // kGraph: the value evaluation reads as class scores [N, classes] (the scores of the loss
     // node that reads `label_input`); empty when there is none (evaluation reports the loss).
     std::string head;
+    // kGraph: every head, in graph order of their values (graph_loss.h: found in the graph, or
+    // the description's "heads" when `heads_given`); `head` is the first softmax head reading the
+    // label input. Empty for the built-in losses (their output is the one head).
+    std::vector<Head> heads;
+    bool heads_given = false;  // the description named them ("loss": {"heads": [...]})
     LossKind loss = LossKind::kSoftmaxCrossEntropy;
     LossReduction reduction = LossReduction::kMean;
     std::optional<Recipe> recipe;
@@ -152,6 +172,8 @@ struct ModelDescription {
     }
     // False for a graph loss without a label input: the data's labels then feed nothing.
     bool labels_used() const { return loss != LossKind::kGraph || label_input >= 0; }
+    // The index in `heads` of the head whose value is `value`, or -1.
+    int head_index(std::string_view value) const;
     // True when some input after the first is fed from columns (--train-input): every one but
     // a graph loss's label input.
     bool column_inputs() const { return inputs.size() > (label_input > 0 ? 2u : 1u); }

@@ -64,6 +64,12 @@ nlohmann::json loss_json(const ModelDescription& model) {
     if (model.loss == LossKind::kGraph) {
         nlohmann::json out = {{"kind", to_string(model.loss)}};
         if (model.label_input >= 0) out["labels"] = model.inputs[static_cast<std::size_t>(model.label_input)].name;
+        if (model.heads_given) {  // found heads are found again: only named ones are part of the form
+            nlohmann::json heads = nlohmann::json::array();
+            for (const auto& h : model.heads)
+                heads.push_back({{"output", h.value}, {"kind", to_string(h.kind)}, {"targets", h.target}});
+            out["heads"] = std::move(heads);
+        }
         return out;
     }
     return {{"kind", to_string(model.loss)}, {"reduction", to_string(model.reduction)}};
@@ -192,6 +198,12 @@ nlohmann::json summary_json(const ModelDescription& model) {
                    {"mflop_per_example", model.flops / 1e6}}},
         {"architecture_sha256", architecture_hash(model)},
     };
+    if (!model.heads.empty()) {
+        nlohmann::json heads = nlohmann::json::array();
+        for (const auto& h : model.heads)
+            heads.push_back({{"output", h.value}, {"kind", to_string(h.kind)}, {"targets", h.target}, {"width", h.width}});
+        out["heads"] = std::move(heads);
+    }
     if (model.recipe) out["recipe"] = to_json(*model.recipe);
     return out;
 }

@@ -138,6 +138,7 @@ std::span<float> Network::targets() {
 }
 std::span<const float> Network::outputs() const { return loss_->outputs(); }
 std::span<const std::int32_t> Network::predictions() const { return loss_->predictions(); }
+std::span<const float> Network::head_outputs(std::size_t k) const { return loss_->head_outputs(k); }
 void Network::probabilities(std::span<float> out) const { loss_->probabilities(out); }
 
 void Network::run_forward() {

@@ -1,5 +1,7 @@
 #include "workerd/onnx/onnx_graph.h"
 
+#include <algorithm>
+
 #include <onnx/defs/schema.h>
 
 #include <limits>
@@ -90,10 +92,15 @@ Result<GraphIndex> GraphIndex::build(const onnx::GraphProto& graph, std::int64_t
     if (index.inputs_.size() > kMaxInputs)
         return tl::unexpected(graph_error("the graph has " + std::to_string(index.inputs_.size()) +
                                           " data inputs (at most " + std::to_string(kMaxInputs) + ")"));
-    if (graph.output_size() != 1)
-        return tl::unexpected(graph_error("the graph has " + std::to_string(graph.output_size()) +
-                                          " outputs: the engine's model has one (the logits or probabilities)"));
+    if (graph.output_size() < 1 || static_cast<std::size_t>(graph.output_size()) > kMaxOutputs)
+        return tl::unexpected(graph_error("the graph has " + std::to_string(graph.output_size()) + " outputs (1 to " +
+                                          std::to_string(kMaxOutputs) + ": the logits or probabilities, or a loss and its heads)"));
     index.output_ = graph.output(0).name();
+    for (const auto& out : graph.output()) {
+        if (std::find(index.outputs_.begin(), index.outputs_.end(), out.name()) != index.outputs_.end())
+            return tl::unexpected(graph_error("the graph names output '" + out.name() + "' twice"));
+        index.outputs_.push_back(out.name());
+    }
     for (int i = 0; i < graph.node_size(); ++i) {
         const auto& node = graph.node(i);
         if (!node.domain().empty() && node.domain() != "ai.onnx")
@@ -121,11 +128,12 @@ Result<GraphIndex> GraphIndex::build(const onnx::GraphProto& graph, std::int64_t
             index.constants_.emplace(node.output(0), &value->t());
         }
     }
-    if (!index.is_input(index.output_) && index.producers_.count(index.output_) == 0)
-        return tl::unexpected(graph_error("the output '" + index.output_ + "' is produced by no node"));
-    // The nodes the output needs.
+    for (const auto& out : index.outputs_)
+        if (!index.is_input(out) && index.producers_.count(out) == 0)
+            return tl::unexpected(graph_error("the output '" + out + "' is produced by no node"));
+    // The nodes the outputs need.
     index.needed_.assign(static_cast<std::size_t>(graph.node_size()), false);
-    std::vector<std::string> pending{index.output_};
+    std::vector<std::string> pending = index.outputs_;
     while (!pending.empty()) {
         const std::string v = pending.back();
         pending.pop_back();

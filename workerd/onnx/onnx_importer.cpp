@@ -232,9 +232,35 @@ Result<void> Importer::import_node(int i) {
 }
 
 bool Importer::value_read(const std::string& value) const {
-    bool read = value == graph_.output();
+    const auto& outputs = graph_.outputs();
+    bool read = std::find(outputs.begin(), outputs.end(), value) != outputs.end();
     for (const int r : graph_.readers(value)) read = read || graph_.needed(r);
     return read;
+}
+
+Result<std::string> Importer::loss_of_outputs(const std::vector<std::string>& outputs) const {
+    std::string loss;
+    std::string listed;
+    for (const auto& o : outputs) {
+        const nn::ValueInfo* v = info(o);
+        if (v == nullptr)
+            return make_error(ErrorCode::kInvalidArgument, "the output '" + o + "' is not computed by the imported layers");
+        listed += (listed.empty() ? "'" : ", '") + o + "' " + nn::to_string(v->dims);
+        const bool scalar = v->type == nn::ElementType::kFloat && !nn::has_batch(v->dims) &&
+                            nn::elements_per_example(v->dims).value_or(0) == 1;
+        if (!scalar) continue;
+        if (!loss.empty())
+            return make_error(ErrorCode::kInvalidArgument,
+                              "the graph has two float scalar outputs, '" + loss + "' and '" + o +
+                                  "': a graph of several outputs returns one loss and its heads beside it");
+        loss = o;
+    }
+    if (loss.empty())
+        return make_error(ErrorCode::kInvalidArgument,
+                          "the graph has " + std::to_string(outputs.size()) + " outputs (" + listed +
+                              ") and none is a float scalar: a graph of several outputs returns its loss (as "
+                              "forward(x, y, t) -> (loss, logits, tag_logits)) and its heads beside it");
+    return loss;
 }
 
 Result<nn::ModelDescription> Importer::run(const std::string& name, const std::string& description) {
@@ -257,6 +283,21 @@ Result<nn::ModelDescription> Importer::run(const std::string& name, const std::s
     std::string output = graph_.output();
     int last = graph_.producer(output);
     const auto& nodes = graph_.graph();
+    // Several outputs: a loss and its heads beside it (heads_of_outputs()); a head returned
+    // through a final Softmax, LogSoftmax or Sigmoid that nothing else reads is that node's input.
+    std::vector<std::string> outputs = graph_.outputs();
+    if (outputs.size() > 1) {
+        for (auto& o : outputs) {
+            const int p = graph_.producer(o);
+            if (p < 0 || graph_.readers(o).size() != 0) continue;
+            const std::string& op = nodes.node(p).op_type();
+            if (op == "Softmax" || op == "LogSoftmax" || op == "Sigmoid") {
+                o = nodes.node(p).input(0);
+                consume(p);
+            }
+        }
+        last = -1;
+    }
     if (last >= 0 && nodes.node(last).op_type() == "ArgMax") {
         const auto* axis = find_attribute(nodes.node(last), "axis");
         if (axis != nullptr && (axis->i() == 1 || axis->i() == -1)) {
@@ -273,6 +314,11 @@ Result<nn::ModelDescription> Importer::run(const std::string& name, const std::s
         if (!graph_.needed(i) || consumed(i)) continue;
         if (auto ok = import_node(i); !ok) return tl::unexpected(ok.error());
     }
+    if (outputs.size() > 1) {
+        auto loss = loss_of_outputs(outputs);
+        if (!loss) return tl::unexpected(loss.error());
+        output = *loss;
+    }
     const auto out = values_.find(output);
     if (out == values_.end())
         return make_error(ErrorCode::kInvalidArgument, "the output '" + output + "' is not computed by the imported layers");
@@ -284,6 +330,17 @@ Result<nn::ModelDescription> Importer::run(const std::string& name, const std::s
         nn::elements_per_example(logits.dims).value_or(0) == 1)
         model_.loss = nn::LossKind::kGraph;
     if (auto ok = builder_->finish(out->second); !ok) return tl::unexpected(ok.error());
+    for (const auto& o : outputs) {
+        if (outputs.size() == 1 || o == output) continue;
+        const std::string& value = values_.at(o);
+        if (model_.head_index(value) >= 0) continue;
+        return make_error(ErrorCode::kInvalidArgument,
+                          "output '" + o + "' (" + nn::to_string(model_.value(value).dims) +
+                              ") is not a head: no loss term of the graph reads it against a target input (scores "
+                              "a SoftmaxCrossEntropyLoss or NegativeLogLikelihoodLoss reads with int labels, or logits "
+                              "of a binary cross-entropy against float targets as torch.onnx writes "
+                              "F.binary_cross_entropy_with_logits); an output beside the loss must be one of its heads");
+    }
     std::vector<float> params(static_cast<std::size_t>(model_.parameter_count), 0.0f);
     for (const auto& t : model_.tensors) {
         const auto it = initial_.find(t.name);

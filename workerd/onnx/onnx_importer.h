@@ -50,6 +50,9 @@ public:
     bool consumed(int i) const { return consumed_.count(i) != 0; }
     // True when `value` is the graph's output or a node the output needs reads it.
     bool value_read(const std::string& value) const;
+    // Of a graph's several outputs (after import), the one float scalar: the loss. Errors when
+    // none or two are.
+    Result<std::string> loss_of_outputs(const std::vector<std::string>& outputs) const;
     Error refuse(int node, const std::string& what) const;
     // What a pattern found an ONNX value to be (OnnxNodeImport::pattern), recorded before the
     // walk; nullptr when nothing.

@@ -4,8 +4,14 @@ namespace psrun::onnx_io {
 
 namespace {
 
-// The name a node's layers get: its own, else its first output's (a node without either is "node").
-std::string base_name(const onnx::NodeProto& node) {
+// The name a node's layers get: its own, else its first output's (a node without either is
+// "node"); in a graph of several outputs (a loss and its heads), a node whose first output is a
+// graph output is named after that output, so a head keeps the name the module returned it by.
+std::string base_name(const onnx::NodeProto& node, const GraphIndex& graph) {
+    if (graph.outputs().size() > 1 && node.output_size() > 0) {
+        for (const auto& o : graph.outputs())
+            if (o == node.output(0)) return o;
+    }
     if (!node.name().empty()) return node.name();
     return node.output_size() > 0 ? node.output(0) : "";
 }
@@ -14,7 +20,7 @@ std::string base_name(const onnx::NodeProto& node) {
 
 NodeView::NodeView(Importer& importer, int index)
     : im_(importer), index_(index), node_(importer.graph().graph().node(index)),
-      name_(importer.unique_name(base_name(node_))) {}
+      name_(importer.unique_name(base_name(node_, importer.graph()))) {}
 
 Result<std::string> NodeView::value(std::size_t i) {
     if (!has_input(i)) return tl::unexpected(refuse("input " + std::to_string(i) + " is missing"));
