@@ -155,6 +155,59 @@ void report_targets(const worker::InferenceModel& model, const TestSet& test,
     std::cout << "wrote " << out_dir << "/eval.json" << std::endl;
 }
 
+void print_heads(const worker::EvalMetrics& figures) {
+    for (const auto& h : figures.heads) std::cout << "head " << h.text() << "\n";
+}
+
+// A graph loss without a softmax head on the data's labels (only sigmoid heads, or heads on
+// columns): each head's figures, on stdout and in eval.json; no confusion matrix.
+void report_heads(const worker::InferenceModel& model, const TestSet& test, const worker::EvalMetrics& figures,
+                  double seconds, const std::string& out_dir) {
+    std::cout << "model " << worker::describe_model(model.model) << " from " << model.source << "\n"
+              << test.data.size() << " examples of the " << test.description << ", evaluated in "
+              << fmt::format("{:.2f}", seconds) << " s\n";
+    print_heads(figures);
+    nlohmann::json summary = figures.json();
+    summary.erase("test_loss");  // not measured here (the run's metrics.jsonl has it)
+    summary["examples"] = test.data.size();
+    add_identity(summary, model, test, seconds);
+    const std::string json_path = std::filesystem::absolute(out_dir).string() + "/eval.json";
+    if (auto wrote = write_file_atomically(json_path, json_text(summary, 2) + "\n"); !wrote)
+        throw std::runtime_error(wrote.error().message);
+    std::cout << "wrote " << out_dir << "/eval.json" << std::endl;
+}
+
+// Every head's figures (a graph loss's model.heads), each against its target input: the data's
+// labels or targets for the label input, else its --test-input column.
+worker::EvalMetrics head_metrics(const worker::InferenceModel& model, const TestSet& test,
+                                 const std::vector<worker::HeadPrediction>& predictions) {
+    worker::EvalAccumulator sums(nn::LossKind::kGraph, 1, true);
+    const auto& m = model.model;
+    sums.set_heads(m.heads);
+    const std::size_t n = test.data.size();
+    for (std::size_t k = 0; k < m.heads.size(); ++k) {
+        const nn::Head& h = m.heads[k];
+        const int input = m.input_index(h.target);
+        std::span<const std::int32_t> labels;
+        std::span<const float> targets;
+        if (input == m.label_input) {
+            labels = test.data.labels;
+            targets = test.data.targets;
+        } else {
+            for (const auto& column : test.data.columns)
+                if (column.name == h.target) {
+                    labels = column.i32;
+                    targets = column.f32;
+                }
+        }
+        if ((h.kind == nn::HeadKind::kSoftmax && labels.size() < n) ||
+            (h.kind == nn::HeadKind::kSigmoid && targets.size() < n * static_cast<std::size_t>(h.width)))
+            throw std::logic_error("psrun eval: no test values for head " + h.value + "'s targets " + h.target);
+        sums.add_head(k, predictions[k].probabilities, labels, targets, n);
+    }
+    return sums.result();
+}
+
 void run_eval(const EvalOptions& o) {
     std::vector<double> given;
     if (!o.target_accuracy.empty()) {
@@ -165,10 +218,12 @@ void run_eval(const EvalOptions& o) {
             throw UsageError("--target-accuracy needs --model-dir: the times come from the run's summary.json");
     }
     const worker::InferenceModel model = load_model_source(o.source);
-    if (model.model.loss == nn::LossKind::kGraph && model.model.head.empty())
+    const bool graph_heads = model.model.loss == nn::LossKind::kGraph && !model.model.heads.empty();
+    if (model.model.loss == nn::LossKind::kGraph && model.model.heads.empty())
         throw UsageError("model " + model.model.name +
-                         " ends in its own loss and has no class head (a softmax_cross_entropy_loss or nll_loss over "
-                         "N x C scores reading the data's labels): psrun eval has nothing to score; its test loss is "
+                         " ends in its own loss and has no head (scores a softmax_cross_entropy_loss or nll_loss reads "
+                         "against int labels, or logits a binary cross-entropy reads against float targets; name them "
+                         "in the loss's \"heads\"): psrun eval has nothing to score; its test loss is "
                          "in the run's metrics.jsonl and summary.json");
     worker::DataRecord record;
     if (!o.source.model_dir.empty()) {
@@ -189,9 +244,20 @@ void run_eval(const EvalOptions& o) {
     if (ec) throw UsageError("-o " + out_dir + ": cannot create it: " + ec.message());
 
     const auto t0 = std::chrono::steady_clock::now();
-    auto probs = worker::predict_probabilities(model, test.data, o.source.batch_size);
-    if (!probs) throw std::runtime_error(probs.error().message);
+    std::optional<worker::EvalMetrics> heads;  // a graph loss's heads, each scored by its kind
+    Result<std::vector<float>> probs{std::vector<float>()};
+    if (graph_heads) {
+        auto predictions = worker::predict_heads(model, test.data, o.source.batch_size);
+        if (!predictions) throw std::runtime_error(predictions.error().message);
+        heads = head_metrics(model, test, *predictions);
+        const int primary = model.model.head_index(model.model.head);
+        if (primary >= 0) probs = std::move((*predictions)[static_cast<std::size_t>(primary)].probabilities);
+    } else {
+        probs = worker::predict_probabilities(model, test.data, o.source.batch_size);
+        if (!probs) throw std::runtime_error(probs.error().message);
+    }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (heads && model.model.head.empty()) return report_heads(model, test, *heads, seconds, out_dir);
     if (!model.model.classification()) return report_targets(model, test, *probs, seconds, out_dir);
     const auto predicted = worker::arg_max(*probs, model.model.classes);
     const auto report = worker::make_report(test.data.labels, predicted, static_cast<int>(model.model.classes));
@@ -203,6 +269,7 @@ void run_eval(const EvalOptions& o) {
                              report.total)
               << worker::report_table(report, record.classes) << "\nconfusion matrix (rows: true class, columns: predicted class)\n"
               << worker::confusion_text(report) << "\n";
+    if (heads) print_heads(*heads);
     // How long the training run took to its targets, from the model dir's summary.json.
     std::optional<RunTargets> targets;
     if (!o.source.model_dir.empty()) targets = read_run_targets(o.source.model_dir, given);
@@ -213,6 +280,8 @@ void run_eval(const EvalOptions& o) {
                   << "/summary.json, so no time to --target-accuracy\n";
 
     nlohmann::json summary = worker::report_json(report);
+    if (heads)
+        for (const auto& h : heads->heads) h.add_json(summary);
     add_identity(summary, model, test, seconds);
     if (!record.classes.empty()) summary["class_names"] = record.classes;
     if (targets) summary["training_targets"] = targets->json;

@@ -7,7 +7,34 @@
 
 namespace psrun::worker {
 
+void HeadMetrics::add_json(nlohmann::json& out, const std::string& prefix) const {
+    if (kind == nn::HeadKind::kSoftmax) {
+        out[prefix + "accuracy/" + name] = accuracy;
+        return;
+    }
+    out[prefix + "label_accuracy/" + name] = label_accuracy;
+    out[prefix + "exact_match/" + name] = exact_match;
+    out[prefix + "mean_f1/" + name] = mean_f1;
+    out[prefix + "mean_auc/" + name] = mean_auc;
+}
+
+std::string HeadMetrics::text() const {
+    if (kind == nn::HeadKind::kSoftmax) return fmt::format("{}: accuracy {:.2f}%", name, accuracy * 100);
+    return fmt::format("{}: label accuracy {:.2f}%, exact match {:.2f}%, mean F1 {:.3f}, mean AUC {}", name,
+                       label_accuracy * 100, exact_match * 100, mean_f1,
+                       mean_auc >= 0 ? fmt::format("{:.4f}", mean_auc) : std::string("n/a"));
+}
+
 std::string EvalMetrics::text() const {
+    std::string out = headless_text();
+    if (heads.size() > 1 || (heads.size() == 1 && heads[0].kind == nn::HeadKind::kSigmoid)) {
+        out += out.empty() ? "heads: " : "; heads: ";
+        for (std::size_t k = 0; k < heads.size(); ++k) out += (k ? ", " : "") + heads[k].text();
+    }
+    return out;
+}
+
+std::string EvalMetrics::headless_text() const {
     const std::string graph = mean_loss >= 0 ? fmt::format("test loss {:.4g}", mean_loss) : std::string();
     switch (loss) {
         case nn::LossKind::kGraph: return graph;
@@ -21,6 +48,12 @@ std::string EvalMetrics::text() const {
 }
 
 nlohmann::json EvalMetrics::json() const {
+    nlohmann::json out = headless_json();
+    for (const auto& h : heads) h.add_json(out);
+    return out;
+}
+
+nlohmann::json EvalMetrics::headless_json() const {
     switch (loss) {
         case nn::LossKind::kGraph: return {{"test_loss", mean_loss}};
         case nn::LossKind::kMeanSquaredError: return {{"test_mse", mse}, {"test_mae", mae}};
@@ -61,7 +94,8 @@ double roc_auc(std::vector<std::pair<float, bool>> scored) {
 }  // namespace
 
 EvalAccumulator::EvalAccumulator(nn::LossKind loss, std::int64_t width, bool probabilities)
-    : loss_(loss), width_(static_cast<std::size_t>(width > 0 ? width : 1)), threshold_(probabilities ? 0.5f : 0.0f) {
+    : loss_(loss), width_(static_cast<std::size_t>(width > 0 ? width : 1)), threshold_(probabilities ? 0.5f : 0.0f),
+      probabilities_(probabilities) {
     if (loss_ == nn::LossKind::kSigmoidCrossEntropy) {
         tp_.assign(width_, 0);
         fp_.assign(width_, 0);
@@ -108,12 +142,93 @@ void EvalAccumulator::add(std::span<const float> outputs, std::span<const std::i
     examples_ += valid;
 }
 
+void EvalAccumulator::set_heads(const std::vector<nn::Head>& heads) {
+    heads_.clear();
+    for (const auto& h : heads) {
+        HeadSums sums;
+        sums.head = h;
+        const auto w = static_cast<std::size_t>(std::max<std::int64_t>(h.width, 1));
+        if (h.kind == nn::HeadKind::kSigmoid) {
+            sums.tp.assign(w, 0);
+            sums.fp.assign(w, 0);
+            sums.fn.assign(w, 0);
+            sums.scored.resize(w);
+        }
+        heads_.push_back(std::move(sums));
+    }
+}
+
+void EvalAccumulator::add_head(std::size_t k, std::span<const float> outputs, std::span<const std::int32_t> labels,
+                               std::span<const float> targets, std::size_t valid) {
+    HeadSums& s = heads_.at(k);
+    const auto w = static_cast<std::size_t>(std::max<std::int64_t>(s.head.width, 1));
+    const float threshold = probabilities_ ? 0.5f : 0.0f;
+    for (std::size_t i = 0; i < valid; ++i) {
+        const float* y = outputs.data() + i * w;
+        if (s.head.kind == nn::HeadKind::kSoftmax) {
+            std::size_t best = 0;
+            for (std::size_t c = 1; c < w; ++c)
+                if (y[c] > y[best]) best = c;
+            s.correct += i < labels.size() && static_cast<std::int64_t>(best) == labels[i] ? 1 : 0;
+            continue;
+        }
+        bool all = true;
+        for (std::size_t c = 0; c < w; ++c) {
+            const bool predicted = y[c] >= threshold;
+            const bool truth = targets[i * w + c] >= 0.5f;
+            s.tp[c] += predicted && truth;
+            s.fp[c] += predicted && !truth;
+            s.fn[c] += !predicted && truth;
+            s.labels_right += predicted == truth;
+            all = all && predicted == truth;
+            s.scored[c].emplace_back(y[c], truth);
+        }
+        s.correct += all ? 1 : 0;
+    }
+    s.examples += valid;
+}
+
 void EvalAccumulator::add_loss(double loss, std::size_t valid) {
     loss_sum_ += loss * static_cast<double>(valid);
     loss_examples_ += valid;
 }
 
 EvalMetrics EvalAccumulator::result() const {
+    EvalMetrics m = totals();
+    for (const auto& s : heads_) {
+        HeadMetrics h;
+        h.name = s.head.value;
+        h.kind = s.head.kind;
+        h.examples = s.examples;
+        if (s.examples > 0) {
+            const double n = static_cast<double>(s.examples);
+            if (h.kind == nn::HeadKind::kSoftmax) {
+                h.accuracy = static_cast<double>(s.correct) / n;
+            } else {
+                const auto w = s.tp.size();
+                h.exact_match = static_cast<double>(s.correct) / n;
+                h.label_accuracy = static_cast<double>(s.labels_right) / (n * static_cast<double>(w));
+                double f1 = 0, auc = 0;
+                std::size_t aucs = 0;
+                for (std::size_t c = 0; c < w; ++c) {
+                    const auto denominator = 2 * s.tp[c] + s.fp[c] + s.fn[c];
+                    f1 += denominator == 0 ? 1.0 : 2.0 * static_cast<double>(s.tp[c]) / static_cast<double>(denominator);
+                    h.auc.push_back(roc_auc(s.scored[c]));
+                    if (h.auc.back() >= 0) {
+                        auc += h.auc.back();
+                        ++aucs;
+                    }
+                }
+                h.mean_f1 = f1 / static_cast<double>(w);
+                h.mean_auc = aucs ? auc / static_cast<double>(aucs) : -1;
+            }
+        }
+        m.heads.push_back(std::move(h));
+    }
+    return m;
+}
+
+EvalMetrics EvalAccumulator::totals() const {
     EvalMetrics m;
     m.loss = loss_;
     m.examples = examples_;

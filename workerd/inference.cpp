@@ -1,6 +1,8 @@
 #include "workerd/inference.h"
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <span>
@@ -94,8 +96,12 @@ Result<InferenceModel> load_checkpoint_model(const std::string& model_dir, std::
     return loaded;
 }
 
-Result<std::vector<float>> predict_probabilities(const InferenceModel& model, const LabeledImages& images,
-                                                 std::int64_t batch_size) {
+namespace {
+
+// Runs the model forward over `images` in batches; after each batch, `take(net, start, valid)`
+// reads what it needs of its first `valid` rows (examples start..start+valid).
+Result<void> run_batches(const InferenceModel& model, const LabeledImages& images, std::int64_t batch_size,
+                         const std::function<void(nn::Network&, std::size_t, std::size_t)>& take) {
     if (batch_size < 1)
         return make_error(ErrorCode::kInvalidArgument, "batch size " + std::to_string(batch_size) + " < 1");
     if (images.columns.size() + 1 + (model.model.label_input > 0 ? 1 : 0) != model.model.inputs.size())
@@ -103,15 +109,8 @@ Result<std::vector<float>> predict_probabilities(const InferenceModel& model, co
                           "model " + model.model.name + " has " + std::to_string(model.model.inputs.size()) +
                               " inputs and the data gives " + std::to_string(images.columns.size() + 1) +
                               ": give each input after the first with --test-input NAME=FILE.npy");
-    if (model.model.loss == nn::LossKind::kGraph && model.model.head.empty())
-        return make_error(ErrorCode::kInvalidArgument,
-                          "model " + model.model.name +
-                              " ends in its own loss and has no class head to predict with (a softmax_cross_entropy_loss "
-                              "or nll_loss over N x C scores reading the data's labels)");
     const std::size_t count = images.size();
-    const auto classes = static_cast<std::size_t>(model.model.classes);
-    std::vector<float> out(count * classes);
-    if (count == 0) return out;
+    if (count == 0) return {};
     nn::NetworkOptions options;
     options.forward_only = true;
     options.batch_size = static_cast<std::int64_t>(std::min<std::size_t>(static_cast<std::size_t>(batch_size), count));
@@ -120,7 +119,6 @@ Result<std::vector<float>> predict_probabilities(const InferenceModel& model, co
     nn::Network& net = **network;
     const auto batch = static_cast<std::size_t>(options.batch_size);
     std::vector<std::uint32_t> indices(batch);
-    std::vector<float> probs(batch * classes);
     for (std::size_t start = 0; start < count; start += batch) {
         const std::size_t valid = std::min(batch, count - start);
         for (std::size_t i = 0; i < batch; ++i) indices[i] = static_cast<std::uint32_t>(i < valid ? start + i : 0);
@@ -129,9 +127,62 @@ Result<std::vector<float>> predict_probabilities(const InferenceModel& model, co
             if (!model.model.fed_by_labels(i)) view.columns.push_back(ColumnSpan{net.input(i), net.input_ids(i)});
         fill_examples(images, indices, view);
         net.forward(false);
+        take(net, start, valid);
+    }
+    return {};
+}
+
+}  // namespace
+
+Result<std::vector<float>> predict_probabilities(const InferenceModel& model, const LabeledImages& images,
+                                                 std::int64_t batch_size) {
+    if (model.model.loss == nn::LossKind::kGraph && model.model.head.empty())
+        return make_error(ErrorCode::kInvalidArgument,
+                          "model " + model.model.name +
+                              " ends in its own loss and has no class head to predict with (a softmax_cross_entropy_loss "
+                              "or nll_loss over N x C scores reading the data's labels)");
+    const auto classes = static_cast<std::size_t>(model.model.classes);
+    std::vector<float> out(images.size() * classes);
+    std::vector<float> probs;
+    auto ok = run_batches(model, images, batch_size, [&](nn::Network& net, std::size_t start, std::size_t valid) {
+        probs.resize(static_cast<std::size_t>(net.options().batch_size) * classes);
         net.probabilities(probs);
         std::copy_n(probs.begin(), valid * classes, out.begin() + static_cast<std::ptrdiff_t>(start * classes));
-    }
+    });
+    if (!ok) return tl::unexpected(ok.error());
+    return out;
+}
+
+Result<std::vector<HeadPrediction>> predict_heads(const InferenceModel& model, const LabeledImages& images,
+                                                  std::int64_t batch_size) {
+    const auto& heads = model.model.heads;
+    if (heads.empty())
+        return make_error(ErrorCode::kInvalidArgument,
+                          "model " + model.model.name + " has no heads (scores a loss of its graph reads against a "
+                                                        "target input)");
+    std::vector<HeadPrediction> out;
+    for (const auto& h : heads)
+        out.push_back(HeadPrediction{h.value, h.kind, h.width, std::vector<float>(images.size() * static_cast<std::size_t>(h.width))});
+    auto ok = run_batches(model, images, batch_size, [&](nn::Network& net, std::size_t start, std::size_t valid) {
+        for (std::size_t k = 0; k < heads.size(); ++k) {
+            const auto w = static_cast<std::size_t>(heads[k].width);
+            const auto scores = net.head_outputs(k);
+            float* dst = out[k].probabilities.data() + start * w;
+            for (std::size_t i = 0; i < valid; ++i) {
+                const float* row = scores.data() + i * w;
+                float* p = dst + i * w;
+                if (heads[k].kind == nn::HeadKind::kSigmoid) {
+                    for (std::size_t c = 0; c < w; ++c) p[c] = static_cast<float>(1.0 / (1.0 + std::exp(-double(row[c]))));
+                    continue;
+                }
+                const double mx = *std::max_element(row, row + w);
+                double sum = 0;
+                for (std::size_t c = 0; c < w; ++c) sum += std::exp(double(row[c]) - mx);
+                for (std::size_t c = 0; c < w; ++c) p[c] = static_cast<float>(std::exp(double(row[c]) - mx) / sum);
+            }
+        }
+    });
+    if (!ok) return tl::unexpected(ok.error());
     return out;
 }
 

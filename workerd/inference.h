@@ -51,6 +51,22 @@ struct InferenceModel {
                                                                const LabeledImages& images,
                                                                std::int64_t batch_size);
 
+// One head's predictions: the softmax (softmax head) or sigmoid (sigmoid head) of its scores,
+// rows of `width` floats, one per image.
+struct HeadPrediction {
+    std::string name;  // the head's value (nn::Head::value)
+    nn::HeadKind kind = nn::HeadKind::kSoftmax;
+    std::int64_t width = 0;
+    std::vector<float> probabilities;
+};
+
+// Every head's predictions of a graph-loss model with heads (model.heads order), in one pass
+// over the images (batches as predict_probabilities). Errors as predict_probabilities', and
+// kInvalidArgument for a model without heads (a built-in loss: use predict_probabilities; a
+// graph loss whose graph shows none).
+[[nodiscard]] Result<std::vector<HeadPrediction>> predict_heads(const InferenceModel& model,
+                                                                const LabeledImages& images, std::int64_t batch_size);
+
 // The arg-max class of each row of `probabilities` (rows of `classes` floats; the first
 // maximum on ties, as the loss's predictions()).
 std::vector<std::int32_t> arg_max(const std::vector<float>& probabilities, std::int64_t classes);

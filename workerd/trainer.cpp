@@ -234,12 +234,20 @@ EvalMetrics Trainer::evaluate() {
     BatchView view = batch_view(m);
     EvalAccumulator sums(config_.model->metric_loss(), config_.model->classes);
     const bool graph_loss = config_.model->loss == nn::LossKind::kGraph;
+    const auto& heads = config_.model->heads;
+    sums.set_heads(heads);
     test_->rewind();
     while (const std::size_t valid = test_->next(view, batch)) {
         if (!sparse_.empty()) fetch_eval_rows(m, valid);
         const float loss = m.forward(false);
         if (graph_loss) sums.add_loss(loss, valid);
         sums.add(m.outputs(), m.labels(), m.targets(), valid);
+        // Each head against its target input, as the batch fed it.
+        for (std::size_t k = 0; k < heads.size(); ++k) {
+            const auto t = static_cast<std::size_t>(config_.model->input_index(heads[k].target));
+            if (heads[k].kind == nn::HeadKind::kSoftmax) sums.add_head(k, m.head_outputs(k), m.input_ids(t), {}, valid);
+            else sums.add_head(k, m.head_outputs(k), {}, m.input(t), valid);
+        }
     }
     return sums.result();
 }

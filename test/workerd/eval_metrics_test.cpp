@@ -82,3 +82,40 @@ TEST_CASE("one label (a click model): ROC AUC by ranks, ties counted half", "[ev
     two.add(std::vector<float>{0.3f, 0.6f}, {}, std::vector<float>{1, 0}, 1);
     CHECK(two.result().auc < 0);
 }
+
+TEST_CASE("heads: each scored by its kind, keys named by the head", "[eval_metrics][heads]") {
+    using psrun::nn::Head;
+    using psrun::nn::HeadKind;
+    EvalAccumulator sums(LossKind::kSoftmaxCrossEntropy, 2);
+    sums.set_heads({Head{"cls", HeadKind::kSoftmax, "y", 2}, Head{"tags", HeadKind::kSigmoid, "t", 2}});
+    // Softmax: predicted 1, 0, 0 against 1, 1, 0 -> 2/3.
+    sums.add_head(0, std::vector<float>{0.0f, 1.0f, 2.0f, 1.0f, 3.0f, 0.0f}, std::vector<std::int32_t>{1, 1, 0}, {}, 3);
+    // Sigmoid logits (>= 0 predicts): example 0 (1, -1) vs (1, 0): both right; example 1 (2, 0.5)
+    // vs (0, 1): label 0 wrong; example 2 (-1, -2) vs (0, 1): label 1 wrong.
+    sums.add_head(1, std::vector<float>{1.0f, -1.0f, 2.0f, 0.5f, -1.0f, -2.0f}, {},
+                  std::vector<float>{1, 0, 0, 1, 0, 1}, 3);
+    const auto m = sums.result();
+    REQUIRE(m.heads.size() == 2);
+    CHECK(m.heads[0].accuracy == Approx(2.0 / 3.0));
+    const auto& t = m.heads[1];
+    CHECK(t.label_accuracy == Approx(4.0 / 6.0));
+    CHECK(t.exact_match == Approx(1.0 / 3.0));
+    // Label 0: scores 1 (pos), 2, -1 (neg): AUC 1/2. Label 1: -1 (neg), 0.5, -2 (pos): AUC 1/2.
+    CHECK(t.auc == std::vector<double>{0.5, 0.5});
+    CHECK(t.mean_auc == Approx(0.5));
+    // F1: label 0 tp 1 fp 1 fn 0 -> 2/3; label 1 tp 1 fp 0 fn 1 -> 2/3.
+    CHECK(t.mean_f1 == Approx(2.0 / 3.0));
+    const auto j = m.json();
+    CHECK(j.at("test_accuracy/cls") == Approx(2.0 / 3.0));
+    CHECK(j.at("test_label_accuracy/tags") == Approx(4.0 / 6.0));
+    CHECK(j.at("test_exact_match/tags") == Approx(1.0 / 3.0));
+    CHECK(j.at("test_mean_auc/tags") == Approx(0.5));
+    CHECK(j.contains("test_mean_f1/tags"));
+    CHECK(m.text().find("heads: cls: accuracy 66.67%, tags: label accuracy 66.67%") != std::string::npos);
+    // Probabilities (psrun eval): a label is predicted at p >= 0.5.
+    EvalAccumulator probs(LossKind::kGraph, 1, true);
+    probs.set_heads({Head{"tags", HeadKind::kSigmoid, "t", 1}});
+    probs.add_head(0, std::vector<float>{0.6f, 0.4f}, {}, std::vector<float>{1, 1}, 2);
+    CHECK(probs.result().heads[0].label_accuracy == Approx(0.5));
+    CHECK(probs.result().heads[0].mean_auc < 0);  // one class only
+}
