@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <zlib.h>
 
 #include "common/checkpoint_store.h"
 #include "common/result.h"
@@ -49,6 +50,157 @@ std::string npy_f32(const std::vector<float>& values, std::size_t rows, std::siz
     return out;
 }
 
+void put16(std::string& out, std::uint32_t v) {
+    out += static_cast<char>(v & 0xff);
+    out += static_cast<char>((v >> 8) & 0xff);
+}
+void put32(std::string& out, std::uint32_t v) {
+    put16(out, v & 0xffff);
+    put16(out, v >> 16);
+}
+
+// A .npz archive (numpy's np.savez: a zip of NAME.npy members, stored uncompressed) of `arrays`
+// (name, .npy bytes). Throws UsageError past the 4 GiB a zip without its 64-bit extension holds.
+std::string npz_archive(const std::vector<std::pair<std::string, std::string>>& arrays) {
+    std::string out, directory;
+    for (const auto& [name, bytes] : arrays) {
+        const std::string member = name + ".npy";
+        if (bytes.size() >= 0xffffffffull || out.size() >= 0xffffffffull)
+            throw UsageError("--output: the arrays are over 4 GiB, more than a .npz here holds: write .npy files");
+        const auto crc = static_cast<std::uint32_t>(
+            crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(bytes.size())));
+        const auto offset = static_cast<std::uint32_t>(out.size());
+        const auto size = static_cast<std::uint32_t>(bytes.size());
+        auto common = [&](std::string& h) {  // version needed .. extra length
+            put16(h, 20);
+            put16(h, 0);       // flags
+            put16(h, 0);       // stored
+            put16(h, 0);       // time
+            put16(h, 0x21);    // 1980-01-01
+            put32(h, crc);
+            put32(h, size);
+            put32(h, size);
+            put16(h, static_cast<std::uint32_t>(member.size()));
+            put16(h, 0);
+        };
+        put32(out, 0x04034b50);
+        common(out);
+        out += member;
+        out += bytes;
+        put32(directory, 0x02014b50);
+        put16(directory, 20);  // made by
+        common(directory);
+        put16(directory, 0);  // comment
+        put16(directory, 0);  // disk
+        put16(directory, 0);  // internal attributes
+        put32(directory, 0);  // external attributes
+        put32(directory, offset);
+        directory += member;
+    }
+    const auto at = static_cast<std::uint32_t>(out.size());
+    out += directory;
+    put32(out, 0x06054b50);
+    put16(out, 0);
+    put16(out, 0);
+    put16(out, static_cast<std::uint32_t>(arrays.size()));
+    put16(out, static_cast<std::uint32_t>(arrays.size()));
+    put32(out, static_cast<std::uint32_t>(directory.size()));
+    put32(out, at);
+    put16(out, 0);
+    return out;
+}
+
+bool ends_with(const std::string& text, const std::string& tail) {
+    return text.size() >= tail.size() && text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// A head's name as a file name part: A-Z a-z 0-9 _ - . kept, anything else '_'.
+std::string file_part(const std::string& name) {
+    std::string out;
+    for (const char c : name) {
+        const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                        c == '-' || c == '.';
+        out += ok ? c : '_';
+    }
+    return out;
+}
+
+// "probs.npy" and head "tags" -> "probs.tags.npy" (the head's name before the extension).
+std::string head_file(const std::string& output, const std::string& head) {
+    const std::filesystem::path path(output);
+    const std::string ext = path.has_extension() ? path.extension().string() : std::string(".npy");
+    return (path.parent_path() / (path.stem().string() + "." + file_part(head) + ext)).string();
+}
+
+void write_output(const std::string& given, const std::string& bytes) {
+    // Absolute: write_file_atomically fsyncs the file's directory, which a bare name lacks.
+    const std::string path = std::filesystem::absolute(given).string();
+    if (auto wrote = write_file_atomically(path, bytes); !wrote)
+        throw UsageError("--output " + given + ": " + wrote.error().message);
+}
+
+// A graph loss's heads (nn::Head): each head's softmax or sigmoid, printed per image or written
+// (--output F.npz: one array per head, named by the head; any other F: one .npy per head, the
+// head's name before F's extension; a single head: F itself).
+void predict_heads(const PredictOptions& o, const worker::InferenceModel& model, const worker::PredictInputs& inputs,
+                   const worker::DataRecord& record) {
+    auto heads = worker::predict_heads(model, inputs.images, o.source.batch_size);
+    if (!heads) throw std::runtime_error(heads.error().message);
+    const std::size_t count = inputs.images.size();
+    std::cerr << "psrun predict: " << count << " images, model " << worker::describe_model(model.model) << " from "
+              << model.source << ", " << heads->size() << " head" << (heads->size() == 1 ? "" : "s") << "\n";
+    if (!o.output.empty()) {
+        if (ends_with(o.output, ".npz")) {
+            std::vector<std::pair<std::string, std::string>> arrays;
+            for (const auto& h : *heads)
+                arrays.emplace_back(h.name, npy_f32(h.probabilities, count, static_cast<std::size_t>(h.width)));
+            write_output(o.output, npz_archive(arrays));
+            std::cerr << "psrun predict: wrote " << o.output << " (";
+            for (const auto& h : *heads)
+                std::cerr << (&h == &heads->front() ? "" : ", ") << h.name << ": " << nn::to_string(h.kind)
+                          << " float32 [" << count << ", " << h.width << "]";
+            std::cerr << ")\n";
+            return;
+        }
+        for (const auto& h : *heads) {
+            const std::string file = heads->size() == 1 ? o.output : head_file(o.output, h.name);
+            write_output(file, npy_f32(h.probabilities, count, static_cast<std::size_t>(h.width)));
+            std::cerr << "psrun predict: wrote " << file << " (head " << h.name << ", " << nn::to_string(h.kind)
+                      << ", float32 [" << count << ", " << h.width << "])\n";
+        }
+        return;
+    }
+    // One line per image: its name, then per head "HEAD=CLASS:P" (softmax; the primary head
+    // first as CLASS P [CLASS NAME], as for one head) or "HEAD=L1,L3" (sigmoid: the labels with
+    // p >= 0.5, "-" for none).
+    const int primary = model.model.head.empty() ? -1 : model.model.head_index(model.model.head);
+    std::string text;
+    std::size_t index = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+        const std::string& name = inputs.names[i];
+        text += name.empty() ? std::to_string(index++) : name;
+        for (std::size_t k = 0; k < heads->size(); ++k) {
+            const auto& h = (*heads)[k];
+            const auto w = static_cast<std::size_t>(h.width);
+            const float* p = h.probabilities.data() + i * w;
+            if (h.kind == nn::HeadKind::kSoftmax) {
+                const auto c = static_cast<std::size_t>(std::max_element(p, p + w) - p);
+                if (static_cast<int>(k) == primary)
+                    text += fmt::format(" {} {:.6f}{}", c, p[c], c < record.classes.size() ? " " + record.classes[c] : std::string());
+                else
+                    text += fmt::format(" {}={}:{:.6f}", h.name, c, p[c]);
+                continue;
+            }
+            std::string on;
+            for (std::size_t c = 0; c < w; ++c)
+                if (p[c] >= 0.5f) on += (on.empty() ? "" : ",") + std::to_string(c);
+            text += " " + h.name + "=" + (on.empty() ? "-" : on);
+        }
+        text += "\n";
+    }
+    std::cout << text << std::flush;
+}
+
 void run_predict(const PredictOptions& o) {
     if (o.images.empty()) throw UsageError("give --images F [F...]: IDX, .npy, JPEG, PNG or PGM files");
     const worker::InferenceModel model = load_model_source(o.source);
@@ -73,6 +225,9 @@ void run_predict(const PredictOptions& o) {
     if (!columns) throw UsageError(columns.error().message);
     inputs->images.columns = std::move(*columns);
     for (const auto& note : inputs->notes) std::cerr << "psrun predict: " << note << "\n";
+    const auto& m = model.model;
+    if (m.loss == nn::LossKind::kGraph && (m.heads.size() > 1 || (m.heads.size() == 1 && m.head.empty())))
+        return predict_heads(o, model, *inputs, record);
     auto probs = worker::predict_probabilities(model, inputs->images, o.source.batch_size);
     if (!probs) throw std::runtime_error(probs.error().message);
     const auto classes = static_cast<std::size_t>(model.model.classes);
@@ -80,10 +235,8 @@ void run_predict(const PredictOptions& o) {
     std::cerr << "psrun predict: " << count << " images, model " << worker::describe_model(model.model) << " from "
               << model.source << "\n";
     if (!o.output.empty()) {
-        // Absolute: write_file_atomically fsyncs the file's directory, which a bare name lacks.
-        const std::string path = std::filesystem::absolute(o.output).string();
-        if (auto wrote = write_file_atomically(path, npy_f32(*probs, count, classes)); !wrote)
-            throw UsageError("--output " + o.output + ": " + wrote.error().message);
+        const std::string npy = npy_f32(*probs, count, classes);
+        write_output(o.output, ends_with(o.output, ".npz") ? npz_archive({{"probabilities", npy}}) : npy);
         std::cerr << "psrun predict: wrote " << o.output << " (float32 [" << count << ", " << classes << "])\n";
         return;
     }
@@ -119,7 +272,9 @@ void add_predict_command(CLI::App& app, int& exit_code) {
                     "fit single images of another size to the model: crop, pad or stretch (default: what training "
                     "from --train-data recorded in the model dir, else none: the size must match)");
     cmd->add_option("--output", o->output,
-                    "write the probabilities as a float32 .npy [images, classes] here instead of printing");
+                    "write the probabilities as a float32 .npy [images, classes] here instead of printing; F.npz: "
+                    "an archive with one array per head (a graph loss's heads; else \"probabilities\"); a model "
+                    "of several heads given F.npy writes one F.<head>.npy per head");
     cmd->callback([o, &exit_code] {
         run_predict(*o);
         exit_code = kExitOk;
