@@ -24,6 +24,14 @@ namespace psrun::launcher {
 
 namespace {
 
+// ", heads logits [N x 10], tag_logits [N x 4]": a graph loss's heads, outputs beside its loss.
+std::string heads_text(const nn::ModelDescription& model) {
+    std::string out;
+    for (const auto& h : model.heads)
+        out += (out.empty() ? std::string(", heads ") : std::string(", ")) + h.value + " [N x " + std::to_string(h.width) + "]";
+    return out;
+}
+
 struct ExportOptions {
     std::string model_dir;
     std::optional<std::int64_t> checkpoint;
@@ -103,7 +111,7 @@ void run_export(const ExportOptions& o) {
               << info.step << (o.ema ? " (moving average)" : "") << ", " << model->parameter_count << " parameters, " << bytes->size()
               << " bytes (ONNX opset 13, input" << (model->multi_input() ? "s " : " ") << inputs << ", output "
               << (model->loss == nn::LossKind::kGraph
-                      ? std::string("loss (a scalar)")
+                      ? std::string("loss (a scalar)") + heads_text(*model)
                       : (model->loss == nn::LossKind::kMeanSquaredError ? "outputs" : "probabilities") +
                             std::string(" [N x ") + std::to_string(model->classes) + "]")
               << ")" << (*recipe ? std::string(", recipe in metadata ") + onnx_io::kRecipeKey : std::string())

@@ -2,7 +2,8 @@
 // kind (nn::OpSchema::export_onnx) through NodeWriter, values named as in the description (the
 // input "images" for an image model), and the output: the softmax of the logits named
 // "probabilities" (softmax cross-entropy), their sigmoid (sigmoid cross-entropy) or the outputs
-// themselves, named "outputs" (mean squared error).
+// themselves, named "outputs" (mean squared error); a graph loss: its scalar, named "loss", and
+// each head's scores beside it under the head's name.
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -223,6 +224,11 @@ Result<std::string> export_onnx(const nn::ModelDescription& model, std::span<con
         last->add_output(writer.fresh(graph_loss ? "loss" : "outputs"));
     }
     set_value_info(*graph.add_output(), last->output(0), out);
+    // A graph loss's heads are outputs beside the loss, their scores under their own names (as
+    // torch.onnx writes a module returning (loss, logits, ...)); importing the file pairs them
+    // with their targets again.
+    if (model.loss == nn::LossKind::kGraph)
+        for (const auto& h : model.heads) set_value_info(*graph.add_output(), writer.onnx_name(h.value), model.value(h.value));
 
     // The description is trusted on import only for this graph (onnx_graph_digest.h).
     std::set<std::string> parameters;
