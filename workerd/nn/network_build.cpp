@@ -425,6 +425,7 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
     // Read after the step: the model output (outputs(), predictions()) and the heads.
     plan.values[static_cast<std::size_t>(plan.output)].kept = true;
     if (!model_.head.empty()) plan.values[static_cast<std::size_t>(plan.value_index.at(model_.head))].kept = true;
+    for (const auto& h : model_.heads) plan.values[static_cast<std::size_t>(plan.value_index.at(h.value))].kept = true;
 
     for (std::size_t ki = 0; ki < plan.kernels.size(); ++ki) {
         auto& k = plan.kernels[ki];
@@ -449,8 +450,11 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
     try {
         dnnl::memory head;
         if (!model_.head.empty()) head = plan.values[static_cast<std::size_t>(plan.value_index.at(model_.head))].mem;
+        std::vector<dnnl::memory> heads;
+        for (const auto& h : model_.heads)
+            heads.push_back(plan.values[static_cast<std::size_t>(plan.value_index.at(h.value))].mem);
         loss_ = std::make_unique<Loss>(engine_, stream_, out.mem, out.diff, model_.loss, model_.reduction,
-                                       options_.label_smoothing, head);
+                                       options_.label_smoothing, head, heads);
     } catch (const std::exception& e) {
         return make_error(ErrorCode::kUnsupported, "model " + model_.name + ": the loss on the output " +
                                                        to_string(out.info.dims) + " cannot be built: " + e.what());
