@@ -58,6 +58,12 @@ std::string loss_text(const nn::ModelDescription& model) {
             std::string labels = model.label_input < 0 ? std::string("no label input")
                                                        : "labels " + model.inputs[static_cast<std::size_t>(model.label_input)].name;
             if (!model.head.empty()) labels += ", " + std::to_string(model.classes) + " classes (head " + model.head + ")";
+            if (model.heads.size() > 1 || (model.heads.size() == 1 && model.head.empty())) {
+                labels += "; heads";
+                for (const auto& h : model.heads)
+                    labels += std::string(&h == &model.heads.front() ? " " : ", ") + h.value + " " + nn::to_string(h.kind) +
+                              " x" + std::to_string(h.width) + " on " + h.target;
+            }
             return "loss in the graph (" + labels + ")";
         }
     }

@@ -37,13 +37,12 @@ std::vector<Head> find_heads(const ModelDescription& model) {
         const Node& node = model.nodes[it->second];
         return node.op == op && node.outputs.front() == value && node.data_inputs >= 1 ? &node : nullptr;
     };
-    std::vector<std::pair<std::size_t, Head>> found;  // (producer index, head)
+    std::vector<std::pair<std::size_t, Head>> found;  // (producer index + 1, 0 for an input; head)
     auto add = [&](const std::string& value, HeadKind kind, const std::string& target) {
         for (const auto& [at, h] : found)
             if (h.value == value) return;
         const auto it = producer.find(value);
-        if (it == producer.end()) return;  // an input: not a head
-        found.emplace_back(it->second, Head{value, kind, target, model.value(value).dims[1].value});
+        found.emplace_back(it == producer.end() ? 0 : it->second + 1, Head{value, kind, target, model.value(value).dims[1].value});
     };
     for (const auto& node : model.nodes) {
         if (is_label_loss(node)) {
@@ -107,9 +106,6 @@ Result<void> resolve_heads(ModelDescription& model, const std::vector<Head>* giv
         const std::string where = "heads[" + std::to_string(i) + "]: ";
         if (model.values.count(h.value) == 0)
             return tl::unexpected(graph_loss_error(where + "\"output\" \"" + h.value + "\" is not a value of the model"));
-        if (model.input_index(h.value) >= 0)
-            return tl::unexpected(graph_loss_error(where + "\"output\" \"" + h.value +
-                                                   "\" is a model input; a head is scores a layer computes"));
         const ValueInfo& scores = model.value(h.value);
         if (!per_example_scores(scores))
             return tl::unexpected(graph_loss_error(where + "\"output\" \"" + h.value + "\" is " + to_string(scores.dims) +

@@ -21,7 +21,7 @@ inline constexpr std::size_t kMaxHeads = 64;
 
 // Sets model.heads of a kGraph model (docs/models.md "Heads"). `given` (the description's
 // "heads", each with value, kind and target; width unset) are checked against the graph: the
-// value a float [N, C] value of the model (no input), the target an input after the first, int
+// value a float [N, C] value of the model, the target an input after the first, int
 // [N] for a softmax head and float [N, C] for a sigmoid one, no value twice; they are then the
 // heads, in the order given. Without `given` the heads are found in the graph, in the graph
 // order of their values:

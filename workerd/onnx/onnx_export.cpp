@@ -204,9 +204,13 @@ Result<std::string> export_onnx(const nn::ModelDescription& model, std::span<con
     }
     const std::string logits = writer.onnx_name(model.output);
     const nn::ValueInfo& out = model.value(model.output);
-    onnx::NodeProto* last = graph.add_node();
-    last->add_input(logits);
-    if (model.loss == nn::LossKind::kSoftmaxCrossEntropy) {
+    // A graph loss whose scalar is already named "loss" (an import of torch.onnx's output) is the
+    // output as it is.
+    const bool named_loss = model.loss == nn::LossKind::kGraph && logits == "loss";
+    onnx::NodeProto* last = named_loss ? nullptr : graph.add_node();
+    if (last != nullptr) last->add_input(logits);
+    if (named_loss) {
+    } else if (model.loss == nn::LossKind::kSoftmaxCrossEntropy) {
         last->set_op_type("Softmax");
         last->set_name(writer.fresh("softmax"));
         last->add_output(writer.fresh("probabilities"));
@@ -223,7 +227,7 @@ Result<std::string> export_onnx(const nn::ModelDescription& model, std::span<con
         last->set_name(writer.fresh(graph_loss ? "loss_output" : "output"));
         last->add_output(writer.fresh(graph_loss ? "loss" : "outputs"));
     }
-    set_value_info(*graph.add_output(), last->output(0), out);
+    set_value_info(*graph.add_output(), named_loss ? logits : last->output(0), out);
     // A graph loss's heads are outputs beside the loss, their scores under their own names (as
     // torch.onnx writes a module returning (loss, logits, ...)); importing the file pairs them
     // with their targets again.
