@@ -229,7 +229,8 @@ def main():
             check(f"{name}: the exported weights in torch give the test loss psrun reported ({torch_loss:.4f} vs "
                   f"{loss:.4f})", abs(torch_loss - loss) <= 1e-3 * max(1.0, abs(loss)))
             # psrun predict: the softmax of the head (the scores its label loss reads).
-            probs = f"{tmp}/{name}.probs.npy"
+            # (--output F.npz: one array per head; a single head's is "probabilities".)
+            probs = f"{tmp}/{name}.probs.npz"
             cmd = [psrun, "predict", "--model-dir", run_dir, "--images", f"{tmp}/{name}.test-x.npy", "--output", probs]
             if "tags" in test:
                 cmd += ["--input", f"tags={tmp}/{name}.test-tags.npy"]
@@ -242,7 +243,11 @@ def main():
                         scores = model.fc2(F.relu(model.fc1(x)))
                     else:
                         scores = model.classes(torch.tanh(model.trunk(x)))
-                    diff = float(np.abs(np.load(probs) - torch.softmax(scores, 1).numpy()).max())
+                    arrays = dict(np.load(probs))
+                    got = arrays.get("probabilities")
+                    if got is None:  # two_heads: the softmax head's array (10 classes)
+                        got = next(v for v in arrays.values() if v.shape[1] == 10)
+                    diff = float(np.abs(got - torch.softmax(scores, 1).numpy()).max())
             check(f"{name}: psrun predict gives the head's softmax as torch computes it (largest difference {diff:.1e})",
                   rc == 0 and diff <= 1e-4, log)
             # (psrun's test loss is the mean of the evaluation batches' losses: with class
