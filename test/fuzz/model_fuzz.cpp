@@ -1,8 +1,9 @@
 // libFuzzer target for model descriptions (workerd/nn/: parse_model_text and shape inference).
 // Contract checked: never a crash or hang; an accepted model has consistent totals (the tensor
 // list packs parameter_count floats), its output is [N, classes] floats (a graph loss: a scalar), every value per
-// example is within kMaxTensorElements, and its canonical architecture parses back to a model
-// with the same hash and tensors.
+// example is within kMaxTensorElements, a graph loss's heads are N x width float values with an
+// input after the first as targets, and its canonical architecture parses back to a model with
+// the same hash and tensors.
 // Built and run by test/fuzz/fuzz.sh model.
 #include <cstddef>
 #include <cstdint>
@@ -36,12 +37,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (out.type != ElementType::kFloat || has_batch(out.dims) || elements_per_example(out.dims).value_or(0) != 1)
             __builtin_trap();
         if (!model->head.empty() && model->value(model->head).dims.back().value != model->classes) __builtin_trap();
+        // Every head: N x width float scores of the model, its targets an input after the first.
+        for (const auto& h : model->heads) {
+            const ValueInfo& v = model->value(h.value);
+            if (v.rank() != 2 || v.dims[1].value != h.width || v.type != ElementType::kFloat) __builtin_trap();
+            if (model->input_index(h.target) <= 0) __builtin_trap();
+        }
+        if (!model->head.empty() && model->head_index(model->head) < 0) __builtin_trap();
     } else if (out.rank() != 2 || out.dims[1].value != model->classes || out.type != ElementType::kFloat) {
         __builtin_trap();
     }
     const std::string canonical = canonical_architecture(*model).dump();
     const auto again = parse_model_text(canonical, "canonical");
     if (!again || architecture_hash(*again) != architecture_hash(*model)) __builtin_trap();
+    if (again->heads.size() != model->heads.size()) __builtin_trap();
     const auto tensors_again = parameter_tensors(*again);
     if (tensors_again.size() != tensors.size()) __builtin_trap();
     for (std::size_t i = 0; i < tensors.size(); ++i)
