@@ -20,7 +20,9 @@ multi-label sigmoid head, their losses a weighted sum, through psd and against P
      head; a "heads" entry naming a missing value exits 2 naming the field; an ONNX output that
      is no head exits 2.
 
-Usage: two_heads_models.py PSRUN [--data MNIST_DIR]   (exit 77 without torch)
+Usage: two_heads_models.py PSRUN [--data MNIST_DIR] [--seed S]   (exit 77 without torch)
+  --seed S: the initial weights (torch.manual_seed(S)), psrun's --seed and PyTorch's data order
+            (S + 1); the test runs seed 0, docs/models.md's medians seeds 0, 1 and 2.
 """
 import json
 import os
@@ -148,6 +150,7 @@ def main():
     labels = networks.read_idx(networks.idx_file(data, "train-labels-idx1-ubyte"))
     test_images = networks.read_idx(networks.idx_file(data, "t10k-images-idx3-ubyte"))
     test_labels = networks.read_idx(networks.idx_file(data, "t10k-labels-idx1-ubyte"))
+    seed = int(args[args.index("--seed") + 1]) if "--seed" in args else 0
     tmp = tempfile.mkdtemp(prefix="two_heads_")
     ok = True
 
@@ -170,7 +173,7 @@ def main():
     small = {k: v[:2] for k, v in train.items()}
 
     # 1. Import: the loss and two heads, from three outputs or from the loss alone.
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     model = TwoHeads()
     initial = {k: v.clone() for k, v in model.state_dict().items()}
     want = [{"output": "logits", "kind": "softmax", "targets": "labels", "width": 10},
@@ -194,7 +197,7 @@ def main():
     run_dir, log = f"{tmp}/run", f"{tmp}/train.log"
     rc = run([psrun, "local", "--ps", "1", "--workers", "2", "--sync", "--grace", "30", "--", "--model", path,
               "--model-dir", run_dir, "--steps", str(STEPS), "--batch-size", str(BATCH), "--optimizer", "adam_torch",
-              "--learning-rate", str(LR), "--threads", "1", "--log-every", "1000"] + files, log)
+              "--learning-rate", str(LR), "--threads", "1", "--log-every", "1000", "--seed", str(seed + 1)] + files, log)
     check(f"trains {STEPS} steps through psd, 2 workers, --sync (rc={rc})", rc == 0, log)
     if rc != 0:
         sys.exit(1)
@@ -235,7 +238,7 @@ def main():
           log)
 
     # 3. PyTorch side by side: same initial weights, recipe and step count (batch 2 x 32).
-    torch.manual_seed(1)
+    torch.manual_seed(seed + 1)
     torch.set_num_threads(2)
     reference = TwoHeads()
     reference.load_state_dict(initial)
