@@ -192,9 +192,12 @@ void predict_heads(const PredictOptions& o, const worker::InferenceModel& model,
                 continue;
             }
             std::string on;
-            for (std::size_t c = 0; c < w; ++c)
-                if (p[c] >= 0.5f) on += (on.empty() ? "" : ",") + std::to_string(c);
-            text += " " + h.name + "=" + (on.empty() ? "-" : on);
+            for (std::size_t c = 0; c < w; ++c) {
+                if (p[c] < 0.5f) continue;
+                if (!on.empty()) on += ',';
+                on += std::to_string(c);  // no `"," + string` here: GCC 12 -O3 misreads it (-Wrestrict)
+            }
+            text += fmt::format(" {}={}", h.name, on.empty() ? std::string("-") : on);
         }
         text += "\n";
     }
