@@ -10,6 +10,8 @@
 
 #include <iterator>
 
+#include <spdlog/spdlog.h>
+
 namespace psrun {
 namespace {
 // How long a shard whose connection dropped may still deliver a reply it sent before (collect()).
@@ -143,6 +145,17 @@ Result<std::vector<PsClient::Reply>> PsClient::collect(const std::vector<std::ui
             for (std::size_t p = 1; p < parts.size(); ++p) sizes.push_back(parts[p].size());
             if (auto ok = wire::check_frames(*header, sizes); !ok)
                 return make_error(ErrorCode::kProtocol, "ps " + std::to_string(i) + ": " + ok.error().message);
+            if (header->type == MessageType::kError && resend && options_.reconnect_wait.count() > 0) {
+                // An ERROR over a connection that was lost meanwhile comes from whoever holds the endpoint
+                // now: a restarted psd that never had this worker's HELLO ("send HELLO first") gets the
+                // request ZeroMQ queued for the dead one before the monitor's event is read. That is the
+                // loss of the psd this request went to: the loop above reconnects and finds out.
+                links_->update();
+                if (links_->lost(i)) {
+                    spdlog::debug("ps {}: an ERROR after its connection was lost: handled as that loss", i);
+                    continue;
+                }
+            }
             got[i] = true;
             --missing;
             if (header->type == MessageType::kError) {  // keep collecting: no reply may stay queued
