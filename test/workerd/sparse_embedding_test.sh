@@ -168,7 +168,10 @@ worker() {
 worker 0 --chief & w0=$!
 worker 1 & w1=$!
 for _ in $(seq 600); do
-    [ "$(grep -c "checkpoint at step" "$tmp/fault-w0.log" 2>/dev/null)" -ge 2 ] && break
+    # Mid-run for both: the chief checkpointed twice and worker 1 is past the start barrier (the
+    # chief can write both checkpoints before worker 1's barrier poll sees its INIT).
+    [ "$(grep -c "checkpoint at step" "$tmp/fault-w0.log" 2>/dev/null)" -ge 2 ] &&
+        grep -q "worker 1 of 2: training from" "$tmp/fault-w1.log" 2>/dev/null && break
     sleep 0.1
 done
 kill -9 "$p1"; wait "$p1" 2>/dev/null
