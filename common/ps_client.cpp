@@ -146,12 +146,14 @@ Result<std::vector<PsClient::Reply>> PsClient::collect(const std::vector<std::ui
             if (auto ok = wire::check_frames(*header, sizes); !ok)
                 return make_error(ErrorCode::kProtocol, "ps " + std::to_string(i) + ": " + ok.error().message);
             if (header->type == MessageType::kError && resend && options_.reconnect_wait.count() > 0) {
-                // An ERROR over a connection that was lost meanwhile comes from whoever holds the endpoint
-                // now: a restarted psd that never had this worker's HELLO ("send HELLO first") gets the
-                // request ZeroMQ queued for the dead one before the monitor's event is read. That is the
-                // loss of the psd this request went to: the loop above reconnects and finds out.
+                // A protocol ERROR over a connection that was lost meanwhile comes from whoever holds the
+                // endpoint now: a restarted psd that never had this worker's HELLO ("send HELLO first")
+                // gets the request ZeroMQ queued for the dead one before the monitor's event is read.
+                // That is the loss of the psd this request went to: the loop above reconnects and finds
+                // out. psd's verdicts (aborted, unauthorized, rejected) stay refusals.
                 links_->update();
-                if (links_->lost(i)) {
+                auto body = parts.size() > 1 ? wire::decode_error(view(parts[1])) : tl::unexpected(Error{});
+                if (links_->lost(i) && body && body->code == ErrorCode::kProtocol) {
                     spdlog::debug("ps {}: an ERROR after its connection was lost: handled as that loss", i);
                     continue;
                 }
