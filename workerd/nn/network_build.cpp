@@ -5,6 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "workerd/nn/buffer_lifetimes.h"
 #include "workerd/nn/fusion.h"
 #include "workerd/nn/loss.h"
 #include "workerd/nn/network.h"
@@ -38,10 +39,6 @@ void add_reorder(std::vector<Op>& ops, const dnnl::stream& stream, const memory&
     dnnl::reorder r(dnnl::reorder::primitive_desc(from, to, attr));
     ops.push_back([r, stream, from, to]() mutable { r.execute(stream, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}}); });
 }
-
-// Steps of one training step (buffer_plan.h): forward of kernel k, the loss, backward of k.
-int forward_step(int k) { return k; }
-int backward_step(const NetworkPlan& plan, int k) { return 2 * static_cast<int>(plan.kernels.size()) - k; }
 
 class Builder final : public KernelBuilder {
 public:
@@ -184,22 +181,14 @@ private:
             throw std::logic_error("kernel " + k_.label + " made output " + std::to_string(i) + " with other dims");
         v.mem = m;
         if (!v.needs_grad || !context_.training) return;
-        // Written first by the backward of the last reader (every reader that writes it has a
-        // backward), read by this kernel's backward; the loss writes the output's.
-        int first_write = -1;
-        for (const auto& w : v.writers) first_write = std::max(first_write, w.first);
-        if (kept(v) || v.loss_writes || first_write < 0) {
+        // The loss writes the output's; without planning, as ever: a zeroed buffer of its own.
+        int first = 0, last = 0;
+        if (kept(v) || !plan_.arena || !gradient_steps(plan_, v, index_, k_.backward, first, last)) {
             plan_.unplanned_bytes += BufferPlan::aligned(m.get_desc().get_size());
             v.diff = zeroed(m.get_desc(), context_.engine);
             return;
         }
-        if (!plan_.arena) {  // as without planning ever: a zeroed buffer of its own
-            plan_.unplanned_bytes += BufferPlan::aligned(m.get_desc().get_size());
-            v.diff = zeroed(m.get_desc(), context_.engine);
-            return;
-        }
-        const int from = backward_step(plan_, first_write);
-        v.diff = buffer(m.get_desc(), from, k_.backward ? std::max(from, backward_step(plan_, index_)) : from);
+        v.diff = buffer(m.get_desc(), first, last);
     }
 
     bool kept(const ValueState& v) const { return v.kept; }
@@ -212,21 +201,9 @@ private:
         return true;
     }
 
-    memory unplanned(const memory::desc& desc) {
-        plan_.unplanned_bytes += BufferPlan::aligned(desc.get_size());
-        return memory(desc, context_.engine);
-    }
-    // A planned memory live over steps [first, last], or a buffer of its own when planning is off.
+    memory unplanned(const memory::desc& desc) { return unplanned_memory(plan_, context_.engine, desc); }
     memory buffer(const memory::desc& desc, int first, int last) {
-        const std::size_t bytes = desc.get_size();
-        if (!plan_.arena || bytes == 0) return unplanned(desc);
-        const std::size_t id = plan_.buffers.place(bytes, first, last);
-        const auto& b = plan_.buffers.buffer(id);
-        if (!plan_.arena->grow(b.offset + BufferPlan::aligned(bytes))) {
-            plan_.plan_failed = true;
-            throw std::runtime_error("buffer plan: the arena's address space is exhausted");
-        }
-        return memory(desc, context_.engine, plan_.arena->base() + b.offset);
+        return planned_memory(plan_, context_.engine, desc, first, last);
     }
 
     NetworkPlan& plan_;
@@ -391,33 +368,8 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
         k.backward = training && any && k.reaches_loss;
         plan.kernels.push_back(std::move(k));
     }
-    for (std::size_t ki = 0; ki < plan.kernels.size(); ++ki) {
-        auto& k = plan.kernels[ki];
-        for (const auto o : k.outputs) plan.values[static_cast<std::size_t>(o)].producer = static_cast<int>(ki);
-        if (!k.backward) continue;
-        for (std::size_t s = 0; s < k.inputs.size(); ++s) {
-            auto& v = plan.values[static_cast<std::size_t>(k.inputs[s])];
-            if (v.needs_grad) v.writers.emplace_back(static_cast<int>(ki), s);
-        }
-    }
-    plan.values[static_cast<std::size_t>(plan.output)].loss_writes = training;
-
-    // Lifetimes for the plan: a value is read by its readers' forward and (conservatively: any
-    // kernel may keep what it read for its backward) their backward; its producer's backward
-    // may read it too.
-    for (std::size_t ki = 0; ki < plan.kernels.size(); ++ki) {
-        const auto& k = plan.kernels[ki];
-        const int k_last = k.backward ? backward_step(plan, static_cast<int>(ki)) : forward_step(static_cast<int>(ki));
-        for (const auto i : k.inputs) {
-            auto& v = plan.values[static_cast<std::size_t>(i)];
-            v.last_read = std::max(v.last_read, k_last);
-        }
-        for (const auto o : k.outputs) {
-            auto& v = plan.values[static_cast<std::size_t>(o)];
-            v.last = std::max(v.last, k_last);
-        }
-    }
-    for (auto& v : plan.values) v.last = std::max(v.last, v.last_read);
+    link_values(plan, training);
+    compute_lifetimes(plan);  // buffer_lifetimes.h
     if (plan_buffers && training) {
         plan.arena = std::make_unique<Arena>(kArenaReserve);
         if (!plan.arena->valid()) plan.arena.reset();

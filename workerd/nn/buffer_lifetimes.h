@@ -1,0 +1,46 @@
+// Lifetimes of the engine's buffers over one training step (buffer_plan.h), for
+// network_build.cpp: how steps are numbered, which kernels write each value's gradient, the
+// last step each value is read, and the planned memories placed by those lifetimes.
+//
+// Steps: the forward of kernel k is step k, the loss is step K (the number of kernels), the
+// backward of kernel k is step 2K - k. A value lives from its producer's forward to the last
+// step that reads it. Internal to the engine; not thread-safe.
+#pragma once
+
+#include <cstddef>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "workerd/nn/network_plan.h"
+
+namespace psrun::nn {
+
+inline int forward_step(int k) { return k; }
+inline int backward_step(const NetworkPlan& plan, int k) { return 2 * static_cast<int>(plan.kernels.size()) - k; }
+
+// After the kernels are in plan.kernels (inputs, outputs, backward set) and the values'
+// needs_grad: each value's producer and the kernels whose backward writes its gradient
+// (ValueState::writers); the model output's gradient is written by the loss when training.
+void link_values(NetworkPlan& plan, bool training);
+
+// Each value's last_read and last (ValueState): a value is read by its readers' forward and
+// (conservatively: any kernel may keep what it read for its backward) their backward; its
+// producer's backward may read it too.
+void compute_lifetimes(NetworkPlan& plan);
+
+// The steps [first, last] the gradient of value `v` (produced by kernel `producer`, whose
+// backward runs when `producer_backward`) lives: from the backward of its last writer (the
+// first to run) to its producer's backward. False when it has no writer kernel (the loss
+// writes it, or nobody does): it is not planned.
+bool gradient_steps(const NetworkPlan& plan, const ValueState& v, int producer, bool producer_backward, int& first,
+                    int& last);
+
+// A memory of `desc` outside the arena (counted in plan.unplanned_bytes).
+dnnl::memory unplanned_memory(NetworkPlan& plan, const dnnl::engine& engine, const dnnl::memory::desc& desc);
+// A memory of `desc` placed in the arena live over steps [first, last], or one of its own when
+// planning is off (no arena) or it is empty. Throws std::runtime_error (and sets
+// plan.plan_failed) when the arena's address space is exhausted.
+dnnl::memory planned_memory(NetworkPlan& plan, const dnnl::engine& engine, const dnnl::memory::desc& desc, int first,
+                            int last);
+
+}  // namespace psrun::nn
