@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <numeric>
-#include <sstream>
 
 #include "common/rng.h"
 
@@ -96,64 +95,58 @@ std::vector<EpochCount> DataChunks::epochs() const {
     return out;
 }
 
-// psrun-data-chunks 1
-// plan <examples> <chunks> <seed>
-// counters <next_epoch> <complete> <inexact> <stale> <leased>
-// closed <epoch> <examples> <chunks>          (the kept complete epochs)
-// open <epoch> <examples> <ndone> <chunk>...  (the done chunks of an open epoch)
-std::string DataChunks::serialize() const {
-    std::ostringstream out;
-    out << "psrun-data-chunks 1\nplan " << plan_.examples << ' ' << plan_.chunks << ' ' << plan_.seed << '\n'
-        << "counters " << next_epoch_ << ' ' << epochs_complete_ << ' ' << epochs_inexact_ << ' ' << stale_reports_
-        << ' ' << leased_total_ << '\n';
-    for (const EpochCount& c : closed_) out << "closed " << c.epoch << ' ' << c.examples << ' ' << c.chunks_done << '\n';
+DataChunks::State DataChunks::state() const {
+    State s{plan_, next_epoch_, epochs_complete_, epochs_inexact_, stale_reports_, leased_total_, {}, {}};
+    s.closed.assign(closed_.begin(), closed_.end());
     for (const auto& [epoch, e] : open_) {
-        out << "open " << epoch << ' ' << e.examples << ' ' << e.chunks_done;
+        OpenState o{epoch, {}};
         for (std::uint32_t c = 0; c < plan_.chunks; ++c)
-            if (e.done[c]) out << ' ' << c;
-        out << '\n';
+            if (e.done[c]) o.done.push_back(c);
+        s.open.push_back(std::move(o));
     }
-    return out.str();
+    return s;
 }
 
-Result<DataChunks> DataChunks::restore(std::string_view text, const ChunkPlan& expected) {
-    std::istringstream in{std::string(text)};
+Result<DataChunks> DataChunks::restore(const State& s) {
     auto bad = [](const std::string& why) { return invalid_argument("data chunk state: " + why); };
-    std::string word;
-    int version = 0;
-    if (!(in >> word >> version) || word != "psrun-data-chunks" || version != 1) return bad("not a version 1 state");
-    ChunkPlan plan;
-    if (!(in >> word >> plan.examples >> plan.chunks >> plan.seed) || word != "plan") return bad("no plan line");
-    if (plan != expected)
-        return bad(fmt::format("it was saved for {} examples in {} chunks (seed {}), this run has {} in {} (seed {})",
-                               plan.examples, plan.chunks, plan.seed, expected.examples, expected.chunks,
-                               expected.seed));
-    if (auto ok = check(plan); !ok) return tl::unexpected(ok.error());
-    DataChunks d(plan);
-    if (!(in >> word >> d.next_epoch_ >> d.epochs_complete_ >> d.epochs_inexact_ >> d.stale_reports_ >>
-          d.leased_total_) ||
-        word != "counters")
-        return bad("no counters line");
-    while (in >> word) {
-        std::uint64_t epoch = 0, examples = 0;
-        std::uint32_t n = 0;
-        if (!(in >> epoch >> examples >> n) || epoch >= d.next_epoch_ || n > plan.chunks) return bad("bad " + word + " line");
-        if (word == "closed") {
-            if (d.closed_.size() >= kKeptEpochs) return bad("too many closed epochs");
-            d.closed_.push_back(EpochCount{epoch, examples, n, true});
-            continue;
-        }
-        if (word != "open" || d.open_.contains(epoch)) return bad("unexpected '" + word + "'");
-        OpenEpoch& e = d.open_[epoch];
-        e.done.assign(plan.chunks, false);
-        for (std::uint32_t k = 0; k < n; ++k) {
-            std::uint32_t c = 0;
-            if (!(in >> c) || c >= plan.chunks || e.done[c]) return bad("bad done chunk in epoch " + std::to_string(epoch));
+    if (auto ok = check(s.plan); !ok) return bad(ok.error().message);
+    // Every epoch opened is either still open or complete.
+    if (s.next_epoch != s.epochs_complete + s.open.size() || s.next_epoch < s.epochs_complete)
+        return bad(fmt::format("{} epochs opened, but {} complete and {} open", s.next_epoch, s.epochs_complete,
+                               s.open.size()));
+    if (s.epochs_inexact > s.epochs_complete || s.closed.size() > kKeptEpochs || s.closed.size() > s.epochs_complete)
+        return bad(fmt::format("{} kept and {} inexact of {} complete epochs", s.closed.size(), s.epochs_inexact,
+                               s.epochs_complete));
+    DataChunks d(s.plan);
+    d.next_epoch_ = s.next_epoch;
+    d.epochs_complete_ = s.epochs_complete;
+    d.epochs_inexact_ = s.epochs_inexact;
+    d.stale_reports_ = s.stale_reports;
+    d.leased_total_ = s.leased_total;
+    for (std::size_t i = 0; i < s.closed.size(); ++i) {
+        const EpochCount& c = s.closed[i];
+        if (c.epoch >= s.next_epoch || (i > 0 && c.epoch <= s.closed[i - 1].epoch) || !c.complete ||
+            c.chunks_done != s.plan.chunks || c.examples > kMaxExamples)
+            return bad(fmt::format("complete epoch {} (kept entry {}) is not a complete epoch after the one before",
+                                   c.epoch, i));
+        d.closed_.push_back(c);
+    }
+    for (std::size_t i = 0; i < s.open.size(); ++i) {
+        const OpenState& o = s.open[i];
+        if (o.epoch >= s.next_epoch || (i > 0 && o.epoch <= s.open[i - 1].epoch) || o.done.size() >= s.plan.chunks ||
+            std::any_of(s.closed.begin(), s.closed.end(), [&](const EpochCount& c) { return c.epoch == o.epoch; }))
+            return bad(fmt::format("open epoch {} (entry {}) is out of order, complete or beyond the epochs opened",
+                                   o.epoch, i));
+        OpenEpoch& e = d.open_[o.epoch];
+        e.done.assign(s.plan.chunks, false);
+        for (std::size_t k = 0; k < o.done.size(); ++k) {
+            const std::uint32_t c = o.done[k];
+            if (c >= s.plan.chunks || (k > 0 && c <= o.done[k - 1]))
+                return bad(fmt::format("open epoch {}: done chunk {} is out of range or out of order", o.epoch, c));
             e.done[c] = true;
-            e.examples += d.describe(ChunkId{epoch, c}).count;
+            e.examples += d.describe(ChunkId{o.epoch, c}).count;
             ++e.chunks_done;
         }
-        if (e.examples != examples || e.chunks_done == plan.chunks) return bad("inconsistent epoch " + std::to_string(epoch));
     }
     // Every chunk not done is queued again, oldest epoch first, in each epoch's own order.
     for (const auto& [epoch, e] : d.open_)

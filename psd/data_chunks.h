@@ -15,8 +15,6 @@
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <string>
-#include <string_view>
 #include <vector>
 
 #include "common/result.h"
@@ -48,6 +46,7 @@ struct EpochCount {
     std::uint64_t examples = 0;  // examples of the chunks reported done
     std::uint32_t chunks_done = 0;
     bool complete = false;       // every chunk done: examples == N
+    bool operator==(const EpochCount&) const = default;
 };
 
 class DataChunks {
@@ -77,11 +76,25 @@ public:
     std::uint64_t stale_reports() const { return stale_reports_; }  // complete() calls that returned false
     std::uint64_t leased_total() const { return leased_total_; }
 
-    // A small text form (plan, counters, the open epochs' done chunks) for a checkpoint; a
-    // restored dispenser re-queues every chunk not done (leases are not kept: their holders
-    // belong to the stopped run). restore() fails on a malformed text or another plan.
-    std::string serialize() const;
-    [[nodiscard]] static Result<DataChunks> restore(std::string_view text, const ChunkPlan& expected);
+    // The state a checkpoint keeps (psd/data_chunks_file.h stores it with psd 0's shard): the plan,
+    // the counters, the kept complete epochs and the done chunks of each open epoch. Leases are not
+    // kept: their holders belong to the run that wrote it. restore() checks every field against
+    // the others (kInvalidArgument naming the field) and queues every chunk not done again, oldest
+    // epoch first, each epoch in its own order: a leased chunk not reported done is leased again.
+    struct OpenState {
+        std::uint64_t epoch = 0;
+        std::vector<std::uint32_t> done;  // chunks done, ascending, fewer than the plan's chunks
+        bool operator==(const OpenState&) const = default;
+    };
+    struct State {
+        ChunkPlan plan;
+        std::uint64_t next_epoch = 0, epochs_complete = 0, epochs_inexact = 0, stale_reports = 0, leased_total = 0;
+        std::vector<EpochCount> closed;  // complete, ascending epochs, at most kKeptEpochs
+        std::vector<OpenState> open;     // ascending epochs
+        bool operator==(const State&) const = default;
+    };
+    State state() const;
+    [[nodiscard]] static Result<DataChunks> restore(const State& state);
 
 private:
     struct OpenEpoch {

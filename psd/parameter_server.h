@@ -85,6 +85,13 @@ private:
     void on_dircheck(const std::string& routing, const wire::Header& h, Parts& parts);
     // Elastic data and membership (psd/parameter_server_chunks.cpp, psd/data_chunks.h).
     void on_chunk(const std::string& routing, const wire::Header& h, Parts& parts);
+    // psd 0's dispenser in a checkpoint (psd/data_chunks_file.h): written on SAVE when it hands out
+    // chunks; read on RESTORE before the shard (an error names the file and changes nothing), and
+    // installed by commit_chunk_restore() once the shard loaded (none in the checkpoint: the next
+    // CHUNK starts the data at epoch 0, logged).
+    [[nodiscard]] Result<void> save_chunks(const std::string& dir) const;
+    [[nodiscard]] Result<std::optional<DataChunks>> read_chunks(const std::string& dir) const;
+    void commit_chunk_restore(std::optional<DataChunks> restored, const std::string& dir);
     // Workers declared dead: their chunks go back to the queue; elastic: they are dropped, and the
     // run is aborted when the chief is among them or fewer than --min-workers are left.
     void on_workers_dead(const std::vector<std::uint32_t>& dead);
@@ -206,7 +213,9 @@ private:
     std::unordered_set<std::string> rejoined_;  // routing ids whose next reply carries kFlagRejoined
     // This process's identity in WELCOME (wire::Welcome::instance): random, never 0.
     std::uint64_t instance_ = 0;
-    std::unique_ptr<DataChunks> chunks_;  // psd 0: from the first CHUNK (its plan)
+    std::unique_ptr<DataChunks> chunks_;  // psd 0: from the first CHUNK (its plan), or a checkpoint
+    std::string chunks_restored_from_;    // chunks_ came from this checkpoint; no CHUNK confirmed its plan yet
+    std::string chunks_missing_in_;       // the restored checkpoint held no dispenser state (logged at the next CHUNK)
     struct Dropped {  // elastic: a worker declared dead and not back
         std::uint32_t worker = 0;
         double after_s = 0;  // since psd started

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "common/zmq_util.h"
+#include "psd/data_chunks_file.h"
 #include "psd/parameter_server.h"
 
 namespace psrun::psd {
@@ -22,11 +23,22 @@ void ParameterServer::on_chunk(const std::string& routing, const Header& h, Part
     auto request = wire::decode_chunk_request(view(parts[2]));
     if (!request) return reply_error(routing, ErrorCode::kProtocol, request.error().message);
     const ChunkPlan plan{request->examples, request->chunks, request->seed};
+    if (chunks_ && !chunks_restored_from_.empty() && !(chunks_->plan() == plan)) {  // resumed with other data
+        const auto& p = chunks_->plan();
+        spdlog::warn("data chunks: checkpoint {} holds the data position of {} examples in {} chunks (seed {}), this "
+                     "run reads {} in {} (seed {}): the data starts again at epoch 0",
+                     chunks_restored_from_, p.examples, p.chunks, p.seed, plan.examples, plan.chunks, plan.seed);
+        chunks_.reset();
+    }
     if (!chunks_) {
         if (auto ok = DataChunks::check(plan); !ok) return reply_error(routing, ErrorCode::kInvalidArgument, ok.error().message);
         chunks_ = std::make_unique<DataChunks>(plan);
         spdlog::info("data chunks: {} examples in {} chunks per epoch (seed {}), handed out by this psd", plan.examples,
                      plan.chunks, plan.seed);
+        if (!chunks_missing_in_.empty())
+            spdlog::warn("data chunks: checkpoint {} holds no data position (written without --data-chunks, or by a "
+                         "psrun from before it was kept): the data starts at epoch 0",
+                         chunks_missing_in_);
     } else if (!(chunks_->plan() == plan)) {
         const auto& p = chunks_->plan();
         return reply_error(routing, ErrorCode::kInvalidArgument,
@@ -35,10 +47,16 @@ void ParameterServer::on_chunk(const std::string& routing, const Header& h, Part
                                        "--seed",
                                        h.index, plan.examples, plan.chunks, plan.seed, p.examples, p.chunks, p.seed));
     }
-    for (const wire::ChunkRef& r : request->done)
+    chunks_restored_from_.clear();
+    chunks_missing_in_.clear();
+    for (const wire::ChunkRef& r : request->done) {
+        const std::uint64_t complete_before = chunks_->epochs_complete();
         if (!chunks_->complete(h.index, ChunkId{r.epoch, r.chunk}))
             spdlog::debug("worker {}: chunk {} of epoch {} reported done, but it does not hold it (ignored)", h.index,
                           r.chunk, r.epoch);
+        else if (chunks_->epochs_complete() > complete_before)
+            spdlog::info("data chunks: epoch {} complete ({} epochs so far)", r.epoch, chunks_->epochs_complete());
+    }
     wire::ChunkGrant grant;
     if (request->want) {
         const ChunkLease lease = chunks_->lease(h.index);
@@ -46,6 +64,44 @@ void ParameterServer::on_chunk(const std::string& routing, const Header& h, Part
     }
     const std::string body = wire::encode_chunk_grant(grant);
     reply(routing, MessageType::kChunk, 0, &body);
+}
+
+Result<void> ParameterServer::save_chunks(const std::string& dir) const {
+    if (!chunks_) return {};
+    return save_data_chunks(*chunks_, dir);
+}
+
+Result<std::optional<DataChunks>> ParameterServer::read_chunks(const std::string& dir) const {
+    if (options_.index != 0) return std::optional<DataChunks>();
+    return load_data_chunks(dir);
+}
+
+void ParameterServer::commit_chunk_restore(std::optional<DataChunks> restored, const std::string& dir) {
+    if (options_.index != 0) return;
+    chunks_restored_from_.clear();
+    chunks_missing_in_.clear();
+    if (!restored) {
+        if (chunks_)
+            spdlog::warn("data chunks: checkpoint {} holds no data position: the chunks leased so far are forgotten "
+                         "and the data starts again at epoch 0",
+                         dir);
+        chunks_.reset();
+        chunks_missing_in_ = dir;
+        return;
+    }
+    // Leases are not in a checkpoint: every chunk not done then, leased or not, is queued again.
+    const auto epochs = restored->epochs();
+    const auto open = std::find_if(epochs.begin(), epochs.end(), [](const EpochCount& e) { return !e.complete; });
+    chunks_ = std::make_unique<DataChunks>(std::move(*restored));
+    chunks_restored_from_ = dir;
+    if (open == epochs.end())
+        spdlog::info("data chunks: restored from {}: {} complete epochs, the next lease opens epoch {}", dir,
+                     chunks_->epochs_complete(), chunks_->epochs_complete());
+    else
+        spdlog::info("data chunks: restored from {}: {} complete epochs, epoch {} goes on with {} of {} chunks done "
+                     "({} examples); the chunks not done are leased again",
+                     dir, chunks_->epochs_complete(), open->epoch, open->chunks_done, chunks_->plan().chunks,
+                     open->examples);
 }
 
 void ParameterServer::on_workers_dead(const std::vector<std::uint32_t>& dead) {

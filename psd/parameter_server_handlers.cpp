@@ -234,6 +234,10 @@ void ParameterServer::on_save(const std::string& routing, const Header& h, Parts
         spdlog::error("checkpoint at step {} failed: {}", h.step, saved.error().message);
         return reply_error(routing, saved.error().code, saved.error().message);
     }
+    if (auto ok = save_chunks(*dir); !ok) {
+        spdlog::error("checkpoint at step {} failed: {}", h.step, ok.error().message);
+        return reply_error(routing, ok.error().code, ok.error().message);
+    }
     ++counters_.checkpoints;
     drain_.saved(shard_->step());
     spdlog::info("checkpoint: shard at step {} (chief's step {}) written to {} in {} ms", shard_->step(), h.step, *dir,
@@ -269,11 +273,17 @@ void ParameterServer::on_restore(const std::string& routing, const Header& h, Pa
         return reply_error(routing, ErrorCode::kProtocol, "RESTORE carries exactly one body frame");
     auto request = wire::decode_restore(view(parts[2]));
     if (!request) return reply_error(routing, ErrorCode::kProtocol, request.error().message);
+    auto chunks = read_chunks(request->dir);  // psd 0's data position, checked before anything changes
+    if (!chunks) {
+        spdlog::error("restore from {} failed: {}", request->dir, chunks.error().message);
+        return reply_error(routing, chunks.error().code, chunks.error().message);
+    }
     auto loaded = load_shard_checkpoint(*shard_, tensors_, request->init, request->dir);
     if (!loaded) {
         spdlog::error("restore from {} failed: {}", request->dir, loaded.error().message);
         return reply_error(routing, loaded.error().code, loaded.error().message);
     }
+    commit_chunk_restore(std::move(*chunks), request->dir);
     if (sync_) sync_ = make_sync();  // a new run starts: forget any partial step
     spdlog::info("RESTORE: {} at step {} from {}, last step {}, learning rate {} ({})",
                  to_string(request->init.optimizer.kind), shard_->step(), request->dir, request->init.last_step,
