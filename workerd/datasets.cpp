@@ -4,11 +4,15 @@
 #include <fstream>
 #include <limits>
 
+#include <spdlog/spdlog.h>
+
+#include "workerd/data/column_table.h"
 #include "workerd/data/dataset_fetch.h"
 #include "workerd/data/idx_reader.h"
 #include "workerd/data/memory_source.h"
 #include "workerd/data/split_files.h"
 #include "workerd/input_columns.h"
+#include "workerd/nn/model_summary.h"
 
 namespace psrun::worker {
 namespace {
@@ -121,6 +125,66 @@ Result<Datasets> load_from_data(const TrainOptions& o, const ModelInput& model, 
     return d;
 }
 
+// The model's inputs as the column table reader sees them (workerd/data/column_spec.h).
+std::vector<TableInput> table_inputs(const nn::ModelDescription& model) {
+    std::vector<TableInput> out;
+    for (std::size_t i = 0; i < model.inputs.size(); ++i) {
+        const nn::InputDef& in = model.inputs[i];
+        TableInput t;
+        t.name = in.name;
+        t.ints = in.info.type == nn::ElementType::kInt;
+        t.width = static_cast<std::size_t>(nn::elements_per_example(in.info.dims).value_or(0));
+        t.shape = "[" + nn::shape_text(in.info.dims) + "] " + nn::to_string(in.info.type);
+        t.labels = model.fed_by_labels(i);
+        for (const auto& node : model.nodes)  // the smallest table that reads the ids
+            if (node.op == "embedding" && !node.inputs.empty() && node.inputs[0] == in.name) {
+                const auto v = node.attrs.value("vocabulary", std::int64_t{0});
+                if (v > 0 && (t.rows == 0 || v < t.rows)) {
+                    t.rows = v;
+                    t.table = node.name;
+                }
+            }
+        out.push_back(std::move(t));
+    }
+    return out;
+}
+
+// --input-columns: CSV/TSV tables of --train-data and --test-data feed every input by column.
+Result<Datasets> load_from_columns(const TrainOptions& o, const ModelInput& model, const Normalization& normalization) {
+    if (!o.description) return make_error(ErrorCode::kInvalidArgument, "--input-columns needs the model resolved first (a bug)");
+    if (!o.data_dir.empty() || files_given(o) || !o.train_inputs.empty() || !o.test_inputs.empty())
+        throw UsageError("--input-columns reads every input from the --train-data/--test-data tables: drop --data-dir, "
+                         "--train-images/--test-images and --train-input/--test-input");
+    if (o.train_data.empty() || o.test_data.empty())
+        throw UsageError("--input-columns needs --train-data F.csv and --test-data F.csv (two tables of the same columns)");
+    if (!o.inputs.empty())
+        throw UsageError("--inputs and --input-columns exclude each other: name each input's columns with --input-columns NAME=COL,...");
+    auto spec = parse_column_spec(o.input_columns, o.bag_weights, o.value_separator);
+    if (!spec) return tl::unexpected(spec.error());
+    const auto inputs = table_inputs(*o.description);
+    const auto targets = split_list(o.targets);
+    Datasets d;
+    d.name = "files";
+    for (const bool train : {true, false}) {
+        const std::string& path = train ? o.train_data : o.test_data;
+        auto table = load_column_table(path, *spec, inputs, targets, model);
+        if (!table) return tl::unexpected(table.error());
+        LabeledImages& split = train ? d.train : d.test;
+        split = std::move(table->data);
+        split.normalization = normalization;
+        conform_to_model(split, model);
+        const std::string label = (train ? "train data " : "test data ") + path;
+        if (auto ok = check_fits_model(split, {label, label}, model); !ok) return tl::unexpected(ok.error());
+        (train ? d.train_description : d.test_description) = table->description;
+        spdlog::info("{} data: {}", train ? "train" : "test", table->description);
+    }
+    if (d.train.class_names != d.test.class_names)
+        return make_error(ErrorCode::kInvalidArgument, "--test-data " + o.test_data + ": its class names differ from --train-data " +
+                                                            o.train_data + "'s (give both tables every class, or integer labels)");
+    d.class_names = d.train.class_names;
+    return d;
+}
+
 Result<Datasets> load_from_dir(const TrainOptions& o) {
     const std::string dir = resolved_data_dir(o);
     auto train = load_split(dir, "train");
@@ -195,12 +259,19 @@ Result<Datasets> load_datasets(const TrainOptions& o, const ModelInput& model) {
     if (!normalization) throw UsageError(normalization.error().message);
     auto layout = parse_image_layout(o.image_layout);
     if (!layout) throw UsageError(layout.error().message);
+    if (!o.input_columns.empty() || !o.bag_weights.empty() || !o.value_separator.empty()) {
+        if (o.input_columns.empty())
+            throw UsageError(std::string(o.bag_weights.empty() ? "--value-separator" : "--bag-weights") +
+                             " reads a table fed by --input-columns NAME=COLUMN[,COLUMN...]: give --input-columns too");
+        return load_from_columns(o, model, *normalization);
+    }
     if (!o.train_data.empty() || !o.test_data.empty()) {
         if ((o.description && o.description->column_inputs()) || !o.train_inputs.empty() || !o.test_inputs.empty())
             return make_error(ErrorCode::kInvalidArgument,
                               "--train-data/--test-data feed one input: a model with several inputs reads its primary "
                               "input from --train-images/--test-images (or --data-dir) and the others from "
-                              "--train-input/--test-input NAME=FILE.npy");
+                              "--train-input/--test-input NAME=FILE.npy, or every input from CSV/TSV tables with "
+                              "--input-columns NAME=COLUMN[,COLUMN...]");
         return load_from_data(o, model, *normalization);
     }
     auto data = files_given(o) ? load_from_files(o, *layout, model) : load_from_dir(o);

@@ -73,6 +73,20 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
     app.add_option("--targets", o.targets,
                    "target features by name: TFRecord keys (default image/class/label), CSV columns (default "
                    "label), .npz array (default y)");
+    app.add_option("--input-columns", o.input_columns,
+                   "NAME=COL[,COL...]: a CSV/TSV --train-data/--test-data table feeds the model input NAME from these "
+                   "columns (float inputs: numbers; int inputs: categorical values hashed into the rows of the "
+                   "embedding that reads them); repeat per input (docs/data.md, Recommender tables)")
+        ->expected(1)
+        ->take_all();
+    app.add_option("--value-separator", o.value_separator,
+                   "with --input-columns: the cells of int inputs hold several values separated by this character "
+                   "(multi-valued fields, e.g. '|'); each column fills width/columns slots, padded or truncated");
+    app.add_option("--bag-weights", o.bag_weights,
+                   "WEIGHTS=BAG[:sum|mean]: with --input-columns, the float input WEIGHTS gets per slot of the int "
+                   "input BAG 1 (sum) or 1/n (mean) for a value and 0 for padding; repeat per bag")
+        ->expected(1)
+        ->take_all();
     app.add_option("--image-resize", o.image_resize,
                    "images not of the model's size: crop (scale to cover, cut the centre), pad (scale to fit, "
                    "black borders) or stretch")

@@ -49,6 +49,11 @@ struct TrainOptions {
     double validation_split = 0;
     std::string inputs;   // --inputs: Example keys, CSV columns or .npz arrays (comma list)
     std::string targets;  // --targets
+    // --input-columns NAME=COL[,COL...] (repeated), --value-separator C, --bag-weights W=BAG[:sum|mean]
+    // (repeated): a CSV/TSV table feeding the model's inputs by column (workerd/data/column_spec.h).
+    std::vector<std::string> input_columns;
+    std::string value_separator;
+    std::vector<std::string> bag_weights;
     std::string image_resize = "crop";
     std::string corrupt_records = "error";
     std::string stream = "auto";

@@ -1,47 +1,20 @@
 #include "workerd/data/table_reader.h"
 
-#include "common/utf8.h"
-
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <map>
+#include <optional>
 
 #include "workerd/data/csv_reader.h"
 #include "workerd/data/npy_reader.h"
 #include "workerd/data/npy_values.h"
 #include "workerd/data/npz_reader.h"
 #include "workerd/data/reader_common.h"
+#include "workerd/data/table_cells.h"
+#include "workerd/data/table_targets.h"
 
 namespace psrun::worker {
 namespace {
-
-std::string_view trim(std::string_view s) {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-    return s;
-}
-
-bool parse_float(std::string_view s, float& v) {
-    s = trim(s);
-    if (!s.empty() && s.front() == '+') s.remove_prefix(1);
-    const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    return !s.empty() && ec == std::errc() && p == s.data() + s.size() && std::isfinite(v);
-}
-
-bool parse_int(std::string_view s, std::int64_t& v) {
-    s = trim(s);
-    if (!s.empty() && s.front() == '+') s.remove_prefix(1);
-    const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    return !s.empty() && ec == std::errc() && p == s.data() + s.size();
-}
-
-std::string quoted_list(const std::vector<std::string>& v) {
-    std::string s;
-    for (std::size_t i = 0; i < v.size() && i < 20; ++i) s += (i ? ", '" : "'") + v[i] + "'";
-    if (v.size() > 20) s += ", ... (" + std::to_string(v.size()) + " in all)";
-    return s;
-}
 
 // Sets `data`'s input layout for `model` with `count` examples of `values` values each.
 void shape_input(LabeledImages& data, const ModelInput& model, std::size_t values) {
@@ -71,52 +44,31 @@ Result<Table> load_csv(const std::vector<std::uint8_t>& bytes, const std::string
                        const ModelInput& model) {
     const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     const char delimiter = path.size() > 4 && (path.ends_with(".tsv") || path.ends_with(".tsv.gz")) ? '\t' : ',';
-    std::vector<std::size_t> in_cols, tg_cols;
+    std::vector<std::size_t> in_cols;
     std::vector<std::string> header;
+    std::optional<TableTargets> targets;
     Table t;
     LabeledImages& d = t.data;
-    std::vector<std::string> names;  // class targets as written, when not all integers
-    std::vector<std::int64_t> ints;  // class targets as integers while they all are
-    bool class_ints = true;
     std::size_t rows = 0;
     auto ok = parse_csv(text, delimiter, path, [&](const std::vector<std::string>& f, std::size_t line) -> Result<void> {
         if (header.empty()) {
             header = f;
-            auto find = [&](const std::string& name) -> Result<std::size_t> {
-                const auto it = std::find(header.begin(), header.end(), name);
-                if (it == header.end())
-                    return invalid_argument(path + ": no column '" + name + "' (the header names " + quoted_list(header) + ")");
-                return static_cast<std::size_t>(it - header.begin());
-            };
-            std::vector<std::string> targets = columns.targets;
-            if (targets.empty()) {
-                if (std::find(header.begin(), header.end(), "label") == header.end())
-                    return invalid_argument(path + ": give --targets COLUMN[,COLUMN...] (no column is named 'label'; the header names " +
-                               quoted_list(header) + ")");
-                targets = {"label"};
-            }
-            for (const auto& name : targets) {
-                auto c = find(name);
-                if (!c) return tl::unexpected(c.error());
-                tg_cols.push_back(*c);
-            }
+            auto found = TableTargets::find(header, columns.targets, path, model);
+            if (!found) return tl::unexpected(found.error());
+            targets = std::move(*found);
+            const auto& tg_cols = targets->columns();
             if (columns.inputs.empty()) {
                 for (std::size_t c = 0; c < header.size(); ++c)
                     if (std::find(tg_cols.begin(), tg_cols.end(), c) == tg_cols.end()) in_cols.push_back(c);
             } else {
                 for (const auto& name : columns.inputs) {
-                    auto c = find(name);
+                    auto c = find_column(header, name, path);
                     if (!c) return tl::unexpected(c.error());
                     in_cols.push_back(*c);
                 }
             }
             if (in_cols.empty()) return invalid_argument(path + ": no input columns left besides the targets");
-            if (model.target == TargetKind::kClass && tg_cols.size() != 1)
-                return invalid_argument(path + ": --targets names " + std::to_string(tg_cols.size()) + " columns but the model " +
-                           model.name + " predicts one class (give one target column)");
             shape_input(d, model, in_cols.size());
-            d.target = model.target;
-            d.target_length = model.target == TargetKind::kVector ? tg_cols.size() : 0;
             return {};
         }
         const auto cell_error = [&](std::size_t c, const std::string& what) {
@@ -125,59 +77,29 @@ Result<Table> load_csv(const std::vector<std::uint8_t>& bytes, const std::string
         for (std::size_t c : in_cols) {
             if (d.input == InputKind::kTokens) {
                 std::int64_t v = 0;
-                if (!parse_int(f[c], v)) return cell_error(c, "is not an integer token id");
+                if (!parse_int_cell(f[c], v)) return cell_error(c, "is not an integer token id");
                 if (v < 0 || v >= model.vocabulary)
                     return cell_error(c, "is out of the vocabulary 0-" + std::to_string(model.vocabulary - 1) +
                                              " of the model " + model.name);
                 d.tokens.push_back(static_cast<std::int32_t>(v));
             } else {
                 float v = 0;
-                if (!parse_float(f[c], v)) return cell_error(c, "is not a number");
+                if (!parse_float_cell(f[c], v)) return cell_error(c, "is not a number");
                 d.images.f32.push_back(v);
             }
         }
-        for (std::size_t c : tg_cols) {
-            if (model.target == TargetKind::kVector) {
-                float v = 0;
-                if (!parse_float(f[c], v)) return cell_error(c, "is not a number");
-                d.targets.push_back(v);
-                continue;
-            }
-            std::int64_t v = 0;
-            if (class_ints && !parse_int(f[c], v)) class_ints = false;
-            ints.push_back(v);
-            names.push_back(std::string(trim(f[c])));
-        }
+        if (auto added = targets->add(f, line); !added) return added;
         ++rows;
         return {};
     });
     if (!ok) return tl::unexpected(ok.error());
     if (rows == 0) return invalid_argument(path + ": a header but no rows");
     d.images.count = d.input == InputKind::kTokens ? 0 : rows;
-    if (model.target == TargetKind::kClass) {
-        if (class_ints) {
-            d.labels.assign(ints.begin(), ints.end());
-            for (std::size_t i = 0; i < ints.size(); ++i)
-                if (ints[i] < INT32_MIN || ints[i] > INT32_MAX)
-                    return invalid_argument(path + ": label " + std::to_string(ints[i]) + " does not fit int32");
-        } else {
-            std::map<std::string, std::int32_t> index;
-            for (const auto& n : names) index.emplace(n, 0);
-            for (auto& [name, id] : index) {
-                id = static_cast<std::int32_t>(d.class_names.size());
-                d.class_names.push_back(valid_utf8(name));
-            }
-            for (const auto& n : names) d.labels.push_back(index[n]);
-        }
-    }
+    if (auto done = targets->finish(d); !done) return tl::unexpected(done.error());
     maybe_to_u8(d, model);
     conform_to_model(d, model);
     t.description = "CSV table " + path + ": " + std::to_string(rows) + " rows, " + std::to_string(in_cols.size()) +
-                    " input columns, target " + quoted_list([&] {
-                        std::vector<std::string> v;
-                        for (auto c : tg_cols) v.push_back(header[c]);
-                        return v;
-                    }()) +
+                    " input columns, target " + quoted_list(targets->names()) +
                     (d.class_names.empty() ? "" : " (" + std::to_string(d.class_names.size()) + " class names)");
     return t;
 }
