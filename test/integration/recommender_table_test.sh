@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Issue 36, the data side: a recommender's table as users keep it, one CSV feeding four model
+# inputs by column (docs/data.md "Recommender tables"): 13 dense columns (10% empty), 26
+# categorical columns of hex strings (5% empty; C26 integers written with and without leading
+# zeros, "7" and "007" one value), and a multi-valued tags column ("tag3|tag17", 0 to 8 values
+# into bags of 5: the rest truncated and counted). Labels come from a planted logistic model of
+# what the table shows. Written by NumPy; trained through psrun local --ps 1 --workers 1 with
+# the categorical values hashed on the worker (XXH3) into two embeddings and the bag summed by
+# its weights input (embedding [B,5,4] x weights [B,5,1], reduce_sum over the 5):
+#  A. the test AUC is clearly above chance (>= 0.70) and within 0.02 of the planted model's own
+#     AUC on the same test rows (the best any model can do), and the log counts the truncated
+#     tag values as NumPy counted them;
+#  B. bad specs exit 2 with the message naming the column or input (workerd --standalone).
+# Usage: recommender_table_test.sh <psrun> (from the source root)
+set -u
+psrun=$1
+workerd=$(dirname "$psrun")/../workerd/workerd
+py=/usr/bin/python3
+tmp=$(mktemp -d /tmp/psrun-rec-table-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+. "$(dirname "$0")/../support/check.sh"  # check()
+"$py" -c 'import numpy' 2>/dev/null || { echo "no numpy for $py: skipping"; exit 77; }
+
+"$py" - "$tmp" <<'PY' >"$tmp/planted.txt" || { echo "FAILED: could not write the tables"; exit 1; }
+import csv, sys
+import numpy as np
+out = sys.argv[1]
+rng = np.random.default_rng(36)
+F, L, TAGS = 26, 5, 30
+vocab = [[f"{v:08x}" for v in rng.integers(0, 2**32, 40)] for _ in range(F - 1)] + [[str(v) for v in range(40)]]
+zipf = 1.0 / np.arange(1, 41) ** 1.1
+zipf /= zipf.sum()
+w_dense = rng.normal(0, 0.35, 13)
+w_cat = rng.normal(0, 0.5, (F, 41))  # index 40: the empty cell, a value of its own
+w_tag = rng.normal(0, 0.5, TAGS)
+
+def split(name, n):
+    dense = rng.normal(0, 1, (n, 13))
+    dense_missing = rng.random((n, 13)) < 0.10
+    cats = np.array([rng.choice(40, n, p=zipf) for _ in range(F)]).T
+    cats[rng.random((n, F)) < 0.05] = 40
+    ntags = rng.integers(0, 9, n)
+    logit = np.where(dense_missing, 0.0, dense) @ w_dense + w_cat[np.arange(F), cats].sum(axis=1) - 0.3
+    truncated = 0
+    rows = []
+    for i in range(n):
+        tags = list(rng.choice(TAGS, ntags[i], replace=False))
+        logit[i] += w_tag[tags[:L]].sum()  # what a bag of L keeps: the first L values
+        truncated += max(0, len(tags) - L)
+        cells = [""] * 13
+        for j in range(13):
+            if not dense_missing[i, j]:
+                cells[j] = f"{dense[i, j]:.4f}"
+        for c in range(F):
+            v = "" if cats[i, c] == 40 else vocab[c][cats[i, c]]
+            if c == F - 1 and v and rng.random() < 0.5:
+                v = v.zfill(3)  # "007": the same value as "7"
+            cells.append(v)
+        cells.append("|".join(f"tag{t}" for t in tags))
+        rows.append(cells)
+    labels = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(int)
+    with open(f"{out}/{name}.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["label"] + [f"I{j}" for j in range(1, 14)] + [f"C{c}" for c in range(1, F + 1)] + ["tags"])
+        for y, cells in zip(labels, rows):
+            w.writerow([y] + cells)
+    return logit, labels, truncated
+
+def auc(score, y):
+    order = np.argsort(score, kind="stable")
+    ranks = np.empty(len(score))
+    ranks[order] = np.arange(1, len(score) + 1)
+    pos = y == 1
+    return (ranks[pos].sum() - pos.sum() * (pos.sum() + 1) / 2) / (pos.sum() * (~pos).sum())
+
+_, _, train_truncated = split("train", 40000)
+logit, labels, test_truncated = split("test", 10000)
+print(f"{auc(logit, labels):.4f} {train_truncated} {test_truncated} {labels.mean():.3f}")
+PY
+read -r planted train_truncated test_truncated positives <"$tmp/planted.txt"
+echo "planted model's test AUC $planted; tag values beyond 5: train $train_truncated, test $test_truncated; positives $positives"
+
+cat >"$tmp/rec.json" <<'JSON'
+{"name": "rec_table",
+ "inputs": [{"name": "num", "dims": [13], "type": "float"},
+            {"name": "cat", "dims": [26], "type": "int"},
+            {"name": "tags", "dims": [5], "type": "int"},
+            {"name": "tags_w", "dims": [5, 1], "type": "float"}],
+ "targets": 1,
+ "layers": [
+  {"kind": "embedding", "name": "emb_cat", "inputs": ["cat"], "vocabulary": 4096, "dim": 4,
+   "init": {"kind": "normal", "stddev": 0.05}},
+  {"kind": "flatten", "name": "cat_flat"},
+  {"kind": "embedding", "name": "emb_tags", "inputs": ["tags"], "vocabulary": 256, "dim": 4,
+   "init": {"kind": "normal", "stddev": 0.05}},
+  {"kind": "mul", "name": "tags_weighted", "inputs": ["emb_tags", "tags_w"]},
+  {"kind": "reduce_sum", "name": "tags_bag", "axes": [1], "keepdims": false},
+  {"kind": "concat", "name": "joined", "inputs": ["num", "cat_flat", "tags_bag"], "axis": 1},
+  {"kind": "dense", "name": "out", "units": 1}
+ ],
+ "loss": {"kind": "sigmoid_cross_entropy", "reduction": "mean"}}
+JSON
+dense_cols=$(printf 'I%d,' $(seq 1 13)); dense_cols=${dense_cols%,}
+cat_cols=$(printf 'C%d,' $(seq 1 26)); cat_cols=${cat_cols%,}
+columns=(--input-columns "num=$dense_cols" --input-columns "cat=$cat_cols" --input-columns tags=tags
+         --bag-weights tags_w=tags --value-separator '|')
+
+start=$(date +%s)
+timeout 600 "$psrun" local --ps 1 --workers 1 -- --model "$tmp/rec.json" --train-data "$tmp/train.csv" \
+    --test-data "$tmp/test.csv" "${columns[@]}" --optimizer adam --learning-rate 0.01 --batch-size 128 \
+    --steps 1500 --eval-every 0 --model-dir "$tmp/a" >"$tmp/a.log" 2>&1
+code=$?
+echo "A: trained in $(( $(date +%s) - start )) s"
+check "A: the recommender table trains through psd (rc=$code)" test "$code" -eq 0
+[ "$code" -eq 0 ] || tail -20 "$tmp/a.log"
+grep -m2 "data: CSV table" "$tmp/a.log"
+auc=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1] + "/summary.json"))["test_auc"])' "$tmp/a" 2>/dev/null || echo 0)
+echo "A: test AUC $auc against the planted model's $planted"
+check "A: test AUC $auc >= 0.70 and within 0.02 of the planted model's $planted" \
+    "$py" -c "import sys; sys.exit(0 if float('$auc') >= 0.70 and float('$auc') >= float('$planted') - 0.02 else 1)"
+check "A: the log counts the $train_truncated train tag values beyond the bag's 5 slots" \
+    grep -q "train data: CSV table $tmp/train.csv: 40000 rows;.* $train_truncated values beyond a bag's slots dropped" "$tmp/a.log"
+check "A: ... and the $test_truncated test values" \
+    grep -q "test data: CSV table $tmp/test.csv: 10000 rows;.* $test_truncated values beyond a bag's slots dropped" "$tmp/a.log"
+
+bad() {  # bad <what> <message grep> <options...>: workerd --standalone exits 2 with the message
+    local what=$1 want=$2; shift 2
+    timeout 60 "$workerd" --standalone --model "$tmp/rec.json" --train-data "$tmp/test.csv" --test-data "$tmp/test.csv" \
+        --steps 1 "$@" >"$tmp/bad.log" 2>&1
+    local rc=$?
+    check "B: $what exits 2 (rc=$rc) saying '$want'" bash -c "test $rc -eq 2 && grep -qF -- \"\$1\" '$tmp/bad.log'" _ "$want"
+    [ "$rc" -eq 2 ] && grep -qF -- "$want" "$tmp/bad.log" || tail -3 "$tmp/bad.log"
+}
+bad "a column the table lacks" "no column 'C99'" --input-columns "num=$dense_cols" --input-columns "cat=${cat_cols%,C26},C99" \
+    --input-columns tags=tags --bag-weights tags_w=tags --value-separator '|'
+bad "12 columns for 13 floats" "the float input num [13] float takes 13 values per example: name 13 columns (given 12)" \
+    --input-columns "num=${dense_cols%,I13}" --input-columns "cat=$cat_cols" --input-columns tags=tags --bag-weights tags_w=tags \
+    --value-separator '|'
+bad "a bag without --value-separator" "give --value-separator C for multi-valued cells" \
+    --input-columns "num=$dense_cols" --input-columns "cat=$cat_cols" --input-columns tags=tags --bag-weights tags_w=tags
+bad "an input left unfed" "model rec_table takes the input tags_w [5x1] float: give --input-columns tags_w=" \
+    --input-columns "num=$dense_cols" --input-columns "cat=$cat_cols" --input-columns tags=tags --value-separator '|'
+bad "a combiner psrun lacks" "combiner 'max' (give sum" "${columns[@]:0:6}" --bag-weights tags_w=tags:max --value-separator '|'
+bad "an input the model lacks" "model rec_table has no input 'item'" "${columns[@]}" --input-columns item=C1
+bad "--bag-weights alone" "--bag-weights reads a table fed by --input-columns" --bag-weights tags_w=tags
+exit $fail
