@@ -1,0 +1,151 @@
+#!/usr/bin/python3
+"""The DLRM of bench/criteo_data.py's dlrm.json in PyTorch, trained on the same data and recipe.
+
+Same layers, sizes, initial-value distributions (dense: Glorot uniform weights, zero biases, as
+psrun's defaults; tables: the json's uniform ranges), interaction (the 351 pairwise dots of the
+27 vectors, strictly lower triangle, row-major, after the bottom MLP's output), loss (mean binary
+cross-entropy on the logit), batch order (a fresh permutation per epoch) and optimizer settings.
+
+Variants (--variant):
+  dense       nn.Embedding tables with dense gradients, one torch.optim optimizer for everything
+  sparse      nn.Embedding(sparse=True) tables under torch.optim.SparseAdam (--optimizer adam only;
+              lazy Adam as psd's rows are) or plain SGD/Adagrad, which take sparse gradients
+  bag         nn.EmbeddingBag(mode="sum") with offsets, sparse gradients: the form TorchRec and
+              the DLRM reference use
+
+Prints one JSON line: test AUC and log loss after --steps, examples/s over the training steps
+(timed after the first 20), torch's thread count and the variant.
+
+Usage: torch_dlrm.py DIR --steps N [--batch-size 256] [--optimizer adam|adagrad|sgd]
+                     [--learning-rate 0.001] [--variant dense|sparse|bag] [--seed 1] [--threads T]
+"""
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+FIELDS = 26
+
+
+def auc(scores, labels):
+    order = np.argsort(scores, kind="mergesort")
+    ranks = np.empty(len(scores))
+    ranks[order] = np.arange(1, len(scores) + 1)
+    pos = labels > 0.5
+    n_pos, n_neg = pos.sum(), (~pos).sum()
+    return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def mlp(sizes):
+    layers = []
+    for i in range(len(sizes) - 1):
+        lin = nn.Linear(sizes[i], sizes[i + 1])
+        nn.init.xavier_uniform_(lin.weight)
+        nn.init.zeros_(lin.bias)
+        layers += [lin, nn.ReLU()]
+    return layers
+
+
+class Dlrm(nn.Module):
+    def __init__(self, rows, dim, bottom, top, variant):
+        super().__init__()
+        self.variant = variant
+        self.bottom = nn.Sequential(*mlp([13] + bottom + [dim]))
+        make = (lambda v: nn.EmbeddingBag(v, dim, mode="sum", sparse=True)) if variant == "bag" else \
+            (lambda v: nn.Embedding(v, dim, sparse=variant == "sparse"))
+        self.tables = nn.ModuleList([make(v) for v in rows])
+        for v, t in zip(rows, self.tables):
+            nn.init.uniform_(t.weight, -(1 / v) ** 0.5, (1 / v) ** 0.5)
+        top = mlp([dim + (FIELDS + 1) * FIELDS // 2] + top + [1])
+        self.top = nn.Sequential(*top[:-1])  # no ReLU after the logit
+        n = FIELDS + 1
+        self.li, self.lj = zip(*[(i, j) for i in range(n) for j in range(i)])
+
+    def forward(self, dense, ids):
+        x = self.bottom(dense)
+        if self.variant == "bag":
+            offsets = torch.arange(ids.shape[0])
+            vecs = [t(ids[:, f], offsets) for f, t in enumerate(self.tables)]
+        else:
+            vecs = [t(ids[:, f]) for f, t in enumerate(self.tables)]
+        t = torch.stack([x] + vecs, dim=1)  # [B, 27, D]
+        z = torch.bmm(t, t.transpose(1, 2))
+        pairs = z[:, self.li, self.lj]
+        return self.top(torch.cat([x, pairs], dim=1))
+
+
+def load(d, split):
+    dense = torch.from_numpy(np.load(os.path.join(d, f"{split}_dense.npy")))
+    ids = torch.from_numpy(np.concatenate([np.load(os.path.join(d, f"{split}_c{f}.npy")) for f in range(FIELDS)], axis=1))
+    y = torch.from_numpy(np.load(os.path.join(d, f"{split}_y.npy")))
+    return dense, ids, y
+
+
+def optimizers(model, a):
+    tables = [p for t in model.tables for p in t.parameters()]
+    rest = [p for n, p in model.named_parameters() if not n.startswith("tables.")]
+    make = {"adam": torch.optim.Adam, "adagrad": torch.optim.Adagrad, "sgd": torch.optim.SGD}[a.optimizer]
+    if a.variant == "dense":
+        return [make(model.parameters(), lr=a.learning_rate)]
+    if a.optimizer == "adam":
+        return [torch.optim.Adam(rest, lr=a.learning_rate), torch.optim.SparseAdam(tables, lr=a.learning_rate)]
+    return [make(rest, lr=a.learning_rate), make(tables, lr=a.learning_rate)]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir")
+    ap.add_argument("--steps", type=int, required=True)
+    ap.add_argument("--batch-size", type=int, default=256)
+    ap.add_argument("--optimizer", default="adam", choices=["adam", "adagrad", "sgd"])
+    ap.add_argument("--learning-rate", type=float, default=0.001)
+    ap.add_argument("--variant", default="dense", choices=["dense", "sparse", "bag"])
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=0)
+    a = ap.parse_args()
+    if a.steps < 1 or a.batch_size < 1 or not a.learning_rate > 0:
+        ap.error("--steps and --batch-size must be >= 1 and --learning-rate > 0")
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    rows = json.load(open(os.path.join(a.dir, "planted.json")))["rows"]
+    dense, ids, y = load(a.dir, "train")
+    t_dense, t_ids, t_y = load(a.dir, "test")
+    layers = json.load(open(os.path.join(a.dir, "dlrm.json")))["layers"]
+    dim = next(layer["dim"] for layer in layers if layer["kind"] == "embedding")
+    widths = {p: [l["units"] for l in layers if l["kind"] == "dense" and l["name"].startswith(p)] for p in ("bot", "top")}
+    model = Dlrm(rows, dim, widths["bot"][:-1], widths["top"], a.variant)
+    opts = optimizers(model, a)
+    loss_fn = nn.BCEWithLogitsLoss()
+    gen = torch.Generator().manual_seed(a.seed)
+    order, pos, start = torch.randperm(len(y), generator=gen), 0, None
+    for step in range(a.steps):
+        if step == 20:
+            start = time.perf_counter()
+        if pos + a.batch_size > len(y):
+            order, pos = torch.randperm(len(y), generator=gen), 0
+        b = order[pos:pos + a.batch_size]
+        pos += a.batch_size
+        for o in opts:
+            o.zero_grad()
+        loss = loss_fn(model(dense[b], ids[b]), y[b])
+        loss.backward()
+        for o in opts:
+            o.step()
+    elapsed = time.perf_counter() - start if start is not None else float("nan")
+    model.eval()
+    with torch.no_grad():
+        logits = torch.cat([model(t_dense[i:i + 4096], t_ids[i:i + 4096]) for i in range(0, len(t_y), 4096)])
+        test_loss = float(loss_fn(logits, t_y))
+    print(json.dumps({"variant": a.variant, "optimizer": a.optimizer, "steps": a.steps, "batch_size": a.batch_size,
+                      "test_auc": auc(logits[:, 0].numpy(), t_y[:, 0].numpy()), "test_loss": test_loss,
+                      "examples_per_s": (a.steps - 20) * a.batch_size / elapsed if a.steps > 20 else None,
+                      "threads": torch.get_num_threads()}))
+
+
+if __name__ == "__main__":
+    main()
