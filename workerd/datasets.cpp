@@ -161,6 +161,7 @@ Result<Datasets> load_from_columns(const TrainOptions& o, const ModelInput& mode
         throw UsageError("--inputs and --input-columns exclude each other: name each input's columns with --input-columns NAME=COL,...");
     auto spec = parse_column_spec(o.input_columns, o.bag_weights, o.value_separator);
     if (!spec) return tl::unexpected(spec.error());
+    if (auto layout = parse_table_layout(o.column_names, o.delimiter, *spec); !layout) return tl::unexpected(layout.error());
     const auto inputs = table_inputs(*o.description);
     const auto targets = split_list(o.targets);
     Datasets d;
@@ -259,9 +260,13 @@ Result<Datasets> load_datasets(const TrainOptions& o, const ModelInput& model) {
     if (!normalization) throw UsageError(normalization.error().message);
     auto layout = parse_image_layout(o.image_layout);
     if (!layout) throw UsageError(layout.error().message);
-    if (!o.input_columns.empty() || !o.bag_weights.empty() || !o.value_separator.empty()) {
+    if (!o.input_columns.empty() || !o.bag_weights.empty() || !o.value_separator.empty() || !o.column_names.empty() ||
+        !o.delimiter.empty()) {
         if (o.input_columns.empty())
-            throw UsageError(std::string(o.bag_weights.empty() ? "--value-separator" : "--bag-weights") +
+            throw UsageError(std::string(!o.bag_weights.empty()       ? "--bag-weights"
+                                         : !o.value_separator.empty() ? "--value-separator"
+                                         : !o.column_names.empty()    ? "--column-names"
+                                                                      : "--delimiter") +
                              " reads a table fed by --input-columns NAME=COLUMN[,COLUMN...]: give --input-columns too");
         return load_from_columns(o, model, *normalization);
     }

@@ -87,6 +87,12 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                    "input BAG 1 (sum) or 1/n (mean) for a value and 0 for padding; repeat per bag")
         ->expected(1)
         ->take_all();
+    app.add_option("--column-names", o.column_names,
+                   "A,B,...: with --input-columns, the tables have no header line (as Criteo's files): these name "
+                   "their columns, one per field");
+    app.add_option("--delimiter", o.delimiter,
+                   "with --input-columns: the tables' field delimiter, comma, tab or one character (default: a tab "
+                   "for .tsv, else a comma)");
     app.add_option("--image-resize", o.image_resize,
                    "images not of the model's size: crop (scale to cover, cut the centre), pad (scale to fit, "
                    "black borders) or stretch")

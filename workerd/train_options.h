@@ -50,10 +50,13 @@ struct TrainOptions {
     std::string inputs;   // --inputs: Example keys, CSV columns or .npz arrays (comma list)
     std::string targets;  // --targets
     // --input-columns NAME=COL[,COL...] (repeated), --value-separator C, --bag-weights W=BAG[:sum|mean]
-    // (repeated): a CSV/TSV table feeding the model's inputs by column (workerd/data/column_spec.h).
+    // (repeated), --column-names, --delimiter: a CSV/TSV table feeding the model's inputs by column
+    // (workerd/data/column_spec.h).
     std::vector<std::string> input_columns;
     std::string value_separator;
     std::vector<std::string> bag_weights;
+    std::string column_names;  // --column-names A,B,...: the tables have no header line
+    std::string delimiter;     // --delimiter comma|tab|C
     std::string image_resize = "crop";
     std::string corrupt_records = "error";
     std::string stream = "auto";

@@ -1,7 +1,7 @@
 // libFuzzer target for recommender tables (workerd/data/column_spec.h, column_table.h): the
 // input's first line is a spec, words separated by spaces: "w:W=BAG[:sum|mean]" a --bag-weights
-// argument, "s:C" a --value-separator, any other word an --input-columns argument; the rest is
-// the CSV table, read for a click model (dense [2] float, cat [2] ids of 50 rows, tags [3] ids
+// argument, "s:C" a --value-separator, "n:A,B,..." --column-names, "d:C" a --delimiter, any
+// other word an --input-columns argument; the rest is the CSV table, read for a click model (dense [2] float, cat [2] ids of 50 rows, tags [3] ids
 // of 20 rows, tags_w [3] float; targets: "label", one float). A spec that does not parse is
 // replaced by the model's own (dense=I1,I2 cat=C1,C2 tags=T w:tags_w=tags s:|) over the whole
 // input. Contract checked: never a crash; an accepted table has rows, every input
@@ -22,17 +22,22 @@ using namespace psrun::worker;
 
 psrun::Result<ColumnSpec> spec_from(std::string_view line) {
     std::vector<std::string> columns, weights;
-    std::string separator;
+    std::string separator, names, delimiter;
     std::size_t start = 0;
     while (start <= line.size()) {
         const std::size_t end = std::min(line.find(' ', start), line.size());
         const std::string word(line.substr(start, end - start));
         if (word.starts_with("w:")) weights.push_back(word.substr(2));
         else if (word.starts_with("s:")) separator = word.substr(2);
+        else if (word.starts_with("n:")) names = word.substr(2);
+        else if (word.starts_with("d:")) delimiter = word.substr(2);
         else if (!word.empty()) columns.push_back(word);
         start = end + 1;
     }
-    return parse_column_spec(columns, weights, separator);
+    auto spec = parse_column_spec(columns, weights, separator);
+    if (!spec) return spec;
+    if (auto ok = parse_table_layout(names, delimiter, *spec); !ok) return tl::unexpected(ok.error());
+    return spec;
 }
 
 }  // namespace

@@ -10,6 +10,8 @@
 #  A. the test AUC is clearly above chance (>= 0.70) and within 0.02 of the planted model's own
 #     AUC on the same test rows (the best any model can do), and the log counts the truncated
 #     tag values as NumPy counted them;
+#  C. the same tables tab-separated without a header line (Criteo's day files), read with
+#     --column-names and --delimiter tab, give the same test AUC;
 #  B. bad specs exit 2 with the message naming the column or input (workerd --standalone).
 # Usage: recommender_table_test.sh <psrun> (from the source root)
 set -u
@@ -124,6 +126,26 @@ check "A: the log counts the $train_truncated train tag values beyond the bag's 
 check "A: ... and the $test_truncated test values" \
     grep -q "test data: CSV table $tmp/test.csv: 10000 rows;.* $test_truncated values beyond a bag's slots dropped" "$tmp/a.log"
 
+# The same tables as Criteo keeps its day files: tab-separated, no header line (--column-names,
+# --delimiter tab): the same ids, so the same run.
+"$py" - "$tmp" <<'PY2' || echo "FAILED: could not write the headerless tables"
+import csv, sys
+for split in ("train", "test"):
+    rows = list(csv.reader(open(f"{sys.argv[1]}/{split}.csv", newline="")))
+    open(f"{sys.argv[1]}/names.txt", "w").write(",".join(rows[0]))
+    with open(f"{sys.argv[1]}/{split}_day.txt", "w") as f:
+        f.writelines("\t".join(r) + "\n" for r in rows[1:])
+PY2
+timeout 600 "$psrun" local --ps 1 --workers 1 -- --model "$tmp/rec.json" --train-data "$tmp/train_day.txt" \
+    --test-data "$tmp/test_day.txt" --column-names "$(cat "$tmp/names.txt")" --delimiter tab "${columns[@]}" \
+    --optimizer adam --learning-rate 0.01 --batch-size 128 --steps 1500 --eval-every 0 --model-dir "$tmp/c" >"$tmp/c.log" 2>&1
+code=$?
+check "C: the headerless tab-separated tables train (rc=$code)" test "$code" -eq 0
+[ "$code" -eq 0 ] || tail -5 "$tmp/c.log"
+auc_c=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1] + "/summary.json"))["test_auc"])' "$tmp/c" 2>/dev/null || echo 0)
+check "C: their test AUC $auc_c equals the CSV run's $auc (within 0.002)" \
+    "$py" -c "import sys; sys.exit(0 if abs(float('$auc_c') - float('$auc')) <= 0.002 else 1)"
+
 bad() {  # bad <what> <message grep> <options...>: workerd --standalone exits 2 with the message
     local what=$1 want=$2; shift 2
     timeout 60 "$workerd" --standalone --model "$tmp/rec.json" --train-data "$tmp/test.csv" --test-data "$tmp/test.csv" \
@@ -144,4 +166,5 @@ bad "an input left unfed" "model rec_table takes the input tags_w [5x1] float: g
 bad "a combiner psrun lacks" "combiner 'max' (give sum" "${columns[@]:0:6}" --bag-weights tags_w=tags:max --value-separator '|'
 bad "an input the model lacks" "model rec_table has no input 'item'" "${columns[@]}" --input-columns item=C1
 bad "--bag-weights alone" "--bag-weights reads a table fed by --input-columns" --bag-weights tags_w=tags
+bad "a separator equal to the delimiter" "--delimiter and --value-separator are both '|'" "${columns[@]}" --delimiter '|'
 exit $fail

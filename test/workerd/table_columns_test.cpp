@@ -236,4 +236,41 @@ TEST_CASE("recommender tables: errors name the file, the line, the column or the
     CHECK(error("label,I1,I2,C1,C2,T\n1,1,1,a,b,c\n", spec_of(kFeeds, {}, "|")).starts_with("model click takes the input tags_w"));
 }
 
+TEST_CASE("tables without a header line (--column-names) and other delimiters (--delimiter)", "[columns]") {
+    // Criteo's day files: tab-separated, no header, the label first.
+    ColumnSpec spec = spec_of(kFeeds, {"tags_w=tags:mean"}, "|");
+    REQUIRE(parse_table_layout("label,I1,I2,C1,C2,T", "tab", spec));
+    CHECK(spec.delimiter == '\t');
+    CHECK(spec.header.size() == 6);
+    const auto tsv = text("1\t0.5\t-2\t68fd1e64\ta\ttag1|tag7\n0\t\t3\t\t007\t\n");
+    auto t = parse_column_table(tsv, "day_0", spec, click_inputs(), {}, click_model());
+    INFO((t ? std::string() : t.error().message));
+    REQUIRE(t);
+    CHECK(t->data.size() == 2);  // the first line is a row
+    CHECK(t->data.images.f32 == std::vector<float>{0.5f, -2, 0, 3});
+    CHECK(t->data.columns[0].i32 == std::vector<std::int32_t>{id("C1", "68fd1e64", 50), id("C2", "a", 50), id("C1", "", 50),
+                                                                id("C2", "7", 50)});
+    CHECK(t->data.columns[2].f32 == std::vector<float>{0.5f, 0.5f, 0, 0, 0, 0});
+    auto short_line = parse_column_table(text("1\t0.5\n"), "day_0", spec, click_inputs(), {}, click_model());
+    REQUIRE_FALSE(short_line);
+    CHECK(short_line.error().message == "day_0: line 1: 2 fields, but --column-names names 6 columns");
+    ColumnSpec semi = spec_of(kFeeds, {"tags_w=tags"}, "|");
+    REQUIRE(parse_table_layout("", ";", semi));
+    auto semicolons = parse_column_table(text("label;I1;I2;C1;C2;T\n1;1;2;a;b;c\n"), "t.csv", semi, click_inputs(), {}, click_model());
+    REQUIRE(semicolons);
+    CHECK(semicolons->data.images.f32 == std::vector<float>{1, 2});
+
+    const auto layout_error = [](std::string_view names, std::string_view delimiter) {
+        ColumnSpec s = spec_of({"x=a"}, {}, "|");
+        auto ok = parse_table_layout(names, delimiter, s);
+        REQUIRE_FALSE(ok);
+        return ok.error().message;
+    };
+    CHECK(layout_error("a,,b", "") == "--column-names: an empty name at position 2 (give NAME,NAME,... one per column of the table)");
+    CHECK(layout_error("a,b,a", "") == "--column-names: 'a' names two columns (give each column its own name)");
+    CHECK(layout_error("", "semicolon") ==
+          "--delimiter 'semicolon': give comma, tab or one character other than a quote or a line break");
+    CHECK(layout_error("", "|") == "--delimiter and --value-separator are both '|': the values of a cell need a separator of their own");
+}
+
 }  // namespace psrun::worker

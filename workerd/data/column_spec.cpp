@@ -83,6 +83,29 @@ Result<ColumnSpec> parse_column_spec(const std::vector<std::string>& input_colum
     return spec;
 }
 
+Result<void> parse_table_layout(std::string_view names, std::string_view delimiter, ColumnSpec& spec) {
+    if (!names.empty()) {
+        spec.header = split(names, ',');
+        for (std::size_t i = 0; i < spec.header.size(); ++i) {
+            if (spec.header[i].empty())
+                return invalid_argument("--column-names: an empty name at position " + std::to_string(i + 1) +
+                                        " (give NAME,NAME,... one per column of the table)");
+            if (std::find(spec.header.begin(), spec.header.begin() + static_cast<std::ptrdiff_t>(i), spec.header[i]) !=
+                spec.header.begin() + static_cast<std::ptrdiff_t>(i))
+                return invalid_argument("--column-names: '" + spec.header[i] + "' names two columns (give each column its own name)");
+        }
+    }
+    if (delimiter == "comma") spec.delimiter = ',';
+    else if (delimiter == "tab") spec.delimiter = '\t';
+    else if (delimiter.size() == 1 && delimiter != "\"" && delimiter != "\n" && delimiter != "\r") spec.delimiter = delimiter[0];
+    else if (!delimiter.empty())
+        return invalid_argument("--delimiter '" + std::string(delimiter) + "': give comma, tab or one character other than a quote or a line break");
+    if (spec.delimiter != 0 && spec.delimiter == spec.separator)
+        return invalid_argument("--delimiter and --value-separator are both '" + std::string(1, spec.separator) +
+                                "': the values of a cell need a separator of their own");
+    return {};
+}
+
 Result<void> check_column_spec(const ColumnSpec& spec, const std::vector<TableInput>& inputs, const std::string& model) {
     const auto lookup = [&](const std::string& name, const std::string& where) -> Result<const TableInput*> {
         const TableInput* in = find_input(inputs, name);

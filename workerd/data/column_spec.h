@@ -9,6 +9,9 @@
 //   --bag-weights W=BAG[:sum|mean]      (repeated) the float input W gets, per slot of the id
 //                                       input BAG, 1 (sum; mean: 1/n of the cell's n values)
 //                                       for a value and 0 for padding
+//   --column-names A,B,...              the table has no header line (Criteo's files): these
+//                                       name its columns
+//   --delimiter comma|tab|C             the field delimiter (default: by the file name)
 // Plain values; parse_column_spec and check_column_spec only read their arguments.
 #pragma once
 
@@ -38,6 +41,10 @@ struct ColumnSpec {
     std::vector<ColumnFeed> feeds;
     std::vector<BagWeights> weights;
     char separator = 0;  // 0: one value per cell
+    // --column-names A,B,...: the table has no header line, these name its columns; empty: the
+    // first line names them.
+    std::vector<std::string> header;
+    char delimiter = 0;  // --delimiter comma|tab|C; 0: a tab for .tsv (and .tsv.gz), else a comma
     bool given() const { return !feeds.empty(); }
 };
 
@@ -60,6 +67,12 @@ struct TableInput {
 [[nodiscard]] Result<ColumnSpec> parse_column_spec(const std::vector<std::string>& input_columns,
                                                    const std::vector<std::string>& bag_weights,
                                                    std::string_view separator);
+
+// Adds --column-names (`names`, a comma list; empty: none) and --delimiter (`delimiter`: comma,
+// tab or one character; empty: by the file name) to `spec`. Errors (kInvalidArgument): an empty
+// or repeated name, a delimiter that is a quote, a line break or more than one character, a
+// delimiter equal to the value separator.
+[[nodiscard]] Result<void> parse_table_layout(std::string_view names, std::string_view delimiter, ColumnSpec& spec);
 
 // Checks `spec` against the inputs of `model_name` (inputs[0] is the primary one). Errors
 // (kInvalidArgument, naming the input and what to give): an input the model lacks or fed by the

@@ -116,7 +116,8 @@ Result<Table> parse_column_table(const std::vector<std::uint8_t>& bytes, const s
                                  const std::vector<TableInput>& inputs, const std::vector<std::string>& target_names,
                                  const ModelInput& model) {
     if (auto ok = check_column_spec(spec, inputs, model.name); !ok) return tl::unexpected(ok.error());
-    const char delimiter = path.ends_with(".tsv") || path.ends_with(".tsv.gz") ? '\t' : ',';
+    const char delimiter =
+        spec.delimiter != 0 ? spec.delimiter : path.ends_with(".tsv") || path.ends_with(".tsv.gz") ? '\t' : ',';
     if (spec.separator == delimiter)
         return invalid_argument(path + ": --value-separator '" + std::string(1, delimiter) +
                                 "' is the table's delimiter (give another character, e.g. '|')");
@@ -135,34 +136,41 @@ Result<Table> parse_column_table(const std::vector<std::uint8_t>& bytes, const s
     std::optional<RowReader> reader;
     std::size_t rows = 0;
     const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    const auto start = [&](const std::vector<std::string>& names) -> Result<void> {
+        header = names;
+        auto found = TableTargets::find(header, target_names, path, model);
+        if (!found) return tl::unexpected(found.error());
+        targets = std::move(*found);
+        feeds.reserve(spec.feeds.size());
+        for (const auto& fs : spec.feeds) {
+            Feed feed;
+            feed.input = &*std::find_if(inputs.begin(), inputs.end(), [&](const TableInput& in) { return in.name == fs.input; });
+            feed.out = output_of(fs.input);
+            feed.slots = feed.input->ints ? feed.input->width / fs.columns.size() : 1;
+            for (const auto& name : fs.columns) {
+                auto c = find_column(header, name, path);
+                if (!c) return invalid_argument(c.error().message + " (--input-columns " + fs.input + ")");
+                feed.cols.push_back(*c);
+                feed.seeds.push_back(column_seed(name));
+                if (feed.input->ints) feed.missing.push_back(hash_bucket(seeded_hash(feed.seeds.back(), ""), feed.input->rows));
+            }
+            feed.kept.assign(feed.cols.size(), 0);
+            feeds.push_back(std::move(feed));
+        }
+        for (const auto& ws : spec.weights) {
+            const auto bag = std::find_if(feeds.begin(), feeds.end(), [&](const Feed& fd) { return fd.input->name == ws.bag; });
+            weights.push_back(Weights{&*bag, ws.combiner, output_of(ws.input)});
+        }
+        reader.emplace(path, spec.separator, header, counts);
+        return {};
+    };
     auto ok = parse_csv(text, delimiter, path, [&](const std::vector<std::string>& f, std::size_t line) -> Result<void> {
         if (header.empty()) {
-            header = f;
-            auto found = TableTargets::find(header, target_names, path, model);
-            if (!found) return tl::unexpected(found.error());
-            targets = std::move(*found);
-            feeds.reserve(spec.feeds.size());
-            for (const auto& fs : spec.feeds) {
-                Feed feed;
-                feed.input = &*std::find_if(inputs.begin(), inputs.end(), [&](const TableInput& in) { return in.name == fs.input; });
-                feed.out = output_of(fs.input);
-                feed.slots = feed.input->ints ? feed.input->width / fs.columns.size() : 1;
-                for (const auto& name : fs.columns) {
-                    auto c = find_column(header, name, path);
-                    if (!c) return invalid_argument(c.error().message + " (--input-columns " + fs.input + ")");
-                    feed.cols.push_back(*c);
-                    feed.seeds.push_back(column_seed(name));
-                    if (feed.input->ints) feed.missing.push_back(hash_bucket(seeded_hash(feed.seeds.back(), ""), feed.input->rows));
-                }
-                feed.kept.assign(feed.cols.size(), 0);
-                feeds.push_back(std::move(feed));
-            }
-            for (const auto& ws : spec.weights) {
-                const auto bag = std::find_if(feeds.begin(), feeds.end(), [&](const Feed& fd) { return fd.input->name == ws.bag; });
-                weights.push_back(Weights{&*bag, ws.combiner, output_of(ws.input)});
-            }
-            reader.emplace(path, spec.separator, header, counts);
-            return {};
+            if (spec.header.empty()) return start(f);
+            if (f.size() != spec.header.size())
+                return invalid_argument(path + ": line " + std::to_string(line) + ": " + std::to_string(f.size()) +
+                                        " fields, but --column-names names " + std::to_string(spec.header.size()) + " columns");
+            if (auto started = start(spec.header); !started) return started;
         }
         bool truncated = false;
         for (auto& feed : feeds)

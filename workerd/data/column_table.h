@@ -34,8 +34,9 @@ namespace psrun::worker {
                                               const std::vector<TableInput>& inputs,
                                               const std::vector<std::string>& targets, const ModelInput& model);
 
-// The same from bytes in memory (`path` names them in messages and chooses the delimiter: a
-// tab for .tsv and .tsv.gz, else a comma; fuzzing).
+// The same from bytes in memory (`path` names them in messages and, without spec.delimiter,
+// chooses the delimiter: a tab for .tsv and .tsv.gz, else a comma; fuzzing). With spec.header
+// every line is a row, named by spec.header.
 [[nodiscard]] Result<Table> parse_column_table(const std::vector<std::uint8_t>& bytes, const std::string& path,
                                                const ColumnSpec& spec, const std::vector<TableInput>& inputs,
                                                const std::vector<std::string>& targets, const ModelInput& model);
