@@ -24,6 +24,9 @@ Writes to DIR:
   dlrm.json               the DLRM (bottom MLP 13-512-256-D, per-field embeddings [V_f, D], dot
                           interaction of the 27 vectors' 351 pairs, top MLP 512-256-1, sigmoid BCE;
                           --bottom and --top set the MLPs' hidden widths)
+  dcn.json                DCN-v2: x0 = [dense, the 26 embeddings], 3 cross layers, the top MLP
+  wdl.json                wide & deep: per-field tables of D + 1 columns (the last one the wide
+                          weight), wide sum + linear dense + the top MLP over [dense, embeddings]
   with --csv also {train,test}.csv: label, I1..I13 (the counts), C1..C26 (Criteo's 8-hex-digit
   form of each raw id's low 32 bits; empty for a missing value, --missing of them).
 
@@ -148,6 +151,68 @@ def dlrm_model(rows, dim, bottom, top):
     }
 
 
+def field_tables(rows, dim, name="emb"):
+    return [{"kind": "embedding", "name": f"{name}{f}", "inputs": [f"c{f}"], "vocabulary": rows[f], "dim": dim,
+             "init": {"kind": "uniform", "limit": (1 / rows[f]) ** 0.5}} for f in range(FIELDS)]
+
+
+def mlp(prefix, widths):
+    layers = []
+    for i, units in enumerate(widths):
+        layers += [{"kind": "dense", "name": f"{prefix}{i + 1}", "units": units},
+                   {"kind": "relu", "name": f"{prefix}{i + 1}_relu"}]
+    return layers
+
+
+def inputs_list():
+    return [{"name": "dense", "dims": [DENSE], "type": "float"}] + [{"name": f"c{f}", "dims": [1], "type": "int"}
+                                                                    for f in range(FIELDS)]
+
+
+def dcn_model(rows, dim, top, cross=3):
+    """DCN-v2 (Wang et al. 2021), stacked: x0 = [dense, the 26 embeddings], cross layers
+    x_{l+1} = x0 * (W_l x_l + b_l) + x_l, then the MLP to one logit."""
+    layers = field_tables(rows, dim) + [
+        {"kind": "concat", "name": "embs", "inputs": [f"emb{f}" for f in range(FIELDS)], "axis": 1},
+        {"kind": "flatten", "name": "embs_flat", "axis": 1},
+        {"kind": "concat", "name": "x0", "inputs": ["dense", "embs_flat"], "axis": 1},
+    ]
+    width, prev = DENSE + FIELDS * dim, "x0"
+    for i in range(cross):
+        layers += [{"kind": "dense", "name": f"cross{i + 1}", "inputs": [prev], "units": width},
+                   {"kind": "mul", "name": f"cross{i + 1}_gate", "inputs": ["x0", f"cross{i + 1}"]},
+                   {"kind": "add", "name": f"x{i + 1}", "inputs": [f"cross{i + 1}_gate", prev]}]
+        prev = f"x{i + 1}"
+    layers += mlp("top", top) + [{"kind": "dense", "name": "out", "units": 1}]
+    return {"name": "dcn_v2", "description": f"DCN-v2: {cross} cross layers over 13 dense + {FIELDS} tables of {dim}",
+            "inputs": inputs_list(), "targets": 1, "layers": layers,
+            "loss": {"kind": "sigmoid_cross_entropy", "reduction": "mean"}}
+
+
+def wdl_model(rows, dim, top):
+    """Wide & deep (Cheng et al. 2016): each field's table has dim + 1 columns, the last its wide
+    (linear) weight, the rest its deep embedding (one table per field, as psd's sparse tables want
+    one reader per id input); logit = sum of the wide weights + a linear term of the dense features
+    + the deep MLP over [dense, embeddings]."""
+    layers = field_tables(rows, dim + 1) + [
+        {"kind": "concat", "name": "embs", "inputs": [f"emb{f}" for f in range(FIELDS)], "axis": 1},
+        {"kind": "slice", "name": "wide_w", "inputs": ["embs"], "axes": [2], "starts": [dim], "ends": [dim + 1]},
+        {"kind": "flatten", "name": "wide_flat", "axis": 1},
+        {"kind": "reduce_sum", "name": "wide_sparse", "axes": [1], "keepdims": True},
+        {"kind": "dense", "name": "wide_dense", "inputs": ["dense"], "units": 1},
+        {"kind": "slice", "name": "deep_e", "inputs": ["embs"], "axes": [2], "starts": [0], "ends": [dim]},
+        {"kind": "flatten", "name": "deep_flat", "axis": 1},
+        {"kind": "concat", "name": "deep_in", "inputs": ["dense", "deep_flat"], "axis": 1},
+    ] + mlp("top", top) + [
+        {"kind": "dense", "name": "deep_out", "units": 1},
+        {"kind": "add", "name": "wide", "inputs": ["wide_sparse", "wide_dense"]},
+        {"kind": "add", "name": "out", "inputs": ["wide", "deep_out"]},
+    ]
+    return {"name": "wide_deep", "description": f"wide & deep: {FIELDS} tables of {dim} + 1 wide column",
+            "inputs": inputs_list(), "targets": 1, "layers": layers,
+            "loss": {"kind": "sigmoid_cross_entropy", "reduction": "mean"}}
+
+
 def write_csv(path, counts, raw, y, missing, rng):
     hexes = np.vectorize(lambda v: format(int(v) & 0xFFFFFFFF, "08x"), otypes=[object])(raw)
     if missing > 0:
@@ -208,8 +273,10 @@ def main():
             info["auc"] = auc(p, y[:, 0])
     with open(os.path.join(a.dir, "planted.json"), "w") as out:
         json.dump(info, out)
-    with open(os.path.join(a.dir, "dlrm.json"), "w") as out:
-        json.dump(dlrm_model(rows, a.dim, bottom, top), out, indent=1)
+    for name, model in (("dlrm", dlrm_model(rows, a.dim, bottom, top)), ("dcn", dcn_model(rows, a.dim, top)),
+                        ("wdl", wdl_model(rows, a.dim, top))):
+        with open(os.path.join(a.dir, f"{name}.json"), "w") as out:
+            json.dump(model, out, indent=1)
     print(json.dumps({k: info[k] for k in ("auc", "ctr")} | {"rows": sum(rows), "distinct": sum(info["distinct"])}))
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""DLRM (issue 36) from PyTorch and from psrun's JSON, checked against PyTorch, trained through psd.
+"""DLRM, DCN-v2 and wide & deep (issue 36) from PyTorch and from psrun's JSON, checked against PyTorch, trained through psd.
 
   1. A torch DLRM that ends in its loss, forward(dense, c0, ..., c25, clicks) -> mean
      binary_cross_entropy_with_logits: a bottom MLP on 13 dense features, one nn.Embedding per
@@ -11,9 +11,10 @@
      a sparse table starts from its initializer on psd, not the file's values; `psrun local --ps 2
      --workers 1 -- --sparse-embedding ...`) on Criteo-shaped data from bench/criteo_data.py:
      exit 0 and test AUC well above chance.
-  3. bench/criteo_data.py's JSON DLRM trained the same way, and bench/torch_dlrm.py's PyTorch DLRM
-     trained on the same data with the same recipe (Adam, lr, batch, steps): psrun's test AUC within
-     SIDE_BY_SIDE of PyTorch's (data order and initial values differ: a bound, not an equality).
+  3. bench/criteo_data.py's JSON DLRM, DCN-v2 and wide & deep trained the same way, and each one's
+     PyTorch twin in bench/torch_dlrm.py trained on the same data with the same recipe (Adam,
+     SparseAdam for the tables, lr, batch, steps): psrun's test AUC within SIDE_BY_SIDE of PyTorch's
+     (data order and initial values differ: a bound, not an equality).
 
 Usage: dlrm_models.py PSRUN   (exit 77 without torch)
 """
@@ -139,7 +140,7 @@ def main():
               not missing and len(theirs) == 2 * 4 + FIELDS and worst <= TOLERANCE and loss_error <= TOLERANCE)
 
     # 2. and 3.: training through psd with 26 sparse tables, against PyTorch on the same data.
-    steps, batch_size, lr = 600, 256, 0.002
+    steps, batch_size, lr = 300, 256, 0.002
     def data_args(labels, clicks_input):
         args = []
         for split in ("train", "test"):
@@ -154,10 +155,10 @@ def main():
     results = {}
     for split in ("train", "test"):  # the exported module reads the clicks as an input; labels count the examples
         np.save(f"{data}/{split}_labels.npy", np.load(f"{data}/{split}_y.npy").astype(np.int64))
-    runs = (("json", f"{data}/dlrm.json", [f"emb{f}" for f in range(FIELDS)], data_args("y", False), []),
-            ("onnx", f"{tmp}/dlrm.17.onnx", [f"tables.{f}.weight" for f in range(FIELDS)],
-             data_args("labels", True),
-             ["--init", "description"]))
+    runs = [(name, f"{data}/{name}.json", [f"emb{f}" for f in range(FIELDS)], data_args("y", False), [])
+            for name in ("dlrm", "dcn", "wdl")]
+    runs.append(("onnx", f"{tmp}/dlrm.17.onnx", [f"tables.{f}.weight" for f in range(FIELDS)], data_args("labels", True),
+                 ["--init", "description"]))
     for name, model_path, tables, data_files, extra in runs:
         run_dir = f"{tmp}/run.{name}"
         log = f"{tmp}/train.{name}.log"
@@ -165,16 +166,17 @@ def main():
                   *extra, *data_files, *recipe, "--sparse-embedding", ",".join(tables), "--model-dir", run_dir], log)
         summary = json.load(open(f"{run_dir}/summary.json")) if rc == 0 and os.path.exists(f"{run_dir}/summary.json") else {}
         results[name] = summary.get("test_auc", next((v for k, v in summary.items() if k.startswith("test_mean_auc")), None))
-        check(f"{name} DLRM through psd, 26 sparse tables: exit {rc}, test AUC {results[name]}",
+        check(f"{name} through psd, 26 sparse tables: exit {rc}, test AUC {results[name]}",
               rc == 0 and results[name] is not None and results[name] > 0.7, log)
-    ref = subprocess.run(["/usr/bin/python3", f"{BENCH}/torch_dlrm.py", data, "--steps", str(steps), "--batch-size",
-                          str(batch_size), "--learning-rate", str(lr), "--variant", "sparse", "--seed", "1"],
-                         capture_output=True, text=True, timeout=900)
-    torch_auc = json.loads(ref.stdout.strip().splitlines()[-1])["test_auc"] if ref.returncode == 0 else None
-    check(f"PyTorch DLRM (SparseAdam, same recipe): test AUC {torch_auc}", torch_auc is not None)
-    if torch_auc is not None and results.get("json") is not None:
-        check(f"psrun's JSON DLRM {results['json']:.4f} within {SIDE_BY_SIDE} of PyTorch's {torch_auc:.4f} "
-              f"(planted {planted['auc']:.4f})", abs(results["json"] - torch_auc) <= SIDE_BY_SIDE)
+        if name == "onnx" or results[name] is None:
+            continue
+        ref = subprocess.run(["/usr/bin/python3", f"{BENCH}/torch_dlrm.py", data, "--model", name, "--steps", str(steps),
+                              "--batch-size", str(batch_size), "--learning-rate", str(lr), "--variant", "sparse",
+                              "--seed", "1"], capture_output=True, text=True, timeout=900)
+        theirs = json.loads(ref.stdout.strip().splitlines()[-1])["test_auc"] if ref.returncode == 0 else None
+        check(f"{name}: psrun's test AUC {results[name]:.4f} within {SIDE_BY_SIDE} of PyTorch's {theirs} (SparseAdam, "
+              f"same data and recipe; planted {planted['auc']:.4f})",
+              theirs is not None and abs(results[name] - theirs) <= SIDE_BY_SIDE)
     print(f"{len(failed)} failed" if failed else "all passed")
     if not failed:
         shutil.rmtree(tmp, ignore_errors=True)
