@@ -7,7 +7,7 @@
 namespace psrun::worker {
 namespace {
 
-std::string_view trimmed(std::string_view value) {
+std::string_view strip_spaces(std::string_view value) {
     while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
     while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
     return value;
@@ -30,7 +30,7 @@ std::string_view canonical_integer(std::string_view value, char (&buffer)[24]) {
 }  // namespace
 
 std::string canonical_value(std::string_view value) {
-    value = trimmed(value);
+    value = strip_spaces(value);
     char buffer[24];
     const std::string_view integer = canonical_integer(value, buffer);
     return std::string(integer.empty() ? value : integer);
@@ -39,7 +39,7 @@ std::string canonical_value(std::string_view value) {
 std::uint64_t column_seed(std::string_view key) { return XXH3_64bits(key.data(), key.size()); }
 
 std::uint64_t seeded_hash(std::uint64_t seed, std::string_view value) {
-    value = trimmed(value);
+    value = strip_spaces(value);
     char buffer[24];
     const std::string_view integer = canonical_integer(value, buffer);
     const std::string_view text = integer.empty() ? value : integer;
