@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 #include "common/rng.h"
@@ -16,6 +17,11 @@ Result<void> DataChunks::check(const ChunkPlan& plan) {
         return invalid_argument(fmt::format("data chunks: {} chunks for {} examples (1..min(examples, {})): give "
                                             "fewer --data-chunks",
                                             plan.chunks, plan.examples, kMaxChunks));
+    // A lease's count is 32 bits (ChunkLease, the CHUNK grant): the largest chunk must fit.
+    if ((plan.examples + plan.chunks - 1) / plan.chunks > std::numeric_limits<std::uint32_t>::max())
+        return invalid_argument(fmt::format("data chunks: {} examples in {} chunks make chunks of more than 2^32 - 1 "
+                                            "examples: give more --data-chunks",
+                                            plan.examples, plan.chunks));
     return {};
 }
 

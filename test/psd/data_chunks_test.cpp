@@ -27,6 +27,9 @@ TEST_CASE("data chunks: plans are checked", "[data_chunks]") {
     CHECK_FALSE(DataChunks::check({10, 0, 1}));
     CHECK_FALSE(DataChunks::check({10, 11, 1}));  // more chunks than examples
     CHECK_FALSE(DataChunks::check({DataChunks::kMaxExamples + 1, 1, 1}));
+    // A chunk's count is 32 bits (found by the data_chunks fuzz target: 100 * 2^32 examples in 5 chunks).
+    CHECK_FALSE(DataChunks::check({100ull << 32, 5, 1}));
+    CHECK(DataChunks::check({100ull << 32, 101, 1}));
     CHECK(DataChunks::check({10, 3, 1}).has_value());
     auto bad = DataChunks::check({10, 11, 1});
     REQUIRE_FALSE(bad);
