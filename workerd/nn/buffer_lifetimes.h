@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -23,10 +24,22 @@ inline int backward_step(const NetworkPlan& plan, int k) { return 2 * static_cas
 // (ValueState::writers); the model output's gradient is written by the loss when training.
 void link_values(NetworkPlan& plan, bool training);
 
-// Each value's last_read and last (ValueState): a value is read by its readers' forward and
-// (conservatively: any kernel may keep what it read for its backward) their backward; its
-// producer's backward may read it too.
+// Each value's last_read and last (ValueState), from each kernel's BackwardReads (kernel.h,
+// KernelState::reads), as PyTorch's autograd keeps a tensor: a value is read by its readers'
+// forward, and by the backward of those that declare they read that input slot; its
+// producer's backward reads it when the producer declares it reads its outputs; a view's input
+// (BackwardReads::view) lives as long as the view.
 void compute_lifetimes(NetworkPlan& plan);
+
+// Debug mode (the environment variable PSRUN_POISON_FREED=1, planned networks only): after
+// build, plan.poison_after lists each planned buffer under the step its lifetime ends; the
+// Network fills those bytes with 0xFF (NaN in f32 and bf16) right after that step's work, so a
+// kernel that reads a buffer past its lifetime (a BackwardReads declaring too little) computes
+// NaN or garbage, where without planning it would not.
+bool poison_requested();
+void plan_poison(NetworkPlan& plan);
+// Fills the buffers whose lifetime ends at `step` (no-op when poison_after is empty).
+void poison_step(const NetworkPlan& plan, int step);
 
 // The steps [first, last] the gradient of value `v` (produced by kernel `producer`, whose
 // backward runs when `producer_backward`) lives: from the backward of its last writer (the
@@ -42,5 +55,13 @@ dnnl::memory unplanned_memory(NetworkPlan& plan, const dnnl::engine& engine, con
 // plan.plan_failed) when the arena's address space is exhausted.
 dnnl::memory planned_memory(NetworkPlan& plan, const dnnl::engine& engine, const dnnl::memory::desc& desc, int first,
                             int last);
+
+// Output 0 of kernel `k` (the value `out`) over the memory of its input slot `slot`
+// (BackwardReads::in_place), when that is safe: planning is on, the input is a planned value
+// that no other slot of `k` reads, has `desc`, and dies at k's forward (its value and the
+// buffer holding it: no later step reads it), and the buffer can live on as the output's.
+// nullopt otherwise (the caller makes a buffer of its own).
+std::optional<dnnl::memory> in_place_memory(NetworkPlan& plan, const dnnl::engine& engine, int k, std::size_t slot,
+                                            const ValueState& out, const dnnl::memory::desc& desc);
 
 }  // namespace psrun::nn

@@ -76,10 +76,41 @@ dnnl::memory::desc plain_desc(const dnnl::memory::dims& dims, dnnl::memory::data
 
 class KernelBuilder;
 
+// What a kernel's backward work reads of the values its forward saw, as PyTorch's autograd
+// saves tensors for a node's backward: the buffer plan (buffer_lifetimes.h) keeps a value past
+// its last forward reader only while some backward reads it. What a kernel keeps in memories of
+// its own (workspaces, statistics, scratch()) is not declared here.
+struct BackwardReads {
+    static constexpr std::uint64_t kAllInputs = ~std::uint64_t{0};
+    // Bit i: input slot i (build()'s input(i), as converted or not); slots from 64 on count as read.
+    std::uint64_t inputs = kAllInputs;
+    bool outputs = true;  // any of its outputs
+    // In place: make_output(0) may return the memory of input slot `in_place` (-1: never) when
+    // that input is a planned value with output 0's desc that no later step reads (so neither
+    // does this kernel's backward). The kernel's forward must be right with output 0 and that
+    // input being the same memory, element by element.
+    int in_place = -1;
+    // Output 0 is always a view of input slot `view` (-1: none): alias_output() of its memory, or
+    // of the conversion input_plain() made; that input lives as long as the output.
+    int view = -1;
+
+    bool reads_input(std::size_t i) const { return i >= 64 || ((inputs >> i) & 1u) != 0; }
+    static BackwardReads nothing() { return BackwardReads{0, false, -1, -1}; }
+};
+
 class Kernel {
 public:
     virtual ~Kernel() = default;
     virtual void build(KernelBuilder& b) = 0;
+    // What build() over `nodes` makes its backward read (BackwardReads), asked before any kernel
+    // of the network builds. The default, every input and output, is right for any kernel and
+    // keeps the most memory; a kernel that declares less must read no more (test: the freed
+    // buffers' poison, buffer_lifetimes.h).
+    virtual BackwardReads backward_reads(const std::vector<const Node*>& nodes, const EngineContext& context) const {
+        (void)nodes;
+        (void)context;
+        return {};
+    }
     // " [hand]" for hand-written kernels (appended to the kind label).
     virtual std::string label_suffix() const { return ""; }
 };

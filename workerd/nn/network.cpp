@@ -5,6 +5,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "workerd/nn/buffer_lifetimes.h"
 #include "workerd/nn/loss.h"
 #include "workerd/nn/network_plan.h"
 
@@ -146,6 +147,10 @@ void Network::run_forward() {
         const auto& k = plan_->kernels[i];
         const auto t0 = Clock::now();
         for (const auto& op : k.fwd) op();
+        if (!plan_->poison_after.empty()) {
+            stream_.wait();
+            poison_step(*plan_, forward_step(static_cast<int>(i)));
+        }
         if (profiling_) {
             stream_.wait();
             times_[i].forward_ms += ms_since(t0);
@@ -158,6 +163,10 @@ void Network::run_backward() {
     for (const auto& [offset, size] : plan_->dead_grads) std::memset(plan_->grads + offset, 0, size * sizeof(float));
     for (std::size_t i = plan_->kernels.size(); i-- > 0;) {
         const auto& k = plan_->kernels[i];
+        if (!plan_->poison_after.empty()) {  // after this kernel's backward step, run or not
+            stream_.wait();
+            poison_step(*plan_, backward_step(*plan_, static_cast<int>(i)) - 1);
+        }
         if (!k.backward) continue;
         const auto t0 = Clock::now();
         for (const auto& op : k.bwd_pre) op();
@@ -169,6 +178,7 @@ void Network::run_backward() {
         }
     }
     stream_.wait();
+    poison_step(*plan_, backward_step(*plan_, 0));
 }
 
 float Network::train_step(std::uint64_t seed) {
@@ -179,6 +189,7 @@ float Network::train_step(std::uint64_t seed) {
     const auto t0 = Clock::now();
     const float loss = loss_->forward(true);
     if (profiling_) times_.back().forward_ms += ms_since(t0);
+    poison_step(*plan_, static_cast<int>(plan_->kernels.size()));  // the loss's step
     run_backward();
     return loss;
 }
@@ -218,7 +229,7 @@ std::vector<std::string> Network::implementations() const {
 MemoryUse Network::memory_use() const {
     MemoryUse use;
     use.planned = plan_->arena != nullptr;
-    use.unplanned_bytes = plan_->buffers.total_bytes() + plan_->unplanned_bytes;
+    use.unplanned_bytes = plan_->buffers.total_bytes() + plan_->unplanned_bytes + plan_->in_place_bytes;
     use.planned_bytes = use.planned ? plan_->buffers.arena_bytes() + plan_->unplanned_bytes : use.unplanned_bytes;
     use.lower_bound = use.planned ? plan_->buffers.peak_live_bytes() + plan_->unplanned_bytes : use.unplanned_bytes;
     return use;

@@ -77,7 +77,15 @@ public:
 
     memory make_output(std::size_t i, const memory::desc& desc) override {
         const ValueState& v = out(i);
-        memory m = kept(v) || reads_no_values() ? unplanned(desc) : buffer(desc, forward_step(index_), v.last);
+        memory m;
+        if (kept(v) || reads_no_values()) {
+            m = unplanned(desc);
+        } else if (const int slot = k_.reads.in_place; i == 0 && slot >= 0) {
+            const auto over = in_place_memory(plan_, context_.engine, index_, static_cast<std::size_t>(slot), v, desc);
+            m = over ? *over : buffer(desc, forward_step(index_), v.last);
+        } else {
+            m = buffer(desc, forward_step(index_), v.last);
+        }
         set_output(i, m);
         return m;
     }
@@ -362,6 +370,7 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
             k.label += node->op;
         }
         k.label += k.kernel->label_suffix();
+        k.reads = k.kernel->backward_reads(k.nodes, context);
         for (const auto o : k.outputs) k.reaches_loss = k.reaches_loss || reaches[static_cast<std::size_t>(o)];
         bool any = false;
         for (const auto i : k.inputs) any = any || plan.values[static_cast<std::size_t>(i)].needs_grad;
@@ -398,6 +407,7 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
         }
         times_.push_back(LayerTime{static_cast<int>(k.first_node), k.label, k.nodes.front()->name, 0, 0});
     }
+    if (poison_requested()) plan_poison(plan);
     const ValueState& out = plan.values[static_cast<std::size_t>(plan.output)];
     try {
         dnnl::memory head;

@@ -46,6 +46,7 @@ struct KernelState {
     std::vector<int> inputs;     // value indices
     std::vector<int> outputs;
     std::unique_ptr<Kernel> kernel;
+    BackwardReads reads;         // kernel->backward_reads(nodes), before any kernel builds
     std::string label;           // "conv2d+relu"
     bool reaches_loss = false;
     bool backward = false;
@@ -72,7 +73,12 @@ struct NetworkPlan {
     std::unique_ptr<Arena> arena;
     BufferPlan buffers;
     std::size_t unplanned_bytes = 0;
+    // Outputs written over an input (BackwardReads::in_place): bytes a buffer each would add.
+    std::size_t in_place_bytes = 0;
     bool plan_failed = false;
+    // Debug (PSRUN_POISON_FREED=1, buffer_lifetimes.h): per step, the planned byte ranges whose
+    // lifetime ends there, filled with 0xFF bytes (NaN) after it; empty when off.
+    std::vector<std::vector<std::pair<char*, std::size_t>>> poison_after;
 };
 
 // Gradient routing (network_build.cpp). Backward runs the kernels last to first, and the writes

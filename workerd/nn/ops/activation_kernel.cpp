@@ -90,6 +90,15 @@ struct Stage {
 
 class ActivationKernel final : public Kernel {
 public:
+    // One stage: its output where oneDNN's backward uses dst (relu, tanh, sigmoid, ...), which
+    // may then overwrite its input, else its input. Two stages: everything.
+    BackwardReads backward_reads(const std::vector<const Node*>& nodes, const EngineContext&) const override {
+        const Chain c = chain_of(*nodes.front());
+        if (c.second) return {};
+        if (c.first.use_dst) return BackwardReads{0, true, 0};
+        return BackwardReads{BackwardReads::kAllInputs, false, -1};
+    }
+
     void build(KernelBuilder& b) override {
         const Chain c = chain_of(b.node());
         const auto adt = b.context().activation_type();

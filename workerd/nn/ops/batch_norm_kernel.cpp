@@ -47,6 +47,12 @@ using batch_norm::ChannelLayout;
 
 class BatchNormKernel final : public Kernel {
 public:
+    // The input (or its conversion) and the batch statistics and relu workspace it keeps; not
+    // the output.
+    BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
+        return BackwardReads{BackwardReads::kAllInputs, false, -1};
+    }
+
     void build(KernelBuilder& b) override {
         const Node& node = b.node();
         const NormSlots s = norm_slots(node);
@@ -79,7 +85,9 @@ public:
                                               flags | Flags::use_global_stats),
             engine);
         b.note("fwd-global", global);
-        const memory dst = b.scratch(global.dst_desc(), false);  // the output, or converted into it
+        // The output, or (the model's f32 output after bf16 work) converted into it.
+        const memory dst = b.output_type(0) == global.dst_desc().data_type() ? b.make_output(0, global.dst_desc())
+                                                                             : b.scratch(global.dst_desc(), false);
         auto global_args = common;
         global_args.emplace(DNNL_ARG_DST, dst);
         global_args.emplace(DNNL_ARG_MEAN, b.input(static_cast<std::size_t>(s.mean)));
@@ -176,13 +184,10 @@ public:
     }
 
 private:
-    // The output: `dst` itself, or (the model's f32 output after bf16 work) a copy converted
-    // after the forward work added so far.
+    // The output: `dst` itself (made by make_output), or (the model's f32 output after bf16
+    // work) a copy converted after the forward work added so far.
     static memory set_output(KernelBuilder& b, const memory& dst) {
-        if (b.output_type(0) == dst.get_desc().data_type()) {
-            b.alias_output(0, dst);
-            return dst;
-        }
+        if (b.output_type(0) == dst.get_desc().data_type()) return dst;
         const memory out = forward_convert(b, dst, plain_desc(b.output_dims(0), b.output_type(0)));
         b.alias_output(0, out);
         return out;

@@ -70,6 +70,19 @@ binary make_binary(KernelBuilder& b, algorithm alg, const memory::desc& s0, cons
 
 class BinaryKernel final : public Kernel {
 public:
+    // add, sub: nothing (a relu post-op: the output); mul: both inputs; div: the divisor and the
+    // output. add, sub and mul may write over their first input (oneDNN's binary takes dst ==
+    // src0; the broadcast path only where that input is full-size).
+    BackwardReads backward_reads(const std::vector<const Node*>& nodes, const EngineContext&) const override {
+        switch (kind_of(nodes.front()->op)) {
+            case Kind::kAdd:
+            case Kind::kSub: return BackwardReads{0, nodes.size() == 2, 0};
+            case Kind::kMul: return BackwardReads{BackwardReads::kAllInputs, false, 0};
+            case Kind::kDiv: return BackwardReads{BackwardReads::kAllInputs, true, -1};
+        }
+        return {};
+    }
+
     void build(KernelBuilder& b) override {
         kind_ = kind_of(b.node().op);
         relu_ = b.nodes().size() == 2;

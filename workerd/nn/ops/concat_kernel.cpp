@@ -43,6 +43,11 @@ std::vector<View> pieces(const memory& whole, const std::vector<MemDims>& dims, 
 
 class ConcatKernel final : public Kernel {
 public:
+    // Pieces of the gradient: nothing.
+    BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
+        return BackwardReads::nothing();
+    }
+
     void build(KernelBuilder& b) override {
         const auto& engine = b.context().engine;
         const auto adt = b.context().activation_type();
@@ -69,6 +74,11 @@ public:
 
 class SplitKernel final : public Kernel {
 public:
+    // The gradients concatenated: nothing.
+    BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
+        return BackwardReads::nothing();
+    }
+
     void build(KernelBuilder& b) override {
         const auto& engine = b.context().engine;
         const auto adt = b.context().activation_type();

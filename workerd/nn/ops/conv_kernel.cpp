@@ -55,12 +55,16 @@ memory::desc weights_shape(const ConvGeometry& g, const memory::desc& plain_or_a
 
 class ConvKernel final : public Kernel {
 public:
+    // The input and weights (weight gradient); the output only for the relu post-op's backward.
+    BackwardReads backward_reads(const std::vector<const Node*>& nodes, const EngineContext&) const override {
+        return BackwardReads{BackwardReads::kAllInputs, nodes.size() == 2, -1};
+    }
+
     void build(KernelBuilder& b) override {
         const bool relu = b.nodes().size() == 2;
         ConvForwardSpec spec;
         if (relu) spec.post_op = algorithm::eltwise_relu;
         auto f = std::make_shared<ConvForward>(build_conv_forward(b, spec));
-        b.alias_output(0, f->dst);
         if (!b.needs_backward()) return;
         const memory diff = b.output_diff(0, f->dst.get_desc());
         if (relu) add_relu_backward(b, f->dst, diff);
@@ -98,7 +102,10 @@ ConvForward build_conv_forward(KernelBuilder& b, const ConvForwardSpec& spec) {
         f.weights = forward_convert(b, memory(weights_shape(*g, plain.get_desc()), b.context().engine, plain.get_data_handle()),
                                     f.pd.weights_desc());
     }
-    f.dst = b.scratch(f.pd.dst_desc(), false);  // aliased as the output: planned with it
+    // The kernel's output when the kernel ends at the convolution (and its post-op); else (a
+    // fused pool after it) scratch the kernel reads on.
+    const bool output = b.output_dims(0) == f.pd.dst_desc().dims();
+    f.dst = output ? b.make_output(0, f.pd.dst_desc()) : b.scratch(f.pd.dst_desc(), false);
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, f.src}, {DNNL_ARG_WEIGHTS, f.weights}, {DNNL_ARG_DST, f.dst}};
     if (g->bias) args.emplace(DNNL_ARG_BIAS, own_weights ? spec.bias : b.input_as(2, d.bias));
     b.forward(convolution_forward(f.pd), args);

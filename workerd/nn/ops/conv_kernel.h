@@ -16,7 +16,9 @@ struct ConvForward {
     dnnl::convolution_forward::primitive_desc pd;
     dnnl::memory src;      // the input as the primitive reads it
     dnnl::memory weights;  // the weights as the primitive reads them
-    dnnl::memory dst;      // allocated here, in the primitive's format (not an output yet)
+    // In the primitive's format: the kernel's output 0 (make_output) when that has the conv's
+    // dims, else scratch the kernel reads on (a fused pool after the conv).
+    dnnl::memory dst;
 };
 
 // How build_conv_forward builds: an element-wise post-op (algorithm::undef: none; forward

@@ -85,6 +85,11 @@ void build_f32_matmul(KernelBuilder& b, const memory::desc& src_nd, const memory
 
 class DenseKernel final : public Kernel {
 public:
+    // The input and weights (weight gradient); the output only for the relu post-op's backward.
+    BackwardReads backward_reads(const std::vector<const Node*>& nodes, const EngineContext&) const override {
+        return BackwardReads{BackwardReads::kAllInputs, nodes.size() == 2, -1};
+    }
+
     void build(KernelBuilder& b) override {
         const bool relu = b.nodes().size() == 2;
         const auto& engine = b.context().engine;

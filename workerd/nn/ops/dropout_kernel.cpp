@@ -44,6 +44,12 @@ void masked_scale(const T* in, T* out, std::size_t count, std::uint64_t base, do
 
 class DropoutKernel final : public Kernel {
 public:
+    // The mask is drawn again from the step's seed: nothing; element-wise, so it may write over
+    // its input.
+    BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
+        return BackwardReads{0, false, 0};
+    }
+
     void build(KernelBuilder& b) override {
         keep_ = b.node().attrs.at("keep_prob").get<double>();
         stream_ = psrun::fnv1a_64(b.node().name);  // the layer's name keys its stream of masks
@@ -65,7 +71,8 @@ private:
     void apply(const memory& in, const memory& out, std::uint64_t seed) const {
         const std::size_t bytes = in.get_desc().get_size();
         if (!masked_) {
-            std::memcpy(out.get_data_handle(), in.get_data_handle(), bytes);
+            if (out.get_data_handle() != in.get_data_handle())  // in place: nothing to do
+                std::memcpy(out.get_data_handle(), in.get_data_handle(), bytes);
             return;
         }
         const std::uint64_t base = psrun::Rng(seed, stream_).next();
@@ -84,6 +91,11 @@ private:
 
 class IdentityKernel final : public Kernel {
 public:
+    // Nothing; the output is the input.
+    BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
+        return BackwardReads{0, false, -1, 0};
+    }
+
     void build(KernelBuilder& b) override {
         const memory& src = b.input(0);
         b.alias_output(0, src);

@@ -18,6 +18,11 @@ namespace {
 
 class LayerNormKernel final : public Kernel {
 public:
+    // The input and scale, and the row statistics it keeps; not the output.
+    BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
+        return BackwardReads{BackwardReads::kAllInputs, false, -1};
+    }
+
     void build(KernelBuilder& b) override {
         const Node& node = b.node();
         const NormSlots s = norm_slots(node);

@@ -43,6 +43,11 @@ matmul make_matmul(KernelBuilder& b, const memory::desc& src, const memory::desc
 
 class MatmulKernel final : public Kernel {
 public:
+    // Each input's gradient is the output's times the other input: both inputs, not the output.
+    BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
+        return BackwardReads{BackwardReads::kAllInputs, false, -1};
+    }
+
     void build(KernelBuilder& b) override {
         const auto& engine = b.context().engine;
         const auto adt = b.context().activation_type();

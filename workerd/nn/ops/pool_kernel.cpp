@@ -22,6 +22,11 @@ bool is_reference(const pooling_forward::primitive_desc& pd) {
 
 class PoolKernel final : public Kernel {
 public:
+    // Max: the workspace of its own (the argmax); average: nothing.
+    BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
+        return BackwardReads::nothing();
+    }
+
     void build(KernelBuilder& b) override {
         auto g = pool_geometry(b.node(), b.input_info(0));
         if (!g) throw std::runtime_error(g.error().message);

@@ -34,6 +34,11 @@ void build_family(KernelBuilder& b) {
 
 class SoftmaxKernel final : public Kernel {
 public:
+    // The output only; oneDNN's softmax may write it over its input.
+    BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
+        return BackwardReads{0, true, 0};
+    }
+
     void build(KernelBuilder& b) override {
         if (b.node().op == "softmax") build_family<softmax_forward, softmax_backward>(b);
         else build_family<logsoftmax_forward, logsoftmax_backward>(b);

@@ -25,6 +25,11 @@ memory::desc permuted(const memory::dims& dims, memory::data_type type, const st
 
 class TransposeKernel final : public Kernel {
 public:
+    // The gradient transposed back: nothing.
+    BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
+        return BackwardReads::nothing();
+    }
+
     void build(KernelBuilder& b) override {
         const auto perm = b.node().attrs.at("perm").get<std::vector<std::int64_t>>();
         const auto type = b.input(0).get_desc().data_type();
