@@ -12,6 +12,7 @@
 #     tag values as NumPy counted them;
 #  C. the same tables tab-separated without a header line (Criteo's day files), read with
 #     --column-names and --delimiter tab, give the same test AUC;
+#  D. two workers and two psd shards with emb_cat sparse on psd: the same AUC bound;
 #  B. bad specs exit 2 with the message naming the column or input (workerd --standalone).
 # Usage: recommender_table_test.sh <psrun> (from the source root)
 set -u
@@ -145,6 +146,20 @@ check "C: the headerless tab-separated tables train (rc=$code)" test "$code" -eq
 auc_c=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1] + "/summary.json"))["test_auc"])' "$tmp/c" 2>/dev/null || echo 0)
 check "C: their test AUC $auc_c equals the CSV run's $auc (within 0.002)" \
     "$py" -c "import sys; sys.exit(0 if abs(float('$auc_c') - float('$auc')) <= 0.002 else 1)"
+
+# D. Two workers and two psd shards, the categorical table sparse on psd (rows pulled per batch):
+# the hashed ids are rows like any other, the AUC as close to the planted model's.
+timeout 600 "$psrun" local --ps 2 --workers 2 -- --model "$tmp/rec.json" --train-data "$tmp/train.csv" \
+    --test-data "$tmp/test.csv" "${columns[@]}" --sparse-embedding emb_cat --optimizer adam --learning-rate 0.01 \
+    --batch-size 128 --steps 1500 --eval-every 0 --model-dir "$tmp/d" >"$tmp/d.log" 2>&1
+code=$?
+check "D: 2 workers, 2 psd shards, emb_cat sparse (rc=$code)" test "$code" -eq 0
+[ "$code" -eq 0 ] || tail -5 "$tmp/d.log"
+auc_d=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1] + "/summary.json"))["test_auc"])' "$tmp/d" 2>/dev/null || echo 0)
+echo "D: test AUC $auc_d"
+check "D: test AUC $auc_d within 0.02 of the planted model's $planted" \
+    "$py" -c "import sys; sys.exit(0 if float('$auc_d') >= float('$planted') - 0.02 else 1)"
+check "D: the workers pull emb_cat's rows from psd" grep -q "sparse table emb_cat/table \[4096 x 4\]" "$tmp/d.log"
 
 bad() {  # bad <what> <message grep> <options...>: workerd --standalone exits 2 with the message
     local what=$1 want=$2; shift 2
