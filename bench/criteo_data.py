@@ -2,8 +2,9 @@
 """Criteo-shaped click data with a planted model, and the DLRM psrun trains on it (docs/sparse.md "DLRM").
 
 Each example has 13 dense features and 26 categorical fields, as the Criteo display-ads logs do:
-  - dense: heavy-tailed counts (floor of a log-normal, a third of them 0), given to the model as
-    log(1 + count), the transform DLRM's Criteo pipeline applies;
+  - dense: heavy-tailed counts (floor of a log-normal, a third of them 0), written as they are (as
+    Criteo's I1..I13); the models take log(1 + count) in their graph, the transform DLRM's Criteo
+    pipeline applies, so the CSV form trains unchanged;
   - categorical: field f has a cardinality C_f taken from the Criteo Kaggle set's (1460, 583,
     10,131,227, ..., scaled by --card-scale, at least 3); a value is a Zipf(--zipf) rank r < C_f,
     and its raw id is a 64-bit number, splitmix64(f, r), so ids arrive without a vocabulary.
@@ -16,7 +17,7 @@ A model table of V_f rows per field (V_f = min(C_f, --max-rows)) gets id_f mod V
 TF's categorical_column_with_hash_bucket gives, the form psrun's tables take today.
 
 Writes to DIR:
-  {train,test}_dense.npy  float32 [N, 13]   log(1 + counts); the model's primary input
+  {train,test}_dense.npy  float32 [N, 13]   the counts; the model's primary input
   {train,test}_c<f>.npy   int64 [N, 1]      field f's id mod V_f, f = 0..25; the inputs c0..c25
   {train,test}_y.npy      float32 [N, 1]    clicks
   {train,test}_raw.npy    uint64 [N, 26]    the raw 64-bit ids
@@ -95,7 +96,7 @@ class Planted:
     def draw(self, rng, n):
         counts = np.floor(rng.lognormal(1.0, 1.6, size=(n, DENSE)))
         counts[rng.random((n, DENSE)) < 0.33] = 0
-        dense = np.log1p(counts).astype(np.float32)
+        dense = np.log1p(counts)
         ranks = np.empty((n, FIELDS), dtype=np.int64)
         for f, c in enumerate(self.cards):
             r = rng.zipf(self.zipf, size=n) - 1
@@ -120,9 +121,9 @@ class Planted:
 def dlrm_model(rows, dim, bottom, top):
     inputs = [{"name": "dense", "dims": [DENSE], "type": "float"}]
     inputs += [{"name": f"c{f}", "dims": [1], "type": "int"} for f in range(FIELDS)]
-    layers = []
+    layers = log_counts()
     for i, units in enumerate(bottom + [dim]):
-        layers.append({"kind": "dense", "name": f"bot{i + 1}", "units": units} | ({"inputs": ["dense"]} if i == 0 else {}))
+        layers.append({"kind": "dense", "name": f"bot{i + 1}", "units": units} | ({"inputs": ["dense_log"]} if i == 0 else {}))
         layers.append({"kind": "relu", "name": "bot_out" if i == len(bottom) else f"bot{i + 1}_relu"})
     layers.append({"kind": "unsqueeze", "name": "bot_vec", "inputs": ["bot_out"], "axes": [1]})
     for f in range(FIELDS):
@@ -164,6 +165,13 @@ def mlp(prefix, widths):
     return layers
 
 
+def log_counts():
+    """log(1 + count) of the dense input, as the value "dense_log" (the graph's own transform)."""
+    return [{"kind": "constant", "name": "one", "shape": [], "values": [1.0]},
+            {"kind": "add", "name": "dense_p1", "inputs": ["dense", "one"]},
+            {"kind": "log", "name": "dense_log"}]
+
+
 def inputs_list():
     return [{"name": "dense", "dims": [DENSE], "type": "float"}] + [{"name": f"c{f}", "dims": [1], "type": "int"}
                                                                     for f in range(FIELDS)]
@@ -172,10 +180,10 @@ def inputs_list():
 def dcn_model(rows, dim, top, cross=3):
     """DCN-v2 (Wang et al. 2021), stacked: x0 = [dense, the 26 embeddings], cross layers
     x_{l+1} = x0 * (W_l x_l + b_l) + x_l, then the MLP to one logit."""
-    layers = field_tables(rows, dim) + [
+    layers = log_counts() + field_tables(rows, dim) + [
         {"kind": "concat", "name": "embs", "inputs": [f"emb{f}" for f in range(FIELDS)], "axis": 1},
         {"kind": "flatten", "name": "embs_flat", "axis": 1},
-        {"kind": "concat", "name": "x0", "inputs": ["dense", "embs_flat"], "axis": 1},
+        {"kind": "concat", "name": "x0", "inputs": ["dense_log", "embs_flat"], "axis": 1},
     ]
     width, prev = DENSE + FIELDS * dim, "x0"
     for i in range(cross):
@@ -194,15 +202,15 @@ def wdl_model(rows, dim, top):
     (linear) weight, the rest its deep embedding (one table per field, as psd's sparse tables want
     one reader per id input); logit = sum of the wide weights + a linear term of the dense features
     + the deep MLP over [dense, embeddings]."""
-    layers = field_tables(rows, dim + 1) + [
+    layers = log_counts() + field_tables(rows, dim + 1) + [
         {"kind": "concat", "name": "embs", "inputs": [f"emb{f}" for f in range(FIELDS)], "axis": 1},
         {"kind": "slice", "name": "wide_w", "inputs": ["embs"], "axes": [2], "starts": [dim], "ends": [dim + 1]},
         {"kind": "flatten", "name": "wide_flat", "axis": 1},
         {"kind": "reduce_sum", "name": "wide_sparse", "axes": [1], "keepdims": True},
-        {"kind": "dense", "name": "wide_dense", "inputs": ["dense"], "units": 1},
+        {"kind": "dense", "name": "wide_dense", "inputs": ["dense_log"], "units": 1},
         {"kind": "slice", "name": "deep_e", "inputs": ["embs"], "axes": [2], "starts": [0], "ends": [dim]},
         {"kind": "flatten", "name": "deep_flat", "axis": 1},
-        {"kind": "concat", "name": "deep_in", "inputs": ["dense", "deep_flat"], "axis": 1},
+        {"kind": "concat", "name": "deep_in", "inputs": ["dense_log", "deep_flat"], "axis": 1},
     ] + mlp("top", top) + [
         {"kind": "dense", "name": "deep_out", "units": 1},
         {"kind": "add", "name": "wide", "inputs": ["wide_sparse", "wide_dense"]},
@@ -258,7 +266,7 @@ def main():
     info = {"rows": rows, "cardinality": cards}
     for split, n in (("train", a.train), ("test", a.test)):
         counts, dense, raw, y, p = planted.draw(rng, n)
-        np.save(os.path.join(a.dir, f"{split}_dense.npy"), dense)
+        np.save(os.path.join(a.dir, f"{split}_dense.npy"), counts.astype(np.float32))
         np.save(os.path.join(a.dir, f"{split}_y.npy"), y)
         np.save(os.path.join(a.dir, f"{split}_raw.npy"), raw)
         for f in range(FIELDS):

@@ -6,7 +6,8 @@
 # each with the same recipe (Adam, LR, batch BATCH, STEPS updates in all). Prints one JSON line per
 # run (examples/s over the run, test AUC) and, last, one with the medians per system, the CPU model
 # and psrun's median speed over each torch variant's.
-# Usage: bench/dlrm.sh DIR STEPS [ROUNDS]   (env: PS=4 WORKERS=2 BATCH=256 LR=0.001 PSRUN=build/launcher/psrun)
+# Usage: bench/dlrm.sh DIR STEPS [ROUNDS]   (env: PS=4 WORKERS=2 BATCH=256 LR=0.001 MODEL=dlrm
+#        VARIANTS="dense sparse bag" PSRUN=build/launcher/psrun)
 set -u
 dir=$1 steps=$2 rounds=${3:-3}
 psrun=${PSRUN:-build/launcher/psrun}
@@ -36,7 +37,7 @@ print(json.dumps({"system": "psrun", "round": rnd, "rc": rc, "test_auc": s.get("
                   "examples_per_s": s.get("images_per_sec"), "wall_examples_per_s": steps * batch / (end - start)}))
 PY
     [ "$rc" = 0 ] || tail -20 "$out/log$round" >&2
-    for variant in dense sparse bag; do
+    for variant in ${VARIANTS:-dense sparse bag}; do
         /usr/bin/python3 "$here/torch_dlrm.py" "$dir" --steps "$steps" --batch-size "$batch" --learning-rate "$lr" \
             --variant "$variant" --seed "$round" |
             /usr/bin/python3 -c "import json,sys; r=json.loads(sys.stdin.read()); r.update(system='torch_'+r['variant'], round=$round); print(json.dumps(r))" |

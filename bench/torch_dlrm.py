@@ -128,7 +128,7 @@ class Wdl(nn.Module):
 
 
 def load(d, split):
-    dense = torch.from_numpy(np.load(os.path.join(d, f"{split}_dense.npy")))
+    dense = torch.log1p(torch.from_numpy(np.load(os.path.join(d, f"{split}_dense.npy"))))  # as the graphs do
     ids = torch.from_numpy(np.concatenate([np.load(os.path.join(d, f"{split}_c{f}.npy")) for f in range(FIELDS)], axis=1))
     y = torch.from_numpy(np.load(os.path.join(d, f"{split}_y.npy")))
     return dense, ids, y

@@ -2,7 +2,7 @@
 """DLRM, DCN-v2 and wide & deep (issue 36) from PyTorch and from psrun's JSON, checked against PyTorch, trained through psd.
 
   1. A torch DLRM that ends in its loss, forward(dense, c0, ..., c25, clicks) -> mean
-     binary_cross_entropy_with_logits: a bottom MLP on 13 dense features, one nn.Embedding per
+     binary_cross_entropy_with_logits: a bottom MLP on log1p of 13 dense counts, one nn.Embedding per
      categorical field, the dot interaction of the 27 vectors (bmm, flattened, its strictly lower
      triangle by index_select), a top MLP to one logit. Exported by torch.onnx in training mode at
      opsets 14 and 17: `psrun model check --gradients` gives torch's loss and every parameter's
@@ -10,7 +10,9 @@
   2. The same exported DLRM trained through psd with all 26 tables sparse (`--init description`:
      a sparse table starts from its initializer on psd, not the file's values; `psrun local --ps 2
      --workers 1 -- --sparse-embedding ...`) on Criteo-shaped data from bench/criteo_data.py:
-     exit 0 and test AUC well above chance.
+     exit 0 and test AUC well above chance. The JSON DLRM also from the Criteo text form (CSV of
+     counts and hex strings, 5% of the cells empty) through --input-columns (values hashed by
+     the worker into each table's rows).
   3. bench/criteo_data.py's JSON DLRM, DCN-v2 and wide & deep trained the same way, and each one's
      PyTorch twin in bench/torch_dlrm.py trained on the same data with the same recipe (Adam,
      SparseAdam for the tables, lr, batch, steps): psrun's test AUC within SIDE_BY_SIDE of PyTorch's
@@ -53,7 +55,7 @@ class Dlrm(nn.Module):
 
     def forward(self, dense, *rest):
         ids, clicks = rest[:-1], rest[-1]
-        x = self.bottom(dense)
+        x = self.bottom(torch.log1p(dense))
         t = torch.cat([x.unsqueeze(1)] + [table(i) for table, i in zip(self.tables, ids)], dim=1)  # [N, 27, D]
         z = torch.bmm(t, t.transpose(1, 2)).flatten(1)
         logit = self.top(torch.cat([x, z.index_select(1, self.tri)], dim=1))
@@ -91,7 +93,7 @@ def main():
     data = f"{tmp}/data"
     gen = subprocess.run(["/usr/bin/python3", f"{BENCH}/criteo_data.py", data, "--train", "40000", "--test", "8000",
                           "--card-scale", "0.0005", "--max-rows", "2000", "--zipf", "1.3", "--dim", "8",
-                          "--bottom", "64", "--top", "64,32"],
+                          "--bottom", "64", "--top", "64,32", "--csv", "--missing", "0.05"],
                          capture_output=True, text=True, timeout=300)
     if not check("bench/criteo_data.py writes the data", gen.returncode == 0):
         print(gen.stderr)
@@ -157,6 +159,10 @@ def main():
         np.save(f"{data}/{split}_labels.npy", np.load(f"{data}/{split}_y.npy").astype(np.int64))
     runs = [(name, f"{data}/{name}.json", [f"emb{f}" for f in range(FIELDS)], data_args("y", False), [])
             for name in ("dlrm", "dcn", "wdl")]
+    csv_columns = ["--input-columns", "dense=" + ",".join(f"I{i + 1}" for i in range(13))]
+    csv_columns += [a for f in range(FIELDS) for a in ("--input-columns", f"c{f}=C{f + 1}")]
+    runs.append(("dlrm_csv", f"{data}/dlrm.json", [f"emb{f}" for f in range(FIELDS)],
+                 ["--train-data", f"{data}/train.csv", "--test-data", f"{data}/test.csv", *csv_columns], []))
     runs.append(("onnx", f"{tmp}/dlrm.17.onnx", [f"tables.{f}.weight" for f in range(FIELDS)], data_args("labels", True),
                  ["--init", "description"]))
     for name, model_path, tables, data_files, extra in runs:
@@ -167,8 +173,8 @@ def main():
         summary = json.load(open(f"{run_dir}/summary.json")) if rc == 0 and os.path.exists(f"{run_dir}/summary.json") else {}
         results[name] = summary.get("test_auc", next((v for k, v in summary.items() if k.startswith("test_mean_auc")), None))
         check(f"{name} through psd, 26 sparse tables: exit {rc}, test AUC {results[name]}",
-              rc == 0 and results[name] is not None and results[name] > 0.7, log)
-        if name == "onnx" or results[name] is None:
+              rc == 0 and results[name] is not None and results[name] > 0.65, log)
+        if name in ("onnx", "dlrm_csv") or results[name] is None:
             continue
         ref = subprocess.run(["/usr/bin/python3", f"{BENCH}/torch_dlrm.py", data, "--model", name, "--steps", str(steps),
                               "--batch-size", str(batch_size), "--learning-rate", str(lr), "--variant", "sparse",
