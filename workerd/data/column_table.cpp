@@ -56,8 +56,12 @@ public:
             }
             std::size_t n = 0;
             const auto add = [&](std::string_view value) {
-                if (n < feed.slots) feed.out->i32.push_back(hash_bucket(seeded_hash(feed.seeds[j], value), in.rows));
-                else ++counts_.dropped_values, truncated = true;
+                if (n < feed.slots) {
+                    feed.out->i32.push_back(hash_bucket(seeded_hash(feed.seeds[j], value), in.rows));
+                } else {
+                    ++counts_.dropped_values;
+                    truncated = true;
+                }
                 ++n;
             };
             if (separator_ == 0) {

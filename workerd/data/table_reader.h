@@ -1,7 +1,8 @@
 // Tabular data for feature, token and regression models (and images kept as rows of pixels):
 //  - CSV (workerd/data/csv_reader.h): --inputs names the input columns (default: every column
 //    but the targets), --targets the target columns (default: a column named "label").
-//    Inputs are numbers (token ids: integers); a class target column of integers is used as
+//    Inputs are numbers (token ids: integers; categorical values, several inputs by column:
+//    workerd/data/column_table.h); a class target column of integers is used as
 //    is, any other is read as class names, numbered in sorted order (recorded as class names).
 //    For an image model whose input values are all integers 0-255 the pixels are kept as uint8
 //    and scaled by 1/255 like IDX files; other values are used as written.
