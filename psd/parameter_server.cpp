@@ -342,6 +342,7 @@ void ParameterServer::check_run_finished() {
 std::string ParameterServer::stats_json() const {
     nlohmann::json j;
     j["index"] = options_.index;
+    j["instance"] = fmt::format("{:016x}", instance_);  // as in WELCOME: a waiting worker sees a restart by it
     j["mode"] = options_.sync ? "sync" : "async";
     j["initialized"] = ready_for_workers();
     j["step"] = shard_ ? shard_->step() : 0;

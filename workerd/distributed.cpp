@@ -126,19 +126,18 @@ int DistributedWorker::run() {
     } catch (const std::exception& e) {
         throw UsageError(fmt::format("--ps {}: {}", c.ps, e.what()));
     }
-    PsClient& client = *client_ptr;
     auto fail = [&](const std::string& what, const Error& e) {
         spdlog::error("{}: {} (--ps {})", what, e.message, c.ps);
         return kExitFailure;
     };
     std::optional<SignalWatcher::Blocked> blocked(std::in_place, watcher);  // until training starts
-    if (auto hello = client.hello(); !hello) {
+    if (auto hello = client_ptr->hello(); !hello) {
         fail("cannot join the job", hello.error());
         return hello.error().code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure;
     }
     if (po.wire_bf16)  // shared-memory shards stay f32: say how many shards the option reaches
         spdlog::info("wire precision bf16: {} of {} psd shards exchange bf16 payload frames (shared memory stays f32)",
-                     endpoints.size() - client.shm_shards(), endpoints.size());
+                     endpoints.size() - client_ptr->shm_shards(), endpoints.size());
 
     ChunkSource* chunk_source = nullptr;  // owned by the trainer
     std::unique_ptr<BatchSource> train;
@@ -170,16 +169,16 @@ int DistributedWorker::run() {
             spdlog::warn("no {}: {}", kRunRecipeFile, wrote.error().message);
     std::unique_ptr<Checkpointer> checkpointer;  // the chief's, when it has a model dir
     BarrierOptions bo{static_cast<std::uint32_t>(endpoints.size()), c.num_workers, to_milliseconds(c.barrier_timeout),
-                      std::chrono::milliseconds(100), &watcher};
+                      std::chrono::milliseconds(100), &watcher, &po};  // a psd restarted meanwhile: a fresh client
     StepInfo info;
     if (c.chief) {
         if (!training_.model_dir.empty()) {  // before any step: a node-local model dir stops the job here
-            if (auto shared = verify_shared_model_dir(client, training_.model_dir); !shared) {
+            if (auto shared = verify_shared_model_dir(*client_ptr, training_.model_dir); !shared) {
                 spdlog::error("{}", shared.error().message);
                 return shared.error().code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure;
             }
         }
-        if (auto all = wait_for_all_workers(client, bo); !all) return fail("start barrier", all.error());
+        if (auto all = wait_for_all_workers(client_ptr, bo); !all) return fail("start barrier", all.error());
         if (!training_.model_dir.empty()) clear_worker_reports(training_.model_dir, c.num_workers);  // no one ended yet
         const wire::InitConfig init{config.optimizer, 0, static_cast<std::uint64_t>(training_.steps)};
         std::optional<RestoredInfo> restored;
@@ -188,8 +187,8 @@ int DistributedWorker::run() {
                 std::filesystem::absolute(training_.model_dir).string(), training_.keep_checkpoints,
                 training_.checkpoint_secs, static_cast<std::uint64_t>(training_.checkpoint_steps), init,
                 model_record(*config.model)});
-            if (!client.servers_initialized()) {
-                auto r = checkpointer->restore(client);
+            if (!client_ptr->servers_initialized()) {
+                auto r = checkpointer->restore(*client_ptr);
                 if (!r) {
                     fail("restore from " + training_.model_dir, r.error());
                     return r.error().code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure;
@@ -199,23 +198,23 @@ int DistributedWorker::run() {
         }
         if (restored) {
             spdlog::info("restored global step {} from {}", restored->step, restored->dir);
-            auto pulled = client.pull(trainer.params().all());
+            auto pulled = client_ptr->pull(trainer.params().all());
             if (!pulled) return fail("PULL", pulled.error());
             info = *pulled;
-        } else if (client.servers_initialized()) {
+        } else if (client_ptr->servers_initialized()) {
             spdlog::info("psd already holds parameters: continuing from them");
-            if (auto r = client.init_restored(init); !r) return fail("INIT", r.error());
-            auto pulled = client.pull(trainer.params().all());
+            if (auto r = client_ptr->init_restored(init); !r) return fail("INIT", r.error());
+            auto pulled = client_ptr->pull(trainer.params().all());
             if (!pulled) return fail("PULL", pulled.error());
             info = *pulled;
         } else {
-            if (auto r = client.init(init, trainer.params().all()); !r) return fail("INIT", r.error());
+            if (auto r = client_ptr->init(init, trainer.params().all()); !r) return fail("INIT", r.error());
         }
     } else {
-        if (!client.servers_initialized()) {
-            if (auto ready = wait_for_init(client, bo); !ready) return fail("start barrier", ready.error());
+        if (!client_ptr->servers_initialized()) {
+            if (auto ready = wait_for_init(client_ptr, bo); !ready) return fail("start barrier", ready.error());
         }
-        auto pulled = client.pull(trainer.params().all());
+        auto pulled = client_ptr->pull(trainer.params().all());
         if (!pulled) return fail("PULL", pulled.error());
         info = *pulled;
     }
@@ -241,7 +240,7 @@ int DistributedWorker::run() {
     RunContext ctx;
     ctx.options = &training_;
     ctx.trainer = &trainer;
-    ctx.client = &client;
+    ctx.client = client_ptr.get();
     ctx.metrics = metrics.get();
     ctx.events = events.get();
     ctx.checkpointer = checkpointer.get();
@@ -253,11 +252,11 @@ int DistributedWorker::run() {
     ctx.start = Clock::now();
     ctx.stop = info.finished || info.step >= ctx.last_step;
     ctx.interrupted = [&watcher] { return watcher.stop_requested(); };
-    resume_data_position(ctx, info.step, client.sync());
+    resume_data_position(ctx, info.step, client_ptr->sync());
     HookList hooks = make_hooks(ctx);
     if (c.faults.inject_nan_every > 0) hooks.add(make_nan_injector(c.faults.inject_nan_every));
     hooks.begin(ctx);
-    bool overlap = training_.overlap == "on" && !client.sync();
+    bool overlap = training_.overlap == "on" && !client_ptr->sync();
     if (overlap && chunk_source) {  // CHUNK requests go out on the training thread: one thread drives the client
         spdlog::warn("--overlap on: not with --data-chunks (chunks are leased on the training thread); steps block");
         overlap = false;
@@ -267,9 +266,12 @@ int DistributedWorker::run() {
         overlap = false;
     }
     trainer.set_row_client([&ctx] { return ctx.client; });
-    bind_gradient_memory(trainer, client, overlap);
+    bind_gradient_memory(trainer, *client_ptr, overlap);
     StepLoop loop(StepLoopEnv{&watcher, &hooks, &ctx, &client_ptr, &po, &bo, checkpointer.get(),
-                              c.faults.reconnect_wait, c.ps},
+                              c.faults.reconnect_wait, c.ps,
+                              [chunk_source] {  // psd 0's dispenser was restored with the shards
+                                  if (chunk_source) chunk_source->restart();
+                              }},
                   info.step, StepResult{info.step, 0, 0.0f, info.finished});
     if (const int failed = loop.run(overlap); failed != kExitOk) return failed;
     const std::uint64_t tag = loop.tag();

@@ -15,30 +15,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A fresh client that got WELCOME from every psd, retrying until `deadline`.
-Result<std::unique_ptr<PsClient>> reconnect(const PsClientOptions& o, Clock::time_point deadline,
-                                            const BarrierOptions& barrier) {
-    Error last{ErrorCode::kTimeout, "no attempt"};
-    while (Clock::now() < deadline) {
-        if (barrier.watcher && barrier.watcher->stop_requested())
-            return make_error(ErrorCode::kIo, fmt::format("signal {} while waiting for the psd to come back",
-                                                          barrier.watcher->signal()));
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-        PsClientOptions probe_options = o;  // short HELLO timeout while psd is away
-        probe_options.connect_timeout = std::clamp(left, std::chrono::milliseconds(100), std::chrono::milliseconds(1000));
-        auto hello = PsClient(probe_options).hello();
-        if (hello) {  // every psd is back: the real client keeps the normal timeouts
-            auto client = std::make_unique<PsClient>(o);
-            hello = client->hello();
-            if (hello) return client;
-        }
-        if (hello.error().code != ErrorCode::kTimeout && hello.error().code != ErrorCode::kIo)
-            return tl::unexpected(hello.error());  // a psd answered and refused: waiting will not help
-        last = hello.error();
-    }
-    return make_error(ErrorCode::kTimeout, "gave up waiting (--reconnect-wait): " + last.message);
-}
-
 // Non-chief: every shard initialised, all at the same global step (the chief's RESTORE is done).
 Result<void> wait_for_restore(PsClient& client, const BarrierOptions& barrier) {
     const auto deadline = Clock::now() + barrier.timeout;
@@ -77,6 +53,29 @@ private:
 
 }  // namespace
 
+Result<std::unique_ptr<PsClient>> reconnect_all(const PsClientOptions& o, Clock::time_point deadline,
+                                                const BarrierOptions& barrier) {
+    Error last{ErrorCode::kTimeout, "no attempt"};
+    while (Clock::now() < deadline) {
+        if (barrier.watcher && barrier.watcher->stop_requested())
+            return make_error(ErrorCode::kIo, fmt::format("signal {} while waiting for the psd to come back",
+                                                          barrier.watcher->signal()));
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        PsClientOptions probe_options = o;  // short HELLO timeout while psd is away
+        probe_options.connect_timeout = std::clamp(left, std::chrono::milliseconds(100), std::chrono::milliseconds(1000));
+        auto hello = PsClient(probe_options).hello();
+        if (hello) {  // every psd is back: the real client keeps the normal timeouts
+            auto client = std::make_unique<PsClient>(o);
+            hello = client->hello();
+            if (hello) return client;
+        }
+        if (hello.error().code != ErrorCode::kTimeout && hello.error().code != ErrorCode::kIo)
+            return tl::unexpected(hello.error());  // a psd answered and refused: waiting will not help
+        last = hello.error();
+    }
+    return make_error(ErrorCode::kTimeout, "gave up waiting (--reconnect-wait): " + last.message);
+}
+
 void add_fault_options(CLI::App& app, FaultOptions& o) {
     app.add_option("--reconnect-wait", o.reconnect_wait,
                    "seconds to wait for a lost psd (no answer for --heartbeat-timeout, or its connection closed) "
@@ -103,7 +102,7 @@ Result<Recovered> recover_lost_ps(const PsClientOptions& client_options, std::ui
     const auto started = Clock::now();
     spdlog::warn("ps {} ({}) restarted at global step {}: reconnecting to every psd (up to {:g} s)", lost,
                  client_options.endpoints[lost], step, wait_seconds);
-    auto client = reconnect(client_options, started + to_milliseconds(wait_seconds), barrier);
+    auto client = reconnect_all(client_options, started + to_milliseconds(wait_seconds), barrier);
     if (!client) return tl::unexpected(client.error());
     spdlog::info("every psd answers again after {:.1f} s", std::chrono::duration<double>(Clock::now() - started).count());
     if (chief && !(*client)->servers_initialized()) {

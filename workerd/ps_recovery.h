@@ -43,6 +43,12 @@ struct Recovered {
     StepInfo info;                     // from the PULL into `params`
 };
 
+// A fresh client that got WELCOME from every psd, retrying (short HELLO timeouts) until `deadline`
+// or a stop signal of barrier.watcher; a psd that answers and refuses ends the wait at once.
+[[nodiscard]] Result<std::unique_ptr<PsClient>> reconnect_all(const PsClientOptions& client_options,
+                                                              std::chrono::steady_clock::time_point deadline,
+                                                              const BarrierOptions& barrier);
+
 // After `lost` (the client's restarted shard) at global step `step`: waits for every psd, restores
 // (chief) or waits for the restore (others), then PULLs into params. `checkpointer` is the
 // chief's (nullptr elsewhere, or without --model-dir: then the chief cannot restore and fails).

@@ -8,6 +8,7 @@
 #include "common/pause_detector.h"
 #include "common/result.h"
 #include "workerd/async_exchange.h"
+#include "workerd/data/chunk_source.h"
 #include "workerd/ps_recovery.h"
 
 namespace psrun::worker {
@@ -45,22 +46,13 @@ int StepLoop::run_blocking() {
     Trainer& trainer = *ctx.trainer;
     while (!ctx.stop) {
         if (signalled()) break;
-        const auto t0 = Clock::now();
-        if (trainer.sparse()) {  // the batch's rows of the sparse table, fresh from psd
-            auto pulled = [&] {
-                SignalWatcher::Blocked waiting(*env_.watcher);
-                return trainer.pull_rows(*ctx.client);
-            }();
-            ctx.exchange_seconds += seconds(t0, Clock::now());
-            if (!pulled) {
-                const auto outcome = finish(tl::unexpected(pulled.error()), 0.0f, t0);
-                if (outcome == Outcome::kFailed) return kExitFailure;
-                if (outcome == Outcome::kStop) break;
-                continue;
-            }
-        }
-        const auto tc = Clock::now();
-        const float loss = trainer.compute_gradients();
+        Outcome drawn = Outcome::kStepped;
+        Clock::time_point tc;
+        const std::optional<float> computed = compute(drawn, tc);
+        if (drawn == Outcome::kFailed) return kExitFailure;
+        if (drawn == Outcome::kStop) break;
+        if (!computed) continue;
+        const float loss = *computed;
         env_.hooks->before_step(ctx, loss);
         const auto t1 = Clock::now();
         ctx.compute_seconds += seconds(tc, t1);
@@ -76,6 +68,35 @@ int StepLoop::run_blocking() {
         if (outcome == Outcome::kStop) break;
     }
     return kExitOk;
+}
+
+std::optional<float> StepLoop::compute(Outcome& outcome, Clock::time_point& computing) {
+    RunContext& ctx = *env_.ctx;
+    Trainer& trainer = *ctx.trainer;
+    const auto t0 = Clock::now();
+    try {
+        if (trainer.sparse()) {  // the batch's rows of the sparse table, fresh from psd
+            auto pulled = [&] {
+                SignalWatcher::Blocked waiting(*env_.watcher);
+                return trainer.pull_rows(*ctx.client);
+            }();
+            ctx.exchange_seconds += seconds(t0, Clock::now());
+            if (!pulled) {
+                outcome = finish(tl::unexpected(pulled.error()), 0.0f, t0);
+                return std::nullopt;
+            }
+        }
+        computing = Clock::now();
+        return trainer.compute_gradients();
+    } catch (const ChunkFetchError& e) {  // a CHUNK request met a lost or restarted psd 0
+        if (!ctx.client->restarted_shard()) {
+            spdlog::error("{} (--ps {})", e.what(), env_.ps);
+            outcome = Outcome::kFailed;
+            return std::nullopt;
+        }
+        outcome = finish(tl::unexpected(e.error()), 0.0f, t0);
+        return std::nullopt;
+    }
 }
 
 int StepLoop::run_overlapped() {
@@ -148,6 +169,7 @@ StepLoop::Outcome StepLoop::finish(Result<StepInfo> step, float loss, Clock::tim
         ctx.client = env_.client_owner->get();
         tag_ = back->info.step;
         trainer.set_global_step(tag_);
+        if (env_.on_restored) env_.on_restored();
         return Outcome::kRetry;
     }
     if (!step && step.error().code == ErrorCode::kRejected) {  // psd dropped and counted it: go on

@@ -12,12 +12,15 @@
 //               blocking loop (staleness +1, async mode only). Hooks, recovery, PULL and the
 //               preemption checkpoint run only when no exchange is in flight; a gradient computed
 //               when psd reports the last step is dropped (psd would refuse it: no overshoot).
-// A restarted psd (with --reconnect-wait) replaces ctx.client and *client_owner; a rejected gradient
-// (psd dropped a non-finite one) is followed by a PULL; both drop a gradient not yet sent.
+// A restarted psd (with --reconnect-wait) replaces ctx.client and *client_owner, also when a CHUNK
+// request of the batch met it (ChunkFetchError); a rejected gradient (psd dropped a non-finite one)
+// is followed by a PULL; both drop a gradient not yet sent.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/checkpointer.h"
@@ -38,6 +41,9 @@ struct StepLoopEnv {
     Checkpointer* checkpointer = nullptr;        // the chief's, or nullptr
     double reconnect_wait = 0;                   // seconds (0: a lost psd fails the worker)
     std::string ps;                              // --ps, for error messages
+    // Called after the shards were restored from a checkpoint (a restarted psd): data positions
+    // held outside psd (the chunks leased from psd 0, workerd/data/chunk_source.h) are void.
+    std::function<void()> on_restored;
 };
 
 // Lets the trainer compute gradients straight into the client's shared-memory regions (one, or
@@ -67,6 +73,10 @@ private:
     // Handles the reply to the gradient computed at tag_: copies the parameters and runs the
     // after_step hooks (kStepped), recovers or re-pulls (kRetry), or ends the loop.
     Outcome finish(Result<StepInfo> step, float loss, Clock::time_point sent);
+    // Computes the gradient (with the batch's rows first, for a sparse table; `computing` is when
+    // the computation began); nullopt with `outcome` set when the batch could not be drawn or
+    // pulled (a lost psd: see finish()).
+    std::optional<float> compute(Outcome& outcome, Clock::time_point& computing);
     // Logs that psd had declared this worker dead and took it back (issue 14), with what this
     // process observed of its own stops.
     void report_rejoin(const StepInfo& step) const;

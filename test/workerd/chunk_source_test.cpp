@@ -99,12 +99,47 @@ TEST_CASE("chunk source: a worker lost mid-epoch leaves no example unvisited", "
         if (e.complete) CHECK(e.examples == 300);
 }
 
+TEST_CASE("chunk source: after psd 0 is restored from a checkpoint the epoch still counts every example once",
+          "[chunk_source]") {
+    const LabeledImages data = indexed(300);
+    psd::DataChunks live({300, 30, 5});
+    psd::DataChunks* psd = &live;  // the psd 0 the fetchers reach: replaced by the restarted one below
+    auto fetch = [&psd](std::uint32_t worker) {
+        return [&psd, worker](const wire::ChunkRequest& r) { return psd0(*psd, worker)(r); };
+    };
+    ChunkSource a(data, 8, 5, 30, fetch(0)), b(data, 8, 5, 30, fetch(1));
+    for (int k = 0; k < 50; ++k) {  // into epoch 1
+        draw(a, 8);
+        draw(b, 8);
+    }
+    const psd::DataChunks::State checkpoint = live.state();
+    for (int k = 0; k < 7; ++k) {  // trained on after the checkpoint: lost with the psd's parameters
+        draw(a, 8);
+        draw(b, 8);
+    }
+    auto restored = psd::DataChunks::restore(checkpoint);  // psd 0 restarted and restored by the chief
+    REQUIRE(restored);
+    psd = &*restored;
+    a.restart();  // the step loop's recovery: their leases and unreported chunks belong to the lost psd
+    b.restart();
+    while (restored->epochs_complete() < 4) {
+        draw(a, 8);
+        draw(b, 8);
+    }
+    CHECK(restored->stale_reports() == 0);  // nothing from before the restart was reported to it
+    CHECK(restored->epochs_inexact() == 0);
+    CHECK(restored->epochs().front().epoch == 0);
+    for (const auto& e : restored->epochs())
+        if (e.complete) CHECK(e.examples == 300);
+}
+
 TEST_CASE("chunk source: a failing psd 0 ends training with its reason", "[chunk_source]") {
     const LabeledImages data = indexed(10);
     ChunkSource s(data, 4, 1, 2, [](const wire::ChunkRequest&) -> Result<wire::ChunkGrant> {
         return make_error(ErrorCode::kIo, "psd 0 is gone");
     });
     CHECK_THROWS_WITH(draw(s, 4), Catch::Contains("psd 0 is gone"));
+    CHECK_THROWS_AS(draw(s, 4), ChunkFetchError);  // the step loop recovers from a restarted psd 0 on it
     ChunkSource wide(data, 4, 1, 2, [](const wire::ChunkRequest&) -> Result<wire::ChunkGrant> {
         return wire::ChunkGrant{true, {0, 0}, 8, 5};  // beyond this worker's 10 examples
     });

@@ -28,7 +28,7 @@ wire::ChunkRequest ChunkSource::request(bool want) {
 
 void ChunkSource::lease_next() {
     auto grant = fetch_(request(true));
-    if (!grant) throw std::runtime_error("data chunks: psd 0 did not lease a chunk: " + grant.error().message);
+    if (!grant) throw ChunkFetchError(grant.error());
     if (!grant->leased || grant->count == 0 || grant->first + grant->count > data_.size())
         throw std::runtime_error("data chunks: psd 0 leased a chunk outside this worker's " +
                                  std::to_string(data_.size()) + " examples: every worker must read the same data");
@@ -60,6 +60,18 @@ void ChunkSource::next_batch(BatchView& out) {
     drawn_ += indices_.size();
     fill_examples(data_, indices_, out);
     time_.add(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 0);
+}
+
+void ChunkSource::restart() {
+    if (holding_ || !finished_.empty())
+        spdlog::info("data chunks: psd 0 was restored from a checkpoint: {} chunk(s) held or not reported are left "
+                     "to it",
+                     finished_.size() + (holding_ ? 1 : 0));
+    holding_ = false;
+    finished_.clear();
+    ready_to_report_ = 0;
+    order_.clear();
+    pos_ = 0;
 }
 
 bool ChunkSource::report_finished() {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <vector>
 
 #include "common/result.h"
@@ -21,14 +22,31 @@ namespace psrun::worker {
 // Sends one CHUNK request (PsClient::chunk); errors end training (next_batch throws).
 using ChunkFetcher = std::function<Result<wire::ChunkGrant>(const wire::ChunkRequest&)>;
 
+// What next_batch() throws when psd 0 could not be asked: the fetcher's error (a psd lost or
+// restarted: the step loop recovers from a restart, workerd/step_loop.h, then calls restart()).
+class ChunkFetchError : public std::runtime_error {
+public:
+    explicit ChunkFetchError(Error error)
+        : std::runtime_error("data chunks: psd 0 did not lease a chunk: " + error.message), error_(std::move(error)) {}
+    const Error& error() const { return error_; }
+
+private:
+    Error error_;
+};
+
 class ChunkSource final : public BatchSource {
 public:
     // `data` must outlive the source. REQUIRES: 1 <= chunks <= data.size(), batch_size >= 1.
     ChunkSource(const LabeledImages& data, std::size_t batch_size, std::uint64_t seed, std::uint32_t chunks,
                 ChunkFetcher fetch);
 
-    // Throws std::runtime_error when psd 0 cannot be asked (a lost psd, an error reply).
+    // Throws ChunkFetchError when psd 0 cannot be asked (a lost psd, an error reply), and
+    // std::runtime_error for a lease outside the data.
     void next_batch(BatchView& out) override;
+    // psd 0's dispenser was restored from a checkpoint (the psd restarted): the chunk held and the
+    // used-up chunks not yet reported are forgotten (the restored dispenser leases every chunk not
+    // done at the checkpoint again); the next batch starts with a fresh lease.
+    void restart();
     // psd 0 holds where the epoch stands: a resumed worker just leases the next chunk.
     void seek(std::uint64_t examples) override { drawn_ = examples; }
     DataPosition position() const override;
