@@ -1,0 +1,187 @@
+#include "psd/row_index.h"
+
+#include <algorithm>
+#include <bit>
+#include <stdexcept>
+#include <string>
+
+namespace psrun::psd {
+namespace {
+
+std::uint64_t mix(std::uint64_t x) {  // splitmix64's finaliser
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+constexpr std::uint64_t kMaxSketchWidth = 1ull << 22;
+
+}  // namespace
+
+RowIndex::RowIndex(const Policy& policy) : policy_(policy) {
+    if (policy.capacity < 1 || policy.capacity >= kNone)
+        throw std::invalid_argument("row index capacity " + std::to_string(policy.capacity) +
+                                    " is out of range (1 to 4294967294 rows per shard)");
+    if (policy.admit_after < 1 || policy.admit_after > 65535)
+        throw std::invalid_argument("admit_after " + std::to_string(policy.admit_after) +
+                                    " is out of range (1 to 65535 occurrences)");
+    if (!(policy.admit_probability > 0.0 && policy.admit_probability <= 1.0))
+        throw std::invalid_argument("admit_probability " + std::to_string(policy.admit_probability) +
+                                    " is out of range (0, 1]");
+    if (policy.admit_after > 1) {
+        const std::uint64_t width = std::clamp<std::uint64_t>(std::bit_ceil(policy.capacity * 4), 1024, kMaxSketchWidth);
+        sketch_.assign(2 * width, 0);
+        sketch_mask_ = width - 1;
+    }
+}
+
+std::uint32_t RowIndex::find(std::uint64_t id) const {
+    auto it = map_.find(id);
+    return it == map_.end() ? kNone : it->second;
+}
+
+bool RowIndex::admits(std::uint64_t id) {
+    if (!sketch_.empty()) {
+        // Count-min over two rows: the count is the smaller counter, each saturating at 65535.
+        const std::uint64_t h = mix(id ^ policy_.seed);
+        std::uint16_t& a = sketch_[h & sketch_mask_];
+        std::uint16_t& b = sketch_[(sketch_mask_ + 1) + ((h >> 32) & sketch_mask_)];
+        if (a < 0xFFFF) ++a;
+        if (b < 0xFFFF) ++b;
+        if (std::min(a, b) < policy_.admit_after) return false;
+    }
+    if (policy_.admit_probability < 1.0) {
+        const std::uint64_t draw = mix(mix(id + policy_.seed) ^ ++draws_);
+        if (static_cast<double>(draw >> 11) * 0x1.0p-53 >= policy_.admit_probability) return false;
+    }
+    return true;
+}
+
+std::uint32_t RowIndex::take_free_slot() {
+    if (!free_.empty()) {
+        const std::uint32_t slot = free_.back();
+        free_.pop_back();
+        return slot;
+    }
+    if (slot_id_.size() < policy_.capacity) {
+        slot_id_.push_back(0);
+        slot_update_.push_back(0);
+        prev_.push_back(kNone);
+        next_.push_back(kNone);
+        return static_cast<std::uint32_t>(slot_id_.size() - 1);
+    }
+    return kNone;
+}
+
+RowIndex::Occurrence RowIndex::occur(std::uint64_t id, std::uint64_t step) {
+    Occurrence out;
+    if (const std::uint32_t slot = find(id); slot != kNone) {
+        out.slot = slot;
+        return out;
+    }
+    if (!admits(id)) {
+        ++counters_.refused;
+        return out;
+    }
+    out.created = true;
+    std::uint32_t slot = take_free_slot();
+    if (slot == kNone) {  // full: the least recently updated row makes room
+        slot = oldest_;
+        out.evicted = slot_id_[slot];
+        evict(slot);
+        ++counters_.evicted_full;
+        free_.pop_back();  // evict() freed it; it is taken here
+    }
+    map_.emplace(id, slot);
+    slot_id_[slot] = id;
+    slot_update_[slot] = step;
+    link_last(slot);
+    ++counters_.admitted;
+    out.slot = slot;
+    return out;
+}
+
+void RowIndex::updated(std::uint32_t slot, std::uint64_t step) {
+    slot_update_[slot] = std::max(slot_update_[slot], step);
+    if (newest_ == slot) return;
+    unlink(slot);
+    link_last(slot);
+}
+
+std::vector<RowIndex::Entry> RowIndex::sweep(std::uint64_t step) {
+    std::vector<Entry> out;
+    if (policy_.evict_after == 0) return out;
+    while (oldest_ != kNone && slot_update_[oldest_] + policy_.evict_after < step) {
+        const std::uint32_t slot = oldest_;
+        out.push_back({.id = slot_id_[slot], .slot = slot, .last_update = slot_update_[slot]});
+        evict(slot);
+        ++counters_.evicted_idle;
+    }
+    return out;
+}
+
+std::vector<RowIndex::Entry> RowIndex::entries() const {
+    std::vector<Entry> out;
+    out.reserve(map_.size());
+    for (std::uint32_t s = oldest_; s != kNone; s = next_[s])
+        out.push_back({.id = slot_id_[s], .slot = s, .last_update = slot_update_[s]});
+    return out;
+}
+
+void RowIndex::restore(std::span<const Entry> entries) {
+    std::vector<Entry> sorted(entries.begin(), entries.end());
+    std::stable_sort(sorted.begin(), sorted.end(),
+                     [](const Entry& a, const Entry& b) { return a.last_update < b.last_update; });
+    std::uint64_t highest = 0;
+    for (const Entry& e : sorted) {
+        if (e.slot >= policy_.capacity)
+            throw std::invalid_argument("row index entry for id " + std::to_string(e.id) + ": slot " +
+                                        std::to_string(e.slot) + " is beyond the capacity of " +
+                                        std::to_string(policy_.capacity) + " rows");
+        highest = std::max<std::uint64_t>(highest, e.slot + 1);
+    }
+    map_.clear();
+    free_.clear();
+    slot_id_.assign(highest, 0);
+    slot_update_.assign(highest, 0);
+    prev_.assign(highest, kNone);
+    next_.assign(highest, kNone);
+    oldest_ = newest_ = kNone;
+    std::vector<bool> used(highest, false);
+    for (const Entry& e : sorted) {
+        if (used[e.slot] || !map_.emplace(e.id, e.slot).second)
+            throw std::invalid_argument("row index entry for id " + std::to_string(e.id) + " (slot " +
+                                        std::to_string(e.slot) + "): " +
+                                        (used[e.slot] ? "the slot is given twice" : "the id is given twice"));
+        used[e.slot] = true;
+        slot_id_[e.slot] = e.id;
+        slot_update_[e.slot] = e.last_update;
+        link_last(e.slot);
+    }
+    for (std::uint64_t s = highest; s-- > 0;)
+        if (!used[s]) free_.push_back(static_cast<std::uint32_t>(s));
+    std::fill(sketch_.begin(), sketch_.end(), std::uint16_t{0});
+}
+
+void RowIndex::link_last(std::uint32_t slot) {
+    prev_[slot] = newest_;
+    next_[slot] = kNone;
+    if (newest_ != kNone) next_[newest_] = slot;
+    newest_ = slot;
+    if (oldest_ == kNone) oldest_ = slot;
+}
+
+void RowIndex::unlink(std::uint32_t slot) {
+    const std::uint32_t p = prev_[slot], n = next_[slot];
+    (p != kNone ? next_[p] : oldest_) = n;
+    (n != kNone ? prev_[n] : newest_) = p;
+    prev_[slot] = next_[slot] = kNone;
+}
+
+void RowIndex::evict(std::uint32_t slot) {
+    unlink(slot);
+    map_.erase(slot_id_[slot]);
+    free_.push_back(slot);
+}
+
+}  // namespace psrun::psd

@@ -1,0 +1,106 @@
+// The index of one table keyed by raw 64-bit ids (no vocabulary; docs/sparse.md "Raw ids"): which
+// ids are rows of this shard, at which slot of a fixed-capacity row array, and the policy that
+// admits new ids and evicts old rows. No row values here: the caller keeps each slot's values and
+// optimizer slots, initialises a slot when occur() reports it created, and calls updated() when a
+// push changed a row.
+//
+// Admission: an id becomes a row at its `admit_after`-th occurrence (counted in a count-min sketch
+// of fixed size, so a collision may admit an id early, never late), and then with probability
+// `admit_probability` per occurrence (a hash of the seed, the id and a call counter: the same calls
+// give the same decisions). Until then the id reads as its initial values and its gradients are
+// dropped (Monolith's and TFRA's filters). Eviction: at most `capacity` rows; admitting an id into a
+// full index evicts the least recently updated row (LRU by update, a new row counting as updated
+// at its admission); with `evict_after` T > 0, sweep(step) evicts every row not updated in the last
+// T updates. Rows are ordered by last update, so both cost O(rows evicted).
+//
+// Memory: the hash map (about 20 bytes per row) plus 24 bytes per slot ever used, plus the sketch
+// (2 x width uint16 counters, width a power of two from 4 x capacity, 2^10 to 2^22) when
+// admit_after > 1. Not thread-safe: owned by psd's poll-loop thread, as the rows it indexes.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include <absl/container/flat_hash_map.h>
+
+namespace psrun::psd {
+
+class RowIndex {
+public:
+    struct Policy {
+        std::uint64_t capacity = 0;        // rows at most (>= 1, < 2^32)
+        std::uint32_t admit_after = 1;     // occurrences before an id becomes a row (1: the first)
+        double admit_probability = 1.0;    // (0, 1]: the chance per occurrence, once counted enough
+        std::uint64_t evict_after = 0;     // updates without a push before sweep() evicts (0: never)
+        std::uint64_t seed = 0;
+    };
+    struct Counters {
+        std::uint64_t admitted = 0;      // ids made rows
+        std::uint64_t refused = 0;       // occurrences of ids not (yet) admitted
+        std::uint64_t evicted_full = 0;  // rows evicted to make room
+        std::uint64_t evicted_idle = 0;  // rows evicted by sweep()
+    };
+    struct Occurrence {
+        std::uint32_t slot = kNone;            // the id's slot, or kNone: not a row
+        bool created = false;                  // the slot was given to the id now: initialise it
+        std::optional<std::uint64_t> evicted;  // the id whose row the slot held before
+    };
+    struct Entry {  // a row, for checkpoints
+        std::uint64_t id = 0;
+        std::uint32_t slot = 0;
+        std::uint64_t last_update = 0;
+        bool operator==(const Entry&) const = default;
+    };
+    static constexpr std::uint32_t kNone = 0xFFFFFFFFu;
+
+    // std::invalid_argument naming the field when `policy` is out of range.
+    explicit RowIndex(const Policy& policy);
+
+    // The slot of `id`, or kNone. Counts nothing, reorders nothing.
+    std::uint32_t find(std::uint64_t id) const;
+    // An occurrence of `id` (a pull or a push) at update `step`: its slot, admitting it when the
+    // policy says so now (evicting the least recently updated row when full), or kNone.
+    Occurrence occur(std::uint64_t id, std::uint64_t step);
+    // The row at `slot` was updated at `step` (>= every earlier step given): it becomes the most
+    // recently updated.
+    void updated(std::uint32_t slot, std::uint64_t step);
+    // Evicts the rows whose last update is more than evict_after updates before `step` (none when
+    // evict_after is 0); returns their (id, slot) pairs, oldest first.
+    std::vector<Entry> sweep(std::uint64_t step);
+
+    std::uint64_t rows() const { return map_.size(); }
+    std::uint64_t capacity() const { return policy_.capacity; }
+    const Counters& counters() const { return counters_; }
+    const Policy& policy() const { return policy_; }
+
+    // Every row, least recently updated first (checkpoints).
+    std::vector<Entry> entries() const;
+    // Replaces the rows with `entries` (any order): std::invalid_argument naming the entry when
+    // an id or a slot repeats or a slot is beyond the capacity. Counters are kept; the sketch is
+    // cleared (ids not admitted start counting again).
+    void restore(std::span<const Entry> entries);
+
+private:
+    void link_last(std::uint32_t slot);
+    void unlink(std::uint32_t slot);
+    void evict(std::uint32_t slot);
+    bool admits(std::uint64_t id);
+    std::uint32_t take_free_slot();
+
+    Policy policy_;
+    Counters counters_;
+    absl::flat_hash_map<std::uint64_t, std::uint32_t> map_;
+    // Per slot: the id it holds, its last update, and its neighbours in update order (kNone ends).
+    std::vector<std::uint64_t> slot_id_, slot_update_;
+    std::vector<std::uint32_t> prev_, next_;
+    std::uint32_t oldest_ = kNone, newest_ = kNone;
+    std::vector<std::uint32_t> free_;  // slots evicted, reused first
+    // Slots never used are [slot_id_.size(), capacity): the per-slot arrays grow as slots are used.
+    std::vector<std::uint16_t> sketch_;
+    std::uint64_t sketch_mask_ = 0;
+    std::uint64_t draws_ = 0;
+};
+
+}  // namespace psrun::psd

@@ -1,0 +1,186 @@
+// RowIndex (psd/row_index.h): admission by count and by probability, LRU eviction when full,
+// idle eviction by sweep(), checkpoint entries and their restore, and a long random sequence
+// against a plain reference (std::map of ids, a list in update order).
+#include <catch2/catch.hpp>
+
+#include <list>
+#include <map>
+#include <random>
+#include <set>
+#include <stdexcept>
+
+#include "psd/row_index.h"
+
+using psrun::psd::RowIndex;
+
+TEST_CASE("row index: an id is a row at its first occurrence by default", "[row_index]") {
+    RowIndex index({.capacity = 4});
+    CHECK(index.find(7) == RowIndex::kNone);
+    const auto a = index.occur(0xFFFFFFFFFFFFFFF0ull, 1);  // ids are full 64-bit numbers
+    CHECK(a.created);
+    CHECK_FALSE(a.evicted);
+    CHECK(index.find(0xFFFFFFFFFFFFFFF0ull) == a.slot);
+    const auto again = index.occur(0xFFFFFFFFFFFFFFF0ull, 2);
+    CHECK(again.slot == a.slot);
+    CHECK_FALSE(again.created);
+    CHECK(index.rows() == 1);
+    CHECK(index.counters().admitted == 1);
+    CHECK(index.counters().refused == 0);
+}
+
+TEST_CASE("row index: admit_after N admits at the N-th occurrence", "[row_index]") {
+    RowIndex index({.capacity = 100, .admit_after = 3});
+    CHECK(index.occur(42, 1).slot == RowIndex::kNone);
+    CHECK(index.occur(42, 2).slot == RowIndex::kNone);
+    CHECK(index.occur(43, 2).slot == RowIndex::kNone);
+    const auto third = index.occur(42, 3);
+    CHECK(third.created);
+    CHECK(third.slot != RowIndex::kNone);
+    CHECK(index.find(43) == RowIndex::kNone);
+    CHECK(index.counters().refused == 3);
+    CHECK(index.counters().admitted == 1);
+}
+
+TEST_CASE("row index: admit_probability admits that share, the same way for the same calls", "[row_index]") {
+    RowIndex a({.capacity = 100000, .admit_probability = 0.25, .seed = 9});
+    RowIndex b({.capacity = 100000, .admit_probability = 0.25, .seed = 9});
+    int admitted = 0, same = 0;
+    for (std::uint64_t id = 0; id < 20000; ++id) {
+        const bool in_a = a.occur(id * 0x9E3779B97F4A7C15ull, 1).slot != RowIndex::kNone;
+        const bool in_b = b.occur(id * 0x9E3779B97F4A7C15ull, 1).slot != RowIndex::kNone;
+        admitted += in_a;
+        same += in_a == in_b;
+    }
+    CHECK(admitted > 4600);  // 5000 expected; 6 standard deviations is 367
+    CHECK(admitted < 5400);
+    CHECK(same == 20000);
+    CHECK(a.counters().refused == 20000u - static_cast<std::uint64_t>(admitted));
+}
+
+TEST_CASE("row index: a full index evicts the least recently updated row", "[row_index]") {
+    RowIndex index({.capacity = 3});
+    const auto s1 = index.occur(1, 1).slot, s2 = index.occur(2, 2).slot, s3 = index.occur(3, 3).slot;
+    CHECK(std::set<std::uint32_t>{s1, s2, s3}.size() == 3);
+    index.updated(s1, 4);  // order by update: 2, 3, 1
+    const auto four = index.occur(4, 5);
+    CHECK(four.created);
+    REQUIRE(four.evicted);
+    CHECK(*four.evicted == 2);
+    CHECK(four.slot == s2);  // its slot is reused
+    CHECK(index.find(2) == RowIndex::kNone);
+    CHECK(index.rows() == 3);
+    const auto five = index.occur(5, 6);
+    REQUIRE(five.evicted);
+    CHECK(*five.evicted == 3);
+    CHECK(index.counters().evicted_full == 2);
+    CHECK(index.counters().admitted == 5);
+}
+
+TEST_CASE("row index: sweep evicts rows idle for more than evict_after updates", "[row_index]") {
+    RowIndex index({.capacity = 10, .evict_after = 10});
+    const auto s1 = index.occur(1, 1).slot;
+    index.occur(2, 5);
+    index.updated(s1, 6);  // 1's last update is 6 now: order 2 (5), 1 (6), then 3 (20)
+    index.occur(3, 20);
+    const auto gone = index.sweep(16);
+    REQUIRE(gone.size() == 1);
+    CHECK(gone[0].id == 2);
+    CHECK(gone[0].last_update == 5);
+    const auto more = index.sweep(17);
+    REQUIRE(more.size() == 1);
+    CHECK(more[0].id == 1);
+    CHECK(index.sweep(30).empty());
+    CHECK(index.rows() == 1);
+    CHECK(index.counters().evicted_idle == 2);
+    CHECK(RowIndex({.capacity = 10}).sweep(1000000).empty());  // evict_after 0: never
+}
+
+TEST_CASE("row index: entries restore the rows, their slots and their order", "[row_index]") {
+    RowIndex index({.capacity = 5});
+    for (std::uint64_t id = 10; id < 15; ++id) index.occur(id, id);
+    index.updated(index.find(11), 20);
+    index.sweep(0);
+    const auto entries = index.entries();
+    REQUIRE(entries.size() == 5);
+    CHECK(entries.front().id == 10);
+    CHECK(entries.back().id == 11);
+
+    RowIndex copy({.capacity = 5});
+    std::vector<RowIndex::Entry> shuffled(entries.rbegin(), entries.rend());
+    copy.restore(shuffled);
+    CHECK(copy.entries() == entries);
+    for (const auto& e : entries) CHECK(copy.find(e.id) == e.slot);
+    const auto next = copy.occur(99, 21);  // full: the oldest (10) goes, as in the original
+    REQUIRE(next.evicted);
+    CHECK(*next.evicted == 10);
+
+    RowIndex bad({.capacity = 5});
+    std::vector<RowIndex::Entry> twice_id{{.id = 1, .slot = 0}, {.id = 1, .slot = 1}};
+    CHECK_THROWS_WITH(bad.restore(twice_id), Catch::Contains("the id is given twice"));
+    std::vector<RowIndex::Entry> twice_slot{{.id = 1, .slot = 0}, {.id = 2, .slot = 0}};
+    CHECK_THROWS_WITH(bad.restore(twice_slot), Catch::Contains("the slot is given twice"));
+    std::vector<RowIndex::Entry> beyond{{.id = 1, .slot = 5}};
+    CHECK_THROWS_WITH(bad.restore(beyond), Catch::Contains("beyond the capacity of 5 rows"));
+    // A restore with a gap leaves the gap's slots free for new ids.
+    std::vector<RowIndex::Entry> gap{{.id = 1, .slot = 3, .last_update = 1}};
+    bad.restore(gap);
+    std::set<std::uint32_t> slots{3};
+    for (std::uint64_t id = 2; id < 6; ++id) slots.insert(bad.occur(id, 2).slot);
+    CHECK(slots == std::set<std::uint32_t>{0, 1, 2, 3, 4});
+}
+
+TEST_CASE("row index: policies out of range are refused naming the field", "[row_index]") {
+    CHECK_THROWS_WITH(RowIndex({.capacity = 0}), Catch::Contains("capacity 0"));
+    CHECK_THROWS_WITH(RowIndex({.capacity = 1, .admit_after = 0}), Catch::Contains("admit_after 0"));
+    CHECK_THROWS_WITH(RowIndex({.capacity = 1, .admit_probability = 0.0}), Catch::Contains("admit_probability"));
+    CHECK_THROWS_WITH(RowIndex({.capacity = 1, .admit_probability = 1.5}), Catch::Contains("admit_probability"));
+    CHECK_THROWS_AS(RowIndex({.capacity = 1, .admit_probability = std::nan("")}), std::invalid_argument);
+}
+
+TEST_CASE("row index: a long random sequence matches a plain LRU reference", "[row_index]") {
+    constexpr std::uint64_t kCapacity = 128;
+    RowIndex index({.capacity = kCapacity, .evict_after = 300});
+    std::map<std::uint64_t, std::uint64_t> last;  // reference: id -> last update
+    std::list<std::uint64_t> order;               // ids, least recently updated first
+    std::mt19937_64 rng(5);
+    std::uint64_t step = 0;
+    for (int op = 0; op < 20000; ++op) {
+        step += rng() % 2;
+        const std::uint64_t id = static_cast<std::uint64_t>(op / 2000) * 50 + rng() % 100;  // a drifting window
+        const auto got = index.occur(id, step);
+        REQUIRE(got.slot != RowIndex::kNone);
+        if (last.count(id) == 0) {
+            REQUIRE(got.created);
+            if (last.size() == kCapacity) {
+                REQUIRE(got.evicted);
+                REQUIRE(*got.evicted == order.front());
+                last.erase(order.front());
+                order.pop_front();
+            } else {
+                REQUIRE_FALSE(got.evicted);
+            }
+            last[id] = step;
+            order.push_back(id);
+        } else if (rng() % 2) {  // a push of a row already there
+            index.updated(got.slot, step);
+            last[id] = step;
+            order.remove(id);
+            order.push_back(id);
+        }
+        if (op % 37 == 0) {
+            for (const auto& e : index.sweep(step)) {
+                REQUIRE(e.id == order.front());
+                REQUIRE(last[e.id] + 300 < step);
+                last.erase(e.id);
+                order.pop_front();
+            }
+            REQUIRE((order.empty() || last[order.front()] + 300 >= step));
+        }
+        REQUIRE(index.rows() == last.size());
+    }
+    CHECK(index.counters().evicted_full > 100);  // both kinds of eviction were exercised
+    CHECK(index.counters().evicted_idle > 10);
+    std::vector<std::uint64_t> ids;
+    for (const auto& e : index.entries()) ids.push_back(e.id);
+    CHECK(ids == std::vector<std::uint64_t>(order.begin(), order.end()));
+}
