@@ -5,9 +5,10 @@
 // of 20 rows, tags_w [3] float; targets: "label", one float). A spec that does not parse is
 // replaced by the model's own (dense=I1,I2 cat=C1,C2 tags=T w:tags_w=tags s:|) over the whole
 // input. Contract checked: never a crash; an accepted table has rows, every input
-// rows x width values, ids within their table, weights in [0, 1] summing to at most 1 per bag
-// (mean) or to the values kept (sum), every float finite.
+// rows x width values, ids within their table, every float finite, sum and mean weights in
+// [0, 1] summing to at most the slots (weighted bags: the cells' own finite weights).
 // Built and run by test/fuzz/fuzz.sh columns.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -71,6 +72,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     auto t = parse_column_table(bytes, "fuzz.csv", *spec, inputs, {}, model);
     if (!t) return 0;
     const LabeledImages& d = t->data;
+    const bool weighted = std::any_of(spec->weights.begin(), spec->weights.end(),
+                                      [](const BagWeights& w) { return w.combiner == BagCombiner::kWeighted; });
     const std::size_t n = d.size();
     if (n == 0 || d.images.f32.size() != n * 2 || d.targets.size() != n || d.columns.size() != 3) __builtin_trap();
     for (float v : d.images.f32)
@@ -82,9 +85,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         for (auto id : c.i32)
             if (id < 0 || id >= in.rows) __builtin_trap();
         for (float w : c.f32)
-            if (!std::isfinite(w) || w < 0 || w > 1) __builtin_trap();
+            if (!std::isfinite(w) || (!weighted && (w < 0 || w > 1))) __builtin_trap();
     }
-    for (std::size_t e = 0; e < n; ++e) {  // weights of a bag: 1s then 0s (sum) or n values of 1/n (mean)
+    for (std::size_t e = 0; !weighted && e < n; ++e) {  // weights of a bag: 1s then 0s (sum) or n values of 1/n (mean)
         float sum = 0;
         for (std::size_t s = 0; s < 3; ++s) sum += d.columns[2].f32[e * 3 + s];
         if (sum > 3.0001f) __builtin_trap();

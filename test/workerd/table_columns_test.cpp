@@ -120,8 +120,10 @@ TEST_CASE("column specs: the three options and their errors", "[columns]") {
     CHECK(spec_error({"dense=I1,,I2"}) ==
           "--input-columns dense=I1,,I2: an empty column name (give NAME=COLUMN[,COLUMN...] without empty items)");
     CHECK(spec_error({"x=a", "x=b"}) == "--input-columns x=b: the input x is already given (one --input-columns or --bag-weights per input)");
-    CHECK(spec_error({"x=a"}, {"w=x:max"}) == "--bag-weights w=x:max: combiner 'max' (give sum: 1 per value, or mean: 1/n of the cell's n values)");
-    CHECK(spec_error({"x=a"}, {"w"}).starts_with("--bag-weights w: expected WEIGHTS=BAG[:sum|mean]"));
+    CHECK(spec_error({"x=a"}, {"w=x:max"}) == "--bag-weights w=x:max: combiner 'max' (give sum: 1 per value, mean: 1/n of the "
+                                              "cell's n values, or weighted: VALUE:WEIGHT in the cell)");
+    CHECK(spec_of({"x=a"}, {"w=x:weighted"}).weights[0].combiner == BagCombiner::kWeighted);
+    CHECK(spec_error({"x=a"}, {"w"}).starts_with("--bag-weights w: expected WEIGHTS=BAG[:sum|mean|weighted]"));
     CHECK(spec_error({"x=a"}, {}, "||") == "--value-separator '||': give one character other than a quote or a line break (e.g. '|')");
     CHECK(spec_error({"x=a"}, {}, "\"").starts_with("--value-separator '\"'"));
     CHECK(spec_error({}, {"w=x"}) ==
@@ -234,6 +236,28 @@ TEST_CASE("recommender tables: errors name the file, the line, the column or the
     CHECK(error("label,I1,I2,C1,C2,T\n1,1,1,a,b,c\n", spec_of(kFeeds, {"tags_w=tags"}, ",")) ==
           "rec.csv: --value-separator ',' is the table's delimiter (give another character, e.g. '|')");
     CHECK(error("label,I1,I2,C1,C2,T\n1,1,1,a,b,c\n", spec_of(kFeeds, {}, "|")).starts_with("model click takes the input tags_w"));
+}
+
+TEST_CASE("weighted bags: VALUE:WEIGHT cells (--bag-weights W=BAG:weighted)", "[columns]") {
+    const auto csv = text("label,I1,I2,C1,C2,T\n1,0,0,a,b,tag1:0.5|tag7 : -2|tag9\n0,0,0,a,b,\n");
+    auto t = parse_column_table(csv, "w.csv", spec_of(kFeeds, {"tags_w=tags:weighted"}, "|"), click_inputs(), {}, click_model());
+    INFO((t ? std::string() : t.error().message));
+    REQUIRE(t);
+    const std::int32_t pad = id("T", "", 20);
+    CHECK(t->data.columns[1].i32 == std::vector<std::int32_t>{id("T", "tag1", 20), id("T", "tag7", 20), id("T", "tag9", 20),
+                                                                pad, pad, pad});
+    CHECK(t->data.columns[2].f32 == std::vector<float>{0.5f, -2, 1, 0, 0, 0});
+    CHECK(t->description.find("tags_w <- the cells' own weights of tags") != std::string::npos);
+    auto bad = parse_column_table(text("label,I1,I2,C1,C2,T\n1,0,0,a,b,tag1:x|tag7\n"), "w.csv",
+                                  spec_of(kFeeds, {"tags_w=tags:weighted"}, "|"), click_inputs(), {}, click_model());
+    REQUIRE_FALSE(bad);
+    CHECK(bad.error().message ==
+          "w.csv: line 2, column 'T': 'tag1:x' has no number after its ':' (a weighted bag reads VALUE:WEIGHT)");
+    // Without :weighted a ':' is part of the value.
+    auto plain = parse_column_table(text("label,I1,I2,C1,C2,T\n1,0,0,a,b,tag1:x\n"), "w.csv",
+                                    spec_of(kFeeds, {"tags_w=tags"}, "|"), click_inputs(), {}, click_model());
+    REQUIRE(plain);
+    CHECK(plain->data.columns[1].i32[0] == id("T", "tag1:x", 20));
 }
 
 TEST_CASE("tables without a header line (--column-names) and other delimiters (--delimiter)", "[columns]") {

@@ -58,16 +58,19 @@ Result<ColumnSpec> parse_column_spec(const std::vector<std::string>& input_colum
         const std::string where = "--bag-weights " + arg;
         const auto eq = arg.find('=');
         if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size())
-            return invalid_argument(where + ": expected WEIGHTS=BAG[:sum|mean] (a float input and the id input whose bag it weighs)");
+            return invalid_argument(where + ": expected WEIGHTS=BAG[:sum|mean|weighted] (a float input and the id input whose bag it weighs)");
         BagWeights w{arg.substr(0, eq), arg.substr(eq + 1), BagCombiner::kSum};
         if (const auto colon = w.bag.find(':'); colon != std::string::npos) {
             const std::string combiner = w.bag.substr(colon + 1);
             w.bag.resize(colon);
             if (combiner == "mean") w.combiner = BagCombiner::kMean;
+            else if (combiner == "weighted") w.combiner = BagCombiner::kWeighted;
             else if (combiner != "sum")
-                return invalid_argument(where + ": combiner '" + combiner + "' (give sum: 1 per value, or mean: 1/n of the cell's n values)");
+                return invalid_argument(where + ": combiner '" + combiner +
+                                        "' (give sum: 1 per value, mean: 1/n of the cell's n values, or weighted: "
+                                        "VALUE:WEIGHT in the cell)");
         }
-        if (w.bag.empty()) return invalid_argument(where + ": expected WEIGHTS=BAG[:sum|mean] (no BAG input given)");
+        if (w.bag.empty()) return invalid_argument(where + ": expected WEIGHTS=BAG[:sum|mean|weighted] (no BAG input given)");
         if (auto ok = once(w.input, where); !ok) return tl::unexpected(ok.error());
         spec.weights.push_back(std::move(w));
     }

@@ -6,9 +6,10 @@
 //   --value-separator C                 cells of id inputs hold several values separated by C
 //                                       (multi-valued fields: "tag1|tag7"); each column then
 //                                       fills width / columns slots of its input (a bag)
-//   --bag-weights W=BAG[:sum|mean]      (repeated) the float input W gets, per slot of the id
-//                                       input BAG, 1 (sum; mean: 1/n of the cell's n values)
-//                                       for a value and 0 for padding
+//   --bag-weights W=BAG[:sum|mean|weighted]  (repeated) the float input W gets, per slot of
+//                                       the id input BAG, 1 (sum; mean: 1/n of the cell's n
+//                                       values; weighted: the value's own weight, written
+//                                       VALUE:WEIGHT in the cell) for a value and 0 for padding
 //   --column-names A,B,...              the table has no header line (Criteo's files): these
 //                                       name its columns
 //   --delimiter comma|tab|C             the field delimiter (default: by the file name)
@@ -24,7 +25,8 @@
 
 namespace psrun::worker {
 
-enum class BagCombiner { kSum, kMean };
+// kWeighted: the cell's values carry their weights, VALUE:WEIGHT (a value without one weighs 1).
+enum class BagCombiner { kSum, kMean, kWeighted };
 
 struct ColumnFeed {
     std::string input;                 // a model input
@@ -62,7 +64,7 @@ struct TableInput {
 
 // Parses the three options (`separator` empty: none). Errors (kInvalidArgument, naming the
 // option and the argument and saying what to give): a malformed NAME=COL list, an empty column
-// name, an input named twice, a combiner other than sum or mean, a separator other than one
+// name, an input named twice, a combiner other than sum, mean or weighted, a separator other than one
 // character or one of '"', CR, LF; --bag-weights or --value-separator without --input-columns.
 [[nodiscard]] Result<ColumnSpec> parse_column_spec(const std::vector<std::string>& input_columns,
                                                    const std::vector<std::string>& bag_weights,

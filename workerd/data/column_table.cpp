@@ -19,7 +19,9 @@ struct Feed {
     std::vector<std::uint64_t> seeds;    // ids: column_seed of each column's name
     std::vector<std::int32_t> missing;   // ids: each column's id of "" (padding)
     std::size_t slots = 1;               // values per column per example
+    bool value_weights = false;          // values are VALUE:WEIGHT (a kWeighted bag)
     std::vector<std::size_t> kept;       // this row: values kept per column
+    std::vector<float> slot_weights;     // this row, with value_weights: per slot, 0 for padding
     InputColumn* out = nullptr;
 };
 
@@ -54,10 +56,21 @@ public:
                 feed.out->f32.push_back(v);
                 continue;
             }
+            if (j == 0) feed.slot_weights.clear();
             std::size_t n = 0;
+            Result<void> bad_weight;
             const auto add = [&](std::string_view value) {
+                float weight = 1;
+                if (const auto colon = value.rfind(':'); feed.value_weights && colon != std::string_view::npos) {
+                    if (!parse_float_cell(value.substr(colon + 1), weight) && bad_weight)
+                        bad_weight = invalid_argument(path_ + ": line " + std::to_string(line) + ", column '" +
+                                                      header_[feed.cols[j]] + "': '" + std::string(value) +
+                                                      "' has no number after its ':' (a weighted bag reads VALUE:WEIGHT)");
+                    value = trim_cell(value.substr(0, colon));
+                }
                 if (n < feed.slots) {
                     feed.out->i32.push_back(hash_bucket(seeded_hash(feed.seeds[j], value), in.rows));
+                    if (feed.value_weights) feed.slot_weights.push_back(weight);
                 } else {
                     ++counts_.dropped_values;
                     truncated = true;
@@ -75,8 +88,10 @@ public:
                     start = at + 1;
                 }
             }
+            if (!bad_weight) return bad_weight;
             feed.kept[j] = std::min(n, feed.slots);
             for (std::size_t s = feed.kept[j]; s < feed.slots; ++s) feed.out->i32.push_back(feed.missing[j]);
+            if (feed.value_weights) feed.slot_weights.resize((j + 1) * feed.slots, 0.0f);
         }
         return {};
     }
@@ -90,6 +105,10 @@ private:
 
 void write_weights(const Weights& w) {
     const Feed& bag = *w.bag;
+    if (w.combiner == BagCombiner::kWeighted) {
+        w.out->f32.insert(w.out->f32.end(), bag.slot_weights.begin(), bag.slot_weights.end());
+        return;
+    }
     for (const std::size_t n : bag.kept)
         for (std::size_t s = 0; s < bag.slots; ++s)
             w.out->f32.push_back(s >= n ? 0.0f : w.combiner == BagCombiner::kSum ? 1.0f : 1.0f / static_cast<float>(n));
@@ -106,7 +125,9 @@ std::string describe(const std::string& path, std::size_t rows, const std::vecto
         s += ", ";
     }
     for (const auto& w : weights)
-        s += w.out->name + " <- " + (w.combiner == BagCombiner::kSum ? "sum" : "mean") + " weights of " + w.bag->input->name + ", ";
+        s += w.out->name + " <- " +
+             (w.combiner == BagCombiner::kSum ? "sum" : w.combiner == BagCombiner::kMean ? "mean" : "the cells' own") + " weights of " +
+             w.bag->input->name + ", ";
     s += "target " + quoted_list(targets.names()) + "; " + std::to_string(c.empty_cells) + " empty cells";
     if (separator != 0)
         s += "; " + std::to_string(c.dropped_values) + " values beyond a bag's slots dropped in " + std::to_string(c.truncated_rows) +
@@ -164,6 +185,7 @@ Result<Table> parse_column_table(const std::vector<std::uint8_t>& bytes, const s
         for (const auto& ws : spec.weights) {
             const auto bag = std::find_if(feeds.begin(), feeds.end(), [&](const Feed& fd) { return fd.input->name == ws.bag; });
             weights.push_back(Weights{&*bag, ws.combiner, output_of(ws.input)});
+            if (ws.combiner == BagCombiner::kWeighted) bag->value_weights = true;
         }
         reader.emplace(path, spec.separator, header, counts);
         return {};
