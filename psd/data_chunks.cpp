@@ -131,9 +131,14 @@ Result<DataChunks> DataChunks::restore(const State& s) {
     d.leased_total_ = s.leased_total;
     for (std::size_t i = 0; i < s.closed.size(); ++i) {
         const EpochCount& c = s.closed[i];
-        if (c.epoch >= s.next_epoch || (i > 0 && c.epoch <= s.closed[i - 1].epoch) || !c.complete ||
-            c.chunks_done != s.plan.chunks || c.examples > kMaxExamples)
-            return bad(fmt::format("complete epoch {} (kept entry {}) is not a complete epoch after the one before",
+        // Kept in the order they completed: an epoch may complete before the one before it (its last
+        // chunk was still in flight), so the entries are unique but need not ascend.
+        const bool twice = std::any_of(s.closed.begin(), s.closed.begin() + static_cast<std::ptrdiff_t>(i),
+                                       [&](const EpochCount& before) { return before.epoch == c.epoch; });
+        if (c.epoch >= s.next_epoch || twice || !c.complete || c.chunks_done != s.plan.chunks ||
+            c.examples > kMaxExamples)
+            return bad(fmt::format("complete epoch {} (kept entry {}) is listed twice, beyond the epochs opened, "
+                                   "or not complete",
                                    c.epoch, i));
         d.closed_.push_back(c);
     }

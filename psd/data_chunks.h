@@ -89,7 +89,7 @@ public:
     struct State {
         ChunkPlan plan;
         std::uint64_t next_epoch = 0, epochs_complete = 0, epochs_inexact = 0, stale_reports = 0, leased_total = 0;
-        std::vector<EpochCount> closed;  // complete, ascending epochs, at most kKeptEpochs
+        std::vector<EpochCount> closed;  // complete epochs in the order they completed, at most kKeptEpochs
         std::vector<OpenState> open;     // ascending epochs
         bool operator==(const State&) const = default;
     };

@@ -8,6 +8,8 @@
 # with every complete epoch counting exactly 60,000 examples, as many complete epochs as an
 # undisturbed run of the same command (give or take the one in flight at the end; a dispenser
 # starting again at epoch 0 would lose the ~3.5 before the kill), and an accuracy within 1.5 points of it.
+# Then the same for a resumed job: SIGTERM to psrun after the third checkpoint (exit 75), rerun: psd 0
+# restores the dispenser with the shards and the epoch in progress goes on.
 # Every process is stopped by PID; the temp dir is removed.
 # Usage: elastic_ps_restart_test.sh <psrun> (from the source root; needs MNIST)
 set -u
@@ -98,5 +100,34 @@ if [ -f "$tmp/ref/summary.json" ] && [ -f "$tmp/m/summary.json" ]; then
 else
     check "both runs wrote summary.json" false
 fi
+
+# A resumed run: SIGTERM to psrun after the third checkpoint (exit 75, a coordinated checkpoint with the
+# dispenser's state), then the same command again: psd 0 goes on with the epoch in progress.
+"$psrun" local --ps 1 --workers 2 -- "${train_opts[@]}" --model-dir "$tmp/r" >"$tmp/r1.log" 2>&1 &
+pid=$!
+for _ in $(seq 1200); do
+    [ "$(grep -Ec '\[workerd:0\] checkpoint /[^ ]*/ckpt-[0-9]+ \(' "$tmp/r1.log")" -ge 3 ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+done
+kill -TERM "$pid"
+wait "$pid"
+code=$?
+pid=
+check "SIGTERM mid-run: psrun exits 75 (rc=$code)" test "$code" -eq 75
+timeout 300 "$psrun" local --ps 1 --workers 2 -- "${train_opts[@]}" --model-dir "$tmp/r" >"$tmp/r2.log" 2>&1
+code=$?
+check "the rerun resumes and exits 0 (rc=$code)" test "$code" -eq 0
+resumed=$(grep -Eo "data chunks: restored from [^ ]*: [0-9]+ complete epochs, epoch [0-9]+ goes on with [0-9]+ of 60 chunks done" "$tmp/r2.log" | head -1)
+check "the resumed run's psd 0 goes on with the epoch in progress (${resumed:-no such line})" test -n "$resumed"
+check "resumed: every complete epoch 60000 examples, none inexact, epochs before the stop kept" "$py" -c "
+import json, sys
+ref, s = json.load(open('$tmp/ref/summary.json')), json.load(open('$tmp/r/summary.json'))
+e, r = s['elastic']['data_chunks'], ref['elastic']['data_chunks']['epochs_complete']
+complete = [x for x in e['epochs'] if x['complete']]
+print('  resumed: global step', s['global_step'], 'accuracy', s['test_accuracy'], 'complete epochs', e['epochs_complete'],
+      'undisturbed', r)
+sys.exit(0 if s['global_step'] >= $steps and complete and all(x['examples'] == 60000 for x in complete)
+         and e['epochs_inexact'] == 0 and e['epochs_complete'] >= r - 1 else 1)"
 [ "$fail" -eq 0 ] || { echo "--- reference log"; tail -20 "$tmp/ref.log"; echo "--- log"; tail -60 "$tmp/log"; }
 exit "$fail"
