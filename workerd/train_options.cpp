@@ -83,8 +83,9 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                    "with --input-columns: the cells of int inputs hold several values separated by this character "
                    "(multi-valued fields, e.g. '|'); each column fills width/columns slots, padded or truncated");
     app.add_option("--bag-weights", o.bag_weights,
-                   "WEIGHTS=BAG[:sum|mean]: with --input-columns, the float input WEIGHTS gets per slot of the int "
-                   "input BAG 1 (sum) or 1/n (mean) for a value and 0 for padding; repeat per bag")
+                   "WEIGHTS=BAG[:sum|mean|weighted]: with --input-columns, the float input WEIGHTS gets per slot of "
+                   "the int input BAG 1 (sum), 1/n (mean) or the cell's own VALUE:WEIGHT (weighted) for a value and "
+                   "0 for padding; repeat per bag")
         ->expected(1)
         ->take_all();
     app.add_option("--column-names", o.column_names,

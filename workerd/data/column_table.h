@@ -10,8 +10,8 @@
 //                 skipped) filling its column's width / columns slots in order: fewer values are
 //                 padded with the column's missing id, more are truncated to the first ones (the
 //                 dropped values and their rows are counted in the description)
-//   bag weights   per slot of the bag input: 1 (sum) or 1/n (mean, n the values kept) for a
-//                 value, 0 for padding
+//   bag weights   per slot of the bag input: 1 (sum), 1/n (mean, n the values kept) or the
+//                 value's own weight (weighted: cells of VALUE:WEIGHT) for a value, 0 for padding
 // The primary input (inputs[0]) becomes the split's features or tokens, the others its
 // columns (LabeledImages::columns, model order, the label input left out). Errors
 // (kInvalidArgument) name the file, the line and the column, or the option.
