@@ -47,6 +47,21 @@ void compute_lifetimes(NetworkPlan& plan) {
         in.last_read = std::max(in.last_read, out.last);
         in.last = std::max(in.last, in.last_read);
     }
+    // In place, chosen before any buffer is placed so that the input's buffer is placed for the
+    // output's lifetime too: where the input dies at the kernel's forward; last to first, so that
+    // a chain (add then relu over it) holds the first buffer to the end.
+    for (std::size_t ki = plan.kernels.size(); ki-- > 0;) {
+        auto& k = plan.kernels[ki];
+        const int slot = k.reads.in_place;
+        if (slot < 0 || static_cast<std::size_t>(slot) >= k.inputs.size() || k.outputs.empty()) continue;
+        const int value = k.inputs[static_cast<std::size_t>(slot)];
+        if (std::count(k.inputs.begin(), k.inputs.end(), value) != 1) continue;
+        auto& in = plan.values[static_cast<std::size_t>(value)];
+        const auto& out = plan.values[static_cast<std::size_t>(k.outputs.front())];
+        if (in.producer < 0 || in.kept || out.kept || in.last != forward_step(static_cast<int>(ki))) continue;
+        k.in_place = true;
+        in.hold = std::max(in.hold, out.placed_last());
+    }
 }
 
 bool gradient_steps(const NetworkPlan& plan, const ValueState& v, int producer, bool producer_backward, int& first,
@@ -80,9 +95,9 @@ dnnl::memory planned_memory(NetworkPlan& plan, const dnnl::engine& engine, const
 }
 
 std::optional<dnnl::memory> in_place_memory(NetworkPlan& plan, const dnnl::engine& engine, int k, std::size_t slot,
-                                            const ValueState& out, const dnnl::memory::desc& desc) {
+                                            ValueState& out, const dnnl::memory::desc& desc) {
     const KernelState& kernel = plan.kernels.at(static_cast<std::size_t>(k));
-    if (!plan.arena || slot >= kernel.inputs.size() || out.kept) return std::nullopt;
+    if (!plan.arena || !kernel.in_place || slot >= kernel.inputs.size() || out.kept) return std::nullopt;
     const int value = kernel.inputs[slot];
     for (std::size_t s = 0; s < kernel.inputs.size(); ++s)
         if (s != slot && kernel.inputs[s] == value) return std::nullopt;
@@ -93,9 +108,12 @@ std::optional<dnnl::memory> in_place_memory(NetworkPlan& plan, const dnnl::engin
     char* base = plan.arena->base();
     if (at < base || at >= base + plan.arena->reserved()) return std::nullopt;  // not planned: an input
     const std::size_t id = plan.buffers.find(static_cast<std::size_t>(at - base), here);
-    if (id == BufferPlan::kNone || plan.buffers.buffer(id).last != here) return std::nullopt;
-    if (!plan.buffers.extend(id, std::max(here, out.last))) return std::nullopt;
+    // The input's own buffer, held for this output (the input's placed_last()) and by no other value.
+    if (id == BufferPlan::kNone || id != in.own_buffer || plan.buffers.buffer(id).last != in.placed_last())
+        return std::nullopt;
+    if (!plan.buffers.extend(id, std::max(here, out.placed_last()))) return std::nullopt;
     plan.in_place_bytes += BufferPlan::aligned(desc.get_size());
+    out.own_buffer = id;
     return dnnl::memory(desc, engine, at);
 }
 

@@ -57,11 +57,11 @@ dnnl::memory planned_memory(NetworkPlan& plan, const dnnl::engine& engine, const
                             int last);
 
 // Output 0 of kernel `k` (the value `out`) over the memory of its input slot `slot`
-// (BackwardReads::in_place), when that is safe: planning is on, the input is a planned value
-// that no other slot of `k` reads, has `desc`, and dies at k's forward (its value and the
-// buffer holding it: no later step reads it), and the buffer can live on as the output's.
-// nullopt otherwise (the caller makes a buffer of its own).
+// (BackwardReads::in_place), when that is safe: compute_lifetimes chose it (KernelState::
+// in_place: the input dies at k's forward and no other slot of k reads it), planning is on,
+// the input's memory is its own buffer (ValueState::own_buffer), held by no other value, with
+// `desc`. Sets out.own_buffer. nullopt otherwise (the caller makes a buffer of its own).
 std::optional<dnnl::memory> in_place_memory(NetworkPlan& plan, const dnnl::engine& engine, int k, std::size_t slot,
-                                            const ValueState& out, const dnnl::memory::desc& desc);
+                                            ValueState& out, const dnnl::memory::desc& desc);
 
 }  // namespace psrun::nn

@@ -22,24 +22,6 @@ namespace {
 // needs, and only what the plan uses becomes memory.
 constexpr std::size_t kArenaReserve = std::size_t{1} << 38;
 
-memory zeroed(const memory::desc& desc, const dnnl::engine& engine) {
-    memory m(desc, engine);
-    std::memset(m.get_data_handle(), 0, desc.get_size());
-    return m;
-}
-
-void add_reorder(std::vector<Op>& ops, const dnnl::stream& stream, const memory& from, const memory& to,
-                 bool accumulate) {
-    dnnl::primitive_attr attr;
-    if (accumulate) {
-        dnnl::post_ops po;
-        po.append_sum(1.0f);
-        attr.set_post_ops(po);
-    }
-    dnnl::reorder r(dnnl::reorder::primitive_desc(from, to, attr));
-    ops.push_back([r, stream, from, to]() mutable { r.execute(stream, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}}); });
-}
-
 class Builder final : public KernelBuilder {
 public:
     Builder(NetworkPlan& plan, int index, const EngineContext& context, const StepState& step, int model_output)
@@ -76,15 +58,15 @@ public:
     }
 
     memory make_output(std::size_t i, const memory::desc& desc) override {
-        const ValueState& v = out(i);
+        ValueState& v = out(i);
         memory m;
         if (kept(v) || reads_no_values()) {
             m = unplanned(desc);
         } else if (const int slot = k_.reads.in_place; i == 0 && slot >= 0) {
             const auto over = in_place_memory(plan_, context_.engine, index_, static_cast<std::size_t>(slot), v, desc);
-            m = over ? *over : buffer(desc, forward_step(index_), v.last);
+            m = over ? *over : own_buffer(i, desc);
         } else {
-            m = buffer(desc, forward_step(index_), v.last);
+            m = own_buffer(i, desc);
         }
         set_output(i, m);
         return m;
@@ -99,7 +81,7 @@ public:
         if (at < base || at >= base + plan_.arena->reserved()) return;  // not planned: an input, a tensor
         const ValueState& v = out(i);
         const std::size_t id = plan_.buffers.find(static_cast<std::size_t>(at - base), forward_step(index_));
-        if (id == BufferPlan::kNone || !plan_.buffers.extend(id, v.last)) {
+        if (id == BufferPlan::kNone || !plan_.buffers.extend(id, v.placed_last())) {
             plan_.plan_failed = true;
             throw std::runtime_error("buffer plan: output " + std::to_string(i) + " is a view that outlives its buffer");
         }
@@ -126,7 +108,7 @@ public:
         ValueState& v = out(i);
         if (!v.diff) {  // nobody reads this output: its gradient is 0
             plan_.unplanned_bytes += BufferPlan::aligned(want.get_size());
-            return zeroed(want, context_.engine);
+            return zeroed_memory(want, context_.engine);
         }
         if (v.diff.get_desc() == want) return v.diff;
         memory m = buffer(want, backward_step(plan_, index_), backward_step(plan_, index_));
@@ -193,7 +175,7 @@ private:
         int first = 0, last = 0;
         if (kept(v) || !plan_.arena || !gradient_steps(plan_, v, index_, k_.backward, first, last)) {
             plan_.unplanned_bytes += BufferPlan::aligned(m.get_desc().get_size());
-            v.diff = zeroed(m.get_desc(), context_.engine);
+            v.diff = zeroed_memory(m.get_desc(), context_.engine);
             return;
         }
         v.diff = buffer(m.get_desc(), first, last);
@@ -209,6 +191,13 @@ private:
         return true;
     }
 
+    // Output i's buffer, placed for it alone.
+    memory own_buffer(std::size_t i, const memory::desc& desc) {
+        ValueState& v = out(i);
+        memory m = buffer(desc, forward_step(index_), v.placed_last());
+        if (plan_.arena && desc.get_size() > 0) v.own_buffer = plan_.buffers.size() - 1;
+        return m;
+    }
     memory unplanned(const memory::desc& desc) { return unplanned_memory(plan_, context_.engine, desc); }
     memory buffer(const memory::desc& desc, int first, int last) {
         return planned_memory(plan_, context_.engine, desc, first, last);
@@ -235,24 +224,6 @@ std::string describe(const ModelDescription& model, const KernelState& k, const 
 }
 
 }  // namespace
-
-bool overwrites_gradient(const ValueState& v, int value, int kernel, const std::vector<int>& asked) {
-    if (v.loss_writes) return false;
-    for (const auto& w : v.writers)
-        if (w.first > kernel) return false;  // a later kernel's backward ran before this one's
-    return std::find(asked.begin(), asked.end(), value) == asked.end();
-}
-
-std::string unasked_gradients(const NetworkPlan& plan, const KernelState& k, const std::vector<bool>& asked) {
-    if (!k.backward || !k.reaches_loss) return "";
-    for (std::size_t i = 0; i < k.inputs.size(); ++i) {
-        const ValueState& v = plan.values.at(static_cast<std::size_t>(k.inputs[i]));
-        if (v.needs_grad && !(i < asked.size() && asked[i]))
-            return "kernel " + k.label + " never asked for the gradient of input " + std::to_string(i) + " ('" + v.name +
-                   "'), which needs one: its build must call input_diff(" + std::to_string(i) + ")";
-    }
-    return "";
-}
 
 Result<void> Network::build(std::span<const float> params, std::span<float> grads, bool plan_buffers) {
     plan_ = std::make_unique<NetworkPlan>();

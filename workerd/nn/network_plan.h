@@ -37,6 +37,13 @@ struct ValueState {
     // its memory must hold it (that, and its producer's backward).
     int last_read = 0;
     int last = 0;
+    // An output chosen to be written over this value (KernelState::in_place) lives until `hold`:
+    // the buffer is placed live that long.
+    int hold = -1;
+    int placed_last() const { return last > hold ? last : hold; }
+    // The planned buffer its producer placed for it alone (make_output, or in place over an
+    // input's own buffer); BufferPlan::kNone for a view, a conversion or an unplanned memory.
+    std::size_t own_buffer = BufferPlan::kNone;
     bool kept = false;  // read after the step (the model output, the heads): never planned
 };
 
@@ -47,6 +54,7 @@ struct KernelState {
     std::vector<int> outputs;
     std::unique_ptr<Kernel> kernel;
     BackwardReads reads;         // kernel->backward_reads(nodes), before any kernel builds
+    bool in_place = false;       // output 0 is to be written over input reads.in_place (buffer_lifetimes.h)
     std::string label;           // "conv2d+relu"
     bool reaches_loss = false;
     bool backward = false;
@@ -81,7 +89,13 @@ struct NetworkPlan {
     std::vector<std::vector<std::pair<char*, std::size_t>>> poison_after;
 };
 
-// Gradient routing (network_build.cpp). Backward runs the kernels last to first, and the writes
+// A memory of `desc` filled with zeros (a gradient nobody writes), outside any plan.
+dnnl::memory zeroed_memory(const dnnl::memory::desc& desc, const dnnl::engine& engine);
+// Appends to `ops` a reorder of `from` into `to`; `accumulate`: added to what `to` holds.
+void add_reorder(std::vector<Op>& ops, const dnnl::stream& stream, const dnnl::memory& from, const dnnl::memory& to,
+                 bool accumulate);
+
+// Gradient routing (gradient_routing.cpp). Backward runs the kernels last to first, and the writes
 // of one kernel's input gradients run in the order the kernel asked for them (input_diff), not
 // in slot order. The first write of a value's gradient overwrites it; every later one adds.
 // True when kernel `kernel` asking now for the gradient of value `value` (`v`) is that first

@@ -72,11 +72,14 @@ class BinaryKernel final : public Kernel {
 public:
     // add, sub: nothing (a relu post-op: the output); mul: both inputs; div: the divisor and the
     // output. add, sub and mul may write over their first input (oneDNN's binary takes dst ==
-    // src0; the broadcast path only where that input is full-size).
+    // src0; the broadcast path only where that input is full-size), but not with the relu
+    // post-op: oneDNN 2.6's binary + relu in place gave another forward (test_nn_buffer_plan
+    // [lifetimes]).
     BackwardReads backward_reads(const std::vector<const Node*>& nodes, const EngineContext&) const override {
+        const bool relu = nodes.size() == 2;
         switch (kind_of(nodes.front()->op)) {
             case Kind::kAdd:
-            case Kind::kSub: return BackwardReads{0, nodes.size() == 2, 0};
+            case Kind::kSub: return BackwardReads{0, relu, relu ? -1 : 0};
             case Kind::kMul: return BackwardReads{BackwardReads::kAllInputs, false, 0};
             case Kind::kDiv: return BackwardReads{BackwardReads::kAllInputs, true, -1};
         }

@@ -1,0 +1,158 @@
+// The kernels' BackwardReads declarations (workerd/nn/kernel.h) against what their backward
+// really reads: with PSRUN_POISON_FREED=1 every planned buffer is filled with NaN bytes right
+// after the last step its lifetime covers (workerd/nn/buffer_lifetimes.h), so a kernel that
+// declares less than it reads computes from NaN (or a relu mask of zeros) where the network
+// without planning, never poisoned, computes from the value. Networks covering the declared
+// kinds (conv, pools, batch norm with and without relu, relu/tanh/sigmoid/gelu/elu, softmax,
+// add/sub/mul/div with and without broadcasting, add + relu, dense, matmul, transpose, reshape,
+// flatten, concat, split, dropout, layer norm, an LSTM) train a few SGD steps with the plan and
+// poison, and without the plan: losses, outputs and parameters must agree bit for bit. The plan
+// must also write some outputs in place (one buffer each counts them; the arena does not).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "test/nn/engine_test_util.h"
+#include "workerd/nn/network.h"
+#include "workerd/nn/parameter_init.h"
+#include "workerd/nn/zoo.h"
+#include "workerd/parameter_set.h"
+
+namespace psrun::nn::test {
+namespace {
+
+using nlohmann::json;
+
+struct Run {
+    std::vector<float> params, losses, outputs;
+    MemoryUse use;
+};
+
+Run train(const ModelDescription& model, std::int64_t batch, bool plan, int steps) {
+    worker::ParameterSet params(worker::model_tensors(model));
+    initialize_parameters(model, 7, params.all());
+    std::vector<float> grads(params.size(), 0.0f);
+    NetworkOptions options;
+    options.batch_size = batch;
+    options.plan_buffers = plan;
+    if (plan) ::setenv("PSRUN_POISON_FREED", "1", 1);
+    auto net = Network::create(model, options, params.all(), grads);
+    ::unsetenv("PSRUN_POISON_FREED");
+    INFO((net ? std::string() : net.error().message));
+    REQUIRE(net);
+    Network& n = **net;
+    Run run;
+    for (int s = 0; s < steps; ++s) {
+        psrun::Rng rng(300 + static_cast<std::uint64_t>(s));
+        for (std::size_t i = 0; i < n.model().inputs.size(); ++i)
+            for (auto& v : n.input(i)) v = static_cast<float>(2.0 * rng.uniform() - 1.0);
+        const auto classes = static_cast<std::uint64_t>(std::max<std::int64_t>(n.model().classes, 1));
+        for (auto& l : n.labels()) l = static_cast<std::int32_t>(rng.below(classes));
+        for (auto& t : n.targets()) t = static_cast<float>(rng.uniform());
+        run.losses.push_back(n.train_step(11 + static_cast<std::uint64_t>(s)));
+        auto p = params.all();
+        for (std::size_t i = 0; i < p.size(); ++i) p[i] -= 0.01f * grads[i];
+    }
+    run.outputs.assign(n.outputs().begin(), n.outputs().end());
+    run.params.assign(params.all().begin(), params.all().end());
+    run.use = n.memory_use();
+    return run;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Returns the poisoned planned run's memory use.
+MemoryUse check_poisoned(const ModelDescription& model, std::int64_t batch) {
+    const Run planned = train(model, batch, true, 3);
+    const Run plain = train(model, batch, false, 3);
+    INFO(model.name << ": planned " << planned.use.planned_bytes << " bytes, one buffer each "
+                    << planned.use.unplanned_bytes);
+    CHECK(planned.use.planned);
+    CHECK(same_bits(planned.losses, plain.losses));
+    CHECK(same_bits(planned.outputs, plain.outputs));
+    CHECK(same_bits(planned.params, plain.params));
+    for (const float l : planned.losses) CHECK(std::isfinite(l));
+    return planned.use;
+}
+
+ModelDescription zoo(const char* name) {
+    auto model = load_model(name);
+    INFO((model ? std::string() : model.error().message));
+    REQUIRE(model);
+    return *model;
+}
+
+TEST_CASE("lifetimes: zoo networks with freed buffers poisoned", "[nn_engine][buffer_plan][lifetimes]") {
+    check_poisoned(zoo("mnist_deep"), 4);
+    check_poisoned(zoo("resnet20"), 2);
+    check_poisoned(zoo("transformer_rows"), 3);
+}
+
+TEST_CASE("lifetimes: convolutions, pools, batch norm, activations, in place", "[nn_engine][buffer_plan][lifetimes]") {
+    // conv -> bn -> relu (fused) -> conv -> bn; + shortcut, relu (fused add + relu); tanh, sigmoid, elu, gelu after unfused convs; max and avg pools; dropout.
+    const json layers = {{{"kind", "conv2d"}, {"name", "c0"}, {"filters", 4}, {"kernel", 3}, {"padding", "same"}},
+                         {{"kind", "batch_norm"}, {"name", "b0"}},
+                         {{"kind", "relu"}, {"name", "r0"}},
+                         {{"kind", "conv2d"}, {"name", "c1"}, {"filters", 4}, {"kernel", 3}, {"padding", "same"}},
+                         {{"kind", "batch_norm"}, {"name", "b1"}},
+                         {{"kind", "add"}, {"name", "a"}, {"inputs", {"b1", "r0"}}},
+                         {{"kind", "relu"}, {"name", "r1"}},
+                         {{"kind", "tanh"}, {"name", "t"}},
+                         {{"kind", "max_pool"}, {"name", "mp"}, {"window", 2}},
+                         {{"kind", "conv2d"}, {"name", "c2"}, {"filters", 3}, {"kernel", 3}, {"padding", "same"}},
+                         {{"kind", "sigmoid"}, {"name", "s"}},
+                         {{"kind", "elu"}, {"name", "e"}, {"alpha", 1.0}},
+                         {{"kind", "avg_pool"}, {"name", "ap"}, {"window", 2}},
+                         {{"kind", "gelu"}, {"name", "g"}},
+                         {{"kind", "dropout"}, {"name", "d"}, {"keep_prob", 0.7}},
+                         {{"kind", "flatten"}, {"name", "f"}, {"axis", 1}},
+                         {{"kind", "dense"}, {"name", "fc"}, {"units", 3}}};
+    const MemoryUse use = check_poisoned(graph_model(layers, {2, 8, 8}), 4);
+    CHECK(use.planned_bytes < use.unplanned_bytes);
+}
+
+TEST_CASE("lifetimes: attention, layer norm, binary kinds with broadcasting, views", "[nn_engine][buffer_plan][lifetimes]") {
+    // x: N x 4 x 6. q, k = x Wq, x Wk; p = softmax(q k^T) (in place over the scores);
+    // o = p x; h = layer_norm(o + x); broadcasting sub, mul, div by parameters; split,
+    // concat, reshape and transpose views.
+    const json layers = {{{"kind", "parameter"}, {"name", "wq"}, {"shape", {6, 6}}},
+                         {{"kind", "parameter"}, {"name", "wk"}, {"shape", {6, 6}}},
+                         {{"kind", "parameter"}, {"name", "m"}, {"shape", {1, 6}}},
+                         {{"kind", "parameter"}, {"name", "dv"}, {"shape", {1, 1, 6}}},
+                         {{"kind", "matmul"}, {"name", "q"}, {"inputs", {"input", "wq"}}},
+                         {{"kind", "matmul"}, {"name", "k"}, {"inputs", {"input", "wk"}}},
+                         {{"kind", "transpose"}, {"name", "kt"}, {"perm", {0, 2, 1}}},
+                         {{"kind", "matmul"}, {"name", "sc"}, {"inputs", {"q", "kt"}}},
+                         {{"kind", "softmax"}, {"name", "p"}},
+                         {{"kind", "matmul"}, {"name", "o"}, {"inputs", {"p", "input"}}},
+                         {{"kind", "add"}, {"name", "res"}, {"inputs", {"o", "input"}}},
+                         {{"kind", "layer_norm"}, {"name", "ln"}},
+                         {{"kind", "sub"}, {"name", "sb"}, {"inputs", {"ln", "m"}}},
+                         {{"kind", "mul"}, {"name", "ml"}, {"inputs", {"sb", "m"}}},
+                         {{"kind", "div"}, {"name", "dd"}, {"inputs", {"ml", "dv"}}},
+                         {{"kind", "split"}, {"name", "sp"}, {"axis", 2}, {"sizes", {2, 4}}},
+                         {{"kind", "tanh"}, {"name", "th"}, {"inputs", {"sp:1"}}},
+                         {{"kind", "concat"}, {"name", "cc"}, {"inputs", {"sp", "th"}}, {"axis", 2}},
+                         {{"kind", "reshape"}, {"name", "rs"}, {"shape", {"N", 24}}},
+                         {{"kind", "dense"}, {"name", "fc"}, {"units", 5}},
+                         {{"kind", "relu"}, {"name", "r"}},
+                         {{"kind", "dense"}, {"name", "out"}, {"units", 3}}};
+    check_poisoned(graph_model(layers, {4, 6}), 3);
+}
+
+TEST_CASE("lifetimes: an LSTM and an undeclared kind keep working", "[nn_engine][buffer_plan][lifetimes]") {
+    const json layers = {{{"kind", "dense"}, {"name", "in"}, {"units", 4}},
+                         {{"kind", "lstm"}, {"name", "rnn"}, {"hidden", 6}, {"direction", "forward"},
+                          {"batch_first", true}, {"layout", "pytorch"}, {"bias", true}},
+                         {{"kind", "sigmoid"}, {"name", "act"}}};
+    check_poisoned(graph_model(layers, {5, 3}), 3);
+}
+
+}  // namespace
+}  // namespace psrun::nn::test
