@@ -20,6 +20,7 @@
 #include "launcher/model_source.h"
 #include "workerd/class_names.h"
 #include "launcher/run_summary.h"
+#include "launcher/table_column_options.h"
 #include "workerd/classification_report.h"
 #include "workerd/data/data_sources.h"
 #include "workerd/data/dataset_fetch.h"
@@ -30,6 +31,7 @@
 #include "workerd/input_columns.h"
 #include "workerd/model_identity.h"
 #include "workerd/nn/model_summary.h"
+#include "workerd/table_split.h"
 
 namespace psrun::launcher {
 namespace {
@@ -47,6 +49,7 @@ struct EvalOptions {
     std::string data_dir;
     std::string output_dir;
     std::string target_accuracy;  // --target-accuracy: replaces the run's thresholds
+    worker::TableColumnOptions columns;  // --input-columns ...: --test-data is a table feeding every input
 };
 
 // The labelled test split and how to name it in messages.
@@ -86,7 +89,30 @@ TestSet load_test_data(const EvalOptions& o, const worker::InferenceModel& model
     return set;
 }
 
+// --test-data F.csv with --input-columns: the table feeds every input, hashed as training hashed it.
+TestSet load_test_table(const EvalOptions& o, const worker::InferenceModel& model) {
+    auto spec = worker::parse_table_columns(o.columns);
+    if (!spec) throw UsageError(spec.error().message);
+    if (o.test_data.empty())
+        throw UsageError("--input-columns reads the model's inputs from a CSV/TSV table: give --test-data F.csv");
+    if (!o.test_images.empty() || !o.test_labels.empty() || !o.dataset.empty() || !o.data_dir.empty() ||
+        !o.test_inputs.empty())
+        throw UsageError("--input-columns reads every input from the --test-data table: drop --test-images/--test-labels, "
+                         "--dataset/--data-dir and --test-input");
+    if (!o.inputs.empty())
+        throw UsageError("--inputs and --input-columns exclude each other: name each input's columns with "
+                         "--input-columns NAME=COL,...");
+    auto table = worker::load_table_split(o.test_data, *spec, model.model, worker::split_list(o.targets));
+    if (!table) throw UsageError(table.error().message);
+    TestSet set;
+    set.data = std::move(table->data);
+    set.names = {"test data " + o.test_data, "test data " + o.test_data};
+    set.description = table->description;
+    return set;
+}
+
 TestSet load_test_set(const EvalOptions& o, const worker::InferenceModel& model, const worker::DataRecord& record) {
+    if (o.columns.any()) return load_test_table(o, model);
     if (!o.test_data.empty()) return load_test_data(o, model, record);
     TestSet set;
     if (!o.test_images.empty() || !o.test_labels.empty()) {
@@ -232,9 +258,11 @@ void run_eval(const EvalOptions& o) {
         record = std::move(*read);
     }
     TestSet test = load_test_set(o, model, record);
-    auto columns = worker::load_input_columns(model.model, o.test_inputs, "--test-input", test.data.size(), test.names.labels);
-    if (!columns) throw UsageError(columns.error().message);
-    test.data.columns = std::move(*columns);
+    if (!o.columns.any()) {  // a table fed every input itself
+        auto columns = worker::load_input_columns(model.model, o.test_inputs, "--test-input", test.data.size(), test.names.labels);
+        if (!columns) throw UsageError(columns.error().message);
+        test.data.columns = std::move(*columns);
+    }
     apply_normalization(o.source, test.data);
     if (auto fits = worker::check_fits_model(test.data, test.names, worker::model_input(model.model)); !fits)
         throw UsageError(fits.error().message);
@@ -316,6 +344,7 @@ void add_eval_command(CLI::App& app, int& exit_code) {
         ->take_all();
     cmd->add_option("--test-data,--test-dir", o->test_data,
                     "test data as training's --test-data: an image folder, TFRecord files, a CSV or .npz table");
+    add_table_column_options(*cmd, o->columns, "--test-data");
     cmd->add_option("--inputs", o->inputs, "with --test-data: input features by name (as training's --inputs)");
     cmd->add_option("--targets", o->targets, "with --test-data: target features by name (as training's --targets)");
     cmd->add_option("--image-resize", o->image_resize,

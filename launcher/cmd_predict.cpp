@@ -15,12 +15,15 @@
 #include "common/checkpoint_store.h"
 #include "common/result.h"
 #include "launcher/model_source.h"
+#include "launcher/table_column_options.h"
 #include "workerd/class_names.h"
+#include "workerd/data/data_options.h"
 #include "workerd/datasets.h"
 #include "workerd/inference.h"
 #include "workerd/input_columns.h"
 #include "workerd/model_identity.h"
 #include "workerd/predict_inputs.h"
+#include "workerd/table_split.h"
 
 namespace psrun::launcher {
 namespace {
@@ -31,7 +34,27 @@ struct PredictOptions {
     std::vector<std::string> inputs;  // --input NAME=FILE.npy: the model's inputs after the first
     std::string output;
     std::string image_resize;  // empty: what the model dir's classes.json records, else none
+    std::string data;                    // --data F.csv: a table feeding every input by column
+    std::string targets;                 // --targets: the table's target columns (default "label")
+    worker::TableColumnOptions columns;  // --input-columns ...: how --data feeds the inputs
 };
+
+// --data F.csv with --input-columns: every input from the table's columns, hashed as training
+// hashed them; rows are named by their index.
+worker::PredictInputs load_table_inputs(const PredictOptions& o, const worker::InferenceModel& model) {
+    auto spec = worker::parse_table_columns(o.columns);
+    if (!spec) throw UsageError(spec.error().message);
+    if (o.data.empty()) throw UsageError("--input-columns reads the model's inputs from a CSV/TSV table: give --data F.csv");
+    if (!o.images.empty() || !o.inputs.empty())
+        throw UsageError("--input-columns reads every input from the --data table: drop --images and --input");
+    auto table = worker::load_table_split(o.data, *spec, model.model, worker::split_list(o.targets));
+    if (!table) throw UsageError(table.error().message);
+    worker::PredictInputs inputs;
+    inputs.images = std::move(table->data);
+    inputs.names.assign(inputs.images.size(), std::string());
+    inputs.notes.push_back(table->description);
+    return inputs;
+}
 
 // A version 1.0 .npy file of a little-endian float32 C-order array [rows, cols] (numpy's
 // format: the header padded with spaces to a multiple of 64 bytes, ending in '\n').
@@ -147,7 +170,8 @@ void predict_heads(const PredictOptions& o, const worker::InferenceModel& model,
     auto heads = worker::predict_heads(model, inputs.images, o.source.batch_size);
     if (!heads) throw std::runtime_error(heads.error().message);
     const std::size_t count = inputs.images.size();
-    std::cerr << "psrun predict: " << count << " images, model " << worker::describe_model(model.model) << " from "
+    std::cerr << "psrun predict: " << count << (o.columns.any() ? " rows" : " images") << ", model "
+              << worker::describe_model(model.model) << " from "
               << model.source << ", " << heads->size() << " head" << (heads->size() == 1 ? "" : "s") << "\n";
     if (!o.output.empty()) {
         if (ends_with(o.output, ".npz")) {
@@ -205,7 +229,11 @@ void predict_heads(const PredictOptions& o, const worker::InferenceModel& model,
 }
 
 void run_predict(const PredictOptions& o) {
-    if (o.images.empty()) throw UsageError("give --images F [F...]: IDX, .npy, JPEG, PNG or PGM files");
+    if (!o.data.empty() && !o.columns.any())
+        throw UsageError("--data " + o.data + " is a CSV/TSV table read by column: give --input-columns NAME=COL,... "
+                         "(as in training; docs/data.md, Recommender tables)");
+    if (o.images.empty() && !o.columns.any())
+        throw UsageError("give --images F [F...]: IDX, .npy, JPEG, PNG or PGM files (or --data F.csv --input-columns ...)");
     const worker::InferenceModel model = load_model_source(o.source);
     worker::DataRecord record;
     if (!o.source.model_dir.empty()) {
@@ -220,13 +248,20 @@ void run_predict(const PredictOptions& o) {
         if (!parsed) throw UsageError(parsed.error().message);
         resize = *parsed;
     }
-    auto inputs = worker::load_predict_inputs(o.images, worker::model_input(model.model), resize);
-    if (!inputs) throw UsageError(inputs.error().message);
-    apply_normalization(o.source, inputs->images);
-    auto columns = worker::load_input_columns(model.model, o.inputs, "--input", inputs->images.size(),
-                                              "--images");
-    if (!columns) throw UsageError(columns.error().message);
-    inputs->images.columns = std::move(*columns);
+    std::optional<worker::PredictInputs> inputs;
+    if (o.columns.any()) {
+        inputs = load_table_inputs(o, model);
+        apply_normalization(o.source, inputs->images);
+    } else {
+        auto loaded = worker::load_predict_inputs(o.images, worker::model_input(model.model), resize);
+        if (!loaded) throw UsageError(loaded.error().message);
+        inputs = std::move(*loaded);
+        apply_normalization(o.source, inputs->images);
+        auto columns = worker::load_input_columns(model.model, o.inputs, "--input", inputs->images.size(),
+                                                  "--images");
+        if (!columns) throw UsageError(columns.error().message);
+        inputs->images.columns = std::move(*columns);
+    }
     for (const auto& note : inputs->notes) std::cerr << "psrun predict: " << note << "\n";
     const auto& m = model.model;
     if (m.loss == nn::LossKind::kGraph && (m.heads.size() > 1 || (m.heads.size() == 1 && m.head.empty())))
@@ -235,7 +270,8 @@ void run_predict(const PredictOptions& o) {
     if (!probs) throw std::runtime_error(probs.error().message);
     const auto classes = static_cast<std::size_t>(model.model.classes);
     const std::size_t count = inputs->images.size();
-    std::cerr << "psrun predict: " << count << " images, model " << worker::describe_model(model.model) << " from "
+    std::cerr << "psrun predict: " << count << (o.columns.any() ? " rows" : " images") << ", model "
+              << worker::describe_model(model.model) << " from "
               << model.source << "\n";
     if (!o.output.empty()) {
         const std::string npy = npy_f32(*probs, count, classes);
@@ -266,6 +302,12 @@ void add_predict_command(CLI::App& app, int& exit_code) {
     add_model_source_options(*cmd, o->source);
     cmd->add_option("--images", o->images, "IDX or .npy files of images, or JPEG/PNG/PGM files of one image each")
         ->expected(1, -1);
+    cmd->add_option("--data", o->data,
+                    "with --input-columns: a CSV/TSV table (gzip allowed) feeding every input by column, one "
+                    "prediction per row, named by its index from 0; it needs the target column(s) as training's "
+                    "tables (their values are not used)");
+    cmd->add_option("--targets", o->targets, "with --data: the table's target columns (default label)");
+    add_table_column_options(*cmd, o->columns, "--data");
     cmd->add_option("--input", o->inputs,
                     "NAME=FILE.npy: a model with several inputs reads its input NAME (one after the first) from "
                     "FILE.npy, one row per image of --images, in order; repeat per input")

@@ -26,6 +26,7 @@ LAUNCHER_RUNTIME_SURFACE = {
     "workerd/eval_metrics.h", "workerd/evaluator.h", "workerd/inference.h", "workerd/input_columns.h",
     "workerd/model_identity.h",
     "workerd/parameter_set.h", "workerd/predict_inputs.h", "workerd/run_recipe.h", "workerd/sparse_tables.h",
+    "workerd/table_split.h",
     "workerd/train_flops.h", "workerd/train_options.h", "workerd/trainer.h",
 }
 TOP = {"common", "psd", "workerd", "launcher"}

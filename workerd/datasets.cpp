@@ -6,12 +6,12 @@
 
 #include <spdlog/spdlog.h>
 
-#include "workerd/data/column_table.h"
 #include "workerd/data/dataset_fetch.h"
 #include "workerd/data/idx_reader.h"
 #include "workerd/data/memory_source.h"
 #include "workerd/data/split_files.h"
 #include "workerd/input_columns.h"
+#include "workerd/table_split.h"
 #include "workerd/nn/model_summary.h"
 
 namespace psrun::worker {
@@ -125,28 +125,8 @@ Result<Datasets> load_from_data(const TrainOptions& o, const ModelInput& model, 
     return d;
 }
 
-// The model's inputs as the column table reader sees them (workerd/data/column_spec.h).
-std::vector<TableInput> table_inputs(const nn::ModelDescription& model) {
-    std::vector<TableInput> out;
-    for (std::size_t i = 0; i < model.inputs.size(); ++i) {
-        const nn::InputDef& in = model.inputs[i];
-        TableInput t;
-        t.name = in.name;
-        t.ints = in.info.type == nn::ElementType::kInt;
-        t.width = static_cast<std::size_t>(nn::elements_per_example(in.info.dims).value_or(0));
-        t.shape = "[" + nn::shape_text(in.info.dims) + "] " + nn::to_string(in.info.type);
-        t.labels = model.fed_by_labels(i);
-        for (const auto& node : model.nodes)  // the smallest table that reads the ids
-            if (node.op == "embedding" && !node.inputs.empty() && node.inputs[0] == in.name) {
-                const auto v = node.attrs.value("vocabulary", std::int64_t{0});
-                if (v > 0 && (t.rows == 0 || v < t.rows)) {
-                    t.rows = v;
-                    t.table = node.name;
-                }
-            }
-        out.push_back(std::move(t));
-    }
-    return out;
+TableColumnOptions table_column_options(const TrainOptions& o) {
+    return {o.input_columns, o.value_separator, o.bag_weights, o.column_names, o.delimiter};
 }
 
 // --input-columns: CSV/TSV tables of --train-data and --test-data feed every input by column.
@@ -159,16 +139,14 @@ Result<Datasets> load_from_columns(const TrainOptions& o, const ModelInput& mode
         throw UsageError("--input-columns needs --train-data F.csv and --test-data F.csv (two tables of the same columns)");
     if (!o.inputs.empty())
         throw UsageError("--inputs and --input-columns exclude each other: name each input's columns with --input-columns NAME=COL,...");
-    auto spec = parse_column_spec(o.input_columns, o.bag_weights, o.value_separator);
+    auto spec = parse_table_columns(table_column_options(o));
     if (!spec) return tl::unexpected(spec.error());
-    if (auto layout = parse_table_layout(o.column_names, o.delimiter, *spec); !layout) return tl::unexpected(layout.error());
-    const auto inputs = table_inputs(*o.description);
     const auto targets = split_list(o.targets);
     Datasets d;
     d.name = "files";
     for (const bool train : {true, false}) {
         const std::string& path = train ? o.train_data : o.test_data;
-        auto table = load_column_table(path, *spec, inputs, targets, model);
+        auto table = load_table_split(path, *spec, *o.description, targets);
         if (!table) return tl::unexpected(table.error());
         LabeledImages& split = train ? d.train : d.test;
         split = std::move(table->data);
@@ -260,14 +238,8 @@ Result<Datasets> load_datasets(const TrainOptions& o, const ModelInput& model) {
     if (!normalization) throw UsageError(normalization.error().message);
     auto layout = parse_image_layout(o.image_layout);
     if (!layout) throw UsageError(layout.error().message);
-    if (!o.input_columns.empty() || !o.bag_weights.empty() || !o.value_separator.empty() || !o.column_names.empty() ||
-        !o.delimiter.empty()) {
-        if (o.input_columns.empty())
-            throw UsageError(std::string(!o.bag_weights.empty()       ? "--bag-weights"
-                                         : !o.value_separator.empty() ? "--value-separator"
-                                         : !o.column_names.empty()    ? "--column-names"
-                                                                      : "--delimiter") +
-                             " reads a table fed by --input-columns NAME=COLUMN[,COLUMN...]: give --input-columns too");
+    if (table_column_options(o).any()) {
+        if (o.input_columns.empty()) throw UsageError(parse_table_columns(table_column_options(o)).error().message);
         return load_from_columns(o, model, *normalization);
     }
     if (!o.train_data.empty() || !o.test_data.empty()) {

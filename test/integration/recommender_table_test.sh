@@ -13,6 +13,9 @@
 #  C. the same tables tab-separated without a header line (Criteo's day files), read with
 #     --column-names and --delimiter tab, give the same test AUC;
 #  D. two workers and two psd shards with emb_cat sparse on psd: the same AUC bound;
+#  E. psrun eval on the test table (same options) gives training's own test AUC (summary.json);
+#  F. psrun predict on it gives scores whose AUC is eval's, and 5 rows alone score as in the whole;
+#  G. bad table options of psrun eval/predict exit 2 naming them;
 #  B. bad specs exit 2 with the message naming the column or input (workerd --standalone).
 # Usage: recommender_table_test.sh <psrun> (from the source root)
 set -u
@@ -127,6 +130,77 @@ check "A: the log counts the $train_truncated train tag values beyond the bag's 
 check "A: ... and the $test_truncated test values" \
     grep -q "test data: CSV table $tmp/test.csv: 10000 rows;.* $test_truncated values beyond a bag's slots dropped" "$tmp/a.log"
 
+# E. psrun eval on the same test table with the same options: the checkpoint's test AUC equals
+# the training run's own evaluation (summary.json) of the same parameters on the same rows.
+timeout 300 "$psrun" eval --model-dir "$tmp/a" --test-data "$tmp/test.csv" "${columns[@]}" -o "$tmp/e" >"$tmp/e.log" 2>&1
+code=$?
+check "E: psrun eval reads the table by --input-columns (rc=$code)" test "$code" -eq 0
+[ "$code" -eq 0 ] || tail -5 "$tmp/e.log"
+auc_e=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1] + "/eval.json"))["test_auc"])' "$tmp/e" 2>/dev/null || echo -1)
+echo "E: psrun eval's test AUC $auc_e, training's $auc"
+check "E: psrun eval's test AUC $auc_e equals training's $auc (within 1e-6)" \
+    "$py" -c "import sys; sys.exit(0 if abs(float('$auc_e') - float('$auc')) <= 1e-6 else 1)"
+check "E: eval.json counts the 10000 test rows" \
+    "$py" -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1] + "/eval.json"))["examples"] == 10000 else 1)' "$tmp/e"
+
+# F. psrun predict on the same table: the AUC of its scores against the table's labels equals
+# eval's; the same rows predicted from a 5-row table score as within the whole table.
+timeout 300 "$psrun" predict --model-dir "$tmp/a" --data "$tmp/test.csv" "${columns[@]}" --output "$tmp/p.npy" \
+    >"$tmp/p.log" 2>&1
+code=$?
+check "F: psrun predict reads the table by --input-columns (rc=$code)" test "$code" -eq 0
+[ "$code" -eq 0 ] || tail -5 "$tmp/p.log"
+head -6 "$tmp/test.csv" >"$tmp/few.csv"
+timeout 300 "$psrun" predict --model-dir "$tmp/a" --data "$tmp/few.csv" "${columns[@]}" --output "$tmp/few.npy" \
+    >"$tmp/few.log" 2>&1
+check "F: psrun predict on 5 rows (rc=$?)" test -s "$tmp/few.npy"
+auc_p=$("$py" - "$tmp" <<'PY3' 2>"$tmp/p.err" || echo -1
+import csv, sys
+import numpy as np
+t = sys.argv[1]
+p = np.load(f"{t}/p.npy").reshape(-1)
+y = np.array([int(r["label"]) for r in csv.DictReader(open(f"{t}/test.csv", newline=""))])
+assert len(p) == len(y), (len(p), len(y))
+order = np.argsort(p, kind="stable")
+ranks = np.empty(len(p))
+ranks[order] = np.arange(1, len(p) + 1)
+for v in np.unique(p):  # ties share their mean rank, as roc_auc counts them
+    tie = p == v
+    ranks[tie] = ranks[tie].mean()
+pos = y == 1
+few = np.load(f"{t}/few.npy").reshape(-1)
+assert np.abs(few - p[:5]).max() <= 1e-6, (few, p[:5])
+print(f"{(ranks[pos].sum() - pos.sum() * (pos.sum() + 1) / 2) / (pos.sum() * (~pos).sum()):.6f}")
+PY3
+)
+[ "$auc_p" = -1 ] && cat "$tmp/p.err"
+echo "F: AUC of psrun predict's scores $auc_p, psrun eval's $auc_e"
+check "F: predict's scores give eval's AUC (within 1e-5) and 5 rows alone score as in the whole table" \
+    "$py" -c "import sys; sys.exit(0 if float('$auc_p') >= 0 and abs(float('$auc_p') - float('$auc_e')) <= 1e-5 else 1)"
+
+# G. Bad table options of psrun eval/predict exit 2 naming them.
+bad_cmd() {  # bad_cmd <what> <message grep> <psrun args...>
+    local what=$1 want=$2; shift 2
+    timeout 60 "$psrun" "$@" >"$tmp/badc.log" 2>&1
+    local rc=$?
+    check "G: $what exits 2 (rc=$rc) saying '$want'" bash -c "test $rc -eq 2 && grep -qF -- \"\$1\" '$tmp/badc.log'" _ "$want"
+    [ "$rc" -eq 2 ] && grep -qF -- "$want" "$tmp/badc.log" || tail -3 "$tmp/badc.log"
+}
+bad_cmd "eval --input-columns without --test-data" "give --test-data F.csv" eval --model-dir "$tmp/a" "${columns[@]}" -o "$tmp/g"
+bad_cmd "eval --bag-weights alone" "--bag-weights reads a table fed by --input-columns" eval --model-dir "$tmp/a" \
+    --test-data "$tmp/test.csv" --bag-weights tags_w=tags -o "$tmp/g"
+bad_cmd "eval with a column the table lacks" "no column 'C99'" eval --model-dir "$tmp/a" --test-data "$tmp/test.csv" \
+    --input-columns "num=$dense_cols" --input-columns "cat=${cat_cols%,C26},C99" --input-columns tags=tags \
+    --bag-weights tags_w=tags --value-separator '|' -o "$tmp/g"
+bad_cmd "eval with an input left unfed" "give --input-columns tags_w=" eval --model-dir "$tmp/a" \
+    --test-data "$tmp/test.csv" --input-columns "num=$dense_cols" --input-columns "cat=$cat_cols" \
+    --input-columns tags=tags --value-separator '|' -o "$tmp/g"
+bad_cmd "predict --data without --input-columns" "give --input-columns NAME=COL" predict --model-dir "$tmp/a" \
+    --data "$tmp/test.csv"
+bad_cmd "predict --input-columns with --images" "drop --images and --input" predict --model-dir "$tmp/a" \
+    --data "$tmp/test.csv" --images "$tmp/p.npy" "${columns[@]}"
+bad_cmd "predict --input-columns without --data" "give --data F.csv" predict --model-dir "$tmp/a" "${columns[@]}"
+
 # The same tables as Criteo keeps its day files: tab-separated, no header line (--column-names,
 # --delimiter tab): the same ids, so the same run.
 "$py" - "$tmp" <<'PY2' || echo "FAILED: could not write the headerless tables"
@@ -146,6 +220,13 @@ check "C: the headerless tab-separated tables train (rc=$code)" test "$code" -eq
 auc_c=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1] + "/summary.json"))["test_auc"])' "$tmp/c" 2>/dev/null || echo 0)
 check "C: their test AUC $auc_c equals the CSV run's $auc (within 0.002)" \
     "$py" -c "import sys; sys.exit(0 if abs(float('$auc_c') - float('$auc')) <= 0.002 else 1)"
+
+timeout 300 "$psrun" eval --model-dir "$tmp/c" --test-data "$tmp/test_day.txt" --column-names "$(cat "$tmp/names.txt")" \
+    --delimiter tab "${columns[@]}" -o "$tmp/ce" >"$tmp/ce.log" 2>&1
+code=$?
+auc_ce=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1] + "/eval.json"))["test_auc"])' "$tmp/ce" 2>/dev/null || echo -1)
+check "C: psrun eval of the headerless tables (rc=$code, --column-names, --delimiter tab): AUC $auc_ce equals training's $auc_c" \
+    "$py" -c "import sys; sys.exit(0 if abs(float('$auc_ce') - float('$auc_c')) <= 1e-6 else 1)"
 
 # D. Two workers and two psd shards, the categorical table sparse on psd (rows pulled per batch):
 # the hashed ids are rows like any other, the AUC as close to the planted model's.
