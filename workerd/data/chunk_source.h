@@ -43,9 +43,10 @@ public:
     // Throws ChunkFetchError when psd 0 cannot be asked (a lost psd, an error reply), and
     // std::runtime_error for a lease outside the data.
     void next_batch(BatchView& out) override;
-    // psd 0's dispenser was restored from a checkpoint (the psd restarted): the chunk held and the
-    // used-up chunks not yet reported are forgotten (the restored dispenser leases every chunk not
-    // done at the checkpoint again); the next batch starts with a fresh lease.
+    // psd 0's dispenser was restored from a checkpoint (after any psd restart the chief restores
+    // every shard, psd 0's dispenser with them): the chunk held and the used-up chunks not yet
+    // reported are forgotten (the restored dispenser leases every chunk not done at the checkpoint
+    // again); the next batch starts with a fresh lease.
     void restart();
     // psd 0 holds where the epoch stands: a resumed worker just leases the next chunk.
     void seek(std::uint64_t examples) override { drawn_ = examples; }
