@@ -94,6 +94,7 @@ std::optional<float> StepLoop::compute(Outcome& outcome, Clock::time_point& comp
             outcome = Outcome::kFailed;
             return std::nullopt;
         }
+        spdlog::warn("data chunks: the CHUNK request met a restarted psd: recovering as after a PUSH_PULL");
         outcome = finish(tl::unexpected(e.error()), 0.0f, t0);
         return std::nullopt;
     }
