@@ -122,6 +122,11 @@ bool poison_requested() {
     return env != nullptr && std::string(env) == "1";
 }
 
+bool declared_reads_off() {
+    const char* env = std::getenv("PSRUN_BACKWARD_READS");
+    return env != nullptr && std::string(env) == "all";
+}
+
 void plan_poison(NetworkPlan& plan) {
     plan.poison_after.clear();
     if (!plan.arena) return;

@@ -37,6 +37,9 @@ void compute_lifetimes(NetworkPlan& plan);
 // kernel that reads a buffer past its lifetime (a BackwardReads declaring too little) computes
 // NaN or garbage, where without planning it would not.
 bool poison_requested();
+// Measurements (PSRUN_BACKWARD_READS=all): every kernel treated as reading all its inputs and
+// outputs in backward, nothing in place: the lifetimes before the kernels declared theirs.
+bool declared_reads_off();
 void plan_poison(NetworkPlan& plan);
 // Fills the buffers whose lifetime ends at `step` (no-op when poison_after is empty).
 void poison_step(const NetworkPlan& plan, int step);

@@ -341,7 +341,7 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
             k.label += node->op;
         }
         k.label += k.kernel->label_suffix();
-        k.reads = k.kernel->backward_reads(k.nodes, context);
+        k.reads = declared_reads_off() ? BackwardReads{} : k.kernel->backward_reads(k.nodes, context);
         for (const auto o : k.outputs) k.reaches_loss = k.reaches_loss || reaches[static_cast<std::size_t>(o)];
         bool any = false;
         for (const auto i : k.inputs) any = any || plan.values[static_cast<std::size_t>(i)].needs_grad;
