@@ -7,7 +7,10 @@
 # run (examples/s over the run, test AUC) and, last, one with the medians per system, the CPU model
 # and psrun's median speed over each torch variant's.
 # Usage: bench/dlrm.sh DIR STEPS [ROUNDS]   (env: PS=4 WORKERS=2 BATCH=256 LR=0.001 MODEL=dlrm
-#        VARIANTS="dense sparse bag" PSRUN=build/launcher/psrun)
+#        VARIANTS="dense sparse bag" THREADS= PSRUN=build/launcher/psrun)
+# PyTorch picks its intra-op threads itself unless THREADS is set (on the 2-vCPU host of
+# docs/benchmarks.md it picked 1; with 2, while two compilers shared the cores, its DLRM ran 3x
+# slower: 416 against 1,294 examples/s).
 set -u
 dir=$1 steps=$2 rounds=${3:-3}
 psrun=${PSRUN:-build/launcher/psrun}
@@ -39,7 +42,7 @@ PY
     [ "$rc" = 0 ] || tail -20 "$out/log$round" >&2
     for variant in ${VARIANTS:-dense sparse bag}; do
         /usr/bin/python3 "$here/torch_dlrm.py" "$dir" --steps "$steps" --batch-size "$batch" --learning-rate "$lr" \
-            --variant "$variant" --seed "$round" |
+            --variant "$variant" --seed "$round" ${THREADS:+--threads "$THREADS"} |
             /usr/bin/python3 -c "import json,sys; r=json.loads(sys.stdin.read()); r.update(system='torch_'+r['variant'], round=$round); print(json.dumps(r))" |
             tee -a "$results"
     done
