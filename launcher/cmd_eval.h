@@ -4,7 +4,8 @@
 // confusion matrix as text, and OUT/confusion.png and OUT/eval.json (OUT: -o, else the model
 // dir or the ONNX file's directory). The test set defaults to the test split of the dataset the
 // run recorded in D/summary.json (mnist or fashion-mnist), else MNIST's, from --data-dir or the
-// dataset's default dir (`psrun data fetch`).
+// dataset's default dir (`psrun data fetch`). `--test-data F --input-columns NAME=COL,...` (and
+// training's other table options) evaluates on a recommender table (workerd/table_split.h).
 #pragma once
 
 #include <CLI/CLI.hpp>

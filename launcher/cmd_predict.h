@@ -4,6 +4,8 @@
 //   <index or file> <class> <probability of that class>
 // (index: the image's position across the IDX/.npy files given; file: for PNG/PGM), or with
 // --output writes every probability as a float32 .npy array [images, classes] instead.
+// `--data F --input-columns NAME=COL,...` (and training's other table options) reads the rows
+// of a CSV/TSV table or TFRecord Examples instead (workerd/table_split.h), one line per row.
 #pragma once
 
 #include <CLI/CLI.hpp>

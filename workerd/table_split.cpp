@@ -1,6 +1,6 @@
 #include "workerd/table_split.h"
 
-#include "workerd/data/column_table.h"
+#include "workerd/data/example_table.h"
 #include "workerd/datasets.h"
 #include "workerd/nn/model_summary.h"
 
@@ -37,18 +37,21 @@ Result<ColumnSpec> parse_table_columns(const TableColumnOptions& o) {
                                                           : "--delimiter";
         return make_error(ErrorCode::kInvalidArgument,
                           std::string(option) +
-                              " reads a table fed by --input-columns NAME=COLUMN[,COLUMN...]: give --input-columns too");
+                              " reads a table fed by --input-columns NAME=COLUMN[,COLUMN...]: give "
+                              "--input-columns too");
     }
     auto spec = parse_column_spec(o.input_columns, o.bag_weights, o.value_separator);
     if (!spec) return tl::unexpected(spec.error());
-    if (auto layout = parse_table_layout(o.column_names, o.delimiter, *spec); !layout) return tl::unexpected(layout.error());
+    if (auto layout = parse_table_layout(o.column_names, o.delimiter, *spec); !layout)
+        return tl::unexpected(layout.error());
     return spec;
 }
 
-Result<Table> load_table_split(const std::string& path, const ColumnSpec& spec, const nn::ModelDescription& model,
+Result<Table> load_table_split(const std::string& path, const ColumnSpec& spec,
+                               const nn::ModelDescription& model,
                                const std::vector<std::string>& targets) {
     const ModelInput input = model_input(model);
-    auto table = load_column_table(path, spec, table_inputs(model), targets, input);
+    auto table = load_table_or_examples(path, spec, table_inputs(model), targets, input);
     if (!table) return tl::unexpected(table.error());
     conform_to_model(table->data, input);
     return table;

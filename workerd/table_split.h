@@ -1,6 +1,7 @@
-// One CSV/TSV table feeding every input of a model by column (docs/data.md "Recommender
-// tables"), as training, psrun eval and psrun predict read it: the same options, the same
-// model-to-reader mapping, so the same row hashes to the same ids everywhere.
+// One CSV/TSV table (or TFRecord file of tf.train.Example records, by feature name) feeding
+// every input of a model by column (docs/data.md "Recommender tables"), as training, psrun eval
+// and psrun predict read it: the same options, the same model-to-reader mapping, so the same
+// row hashes to the same ids everywhere.
 //   --input-columns NAME=COL,... (repeated), --value-separator C, --bag-weights W=BAG[:how]
 //   (repeated), --column-names A,B,..., --delimiter comma|tab|C (workerd/data/column_spec.h)
 // Plain functions: they only read their arguments.
@@ -26,8 +27,8 @@ struct TableColumnOptions {
     std::string delimiter;
     // Whether any of them is given (each needs --input-columns: parse_table_columns says so).
     bool any() const {
-        return !input_columns.empty() || !value_separator.empty() || !bag_weights.empty() || !column_names.empty() ||
-               !delimiter.empty();
+        return !input_columns.empty() || !value_separator.empty() || !bag_weights.empty() ||
+               !column_names.empty() || !delimiter.empty();
     }
 };
 
@@ -41,7 +42,9 @@ struct TableColumnOptions {
 
 // Reads the table at `path` for `model` (`targets`: the target columns, empty: "label"),
 // checked against the model's inputs (check_column_spec) and shaped for it (conform_to_model).
+// A file whose first record is TFRecord-framed is read as Examples (workerd/data/example_table.h).
 [[nodiscard]] Result<Table> load_table_split(const std::string& path, const ColumnSpec& spec,
-                                             const nn::ModelDescription& model, const std::vector<std::string>& targets);
+                                             const nn::ModelDescription& model,
+                                             const std::vector<std::string>& targets);
 
 }  // namespace psrun::worker

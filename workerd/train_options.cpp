@@ -76,7 +76,8 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
     app.add_option("--input-columns", o.input_columns,
                    "NAME=COL[,COL...]: a CSV/TSV --train-data/--test-data table feeds the model input NAME from these "
                    "columns (float inputs: numbers; int inputs: categorical values hashed into the rows of the "
-                   "embedding that reads them); repeat per input (docs/data.md, Recommender tables)")
+                   "embedding that reads them); repeat per input; TFRecord files of tf.train.Example: feature names "
+                   "instead of columns (docs/data.md, Recommender tables)")
         ->expected(1)
         ->take_all();
     app.add_option("--value-separator", o.value_separator,

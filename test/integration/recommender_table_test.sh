@@ -16,6 +16,8 @@
 #  E. psrun eval on the test table (same options) gives training's own test AUC (summary.json);
 #  F. psrun predict on it gives scores whose AUC is eval's, and 5 rows alone score as in the whole;
 #  G. bad table options of psrun eval/predict exit 2 naming them;
+#  T. the same rows as TFRecord files of tf.train.Example (features by name, the test file
+#     gzipped) give the CSV run's test AUC, and psrun eval on them too; two refusals;
 #  B. bad specs exit 2 with the message naming the column or input (workerd --standalone).
 # Usage: recommender_table_test.sh <psrun> (from the source root)
 set -u
@@ -228,6 +230,68 @@ auc_ce=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1] + "/eval.js
 check "C: psrun eval of the headerless tables (rc=$code, --column-names, --delimiter tab): AUC $auc_ce equals training's $auc_c" \
     "$py" -c "import sys; sys.exit(0 if abs(float('$auc_ce') - float('$auc_c')) <= 1e-6 else 1)"
 
+bad_data=(--train-data "$tmp/test.csv" --test-data "$tmp/test.csv")
+bad() {  # bad <what> <message grep> <options...>: workerd --standalone exits 2 with the message
+    local what=$1 want=$2; shift 2
+    timeout 60 "$workerd" --standalone --model "$tmp/rec.json" "${bad_data[@]}" --steps 1 "$@" >"$tmp/bad.log" 2>&1
+    local rc=$?
+    check "B: $what exits 2 (rc=$rc) saying '$want'" bash -c "test $rc -eq 2 && grep -qF -- \"\$1\" '$tmp/bad.log'" _ "$want"
+    [ "$rc" -eq 2 ] && grep -qF -- "$want" "$tmp/bad.log" || tail -3 "$tmp/bad.log"
+}
+
+# T. The same rows as TFRecord files of tf.train.Example (written by hand, bench/idx_to_formats.py's
+# framing and protobuf): num one float_list of 13 (an empty cell 0.0), C1..C25 bytes_list, C26
+# int64_list (so "007" is 7), an empty categorical cell an absent feature, tags one bytes_list of
+# every tag, label int64; the test file gzipped. The same --input-columns naming features gives
+# the same ids, so the same run: the test AUC equals the CSV run's, eval's too, and the truncated
+# tag values are counted as in the CSV.
+"$py" - "$tmp" <<'PY4' || echo "FAILED: could not write the TFRecord files"
+import csv, gzip, struct, sys
+sys.path.insert(0, "bench")
+from idx_to_formats import example, frame
+t = sys.argv[1]
+for split, opener, name in (("train", open, "train.tfrecord"), ("test", gzip.open, "test.tfrecord.gz")):
+    with opener(f"{t}/{name}", "wb") as out:
+        for r in csv.DictReader(open(f"{t}/{split}.csv", newline="")):
+            feats = [("label", "int64", [int(r["label"])]),
+                     ("num", "float", [float(r[f"I{j}"]) if r[f"I{j}"] else 0.0 for j in range(1, 14)])]
+            for c in range(1, 27):
+                v = r[f"C{c}"]
+                if v:
+                    feats.append((f"C{c}", "int64", [int(v)]) if c == 26 else (f"C{c}", "bytes", [v.encode()]))
+            feats.append(("tags", "bytes", [x.encode() for x in r["tags"].split("|") if x]))
+            out.write(frame(example(feats)))
+    bad = [("label", "int64", [1]), ("num", "float", [0.0] * 13), ("tags", "bytes", [b"tag1"])]
+    bad += [(f"C{c}", "float" if c == 3 else "bytes", [1.5] if c == 3 else [b"x"]) for c in range(1, 27)]
+    open(f"{t}/bad.tfrecord", "wb").write(frame(example(bad)))
+PY4
+tf_columns=(--input-columns num=num --input-columns "cat=$cat_cols" --input-columns tags=tags --bag-weights tags_w=tags)
+timeout 600 "$psrun" local --ps 1 --workers 1 -- --model "$tmp/rec.json" --train-data "$tmp/train.tfrecord" \
+    --test-data "$tmp/test.tfrecord.gz" "${tf_columns[@]}" --optimizer adam --learning-rate 0.01 --batch-size 128 \
+    --steps 1500 --eval-every 0 --model-dir "$tmp/t" >"$tmp/t.log" 2>&1
+code=$?
+check "T: the TFRecord Examples train by feature name (rc=$code)" test "$code" -eq 0
+[ "$code" -eq 0 ] || tail -5 "$tmp/t.log"
+grep -m1 "train data: TFRecord Examples" "$tmp/t.log"
+auc_t=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1] + "/summary.json"))["test_auc"])' "$tmp/t" 2>/dev/null || echo 0)
+check "T: their test AUC $auc_t equals the CSV run's $auc (within 1e-6: the same ids)" \
+    "$py" -c "import sys; sys.exit(0 if abs(float('$auc_t') - float('$auc')) <= 1e-6 else 1)"
+check "T: the log counts the $train_truncated train tag values beyond the bag's 5 slots" \
+    grep -q "train data: TFRecord Examples $tmp/train.tfrecord: 40000 rows;.* $train_truncated values beyond a bag's slots dropped" "$tmp/t.log"
+timeout 300 "$psrun" eval --model-dir "$tmp/t" --test-data "$tmp/test.tfrecord.gz" "${tf_columns[@]}" -o "$tmp/te" \
+    >"$tmp/te.log" 2>&1
+code=$?
+auc_te=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1] + "/eval.json"))["test_auc"])' "$tmp/te" 2>/dev/null || echo -1)
+check "T: psrun eval of the gzipped TFRecord test file (rc=$code): AUC $auc_te equals training's $auc_t" \
+    "$py" -c "import sys; sys.exit(0 if abs(float('$auc_te') - float('$auc_t')) <= 1e-6 else 1)"
+bad_data=(--train-data "$tmp/train.tfrecord" --test-data "$tmp/test.tfrecord.gz")
+bad "T: --value-separator with TFRecord Examples" "drop --value-separator, --column-names and --delimiter" \
+    "${tf_columns[@]}" --value-separator '|'
+bad_data=(--train-data "$tmp/bad.tfrecord" --test-data "$tmp/bad.tfrecord")
+bad "T: a float_list feature for an id input" "feature 'C3' (float_list): the id input cat takes bytes_list or int64_list" \
+    "${tf_columns[@]}"
+bad_data=(--train-data "$tmp/test.csv" --test-data "$tmp/test.csv")
+
 # D. Two workers and two psd shards, the categorical table sparse on psd (rows pulled per batch):
 # the hashed ids are rows like any other, the AUC as close to the planted model's.
 timeout 600 "$psrun" local --ps 2 --workers 2 -- --model "$tmp/rec.json" --train-data "$tmp/train.csv" \
@@ -242,14 +306,6 @@ check "D: test AUC $auc_d within 0.02 of the planted model's $planted" \
     "$py" -c "import sys; sys.exit(0 if float('$auc_d') >= float('$planted') - 0.02 else 1)"
 check "D: the workers pull emb_cat's rows from psd" grep -q "sparse table emb_cat/table \[4096 x 4\]" "$tmp/d.log"
 
-bad() {  # bad <what> <message grep> <options...>: workerd --standalone exits 2 with the message
-    local what=$1 want=$2; shift 2
-    timeout 60 "$workerd" --standalone --model "$tmp/rec.json" --train-data "$tmp/test.csv" --test-data "$tmp/test.csv" \
-        --steps 1 "$@" >"$tmp/bad.log" 2>&1
-    local rc=$?
-    check "B: $what exits 2 (rc=$rc) saying '$want'" bash -c "test $rc -eq 2 && grep -qF -- \"\$1\" '$tmp/bad.log'" _ "$want"
-    [ "$rc" -eq 2 ] && grep -qF -- "$want" "$tmp/bad.log" || tail -3 "$tmp/bad.log"
-}
 bad "a column the table lacks" "no column 'C99'" --input-columns "num=$dense_cols" --input-columns "cat=${cat_cols%,C26},C99" \
     --input-columns tags=tags --bag-weights tags_w=tags --value-separator '|'
 bad "12 columns for 13 floats" "the float input num [13] float takes 13 values per example: name 13 columns (given 12)" \
