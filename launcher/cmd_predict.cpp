@@ -44,6 +44,7 @@ struct PredictOptions {
 worker::PredictInputs load_table_inputs(const PredictOptions& o, const worker::InferenceModel& model) {
     auto spec = worker::parse_table_columns(o.columns);
     if (!spec) throw UsageError(spec.error().message);
+    spec->targets_optional = true;  // new rows need no labels
     if (o.data.empty()) throw UsageError("--input-columns reads the model's inputs from a CSV/TSV table: give --data F.csv");
     if (!o.images.empty() || !o.inputs.empty())
         throw UsageError("--input-columns reads every input from the --data table: drop --images and --input");
@@ -304,8 +305,8 @@ void add_predict_command(CLI::App& app, int& exit_code) {
         ->expected(1, -1);
     cmd->add_option("--data", o->data,
                     "with --input-columns: a CSV/TSV table (gzip allowed) feeding every input by column, one "
-                    "prediction per row, named by its index from 0; it needs the target column(s) as training's "
-                    "tables (their values are not used)");
+                    "prediction per row, named by its index from 0 (target columns, if the table has them, are "
+                    "not used)");
     cmd->add_option("--targets", o->targets, "with --data: the table's target columns (default label)");
     add_table_column_options(*cmd, o->columns, "--data");
     cmd->add_option("--input", o->inputs,

@@ -156,6 +156,11 @@ head -6 "$tmp/test.csv" >"$tmp/few.csv"
 timeout 300 "$psrun" predict --model-dir "$tmp/a" --data "$tmp/few.csv" "${columns[@]}" --output "$tmp/few.npy" \
     >"$tmp/few.log" 2>&1
 check "F: psrun predict on 5 rows (rc=$?)" test -s "$tmp/few.npy"
+cut -d, -f2- "$tmp/few.csv" >"$tmp/nolabel.csv"  # new rows: no label column
+timeout 300 "$psrun" predict --model-dir "$tmp/a" --data "$tmp/nolabel.csv" "${columns[@]}" --output "$tmp/nolabel.npy" \
+    >"$tmp/nolabel.log" 2>&1
+check "F: psrun predict on rows without a label column (rc=$?) scores them as with one" \
+    "$py" -c 'import numpy as np, sys; a, b = (np.load(f"{sys.argv[1]}/{n}.npy") for n in ("few", "nolabel")); sys.exit(0 if a.shape == b.shape and np.abs(a - b).max() <= 1e-6 else 1)' "$tmp"
 auc_p=$("$py" - "$tmp" <<'PY3' 2>"$tmp/p.err" || echo -1
 import csv, sys
 import numpy as np
@@ -264,6 +269,17 @@ for split, opener, name in (("train", open, "train.tfrecord"), ("test", gzip.ope
     bad = [("label", "int64", [1]), ("num", "float", [0.0] * 13), ("tags", "bytes", [b"tag1"])]
     bad += [(f"C{c}", "float" if c == 3 else "bytes", [1.5] if c == 3 else [b"x"]) for c in range(1, 27)]
     open(f"{t}/bad.tfrecord", "wb").write(frame(example(bad)))
+    if split == "test":  # the first 5 test rows as new rows: no label feature
+        rows = list(csv.DictReader(open(f"{t}/test.csv", newline="")))[:5]
+        with open(f"{t}/nolabel.tfrecord", "wb") as out:
+            for r in rows:
+                feats = [("num", "float", [float(r[f"I{j}"]) if r[f"I{j}"] else 0.0 for j in range(1, 14)])]
+                for c in range(1, 27):
+                    v = r[f"C{c}"]
+                    if v:
+                        feats.append((f"C{c}", "int64", [int(v)]) if c == 26 else (f"C{c}", "bytes", [v.encode()]))
+                feats.append(("tags", "bytes", [x.encode() for x in r["tags"].split("|") if x]))
+                out.write(frame(example(feats)))
 PY4
 tf_columns=(--input-columns num=num --input-columns "cat=$cat_cols" --input-columns tags=tags --bag-weights tags_w=tags)
 timeout 600 "$psrun" local --ps 1 --workers 1 -- --model "$tmp/rec.json" --train-data "$tmp/train.tfrecord" \
@@ -284,6 +300,10 @@ code=$?
 auc_te=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1] + "/eval.json"))["test_auc"])' "$tmp/te" 2>/dev/null || echo -1)
 check "T: psrun eval of the gzipped TFRecord test file (rc=$code): AUC $auc_te equals training's $auc_t" \
     "$py" -c "import sys; sys.exit(0 if abs(float('$auc_te') - float('$auc_t')) <= 1e-6 else 1)"
+timeout 300 "$psrun" predict --model-dir "$tmp/a" --data "$tmp/nolabel.tfrecord" "${tf_columns[@]}" \
+    --output "$tmp/nolabel_tf.npy" >"$tmp/nolabel_tf.log" 2>&1
+check "T: psrun predict on 5 Examples without a label (rc=$?) scores them as the CSV rows" \
+    "$py" -c 'import numpy as np, sys; a, b = (np.load(f"{sys.argv[1]}/{n}.npy") for n in ("few", "nolabel_tf")); sys.exit(0 if a.shape == b.shape and np.abs(a - b).max() <= 1e-6 else 1)' "$tmp"
 bad_data=(--train-data "$tmp/train.tfrecord" --test-data "$tmp/test.tfrecord.gz")
 bad "T: --value-separator with TFRecord Examples" "drop --value-separator, --column-names and --delimiter" \
     "${tf_columns[@]}" --value-separator '|'

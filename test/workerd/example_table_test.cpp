@@ -128,4 +128,27 @@ TEST_CASE("Examples: errors name the record and the feature", "[example_table]")
     CHECK_THAT(error({}), Catch::Contains("x.tfrecord: no records"));
 }
 
+TEST_CASE("Examples and CSV rows without targets read them as 0 when they are optional", "[example_table]") {
+    const auto inputs = click_inputs();
+    const auto model = click_model();
+    ExampleBuilder b;
+    b.add_floats("D", std::vector<float>{1, 2}).add_bytes("C1", bytes_of("a"));
+    ColumnSpec spec = spec_of({"dense=D", "cat=C1,C2", "tags=T"});
+    CHECK_FALSE(parse_example_table({b.serialize()}, "x.tfrecord", spec, inputs, {}, model));
+    spec.targets_optional = true;
+    auto ex = parse_example_table({b.serialize(), b.serialize()}, "x.tfrecord", spec, inputs, {}, model);
+    INFO((ex ? std::string() : ex.error().message));
+    REQUIRE(ex);
+    CHECK(ex->data.targets == std::vector<float>{0, 0});
+    CHECK_THAT(ex->description, Catch::Contains("no target columns"));
+    ColumnSpec csv_spec = spec_of({"dense=D0,D1", "cat=C1,C2", "tags=T"}, "|");
+    csv_spec.targets_optional = true;
+    auto table = parse_column_table(bytes_of("D0,D1,C1,C2,T\n1,2,a,,\n"), "x.csv", csv_spec, inputs, {}, model);
+    REQUIRE(table);
+    CHECK(table->data.targets == std::vector<float>{0});
+    CHECK(table->data.images.f32 == std::vector<float>{1, 2});
+    const auto& ids = ex->data.columns[0].i32;  // cat: the first Example's two ids, as the CSV row's
+    CHECK(table->data.columns[0].i32 == std::vector<std::int32_t>(ids.begin(), ids.begin() + 2));
+}
+
 }  // namespace psrun::worker

@@ -47,6 +47,9 @@ struct ColumnSpec {
     // first line names them.
     std::vector<std::string> header;
     char delimiter = 0;  // --delimiter comma|tab|C; 0: a tab for .tsv (and .tsv.gz), else a comma
+    // psrun predict on new rows: a table with none of its target columns reads every target as
+    // 0 (TableTargets::absent); false: they are required.
+    bool targets_optional = false;
     bool given() const { return !feeds.empty(); }
 };
 

@@ -128,7 +128,8 @@ std::string describe(const std::string& path, std::size_t rows, const std::vecto
         s += w.out->name + " <- " +
              (w.combiner == BagCombiner::kSum ? "sum" : w.combiner == BagCombiner::kMean ? "mean" : "the cells' own") + " weights of " +
              w.bag->input->name + ", ";
-    s += "target " + quoted_list(targets.names()) + "; " + std::to_string(c.empty_cells) + " empty cells";
+    s += (targets.is_absent() ? std::string("no target columns") : "target " + quoted_list(targets.names())) + "; " +
+         std::to_string(c.empty_cells) + " empty cells";
     if (separator != 0)
         s += "; " + std::to_string(c.dropped_values) + " values beyond a bag's slots dropped in " + std::to_string(c.truncated_rows) +
              " rows (truncated)";
@@ -164,6 +165,10 @@ Result<Table> parse_column_table(const std::vector<std::uint8_t>& bytes, const s
     const auto start = [&](const std::vector<std::string>& names) -> Result<void> {
         header = names;
         auto found = TableTargets::find(header, target_names, path, model);
+        const auto in_header = [&](const std::string& n) { return std::find(header.begin(), header.end(), n) != header.end(); };
+        if (!found && spec.targets_optional &&
+            (target_names.empty() ? !in_header("label") : std::none_of(target_names.begin(), target_names.end(), in_header)))
+            found = TableTargets::absent(path, model);
         if (!found) return tl::unexpected(found.error());
         targets = std::move(*found);
         feeds.reserve(spec.feeds.size());

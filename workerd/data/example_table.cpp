@@ -185,6 +185,15 @@ Result<Table> parse_example_table(const std::vector<std::vector<std::uint8_t>>& 
     if (auto ok = check_column_spec(layout->spec, inputs, model.name); !ok)
         return tl::unexpected(ok.error());
     if (records.empty()) return invalid(path + ": no records");
+    if (spec.targets_optional) {  // new rows without target features: the CSV reader reads 0s
+        std::vector<std::string> names = targets.empty() ? std::vector<std::string>{"label"} : targets;
+        std::vector<FeatureValues> first(names.size());
+        if (parse_example(records.front(), names, first) &&
+            std::all_of(first.begin(), first.end(), [](const FeatureValues& f) { return f.kind == FeatureKind::kMissing; })) {
+            std::erase_if(layout->cells, [](const Cell& c) { return c.kind == CellKind::kTarget; });
+            layout->targets = std::move(names);
+        }
+    }
     std::string text;
     for (const auto& c : layout->cells) {
         if (&c != &layout->cells.front()) text += ',';

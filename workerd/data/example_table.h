@@ -12,7 +12,9 @@
 //                 features each): int64_list or bytes_list class labels, numbers for vectors
 //   bag weights   sum or mean as for CSV; weighted (VALUE:WEIGHT cells) is CSV only
 // Each Example becomes one row of the CSV reader (parse_column_table), so both forms share one
-// definition of every value. --value-separator, --column-names and --delimiter are CSV options
+// definition of every value. With spec.targets_optional, a first record with none of the target
+// features makes the targets absent (0s, TableTargets::absent) for every record.
+// --value-separator, --column-names and --delimiter are CSV options
 // and are refused here. Errors (kInvalidArgument) name the file, the record and the feature.
 #pragma once
 

@@ -39,6 +39,15 @@ Result<TableTargets> TableTargets::find(const std::vector<std::string>& header, 
     return t;
 }
 
+TableTargets TableTargets::absent(const std::string& path, const ModelInput& model) {
+    TableTargets t;
+    t.path_ = path;
+    t.kind_ = model.target;
+    t.absent_ = true;
+    t.absent_width_ = static_cast<std::size_t>(std::max<std::int64_t>(model.target_length, 0));
+    return t;
+}
+
 std::vector<std::string> TableTargets::names() const {
     std::vector<std::string> v;
     for (auto c : columns_) v.push_back(header_[c]);
@@ -46,6 +55,10 @@ std::vector<std::string> TableTargets::names() const {
 }
 
 Result<void> TableTargets::add(const std::vector<std::string>& f, std::size_t line) {
+    if (absent_) {
+        ++rows_;
+        return {};
+    }
     for (std::size_t c : columns_) {
         if (kind_ == TargetKind::kVector) {
             float v = 0;
@@ -65,6 +78,14 @@ Result<void> TableTargets::add(const std::vector<std::string>& f, std::size_t li
 
 Result<void> TableTargets::finish(LabeledImages& d) const {
     d.target = kind_;
+    if (absent_) {
+        d.target_length = kind_ == TargetKind::kVector ? absent_width_ : 0;
+        if (kind_ == TargetKind::kVector)
+            d.targets.assign(rows_ * absent_width_, 0.0f);
+        else
+            d.labels.assign(rows_, 0);
+        return {};
+    }
     d.target_length = kind_ == TargetKind::kVector ? columns_.size() : 0;
     if (kind_ == TargetKind::kVector) {
         d.targets = values_;

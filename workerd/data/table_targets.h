@@ -22,6 +22,11 @@ public:
                                                    const std::vector<std::string>& names, const std::string& path,
                                                    const ModelInput& model);
 
+    // No target columns (psrun predict on new rows): every row's targets read as 0 (class 0, or
+    // model.target_length zeros).
+    [[nodiscard]] static TableTargets absent(const std::string& path, const ModelInput& model);
+    bool is_absent() const { return absent_; }
+
     // Header indices of the target columns, in the order named.
     const std::vector<std::size_t>& columns() const { return columns_; }
     // The target columns' names, for messages.
@@ -44,6 +49,9 @@ private:
     std::vector<std::int64_t> ints_;   // class targets as integers while they all are
     bool class_ints_ = true;
     std::vector<float> values_;        // vector targets
+    bool absent_ = false;              // absent(): no columns, zeros
+    std::size_t absent_width_ = 0;     // absent() of a vector model: its target_length
+    std::size_t rows_ = 0;             // absent(): the rows added
 };
 
 // Finds `name` in `header`: its index, or an error naming `path` and listing the header.
