@@ -22,6 +22,8 @@ import os
 
 import numpy as np
 
+from roc_auc import auc  # bench/roc_auc.py, beside this script
+
 
 def weights(ids, scale, seed):
     """w[id] ~ N(0, scale^2), a pure function of (seed, id): no V-sized array."""
@@ -32,15 +34,6 @@ def weights(ids, scale, seed):
     u1 = ((x >> np.uint64(40)).astype(np.float64) + 0.5) / 2.0**24
     u2 = (((x >> np.uint64(16)) & np.uint64(0xFFFFFF)).astype(np.float64) + 0.5) / 2.0**24
     return scale * np.sqrt(-2 * np.log(u1)) * np.cos(2 * np.pi * u2)
-
-
-def auc(scores, labels):
-    order = np.argsort(scores, kind="mergesort")
-    ranks = np.empty(len(scores))
-    ranks[order] = np.arange(1, len(scores) + 1)
-    pos = labels > 0.5
-    n_pos, n_neg = pos.sum(), (~pos).sum()
-    return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
 def draw(rng, n, fields, rows, zipf, scale, seed, bias):

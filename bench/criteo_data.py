@@ -41,6 +41,8 @@ import os
 
 import numpy as np
 
+from roc_auc import auc  # bench/roc_auc.py, beside this script
+
 # Cardinalities of the 26 categorical fields of Criteo's Kaggle display-ads set.
 CRITEO_CARDINALITY = [1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3, 93145, 5683, 8351593, 3194, 27,
                       14992, 5461306, 10, 5652, 2173, 4, 7046547, 18, 15, 286181, 105, 142572]
@@ -70,15 +72,6 @@ def normals(keys, salt):
     u1 = ((x >> np.uint64(40)).astype(np.float64) + 0.5) / 2.0**24
     u2 = (((x >> np.uint64(16)) & np.uint64(0xFFFFFF)).astype(np.float64) + 0.5) / 2.0**24
     return np.sqrt(-2 * np.log(u1)) * np.cos(2 * np.pi * u2)
-
-
-def auc(scores, labels):
-    order = np.argsort(scores, kind="mergesort")
-    ranks = np.empty(len(scores))
-    ranks[order] = np.arange(1, len(scores) + 1)
-    pos = labels > 0.5
-    n_pos, n_neg = pos.sum(), (~pos).sum()
-    return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
 class Planted:

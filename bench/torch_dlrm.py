@@ -29,16 +29,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from roc_auc import auc  # bench/roc_auc.py, beside this script
+
 FIELDS = 26
-
-
-def auc(scores, labels):
-    order = np.argsort(scores, kind="mergesort")
-    ranks = np.empty(len(scores))
-    ranks[order] = np.arange(1, len(scores) + 1)
-    pos = labels > 0.5
-    n_pos, n_neg = pos.sum(), (~pos).sum()
-    return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
 def mlp(sizes):
