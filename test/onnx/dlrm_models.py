@@ -37,6 +37,8 @@ try:
 except ImportError:
     sys.exit(77)
 
+from torch_compare import worst_gradient  # noqa: E402  (beside this script)
+
 TOLERANCE = 1e-4
 SIDE_BY_SIDE = 0.015
 FIELDS = 26
@@ -127,15 +129,7 @@ def main():
         loss.backward()
         theirs = {n: p.grad.numpy() for n, p in model.named_parameters() if p.grad is not None}
         model.float()
-        worst, worst_name, missing = 0.0, "", []
-        for tname, g in theirs.items():
-            if tname not in mine["tensors"]:
-                missing.append(tname)
-                continue
-            p = np.array(mine["tensors"][tname]["gradient"], dtype=np.float64).reshape(g.shape)
-            err = float(np.max(np.abs(p - g))) / max(float(np.max(np.abs(g))), 1e-12)
-            if err > worst:
-                worst, worst_name = err, tname
+        worst, worst_name, missing = worst_gradient(mine["tensors"], theirs)
         loss_error = abs(mine["loss"] - float(loss)) / max(abs(float(loss)), 1e-8)
         check(f"opset {opset}: loss {mine['loss']:.6f} vs torch {float(loss):.6f}, {len(theirs)} gradients "
               f"(26 tables), worst {worst_name} {worst:.2e}" + (f", missing {missing}" if missing else ""),

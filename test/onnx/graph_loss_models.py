@@ -37,6 +37,7 @@ except ImportError:
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "..", "bench"))
 import networks  # noqa: E402
+from torch_compare import worst_gradient  # noqa: E402
 
 TOLERANCE = 2e-3
 BATCH = 16
@@ -168,15 +169,7 @@ def main():
             torch_loss, theirs = torch_gradients(model.double(), {k: v.astype(np.float64) if v.dtype.kind == "f" else v
                                                                   for k, v in inputs.items()})
             model.float()
-            worst, worst_name, missing = 0.0, "", []
-            for tname, g in theirs.items():
-                if tname not in mine["tensors"]:
-                    missing.append(tname)
-                    continue
-                p = np.array(mine["tensors"][tname]["gradient"], dtype=np.float64).reshape(g.shape)
-                err = float(np.max(np.abs(p - g))) / max(float(np.max(np.abs(g))), 1e-12)
-                if err > worst:
-                    worst, worst_name = err, tname
+            worst, worst_name, missing = worst_gradient(mine["tensors"], theirs)
             loss_error = abs(mine["loss"] - torch_loss) / max(abs(torch_loss), 1e-8)
             check(f"{name} opset {opset}: loss {mine['loss']:.6f} vs torch {torch_loss:.6f}, {len(theirs)} gradients, "
                   f"worst {worst_name} {worst:.2e}" + (f", missing {missing}" if missing else ""),

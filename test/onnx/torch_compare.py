@@ -60,6 +60,20 @@ def relative(mine, theirs, floor=1e-12):
     return float(np.max(np.abs(mine - theirs))) / max(float(np.max(np.abs(theirs))), floor)
 
 
+def worst_gradient(mine, theirs):
+    """psrun model check's gradients (`mine`: its --gradients JSON "tensors") against torch's by
+    name: (the largest relative error, its tensor, the torch tensors psrun did not report)."""
+    worst, worst_name, missing = 0.0, "", []
+    for name, g in theirs.items():
+        if name not in mine:
+            missing.append(name)
+            continue
+        err = relative(mine[name]["gradient"], g)
+        if err > worst:
+            worst, worst_name = err, name
+    return worst, worst_name, missing
+
+
 def check_model(check, psrun, name, build, shape, kinds, work, *, batch, seed, tolerance=1e-4,
                 opsets=(13, 14, 17), check_tolerance=None, gradient_floor=0.0, compare_predict=True):
     """`build()` (seeded with torch.manual_seed(1)) on a [batch, *shape] input from
