@@ -6,6 +6,7 @@
 #include <string>
 
 #include "workerd/nn/kernel.h"
+#include "workerd/nn/network_plan.h"  // add_reorder
 
 namespace psrun::nn {
 
@@ -14,20 +15,14 @@ using Dt = memory::data_type;
 
 namespace {
 
-void add_reorder(std::vector<std::function<void()>>& ops, const dnnl::stream& stream, const memory& from,
-                 const memory& to) {
-    dnnl::reorder r(from, to);
-    ops.push_back([r, stream, from, to]() mutable { r.execute(stream, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}}); });
-}
-
 // `m` itself when it is `plain`, else a plain copy: read from `m` by a reorder added to `ops`
 // (`read`), or written back into `m` (not `read`).
 memory plain_view(const dnnl::engine& engine, const dnnl::stream& stream, const memory& m, const memory::desc& plain,
                   std::vector<std::function<void()>>& ops, bool read) {
     if (m.get_desc() == plain) return m;
     memory copy(plain, engine);
-    if (read) add_reorder(ops, stream, m, copy);
-    else add_reorder(ops, stream, copy, m);
+    if (read) add_reorder(ops, stream, m, copy, false);
+    else add_reorder(ops, stream, copy, m, false);
     return copy;
 }
 
