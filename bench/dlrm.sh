@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # DLRM on Criteo-shaped data (docs/sparse.md "DLRM"), psrun against PyTorch side by side.
 # DIR holds bench/criteo_data.py's output. Each of ROUNDS rounds runs, in this order:
-#   psrun   `psrun local --ps PS --workers WORKERS` on DIR/dlrm.json, all 26 tables sparse on psd
+#   psrun   `psrun local --ps PS --workers WORKERS` on DIR/MODEL.json (MODEL: dlrm, dcn or wdl),
+#           all 26 tables sparse on psd
 #   torch   bench/torch_dlrm.py --variant dense, then sparse (SparseAdam), then bag (EmbeddingBag)
 # each with the same recipe (Adam, LR, batch BATCH, STEPS updates in all). Prints one JSON line per
 # run (examples/s over the run, test AUC) and, last, one with the medians per system, the CPU model
@@ -15,7 +16,8 @@ set -u
 dir=$1 steps=$2 rounds=${3:-3}
 psrun=${PSRUN:-build/launcher/psrun}
 here=$(cd "$(dirname "$0")" && pwd)
-ps=${PS:-4} workers=${WORKERS:-2} batch=${BATCH:-256} lr=${LR:-0.001}
+ps=${PS:-4} workers=${WORKERS:-2} batch=${BATCH:-256} lr=${LR:-0.001} model=${MODEL:-dlrm}
+case $model in dlrm|dcn|wdl) ;; *) echo "MODEL must be dlrm, dcn or wdl, got '$model'" >&2; exit 2 ;; esac
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 files=()
@@ -27,7 +29,7 @@ tables=$(seq -s, -f 'emb%g' 0 25)
 results=$out/results.jsonl
 for round in $(seq 1 "$rounds"); do
     start=$(date +%s.%N)
-    "$psrun" local --ps "$ps" --workers "$workers" --no-auth --grace 60 -- --model "$dir/dlrm.json" "${files[@]}" \
+    "$psrun" local --ps "$ps" --workers "$workers" --no-auth --grace 60 -- --model "$dir/$model.json" "${files[@]}" \
         --optimizer adam --learning-rate "$lr" --batch-size "$batch" --steps "$steps" --log-every 1000 \
         --seed "$round" --sparse-embedding "$tables" --model-dir "$out/run$round" >"$out/log$round" 2>&1
     rc=$?
@@ -41,7 +43,7 @@ print(json.dumps({"system": "psrun", "round": rnd, "rc": rc, "test_auc": s.get("
 PY
     [ "$rc" = 0 ] || tail -20 "$out/log$round" >&2
     for variant in ${VARIANTS:-dense sparse bag}; do
-        /usr/bin/python3 "$here/torch_dlrm.py" "$dir" --steps "$steps" --batch-size "$batch" --learning-rate "$lr" \
+        /usr/bin/python3 "$here/torch_dlrm.py" "$dir" --model "$model" --steps "$steps" --batch-size "$batch" --learning-rate "$lr" \
             --variant "$variant" --seed "$round" ${THREADS:+--threads "$THREADS"} |
             /usr/bin/python3 -c "import json,sys; r=json.loads(sys.stdin.read()); r.update(system='torch_'+r['variant'], round=$round); print(json.dumps(r))" |
             tee -a "$results"
