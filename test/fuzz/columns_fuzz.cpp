@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "workerd/data/column_table.h"
+#include "test/fuzz/click_table_inputs.h"
 
 namespace {
 
@@ -45,21 +46,8 @@ psrun::Result<ColumnSpec> spec_from(std::string_view line) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     const std::string_view all(reinterpret_cast<const char*>(data), size);
-    std::vector<TableInput> inputs(4);
-    const char* names[] = {"dense", "cat", "tags", "tags_w"};
-    const std::size_t widths[] = {2, 2, 3, 3};
-    const std::int64_t rows[] = {0, 50, 20, 0};
-    for (std::size_t k = 0; k < 4; ++k) {
-        inputs[k].name = names[k];
-        inputs[k].ints = rows[k] > 0;
-        inputs[k].width = widths[k];
-        inputs[k].shape = "[" + std::to_string(widths[k]) + "]";
-        inputs[k].rows = rows[k];
-        inputs[k].table = "emb";
-    }
-    ModelInput model{"click", 1, 1, 1, 1, InputKind::kFeatures, 2};
-    model.target = TargetKind::kVector;
-    model.target_length = 1;
+    const std::vector<TableInput> inputs = click_table_inputs();
+    const ModelInput model = click_table_model();
     const std::size_t eol = all.find('\n');
     auto spec = spec_from(all.substr(0, eol));
     std::string_view table = eol == std::string_view::npos ? std::string_view() : all.substr(eol + 1);

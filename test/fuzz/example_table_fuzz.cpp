@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "workerd/data/example_table.h"
+#include "test/fuzz/click_table_inputs.h"
 
 using namespace psrun::worker;
 
@@ -27,21 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         records.emplace_back(data + at, data + at + n);
         at += n;
     }
-    std::vector<TableInput> inputs(4);
-    const char* names[] = {"dense", "cat", "tags", "tags_w"};
-    const std::size_t widths[] = {2, 2, 3, 3};
-    const std::int64_t rows[] = {0, 50, 20, 0};
-    for (std::size_t k = 0; k < 4; ++k) {
-        inputs[k].name = names[k];
-        inputs[k].ints = rows[k] > 0;
-        inputs[k].width = widths[k];
-        inputs[k].shape = "[" + std::to_string(widths[k]) + "]";
-        inputs[k].rows = rows[k];
-        inputs[k].table = "emb";
-    }
-    ModelInput model{"click", 1, 1, 1, 1, InputKind::kFeatures, 2};
-    model.target = TargetKind::kVector;
-    model.target_length = 1;
+    const std::vector<TableInput> inputs = click_table_inputs();
+    const ModelInput model = click_table_model();
     auto spec = parse_column_spec({"dense=D", "cat=C1,C2", "tags=T"}, {"tags_w=tags:mean"}, "");
     if (!spec) __builtin_trap();
     auto t = parse_example_table(records, "fuzz.tfrecord", *spec, inputs, {}, model);
