@@ -11,36 +11,12 @@
 #include "workerd/data/column_spec.h"
 #include "workerd/data/column_table.h"
 #include "workerd/data/example_proto.h"
+#include "test/workerd/click_table_fixture.h"
 
 namespace psrun::worker {
 namespace {
 
-TableInput input(std::string name, bool ints, std::size_t width, std::string shape,
-                 std::int64_t rows = 0) {
-    TableInput in;
-    in.name = std::move(name);
-    in.ints = ints;
-    in.width = width;
-    in.shape = std::move(shape);
-    in.rows = rows;
-    in.table = ints ? "emb_" + in.name : "";
-    return in;
-}
-
-// dense [2] float (primary), cat [2] ids of 50 rows, tags [3] ids of 20 rows, tags_w [3, 1] float.
-std::vector<TableInput> click_inputs() {
-    return {input("dense", false, 2, "[2] float"), input("cat", true, 2, "[2] int", 50),
-            input("tags", true, 3, "[3] int", 20), input("tags_w", false, 3, "[3, 1] float")};
-}
-
-ModelInput click_model() {
-    ModelInput m{"click", 1, 1, 1, 1};
-    m.input = InputKind::kFeatures;
-    m.length = 2;
-    m.target = TargetKind::kVector;
-    m.target_length = 1;
-    return m;
-}
+using namespace click_fixture;  // input(), click_inputs(), click_model()
 
 ColumnSpec spec_of(const std::vector<std::string>& columns, std::string_view separator = "") {
     auto spec = parse_column_spec(columns, {"tags_w=tags:mean"}, separator);

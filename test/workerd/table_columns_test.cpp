@@ -9,39 +9,14 @@
 #include "workerd/data/categorical_hash.h"
 #include "workerd/data/column_spec.h"
 #include "workerd/data/column_table.h"
+#include "test/workerd/click_table_fixture.h"
 
 namespace psrun::worker {
 namespace {
 
 std::vector<std::uint8_t> text(std::string_view s) { return {s.begin(), s.end()}; }
 
-// A click model's inputs: dense [2] float (primary), cat [2] int read by an embedding of 50 rows,
-// tags [3] int (a bag; 20 rows), tags_w [3, 1] float.
-TableInput input(std::string name, bool ints, std::size_t width, std::string shape, std::int64_t rows = 0,
-                 std::string table = "") {
-    TableInput in;
-    in.name = std::move(name);
-    in.ints = ints;
-    in.width = width;
-    in.shape = std::move(shape);
-    in.rows = rows;
-    in.table = std::move(table);
-    return in;
-}
-
-std::vector<TableInput> click_inputs() {
-    return {input("dense", false, 2, "[2] float"), input("cat", true, 2, "[2] int", 50, "emb_cat"),
-            input("tags", true, 3, "[3] int", 20, "emb_tags"), input("tags_w", false, 3, "[3, 1] float")};
-}
-
-ModelInput click_model() {
-    ModelInput m{"click", 1, 1, 1, 1};
-    m.input = InputKind::kFeatures;
-    m.length = 2;
-    m.target = TargetKind::kVector;
-    m.target_length = 1;
-    return m;
-}
+using namespace click_fixture;  // input(), click_inputs(), click_model()
 
 ColumnSpec spec_of(const std::vector<std::string>& columns, const std::vector<std::string>& weights = {},
                    std::string_view separator = "") {
