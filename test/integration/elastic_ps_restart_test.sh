@@ -15,15 +15,9 @@
 set -u
 psrun=$1
 py=/usr/bin/python3
-tmp=$(mktemp -d /tmp/psrun-elastic-restart-XXXXXX)
-pid=
-cleanup() {
-    [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
 fail=0
-. "$(dirname "$0")/../support/check.sh"  # check(), require_mnist()
+. "$(dirname "$0")/../support/check.sh"  # check(), require_mnist(), scratch_dir()
+scratch_dir psrun-elastic-restart  # $tmp, $pid: removed and killed by PID at exit
 require_mnist
 steps=12000
 run_opts=(--ps 1 --workers 2 --restart-ps 1 --grace 20)

@@ -10,15 +10,9 @@
 set -u
 psrun=$1
 mode=${2:-async}
-tmp=$(mktemp -d /tmp/psrun-elastic-XXXXXX)
-pid=
-cleanup() {
-    [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
 fail=0
-. "$(dirname "$0")/../support/check.sh"  # check(), require_mnist()
+. "$(dirname "$0")/../support/check.sh"  # check(), require_mnist(), scratch_dir()
+scratch_dir psrun-elastic  # $tmp, $pid: removed and killed by PID at exit
 require_mnist
 py=/usr/bin/python3
 # The PID of the workerd with --index $2 among the descendants of PID $1 (psrun, or a shell that runs it).

@@ -12,15 +12,9 @@
 set -u
 psrun=$1
 py=/usr/bin/python3
-tmp=$(mktemp -d /tmp/psrun-ps-restart-XXXXXX)
-pid=
-cleanup() {
-    [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
 fail=0
-. "$(dirname "$0")/../support/check.sh"  # check(), require_mnist()
+. "$(dirname "$0")/../support/check.sh"  # check(), require_mnist(), scratch_dir()
+scratch_dir psrun-ps-restart  # $tmp, $pid: removed and killed by PID at exit
 require_mnist
 # dls_mlp runs ~400-800 global steps a second here: 6000 steps leave the kill (after the 2nd checkpoint)
 # in the middle of the run.

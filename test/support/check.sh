@@ -14,3 +14,12 @@ require_mnist() {
     [ -f "$idx/train-images-idx3-ubyte" ] || [ -f "$idx/train-images-idx3-ubyte.gz" ] ||
         { echo "no MNIST in $idx (psrun data fetch): skipping"; exit 77; }
 }
+
+# scratch_dir PREFIX: sets tmp to a fresh /tmp/PREFIX-XXXXXX and pid to "", and at exit SIGKILLs
+# the process whose PID is in $pid then (if any) and removes $tmp. For a test that runs one
+# process at a time in the background (psrun local) and keeps its PID in $pid.
+scratch_dir() {
+    tmp=$(mktemp -d "/tmp/$1-XXXXXX")
+    pid=
+    trap '[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+}
