@@ -90,6 +90,8 @@ Result<DaemonCommand> daemon_command(const ClusterMap& map, Role role, int index
             cmd.argv.insert(cmd.argv.end(), {"--max-bad-grads", std::to_string(*options.max_bad_grads)});
         if (options.min_workers)
             cmd.argv.insert(cmd.argv.end(), {"--min-workers", std::to_string(*options.min_workers)});
+        if (options.max_staleness)
+            cmd.argv.insert(cmd.argv.end(), {"--max-staleness", std::to_string(*options.max_staleness)});
         if (options.reconnect_wait)
             cmd.argv.insert(cmd.argv.end(), {"--reconnect-wait", fmt::format("{}", *options.reconnect_wait)});
         if (options.sync) {

@@ -112,6 +112,12 @@ void add_daemon_options(CLI::App* cmd, DaemonOptions& o) {
         ->needs(sync)
         ->check(integer_in(0, kMaxTasks - 1))
         ->group(grp);
+    cmd->add_option("--max-staleness", o.max_staleness,
+                    "psd, async: bounded staleness: a worker waits while it has sent more than S gradients more than "
+                    "the slowest live worker (0: lock-step); default: no bound")
+        ->excludes(sync)
+        ->check(integer_in(0, 1000000))
+        ->group(grp);
     cmd->add_flag("--standby", o.standby, "psd: start as a standby")->group(grp);
     cmd->add_option("--worker-timeout", o.worker_timeout,
                     "psd: seconds without a message before a worker counts as lost")

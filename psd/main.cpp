@@ -76,6 +76,11 @@ int main(int argc, char** argv) {
                    "aggregate over the rest) and the run ends 0 when at least K workers finished and the chief "
                    "stayed; fewer than K left stops the run (exit 1); default: off (a dead worker fails the run)")
         ->check(psrun::integer_in(1, psrun::kMaxTasks));
+    app.add_option("--max-staleness", o.max_staleness,
+                   "async: bounded staleness: a worker's reply waits while it has sent more than S gradients more "
+                   "than the slowest live worker (0: lock-step); default: no bound")
+        ->check(psrun::integer_in(0, 1000000))
+        ->excludes(sync);
     app.add_option("--signal-grace", signal_grace,
                    "seconds psd waits after SIGTERM/SIGUSR1 for the chief's checkpoint and every worker's DONE")
         ->check(psrun::positive_seconds())

@@ -45,6 +45,9 @@ ParameterServer::ParameterServer(ServerOptions options)
     std::random_device entropy;
     while (instance_ == 0) instance_ = (std::uint64_t{entropy()} << 32) | entropy();
     if (options_.threads > 1) team_ = std::make_unique<ThreadTeam>(options_.threads);
+    if (options_.max_staleness && options_.sync)
+        throw UsageError("--max-staleness bounds asynchronous training: --sync already waits for every step");
+    if (options_.max_staleness) bound_ = std::make_unique<StalenessBound>(options_.num_workers, *options_.max_staleness);
     auto ep = bindable_endpoint(options_.endpoints[options_.index]);
     if (!ep) throw UsageError(ep.error().message);
     socket_ = zmq::socket_t(context_, zmq::socket_type::router);
@@ -109,7 +112,8 @@ void ParameterServer::write_endpoint_file() {
 }
 
 int ParameterServer::run() {
-    spdlog::info("serving on {} ({} mode, {} workers, {}), instance {:016x}", endpoint_, options_.sync ? "sync" : "async",
+    spdlog::info("serving on {} ({} mode{}, {} workers, {}), instance {:016x}", endpoint_, options_.sync ? "sync" : "async",
+                 options_.max_staleness ? fmt::format(", at most {} gradients ahead of the slowest worker", *options_.max_staleness) : "",
                  options_.num_workers,
                  zap_ ? "CURVE" : verifier_ ? "MAC" : options_.keys ? "owner-only ipc socket + job token" : "no auth",
                  instance_);
@@ -154,6 +158,7 @@ int ParameterServer::run() {
         if (stop_requested_.load() && !exit_code_)
             finish(options_.standby || workers_.run_finished(false) ? kExitOk : kExitFailure);
         if (!exit_code_) check_timeouts();
+        if (!exit_code_) release_bounded();  // after messages and timeouts: either may let a held reply go
         if (verifier_) verifier_->prune();
         if (!exit_code_) check_drain();
     }
@@ -372,6 +377,7 @@ std::string ParameterServer::stats_json() const {
     j["bf16_param_reuses"] = bf16_.reuses();
     j["aborted"] = faults_.aborted();
     j["auth_denied"] = zap_ ? zap_->denied() : 0;
+    if (!options_.sync) j["staleness"] = staleness_json();  // async: gradients' staleness, --max-staleness
     j.update(elastic_json());  // --min-workers, data chunks
     return json_text(j);
 }

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,6 +34,7 @@
 #include "psd/fault_policy.h"
 #include "psd/server_options.h"
 #include "psd/shard_state.h"
+#include "psd/staleness_bound.h"
 #include "psd/sync_aggregator.h"
 #include "common/thread_team.h"
 #include "psd/worker_table.h"
@@ -63,10 +65,16 @@ private:
         std::uint32_t worker;
         std::uint32_t reply_flags = 0;  // wire::kFlagBf16 when the held PARAMS reply goes out in bf16
         std::vector<PendingPull> pulls = {};
+        Clock::time_point since = {};  // held by the staleness bound since then
     };
     struct Counters {
         std::uint64_t messages = 0, malformed = 0, unauthorized = 0, nonfinite = 0, stale = 0,
                       applied = 0, errors = 0, checkpoints = 0, rows_pushed = 0, rows_pulled = 0;
+        // Async: each applied gradient's staleness (updates applied since the step it was computed at).
+        std::uint64_t staleness_sum = 0, staleness_max = 0;
+        // --max-staleness: replies held, their total and longest wait.
+        std::uint64_t bound_held = 0;
+        double bound_held_s = 0, bound_longest_s = 0;
     };
     using Parts = std::vector<zmq::message_t>;
 
@@ -157,6 +165,14 @@ private:
     void keep_waiters_alive(Clock::time_point now);
     void update_sync_replicas();
     void complete_sync_step();
+    // --max-staleness (psd/parameter_server_bound.cpp): an applied async gradient of `worker` is
+    // answered now by `answer`, or held in bound_waiters_ while the bound says it must wait;
+    // release_bounded() answers the held ones the bound (or draining, the run's end) lets go.
+    // Called after every message and timeout check, so that membership changes release too.
+    void answer_bounded(const std::string& routing, const wire::Header& h, const RowFrames& rows,
+                        const std::function<void()>& answer);
+    void release_bounded();
+    nlohmann::json staleness_json() const;
     void on_workers_lost();
     void reject_bad_gradient(const std::string& routing, const wire::Header& h, const Error& error);
     void reply_aborted(const std::string& routing, std::uint32_t worker);
@@ -190,6 +206,8 @@ private:
     Clock::time_point last_refusal_log_{};
     std::unique_ptr<ShardState> shard_;
     std::unique_ptr<SyncAggregator> sync_;
+    std::unique_ptr<StalenessBound> bound_;  // --max-staleness (async)
+    std::vector<Pending> bound_waiters_;
     WorkerTable workers_;
     FaultPolicy faults_;
     std::vector<Pending> init_waiters_;

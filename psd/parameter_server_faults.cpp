@@ -16,6 +16,8 @@ void ParameterServer::keep_waiters_alive(Clock::time_point now) {
     // dies meanwhile, its connection drops and the step completes without it anyway.
     for (const auto& p : step_waiters_)
         if (!workers_.is_dead(p.worker)) workers_.seen(p.worker, now);
+    for (const auto& p : bound_waiters_)  // --max-staleness: the same, waiting for slower workers
+        if (!workers_.is_dead(p.worker)) workers_.seen(p.worker, now);
 }
 
 void ParameterServer::on_worker_rejoined(const std::string& routing, std::uint32_t index) {

@@ -144,10 +144,13 @@ void ParameterServer::on_push(const std::string& routing, const Header& h, Parts
     if (shard_->finished()) return answer(0);  // last_step reached: never overshoot
     if (!sync_) {
         const bool mirror = want_params && segment;  // write the reply's parameters during the update
+        const std::uint64_t staleness = shard_->step() > h.step ? shard_->step() - h.step : 0;
         shard_->apply(*grads, team_.get(), mirror ? segment->params() : std::span<float>{}, rows->grads);
         ++counters_.applied;
+        counters_.staleness_sum += staleness;
+        counters_.staleness_max = std::max(counters_.staleness_max, staleness);
         for (const auto& g : rows->grads) counters_.rows_pushed += g.ids.size();
-        return answer(0, mirror);
+        return answer_bounded(routing, h, *rows, [&] { answer(0, mirror); });
     }
     if (h.step < shard_->step()) {  // stale: computed on parameters older than the current step
         ++counters_.stale;

@@ -44,6 +44,9 @@ struct ServerOptions {
     // over the rest) instead of failing the run: psd exits 0 when at least K workers finished and
     // the chief (which checkpoints) was never lost; the run is aborted once fewer than K are left.
     std::uint32_t min_workers = 0;
+    // Async: a worker's reply waits while it is more than S gradients ahead of the slowest live
+    // worker (psd/staleness_bound.h); nullopt: no bound. Not with sync.
+    std::optional<std::uint32_t> max_staleness;
     std::uint64_t max_bad_grads = 100;    // rejected non-finite gradients before the run is aborted; 0: no limit
 };
 

@@ -22,6 +22,7 @@ public:
     void done(std::uint32_t index);
     bool is_done(std::uint32_t index) const { return workers_[index].done; }
     bool is_dead(std::uint32_t index) const { return workers_[index].dead; }
+    bool is_attached(std::uint32_t index) const { return workers_[index].attached; }
 
     // Attached, unfinished workers silent for longer than `timeout` become dead; so do workers
     // that never attached when `start` is more than `attach_timeout` ago (a worker that crashed

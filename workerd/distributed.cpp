@@ -285,12 +285,13 @@ int DistributedWorker::run() {
         if (auto wrote = write_worker_report(training_.model_dir, ctx); !wrote)
             spdlog::warn("{}", wrote.error().message);
     if (chunk_source) chunk_source->report_finished();  // before DONE, which returns unreported chunks
-    if (c.chief && !training_.model_dir.empty() && !ctx.stopped_by_signal) {  // summary.json's "elastic"
+    if (c.chief && !training_.model_dir.empty() && !ctx.stopped_by_signal) {  // summary.json's "elastic", "staleness"
         if (auto stats = client_ptr->stats(0); stats) {
             nlohmann::json elastic;
             for (const char* key : {"data_chunks", "workers_dropped", "min_workers"})
                 if (stats->contains(key)) elastic[key] = (*stats)[key];
             if (!elastic.is_null()) ctx.elastic = elastic;
+            if (stats->contains("staleness")) ctx.staleness = (*stats)["staleness"];
         }
     }
     if (ctx.stopped_by_signal) {

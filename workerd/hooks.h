@@ -73,6 +73,9 @@ struct RunContext {
     // --data-chunks / psd --min-workers: psd 0's data_chunks and workers_dropped (STATS) before the
     // chief's DONE, for summary.json's "elastic"; null otherwise.
     nlohmann::json elastic;
+    // Async: psd 0's STATS "staleness" (gradients' staleness, --max-staleness's held replies), for
+    // summary.json's "staleness"; null otherwise.
+    nlohmann::json staleness;
 
     double elapsed() const { return std::chrono::duration<double>(Clock::now() - start).count(); }
 };

@@ -11,20 +11,10 @@ set -u
 psrun=$1
 mode=${2:-async}
 fail=0
-. "$(dirname "$0")/../support/check.sh"  # check(), require_mnist(), scratch_dir()
+. "$(dirname "$0")/../support/check.sh"  # check(), require_mnist(), scratch_dir(), worker_pid()
 scratch_dir psrun-elastic  # $tmp, $pid: removed and killed by PID at exit
 require_mnist
 py=/usr/bin/python3
-# The PID of the workerd with --index $2 among the descendants of PID $1 (psrun, or a shell that runs it).
-worker_pid() {
-    local c found
-    for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
-        if tr '\0' '\n' </proc/"$c"/cmdline 2>/dev/null | head -1 | grep -q 'workerd$' &&
-            tr '\0' ' ' </proc/"$c"/cmdline | grep -q -- "--index $2 "; then echo "$c"; return; fi
-        found=$(worker_pid "$c" "$2")
-        [ -n "$found" ] && { echo "$found"; return; }
-    done
-}
 if [ "$mode" = sync ]; then steps=3000; sync=(--sync); else steps=12000; sync=(); fi
 run_opts=(--ps 1 --workers 3 --min-workers 2 --worker-timeout 1 "${sync[@]}")
 train_opts=(--model dls_mlp --data-dir "$idx" --batch-size 100 --steps "$steps" --log-every 100 --data-chunks 60

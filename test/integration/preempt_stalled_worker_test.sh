@@ -16,15 +16,7 @@ cleanup() {
 }
 trap cleanup EXIT
 fail=0
-. "$(dirname "$0")/../support/check.sh"  # check(), require_mnist()
-# The PID of psrun's child workerd with --index $2 (psrun's PID $1).
-worker_pid() {
-    local c
-    for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
-        if tr '\0' '\n' </proc/"$c"/cmdline 2>/dev/null | grep -qx workerd &&
-            tr '\0' ' ' </proc/"$c"/cmdline | grep -q -- "--index $2 "; then echo "$c"; return; fi
-    done
-}
+. "$(dirname "$0")/../support/check.sh"  # check(), require_mnist(), worker_pid()
 
 "$psrun" local --ps 1 --workers 2 -- --model dls_mlp --steps 1000000 --log-every 200 \
     --model-dir "$tmp/m" >"$tmp/log" 2>&1 &

@@ -23,3 +23,15 @@ scratch_dir() {
     pid=
     trap '[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 }
+
+# worker_pid PID INDEX: the PID of the workerd with --index INDEX among the descendants of PID
+# (psrun local, or a shell that runs it); empty when there is none.
+worker_pid() {
+    local c found
+    for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+        if tr '\0' '\n' </proc/"$c"/cmdline 2>/dev/null | head -1 | grep -q 'workerd$' &&
+            tr '\0' ' ' </proc/"$c"/cmdline | grep -q -- "--index $2 "; then echo "$c"; return; fi
+        found=$(worker_pid "$c" "$2")
+        [ -n "$found" ] && { echo "$found"; return; }
+    done
+}
