@@ -46,7 +46,7 @@ struct DigitReader {
 
 }  // namespace
 
-std::string encode_data_chunks(const DataChunks::State& s) {
+std::vector<NamedTensor> data_chunks_tensors(const DataChunks::State& s) {
     std::vector<float> header, closed, open;
     for (std::uint64_t w : {kVersion, s.plan.examples, std::uint64_t{s.plan.chunks}, s.plan.seed, s.next_epoch,
                             s.epochs_complete, s.epochs_inexact, s.stale_reports, s.leased_total})
@@ -66,25 +66,30 @@ std::string encode_data_chunks(const DataChunks::State& s) {
             if (c / kDigitBits < digits) bits[c / kDigitBits] |= 1u << (c % kDigitBits);
         for (std::size_t k = 0; k < digits; ++k) open[at + k] = static_cast<float>(bits[k]);
     }
-    const TensorView views[] = {
-        {kHeader, {kHeaderWords, kWordDigits}, header},
-        {kClosed, {s.closed.size(), 3 * kWordDigits}, closed},
-        {kOpen, {s.open.size(), kWordDigits + digits}, open},
-    };
+    std::vector<NamedTensor> out;
+    out.push_back({kHeader, {kHeaderWords, kWordDigits}, std::move(header)});
+    out.push_back({kClosed, {s.closed.size(), 3 * kWordDigits}, std::move(closed)});
+    out.push_back({kOpen, {s.open.size(), kWordDigits + digits}, std::move(open)});
+    return out;
+}
+
+bool is_data_chunks_header(std::string_view name) { return name == kHeader; }
+
+std::string encode_data_chunks(const DataChunks::State& s) {
+    const std::vector<NamedTensor> tensors = data_chunks_tensors(s);
+    std::vector<TensorView> views;
+    for (const NamedTensor& t : tensors) views.push_back({t.name, t.shape, t.data});
     return encode_tensor_file(views);
 }
 
-Result<DataChunks::State> decode_data_chunks(std::string_view bytes, const std::string& path) {
-    auto tensors = parse_tensor_file(bytes, path);
-    if (!tensors) return tl::unexpected(tensors.error());
+Result<DataChunks::State> decode_data_chunks_tensors(std::span<const NamedTensor> tensors, const std::string& path) {
     auto bad = [&path](const std::string& why) {
-        return invalid_argument(path + ": not a valid data chunk state (" + why +
-                                "): move this checkpoint away to resume from an older one");
+        return invalid_argument(path + ": not a valid data chunk state (" + why + ")");
     };
-    if (tensors->size() != 3 || (*tensors)[0].name != kHeader || (*tensors)[1].name != kClosed ||
-        (*tensors)[2].name != kOpen)
+    if (tensors.size() != kDataChunksTensors || tensors[0].name != kHeader || tensors[1].name != kClosed ||
+        tensors[2].name != kOpen)
         return bad(fmt::format("expected the tensors {}, {} and {}", kHeader, kClosed, kOpen));
-    const NamedTensor &header = (*tensors)[0], &closed = (*tensors)[1], &open = (*tensors)[2];
+    const NamedTensor &header = tensors[0], &closed = tensors[1], &open = tensors[2];
     if (header.shape != std::vector<std::uint64_t>{kHeaderWords, kWordDigits}) return bad("header shape");
     DataChunks::State s;
     DigitReader h{header.data};
@@ -132,6 +137,15 @@ Result<DataChunks::State> decode_data_chunks(std::string_view bytes, const std::
     // The plan, the counters, and every epoch against them (chunks beyond the plan, order, totals).
     if (auto checked = DataChunks::restore(s); !checked) return bad(checked.error().message);
     return s;
+}
+
+Result<DataChunks::State> decode_data_chunks(std::string_view bytes, const std::string& path) {
+    auto tensors = parse_tensor_file(bytes, path);
+    if (!tensors) return tl::unexpected(tensors.error());
+    auto state = decode_data_chunks_tensors(*tensors, path);
+    if (!state)
+        return invalid_argument(state.error().message + ": move this checkpoint away to resume from an older one");
+    return state;
 }
 
 Result<void> save_data_chunks(const DataChunks& chunks, const std::string& dir) {

@@ -9,14 +9,18 @@
 //   data_chunks/open    [m, 4 + ceil(chunks / 16)]  per open epoch: the word epoch, then its done
 //                                chunks as a bitmap (chunk c is bit c % 16 of digit c / 16)
 // A word is 4 digits, least significant first. Every field is checked (DataChunks::restore);
-// any problem is kInvalidArgument naming the file. Free functions, no state.
+// any problem is kInvalidArgument naming the file. The same three tensors also end psd 0's standby
+// shard file (psd/shard_state_file.cpp, `ps-0.shard`). Free functions, no state.
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/result.h"
+#include "common/tensor_file.h"
 #include "psd/data_chunks.h"
 
 namespace psrun::psd {
@@ -28,6 +32,17 @@ std::string encode_data_chunks(const DataChunks::State& state);
 // Parses and checks the bytes of a data-chunks file (`path` names it in errors).
 // decode(encode(s)) == s for every state a DataChunks produced.
 [[nodiscard]] Result<DataChunks::State> decode_data_chunks(std::string_view bytes, const std::string& path);
+
+// The three tensors above for `state`, in that order (what encode_data_chunks() writes), for a
+// file that holds them beside others.
+std::vector<NamedTensor> data_chunks_tensors(const DataChunks::State& state);
+inline constexpr std::size_t kDataChunksTensors = 3;
+// True when `name` is the first of those tensors' names (data_chunks/header).
+bool is_data_chunks_header(std::string_view name);
+// Parses and checks those three tensors, in that order, read from `path`: kInvalidArgument
+// "<path>: not a valid data chunk state (<why>)". decode(data_chunks_tensors(s)) == s.
+[[nodiscard]] Result<DataChunks::State> decode_data_chunks_tensors(std::span<const NamedTensor> tensors,
+                                                                   const std::string& path);
 
 // Writes `chunks`' state to <dir>/data-chunks.tensors, fsynced (kIo naming the path).
 [[nodiscard]] Result<void> save_data_chunks(const DataChunks& chunks, const std::string& dir);

@@ -6,7 +6,10 @@
 //         so the digit decoding and DataChunks::restore()'s checks are reached past the CRCs.
 // Contract checked: never a crash; an accepted state is one DataChunks::restore() accepts and whose
 // state() is the same; it re-encodes to a file that decodes to the same state again; a restored
-// dispenser leases a chunk inside the plan's examples.
+// dispenser leases a chunk inside the plan's examples; the parsed tensors handed straight to
+// decode_data_chunks_tensors() (what psd/shard_state_file.cpp does with the tensors that end a
+// standby shard file) are accepted or refused alike, to the same state, and data_chunks_tensors()
+// of an accepted state are those tensors again.
 // Built and run by test/fuzz/fuzz.sh data_chunks.
 #include <cstddef>
 #include <cstdint>
@@ -42,6 +45,13 @@ std::string well_formed(const std::uint8_t* data, std::size_t size) {
     return psrun::encode_tensor_file(views);
 }
 
+bool same_tensors(const std::vector<psrun::NamedTensor>& a, const std::vector<psrun::NamedTensor>& b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+        if (a[i].name != b[i].name || a[i].shape != b[i].shape || a[i].data != b[i].data) return false;
+    return true;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -51,6 +61,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::string_view bytes = data[0] % 2 ? std::string_view(built)
                                                : std::string_view(reinterpret_cast<const char*>(data + 1), size - 1);
     const auto state = decode_data_chunks(bytes, "fuzz-input");
+    if (auto tensors = psrun::parse_tensor_file(bytes, "fuzz-input")) {
+        const auto direct = decode_data_chunks_tensors(*tensors, "fuzz-input");
+        if (direct.has_value() != state.has_value() || (direct && !(*direct == *state))) __builtin_trap();
+        if (direct && !same_tensors(data_chunks_tensors(*direct), *tensors)) __builtin_trap();
+    }
     if (!state) return 0;
     auto restored = DataChunks::restore(*state);
     if (!restored || !(restored->state() == *state)) __builtin_trap();
