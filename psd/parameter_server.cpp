@@ -175,7 +175,7 @@ int ParameterServer::run() {
 void ParameterServer::finish(int code) {
     if (options_.standby && shard_ && shard_->initialized()) {
         shard_->rows().materialize(team_.get());
-        auto saved = shard_->save(shard_path());
+        auto saved = shard_->save(shard_path(), chunks_.get());  // psd 0: with its data dispenser
         if (!saved) {
             spdlog::error("{}", saved.error().message);
             code = kExitFailure;

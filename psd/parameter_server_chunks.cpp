@@ -15,6 +15,15 @@ namespace psrun::psd {
 using wire::Header;
 using wire::MessageType;
 
+namespace {
+
+// What a restored dispenser came from, for the log: a checkpoint dir, or the standby shard file.
+std::string source_name(const std::string& where) {
+    return (where.ends_with(".shard") ? "shard file " : "checkpoint ") + where;
+}
+
+}  // namespace
+
 void ParameterServer::on_chunk(const std::string& routing, const Header& h, Parts& parts) {
     if (options_.index != 0)
         return reply_error(routing, ErrorCode::kInvalidArgument, "CHUNK goes to psd 0, which hands out the data chunks");
@@ -25,9 +34,9 @@ void ParameterServer::on_chunk(const std::string& routing, const Header& h, Part
     const ChunkPlan plan{request->examples, request->chunks, request->seed};
     if (chunks_ && !chunks_restored_from_.empty() && !(chunks_->plan() == plan)) {  // resumed with other data
         const auto& p = chunks_->plan();
-        spdlog::warn("data chunks: checkpoint {} holds the data position of {} examples in {} chunks (seed {}), this "
+        spdlog::warn("data chunks: {} holds the data position of {} examples in {} chunks (seed {}), this "
                      "run reads {} in {} (seed {}): the data starts again at epoch 0",
-                     chunks_restored_from_, p.examples, p.chunks, p.seed, plan.examples, plan.chunks, plan.seed);
+                     source_name(chunks_restored_from_), p.examples, p.chunks, p.seed, plan.examples, plan.chunks, plan.seed);
         chunks_.reset();
     }
     if (!chunks_) {
@@ -36,9 +45,9 @@ void ParameterServer::on_chunk(const std::string& routing, const Header& h, Part
         spdlog::info("data chunks: {} examples in {} chunks per epoch (seed {}), handed out by this psd", plan.examples,
                      plan.chunks, plan.seed);
         if (!chunks_missing_in_.empty())
-            spdlog::warn("data chunks: checkpoint {} holds no data position (written without --data-chunks, or by a "
+            spdlog::warn("data chunks: {} holds no data position (written without --data-chunks, or by a "
                          "psrun from before it was kept): the data starts at epoch 0",
-                         chunks_missing_in_);
+                         source_name(chunks_missing_in_));
     } else if (!(chunks_->plan() == plan)) {
         const auto& p = chunks_->plan();
         return reply_error(routing, ErrorCode::kInvalidArgument,
@@ -82,9 +91,9 @@ void ParameterServer::commit_chunk_restore(std::optional<DataChunks> restored, c
     chunks_missing_in_.clear();
     if (!restored) {
         if (chunks_)
-            spdlog::warn("data chunks: checkpoint {} holds no data position: the chunks leased so far are forgotten "
+            spdlog::warn("data chunks: {} holds no data position: the chunks leased so far are forgotten "
                          "and the data starts again at epoch 0",
-                         dir);
+                         source_name(dir));
         chunks_.reset();
         chunks_missing_in_ = dir;
         return;

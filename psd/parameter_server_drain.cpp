@@ -73,7 +73,7 @@ void ParameterServer::end_preempted_run() {
                       drain_.saved_step() ? std::to_string(*drain_.saved_step()) : std::string("none"));
         if (!options_.model_dir.empty() && !options_.standby) {  // standby's finish() saves it anyway
             shard_->rows().materialize(team_.get());
-            if (auto saved = shard_->save(shard_path()); saved)
+            if (auto saved = shard_->save(shard_path(), chunks_.get()); saved)
                 spdlog::warn("saved this shard (step {}) to {} as a last resort", step, shard_path());
             else
                 spdlog::error("{}", saved.error().message);

@@ -49,10 +49,12 @@ void ParameterServer::on_hello(const std::string& routing, const Header& h, Part
                      tensors_.size(),
                      layout->total, shard_->size(), shard_->slice_ids().size());
         if (options_.standby && std::filesystem::exists(shard_path())) {
-            auto loaded = shard_->load(shard_path());
+            std::optional<DataChunks> chunks;  // psd 0's data dispenser, if the file holds it
+            auto loaded = shard_->load(shard_path(), &chunks);
             if (loaded) {
                 spdlog::info("restored shard at step {} from {}", shard_->step(), shard_path());
                 awaiting_run_init_ = true;
+                commit_chunk_restore(std::move(chunks), shard_path());
             } else spdlog::warn("ignoring {}", loaded.error().message);
         }
     } else if (*tensors != tensors_) {

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "common/tensor_layout.h"
 #include "common/wire.h"
 #include "common/thread_team.h"
+#include "psd/data_chunks.h"
 #include "psd/row_frames.h"
 #include "psd/row_store.h"
 #include "psd/weight_average.h"
@@ -107,9 +109,14 @@ public:
     std::size_t optimizer_floats() const;
 
     // Shard file: params, slots, step and optimizer config, and the sparse tables' rows, slots and
-    // update counts, CRC32-protected; written atomically (psd/shard_state_file.cpp).
-    [[nodiscard]] Result<void> save(const std::string& path) const;
-    [[nodiscard]] Result<void> load(const std::string& path);
+    // update counts, CRC32-protected; written atomically (psd/shard_state_file.cpp). `chunks`
+    // (psd 0's data dispenser, may be null) is kept in the file too (psd/data_chunks_file.h's tensors).
+    [[nodiscard]] Result<void> save(const std::string& path, const DataChunks* chunks = nullptr) const;
+    // Everything is checked before the state changes, the dispenser's fields included: any damage
+    // is an error naming the file and leaves the shard as it was (or uninitialised after a read
+    // error). `chunks` (may be null) is set to the dispenser the file holds, nullopt when it holds
+    // none (psd i > 0, a psd 0 without data chunks, a file from before version 9).
+    [[nodiscard]] Result<void> load(const std::string& path, std::optional<DataChunks>* chunks = nullptr);
 
 private:
     float* writable();  // current buffer, or a free copy of it if ZeroMQ still holds it

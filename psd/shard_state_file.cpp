@@ -8,6 +8,10 @@
 //                                this shard's rows, their slots, their moving average (--ema-decay,
 //                                version 8; current at the update count: saved after materialize())
 //                                and the table's update count
+//   "data_chunks/header", "data_chunks/closed", "data_chunks/open"   psd 0's data dispenser, when it
+//                                has one (version 9): the tensors of <ckpt>/data-chunks.tensors
+//                                (psd/data_chunks_file.h), so a run resumed from this file alone goes
+//                                on with the dispenser's epoch and chunks
 // Integers are stored as four base-2^16 digits (exact in float32). The file is written and read
 // as a stream (common/tensor_file_stream.h): a sparse table is never copied whole in memory.
 #include <cstdio>
@@ -16,6 +20,7 @@
 
 #include "common/tensor_file.h"
 #include "common/tensor_file_stream.h"
+#include "psd/data_chunks_file.h"
 #include "psd/shard_state.h"
 #include "psd/torn_guard.h"
 
@@ -27,8 +32,9 @@ namespace {
 // at the INIT body's end (a version 4 or 5 file loads as no decay, no clipping); 7: the moving
 // average's decay and the parameter groups at the INIT body's end, and each slice's average (older
 // files: no average, no groups); 8: the sparse tables' rows' average (a version 7 file loads with
-// the rows' average restarted from the rows)
-constexpr std::uint32_t kShardFileVersion = 8;
+// the rows' average restarted from the rows); 9: psd 0's data dispenser at the end, when it has one
+// (an older file loads with none: the data starts at epoch 0)
+constexpr std::uint32_t kShardFileVersion = 9;
 // The INIT fields protocol 10 added (wire_bodies.cpp: weight decay f32, its selection u8, the
 // clipping norm f32), all zero: what a version 4 or 5 file's body lacks.
 constexpr std::size_t kInitV10Bytes = 4 + 1 + 4;
@@ -48,7 +54,7 @@ std::uint64_t get_u64(std::span<const float> in, std::size_t& at) {
 
 }  // namespace
 
-Result<void> ShardState::save(const std::string& path) const {
+Result<void> ShardState::save(const std::string& path, const DataChunks* chunks) const {
     const auto& params = buffers_[current_]->data;
     if (!wire::all_finite(params.data(), params.size()))
         return make_error(ErrorCode::kInvalidArgument, "refusing to write shard file " + path +
@@ -89,6 +95,8 @@ Result<void> ShardState::save(const std::string& path) const {
         put_u64(row_states[t], rows_.updates(t));
         views.push_back(TensorView{base + "/state", {4}, row_states[t]});
     }
+    const std::vector<NamedTensor> dispenser = chunks ? data_chunks_tensors(chunks->state()) : std::vector<NamedTensor>();
+    for (const NamedTensor& t : dispenser) views.push_back(TensorView{t.name, t.shape, t.data});
     const std::string tmp = path + ".tmp";
     if (auto ok = write_tensor_file(tmp, views); !ok) return ok;
     if (std::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -98,7 +106,7 @@ Result<void> ShardState::save(const std::string& path) const {
     return {};
 }
 
-Result<void> ShardState::load(const std::string& path) {
+Result<void> ShardState::load(const std::string& path, std::optional<DataChunks>* chunks) {
     if (!std::filesystem::exists(path)) return make_error(ErrorCode::kNotFound, "no shard file " + path);
     auto file = TensorFileReader::open(path);  // every CRC checked, in constant memory
     if (!file) return make_error(file.error().code, "shard file " + file.error().message);
@@ -116,7 +124,7 @@ Result<void> ShardState::load(const std::string& path) {
     const auto version = meta[0];
     const auto shard = get_u64(meta, at), shards = get_u64(meta, at), fingerprint = get_u64(meta, at),
                step = get_u64(meta, at), updates = get_u64(meta, at), size = get_u64(meta, at);
-    const bool known = version == static_cast<float>(kShardFileVersion) || version == 7.0f || version == 6.0f || version == 5.0f ||
+    const bool known = version == static_cast<float>(kShardFileVersion) || version == 8.0f || version == 7.0f || version == 6.0f || version == 5.0f ||
                        (version == 4.0f && rows_.size() == 0);
     if (!known || shard != shard_ || shards != layout_.num_shards ||
         fingerprint != fingerprint_ || size != size_)
@@ -133,7 +141,9 @@ Result<void> ShardState::load(const std::string& path) {
     for (std::size_t k = 0; k < slice_ids_.size(); ++k) expected += 1 + (state_[k] ? 0 : slots) + averages;
     const std::size_t row_averages = averages && version >= 8.0f ? 1 : 0;  // entries per table
     expected += rows_.size() * (2 + slots + row_averages);
-    if (entries.size() != expected) return corrupt("wrong number of tensors");
+    const bool has_dispenser = version >= 9.0f && entries.size() == expected + kDataChunksTensors &&
+                               is_data_chunks_header(entries[expected].name);
+    if (entries.size() != expected && !has_dispenser) return corrupt("wrong number of tensors");
     std::size_t next = 1;
     for (std::size_t k = 0; k < slice_ids_.size(); ++k)
         for (std::size_t j = 0; j <= (state_[k] ? 0 : slots) + averages; ++j, ++next)
@@ -142,6 +152,19 @@ Result<void> ShardState::load(const std::string& path) {
         for (std::size_t j = 0; j <= slots + row_averages; ++j, ++next)
             if (entries[next].count != rows_.local_rows(t) * rows_.table(t).width) return corrupt("wrong table size");
         if (entries[next++].count != 4) return corrupt("wrong table state size");
+    }
+    std::optional<DataChunks> dispenser;
+    if (has_dispenser) {  // small: read whole and checked like a checkpoint's data-chunks.tensors
+        std::vector<NamedTensor> tensors;
+        for (std::size_t i = expected; i < entries.size(); ++i) {
+            tensors.push_back(NamedTensor{entries[i].name, entries[i].shape, std::vector<float>(entries[i].count)});
+            if (auto ok = file->read(i, 0, tensors.back().data); !ok) return tl::unexpected(ok.error());
+        }
+        auto state = decode_data_chunks_tensors(tensors, path);
+        if (!state) return make_error(ErrorCode::kInvalidArgument, "shard file " + state.error().message);
+        auto restored = DataChunks::restore(*state);
+        if (!restored) return make_error(ErrorCode::kInvalidArgument, "shard file " + restored.error().message);
+        dispenser = std::move(*restored);
     }
     // Checked: now replace the state (a read error from here on leaves the shard uninitialised).
     const TornGuard guard(torn_);
@@ -177,6 +200,7 @@ Result<void> ShardState::load(const std::string& path) {
     step_ = step;
     last_step_ = config_.last_step;
     initialized_ = true;
+    if (chunks) *chunks = std::move(dispenser);
     return {};
 }
 
