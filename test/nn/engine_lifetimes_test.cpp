@@ -4,10 +4,11 @@
 // declares less than it reads computes from NaN (or a relu mask of zeros) where the network
 // without planning, never poisoned, computes from the value. Networks covering the declared
 // kinds (conv, pools, batch norm with and without relu, relu/tanh/sigmoid/gelu/elu, softmax,
-// add/sub/mul/div with and without broadcasting, add + relu, dense, matmul, transpose, reshape,
-// flatten, concat, split, dropout, layer norm, an LSTM) train a few SGD steps with the plan and
-// poison, and without the plan: losses, outputs and parameters must agree bit for bit. The plan
-// must also write some outputs in place (one buffer each counts them; the arena does not).
+// add/sub/mul/div with and without broadcasting, add + relu (in place over 4 channels, a padded
+// blocked format), dense, matmul, transpose, reshape, flatten, concat, split, slice, pad,
+// dropout, layer norm, an LSTM) train a few SGD steps with the plan and poison, and without the
+// plan: losses, outputs and parameters must agree bit for bit. The plan must also write some
+// outputs in place (one buffer each counts them; the arena does not).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -120,7 +121,7 @@ TEST_CASE("lifetimes: convolutions, pools, batch norm, activations, in place", "
 TEST_CASE("lifetimes: attention, layer norm, binary kinds with broadcasting, views", "[nn_engine][buffer_plan][lifetimes]") {
     // x: N x 4 x 6. q, k = x Wq, x Wk; p = softmax(q k^T) (in place over the scores);
     // o = p x; h = layer_norm(o + x); broadcasting sub, mul, div by parameters; split,
-    // concat, reshape and transpose views.
+    // concat, reshape and transpose views; a sub of equal shapes; slice and pad.
     const json layers = {{{"kind", "parameter"}, {"name", "wq"}, {"shape", {6, 6}}},
                          {{"kind", "parameter"}, {"name", "wk"}, {"shape", {6, 6}}},
                          {{"kind", "parameter"}, {"name", "m"}, {"shape", {1, 6}}},
@@ -139,6 +140,9 @@ TEST_CASE("lifetimes: attention, layer norm, binary kinds with broadcasting, vie
                          {{"kind", "split"}, {"name", "sp"}, {"axis", 2}, {"sizes", {2, 4}}},
                          {{"kind", "tanh"}, {"name", "th"}, {"inputs", {"sp:1"}}},
                          {{"kind", "concat"}, {"name", "cc"}, {"inputs", {"sp", "th"}}, {"axis", 2}},
+                         {{"kind", "sub"}, {"name", "df"}, {"inputs", {"cc", "res"}}},
+                         {{"kind", "slice"}, {"name", "sl"}, {"axes", {2}}, {"starts", {1}}, {"ends", {5}}},
+                         {{"kind", "pad"}, {"name", "pd"}, {"pads", {0, 0, 1, 0, 0, 1}}},
                          {{"kind", "reshape"}, {"name", "rs"}, {"shape", {"N", 24}}},
                          {{"kind", "dense"}, {"name", "fc"}, {"units", 5}},
                          {{"kind", "relu"}, {"name", "r"}},

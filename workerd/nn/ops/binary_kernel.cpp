@@ -72,14 +72,13 @@ class BinaryKernel final : public Kernel {
 public:
     // add, sub: nothing (a relu post-op: the output); mul: both inputs; div: the divisor and the
     // output. add, sub and mul may write over their first input (oneDNN's binary takes dst ==
-    // src0; the broadcast path only where that input is full-size), but not with the relu
-    // post-op: oneDNN 2.6's binary + relu in place gave another forward (test_nn_buffer_plan
-    // [lifetimes]).
+    // src0; the broadcast path only where that input is full-size), add and sub with the relu
+    // post-op too (build_same: not as one primitive where the format pads its blocks).
     BackwardReads backward_reads(const std::vector<const Node*>& nodes, const EngineContext&) const override {
         const bool relu = nodes.size() == 2;
         switch (kind_of(nodes.front()->op)) {
             case Kind::kAdd:
-            case Kind::kSub: return BackwardReads{0, relu, relu ? -1 : 0};
+            case Kind::kSub: return BackwardReads{0, relu, 0};
             case Kind::kMul: return BackwardReads{BackwardReads::kAllInputs, false, 0};
             case Kind::kDiv: return BackwardReads{BackwardReads::kAllInputs, true, -1};
         }
@@ -106,8 +105,29 @@ private:
         const memory::desc want = with_type(b.input(0).get_desc(), adt);
         const memory s0 = b.input_as(0, want), s1 = b.input_as(1, want);
         dst_ = b.make_output(0, with_type(want, b.output_type(0)));
-        b.forward(make_binary(b, algorithm_of(kind_), want, want, dst_.get_desc(), false, "fwd", relu_),
+        // oneDNN 2.6's binary with an eltwise post-op, run in place (dst over src 0) on a blocked
+        // format with padded blocks (4 channels in nChw16c), leaves src 0 unchanged in every
+        // block that has padding (seen standalone for 4 to 20 channels; without the post-op, or
+        // out of place, or unpadded, it is right). There the relu runs after, in place: the
+        // same bits (checked, f32 and bf16).
+        const bool split = relu_ && dst_.get_data_handle() == s0.get_data_handle() && pads_blocks(dst_.get_desc());
+        b.forward(make_binary(b, algorithm_of(kind_), want, want, dst_.get_desc(), false, "fwd", relu_ && !split),
                   {{DNNL_ARG_SRC_0, s0}, {DNNL_ARG_SRC_1, s1}, {DNNL_ARG_DST, dst_}});
+        if (split) {
+            eltwise_forward::primitive_desc pd(
+                eltwise_forward::desc(prop_kind::forward_inference, algorithm::eltwise_relu, dst_.get_desc(), 0.0f, 0.0f),
+                b.context().engine);
+            b.note("fwd relu (in place)", pd);
+            b.forward(eltwise_forward(pd), {{DNNL_ARG_SRC, dst_}, {DNNL_ARG_DST, dst_}});
+        }
+    }
+
+    // Whether `d`'s layout pads a dimension (a blocked format over a count not a multiple of
+    // its block).
+    static bool pads_blocks(const memory::desc& d) {
+        for (int i = 0; i < d.data.ndims; ++i)
+            if (d.data.padded_dims[i] != d.data.dims[i]) return true;
+        return false;
     }
 
     void build_broadcast(KernelBuilder& b) {

@@ -5,6 +5,7 @@
 // window, and its gradient is the window of the output gradient. Forward in the activation
 // type, backward in f32.
 #include <memory>
+#include <vector>
 
 #include "workerd/nn/kernel.h"
 #include "workerd/nn/ops/kernel_views.h"
@@ -33,6 +34,11 @@ memory::desc window_desc(const MemDims& large, const MemDims& small, const Slice
 
 class SlicePadKernel final : public Kernel {
 public:
+    // Nothing: the backward only moves dy into (slice) or out of (pad) a window of dx.
+    BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
+        return BackwardReads::nothing();
+    }
+
     void build(KernelBuilder& b) override {
         const auto& engine = b.context().engine;
         const auto adt = b.context().activation_type();
