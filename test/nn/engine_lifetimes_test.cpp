@@ -8,7 +8,8 @@
 // blocked format), dense, matmul, transpose, reshape, flatten, concat, split, slice, pad,
 // dropout, layer norm, an LSTM) train a few SGD steps with the plan and poison, and without the
 // plan: losses, outputs and parameters must agree bit for bit. The plan must also write some
-// outputs in place (one buffer each counts them; the arena does not).
+// outputs in place (one buffer each counts them; the arena does not). And which gradients
+// share_gradients puts in one buffer, on a hand-made plan.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "test/nn/engine_test_util.h"
+#include "workerd/nn/buffer_lifetimes.h"
 #include "workerd/nn/network.h"
 #include "workerd/nn/parameter_init.h"
 #include "workerd/nn/zoo.h"
@@ -121,7 +123,8 @@ TEST_CASE("lifetimes: convolutions, pools, batch norm, activations, in place", "
 TEST_CASE("lifetimes: attention, layer norm, binary kinds with broadcasting, views", "[nn_engine][buffer_plan][lifetimes]") {
     // x: N x 4 x 6. q, k = x Wq, x Wk; p = softmax(q k^T) (in place over the scores);
     // o = p x; h = layer_norm(o + x); broadcasting sub, mul, div by parameters; split,
-    // concat, reshape and transpose views; a sub of equal shapes; slice and pad.
+    // concat, reshape and transpose views; a sub of equal shapes (its first input's gradient
+    // handed on, its second's negated); slice and pad.
     const json layers = {{{"kind", "parameter"}, {"name", "wq"}, {"shape", {6, 6}}},
                          {{"kind", "parameter"}, {"name", "wk"}, {"shape", {6, 6}}},
                          {{"kind", "parameter"}, {"name", "m"}, {"shape", {1, 6}}},
@@ -148,6 +151,55 @@ TEST_CASE("lifetimes: attention, layer norm, binary kinds with broadcasting, vie
                          {{"kind", "relu"}, {"name", "r"}},
                          {{"kind", "dense"}, {"name", "out"}, {"units", 3}}};
     check_poisoned(graph_model(layers, {4, 6}), 3);
+}
+
+// share_gradients (buffer_lifetimes.h) on a hand-made plan: x -> conv a -> conv b -> `second`
+// c -> add + relu d (c, a) -> dense e (the output). The add's backward hands dD to dC and dA.
+// dA has a later writer (conv b) and a producer that may change it; dC is read only by its
+// producer's backward, before conv b writes dA: where that producer leaves dC alone
+// (batch_norm), all three share one buffer, else dD and dC only.
+std::vector<int> gradient_groups(const std::string& second, const std::string& op = "add") {
+    std::vector<Node> nodes(6);
+    const char* ops[] = {"conv2d", "conv2d", "", "", "relu", "dense"};
+    for (std::size_t i = 0; i < nodes.size(); ++i) nodes[i].op = ops[i];
+    nodes[2].op = second;
+    nodes[3].op = op;
+    NetworkPlan plan;
+    for (int v = 0; v < 6; ++v) {  // x a b c d e
+        ValueState value;
+        value.dims = {2, 4};
+        value.needs_grad = v > 0;
+        plan.values.push_back(std::move(value));
+    }
+    auto kernel = [&](std::vector<const Node*> n, std::vector<int> in, int out) {
+        KernelState k;
+        k.nodes = std::move(n);
+        k.inputs = std::move(in);
+        k.outputs = {out};
+        k.backward = true;
+        k.reaches_loss = true;
+        plan.kernels.push_back(std::move(k));
+    };
+    kernel({&nodes[0]}, {0}, 1);
+    kernel({&nodes[1]}, {1}, 2);
+    kernel({&nodes[2]}, {2}, 3);
+    kernel({&nodes[3], &nodes[4]}, {3, 1}, 4);
+    kernel({&nodes[5]}, {4}, 5);
+    plan.output = 5;
+    link_values(plan, true);
+    compute_lifetimes(plan);
+    share_gradients(plan);
+    std::vector<int> groups;
+    for (const auto& v : plan.values) groups.push_back(v.grad_group);
+    return groups;
+}
+
+TEST_CASE("lifetimes: an add's output gradient is handed on to its inputs' in one buffer", "[buffer_plan][lifetimes]") {
+    //                                     x   a   b   c  d   e
+    CHECK(gradient_groups("batch_norm") == std::vector<int>{-1, 0, -1, 0, 0, -1});
+    CHECK(gradient_groups("conv2d") == std::vector<int>{-1, -1, -1, 0, 0, -1});
+    // sub: the first input's only (the second gets -dD).
+    CHECK(gradient_groups("batch_norm", "sub") == std::vector<int>{-1, -1, -1, 0, 0, -1});
 }
 
 TEST_CASE("lifetimes: an LSTM and an undeclared kind keep working", "[nn_engine][buffer_plan][lifetimes]") {

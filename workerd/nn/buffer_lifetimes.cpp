@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -61,6 +62,95 @@ void compute_lifetimes(NetworkPlan& plan) {
         if (in.producer < 0 || in.kept || out.kept || in.last != forward_step(static_cast<int>(ki))) continue;
         k.in_place = true;
         in.hold = std::max(in.hold, out.placed_last());
+    }
+}
+
+namespace {
+
+// Whether kernel k's backward copies its output's gradient, unchanged (after a fused relu's
+// backward in place), into the gradient of input slot `slot`: binary_kernel.cpp's add, or sub's
+// first input, with every input the output's shape.
+bool copies_output_gradient(const NetworkPlan& plan, const KernelState& k, std::size_t slot) {
+    if (k.nodes.empty() || k.nodes.size() > 2 || k.outputs.size() != 1 || k.inputs.size() != 2 || slot >= 2) return false;
+    const std::string& op = k.nodes.front()->op;
+    if (op != "add" && !(op == "sub" && slot == 0)) return false;
+    if (k.nodes.size() == 2 && k.nodes.back()->op != "relu") return false;
+    const auto& dims = plan.values[static_cast<std::size_t>(k.outputs.front())].dims;
+    for (const auto i : k.inputs)
+        if (plan.values[static_cast<std::size_t>(i)].dims != dims) return false;
+    return true;
+}
+
+// Whether kernel k's backward leaves its output's gradient as it found it. Most may change it in
+// place (a fused relu's backward, conv2d + relu, dense + relu, add + relu, does); batch_norm
+// alone only reads it (oneDNN's backward takes it as diff_dst).
+bool keeps_output_gradient(const KernelState& k) { return k.nodes.size() == 1 && k.nodes.front()->op == "batch_norm"; }
+
+}  // namespace
+
+void share_gradients(NetworkPlan& plan) {
+    plan.grad_groups.clear();
+    for (auto& v : plan.values) v.grad_group = -1;
+    if (declared_reads_off()) return;
+    // Backward order (last kernel first): a group grows from an add's output down its inputs.
+    for (std::size_t ki = plan.kernels.size(); ki-- > 0;) {
+        const KernelState& k = plan.kernels[ki];
+        if (!k.backward || !(copies_output_gradient(plan, k, 0) || copies_output_gradient(plan, k, 1))) continue;
+        const int here = static_cast<int>(ki);
+        const int t = backward_step(plan, here);
+        const int c = k.outputs.front();
+        ValueState& out = plan.values[static_cast<std::size_t>(c)];
+        int out_first = 0, out_last = 0;
+        if (!out.needs_grad || out.kept || out.producer != here || !gradient_steps(plan, out, here, true, out_first, out_last))
+            continue;
+        if (out.grad_group >= 0) {  // what the buffer held before must have ended
+            bool ended = true;
+            for (const auto& [m, last] : plan.grad_groups[static_cast<std::size_t>(out.grad_group)].members)
+                if (m != c && last >= t) ended = false;
+            if (!ended) continue;
+        }
+        struct Candidate {
+            int value, last, change;  // change: the first step after t that may write it (max: none)
+        };
+        std::vector<Candidate> candidates;
+        for (std::size_t s = 0; s < k.inputs.size(); ++s) {
+            if (!copies_output_gradient(plan, k, s)) continue;
+            const int vi = k.inputs[s];
+            if (std::count(k.inputs.begin(), k.inputs.end(), vi) != 1) continue;
+            const ValueState& v = plan.values[static_cast<std::size_t>(vi)];
+            if (!v.needs_grad || v.kept || v.tensor != nullptr || v.producer < 0 || v.grad_group >= 0) continue;
+            int first = 0, last = 0;
+            const bool producer_backward = plan.kernels[static_cast<std::size_t>(v.producer)].backward;
+            if (!gradient_steps(plan, v, v.producer, producer_backward, first, last) || first != t) continue;
+            int change = keeps_output_gradient(plan.kernels[static_cast<std::size_t>(v.producer)])
+                             ? std::numeric_limits<int>::max()
+                             : last;
+            for (const auto& w : v.writers)
+                if (w.first != here) change = std::min(change, backward_step(plan, w.first));
+            candidates.push_back(Candidate{vi, last, change});
+        }
+        std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) { return a.last < b.last; });
+        std::vector<Candidate> chosen;
+        for (const auto& cand : candidates) {
+            bool apart = true;
+            for (const auto& o : chosen) apart = apart && o.last < cand.change && cand.last < o.change;
+            if (apart) chosen.push_back(cand);
+        }
+        if (chosen.empty()) continue;
+        if (out.grad_group < 0) {
+            out.grad_group = static_cast<int>(plan.grad_groups.size());
+            GradientGroup g;
+            g.first = out_first;
+            g.last = out_last;
+            g.members.emplace_back(c, out_last);
+            plan.grad_groups.push_back(std::move(g));
+        }
+        GradientGroup& g = plan.grad_groups[static_cast<std::size_t>(out.grad_group)];
+        for (const auto& cand : chosen) {
+            g.members.emplace_back(cand.value, cand.last);
+            g.last = std::max(g.last, cand.last);
+            plan.values[static_cast<std::size_t>(cand.value)].grad_group = out.grad_group;
+        }
     }
 }
 

@@ -31,6 +31,19 @@ void link_values(NetworkPlan& plan, bool training);
 // (BackwardReads::view) lives as long as the view.
 void compute_lifetimes(NetworkPlan& plan);
 
+// After compute_lifetimes: the gradients one buffer can hold in turn (NetworkPlan::grad_groups,
+// ValueState::grad_group), as autograd hands one tensor on. An add's backward (binary_kernel.cpp:
+// add, or sub's first input, with equal shapes, a fused relu's backward applied in place to dC
+// first) copies its output's gradient unchanged into its inputs': each input whose gradient that
+// backward writes first (the other writers add to it after) can hold it in the same buffer, as
+// long as every gradient the buffer held before ended before that step, and two inputs' share
+// only where one's is read for the last time before the other's is changed (by a later writer,
+// or by its producer's backward, which may work on it in place). Chains form along residual
+// streams: the input's gradient becomes the next add's output gradient. Off with
+// PSRUN_BACKWARD_READS=all. The kernel needs no declaration: where the memories are the same,
+// its copy is skipped.
+void share_gradients(NetworkPlan& plan);
+
 // Debug mode (the environment variable PSRUN_POISON_FREED=1, planned networks only): after
 // build, plan.poison_after lists each planned buffer under the step its lifetime ends; the
 // Network fills those bytes with 0xFF (NaN in f32 and bf16) right after that step's work, so a

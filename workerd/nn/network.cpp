@@ -229,7 +229,8 @@ std::vector<std::string> Network::implementations() const {
 MemoryUse Network::memory_use() const {
     MemoryUse use;
     use.planned = plan_->arena != nullptr;
-    use.unplanned_bytes = plan_->buffers.total_bytes() + plan_->unplanned_bytes + plan_->in_place_bytes;
+    use.unplanned_bytes = plan_->buffers.total_bytes() + plan_->unplanned_bytes + plan_->in_place_bytes +
+                          plan_->shared_grad_bytes;
     use.planned_bytes = use.planned ? plan_->buffers.arena_bytes() + plan_->unplanned_bytes : use.unplanned_bytes;
     use.lower_bound = use.planned ? plan_->buffers.peak_live_bytes() + plan_->unplanned_bytes : use.unplanned_bytes;
     return use;

@@ -178,7 +178,21 @@ private:
             v.diff = zeroed_memory(m.get_desc(), context_.engine);
             return;
         }
-        v.diff = buffer(m.get_desc(), first, last);
+        v.diff = gradient_buffer(v, m.get_desc(), first, last);
+    }
+
+    // The gradient's buffer: its group's (share_gradients), placed for the whole group by the
+    // first member to build, where that has the same desc; else one of its own for [first, last].
+    memory gradient_buffer(const ValueState& v, const memory::desc& desc, int first, int last) {
+        if (v.grad_group < 0) return buffer(desc, first, last);
+        GradientGroup& g = plan_.grad_groups.at(static_cast<std::size_t>(v.grad_group));
+        if (!g.mem) {
+            g.mem = buffer(desc, g.first, g.last);
+            return g.mem;
+        }
+        if (g.mem.get_desc() != desc) return buffer(desc, first, last);
+        plan_.shared_grad_bytes += BufferPlan::aligned(desc.get_size());
+        return g.mem;
     }
 
     bool kept(const ValueState& v) const { return v.kept; }
@@ -350,6 +364,7 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
     }
     link_values(plan, training);
     compute_lifetimes(plan);  // buffer_lifetimes.h
+    share_gradients(plan);
     if (plan_buffers && training) {
         plan.arena = std::make_unique<Arena>(kArenaReserve);
         if (!plan.arena->valid()) plan.arena.reset();

@@ -45,6 +45,20 @@ struct ValueState {
     // input's own buffer); BufferPlan::kNone for a view, a conversion or an unplanned memory.
     std::size_t own_buffer = BufferPlan::kNone;
     bool kept = false;  // read after the step (the model output, the heads): never planned
+    // The gradient buffer it shares (NetworkPlan::grad_groups, buffer_lifetimes.h
+    // share_gradients); -1: one of its own.
+    int grad_group = -1;
+};
+
+// Gradients that one planned buffer holds in turn (buffer_lifetimes.h share_gradients): an
+// add's output gradient and the input gradients its backward copies it into. The buffer is
+// placed for [first, last] by the member whose producer builds first; a member whose desc
+// differs from that placed one gets a buffer of its own.
+struct GradientGroup {
+    int first = 0;
+    int last = 0;
+    std::vector<std::pair<int, int>> members;  // (value, the last step its gradient is read)
+    dnnl::memory mem;                          // once placed
 };
 
 struct KernelState {
@@ -83,6 +97,9 @@ struct NetworkPlan {
     std::size_t unplanned_bytes = 0;
     // Outputs written over an input (BackwardReads::in_place): bytes a buffer each would add.
     std::size_t in_place_bytes = 0;
+    std::vector<GradientGroup> grad_groups;
+    // Gradients held in a group's buffer instead of one of their own: bytes a buffer each would add.
+    std::size_t shared_grad_bytes = 0;
     bool plan_failed = false;
     // Debug (PSRUN_POISON_FREED=1, buffer_lifetimes.h): per step, the planned byte ranges whose
     // lifetime ends there, filled with 0xFF bytes (NaN) after it; empty when off.

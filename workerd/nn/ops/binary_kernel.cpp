@@ -160,8 +160,14 @@ private:
             // Same shapes: the gradients are dC and +-dC, in dC's format.
             const memory ddst = b.output_diff(0, dst_.get_desc());
             if (relu_) add_relu_backward(b, dst_, ddst);
-            if (want0) b.backward(run_reorder(b, ddst, b.input_diff(0, ddst.get_desc())));
-            if (want1) b.backward(run_reorder(b, ddst, b.input_diff(1, ddst.get_desc()), {}, kind_ == Kind::kSub ? -1.0f : 1.0f));
+            // An input's gradient may be dC's own buffer (buffer_lifetimes.h share_gradients, never
+            // sub's second): nothing to copy.
+            for (std::size_t i = 0; i < 2; ++i) {
+                if (!(i == 0 ? want0 : want1)) continue;
+                const memory d = b.input_diff(i, ddst.get_desc());
+                if (d.get_data_handle() == ddst.get_data_handle()) continue;
+                b.backward(run_reorder(b, ddst, d, {}, i == 1 && kind_ == Kind::kSub ? -1.0f : 1.0f));
+            }
             return;
         }
         const auto& engine = b.context().engine;
