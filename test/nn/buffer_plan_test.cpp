@@ -1,6 +1,7 @@
 // BufferPlan (workerd/nn/buffer_plan.h) alone, no oneDNN: buffers live at the same step never
 // share bytes, buffers of disjoint lifetimes do, best fit, views extend a lifetime only where
-// the bytes are free, the totals; and a random sequence checked against the invariant.
+// the bytes are free, the totals, the placement again with every buffer known and its replay;
+// and a random sequence checked against the invariant.
 #include <catch2/catch.hpp>
 
 #include <vector>
@@ -74,6 +75,33 @@ TEST_CASE("buffer plan: a view extends its buffer only into free steps", "[buffe
     check_no_conflict(plan);
 }
 
+TEST_CASE("buffer plan: placed again with every buffer known, largest first, then preset", "[buffer_plan]") {
+    BufferPlan online;
+    online.place(kA, 0, 1);      // a: [0, 1)
+    online.place(kA, 0, 5);      // b: [1, 2)
+    online.place(2 * kA, 2, 5);  // c: a's slot is too small: [2, 4)
+    CHECK(online.arena_bytes() == 4 * kA);
+    CHECK(online.peak_live_bytes() == 3 * kA);
+    std::size_t bytes = 0;
+    const auto offsets = online.offline_offsets(bytes);
+    CHECK(bytes == 3 * kA);  // c first at 0, then b (longer-lived) above it, a under b's in time
+    CHECK(offsets == std::vector<std::size_t>{0, 2 * kA, 0});
+    BufferPlan again;
+    again.preset(offsets);
+    again.place(kA, 0, 1);
+    again.place(kA, 0, 5);
+    again.place(2 * kA, 2, 5);
+    CHECK(again.arena_bytes() == 3 * kA);
+    for (std::size_t i = 0; i < 3; ++i) CHECK(again.buffer(i).offset == offsets[i]);
+    check_no_conflict(again);
+    // A preset offset that would overlap a live buffer is not taken: best fit as without.
+    BufferPlan wrong;
+    wrong.preset({0, 0});
+    wrong.place(kA, 0, 1);
+    CHECK(wrong.buffer(wrong.place(kA, 1, 2)).offset == kA);
+    check_no_conflict(wrong);
+}
+
 TEST_CASE("buffer plan: bad buffers are refused", "[buffer_plan]") {
     BufferPlan plan;
     CHECK_THROWS_AS(plan.place(0, 0, 1), std::invalid_argument);
@@ -95,6 +123,17 @@ TEST_CASE("buffer plan: random lifetimes never conflict and need at least the pe
         check_no_conflict(plan);
         CHECK(plan.arena_bytes() >= plan.peak_live_bytes());
         CHECK(plan.arena_bytes() < plan.total_bytes());
+        // Placed again, then replayed with those offsets over the final lifetimes: still no
+        // conflict, the arena offline_offsets said, never below the peak.
+        std::size_t bytes = 0;
+        const auto offsets = plan.offline_offsets(bytes);
+        BufferPlan replay;
+        replay.preset(offsets);
+        for (std::size_t i = 0; i < plan.size(); ++i) replay.place(plan.buffer(i).bytes, plan.buffer(i).first, plan.buffer(i).last);
+        check_no_conflict(replay);
+        for (std::size_t i = 0; i < plan.size(); ++i) CHECK(replay.buffer(i).offset == offsets[i]);
+        CHECK(replay.arena_bytes() == bytes);
+        CHECK(bytes >= plan.peak_live_bytes());
     }
 }
 

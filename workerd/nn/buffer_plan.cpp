@@ -18,6 +18,21 @@ std::size_t BufferPlan::place(std::size_t bytes, int first, int last) {
     for (const auto& b : buffers_)
         if (overlap_in_time(b, first, last)) taken.emplace_back(b.offset, b.offset + aligned(b.bytes));
     std::sort(taken.begin(), taken.end());
+    std::size_t best = kNone;
+    if (buffers_.size() < preset_.size()) {
+        const std::size_t at = preset_[buffers_.size()];
+        bool clear = true;
+        for (const auto& [begin, end] : taken) clear = clear && (end <= at || at + need <= begin);
+        if (clear) best = at;
+    }
+    if (best == kNone) best = best_fit(taken, need);
+    buffers_.push_back(Buffer{best, bytes, first, last});
+    arena_bytes_ = std::max(arena_bytes_, best + need);
+    total_bytes_ += need;
+    return buffers_.size() - 1;
+}
+
+std::size_t BufferPlan::best_fit(const std::vector<std::pair<std::size_t, std::size_t>>& taken, std::size_t need) {
     std::size_t best = kNone, best_gap = kNone, cursor = 0;
     for (const auto& [begin, end] : taken) {
         if (begin > cursor) {
@@ -29,11 +44,33 @@ std::size_t BufferPlan::place(std::size_t bytes, int first, int last) {
         }
         cursor = std::max(cursor, end);
     }
-    if (best == kNone) best = cursor;  // above every live buffer
-    buffers_.push_back(Buffer{best, bytes, first, last});
-    arena_bytes_ = std::max(arena_bytes_, best + need);
-    total_bytes_ += need;
-    return buffers_.size() - 1;
+    return best == kNone ? cursor : best;  // else above every live buffer
+}
+
+std::vector<std::size_t> BufferPlan::offline_offsets(std::size_t& bytes) const {
+    std::vector<std::size_t> order(buffers_.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+        const Buffer &x = buffers_[a], &y = buffers_[b];
+        if (aligned(x.bytes) != aligned(y.bytes)) return aligned(x.bytes) > aligned(y.bytes);
+        const long long lx = static_cast<long long>(x.last) - x.first, ly = static_cast<long long>(y.last) - y.first;
+        return lx > ly;
+    });
+    std::vector<std::size_t> offsets(buffers_.size(), 0);
+    std::vector<std::size_t> placed;
+    bytes = 0;
+    for (const auto id : order) {
+        const Buffer& b = buffers_[id];
+        std::vector<std::pair<std::size_t, std::size_t>> taken;
+        for (const auto p : placed)
+            if (overlap_in_time(buffers_[p], b.first, b.last))
+                taken.emplace_back(offsets[p], offsets[p] + aligned(buffers_[p].bytes));
+        std::sort(taken.begin(), taken.end());
+        offsets[id] = best_fit(taken, aligned(b.bytes));
+        bytes = std::max(bytes, offsets[id] + aligned(b.bytes));
+        placed.push_back(id);
+    }
+    return offsets;
 }
 
 std::size_t BufferPlan::find(std::size_t at, int step) const {

@@ -9,11 +9,14 @@
 // Placement is online, in the order buffers are added (the engine needs each address when a
 // kernel builds, before later kernels exist): best fit, the smallest gap between the buffers
 // already placed whose intervals overlap the new one's, else the lowest offset above them all.
+// Once every buffer is known, offline_offsets() places them again, largest first; the engine
+// builds a second time with those offsets (preset) where they need fewer bytes.
 // Offsets are multiples of kAlignment bytes. Not thread-safe.
 #pragma once
 
 #include <cstddef>
 #include <limits>
+#include <utility>
 #include <vector>
 
 namespace psrun::nn {
@@ -45,6 +48,16 @@ public:
     // changes, when a buffer placed in the same bytes is live in the added steps.
     bool extend(std::size_t id, int last);
 
+    // Every buffer placed so far placed again over its interval as it is now (extend() included),
+    // largest first (then the longer-lived, then in id order), each best fit among those placed
+    // before it: offsets by id, and in `bytes` the arena they need (with every buffer known, this
+    // usually reaches peak_live_bytes()).
+    std::vector<std::size_t> offline_offsets(std::size_t& bytes) const;
+    // Offsets for the buffers placed from now on, by id (offline_offsets() of a plan that had the
+    // same buffers): place() takes its buffer's unless that would overlap a buffer live with it
+    // (then best fit as without).
+    void preset(std::vector<std::size_t> offsets) { preset_ = std::move(offsets); }
+
     // Bytes the arena needs: the highest end of a placed buffer (aligned).
     std::size_t arena_bytes() const { return arena_bytes_; }
     // The sum of all buffers' sizes (aligned): what one buffer per value would take.
@@ -57,7 +70,12 @@ public:
 private:
     static bool overlap_in_time(const Buffer& a, int first, int last) { return a.first <= last && first <= a.last; }
 
+    // The offset of the smallest gap of at least `need` bytes among `taken` ((begin, end) byte
+    // ranges, sorted), else the end of the highest.
+    static std::size_t best_fit(const std::vector<std::pair<std::size_t, std::size_t>>& taken, std::size_t need);
+
     std::vector<Buffer> buffers_;
+    std::vector<std::size_t> preset_;
     std::size_t arena_bytes_ = 0;
     std::size_t total_bytes_ = 0;
 };

@@ -240,8 +240,14 @@ std::string describe(const ModelDescription& model, const KernelState& k, const 
 }  // namespace
 
 Result<void> Network::build(std::span<const float> params, std::span<float> grads, bool plan_buffers) {
+    // A build before this one (at the end) may have left offsets that need fewer bytes.
+    std::vector<std::size_t> preset = plan_ ? std::move(plan_->offline_offsets) : std::vector<std::size_t>{};
+    const bool again = !preset.empty() || (plan_ && plan_->online_only);
+    loss_.reset();
+    times_.clear();
     plan_ = std::make_unique<NetworkPlan>();
     NetworkPlan& plan = *plan_;
+    plan.buffers.preset(std::move(preset));
     plan.grads = grads.data();
     const std::int64_t n = options_.batch_size;
     const EngineContext context{engine_, stream_, n, options_.precision, !options_.forward_only, options_.hand_kernels};
@@ -408,6 +414,20 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
                                                        to_string(out.info.dims) + " cannot be built: " + e.what());
     }
     times_.push_back(LayerTime{static_cast<int>(model_.nodes.size()), "loss", "loss", 0, 0});
+    // The offsets were chosen as the kernels built, each before the buffers to come were known.
+    // Placed again with all of them known, largest first: where that needs fewer bytes, build
+    // again (the same kernels ask for the same buffers in the same order) with those offsets. If
+    // that build fails, a third places as this one did.
+    if (plan.arena && !again) {
+        std::size_t bytes = 0;
+        std::vector<std::size_t> offsets = plan.buffers.offline_offsets(bytes);
+        if (bytes < plan.buffers.arena_bytes()) {
+            plan.offline_offsets = std::move(offsets);
+            if (auto placed = build(params, grads, plan_buffers)) return placed;
+            plan_->online_only = true;
+            return build(params, grads, plan_buffers);
+        }
+    }
     return {};
 }
 

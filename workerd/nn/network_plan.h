@@ -101,6 +101,11 @@ struct NetworkPlan {
     // Gradients held in a group's buffer instead of one of their own: bytes a buffer each would add.
     std::size_t shared_grad_bytes = 0;
     bool plan_failed = false;
+    // Set by a build whose buffers, placed again with all of them known (BufferPlan::
+    // offline_offsets), need fewer bytes: the next build (Network::build, again) places there.
+    // online_only: a build with those offsets failed; the next places as buffers come.
+    std::vector<std::size_t> offline_offsets;
+    bool online_only = false;
     // Debug (PSRUN_POISON_FREED=1, buffer_lifetimes.h): per step, the planned byte ranges whose
     // lifetime ends there, filled with 0xFF bytes (NaN) after it; empty when off.
     std::vector<std::vector<std::pair<char*, std::size_t>>> poison_after;
