@@ -134,12 +134,15 @@ Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir, 
             PieceName piece;
             RowPieceName row_piece;
             if (parse_row_piece_name(t.name, row_piece)) {
-                if (row_piece.part != "param" && row_piece.part != dense_part) continue;
+                if (row_piece.part != "param" && row_piece.part != dense_part && row_piece.part != "keys") continue;
                 const auto it = index.find(row_piece.tensor);
                 if (it == index.end())
                     return tl::unexpected(invalid(path + ": table '" + row_piece.tensor + "' is not part of this model"));
                 const std::size_t k = it->second;
                 if (tensors[k].rows()) continue;  // kept sparse by the caller: not in the dense buffer
+                if (row_piece.part == "keys")  // its rows are by slot, not by row id
+                    return tl::unexpected(invalid(path + ": '" + row_piece.tensor + "' is a table keyed by raw ids, which "
+                                                  "cannot be read as a dense tensor"));
                 if (row_piece.part == "param") row_params[k] = true;
                 if (row_piece.part != dense_part) continue;
                 any_dense_piece = true;

@@ -102,14 +102,20 @@ private:
 // batch per table, pulls those rows, computes, and pushes the rows' gradients; the client dedups,
 // sorts and splits them over the shards (row r lives on shard r mod K), so that each shard gets
 // one (ids, values) frame pair per table inside the step's single message.
+// A keyed table (TensorKind::kKeyedRows) takes raw 64-bit ids in `keys` instead of `ids` (split
+// by keyed_owner(); 8-byte id frames); its rows are pulled as every shard answers them (an id
+// that is not a row: its initial values) and a pushed row's gradient counts only once the id is
+// a row there.
 struct RowGrads {
     std::uint32_t tensor = 0;            // index in PsClientOptions::tensors (a rows tensor)
     std::span<const std::uint32_t> ids = {};  // any order; the rows of a repeated id are summed
-    std::span<const float> values = {};       // ids.size() x width floats
+    std::span<const float> values = {};       // ids.size() (keyed: keys.size()) x width floats
+    std::span<const std::uint64_t> keys = {};  // keyed tables only, in place of ids
 };
 struct RowRequest {
     std::uint32_t tensor = 0;            // a rows tensor
     std::span<const std::uint32_t> ids = {};  // any order; repeats are fetched once
+    std::span<const std::uint64_t> keys = {};  // keyed tables only, in place of ids
 };
 // Rows pulled by one exchange: request i's rows, ids.size() x width floats in its order.
 class PulledRows {

@@ -1,6 +1,6 @@
 // PsClient's sparse rows (docs/protocol.md "Sparse tables"): the rows of an exchange are checked,
 // deduplicated (a repeated id's gradient rows summed, in the order given), sorted, and split
-// over the shards (row r on shard r mod K); each shard gets, per table, a (gradient ids, values)
+// over the shards (row r on shard r mod K; a keyed table's raw id on keyed_owner()); each shard gets, per table, a (gradient ids, values)
 // frame pair and a pull-ids frame, and answers the pulled rows in that order.
 #include <algorithm>
 #include <cstring>
@@ -27,6 +27,8 @@ Result<void> PsClient::plan_rows(std::span<const RowGrads> grads, std::span<cons
             part.grad_ids.clear();
             part.grad_values.clear();
             part.pull_ids.clear();
+            part.grad_keys.clear();
+            part.pull_keys.clear();
         }
     }
     plan.request_tables.clear();
@@ -39,28 +41,46 @@ Result<void> PsClient::plan_rows(std::span<const RowGrads> grads, std::span<cons
                                                                ", which is not a sparse table");
         return static_cast<std::size_t>(t);
     };
-    auto check_id = [&](std::size_t t, std::uint32_t id) -> Result<void> {
-        if (id < tables[t].num_rows) return {};
+    auto check_id = [&](std::size_t t, std::uint64_t id) -> Result<void> {
+        if (tables[t].keyed || id < tables[t].num_rows) return {};
         return make_error(ErrorCode::kInvalidArgument, "row id " + std::to_string(id) + " of sparse table '" +
                                                            options_.tensors[tables[t].tensor].name + "' is not below its " +
                                                            std::to_string(tables[t].num_rows) + " rows");
     };
-    for (const auto& g : grads)
-        if (auto table = table_of(g.tensor, "gradient rows"); !table) return tl::unexpected(table.error());
+    // A keyed table's ids come in `keys`, any other's in `ids`: never both.
+    auto check_form = [&](std::size_t t, bool has_ids, bool has_keys, const char* what) -> Result<void> {
+        if (tables[t].keyed ? !has_ids : !has_keys) return {};
+        return make_error(ErrorCode::kInvalidArgument,
+                          std::string(what) + " of '" + options_.tensors[tables[t].tensor].name + "' come as " +
+                              (tables[t].keyed ? "row ids, but it is keyed by raw 64-bit ids (keys)"
+                                               : "raw 64-bit ids (keys), but it is not a keyed table"));
+    };
+    for (const auto& g : grads) {
+        auto table = table_of(g.tensor, "gradient rows");
+        if (!table) return tl::unexpected(table.error());
+        if (auto ok = check_form(*table, !g.ids.empty(), !g.keys.empty(), "gradient rows"); !ok) return ok;
+    }
+    // Row i of gradient g's or request r's ids, widened.
+    auto id_at = [](const auto& x, std::size_t i) -> std::uint64_t { return x.keys.empty() ? x.ids[i] : x.keys[i]; };
+    auto count = [](const auto& x) { return x.keys.empty() ? x.ids.size() : x.keys.size(); };
+    auto owner = [&](std::size_t t, std::uint64_t id) {
+        return tables[t].keyed ? keyed_owner(id, num_shards) : row_owner(id, num_shards);
+    };
     // Gradients: every (id, source row) of a table, sorted by id (stable: sums in the order given).
     for (std::size_t t = 0; t < tables.size(); ++t) {
         const std::size_t width = tables[t].width;
         plan.order.clear();
         for (std::size_t g = 0; g < grads.size(); ++g) {
             if (static_cast<std::size_t>(layout_.table_of(grads[g].tensor)) != t) continue;
-            if (grads[g].values.size() != grads[g].ids.size() * width)
+            const std::size_t n = count(grads[g]);
+            if (grads[g].values.size() != n * width)
                 return make_error(ErrorCode::kInvalidArgument, "gradient rows of '" + options_.tensors[tables[t].tensor].name +
-                                                                   "': " + std::to_string(grads[g].ids.size()) + " ids need " +
-                                                                   std::to_string(grads[g].ids.size() * width) + " values, got " +
+                                                                   "': " + std::to_string(n) + " ids need " +
+                                                                   std::to_string(n * width) + " values, got " +
                                                                    std::to_string(grads[g].values.size()));
-            for (std::size_t i = 0; i < grads[g].ids.size(); ++i) {
-                if (auto ok = check_id(t, grads[g].ids[i]); !ok) return ok;
-                plan.order.emplace_back(grads[g].ids[i], (static_cast<std::uint64_t>(g) << 32) | i);
+            for (std::size_t i = 0; i < n; ++i) {
+                if (auto ok = check_id(t, id_at(grads[g], i)); !ok) return ok;
+                plan.order.emplace_back(id_at(grads[g], i), (static_cast<std::uint64_t>(g) << 32) | i);
             }
         }
         std::stable_sort(plan.order.begin(), plan.order.end(),
@@ -68,13 +88,14 @@ Result<void> PsClient::plan_rows(std::span<const RowGrads> grads, std::span<cons
         for (std::size_t k = 0; k < plan.order.size(); ++k) {
             const auto [id, source] = plan.order[k];
             const float* src = grads[source >> 32].values.data() + (source & 0xFFFFFFFFu) * width;
-            auto& part = plan.parts[row_owner(id, num_shards)][t];
+            auto& part = plan.parts[owner(t, id)][t];
             if (k > 0 && plan.order[k - 1].first == id) {  // a repeat: add to the row just appended
                 float* dst = part.grad_values.data() + part.grad_values.size() - width;
                 for (std::size_t c = 0; c < width; ++c) dst[c] += src[c];
                 continue;
             }
-            part.grad_ids.push_back(id);
+            if (tables[t].keyed) part.grad_keys.push_back(id);
+            else part.grad_ids.push_back(static_cast<std::uint32_t>(id));
             part.grad_values.insert(part.grad_values.end(), src, src + width);
         }
     }
@@ -83,32 +104,36 @@ Result<void> PsClient::plan_rows(std::span<const RowGrads> grads, std::span<cons
     for (std::size_t r = 0; r < pulls.size(); ++r) {
         auto table = table_of(pulls[r].tensor, "pulled rows");
         if (!table) return tl::unexpected(table.error());
+        if (auto ok = check_form(*table, !pulls[r].ids.empty(), !pulls[r].keys.empty(), "pulled rows"); !ok) return ok;
         plan.request_tables.push_back(static_cast<std::uint32_t>(*table));
-        plan.where[r].assign(pulls[r].ids.size(), {});
+        plan.where[r].assign(count(pulls[r]), {});
     }
     for (std::size_t t = 0; t < tables.size(); ++t) {
         plan.order.clear();
         for (std::size_t r = 0; r < pulls.size(); ++r) {
             if (plan.request_tables[r] != t) continue;
-            for (std::size_t i = 0; i < pulls[r].ids.size(); ++i) {
-                if (auto ok = check_id(t, pulls[r].ids[i]); !ok) return ok;
-                plan.order.emplace_back(pulls[r].ids[i], (static_cast<std::uint64_t>(r) << 32) | i);
+            for (std::size_t i = 0; i < count(pulls[r]); ++i) {
+                if (auto ok = check_id(t, id_at(pulls[r], i)); !ok) return ok;
+                plan.order.emplace_back(id_at(pulls[r], i), (static_cast<std::uint64_t>(r) << 32) | i);
             }
         }
         std::sort(plan.order.begin(), plan.order.end());
         for (std::size_t k = 0; k < plan.order.size(); ++k) {
             const auto [id, source] = plan.order[k];
-            const std::uint32_t shard = row_owner(id, num_shards);
+            const std::uint32_t shard = owner(t, id);
             auto& part = plan.parts[shard][t];
-            if (k == 0 || plan.order[k - 1].first != id) part.pull_ids.push_back(id);
+            if (k == 0 || plan.order[k - 1].first != id) {
+                if (tables[t].keyed) part.pull_keys.push_back(id);
+                else part.pull_ids.push_back(static_cast<std::uint32_t>(id));
+            }
             plan.where[source >> 32][source & 0xFFFFFFFFu] =
-                RowPlan::Where{shard, static_cast<std::uint32_t>(part.pull_ids.size() - 1)};
+                RowPlan::Where{shard, static_cast<std::uint32_t>(part.pulls() - 1)};
         }
     }
     for (const auto& shard : plan.parts)
         for (std::size_t t = 0; t < tables.size(); ++t) {
             const auto& p = shard[t];
-            const std::size_t most = std::max(p.grad_ids.size(), p.pull_ids.size());
+            const std::size_t most = std::max(p.grads(), p.pulls());
             if (most > wire::kMaxRowsPerFrame || p.grad_values.size() * sizeof(float) > 0xFFFFFFFFull ||
                 most * tables[t].width * sizeof(float) > 0xFFFFFFFFull)
                 return make_error(ErrorCode::kInvalidArgument, "too many rows of '" + options_.tensors[tables[t].tensor].name +
@@ -125,11 +150,12 @@ void PsClient::add_row_frames(std::uint32_t shard, Header& header, std::vector<z
     auto& parts = rows_->parts[shard];
     for (std::size_t t = 0; t < parts.size(); ++t) {
         auto& p = parts[t];
-        if (p.grad_ids.empty() || !with_grads) continue;
+        if (p.grads() == 0 || !with_grads) continue;
         const std::uint32_t tensor = layout_.tables[t].tensor;
         header.frames.push_back(FrameDesc{wire::row_frame_id(RowPart::kGradIds, tensor),
-                                          static_cast<std::uint32_t>(p.grad_ids.size() * 4)});
-        payloads.push_back(zero_copy_message(p.grad_ids.data(), p.grad_ids.size() * 4, holds_));
+                                          static_cast<std::uint32_t>(p.grad_ids.size() * 4 + p.grad_keys.size() * 8)});
+        if (p.grad_keys.empty()) payloads.push_back(zero_copy_message(p.grad_ids.data(), p.grad_ids.size() * 4, holds_));
+        else payloads.push_back(zero_copy_message(p.grad_keys.data(), p.grad_keys.size() * 8, holds_));
         if (form == PayloadForm::kBf16) p.grad_bf16.resize(p.grad_values.size());
         header.frames.push_back(FrameDesc{wire::row_frame_id(RowPart::kGradValues, tensor),
                                           static_cast<std::uint32_t>(p.grad_values.size() * value_bytes(form))});
@@ -137,10 +163,11 @@ void PsClient::add_row_frames(std::uint32_t shard, Header& header, std::vector<z
     }
     for (std::size_t t = 0; t < parts.size(); ++t) {
         const auto& p = parts[t];
-        if (p.pull_ids.empty()) continue;
+        if (p.pulls() == 0) continue;
         header.frames.push_back(FrameDesc{wire::row_frame_id(RowPart::kPullIds, layout_.tables[t].tensor),
-                                          static_cast<std::uint32_t>(p.pull_ids.size() * 4)});
-        payloads.push_back(zero_copy_message(p.pull_ids.data(), p.pull_ids.size() * 4, holds_));
+                                          static_cast<std::uint32_t>(p.pull_ids.size() * 4 + p.pull_keys.size() * 8)});
+        if (p.pull_keys.empty()) payloads.push_back(zero_copy_message(p.pull_ids.data(), p.pull_ids.size() * 4, holds_));
+        else payloads.push_back(zero_copy_message(p.pull_keys.data(), p.pull_keys.size() * 8, holds_));
     }
 }
 
@@ -149,7 +176,7 @@ Result<void> PsClient::take_rows(std::uint32_t shard, Reply& reply, std::size_t 
     const std::size_t expected_frames = [&] {
         std::size_t n = 0;
         if (rows_ && rows_->any)
-            for (const auto& p : rows_->parts[shard]) n += !p.pull_ids.empty();
+            for (const auto& p : rows_->parts[shard]) n += p.pulls() != 0;
         return n;
     }();
     if (reply.frames.size() != first + expected_frames)
@@ -162,8 +189,8 @@ Result<void> PsClient::take_rows(std::uint32_t shard, Reply& reply, std::size_t 
     auto& parts = rows_->parts[shard];
     for (std::size_t t = 0; t < parts.size(); ++t) {
         auto& p = parts[t];
-        if (p.pull_ids.empty()) continue;
-        const std::size_t values = p.pull_ids.size() * layout_.tables[t].width;
+        if (p.pulls() == 0) continue;
+        const std::size_t values = p.pulls() * layout_.tables[t].width;
         const auto& frame = reply.frames[k];
         if (reply.header.frames[k].id != wire::row_frame_id(RowPart::kValues, layout_.tables[t].tensor) ||
             frame.size() != values * value_bytes(form))

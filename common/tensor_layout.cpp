@@ -14,7 +14,14 @@ std::size_t TensorSpec::elements() const {
 }
 
 std::string_view to_string(TensorClass c) { return c == TensorClass::kState ? "state" : "trainable"; }
-std::string_view to_string(TensorKind k) { return k == TensorKind::kRows ? "rows" : "dense"; }
+std::string_view to_string(TensorKind k) {
+    switch (k) {
+        case TensorKind::kDense: return "dense";
+        case TensorKind::kRows: return "rows";
+        case TensorKind::kKeyedRows: return "keyed rows";
+    }
+    return "unknown";
+}
 
 std::vector<TensorSpec> mnist_deep_tensors() {
     return {
@@ -72,7 +79,7 @@ Result<ShardLayout> compute_layout(const std::vector<TensorSpec>& tensors, std::
         if (t.rows()) {
             if (t.shape.size() != 2)
                 return make_error(ErrorCode::kInvalidArgument, "rows tensor '" + t.name + "' must have shape [num_rows, width]");
-            tables.push_back(RowTable{i, t.shape[0], t.shape[1]});
+            tables.push_back(RowTable{i, t.shape[0], t.shape[1], t.keyed()});
             continue;
         }
         total += t.elements();
@@ -113,7 +120,7 @@ Result<void> validate_layout(const ShardLayout& layout, const std::vector<Tensor
     std::vector<RowTable> tables;
     for (std::uint32_t i = 0; i < tensors.size(); ++i)
         if (tensors[i].rows() && tensors[i].shape.size() == 2)
-            tables.push_back(RowTable{i, tensors[i].shape[0], tensors[i].shape[1]});
+            tables.push_back(RowTable{i, tensors[i].shape[0], tensors[i].shape[1], tensors[i].keyed()});
     if (tables != layout.tables) return make_error(ErrorCode::kProtocol, "layout's sparse tables differ from the tensor list");
     auto skip_rows = [&] {
         while (tensor < tensors.size() && tensors[tensor].rows()) ++tensor;
@@ -150,6 +157,11 @@ std::uint64_t tensors_fingerprint(const std::vector<TensorSpec>& tensors) {
             mix(static_cast<std::uint64_t>(t.row_init.kind));
             mix(std::bit_cast<std::uint32_t>(t.row_init.scale));
             mix(t.row_init.seed);
+        }
+        if (t.keyed()) {
+            mix(t.row_policy.admit_after);
+            mix(std::bit_cast<std::uint32_t>(t.row_policy.admit_probability));
+            mix(t.row_policy.evict_after);
         }
     }
     return h.value();

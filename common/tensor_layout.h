@@ -22,8 +22,12 @@ namespace psrun {
 enum class TensorClass : std::uint8_t { kTrainable = 0, kState = 1 };
 // Where a tensor lives. Dense: in the contiguous buffer every worker holds, sliced over the
 // shards. Rows: an embedding table of shape [num_rows, width] that lives only on psd, row r on
-// shard r mod K, pulled and pushed row by row (docs/protocol.md "Sparse tables").
-enum class TensorKind : std::uint8_t { kDense = 0, kRows = 1 };
+// shard r mod K, pulled and pushed row by row (docs/protocol.md "Sparse tables"). Keyed rows: a
+// table keyed by raw 64-bit ids with no vocabulary (docs/sparse.md "Raw ids"), shape [capacity,
+// width]: at most `capacity` rows over all shards (ceil(capacity / K) each), id i on shard
+// keyed_owner(i, K); a shard makes an id a row when its RowPolicy admits it and evicts rows to
+// stay within its capacity (psd/row_index.h). Rows and keyed rows are both rows().
+enum class TensorKind : std::uint8_t { kDense = 0, kRows = 1, kKeyedRows = 2 };
 std::string_view to_string(TensorClass c);
 std::string_view to_string(TensorKind k);
 
@@ -38,15 +42,27 @@ struct RowInit {
     bool operator==(const RowInit&) const = default;
 };
 
+// When a keyed table's shard makes an id a row, and when it lets a row go (psd/row_index.h).
+// An id that is not a row reads as its initial values (RowInit, by id) and its gradients are
+// dropped.
+struct RowPolicy {
+    std::uint32_t admit_after = 1;    // occurrences (pulls or pushes) before an id becomes a row: 1..65535
+    float admit_probability = 1.0f;   // then the chance per occurrence: (0, 1]
+    std::uint64_t evict_after = 0;    // updates of the shard without a push before a row is evicted; 0: never
+    bool operator==(const RowPolicy&) const = default;
+};
+
 struct TensorSpec {
     std::string name;
-    std::vector<std::uint32_t> shape;  // rows: {num_rows, width}
+    std::vector<std::uint32_t> shape;  // rows: {num_rows, width}; keyed rows: {capacity, width}
     TensorClass tensor_class = TensorClass::kTrainable;
     TensorKind kind = TensorKind::kDense;
     RowInit row_init{};  // rows only; must stay default for dense tensors
+    RowPolicy row_policy{};  // keyed rows only; must stay default otherwise
     std::size_t elements() const;
     bool state() const { return tensor_class == TensorClass::kState; }
-    bool rows() const { return kind == TensorKind::kRows; }
+    bool rows() const { return kind != TensorKind::kDense; }
+    bool keyed() const { return kind == TensorKind::kKeyedRows; }
     bool operator==(const TensorSpec&) const = default;
 };
 
@@ -66,19 +82,33 @@ struct Slice {
 };
 
 // A rows tensor (sparse table) and where its rows live: row r on shard r mod K, at index r / K
-// of that shard's part (rows r = shard, shard + K, shard + 2K, ... in ascending order).
+// of that shard's part (rows r = shard, shard + K, shard + 2K, ... in ascending order). A keyed
+// table: id i on shard keyed_owner(i, K), at a slot of that shard's rows_on() its index assigns.
 struct RowTable {
     std::uint32_t tensor = 0;    // index into the tensor list
-    std::uint64_t num_rows = 0;  // rows; ids are 0 .. num_rows - 1
+    std::uint64_t num_rows = 0;  // rows; ids are 0 .. num_rows - 1 (keyed: the capacity, ids any uint64)
     std::uint32_t width = 0;     // floats per row
-    // Rows `shard` of `num_shards` holds.
+    bool keyed = false;          // TensorKind::kKeyedRows
+    // Rows `shard` of `num_shards` holds (keyed: at most, its slots).
     std::uint64_t rows_on(std::uint32_t shard, std::uint32_t num_shards) const {
+        if (keyed) return (num_rows + num_shards - 1) / num_shards;
         return num_rows > shard ? (num_rows - shard + num_shards - 1) / num_shards : 0;
     }
     bool operator==(const RowTable&) const = default;
 };
 inline std::uint32_t row_owner(std::uint64_t row, std::uint32_t num_shards) {
     return static_cast<std::uint32_t>(row % num_shards);
+}
+// The shard of raw id `id` of a keyed table: the id mixed (MurmurHash3's finaliser) before the
+// modulus, because raw ids (hashes with fixed low bits, counters, timestamps) are rarely uniform
+// mod K.
+inline std::uint32_t keyed_owner(std::uint64_t id, std::uint32_t num_shards) {
+    id ^= id >> 33;
+    id *= 0xff51afd7ed558ccdULL;
+    id ^= id >> 33;
+    id *= 0xc4ceb9fe1a85ec53ULL;
+    id ^= id >> 33;
+    return static_cast<std::uint32_t>(id % num_shards);
 }
 inline std::uint64_t row_index(std::uint64_t row, std::uint32_t num_shards) { return row / num_shards; }
 
@@ -98,8 +128,8 @@ struct ShardLayout {
 };
 
 // Greedy contiguous split of the dense tensors: shard s receives flat range [s*T/K, (s+1)*T/K),
-// rounded so that a tensor smaller than kMinSliceFloats is never cut; rows tensors go to
-// `tables` (row r on shard r mod K). REQUIRES nothing: errors on K == 0, an empty list, or a
+// rounded so that a tensor smaller than kMinSliceFloats is never cut; rows tensors (keyed ones
+// too) go to `tables`. REQUIRES nothing: errors on K == 0, an empty list, or a
 // tensor with zero elements.
 inline constexpr std::size_t kMinSliceFloats = 4096;
 [[nodiscard]] Result<ShardLayout> compute_layout(const std::vector<TensorSpec>& tensors,
@@ -111,8 +141,8 @@ inline constexpr std::size_t kMinSliceFloats = 4096;
 [[nodiscard]] Result<void> validate_layout(const ShardLayout& layout,
                                            const std::vector<TensorSpec>& tensors);
 
-// A stable 64-bit fingerprint of the tensor list (names, shapes, and class, kind and row
-// initializer where they differ from the defaults, so that lists of plain trainable dense
+// A stable 64-bit fingerprint of the tensor list (names, shapes, and class, kind, row
+// initializer and keyed rows' policy where they differ from the defaults, so that lists of plain trainable dense
 // tensors keep the fingerprints they had before those fields existed), used in shard files.
 std::uint64_t tensors_fingerprint(const std::vector<TensorSpec>& tensors);
 

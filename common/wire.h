@@ -21,8 +21,9 @@ inline constexpr std::uint32_t kMagic = 0x4E525350;  // "PSRN"
 // 2: ATTACH and shared-memory payloads; 3: DIRCHECK; 4: the model in HELLO, the learning-rate schedule in INIT;
 // 5: REJOINED; 6: MAC trailer, bf16 slices; 7: psd's instance in WELCOME; 8: tensor class and kind (and row
 // initializer) in the tensor list; 9: sparse tables (row frames, the tables in WELCOME); 10: weight decay
-// and global-norm clipping in INIT; 11: the moving average's decay and the parameter groups in INIT; 12: CHUNK
-inline constexpr std::uint16_t kVersion = 12;
+// and global-norm clipping in INIT; 11: the moving average's decay and the parameter groups in INIT; 12: CHUNK;
+// 13: keyed rows tables (their policy in the tensor list, the keyed flag in WELCOME, 8-byte id frames)
+inline constexpr std::uint16_t kVersion = 13;
 inline constexpr std::size_t kFixedHeaderSize = 48;
 inline constexpr std::size_t kFrameDescriptorSize = 8;
 inline constexpr std::uint32_t kMaxFrames = 4096;
@@ -33,6 +34,7 @@ inline constexpr std::uint32_t kMaxBodyBytes = 1u << 20;  // bodies are small; s
 inline constexpr std::uint64_t kMaxDenseElements = 1ull << 32;  // floats of one dense tensor
 inline constexpr std::uint64_t kMaxRowsElements = 1ull << 40;   // floats of one rows tensor
 inline constexpr std::uint32_t kMaxRowWidth = 65536;            // floats per row
+inline constexpr std::uint32_t kMaxAdmitAfter = 65535;          // a keyed table's RowPolicy::admit_after
 
 enum class MessageType : std::uint8_t {
     kHello = 1, kWelcome = 2, kInit = 3, kPull = 4, kPush = 5, kPushPull = 6, kParams = 7,
@@ -77,8 +79,9 @@ inline constexpr std::uint64_t kMaxShmRegion = 1;  // aux of a shared-memory PUS
 // Row frames (sparse tables, docs/protocol.md "Sparse tables"): descriptor id =
 // kRowFrame | part << 16 | tensor (the rows tensor's index in the list); bits 24..30 are zero.
 //   kGradIds     PUSH/PUSH_PULL: uint32 row ids, strictly ascending, all owned by the receiving shard
+//                (a keyed table: uint64 raw ids, strictly ascending, keyed_owner() the receiving shard)
 //   kGradValues  follows its kGradIds frame: ids x width gradient values (bf16 under kFlagBf16)
-//   kPullIds     PULL/PUSH_PULL: uint32 row ids to pull, strictly ascending, owned by the shard
+//   kPullIds     PULL/PUSH_PULL: row ids to pull as in kGradIds, strictly ascending, owned by the shard
 //   kValues      PARAMS: the rows of one kPullIds frame, in its order (bf16 under kFlagBf16)
 enum class RowPart : std::uint8_t { kGradIds = 0, kGradValues = 1, kPullIds = 2, kValues = 3 };
 inline constexpr std::uint32_t kRowFrame = 0x80000000u;
@@ -120,8 +123,9 @@ std::string encode_header(const Header& header);
 [[nodiscard]] Result<void> check_frames(const Header& header, std::span<const std::size_t> frame_sizes);
 
 // Bodies (each is one kBodyFrame payload frame).
-// The tensor list: name, shape, class, kind and (rows) initializer of each tensor. A rows tensor
-// has rank 2, width <= kMaxRowWidth and class trainable.
+// The tensor list: name, shape, class, kind and (rows) initializer of each tensor, and a keyed
+// table's RowPolicy. A rows tensor has rank 2, width <= kMaxRowWidth and class trainable; a keyed
+// table's policy admits after 1..kMaxAdmitAfter occurrences with a probability in (0, 1].
 std::string encode_tensors(const std::vector<TensorSpec>& tensors);
 [[nodiscard]] Result<std::vector<TensorSpec>> decode_tensors(std::string_view bytes);
 

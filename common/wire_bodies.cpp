@@ -29,6 +29,11 @@ std::string encode_tensors(const std::vector<TensorSpec>& tensors) {
             put_float(out, t.row_init.scale);
             put_fixed64(out, t.row_init.seed);
         }
+        if (t.keyed()) {
+            put_fixed32(out, t.row_policy.admit_after);
+            put_float(out, t.row_policy.admit_probability);
+            put_fixed64(out, t.row_policy.evict_after);
+        }
     }
     return out;
 }
@@ -52,7 +57,8 @@ Result<std::vector<TensorSpec>> decode_tensors(std::string_view bytes) {
         std::uint8_t cls = 0, kind = 0;
         if (!d.get8(cls) || !d.get8(kind)) return protocol_error("truncated tensor entry");
         if (cls > static_cast<std::uint8_t>(TensorClass::kState)) return protocol_error("tensor '" + t.name + "' has an unknown class");
-        if (kind > static_cast<std::uint8_t>(TensorKind::kRows)) return protocol_error("tensor '" + t.name + "' has an unknown kind");
+        if (kind > static_cast<std::uint8_t>(TensorKind::kKeyedRows))
+            return protocol_error("tensor '" + t.name + "' has an unknown kind");
         t.tensor_class = static_cast<TensorClass>(cls);
         t.kind = static_cast<TensorKind>(kind);
         if (!t.rows()) {
@@ -70,6 +76,14 @@ Result<std::vector<TensorSpec>> decode_tensors(std::string_view bytes) {
             return protocol_error("rows tensor '" + t.name + "' must have shape [num_rows, width] with width <= " +
                        std::to_string(kMaxRowWidth));
         if (t.state()) return protocol_error("rows tensor '" + t.name + "' cannot be a state tensor");
+        if (!t.keyed()) continue;
+        auto& p = t.row_policy;
+        if (!d.get32(p.admit_after) || !d.get_float(p.admit_probability) || !d.get64(p.evict_after))
+            return protocol_error("truncated row policy of keyed table '" + t.name + "'");
+        if (p.admit_after == 0 || p.admit_after > kMaxAdmitAfter)
+            return protocol_error("keyed table '" + t.name + "': admit_after must be 1.." + std::to_string(kMaxAdmitAfter));
+        if (!(p.admit_probability > 0.0f && p.admit_probability <= 1.0f))
+            return protocol_error("keyed table '" + t.name + "': admit_probability must be in (0, 1]");
     }
     if (d.remaining() != 0) return protocol_error("trailing bytes after tensor list");
     return out;
@@ -115,6 +129,7 @@ std::string encode_welcome(const Welcome& w) {
         put_fixed32(out, t.tensor);
         put_fixed64(out, t.num_rows);
         put_fixed32(out, t.width);
+        put_fixed8(out, t.keyed ? 1 : 0);
     }
     return out;
 }
@@ -137,8 +152,13 @@ Result<Welcome> decode_welcome(std::string_view bytes) {
     std::uint32_t tables = 0;
     if (!d.get32(tables) || tables > kMaxTensors) return protocol_error("bad WELCOME table count");
     w.layout.tables.resize(tables);
-    for (auto& t : w.layout.tables)
-        if (!d.get32(t.tensor) || !d.get64(t.num_rows) || !d.get32(t.width)) return protocol_error("truncated WELCOME tables");
+    for (auto& t : w.layout.tables) {
+        std::uint8_t keyed = 0;
+        if (!d.get32(t.tensor) || !d.get64(t.num_rows) || !d.get32(t.width) || !d.get8(keyed))
+            return protocol_error("truncated WELCOME tables");
+        if (keyed > 1) return protocol_error("bad WELCOME table kind");
+        t.keyed = keyed == 1;
+    }
     if (d.remaining() != 0) return protocol_error("trailing bytes after WELCOME layout");
     return w;
 }

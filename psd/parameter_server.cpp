@@ -357,6 +357,8 @@ std::string ParameterServer::stats_json() const {
     j["rows_created"] = shard_ ? shard_->rows().rows_created() : 0;  // rows pulled or pushed at least once (lazy creation)
     j["row_slot_floats"] = shard_ ? shard_->rows().slot_floats() : 0;
     j["row_average_floats"] = shard_ ? shard_->rows().average_floats() : 0;  // --ema-decay: the rows' moving average
+    if (auto keyed = keyed_tables_json(); !keyed.empty())
+        j["keyed_tables"] = keyed;  // this shard's part of each table keyed by raw ids
     j["rows_pushed"] = counters_.rows_pushed;
     j["rows_pulled"] = counters_.rows_pulled;
     j["param_buffers"] = shard_ ? shard_->buffer_count() : 0;

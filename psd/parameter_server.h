@@ -58,6 +58,7 @@ private:
     struct PendingPull {  // rows a held request pulls (copied: its frames are gone by the reply)
         std::uint32_t table = 0;
         std::vector<std::uint32_t> ids;
+        std::vector<std::uint64_t> keys = {};  // a keyed table's
     };
     struct Pending {  // a request whose reply waits (init barrier, sync step)
         std::string routing;
@@ -183,6 +184,7 @@ private:
     void check_run_finished();
     void finish(int code);
     std::string stats_json() const;
+    nlohmann::json keyed_tables_json() const;  // per keyed table: rows, admissions, evictions (STATS)
     bool ready_for_workers() const { return shard_ && shard_->initialized() && !awaiting_run_init_; }
     std::string shard_path() const;
     void write_endpoint_file();
@@ -222,6 +224,7 @@ private:
     std::vector<Pending> drain_waiters_;  // the chief's drain HEARTBEATs, answered by release_drain_waiters()
     std::vector<float> payload_spare_;  // decode_slices(): bf16 expanded and misaligned f32 copied, at local offsets
     std::vector<std::uint32_t> row_id_spare_;  // decode_rows(): misaligned ids copied
+    std::vector<std::uint64_t> row_key_spare_;  // decode_rows(): a keyed table's misaligned ids copied
     std::vector<float> row_value_spare_;       // decode_rows(): row gradients expanded or copied
     // Segments of clients whose ATTACH was accepted, by routing id; dropped at their DONE.
     std::unordered_map<std::string, ShmSegment> attached_;

@@ -151,7 +151,7 @@ void ParameterServer::on_push(const std::string& routing, const Header& h, Parts
         ++counters_.applied;
         counters_.staleness_sum += staleness;
         counters_.staleness_max = std::max(counters_.staleness_max, staleness);
-        for (const auto& g : rows->grads) counters_.rows_pushed += g.ids.size();
+        for (const auto& g : rows->grads) counters_.rows_pushed += g.size();
         return answer_bounded(routing, h, *rows, [&] { answer(0, mirror); });
     }
     if (h.step < shard_->step()) {  // stale: computed on parameters older than the current step
@@ -177,7 +177,7 @@ void ParameterServer::on_push(const std::string& routing, const Header& h, Parts
     std::vector<std::size_t> offsets;
     for (std::size_t k = 0; k < grads->size(); ++k) offsets.push_back(shard_->local_offset(k));
     update_sync_replicas();
-    for (const auto& g : rows->grads) counters_.rows_pushed += g.ids.size();
+    for (const auto& g : rows->grads) counters_.rows_pushed += g.size();
     if (sync_->add(h.index, *grads, offsets, rows->grads)) complete_sync_step();
 }
 
@@ -204,9 +204,13 @@ void ParameterServer::on_pull(const std::string& routing, const Header& h, Parts
 
 std::unique_ptr<SyncAggregator> ParameterServer::make_sync() const {
     std::vector<std::uint32_t> widths;
-    for (const auto& t : shard_->layout().tables) widths.push_back(t.width);
+    std::vector<bool> keyed;
+    for (const auto& t : shard_->layout().tables) {
+        widths.push_back(t.width);
+        keyed.push_back(t.keyed);
+    }
     return std::make_unique<SyncAggregator>(shard_->size(), options_.num_workers, options_.replicas_to_aggregate,
-                                            options_.straggler_every, std::move(widths));
+                                            options_.straggler_every, std::move(widths), keyed);
 }
 
 void ParameterServer::on_done(const std::string& routing, const Header& h) {

@@ -54,7 +54,7 @@ Result<RowFrames> ParameterServer::decode_rows(const Header& h, Parts& parts, st
     const auto descs = std::span<const FrameDesc>(h.frames).subspan(dense_end);
     const auto frames = std::span<const zmq::message_t>(parts).subspan(2 + dense_end);
     auto rows = parse_row_frames(shard_->layout(), tensors_, options_.index, h.type, payload_form(h.flags), descs, frames,
-                                 row_id_spare_, row_value_spare_);
+                                 row_id_spare_, row_key_spare_, row_value_spare_);
     if (!rows) return rows;
     for (const auto& g : rows->grads) {
         if (wire::all_finite(g.values.data(), g.values.size())) continue;
@@ -66,15 +66,33 @@ Result<RowFrames> ParameterServer::decode_rows(const Header& h, Parts& parts, st
     return rows;
 }
 
+nlohmann::json ParameterServer::keyed_tables_json() const {
+    nlohmann::json out = nlohmann::json::object();
+    if (!shard_) return out;
+    const RowStore& rows = shard_->rows();
+    for (std::size_t t = 0; t < rows.size(); ++t) {
+        const RowIndex* index = rows.index(t);
+        if (!index) continue;
+        const auto& c = index->counters();
+        out[tensors_.at(rows.table(t).tensor).name] = {
+            {"rows", index->rows()},           {"capacity", index->capacity()},
+            {"admitted", c.admitted},          {"refused", c.refused},
+            {"evicted_full", c.evicted_full},  {"evicted_idle", c.evicted_idle},
+            {"gradients_dropped", rows.dropped(t)}};
+    }
+    return out;
+}
+
 std::vector<ParameterServer::PendingPull> ParameterServer::copy_pulls(const RowFrames& rows) {
     std::vector<PendingPull> out;
-    for (const auto& p : rows.pulls) out.push_back(PendingPull{p.table, {p.ids.begin(), p.ids.end()}});
+    for (const auto& p : rows.pulls)
+        out.push_back(PendingPull{p.table, {p.ids.begin(), p.ids.end()}, {p.keys.begin(), p.keys.end()}});
     return out;
 }
 
 std::vector<RowSlice> ParameterServer::pull_slices(const std::vector<PendingPull>& pulls) {
     std::vector<RowSlice> out;
-    for (const auto& p : pulls) out.push_back(RowSlice{p.table, p.ids, {}});
+    for (const auto& p : pulls) out.push_back(RowSlice{p.table, p.ids, {}, p.keys});
     return out;
 }
 
@@ -90,25 +108,30 @@ void ParameterServer::reply_params(const std::string& routing, std::uint32_t fla
     std::vector<float> row;
     for (const auto& p : pulls) {
         const RowTable& table = shard_->layout().tables[p.table];
-        const std::size_t values = p.ids.size() * table.width;
+        const std::size_t values = p.size() * table.width;
+        // Rows [first, first + n) of the request (a keyed table's by raw id) into `out`.
+        auto gather = [&](std::size_t first, std::size_t n, float* out) {
+            if (table.keyed) shard_->rows().gather(p.table, p.keys.subspan(first, n), out);
+            else shard_->rows().gather(p.table, p.ids.subspan(first, n), out);
+        };
         zmq::message_t frame(values * value_bytes(row_form));
         if (row_form == PayloadForm::kBf16) {
             row.resize(table.width);
-            for (std::size_t i = 0; i < p.ids.size(); ++i) {
-                shard_->rows().gather(p.table, p.ids.subspan(i, 1), row.data());
+            for (std::size_t i = 0; i < p.size(); ++i) {
+                gather(i, 1, row.data());
                 wire::f32_to_bf16_bytes(row, static_cast<char*>(frame.data()) + i * table.width * wire::kBf16Bytes);
             }
         } else if (reinterpret_cast<std::uintptr_t>(frame.data()) % alignof(float) == 0) {
-            shard_->rows().gather(p.table, p.ids, static_cast<float*>(frame.data()));
+            gather(0, p.size(), static_cast<float*>(frame.data()));
         } else {  // a small message's bytes inside the message object: gather, then copy
             row.resize(values);
-            shard_->rows().gather(p.table, p.ids, row.data());
+            gather(0, p.size(), row.data());
             std::memcpy(frame.data(), row.data(), values * sizeof(float));
         }
         row_descs.push_back(FrameDesc{wire::row_frame_id(wire::RowPart::kValues, table.tensor),
                                       static_cast<std::uint32_t>(frame.size())});
         row_frames.push_back(std::move(frame));
-        counters_.rows_pulled += p.ids.size();
+        counters_.rows_pulled += p.size();
     }
     if (ShmSegment* segment = attachment(routing))
         return reply_params_shm(routing, flags & ~wire::kFlagBf16, *segment, written, std::move(row_descs),

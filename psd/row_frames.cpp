@@ -9,12 +9,36 @@ namespace {
 using wire::MessageType;
 using wire::RowPart;
 
+// A keyed table's ids frame of n uint64 ids: in place when aligned, else copied to `spare`;
+// each owned by `shard` (keyed_owner) and strictly ascending.
+Result<std::span<const std::uint64_t>> parse_keys(const zmq::message_t& frame, std::size_t n, std::uint64_t* spare,
+                                                  std::uint32_t num_shards, std::uint32_t shard,
+                                                  const std::string& tensor) {
+    const auto* keys = static_cast<const std::uint64_t*>(frame.data());
+    if (reinterpret_cast<std::uintptr_t>(keys) % alignof(std::uint64_t) != 0) {
+        std::memcpy(spare, frame.data(), n * 8);
+        keys = spare;
+    }
+    const std::string name = "'" + tensor + "'";
+    for (std::size_t k = 0; k < n; ++k) {
+        if (keyed_owner(keys[k], num_shards) != shard)
+            return protocol_error("id " + std::to_string(keys[k]) + " of keyed table " + name + " belongs to shard " +
+                                  std::to_string(keyed_owner(keys[k], num_shards)) + ", not " + std::to_string(shard));
+        if (k > 0 && keys[k] <= keys[k - 1])
+            return protocol_error("ids of keyed table " + name + " are not strictly ascending (" +
+                                  std::to_string(keys[k - 1]) + ", " + std::to_string(keys[k]) +
+                                  "): the client sums duplicates and sorts");
+    }
+    return std::span<const std::uint64_t>(keys, n);
+}
+
 }  // namespace
 
 Result<RowFrames> parse_row_frames(const ShardLayout& layout, const std::vector<TensorSpec>& tensors,
                                    std::uint32_t shard, MessageType type, PayloadForm form,
                                    std::span<const wire::FrameDesc> descs, std::span<const zmq::message_t> frames,
-                                   std::vector<std::uint32_t>& id_spare, std::vector<float>& value_spare) {
+                                   std::vector<std::uint32_t>& id_spare, std::vector<std::uint64_t>& key_spare,
+                                   std::vector<float>& value_spare) {
     if (form == PayloadForm::kShm) form = PayloadForm::kF32;
     const bool may_push = type == MessageType::kPush || type == MessageType::kPushPull;
     const bool may_pull = type == MessageType::kPull || type == MessageType::kPushPull;
@@ -26,7 +50,7 @@ Result<RowFrames> parse_row_frames(const ShardLayout& layout, const std::vector<
         std::size_t ids;  // ids in the frame (values: of its ids frame)
     };
     std::vector<Plan> plan;
-    std::size_t total_ids = 0, total_values = 0;
+    std::size_t total_ids = 0, total_keys = 0, total_values = 0;
     int last_grad = -1, last_pull = -1;
     for (std::size_t i = 0; i < descs.size(); ++i) {
         const auto id = descs[i].id;
@@ -48,12 +72,14 @@ Result<RowFrames> parse_row_frames(const ShardLayout& layout, const std::vector<
                 int& last = grad ? last_grad : last_pull;
                 if (table <= last) return protocol_error(where + ": tables must come once each, in tensor order (" + name + ")");
                 last = table;
-                if (descs[i].bytes % 4 != 0 || descs[i].bytes == 0 || descs[i].bytes / 4 > wire::kMaxRowsPerFrame)
+                const bool keyed = layout.tables[static_cast<std::size_t>(table)].keyed;
+                const std::size_t id_bytes = keyed ? 8 : 4;
+                if (descs[i].bytes % id_bytes != 0 || descs[i].bytes == 0 || descs[i].bytes / id_bytes > wire::kMaxRowsPerFrame)
                     return protocol_error(where + " (ids of " + name + ") must hold 1.." + std::to_string(wire::kMaxRowsPerFrame) +
-                               " uint32 ids");
-                const std::size_t n = descs[i].bytes / 4;
+                               (keyed ? " uint64 ids (a keyed table)" : " uint32 ids"));
+                const std::size_t n = descs[i].bytes / id_bytes;
                 plan.push_back(Plan{part, static_cast<std::uint32_t>(table), n});
-                total_ids += n;
+                (keyed ? total_keys : total_ids) += n;
                 if (!grad) break;
                 if (i + 1 == descs.size() || descs[i + 1].id != wire::row_frame_id(RowPart::kGradValues, tensor))
                     return protocol_error(where + ": the ids of " + name + " are not followed by their values");
@@ -74,9 +100,10 @@ Result<RowFrames> parse_row_frames(const ShardLayout& layout, const std::vector<
     }
     // Pass 2: ids in place or copied, checked; values decoded.
     if (id_spare.size() < total_ids) id_spare.resize(total_ids);
+    if (key_spare.size() < total_keys) key_spare.resize(total_keys);
     if (value_spare.size() < total_values) value_spare.resize(total_values);
     RowFrames out;
-    std::size_t id_at = 0, value_at = 0;
+    std::size_t id_at = 0, key_at = 0, value_at = 0;
     for (std::size_t i = 0; i < plan.size(); ++i) {
         const auto& p = plan[i];
         const RowTable& table = layout.tables[p.table];
@@ -85,6 +112,15 @@ Result<RowFrames> parse_row_frames(const ShardLayout& layout, const std::vector<
             const std::size_t n = p.ids * table.width;
             out.grads.back().values = decode_frame(frame, n, form, value_spare.data() + value_at);
             value_at += n;
+            continue;
+        }
+        if (table.keyed) {
+            auto keys = parse_keys(frame, p.ids, key_spare.data() + key_at, layout.num_shards, shard,
+                                   tensors.at(table.tensor).name);
+            if (!keys) return tl::unexpected(keys.error());
+            key_at += p.ids;
+            RowSlice slice{p.table, {}, {}, *keys};
+            (p.part == RowPart::kGradIds ? out.grads : out.pulls).push_back(slice);
             continue;
         }
         const auto* ids = static_cast<const std::uint32_t*>(frame.data());

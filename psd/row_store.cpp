@@ -2,8 +2,10 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstring>
 #include <new>
+#include <stdexcept>
 
 #include "common/row_init.h"
 
@@ -57,6 +59,7 @@ RowStore::RowStore(const ShardLayout& layout, std::uint32_t shard, const std::ve
         Table table;
         table.spec = t;
         table.init = tensors.at(t.tensor).row_init;
+        table.policy = tensors.at(t.tensor).row_policy;
         table.name = tensors.at(t.tensor).name;
         table.local_rows = t.rows_on(shard, num_shards_);
         tables_.push_back(std::move(table));
@@ -69,7 +72,10 @@ void RowStore::allocate(const OptimizerConfig& config) {
         auto& table = tables_[t];
         table.values = Floats();  // never two copies of a table at once
         table.values = Floats(table.local_rows * table.spec.width);
-        table.created.assign((table.local_rows + 63) / 64, ~std::uint64_t{0});
+        // Keyed: no row until restore_index() says which slots hold one.
+        table.created.assign((table.local_rows + 63) / 64, table.spec.keyed ? 0 : ~std::uint64_t{0});
+        reset_index(table);
+        table.dropped = 0;
         reset_slots(t);
         table.updates = 0;
         table.ema = Floats();  // filled by the load, then start_average()
@@ -103,15 +109,40 @@ void RowStore::init(const OptimizerConfig& config) {
         table.values = Floats();
         table.values = Floats(table.local_rows * table.spec.width);
         table.created.assign((table.local_rows + 63) / 64, 0);  // before the slots: none to fill yet
+        reset_index(table);
+        table.dropped = 0;
         reset_slots(t);
         table.updates = 0;
         reset_average(t);
     }
 }
 
-void RowStore::create_row(Table& table, std::uint64_t i) const {
+void RowStore::reset_index(Table& table) const {
+    table.index.reset();
+    if (!table.spec.keyed) return;
+    RowIndex::Policy policy;
+    policy.capacity = table.local_rows;
+    policy.admit_after = table.policy.admit_after;
+    policy.admit_probability = table.policy.admit_probability;
+    policy.evict_after = table.policy.evict_after;
+    policy.seed = table.init.seed ^ (std::uint64_t{shard_} << 48);  // the shards' admission draws differ
+    table.index = std::make_unique<RowIndex>(policy);
+}
+
+void RowStore::restore_index(std::size_t t, std::span<const RowIndex::Entry> entries) {
+    auto& table = tables_[t];
+    if (!table.index) throw std::invalid_argument("restore_index: table " + table.name + " is not keyed");
+    table.index->restore(entries);
+    std::fill(table.created.begin(), table.created.end(), 0);
+    for (const auto& e : entries) table.created[e.slot >> 6] |= std::uint64_t{1} << (e.slot & 63);
+}
+
+void RowStore::create_row(Table& table, std::uint64_t i, std::uint64_t id) const {
     const std::uint32_t width = table.spec.width;
-    fill_row(table.init, i * num_shards_ + shard_, std::span<float>(table.values.data() + i * width, width));
+    fill_row(table.init, id, std::span<float>(table.values.data() + i * width, width));
+    const int slots = slot_count(config_.kind);  // a reused slot of a keyed table: fresh slots
+    if (table.spec.keyed && slots >= 1) std::fill_n(table.slot0.data() + i * width, width, 0.0f);
+    if (table.spec.keyed && slots >= 2) std::fill_n(table.slot1.data() + i * width, width, 0.0f);
     if (config_.kind == OptimizerKind::kAdagrad && !table.slot0.empty())
         std::fill_n(table.slot0.data() + i * width, width, config_.adagrad_initial);
     if (!table.ema.empty()) {  // its average: the initial values, which it has had at every update
@@ -123,6 +154,12 @@ void RowStore::create_row(Table& table, std::uint64_t i) const {
 
 void RowStore::materialize(ThreadTeam* team) {
     for (auto& table : tables_) {
+        if (table.spec.keyed) {  // only the rows there are: their averages brought up to date
+            DecayPower power;
+            if (!table.ema.empty())
+                for (const auto& e : table.index->entries()) catch_up(table, e.slot, table.updates, power);
+            continue;
+        }
         // Words of 64 rows per task: parts never share a bitmap word.
         const std::uint64_t words = table.created.size();
         const int parts = (team && table.local_rows >= kParallelInitRows) ? team->size() : 1;
@@ -169,7 +206,12 @@ void RowStore::set_config(const OptimizerConfig& config) {
 }
 
 void RowStore::begin_update() {
-    for (auto& table : tables_) ++table.updates;
+    for (auto& table : tables_) {
+        ++table.updates;
+        if (!table.index) continue;
+        for (const auto& e : table.index->sweep(table.updates))  // idle rows (evict_after) let go
+            table.created[e.slot >> 6] &= ~(std::uint64_t{1} << (e.slot & 63));
+    }
     ema_copy_ = !ema_started_;  // the dense average's first update copies (WeightAverage)
     ema_started_ = averaging();
 }
@@ -199,6 +241,41 @@ void RowStore::gather(std::size_t t, std::span<const std::uint32_t> ids, float* 
         const std::uint64_t row = row_index(ids[i], num_shards_);
         create(table, row);
         std::memcpy(out + i * width, table.values.data() + row * width, width * sizeof(float));
+    }
+}
+
+void RowStore::apply(std::size_t t, std::span<const std::uint64_t> keys, std::span<const float> grads) {
+    auto& table = tables_[t];
+    const std::size_t width = table.spec.width;
+    const UpdateKernel kernel(table.resolved, table.updates, true);
+    float* s0 = table.slot0.empty() ? nullptr : table.slot0.data();
+    float* s1 = table.slot1.empty() ? nullptr : table.slot1.data();
+    DecayPower power;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+        const std::uint32_t slot = table.index->find(keys[i]);
+        if (slot == RowIndex::kNone) {  // not admitted (yet), or evicted since it was pulled
+            ++table.dropped;
+            continue;
+        }
+        const std::size_t at = std::size_t{slot} * width;
+        if (averaging()) catch_up(table, slot, table.updates - 1, power);
+        kernel(table.values.data() + at, grads.data() + i * width, s0 ? s0 + at : nullptr, s1 ? s1 + at : nullptr, width);
+        if (averaging()) fold(table, slot);
+        table.index->updated(slot, table.updates);
+    }
+}
+
+void RowStore::gather(std::size_t t, std::span<const std::uint64_t> keys, float* out) {
+    auto& table = tables_[t];
+    const std::size_t width = table.spec.width;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+        const auto occurrence = table.index->occur(keys[i], table.updates);
+        if (occurrence.slot == RowIndex::kNone) {  // not a row: its initial values, not stored
+            fill_row(table.init, keys[i], std::span<float>(out + i * width, width));
+            continue;
+        }
+        if (occurrence.created) create_row(table, occurrence.slot, keys[i]);
+        std::memcpy(out + i * width, table.values.data() + std::size_t{occurrence.slot} * width, width * sizeof(float));
     }
 }
 

@@ -24,8 +24,18 @@
 // before apply() changes the row and for every row in materialize(); then the update's own term.
 // A row's average starts as its initial values when it is created. Without --ema-decay neither
 // array exists. A row must be pushed at most once per update (ids strictly ascending).
+// Keyed tables (RowTable::keyed, raw 64-bit ids; docs/sparse.md "Raw ids"): the arrays hold the
+// shard's capacity in slots (zero pages: memory only for slots used) and a RowIndex (psd/row_index.h)
+// says which ids are rows, at which slot. gather() counts an occurrence of each id: the policy may
+// admit it then (a slot gets the id's initial values, by id, and fresh slots, evicting the least
+// recently updated row when full); an id that is not a row reads as its initial values, not stored.
+// apply() updates the ids that are rows and drops the others' gradients (counted). begin_update()
+// evicts rows idle longer than the policy's evict_after. A row evicted and admitted again starts
+// afresh.
 // Owned and used by the server's poll-loop thread only (a ThreadTeam may split init()).
 #pragma once
+
+#include <memory>
 
 #include <cstdint>
 #include <span>
@@ -35,6 +45,7 @@
 #include "common/optimizer.h"
 #include "common/tensor_layout.h"
 #include "common/thread_team.h"
+#include "psd/row_index.h"
 
 namespace psrun::psd {
 
@@ -77,6 +88,17 @@ public:
     // Copies rows `ids` of table t (owned by this shard) to `out` (ids.size() x width floats),
     // creating those not created yet.
     void gather(std::size_t t, std::span<const std::uint32_t> ids, float* out);
+    // The same for a keyed table's raw ids (see the header comment): apply() updates the ids that
+    // are rows, gather() counts an occurrence of each (admitting it when the policy says so).
+    void apply(std::size_t t, std::span<const std::uint64_t> keys, std::span<const float> grads);
+    void gather(std::size_t t, std::span<const std::uint64_t> keys, float* out);
+    // A keyed table's index (null for a vocabulary table) and the gradients apply() dropped
+    // because their id was not a row.
+    const RowIndex* index(std::size_t t) const { return tables_[t].index.get(); }
+    std::uint64_t dropped(std::size_t t) const { return tables_[t].dropped; }
+    // Checkpoint load of a keyed table, after allocate(): its rows are `entries` (their slots'
+    // values, slots and averages loaded by the caller). std::invalid_argument on a bad entry.
+    void restore_index(std::size_t t, std::span<const RowIndex::Entry> entries);
 
     // Checkpoint access: table t's rows, its slots (slot_count(kind) arrays, each as large as the
     // rows) and update count.
@@ -131,14 +153,20 @@ private:
         Pages<std::uint64_t> ema_at;         // per local row: the update count ema is current at
         std::vector<std::uint64_t> created;  // bit i: local row i has its initial values and slots
         std::uint64_t updates = 0;
+        std::unique_ptr<RowIndex> index;     // keyed tables: id -> slot (the local row)
+        RowPolicy policy;                    // keyed tables
+        std::uint64_t dropped = 0;           // keyed tables: gradients of ids that were not rows
     };
     // Adopts `config` and resolves each table's (its --param-group) once, not per update.
     void set_config(const OptimizerConfig& config);
     // Gives local row i of `table` its initial values and fresh slots unless it has them.
     void create(Table& table, std::uint64_t i) const {
-        if (!(table.created[i >> 6] >> (i & 63) & 1)) create_row(table, i);
+        if (!(table.created[i >> 6] >> (i & 63) & 1)) create_row(table, i, i * num_shards_ + shard_);
     }
-    void create_row(Table& table, std::uint64_t i) const;
+    // `id`: the row's id for its initial values (a keyed table's raw id; else i * K + shard).
+    void create_row(Table& table, std::uint64_t i, std::uint64_t id) const;
+    // A fresh index for keyed table `table` (none for a vocabulary table).
+    void reset_index(Table& table) const;
     // Table t's average arrays for config_ (none when off), every created row's average a copy of
     // its values, current at the table's update count; the next update copies (not started).
     void reset_average(std::size_t t);

@@ -58,7 +58,8 @@ Result<void> save_shard_checkpoint(const ShardState& shard, const std::vector<Te
         views.push_back(TensorView{base + "/state", {states[k].size()}, states[k]});
     }
     std::vector<std::array<float, 5>> row_states;
-    if (auto ok = add_row_pieces(shard, tensors, views, row_states); !ok) return ok;  // views of the rows: no copy
+    std::vector<std::vector<float>> row_keys;
+    if (auto ok = add_row_pieces(shard, tensors, views, row_states, row_keys); !ok) return ok;  // views of the rows: no copy
     return write_tensor_file(dir + "/" + shard_checkpoint_name(index, shard.layout().num_shards), views);
 }
 

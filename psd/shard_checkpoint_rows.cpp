@@ -25,9 +25,11 @@ std::uint64_t piece_updates(std::span<const float> state) {
 }
 
 Result<void> add_row_pieces(const ShardState& shard, const std::vector<TensorSpec>& tensors,
-                            std::vector<TensorView>& views, std::vector<std::array<float, 5>>& states) {
+                            std::vector<TensorView>& views, std::vector<std::array<float, 5>>& states,
+                            std::vector<std::vector<float>>& keys) {
     const RowStore& rows = shard.rows();
-    states.reserve(rows.size());  // the views point into it
+    states.reserve(rows.size());  // the views point into them
+    keys.reserve(rows.size());
     for (std::size_t t = 0; t < rows.size(); ++t) {
         const std::string name = tensors.at(rows.table(t).tensor).name;
         const std::string base = row_piece_base_name(name, rows.shard(), rows.num_shards());
@@ -49,6 +51,11 @@ Result<void> add_row_pieces(const ShardState& shard, const std::vector<TensorSpe
         }
         states.push_back(piece_state(rows.config().kind, rows.updates(t), TensorClass::kTrainable));
         views.push_back(TensorView{base + "/state", {5}, states.back()});
+        if (const RowIndex* index = rows.index(t)) {
+            const auto entries = index->entries();
+            keys.push_back(encode_keyed_entries(entries));
+            views.push_back(TensorView{base + "/keys", {entries.size(), kKeyedEntryFloats}, keys.back()});
+        }
     }
     return {};
 }
@@ -61,6 +68,7 @@ Result<bool> index_row_piece(const TensorFileEntry& t, std::size_t file, std::si
     p.file = file;
     const int e = static_cast<int>(entry);
     if (name.part == "param") p.param = e;
+    else if (name.part == "keys") p.keys = e;
     else if (name.part == "ema") p.ema = e;
     else if (name.part == "state" && t.count == 5) p.state = e;
     else if (name.part.starts_with("slot") && name.part.size() == 5 && name.part[4] >= '0' && name.part[4] <= '1') {
@@ -110,7 +118,13 @@ Result<RowRestorePlan> plan_row_restore(const ShardState& shard, const std::vect
                 return invalid_argument(where + ": " + base + " does not fit the table's " +
                                               std::to_string(table.num_rows) + " rows of " + std::to_string(table.width) +
                                               ": written for another model");
-            if (s % g != target % g) continue;  // no row of this piece lives on this shard
+            if (table.keyed) {  // ids anywhere: every piece is read, its id map must be whole
+                const auto* keys = piece.keys >= 0 ? &files[piece.file].tensors()[static_cast<std::size_t>(piece.keys)] : nullptr;
+                if (!keys || keys->shape.size() != 2 || keys->shape[1] != kKeyedEntryFloats || keys->shape[0] > shape[0])
+                    return invalid_argument(where + ": the id map of the keyed table piece " + base + " is missing or misshaped");
+            } else if (s % g != target % g) {
+                continue;  // no row of this piece lives on this shard
+            }
             if (auto ok = files[piece.file].verify(); !ok) return tl::unexpected(ok.error());
             const auto& entries = files[piece.file].tensors();
             std::vector<float> state(5);
@@ -153,6 +167,12 @@ Result<void> load_rows(ShardState& shard, const wire::InitConfig& config, const 
     for (std::size_t t = 0; t < rows.size(); ++t) {
         const auto& tp = plan.tables[t];
         const std::size_t width = rows.table(t).width;
+        if (rows.table(t).keyed) {
+            if (auto ok = load_keyed_rows(rows, t, tp, files); !ok) return ok;
+            rows.set_updates(t, tp.updates);
+            rows.start_average(t, tp.average);
+            continue;
+        }
         auto destinations = rows.slots(t);
         destinations.insert(destinations.begin(), rows.values(t));  // param, then slots
         if (!tp.slots) destinations.resize(1);

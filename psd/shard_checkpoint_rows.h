@@ -3,6 +3,10 @@
 // r mod K == shard, ascending), "/slot<j>", "/ema" (with --ema-decay: the rows' moving average,
 // psd/row_store.h, current at the update count) and "/state" (5 floats: optimizer kind, update
 // count, class), written straight from the RowStore's arrays (common/tensor_file_stream.h).
+// A keyed table's piece also holds "/keys" ([rows, kKeyedEntryFloats]: each row's raw id, slot and
+// last update, as base-2^16 digits), and its arrays are by slot; a restore reads every source
+// shard's id map and copies the rows keyed_owner() gives it (the most recently updated when they
+// are more than its slots).
 // A restore into K' shards reads, for each table, only the pieces of source shards s with
 // s = s' (mod gcd(K, K')) (with K' = K: its own), in chunks, so that no process ever holds more
 // than its own part of a table plus a fixed buffer. Poll-loop thread only.
@@ -26,14 +30,24 @@ namespace psrun::psd {
 std::array<float, 5> piece_state(OptimizerKind kind, std::uint64_t updates, TensorClass tensor_class);
 std::uint64_t piece_updates(std::span<const float> state);
 
-// Appends views of this shard's row pieces (their state parts go to `states`, which must outlive
-// the views). Refuses (kInvalidArgument) a table holding NaN or Inf.
+// Appends views of this shard's row pieces (their state parts go to `states`, keyed tables' id maps
+// to `keys`; both must outlive the views). Refuses (kInvalidArgument) a table holding NaN or Inf.
 [[nodiscard]] Result<void> add_row_pieces(const ShardState& shard, const std::vector<TensorSpec>& tensors,
-                                          std::vector<TensorView>& views, std::vector<std::array<float, 5>>& states);
+                                          std::vector<TensorView>& views, std::vector<std::array<float, 5>>& states,
+                                          std::vector<std::vector<float>>& keys);
+
+// A keyed table's id map as floats (psd/shard_checkpoint_keyed.cpp): id (4 digits), slot (2), last
+// update (4), each digit base 2^16; decoding refuses a digit that is not one or a slot at or beyond
+// `capacity`, naming `where`.
+inline constexpr std::size_t kKeyedEntryFloats = 10;
+std::vector<float> encode_keyed_entries(std::span<const RowIndex::Entry> entries);
+[[nodiscard]] Result<std::vector<RowIndex::Entry>> decode_keyed_entries(std::span<const float> floats,
+                                                                        std::uint64_t capacity, const std::string& where);
 
 struct RowPiece {  // one source shard's part of a table: entries in its file
     std::size_t file = 0;
     int param = -1, state = -1, ema = -1;
+    int keys = -1;  // a keyed table's id map
     std::vector<int> slots;
 };
 // tensor name -> source shard count K -> source shard -> piece
@@ -62,5 +76,9 @@ struct RowRestorePlan {
 // loads none; with --ema-decay, an average restarted from the rows where it loads none). Errors only on a read failure.
 [[nodiscard]] Result<void> load_rows(ShardState& shard, const wire::InitConfig& config,
                                      const std::vector<TensorFileReader>& files, const RowRestorePlan& plan);
+// load_rows()' part for keyed table t (after RowStore::allocate()): every source piece's id map
+// read, this shard's rows copied to fresh slots, the index restored.
+[[nodiscard]] Result<void> load_keyed_rows(RowStore& rows, std::size_t t, const RowRestorePlan::Table& plan,
+                                           const std::vector<TensorFileReader>& files);
 
 }  // namespace psrun::psd

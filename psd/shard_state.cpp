@@ -199,7 +199,10 @@ void ShardState::apply(const std::vector<std::span<const float>>& grads, ThreadT
     else team->run(update);
     average_.finish_update();
     rows_.begin_update();
-    for (const auto& r : rows) rows_.apply(r.table, r.ids, r.values);
+    for (const auto& r : rows) {
+        if (rows_.table(r.table).keyed) rows_.apply(r.table, r.keys, r.values);
+        else rows_.apply(r.table, r.ids, r.values);
+    }
     ++step_;
 }
 

@@ -21,6 +21,7 @@
 #include "common/tensor_file.h"
 #include "common/tensor_file_stream.h"
 #include "psd/data_chunks_file.h"
+#include "psd/shard_checkpoint_rows.h"
 #include "psd/shard_state.h"
 #include "psd/torn_guard.h"
 
@@ -33,8 +34,9 @@ namespace {
 // average's decay and the parameter groups at the INIT body's end, and each slice's average (older
 // files: no average, no groups); 8: the sparse tables' rows' average (a version 7 file loads with
 // the rows' average restarted from the rows); 9: psd 0's data dispenser at the end, when it has one
-// (an older file loads with none: the data starts at epoch 0)
-constexpr std::uint32_t kShardFileVersion = 9;
+// (an older file loads with none: the data starts at epoch 0); 10: a keyed table's id map
+// ("rows<t>/keys") after its state
+constexpr std::uint32_t kShardFileVersion = 10;
 // The INIT fields protocol 10 added (wire_bodies.cpp: weight decay f32, its selection u8, the
 // clipping norm f32), all zero: what a version 4 or 5 file's body lacks.
 constexpr std::size_t kInitV10Bytes = 4 + 1 + 4;
@@ -83,7 +85,7 @@ Result<void> ShardState::save(const std::string& path, const DataChunks* chunks)
             views.push_back(TensorView{base + "/slot" + std::to_string(j), {slots[j].size()}, slots[j]});
         if (auto ema = average_.slice(k); !ema.empty()) views.push_back(TensorView{base + "/ema", {ema.size()}, ema});
     }
-    std::vector<std::vector<float>> row_states(rows_.size());
+    std::vector<std::vector<float>> row_states(rows_.size()), row_keys(rows_.size());
     for (std::size_t t = 0; t < rows_.size(); ++t) {
         const std::string base = "rows" + std::to_string(t);
         const std::vector<std::uint64_t> shape{rows_.local_rows(t), rows_.table(t).width};
@@ -94,6 +96,11 @@ Result<void> ShardState::save(const std::string& path, const DataChunks* chunks)
         if (auto ema = rows_.average(t); !ema.empty()) views.push_back(TensorView{base + "/ema", shape, ema});
         put_u64(row_states[t], rows_.updates(t));
         views.push_back(TensorView{base + "/state", {4}, row_states[t]});
+        if (const RowIndex* index = rows_.index(t)) {  // a keyed table: which id each slot holds (version 10)
+            const auto entries = index->entries();
+            row_keys[t] = encode_keyed_entries(entries);
+            views.push_back(TensorView{base + "/keys", {entries.size(), kKeyedEntryFloats}, row_keys[t]});
+        }
     }
     const std::vector<NamedTensor> dispenser = chunks ? data_chunks_tensors(chunks->state()) : std::vector<NamedTensor>();
     for (const NamedTensor& t : dispenser) views.push_back(TensorView{t.name, t.shape, t.data});
@@ -124,7 +131,7 @@ Result<void> ShardState::load(const std::string& path, std::optional<DataChunks>
     const auto version = meta[0];
     const auto shard = get_u64(meta, at), shards = get_u64(meta, at), fingerprint = get_u64(meta, at),
                step = get_u64(meta, at), updates = get_u64(meta, at), size = get_u64(meta, at);
-    const bool known = version == static_cast<float>(kShardFileVersion) || version == 8.0f || version == 7.0f || version == 6.0f || version == 5.0f ||
+    const bool known = version == static_cast<float>(kShardFileVersion) || version == 9.0f || version == 8.0f || version == 7.0f || version == 6.0f || version == 5.0f ||
                        (version == 4.0f && rows_.size() == 0);
     if (!known || shard != shard_ || shards != layout_.num_shards ||
         fingerprint != fingerprint_ || size != size_)
@@ -141,10 +148,12 @@ Result<void> ShardState::load(const std::string& path, std::optional<DataChunks>
     for (std::size_t k = 0; k < slice_ids_.size(); ++k) expected += 1 + (state_[k] ? 0 : slots) + averages;
     const std::size_t row_averages = averages && version >= 8.0f ? 1 : 0;  // entries per table
     expected += rows_.size() * (2 + slots + row_averages);
+    for (std::size_t t = 0; t < rows_.size(); ++t) expected += rows_.table(t).keyed ? 1 : 0;  // its id map
     const bool has_dispenser = version >= 9.0f && entries.size() == expected + kDataChunksTensors &&
                                is_data_chunks_header(entries[expected].name);
     if (entries.size() != expected && !has_dispenser) return corrupt("wrong number of tensors");
     std::size_t next = 1;
+    std::vector<std::vector<RowIndex::Entry>> keyed_entries(rows_.size());  // keyed tables' id maps, checked
     for (std::size_t k = 0; k < slice_ids_.size(); ++k)
         for (std::size_t j = 0; j <= (state_[k] ? 0 : slots) + averages; ++j, ++next)
             if (entries[next].count != layout_.slices[slice_ids_[k]].length) return corrupt("wrong data size");
@@ -152,6 +161,13 @@ Result<void> ShardState::load(const std::string& path, std::optional<DataChunks>
         for (std::size_t j = 0; j <= slots + row_averages; ++j, ++next)
             if (entries[next].count != rows_.local_rows(t) * rows_.table(t).width) return corrupt("wrong table size");
         if (entries[next++].count != 4) return corrupt("wrong table state size");
+        if (!rows_.table(t).keyed) continue;
+        std::vector<float> digits(entries[next].count);
+        if (auto ok = file->read(next, 0, digits); !ok) return tl::unexpected(ok.error());
+        auto decoded = decode_keyed_entries(digits, rows_.local_rows(t), "shard file " + path);
+        if (!decoded) return tl::unexpected(decoded.error());
+        keyed_entries[t] = std::move(*decoded);
+        ++next;
     }
     std::optional<DataChunks> dispenser;
     if (has_dispenser) {  // small: read whole and checked like a checkpoint's data-chunks.tensors
@@ -194,6 +210,10 @@ Result<void> ShardState::load(const std::string& path, std::optional<DataChunks>
         if (ok) ok = file->read(next++, 0, state);
         std::size_t pos = 0;
         rows_.set_updates(t, get_u64(state, pos));
+        if (rows_.table(t).keyed) {
+            rows_.restore_index(t, keyed_entries[t]);
+            ++next;
+        }
         rows_.start_average(t, row_averages != 0);  // a version 7 file's: restarted from the rows
     }
     if (!ok) return tl::unexpected(ok.error());

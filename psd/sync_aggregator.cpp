@@ -9,14 +9,18 @@
 namespace psrun::psd {
 
 SyncAggregator::SyncAggregator(std::size_t floats, std::uint32_t num_workers, std::uint32_t replicas,
-                               std::uint32_t report_every, std::vector<std::uint32_t> row_widths)
+                               std::uint32_t report_every, std::vector<std::uint32_t> row_widths,
+                               const std::vector<bool>& row_keyed)
     : sum_(floats, 0.0f),
       row_sums_(row_widths.size()),
       contributed_(num_workers, false),
       replicas_(replicas),
       report_every_(report_every),
       last_counts_(num_workers, 0) {
-    for (std::size_t t = 0; t < row_widths.size(); ++t) row_sums_[t].width = row_widths[t];
+    for (std::size_t t = 0; t < row_widths.size(); ++t) {
+        row_sums_[t].width = row_widths[t];
+        row_sums_[t].keyed = t < row_keyed.size() && row_keyed[t];
+    }
 }
 
 bool SyncAggregator::add(std::uint32_t worker, const std::vector<std::span<const float>>& grads,
@@ -26,11 +30,12 @@ bool SyncAggregator::add(std::uint32_t worker, const std::vector<std::span<const
     for (const auto& r : rows) {
         auto& acc = row_sums_[r.table];
         const std::size_t w = acc.width;
-        for (std::size_t i = 0; i < r.ids.size(); ++i) {
-            const auto [it, fresh] = acc.at.try_emplace(r.ids[i], static_cast<std::uint32_t>(acc.ids.size()));
+        for (std::size_t i = 0; i < r.size(); ++i) {
+            const std::uint64_t id = acc.keyed ? r.keys[i] : r.ids[i];
+            const auto [it, fresh] = acc.at.try_emplace(id, static_cast<std::uint32_t>(acc.ids.size()));
             const float* src = r.values.data() + i * w;
             if (fresh) {
-                acc.ids.push_back(r.ids[i]);
+                acc.ids.push_back(id);
                 acc.sums.insert(acc.sums.end(), src, src + w);
                 continue;
             }
@@ -73,14 +78,16 @@ std::vector<RowSlice> SyncAggregator::average_rows() {
         std::vector<std::uint32_t> order(acc.ids.size());
         for (std::uint32_t i = 0; i < order.size(); ++i) order[i] = i;
         std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return acc.ids[a] < acc.ids[b]; });
-        acc.sorted_ids.resize(order.size());
+        acc.sorted_ids.resize(acc.keyed ? 0 : order.size());
+        acc.sorted_keys.resize(acc.keyed ? order.size() : 0);
         acc.means.resize(order.size() * w);
         for (std::size_t i = 0; i < order.size(); ++i) {
-            acc.sorted_ids[i] = acc.ids[order[i]];
+            if (acc.keyed) acc.sorted_keys[i] = acc.ids[order[i]];
+            else acc.sorted_ids[i] = static_cast<std::uint32_t>(acc.ids[order[i]]);
             const float* src = acc.sums.data() + static_cast<std::size_t>(order[i]) * w;
             for (std::size_t c = 0; c < w; ++c) acc.means[i * w + c] = src[c] * scale;
         }
-        out.push_back(RowSlice{t, acc.sorted_ids, acc.means});
+        out.push_back(RowSlice{t, acc.sorted_ids, acc.means, acc.sorted_keys});
     }
     return out;
 }

@@ -2,8 +2,8 @@
 // (psd/row_frames.h), as psd parses them after the header and the dense slices. Input:
 //   shard: u8, shards: u8 (1..4 used), type: u8, form: u8, then frames: (id: u8 or, when its
 //   top bit is set, a raw u32 follows), (length: u16), (bytes[length])
-// Invariants on success: every id below its table's rows, owned by the shard, strictly
-// ascending; gradient values exactly ids x width floats.
+// Invariants on success: every id below its table's rows (a keyed table: any uint64), owned by the
+// shard (row_owner, keyed_owner), strictly ascending; gradient values exactly ids x width floats.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -15,8 +15,10 @@ namespace {
 
 const std::vector<psrun::TensorSpec>& tensors() {
     static const std::vector<psrun::TensorSpec> t = [] {
-        std::vector<psrun::TensorSpec> v = {{"w", {4, 4}}, {"emb", {1000, 3}}, {"b", {4}}, {"tok", {37, 1}}};
+        std::vector<psrun::TensorSpec> v = {
+            {"w", {4, 4}}, {"emb", {1000, 3}}, {"raw", {64, 2}}, {"tok", {37, 1}}, {"b", {4}}};
         v[1].kind = psrun::TensorKind::kRows;
+        v[2].kind = psrun::TensorKind::kKeyedRows;  // 8-byte raw ids
         v[3].kind = psrun::TensorKind::kRows;
         return v;
     }();
@@ -61,19 +63,25 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         at += length;
     }
     std::vector<std::uint32_t> id_spare;
+    std::vector<std::uint64_t> key_spare;
     std::vector<float> value_spare;
     const auto& l = layout[shards - 1];
-    auto rows = psd::parse_row_frames(l, tensors(), shard, type, form, descs, frames, id_spare, value_spare);
+    auto rows = psd::parse_row_frames(l, tensors(), shard, type, form, descs, frames, id_spare, key_spare, value_spare);
     if (!rows) return 0;
     for (const auto* list : {&rows->grads, &rows->pulls})
         for (const auto& r : *list) {
-            if (r.table >= l.tables.size() || r.ids.empty()) __builtin_trap();
+            if (r.table >= l.tables.size() || r.size() == 0) __builtin_trap();
             const auto& table = l.tables[r.table];
+            if (table.keyed != !r.keys.empty() || (!r.keys.empty() && !r.ids.empty())) __builtin_trap();
             for (std::size_t i = 0; i < r.ids.size(); ++i) {
                 if (r.ids[i] >= table.num_rows || row_owner(r.ids[i], shards) != shard) __builtin_trap();
                 if (i > 0 && r.ids[i] <= r.ids[i - 1]) __builtin_trap();
             }
-            if (list == &rows->grads && r.values.size() != r.ids.size() * table.width) __builtin_trap();
+            for (std::size_t i = 0; i < r.keys.size(); ++i) {
+                if (keyed_owner(r.keys[i], shards) != shard) __builtin_trap();
+                if (i > 0 && r.keys[i] <= r.keys[i - 1]) __builtin_trap();
+            }
+            if (list == &rows->grads && r.values.size() != r.size() * table.width) __builtin_trap();
             if (list == &rows->pulls && !r.values.empty()) __builtin_trap();
             volatile float sink = 0;
             for (float v : r.values) sink = sink + v;  // every value is readable

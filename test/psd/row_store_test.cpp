@@ -119,9 +119,10 @@ TEST_CASE("row frames are checked before anything is applied", "[psd][sparse]") 
     const auto t = tensors();
     const auto layout = *compute_layout(t, 2);  // shard 0 owns the even rows
     std::vector<std::uint32_t> id_spare;
+    std::vector<std::uint64_t> key_spare;
     std::vector<float> value_spare;
     auto parse = [&](Message& m, MessageType type = MessageType::kPushPull, PayloadForm form = PayloadForm::kF32) {
-        return psd::parse_row_frames(layout, t, 0, type, form, m.descs, m.frames, id_spare, value_spare);
+        return psd::parse_row_frames(layout, t, 0, type, form, m.descs, m.frames, id_spare, key_spare, value_spare);
     };
     auto refused = [&](Message& m, const std::string& what, MessageType type = MessageType::kPushPull) {
         auto r = parse(m, type);

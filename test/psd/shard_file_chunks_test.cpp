@@ -120,7 +120,7 @@ TEST_CASE("shard file: a version 8 file (before the dispenser) still loads, with
     const std::string path = dir.path + "/ps-0.shard";
     save_shard(path, nullptr);
     rewrite(path, [](std::vector<NamedTensor>& t) {
-        REQUIRE(t[0].data[0] == 9.0f);  // the current version
+        REQUIRE(t[0].data[0] == 10.0f);  // the current version
         t[0].data[0] = 8.0f;
     });
     ShardState b = blank_shard();

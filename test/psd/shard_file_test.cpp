@@ -98,7 +98,7 @@ TEST_CASE("version 5 and 6 shard files (before weight decay, before the moving a
     REQUIRE(file);
     REQUIRE((*file)[0].name == "meta");
     auto& meta = (*file)[0];
-    REQUIRE(meta.data[0] == 9.0f);  // the current version
+    REQUIRE(meta.data[0] == 10.0f);  // the current version
     meta.data[0] = version;
     meta.data.resize(meta.data.size() - missing);
     meta.shape = {meta.data.size()};

@@ -207,7 +207,7 @@ TEST_CASE("tensor class, kind and row initializer travel in the tensor list", "[
     bad_class[0].tensor_class = static_cast<TensorClass>(2);
     rejects_tensor(bad_class, "unknown class");
     auto bad_kind = tensors;
-    bad_kind[0].kind = static_cast<TensorKind>(2);
+    bad_kind[0].kind = static_cast<TensorKind>(3);
     rejects_tensor(bad_kind, "unknown kind");
     auto bad_init = tensors;
     bad_init[2].row_init.kind = static_cast<RowInitKind>(9);
