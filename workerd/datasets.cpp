@@ -11,6 +11,7 @@
 #include "workerd/data/memory_source.h"
 #include "workerd/data/split_files.h"
 #include "workerd/input_columns.h"
+#include "workerd/sparse_tables.h"
 #include "workerd/table_split.h"
 #include "workerd/nn/model_summary.h"
 
@@ -146,7 +147,7 @@ Result<Datasets> load_from_columns(const TrainOptions& o, const ModelInput& mode
     d.name = "files";
     for (const bool train : {true, false}) {
         const std::string& path = train ? o.train_data : o.test_data;
-        auto table = load_table_split(path, *spec, *o.description, targets);
+        auto table = load_table_split(path, *spec, *o.description, targets, SparseTables::raw_inputs(*o.description, o.raw_ids));
         if (!table) return tl::unexpected(table.error());
         LabeledImages& split = train ? d.train : d.test;
         split = std::move(table->data);
@@ -191,9 +192,11 @@ Result<void> attach_columns(const TrainOptions& o, Datasets& data, const SplitNa
         return make_error(ErrorCode::kInvalidArgument,
                           "model " + o.description->name +
                               " has several inputs: its splits must be in memory (give --stream off, or smaller files)");
-    auto train_columns = load_input_columns(*o.description, o.train_inputs, "--train-input", data.train.size(), train.labels);
+    const auto raw = SparseTables::raw_inputs(*o.description, o.raw_ids);  // --raw-ids: read as 64-bit ids
+    auto train_columns =
+        load_input_columns(*o.description, o.train_inputs, "--train-input", data.train.size(), train.labels, raw);
     if (!train_columns) return tl::unexpected(train_columns.error());
-    auto test_columns = load_input_columns(*o.description, o.test_inputs, "--test-input", data.test.size(), test.labels);
+    auto test_columns = load_input_columns(*o.description, o.test_inputs, "--test-input", data.test.size(), test.labels, raw);
     if (!test_columns) return tl::unexpected(test_columns.error());
     data.train.columns = std::move(*train_columns);
     data.test.columns = std::move(*test_columns);

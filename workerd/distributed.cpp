@@ -115,7 +115,7 @@ int DistributedWorker::run() {
     if (c.faults.deprecated_restart_wait)
         spdlog::warn("--ps-restart-wait is the old name of --reconnect-wait: use that (same meaning, and it also waits "
                      "for a psd whose network blinked)");
-    po.tensors = SparseTables(*config.model, config.sparse_tables, config.seed).wire_tensors();
+    po.tensors = SparseTables(*config.model, config.sparse_tables, config.seed, config.raw_ids).wire_tensors();
     po.model = model_id(*config.model);
     po.shared_memory = training_.shared_memory == "on";
     po.shm_regions = training_.overlap == "on" ? 2 : 1;

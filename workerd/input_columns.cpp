@@ -1,5 +1,6 @@
 #include "workerd/input_columns.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 
@@ -36,6 +37,19 @@ double element(const std::vector<std::uint8_t>& bytes, const NpyHeader& h, std::
     return static_cast<double>(static_cast<std::int64_t>(raw << shift) >> shift);
 }
 
+// One integer element of a .npy file, exactly (int8-64, uint8-64, either endianness); a negative
+// int64 keeps its bits (raw ids are often signed 64-bit hashes).
+std::uint64_t integer_element(const std::vector<std::uint8_t>& bytes, const NpyHeader& h, std::size_t e) {
+    std::uint64_t raw = 0;
+    for (std::size_t k = 0; k < h.item_bytes; ++k) {
+        const std::size_t at = h.data_offset + e * h.item_bytes + (h.big_endian ? h.item_bytes - 1 - k : k);
+        raw |= static_cast<std::uint64_t>(bytes[at]) << (8 * k);
+    }
+    if (h.kind == 'u' || h.item_bytes == 8) return raw;
+    const unsigned shift = static_cast<unsigned>(64 - 8 * h.item_bytes);
+    return static_cast<std::uint64_t>(static_cast<std::int64_t>(raw << shift) >> shift);
+}
+
 // The embedding with the fewest rows among those that read `input` directly (nullptr: none does):
 // each of the input's ids must be a row of every such table, dense or sparse.
 const nn::Node* smallest_table_reader(const nn::ModelDescription& model, const std::string& input, std::int64_t& rows) {
@@ -52,7 +66,7 @@ const nn::Node* smallest_table_reader(const nn::ModelDescription& model, const s
 }
 
 Result<InputColumn> load_column(const nn::ModelDescription& model, const nn::InputDef& input, const std::string& file,
-                                std::string_view option, std::size_t rows, const std::string& rows_from) {
+                                std::string_view option, std::size_t rows, const std::string& rows_from, bool raw) {
     const std::string where = std::string(option) + " " + input.name + "=" + file;
     auto bytes = read_maybe_gzip(file);
     if (!bytes) return tl::unexpected(invalid(where + ": " + bytes.error().message));
@@ -83,6 +97,12 @@ Result<InputColumn> load_column(const nn::ModelDescription& model, const nn::Inp
     c.name = input.name;
     c.file = file;
     c.per_example = per_example;
+    if (raw) {  // raw ids: any 64-bit value, exactly, no vocabulary
+        if (!int_dtype) return tl::unexpected(invalid(where + ": dtype " + h.descr + " for raw ids (--raw-ids): give integers"));
+        c.u64.resize(count);
+        for (std::size_t e = 0; e < count; ++e) c.u64[e] = integer_element(*bytes, h, e);
+        return c;
+    }
     if (ints) c.i32.resize(count);
     else c.f32.resize(count);
     std::int64_t vocabulary = 0;
@@ -112,7 +132,8 @@ Result<InputColumn> load_column(const nn::ModelDescription& model, const nn::Inp
 
 Result<std::vector<InputColumn>> load_input_columns(const nn::ModelDescription& model, const std::vector<std::string>& args,
                                                     std::string_view option, std::size_t rows,
-                                                    const std::string& rows_from) {
+                                                    const std::string& rows_from,
+                                                    const std::vector<std::string>& raw_inputs) {
     const std::string opt(option);
     if (!model.column_inputs()) {
         if (args.empty()) return std::vector<InputColumn>{};
@@ -152,7 +173,8 @@ Result<std::vector<InputColumn>> load_input_columns(const nn::ModelDescription& 
             return tl::unexpected(invalid("model " + model.name + " takes the input " + input.name + " [" +
                                           nn::shape_text(input.info.dims) + "] " + nn::to_string(input.info.type) +
                                           ": give " + opt + " " + input.name + "=FILE.npy (one row per example)"));
-        auto column = load_column(model, input, files[i], option, rows, rows_from);
+        const bool raw = std::find(raw_inputs.begin(), raw_inputs.end(), input.name) != raw_inputs.end();
+        auto column = load_column(model, input, files[i], option, rows, rows_from, raw);
         if (!column) return tl::unexpected(column.error());
         columns.push_back(std::move(*column));
     }

@@ -23,10 +23,13 @@ namespace psrun::worker {
 // all, an unreadable file, a file whose rows are not examples of the input or whose row count
 // is not `rows`, an id of an int input outside the smallest table of the embeddings that read it
 // (dense or sparse; naming the file, the example and the position, as the primary input's check
-// does when its data is loaded). A single-input model with no args gives no columns.
+// does when its data is loaded). A single-input model with no args gives no columns. The inputs
+// named in `raw_inputs` (read by tables keyed by raw ids, --raw-ids) take integer dtypes as exact
+// 64-bit raw ids (InputColumn::u64), with no vocabulary.
 [[nodiscard]] Result<std::vector<InputColumn>> load_input_columns(const nn::ModelDescription& model,
                                                                   const std::vector<std::string>& args,
                                                                   std::string_view option, std::size_t rows,
-                                                                  const std::string& rows_from);
+                                                                  const std::string& rows_from,
+                                                                  const std::vector<std::string>& raw_inputs = {});
 
 }  // namespace psrun::worker

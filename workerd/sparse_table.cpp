@@ -69,6 +69,8 @@ SparseTable::SparseTable(const nn::ModelDescription& model, const nn::Node& node
 }
 
 std::int64_t SparseTable::capacity(std::int64_t batch) const {
+    // A keyed table's batch may hold more distinct raw ids than the table keeps rows.
+    if (keyed_) return std::max<std::int64_t>(1, batch * per_example_);
     return std::min(rows_, std::max<std::int64_t>(1, batch * per_example_));
 }
 
@@ -93,14 +95,30 @@ void SparseTable::map_batch(std::span<std::int32_t> ids, std::int64_t examples) 
     for (std::size_t p = count; p < ids.size(); ++p) ids[p] = 0;  // a short last batch: padding reads row 0
 }
 
+void SparseTable::map_raw(std::span<const std::uint64_t> raw, std::span<std::int32_t> local, std::int64_t examples) {
+    if (local.size() != raw.size()) throw std::logic_error("SparseTable::map_raw: raw and local ids differ in size");
+    raw_order_.clear();
+    const auto count = std::min<std::size_t>(raw.size(), static_cast<std::size_t>(examples * per_example_));
+    for (std::size_t p = 0; p < count; ++p) raw_order_.emplace_back(raw[p], static_cast<std::uint32_t>(p));
+    std::sort(raw_order_.begin(), raw_order_.end());
+    keys_.clear();
+    for (const auto& [key, p] : raw_order_) {
+        if (keys_.empty() || keys_.back() != key) keys_.push_back(key);
+        local[p] = static_cast<std::int32_t>(keys_.size() - 1);
+    }
+    for (std::size_t p = count; p < local.size(); ++p) local[p] = 0;  // a short last batch: padding reads row 0
+}
+
 void SparseTable::install(std::span<const float> pulled, std::span<float> block) const {
-    if (pulled.size() != ids_.size() * static_cast<std::size_t>(width_) || pulled.size() > block.size())
+    if (pulled.size() != distinct() * static_cast<std::size_t>(width_) || pulled.size() > block.size())
         throw std::logic_error("SparseTable::install: pulled rows of " + name_ + " do not match the batch's ids");
     std::memcpy(block.data(), pulled.data(), pulled.size() * sizeof(float));
 }
 
 RowGrads SparseTable::row_grads(std::span<const float> grad_block) const {
-    return RowGrads{.tensor = tensor_wire_, .ids = ids_, .values = grad_block.first(ids_.size() * static_cast<std::size_t>(width_))};
+    const auto values = grad_block.first(distinct() * static_cast<std::size_t>(width_));
+    if (keyed_) return RowGrads{.tensor = tensor_wire_, .values = values, .keys = keys_};
+    return RowGrads{.tensor = tensor_wire_, .ids = ids_, .values = values};
 }
 
 }  // namespace psrun::worker

@@ -8,6 +8,9 @@
 // Contract: the embedding reads a model input (any of the model's inputs, int ids) directly and
 // is that input's only reader, so map_batch() may rewrite the input's ids in place; refusal()
 // says why a node cannot be one. Ids are rows of the table (uint32 on the wire); floats are f32.
+// A keyed table (make_keyed(), --raw-ids): its ids are raw 64-bit values read from their own
+// buffer (map_raw()), with no vocabulary (the model's V is the table's capacity on psd); the
+// input's int32 buffer only receives the local rows.
 // Memory: capacity(batch) x D floats of the caller's buffer, plus O(lookups) scratch here.
 // Not thread-safe; holds no pointer into the model.
 #pragma once
@@ -36,16 +39,29 @@ public:
     // to row 0), collects the distinct ones and rewrites `ids` to local rows. An id outside
     // [0, V) throws std::out_of_range naming the example, the position and the table.
     void map_batch(std::span<std::int32_t> ids, std::int64_t examples);
+    // A keyed table's map_batch(): the raw ids of `examples` examples in `raw` give the distinct
+    // keys (ascending) and `local` (the input's buffer, as large as `raw`) gets their local rows.
+    void map_raw(std::span<const std::uint64_t> raw, std::span<std::int32_t> local, std::int64_t examples);
+    // Makes this a table keyed by raw 64-bit ids with `policy` (see above).
+    void make_keyed(const RowPolicy& policy) {
+        keyed_ = true;
+        policy_ = policy;
+    }
+    bool keyed() const { return keyed_; }
+    const RowPolicy& policy() const { return policy_; }
     // What to pull for the last map_batch(): the distinct ids (valid until the next map_batch()).
-    RowRequest request() const { return RowRequest{.tensor = tensor_wire_, .ids = ids_}; }
+    RowRequest request() const {
+        return keyed_ ? RowRequest{.tensor = tensor_wire_, .keys = keys_} : RowRequest{.tensor = tensor_wire_, .ids = ids_};
+    }
     // Copies the pulled rows (distinct() x width() floats, in request() order) into `block`.
     void install(std::span<const float> pulled, std::span<float> block) const;
     // The gradient rows of the last batch read from the table's gradient block.
     RowGrads row_grads(std::span<const float> grad_block) const;
 
-    // Rows of the local block for batches of `batch` examples (batch x lookups per example, at most V, >= 1).
+    // Rows of the local block for batches of `batch` examples (batch x lookups per example, at most V
+    // unless keyed, >= 1).
     std::int64_t capacity(std::int64_t batch) const;
-    std::size_t distinct() const { return ids_.size(); }
+    std::size_t distinct() const { return keyed_ ? keys_.size() : ids_.size(); }
     const std::string& name() const { return name_; }  // the table tensor's name, e.g. "emb/table"
     const std::string& node() const { return node_; }  // the embedding node's name
     std::size_t tensor() const { return tensor_; }     // index in model.tensors (and the wire list)
@@ -64,6 +80,10 @@ private:
     RowInit init_;
     std::vector<std::uint32_t> ids_;                              // distinct, ascending
     std::vector<std::pair<std::uint32_t, std::uint32_t>> order_;  // scratch: (id, position)
+    bool keyed_ = false;
+    RowPolicy policy_;
+    std::vector<std::uint64_t> keys_;                             // keyed: distinct raw ids, ascending
+    std::vector<std::pair<std::uint64_t, std::uint32_t>> raw_order_;  // scratch: (raw id, position)
 };
 
 }  // namespace psrun::worker

@@ -25,6 +25,12 @@ std::string embedding_list(const nn::ModelDescription& model) {
     return known;
 }
 
+[[noreturn]] void unknown_embedding(const char* option, const std::string& name, const nn::ModelDescription& model) {
+    const std::string known = embedding_list(model);
+    throw UsageError(fmt::format("{} {}: no embedding of model {} has that name or table{}", option, name, model.name,
+                                 known.empty() ? " (it has no embedding)" : "; its embeddings: " + known));
+}
+
 }  // namespace
 
 std::vector<std::string> SparseTables::automatic(const nn::ModelDescription& model, std::int64_t min_floats,
@@ -39,8 +45,19 @@ std::vector<std::string> SparseTables::automatic(const nn::ModelDescription& mod
     return out;
 }
 
+std::vector<std::string> SparseTables::raw_inputs(const nn::ModelDescription& model,
+                                                  const std::vector<std::string>& names) {
+    std::vector<std::string> out;
+    for (const auto& name : names) {
+        const nn::Node* node = find_embedding(model, name);
+        if (node == nullptr) unknown_embedding("--raw-ids", name, model);
+        out.push_back(node->inputs.front());
+    }
+    return out;
+}
+
 SparseTables::SparseTables(const nn::ModelDescription& model, const std::vector<std::string>& names,
-                           std::uint64_t seed)
+                           std::uint64_t seed, const RawIdTables& raw)
     : model_(&model), dense_(model_tensors(model)) {
     auto usage = [](const std::string& name, const std::string& why) {
         throw UsageError(fmt::format("--sparse-embedding {}: {}", name, why));
@@ -61,6 +78,24 @@ SparseTables::SparseTables(const nn::ModelDescription& model, const std::vector<
         tables_.emplace_back(model, *node, seed);
         given.push_back(name);
     }
+    for (const auto& name : raw.names) {  // --raw-ids: sparse (named or not) and keyed
+        const nn::Node* node = find_embedding(model, name);
+        if (node == nullptr) unknown_embedding("--raw-ids", name, model);
+        if (model.input_index(node->inputs.front()) == 0)
+            throw UsageError(fmt::format("--raw-ids {}: embedding {} reads the model's first input {}; raw ids come from "
+                                         "an extra input (--train-input NAME=IDS.npy)",
+                                         name, node->name, node->inputs.front()));
+        auto it = std::find_if(tables_.begin(), tables_.end(), [&](const SparseTable& t) { return t.node() == node->name; });
+        if (it == tables_.end()) {
+            if (const std::string why = SparseTable::refusal(model, *node, seed); !why.empty())
+                throw UsageError(fmt::format("--raw-ids {}: {}", name, why));
+            tables_.emplace_back(model, *node, seed);
+            it = tables_.end() - 1;
+        } else if (it->keyed()) {
+            throw UsageError(fmt::format("--raw-ids {}: names embedding {} again: give each table once", name, node->name));
+        }
+        it->make_keyed(raw.policy);
+    }
     std::sort(tables_.begin(), tables_.end(), [](const SparseTable& a, const SparseTable& b) { return a.tensor() < b.tensor(); });
     // The dense layout: the tables left out, the others compacted in order.
     std::erase_if(dense_, [this](const TensorInfo& t) {
@@ -71,9 +106,24 @@ SparseTables::SparseTables(const nn::ModelDescription& model, const std::vector<
         d.offset = offset;
         offset += d.size;
     }
+    raw_.resize(tables_.size());
     requests_.resize(tables_.size());
     grads_.resize(tables_.size());
     offsets_.assign(tables_.size(), 0);
+}
+
+std::span<std::uint64_t> SparseTables::raw_ids(std::size_t input, std::int64_t batch) {
+    for (std::size_t k = 0; k < tables_.size(); ++k) {
+        if (!tables_[k].keyed() || tables_[k].input() != input) continue;
+        const auto n = static_cast<std::size_t>(tables_[k].lookups(batch));
+        if (raw_[k].size() < n) raw_[k].resize(n);
+        return std::span<std::uint64_t>(raw_[k]).first(n);
+    }
+    return {};
+}
+
+bool SparseTables::keyed() const {
+    return std::any_of(tables_.begin(), tables_.end(), [](const SparseTable& t) { return t.keyed(); });
 }
 
 bool SparseTables::is_sparse(std::size_t tensor) const {
@@ -89,8 +139,9 @@ std::string SparseTables::names() const {
 std::vector<TensorSpec> SparseTables::wire_tensors() const {
     std::vector<TensorSpec> out = worker::wire_tensors(model_tensors(*model_));
     for (const auto& t : tables_) {
-        out[t.tensor()].kind = TensorKind::kRows;
+        out[t.tensor()].kind = t.keyed() ? TensorKind::kKeyedRows : TensorKind::kRows;
         out[t.tensor()].row_init = t.row_init();
+        if (t.keyed()) out[t.tensor()].row_policy = t.policy();
     }
     return out;
 }
@@ -139,7 +190,14 @@ void SparseTables::map_batch(const std::function<std::span<std::int32_t>(std::si
                              std::int64_t examples, std::int64_t batch) {
     offsets_ = block_offsets(batch);
     for (std::size_t k = 0; k < tables_.size(); ++k) {
-        tables_[k].map_batch(ids_of(tables_[k].input()), examples);
+        const auto local = ids_of(tables_[k].input());
+        if (tables_[k].keyed()) {
+            if (raw_[k].size() < local.size())
+                throw std::logic_error("SparseTables::map_batch: no raw ids for table " + tables_[k].name());
+            tables_[k].map_raw(std::span<const std::uint64_t>(raw_[k]).first(local.size()), local, examples);
+        } else {
+            tables_[k].map_batch(local, examples);
+        }
         requests_[k] = tables_[k].request();
     }
 }

@@ -40,12 +40,24 @@ namespace psrun::worker {
 // every step is never what a user wants.
 inline constexpr std::int64_t kAutoSparseFloats = std::int64_t{1} << 26;
 
+// Tables keyed by raw 64-bit ids (--raw-ids, docs/sparse.md "Raw ids"): the named embeddings
+// (node or table names; sparse tables then, named by --sparse-embedding or not) read raw ids from
+// an extra model input (ColumnSpan::u64), and psd admits and evicts their rows by `policy`.
+struct RawIdTables {
+    std::vector<std::string> names;
+    RowPolicy policy;
+};
+
 class SparseTables {
 public:
     SparseTables() = default;  // none: every tensor dense
     // `names`: node or tensor names ("emb" or "emb/table"), one table each; empty: none.
     // Throws UsageError naming the value.
-    SparseTables(const nn::ModelDescription& model, const std::vector<std::string>& names, std::uint64_t seed);
+    SparseTables(const nn::ModelDescription& model, const std::vector<std::string>& names, std::uint64_t seed,
+                 const RawIdTables& raw = {});
+    // The model inputs the embeddings `names` read (for the data loaders); UsageError naming an
+    // unknown name and the model's embeddings.
+    static std::vector<std::string> raw_inputs(const nn::ModelDescription& model, const std::vector<std::string>& names);
 
     // The embeddings whose tables have at least `min_floats` and can be sparse, in the model's
     // order (workerd makes them sparse without the option: kAutoSparseFloats).
@@ -70,9 +82,14 @@ public:
 
     // Maps every table's ids: `ids_of(i)` is model input i's id buffer of a network built from
     // local_model(`batch`), holding `examples` valid examples. An id outside its table throws
-    // std::out_of_range naming the table.
+    // std::out_of_range naming the table. A keyed table's ids are its raw buffer's
+    // (raw_ids(input, batch), filled by the data), its input buffer receives the local rows.
     void map_batch(const std::function<std::span<std::int32_t>(std::size_t input)>& ids_of, std::int64_t examples,
                    std::int64_t batch);
+    // The raw-id buffer of the keyed table reading model input `input`, for batches of `batch`
+    // examples (empty when no keyed table reads it). Valid until the next call with a larger batch.
+    std::span<std::uint64_t> raw_ids(std::size_t input, std::int64_t batch);
+    bool keyed() const;  // any table is keyed by raw ids
     // The distinct ids of the last map_batch(), one request per table, to pull in one exchange.
     std::span<const RowRequest> requests() const { return requests_; }
     // Copies the pulled rows (PulledRows of requests()) into the blocks of `tail`.
@@ -91,6 +108,7 @@ private:
     std::vector<std::size_t> offsets_;  // each table's block in the tail, for the last map_batch()'s batch
     std::vector<RowRequest> requests_;
     std::vector<RowGrads> grads_;
+    std::vector<std::vector<std::uint64_t>> raw_;  // per table: a keyed table's raw ids of the batch
     std::vector<std::size_t> block_offsets(std::int64_t batch) const;
 };
 

@@ -46,6 +46,9 @@ Result<void> write_json(const std::string& dir, const nlohmann::json& j) {
 StandaloneTrainer::StandaloneTrainer(TrainOptions options) : options_(std::move(options)) {}
 
 int StandaloneTrainer::run() {
+    if (!options_.raw_ids.empty())
+        throw UsageError("--raw-ids needs psd (a table keyed by raw ids lives on the parameter servers, which admit and "
+                         "evict its rows): train through psd (psrun local --ps 1 --workers 1 -- ...)");
     if (!options_.sparse_embeddings.empty())
         throw UsageError("--sparse-embedding needs psd (the table lives on the parameter servers); without psd every "
                          "table is dense: drop the option");

@@ -1,12 +1,14 @@
 #include "workerd/table_split.h"
 
+#include <algorithm>
+
 #include "workerd/data/example_table.h"
 #include "workerd/datasets.h"
 #include "workerd/nn/model_summary.h"
 
 namespace psrun::worker {
 
-std::vector<TableInput> table_inputs(const nn::ModelDescription& model) {
+std::vector<TableInput> table_inputs(const nn::ModelDescription& model, const std::vector<std::string>& raw_inputs) {
     std::vector<TableInput> out;
     for (std::size_t i = 0; i < model.inputs.size(); ++i) {
         const nn::InputDef& in = model.inputs[i];
@@ -16,6 +18,7 @@ std::vector<TableInput> table_inputs(const nn::ModelDescription& model) {
         t.width = static_cast<std::size_t>(nn::elements_per_example(in.info.dims).value_or(0));
         t.shape = "[" + nn::shape_text(in.info.dims) + "] " + nn::to_string(in.info.type);
         t.labels = model.fed_by_labels(i);
+        t.raw = t.ints && std::find(raw_inputs.begin(), raw_inputs.end(), in.name) != raw_inputs.end();
         for (const auto& node : model.nodes)  // the smallest table that reads the ids
             if (node.op == "embedding" && !node.inputs.empty() && node.inputs[0] == in.name) {
                 const auto v = node.attrs.value("vocabulary", std::int64_t{0});
@@ -49,9 +52,9 @@ Result<ColumnSpec> parse_table_columns(const TableColumnOptions& o) {
 
 Result<Table> load_table_split(const std::string& path, const ColumnSpec& spec,
                                const nn::ModelDescription& model,
-                               const std::vector<std::string>& targets) {
+                               const std::vector<std::string>& targets, const std::vector<std::string>& raw_inputs) {
     const ModelInput input = model_input(model);
-    auto table = load_table_or_examples(path, spec, table_inputs(model), targets, input);
+    auto table = load_table_or_examples(path, spec, table_inputs(model, raw_inputs), targets, input);
     if (!table) return tl::unexpected(table.error());
     conform_to_model(table->data, input);
     return table;

@@ -34,7 +34,9 @@ struct TableColumnOptions {
 
 // The model's inputs as the column table reader sees them: kind, width, the smallest embedding
 // reading an id input (its rows bound the hashed ids), whether the labels feed it.
-[[nodiscard]] std::vector<TableInput> table_inputs(const nn::ModelDescription& model);
+// `raw_inputs`: the inputs read by tables keyed by raw ids (--raw-ids; TableInput::raw).
+[[nodiscard]] std::vector<TableInput> table_inputs(const nn::ModelDescription& model,
+                                                   const std::vector<std::string>& raw_inputs = {});
 
 // Parses all five options into a ColumnSpec. Errors (kInvalidArgument, naming the option):
 // any of them without --input-columns, and every error of parse_column_spec/parse_table_layout.
@@ -43,8 +45,10 @@ struct TableColumnOptions {
 // Reads the table at `path` for `model` (`targets`: the target columns, empty: "label"),
 // checked against the model's inputs (check_column_spec) and shaped for it (conform_to_model).
 // A file whose first record is TFRecord-framed is read as Examples (workerd/data/example_table.h).
+// The inputs in `raw_inputs` (--raw-ids) get the unreduced hashes of their values.
 [[nodiscard]] Result<Table> load_table_split(const std::string& path, const ColumnSpec& spec,
                                              const nn::ModelDescription& model,
-                                             const std::vector<std::string>& targets);
+                                             const std::vector<std::string>& targets,
+                                             const std::vector<std::string>& raw_inputs = {});
 
 }  // namespace psrun::worker

@@ -237,6 +237,26 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                    "with psd: this embedding's table (node or table name) lives on psd only, row-sharded; each step "
                    "pulls and pushes only its batch's rows (repeat it, or a,b, for several tables)")
         ->delimiter(',');
+    app.add_option("--raw-ids", o.raw_ids,
+                   "with psd: these embeddings (node or table names; sparse tables then) are keyed by raw 64-bit ids "
+                   "instead of row ids: their input holds any integers (e.g. an int64 .npy of hashed ids), and the "
+                   "table's vocabulary is the most rows it keeps (psd admits and evicts rows, --admit-after, "
+                   "--admit-probability, --evict-after)")
+        ->delimiter(',');
+    app.add_option("--admit-after", o.admit_after,
+                   "--raw-ids: an id becomes a row of its table at its N-th pull (counted per shard; before, it reads "
+                   "as its initial values and its gradients are dropped)")
+        ->check(psrun::integer_in(1, 65535))
+        ->capture_default_str();
+    app.add_option("--admit-probability", o.admit_probability,
+                   "--raw-ids: once counted enough, an id becomes a row with this probability per pull")
+        ->check(psrun::number_above(0.0, 1.0))
+        ->capture_default_str();
+    app.add_option("--evict-after", o.evict_after,
+                   "--raw-ids: a row not pushed for this many updates of its shard is evicted (0: never; a full table "
+                   "evicts its least recently updated row either way)")
+        ->check(psrun::integer_in(0, 1000000000000))
+        ->capture_default_str();
     app.add_option("--hand-kernels", o.hand_kernels,
                    "hand-written AVX-512 kernels where a layer pattern matches one and the CPU allows (on), "
                    "or oneDNN primitives only (off)")

@@ -127,6 +127,13 @@ struct TrainOptions {
     // Distributed mode: embeddings whose tables live on psd only, row-sharded, pulled and pushed
     // row by row (--sparse-embedding NODE|TABLE; workerd/sparse_tables.h).
     std::vector<std::string> sparse_embeddings;
+    // Distributed mode: sparse embeddings keyed by raw 64-bit ids instead of row ids (--raw-ids
+    // NODE|TABLE; docs/sparse.md "Raw ids"): their input's values are any uint64, the table's
+    // vocabulary is its capacity, and psd admits and evicts rows by this policy.
+    std::vector<std::string> raw_ids;
+    std::uint32_t admit_after = 1;     // --admit-after N: pulls before an id becomes a row
+    double admit_probability = 1.0;    // --admit-probability P: then the chance per pull
+    std::uint64_t evict_after = 0;     // --evict-after T: updates without a push before a row goes; 0: never
     // Training-image augmentation (workerd/augment.h): "none", or "flip", "crop=P" joined by commas.
     std::string augment = "none";
     // The hand-written AVX-512 kernels of the engine (nn::NetworkOptions::hand_kernels): "on"

@@ -171,6 +171,9 @@ TrainerConfig make_trainer_config(const TrainOptions& o) {
     c.shard = *shard;
     c.seed = o.seed;
     c.sparse_tables = o.sparse_embeddings;
+    c.raw_ids = RawIdTables{o.raw_ids, RowPolicy{.admit_after = o.admit_after,
+                                                 .admit_probability = static_cast<float>(o.admit_probability),
+                                                 .evict_after = o.evict_after}};
     auto augment = parse_augment(o.augment);
     if (!augment) usage(augment.error().message);
     c.augment = *augment;

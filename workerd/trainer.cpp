@@ -46,11 +46,14 @@ std::unique_ptr<nn::Network> make_network(const nn::ModelDescription& model, nn:
 }
 
 // The network's batch buffers: float or id inputs (the other span is empty), class labels or
-// target vectors (as its loss reads them; the other is empty).
-BatchView batch_view(nn::Network& network) {
+// target vectors (as its loss reads them; the other is empty); an input read by a table keyed by
+// raw ids also gets that table's raw buffer (the data fills it, map_batch() the input's).
+BatchView batch_view(nn::Network& network, SparseTables& sparse) {
     BatchView view{network.input(), network.input_ids(), network.labels(), network.targets(), {}};
     for (std::size_t i = 1; i < network.model().inputs.size(); ++i)
-        if (!network.model().fed_by_labels(i)) view.columns.push_back(ColumnSpan{network.input(i), network.input_ids(i)});
+        if (!network.model().fed_by_labels(i))
+            view.columns.push_back(ColumnSpan{network.input(i), network.input_ids(i),
+                                              sparse.raw_ids(i, network.options().batch_size)});
     return view;
 }
 }  // namespace
@@ -69,7 +72,7 @@ Trainer::Trainer(const TrainerConfig& config, std::unique_ptr<BatchSource> train
     : config_(config),
       train_(std::move(train)),
       test_(std::move(test)),
-      sparse_(required(config), config.sparse_tables, config.seed),
+      sparse_(required(config), config.sparse_tables, config.seed, config.raw_ids),
       params_(sparse_.dense_tensors(),
               sparse_.tail_floats(std::max<std::int64_t>(step_examples(config), config.eval_batch_size))),
       grads_(make_grads(params_.tensors(), params_.tail().size())),
@@ -79,6 +82,9 @@ Trainer::Trainer(const TrainerConfig& config, std::unique_ptr<BatchSource> train
       augmenter_(config.augment, config.seed, static_cast<std::uint32_t>(config.shard.index)) {
     config_.network.forward_only = false;
     if (config_.accumulate_steps < 1) throw std::invalid_argument("TrainerConfig::accumulate_steps < 1");
+    if (config_.accumulate_steps > 1 && sparse_.keyed())
+        throw UsageError("--accumulate-steps with --raw-ids: the micro-batches of a table keyed by raw ids are not "
+                         "mapped together yet: drop one of them");
     if (config_.augment.enabled() && !config_.model->image_input())
         throw UsageError("--augment: model " + config_.model->name + " does not take images (its input is " +
                          nn::to_string(config_.model->input().dims) + "): augmentation flips and shifts images");
@@ -90,7 +96,7 @@ Trainer::Trainer(const TrainerConfig& config, std::unique_ptr<BatchSource> train
             const auto image = *config_.model->image_input();
             const auto batch = config_.network.batch_size;
             train_ = std::make_unique<PrefetchSource>(
-                std::move(train_), batch_view(*network_), static_cast<std::size_t>(batch),
+                std::move(train_), batch_view(*network_, sparse_), static_cast<std::size_t>(batch),
                 [this, image, batch](BatchView& view, std::uint64_t index) {
                     augmenter_.apply(view.inputs_f32, batch, image.channels, image.height, image.width, index);
                 });
@@ -110,7 +116,7 @@ Trainer::~Trainer() { train_.reset(); }
 
 void Trainer::load_batch() {
     const auto t0 = Clock::now();
-    BatchView view = batch_view(*network_);
+    BatchView view = batch_view(*network_, sparse_);
     train_->next_batch(view);
     data_ms_ += ms_since(t0);
 }
@@ -231,7 +237,7 @@ EvalMetrics Trainer::evaluate() {
     }
     nn::Network& m = *eval_network_;
     const std::size_t batch = static_cast<std::size_t>(m.options().batch_size);
-    BatchView view = batch_view(m);
+    BatchView view = batch_view(m, sparse_);
     EvalAccumulator sums(config_.model->metric_loss(), config_.model->classes);
     const bool graph_loss = config_.model->loss == nn::LossKind::kGraph;
     const auto& heads = config_.model->heads;

@@ -61,6 +61,8 @@ struct TrainerConfig {
     ComputeJitter synthetic_jitter;
     // --sparse-embedding: the embedding tables that live on psd (workerd/sparse_tables.h).
     std::vector<std::string> sparse_tables;
+    // --raw-ids, --admit-after, --admit-probability, --evict-after: tables keyed by raw ids.
+    RawIdTables raw_ids;
     // --augment: applied to each training batch (image models only; workerd/augment.h).
     AugmentSpec augment;
     // --accumulate-steps: micro-batches of network.batch_size per compute_gradients() (>= 1).

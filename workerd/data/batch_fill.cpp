@@ -92,6 +92,9 @@ void fill_examples(const LabeledImages& data, std::span<const std::uint32_t> ind
         if (!c.i32.empty() && o.i32.size() == indices.size() * m)
             for (std::size_t b = 0; b < indices.size(); ++b)
                 std::copy_n(c.i32.data() + indices[b] * m, m, o.i32.data() + b * m);
+        if (!c.u64.empty() && o.u64.size() == indices.size() * m)
+            for (std::size_t b = 0; b < indices.size(); ++b)
+                std::copy_n(c.u64.data() + indices[b] * m, m, o.u64.data() + b * m);
     }
 }
 

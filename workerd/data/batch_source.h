@@ -20,6 +20,7 @@ namespace psrun::worker {
 struct ColumnSpan {
     std::span<float> f32;
     std::span<std::int32_t> i32;
+    std::span<std::uint64_t> u64 = {};  // raw ids of a table keyed by them (--raw-ids), in place of i32
 };
 
 struct BatchView {

@@ -63,6 +63,7 @@ struct TableInput {
     std::int64_t rows = 0;    // ids: rows of the smallest embedding reading it (0: none does)
     std::string table;        // that embedding's name, for messages
     bool labels = false;      // fed by the data's labels (a graph loss's label input): no columns
+    bool raw = false;         // ids read by a table keyed by raw ids (--raw-ids): the unreduced hash, InputColumn::u64
 };
 
 // Parses the three options (`separator` empty: none). Errors (kInvalidArgument, naming the

@@ -17,13 +17,20 @@ struct Feed {
     const TableInput* input = nullptr;
     std::vector<std::size_t> cols;       // header indices
     std::vector<std::uint64_t> seeds;    // ids: column_seed of each column's name
-    std::vector<std::int32_t> missing;   // ids: each column's id of "" (padding)
+    std::vector<std::uint64_t> missing;  // ids: each column's hash of "" (padding)
     std::size_t slots = 1;               // values per column per example
     bool value_weights = false;          // values are VALUE:WEIGHT (a kWeighted bag)
     std::vector<std::size_t> kept;       // this row: values kept per column
     std::vector<float> slot_weights;     // this row, with value_weights: per slot, 0 for padding
     InputColumn* out = nullptr;
 };
+
+// One id of `feed` from its value's hash: the hash itself for raw ids (--raw-ids), else its row
+// of the smallest table reading the input.
+void push_id(Feed& feed, std::uint64_t hash) {
+    if (feed.input->raw) feed.out->u64.push_back(hash);
+    else feed.out->i32.push_back(hash_bucket(hash, feed.input->rows));
+}
 
 struct Weights {
     const Feed* bag = nullptr;
@@ -69,7 +76,7 @@ public:
                     value = trim_cell(value.substr(0, colon));
                 }
                 if (n < feed.slots) {
-                    feed.out->i32.push_back(hash_bucket(seeded_hash(feed.seeds[j], value), in.rows));
+                    push_id(feed, seeded_hash(feed.seeds[j], value));
                     if (feed.value_weights) feed.slot_weights.push_back(weight);
                 } else {
                     ++counts_.dropped_values;
@@ -90,7 +97,7 @@ public:
             }
             if (!bad_weight) return bad_weight;
             feed.kept[j] = std::min(n, feed.slots);
-            for (std::size_t s = feed.kept[j]; s < feed.slots; ++s) feed.out->i32.push_back(feed.missing[j]);
+            for (std::size_t s = feed.kept[j]; s < feed.slots; ++s) push_id(feed, feed.missing[j]);
             if (feed.value_weights) feed.slot_weights.resize((j + 1) * feed.slots, 0.0f);
         }
         return {};
@@ -150,7 +157,7 @@ Result<Table> parse_column_table(const std::vector<std::uint8_t>& bytes, const s
     // One output per input fed by columns, in model order; outputs[0] is the primary input.
     std::vector<InputColumn> outputs;
     for (const auto& in : inputs)
-        if (!in.labels) outputs.push_back(InputColumn{in.name, path, in.width, {}, {}});
+        if (!in.labels) outputs.push_back(InputColumn{in.name, path, in.width, {}, {}, {}});
     const auto output_of = [&](const std::string& name) {
         return &*std::find_if(outputs.begin(), outputs.end(), [&](const InputColumn& c) { return c.name == name; });
     };
@@ -182,7 +189,7 @@ Result<Table> parse_column_table(const std::vector<std::uint8_t>& bytes, const s
                 if (!c) return invalid_argument(c.error().message + " (--input-columns " + fs.input + ")");
                 feed.cols.push_back(*c);
                 feed.seeds.push_back(column_seed(name));
-                if (feed.input->ints) feed.missing.push_back(hash_bucket(seeded_hash(feed.seeds.back(), ""), feed.input->rows));
+                if (feed.input->ints) feed.missing.push_back(seeded_hash(feed.seeds.back(), ""));
             }
             feed.kept.assign(feed.cols.size(), 0);
             feeds.push_back(std::move(feed));

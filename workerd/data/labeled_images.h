@@ -57,6 +57,7 @@ struct InputColumn {
     std::size_t per_example = 0;
     std::vector<float> f32;       // a float input
     std::vector<std::int32_t> i32;  // an int input
+    std::vector<std::uint64_t> u64;  // an int input read by a table keyed by raw ids (--raw-ids): the raw ids
 };
 
 struct LabeledImages {

@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# Tables keyed by raw 64-bit ids end to end (docs/sparse.md "Raw ids", issue 36): a recommender-shaped
+# model (a float vector [4] as the primary input, item ids [3] fed by --train-input, an embedding,
+# an MLP, sigmoid) on data a numpy generator draws from a planted logistic rule. The item ids come
+# twice: as rows 0..599 and as raw 64-bit values (each id multiplied by an odd 64-bit constant, so
+# negative int64s and ids far beyond 2^32, one to one). Trained by real psd and workerd processes
+# (psrun local --ps 2 --workers 2 --sync):
+#   - --sparse-embedding emb_i on the row ids, and --raw-ids emb_i on the raw ids with room for 800
+#     rows (400 per shard: the ids' hash does not split 600 ids exactly in two): both learn and reach
+#     the same test AUC within 0.02 (the rows start from values drawn by row id or raw id); psd
+#     admitted every raw id it saw and evicted none;
+#   - a table of 200 rows (a third of the 600 ids) on the raw ids: it keeps training, evicts the least
+#     recently updated rows (psd's STATS), and learns;
+#   - --admit-after 3: ids seen fewer times stay out (refused occurrences, dropped gradients);
+#   - the ids also as a CSV column (--input-columns): the unreduced column hashes train the table;
+#   - exit 2, naming what: --raw-ids without psd, on the first input, an unknown name, with
+#     --accumulate-steps, --admit-probability 0.
+# Needs python3-numpy. Usage: raw_ids_test.sh <workerd> <psrun>
+set -u
+workerd=$1
+psrun=$2
+py=/usr/bin/python3
+fail=0
+. "$(dirname "$0")/../support/check.sh"  # check(), scratch_dir()
+scratch_dir psrun-raw-ids  # $tmp, removed at exit
+
+"$py" - "$tmp/d" <<'EOF_PY' || { echo "FAILED: the generator"; exit 1; }
+import json, os, sys
+import numpy as np
+d = sys.argv[1]
+os.makedirs(d)
+rng = np.random.default_rng(5)
+I = 600
+wi, wx = rng.normal(0, 0.9, I), np.array([0.8, -0.8, 0.4, 0.0])
+def draw(n):
+    x = rng.normal(0, 1, size=(n, 4)).astype(np.float32)
+    item = (rng.zipf(1.3, size=(n, 3)) * 104729 % I).astype(np.int64)
+    logit = wi[item].sum(1) + x @ wx - 0.3
+    y = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(np.float32).reshape(n, 1)
+    return x, item, y
+for split, n in (("train", 4000), ("test", 1000)):
+    x, item, y = draw(n)
+    np.save(f"{d}/{split}_x.npy", x)
+    np.save(f"{d}/{split}_item.npy", item)
+    raw = (item.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(12345)).view(np.int64)
+    np.save(f"{d}/{split}_raw.npy", raw)
+    np.save(f"{d}/{split}_y.npy", y)
+    with open(f"{d}/{split}.csv", "w") as f:
+        f.write("x0,x1,x2,x3,i0,i1,i2,label\n")
+        for r in range(n):
+            f.write(",".join([f"{v:.6f}" for v in x[r]] + [f"item{v}" for v in item[r]] + [str(int(y[r, 0]))]) + "\n")
+def model(vocabulary):
+    return {"name": "rec", "targets": 1,
+            "inputs": [{"name": "x", "dims": [4], "type": "float"}, {"name": "item", "dims": [3], "type": "int"}],
+            "layers": [
+                {"kind": "dense", "name": "fx", "inputs": ["x"], "units": 4},
+                {"kind": "embedding", "name": "emb_i", "inputs": ["item"], "vocabulary": vocabulary, "dim": 8,
+                 "init": {"kind": "uniform", "limit": 0.05}},
+                {"kind": "flatten", "name": "fi", "axis": 1},
+                {"kind": "concat", "name": "all", "inputs": ["fx", "fi"], "axis": 1},
+                {"kind": "dense", "name": "fc1", "units": 16},
+                {"kind": "relu"},
+                {"kind": "dense", "name": "out", "units": 1}],
+            "loss": {"kind": "sigmoid_cross_entropy", "reduction": "mean"}}
+json.dump(model(I), open(f"{d}/rec.json", "w"), indent=1)
+json.dump(model(800), open(f"{d}/roomy.json", "w"), indent=1)
+json.dump(model(200), open(f"{d}/small.json", "w"), indent=1)
+EOF_PY
+
+# run <name> <model> <ids: item|raw> [workerd options...]: 200 sync steps of 2 workers (batch 50).
+run() {
+    local name=$1 model=$2 ids=$3
+    shift 3
+    timeout 300 "$psrun" local --ps 2 --workers 2 --sync --no-auth --grace 30 -- --model "$tmp/d/$model.json" \
+        --train-images "$tmp/d/train_x.npy" --train-labels "$tmp/d/train_y.npy" --train-input item="$tmp/d/train_$ids.npy" \
+        --test-images "$tmp/d/test_x.npy" --test-labels "$tmp/d/test_y.npy" --test-input item="$tmp/d/test_$ids.npy" \
+        --steps 200 --batch-size 50 --optimizer adagrad --learning-rate 0.1 --log-every 50 --threads 1 \
+        --model-dir "$tmp/$name" "$@" >"$tmp/$name.log" 2>&1
+    local rc=$?
+    check "$name trains (rc=$rc)" test "$rc" -eq 0
+    [ "$rc" -eq 0 ] || tail -20 "$tmp/$name.log"
+}
+run rows rec item --sparse-embedding emb_i
+run raw roomy raw --raw-ids emb_i
+run budget small raw --raw-ids emb_i
+run admit rec raw --raw-ids emb_i --admit-after 3
+timeout 300 "$psrun" local --ps 2 --workers 2 --sync --no-auth --grace 30 -- --model "$tmp/d/rec.json" \
+    --train-data "$tmp/d/train.csv" --test-data "$tmp/d/test.csv" --input-columns x=x0,x1,x2,x3 \
+    --input-columns item=i0,i1,i2 --raw-ids emb_i --steps 200 --batch-size 50 --optimizer adagrad --learning-rate 0.1 \
+    --log-every 50 --threads 1 --model-dir "$tmp/csv" >"$tmp/csv.log" 2>&1
+rc=$?
+check "csv (raw column hashes) trains (rc=$rc)" test "$rc" -eq 0
+[ "$rc" -eq 0 ] || tail -20 "$tmp/csv.log"
+
+"$py" - "$tmp" <<'EOF_PY'
+import json, re, sys
+tmp = sys.argv[1]
+ok = True
+def check(what, cond):
+    global ok
+    print(("ok: " if cond else "FAILED: ") + what)
+    ok = ok and cond
+def keyed(name):  # the keyed table's counters of both psd, from their exit lines' STATS
+    total = {}
+    for line in open(f"{tmp}/{name}.log"):
+        m = re.search(r"\[psd:\d\].*exiting with code \d+ \((\{.*\})\)", line)
+        if m:
+            for k, v in json.loads(m.group(1)).get("keyed_tables", {}).get("emb_i/table", {}).items():
+                total[k] = total.get(k, 0) + v
+    return total
+auc = {n: json.load(open(f"{tmp}/{n}/summary.json"))["test_auc"] for n in ("rows", "raw", "budget", "admit", "csv")}
+stats = {n: keyed(n) for n in ("raw", "budget", "admit", "csv")}
+print("test AUC", auc)
+print("keyed table counters (both shards)", stats)
+check(f"row ids learn (AUC {auc['rows']:.4f} > 0.7)", auc["rows"] > 0.7)
+check(f"raw ids reach the row ids' AUC within 0.02 ({auc['raw']:.4f} vs {auc['rows']:.4f})",
+      abs(auc["raw"] - auc["rows"]) <= 0.02)
+r = stats["raw"]
+check(f"raw: every id seen became a row, none evicted or dropped ({r})",
+      r.get("rows", 0) > 0 and r.get("admitted") == r.get("rows") and r.get("evicted_full") == 0
+      and r.get("gradients_dropped") == 0 and r.get("capacity") == 800)
+b = stats["budget"]
+check(f"budget: at most 200 rows, the least recently updated evicted ({b})",
+      b.get("capacity") == 200 and 0 < b.get("rows", 0) <= 200 and b.get("evicted_full", 0) > 0)
+check(f"budget: a table at its capacity keeps training and learns (AUC {auc['budget']:.4f} > 0.6)", auc["budget"] > 0.6)
+a = stats["admit"]
+check(f"admit after 3: occurrences refused, their gradients dropped, fewer rows ({a})",
+      a.get("refused", 0) > 0 and a.get("gradients_dropped", 0) > 0 and a.get("rows", 0) < r.get("rows", 0))
+check(f"csv: the column hashes are raw ids of the table ({stats['csv']}), AUC {auc['csv']:.4f} > 0.7",
+      stats["csv"].get("rows", 0) > 0 and auc["csv"] > 0.7)
+sys.exit(0 if ok else 1)
+EOF_PY
+check "the keyed runs' AUC and psd's counters as stated" test $? -eq 0
+
+# Refusals: exit 2 naming what.
+refused() {  # refused <what> <expected text> <psrun args...>
+    local what=$1 text=$2
+    shift 2
+    timeout 120 "$psrun" "$@" >"$tmp/bad.log" 2>&1
+    local rc=$?
+    check "$what exits 2 (rc=$rc)" test "$rc" -eq 2
+    check "$what says: $text" grep -q -- "$text" "$tmp/bad.log"
+}
+common=(--model "$tmp/d/rec.json" --train-images "$tmp/d/train_x.npy" --train-labels "$tmp/d/train_y.npy"
+        --train-input item="$tmp/d/train_raw.npy" --test-images "$tmp/d/test_x.npy" --test-labels "$tmp/d/test_y.npy"
+        --test-input item="$tmp/d/test_raw.npy" --steps 5 --batch-size 50 --threads 1)
+refused "--raw-ids without psd" "--raw-ids needs psd" local --ps 0 --workers 1 -- "${common[@]}" --raw-ids emb_i
+refused "--raw-ids of an unknown embedding" "--raw-ids nope: no embedding" local --ps 1 --workers 1 -- "${common[@]}" --raw-ids nope
+refused "--raw-ids with --accumulate-steps" "--accumulate-steps with --raw-ids" local --ps 1 --workers 1 -- \
+    "${common[@]}" --raw-ids emb_i --accumulate-steps 2
+refused "--admit-probability 0" "--admit-probability" local --ps 1 --workers 1 -- "${common[@]}" --raw-ids emb_i \
+    --admit-probability 0
+exit $fail
