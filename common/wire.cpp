@@ -40,6 +40,7 @@ std::string_view to_string(MessageType type) {
         case MessageType::kAttach: return "ATTACH";
         case MessageType::kDirCheck: return "DIRCHECK";
         case MessageType::kChunk: return "CHUNK";
+        case MessageType::kJoin: return "JOIN";
     }
     return "UNKNOWN";
 }

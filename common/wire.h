@@ -22,8 +22,9 @@ inline constexpr std::uint32_t kMagic = 0x4E525350;  // "PSRN"
 // 5: REJOINED; 6: MAC trailer, bf16 slices; 7: psd's instance in WELCOME; 8: tensor class and kind (and row
 // initializer) in the tensor list; 9: sparse tables (row frames, the tables in WELCOME); 10: weight decay
 // and global-norm clipping in INIT; 11: the moving average's decay and the parameter groups in INIT; 12: CHUNK;
-// 13: keyed rows tables (their policy in the tensor list, the keyed flag in WELCOME, 8-byte id frames)
-inline constexpr std::uint16_t kVersion = 13;
+// 13: keyed rows tables (their policy in the tensor list, the keyed flag in WELCOME, 8-byte id frames);
+// 14: JOIN and the JOIN flag on HELLO (workers that join a running job, psrun join)
+inline constexpr std::uint16_t kVersion = 14;
 inline constexpr std::size_t kFixedHeaderSize = 48;
 inline constexpr std::size_t kFrameDescriptorSize = 8;
 inline constexpr std::uint32_t kMaxFrames = 4096;
@@ -39,9 +40,9 @@ inline constexpr std::uint32_t kMaxAdmitAfter = 65535;          // a keyed table
 enum class MessageType : std::uint8_t {
     kHello = 1, kWelcome = 2, kInit = 3, kPull = 4, kPush = 5, kPushPull = 6, kParams = 7,
     kAck = 8, kDone = 9, kStats = 10, kStop = 11, kError = 12, kHeartbeat = 13,
-    kSave = 14, kRestore = 15, kAttach = 16, kDirCheck = 17, kChunk = 18,
+    kSave = 14, kRestore = 15, kAttach = 16, kDirCheck = 17, kChunk = 18, kJoin = 19,
 };
-inline constexpr std::uint8_t kMaxMessageType = 18;
+inline constexpr std::uint8_t kMaxMessageType = 19;
 std::string_view to_string(MessageType type);
 
 enum class Role : std::uint8_t { kWorker = 0, kChief = 1, kPs = 2, kTool = 3 };
@@ -73,7 +74,11 @@ inline constexpr std::uint32_t kFlagMac = 1u << 9;
 // hold bf16 values (2 bytes each); on PULL/PUSH_PULL the sender asks for bf16 parameters; on
 // PARAMS the parameter slice frames hold bf16 values. psd keeps f32 master weights.
 inline constexpr std::uint32_t kFlagBf16 = 1u << 10;
-inline constexpr std::uint32_t kKnownFlags = 0x7FF;
+// Elastic membership (psrun join, docs/protocol.md "Joining"): on HELLO, the sender took its index
+// from psd 0's JOIN reply: psd accepts it below --max-workers and counts it in sync steps from its
+// first gradient.
+inline constexpr std::uint32_t kFlagJoin = 1u << 11;
+inline constexpr std::uint32_t kKnownFlags = 0xFFF;
 inline constexpr std::uint64_t kMaxShmRegion = 1;  // aux of a shared-memory PUSH: 0 or 1
 
 // Row frames (sparse tables, docs/protocol.md "Sparse tables"): descriptor id =
@@ -223,6 +228,28 @@ std::string encode_chunk_request(const ChunkRequest& request);
 [[nodiscard]] Result<ChunkRequest> decode_chunk_request(std::string_view bytes);
 std::string encode_chunk_grant(const ChunkGrant& grant);
 [[nodiscard]] Result<ChunkGrant> decode_chunk_grant(std::string_view bytes);
+
+// JOIN (a joining worker, role tool -> psd 0; docs/protocol.md "Joining"): the model it trains,
+// checked as HELLO checks it, and its data plan's chunk count (a joiner must read chunks: >= 1).
+// The reply is a JOIN whose body is a JoinGrant: the index to say HELLO with (below max_workers),
+// the map's worker count and psd's --max-workers. No room, another model, or no chunks: ERROR
+// kInvalidArgument naming it.
+struct JoinRequest {
+    ModelId model;             // name 1..255 bytes, hash "" or 64 hex digits
+    std::uint32_t chunks = 0;  // --data-chunks of the joiner: 1..2^20
+    bool operator==(const JoinRequest&) const = default;
+};
+inline constexpr std::uint32_t kMaxJoinChunks = 1u << 20;
+struct JoinGrant {
+    std::uint32_t index = 0;        // < max_workers
+    std::uint32_t num_workers = 0;  // the map's workers (>= 1, <= max_workers)
+    std::uint32_t max_workers = 0;  // psd's --max-workers
+    bool operator==(const JoinGrant&) const = default;
+};
+std::string encode_join_request(const JoinRequest& request);
+[[nodiscard]] Result<JoinRequest> decode_join_request(std::string_view bytes);
+std::string encode_join_grant(const JoinGrant& grant);
+[[nodiscard]] Result<JoinGrant> decode_join_grant(std::string_view bytes);
 
 // True when every float is finite (no NaN, no Inf). Vectorised; reads bytes.size()/4 floats.
 bool all_finite(const void* data, std::size_t count);

@@ -76,6 +76,11 @@ int main(int argc, char** argv) {
                    "aggregate over the rest) and the run ends 0 when at least K workers finished and the chief "
                    "stayed; fewer than K left stops the run (exit 1); default: off (a dead worker fails the run)")
         ->check(psrun::integer_in(1, psrun::kMaxTasks));
+    app.add_option("--max-workers", o.max_workers,
+                   "elastic membership: room for workers that join the running job (psrun join) up to M in all; "
+                   "psd 0 hands out slots --num-workers..M-1 (and those of workers dropped for good); "
+                   "default: --num-workers (nobody joins)")
+        ->check(psrun::integer_in(1, psrun::kMaxTasks));
     app.add_option("--max-staleness", o.max_staleness,
                    "async: bounded staleness: a worker's reply waits while it has sent more than S gradients more "
                    "than the slowest live worker (0: lock-step); default: no bound")
@@ -112,6 +117,9 @@ int main(int argc, char** argv) {
         if (o.min_workers > o.num_workers)
             throw psrun::UsageError("--min-workers " + std::to_string(o.min_workers) + " is more than --num-workers " +
                                     std::to_string(o.num_workers) + ": give at most that many");
+        if (o.max_workers != 0 && o.max_workers < o.num_workers)
+            throw psrun::UsageError("--max-workers " + std::to_string(o.max_workers) + " is below --num-workers " +
+                                    std::to_string(o.num_workers) + ": give at least that many");
         if (o.sync && o.replicas_to_aggregate == 0) o.replicas_to_aggregate = o.num_workers - o.backup_workers;
         if (!no_auth) {
             if (key_file.empty()) throw psrun::UsageError("give --key-file F (the job's key file) or --no-auth");

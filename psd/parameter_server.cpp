@@ -30,13 +30,19 @@ using wire::MessageType;
 ParameterServer::ParameterServer(ServerOptions options)
     : options_(std::move(options)),
       context_(1),
-      workers_(options_.num_workers),
-      faults_(options_.num_workers, options_.max_bad_grads),
+      workers_(options_.num_workers, options_.max_workers),
+      faults_(std::max(options_.num_workers, options_.max_workers), options_.max_bad_grads),
       drain_(options_.signal_grace) {
     if (options_.index >= options_.endpoints.size())
         throw UsageError("--index " + std::to_string(options_.index) + " has no endpoint in --ps (" +
                          std::to_string(options_.endpoints.size()) + " given)");
     if (options_.num_workers == 0) throw UsageError("--num-workers must be at least 1");
+    if (options_.max_workers == 0) options_.max_workers = options_.num_workers;
+    if (options_.max_workers < options_.num_workers)
+        throw UsageError(fmt::format("--max-workers {} is below --num-workers {}: give at least that many",
+                                     options_.max_workers, options_.num_workers));
+    join_slots_ = std::make_unique<JoinSlots>(options_.num_workers, options_.max_workers,
+                                              std::max<Clock::duration>(options_.init_timeout, std::chrono::seconds(1)));
     if (options_.sync && (options_.replicas_to_aggregate == 0 ||
                           options_.replicas_to_aggregate + options_.backup_workers > options_.num_workers))
         throw UsageError("--sync needs 1 <= --replicas-to-aggregate and replicas + --backup-workers <= --num-workers");
@@ -47,7 +53,7 @@ ParameterServer::ParameterServer(ServerOptions options)
     if (options_.threads > 1) team_ = std::make_unique<ThreadTeam>(options_.threads);
     if (options_.max_staleness && options_.sync)
         throw UsageError("--max-staleness bounds asynchronous training: --sync already waits for every step");
-    if (options_.max_staleness) bound_ = std::make_unique<StalenessBound>(options_.num_workers, *options_.max_staleness);
+    if (options_.max_staleness) bound_ = std::make_unique<StalenessBound>(options_.max_workers, *options_.max_staleness);
     auto ep = bindable_endpoint(options_.endpoints[options_.index]);
     if (!ep) throw UsageError(ep.error().message);
     socket_ = zmq::socket_t(context_, zmq::socket_type::router);
@@ -112,9 +118,12 @@ void ParameterServer::write_endpoint_file() {
 }
 
 int ParameterServer::run() {
-    spdlog::info("serving on {} ({} mode{}, {} workers, {}), instance {:016x}", endpoint_, options_.sync ? "sync" : "async",
+    spdlog::info("serving on {} ({} mode{}, {} workers{}, {}), instance {:016x}", endpoint_, options_.sync ? "sync" : "async",
                  options_.max_staleness ? fmt::format(", at most {} gradients ahead of the slowest worker", *options_.max_staleness) : "",
                  options_.num_workers,
+                 join_slots_->enabled() ? fmt::format(" and up to {} that join (--max-workers {})",
+                                                      options_.max_workers - options_.num_workers, options_.max_workers)
+                                        : "",
                  zap_ ? "CURVE" : verifier_ ? "MAC" : options_.keys ? "owner-only ipc socket + job token" : "no auth",
                  instance_);
     if (options_.standby) write_endpoint_file();
@@ -213,11 +222,13 @@ void ParameterServer::handle_message(Parts& parts) {
         return reply_error(routing, ErrorCode::kUnauthorized, "wrong job token: use this job's key file");
     }
     const bool is_worker = header->role == wire::Role::kWorker || header->role == wire::Role::kChief;
-    if (is_worker && header->index >= options_.num_workers) {
+    if (is_worker && header->index >= options_.max_workers) {
         ++counters_.malformed;
         return reply_error(routing, ErrorCode::kInvalidArgument,
                            "worker index " + std::to_string(header->index) + " is not below --num-workers " +
-                               std::to_string(options_.num_workers));
+                               std::to_string(options_.num_workers) +
+                               (join_slots_->enabled() ? " (--max-workers " + std::to_string(options_.max_workers) + ")"
+                                                       : std::string()));
     }
     if (is_worker && header->type != MessageType::kHello && workers_.revive(header->index, Clock::now()))
         on_worker_rejoined(routing, header->index);
@@ -242,6 +253,7 @@ void ParameterServer::dispatch(const std::string& routing, const Header& h, Part
     const bool is_worker = h.role == wire::Role::kWorker || h.role == wire::Role::kChief;
     switch (h.type) {
         case MessageType::kHello: return on_hello(routing, h, parts);
+        case MessageType::kJoin: return on_join(routing, h, parts);
         case MessageType::kStats: {
             const std::string body = stats_json();
             return reply(routing, MessageType::kStats, 0, &body);
@@ -262,7 +274,7 @@ void ParameterServer::dispatch(const std::string& routing, const Header& h, Part
             return;
         default: break;
     }
-    if (faults_.aborted()) return reply_aborted(routing, is_worker ? h.index : options_.num_workers);
+    if (faults_.aborted()) return reply_aborted(routing, is_worker ? h.index : options_.max_workers);
     if (!shard_) return reply_error(routing, ErrorCode::kProtocol, "send HELLO first");
     if (!is_worker && h.type != MessageType::kPull)
         return reply_error(routing, ErrorCode::kUnauthorized, "only workers may send " + std::string(to_string(h.type)));
@@ -336,7 +348,7 @@ void ParameterServer::check_run_finished() {
         return;
     }
     if (dead.empty()) {
-        spdlog::info("all {} workers are done", options_.num_workers);
+        spdlog::info("all {} workers are done", workers_.count_done());
         return finish(kExitOk);
     }
     if (finish_elastic(dead)) return;

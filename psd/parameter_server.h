@@ -32,6 +32,7 @@
 #include "psd/data_chunks.h"
 #include "psd/drain.h"
 #include "psd/fault_policy.h"
+#include "psd/join_slots.h"
 #include "psd/server_options.h"
 #include "psd/shard_state.h"
 #include "psd/staleness_bound.h"
@@ -108,6 +109,15 @@ private:
     bool finish_elastic(const std::vector<std::uint32_t>& dead);
     void on_worker_back(std::uint32_t index);  // a dropped worker spoke again: no longer dropped
     nlohmann::json elastic_json() const;
+    // Workers that join the running job (psd/parameter_server_join.cpp, psd/join_slots.h): psd 0
+    // answers JOIN with a slot; every psd takes a HELLO with the JOIN flag at that slot, and counts
+    // the joiner in sync steps from its first gradient (activate_joiner()).
+    void on_join(const std::string& routing, const wire::Header& h, Parts& parts);
+    void on_join_hello(std::uint32_t index);
+    void activate_joiner(std::uint32_t index);
+    std::uint32_t members() const;  // workers of the run: the map's and those that joined
+    // JOIN's and HELLO's model check: the refusal's text, or "" when `model` may train here.
+    std::string model_mismatch(const wire::ModelId& model, const std::string& sender) const;
     // Shared memory (psd/parameter_server_shm.cpp).
     void on_attach(const std::string& routing, const wire::Header& h, Parts& parts);
     ShmSegment* attachment(const std::string& routing);  // null: this client uses payload frames
@@ -243,6 +253,8 @@ private:
         std::uint64_t step = 0;
     };
     std::vector<Dropped> dropped_;
+    std::vector<Dropped> joined_;  // workers that joined the running job (psrun join), in order
+    std::unique_ptr<JoinSlots> join_slots_;  // psd 0 hands out the slots; every psd knows --max-workers
     std::optional<std::uint32_t> chief_;  // the index that said HELLO as the chief
     std::vector<std::uint32_t> awaited_;  // dead workers check_run_finished() waits for (logged once each)
 };

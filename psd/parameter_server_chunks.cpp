@@ -163,6 +163,13 @@ nlohmann::json ParameterServer::elastic_json() const {
             dropped.push_back({{"worker", d.worker}, {"after_s", d.after_s}, {"global_step", d.step}});
         j["workers_dropped"] = dropped;
     }
+    if (options_.max_workers > options_.num_workers) {  // psrun join: room for workers that join
+        j["max_workers"] = options_.max_workers;
+        nlohmann::json joined = nlohmann::json::array();
+        for (const Dropped& d : joined_)
+            joined.push_back({{"worker", d.worker}, {"after_s", d.after_s}, {"global_step", d.step}});
+        j["workers_joined"] = joined;
+    }
     if (chunks_) {
         nlohmann::json c;
         c["examples"] = chunks_->plan().examples;

@@ -59,11 +59,16 @@ std::uint32_t ParameterServer::take_rejoined(const std::string& routing) {
 
 void ParameterServer::update_sync_replicas() {
     if (!sync_) return;
-    const auto gone = static_cast<std::uint32_t>(workers_.dead().size()) + workers_.count_done();
-    const auto needed = FaultPolicy::replicas_needed(options_.replicas_to_aggregate, options_.num_workers, gone);
+    // Joined workers (psrun join) raise the quorum by one each once they sent a gradient; the dead and
+    // the done lower it (elastic, or a step waiting for a worker that will not come).
+    const auto running = workers_.quorum_running();
+    const auto configured = options_.replicas_to_aggregate + workers_.quorum_joined();
+    const auto needed = FaultPolicy::replicas_needed(configured, running, 0);
     if (needed == sync_->replicas()) return;
-    spdlog::warn("sync: steps now aggregate {} gradient{} (--replicas-to-aggregate {}; dead workers: {})", needed,
-                 needed == 1 ? "" : "s", options_.replicas_to_aggregate, WorkerTable::list(workers_.dead()));
+    spdlog::warn("sync: steps now aggregate {} gradient{} (--replicas-to-aggregate {}{}; dead workers: {})", needed,
+                 needed == 1 ? "" : "s", options_.replicas_to_aggregate,
+                 workers_.quorum_joined() ? fmt::format(", {} joined", workers_.quorum_joined()) : "",
+                 WorkerTable::list(workers_.dead()));
     sync_->set_replicas(needed);
 }
 
@@ -108,14 +113,14 @@ void ParameterServer::reject_bad_gradient(const std::string& routing, const Head
 
 void ParameterServer::reply_aborted(const std::string& routing, std::uint32_t worker) {
     reply_error(routing, ErrorCode::kAborted, faults_.abort_reason());
-    if (worker < options_.num_workers) faults_.told(worker);
+    if (worker < options_.max_workers) faults_.told(worker);
 }
 
 void ParameterServer::check_abort(Clock::time_point now) {
     if (!faults_.aborted()) return;
     bool all_told = true;
-    for (std::uint32_t i = 0; i < options_.num_workers; ++i)
-        all_told = all_told && (faults_.was_told(i) || workers_.is_done(i) || workers_.is_dead(i));
+    for (std::uint32_t i = 0; i < options_.max_workers; ++i)
+        all_told = all_told && (!workers_.in_run(i) || faults_.was_told(i) || workers_.is_done(i) || workers_.is_dead(i));
     const auto grace = std::min<Clock::duration>(options_.worker_timeout, std::chrono::seconds(10));
     if (!all_told && now - faults_.aborted_at() < grace) return;
     spdlog::error("exiting: run aborted ({}); every worker was told: {}", faults_.abort_reason(),

@@ -23,13 +23,8 @@ void ParameterServer::on_hello(const std::string& routing, const Header& h, Part
     auto hello = wire::decode_hello(view(parts[2]));
     if (!hello) return reply_error(routing, ErrorCode::kProtocol, hello.error().message);
     const auto* tensors = &hello->tensors;
-    if (shard_ && !model_.hash.empty() && !hello->model.hash.empty() && hello->model.hash != model_.hash) {
-        const std::string sender = h.role == wire::Role::kTool ? "a tool" : "worker " + std::to_string(h.index);
-        const std::string reason =
-            fmt::format("this psd serves model '{}' (architecture {}) but {} trains model '{}' (architecture {}): "
-                        "start every worker with the same --model, or restart psd for a new model",
-                        model_.name, model_.hash.substr(0, 12), sender, hello->model.name,
-                        hello->model.hash.substr(0, 12));
+    const std::string sender = h.role == wire::Role::kTool ? "a tool" : "worker " + std::to_string(h.index);
+    if (const std::string reason = model_mismatch(hello->model, sender); !reason.empty()) {
         log_refusal(reason);
         return reply_error(routing, ErrorCode::kInvalidArgument, reason);
     }
@@ -65,8 +60,12 @@ void ParameterServer::on_hello(const std::string& routing, const Header& h, Part
     if (h.role == wire::Role::kWorker || h.role == wire::Role::kChief) {
         // A worker declared dead that says HELLO again reconnected (its network blinked, or it was stopped):
         // it rejoins as if it had sent any other message.
-        if (workers_.is_dead(h.index) && workers_.revive(h.index, Clock::now())) on_worker_rejoined(routing, h.index);
-        workers_.hello(h.index, Clock::now());
+        if (h.flags & wire::kFlagJoin) {
+            on_join_hello(h.index);  // a worker that joined the running job (psd/parameter_server_join.cpp)
+        } else {
+            if (workers_.is_dead(h.index) && workers_.revive(h.index, Clock::now())) on_worker_rejoined(routing, h.index);
+            workers_.hello(h.index, Clock::now());
+        }
         if (h.role == wire::Role::kChief) chief_ = h.index;
     }
     // The chief learns that psd holds parameters (it then sends INIT "restored"); the other workers only once
@@ -145,6 +144,7 @@ void ParameterServer::on_push(const std::string& routing, const Header& h, Parts
     };
     if (shard_->finished()) return answer(0);  // last_step reached: never overshoot
     if (!sync_) {
+        if (workers_.is_joining(h.index)) activate_joiner(h.index);
         const bool mirror = want_params && segment;  // write the reply's parameters during the update
         const std::uint64_t staleness = shard_->step() > h.step ? shard_->step() - h.step : 0;
         shard_->apply(*grads, team_.get(), mirror ? segment->params() : std::span<float>{}, rows->grads);
@@ -154,6 +154,7 @@ void ParameterServer::on_push(const std::string& routing, const Header& h, Parts
         for (const auto& g : rows->grads) counters_.rows_pushed += g.size();
         return answer_bounded(routing, h, *rows, [&] { answer(0, mirror); });
     }
+    if (workers_.is_joining(h.index)) activate_joiner(h.index);  // sync steps count it from now
     if (h.step < shard_->step()) {  // stale: computed on parameters older than the current step
         ++counters_.stale;
         return answer(wire::kFlagStale);
@@ -209,13 +210,13 @@ std::unique_ptr<SyncAggregator> ParameterServer::make_sync() const {
         widths.push_back(t.width);
         keyed.push_back(t.keyed);
     }
-    return std::make_unique<SyncAggregator>(shard_->size(), options_.num_workers, options_.replicas_to_aggregate,
+    return std::make_unique<SyncAggregator>(shard_->size(), workers_.size(), options_.replicas_to_aggregate,
                                             options_.straggler_every, std::move(widths), keyed);
 }
 
 void ParameterServer::on_done(const std::string& routing, const Header& h) {
     if (!workers_.is_done(h.index))
-        spdlog::info("worker {} is done ({} of {} workers)", h.index, workers_.count_done() + 1, options_.num_workers);
+        spdlog::info("worker {} is done ({} of {} workers)", h.index, workers_.count_done() + 1, members());
     workers_.done(h.index);
     if (chunks_) chunks_->release(h.index);  // a chunk it did not finish goes to another worker
     if (h.flags & wire::kFlagDraining) {

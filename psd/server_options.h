@@ -16,6 +16,9 @@ struct ServerOptions {
     std::uint32_t index = 0;
     std::vector<std::string> endpoints;  // --ps; this psd binds endpoints[index]
     std::uint32_t num_workers = 1;
+    // Elastic membership (--max-workers M, psrun join): slots num_workers..M-1 are for workers that
+    // join the running job (psd 0 hands them out on JOIN, psd/join_slots.h); 0: as many as num_workers.
+    std::uint32_t max_workers = 0;
     std::string model_dir;                // standby: ps-<i>.endpoint and ps-<i>.shard live here
     std::optional<JobKeys> keys;          // nullopt: --no-auth (no CURVE)
     std::uint64_t token = 0;              // expected job token (keys->token when keys are set)

@@ -4,10 +4,37 @@
 
 namespace psrun::psd {
 
-WorkerTable::WorkerTable(std::uint32_t num_workers) : workers_(num_workers) {}
+WorkerTable::WorkerTable(std::uint32_t num_workers, std::uint32_t max_workers)
+    : workers_(std::max(num_workers, max_workers)), expected_(num_workers) {}
 
 void WorkerTable::hello(std::uint32_t index, Clock::time_point now) {
     workers_[index] = Worker{true, false, false, now};
+}
+
+void WorkerTable::join(std::uint32_t index, Clock::time_point now) {
+    auto& w = workers_[index];
+    if (w.attached && w.joined && !w.dead && !w.done) {
+        w.last_seen = now;
+        return;
+    }
+    w = Worker{true, false, false, now};
+    w.joined = true;
+    w.joining = true;
+}
+
+std::uint32_t WorkerTable::quorum_running() const {
+    std::uint32_t n = 0;
+    for (std::uint32_t i = 0; i < workers_.size(); ++i) {
+        const auto& w = workers_[i];
+        n += in_run(i) && !w.joining && !w.dead && !w.done;
+    }
+    return n;
+}
+
+std::uint32_t WorkerTable::quorum_joined() const {
+    std::uint32_t n = 0;
+    for (std::uint32_t i = expected_; i < workers_.size(); ++i) n += workers_[i].attached && !workers_[i].joining;
+    return n;
 }
 
 void WorkerTable::seen(std::uint32_t index, Clock::time_point now) {
@@ -32,7 +59,7 @@ std::vector<std::uint32_t> WorkerTable::expire(Clock::time_point now, Clock::dur
     for (std::uint32_t i = 0; i < workers_.size(); ++i) {
         auto& w = workers_[i];
         const bool silent = w.attached && now - std::max(w.last_seen, resumed) > timeout;
-        const bool never_came = !w.attached && attach_expired;
+        const bool never_came = !w.attached && attach_expired && i < expected_;  // joinable slots are not awaited
         if (!w.done && !w.dead && (silent || never_came)) {
             w.dead = true;
             w.dead_at = now;
@@ -44,8 +71,9 @@ std::vector<std::uint32_t> WorkerTable::expire(Clock::time_point now, Clock::dur
 
 bool WorkerTable::run_finished(bool standby) const {
     bool any = false;
-    for (const auto& w : workers_) {
-        if (standby && !w.attached) continue;
+    for (std::uint32_t i = 0; i < workers_.size(); ++i) {
+        const auto& w = workers_[i];
+        if ((standby || i >= expected_) && !w.attached) continue;
         if (!(w.done || w.dead)) return false;
         any = true;
     }
@@ -78,7 +106,7 @@ std::vector<std::uint32_t> WorkerTable::missing() const {
 
 std::vector<std::uint32_t> WorkerTable::never_attached() const {
     std::vector<std::uint32_t> out;
-    for (std::uint32_t i = 0; i < workers_.size(); ++i)
+    for (std::uint32_t i = 0; i < expected_; ++i)
         if (!workers_[i].attached) out.push_back(i);
     return out;
 }

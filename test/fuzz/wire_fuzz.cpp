@@ -1,4 +1,4 @@
-// libFuzzer target for the wire decoders (CHUNK's too, and the --param-group parser, whose groups INIT
+// libFuzzer target for the wire decoders (CHUNK's and JOIN's too, and the --param-group parser, whose groups INIT
 // carries). The first input byte picks the decoder; the rest is the frame. Built and run by test/psd/fuzz.sh (clang -fsanitize=fuzzer,address).
 #include <cstddef>
 #include <cstdint>
@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (size == 0) return 0;
     const std::string_view frame(reinterpret_cast<const char*>(data + 1), size - 1);
     using namespace psrun::wire;
-    switch (data[0] % 11) {
+    switch (data[0] % 13) {
         case 0: {
             auto h = decode_header(frame);
             if (h) {
@@ -88,6 +88,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         case 9: {  // CHUNK grant
             auto g = decode_chunk_grant(frame);
             if (g && (encode_chunk_grant(*g) != frame || (g->leased && g->count == 0))) __builtin_trap();
+            break;
+        }
+        case 10: {  // JOIN request (psrun join): decoding is exact, the chunks and model in range
+            auto r = decode_join_request(frame);
+            if (r && (encode_join_request(*r) != frame || r->chunks == 0 || r->chunks > kMaxJoinChunks ||
+                      r->model.name.empty() || !(r->model.hash.empty() || r->model.hash.size() == 64)))
+                __builtin_trap();
+            break;
+        }
+        case 11: {  // JOIN grant: an index below --max-workers, 1 <= workers <= --max-workers
+            auto g = decode_join_grant(frame);
+            if (g && (encode_join_grant(*g) != frame || g->index >= g->max_workers || g->num_workers == 0 ||
+                      g->num_workers > g->max_workers))
+                __builtin_trap();
             break;
         }
         default: (void)decode_error(frame); break;
