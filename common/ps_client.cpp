@@ -76,6 +76,7 @@ Header PsClient::make_header(MessageType type) const {
     h.role = options_.role;
     h.token = options_.token;
     h.index = options_.index;
+    if (type == MessageType::kHello && options_.join) h.flags |= wire::kFlagJoin;  // reconnects' HELLOs too
     return h;
 }
 

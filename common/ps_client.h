@@ -64,6 +64,9 @@ struct PsClientOptions {
     // The API stays f32: gradients are rounded (to nearest even) into a client-owned buffer, and
     // parameters are expanded into ParamFrames. Shards exchanging through shared memory stay f32.
     bool wire_bf16 = false;
+    // A worker that joined the running job (psrun join): `index` came from psd 0's JOIN reply and
+    // every HELLO carries wire::kFlagJoin, so that psd takes it at that slot.
+    bool join = false;
 };
 
 struct StepInfo {
@@ -205,6 +208,10 @@ public:
     // Elastic data (docs/protocol.md "Elastic data", common/ps_client_chunks.cpp): reports
     // `request.done` to psd 0 and, when `request.want`, leases the next data chunk from it.
     [[nodiscard]] Result<wire::ChunkGrant> chunk(const wire::ChunkRequest& request);
+    // Joining a running job (docs/protocol.md "Joining", common/ps_client_chunks.cpp): asks psd 0
+    // for a worker slot, before any HELLO (use role kTool). ERROR kInvalidArgument: no room, another
+    // model, or psd without --max-workers (the reason names it).
+    [[nodiscard]] Result<wire::JoinGrant> join(const wire::JoinRequest& request);
     [[nodiscard]] Result<void> stop(std::uint32_t shard);
     // A shard whose connection dropped after it was up (its psd died or hung) and did not come
     // back within reconnect_wait, or that came back as a restarted psd: every later request

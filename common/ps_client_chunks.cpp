@@ -1,4 +1,5 @@
-// PsClient::chunk (docs/protocol.md "Elastic data"): one CHUNK request to psd 0.
+// PsClient::chunk (docs/protocol.md "Elastic data"): one CHUNK request to psd 0; PsClient::join
+// (docs/protocol.md "Joining"): one JOIN request to psd 0.
 #include "common/ps_client.h"
 #include "common/zmq_util.h"
 
@@ -21,6 +22,19 @@ Result<wire::ChunkGrant> PsClient::chunk(const wire::ChunkRequest& request) {
     if (r.header.type != MessageType::kChunk || r.frames.size() != 1)
         return make_error(ErrorCode::kProtocol, "CHUNK reply without its body");
     return wire::decode_chunk_grant(view(r.frames[0]));
+}
+
+Result<wire::JoinGrant> PsClient::join(const wire::JoinRequest& request) {
+    Header h = make_header(MessageType::kJoin);
+    const std::string body = wire::encode_join_request(request);
+    h.frames.push_back(FrameDesc{wire::kBodyFrame, static_cast<std::uint32_t>(body.size())});
+    send_plain(0, h, &body);
+    auto replies = collect({0}, options_.connect_timeout);
+    if (!replies) return tl::unexpected(replies.error());
+    auto& r = (*replies)[0];
+    if (r.header.type != MessageType::kJoin || r.frames.size() != 1)
+        return make_error(ErrorCode::kProtocol, "JOIN reply without its body");
+    return wire::decode_join_grant(view(r.frames[0]));
 }
 
 }  // namespace psrun

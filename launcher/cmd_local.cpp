@@ -26,6 +26,7 @@
 #include "launcher/supervisor.h"
 #include "launcher/thread_plan.h"
 #include "launcher/daemon_restarts.h"
+#include "launcher/join_file.h"
 
 namespace psrun::launcher {
 namespace {
@@ -144,6 +145,13 @@ void run_local(const LocalOptions& o, CommandContext& ctx) {
     if (daemon.min_workers && *daemon.min_workers > o.num_workers)
         throw UsageError(fmt::format("--min-workers {} is more than --workers {}: give at most that many",
                                      *daemon.min_workers, o.num_workers));
+    if (daemon.max_workers && *daemon.max_workers < o.num_workers)
+        throw UsageError(fmt::format("--max-workers {} is below --workers {}: give at least that many (the workers that "
+                                     "may join come on top)",
+                                     *daemon.max_workers, o.num_workers));
+    if (daemon.max_workers && *daemon.max_workers > o.num_workers && !training_value(daemon.training, "--data-chunks"))
+        throw UsageError("--max-workers lets workers join, which read the data chunks psd 0 leases: give --data-chunks "
+                         "C among the training options (after --)");
     if (daemon.min_workers && !training_value(daemon.training, "--data-chunks"))
         spdlog::warn("--min-workers without --data-chunks C in the training options: a dropped worker's shard is "
                      "not read again (give --data-chunks to hand the data out in chunks)");
@@ -183,9 +191,21 @@ void run_local(const LocalOptions& o, CommandContext& ctx) {
         ctx.exit_code = kExitOk;
         return;
     }
+    // Room for workers that join (--max-workers): psrun join finds psd through <model-dir>/.psrun/join.json.
+    std::optional<std::string> join_file;
+    if (const auto model_dir = training_model_dir(daemon.training); model_dir && !commands.empty())
+        if (const auto info = join_info_from_psd(commands.front().argv)) {
+            if (auto wrote = write_join_info(*model_dir, *info); !wrote) throw std::runtime_error(wrote.error().message);
+            join_file = join_file_path(*model_dir);
+            spdlog::info("room for {} more worker{} (--max-workers {}): psrun join -- <the training options> joins "
+                         "this run ({})",
+                         info->max_workers - info->num_workers, info->max_workers - info->num_workers == 1 ? "" : "s",
+                         info->max_workers, *join_file);
+        }
     DaemonRestarts restarts(o.restart_workers, o.restart_ps);
     Supervisor supervisor(seconds_to_ms(o.grace_seconds), &restarts, daemon.min_workers.has_value());
     ctx.exit_code = supervisor.run(commands);
+    if (join_file) std::filesystem::remove(*join_file);  // its endpoints are gone
     report_restarts(restarts, training_model_dir(daemon.training));
     if (ctx.exit_code == kExitOk) {
         spdlog::info("all daemons finished");

@@ -14,6 +14,7 @@
 #include "launcher/daemon_command.h"
 #include "launcher/env_map.h"
 #include "launcher/job_key.h"
+#include "launcher/join_file.h"
 #include "launcher/launch_options.h"
 #include "launcher/map_builder.h"
 #include "launcher/ports.h"
@@ -92,6 +93,11 @@ void run(const RunOptions& o, CommandContext& ctx) {
         return;
     }
     cmd->path = *daemon_path(cmd->program, daemon, ctx.env);
+    // ps 0 of a job with room for joiners (--max-workers) tells psrun join where psd is.
+    if (map->self->role == Role::kPs && map->self->index == 0)
+        if (const auto model_dir = training_model_dir(daemon.training))
+            if (const auto info = join_info_from_psd(cmd->argv))
+                if (auto wrote = write_join_info(*model_dir, *info); !wrote) spdlog::warn("{}", wrote.error().message);
     exec_daemon(*cmd);
 }
 

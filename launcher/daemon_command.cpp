@@ -90,6 +90,14 @@ Result<DaemonCommand> daemon_command(const ClusterMap& map, Role role, int index
             cmd.argv.insert(cmd.argv.end(), {"--max-bad-grads", std::to_string(*options.max_bad_grads)});
         if (options.min_workers)
             cmd.argv.insert(cmd.argv.end(), {"--min-workers", std::to_string(*options.min_workers)});
+        if (options.max_workers) {
+            if (*options.max_workers < static_cast<int>(map.worker.size()))
+                return make_error(ErrorCode::kInvalidArgument,
+                                  fmt::format("--max-workers {} is below the {} workers of the map: give at least that "
+                                              "many (the workers that may join come on top)",
+                                              *options.max_workers, map.worker.size()));
+            cmd.argv.insert(cmd.argv.end(), {"--max-workers", std::to_string(*options.max_workers)});
+        }
         if (options.max_staleness)
             cmd.argv.insert(cmd.argv.end(), {"--max-staleness", std::to_string(*options.max_staleness)});
         if (options.reconnect_wait)

@@ -25,6 +25,7 @@ struct DaemonOptions {
     std::optional<double> worker_timeout;  // psd: --worker-timeout SECONDS
     std::optional<long> max_bad_grads;     // psd: --max-bad-grads N
     std::optional<int> min_workers;        // psd: --min-workers K (elastic membership)
+    std::optional<int> max_workers;        // psd: --max-workers M (room for workers that join: psrun join)
     std::optional<int> max_staleness;      // psd: --max-staleness S (async bounded staleness)
     // psd and workerd: --reconnect-wait SECONDS (how long a silent peer may take to come back);
     // nullopt: their default (kDefaultReconnectWait).

@@ -133,6 +133,11 @@ void add_daemon_options(CLI::App* cmd, DaemonOptions& o) {
                     "workers finished; the chief stays required; default: off (a dead worker fails the run)")
         ->check(integer_in(1, kMaxTasks))
         ->group(grp);
+    cmd->add_option("--max-workers", o.max_workers,
+                    "psd: room for workers that join the running job (psrun join) up to M workers in all (at least "
+                    "the map's); joiners need --data-chunks; default: nobody joins")
+        ->check(integer_in(1, kMaxTasks))
+        ->group(grp);
     cmd->add_option("--reconnect-wait", o.reconnect_wait,
                     "psd and workerd: seconds a peer that went silent may take to come back (a network that "
                     "blinked): workers wait this long for a lost psd (the same psd goes on, a restarted one is "

@@ -22,6 +22,7 @@
 #include "launcher/cmd_doctor.h"
 #include "launcher/cmd_eval.h"
 #include "launcher/cmd_export.h"
+#include "launcher/cmd_join.h"
 #include "launcher/cmd_local.h"
 #include "launcher/cmd_model.h"
 #include "launcher/cmd_plan.h"
@@ -41,7 +42,7 @@ int main(int argc, char** argv) {
     // For run and local, everything after the first "--" is training options for workerd and
     // CLI11 never sees it; other subcommands get their argv unchanged.
     std::vector<std::string> args(argv + 1, argv + argc);
-    const bool takes_training = !args.empty() && (args[0] == "run" || args[0] == "local");
+    const bool takes_training = !args.empty() && (args[0] == "run" || args[0] == "local" || args[0] == "join");
     if (const auto dash = std::find(args.begin(), args.end(), "--");
         takes_training && dash != args.end()) {
         ctx.training.assign(dash + 1, args.end());
@@ -54,6 +55,7 @@ int main(int argc, char** argv) {
     psrun::launcher::add_plan_command(app, ctx);
     psrun::launcher::add_run_command(app, ctx);
     psrun::launcher::add_local_command(app, ctx);
+    psrun::launcher::add_join_command(app, ctx);
     psrun::launcher::add_addr_command(app, ctx);
     psrun::launcher::add_stop_command(app, ctx.exit_code);
     psrun::launcher::add_data_command(app, ctx.exit_code);

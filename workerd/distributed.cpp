@@ -62,20 +62,46 @@ void add_cluster_options(CLI::App& app, ClusterOptions& o) {
                    "the membership does) instead of the fixed --shard; in-memory data; 0: the shard")
         ->check(integer_in(0, 1 << 20))
         ->capture_default_str();
+    app.add_flag("--join", o.join,
+                 "join a running job (psrun join): psd 0 hands out the index (no --index); needs --data-chunks; "
+                 "psd must have room (--max-workers)");
     add_fault_options(app, o.faults);
+}
+
+Result<wire::JoinGrant> join_running_job(const PsClientOptions& worker, std::uint32_t data_chunks) {
+    PsClientOptions tool = worker;  // a tool's JOIN: no slot yet, so no worker index to speak for
+    tool.role = wire::Role::kTool;
+    tool.index = 0;
+    tool.shared_memory = false;
+    tool.reconnect_wait = std::chrono::milliseconds(0);
+    try {
+        PsClient client(tool);
+        return client.join(wire::JoinRequest{worker.model, data_chunks});
+    } catch (const std::exception& e) {
+        return make_error(ErrorCode::kInvalidArgument, e.what());
+    }
 }
 
 DistributedWorker::DistributedWorker(ClusterOptions cluster, TrainOptions training)
     : cluster_(std::move(cluster)), training_(std::move(training)) {}
 
 int DistributedWorker::run() {
-    const auto& c = cluster_;
+    auto& c = cluster_;  // --join: index and num_workers come from psd 0's JOIN reply
     if (c.evaluator) throw UsageError("--evaluator runs workerd/evaluator.h's Evaluator, not a training worker");
     const auto endpoints = split_endpoint_list(c.ps);
     if (endpoints.empty()) throw UsageError("give --ps EP0,EP1,... (or --standalone to train without psd)");
-    if (c.num_workers == 0) throw UsageError("give --num-workers W (W >= 1)");
-    if (c.index >= c.num_workers)
-        throw UsageError(fmt::format("--index {} must be below --num-workers {}", c.index, c.num_workers));
+    if (c.join) {
+        if (c.chief)
+            throw UsageError("--join: a chief never joins (it initialises psd and writes the checkpoints): drop "
+                             "--chief, or start the job with it");
+        if (c.data_chunks == 0)
+            throw UsageError("--join needs --data-chunks C (the run's value): a joining worker reads the chunks psd 0 "
+                             "leases, so that each epoch still visits every example once");
+    } else {
+        if (c.num_workers == 0) throw UsageError("give --num-workers W (W >= 1)");
+        if (c.index >= c.num_workers)
+            throw UsageError(fmt::format("--index {} must be below --num-workers {}", c.index, c.num_workers));
+    }
     if (training_.steps < 1) throw UsageError("--steps must be >= 1 with psd (it is the last global step)");
     if (!c.no_auth && c.key_file.empty()) throw UsageError("give --key-file F (the job's key file) or --no-auth");
     TrainerConfig config = make_trainer_config(training_);
@@ -120,6 +146,20 @@ int DistributedWorker::run() {
     po.shared_memory = training_.shared_memory == "on";
     po.shm_regions = training_.overlap == "on" ? 2 : 1;
     po.wire_bf16 = training_.wire_precision == "bf16";
+    if (c.join) {  // ask psd 0 for a slot (JOIN), then say HELLO there like any worker
+        auto grant = join_running_job(po, c.data_chunks);
+        if (!grant) {
+            spdlog::error("cannot join the job: {} (--ps {})", grant.error().message, c.ps);
+            return grant.error().code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure;
+        }
+        c.index = grant->index;
+        c.num_workers = grant->num_workers;
+        po.index = c.index;
+        po.join = true;
+        spdlog::default_logger()->set_pattern("%H:%M:%S.%e %^%l%$ [workerd:" + std::to_string(c.index) + "] %v");
+        spdlog::info("join: psd 0 handed out worker slot {} (the job started with {} workers, room for {})", c.index,
+                     grant->num_workers, grant->max_workers);
+    }
     std::unique_ptr<PsClient> client_ptr;
     try {
         client_ptr = std::make_unique<PsClient>(po);
@@ -288,7 +328,7 @@ int DistributedWorker::run() {
     if (c.chief && !training_.model_dir.empty() && !ctx.stopped_by_signal) {  // summary.json's "elastic", "staleness"
         if (auto stats = client_ptr->stats(0); stats) {
             nlohmann::json elastic;
-            for (const char* key : {"data_chunks", "workers_dropped", "min_workers"})
+            for (const char* key : {"data_chunks", "workers_dropped", "min_workers", "workers_joined", "max_workers"})
                 if (stats->contains(key)) elastic[key] = (*stats)[key];
             if (!elastic.is_null()) ctx.elastic = elastic;
             if (stats->contains("staleness")) ctx.staleness = (*stats)["staleness"];

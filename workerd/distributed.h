@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/drain_budget.h"
+#include "common/ps_client.h"
 #include "workerd/ps_recovery.h"
 #include "workerd/train_options.h"
 
@@ -38,11 +39,19 @@ struct ClusterOptions {
     // Elastic data (--data-chunks C, workerd/data/chunk_source.h): read the chunks psd 0 leases,
     // C per epoch, instead of the fixed shard; 0: the shard (default).
     std::uint32_t data_chunks = 0;
+    // Joining a running job (--join, psrun join; docs/reliability.md "Workers that join"): no
+    // --index; psd 0 hands out a slot (JOIN), this worker says HELLO there with the JOIN flag, takes
+    // the current parameters and leases data chunks (needs --data-chunks; never the chief).
+    bool join = false;
 };
 
 // Registers --ps, --num-workers, --chief, --evaluator, --key-file, --no-auth, --auth and the timeouts.
 // (--index is registered by main.cpp; it also names the log prefix.)
 void add_cluster_options(CLI::App& app, ClusterOptions& options);
+
+// --join: asks psd 0 for a worker slot (JOIN) with the model and data plan of `worker`'s client
+// options; a tool's short-lived client, before any HELLO.
+[[nodiscard]] Result<wire::JoinGrant> join_running_job(const PsClientOptions& worker, std::uint32_t data_chunks);
 
 class DistributedWorker {
 public:

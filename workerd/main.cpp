@@ -88,6 +88,8 @@ int main(int argc, char** argv) {
     }
     psrun::init_logging(cluster.evaluator ? "evaluator" : "workerd", static_cast<int>(cluster.index), log_level);
     try {
+        if (cluster.join && app.count("--index") > 0)
+            throw psrun::UsageError("--join takes its worker index from psd 0 (JOIN): drop --index");
         psrun::PauseDetector::process();  // start watching for stops of this process (issue 14); inside the try: its
                                           // thread may be refused (exit 1 with the reason, not std::terminate)
         if (options.synthetic_compute_ms > 0) {
@@ -107,6 +109,7 @@ int main(int argc, char** argv) {
                                     : psrun::run_id_from_endpoints(cluster.ps);
             const std::string role = standalone          ? "workerd --standalone"
                                      : cluster.evaluator ? "evaluator " + std::to_string(cluster.index)
+                                     : cluster.join      ? std::string("joining worker")
                                                          : "worker " + std::to_string(cluster.index) +
                                                                (cluster.chief ? " (chief)" : "");
             auto lock = psrun::ModelDirLock::acquire(options.model_dir, {run_id, role});
@@ -114,7 +117,7 @@ int main(int argc, char** argv) {
             dir_lock = std::move(*lock);
         }
         psrun::worker::resolve_model(app, options);
-        psrun::worker::apply_global_batch_size(app, options, standalone ? 1 : cluster.num_workers);
+        psrun::worker::apply_global_batch_size(app, options, standalone ? 1 : std::max(1u, cluster.num_workers));
         if (standalone) {
             if (!cluster.ps.empty()) throw psrun::UsageError("--standalone trains without psd: drop --ps");
             if (cluster.evaluator) throw psrun::UsageError("--standalone and --evaluator exclude each other");
@@ -125,7 +128,7 @@ int main(int argc, char** argv) {
             return psrun::worker::Evaluator(cluster, options, evaluation).run();
         }
         // Workers never read the same examples: shard i/n of the training set by default.
-        if (app.count("--shard") == 0 && cluster.num_workers > 0)
+        if (app.count("--shard") == 0 && cluster.num_workers > 0 && !cluster.join)
             options.shard = std::to_string(cluster.index) + "/" + std::to_string(cluster.num_workers);
         return psrun::worker::DistributedWorker(cluster, options).run();
     } catch (const psrun::UsageError& e) {
