@@ -261,7 +261,9 @@ int DistributedWorker::run() {
     const std::string reads = chunk_source ? fmt::format("data chunks leased by psd 0 ({} per epoch)", c.data_chunks)
                                            : "shard " + training_.shard;
     spdlog::info("worker {}{} of {}: training from global step {} to {} on {}, batch {} ({} ps shard{}), model {}",
-                 c.index, c.chief ? " (chief)" : "", c.num_workers, info.step, training_.steps, reads,
+                 c.index, c.chief ? " (chief)" : "",
+                 c.join ? fmt::format("a job that started with {} (joined)", c.num_workers) : std::to_string(c.num_workers),
+                 info.step, training_.steps, reads,
                  training_.accumulate_steps > 1
                      ? fmt::format("{} ({} micro-batches of {} per update)", examples_per_update(training_),
                                    training_.accumulate_steps, training_.batch_size)

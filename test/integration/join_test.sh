@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# Issue 38, workers that join a running job (docs/reliability.md "Workers that join (`psrun join`)"):
+# psrun local starts dls_mlp on MNIST with 2 workers on data chunks (--data-chunks 60) and room for 4
+# (--max-workers 4, --min-workers 2). At ~30% of the steps two more workers join with `psrun join`
+# (the job's join file in the model dir tells them where psd is); psd 0 hands them slots 2 and 3,
+# they take the current parameters and lease chunks. A fifth join is refused (no room, exit 2), so is
+# one with another model and one without --data-chunks. At ~60% joiner 3 is SIGKILLed by PID: psd drops
+# it. The run ends 0; summary.json lists both joins and the drop; every complete epoch counted exactly
+# 60,000 examples; the test accuracy is within 1.5 points of an undisturbed 2-worker run.
+# Every process is stopped by PID; the temp dir is removed.
+# Usage: join_test.sh <psrun> <async|sync>
+set -u
+psrun=$1
+mode=${2:-async}
+fail=0
+. "$(dirname "$0")/../support/check.sh"  # check(), require_mnist(), scratch_dir()
+scratch_dir psrun-join  # $tmp, $pid: removed and killed by PID at exit
+require_mnist
+py=/usr/bin/python3
+j2= j3=
+trap '[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null; for p in $j2 $j3; do kill -KILL "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"' EXIT
+if [ "$mode" = sync ]; then steps=4000; sync=(--sync); else steps=24000; sync=(); fi
+run_opts=(--ps 1 --workers 2 --max-workers 4 --min-workers 2 --worker-timeout 1 "${sync[@]}")
+train_opts=(--model dls_mlp --data-dir "$idx" --batch-size 100 --steps "$steps" --log-every 100 --data-chunks 60
+            --threads 1)
+
+# The chief's last logged global step in log $1 (empty before the first).
+chief_step() { grep -o "\[workerd:0\].*step [0-9]*/$steps" "$1" | tail -1 | sed 's/.*step \([0-9]*\)\/.*/\1/'; }
+# wait_step LOG N: until the chief logged step N or psrun (pid $pid) is gone.
+wait_step() {
+    local s
+    for _ in $(seq 3000); do
+        s=$(chief_step "$1")
+        [ -n "$s" ] && [ "$s" -ge "$2" ] && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.05
+    done
+    echo "${s:-0}"
+}
+
+# Refused before any job: psrun join without --data-chunks names it (exit 2).
+timeout 30 "$psrun" join -- --model dls_mlp --data-dir "$idx" --model-dir "$tmp/none" >"$tmp/nochunks.log" 2>&1
+code=$?
+check "psrun join without --data-chunks exits 2 (rc=$code)" test "$code" -eq 2
+check "... naming --data-chunks" grep -q -- "--data-chunks" "$tmp/nochunks.log"
+# And with no job on the model dir: exit 2 naming the join file.
+timeout 30 "$psrun" join -- "${train_opts[@]}" --model-dir "$tmp/none" >"$tmp/nojob.log" 2>&1
+code=$?
+check "psrun join with no job on the model dir exits 2 (rc=$code)" test "$code" -eq 2
+check "... naming the join file" grep -q "join.json does not exist" "$tmp/nojob.log"
+
+# Undisturbed reference: 2 workers, nobody joins.
+timeout 300 "$psrun" local "${run_opts[@]}" -- "${train_opts[@]}" --model-dir "$tmp/ref" >"$tmp/ref.log" 2>&1
+code=$?
+check "the undisturbed $mode run exits 0 (rc=$code)" test "$code" -eq 0
+
+timeout 300 "$psrun" local "${run_opts[@]}" -- "${train_opts[@]}" --model-dir "$tmp/m" >"$tmp/log" 2>&1 &
+pid=$!
+s=$(wait_step "$tmp/log" $((steps * 3 / 10)))
+timeout 300 "$psrun" join -- "${train_opts[@]}" --model-dir "$tmp/m" >"$tmp/j2.log" 2>&1 &
+j2=$!
+timeout 300 "$psrun" join -- "${train_opts[@]}" --model-dir "$tmp/m" >"$tmp/j3.log" 2>&1 &
+j3=$!
+echo "joiners started at the chief's step $s: pids $j2 $j3"
+for _ in $(seq 600); do  # both joined (psd logs it) and training
+    n=$(grep -c "\[psd:0\].*join: worker [0-9]* joined the run" "$tmp/log")
+    [ "$n" -ge 2 ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+done
+check "psd 0 took two joiners (${n:-0})" test "${n:-0}" -ge 2
+# A third joiner finds no room (4 of --max-workers 4): exit 2 naming it.
+timeout 60 "$psrun" join -- "${train_opts[@]}" --model-dir "$tmp/m" >"$tmp/full.log" 2>&1
+code=$?
+check "a fifth worker's join is refused with exit 2 (rc=$code)" test "$code" -eq 2
+check "... naming --max-workers" grep -q "no room to join.*--max-workers 4" "$tmp/full.log"
+# Another model is refused like a HELLO with it (exit 2).
+other=("${train_opts[@]}")
+other[1]=mnist_softmax
+timeout 60 "$psrun" join -- "${other[@]}" --model-dir "$tmp/m" >"$tmp/model.log" 2>&1
+code=$?
+check "a join with another model is refused with exit 2 (rc=$code)" test "$code" -eq 2
+check "... naming both models" grep -q "serves model 'dls_mlp'.*trains model 'mnist_softmax'" "$tmp/model.log"
+
+# Which slot each joiner got, from its own log.
+slot_of() { grep -o "handed out worker slot [0-9]*" "$1" | head -1 | awk '{print $NF}'; }
+s=$(wait_step "$tmp/log" $((steps * 6 / 10)))
+victim_slot=$(slot_of "$tmp/j3.log")
+check "joiner $j3 trains at slot ${victim_slot:-?} when the chief is at step $s" grep -q "training from global step" "$tmp/j3.log"
+# $j3 is timeout's PID; psrun join exec'd workerd in its child (same PID as that psrun join).
+victim=$(cat /proc/"$j3"/task/*/children 2>/dev/null | awk '{print $1; exit}')
+check "the joiner's workerd found (pid ${victim:-none})" grep -q workerd "/proc/${victim:-0}/cmdline"
+[ -n "$victim" ] && kill -KILL "$victim"
+wait "$j3" 2>/dev/null
+j3=
+wait "$pid"
+code=$?
+pid=
+check "the $mode run with two joiners, one killed, exits 0 (rc=$code)" test "$code" -eq 0
+wait "$j2"
+code=$?
+j2=
+check "the surviving joiner exits 0 (rc=$code)" test "$code" -eq 0
+check "psd drops the killed joiner" grep -q "\[psd:0\].*elastic: worker $victim_slot dropped" "$tmp/log"
+if [ "$mode" = sync ]; then
+    check "sync: steps aggregate 4 gradients once both joiners pushed" grep -q "\[psd:0\].*sync: steps now aggregate 4 gradients" "$tmp/log"
+    check "sync: 3 after the kill" grep -q "\[psd:0\].*sync: steps now aggregate 3 gradients.*dead workers: $victim_slot" "$tmp/log"
+fi
+cat >"$tmp/check.py" <<'PY'
+import json, sys
+ref, run, steps, victim = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3]), int(sys.argv[4])
+ok = True
+def check(what, cond):
+    global ok
+    print(("ok: " if cond else "FAILED: ") + what)
+    ok = ok and cond
+for name, s in (("undisturbed", ref), ("joined", run)):
+    el = s.get("elastic", {})
+    e = el.get("data_chunks", {})
+    complete = [x for x in e.get("epochs", []) if x["complete"]]
+    counts = [x["examples"] for x in complete]
+    print(f"{name}: global step {s['global_step']}, test accuracy {s['test_accuracy']:.4f}, "
+          f"complete epochs {e.get('epochs_complete')} with {counts} examples, inexact {e.get('epochs_inexact')}, "
+          f"leased {e.get('leased')}, joined {el.get('workers_joined')}, dropped {el.get('workers_dropped')}")
+    check(f"{name}: reached step {steps}", s["global_step"] >= steps)
+    check(f"{name}: at least one complete epoch", len(complete) >= 1)
+    check(f"{name}: every complete epoch visited 60000 examples", all(c == 60000 for c in counts))
+    check(f"{name}: no inexact epoch", e.get("epochs_inexact") == 0)
+joined = sorted(d["worker"] for d in run["elastic"].get("workers_joined", []))
+check(f"joined: summary.json lists workers 2 and 3 as joined ({joined})", joined == [2, 3])
+check(f"joined: max_workers 4 ({run['elastic'].get('max_workers')})", run["elastic"].get("max_workers") == 4)
+steps_at = [d["global_step"] for d in run["elastic"].get("workers_joined", [])]
+check(f"joined: both joined after the start ({steps_at})", all(g > 0 for g in steps_at))
+dropped = [d["worker"] for d in run["elastic"].get("workers_dropped", [])]
+check(f"joined: summary.json lists worker {victim} as dropped ({dropped})", dropped == [victim])
+check("undisturbed: nobody joined", ref["elastic"].get("workers_joined") == [])
+gap = abs(run["test_accuracy"] - ref["test_accuracy"])
+check(f"accuracy within 1.5 points of the undisturbed run (gap {100 * gap:.2f})", gap <= 0.015)
+check("accuracy above 0.9", run["test_accuracy"] > 0.9)
+final = json.load(open(sys.argv[5]))
+epochs = final["data_chunks"]["epochs"]
+print(f"psd at exit: epochs {[(x['epoch'], x['examples'], x['complete']) for x in epochs]}, "
+      f"joined {final.get('workers_joined')}, dropped {final.get('workers_dropped')}")
+check("psd: every complete epoch 60000 examples", all(x["examples"] == 60000 for x in epochs if x["complete"]))
+check(f"psd: workers 2 and 3 joined", sorted(d["worker"] for d in final.get("workers_joined", [])) == [2, 3])
+sys.exit(0 if ok else 1)
+PY
+if [ -f "$tmp/ref/summary.json" ] && [ -f "$tmp/m/summary.json" ] && [ -n "$victim_slot" ]; then
+    grep "\[psd:0\] exiting with code 0 (" "$tmp/log" | tail -1 | sed 's/^[^(]*(//; s/)$//' >"$tmp/psd.json"
+    check "summary figures" "$py" "$tmp/check.py" "$tmp/ref/summary.json" "$tmp/m/summary.json" "$steps" \
+        "$victim_slot" "$tmp/psd.json"
+else
+    check "both runs wrote summary.json" false
+fi
+grep -h "\[psd:0\].*\(join:\|elastic:\|sync: steps\)" "$tmp/log"
+[ "$fail" -eq 0 ] || { echo "--- reference log"; tail -30 "$tmp/ref.log"; echo "--- log"; tail -60 "$tmp/log";
+                       for f in j2 j3 full model; do echo "--- $f"; tail -15 "$tmp/$f.log"; done; }
+exit "$fail"
