@@ -102,7 +102,8 @@ TestSet load_test_table(const EvalOptions& o, const worker::InferenceModel& mode
     if (!o.inputs.empty())
         throw UsageError("--inputs and --input-columns exclude each other: name each input's columns with "
                          "--input-columns NAME=COL,...");
-    auto table = worker::load_table_split(o.test_data, *spec, model.model, worker::split_list(o.targets));
+    auto table = worker::load_table_split(o.test_data, *spec, model.model, worker::split_list(o.targets),
+                                          model.raw_inputs());
     if (!table) throw UsageError(table.error().message);
     TestSet set;
     set.data = std::move(table->data);
@@ -259,7 +260,8 @@ void run_eval(const EvalOptions& o) {
     }
     TestSet test = load_test_set(o, model, record);
     if (!o.columns.any()) {  // a table fed every input itself
-        auto columns = worker::load_input_columns(model.model, o.test_inputs, "--test-input", test.data.size(), test.names.labels);
+        auto columns = worker::load_input_columns(model.model, o.test_inputs, "--test-input", test.data.size(),
+                                                  test.names.labels, model.raw_inputs());
         if (!columns) throw UsageError(columns.error().message);
         test.data.columns = std::move(*columns);
     }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -15,6 +16,8 @@
 #include "common/checkpointer.h"
 #include "common/option_checks.h"
 #include "common/result.h"
+#include "workerd/keyed_checkpoint.h"
+#include "workerd/keyed_export.h"
 #include "workerd/model_identity.h"
 #include "workerd/onnx/onnx_model.h"
 #include "workerd/parameter_set.h"
@@ -68,16 +71,22 @@ void run_export(const ExportOptions& o) {
     auto model = worker::model_from_record(manifest_model(*manifest), "checkpoint " + info.dir,
                                            nn::ModelDescription{});
     if (!model) throw UsageError(model.error().message);
+    // Tables keyed by raw ids (--raw-ids): their rows by id, exported as tables of their rows
+    // with the id map beside the graph (workerd/keyed_export.h).
+    auto tensors = worker::wire_tensors(worker::model_tensors(*model));
+    auto keyed = worker::mark_keyed_tables(*manifest, *model, tensors, worker::recorded_run_seed(o.model_dir),
+                                           "checkpoint " + info.dir);
+    if (!keyed) throw UsageError(keyed.error().message);
     // An ONNX file is one protobuf message of at most 2 GiB; psrun export does not write external data.
     constexpr std::int64_t kMaxOnnxFloats = (std::int64_t{1} << 31) / 4 - (std::int64_t{1} << 20);
-    if (model->parameter_count > kMaxOnnxFloats)
+    if (keyed->empty() && model->parameter_count > kMaxOnnxFloats)
         throw UsageError(fmt::format("checkpoint {}: model {} has {} parameters ({:.1f} GB as f32, e.g. a large sparse "
                                      "table); an ONNX file holds at most 2 GiB and psrun export does not write ONNX "
                                      "external data: serve the model from the checkpoint (psrun eval/predict need the "
                                      "whole table in memory too)",
                                      info.dir, model->name, model->parameter_count,
                                      double(model->parameter_count) * 4 / 1e9));
-    auto params = load_checkpoint_parameters(info.dir, worker::wire_tensors(worker::model_tensors(*model)),
+    auto params = load_checkpoint_parameters(info.dir, tensors,
                                              o.ema ? CheckpointValues::kAverage : CheckpointValues::kParameters);
     if (!params && params.error().code == ErrorCode::kNotFound) throw UsageError("--ema: " + params.error().message);
     if (!params) {
@@ -89,16 +98,41 @@ void run_export(const ExportOptions& o) {
         throw UsageError("checkpoint " + info.dir + " is damaged, as a restore would refuse it: " +
                          params.error().message + older);
     }
+    auto rows = worker::load_keyed_tables(info.dir, tensors, *keyed, o.ema);
+    if (!rows && rows.error().code == ErrorCode::kNotFound) throw UsageError("--ema: " + rows.error().message);
+    if (!rows) throw UsageError("checkpoint " + info.dir + " is damaged: " + rows.error().message);
+    worker::KeyedExport keyed_model;
+    if (!keyed->empty()) {
+        keyed_model = worker::keyed_export_model(*model, params->values, *rows);
+        if (keyed_model.model.parameter_count > kMaxOnnxFloats)
+            throw UsageError(fmt::format("checkpoint {}: model {} with its keyed tables' rows has {} parameters ({:.1f} "
+                                         "GB as f32); an ONNX file holds at most 2 GiB and psrun export does not write "
+                                         "ONNX external data: serve the model from the checkpoint (psrun eval/predict "
+                                         "--raw-ids)",
+                                         info.dir, model->name, keyed_model.model.parameter_count,
+                                         double(keyed_model.model.parameter_count) * 4 / 1e9));
+    }
+    const nn::ModelDescription& exported = keyed->empty() ? *model : keyed_model.model;
+    const std::vector<float>& values = keyed->empty() ? params->values : keyed_model.params;
+    const std::string output =
+        o.output.empty() ? o.model_dir + "/model-" + std::to_string(info.step) + (o.ema ? "-ema" : "") + ".onnx"
+                         : o.output;
+    std::vector<std::string> ids_files;
+    for (const auto& name : worker::keyed_embedding_names(*model, *keyed)) ids_files.push_back(worker::keyed_ids_path(output, name));
     // The run's recipe (<model-dir>/recipe.json, written by the chief) rides along as metadata.
     auto recipe = worker::read_run_recipe(o.model_dir);
     if (!recipe) throw UsageError(recipe.error().message + " (remove it to export without the recipe)");
     std::vector<std::pair<std::string, std::string>> metadata;
     if (*recipe) metadata.emplace_back(onnx_io::kRecipeKey, worker::recipe_document(**recipe));
-    auto bytes = onnx_io::export_onnx(*model, params->values, metadata);
+    if (!keyed->empty())
+        metadata.emplace_back(worker::kKeyedTablesKey, worker::keyed_export_metadata(*model, *rows, ids_files).dump());
+    auto bytes = onnx_io::export_onnx(exported, values, metadata);
     if (!bytes) throw UsageError(bytes.error().message);
-    const std::string output =
-        o.output.empty() ? o.model_dir + "/model-" + std::to_string(info.step) + (o.ema ? "-ema" : "") + ".onnx"
-                         : o.output;
+    for (std::size_t k = 0; k < ids_files.size(); ++k) {  // the id maps first: the graph is useless without them
+        const std::string path = std::filesystem::absolute(ids_files[k]).string();
+        if (auto written = write_file_atomically(path, worker::npy_u64_bytes((*rows)[k].ids())); !written)
+            throw UsageError("-o " + output + ": the id map " + ids_files[k] + ": " + written.error().message);
+    }
     if (auto written = write_file_atomically(output, *bytes); !written)
         throw UsageError("-o " + output + ": " + written.error().message);
     // The graph's inputs as export_onnx names them: a single-input image model's is "images".
@@ -107,8 +141,8 @@ void run_export(const ExportOptions& o) {
         inputs += (inputs.empty() ? "" : ", ") +
                   (model->multi_input() || !model->image_input() ? in.name : std::string("images")) + " [" +
                   nn::to_string(in.info.dims) + "]";
-    std::cout << "wrote " << output << ": model " << worker::describe_model(*model) << " at step "
-              << info.step << (o.ema ? " (moving average)" : "") << ", " << model->parameter_count << " parameters, " << bytes->size()
+    std::cout << "wrote " << output << ": model " << worker::describe_model(exported) << " at step "
+              << info.step << (o.ema ? " (moving average)" : "") << ", " << exported.parameter_count << " parameters, " << bytes->size()
               << " bytes (ONNX opset 13, input" << (model->multi_input() ? "s " : " ") << inputs << ", output "
               << (model->loss == nn::LossKind::kGraph
                       ? std::string("loss (a scalar)") + heads_text(*model)
@@ -116,6 +150,10 @@ void run_export(const ExportOptions& o) {
                             std::string(" [N x ") + std::to_string(model->classes) + "]")
               << ")" << (*recipe ? std::string(", recipe in metadata ") + onnx_io::kRecipeKey : std::string())
               << std::endl;
+    for (std::size_t k = 0; k < ids_files.size(); ++k)
+        std::cout << "wrote " << ids_files[k] << ": the id map of keyed table " << (*rows)[k].table() << " ("
+                  << (*rows)[k].rows() << " uint64 ids, ascending, in row order; an id not in it reads row "
+                  << (*rows)[k].rows() << ", zeros; metadata " << worker::kKeyedTablesKey << ")" << std::endl;
 }
 
 }  // namespace

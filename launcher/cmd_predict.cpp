@@ -48,7 +48,7 @@ worker::PredictInputs load_table_inputs(const PredictOptions& o, const worker::I
     if (o.data.empty()) throw UsageError("--input-columns reads the model's inputs from a CSV/TSV table: give --data F.csv");
     if (!o.images.empty() || !o.inputs.empty())
         throw UsageError("--input-columns reads every input from the --data table: drop --images and --input");
-    auto table = worker::load_table_split(o.data, *spec, model.model, worker::split_list(o.targets));
+    auto table = worker::load_table_split(o.data, *spec, model.model, worker::split_list(o.targets), model.raw_inputs());
     if (!table) throw UsageError(table.error().message);
     worker::PredictInputs inputs;
     inputs.images = std::move(table->data);
@@ -258,8 +258,8 @@ void run_predict(const PredictOptions& o) {
         if (!loaded) throw UsageError(loaded.error().message);
         inputs = std::move(*loaded);
         apply_normalization(o.source, inputs->images);
-        auto columns = worker::load_input_columns(model.model, o.inputs, "--input", inputs->images.size(),
-                                                  "--images");
+        auto columns = worker::load_input_columns(model.model, o.inputs, "--input", inputs->images.size(), "--images",
+                                                  model.raw_inputs());
         if (!columns) throw UsageError(columns.error().message);
         inputs->images.columns = std::move(*columns);
     }

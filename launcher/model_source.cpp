@@ -25,6 +25,11 @@ void add_model_source_options(CLI::App& cmd, ModelSourceOptions& o) {
     cmd.add_option("--threads", o.threads, "compute threads (0: all cores)")->check(thread_count(0));
     cmd.add_option("--normalize", o.normalize,
                    "MEAN,STD or M1,M2,..:S1,S2,..: the --normalize the model was trained with (not recorded)");
+    cmd.add_option("--raw-ids", o.raw_ids,
+                   "the --raw-ids the model was trained with: these embeddings' tables are keyed by raw 64-bit ids in "
+                   "the checkpoint, and their inputs are read as raw ids (an id that is not a row reads as its "
+                   "initial values, as psd serves it)")
+        ->delimiter(',');
 }
 
 void apply_normalization(const ModelSourceOptions& o, worker::LabeledImages& images) {
@@ -45,12 +50,17 @@ worker::InferenceModel load_model_source(const ModelSourceOptions& o) {
     if (!o.onnx.empty() && o.ema)
         throw UsageError("--ema reads the moving average a --model-dir's checkpoint holds; an ONNX file holds one set "
                          "of parameters (export it with psrun export --ema)");
+    if (!o.onnx.empty() && !o.raw_ids.empty())
+        throw UsageError("--raw-ids reads the tables a --model-dir's checkpoint holds keyed by raw ids; an ONNX file "
+                         "(psrun export) holds each such table by row, with its id map beside it (F.<embedding>.ids.npy): "
+                         "give the rows of the ids instead (docs/sparse.md \"Raw ids\"), or use --model-dir");
     worker::set_compute_threads(o.threads);
     auto loaded = o.onnx.empty()
                       ? worker::load_checkpoint_model(o.model_dir, o.checkpoint >= 0
                                                                        ? std::optional<std::int64_t>(o.checkpoint)
                                                                        : std::nullopt,
-                                                      o.ema ? CheckpointValues::kAverage : CheckpointValues::kParameters)
+                                                      o.ema ? CheckpointValues::kAverage : CheckpointValues::kParameters,
+                                                      o.raw_ids)
                       : worker::load_onnx_model(o.onnx);
     if (!loaded) throw UsageError(loaded.error().message);
     return std::move(*loaded);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -21,15 +22,19 @@ struct ModelSourceOptions {
     // --normalize as the training run was given it (runs record no normalization): applied
     // after uint8 / 255, as in training. Empty: none.
     std::string normalize;
+    // --raw-ids as training took it: the embeddings whose tables the checkpoint holds keyed by raw
+    // 64-bit ids (their inputs are read as raw ids; docs/sparse.md "Raw ids").
+    std::vector<std::string> raw_ids;
 };
 
-// Registers --model-dir, --onnx (exclusive), --checkpoint, --ema, --batch-size, --threads and
-// --normalize on `cmd`.
+// Registers --model-dir, --onnx (exclusive), --checkpoint, --ema, --batch-size, --threads,
+// --normalize and --raw-ids on `cmd`.
 void add_model_source_options(CLI::App& cmd, ModelSourceOptions& options);
 
 // Loads the model (and sets the compute threads). Throws UsageError, saying what to do, when
-// neither or both sources are given, --checkpoint or --ema goes with --onnx, or loading fails (no
-// checkpoint, a damaged one, a bad ONNX file, no ONNX importer in this build).
+// neither or both sources are given, --checkpoint, --ema or --raw-ids goes with --onnx, or loading
+// fails (no checkpoint, a damaged one, a bad ONNX file, no ONNX importer in this build, --raw-ids
+// that do not name the checkpoint's keyed tables).
 worker::InferenceModel load_model_source(const ModelSourceOptions& options);
 
 // Sets `images`' normalization from --normalize. Throws UsageError for a bad value.

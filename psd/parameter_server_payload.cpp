@@ -77,6 +77,7 @@ nlohmann::json ParameterServer::keyed_tables_json() const {
         out[tensors_.at(rows.table(t).tensor).name] = {
             {"rows", index->rows()},           {"capacity", index->capacity()},
             {"admitted", c.admitted},          {"refused", c.refused},
+            {"refused_full", c.refused_full},
             {"evicted_full", c.evicted_full},  {"evicted_idle", c.evicted_idle},
             {"gradients_dropped", rows.dropped(t)}};
     }

@@ -14,7 +14,9 @@ std::uint64_t mix(std::uint64_t x) {  // splitmix64's finaliser
     return x ^ (x >> 31);
 }
 
-constexpr std::uint64_t kMaxSketchWidth = 1ull << 22;
+std::uint64_t sketch_width(std::uint64_t rows) {
+    return std::clamp<std::uint64_t>(std::bit_ceil(rows), 1ull << 10, 1ull << 22);
+}
 
 }  // namespace
 
@@ -28,11 +30,7 @@ RowIndex::RowIndex(const Policy& policy) : policy_(policy) {
     if (!(policy.admit_probability > 0.0 && policy.admit_probability <= 1.0))
         throw std::invalid_argument("admit_probability " + std::to_string(policy.admit_probability) +
                                     " is out of range (0, 1]");
-    if (policy.admit_after > 1) {
-        const std::uint64_t width = std::clamp<std::uint64_t>(std::bit_ceil(policy.capacity * 4), 1024, kMaxSketchWidth);
-        sketch_.assign(2 * width, 0);
-        sketch_mask_ = width - 1;
-    }
+    if (policy.admit_after > 1) admit_sketch_.emplace(sketch_width(policy.capacity * 4), 0, policy.seed);
 }
 
 std::uint32_t RowIndex::find(std::uint64_t id) const {
@@ -41,15 +39,7 @@ std::uint32_t RowIndex::find(std::uint64_t id) const {
 }
 
 bool RowIndex::admits(std::uint64_t id) {
-    if (!sketch_.empty()) {
-        // Count-min over two rows: the count is the smaller counter, each saturating at 65535.
-        const std::uint64_t h = mix(id ^ policy_.seed);
-        std::uint16_t& a = sketch_[h & sketch_mask_];
-        std::uint16_t& b = sketch_[(sketch_mask_ + 1) + ((h >> 32) & sketch_mask_)];
-        if (a < 0xFFFF) ++a;
-        if (b < 0xFFFF) ++b;
-        if (std::min(a, b) < policy_.admit_after) return false;
-    }
+    if (admit_sketch_ && admit_sketch_->add(id) < policy_.admit_after) return false;
     if (policy_.admit_probability < 1.0) {
         const std::uint64_t draw = mix(mix(id + policy_.seed) ^ ++draws_);
         if (static_cast<double>(draw >> 11) * 0x1.0p-53 >= policy_.admit_probability) return false;
@@ -75,6 +65,7 @@ std::uint32_t RowIndex::take_free_slot() {
 
 RowIndex::Occurrence RowIndex::occur(std::uint64_t id, std::uint64_t step) {
     Occurrence out;
+    const std::uint32_t frequency = gate_ ? gate_->add(id) : 0;
     if (const std::uint32_t slot = find(id); slot != kNone) {
         out.slot = slot;
         return out;
@@ -83,15 +74,25 @@ RowIndex::Occurrence RowIndex::occur(std::uint64_t id, std::uint64_t step) {
         ++counters_.refused;
         return out;
     }
-    out.created = true;
     std::uint32_t slot = take_free_slot();
-    if (slot == kNone) {  // full: the least recently updated row makes room
+    if (slot == kNone) {  // full: the least recently updated row makes room, if used less often
+        if (policy_.frequency_gate) {
+            if (!gate_) {  // the first time full: counting starts now, this occurrence included
+                const std::uint64_t width = sketch_width(policy_.capacity);
+                gate_.emplace(width, 10 * width, policy_.seed ^ 0x5851F42D4C957F2Dull);
+                gate_->add(id);
+            } else if (frequency <= gate_->estimate(slot_id_[oldest_])) {
+                ++counters_.refused_full;
+                return out;
+            }
+        }
         slot = oldest_;
         out.evicted = slot_id_[slot];
         evict(slot);
         ++counters_.evicted_full;
         free_.pop_back();  // evict() freed it; it is taken here
     }
+    out.created = true;
     map_.emplace(id, slot);
     slot_id_[slot] = id;
     slot_update_[slot] = step;
@@ -160,7 +161,8 @@ void RowIndex::restore(std::span<const Entry> entries) {
     }
     for (std::uint64_t s = highest; s-- > 0;)
         if (!used[s]) free_.push_back(static_cast<std::uint32_t>(s));
-    std::fill(sketch_.begin(), sketch_.end(), std::uint16_t{0});
+    if (admit_sketch_) admit_sketch_->clear();
+    gate_.reset();
 }
 
 void RowIndex::link_last(std::uint32_t slot) {

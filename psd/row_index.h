@@ -13,9 +13,17 @@
 // at its admission); with `evict_after` T > 0, sweep(step) evicts every row not updated in the last
 // T updates. Rows are ordered by last update, so both cost O(rows evicted).
 //
-// Memory: the hash map (about 20 bytes per row) plus 24 bytes per slot ever used, plus the sketch
-// (2 x width uint16 counters, width a power of two from 4 x capacity, 2^10 to 2^22) when
-// admit_after > 1. Not thread-safe: owned by psd's poll-loop thread, as the rows it indexes.
+// A full index admits by frequency (`frequency_gate`, TinyLFU's policy): from the first time it is
+// full, every occurrence is counted in a second, ageing sketch, and a new id takes the least
+// recently updated row's slot only when it occurred more often than that row's id; otherwise it is
+// refused (counted in `refused_full`) and the row stays. So a table at its budget keeps its hot ids
+// instead of cycling the tail through its slots (plain LRU, with the gate off, does that under
+// Zipf traffic).
+//
+// Memory: the hash map (about 20 bytes per row) plus 24 bytes per slot ever used, plus the
+// admission sketch (4 x width bytes, width a power of two from 4 x capacity, 2^10 to 2^22) when
+// admit_after > 1, plus the gate's sketch (4 x width bytes, width from capacity, 2^10 to 2^22)
+// once full. Not thread-safe: owned by psd's poll-loop thread, as the rows it indexes.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +32,8 @@
 #include <vector>
 
 #include <absl/container/flat_hash_map.h>
+
+#include "psd/count_sketch.h"
 
 namespace psrun::psd {
 
@@ -35,12 +45,14 @@ public:
         double admit_probability = 1.0;    // (0, 1]: the chance per occurrence, once counted enough
         std::uint64_t evict_after = 0;     // updates without a push before sweep() evicts (0: never)
         std::uint64_t seed = 0;
+        bool frequency_gate = true;        // a full index admits an id only when more frequent than its victim
     };
     struct Counters {
         std::uint64_t admitted = 0;      // ids made rows
         std::uint64_t refused = 0;       // occurrences of ids not (yet) admitted
         std::uint64_t evicted_full = 0;  // rows evicted to make room
         std::uint64_t evicted_idle = 0;  // rows evicted by sweep()
+        std::uint64_t refused_full = 0;  // occurrences refused by a full index's frequency gate
     };
     struct Occurrence {
         std::uint32_t slot = kNone;            // the id's slot, or kNone: not a row
@@ -75,11 +87,14 @@ public:
     const Counters& counters() const { return counters_; }
     const Policy& policy() const { return policy_; }
 
+    // The gate's sketch, once the index has been full (null before, and with the gate off).
+    const CountSketch* gate() const { return gate_ ? &*gate_ : nullptr; }
+
     // Every row, least recently updated first (checkpoints).
     std::vector<Entry> entries() const;
     // Replaces the rows with `entries` (any order): std::invalid_argument naming the entry when
-    // an id or a slot repeats or a slot is beyond the capacity. Counters are kept; the sketch is
-    // cleared (ids not admitted start counting again).
+    // an id or a slot repeats or a slot is beyond the capacity. Counters are kept; the sketches
+    // are cleared (ids not admitted start counting again).
     void restore(std::span<const Entry> entries);
 
 private:
@@ -98,8 +113,8 @@ private:
     std::uint32_t oldest_ = kNone, newest_ = kNone;
     std::vector<std::uint32_t> free_;  // slots evicted, reused first
     // Slots never used are [slot_id_.size(), capacity): the per-slot arrays grow as slots are used.
-    std::vector<std::uint16_t> sketch_;
-    std::uint64_t sketch_mask_ = 0;
+    std::optional<CountSketch> admit_sketch_;  // admit_after > 1
+    std::optional<CountSketch> gate_;          // the frequency gate, from the first time full
     std::uint64_t draws_ = 0;
 };
 

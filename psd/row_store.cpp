@@ -218,20 +218,23 @@ void RowStore::begin_update() {
 
 void RowStore::apply(std::size_t t, std::span<const std::uint32_t> ids, std::span<const float> grads) {
     auto& table = tables_[t];
-    const std::size_t width = table.spec.width;
     // A table is rank 2 [num_rows, width]; its --param-group's learning rate and decay, if any.
     const UpdateKernel kernel(table.resolved, table.updates, true);
-    float* s0 = table.slot0.empty() ? nullptr : table.slot0.data();
-    float* s1 = table.slot1.empty() ? nullptr : table.slot1.data();
     DecayPower power;
     for (std::size_t i = 0; i < ids.size(); ++i) {
         const std::uint64_t row = row_index(ids[i], num_shards_);
         create(table, row);
-        const std::size_t at = row * width;
-        if (averaging()) catch_up(table, row, table.updates - 1, power);  // the updates before this one
-        kernel(table.values.data() + at, grads.data() + i * width, s0 ? s0 + at : nullptr, s1 ? s1 + at : nullptr, width);
-        if (averaging()) fold(table, row);
+        update_row(table, row, grads.data() + i * table.spec.width, kernel, power);
     }
+}
+
+void RowStore::update_row(Table& table, std::uint64_t i, const float* grad, const UpdateKernel& kernel,
+                          DecayPower& power) const {
+    const std::size_t width = table.spec.width, at = i * width;
+    if (averaging()) catch_up(table, i, table.updates - 1, power);  // the updates before this one
+    kernel(table.values.data() + at, grad, table.slot0.empty() ? nullptr : table.slot0.data() + at,
+           table.slot1.empty() ? nullptr : table.slot1.data() + at, width);
+    if (averaging()) fold(table, i);
 }
 
 void RowStore::gather(std::size_t t, std::span<const std::uint32_t> ids, float* out) {
@@ -246,10 +249,7 @@ void RowStore::gather(std::size_t t, std::span<const std::uint32_t> ids, float* 
 
 void RowStore::apply(std::size_t t, std::span<const std::uint64_t> keys, std::span<const float> grads) {
     auto& table = tables_[t];
-    const std::size_t width = table.spec.width;
     const UpdateKernel kernel(table.resolved, table.updates, true);
-    float* s0 = table.slot0.empty() ? nullptr : table.slot0.data();
-    float* s1 = table.slot1.empty() ? nullptr : table.slot1.data();
     DecayPower power;
     for (std::size_t i = 0; i < keys.size(); ++i) {
         const std::uint32_t slot = table.index->find(keys[i]);
@@ -257,10 +257,7 @@ void RowStore::apply(std::size_t t, std::span<const std::uint64_t> keys, std::sp
             ++table.dropped;
             continue;
         }
-        const std::size_t at = std::size_t{slot} * width;
-        if (averaging()) catch_up(table, slot, table.updates - 1, power);
-        kernel(table.values.data() + at, grads.data() + i * width, s0 ? s0 + at : nullptr, s1 ? s1 + at : nullptr, width);
-        if (averaging()) fold(table, slot);
+        update_row(table, slot, grads.data() + i * table.spec.width, kernel, power);
         table.index->updated(slot, table.updates);
     }
 }

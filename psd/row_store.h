@@ -182,6 +182,10 @@ private:
     void catch_up_all();
     // Folds local row i's new values into its average at the current update (copies on the first).
     void fold(Table& table, std::uint64_t i) const;
+    // One pushed row: local row (or keyed slot) i updated by `kernel` with gradient `grad`
+    // (width floats), its average caught up before and folded after (--ema-decay).
+    void update_row(Table& table, std::uint64_t i, const float* grad, const UpdateKernel& kernel,
+                    DecayPower& power) const;
     std::uint32_t shard_;
     std::uint32_t num_shards_;
     OptimizerConfig config_;

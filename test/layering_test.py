@@ -24,7 +24,7 @@ LAYERS = [
 LAUNCHER_RUNTIME_SURFACE = {
     "workerd/bench.h", "workerd/class_names.h", "workerd/classification_report.h", "workerd/datasets.h",
     "workerd/eval_metrics.h", "workerd/evaluator.h", "workerd/inference.h", "workerd/input_columns.h",
-    "workerd/model_identity.h",
+    "workerd/keyed_checkpoint.h", "workerd/keyed_export.h", "workerd/model_identity.h",
     "workerd/parameter_set.h", "workerd/predict_inputs.h", "workerd/run_recipe.h", "workerd/sparse_tables.h",
     "workerd/table_split.h",
     "workerd/train_flops.h", "workerd/train_options.h", "workerd/trainer.h",

@@ -222,8 +222,7 @@ void SummaryHook::end(RunContext& ctx, const StepResult& last) {
         summary["skipped_records_by_worker"] = totals.by_worker;
         summary["workers_without_report"] = totals.missing;
     }
-    if (!ctx.elastic.is_null()) summary["elastic"] = ctx.elastic;  // psd 0's chunk counts, dropped workers
-    if (!ctx.staleness.is_null()) summary["staleness"] = ctx.staleness;  // psd 0's, async
+    if (ctx.ps_figures.is_object()) summary.update(ctx.ps_figures);  // elastic, staleness, keyed_tables
     summary.update(optimizer_summary(make_trainer_config(o).optimizer));
     summary["label_smoothing"] = o.label_smoothing;
     summary["chief_clipped_steps"] = ctx.trainer->clipped_steps();  // the chief's own gradients only

@@ -25,6 +25,7 @@
 #include "workerd/model_identity.h"
 #include "workerd/run_recipe.h"
 #include "workerd/preemption.h"
+#include "workerd/ps_figures.h"
 #include "workerd/signal_watcher.h"
 #include "workerd/step_loop.h"
 #include "workerd/worker_reports.h"
@@ -320,22 +321,15 @@ int DistributedWorker::run() {
     const StepResult& last = loop.last();
     ctx.train_seconds = ctx.elapsed();
     int code = kExitOk;
-    // A sparse table's rows come from psd: the final evaluation and summary run before DONE lets it go.
-    const bool end_before_done = trainer.sparse() && !ctx.stopped_by_signal;
-    if (end_before_done) hooks.end(ctx, last);
     if (!c.chief && !training_.model_dir.empty())  // before DONE: the chief sums it (workerd/worker_reports.h)
         if (auto wrote = write_worker_report(training_.model_dir, ctx); !wrote)
             spdlog::warn("{}", wrote.error().message);
     if (chunk_source) chunk_source->report_finished();  // before DONE, which returns unreported chunks
-    if (c.chief && !training_.model_dir.empty() && !ctx.stopped_by_signal) {  // summary.json's "elastic", "staleness"
-        if (auto stats = client_ptr->stats(0); stats) {
-            nlohmann::json elastic;
-            for (const char* key : {"data_chunks", "workers_dropped", "min_workers", "workers_joined", "max_workers"})
-                if (stats->contains(key)) elastic[key] = (*stats)[key];
-            if (!elastic.is_null()) ctx.elastic = elastic;
-            if (stats->contains("staleness")) ctx.staleness = (*stats)["staleness"];
-        }
-    }
+    if (c.chief && !training_.model_dir.empty() && !ctx.stopped_by_signal)  // while every psd answers
+        ctx.ps_figures = read_ps_figures(*client_ptr, static_cast<std::uint32_t>(endpoints.size()));
+    // A sparse table's rows come from psd: the final evaluation and summary run before DONE lets it go.
+    const bool end_before_done = trainer.sparse() && !ctx.stopped_by_signal;
+    if (end_before_done) hooks.end(ctx, last);
     if (ctx.stopped_by_signal) {
         code = finish_preempted(ctx, *ctx.client, watcher, tag);
     } else {

@@ -70,12 +70,9 @@ struct RunContext {
     // last checkpoint (EvalHook::end); and that checkpoint, set by CheckpointHook.
     std::optional<EvalMetrics> average_metrics;
     std::optional<CheckpointInfo> last_checkpoint;
-    // --data-chunks / psd --min-workers: psd 0's data_chunks and workers_dropped (STATS) before the
-    // chief's DONE, for summary.json's "elastic"; null otherwise.
-    nlohmann::json elastic;
-    // Async: psd 0's STATS "staleness" (gradients' staleness, --max-staleness's held replies), for
-    // summary.json's "staleness"; null otherwise.
-    nlohmann::json staleness;
+    // The chief's: summary.json's keys read from psd's STATS before the final evaluation and DONE
+    // ("elastic", "staleness", "keyed_tables": workerd/ps_figures.h); null otherwise.
+    nlohmann::json ps_figures;
 
     double elapsed() const { return std::chrono::duration<double>(Clock::now() - start).count(); }
 };

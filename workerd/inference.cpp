@@ -13,6 +13,8 @@
 #include "common/checkpoint_store.h"
 #include "common/checkpointer.h"
 #include "workerd/data/sampler.h"
+#include "workerd/keyed_checkpoint.h"
+#include "workerd/keyed_lookup.h"
 #include "workerd/model_identity.h"
 #include "workerd/nn/network.h"
 #include "workerd/nn/zoo.h"
@@ -36,20 +38,32 @@ std::string recorded_dataset(const std::string& model_dir) {
     return j["dataset"].get<std::string>();
 }
 
-// The parameters of checkpoint `info` for the model its manifest records.
-Result<InferenceModel> load_one(const CheckpointInfo& info, CheckpointValues values) {
+// The parameters of checkpoint `info` for the model its manifest records; its tables keyed by
+// raw ids (which `raw_ids` must name) apart.
+Result<InferenceModel> load_one(const CheckpointInfo& info, CheckpointValues values,
+                                const std::vector<std::string>& raw_ids) {
     auto manifest = CheckpointStore::read_manifest(info);
     if (!manifest) return tl::unexpected(manifest.error());
     // A manifest older than model records held TF's mnist_deep, the only model then.
     auto fallback = nn::load_model("mnist_deep");
     if (!fallback) return tl::unexpected(fallback.error());
-    auto model = model_from_record(manifest_model(*manifest), "checkpoint " + info.dir, *fallback);
+    const std::string where = "checkpoint " + info.dir;
+    auto model = model_from_record(manifest_model(*manifest), where, *fallback);
     if (!model) return tl::unexpected(model.error());
-    auto params = load_checkpoint_parameters(info.dir, wire_tensors(model_tensors(*model)), values);
+    auto tensors = wire_tensors(model_tensors(*model));
+    const auto model_dir = std::filesystem::path(info.dir).parent_path().string();
+    auto keyed = mark_keyed_tables(*manifest, *model, tensors, recorded_run_seed(model_dir.empty() ? "." : model_dir), where);
+    if (!keyed) return tl::unexpected(keyed.error());
+    if (auto named = check_raw_id_names(*model, *keyed, raw_ids, where); !named) return tl::unexpected(named.error());
+    auto params = load_checkpoint_parameters(info.dir, tensors, values);  // the keyed tables left out
     if (!params) return tl::unexpected(params.error());
+    auto rows = load_keyed_tables(info.dir, tensors, *keyed, values == CheckpointValues::kAverage);
+    if (!rows) return tl::unexpected(rows.error());
     InferenceModel out;
     out.model = std::move(*model);
     out.params = std::move(params->values);
+    out.keyed = std::move(*rows);
+    out.raw_ids = raw_ids;
     out.source = "checkpoint " + info.dir + (values == CheckpointValues::kAverage ? " (moving average)" : "");
     out.step = info.step;
     return out;
@@ -57,8 +71,19 @@ Result<InferenceModel> load_one(const CheckpointInfo& info, CheckpointValues val
 
 }  // namespace
 
+std::vector<std::string> InferenceModel::raw_inputs() const {
+    std::vector<std::string> out;
+    for (const auto& name : raw_ids)
+        for (const auto& n : model.nodes)
+            if (n.op == "embedding" && (n.name == name || n.inputs.at(n.data_inputs) == name)) {
+                out.push_back(n.inputs.front());
+                break;
+            }
+    return out;
+}
+
 Result<InferenceModel> load_checkpoint_model(const std::string& model_dir, std::optional<std::int64_t> step,
-                                             CheckpointValues values) {
+                                             CheckpointValues values, const std::vector<std::string>& raw_ids) {
     std::error_code ec;
     if (!std::filesystem::is_directory(model_dir, ec))
         return make_error(ErrorCode::kNotFound, "model dir " + model_dir +
@@ -78,13 +103,14 @@ Result<InferenceModel> load_checkpoint_model(const std::string& model_dir, std::
                                                         std::to_string(*step) + "; it has steps " +
                                                         list_steps(all));
     }
-    auto loaded = load_one(*chosen, values);
+    auto loaded = load_one(*chosen, values, raw_ids);
     if (!loaded) {
-        if (loaded.error().code == ErrorCode::kNotFound) return loaded;
+        // Not damage: nothing there (kNotFound), or --raw-ids that do not fit it (kUnsupported).
+        if (loaded.error().code == ErrorCode::kNotFound || loaded.error().code == ErrorCode::kUnsupported) return loaded;
         // Name an older checkpoint that verifies, if there is one, as the way out.
         std::string advice = "; no older checkpoint verifies either (retrain, or restore the model dir from a copy)";
         for (auto it = std::make_reverse_iterator(chosen); it != all.rend(); ++it) {
-            if (load_one(*it, values)) {
+            if (load_one(*it, values, raw_ids)) {
                 advice = "; use --checkpoint " + std::to_string(it->step) + " (the newest older one that verifies)";
                 break;
             }
@@ -114,7 +140,28 @@ Result<void> run_batches(const InferenceModel& model, const LabeledImages& image
     nn::NetworkOptions options;
     options.forward_only = true;
     options.batch_size = static_cast<std::int64_t>(std::min<std::size_t>(static_cast<std::size_t>(batch_size), count));
-    auto network = nn::Network::create(model.model, options, model.params, {});
+    for (const auto& name : model.raw_inputs())
+        for (const auto& c : images.columns)
+            if (c.name == name && c.u64.size() != count * c.per_example)
+                return make_error(ErrorCode::kInvalidArgument,
+                                  "input " + name + " is read by a table keyed by raw ids and the data gives no raw ids "
+                                  "for it (load it with InferenceModel::raw_inputs())");
+    // Tables keyed by raw ids: the local model's blocks after the dense tensors, filled per batch.
+    std::optional<KeyedLookup> keyed;
+    nn::ModelDescription local;
+    std::vector<float> local_params;
+    if (!model.keyed.empty()) {
+        keyed.emplace(model.model, model.raw_ids, model.keyed);
+        local = keyed->local_model(options.batch_size);
+        local_params.assign(static_cast<std::size_t>(local.parameter_count), 0.0f);
+        if (model.params.size() + keyed->tail_floats(options.batch_size) != local_params.size())
+            return make_error(ErrorCode::kInvalidArgument, "model " + model.model.name + ": " +
+                                                               std::to_string(model.params.size()) +
+                                                               " dense parameters do not fit its keyed tables' model");
+        std::copy(model.params.begin(), model.params.end(), local_params.begin());
+    }
+    auto network = nn::Network::create(keyed ? local : model.model, options,
+                                       keyed ? std::span<const float>(local_params) : std::span<const float>(model.params), {});
     if (!network) return tl::unexpected(network.error());
     nn::Network& net = **network;
     const auto batch = static_cast<std::size_t>(options.batch_size);
@@ -124,8 +171,13 @@ Result<void> run_batches(const InferenceModel& model, const LabeledImages& image
         for (std::size_t i = 0; i < batch; ++i) indices[i] = static_cast<std::uint32_t>(i < valid ? start + i : 0);
         BatchView view{net.input(), net.input_ids(), net.labels(), net.targets(), {}};
         for (std::size_t i = 1; i < model.model.inputs.size(); ++i)
-            if (!model.model.fed_by_labels(i)) view.columns.push_back(ColumnSpan{net.input(i), net.input_ids(i)});
+            if (!model.model.fed_by_labels(i))
+                view.columns.push_back(ColumnSpan{net.input(i), net.input_ids(i),
+                                                  keyed ? keyed->raw_ids(i, options.batch_size) : std::span<std::uint64_t>()});
         fill_examples(images, indices, view);
+        if (keyed)
+            keyed->map_batch([&net](std::size_t input) { return net.input_ids(input); }, static_cast<std::int64_t>(valid),
+                             options.batch_size, local_params);
         net.forward(false);
         take(net, start, valid);
     }

@@ -14,16 +14,27 @@
 #include "common/checkpoint_params.h"
 #include "common/result.h"
 #include "workerd/data/labeled_images.h"
+#include "workerd/keyed_rows.h"
 #include "workerd/nn/model_description.h"
 
 namespace psrun::worker {
 
 struct InferenceModel {
     nn::ModelDescription model;
-    std::vector<float> params;  // model.parameter_count floats, the engine's flat layout
+    // model.parameter_count floats, the engine's flat layout; with keyed tables (below), only the
+    // dense tensors, in model order (each keyed table left out).
+    std::vector<float> params;
+    // A checkpoint's tables keyed by raw 64-bit ids (--raw-ids; workerd/keyed_rows.h), read through
+    // a KeyedLookup batch by batch (workerd/keyed_lookup.h); `raw_ids` their embeddings as given.
+    std::vector<KeyedRows> keyed;
+    std::vector<std::string> raw_ids;
     std::string source;         // "checkpoint D/ckpt-0000000300" or "ONNX file F", for messages
     std::int64_t step = -1;     // the checkpoint's global step; -1 for an ONNX file
     std::string dataset;        // D/summary.json's "dataset" ("mnist", "fashion-mnist", "files"); empty: unknown
+
+    // The model inputs read as raw 64-bit ids (load_input_columns' and load_table_split's
+    // raw_inputs): those of the keyed tables' embeddings.
+    std::vector<std::string> raw_inputs() const;
 };
 
 // The model the checkpoint of `step` (nullopt: the newest) in `model_dir` records, with its
@@ -31,11 +42,14 @@ struct InferenceModel {
 //  - kNotFound: no such directory, no committed checkpoint in it, or none of `step` (naming the
 //    steps there are), or (kAverage) no moving average in it;
 //  - kInvalidArgument: the checkpoint is damaged (naming the file, and the newest older
-//    checkpoint that verifies, if any), or its model record cannot be rebuilt.
+//    checkpoint that verifies, if any), or its model record cannot be rebuilt;
+//  - kUnsupported: `raw_ids` does not name exactly the tables the checkpoint holds keyed by raw
+//    ids (check_raw_id_names, workerd/keyed_checkpoint.h), saying which --raw-ids to give or drop.
 // `values`: the parameters, or psd's moving average of them (--ema-decay; common/checkpoint_params.h).
+// `raw_ids`: --raw-ids as training took it; its tables come back in InferenceModel::keyed.
 [[nodiscard]] Result<InferenceModel> load_checkpoint_model(
     const std::string& model_dir, std::optional<std::int64_t> step,
-    CheckpointValues values = CheckpointValues::kParameters);
+    CheckpointValues values = CheckpointValues::kParameters, const std::vector<std::string>& raw_ids = {});
 
 // A model imported from an ONNX file (workerd/onnx/onnx_model.h) with its initializers.
 // Errors: the importer's (kIo unreadable, kInvalidArgument not ONNX or unsupported); kUnsupported

@@ -1,6 +1,7 @@
 // RowIndex (psd/row_index.h): admission by count and by probability, LRU eviction when full,
-// idle eviction by sweep(), checkpoint entries and their restore, and a long random sequence
-// against a plain reference (std::map of ids, a list in update order).
+// the frequency gate of a full index, idle eviction by sweep(), checkpoint entries and their
+// restore, and a long random sequence against a plain reference (std::map of ids, a list in update
+// order). CountSketch (psd/count_sketch.h): never under-counts, ages.
 #include <catch2/catch.hpp>
 
 #include <list>
@@ -9,8 +10,10 @@
 #include <set>
 #include <stdexcept>
 
+#include "psd/count_sketch.h"
 #include "psd/row_index.h"
 
+using psrun::psd::CountSketch;
 using psrun::psd::RowIndex;
 
 TEST_CASE("row index: an id is a row at its first occurrence by default", "[row_index]") {
@@ -139,7 +142,7 @@ TEST_CASE("row index: policies out of range are refused naming the field", "[row
 
 TEST_CASE("row index: a long random sequence matches a plain LRU reference", "[row_index]") {
     constexpr std::uint64_t kCapacity = 128;
-    RowIndex index({.capacity = kCapacity, .evict_after = 300});
+    RowIndex index({.capacity = kCapacity, .evict_after = 300, .frequency_gate = false});
     std::map<std::uint64_t, std::uint64_t> last;  // reference: id -> last update
     std::list<std::uint64_t> order;               // ids, least recently updated first
     std::mt19937_64 rng(5);
@@ -183,4 +186,91 @@ TEST_CASE("row index: a long random sequence matches a plain LRU reference", "[r
     std::vector<std::uint64_t> ids;
     for (const auto& e : index.entries()) ids.push_back(e.id);
     CHECK(ids == std::vector<std::uint64_t>(order.begin(), order.end()));
+}
+
+TEST_CASE("count sketch: estimates never under-count, and halve after age_after additions", "[row_index]") {
+    CountSketch sketch(64, 0, 3);  // narrow: collisions are certain among 500 ids
+    std::map<std::uint64_t, std::uint32_t> truth;
+    std::mt19937_64 rng(1);
+    for (int k = 0; k < 5000; ++k) {
+        const std::uint64_t id = rng() % 500;
+        const std::uint32_t got = sketch.add(id);
+        REQUIRE(got >= ++truth[id]);
+    }
+    for (const auto& [id, count] : truth) REQUIRE(sketch.estimate(id) >= count);
+    CountSketch exact(1 << 12, 0, 3);  // wide: these 3 ids do not collide
+    for (int k = 0; k < 7; ++k) exact.add(11);
+    exact.add(12);
+    CHECK(exact.estimate(11) == 7);
+    CHECK(exact.estimate(12) == 1);
+    CHECK(exact.estimate(13) == 0);
+    CountSketch ageing(1 << 12, 10, 3);
+    for (int k = 0; k < 9; ++k) ageing.add(5);
+    CHECK(ageing.estimate(5) == 9);
+    ageing.add(6);  // the 10th addition halves every counter
+    CHECK(ageing.halvings() == 1);
+    CHECK(ageing.estimate(5) == 4);
+    CHECK(ageing.estimate(6) == 0);
+    ageing.clear();
+    CHECK(ageing.estimate(5) == 0);
+}
+
+namespace {
+
+// Pulls `id` and, when it is a row, pushes it (updated), as a training step does; true on a hit.
+bool touch(RowIndex& index, std::uint64_t id, std::uint64_t step) {
+    const auto got = index.occur(id, step);
+    if (got.slot == RowIndex::kNone) return false;
+    index.updated(got.slot, step);
+    return !got.created;
+}
+
+}  // namespace
+
+TEST_CASE("row index: a full index keeps its frequent ids (frequency gate), plain LRU cycles them out",
+          "[row_index]") {
+    // 50 hot ids, each seen every 100 occurrences, among a stream of ids seen once: a table of 60
+    // rows holds the hot ones with the gate; without it every one-off id evicts the oldest row.
+    auto run = [](bool gate) {
+        RowIndex index({.capacity = 60, .frequency_gate = gate});
+        std::uint64_t hits = 0, hot = 0, cold = 1000000;
+        for (std::uint64_t step = 1; step <= 20000; ++step) {
+            const std::uint64_t id = step % 2 ? hot++ % 50 : cold++;
+            const bool hit = touch(index, id, step);
+            if (step > 10000 && id < 50) hits += hit;
+        }
+        std::uint64_t hot_rows = 0;
+        for (std::uint64_t id = 0; id < 50; ++id) hot_rows += index.find(id) != RowIndex::kNone;
+        return std::tuple{hits, hot_rows, index.counters()};
+    };
+    const auto [gate_hits, gate_rows, gate_counters] = run(true);
+    const auto [lru_hits, lru_rows, lru_counters] = run(false);
+    CHECK(gate_rows == 50);
+    CHECK(gate_hits == 5000);  // every hot occurrence of the second half found its row
+    CHECK(gate_counters.refused_full > 9000);
+    CHECK(gate_counters.evicted_full < 1000);
+    CHECK(lru_hits < 100);  // 60 rows hold 30 steps of traffic; a hot id comes back every 100
+    CHECK(lru_counters.refused_full == 0);
+    CHECK(lru_counters.evicted_full > 9000);
+}
+
+TEST_CASE("row index: the gate's counts age, so a new hot set takes over a full index", "[row_index]") {
+    RowIndex index({.capacity = 40});
+    std::uint64_t step = 0;
+    for (int k = 0; k < 40; ++k) touch(index, static_cast<std::uint64_t>(k), ++step);  // ids 0..39: full
+    CHECK(index.gate() == nullptr);
+    touch(index, 1000, ++step);  // one more: the gate starts counting
+    REQUIRE(index.gate() != nullptr);
+    for (int k = 0; k < 20000; ++k) touch(index, static_cast<std::uint64_t>(k % 40), ++step);
+    for (std::uint64_t id = 0; id < 40; ++id) CHECK(index.find(id) != RowIndex::kNone);
+    for (int k = 0; k < 20000; ++k) touch(index, 100 + static_cast<std::uint64_t>(k % 40), ++step);  // 100..139
+    std::uint64_t new_rows = 0;
+    for (std::uint64_t id = 100; id < 140; ++id) new_rows += index.find(id) != RowIndex::kNone;
+    CHECK(new_rows == 40);
+    CHECK(index.gate()->halvings() > 0);
+    // A restore forgets the counts: the next id into the full index is admitted as at the first fill.
+    const auto entries = index.entries();
+    index.restore(entries);
+    CHECK(index.gate() == nullptr);
+    CHECK(index.occur(999, ++step).created);
 }
