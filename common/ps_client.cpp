@@ -236,7 +236,8 @@ Result<StepInfo> PsClient::exchange(const Exchange& x) {
     const bool pull = x.params != nullptr || !x.pulls.empty();
     if (!push && !pull) return make_error(ErrorCode::kInvalidArgument, "an exchange pushes or pulls something");
     if (!x.pulls.empty() && !x.rows) return make_error(ErrorCode::kInvalidArgument, "pulled rows need a PulledRows");
-    if (auto ok = plan_rows(x.row_grads, x.pulls); !ok) return tl::unexpected(ok.error());
+    if (x.lookup && push) return make_error(ErrorCode::kInvalidArgument, "a lookup exchange pushes nothing");
+    if (auto ok = plan_rows(x.row_grads, x.pulls, x.lookup); !ok) return tl::unexpected(ok.error());
     const MessageType type = push && pull ? MessageType::kPushPull : push ? MessageType::kPush : MessageType::kPull;
     return run_exchange(type, x.grads, x.step, x.params, x.pulls.empty() ? nullptr : x.rows);
 }

@@ -142,6 +142,9 @@ struct Exchange {
     std::span<const RowRequest> pulls = {};
     ParamFrames* params = nullptr;  // the dense parameters are wanted here
     PulledRows* rows = nullptr;     // required when `pulls` is not empty
+    // The pulled rows are only read (evaluation): psd creates, admits and evicts no row for them.
+    // Only on an exchange that pushes nothing.
+    bool lookup = false;
 };
 
 struct RowPlan;  // common/ps_client_rows.cpp
@@ -275,7 +278,8 @@ private:
                                                 std::uint64_t step, ParamFrames* out, PulledRows* rows);
     // Sparse rows (common/ps_client_rows.cpp): splits an exchange's rows over the shards into rows_,
     // appends shard i's row frames, and scatters the rows of shard i's PARAMS into `out`.
-    [[nodiscard]] Result<void> plan_rows(std::span<const RowGrads> grads, std::span<const RowRequest> pulls);
+    [[nodiscard]] Result<void> plan_rows(std::span<const RowGrads> grads, std::span<const RowRequest> pulls,
+                                         bool lookup);
     // `with_grads` false: the pull-ids frames only (the stand-in PULL of a lost exchange).
     void add_row_frames(std::uint32_t shard, wire::Header& header, std::vector<zmq::message_t>& payloads,
                         PayloadForm form, bool with_grads = true);

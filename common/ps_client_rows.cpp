@@ -15,7 +15,7 @@ using wire::FrameDesc;
 using wire::Header;
 using wire::RowPart;
 
-Result<void> PsClient::plan_rows(std::span<const RowGrads> grads, std::span<const RowRequest> pulls) {
+Result<void> PsClient::plan_rows(std::span<const RowGrads> grads, std::span<const RowRequest> pulls, bool lookup) {
     if (!rows_) rows_ = std::make_unique<RowPlan>();
     RowPlan& plan = *rows_;
     const auto num_shards = static_cast<std::uint32_t>(sockets_.size());
@@ -34,6 +34,7 @@ Result<void> PsClient::plan_rows(std::span<const RowGrads> grads, std::span<cons
     plan.request_tables.clear();
     plan.where.clear();
     plan.any = !grads.empty() || !pulls.empty();
+    plan.lookup = lookup;
     auto table_of = [&](std::uint32_t tensor, const char* what) -> Result<std::size_t> {
         const int t = layout_.table_of(tensor);
         if (t < 0)
@@ -164,6 +165,7 @@ void PsClient::add_row_frames(std::uint32_t shard, Header& header, std::vector<z
     for (std::size_t t = 0; t < parts.size(); ++t) {
         const auto& p = parts[t];
         if (p.pulls() == 0) continue;
+        if (rows_->lookup) header.flags |= wire::kFlagLookup;
         header.frames.push_back(FrameDesc{wire::row_frame_id(RowPart::kPullIds, layout_.tables[t].tensor),
                                           static_cast<std::uint32_t>(p.pull_ids.size() * 4 + p.pull_keys.size() * 8)});
         if (p.pull_keys.empty()) payloads.push_back(zero_copy_message(p.pull_ids.data(), p.pull_ids.size() * 4, holds_));

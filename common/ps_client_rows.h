@@ -31,6 +31,7 @@ struct RowPlan {
     // Scratch for sorting: (id, source position).
     std::vector<std::pair<std::uint64_t, std::uint64_t>> order;
     bool any = false;  // this exchange has rows
+    bool lookup = false;  // its pulls only read (wire::kFlagLookup)
 };
 
 }  // namespace psrun

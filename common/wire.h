@@ -23,7 +23,8 @@ inline constexpr std::uint32_t kMagic = 0x4E525350;  // "PSRN"
 // initializer) in the tensor list; 9: sparse tables (row frames, the tables in WELCOME); 10: weight decay
 // and global-norm clipping in INIT; 11: the moving average's decay and the parameter groups in INIT; 12: CHUNK;
 // 13: keyed rows tables (their policy in the tensor list, the keyed flag in WELCOME, 8-byte id frames);
-// 14: JOIN and the JOIN flag on HELLO (workers that join a running job, psrun join)
+// 14: JOIN and the JOIN flag on HELLO (workers that join a running job, psrun join); the LOOKUP flag
+// on PULL (evaluation reads rows without creating or admitting them)
 inline constexpr std::uint16_t kVersion = 14;
 inline constexpr std::size_t kFixedHeaderSize = 48;
 inline constexpr std::size_t kFrameDescriptorSize = 8;
@@ -78,7 +79,11 @@ inline constexpr std::uint32_t kFlagBf16 = 1u << 10;
 // from psd 0's JOIN reply: psd accepts it below --max-workers and counts it in sync steps from its
 // first gradient.
 inline constexpr std::uint32_t kFlagJoin = 1u << 11;
-inline constexpr std::uint32_t kKnownFlags = 0xFFF;
+// On PULL of rows (docs/protocol.md "Sparse tables"): read them only, as evaluation does: psd creates
+// no row, and a keyed table counts no occurrence, admits and evicts nothing (an id that is not a row
+// reads as its initial values).
+inline constexpr std::uint32_t kFlagLookup = 1u << 12;
+inline constexpr std::uint32_t kKnownFlags = 0x1FFF;
 inline constexpr std::uint64_t kMaxShmRegion = 1;  // aux of a shared-memory PUSH: 0 or 1
 
 // Row frames (sparse tables, docs/protocol.md "Sparse tables"): descriptor id =

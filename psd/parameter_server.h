@@ -60,6 +60,7 @@ private:
         std::uint32_t table = 0;
         std::vector<std::uint32_t> ids;
         std::vector<std::uint64_t> keys = {};  // a keyed table's
+        bool lookup = false;                    // only read (wire::kFlagLookup)
     };
     struct Pending {  // a request whose reply waits (init barrier, sync step)
         std::string routing;

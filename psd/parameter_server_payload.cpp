@@ -56,6 +56,8 @@ Result<RowFrames> ParameterServer::decode_rows(const Header& h, Parts& parts, st
     auto rows = parse_row_frames(shard_->layout(), tensors_, options_.index, h.type, payload_form(h.flags), descs, frames,
                                  row_id_spare_, row_key_spare_, row_value_spare_);
     if (!rows) return rows;
+    if (h.flags & wire::kFlagLookup)
+        for (auto& p : rows->pulls) p.lookup = true;
     for (const auto& g : rows->grads) {
         if (wire::all_finite(g.values.data(), g.values.size())) continue;
         ++counters_.nonfinite;
@@ -87,13 +89,13 @@ nlohmann::json ParameterServer::keyed_tables_json() const {
 std::vector<ParameterServer::PendingPull> ParameterServer::copy_pulls(const RowFrames& rows) {
     std::vector<PendingPull> out;
     for (const auto& p : rows.pulls)
-        out.push_back(PendingPull{p.table, {p.ids.begin(), p.ids.end()}, {p.keys.begin(), p.keys.end()}});
+        out.push_back(PendingPull{p.table, {p.ids.begin(), p.ids.end()}, {p.keys.begin(), p.keys.end()}, p.lookup});
     return out;
 }
 
 std::vector<RowSlice> ParameterServer::pull_slices(const std::vector<PendingPull>& pulls) {
     std::vector<RowSlice> out;
-    for (const auto& p : pulls) out.push_back(RowSlice{p.table, p.ids, {}, p.keys});
+    for (const auto& p : pulls) out.push_back(RowSlice{p.table, p.ids, {}, p.keys, p.lookup});
     return out;
 }
 
@@ -112,8 +114,8 @@ void ParameterServer::reply_params(const std::string& routing, std::uint32_t fla
         const std::size_t values = p.size() * table.width;
         // Rows [first, first + n) of the request (a keyed table's by raw id) into `out`.
         auto gather = [&](std::size_t first, std::size_t n, float* out) {
-            if (table.keyed) shard_->rows().gather(p.table, p.keys.subspan(first, n), out);
-            else shard_->rows().gather(p.table, p.ids.subspan(first, n), out);
+            if (table.keyed) shard_->rows().gather(p.table, p.keys.subspan(first, n), out, p.lookup);
+            else shard_->rows().gather(p.table, p.ids.subspan(first, n), out, p.lookup);
         };
         zmq::message_t frame(values * value_bytes(row_form));
         if (row_form == PayloadForm::kBf16) {

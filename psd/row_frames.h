@@ -23,6 +23,7 @@ struct RowSlice {
     std::span<const std::uint32_t> ids;  // strictly ascending, owned by the shard (empty for a keyed table)
     std::span<const float> values;       // gradients: size() x width floats; pulls: empty
     std::span<const std::uint64_t> keys = {};  // a keyed table's raw ids, as `ids`
+    bool lookup = false;  // pulls: only read, nothing created or admitted (wire::kFlagLookup)
     std::size_t size() const { return keys.empty() ? ids.size() : keys.size(); }
 };
 

@@ -237,11 +237,15 @@ void RowStore::update_row(Table& table, std::uint64_t i, const float* grad, cons
     if (averaging()) fold(table, i);
 }
 
-void RowStore::gather(std::size_t t, std::span<const std::uint32_t> ids, float* out) {
+void RowStore::gather(std::size_t t, std::span<const std::uint32_t> ids, float* out, bool lookup) {
     auto& table = tables_[t];
     const std::size_t width = table.spec.width;
     for (std::size_t i = 0; i < ids.size(); ++i) {
         const std::uint64_t row = row_index(ids[i], num_shards_);
+        if (lookup && !(table.created[row >> 6] >> (row & 63) & 1)) {  // read, not created
+            fill_row(table.init, row * num_shards_ + shard_, std::span<float>(out + i * width, width));
+            continue;
+        }
         create(table, row);
         std::memcpy(out + i * width, table.values.data() + row * width, width * sizeof(float));
     }
@@ -262,11 +266,13 @@ void RowStore::apply(std::size_t t, std::span<const std::uint64_t> keys, std::sp
     }
 }
 
-void RowStore::gather(std::size_t t, std::span<const std::uint64_t> keys, float* out) {
+void RowStore::gather(std::size_t t, std::span<const std::uint64_t> keys, float* out, bool lookup) {
     auto& table = tables_[t];
     const std::size_t width = table.spec.width;
     for (std::size_t i = 0; i < keys.size(); ++i) {
-        const auto occurrence = table.index->occur(keys[i], table.updates);
+        RowIndex::Occurrence occurrence;
+        if (lookup) occurrence.slot = table.index->find(keys[i]);
+        else occurrence = table.index->occur(keys[i], table.updates);
         if (occurrence.slot == RowIndex::kNone) {  // not a row: its initial values, not stored
             fill_row(table.init, keys[i], std::span<float>(out + i * width, width));
             continue;

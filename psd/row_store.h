@@ -86,12 +86,15 @@ public:
     // with `grads` (ids.size() x width floats), at the table's current update count.
     void apply(std::size_t t, std::span<const std::uint32_t> ids, std::span<const float> grads);
     // Copies rows `ids` of table t (owned by this shard) to `out` (ids.size() x width floats),
-    // creating those not created yet.
-    void gather(std::size_t t, std::span<const std::uint32_t> ids, float* out);
+    // creating those not created yet; with `lookup` (an evaluation's pull, wire::kFlagLookup) it
+    // creates nothing: a row not created yet reads as its initial values.
+    void gather(std::size_t t, std::span<const std::uint32_t> ids, float* out, bool lookup = false);
     // The same for a keyed table's raw ids (see the header comment): apply() updates the ids that
-    // are rows, gather() counts an occurrence of each (admitting it when the policy says so).
+    // are rows, gather() counts an occurrence of each (admitting it when the policy says so); with
+    // `lookup` it only reads (an id that is not a row reads as its initial values): nothing is
+    // counted, admitted or evicted.
     void apply(std::size_t t, std::span<const std::uint64_t> keys, std::span<const float> grads);
-    void gather(std::size_t t, std::span<const std::uint64_t> keys, float* out);
+    void gather(std::size_t t, std::span<const std::uint64_t> keys, float* out, bool lookup = false);
     // A keyed table's index (null for a vocabulary table) and the gradients apply() dropped
     // because their id was not a row.
     const RowIndex* index(std::size_t t) const { return tables_[t].index.get(); }

@@ -129,12 +129,12 @@ Result<StepInfo> Trainer::pull_rows(PsClient& client) {
         sparse_distinct_.resize(sparse_.tables().size());
         for (std::size_t k = 0; k < sparse_distinct_.size(); ++k) sparse_distinct_[k] += sparse_.tables()[k].distinct();
     }
-    return pull_mapped_rows(client);
+    return pull_mapped_rows(client, false);
 }
 
-Result<StepInfo> Trainer::pull_mapped_rows(PsClient& client) {
+Result<StepInfo> Trainer::pull_mapped_rows(PsClient& client, bool lookup) {
     PulledRows rows;
-    auto info = client.exchange(Exchange{.pulls = sparse_.requests(), .rows = &rows});
+    auto info = client.exchange(Exchange{.pulls = sparse_.requests(), .rows = &rows, .lookup = lookup});
     if (info) sparse_.install(rows, params_.tail());
     return info;
 }
@@ -212,7 +212,8 @@ void Trainer::fetch_eval_rows(nn::Network& m, std::size_t valid) {
     if (client == nullptr) throw std::logic_error("Trainer::evaluate: a sparse table needs set_row_client()");
     sparse_.map_batch([&m](std::size_t input) { return m.input_ids(input); }, static_cast<std::int64_t>(valid),
                       m.options().batch_size);
-    if (auto info = pull_mapped_rows(*client); !info)
+    // Only read: an evaluation creates, admits and evicts no row on psd (wire::kFlagLookup).
+    if (auto info = pull_mapped_rows(*client, true); !info)
         throw std::runtime_error("evaluation: pulling the rows of sparse tables " + sparse_.names() + ": " +
                                  info.error().message);
 }

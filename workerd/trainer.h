@@ -179,8 +179,9 @@ private:
     // The part of a gradient buffer the training network writes (the tensors and its local rows).
     std::span<float> network_grads(ParameterSet& grads) const;
     void fetch_eval_rows(nn::Network& m, std::size_t valid);
-    // Pulls the rows of the last map_batch() into the local table (training and evaluation).
-    [[nodiscard]] Result<StepInfo> pull_mapped_rows(PsClient& client);
+    // Pulls the rows of the last map_batch() into the local table (training; evaluation with
+    // `lookup`: psd only reads them).
+    [[nodiscard]] Result<StepInfo> pull_mapped_rows(PsClient& client, bool lookup);
 };
 
 }  // namespace psrun::worker

@@ -292,3 +292,73 @@ TEST_CASE("sync mode averages a keyed table's rows over the replicas", "[psd][ke
         CHECK(got[2 * kWidth + c] == Approx(initial_row(raw_id(4))[c] - 0.5f * gb[kWidth + c] / 2).margin(1e-6));
     }
 }
+
+TEST_CASE("a lookup pull (an evaluation's) reads rows without creating, counting, admitting or evicting",
+          "[psd][keyed]") {
+    // Over real sockets, a keyed table that admits at the 2nd pull.
+    Cluster cluster(2, base_options(1));
+    PsClient chief(cluster.client_options(0, keyed_model(RowPolicy{.admit_after = 2})));
+    REQUIRE(chief.hello());
+    REQUIRE(chief.init(sgd(0.5f), ramp(chief.layout().total, 1.0f)));
+    auto lookup = [&](const std::vector<std::uint64_t>& keys) {
+        const RowRequest request{.tensor = 1, .keys = keys};
+        PulledRows rows;
+        REQUIRE(chief.exchange(Exchange{.pulls = {&request, 1}, .rows = &rows, .lookup = true}));
+        return std::vector<float>(rows.rows(0).begin(), rows.rows(0).end());
+    };
+    auto totals = [&] {
+        std::map<std::string, std::uint64_t> sum;
+        for (std::uint32_t s = 0; s < 2; ++s) {
+            auto stats = chief.stats(s);
+            REQUIRE(stats);
+            for (const char* key : {"rows", "admitted", "refused", "evicted_full"})
+                sum[key] += (*stats)["keyed_tables"]["emb"][key].get<std::uint64_t>();
+        }
+        return sum;
+    };
+    std::vector<std::uint64_t> trained, unseen;
+    for (std::uint64_t i = 0; i < 40; ++i) trained.push_back(raw_id(i));
+    for (std::uint64_t i = 1000; i < 1040; ++i) unseen.push_back(raw_id(i));
+    for (int k = 0; k < 3; ++k) lookup(trained);  // never counted: no admission however often
+    auto none = totals();
+    CHECK(none["rows"] == 0);
+    CHECK(none["refused"] == 0);
+    pull(chief, trained);  // counted twice: rows now
+    pull(chief, trained);
+    std::vector<float> grads(trained.size() * kWidth, 0.1f);
+    push(chief, trained, grads, 0);
+    const auto before = totals();
+    CHECK(before.at("rows") == 40);
+    auto both = trained;
+    both.insert(both.end(), unseen.begin(), unseen.end());
+    const auto got = lookup(both);
+    const auto trained_now = pull(chief, trained);  // the ordinary pull's values are the lookup's
+    for (std::size_t i = 0; i < trained.size() * kWidth; ++i) REQUIRE(got[i] == trained_now[i]);
+    for (std::size_t i = 0; i < unseen.size(); ++i)
+        for (std::uint32_t c = 0; c < kWidth; ++c)
+            REQUIRE(got[(trained.size() + i) * kWidth + c] == initial_row(unseen[i])[c]);
+    for (int k = 0; k < 3; ++k) lookup(unseen);
+    const auto after = totals();
+    CHECK(after == before);  // nothing admitted, refused or evicted by the lookups
+    // A lookup pushes nothing: refused before anything is sent.
+    const RowGrads rows{.tensor = 1, .values = grads, .keys = trained};
+    auto refused = chief.exchange(Exchange{.grads = std::vector<float>(chief.layout().total, 0.0f),
+                                           .row_grads = {&rows, 1}, .lookup = true});
+    REQUIRE_FALSE(refused);
+    CHECK_THAT(refused.error().message, Catch::Contains("lookup"));
+
+    // A vocabulary table: a lookup of rows never pushed reads their initial values, creating none.
+    std::vector<TensorSpec> vocab = {{"emb", {64, kWidth}}};
+    vocab[0].kind = TensorKind::kRows;
+    vocab[0].row_init = RowInit{RowInitKind::kUniform, 0.1f, 7};
+    const auto layout = *compute_layout(vocab, 2);
+    psd::RowStore store(layout, 1, vocab);
+    store.init(OptimizerConfig{.kind = OptimizerKind::kSgd, .learning_rate = 0.5f});
+    const std::vector<std::uint32_t> ids{1, 3, 5};  // shard 1 of 2 owns the odd ids
+    std::vector<float> read(ids.size() * kWidth), created(ids.size() * kWidth);
+    store.gather(0, ids, read.data(), true);
+    CHECK(store.rows_created() == 0);
+    store.gather(0, ids, created.data());
+    CHECK(store.rows_created() == 3);
+    CHECK(read == created);
+}
