@@ -122,6 +122,18 @@ std::span<std::uint64_t> SparseTables::raw_ids(std::size_t input, std::int64_t b
     return {};
 }
 
+void SparseTables::keep_raw(int k, int count, std::int64_t batch) {
+    step_raw_.resize(tables_.size());
+    for (std::size_t t = 0; t < tables_.size(); ++t) {
+        if (!tables_[t].keyed()) continue;
+        const auto n = static_cast<std::size_t>(tables_[t].lookups(batch));
+        auto& step = step_raw_[t];
+        step.resize(n * static_cast<std::size_t>(count));
+        std::copy_n(raw_[t].begin(), n, step.begin() + static_cast<std::ptrdiff_t>(n * static_cast<std::size_t>(k)));
+        if (k == count - 1) raw_[t].assign(step.begin(), step.end());
+    }
+}
+
 bool SparseTables::keyed() const {
     return std::any_of(tables_.begin(), tables_.end(), [](const SparseTable& t) { return t.keyed(); });
 }

@@ -90,6 +90,11 @@ public:
     // examples (empty when no keyed table reads it). Valid until the next call with a larger batch.
     std::span<std::uint64_t> raw_ids(std::size_t input, std::int64_t batch);
     bool keyed() const;  // any table is keyed by raw ids
+    // --accumulate-steps: micro-batch k of `count` (each of `batch` examples) was loaded into the
+    // raw-id buffers; keeps its raw ids at position k of the update's. After the last one (k =
+    // count - 1) each buffer holds the `count` micro-batches' raw ids in order, for a map_batch()
+    // over count x batch examples, as StepBatches::ids() does for the row ids.
+    void keep_raw(int k, int count, std::int64_t batch);
     // The distinct ids of the last map_batch(), one request per table, to pull in one exchange.
     std::span<const RowRequest> requests() const { return requests_; }
     // Copies the pulled rows (PulledRows of requests()) into the blocks of `tail`.
@@ -109,6 +114,7 @@ private:
     std::vector<RowRequest> requests_;
     std::vector<RowGrads> grads_;
     std::vector<std::vector<std::uint64_t>> raw_;  // per table: a keyed table's raw ids of the batch
+    std::vector<std::vector<std::uint64_t>> step_raw_;  // per table: keep_raw()'s micro-batches
     std::vector<std::size_t> block_offsets(std::int64_t batch) const;
 };
 

@@ -82,9 +82,6 @@ Trainer::Trainer(const TrainerConfig& config, std::unique_ptr<BatchSource> train
       augmenter_(config.augment, config.seed, static_cast<std::uint32_t>(config.shard.index)) {
     config_.network.forward_only = false;
     if (config_.accumulate_steps < 1) throw std::invalid_argument("TrainerConfig::accumulate_steps < 1");
-    if (config_.accumulate_steps > 1 && sparse_.keyed())
-        throw UsageError("--accumulate-steps with --raw-ids: the micro-batches of a table keyed by raw ids are not "
-                         "mapped together yet: drop one of them");
     if (config_.augment.enabled() && !config_.model->image_input())
         throw UsageError("--augment: model " + config_.model->name + " does not take images (its input is " +
                          nn::to_string(config_.model->input().dims) + "): augmentation flips and shifts images");

@@ -22,6 +22,7 @@ void Trainer::load_step_batches() {
     for (int k = 0; k < config_.accumulate_steps; ++k) {
         load_batch();
         step_batches_->save(n, k);
+        if (sparse_.keyed()) sparse_.keep_raw(k, config_.accumulate_steps, batch);  // raw ids beside them
     }
     const std::int64_t examples = batch * config_.accumulate_steps;
     sparse_.map_batch([this](std::size_t input) { return step_batches_->ids(input); }, examples, examples);

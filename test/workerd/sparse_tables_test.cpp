@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -192,6 +194,57 @@ TEST_CASE("accumulation: an update's micro-batches are mapped together and each 
     CHECK(ids(i) == std::vector<std::int32_t>{2, 5, 2, 3, 3, 0});
     CHECK(n.input(x)[3] == -1.0f);
     CHECK(n.targets()[0] == 0.0f);
+}
+
+TEST_CASE("accumulation with raw ids: each micro-batch's raw ids are kept and the update's mapped together",
+          "[trainer][sparse][accumulate]") {
+    const nn::ModelDescription model = recommender();
+    SparseTables tables(model, {"emb_u"}, 7, RawIdTables{.names = {"emb_i"}, .policy = {}});
+    REQUIRE(tables.tables().size() == 2);
+    const std::size_t keyed = tables.tables()[0].keyed() ? 0 : 1;
+    REQUIRE(tables.tables()[keyed].keyed());
+    const nn::ModelDescription local = tables.local_model(4);  // micro-batches of 2, two per update
+    std::vector<float> params(static_cast<std::size_t>(local.parameter_count));
+    std::vector<float> grads(params.size());
+    nn::NetworkOptions options;
+    options.batch_size = 2;
+    auto created = nn::Network::create(local, options, params, grads);
+    if (!created) FAIL(created.error().message);
+    nn::Network& n = **created;
+    const std::size_t u = tables.tables()[1 - keyed].input(), i = tables.tables()[keyed].input();
+    const std::uint64_t A = 0xFFFFFFFFFFFFFF01ull, B = 7, C = 1ull << 40, D = 99, E = 0x8000000000000000ull,
+                        F = 12345678901234ull, G = 3;
+    const std::vector<std::uint64_t> first{A, B, A, C, D, E}, second{C, F, A, F, G, B};
+    StepBatches step(n, 2);
+    int k = 0;
+    for (const auto* raw : {&first, &second}) {  // as Trainer::load_step_batches loads them
+        std::fill(n.input_ids(u).begin(), n.input_ids(u).end(), k + 1);
+        const auto buffer = tables.raw_ids(i, 2);
+        REQUIRE(buffer.size() == 6);
+        std::copy(raw->begin(), raw->end(), buffer.begin());
+        step.save(n, k);
+        tables.keep_raw(k, 2, 2);
+        ++k;
+    }
+    tables.map_batch([&](std::size_t input) { return step.ids(input); }, 4, 4);
+    const auto request = tables.requests()[keyed];  // one pull for the update: the union, ascending
+    CHECK(std::vector<std::uint64_t>(request.keys.begin(), request.keys.end()) ==
+          std::vector<std::uint64_t>{G, B, D, C, F, A, E});
+    std::map<std::uint64_t, std::int32_t> row_of;  // each raw id, one local row in both micro-batches
+    std::set<std::int32_t> rows;
+    k = 0;
+    for (const auto* raw : {&first, &second}) {
+        step.restore(n, k++);
+        const auto ids = n.input_ids(i);
+        for (std::size_t p = 0; p < raw->size(); ++p) {
+            const auto [it, fresh] = row_of.emplace((*raw)[p], ids[p]);
+            CHECK(it->second == ids[p]);
+            if (fresh) rows.insert(ids[p]);
+        }
+        CHECK(n.input_ids(u)[0] == 0);  // the row-id table: its one id mapped to local row 0
+    }
+    CHECK(row_of.size() == 7);
+    CHECK(rows.size() == 7);  // distinct ids, distinct rows
 }
 
 TEST_CASE("the automatic rule makes every table over the threshold sparse", "[trainer][sparse]") {
