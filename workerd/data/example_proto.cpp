@@ -43,30 +43,19 @@ struct Reader {
     // Skips a field of `wire` type (its tag already read).
     Result<void> skip(std::uint32_t wire) {
         switch (wire) {
-            case kVarint: {
-                auto v = varint();
-                if (!v) return tl::unexpected(v.error());
-                return {};
-            }
-            case kFixed64: {
-                auto b = bytes(8);
-                if (!b) return tl::unexpected(b.error());
-                return {};
-            }
-            case kLength: {
-                auto b = length_delimited();
-                if (!b) return tl::unexpected(b.error());
-                return {};
-            }
-            case kFixed32: {
-                auto b = bytes(4);
-                if (!b) return tl::unexpected(b.error());
-                return {};
-            }
+            case kVarint: return ignored(varint());
+            case kFixed64: return ignored(bytes(8));
+            case kLength: return ignored(length_delimited());
+            case kFixed32: return ignored(bytes(4));
             default:
                 return make_error(ErrorCode::kInvalidArgument, "wire type " + std::to_string(wire) +
                                                                    " (groups or invalid) is not used by tf.train.Example");
         }
+    }
+    template <class T>
+    static Result<void> ignored(const Result<T>& read) {
+        if (!read) return tl::unexpected(read.error());
+        return {};
     }
     // The next tag as (field, wire type); field 0 is invalid.
     Result<std::pair<std::uint64_t, std::uint32_t>> tag() {
@@ -79,6 +68,22 @@ struct Reader {
 
 Reader reader_of(std::span<const std::uint8_t> s) { return {s.data(), s.data() + s.size()}; }
 
+// Calls take(field, wire type, reader) for every field of `msg`, the reader just past the tag;
+// take returns Result<bool>: true when it read the field, false to have it skipped.
+template <class Take>
+Result<void> for_each_field(std::span<const std::uint8_t> msg, Take&& take) {
+    Reader r = reader_of(msg);
+    while (!r.done()) {
+        auto t = r.tag();
+        if (!t) return tl::unexpected(t.error());
+        auto took = take(t->first, t->second, r);
+        if (!took) return tl::unexpected(took.error());
+        if (!*took)
+            if (auto ok = r.skip(t->second); !ok) return ok;
+    }
+    return {};
+}
+
 float float_at(const std::uint8_t* p) {
     std::uint32_t u = std::uint32_t{p[0]} | std::uint32_t{p[1]} << 8 | std::uint32_t{p[2]} << 16 |
                       std::uint32_t{p[3]} << 24;
@@ -86,145 +91,107 @@ float float_at(const std::uint8_t* p) {
 }
 
 Result<void> parse_bytes_list(std::span<const std::uint8_t> msg, FeatureValues& out) {
-    Reader r = reader_of(msg);
-    while (!r.done()) {
-        auto t = r.tag();
-        if (!t) return tl::unexpected(t.error());
-        if (t->first == 1 && t->second == kLength) {
-            auto v = r.length_delimited();
-            if (!v) return tl::unexpected(v.error());
-            out.bytes.push_back(*v);
-        } else if (auto ok = r.skip(t->second); !ok) {
-            return ok;
-        }
-    }
-    return {};
+    return for_each_field(msg, [&](std::uint64_t field, std::uint32_t wire, Reader& r) -> Result<bool> {
+        if (field != 1 || wire != kLength) return false;
+        auto v = r.length_delimited();
+        if (!v) return tl::unexpected(v.error());
+        out.bytes.push_back(*v);
+        return true;
+    });
 }
 
 Result<void> parse_float_list(std::span<const std::uint8_t> msg, FeatureValues& out) {
-    Reader r = reader_of(msg);
-    while (!r.done()) {
-        auto t = r.tag();
-        if (!t) return tl::unexpected(t.error());
-        if (t->first == 1 && t->second == kLength) {  // packed
-            auto v = r.length_delimited();
-            if (!v) return tl::unexpected(v.error());
-            if (v->size() % 4 != 0)
-                return make_error(ErrorCode::kInvalidArgument,
-                                  "a packed float_list of " + std::to_string(v->size()) + " bytes (not a multiple of 4)");
-            for (std::size_t i = 0; i < v->size(); i += 4) out.floats.push_back(float_at(v->data() + i));
-        } else if (t->first == 1 && t->second == kFixed32) {
-            auto v = r.bytes(4);
-            if (!v) return tl::unexpected(v.error());
-            out.floats.push_back(float_at(v->data()));
-        } else if (auto ok = r.skip(t->second); !ok) {
-            return ok;
-        }
-    }
-    return {};
+    return for_each_field(msg, [&](std::uint64_t field, std::uint32_t wire, Reader& r) -> Result<bool> {
+        if (field != 1 || (wire != kLength && wire != kFixed32)) return false;
+        auto v = wire == kLength ? r.length_delimited() : r.bytes(4);  // packed, or one value
+        if (!v) return tl::unexpected(v.error());
+        if (v->size() % 4 != 0)
+            return make_error(ErrorCode::kInvalidArgument,
+                              "a packed float_list of " + std::to_string(v->size()) + " bytes (not a multiple of 4)");
+        for (std::size_t i = 0; i < v->size(); i += 4) out.floats.push_back(float_at(v->data() + i));
+        return true;
+    });
 }
 
 Result<void> parse_int64_list(std::span<const std::uint8_t> msg, FeatureValues& out) {
-    Reader r = reader_of(msg);
-    while (!r.done()) {
-        auto t = r.tag();
-        if (!t) return tl::unexpected(t.error());
-        if (t->first == 1 && t->second == kLength) {  // packed
-            auto v = r.length_delimited();
-            if (!v) return tl::unexpected(v.error());
-            Reader packed = reader_of(*v);
-            while (!packed.done()) {
-                auto x = packed.varint();
-                if (!x) return tl::unexpected(x.error());
-                out.ints.push_back(static_cast<std::int64_t>(*x));
-            }
-        } else if (t->first == 1 && t->second == kVarint) {
-            auto x = r.varint();
-            if (!x) return tl::unexpected(x.error());
-            out.ints.push_back(static_cast<std::int64_t>(*x));
-        } else if (auto ok = r.skip(t->second); !ok) {
-            return ok;
+    auto take_varint = [&](Reader& r) -> Result<void> {
+        auto x = r.varint();
+        if (!x) return tl::unexpected(x.error());
+        out.ints.push_back(static_cast<std::int64_t>(*x));
+        return {};
+    };
+    return for_each_field(msg, [&](std::uint64_t field, std::uint32_t wire, Reader& r) -> Result<bool> {
+        if (field != 1 || (wire != kLength && wire != kVarint)) return false;
+        if (wire == kVarint) {
+            if (auto ok = take_varint(r); !ok) return tl::unexpected(ok.error());
+            return true;
         }
-    }
-    return {};
+        auto v = r.length_delimited();  // packed
+        if (!v) return tl::unexpected(v.error());
+        for (Reader packed = reader_of(*v); !packed.done();)
+            if (auto ok = take_varint(packed); !ok) return tl::unexpected(ok.error());
+        return true;
+    });
 }
 
 Result<void> parse_feature(std::span<const std::uint8_t> msg, FeatureValues& out) {
     out = FeatureValues{};
-    Reader r = reader_of(msg);
-    while (!r.done()) {
-        auto t = r.tag();
-        if (!t) return tl::unexpected(t.error());
-        if (t->second == kLength && t->first >= 1 && t->first <= 3) {
-            auto v = r.length_delimited();
-            if (!v) return tl::unexpected(v.error());
-            FeatureValues one;  // a later oneof member replaces an earlier one
-            Result<void> ok;
-            if (t->first == 1) {
-                one.kind = FeatureKind::kBytes;
-                ok = parse_bytes_list(*v, one);
-            } else if (t->first == 2) {
-                one.kind = FeatureKind::kFloat;
-                ok = parse_float_list(*v, one);
-            } else {
-                one.kind = FeatureKind::kInt64;
-                ok = parse_int64_list(*v, one);
-            }
-            if (!ok) return ok;
-            if (out.kind == one.kind) {  // the same list twice: protobuf merges them
-                out.bytes.insert(out.bytes.end(), one.bytes.begin(), one.bytes.end());
-                out.floats.insert(out.floats.end(), one.floats.begin(), one.floats.end());
-                out.ints.insert(out.ints.end(), one.ints.begin(), one.ints.end());
-            } else {
-                out = std::move(one);
-            }
-        } else if (auto ok = r.skip(t->second); !ok) {
-            return ok;
+    return for_each_field(msg, [&](std::uint64_t field, std::uint32_t wire, Reader& r) -> Result<bool> {
+        if (wire != kLength || field < 1 || field > 3) return false;
+        auto v = r.length_delimited();
+        if (!v) return tl::unexpected(v.error());
+        FeatureValues one;  // a later oneof member replaces an earlier one
+        Result<void> ok;
+        if (field == 1) {
+            one.kind = FeatureKind::kBytes;
+            ok = parse_bytes_list(*v, one);
+        } else if (field == 2) {
+            one.kind = FeatureKind::kFloat;
+            ok = parse_float_list(*v, one);
+        } else {
+            one.kind = FeatureKind::kInt64;
+            ok = parse_int64_list(*v, one);
         }
-    }
-    return {};
+        if (!ok) return tl::unexpected(ok.error());
+        if (out.kind == one.kind) {  // the same list twice: protobuf merges them
+            out.bytes.insert(out.bytes.end(), one.bytes.begin(), one.bytes.end());
+            out.floats.insert(out.floats.end(), one.floats.begin(), one.floats.end());
+            out.ints.insert(out.ints.end(), one.ints.begin(), one.ints.end());
+        } else {
+            out = std::move(one);
+        }
+        return true;
+    });
 }
 
 // Calls visit(key, value message) for every map entry of every Features of `record`.
 template <class Visit>
 Result<void> for_each_entry(std::span<const std::uint8_t> record, Visit&& visit) {
-    Reader ex = reader_of(record);
-    while (!ex.done()) {
-        auto t = ex.tag();
-        if (!t) return tl::unexpected(t.error());
-        if (!(t->first == 1 && t->second == kLength)) {
-            if (auto ok = ex.skip(t->second); !ok) return ok;
-            continue;
-        }
-        auto features = ex.length_delimited();
-        if (!features) return tl::unexpected(features.error());
-        Reader fs = reader_of(*features);
-        while (!fs.done()) {
-            auto ft = fs.tag();
-            if (!ft) return tl::unexpected(ft.error());
-            if (!(ft->first == 1 && ft->second == kLength)) {
-                if (auto ok = fs.skip(ft->second); !ok) return ok;
-                continue;
-            }
-            auto entry = fs.length_delimited();
-            if (!entry) return tl::unexpected(entry.error());
-            Reader en = reader_of(*entry);
-            std::span<const std::uint8_t> key, value;
-            while (!en.done()) {
-                auto et = en.tag();
-                if (!et) return tl::unexpected(et.error());
-                if ((et->first == 1 || et->first == 2) && et->second == kLength) {
-                    auto v = en.length_delimited();
-                    if (!v) return tl::unexpected(v.error());
-                    (et->first == 1 ? key : value) = *v;
-                } else if (auto ok = en.skip(et->second); !ok) {
-                    return ok;
-                }
-            }
-            if (auto ok = visit(key, value); !ok) return ok;
-        }
-    }
-    return {};
+    // Example { Features features = 1 } -> Features { map<string, Feature> feature = 1 } -> entry
+    // { string key = 1; Feature value = 2 }: each level's field 1, length-delimited.
+    auto nested = [](auto&& inner) {
+        return [inner](std::uint64_t field, std::uint32_t wire, Reader& r) -> Result<bool> {
+            if (field != 1 || wire != kLength) return false;
+            auto v = r.length_delimited();
+            if (!v) return tl::unexpected(v.error());
+            if (auto ok = inner(*v); !ok) return tl::unexpected(ok.error());
+            return true;
+        };
+    };
+    auto entry = [&](std::span<const std::uint8_t> bytes) -> Result<void> {
+        std::span<const std::uint8_t> key, value;
+        auto ok = for_each_field(bytes, [&](std::uint64_t field, std::uint32_t wire, Reader& r) -> Result<bool> {
+            if ((field != 1 && field != 2) || wire != kLength) return false;
+            auto v = r.length_delimited();
+            if (!v) return tl::unexpected(v.error());
+            (field == 1 ? key : value) = *v;
+            return true;
+        });
+        if (!ok) return ok;
+        return visit(key, value);
+    };
+    auto features = [&](std::span<const std::uint8_t> bytes) { return for_each_field(bytes, nested(entry)); };
+    return for_each_field(record, nested(features));
 }
 
 void put_varint(std::vector<std::uint8_t>& out, std::uint64_t v) {
