@@ -4,8 +4,8 @@
 # (--max-workers 4, --min-workers 2). At ~30% of the steps two more workers join with `psrun join`
 # (the job's join file in the model dir tells them where psd is); psd 0 hands them slots 2 and 3,
 # they take the current parameters and lease chunks. A fifth join is refused (no room, exit 2), so is
-# one with another model and one without --data-chunks. At ~60% joiner 3 is SIGKILLed by PID: psd drops
-# it. The run ends 0; summary.json lists both joins and the drop; every complete epoch counted exactly
+# one with another model and one without --data-chunks. At ~60% the second joiner started is SIGKILLed by
+# PID (its workerd: psrun join execs it): psd drops it. The run ends 0; summary.json lists both joins and the drop; every complete epoch counted exactly
 # 60,000 examples; the test accuracy is within 1.5 points of an undisturbed 2-worker run.
 # Every process is stopped by PID; the temp dir is removed.
 # Usage: join_test.sh <psrun> <async|sync>
