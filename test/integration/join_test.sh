@@ -49,6 +49,17 @@ code=$?
 check "psrun join with no job on the model dir exits 2 (rc=$code)" test "$code" -eq 2
 check "... naming the join file" grep -q "join.json does not exist" "$tmp/nojob.log"
 
+# Where psd is, without a join file: TF_CONFIG's cluster.ps, or TF's --ps_hosts flag (dry runs).
+out=$(TF_CONFIG='{"cluster":{"ps":["n1:2222","n2:2222"],"worker":["n3:2222"]},"task":{"type":"worker","index":0}}' \
+      timeout 30 "$psrun" join --key-file /k --run-id tf-1 --threads 1 --dry-run -- --data-chunks 6 2>&1)
+check "psrun join reads TF_CONFIG's ps list ($out)" test "$out" = \
+    "workerd --join --ps tcp://n1:2222,tcp://n2:2222 --key-file /k --threads 1 --run-id tf-1 --data-chunks 6"
+out=$(timeout 30 "$psrun" join --ps_hosts n1:2222 --no-auth --threads 1 --dry-run -- --data-chunks 6 2>&1)
+check "psrun join takes --ps_hosts ($out)" test "$out" = "workerd --join --ps n1:2222 --no-auth --threads 1 --data-chunks 6"
+timeout 30 "$psrun" join --ps n1:99999 --no-auth --dry-run -- --data-chunks 6 >"$tmp/port.log" 2>&1
+code=$?
+check "psrun join refuses a bad --ps port with exit 2 (rc=$code)" test "$code" -eq 2
+
 # Undisturbed reference: 2 workers, nobody joins.
 timeout 300 "$psrun" local "${run_opts[@]}" -- "${train_opts[@]}" --model-dir "$tmp/ref" >"$tmp/ref.log" 2>&1
 code=$?
