@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <iostream>
@@ -13,6 +14,7 @@
 #include "common/result.h"
 #include "launcher/daemon_command.h"
 #include "launcher/join_file.h"
+#include "launcher/tf_cluster.h"
 
 namespace psrun::launcher {
 namespace {
@@ -28,6 +30,17 @@ struct JoinOptions {
     std::optional<double> reconnect_wait;
     bool dry_run = false;
 };
+
+std::vector<std::string> join_split_endpoints(const std::string& text) {
+    std::vector<std::string> out;
+    std::size_t start = 0;
+    while (start <= text.size()) {
+        const std::size_t comma = std::min(text.find(',', start), text.size());
+        out.push_back(text.substr(start, comma - start));
+        start = comma + 1;
+    }
+    return out;
+}
 
 // The workerd command line of a joiner: psd's endpoints and auth from `info`, then the training options.
 std::vector<std::string> join_argv(const JoinInfo& info, const JoinOptions& o, const std::vector<std::string>& training,
@@ -57,10 +70,24 @@ void run_join(const JoinOptions& o, CommandContext& ctx) {
             throw UsageError("psrun join: " + a + " is not for a joining worker (psd 0 hands out its index; a chief "
                              "never joins): drop it");
     JoinInfo info;
-    if (!o.ps.empty()) {
+    std::string ps = o.ps;
+    std::string source = "--ps";
+    const auto tf_config = env_get(ctx.env, "TF_CONFIG");
+    if (ps.empty() && tf_config && !tf_config->empty()) {  // the job's ps list, as psrun run reads it
+        auto map = map_from_tf_config(*tf_config);
+        if (!map) throw UsageError(map.error().message);
+        if (map->ps.empty()) throw UsageError("TF_CONFIG: cluster.ps is empty: a joining worker needs the job's psd");
+        for (const std::string& address : map->ps) ps += (ps.empty() ? "" : ",") + std::string("tcp://") + address;
+        source = "TF_CONFIG";
+    } else if (!ps.empty()) {
+        for (const std::string& address : join_split_endpoints(ps))
+            if (address.find("://") == std::string::npos)
+                if (auto ok = check_host_port(address, "--ps"); !ok) throw UsageError(ok.error().message);
+    }
+    if (!ps.empty()) {
         if (!o.no_auth && o.key_file.empty())
-            throw UsageError("psrun join --ps needs --key-file F (the job's key file) or --no-auth");
-        info.ps = o.ps;
+            throw UsageError("psrun join with " + source + " needs --key-file F (the job's key file) or --no-auth");
+        info.ps = ps;
         info.key_file = o.key_file;
         info.no_auth = o.no_auth;
         info.auth = o.auth;
@@ -113,7 +140,9 @@ void add_join_command(CLI::App& app, CommandContext& ctx) {
         "join [--ps EPS --key-file F | --no-auth] [options] -- training options (the job's, with --data-chunks C; "
         "without --ps, --model-dir D among them finds the job's join file)");
     auto* key = cmd->add_option("--key-file", o->key_file, "with --ps: the job's key file");
-    cmd->add_option("--ps", o->ps, "psd endpoints of the job (tcp://HOST:PORT or ipc:///path, comma-separated)");
+    cmd->add_option("--ps,--ps_hosts,--ps-hosts", o->ps,
+                    "psd endpoints of the job (HOST:PORT, tcp://HOST:PORT or ipc:///path, comma-separated); default: "
+                    "TF_CONFIG's cluster.ps when set, else the join file of --model-dir");
     auto* no_auth = cmd->add_flag("--no-auth", o->no_auth, "with --ps: the job runs without authentication")->excludes(key);
     cmd->add_option("--auth", o->auth, "with --ps and --key-file, on tcp: mac or curve, as the job's daemons")
         ->check(CLI::IsMember({"mac", "curve"}))

@@ -22,6 +22,7 @@
 #include "workerd/datasets.h"
 #include "workerd/barrier.h"
 #include "workerd/hooks.h"
+#include "workerd/job_join.h"
 #include "workerd/model_identity.h"
 #include "workerd/run_recipe.h"
 #include "workerd/preemption.h"
@@ -69,20 +70,6 @@ void add_cluster_options(CLI::App& app, ClusterOptions& o) {
     add_fault_options(app, o.faults);
 }
 
-Result<wire::JoinGrant> join_running_job(const PsClientOptions& worker, std::uint32_t data_chunks) {
-    PsClientOptions tool = worker;  // a tool's JOIN: no slot yet, so no worker index to speak for
-    tool.role = wire::Role::kTool;
-    tool.index = 0;
-    tool.shared_memory = false;
-    tool.reconnect_wait = std::chrono::milliseconds(0);
-    try {
-        PsClient client(tool);
-        return client.join(wire::JoinRequest{worker.model, data_chunks});
-    } catch (const std::exception& e) {
-        return make_error(ErrorCode::kInvalidArgument, e.what());
-    }
-}
-
 DistributedWorker::DistributedWorker(ClusterOptions cluster, TrainOptions training)
     : cluster_(std::move(cluster)), training_(std::move(training)) {}
 
@@ -92,12 +79,7 @@ int DistributedWorker::run() {
     const auto endpoints = split_endpoint_list(c.ps);
     if (endpoints.empty()) throw UsageError("give --ps EP0,EP1,... (or --standalone to train without psd)");
     if (c.join) {
-        if (c.chief)
-            throw UsageError("--join: a chief never joins (it initialises psd and writes the checkpoints): drop "
-                             "--chief, or start the job with it");
-        if (c.data_chunks == 0)
-            throw UsageError("--join needs --data-chunks C (the run's value): a joining worker reads the chunks psd 0 "
-                             "leases, so that each epoch still visits every example once");
+        check_join_options(c);  // workerd/job_join.h
     } else {
         if (c.num_workers == 0) throw UsageError("give --num-workers W (W >= 1)");
         if (c.index >= c.num_workers)
@@ -148,18 +130,10 @@ int DistributedWorker::run() {
     po.shm_regions = training_.overlap == "on" ? 2 : 1;
     po.wire_bf16 = training_.wire_precision == "bf16";
     if (c.join) {  // ask psd 0 for a slot (JOIN), then say HELLO there like any worker
-        auto grant = join_running_job(po, c.data_chunks);
-        if (!grant) {
-            spdlog::error("cannot join the job: {} (--ps {})", grant.error().message, c.ps);
-            return grant.error().code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure;
+        if (auto joined = take_join_slot(c, po); !joined) {
+            spdlog::error("cannot join the job: {} (--ps {})", joined.error().message, c.ps);
+            return joined.error().code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure;
         }
-        c.index = grant->index;
-        c.num_workers = grant->num_workers;
-        po.index = c.index;
-        po.join = true;
-        spdlog::default_logger()->set_pattern("%H:%M:%S.%e %^%l%$ [workerd:" + std::to_string(c.index) + "] %v");
-        spdlog::info("join: psd 0 handed out worker slot {} (the job started with {} workers, room for {})", c.index,
-                     grant->num_workers, grant->max_workers);
     }
     std::unique_ptr<PsClient> client_ptr;
     try {

@@ -14,7 +14,6 @@
 #include <CLI/CLI.hpp>
 
 #include "common/drain_budget.h"
-#include "common/ps_client.h"
 #include "workerd/ps_recovery.h"
 #include "workerd/train_options.h"
 
@@ -48,10 +47,6 @@ struct ClusterOptions {
 // Registers --ps, --num-workers, --chief, --evaluator, --key-file, --no-auth, --auth and the timeouts.
 // (--index is registered by main.cpp; it also names the log prefix.)
 void add_cluster_options(CLI::App& app, ClusterOptions& options);
-
-// --join: asks psd 0 for a worker slot (JOIN) with the model and data plan of `worker`'s client
-// options; a tool's short-lived client, before any HELLO.
-[[nodiscard]] Result<wire::JoinGrant> join_running_job(const PsClientOptions& worker, std::uint32_t data_chunks);
 
 class DistributedWorker {
 public:

@@ -24,7 +24,7 @@ nn_sources=$(echo "workerd/nn/field_reader.cpp workerd/nn/graph_builder.cpp work
   common/optimizer.cpp common/lamb.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp common/param_groups.cpp" | tr -s '\n ' '  ')
 
 declare -A targets=(
-  [wire]="common/wire.cpp common/wire_bodies.cpp common/wire_chunks.cpp common/shm_segment.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp common/optimizer.cpp common/lamb.cpp common/param_groups.cpp|-lz -lfmt|4096"
+  [wire]="common/wire.cpp common/wire_bodies.cpp common/wire_chunks.cpp common/wire_join.cpp common/shm_segment.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp common/optimizer.cpp common/lamb.cpp common/param_groups.cpp|-lz -lfmt|4096"
   [hostlist]="launcher/hostlist.cpp|-lslurm -lfmt|256"
   [slurm_lists]="launcher/slurm_lists.cpp|-lfmt|256"
   [slurm_env]="launcher/slurm_env.cpp launcher/het_job.cpp launcher/hostlist.cpp launcher/slurm_lists.cpp launcher/env_map.cpp|-lslurm -lfmt|1024"

@@ -4,9 +4,10 @@
 # (--max-workers 4, --min-workers 2). At ~30% of the steps two more workers join with `psrun join`
 # (the job's join file in the model dir tells them where psd is); psd 0 hands them slots 2 and 3,
 # they take the current parameters and lease chunks. A fifth join is refused (no room, exit 2), so is
-# one with another model and one without --data-chunks. At ~60% joiner 3 is SIGKILLed by PID: psd drops
-# it. The run ends 0; summary.json lists both joins and the drop; every complete epoch counted exactly
-# 60,000 examples; the test accuracy is within 1.5 points of an undisturbed 2-worker run.
+# one with another model and one without --data-chunks. At ~60% the second joiner started is SIGKILLed by
+# PID (its workerd: psrun join execs it): psd drops it. The run ends 0; summary.json lists both joins and the drop; every complete epoch counted exactly
+# 60,000 examples; the test accuracy is within 1.5 points of an undisturbed 2-worker run. Once psd dropped the
+# killed joiner, one more `psrun join` finds no fresh slot and is handed the dropped one; it trains to the end.
 # Every process is stopped by PID; the temp dir is removed.
 # Usage: join_test.sh <psrun> <async|sync>
 set -u
@@ -17,8 +18,8 @@ fail=0
 scratch_dir psrun-join  # $tmp, $pid: removed and killed by PID at exit
 require_mnist
 py=/usr/bin/python3
-j2= j3=
-trap '[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null; for p in $j2 $j3; do kill -KILL "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"' EXIT
+j2= j3= j4=
+trap '[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null; for p in $j2 $j3 $j4; do kill -KILL "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"' EXIT
 if [ "$mode" = sync ]; then steps=4000; sync=(--sync); else steps=24000; sync=(); fi
 run_opts=(--ps 1 --workers 2 --max-workers 4 --min-workers 2 --worker-timeout 1 "${sync[@]}")
 train_opts=(--model dls_mlp --data-dir "$idx" --batch-size 100 --steps "$steps" --log-every 100 --data-chunks 60
@@ -48,6 +49,17 @@ timeout 30 "$psrun" join -- "${train_opts[@]}" --model-dir "$tmp/none" >"$tmp/no
 code=$?
 check "psrun join with no job on the model dir exits 2 (rc=$code)" test "$code" -eq 2
 check "... naming the join file" grep -q "join.json does not exist" "$tmp/nojob.log"
+
+# Where psd is, without a join file: TF_CONFIG's cluster.ps, or TF's --ps_hosts flag (dry runs).
+out=$(TF_CONFIG='{"cluster":{"ps":["n1:2222","n2:2222"],"worker":["n3:2222"]},"task":{"type":"worker","index":0}}' \
+      timeout 30 "$psrun" join --key-file /k --run-id tf-1 --threads 1 --dry-run -- --data-chunks 6 2>&1)
+check "psrun join reads TF_CONFIG's ps list ($out)" test "$out" = \
+    "workerd --join --ps tcp://n1:2222,tcp://n2:2222 --key-file /k --threads 1 --run-id tf-1 --data-chunks 6"
+out=$(timeout 30 "$psrun" join --ps_hosts n1:2222 --no-auth --threads 1 --dry-run -- --data-chunks 6 2>&1)
+check "psrun join takes --ps_hosts ($out)" test "$out" = "workerd --join --ps n1:2222 --no-auth --threads 1 --data-chunks 6"
+timeout 30 "$psrun" join --ps n1:99999 --no-auth --dry-run -- --data-chunks 6 >"$tmp/port.log" 2>&1
+code=$?
+check "psrun join refuses a bad --ps port with exit 2 (rc=$code)" test "$code" -eq 2
 
 # Undisturbed reference: 2 workers, nobody joins.
 timeout 300 "$psrun" local "${run_opts[@]}" -- "${train_opts[@]}" --model-dir "$tmp/ref" >"$tmp/ref.log" 2>&1
@@ -93,6 +105,14 @@ check "the joiner's workerd found (pid ${victim:-none})" grep -q workerd "/proc/
 [ -n "$victim" ] && kill -KILL "$victim"
 wait "$j3" 2>/dev/null
 j3=
+# Once psd dropped it, one more joiner finds no fresh slot and takes the dropped one.
+for _ in $(seq 600); do
+    grep -q "\[psd:0\].*elastic: worker ${victim_slot:-x} dropped" "$tmp/log" && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+done
+timeout 300 "$psrun" join -- "${train_opts[@]}" --model-dir "$tmp/m" >"$tmp/j4.log" 2>&1 &
+j4=$!
 wait "$pid"
 code=$?
 pid=
@@ -101,10 +121,19 @@ wait "$j2"
 code=$?
 j2=
 check "the surviving joiner exits 0 (rc=$code)" test "$code" -eq 0
+wait "$j4"
+code=$?
+j4=
+check "the joiner that came after the drop exits 0 (rc=$code)" test "$code" -eq 0
+check "... at the dropped slot $victim_slot" grep -q "handed out worker slot $victim_slot " "$tmp/j4.log"
+check "... and trained" grep -q "training from global step" "$tmp/j4.log"
 check "psd drops the killed joiner" grep -q "\[psd:0\].*elastic: worker $victim_slot dropped" "$tmp/log"
 if [ "$mode" = sync ]; then
     check "sync: steps aggregate 4 gradients once both joiners pushed" grep -q "\[psd:0\].*sync: steps now aggregate 4 gradients" "$tmp/log"
     check "sync: 3 after the kill" grep -q "\[psd:0\].*sync: steps now aggregate 3 gradients.*dead workers: $victim_slot" "$tmp/log"
+    four_again() { sed -n "/aggregate 3 gradients.*dead workers: $victim_slot/,\$p" "$tmp/log" |
+                   grep -q "\[psd:0\].*sync: steps now aggregate 4 gradients"; }
+    check "sync: 4 again once the dropped slot's new worker pushed" four_again
 fi
 cat >"$tmp/check.py" <<'PY'
 import json, sys
@@ -127,7 +156,8 @@ for name, s in (("undisturbed", ref), ("joined", run)):
     check(f"{name}: every complete epoch visited 60000 examples", all(c == 60000 for c in counts))
     check(f"{name}: no inexact epoch", e.get("epochs_inexact") == 0)
 joined = sorted(d["worker"] for d in run["elastic"].get("workers_joined", []))
-check(f"joined: summary.json lists workers 2 and 3 as joined ({joined})", joined == [2, 3])
+check(f"joined: summary.json lists workers 2 and 3 as joined, then {victim} again ({joined})",
+      joined == sorted([2, 3, victim]))
 check(f"joined: max_workers 4 ({run['elastic'].get('max_workers')})", run["elastic"].get("max_workers") == 4)
 steps_at = [d["global_step"] for d in run["elastic"].get("workers_joined", [])]
 check(f"joined: both joined after the start ({steps_at})", all(g > 0 for g in steps_at))
@@ -142,7 +172,7 @@ epochs = final["data_chunks"]["epochs"]
 print(f"psd at exit: epochs {[(x['epoch'], x['examples'], x['complete']) for x in epochs]}, "
       f"joined {final.get('workers_joined')}, dropped {final.get('workers_dropped')}")
 check("psd: every complete epoch 60000 examples", all(x["examples"] == 60000 for x in epochs if x["complete"]))
-check(f"psd: workers 2 and 3 joined", sorted(d["worker"] for d in final.get("workers_joined", [])) == [2, 3])
+check(f"psd: workers 2, 3 and {victim} again joined", sorted(d["worker"] for d in final.get("workers_joined", [])) == sorted([2, 3, victim]))
 sys.exit(0 if ok else 1)
 PY
 if [ -f "$tmp/ref/summary.json" ] && [ -f "$tmp/m/summary.json" ] && [ -n "$victim_slot" ]; then
@@ -154,5 +184,5 @@ else
 fi
 grep -h "\[psd:0\].*\(join:\|elastic:\|sync: steps\)" "$tmp/log"
 [ "$fail" -eq 0 ] || { echo "--- reference log"; tail -30 "$tmp/ref.log"; echo "--- log"; tail -60 "$tmp/log";
-                       for f in j2 j3 full model; do echo "--- $f"; tail -15 "$tmp/$f.log"; done; }
+                       for f in j2 j3 j4 full model; do echo "--- $f"; tail -15 "$tmp/$f.log"; done; }
 exit "$fail"
