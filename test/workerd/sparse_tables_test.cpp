@@ -229,7 +229,7 @@ TEST_CASE("accumulation with raw ids: each micro-batch's raw ids are kept and th
     tables.map_batch([&](std::size_t input) { return step.ids(input); }, 4, 4);
     const auto request = tables.requests()[keyed];  // one pull for the update: the union, ascending
     CHECK(std::vector<std::uint64_t>(request.keys.begin(), request.keys.end()) ==
-          std::vector<std::uint64_t>{G, B, D, C, F, A, E});
+          std::vector<std::uint64_t>{G, B, D, C, F, E, A});
     std::map<std::uint64_t, std::int32_t> row_of;  // each raw id, one local row in both micro-batches
     std::set<std::int32_t> rows;
     k = 0;
@@ -241,7 +241,7 @@ TEST_CASE("accumulation with raw ids: each micro-batch's raw ids are kept and th
             CHECK(it->second == ids[p]);
             if (fresh) rows.insert(ids[p]);
         }
-        CHECK(n.input_ids(u)[0] == 0);  // the row-id table: its one id mapped to local row 0
+        CHECK(n.input_ids(u)[0] == k - 1);  // the row-id table: ids 1 and 2, local rows 0 and 1
     }
     CHECK(row_of.size() == 7);
     CHECK(rows.size() == 7);  // distinct ids, distinct rows
