@@ -93,11 +93,20 @@ void run(const RunOptions& o, CommandContext& ctx) {
         return;
     }
     cmd->path = *daemon_path(cmd->program, daemon, ctx.env);
-    // ps 0 of a job with room for joiners (--max-workers) tells psrun join where psd is.
+    // ps 0 of a job with room for joiners (--max-workers) tells psrun join where psd is: the file is on the
+    // shared model dir, so a joiner in another step (srun --overlap) or allocation finds it.
     if (map->self->role == Role::kPs && map->self->index == 0)
         if (const auto model_dir = training_model_dir(daemon.training))
-            if (const auto info = join_info_from_psd(cmd->argv))
-                if (auto wrote = write_join_info(*model_dir, *info); !wrote) spdlog::warn("{}", wrote.error().message);
+            if (const auto info = join_info_from_psd(cmd->argv)) {
+                if (auto wrote = write_join_info(*model_dir, *info); !wrote)
+                    spdlog::warn("{}", wrote.error().message);
+                else
+                    spdlog::info("room for {} more worker{} (--max-workers {}): psrun join -- <the training options> "
+                                 "joins this run, e.g. from srun --overlap --jobid <this job> ({})",
+                                 info->max_workers - info->num_workers,
+                                 info->max_workers - info->num_workers == 1 ? "" : "s", info->max_workers,
+                                 join_file_path(*model_dir));
+            }
     exec_daemon(*cmd);
 }
 
