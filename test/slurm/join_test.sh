@@ -7,7 +7,7 @@
 # ~30% of the steps, the test starts the joiners from outside the job as its second step: `srun --overlap
 # --jobid JOB -N2 -n2 -w n[2-3] psrun join --threads 1 -- (the same training options)`: each finds psd through
 # the join file in the shared model dir (not through the step's own SLURM_* variables), psd 0 hands them slots 2
-# and 3. At ~60% the test SIGKILLs the workerd of the step's task 1 by PID; psd drops it (--worker-timeout 2).
+# and 3. At ~60% the test SIGKILLs the workerd of the step's task 1 by PID; psd drops it (--worker-timeout 3).
 # Checks: sbatch --wait returns 0, no task of the first step failed, psd left through its done-queue with exit
 # 0; the join file named psd's tcp endpoint, the job's key file and run id slurm-JOB; the surviving joiner
 # ended 0 at the last step; summary.json lists both joins after the start and the killed one as dropped; every
@@ -37,7 +37,7 @@ set -euo pipefail
 RESV=()
 scontrol show config 2>/dev/null | grep -Eq '^MpiParams +=.*ports=' && RESV=(--resv-ports=1)
 srun --kill-on-bad-exit=1 -l -N3 -n3 --ntasks-per-node=1 -c1 --mem=600M "\${RESV[@]}" \\
-  "$PSRUN" run --ps 1 --placement spread --max-workers 4 --min-workers 2 --worker-timeout 2 -- $(train_opts "$1")
+  "$PSRUN" run --ps 1 --placement spread --max-workers 4 --min-workers 2 --worker-timeout 3 -- $(train_opts "$1")
 JOB
 }
 
