@@ -23,21 +23,23 @@ STEPS=${STEPS:-60000}
 lab_start 3
 DATA=$(mnist_dir)
 
-# The training options of the job and of its joiners (psrun join needs the same, --data-chunks among them).
+# train_opts NAME: TRAIN=(the training options of job NAME and of its joiners; psrun join needs the same,
+# --data-chunks among them).
 train_opts() {
-  echo "--model dls_mlp --data-dir $DATA --model-dir $OUT/$1.model --batch-size 100 --steps $STEPS" \
-    "--data-chunks 60 --log-every 500 --eval-every 0 --threads 1"
+  TRAIN=(--model dls_mlp --data-dir "$DATA" --model-dir "$OUT/$1.model" --batch-size 100 --steps "$STEPS"
+         --data-chunks 60 --log-every 500 --eval-every 0 --threads 1)
 }
 
 # write_job NAME: the job script: one step, 1 psd + 2 workers with room for 2 more.
 write_job() {
+  train_opts "$1"
   cat >"$OUT/$1.sbatch.sh" <<JOB
 #!/usr/bin/env bash
 set -euo pipefail
 RESV=()
 scontrol show config 2>/dev/null | grep -Eq '^MpiParams +=.*ports=' && RESV=(--resv-ports=1)
 srun --kill-on-bad-exit=1 -l -N3 -n3 --ntasks-per-node=1 -c1 --mem=600M "\${RESV[@]}" \\
-  "$PSRUN" run --ps 1 --placement spread --max-workers 4 --min-workers 2 --worker-timeout 3 -- $(train_opts "$1")
+  "$PSRUN" run --ps 1 --placement spread --max-workers 4 --min-workers 2 --worker-timeout 3 -- ${TRAIN[*]}
 JOB
 }
 
@@ -49,13 +51,13 @@ chief_step() {
 
 # submit NAME: sbatch --wait in the background (tracked); sets SB_PID and JOB_ID.
 submit() {
-  local name=$1 i
+  local name=$1
   write_job "$name"
   timeout 400 sbatch --wait -N3 --ntasks-per-node=1 -c1 --time=10 -o "$OUT/$name.out" \
     "$OUT/$name.sbatch.sh" >"$OUT/$name.sbatch" 2>&1 &
   SB_PID=$!
   track_pid "$SB_PID"
-  for i in $(seq 1 100); do
+  for _ in $(seq 1 100); do
     JOB_ID=$(grep -Eo 'Submitted batch job [0-9]+' "$OUT/$name.sbatch" 2>/dev/null | awk '{print $4}' || true)
     [ -n "$JOB_ID" ] && return 0
     sleep 0.1
@@ -113,8 +115,9 @@ assert os.path.dirname(j["key_file"]).startswith(model), j["key_file"]  # on the
 PY
 wait_for join 300 "chief step $((STEPS * 3 / 10))" chief_at join $((STEPS * 3 / 10))
 joined_at=$(chief_step join)
+train_opts join
 timeout 300 srun --overlap --jobid "$JOB_ID" -N2 -n2 --ntasks-per-node=1 -w 'n[2-3]' --mem=400M -l \
-  "$PSRUN" join --threads 1 -- $(train_opts join) >"$OUT/joiners.out" 2>&1 &
+  "$PSRUN" join --threads 1 -- "${TRAIN[@]}" >"$OUT/joiners.out" 2>&1 &
 JOINERS=$!
 track_pid "$JOINERS"
 note "job $JOB_ID: joiners started as a second step at the chief's step $joined_at of $STEPS"
