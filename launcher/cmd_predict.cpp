@@ -13,6 +13,7 @@
 #include <zlib.h>
 
 #include "common/checkpoint_store.h"
+#include "common/file_names.h"
 #include "common/result.h"
 #include "launcher/model_source.h"
 #include "launcher/table_column_options.h"
@@ -138,22 +139,10 @@ bool ends_with(const std::string& text, const std::string& tail) {
     return text.size() >= tail.size() && text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-// A head's name as a file name part: A-Z a-z 0-9 _ - . kept, anything else '_'.
-std::string file_part(const std::string& name) {
-    std::string out;
-    for (const char c : name) {
-        const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-                        c == '-' || c == '.';
-        out += ok ? c : '_';
-    }
-    return out;
-}
-
 // "probs.npy" and head "tags" -> "probs.tags.npy" (the head's name before the extension).
 std::string head_file(const std::string& output, const std::string& head) {
     const std::filesystem::path path(output);
-    const std::string ext = path.has_extension() ? path.extension().string() : std::string(".npy");
-    return (path.parent_path() / (path.stem().string() + "." + file_part(head) + ext)).string();
+    return sibling_file(output, head, path.has_extension() ? path.extension().string() : std::string(".npy"));
 }
 
 void write_output(const std::string& given, const std::string& bytes) {

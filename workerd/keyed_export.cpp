@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "common/file_names.h"
+
 namespace psrun::worker {
 namespace {
 
@@ -21,16 +23,6 @@ const nn::Node* keyed_export_reader(const nn::ModelDescription& model, const std
     for (const auto& n : model.nodes)
         if (n.op == "embedding" && n.inputs.size() > n.data_inputs && n.inputs[n.data_inputs] == name) return &n;
     return nullptr;
-}
-
-std::string keyed_file_part(const std::string& name) {
-    std::string out;
-    for (const char c : name) {
-        const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-                        c == '-' || c == '.';
-        out += ok ? c : '_';
-    }
-    return out;
 }
 
 }  // namespace
@@ -89,8 +81,7 @@ std::string npy_u64_bytes(std::span<const std::uint64_t> values) {
 }
 
 std::string keyed_ids_path(const std::string& onnx_path, const std::string& node) {
-    const std::filesystem::path path(onnx_path);
-    return (path.parent_path() / (path.stem().string() + "." + keyed_file_part(node) + ".ids.npy")).string();
+    return sibling_file(onnx_path, node, ".ids.npy");
 }
 
 nlohmann::json keyed_export_metadata(const nn::ModelDescription& model, std::span<const KeyedRows> tables,
