@@ -1,5 +1,5 @@
-// Network::build: values and their memories, the gradient analysis, the kernels (fusion.h)
-// and the KernelBuilder each kernel builds itself with.
+// Network::build: values and their memories, the gradient analysis, the kernels (fusion.h),
+// each built with a PlanBuilder (plan_builder.h), the loss, and the second placement pass.
 #include <algorithm>
 #include <cstring>
 #include <sstream>
@@ -10,6 +10,7 @@
 #include "workerd/nn/loss.h"
 #include "workerd/nn/network.h"
 #include "workerd/nn/network_plan.h"
+#include "workerd/nn/plan_builder.h"
 
 namespace psrun::nn {
 
@@ -21,212 +22,6 @@ namespace {
 // Address space reserved for a network's planned buffers (arena.h): far more than any plan
 // needs, and only what the plan uses becomes memory.
 constexpr std::size_t kArenaReserve = std::size_t{1} << 38;
-
-class Builder final : public KernelBuilder {
-public:
-    Builder(NetworkPlan& plan, int index, const EngineContext& context, const StepState& step, int model_output)
-        : plan_(plan), index_(index), k_(plan.kernels[static_cast<std::size_t>(index)]), context_(context),
-          step_(step), model_output_(model_output) {}
-
-    const EngineContext& context() const override { return context_; }
-    const StepState& step() const override { return step_; }
-    const std::vector<const Node*>& nodes() const override { return k_.nodes; }
-
-    std::size_t input_count() const override { return k_.inputs.size(); }
-    const ValueInfo& input_info(std::size_t i) const override { return in(i).info; }
-    memory::dims input_dims(std::size_t i) const override { return in(i).dims; }
-    const TensorDef* input_tensor(std::size_t i) const override { return in(i).tensor; }
-    const memory& input(std::size_t i) const override { return in(i).mem; }
-
-    memory input_as(std::size_t i, const memory::desc& want) override {
-        ValueState& v = in(i);
-        if (v.mem.get_desc() == want) return v.mem;
-        for (const auto& c : v.conversions)
-            if (c.get_desc() == want) return c;
-        // Shared with the later readers: live until the last of them.
-        memory out = buffer(want, forward_step(index_), std::max(forward_step(index_), v.last_read));
-        add_reorder(k_.fwd, context_.stream, v.mem, out, false);
-        v.conversions.push_back(out);
-        return out;
-    }
-
-    std::size_t output_count() const override { return k_.outputs.size(); }
-    memory::dims output_dims(std::size_t i) const override { return out(i).dims; }
-    Dt output_type(std::size_t i) const override {
-        if (out(i).info.type == ElementType::kInt) return Dt::s32;
-        return k_.outputs.at(i) == model_output_ ? Dt::f32 : context_.activation_type();
-    }
-
-    memory make_output(std::size_t i, const memory::desc& desc) override {
-        ValueState& v = out(i);
-        memory m;
-        if (kept(v) || reads_no_values()) {
-            m = unplanned(desc);
-        } else if (const int slot = k_.reads.in_place; i == 0 && slot >= 0) {
-            const auto over = in_place_memory(plan_, context_.engine, index_, static_cast<std::size_t>(slot), v, desc);
-            m = over ? *over : own_buffer(i, desc);
-        } else {
-            m = own_buffer(i, desc);
-        }
-        set_output(i, m);
-        return m;
-    }
-    // A view of a planned buffer (an input, a conversion, scratch) keeps that buffer as long as
-    // the output needs it.
-    void alias_output(std::size_t i, const memory& m) override {
-        set_output(i, m);
-        if (!plan_.arena) return;
-        const char* at = static_cast<const char*>(m.get_data_handle());
-        const char* base = plan_.arena->base();
-        if (at < base || at >= base + plan_.arena->reserved()) return;  // not planned: an input, a tensor
-        const ValueState& v = out(i);
-        const std::size_t id = plan_.buffers.find(static_cast<std::size_t>(at - base), forward_step(index_));
-        if (id == BufferPlan::kNone || !plan_.buffers.extend(id, v.placed_last())) {
-            plan_.plan_failed = true;
-            throw std::runtime_error("buffer plan: output " + std::to_string(i) + " is a view that outlives its buffer");
-        }
-        // Read after the step (the model output, the head: a flatten's view): a copy of its own.
-        if (kept(v)) kept_views_.push_back(i);
-    }
-
-    // After build(): each kept output that is a view of a planned buffer is copied into a memory
-    // of its own at the end of this kernel's forward work, and the readers built later and the
-    // loss read the copy.
-    void copy_kept_views() {
-        for (const auto i : kept_views_) {
-            ValueState& v = out(i);
-            const memory copy = unplanned(v.mem.get_desc());
-            add_reorder(k_.fwd, context_.stream, v.mem, copy, false);
-            v.mem = copy;
-        }
-    }
-
-    bool needs_backward() const override { return k_.backward; }
-    bool needs_input_grad(std::size_t i) const override { return k_.backward && in(i).needs_grad && k_.reaches_loss; }
-
-    memory output_diff(std::size_t i, const memory::desc& want) override {
-        ValueState& v = out(i);
-        if (!v.diff) {  // nobody reads this output: its gradient is 0
-            plan_.unplanned_bytes += BufferPlan::aligned(want.get_size());
-            return zeroed_memory(want, context_.engine);
-        }
-        if (v.diff.get_desc() == want) return v.diff;
-        memory m = buffer(want, backward_step(plan_, index_), backward_step(plan_, index_));
-        add_reorder(k_.bwd_pre, context_.stream, v.diff, m, false);
-        return m;
-    }
-
-    memory input_diff(std::size_t i, const memory::desc& have) override {
-        if (!needs_input_grad(i))
-            throw std::logic_error("kernel " + k_.label + " asked for the gradient of input " + std::to_string(i) +
-                                   ", which needs none");
-        ValueState& v = in(i);
-        const int value = k_.inputs.at(i);
-        const bool first = overwrites_gradient(v, value, index_, asked_values_);
-        asked_values_.push_back(value);
-        asked_slots_.at(i) = true;
-        if (first && v.diff.get_desc() == have) return v.diff;
-        memory tmp = buffer(have, backward_step(plan_, index_), backward_step(plan_, index_));
-        add_reorder(k_.bwd_post, context_.stream, tmp, v.diff, !first);
-        return tmp;
-    }
-
-    memory state_delta(std::size_t i) override {
-        const TensorDef* t = in(i).tensor;
-        if (t == nullptr || t->cls != TensorClass::kState || !context_.training)
-            throw std::logic_error("kernel " + k_.label + ": input " + std::to_string(i) + " is not a state tensor");
-        memory m(plain_desc(in(i).dims, Dt::f32), context_.engine, plan_.grads + t->offset);
-        plan_.grad_memories.emplace_back(m, static_cast<std::size_t>(t->offset));
-        return m;
-    }
-
-    // Throws when the kernel's build left out the gradient of an input that needs one.
-    void check_gradients() const {
-        if (auto missing = unasked_gradients(plan_, k_, asked_slots_); !missing.empty()) throw std::logic_error(missing);
-    }
-
-    memory scratch(const memory::desc& desc, bool backward_only) override {
-        // The kernel of the model output or the head may make its scratch that output.
-        for (const auto o : k_.outputs)
-            if (kept(value(o))) return unplanned(desc);
-        if (reads_no_values()) return unplanned(desc);
-        const int bwd = backward_step(plan_, index_);
-        if (backward_only) return buffer(desc, bwd, bwd);
-        return buffer(desc, forward_step(index_), k_.backward ? bwd : forward_step(index_));
-    }
-
-    void forward(Op op) override { k_.fwd.push_back(std::move(op)); }
-    void backward(Op op) override { k_.bwd.push_back(std::move(op)); }
-    void note(const std::string& line) override { k_.impls.push_back(line); }
-
-private:
-    ValueState& in(std::size_t i) const { return plan_.values.at(static_cast<std::size_t>(k_.inputs.at(i))); }
-    ValueState& out(std::size_t i) const { return plan_.values.at(static_cast<std::size_t>(k_.outputs.at(i))); }
-
-    void set_output(std::size_t i, const memory& m) {
-        ValueState& v = out(i);
-        if (v.mem) throw std::logic_error("kernel " + k_.label + " set output " + std::to_string(i) + " twice");
-        // A scalar's memory is plain_desc's {1}.
-        if (m.get_desc().dims() != (v.dims.empty() ? memory::dims{1} : v.dims))
-            throw std::logic_error("kernel " + k_.label + " made output " + std::to_string(i) + " with other dims");
-        v.mem = m;
-        if (!v.needs_grad || !context_.training) return;
-        // The loss writes the output's; without planning, as ever: a zeroed buffer of its own.
-        int first = 0, last = 0;
-        if (kept(v) || !plan_.arena || !gradient_steps(plan_, v, index_, k_.backward, first, last)) {
-            plan_.unplanned_bytes += BufferPlan::aligned(m.get_desc().get_size());
-            v.diff = zeroed_memory(m.get_desc(), context_.engine);
-            return;
-        }
-        v.diff = gradient_buffer(v, m.get_desc(), first, last);
-    }
-
-    // The gradient's buffer: its group's (share_gradients), placed for the whole group by the
-    // first member to build, where that has the same desc; else one of its own for [first, last].
-    memory gradient_buffer(const ValueState& v, const memory::desc& desc, int first, int last) {
-        if (v.grad_group < 0) return buffer(desc, first, last);
-        GradientGroup& g = plan_.grad_groups.at(static_cast<std::size_t>(v.grad_group));
-        if (!g.mem) {
-            g.mem = buffer(desc, g.first, g.last);
-            return g.mem;
-        }
-        if (g.mem.get_desc() != desc) return buffer(desc, first, last);
-        plan_.shared_grad_bytes += BufferPlan::aligned(desc.get_size());
-        return g.mem;
-    }
-
-    bool kept(const ValueState& v) const { return v.kept; }
-    const ValueState& value(int i) const { return plan_.values.at(static_cast<std::size_t>(i)); }
-    // A kernel that reads only tensors (or nothing: a constant) may fill its output once, at
-    // build: its outputs and scratch stay out of the plan.
-    bool reads_no_values() const {
-        for (const auto i : k_.inputs)
-            if (value(i).tensor == nullptr) return false;
-        return true;
-    }
-
-    // Output i's buffer, placed for it alone.
-    memory own_buffer(std::size_t i, const memory::desc& desc) {
-        ValueState& v = out(i);
-        memory m = buffer(desc, forward_step(index_), v.placed_last());
-        if (plan_.arena && desc.get_size() > 0) v.own_buffer = plan_.buffers.size() - 1;
-        return m;
-    }
-    memory unplanned(const memory::desc& desc) { return unplanned_memory(plan_, context_.engine, desc); }
-    memory buffer(const memory::desc& desc, int first, int last) {
-        return planned_memory(plan_, context_.engine, desc, first, last);
-    }
-
-    NetworkPlan& plan_;
-    int index_;
-    KernelState& k_;
-    const EngineContext& context_;
-    const StepState& step_;
-    int model_output_;
-    std::vector<std::size_t> kept_views_;  // alias_output() of a kept value onto a planned buffer
-    std::vector<int> asked_values_;                         // input_diff() calls, in call order
-    std::vector<bool> asked_slots_ = std::vector<bool>(k_.inputs.size(), false);
-};
 
 std::string describe(const ModelDescription& model, const KernelState& k, const NetworkOptions& o) {
     const Node& n = *k.nodes.front();
@@ -383,7 +178,7 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
     for (std::size_t ki = 0; ki < plan.kernels.size(); ++ki) {
         auto& k = plan.kernels[ki];
         try {
-            Builder builder(plan, static_cast<int>(ki), context, step_, plan.output);
+            PlanBuilder builder(plan, static_cast<int>(ki), context, step_, plan.output);
             k.kernel->build(builder);
             builder.check_gradients();
             builder.copy_kept_views();
