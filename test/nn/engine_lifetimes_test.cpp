@@ -20,6 +20,7 @@
 
 #include "test/nn/engine_test_util.h"
 #include "workerd/nn/buffer_lifetimes.h"
+#include "workerd/nn/fusion.h"
 #include "workerd/nn/network.h"
 #include "workerd/nn/parameter_init.h"
 #include "workerd/nn/zoo.h"
@@ -157,7 +158,8 @@ TEST_CASE("lifetimes: attention, layer norm, binary kinds with broadcasting, vie
 // c -> add + relu d (c, a) -> dense e (the output). The add's backward hands dD to dC and dA.
 // dA has a later writer (conv b) and a producer that may change it; dC is read only by its
 // producer's backward, before conv b writes dA: where that producer leaves dC alone
-// (batch_norm), all three share one buffer, else dD and dC only.
+// (batch_norm), all three share one buffer, else dD and dC only. What each kernel does with the
+// gradients is what its kind declares (BackwardReads::copies_output_grad, keeps_output_grad).
 std::vector<int> gradient_groups(const std::string& second, const std::string& op = "add") {
     std::vector<Node> nodes(6);
     const char* ops[] = {"conv2d", "conv2d", "", "", "relu", "dense"};
@@ -178,6 +180,7 @@ std::vector<int> gradient_groups(const std::string& second, const std::string& o
         k.outputs = {out};
         k.backward = true;
         k.reaches_loss = true;
+        k.reads = make_kernel(k.nodes.front()->op)->backward_reads(k.nodes, EngineContext{});  // as Network::build
         plan.kernels.push_back(std::move(k));
     };
     kernel({&nodes[0]}, {0}, 1);
@@ -200,6 +203,8 @@ TEST_CASE("lifetimes: an add's output gradient is handed on to its inputs' in on
     CHECK(gradient_groups("conv2d") == std::vector<int>{-1, -1, -1, 0, 0, -1});
     // sub: the first input's only (the second gets -dD).
     CHECK(gradient_groups("batch_norm", "sub") == std::vector<int>{-1, -1, -1, 0, 0, -1});
+    // mul's backward scales the gradient by the other input: no copy, no group.
+    CHECK(gradient_groups("batch_norm", "mul") == std::vector<int>{-1, -1, -1, -1, -1, -1});
 }
 
 TEST_CASE("lifetimes: an LSTM and an undeclared kind keep working", "[nn_engine][buffer_plan][lifetimes]") {

@@ -67,24 +67,15 @@ void compute_lifetimes(NetworkPlan& plan) {
 
 namespace {
 
-// Whether kernel k's backward copies its output's gradient, unchanged (after a fused relu's
-// backward in place), into the gradient of input slot `slot`: binary_kernel.cpp's add, or sub's
-// first input, with every input the output's shape.
+// Whether kernel k's backward copies its output's gradient, unchanged, into the gradient of input
+// slot `slot` (BackwardReads::copies_output_grad), with every input the output's shape.
 bool copies_output_gradient(const NetworkPlan& plan, const KernelState& k, std::size_t slot) {
-    if (k.nodes.empty() || k.nodes.size() > 2 || k.outputs.size() != 1 || k.inputs.size() != 2 || slot >= 2) return false;
-    const std::string& op = k.nodes.front()->op;
-    if (op != "add" && !(op == "sub" && slot == 0)) return false;
-    if (k.nodes.size() == 2 && k.nodes.back()->op != "relu") return false;
+    if (k.outputs.size() != 1 || slot >= k.inputs.size() || !k.reads.copies_output_grad_to(slot)) return false;
     const auto& dims = plan.values[static_cast<std::size_t>(k.outputs.front())].dims;
     for (const auto i : k.inputs)
         if (plan.values[static_cast<std::size_t>(i)].dims != dims) return false;
     return true;
 }
-
-// Whether kernel k's backward leaves its output's gradient as it found it. Most may change it in
-// place (a fused relu's backward, conv2d + relu, dense + relu, add + relu, does); batch_norm
-// alone only reads it (oneDNN's backward takes it as diff_dst).
-bool keeps_output_gradient(const KernelState& k) { return k.nodes.size() == 1 && k.nodes.front()->op == "batch_norm"; }
 
 }  // namespace
 
@@ -95,7 +86,7 @@ void share_gradients(NetworkPlan& plan) {
     // Backward order (last kernel first): a group grows from an add's output down its inputs.
     for (std::size_t ki = plan.kernels.size(); ki-- > 0;) {
         const KernelState& k = plan.kernels[ki];
-        if (!k.backward || !(copies_output_gradient(plan, k, 0) || copies_output_gradient(plan, k, 1))) continue;
+        if (!k.backward || k.reads.copies_output_grad == 0) continue;
         const int here = static_cast<int>(ki);
         const int t = backward_step(plan, here);
         const int c = k.outputs.front();
@@ -122,7 +113,7 @@ void share_gradients(NetworkPlan& plan) {
             int first = 0, last = 0;
             const bool producer_backward = plan.kernels[static_cast<std::size_t>(v.producer)].backward;
             if (!gradient_steps(plan, v, v.producer, producer_backward, first, last) || first != t) continue;
-            int change = keeps_output_gradient(plan.kernels[static_cast<std::size_t>(v.producer)])
+            int change = plan.kernels[static_cast<std::size_t>(v.producer)].reads.keeps_output_grad
                              ? std::numeric_limits<int>::max()
                              : last;
             for (const auto& w : v.writers)

@@ -93,8 +93,16 @@ struct BackwardReads {
     // Output 0 is always a view of input slot `view` (-1: none): alias_output() of its memory, or
     // of the conversion input_plain() made; that input lives as long as the output.
     int view = -1;
+    // What the backward does with output 0's gradient, for sharing gradient buffers
+    // (buffer_lifetimes.h share_gradients): bit i of `copies_output_grad` says it adds output 0's
+    // gradient, unchanged after any fused relu's backward, into input slot i's where the two have
+    // the same dims (an add's inputs, a sub's first); `keeps_output_grad` says it only reads that
+    // gradient (a fused relu's backward changes it in place, so a kernel with one leaves it false).
+    std::uint64_t copies_output_grad = 0;
+    bool keeps_output_grad = false;
 
     bool reads_input(std::size_t i) const { return i >= 64 || ((inputs >> i) & 1u) != 0; }
+    bool copies_output_grad_to(std::size_t i) const { return i < 64 && ((copies_output_grad >> i) & 1u) != 0; }
     static BackwardReads nothing() { return BackwardReads{0, false, -1, -1}; }
 };
 

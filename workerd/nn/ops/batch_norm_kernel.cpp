@@ -49,8 +49,12 @@ class BatchNormKernel final : public Kernel {
 public:
     // The input (or its conversion) and the batch statistics and relu workspace it keeps; not
     // the output.
-    BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
-        return BackwardReads{BackwardReads::kAllInputs, false, -1};
+    BackwardReads backward_reads(const std::vector<const Node*>& nodes, const EngineContext&) const override {
+        // oneDNN's backward takes the output's gradient as diff_dst and only reads it; a fused
+        // relu's backward would change it in place.
+        BackwardReads reads{BackwardReads::kAllInputs, false, -1};
+        reads.keeps_output_grad = nodes.size() == 1;
+        return reads;
     }
 
     void build(KernelBuilder& b) override {

@@ -77,8 +77,8 @@ public:
     BackwardReads backward_reads(const std::vector<const Node*>& nodes, const EngineContext&) const override {
         const bool relu = nodes.size() == 2;
         switch (kind_of(nodes.front()->op)) {
-            case Kind::kAdd:
-            case Kind::kSub: return BackwardReads{0, relu, 0};
+            case Kind::kAdd: return BackwardReads{0, relu, 0, -1, 0b11};
+            case Kind::kSub: return BackwardReads{0, relu, 0, -1, 0b01};  // the second input's is negated
             case Kind::kMul: return BackwardReads{BackwardReads::kAllInputs, false, 0};
             case Kind::kDiv: return BackwardReads{BackwardReads::kAllInputs, true, -1};
         }
