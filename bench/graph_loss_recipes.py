@@ -19,7 +19,7 @@ initial weights, data and recipe (docs/benchmarks.md "Losses in the graph agains
     PyTorch's). Validation loss: psrun's test_loss (summary.json) against PyTorch's on the same
     last 10% of the text.
 
-One JSON line per run, then a table of medians. Needs build/launcher/psrun, python3-torch and
+One JSON line per run, then a table of medians. Needs build/launcher/psrun (or PSRUN=path), python3-torch and
 python3-onnx, and MNIST (psrun data fetch) for two_heads.
 """
 import argparse
@@ -45,7 +45,7 @@ sys.path.insert(0, here)
 import networks  # noqa: E402
 from more_networks import GptBlock  # noqa: E402
 
-PSRUN = os.path.join(here, "..", "build", "launcher", "psrun")
+PSRUN = os.environ.get("PSRUN") or os.path.join(here, "..", "build", "launcher", "psrun")
 
 
 class TwoHeads(nn.Module):
