@@ -12,7 +12,8 @@ same on both sides, and given to psrun as a recipe file (--recipe):
   shifts or on biases), cosine from 0.1 to 0 over every update (stepped per update), label smoothing 0.1,
   batch 128, epochs x 60000 / 128 updates (rounded down), no augmentation.
 psrun trains through psd (psrun local --ps 1 --workers 1); PyTorch trains the module (torch.optim.SGD,
-LambdaLR with the same per-update factor, F.cross_entropy with label_smoothing). Images are
+LambdaLR with the same per-update factor, F.cross_entropy with label_smoothing; channels_last, its
+fastest layout here). Images are
 uint8 / 255 on both sides. Both trained weight sets (psrun's through psrun export) are scored by the
 same code on the 10,000 test images, in eval mode (running statistics).
 
@@ -65,7 +66,10 @@ def torch_train(model, x, y, steps, batch, seed):
                                 lr=0.1, momentum=0.9, nesterov=True)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lm_rate(step + 1, 0, steps))
     generator = torch.Generator().manual_seed(seed)
-    xs, ys = torch.from_numpy(x), torch.from_numpy(y)
+    # channels_last: PyTorch's fastest form of this network on CPU (docs/benchmarks.md); the
+    # same arithmetic as the default layout, in another order.
+    model.to(memory_format=torch.channels_last)
+    xs, ys = torch.from_numpy(x).contiguous(memory_format=torch.channels_last), torch.from_numpy(y)
     order, position = torch.randperm(len(xs), generator=generator), 0
     model.train()
     start = time.perf_counter()
