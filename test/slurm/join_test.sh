@@ -43,12 +43,6 @@ srun --kill-on-bad-exit=1 -l -N3 -n3 --ntasks-per-node=1 -c1 --mem=600M "\${RESV
 JOB
 }
 
-# The chief (worker 0: rank 1) logs "step N/STEPS"; prints the highest N so far (0 before the first).
-chief_step() {
-  { grep -Eo '^ *1: .*step [0-9]+/[0-9]+' "$OUT/$1.out" 2>/dev/null || true; } |
-    sed -E 's#.*step ([0-9]+)/.*#\1#' | sort -n | tail -n 1 | grep . || echo 0
-}
-
 # submit NAME: sbatch --wait in the background (tracked); sets SB_PID and JOB_ID.
 submit() {
   local name=$1
@@ -76,7 +70,6 @@ wait_for() {
     sleep 0.2
   done
 }
-chief_at() { [ "$(chief_step "$1")" -ge "$2" ]; }
 
 finish() {  # finish NAME: waits for sbatch --wait, checks rc 0, no failed task, psd's done-queue
   JOB_RC=0
@@ -157,27 +150,13 @@ grep -Eq 'srun: error: .*task 1: Killed' "$OUT/joiners.out" || fail "srun did no
 grep -Eq '^ *[01]: .*join: the job on .*/join.model \(psd tcp://n1:' "$OUT/joiners.out" ||
   fail "the joiners did not read the join file: $(head -n 20 "$OUT/joiners.out")"
 
-python3 - "$OUT/ref.model/summary.json" "$OUT/join.model/summary.json" "$STEPS" "$victim_slot" "$OUT/join.out" <<'PY' ||
+PYTHONPATH="$SLURM_TEST_DIR/../support" python3 - "$OUT/ref.model/summary.json" "$OUT/join.model/summary.json" "$STEPS" "$victim_slot" "$OUT/join.out" <<'PY' ||
 import json, sys
+from run_checks import Checks, check_chunk_epochs
 ref, run, steps, victim = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3]), int(sys.argv[4])
-ok = True
-def check(what, cond):
-    global ok
-    print(("ok: " if cond else "FAILED: ") + what)
-    ok = ok and cond
+check = Checks()
 for name, s in (("undisturbed", ref), ("joined", run)):
-    el = s.get("elastic", {})
-    e = el.get("data_chunks", {})
-    complete = [x for x in e.get("epochs", []) if x["complete"]]
-    counts = [x["examples"] for x in complete]
-    print(f"{name}: global step {s['global_step']}, test accuracy {s['test_accuracy']:.4f}, "
-          f"complete epochs {e.get('epochs_complete')} with {sorted(set(counts))} examples each, "
-          f"inexact {e.get('epochs_inexact')}, "
-          f"joined {el.get('workers_joined')}, dropped {el.get('workers_dropped')}")
-    check(f"{name}: reached step {steps}", s["global_step"] == steps)
-    check(f"{name}: at least one complete epoch", len(complete) >= 1)
-    check(f"{name}: every complete epoch visited 60000 examples", all(c == 60000 for c in counts))
-    check(f"{name}: no inexact epoch", e.get("epochs_inexact") == 0)
+    check_chunk_epochs(check, name, s, steps, exact_steps=True)
 joined = run["elastic"].get("workers_joined", [])
 check(f"joined: workers 2 and 3 joined ({[d['worker'] for d in joined]})", sorted(d["worker"] for d in joined) == [2, 3])
 check(f"joined: after the start ({[d['global_step'] for d in joined]})", all(d["global_step"] > 0 for d in joined))
@@ -211,7 +190,7 @@ check("psd at exit: every complete epoch 60000 examples, none inexact",
 check("psd at exit: workers 2 and 3 joined, the killed one dropped",
       sorted(d["worker"] for d in final["workers_joined"]) == [2, 3] and
       [d["worker"] for d in final["workers_dropped"]] == [victim])
-sys.exit(0 if ok else 1)
+check.exit()
 PY
   fail "summary figures (lines above)"
 grep -hE '^ *0: .*\[psd:0\].*(join:|elastic:)' "$OUT/join.out" || true

@@ -48,12 +48,6 @@ start_job() {
   printf -v "STEPS_$name" %s "$steps"
 }
 
-# The chief's highest logged global step (0 before the first).
-chief_step() {
-  { grep -Eo '^ *1: .*step [0-9]+/[0-9]+' "$OUT/$1.out" 2>/dev/null || true; } |
-    sed -E 's#.*step ([0-9]+)/.*#\1#' | sort -n | tail -n 1 | grep . || echo 0
-}
-
 # wait_until LIMIT CMD...: polls CMD every 0.2 s; fails after LIMIT s.
 wait_until() {
   local limit=$1 t0
@@ -64,7 +58,6 @@ wait_until() {
     sleep 0.2
   done
 }
-past_step() { (($(chief_step "$1") >= $2)); }
 has_line() { grep -Eq -- "$2" "$OUT/$1.out" 2>/dev/null; }
 count_lines() { grep -Ec -- "$2" "$OUT/$1.out" 2>/dev/null || true; }
 
@@ -81,7 +74,7 @@ start_job async "$ASYNC_STEPS" 40
 start_job sync "$SYNC_STEPS" 40 --sync
 start_job short "$SHORT_STEPS" $SHORT_WAIT
 for j in async sync short; do
-  wait_until 150 past_step $j 50 || job_fail $j "no progress to step 50"
+  wait_until 150 chief_at $j 50 || job_fail $j "no progress to step 50"
 done
 wait_until 60 has_line short '^ *1: .*checkpoint at step' || job_fail short "no checkpoint before the flap"
 note "steps before the flaps: async $(chief_step async), sync $(chief_step sync), short $(chief_step short)"
@@ -105,7 +98,7 @@ for j in async sync; do
     job_fail $j "worker 1 did not reconnect to the same psd within 40 s of n1's link coming back"
 done
 step_after=$(chief_step async)
-wait_until 60 past_step async $((step_after + 100)) || job_fail async "no progress after n1's flap"
+wait_until 60 chief_at async $((step_after + 100)) || job_fail async "no progress after n1's flap"
 
 # The short job's every rank ended during the flap: the workers (one gave up, srun's --kill-on-bad-exit ended the
 # other) and its psd, which waited --reconnect-wait for them after --worker-timeout. Slurm's own step cleanup can

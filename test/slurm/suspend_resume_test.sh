@@ -36,12 +36,6 @@ srun --kill-on-bad-exit=$kill_on_bad -l -N2 -n4 --ntasks-per-node=2 -c1 --mem=80
 JOB
 }
 
-# The chief (worker 0: rank 1) logs "step N/STEPS"; prints the highest N so far (0 before the first).
-chief_step() {
-  { grep -Eo '^ *1: .*step [0-9]+/[0-9]+' "$OUT/$1.out" 2>/dev/null || true; } |
-    sed -E 's#.*step ([0-9]+)/.*#\1#' | sort -n | tail -n 1 | grep . || echo 0
-}
-
 # submit NAME: sbatch --wait in the background (tracked); sets SB_PID and JOB_ID.
 submit() {
   local name=$1 i

@@ -89,3 +89,13 @@ expect_model_dir() {
     || fail "$dir/curves.png missing or not a PNG"
   [ -s "$dir/summary.json" ] || fail "no summary.json in $dir"
 }
+
+# chief_step NAME: in $OUT/NAME.out of a step run with srun -l where rank 1 is the chief (worker 0),
+# the highest "step N/STEPS" it logged so far (0 before the first).
+chief_step() {
+  { grep -Eo '^ *1: .*step [0-9]+/[0-9]+' "$OUT/$1.out" 2>/dev/null || true; } |
+    sed -E 's#.*step ([0-9]+)/.*#\1#' | sort -n | tail -n 1 | grep . || echo 0
+}
+
+# chief_at NAME STEP: the chief of NAME logged step STEP or later.
+chief_at() { (($(chief_step "$1") >= $2)); }
