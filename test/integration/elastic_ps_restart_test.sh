@@ -54,21 +54,12 @@ grep -E "was killed by Killed|restored every shard from|data chunks: restored|le
     sed 's/^/  /'
 cat >"$tmp/check.py" <<'PY'
 import json, re, sys
+from run_checks import Checks, check_chunk_epochs
 ref, run, steps, restored = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3]), sys.argv[5]
-ok = True
-def check(what, cond):
-    global ok
-    print(("ok: " if cond else "FAILED: ") + what)
-    ok = ok and cond
+check = Checks()
 for name, s in (("undisturbed", ref), ("killed", run)):
-    e = s.get("elastic", {}).get("data_chunks", {})
-    complete = [x for x in e.get("epochs", []) if x["complete"]]
-    print(f"{name}: global step {s['global_step']}, test accuracy {s['test_accuracy']:.4f}, complete epochs "
-          f"{e.get('epochs_complete')} with {[x['examples'] for x in complete]} examples, inexact "
-          f"{e.get('epochs_inexact')}, leased {e.get('leased')}, stale reports {e.get('stale_reports')}")
-    check(f"{name}: reached step {steps}", s["global_step"] >= steps)
-    check(f"{name}: every complete epoch visited 60000 examples", complete and all(x["examples"] == 60000 for x in complete))
-    check(f"{name}: no inexact epoch", e.get("epochs_inexact") == 0)
+    check_chunk_epochs(check, name, s, steps)
+    complete = [x for x in s["elastic"]["data_chunks"]["epochs"] if x["complete"]]
     check(f"{name}: the complete epochs are 0..{len(complete) - 1}", [x["epoch"] for x in complete] == list(range(len(complete))))
 r, k = ref["elastic"]["data_chunks"]["epochs_complete"], run["elastic"]["data_chunks"]["epochs_complete"]
 check(f"killed: {k} complete epochs, the undisturbed run {r} (the epochs before the kill kept)", k >= r - 1)
@@ -85,12 +76,12 @@ print(f"restarted psd 0 at exit: epochs {[(x['epoch'], x['examples'], x['complet
 check("psd 0 at exit: no epoch before the newest complete one left open",
       newest >= 1 and not [x for x in epochs if not x["complete"] and x["epoch"] < newest])
 check("psd 0 at exit: every complete epoch 60000 examples", all(x["examples"] == 60000 for x in epochs if x["complete"]))
-sys.exit(0 if ok else 1)
+check.exit()
 PY
 if [ -f "$tmp/ref/summary.json" ] && [ -f "$tmp/m/summary.json" ]; then
     # The restarted psd 0's last line: its counters when it exited (after every worker's last report).
     grep "\[psd:0\] exiting with code 0 (" "$tmp/log" | tail -1 | sed 's/^[^(]*(//; s/)$//' >"$tmp/psd.json"
-    check "summary figures" "$py" "$tmp/check.py" "$tmp/ref/summary.json" "$tmp/m/summary.json" "$steps" \
+    check "summary figures" env PYTHONPATH="$TEST_SUPPORT_DIR" "$py" "$tmp/check.py" "$tmp/ref/summary.json" "$tmp/m/summary.json" "$steps" \
         "$tmp/psd.json" "$restored"
 else
     check "both runs wrote summary.json" false
@@ -116,6 +107,7 @@ check "600 chunks: the run with psd 0 killed exits 0 (rc=$code)" test "$code" -e
 echo "  600 chunks: CHUNK requests that met the restart: $(grep -c 'the CHUNK request met a restarted psd' "$tmp/c.log")"
 check "600 chunks: every complete epoch 60000 examples, none inexact" "$py" -c "
 import json, sys
+from run_checks import Checks, check_chunk_epochs
 e = json.load(open('$tmp/c/summary.json'))['elastic']['data_chunks']
 complete = [x for x in e['epochs'] if x['complete']]
 print('  600 chunks: complete epochs', e['epochs_complete'], 'inexact', e['epochs_inexact'])

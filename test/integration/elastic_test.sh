@@ -11,7 +11,7 @@ set -u
 psrun=$1
 mode=${2:-async}
 fail=0
-. "$(dirname "$0")/../support/check.sh"  # check(), require_mnist(), scratch_dir(), worker_pid()
+. "$(dirname "$0")/../support/check.sh"  # check(), require_mnist(), scratch_dir(), worker_pid(), wait_step()
 scratch_dir psrun-elastic  # $tmp, $pid: removed and killed by PID at exit
 require_mnist
 py=/usr/bin/python3
@@ -27,12 +27,7 @@ check "the undisturbed $mode run exits 0 (rc=$code)" test "$code" -eq 0
 
 timeout 300 "$psrun" local "${run_opts[@]}" -- "${train_opts[@]}" --model-dir "$tmp/m" >"$tmp/log" 2>&1 &
 pid=$!
-for _ in $(seq 1200); do  # a tenth of the steps done
-    s=$(grep -o "step [0-9]*/$steps" "$tmp/log" | tail -1 | sed 's/step \([0-9]*\).*/\1/')
-    [ -n "$s" ] && [ "$s" -ge $((steps / 10)) ] && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-done
+s=$(wait_step "$tmp/log" "$steps" $((steps / 10)) 120)  # a tenth of the steps done
 w2=$(worker_pid "$pid" 2)
 check "worker 2 found (pid ${w2:-none}) at step ${s:-?}" test -n "$w2"
 [ -n "$w2" ] && kill -KILL "$w2"
@@ -45,24 +40,11 @@ check "psd re-queues its chunks" grep -q "\[psd:0\].*worker 2: its [0-9]* data c
 check "psd ends the run with 2 workers" grep -q "\[psd:0\].*elastic: the run is over with 2 workers" "$tmp/log"
 cat >"$tmp/check.py" <<'PY'
 import json, sys
+from run_checks import Checks, check_chunk_epochs
 ref, run, steps = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3])
-ok = True
-def check(what, cond):
-    global ok
-    print(("ok: " if cond else "FAILED: ") + what)
-    ok = ok and cond
+check = Checks()
 for name, s in (("undisturbed", ref), ("killed", run)):
-    e = s.get("elastic", {}).get("data_chunks", {})
-    complete = [x for x in e.get("epochs", []) if x["complete"]]
-    counts = [x["examples"] for x in complete]
-    print(f"{name}: global step {s['global_step']}, test accuracy {s['test_accuracy']:.4f}, "
-          f"complete epochs {e.get('epochs_complete')} with {counts} examples, inexact {e.get('epochs_inexact')}, "
-          f"leased {e.get('leased')}, stale reports {e.get('stale_reports')}, "
-          f"dropped {s.get('elastic', {}).get('workers_dropped')}")
-    check(f"{name}: reached step {steps}", s["global_step"] >= steps)
-    check(f"{name}: at least one complete epoch", len(complete) >= 1)
-    check(f"{name}: every complete epoch visited 60000 examples", all(c == 60000 for c in counts))
-    check(f"{name}: no inexact epoch", e.get("epochs_inexact") == 0)
+    check_chunk_epochs(check, name, s, steps)
 dropped = [d["worker"] for d in run["elastic"].get("workers_dropped", [])]
 check(f"killed: summary.json lists worker 2 as dropped ({dropped})", dropped == [2])
 check("undisturbed: nobody dropped", ref["elastic"].get("workers_dropped") == [])
@@ -80,12 +62,12 @@ print(f"psd at exit: epochs {[(x['epoch'], x['examples'], x['complete']) for x i
 check(f"psd: worker 2 dropped ({final.get('workers_dropped')})", [d["worker"] for d in final.get("workers_dropped", [])] == [2])
 check(f"psd: no epoch before the newest complete one ({newest}) left open ({open_before})", newest >= 1 and not open_before)
 check("psd: every complete epoch 60000 examples", all(x["examples"] == 60000 for x in epochs if x["complete"]))
-sys.exit(0 if ok else 1)
+check.exit()
 PY
 if [ -f "$tmp/ref/summary.json" ] && [ -f "$tmp/m/summary.json" ]; then
     # psd's last line: its counters when it exited (after every worker's last report).
     grep "\[psd:0\] exiting with code 0 (" "$tmp/log" | tail -1 | sed 's/^[^(]*(//; s/)$//' >"$tmp/psd.json"
-    check "summary figures" "$py" "$tmp/check.py" "$tmp/ref/summary.json" "$tmp/m/summary.json" "$steps" "$tmp/psd.json"
+    check "summary figures" env PYTHONPATH="$TEST_SUPPORT_DIR" "$py" "$tmp/check.py" "$tmp/ref/summary.json" "$tmp/m/summary.json" "$steps" "$tmp/psd.json"
 else
     check "both runs wrote summary.json" false
 fi

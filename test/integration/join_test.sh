@@ -14,7 +14,7 @@ set -u
 psrun=$1
 mode=${2:-async}
 fail=0
-. "$(dirname "$0")/../support/check.sh"  # check(), require_mnist(), scratch_dir()
+. "$(dirname "$0")/../support/check.sh"  # check(), require_mnist(), scratch_dir(), wait_step()
 scratch_dir psrun-join  # $tmp, $pid: removed and killed by PID at exit
 require_mnist
 py=/usr/bin/python3
@@ -24,20 +24,6 @@ if [ "$mode" = sync ]; then steps=4000; sync=(--sync); else steps=24000; sync=()
 run_opts=(--ps 1 --workers 2 --max-workers 4 --min-workers 2 --worker-timeout 1 "${sync[@]}")
 train_opts=(--model dls_mlp --data-dir "$idx" --batch-size 100 --steps "$steps" --log-every 100 --data-chunks 60
             --threads 1)
-
-# The chief's last logged global step in log $1 (empty before the first).
-chief_step() { grep -o "\[workerd:0\].*step [0-9]*/$steps" "$1" | tail -1 | sed 's/.*step \([0-9]*\)\/.*/\1/'; }
-# wait_step LOG N: until the chief logged step N or psrun (pid $pid) is gone.
-wait_step() {
-    local s
-    for _ in $(seq 3000); do
-        s=$(chief_step "$1")
-        [ -n "$s" ] && [ "$s" -ge "$2" ] && break
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.05
-    done
-    echo "${s:-0}"
-}
 
 # Refused before any job: psrun join without --data-chunks names it (exit 2).
 timeout 30 "$psrun" join -- --model dls_mlp --data-dir "$idx" --model-dir "$tmp/none" >"$tmp/nochunks.log" 2>&1
@@ -68,7 +54,7 @@ check "the undisturbed $mode run exits 0 (rc=$code)" test "$code" -eq 0
 
 timeout 300 "$psrun" local "${run_opts[@]}" -- "${train_opts[@]}" --model-dir "$tmp/m" >"$tmp/log" 2>&1 &
 pid=$!
-s=$(wait_step "$tmp/log" $((steps * 3 / 10)))
+s=$(wait_step "$tmp/log" "$steps" $((steps * 3 / 10)) 150 workerd:0)
 timeout 300 "$psrun" join -- "${train_opts[@]}" --model-dir "$tmp/m" >"$tmp/j2.log" 2>&1 &
 j2=$!
 timeout 300 "$psrun" join -- "${train_opts[@]}" --model-dir "$tmp/m" >"$tmp/j3.log" 2>&1 &
@@ -96,7 +82,7 @@ check "... naming both models" grep -q "serves model 'dls_mlp'.*trains model 'mn
 
 # Which slot each joiner got, from its own log.
 slot_of() { grep -o "handed out worker slot [0-9]*" "$1" | head -1 | awk '{print $NF}'; }
-s=$(wait_step "$tmp/log" $((steps * 6 / 10)))
+s=$(wait_step "$tmp/log" "$steps" $((steps * 6 / 10)) 150 workerd:0)
 victim_slot=$(slot_of "$tmp/j3.log")
 check "joiner $j3 trains at slot ${victim_slot:-?} when the chief is at step $s" grep -q "training from global step" "$tmp/j3.log"
 # $j3 is timeout's PID; psrun join exec'd workerd in its child (same PID as that psrun join).
@@ -137,24 +123,11 @@ if [ "$mode" = sync ]; then
 fi
 cat >"$tmp/check.py" <<'PY'
 import json, sys
+from run_checks import Checks, check_chunk_epochs
 ref, run, steps, victim = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3]), int(sys.argv[4])
-ok = True
-def check(what, cond):
-    global ok
-    print(("ok: " if cond else "FAILED: ") + what)
-    ok = ok and cond
+check = Checks()
 for name, s in (("undisturbed", ref), ("joined", run)):
-    el = s.get("elastic", {})
-    e = el.get("data_chunks", {})
-    complete = [x for x in e.get("epochs", []) if x["complete"]]
-    counts = [x["examples"] for x in complete]
-    print(f"{name}: global step {s['global_step']}, test accuracy {s['test_accuracy']:.4f}, "
-          f"complete epochs {e.get('epochs_complete')} with {counts} examples, inexact {e.get('epochs_inexact')}, "
-          f"leased {e.get('leased')}, joined {el.get('workers_joined')}, dropped {el.get('workers_dropped')}")
-    check(f"{name}: reached step {steps}", s["global_step"] >= steps)
-    check(f"{name}: at least one complete epoch", len(complete) >= 1)
-    check(f"{name}: every complete epoch visited 60000 examples", all(c == 60000 for c in counts))
-    check(f"{name}: no inexact epoch", e.get("epochs_inexact") == 0)
+    check_chunk_epochs(check, name, s, steps)
 joined = sorted(d["worker"] for d in run["elastic"].get("workers_joined", []))
 check(f"joined: summary.json lists workers 2 and 3 as joined, then {victim} again ({joined})",
       joined == sorted([2, 3, victim]))
@@ -173,11 +146,11 @@ print(f"psd at exit: epochs {[(x['epoch'], x['examples'], x['complete']) for x i
       f"joined {final.get('workers_joined')}, dropped {final.get('workers_dropped')}")
 check("psd: every complete epoch 60000 examples", all(x["examples"] == 60000 for x in epochs if x["complete"]))
 check(f"psd: workers 2, 3 and {victim} again joined", sorted(d["worker"] for d in final.get("workers_joined", [])) == sorted([2, 3, victim]))
-sys.exit(0 if ok else 1)
+check.exit()
 PY
 if [ -f "$tmp/ref/summary.json" ] && [ -f "$tmp/m/summary.json" ] && [ -n "$victim_slot" ]; then
     grep "\[psd:0\] exiting with code 0 (" "$tmp/log" | tail -1 | sed 's/^[^(]*(//; s/)$//' >"$tmp/psd.json"
-    check "summary figures" "$py" "$tmp/check.py" "$tmp/ref/summary.json" "$tmp/m/summary.json" "$steps" \
+    check "summary figures" env PYTHONPATH="$TEST_SUPPORT_DIR" "$py" "$tmp/check.py" "$tmp/ref/summary.json" "$tmp/m/summary.json" "$steps" \
         "$victim_slot" "$tmp/psd.json"
 else
     check "both runs wrote summary.json" false

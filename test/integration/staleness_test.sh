@@ -10,7 +10,7 @@
 set -u
 psrun=$1
 fail=0
-. "$(dirname "$0")/../support/check.sh"  # check(), require_mnist(), scratch_dir(), worker_pid()
+. "$(dirname "$0")/../support/check.sh"  # check(), require_mnist(), scratch_dir(), worker_pid(), wait_step()
 scratch_dir psrun-staleness  # $tmp, $pid: removed and killed by PID at exit
 w1=
 trap '[ -n "$w1" ] && kill -CONT "$w1" 2>/dev/null; [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
@@ -25,13 +25,8 @@ run() {
     timeout 300 "$psrun" local --ps 2 --workers 2 --worker-timeout 60 "$@" -- "${train_opts[@]}" \
         --model-dir "$tmp/$name" >"$tmp/$name.log" 2>&1 &
     pid=$!
-    local s=
-    for _ in $(seq 1200); do
-        s=$(grep -o "step [0-9]*/$steps" "$tmp/$name.log" | tail -1 | sed 's/step \([0-9]*\).*/\1/')
-        [ -n "$s" ] && [ "$s" -ge 2000 ] && break
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.05
-    done
+    local s
+    s=$(wait_step "$tmp/$name.log" "$steps" 2000 60)
     w1=$(worker_pid "$pid" 1)
     check "$name: worker 1 found (pid ${w1:-none}) at step ${s:-?}" test -n "$w1"
     if [ -n "$w1" ]; then
@@ -51,12 +46,9 @@ check "psd says it bounds staleness" grep -q "\[psd:0\].*async mode, at most 2 g
     "$tmp/bounded.log"
 cat >"$tmp/check.py" <<'PY'
 import json, sys
+from run_checks import Checks
 free, bounded, steps = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3])
-ok = True
-def check(what, cond):
-    global ok
-    print(("ok: " if cond else "FAILED: ") + what)
-    ok = ok and cond
+check = Checks()
 for name, s in (("free", free), ("bounded", bounded)):
     st = s.get("staleness", {})
     print(f"{name}: global step {s['global_step']}, test accuracy {s['test_accuracy']:.4f}, staleness {st}")
@@ -69,9 +61,9 @@ check(f"free: worker 1's gradient after the stop is stale by more than 500 updat
 check(f"bounded: the chief waited for the stopped worker (longest hold {bs['longest_held_s']:.2f} s >= 1.5)",
       bs["max_staleness"] == 2 and bs["replies_held"] >= 1 and bs["longest_held_s"] >= 1.5)
 check(f"bounded: no gradient more than 5 updates stale ({bs['gradient_max']})", bs["gradient_max"] <= 5)
-sys.exit(0 if ok else 1)
+check.exit()
 PY
-check "summary.json: staleness bounded as stated" /usr/bin/python3 "$tmp/check.py" "$tmp/free/summary.json" \
+check "summary.json: staleness bounded as stated" env PYTHONPATH="$TEST_SUPPORT_DIR" /usr/bin/python3 "$tmp/check.py" "$tmp/free/summary.json" \
     "$tmp/bounded/summary.json" "$steps"
 
 # Refusals: exit 2 naming the flag.

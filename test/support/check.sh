@@ -1,5 +1,10 @@
 # Shared by the shell tests (source it): a named check that records failure without stopping the
-# test, and the MNIST skip. The caller sets fail=0 before its checks and exits with $fail at the end.
+# test, the MNIST skip, a scratch dir, finding a worker by PID, and waiting for a logged step. The
+# caller sets fail=0 before its checks and exits with $fail at the end. Their Python checks import
+# run_checks.py from $TEST_SUPPORT_DIR.
+
+# The directory of these helpers (and of run_checks.py, for the tests' Python checks).
+TEST_SUPPORT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 # check <description> <command...>: prints "ok: <description>" or "FAILED: <description>" (fail=1).
 check() {
@@ -34,4 +39,23 @@ worker_pid() {
         found=$(worker_pid "$c" "$2")
         [ -n "$found" ] && { echo "$found"; return; }
     done
+}
+
+# logged_step LOG STEPS [WHO]: the last "step N/STEPS" in LOG (psrun local's merged log), from the
+# daemon tag WHO when given (e.g. 'workerd:0', the chief); empty before the first.
+logged_step() {
+    grep -o "${3:+\[$3\].*}step [0-9]*/$2" "$1" 2>/dev/null | tail -1 | sed 's/.*step \([0-9]*\)\/.*/\1/'
+}
+
+# wait_step LOG STEPS N SECONDS [WHO]: polls every 0.05 s until logged_step reached N, the process
+# whose PID is in $pid is gone, or SECONDS passed; prints the last step seen (0 before the first).
+wait_step() {
+    local s= t0=$SECONDS
+    while ((SECONDS - t0 < $4)); do
+        s=$(logged_step "$1" "$2" "${5:-}")
+        [ -n "$s" ] && [ "$s" -ge "$3" ] && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.05
+    done
+    echo "${s:-0}"
 }
