@@ -10,14 +10,15 @@ initial weights, data and recipe (docs/benchmarks.md "Losses in the graph agains
     128, torch.optim.Adam 1e-3). Both trained weight sets are scored by the same code on the
     MNIST test set: the digit head's accuracy, the tag head's exact match and mean F1.
 
-  graph_loss_recipes.py char_lm [--seeds 1,2,3] [--steps 800]
+  graph_loss_recipes.py char_lm [--seeds 1,2,3] [--steps 800] [--order torch|psrun]
     A causal character-level transformer (2 pre-norm blocks, d 64, 4 heads, context 32) on the
     license texts every Debian system carries (/usr/share/common-licenses), per-token
     cross-entropy in the module. Recipe: AdamW (weight decay 0.1 on tensors of rank >= 2, betas
     0.9/0.95), linear warm-up over 50 updates then cosine to 0, global-norm clipping 1.0, batch
     128. psrun: psrun local --ps 1 --workers 1 (the clipping is then over the same batch as
     PyTorch's). Validation loss: psrun's test_loss (summary.json) against PyTorch's on the same
-    last 10% of the text.
+    last 10% of the text. --order psrun gives PyTorch the very batches psrun's worker draws
+    (workerd/data/sampler.cpp's shuffle, replayed here bit for bit) instead of its own shuffle.
 
 One JSON line per run, then a table of medians. Needs build/launcher/psrun (or PSRUN=path), python3-torch and
 python3-onnx, and MNIST (psrun data fetch) for two_heads.
@@ -115,19 +116,76 @@ def save(tmp, arrays):
     return paths
 
 
-def torch_train(model, arrays, steps, seed, optimizer, after_backward=None, schedule=None):
-    """`steps` steps of batch 128 over `arrays` (the module's inputs, in a random order drawn
-    from `seed`, redrawn each epoch). Returns the seconds taken."""
-    torch.set_num_threads(2)
+M64 = (1 << 64) - 1
+
+
+class SplitMix64:
+    """common/rng.h's psrun::Rng, bit for bit."""
+
+    def __init__(self, seed, stream=None):
+        self.state = seed & M64
+        if stream is not None:
+            self.state = self.next() ^ ((stream * 0xD1B54A32D192ED03) & M64)
+
+    def next(self):
+        self.state = (self.state + 0x9E3779B97F4A7C15) & M64
+        z = self.state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+        return z ^ (z >> 31)
+
+    def below(self, bound):
+        return (self.next() * bound) >> 64
+
+
+def psrun_batches(n, batch, seed):
+    """The batches (example indices) a single psrun worker (shard 0/1) trains on, as
+    workerd/data/sampler.cpp draws them: epoch e's order is a Fisher-Yates shuffle of epoch e-1's,
+    keyed by (seed, epoch); a batch runs on across an epoch's end."""
+    order, epoch, position = list(range(n)), 0, 0
+
+    def shuffle():
+        rng = SplitMix64(seed, epoch)
+        for i in range(n, 1, -1):
+            j = rng.below(i)
+            order[i - 1], order[j] = order[j], order[i - 1]
+
+    shuffle()
+    while True:
+        out = []
+        for _ in range(batch):
+            if position == n:
+                epoch, position = epoch + 1, 0
+                shuffle()
+            out.append(order[position])
+            position += 1
+        yield torch.tensor(out)
+
+
+def torch_batches(n, batch, seed):
+    """Batches in a random order drawn by torch from `seed`, redrawn each epoch (the last partial
+    batch of an epoch dropped)."""
     generator = torch.Generator().manual_seed(seed)
+    while True:
+        order = torch.randperm(n, generator=generator)
+        for position in range(0, n - batch + 1, batch):
+            yield order[position:position + batch]
+
+
+def batches(n, batch, seed, order):
+    """order "torch": PyTorch's own shuffle; "psrun": the very batches psrun's worker trains on."""
+    return psrun_batches(n, batch, seed) if order == "psrun" else torch_batches(n, batch, seed)
+
+
+def torch_train(model, arrays, steps, seed, optimizer, after_backward=None, schedule=None, order="torch"):
+    """`steps` steps of batch 128 over `arrays` (the module's inputs) in the `order` of batches()
+    from `seed`. Returns the seconds taken."""
+    torch.set_num_threads(2)
     tensors = [torch.from_numpy(a) for a in arrays]
-    order, position = torch.randperm(len(tensors[0]), generator=generator), 0
+    draw = batches(len(tensors[0]), 128, seed, order)
     start = time.perf_counter()
     for _ in range(steps):
-        if position + 128 > len(order):
-            order, position = torch.randperm(len(tensors[0]), generator=generator), 0
-        i = order[position:position + 128]
-        position += 128
+        i = next(draw)
         optimizer.zero_grad(set_to_none=True)
         model(*(t[i] for t in tensors)).backward()
         if after_backward:
@@ -218,7 +276,7 @@ def lm_rate(t, warmup, steps):
     return 0.5 * (1 + math.cos(math.pi * s / (steps - warmup)))
 
 
-def run_char_lm(seed, steps, tmp):
+def run_char_lm(seed, steps, tmp, order="torch"):
     ids, vocabulary = corpus()
     cut = int(len(ids) * 0.9)
     x, t = windows(ids[:cut], 32, 8)
@@ -236,11 +294,11 @@ def run_char_lm(seed, steps, tmp):
                                   lr=lr, betas=(0.9, 0.95), eps=1e-8)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lm_rate(step + 1, warmup, steps))
     seconds = torch_train(model, (x, t), steps, seed, optimizer,
-                          lambda: nn.utils.clip_grad_norm_(model.parameters(), 1.0), schedule)
+                          lambda: nn.utils.clip_grad_norm_(model.parameters(), 1.0), schedule, order)
     with torch.no_grad():
         losses = [float(model(torch.from_numpy(vx[k:k + 128]), torch.from_numpy(vt[k:k + 128])))
                   for k in range(0, len(vx), 128)]
-    results.append({"system": "pytorch", "seed": seed, "train_seconds": round(seconds, 2),
+    results.append({"system": "pytorch", "seed": seed, "order": order, "train_seconds": round(seconds, 2),
                     "validation_loss": float(np.mean(losses))})
     p = save(tmp, {"x": x, "t": t, "y": np.zeros(len(x), np.int32), "vx": vx, "vt": vt,
                    "vy": np.zeros(len(vx), np.int32)})
@@ -254,7 +312,7 @@ def run_char_lm(seed, steps, tmp):
            "--test-images", p["vx"], "--test-labels", p["vy"], "--test-input", "targets=" + p["vt"]],
           os.path.join(tmp, "psrun.log"))
     summary = json.load(open(os.path.join(run_dir, "summary.json")))
-    results.append({"system": "psrun", "seed": seed, "train_seconds": round(summary["train_seconds"], 2),
+    results.append({"system": "psrun", "seed": seed, "order": "psrun", "train_seconds": round(summary["train_seconds"], 2),
                     "validation_loss": summary["test_loss"]})
     return results
 
@@ -264,12 +322,15 @@ def main():
     ap.add_argument("case", choices=("two_heads", "char_lm"))
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--steps", type=int, default=None)
+    ap.add_argument("--order", choices=("torch", "psrun"), default="torch",
+                    help="char_lm: PyTorch's batches in its own shuffle, or the very batches psrun trains on")
     a = ap.parse_args()
     steps = a.steps or (600 if a.case == "two_heads" else 800)
     runs = []
     with tempfile.TemporaryDirectory(prefix="graph_loss_bench_") as tmp:
         for seed in (int(s) for s in a.seeds.split(",")):
-            for r in (run_two_heads if a.case == "two_heads" else run_char_lm)(seed, steps, tmp):
+            runs_of = run_two_heads(seed, steps, tmp) if a.case == "two_heads" else run_char_lm(seed, steps, tmp, a.order)
+            for r in runs_of:
                 r.update(case=a.case, steps=steps)
                 print(json.dumps(r), flush=True)
                 runs.append(r)

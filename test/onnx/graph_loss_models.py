@@ -10,7 +10,9 @@ Each module's forward takes its inputs and its labels or targets and returns a s
                labels [N, L] an input of their own
   mse          a regression's mean squared error written out ((y - t) ** 2).mean()
 and, last, bench/graph_loss_recipes.py's character transformer trained 30 updates on one fixed batch
-with the transformer recipe (AdamW, warm-up + cosine, clipping) by both: the losses must agree.
+with the transformer recipe (AdamW, warm-up + cosine, clipping) by both: the losses must agree; and
+8 SGD steps of it on 300 windows, PyTorch on the batches graph_loss_recipes.psrun_batches replays:
+psrun's logged step losses must be PyTorch's (the benchmarks' --order psrun is psrun's order).
 At opsets 14 and 17, one batch of real MNIST data goes through `psrun model check --gradients`
 and through the module in float64: the loss and every trainable tensor's gradient are compared
 by name (max |g_psrun - g_torch| / max |g_torch| <= TOLERANCE). Then ce_mlp and two_heads train
@@ -21,6 +23,7 @@ Usage: graph_loss_models.py PSRUN [--data MNIST_DIR]   (exit 77 without torch)
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -288,6 +291,39 @@ def main():
     loss = json.load(open(f"{run_dir}/summary.json"))["test_loss"] if rc == 0 else float("nan")
     check(f"char_lm recipe on a fixed batch, 30 updates: psrun's loss {loss:.6f} vs PyTorch's {torch_loss:.6f}",
           rc == 0 and abs(loss - torch_loss) <= 1e-4 * abs(torch_loss), log)
+
+    # graph_loss_recipes.psrun_batches replays the batches psrun's worker trains on (the benchmarks'
+    # --order psrun): 300 windows in batches of 128, so epochs end inside batches 3, 5 and 8. Each
+    # step's training loss psrun logs (before that step's update) must be PyTorch's on the replayed
+    # batch with the same SGD updates.
+    x, t = recipes.windows(ids[:20000], 32, 8)
+    x, t = x[:300], t[:300]
+    torch.manual_seed(2)
+    lm = recipes.CharLm(vocabulary)
+    path = f"{tmp}/char_lm_order.onnx"
+    recipes.export(lm, {"input": x, "targets": t}, path)
+    draw, sgd, torch_losses = recipes.psrun_batches(len(x), 128, 7), torch.optim.SGD(lm.parameters(), lr=0.05), []
+    X, T = torch.from_numpy(x), torch.from_numpy(t)
+    for _ in range(8):
+        i = next(draw)
+        sgd.zero_grad()
+        step_loss = lm(X[i], T[i])
+        step_loss.backward()
+        sgd.step()
+        torch_losses.append(float(step_loss))
+    for key, v in (("x", x), ("t", t), ("y", np.zeros(len(x), np.int32))):
+        np.save(f"{tmp}/order.{key}.npy", v)
+    run_dir, log = f"{tmp}/run-order", f"{tmp}/order.train.log"
+    rc = run([psrun, "local", "--ps", "1", "--workers", "1", "--grace", "30", "--", "--model", path,
+              "--model-dir", run_dir, "--steps", "8", "--batch-size", "128", "--optimizer", "sgd",
+              "--learning-rate", "0.05", "--seed", "7", "--precision", "f32", "--threads", "1", "--log-every", "1",
+              "--train-images", f"{tmp}/order.x.npy", "--train-labels", f"{tmp}/order.y.npy",
+              "--train-input", f"targets={tmp}/order.t.npy", "--test-images", f"{tmp}/order.x.npy",
+              "--test-labels", f"{tmp}/order.y.npy", "--test-input", f"targets={tmp}/order.t.npy"], log)
+    logged = [float(m.group(1)) for m in re.finditer(r"\[workerd:0\] step \d+/8 .*? loss ([0-9.]+)", open(log).read())]
+    close = len(logged) == 8 and all(abs(a - b) <= 2e-4 * abs(b) for a, b in zip(logged, torch_losses))
+    check(f"psrun_batches replays psrun's order: logged losses {logged} vs PyTorch's "
+          f"{[round(v, 4) for v in torch_losses]} on the replayed batches", rc == 0 and close, log)
     sys.exit(0 if ok else 1)
 
 
