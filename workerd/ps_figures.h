@@ -2,7 +2,10 @@
 // shards' STATS just before its final evaluation and DONE, while every psd still answers.
 //   "elastic"       psd 0's data_chunks, workers_dropped, min_workers, workers_joined and
 //                   max_workers (--data-chunks, --min-workers, --max-workers)
-//   "staleness"     psd 0's gradients' staleness and --max-staleness's held replies (async runs)
+//   "staleness"     the gradients' staleness and --max-staleness's held replies (async runs):
+//                   each figure the largest over the shards (gradient_mean their mean), and each
+//                   shard's own under "shards" (a worker stopped between its pushes to two
+//                   shards is held back by one of them only)
 //   "keyed_tables"  per table keyed by raw ids (--raw-ids): rows, capacity, admitted, refused,
 //                   refused_full, evicted_full, evicted_idle and gradients_dropped summed over the
 //                   shards, and the same per shard under "shards" (index = psd index)
@@ -28,5 +31,9 @@ nlohmann::json read_ps_figures(PsClient& client, std::uint32_t shards);
 // Sums the per-shard keyed_tables objects of STATS replies (index = shard; null for a shard that
 // did not answer) into the "keyed_tables" form above; empty when no shard has a keyed table.
 nlohmann::json sum_keyed_tables(const std::vector<nlohmann::json>& per_shard);
+
+// Combines the per-shard staleness objects of STATS replies (index = shard; null for a shard
+// that did not answer or reports none) into the "staleness" form above; null when none has one.
+nlohmann::json combine_staleness(const std::vector<nlohmann::json>& per_shard);
 
 }  // namespace psrun::worker
