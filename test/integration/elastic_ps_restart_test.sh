@@ -107,7 +107,6 @@ check "600 chunks: the run with psd 0 killed exits 0 (rc=$code)" test "$code" -e
 echo "  600 chunks: CHUNK requests that met the restart: $(grep -c 'the CHUNK request met a restarted psd' "$tmp/c.log")"
 check "600 chunks: every complete epoch 60000 examples, none inexact" "$py" -c "
 import json, sys
-from run_checks import Checks, check_chunk_epochs
 e = json.load(open('$tmp/c/summary.json'))['elastic']['data_chunks']
 complete = [x for x in e['epochs'] if x['complete']]
 print('  600 chunks: complete epochs', e['epochs_complete'], 'inexact', e['epochs_inexact'])
