@@ -58,7 +58,7 @@ def accuracy(model, x, y):
 
 
 def torch_train(model, x, y, steps, batch, seed, order):
-    """`steps` updates of the recipe over (x, y) in graph_loss_recipes.batches()' `order` from
+    """`steps` updates of the recipe over (x, y), batches in graph_loss_recipes.batches()'s `order` from
     `seed`. Returns the seconds taken."""
     torch.set_num_threads(int(os.environ.get("TORCH_THREADS", "2")))
     decay = [p for p in model.parameters() if p.dim() >= 2]
