@@ -29,7 +29,9 @@ std::span<const float> ParamFrames::slice(std::uint32_t id) const {
 void ParamFrames::copy_to(std::span<float> params, const ShardLayout& layout) const {
     for (std::uint32_t id = 0; id < layout.slices.size() && id < by_slice_.size(); ++id) {
         const auto& s = layout.slices[id];
-        std::memcpy(params.data() + s.flat_offset, by_slice_[id].data(), s.length * sizeof(float));
+        float* to = params.data() + s.flat_offset;
+        if (to != by_slice_[id].data())  // a shared-memory reply may already be the model's buffer
+            std::memcpy(to, by_slice_[id].data(), s.length * sizeof(float));
     }
 }
 
@@ -264,7 +266,9 @@ Result<StepInfo> PsClient::run_exchange(MessageType type, std::span<const float>
     info.reconnected = resent;
     const auto& h0 = (*replies)[0].header;
     info.step = h0.step;
+    info.all_finished = true;
     for (auto& r : *replies) {
+        info.all_finished = info.all_finished && (r.header.flags & wire::kFlagFinished);
         info.finished = info.finished || (r.header.flags & wire::kFlagFinished);
         info.stale = info.stale || (r.header.flags & wire::kFlagStale);
         info.draining = info.draining || (r.header.flags & wire::kFlagDraining);

@@ -72,6 +72,9 @@ struct PsClientOptions {
 struct StepInfo {
     std::uint64_t step = 0;  // global step after this exchange: shard 0's, or the furthest shard's once finished
     bool finished = false;   // last_step reached: stop training
+    // Every shard reported last_step. Async shards count pushes independently: when the first one
+    // finishes, another may still be short of it (workers step on: StepLoop::finish).
+    bool all_finished = false;
     bool stale = false;      // sync mode: the gradient was too old and was dropped
     bool draining = false;   // a psd is draining (preemption): stop (async: the push was applied; sync: not)
     // A psd had declared this worker dead and took it back with this exchange (wire::kFlagRejoined);

@@ -193,6 +193,21 @@ StepLoop::Outcome StepLoop::finish(Result<StepInfo> step, float loss, Clock::tim
     const auto t3 = Clock::now();
     ctx.exchange_seconds += seconds(sent, t2);
     ctx.copy_seconds += seconds(t2, t3);
+    // Async shards count pushes independently and each stops at exactly last_step: when the first one
+    // reports it, another may still be short (its share of a gradient arrived later, or never: a worker
+    // lost mid-send). Stepping on until every shard has finished (finished ones refuse the push, the
+    // others apply it) ends every shard at last_step, so that the final checkpoint and evaluation hold
+    // the model psd ends with.
+    if (step->finished && !step->all_finished &&
+        ++tail_steps_ <= std::max<std::uint64_t>(64, 4 * static_cast<std::uint64_t>(ctx.num_workers))) {
+        frames_.copy_to(trainer.params().all(), ctx.client->layout());
+        tag_ = step->step;
+        trainer.set_global_step(step->step);
+        return Outcome::kRetry;
+    }
+    if (step->finished && !step->all_finished)
+        spdlog::warn("a psd is still short of the last step after {} more steps: the final parameters are as they are",
+                     tail_steps_ - 1);
     tag_ = step->step;
     ++ctx.local_steps;
     trainer.set_global_step(step->step);

@@ -1,7 +1,9 @@
 // The distributed worker's training loop, after the start barrier: compute a gradient, exchange
 // it with psd (PUSH_PULL: gradient out, fresh parameters in), copy the parameters into the
 // model, run the hooks; until psd reports the last step, a hook stops, a signal or a draining
-// psd stops (ctx.stopped_by_signal), or something fails.
+// psd stops (ctx.stopped_by_signal), or something fails. psd's last step is when every shard has
+// reported it: async shards count pushes on their own, and the loop steps on (without hooks) while
+// one is still short, so that every shard ends at exactly last_step.
 //
 // Two schedules:
 //   blocking    compute k, exchange k, copy, hooks, compute k+1, ...   (sync mode, --overlap off)
@@ -86,6 +88,7 @@ private:
     std::uint64_t tag_;
     StepResult last_;
     ParamFrames frames_;
+    std::uint64_t tail_steps_ = 0;  // steps after the first shard reported the last step (finish())
 };
 
 }  // namespace psrun::worker
