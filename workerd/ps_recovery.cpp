@@ -42,13 +42,16 @@ class NanInjector : public Hook {
 public:
     explicit NanInjector(int every) : every_(every) {}
     void before_step(RunContext& ctx, float /*loss*/) override {
-        if ((ctx.local_steps + 1) % static_cast<std::uint64_t>(every_) != 0) return;
+        // Once per K-th step: the retry after psd refused the NaN is a clean gradient.
+        if ((ctx.local_steps + 1) % static_cast<std::uint64_t>(every_) != 0 || ctx.local_steps + 1 == injected_) return;
+        injected_ = ctx.local_steps + 1;
         ctx.trainer->grads().all()[0] = std::numeric_limits<float>::quiet_NaN();
         spdlog::warn("--inject-nan-every {}: pushing a NaN gradient at local step {}", every_, ctx.local_steps + 1);
     }
 
 private:
     int every_;
+    std::uint64_t injected_ = 0;  // the local step the last NaN was pushed for
 };
 
 }  // namespace

@@ -148,3 +148,46 @@ TEST_CASE("NaN gradients are rejected and counted; --max-bad-grads stops every r
         }
     }
 }
+
+TEST_CASE("a gradient one shard refused: the worker steps on until every shard has the last step",
+          "[integration][faults]") {
+    // The NaN goes into the gradient's first float: only the shard holding it refuses the push, the
+    // other applies it, so the first shard's count falls behind by one per NaN. When the other shard
+    // reaches --steps, the worker must go on stepping (refused there, applied here) until both have.
+    const std::string overlap = GENERATE(as<std::string>{}, "off", "on");
+    TempTree tmp;
+    const std::string ps = ipc_list(tmp.path, 2);
+    const fs::path model = tmp.path / "model";
+    ChildProcess psd0(daemon_exe("psd/psd"), psd_args(0, ps, 1), (tmp.path / "psd0.log").string());
+    ChildProcess psd1(daemon_exe("psd/psd"), psd_args(1, ps, 1), (tmp.path / "psd1.log").string());
+    ChildProcess chief(daemon_exe("workerd/workerd"),
+                       worker_args(0, ps, 1, 40,
+                                   {"--model-dir", model.string(), "--inject-nan-every", "10", "--overlap", overlap}),
+                       (tmp.path / "chief.log").string());
+    const int c = chief.wait(120);
+    const int p0 = psd0.wait(30);
+    const int p1 = psd1.wait(30);
+    INFO(psd0.output());
+    INFO(psd1.output());
+    INFO(chief.output());
+    REQUIRE(c == 0);
+    CHECK(p0 == 0);
+    CHECK(p1 == 0);
+    const std::regex exit_line(R"RE(exiting with code 0 \(\{.*"applied":(\d+),.*"nonfinite":(\d+),.*"step":(\d+),)RE");
+    std::smatch m0, m1;
+    const std::string out0 = psd0.output(), out1 = psd1.output();
+    REQUIRE(std::regex_search(out0, m0, exit_line));
+    REQUIRE(std::regex_search(out1, m1, exit_line));
+    // Every shard applied exactly --steps gradients, although one refused the NaN ones.
+    CHECK(m0[3] == "40");
+    CHECK(m1[3] == "40");
+    CHECK(m0[1] == "40");
+    CHECK(m1[1] == "40");
+    const int refused = std::stoi(m0[2]) + std::stoi(m1[2]);
+    CHECK(refused >= 3);
+    CHECK((std::stoi(m0[2]) == 0 || std::stoi(m1[2]) == 0));  // one shard holds the first float
+    // The final checkpoint names the last step and holds every shard's final parameters.
+    const auto checkpoints = psrun::CheckpointStore(model.string(), 100).list();
+    REQUIRE_FALSE(checkpoints.empty());
+    CHECK(checkpoints.back().step == 40);
+}
