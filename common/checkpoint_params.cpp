@@ -15,19 +15,24 @@ namespace {
 
 Error invalid(const std::string& message) { return Error{ErrorCode::kInvalidArgument, message}; }
 
-// Shard s of K's rows of a [rows, width] table (its rows s, s + K, ...) scattered into `dst`, the
-// table's dense values, in chunks (a large table is never read twice into memory).
+// Shard s of K's rows of a [rows, width] table scattered into `dst`, the table's dense values, in
+// chunks (a large table is never read twice into memory): a spread table's rows s, s + K, ...;
+// a small table placed whole on shard s all its rows, and none on the other shards
+// (common/tensor_layout.h RowTable; the piece's size tells which).
 Result<void> read_row_piece(const TensorFileReader& file, std::size_t entry, const std::string& path,
                             const RowPieceName& piece, const TensorSpec& spec, float* dst) {
     const TensorFileEntry& t = file.tensors()[entry];
     if (spec.shape.size() != 2)
         return tl::unexpected(
             invalid(path + ": '" + piece.tensor + "' is a sparse table in the checkpoint but not a [rows, width] tensor here"));
-    const RowTable table{0, spec.shape[0], spec.shape[1]};
-    const std::uint64_t rows = table.rows_on(piece.shard, piece.shards), width = spec.shape[1];
-    if (t.count != rows * width)
+    RowTable table{0, spec.shape[0], spec.shape[1]};
+    const std::uint64_t width = spec.shape[1];
+    if (t.count != table.rows_on(piece.shard, piece.shards) * width) table.home = piece.shard;  // whole here?
+    const std::uint64_t rows = table.rows_on(piece.shard, piece.shards);
+    if (t.count != rows * width && t.count != 0)
         return tl::unexpected(invalid(path + ": rows piece '" + t.name + "' does not fit table '" + piece.tensor + "' of " +
                                       std::to_string(spec.shape[0]) + " x " + std::to_string(width)));
+    if (t.count == 0) return {};  // whole on another shard
     if (!t.finite) return tl::unexpected(invalid(path + ": '" + t.name + "' holds NaN or Inf"));
     std::vector<float> chunk;
     constexpr std::uint64_t kChunkRows = 1 << 14;
@@ -37,7 +42,7 @@ Result<void> read_row_piece(const TensorFileReader& file, std::size_t entry, con
         if (auto ok = file.read(entry, first * width, chunk); !ok) return ok;
         for (std::uint64_t i = 0; i < n; ++i)
             std::copy_n(chunk.data() + i * width, width,
-                        dst + ((first + i) * piece.shards + piece.shard) * width);
+                        dst + table.global_row(first + i, piece.shard, piece.shards) * width);
     }
     return {};
 }

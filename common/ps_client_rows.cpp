@@ -1,6 +1,7 @@
 // PsClient's sparse rows (docs/protocol.md "Sparse tables"): the rows of an exchange are checked,
 // deduplicated (a repeated id's gradient rows summed, in the order given), sorted, and split
-// over the shards (row r on shard r mod K; a keyed table's raw id on keyed_owner()); each shard gets, per table, a (gradient ids, values)
+// over the shards (RowTable::owner: row r on shard r mod K, a keyed table's raw id on keyed_owner(), a small
+// table's every row on its home shard); each shard gets, per table, a (gradient ids, values)
 // frame pair and a pull-ids frame, and answers the pulled rows in that order.
 #include <algorithm>
 #include <cstring>
@@ -64,9 +65,7 @@ Result<void> PsClient::plan_rows(std::span<const RowGrads> grads, std::span<cons
     // Row i of gradient g's or request r's ids, widened.
     auto id_at = [](const auto& x, std::size_t i) -> std::uint64_t { return x.keys.empty() ? x.ids[i] : x.keys[i]; };
     auto count = [](const auto& x) { return x.keys.empty() ? x.ids.size() : x.keys.size(); };
-    auto owner = [&](std::size_t t, std::uint64_t id) {
-        return tables[t].keyed ? keyed_owner(id, num_shards) : row_owner(id, num_shards);
-    };
+    auto owner = [&](std::size_t t, std::uint64_t id) { return tables[t].owner(id, num_shards); };
     // Gradients: every (id, source row) of a table, sorted by id (stable: sums in the order given).
     for (std::size_t t = 0; t < tables.size(); ++t) {
         const std::size_t width = tables[t].width;

@@ -65,6 +65,53 @@ std::size_t ShardLayout::shard_size(std::uint32_t shard) const {
     return n;
 }
 
+namespace {
+
+// compute_layout's planner (see the header): small tables whole, each on the least loaded shard.
+void place_tables(ShardLayout& layout) {
+    const std::uint32_t k = layout.num_shards;
+    if (k < 2) return;
+    std::vector<std::uint64_t> load(k, 0);
+    for (const auto& s : layout.slices) load[s.shard] += s.length;
+    std::uint64_t everything = layout.total;
+    for (const auto& t : layout.tables) everything += t.floats();
+    const std::uint64_t limit = std::min<std::uint64_t>(kWholeTableFloats, everything / (kWholeTableShare * k));
+    std::vector<RowTable*> small;
+    for (auto& t : layout.tables) {
+        if (t.floats() <= limit) {
+            small.push_back(&t);
+            continue;
+        }
+        for (std::uint32_t s = 0; s < k; ++s) load[s] += t.rows_on(s, k) * t.width;
+    }
+    std::stable_sort(small.begin(), small.end(), [](const RowTable* a, const RowTable* b) { return a->floats() > b->floats(); });
+    for (RowTable* t : small) {
+        const auto least = static_cast<std::uint32_t>(std::min_element(load.begin(), load.end()) - load.begin());
+        t->home = least;
+        load[least] += t->floats();
+    }
+}
+
+}  // namespace
+
+std::optional<RowTable> placement_from_pieces(RowTable table, const std::vector<std::uint64_t>& piece_rows) {
+    const auto k = static_cast<std::uint32_t>(piece_rows.size());
+    if (k == 0) return std::nullopt;
+    table.home = RowTable::kSpread;
+    bool spread = true;
+    for (std::uint32_t s = 0; s < k; ++s) spread = spread && piece_rows[s] == table.rows_on(s, k);
+    if (spread) return table;
+    std::uint32_t holders = 0;
+    for (std::uint32_t s = 0; s < k; ++s) {
+        if (piece_rows[s] == 0) continue;
+        if (piece_rows[s] != table.num_rows) return std::nullopt;
+        table.home = s;
+        ++holders;
+    }
+    if (holders != 1) return std::nullopt;
+    return table;
+}
+
 Result<ShardLayout> compute_layout(const std::vector<TensorSpec>& tensors, std::uint32_t num_shards) {
     if (num_shards == 0) return make_error(ErrorCode::kInvalidArgument, "layout needs at least one shard");
     if (tensors.empty()) return make_error(ErrorCode::kInvalidArgument, "layout needs at least one tensor");
@@ -109,6 +156,7 @@ Result<ShardLayout> compute_layout(const std::vector<TensorSpec>& tensors, std::
             pos = cut;
         }
     }
+    place_tables(layout);
     return layout;
 }
 
@@ -121,7 +169,13 @@ Result<void> validate_layout(const ShardLayout& layout, const std::vector<Tensor
     for (std::uint32_t i = 0; i < tensors.size(); ++i)
         if (tensors[i].rows() && tensors[i].shape.size() == 2)
             tables.push_back(RowTable{i, tensors[i].shape[0], tensors[i].shape[1], tensors[i].keyed()});
-    if (tables != layout.tables) return make_error(ErrorCode::kProtocol, "layout's sparse tables differ from the tensor list");
+    if (tables.size() != layout.tables.size())
+        return make_error(ErrorCode::kProtocol, "layout's sparse tables differ from the tensor list");
+    for (std::size_t t = 0; t < tables.size(); ++t) {
+        tables[t].home = layout.tables[t].home;
+        if (tables[t] != layout.tables[t] || (tables[t].whole() && tables[t].home >= layout.num_shards))
+            return make_error(ErrorCode::kProtocol, "layout's sparse tables differ from the tensor list");
+    }
     auto skip_rows = [&] {
         while (tensor < tensors.size() && tensors[tensor].rows()) ++tensor;
     };

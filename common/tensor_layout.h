@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,7 +23,7 @@ namespace psrun {
 enum class TensorClass : std::uint8_t { kTrainable = 0, kState = 1 };
 // Where a tensor lives. Dense: in the contiguous buffer every worker holds, sliced over the
 // shards. Rows: an embedding table of shape [num_rows, width] that lives only on psd, row r on
-// shard r mod K, pulled and pushed row by row (docs/protocol.md "Sparse tables"). Keyed rows: a
+// shard r mod K (a small table: whole on one shard, RowTable), pulled and pushed row by row (docs/protocol.md "Sparse tables"). Keyed rows: a
 // table keyed by raw 64-bit ids with no vocabulary (docs/sparse.md "Raw ids"), shape [capacity,
 // width]: at most `capacity` rows over all shards (ceil(capacity / K) each), id i on shard
 // keyed_owner(i, K); a shard makes an id a row when its RowPolicy admits it and evicts rows to
@@ -81,21 +82,6 @@ struct Slice {
     bool operator==(const Slice&) const = default;
 };
 
-// A rows tensor (sparse table) and where its rows live: row r on shard r mod K, at index r / K
-// of that shard's part (rows r = shard, shard + K, shard + 2K, ... in ascending order). A keyed
-// table: id i on shard keyed_owner(i, K), at a slot of that shard's rows_on() its index assigns.
-struct RowTable {
-    std::uint32_t tensor = 0;    // index into the tensor list
-    std::uint64_t num_rows = 0;  // rows; ids are 0 .. num_rows - 1 (keyed: the capacity, ids any uint64)
-    std::uint32_t width = 0;     // floats per row
-    bool keyed = false;          // TensorKind::kKeyedRows
-    // Rows `shard` of `num_shards` holds (keyed: at most, its slots).
-    std::uint64_t rows_on(std::uint32_t shard, std::uint32_t num_shards) const {
-        if (keyed) return (num_rows + num_shards - 1) / num_shards;
-        return num_rows > shard ? (num_rows - shard + num_shards - 1) / num_shards : 0;
-    }
-    bool operator==(const RowTable&) const = default;
-};
 inline std::uint32_t row_owner(std::uint64_t row, std::uint32_t num_shards) {
     return static_cast<std::uint32_t>(row % num_shards);
 }
@@ -111,6 +97,48 @@ inline std::uint32_t keyed_owner(std::uint64_t id, std::uint32_t num_shards) {
     return static_cast<std::uint32_t>(id % num_shards);
 }
 inline std::uint64_t row_index(std::uint64_t row, std::uint32_t num_shards) { return row / num_shards; }
+
+// A rows tensor (sparse table) and where its rows live. Spread (large tables): row r on shard
+// r mod K, at index r / K of that shard's part (rows r = shard, shard + K, shard + 2K, ... in
+// ascending order); a keyed table's id i on shard keyed_owner(i, K), at a slot of that shard's
+// rows_on() its index assigns. Whole (small tables, compute_layout's planner): every row on shard
+// `home`, row r at index r (a keyed table: all its capacity there); the other shards hold none.
+struct RowTable {
+    static constexpr std::uint32_t kSpread = 0xFFFFFFFFu;
+    std::uint32_t tensor = 0;    // index into the tensor list
+    std::uint64_t num_rows = 0;  // rows; ids are 0 .. num_rows - 1 (keyed: the capacity, ids any uint64)
+    std::uint32_t width = 0;     // floats per row
+    bool keyed = false;          // TensorKind::kKeyedRows
+    std::uint32_t home = kSpread;  // the shard holding the whole table, or kSpread
+
+    bool whole() const { return home != kSpread; }
+    // The shard of row (or keyed id) `id`.
+    std::uint32_t owner(std::uint64_t id, std::uint32_t num_shards) const {
+        if (whole()) return home;
+        return keyed ? keyed_owner(id, num_shards) : row_owner(id, num_shards);
+    }
+    // A vocabulary table's row `row` at its owner: the local index, and back.
+    std::uint64_t local_row(std::uint64_t row, std::uint32_t num_shards) const {
+        return whole() ? row : row_index(row, num_shards);
+    }
+    std::uint64_t global_row(std::uint64_t local, std::uint32_t shard, std::uint32_t num_shards) const {
+        return whole() ? local : local * num_shards + shard;
+    }
+    // Rows `shard` of `num_shards` holds (keyed: at most, its slots).
+    std::uint64_t rows_on(std::uint32_t shard, std::uint32_t num_shards) const {
+        if (whole()) return shard == home ? num_rows : 0;
+        if (keyed) return (num_rows + num_shards - 1) / num_shards;
+        return num_rows > shard ? (num_rows - shard + num_shards - 1) / num_shards : 0;
+    }
+    std::uint64_t floats() const { return num_rows * width; }
+    bool operator==(const RowTable&) const = default;
+};
+
+// How a checkpoint's pieces of `table` were placed, from the rows of each (piece_rows[s]: shard s
+// of piece_rows.size()): spread when every piece has its spread share (pieces written before
+// placements existed are all spread), else whole on the one piece that holds every row when the
+// others hold none; nullopt when neither fits (a piece of another model).
+std::optional<RowTable> placement_from_pieces(RowTable table, const std::vector<std::uint64_t>& piece_rows);
 
 struct ShardLayout {
     std::uint32_t num_shards = 0;
@@ -129,15 +157,24 @@ struct ShardLayout {
 
 // Greedy contiguous split of the dense tensors: shard s receives flat range [s*T/K, (s+1)*T/K),
 // rounded so that a tensor smaller than kMinSliceFloats is never cut; rows tensors (keyed ones
-// too) go to `tables`. REQUIRES nothing: errors on K == 0, an empty list, or a
-// tensor with zero elements.
+// too) go to `tables`. With K > 1 the planner places each small table whole on one shard: at
+// most kWholeTableFloats (rows x width; keyed: capacity x width) and at most
+// 1/(kWholeTableShare K) of all the floats the shards hold (dense and rows), so that whole tables
+// can balance (a table that is most of the model stays spread). Largest first, each goes to the
+// shard holding the fewest floats so far (dense slices, the spread tables' shares, the whole
+// tables placed before it; ties to the lowest index): a small table's lookups then reach one
+// shard, and a small keyed table keeps its whole capacity in one place instead of K
+// hash-balanced shares. Bytes stand for lookups: a table's distinct ids per batch are at most its
+// rows. REQUIRES nothing: errors on K == 0, an empty list, or a tensor with zero elements.
 inline constexpr std::size_t kMinSliceFloats = 4096;
+inline constexpr std::uint64_t kWholeTableFloats = std::uint64_t{1} << 20;  // 4 MiB of values
+inline constexpr std::uint64_t kWholeTableShare = 4;
 [[nodiscard]] Result<ShardLayout> compute_layout(const std::vector<TensorSpec>& tensors,
                                                  std::uint32_t num_shards);
 
 // Checks that a layout received from a peer is well-formed for `tensors`: slices cover each
 // dense tensor exactly once, in order, with shard ids < num_shards, and `tables` lists the rows
-// tensors with their shapes.
+// tensors with their shapes and the planner's placement.
 [[nodiscard]] Result<void> validate_layout(const ShardLayout& layout,
                                            const std::vector<TensorSpec>& tensors);
 

@@ -25,7 +25,7 @@ inline constexpr std::uint32_t kMagic = 0x4E525350;  // "PSRN"
 // 13: keyed rows tables (their policy in the tensor list, the keyed flag in WELCOME, 8-byte id frames);
 // 14: JOIN and the JOIN flag on HELLO (workers that join a running job, psrun join); the LOOKUP flag
 // on PULL (evaluation reads rows without creating or admitting them)
-inline constexpr std::uint16_t kVersion = 14;
+inline constexpr std::uint16_t kVersion = 15;
 inline constexpr std::size_t kFixedHeaderSize = 48;
 inline constexpr std::size_t kFrameDescriptorSize = 8;
 inline constexpr std::uint32_t kMaxFrames = 4096;

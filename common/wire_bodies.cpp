@@ -130,6 +130,7 @@ std::string encode_welcome(const Welcome& w) {
         put_fixed64(out, t.num_rows);
         put_fixed32(out, t.width);
         put_fixed8(out, t.keyed ? 1 : 0);
+        put_fixed32(out, t.home);
     }
     return out;
 }
@@ -154,9 +155,10 @@ Result<Welcome> decode_welcome(std::string_view bytes) {
     w.layout.tables.resize(tables);
     for (auto& t : w.layout.tables) {
         std::uint8_t keyed = 0;
-        if (!d.get32(t.tensor) || !d.get64(t.num_rows) || !d.get32(t.width) || !d.get8(keyed))
+        if (!d.get32(t.tensor) || !d.get64(t.num_rows) || !d.get32(t.width) || !d.get8(keyed) || !d.get32(t.home))
             return protocol_error("truncated WELCOME tables");
         if (keyed > 1) return protocol_error("bad WELCOME table kind");
+        if (t.whole() && t.home >= w.layout.num_shards) return protocol_error("bad WELCOME table placement");
         t.keyed = keyed == 1;
     }
     if (d.remaining() != 0) return protocol_error("trailing bytes after WELCOME layout");

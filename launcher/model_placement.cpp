@@ -30,11 +30,18 @@ void print_placement(const nn::ModelDescription& model, std::uint32_t shards, co
     if (tables.empty()) {
         std::printf("  every tensor dense, %zu floats sliced over the shards\n", layout->total);
     } else {
-        for (const auto& t : tables.tables())
-            std::printf("  %s [%lld x %lld]: sparse table%s, row r on shard r mod %u, pulled and pushed by the batch's "
-                        "ids of %s\n",
+        for (std::size_t k = 0; k < tables.tables().size(); ++k) {
+            const auto& t = tables.tables()[k];
+            const RowTable& placed = layout->tables.at(k);
+            const std::string where =
+                placed.whole() ? "whole on shard " + std::to_string(placed.home) + " (small)"
+                : t.keyed()    ? "each id on shard hash(id) mod " + std::to_string(shards)
+                               : "row r on shard r mod " + std::to_string(shards);
+            std::printf("  %s [%lld x %lld]: %s table%s, %s, pulled and pushed by the batch's ids of %s\n",
                         t.name().c_str(), static_cast<long long>(t.rows()), static_cast<long long>(t.width()),
-                        automatic ? " (automatic: over 256 MiB)" : "", shards, model.inputs.at(t.input()).name.c_str());
+                        t.keyed() ? "keyed" : "sparse", automatic ? " (automatic: over 256 MiB)" : "", where.c_str(),
+                        model.inputs.at(t.input()).name.c_str());
+        }
         std::printf("  the other tensors dense, %zu floats sliced over the shards\n", layout->total);
     }
     for (std::uint32_t s = 0; s < shards; ++s) {
@@ -43,7 +50,7 @@ void print_placement(const nn::ModelDescription& model, std::uint32_t shards, co
         for (const auto& t : layout->tables) {
             const std::uint64_t floats = t.rows_on(s, shards) * t.width;
             rows += floats;
-            if (layout->tables.size() > 1)
+            if (layout->tables.size() > 1 && floats > 0)  // a table placed whole elsewhere: not named
                 each += (each.empty() ? "" : ", ") + model.tensors.at(t.tensor).name + " " + megabytes(floats);
         }
         std::printf("  shard %u: dense %zu floats (%s)", s, layout->shard_size(s), megabytes(layout->shard_size(s)).c_str());

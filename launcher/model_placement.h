@@ -1,6 +1,7 @@
 // `psrun model show --ps K [--sparse-embedding NAME]`: where a model's tensors live in a job with K
 // psd shards (common/tensor_layout.h compute_layout): the dense tensors sliced over the shards, a
-// sparse table's rows r on shard r mod K (docs/sparse.md), and each shard's floats and bytes with
+// sparse table's rows r on shard r mod K or, when small, the whole table on one shard
+// (docs/sparse.md), and each shard's floats and bytes with
 // the optimizer slots psd keeps beside them. The sparse table is the one named, or the one workerd
 // would make sparse by itself (workerd/sparse_tables.h kAutoSparseFloats).
 #pragma once

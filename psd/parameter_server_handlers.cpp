@@ -40,9 +40,17 @@ void ParameterServer::on_hello(const std::string& routing, const Header& h, Part
         model_ = hello->model;
         shard_ = std::make_unique<ShardState>(*layout, options_.index, tensors_);
         if (options_.sync) sync_ = make_sync();
-        spdlog::info("model '{}' has {} tensors, {} floats; this shard holds {} floats in {} slices", model_.name,
-                     tensors_.size(),
-                     layout->total, shard_->size(), shard_->slice_ids().size());
+        std::size_t spread = 0, here = 0;  // sparse tables: spread over the shards, placed whole on this one
+        for (const auto& t : layout->tables) {
+            spread += !t.whole();
+            here += t.whole() && t.home == options_.index;
+        }
+        spdlog::info("model '{}' has {} tensors, {} floats; this shard holds {} floats in {} slices{}", model_.name,
+                     tensors_.size(), layout->total, shard_->size(), shard_->slice_ids().size(),
+                     layout->tables.empty()
+                         ? std::string()
+                         : fmt::format(", and rows of {} sparse tables ({} spread, {} placed whole here, {} elsewhere)",
+                                       layout->tables.size(), spread, here, layout->tables.size() - spread - here));
         if (options_.standby && std::filesystem::exists(shard_path())) {
             std::optional<DataChunks> chunks;  // psd 0's data dispenser, if the file holds it
             auto loaded = shard_->load(shard_path(), &chunks);

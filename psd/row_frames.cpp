@@ -10,9 +10,9 @@ using wire::MessageType;
 using wire::RowPart;
 
 // A keyed table's ids frame of n uint64 ids: in place when aligned, else copied to `spare`;
-// each owned by `shard` (keyed_owner) and strictly ascending.
+// each owned by `shard` (RowTable::owner) and strictly ascending.
 Result<std::span<const std::uint64_t>> parse_keys(const zmq::message_t& frame, std::size_t n, std::uint64_t* spare,
-                                                  std::uint32_t num_shards, std::uint32_t shard,
+                                                  const RowTable& table, std::uint32_t num_shards, std::uint32_t shard,
                                                   const std::string& tensor) {
     const auto* keys = static_cast<const std::uint64_t*>(frame.data());
     if (reinterpret_cast<std::uintptr_t>(keys) % alignof(std::uint64_t) != 0) {
@@ -21,9 +21,9 @@ Result<std::span<const std::uint64_t>> parse_keys(const zmq::message_t& frame, s
     }
     const std::string name = "'" + tensor + "'";
     for (std::size_t k = 0; k < n; ++k) {
-        if (keyed_owner(keys[k], num_shards) != shard)
+        if (const std::uint32_t owner = table.owner(keys[k], num_shards); owner != shard)
             return protocol_error("id " + std::to_string(keys[k]) + " of keyed table " + name + " belongs to shard " +
-                                  std::to_string(keyed_owner(keys[k], num_shards)) + ", not " + std::to_string(shard));
+                                  std::to_string(owner) + ", not " + std::to_string(shard));
         if (k > 0 && keys[k] <= keys[k - 1])
             return protocol_error("ids of keyed table " + name + " are not strictly ascending (" +
                                   std::to_string(keys[k - 1]) + ", " + std::to_string(keys[k]) +
@@ -115,7 +115,7 @@ Result<RowFrames> parse_row_frames(const ShardLayout& layout, const std::vector<
             continue;
         }
         if (table.keyed) {
-            auto keys = parse_keys(frame, p.ids, key_spare.data() + key_at, layout.num_shards, shard,
+            auto keys = parse_keys(frame, p.ids, key_spare.data() + key_at, table, layout.num_shards, shard,
                                    tensors.at(table.tensor).name);
             if (!keys) return tl::unexpected(keys.error());
             key_at += p.ids;
@@ -134,9 +134,9 @@ Result<RowFrames> parse_row_frames(const ShardLayout& layout, const std::vector<
             if (ids[k] >= table.num_rows)
                 return protocol_error("row id " + std::to_string(ids[k]) + " of " + name + " is not below its " +
                            std::to_string(table.num_rows) + " rows");
-            if (row_owner(ids[k], layout.num_shards) != shard)
+            if (const std::uint32_t owner = table.owner(ids[k], layout.num_shards); owner != shard)
                 return protocol_error("row id " + std::to_string(ids[k]) + " of " + name + " belongs to shard " +
-                           std::to_string(row_owner(ids[k], layout.num_shards)) + ", not " + std::to_string(shard));
+                           std::to_string(owner) + ", not " + std::to_string(shard));
             if (k > 0 && ids[k] <= ids[k - 1])
                 return protocol_error("row ids of " + name + " are not strictly ascending (" + std::to_string(ids[k - 1]) + ", " +
                            std::to_string(ids[k]) + "): the client sums duplicates and sorts");

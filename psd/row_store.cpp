@@ -119,7 +119,7 @@ void RowStore::init(const OptimizerConfig& config) {
 
 void RowStore::reset_index(Table& table) const {
     table.index.reset();
-    if (!table.spec.keyed) return;
+    if (!table.spec.keyed || table.local_rows == 0) return;  // a small keyed table placed whole elsewhere: none here
     RowIndex::Policy policy;
     policy.capacity = table.local_rows;
     policy.admit_after = table.policy.admit_after;
@@ -131,7 +131,8 @@ void RowStore::reset_index(Table& table) const {
 
 void RowStore::restore_index(std::size_t t, std::span<const RowIndex::Entry> entries) {
     auto& table = tables_[t];
-    if (!table.index) throw std::invalid_argument("restore_index: table " + table.name + " is not keyed");
+    if (!table.index && table.spec.keyed && entries.empty()) return;  // no slot on this shard (placed whole elsewhere)
+    if (!table.index) throw std::invalid_argument("restore_index: table " + table.name + " is not keyed here");
     table.index->restore(entries);
     std::fill(table.created.begin(), table.created.end(), 0);
     for (const auto& e : entries) table.created[e.slot >> 6] |= std::uint64_t{1} << (e.slot & 63);
@@ -156,7 +157,7 @@ void RowStore::materialize(ThreadTeam* team) {
     for (auto& table : tables_) {
         if (table.spec.keyed) {  // only the rows there are: their averages brought up to date
             DecayPower power;
-            if (!table.ema.empty())
+            if (!table.ema.empty() && table.index)
                 for (const auto& e : table.index->entries()) catch_up(table, e.slot, table.updates, power);
             continue;
         }
@@ -222,7 +223,7 @@ void RowStore::apply(std::size_t t, std::span<const std::uint32_t> ids, std::spa
     const UpdateKernel kernel(table.resolved, table.updates, true);
     DecayPower power;
     for (std::size_t i = 0; i < ids.size(); ++i) {
-        const std::uint64_t row = row_index(ids[i], num_shards_);
+        const std::uint64_t row = table.spec.local_row(ids[i], num_shards_);
         create(table, row);
         update_row(table, row, grads.data() + i * table.spec.width, kernel, power);
     }
@@ -241,9 +242,9 @@ void RowStore::gather(std::size_t t, std::span<const std::uint32_t> ids, float* 
     auto& table = tables_[t];
     const std::size_t width = table.spec.width;
     for (std::size_t i = 0; i < ids.size(); ++i) {
-        const std::uint64_t row = row_index(ids[i], num_shards_);
+        const std::uint64_t row = table.spec.local_row(ids[i], num_shards_);
         if (lookup && !(table.created[row >> 6] >> (row & 63) & 1)) {  // read, not created
-            fill_row(table.init, row * num_shards_ + shard_, std::span<float>(out + i * width, width));
+            fill_row(table.init, ids[i], std::span<float>(out + i * width, width));
             continue;
         }
         create(table, row);

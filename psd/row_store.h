@@ -164,9 +164,9 @@ private:
     void set_config(const OptimizerConfig& config);
     // Gives local row i of `table` its initial values and fresh slots unless it has them.
     void create(Table& table, std::uint64_t i) const {
-        if (!(table.created[i >> 6] >> (i & 63) & 1)) create_row(table, i, i * num_shards_ + shard_);
+        if (!(table.created[i >> 6] >> (i & 63) & 1)) create_row(table, i, table.spec.global_row(i, shard_, num_shards_));
     }
-    // `id`: the row's id for its initial values (a keyed table's raw id; else i * K + shard).
+    // `id`: the row's id for its initial values (a keyed table's raw id; else the row).
     void create_row(Table& table, std::uint64_t i, std::uint64_t id) const;
     // A fresh index for keyed table `table` (none for a vocabulary table).
     void reset_index(Table& table) const;

@@ -60,7 +60,7 @@ Result<void> load_keyed_rows(RowStore& rows, std::size_t t, const RowRestorePlan
     const RowTable& table = rows.table(t);
     const std::size_t width = table.width;
     const std::uint32_t target_shards = rows.num_shards(), target = rows.shard();
-    // Every source shard's rows that keyed_owner() gives this shard, with where they were.
+    // Every source shard's rows that this shard owns (RowTable::owner), with where they were.
     struct Found {
         RowIndex::Entry entry;
         std::uint32_t source = 0;
@@ -68,13 +68,14 @@ Result<void> load_keyed_rows(RowStore& rows, std::size_t t, const RowRestorePlan
     std::vector<Found> found;
     for (std::uint32_t s = 0; s < plan.source_shards; ++s) {
         const RowPiece* piece = plan.pieces[s];
+        if (!piece) continue;  // no slot there (a small table placed whole on another shard)
         const auto& entry = files[piece->file].tensors()[static_cast<std::size_t>(piece->keys)];
         std::vector<float> digits(entry.count);
         if (auto ok = files[piece->file].read(static_cast<std::size_t>(piece->keys), 0, digits); !ok) return ok;
-        auto entries = decode_keyed_entries(digits, table.rows_on(s, plan.source_shards), entry.name);
+        auto entries = decode_keyed_entries(digits, plan.source.rows_on(s, plan.source_shards), entry.name);
         if (!entries) return tl::unexpected(entries.error());
         for (const auto& e : *entries)
-            if (keyed_owner(e.id, target_shards) == target) found.push_back(Found{e, s});
+            if (table.owner(e.id, target_shards) == target) found.push_back(Found{e, s});
     }
     // More than this shard's slots (fewer shards, or skew): the most recently updated stay.
     const std::uint64_t capacity = rows.local_rows(t);
@@ -89,7 +90,7 @@ Result<void> load_keyed_rows(RowStore& rows, std::size_t t, const RowRestorePlan
     std::vector<std::vector<std::uint32_t>> to(plan.source_shards);
     for (std::size_t i = 0; i < found.size(); ++i) {
         auto& map = to[found[i].source];
-        if (map.empty()) map.assign(table.rows_on(found[i].source, plan.source_shards), RowIndex::kNone);
+        if (map.empty()) map.assign(plan.source.rows_on(found[i].source, plan.source_shards), RowIndex::kNone);
         map[found[i].entry.slot] = static_cast<std::uint32_t>(i);
         entries.push_back(RowIndex::Entry{found[i].entry.id, static_cast<std::uint32_t>(i), found[i].entry.last_update});
     }

@@ -51,8 +51,9 @@ Result<void> add_row_pieces(const ShardState& shard, const std::vector<TensorSpe
         }
         states.push_back(piece_state(rows.config().kind, rows.updates(t), TensorClass::kTrainable));
         views.push_back(TensorView{base + "/state", {5}, states.back()});
-        if (const RowIndex* index = rows.index(t)) {
-            const auto entries = index->entries();
+        if (rows.table(t).keyed) {  // its id map (empty where a small table placed whole elsewhere has no slot)
+            const RowIndex* index = rows.index(t);
+            const auto entries = index ? index->entries() : std::vector<RowIndex::Entry>{};
             keys.push_back(encode_keyed_entries(entries));
             views.push_back(TensorView{base + "/keys", {entries.size(), kKeyedEntryFloats}, keys.back()});
         }
@@ -104,27 +105,47 @@ Result<RowRestorePlan> plan_row_restore(const ShardState& shard, const std::vect
         if (by_shard.size() != source_shards)
             return invalid_argument("checkpoint " + dir + " holds " + std::to_string(by_shard.size()) + " of the " +
                                           std::to_string(source_shards) + " parts of the sparse table '" + name + "'");
-        const std::uint32_t g = std::gcd(source_shards, target_shards);
+        // How the checkpoint placed the table (spread, or whole on one shard), from its pieces' rows.
+        std::vector<std::uint64_t> piece_rows(source_shards, 0);
+        for (const auto& [s, piece] : by_shard) {
+            if (piece.param < 0 || piece.state < 0)
+                return invalid_argument(dir + "/" + names[piece.file] + ": the piece " +
+                                        row_piece_base_name(name, s, source_shards) + " is incomplete");
+            const auto& shape = files[piece.file].tensors()[static_cast<std::size_t>(piece.param)].shape;
+            if (shape.size() != 2 || shape[1] != table.width)
+                return invalid_argument(dir + "/" + names[piece.file] + ": " + row_piece_base_name(name, s, source_shards) +
+                                        " does not fit the table's rows of " + std::to_string(table.width) +
+                                        ": written for another model");
+            piece_rows[s] = shape[0];
+        }
+        const auto source = placement_from_pieces(table, piece_rows);
+        if (!source)
+            return invalid_argument("checkpoint " + dir + ": the " + std::to_string(source_shards) + " pieces of '" + name +
+                                    "' do not hold the table's " + std::to_string(table.num_rows) +
+                                    " rows, spread or whole on one shard: written for another model");
+        out.source = *source;
+        const bool here = table.rows_on(target, target_shards) > 0;
+        // The pieces this shard reads: those holding rows it keeps, or (holding none of the table) one
+        // for the update count.
+        auto needed = [&](std::uint32_t s) {
+            if (source->rows_on(s, source_shards) == 0) return false;
+            if (!here) return s == (source->whole() ? source->home : 0u);
+            if (table.keyed || table.whole() || source->whole()) return true;
+            const std::uint32_t g = std::gcd(source_shards, target_shards);
+            return s % g == target % g;
+        };
         bool slots = true;
         bool average = config.optimizer.ema_decay > 0.0f;  // loaded only when every needed piece has one
         for (const auto& [s, piece] : by_shard) {
             const std::string where = dir + "/" + names[piece.file];
             const std::string base = row_piece_base_name(name, s, source_shards);
-            if (piece.param < 0 || piece.state < 0)
-                return invalid_argument(where + ": the piece " + base + " is incomplete");
-            const auto& param = files[piece.file].tensors()[static_cast<std::size_t>(piece.param)];
-            const std::vector<std::uint64_t> shape{table.rows_on(s, source_shards), table.width};
-            if (param.shape != shape)
-                return invalid_argument(where + ": " + base + " does not fit the table's " +
-                                              std::to_string(table.num_rows) + " rows of " + std::to_string(table.width) +
-                                              ": written for another model");
+            const std::vector<std::uint64_t> shape{piece_rows[s], table.width};
             if (table.keyed) {  // ids anywhere: every piece is read, its id map must be whole
                 const auto* keys = piece.keys >= 0 ? &files[piece.file].tensors()[static_cast<std::size_t>(piece.keys)] : nullptr;
                 if (!keys || keys->shape.size() != 2 || keys->shape[1] != kKeyedEntryFloats || keys->shape[0] > shape[0])
                     return invalid_argument(where + ": the id map of the keyed table piece " + base + " is missing or misshaped");
-            } else if (s % g != target % g) {
-                continue;  // no row of this piece lives on this shard
             }
+            if (!needed(s)) continue;  // no row of this piece lives on this shard
             if (auto ok = files[piece.file].verify(); !ok) return tl::unexpected(ok.error());
             const auto& entries = files[piece.file].tensors();
             std::vector<float> state(5);
@@ -173,6 +194,12 @@ Result<void> load_rows(ShardState& shard, const wire::InitConfig& config, const 
             rows.start_average(t, tp.average);
             continue;
         }
+        const RowTable& target_table = rows.table(t);
+        if (rows.local_rows(t) == 0) {  // a small table placed whole on another shard
+            rows.set_updates(t, tp.updates);
+            rows.start_average(t, tp.average);
+            continue;
+        }
         auto destinations = rows.slots(t);
         destinations.insert(destinations.begin(), rows.values(t));  // param, then slots
         if (!tp.slots) destinations.resize(1);
@@ -184,10 +211,10 @@ Result<void> load_rows(ShardState& shard, const wire::InitConfig& config, const 
             std::vector<int> parts{piece->param};
             if (tp.slots) parts.insert(parts.end(), piece->slots.begin(), piece->slots.end());
             if (tp.average) parts.push_back(piece->ema);  // destinations.back()
-            const std::uint64_t source_rows = rows.table(t).rows_on(s, tp.source_shards);
+            const std::uint64_t source_rows = tp.source.rows_on(s, tp.source_shards);
             for (std::size_t j = 0; j < parts.size(); ++j) {
                 const auto e = static_cast<std::size_t>(parts[j]);
-                if (tp.source_shards == target_shards) {  // then s == target: the piece is this shard's part
+                if (tp.source_shards == target_shards && tp.source == target_table) {  // the piece is this shard's part
                     if (auto ok = file.read(e, 0, destinations[j]); !ok) return ok;
                     continue;
                 }
@@ -197,9 +224,9 @@ Result<void> load_rows(ShardState& shard, const wire::InitConfig& config, const 
                     const std::uint64_t n = std::min(per_chunk, source_rows - first);
                     if (auto ok = file.read(e, first * width, std::span<float>(chunk.data(), n * width)); !ok) return ok;
                     for (std::uint64_t i = 0; i < n; ++i) {
-                        const std::uint64_t row = s + (first + i) * tp.source_shards;
-                        if (row_owner(row, target_shards) != target) continue;
-                        std::memcpy(destinations[j].data() + row_index(row, target_shards) * width, chunk.data() + i * width,
+                        const std::uint64_t row = tp.source.global_row(first + i, s, tp.source_shards);
+                        if (target_table.owner(row, target_shards) != target) continue;
+                        std::memcpy(destinations[j].data() + target_table.local_row(row, target_shards) * width, chunk.data() + i * width,
                                     width * sizeof(float));
                     }
                 }

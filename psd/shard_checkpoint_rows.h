@@ -59,6 +59,7 @@ using RowPieces = std::map<std::string, std::map<std::uint32_t, std::map<std::ui
 struct RowRestorePlan {
     struct Table {
         std::uint32_t source_shards = 0;
+        RowTable source;                      // the table as the checkpoint placed it (placement_from_pieces)
         std::vector<const RowPiece*> pieces;  // by source shard; null where not needed
         bool slots = false;                   // the saved slots are loaded (same optimizer kind)
         bool average = false;                 // the saved moving average is loaded (--ema-decay, all pieces)

@@ -96,8 +96,9 @@ Result<void> ShardState::save(const std::string& path, const DataChunks* chunks)
         if (auto ema = rows_.average(t); !ema.empty()) views.push_back(TensorView{base + "/ema", shape, ema});
         put_u64(row_states[t], rows_.updates(t));
         views.push_back(TensorView{base + "/state", {4}, row_states[t]});
-        if (const RowIndex* index = rows_.index(t)) {  // a keyed table: which id each slot holds (version 10)
-            const auto entries = index->entries();
+        if (rows_.table(t).keyed) {  // a keyed table: which id each slot holds (version 10)
+            const RowIndex* index = rows_.index(t);
+            const auto entries = index ? index->entries() : std::vector<RowIndex::Entry>{};
             row_keys[t] = encode_keyed_entries(entries);
             views.push_back(TensorView{base + "/keys", {entries.size(), kKeyedEntryFloats}, row_keys[t]});
         }

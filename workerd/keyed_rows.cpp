@@ -127,10 +127,15 @@ Result<KeyedRows> KeyedRows::load(const std::string& dir, const TensorSpec& spec
                                             " name two shard counts"));
     const std::uint32_t shards = by_count.begin()->first;
     const auto& pieces = by_count.begin()->second;
-    const std::uint64_t slots = table.rows_on(0, shards);
+    // Each shard's slots: ceil(capacity / K), or all of them on one shard for a small table placed whole.
+    std::vector<std::uint64_t> piece_rows(shards, 0);
+    for (const auto& [s, p] : pieces)
+        if (s < shards && p.values >= 0) piece_rows[s] = p.file->tensors()[static_cast<std::size_t>(p.values)].count / width;
+    const RowTable source = placement_from_pieces(table, piece_rows).value_or(table);  // misfits are named below
     std::vector<FoundRow> found;
     for (std::uint32_t s = 0; s < shards; ++s) {
         const auto it = pieces.find(s);
+        const std::uint64_t slots = source.rows_on(s, shards);
         const std::string where = "checkpoint " + dir + ", keyed table " + spec.name + " shard " + std::to_string(s) +
                                   " of " + std::to_string(shards);
         if (it == pieces.end() || it->second.keys < 0)
@@ -179,7 +184,7 @@ Result<KeyedRows> KeyedRows::load(const std::string& dir, const TensorSpec& spec
     std::vector<float> chunk;
     for (std::size_t i = 0; i < found.size();) {
         const ShardPieces& p = pieces.at(found[i].shard);
-        const std::uint64_t first = found[i].slot, n = std::min(per_chunk, slots - first);
+        const std::uint64_t first = found[i].slot, n = std::min(per_chunk, source.rows_on(found[i].shard, shards) - first);
         chunk.resize(n * width);
         if (auto ok = p.file->read(static_cast<std::size_t>(p.values), first * width, chunk); !ok)
             return tl::unexpected(ok.error());

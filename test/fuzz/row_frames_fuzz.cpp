@@ -3,7 +3,8 @@
 //   shard: u8, shards: u8 (1..4 used), type: u8, form: u8, then frames: (id: u8 or, when its
 //   top bit is set, a raw u32 follows), (length: u16), (bytes[length])
 // Invariants on success: every id below its table's rows (a keyed table: any uint64), owned by the
-// shard (row_owner, keyed_owner), strictly ascending; gradient values exactly ids x width floats.
+// shard (RowTable::owner: spread, or a small table whole on its home shard), strictly ascending;
+// gradient values exactly ids x width floats.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -74,11 +75,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             const auto& table = l.tables[r.table];
             if (table.keyed != !r.keys.empty() || (!r.keys.empty() && !r.ids.empty())) __builtin_trap();
             for (std::size_t i = 0; i < r.ids.size(); ++i) {
-                if (r.ids[i] >= table.num_rows || row_owner(r.ids[i], shards) != shard) __builtin_trap();
+                if (r.ids[i] >= table.num_rows || table.owner(r.ids[i], shards) != shard) __builtin_trap();
                 if (i > 0 && r.ids[i] <= r.ids[i - 1]) __builtin_trap();
             }
             for (std::size_t i = 0; i < r.keys.size(); ++i) {
-                if (keyed_owner(r.keys[i], shards) != shard) __builtin_trap();
+                if (table.owner(r.keys[i], shards) != shard) __builtin_trap();
                 if (i > 0 && r.keys[i] <= r.keys[i - 1]) __builtin_trap();
             }
             if (list == &rows->grads && r.values.size() != r.size() * table.width) __builtin_trap();

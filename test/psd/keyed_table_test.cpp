@@ -94,8 +94,10 @@ TEST_CASE("the tensor list, the layout and WELCOME carry a keyed table and its p
 
 TEST_CASE("a keyed RowStore admits at the N-th pull, drops other gradients and evicts by LRU and idleness",
           "[psd][keyed]") {
-    const auto t = keyed_model(RowPolicy{.admit_after = 2, .evict_after = 3}, 4);  // 2 shards: 2 slots each
+    auto t = keyed_model(RowPolicy{.admit_after = 2, .evict_after = 3}, 4);  // 2 shards: 2 slots each
+    t[0].shape = {2, 2};  // most of the model: the table stays spread (not placed whole on one shard)
     const auto layout = *compute_layout(t, 2);
+    REQUIRE_FALSE(layout.tables[0].whole());
     psd::RowStore store(layout, 0, t);
     store.init(OptimizerConfig{.kind = OptimizerKind::kSgd, .learning_rate = 0.5f});
     std::vector<std::uint64_t> mine;  // ids shard 0 owns
