@@ -15,34 +15,57 @@ namespace {
 
 Error invalid(const std::string& message) { return Error{ErrorCode::kInvalidArgument, message}; }
 
-// Shard s of K's rows of a [rows, width] table scattered into `dst`, the table's dense values, in
-// chunks (a large table is never read twice into memory): a spread table's rows s, s + K, ...;
-// a small table placed whole on shard s all its rows, and none on the other shards
-// (common/tensor_layout.h RowTable; the piece's size tells which).
-Result<void> read_row_piece(const TensorFileReader& file, std::size_t entry, const std::string& path,
-                            const RowPieceName& piece, const TensorSpec& spec, float* dst) {
-    const TensorFileEntry& t = file.tensors()[entry];
+// A sparse table's "<table>@<s>%<K>/<part>" piece in one of the open shard files.
+struct RowPieceRef {
+    std::size_t file = 0;   // index into the open readers
+    std::size_t entry = 0;  // index into that file's tensors
+    RowPieceName piece;
+};
+
+// Every piece of one [rows, width] table read into `dst`, its dense values, in chunks (a large
+// table is never held twice in memory). The placement comes from all pieces together
+// (placement_from_pieces): spread, piece s holds rows s, s + K, ...; whole, one piece holds every
+// row and the others none. A piece of any other size is refused, so no row is left at zero.
+// REQUIRES: `refs` holds each shard s < K of one K exactly once (checked by the caller).
+Result<void> read_row_table(const std::vector<TensorFileReader>& files, const std::vector<RowPieceRef>& refs,
+                            const TensorSpec& spec, const std::string& dir, float* dst) {
     if (spec.shape.size() != 2)
-        return tl::unexpected(
-            invalid(path + ": '" + piece.tensor + "' is a sparse table in the checkpoint but not a [rows, width] tensor here"));
-    RowTable table{0, spec.shape[0], spec.shape[1]};
+        return tl::unexpected(invalid("checkpoint " + dir + ": '" + spec.name +
+                                      "' is a sparse table in the checkpoint but not a [rows, width] tensor here"));
     const std::uint64_t width = spec.shape[1];
-    if (t.count != table.rows_on(piece.shard, piece.shards) * width) table.home = piece.shard;  // whole here?
-    const std::uint64_t rows = table.rows_on(piece.shard, piece.shards);
-    if (t.count != rows * width && t.count != 0)
-        return tl::unexpected(invalid(path + ": rows piece '" + t.name + "' does not fit table '" + piece.tensor + "' of " +
-                                      std::to_string(spec.shape[0]) + " x " + std::to_string(width)));
-    if (t.count == 0) return {};  // whole on another shard
-    if (!t.finite) return tl::unexpected(invalid(path + ": '" + t.name + "' holds NaN or Inf"));
+    const std::uint32_t shards = refs.front().piece.shards;
+    std::vector<std::uint64_t> piece_rows(shards, 0);
+    std::string sizes;
+    for (const auto& ref : refs) {
+        const TensorFileEntry& t = files[ref.file].tensors()[ref.entry];
+        if (t.count % width != 0)
+            return tl::unexpected(invalid(files[ref.file].path() + ": rows piece '" + t.name + "' holds " +
+                                          std::to_string(t.count) + " floats, not whole rows of width " +
+                                          std::to_string(width) + " ('" + spec.name + "' in this model)"));
+        piece_rows[ref.piece.shard] = t.count / width;
+    }
+    for (std::uint32_t s = 0; s < shards; ++s) sizes += (s ? ", " : "") + std::to_string(piece_rows[s]);
+    const auto table = placement_from_pieces(RowTable{0, spec.shape[0], static_cast<std::uint32_t>(width)}, piece_rows);
+    if (!table)
+        return tl::unexpected(invalid("checkpoint " + dir + ": the pieces of sparse table '" + spec.name + "' hold " + sizes +
+                                      " rows on its " + std::to_string(shards) + " shards, which is neither spread nor whole "
+                                      "on one shard for a table of " + std::to_string(spec.shape[0]) + " rows: the "
+                                      "checkpoint is damaged or of another model"));
     std::vector<float> chunk;
     constexpr std::uint64_t kChunkRows = 1 << 14;
-    for (std::uint64_t first = 0; first < rows; first += kChunkRows) {
-        const std::uint64_t n = std::min(kChunkRows, rows - first);
-        chunk.resize(n * width);
-        if (auto ok = file.read(entry, first * width, chunk); !ok) return ok;
-        for (std::uint64_t i = 0; i < n; ++i)
-            std::copy_n(chunk.data() + i * width, width,
-                        dst + table.global_row(first + i, piece.shard, piece.shards) * width);
+    for (const auto& ref : refs) {
+        const TensorFileReader& file = files[ref.file];
+        const TensorFileEntry& t = file.tensors()[ref.entry];
+        const std::uint64_t rows = piece_rows[ref.piece.shard];
+        if (rows > 0 && !t.finite) return tl::unexpected(invalid(file.path() + ": '" + t.name + "' holds NaN or Inf"));
+        for (std::uint64_t first = 0; first < rows; first += kChunkRows) {
+            const std::uint64_t n = std::min(kChunkRows, rows - first);
+            chunk.resize(n * width);
+            if (auto ok = file.read(ref.entry, first * width, chunk); !ok) return ok;
+            for (std::uint64_t i = 0; i < n; ++i)
+                std::copy_n(chunk.data() + i * width, width,
+                            dst + table->global_row(first + i, ref.piece.shard, shards) * width);
+        }
     }
     return {};
 }
@@ -125,14 +148,18 @@ Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir, 
     // A sparse table read into a dense tensor: source shard count -> the shards whose rows were read.
     std::vector<std::map<std::uint32_t, std::vector<std::uint32_t>>> row_shards(tensors.size());
     std::vector<bool> row_params(tensors.size(), false);  // a sparse table's "param" pieces seen
+    std::vector<std::vector<RowPieceRef>> row_pieces(tensors.size());  // read once all are known
+    std::vector<TensorFileReader> files;                                 // kept open for those reads
 
     for (const auto& f : (*manifest)["files"]) {
         if (!f.is_string()) return make_error(ErrorCode::kInvalidArgument, dir + "/manifest.json: bad \"files\" entry");
         const std::string name = f.get<std::string>();
         if (!name.starts_with("ps-") || !name.ends_with(".tensors")) continue;  // not a psd shard file
         const std::string path = dir + "/" + name;
-        auto file = TensorFileReader::open(path);  // streamed: a sparse table's rows are only scanned
-        if (!file) return tl::unexpected(file.error());
+        auto opened = TensorFileReader::open(path);  // streamed: a sparse table's rows are only scanned
+        if (!opened) return tl::unexpected(opened.error());
+        files.push_back(std::move(*opened));
+        const TensorFileReader* file = &files.back();
         ++out.shards;
         for (std::size_t e = 0; e < file->tensors().size(); ++e) {
             const TensorFileEntry& t = file->tensors()[e];
@@ -151,8 +178,7 @@ Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir, 
                 if (row_piece.part == "param") row_params[k] = true;
                 if (row_piece.part != dense_part) continue;
                 any_dense_piece = true;
-                if (auto ok = read_row_piece(*file, e, path, row_piece, tensors[k], out.values.data() + base[k]); !ok)
-                    return tl::unexpected(ok.error());
+                row_pieces[k].push_back(RowPieceRef{files.size() - 1, e, row_piece});
                 row_shards[k][row_piece.shards].push_back(row_piece.shard);
                 continue;
             }
@@ -195,6 +221,8 @@ Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir, 
                                               std::to_string(shards) + " shards"));
             if (!covered[k].empty())
                 return tl::unexpected(invalid("checkpoint " + dir + " holds '" + tensors[k].name + "' both as rows and dense"));
+            if (auto ok = read_row_table(files, row_pieces[k], tensors[k], dir, out.values.data() + base[k]); !ok)
+                return tl::unexpected(ok.error());
             continue;
         }
         auto& pieces = covered[k];

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "common/checkpointer.h"
+#include "common/tensor_file.h"
 #include "test/psd/ps_fixture.h"
 
 using namespace psrun;
@@ -117,5 +118,52 @@ TEST_CASE("a damaged, incomplete or foreign checkpoint is refused with the file 
         fs::remove(info.dir + "/manifest.json");
         CHECK(load_checkpoint_parameters(info.dir, small_model()).error().code == ErrorCode::kNotFound);
         CHECK(load_checkpoint_parameters(model.path + "/nowhere", small_model()).error().code == ErrorCode::kNotFound);
+    }
+}
+
+namespace {
+
+// A checkpoint of one [5, 2] table "emb" written by hand as two shards' row pieces holding
+// `rows0` and `rows1` (row ids, in local order); row r's values are 10 r and 10 r + 1.
+std::string write_table_checkpoint(const std::string& dir, const std::vector<std::uint64_t>& rows0,
+                                   const std::vector<std::uint64_t>& rows1) {
+    const std::vector<std::vector<std::uint64_t>> pieces = {rows0, rows1};
+    for (std::uint32_t s = 0; s < 2; ++s) {
+        std::vector<float> values;
+        for (const auto r : pieces[s]) values.insert(values.end(), {10.0f * r, 10.0f * r + 1});
+        const std::vector<TensorView> views = {
+            {row_piece_base_name("emb", s, 2) + "/param", {pieces[s].size(), 2}, values}};
+        REQUIRE(write_tensor_file(dir + "/ps-" + std::to_string(s) + "-of-2.tensors", views));
+    }
+    std::ofstream(dir + "/manifest.json") << R"({"step": 7, "files": ["ps-0-of-2.tensors", "ps-1-of-2.tensors"]})";
+    return dir;
+}
+
+}  // namespace
+
+TEST_CASE("a sparse table's pieces load spread or whole, and pieces of neither shape are refused", "[checkpoint_params]") {
+    TempModelDir model;
+    const std::vector<TensorSpec> tensors = {{"emb", {5, 2}}};
+    const std::vector<float> table = {0, 1, 10, 11, 20, 21, 30, 31, 40, 41};
+    SECTION("spread: shard s holds rows s, s + 2, ...") {
+        auto loaded = load_checkpoint_parameters(write_table_checkpoint(model.path, {0, 2, 4}, {1, 3}), tensors);
+        REQUIRE(loaded);
+        CHECK(loaded->values == table);
+    }
+    SECTION("whole on shard 1, none on shard 0") {
+        auto loaded = load_checkpoint_parameters(write_table_checkpoint(model.path, {}, {0, 1, 2, 3, 4}), tensors);
+        REQUIRE(loaded);
+        CHECK(loaded->values == table);
+    }
+    SECTION("shard 0's rows are missing: refused, not read as zeros") {
+        auto loaded = load_checkpoint_parameters(write_table_checkpoint(model.path, {}, {1, 3}), tensors);
+        REQUIRE_FALSE(loaded);
+        CHECK(loaded.error().code == ErrorCode::kInvalidArgument);
+        CHECK_THAT(loaded.error().message, Catch::Contains("'emb'") && Catch::Contains("0, 2 rows"));
+    }
+    SECTION("a piece of another width") {
+        auto loaded = load_checkpoint_parameters(write_table_checkpoint(model.path, {0, 2, 4}, {1, 3}), {{"emb", {3, 3}}});
+        REQUIRE_FALSE(loaded);
+        CHECK_THAT(loaded.error().message, Catch::Contains("not whole rows of width 3"));
     }
 }
