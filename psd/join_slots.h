@@ -29,6 +29,9 @@ public:
     std::optional<std::uint32_t> assign(const WorkerTable& table, const std::function<bool(std::uint32_t)>& dropped,
                                         Clock::time_point now);
     void attached(std::uint32_t index) { reserved_.erase(index); }  // its HELLO came
+    // Slot `index` was handed out and its joiner's HELLO has not come yet (its reservation may have
+    // run out, but no later assign() has handed out a slot since).
+    bool pending(std::uint32_t index) const { return reserved_.contains(index); }
     bool is_reserved(std::uint32_t index, Clock::time_point now) const;
     std::uint32_t handed_out() const { return handed_out_; }  // assign() calls that found a slot
 

@@ -61,11 +61,19 @@ void ParameterServer::on_join(const std::string& routing, const Header& h, Parts
 
 void ParameterServer::on_join_hello(std::uint32_t index) {
     const auto now = Clock::now();
-    const bool already = workers_.is_joined(index) && workers_.is_attached(index) && !workers_.is_dead(index) &&
-                         !workers_.is_done(index);
+    // A join, or the same joiner again (it reconnected, maybe after it was declared dead)? psd 0
+    // handed the slot out: a HELLO that takes a grant is a join, and so is a slot's first. The
+    // other shards see no JOIN: a HELLO at a live joiner's slot is a reconnection there.
+    const bool again = options_.index == 0
+                           ? workers_.is_joined(index) && !join_slots_->pending(index)
+                           : workers_.is_joined(index) && workers_.is_attached(index) && !workers_.is_dead(index) &&
+                                 !workers_.is_done(index);
     join_slots_->attached(index);
     workers_.join(index, now);
-    if (already) return;  // it reconnected: nothing new
+    if (again) {
+        spdlog::info("join: worker {} said HELLO again (it reconnected)", index);
+        return;
+    }
     const double after = std::chrono::duration<double>(now - started_).count();
     joined_.push_back(Dropped{index, after, shard_ ? shard_->step() : 0});
     spdlog::info("join: worker {} joined the run at global step {}, {:.1f} s into it ({} workers in the run{})", index,

@@ -123,3 +123,36 @@ TEST_CASE("JOIN, sync: a joiner counts in the steps from its first gradient", "[
     CHECK(b->step == 2);
     CHECK(out_a == out_b);
 }
+
+TEST_CASE("JOIN: a joiner declared dead that says HELLO again is one join, not two", "[psd][join]") {
+    auto o = base_options(1);
+    o.max_workers = 3;
+    o.worker_timeout = std::chrono::milliseconds(300);
+    Cluster cluster(1, o);
+    PsClient chief(cluster.client_options(0, small_model()));
+    REQUIRE(chief.hello());
+    REQUIRE(chief.init(sgd(0.5f), ramp(chief.layout().total, 1.0f)));
+    auto grant = ask_to_join(cluster);
+    REQUIRE(grant);
+    {
+        PsClient joiner(joiner_options(cluster, grant->index));
+        REQUIRE(joiner.hello());
+    }
+    // The joiner falls silent past --worker-timeout (the chief keeps talking) and is declared dead.
+    for (int i = 0; i < 10; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        REQUIRE(chief.stats(0));
+    }
+    PsClient again(joiner_options(cluster, grant->index));  // the same joiner, reconnected
+    REQUIRE(again.hello());
+    // A second joiner through JOIN is a join of its own.
+    auto second = ask_to_join(cluster);
+    REQUIRE(second);
+    PsClient other(joiner_options(cluster, second->index));
+    REQUIRE(other.hello());
+    auto stats = chief.stats(0);
+    REQUIRE(stats);
+    REQUIRE((*stats)["workers_joined"].size() == 2);
+    CHECK((*stats)["workers_joined"][0]["worker"] == grant->index);
+    CHECK((*stats)["workers_joined"][1]["worker"] == second->index);
+}
