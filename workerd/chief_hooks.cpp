@@ -189,6 +189,12 @@ void SummaryHook::end(RunContext& ctx, const StepResult& last) {
           {"param_copy", per_step(ctx.copy_seconds)},
           {"data_wait", per_step(ctx.trainer->data().data_time().waited)},
           {"data_handling", per_step(ctx.trainer->data().data_time().handling)}}},
+        // The chief's steps end to end (its checkpoints' waits included): a stall shows in the longest.
+        {"chief_step_ms",
+         {{"median", 1e3 * ctx.step_times.quantile(0.5)},
+          {"p99", 1e3 * ctx.step_times.quantile(0.99)},
+          {"longest", 1e3 * ctx.step_times.longest()},
+          {"longest_at_step", ctx.step_times.longest_step()}}},
         {"final_loss", last.loss},
         {"model", ctx.trainer->model().name},
         {"model_hash", nn::architecture_hash(ctx.trainer->model())},

@@ -320,6 +320,7 @@ int DistributedWorker::run() {
                      last.global_step, 1000 * ctx.compute_seconds / n, 1000 * ctx.exchange_seconds / n,
                      overlap ? " waited (overlapped)" : "", 1000 * ctx.copy_seconds / n);
     }
+    spdlog::info("step times of this worker: {}", ctx.step_times.text());
     for (std::size_t k = 0; trainer.sparse_batches() > 0 && k < trainer.sparse_tables().tables().size(); ++k) {
         const auto& t = trainer.sparse_tables().tables()[k];
         const double ids = double(trainer.sparse_distinct_ids(k)) / double(trainer.sparse_batches());

@@ -21,6 +21,7 @@
 #include "common/ps_client.h"
 #include "common/result.h"
 #include "workerd/eval_metrics.h"
+#include "workerd/step_times.h"
 #include "workerd/train_options.h"
 #include "workerd/trainer.h"
 
@@ -55,6 +56,7 @@ struct RunContext {
     double compute_seconds = 0;        // in compute_gradients() and before_step hooks
     double exchange_seconds = 0;       // in PUSH_PULL round trips
     double copy_seconds = 0;           // copying received parameters into the model's buffer
+    StepTimes step_times;              // each step's time, end to end (StepLoop)
     bool stop = false;                 // set by a hook: leave the loop after this step
     std::optional<Error> aborted;      // set by a hook: psd stopped the run (kAborted); the worker fails
     bool stopped_by_signal = false;

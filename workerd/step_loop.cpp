@@ -30,6 +30,7 @@ void bind_gradient_memory(Trainer& trainer, PsClient& client, bool overlap) {
 
 int StepLoop::run(bool overlap) {
     overlap_ = overlap;
+    last_stepped_ = Clock::now();
     return overlap ? run_overlapped() : run_blocking();
 }
 
@@ -213,6 +214,9 @@ StepLoop::Outcome StepLoop::finish(Result<StepInfo> step, float loss, Clock::tim
     trainer.set_global_step(step->step);
     last_ = StepResult{step->step, ctx.local_steps, loss, step->finished};
     env_.hooks->after_step(ctx, last_);
+    const auto stepped = Clock::now();  // after the hooks: a checkpoint's wait is part of its step
+    ctx.step_times.add(seconds(last_stepped_, stepped), step->step);
+    last_stepped_ = stepped;
     if (ctx.aborted) return fail(fmt::format("after global step {}", tag_), *ctx.aborted);
     return Outcome::kStepped;
 }

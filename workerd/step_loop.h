@@ -89,6 +89,7 @@ private:
     StepResult last_;
     ParamFrames frames_;
     std::uint64_t tail_steps_ = 0;  // steps after the first shard reported the last step (finish())
+    Clock::time_point last_stepped_;  // the end of the last step (ctx->step_times)
 };
 
 }  // namespace psrun::worker
