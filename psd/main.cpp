@@ -94,6 +94,10 @@ int main(int argc, char** argv) {
                                            "loop stays one thread)")
         ->check(psrun::thread_count(1))
         ->capture_default_str();
+    bool checkpoint_in_loop = false;
+    app.add_flag("--checkpoint-in-loop", checkpoint_in_loop,
+                 "write checkpoints in the poll loop (every worker waits) instead of in a forked child from a "
+                 "snapshot of the shard while psd goes on serving");
     app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
     if (psrun::wants_numeric_option_list(argc, argv)) {
         psrun::print_numeric_options(app, std::cout);
@@ -111,6 +115,7 @@ int main(int argc, char** argv) {
         o.init_timeout = psrun::seconds_to_ms(init_timeout);
         o.reconnect_wait = psrun::seconds_to_ms(reconnect_wait);
         o.signal_grace = psrun::seconds_to_ms(signal_grace);
+        o.fork_checkpoints = !checkpoint_in_loop;
         if (o.sync && o.backup_workers >= o.num_workers)
             throw psrun::UsageError("--backup-workers " + std::to_string(o.backup_workers) + " leaves no worker of " +
                                     std::to_string(o.num_workers) + " (--num-workers) to aggregate: give fewer");

@@ -137,7 +137,14 @@ int ParameterServer::run() {
         items.push_back({zap_->handshake_events()->handle(), 0, ZMQ_POLLIN, 0});
     }
     while (!exit_code_) {
+        const bool writing = saving_.has_value();  // a forked checkpoint writer: its pipe tells when it is done
+        if (writing) items.push_back({nullptr, saving_->writer->fd(), ZMQ_POLLIN, 0});
         zmq::poll(items, std::chrono::milliseconds(200));
+        if (writing) {
+            const bool done = items.back().revents & (ZMQ_POLLIN | ZMQ_POLLERR);
+            items.pop_back();
+            if (done) finish_save();
+        }
         if (zap_ && (items[3].revents & ZMQ_POLLIN)) zap_->handle();
         if (zap_ && (items[4].revents & ZMQ_POLLIN)) zap_->handle_handshake_event();
         if (items[0].revents & ZMQ_POLLIN) {
@@ -170,6 +177,11 @@ int ParameterServer::run() {
         if (!exit_code_) release_bounded();  // after messages and timeouts: either may let a held reply go
         if (verifier_) verifier_->prune();
         if (!exit_code_) check_drain();
+    }
+    if (saving_) {
+        spdlog::warn("the checkpoint at step {} being written to {} is abandoned (psd exits): the previous one stays "
+                     "the latest", saving_->chief_step, saving_->dir);
+        saving_.reset();  // kills the writer; the chief writes no manifest for it
     }
     if (options_.standby)
         std::filesystem::remove(options_.model_dir + "/ps-" + std::to_string(options_.index) + ".endpoint");

@@ -32,6 +32,7 @@
 #include "psd/data_chunks.h"
 #include "psd/drain.h"
 #include "psd/fault_policy.h"
+#include "psd/forked_task.h"
 #include "psd/join_slots.h"
 #include "psd/server_options.h"
 #include "psd/shard_state.h"
@@ -91,7 +92,23 @@ private:
     void on_push(const std::string& routing, const wire::Header& h, Parts& parts);
     void on_pull(const std::string& routing, const wire::Header& h, Parts& parts);
     void on_done(const std::string& routing, const wire::Header& h);
-    void on_save(const std::string& routing, const wire::Header& h, Parts& parts);     // psd/checkpoint handlers
+    // SAVE (psd/parameter_server_save.cpp): the shard's checkpoint is written by a forked child
+    // from a snapshot while this loop goes on serving (psd/forked_task.h); the chief's SAVE is
+    // answered when the child is done (finish_save(), on its pipe). Without a child (fork failed,
+    // or ServerOptions::fork_checkpoints off), written here before the reply, as before.
+    void on_save(const std::string& routing, const wire::Header& h, Parts& parts);
+    struct SaveJob {
+        Pending waiter;                 // the chief's SAVE
+        std::string dir;                // where the shard file goes
+        std::uint64_t chief_step = 0;   // the step the chief named
+        std::uint64_t shard_step = 0;   // this shard's step in the snapshot
+        Clock::time_point started;
+        std::unique_ptr<ForkedTask> writer;  // null: written in the loop
+    };
+    // Materialises the rows, then writes the shard file and psd 0's data position into `dir`.
+    [[nodiscard]] Result<void> write_checkpoint(const std::string& dir, ThreadTeam* team);
+    void finish_save();  // the forked writer is done: its result answers the SAVE
+    void complete_save(const SaveJob& job, const Result<void>& written);
     void on_restore(const std::string& routing, const wire::Header& h, Parts& parts);
     void on_dircheck(const std::string& routing, const wire::Header& h, Parts& parts);
     // Elastic data and membership (psd/parameter_server_chunks.cpp, psd/data_chunks.h).
@@ -232,6 +249,7 @@ private:
     bool awaiting_run_init_ = false;
     Clock::time_point started_ = Clock::now();
     std::vector<Pending> step_waiters_;
+    std::optional<SaveJob> saving_;       // a checkpoint a forked writer is writing
     std::vector<Pending> drain_waiters_;  // the chief's drain HEARTBEATs, answered by release_drain_waiters()
     std::vector<float> payload_spare_;  // decode_slices(): bf16 expanded and misaligned f32 copied, at local offsets
     std::vector<std::uint32_t> row_id_spare_;  // decode_rows(): misaligned ids copied

@@ -237,32 +237,6 @@ void ParameterServer::on_done(const std::string& routing, const Header& h) {
     check_run_finished();
 }
 
-void ParameterServer::on_save(const std::string& routing, const Header& h, Parts& parts) {
-    if (h.role != wire::Role::kChief) return reply_error(routing, ErrorCode::kUnauthorized, "only the chief sends SAVE");
-    if (h.frames.size() != 1 || h.frames[0].id != wire::kBodyFrame)
-        return reply_error(routing, ErrorCode::kProtocol, "SAVE carries exactly one body frame");
-    auto dir = wire::decode_save(view(parts[2]));
-    if (!dir) return reply_error(routing, ErrorCode::kProtocol, dir.error().message);
-    if (!shard_->initialized())
-        return reply_error(routing, ErrorCode::kProtocol, "SAVE before INIT: this psd holds no parameters");
-    const auto started = Clock::now();
-    shard_->rows().materialize(team_.get());  // a checkpoint holds every row, untouched ones too
-    auto saved = save_shard_checkpoint(*shard_, tensors_, options_.index, *dir);
-    if (!saved) {
-        spdlog::error("checkpoint at step {} failed: {}", h.step, saved.error().message);
-        return reply_error(routing, saved.error().code, saved.error().message);
-    }
-    if (auto ok = save_chunks(*dir); !ok) {
-        spdlog::error("checkpoint at step {} failed: {}", h.step, ok.error().message);
-        return reply_error(routing, ok.error().code, ok.error().message);
-    }
-    ++counters_.checkpoints;
-    drain_.saved(shard_->step());
-    spdlog::info("checkpoint: shard at step {} (chief's step {}) written to {} in {} ms", shard_->step(), h.step, *dir,
-                 std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count());
-    reply(routing, MessageType::kAck, shard_->finished() ? wire::kFlagFinished : 0);
-}
-
 void ParameterServer::on_dircheck(const std::string& routing, const Header& h, Parts& parts) {
     if (h.role != wire::Role::kChief)
         return reply_error(routing, ErrorCode::kUnauthorized, "only the chief sends DIRCHECK");

@@ -50,6 +50,9 @@ struct ServerOptions {
     // Async: a worker's reply waits while it is more than S gradients ahead of the slowest live
     // worker (psd/staleness_bound.h); nullopt: no bound. Not with sync.
     std::optional<std::uint32_t> max_staleness;
+    // SAVE writes the checkpoint in a forked child from a snapshot, so the poll loop keeps serving
+    // meanwhile (psd/forked_task.h); false (--checkpoint-in-loop): in the loop, every worker waits.
+    bool fork_checkpoints = true;
     std::uint64_t max_bad_grads = 100;    // rejected non-finite gradients before the run is aborted; 0: no limit
 };
 

@@ -1,0 +1,161 @@
+// SAVE written by a forked child (psd/forked_task.h, psd/parameter_server_save.cpp): the child's
+// result and death reach the parent; psd keeps serving other workers while the child writes; a
+// failed write answers the SAVE with the child's error; the file equals one written in the loop.
+#include "psd/forked_task.h"
+
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <future>
+
+#include "common/checkpoint_params.h"
+#include "test/psd/ps_fixture.h"
+
+using namespace psrun;
+using namespace psrun::test;
+using namespace std::chrono_literals;
+
+TEST_CASE("a forked task's result, error and death reach the parent", "[psd][forked]") {
+    SECTION("done: the child's changes stay in the child") {
+        int value = 1;
+        auto task = psd::ForkedTask::start([&value]() -> Result<void> {
+            value = 2;  // the child's copy
+            return {};
+        });
+        REQUIRE(task);
+        CHECK((*task)->pid() > 0);
+        CHECK((*task)->finish());
+        CHECK(value == 1);
+    }
+    SECTION("an error keeps its code and message") {
+        auto task = psd::ForkedTask::start([]() -> Result<void> { return make_error(ErrorCode::kNotFound, "no such thing"); });
+        REQUIRE(task);
+        auto done = (*task)->finish();
+        REQUIRE_FALSE(done);
+        CHECK(done.error().code == ErrorCode::kNotFound);
+        CHECK(done.error().message == "no such thing");
+    }
+    SECTION("an exception is an error, not a crash of either process") {
+        auto task = psd::ForkedTask::start([]() -> Result<void> { throw std::runtime_error("disk on fire"); });
+        REQUIRE(task);
+        auto done = (*task)->finish();
+        REQUIRE_FALSE(done);
+        CHECK(done.error().message == "disk on fire");
+    }
+    SECTION("a child killed by a signal is named") {
+        auto task = psd::ForkedTask::start([]() -> Result<void> {
+            ::raise(SIGKILL);
+            return {};
+        });
+        REQUIRE(task);
+        auto done = (*task)->finish();
+        REQUIRE_FALSE(done);
+        CHECK_THAT(done.error().message, Catch::Contains("died on signal 9"));
+    }
+    SECTION("destroying a running task kills and reaps its child") {
+        pid_t pid = 0;
+        {
+            auto task = psd::ForkedTask::start([]() -> Result<void> {
+                ::pause();  // until killed
+                return {};
+            });
+            REQUIRE(task);
+            pid = (*task)->pid();
+            CHECK(::kill(pid, 0) == 0);
+        }
+        CHECK(::kill(pid, 0) == -1);  // reaped: no such process (not even a zombie)
+    }
+}
+
+TEST_CASE("psd serves the other workers while a forked writer writes the checkpoint", "[psd][forked][checkpoint]") {
+    Cluster cluster(1, base_options(2));
+    const auto model = small_model();
+    PsClient chief(cluster.client_options(0, model)), worker(cluster.client_options(1, model));
+    REQUIRE(chief.hello());
+    REQUIRE(worker.hello());
+    const std::size_t n = chief.layout().total;
+    REQUIRE(chief.init(sgd(0.1f), ramp(n, 1.0f)));
+    std::vector<float> params(n);
+    REQUIRE(worker.pull(params));
+
+    // The shard file is a FIFO: the writer's open() waits for a reader, so the write is held
+    // until the test reads it, as a slow disk would hold it.
+    const std::string held = cluster.dir() + "/held";
+    std::filesystem::create_directories(held);
+    REQUIRE(::mkfifo((held + "/ps-0-of-1.tensors").c_str(), 0600) == 0);
+    auto save = std::async(std::launch::async, [&] { return chief.save(1, held); });
+    std::this_thread::sleep_for(200ms);
+    REQUIRE(save.wait_for(0ms) == std::future_status::timeout);  // the chief waits for the writer
+
+    for (std::uint64_t step = 0; step < 5; ++step)  // the loop serves worker 1 meanwhile
+        REQUIRE(worker.push_pull(ramp(n, 0.01f), step, params));
+    CHECK(save.wait_for(0ms) == std::future_status::timeout);
+
+    {  // let the writer go: read what it writes
+        std::ifstream fifo(held + "/ps-0-of-1.tensors", std::ios::binary);
+        std::string bytes((std::istreambuf_iterator<char>(fifo)), std::istreambuf_iterator<char>());
+        CHECK(bytes.size() > n * sizeof(float));
+    }
+    const auto saved = save.get();
+    // A FIFO cannot be fsynced: the child's error answers the SAVE, naming the file.
+    REQUIRE_FALSE(saved);
+    CHECK_THAT(saved.error().message, Catch::Contains("ps-0-of-1.tensors") && Catch::Contains("fsync"));
+
+    // The next SAVE writes a real file, holding the 5 updates applied while the first was held.
+    const std::string dir = cluster.dir() + "/ok";
+    std::filesystem::create_directories(dir);
+    REQUIRE(chief.save(5, dir));
+    std::ofstream(dir + "/manifest.json") << R"({"step": 5, "files": ["ps-0-of-1.tensors"]})";
+    auto written = load_checkpoint_parameters(dir, model);
+    REQUIRE(written);
+    std::vector<float> expected(n);
+    REQUIRE(chief.pull(expected));
+    CHECK(written->values == expected);
+    CHECK(expected != ramp(n, 1.0f));
+}
+
+namespace {
+
+// A shard's checkpoint of a dense tensor and a lazily created sparse table after 4 Adam steps
+// that touch 40 of its 997 rows, written with or without the forked writer; the file's bytes.
+std::string saved_bytes(bool fork) {
+    auto options = base_options(1);
+    options.fork_checkpoints = fork;
+    Cluster cluster(1, options);
+    std::vector<TensorSpec> model = {{"fc/w", {8, 5}}, {"emb", {997, 4}}};
+    model[1].kind = TensorKind::kRows;
+    model[1].row_init = RowInit{RowInitKind::kNormal, 0.05f, 9};
+    PsClient chief(cluster.client_options(0, model));
+    REQUIRE(chief.hello());
+    wire::InitConfig init;
+    init.optimizer = OptimizerConfig{.kind = OptimizerKind::kAdam, .learning_rate = 0.01f};
+    REQUIRE(chief.init(init, ramp(chief.layout().total, 0.5f)));
+    for (int s = 0; s < 4; ++s) {
+        std::vector<std::uint32_t> ids;
+        for (std::uint32_t i = 0; i < 10; ++i) ids.push_back((i * 61 + static_cast<std::uint32_t>(s) * 17) % 997);
+        const auto values = ramp(ids.size() * 4, 0.2f * static_cast<float>(s + 1), -0.05f);
+        const RowGrads rows{1, ids, values};
+        REQUIRE(chief.exchange(Exchange{.grads = ramp(chief.layout().total, 0.1f, static_cast<float>(s)),
+                                        .step = static_cast<std::uint64_t>(s), .row_grads = {&rows, 1}}));
+    }
+    const std::string dir = cluster.dir() + "/ckpt";
+    std::filesystem::create_directories(dir);
+    REQUIRE(chief.save(4, dir));
+    std::ifstream in(dir + "/ps-0-of-1.tensors", std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+TEST_CASE("the forked writer's shard file is the one the poll loop writes, byte for byte", "[psd][forked][checkpoint]") {
+    const std::string forked = saved_bytes(true), in_loop = saved_bytes(false);
+    CHECK(forked.size() > 997 * 4 * 3 * sizeof(float));  // every row (untouched ones too) and its 2 slots
+    CHECK(forked == in_loop);
+}
