@@ -127,49 +127,8 @@ std::chrono::milliseconds Checkpointer::retry_in() const {
     return std::min(std::chrono::milliseconds(1000L << shift), std::chrono::milliseconds(300000));
 }
 
-Result<CheckpointInfo> Checkpointer::save(PsClient& client, std::uint64_t global_step, nlohmann::json extra) {
-    auto saved = save_once(client, global_step, std::move(extra));
-    if (saved) {
-        failures_in_row_ = 0;
-        return saved;
-    }
-    ++failures_;
-    ++failures_in_row_;
-    failed_at_ = std::chrono::steady_clock::now();
-    last_error_ = saved.error().message;
-    return saved;
-}
-
-Result<CheckpointInfo> Checkpointer::save_once(PsClient& client, std::uint64_t global_step, nlohmann::json extra) {
-    const auto started = std::chrono::steady_clock::now();
-    auto pending = store_.begin(static_cast<std::int64_t>(global_step));
-    if (!pending) return tl::unexpected(pending.error());
-    if (auto ok = client.save(global_step, pending->dir()); !ok)
-        return make_error(ok.error().code, "checkpoint at step " + std::to_string(global_step) +
-                                               " not written (the previous checkpoint stays valid): " +
-                                               ok.error().message);
-    nlohmann::json manifest;
-    manifest["format"] = "psrun-checkpoint-1";
-    manifest["global_step"] = global_step;
-    manifest["layout"] = describe_layout(client.layout(), client.tensors());
-    manifest["optimizer"] = describe_optimizer(options_.init);
-    if (!options_.model.is_null()) manifest["model"] = options_.model;
-    manifest["extra"] = std::move(extra);
-    auto info = pending->commit(std::move(manifest));  // a failure drops the pending dir
-    if (!info)
-        return make_error(info.error().code, "checkpoint at step " + std::to_string(global_step) +
-                                                 " not committed (the previous checkpoint stays valid): " +
-                                                 info.error().message);
-    last_step_ = global_step;
-    last_time_ = std::chrono::steady_clock::now();
-    stopped_at_last_ = PauseDetector::process().stopped_total();
-    spdlog::info("checkpoint at step {} written to {} ({} shards, {} ms)", global_step, info->dir,
-                 client.layout().num_shards,
-                 std::chrono::duration_cast<std::chrono::milliseconds>(last_time_ - started).count());
-    return info;
-}
-
 Result<std::optional<RestoredInfo>> Checkpointer::restore(PsClient& client) {
+    abandon();  // the shards restart from a checkpoint: one being written is of the run before
     const auto started = std::chrono::steady_clock::now();
     RestoredInfo out;
     auto latest = store_.latest_valid(&out.warnings);
@@ -231,6 +190,7 @@ Result<std::optional<RestoredInfo>> Checkpointer::restore(PsClient& client) {
 bool Checkpointer::due(std::uint64_t global_step, bool last) const {
     if (last_step_ && *last_step_ == global_step) return false;
     if (last) return true;
+    if (background_) return false;
     if (failures_in_row_ > 0 && std::chrono::steady_clock::now() - failed_at_ < retry_in()) return false;
     if (options_.every_steps > 0 && global_step >= last_step_.value_or(0) + options_.every_steps) return true;
     // Time this process was stopped (Slurm suspend, SIGSTOP) is not working time: a resumed job

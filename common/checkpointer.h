@@ -12,6 +12,12 @@
 // slices from whichever shard files hold them (any saved shard count) and counts as
 // initialised, exactly like after INIT (waiting PULLs are released).
 //
+// start_save() + poll(): the same save without stalling the chief (psd's forked writers write
+// while training goes on, docs/protocol.md "Save flow"): SAVE goes with kFlagBackground and is
+// answered at once; poll(), called after every step, asks the shards still writing (at most
+// every kPollInterval) and writes the manifest once all are done. The checkpoint holds the
+// parameters as each shard held them when its SAVE arrived, and `extra` as given to start_save().
+//
 // The model dir must be on a filesystem every psd can write (shared FS across nodes).
 // Not thread-safe: one thread (the chief's) drives a Checkpointer and its PsClient.
 #pragma once
@@ -62,8 +68,24 @@ public:
     // Coordinated save of every shard at `global_step` (REQUIRES: client.hello() done and the
     // shards initialised). `extra` is stored verbatim in the manifest under "extra". Blocks
     // until every shard has replied (client reply_timeout). On error nothing visible changes.
+    // A background save under way is finished first (poll(wait)); its failure is logged and
+    // counted, and this save goes on.
     [[nodiscard]] Result<CheckpointInfo> save(PsClient& client, std::uint64_t global_step,
                                               nlohmann::json extra = nlohmann::json::object());
+
+    // Starts a background save at `global_step` (REQUIRES: !saving()). Returns the checkpoint
+    // when every shard wrote it before answering (psd --checkpoint-in-loop), else nullopt:
+    // saving() until poll() commits it. Errors as save()'s (counted the same way).
+    [[nodiscard]] Result<std::optional<CheckpointInfo>> start_save(PsClient& client, std::uint64_t global_step,
+                                                                   nlohmann::json extra = nlohmann::json::object());
+    // The background save: asks the shards still writing (not within kPollInterval of the last
+    // asking, unless `wait`: then until all are done) and commits the checkpoint once they all
+    // are. nullopt: still writing (or nothing under way). An error ends the save (counted).
+    [[nodiscard]] Result<std::optional<CheckpointInfo>> poll(PsClient& client, bool wait = false);
+    bool saving() const { return background_.has_value(); }
+    // Drops a background save (the shards restarted: ps_recovery restores instead).
+    void abandon();
+    static constexpr std::chrono::milliseconds kPollInterval{100};
 
     // Loads the newest valid checkpoint into every shard (REQUIRES: client.hello() done).
     // nullopt: the model dir holds no valid checkpoint (the caller sends INIT as usual).
@@ -72,7 +94,8 @@ public:
     // latest_valid() checked it).
     [[nodiscard]] Result<std::optional<RestoredInfo>> restore(PsClient& client);
 
-    // True when a checkpoint is due at `global_step`: `last` (the run's final step) always,
+    // True when a checkpoint is due at `global_step`: never while saving() (but at `last`),
+    // `last` (the run's final step) always,
     // else every_steps since the last save/restore or every_secs since then; never twice
     // for the same step. After a failed save() (disk full), no periodic checkpoint is due until
     // retry_in() has passed: 1 s after the first failure in a row, doubling up to 300 s.
@@ -85,7 +108,21 @@ public:
     std::chrono::milliseconds retry_in() const;
 
 private:
-    Result<CheckpointInfo> save_once(PsClient& client, std::uint64_t global_step, nlohmann::json extra);
+    struct Background {
+        PendingCheckpoint pending;
+        std::uint64_t step;
+        nlohmann::json extra;
+        std::chrono::steady_clock::time_point started;
+        std::vector<std::uint32_t> writing;  // shards that have not said they are done
+        std::chrono::steady_clock::time_point asked;  // the newest poll
+    };
+    // The manifest of the written shard files, and the state a successful save sets.
+    Result<CheckpointInfo> commit(PsClient& client, PendingCheckpoint& pending, std::uint64_t global_step,
+                                  nlohmann::json extra, std::chrono::steady_clock::time_point started);
+    // Counts a failed save; returns `error`.
+    Error failed(Error error);
+
+    std::optional<Background> background_;
 
     CheckpointerOptions options_;
     CheckpointStore store_;

@@ -178,6 +178,13 @@ public:
     // must exist on a filesystem every psd sees. Any shard's ERROR (disk full, non-finite
     // parameters, bad path) is returned naming the shard; the others may have written files.
     [[nodiscard]] Result<void> save(std::uint64_t global_step, const std::string& dir);
+    // The same SAVE without waiting for the write (kFlagBackground), to `shards`: a psd with a
+    // forked writer answers at once. Sent again with the same dir, it asks how the write went.
+    // Returns the shards still writing (the others are done: their file is in `dir`). Any
+    // shard's ERROR is returned naming it. REQUIRES: no shard is sent it again once it is done
+    // (it would start another write).
+    [[nodiscard]] Result<std::vector<std::uint32_t>> save_background(std::uint64_t global_step, const std::string& dir,
+                                                                     const std::vector<std::uint32_t>& shards);
     // Chief only: every psd loads its slices from the shard files in `dir` (written with any
     // shard count), verifying CRCs, and becomes initialised with `config` (start_step = the
     // checkpoint's global step) exactly as after INIT.

@@ -36,6 +36,23 @@ Result<void> PsClient::save(std::uint64_t global_step, const std::string& dir) {
     return {};
 }
 
+Result<std::vector<std::uint32_t>> PsClient::save_background(std::uint64_t global_step, const std::string& dir,
+                                                             const std::vector<std::uint32_t>& shards) {
+    if (auto ok = wire::check_path(dir); !ok) return make_error(ErrorCode::kInvalidArgument, ok.error().message);
+    Header h = make_header(MessageType::kSave);
+    h.step = global_step;
+    h.flags = wire::kFlagBackground;
+    const std::string body = wire::encode_save(dir);
+    h.frames.push_back(FrameDesc{wire::kBodyFrame, static_cast<std::uint32_t>(body.size())});
+    for (auto i : shards) send_plain(i, h, &body);
+    auto replies = collect(shards, options_.reply_timeout, [&](std::uint32_t i, bool) { send_plain(i, h, &body); });
+    if (!replies) return tl::unexpected(replies.error());
+    std::vector<std::uint32_t> writing;
+    for (auto i : shards)
+        if ((*replies)[i].header.flags & wire::kFlagBackground) writing.push_back(i);
+    return writing;
+}
+
 Result<void> PsClient::restore(const wire::InitConfig& config, const std::string& dir) {
     if (auto ok = wire::check_path(dir); !ok) return make_error(ErrorCode::kInvalidArgument, ok.error().message);
     Header h = make_header(MessageType::kRestore);

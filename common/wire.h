@@ -25,7 +25,7 @@ inline constexpr std::uint32_t kMagic = 0x4E525350;  // "PSRN"
 // 13: keyed rows tables (their policy in the tensor list, the keyed flag in WELCOME, 8-byte id frames);
 // 14: JOIN and the JOIN flag on HELLO (workers that join a running job, psrun join); the LOOKUP flag
 // on PULL (evaluation reads rows without creating or admitting them)
-inline constexpr std::uint16_t kVersion = 15;
+inline constexpr std::uint16_t kVersion = 16;
 inline constexpr std::size_t kFixedHeaderSize = 48;
 inline constexpr std::size_t kFrameDescriptorSize = 8;
 inline constexpr std::uint32_t kMaxFrames = 4096;
@@ -83,7 +83,11 @@ inline constexpr std::uint32_t kFlagJoin = 1u << 11;
 // no row, and a keyed table counts no occurrence, admits and evicts nothing (an id that is not a row
 // reads as its initial values).
 inline constexpr std::uint32_t kFlagLookup = 1u << 12;
-inline constexpr std::uint32_t kKnownFlags = 0x1FFF;
+// Checkpoints that do not stall the chief (docs/protocol.md "Save flow", version 16): on SAVE, answer
+// at once instead of when the shard file is written; the chief sends the same SAVE again to learn
+// how the write went. On the ACK of such a SAVE: the shard file is still being written.
+inline constexpr std::uint32_t kFlagBackground = 1u << 13;
+inline constexpr std::uint32_t kKnownFlags = 0x3FFF;
 inline constexpr std::uint64_t kMaxShmRegion = 1;  // aux of a shared-memory PUSH: 0 or 1
 
 // Row frames (sparse tables, docs/protocol.md "Sparse tables"): descriptor id =

@@ -94,8 +94,10 @@ private:
     void on_done(const std::string& routing, const wire::Header& h);
     // SAVE (psd/parameter_server_save.cpp): the shard's checkpoint is written by a forked child
     // from a snapshot while this loop goes on serving (psd/forked_task.h); the chief's SAVE is
-    // answered when the child is done (finish_save(), on its pipe). Without a child (fork failed,
-    // or ServerOptions::fork_checkpoints off), written here before the reply, as before.
+    // answered when the child is done (finish_save(), on its pipe), or at once under
+    // kFlagBackground (ACK + kFlagBackground: still writing; the same SAVE again gets the outcome).
+    // Without a child (fork failed, or ServerOptions::fork_checkpoints off), written here before
+    // the reply, as before.
     void on_save(const std::string& routing, const wire::Header& h, Parts& parts);
     struct SaveJob {
         Pending waiter;                 // the chief's SAVE
@@ -104,6 +106,11 @@ private:
         std::uint64_t shard_step = 0;   // this shard's step in the snapshot
         Clock::time_point started;
         std::unique_ptr<ForkedTask> writer;  // null: written in the loop
+        bool background = false;        // the chief is not waiting: keep the outcome for its next SAVE
+    };
+    struct SaveOutcome {                // a background SAVE's result, until the chief asks for it
+        std::string dir;
+        Result<void> written;
     };
     // Materialises the rows, then writes the shard file and psd 0's data position into `dir`.
     [[nodiscard]] Result<void> write_checkpoint(const std::string& dir, ThreadTeam* team);
@@ -250,6 +257,7 @@ private:
     Clock::time_point started_ = Clock::now();
     std::vector<Pending> step_waiters_;
     std::optional<SaveJob> saving_;       // a checkpoint a forked writer is writing
+    std::optional<SaveOutcome> saved_;    // the newest background SAVE's outcome, not yet asked for
     std::vector<Pending> drain_waiters_;  // the chief's drain HEARTBEATs, answered by release_drain_waiters()
     std::vector<float> payload_spare_;  // decode_slices(): bf16 expanded and misaligned f32 copied, at local offsets
     std::vector<std::uint32_t> row_id_spare_;  // decode_rows(): misaligned ids copied

@@ -18,7 +18,7 @@ void ParameterServer::keep_waiters_alive(Clock::time_point now) {
         if (!workers_.is_dead(p.worker)) workers_.seen(p.worker, now);
     for (const auto& p : bound_waiters_)  // --max-staleness: the same, waiting for slower workers
         if (!workers_.is_dead(p.worker)) workers_.seen(p.worker, now);
-    if (saving_ && !workers_.is_dead(saving_->waiter.worker))  // the chief, waiting for a forked writer
+    if (saving_ && !saving_->background && !workers_.is_dead(saving_->waiter.worker))  // the chief, waiting for a forked writer
         workers_.seen(saving_->waiter.worker, now);
 }
 

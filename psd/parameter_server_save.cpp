@@ -20,9 +20,12 @@ void ParameterServer::on_save(const std::string& routing, const Header& h, Parts
     if (!dir) return reply_error(routing, ErrorCode::kProtocol, dir.error().message);
     if (!shard_->initialized())
         return reply_error(routing, ErrorCode::kProtocol, "SAVE before INIT: this psd holds no parameters");
+    const bool background = (h.flags & wire::kFlagBackground) != 0;
     if (saving_) {
-        if (saving_->dir == *dir) {  // the chief asked again (it reconnected): it gets the one answer
-            saving_->waiter.routing = routing;
+        if (saving_->dir == *dir) {  // the chief asks again (it polls, or it reconnected)
+            if (background) return reply(routing, MessageType::kAck, wire::kFlagBackground);  // still writing
+            saving_->waiter.routing = routing;  // it waits now: the one answer goes to it
+            saving_->background = false;
             return;
         }
         return reply_error(routing, ErrorCode::kUnsupported,
@@ -30,18 +33,28 @@ void ParameterServer::on_save(const std::string& routing, const Header& h, Parts
                                        "once it is done",
                                        saving_->chief_step, saving_->dir, saving_->writer->pid()));
     }
-    SaveJob job{Pending{routing, MessageType::kSave, h.index}, *dir, h.step, shard_->step(), Clock::now(), nullptr};
+    if (saved_ && saved_->dir == *dir) {  // a background save's outcome, asked for
+        const Result<void> written = std::move(saved_->written);
+        saved_.reset();
+        if (!written) return reply_error(routing, written.error().code, written.error().message);
+        return reply(routing, MessageType::kAck, shard_->finished() ? wire::kFlagFinished : 0);
+    }
+    saved_.reset();  // an outcome the chief never asked for: it moved on
+    SaveJob job{Pending{routing, MessageType::kSave, h.index}, *dir, h.step, shard_->step(), Clock::now(), nullptr,
+                background};
     if (options_.fork_checkpoints) {
         // The child sees the shard as it is now; it has no thread team (only this thread is forked).
         auto writer = ForkedTask::start([this, d = *dir] { return write_checkpoint(d, nullptr); });
         if (writer) {
             job.writer = std::move(*writer);
             saving_ = std::move(job);
+            if (background) reply(routing, MessageType::kAck, wire::kFlagBackground);
             return;
         }
         spdlog::warn("checkpoint at step {}: {}; writing it here, the workers wait meanwhile", h.step,
                      writer.error().message);
     }
+    job.background = false;  // written now: the reply below is the outcome
     complete_save(job, write_checkpoint(*dir, team_.get()));
 }
 
@@ -61,13 +74,19 @@ void ParameterServer::finish_save() {
 void ParameterServer::complete_save(const SaveJob& job, const Result<void>& written) {
     if (!written) {
         spdlog::error("checkpoint at step {} failed: {}", job.chief_step, written.error().message);
-        return reply_error(job.waiter.routing, written.error().code, written.error().message);
+    } else {
+        ++counters_.checkpoints;
+        drain_.saved(job.shard_step);
+        spdlog::info("checkpoint: shard at step {} (chief's step {}) written to {} in {} ms{}", job.shard_step,
+                     job.chief_step, job.dir,
+                     std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - job.started).count(),
+                     job.writer ? fmt::format(" by a forked writer (pid {}) while serving", job.writer->pid()) : "");
     }
-    ++counters_.checkpoints;
-    drain_.saved(job.shard_step);
-    spdlog::info("checkpoint: shard at step {} (chief's step {}) written to {} in {} ms{}", job.shard_step, job.chief_step,
-                 job.dir, std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - job.started).count(),
-                 job.writer ? fmt::format(" by a forked writer (pid {}) while serving", job.writer->pid()) : "");
+    if (job.background) {  // the chief learns it from its next SAVE of this dir
+        saved_ = SaveOutcome{job.dir, written};
+        return;
+    }
+    if (!written) return reply_error(job.waiter.routing, written.error().code, written.error().message);
     reply(job.waiter.routing, MessageType::kAck, shard_->finished() ? wire::kFlagFinished : 0);
 }
 

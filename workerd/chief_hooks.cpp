@@ -254,16 +254,11 @@ void SummaryHook::end(RunContext& ctx, const StepResult& last) {
     }
 }
 
-void CheckpointHook::after_step(RunContext& ctx, const StepResult& step) {
-    if (ctx.checkpointer == nullptr) return;
-    if (ctx.interrupted && ctx.interrupted()) return;  // the preemption checkpoint follows at once
-    const bool last = step.finished || step.global_step >= ctx.last_step;
-    if (!ctx.checkpointer->due(step.global_step, last)) return;
-    const auto t0 = Clock::now();
-    auto saved = ctx.checkpointer->save(*ctx.client, step.global_step,
-                                        {{"workers", ctx.num_workers},
-                                         {"chief_local_steps", ctx.local_steps},
-                                         {"label_smoothing", ctx.options->label_smoothing}});
+namespace {
+
+void report_checkpoint(RunContext& ctx, std::uint64_t global_step, const Result<std::optional<CheckpointInfo>>& saved,
+                       bool last, Clock::time_point t0) {
+    if (saved && !*saved) return;  // still being written
     if (!saved) {
         // psd stopped the run (--max-bad-grads) and answered this request instead of the next exchange.
         if (saved.error().code == ErrorCode::kAborted) {
@@ -278,13 +273,46 @@ void CheckpointHook::after_step(RunContext& ctx, const StepResult& step) {
                       last ? std::string("this was the final one")
                            : fmt::format("next try in {:.0f} s or at the last step", c.retry_in().count() / 1000.0));
         if (ctx.metrics)
-            ctx.metrics->write(static_cast<std::int64_t>(step.global_step),
+            ctx.metrics->write(static_cast<std::int64_t>(global_step),
                                {{"checkpoint_failed", saved.error().message}, {"checkpoint_failures", c.failures()}});
         return;
     }
-    ctx.last_checkpoint = *saved;
-    spdlog::info("checkpoint {} ({:.0f} ms)", saved->dir, 1000 * seconds_since(t0));
-    if (ctx.metrics) ctx.metrics->write(static_cast<std::int64_t>(step.global_step), {{"checkpoint", saved->dir}});
+    const CheckpointInfo& info = **saved;
+    ctx.last_checkpoint = info;
+    spdlog::info("checkpoint {} ({:.0f} ms of the chief's time)", info.dir, 1000 * seconds_since(t0));
+    if (ctx.metrics)
+        ctx.metrics->write(static_cast<std::int64_t>(global_step),
+                           {{"checkpoint", info.dir}, {"checkpoint_step", info.step}});
+}
+
+}  // namespace
+
+void CheckpointHook::after_step(RunContext& ctx, const StepResult& step) {
+    if (ctx.checkpointer == nullptr) return;
+    if (ctx.interrupted && ctx.interrupted()) return;  // the preemption checkpoint follows at once
+    auto& c = *ctx.checkpointer;
+    const bool last = step.finished || step.global_step >= ctx.last_step;
+    if (c.saving()) {  // one being written by psd meanwhile: committed once every shard is done
+        const auto t0 = Clock::now();
+        report_checkpoint(ctx, step.global_step, c.poll(*ctx.client, last), last, t0);
+        if (ctx.aborted) return;
+    }
+    if (!c.due(step.global_step, last)) return;
+    const auto t0 = Clock::now();
+    const nlohmann::json extra = {{"workers", ctx.num_workers},
+                                  {"chief_local_steps", ctx.local_steps},
+                                  {"label_smoothing", ctx.options->label_smoothing}};
+    // The final checkpoint is waited for (the evaluation and summary.json name it); the others
+    // are written by psd while training goes on.
+    if (last) {
+        auto saved = c.save(*ctx.client, step.global_step, extra);
+        report_checkpoint(ctx, step.global_step,
+                          saved ? Result<std::optional<CheckpointInfo>>(*saved)
+                                : Result<std::optional<CheckpointInfo>>(tl::unexpected(saved.error())),
+                          last, t0);
+        return;
+    }
+    report_checkpoint(ctx, step.global_step, c.start_save(*ctx.client, step.global_step, extra), last, t0);
 }
 
 void add_chief_hooks(HookList& hooks) {

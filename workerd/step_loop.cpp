@@ -213,9 +213,12 @@ StepLoop::Outcome StepLoop::finish(Result<StepInfo> step, float loss, Clock::tim
     ++ctx.local_steps;
     trainer.set_global_step(step->step);
     last_ = StepResult{step->step, ctx.local_steps, loss, step->finished};
+    const auto trained = Clock::now();
     env_.hooks->after_step(ctx, last_);
-    const auto stepped = Clock::now();  // after the hooks: a checkpoint's wait is part of its step
-    ctx.step_times.add(seconds(last_stepped_, stepped), step->step);
+    // After the hooks: a checkpoint's wait is part of its step. The last step's hooks (the final
+    // checkpoint, which is waited for, and evaluation) come after training, not in its steps.
+    const auto stepped = Clock::now();
+    ctx.step_times.add(seconds(last_stepped_, last_.finished ? trained : stepped), step->step);
     last_stepped_ = stepped;
     if (ctx.aborted) return fail(fmt::format("after global step {}", tag_), *ctx.aborted);
     return Outcome::kStepped;

@@ -121,6 +121,59 @@ TEST_CASE("psd serves the other workers while a forked writer writes the checkpo
     CHECK(expected != ramp(n, 1.0f));
 }
 
+TEST_CASE("a background SAVE is answered at once, and again with the write's outcome", "[psd][forked][checkpoint]") {
+    Cluster cluster(1, base_options(2));
+    const auto model = small_model();
+    PsClient chief(cluster.client_options(0, model)), worker(cluster.client_options(1, model));
+    REQUIRE(chief.hello());
+    REQUIRE(worker.hello());
+    const std::size_t n = chief.layout().total;
+    REQUIRE(chief.init(sgd(0.1f), ramp(n, 1.0f)));
+    std::vector<float> params(n);
+    REQUIRE(worker.pull(params));
+
+    const std::string held = cluster.dir() + "/held";  // a FIFO holds the write, as a slow disk would
+    std::filesystem::create_directories(held);
+    REQUIRE(::mkfifo((held + "/ps-0-of-1.tensors").c_str(), 0600) == 0);
+    auto writing = chief.save_background(1, held, {0});
+    REQUIRE(writing);
+    CHECK(*writing == std::vector<std::uint32_t>{0});  // answered while the writer waits
+    for (std::uint64_t step = 0; step < 3; ++step) {   // the chief trains on, and so does worker 1
+        REQUIRE(chief.push_pull(ramp(n, 0.01f), step, params));
+        REQUIRE(worker.push_pull(ramp(n, 0.01f), step, params));
+    }
+    writing = chief.save_background(1, held, {0});  // asked again: still writing
+    REQUIRE(writing);
+    CHECK(*writing == std::vector<std::uint32_t>{0});
+    CHECK_FALSE(chief.save_background(2, cluster.dir(), {0}));  // another dir meanwhile: refused
+
+    {
+        std::ifstream fifo(held + "/ps-0-of-1.tensors", std::ios::binary);
+        std::string bytes((std::istreambuf_iterator<char>(fifo)), std::istreambuf_iterator<char>());
+        CHECK(bytes.size() > n * sizeof(float));
+    }
+    Result<std::vector<std::uint32_t>> outcome = std::vector<std::uint32_t>{0};
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (outcome && !outcome->empty() && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(20ms);
+        outcome = chief.save_background(1, held, {0});
+    }
+    REQUIRE_FALSE(outcome);  // a FIFO cannot be fsynced: the child's error, told once asked
+    CHECK_THAT(outcome.error().message, Catch::Contains("ps-0-of-1.tensors") && Catch::Contains("fsync"));
+
+    const std::string dir = cluster.dir() + "/ok";  // the outcome was taken: a new SAVE may start
+    std::filesystem::create_directories(dir);
+    writing = chief.save_background(7, dir, {0});
+    REQUIRE(writing);
+    while (writing && !writing->empty() && std::chrono::steady_clock::now() < deadline + 10s) {
+        std::this_thread::sleep_for(20ms);
+        writing = chief.save_background(7, dir, {0});
+    }
+    REQUIRE(writing);
+    CHECK(writing->empty());
+    CHECK(std::filesystem::file_size(dir + "/ps-0-of-1.tensors") > n * sizeof(float));
+}
+
 namespace {
 
 // A shard's checkpoint of a dense tensor and a lazily created sparse table after 4 Adam steps

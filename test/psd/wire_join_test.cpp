@@ -44,6 +44,6 @@ TEST_CASE("wire: the JOIN flag is known, HELLO may carry it", "[wire][join]") {
     auto back = decode_header(encode_header(h));
     REQUIRE(back);
     CHECK(back->flags == kFlagJoin);
-    h.flags = 1u << 13;  // beyond the known flags (LOOKUP is bit 12)
+    h.flags = 1u << 14;  // beyond the known flags (BACKGROUND is bit 13)
     CHECK_FALSE(decode_header(encode_header(h)));
 }
