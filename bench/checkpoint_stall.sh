@@ -6,8 +6,9 @@
 #   fork  psd writes each checkpoint in a forked child from a snapshot (the default)
 #   loop  psd --checkpoint-in-loop: the poll loop writes it, every worker waits
 # Prints one JSON line per run: each worker's step times end to end (median, p99, longest: the
-# workers' "step times of this worker" lines), psd's write times, the checkpoint's size and psd's
-# peak RSS; then the medians per mode with the CPU model.
+# workers' "step times of this worker" lines), psd's write times, the checkpoint's size, psd's
+# peak RSS and the forked writer's own memory (private pages, sampled every 0.5 s); then the
+# medians per mode with the CPU model.
 # Usage: bench/checkpoint_stall.sh DIR STEPS EVERY [ROUNDS]   (DIR: click_data.py DIR --rows ROWS;
 #        env PSRUN=build/launcher/psrun)
 set -u
@@ -33,21 +34,28 @@ for round in $(seq 1 "$rounds"); do
             --log-every 1000 --sparse-embedding emb --checkpoint-steps "$every" --checkpoint-secs 0 \
             --model-dir "$run" >"$run.log" 2>&1 &
         launcher=$!
-        peak=0
+        peak=0 writer=0
         while kill -0 "$launcher" 2>/dev/null; do
             for pid in $(ps -o pid= --ppid "$launcher"); do
                 { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | awk '{print $1}' | grep -q 'psd$' || continue
                 hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$pid/status" 2>/dev/null)
                 [ -n "$hwm" ] && [ "$hwm" -gt "$peak" ] && peak=$hwm
+                # The forked checkpoint writer: the memory it holds of its own (pages it wrote or
+                # copied on write), not the pages it shares with psd.
+                for child in $(ps -o pid= --ppid "$pid"); do
+                    own=$(awk '/^Private_(Dirty|Clean)/ {s += $2} END {print s + 0}' "/proc/$child/smaps_rollup" 2>/dev/null)
+                    [ -n "$own" ] && [ "$own" -gt "$writer" ] && writer=$own
+                done
             done
             sleep 0.5
         done
         wait "$launcher"
         rc=$?
         size=$(du -sb "$run"/ckpt-* 2>/dev/null | sort -n | tail -1 | cut -f1)
-        /usr/bin/python3 - "$run.log" "$mode" "$round" "$rc" "$((peak / 1024))" "${size:-0}" <<'PY'
+        /usr/bin/python3 - "$run.log" "$mode" "$round" "$rc" "$((peak / 1024))" "${size:-0}" "$((writer / 1024))" <<'PY'
 import json, re, sys
 log, mode, rnd, rc, peak, size = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+writer = int(sys.argv[7])
 text = open(log).read()
 workers = {}
 for w, med, p99, lng in re.findall(r"\[workerd:(\d+)\] step times of this worker: median ([0-9.]+) ms, p99 ([0-9.]+) ms, "
@@ -56,7 +64,8 @@ for w, med, p99, lng in re.findall(r"\[workerd:(\d+)\] step times of this worker
                   "longest_over_median": round(float(lng) / max(float(med), 1e-9), 2)}
 writes = [int(ms) for ms in re.findall(r"checkpoint: shard at step \d+ .* written to \S+ in (\d+) ms", text)]
 print(json.dumps({"mode": mode, "round": rnd, "rc": rc, "workers": workers, "psd_write_ms": writes,
-                  "checkpoint_mb": round(size / 2**20), "psd_peak_rss_mb": peak}), flush=True)
+                  "checkpoint_mb": round(size / 2**20), "psd_peak_rss_mb": peak,
+                  "writer_own_mb": writer}), flush=True)
 if rc != 0:
     print(text[-3000:], file=sys.stderr)
 PY
@@ -76,6 +85,7 @@ for mode in ("fork", "loop"):
                      for k in ("median_ms", "longest_ms", "longest_over_median")} for w in ("0", "1")}
     res[mode]["psd_write_ms"] = med([x for r in rs for x in r["psd_write_ms"]])
     res[mode]["psd_peak_rss_mb"] = med([r["psd_peak_rss_mb"] for r in rs])
+    res[mode]["writer_own_mb"] = med([r["writer_own_mb"] for r in rs])
     res[mode]["checkpoint_mb"] = med([r["checkpoint_mb"] for r in rs])
 print(json.dumps(res))
 PY

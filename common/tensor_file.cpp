@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <stdexcept>
 
 #include "common/crc32c.h"
 #include "common/tensor_file_stream.h"
@@ -49,6 +50,13 @@ struct Reader {
 
 }  // namespace
 
+std::uint64_t TensorView::count() const {
+    if (!fill) return data.size();
+    std::uint64_t n = 1;
+    for (auto d : shape) n *= d;
+    return n;
+}
+
 std::string encode_tensor_file(std::span<const TensorView> tensors) {
     std::string out(kMagic, sizeof kMagic);
     std::string crcs;
@@ -58,6 +66,7 @@ std::string encode_tensor_file(std::span<const TensorView> tensors) {
         out += t.name;
         put<std::uint32_t>(out, static_cast<std::uint32_t>(t.shape.size()));
         for (auto d : t.shape) put<std::uint64_t>(out, d);
+        if (t.fill) throw std::invalid_argument("encode_tensor_file: tensor '" + t.name + "' is produced by fill: stream it");
         put<std::uint64_t>(out, t.data.size());
         out.append(reinterpret_cast<const char*>(t.data.data()), t.data.size_bytes());
         const std::uint32_t crc = crc32c(as_bytes(std::string_view(out).substr(start)));

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -26,6 +27,12 @@ struct TensorView {
     std::string name;
     std::vector<std::uint64_t> shape;
     std::span<const float> data;
+    // When set, the tensor's product(shape) floats are not in `data` but produced by `fill` in
+    // pieces, in order: fill(first, out) writes floats [first, first + out.size()). Its error
+    // stops the write (the file is removed). Used for a sparse table's rows computed on the
+    // fly (psd/row_store.h read()).
+    std::function<Result<void>(std::uint64_t first, std::span<float> out)> fill = {};
+    std::uint64_t count() const;  // floats: data.size(), or product(shape) with fill
 };
 
 // Writes the tensors to `path` and fsyncs the file, streaming each tensor's data from its span
@@ -41,6 +48,7 @@ struct TensorView {
 // The in-memory halves of the two functions above. encode_tensor_file returns the exact file
 // bytes; parse_tensor_file checks them as read_tensor_file does (`path` only names the source
 // in error messages). parse(encode(t)) == t, and encode(parse(b)) == b for every accepted b.
+// encode_tensor_file takes views of data only (a view with fill: std::invalid_argument).
 std::string encode_tensor_file(std::span<const TensorView> tensors);
 [[nodiscard]] Result<std::vector<NamedTensor>> parse_tensor_file(std::string_view bytes,
                                                                  const std::string& path);

@@ -18,6 +18,7 @@ namespace {
 using tensor_file_format::kEnd;
 using tensor_file_format::kMagic;
 constexpr std::size_t kBufferBytes = 1 << 20;
+constexpr std::uint64_t kFillFloats = kBufferBytes / sizeof(float);  // a TensorView::fill piece
 
 std::span<const std::byte> bytes_of(const void* data, std::size_t n) {
     return {static_cast<const std::byte*>(data), n};
@@ -108,13 +109,21 @@ Result<void> TensorFileWriter::add(const TensorView& t) {
     crc_ = 0;
     const auto name_len = static_cast<std::uint32_t>(t.name.size());
     const auto rank = static_cast<std::uint32_t>(t.shape.size());
-    const std::uint64_t count = t.data.size();
+    const std::uint64_t count = t.count();
     Result<void> ok = put(&name_len, 4, true);
     if (ok) ok = put(t.name.data(), t.name.size(), true);
     if (ok) ok = put(&rank, 4, true);
     for (std::size_t i = 0; ok && i < t.shape.size(); ++i) ok = put(&t.shape[i], 8, true);
     if (ok) ok = put(&count, 8, true);
-    if (ok && count > 0) ok = put(t.data.data(), t.data.size_bytes(), true);
+    if (ok && count > 0 && !t.fill) ok = put(t.data.data(), t.data.size_bytes(), true);
+    if (ok && t.fill) {  // produced in pieces of the buffer's size
+        std::vector<float> piece(std::min<std::uint64_t>(count, kFillFloats));
+        for (std::uint64_t first = 0; ok && first < count; first += piece.size()) {
+            const std::span<float> out(piece.data(), std::min<std::uint64_t>(piece.size(), count - first));
+            ok = t.fill(first, out);
+            if (ok) ok = put(out.data(), out.size_bytes(), true);
+        }
+    }
     const std::uint32_t crc = crc_;
     if (ok) ok = put(&crc, 4, false);
     if (!ok) return ok;

@@ -112,8 +112,8 @@ private:
         std::string dir;
         Result<void> written;
     };
-    // Materialises the rows, then writes the shard file and psd 0's data position into `dir`.
-    [[nodiscard]] Result<void> write_checkpoint(const std::string& dir, ThreadTeam* team);
+    // Writes the shard file (every row: RowStore::read()) and psd 0's data position into `dir`.
+    [[nodiscard]] Result<void> write_checkpoint(const std::string& dir);
     void finish_save();  // the forked writer is done: its result answers the SAVE
     void complete_save(const SaveJob& job, const Result<void>& written);
     void on_restore(const std::string& routing, const wire::Header& h, Parts& parts);

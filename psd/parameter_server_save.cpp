@@ -44,7 +44,7 @@ void ParameterServer::on_save(const std::string& routing, const Header& h, Parts
                 background};
     if (options_.fork_checkpoints) {
         // The child sees the shard as it is now; it has no thread team (only this thread is forked).
-        auto writer = ForkedTask::start([this, d = *dir] { return write_checkpoint(d, nullptr); });
+        auto writer = ForkedTask::start([this, d = *dir] { return write_checkpoint(d); });
         if (writer) {
             job.writer = std::move(*writer);
             saving_ = std::move(job);
@@ -55,11 +55,13 @@ void ParameterServer::on_save(const std::string& routing, const Header& h, Parts
                      writer.error().message);
     }
     job.background = false;  // written now: the reply below is the outcome
-    complete_save(job, write_checkpoint(*dir, team_.get()));
+    complete_save(job, write_checkpoint(*dir));
 }
 
-Result<void> ParameterServer::write_checkpoint(const std::string& dir, ThreadTeam* team) {
-    shard_->rows().materialize(team);  // a checkpoint holds every row, untouched ones too
+Result<void> ParameterServer::write_checkpoint(const std::string& dir) {
+    // A checkpoint holds every row, untouched ones too: written as their initial values, not
+    // created (RowStore::read()), so that a forked writer copies no page of the tables.
+    shard_->rows().catch_up_keyed();
     if (auto saved = save_shard_checkpoint(*shard_, tensors_, options_.index, dir); !saved) return saved;
     return save_chunks(dir);
 }

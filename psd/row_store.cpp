@@ -154,13 +154,9 @@ void RowStore::create_row(Table& table, std::uint64_t i, std::uint64_t id) const
 }
 
 void RowStore::materialize(ThreadTeam* team) {
+    catch_up_keyed();  // a keyed table has only the rows there are
     for (auto& table : tables_) {
-        if (table.spec.keyed) {  // only the rows there are: their averages brought up to date
-            DecayPower power;
-            if (!table.ema.empty() && table.index)
-                for (const auto& e : table.index->entries()) catch_up(table, e.slot, table.updates, power);
-            continue;
-        }
+        if (table.spec.keyed) continue;
         // Words of 64 rows per task: parts never share a bitmap word.
         const std::uint64_t words = table.created.size();
         const int parts = (team && table.local_rows >= kParallelInitRows) ? team->size() : 1;

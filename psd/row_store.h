@@ -68,6 +68,15 @@ public:
     // a checkpoint reads values(), slots() and average()).
     // `team` (may be null) splits the work.
     void materialize(ThreadTeam* team);
+    // What a checkpoint writes of table t, without materialize(): floats [first, first +
+    // out.size()) of its `part`, as materialize() would leave them (a row not created yet reads
+    // as its initial values and fresh slots; an average not current is brought up to date in
+    // `out`). Changes nothing, so a forked checkpoint writer copies no page of the table and
+    // creates none. A keyed table's arrays read as they are (catch_up_keyed() first).
+    enum class Part { kValues, kSlot0, kSlot1, kAverage };
+    void read(std::size_t t, Part part, std::uint64_t first, std::span<float> out) const;
+    // materialize() for the keyed tables only: their rows' averages brought up to date.
+    void catch_up_keyed();
     // Rows created so far, all tables.
     std::uint64_t rows_created() const;
     // Allocates rows and fresh slots for `config`, every row counted as created, without
@@ -181,6 +190,10 @@ private:
     };
     // Local row i's average brought to update count `to` (its value unchanged since ema_at).
     void catch_up(Table& table, std::uint64_t i, std::uint64_t to, DecayPower& power) const;
+    // The average `ema` of a row held at values `w` for the k updates `power` is of, into `out`
+    // (may be `ema`): w + D^k (ema - w), in double.
+    static void decay_toward(const float* w, const float* ema, const DecayPower& power, std::size_t width, float* out);
+    DecayPower power_for(std::uint64_t k, DecayPower power) const;
     // Every created row's average brought to the table's update count (before the decay changes).
     void catch_up_all();
     // Folds local row i's new values into its average at the current update (copies on the first).

@@ -30,17 +30,25 @@ void RowStore::start_average(std::size_t t, bool loaded) {
     ema_started_ = loaded;
 }
 
+RowStore::DecayPower RowStore::power_for(std::uint64_t k, DecayPower power) const {
+    if (power.k == k) return power;
+    return {k, std::pow(static_cast<double>(config_.ema_decay), static_cast<double>(k))};
+}
+
+void RowStore::decay_toward(const float* w, const float* ema, const DecayPower& power, std::size_t width, float* out) {
+    // k updates of a constant w: ema_k = w + D^k (ema_0 - w), in double (one rounding to float).
+    const double factor = power.factor;
+    for (std::size_t j = 0; j < width; ++j)
+        out[j] = static_cast<float>(static_cast<double>(w[j]) + factor * (static_cast<double>(ema[j]) - w[j]));
+}
+
 void RowStore::catch_up(Table& table, std::uint64_t i, std::uint64_t to, DecayPower& power) const {
     std::uint64_t& at = table.ema_at.data()[i];
     if (at >= to) return;
-    // k updates of a constant w: ema_k = w + D^k (ema_0 - w), in double (one rounding to float).
-    if (power.k != to - at) power = {to - at, std::pow(static_cast<double>(config_.ema_decay), static_cast<double>(to - at))};
-    const double factor = power.factor;
+    power = power_for(to - at, power);
     const std::size_t width = table.spec.width;
     float* ema = table.ema.data() + i * width;
-    const float* w = table.values.data() + i * width;
-    for (std::size_t j = 0; j < width; ++j)
-        ema[j] = static_cast<float>(static_cast<double>(w[j]) + factor * (static_cast<double>(ema[j]) - w[j]));
+    decay_toward(table.values.data() + i * width, ema, power, width, ema);
     at = to;
 }
 

@@ -34,21 +34,34 @@ Result<void> add_row_pieces(const ShardState& shard, const std::vector<TensorSpe
         const std::string name = tensors.at(rows.table(t).tensor).name;
         const std::string base = row_piece_base_name(name, rows.shard(), rows.num_shards());
         const std::vector<std::uint64_t> shape{rows.local_rows(t), rows.table(t).width};
-        if (!wire::all_finite(rows.values(t).data(), rows.values(t).size()))
-            return make_error(ErrorCode::kInvalidArgument, "refusing to checkpoint: rows of " + base + " contain NaN or Inf");
-        views.push_back(TensorView{base + "/param", shape, rows.values(t)});
+        // A vocabulary table is read as materialize() would leave it (RowStore::read()), piece by
+        // piece, so that a forked writer creates no row; a keyed table's arrays are read as they are.
+        auto add = [&](RowStore::Part part, std::span<const float> data, const std::string& suffix,
+                       const std::string& what) -> Result<void> {
+            if (rows.table(t).keyed) {
+                if (!wire::all_finite(data.data(), data.size()))
+                    return make_error(ErrorCode::kInvalidArgument, "refusing to checkpoint: " + what + " contain NaN or Inf");
+                views.push_back(TensorView{base + suffix, shape, data});
+                return {};
+            }
+            TensorView view{base + suffix, shape, {}};
+            view.fill = [&rows, t, part, what](std::uint64_t first, std::span<float> out) -> Result<void> {
+                rows.read(t, part, first, out);
+                if (!wire::all_finite(out.data(), out.size()))
+                    return make_error(ErrorCode::kInvalidArgument, "refusing to checkpoint: " + what + " contain NaN or Inf");
+                return {};
+            };
+            views.push_back(std::move(view));
+            return {};
+        };
+        if (auto ok = add(RowStore::Part::kValues, rows.values(t), "/param", "rows of " + base); !ok) return ok;
         const auto slots = rows.slots(t);
         for (std::size_t j = 0; j < slots.size(); ++j) {
-            if (!wire::all_finite(slots[j].data(), slots[j].size()))
-                return make_error(ErrorCode::kInvalidArgument,
-                                  "refusing to checkpoint: optimizer slot of " + base + " contains NaN or Inf");
-            views.push_back(TensorView{base + "/slot" + std::to_string(j), shape, slots[j]});
+            const auto part = j == 0 ? RowStore::Part::kSlot0 : RowStore::Part::kSlot1;
+            if (auto ok = add(part, slots[j], "/slot" + std::to_string(j), "optimizer slots of " + base); !ok) return ok;
         }
-        if (const auto ema = rows.average(t); !ema.empty()) {  // current at every row (RowStore::materialize())
-            if (!wire::all_finite(ema.data(), ema.size()))
-                return make_error(ErrorCode::kInvalidArgument, "refusing to checkpoint: moving average of " + base + " contains NaN or Inf");
-            views.push_back(TensorView{base + "/ema", shape, ema});
-        }
+        if (const auto ema = rows.average(t); !ema.empty())
+            if (auto ok = add(RowStore::Part::kAverage, ema, "/ema", "moving averages of " + base); !ok) return ok;
         states.push_back(piece_state(rows.config().kind, rows.updates(t), TensorClass::kTrainable));
         views.push_back(TensorView{base + "/state", {5}, states.back()});
         if (rows.table(t).keyed) {  // its id map (empty where a small table placed whole elsewhere has no slot)

@@ -31,7 +31,11 @@ std::array<float, 5> piece_state(OptimizerKind kind, std::uint64_t updates, Tens
 std::uint64_t piece_updates(std::span<const float> state);
 
 // Appends views of this shard's row pieces (their state parts go to `states`, keyed tables' id maps
-// to `keys`; both must outlive the views). Refuses (kInvalidArgument) a table holding NaN or Inf.
+// to `keys`; both, and `shard`, must outlive the views). A vocabulary table's views read it as
+// materialize() would leave it while they are written (RowStore::read(): no row is created);
+// a keyed table's arrays as they are (REQUIRES: RowStore::catch_up_keyed() with --ema-decay).
+// A table holding NaN or Inf is refused (kInvalidArgument): a keyed one here, a vocabulary one
+// by the write, which then stops.
 [[nodiscard]] Result<void> add_row_pieces(const ShardState& shard, const std::vector<TensorSpec>& tensors,
                                           std::vector<TensorView>& views, std::vector<std::array<float, 5>>& states,
                                           std::vector<std::vector<float>>& keys);

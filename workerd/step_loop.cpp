@@ -216,9 +216,10 @@ StepLoop::Outcome StepLoop::finish(Result<StepInfo> step, float loss, Clock::tim
     const auto trained = Clock::now();
     env_.hooks->after_step(ctx, last_);
     // After the hooks: a checkpoint's wait is part of its step. The last step's hooks (the final
-    // checkpoint, which is waited for, and evaluation) come after training, not in its steps.
+    // checkpoint, which is waited for, and evaluation) come after training, not in its steps, and
+    // the first step is start-up (the first pull of every parameter, psd creating its tables).
     const auto stepped = Clock::now();
-    ctx.step_times.add(seconds(last_stepped_, last_.finished ? trained : stepped), step->step);
+    if (ctx.local_steps > 1) ctx.step_times.add(seconds(last_stepped_, last_.finished ? trained : stepped), step->step);
     last_stepped_ = stepped;
     if (ctx.aborted) return fail(fmt::format("after global step {}", tag_), *ctx.aborted);
     return Outcome::kStepped;

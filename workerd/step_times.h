@@ -1,5 +1,6 @@
 // A worker's step times: from the end of one step to the end of the next (computing, the exchange
-// with psd and the hooks, a checkpoint's wait included), so that a stall shows as a long step. Kept
+// with psd and the hooks, a checkpoint's wait included), so that a stall shows as a long step; the
+// step loop adds every step but a worker's first (start-up) and the last one's hooks. Kept
 // in a fixed log-scale histogram (8 buckets per doubling: a quantile is within 4.4% of the true
 // value) plus the exact longest step, so a run of any length costs 2.6 KB. Not thread-safe.
 #pragma once

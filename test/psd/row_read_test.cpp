@@ -1,0 +1,86 @@
+// RowStore::read() (psd/row_store.h): what a checkpoint writes of a sparse table without
+// materialize() equals, bit for bit, the arrays materialize() leaves (untouched rows' initial
+// values, fresh slots, averages brought up to date), read in any pieces; it creates no row.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include "psd/row_store.h"
+
+using namespace psrun;
+using Part = psd::RowStore::Part;
+
+namespace {
+
+// One table of 301 x 3 rows (rows straddle every piece size below), on shard 1 of 2.
+std::vector<TensorSpec> read_model() {
+    std::vector<TensorSpec> t = {{"w", {4, 4}}, {"emb", {301, 3}}};
+    t[1].kind = TensorKind::kRows;
+    t[1].row_init = RowInit{RowInitKind::kNormal, 0.5f, 11};
+    return t;
+}
+
+// Updates that push a few rows each, pulls that create others, and rows left untouched; with an
+// average, most pushed rows' averages are left behind the table's update count.
+void exercise(psd::RowStore& store) {
+    for (std::uint32_t s = 0; s < 6; ++s) {
+        store.begin_update();
+        std::vector<std::uint32_t> ids{1, 3 + 8 * s, 131 + 2 * s};
+        if (s == 2) ids.push_back(299);
+        std::vector<float> grads(ids.size() * 3);
+        for (std::size_t i = 0; i < grads.size(); ++i) grads[i] = 0.1f * static_cast<float>(i + s) - 0.3f;
+        store.apply(0, ids, grads);
+        const std::vector<std::uint32_t> pulled{201 + 2 * s};
+        std::vector<float> out(3);
+        store.gather(0, pulled, out.data());
+    }
+}
+
+std::span<const float> stored(const psd::RowStore& store, Part part) {
+    switch (part) {
+        case Part::kValues: return store.values(0);
+        case Part::kSlot0: return store.slots(0).at(0);
+        case Part::kSlot1: return store.slots(0).at(1);
+        case Part::kAverage: return store.average(0);
+    }
+    return {};
+}
+
+}  // namespace
+
+TEST_CASE("a table read for a checkpoint equals the materialized table, bit for bit, and creates nothing",
+          "[psd][sparse][checkpoint]") {
+    const auto model = read_model();
+    const auto layout = *compute_layout(model, 2);
+    auto config = GENERATE(OptimizerConfig{.kind = OptimizerKind::kAdagrad, .learning_rate = 0.1f, .adagrad_initial = 0.1f},
+                           OptimizerConfig{.kind = OptimizerKind::kAdam, .learning_rate = 0.01f},
+                           OptimizerConfig{.kind = OptimizerKind::kMomentum, .learning_rate = 0.05f, .momentum = 0.9f});
+    const bool average = GENERATE(false, true);
+    if (average) config.ema_decay = 0.9f;
+    INFO("optimizer " << static_cast<int>(config.kind) << (average ? " with an average" : ""));
+    psd::RowStore materialized(layout, 1, model), read(layout, 1, model);
+    for (auto* store : {&materialized, &read}) {
+        store->init(config);
+        exercise(*store);
+    }
+    const auto created = read.rows_created();
+    REQUIRE(created > 0);
+    REQUIRE(created < read.local_rows(0));  // untouched rows are left
+    materialized.materialize(nullptr);
+    REQUIRE(materialized.rows_created() == materialized.local_rows(0));
+
+    std::vector<Part> parts{Part::kValues};
+    for (std::size_t j = 0; j < read.slots(0).size(); ++j) parts.push_back(j == 0 ? Part::kSlot0 : Part::kSlot1);
+    if (average) parts.push_back(Part::kAverage);
+    for (const Part part : parts) {
+        const auto expected = stored(materialized, part);
+        for (const std::size_t piece : {std::size_t{1}, std::size_t{7}, std::size_t{64 * 3 + 1}, expected.size()}) {
+            INFO("part " << static_cast<int>(part) << ", pieces of " << piece << " floats");
+            std::vector<float> got(expected.size(), -1.0f);
+            for (std::size_t first = 0; first < got.size(); first += piece)
+                read.read(0, part, first, std::span<float>(got.data() + first, std::min(piece, got.size() - first)));
+            CHECK(std::memcmp(got.data(), expected.data(), expected.size_bytes()) == 0);
+        }
+    }
+    CHECK(read.rows_created() == created);  // nothing created by reading
+}
