@@ -12,17 +12,13 @@
 
 using namespace psrun;
 using psrun::test::Cluster;
+using psrun::test::TempModelDir;
 using psrun::test::ramp;
 using psrun::test::small_model;
 namespace fs = std::filesystem;
 
 namespace {
 namespace background {
-
-struct TempModelDir {
-    std::string path = psrun::test::make_temp_dir();
-    ~TempModelDir() { fs::remove_all(path); }
-};
 
 wire::InitConfig adam() {
     wire::InitConfig c;
@@ -94,7 +90,7 @@ using namespace background;
 
 TEST_CASE("a background checkpoint holds the parameters as SAVE found them, committed once all shards are done",
           "[checkpoint][background]") {
-    background::TempModelDir model;
+    TempModelDir model;
     Cluster cluster(2, server_options(true));
     auto chief = initialised_chief(cluster);
     const auto at_save = train(*chief, 0, 3);
@@ -154,7 +150,7 @@ TEST_CASE("a background checkpoint holds the parameters as SAVE found them, comm
 }
 
 TEST_CASE("a psd that writes in its loop answers the background SAVE when written", "[checkpoint][background]") {
-    background::TempModelDir model;
+    TempModelDir model;
     Cluster cluster(2, server_options(false));
     auto chief = initialised_chief(cluster);
     const auto at_save = train(*chief, 0, 2);
@@ -168,7 +164,7 @@ TEST_CASE("a psd that writes in its loop answers the background SAVE when writte
 }
 
 TEST_CASE("a shard's failed background write reaches poll(); the previous checkpoint stays", "[checkpoint][background]") {
-    background::TempModelDir model;
+    TempModelDir model;
     Cluster cluster(2, server_options(true));
     auto chief = std::make_unique<PsClient>(cluster.client_options(0, small_model()));
     REQUIRE(chief->hello());

@@ -14,16 +14,12 @@
 
 using namespace psrun;
 using psrun::test::Cluster;
+using psrun::test::TempModelDir;
 using psrun::test::ramp;
 using psrun::test::small_model;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempModelDir {
-    std::string path = psrun::test::make_temp_dir();
-    ~TempModelDir() { fs::remove_all(path); }
-};
 
 psd::ServerOptions server_options() {
     psd::ServerOptions o;

@@ -12,6 +12,7 @@
 
 using namespace psrun;
 using psrun::test::Cluster;
+using psrun::test::TempModelDir;
 using psrun::test::ramp;
 using psrun::test::small_model;
 namespace fs = std::filesystem;
@@ -39,12 +40,6 @@ CheckpointerOptions ckpt_options(const std::string& model_dir, const wire::InitC
     o.init = init;
     return o;
 }
-
-// A model dir removed at the end of the test.
-struct TempModelDir {
-    std::string path = psrun::test::make_temp_dir();
-    ~TempModelDir() { fs::remove_all(path); }
-};
 
 // A connected, initialised chief on `cluster` after `steps` Adam steps with gradients ramp(n, k).
 std::unique_ptr<PsClient> trained_chief(Cluster& cluster, int steps) {

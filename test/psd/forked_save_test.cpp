@@ -74,22 +74,44 @@ TEST_CASE("a forked task's result, error and death reach the parent", "[psd][for
     }
 }
 
-TEST_CASE("psd serves the other workers while a forked writer writes the checkpoint", "[psd][forked][checkpoint]") {
-    Cluster cluster(1, base_options(2));
-    const auto model = small_model();
-    PsClient chief(cluster.client_options(0, model)), worker(cluster.client_options(1, model));
-    REQUIRE(chief.hello());
-    REQUIRE(worker.hello());
-    const std::size_t n = chief.layout().total;
-    REQUIRE(chief.init(sgd(0.1f), ramp(n, 1.0f)));
-    std::vector<float> params(n);
-    REQUIRE(worker.pull(params));
+namespace {
 
-    // The shard file is a FIFO: the writer's open() waits for a reader, so the write is held
-    // until the test reads it, as a slow disk would hold it.
-    const std::string held = cluster.dir() + "/held";
-    std::filesystem::create_directories(held);
-    REQUIRE(::mkfifo((held + "/ps-0-of-1.tensors").c_str(), 0600) == 0);
+// One psd shard and two workers (the chief initialised it with ramp(n, 1)), and a dir `held` whose
+// shard file is a FIFO: the writer's open() waits for a reader, so a write is held until the test
+// reads it (read_held()), as a slow disk would hold it.
+struct HeldWrite {
+    Cluster cluster{1, base_options(2)};
+    PsClient chief{cluster.client_options(0, small_model())}, worker{cluster.client_options(1, small_model())};
+    std::size_t n = 0;
+    std::vector<float> params;
+    std::string held = cluster.dir() + "/held";
+
+    HeldWrite() {
+        REQUIRE(chief.hello());
+        REQUIRE(worker.hello());
+        n = chief.layout().total;
+        REQUIRE(chief.init(sgd(0.1f), ramp(n, 1.0f)));
+        params.resize(n);
+        REQUIRE(worker.pull(params));
+        std::filesystem::create_directories(held);
+        REQUIRE(::mkfifo((held + "/ps-0-of-1.tensors").c_str(), 0600) == 0);
+    }
+    // Lets the writer go: reads what it writes. Returns the bytes read.
+    std::size_t read_held() const {
+        std::ifstream fifo(held + "/ps-0-of-1.tensors", std::ios::binary);
+        return std::string((std::istreambuf_iterator<char>(fifo)), std::istreambuf_iterator<char>()).size();
+    }
+};
+
+}  // namespace
+
+TEST_CASE("psd serves the other workers while a forked writer writes the checkpoint", "[psd][forked][checkpoint]") {
+    HeldWrite h;
+    auto &chief = h.chief, &worker = h.worker;
+    auto& params = h.params;
+    const std::size_t n = h.n;
+    const std::string held = h.held;
+
     auto save = std::async(std::launch::async, [&] { return chief.save(1, held); });
     std::this_thread::sleep_for(200ms);
     REQUIRE(save.wait_for(0ms) == std::future_status::timeout);  // the chief waits for the writer
@@ -98,22 +120,18 @@ TEST_CASE("psd serves the other workers while a forked writer writes the checkpo
         REQUIRE(worker.push_pull(ramp(n, 0.01f), step, params));
     CHECK(save.wait_for(0ms) == std::future_status::timeout);
 
-    {  // let the writer go: read what it writes
-        std::ifstream fifo(held + "/ps-0-of-1.tensors", std::ios::binary);
-        std::string bytes((std::istreambuf_iterator<char>(fifo)), std::istreambuf_iterator<char>());
-        CHECK(bytes.size() > n * sizeof(float));
-    }
+    CHECK(h.read_held() > n * sizeof(float));  // lets the writer go
     const auto saved = save.get();
     // A FIFO cannot be fsynced: the child's error answers the SAVE, naming the file.
     REQUIRE_FALSE(saved);
     CHECK_THAT(saved.error().message, Catch::Contains("ps-0-of-1.tensors") && Catch::Contains("fsync"));
 
     // The next SAVE writes a real file, holding the 5 updates applied while the first was held.
-    const std::string dir = cluster.dir() + "/ok";
+    const std::string dir = h.cluster.dir() + "/ok";
     std::filesystem::create_directories(dir);
     REQUIRE(chief.save(5, dir));
     std::ofstream(dir + "/manifest.json") << R"({"step": 5, "files": ["ps-0-of-1.tensors"]})";
-    auto written = load_checkpoint_parameters(dir, model);
+    auto written = load_checkpoint_parameters(dir, small_model());
     REQUIRE(written);
     std::vector<float> expected(n);
     REQUIRE(chief.pull(expected));
@@ -122,19 +140,12 @@ TEST_CASE("psd serves the other workers while a forked writer writes the checkpo
 }
 
 TEST_CASE("a background SAVE is answered at once, and again with the write's outcome", "[psd][forked][checkpoint]") {
-    Cluster cluster(1, base_options(2));
-    const auto model = small_model();
-    PsClient chief(cluster.client_options(0, model)), worker(cluster.client_options(1, model));
-    REQUIRE(chief.hello());
-    REQUIRE(worker.hello());
-    const std::size_t n = chief.layout().total;
-    REQUIRE(chief.init(sgd(0.1f), ramp(n, 1.0f)));
-    std::vector<float> params(n);
-    REQUIRE(worker.pull(params));
+    HeldWrite h;
+    auto &chief = h.chief, &worker = h.worker;
+    auto& params = h.params;
+    const std::size_t n = h.n;
+    const std::string held = h.held;
 
-    const std::string held = cluster.dir() + "/held";  // a FIFO holds the write, as a slow disk would
-    std::filesystem::create_directories(held);
-    REQUIRE(::mkfifo((held + "/ps-0-of-1.tensors").c_str(), 0600) == 0);
     auto writing = chief.save_background(1, held, {0});
     REQUIRE(writing);
     CHECK(*writing == std::vector<std::uint32_t>{0});  // answered while the writer waits
@@ -145,13 +156,9 @@ TEST_CASE("a background SAVE is answered at once, and again with the write's out
     writing = chief.save_background(1, held, {0});  // asked again: still writing
     REQUIRE(writing);
     CHECK(*writing == std::vector<std::uint32_t>{0});
-    CHECK_FALSE(chief.save_background(2, cluster.dir(), {0}));  // another dir meanwhile: refused
+    CHECK_FALSE(chief.save_background(2, h.cluster.dir(), {0}));  // another dir meanwhile: refused
 
-    {
-        std::ifstream fifo(held + "/ps-0-of-1.tensors", std::ios::binary);
-        std::string bytes((std::istreambuf_iterator<char>(fifo)), std::istreambuf_iterator<char>());
-        CHECK(bytes.size() > n * sizeof(float));
-    }
+    CHECK(h.read_held() > n * sizeof(float));  // lets the writer go
     Result<std::vector<std::uint32_t>> outcome = std::vector<std::uint32_t>{0};
     const auto deadline = std::chrono::steady_clock::now() + 10s;
     while (outcome && !outcome->empty() && std::chrono::steady_clock::now() < deadline) {
@@ -161,7 +168,7 @@ TEST_CASE("a background SAVE is answered at once, and again with the write's out
     REQUIRE_FALSE(outcome);  // a FIFO cannot be fsynced: the child's error, told once asked
     CHECK_THAT(outcome.error().message, Catch::Contains("ps-0-of-1.tensors") && Catch::Contains("fsync"));
 
-    const std::string dir = cluster.dir() + "/ok";  // the outcome was taken: a new SAVE may start
+    const std::string dir = h.cluster.dir() + "/ok";  // the outcome was taken: a new SAVE may start
     std::filesystem::create_directories(dir);
     writing = chief.save_background(7, dir, {0});
     REQUIRE(writing);

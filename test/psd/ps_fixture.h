@@ -19,6 +19,15 @@ inline std::string make_temp_dir() {
     return ::mkdtemp(tmpl);
 }
 
+// A temporary directory (a model dir) removed with everything in it at the end of the test.
+struct TempModelDir {
+    std::string path = make_temp_dir();
+    TempModelDir() = default;
+    TempModelDir(const TempModelDir&) = delete;
+    TempModelDir& operator=(const TempModelDir&) = delete;
+    ~TempModelDir() { std::filesystem::remove_all(path); }
+};
+
 // K servers running in threads. Destruction stops them.
 class Cluster {
 public:
