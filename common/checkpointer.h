@@ -17,6 +17,7 @@
 // answered at once; poll(), called after every step, asks the shards still writing (at most
 // every kPollInterval) and writes the manifest once all are done. The checkpoint holds the
 // parameters as each shard held them when its SAVE arrived, and `extra` as given to start_save().
+// save() supersedes a background save of an earlier step.
 //
 // The model dir must be on a filesystem every psd can write (shared FS across nodes).
 // Not thread-safe: one thread (the chief's) drives a Checkpointer and its PsClient.
@@ -68,8 +69,9 @@ public:
     // Coordinated save of every shard at `global_step` (REQUIRES: client.hello() done and the
     // shards initialised). `extra` is stored verbatim in the manifest under "extra". Blocks
     // until every shard has replied (client reply_timeout). On error nothing visible changes.
-    // A background save under way is finished first (poll(wait)); its failure is logged and
-    // counted, and this save goes on.
+    // A background save under way of the same step is finished (poll(wait)) and is the result;
+    // one of an earlier step is abandoned (psd kills its writer): this one supersedes it, and a
+    // final or preemption checkpoint does not wait for an older write.
     [[nodiscard]] Result<CheckpointInfo> save(PsClient& client, std::uint64_t global_step,
                                               nlohmann::json extra = nlohmann::json::object());
 

@@ -36,16 +36,18 @@ Error Checkpointer::failed(Error error) {
 
 void Checkpointer::abandon() {
     if (!background_) return;
-    spdlog::warn("the checkpoint at step {} being written is abandoned: the previous one stays the latest",
+    spdlog::warn("the checkpoint at step {} being written is abandoned (a newer save or a restore supersedes it)",
                  background_->step);
     background_.reset();  // removes its directory
 }
 
 Result<CheckpointInfo> Checkpointer::save(PsClient& client, std::uint64_t global_step, nlohmann::json extra) {
-    if (background_) {
-        auto earlier = poll(client, true);
-        if (!earlier) spdlog::error("{}", earlier.error().message);
+    if (background_ && background_->step == global_step) {  // the one being written is this step's
+        auto done = poll(client, true);
+        if (!done) return tl::unexpected(done.error());
+        if (*done) return **done;
     }
+    abandon();  // an older one: this save supersedes it (psd kills its writer)
     const auto started = SteadyClock::now();
     auto pending = store_.begin(static_cast<std::int64_t>(global_step));
     if (!pending) return tl::unexpected(failed(pending.error()));

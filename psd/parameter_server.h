@@ -95,7 +95,8 @@ private:
     // SAVE (psd/parameter_server_save.cpp): the shard's checkpoint is written by a forked child
     // from a snapshot while this loop goes on serving (psd/forked_task.h); the chief's SAVE is
     // answered when the child is done (finish_save(), on its pipe), or at once under
-    // kFlagBackground (ACK + kFlagBackground: still writing; the same SAVE again gets the outcome).
+    // kFlagBackground (ACK + kFlagBackground: still writing; the same SAVE again gets the outcome;
+    // a SAVE of another dir abandons it: the writer is killed).
     // Without a child (fork failed, or ServerOptions::fork_checkpoints off), written here before
     // the reply, as before.
     void on_save(const std::string& routing, const wire::Header& h, Parts& parts);

@@ -28,10 +28,15 @@ void ParameterServer::on_save(const std::string& routing, const Header& h, Parts
             saving_->background = false;
             return;
         }
-        return reply_error(routing, ErrorCode::kUnsupported,
-                           fmt::format("the checkpoint at step {} is still being written to {} (pid {}): save again "
-                                       "once it is done",
-                                       saving_->chief_step, saving_->dir, saving_->writer->pid()));
+        if (!saving_->background)  // its waiter is still owed the answer
+            return reply_error(routing, ErrorCode::kUnsupported,
+                               fmt::format("the checkpoint at step {} is still being written to {} (pid {}): save "
+                                           "again once it is done",
+                                           saving_->chief_step, saving_->dir, saving_->writer->pid()));
+        // Nobody waits for that one: the chief moved on (its final or preemption checkpoint).
+        spdlog::warn("the checkpoint at step {} being written to {} is abandoned: the chief saves step {} instead",
+                     saving_->chief_step, saving_->dir, h.step);
+        saving_.reset();  // kills the writer
     }
     if (saved_ && saved_->dir == *dir) {  // a background save's outcome, asked for
         const Result<void> written = std::move(saved_->written);

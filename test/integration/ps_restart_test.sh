@@ -82,9 +82,15 @@ restored, lost = map(int, re.search(r"ps 1 restarted: restored every shard from 
 print({"global_step_at_kill": at_kill, "restored_step": restored, "steps_lost": lost,
        "restarts": s.get("restarts"), "test_accuracy": s.get("test_accuracy"), "global_step": s.get("global_step")})
 assert restored >= 2 * every, restored  # the chief checkpoints every N of its steps, not at multiples of N
-# psd 0's step when psrun saw ps 1 die; a few steps in flight may pass a checkpoint being written.
-assert 0 <= at_kill - restored <= every + 10, (at_kill, restored)
-assert lost <= every + 10, lost
+# psd 0's step when psrun saw ps 1 die. The newest checkpoint may still have been written by psd in
+# the background (committed a poll interval or more after its step, while training went on: at
+# this model's thousands of steps a second, hundreds of steps): the one the chief had committed
+# before the kill (or a later one whose shards were written before it) is restored.
+kill_at = log.index("was killed by Killed")
+committed = [int(n) for n in re.findall(r"\[workerd:0\] checkpoint /\S*/ckpt-0*(\d+) \(", log[:kill_at])]
+assert committed and restored >= committed[-1], (committed, restored)
+assert 0 <= at_kill - restored <= 3 * every, (at_kill, restored)
+assert lost <= 3 * every, lost
 r = s["restarts"]
 assert len(r) == 1 and r[0]["role"] == "ps" and r[0]["ps"] == 1 and r[0]["status"] == "was killed by Killed", r
 assert r[0]["global_step"] == at_kill and len(r[0]["time"]) == 20, r

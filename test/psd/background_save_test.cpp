@@ -120,20 +120,29 @@ TEST_CASE("a background checkpoint holds the parameters as SAVE found them, comm
     CHECK((*manifest)["extra"]["data_position"] == 42);
     CHECK(same_bits(restored(model.path, 3), at_save));  // not the 5 updates applied since
 
-    SECTION("save() finishes the background save first, then writes its own") {
-        auto again = ckpt.start_save(*chief, 8);
-        REQUIRE(again);
+    SECTION("save() of a later step abandons the background save; of the same step, finishes it") {
+        REQUIRE(ckpt.start_save(*chief, 8));
         REQUIRE(ckpt.saving());
         const auto at_final = train(*chief, 8, 2);
-        auto final_save = ckpt.save(*chief, 10);
+        auto final_save = ckpt.save(*chief, 10);  // psd kills the writer of step 8
         REQUIRE(final_save);
         CHECK(final_save->step == 10);
         CHECK_FALSE(ckpt.saving());
-        const auto all = CheckpointStore(model.path, 5).list();
-        REQUIRE(all.size() == 3);
-        CHECK(all[1].step == 8);
-        CHECK(all[2].step == 10);
+        auto all = CheckpointStore(model.path, 5).list();
+        REQUIRE(all.size() == 2);
+        CHECK(all[1].step == 10);
+        CHECK_FALSE(temp_dir_left(model.path));
         CHECK(same_bits(restored(model.path, 10), at_final));
+
+        REQUIRE(ckpt.start_save(*chief, 12));
+        REQUIRE(ckpt.saving());
+        auto same = ckpt.save(*chief, 12);  // the one being written is this step's: waited for
+        REQUIRE(same);
+        CHECK(same->step == 12);
+        all = CheckpointStore(model.path, 5).list();
+        REQUIRE(all.size() == 3);
+        CHECK(all[2].step == 12);
+        CHECK(ckpt.failures() == 0);
     }
     SECTION("without a due poll interval, poll() does not ask psd") {
         auto again = ckpt.start_save(*chief, 8);

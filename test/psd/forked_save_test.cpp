@@ -156,7 +156,6 @@ TEST_CASE("a background SAVE is answered at once, and again with the write's out
     writing = chief.save_background(1, held, {0});  // asked again: still writing
     REQUIRE(writing);
     CHECK(*writing == std::vector<std::uint32_t>{0});
-    CHECK_FALSE(chief.save_background(2, h.cluster.dir(), {0}));  // another dir meanwhile: refused
 
     CHECK(h.read_held() > n * sizeof(float));  // lets the writer go
     Result<std::vector<std::uint32_t>> outcome = std::vector<std::uint32_t>{0};
@@ -179,6 +178,18 @@ TEST_CASE("a background SAVE is answered at once, and again with the write's out
     REQUIRE(writing);
     CHECK(writing->empty());
     CHECK(std::filesystem::file_size(dir + "/ps-0-of-1.tensors") > n * sizeof(float));
+
+    // A background write under way is abandoned by a SAVE of another dir (the chief's final or
+    // preemption checkpoint): psd kills the held writer and writes the new one.
+    const std::string held2 = h.cluster.dir() + "/held2", other = h.cluster.dir() + "/other";
+    std::filesystem::create_directories(held2);
+    std::filesystem::create_directories(other);
+    REQUIRE(::mkfifo((held2 + "/ps-0-of-1.tensors").c_str(), 0600) == 0);
+    writing = chief.save_background(8, held2, {0});
+    REQUIRE(writing);
+    CHECK(*writing == std::vector<std::uint32_t>{0});
+    REQUIRE(chief.save(9, other));  // blocking, and not held by the FIFO writer
+    CHECK(std::filesystem::file_size(other + "/ps-0-of-1.tensors") > n * sizeof(float));
 }
 
 namespace {
