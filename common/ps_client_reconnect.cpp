@@ -89,6 +89,7 @@ Result<void> PsClient::ensure_links() {
 
 Result<std::uint32_t> PsClient::reconnect(std::uint32_t shard) {
     const std::string who = "ps " + std::to_string(shard) + " (" + options_.endpoints[shard] + ")";
+    links_->settle(shard);
     const auto lost_at = links_->lost_at(shard);
     const auto silent_since = links_->silent_since(shard);
     const bool heartbeats = links_->lost_heartbeats(shard);

@@ -113,6 +113,17 @@ void LinkMonitor::update() {
     last_update_ = Clock::now();
 }
 
+void LinkMonitor::settle(std::uint32_t shard) {
+    auto& link = links_[shard];
+    while (link.lost && link.by_heartbeat && link.up) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(link.lost_at + kCloseSkew - Clock::now());
+        if (left.count() <= 0) return;
+        std::vector<zmq::pollitem_t> items{{link.monitor.handle(), 0, ZMQ_POLLIN, 0}};
+        zmq::poll(items, left);
+        drain(shard, link.monitor, link.up, false);
+    }
+}
+
 bool LinkMonitor::excuse(std::uint32_t shard) {
     // A loss seen now happened after the previous update(); one caused by our own stop happens
     // within a heartbeat timeout of the stop's end (ZeroMQ's overdue timers fire at once on resume).
@@ -147,6 +158,8 @@ void LinkMonitor::drain(std::uint32_t shard, zmq::socket_t& monitor, bool& up, b
             if (!link.lost) {
                 link.lost_at = Clock::now();
                 link.by_heartbeat = probe && link.up;  // the data connection still stands: heartbeats were missed
+            } else if (!probe && link.by_heartbeat && Clock::now() - link.lost_at <= kCloseSkew) {
+                link.by_heartbeat = false;  // both dropped together: the psd closed them (settle())
             }
             link.lost = true;
         }

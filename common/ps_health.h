@@ -78,6 +78,12 @@ public:
     // when the loss was missed heartbeats rather than a closed connection.
     Clock::time_point silent_since(std::uint32_t shard) const;
     bool lost_heartbeats(std::uint32_t shard) const { return links_[shard].by_heartbeat; }
+    // A psd that died closes its data socket and its probe at once, but the two monitors report
+    // it in either order: a probe's loss read first looks like missed heartbeats. settle() waits
+    // up to kCloseSkew after such a loss for the data connection's own DISCONNECTED, which
+    // makes it a closed connection; a real heartbeat loss leaves the data connection up.
+    void settle(std::uint32_t shard);
+    static constexpr std::chrono::milliseconds kCloseSkew{250};
     std::chrono::milliseconds heartbeat() const { return heartbeat_; }
     // "ps 1 (ipc:///tmp/x/ps-1) closed the connection: ..." for error messages.
     std::string describe_loss(std::uint32_t shard) const;
