@@ -127,11 +127,10 @@ Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir, 
     std::error_code ec;
     if (!std::filesystem::is_directory(dir, ec))
         return make_error(ErrorCode::kNotFound, "checkpoint " + dir + " is not a directory");
-    auto manifest = CheckpointStore::read_manifest(CheckpointInfo{0, dir});
-    if (!manifest) return tl::unexpected(manifest.error());
+    PSRUN_TRY_ASSIGN(auto manifest, CheckpointStore::read_manifest(CheckpointInfo{0, dir}));
     CheckpointParameters out;
-    const auto step = manifest->find("step");
-    if (step == manifest->end() || !step->is_number_integer())
+    const auto step = manifest.find("step");
+    if (step == manifest.end() || !step->is_number_integer())
         return make_error(ErrorCode::kInvalidArgument, dir + "/manifest.json: no integer \"step\"");
     out.step = step->get<std::int64_t>();
 
@@ -151,7 +150,7 @@ Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir, 
     std::vector<std::vector<RowPieceRef>> row_pieces(tensors.size());  // read once all are known
     std::vector<TensorFileReader> files;                                 // kept open for those reads
 
-    for (const auto& f : (*manifest)["files"]) {
+    for (const auto& f : manifest["files"]) {
         if (!f.is_string()) return make_error(ErrorCode::kInvalidArgument, dir + "/manifest.json: bad \"files\" entry");
         const std::string name = f.get<std::string>();
         if (!name.starts_with("ps-") || !name.ends_with(".tensors")) continue;  // not a psd shard file
@@ -197,7 +196,7 @@ Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir, 
                                               "' of " + std::to_string(tensors[k].elements()) + " floats"));
             if (!t.finite) return tl::unexpected(invalid(path + ": '" + t.name + "' holds NaN or Inf"));
             const std::span<float> dst(out.values.data() + base[k] + piece.offset, piece.length);
-            if (auto ok = file->read(e, 0, dst); !ok) return tl::unexpected(ok.error());
+            PSRUN_TRY(file->read(e, 0, dst));
             covered[k].emplace_back(piece.offset, piece.length);
         }
     }

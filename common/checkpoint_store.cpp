@@ -96,8 +96,7 @@ Result<CheckpointInfo> PendingCheckpoint::commit(nlohmann::json manifest) {
     std::sort(files.begin(), files.end());
     manifest["step"] = step_;
     manifest["files"] = files;
-    for (const auto& f : files)
-        if (auto ok = sync_path(tmp_dir_ + "/" + f, O_RDONLY); !ok) return tl::unexpected(ok.error());
+    for (const auto& f : files) PSRUN_TRY(sync_path(tmp_dir_ + "/" + f, O_RDONLY));
     if (auto ok = write_file_atomically(tmp_dir_ + "/" + kManifest, json_text(manifest, 2) + "\n"); !ok)
         return tl::unexpected(ok.error());
 
@@ -106,7 +105,7 @@ Result<CheckpointInfo> PendingCheckpoint::commit(nlohmann::json manifest) {
     if (::rename(tmp_dir_.c_str(), final_dir.c_str()) != 0)
         return make_error(ErrorCode::kIo, final_dir + ": rename failed: " + std::strerror(errno));
     done_ = true;
-    if (auto ok = sync_path(model_dir_, O_RDONLY | O_DIRECTORY); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY(sync_path(model_dir_, O_RDONLY | O_DIRECTORY));
 
     CheckpointStore store(model_dir_, keep_);
     auto all = store.list();
@@ -114,7 +113,7 @@ Result<CheckpointInfo> PendingCheckpoint::commit(nlohmann::json manifest) {
         fs::remove_all(all.front().dir, ec);
         all.erase(all.begin());
     }
-    if (auto ok = write_state_file(model_dir_, all); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY(write_state_file(model_dir_, all));
     return CheckpointInfo{step_, final_dir};
 }
 

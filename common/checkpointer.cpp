@@ -139,13 +139,12 @@ Result<std::optional<RestoredInfo>> Checkpointer::restore(PsClient& client) {
                           "every checkpoint in " + options_.model_dir +
                               " is damaged (see the warnings): move them away to start from scratch");
     }
-    auto manifest = CheckpointStore::read_manifest(*latest);
-    if (!manifest) return tl::unexpected(manifest.error());
+    PSRUN_TRY_ASSIGN(auto manifest, CheckpointStore::read_manifest(*latest));
     out.step = static_cast<std::uint64_t>(latest->step);
     out.dir = latest->dir;
-    out.extra = manifest->value("extra", nlohmann::json());
+    out.extra = manifest.value("extra", nlohmann::json());
     if (options_.model.is_object()) {
-        const nlohmann::json theirs = manifest_model(*manifest);
+        const nlohmann::json theirs = manifest_model(manifest);
         const std::string their_hash = theirs.value("hash", ""), our_hash = options_.model.value("hash", "");
         const std::string their_name = theirs.value("name", "?"), our_name = options_.model.value("name", "?");
         // A manifest without a hash (older psrun) can only hold mnist_deep: compare by name then.
@@ -158,7 +157,7 @@ Result<std::optional<RestoredInfo>> Checkpointer::restore(PsClient& client) {
                                   our_hash.substr(0, 12) + "): give the --model it was trained with, or another "
                                   "--model-dir to start afresh");
     }
-    if (auto recorded = read_optimizer(manifest->value("optimizer", nlohmann::json())); recorded) {
+    if (auto recorded = read_optimizer(manifest.value("optimizer", nlohmann::json())); recorded) {
         out.optimizer = recorded->optimizer;
         const auto was = recorded->optimizer.effective_schedule(), now = options_.init.optimizer.effective_schedule();
         if (!(was == now) || recorded->optimizer.learning_rate != options_.init.optimizer.learning_rate)

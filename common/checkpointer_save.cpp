@@ -43,9 +43,8 @@ void Checkpointer::abandon() {
 
 Result<CheckpointInfo> Checkpointer::save(PsClient& client, std::uint64_t global_step, nlohmann::json extra) {
     if (background_ && background_->step == global_step) {  // the one being written is this step's
-        auto done = poll(client, true);
-        if (!done) return tl::unexpected(done.error());
-        if (*done) return **done;
+        PSRUN_TRY_ASSIGN(auto done, poll(client, true));
+        if (done) return *done;
     }
     abandon();  // an older one: this save supersedes it (psd kills its writer)
     const auto started = SteadyClock::now();
@@ -64,9 +63,8 @@ Result<std::optional<CheckpointInfo>> Checkpointer::start_save(PsClient& client,
     auto writing = client.save_background(global_step, pending->dir(), every_shard(client));
     if (!writing) return tl::unexpected(failed(not_written(global_step, writing.error())));
     if (writing->empty()) {  // every shard wrote before it answered
-        auto info = commit(client, *pending, global_step, std::move(extra), started);
-        if (!info) return tl::unexpected(info.error());
-        return *info;
+        PSRUN_TRY_ASSIGN(auto info, commit(client, *pending, global_step, std::move(extra), started));
+        return info;
     }
     background_.emplace(Background{std::move(*pending), global_step, std::move(extra), started, std::move(*writing),
                                    SteadyClock::now()});
@@ -92,9 +90,8 @@ Result<std::optional<CheckpointInfo>> Checkpointer::poll(PsClient& client, bool 
         if (!b.writing.empty()) continue;
         Background done = std::move(*background_);
         background_.reset();
-        auto info = commit(client, done.pending, done.step, std::move(done.extra), done.started);
-        if (!info) return tl::unexpected(info.error());
-        return *info;
+        PSRUN_TRY_ASSIGN(auto info, commit(client, done.pending, done.step, std::move(done.extra), done.started));
+        return info;
     }
     return std::nullopt;
 }

@@ -150,9 +150,8 @@ Result<JobKeys> parse_job_keys(std::string_view text, const std::string& path) {
 
 Result<JobKeys> ensure_job_key_file(const std::string& path, bool create, std::chrono::milliseconds timeout) {
     if (create) {
-        auto keys = generate_job_keys();
-        if (!keys) return tl::unexpected(keys.error());
-        auto written = write_job_key_file(path, *keys);
+        PSRUN_TRY_ASSIGN(auto keys, generate_job_keys());
+        auto written = write_job_key_file(path, keys);
         if (!written && !std::filesystem::exists(path)) return tl::unexpected(written.error());
         // Either we wrote it or another creator won the race: the file on disk is the truth.
     }

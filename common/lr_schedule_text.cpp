@@ -108,21 +108,17 @@ Result<LrSchedule> parse_lr_schedule(std::string_view text) {
     s.kind = *kind;
     // Each scalar field: its text (if given) converted into `out`.
     auto set_whole = [&](const std::string& f, std::uint64_t& out) -> Result<void> {
-        auto v = scalar(f);
-        if (!v) return tl::unexpected(v.error());
-        if (!*v) return {};
-        auto n = whole(k + f, **v);
-        if (!n) return tl::unexpected(n.error());
-        out = *n;
+        PSRUN_TRY_ASSIGN(auto v, scalar(f));
+        if (!v) return {};
+        PSRUN_TRY_ASSIGN(auto n, whole(k + f, *v));
+        out = n;
         return {};
     };
     auto set_real = [&](const std::string& f, float& out) -> Result<void> {
-        auto v = scalar(f);
-        if (!v) return tl::unexpected(v.error());
-        if (!*v) return {};
-        auto x = real(k + f, **v);
-        if (!x) return tl::unexpected(x.error());
-        out = *x;
+        PSRUN_TRY_ASSIGN(auto v, scalar(f));
+        if (!v) return {};
+        PSRUN_TRY_ASSIGN(auto x, real(k + f, *v));
+        out = x;
         return {};
     };
     std::vector<Result<void>> steps{set_whole("warmup", s.warmup_steps), set_real("warmup_start", s.warmup_start)};
@@ -138,14 +134,12 @@ Result<LrSchedule> parse_lr_schedule(std::string_view text) {
                 if (fields["boundaries"].size() > kMaxLrBoundaries)
                     return invalid_argument(k + "boundaries must list 1.." + std::to_string(kMaxLrBoundaries) + " steps");
                 for (auto b : fields["boundaries"]) {
-                    auto n = whole(k + "boundaries", b);
-                    if (!n) return tl::unexpected(n.error());
-                    s.boundaries.push_back(*n);
+                    PSRUN_TRY_ASSIGN(auto n, whole(k + "boundaries", b));
+                    s.boundaries.push_back(n);
                 }
                 for (auto v : fields["values"]) {
-                    auto x = real(k + "values", v);
-                    if (!x) return tl::unexpected(x.error());
-                    s.values.push_back(*x);
+                    PSRUN_TRY_ASSIGN(auto x, real(k + "values", v));
+                    s.values.push_back(x);
                 }
             }
             break;
@@ -159,7 +153,7 @@ Result<LrSchedule> parse_lr_schedule(std::string_view text) {
     }
     for (const auto& r : steps)
         if (!r) return tl::unexpected(r.error());
-    if (auto ok = s.validate(); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY(s.validate());
     return s;
 }
 

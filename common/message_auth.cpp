@@ -177,12 +177,11 @@ std::string MessageSealer::seal(std::uint16_t shard, std::span<const ByteRange> 
 
 Result<void> MessageSealer::open(std::uint16_t shard, std::span<const ByteRange> frames,
                                  std::string_view trailer) const {
-    auto t = decode_trailer(trailer);
-    if (!t) return tl::unexpected(t.error());
+    PSRUN_TRY_ASSIGN(auto t, decode_trailer(trailer));
     const auto expected = last_seq_.find(shard);
-    if (t->session != session_ || t->shard != shard || expected == last_seq_.end() || t->seq != expected->second)
+    if (t.session != session_ || t.shard != shard || expected == last_seq_.end() || t.seq != expected->second)
         return make_error(ErrorCode::kUnauthorized, "a reply that does not answer this client's last request");
-    if (!tags_equal(t->tag, message_tag(key_, *t, true, frames, team_)))
+    if (!tags_equal(t.tag, message_tag(key_, t, true, frames, team_)))
         return make_error(ErrorCode::kUnauthorized, "a reply whose MAC does not verify (altered, or not from this job's psd)");
     return {};
 }
@@ -194,36 +193,36 @@ MessageVerifier::MessageVerifier(const JobKeys& keys, std::uint16_t shard, std::
 Result<void> MessageVerifier::verify(const std::string& routing, std::span<const ByteRange> frames,
                                      std::string_view trailer) {
     bindings_.erase(routing);
-    auto t = decode_trailer(trailer);
-    if (!t) return tl::unexpected(t.error());
-    if (t->seq > kMaxSeq) return make_error(ErrorCode::kUnauthorized, "a message with a sequence number above 2^48");
-    if (t->shard != shard_)
-        return make_error(ErrorCode::kUnauthorized, "a message for ps " + std::to_string(t->shard) + ", not this ps " +
-                                                        std::to_string(shard_));
+    PSRUN_TRY_ASSIGN(auto t, decode_trailer(trailer));
+    if (t.seq > kMaxSeq) return make_error(ErrorCode::kUnauthorized, "a message with a sequence number above 2^48");
+    if (t.shard != shard_)
+        return make_error(ErrorCode::kUnauthorized,
+                          "a message for ps " + std::to_string(t.shard) + ", not this ps " + std::to_string(shard_));
     const std::int64_t now = now_ns();
     const auto window_ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(window_).count());
     // The distance of two int64 always fits a uint64 (any sent_ns is possible: it is the peer's).
-    const auto sent = static_cast<std::uint64_t>(t->sent_ns), here = static_cast<std::uint64_t>(now);
-    const std::uint64_t skew = t->sent_ns > now ? sent - here : here - sent;
+    const auto sent = static_cast<std::uint64_t>(t.sent_ns), here = static_cast<std::uint64_t>(now);
+    const std::uint64_t skew = t.sent_ns > now ? sent - here : here - sent;
     if (skew > window_ns)
-        return make_error(ErrorCode::kUnauthorized,
-                          "a message sent " + std::to_string(skew / 1'000'000'000) + " s " +
-                              (t->sent_ns > now ? "ahead of" : "before") + " this host's clock (limit " +
-                              std::to_string(window_.count()) + " s): a replay, or the job's clocks disagree (check NTP)");
-    auto it = sessions_.find(t->session);
+        return make_error(ErrorCode::kUnauthorized, "a message sent " + std::to_string(skew / 1'000'000'000) + " s " +
+                                                        (t.sent_ns > now ? "ahead of" : "before") +
+                                                        " this host's clock (limit " + std::to_string(window_.count()) +
+                                                        " s): a replay, or the job's clocks disagree (check NTP)");
+    auto it = sessions_.find(t.session);
     std::optional<GmacKey> fresh;  // a session not seen yet: kept only if the message verifies
-    if (it == sessions_.end()) fresh.emplace(session_key(master_, t->session));
+    if (it == sessions_.end()) fresh.emplace(session_key(master_, t.session));
     const GmacKey& key = fresh ? *fresh : it->second.key;
-    if (!tags_equal(t->tag, message_tag(key, *t, false, frames, team_)))
+    if (!tags_equal(t.tag, message_tag(key, t, false, frames, team_)))
         return make_error(ErrorCode::kUnauthorized,
                           "a message whose MAC does not verify: the sender lacks this job's key file, or it was altered");
-    if (it != sessions_.end() && t->seq <= it->second.last_seq)
-        return make_error(ErrorCode::kUnauthorized, "a replayed message (sequence " + std::to_string(t->seq) +
-                                                        ", this session is at " + std::to_string(it->second.last_seq) + ")");
-    if (it == sessions_.end()) it = sessions_.emplace(t->session, Session{std::move(*fresh), 0, 0}).first;
-    it->second.last_seq = t->seq;
+    if (it != sessions_.end() && t.seq <= it->second.last_seq)
+        return make_error(ErrorCode::kUnauthorized, "a replayed message (sequence " + std::to_string(t.seq) +
+                                                        ", this session is at " + std::to_string(it->second.last_seq) +
+                                                        ")");
+    if (it == sessions_.end()) it = sessions_.emplace(t.session, Session{std::move(*fresh), 0, 0}).first;
+    it->second.last_seq = t.seq;
     it->second.last_ns = now;
-    bindings_[routing] = Binding{t->session, t->seq, 0};
+    bindings_[routing] = Binding{t.session, t.seq, 0};
     return {};
 }
 

@@ -69,11 +69,10 @@ Result<std::string> write_temp(const std::string& path, const std::string& text)
 }
 
 Result<void> write_replace(const std::string& path, const std::string& text) {
-    auto tmp = write_temp(path, text);
-    if (!tmp) return tl::unexpected(tmp.error());
-    if (::rename(tmp->c_str(), path.c_str()) != 0) {
+    PSRUN_TRY_ASSIGN(auto tmp, write_temp(path, text));
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
         const int e = errno;
-        ::unlink(tmp->c_str());
+        ::unlink(tmp.c_str());
         return make_error(ErrorCode::kIo, path + ": cannot write: " + std::strerror(e));
     }
     return {};
@@ -81,14 +80,13 @@ Result<void> write_replace(const std::string& path, const std::string& text) {
 
 // Creates `path` holding `text` unless it exists: true when created.
 Result<bool> create_exclusive(const std::string& path, const std::string& text) {
-    auto tmp = write_temp(path, text);
-    if (!tmp) return tl::unexpected(tmp.error());
-    const int rc = ::link(tmp->c_str(), path.c_str());
+    PSRUN_TRY_ASSIGN(auto tmp, write_temp(path, text));
+    const int rc = ::link(tmp.c_str(), path.c_str());
     const int e = errno;
     struct stat st {};
     // NFS: a lost reply to a link that succeeded reports an error; the link count tells.
-    const bool linked = rc == 0 || (::stat(tmp->c_str(), &st) == 0 && st.st_nlink == 2);
-    ::unlink(tmp->c_str());
+    const bool linked = rc == 0 || (::stat(tmp.c_str(), &st) == 0 && st.st_nlink == 2);
+    ::unlink(tmp.c_str());
     if (linked) return true;
     if (e == EEXIST) return false;
     return make_error(ErrorCode::kIo, path + ": cannot create: " + std::strerror(e));
@@ -204,7 +202,7 @@ Result<std::unique_ptr<ModelDirLock>> ModelDirLock::acquire(const std::string& m
     const json info = {{"run_id", me.run_id}, {"host", this_host()},     {"pid", static_cast<long>(::getpid())},
                        {"boot_id", boot_id()}, {"start_ticks", start_ticks(::getpid())},
                        {"role", me.role},      {"since", utc_now()}};
-    if (auto ok = write_replace(lock->member_path_, json_text(info) + "\n"); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY(write_replace(lock->member_path_, json_text(info) + "\n"));
     const std::string lock_path = dir + "/run.lock";
     const json mine = {{"run_id", me.run_id}, {"since", utc_now()}, {"by", me.role}};
     auto give_up = [&](Error e) {

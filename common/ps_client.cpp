@@ -143,7 +143,7 @@ Result<std::vector<PsClient::Reply>> PsClient::collect(const std::vector<std::ui
             if (parts.empty()) return make_error(ErrorCode::kProtocol, "empty reply from ps " + std::to_string(i));
             auto header = wire::decode_header(view(parts[0]));
             if (!header) return make_error(ErrorCode::kProtocol, "ps " + std::to_string(i) + ": " + header.error().message);
-            if (auto ok = open_reply(i, *header, parts); !ok) return tl::unexpected(ok.error());
+            PSRUN_TRY(open_reply(i, *header, parts));
             std::vector<std::size_t> sizes;
             for (std::size_t p = 1; p < parts.size(); ++p) sizes.push_back(parts[p].size());
             if (auto ok = wire::check_frames(*header, sizes); !ok)
@@ -182,30 +182,25 @@ Result<std::vector<PsClient::Reply>> PsClient::collect(const std::vector<std::ui
 
 Result<void> PsClient::hello() {
     const std::string body = wire::encode_hello(wire::Hello{options_.model, options_.tensors});
-    Header h = make_header(MessageType::kHello);
-    h.frames.push_back(FrameDesc{wire::kBodyFrame, static_cast<std::uint32_t>(body.size())});
-    for (auto i : all_shards()) send_plain(i, h, &body);
-    auto replies = collect(all_shards(), options_.connect_timeout, [&](std::uint32_t i, bool) { send_plain(i, h, &body); });
-    if (!replies) return tl::unexpected(replies.error());
-    auto expected = compute_layout(options_.tensors, static_cast<std::uint32_t>(sockets_.size()));
-    if (!expected) return tl::unexpected(expected.error());
+    PSRUN_TRY_ASSIGN(auto replies,
+                     control_request(all_shards(), make_header(MessageType::kHello), &body, options_.connect_timeout));
+    PSRUN_TRY_ASSIGN(auto expected, compute_layout(options_.tensors, static_cast<std::uint32_t>(sockets_.size())));
     initialized_ = true;
     for (auto i : all_shards()) {
-        auto& r = (*replies)[i];
+        auto& r = replies[i];
         if (r.header.type != MessageType::kWelcome || r.frames.size() != 1)
             return make_error(ErrorCode::kProtocol, "ps " + std::to_string(i) + " answered HELLO without WELCOME");
-        auto w = wire::decode_welcome(view(r.frames[0]));
-        if (!w) return tl::unexpected(w.error());
-        if (w->shard != i || !(w->layout == *expected))
+        PSRUN_TRY_ASSIGN(auto w, wire::decode_welcome(view(r.frames[0])));
+        if (w.shard != i || !(w.layout == expected))
             return make_error(ErrorCode::kProtocol, "ps " + std::to_string(i) +
                                                         " sent a shard layout that differs from this worker's: "
                                                         "check that --ps lists the same endpoints in the same order everywhere");
         initialized_ = initialized_ && (r.header.flags & wire::kFlagInitialized);
-        instances_[i] = w->instance;
+        instances_[i] = w.instance;
         if (i == 0) welcome_step_ = r.header.step;
         if (i == 0) sync_ = r.header.flags & wire::kFlagSync;
     }
-    layout_ = *expected;
+    layout_ = expected;
     shard_slices_.clear();
     for (auto i : all_shards()) shard_slices_.push_back(layout_.slices_of(i));
     shm_ = ShmSegment{};
@@ -239,7 +234,7 @@ Result<StepInfo> PsClient::exchange(const Exchange& x) {
     if (!push && !pull) return make_error(ErrorCode::kInvalidArgument, "an exchange pushes or pulls something");
     if (!x.pulls.empty() && !x.rows) return make_error(ErrorCode::kInvalidArgument, "pulled rows need a PulledRows");
     if (x.lookup && push) return make_error(ErrorCode::kInvalidArgument, "a lookup exchange pushes nothing");
-    if (auto ok = plan_rows(x.row_grads, x.pulls, x.lookup); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY(plan_rows(x.row_grads, x.pulls, x.lookup));
     const MessageType type = push && pull ? MessageType::kPushPull : push ? MessageType::kPush : MessageType::kPull;
     return run_exchange(type, x.grads, x.step, x.params, x.pulls.empty() ? nullptr : x.rows);
 }
@@ -291,8 +286,7 @@ Result<StepInfo> PsClient::run_exchange(MessageType type, std::span<const float>
     out->frames_.clear();
     out->frames_.reserve(layout_.slices.size());
     out->by_slice_.assign(layout_.slices.size(), {});
-    for (auto i : all_shards())
-        if (auto ok = take_params(i, (*replies)[i], *out); !ok) return tl::unexpected(ok.error());
+    for (auto i : all_shards()) PSRUN_TRY(take_params(i, (*replies)[i], *out));
     return info;
 }
 

@@ -272,6 +272,11 @@ private:
     // without `resend` (or with reconnect_wait 0) a lost shard fails the request.
     [[nodiscard]] Result<std::vector<Reply>> collect(const std::vector<std::uint32_t>& shards,
                                                      std::chrono::milliseconds timeout, const Resend& resend = {});
+    // A control request: sends `header` (with `body` as its body frame, if given) to each of
+    // `shards` and collects their replies; a shard that comes back as the same psd gets it again.
+    [[nodiscard]] Result<std::vector<Reply>> control_request(const std::vector<std::uint32_t>& shards,
+                                                             wire::Header header, const std::string* body,
+                                                             std::chrono::milliseconds timeout);
     // common/ps_client_reconnect.cpp: a fresh socket for `shard` (monitored, connected).
     void replace_socket(std::uint32_t shard);
     // Waits for lost `shard` to answer HELLO on a fresh socket, up to reconnect_wait after the loss.

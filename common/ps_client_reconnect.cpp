@@ -82,7 +82,7 @@ Result<void> PsClient::ensure_links() {
     for (auto i : all_shards()) {
         if (!links_->lost(i)) continue;
         if (options_.reconnect_wait.count() <= 0) return make_error(ErrorCode::kIo, links_->describe_loss(i));
-        if (auto flags = reconnect(i); !flags) return tl::unexpected(flags.error());
+        PSRUN_TRY(reconnect(i));
     }
     return {};
 }
@@ -149,7 +149,7 @@ Result<std::uint32_t> PsClient::reconnect(std::uint32_t shard) {
     }
     auto header = wire::decode_header(view(parts[0]));
     if (!header) return make_error(ErrorCode::kProtocol, who + ": " + header.error().message);
-    if (auto ok = open_reply(shard, *header, parts); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY(open_reply(shard, *header, parts));
     if (header->type == MessageType::kError) {
         auto e = parts.size() > 1 ? wire::decode_error(view(parts[1])) : tl::unexpected(Error{});
         return make_error(e ? e->code : ErrorCode::kProtocol,

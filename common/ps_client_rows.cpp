@@ -58,9 +58,8 @@ Result<void> PsClient::plan_rows(std::span<const RowGrads> grads, std::span<cons
                                                : "raw 64-bit ids (keys), but it is not a keyed table"));
     };
     for (const auto& g : grads) {
-        auto table = table_of(g.tensor, "gradient rows");
-        if (!table) return tl::unexpected(table.error());
-        if (auto ok = check_form(*table, !g.ids.empty(), !g.keys.empty(), "gradient rows"); !ok) return ok;
+        PSRUN_TRY_ASSIGN(auto table, table_of(g.tensor, "gradient rows"));
+        if (auto ok = check_form(table, !g.ids.empty(), !g.keys.empty(), "gradient rows"); !ok) return ok;
     }
     // Row i of gradient g's or request r's ids, widened.
     auto id_at = [](const auto& x, std::size_t i) -> std::uint64_t { return x.keys.empty() ? x.ids[i] : x.keys[i]; };
@@ -102,10 +101,9 @@ Result<void> PsClient::plan_rows(std::span<const RowGrads> grads, std::span<cons
     // Pulls: the union of a table's requested ids, each fetched once; every position remembers where.
     plan.where.resize(pulls.size());
     for (std::size_t r = 0; r < pulls.size(); ++r) {
-        auto table = table_of(pulls[r].tensor, "pulled rows");
-        if (!table) return tl::unexpected(table.error());
-        if (auto ok = check_form(*table, !pulls[r].ids.empty(), !pulls[r].keys.empty(), "pulled rows"); !ok) return ok;
-        plan.request_tables.push_back(static_cast<std::uint32_t>(*table));
+        PSRUN_TRY_ASSIGN(auto table, table_of(pulls[r].tensor, "pulled rows"));
+        if (auto ok = check_form(table, !pulls[r].ids.empty(), !pulls[r].keys.empty(), "pulled rows"); !ok) return ok;
+        plan.request_tables.push_back(static_cast<std::uint32_t>(table));
         plan.where[r].assign(count(pulls[r]), {});
     }
     for (std::size_t t = 0; t < tables.size(); ++t) {

@@ -45,6 +45,22 @@ using Result = tl::expected<T, Error>;
     return make_error(ErrorCode::kProtocol, std::move(message));
 }
 
+// Error propagation: PSRUN_TRY(expr) evaluates a Result and, if it holds an error, returns that
+// error from the enclosing function (whose Result may hold another type); the value, if any, is
+// dropped. PSRUN_TRY_ASSIGN(decl, expr) does the same and otherwise moves the value into `decl`
+// (`auto x`, `const auto x` or an existing variable). Both are statements; expr may hold commas.
+#define PSRUN_TRY(...)                                                                                          \
+    do {                                                                                                        \
+        if (auto psrun_try_ = (__VA_ARGS__); !psrun_try_) return tl::unexpected(std::move(psrun_try_).error()); \
+    } while (false)
+#define PSRUN_TRY_CONCAT_(a, b) a##b
+#define PSRUN_TRY_NAME_(line) PSRUN_TRY_CONCAT_(psrun_try_, line)
+#define PSRUN_TRY_ASSIGN(decl, ...) PSRUN_TRY_ASSIGN_(PSRUN_TRY_NAME_(__LINE__), decl, __VA_ARGS__)
+#define PSRUN_TRY_ASSIGN_(tmp, decl, ...)                    \
+    auto tmp = (__VA_ARGS__);                                \
+    if (!tmp) return tl::unexpected(std::move(tmp).error()); \
+    decl = std::move(*tmp)
+
 // Thrown for a usage or configuration error; main() turns it into exit code 2.
 class UsageError : public std::runtime_error {
 public:

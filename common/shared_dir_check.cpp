@@ -52,23 +52,22 @@ Result<std::string> fresh_nonce() {
 
 Result<void> verify_shared_model_dir(PsClient& client, const std::string& model_dir) {
     const std::string dir = absolute(model_dir);
-    auto nonce = fresh_nonce();
-    if (!nonce) return tl::unexpected(nonce.error());
-    const std::string chief_file = check_dir(dir) + "/chief." + *nonce;
-    if (auto ok = write_text(chief_file, *nonce); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY_ASSIGN(auto nonce, fresh_nonce());
+    const std::string chief_file = check_dir(dir) + "/chief." + nonce;
+    PSRUN_TRY(write_text(chief_file, nonce));
     auto cleanup = [&] {
         std::error_code ec;
         fs::remove(chief_file, ec);
         for (std::uint32_t i = 0; i < client.layout().num_shards; ++i)
-            fs::remove(check_dir(dir) + "/ps-" + std::to_string(i) + "." + *nonce, ec);
+            fs::remove(check_dir(dir) + "/ps-" + std::to_string(i) + "." + nonce, ec);
     };
-    if (auto ok = client.dir_check(dir, *nonce); !ok) {
+    if (auto ok = client.dir_check(dir, nonce); !ok) {
         cleanup();
         return tl::unexpected(ok.error());
     }
     for (std::uint32_t i = 0; i < client.layout().num_shards; ++i) {
-        const std::string ps_file = check_dir(dir) + "/ps-" + std::to_string(i) + "." + *nonce;
-        if (read_text_file(ps_file) != *nonce) {
+        const std::string ps_file = check_dir(dir) + "/ps-" + std::to_string(i) + "." + nonce;
+        if (read_text_file(ps_file) != nonce) {
             cleanup();
             return make_error(ErrorCode::kInvalidArgument,
                               "ps " + std::to_string(i) + " wrote its proof into what it sees as the model dir, but " +

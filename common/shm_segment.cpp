@@ -89,13 +89,13 @@ Result<AttachRequest> decode_attach(std::string_view bytes) {
     for (auto& b : r.nonce)
         if (!d.get8(b)) return make_error(ErrorCode::kProtocol, "bad ATTACH body");
     if (d.remaining() != 0) return make_error(ErrorCode::kProtocol, "bad ATTACH body: trailing bytes");
-    if (auto ok = wire::check_path(r.path); !ok) return tl::unexpected(ok.error());
-    if (auto ok = check_geometry(r.geometry); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY(wire::check_path(r.path));
+    PSRUN_TRY(check_geometry(r.geometry));
     return r;
 }
 
 Result<ShmSegment> ShmSegment::create(const ShmGeometry& geometry, const std::string& dir) {
-    if (auto ok = check_geometry(geometry); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY(check_geometry(geometry));
     ShmSegment seg;
     seg.geometry_ = geometry;
     std::uint8_t name[8];
@@ -123,7 +123,7 @@ Result<ShmSegment> ShmSegment::create(const ShmGeometry& geometry, const std::st
 }
 
 Result<ShmSegment> ShmSegment::open(const AttachRequest& request) {
-    if (auto ok = check_geometry(request.geometry); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY(check_geometry(request.geometry));
     const std::string& path = request.path;
     struct stat before {};
     if (lstat(path.c_str(), &before) != 0) return sys_error("shared memory: " + path);

@@ -77,7 +77,7 @@ Result<TensorFileWriter> TensorFileWriter::create(const std::string& path) {
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return make_error(ErrorCode::kIo, path + ": cannot create: " + std::strerror(errno));
     TensorFileWriter w(fd, path);
-    if (auto ok = w.put(kMagic, sizeof kMagic, false); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY(w.put(kMagic, sizeof kMagic, false));
     return w;
 }
 
@@ -169,7 +169,7 @@ Result<TensorFileReader> TensorFileReader::open(const std::string& path, bool ve
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
         return make_error(ErrorCode::kInvalidArgument, path + ": not a regular file");
     r.size_ = static_cast<std::uint64_t>(st.st_size);
-    if (auto ok = r.scan(verify); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY(r.scan(verify));
     return r;
 }
 

@@ -282,7 +282,7 @@ Result<std::string> decode_save(std::string_view bytes) {
     Decoder d(bytes);
     std::string dir;
     if (!d.get_string16(dir) || d.remaining() != 0) return protocol_error("bad SAVE body");
-    if (auto ok = check_path(dir); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY(check_path(dir));
     return dir;
 }
 
@@ -299,7 +299,7 @@ Result<RestoreRequest> decode_restore(std::string_view bytes) {
     if (!init) return tl::unexpected(init.error());
     r.init = std::move(*init);
     if (!d.get_string16(r.dir) || d.remaining() != 0) return protocol_error("bad RESTORE body");
-    if (auto ok = check_path(r.dir); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY(check_path(r.dir));
     return r;
 }
 
@@ -314,7 +314,7 @@ Result<DirCheckRequest> decode_dircheck(std::string_view bytes) {
     Decoder d(bytes);
     DirCheckRequest r;
     if (!d.get_string16(r.dir) || !d.get_string16(r.nonce) || d.remaining() != 0) return protocol_error("bad DIRCHECK body");
-    if (auto ok = check_path(r.dir); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY(check_path(r.dir));
     if (r.nonce.size() < 16 || r.nonce.size() > 64 ||
         r.nonce.find_first_not_of("0123456789abcdef") != std::string::npos)
         return protocol_error("DIRCHECK nonce must be 16..64 lowercase hex digits");

@@ -59,24 +59,22 @@ Result<std::vector<std::string>> node_addresses(const std::vector<std::string>& 
                                                 const std::string& self_node,
                                                 const AddressOptions& options) {
     if (options.no_ib || options.interface.empty()) return nodes;
-    auto listed = parse_node_addrs(options.node_addrs);
-    if (!listed) return tl::unexpected(listed.error());
+    PSRUN_TRY_ASSIGN(auto listed, parse_node_addrs(options.node_addrs));
     std::string own;
     if (!self_node.empty()) {
-        auto ip = interface_ipv4(options.interface);
-        if (!ip) return tl::unexpected(ip.error());
-        own = *ip;
+        PSRUN_TRY_ASSIGN(auto ip, interface_ipv4(options.interface));
+        own = ip;
     }
     std::vector<std::string> out;
     for (const std::string& node : nodes) {
-        const auto it = listed->find(node);
+        const auto it = listed.find(node);
         if (node == self_node) {
-            if (it != listed->end() && it->second != own)
+            if (it != listed.end() && it->second != own)
                 return make_error(ErrorCode::kInvalidArgument,
                                   fmt::format("--node-addrs gives {}={} but {} has {} on {}", node,
                                               it->second, options.interface, own, node));
             out.push_back(own);
-        } else if (it != listed->end()) {
+        } else if (it != listed.end()) {
             out.push_back(it->second);
         } else {
             return make_error(ErrorCode::kInvalidArgument,

@@ -59,20 +59,17 @@ Result<nlohmann::json> run_bench(const BenchOptions& o) {
         if (o.transport != "tcp") {  // shm: the control messages go over ipc
             endpoints.push_back("ipc://" + dir.path() + "/ps" + std::to_string(i));
         } else {
-            auto port = free_tcp_port();
-            if (!port) return tl::unexpected(port.error());
-            endpoints.push_back("tcp://127.0.0.1:" + std::to_string(*port));
+            PSRUN_TRY_ASSIGN(auto port, free_tcp_port());
+            endpoints.push_back("tcp://127.0.0.1:" + std::to_string(port));
         }
     }
     std::optional<JobKeys> keys;
     const std::string key_file = dir.path() + "/job.key";
     if (o.auth != "none") {
-        auto k = ensure_job_key_file(key_file, true, std::chrono::milliseconds(1000));
-        if (!k) return tl::unexpected(k.error());
-        keys = *k;
+        PSRUN_TRY_ASSIGN(auto k, ensure_job_key_file(key_file, true, std::chrono::milliseconds(1000)));
+        keys = k;
     }
-    auto psd_path = find_psd_binary(o.bin_dir);
-    if (!psd_path) return tl::unexpected(psd_path.error());
+    PSRUN_TRY_ASSIGN(auto psd_path, find_psd_binary(o.bin_dir));
     std::vector<PsdProcess> servers;
     std::string ps_list;
     for (const auto& ep : endpoints) ps_list += (ps_list.empty() ? "" : ",") + ep;
@@ -82,7 +79,7 @@ Result<nlohmann::json> run_bench(const BenchOptions& o) {
                                          "--threads", std::to_string(o.ps_threads)};
         if (o.auth != "none") args.insert(args.end(), {"--key-file", key_file, "--auth", o.auth});
         else args.push_back("--no-auth");
-        servers.emplace_back(*psd_path, args);
+        servers.emplace_back(psd_path, args);
     }
     const auto tensors = mnist_deep_tensors();
     const std::size_t n = total_elements(tensors);
@@ -92,13 +89,11 @@ Result<nlohmann::json> run_bench(const BenchOptions& o) {
         for (const auto& t : tensors) frames.push_back(t.elements());
         std::string ep = o.transport != "tcp" ? "ipc://" + dir.path() + "/raw" : "";
         if (ep.empty()) {
-            auto port = free_tcp_port();
-            if (!port) return tl::unexpected(port.error());
-            ep = "tcp://127.0.0.1:" + std::to_string(*port);
+            PSRUN_TRY_ASSIGN(auto port, free_tcp_port());
+            ep = "tcp://127.0.0.1:" + std::to_string(port);
         }
-        auto raw = raw_zmq_roundtrips(ep, frames, o.warmup, o.rounds);
-        if (!raw) return tl::unexpected(raw.error());
-        raw_ms = median(*raw);
+        PSRUN_TRY_ASSIGN(auto raw, raw_zmq_roundtrips(ep, frames, o.warmup, o.rounds));
+        raw_ms = median(raw);
     }
     wire::InitConfig init;
     if (o.optimizer != "none") {

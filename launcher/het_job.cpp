@@ -28,24 +28,22 @@ Result<int> parse_count(const EnvMap& env, const std::string& name, int low, int
 
 Result<std::optional<HetGroups>> parse_het_groups(const EnvMap& env) {
     if (!env_get(env, "SLURM_HET_SIZE")) return std::optional<HetGroups>{};
-    auto size = parse_count(env, "SLURM_HET_SIZE", 1, kMaxHetGroups);
-    if (!size) return tl::unexpected(size.error());
+    PSRUN_TRY_ASSIGN(auto size, parse_count(env, "SLURM_HET_SIZE", 1, kMaxHetGroups));
     HetGroups groups;
-    for (int i = 0; i < *size; ++i) {
+    for (int i = 0; i < size; ++i) {
         const std::string list_name = fmt::format("SLURM_JOB_NODELIST_HET_GROUP_{}", i);
         const auto list = env_get(env, list_name);
         if (!list)
             return make_error(ErrorCode::kInvalidArgument,
-                              list_name + " is unset although SLURM_HET_SIZE=" + std::to_string(*size));
+                              list_name + " is unset although SLURM_HET_SIZE=" + std::to_string(size));
         auto nodes = expand_hostlist(*list);
         if (!nodes || nodes->empty())
             return make_error(ErrorCode::kInvalidArgument,
                               fmt::format("{}='{}': {}", list_name, *list,
                                           nodes ? "empty" : nodes.error().message));
-        auto tasks = parse_count(env, fmt::format("SLURM_NTASKS_HET_GROUP_{}", i), 1, 1 << 20);
-        if (!tasks) return tl::unexpected(tasks.error());
+        PSRUN_TRY_ASSIGN(auto tasks, parse_count(env, fmt::format("SLURM_NTASKS_HET_GROUP_{}", i), 1, 1 << 20));
         groups.nodes.push_back(std::move(*nodes));
-        groups.num_tasks.push_back(*tasks);
+        groups.num_tasks.push_back(tasks);
     }
     return std::optional<HetGroups>{std::move(groups)};
 }

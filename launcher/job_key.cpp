@@ -39,8 +39,7 @@ Result<std::string> prepare_job_key(const DaemonOptions& options, const ClusterM
 }
 
 Result<std::string> prepare_local_job_key(const std::string& path) {
-    auto keys = ensure_job_key_file(path, true, std::chrono::milliseconds(0));
-    if (!keys) return tl::unexpected(keys.error());
+    PSRUN_TRY(ensure_job_key_file(path, true, std::chrono::milliseconds(0)));
     return path;
 }
 

@@ -23,23 +23,19 @@ Result<std::vector<TaskRole>> step_roles(const SlurmEnv& step, const MapOptions&
     }
     // A step over every component of a het job: psd on component 0, workers on the others.
     if (!options.num_ps && step.het) {
-        auto roles = het_roles(*step.het, step.nodes, step.tasks_per_node);
-        if (!roles) return tl::unexpected(roles.error());
-        if (*roles) return std::move(**roles);
+        PSRUN_TRY_ASSIGN(auto roles, het_roles(*step.het, step.nodes, step.tasks_per_node));
+        if (roles) return std::move(*roles);
     }
-    auto placement = parse_placement(options.placement);
-    if (!placement) return tl::unexpected(placement.error());
+    PSRUN_TRY_ASSIGN(auto placement, parse_placement(options.placement));
     // Default: one ps, or none (a standalone worker) when the step has a single task.
-    return place_ps(step.tasks_per_node, options.num_ps.value_or(step.num_tasks == 1 ? 0 : 1),
-                    *placement);
+    return place_ps(step.tasks_per_node, options.num_ps.value_or(step.num_tasks == 1 ? 0 : 1), placement);
 }
 
 }  // namespace
 
 Result<ClusterMap> map_from_slurm(const SlurmEnv& step, const MapOptions& options,
                                   bool self_on_node) {
-    auto roles = step_roles(step, options);
-    if (!roles) return tl::unexpected(roles.error());
+    PSRUN_TRY_ASSIGN(auto roles, step_roles(step, options));
     const int max_local = *std::max_element(step.tasks_per_node.begin(), step.tasks_per_node.end());
     if (!step.resv_ports.empty() && static_cast<int>(step.resv_ports.size()) < max_local)
         return make_error(ErrorCode::kInvalidArgument,
@@ -54,8 +50,8 @@ Result<ClusterMap> map_from_slurm(const SlurmEnv& step, const MapOptions& option
     ClusterMap map;
     map.source = "slurm";
     int chief_slot = -1;
-    for (size_t k = 0; k < roles->size(); ++k)
-        if ((*roles)[k] == TaskRole::kChief) chief_slot = static_cast<int>(k);
+    for (size_t k = 0; k < roles.size(); ++k)
+        if (roles[k] == TaskRole::kChief) chief_slot = static_cast<int>(k);
     int k = 0;
     for (size_t node = 0; node < step.nodes.size(); ++node) {
         for (int local = 0; local < step.tasks_per_node[node]; ++local, ++k) {
@@ -63,16 +59,15 @@ Result<ClusterMap> map_from_slurm(const SlurmEnv& step, const MapOptions& option
             if (!step.resv_ports.empty()) {
                 port = step.resv_ports[static_cast<size_t>(local)];
             } else {
-                auto derived = derived_port(step.job_id, step.step_id, local, options.port_base);
-                if (!derived) return tl::unexpected(derived.error());
-                port = *derived;
+                PSRUN_TRY_ASSIGN(auto derived, derived_port(step.job_id, step.step_id, local, options.port_base));
+                port = derived;
             }
             TaskSlot slot;
             slot.rank = k;
             slot.node = step.nodes[node];
             slot.local_id = local;
             slot.address = fmt::format("{}:{}", (*hosts)[node], port);
-            const TaskRole r = (*roles)[static_cast<size_t>(k)];
+            const TaskRole r = roles[static_cast<size_t>(k)];
             std::vector<std::string>* list = &map.worker;
             slot.role = Role::kWorker;
             if (r == TaskRole::kPs) {
@@ -135,9 +130,8 @@ Result<ClusterMap> resolve_map(const MapOptions& options, const EnvMap& env, int
     if (options.tf.any()) {
         map = map_from_tf_flags(options.tf);
     } else if (!options.preview_nodelist.empty()) {
-        auto fake = preview_env(options);
-        if (!fake) return tl::unexpected(fake.error());
-        auto step = SlurmEnv::parse(*fake);
+        PSRUN_TRY_ASSIGN(auto fake, preview_env(options));
+        auto step = SlurmEnv::parse(fake);
         if (!step) {
             std::string why = step.error().message;
             for (auto [var, flag] : {std::pair{"SLURM_STEP_NODELIST", "--nodelist"},
@@ -151,9 +145,8 @@ Result<ClusterMap> resolve_map(const MapOptions& options, const EnvMap& env, int
         if (!options.tasks.empty() || options.num_ps)
             spdlog::warn("TF_CONFIG is set and defines the roles: --tasks/--ps are ignored");
     } else {
-        auto step = SlurmEnv::parse(env);
-        if (!step) return tl::unexpected(step.error());
-        map = map_from_slurm(*step, options);
+        PSRUN_TRY_ASSIGN(auto step, SlurmEnv::parse(env));
+        map = map_from_slurm(step, options);
     }
     if (!map) return map;
     if (options.threads) {

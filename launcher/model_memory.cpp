@@ -32,9 +32,8 @@ Result<nn::MemoryUse> training_memory(const nn::ModelDescription& model, std::in
     std::vector<float> params(count, 0.0f), grads(count, 0.0f);
     nn::NetworkOptions options;
     options.batch_size = batch;
-    auto net = nn::Network::create(model, options, params, grads);
-    if (!net) return tl::unexpected(net.error());
-    return (*net)->memory_use();
+    PSRUN_TRY_ASSIGN(auto net, nn::Network::create(model, options, params, grads));
+    return net->memory_use();
 }
 
 std::string training_memory_text(const nn::MemoryUse& use, std::int64_t batch) {

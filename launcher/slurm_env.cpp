@@ -91,9 +91,8 @@ Result<SlurmEnv> SlurmEnv::parse(const EnvMap& env) {
 
     const char* ntasks_var =
         env.count("SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS" : "SLURM_NTASKS";
-    auto ntasks = read_number(env, ntasks_var, true);
-    if (!ntasks) return tl::unexpected(ntasks.error());
-    if (**ntasks != total)
+    PSRUN_TRY_ASSIGN(auto ntasks, read_number(env, ntasks_var, true));
+    if (*ntasks != total)
         return invalid(
             ntasks_var, env.at(ntasks_var),
             fmt::format("but {}='{}' adds up to {} tasks", tpn->first, tpn->second, total));
@@ -107,11 +106,9 @@ Result<SlurmEnv> SlurmEnv::parse(const EnvMap& env) {
     for (const Field& f :
          {Field{"SLURM_PROCID", &s.procid, total - 1},
           Field{"SLURM_NODEID", &s.nodeid, static_cast<long>(s.nodes.size()) - 1}}) {
-        auto v = read_number(env, f.var, true);
-        if (!v) return tl::unexpected(v.error());
-        if (**v > f.max)
-            return invalid(f.var, env.at(f.var), fmt::format("out of range 0..{}", f.max));
-        *f.out = static_cast<int>(**v);
+        PSRUN_TRY_ASSIGN(auto v, read_number(env, f.var, true));
+        if (*v > f.max) return invalid(f.var, env.at(f.var), fmt::format("out of range 0..{}", f.max));
+        *f.out = static_cast<int>(*v);
     }
     const long local_max = s.tasks_per_node[static_cast<size_t>(s.nodeid)] - 1;
     auto localid = read_number(env, "SLURM_LOCALID", true);
@@ -150,10 +147,9 @@ Result<SlurmEnv> SlurmEnv::parse(const EnvMap& env) {
                                        here, s.procid, s.localid));
     }
 
-    auto cpus = read_number(env, "SLURM_CPUS_PER_TASK", false, 4096);
-    if (!cpus) return tl::unexpected(cpus.error());
-    if (*cpus && **cpus == 0) return invalid("SLURM_CPUS_PER_TASK", "0", "must be at least 1");
-    if (*cpus) s.cpus_per_task = static_cast<int>(**cpus);
+    PSRUN_TRY_ASSIGN(auto cpus, read_number(env, "SLURM_CPUS_PER_TASK", false, 4096));
+    if (cpus && *cpus == 0) return invalid("SLURM_CPUS_PER_TASK", "0", "must be at least 1");
+    if (cpus) s.cpus_per_task = static_cast<int>(*cpus);
 
     if (auto ports = env_get(env, "SLURM_STEP_RESV_PORTS"); ports && !ports->empty()) {
         auto list = parse_port_list(*ports);
@@ -162,12 +158,10 @@ Result<SlurmEnv> SlurmEnv::parse(const EnvMap& env) {
     }
 
     const char* job_var = env.count("SLURM_JOB_ID") ? "SLURM_JOB_ID" : "SLURM_JOBID";
-    auto job = read_number(env, job_var, false, 0xffffffffL);
-    if (!job) return tl::unexpected(job.error());
-    s.job_id = static_cast<std::uint32_t>(job->value_or(0));
-    auto step = read_number(env, "SLURM_STEP_ID", false, 0xffffffffL);
-    if (!step) return tl::unexpected(step.error());
-    s.step_id = static_cast<std::uint32_t>(step->value_or(0));
+    PSRUN_TRY_ASSIGN(auto job, read_number(env, job_var, false, 0xffffffffL));
+    s.job_id = static_cast<std::uint32_t>(job.value_or(0));
+    PSRUN_TRY_ASSIGN(auto step, read_number(env, "SLURM_STEP_ID", false, 0xffffffffL));
+    s.step_id = static_cast<std::uint32_t>(step.value_or(0));
     auto het = parse_het_groups(env);
     if (!het) return tl::unexpected(het.error());
     s.het = std::move(*het);

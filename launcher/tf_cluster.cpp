@@ -67,7 +67,7 @@ Result<std::vector<std::string>> split_hosts(const std::string& text, const std:
     while (true) {
         const size_t comma = text.find(',', pos);
         std::string item = text.substr(pos, comma == std::string::npos ? comma : comma - pos);
-        if (auto ok = check_host_port(item, flag); !ok) return tl::unexpected(ok.error());
+        PSRUN_TRY(check_host_port(item, flag));
         out.push_back(std::move(item));
         if (comma == std::string::npos) break;
         pos = comma + 1;
@@ -94,20 +94,18 @@ Result<void> check_host_port(const std::string& address, const std::string& what
 }
 
 Result<ClusterMap> map_from_tf_flags(const TfFlags& flags) {
-    auto ps = split_hosts(flags.ps_hosts, "--ps_hosts");
-    if (!ps) return tl::unexpected(ps.error());
-    auto worker = split_hosts(flags.worker_hosts, "--worker_hosts");
-    if (!worker) return tl::unexpected(worker.error());
-    if (worker->empty()) return invalid("--worker_hosts is required with the TF-style flags");
+    PSRUN_TRY_ASSIGN(auto ps, split_hosts(flags.ps_hosts, "--ps_hosts"));
+    PSRUN_TRY_ASSIGN(auto worker, split_hosts(flags.worker_hosts, "--worker_hosts"));
+    if (worker.empty()) return invalid("--worker_hosts is required with the TF-style flags");
     if (flags.job_name != "ps" && flags.job_name != "worker")
         return invalid(fmt::format("--job_name '{}': expected ps or worker", flags.job_name));
     if (!flags.task_index) return invalid("--task_index is required with the TF-style flags");
     const Role role = flags.job_name == "ps" ? Role::kPs : Role::kWorker;
-    const size_t n = role == Role::kPs ? ps->size() : worker->size();
+    const size_t n = role == Role::kPs ? ps.size() : worker.size();
     if (*flags.task_index < 0 || static_cast<size_t>(*flags.task_index) >= n)
         return invalid(fmt::format("--task_index {} is out of range: --{}_hosts lists {} hosts",
                                    *flags.task_index, flags.job_name, n));
-    return assemble(std::move(*ps), std::move(*worker), {}, role, *flags.task_index, "flags");
+    return assemble(std::move(ps), std::move(worker), {}, role, *flags.task_index, "flags");
 }
 
 Result<ClusterMap> map_from_tf_config(const std::string& text) {
@@ -135,7 +133,7 @@ Result<ClusterMap> map_from_tf_config(const std::string& text) {
             const std::string field = fmt::format("TF_CONFIG.cluster.{}[{}]", key, i);
             if (!value[i].is_string()) return invalid(field + " must be a \"host:port\" string");
             const std::string address = value[i].get<std::string>();
-            if (auto ok = check_host_port(address, field); !ok) return tl::unexpected(ok.error());
+            PSRUN_TRY(check_host_port(address, field));
             lists[which].push_back(address);
         }
     }

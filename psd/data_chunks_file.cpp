@@ -140,9 +140,8 @@ Result<DataChunks::State> decode_data_chunks_tensors(std::span<const NamedTensor
 }
 
 Result<DataChunks::State> decode_data_chunks(std::string_view bytes, const std::string& path) {
-    auto tensors = parse_tensor_file(bytes, path);
-    if (!tensors) return tl::unexpected(tensors.error());
-    auto state = decode_data_chunks_tensors(*tensors, path);
+    PSRUN_TRY_ASSIGN(auto tensors, parse_tensor_file(bytes, path));
+    auto state = decode_data_chunks_tensors(tensors, path);
     if (!state)
         return invalid_argument(state.error().message + ": move this checkpoint away to resume from an older one");
     return state;
@@ -159,11 +158,9 @@ Result<std::optional<DataChunks>> load_data_chunks(const std::string& dir) {
     std::ifstream in(path, std::ios::binary);
     if (!in) return make_error(ErrorCode::kIo, path + ": cannot be read");
     const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-    auto state = decode_data_chunks(bytes, path);
-    if (!state) return tl::unexpected(state.error());
-    auto restored = DataChunks::restore(*state);
-    if (!restored) return tl::unexpected(restored.error());
-    return std::optional<DataChunks>(std::move(*restored));
+    PSRUN_TRY_ASSIGN(auto state, decode_data_chunks(bytes, path));
+    PSRUN_TRY_ASSIGN(auto restored, DataChunks::restore(state));
+    return std::optional<DataChunks>(std::move(restored));
 }
 
 }  // namespace psrun::psd

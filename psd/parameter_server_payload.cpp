@@ -23,7 +23,7 @@ Result<std::vector<std::span<const float>>> ParameterServer::decode_slices(const
     if (form == PayloadForm::kShm) {
         auto spans = shm_slices(h, *segment);
         if (!spans) return spans;
-        if (auto ok = check_finite(*spans); !ok) return tl::unexpected(ok.error());
+        PSRUN_TRY(check_finite(*spans));
         return spans;
     }
     const auto& ids = shard_->slice_ids();
@@ -46,7 +46,7 @@ Result<std::vector<std::span<const float>>> ParameterServer::decode_slices(const
                                   " bytes in bf16");
         spans.push_back(decode_frame(frame, length, form, payload_spare_.data() + shard_->local_offset(k)));
     }
-    if (auto ok = check_finite(spans); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY(check_finite(spans));
     return spans;
 }
 

@@ -81,15 +81,14 @@ Result<void> load_shard_checkpoint(ShardState& shard, const std::vector<TensorSp
     std::map<std::string, std::map<std::uint64_t, Piece>> pieces;  // dense tensor -> offset -> piece
     RowPieces row_pieces;
     for (std::size_t f = 0; f < names.size(); ++f) {
-        auto reader = TensorFileReader::open(dir + "/" + names[f], false);
-        if (!reader) return tl::unexpected(reader.error());
-        files.push_back(std::move(*reader));
+        PSRUN_TRY_ASSIGN(auto reader, TensorFileReader::open(dir + "/" + names[f], false));
+        files.push_back(std::move(reader));
         const auto& entries = files.back().tensors();
         for (std::size_t e = 0; e < entries.size(); ++e) {
             const auto& t = entries[e];
             const std::string where = dir + "/" + names[f];
-            if (auto ok = index_row_piece(t, f, e, where, row_pieces); !ok) return tl::unexpected(ok.error());
-            else if (*ok) continue;
+            PSRUN_TRY_ASSIGN(const bool row_piece, index_row_piece(t, f, e, where, row_pieces));
+            if (row_piece) continue;
             PieceName name;
             if (!parse_piece_name(t.name, name)) return invalid_argument(where + ": unexpected tensor '" + t.name + "'");
             auto& p = pieces[name.tensor][name.offset];
@@ -150,7 +149,7 @@ Result<void> load_shard_checkpoint(ShardState& shard, const std::vector<TensorSp
             if (p.param < 0 || p.state < 0)
                 return make_error(ErrorCode::kInvalidArgument, where + ": piece of '" + spec.name + "' is incomplete");
             std::vector<float> st(files[p.file].tensors()[static_cast<std::size_t>(p.state)].count);
-            if (auto ok = read(p.file, p.state, 0, st); !ok) return tl::unexpected(ok.error());
+            PSRUN_TRY(read(p.file, p.state, 0, st));
             const auto saved_class = st.size() == 5 ? st[4] : static_cast<float>(TensorClass::kTrainable);
             if (saved_class != static_cast<float>(spec.tensor_class))
                 return make_error(ErrorCode::kInvalidArgument,
@@ -166,7 +165,7 @@ Result<void> load_shard_checkpoint(ShardState& shard, const std::vector<TensorSp
             if (!files[p.file].tensors()[static_cast<std::size_t>(p.param)].finite)
                 return make_error(ErrorCode::kInvalidArgument, "checkpoint " + dir + ": '" + spec.name + "' holds NaN or Inf");
             const std::span<float> dst(params[k].data() + (lo - s.offset), hi - lo);
-            if (auto ok = read(p.file, p.param, lo - p.offset, dst); !ok) return tl::unexpected(ok.error());
+            PSRUN_TRY(read(p.file, p.param, lo - p.offset, dst));
             has_average = has_average && p.ema >= 0;
             if (has_average)
                 if (auto ok = read(p.file, p.ema, lo - p.offset, std::span<float>(average[k].data() + (lo - s.offset), hi - lo));
@@ -193,14 +192,13 @@ Result<void> load_shard_checkpoint(ShardState& shard, const std::vector<TensorSp
             return make_error(ErrorCode::kInvalidArgument, "checkpoint " + dir + " holds '" + name +
                                                                "' as a dense tensor, the model has it as a sparse table");
     }
-    auto plan = plan_row_restore(shard, tensors, config, dir, names, files, row_pieces);
-    if (!plan) return tl::unexpected(plan.error());
+    PSRUN_TRY_ASSIGN(auto plan, plan_row_restore(shard, tensors, config, dir, names, files, row_pieces));
     if (kind_changed) {
         spdlog::warn("checkpoint {} was saved with another optimizer kind: optimizer slots start fresh", dir);
         for (auto& s : slots) s.clear();
         std::fill(updates.begin(), updates.end(), 0);
     }
-    if (auto ok = load_rows(shard, config, files, *plan); !ok) {
+    if (auto ok = load_rows(shard, config, files, plan); !ok) {
         shard.invalidate();  // a read failed after every check passed (the files changed meanwhile)
         return ok;
     }

@@ -72,9 +72,9 @@ Result<void> load_keyed_rows(RowStore& rows, std::size_t t, const RowRestorePlan
         const auto& entry = files[piece->file].tensors()[static_cast<std::size_t>(piece->keys)];
         std::vector<float> digits(entry.count);
         if (auto ok = files[piece->file].read(static_cast<std::size_t>(piece->keys), 0, digits); !ok) return ok;
-        auto entries = decode_keyed_entries(digits, plan.source.rows_on(s, plan.source_shards), entry.name);
-        if (!entries) return tl::unexpected(entries.error());
-        for (const auto& e : *entries)
+        PSRUN_TRY_ASSIGN(auto entries,
+                         decode_keyed_entries(digits, plan.source.rows_on(s, plan.source_shards), entry.name));
+        for (const auto& e : entries)
             if (table.owner(e.id, target_shards) == target) found.push_back(Found{e, s});
     }
     // More than this shard's slots (fewer shards, or skew): the most recently updated stay.

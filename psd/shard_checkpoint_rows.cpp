@@ -159,7 +159,7 @@ Result<RowRestorePlan> plan_row_restore(const ShardState& shard, const std::vect
                     return invalid_argument(where + ": the id map of the keyed table piece " + base + " is missing or misshaped");
             }
             if (!needed(s)) continue;  // no row of this piece lives on this shard
-            if (auto ok = files[piece.file].verify(); !ok) return tl::unexpected(ok.error());
+            PSRUN_TRY(files[piece.file].verify());
             const auto& entries = files[piece.file].tensors();
             std::vector<float> state(5);
             if (auto ok = files[piece.file].read(static_cast<std::size_t>(piece.state), 0, state); !ok)

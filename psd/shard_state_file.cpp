@@ -127,7 +127,7 @@ Result<void> ShardState::load(const std::string& path, std::optional<DataChunks>
         entries[0].count > 1 + 6 * 4 + wire::kMaxBodyBytes)
         return corrupt("not a psrun shard file");
     std::vector<float> meta(entries[0].count);
-    if (auto ok = file->read(0, 0, meta); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY(file->read(0, 0, meta));
     std::size_t at = 1;
     const auto version = meta[0];
     const auto shard = get_u64(meta, at), shards = get_u64(meta, at), fingerprint = get_u64(meta, at),
@@ -164,10 +164,9 @@ Result<void> ShardState::load(const std::string& path, std::optional<DataChunks>
         if (entries[next++].count != 4) return corrupt("wrong table state size");
         if (!rows_.table(t).keyed) continue;
         std::vector<float> digits(entries[next].count);
-        if (auto ok = file->read(next, 0, digits); !ok) return tl::unexpected(ok.error());
-        auto decoded = decode_keyed_entries(digits, rows_.local_rows(t), "shard file " + path);
-        if (!decoded) return tl::unexpected(decoded.error());
-        keyed_entries[t] = std::move(*decoded);
+        PSRUN_TRY(file->read(next, 0, digits));
+        PSRUN_TRY_ASSIGN(auto decoded, decode_keyed_entries(digits, rows_.local_rows(t), "shard file " + path));
+        keyed_entries[t] = std::move(decoded);
         ++next;
     }
     std::optional<DataChunks> dispenser;
@@ -175,7 +174,7 @@ Result<void> ShardState::load(const std::string& path, std::optional<DataChunks>
         std::vector<NamedTensor> tensors;
         for (std::size_t i = expected; i < entries.size(); ++i) {
             tensors.push_back(NamedTensor{entries[i].name, entries[i].shape, std::vector<float>(entries[i].count)});
-            if (auto ok = file->read(i, 0, tensors.back().data); !ok) return tl::unexpected(ok.error());
+            PSRUN_TRY(file->read(i, 0, tensors.back().data));
         }
         auto state = decode_data_chunks_tensors(tensors, path);
         if (!state) return make_error(ErrorCode::kInvalidArgument, "shard file " + state.error().message);

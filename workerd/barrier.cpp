@@ -22,9 +22,9 @@ Result<void> reconnect_after(std::unique_ptr<PsClient>& client, const BarrierOpt
     const double wait = static_cast<double>(o.client_options->reconnect_wait.count()) / 1000.0;
     spdlog::warn("start barrier: ps {} ({}) restarted; saying HELLO to every psd again (up to {:g} s) and waiting on",
                  shard, o.client_options->endpoints[shard], wait);
-    auto fresh = reconnect_all(*o.client_options, std::chrono::steady_clock::now() + o.client_options->reconnect_wait, o);
-    if (!fresh) return tl::unexpected(fresh.error());
-    client = std::move(*fresh);
+    PSRUN_TRY_ASSIGN(auto fresh, reconnect_all(*o.client_options,
+                                               std::chrono::steady_clock::now() + o.client_options->reconnect_wait, o));
+    client = std::move(fresh);
     return {};
 }
 
@@ -58,9 +58,8 @@ Result<void> poll_until(std::unique_ptr<PsClient>& client, const BarrierOptions&
             }
             if (!stats) return tl::unexpected(stats.error());
             instances[shard] = instance;
-            auto ok = ready(*stats);
-            if (!ok) return tl::unexpected(ok.error());
-            all = all && *ok;
+            PSRUN_TRY_ASSIGN(auto ok, ready(*stats));
+            all = all && ok;
         }
         if (all) return {};
         const auto now = std::chrono::steady_clock::now();

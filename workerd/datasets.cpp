@@ -42,22 +42,21 @@ Result<std::shared_ptr<const MappedNpy>> map_split(const std::string& split, con
                                                    ImageLayout layout, LabeledImages& out) {
     if (files.labels.empty())
         return make_error(ErrorCode::kInvalidArgument, "--" + split + "-images " + files.images + " needs --" + split + "-labels");
-    auto mapped = MappedNpy::open(files.images, layout);
-    if (!mapped) return tl::unexpected(mapped.error());
+    PSRUN_TRY_ASSIGN(auto mapped, MappedNpy::open(files.images, layout));
     auto labels = read_labels_file(files.labels);
     if (!labels) {
         Error e = labels.error();
         e.code = ErrorCode::kInvalidArgument;
         return tl::unexpected(e);
     }
-    out.input = (*mapped)->flat() ? InputKind::kFeatures : InputKind::kImage;
-    out.images.count = (*mapped)->count();
-    out.images.channels = (*mapped)->channels();
-    out.images.height = (*mapped)->height();
-    out.images.width = (*mapped)->width();
-    out.images.type = (*mapped)->rows().type;
+    out.input = mapped->flat() ? InputKind::kFeatures : InputKind::kImage;
+    out.images.count = mapped->count();
+    out.images.channels = mapped->channels();
+    out.images.height = mapped->height();
+    out.images.width = mapped->width();
+    out.images.type = mapped->rows().type;
     out.labels = std::move(*labels);
-    return std::shared_ptr<const MappedNpy>(*mapped);
+    return std::shared_ptr<const MappedNpy>(mapped);
 }
 
 Result<Datasets> load_from_files(const TrainOptions& o, ImageLayout layout, const ModelInput& model) {
@@ -73,18 +72,16 @@ Result<Datasets> load_from_files(const TrainOptions& o, ImageLayout layout, cons
     d.name = "files";
     const SplitFiles train_files{o.train_images, o.train_labels}, test_files{o.test_images, o.test_labels};
     if (map_it(o.train_images, o, model)) {
-        auto mapped = map_split("train", train_files, layout, d.train);
-        if (!mapped) return tl::unexpected(mapped.error());
-        d.train_mapped = *mapped;
+        PSRUN_TRY_ASSIGN(auto mapped, map_split("train", train_files, layout, d.train));
+        d.train_mapped = mapped;
     } else {
         auto train = load_split_files("train", train_files, layout, &model);
         if (!train) return tl::unexpected(train.error());
         d.train = std::move(*train);
     }
     if (map_it(o.test_images, o, model)) {
-        auto mapped = map_split("test", test_files, layout, d.test);
-        if (!mapped) return tl::unexpected(mapped.error());
-        d.test_mapped = *mapped;
+        PSRUN_TRY_ASSIGN(auto mapped, map_split("test", test_files, layout, d.test));
+        d.test_mapped = mapped;
     } else {
         auto test = load_split_files("test", test_files, layout, &model);
         if (!test) return tl::unexpected(test.error());
@@ -97,8 +94,7 @@ Result<Datasets> load_from_files(const TrainOptions& o, ImageLayout layout, cons
 Result<Datasets> load_from_data(const TrainOptions& o, const ModelInput& model, const Normalization& normalization) {
     if (!o.data_dir.empty() || files_given(o))
         throw UsageError("--train-data/--test-data exclude --data-dir and --train-images/--test-images: give one kind");
-    auto loaded = load_data(data_options(o), model, normalization);
-    if (!loaded) return tl::unexpected(loaded.error());
+    PSRUN_TRY_ASSIGN(auto loaded, load_data(data_options(o), model, normalization));
     Datasets d;
     d.name = "files";
     auto take = [&](LoadedSplit& s, LabeledImages& memory, std::shared_ptr<StreamPlan>& stream, std::size_t& examples,
@@ -114,15 +110,15 @@ Result<Datasets> load_from_data(const TrainOptions& o, const ModelInput& model, 
         conform_to_model(memory, model);
         return check_fits_model(memory, {label + " " + spec, label + " " + spec}, model);
     };
-    if (auto ok = take(loaded->train, d.train, d.train_stream, d.train_examples, d.train_description, "train data",
+    if (auto ok = take(loaded.train, d.train, d.train_stream, d.train_examples, d.train_description, "train data",
                        o.train_data);
         !ok)
         return tl::unexpected(ok.error());
-    if (auto ok = take(loaded->test, d.test, d.test_stream, d.test_examples, d.test_description, "test data",
+    if (auto ok = take(loaded.test, d.test, d.test_stream, d.test_examples, d.test_description, "test data",
                        o.test_data.empty() ? o.train_data : o.test_data);
         !ok)
         return tl::unexpected(ok.error());
-    d.class_names = loaded->train.class_names;
+    d.class_names = loaded.train.class_names;
     return d;
 }
 
@@ -140,23 +136,22 @@ Result<Datasets> load_from_columns(const TrainOptions& o, const ModelInput& mode
         throw UsageError("--input-columns needs --train-data F.csv and --test-data F.csv (two tables of the same columns)");
     if (!o.inputs.empty())
         throw UsageError("--inputs and --input-columns exclude each other: name each input's columns with --input-columns NAME=COL,...");
-    auto spec = parse_table_columns(table_column_options(o));
-    if (!spec) return tl::unexpected(spec.error());
+    PSRUN_TRY_ASSIGN(auto spec, parse_table_columns(table_column_options(o)));
     const auto targets = split_list(o.targets);
     Datasets d;
     d.name = "files";
     for (const bool train : {true, false}) {
         const std::string& path = train ? o.train_data : o.test_data;
-        auto table = load_table_split(path, *spec, *o.description, targets, SparseTables::raw_inputs(*o.description, o.raw_ids));
-        if (!table) return tl::unexpected(table.error());
+        PSRUN_TRY_ASSIGN(auto table, load_table_split(path, spec, *o.description, targets,
+                                                      SparseTables::raw_inputs(*o.description, o.raw_ids)));
         LabeledImages& split = train ? d.train : d.test;
-        split = std::move(table->data);
+        split = std::move(table.data);
         split.normalization = normalization;
         conform_to_model(split, model);
         const std::string label = (train ? "train data " : "test data ") + path;
-        if (auto ok = check_fits_model(split, {label, label}, model); !ok) return tl::unexpected(ok.error());
-        (train ? d.train_description : d.test_description) = table->description;
-        spdlog::info("{} data: {}", train ? "train" : "test", table->description);
+        PSRUN_TRY(check_fits_model(split, {label, label}, model));
+        (train ? d.train_description : d.test_description) = table.description;
+        spdlog::info("{} data: {}", train ? "train" : "test", table.description);
     }
     if (d.train.class_names != d.test.class_names)
         return make_error(ErrorCode::kInvalidArgument, "--test-data " + o.test_data + ": its class names differ from --train-data " +
@@ -196,10 +191,10 @@ Result<void> attach_columns(const TrainOptions& o, Datasets& data, const SplitNa
     auto train_columns =
         load_input_columns(*o.description, o.train_inputs, "--train-input", data.train.size(), train.labels, raw);
     if (!train_columns) return tl::unexpected(train_columns.error());
-    auto test_columns = load_input_columns(*o.description, o.test_inputs, "--test-input", data.test.size(), test.labels, raw);
-    if (!test_columns) return tl::unexpected(test_columns.error());
+    PSRUN_TRY_ASSIGN(auto test_columns, load_input_columns(*o.description, o.test_inputs, "--test-input",
+                                                           data.test.size(), test.labels, raw));
     data.train.columns = std::move(*train_columns);
-    data.test.columns = std::move(*test_columns);
+    data.test.columns = std::move(test_columns);
     return {};
 }
 
@@ -272,7 +267,7 @@ Result<Datasets> load_datasets(const TrainOptions& o, const ModelInput& model) {
         return tl::unexpected(ok.error());
     if (auto ok = check_fits_model(data->test, test_names, model); !ok)
         return tl::unexpected(ok.error());
-    if (auto ok = attach_columns(o, *data, train_names, test_names); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY(attach_columns(o, *data, train_names, test_names));
     data->train_description = std::to_string(data->train.size()) + " examples" +
                               (data->train_mapped ? " (memory-mapped)" : "");
     data->test_description = std::to_string(data->test.size()) + " examples" + (data->test_mapped ? " (memory-mapped)" : "");

@@ -87,9 +87,8 @@ bool Evaluator::psd_alive() const {
 
 Result<Trainer*> Evaluator::trainer_for(const CheckpointInfo& info, bool& fatal) {
     fatal = false;
-    auto manifest = CheckpointStore::read_manifest(info);
-    if (!manifest) return tl::unexpected(manifest.error());
-    auto model = model_from_record(manifest_model(*manifest), "checkpoint " + info.dir, *training_.description);
+    PSRUN_TRY_ASSIGN(auto manifest, CheckpointStore::read_manifest(info));
+    auto model = model_from_record(manifest_model(manifest), "checkpoint " + info.dir, *training_.description);
     if (!model) return tl::unexpected(model.error());
     const std::string hash = nn::architecture_hash(*model);
     if (trainer_) {

@@ -42,27 +42,25 @@ std::string recorded_dataset(const std::string& model_dir) {
 // raw ids (which `raw_ids` must name) apart.
 Result<InferenceModel> load_one(const CheckpointInfo& info, CheckpointValues values,
                                 const std::vector<std::string>& raw_ids) {
-    auto manifest = CheckpointStore::read_manifest(info);
-    if (!manifest) return tl::unexpected(manifest.error());
+    PSRUN_TRY_ASSIGN(auto manifest, CheckpointStore::read_manifest(info));
     // A manifest older than model records held TF's mnist_deep, the only model then.
-    auto fallback = nn::load_model("mnist_deep");
-    if (!fallback) return tl::unexpected(fallback.error());
+    PSRUN_TRY_ASSIGN(auto fallback, nn::load_model("mnist_deep"));
     const std::string where = "checkpoint " + info.dir;
-    auto model = model_from_record(manifest_model(*manifest), where, *fallback);
+    auto model = model_from_record(manifest_model(manifest), where, fallback);
     if (!model) return tl::unexpected(model.error());
     auto tensors = wire_tensors(model_tensors(*model));
     const auto model_dir = std::filesystem::path(info.dir).parent_path().string();
-    auto keyed = mark_keyed_tables(*manifest, *model, tensors, recorded_run_seed(model_dir.empty() ? "." : model_dir), where);
+    auto keyed =
+        mark_keyed_tables(manifest, *model, tensors, recorded_run_seed(model_dir.empty() ? "." : model_dir), where);
     if (!keyed) return tl::unexpected(keyed.error());
-    if (auto named = check_raw_id_names(*model, *keyed, raw_ids, where); !named) return tl::unexpected(named.error());
+    PSRUN_TRY(check_raw_id_names(*model, *keyed, raw_ids, where));
     auto params = load_checkpoint_parameters(info.dir, tensors, values);  // the keyed tables left out
     if (!params) return tl::unexpected(params.error());
-    auto rows = load_keyed_tables(info.dir, tensors, *keyed, values == CheckpointValues::kAverage);
-    if (!rows) return tl::unexpected(rows.error());
+    PSRUN_TRY_ASSIGN(auto rows, load_keyed_tables(info.dir, tensors, *keyed, values == CheckpointValues::kAverage));
     InferenceModel out;
     out.model = std::move(*model);
     out.params = std::move(params->values);
-    out.keyed = std::move(*rows);
+    out.keyed = std::move(rows);
     out.raw_ids = raw_ids;
     out.source = "checkpoint " + info.dir + (values == CheckpointValues::kAverage ? " (moving average)" : "");
     out.step = info.step;

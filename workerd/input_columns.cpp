@@ -174,9 +174,8 @@ Result<std::vector<InputColumn>> load_input_columns(const nn::ModelDescription& 
                                           nn::shape_text(input.info.dims) + "] " + nn::to_string(input.info.type) +
                                           ": give " + opt + " " + input.name + "=FILE.npy (one row per example)"));
         const bool raw = std::find(raw_inputs.begin(), raw_inputs.end(), input.name) != raw_inputs.end();
-        auto column = load_column(model, input, files[i], option, rows, rows_from, raw);
-        if (!column) return tl::unexpected(column.error());
-        columns.push_back(std::move(*column));
+        PSRUN_TRY_ASSIGN(auto column, load_column(model, input, files[i], option, rows, rows_from, raw));
+        columns.push_back(std::move(column));
     }
     return columns;
 }

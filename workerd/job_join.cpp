@@ -33,15 +33,14 @@ Result<wire::JoinGrant> join_running_job(const PsClientOptions& worker, std::uin
 }
 
 Result<void> take_join_slot(ClusterOptions& c, PsClientOptions& po) {
-    auto grant = join_running_job(po, c.data_chunks);
-    if (!grant) return tl::unexpected(grant.error());
-    c.index = grant->index;
-    c.num_workers = grant->num_workers;
+    PSRUN_TRY_ASSIGN(auto grant, join_running_job(po, c.data_chunks));
+    c.index = grant.index;
+    c.num_workers = grant.num_workers;
     po.index = c.index;
     po.join = true;
     spdlog::default_logger()->set_pattern("%H:%M:%S.%e %^%l%$ [workerd:" + std::to_string(c.index) + "] %v");
     spdlog::info("join: psd 0 handed out worker slot {} (the job started with {} workers, room for {})", c.index,
-                 grant->num_workers, grant->max_workers);
+                 grant.num_workers, grant.max_workers);
     return {};
 }
 

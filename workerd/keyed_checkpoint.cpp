@@ -130,9 +130,8 @@ Result<std::vector<KeyedRows>> load_keyed_tables(const std::string& dir, const s
                                                  const std::vector<std::size_t>& keyed, bool average) {
     std::vector<KeyedRows> out;
     for (const std::size_t k : keyed) {
-        auto rows = KeyedRows::load(dir, tensors.at(k), average);
-        if (!rows) return tl::unexpected(rows.error());
-        out.push_back(std::move(*rows));
+        PSRUN_TRY_ASSIGN(auto rows, KeyedRows::load(dir, tensors.at(k), average));
+        out.push_back(std::move(rows));
     }
     return out;
 }

@@ -93,20 +93,18 @@ std::size_t KeyedRows::gather(std::span<const std::uint64_t> keys, std::span<flo
 Result<KeyedRows> KeyedRows::load(const std::string& dir, const TensorSpec& spec, bool average) {
     if (!spec.keyed() || spec.shape.size() != 2)
         return make_error(ErrorCode::kInvalidArgument, "KeyedRows::load: " + spec.name + " is not a keyed table");
-    auto manifest = CheckpointStore::read_manifest(CheckpointInfo{0, dir});
-    if (!manifest) return tl::unexpected(manifest.error());
+    PSRUN_TRY_ASSIGN(auto manifest, CheckpointStore::read_manifest(CheckpointInfo{0, dir}));
     const std::string part = average ? "ema" : "param";
     const RowTable table{0, spec.shape[0], spec.shape[1], true};
     const std::size_t width = spec.shape[1];
     std::vector<TensorFileReader> files;
     std::map<std::uint32_t, std::map<std::uint32_t, ShardPieces>> by_count;  // shards K -> shard -> its pieces
-    for (const auto& f : (*manifest)["files"]) {
+    for (const auto& f : manifest["files"]) {
         if (!f.is_string()) return tl::unexpected(keyed_invalid(dir + "/manifest.json: bad \"files\" entry"));
         const std::string name = f.get<std::string>();
         if (!name.starts_with("ps-") || !name.ends_with(".tensors")) continue;
-        auto file = TensorFileReader::open(dir + "/" + name);
-        if (!file) return tl::unexpected(file.error());
-        files.push_back(std::move(*file));
+        PSRUN_TRY_ASSIGN(auto file, TensorFileReader::open(dir + "/" + name));
+        files.push_back(std::move(file));
     }
     for (const auto& file : files)
         for (std::size_t e = 0; e < file.tensors().size(); ++e) {
@@ -153,7 +151,7 @@ Result<KeyedRows> KeyedRows::load(const std::string& dir, const TensorSpec& spec
             return tl::unexpected(keyed_invalid(where + ": its id map or rows are misshaped (" + file.path() + ")"));
         if (!values.finite) return tl::unexpected(keyed_invalid(where + ": its rows hold NaN or Inf"));
         std::vector<float> digits(keys.count);
-        if (auto ok = file.read(static_cast<std::size_t>(it->second.keys), 0, digits); !ok) return tl::unexpected(ok.error());
+        PSRUN_TRY(file.read(static_cast<std::size_t>(it->second.keys), 0, digits));
         for (std::size_t at = 0; at < digits.size(); at += kKeyedEntryDigits) {
             FoundRow row;
             row.shard = s;

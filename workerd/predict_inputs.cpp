@@ -85,21 +85,19 @@ Result<ImageArray> read_one(const std::string& path, const ModelInput& model, Pr
     }
     if (looks_like_png(*bytes)) {
         single = true;
-        auto png = parse_png(*bytes, path, model.channels == 3 ? 3 : 1);
-        if (!png) return tl::unexpected(png.error());
-        if (png->converted)
-            inputs.notes.push_back(path + ": " + (png->file_color ? "colour PNG read as gray" : "gray PNG read as RGB") +
+        PSRUN_TRY_ASSIGN(auto png, parse_png(*bytes, path, model.channels == 3 ? 3 : 1));
+        if (png.converted)
+            inputs.notes.push_back(path + ": " + (png.file_color ? "colour PNG read as gray" : "gray PNG read as RGB") +
                                    " for the model " + model.name);
-        return std::move(png->image);
+        return std::move(png.image);
     }
     if (looks_like_pgm(*bytes)) {
         single = true;
         return parse_pgm(*bytes, path);
     }
     if (looks_like_npy(*bytes)) {
-        auto h = parse_npy_header(*bytes, path);
-        if (!h) return tl::unexpected(h.error());
-        if (h->shape.size() == 2) return parse_flat_npy(*bytes, *h, path, model);
+        PSRUN_TRY_ASSIGN(auto h, parse_npy_header(*bytes, path));
+        if (h.shape.size() == 2) return parse_flat_npy(*bytes, h, path, model);
         return parse_npy_images(*bytes, path, ImageLayout::kAuto);
     }
     if (looks_like_idx(*bytes)) return parse_idx_images(*bytes, path);
@@ -136,7 +134,7 @@ Result<PredictInputs> load_example_rows(const std::vector<std::string>& paths, c
     LabeledImages& all = inputs.images;
     for (const auto& path : paths) {
         LabeledImages part;
-        if (auto ok = load_example_inputs(path, model, ImageLayout::kAuto, part); !ok) return tl::unexpected(ok.error());
+        PSRUN_TRY(load_example_inputs(path, model, ImageLayout::kAuto, part));
         conform_to_model(part, model);
         // Predict reads no targets: placeholders in the form the model predicts (class labels,
         // or vectors such as a click model's one probability), so that only the inputs are checked.
@@ -171,16 +169,15 @@ Result<PredictInputs> load_predict_inputs(const std::vector<std::string>& paths,
     if (model.input != InputKind::kImage) return load_example_rows(paths, model);
     for (const auto& path : paths) {
         bool single = false;
-        auto a = read_one(path, model, inputs, single, resize);
-        if (!a) return tl::unexpected(a.error());
-        if (a->channels != model.channels || a->height != model.height || a->width != model.width)
-            return bad_file(path, "images are " + a->shape() + " (CxHxW) but the model " + model.name + " takes " +
+        PSRUN_TRY_ASSIGN(auto a, read_one(path, model, inputs, single, resize));
+        if (a.channels != model.channels || a.height != model.height || a.width != model.width)
+            return bad_file(path, "images are " + a.shape() + " (CxHxW) but the model " + model.name + " takes " +
                                       shape_text(model.channels, model.height, model.width) +
                                       (single ? ": resize the image to " + std::to_string(model.width) + "x" +
                                                     std::to_string(model.height) + " pixels"
                                               : ""));
-        inputs.names.insert(inputs.names.end(), a->count, single ? path : std::string());
-        append(inputs.images.images, std::move(*a));
+        inputs.names.insert(inputs.names.end(), a.count, single ? path : std::string());
+        append(inputs.images.images, std::move(a));
     }
     inputs.images.labels.assign(inputs.images.images.count, 0);
     return inputs;

@@ -22,10 +22,9 @@ Result<void> wait_for_restore(PsClient& client, const BarrierOptions& barrier) {
         bool ready = true;
         std::uint64_t first_step = std::numeric_limits<std::uint64_t>::max();
         for (std::uint32_t shard = 0; shard < barrier.num_shards && ready; ++shard) {
-            auto stats = client.stats(shard);
-            if (!stats) return tl::unexpected(stats.error());
-            const auto step = stats->value("step", std::uint64_t{0});
-            ready = stats->value("initialized", false) && (shard == 0 || step == first_step);
+            PSRUN_TRY_ASSIGN(auto stats, client.stats(shard));
+            const auto step = stats.value("step", std::uint64_t{0});
+            ready = stats.value("initialized", false) && (shard == 0 || step == first_step);
             if (shard == 0) first_step = step;
         }
         if (ready) return {};
@@ -105,30 +104,27 @@ Result<Recovered> recover_lost_ps(const PsClientOptions& client_options, std::ui
     const auto started = Clock::now();
     spdlog::warn("ps {} ({}) restarted at global step {}: reconnecting to every psd (up to {:g} s)", lost,
                  client_options.endpoints[lost], step, wait_seconds);
-    auto client = reconnect_all(client_options, started + to_milliseconds(wait_seconds), barrier);
-    if (!client) return tl::unexpected(client.error());
+    PSRUN_TRY_ASSIGN(auto client, reconnect_all(client_options, started + to_milliseconds(wait_seconds), barrier));
     spdlog::info("every psd answers again after {:.1f} s", std::chrono::duration<double>(Clock::now() - started).count());
-    if (chief && !(*client)->servers_initialized()) {
+    if (chief && !client->servers_initialized()) {
         if (!checkpointer)
             return make_error(ErrorCode::kNotFound, "ps " + std::to_string(lost) +
                                                         " came back empty and there is no --model-dir to restore "
                                                         "it from");
-        auto restored = checkpointer->restore(**client);
-        if (!restored) return tl::unexpected(restored.error());
-        if (!*restored)
+        PSRUN_TRY_ASSIGN(auto restored, checkpointer->restore(*client));
+        if (!restored)
             return make_error(ErrorCode::kNotFound, "ps " + std::to_string(lost) +
                                                         " came back empty and no checkpoint was written yet: "
                                                         "cannot continue (lower --checkpoint-steps/-secs)");
         spdlog::warn("ps {} restarted: restored every shard from {} at global step {}: {} steps lost", lost,
-                     (*restored)->dir, (*restored)->step, step >= (*restored)->step ? step - (*restored)->step : 0);
+                     restored->dir, restored->step, step >= restored->step ? step - restored->step : 0);
     } else if (!chief) {
-        if (auto ok = wait_for_restore(**client, barrier); !ok) return tl::unexpected(ok.error());
+        PSRUN_TRY(wait_for_restore(*client, barrier));
     }
-    auto pulled = (*client)->pull(params);
-    if (!pulled) return tl::unexpected(pulled.error());
+    PSRUN_TRY_ASSIGN(auto pulled, client->pull(params));
     spdlog::info("recovered from the loss of ps {} in {:.1f} s: continuing from global step {}", lost,
-                 std::chrono::duration<double>(Clock::now() - started).count(), pulled->step);
-    return Recovered{std::move(*client), *pulled};
+                 std::chrono::duration<double>(Clock::now() - started).count(), pulled.step);
+    return Recovered{std::move(client), pulled};
 }
 
 std::unique_ptr<Hook> make_nan_injector(int every) { return std::make_unique<NanInjector>(every); }

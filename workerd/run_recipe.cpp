@@ -83,9 +83,8 @@ Result<std::optional<nn::Recipe>> read_run_recipe(const std::string& model_dir) 
     const std::string path = model_dir + "/" + kRunRecipeFile;
     std::error_code ec;
     if (!std::filesystem::exists(path, ec)) return std::optional<nn::Recipe>{};
-    auto recipe = read_recipe_file(path, path);
-    if (!recipe) return tl::unexpected(recipe.error());
-    return std::optional<nn::Recipe>(std::move(*recipe));
+    PSRUN_TRY_ASSIGN(auto recipe, read_recipe_file(path, path));
+    return std::optional<nn::Recipe>(std::move(recipe));
 }
 
 }  // namespace psrun::worker

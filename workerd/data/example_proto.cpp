@@ -36,9 +36,8 @@ struct Reader {
         return s;
     }
     Result<std::span<const std::uint8_t>> length_delimited() {
-        auto n = varint();
-        if (!n) return tl::unexpected(n.error());
-        return bytes(*n);
+        PSRUN_TRY_ASSIGN(auto n, varint());
+        return bytes(n);
     }
     // Skips a field of `wire` type (its tag already read).
     Result<void> skip(std::uint32_t wire) {
@@ -59,10 +58,9 @@ struct Reader {
     }
     // The next tag as (field, wire type); field 0 is invalid.
     Result<std::pair<std::uint64_t, std::uint32_t>> tag() {
-        auto t = varint();
-        if (!t) return tl::unexpected(t.error());
-        if ((*t >> 3) == 0) return make_error(ErrorCode::kInvalidArgument, "field number 0");
-        return std::pair{*t >> 3, static_cast<std::uint32_t>(*t & 7)};
+        PSRUN_TRY_ASSIGN(auto t, varint());
+        if ((t >> 3) == 0) return make_error(ErrorCode::kInvalidArgument, "field number 0");
+        return std::pair{t >> 3, static_cast<std::uint32_t>(t & 7)};
     }
 };
 
@@ -74,12 +72,10 @@ template <class Take>
 Result<void> for_each_field(std::span<const std::uint8_t> msg, Take&& take) {
     Reader r = reader_of(msg);
     while (!r.done()) {
-        auto t = r.tag();
-        if (!t) return tl::unexpected(t.error());
-        auto took = take(t->first, t->second, r);
-        if (!took) return tl::unexpected(took.error());
-        if (!*took)
-            if (auto ok = r.skip(t->second); !ok) return ok;
+        PSRUN_TRY_ASSIGN(auto t, r.tag());
+        PSRUN_TRY_ASSIGN(auto took, take(t.first, t.second, r));
+        if (!took)
+            if (auto ok = r.skip(t.second); !ok) return ok;
     }
     return {};
 }
@@ -93,9 +89,8 @@ float float_at(const std::uint8_t* p) {
 Result<void> parse_bytes_list(std::span<const std::uint8_t> msg, FeatureValues& out) {
     return for_each_field(msg, [&](std::uint64_t field, std::uint32_t wire, Reader& r) -> Result<bool> {
         if (field != 1 || wire != kLength) return false;
-        auto v = r.length_delimited();
-        if (!v) return tl::unexpected(v.error());
-        out.bytes.push_back(*v);
+        PSRUN_TRY_ASSIGN(auto v, r.length_delimited());
+        out.bytes.push_back(v);
         return true;
     });
 }
@@ -115,21 +110,19 @@ Result<void> parse_float_list(std::span<const std::uint8_t> msg, FeatureValues& 
 
 Result<void> parse_int64_list(std::span<const std::uint8_t> msg, FeatureValues& out) {
     auto take_varint = [&](Reader& r) -> Result<void> {
-        auto x = r.varint();
-        if (!x) return tl::unexpected(x.error());
-        out.ints.push_back(static_cast<std::int64_t>(*x));
+        PSRUN_TRY_ASSIGN(auto x, r.varint());
+        out.ints.push_back(static_cast<std::int64_t>(x));
         return {};
     };
     return for_each_field(msg, [&](std::uint64_t field, std::uint32_t wire, Reader& r) -> Result<bool> {
         if (field != 1 || (wire != kLength && wire != kVarint)) return false;
         if (wire == kVarint) {
-            if (auto ok = take_varint(r); !ok) return tl::unexpected(ok.error());
+            PSRUN_TRY(take_varint(r));
             return true;
         }
         auto v = r.length_delimited();  // packed
         if (!v) return tl::unexpected(v.error());
-        for (Reader packed = reader_of(*v); !packed.done();)
-            if (auto ok = take_varint(packed); !ok) return tl::unexpected(ok.error());
+        for (Reader packed = reader_of(*v); !packed.done();) PSRUN_TRY(take_varint(packed));
         return true;
     });
 }
@@ -138,19 +131,18 @@ Result<void> parse_feature(std::span<const std::uint8_t> msg, FeatureValues& out
     out = FeatureValues{};
     return for_each_field(msg, [&](std::uint64_t field, std::uint32_t wire, Reader& r) -> Result<bool> {
         if (wire != kLength || field < 1 || field > 3) return false;
-        auto v = r.length_delimited();
-        if (!v) return tl::unexpected(v.error());
+        PSRUN_TRY_ASSIGN(auto v, r.length_delimited());
         FeatureValues one;  // a later oneof member replaces an earlier one
         Result<void> ok;
         if (field == 1) {
             one.kind = FeatureKind::kBytes;
-            ok = parse_bytes_list(*v, one);
+            ok = parse_bytes_list(v, one);
         } else if (field == 2) {
             one.kind = FeatureKind::kFloat;
-            ok = parse_float_list(*v, one);
+            ok = parse_float_list(v, one);
         } else {
             one.kind = FeatureKind::kInt64;
-            ok = parse_int64_list(*v, one);
+            ok = parse_int64_list(v, one);
         }
         if (!ok) return tl::unexpected(ok.error());
         if (out.kind == one.kind) {  // the same list twice: protobuf merges them
@@ -172,9 +164,8 @@ Result<void> for_each_entry(std::span<const std::uint8_t> record, Visit&& visit)
     auto nested = [](auto&& inner) {
         return [inner](std::uint64_t field, std::uint32_t wire, Reader& r) -> Result<bool> {
             if (field != 1 || wire != kLength) return false;
-            auto v = r.length_delimited();
-            if (!v) return tl::unexpected(v.error());
-            if (auto ok = inner(*v); !ok) return tl::unexpected(ok.error());
+            PSRUN_TRY_ASSIGN(auto v, r.length_delimited());
+            PSRUN_TRY(inner(v));
             return true;
         };
     };
@@ -182,9 +173,8 @@ Result<void> for_each_entry(std::span<const std::uint8_t> record, Visit&& visit)
         std::span<const std::uint8_t> key, value;
         auto ok = for_each_field(bytes, [&](std::uint64_t field, std::uint32_t wire, Reader& r) -> Result<bool> {
             if ((field != 1 && field != 2) || wire != kLength) return false;
-            auto v = r.length_delimited();
-            if (!v) return tl::unexpected(v.error());
-            (field == 1 ? key : value) = *v;
+            PSRUN_TRY_ASSIGN(auto v, r.length_delimited());
+            (field == 1 ? key : value) = v;
             return true;
         });
         if (!ok) return ok;

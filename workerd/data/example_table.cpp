@@ -178,36 +178,33 @@ Result<Table> parse_example_table(const std::vector<std::vector<std::uint8_t>>& 
                                   const std::vector<TableInput>& inputs,
                                   const std::vector<std::string>& targets,
                                   const ModelInput& model) {
-    auto layout = make_layout(path, spec, inputs, targets, model);
-    if (!layout) return tl::unexpected(layout.error());
+    PSRUN_TRY_ASSIGN(auto layout, make_layout(path, spec, inputs, targets, model));
     // The spec as the rows give it (a float feature of k values: k columns): checked before any
     // record.
-    if (auto ok = check_column_spec(layout->spec, inputs, model.name); !ok)
-        return tl::unexpected(ok.error());
+    if (auto ok = check_column_spec(layout.spec, inputs, model.name); !ok) return tl::unexpected(ok.error());
     if (records.empty()) return invalid(path + ": no records");
     if (spec.targets_optional) {  // new rows without target features: the CSV reader reads 0s
         std::vector<std::string> names = targets.empty() ? std::vector<std::string>{"label"} : targets;
         std::vector<FeatureValues> first(names.size());
         if (parse_example(records.front(), names, first) &&
             std::all_of(first.begin(), first.end(), [](const FeatureValues& f) { return f.kind == FeatureKind::kMissing; })) {
-            std::erase_if(layout->cells, [](const Cell& c) { return c.kind == CellKind::kTarget; });
-            layout->targets = std::move(names);
+            std::erase_if(layout.cells, [](const Cell& c) { return c.kind == CellKind::kTarget; });
+            layout.targets = std::move(names);
         }
     }
     std::string text;
-    for (const auto& c : layout->cells) {
-        if (&c != &layout->cells.front()) text += ',';
+    for (const auto& c : layout.cells) {
+        if (&c != &layout.cells.front()) text += ',';
         put_field(text, c.name);
     }
     text += '\n';
-    std::vector<FeatureValues> values(layout->keys.size());
+    std::vector<FeatureValues> values(layout.keys.size());
     for (std::size_t r = 0; r < records.size(); ++r) {
         const std::string where = path + ": record " + std::to_string(r) + ": ";
-        if (auto ok = parse_example(records[r], layout->keys, values); !ok)
-            return invalid(where + ok.error().message);
-        for (std::size_t i = 0; i < layout->cells.size(); ++i) {
-            const Cell& c = layout->cells[i];
-            auto cell = cell_text(c, values[c.key], layout->keys[c.key], where);
+        if (auto ok = parse_example(records[r], layout.keys, values); !ok) return invalid(where + ok.error().message);
+        for (std::size_t i = 0; i < layout.cells.size(); ++i) {
+            const Cell& c = layout.cells[i];
+            auto cell = cell_text(c, values[c.key], layout.keys[c.key], where);
             if (!cell) {
                 const std::string has = describe_example_keys(records[r]);
                 return invalid(cell.error().message +
@@ -219,7 +216,7 @@ Result<Table> parse_example_table(const std::vector<std::vector<std::uint8_t>>& 
         text += '\n';
     }
     const std::vector<std::uint8_t> bytes(text.begin(), text.end());
-    auto table = parse_column_table(bytes, path, layout->spec, inputs, layout->targets, model);
+    auto table = parse_column_table(bytes, path, layout.spec, inputs, layout.targets, model);
     if (!table) return tl::unexpected(table.error());
     if (table->description.starts_with("CSV table"))
         table->description = "TFRecord Examples" + table->description.substr(9);
@@ -237,9 +234,8 @@ Result<Table> load_table_or_examples(const std::string& path, const ColumnSpec& 
         bytes->begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(64, bytes->size())));
     if (!looks_like_tfrecord(head))
         return parse_column_table(*bytes, path, spec, inputs, targets, model);
-    auto records = parse_tfrecords(*bytes, path, CorruptRecords::kError);
-    if (!records) return tl::unexpected(records.error());
-    return parse_example_table(*records, path, spec, inputs, targets, model);
+    PSRUN_TRY_ASSIGN(auto records, parse_tfrecords(*bytes, path, CorruptRecords::kError));
+    return parse_example_table(records, path, spec, inputs, targets, model);
 }
 
 }  // namespace psrun::worker

@@ -94,15 +94,13 @@ Result<std::vector<std::int32_t>> parse_idx_labels(const std::vector<std::uint8_
 }
 
 Result<ImageArray> read_idx_images(const std::string& path) {
-    auto bytes = read_maybe_gzip(path);
-    if (!bytes) return tl::unexpected(bytes.error());
-    return parse_idx_images(*bytes, path);
+    PSRUN_TRY_ASSIGN(auto bytes, read_maybe_gzip(path));
+    return parse_idx_images(bytes, path);
 }
 
 Result<std::vector<std::int32_t>> read_idx_labels(const std::string& path) {
-    auto bytes = read_maybe_gzip(path);
-    if (!bytes) return tl::unexpected(bytes.error());
-    return parse_idx_labels(*bytes, path);
+    PSRUN_TRY_ASSIGN(auto bytes, read_maybe_gzip(path));
+    return parse_idx_labels(bytes, path);
 }
 
 Result<LabeledImages> load_split(const std::string& dir, const std::string& prefix) {

@@ -12,14 +12,13 @@ namespace {
 // PGM pixels (one channel) into hwc_ with `channels` channels.
 Result<void> decode_pgm(std::span<const std::uint8_t> bytes, const std::string& what, int channels,
                         std::vector<std::uint8_t>& hwc, int& w, int& h) {
-    auto img = parse_pgm(std::vector<std::uint8_t>(bytes.begin(), bytes.end()), what);
-    if (!img) return tl::unexpected(img.error());
-    w = img->width;
-    h = img->height;
-    const std::size_t n = img->u8.size(), c = static_cast<std::size_t>(channels);
+    PSRUN_TRY_ASSIGN(auto img, parse_pgm(std::vector<std::uint8_t>(bytes.begin(), bytes.end()), what));
+    w = img.width;
+    h = img.height;
+    const std::size_t n = img.u8.size(), c = static_cast<std::size_t>(channels);
     hwc.resize(n * c);
     for (std::size_t p = 0; p < n; ++p)
-        for (std::size_t k = 0; k < c; ++k) hwc[p * c + k] = img->u8[p];
+        for (std::size_t k = 0; k < c; ++k) hwc[p * c + k] = img.u8[p];
     return {};
 }
 
@@ -54,26 +53,25 @@ Result<DecodedImage> ImageDecoder::decode(std::span<const std::uint8_t> bytes, c
     int w = 0, h = 0;
     switch (d.format) {
         case ImageFormat::kJpeg: {
-            auto info = jpeg_.decode(bytes, what, target.channels, target.width, target.height, target.resize, hwc_);
-            if (!info) return tl::unexpected(info.error());
-            w = info->decoded_width;
-            h = info->decoded_height;
-            d.width = info->width;
-            d.height = info->height;
-            d.converted = info->file_color != (target.channels == 3);
-            d.resized = info->width != target.width || info->height != target.height;
+            PSRUN_TRY_ASSIGN(auto info, jpeg_.decode(bytes, what, target.channels, target.width, target.height,
+                                                     target.resize, hwc_));
+            w = info.decoded_width;
+            h = info.decoded_height;
+            d.width = info.width;
+            d.height = info.height;
+            d.converted = info.file_color != (target.channels == 3);
+            d.resized = info.width != target.width || info.height != target.height;
             break;
         }
         case ImageFormat::kPng: {
-            auto info = decode_png(bytes, what, target.channels, hwc_);
-            if (!info) return tl::unexpected(info.error());
-            w = info->width;
-            h = info->height;
-            d.converted = info->file_color != (target.channels == 3);
+            PSRUN_TRY_ASSIGN(auto info, decode_png(bytes, what, target.channels, hwc_));
+            w = info.width;
+            h = info.height;
+            d.converted = info.file_color != (target.channels == 3);
             break;
         }
         case ImageFormat::kPgm: {
-            if (auto ok = decode_pgm(bytes, what, target.channels, hwc_, w, h); !ok) return tl::unexpected(ok.error());
+            PSRUN_TRY(decode_pgm(bytes, what, target.channels, hwc_, w, h));
             d.converted = target.channels == 3;
             break;
         }

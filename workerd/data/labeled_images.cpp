@@ -43,11 +43,10 @@ Result<Normalization> parse_normalization(std::string_view text) {
     };
     const std::size_t colon = text.find(':');
     if (colon == std::string_view::npos) {
-        auto pair = parse_floats(text, text);
-        if (!pair) return tl::unexpected(pair.error());
-        if (pair->size() != 2) return bad("expected MEAN,STD or M1,M2,...:S1,S2,...");
-        n.mean = {(*pair)[0]};
-        n.std = {(*pair)[1]};
+        PSRUN_TRY_ASSIGN(auto pair, parse_floats(text, text));
+        if (pair.size() != 2) return bad("expected MEAN,STD or M1,M2,...:S1,S2,...");
+        n.mean = {pair[0]};
+        n.std = {pair[1]};
     } else {
         auto mean = parse_floats(text.substr(0, colon), text);
         if (!mean) return tl::unexpected(mean.error());

@@ -41,14 +41,14 @@ Result<std::shared_ptr<MappedNpy>> MappedNpy::open(const std::string& path, Imag
     if (head.size() >= 2 && head[0] == 0x1f && head[1] == 0x8b)
         return bad_file(path, "a gzip file cannot be memory-mapped: give --stream off to load it, or store it "
                               "uncompressed");
-    auto h = parse_npy_header(head, path);
-    if (!h) return tl::unexpected(h.error());
-    const bool u8 = h->kind == 'u' && h->item_bytes == 1;
-    const bool f32 = h->kind == 'f' && h->item_bytes == 4 && !h->big_endian;
+    PSRUN_TRY_ASSIGN(auto h, parse_npy_header(head, path));
+    const bool u8 = h.kind == 'u' && h.item_bytes == 1;
+    const bool f32 = h.kind == 'f' && h.item_bytes == 4 && !h.big_endian;
     if (!u8 && !f32)
-        return bad_file(path, "dtype '" + h->descr + "' cannot be memory-mapped (uint8 or little-endian float32; "
-                                                     "or give --stream off to load and convert it)");
-    const auto& s = h->shape;
+        return bad_file(path, "dtype '" + h.descr +
+                                  "' cannot be memory-mapped (uint8 or little-endian float32; "
+                                  "or give --stream off to load and convert it)");
+    const auto& s = h.shape;
     if (s.size() < 2 || s.size() > 4)
         return bad_file(path, "shape of rank " + std::to_string(s.size()) +
                                   ": give (N, H, W), (N, C, H, W), (N, H, W, C) or (N, F)");
@@ -70,9 +70,9 @@ Result<std::shared_ptr<MappedNpy>> MappedNpy::open(const std::string& path, Imag
         std::size_t values = static_cast<std::size_t>(s[0]);
         if (s[1] == 0 || s[1] > (std::uint64_t{1} << 28) || !multiply_checked(values, s[1]))
             return bad_file(path, "bad dimensions: rows of 1 to 2^28 values");
-        if (auto ok = check_label_payload(values, h->item_bytes, length - h->data_offset, path); !ok)
+        if (auto ok = check_label_payload(values, h.item_bytes, length - h.data_offset, path); !ok)
             return tl::unexpected(ok.error());
-    } else if (auto ok = check_image_payload(s[0], c, hh, w, h->item_bytes, length - h->data_offset, path); !ok) {
+    } else if (auto ok = check_image_payload(s[0], c, hh, w, h.item_bytes, length - h.data_offset, path); !ok) {
         return tl::unexpected(ok.error());
     }
     m->count_ = static_cast<std::size_t>(s[0]);
@@ -80,8 +80,8 @@ Result<std::shared_ptr<MappedNpy>> MappedNpy::open(const std::string& path, Imag
     m->height_ = static_cast<int>(hh);
     m->width_ = static_cast<int>(w);
     m->flat_ = s.size() == 2;
-    const std::uint8_t* data = bytes + h->data_offset;
-    if (f32 && h->data_offset % alignof(float) != 0)
+    const std::uint8_t* data = bytes + h.data_offset;
+    if (f32 && h.data_offset % alignof(float) != 0)
         return bad_file(path, "float32 data at an unaligned offset (not written by NumPy?)");
     m->rows_ = {u8 ? PixelType::kUint8 : PixelType::kFloat32, u8 ? data : nullptr,
                 f32 ? reinterpret_cast<const float*>(data) : nullptr, static_cast<std::size_t>(c),

@@ -201,15 +201,12 @@ Result<NpyHeader> parse_npy_header(const std::vector<std::uint8_t>& bytes,
 
 Result<ImageArray> parse_npy_images(const std::vector<std::uint8_t>& bytes, const std::string& path,
                                     ImageLayout layout) {
-    auto h = parse_npy_header(bytes, path);
-    if (!h) return tl::unexpected(h.error());
-    const bool u8 = h->kind == 'u' && h->item_bytes == 1,
-               f32 = h->kind == 'f' && h->item_bytes == 4;
+    PSRUN_TRY_ASSIGN(auto h, parse_npy_header(bytes, path));
+    const bool u8 = h.kind == 'u' && h.item_bytes == 1, f32 = h.kind == 'f' && h.item_bytes == 4;
     if (!u8 && !f32)
-        return bad_file(
-            path, "dtype '" + h->descr +
-                      "' is not supported for images (uint8 or float32: x.astype(np.float32))");
-    const auto& s = h->shape;
+        return bad_file(path,
+                        "dtype '" + h.descr + "' is not supported for images (uint8 or float32: x.astype(np.float32))");
+    const auto& s = h.shape;
     if (s.size() != 3 && s.size() != 4)
         return bad_file(
             path, "images must have shape (N, H, W), (N, C, H, W) or (N, H, W, C), not rank " +
@@ -233,16 +230,14 @@ Result<ImageArray> parse_npy_images(const std::vector<std::uint8_t>& bytes, cons
     const std::uint64_t c = s.size() == 3 ? 1 : (nhwc ? s[3] : s[1]);
     const std::uint64_t height = s.size() == 3 ? s[1] : (nhwc ? s[1] : s[2]);
     const std::uint64_t width = s.size() == 3 ? s[2] : (nhwc ? s[2] : s[3]);
-    if (auto ok = check_image_payload(s[0], c, height, width, h->item_bytes,
-                                      bytes.size() - h->data_offset, path);
-        !ok)
+    if (auto ok = check_image_payload(s[0], c, height, width, h.item_bytes, bytes.size() - h.data_offset, path); !ok)
         return tl::unexpected(ok.error());
     ImageArray out;
     out.count = s[0];
     out.channels = static_cast<int>(c);
     out.height = static_cast<int>(height);
     out.width = static_cast<int>(width);
-    const std::uint8_t* data = bytes.data() + h->data_offset;
+    const std::uint8_t* data = bytes.data() + h.data_offset;
     if (u8) {
         out.type = PixelType::kUint8;
         if (nhwc)
@@ -252,7 +247,7 @@ Result<ImageArray> parse_npy_images(const std::vector<std::uint8_t>& bytes, cons
         return out;
     }
     out.type = PixelType::kFloat32;
-    const bool big = h->big_endian;
+    const bool big = h.big_endian;
     gather(data, 4, out, nhwc, out.f32, [big](const std::uint8_t* p) {
         return std::bit_cast<float>(static_cast<std::uint32_t>(load_unsigned(p, 4, big)));
     });
@@ -265,25 +260,22 @@ Result<ImageArray> parse_npy_images(const std::vector<std::uint8_t>& bytes, cons
 
 Result<std::vector<std::int32_t>> parse_npy_labels(const std::vector<std::uint8_t>& bytes,
                                                    const std::string& path) {
-    auto h = parse_npy_header(bytes, path);
-    if (!h) return tl::unexpected(h.error());
-    const std::size_t n = h->item_bytes;
-    if (!((h->kind == 'u' && n == 1) || (h->kind == 'i' && (n == 4 || n == 8))))
+    PSRUN_TRY_ASSIGN(auto h, parse_npy_header(bytes, path));
+    const std::size_t n = h.item_bytes;
+    if (!((h.kind == 'u' && n == 1) || (h.kind == 'i' && (n == 4 || n == 8))))
         return bad_file(
-            path, "dtype '" + h->descr +
-                      "' is not supported for labels (uint8, int32 or int64: y.astype(np.int64))");
-    const auto& s = h->shape;
+            path, "dtype '" + h.descr + "' is not supported for labels (uint8, int32 or int64: y.astype(np.int64))");
+    const auto& s = h.shape;
     if (s.empty() || s.size() > 2 || (s.size() == 2 && s[1] != 1))
         return bad_file(path, "labels must have shape (N,) or (N, 1)");
-    if (auto ok = check_label_payload(s[0], n, bytes.size() - h->data_offset, path); !ok)
+    if (auto ok = check_label_payload(s[0], n, bytes.size() - h.data_offset, path); !ok)
         return tl::unexpected(ok.error());
     std::vector<std::int32_t> out(s[0]);
-    const std::uint8_t* data = bytes.data() + h->data_offset;
+    const std::uint8_t* data = bytes.data() + h.data_offset;
     for (std::size_t i = 0; i < out.size(); ++i) {
-        const std::uint64_t raw = load_unsigned(data + i * n, n, h->big_endian);
+        const std::uint64_t raw = load_unsigned(data + i * n, n, h.big_endian);
         std::int64_t v = static_cast<std::int64_t>(raw);
-        if (h->kind == 'i' && n == 4)
-            v = static_cast<std::int32_t>(static_cast<std::uint32_t>(raw));
+        if (h.kind == 'i' && n == 4) v = static_cast<std::int32_t>(static_cast<std::uint32_t>(raw));
         if (v < INT32_MIN || v > INT32_MAX)
             return bad_file(path, "label " + std::to_string(v) + " at index " + std::to_string(i) +
                                       " does not fit int32");

@@ -52,9 +52,8 @@ Result<NpyRows> npy_rows(std::span<const std::uint8_t> bytes, const NpyHeader& h
 
 Result<std::vector<float>> npy_as_floats(std::span<const std::uint8_t> bytes, const NpyHeader& h,
                                          const std::string& path) {
-    auto r = npy_rows(bytes, h, path);
-    if (!r) return tl::unexpected(r.error());
-    const std::size_t n = r->rows * r->cols, item = h.item_bytes;
+    PSRUN_TRY_ASSIGN(auto r, npy_rows(bytes, h, path));
+    const std::size_t n = r.rows * r.cols, item = h.item_bytes;
     std::vector<float> out(n);
     const std::uint8_t* data = bytes.data() + h.data_offset;
     for (std::size_t i = 0; i < n; ++i) {
@@ -77,11 +76,10 @@ Result<std::vector<float>> npy_as_floats(std::span<const std::uint8_t> bytes, co
 
 Result<std::vector<std::int32_t>> npy_as_int32(std::span<const std::uint8_t> bytes, const NpyHeader& h,
                                                const std::string& path) {
-    auto r = npy_rows(bytes, h, path);
-    if (!r) return tl::unexpected(r.error());
-    if (!r->integral)
+    PSRUN_TRY_ASSIGN(auto r, npy_rows(bytes, h, path));
+    if (!r.integral)
         return bad_file(path, "dtype '" + h.descr + "' is not an integer type (ids and labels: x.astype(np.int64))");
-    const std::size_t n = r->rows * r->cols;
+    const std::size_t n = r.rows * r.cols;
     std::vector<std::int32_t> out(n);
     const std::uint8_t* data = bytes.data() + h.data_offset;
     for (std::size_t i = 0; i < n; ++i) {

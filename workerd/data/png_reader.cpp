@@ -45,12 +45,11 @@ Result<PngInfo> decode_png(std::span<const std::uint8_t> bytes, const std::strin
 
 Result<PngImage> parse_png(const std::vector<std::uint8_t>& bytes, const std::string& path, int channels) {
     std::vector<std::uint8_t> interleaved;
-    auto info = decode_png(bytes, path, channels, interleaved);
-    if (!info) return tl::unexpected(info.error());
+    PSRUN_TRY_ASSIGN(auto info, decode_png(bytes, path, channels, interleaved));
     PngImage out;
-    out.file_color = info->file_color;
+    out.file_color = info.file_color;
     out.converted = out.file_color != (channels == 3);
-    const std::size_t w = static_cast<std::size_t>(info->width), h = static_cast<std::size_t>(info->height),
+    const std::size_t w = static_cast<std::size_t>(info.width), h = static_cast<std::size_t>(info.height),
                       c = static_cast<std::size_t>(channels);
     ImageArray& a = out.image;
     a.count = 1;

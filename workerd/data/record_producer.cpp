@@ -55,7 +55,7 @@ Result<bool> FolderProducer::next(RawRecord& out) {
     out.index = 0;
     out.offset = 0;
     out.label = (*labels_)[index_];
-    if (auto ok = read_whole_file((*files_)[index_], out.bytes); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY(read_whole_file((*files_)[index_], out.bytes));
     return true;
 }
 
@@ -117,9 +117,8 @@ Result<bool> TfrecordProducer::open_next_file() {
         draw_order();
     }
     current_ = order_[next_file_++];
-    auto opened = TfrecordReader::open(share_.files[current_], policy_);
-    if (!opened) return tl::unexpected(opened.error());
-    reader_ = std::move(*opened);
+    PSRUN_TRY_ASSIGN(auto opened, TfrecordReader::open(share_.files[current_], policy_));
+    reader_ = std::move(opened);
     return true;
 }
 
@@ -129,9 +128,8 @@ Result<bool> TfrecordProducer::next(RawRecord& out) {
             auto opened = open_next_file();
             if (!opened || !*opened) return opened;
         }
-        auto more = reader_->next(out.bytes);
-        if (!more) return tl::unexpected(more.error());
-        if (!*more) {
+        PSRUN_TRY_ASSIGN(auto more, reader_->next(out.bytes));
+        if (!more) {
             auto opened = open_next_file();
             if (!opened || !*opened) return opened;
             continue;

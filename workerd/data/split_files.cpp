@@ -38,19 +38,17 @@ std::vector<std::string> split_commas(const std::string& text) {
 }  // namespace
 
 Result<ImageArray> read_images_file(const std::string& path, ImageLayout layout) {
-    auto bytes = read_maybe_gzip(path);
-    if (!bytes) return tl::unexpected(bytes.error());
-    if (looks_like_npy(*bytes)) return parse_npy_images(*bytes, path, layout);
-    if (looks_like_idx(*bytes)) return parse_idx_images(*bytes, path);
-    return unknown_format(*bytes, path);
+    PSRUN_TRY_ASSIGN(auto bytes, read_maybe_gzip(path));
+    if (looks_like_npy(bytes)) return parse_npy_images(bytes, path, layout);
+    if (looks_like_idx(bytes)) return parse_idx_images(bytes, path);
+    return unknown_format(bytes, path);
 }
 
 Result<std::vector<std::int32_t>> read_labels_file(const std::string& path) {
-    auto bytes = read_maybe_gzip(path);
-    if (!bytes) return tl::unexpected(bytes.error());
-    if (looks_like_npy(*bytes)) return parse_npy_labels(*bytes, path);
-    if (looks_like_idx(*bytes)) return parse_idx_labels(*bytes, path);
-    return unknown_format(*bytes, path);
+    PSRUN_TRY_ASSIGN(auto bytes, read_maybe_gzip(path));
+    if (looks_like_npy(bytes)) return parse_npy_labels(bytes, path);
+    if (looks_like_idx(bytes)) return parse_idx_labels(bytes, path);
+    return unknown_format(bytes, path);
 }
 
 SplitNames split_names(const std::string& split, const SplitFiles& files) {
@@ -68,9 +66,8 @@ Result<std::vector<std::uint8_t>> read_npy(const std::string& path, NpyHeader& h
     if (!looks_like_npy(*bytes))
         return bad_file(path, "not a NumPy .npy file (feature vectors, token ids and target vectors are read from "
                               ".npy arrays of one row per example)");
-    auto h = parse_npy_header(*bytes, path);
-    if (!h) return tl::unexpected(h.error());
-    header = *h;
+    PSRUN_TRY_ASSIGN(auto h, parse_npy_header(*bytes, path));
+    header = h;
     return bytes;
 }
 
@@ -82,15 +79,12 @@ Result<void> load_targets(const std::string& path, const ModelInput& model, Labe
         return {};
     }
     NpyHeader h;
-    auto bytes = read_npy(path, h);
-    if (!bytes) return tl::unexpected(bytes.error());
-    auto rows = npy_rows(*bytes, h, path);
-    if (!rows) return tl::unexpected(rows.error());
-    auto values = npy_as_floats(*bytes, h, path);
-    if (!values) return tl::unexpected(values.error());
+    PSRUN_TRY_ASSIGN(auto bytes, read_npy(path, h));
+    PSRUN_TRY_ASSIGN(auto rows, npy_rows(bytes, h, path));
+    PSRUN_TRY_ASSIGN(auto values, npy_as_floats(bytes, h, path));
     out.target = TargetKind::kVector;
-    out.targets = std::move(*values);
-    out.target_length = rows->cols;
+    out.targets = std::move(values);
+    out.target_length = rows.cols;
     return {};
 }
 
@@ -105,22 +99,19 @@ Result<void> load_example_inputs(const std::string& path, const ModelInput& mode
         return {};
     }
     NpyHeader h;
-    auto bytes = read_npy(path, h);
-    if (!bytes) return tl::unexpected(bytes.error());
-    auto rows = npy_rows(*bytes, h, path);
+    PSRUN_TRY_ASSIGN(auto bytes, read_npy(path, h));
+    auto rows = npy_rows(bytes, h, path);
     if (!rows) return tl::unexpected(rows.error());
     if (model.input == InputKind::kTokens) {
-        auto ids = npy_as_int32(*bytes, h, path);
-        if (!ids) return tl::unexpected(ids.error());
+        PSRUN_TRY_ASSIGN(auto ids, npy_as_int32(bytes, h, path));
         out.input = InputKind::kTokens;
-        out.tokens = std::move(*ids);
+        out.tokens = std::move(ids);
         out.token_length = rows->cols;
         return {};
     }
-    auto values = npy_as_floats(*bytes, h, path);
-    if (!values) return tl::unexpected(values.error());
+    PSRUN_TRY_ASSIGN(auto values, npy_as_floats(bytes, h, path));
     out.input = InputKind::kFeatures;
-    out.images = ImageArray{rows->rows, 1, 1, static_cast<int>(rows->cols), PixelType::kFloat32, {}, std::move(*values)};
+    out.images = ImageArray{rows->rows, 1, 1, static_cast<int>(rows->cols), PixelType::kFloat32, {}, std::move(values)};
     return {};
 }
 
@@ -132,8 +123,8 @@ Result<LabeledImages> load_split_files(const std::string& split, const SplitFile
             return make_error(ErrorCode::kInvalidArgument,
                               "--" + split + "-images " + files.images + " needs --" + split + "-labels");
         LabeledImages out;
-        if (auto ok = load_example_inputs(files.images, *model, layout, out); !ok) return tl::unexpected(ok.error());
-        if (auto ok = load_targets(files.labels, *model, out); !ok) return tl::unexpected(ok.error());
+        PSRUN_TRY(load_example_inputs(files.images, *model, layout, out));
+        PSRUN_TRY(load_targets(files.labels, *model, out));
         return out;  // the counts are compared by check_fits_model
     }
     const std::size_t colon = files.images.find(':');

@@ -64,15 +64,14 @@ Result<Encoded> encode_pool(const SynthesizeOptions& o) {
 // Records are drawn from pool images [lo, hi).
 Result<std::uint64_t> write_shard(const std::string& path, const Encoded& pool, std::size_t lo, std::size_t hi,
                                   std::uint64_t count, std::uint64_t bytes, std::uint64_t seed, std::uint64_t stream) {
-    auto w = TfrecordWriter::create(path, false);
-    if (!w) return tl::unexpected(w.error());
+    PSRUN_TRY_ASSIGN(auto w, TfrecordWriter::create(path, false));
     Rng rng(seed, stream);
     std::uint64_t n = 0;
-    while (count ? n < count : w->bytes_written() < bytes) {
-        if (auto ok = w->write(pool.records[lo + rng.below(hi - lo)]); !ok) return tl::unexpected(ok.error());
+    while (count ? n < count : w.bytes_written() < bytes) {
+        PSRUN_TRY(w.write(pool.records[lo + rng.below(hi - lo)]));
         ++n;
     }
-    if (auto ok = w->close(); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY(w.close());
     return n;
 }
 
@@ -94,13 +93,12 @@ Result<nlohmann::json> synthesize_tfrecords(const SynthesizeOptions& o) {
     std::filesystem::create_directories(o.out, ec);
     if (ec) return make_error(ErrorCode::kIo, o.out + ": cannot create it: " + ec.message());
     const auto t0 = std::chrono::steady_clock::now();
-    auto pool = encode_pool(o);
-    if (!pool) return tl::unexpected(pool.error());
+    PSRUN_TRY_ASSIGN(auto pool, encode_pool(o));
     const auto total = static_cast<std::uint64_t>(o.gigabytes * 1e9);
     const int shards = o.shards > 0 ? o.shards : static_cast<int>(std::max<std::uint64_t>(1, total / 256000000));
     const std::uint64_t per_shard = total / static_cast<std::uint64_t>(shards);
     // The last tenth of the pool is the test split's only: test images are never trained on.
-    const std::size_t split = pool->records.size() - pool->records.size() / 10;
+    const std::size_t split = pool.records.size() - pool.records.size() / 10;
     std::vector<std::uint64_t> records(static_cast<std::size_t>(shards));
     std::vector<std::optional<Error>> errors(static_cast<std::size_t>(shards));
     const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
@@ -110,7 +108,7 @@ Result<nlohmann::json> synthesize_tfrecords(const SynthesizeOptions& o) {
             for (int s = static_cast<int>(t); s < shards; s += static_cast<int>(threads)) {
                 const auto i = static_cast<std::size_t>(s);
                 try {  // nothing may leave a thread (std::terminate)
-                    auto n = write_shard(shard_name(o.out, "train", s, shards), *pool, 0, split, 0, per_shard, o.seed,
+                    auto n = write_shard(shard_name(o.out, "train", s, shards), pool, 0, split, 0, per_shard, o.seed,
                                          static_cast<std::uint64_t>(s) + 1);
                     if (!n) errors[i] = n.error();
                     else records[i] = *n;
@@ -125,7 +123,7 @@ Result<nlohmann::json> synthesize_tfrecords(const SynthesizeOptions& o) {
     std::uint64_t train_records = 0;
     for (auto r : records) train_records += r;
     const std::string test = shard_name(o.out, "test", 0, 1);
-    auto test_records = write_shard(test, *pool, split < pool->records.size() ? split : 0, pool->records.size(),
+    auto test_records = write_shard(test, pool, split < pool.records.size() ? split : 0, pool.records.size(),
                                     static_cast<std::uint64_t>(o.test_images), 0, o.seed, 0);
     if (!test_records) return tl::unexpected(test_records.error());
     std::uint64_t bytes = 0;

@@ -53,18 +53,16 @@ Result<Table> load_csv(const std::vector<std::uint8_t>& bytes, const std::string
     auto ok = parse_csv(text, delimiter, path, [&](const std::vector<std::string>& f, std::size_t line) -> Result<void> {
         if (header.empty()) {
             header = f;
-            auto found = TableTargets::find(header, columns.targets, path, model);
-            if (!found) return tl::unexpected(found.error());
-            targets = std::move(*found);
+            PSRUN_TRY_ASSIGN(auto found, TableTargets::find(header, columns.targets, path, model));
+            targets = std::move(found);
             const auto& tg_cols = targets->columns();
             if (columns.inputs.empty()) {
                 for (std::size_t c = 0; c < header.size(); ++c)
                     if (std::find(tg_cols.begin(), tg_cols.end(), c) == tg_cols.end()) in_cols.push_back(c);
             } else {
                 for (const auto& name : columns.inputs) {
-                    auto c = find_column(header, name, path);
-                    if (!c) return tl::unexpected(c.error());
-                    in_cols.push_back(*c);
+                    PSRUN_TRY_ASSIGN(auto c, find_column(header, name, path));
+                    in_cols.push_back(c);
                 }
             }
             if (in_cols.empty()) return invalid_argument(path + ": no input columns left besides the targets");
@@ -95,7 +93,7 @@ Result<Table> load_csv(const std::vector<std::uint8_t>& bytes, const std::string
     if (!ok) return tl::unexpected(ok.error());
     if (rows == 0) return invalid_argument(path + ": a header but no rows");
     d.images.count = d.input == InputKind::kTokens ? 0 : rows;
-    if (auto done = targets->finish(d); !done) return tl::unexpected(done.error());
+    PSRUN_TRY(targets->finish(d));
     maybe_to_u8(d, model);
     conform_to_model(d, model);
     t.description = "CSV table " + path + ": " + std::to_string(rows) + " rows, " + std::to_string(in_cols.size()) +
@@ -107,57 +105,48 @@ Result<Table> load_csv(const std::vector<std::uint8_t>& bytes, const std::string
 Result<Table> load_npz(const std::vector<std::uint8_t>& zip, const std::string& path, const TableColumns& columns,
                        const ModelInput& model) {
     const std::vector<std::uint8_t>* bytes = &zip;
-    auto members = list_npz(*bytes, path);
-    if (!members) return tl::unexpected(members.error());
+    PSRUN_TRY_ASSIGN(auto members, list_npz(*bytes, path));
     if (columns.inputs.size() > 1 || columns.targets.size() > 1)
         return invalid_argument(path + ": --inputs and --targets name one array each in an .npz archive");
     const std::string in_name = columns.inputs.empty() ? "x" : columns.inputs[0];
     const std::string tg_name = columns.targets.empty() ? "y" : columns.targets[0];
-    auto in_bytes = read_npz_member(*bytes, *members, in_name, path);
-    if (!in_bytes) return tl::unexpected(in_bytes.error());
-    auto tg_bytes = read_npz_member(*bytes, *members, tg_name, path);
-    if (!tg_bytes) return tl::unexpected(tg_bytes.error());
+    PSRUN_TRY_ASSIGN(auto in_bytes, read_npz_member(*bytes, members, in_name, path));
+    PSRUN_TRY_ASSIGN(auto tg_bytes, read_npz_member(*bytes, members, tg_name, path));
     const std::string in_path = path + " array '" + in_name + "'", tg_path = path + " array '" + tg_name + "'";
-    auto in_h = parse_npy_header(*in_bytes, in_path);
-    if (!in_h) return tl::unexpected(in_h.error());
+    PSRUN_TRY_ASSIGN(auto in_h, parse_npy_header(in_bytes, in_path));
     Table t;
     LabeledImages& d = t.data;
-    const bool image_array = model.input == InputKind::kImage && in_h->shape.size() >= 3 &&
-                             ((in_h->kind == 'u' && in_h->item_bytes == 1) || (in_h->kind == 'f' && in_h->item_bytes == 4));
+    const bool image_array = model.input == InputKind::kImage && in_h.shape.size() >= 3 &&
+                             ((in_h.kind == 'u' && in_h.item_bytes == 1) || (in_h.kind == 'f' && in_h.item_bytes == 4));
     if (image_array) {
-        auto images = parse_npy_images(*in_bytes, in_path, ImageLayout::kAuto);
+        auto images = parse_npy_images(in_bytes, in_path, ImageLayout::kAuto);
         if (!images) return tl::unexpected(images.error());
         d.images = std::move(*images);
     } else {
-        auto rows = npy_rows(*in_bytes, *in_h, in_path);
+        auto rows = npy_rows(in_bytes, in_h, in_path);
         if (!rows) return tl::unexpected(rows.error());
         shape_input(d, model, rows->cols);
         if (d.input == InputKind::kTokens) {
-            auto ids = npy_as_int32(*in_bytes, *in_h, in_path);
-            if (!ids) return tl::unexpected(ids.error());
-            d.tokens = std::move(*ids);
+            PSRUN_TRY_ASSIGN(auto ids, npy_as_int32(in_bytes, in_h, in_path));
+            d.tokens = std::move(ids);
         } else {
-            auto values = npy_as_floats(*in_bytes, *in_h, in_path);
-            if (!values) return tl::unexpected(values.error());
-            d.images.f32 = std::move(*values);
+            PSRUN_TRY_ASSIGN(auto values, npy_as_floats(in_bytes, in_h, in_path));
+            d.images.f32 = std::move(values);
             d.images.count = rows->rows;
             if (rows->integral) maybe_to_u8(d, model);
         }
     }
-    auto tg_h = parse_npy_header(*tg_bytes, tg_path);
-    if (!tg_h) return tl::unexpected(tg_h.error());
+    PSRUN_TRY_ASSIGN(auto tg_h, parse_npy_header(tg_bytes, tg_path));
     d.target = model.target;
     if (model.target == TargetKind::kClass) {
-        auto labels = parse_npy_labels(*tg_bytes, tg_path);
+        auto labels = parse_npy_labels(tg_bytes, tg_path);
         if (!labels) return tl::unexpected(labels.error());
         d.labels = std::move(*labels);
     } else {
-        auto rows = npy_rows(*tg_bytes, *tg_h, tg_path);
-        if (!rows) return tl::unexpected(rows.error());
-        auto values = npy_as_floats(*tg_bytes, *tg_h, tg_path);
-        if (!values) return tl::unexpected(values.error());
-        d.target_length = rows->cols;
-        d.targets = std::move(*values);
+        PSRUN_TRY_ASSIGN(auto rows, npy_rows(tg_bytes, tg_h, tg_path));
+        PSRUN_TRY_ASSIGN(auto values, npy_as_floats(tg_bytes, tg_h, tg_path));
+        d.target_length = rows.cols;
+        d.targets = std::move(values);
     }
     conform_to_model(d, model);
     t.description = ".npz archive " + path + ": " + std::to_string(d.size()) + " examples (arrays '" + in_name +

@@ -29,9 +29,8 @@ Result<TableTargets> TableTargets::find(const std::vector<std::string>& header, 
         targets = {"label"};
     }
     for (const auto& name : targets) {
-        auto c = find_column(header, name, path);
-        if (!c) return tl::unexpected(c.error());
-        t.columns_.push_back(*c);
+        PSRUN_TRY_ASSIGN(auto c, find_column(header, name, path));
+        t.columns_.push_back(c);
     }
     if (model.target == TargetKind::kClass && t.columns_.size() != 1)
         return invalid_argument(path + ": --targets names " + std::to_string(t.columns_.size()) + " columns but the model " +

@@ -122,9 +122,8 @@ Result<bool> TfrecordReader::next(std::vector<std::uint8_t>& out) {
         record_offset_ = offset_;
         index_ = next_index_++;
         std::uint8_t header[12];
-        auto n = read(header, sizeof header);
-        if (!n) return tl::unexpected(n.error());
-        if (*n == 0) break;
+        PSRUN_TRY_ASSIGN(auto n, read(header, sizeof header));
+        if (n == 0) break;
         // A record that cannot be framed ends the file under kSkip (nothing after it can be trusted).
         const auto lost = [&](const std::string& problem) -> Result<bool> {
             if (policy_ == CorruptRecords::kError) return fail(problem);
@@ -132,8 +131,8 @@ Result<bool> TfrecordReader::next(std::vector<std::uint8_t>& out) {
             done_ = true;
             return false;
         };
-        if (*n < sizeof header)
-            return lost("truncated: the file ends " + std::to_string(*n) + " bytes into the 12-byte record header");
+        if (n < sizeof header)
+            return lost("truncated: the file ends " + std::to_string(n) + " bytes into the 12-byte record header");
         const std::uint64_t length = le64(header);
         if (masked_crc(header, 8) != le32(header + 8))
             return lost("the CRC of the length field does not match (not a TFRecord file, or corrupt from here on)");
@@ -141,15 +140,13 @@ Result<bool> TfrecordReader::next(std::vector<std::uint8_t>& out) {
             return fail("length " + std::to_string(length) + " bytes exceeds the limit of " +
                         std::to_string(kMaxRecordBytes) + " bytes");
         out.resize(static_cast<std::size_t>(length));
-        auto got = read(out.data(), out.size());
-        if (!got) return tl::unexpected(got.error());
-        if (*got < length)
-            return lost("truncated: the file ends after " + std::to_string(*got) + " of its " +
-                        std::to_string(length) + " data bytes");
+        PSRUN_TRY_ASSIGN(auto got, read(out.data(), out.size()));
+        if (got < length)
+            return lost("truncated: the file ends after " + std::to_string(got) + " of its " + std::to_string(length) +
+                        " data bytes");
         std::uint8_t footer[4];
-        auto f = read(footer, sizeof footer);
-        if (!f) return tl::unexpected(f.error());
-        if (*f < sizeof footer) return lost("truncated: the file ends inside the record's data CRC");
+        PSRUN_TRY_ASSIGN(auto f, read(footer, sizeof footer));
+        if (f < sizeof footer) return lost("truncated: the file ends inside the record's data CRC");
         if (masked_crc(out.data(), out.size()) != le32(footer)) {
             if (policy_ == CorruptRecords::kError)
                 return fail("the CRC of its " + std::to_string(length) +
@@ -170,9 +167,8 @@ Result<std::vector<std::vector<std::uint8_t>>> parse_tfrecords(const std::vector
     std::vector<std::vector<std::uint8_t>> records;
     std::vector<std::uint8_t> record;
     while (true) {
-        auto more = reader.next(record);
-        if (!more) return tl::unexpected(more.error());
-        if (!*more) break;
+        PSRUN_TRY_ASSIGN(auto more, reader.next(record));
+        if (!more) break;
         records.push_back(record);
     }
     if (skipped != nullptr) *skipped = reader.skipped();

@@ -103,7 +103,7 @@ std::pair<double, double> best_difference(Network& network, std::vector<float>& 
 
 Result<GradientCheck> check_gradients(const ModelDescription& model, std::span<const float> params,
                                       const CheckBatch& batch, const GradientCheckOptions& options) {
-    if (auto ok = check_batch(model, batch); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY(check_batch(model, batch));
     if (params.size() != static_cast<std::size_t>(model.parameter_count))
         return tl::unexpected(batch_error("the parameters hold " + std::to_string(params.size()) + " values where the model has " +
                                           std::to_string(model.parameter_count)));
@@ -113,15 +113,14 @@ Result<GradientCheck> check_gradients(const ModelDescription& model, std::span<c
     NetworkOptions net_options;
     net_options.batch_size = batch.size;
     net_options.input_gradient = options.input_gradients;
-    auto network = Network::create(model, net_options, theta, check.gradients);
-    if (!network) return tl::unexpected(network.error());
-    load_batch(**network, batch);
-    check.loss = (*network)->train_step(options.seed);
-    const auto outputs = (*network)->outputs();
+    PSRUN_TRY_ASSIGN(auto network, Network::create(model, net_options, theta, check.gradients));
+    load_batch(*network, batch);
+    check.loss = network->train_step(options.seed);
+    const auto outputs = network->outputs();
     check.outputs.assign(outputs.begin(), outputs.end());
     if (options.input_gradients)
         for (std::size_t i = 0; i < model.inputs.size(); ++i) {
-            const auto g = (*network)->input_gradient(i);
+            const auto g = network->input_gradient(i);
             check.input_gradients.emplace_back(g.begin(), g.end());
         }
     net_options.input_gradient = false;
@@ -154,7 +153,7 @@ Result<GradientCheck> check_gradients(const ModelDescription& model, std::span<c
         c.finite_difference = std::numeric_limits<double>::quiet_NaN();
         c.relative_error = 0;
         if (options.finite_differences && c.gradient_norm > 0) {
-            const auto [difference, error] = best_difference(**network, theta, t, g, c.gradient_norm, options.seed);
+            const auto [difference, error] = best_difference(*network, theta, t, g, c.gradient_norm, options.seed);
             c.finite_difference = difference;
             c.relative_error = error;
         }

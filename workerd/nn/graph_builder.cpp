@@ -115,8 +115,8 @@ Result<const Node*> GraphBuilder::add(const nlohmann::json& layer) {
             node.bindings[slot] = target.get<std::string>();
         }
     }
-    if (auto ok = schema->parse(reader, node.attrs); !ok) return tl::unexpected(ok.error());
-    if (auto ok = reader.finish(); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY(schema->parse(reader, node.attrs));
+    PSRUN_TRY(reader.finish());
     auto inputs = parse_inputs(layer, where, schema->max_inputs == 0);
     if (!inputs) return tl::unexpected(inputs.error());
     const auto count = static_cast<int>(inputs->size());

@@ -68,7 +68,7 @@ Result<Initializer> parse_initializer(const nlohmann::json& value, const std::st
         if (value.is_object()) {
             FieldReader reader(value, where);
             reader.allow("kind");
-            if (auto ok = reader.finish(); !ok) return tl::unexpected(ok.error());
+            PSRUN_TRY(reader.finish());
         }
         return init;
     }
@@ -78,12 +78,11 @@ Result<Initializer> parse_initializer(const nlohmann::json& value, const std::st
                                                     name + "\", \"" + std::string(found->parameter) + "\": ...}"));
     FieldReader reader(value, where + " (" + name + ")");
     reader.allow("kind");
-    auto v = reader.number(found->parameter, std::nullopt);
-    if (!v) return tl::unexpected(v.error());
-    if (found->kind != InitKind::kConstant && !(*v > 0.0))
-        return tl::unexpected(reader.fail(found->parameter, "expected a positive number, got " + describe_value(*v)));
-    if (auto ok = reader.finish(); !ok) return tl::unexpected(ok.error());
-    init.value = *v;
+    PSRUN_TRY_ASSIGN(auto v, reader.number(found->parameter, std::nullopt));
+    if (found->kind != InitKind::kConstant && !(v > 0.0))
+        return tl::unexpected(reader.fail(found->parameter, "expected a positive number, got " + describe_value(v)));
+    PSRUN_TRY(reader.finish());
+    init.value = v;
     return init;
 }
 

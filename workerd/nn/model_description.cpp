@@ -30,9 +30,8 @@ Result<InputDef> parse_input_object(const nlohmann::json& value, const std::stri
         return tl::unexpected(reader.fail("dims", "give \"dims\" or \"shape\" (the same field), not both"));
     if (!has_shape && !has_dims) {
         for (const char* field : {"channels", "height", "width"}) {
-            auto v = reader.integer(field, std::nullopt, 1, kMaxTensorElements);
-            if (!v) return tl::unexpected(v.error());
-            dims.push_back(Dim::of(*v));
+            PSRUN_TRY_ASSIGN(auto v, reader.integer(field, std::nullopt, 1, kMaxTensorElements));
+            dims.push_back(Dim::of(v));
         }
     } else {
         const char* field = has_shape ? "shape" : "dims";
@@ -60,7 +59,7 @@ Result<InputDef> parse_input_object(const nlohmann::json& value, const std::stri
                                                           describe_value(reader.raw("name"))));
         input.name = *name;
     }
-    if (auto ok = reader.finish(); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY(reader.finish());
     const auto elements = elements_per_example(dims);
     if (!elements || *elements > kMaxTensorElements)
         return tl::unexpected(Error{ErrorCode::kInvalidArgument,
@@ -82,9 +81,8 @@ Result<void> parse_inputs(FieldReader& top, ModelDescription& model) {
         const auto& value = top.raw("input");
         if (!value.is_object())
             return tl::unexpected(top.fail("input", std::string("expected ") + kInputForms + ", got " + describe_value(value)));
-        auto input = parse_input_object(value, top.where() + ": input", false);
-        if (!input) return tl::unexpected(input.error());
-        model.inputs = {std::move(*input)};
+        PSRUN_TRY_ASSIGN(auto input, parse_input_object(value, top.where() + ": input", false));
+        model.inputs = {std::move(input)};
         return {};
     }
     const auto& list = top.raw("inputs");
@@ -99,14 +97,13 @@ Result<void> parse_inputs(FieldReader& top, ModelDescription& model) {
             return tl::unexpected(Error{ErrorCode::kInvalidArgument,
                                         where + ": expected {\"name\", \"dims\": [...], \"type\": \"float\"|\"int\"}, got " +
                                             describe_value(list[i])});
-        auto input = parse_input_object(list[i], where, true);
-        if (!input) return tl::unexpected(input.error());
-        if (model.input_index(input->name) >= 0)
-            return tl::unexpected(Error{ErrorCode::kInvalidArgument, where + ": input name \"" + input->name +
-                                                                        "\" is already inputs[" +
-                                                                        std::to_string(model.input_index(input->name)) +
-                                                                        "]'s (input names are distinct)"});
-        model.inputs.push_back(std::move(*input));
+        PSRUN_TRY_ASSIGN(auto input, parse_input_object(list[i], where, true));
+        if (model.input_index(input.name) >= 0)
+            return tl::unexpected(Error{ErrorCode::kInvalidArgument, where + ": input name \"" + input.name +
+                                                                         "\" is already inputs[" +
+                                                                         std::to_string(model.input_index(input.name)) +
+                                                                         "]'s (input names are distinct)"});
+        model.inputs.push_back(std::move(input));
     }
     return {};
 }
@@ -127,20 +124,18 @@ Result<std::vector<Head>> parse_heads(FieldReader& loss) {
                 Error{ErrorCode::kInvalidArgument, where + ": expected " + kForm + ", got " + describe_value(list[i])});
         FieldReader reader(list[i], where);
         Head head;
-        auto output = reader.string("output", std::nullopt);
-        if (!output) return tl::unexpected(output.error());
-        if (output->empty() || output->size() > 256)
+        PSRUN_TRY_ASSIGN(auto output, reader.string("output", std::nullopt));
+        if (output.empty() || output.size() > 256)
             return tl::unexpected(reader.fail("output", "expected a value's name, got " + describe_value(reader.raw("output"))));
         auto kind = reader.choice("kind", std::nullopt, {"softmax", "sigmoid"});
         if (!kind) return tl::unexpected(kind.error());
-        auto targets = reader.string("targets", std::nullopt);
-        if (!targets) return tl::unexpected(targets.error());
-        if (targets->empty() || targets->size() > 256)
+        PSRUN_TRY_ASSIGN(auto targets, reader.string("targets", std::nullopt));
+        if (targets.empty() || targets.size() > 256)
             return tl::unexpected(reader.fail("targets", "expected an input's name, got " + describe_value(reader.raw("targets"))));
-        if (auto ok = reader.finish(); !ok) return tl::unexpected(ok.error());
-        head.value = *output;
+        PSRUN_TRY(reader.finish());
+        head.value = output;
         head.kind = *kind == 1 ? HeadKind::kSigmoid : HeadKind::kSoftmax;
-        head.target = *targets;
+        head.target = targets;
         heads.push_back(std::move(head));
     }
     return heads;
@@ -160,25 +155,24 @@ Result<void> parse_loss(FieldReader& top, ModelDescription& model, std::string& 
                                                "{\"kind\": \"graph\", \"labels\": INPUT}, got " +
                                                    describe_value(value)));
     FieldReader reader(value, top.where() + ": loss");
-    auto kind = reader.choice("kind", 0, {"softmax_cross_entropy", "mean_squared_error", "sigmoid_cross_entropy", "graph"});
-    if (!kind) return tl::unexpected(kind.error());
-    if (static_cast<LossKind>(*kind) == LossKind::kGraph) {
-        auto name = reader.string("labels", std::string());
-        if (!name) return tl::unexpected(name.error());
+    PSRUN_TRY_ASSIGN(
+        auto kind,
+        reader.choice("kind", 0, {"softmax_cross_entropy", "mean_squared_error", "sigmoid_cross_entropy", "graph"}));
+    if (static_cast<LossKind>(kind) == LossKind::kGraph) {
+        PSRUN_TRY_ASSIGN(auto name, reader.string("labels", std::string()));
         if (reader.has("heads")) {
-            auto given = parse_heads(reader);
-            if (!given) return tl::unexpected(given.error());
-            heads = std::move(*given);
+            PSRUN_TRY_ASSIGN(auto given, parse_heads(reader));
+            heads = std::move(given);
         }
-        if (auto ok = reader.finish(); !ok) return tl::unexpected(ok.error());
+        PSRUN_TRY(reader.finish());
         model.loss = LossKind::kGraph;
-        labels = *name;
+        labels = name;
         return {};
     }
     auto reduction = reader.choice("reduction", 0, {"mean", "sum"});
     if (!reduction) return tl::unexpected(reduction.error());
-    if (auto ok = reader.finish(); !ok) return tl::unexpected(ok.error());
-    model.loss = static_cast<LossKind>(*kind);
+    PSRUN_TRY(reader.finish());
+    model.loss = static_cast<LossKind>(kind);
     model.reduction = *reduction == 1 ? LossReduction::kSum : LossReduction::kMean;
     return {};
 }
@@ -238,17 +232,17 @@ Result<ModelDescription> parse_model(const nlohmann::json& document, std::string
         return tl::unexpected(model_error(source, "expected a JSON object, got " + describe_value(document)));
     FieldReader top(document, "model " + std::string(source));
     ModelDescription model;
-    if (auto format = top.integer("format", 1, 1, 1); !format) return tl::unexpected(format.error());
+    PSRUN_TRY(top.integer("format", 1, 1, 1));
     auto name = top.string("name", std::string(source));
     if (!name) return tl::unexpected(name.error());
     auto description = top.string("description", std::string());
     if (!description) return tl::unexpected(description.error());
     model.name = *name;
     model.description = *description;
-    if (auto ok = parse_inputs(top, model); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY(parse_inputs(top, model));
     std::string labels;
     std::optional<std::vector<Head>> heads;
-    if (auto ok = parse_loss(top, model, labels, heads); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY(parse_loss(top, model, labels, heads));
     if (model.loss == LossKind::kGraph) {
         // The graph's shapes give the classes (its head's) or the target width.
     } else if (model.loss == LossKind::kSoftmaxCrossEntropy) {
@@ -256,12 +250,10 @@ Result<ModelDescription> parse_model(const nlohmann::json& document, std::string
         if (!classes) return tl::unexpected(classes.error());
         model.classes = *classes;
     } else {
-        auto targets = top.integer("targets", 0, 0, kMaxTensorElements);
-        if (!targets) return tl::unexpected(targets.error());
-        model.classes = *targets;
+        PSRUN_TRY_ASSIGN(auto targets, top.integer("targets", 0, 0, kMaxTensorElements));
+        model.classes = targets;
     }
-    auto output = top.string("output", std::string());
-    if (!output) return tl::unexpected(output.error());
+    PSRUN_TRY_ASSIGN(auto output, top.string("output", std::string()));
     if (top.has("recipe")) {
         auto recipe = parse_recipe(top.raw("recipe"), top.where() + ": recipe");
         if (!recipe) return tl::unexpected(recipe.error());
@@ -272,12 +264,11 @@ Result<ModelDescription> parse_model(const nlohmann::json& document, std::string
     if (!layers.is_array() || layers.empty() || layers.size() > kMaxLayers)
         return tl::unexpected(top.fail("layers", "expected an array of 1 to " + std::to_string(kMaxLayers) +
                                                      " layers, got " + describe_value(layers)));
-    if (auto ok = top.finish(); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY(top.finish());
 
     GraphBuilder builder(model, "model " + std::string(source));
-    for (const auto& layer : layers)
-        if (auto node = builder.add(layer); !node) return tl::unexpected(node.error());
-    if (auto ok = builder.finish(*output, labels, heads ? &*heads : nullptr); !ok) return tl::unexpected(ok.error());
+    for (const auto& layer : layers) PSRUN_TRY(builder.add(layer));
+    PSRUN_TRY(builder.finish(output, labels, heads ? &*heads : nullptr));
     return model;
 }
 

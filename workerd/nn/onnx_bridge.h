@@ -95,14 +95,12 @@ public:
     Result<void> emit_weighted(nlohmann::json layer, nlohmann::json tensors = nlohmann::json::object()) {
         for (const auto& [slot, i] : {std::pair<const char*, std::size_t>{"w", 1}, {"b", 2}}) {
             if (tensors.contains(slot) || !has_input(i)) continue;
-            auto t = this->slot(i);
-            if (!t) return tl::unexpected(t.error());
-            tensors[slot] = *t;
+            PSRUN_TRY_ASSIGN(auto t, this->slot(i));
+            tensors[slot] = t;
         }
         layer["tensors"] = std::move(tensors);
-        auto name = emit(std::move(layer));
-        if (!name) return tl::unexpected(name.error());
-        bind_output(0, *name);
+        PSRUN_TRY_ASSIGN(auto name, emit(std::move(layer)));
+        bind_output(0, name);
         return {};
     }
     // `node 'x' (Conv): <what>` (kInvalidArgument).

@@ -128,22 +128,21 @@ Result<void> parse_no_attributes(FieldReader&, nlohmann::json&) { return {}; }
 std::string extent_text(std::int64_t h, std::int64_t w) { return std::to_string(h) + "x" + std::to_string(w); }
 
 Result<void> parse_trainable_options(FieldReader& reader, nlohmann::json& attrs, const Initializer& default_weight_init) {
-    auto bias = reader.boolean("bias", true);
-    if (!bias) return tl::unexpected(bias.error());
-    attrs["bias"] = *bias;
+    PSRUN_TRY_ASSIGN(auto bias, reader.boolean("bias", true));
+    attrs["bias"] = bias;
     Initializer weight_init = default_weight_init;
     if (reader.has("weight_init")) {
-        auto init = parse_initializer(reader.raw("weight_init"), reader.where() + ": field \"weight_init\"");
-        if (!init) return tl::unexpected(init.error());
-        weight_init = *init;
+        PSRUN_TRY_ASSIGN(auto init,
+                         parse_initializer(reader.raw("weight_init"), reader.where() + ": field \"weight_init\""));
+        weight_init = init;
     }
     attrs["weight_init"] = to_json(weight_init);
     if (reader.has("bias_init")) {
-        if (!*bias) return tl::unexpected(reader.fail("bias_init", "given but \"bias\" is false"));
-        auto init = parse_initializer(reader.raw("bias_init"), reader.where() + ": field \"bias_init\"");
-        if (!init) return tl::unexpected(init.error());
-        attrs["bias_init"] = to_json(*init);
-    } else if (*bias) {
+        if (!bias) return tl::unexpected(reader.fail("bias_init", "given but \"bias\" is false"));
+        PSRUN_TRY_ASSIGN(auto init,
+                         parse_initializer(reader.raw("bias_init"), reader.where() + ": field \"bias_init\""));
+        attrs["bias_init"] = to_json(init);
+    } else if (bias) {
         attrs["bias_init"] = to_json(Initializer{InitKind::kZeros, 0.0});
     }
     return {};

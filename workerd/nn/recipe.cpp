@@ -86,38 +86,34 @@ Result<Recipe> parse_recipe(const nlohmann::json& value, const std::string& wher
     FieldReader reader(value, where);
     Recipe recipe;
     if (reader.has("optimizer")) {
-        auto name = reader.string("optimizer", std::nullopt);
-        if (!name) return tl::unexpected(name.error());
-        if (auto kind = parse_optimizer_kind(*name); !kind)
+        PSRUN_TRY_ASSIGN(auto name, reader.string("optimizer", std::nullopt));
+        if (auto kind = parse_optimizer_kind(name); !kind)
             return tl::unexpected(reader.fail("optimizer", kind.error().message));
-        recipe.optimizer = *name;
+        recipe.optimizer = name;
     }
     if (reader.has("learning_rate")) {
-        auto rate = reader.number("learning_rate", std::nullopt);
-        if (!rate) return tl::unexpected(rate.error());
-        if (!(*rate > 0.0))
-            return tl::unexpected(reader.fail("learning_rate", "expected a positive number, got " + describe_value(*rate)));
-        recipe.learning_rate = *rate;
+        PSRUN_TRY_ASSIGN(auto rate, reader.number("learning_rate", std::nullopt));
+        if (!(rate > 0.0))
+            return tl::unexpected(
+                reader.fail("learning_rate", "expected a positive number, got " + describe_value(rate)));
+        recipe.learning_rate = rate;
     }
     if (reader.has("lr_decay")) {
         const auto& decay = reader.raw("lr_decay");
         if (!decay.is_object())
             return tl::unexpected(reader.fail("lr_decay", "expected {\"rate\": r, \"steps\": n}, got " + describe_value(decay)));
         FieldReader inner(decay, where + ": lr_decay");
-        auto rate = inner.number("rate", std::nullopt);
-        if (!rate) return tl::unexpected(rate.error());
-        if (!(*rate > 0.0 && *rate <= 1.0))
-            return tl::unexpected(inner.fail("rate", "expected a number in (0, 1], got " + describe_value(*rate)));
-        auto steps = inner.integer("steps", std::nullopt, 1, kMaxTensorElements);
-        if (!steps) return tl::unexpected(steps.error());
-        if (auto ok = inner.finish(); !ok) return tl::unexpected(ok.error());
-        recipe.lr_decay_rate = *rate;
-        recipe.lr_decay_steps = *steps;
+        PSRUN_TRY_ASSIGN(auto rate, inner.number("rate", std::nullopt));
+        if (!(rate > 0.0 && rate <= 1.0))
+            return tl::unexpected(inner.fail("rate", "expected a number in (0, 1], got " + describe_value(rate)));
+        PSRUN_TRY_ASSIGN(auto steps, inner.integer("steps", std::nullopt, 1, kMaxTensorElements));
+        PSRUN_TRY(inner.finish());
+        recipe.lr_decay_rate = rate;
+        recipe.lr_decay_steps = steps;
     }
     if (reader.has("batch_size")) {
-        auto batch = reader.integer("batch_size", std::nullopt, 1, kMaxTensorElements);
-        if (!batch) return tl::unexpected(batch.error());
-        recipe.batch_size = *batch;
+        PSRUN_TRY_ASSIGN(auto batch, reader.integer("batch_size", std::nullopt, 1, kMaxTensorElements));
+        recipe.batch_size = batch;
     }
     if (reader.has("steps")) {
         auto steps = reader.integer("steps", std::nullopt, 1, INT64_MAX / 2);
@@ -129,12 +125,11 @@ Result<Recipe> parse_recipe(const nlohmann::json& value, const std::string& wher
     auto read = [&](const char* field, std::optional<double>& to, bool open_low, double high, bool closed_high,
                     const char* range) -> Result<void> {
         if (!reader.has(field)) return {};
-        auto v = reader.number(field, std::nullopt);
-        if (!v) return tl::unexpected(v.error());
-        if ((open_low ? !(*v > 0.0) : !(*v >= 0.0)) || (closed_high ? !(*v <= high) : !(*v < high)))
-            return tl::unexpected(reader.fail(field, std::string("expected a number ") + range + ", got " +
-                                                         describe_value(*v)));
-        to = *v;
+        PSRUN_TRY_ASSIGN(auto v, reader.number(field, std::nullopt));
+        if ((open_low ? !(v > 0.0) : !(v >= 0.0)) || (closed_high ? !(v <= high) : !(v < high)))
+            return tl::unexpected(
+                reader.fail(field, std::string("expected a number ") + range + ", got " + describe_value(v)));
+        to = v;
         return {};
     };
     const double inf = std::numeric_limits<double>::infinity();
@@ -147,31 +142,27 @@ Result<Recipe> parse_recipe(const nlohmann::json& value, const std::string& wher
           std::tuple{"label_smoothing", &recipe.label_smoothing, false, 1.0, false, "in [0, 1)"},
           std::tuple{"clip_global_norm", &recipe.clip_global_norm, false, 1e30, true, "in [0, 1e30] (0: off)"},
           std::tuple{"ema_decay", &recipe.ema_decay, false, 1.0, false, "in [0, 1) (0: off)"}})
-        if (auto ok = read(field, *to, open, high, closed, range); !ok) return tl::unexpected(ok.error());
+        PSRUN_TRY(read(field, *to, open, high, closed, range));
     for (auto [field, to, low, high] :
          {std::tuple{"lr_warmup_steps", &recipe.lr_warmup_steps, std::int64_t{0}, kMaxRecipeSteps},
           std::tuple{"accumulate_steps", &recipe.accumulate_steps, std::int64_t{1}, kMaxRecipeAccumulateSteps},
           std::tuple{"global_batch_size", &recipe.global_batch_size, std::int64_t{1}, kMaxRecipeGlobalBatch}}) {
         if (!reader.has(field)) continue;
-        auto v = reader.integer(field, std::nullopt, low, high);
-        if (!v) return tl::unexpected(v.error());
-        *to = *v;
+        PSRUN_TRY_ASSIGN(auto v, reader.integer(field, std::nullopt, low, high));
+        *to = v;
     }
     if (reader.has("lr_schedule")) {
-        auto text = reader.string("lr_schedule", std::nullopt);
-        if (!text) return tl::unexpected(text.error());
-        recipe.lr_schedule = *text;
+        PSRUN_TRY_ASSIGN(auto text, reader.string("lr_schedule", std::nullopt));
+        recipe.lr_schedule = text;
     }
-    if (auto ok = check_schedule(recipe, reader); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY(check_schedule(recipe, reader));
     if (reader.has("weight_decay_on")) {
-        auto on = reader.choice("weight_decay_on", std::nullopt, {"matrices", "all"});
-        if (!on) return tl::unexpected(on.error());
-        recipe.weight_decay_on = *on == 0 ? "matrices" : "all";
+        PSRUN_TRY_ASSIGN(auto on, reader.choice("weight_decay_on", std::nullopt, {"matrices", "all"}));
+        recipe.weight_decay_on = on == 0 ? "matrices" : "all";
     }
     if (reader.has("param_groups")) {
-        auto groups = read_param_groups(reader);
-        if (!groups) return tl::unexpected(groups.error());
-        recipe.param_groups = std::move(*groups);
+        PSRUN_TRY_ASSIGN(auto groups, read_param_groups(reader));
+        recipe.param_groups = std::move(groups);
     }
     if (recipe.optimizer) {
         const auto kind = *parse_optimizer_kind(*recipe.optimizer);
@@ -183,7 +174,7 @@ Result<Recipe> parse_recipe(const nlohmann::json& value, const std::string& wher
                 return tl::unexpected(reader.fail(field, "optimizer " + *recipe.optimizer + " has no " + field));
     }
     for (const auto field : kRecipeFields) reader.allow(field);
-    if (auto ok = reader.finish(); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY(reader.finish());
     return recipe;
 }
 

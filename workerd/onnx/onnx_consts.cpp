@@ -91,9 +91,8 @@ Result<std::vector<std::int64_t>> axes_of(const onnx::NodeProto& node, std::int6
         if (!v) return tl::unexpected(bad(node, "axes depend on the batch size"));
         return *v;
     }
-    auto a = ints_attr(node, "axes");
-    if (!a) return tl::unexpected(a.error());
-    return a->value_or(std::vector<std::int64_t>{});
+    PSRUN_TRY_ASSIGN(auto a, ints_attr(node, "axes"));
+    return a.value_or(std::vector<std::int64_t>{});
 }
 
 std::int64_t normalize_axis(std::int64_t axis, std::int64_t rank) { return axis < 0 ? axis + rank : axis; }
@@ -197,10 +196,9 @@ Result<Known> known_from_tensor(const onnx::TensorProto& tensor) {
     Known k;
     k.dims.assign(tensor.dims().begin(), tensor.dims().end());
     if (tensor.data_type() == onnx::TensorProto::FLOAT) {
-        auto v = read_floats(tensor);
-        if (!v) return tl::unexpected(v.error());
+        PSRUN_TRY_ASSIGN(auto v, read_floats(tensor));
         k.is_float = true;
-        k.f.assign(v->begin(), v->end());
+        k.f.assign(v.begin(), v.end());
         return k;
     }
     if (tensor.data_type() == onnx::TensorProto::DOUBLE) {
@@ -219,9 +217,8 @@ Result<Known> known_from_tensor(const onnx::TensorProto& tensor) {
             return make_error(ErrorCode::kInvalidArgument, "tensor '" + tensor.name() + "': data does not match its dims");
         return k;
     }
-    auto v = read_ints(tensor);
-    if (!v) return tl::unexpected(v.error());
-    for (const auto x : *v) k.i.push_back(Dim{x, false});
+    PSRUN_TRY_ASSIGN(auto v, read_ints(tensor));
+    for (const auto x : v) k.i.push_back(Dim{x, false});
     return k;
 }
 
@@ -253,11 +250,10 @@ Result<std::optional<std::vector<Known>>> evaluate(const onnx::NodeProto& node, 
     if (a.symbolic_dims && op != "Identity") return Outputs{};
     if (op == "Identity") return Outputs{{a}};
     if (op == "Cast") {
-        auto to = int_attr(node, "to", 0);
-        if (!to) return tl::unexpected(to.error());
+        PSRUN_TRY_ASSIGN(auto to, int_attr(node, "to", 0));
         Known out = a;
-        const bool to_float = *to == onnx::TensorProto::FLOAT || *to == onnx::TensorProto::DOUBLE ||
-                              *to == onnx::TensorProto::FLOAT16;
+        const bool to_float =
+            to == onnx::TensorProto::FLOAT || to == onnx::TensorProto::DOUBLE || to == onnx::TensorProto::FLOAT16;
         if (to_float && !a.is_float) {
             for (const auto& d : a.i)
                 if (d.batch) return Outputs{};
@@ -265,8 +261,9 @@ Result<std::optional<std::vector<Known>>> evaluate(const onnx::NodeProto& node, 
             for (const auto& d : a.i) out.f.push_back(static_cast<double>(d.value));
         } else if (!to_float && a.is_float) {
             out = make_ints(a.dims, {});
-            for (const auto x : a.f) out.i.push_back(Dim{*to == onnx::TensorProto::BOOL ? (x != 0) : static_cast<std::int64_t>(x)});
-        } else if (*to == onnx::TensorProto::BOOL) {  // integers to bool: 0 or 1 (N >= 1 is true)
+            for (const auto x : a.f)
+                out.i.push_back(Dim{to == onnx::TensorProto::BOOL ? (x != 0) : static_cast<std::int64_t>(x)});
+        } else if (to == onnx::TensorProto::BOOL) {  // integers to bool: 0 or 1 (N >= 1 is true)
             for (auto& d : out.i) d = Dim{d.batch || d.value != 0};
         }
         return Outputs{{out}};

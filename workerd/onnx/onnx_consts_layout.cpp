@@ -10,13 +10,12 @@ Result<Outputs> evaluate_layout(const onnx::NodeProto& node, std::int64_t opset,
     const std::string& op = node.op_type();
     const Known& a = *in[0];
     if (op == "Unsqueeze" || op == "Squeeze") {
-        auto axes = axes_of(node, opset, in, 1);
-        if (!axes) return tl::unexpected(axes.error());
+        PSRUN_TRY_ASSIGN(auto axes, axes_of(node, opset, in, 1));
         Known out = a;
         if (op == "Unsqueeze") {
-            const auto rank = static_cast<std::int64_t>(a.dims.size() + axes->size());
+            const auto rank = static_cast<std::int64_t>(a.dims.size() + axes.size());
             std::vector<std::int64_t> sorted;
-            for (auto x : *axes) sorted.push_back(normalize_axis(x, rank));
+            for (auto x : axes) sorted.push_back(normalize_axis(x, rank));
             std::sort(sorted.begin(), sorted.end());
             for (const auto x : sorted) {
                 if (x < 0 || x > static_cast<std::int64_t>(out.dims.size())) return tl::unexpected(bad(node, "axis out of range"));
@@ -26,8 +25,8 @@ Result<Outputs> evaluate_layout(const onnx::NodeProto& node, std::int64_t opset,
             const auto rank = static_cast<std::int64_t>(a.dims.size());
             std::vector<std::int64_t> keep;
             for (std::int64_t d = 0; d < rank; ++d) {
-                bool drop = axes->empty() ? a.dims[static_cast<std::size_t>(d)] == 1 : false;
-                for (auto x : *axes) drop = drop || normalize_axis(x, rank) == d;
+                bool drop = axes.empty() ? a.dims[static_cast<std::size_t>(d)] == 1 : false;
+                for (auto x : axes) drop = drop || normalize_axis(x, rank) == d;
                 if (!drop) keep.push_back(a.dims[static_cast<std::size_t>(d)]);
             }
             out.dims = keep;
@@ -35,10 +34,9 @@ Result<Outputs> evaluate_layout(const onnx::NodeProto& node, std::int64_t opset,
         return Outputs{{out}};
     }
     if (op == "Concat") {
-        auto axis = int_attr(node, "axis", 0);
-        if (!axis) return tl::unexpected(axis.error());
+        PSRUN_TRY_ASSIGN(auto axis, int_attr(node, "axis", 0));
         const auto rank = static_cast<std::int64_t>(a.dims.size());
-        const std::int64_t ax = normalize_axis(*axis, rank);
+        const std::int64_t ax = normalize_axis(axis, rank);
         if (ax < 0 || ax >= rank) return tl::unexpected(bad(node, "axis out of range"));
         std::vector<std::int64_t> dims = a.dims;
         dims[static_cast<std::size_t>(ax)] = 0;
@@ -75,10 +73,9 @@ Result<Outputs> evaluate_layout(const onnx::NodeProto& node, std::int64_t opset,
     }
     if (op == "Gather") {
         if (in.size() < 2 || in[1] == nullptr) return Outputs{};
-        auto axis = int_attr(node, "axis", 0);
-        if (!axis) return tl::unexpected(axis.error());
+        PSRUN_TRY_ASSIGN(auto axis, int_attr(node, "axis", 0));
         const auto rank = static_cast<std::int64_t>(a.dims.size());
-        const std::int64_t ax = normalize_axis(*axis, rank);
+        const std::int64_t ax = normalize_axis(axis, rank);
         if (ax < 0 || ax >= rank) return tl::unexpected(bad(node, "axis out of range"));
         auto idx = in[1]->plain_ints();
         if (!idx) return Outputs{};
@@ -158,11 +155,10 @@ Result<Outputs> evaluate_layout(const onnx::NodeProto& node, std::int64_t opset,
         return Outputs{{out}};
     }
     if (op == "Transpose") {
-        auto perm = ints_attr(node, "perm");
-        if (!perm) return tl::unexpected(perm.error());
+        PSRUN_TRY_ASSIGN(auto perm, ints_attr(node, "perm"));
         std::vector<std::int64_t> p(a.dims.size());
         std::iota(p.rbegin(), p.rend(), 0);
-        if (*perm) p = **perm;
+        if (perm) p = *perm;
         if (p.size() != a.dims.size()) return tl::unexpected(bad(node, "perm does not match the rank"));
         std::vector<std::int64_t> dims;
         for (const auto x : p) dims.push_back(a.dims.at(static_cast<std::size_t>(x)));
@@ -196,11 +192,10 @@ Result<Outputs> evaluate_layout(const onnx::NodeProto& node, std::int64_t opset,
         double fill = 0.0;
         bool is_float = true;
         if (const auto* v = find_attribute(node, "value"); v != nullptr && v->has_t()) {
-            auto k = known_from_tensor(v->t());
-            if (!k) return tl::unexpected(k.error());
-            if (k->size() != 1) return tl::unexpected(bad(node, "value must hold one element"));
-            is_float = k->is_float;
-            fill = as_double(*k, 0);
+            PSRUN_TRY_ASSIGN(auto k, known_from_tensor(v->t()));
+            if (k.size() != 1) return tl::unexpected(bad(node, "value must hold one element"));
+            is_float = k.is_float;
+            fill = as_double(k, 0);
         }
         std::vector<std::int64_t> dims;
         nn::Dims symbolic;

@@ -26,9 +26,8 @@ Result<Outputs> evaluate_reduce(const onnx::NodeProto& node, std::int64_t opset,
             return Outputs{};
         }
     } else {
-        auto attr = ints_attr(node, "axes");
-        if (!attr) return tl::unexpected(attr.error());
-        axes = attr->value_or(std::vector<std::int64_t>{});
+        PSRUN_TRY_ASSIGN(auto attr, ints_attr(node, "axes"));
+        axes = attr.value_or(std::vector<std::int64_t>{});
     }
     auto keep = int_attr(node, "keepdims", 1);
     auto noop = int_attr(node, "noop_with_empty_axes", 0);

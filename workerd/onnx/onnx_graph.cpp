@@ -106,7 +106,7 @@ Result<GraphIndex> GraphIndex::build(const onnx::GraphProto& graph, std::int64_t
         if (!node.domain().empty() && node.domain() != "ai.onnx")
             return tl::unexpected(graph_error(node_label(node, i) + ": operator domain '" + node.domain() +
                                               "' is not ONNX's: the engine has no such operator"));
-        if (auto ok = check_arity(node, i, opset); !ok) return tl::unexpected(ok.error());
+        PSRUN_TRY(check_arity(node, i, opset));
         for (const auto& in : node.input()) {
             if (in.empty()) continue;
             if (!index.is_input(in) && index.initializers_.count(in) == 0 && index.producers_.count(in) == 0)

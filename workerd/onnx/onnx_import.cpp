@@ -92,9 +92,9 @@ std::optional<nn::ModelDescription> recorded_description(const onnx::ModelProto&
 Result<std::optional<nn::Recipe>> recorded_run_recipe(const onnx::ModelProto& proto, std::string_view source) {
     for (const auto& meta : proto.metadata_props()) {
         if (meta.key() != kRecipeKey) continue;
-        auto recipe = nn::parse_recipe_text(meta.value(), "model " + std::string(source) + ": metadata " + kRecipeKey);
-        if (!recipe) return tl::unexpected(recipe.error());
-        return std::optional<nn::Recipe>(std::move(*recipe));
+        PSRUN_TRY_ASSIGN(auto recipe, nn::parse_recipe_text(
+                                          meta.value(), "model " + std::string(source) + ": metadata " + kRecipeKey));
+        return std::optional<nn::Recipe>(std::move(recipe));
     }
     return std::optional<nn::Recipe>();
 }
@@ -114,10 +114,9 @@ Result<nn::ModelDescription> import_onnx(std::string_view bytes, std::string_vie
     if (!opset) return fail(opset.error());
     auto graph = GraphIndex::build(proto.graph(), *opset);
     if (!graph) return fail(graph.error());
-    auto run_recipe = recorded_run_recipe(proto, source_name);
-    if (!run_recipe) return tl::unexpected(run_recipe.error());
+    PSRUN_TRY_ASSIGN(auto run_recipe, recorded_run_recipe(proto, source_name));
     auto with_run_recipe = [&](nn::ModelDescription model) {
-        if (*run_recipe) model.recipe = **run_recipe;
+        if (run_recipe) model.recipe = *run_recipe;
         return model;
     };
     bool edited = false;

@@ -107,10 +107,9 @@ Result<std::string> Importer::data_value(const std::string& onnx_value, const st
         nlohmann::json layer = {{"kind", "parameter"},
                                 {"shape", std::vector<std::int64_t>(init->dims().begin(), init->dims().end())},
                                 {"tensors", {{"value", tensor}}}};
-        auto name = emit(layer, tensor + "_param", who);
-        if (!name) return tl::unexpected(name.error());
-        values_[onnx_value] = *name;
-        return *name;
+        PSRUN_TRY_ASSIGN(auto name, emit(layer, tensor + "_param", who));
+        values_[onnx_value] = name;
+        return name;
     }
     const Known* k = known(onnx_value);
     if (k == nullptr && init != nullptr) {
@@ -144,10 +143,9 @@ Result<std::string> Importer::data_value(const std::string& onnx_value, const st
             layer["values"] = ints;
         }
     }
-    auto name = emit(layer, onnx_value, who);
-    if (!name) return tl::unexpected(name.error());
-    values_[onnx_value] = *name;
-    return *name;
+    PSRUN_TRY_ASSIGN(auto name, emit(layer, onnx_value, who));
+    values_[onnx_value] = name;
+    return name;
 }
 
 Result<std::string> Importer::emit(nlohmann::json layer, const std::string& name, const std::string& who) {
@@ -212,17 +210,15 @@ Result<void> Importer::import_node(int i) {
             known_[node.output(static_cast<int>(k))] = std::move((**evaluated)[k]);
         return {};
     }
-    auto pattern = import_pattern(*this, i);
-    if (!pattern) return tl::unexpected(pattern.error());
-    if (*pattern) return {};
-    auto lowered = import_lowering(*this, i);
-    if (!lowered) return tl::unexpected(lowered.error());
-    if (*lowered) return {};
+    PSRUN_TRY_ASSIGN(auto pattern, import_pattern(*this, i));
+    if (pattern) return {};
+    PSRUN_TRY_ASSIGN(auto lowered, import_lowering(*this, i));
+    if (lowered) return {};
     const nn::OpSchema* schema = nn::find_onnx_importer(op);
     if (schema == nullptr || schema->import_onnx == nullptr)
         return tl::unexpected(refuse(i, "the engine has no operator for ONNX " + op));
     NodeView view(*this, i);
-    if (auto ok = schema->import_onnx(view); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY(schema->import_onnx(view));
     for (int k = 0; k < node.output_size(); ++k) {
         const std::string& out = node.output(k);
         if (out.empty() || values_.count(out) != 0) continue;
@@ -267,16 +263,15 @@ Result<nn::ModelDescription> Importer::run(const std::string& name, const std::s
     // Every data input, in the graph's order: the first is the primary input.
     model_.inputs.clear();
     for (const auto* graph_input : graph_.inputs()) {
-        auto input = input_info(*graph_input);
-        if (!input) return tl::unexpected(input.error());
-        model_.inputs.push_back(nn::InputDef{unique_name(graph_input->name()), *input});
+        PSRUN_TRY_ASSIGN(auto input, input_info(*graph_input));
+        model_.inputs.push_back(nn::InputDef{unique_name(graph_input->name()), input});
         values_[graph_input->name()] = model_.inputs.back().name;
     }
     // JSON holds them (checkpoint manifests, the description an export embeds).
     model_.name = valid_utf8(name);
     model_.description = valid_utf8(description);
     builder_ = std::make_unique<nn::GraphBuilder>(model_, "model " + source_);
-    if (auto ok = claim_rnn_weights(*this); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY(claim_rnn_weights(*this));
     // A final Softmax or LogSoftmax is the loss's own: the output is its input (the logits). A
     // final ArgMax over the classes (a predict graph's) is what psrun predict does itself: the
     // output is its input.
@@ -312,12 +307,11 @@ Result<nn::ModelDescription> Importer::run(const std::string& name, const std::s
     }
     for (int i = 0; i < nodes.node_size(); ++i) {
         if (!graph_.needed(i) || consumed(i)) continue;
-        if (auto ok = import_node(i); !ok) return tl::unexpected(ok.error());
+        PSRUN_TRY(import_node(i));
     }
     if (outputs.size() > 1) {
-        auto loss = loss_of_outputs(outputs);
-        if (!loss) return tl::unexpected(loss.error());
-        output = *loss;
+        PSRUN_TRY_ASSIGN(auto loss, loss_of_outputs(outputs));
+        output = loss;
     }
     const auto out = values_.find(output);
     if (out == values_.end())
@@ -329,7 +323,7 @@ Result<nn::ModelDescription> Importer::run(const std::string& name, const std::s
     if (logits.type == nn::ElementType::kFloat && !nn::has_batch(logits.dims) &&
         nn::elements_per_example(logits.dims).value_or(0) == 1)
         model_.loss = nn::LossKind::kGraph;
-    if (auto ok = builder_->finish(out->second); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY(builder_->finish(out->second));
     for (const auto& o : outputs) {
         if (outputs.size() == 1 || o == output) continue;
         const std::string& value = values_.at(o);

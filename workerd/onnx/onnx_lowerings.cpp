@@ -22,12 +22,11 @@ namespace {
 
 // The node's first input as a float value of known rank.
 Result<std::pair<std::string, const nn::ValueInfo*>> lowering_input(OnnxNodeImport& node) {
-    auto x = node.value(0);
-    if (!x) return tl::unexpected(x.error());
+    PSRUN_TRY_ASSIGN(auto x, node.value(0));
     const nn::ValueInfo* info = node.info(0);
     if (info == nullptr) return tl::unexpected(node.refuse("its input is a constant; the engine lowers it only on a graph value"));
     if (info->type != nn::ElementType::kFloat) return tl::unexpected(node.refuse("its input holds integers; floats only"));
-    return std::pair{*x, info};
+    return std::pair{x, info};
 }
 
 nlohmann::json dims_json(const std::vector<std::int64_t>& fixed) {
@@ -37,23 +36,20 @@ nlohmann::json dims_json(const std::vector<std::int64_t>& fixed) {
 }
 
 Result<void> lower_depth_space(OnnxNodeImport& node) {
-    auto in = lowering_input(node);
-    if (!in) return tl::unexpected(in.error());
-    const auto& [x, info] = *in;
+    PSRUN_TRY_ASSIGN(auto in, lowering_input(node));
+    const auto& [x, info] = in;
     const bool to_space = node.op_type() == "DepthToSpace";
-    auto b = node.int_attr("blocksize", 0);
-    if (!b) return tl::unexpected(b.error());
+    PSRUN_TRY_ASSIGN(auto b, node.int_attr("blocksize", 0));
     std::string mode = "DCR";
     if (to_space && node.opset() >= 11) {
-        auto m = node.string_attr("mode", "DCR");
-        if (!m) return tl::unexpected(m.error());
-        mode = *m;
+        PSRUN_TRY_ASSIGN(auto m, node.string_attr("mode", "DCR"));
+        mode = m;
     }
     if (mode != "DCR" && mode != "CRD")
         return tl::unexpected(node.refuse("mode '" + mode + "' is none of DCR and CRD"));
     if (info->rank() != 4 || !info->dims[0].batch || info->dims[0].value != 1)
         return tl::unexpected(node.refuse("expects an image batch [N, C, H, W], got " + nn::to_string(info->dims)));
-    const std::int64_t c = info->dims[1].value, h = info->dims[2].value, w = info->dims[3].value, k = *b;
+    const std::int64_t c = info->dims[1].value, h = info->dims[2].value, w = info->dims[3].value, k = b;
     if (k < 1 || k > 4096) return tl::unexpected(node.refuse("blocksize " + std::to_string(k) + " is not in [1, 4096]"));
     std::vector<std::int64_t> split, merged;
     std::vector<std::int64_t> perm;
@@ -73,20 +69,16 @@ Result<void> lower_depth_space(OnnxNodeImport& node) {
         perm = {0, 3, 5, 1, 2, 4};
         merged = {c * k * k, h / k, w / k};
     }
-    auto r1 = node.emit({{"kind", "reshape"}, {"inputs", {x}}, {"shape", dims_json(split)}});
-    if (!r1) return tl::unexpected(r1.error());
-    auto t = node.emit({{"kind", "transpose"}, {"inputs", {*r1}}, {"perm", perm}});
-    if (!t) return tl::unexpected(t.error());
-    auto r2 = node.emit({{"kind", "reshape"}, {"inputs", {*t}}, {"shape", dims_json(merged)}});
-    if (!r2) return tl::unexpected(r2.error());
-    node.bind_output(0, *r2);
+    PSRUN_TRY_ASSIGN(auto r1, node.emit({{"kind", "reshape"}, {"inputs", {x}}, {"shape", dims_json(split)}}));
+    PSRUN_TRY_ASSIGN(auto t, node.emit({{"kind", "transpose"}, {"inputs", {r1}}, {"perm", perm}}));
+    PSRUN_TRY_ASSIGN(auto r2, node.emit({{"kind", "reshape"}, {"inputs", {t}}, {"shape", dims_json(merged)}}));
+    node.bind_output(0, r2);
     return {};
 }
 
 Result<void> lower_tile(OnnxNodeImport& node) {
-    auto in = lowering_input(node);
-    if (!in) return tl::unexpected(in.error());
-    const auto& [x, info] = *in;
+    PSRUN_TRY_ASSIGN(auto in, lowering_input(node));
+    const auto& [x, info] = in;
     const auto repeats = node.ints(1);
     if (!repeats) return tl::unexpected(node.refuse("its repeats are computed at run time; the engine needs them at import"));
     if (repeats->size() != info->rank())
@@ -115,9 +107,8 @@ Result<void> lower_tile(OnnxNodeImport& node) {
 }
 
 Result<void> lower_cumsum(OnnxNodeImport& node) {
-    auto in = lowering_input(node);
-    if (!in) return tl::unexpected(in.error());
-    const auto& [x, info] = *in;
+    PSRUN_TRY_ASSIGN(auto in, lowering_input(node));
+    const auto& [x, info] = in;
     const auto axis_given = node.ints(1);
     if (!axis_given || axis_given->size() != 1)
         return tl::unexpected(node.refuse("its axis must be a constant scalar (known at import)"));
@@ -140,39 +131,33 @@ Result<void> lower_cumsum(OnnxNodeImport& node) {
             const bool take = *reverse ? (*exclusive ? i > j : i >= j) : (*exclusive ? i < j : i <= j);
             tri[static_cast<std::size_t>(i * len + j)] = take ? 1.0f : 0.0f;
         }
-    auto t = node.emit({{"kind", "constant"}, {"shape", {len, len}}, {"type", "float"}, {"values", tri}});
-    if (!t) return tl::unexpected(t.error());
+    PSRUN_TRY_ASSIGN(auto t,
+                     node.emit({{"kind", "constant"}, {"shape", {len, len}}, {"type", "float"}, {"values", tri}}));
     std::vector<std::int64_t> perm;  // axis and last swapped (its own inverse)
     for (std::int64_t d = 0; d < rank; ++d) perm.push_back(d == axis ? rank - 1 : d == rank - 1 ? axis : d);
     std::string value = x;
     if (axis != rank - 1) {
-        auto moved = node.emit({{"kind", "transpose"}, {"inputs", {x}}, {"perm", perm}});
-        if (!moved) return tl::unexpected(moved.error());
-        value = *moved;
+        PSRUN_TRY_ASSIGN(auto moved, node.emit({{"kind", "transpose"}, {"inputs", {x}}, {"perm", perm}}));
+        value = moved;
     }
-    auto sum = node.emit({{"kind", "matmul"}, {"inputs", {value, *t}}});
-    if (!sum) return tl::unexpected(sum.error());
-    value = *sum;
+    PSRUN_TRY_ASSIGN(auto sum, node.emit({{"kind", "matmul"}, {"inputs", {value, t}}}));
+    value = sum;
     if (axis != rank - 1) {
-        auto back = node.emit({{"kind", "transpose"}, {"inputs", {value}}, {"perm", perm}});
-        if (!back) return tl::unexpected(back.error());
-        value = *back;
+        PSRUN_TRY_ASSIGN(auto back, node.emit({{"kind", "transpose"}, {"inputs", {value}}, {"perm", perm}}));
+        value = back;
     }
     node.bind_output(0, value);
     return {};
 }
 
 Result<void> lower_celu(OnnxNodeImport& node) {
-    auto in = lowering_input(node);
-    if (!in) return tl::unexpected(in.error());
-    const std::string x = in->first;
-    auto alpha = node.float_attr("alpha", 1.0f);
-    if (!alpha) return tl::unexpected(alpha.error());
-    if (!(*alpha > 0.0f)) return tl::unexpected(node.refuse("alpha " + std::to_string(*alpha) + " is not positive"));
-    if (*alpha == 1.0f) {
-        auto elu = node.emit({{"kind", "elu"}, {"inputs", {x}}, {"alpha", 1.0}});
-        if (!elu) return tl::unexpected(elu.error());
-        node.bind_output(0, *elu);
+    PSRUN_TRY_ASSIGN(auto in, lowering_input(node));
+    const std::string x = in.first;
+    PSRUN_TRY_ASSIGN(auto alpha, node.float_attr("alpha", 1.0f));
+    if (!(alpha > 0.0f)) return tl::unexpected(node.refuse("alpha " + std::to_string(alpha) + " is not positive"));
+    if (alpha == 1.0f) {
+        PSRUN_TRY_ASSIGN(auto elu, node.emit({{"kind", "elu"}, {"inputs", {x}}, {"alpha", 1.0}}));
+        node.bind_output(0, elu);
         return {};
     }
     auto scale = [&node](const std::string& v, float k) -> Result<std::string> {
@@ -180,13 +165,10 @@ Result<void> lower_celu(OnnxNodeImport& node) {
         if (!c) return c;
         return node.emit({{"kind", "mul"}, {"inputs", {v, *c}}});
     };
-    auto inner = scale(x, 1.0f / *alpha);
-    if (!inner) return tl::unexpected(inner.error());
-    auto elu = node.emit({{"kind", "elu"}, {"inputs", {*inner}}, {"alpha", 1.0}});
-    if (!elu) return tl::unexpected(elu.error());
-    auto out = scale(*elu, *alpha);
-    if (!out) return tl::unexpected(out.error());
-    node.bind_output(0, *out);
+    PSRUN_TRY_ASSIGN(auto inner, scale(x, 1.0f / alpha));
+    PSRUN_TRY_ASSIGN(auto elu, node.emit({{"kind", "elu"}, {"inputs", {inner}}, {"alpha", 1.0}}));
+    PSRUN_TRY_ASSIGN(auto out, scale(elu, alpha));
+    node.bind_output(0, out);
     return {};
 }
 
@@ -231,7 +213,7 @@ Result<bool> import_lowering(Importer& importer, int i) {
     for (const auto& l : lowerings()) {
         if (l.op != op) continue;
         NodeView view(importer, i);
-        if (auto ok = l.lower(view); !ok) return tl::unexpected(ok.error());
+        PSRUN_TRY(l.lower(view));
         return true;
     }
     return false;

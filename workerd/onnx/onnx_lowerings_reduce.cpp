@@ -22,10 +22,9 @@ struct ReduceNormAxes {
 };
 
 Result<ReduceNormAxes> reduce_norm_axes(nn::OnnxNodeImport& node, const nn::ValueInfo& info) {
-    auto read = nn::read_onnx_reduce_axes(node, node.opset() >= 18);
-    if (!read) return tl::unexpected(read.error());
-    ReduceNormAxes r{std::move(read->axes), read->keepdims};
-    if (r.axes.empty() && read->noop_if_empty)
+    PSRUN_TRY_ASSIGN(auto read, nn::read_onnx_reduce_axes(node, node.opset() >= 18));
+    ReduceNormAxes r{std::move(read.axes), read.keepdims};
+    if (r.axes.empty() && read.noop_if_empty)
         return tl::unexpected(node.refuse("noop_with_empty_axes=1 without axes leaves nothing to reduce; give the axes"));
     if (r.axes.empty())
         for (std::size_t d = 0; d < info.rank(); ++d) r.axes.push_back(static_cast<std::int64_t>(d));
@@ -35,8 +34,7 @@ Result<ReduceNormAxes> reduce_norm_axes(nn::OnnxNodeImport& node, const nn::Valu
 }  // namespace
 
 Result<void> lower_reduce_norm(nn::OnnxNodeImport& node) {
-    auto x = node.value(0);
-    if (!x) return tl::unexpected(x.error());
+    PSRUN_TRY_ASSIGN(auto x, node.value(0));
     const nn::ValueInfo* info = node.info(0);
     if (info == nullptr || info->type != nn::ElementType::kFloat)
         return tl::unexpected(node.refuse("expects a float graph value (not a constant, not integers)"));
@@ -51,28 +49,21 @@ Result<void> lower_reduce_norm(nn::OnnxNodeImport& node) {
     };
     Result<std::string> out;
     if (op == "ReduceL1") {
-        auto a = layer("abs", {*x});
-        if (!a) return tl::unexpected(a.error());
-        out = reduce("reduce_sum", *a, r->keep);
+        PSRUN_TRY_ASSIGN(auto a, layer("abs", {x}));
+        out = reduce("reduce_sum", a, r->keep);
     } else if (op == "ReduceL2" || op == "ReduceSumSquare") {
-        auto sq = layer("mul", {*x, *x});
-        if (!sq) return tl::unexpected(sq.error());
-        out = reduce("reduce_sum", *sq, r->keep);
+        PSRUN_TRY_ASSIGN(auto sq, layer("mul", {x, x}));
+        out = reduce("reduce_sum", sq, r->keep);
         if (out && op == "ReduceL2") out = layer("sqrt", {*out});
     } else {  // ReduceLogSumExp
-        auto m = reduce("reduce_max", *x, true);
+        auto m = reduce("reduce_max", x, true);
         if (!m) return tl::unexpected(m.error());
-        auto shifted = layer("sub", {*x, *m});
-        if (!shifted) return tl::unexpected(shifted.error());
-        auto e = layer("exp", {*shifted});
-        if (!e) return tl::unexpected(e.error());
-        auto s = reduce("reduce_sum", *e, r->keep);
-        if (!s) return tl::unexpected(s.error());
-        auto l = layer("log", {*s});
-        if (!l) return tl::unexpected(l.error());
-        auto mk = r->keep ? m : reduce("reduce_max", *x, false);
-        if (!mk) return tl::unexpected(mk.error());
-        out = layer("add", {*l, *mk});
+        PSRUN_TRY_ASSIGN(auto shifted, layer("sub", {x, *m}));
+        PSRUN_TRY_ASSIGN(auto e, layer("exp", {shifted}));
+        PSRUN_TRY_ASSIGN(auto s, reduce("reduce_sum", e, r->keep));
+        PSRUN_TRY_ASSIGN(auto l, layer("log", {s}));
+        PSRUN_TRY_ASSIGN(auto mk, r->keep ? m : reduce("reduce_max", x, false));
+        out = layer("add", {l, mk});
     }
     if (!out) return tl::unexpected(out.error());
     node.bind_output(0, *out);

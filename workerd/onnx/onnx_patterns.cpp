@@ -78,13 +78,14 @@ Result<bool> layer_norm(Matcher& m, int i) {
         if (t == nullptr || t->dims_size() != 1 || t->dims(0) != xi->dims.back().value) return false;
     }
     const std::string who = node_label(m.node(i), i) + " (LayerNorm)";
-    auto input = m.im_.data_value(x, who);
-    if (!input) return tl::unexpected(input.error());
+    PSRUN_TRY_ASSIGN(auto input, m.im_.data_value(x, who));
     auto scale = m.slot(gamma, who);
     auto bias = m.slot(beta, who);
     if (!scale || !bias) return tl::unexpected(!scale ? scale.error() : bias.error());
     const std::string name = m.node(add2).name().empty() ? m.node(add2).output(0) : m.node(add2).name();
-    auto out = m.im_.emit({{"kind", "layer_norm"}, {"inputs", {*input}}, {"epsilon", nn::onnx_float(static_cast<float>(*eps))},
+    auto out = m.im_.emit({{"kind", "layer_norm"},
+                           {"inputs", {input}},
+                           {"epsilon", nn::onnx_float(static_cast<float>(*eps))},
                            {"tensors", {{"scale", *scale}, {"bias", *bias}}}},
                           m.im_.unique_name(name), who);
     if (!out) return tl::unexpected(out.error());
@@ -108,10 +109,9 @@ Result<bool> gelu(Matcher& m, int i) {
     const int half = m.only_reader(m.node(mul).output(0), "Mul");
     if (half < 0 || m.scalar(m.other(m.node(half), m.node(mul).output(0))) != 0.5) return false;
     const std::string who = node_label(div, i) + " (GELU)";
-    auto input = m.im_.data_value(x, who);
-    if (!input) return tl::unexpected(input.error());
+    PSRUN_TRY_ASSIGN(auto input, m.im_.data_value(x, who));
     const auto& last = m.node(half);
-    auto out = m.im_.emit({{"kind", "gelu"}, {"inputs", {*input}}, {"approximate", "none"}},
+    auto out = m.im_.emit({{"kind", "gelu"}, {"inputs", {input}}, {"approximate", "none"}},
                           m.im_.unique_name(last.name().empty() ? last.output(0) : last.name()), who);
     if (!out) return tl::unexpected(out.error());
     m.im_.bind(last.output(0), *out);
@@ -130,10 +130,9 @@ Result<bool> silu(Matcher& m, int i) {
     const int mul = m.only_reader(sigmoid.output(0), "Mul");
     if (mul < 0 || m.node(mul).input_size() != 2 || m.other(m.node(mul), sigmoid.output(0)) != x) return false;
     const std::string who = node_label(sigmoid, i) + " (SiLU)";
-    auto input = m.im_.data_value(x, who);
-    if (!input) return tl::unexpected(input.error());
+    PSRUN_TRY_ASSIGN(auto input, m.im_.data_value(x, who));
     const auto& last = m.node(mul);
-    auto out = m.im_.emit({{"kind", "swish"}, {"inputs", {*input}}},
+    auto out = m.im_.emit({{"kind", "swish"}, {"inputs", {input}}},
                           m.im_.unique_name(last.name().empty() ? last.output(0) : last.name()), who);
     if (!out) return tl::unexpected(out.error());
     m.im_.bind(last.output(0), *out);
@@ -207,19 +206,17 @@ Result<bool> linear_plain(Matcher& m, int i) {
     }
     auto input = m.im_.data_value(mm.input(0), who);
     if (!input) return tl::unexpected(input.error());
-    auto weights = m.im_.data_value(mm.input(1), who);
-    if (!weights) return tl::unexpected(weights.error());
+    PSRUN_TRY_ASSIGN(auto weights, m.im_.data_value(mm.input(1), who));
     const auto& last = m.node(add >= 0 ? add : i);
     const std::string name = m.im_.unique_name(last.name().empty() ? last.output(0) : last.name());
-    auto transposed = m.im_.emit({{"kind", "transpose"}, {"inputs", {*weights}}, {"perm", {1, 0}}}, name + "/w_t", who);
-    if (!transposed) return tl::unexpected(transposed.error());
-    nlohmann::json tensors = {{"w", *transposed}};
+    PSRUN_TRY_ASSIGN(auto transposed,
+                     m.im_.emit({{"kind", "transpose"}, {"inputs", {weights}}, {"perm", {1, 0}}}, name + "/w_t", who));
+    nlohmann::json tensors = {{"w", transposed}};
     if (add >= 0) tensors["b"] = m.im_.slot_tensor(bias);
     nlohmann::json layer = {{"kind", "dense"}, {"inputs", {*input}}, {"units", w->dims(1)}, {"bias", add >= 0}, {"tensors", tensors}};
     if (xi->rank() == 4) layer["last_axis"] = true;
-    auto out = m.im_.emit(std::move(layer), name, who);
-    if (!out) return tl::unexpected(out.error());
-    m.im_.bind(last.output(0), *out);
+    PSRUN_TRY_ASSIGN(auto out, m.im_.emit(std::move(layer), name, who));
+    m.im_.bind(last.output(0), out);
     m.im_.consume(i);
     if (add >= 0) m.im_.consume(add);
     return true;
@@ -248,9 +245,8 @@ Result<bool> empty_pad(Matcher& m, int i) {
         pads = **a;
     }
     if (!pads || std::any_of(pads->begin(), pads->end(), [](std::int64_t p) { return p != 0; })) return false;
-    auto input = m.im_.data_value(n.input(0), node_label(n, i));
-    if (!input) return tl::unexpected(input.error());
-    m.im_.bind(n.output(0), *input);
+    PSRUN_TRY_ASSIGN(auto input, m.im_.data_value(n.input(0), node_label(n, i)));
+    m.im_.bind(n.output(0), input);
     m.im_.consume(i);
     return true;
 }

@@ -135,8 +135,7 @@ Result<bool> import_group_norm_pattern(Importer& importer, int i) {
         else add = -1;
     }
     const std::string who = node_label(reshape, i) + " (GroupNorm)";
-    auto input = m.im_.data_value(x, who);
-    if (!input) return tl::unexpected(input.error());
+    PSRUN_TRY_ASSIGN(auto input, m.im_.data_value(x, who));
     nlohmann::json tensors = nlohmann::json::object();
     bool has_scale = false, has_bias = false;
     if (per_group) {
@@ -148,7 +147,7 @@ Result<bool> import_group_norm_pattern(Importer& importer, int i) {
     }
     const auto& end = m.node(last);
     auto out = m.im_.emit({{"kind", "group_norm"},
-                           {"inputs", {*input}},
+                           {"inputs", {input}},
                            {"groups", groups},
                            {"epsilon", nn::onnx_float(*eps)},
                            {"scale", has_scale},

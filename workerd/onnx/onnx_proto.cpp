@@ -79,9 +79,8 @@ Result<std::vector<std::int64_t>> read_int64s(const onnx::TensorProto& tensor) {
 Result<std::vector<std::int64_t>> read_ints(const onnx::TensorProto& tensor) {
     if (tensor.data_type() == onnx::TensorProto::INT64) return read_int64s(tensor);
     if (tensor.data_type() == onnx::TensorProto::INT32) {
-        auto v = read_values<std::int32_t>(tensor, tensor.int32_data(), "int32");
-        if (!v) return tl::unexpected(v.error());
-        return std::vector<std::int64_t>(v->begin(), v->end());
+        PSRUN_TRY_ASSIGN(auto v, read_values<std::int32_t>(tensor, tensor.int32_data(), "int32"));
+        return std::vector<std::int64_t>(v.begin(), v.end());
     }
     if (tensor.data_type() == onnx::TensorProto::BOOL) {
         const auto count = element_count(tensor);

@@ -51,32 +51,27 @@ const std::map<std::string_view, Entry>& table() {
 }
 
 Result<void> parse_alpha(FieldReader& reader, nlohmann::json& attrs, double fallback) {
-    auto alpha = reader.number("alpha", fallback);
-    if (!alpha) return tl::unexpected(alpha.error());
-    attrs["alpha"] = *alpha;
+    PSRUN_TRY_ASSIGN(auto alpha, reader.number("alpha", fallback));
+    attrs["alpha"] = alpha;
     return {};
 }
 Result<void> parse_leaky(FieldReader& reader, nlohmann::json& attrs) { return parse_alpha(reader, attrs, 0.01); }
 Result<void> parse_elu(FieldReader& reader, nlohmann::json& attrs) { return parse_alpha(reader, attrs, 1.0); }
 
 Result<void> parse_clip(FieldReader& reader, nlohmann::json& attrs) {
-    auto lo = reader.number("min", std::nullopt);
-    if (!lo) return tl::unexpected(lo.error());
-    auto hi = reader.number("max", std::nullopt);
-    if (!hi) return tl::unexpected(hi.error());
-    if (!(*lo < *hi)) return tl::unexpected(reader.fail("max", "must be larger than \"min\""));
-    attrs["min"] = *lo;
-    attrs["max"] = *hi;
+    PSRUN_TRY_ASSIGN(auto lo, reader.number("min", std::nullopt));
+    PSRUN_TRY_ASSIGN(auto hi, reader.number("max", std::nullopt));
+    if (!(lo < hi)) return tl::unexpected(reader.fail("max", "must be larger than \"min\""));
+    attrs["min"] = lo;
+    attrs["max"] = hi;
     return {};
 }
 
 Result<void> parse_two(FieldReader& reader, nlohmann::json& attrs, const char* a, double fa, const char* b, double fb) {
-    auto x = reader.number(a, fa);
-    if (!x) return tl::unexpected(x.error());
-    auto y = reader.number(b, fb);
-    if (!y) return tl::unexpected(y.error());
-    attrs[a] = *x;
-    attrs[b] = *y;
+    PSRUN_TRY_ASSIGN(auto x, reader.number(a, fa));
+    PSRUN_TRY_ASSIGN(auto y, reader.number(b, fb));
+    attrs[a] = x;
+    attrs[b] = y;
     return {};
 }
 Result<void> parse_selu(FieldReader& reader, nlohmann::json& attrs) {
@@ -87,9 +82,8 @@ Result<void> parse_hard_sigmoid(FieldReader& reader, nlohmann::json& attrs) {
 }
 
 Result<void> parse_gelu(FieldReader& reader, nlohmann::json& attrs) {
-    auto approximate = reader.choice("approximate", 0, {"none", "tanh"});
-    if (!approximate) return tl::unexpected(approximate.error());
-    attrs["approximate"] = *approximate == 1 ? "tanh" : "none";
+    PSRUN_TRY_ASSIGN(auto approximate, reader.choice("approximate", 0, {"none", "tanh"}));
+    attrs["approximate"] = approximate == 1 ? "tanh" : "none";
     return {};
 }
 
@@ -102,10 +96,9 @@ Result<void> infer_activation(InferContext& context) {
 }
 
 Result<void> import_activation(OnnxNodeImport& node) {
-    auto x = node.value(0);
-    if (!x) return tl::unexpected(x.error());
+    PSRUN_TRY_ASSIGN(auto x, node.value(0));
     const auto op = node.op_type();
-    nlohmann::json layer = {{"inputs", {*x}}};
+    nlohmann::json layer = {{"inputs", {x}}};
     if (op == "LeakyRelu" || op == "Elu") {
         auto alpha = node.float_attr("alpha", op == "Elu" ? 1.0f : 0.01f);
         if (!alpha) return tl::unexpected(alpha.error());
@@ -138,17 +131,15 @@ Result<void> import_activation(OnnxNodeImport& node) {
         layer["min"] = lo;
         layer["max"] = hi;
     } else if (op == "Gelu") {
-        auto approximate = node.string_attr("approximate", "none");
-        if (!approximate) return tl::unexpected(approximate.error());
+        PSRUN_TRY_ASSIGN(auto approximate, node.string_attr("approximate", "none"));
         layer["kind"] = "gelu";
-        layer["approximate"] = *approximate;
+        layer["approximate"] = approximate;
     } else {
         for (const auto& [kind, entry] : table())
             if (entry.onnx == op) layer["kind"] = std::string(kind);
     }
-    auto name = node.emit(layer);
-    if (!name) return tl::unexpected(name.error());
-    node.bind_output(0, *name);
+    PSRUN_TRY_ASSIGN(auto name, node.emit(layer));
+    node.bind_output(0, name);
     return {};
 }
 

@@ -28,24 +28,21 @@ namespace psrun::nn {
 namespace {
 
 Result<void> parse_batch_norm(FieldReader& reader, nlohmann::json& attrs) {
-    auto epsilon = reader.number("epsilon", 1e-5);
-    if (!epsilon) return tl::unexpected(epsilon.error());
-    if (!(*epsilon > 0.0 && *epsilon <= 1.0))
-        return tl::unexpected(reader.fail("epsilon", "expected a number in (0, 1], got " + describe_value(*epsilon)));
-    auto momentum = reader.number("momentum", 0.1);
-    if (!momentum) return tl::unexpected(momentum.error());
-    if (!(*momentum >= 0.0 && *momentum <= 1.0))
-        return tl::unexpected(reader.fail("momentum", "expected a number in [0, 1] (PyTorch's convention: the weight of "
-                                                      "the batch statistics, 0.1 by default), got " +
-                                                          describe_value(*momentum)));
-    auto scale = reader.boolean("scale", true);
-    if (!scale) return tl::unexpected(scale.error());
-    auto center = reader.boolean("center", true);
-    if (!center) return tl::unexpected(center.error());
-    attrs["epsilon"] = *epsilon;
-    attrs["momentum"] = *momentum;
-    attrs["scale"] = *scale;
-    attrs["center"] = *center;
+    PSRUN_TRY_ASSIGN(auto epsilon, reader.number("epsilon", 1e-5));
+    if (!(epsilon > 0.0 && epsilon <= 1.0))
+        return tl::unexpected(reader.fail("epsilon", "expected a number in (0, 1], got " + describe_value(epsilon)));
+    PSRUN_TRY_ASSIGN(auto momentum, reader.number("momentum", 0.1));
+    if (!(momentum >= 0.0 && momentum <= 1.0))
+        return tl::unexpected(reader.fail("momentum",
+                                          "expected a number in [0, 1] (PyTorch's convention: the weight of "
+                                          "the batch statistics, 0.1 by default), got " +
+                                              describe_value(momentum)));
+    PSRUN_TRY_ASSIGN(auto scale, reader.boolean("scale", true));
+    PSRUN_TRY_ASSIGN(auto center, reader.boolean("center", true));
+    attrs["epsilon"] = epsilon;
+    attrs["momentum"] = momentum;
+    attrs["scale"] = scale;
+    attrs["center"] = center;
     return {};
 }
 
@@ -87,33 +84,27 @@ Result<void> import_batch_norm(OnnxNodeImport& node) {
                                           std::to_string(training_outputs) + " (PyTorch's training export)"));
     for (std::size_t i = 1; i < 5; ++i)
         if (!node.has_input(i)) return tl::unexpected(node.refuse("input " + std::to_string(i) + " is missing"));
-    auto epsilon = node.float_attr("epsilon", 1e-5f);
-    if (!epsilon) return tl::unexpected(epsilon.error());
-    auto momentum = node.float_attr("momentum", 0.9f);
-    if (!momentum) return tl::unexpected(momentum.error());
-    if (!(*momentum >= 0.0f && *momentum <= 1.0f))
-        return tl::unexpected(node.refuse("momentum must be in [0, 1]"));
+    PSRUN_TRY_ASSIGN(auto epsilon, node.float_attr("epsilon", 1e-5f));
+    PSRUN_TRY_ASSIGN(auto momentum, node.float_attr("momentum", 0.9f));
+    if (!(momentum >= 0.0f && momentum <= 1.0f)) return tl::unexpected(node.refuse("momentum must be in [0, 1]"));
     auto training_mode = node.int_attr("training_mode", 0);  // opset 14+
     if (!training_mode) return tl::unexpected(training_mode.error());
     if (*training_mode != 0 && *training_mode != 1)
         return tl::unexpected(node.refuse("training_mode must be 0 or 1"));
-    auto input = node.value(0);
-    if (!input) return tl::unexpected(input.error());
+    PSRUN_TRY_ASSIGN(auto input, node.value(0));
     nlohmann::json tensors;
     const char* slots[] = {"scale", "bias", "mean", "var"};
     for (std::size_t i = 1; i < 5; ++i) {
-        auto t = node.slot(i);
-        if (!t) return tl::unexpected(t.error());
-        tensors[slots[i - 1]] = *t;
+        PSRUN_TRY_ASSIGN(auto t, node.slot(i));
+        tensors[slots[i - 1]] = t;
     }
     nlohmann::json layer = {{"kind", "batch_norm"},
-                            {"inputs", {*input}},
-                            {"epsilon", onnx_float(*epsilon)},
-                            {"momentum", onnx_momentum(*momentum)},
+                            {"inputs", {input}},
+                            {"epsilon", onnx_float(epsilon)},
+                            {"momentum", onnx_momentum(momentum)},
                             {"tensors", tensors}};
-    auto name = node.emit(layer);
-    if (!name) return tl::unexpected(name.error());
-    node.bind_output(0, *name);
+    PSRUN_TRY_ASSIGN(auto name, node.emit(layer));
+    node.bind_output(0, name);
     return {};
 }
 

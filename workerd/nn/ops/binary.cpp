@@ -18,11 +18,10 @@ Result<void> infer_binary(InferContext& context) {
         if (context.input(i).type != ElementType::kFloat)
             return tl::unexpected(op_error("expects floats; input " + std::to_string(i) + " (" + context.input_name(i) +
                                            ") holds integer ids"));
-    auto dims = broadcast_dims(context.input(0).dims, context.input(1).dims);
-    if (!dims) return tl::unexpected(dims.error());
-    if (dims->size() > 6) return tl::unexpected(op_error("the output would have more than 6 dims"));
-    context.set_output(0, ValueInfo{*dims, ElementType::kFloat});
-    context.add_flops(static_cast<double>(elements_per_example(*dims).value_or(0)));
+    PSRUN_TRY_ASSIGN(auto dims, broadcast_dims(context.input(0).dims, context.input(1).dims));
+    if (dims.size() > 6) return tl::unexpected(op_error("the output would have more than 6 dims"));
+    context.set_output(0, ValueInfo{dims, ElementType::kFloat});
+    context.add_flops(static_cast<double>(elements_per_example(dims).value_or(0)));
     return {};
 }
 
@@ -31,15 +30,12 @@ const char* onnx_of(std::string_view kind) {
 }
 
 Result<void> import_binary(OnnxNodeImport& node) {
-    auto a = node.value(0);
-    if (!a) return tl::unexpected(a.error());
-    auto b = node.value(1);
-    if (!b) return tl::unexpected(b.error());
+    PSRUN_TRY_ASSIGN(auto a, node.value(0));
+    PSRUN_TRY_ASSIGN(auto b, node.value(1));
     const auto op = node.op_type();
     const char* kind = op == "Add" ? "add" : op == "Sub" ? "sub" : op == "Mul" ? "mul" : "div";
-    auto name = node.emit({{"kind", kind}, {"inputs", {*a, *b}}});
-    if (!name) return tl::unexpected(name.error());
-    node.bind_output(0, *name);
+    PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", kind}, {"inputs", {a, b}}}));
+    node.bind_output(0, name);
     return {};
 }
 

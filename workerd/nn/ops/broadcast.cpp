@@ -38,9 +38,8 @@ Result<std::int64_t> normal_axis(std::int64_t axis, std::size_t rank) {
 Result<std::vector<std::int64_t>> normal_axes(const std::vector<std::int64_t>& axes, std::size_t rank) {
     std::set<std::int64_t> out;
     for (const auto a : axes) {
-        auto n = normal_axis(a, rank);
-        if (!n) return tl::unexpected(n.error());
-        if (!out.insert(*n).second)
+        PSRUN_TRY_ASSIGN(auto n, normal_axis(a, rank));
+        if (!out.insert(n).second)
             return make_error(ErrorCode::kInvalidArgument, "axis " + std::to_string(a) + " is given twice");
     }
     return std::vector<std::int64_t>(out.begin(), out.end());

@@ -20,51 +20,46 @@ namespace psrun::nn {
 namespace {
 
 Result<void> parse_concat(FieldReader& reader, nlohmann::json& attrs) {
-    auto axis = reader.integer("axis", std::nullopt, -6, 5);
-    if (!axis) return tl::unexpected(axis.error());
-    attrs["axis"] = *axis;
+    PSRUN_TRY_ASSIGN(auto axis, reader.integer("axis", std::nullopt, -6, 5));
+    attrs["axis"] = axis;
     return {};
 }
 
 Result<void> parse_split(FieldReader& reader, nlohmann::json& attrs) {
-    auto axis = reader.integer("axis", std::nullopt, -6, 5);
-    if (!axis) return tl::unexpected(axis.error());
-    auto sizes = reader.integers("sizes", std::nullopt, 0, 1, std::int64_t{1} << 40);
-    if (!sizes) return tl::unexpected(sizes.error());
-    attrs["axis"] = *axis;
-    attrs["sizes"] = *sizes;
+    PSRUN_TRY_ASSIGN(auto axis, reader.integer("axis", std::nullopt, -6, 5));
+    PSRUN_TRY_ASSIGN(auto sizes, reader.integers("sizes", std::nullopt, 0, 1, std::int64_t{1} << 40));
+    attrs["axis"] = axis;
+    attrs["sizes"] = sizes;
     return {};
 }
 
 // The axis of `in` the node's "axis" names, or an error (out of range, the batch dim).
 Result<std::size_t> data_axis(const InferContext& context, const ValueInfo& in) {
     const auto given = context.attr_int("axis");
-    auto axis = normal_axis(given, in.rank());
-    if (!axis) return tl::unexpected(axis.error());
-    if (in.dims[static_cast<std::size_t>(*axis)].batch)
+    PSRUN_TRY_ASSIGN(auto axis, normal_axis(given, in.rank()));
+    if (in.dims[static_cast<std::size_t>(axis)].batch)
         return tl::unexpected(op_error("axis " + std::to_string(given) + " of " + to_string(in.dims) +
                                        " is the batch dim; join or cut along a dim of each example"));
-    return static_cast<std::size_t>(*axis);
+    return static_cast<std::size_t>(axis);
 }
 
 Result<void> infer_concat(InferContext& context) {
     const ValueInfo& first = context.input(0);
-    auto axis = data_axis(context, first);
-    if (!axis) return tl::unexpected(axis.error());
+    PSRUN_TRY_ASSIGN(auto axis, data_axis(context, first));
     Dims out = first.dims;
-    out[*axis].value = 0;
+    out[axis].value = 0;
     for (std::size_t i = 0; i < context.input_count(); ++i) {
         const ValueInfo& v = context.input(i);
         if (v.type != ElementType::kFloat)
             return tl::unexpected(op_error("expects floats; input " + std::to_string(i) + " (" + context.input_name(i) +
                                            ") holds integer ids"));
         bool same = v.rank() == first.rank();
-        for (std::size_t d = 0; same && d < v.rank(); ++d) same = d == *axis || v.dims[d] == first.dims[d];
+        for (std::size_t d = 0; same && d < v.rank(); ++d) same = d == axis || v.dims[d] == first.dims[d];
         if (!same)
             return tl::unexpected(op_error("input " + std::to_string(i) + " (" + context.input_name(i) + ") is " +
                                            to_string(v.dims) + " where input 0 is " + to_string(first.dims) +
-                                           "; every dim but axis " + std::to_string(*axis) + " must match"));
-        out[*axis].value += v.dims[*axis].value;
+                                           "; every dim but axis " + std::to_string(axis) + " must match"));
+        out[axis].value += v.dims[axis].value;
     }
     context.set_output(0, ValueInfo{out, ElementType::kFloat});
     context.add_flops(0);
@@ -74,17 +69,16 @@ Result<void> infer_concat(InferContext& context) {
 Result<void> infer_split(InferContext& context) {
     const ValueInfo& in = context.input(0);
     if (in.type != ElementType::kFloat) return tl::unexpected(op_error("expects floats, got integer ids"));
-    auto axis = data_axis(context, in);
-    if (!axis) return tl::unexpected(axis.error());
+    PSRUN_TRY_ASSIGN(auto axis, data_axis(context, in));
     const auto sizes = context.attr_ints("sizes");
     const auto total = std::accumulate(sizes.begin(), sizes.end(), std::int64_t{0});
-    if (total != in.dims[*axis].value)
-        return tl::unexpected(op_error("sizes " + describe_value(nlohmann::json(sizes)) + " add up to " + std::to_string(total) +
-                                       "; dim " + std::to_string(*axis) + " of " + to_string(in.dims) + " is " +
-                                       std::to_string(in.dims[*axis].value)));
+    if (total != in.dims[axis].value)
+        return tl::unexpected(op_error("sizes " + describe_value(nlohmann::json(sizes)) + " add up to " +
+                                       std::to_string(total) + "; dim " + std::to_string(axis) + " of " +
+                                       to_string(in.dims) + " is " + std::to_string(in.dims[axis].value)));
     for (std::size_t i = 0; i < sizes.size(); ++i) {
         Dims d = in.dims;
-        d[*axis].value = sizes[i];
+        d[axis].value = sizes[i];
         context.set_output(i, ValueInfo{d, ElementType::kFloat});
     }
     context.add_flops(0);
@@ -94,23 +88,18 @@ Result<void> infer_split(InferContext& context) {
 Result<void> import_concat(OnnxNodeImport& node) {
     nlohmann::json inputs = nlohmann::json::array();
     for (std::size_t i = 0; i < node.input_count(); ++i) {
-        auto v = node.value(i);
-        if (!v) return tl::unexpected(v.error());
-        inputs.push_back(*v);
+        PSRUN_TRY_ASSIGN(auto v, node.value(i));
+        inputs.push_back(v);
     }
-    auto axis = node.int_attr("axis", 0);
-    if (!axis) return tl::unexpected(axis.error());
-    auto name = node.emit({{"kind", "concat"}, {"inputs", inputs}, {"axis", *axis}});
-    if (!name) return tl::unexpected(name.error());
-    node.bind_output(0, *name);
+    PSRUN_TRY_ASSIGN(auto axis, node.int_attr("axis", 0));
+    PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", "concat"}, {"inputs", inputs}, {"axis", axis}}));
+    node.bind_output(0, name);
     return {};
 }
 
 Result<void> import_split(OnnxNodeImport& node) {
-    auto x = node.value(0);
-    if (!x) return tl::unexpected(x.error());
-    auto axis = node.int_attr("axis", 0);
-    if (!axis) return tl::unexpected(axis.error());
+    PSRUN_TRY_ASSIGN(auto x, node.value(0));
+    PSRUN_TRY_ASSIGN(auto axis, node.int_attr("axis", 0));
     std::vector<std::int64_t> sizes;
     if (node.input_count() > 1 && node.has_input(1)) {
         const auto given = node.ints(1);
@@ -125,7 +114,7 @@ Result<void> import_split(OnnxNodeImport& node) {
         const auto parts = static_cast<std::int64_t>(node.output_count());
         std::int64_t len = 0;
         if (in != nullptr)
-            if (auto ax = normal_axis(*axis, in->rank()); ax && !in->dims[static_cast<std::size_t>(*ax)].batch)
+            if (auto ax = normal_axis(axis, in->rank()); ax && !in->dims[static_cast<std::size_t>(*ax)].batch)
                 len = in->dims[static_cast<std::size_t>(*ax)].value;
         auto num_outputs = node.int_attr("num_outputs", 0);  // opset 18: the last part may be smaller
         if (!num_outputs) return tl::unexpected(num_outputs.error());
@@ -141,9 +130,8 @@ Result<void> import_split(OnnxNodeImport& node) {
     if (sizes.size() != node.output_count())
         return tl::unexpected(node.refuse(std::to_string(sizes.size()) + " sizes for " + std::to_string(node.output_count()) +
                                           " outputs"));
-    auto name = node.emit({{"kind", "split"}, {"inputs", {*x}}, {"axis", *axis}, {"sizes", sizes}});
-    if (!name) return tl::unexpected(name.error());
-    for (std::size_t k = 0; k < sizes.size(); ++k) node.bind_output(k, k == 0 ? *name : *name + ":" + std::to_string(k));
+    PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", "split"}, {"inputs", {x}}, {"axis", axis}, {"sizes", sizes}}));
+    for (std::size_t k = 0; k < sizes.size(); ++k) node.bind_output(k, k == 0 ? name : name + ":" + std::to_string(k));
     return {};
 }
 

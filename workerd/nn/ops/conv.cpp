@@ -20,68 +20,58 @@ namespace psrun::nn {
 namespace {
 
 Result<void> parse_conv(FieldReader& reader, nlohmann::json& attrs) {
-    auto filters = reader.integer("filters", std::nullopt, 1, kMaxTensorElements);
-    if (!filters) return tl::unexpected(filters.error());
-    attrs["filters"] = *filters;
-    auto groups = reader.integer("groups", 1, 1, kMaxTensorElements);
-    if (!groups) return tl::unexpected(groups.error());
+    PSRUN_TRY_ASSIGN(auto filters, reader.integer("filters", std::nullopt, 1, kMaxTensorElements));
+    attrs["filters"] = filters;
+    PSRUN_TRY_ASSIGN(auto groups, reader.integer("groups", 1, 1, kMaxTensorElements));
     if (is_1d_field(reader, "kernel")) {  // 1-D: every window field has one entry
-        auto kernel = read_extent1(reader, "kernel", std::nullopt, kMaxTensorElements);
-        if (!kernel) return tl::unexpected(kernel.error());
-        auto stride = read_extent1(reader, "stride", 1, kMaxTensorElements);
-        if (!stride) return tl::unexpected(stride.error());
-        auto dilation = read_extent1(reader, "dilation", 1, kMaxTensorElements);
-        if (!dilation) return tl::unexpected(dilation.error());
-        attrs["kernel"] = {*kernel};
-        attrs["stride"] = {*stride};
+        PSRUN_TRY_ASSIGN(auto kernel, read_extent1(reader, "kernel", std::nullopt, kMaxTensorElements));
+        PSRUN_TRY_ASSIGN(auto stride, read_extent1(reader, "stride", 1, kMaxTensorElements));
+        PSRUN_TRY_ASSIGN(auto dilation, read_extent1(reader, "dilation", 1, kMaxTensorElements));
+        attrs["kernel"] = {kernel};
+        attrs["stride"] = {stride};
         if (auto ok = parse_padding(reader, attrs, 1); !ok) return ok;
-        if (*groups != 1) attrs["groups"] = *groups;
-        if (*dilation != 1) attrs["dilation"] = {*dilation};
+        if (groups != 1) attrs["groups"] = groups;
+        if (dilation != 1) attrs["dilation"] = {dilation};
         return parse_trainable_options(reader, attrs, Initializer{InitKind::kGlorotUniform, 0.0});
     }
     if (is_3d_field(reader, "kernel")) {  // 3-D: every window field has three entries (or one value)
-        auto kernel = read_extent3(reader, "kernel", std::nullopt, kMaxTensorElements);
-        if (!kernel) return tl::unexpected(kernel.error());
-        auto stride = read_extent3(reader, "stride", std::vector<std::int64_t>(3, 1), kMaxTensorElements);
-        if (!stride) return tl::unexpected(stride.error());
-        auto dilation = read_extent3(reader, "dilation", std::vector<std::int64_t>(3, 1), kMaxTensorElements);
-        if (!dilation) return tl::unexpected(dilation.error());
-        attrs["kernel"] = *kernel;
-        attrs["stride"] = *stride;
+        PSRUN_TRY_ASSIGN(auto kernel, read_extent3(reader, "kernel", std::nullopt, kMaxTensorElements));
+        PSRUN_TRY_ASSIGN(auto stride,
+                         read_extent3(reader, "stride", std::vector<std::int64_t>(3, 1), kMaxTensorElements));
+        PSRUN_TRY_ASSIGN(auto dilation,
+                         read_extent3(reader, "dilation", std::vector<std::int64_t>(3, 1), kMaxTensorElements));
+        attrs["kernel"] = kernel;
+        attrs["stride"] = stride;
         if (auto ok = parse_padding(reader, attrs, 3); !ok) return ok;
-        if (*groups != 1) attrs["groups"] = *groups;
-        if (*dilation != std::vector<std::int64_t>(3, 1)) attrs["dilation"] = *dilation;
+        if (groups != 1) attrs["groups"] = groups;
+        if (dilation != std::vector<std::int64_t>(3, 1)) attrs["dilation"] = dilation;
         return parse_trainable_options(reader, attrs, Initializer{InitKind::kGlorotUniform, 0.0});
     }
-    auto kernel = reader.extent("kernel", std::nullopt, kMaxTensorElements);
-    if (!kernel) return tl::unexpected(kernel.error());
-    auto stride = reader.extent("stride", Extent2{1, 1}, kMaxTensorElements);
-    if (!stride) return tl::unexpected(stride.error());
-    auto dilation = reader.extent("dilation", Extent2{1, 1}, kMaxTensorElements);
-    if (!dilation) return tl::unexpected(dilation.error());
-    attrs["kernel"] = {kernel->h, kernel->w};
-    attrs["stride"] = {stride->h, stride->w};
+    PSRUN_TRY_ASSIGN(auto kernel, reader.extent("kernel", std::nullopt, kMaxTensorElements));
+    PSRUN_TRY_ASSIGN(auto stride, reader.extent("stride", Extent2{1, 1}, kMaxTensorElements));
+    PSRUN_TRY_ASSIGN(auto dilation, reader.extent("dilation", Extent2{1, 1}, kMaxTensorElements));
+    attrs["kernel"] = {kernel.h, kernel.w};
+    attrs["stride"] = {stride.h, stride.w};
     if (auto ok = parse_padding(reader, attrs); !ok) return ok;
     // Added after format 1: written only when set, so older descriptions keep their hash.
-    if (*groups != 1) attrs["groups"] = *groups;
-    if (*dilation != Extent2{1, 1}) attrs["dilation"] = {dilation->h, dilation->w};
+    if (groups != 1) attrs["groups"] = groups;
+    if (dilation != Extent2{1, 1}) attrs["dilation"] = {dilation.h, dilation.w};
     return parse_trainable_options(reader, attrs, Initializer{InitKind::kGlorotUniform, 0.0});
 }
 
 Result<void> infer_conv(InferContext& context) {
     const ValueInfo& in = context.input(0);
-    auto g = conv_geometry(context.attrs(), in);
-    if (!g) return tl::unexpected(g.error());
-    const Window2d& w = g->window;
-    Dims out{in.dims[0], Dim::of(g->filters)};
-    for (const auto d : window_out_dims(w, g->spatial)) out.push_back(Dim::of(d));
+    PSRUN_TRY_ASSIGN(auto g, conv_geometry(context.attrs(), in));
+    const Window2d& w = g.window;
+    Dims out{in.dims[0], Dim::of(g.filters)};
+    for (const auto d : window_out_dims(w, g.spatial)) out.push_back(Dim::of(d));
     context.set_output(0, ValueInfo{out});
-    if (auto ok = context.tensor("w", conv_weight_dims(*g), attr_initializer(context.attrs(), "weight_init")); !ok)
+    if (auto ok = context.tensor("w", conv_weight_dims(g), attr_initializer(context.attrs(), "weight_init")); !ok)
         return ok;
-    const double outputs = static_cast<double>(g->filters * w.od * w.oh * w.ow);
-    context.add_flops(2.0 * static_cast<double>(g->in_channels / g->groups * w.kd * w.kh * w.kw) * outputs);
-    if (g->bias) {
-        if (auto ok = context.tensor("b", {g->filters}, attr_initializer(context.attrs(), "bias_init")); !ok) return ok;
+    const double outputs = static_cast<double>(g.filters * w.od * w.oh * w.ow);
+    context.add_flops(2.0 * static_cast<double>(g.in_channels / g.groups * w.kd * w.kh * w.kw) * outputs);
+    if (g.bias) {
+        if (auto ok = context.tensor("b", {g.filters}, attr_initializer(context.attrs(), "bias_init")); !ok) return ok;
         context.add_flops(outputs);
     }
     return {};
@@ -100,39 +90,36 @@ Result<void> import_conv(OnnxNodeImport& node) {
         return tl::unexpected(node.refuse(spatial == 2   ? "the input must be N x C x H x W (2-D weights)"
                                           : spatial == 3 ? "the input must be N x C x D x H x W (3-D weights)"
                                                          : "the input must be N x C x L (1-D weights)"));
-    auto strides = spatial_attr(node, "strides", spatial, 1);
-    if (!strides) return tl::unexpected(strides.error());
-    auto dilations = spatial_attr(node, "dilations", spatial, 1);
-    if (!dilations) return tl::unexpected(dilations.error());
-    auto group = node.int_attr("group", 1);
-    if (!group) return tl::unexpected(group.error());
+    PSRUN_TRY_ASSIGN(auto strides, spatial_attr(node, "strides", spatial, 1));
+    PSRUN_TRY_ASSIGN(auto dilations, spatial_attr(node, "dilations", spatial, 1));
+    PSRUN_TRY_ASSIGN(auto group, node.int_attr("group", 1));
     const std::vector<std::int64_t> kernel(w_dims.begin() + 2, w_dims.end());
-    nlohmann::json layer = {{"kind", "conv2d"}, {"filters", w_dims[0]}, {"kernel", kernel},
-                            {"stride", *strides}, {"bias", node.has_input(2)}};
-    auto input = node.value(0);
-    if (!input) return tl::unexpected(input.error());
-    layer["inputs"] = {*input};
-    auto padding = import_padding(node, static_cast<int>(spatial));
-    if (!padding) return tl::unexpected(padding.error());
-    layer["padding"] = *padding;
-    if (*group != 1) layer["groups"] = *group;
-    if (*dilations != std::vector<std::int64_t>(spatial, 1)) layer["dilation"] = *dilations;
+    nlohmann::json layer = {{"kind", "conv2d"},
+                            {"filters", w_dims[0]},
+                            {"kernel", kernel},
+                            {"stride", strides},
+                            {"bias", node.has_input(2)}};
+    PSRUN_TRY_ASSIGN(auto input, node.value(0));
+    layer["inputs"] = {input};
+    PSRUN_TRY_ASSIGN(auto padding, import_padding(node, static_cast<int>(spatial)));
+    layer["padding"] = padding;
+    if (group != 1) layer["groups"] = group;
+    if (dilations != std::vector<std::int64_t>(spatial, 1)) layer["dilation"] = dilations;
     return node.emit_weighted(std::move(layer));
 }
 
 Result<void> export_conv(OnnxNodeExport& out) {
     const Node& node = out.node();
-    auto g = conv_geometry(node.attrs, out.model().value(node.inputs[0]));
-    if (!g) return tl::unexpected(g.error());
-    const Window2d& w = g->window;
+    PSRUN_TRY_ASSIGN(auto g, conv_geometry(node.attrs, out.model().value(node.inputs[0])));
+    const Window2d& w = g.window;
     std::vector<std::string> inputs{out.input(0), out.input(1)};
-    if (g->bias) inputs.push_back(out.input(2));
+    if (g.bias) inputs.push_back(out.input(2));
     out.add("Conv", inputs, {out.output(0)},
-            {{"kernel_shape", window_kernel(w, g->spatial)},
-             {"strides", window_strides(w, g->spatial)},
-             {"pads", window_onnx_pads(w, g->spatial)},
-             {"dilations", window_dilations(w, g->spatial)},
-             {"group", g->groups}},
+            {{"kernel_shape", window_kernel(w, g.spatial)},
+             {"strides", window_strides(w, g.spatial)},
+             {"pads", window_onnx_pads(w, g.spatial)},
+             {"dilations", window_dilations(w, g.spatial)},
+             {"group", g.groups}},
             node.name);
     return {};
 }
@@ -169,10 +156,9 @@ Result<ConvGeometry> conv_geometry(const nlohmann::json& attrs, const ValueInfo&
                                        std::to_string(g.filters) + ")"));
     const auto s = attrs.at("stride").get<std::vector<std::int64_t>>();
     const auto d = attrs.value("dilation", std::vector<std::int64_t>(k.size(), 1));
-    auto w = plan_window_nd(attrs.at("padding"), in, k, s, d, false, "kernel");
-    if (!w) return tl::unexpected(w.error());
-    g.window = *w;
-    if (!checked_product({g.filters, w->od, w->oh, w->ow}))
+    PSRUN_TRY_ASSIGN(auto w, plan_window_nd(attrs.at("padding"), in, k, s, d, false, "kernel"));
+    g.window = w;
+    if (!checked_product({g.filters, w.od, w.oh, w.ow}))
         return tl::unexpected(op_error("the output would have more than 2^31-1 elements per example"));
     return g;
 }

@@ -31,57 +31,48 @@ Result<Ints> axes_field(FieldReader& reader, std::string_view field, std::size_t
                         std::optional<std::int64_t> fallback, std::int64_t min) {
     if (reader.has(field) && reader.raw(field).is_array())
         return reader.integers(field, std::nullopt, count, min, kMaxTensorElements);
-    auto v = reader.integer(field, fallback, min, kMaxTensorElements);
-    if (!v) return tl::unexpected(v.error());
-    return Ints(count, *v);
+    PSRUN_TRY_ASSIGN(auto v, reader.integer(field, fallback, min, kMaxTensorElements));
+    return Ints(count, v);
 }
 
 Result<void> parse_conv_transpose(FieldReader& reader, nlohmann::json& attrs) {
-    auto filters = reader.integer("filters", std::nullopt, 1, kMaxTensorElements);
-    if (!filters) return tl::unexpected(filters.error());
-    auto groups = reader.integer("groups", 1, 1, kMaxTensorElements);
-    if (!groups) return tl::unexpected(groups.error());
+    PSRUN_TRY_ASSIGN(auto filters, reader.integer("filters", std::nullopt, 1, kMaxTensorElements));
+    PSRUN_TRY_ASSIGN(auto groups, reader.integer("groups", 1, 1, kMaxTensorElements));
     const std::size_t spatial = is_1d_field(reader, "kernel") ? 1 : is_3d_field(reader, "kernel") ? 3 : 2;
-    auto kernel = axes_field(reader, "kernel", spatial, std::nullopt, 1);
-    if (!kernel) return tl::unexpected(kernel.error());
-    auto stride = axes_field(reader, "stride", spatial, 1, 1);
-    if (!stride) return tl::unexpected(stride.error());
-    auto dilation = axes_field(reader, "dilation", spatial, 1, 1);
-    if (!dilation) return tl::unexpected(dilation.error());
-    auto padding = axes_field(reader, "padding", 2 * spatial, 0, 0);
-    if (!padding) return tl::unexpected(padding.error());
-    auto output_padding = axes_field(reader, "output_padding", spatial, 0, 0);
-    if (!output_padding) return tl::unexpected(output_padding.error());
-    attrs["filters"] = *filters;
-    attrs["groups"] = *groups;
-    attrs["kernel"] = *kernel;
-    attrs["stride"] = *stride;
-    attrs["dilation"] = *dilation;
-    attrs["padding"] = *padding;
-    attrs["output_padding"] = *output_padding;
+    PSRUN_TRY_ASSIGN(auto kernel, axes_field(reader, "kernel", spatial, std::nullopt, 1));
+    PSRUN_TRY_ASSIGN(auto stride, axes_field(reader, "stride", spatial, 1, 1));
+    PSRUN_TRY_ASSIGN(auto dilation, axes_field(reader, "dilation", spatial, 1, 1));
+    PSRUN_TRY_ASSIGN(auto padding, axes_field(reader, "padding", 2 * spatial, 0, 0));
+    PSRUN_TRY_ASSIGN(auto output_padding, axes_field(reader, "output_padding", spatial, 0, 0));
+    attrs["filters"] = filters;
+    attrs["groups"] = groups;
+    attrs["kernel"] = kernel;
+    attrs["stride"] = stride;
+    attrs["dilation"] = dilation;
+    attrs["padding"] = padding;
+    attrs["output_padding"] = output_padding;
     return parse_trainable_options(reader, attrs, Initializer{InitKind::kGlorotUniform, 0.0});
 }
 
 Result<void> infer_conv_transpose(InferContext& context) {
     const ValueInfo& in = context.input(0);
-    auto g = conv_transpose_geometry(context.attrs(), in);
-    if (!g) return tl::unexpected(g.error());
-    Dims out{in.dims[0], Dim::of(g->filters)};
+    PSRUN_TRY_ASSIGN(auto g, conv_transpose_geometry(context.attrs(), in));
+    Dims out{in.dims[0], Dim::of(g.filters)};
     double in_size = 1, out_size = 1, window = 1;
-    for (int i = 0; i < g->spatial; ++i) {
-        out.push_back(Dim::of(g->out[i]));
-        in_size *= static_cast<double>(g->in[i]);
-        out_size *= static_cast<double>(g->out[i]);
-        window *= static_cast<double>(g->kernel[i]);
+    for (int i = 0; i < g.spatial; ++i) {
+        out.push_back(Dim::of(g.out[i]));
+        in_size *= static_cast<double>(g.in[i]);
+        out_size *= static_cast<double>(g.out[i]);
+        window *= static_cast<double>(g.kernel[i]);
     }
     context.set_output(0, ValueInfo{out});
-    if (auto ok = context.tensor("w", conv_transpose_weight_dims(*g), attr_initializer(context.attrs(), "weight_init"));
+    if (auto ok = context.tensor("w", conv_transpose_weight_dims(g), attr_initializer(context.attrs(), "weight_init"));
         !ok)
         return ok;
-    context.add_flops(2.0 * static_cast<double>(g->in_channels * (g->filters / g->groups)) * window * in_size);
-    if (g->bias) {
-        if (auto ok = context.tensor("b", {g->filters}, attr_initializer(context.attrs(), "bias_init")); !ok) return ok;
-        context.add_flops(static_cast<double>(g->filters) * out_size);
+    context.add_flops(2.0 * static_cast<double>(g.in_channels * (g.filters / g.groups)) * window * in_size);
+    if (g.bias) {
+        if (auto ok = context.tensor("b", {g.filters}, attr_initializer(context.attrs(), "bias_init")); !ok) return ok;
+        context.add_flops(static_cast<double>(g.filters) * out_size);
     }
     return {};
 }
@@ -103,54 +94,46 @@ Result<void> import_conv_transpose(OnnxNodeImport& node) {
                                                          : "the input must be N x C x L (1-D weights)"));
     if (node.has_attr("output_shape"))
         return tl::unexpected(node.refuse("output_shape is not supported: give pads and output_padding"));
-    auto auto_pad = node.string_attr("auto_pad", "NOTSET");
-    if (!auto_pad) return tl::unexpected(auto_pad.error());
-    if (*auto_pad != "NOTSET" && *auto_pad != "VALID")
-        return tl::unexpected(node.refuse("auto_pad " + *auto_pad + " is not supported (NOTSET and VALID are)"));
-    auto strides = spatial_attr(node, "strides", spatial, 1);
-    if (!strides) return tl::unexpected(strides.error());
-    auto dilations = spatial_attr(node, "dilations", spatial, 1);
-    if (!dilations) return tl::unexpected(dilations.error());
-    auto output_padding = spatial_attr(node, "output_padding", spatial, 0);
-    if (!output_padding) return tl::unexpected(output_padding.error());
+    PSRUN_TRY_ASSIGN(auto auto_pad, node.string_attr("auto_pad", "NOTSET"));
+    if (auto_pad != "NOTSET" && auto_pad != "VALID")
+        return tl::unexpected(node.refuse("auto_pad " + auto_pad + " is not supported (NOTSET and VALID are)"));
+    PSRUN_TRY_ASSIGN(auto strides, spatial_attr(node, "strides", spatial, 1));
+    PSRUN_TRY_ASSIGN(auto dilations, spatial_attr(node, "dilations", spatial, 1));
+    PSRUN_TRY_ASSIGN(auto output_padding, spatial_attr(node, "output_padding", spatial, 0));
     Ints pads(2 * spatial, 0);
-    if (*auto_pad == "NOTSET") {
-        auto p = spatial_attr(node, "pads", 2 * spatial, 0);
-        if (!p) return tl::unexpected(p.error());
-        pads = *p;
+    if (auto_pad == "NOTSET") {
+        PSRUN_TRY_ASSIGN(auto p, spatial_attr(node, "pads", 2 * spatial, 0));
+        pads = p;
     }
-    auto group = node.int_attr("group", 1);
-    if (!group) return tl::unexpected(group.error());
-    auto input = node.value(0);
-    if (!input) return tl::unexpected(input.error());
+    PSRUN_TRY_ASSIGN(auto group, node.int_attr("group", 1));
+    PSRUN_TRY_ASSIGN(auto input, node.value(0));
     nlohmann::json layer = {{"kind", "conv_transpose"},
-                            {"inputs", {*input}},
-                            {"filters", w_dims[1] * *group},
+                            {"inputs", {input}},
+                            {"filters", w_dims[1] * group},
                             {"kernel", Ints(w_dims.begin() + 2, w_dims.end())},
-                            {"stride", *strides},
-                            {"dilation", *dilations},
+                            {"stride", strides},
+                            {"dilation", dilations},
                             {"padding", pads},
-                            {"output_padding", *output_padding},
-                            {"groups", *group},
+                            {"output_padding", output_padding},
+                            {"groups", group},
                             {"bias", node.has_input(2)}};
     return node.emit_weighted(std::move(layer));
 }
 
 Result<void> export_conv_transpose(OnnxNodeExport& out) {
     const Node& node = out.node();
-    auto g = conv_transpose_geometry(node.attrs, out.model().value(node.inputs[0]));
-    if (!g) return tl::unexpected(g.error());
+    PSRUN_TRY_ASSIGN(auto g, conv_transpose_geometry(node.attrs, out.model().value(node.inputs[0])));
     std::vector<std::string> inputs{out.input(0), out.input(1)};
-    if (g->bias) inputs.push_back(out.input(2));
-    Ints pads = g->pad_begin;
-    pads.insert(pads.end(), g->pad_end.begin(), g->pad_end.end());
+    if (g.bias) inputs.push_back(out.input(2));
+    Ints pads = g.pad_begin;
+    pads.insert(pads.end(), g.pad_end.begin(), g.pad_end.end());
     out.add("ConvTranspose", inputs, {out.output(0)},
-            {{"kernel_shape", g->kernel},
-             {"strides", g->stride},
+            {{"kernel_shape", g.kernel},
+             {"strides", g.stride},
              {"pads", pads},
-             {"dilations", g->dilation},
-             {"output_padding", g->output_padding},
-             {"group", g->groups}},
+             {"dilations", g.dilation},
+             {"output_padding", g.output_padding},
+             {"group", g.groups}},
             node.name);
     return {};
 }

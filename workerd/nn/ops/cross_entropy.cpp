@@ -49,20 +49,17 @@ constexpr std::int64_t kIntMax = std::numeric_limits<std::int32_t>::max();
 
 Result<void> parse_loss(FieldReader& reader, nlohmann::json& attrs, bool smoothing) {
     static const std::vector<std::string_view> reductions = {"mean", "sum", "none"};
-    auto reduction = reader.choice("reduction", 0, reductions);
-    if (!reduction) return tl::unexpected(reduction.error());
-    attrs["reduction"] = std::string(reductions[*reduction]);
+    PSRUN_TRY_ASSIGN(auto reduction, reader.choice("reduction", 0, reductions));
+    attrs["reduction"] = std::string(reductions[reduction]);
     if (reader.has("ignore_index")) {  // absent: no label is ignored (and the field stays absent)
-        auto ignore = reader.integer("ignore_index", std::nullopt, kIntMin, kIntMax);
-        if (!ignore) return tl::unexpected(ignore.error());
-        attrs["ignore_index"] = *ignore;
+        PSRUN_TRY_ASSIGN(auto ignore, reader.integer("ignore_index", std::nullopt, kIntMin, kIntMax));
+        attrs["ignore_index"] = ignore;
     }
     if (!smoothing) return {};
-    auto e = reader.number("label_smoothing", 0.0);
-    if (!e) return tl::unexpected(e.error());
-    if (*e < 0.0 || *e >= 1.0)
-        return tl::unexpected(reader.fail("label_smoothing", "expected a number in [0, 1), got " + std::to_string(*e)));
-    attrs["label_smoothing"] = *e;
+    PSRUN_TRY_ASSIGN(auto e, reader.number("label_smoothing", 0.0));
+    if (e < 0.0 || e >= 1.0)
+        return tl::unexpected(reader.fail("label_smoothing", "expected a number in [0, 1), got " + std::to_string(e)));
+    attrs["label_smoothing"] = e;
     return {};
 }
 
@@ -111,18 +108,15 @@ Result<void> infer_loss(InferContext& context) {
 Result<void> import_loss(OnnxNodeImport& node) {
     const bool sce = node.op_type() == "SoftmaxCrossEntropyLoss";
     if (node.opset() < 12) return tl::unexpected(node.refuse("needs opset 12 or later"));
-    auto scores = node.value(0);
-    if (!scores) return tl::unexpected(scores.error());
+    PSRUN_TRY_ASSIGN(auto scores, node.value(0));
     const ValueInfo* label_info = node.info(1);
     if (label_info == nullptr || label_info->type != ElementType::kInt)
         return tl::unexpected(node.refuse("the labels (input 1) must be an integer graph value (class ids)"));
-    auto labels = node.value(1);
-    if (!labels) return tl::unexpected(labels.error());
-    auto reduction = node.string_attr("reduction", "mean");
-    if (!reduction) return tl::unexpected(reduction.error());
-    if (*reduction != "mean" && *reduction != "sum" && *reduction != "none")
-        return tl::unexpected(node.refuse("reduction '" + *reduction + "' (expected mean, sum or none)"));
-    nlohmann::json inputs = {*scores, *labels};
+    PSRUN_TRY_ASSIGN(auto labels, node.value(1));
+    PSRUN_TRY_ASSIGN(auto reduction, node.string_attr("reduction", "mean"));
+    if (reduction != "mean" && reduction != "sum" && reduction != "none")
+        return tl::unexpected(node.refuse("reduction '" + reduction + "' (expected mean, sum or none)"));
+    nlohmann::json inputs = {scores, labels};
     if (node.input_count() > 2 && node.has_input(2)) {
         // Class weights held by the model (an initializer, a Constant): a constant, never trained.
         if (const auto values = node.floats(2)) {
@@ -134,28 +128,23 @@ Result<void> import_loss(OnnxNodeImport& node) {
             if (!weights) return tl::unexpected(weights.error());
             inputs.push_back(*weights);
         } else {
-            auto weights = node.value(2);
-            if (!weights) return tl::unexpected(weights.error());
-            inputs.push_back(*weights);
+            PSRUN_TRY_ASSIGN(auto weights, node.value(2));
+            inputs.push_back(weights);
         }
     }
     nlohmann::json layer = {{"kind", sce ? "softmax_cross_entropy_loss" : "nll_loss"},
                             {"name", node.node_name()},
                             {"inputs", inputs},
-                            {"reduction", *reduction}};
+                            {"reduction", reduction}};
     if (node.has_attr("ignore_index")) {
-        auto ignore = node.int_attr("ignore_index", 0);
-        if (!ignore) return tl::unexpected(ignore.error());
-        layer["ignore_index"] = *ignore;
+        PSRUN_TRY_ASSIGN(auto ignore, node.int_attr("ignore_index", 0));
+        layer["ignore_index"] = ignore;
     }
-    auto name = node.emit(std::move(layer));
-    if (!name) return tl::unexpected(name.error());
-    node.bind_output(0, *name);
+    PSRUN_TRY_ASSIGN(auto name, node.emit(std::move(layer)));
+    node.bind_output(0, name);
     if (sce && node.output_count() > 1 && node.output_read(1)) {  // log_prob
-        auto log_prob = node.emit({{"kind", "log_softmax"},
-                                   {"name", node.node_name() + "/log_prob"},
-                                   {"inputs", {*scores}},
-                                   {"axis", 1}});
+        auto log_prob = node.emit(
+            {{"kind", "log_softmax"}, {"name", node.node_name() + "/log_prob"}, {"inputs", {scores}}, {"axis", 1}});
         if (!log_prob) return tl::unexpected(log_prob.error());
         node.bind_output(1, *log_prob);
     }

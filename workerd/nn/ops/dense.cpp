@@ -15,12 +15,10 @@ namespace psrun::nn {
 namespace {
 
 Result<void> parse_dense(FieldReader& reader, nlohmann::json& attrs) {
-    auto units = reader.integer("units", std::nullopt, 1, kMaxTensorElements);
-    if (!units) return tl::unexpected(units.error());
-    attrs["units"] = *units;
-    auto last_axis = reader.boolean("last_axis", false);
-    if (!last_axis) return tl::unexpected(last_axis.error());
-    if (*last_axis) attrs["last_axis"] = true;  // absent when false: older models keep their hash
+    PSRUN_TRY_ASSIGN(auto units, reader.integer("units", std::nullopt, 1, kMaxTensorElements));
+    attrs["units"] = units;
+    PSRUN_TRY_ASSIGN(auto last_axis, reader.boolean("last_axis", false));
+    if (last_axis) attrs["last_axis"] = true;  // absent when false: older models keep their hash
     return parse_trainable_options(reader, attrs, Initializer{InitKind::kGlorotUniform, 0.0});
 }
 
@@ -76,21 +74,20 @@ Result<void> import_gemm(OnnxNodeImport& node) {
     if (auto s = node.constant_shape(1)) b_dims = *s;
     else if (const ValueInfo* bi = node.info(1); bi && !has_batch(bi->dims)) b_dims = concrete(bi->dims, 1);
     if (b_dims.size() != 2) return tl::unexpected(node.refuse("B must be a 2-D tensor"));
-    auto x = node.value(0);
-    if (!x) return tl::unexpected(x.error());
-    auto w = node.slot(1);
-    if (!w) return tl::unexpected(w.error());
-    std::string weight = *w;
+    PSRUN_TRY_ASSIGN(auto x, node.value(0));
+    PSRUN_TRY_ASSIGN(auto w, node.slot(1));
+    std::string weight = w;
     std::int64_t units = b_dims[0];
     if (*trans_b == 0) {  // B is [F, U]: the dense layer wants [U, F]
         units = b_dims[1];
-        auto data = node.value(1);
-        if (!data) return tl::unexpected(data.error());
-        auto t = node.emit({{"kind", "transpose"}, {"name", node.node_name() + "/w_t"}, {"inputs", {*data}}, {"perm", {1, 0}}});
-        if (!t) return tl::unexpected(t.error());
-        weight = *t;
+        PSRUN_TRY_ASSIGN(auto data, node.value(1));
+        PSRUN_TRY_ASSIGN(
+            auto t,
+            node.emit(
+                {{"kind", "transpose"}, {"name", node.node_name() + "/w_t"}, {"inputs", {data}}, {"perm", {1, 0}}}));
+        weight = t;
     }
-    nlohmann::json layer = {{"kind", "dense"}, {"inputs", {*x}}, {"units", units}, {"bias", node.has_input(2)}};
+    nlohmann::json layer = {{"kind", "dense"}, {"inputs", {x}}, {"units", units}, {"bias", node.has_input(2)}};
     if (node.has_input(2)) {
         const auto c_dims = node.constant_shape(2);
         if (!c_dims || !(c_dims->size() == 1 || (c_dims->size() == 2 && (*c_dims)[0] == 1)) || c_dims->back() != units)

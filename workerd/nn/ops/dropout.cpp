@@ -20,13 +20,12 @@ Result<void> parse_dropout(FieldReader& reader, nlohmann::json& attrs) {
     if (!keep && !rate)
         return tl::unexpected(reader.fail("keep_prob", "missing: give \"keep_prob\" (TF 1.x) or \"rate\" (Keras)"));
     const std::string_view field = keep ? "keep_prob" : "rate";
-    auto value = reader.number(field, std::nullopt);
-    if (!value) return tl::unexpected(value.error());
-    if (keep && !(*value > 0.0 && *value <= 1.0))
-        return tl::unexpected(reader.fail(field, "expected a number in (0, 1], got " + describe_value(*value)));
-    if (rate && !(*value >= 0.0 && *value < 1.0))
-        return tl::unexpected(reader.fail(field, "expected a number in [0, 1), got " + describe_value(*value)));
-    attrs["keep_prob"] = keep ? *value : 1.0 - *value;
+    PSRUN_TRY_ASSIGN(auto value, reader.number(field, std::nullopt));
+    if (keep && !(value > 0.0 && value <= 1.0))
+        return tl::unexpected(reader.fail(field, "expected a number in (0, 1], got " + describe_value(value)));
+    if (rate && !(value >= 0.0 && value < 1.0))
+        return tl::unexpected(reader.fail(field, "expected a number in [0, 1), got " + describe_value(value)));
+    attrs["keep_prob"] = keep ? value : 1.0 - value;
     return {};
 }
 
@@ -41,10 +40,9 @@ Result<void> infer_dropout(InferContext& context) {
 }
 
 Result<void> import_dropout(OnnxNodeImport& node) {
-    auto x = node.value(0);
-    if (!x) return tl::unexpected(x.error());
+    PSRUN_TRY_ASSIGN(auto x, node.value(0));
     if (node.op_type() == "Identity") {
-        node.bind_output(0, *x);  // no layer: the value itself
+        node.bind_output(0, x);  // no layer: the value itself
         return {};
     }
     float ratio = 0.5f;
@@ -59,12 +57,11 @@ Result<void> import_dropout(OnnxNodeImport& node) {
     }
     if (!(ratio >= 0.0f && ratio < 1.0f)) return tl::unexpected(node.refuse("ratio must be in [0, 1)"));
     if (ratio == 0.0f) {
-        node.bind_output(0, *x);
+        node.bind_output(0, x);
         return {};
     }
-    auto name = node.emit({{"kind", "dropout"}, {"inputs", {*x}}, {"rate", ratio}});
-    if (!name) return tl::unexpected(name.error());
-    node.bind_output(0, *name);
+    PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", "dropout"}, {"inputs", {x}}, {"rate", ratio}}));
+    node.bind_output(0, name);
     return {};
 }
 

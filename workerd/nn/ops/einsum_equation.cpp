@@ -69,9 +69,10 @@ Result<EinsumEquation> parse_einsum(std::string_view text, std::size_t operands)
     for (;;) {
         const auto comma = left.find(',', start);
         const auto term = std::string_view(left).substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        auto parsed = einsum_term(term, "operand " + std::to_string(eq.inputs.size()) + " ('" + std::string(term) + "')", false);
-        if (!parsed) return tl::unexpected(parsed.error());
-        eq.inputs.push_back(std::move(*parsed));
+        PSRUN_TRY_ASSIGN(
+            auto parsed,
+            einsum_term(term, "operand " + std::to_string(eq.inputs.size()) + " ('" + std::string(term) + "')", false));
+        eq.inputs.push_back(std::move(parsed));
         if (comma == std::string::npos) break;
         start = comma + 1;
     }
@@ -86,15 +87,14 @@ Result<EinsumEquation> parse_einsum(std::string_view text, std::size_t operands)
         for (const char c : t) ++seen[static_cast<unsigned char>(c)];
     if (eq.explicit_output) {
         const std::string out_text = compact.substr(arrow + 2);
-        auto out = einsum_term(out_text, "the output ('" + out_text + "')", true);
-        if (!out) return tl::unexpected(out.error());
-        for (const char c : *out) {
+        PSRUN_TRY_ASSIGN(auto out, einsum_term(out_text, "the output ('" + out_text + "')", true));
+        for (const char c : out) {
             if (c == '.' && !any_ellipsis)
                 return tl::unexpected(einsum_error("has \"...\" in the output but in no operand"));
             if (c != '.' && seen[static_cast<unsigned char>(c)] == 0)
                 return tl::unexpected(einsum_error("has output letter '" + std::string(1, c) + "' in no operand"));
         }
-        eq.output = std::move(*out);
+        eq.output = std::move(out);
     } else {
         // Implicit: "..." first, then the letters seen exactly once, in ASCII order (A-Z, a-z).
         if (any_ellipsis) eq.output += '.';

@@ -10,10 +10,9 @@
 namespace psrun::nn {
 
 Result<void> import_einsum(OnnxNodeImport& node) {
-    auto equation = node.string_attr("equation", "");
-    if (!equation) return tl::unexpected(equation.error());
-    if (equation->empty()) return tl::unexpected(node.refuse("the equation attribute is missing or empty"));
-    const std::string what = "equation \"" + *equation + "\"";
+    PSRUN_TRY_ASSIGN(auto equation, node.string_attr("equation", ""));
+    if (equation.empty()) return tl::unexpected(node.refuse("the equation attribute is missing or empty"));
+    const std::string what = "equation \"" + equation + "\"";
     std::vector<Dims> dims;
     for (std::size_t i = 0; i < node.input_count(); ++i) {
         if (const ValueInfo* v = node.info(i)) {
@@ -24,13 +23,12 @@ Result<void> import_einsum(OnnxNodeImport& node) {
             return tl::unexpected(node.refuse(what + ": the shape of operand " + std::to_string(i) + " is unknown"));
         }
     }
-    auto plan = plan_einsum(*equation, dims);
+    auto plan = plan_einsum(equation, dims);
     if (!plan) return tl::unexpected(node.refuse(what + " " + plan.error().message));
     std::vector<std::string> values;
     for (std::size_t i = 0; i < dims.size(); ++i) {
-        auto v = node.value(i);
-        if (!v) return tl::unexpected(v.error());
-        values.push_back(*v);
+        PSRUN_TRY_ASSIGN(auto v, node.value(i));
+        values.push_back(v);
     }
     const std::string base = node.node_name();
     for (std::size_t k = 0; k < plan->steps.size(); ++k) {

@@ -106,13 +106,12 @@ Result<EinsumPlan> plan_einsum(std::string_view equation, const std::vector<Dims
     if (operands.empty() || operands.size() > 2)
         return tl::unexpected(einsum_plan_error("has " + std::to_string(operands.size()) +
                                                 " operands: the importer lowers 1 or 2"));
-    auto eq = parse_einsum(equation, operands.size());
-    if (!eq) return tl::unexpected(eq.error());
+    PSRUN_TRY_ASSIGN(auto eq, parse_einsum(equation, operands.size()));
     // How many dims each operand's "..." covers; the ellipsis labels are right-aligned.
     std::vector<std::size_t> covered(operands.size(), 0);
     std::size_t ellipsis = 0;
     for (std::size_t i = 0; i < operands.size(); ++i) {
-        const auto& term = eq->inputs[i];
+        const auto& term = eq.inputs[i];
         const bool has = term.find('.') != std::string::npos;
         const std::size_t letters = term.size() - (has ? 1 : 0);
         if (operands[i].size() < letters || (!has && operands[i].size() != letters))
@@ -145,10 +144,10 @@ Result<EinsumPlan> plan_einsum(std::string_view equation, const std::vector<Dims
     };
     std::vector<EinsumValue> values;
     for (std::size_t i = 0; i < operands.size(); ++i) {
-        values.push_back(EinsumValue{i, expand(eq->inputs[i], covered[i]), operands[i]});
+        values.push_back(EinsumValue{i, expand(eq.inputs[i], covered[i]), operands[i]});
         for (std::size_t a = 0; a < operands[i].size(); ++a) sizes[static_cast<std::size_t>(values[i].labels[a])][i] = operands[i][a];
     }
-    const std::vector<int> out_labels = expand(eq->output, ellipsis);
+    const std::vector<int> out_labels = expand(eq.output, ellipsis);
     std::vector<bool> in_output(plan.labels.size(), false);
     for (const int l : out_labels) in_output[static_cast<std::size_t>(l)] = true;
     for (std::size_t l = 0; l < plan.labels.size(); ++l) {
@@ -183,9 +182,8 @@ Result<EinsumPlan> plan_einsum(std::string_view equation, const std::vector<Dims
         return std::move(plan);
     };
     if (operands.size() == 1) {
-        auto v = lower.sum(values[0], drop, "sum");
-        if (!v) return tl::unexpected(v.error());
-        return finish(lower.permute(*v, out_labels, "transpose"));
+        PSRUN_TRY_ASSIGN(auto v, lower.sum(values[0], drop, "sum"));
+        return finish(lower.permute(v, out_labels, "transpose"));
     }
     // The model's batch axis leads the matmul's rows: operand 0's free labels.
     auto batch_in = [&](EinsumRole r) {
@@ -194,36 +192,35 @@ Result<EinsumPlan> plan_einsum(std::string_view equation, const std::vector<Dims
     const bool swap = batch_in(EinsumRole::kRightFree) && !batch_in(EinsumRole::kLeftFree);
     const EinsumRole left = swap ? EinsumRole::kRightFree : EinsumRole::kLeftFree;
     const EinsumRole right = swap ? EinsumRole::kLeftFree : EinsumRole::kRightFree;
-    auto a = lower.sum(values[swap ? 1 : 0], drop, "a_sum");
-    if (!a) return tl::unexpected(a.error());
-    auto b = lower.sum(values[swap ? 0 : 1], drop, "b_sum");
-    if (!b) return tl::unexpected(b.error());
+    PSRUN_TRY_ASSIGN(auto a, lower.sum(values[swap ? 1 : 0], drop, "a_sum"));
+    PSRUN_TRY_ASSIGN(auto b, lower.sum(values[swap ? 0 : 1], drop, "b_sum"));
     std::vector<int> batch, free_a, free_b, contracted;
     for (const int l : out_labels) {
         if (role_of(l) == EinsumRole::kBatch) batch.push_back(l);
         if (role_of(l) == left) free_a.push_back(l);
         if (role_of(l) == right) free_b.push_back(l);
     }
-    for (const int l : a->labels)
+    for (const int l : a.labels)
         if (role_of(l) == EinsumRole::kContracted) contracted.push_back(l);
     if (contracted.empty()) {
         // An element-wise product: each operand in the output's order, 1s where it lacks a label.
-        for (auto* v : {&*a, &*b}) {
+        for (auto* v : {&a, &b}) {
             std::vector<int> order;
             for (const int l : out_labels)
                 if (std::find(v->labels.begin(), v->labels.end(), l) != v->labels.end()) order.push_back(l);
-            auto moved = lower.permute(*v, order, v == &*a ? "a_transpose" : "b_transpose");
+            auto moved = lower.permute(*v, order, v == &a ? "a_transpose" : "b_transpose");
             if (!moved) return tl::unexpected(moved.error());
             Dims target;
             for (const int l : out_labels) {
                 const bool has = std::find(order.begin(), order.end(), l) != order.end();
                 if (has || !target.empty()) target.push_back(has ? einsum_dims_of(*moved, {l})[0] : Dim::of(1));
             }
-            auto shaped = order.empty() ? moved : lower.reshape(*moved, target, {}, v == &*a ? "a_reshape" : "b_reshape");
-            if (!shaped) return tl::unexpected(shaped.error());
-            *v = *shaped;
+            PSRUN_TRY_ASSIGN(auto shaped, order.empty()
+                                              ? moved
+                                              : lower.reshape(*moved, target, {}, v == &a ? "a_reshape" : "b_reshape"));
+            *v = shaped;
         }
-        return finish(lower.step("mul", "mul", {&*a, &*b}, nlohmann::json::object(), out_labels, plan.dims));
+        return finish(lower.step("mul", "mul", {&a, &b}, nlohmann::json::object(), out_labels, plan.dims));
     }
     // A matmul: [batch..., M, K] x [batch..., K, P] with M, K, P the merged free and contracted dims.
     auto operand = [&](const EinsumValue& v, const std::vector<int>& first, const std::vector<int>& second,
@@ -231,20 +228,16 @@ Result<EinsumPlan> plan_einsum(std::string_view equation, const std::vector<Dims
         std::vector<int> order = batch;
         order.insert(order.end(), first.begin(), first.end());
         order.insert(order.end(), second.begin(), second.end());
-        auto moved = lower.permute(v, order, side + "_transpose");
-        if (!moved) return tl::unexpected(moved.error());
-        Dims target = einsum_dims_of(*moved, batch);
+        PSRUN_TRY_ASSIGN(auto moved, lower.permute(v, order, side + "_transpose"));
+        Dims target = einsum_dims_of(moved, batch);
         for (const auto* group : {&first, &second}) {
-            auto merged = einsum_merge(einsum_dims_of(*moved, *group));
-            if (!merged) return tl::unexpected(merged.error());
-            target.push_back(*merged);
+            PSRUN_TRY_ASSIGN(auto merged, einsum_merge(einsum_dims_of(moved, *group)));
+            target.push_back(merged);
         }
-        return lower.reshape(*moved, target, {}, side + "_reshape");
+        return lower.reshape(moved, target, {}, side + "_reshape");
     };
-    auto ma = operand(*a, free_a, contracted, "a");
-    if (!ma) return tl::unexpected(ma.error());
-    auto mb = operand(*b, contracted, free_b, "b");
-    if (!mb) return tl::unexpected(mb.error());
+    PSRUN_TRY_ASSIGN(auto ma, operand(a, free_a, contracted, "a"));
+    PSRUN_TRY_ASSIGN(auto mb, operand(b, contracted, free_b, "b"));
     Dims product, unmerged;
     std::vector<int> order = batch;
     for (const int l : batch) product.push_back(size_of(l));
@@ -252,19 +245,16 @@ Result<EinsumPlan> plan_einsum(std::string_view equation, const std::vector<Dims
     for (const auto* group : {&free_a, &free_b}) {
         Dims d;
         for (const int l : *group) d.push_back(size_of(l));
-        auto merged = einsum_merge(d);
-        if (!merged) return tl::unexpected(merged.error());
-        product.push_back(*merged);
+        PSRUN_TRY_ASSIGN(auto merged, einsum_merge(d));
+        product.push_back(merged);
         unmerged.insert(unmerged.end(), d.begin(), d.end());
         order.insert(order.end(), group->begin(), group->end());
     }
-    auto m = lower.step("matmul", "matmul", {&*ma, &*mb}, nlohmann::json::object(), {}, product);
-    if (!m) return tl::unexpected(m.error());
+    PSRUN_TRY_ASSIGN(auto m, lower.step("matmul", "matmul", {&ma, &mb}, nlohmann::json::object(), {}, product));
     if (order.empty())  // a scalar: [1, 1] summed to rank 0
-        return finish(lower.step("reduce_sum", "out_sum", {&*m}, {{"axes", {0, 1}}, {"keepdims", false}}, {}, {}));
-    auto split = lower.reshape(*m, unmerged, order, "out_reshape");
-    if (!split) return tl::unexpected(split.error());
-    return finish(lower.permute(*split, out_labels, "out_transpose"));
+        return finish(lower.step("reduce_sum", "out_sum", {&m}, {{"axes", {0, 1}}, {"keepdims", false}}, {}, {}));
+    PSRUN_TRY_ASSIGN(auto split, lower.reshape(m, unmerged, order, "out_reshape"));
+    return finish(lower.permute(split, out_labels, "out_transpose"));
 }
 
 }  // namespace psrun::nn

@@ -21,18 +21,15 @@ namespace psrun::nn {
 namespace {
 
 Result<void> parse_embedding(FieldReader& reader, nlohmann::json& attrs) {
-    auto vocabulary = reader.integer("vocabulary", std::nullopt, 1, kMaxTensorElements);
-    if (!vocabulary) return tl::unexpected(vocabulary.error());
-    auto dim = reader.integer("dim", std::nullopt, 1, kMaxTensorElements);
-    if (!dim) return tl::unexpected(dim.error());
+    PSRUN_TRY_ASSIGN(auto vocabulary, reader.integer("vocabulary", std::nullopt, 1, kMaxTensorElements));
+    PSRUN_TRY_ASSIGN(auto dim, reader.integer("dim", std::nullopt, 1, kMaxTensorElements));
     Initializer init{InitKind::kNormal, 1.0};
     if (reader.has("init")) {
-        auto parsed = parse_initializer(reader.raw("init"), reader.where() + ": field \"init\"");
-        if (!parsed) return tl::unexpected(parsed.error());
-        init = *parsed;
+        PSRUN_TRY_ASSIGN(auto parsed, parse_initializer(reader.raw("init"), reader.where() + ": field \"init\""));
+        init = parsed;
     }
-    attrs["vocabulary"] = *vocabulary;
-    attrs["dim"] = *dim;
+    attrs["vocabulary"] = vocabulary;
+    attrs["dim"] = dim;
     attrs["init"] = to_json(init);
     return {};
 }
@@ -55,8 +52,7 @@ Result<void> infer_embedding(InferContext& context) {
 }
 
 Result<void> parse_gather(FieldReader& reader, nlohmann::json& attrs) {
-    auto axis = reader.integer("axis", std::nullopt, -6, 5);
-    if (!axis) return tl::unexpected(axis.error());
+    PSRUN_TRY_ASSIGN(auto axis, reader.integer("axis", std::nullopt, -6, 5));
     if (!reader.has("indices")) return tl::unexpected(reader.fail("indices", "missing (an integer or a list of integers)"));
     const auto& raw = reader.raw("indices");
     const auto is_index = [](const nlohmann::json& v) {
@@ -68,7 +64,7 @@ Result<void> parse_gather(FieldReader& reader, nlohmann::json& attrs) {
         for (const auto& v : raw) ok = ok && is_index(v);
     }
     if (!ok) return tl::unexpected(reader.fail("indices", "expected an integer or a list of 1 to 65536 integers, got " + describe_value(raw)));
-    attrs["axis"] = *axis;
+    attrs["axis"] = axis;
     attrs["indices"] = raw;
     return {};
 }
@@ -105,17 +101,18 @@ Result<void> infer_gather(InferContext& context) {
 }
 
 Result<void> import_gather(OnnxNodeImport& node) {
-    auto axis = node.int_attr("axis", 0);
-    if (!axis) return tl::unexpected(axis.error());
+    PSRUN_TRY_ASSIGN(auto axis, node.int_attr("axis", 0));
     const ValueInfo* indices = node.info(1);
     const std::string table = node.initializer(0);
     if (!table.empty() && indices != nullptr && indices->type == ElementType::kInt) {
         const auto dims = node.constant_shape(0);
-        if (!dims || dims->size() != 2 || *axis != 0)
+        if (!dims || dims->size() != 2 || axis != 0)
             return tl::unexpected(node.refuse("an embedding lookup needs a [V, D] table gathered along axis 0"));
-        auto ids = node.value(1);
-        if (!ids) return tl::unexpected(ids.error());
-        auto name = node.emit({{"kind", "embedding"}, {"inputs", {*ids}}, {"vocabulary", (*dims)[0]}, {"dim", (*dims)[1]},
+        PSRUN_TRY_ASSIGN(auto ids, node.value(1));
+        auto name = node.emit({{"kind", "embedding"},
+                               {"inputs", {ids}},
+                               {"vocabulary", (*dims)[0]},
+                               {"dim", (*dims)[1]},
                                {"tensors", {{"table", table}}}});
         if (!name) return tl::unexpected(name.error());
         node.bind_output(0, *name);
@@ -128,17 +125,19 @@ Result<void> import_gather(OnnxNodeImport& node) {
         const auto dims = node.constant_shape(0);
         const auto list = node.ints(1);
         const auto shape = node.constant_shape(1);
-        bool prefix = dims && !dims->empty() && *axis == 0 && list && shape && shape->size() == 1 && !list->empty() &&
+        bool prefix = dims && !dims->empty() && axis == 0 && list && shape && shape->size() == 1 && !list->empty() &&
                       static_cast<std::int64_t>(list->size()) <= (*dims)[0];
         for (std::size_t k = 0; prefix && k < list->size(); ++k) prefix = (*list)[k] == static_cast<std::int64_t>(k);
         if (prefix) {
-            auto x = node.value(0);
-            if (!x) return tl::unexpected(x.error());
+            PSRUN_TRY_ASSIGN(auto x, node.value(0));
             if (static_cast<std::int64_t>(list->size()) == (*dims)[0]) {
-                node.bind_output(0, *x);
+                node.bind_output(0, x);
                 return {};
             }
-            auto name = node.emit({{"kind", "slice"}, {"inputs", {*x}}, {"axes", {0}}, {"starts", {0}},
+            auto name = node.emit({{"kind", "slice"},
+                                   {"inputs", {x}},
+                                   {"axes", {0}},
+                                   {"starts", {0}},
                                    {"ends", {static_cast<std::int64_t>(list->size())}}});
             if (!name) return tl::unexpected(name.error());
             node.bind_output(0, *name);
@@ -155,12 +154,10 @@ Result<void> import_gather(OnnxNodeImport& node) {
     if (!list || !shape || shape->size() > 1)
         return tl::unexpected(node.refuse("its indices must be constant, a scalar or a 1-D list (they are computed at run "
                                           "time or have more dims)"));
-    auto x = node.value(0);
-    if (!x) return tl::unexpected(x.error());
+    PSRUN_TRY_ASSIGN(auto x, node.value(0));
     const nlohmann::json index = shape->empty() ? nlohmann::json(list->front()) : nlohmann::json(*list);
-    auto name = node.emit({{"kind", "gather"}, {"inputs", {*x}}, {"axis", *axis}, {"indices", index}});
-    if (!name) return tl::unexpected(name.error());
-    node.bind_output(0, *name);
+    PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", "gather"}, {"inputs", {x}}, {"axis", axis}, {"indices", index}}));
+    node.bind_output(0, name);
     return {};
 }
 

@@ -49,8 +49,7 @@ Result<void> infer_expand(InferContext& context) {
 }
 
 Result<void> import_expand(OnnxNodeImport& node) {
-    auto x = node.value(0);
-    if (!x) return tl::unexpected(x.error());
+    PSRUN_TRY_ASSIGN(auto x, node.value(0));
     const auto shape = node.symbolic_ints(1);
     if (!shape) return tl::unexpected(node.refuse("its shape is computed at run time: the engine needs it at import"));
     nlohmann::json target = nlohmann::json::array();
@@ -62,13 +61,12 @@ Result<void> import_expand(OnnxNodeImport& node) {
     if (info != nullptr) {  // the same shape: nothing to do
         auto dims = broadcast_dims(info->dims, *shape);
         if (dims && *dims == info->dims) {
-            node.bind_output(0, *x);
+            node.bind_output(0, x);
             return {};
         }
     }
-    auto name = node.emit({{"kind", "expand"}, {"inputs", {*x}}, {"shape", target}});
-    if (!name) return tl::unexpected(name.error());
-    node.bind_output(0, *name);
+    PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", "expand"}, {"inputs", {x}}, {"shape", target}}));
+    node.bind_output(0, name);
     return {};
 }
 

@@ -22,15 +22,13 @@ namespace {
 inline constexpr std::int64_t kMaxConstantValues = 1 << 20;
 
 Result<void> parse_parameter(FieldReader& reader, nlohmann::json& attrs) {
-    auto shape = reader.integers("shape", std::nullopt, 0, 1, kMaxTensorElements);
-    if (!shape) return tl::unexpected(shape.error());
+    PSRUN_TRY_ASSIGN(auto shape, reader.integers("shape", std::nullopt, 0, 1, kMaxTensorElements));
     Initializer init{InitKind::kGlorotUniform, 0.0};
     if (reader.has("init")) {
-        auto parsed = parse_initializer(reader.raw("init"), reader.where() + ": field \"init\"");
-        if (!parsed) return tl::unexpected(parsed.error());
-        init = *parsed;
+        PSRUN_TRY_ASSIGN(auto parsed, parse_initializer(reader.raw("init"), reader.where() + ": field \"init\""));
+        init = parsed;
     }
-    attrs["shape"] = *shape;
+    attrs["shape"] = shape;
     attrs["init"] = to_json(init);
     return {};
 }
@@ -55,19 +53,17 @@ Result<void> parse_constant(FieldReader& reader, nlohmann::json& attrs) {
         dims.push_back(*dim);
         canonical.push_back(dim->batch ? nlohmann::json(dim->to_string()) : nlohmann::json(dim->value));
     }
-    auto type = reader.choice("type", 0, {"float", "int"});
-    if (!type) return tl::unexpected(type.error());
+    PSRUN_TRY_ASSIGN(auto type, reader.choice("type", 0, {"float", "int"}));
     const auto count = elements_per_example(dims);
     if (!count || *count > kMaxConstantValues)
         return tl::unexpected(reader.fail("shape", "more than " + std::to_string(kMaxConstantValues) + " values"));
     attrs["shape"] = canonical;
-    attrs["type"] = *type == 1 ? "int" : "float";
+    attrs["type"] = type == 1 ? "int" : "float";
     const bool values = reader.has("values"), fill = reader.has("fill");
     if (values == fill) return tl::unexpected(reader.fail("values", "give exactly one of \"values\" and \"fill\""));
     if (fill) {
-        auto v = reader.number("fill", std::nullopt);
-        if (!v) return tl::unexpected(v.error());
-        attrs["fill"] = *type == 1 ? nlohmann::json(static_cast<std::int64_t>(*v)) : nlohmann::json(*v);
+        PSRUN_TRY_ASSIGN(auto v, reader.number("fill", std::nullopt));
+        attrs["fill"] = type == 1 ? nlohmann::json(static_cast<std::int64_t>(v)) : nlohmann::json(v);
         return {};
     }
     if (has_batch(dims)) return tl::unexpected(reader.fail("values", "a shape with N takes \"fill\", not values"));
@@ -78,16 +74,17 @@ Result<void> parse_constant(FieldReader& reader, nlohmann::json& attrs) {
     // attention mask), so the description survives its text form (checkpoints, exports).
     nlohmann::json canonical_values = nlohmann::json::array();
     for (const auto& v : raw) {
-        const bool infinity = *type == 0 && ((v.is_number_float() && std::isinf(v.get<double>())) ||
-                                             (v.is_string() && (v == "inf" || v == "-inf")));
+        const bool infinity = type == 0 && ((v.is_number_float() && std::isinf(v.get<double>())) ||
+                                            (v.is_string() && (v == "inf" || v == "-inf")));
         if (infinity) {
             canonical_values.push_back((v.is_string() ? v == "-inf" : v.get<double>() < 0) ? "-inf" : "inf");
             continue;
         }
-        if (!v.is_number() || (*type == 1 && !v.is_number_integer()) || (v.is_number_float() && std::isnan(v.get<double>())))
-            return tl::unexpected(reader.fail("values", std::string("expected ") +
-                                                            (*type == 1 ? "integers" : "numbers (or \"inf\", \"-inf\")") +
-                                                            ", got " + describe_value(v)));
+        if (!v.is_number() || (type == 1 && !v.is_number_integer()) ||
+            (v.is_number_float() && std::isnan(v.get<double>())))
+            return tl::unexpected(reader.fail(
+                "values", std::string("expected ") + (type == 1 ? "integers" : "numbers (or \"inf\", \"-inf\")") +
+                              ", got " + describe_value(v)));
         canonical_values.push_back(v);
     }
     attrs["values"] = std::move(canonical_values);

@@ -28,23 +28,18 @@ namespace psrun::nn {
 namespace {
 
 Result<void> parse_group_norm(FieldReader& reader, nlohmann::json& attrs) {
-    auto groups = reader.integer("groups", std::nullopt, 1, kMaxTensorElements);
-    if (!groups) return tl::unexpected(groups.error());
-    auto epsilon = reader.number("epsilon", 1e-5);
-    if (!epsilon) return tl::unexpected(epsilon.error());
-    if (!(*epsilon > 0.0 && *epsilon <= 1.0))
-        return tl::unexpected(reader.fail("epsilon", "expected a number in (0, 1], got " + describe_value(*epsilon)));
-    auto scale = reader.boolean("scale", true);
-    if (!scale) return tl::unexpected(scale.error());
-    auto center = reader.boolean("center", true);
-    if (!center) return tl::unexpected(center.error());
-    auto affine = reader.choice("affine", 0, {"channel", "group"});
-    if (!affine) return tl::unexpected(affine.error());
-    attrs["groups"] = *groups;
-    attrs["epsilon"] = *epsilon;
-    attrs["scale"] = *scale;
-    attrs["center"] = *center;
-    attrs["affine"] = *affine == 0 ? "channel" : "group";
+    PSRUN_TRY_ASSIGN(auto groups, reader.integer("groups", std::nullopt, 1, kMaxTensorElements));
+    PSRUN_TRY_ASSIGN(auto epsilon, reader.number("epsilon", 1e-5));
+    if (!(epsilon > 0.0 && epsilon <= 1.0))
+        return tl::unexpected(reader.fail("epsilon", "expected a number in (0, 1], got " + describe_value(epsilon)));
+    PSRUN_TRY_ASSIGN(auto scale, reader.boolean("scale", true));
+    PSRUN_TRY_ASSIGN(auto center, reader.boolean("center", true));
+    PSRUN_TRY_ASSIGN(auto affine, reader.choice("affine", 0, {"channel", "group"}));
+    attrs["groups"] = groups;
+    attrs["epsilon"] = epsilon;
+    attrs["scale"] = scale;
+    attrs["center"] = center;
+    attrs["affine"] = affine == 0 ? "channel" : "group";
     return {};
 }
 
@@ -109,43 +104,38 @@ Result<void> import_group_norm(OnnxNodeImport& node) {
         return tl::unexpected(node.refuse("the input must be N x C x (D x H x) W, rank 3 to 5"));
     const std::int64_t channels = x->dims[1].value;
     const bool instance = node.op_type() == "InstanceNormalization";
-    auto groups = instance ? Result<std::int64_t>(channels) : node.int_attr("num_groups", 0);
-    if (!groups) return tl::unexpected(groups.error());
-    if (*groups < 1 || *groups > channels || channels % *groups != 0)
-        return tl::unexpected(node.refuse("num_groups " + std::to_string(*groups) + " does not divide the " +
+    PSRUN_TRY_ASSIGN(auto groups, instance ? Result<std::int64_t>(channels) : node.int_attr("num_groups", 0));
+    if (groups < 1 || groups > channels || channels % groups != 0)
+        return tl::unexpected(node.refuse("num_groups " + std::to_string(groups) + " does not divide the " +
                                           std::to_string(channels) + " channels"));
-    auto epsilon = node.float_attr("epsilon", 1e-5f);
-    if (!epsilon) return tl::unexpected(epsilon.error());
-    auto scale = affine_input(node, 1, 1.0f, "scale");
-    if (!scale) return tl::unexpected(scale.error());
-    auto bias = affine_input(node, 2, 0.0f, instance ? "B" : "bias");
-    if (!bias) return tl::unexpected(bias.error());
+    PSRUN_TRY_ASSIGN(auto epsilon, node.float_attr("epsilon", 1e-5f));
+    PSRUN_TRY_ASSIGN(auto scale, affine_input(node, 1, 1.0f, "scale"));
+    PSRUN_TRY_ASSIGN(auto bias, affine_input(node, 2, 0.0f, instance ? "B" : "bias"));
     // Per channel unless a tensor has one value per group (GroupNormalization before opset 21).
     bool per_group = false, per_channel = false;
-    for (const AffineInput* a : {&*scale, &*bias}) {
-        const bool channel = a->size == channels, group = !instance && a->size == *groups;
+    for (const AffineInput* a : {&scale, &bias}) {
+        const bool channel = a->size == channels, group = !instance && a->size == groups;
         if (!channel && !group)
-            return tl::unexpected(node.refuse("its " + std::string(a == &*scale ? "scale" : "bias") + " has " +
-                                              std::to_string(a->size) + " values where the " + std::to_string(channels) +
-                                              " channels" + (instance ? "" : " or " + std::to_string(*groups) + " groups") +
-                                              " need one each"));
+            return tl::unexpected(
+                node.refuse("its " + std::string(a == &scale ? "scale" : "bias") + " has " + std::to_string(a->size) +
+                            " values where the " + std::to_string(channels) + " channels" +
+                            (instance ? "" : " or " + std::to_string(groups) + " groups") + " need one each"));
         if (a->on && !channel) per_group = true;
         if (a->on && !group) per_channel = true;
     }
     if (per_group && per_channel)
         return tl::unexpected(node.refuse("its scale and bias must both be per channel or both per group"));
     nlohmann::json tensors = nlohmann::json::object();
-    if (scale->on) tensors["scale"] = scale->bound;
-    if (bias->on) tensors["bias"] = bias->bound;
-    auto input = node.value(0);
-    if (!input) return tl::unexpected(input.error());
+    if (scale.on) tensors["scale"] = scale.bound;
+    if (bias.on) tensors["bias"] = bias.bound;
+    PSRUN_TRY_ASSIGN(auto input, node.value(0));
     auto name = node.emit({{"kind", "group_norm"},
-                           {"inputs", {*input}},
-                           {"groups", *groups},
-                           {"epsilon", onnx_float(*epsilon)},
-                           {"scale", scale->on},
-                           {"center", bias->on},
-                           {"affine", per_group && *groups != channels ? "group" : "channel"},
+                           {"inputs", {input}},
+                           {"groups", groups},
+                           {"epsilon", onnx_float(epsilon)},
+                           {"scale", scale.on},
+                           {"center", bias.on},
+                           {"affine", per_group && groups != channels ? "group" : "channel"},
                            {"tensors", tensors}});
     if (!name) return tl::unexpected(name.error());
     node.bind_output(0, *name);

@@ -22,29 +22,25 @@ namespace psrun::nn {
 namespace {
 
 Result<void> parse_layer_norm(FieldReader& reader, nlohmann::json& attrs) {
-    auto epsilon = reader.number("epsilon", 1e-5);
-    if (!epsilon) return tl::unexpected(epsilon.error());
-    if (!(*epsilon > 0.0 && *epsilon <= 1.0))
-        return tl::unexpected(reader.fail("epsilon", "expected a number in (0, 1], got " + describe_value(*epsilon)));
-    auto axis = reader.integer("axis", -1, -6, 5);
-    if (!axis) return tl::unexpected(axis.error());
-    auto scale = reader.boolean("scale", true);
-    if (!scale) return tl::unexpected(scale.error());
-    auto center = reader.boolean("center", true);
-    if (!center) return tl::unexpected(center.error());
-    attrs["epsilon"] = *epsilon;
-    attrs["axis"] = *axis;
-    attrs["scale"] = *scale;
-    attrs["center"] = *center;
+    PSRUN_TRY_ASSIGN(auto epsilon, reader.number("epsilon", 1e-5));
+    if (!(epsilon > 0.0 && epsilon <= 1.0))
+        return tl::unexpected(reader.fail("epsilon", "expected a number in (0, 1], got " + describe_value(epsilon)));
+    PSRUN_TRY_ASSIGN(auto axis, reader.integer("axis", -1, -6, 5));
+    PSRUN_TRY_ASSIGN(auto scale, reader.boolean("scale", true));
+    PSRUN_TRY_ASSIGN(auto center, reader.boolean("center", true));
+    attrs["epsilon"] = epsilon;
+    attrs["axis"] = axis;
+    attrs["scale"] = scale;
+    attrs["center"] = center;
     return {};
 }
 
 Result<void> infer_layer_norm(InferContext& context) {
     const ValueInfo& in = context.input(0);
-    auto g = layer_norm_geometry(context.attrs(), in);
-    if (!g) return tl::unexpected(g.error());
+    PSRUN_TRY_ASSIGN(auto g, layer_norm_geometry(context.attrs(), in));
     context.set_output(0, in);
-    const std::vector<std::int64_t> shape = concrete(Dims(in.dims.begin() + static_cast<std::ptrdiff_t>(g->axis), in.dims.end()), 1);
+    const std::vector<std::int64_t> shape =
+        concrete(Dims(in.dims.begin() + static_cast<std::ptrdiff_t>(g.axis), in.dims.end()), 1);
     if (context.attr_bool("scale")) {
         if (auto ok = context.tensor("scale", shape, Initializer{InitKind::kConstant, 1.0}); !ok) return ok;
     }
@@ -60,10 +56,9 @@ Result<void> infer_layer_norm(InferContext& context) {
 Result<void> export_layer_norm(OnnxNodeExport& out) {
     const Node& node = out.node();
     const ValueInfo& in = out.model().value(node.inputs[0]);
-    auto g = layer_norm_geometry(node.attrs, in);
-    if (!g) return tl::unexpected(g.error());
+    PSRUN_TRY_ASSIGN(auto g, layer_norm_geometry(node.attrs, in));
     std::vector<std::int64_t> axes;
-    for (std::size_t a = g->axis; a < in.rank(); ++a) axes.push_back(static_cast<std::int64_t>(a));
+    for (std::size_t a = g.axis; a < in.rank(); ++a) axes.push_back(static_cast<std::int64_t>(a));
     const bool scale = node.attrs.at("scale").get<bool>(), center = node.attrs.at("center").get<bool>();
     const std::string& n = node.name;
     auto scalar = [&](const std::string& hint, float v) { return out.float_constant(n + "/" + hint, {}, std::span(&v, 1)); };
@@ -82,8 +77,8 @@ Result<void> export_layer_norm(OnnxNodeExport& out) {
     // Mul and Add always (constant ones and zeros for a layer without scale or bias), so that
     // the importer's pattern finds the whole decomposition.
     std::vector<std::int64_t> shape;
-    for (std::size_t a = g->axis; a < in.rank(); ++a) shape.push_back(in.dims[a].value);
-    const std::vector<float> ones(static_cast<std::size_t>(g->features), 1.0f), zeros(ones.size(), 0.0f);
+    for (std::size_t a = g.axis; a < in.rank(); ++a) shape.push_back(in.dims[a].value);
+    const std::vector<float> ones(static_cast<std::size_t>(g.features), 1.0f), zeros(ones.size(), 0.0f);
     std::size_t slot = 1;
     const std::string gamma = scale ? out.input(slot++) : out.float_constant(n + "/ones", shape, ones);
     const std::string beta = center ? out.input(slot) : out.float_constant(n + "/zeros", shape, zeros);
@@ -97,12 +92,9 @@ Result<void> export_layer_norm(OnnxNodeExport& out) {
 Result<void> import_layer_norm(OnnxNodeImport& node) {
     const ValueInfo* x = node.info(0);
     if (x == nullptr) return tl::unexpected(node.refuse("its input X must be a computed value"));
-    auto axis = node.int_attr("axis", -1);
-    if (!axis) return tl::unexpected(axis.error());
-    auto epsilon = node.float_attr("epsilon", 1e-5f);
-    if (!epsilon) return tl::unexpected(epsilon.error());
-    auto input = node.value(0);
-    if (!input) return tl::unexpected(input.error());
+    PSRUN_TRY_ASSIGN(auto axis, node.int_attr("axis", -1));
+    PSRUN_TRY_ASSIGN(auto epsilon, node.float_attr("epsilon", 1e-5f));
+    PSRUN_TRY_ASSIGN(auto input, node.value(0));
     nlohmann::json tensors = nlohmann::json::object();
     bool on[2] = {false, false};
     const char* slots[2] = {"scale", "bias"};
@@ -113,15 +105,14 @@ Result<void> import_layer_norm(OnnxNodeImport& node) {
             const auto known = node.floats(i);
             if (known && std::all_of(known->begin(), known->end(), [&](float v) { return v == neutral; })) continue;
         }
-        auto bound = node.slot(i);
-        if (!bound) return tl::unexpected(bound.error());
-        tensors[slots[i - 1]] = *bound;
+        PSRUN_TRY_ASSIGN(auto bound, node.slot(i));
+        tensors[slots[i - 1]] = bound;
         on[i - 1] = true;
     }
     auto name = node.emit({{"kind", "layer_norm"},
-                           {"inputs", {*input}},
-                           {"axis", *axis},
-                           {"epsilon", onnx_float(*epsilon)},
+                           {"inputs", {input}},
+                           {"axis", axis},
+                           {"epsilon", onnx_float(epsilon)},
                            {"scale", on[0]},
                            {"center", on[1]},
                            {"tensors", tensors}});

@@ -23,9 +23,8 @@ constexpr std::int64_t kOnnxFloat = 1, kOnnxBool = 9, kOnnxDouble = 11, kOnnxFlo
                        kOnnxInt64 = 7;
 
 Result<void> parse_cast(FieldReader& reader, nlohmann::json& attrs) {
-    auto to = reader.choice("to", std::nullopt, {"float", "int"});
-    if (!to) return tl::unexpected(to.error());
-    attrs["to"] = *to == 0 ? "float" : "int";
+    PSRUN_TRY_ASSIGN(auto to, reader.choice("to", std::nullopt, {"float", "int"}));
+    attrs["to"] = to == 0 ? "float" : "int";
     return {};
 }
 
@@ -36,9 +35,8 @@ Result<void> infer_mask(InferContext& context) {
     if (op == "cast") {
         type = context.attr_string("to") == "float" ? ElementType::kFloat : ElementType::kInt;
     } else if (op != "not") {
-        auto d = broadcast_dims(dims, context.input(1).dims);
-        if (!d) return tl::unexpected(d.error());
-        dims = *d;
+        PSRUN_TRY_ASSIGN(auto d, broadcast_dims(dims, context.input(1).dims));
+        dims = d;
     }
     if (dims.size() > 6) return tl::unexpected(op_error("the output would have more than 6 dims"));
     context.set_output(0, ValueInfo{dims, type});
@@ -47,37 +45,35 @@ Result<void> infer_mask(InferContext& context) {
 }
 
 Result<void> import_mask(OnnxNodeImport& node) {
-    auto x = node.value(0);
-    if (!x) return tl::unexpected(x.error());
+    PSRUN_TRY_ASSIGN(auto x, node.value(0));
     const auto op = node.op_type();
     const ValueInfo* info = node.info(0);
     std::string result;
     if (op == "Cast") {
-        auto to = node.int_attr("to", 0);
-        if (!to) return tl::unexpected(to.error());
-        const bool to_float = *to == kOnnxFloat || *to == kOnnxDouble || *to == kOnnxFloat16 || *to == kOnnxBfloat16;
+        PSRUN_TRY_ASSIGN(auto to, node.int_attr("to", 0));
+        const bool to_float = to == kOnnxFloat || to == kOnnxDouble || to == kOnnxFloat16 || to == kOnnxBfloat16;
         const bool from_float = info == nullptr || info->type == ElementType::kFloat;
-        if (*to == kOnnxBool && from_float) {  // x != 0
-            auto zero = node.emit({{"kind", "constant"}, {"type", "float"}, {"shape", nlohmann::json::array()}, {"values", {0.0}}});
-            if (!zero) return tl::unexpected(zero.error());
-            auto eq = node.emit({{"kind", "equal"}, {"inputs", {*x, *zero}}});
-            if (!eq) return tl::unexpected(eq.error());
-            auto name = node.emit({{"kind", "not"}, {"inputs", {*eq}}});
+        if (to == kOnnxBool && from_float) {  // x != 0
+            PSRUN_TRY_ASSIGN(
+                auto zero,
+                node.emit(
+                    {{"kind", "constant"}, {"type", "float"}, {"shape", nlohmann::json::array()}, {"values", {0.0}}}));
+            PSRUN_TRY_ASSIGN(auto eq, node.emit({{"kind", "equal"}, {"inputs", {x, zero}}}));
+            auto name = node.emit({{"kind", "not"}, {"inputs", {eq}}});
             if (!name) return tl::unexpected(name.error());
             result = *name;
-        } else if (to_float == from_float || *to == kOnnxBool) {
-            result = *x;  // the same kind of type (bool from an integer mask: the mask itself)
+        } else if (to_float == from_float || to == kOnnxBool) {
+            result = x;  // the same kind of type (bool from an integer mask: the mask itself)
         } else {
-            auto name = node.emit({{"kind", "cast"}, {"inputs", {*x}}, {"to", to_float ? "float" : "int"}});
-            if (!name) return tl::unexpected(name.error());
-            result = *name;
+            PSRUN_TRY_ASSIGN(auto name,
+                             node.emit({{"kind", "cast"}, {"inputs", {x}}, {"to", to_float ? "float" : "int"}}));
+            result = name;
         }
     } else {
-        nlohmann::json inputs = {*x};
+        nlohmann::json inputs = {x};
         if (op != "Not") {
-            auto y = node.value(1);
-            if (!y) return tl::unexpected(y.error());
-            inputs.push_back(*y);
+            PSRUN_TRY_ASSIGN(auto y, node.value(1));
+            inputs.push_back(y);
         }
         auto name = node.emit({{"kind", op == "Equal" ? "equal" : op == "Less" ? "less" : op == "Greater" ? "greater" : "not"},
                                {"inputs", inputs}});

@@ -16,9 +16,8 @@ namespace psrun::nn {
 namespace {
 
 Result<void> parse_pow(FieldReader& reader, nlohmann::json& attrs) {
-    auto e = reader.number("exponent", std::nullopt);
-    if (!e) return tl::unexpected(e.error());
-    attrs["exponent"] = *e;
+    PSRUN_TRY_ASSIGN(auto e, reader.number("exponent", std::nullopt));
+    attrs["exponent"] = e;
     return {};
 }
 
@@ -31,9 +30,8 @@ Result<void> infer_math(InferContext& context) {
 }
 
 Result<void> import_math(OnnxNodeImport& node) {
-    auto x = node.value(0);
-    if (!x) return tl::unexpected(x.error());
-    nlohmann::json layer = {{"inputs", {*x}}};
+    PSRUN_TRY_ASSIGN(auto x, node.value(0));
+    nlohmann::json layer = {{"inputs", {x}}};
     if (node.op_type() == "Pow") {
         const auto e = node.floats(1);
         if (!e || e->size() != 1)
@@ -44,9 +42,8 @@ Result<void> import_math(OnnxNodeImport& node) {
         const auto op = node.op_type();
         layer["kind"] = op == "Sin" ? "sin" : op == "Cos" ? "cos" : op == "Sign" ? "sign" : "erf";
     }
-    auto name = node.emit(layer);
-    if (!name) return tl::unexpected(name.error());
-    node.bind_output(0, *name);
+    PSRUN_TRY_ASSIGN(auto name, node.emit(layer));
+    node.bind_output(0, name);
     return {};
 }
 

@@ -54,13 +54,10 @@ Result<void> infer_matmul(InferContext& context) {
 
 Result<void> import_matmul(OnnxNodeImport& node) {
     if (node.op_type() == "Einsum") return import_einsum(node);
-    auto a = node.value(0);
-    if (!a) return tl::unexpected(a.error());
-    auto b = node.value(1);
-    if (!b) return tl::unexpected(b.error());
-    auto name = node.emit({{"kind", "matmul"}, {"inputs", {*a, *b}}});
-    if (!name) return tl::unexpected(name.error());
-    node.bind_output(0, *name);
+    PSRUN_TRY_ASSIGN(auto a, node.value(0));
+    PSRUN_TRY_ASSIGN(auto b, node.value(1));
+    PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", "matmul"}, {"inputs", {a, b}}}));
+    node.bind_output(0, name);
     return {};
 }
 

@@ -22,8 +22,7 @@ namespace psrun::nn {
 namespace {
 
 Result<void> parse_pool(FieldReader& reader, nlohmann::json& attrs, bool avg) {
-    auto ceil_mode = reader.boolean("ceil_mode", false);
-    if (!ceil_mode) return tl::unexpected(ceil_mode.error());
+    PSRUN_TRY_ASSIGN(auto ceil_mode, reader.boolean("ceil_mode", false));
     if (is_1d_field(reader, "window")) {  // 1-D: every window field has one entry
         auto window = read_extent1(reader, "window", std::nullopt, kMaxTensorElements);
         if (!window) return tl::unexpected(window.error());
@@ -41,20 +40,17 @@ Result<void> parse_pool(FieldReader& reader, nlohmann::json& attrs, bool avg) {
         attrs["stride"] = *stride;
         if (auto ok = parse_padding(reader, attrs, 3); !ok) return ok;
     } else {
-        auto window = reader.extent("window", std::nullopt, kMaxTensorElements);
-        if (!window) return tl::unexpected(window.error());
-        auto stride = reader.extent("stride", *window, kMaxTensorElements);
-        if (!stride) return tl::unexpected(stride.error());
-        attrs["window"] = {window->h, window->w};
-        attrs["stride"] = {stride->h, stride->w};
+        PSRUN_TRY_ASSIGN(auto window, reader.extent("window", std::nullopt, kMaxTensorElements));
+        PSRUN_TRY_ASSIGN(auto stride, reader.extent("stride", window, kMaxTensorElements));
+        attrs["window"] = {window.h, window.w};
+        attrs["stride"] = {stride.h, stride.w};
         if (auto ok = parse_padding(reader, attrs); !ok) return ok;
     }
     // Added after format 1: written only when set, so older descriptions keep their hash.
-    if (*ceil_mode) attrs["ceil_mode"] = true;
+    if (ceil_mode) attrs["ceil_mode"] = true;
     if (avg) {
-        auto include = reader.boolean("count_include_pad", false);
-        if (!include) return tl::unexpected(include.error());
-        if (*include) attrs["count_include_pad"] = true;
+        PSRUN_TRY_ASSIGN(auto include, reader.boolean("count_include_pad", false));
+        if (include) attrs["count_include_pad"] = true;
     }
     return {};
 }
@@ -63,12 +59,11 @@ Result<void> parse_max(FieldReader& reader, nlohmann::json& attrs) { return pars
 Result<void> parse_avg(FieldReader& reader, nlohmann::json& attrs) { return parse_pool(reader, attrs, true); }
 Result<void> infer_pool(InferContext& context) {
     const ValueInfo& in = context.input(0);
-    auto g = pool_geometry(context.node(), in);
-    if (!g) return tl::unexpected(g.error());
-    const Window2d& w = g->window;
+    PSRUN_TRY_ASSIGN(auto g, pool_geometry(context.node(), in));
+    const Window2d& w = g.window;
     const Dim c = in.dims[1];
     Dims out{in.dims[0], c};
-    for (const auto d : window_out_dims(w, g->spatial)) out.push_back(Dim::of(d));
+    for (const auto d : window_out_dims(w, g.spatial)) out.push_back(Dim::of(d));
     context.set_output(0, ValueInfo{out});
     context.add_flops(static_cast<double>(c.value * w.od * w.oh * w.ow * w.kd * w.kh * w.kw));
     return {};
@@ -79,44 +74,36 @@ Result<void> import_pool(OnnxNodeImport& node) {
     if (x == nullptr || x->rank() < 3 || x->rank() > 5)
         return tl::unexpected(node.refuse("the input must be N x C x H x W, N x C x L or N x C x D x H x W"));
     const std::size_t spatial = x->rank() - 2;
-    auto input = node.value(0);
-    if (!input) return tl::unexpected(input.error());
+    PSRUN_TRY_ASSIGN(auto input, node.value(0));
     const auto op = node.op_type();
     if (op == "GlobalAveragePool" || op == "GlobalMaxPool") {
-        auto name = node.emit({{"kind", op == "GlobalMaxPool" ? "global_max_pool" : "global_avg_pool"}, {"inputs", {*input}}});
-        if (!name) return tl::unexpected(name.error());
-        node.bind_output(0, *name);
+        PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", op == "GlobalMaxPool" ? "global_max_pool" : "global_avg_pool"},
+                                               {"inputs", {input}}}));
+        node.bind_output(0, name);
         return {};
     }
     if (node.output_count() > 1) return tl::unexpected(node.refuse("the Indices output is not supported"));
     if (!node.has_attr("kernel_shape")) return tl::unexpected(node.refuse("kernel_shape is required"));
-    auto kernel = spatial_attr(node, "kernel_shape", spatial, 1);
-    if (!kernel) return tl::unexpected(kernel.error());
-    auto strides = spatial_attr(node, "strides", spatial, 1);
-    if (!strides) return tl::unexpected(strides.error());
-    auto dilations = spatial_attr(node, "dilations", spatial, 1);
-    if (!dilations) return tl::unexpected(dilations.error());
-    if (*dilations != std::vector<std::int64_t>(spatial, 1)) return tl::unexpected(node.refuse("dilations other than 1"));
-    auto ceil = node.int_attr("ceil_mode", 0);
-    if (!ceil) return tl::unexpected(ceil.error());
-    auto storage = node.int_attr("storage_order", 0);
-    if (!storage) return tl::unexpected(storage.error());
-    if (*storage != 0) return tl::unexpected(node.refuse("storage_order 1 (column major) is not supported"));
+    PSRUN_TRY_ASSIGN(auto kernel, spatial_attr(node, "kernel_shape", spatial, 1));
+    PSRUN_TRY_ASSIGN(auto strides, spatial_attr(node, "strides", spatial, 1));
+    PSRUN_TRY_ASSIGN(auto dilations, spatial_attr(node, "dilations", spatial, 1));
+    if (dilations != std::vector<std::int64_t>(spatial, 1))
+        return tl::unexpected(node.refuse("dilations other than 1"));
+    PSRUN_TRY_ASSIGN(auto ceil, node.int_attr("ceil_mode", 0));
+    PSRUN_TRY_ASSIGN(auto storage, node.int_attr("storage_order", 0));
+    if (storage != 0) return tl::unexpected(node.refuse("storage_order 1 (column major) is not supported"));
     const bool avg = op == "AveragePool";
-    nlohmann::json layer = {{"kind", avg ? "avg_pool" : "max_pool"}, {"inputs", {*input}}, {"window", *kernel},
-                            {"stride", *strides}};
-    auto padding = import_padding(node, static_cast<int>(spatial));
-    if (!padding) return tl::unexpected(padding.error());
-    layer["padding"] = *padding;
-    if (*ceil) layer["ceil_mode"] = true;
+    nlohmann::json layer = {
+        {"kind", avg ? "avg_pool" : "max_pool"}, {"inputs", {input}}, {"window", kernel}, {"stride", strides}};
+    PSRUN_TRY_ASSIGN(auto padding, import_padding(node, static_cast<int>(spatial)));
+    layer["padding"] = padding;
+    if (ceil) layer["ceil_mode"] = true;
     if (avg) {
-        auto include = node.int_attr("count_include_pad", 0);
-        if (!include) return tl::unexpected(include.error());
-        if (*include) layer["count_include_pad"] = true;
+        PSRUN_TRY_ASSIGN(auto include, node.int_attr("count_include_pad", 0));
+        if (include) layer["count_include_pad"] = true;
     }
-    auto name = node.emit(layer);
-    if (!name) return tl::unexpected(name.error());
-    node.bind_output(0, *name);
+    PSRUN_TRY_ASSIGN(auto name, node.emit(layer));
+    node.bind_output(0, name);
     return {};
 }
 
@@ -131,11 +118,13 @@ Result<void> export_pool(OnnxNodeExport& out) {
     const auto k = node.attrs.at("window").get<std::vector<std::int64_t>>();
     const auto s = node.attrs.at("stride").get<std::vector<std::int64_t>>();
     // The pads as given (ceil_mode's end pads are ONNX's to add).
-    auto w = plan_window_nd(node.attrs.at("padding"), in, k, s, std::vector<std::int64_t>(k.size(), 1), false, "window");
-    if (!w) return tl::unexpected(w.error());
+    PSRUN_TRY_ASSIGN(auto w, plan_window_nd(node.attrs.at("padding"), in, k, s, std::vector<std::int64_t>(k.size(), 1),
+                                            false, "window"));
     const bool max = node.op == "max_pool";
     std::vector<std::pair<std::string, OnnxAttr>> attrs{
-        {"kernel_shape", k}, {"strides", s}, {"pads", window_onnx_pads(*w, static_cast<int>(k.size()))},
+        {"kernel_shape", k},
+        {"strides", s},
+        {"pads", window_onnx_pads(w, static_cast<int>(k.size()))},
         {"ceil_mode", std::int64_t{node.attrs.value("ceil_mode", false) ? 1 : 0}}};
     if (!max) attrs.emplace_back("count_include_pad", std::int64_t{node.attrs.value("count_include_pad", false) ? 1 : 0});
     out.add(max ? "MaxPool" : "AveragePool", {out.input(0)}, {out.output(0)}, attrs, node.name);

@@ -21,9 +21,8 @@ namespace psrun::nn {
 namespace {
 
 Result<void> parse_prelu(FieldReader& reader, nlohmann::json& attrs) {
-    auto shared = reader.boolean("shared", false);
-    if (!shared) return tl::unexpected(shared.error());
-    attrs["shared"] = *shared;
+    PSRUN_TRY_ASSIGN(auto shared, reader.boolean("shared", false));
+    attrs["shared"] = shared;
     return {};
 }
 
@@ -60,8 +59,7 @@ Result<void> infer_prelu(InferContext& context) {
 }
 
 Result<void> import_prelu(OnnxNodeImport& node) {
-    auto x = node.value(0);
-    if (!x) return tl::unexpected(x.error());
+    PSRUN_TRY_ASSIGN(auto x, node.value(0));
     const ValueInfo* xi = node.info(0);
     if (xi == nullptr || xi->rank() < 2) return tl::unexpected(node.refuse("the input must be N x C (x ...)"));
     nlohmann::json layer = {{"kind", "prelu"}};
@@ -71,17 +69,15 @@ Result<void> import_prelu(OnnxNodeImport& node) {
     for (const auto d : shape.value_or(std::vector<std::int64_t>{})) count *= d;
     // An initializer of [1] or [C] (rank 2) binds the tensor; any other slope is a value.
     if (!tensor.empty() && shape && (count == 1 || (shape->size() == 1 && xi->rank() == 2))) {
-        layer["inputs"] = {*x};
+        layer["inputs"] = {x};
         layer["shared"] = count == 1;
         layer["tensors"] = {{"slope", tensor}};
     } else {
-        auto slope = node.value(1);
-        if (!slope) return tl::unexpected(slope.error());
-        layer["inputs"] = {*x, *slope};
+        PSRUN_TRY_ASSIGN(auto slope, node.value(1));
+        layer["inputs"] = {x, slope};
     }
-    auto name = node.emit(layer);
-    if (!name) return tl::unexpected(name.error());
-    node.bind_output(0, *name);
+    PSRUN_TRY_ASSIGN(auto name, node.emit(layer));
+    node.bind_output(0, name);
     return {};
 }
 

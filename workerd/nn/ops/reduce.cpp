@@ -23,12 +23,10 @@ namespace psrun::nn {
 namespace {
 
 Result<void> parse_reduce(FieldReader& reader, nlohmann::json& attrs) {
-    auto axes = reader.integers("axes", std::nullopt, 0, -6, 5);
-    if (!axes) return tl::unexpected(axes.error());
-    auto keep = reader.boolean("keepdims", true);
-    if (!keep) return tl::unexpected(keep.error());
-    attrs["axes"] = *axes;
-    attrs["keepdims"] = *keep;
+    PSRUN_TRY_ASSIGN(auto axes, reader.integers("axes", std::nullopt, 0, -6, 5));
+    PSRUN_TRY_ASSIGN(auto keep, reader.boolean("keepdims", true));
+    attrs["axes"] = axes;
+    attrs["keepdims"] = keep;
     return {};
 }
 
@@ -63,37 +61,32 @@ Result<void> infer_reduce(InferContext& context) {
 Result<OnnxReduceAxes> read_onnx_reduce_axes(OnnxNodeImport& node, bool axes_from_input) {
     OnnxReduceAxes r;
     if (axes_from_input) {
-        auto noop = node.int_attr("noop_with_empty_axes", 0);
-        if (!noop) return tl::unexpected(noop.error());
-        r.noop_if_empty = *noop != 0;
+        PSRUN_TRY_ASSIGN(auto noop, node.int_attr("noop_with_empty_axes", 0));
+        r.noop_if_empty = noop != 0;
         if (node.input_count() > 1 && node.has_input(1)) {
             const auto given = node.ints(1);
             if (!given) return tl::unexpected(node.refuse("the axes must be known at import (a constant)"));
             r.axes = *given;
         }
     } else {
-        auto attr = node.ints_attr("axes");
-        if (!attr) return tl::unexpected(attr.error());
-        if (*attr) r.axes = **attr;
+        PSRUN_TRY_ASSIGN(auto attr, node.ints_attr("axes"));
+        if (attr) r.axes = *attr;
     }
-    auto keep = node.int_attr("keepdims", 1);
-    if (!keep) return tl::unexpected(keep.error());
-    r.keepdims = *keep != 0;
+    PSRUN_TRY_ASSIGN(auto keep, node.int_attr("keepdims", 1));
+    r.keepdims = keep != 0;
     return r;
 }
 
 namespace {
 
 Result<void> import_reduce(OnnxNodeImport& node) {
-    auto x = node.value(0);
-    if (!x) return tl::unexpected(x.error());
+    PSRUN_TRY_ASSIGN(auto x, node.value(0));
     const auto op = node.op_type();
     const bool sum = op == "ReduceSum";
-    auto read = read_onnx_reduce_axes(node, (sum && node.opset() >= 13) || node.opset() >= 18);
-    if (!read) return tl::unexpected(read.error());
-    std::vector<std::int64_t> axes = std::move(read->axes);
-    if (axes.empty() && read->noop_if_empty) {
-        node.bind_output(0, *x);
+    PSRUN_TRY_ASSIGN(auto read, read_onnx_reduce_axes(node, (sum && node.opset() >= 13) || node.opset() >= 18));
+    std::vector<std::int64_t> axes = std::move(read.axes);
+    if (axes.empty() && read.noop_if_empty) {
+        node.bind_output(0, x);
         return {};
     }
     if (axes.empty()) {  // every axis, the batch's included: a loss's mean
@@ -102,16 +95,15 @@ Result<void> import_reduce(OnnxNodeImport& node) {
         for (std::size_t d = 0; d < info->rank(); ++d) axes.push_back(static_cast<std::int64_t>(d));
     }
     const char* kind = sum ? "reduce_sum" : op == "ReduceMax" ? "reduce_max" : op == "ReduceMin" ? "reduce_min" : "reduce_mean";
-    std::string source = *x;
+    std::string source = x;
     if (const ValueInfo* info = node.info(0); info != nullptr && info->type == ElementType::kInt) {
         // An integer mask counted (mask.sum(1)): summed as floats, exact below 2^24.
-        auto cast = node.emit({{"kind", "cast"}, {"inputs", {*x}}, {"to", "float"}});
-        if (!cast) return tl::unexpected(cast.error());
-        source = *cast;
+        PSRUN_TRY_ASSIGN(auto cast, node.emit({{"kind", "cast"}, {"inputs", {x}}, {"to", "float"}}));
+        source = cast;
     }
-    auto name = node.emit({{"kind", kind}, {"inputs", {source}}, {"axes", axes}, {"keepdims", read->keepdims}});
-    if (!name) return tl::unexpected(name.error());
-    node.bind_output(0, *name);
+    PSRUN_TRY_ASSIGN(auto name,
+                     node.emit({{"kind", kind}, {"inputs", {source}}, {"axes", axes}, {"keepdims", read.keepdims}}));
+    node.bind_output(0, name);
     return {};
 }
 

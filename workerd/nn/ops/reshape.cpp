@@ -111,9 +111,8 @@ Result<void> infer_reshape(InferContext& context) {
 }
 
 Result<void> parse_flatten(FieldReader& reader, nlohmann::json& attrs) {
-    auto axis = reader.integer("axis", 1, -6, 6);
-    if (!axis) return tl::unexpected(axis.error());
-    attrs["axis"] = *axis;
+    PSRUN_TRY_ASSIGN(auto axis, reader.integer("axis", 1, -6, 6));
+    attrs["axis"] = axis;
     return {};
 }
 
@@ -131,9 +130,8 @@ Result<void> infer_flatten(InferContext& context) {
 }
 
 Result<void> parse_axes(FieldReader& reader, nlohmann::json& attrs) {
-    auto axes = reader.integers("axes", std::nullopt, 0, -6, 6);
-    if (!axes) return tl::unexpected(axes.error());
-    attrs["axes"] = *axes;
+    PSRUN_TRY_ASSIGN(auto axes, reader.integers("axes", std::nullopt, 0, -6, 6));
+    attrs["axes"] = axes;
     return {};
 }
 
@@ -150,11 +148,10 @@ Result<std::vector<std::int64_t>> normal_axes(const InferContext& context, std::
 
 Result<void> infer_squeeze(InferContext& context) {
     const ValueInfo& in = context.input(0);
-    auto axes = normal_axes(context, static_cast<std::int64_t>(in.rank()));
-    if (!axes) return tl::unexpected(axes.error());
+    PSRUN_TRY_ASSIGN(auto axes, normal_axes(context, static_cast<std::int64_t>(in.rank())));
     Dims out;
     for (std::size_t i = 0; i < in.dims.size(); ++i) {
-        const bool drop = std::find(axes->begin(), axes->end(), static_cast<std::int64_t>(i)) != axes->end();
+        const bool drop = std::find(axes.begin(), axes.end(), static_cast<std::int64_t>(i)) != axes.end();
         if (drop && in.dims[i] != Dim::of(1))
             return tl::unexpected(op_error("dim " + std::to_string(i) + " of " + to_string(in.dims) + " is not 1"));
         if (!drop) out.push_back(in.dims[i]);
@@ -167,12 +164,12 @@ Result<void> infer_unsqueeze(InferContext& context) {
     const ValueInfo& in = context.input(0);
     const auto rank = static_cast<std::int64_t>(in.rank() + context.attr_ints("axes").size());
     if (rank > 6) return tl::unexpected(op_error("the output would have more than 6 dims"));
-    auto axes = normal_axes(context, rank);
-    if (!axes) return tl::unexpected(axes.error());
+    PSRUN_TRY_ASSIGN(auto axes, normal_axes(context, rank));
     Dims out;
     std::size_t next = 0;
     for (std::int64_t i = 0; i < rank; ++i) {
-        if (std::find(axes->begin(), axes->end(), i) != axes->end()) out.push_back(Dim::of(1));
+        if (std::find(axes.begin(), axes.end(), i) != axes.end())
+            out.push_back(Dim::of(1));
         else out.push_back(in.dims[next++]);
     }
     context.set_output(0, ValueInfo{out, in.type});
@@ -180,10 +177,9 @@ Result<void> infer_unsqueeze(InferContext& context) {
 }
 
 Result<void> import_layout(OnnxNodeImport& node) {
-    auto x = node.value(0);
-    if (!x) return tl::unexpected(x.error());
+    PSRUN_TRY_ASSIGN(auto x, node.value(0));
     const auto op = node.op_type();
-    nlohmann::json layer = {{"inputs", {*x}}};
+    nlohmann::json layer = {{"inputs", {x}}};
     if (op == "Reshape") {
         const auto shape = node.symbolic_ints(1);
         if (!shape) return tl::unexpected(node.refuse("its shape is computed at run time: the engine needs it at import"));
@@ -198,10 +194,9 @@ Result<void> import_layout(OnnxNodeImport& node) {
         layer["kind"] = "reshape";
         layer["shape"] = target;
     } else if (op == "Flatten") {
-        auto axis = node.int_attr("axis", 1);
-        if (!axis) return tl::unexpected(axis.error());
+        PSRUN_TRY_ASSIGN(auto axis, node.int_attr("axis", 1));
         layer["kind"] = "flatten";
-        layer["axis"] = *axis;
+        layer["axis"] = axis;
     } else {
         std::vector<std::int64_t> axes;
         if (node.opset() >= 13) {
@@ -211,9 +206,8 @@ Result<void> import_layout(OnnxNodeImport& node) {
                 axes = *a;
             }
         } else {
-            auto a = node.ints_attr("axes");
-            if (!a) return tl::unexpected(a.error());
-            if (*a) axes = **a;
+            PSRUN_TRY_ASSIGN(auto a, node.ints_attr("axes"));
+            if (a) axes = *a;
         }
         if (axes.empty()) {
             const ValueInfo* in = node.info(0);
@@ -224,9 +218,8 @@ Result<void> import_layout(OnnxNodeImport& node) {
         layer["kind"] = op == "Squeeze" ? "squeeze" : "unsqueeze";
         layer["axes"] = axes;
     }
-    auto name = node.emit(layer);
-    if (!name) return tl::unexpected(name.error());
-    node.bind_output(0, *name);
+    PSRUN_TRY_ASSIGN(auto name, node.emit(layer));
+    node.bind_output(0, name);
     return {};
 }
 

@@ -27,14 +27,12 @@ namespace {
 using Ints = std::vector<std::int64_t>;
 
 Result<void> parse_resize(FieldReader& reader, nlohmann::json& attrs) {
-    auto mode = reader.choice("mode", 0, {"nearest", "linear"});
-    if (!mode) return tl::unexpected(mode.error());
-    attrs["mode"] = *mode == 1 ? "linear" : "nearest";
+    PSRUN_TRY_ASSIGN(auto mode, reader.choice("mode", 0, {"nearest", "linear"}));
+    attrs["mode"] = mode == 1 ? "linear" : "nearest";
     if (reader.has("sizes")) {
         if (reader.has("scales")) return tl::unexpected(reader.fail("scales", "give scales or sizes, not both"));
-        auto sizes = reader.integers("sizes", std::nullopt, 0, 1, kMaxTensorElements);
-        if (!sizes) return tl::unexpected(sizes.error());
-        attrs["sizes"] = *sizes;
+        PSRUN_TRY_ASSIGN(auto sizes, reader.integers("sizes", std::nullopt, 0, 1, kMaxTensorElements));
+        attrs["sizes"] = sizes;
         return {};
     }
     if (reader.has("scales") && reader.raw("scales").is_array()) {
@@ -48,40 +46,37 @@ Result<void> parse_resize(FieldReader& reader, nlohmann::json& attrs) {
         attrs["scales"] = scales;
         return {};
     }
-    auto scale = reader.number("scales", std::nullopt);
-    if (!scale) return tl::unexpected(scale.error());
-    if (*scale <= 0) return tl::unexpected(reader.fail("scales", "expected a positive number"));
-    attrs["scales"] = *scale;
+    PSRUN_TRY_ASSIGN(auto scale, reader.number("scales", std::nullopt));
+    if (scale <= 0) return tl::unexpected(reader.fail("scales", "expected a positive number"));
+    attrs["scales"] = scale;
     return {};
 }
 
 Result<void> infer_resize(InferContext& context) {
     const ValueInfo& in = context.input(0);
-    auto sizes = resize_out_dims(context.attrs(), in);
-    if (!sizes) return tl::unexpected(sizes.error());
+    PSRUN_TRY_ASSIGN(auto sizes, resize_out_dims(context.attrs(), in));
     Dims out{in.dims[0], in.dims[1]};
     double elements = static_cast<double>(in.dims[1].value);
-    for (const auto s : *sizes) {
+    for (const auto s : sizes) {
         out.push_back(Dim::of(s));
         elements *= static_cast<double>(s);
     }
     context.set_output(0, ValueInfo{out});
     const bool linear = context.attr_string("mode") == "linear";
-    context.add_flops(elements * (linear ? 3.0 * static_cast<double>(sizes->size()) : 1.0));
+    context.add_flops(elements * (linear ? 3.0 * static_cast<double>(sizes.size()) : 1.0));
     return {};
 }
 
 Result<void> export_resize(OnnxNodeExport& out) {
     const Node& node = out.node();
     const ValueInfo& in = out.model().value(node.inputs[0]);
-    auto sizes = resize_out_dims(node.attrs, in);
-    if (!sizes) return tl::unexpected(sizes.error());
+    PSRUN_TRY_ASSIGN(auto sizes, resize_out_dims(node.attrs, in));
     // Full-rank scales out / in, nudged up where float rounding would make ONNX's
     // floor(in * scale) one short.
     std::vector<float> scales{1.0f, 1.0f};
     bool integer_up = true;
-    for (std::size_t i = 0; i < sizes->size(); ++i) {
-        const std::int64_t from = in.dims[i + 2].value, to = (*sizes)[i];
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+        const std::int64_t from = in.dims[i + 2].value, to = sizes[i];
         float s = static_cast<float>(to) / static_cast<float>(from);
         while (std::floor(static_cast<float>(from) * s) < static_cast<float>(to)) s = std::nextafter(s, 2.0f * s);
         scales.push_back(s);

@@ -134,22 +134,19 @@ Result<std::string> emit_resize_matrices(OnnxNodeImport& node, std::string x, co
             for (std::int64_t j = 0; identity && j < o; ++j)
                 identity = w[static_cast<std::size_t>(i * o + j)] == (i == j ? 1.0f : 0.0f);
         if (identity) continue;
-        auto matrix = node.emit({{"kind", "constant"}, {"shape", {n, o}}, {"type", "float"}, {"values", w}});
-        if (!matrix) return tl::unexpected(matrix.error());
+        PSRUN_TRY_ASSIGN(auto matrix,
+                         node.emit({{"kind", "constant"}, {"shape", {n, o}}, {"type", "float"}, {"values", w}}));
         Ints perm;  // axis a and the last swapped (its own inverse)
         for (std::int64_t d = 0; d < rank; ++d) perm.push_back(d == a ? rank - 1 : d == rank - 1 ? a : d);
         if (a != rank - 1) {
-            auto moved = node.emit({{"kind", "transpose"}, {"inputs", {x}}, {"perm", perm}});
-            if (!moved) return tl::unexpected(moved.error());
-            x = *moved;
+            PSRUN_TRY_ASSIGN(auto moved, node.emit({{"kind", "transpose"}, {"inputs", {x}}, {"perm", perm}}));
+            x = moved;
         }
-        auto product = node.emit({{"kind", "matmul"}, {"inputs", {x, *matrix}}});
-        if (!product) return tl::unexpected(product.error());
-        x = *product;
+        PSRUN_TRY_ASSIGN(auto product, node.emit({{"kind", "matmul"}, {"inputs", {x, matrix}}}));
+        x = product;
         if (a != rank - 1) {
-            auto back = node.emit({{"kind", "transpose"}, {"inputs", {x}}, {"perm", perm}});
-            if (!back) return tl::unexpected(back.error());
-            x = *back;
+            PSRUN_TRY_ASSIGN(auto back, node.emit({{"kind", "transpose"}, {"inputs", {x}}, {"perm", perm}}));
+            x = back;
         }
     }
     return x;
@@ -166,9 +163,8 @@ Result<void> import_resize(OnnxNodeImport& node) {
     for (auto [name, fallback, field] : {std::tuple{"mode", "nearest", &m.mode},
                                          std::tuple{"coordinate_transformation_mode", "half_pixel", &m.transform},
                                          std::tuple{"nearest_mode", "round_prefer_floor", &m.nearest}}) {
-        auto v = node.string_attr(name, fallback);
-        if (!v) return tl::unexpected(v.error());
-        *field = *v;
+        PSRUN_TRY_ASSIGN(auto v, node.string_attr(name, fallback));
+        *field = v;
     }
     if (m.mode != "nearest" && m.mode != "linear" && m.mode != "cubic")
         return tl::unexpected(node.refuse("mode " + m.mode + " is none of nearest, linear and cubic"));
@@ -177,16 +173,13 @@ Result<void> import_resize(OnnxNodeImport& node) {
     if (!cubic_a || !exclude) return tl::unexpected(!cubic_a ? cubic_a.error() : exclude.error());
     m.cubic_a = *cubic_a;
     m.exclude_outside = *exclude != 0;
-    auto antialias = node.int_attr("antialias", 0);
-    if (!antialias) return tl::unexpected(antialias.error());
-    auto policy = node.string_attr("keep_aspect_ratio_policy", "stretch");
-    if (!policy) return tl::unexpected(policy.error());
+    PSRUN_TRY_ASSIGN(auto antialias, node.int_attr("antialias", 0));
+    PSRUN_TRY_ASSIGN(auto policy, node.string_attr("keep_aspect_ratio_policy", "stretch"));
     // Opset 18's axes: the scales or sizes name these axes only.
     Ints axes;
-    auto axes_attr = node.ints_attr("axes");
-    if (!axes_attr) return tl::unexpected(axes_attr.error());
-    if (*axes_attr) {
-        for (auto a : **axes_attr) axes.push_back(a < 0 ? a + static_cast<std::int64_t>(rank) : a);
+    PSRUN_TRY_ASSIGN(auto axes_attr, node.ints_attr("axes"));
+    if (axes_attr) {
+        for (auto a : *axes_attr) axes.push_back(a < 0 ? a + static_cast<std::int64_t>(rank) : a);
     } else {
         for (std::size_t a = 0; a < rank; ++a) axes.push_back(static_cast<std::int64_t>(a));
     }
@@ -210,9 +203,8 @@ Result<void> import_resize(OnnxNodeImport& node) {
         const auto sizes = node.symbolic_ints(3);
         if (!sizes || sizes->size() != axes.size())
             return tl::unexpected(node.refuse("sizes must be a constant with one entry per axis"));
-        if (*policy != "stretch")
-            return tl::unexpected(
-                node.refuse("keep_aspect_ratio_policy " + *policy + " is not supported (stretch is)"));
+        if (policy != "stretch")
+            return tl::unexpected(node.refuse("keep_aspect_ratio_policy " + policy + " is not supported (stretch is)"));
         for (std::size_t i = 0; i < axes.size(); ++i) {
             const auto a = static_cast<std::size_t>(axes[i]);
             if (a >= rank) return tl::unexpected(node.refuse("axes " + std::to_string(axes[i]) + " is out of range"));
@@ -234,23 +226,21 @@ Result<void> import_resize(OnnxNodeImport& node) {
     bool onednn = m.mode != "cubic" && rank <= 4;
     for (std::size_t a = 2; a < rank; ++a) {
         if (out[a] < 1) return tl::unexpected(node.refuse("the output would be empty"));
-        if (*antialias != 0 && m.mode != "nearest" && out[a] < x->dims[a].value)
+        if (antialias != 0 && m.mode != "nearest" && out[a] < x->dims[a].value)
             return tl::unexpected(node.refuse("antialias 1 when downsampling is not supported"));
         if (m.transform == "tf_crop_and_resize")
             return tl::unexpected(node.refuse("coordinate_transformation_mode tf_crop_and_resize is not supported"));
         onednn = onednn && onednn_reads_same(m, x->dims[a].value, out[a], scales[a]);
     }
-    auto input = node.value(0);
-    if (!input) return tl::unexpected(input.error());
+    PSRUN_TRY_ASSIGN(auto input, node.value(0));
     if (!onednn) {
-        auto resized = emit_resize_matrices(node, *input, *x, m, out, scales);
-        if (!resized) return tl::unexpected(resized.error());
-        node.bind_output(0, *resized);
+        PSRUN_TRY_ASSIGN(auto resized, emit_resize_matrices(node, input, *x, m, out, scales));
+        node.bind_output(0, resized);
         return {};
     }
-    auto name = node.emit({{"kind", "resize"}, {"inputs", {*input}}, {"mode", m.mode}, {"sizes", sizes}});
-    if (!name) return tl::unexpected(name.error());
-    node.bind_output(0, *name);
+    PSRUN_TRY_ASSIGN(auto name,
+                     node.emit({{"kind", "resize"}, {"inputs", {input}}, {"mode", m.mode}, {"sizes", sizes}}));
+    node.bind_output(0, name);
     return {};
 }
 

@@ -79,25 +79,20 @@ std::vector<int> onnx_gates_from_pytorch(bool lstm) { return lstm ? std::vector<
 namespace {
 
 Result<void> parse_rnn(FieldReader& reader, nlohmann::json& attrs, bool gru) {
-    auto hidden = reader.integer("hidden", std::nullopt, 1, 1 << 20);
-    if (!hidden) return tl::unexpected(hidden.error());
-    auto direction = reader.choice("direction", 0, {"forward", "reverse", "bidirectional"});
-    if (!direction) return tl::unexpected(direction.error());
-    auto batch_first = reader.boolean("batch_first", false);
-    if (!batch_first) return tl::unexpected(batch_first.error());
-    auto layout = reader.choice("layout", 0, {"pytorch", "onnx"});
-    if (!layout) return tl::unexpected(layout.error());
-    attrs["hidden"] = *hidden;
-    attrs["direction"] = std::vector<std::string>{"forward", "reverse", "bidirectional"}[*direction];
-    attrs["batch_first"] = *batch_first;
-    attrs["layout"] = *layout == 0 ? "pytorch" : "onnx";
+    PSRUN_TRY_ASSIGN(auto hidden, reader.integer("hidden", std::nullopt, 1, 1 << 20));
+    PSRUN_TRY_ASSIGN(auto direction, reader.choice("direction", 0, {"forward", "reverse", "bidirectional"}));
+    PSRUN_TRY_ASSIGN(auto batch_first, reader.boolean("batch_first", false));
+    PSRUN_TRY_ASSIGN(auto layout, reader.choice("layout", 0, {"pytorch", "onnx"}));
+    attrs["hidden"] = hidden;
+    attrs["direction"] = std::vector<std::string>{"forward", "reverse", "bidirectional"}[direction];
+    attrs["batch_first"] = batch_first;
+    attrs["layout"] = layout == 0 ? "pytorch" : "onnx";
     if (gru) {
-        auto lbr = reader.boolean("linear_before_reset", true);
-        if (!lbr) return tl::unexpected(lbr.error());
-        attrs["linear_before_reset"] = *lbr;
+        PSRUN_TRY_ASSIGN(auto lbr, reader.boolean("linear_before_reset", true));
+        attrs["linear_before_reset"] = lbr;
     }
     // PyTorch's default: every weight and bias uniform in +-1/sqrt(H).
-    const Initializer pytorch{InitKind::kUniform, 1.0 / std::sqrt(static_cast<double>(*hidden))};
+    const Initializer pytorch{InitKind::kUniform, 1.0 / std::sqrt(static_cast<double>(hidden))};
     const bool bias_init_given = reader.has("bias_init");
     if (auto ok = parse_trainable_options(reader, attrs, pytorch); !ok) return ok;
     if (attrs.at("bias").get<bool>() && !bias_init_given) attrs["bias_init"] = to_json(pytorch);
@@ -169,8 +164,7 @@ Result<void> import_rnn(OnnxNodeImport& node) {
     const ValueInfo* x = node.info(0);
     if (x == nullptr || x->rank() != 3 || !x->dims[1].batch)
         return tl::unexpected(node.refuse("X must be a [L, N, I] sequence with the batch on axis 1"));
-    auto input = node.value(0);
-    if (!input) return tl::unexpected(input.error());
+    PSRUN_TRY_ASSIGN(auto input, node.value(0));
 
     nlohmann::json layer = {{"kind", lstm ? "lstm" : "gru"}, {"hidden", *hidden}, {"direction", *direction},
                             {"batch_first", false}};
@@ -186,9 +180,8 @@ Result<void> import_rnn(OnnxNodeImport& node) {
         const char* names[] = {"W", "R", "B"};
         for (std::size_t i = 1; i <= 3; ++i) {
             if (!node.has_input(i)) continue;
-            auto t = node.slot(i);
-            if (!t) return tl::unexpected(t.error());
-            tensors[names[i - 1]] = *t;
+            PSRUN_TRY_ASSIGN(auto t, node.slot(i));
+            tensors[names[i - 1]] = t;
         }
     }
     layer["tensors"] = tensors;
@@ -197,22 +190,20 @@ Result<void> import_rnn(OnnxNodeImport& node) {
     bool given = false;
     for (std::size_t k = 0; k < states; ++k)
         if (node.has_input(5 + k) && node.fill(5 + k) != std::optional<float>(0.0f)) given = true;
-    nlohmann::json inputs = {*input};
+    nlohmann::json inputs = {input};
     if (given) {
         for (std::size_t k = 0; k < states; ++k) {
             if (!node.has_input(5 + k))
                 return tl::unexpected(node.refuse("an initial cell state without an initial hidden state is not supported"));
-            auto v = node.value(5 + k);
-            if (!v) return tl::unexpected(v.error());
-            inputs.push_back(*v);
+            PSRUN_TRY_ASSIGN(auto v, node.value(5 + k));
+            inputs.push_back(v);
         }
     }
     layer["inputs"] = inputs;
-    auto name = node.emit(layer);
-    if (!name) return tl::unexpected(name.error());
-    node.bind_output(0, *name);
-    node.bind_output(1, *name + ":1");
-    if (lstm) node.bind_output(2, *name + ":2");
+    PSRUN_TRY_ASSIGN(auto name, node.emit(layer));
+    node.bind_output(0, name);
+    node.bind_output(1, name + ":1");
+    if (lstm) node.bind_output(2, name + ":2");
     return {};
 }
 

@@ -23,9 +23,8 @@ Result<void> infer_select(InferContext& context) {
         if (i >= first && context.input(i).type != ElementType::kFloat)
             return tl::unexpected(op_error("expects floats; input " + std::to_string(i) + " (" + context.input_name(i) +
                                            ") holds integers"));
-        auto d = broadcast_dims(dims, context.input(i).dims);
-        if (!d) return tl::unexpected(d.error());
-        dims = *d;
+        PSRUN_TRY_ASSIGN(auto d, broadcast_dims(dims, context.input(i).dims));
+        dims = d;
     }
     if (dims.size() > 6) return tl::unexpected(op_error("the output would have more than 6 dims"));
     context.set_output(0, ValueInfo{dims, ElementType::kFloat});
@@ -40,13 +39,14 @@ Result<void> import_select(OnnxNodeImport& node) {
         return tl::unexpected(node.refuse(op == "Where" ? "expects 3 inputs" : "expects exactly 2 inputs (chain them for more)"));
     nlohmann::json inputs = nlohmann::json::array();
     for (std::size_t i = 0; i < count; ++i) {
-        auto v = node.value(i);
-        if (!v) return tl::unexpected(v.error());
-        inputs.push_back(*v);
+        PSRUN_TRY_ASSIGN(auto v, node.value(i));
+        inputs.push_back(v);
     }
-    auto name = node.emit({{"kind", op == "Max" ? "maximum" : op == "Min" ? "minimum" : "where"}, {"inputs", inputs}});
-    if (!name) return tl::unexpected(name.error());
-    node.bind_output(0, *name);
+    PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", op == "Max"   ? "maximum"
+                                                    : op == "Min" ? "minimum"
+                                                                  : "where"},
+                                           {"inputs", inputs}}));
+    node.bind_output(0, name);
     return {};
 }
 

@@ -27,34 +27,29 @@ namespace {
 constexpr std::int64_t kBig = std::numeric_limits<std::int64_t>::max();
 
 Result<void> parse_slice(FieldReader& reader, nlohmann::json& attrs) {
-    auto axes = reader.integers("axes", std::nullopt, 0, -6, 5);
-    if (!axes) return tl::unexpected(axes.error());
-    auto starts = reader.integers("starts", std::nullopt, axes->size(), -kBig, kBig);
-    if (!starts) return tl::unexpected(starts.error());
-    auto ends = reader.integers("ends", std::nullopt, axes->size(), -kBig, kBig);
-    if (!ends) return tl::unexpected(ends.error());
-    auto steps = reader.integers("steps", std::vector<std::int64_t>(axes->size(), 1), axes->size(), 1, kBig);
-    if (!steps) return tl::unexpected(steps.error());
-    attrs["axes"] = *axes;
-    attrs["starts"] = *starts;
-    attrs["ends"] = *ends;
-    attrs["steps"] = *steps;
+    PSRUN_TRY_ASSIGN(auto axes, reader.integers("axes", std::nullopt, 0, -6, 5));
+    PSRUN_TRY_ASSIGN(auto starts, reader.integers("starts", std::nullopt, axes.size(), -kBig, kBig));
+    PSRUN_TRY_ASSIGN(auto ends, reader.integers("ends", std::nullopt, axes.size(), -kBig, kBig));
+    PSRUN_TRY_ASSIGN(auto steps,
+                     reader.integers("steps", std::vector<std::int64_t>(axes.size(), 1), axes.size(), 1, kBig));
+    attrs["axes"] = axes;
+    attrs["starts"] = starts;
+    attrs["ends"] = ends;
+    attrs["steps"] = steps;
     return {};
 }
 
 Result<void> parse_pad(FieldReader& reader, nlohmann::json& attrs) {
-    auto pads = reader.integers("pads", std::nullopt, 0, 0, std::int64_t{1} << 20);
-    if (!pads) return tl::unexpected(pads.error());
-    attrs["pads"] = *pads;
+    PSRUN_TRY_ASSIGN(auto pads, reader.integers("pads", std::nullopt, 0, 0, std::int64_t{1} << 20));
+    attrs["pads"] = pads;
     return {};
 }
 
 Result<void> infer_slice(InferContext& context) {
     const ValueInfo& in = context.input(0);
     if (in.type != ElementType::kFloat) return tl::unexpected(op_error("expects floats, got integer ids"));
-    auto w = slice_window(in.dims, context.attrs());
-    if (!w) return tl::unexpected(w.error());
-    context.set_output(0, ValueInfo{w->count, ElementType::kFloat});
+    PSRUN_TRY_ASSIGN(auto w, slice_window(in.dims, context.attrs()));
+    context.set_output(0, ValueInfo{w.count, ElementType::kFloat});
     context.add_flops(0);
     return {};
 }
@@ -86,28 +81,23 @@ Result<std::vector<std::int64_t>> constant_ints(OnnxNodeImport& node, std::size_
 }
 
 Result<void> import_slice(OnnxNodeImport& node) {
-    auto x = node.value(0);
-    if (!x) return tl::unexpected(x.error());
+    PSRUN_TRY_ASSIGN(auto x, node.value(0));
     const ValueInfo* in = node.info(0);
     if (in == nullptr) return tl::unexpected(node.refuse("the input's rank is unknown"));
     if (node.opset() < 10) return tl::unexpected(node.refuse("Slice before opset 10 (attributes) is not supported"));
-    auto starts = constant_ints(node, 1, "starts");
-    if (!starts) return tl::unexpected(starts.error());
-    auto ends = constant_ints(node, 2, "ends");
-    if (!ends) return tl::unexpected(ends.error());
-    std::vector<std::int64_t> axes(starts->size()), steps(starts->size(), 1);
+    PSRUN_TRY_ASSIGN(auto starts, constant_ints(node, 1, "starts"));
+    PSRUN_TRY_ASSIGN(auto ends, constant_ints(node, 2, "ends"));
+    std::vector<std::int64_t> axes(starts.size()), steps(starts.size(), 1);
     for (std::size_t k = 0; k < axes.size(); ++k) axes[k] = static_cast<std::int64_t>(k);
     if (node.input_count() > 3 && node.has_input(3)) {
-        auto a = constant_ints(node, 3, "axes");
-        if (!a) return tl::unexpected(a.error());
-        axes = *a;
+        PSRUN_TRY_ASSIGN(auto a, constant_ints(node, 3, "axes"));
+        axes = a;
     }
     if (node.input_count() > 4 && node.has_input(4)) {
-        auto s = constant_ints(node, 4, "steps");
-        if (!s) return tl::unexpected(s.error());
-        steps = *s;
+        PSRUN_TRY_ASSIGN(auto s, constant_ints(node, 4, "steps"));
+        steps = s;
     }
-    if (axes.size() != starts->size() || ends->size() != starts->size() || steps.size() != starts->size())
+    if (axes.size() != starts.size() || ends.size() != starts.size() || steps.size() != starts.size())
         return tl::unexpected(node.refuse("starts, ends, axes and steps differ in length"));
     // A negative step (x.flip(d)): that axis leaves the slice and becomes a gather of its
     // entries in order, starting at start clamped to [0, len - 1] and stopping before end clamped
@@ -129,63 +119,66 @@ Result<void> import_slice(OnnxNodeImport& node) {
             if (v < 0) v = v < -len ? -len - 1 : v + len;
             return std::clamp<std::int64_t>(v, low, len - 1);
         };
-        const std::int64_t from = at((*starts)[k], 0), to = at((*ends)[k], -1);
+        const std::int64_t from = at(starts[k], 0), to = at(ends[k], -1);
         std::vector<std::int64_t> picked;
         for (std::int64_t i = from; i > to; i += steps[k]) {
             picked.push_back(i);
         }
         if (picked.empty())
-            return tl::unexpected(node.refuse("axis " + std::to_string(axes[k]) + " from " + std::to_string((*starts)[k]) + " to " +
-                                              std::to_string((*ends)[k]) + " by " + std::to_string(steps[k]) + " is empty"));
+            return tl::unexpected(node.refuse("axis " + std::to_string(axes[k]) + " from " + std::to_string(starts[k]) +
+                                              " to " + std::to_string(ends[k]) + " by " + std::to_string(steps[k]) +
+                                              " is empty"));
         reversed.emplace_back(d, std::move(picked));
         axes.erase(axes.begin() + static_cast<std::ptrdiff_t>(k));
-        starts->erase(starts->begin() + static_cast<std::ptrdiff_t>(k));
-        ends->erase(ends->begin() + static_cast<std::ptrdiff_t>(k));
+        starts.erase(starts.begin() + static_cast<std::ptrdiff_t>(k));
+        ends.erase(ends.begin() + static_cast<std::ptrdiff_t>(k));
         steps.erase(steps.begin() + static_cast<std::ptrdiff_t>(k));
     }
     if (!reversed.empty()) {
-        std::string value = *x;
+        std::string value = x;
         if (!axes.empty()) {
-            nlohmann::json attrs = {{"axes", axes}, {"starts", *starts}, {"ends", *ends}, {"steps", steps}};
+            nlohmann::json attrs = {{"axes", axes}, {"starts", starts}, {"ends", ends}, {"steps", steps}};
             auto w = slice_window(in->dims, attrs);
             if (!w) return tl::unexpected(node.refuse(w.error().message));
-            auto cut = node.emit({{"kind", "slice"}, {"inputs", {value}}, {"axes", axes}, {"starts", *starts}, {"ends", *ends},
+            auto cut = node.emit({{"kind", "slice"},
+                                  {"inputs", {value}},
+                                  {"axes", axes},
+                                  {"starts", starts},
+                                  {"ends", ends},
                                   {"steps", steps}});
             if (!cut) return tl::unexpected(cut.error());
             value = *cut;
         }
         for (const auto& [d, picked] : reversed) {
-            auto g = node.emit({{"kind", "gather"}, {"inputs", {value}}, {"axis", d}, {"indices", picked}});
-            if (!g) return tl::unexpected(g.error());
-            value = *g;
+            PSRUN_TRY_ASSIGN(auto g,
+                             node.emit({{"kind", "gather"}, {"inputs", {value}}, {"axis", d}, {"indices", picked}}));
+            value = g;
         }
         node.bind_output(0, value);
         return {};
     }
     // Clamped to the dims here, so that x[:, 1:] (ends INT64_MAX) and x[:, 1:5] are one description.
-    nlohmann::json attrs = {{"axes", axes}, {"starts", *starts}, {"ends", *ends}, {"steps", steps}};
+    nlohmann::json attrs = {{"axes", axes}, {"starts", starts}, {"ends", ends}, {"steps", steps}};
     auto w = slice_window(in->dims, attrs);
     if (!w) return tl::unexpected(node.refuse(w.error().message));
     for (std::size_t k = 0; k < axes.size(); ++k) {
         const auto d = static_cast<std::size_t>(axes[k] < 0 ? axes[k] + static_cast<std::int64_t>(in->rank()) : axes[k]);
-        (*starts)[k] = w->start[d];
-        (*ends)[k] = std::min(in->dims[d].value, w->start[d] + (w->count[d].value - 1) * w->step[d] + 1);
+        starts[k] = w->start[d];
+        ends[k] = std::min(in->dims[d].value, w->start[d] + (w->count[d].value - 1) * w->step[d] + 1);
         axes[k] = static_cast<std::int64_t>(d);
     }
-    auto name = node.emit({{"kind", "slice"}, {"inputs", {*x}}, {"axes", axes}, {"starts", *starts}, {"ends", *ends},
-                           {"steps", steps}});
+    auto name = node.emit(
+        {{"kind", "slice"}, {"inputs", {x}}, {"axes", axes}, {"starts", starts}, {"ends", ends}, {"steps", steps}});
     if (!name) return tl::unexpected(name.error());
     node.bind_output(0, *name);
     return {};
 }
 
 Result<void> import_pad(OnnxNodeImport& node) {
-    auto x = node.value(0);
-    if (!x) return tl::unexpected(x.error());
-    auto mode = node.string_attr("mode", "constant");
-    if (!mode) return tl::unexpected(mode.error());
-    if (*mode != "constant")
-        return tl::unexpected(node.refuse("mode \"" + *mode + "\": only \"constant\" (zero) padding is supported"));
+    PSRUN_TRY_ASSIGN(auto x, node.value(0));
+    PSRUN_TRY_ASSIGN(auto mode, node.string_attr("mode", "constant"));
+    if (mode != "constant")
+        return tl::unexpected(node.refuse("mode \"" + mode + "\": only \"constant\" (zero) padding is supported"));
     std::vector<std::int64_t> pads;
     if (node.opset() < 11) {
         auto p = node.ints_attr("pads");
@@ -196,36 +189,34 @@ Result<void> import_pad(OnnxNodeImport& node) {
         if (!value) return tl::unexpected(value.error());
         if (*value != 0.0f) return tl::unexpected(node.refuse("only a constant value of 0 is supported"));
     } else {
-        auto p = constant_ints(node, 1, "pads");
-        if (!p) return tl::unexpected(p.error());
-        pads = *p;
+        PSRUN_TRY_ASSIGN(auto p, constant_ints(node, 1, "pads"));
+        pads = p;
         if (node.input_count() > 2 && node.has_input(2)) {
             const auto value = node.floats(2);
             if (!value || value->size() != 1 || (*value)[0] != 0.0f)
                 return tl::unexpected(node.refuse("only a constant value of 0 is supported"));
         }
         if (node.input_count() > 3 && node.has_input(3)) {  // opset 18: pads for these axes only
-            auto axes = constant_ints(node, 3, "axes");
-            if (!axes) return tl::unexpected(axes.error());
+            PSRUN_TRY_ASSIGN(auto axes, constant_ints(node, 3, "axes"));
             const ValueInfo* in = node.info(0);
-            if (in == nullptr || pads.size() != 2 * axes->size())
+            if (in == nullptr || pads.size() != 2 * axes.size())
                 return tl::unexpected(node.refuse("pads must hold two values per axis"));
             const auto rank = static_cast<std::int64_t>(in->rank());
             std::vector<std::int64_t> full(static_cast<std::size_t>(2 * rank), 0);
-            for (std::size_t k = 0; k < axes->size(); ++k) {
-                const std::int64_t a = (*axes)[k] < 0 ? (*axes)[k] + rank : (*axes)[k];
-                if (a < 0 || a >= rank) return tl::unexpected(node.refuse("axis " + std::to_string((*axes)[k]) + " out of range"));
+            for (std::size_t k = 0; k < axes.size(); ++k) {
+                const std::int64_t a = axes[k] < 0 ? axes[k] + rank : axes[k];
+                if (a < 0 || a >= rank)
+                    return tl::unexpected(node.refuse("axis " + std::to_string(axes[k]) + " out of range"));
                 full[static_cast<std::size_t>(a)] = pads[k];
-                full[static_cast<std::size_t>(a + rank)] = pads[k + axes->size()];
+                full[static_cast<std::size_t>(a + rank)] = pads[k + axes.size()];
             }
             pads = std::move(full);
         }
     }
     for (const auto p : pads)
         if (p < 0) return tl::unexpected(node.refuse("negative pads (cropping) are not supported; use Slice"));
-    auto name = node.emit({{"kind", "pad"}, {"inputs", {*x}}, {"pads", pads}});
-    if (!name) return tl::unexpected(name.error());
-    node.bind_output(0, *name);
+    PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", "pad"}, {"inputs", {x}}, {"pads", pads}}));
+    node.bind_output(0, name);
     return {};
 }
 
@@ -257,9 +248,8 @@ Result<SliceWindow> slice_window(const Dims& dims, const nlohmann::json& attrs) 
     SliceWindow w{std::vector<std::int64_t>(dims.size(), 0), std::vector<std::int64_t>(dims.size(), 1), dims};
     std::vector<bool> seen(dims.size(), false);
     for (std::size_t k = 0; k < axes.size(); ++k) {
-        auto axis = normal_axis(axes[k], dims.size());
-        if (!axis) return tl::unexpected(axis.error());
-        const auto d = static_cast<std::size_t>(*axis);
+        PSRUN_TRY_ASSIGN(auto axis, normal_axis(axes[k], dims.size()));
+        const auto d = static_cast<std::size_t>(axis);
         if (seen[d]) return tl::unexpected(op_error("axis " + std::to_string(axes[k]) + " is given twice"));
         seen[d] = true;
         if (dims[d].batch) return tl::unexpected(op_error("axis " + std::to_string(axes[k]) + " is the batch dim; slice a dim of each example"));

@@ -17,18 +17,16 @@ namespace psrun::nn {
 namespace {
 
 Result<void> parse_softmax(FieldReader& reader, nlohmann::json& attrs) {
-    auto axis = reader.integer("axis", -1, -6, 5);
-    if (!axis) return tl::unexpected(axis.error());
-    attrs["axis"] = *axis;
+    PSRUN_TRY_ASSIGN(auto axis, reader.integer("axis", -1, -6, 5));
+    attrs["axis"] = axis;
     return {};
 }
 
 Result<void> infer_softmax(InferContext& context) {
     const ValueInfo& in = context.input(0);
     if (in.type != ElementType::kFloat) return tl::unexpected(op_error("expects floats, got integer ids"));
-    auto axis = normal_axis(context.attr_int("axis"), in.rank());
-    if (!axis) return tl::unexpected(axis.error());
-    if (in.dims[static_cast<std::size_t>(*axis)].batch)
+    PSRUN_TRY_ASSIGN(auto axis, normal_axis(context.attr_int("axis"), in.rank()));
+    if (in.dims[static_cast<std::size_t>(axis)].batch)
         return tl::unexpected(op_error("axis " + std::to_string(context.attr_int("axis")) + " of " + to_string(in.dims) +
                                        " is the batch dim; normalise along a dim of each example (e.g. -1)"));
     context.set_output(0, in);
@@ -37,20 +35,17 @@ Result<void> infer_softmax(InferContext& context) {
 }
 
 Result<void> import_softmax(OnnxNodeImport& node) {
-    auto x = node.value(0);
-    if (!x) return tl::unexpected(x.error());
+    PSRUN_TRY_ASSIGN(auto x, node.value(0));
     const ValueInfo* in = node.info(0);
     if (in == nullptr) return tl::unexpected(node.refuse("the input's rank is unknown"));
     const std::int64_t rank = static_cast<std::int64_t>(in->rank());
-    auto axis = node.int_attr("axis", node.opset() >= 13 ? -1 : 1);
-    if (!axis) return tl::unexpected(axis.error());
-    if (node.opset() < 13 && *axis != -1 && *axis != rank - 1)
-        return tl::unexpected(node.refuse("axis " + std::to_string(*axis) + " at opset " + std::to_string(node.opset()) +
+    PSRUN_TRY_ASSIGN(auto axis, node.int_attr("axis", node.opset() >= 13 ? -1 : 1));
+    if (node.opset() < 13 && axis != -1 && axis != rank - 1)
+        return tl::unexpected(node.refuse("axis " + std::to_string(axis) + " at opset " + std::to_string(node.opset()) +
                                           " normalises the dims after it flattened; only the last dim (" +
                                           std::to_string(rank - 1) + ") is supported (export at opset 13)"));
-    auto name = node.emit({{"kind", node.op_type() == "Softmax" ? "softmax" : "log_softmax"},
-                           {"inputs", {*x}},
-                           {"axis", *axis}});
+    auto name =
+        node.emit({{"kind", node.op_type() == "Softmax" ? "softmax" : "log_softmax"}, {"inputs", {x}}, {"axis", axis}});
     if (!name) return tl::unexpected(name.error());
     node.bind_output(0, *name);
     return {};

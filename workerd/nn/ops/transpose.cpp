@@ -13,14 +13,14 @@ namespace psrun::nn {
 namespace {
 
 Result<void> parse_transpose(FieldReader& reader, nlohmann::json& attrs) {
-    auto perm = reader.integers("perm", std::nullopt, 0, 0, 5);
-    if (!perm) return tl::unexpected(perm.error());
-    auto sorted = *perm;
+    PSRUN_TRY_ASSIGN(auto perm, reader.integers("perm", std::nullopt, 0, 0, 5));
+    auto sorted = perm;
     std::sort(sorted.begin(), sorted.end());
     for (std::size_t i = 0; i < sorted.size(); ++i)
         if (sorted[i] != static_cast<std::int64_t>(i))
-            return tl::unexpected(reader.fail("perm", "expected a permutation of 0 .. rank-1, got " + describe_value(*perm)));
-    attrs["perm"] = *perm;
+            return tl::unexpected(
+                reader.fail("perm", "expected a permutation of 0 .. rank-1, got " + describe_value(perm)));
+    attrs["perm"] = perm;
     return {};
 }
 
@@ -38,22 +38,19 @@ Result<void> infer_transpose(InferContext& context) {
 }
 
 Result<void> import_transpose(OnnxNodeImport& node) {
-    auto x = node.value(0);
-    if (!x) return tl::unexpected(x.error());
+    PSRUN_TRY_ASSIGN(auto x, node.value(0));
     const ValueInfo* in = node.info(0);
-    auto perm = node.ints_attr("perm");
-    if (!perm) return tl::unexpected(perm.error());
+    PSRUN_TRY_ASSIGN(auto perm, node.ints_attr("perm"));
     std::vector<std::int64_t> p;
-    if (*perm) {
-        p = **perm;
+    if (perm) {
+        p = *perm;
     } else {
         if (in == nullptr) return tl::unexpected(node.refuse("the input's rank is unknown"));
         p.resize(in->rank());
         std::iota(p.rbegin(), p.rend(), 0);
     }
-    auto name = node.emit({{"kind", "transpose"}, {"inputs", {*x}}, {"perm", p}});
-    if (!name) return tl::unexpected(name.error());
-    node.bind_output(0, *name);
+    PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", "transpose"}, {"inputs", {x}}, {"perm", p}}));
+    node.bind_output(0, name);
     return {};
 }
 

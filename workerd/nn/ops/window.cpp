@@ -29,14 +29,13 @@ std::int64_t out_size(std::int64_t in, std::int64_t before, std::int64_t after, 
 
 Result<void> parse_padding(FieldReader& reader, nlohmann::json& attrs, int spatial) {
     if (reader.has("padding") && reader.raw("padding").is_array()) {
-        auto pads = reader.integers("padding", std::nullopt, static_cast<std::size_t>(2 * spatial), 0, kMaxTensorElements);
-        if (!pads) return tl::unexpected(pads.error());
-        attrs["padding"] = *pads;
+        PSRUN_TRY_ASSIGN(auto pads, reader.integers("padding", std::nullopt, static_cast<std::size_t>(2 * spatial), 0,
+                                                    kMaxTensorElements));
+        attrs["padding"] = pads;
         return {};
     }
-    auto padding = reader.choice("padding", 0, {"valid", "same"});
-    if (!padding) return tl::unexpected(padding.error());
-    attrs["padding"] = *padding == 1 ? "same" : "valid";
+    PSRUN_TRY_ASSIGN(auto padding, reader.choice("padding", 0, {"valid", "same"}));
+    attrs["padding"] = padding == 1 ? "same" : "valid";
     return {};
 }
 
@@ -47,9 +46,8 @@ bool is_1d_field(FieldReader& reader, std::string_view field) {
 Result<std::int64_t> read_extent1(FieldReader& reader, std::string_view field, std::optional<std::int64_t> fallback,
                                   std::int64_t max) {
     if (reader.has(field) && reader.raw(field).is_array()) {
-        auto v = reader.integers(field, std::nullopt, 1, 1, max);
-        if (!v) return tl::unexpected(v.error());
-        return v->front();
+        PSRUN_TRY_ASSIGN(auto v, reader.integers(field, std::nullopt, 1, 1, max));
+        return v.front();
     }
     return reader.integer(field, fallback, 1, max);
 }
@@ -62,9 +60,8 @@ Result<std::vector<std::int64_t>> read_extent3(FieldReader& reader, std::string_
                                                std::optional<std::vector<std::int64_t>> fallback, std::int64_t max) {
     if (reader.has(field) && reader.raw(field).is_array()) return reader.integers(field, std::nullopt, 3, 1, max);
     if (!reader.has(field) && fallback) return *fallback;
-    auto v = reader.integer(field, std::nullopt, 1, max);
-    if (!v) return tl::unexpected(v.error());
-    return std::vector<std::int64_t>(3, *v);
+    PSRUN_TRY_ASSIGN(auto v, reader.integer(field, std::nullopt, 1, max));
+    return std::vector<std::int64_t>(3, v);
 }
 
 namespace {
@@ -210,26 +207,24 @@ bool pads_are_same(const Window2d& w, std::int64_t ih, std::int64_t iw) {
 
 Result<std::vector<std::int64_t>> spatial_attr(OnnxNodeImport& node, const char* name, std::size_t spatial,
                                                std::int64_t fallback) {
-    auto v = node.ints_attr(name);
-    if (!v) return tl::unexpected(v.error());
-    if (!*v) return std::vector<std::int64_t>(spatial, fallback);
-    if ((*v)->size() != spatial)
-        return tl::unexpected(node.refuse(std::string(name) + " has " + std::to_string((*v)->size()) + " entries; the " +
+    PSRUN_TRY_ASSIGN(auto v, node.ints_attr(name));
+    if (!v) return std::vector<std::int64_t>(spatial, fallback);
+    if (v->size() != spatial)
+        return tl::unexpected(node.refuse(std::string(name) + " has " + std::to_string(v->size()) + " entries; the " +
                                           "weights or input give " + std::to_string(spatial)));
-    return **v;
+    return *v;
 }
 
 Result<nlohmann::json> import_padding(OnnxNodeImport& node, int spatial) {
-    auto auto_pad = node.string_attr("auto_pad", "NOTSET");
-    if (!auto_pad) return tl::unexpected(auto_pad.error());
-    if (*auto_pad == "SAME_UPPER") return nlohmann::json("same");
-    if (*auto_pad == "VALID") return nlohmann::json("valid");
-    if (*auto_pad != "NOTSET")
-        return tl::unexpected(node.refuse("auto_pad " + *auto_pad + " is not supported (SAME_UPPER, VALID, NOTSET are)"));
-    auto pads = node.ints_attr("pads");
-    if (!pads) return tl::unexpected(pads.error());
+    PSRUN_TRY_ASSIGN(auto auto_pad, node.string_attr("auto_pad", "NOTSET"));
+    if (auto_pad == "SAME_UPPER") return nlohmann::json("same");
+    if (auto_pad == "VALID") return nlohmann::json("valid");
+    if (auto_pad != "NOTSET")
+        return tl::unexpected(
+            node.refuse("auto_pad " + auto_pad + " is not supported (SAME_UPPER, VALID, NOTSET are)"));
+    PSRUN_TRY_ASSIGN(auto pads, node.ints_attr("pads"));
     const auto count = static_cast<std::size_t>(2 * spatial);
-    const std::vector<std::int64_t> p = *pads ? **pads : std::vector<std::int64_t>(count, 0);
+    const std::vector<std::int64_t> p = pads ? *pads : std::vector<std::int64_t>(count, 0);
     if (p.size() != count) return tl::unexpected(node.refuse("pads must have " + std::to_string(count) + " entries"));
     if (p == std::vector<std::int64_t>(count, 0)) return nlohmann::json("valid");
     return nlohmann::json(p);
