@@ -155,9 +155,8 @@ Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir, 
         const std::string name = f.get<std::string>();
         if (!name.starts_with("ps-") || !name.ends_with(".tensors")) continue;  // not a psd shard file
         const std::string path = dir + "/" + name;
-        auto opened = TensorFileReader::open(path);  // streamed: a sparse table's rows are only scanned
-        if (!opened) return tl::unexpected(opened.error());
-        files.push_back(std::move(*opened));
+        PSRUN_TRY_ASSIGN(auto opened, TensorFileReader::open(path));  // streamed: a sparse table's rows are only scanned
+        files.push_back(std::move(opened));
         const TensorFileReader* file = &files.back();
         ++out.shards;
         for (std::size_t e = 0; e < file->tensors().size(); ++e) {
@@ -220,8 +219,7 @@ Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir, 
                                               std::to_string(shards) + " shards"));
             if (!covered[k].empty())
                 return tl::unexpected(invalid("checkpoint " + dir + " holds '" + tensors[k].name + "' both as rows and dense"));
-            if (auto ok = read_row_table(files, row_pieces[k], tensors[k], dir, out.values.data() + base[k]); !ok)
-                return tl::unexpected(ok.error());
+            PSRUN_TRY(read_row_table(files, row_pieces[k], tensors[k], dir, out.values.data() + base[k]));
             continue;
         }
         auto& pieces = covered[k];

@@ -97,8 +97,7 @@ Result<CheckpointInfo> PendingCheckpoint::commit(nlohmann::json manifest) {
     manifest["step"] = step_;
     manifest["files"] = files;
     for (const auto& f : files) PSRUN_TRY(sync_path(tmp_dir_ + "/" + f, O_RDONLY));
-    if (auto ok = write_file_atomically(tmp_dir_ + "/" + kManifest, json_text(manifest, 2) + "\n"); !ok)
-        return tl::unexpected(ok.error());
+    PSRUN_TRY(write_file_atomically(tmp_dir_ + "/" + kManifest, json_text(manifest, 2) + "\n"));
 
     const std::string final_dir = model_dir_ + "/" + ckpt_name(step_);
     fs::remove_all(final_dir, ec);  // a re-save of the same step replaces the older one

@@ -112,9 +112,8 @@ Result<std::vector<PsClient::Reply>> PsClient::collect(const std::vector<std::ui
                 continue;
             }
             if (!resend || options_.reconnect_wait.count() <= 0) return make_error(ErrorCode::kIo, links_->describe_loss(i));
-            auto flags = reconnect(i);  // the same psd answers again: send the request anew
-            if (!flags) return tl::unexpected(flags.error());
-            resend(i, *flags & wire::kFlagInitialized);
+            PSRUN_TRY_ASSIGN(auto flags, reconnect(i));  // the same psd answers again: send the request anew
+            resend(i, flags & wire::kFlagInitialized);
             lost_since[i].reset();
             started = std::chrono::steady_clock::now();  // a full timeout for the request sent anew
             reconnected = true;
@@ -279,8 +278,7 @@ Result<StepInfo> PsClient::run_exchange(MessageType type, std::span<const float>
         for (auto& r : *replies) info.step = std::max(info.step, r.header.step);
     if (type == MessageType::kPush) return info;
     for (auto i : all_shards())
-        if (auto ok = take_rows(i, (*replies)[i], wire::dense_frame_count((*replies)[i].header)); !ok)
-            return tl::unexpected(ok.error());
+        PSRUN_TRY(take_rows(i, (*replies)[i], wire::dense_frame_count((*replies)[i].header)));
     if (rows) finish_rows(*rows);
     if (!out) return info;
     out->frames_.clear();

@@ -80,11 +80,10 @@ std::string encode_tensor_file(std::span<const TensorView> tensors) {
 }
 
 Result<void> write_tensor_file(const std::string& path, std::span<const TensorView> tensors) {
-    auto writer = TensorFileWriter::create(path);  // streams: no copy of the file in memory
-    if (!writer) return tl::unexpected(writer.error());
+    PSRUN_TRY_ASSIGN(auto writer, TensorFileWriter::create(path));  // streams: no copy of the file in memory
     for (const auto& t : tensors)
-        if (auto ok = writer->add(t); !ok) return ok;
-    return writer->finish();
+        if (auto ok = writer.add(t); !ok) return ok;
+    return writer.finish();
 }
 
 Result<std::vector<NamedTensor>> read_tensor_file(const std::string& path) {

@@ -104,9 +104,8 @@ Result<Hello> decode_hello(std::string_view bytes) {
     const bool hex = std::all_of(out.model.hash.begin(), out.model.hash.end(),
                                  [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
     if (!(out.model.hash.empty() || (out.model.hash.size() == 64 && hex))) return protocol_error("bad HELLO model hash");
-    auto tensors = decode_tensors(bytes.substr(bytes.size() - d.remaining()));
-    if (!tensors) return tl::unexpected(tensors.error());
-    out.tensors = std::move(*tensors);
+    PSRUN_TRY_ASSIGN(auto tensors, decode_tensors(bytes.substr(bytes.size() - d.remaining())));
+    out.tensors = std::move(tensors);
     return out;
 }
 
@@ -295,9 +294,8 @@ std::string encode_restore(const RestoreRequest& request) {
 Result<RestoreRequest> decode_restore(std::string_view bytes) {
     Decoder d(bytes);
     RestoreRequest r;
-    auto init = read_init(d);
-    if (!init) return tl::unexpected(init.error());
-    r.init = std::move(*init);
+    PSRUN_TRY_ASSIGN(auto init, read_init(d));
+    r.init = std::move(init);
     if (!d.get_string16(r.dir) || d.remaining() != 0) return protocol_error("bad RESTORE body");
     PSRUN_TRY(check_path(r.dir));
     return r;

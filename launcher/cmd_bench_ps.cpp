@@ -97,9 +97,8 @@ Result<nlohmann::json> run_bench(const BenchOptions& o) {
     }
     wire::InitConfig init;
     if (o.optimizer != "none") {
-        auto kind = parse_optimizer_kind(o.optimizer);
-        if (!kind) return tl::unexpected(kind.error());
-        init.optimizer.kind = *kind;
+        PSRUN_TRY_ASSIGN(auto kind, parse_optimizer_kind(o.optimizer));
+        init.optimizer.kind = kind;
     }
     std::vector<std::vector<double>> times(o.workers);
     std::vector<std::string> errors(o.workers);

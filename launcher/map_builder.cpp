@@ -17,8 +17,7 @@ Result<std::vector<TaskRole>> step_roles(const SlurmEnv& step, const MapOptions&
     if (!options.tasks.empty()) {
         auto roles = parse_task_list(options.tasks);
         if (!roles) return roles;
-        if (auto ok = check_task_list(*roles, step.num_tasks); !ok)
-            return tl::unexpected(ok.error());
+        PSRUN_TRY(check_task_list(*roles, step.num_tasks));
         return roles;
     }
     // A step over every component of a het job: psd on component 0, workers on the others.

@@ -111,13 +111,12 @@ Result<SlurmEnv> SlurmEnv::parse(const EnvMap& env) {
         *f.out = static_cast<int>(*v);
     }
     const long local_max = s.tasks_per_node[static_cast<size_t>(s.nodeid)] - 1;
-    auto localid = read_number(env, "SLURM_LOCALID", true);
-    if (!localid) return tl::unexpected(localid.error());
-    if (**localid > local_max)
+    PSRUN_TRY_ASSIGN(auto localid, read_number(env, "SLURM_LOCALID", true));
+    if (*localid > local_max)
         return invalid("SLURM_LOCALID", env.at("SLURM_LOCALID"),
                        fmt::format("out of range 0..{} for node {} ({})", local_max, s.nodeid,
                                    s.nodes[static_cast<size_t>(s.nodeid)]));
-    s.localid = static_cast<int>(**localid);
+    s.localid = static_cast<int>(*localid);
 
     if (auto name = env_get(env, "SLURMD_NODENAME");
         name && *name != s.nodes[static_cast<size_t>(s.nodeid)])
@@ -162,9 +161,8 @@ Result<SlurmEnv> SlurmEnv::parse(const EnvMap& env) {
     s.job_id = static_cast<std::uint32_t>(job.value_or(0));
     PSRUN_TRY_ASSIGN(auto step, read_number(env, "SLURM_STEP_ID", false, 0xffffffffL));
     s.step_id = static_cast<std::uint32_t>(step.value_or(0));
-    auto het = parse_het_groups(env);
-    if (!het) return tl::unexpected(het.error());
-    s.het = std::move(*het);
+    PSRUN_TRY_ASSIGN(auto het, parse_het_groups(env));
+    s.het = std::move(het);
     return s;
 }
 

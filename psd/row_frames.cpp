@@ -115,11 +115,10 @@ Result<RowFrames> parse_row_frames(const ShardLayout& layout, const std::vector<
             continue;
         }
         if (table.keyed) {
-            auto keys = parse_keys(frame, p.ids, key_spare.data() + key_at, table, layout.num_shards, shard,
-                                   tensors.at(table.tensor).name);
-            if (!keys) return tl::unexpected(keys.error());
+            PSRUN_TRY_ASSIGN(auto keys, parse_keys(frame, p.ids, key_spare.data() + key_at, table, layout.num_shards, shard,
+                                   tensors.at(table.tensor).name));
             key_at += p.ids;
-            RowSlice slice{p.table, {}, {}, *keys};
+            RowSlice slice{p.table, {}, {}, keys};
             (p.part == RowPart::kGradIds ? out.grads : out.pulls).push_back(slice);
             continue;
         }

@@ -168,16 +168,12 @@ Result<void> load_shard_checkpoint(ShardState& shard, const std::vector<TensorSp
             PSRUN_TRY(read(p.file, p.param, lo - p.offset, dst));
             has_average = has_average && p.ema >= 0;
             if (has_average)
-                if (auto ok = read(p.file, p.ema, lo - p.offset, std::span<float>(average[k].data() + (lo - s.offset), hi - lo));
-                    !ok)
-                    return tl::unexpected(ok.error());
+                PSRUN_TRY(read(p.file, p.ema, lo - p.offset, std::span<float>(average[k].data() + (lo - s.offset), hi - lo)));
             if (st[0] == static_cast<float>(config.optimizer.kind) && p.slots.size() == want_slots)
                 for (std::size_t j = 0; j < want_slots; ++j)
                     if (p.slots[j] >= 0)
-                        if (auto ok = read(p.file, p.slots[j], lo - p.offset,
-                                           std::span<float>(slots[k][j].data() + (lo - s.offset), hi - lo));
-                            !ok)
-                            return tl::unexpected(ok.error());
+                        PSRUN_TRY(read(p.file, p.slots[j], lo - p.offset,
+                                           std::span<float>(slots[k][j].data() + (lo - s.offset), hi - lo)));
             covered += hi - lo;
         }
         if (covered != s.length)

@@ -162,8 +162,7 @@ Result<RowRestorePlan> plan_row_restore(const ShardState& shard, const std::vect
             PSRUN_TRY(files[piece.file].verify());
             const auto& entries = files[piece.file].tensors();
             std::vector<float> state(5);
-            if (auto ok = files[piece.file].read(static_cast<std::size_t>(piece.state), 0, state); !ok)
-                return tl::unexpected(ok.error());
+            PSRUN_TRY(files[piece.file].read(static_cast<std::size_t>(piece.state), 0, state));
             if (state[4] != static_cast<float>(TensorClass::kTrainable))
                 return invalid_argument(where + ": " + base + " is not a trainable table");
             if (!entries[static_cast<std::size_t>(piece.param)].finite)

@@ -75,17 +75,15 @@ Result<Datasets> load_from_files(const TrainOptions& o, ImageLayout layout, cons
         PSRUN_TRY_ASSIGN(auto mapped, map_split("train", train_files, layout, d.train));
         d.train_mapped = mapped;
     } else {
-        auto train = load_split_files("train", train_files, layout, &model);
-        if (!train) return tl::unexpected(train.error());
-        d.train = std::move(*train);
+        PSRUN_TRY_ASSIGN(auto train, load_split_files("train", train_files, layout, &model));
+        d.train = std::move(train);
     }
     if (map_it(o.test_images, o, model)) {
         PSRUN_TRY_ASSIGN(auto mapped, map_split("test", test_files, layout, d.test));
         d.test_mapped = mapped;
     } else {
-        auto test = load_split_files("test", test_files, layout, &model);
-        if (!test) return tl::unexpected(test.error());
-        d.test = std::move(*test);
+        PSRUN_TRY_ASSIGN(auto test, load_split_files("test", test_files, layout, &model));
+        d.test = std::move(test);
     }
     return d;
 }
@@ -110,14 +108,10 @@ Result<Datasets> load_from_data(const TrainOptions& o, const ModelInput& model, 
         conform_to_model(memory, model);
         return check_fits_model(memory, {label + " " + spec, label + " " + spec}, model);
     };
-    if (auto ok = take(loaded.train, d.train, d.train_stream, d.train_examples, d.train_description, "train data",
-                       o.train_data);
-        !ok)
-        return tl::unexpected(ok.error());
-    if (auto ok = take(loaded.test, d.test, d.test_stream, d.test_examples, d.test_description, "test data",
-                       o.test_data.empty() ? o.train_data : o.test_data);
-        !ok)
-        return tl::unexpected(ok.error());
+    PSRUN_TRY(take(loaded.train, d.train, d.train_stream, d.train_examples, d.train_description, "train data",
+                       o.train_data));
+    PSRUN_TRY(take(loaded.test, d.test, d.test_stream, d.test_examples, d.test_description, "test data",
+                       o.test_data.empty() ? o.train_data : o.test_data));
     d.class_names = loaded.train.class_names;
     return d;
 }
@@ -263,10 +257,8 @@ Result<Datasets> load_datasets(const TrainOptions& o, const ModelInput& model) {
     data->test.normalization = *normalization;
     conform_to_model(data->train, model);
     conform_to_model(data->test, model);
-    if (auto ok = check_fits_model(data->train, train_names, model); !ok)
-        return tl::unexpected(ok.error());
-    if (auto ok = check_fits_model(data->test, test_names, model); !ok)
-        return tl::unexpected(ok.error());
+    PSRUN_TRY(check_fits_model(data->train, train_names, model));
+    PSRUN_TRY(check_fits_model(data->test, test_names, model));
     PSRUN_TRY(attach_columns(o, *data, train_names, test_names));
     data->train_description = std::to_string(data->train.size()) + " examples" +
                               (data->train_mapped ? " (memory-mapped)" : "");

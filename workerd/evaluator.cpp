@@ -88,24 +88,23 @@ bool Evaluator::psd_alive() const {
 Result<Trainer*> Evaluator::trainer_for(const CheckpointInfo& info, bool& fatal) {
     fatal = false;
     PSRUN_TRY_ASSIGN(auto manifest, CheckpointStore::read_manifest(info));
-    auto model = model_from_record(manifest_model(manifest), "checkpoint " + info.dir, *training_.description);
-    if (!model) return tl::unexpected(model.error());
-    const std::string hash = nn::architecture_hash(*model);
+    PSRUN_TRY_ASSIGN(auto model, model_from_record(manifest_model(manifest), "checkpoint " + info.dir, *training_.description));
+    const std::string hash = nn::architecture_hash(model);
     if (trainer_) {
         if (hash == nn::architecture_hash(trainer_->model())) return trainer_.get();
-        return make_error(ErrorCode::kInvalidArgument, "it holds model " + describe_model(*model) +
+        return make_error(ErrorCode::kInvalidArgument, "it holds model " + describe_model(model) +
                                                            ", the earlier checkpoints " +
                                                            describe_model(trainer_->model()));
     }
     if (training_.model_given && hash != nn::architecture_hash(*training_.description)) {
         fatal = true;
         return make_error(ErrorCode::kInvalidArgument,
-                          "checkpoint " + info.dir + " holds model " + describe_model(*model) + " but --model " +
+                          "checkpoint " + info.dir + " holds model " + describe_model(model) + " but --model " +
                               training_.model + " is " + describe_model(*training_.description) +
                               ": drop --model (the evaluator reads it from the checkpoint) or give that one");
     }
     TrainOptions options = training_;
-    options.description = std::make_shared<const nn::ModelDescription>(std::move(*model));
+    options.description = std::make_shared<const nn::ModelDescription>(std::move(model));
     const TrainerConfig config = make_trainer_config(options);
     auto data = load_datasets(training_, model_input(*config.model));
     if (!data) {

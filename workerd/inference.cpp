@@ -46,20 +46,18 @@ Result<InferenceModel> load_one(const CheckpointInfo& info, CheckpointValues val
     // A manifest older than model records held TF's mnist_deep, the only model then.
     PSRUN_TRY_ASSIGN(auto fallback, nn::load_model("mnist_deep"));
     const std::string where = "checkpoint " + info.dir;
-    auto model = model_from_record(manifest_model(manifest), where, fallback);
-    if (!model) return tl::unexpected(model.error());
-    auto tensors = wire_tensors(model_tensors(*model));
+    PSRUN_TRY_ASSIGN(auto model, model_from_record(manifest_model(manifest), where, fallback));
+    auto tensors = wire_tensors(model_tensors(model));
     const auto model_dir = std::filesystem::path(info.dir).parent_path().string();
     auto keyed =
-        mark_keyed_tables(manifest, *model, tensors, recorded_run_seed(model_dir.empty() ? "." : model_dir), where);
+        mark_keyed_tables(manifest, model, tensors, recorded_run_seed(model_dir.empty() ? "." : model_dir), where);
     if (!keyed) return tl::unexpected(keyed.error());
-    PSRUN_TRY(check_raw_id_names(*model, *keyed, raw_ids, where));
-    auto params = load_checkpoint_parameters(info.dir, tensors, values);  // the keyed tables left out
-    if (!params) return tl::unexpected(params.error());
+    PSRUN_TRY(check_raw_id_names(model, *keyed, raw_ids, where));
+    PSRUN_TRY_ASSIGN(auto params, load_checkpoint_parameters(info.dir, tensors, values));  // the keyed tables left out
     PSRUN_TRY_ASSIGN(auto rows, load_keyed_tables(info.dir, tensors, *keyed, values == CheckpointValues::kAverage));
     InferenceModel out;
-    out.model = std::move(*model);
-    out.params = std::move(params->values);
+    out.model = std::move(model);
+    out.params = std::move(params.values);
     out.keyed = std::move(rows);
     out.raw_ids = raw_ids;
     out.source = "checkpoint " + info.dir + (values == CheckpointValues::kAverage ? " (moving average)" : "");
@@ -158,10 +156,9 @@ Result<void> run_batches(const InferenceModel& model, const LabeledImages& image
                                                                " dense parameters do not fit its keyed tables' model");
         std::copy(model.params.begin(), model.params.end(), local_params.begin());
     }
-    auto network = nn::Network::create(keyed ? local : model.model, options,
-                                       keyed ? std::span<const float>(local_params) : std::span<const float>(model.params), {});
-    if (!network) return tl::unexpected(network.error());
-    nn::Network& net = **network;
+    PSRUN_TRY_ASSIGN(auto network, nn::Network::create(keyed ? local : model.model, options,
+                                       keyed ? std::span<const float>(local_params) : std::span<const float>(model.params), {}));
+    nn::Network& net = *network;
     const auto batch = static_cast<std::size_t>(options.batch_size);
     std::vector<std::uint32_t> indices(batch);
     for (std::size_t start = 0; start < count; start += batch) {

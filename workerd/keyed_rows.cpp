@@ -184,8 +184,7 @@ Result<KeyedRows> KeyedRows::load(const std::string& dir, const TensorSpec& spec
         const ShardPieces& p = pieces.at(found[i].shard);
         const std::uint64_t first = found[i].slot, n = std::min(per_chunk, source.rows_on(found[i].shard, shards) - first);
         chunk.resize(n * width);
-        if (auto ok = p.file->read(static_cast<std::size_t>(p.values), first * width, chunk); !ok)
-            return tl::unexpected(ok.error());
+        PSRUN_TRY(p.file->read(static_cast<std::size_t>(p.values), first * width, chunk));
         const std::uint32_t shard = found[i].shard;
         for (; i < found.size() && found[i].shard == shard && found[i].slot < first + n; ++i)
             std::copy_n(chunk.data() + (found[i].slot - first) * width, width, out.values_.data() + found[i].row * width);

@@ -53,20 +53,19 @@ Result<ImageArray> read_fitted(const std::vector<std::uint8_t>& bytes, const std
     a.width = model.width;
     a.u8.resize(a.example_size());
     ImageDecoder decoder;
-    auto d = decoder.decode(bytes, {model.channels, model.height, model.width, resize.value_or(ResizeMode::kCrop)},
-                            a.u8, path);
-    if (!d) return tl::unexpected(d.error());
-    const int file_channels = d->converted ? 4 - model.channels : model.channels;
-    if (d->resized && !resize)
-        return bad_file(path, "images are " + shape_text(file_channels, d->height, d->width) + " (CxHxW) but the model " +
+    PSRUN_TRY_ASSIGN(auto d, decoder.decode(bytes, {model.channels, model.height, model.width, resize.value_or(ResizeMode::kCrop)},
+                            a.u8, path));
+    const int file_channels = d.converted ? 4 - model.channels : model.channels;
+    if (d.resized && !resize)
+        return bad_file(path, "images are " + shape_text(file_channels, d.height, d.width) + " (CxHxW) but the model " +
                                   model.name + " takes " + shape_text(model.channels, model.height, model.width) +
                                   ": resize the image to " + std::to_string(model.width) + "x" +
                                   std::to_string(model.height) + " pixels, or give --image-resize crop|pad|stretch");
-    if (d->converted)
+    if (d.converted)
         inputs.notes.push_back(path + ": " + (model.channels == 1 ? "colour image read as gray" : "gray image read as RGB") +
                                " for the model " + model.name);
-    if (d->resized)
-        inputs.notes.push_back(path + ": " + std::to_string(d->width) + "x" + std::to_string(d->height) + " pixels fitted to " +
+    if (d.resized)
+        inputs.notes.push_back(path + ": " + std::to_string(d.width) + "x" + std::to_string(d.height) + " pixels fitted to " +
                                std::to_string(model.width) + "x" + std::to_string(model.height) + " (--image-resize " +
                                to_string(*resize) + ")");
     return a;
@@ -144,8 +143,7 @@ Result<PredictInputs> load_example_rows(const std::vector<std::string>& paths, c
             part.target_length = static_cast<std::size_t>(model.target_length);
             part.targets.assign(part.size() * part.target_length, 0.0f);
         }
-        if (auto fits = check_fits_model(part, SplitNames{path, path + " (no targets)"}, model); !fits)
-            return tl::unexpected(fits.error());
+        PSRUN_TRY(check_fits_model(part, SplitNames{path, path + " (no targets)"}, model));
         if (all.size() == 0) {
             all = std::move(part);
         } else {

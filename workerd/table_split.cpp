@@ -45,8 +45,7 @@ Result<ColumnSpec> parse_table_columns(const TableColumnOptions& o) {
     }
     auto spec = parse_column_spec(o.input_columns, o.bag_weights, o.value_separator);
     if (!spec) return tl::unexpected(spec.error());
-    if (auto layout = parse_table_layout(o.column_names, o.delimiter, *spec); !layout)
-        return tl::unexpected(layout.error());
+    PSRUN_TRY(parse_table_layout(o.column_names, o.delimiter, *spec));
     return spec;
 }
 

@@ -88,7 +88,7 @@ Result<LabeledImages> read_cifar(const std::vector<std::string>& paths, CifarFor
     if (paths.empty()) return make_error(ErrorCode::kInvalidArgument, "no CIFAR files given");
     for (const std::string& path : paths) {
         PSRUN_TRY_ASSIGN(auto bytes, read_maybe_gzip(path));
-        if (auto ok = parse_cifar(bytes, path, format, out); !ok) return tl::unexpected(ok.error());
+        PSRUN_TRY(parse_cifar(bytes, path, format, out));
     }
     return out;
 }

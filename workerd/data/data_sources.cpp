@@ -122,9 +122,8 @@ Result<LoadedSplit> folder_split(const ImageFolder& folder, const DataOptions& o
     FolderProducer producer(std::make_shared<const std::vector<std::string>>(folder.files),
                             std::make_shared<const std::vector<std::int32_t>>(folder.labels), false, 0, {}, 0);
     std::uint64_t skipped = 0;
-    auto memory = decode_all(producer, config, usable_cores(), skipped);
-    if (!memory) return tl::unexpected(memory.error());
-    s.memory = *memory;
+    PSRUN_TRY_ASSIGN(auto memory, decode_all(producer, config, usable_cores(), skipped));
+    s.memory = memory;
     s.memory->class_names = class_names_of(folder);
     s.size = s.memory->size();
     s.description += ", decoded into memory";
@@ -140,10 +139,9 @@ Result<LoadedSplit> tfrecord_split(const std::vector<std::string>& files, const 
     std::vector<std::uint8_t> first;
     PSRUN_TRY_ASSIGN(auto got, reader->next(first));
     if (!got) return invalid_argument(files.front() + ": no records (an empty TFRecord file)");
-    auto layout = probe_example_layout(
-        first, keys, model, files.front() + ": record 0 at offset " + std::to_string(reader->record_offset()));
-    if (!layout) return tl::unexpected(layout.error());
-    PipelineConfig config = base_config(o, *layout, normalization, keys);
+    PSRUN_TRY_ASSIGN(auto layout, probe_example_layout(
+        first, keys, model, files.front() + ": record 0 at offset " + std::to_string(reader->record_offset())));
+    PipelineConfig config = base_config(o, layout, normalization, keys);
     LoadedSplit s;
     s.description = count_text(files.size(), files.size() == 1 ? "TFRecord file" : "TFRecord files") + " (" +
                     files.front() + (files.size() > 1 ? ", ..." : "") + ")";
@@ -158,9 +156,8 @@ Result<LoadedSplit> tfrecord_split(const std::vector<std::string>& files, const 
     }
     TfrecordProducer producer(share_files(files, {}), {}, false, 0, 0, o.corrupt);
     std::uint64_t skipped = 0;
-    auto memory = decode_all(producer, config, usable_cores(), skipped);
-    if (!memory) return tl::unexpected(memory.error());
-    s.memory = *memory;
+    PSRUN_TRY_ASSIGN(auto memory, decode_all(producer, config, usable_cores(), skipped));
+    s.memory = memory;
     s.size = s.memory->size();
     s.description += ", " + count_text(s.size, "records") + " decoded into memory";
     if (skipped) s.description += " (" + std::to_string(skipped) + " corrupt records skipped)";
@@ -192,15 +189,14 @@ Result<LoadedSplit> load_one(const std::string& spec, const DataOptions& o, cons
     if (kind == FileKind::kTfrecord) return tfrecord_split(files, o, model, normalization, label == "train data");
     if (files.size() != 1)
         return invalid_argument(label + " " + spec + ": give one " + (kind == FileKind::kNpz ? ".npz" : "CSV") + " file per split");
-    auto table = load_table(files.front(), kind == FileKind::kNpz ? TableFormat::kNpz : TableFormat::kCsv,
-                            {o.inputs, o.targets}, model);
-    if (!table) return tl::unexpected(table.error());
+    PSRUN_TRY_ASSIGN(auto table, load_table(files.front(), kind == FileKind::kNpz ? TableFormat::kNpz : TableFormat::kCsv,
+                            {o.inputs, o.targets}, model));
     LoadedSplit s;
-    s.memory = std::make_shared<LabeledImages>(std::move(table->data));
+    s.memory = std::make_shared<LabeledImages>(std::move(table.data));
     s.memory->normalization = normalization;
     s.class_names = s.memory->class_names;
     s.size = s.memory->size();
-    s.description = table->description;
+    s.description = table.description;
     return s;
 }
 
@@ -263,15 +259,13 @@ Result<LoadedData> load_data(const DataOptions& o, const ModelInput& model, cons
                    " needs --test-data D (or, for an image folder, --validation-split F to hold a fraction out)");
     LoadedData d;
     ImageFolder folder;
-    auto train = load_one(o.train_data, o, model, normalization, "train data", nullptr, &folder);
-    if (!train) return tl::unexpected(train.error());
+    PSRUN_TRY_ASSIGN(auto train, load_one(o.train_data, o, model, normalization, "train data", nullptr, &folder));
     if (o.validation_split > 0) {
         if (folder.root.empty())
             return invalid_argument("--validation-split holds out a part of an image folder; --train-data " + o.train_data +
                        " is not one: give --test-data");
         ImageFolder train_part, validation;
-        if (auto ok = split_validation(folder, o.validation_split, train_part, validation); !ok)
-            return tl::unexpected(ok.error());
+        PSRUN_TRY(split_validation(folder, o.validation_split, train_part, validation));
         PSRUN_TRY_ASSIGN(auto tr, folder_split(train_part, o, model, normalization, "train data"));
         PSRUN_TRY_ASSIGN(auto te, folder_split(validation, o, model, normalization, "validation split of"));
         tr.description += " (--validation-split " + std::to_string(o.validation_split) + " held out)";
@@ -280,11 +274,10 @@ Result<LoadedData> load_data(const DataOptions& o, const ModelInput& model, cons
         d.test = std::move(te);
         return d;
     }
-    auto test = load_one(o.test_data, o, model, normalization, "test data", folder.root.empty() ? nullptr : &folder,
-                         nullptr);
-    if (!test) return tl::unexpected(test.error());
-    d.train = std::move(*train);
-    d.test = std::move(*test);
+    PSRUN_TRY_ASSIGN(auto test, load_one(o.test_data, o, model, normalization, "test data", folder.root.empty() ? nullptr : &folder,
+                         nullptr));
+    d.train = std::move(train);
+    d.test = std::move(test);
     if (d.test.class_names.empty()) d.test.class_names = d.train.class_names;
     return d;
 }

@@ -149,9 +149,8 @@ Result<void> ExampleDecoder::decode_input(std::span<const std::uint8_t> record, 
             return bad(what, "feature '" + all_keys_[0] + "' holds " + std::to_string(v.size()) + " " +
                                  to_string(v.kind) + " values, not one encoded image");
         const std::size_t n = to.images.example_size();
-        auto d = images_.decode(v.bytes[0], target_, std::span<std::uint8_t>(to.images.u8).subspan(j * n, n),
-                                what + ": feature '" + all_keys_[0] + "'");
-        if (!d) return tl::unexpected(d.error());
+        PSRUN_TRY(images_.decode(v.bytes[0], target_, std::span<std::uint8_t>(to.images.u8).subspan(j * n, n),
+                                what + ": feature '" + all_keys_[0] + "'"));
         return {};
     }
     const std::size_t want = input_values(m);

@@ -98,12 +98,11 @@ Result<void> parse_bytes_list(std::span<const std::uint8_t> msg, FeatureValues& 
 Result<void> parse_float_list(std::span<const std::uint8_t> msg, FeatureValues& out) {
     return for_each_field(msg, [&](std::uint64_t field, std::uint32_t wire, Reader& r) -> Result<bool> {
         if (field != 1 || (wire != kLength && wire != kFixed32)) return false;
-        auto v = wire == kLength ? r.length_delimited() : r.bytes(4);  // packed, or one value
-        if (!v) return tl::unexpected(v.error());
-        if (v->size() % 4 != 0)
+        PSRUN_TRY_ASSIGN(auto v, wire == kLength ? r.length_delimited() : r.bytes(4));  // packed, or one value
+        if (v.size() % 4 != 0)
             return make_error(ErrorCode::kInvalidArgument,
-                              "a packed float_list of " + std::to_string(v->size()) + " bytes (not a multiple of 4)");
-        for (std::size_t i = 0; i < v->size(); i += 4) out.floats.push_back(float_at(v->data() + i));
+                              "a packed float_list of " + std::to_string(v.size()) + " bytes (not a multiple of 4)");
+        for (std::size_t i = 0; i < v.size(); i += 4) out.floats.push_back(float_at(v.data() + i));
         return true;
     });
 }
@@ -120,9 +119,8 @@ Result<void> parse_int64_list(std::span<const std::uint8_t> msg, FeatureValues& 
             PSRUN_TRY(take_varint(r));
             return true;
         }
-        auto v = r.length_delimited();  // packed
-        if (!v) return tl::unexpected(v.error());
-        for (Reader packed = reader_of(*v); !packed.done();) PSRUN_TRY(take_varint(packed));
+        PSRUN_TRY_ASSIGN(auto v, r.length_delimited());  // packed
+        for (Reader packed = reader_of(v); !packed.done();) PSRUN_TRY(take_varint(packed));
         return true;
     });
 }

@@ -181,7 +181,7 @@ Result<Table> parse_example_table(const std::vector<std::vector<std::uint8_t>>& 
     PSRUN_TRY_ASSIGN(auto layout, make_layout(path, spec, inputs, targets, model));
     // The spec as the rows give it (a float feature of k values: k columns): checked before any
     // record.
-    if (auto ok = check_column_spec(layout.spec, inputs, model.name); !ok) return tl::unexpected(ok.error());
+    PSRUN_TRY(check_column_spec(layout.spec, inputs, model.name));
     if (records.empty()) return invalid(path + ": no records");
     if (spec.targets_optional) {  // new rows without target features: the CSV reader reads 0s
         std::vector<std::string> names = targets.empty() ? std::vector<std::string>{"label"} : targets;

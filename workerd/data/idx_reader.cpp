@@ -52,10 +52,8 @@ Result<ImageArray> parse_idx_images(const std::vector<std::uint8_t>& bytes,
     const std::uint64_t channels = rank == 4 ? dims[1] : 1;
     const std::uint64_t height = dims[rank - 2], width = dims[rank - 1];
     const std::size_t element = type == kIdxUbyte ? 1 : 4;
-    if (auto ok = check_image_payload(dims[0], channels, height, width, element,
-                                      bytes.size() - header, path);
-        !ok)
-        return tl::unexpected(ok.error());
+    PSRUN_TRY(check_image_payload(dims[0], channels, height, width, element,
+                                      bytes.size() - header, path));
     ImageArray out;
     out.count = dims[0];
     out.channels = static_cast<int>(channels);
@@ -88,8 +86,7 @@ Result<std::vector<std::int32_t>> parse_idx_labels(const std::vector<std::uint8_
         return bad_file(path, "bad magic number " + magic_text(magic) +
                                   " (expected 2049 = 0x00000801: idx1 unsigned-byte labels)");
     const std::uint32_t count = read_be32(bytes.data() + 4);
-    if (auto ok = check_label_payload(count, 1, bytes.size() - 8, path); !ok)
-        return tl::unexpected(ok.error());
+    PSRUN_TRY(check_label_payload(count, 1, bytes.size() - 8, path));
     return std::vector<std::int32_t>(bytes.begin() + 8, bytes.end());
 }
 
@@ -112,24 +109,22 @@ Result<LabeledImages> load_split(const std::string& dir, const std::string& pref
     };
     const std::string images_path = pick(prefix + "-images-idx3-ubyte");
     const std::string labels_path = pick(prefix + "-labels-idx1-ubyte");
-    auto images = read_idx_images(images_path);
-    if (!images) return tl::unexpected(images.error());
-    auto labels = read_idx_labels(labels_path);
-    if (!labels) return tl::unexpected(labels.error());
-    if (labels->size() != images->count) {
+    PSRUN_TRY_ASSIGN(auto images, read_idx_images(images_path));
+    PSRUN_TRY_ASSIGN(auto labels, read_idx_labels(labels_path));
+    if (labels.size() != images.count) {
         return make_error(ErrorCode::kInvalidArgument,
-                          labels_path + ": holds " + std::to_string(labels->size()) +
+                          labels_path + ": holds " + std::to_string(labels.size()) +
                               " labels but " + images_path + " holds " +
-                              std::to_string(images->count) + " images");
+                              std::to_string(images.count) + " images");
     }
-    for (std::size_t i = 0; i < labels->size(); ++i) {
-        if ((*labels)[i] >= 10)
-            return bad_file(labels_path, "label " + std::to_string((*labels)[i]) + " at index " +
+    for (std::size_t i = 0; i < labels.size(); ++i) {
+        if (labels[i] >= 10)
+            return bad_file(labels_path, "label " + std::to_string(labels[i]) + " at index " +
                                              std::to_string(i) + " is out of range 0-9");
     }
     LabeledImages out;
-    out.images = std::move(*images);
-    out.labels = std::move(*labels);
+    out.images = std::move(images);
+    out.labels = std::move(labels);
     return out;
 }
 

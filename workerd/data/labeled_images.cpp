@@ -48,14 +48,13 @@ Result<Normalization> parse_normalization(std::string_view text) {
         n.mean = {pair[0]};
         n.std = {pair[1]};
     } else {
-        auto mean = parse_floats(text.substr(0, colon), text);
-        if (!mean) return tl::unexpected(mean.error());
+        PSRUN_TRY_ASSIGN(auto mean, parse_floats(text.substr(0, colon), text));
         auto std = parse_floats(text.substr(colon + 1), text);
         if (!std) return tl::unexpected(std.error());
-        if (mean->size() != std->size())
-            return bad(std::to_string(mean->size()) + " means but " + std::to_string(std->size()) +
+        if (mean.size() != std->size())
+            return bad(std::to_string(mean.size()) + " means but " + std::to_string(std->size()) +
                        " stds");
-        n.mean = std::move(*mean);
+        n.mean = std::move(mean);
         n.std = std::move(*std);
     }
     for (float s : n.std)

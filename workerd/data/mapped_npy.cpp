@@ -70,8 +70,7 @@ Result<std::shared_ptr<MappedNpy>> MappedNpy::open(const std::string& path, Imag
         std::size_t values = static_cast<std::size_t>(s[0]);
         if (s[1] == 0 || s[1] > (std::uint64_t{1} << 28) || !multiply_checked(values, s[1]))
             return bad_file(path, "bad dimensions: rows of 1 to 2^28 values");
-        if (auto ok = check_label_payload(values, h.item_bytes, length - h.data_offset, path); !ok)
-            return tl::unexpected(ok.error());
+        PSRUN_TRY(check_label_payload(values, h.item_bytes, length - h.data_offset, path));
     } else if (auto ok = check_image_payload(s[0], c, hh, w, h.item_bytes, length - h.data_offset, path); !ok) {
         return tl::unexpected(ok.error());
     }

@@ -230,8 +230,7 @@ Result<ImageArray> parse_npy_images(const std::vector<std::uint8_t>& bytes, cons
     const std::uint64_t c = s.size() == 3 ? 1 : (nhwc ? s[3] : s[1]);
     const std::uint64_t height = s.size() == 3 ? s[1] : (nhwc ? s[1] : s[2]);
     const std::uint64_t width = s.size() == 3 ? s[2] : (nhwc ? s[2] : s[3]);
-    if (auto ok = check_image_payload(s[0], c, height, width, h.item_bytes, bytes.size() - h.data_offset, path); !ok)
-        return tl::unexpected(ok.error());
+    PSRUN_TRY(check_image_payload(s[0], c, height, width, h.item_bytes, bytes.size() - h.data_offset, path));
     ImageArray out;
     out.count = s[0];
     out.channels = static_cast<int>(c);
@@ -268,8 +267,7 @@ Result<std::vector<std::int32_t>> parse_npy_labels(const std::vector<std::uint8_
     const auto& s = h.shape;
     if (s.empty() || s.size() > 2 || (s.size() == 2 && s[1] != 1))
         return bad_file(path, "labels must have shape (N,) or (N, 1)");
-    if (auto ok = check_label_payload(s[0], n, bytes.size() - h.data_offset, path); !ok)
-        return tl::unexpected(ok.error());
+    PSRUN_TRY(check_label_payload(s[0], n, bytes.size() - h.data_offset, path));
     std::vector<std::int32_t> out(s[0]);
     const std::uint8_t* data = bytes.data() + h.data_offset;
     for (std::size_t i = 0; i < out.size(); ++i) {

@@ -44,8 +44,7 @@ Result<NpyRows> npy_rows(std::span<const std::uint8_t> bytes, const NpyHeader& h
         if (!multiply_checked(r.cols, h.shape[i])) return bad_file(path, "bad dimensions: the size overflows");
     if (r.cols == 0 || r.cols > (std::size_t{1} << 28))
         return bad_file(path, "rows of " + std::to_string(r.cols) + " values (1 to 2^28 per example)");
-    if (auto ok = check_label_payload(r.rows * r.cols, h.item_bytes, bytes.size() - h.data_offset, path); !ok)
-        return tl::unexpected(ok.error());
+    PSRUN_TRY(check_label_payload(r.rows * r.cols, h.item_bytes, bytes.size() - h.data_offset, path));
     if (r.rows > kMaxExamples) return bad_file(path, "more than 2^32 examples");
     return r;
 }

@@ -100,18 +100,17 @@ Result<void> load_example_inputs(const std::string& path, const ModelInput& mode
     }
     NpyHeader h;
     PSRUN_TRY_ASSIGN(auto bytes, read_npy(path, h));
-    auto rows = npy_rows(bytes, h, path);
-    if (!rows) return tl::unexpected(rows.error());
+    PSRUN_TRY_ASSIGN(auto rows, npy_rows(bytes, h, path));
     if (model.input == InputKind::kTokens) {
         PSRUN_TRY_ASSIGN(auto ids, npy_as_int32(bytes, h, path));
         out.input = InputKind::kTokens;
         out.tokens = std::move(ids);
-        out.token_length = rows->cols;
+        out.token_length = rows.cols;
         return {};
     }
     PSRUN_TRY_ASSIGN(auto values, npy_as_floats(bytes, h, path));
     out.input = InputKind::kFeatures;
-    out.images = ImageArray{rows->rows, 1, 1, static_cast<int>(rows->cols), PixelType::kFloat32, {}, std::move(values)};
+    out.images = ImageArray{rows.rows, 1, 1, static_cast<int>(rows.cols), PixelType::kFloat32, {}, std::move(values)};
     return {};
 }
 

@@ -123,9 +123,8 @@ Result<nlohmann::json> synthesize_tfrecords(const SynthesizeOptions& o) {
     std::uint64_t train_records = 0;
     for (auto r : records) train_records += r;
     const std::string test = shard_name(o.out, "test", 0, 1);
-    auto test_records = write_shard(test, pool, split < pool.records.size() ? split : 0, pool.records.size(),
-                                    static_cast<std::uint64_t>(o.test_images), 0, o.seed, 0);
-    if (!test_records) return tl::unexpected(test_records.error());
+    PSRUN_TRY_ASSIGN(auto test_records, write_shard(test, pool, split < pool.records.size() ? split : 0, pool.records.size(),
+                                    static_cast<std::uint64_t>(o.test_images), 0, o.seed, 0));
     std::uint64_t bytes = 0;
     for (int s = 0; s < shards; ++s) bytes += std::filesystem::file_size(shard_name(o.out, "train", s, shards), ec);
     return nlohmann::json{
@@ -133,7 +132,7 @@ Result<nlohmann::json> synthesize_tfrecords(const SynthesizeOptions& o) {
         {"train_files", shards},
         {"train_records", train_records},
         {"train_bytes", bytes},
-        {"test_records", *test_records},
+        {"test_records", test_records},
         {"shape", std::to_string(o.shape.channels) + "x" + std::to_string(o.shape.height) + "x" +
                       std::to_string(o.shape.width)},
         {"classes", o.classes},

@@ -119,29 +119,26 @@ Result<Table> load_npz(const std::vector<std::uint8_t>& zip, const std::string& 
     const bool image_array = model.input == InputKind::kImage && in_h.shape.size() >= 3 &&
                              ((in_h.kind == 'u' && in_h.item_bytes == 1) || (in_h.kind == 'f' && in_h.item_bytes == 4));
     if (image_array) {
-        auto images = parse_npy_images(in_bytes, in_path, ImageLayout::kAuto);
-        if (!images) return tl::unexpected(images.error());
-        d.images = std::move(*images);
+        PSRUN_TRY_ASSIGN(auto images, parse_npy_images(in_bytes, in_path, ImageLayout::kAuto));
+        d.images = std::move(images);
     } else {
-        auto rows = npy_rows(in_bytes, in_h, in_path);
-        if (!rows) return tl::unexpected(rows.error());
-        shape_input(d, model, rows->cols);
+        PSRUN_TRY_ASSIGN(auto rows, npy_rows(in_bytes, in_h, in_path));
+        shape_input(d, model, rows.cols);
         if (d.input == InputKind::kTokens) {
             PSRUN_TRY_ASSIGN(auto ids, npy_as_int32(in_bytes, in_h, in_path));
             d.tokens = std::move(ids);
         } else {
             PSRUN_TRY_ASSIGN(auto values, npy_as_floats(in_bytes, in_h, in_path));
             d.images.f32 = std::move(values);
-            d.images.count = rows->rows;
-            if (rows->integral) maybe_to_u8(d, model);
+            d.images.count = rows.rows;
+            if (rows.integral) maybe_to_u8(d, model);
         }
     }
     PSRUN_TRY_ASSIGN(auto tg_h, parse_npy_header(tg_bytes, tg_path));
     d.target = model.target;
     if (model.target == TargetKind::kClass) {
-        auto labels = parse_npy_labels(tg_bytes, tg_path);
-        if (!labels) return tl::unexpected(labels.error());
-        d.labels = std::move(*labels);
+        PSRUN_TRY_ASSIGN(auto labels, parse_npy_labels(tg_bytes, tg_path));
+        d.labels = std::move(labels);
     } else {
         PSRUN_TRY_ASSIGN(auto rows, npy_rows(tg_bytes, tg_h, tg_path));
         PSRUN_TRY_ASSIGN(auto values, npy_as_floats(tg_bytes, tg_h, tg_path));

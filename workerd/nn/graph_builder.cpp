@@ -117,9 +117,8 @@ Result<const Node*> GraphBuilder::add(const nlohmann::json& layer) {
     }
     PSRUN_TRY(schema->parse(reader, node.attrs));
     PSRUN_TRY(reader.finish());
-    auto inputs = parse_inputs(layer, where, schema->max_inputs == 0);
-    if (!inputs) return tl::unexpected(inputs.error());
-    const auto count = static_cast<int>(inputs->size());
+    PSRUN_TRY_ASSIGN(auto inputs, parse_inputs(layer, where, schema->max_inputs == 0));
+    const auto count = static_cast<int>(inputs.size());
     if (count < schema->min_inputs || (schema->max_inputs >= 0 && count > schema->max_inputs)) {
         const std::string wanted = schema->max_inputs < 0 ? "at least " + std::to_string(schema->min_inputs)
                                    : schema->min_inputs == schema->max_inputs
@@ -137,7 +136,7 @@ Result<const Node*> GraphBuilder::add(const nlohmann::json& layer) {
         return tl::unexpected(invalid(where + ": name \"" + node.name + "\" is already a value (" +
                                       (model_.input_index(node.name) >= 0 ? "a model input" : "a tensor") + ")"));
     }
-    node.inputs = std::move(*inputs);
+    node.inputs = std::move(inputs);
     node.data_inputs = node.inputs.size();
     InferContext context(model_, node);
     if (auto ok = schema->infer(context); !ok) return tl::unexpected(invalid(where + ": " + ok.error().message));

@@ -44,20 +44,18 @@ Result<InputDef> parse_input_object(const nlohmann::json& value, const std::stri
                 return tl::unexpected(reader.fail(field, "expected positive integers, got " + describe_value(shape)));
             dims.push_back(Dim::of(d.get<std::int64_t>()));
         }
-        auto type = reader.choice("type", 0, {"float", "int"});
-        if (!type) return tl::unexpected(type.error());
-        input.info.type = *type == 1 ? ElementType::kInt : ElementType::kFloat;
+        PSRUN_TRY_ASSIGN(auto type, reader.choice("type", 0, {"float", "int"}));
+        input.info.type = type == 1 ? ElementType::kInt : ElementType::kFloat;
         if (shape.empty() && input.info.type != ElementType::kInt)
             return tl::unexpected(reader.fail(field, "[] (one value per example) is for int inputs (class labels [N]); "
                                                      "a float input has 1 to 5 dims after the batch"));
     }
     if (has_shape || has_dims || list) {
-        auto name = reader.string("name", list ? std::nullopt : std::optional<std::string>("input"));
-        if (!name) return tl::unexpected(name.error());
-        if (!valid_value_name(*name))
+        PSRUN_TRY_ASSIGN(auto name, reader.string("name", list ? std::nullopt : std::optional<std::string>("input")));
+        if (!valid_value_name(name))
             return tl::unexpected(reader.fail("name", "expected 1 to 200 of A-Z a-z 0-9 _ - . /, got " +
                                                           describe_value(reader.raw("name"))));
-        input.name = *name;
+        input.name = name;
     }
     PSRUN_TRY(reader.finish());
     const auto elements = elements_per_example(dims);
@@ -127,14 +125,13 @@ Result<std::vector<Head>> parse_heads(FieldReader& loss) {
         PSRUN_TRY_ASSIGN(auto output, reader.string("output", std::nullopt));
         if (output.empty() || output.size() > 256)
             return tl::unexpected(reader.fail("output", "expected a value's name, got " + describe_value(reader.raw("output"))));
-        auto kind = reader.choice("kind", std::nullopt, {"softmax", "sigmoid"});
-        if (!kind) return tl::unexpected(kind.error());
+        PSRUN_TRY_ASSIGN(auto kind, reader.choice("kind", std::nullopt, {"softmax", "sigmoid"}));
         PSRUN_TRY_ASSIGN(auto targets, reader.string("targets", std::nullopt));
         if (targets.empty() || targets.size() > 256)
             return tl::unexpected(reader.fail("targets", "expected an input's name, got " + describe_value(reader.raw("targets"))));
         PSRUN_TRY(reader.finish());
         head.value = output;
-        head.kind = *kind == 1 ? HeadKind::kSigmoid : HeadKind::kSoftmax;
+        head.kind = kind == 1 ? HeadKind::kSigmoid : HeadKind::kSoftmax;
         head.target = targets;
         heads.push_back(std::move(head));
     }
@@ -169,11 +166,10 @@ Result<void> parse_loss(FieldReader& top, ModelDescription& model, std::string& 
         labels = name;
         return {};
     }
-    auto reduction = reader.choice("reduction", 0, {"mean", "sum"});
-    if (!reduction) return tl::unexpected(reduction.error());
+    PSRUN_TRY_ASSIGN(auto reduction, reader.choice("reduction", 0, {"mean", "sum"}));
     PSRUN_TRY(reader.finish());
     model.loss = static_cast<LossKind>(kind);
-    model.reduction = *reduction == 1 ? LossReduction::kSum : LossReduction::kMean;
+    model.reduction = reduction == 1 ? LossReduction::kSum : LossReduction::kMean;
     return {};
 }
 
@@ -233,12 +229,10 @@ Result<ModelDescription> parse_model(const nlohmann::json& document, std::string
     FieldReader top(document, "model " + std::string(source));
     ModelDescription model;
     PSRUN_TRY(top.integer("format", 1, 1, 1));
-    auto name = top.string("name", std::string(source));
-    if (!name) return tl::unexpected(name.error());
-    auto description = top.string("description", std::string());
-    if (!description) return tl::unexpected(description.error());
-    model.name = *name;
-    model.description = *description;
+    PSRUN_TRY_ASSIGN(auto name, top.string("name", std::string(source)));
+    PSRUN_TRY_ASSIGN(auto description, top.string("description", std::string()));
+    model.name = name;
+    model.description = description;
     PSRUN_TRY(parse_inputs(top, model));
     std::string labels;
     std::optional<std::vector<Head>> heads;
@@ -246,18 +240,16 @@ Result<ModelDescription> parse_model(const nlohmann::json& document, std::string
     if (model.loss == LossKind::kGraph) {
         // The graph's shapes give the classes (its head's) or the target width.
     } else if (model.loss == LossKind::kSoftmaxCrossEntropy) {
-        auto classes = top.integer("classes", std::nullopt, 2, kMaxTensorElements);
-        if (!classes) return tl::unexpected(classes.error());
-        model.classes = *classes;
+        PSRUN_TRY_ASSIGN(auto classes, top.integer("classes", std::nullopt, 2, kMaxTensorElements));
+        model.classes = classes;
     } else {
         PSRUN_TRY_ASSIGN(auto targets, top.integer("targets", 0, 0, kMaxTensorElements));
         model.classes = targets;
     }
     PSRUN_TRY_ASSIGN(auto output, top.string("output", std::string()));
     if (top.has("recipe")) {
-        auto recipe = parse_recipe(top.raw("recipe"), top.where() + ": recipe");
-        if (!recipe) return tl::unexpected(recipe.error());
-        model.recipe = *recipe;
+        PSRUN_TRY_ASSIGN(auto recipe, parse_recipe(top.raw("recipe"), top.where() + ": recipe"));
+        model.recipe = recipe;
     }
     if (!top.has("layers")) return tl::unexpected(top.fail("layers", "missing (expected an array of layers)"));
     const auto& layers = top.raw("layers");

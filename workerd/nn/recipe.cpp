@@ -116,9 +116,8 @@ Result<Recipe> parse_recipe(const nlohmann::json& value, const std::string& wher
         recipe.batch_size = batch;
     }
     if (reader.has("steps")) {
-        auto steps = reader.integer("steps", std::nullopt, 1, INT64_MAX / 2);
-        if (!steps) return tl::unexpected(steps.error());
-        recipe.steps = *steps;
+        PSRUN_TRY_ASSIGN(auto steps, reader.integer("steps", std::nullopt, 1, INT64_MAX / 2));
+        recipe.steps = steps;
     }
     // Each of these is a finite number in its range: low <= v (low < v with `open_low`), and
     // v < high (v <= high with `closed_high`).

@@ -97,10 +97,9 @@ Result<void> lower_tile(OnnxNodeImport& node) {
             return tl::unexpected(node.refuse("repeats " + std::to_string(r) + " on axis " + std::to_string(d) +
                                               " make over 2^26 elements per example"));
         elements *= r;
-        auto cat = node.emit({{"kind", "concat"}, {"inputs", std::vector<std::string>(static_cast<std::size_t>(r), value)},
-                              {"axis", static_cast<std::int64_t>(d)}});
-        if (!cat) return tl::unexpected(cat.error());
-        value = *cat;
+        PSRUN_TRY_ASSIGN(auto cat, node.emit({{"kind", "concat"}, {"inputs", std::vector<std::string>(static_cast<std::size_t>(r), value)},
+                              {"axis", static_cast<std::int64_t>(d)}}));
+        value = cat;
     }
     node.bind_output(0, value);
     return {};

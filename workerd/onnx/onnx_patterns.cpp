@@ -83,13 +83,12 @@ Result<bool> layer_norm(Matcher& m, int i) {
     auto bias = m.slot(beta, who);
     if (!scale || !bias) return tl::unexpected(!scale ? scale.error() : bias.error());
     const std::string name = m.node(add2).name().empty() ? m.node(add2).output(0) : m.node(add2).name();
-    auto out = m.im_.emit({{"kind", "layer_norm"},
+    PSRUN_TRY_ASSIGN(auto out, m.im_.emit({{"kind", "layer_norm"},
                            {"inputs", {input}},
                            {"epsilon", nn::onnx_float(static_cast<float>(*eps))},
                            {"tensors", {{"scale", *scale}, {"bias", *bias}}}},
-                          m.im_.unique_name(name), who);
-    if (!out) return tl::unexpected(out.error());
-    m.im_.bind(m.node(add2).output(0), *out);
+                          m.im_.unique_name(name), who));
+    m.im_.bind(m.node(add2).output(0), out);
     for (const int n : {i, sub, pow, var, add, sqrt, div, mul, add2}) m.im_.consume(n);
     return true;
 }
@@ -111,10 +110,9 @@ Result<bool> gelu(Matcher& m, int i) {
     const std::string who = node_label(div, i) + " (GELU)";
     PSRUN_TRY_ASSIGN(auto input, m.im_.data_value(x, who));
     const auto& last = m.node(half);
-    auto out = m.im_.emit({{"kind", "gelu"}, {"inputs", {input}}, {"approximate", "none"}},
-                          m.im_.unique_name(last.name().empty() ? last.output(0) : last.name()), who);
-    if (!out) return tl::unexpected(out.error());
-    m.im_.bind(last.output(0), *out);
+    PSRUN_TRY_ASSIGN(auto out, m.im_.emit({{"kind", "gelu"}, {"inputs", {input}}, {"approximate", "none"}},
+                          m.im_.unique_name(last.name().empty() ? last.output(0) : last.name()), who));
+    m.im_.bind(last.output(0), out);
     for (const int n : {i, erf, add, mul, half}) m.im_.consume(n);
     return true;
 }
@@ -132,10 +130,9 @@ Result<bool> silu(Matcher& m, int i) {
     const std::string who = node_label(sigmoid, i) + " (SiLU)";
     PSRUN_TRY_ASSIGN(auto input, m.im_.data_value(x, who));
     const auto& last = m.node(mul);
-    auto out = m.im_.emit({{"kind", "swish"}, {"inputs", {input}}},
-                          m.im_.unique_name(last.name().empty() ? last.output(0) : last.name()), who);
-    if (!out) return tl::unexpected(out.error());
-    m.im_.bind(last.output(0), *out);
+    PSRUN_TRY_ASSIGN(auto out, m.im_.emit({{"kind", "swish"}, {"inputs", {input}}},
+                          m.im_.unique_name(last.name().empty() ? last.output(0) : last.name()), who));
+    m.im_.bind(last.output(0), out);
     m.im_.consume(i);
     m.im_.consume(mul);
     return true;
@@ -166,17 +163,15 @@ Result<bool> linear(Matcher& m, int i) {
             bias.clear();
         }
     }
-    auto input = m.im_.data_value(x, who);
-    if (!input) return tl::unexpected(input.error());
+    PSRUN_TRY_ASSIGN(auto input, m.im_.data_value(x, who));
     nlohmann::json tensors = {{"w", m.im_.slot_tensor(t.input(0))}};
     if (add >= 0) tensors["b"] = m.im_.slot_tensor(bias);
     const auto& last = m.node(add >= 0 ? add : mm);
-    nlohmann::json layer = {{"kind", "dense"}, {"inputs", {*input}}, {"units", w->dims(0)}, {"bias", add >= 0}, {"tensors", tensors}};
+    nlohmann::json layer = {{"kind", "dense"}, {"inputs", {input}}, {"units", w->dims(0)}, {"bias", add >= 0}, {"tensors", tensors}};
     if (xi->rank() == 4) layer["last_axis"] = true;  // a 4-D input is not an image to flatten here
-    auto out = m.im_.emit(std::move(layer),
-                          m.im_.unique_name(last.name().empty() ? last.output(0) : last.name()), who);
-    if (!out) return tl::unexpected(out.error());
-    m.im_.bind(last.output(0), *out);
+    PSRUN_TRY_ASSIGN(auto out, m.im_.emit(std::move(layer),
+                          m.im_.unique_name(last.name().empty() ? last.output(0) : last.name()), who));
+    m.im_.bind(last.output(0), out);
     m.im_.consume(i);
     m.im_.consume(mm);
     if (add >= 0) m.im_.consume(add);
@@ -204,8 +199,7 @@ Result<bool> linear_plain(Matcher& m, int i) {
             bias.clear();
         }
     }
-    auto input = m.im_.data_value(mm.input(0), who);
-    if (!input) return tl::unexpected(input.error());
+    PSRUN_TRY_ASSIGN(auto input, m.im_.data_value(mm.input(0), who));
     PSRUN_TRY_ASSIGN(auto weights, m.im_.data_value(mm.input(1), who));
     const auto& last = m.node(add >= 0 ? add : i);
     const std::string name = m.im_.unique_name(last.name().empty() ? last.output(0) : last.name());
@@ -213,7 +207,7 @@ Result<bool> linear_plain(Matcher& m, int i) {
                      m.im_.emit({{"kind", "transpose"}, {"inputs", {weights}}, {"perm", {1, 0}}}, name + "/w_t", who));
     nlohmann::json tensors = {{"w", transposed}};
     if (add >= 0) tensors["b"] = m.im_.slot_tensor(bias);
-    nlohmann::json layer = {{"kind", "dense"}, {"inputs", {*input}}, {"units", w->dims(1)}, {"bias", add >= 0}, {"tensors", tensors}};
+    nlohmann::json layer = {{"kind", "dense"}, {"inputs", {input}}, {"units", w->dims(1)}, {"bias", add >= 0}, {"tensors", tensors}};
     if (xi->rank() == 4) layer["last_axis"] = true;
     PSRUN_TRY_ASSIGN(auto out, m.im_.emit(std::move(layer), name, who));
     m.im_.bind(last.output(0), out);

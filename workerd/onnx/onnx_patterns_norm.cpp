@@ -146,7 +146,7 @@ Result<bool> import_group_norm_pattern(Importer& importer, int i) {
         if ((has_bias = bias && bias->on)) tensors["bias"] = m.im_.slot_tensor(bias->tensor);
     }
     const auto& end = m.node(last);
-    auto out = m.im_.emit({{"kind", "group_norm"},
+    PSRUN_TRY_ASSIGN(auto out, m.im_.emit({{"kind", "group_norm"},
                            {"inputs", {input}},
                            {"groups", groups},
                            {"epsilon", nn::onnx_float(*eps)},
@@ -154,9 +154,8 @@ Result<bool> import_group_norm_pattern(Importer& importer, int i) {
                            {"center", has_bias},
                            {"affine", per_group ? "group" : "channel"},
                            {"tensors", tensors}},
-                          m.im_.unique_name(end.name().empty() ? end.output(0) : end.name()), who);
-    if (!out) return tl::unexpected(out.error());
-    m.im_.bind(end.output(0), *out);
+                          m.im_.unique_name(end.name().empty() ? end.output(0) : end.name()), who));
+    m.im_.bind(end.output(0), out);
     for (const int n : {i, inorm, back, mul, add})
         if (n >= 0) m.im_.consume(n);
     for (const auto* o : {&scale, &bias})

@@ -100,10 +100,9 @@ Result<void> import_activation(OnnxNodeImport& node) {
     const auto op = node.op_type();
     nlohmann::json layer = {{"inputs", {x}}};
     if (op == "LeakyRelu" || op == "Elu") {
-        auto alpha = node.float_attr("alpha", op == "Elu" ? 1.0f : 0.01f);
-        if (!alpha) return tl::unexpected(alpha.error());
+        PSRUN_TRY_ASSIGN(auto alpha, node.float_attr("alpha", op == "Elu" ? 1.0f : 0.01f));
         layer["kind"] = op == "Elu" ? "elu" : "leaky_relu";
-        layer["alpha"] = *alpha;
+        layer["alpha"] = alpha;
     } else if (op == "Selu" || op == "HardSigmoid") {
         const bool selu = op == "Selu";
         auto alpha = node.float_attr("alpha", selu ? static_cast<float>(kSeluAlpha) : 0.2f);

@@ -87,9 +87,8 @@ Result<void> import_batch_norm(OnnxNodeImport& node) {
     PSRUN_TRY_ASSIGN(auto epsilon, node.float_attr("epsilon", 1e-5f));
     PSRUN_TRY_ASSIGN(auto momentum, node.float_attr("momentum", 0.9f));
     if (!(momentum >= 0.0f && momentum <= 1.0f)) return tl::unexpected(node.refuse("momentum must be in [0, 1]"));
-    auto training_mode = node.int_attr("training_mode", 0);  // opset 14+
-    if (!training_mode) return tl::unexpected(training_mode.error());
-    if (*training_mode != 0 && *training_mode != 1)
+    PSRUN_TRY_ASSIGN(auto training_mode, node.int_attr("training_mode", 0));  // opset 14+
+    if (training_mode != 0 && training_mode != 1)
         return tl::unexpected(node.refuse("training_mode must be 0 or 1"));
     PSRUN_TRY_ASSIGN(auto input, node.value(0));
     nlohmann::json tensors;

@@ -116,12 +116,11 @@ Result<void> import_split(OnnxNodeImport& node) {
         if (in != nullptr)
             if (auto ax = normal_axis(axis, in->rank()); ax && !in->dims[static_cast<std::size_t>(*ax)].batch)
                 len = in->dims[static_cast<std::size_t>(*ax)].value;
-        auto num_outputs = node.int_attr("num_outputs", 0);  // opset 18: the last part may be smaller
-        if (!num_outputs) return tl::unexpected(num_outputs.error());
-        if (*num_outputs != 0 && *num_outputs != parts)
-            return tl::unexpected(node.refuse("num_outputs " + std::to_string(*num_outputs) + " for " + std::to_string(parts) +
+        PSRUN_TRY_ASSIGN(auto num_outputs, node.int_attr("num_outputs", 0));  // opset 18: the last part may be smaller
+        if (num_outputs != 0 && num_outputs != parts)
+            return tl::unexpected(node.refuse("num_outputs " + std::to_string(num_outputs) + " for " + std::to_string(parts) +
                                               " outputs"));
-        if (len == 0 || (*num_outputs == 0 && len % parts != 0) || (len + parts - 1) / parts * (parts - 1) >= len)
+        if (len == 0 || (num_outputs == 0 && len % parts != 0) || (len + parts - 1) / parts * (parts - 1) >= len)
             return tl::unexpected(node.refuse("without sizes the axis must split into " + std::to_string(parts) + " equal parts"));
         const std::int64_t part = (len + parts - 1) / parts;
         sizes.assign(static_cast<std::size_t>(parts), part);

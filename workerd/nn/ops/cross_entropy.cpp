@@ -121,12 +121,11 @@ Result<void> import_loss(OnnxNodeImport& node) {
         // Class weights held by the model (an initializer, a Constant): a constant, never trained.
         if (const auto values = node.floats(2)) {
             const auto dims = node.constant_shape(2);
-            auto weights = node.emit({{"kind", "constant"},
+            PSRUN_TRY_ASSIGN(auto weights, node.emit({{"kind", "constant"},
                                       {"name", node.node_name() + "/weights"},
                                       {"shape", dims.value_or(std::vector<std::int64_t>{static_cast<std::int64_t>(values->size())})},
-                                      {"values", *values}});
-            if (!weights) return tl::unexpected(weights.error());
-            inputs.push_back(*weights);
+                                      {"values", *values}}));
+            inputs.push_back(weights);
         } else {
             PSRUN_TRY_ASSIGN(auto weights, node.value(2));
             inputs.push_back(weights);
@@ -143,10 +142,9 @@ Result<void> import_loss(OnnxNodeImport& node) {
     PSRUN_TRY_ASSIGN(auto name, node.emit(std::move(layer)));
     node.bind_output(0, name);
     if (sce && node.output_count() > 1 && node.output_read(1)) {  // log_prob
-        auto log_prob = node.emit(
-            {{"kind", "log_softmax"}, {"name", node.node_name() + "/log_prob"}, {"inputs", {scores}}, {"axis", 1}});
-        if (!log_prob) return tl::unexpected(log_prob.error());
-        node.bind_output(1, *log_prob);
+        PSRUN_TRY_ASSIGN(auto log_prob, node.emit(
+            {{"kind", "log_softmax"}, {"name", node.node_name() + "/log_prob"}, {"inputs", {scores}}, {"axis", 1}}));
+        node.bind_output(1, log_prob);
     }
     return {};
 }

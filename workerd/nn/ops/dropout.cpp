@@ -47,9 +47,8 @@ Result<void> import_dropout(OnnxNodeImport& node) {
     }
     float ratio = 0.5f;
     if (node.opset() < 12) {
-        auto r = node.float_attr("ratio", 0.5f);
-        if (!r) return tl::unexpected(r.error());
-        ratio = *r;
+        PSRUN_TRY_ASSIGN(auto r, node.float_attr("ratio", 0.5f));
+        ratio = r;
     } else if (node.has_input(1)) {
         const auto r = node.floats(1);
         if (!r || r->size() != 1) return tl::unexpected(node.refuse("the ratio must be a constant scalar"));

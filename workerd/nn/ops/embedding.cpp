@@ -109,13 +109,12 @@ Result<void> import_gather(OnnxNodeImport& node) {
         if (!dims || dims->size() != 2 || axis != 0)
             return tl::unexpected(node.refuse("an embedding lookup needs a [V, D] table gathered along axis 0"));
         PSRUN_TRY_ASSIGN(auto ids, node.value(1));
-        auto name = node.emit({{"kind", "embedding"},
+        PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", "embedding"},
                                {"inputs", {ids}},
                                {"vocabulary", (*dims)[0]},
                                {"dim", (*dims)[1]},
-                               {"tensors", {{"table", table}}}});
-        if (!name) return tl::unexpected(name.error());
-        node.bind_output(0, *name);
+                               {"tensors", {{"table", table}}}}));
+        node.bind_output(0, name);
         return {};
     }
     if (!table.empty() && indices == nullptr) {
@@ -134,13 +133,12 @@ Result<void> import_gather(OnnxNodeImport& node) {
                 node.bind_output(0, x);
                 return {};
             }
-            auto name = node.emit({{"kind", "slice"},
+            PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", "slice"},
                                    {"inputs", {x}},
                                    {"axes", {0}},
                                    {"starts", {0}},
-                                   {"ends", {static_cast<std::int64_t>(list->size())}}});
-            if (!name) return tl::unexpected(name.error());
-            node.bind_output(0, *name);
+                                   {"ends", {static_cast<std::int64_t>(list->size())}}}));
+            node.bind_output(0, name);
             return {};
         }
     }

@@ -89,10 +89,9 @@ Result<AffineInput> affine_input(OnnxNodeImport& node, std::size_t i, float neut
     }
     if (!shape || shape->size() != 1)
         return tl::unexpected(node.refuse(std::string(what) + " must be a vector of fixed size"));
-    auto bound = node.slot(i);
-    if (!bound) return tl::unexpected(bound.error());
+    PSRUN_TRY_ASSIGN(auto bound, node.slot(i));
     a.on = true;
-    a.bound = *bound;
+    a.bound = bound;
     a.size = (*shape)[0];
     return a;
 }
@@ -129,16 +128,15 @@ Result<void> import_group_norm(OnnxNodeImport& node) {
     if (scale.on) tensors["scale"] = scale.bound;
     if (bias.on) tensors["bias"] = bias.bound;
     PSRUN_TRY_ASSIGN(auto input, node.value(0));
-    auto name = node.emit({{"kind", "group_norm"},
+    PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", "group_norm"},
                            {"inputs", {input}},
                            {"groups", groups},
                            {"epsilon", onnx_float(epsilon)},
                            {"scale", scale.on},
                            {"center", bias.on},
                            {"affine", per_group && groups != channels ? "group" : "channel"},
-                           {"tensors", tensors}});
-    if (!name) return tl::unexpected(name.error());
-    node.bind_output(0, *name);
+                           {"tensors", tensors}}));
+    node.bind_output(0, name);
     return {};
 }
 

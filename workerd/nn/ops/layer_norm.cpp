@@ -109,15 +109,14 @@ Result<void> import_layer_norm(OnnxNodeImport& node) {
         tensors[slots[i - 1]] = bound;
         on[i - 1] = true;
     }
-    auto name = node.emit({{"kind", "layer_norm"},
+    PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", "layer_norm"},
                            {"inputs", {input}},
                            {"axis", axis},
                            {"epsilon", onnx_float(epsilon)},
                            {"scale", on[0]},
                            {"center", on[1]},
-                           {"tensors", tensors}});
-    if (!name) return tl::unexpected(name.error());
-    node.bind_output(0, *name);
+                           {"tensors", tensors}}));
+    node.bind_output(0, name);
     return {};
 }
 

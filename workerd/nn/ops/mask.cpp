@@ -59,9 +59,8 @@ Result<void> import_mask(OnnxNodeImport& node) {
                 node.emit(
                     {{"kind", "constant"}, {"type", "float"}, {"shape", nlohmann::json::array()}, {"values", {0.0}}}));
             PSRUN_TRY_ASSIGN(auto eq, node.emit({{"kind", "equal"}, {"inputs", {x, zero}}}));
-            auto name = node.emit({{"kind", "not"}, {"inputs", {eq}}});
-            if (!name) return tl::unexpected(name.error());
-            result = *name;
+            PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", "not"}, {"inputs", {eq}}}));
+            result = name;
         } else if (to_float == from_float || to == kOnnxBool) {
             result = x;  // the same kind of type (bool from an integer mask: the mask itself)
         } else {
@@ -75,10 +74,9 @@ Result<void> import_mask(OnnxNodeImport& node) {
             PSRUN_TRY_ASSIGN(auto y, node.value(1));
             inputs.push_back(y);
         }
-        auto name = node.emit({{"kind", op == "Equal" ? "equal" : op == "Less" ? "less" : op == "Greater" ? "greater" : "not"},
-                               {"inputs", inputs}});
-        if (!name) return tl::unexpected(name.error());
-        result = *name;
+        PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", op == "Equal" ? "equal" : op == "Less" ? "less" : op == "Greater" ? "greater" : "not"},
+                               {"inputs", inputs}}));
+        result = name;
     }
     node.bind_output(0, result);
     return {};

@@ -24,20 +24,16 @@ namespace {
 Result<void> parse_pool(FieldReader& reader, nlohmann::json& attrs, bool avg) {
     PSRUN_TRY_ASSIGN(auto ceil_mode, reader.boolean("ceil_mode", false));
     if (is_1d_field(reader, "window")) {  // 1-D: every window field has one entry
-        auto window = read_extent1(reader, "window", std::nullopt, kMaxTensorElements);
-        if (!window) return tl::unexpected(window.error());
-        auto stride = read_extent1(reader, "stride", *window, kMaxTensorElements);
-        if (!stride) return tl::unexpected(stride.error());
-        attrs["window"] = {*window};
-        attrs["stride"] = {*stride};
+        PSRUN_TRY_ASSIGN(auto window, read_extent1(reader, "window", std::nullopt, kMaxTensorElements));
+        PSRUN_TRY_ASSIGN(auto stride, read_extent1(reader, "stride", window, kMaxTensorElements));
+        attrs["window"] = {window};
+        attrs["stride"] = {stride};
         if (auto ok = parse_padding(reader, attrs, 1); !ok) return ok;
     } else if (is_3d_field(reader, "window")) {  // 3-D: [kd, kh, kw]
-        auto window = read_extent3(reader, "window", std::nullopt, kMaxTensorElements);
-        if (!window) return tl::unexpected(window.error());
-        auto stride = read_extent3(reader, "stride", *window, kMaxTensorElements);
-        if (!stride) return tl::unexpected(stride.error());
-        attrs["window"] = *window;
-        attrs["stride"] = *stride;
+        PSRUN_TRY_ASSIGN(auto window, read_extent3(reader, "window", std::nullopt, kMaxTensorElements));
+        PSRUN_TRY_ASSIGN(auto stride, read_extent3(reader, "stride", window, kMaxTensorElements));
+        attrs["window"] = window;
+        attrs["stride"] = stride;
         if (auto ok = parse_padding(reader, attrs, 3); !ok) return ok;
     } else {
         PSRUN_TRY_ASSIGN(auto window, reader.extent("window", std::nullopt, kMaxTensorElements));
@@ -167,10 +163,9 @@ Result<PoolGeometry> pool_geometry(const Node& node, const ValueInfo& in) {
         return g;
     }
     g.count_include_pad = node.attrs.value("count_include_pad", false);
-    auto w = plan_window_nd(node.attrs.at("padding"), in, k, s, std::vector<std::int64_t>(k.size(), 1),
-                            node.attrs.value("ceil_mode", false), "window");
-    if (!w) return tl::unexpected(w.error());
-    g.window = *w;
+    PSRUN_TRY_ASSIGN(auto w, plan_window_nd(node.attrs.at("padding"), in, k, s, std::vector<std::int64_t>(k.size(), 1),
+                            node.attrs.value("ceil_mode", false), "window"));
+    g.window = w;
     return g;
 }
 

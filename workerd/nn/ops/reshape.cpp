@@ -183,9 +183,8 @@ Result<void> import_layout(OnnxNodeImport& node) {
     if (op == "Reshape") {
         const auto shape = node.symbolic_ints(1);
         if (!shape) return tl::unexpected(node.refuse("its shape is computed at run time: the engine needs it at import"));
-        auto allowzero = node.int_attr("allowzero", 0);  // opset 14: a 0 is a zero-sized dim, not "copy"
-        if (!allowzero) return tl::unexpected(allowzero.error());
-        if (*allowzero != 0)
+        PSRUN_TRY_ASSIGN(auto allowzero, node.int_attr("allowzero", 0));  // opset 14: a 0 is a zero-sized dim, not "copy"
+        if (allowzero != 0)
             for (const auto& d : *shape)
                 if (!d.batch && d.value == 0)
                     return tl::unexpected(node.refuse("allowzero=1 with a 0 in the shape: zero-sized tensors are not supported"));

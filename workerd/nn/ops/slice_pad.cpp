@@ -140,14 +140,13 @@ Result<void> import_slice(OnnxNodeImport& node) {
             nlohmann::json attrs = {{"axes", axes}, {"starts", starts}, {"ends", ends}, {"steps", steps}};
             auto w = slice_window(in->dims, attrs);
             if (!w) return tl::unexpected(node.refuse(w.error().message));
-            auto cut = node.emit({{"kind", "slice"},
+            PSRUN_TRY_ASSIGN(auto cut, node.emit({{"kind", "slice"},
                                   {"inputs", {value}},
                                   {"axes", axes},
                                   {"starts", starts},
                                   {"ends", ends},
-                                  {"steps", steps}});
-            if (!cut) return tl::unexpected(cut.error());
-            value = *cut;
+                                  {"steps", steps}}));
+            value = cut;
         }
         for (const auto& [d, picked] : reversed) {
             PSRUN_TRY_ASSIGN(auto g,
@@ -167,10 +166,9 @@ Result<void> import_slice(OnnxNodeImport& node) {
         ends[k] = std::min(in->dims[d].value, w->start[d] + (w->count[d].value - 1) * w->step[d] + 1);
         axes[k] = static_cast<std::int64_t>(d);
     }
-    auto name = node.emit(
-        {{"kind", "slice"}, {"inputs", {x}}, {"axes", axes}, {"starts", starts}, {"ends", ends}, {"steps", steps}});
-    if (!name) return tl::unexpected(name.error());
-    node.bind_output(0, *name);
+    PSRUN_TRY_ASSIGN(auto name, node.emit(
+        {{"kind", "slice"}, {"inputs", {x}}, {"axes", axes}, {"starts", starts}, {"ends", ends}, {"steps", steps}}));
+    node.bind_output(0, name);
     return {};
 }
 
@@ -181,13 +179,11 @@ Result<void> import_pad(OnnxNodeImport& node) {
         return tl::unexpected(node.refuse("mode \"" + mode + "\": only \"constant\" (zero) padding is supported"));
     std::vector<std::int64_t> pads;
     if (node.opset() < 11) {
-        auto p = node.ints_attr("pads");
-        if (!p) return tl::unexpected(p.error());
-        if (!*p) return tl::unexpected(node.refuse("no pads"));
-        pads = **p;
-        auto value = node.float_attr("value", 0.0f);
-        if (!value) return tl::unexpected(value.error());
-        if (*value != 0.0f) return tl::unexpected(node.refuse("only a constant value of 0 is supported"));
+        PSRUN_TRY_ASSIGN(auto p, node.ints_attr("pads"));
+        if (!p) return tl::unexpected(node.refuse("no pads"));
+        pads = *p;
+        PSRUN_TRY_ASSIGN(auto value, node.float_attr("value", 0.0f));
+        if (value != 0.0f) return tl::unexpected(node.refuse("only a constant value of 0 is supported"));
     } else {
         PSRUN_TRY_ASSIGN(auto p, constant_ints(node, 1, "pads"));
         pads = p;
