@@ -47,9 +47,12 @@ Result<void> read_row_table(const std::vector<TensorFileReader>& files, const st
     for (std::uint32_t s = 0; s < shards; ++s) sizes += (s ? ", " : "") + std::to_string(piece_rows[s]);
     const auto table = placement_from_pieces(RowTable{0, spec.shape[0], static_cast<std::uint32_t>(width)}, piece_rows);
     if (!table)
-        return tl::unexpected(invalid("checkpoint " + dir + ": the pieces of sparse table '" + spec.name + "' hold " + sizes +
-                                      " rows on its " + std::to_string(shards) + " shards, which is neither spread nor whole "
-                                      "on one shard for a table of " + std::to_string(spec.shape[0]) + " rows: the "
+        return tl::unexpected(invalid("checkpoint " + dir + ": the pieces of sparse table '" + spec.name + "' hold " +
+                                      sizes + " rows on its " + std::to_string(shards) +
+                                      " shards, which is neither spread nor whole "
+                                      "on one shard for a table of " +
+                                      std::to_string(spec.shape[0]) +
+                                      " rows: the "
                                       "checkpoint is damaged or of another model"));
     std::vector<float> chunk;
     constexpr std::uint64_t kChunkRows = 1 << 14;
@@ -86,7 +89,8 @@ bool parse_piece_name(const std::string& name, PieceName& out) {
     const std::string off = name.substr(at + 1, plus - at - 1);
     const std::string len = name.substr(plus + 1, slash - plus - 1);
     auto digits = [](const std::string& s) {
-        return !s.empty() && s.size() <= 19 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+        return !s.empty() && s.size() <= 19 &&
+               std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
     };
     if (!digits(off) || !digits(len)) return false;
     out.tensor = name.substr(0, at);
@@ -109,7 +113,8 @@ bool parse_row_piece_name(const std::string& name, RowPieceName& out) {
     if (pct == std::string::npos || pct > slash) return false;
     const std::string a = name.substr(at + 1, pct - at - 1), b = name.substr(pct + 1, slash - pct - 1);
     auto digits = [](const std::string& s) {
-        return !s.empty() && s.size() <= 9 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+        return !s.empty() && s.size() <= 9 &&
+               std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
     };
     if (!digits(a) || !digits(b)) return false;
     out.tensor = name.substr(0, at);
@@ -134,7 +139,7 @@ Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir, 
         return make_error(ErrorCode::kInvalidArgument, dir + "/manifest.json: no integer \"step\"");
     out.step = step->get<std::int64_t>();
 
-    std::map<std::string, std::size_t> index;  // tensor name -> position in `tensors`
+    std::map<std::string, std::size_t> index;       // tensor name -> position in `tensors`
     std::vector<std::size_t> base(tensors.size());  // flat offset of each dense tensor
     std::size_t total = 0;
     for (std::size_t i = 0; i < tensors.size(); ++i) {
@@ -146,16 +151,17 @@ Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir, 
     std::vector<std::vector<std::pair<std::uint64_t, std::uint64_t>>> covered(tensors.size());
     // A sparse table read into a dense tensor: source shard count -> the shards whose rows were read.
     std::vector<std::map<std::uint32_t, std::vector<std::uint32_t>>> row_shards(tensors.size());
-    std::vector<bool> row_params(tensors.size(), false);  // a sparse table's "param" pieces seen
+    std::vector<bool> row_params(tensors.size(), false);               // a sparse table's "param" pieces seen
     std::vector<std::vector<RowPieceRef>> row_pieces(tensors.size());  // read once all are known
-    std::vector<TensorFileReader> files;                                 // kept open for those reads
+    std::vector<TensorFileReader> files;                               // kept open for those reads
 
     for (const auto& f : manifest["files"]) {
         if (!f.is_string()) return make_error(ErrorCode::kInvalidArgument, dir + "/manifest.json: bad \"files\" entry");
         const std::string name = f.get<std::string>();
         if (!name.starts_with("ps-") || !name.ends_with(".tensors")) continue;  // not a psd shard file
         const std::string path = dir + "/" + name;
-        PSRUN_TRY_ASSIGN(auto opened, TensorFileReader::open(path));  // streamed: a sparse table's rows are only scanned
+        PSRUN_TRY_ASSIGN(auto opened,
+                         TensorFileReader::open(path));  // streamed: a sparse table's rows are only scanned
         files.push_back(std::move(opened));
         const TensorFileReader* file = &files.back();
         ++out.shards;
@@ -167,11 +173,13 @@ Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir, 
                 if (row_piece.part != "param" && row_piece.part != dense_part && row_piece.part != "keys") continue;
                 const auto it = index.find(row_piece.tensor);
                 if (it == index.end())
-                    return tl::unexpected(invalid(path + ": table '" + row_piece.tensor + "' is not part of this model"));
+                    return tl::unexpected(
+                        invalid(path + ": table '" + row_piece.tensor + "' is not part of this model"));
                 const std::size_t k = it->second;
                 if (tensors[k].rows()) continue;  // kept sparse by the caller: not in the dense buffer
-                if (row_piece.part == "keys")  // its rows are by slot, not by row id
-                    return tl::unexpected(invalid(path + ": '" + row_piece.tensor + "' is a table keyed by raw ids, which "
+                if (row_piece.part == "keys")     // its rows are by slot, not by row id
+                    return tl::unexpected(invalid(path + ": '" + row_piece.tensor +
+                                                  "' is a table keyed by raw ids, which "
                                                   "cannot be read as a dense tensor"));
                 if (row_piece.part == "param") row_params[k] = true;
                 if (row_piece.part != dense_part) continue;
@@ -180,7 +188,8 @@ Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir, 
                 row_shards[k][row_piece.shards].push_back(row_piece.shard);
                 continue;
             }
-            if (!parse_piece_name(t.name, piece)) return tl::unexpected(invalid(path + ": unexpected tensor '" + t.name + "'"));
+            if (!parse_piece_name(t.name, piece))
+                return tl::unexpected(invalid(path + ": unexpected tensor '" + t.name + "'"));
             if (piece.part != dense_part) continue;
             any_dense_piece = true;
             const auto it = index.find(piece.tensor);
@@ -199,15 +208,18 @@ Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir, 
             covered[k].emplace_back(piece.offset, piece.length);
         }
     }
-    if (out.shards == 0) return make_error(ErrorCode::kInvalidArgument, "checkpoint " + dir + " lists no psd shard file");
+    if (out.shards == 0)
+        return make_error(ErrorCode::kInvalidArgument, "checkpoint " + dir + " lists no psd shard file");
     if (values == CheckpointValues::kAverage && !any_dense_piece)
-        return make_error(ErrorCode::kNotFound, "checkpoint " + dir + " holds no moving average of the weights: the run "
-                                                "was trained without --ema-decay (drop --ema, or train with it)");
+        return make_error(ErrorCode::kNotFound, "checkpoint " + dir +
+                                                    " holds no moving average of the weights: the run "
+                                                    "was trained without --ema-decay (drop --ema, or train with it)");
     for (std::size_t k = 0; k < tensors.size(); ++k) {
         if (tensors[k].rows()) continue;
         if (values == CheckpointValues::kAverage && row_shards[k].empty() && row_params[k])
-            return make_error(ErrorCode::kNotFound, "checkpoint " + dir + " holds no moving average of the rows of sparse table '" +
-                                                        tensors[k].name + "' (written before psd averaged them; drop --ema)");
+            return make_error(ErrorCode::kNotFound,
+                              "checkpoint " + dir + " holds no moving average of the rows of sparse table '" +
+                                  tensors[k].name + "' (written before psd averaged them; drop --ema)");
         if (!row_shards[k].empty()) {  // a sparse table: every source shard's rows, once
             auto [shards, seen] = *row_shards[k].begin();
             std::sort(seen.begin(), seen.end());
@@ -218,7 +230,8 @@ Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir, 
                                               tensors[k].name + "': " + std::to_string(seen.size()) + " pieces for " +
                                               std::to_string(shards) + " shards"));
             if (!covered[k].empty())
-                return tl::unexpected(invalid("checkpoint " + dir + " holds '" + tensors[k].name + "' both as rows and dense"));
+                return tl::unexpected(
+                    invalid("checkpoint " + dir + " holds '" + tensors[k].name + "' both as rows and dense"));
             PSRUN_TRY(read_row_table(files, row_pieces[k], tensors[k], dir, out.values.data() + base[k]));
             continue;
         }
@@ -227,14 +240,14 @@ Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir, 
         std::uint64_t next = 0;
         for (const auto& [offset, length] : pieces) {
             if (offset < next)
-                return tl::unexpected(invalid("checkpoint " + dir + ": pieces of '" + tensors[k].name + "' overlap at " +
-                                              std::to_string(offset)));
+                return tl::unexpected(invalid("checkpoint " + dir + ": pieces of '" + tensors[k].name +
+                                              "' overlap at " + std::to_string(offset)));
             if (offset > next) break;
             next = offset + length;
         }
         if (next != tensors[k].elements())
-            return tl::unexpected(invalid("checkpoint " + dir + " does not hold all of '" + tensors[k].name + "': floats [" +
-                                          std::to_string(next) + ", ...) are missing"));
+            return tl::unexpected(invalid("checkpoint " + dir + " does not hold all of '" + tensors[k].name +
+                                          "': floats [" + std::to_string(next) + ", ...) are missing"));
     }
     return out;
 }

@@ -59,7 +59,8 @@ struct CheckpointParameters {
 // kInvalidArgument naming the file when a file is damaged, a piece names an unknown tensor or
 // lies outside it, two pieces overlap, some float of some tensor is in no piece, or a value is
 // NaN/Inf; with kAverage, kNotFound when the checkpoint holds no average (trained without
-// --ema-decay), or a sparse table's rows have none (a checkpoint older than their average). Thread-safe (no shared state); reads up to a few tens of MB.
+// --ema-decay), or a sparse table's rows have none (a checkpoint older than their average). Thread-safe (no shared
+// state); reads up to a few tens of MB.
 [[nodiscard]] Result<CheckpointParameters> load_checkpoint_parameters(
     const std::string& dir, const std::vector<TensorSpec>& tensors,
     CheckpointValues values = CheckpointValues::kParameters);

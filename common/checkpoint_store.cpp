@@ -69,8 +69,7 @@ Result<void> write_file_atomically(const std::string& path, const std::string& t
     return sync_path(dir.empty() ? std::string(".") : dir.string(), O_RDONLY | O_DIRECTORY);
 }
 
-PendingCheckpoint::PendingCheckpoint(std::string model_dir, std::string tmp_dir, std::int64_t step,
-                                     int keep)
+PendingCheckpoint::PendingCheckpoint(std::string model_dir, std::string tmp_dir, std::int64_t step, int keep)
     : model_dir_(std::move(model_dir)), tmp_dir_(std::move(tmp_dir)), step_(step), keep_(keep) {}
 
 PendingCheckpoint::PendingCheckpoint(PendingCheckpoint&& other) noexcept

@@ -26,7 +26,7 @@ struct CheckpointInfo {
 // shared filesystem before commit(). Destroying it uncommitted removes the directory.
 // Move-only; not thread-safe.
 class PendingCheckpoint {
-public:
+  public:
     PendingCheckpoint(std::string model_dir, std::string tmp_dir, std::int64_t step, int keep);
     PendingCheckpoint(PendingCheckpoint&& other) noexcept;
     PendingCheckpoint& operator=(PendingCheckpoint&&) = delete;
@@ -40,7 +40,7 @@ public:
     // to the newest `keep` checkpoints. On failure nothing visible changes.
     [[nodiscard]] Result<CheckpointInfo> commit(nlohmann::json manifest);
 
-private:
+  private:
     std::string model_dir_;
     std::string tmp_dir_;
     std::int64_t step_;
@@ -49,7 +49,7 @@ private:
 };
 
 class CheckpointStore {
-public:
+  public:
     // keep: how many committed checkpoints to retain (>= 1).
     CheckpointStore(std::string model_dir, int keep);
 
@@ -69,10 +69,9 @@ public:
     // Parses manifest.json text: a JSON object whose "files" is an array of plain file names
     // (non-empty, no '/', not "." or ".."; a manifest never points outside its directory).
     // kInvalidArgument otherwise; `path` only names the source in error messages.
-    [[nodiscard]] static Result<nlohmann::json> parse_manifest(std::string_view text,
-                                                               const std::string& path);
+    [[nodiscard]] static Result<nlohmann::json> parse_manifest(std::string_view text, const std::string& path);
 
-private:
+  private:
     std::string model_dir_;
     int keep_;
 };

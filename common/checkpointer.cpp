@@ -18,8 +18,8 @@ nlohmann::json describe_layout(const ShardLayout& layout, const std::vector<Tens
     j["total_floats"] = layout.total;
     j["tensors"] = nlohmann::json::array();
     for (const auto& t : tensors) {
-        nlohmann::json entry = {{"name", t.name}, {"shape", t.shape}, {"class", to_string(t.tensor_class)},
-                                {"kind", to_string(t.kind)}};
+        nlohmann::json entry = {
+            {"name", t.name}, {"shape", t.shape}, {"class", to_string(t.tensor_class)}, {"kind", to_string(t.kind)}};
         // A rows tensor's initializer: psrun eval/predict/export give an id of a keyed table that
         // is not a row its initial values from it, as psd serves them (workerd/keyed_rows.h).
         if (t.rows()) {
@@ -32,23 +32,33 @@ nlohmann::json describe_layout(const ShardLayout& layout, const std::vector<Tens
     }
     j["slices"] = nlohmann::json::array();
     for (const auto& s : layout.slices)
-        j["slices"].push_back({{"tensor", tensors.at(s.tensor).name},
-                               {"offset", s.offset},
-                               {"length", s.length},
-                               {"shard", s.shard},
-                               {"file", "ps-" + std::to_string(s.shard) + "-of-" + std::to_string(layout.num_shards) +
-                                            ".tensors"}});
+        j["slices"].push_back(
+            {{"tensor", tensors.at(s.tensor).name},
+             {"offset", s.offset},
+             {"length", s.length},
+             {"shard", s.shard},
+             {"file", "ps-" + std::to_string(s.shard) + "-of-" + std::to_string(layout.num_shards) + ".tensors"}});
     return j;
 }
 
 nlohmann::json describe_optimizer(const wire::InitConfig& init) {
     const auto& o = init.optimizer;
-    return {{"kind", std::string(to_string(o.kind))}, {"learning_rate", o.learning_rate}, {"momentum", o.momentum},
-            {"beta1", o.beta1}, {"beta2", o.beta2}, {"epsilon", o.epsilon}, {"adagrad_initial", o.adagrad_initial},
-            {"decay_rate", o.decay_rate}, {"decay_steps", o.decay_steps}, {"last_step", init.last_step},
-            {"lr_schedule", to_json(o.schedule)}, {"weight_decay", o.weight_decay},
-            {"weight_decay_on", std::string(to_string(o.weight_decay_on))}, {"clip_global_norm", o.clip_global_norm},
-            {"ema_decay", o.ema_decay}, {"param_groups", to_json(o.groups)}};
+    return {{"kind", std::string(to_string(o.kind))},
+            {"learning_rate", o.learning_rate},
+            {"momentum", o.momentum},
+            {"beta1", o.beta1},
+            {"beta2", o.beta2},
+            {"epsilon", o.epsilon},
+            {"adagrad_initial", o.adagrad_initial},
+            {"decay_rate", o.decay_rate},
+            {"decay_steps", o.decay_steps},
+            {"last_step", init.last_step},
+            {"lr_schedule", to_json(o.schedule)},
+            {"weight_decay", o.weight_decay},
+            {"weight_decay_on", std::string(to_string(o.weight_decay_on))},
+            {"clip_global_norm", o.clip_global_norm},
+            {"ema_decay", o.ema_decay},
+            {"param_groups", to_json(o.groups)}};
 }
 
 Result<wire::InitConfig> read_optimizer(const nlohmann::json& j) {
@@ -63,13 +73,18 @@ Result<wire::InitConfig> read_optimizer(const nlohmann::json& j) {
     o.kind = *kind;
     using FloatField = std::pair<const char*, float*>;
     using CountField = std::pair<const char*, std::uint64_t*>;
-    for (auto [key, field] : std::initializer_list<FloatField>{{"learning_rate", &o.learning_rate}, {"momentum", &o.momentum},
-                              {"beta1", &o.beta1}, {"beta2", &o.beta2}, {"epsilon", &o.epsilon},
-                              {"adagrad_initial", &o.adagrad_initial}, {"decay_rate", &o.decay_rate}}) {
+    for (auto [key, field] : std::initializer_list<FloatField>{{"learning_rate", &o.learning_rate},
+                                                               {"momentum", &o.momentum},
+                                                               {"beta1", &o.beta1},
+                                                               {"beta2", &o.beta2},
+                                                               {"epsilon", &o.epsilon},
+                                                               {"adagrad_initial", &o.adagrad_initial},
+                                                               {"decay_rate", &o.decay_rate}}) {
         if (!j.contains(key) || !j[key].is_number()) return bad(std::string(key) + " is missing or not a number");
         *field = j[key].get<float>();
     }
-    for (auto [key, field] : std::initializer_list<CountField>{{"decay_steps", &o.decay_steps}, {"last_step", &init.last_step}}) {
+    for (auto [key, field] :
+         std::initializer_list<CountField>{{"decay_steps", &o.decay_steps}, {"last_step", &init.last_step}}) {
         if (!j.contains(key) || !is_json_count(j[key])) return bad(std::string(key) + " is missing or not a count");
         *field = j[key].get<std::uint64_t>();
     }
@@ -80,8 +95,8 @@ Result<wire::InitConfig> read_optimizer(const nlohmann::json& j) {
     }
     // Older manifests have none of these: no decay, no clipping, no moving average.
     for (auto [key, field] : std::initializer_list<FloatField>{{"weight_decay", &o.weight_decay},
-                                                              {"clip_global_norm", &o.clip_global_norm},
-                                                              {"ema_decay", &o.ema_decay}}) {
+                                                               {"clip_global_norm", &o.clip_global_norm},
+                                                               {"ema_decay", &o.ema_decay}}) {
         if (!j.contains(key)) continue;
         if (!j[key].is_number() || !std::isfinite(j[key].get<double>()) || j[key].get<double>() < 0)
             return bad(std::string(key) + " is not a finite number >= 0");
@@ -154,17 +169,19 @@ Result<std::optional<RestoredInfo>> Checkpointer::restore(PsClient& client) {
                               "checkpoint " + out.dir + " holds model '" + their_name + "'" +
                                   (their_hash.empty() ? "" : " (architecture " + their_hash.substr(0, 12) + ")") +
                                   " but this run trains model '" + our_name + "' (architecture " +
-                                  our_hash.substr(0, 12) + "): give the --model it was trained with, or another "
+                                  our_hash.substr(0, 12) +
+                                  "): give the --model it was trained with, or another "
                                   "--model-dir to start afresh");
     }
     if (auto recorded = read_optimizer(manifest.value("optimizer", nlohmann::json())); recorded) {
         out.optimizer = recorded->optimizer;
         const auto was = recorded->optimizer.effective_schedule(), now = options_.init.optimizer.effective_schedule();
         if (!(was == now) || recorded->optimizer.learning_rate != options_.init.optimizer.learning_rate)
-            spdlog::warn("checkpoint {} was trained at learning rate {} ({}); this run's flags say {} ({}) and apply "
-                         "from step {} on",
-                         out.dir, recorded->optimizer.learning_rate, was.to_string(),
-                         options_.init.optimizer.learning_rate, now.to_string(), out.step);
+            spdlog::warn(
+                "checkpoint {} was trained at learning rate {} ({}); this run's flags say {} ({}) and apply "
+                "from step {} on",
+                out.dir, recorded->optimizer.learning_rate, was.to_string(), options_.init.optimizer.learning_rate,
+                now.to_string(), out.step);
     } else {
         spdlog::warn("checkpoint {}: {}", out.dir, recorded.error().message);
     }
@@ -172,9 +189,8 @@ Result<std::optional<RestoredInfo>> Checkpointer::restore(PsClient& client) {
     config.start_step = out.step;
     if (config.last_step != 0 && config.start_step > config.last_step)
         return make_error(ErrorCode::kInvalidArgument,
-                          "checkpoint " + out.dir + " is at step " + std::to_string(out.step) +
-                              ", beyond --steps " + std::to_string(config.last_step) +
-                              ": raise --steps or use another --model-dir");
+                          "checkpoint " + out.dir + " is at step " + std::to_string(out.step) + ", beyond --steps " +
+                              std::to_string(config.last_step) + ": raise --steps or use another --model-dir");
     if (auto ok = client.restore(config, out.dir); !ok)
         return make_error(ok.error().code, "restore from " + out.dir + " failed: " + ok.error().message);
     last_step_ = out.step;

@@ -39,10 +39,10 @@
 namespace psrun {
 
 struct CheckpointerOptions {
-    std::string model_dir;              // absolute path recommended; made absolute internally
-    int keep = 5;                       // --keep-checkpoints (>= 1)
-    double every_secs = 600;            // --checkpoint-secs; <= 0: never by time
-    std::uint64_t every_steps = 0;      // --checkpoint-steps; 0: never by steps
+    std::string model_dir;          // absolute path recommended; made absolute internally
+    int keep = 5;                   // --keep-checkpoints (>= 1)
+    double every_secs = 600;        // --checkpoint-secs; <= 0: never by time
+    std::uint64_t every_steps = 0;  // --checkpoint-steps; 0: never by steps
     // Optimizer config and last_step of this run: recorded in each manifest, and sent with
     // RESTORE (start_step is replaced by the checkpoint's step).
     wire::InitConfig init;
@@ -53,9 +53,9 @@ struct CheckpointerOptions {
 };
 
 struct RestoredInfo {
-    std::uint64_t step = 0;             // global step the shards now hold
-    std::string dir;                    // the checkpoint directory used
-    nlohmann::json extra;               // what save() was given (data position, ...), or null
+    std::uint64_t step = 0;  // global step the shards now hold
+    std::string dir;         // the checkpoint directory used
+    nlohmann::json extra;    // what save() was given (data position, ...), or null
     // The optimizer and learning-rate schedule the manifest records (read_optimizer), if readable.
     // The shards continue with this run's CheckpointerOptions::init (a difference is warned about).
     std::optional<OptimizerConfig> optimizer;
@@ -63,7 +63,7 @@ struct RestoredInfo {
 };
 
 class Checkpointer {
-public:
+  public:
     explicit Checkpointer(CheckpointerOptions options);
 
     // Coordinated save of every shard at `global_step` (REQUIRES: client.hello() done and the
@@ -104,18 +104,18 @@ public:
     bool due(std::uint64_t global_step, bool last = false) const;
 
     std::optional<std::uint64_t> last_saved_step() const { return last_step_; }
-    std::uint64_t failures() const { return failures_; }        // failed save() calls in this run
+    std::uint64_t failures() const { return failures_; }           // failed save() calls in this run
     const std::string& last_error() const { return last_error_; }  // the newest failure's message
     // The wait after the newest failure before a periodic save is due again (0 after a success).
     std::chrono::milliseconds retry_in() const;
 
-private:
+  private:
     struct Background {
         PendingCheckpoint pending;
         std::uint64_t step;
         nlohmann::json extra;
         std::chrono::steady_clock::time_point started;
-        std::vector<std::uint32_t> writing;  // shards that have not said they are done
+        std::vector<std::uint32_t> writing;           // shards that have not said they are done
         std::chrono::steady_clock::time_point asked;  // the newest poll
     };
     // The manifest of the written shard files, and the state a successful save sets.

@@ -109,7 +109,8 @@ Result<CheckpointInfo> Checkpointer::commit(PsClient& client, PendingCheckpoint&
     if (!info)
         return tl::unexpected(failed(Error{info.error().code, "checkpoint at step " + std::to_string(global_step) +
                                                                   " not committed (the previous checkpoint stays "
-                                                                  "valid): " + info.error().message}));
+                                                                  "valid): " +
+                                                                  info.error().message}));
     last_step_ = global_step;
     last_time_ = SteadyClock::now();
     stopped_at_last_ = PauseDetector::process().stopped_total();

@@ -28,7 +28,7 @@ inline void put_string16(std::string& out, std::string_view s) {
 // Reads fixed-width fields from a byte range. Every getter returns false once the range is
 // exhausted, leaving the output untouched; the reader is then "failed" for good.
 class Decoder {
-public:
+  public:
     explicit Decoder(std::string_view bytes) : data_(bytes) {}
 
     bool get8(std::uint8_t& v) { return get(&v, 1); }
@@ -51,7 +51,7 @@ public:
     std::size_t remaining() const { return ok_ ? data_.size() - pos_ : 0; }
     bool ok() const { return ok_; }
 
-private:
+  private:
     bool get(void* dst, std::size_t n) {
         if (!ok_ || data_.size() - pos_ < n) return fail();
         std::memcpy(dst, data_.data() + pos_, n);

@@ -36,8 +36,7 @@ std::uint32_t crc32c_extend(std::uint32_t crc, std::span<const std::byte> data) 
     }
     c = static_cast<std::uint32_t>(c64);
 #endif
-    for (; i < data.size(); ++i)
-        c = kTable[(c ^ static_cast<std::uint8_t>(data[i])) & 0xff] ^ (c >> 8);
+    for (; i < data.size(); ++i) c = kTable[(c ^ static_cast<std::uint8_t>(data[i])) & 0xff] ^ (c >> 8);
     return ~c;
 }
 

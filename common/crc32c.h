@@ -14,8 +14,6 @@ inline std::uint32_t crc32c(std::span<const std::byte> data) { return crc32c_ext
 
 // TFRecord's masked CRC: rotate right by 15 and add a constant, so that a CRC stored inside
 // CRC-protected data does not make the outer CRC degenerate.
-inline std::uint32_t crc32c_mask(std::uint32_t crc) {
-    return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
-}
+inline std::uint32_t crc32c_mask(std::uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }
 
 }  // namespace psrun

@@ -43,8 +43,8 @@ void put_bytes(std::string& out, int field, std::string_view bytes) {
 struct Field {
     int number = 0;
     int wire_type = 0;
-    std::uint64_t integer = 0;   // varint, fixed32 and fixed64 payloads
-    std::string_view bytes;      // length-delimited payloads
+    std::uint64_t integer = 0;  // varint, fixed32 and fixed64 payloads
+    std::string_view bytes;     // length-delimited payloads
 };
 
 // Reads the next field of a message; false at the end or on malformed input (ok=false).
@@ -90,8 +90,7 @@ bool next_field(std::string_view& in, Field& f, bool& ok) {
 
 }  // namespace
 
-std::string encode_scalar_event(std::string_view tag, std::int64_t step, float value,
-                                double wall_time) {
+std::string encode_scalar_event(std::string_view tag, std::int64_t step, float value, double wall_time) {
     std::string summary_value;
     put_bytes(summary_value, 1, tag);
     put_fixed(summary_value, 2, value);
@@ -135,8 +134,8 @@ Result<ScalarEvent> decode_scalar_event(std::string_view event) {
 }
 
 EventWriter::EventWriter(const std::string& dir, const std::string& host) {
-    path_ = dir + "/events.out.tfevents." + std::to_string(std::time(nullptr)) + "." + host +
-            "." + std::to_string(::getpid());
+    path_ = dir + "/events.out.tfevents." + std::to_string(std::time(nullptr)) + "." + host + "." +
+            std::to_string(::getpid());
     file_ = std::fopen(path_.c_str(), "wb");
     if (file_ == nullptr) throw std::runtime_error("cannot create event file " + path_);
     std::string event;
@@ -150,8 +149,7 @@ EventWriter::~EventWriter() {
     if (file_ != nullptr) std::fclose(file_);
 }
 
-void EventWriter::add_scalar(std::string_view tag, std::int64_t step, float value,
-                             double wall_time) {
+void EventWriter::add_scalar(std::string_view tag, std::int64_t step, float value, double wall_time) {
     write_event(encode_scalar_event(tag, step, value, wall_time));
 }
 

@@ -14,7 +14,7 @@
 namespace psrun {
 
 class EventWriter {
-public:
+  public:
     // Creates <dir>/events.out.tfevents.<unix seconds>.<host>.<pid> and writes the file-version
     // record. Throws std::runtime_error if the file cannot be created. Not thread-safe.
     EventWriter(const std::string& dir, const std::string& host);
@@ -27,7 +27,7 @@ public:
     void flush();
     const std::string& path() const { return path_; }
 
-private:
+  private:
     void write_event(const std::string& event);
 
     std::string path_;
@@ -35,8 +35,7 @@ private:
 };
 
 // Encodes one Event with a single scalar (exposed for tests and for readers).
-std::string encode_scalar_event(std::string_view tag, std::int64_t step, float value,
-                                double wall_time);
+std::string encode_scalar_event(std::string_view tag, std::int64_t step, float value, double wall_time);
 
 struct ScalarEvent {
     std::string tag;

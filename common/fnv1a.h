@@ -10,7 +10,7 @@
 namespace psrun {
 
 class Fnv1a {
-public:
+  public:
     // psd's shard-state fingerprints and the run ids derived from psd endpoints were first written
     // with this offset basis (FNV's with its last digit lost); they keep it, so that files and
     // locks written by earlier builds still match. Everything else starts from FNV's own.
@@ -34,7 +34,7 @@ public:
     }
     constexpr std::uint64_t value() const { return h_; }
 
-private:
+  private:
     static constexpr std::uint64_t kOffset = 0xcbf29ce484222325ull;
     static constexpr std::uint64_t kPrime = 0x100000001b3ull;
     std::uint64_t h_ = kOffset;

@@ -18,7 +18,7 @@ using GmacTag = std::array<std::uint8_t, 16>;
 using GmacNonce = std::array<std::uint8_t, 12>;
 
 class GmacKey {
-public:
+  public:
     enum class Backend { kFastest, kOpenSsl };
     explicit GmacKey(const std::array<std::uint8_t, 16>& key, Backend backend = Backend::kFastest);
     ~GmacKey();
@@ -31,7 +31,7 @@ public:
     // "ipsec-mb <arch>" or "openssl", for logs and benchmarks.
     const char* backend_name() const;
 
-private:
+  private:
     struct Accelerated;  // ipsec-mb's expanded key (64-byte aligned)
     std::array<std::uint8_t, 16> key_{};
     std::unique_ptr<Accelerated> fast_;  // null: OpenSSL

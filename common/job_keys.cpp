@@ -50,8 +50,7 @@ std::string format_keys(const JobKeys& k) {
 }  // namespace
 
 Result<JobKeys> generate_job_keys() {
-    if (!zmq_has("curve"))
-        return make_error(ErrorCode::kUnsupported, "libzmq was built without CURVE: use --no-auth");
+    if (!zmq_has("curve")) return make_error(ErrorCode::kUnsupported, "libzmq was built without CURVE: use --no-auth");
     JobKeys k;
     char pub[41], sec[41];
     if (zmq_curve_keypair(pub, sec) != 0) return io_error("zmq_curve_keypair");
@@ -72,7 +71,8 @@ Result<void> write_job_key_file(const std::string& path, const JobKeys& keys) {
     std::error_code ec;
     if (target.has_parent_path() && !std::filesystem::exists(target.parent_path(), ec)) {
         std::filesystem::create_directories(target.parent_path(), ec);
-        if (ec) return make_error(ErrorCode::kIo, "cannot create " + target.parent_path().string() + ": " + ec.message());
+        if (ec)
+            return make_error(ErrorCode::kIo, "cannot create " + target.parent_path().string() + ": " + ec.message());
         ::chmod(target.parent_path().c_str(), 0700);
     }
     const std::string tmp = path + ".tmp." + std::to_string(::getpid());
@@ -108,8 +108,7 @@ Result<JobKeys> read_job_key_file(const std::string& path) {
     if (st.st_uid != ::geteuid())
         return make_error(ErrorCode::kUnauthorized, "key file " + path + " is owned by another user");
     if ((st.st_mode & 077) != 0)
-        return make_error(ErrorCode::kUnauthorized, "key file " + path +
-                                                        " is readable by others: run chmod 600 on it");
+        return make_error(ErrorCode::kUnauthorized, "key file " + path + " is readable by others: run chmod 600 on it");
     std::ifstream in(path, std::ios::binary);
     if (!in) return io_error("cannot read key file " + path);
     const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
@@ -124,8 +123,7 @@ Result<JobKeys> parse_job_keys(std::string_view text, const std::string& path) {
         text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
         if (line.empty() || line[0] == '#') continue;
         const auto eq = line.find('=');
-        if (eq == std::string_view::npos)
-            return make_error(ErrorCode::kInvalidArgument, path + ": line without '='");
+        if (eq == std::string_view::npos) return make_error(ErrorCode::kInvalidArgument, path + ": line without '='");
         fields[std::string(line.substr(0, eq))] = std::string(line.substr(eq + 1));
     }
     if (fields["format"] != "1")
@@ -143,8 +141,7 @@ Result<JobKeys> parse_job_keys(std::string_view text, const std::string& path) {
     k.client_public = fields["client_public"];
     k.client_secret = fields["client_secret"];
     for (const auto* key : {&k.server_public, &k.server_secret, &k.client_public, &k.client_secret})
-        if (!valid_z85_key(*key))
-            return make_error(ErrorCode::kInvalidArgument, path + ": malformed CURVE key");
+        if (!valid_z85_key(*key)) return make_error(ErrorCode::kInvalidArgument, path + ": malformed CURVE key");
     return k;
 }
 

@@ -54,7 +54,7 @@ std::pair<std::size_t, std::size_t> lamb_block_range(std::size_t n, int part, in
 
 // The arithmetic of update number t (>= 1) of one tensor. Stateless: every call may run on any thread.
 class LambKernel {
-public:
+  public:
     LambKernel() = default;
     // `tensor`: the tensor's resolved configuration (OptimizerConfig::for_tensor: lr_multiplier and
     // weight_decay); `decay`: weight_decay applies (OptimizerConfig::decays).
@@ -68,8 +68,8 @@ public:
     // Optimizer::lamb_finish sums them: a [1, n] dense tensor moves bit for bit the same.
     void whole(float* p, const float* g, float* m, float* v, std::size_t n) const;
 
-private:
-    float lr_ = 0.0f;        // the schedule's rate of update t times lr_multiplier
+  private:
+    float lr_ = 0.0f;  // the schedule's rate of update t times lr_multiplier
     float beta1_ = 0.9f, beta2_ = 0.999f, epsilon_ = 1e-8f;
     float bc1_ = 1.0f;       // 1 - beta1^t
     float bc2_sqrt_ = 1.0f;  // sqrt(1 - beta2^t)

@@ -81,12 +81,15 @@ Result<void> LrSchedule::validate() const {
     const std::string k = std::string(psrun::to_string(kind)) + ": ";
     const std::string max_steps = std::to_string(kMaxLrSteps);
     if (warmup_steps > kMaxLrSteps) return invalid_argument(k + "warmup must be in 0.." + max_steps);
-    if (!finite_in(warmup_start, 0.0f, 1.0f)) return invalid_argument(k + "warmup_start must be in [0, 1] (a factor of the rate)");
+    if (!finite_in(warmup_start, 0.0f, 1.0f))
+        return invalid_argument(k + "warmup_start must be in [0, 1] (a factor of the rate)");
     switch (kind) {
         case LrScheduleKind::kConstant: return {};
         case LrScheduleKind::kExponential:
-            if (!(finite_in(decay_rate, 0.0f, 1.0f) && decay_rate > 0.0f)) return invalid_argument(k + "rate must be in (0, 1]");
-            if (decay_steps < 1 || decay_steps > kMaxLrSteps) return invalid_argument(k + "steps must be in 1.." + max_steps);
+            if (!(finite_in(decay_rate, 0.0f, 1.0f) && decay_rate > 0.0f))
+                return invalid_argument(k + "rate must be in (0, 1]");
+            if (decay_steps < 1 || decay_steps > kMaxLrSteps)
+                return invalid_argument(k + "steps must be in 1.." + max_steps);
             return {};
         case LrScheduleKind::kPiecewise:
             if (boundaries.empty() || boundaries.size() > kMaxLrBoundaries)
@@ -96,23 +99,28 @@ Result<void> LrSchedule::validate() const {
                     return invalid_argument(k + "boundaries must be strictly increasing steps in 0.." + max_steps);
             if (values.size() != boundaries.size() + 1)
                 return invalid_argument(k + "values must list one rate more than boundaries (" +
-                               std::to_string(boundaries.size() + 1) + "), got " + std::to_string(values.size()));
+                                        std::to_string(boundaries.size() + 1) + "), got " +
+                                        std::to_string(values.size()));
             for (float v : values)
                 if (!(std::isfinite(v) && v > 0.0f)) return invalid_argument(k + "values must be finite rates > 0");
             return {};
         case LrScheduleKind::kCosine:
-            if (cosine_steps < 1 || cosine_steps > kMaxLrSteps) return invalid_argument(k + "steps must be in 1.." + max_steps);
-            if (!finite_in(alpha, 0.0f, 1.0f)) return invalid_argument(k + "alpha must be in [0, 1] (the floor, a factor of the rate)");
+            if (cosine_steps < 1 || cosine_steps > kMaxLrSteps)
+                return invalid_argument(k + "steps must be in 1.." + max_steps);
+            if (!finite_in(alpha, 0.0f, 1.0f))
+                return invalid_argument(k + "alpha must be in [0, 1] (the floor, a factor of the rate)");
             return {};
         case LrScheduleKind::kOneCycle: {
-            if (total_steps < 3 || total_steps > kMaxLrSteps) return invalid_argument(k + "total must be in 3.." + max_steps);
+            if (total_steps < 3 || total_steps > kMaxLrSteps)
+                return invalid_argument(k + "total must be in 3.." + max_steps);
             if (!(finite_in(pct_start, 0.0f, 1.0f) && pct_start > 0.0f && pct_start < 1.0f))
                 return invalid_argument(k + "pct must be in (0, 1)");
             const double rise = static_cast<double>(pct_start) * static_cast<double>(total_steps);
             if (rise < 2.0 || static_cast<double>(total_steps) - rise < 1.0)
-                return invalid_argument(k + "pct * total must be at least 2 updates and leave at least 1 to anneal, got " +
-                               number(rise));
-            if (!(std::isfinite(div_factor) && div_factor >= 1.0f)) return invalid_argument(k + "div must be a finite number >= 1");
+                return invalid_argument(
+                    k + "pct * total must be at least 2 updates and leave at least 1 to anneal, got " + number(rise));
+            if (!(std::isfinite(div_factor) && div_factor >= 1.0f))
+                return invalid_argument(k + "div must be a finite number >= 1");
             if (!(std::isfinite(final_div_factor) && final_div_factor >= 1.0f))
                 return invalid_argument(k + "final_div must be a finite number >= 1");
             return {};
@@ -192,7 +200,9 @@ void put_lr_schedule(std::string& out, const LrSchedule& s) {
 }
 
 Result<LrSchedule> read_lr_schedule(Decoder& in) {
-    auto bad = [](const std::string& what) { return make_error(ErrorCode::kProtocol, "learning-rate schedule: " + what); };
+    auto bad = [](const std::string& what) {
+        return make_error(ErrorCode::kProtocol, "learning-rate schedule: " + what);
+    };
     LrSchedule s;
     std::uint8_t kind = 0;
     if (!in.get8(kind) || !in.get64(s.warmup_steps) || !in.get_float(s.warmup_start)) return bad("truncated");
@@ -206,7 +216,8 @@ Result<LrSchedule> read_lr_schedule(Decoder& in) {
             std::uint32_t n = 0;
             if (!in.get32(n)) return bad("truncated");
             if (n == 0 || n > kMaxLrBoundaries)
-                return bad("piecewise boundary count " + std::to_string(n) + " not in 1.." + std::to_string(kMaxLrBoundaries));
+                return bad("piecewise boundary count " + std::to_string(n) + " not in 1.." +
+                           std::to_string(kMaxLrBoundaries));
             s.boundaries.resize(n);
             s.values.resize(n + 1);
             for (auto& b : s.boundaries) ok = ok && in.get64(b);

@@ -31,7 +31,13 @@
 
 namespace psrun {
 
-enum class LrScheduleKind : std::uint8_t { kConstant = 0, kExponential = 1, kPiecewise = 2, kCosine = 3, kOneCycle = 4 };
+enum class LrScheduleKind : std::uint8_t {
+    kConstant = 0,
+    kExponential = 1,
+    kPiecewise = 2,
+    kCosine = 3,
+    kOneCycle = 4
+};
 inline constexpr std::uint8_t kMaxLrScheduleKind = 4;
 std::string_view to_string(LrScheduleKind kind);
 

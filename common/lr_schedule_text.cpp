@@ -46,8 +46,8 @@ Result<std::uint64_t> whole(std::string_view where, std::string_view text) {
     std::uint64_t v = 0;
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
     if (ec != std::errc() || end != text.data() + text.size() || v > kMaxLrSteps)
-        return invalid_argument(std::string(where) + "='" + std::string(text) + "' is not a whole number of steps in 0.." +
-                       std::to_string(kMaxLrSteps));
+        return invalid_argument(std::string(where) + "='" + std::string(text) +
+                                "' is not a whole number of steps in 0.." + std::to_string(kMaxLrSteps));
     return v;
 }
 
@@ -66,14 +66,16 @@ Result<LrSchedule> parse_lr_schedule(std::string_view text) {
     const std::string_view name = text.substr(0, colon);
     const auto kind = kind_named(name);
     if (!kind)
-        return invalid_argument("unknown learning-rate schedule '" + std::string(name) + "': use one of " + std::string(kKinds));
+        return invalid_argument("unknown learning-rate schedule '" + std::string(name) + "': use one of " +
+                                std::string(kKinds));
     const std::string k = std::string(name) + ": ";
     const auto allowed = fields_of(*kind);
     // FIELD=V[,V...] items separated by ',' or ';': an item without '=' continues the field before.
     std::map<std::string, std::vector<std::string_view>> fields;
     std::string current;
     std::string_view rest = colon == std::string_view::npos ? std::string_view() : text.substr(colon + 1);
-    if (colon != std::string_view::npos && rest.empty()) return invalid_argument(k + "nothing after ':' (drop the ':' or add FIELD=VALUE)");
+    if (colon != std::string_view::npos && rest.empty())
+        return invalid_argument(k + "nothing after ':' (drop the ':' or add FIELD=VALUE)");
     while (!rest.empty()) {
         const auto cut = rest.find_first_of(",;");
         const std::string_view item = rest.substr(0, cut);
@@ -132,7 +134,8 @@ Result<LrSchedule> parse_lr_schedule(std::string_view text) {
             steps.insert(steps.end(), {need("boundaries"), need("values")});
             if (fields.count("boundaries") && fields.count("values")) {
                 if (fields["boundaries"].size() > kMaxLrBoundaries)
-                    return invalid_argument(k + "boundaries must list 1.." + std::to_string(kMaxLrBoundaries) + " steps");
+                    return invalid_argument(k + "boundaries must list 1.." + std::to_string(kMaxLrBoundaries) +
+                                            " steps");
                 for (auto b : fields["boundaries"]) {
                     PSRUN_TRY_ASSIGN(auto n, whole(k + "boundaries", b));
                     s.boundaries.push_back(n);
@@ -170,25 +173,27 @@ Result<LrSchedule> lr_schedule_from_flags(std::string_view text, std::int64_t wa
     if (warmup_steps > 0) {
         if (s.warmup_steps != 0 && s.warmup_steps != static_cast<std::uint64_t>(warmup_steps))
             return invalid_argument("--lr-warmup-steps " + std::to_string(warmup_steps) + " and --lr-schedule warmup=" +
-                           std::to_string(s.warmup_steps) + " disagree: give the warm-up once");
+                                    std::to_string(s.warmup_steps) + " disagree: give the warm-up once");
         s.warmup_steps = static_cast<std::uint64_t>(warmup_steps);
     }
     if (decay_steps > 0 && decay_rate != 1.0f && s.kind != LrScheduleKind::kConstant)
         return invalid_argument("--lr-schedule " + std::string(to_string(s.kind)) +
-                       " and --lr-decay-rate/--lr-decay-steps both set the decay: use one (--lr-decay-rate R "
-                       "--lr-decay-steps N is --lr-schedule exponential:rate=R,steps=N)");
+                                " and --lr-decay-rate/--lr-decay-steps both set the decay: use one (--lr-decay-rate R "
+                                "--lr-decay-steps N is --lr-schedule exponential:rate=R,steps=N)");
     return s;
 }
 
 nlohmann::json to_json(const LrSchedule& s) {
-    nlohmann::json j{{"kind", std::string(to_string(s.kind))}, {"warmup", s.warmup_steps}, {"warmup_start", s.warmup_start}};
+    nlohmann::json j{
+        {"kind", std::string(to_string(s.kind))}, {"warmup", s.warmup_steps}, {"warmup_start", s.warmup_start}};
     switch (s.kind) {
         case LrScheduleKind::kConstant: break;
         case LrScheduleKind::kExponential: j["rate"] = s.decay_rate, j["steps"] = s.decay_steps; break;
         case LrScheduleKind::kPiecewise: j["boundaries"] = s.boundaries, j["values"] = s.values; break;
         case LrScheduleKind::kCosine: j["steps"] = s.cosine_steps, j["alpha"] = s.alpha; break;
         case LrScheduleKind::kOneCycle:
-            j["total"] = s.total_steps, j["pct"] = s.pct_start, j["div"] = s.div_factor, j["final_div"] = s.final_div_factor;
+            j["total"] = s.total_steps, j["pct"] = s.pct_start, j["div"] = s.div_factor,
+            j["final_div"] = s.final_div_factor;
             break;
     }
     return j;
@@ -202,10 +207,12 @@ Result<LrSchedule> lr_schedule_from_json(const nlohmann::json& j) {
     if (!j.is_object() || !j.contains("kind") || !j["kind"].is_string())
         return invalid_argument("learning-rate schedule record: expected an object with a \"kind\" string");
     const auto kind = kind_named(j["kind"].get<std::string>());
-    if (!kind) return invalid_argument("learning-rate schedule record: unknown kind '" + j["kind"].get<std::string>() + "'");
+    if (!kind)
+        return invalid_argument("learning-rate schedule record: unknown kind '" + j["kind"].get<std::string>() + "'");
     const auto allowed = fields_of(*kind);
     for (const auto& [key, value] : j.items())
-        if (key != "kind" && !allowed.count(key)) return invalid_argument("learning-rate schedule record: unknown field '" + key + "'");
+        if (key != "kind" && !allowed.count(key))
+            return invalid_argument("learning-rate schedule record: unknown field '" + key + "'");
     LrSchedule s;
     s.kind = *kind;
     bool ok = true;
@@ -243,7 +250,8 @@ Result<LrSchedule> lr_schedule_from_json(const nlohmann::json& j) {
         }
     }
     if (!ok) return invalid_argument("learning-rate schedule record: a field has the wrong type");
-    if (auto valid = s.validate(); !valid) return invalid_argument("learning-rate schedule record: " + valid.error().message);
+    if (auto valid = s.validate(); !valid)
+        return invalid_argument("learning-rate schedule record: " + valid.error().message);
     return s;
 }
 

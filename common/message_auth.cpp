@@ -31,10 +31,7 @@ std::string signed_fields(const Trailer& t) {
     return out;
 }
 
-
-bool tags_equal(const GmacTag& a, const GmacTag& b) {
-    return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
-}
+bool tags_equal(const GmacTag& a, const GmacTag& b) { return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0; }
 
 }  // namespace
 
@@ -43,9 +40,9 @@ std::string_view to_string(AuthMode mode) { return mode == AuthMode::kMac ? "mac
 Result<AuthMode> parse_auth_mode(std::string_view text) {
     if (text == "mac") return AuthMode::kMac;
     if (text == "curve") return AuthMode::kCurve;
-    return make_error(ErrorCode::kInvalidArgument,
-                      "--auth must be mac (a MAC on every message) or curve (encrypt every byte), not '" +
-                          std::string(text) + "'");
+    return make_error(
+        ErrorCode::kInvalidArgument,
+        "--auth must be mac (a MAC on every message) or curve (encrypt every byte), not '" + std::string(text) + "'");
 }
 
 std::string encode_trailer(const Trailer& trailer) {
@@ -135,7 +132,8 @@ GmacTag message_tag(const GmacKey& key, const Trailer& trailer, bool reply, std:
     auto tag_chunks = [&](int part) {
         const auto parts = static_cast<std::size_t>(team ? team->size() : 1);
         for (std::size_t c = static_cast<std::size_t>(part); c < chunks.size(); c += parts)
-            tags[c] = key.tag(make_nonce(trailer, reply, static_cast<std::uint16_t>(c + 1)), chunks[c].data, chunks[c].size);
+            tags[c] =
+                key.tag(make_nonce(trailer, reply, static_cast<std::uint16_t>(c + 1)), chunks[c].data, chunks[c].size);
     };
     if (team && chunks.size() > 1) team->run(tag_chunks);
     else tag_chunks(0);
@@ -182,7 +180,8 @@ Result<void> MessageSealer::open(std::uint16_t shard, std::span<const ByteRange>
     if (t.session != session_ || t.shard != shard || expected == last_seq_.end() || t.seq != expected->second)
         return make_error(ErrorCode::kUnauthorized, "a reply that does not answer this client's last request");
     if (!tags_equal(t.tag, message_tag(key_, t, true, frames, team_)))
-        return make_error(ErrorCode::kUnauthorized, "a reply whose MAC does not verify (altered, or not from this job's psd)");
+        return make_error(ErrorCode::kUnauthorized,
+                          "a reply whose MAC does not verify (altered, or not from this job's psd)");
     return {};
 }
 
@@ -199,7 +198,8 @@ Result<void> MessageVerifier::verify(const std::string& routing, std::span<const
         return make_error(ErrorCode::kUnauthorized,
                           "a message for ps " + std::to_string(t.shard) + ", not this ps " + std::to_string(shard_));
     const std::int64_t now = now_ns();
-    const auto window_ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(window_).count());
+    const auto window_ns =
+        static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(window_).count());
     // The distance of two int64 always fits a uint64 (any sent_ns is possible: it is the peer's).
     const auto sent = static_cast<std::uint64_t>(t.sent_ns), here = static_cast<std::uint64_t>(now);
     const std::uint64_t skew = t.sent_ns > now ? sent - here : here - sent;
@@ -213,8 +213,9 @@ Result<void> MessageVerifier::verify(const std::string& routing, std::span<const
     if (it == sessions_.end()) fresh.emplace(session_key(master_, t.session));
     const GmacKey& key = fresh ? *fresh : it->second.key;
     if (!tags_equal(t.tag, message_tag(key, t, false, frames, team_)))
-        return make_error(ErrorCode::kUnauthorized,
-                          "a message whose MAC does not verify: the sender lacks this job's key file, or it was altered");
+        return make_error(
+            ErrorCode::kUnauthorized,
+            "a message whose MAC does not verify: the sender lacks this job's key file, or it was altered");
     if (it != sessions_.end() && t.seq <= it->second.last_seq)
         return make_error(ErrorCode::kUnauthorized, "a replayed message (sequence " + std::to_string(t.seq) +
                                                         ", this session is at " + std::to_string(it->second.last_seq) +

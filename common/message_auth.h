@@ -81,7 +81,7 @@ GmacTag message_tag(const GmacKey& key, const Trailer& trailer, bool reply, std:
 
 // Client side: seals requests, checks that replies answer them.
 class MessageSealer {
-public:
+  public:
     // Draws the session id. `team` (not owned, may be null) must outlive the sealer.
     MessageSealer(const JobKeys& keys, ThreadTeam* team = nullptr);
     // Trailer for a request to `shard` made of `frames` (header frame first). Remembers its
@@ -90,10 +90,10 @@ public:
     // Checks a reply from `shard`: well-formed trailer, this session, the sequence number of the
     // last request sent to `shard`, and the tag.
     [[nodiscard]] Result<void> open(std::uint16_t shard, std::span<const ByteRange> frames,
-                                     std::string_view trailer) const;
+                                    std::string_view trailer) const;
     const SessionId& session() const { return session_; }
 
-private:
+  private:
     SessionId session_{};
     GmacKey key_;
     ThreadTeam* team_ = nullptr;
@@ -103,12 +103,11 @@ private:
 
 // psd side: verifies requests (tag, time window, sequence) and seals the replies.
 class MessageVerifier {
-public:
+  public:
     // `shard`: this psd's index. `window`: how far a message's send time may lie from this
     // host's clock (the job's clocks must agree this well) and how long a quiet session is kept.
     // `team` (not owned, may be null) must outlive the verifier.
-    MessageVerifier(const JobKeys& keys, std::uint16_t shard, std::chrono::seconds window,
-                    ThreadTeam* team = nullptr);
+    MessageVerifier(const JobKeys& keys, std::uint16_t shard, std::chrono::seconds window, ThreadTeam* team = nullptr);
 
     // Verifies a request that arrived on connection `routing`. On success the connection's
     // replies are bound to it; on failure the binding is dropped (the ERROR goes out unsealed).
@@ -125,7 +124,7 @@ public:
     void prune();
     std::size_t sessions() const { return sessions_.size(); }
 
-private:
+  private:
     struct Session {
         GmacKey key;
         std::uint64_t last_seq = 0;

@@ -89,7 +89,8 @@ Result<std::vector<double>> parse_target_accuracy(std::string_view text) {
     std::size_t start = 0;
     while (true) {
         const std::size_t comma = text.find(',', start);
-        std::string_view item = text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+        std::string_view item =
+            text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
         while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
         while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
         const bool percent_sign = !item.empty() && item.back() == '%';
@@ -145,8 +146,8 @@ std::string describe_targets(const std::vector<TargetTime>& times, const MetricS
     }
     if (times.front().kind == TargetKind::kBest) {
         const TargetTime& best = times.front();
-        std::string line = fmt::format("time to the best {} ({}) {}", metric.words, format_threshold(best.threshold, metric),
-                                       when(best));
+        std::string line = fmt::format("time to the best {} ({}) {}", metric.words,
+                                       format_threshold(best.threshold, metric), when(best));
         if (times.size() > 1)
             line += fmt::format("; to within {} of it ({}) {}", margin_words(metric),
                                 format_threshold(times[1].threshold, metric), when(times[1]));
@@ -156,7 +157,8 @@ std::string describe_targets(const std::vector<TargetTime>& times, const MetricS
     for (const TargetTime& t : times) names.push_back(format_threshold(t.threshold, metric));
     if (!any_reached) {
         if (names.size() == 1) return fmt::format("time to {} {}: not reached", metric.words, names[0]);
-        if (names.size() == 2) return fmt::format("time to {} and {} {}: neither reached", names[0], names[1], metric.words);
+        if (names.size() == 2)
+            return fmt::format("time to {} and {} {}: neither reached", names[0], names[1], metric.words);
         return fmt::format("time to {} {}: none reached", fmt::join(names, ", "), metric.words);
     }
     if (!any_timed)
@@ -192,7 +194,8 @@ std::vector<MetricPoint> points_from_summary(const nlohmann::json& summary, cons
         if (!e.is_object() || !e.contains(metric.field) || !e[metric.field].is_number()) continue;
         MetricPoint p;
         p.value = e[metric.field].get<double>();
-        if (e.contains("global_step") && e["global_step"].is_number_integer()) p.global_step = e["global_step"].get<std::int64_t>();
+        if (e.contains("global_step") && e["global_step"].is_number_integer())
+            p.global_step = e["global_step"].get<std::int64_t>();
         if (e.contains("elapsed_seconds") && e["elapsed_seconds"].is_number()) {
             p.seconds = e["elapsed_seconds"].get<double>();
             elapsed = true;

@@ -27,7 +27,7 @@ struct MetricSpec {
     std::string field = "test_accuracy";  // its name in summary.json and its "evaluations" records
     std::string words = "test accuracy";  // in sentences: "best test accuracy 99.31%"
     bool higher_is_better = true;
-    bool percent = true;                  // a fraction in [0, 1], printed as a percentage
+    bool percent = true;  // a fraction in [0, 1], printed as a percentage
     // "Within one point of the best": the margin in the metric's own units (accuracy: 0.01, one
     // percentage point).
     double near_best_margin = 0.01;

@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -48,8 +48,8 @@ void MetricsLog::write(std::int64_t step, nlohmann::json record) {
     ++dropped_;
     dropping_ = true;
     if ((dropped_ & (dropped_ - 1)) == 0)  // the first loss, then at 2, 4, 8, ...
-        spdlog::warn("{}: a record for step {} was lost ({}; {} lost in all); later records are tried as usual",
-                     path_, step, std::strerror(err), dropped_);
+        spdlog::warn("{}: a record for step {} was lost ({}; {} lost in all); later records are tried as usual", path_,
+                     step, std::strerror(err), dropped_);
 }
 
 namespace {
@@ -107,8 +107,7 @@ Result<void> plot_curves(const std::string& metrics_path, const std::string& png
     // The loss falls by orders of magnitude: a log axis keeps the later steps readable.
     const bool log_loss = loss_rows > 0 && loss_lo > 0;
     std::string script = "set terminal pngcairo size 900,500\nset output '" + png_path +
-                         "'\nset xlabel 'global step'\nset ylabel 'training loss" +
-                         (log_loss ? " (log scale)" : "") +
+                         "'\nset xlabel 'global step'\nset ylabel 'training loss" + (log_loss ? " (log scale)" : "") +
                          "'\nset y2label 'test accuracy'\nset ytics nomirror\nset y2tics\n"
                          "set key center right\nset grid\n";
     if (log_loss) script += "set logscale y\n";
@@ -117,16 +116,15 @@ Result<void> plot_curves(const std::string& metrics_path, const std::string& png
         script += range_around("y2", acc_lo, acc_hi, false);
         // The text goes to the side with more room, so that it stays inside the plot.
         const bool right_half = 2 * best_step > last_step;
-        script += fmt::format("set label 1 'best {:.2f}% (step {})' at first {}, second {} {} point pt 7 ps 1.5 "
-                              "offset {},-1\n",
-                              best * 100, best_step, best_step, best, right_half ? "right" : "left",
-                              right_half ? -1 : 1);
+        script += fmt::format(
+            "set label 1 'best {:.2f}% (step {})' at first {}, second {} {} point pt 7 ps 1.5 "
+            "offset {},-1\n",
+            best * 100, best_step, best_step, best, right_half ? "right" : "left", right_half ? -1 : 1);
     }
     script += "plot ";
     if (loss_rows) script += "'" + loss_path + "' using 1:2 with lines title 'loss' axes x1y1";
     if (loss_rows && acc_rows) script += ", ";
-    if (acc_rows)
-        script += "'" + acc_path + "' using 1:2 with linespoints title 'test accuracy' axes x1y2";
+    if (acc_rows) script += "'" + acc_path + "' using 1:2 with linespoints title 'test accuracy' axes x1y2";
     script += "\n";
 
     auto said = run_gnuplot(script, png_path);

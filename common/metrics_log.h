@@ -14,7 +14,7 @@
 namespace psrun {
 
 class MetricsLog {
-public:
+  public:
     // Opens `path` for appending (a resumed run continues the same file). Throws
     // std::runtime_error when the file cannot be opened. Not thread-safe.
     explicit MetricsLog(const std::string& path);
@@ -30,7 +30,7 @@ public:
     const std::string& path() const { return path_; }
     std::uint64_t dropped() const { return dropped_; }  // records lost so far
 
-private:
+  private:
     std::string path_;
     int fd_ = -1;
     std::uint64_t dropped_ = 0;

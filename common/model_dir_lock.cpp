@@ -196,12 +196,17 @@ Result<std::unique_ptr<ModelDirLock>> ModelDirLock::acquire(const std::string& m
     std::error_code ec;
     const std::string dir = fs::absolute(model_dir, ec).lexically_normal().string() + "/.psrun";
     fs::create_directories(dir + "/members", ec);
-    if (ec) return make_error(ErrorCode::kIo, "model dir " + model_dir + ": cannot create " + dir + ": " + ec.message());
+    if (ec)
+        return make_error(ErrorCode::kIo, "model dir " + model_dir + ": cannot create " + dir + ": " + ec.message());
     std::unique_ptr<ModelDirLock> lock(new ModelDirLock(dir, me, options));
     // Our member file first: from the moment the lock names our run, the run has a live member.
-    const json info = {{"run_id", me.run_id}, {"host", this_host()},     {"pid", static_cast<long>(::getpid())},
-                       {"boot_id", boot_id()}, {"start_ticks", start_ticks(::getpid())},
-                       {"role", me.role},      {"since", utc_now()}};
+    const json info = {{"run_id", me.run_id},
+                       {"host", this_host()},
+                       {"pid", static_cast<long>(::getpid())},
+                       {"boot_id", boot_id()},
+                       {"start_ticks", start_ticks(::getpid())},
+                       {"role", me.role},
+                       {"since", utc_now()}};
     PSRUN_TRY(write_replace(lock->member_path_, json_text(info) + "\n"));
     const std::string lock_path = dir + "/run.lock";
     const json mine = {{"run_id", me.run_id}, {"since", utc_now()}, {"by", me.role}};
@@ -223,21 +228,22 @@ Result<std::unique_ptr<ModelDirLock>> ModelDirLock::acquire(const std::string& m
             spdlog::info("model dir {}: joined run {} as {}", model_dir, me.run_id, me.role);
             break;
         }
-        if (text.empty() && mtime_of(lock_path) == 0) continue;                 // vanished: retry
+        if (text.empty() && mtime_of(lock_path) == 0) continue;  // vanished: retry
         // A lock naming no run has no members: it is taken over.
-        const auto members = held_run ? read_members(dir + "/members", *held_run, mtime_of(lock->member_path_),
-                                                     options.lease)
-                                      : std::vector<Member>{};
+        const auto members =
+            held_run ? read_members(dir + "/members", *held_run, mtime_of(lock->member_path_), options.lease)
+                     : std::vector<Member>{};
         std::vector<Member> live;
         for (const auto& m : members)
             if (m.live) live.push_back(m);
         if (!live.empty())
-            return give_up(Error{
-                ErrorCode::kRejected,
-                "model dir " + model_dir + " is in use by another " + describe_holder(held, live) +
-                    ". Two runs must not share a model dir: give this run another --model-dir, or stop that run "
-                    "first (a run whose processes are gone is taken over at once on the same host, and after " +
-                    fmt::format("{:.0f}", options.lease.count() / 1000.0) + " s without a heartbeat from another host)"});
+            return give_up(
+                Error{ErrorCode::kRejected,
+                      "model dir " + model_dir + " is in use by another " + describe_holder(held, live) +
+                          ". Two runs must not share a model dir: give this run another --model-dir, or stop that run "
+                          "first (a run whose processes are gone is taken over at once on the same host, and after " +
+                          fmt::format("{:.0f}", options.lease.count() / 1000.0) +
+                          " s without a heartbeat from another host)"});
         // The holder is gone: move its lock aside, check that it is still the one we judged, take over.
         const std::string aside = lock_path + ".gone." + this_host() + "." + std::to_string(::getpid());
         if (::rename(lock_path.c_str(), aside.c_str()) != 0) continue;  // someone else moved it
@@ -307,10 +313,10 @@ void ModelDirLock::refresh_once() {
     if (!held.is_object() || lost_.load()) return;  // unreadable (being replaced?): judged next round
     const auto held_run = run_id_of(held, lock_path);
     if (held_run != me_.run_id && !lost_.exchange(true))
-        spdlog::error("model dir {} was taken over by run {} (this run {} was silent longer than the {:.0f} s lease): "
-                      "this run must not write it any more",
-                      fs::path(dir_).parent_path().string(), held_run.value_or("?"), me_.run_id,
-                      options_.lease.count() / 1000.0);
+        spdlog::error(
+            "model dir {} was taken over by run {} (this run {} was silent longer than the {:.0f} s lease): "
+            "this run must not write it any more",
+            fs::path(dir_).parent_path().string(), held_run.value_or("?"), me_.run_id, options_.lease.count() / 1000.0);
 }
 
 }  // namespace psrun

@@ -48,13 +48,13 @@ struct ModelDirLockOptions {
 };
 
 class ModelDirLock {
-public:
+  public:
     // Joins the run holding `model_dir` (creating the dir and the lock when free or when its
     // holder is gone). kRejected: another live run holds it (message names it and the fix);
     // kIo: the dir cannot be written.
     [[nodiscard]] static Result<std::unique_ptr<ModelDirLock>> acquire(const std::string& model_dir,
-                                                                      const RunIdentity& me,
-                                                                      ModelDirLockOptions options = {});
+                                                                       const RunIdentity& me,
+                                                                       ModelDirLockOptions options = {});
     // Stops the refresher, removes this member's file and, when no other live member of the
     // run is left, the lock itself.
     ~ModelDirLock();
@@ -66,7 +66,7 @@ public:
     bool lost() const { return lost_.load(); }
     const std::string& member_path() const { return member_path_; }
 
-private:
+  private:
     ModelDirLock(std::string dir, RunIdentity me, ModelDirLockOptions options);
     void refresh_loop();
     void refresh_once();

@@ -1,8 +1,8 @@
 #include "common/optimizer.h"
 
+#include <fnmatch.h>
 #include <cassert>
 #include <cmath>
-#include <fnmatch.h>
 
 namespace psrun {
 
@@ -45,9 +45,7 @@ OptimizerConfig OptimizerConfig::for_tensor(std::string_view name, std::size_t r
     return out;
 }
 
-std::string_view to_string(WeightDecayOn on) {
-    return on == WeightDecayOn::kAll ? "all" : "matrices";
-}
+std::string_view to_string(WeightDecayOn on) { return on == WeightDecayOn::kAll ? "all" : "matrices"; }
 
 std::string_view to_string(OptimizerKind kind) {
     switch (kind) {
@@ -88,9 +86,7 @@ int slot_count(OptimizerKind kind) {
     return 0;
 }
 
-bool uses_momentum(OptimizerKind kind) {
-    return kind == OptimizerKind::kMomentum || kind == OptimizerKind::kNesterov;
-}
+bool uses_momentum(OptimizerKind kind) { return kind == OptimizerKind::kMomentum || kind == OptimizerKind::kNesterov; }
 
 bool uses_betas(OptimizerKind kind) {
     return kind == OptimizerKind::kAdam || kind == OptimizerKind::kAdamTorch || kind == OptimizerKind::kAdamW ||
@@ -113,8 +109,7 @@ float OptimizerConfig::rate_at(std::uint64_t t) const {
     return effective_schedule().rate_at(learning_rate, t);  // a constant schedule: no vectors to copy
 }
 
-Optimizer::Optimizer(const OptimizerConfig& config, std::size_t size)
-    : config_(config), size_(size) {
+Optimizer::Optimizer(const OptimizerConfig& config, std::size_t size) : config_(config), size_(size) {
     const int slots = slot_count(config.kind);
     const float init = config.kind == OptimizerKind::kAdagrad ? config.adagrad_initial : 0.0f;
     if (slots >= 1) slot0_.assign(size, init);
@@ -162,7 +157,8 @@ UpdateKernel::UpdateKernel(const OptimizerConfig& config, std::uint64_t t, bool 
         return;
     }
     if (decay && config.weight_decay > 0.0f) {
-        if (kind_ == OptimizerKind::kAdamW) shrink_ = static_cast<float>(1.0 - double(lr_) * double(config.weight_decay));
+        if (kind_ == OptimizerKind::kAdamW)
+            shrink_ = static_cast<float>(1.0 - double(lr_) * double(config.weight_decay));
         else coupled_ = config.weight_decay;
     }
 }
@@ -176,8 +172,8 @@ void UpdateKernel::operator()(float* p, const float* g, float* s0, float* s1, st
 // The loops are written so that GCC vectorises them (parameters, gradients and slots are
 // distinct allocations, hence __restrict). kCoupled: g + coupled_ * p replaces g.
 template <bool kCoupled>
-void UpdateKernel::update(float* __restrict p, const float* __restrict g, float* __restrict s0,
-                          float* __restrict s1, std::size_t n) const {
+void UpdateKernel::update(float* __restrict p, const float* __restrict g, float* __restrict s0, float* __restrict s1,
+                          std::size_t n) const {
     const float lr = lr_, wd = coupled_;
     auto grad = [&](std::size_t i) { return kCoupled ? g[i] + wd * p[i] : g[i]; };
     switch (kind_) {
@@ -235,17 +231,18 @@ void UpdateKernel::update(float* __restrict p, const float* __restrict g, float*
     }
 }
 
-void Optimizer::apply_range(std::span<float> params, std::span<const float> grads, std::size_t begin,
-                            std::size_t end, bool decay) {
+void Optimizer::apply_range(std::span<float> params, std::span<const float> grads, std::size_t begin, std::size_t end,
+                            bool decay) {
     assert(params.size() == size_ && grads.size() == size_ && begin <= end && end <= size_);
     float* s0 = slot0_.empty() ? nullptr : slot0_.data() + begin;
     float* s1 = slot1_.empty() ? nullptr : slot1_.data() + begin;
     UpdateKernel(config_, updates_, decay)(params.data() + begin, grads.data() + begin, s0, s1, end - begin);
 }
 
-void Optimizer::apply_range(std::span<float> params, std::span<const float> grads, std::size_t begin,
-                            std::size_t end, const OptimizerConfig& tensor) {
-    assert(params.size() == size_ && grads.size() == size_ && begin <= end && end <= size_ && tensor.kind == config_.kind);
+void Optimizer::apply_range(std::span<float> params, std::span<const float> grads, std::size_t begin, std::size_t end,
+                            const OptimizerConfig& tensor) {
+    assert(params.size() == size_ && grads.size() == size_ && begin <= end && end <= size_ &&
+           tensor.kind == config_.kind);
     float* s0 = slot0_.empty() ? nullptr : slot0_.data() + begin;
     float* s1 = slot1_.empty() ? nullptr : slot1_.data() + begin;
     UpdateKernel(tensor, updates_, true)(params.data() + begin, grads.data() + begin, s0, s1, end - begin);

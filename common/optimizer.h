@@ -22,7 +22,14 @@ namespace psrun {
 // MomentumOptimizer(use_nesterov=True). kLamb is LAMB (common/lamb.h: per-tensor trust ratio, so
 // not element-wise; its two-phase update is Optimizer::lamb_moments/lamb_finish/lamb_step).
 enum class OptimizerKind : std::uint8_t {
-    kSgd = 0, kMomentum = 1, kAdagrad = 2, kAdam = 3, kNesterov = 4, kAdamTorch = 5, kAdamW = 6, kLamb = 7
+    kSgd = 0,
+    kMomentum = 1,
+    kAdagrad = 2,
+    kAdam = 3,
+    kNesterov = 4,
+    kAdamTorch = 5,
+    kAdamW = 6,
+    kLamb = 7
 };
 inline constexpr std::uint8_t kMaxOptimizerKind = 7;
 
@@ -39,9 +46,9 @@ std::string_view to_string(WeightDecayOn on);
 // weight_decay_on for them), as a torch.optim parameter group. The first matching group wins.
 struct ParamGroup {
     std::string pattern;
-    float lr_multiplier = 1.0f;        // finite, >= 0 (0 freezes the tensors)
+    float lr_multiplier = 1.0f;  // finite, >= 0 (0 freezes the tensors)
     bool sets_weight_decay = false;
-    float weight_decay = 0.0f;         // finite, >= 0; read when sets_weight_decay
+    float weight_decay = 0.0f;  // finite, >= 0; read when sets_weight_decay
     bool matches(std::string_view tensor_name) const;
     bool operator==(const ParamGroup&) const = default;
 };
@@ -49,11 +56,11 @@ struct ParamGroup {
 struct OptimizerConfig {
     OptimizerKind kind = OptimizerKind::kAdam;
     float learning_rate = 1e-4f;
-    float momentum = 0.9f;           // kMomentum, kNesterov (uses_momentum); [0, 1)
-    float beta1 = 0.9f;              // the Adam forms (uses_betas); [0, 1)
-    float beta2 = 0.999f;            // the Adam forms; [0, 1)
-    float epsilon = 1e-8f;           // the Adam forms (kAdam: TF's "epsilon hat"); > 0. kAdagrad uses none
-    float adagrad_initial = 0.1f;    // kAdagrad accumulator start value (TF default)
+    float momentum = 0.9f;         // kMomentum, kNesterov (uses_momentum); [0, 1)
+    float beta1 = 0.9f;            // the Adam forms (uses_betas); [0, 1)
+    float beta2 = 0.999f;          // the Adam forms; [0, 1)
+    float epsilon = 1e-8f;         // the Adam forms (kAdam: TF's "epsilon hat"); > 0. kAdagrad uses none
+    float adagrad_initial = 0.1f;  // kAdagrad accumulator start value (TF default)
     // L2 weight decay of the tensors weight_decay_on selects (decays()). Coupled (torch's SGD and
     // Adam weight_decay: g += weight_decay * p before the update) for every kind but kAdamW, where
     // it is decoupled (p *= 1 - lr * weight_decay), and kLamb, where weight_decay * p is added to the
@@ -116,28 +123,28 @@ bool uses_betas(OptimizerKind kind);
 // weight_decay is applied only then. kLamb is not element-wise: one call's n floats are one whole
 // tensor, the unit of its trust ratio (LambKernel::whole; psd's sparse rows: one row).
 class UpdateKernel {
-public:
+  public:
     UpdateKernel(const OptimizerConfig& config, std::uint64_t t, bool decay);
     void operator()(float* params, const float* grads, float* slot0, float* slot1, std::size_t n) const;
 
-private:
+  private:
     template <bool kCoupled>
     void update(float* params, const float* grads, float* slot0, float* slot1, std::size_t n) const;
     OptimizerKind kind_;
-    float lr_;      // the schedule's rate of update t
-    float lr_t_;    // kAdam: lr * sqrt(1 - beta2^t) / (1 - beta1^t); kAdamTorch/W: lr / (1 - beta1^t)
+    float lr_;               // the schedule's rate of update t
+    float lr_t_;             // kAdam: lr * sqrt(1 - beta2^t) / (1 - beta1^t); kAdamTorch/W: lr / (1 - beta1^t)
     float bc2_sqrt_ = 1.0f;  // kAdamTorch/W: sqrt(1 - beta2^t)
     float momentum_, beta1_, beta2_, epsilon_;
-    float coupled_ = 0.0f;   // g += coupled_ * p (L2, all kinds but kAdamW and kLamb)
-    float shrink_ = 1.0f;    // kAdamW: p *= shrink_ = 1 - lr * weight_decay
-    LambKernel lamb_;        // kLamb
+    float coupled_ = 0.0f;  // g += coupled_ * p (L2, all kinds but kAdamW and kLamb)
+    float shrink_ = 1.0f;   // kAdamW: p *= shrink_ = 1 - lr * weight_decay
+    LambKernel lamb_;       // kLamb
 };
 
 // Updates follow TensorFlow 1.x's GradientDescent, Momentum, Adagrad and Adam kernels, and
 // torch.optim's SGD(nesterov), Adam and AdamW (OptimizerKind), so that results match the
 // reference recipes. Not thread-safe: one caller at a time.
 class Optimizer {
-public:
+  public:
     Optimizer(const OptimizerConfig& config, std::size_t size);
 
     // params -= update(grads), as one tensor that decays when `decay` (UpdateKernel; kLamb: the
@@ -166,8 +173,8 @@ public:
     // lamb_step() over disjoint ranges (any edges) covering [0, size()), from any threads. The
     // result is bit for bit that of apply() whatever the split. `decay` as in apply_range, the same
     // in both phases. params are the whole span; lamb_moments does not change them.
-    void lamb_moments(std::span<const float> params, std::span<const float> grads, std::size_t begin,
-                      std::size_t end, bool decay);
+    void lamb_moments(std::span<const float> params, std::span<const float> grads, std::size_t begin, std::size_t end,
+                      bool decay);
     float lamb_finish();
     void lamb_step(std::span<float> params, std::size_t begin, std::size_t end, bool decay);
 
@@ -182,7 +189,7 @@ public:
     // each size() floats. The spans stay valid for the optimizer's lifetime.
     std::vector<std::span<float>> slots();
 
-private:
+  private:
     OptimizerConfig config_;
     std::size_t size_;
     std::uint64_t updates_ = 0;

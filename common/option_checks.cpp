@@ -36,8 +36,7 @@ CLI::Validator range_validator(double lo, double hi, bool open_low, const std::s
     auto check = [lo, hi, open_low, range, unit](std::string& text) -> std::string {
         const auto v = parse_double(text);
         if (!v) return "'" + text + "' is not a number: give a number in " + range + unit_suffix(unit);
-        if (!std::isfinite(*v))
-            return text + " is not a finite number: give a number in " + range + unit_suffix(unit);
+        if (!std::isfinite(*v)) return text + " is not a finite number: give a number in " + range + unit_suffix(unit);
         if (*v < lo || *v > hi || (open_low && *v == lo))
             return text + " is out of range: give a number in " + range + unit_suffix(unit);
         return {};
@@ -92,9 +91,7 @@ std::string base_type(const CLI::Option& opt) {
 
 }  // namespace
 
-CLI::Validator number_in(double lo, double hi, const std::string& unit) {
-    return range_validator(lo, hi, false, unit);
-}
+CLI::Validator number_in(double lo, double hi, const std::string& unit) { return range_validator(lo, hi, false, unit); }
 
 CLI::Validator number_above(double lo, double hi, const std::string& unit) {
     return range_validator(lo, hi, true, unit);
@@ -127,9 +124,9 @@ int max_local_processes() {
 
 CLI::Validator thread_count(int lo) {
     const unsigned hw = std::thread::hardware_concurrency();
-    return integer_validator(lo, max_threads(),
-                             " (the ceiling is max(16, 4 x the " + std::to_string(hw) +
-                                 " hardware threads of this host))");
+    return integer_validator(
+        lo, max_threads(),
+        " (the ceiling is max(16, 4 x the " + std::to_string(hw) + " hardware threads of this host))");
 }
 
 std::chrono::milliseconds seconds_to_ms(double seconds) {

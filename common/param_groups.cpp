@@ -9,10 +9,11 @@ namespace psrun {
 namespace {
 
 Error bad(std::string_view text, const std::string& what) {
-    return Error{ErrorCode::kInvalidArgument,
-                 fmt::format("--param-group '{}': {} (expected PATTERN:lr_mult=M,weight_decay=W, e.g. '*/b:weight_decay=0' "
-                             "or 'embedding*:lr_mult=10'; lr_mult and weight_decay finite numbers >= 0, at least one)",
-                             text, what)};
+    return Error{
+        ErrorCode::kInvalidArgument,
+        fmt::format("--param-group '{}': {} (expected PATTERN:lr_mult=M,weight_decay=W, e.g. '*/b:weight_decay=0' "
+                    "or 'embedding*:lr_mult=10'; lr_mult and weight_decay finite numbers >= 0, at least one)",
+                    text, what)};
 }
 
 bool parse_number(std::string_view text, float& out) {
@@ -97,7 +98,8 @@ Result<std::vector<ParamGroup>> param_groups_from_json(const nlohmann::json& val
         if (j.contains("weight_decay")) {
             if (!j["weight_decay"].is_number()) return invalid("a weight_decay that is not a number");
             const double wd = j["weight_decay"].get<double>();
-            if (!std::isfinite(wd) || wd < 0 || wd > 1e30) return invalid("a weight_decay that is not a finite number >= 0");
+            if (!std::isfinite(wd) || wd < 0 || wd > 1e30)
+                return invalid("a weight_decay that is not a finite number >= 0");
             g.sets_weight_decay = true;
             g.weight_decay = static_cast<float>(wd);
         }

@@ -51,9 +51,10 @@ std::optional<PauseDetector::Stop> PauseDetector::tick_locked() {
         stopped_total_ += stop->length();
         ++stops_;
         if (!exiting.load())
-            spdlog::warn("this process was stopped (or not scheduled) for {:.1f} s: every peer gets a fresh timeout "
-                     "to answer",
-                     stop->seconds());
+            spdlog::warn(
+                "this process was stopped (or not scheduled) for {:.1f} s: every peer gets a fresh timeout "
+                "to answer",
+                stop->seconds());
     }
     last_tick_ = now;
     return stop;

@@ -28,7 +28,7 @@
 namespace psrun {
 
 class PauseDetector {
-public:
+  public:
     using Clock = std::chrono::steady_clock;
     using NowFn = std::function<Clock::time_point()>;
 
@@ -40,9 +40,9 @@ public:
     };
 
     // A detector that ticks only when tick() (or a query) is called; tests inject `now`.
-    explicit PauseDetector(NowFn now = [] { return Clock::now(); },
-                           Clock::duration period = std::chrono::milliseconds(100),
-                           Clock::duration threshold = std::chrono::milliseconds(900));
+    explicit PauseDetector(
+        NowFn now = [] { return Clock::now(); }, Clock::duration period = std::chrono::milliseconds(100),
+        Clock::duration threshold = std::chrono::milliseconds(900));
     PauseDetector(const PauseDetector&) = delete;
     PauseDetector& operator=(const PauseDetector&) = delete;
 
@@ -62,17 +62,17 @@ public:
     // Number of stops detected so far (after a tick).
     std::uint64_t stops();
 
-private:
+  private:
     std::optional<Stop> tick_locked();
 
     NowFn now_;
     Clock::duration period_;
     Clock::duration threshold_;
     std::mutex mutex_;
-    Clock::time_point last_tick_;          // guarded by mutex_
-    std::optional<Stop> last_stop_;        // guarded by mutex_
-    Clock::duration stopped_total_{};      // guarded by mutex_
-    std::uint64_t stops_ = 0;              // guarded by mutex_
+    Clock::time_point last_tick_;      // guarded by mutex_
+    std::optional<Stop> last_stop_;    // guarded by mutex_
+    Clock::duration stopped_total_{};  // guarded by mutex_
+    std::uint64_t stops_ = 0;          // guarded by mutex_
 };
 
 }  // namespace psrun

@@ -206,7 +206,8 @@ struct PeakSampler::Impl {
         std::vector<double> rates(static_cast<std::size_t>(shape.threads), 0.0);
         team(shape.threads, [&](int t) {
             const double s = seconds_of(kernel.fn, iterations);
-            rates.at(static_cast<std::size_t>(t)) = kernel.flop_per_iteration * static_cast<double>(iterations) / s / 1e9;
+            rates.at(static_cast<std::size_t>(t)) =
+                kernel.flop_per_iteration * static_cast<double>(iterations) / s / 1e9;
         });
         double sum = 0;
         for (double r : rates) sum += r;
@@ -284,17 +285,13 @@ double PeakFlops::gflops_for(const std::string& precision, int run_threads) cons
 }
 
 nlohmann::json PeakFlops::to_json() const {
-    return {{"cpu_model", cpu_model},
-            {"cpus", cpus},
-            {"threads", threads},
-            {"pinned", pinned},
-            {"f32_isa", f32_isa},
-            {"f32_gflops", f32_gflops},
-            {"bf16_isa", bf16_isa},
-            {"bf16_gflops", has_bf16() ? nlohmann::json(bf16_gflops) : nlohmann::json(nullptr)},
-            {"samples", samples},
-            {"statistic", statistic},
-            {"probe_ms", probe_ms}};
+    return {
+        {"cpu_model", cpu_model}, {"cpus", cpus},
+        {"threads", threads},     {"pinned", pinned},
+        {"f32_isa", f32_isa},     {"f32_gflops", f32_gflops},
+        {"bf16_isa", bf16_isa},   {"bf16_gflops", has_bf16() ? nlohmann::json(bf16_gflops) : nlohmann::json(nullptr)},
+        {"samples", samples},     {"statistic", statistic},
+        {"probe_ms", probe_ms}};
 }
 
 PeakFlops measure_peak_flops(const PeakProbeOptions& o) {

@@ -23,17 +23,17 @@
 namespace psrun {
 
 struct PeakFlops {
-    std::string cpu_model;      // /proc/cpuinfo's "model name"; "unknown" when absent
-    int cpus = 0;               // CPUs in the process's affinity mask
-    int threads = 0;            // threads that ran the probe at once: min(requested, cpus)
-    bool pinned = false;        // each on its own CPU of the affinity mask
-    std::string f32_isa;        // "avx512f", "avx2+fma", or "none" (no FMA: f32_gflops 0)
-    double f32_gflops = 0;      // all `threads` together, GFLOP/s
-    std::string bf16_isa;       // "avx512_bf16", or "none": bf16_gflops 0 (absent)
-    double bf16_gflops = 0;     // all `threads` together, GFLOP/s
-    int samples = 0;            // trials per precision the figures come from
+    std::string cpu_model;           // /proc/cpuinfo's "model name"; "unknown" when absent
+    int cpus = 0;                    // CPUs in the process's affinity mask
+    int threads = 0;                 // threads that ran the probe at once: min(requested, cpus)
+    bool pinned = false;             // each on its own CPU of the affinity mask
+    std::string f32_isa;             // "avx512f", "avx2+fma", or "none" (no FMA: f32_gflops 0)
+    double f32_gflops = 0;           // all `threads` together, GFLOP/s
+    std::string bf16_isa;            // "avx512_bf16", or "none": bf16_gflops 0 (absent)
+    double bf16_gflops = 0;          // all `threads` together, GFLOP/s
+    int samples = 0;                 // trials per precision the figures come from
     std::string statistic = "best";  // of those trials: "best" or "median" (PeakSampler)
-    double probe_ms = 0;        // the probe's wall time, calibration included
+    double probe_ms = 0;             // the probe's wall time, calibration included
 
     bool has_bf16() const { return bf16_gflops > 0; }
     double f32_gflops_per_thread() const { return threads > 0 ? f32_gflops / threads : 0.0; }
@@ -48,9 +48,9 @@ struct PeakFlops {
 };
 
 struct PeakProbeOptions {
-    int threads = 1;        // >= 1; capped at the CPUs of the affinity mask
-    double trial_ms = 15;   // per trial and thread (calibrated on one thread first)
-    int trials = 8;         // per precision; the best counts
+    int threads = 1;       // >= 1; capped at the CPUs of the affinity mask
+    double trial_ms = 15;  // per trial and thread (calibrated on one thread first)
+    int trials = 8;        // per precision; the best counts
 };
 
 // Measures the peak once, before a run: `trials` samples of a PeakSampler, the best (about
@@ -68,7 +68,7 @@ PeakFlops measure_peak_flops(const PeakProbeOptions& options);
 // Thread safety: one caller at a time. sample() runs its trials on the team and returns when
 // every thread of it has finished.
 class PeakSampler {
-public:
+  public:
     // Runs body(t) for every t in [0, threads) at once, each on its own thread, and returns when
     // all have returned. A caller whose work runs on a thread pool (OpenMP) passes that pool, so
     // the probe neither competes with the pool's idle-spinning threads nor runs on other CPUs.
@@ -89,7 +89,7 @@ public:
     PeakFlops median() const;
     PeakFlops best() const;
 
-private:
+  private:
     struct Impl;
     std::unique_ptr<Impl> impl_;
 };

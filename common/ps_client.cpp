@@ -111,7 +111,8 @@ Result<std::vector<PsClient::Reply>> PsClient::collect(const std::vector<std::ui
                 in_grace = true;
                 continue;
             }
-            if (!resend || options_.reconnect_wait.count() <= 0) return make_error(ErrorCode::kIo, links_->describe_loss(i));
+            if (!resend || options_.reconnect_wait.count() <= 0)
+                return make_error(ErrorCode::kIo, links_->describe_loss(i));
             PSRUN_TRY_ASSIGN(auto flags, reconnect(i));  // the same psd answers again: send the request anew
             resend(i, flags & wire::kFlagInitialized);
             lost_since[i].reset();
@@ -120,7 +121,8 @@ Result<std::vector<PsClient::Reply>> PsClient::collect(const std::vector<std::ui
         }
         if (reconnected) continue;  // the poll items name the old socket
         const auto deadline = PauseDetector::process().window_start(started) + timeout;
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
         // Wake up at least every 250 ms: a stop of our own moves the deadline, and a psd excused after it
         // must answer its probe in time (common/ps_health.h).
         const auto wake = in_grace ? std::chrono::milliseconds(20) : std::chrono::milliseconds(250);
@@ -130,7 +132,8 @@ Result<std::vector<PsClient::Reply>> PsClient::collect(const std::vector<std::ui
         if (ready == 0) {
             std::string names;
             for (auto i : shards)
-                if (!got[i]) names += (names.empty() ? "" : ", ") + std::to_string(i) + " (" + options_.endpoints[i] + ")";
+                if (!got[i])
+                    names += (names.empty() ? "" : ", ") + std::to_string(i) + " (" + options_.endpoints[i] + ")";
             return make_error(ErrorCode::kTimeout, "no reply from ps " + names + " within " +
                                                        std::to_string(timeout.count()) +
                                                        " ms: is psd running, and is the key file the job's?");
@@ -141,7 +144,8 @@ Result<std::vector<PsClient::Reply>> PsClient::collect(const std::vector<std::ui
             if (!zmq::recv_multipart(sockets_[i], std::back_inserter(parts), zmq::recv_flags::dontwait)) continue;
             if (parts.empty()) return make_error(ErrorCode::kProtocol, "empty reply from ps " + std::to_string(i));
             auto header = wire::decode_header(view(parts[0]));
-            if (!header) return make_error(ErrorCode::kProtocol, "ps " + std::to_string(i) + ": " + header.error().message);
+            if (!header)
+                return make_error(ErrorCode::kProtocol, "ps " + std::to_string(i) + ": " + header.error().message);
             PSRUN_TRY(open_reply(i, *header, parts));
             std::vector<std::size_t> sizes;
             for (std::size_t p = 1; p < parts.size(); ++p) sizes.push_back(parts[p].size());
@@ -165,10 +169,11 @@ Result<std::vector<PsClient::Reply>> PsClient::collect(const std::vector<std::ui
             if (header->type == MessageType::kError) {  // keep collecting: no reply may stay queued
                 auto body = parts.size() > 1 ? wire::decode_error(view(parts[1])) : tl::unexpected(Error{});
                 if (!refusal)
-                    refusal = Error{body ? body->code : ErrorCode::kProtocol,
-                                    "ps " + std::to_string(i) + " refused the request" +
-                                        (mac_shard_[i] && !(header->flags & wire::kFlagMac) ? " (unsealed reply)" : "") + ": " +
-                                        (body ? body->reason : std::string("(no reason)"))};
+                    refusal =
+                        Error{body ? body->code : ErrorCode::kProtocol,
+                              "ps " + std::to_string(i) + " refused the request" +
+                                  (mac_shard_[i] && !(header->flags & wire::kFlagMac) ? " (unsealed reply)" : "") +
+                                  ": " + (body ? body->reason : std::string("(no reason)"))};
                 continue;
             }
             parts.erase(parts.begin());
@@ -191,9 +196,10 @@ Result<void> PsClient::hello() {
             return make_error(ErrorCode::kProtocol, "ps " + std::to_string(i) + " answered HELLO without WELCOME");
         PSRUN_TRY_ASSIGN(auto w, wire::decode_welcome(view(r.frames[0])));
         if (w.shard != i || !(w.layout == expected))
-            return make_error(ErrorCode::kProtocol, "ps " + std::to_string(i) +
-                                                        " sent a shard layout that differs from this worker's: "
-                                                        "check that --ps lists the same endpoints in the same order everywhere");
+            return make_error(ErrorCode::kProtocol,
+                              "ps " + std::to_string(i) +
+                                  " sent a shard layout that differs from this worker's: "
+                                  "check that --ps lists the same endpoints in the same order everywhere");
         initialized_ = initialized_ && (r.header.flags & wire::kFlagInitialized);
         instances_[i] = w.instance;
         if (i == 0) welcome_step_ = r.header.step;
@@ -277,8 +283,7 @@ Result<StepInfo> PsClient::run_exchange(MessageType type, std::span<const float>
     if (info.finished)
         for (auto& r : *replies) info.step = std::max(info.step, r.header.step);
     if (type == MessageType::kPush) return info;
-    for (auto i : all_shards())
-        PSRUN_TRY(take_rows(i, (*replies)[i], wire::dense_frame_count((*replies)[i].header)));
+    for (auto i : all_shards()) PSRUN_TRY(take_rows(i, (*replies)[i], wire::dense_frame_count((*replies)[i].header)));
     if (rows) finish_rows(*rows);
     if (!out) return info;
     out->frames_.clear();

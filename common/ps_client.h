@@ -35,9 +35,9 @@ struct PsClientOptions {
     std::vector<std::string> endpoints;  // psd i at position i
     std::uint32_t index = 0;             // worker rank
     wire::Role role = wire::Role::kWorker;
-    std::optional<JobKeys> keys;         // nullopt: no CURVE (--no-auth); token below is used
+    std::optional<JobKeys> keys;  // nullopt: no CURVE (--no-auth); token below is used
     std::uint64_t token = 0;
-    AuthMode auth = kDefaultAuthMode;    // with keys, on tcp shards: CURVE or a MAC on every message
+    AuthMode auth = kDefaultAuthMode;  // with keys, on tcp shards: CURVE or a MAC on every message
     std::vector<TensorSpec> tensors = mnist_deep_tensors();
     // Sent in HELLO: psd refuses a worker whose model hash differs from the one it serves.
     wire::ModelId model{"mnist_deep", ""};
@@ -75,8 +75,8 @@ struct StepInfo {
     // Every shard reported last_step. Async shards count pushes independently: when the first one
     // finishes, another may still be short of it (workers step on: StepLoop::finish).
     bool all_finished = false;
-    bool stale = false;      // sync mode: the gradient was too old and was dropped
-    bool draining = false;   // a psd is draining (preemption): stop (async: the push was applied; sync: not)
+    bool stale = false;     // sync mode: the gradient was too old and was dropped
+    bool draining = false;  // a psd is draining (preemption): stop (async: the push was applied; sync: not)
     // A psd had declared this worker dead and took it back with this exchange (wire::kFlagRejoined);
     // rejoined_timeout_ms is that psd's --worker-timeout.
     bool rejoined = false;
@@ -88,15 +88,15 @@ struct StepInfo {
 
 // Parameters received in place: one ZeroMQ frame per slice, kept alive by this object.
 class ParamFrames {
-public:
+  public:
     // Floats of slice `id` (a layout slice id), valid until the next exchange reusing this object
     // (or, for slices received through shared memory, until the client's next exchange).
     std::span<const float> slice(std::uint32_t id) const;
     void copy_to(std::span<float> params, const ShardLayout& layout) const;
 
-private:
+  private:
     friend class PsClient;
-    std::vector<zmq::message_t> frames_;       // the slice frames used in place (reserved: never reallocated)
+    std::vector<zmq::message_t> frames_;            // the slice frames used in place (reserved: never reallocated)
     std::vector<std::span<const float>> by_slice_;  // slice id -> floats
     // bf16 slices expanded to f32 and misaligned f32 slices copied, at flat offsets
     // (decode_frame(), common/ps_client_payload.cpp).
@@ -113,23 +113,23 @@ private:
 // that is not a row: its initial values) and a pushed row's gradient counts only once the id is
 // a row there.
 struct RowGrads {
-    std::uint32_t tensor = 0;            // index in PsClientOptions::tensors (a rows tensor)
-    std::span<const std::uint32_t> ids = {};  // any order; the rows of a repeated id are summed
-    std::span<const float> values = {};       // ids.size() (keyed: keys.size()) x width floats
+    std::uint32_t tensor = 0;                  // index in PsClientOptions::tensors (a rows tensor)
+    std::span<const std::uint32_t> ids = {};   // any order; the rows of a repeated id are summed
+    std::span<const float> values = {};        // ids.size() (keyed: keys.size()) x width floats
     std::span<const std::uint64_t> keys = {};  // keyed tables only, in place of ids
 };
 struct RowRequest {
-    std::uint32_t tensor = 0;            // a rows tensor
-    std::span<const std::uint32_t> ids = {};  // any order; repeats are fetched once
+    std::uint32_t tensor = 0;                  // a rows tensor
+    std::span<const std::uint32_t> ids = {};   // any order; repeats are fetched once
     std::span<const std::uint64_t> keys = {};  // keyed tables only, in place of ids
 };
 // Rows pulled by one exchange: request i's rows, ids.size() x width floats in its order.
 class PulledRows {
-public:
+  public:
     std::span<const float> rows(std::size_t request) const { return values_.at(request); }
     std::size_t size() const { return values_.size(); }
 
-private:
+  private:
     friend class PsClient;
     std::vector<std::vector<float>> values_;
 };
@@ -153,7 +153,7 @@ struct Exchange {
 struct RowPlan;  // common/ps_client_rows.cpp
 
 class PsClient {
-public:
+  public:
     // Creates the sockets and connects them (no I/O yet). Throws zmq::error_t on bad endpoints.
     explicit PsClient(PsClientOptions options);
     ~PsClient();
@@ -206,10 +206,8 @@ public:
     [[nodiscard]] Result<StepInfo> exchange(const Exchange& x);
     [[nodiscard]] Result<StepInfo> pull(std::span<float> params);
     [[nodiscard]] Result<StepInfo> push(std::span<const float> grads, std::uint64_t step);
-    [[nodiscard]] Result<StepInfo> push_pull(std::span<const float> grads, std::uint64_t step,
-                                             std::span<float> params);
-    [[nodiscard]] Result<StepInfo> push_pull_frames(std::span<const float> grads, std::uint64_t step,
-                                                    ParamFrames& out);
+    [[nodiscard]] Result<StepInfo> push_pull(std::span<const float> grads, std::uint64_t step, std::span<float> params);
+    [[nodiscard]] Result<StepInfo> push_pull_frames(std::span<const float> grads, std::uint64_t step, ParamFrames& out);
     // `preempted`: this worker stops before the last step (signal or draining psd).
     [[nodiscard]] Result<void> done(bool preempted = false);
     [[nodiscard]] Result<void> heartbeat();
@@ -238,7 +236,7 @@ public:
     // Times a lost psd answered again as the same process and the request went on.
     std::uint64_t reconnects() const { return reconnects_; }
 
-private:
+  private:
     struct Reply {
         wire::Header header;
         std::vector<zmq::message_t> frames;
@@ -320,16 +318,16 @@ private:
     std::uint64_t welcome_step_ = 0;
     bool sync_ = false;
     std::atomic<int> holds_{0};
-    ShmSegment shm_;               // mapped when at least one shard attached it
-    std::vector<bool> shm_shard_;  // shard i exchanges through shm_
-    std::vector<std::uint16_t> grad_bf16_;  // wire_bf16: the gradient in bf16 (held by ZeroMQ until released)
+    ShmSegment shm_;                              // mapped when at least one shard attached it
+    std::vector<bool> shm_shard_;                 // shard i exchanges through shm_
+    std::vector<std::uint16_t> grad_bf16_;        // wire_bf16: the gradient in bf16 (held by ZeroMQ until released)
     std::vector<std::string> connect_endpoints_;  // normalised endpoints
     std::vector<std::uint64_t> instances_;        // shard i's psd instance (WELCOME), 0 before hello()
     std::vector<bool> restarted_;                 // shard i answered again as another psd instance
     std::vector<bool> gave_up_;                   // shard i did not come back within reconnect_wait
     std::optional<Error> link_error_;             // why, for every later request
     std::uint64_t reconnects_ = 0;
-    std::unique_ptr<RowPlan> rows_;  // the current exchange's sparse rows, per shard (buffers reused)
+    std::unique_ptr<RowPlan> rows_;       // the current exchange's sparse rows, per shard (buffers reused)
     std::unique_ptr<LinkMonitor> links_;  // after sockets_: destroyed first
 };
 

@@ -43,7 +43,8 @@ zmq::socket_t PsClient::new_socket(const std::string& endpoint) {
     // A connect attempt to a host that does not answer (its link is down) is abandoned after 1 s and
     // retried, instead of waiting out the kernel's SYN back-off.
     s.set(zmq::sockopt::connect_timeout, 1000);
-    if (options_.keys && uses_curve(endpoint) && options_.auth == AuthMode::kCurve) make_curve_client(s, *options_.keys);
+    if (options_.keys && uses_curve(endpoint) && options_.auth == AuthMode::kCurve)
+        make_curve_client(s, *options_.keys);
     return s;
 }
 
@@ -99,8 +100,10 @@ Result<std::uint32_t> PsClient::reconnect(std::uint32_t shard) {
         spdlog::warn("no answer from {} for {:.0f} s; waiting up to {:g} s for it (network or psd?)", who,
                      seconds(Clock::now() - silent_since), budget);
     else
-        spdlog::warn("{} closed the connection; waiting up to {:g} s for it to answer again (psd restarted, or "
-                     "network?)", who, budget);
+        spdlog::warn(
+            "{} closed the connection; waiting up to {:g} s for it to answer again (psd restarted, or "
+            "network?)",
+            who, budget);
     const std::string body = wire::encode_hello(wire::Hello{options_.model, options_.tensors});
     Header hello = make_header(MessageType::kHello);
     hello.frames.push_back(FrameDesc{wire::kBodyFrame, static_cast<std::uint32_t>(body.size())});
@@ -111,13 +114,14 @@ Result<std::uint32_t> PsClient::reconnect(std::uint32_t shard) {
         const auto deadline = PauseDetector::process().window_start(lost_at) + options_.reconnect_wait;
         if (Clock::now() >= deadline) {
             gave_up_[shard] = true;
-            link_error_ = Error{ErrorCode::kTimeout,
-                                fmt::format("{} did not answer for {:.1f} s ({}--reconnect-wait {:g} s): giving up. Its "
-                                            "host or network was down longer than that, or the psd died and was "
-                                            "not restarted; the checkpoints in the model dir are intact: rerun the "
-                                            "job to resume from the newest",
-                                            who, seconds(Clock::now() - silent_since),
-                                            heartbeats ? fmt::format("--heartbeat-timeout {:g} s + ", hb) : "", budget)};
+            link_error_ =
+                Error{ErrorCode::kTimeout,
+                      fmt::format("{} did not answer for {:.1f} s ({}--reconnect-wait {:g} s): giving up. Its "
+                                  "host or network was down longer than that, or the psd died and was "
+                                  "not restarted; the checkpoints in the model dir are intact: rerun the "
+                                  "job to resume from the newest",
+                                  who, seconds(Clock::now() - silent_since),
+                                  heartbeats ? fmt::format("--heartbeat-timeout {:g} s + ", hb) : "", budget)};
             return tl::unexpected(*link_error_);
         }
         if (options_.interrupted && options_.interrupted())
@@ -156,17 +160,19 @@ Result<std::uint32_t> PsClient::reconnect(std::uint32_t shard) {
                           who + " answered again but refused this worker: " + (e ? e->reason : "(no reason)"));
     }
     auto welcome = header->type == MessageType::kWelcome && parts.size() == 2 ? wire::decode_welcome(view(parts[1]))
-                                                                                : tl::unexpected(Error{});
+                                                                              : tl::unexpected(Error{});
     if (!welcome || welcome->shard != shard || (!layout_.slices.empty() && !(welcome->layout == layout_)))
         return make_error(ErrorCode::kProtocol, who + " answered HELLO again without its WELCOME");
     const double away = seconds(Clock::now() - silent_since);
     if (instances_[shard] != 0 && welcome->instance != instances_[shard]) {
         restarted_[shard] = true;
-        spdlog::warn("{} restarted: another psd process (instance {:016x}, was {:016x}) answers after {:.1f} s; the "
-                     "parameters it held are gone",
-                     who, welcome->instance, instances_[shard], away);
-        link_error_ = Error{ErrorCode::kIo, who + " restarted (another psd process answers on its endpoint): its "
-                                                  "parameters must be restored from the newest checkpoint"};
+        spdlog::warn(
+            "{} restarted: another psd process (instance {:016x}, was {:016x}) answers after {:.1f} s; the "
+            "parameters it held are gone",
+            who, welcome->instance, instances_[shard], away);
+        link_error_ = Error{ErrorCode::kIo, who +
+                                                " restarted (another psd process answers on its endpoint): its "
+                                                "parameters must be restored from the newest checkpoint"};
         return tl::unexpected(*link_error_);
     }
     instances_[shard] = welcome->instance;

@@ -39,15 +39,17 @@ Result<void> PsClient::plan_rows(std::span<const RowGrads> grads, std::span<cons
     auto table_of = [&](std::uint32_t tensor, const char* what) -> Result<std::size_t> {
         const int t = layout_.table_of(tensor);
         if (t < 0)
-            return make_error(ErrorCode::kInvalidArgument, std::string(what) + " names tensor " + std::to_string(tensor) +
-                                                               ", which is not a sparse table");
+            return make_error(
+                ErrorCode::kInvalidArgument,
+                std::string(what) + " names tensor " + std::to_string(tensor) + ", which is not a sparse table");
         return static_cast<std::size_t>(t);
     };
     auto check_id = [&](std::size_t t, std::uint64_t id) -> Result<void> {
         if (tables[t].keyed || id < tables[t].num_rows) return {};
         return make_error(ErrorCode::kInvalidArgument, "row id " + std::to_string(id) + " of sparse table '" +
-                                                           options_.tensors[tables[t].tensor].name + "' is not below its " +
-                                                           std::to_string(tables[t].num_rows) + " rows");
+                                                           options_.tensors[tables[t].tensor].name +
+                                                           "' is not below its " + std::to_string(tables[t].num_rows) +
+                                                           " rows");
     };
     // A keyed table's ids come in `keys`, any other's in `ids`: never both.
     auto check_form = [&](std::size_t t, bool has_ids, bool has_keys, const char* what) -> Result<void> {
@@ -73,10 +75,10 @@ Result<void> PsClient::plan_rows(std::span<const RowGrads> grads, std::span<cons
             if (static_cast<std::size_t>(layout_.table_of(grads[g].tensor)) != t) continue;
             const std::size_t n = count(grads[g]);
             if (grads[g].values.size() != n * width)
-                return make_error(ErrorCode::kInvalidArgument, "gradient rows of '" + options_.tensors[tables[t].tensor].name +
-                                                                   "': " + std::to_string(n) + " ids need " +
-                                                                   std::to_string(n * width) + " values, got " +
-                                                                   std::to_string(grads[g].values.size()));
+                return make_error(ErrorCode::kInvalidArgument,
+                                  "gradient rows of '" + options_.tensors[tables[t].tensor].name +
+                                      "': " + std::to_string(n) + " ids need " + std::to_string(n * width) +
+                                      " values, got " + std::to_string(grads[g].values.size()));
             for (std::size_t i = 0; i < n; ++i) {
                 if (auto ok = check_id(t, id_at(grads[g], i)); !ok) return ok;
                 plan.order.emplace_back(id_at(grads[g], i), (static_cast<std::uint64_t>(g) << 32) | i);
@@ -134,7 +136,8 @@ Result<void> PsClient::plan_rows(std::span<const RowGrads> grads, std::span<cons
             const std::size_t most = std::max(p.grads(), p.pulls());
             if (most > wire::kMaxRowsPerFrame || p.grad_values.size() * sizeof(float) > 0xFFFFFFFFull ||
                 most * tables[t].width * sizeof(float) > 0xFFFFFFFFull)
-                return make_error(ErrorCode::kInvalidArgument, "too many rows of '" + options_.tensors[tables[t].tensor].name +
+                return make_error(ErrorCode::kInvalidArgument, "too many rows of '" +
+                                                                   options_.tensors[tables[t].tensor].name +
                                                                    "' for one exchange with one shard (at most " +
                                                                    std::to_string(wire::kMaxRowsPerFrame) +
                                                                    " ids and 4 GiB of values): split the batch");
@@ -152,7 +155,8 @@ void PsClient::add_row_frames(std::uint32_t shard, Header& header, std::vector<z
         const std::uint32_t tensor = layout_.tables[t].tensor;
         header.frames.push_back(FrameDesc{wire::row_frame_id(RowPart::kGradIds, tensor),
                                           static_cast<std::uint32_t>(p.grad_ids.size() * 4 + p.grad_keys.size() * 8)});
-        if (p.grad_keys.empty()) payloads.push_back(zero_copy_message(p.grad_ids.data(), p.grad_ids.size() * 4, holds_));
+        if (p.grad_keys.empty())
+            payloads.push_back(zero_copy_message(p.grad_ids.data(), p.grad_ids.size() * 4, holds_));
         else payloads.push_back(zero_copy_message(p.grad_keys.data(), p.grad_keys.size() * 8, holds_));
         if (form == PayloadForm::kBf16) p.grad_bf16.resize(p.grad_values.size());
         header.frames.push_back(FrameDesc{wire::row_frame_id(RowPart::kGradValues, tensor),
@@ -165,7 +169,8 @@ void PsClient::add_row_frames(std::uint32_t shard, Header& header, std::vector<z
         if (rows_->lookup) header.flags |= wire::kFlagLookup;
         header.frames.push_back(FrameDesc{wire::row_frame_id(RowPart::kPullIds, layout_.tables[t].tensor),
                                           static_cast<std::uint32_t>(p.pull_ids.size() * 4 + p.pull_keys.size() * 8)});
-        if (p.pull_keys.empty()) payloads.push_back(zero_copy_message(p.pull_ids.data(), p.pull_ids.size() * 4, holds_));
+        if (p.pull_keys.empty())
+            payloads.push_back(zero_copy_message(p.pull_ids.data(), p.pull_ids.size() * 4, holds_));
         else payloads.push_back(zero_copy_message(p.pull_keys.data(), p.pull_keys.size() * 8, holds_));
     }
 }
@@ -180,7 +185,8 @@ Result<void> PsClient::take_rows(std::uint32_t shard, Reply& reply, std::size_t 
     }();
     if (reply.frames.size() != first + expected_frames)
         return make_error(ErrorCode::kProtocol, who + " answered " + std::to_string(reply.frames.size() - first) +
-                                                    " row frames for " + std::to_string(expected_frames) + " pulled tables");
+                                                    " row frames for " + std::to_string(expected_frames) +
+                                                    " pulled tables");
     if (expected_frames == 0) return {};
     // psd sends rows in bf16 when the request asked for bf16 (never to a shared-memory connection).
     const PayloadForm form = (reply.header.flags & wire::kFlagBf16) ? PayloadForm::kBf16 : PayloadForm::kF32;
@@ -193,8 +199,8 @@ Result<void> PsClient::take_rows(std::uint32_t shard, Reply& reply, std::size_t 
         const auto& frame = reply.frames[k];
         if (reply.header.frames[k].id != wire::row_frame_id(RowPart::kValues, layout_.tables[t].tensor) ||
             frame.size() != values * value_bytes(form))
-            return make_error(ErrorCode::kProtocol, who + " sent wrong rows of '" +
-                                                        options_.tensors[layout_.tables[t].tensor].name + "'");
+            return make_error(ErrorCode::kProtocol,
+                              who + " sent wrong rows of '" + options_.tensors[layout_.tables[t].tensor].name + "'");
         p.pulled.resize(values);
         const auto decoded = decode_frame(frame, values, form, p.pulled.data());
         if (decoded.data() != p.pulled.data()) std::memcpy(p.pulled.data(), decoded.data(), values * sizeof(float));

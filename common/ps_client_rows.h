@@ -10,7 +10,7 @@
 namespace psrun {
 
 struct RowPlan {
-    struct Part {  // one shard's rows of one table
+    struct Part {                              // one shard's rows of one table
         std::vector<std::uint32_t> grad_ids;   // ascending, unique
         std::vector<float> grad_values;        // summed rows, grads() x width
         std::vector<std::uint16_t> grad_bf16;  // the values in bf16 when sent so (held by ZeroMQ until released)
@@ -30,7 +30,7 @@ struct RowPlan {
     std::vector<std::vector<Where>> where;      // per request
     // Scratch for sorting: (id, source position).
     std::vector<std::pair<std::uint64_t, std::uint64_t>> order;
-    bool any = false;  // this exchange has rows
+    bool any = false;     // this exchange has rows
     bool lookup = false;  // its pulls only read (wire::kFlagLookup)
 };
 

@@ -101,9 +101,10 @@ void LinkMonitor::update() {
         drain(i, link.monitor, link.up, false);
         if (link.probe_monitor.handle() != nullptr) drain(i, link.probe_monitor, link.probe_up, true);
         if (link.excused_until && !link.lost && Clock::now() > *link.excused_until) {
-            spdlog::error("ps {} ({}) did not answer a heartbeat within --heartbeat-timeout {:.1f} s after this process "
-                          "resumed from its own stop",
-                          i, names_[i], heartbeat_.count() / 1000.0);
+            spdlog::error(
+                "ps {} ({}) did not answer a heartbeat within --heartbeat-timeout {:.1f} s after this process "
+                "resumed from its own stop",
+                i, names_[i], heartbeat_.count() / 1000.0);
             link.excused_until.reset();
             link.lost = true;
             link.by_heartbeat = true;
@@ -116,7 +117,8 @@ void LinkMonitor::update() {
 void LinkMonitor::settle(std::uint32_t shard) {
     auto& link = links_[shard];
     while (link.lost && link.by_heartbeat && link.up) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(link.lost_at + kCloseSkew - Clock::now());
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(link.lost_at + kCloseSkew - Clock::now());
         if (left.count() <= 0) return;
         std::vector<zmq::pollitem_t> items{{link.monitor.handle(), 0, ZMQ_POLLIN, 0}};
         zmq::poll(items, left);
@@ -131,10 +133,11 @@ bool LinkMonitor::excuse(std::uint32_t shard) {
     if (!stop || stop->ended + heartbeat_ < last_update_) return false;
     const auto now = Clock::now();
     links_[shard].excused_until = now + heartbeat_;
-    spdlog::warn("ps {} ({}) missed heartbeats while this process was itself stopped for {:.1f} s (resumed {:.1f} s "
-                 "ago): not counted as its silence; it has a fresh --heartbeat-timeout of {:.1f} s to answer",
-                 shard, names_[shard], stop->seconds(), std::chrono::duration<double>(now - stop->ended).count(),
-                 heartbeat_.count() / 1000.0);
+    spdlog::warn(
+        "ps {} ({}) missed heartbeats while this process was itself stopped for {:.1f} s (resumed {:.1f} s "
+        "ago): not counted as its silence; it has a fresh --heartbeat-timeout of {:.1f} s to answer",
+        shard, names_[shard], stop->seconds(), std::chrono::duration<double>(now - stop->ended).count(),
+        heartbeat_.count() / 1000.0);
     return true;
 }
 

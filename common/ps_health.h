@@ -42,7 +42,7 @@ namespace psrun {
 inline constexpr std::chrono::seconds kDefaultReconnectWait{180};
 
 class LinkMonitor {
-public:
+  public:
     using Clock = std::chrono::steady_clock;
 
     // Starts monitoring `sockets` (one per shard, not yet connected; names[i] names shard i in
@@ -88,7 +88,7 @@ public:
     // "ps 1 (ipc:///tmp/x/ps-1) closed the connection: ..." for error messages.
     std::string describe_loss(std::uint32_t shard) const;
 
-private:
+  private:
     struct Link {
         zmq::socket_t monitor;        // PAIR connected to the data socket's monitor endpoint
         zmq::socket_t probe_monitor;  // same for the probe (unused without heartbeats)

@@ -63,7 +63,7 @@ using Result = tl::expected<T, Error>;
 
 // Thrown for a usage or configuration error; main() turns it into exit code 2.
 class UsageError : public std::runtime_error {
-public:
+  public:
     explicit UsageError(const std::string& what) : std::runtime_error(what) {}
 };
 

@@ -9,12 +9,10 @@
 namespace psrun {
 
 class Rng {
-public:
+  public:
     explicit Rng(std::uint64_t seed) : state_(seed) {}
     // Seeds derived from several values (seed, shard, epoch, ...) without collisions in practice.
-    Rng(std::uint64_t seed, std::uint64_t stream) : state_(seed) {
-        state_ = next() ^ (stream * 0xD1B54A32D192ED03ull);
-    }
+    Rng(std::uint64_t seed, std::uint64_t stream) : state_(seed) { state_ = next() ^ (stream * 0xD1B54A32D192ED03ull); }
 
     std::uint64_t next() {
         std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
@@ -42,7 +40,7 @@ public:
         }
     }
 
-private:
+  private:
     std::uint64_t state_;
 };
 

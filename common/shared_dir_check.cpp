@@ -95,8 +95,8 @@ Result<void> answer_dir_check(const std::string& own_view, const std::string& ch
     }
     const std::string mine = check_dir(view) + "/ps-" + std::to_string(ps_index) + "." + nonce;
     if (auto ok = write_text(mine, nonce); !ok)
-        return make_error(ErrorCode::kInvalidArgument, who + ": cannot write into the model dir " + view + " (" +
-                                                           ok.error().message + "): " + kFix);
+        return make_error(ErrorCode::kInvalidArgument,
+                          who + ": cannot write into the model dir " + view + " (" + ok.error().message + "): " + kFix);
     return {};
 }
 

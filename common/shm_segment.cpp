@@ -111,8 +111,8 @@ Result<ShmSegment> ShmSegment::create(const ShmGeometry& geometry, const std::st
     // Reserve every page now: a full tmpfs then fails here, not with SIGBUS on a later write.
     if (int e = posix_fallocate(fd.get(), 0, static_cast<off_t>(geometry.total_bytes())); e != 0) {
         errno = e;
-        return sys_error("shared memory: cannot reserve " + std::to_string(geometry.total_bytes() >> 20) +
-                         " MiB in " + dir);
+        return sys_error("shared memory: cannot reserve " + std::to_string(geometry.total_bytes() >> 20) + " MiB in " +
+                         dir);
     }
     void* p = mmap(nullptr, geometry.total_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
     if (p == MAP_FAILED) return sys_error("shared memory: mmap " + seg.path_);
@@ -127,7 +127,8 @@ Result<ShmSegment> ShmSegment::open(const AttachRequest& request) {
     const std::string& path = request.path;
     struct stat before {};
     if (lstat(path.c_str(), &before) != 0) return sys_error("shared memory: " + path);
-    if (!S_ISREG(before.st_mode)) return make_error(ErrorCode::kUnauthorized, "shared memory: " + path + " is not a regular file");
+    if (!S_ISREG(before.st_mode))
+        return make_error(ErrorCode::kUnauthorized, "shared memory: " + path + " is not a regular file");
     UniqueFd fd(::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
     if (!fd.valid()) return sys_error("shared memory: cannot open " + path);
     struct stat st {};
@@ -137,7 +138,8 @@ Result<ShmSegment> ShmSegment::open(const AttachRequest& request) {
     if (st.st_uid != geteuid() || (st.st_mode & 077) != 0)
         return make_error(ErrorCode::kUnauthorized,
                           "shared memory: " + path + " must belong to psd's user and be private (mode 0600)");
-    if (!on_tmpfs(fd.get())) return make_error(ErrorCode::kUnauthorized, "shared memory: " + path + " is not on a tmpfs");
+    if (!on_tmpfs(fd.get()))
+        return make_error(ErrorCode::kUnauthorized, "shared memory: " + path + " is not on a tmpfs");
     if (static_cast<std::size_t>(st.st_size) != request.geometry.total_bytes())
         return make_error(ErrorCode::kProtocol, "shared memory: " + path + " has the wrong size");
     void* p = mmap(nullptr, request.geometry.total_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
@@ -154,7 +156,10 @@ Result<ShmSegment> ShmSegment::open(const AttachRequest& request) {
 }
 
 ShmSegment::ShmSegment(ShmSegment&& o) noexcept
-    : base_(std::exchange(o.base_, nullptr)), geometry_(o.geometry_), path_(std::move(o.path_)), nonce_(o.nonce_),
+    : base_(std::exchange(o.base_, nullptr)),
+      geometry_(o.geometry_),
+      path_(std::move(o.path_)),
+      nonce_(o.nonce_),
       linked_(std::exchange(o.linked_, false)) {}
 
 ShmSegment& ShmSegment::operator=(ShmSegment&& o) noexcept {
@@ -187,7 +192,8 @@ std::span<float> ShmSegment::params() const {
 }
 
 std::span<float> ShmSegment::grads(std::uint32_t region) const {
-    return {reinterpret_cast<float*>(base_ + geometry_.grads_offset(region)), static_cast<std::size_t>(geometry_.floats)};
+    return {reinterpret_cast<float*>(base_ + geometry_.grads_offset(region)),
+            static_cast<std::size_t>(geometry_.floats)};
 }
 
 }  // namespace psrun

@@ -37,8 +37,8 @@ inline constexpr const char* kDefaultShmDir = "/dev/shm";
 using ShmNonce = std::array<std::uint8_t, 16>;
 
 struct ShmGeometry {
-    std::uint64_t floats = 0;       // parameters in the model (layout total)
-    std::uint32_t regions = 1;      // gradient regions, 1..kMaxShmRegions
+    std::uint64_t floats = 0;          // parameters in the model (layout total)
+    std::uint32_t regions = 1;         // gradient regions, 1..kMaxShmRegions
     std::size_t region_bytes() const;  // floats * 4 rounded up to a page
     std::size_t params_offset() const;
     std::size_t grads_offset(std::uint32_t region) const;
@@ -55,9 +55,10 @@ std::string encode_attach(const AttachRequest& request);
 [[nodiscard]] Result<AttachRequest> decode_attach(std::string_view bytes);
 
 class ShmSegment {
-public:
+  public:
     // Worker side: a new segment in `dir` (a tmpfs directory), zero-filled.
-    [[nodiscard]] static Result<ShmSegment> create(const ShmGeometry& geometry, const std::string& dir = kDefaultShmDir);
+    [[nodiscard]] static Result<ShmSegment> create(const ShmGeometry& geometry,
+                                                   const std::string& dir = kDefaultShmDir);
     // psd side: maps the segment an ATTACH names, after the checks in the file comment.
     [[nodiscard]] static Result<ShmSegment> open(const AttachRequest& request);
 
@@ -76,7 +77,7 @@ public:
     // Creator: removes the file name (idempotent); the mappings stay valid.
     void unlink();
 
-private:
+  private:
     void reset();
 
     std::byte* base_ = nullptr;

@@ -19,26 +19,26 @@ void unblock_all_signals();
 
 // A non-blocking signalfd for the signals blocked above. Not thread-safe; read it from one thread.
 class SignalFd {
-public:
+  public:
     SignalFd();
     int fd() const { return fd_.get(); }
     // Returns the next pending signal number, or nullopt when none is pending.
     std::optional<int> read_signal();
 
-private:
+  private:
     UniqueFd fd_;
 };
 
 // An eventfd used to wake a poll loop from another thread. notify() is thread-safe and
 // async-signal-safe; drain() is called by the loop's thread.
 class WakeFd {
-public:
+  public:
     WakeFd();
     int fd() const { return fd_.get(); }
     void notify();
     void drain();
 
-private:
+  private:
     UniqueFd fd_;
 };
 

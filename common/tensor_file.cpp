@@ -66,7 +66,8 @@ std::string encode_tensor_file(std::span<const TensorView> tensors) {
         out += t.name;
         put<std::uint32_t>(out, static_cast<std::uint32_t>(t.shape.size()));
         for (auto d : t.shape) put<std::uint64_t>(out, d);
-        if (t.fill) throw std::invalid_argument("encode_tensor_file: tensor '" + t.name + "' is produced by fill: stream it");
+        if (t.fill)
+            throw std::invalid_argument("encode_tensor_file: tensor '" + t.name + "' is produced by fill: stream it");
         put<std::uint64_t>(out, t.data.size());
         out.append(reinterpret_cast<const char*>(t.data.data()), t.data.size_bytes());
         const std::uint32_t crc = crc32c(as_bytes(std::string_view(out).substr(start)));
@@ -94,9 +95,7 @@ Result<std::vector<NamedTensor>> read_tensor_file(const std::string& path) {
 }
 
 Result<std::vector<NamedTensor>> parse_tensor_file(std::string_view bytes, const std::string& path) {
-    auto bad = [&](const std::string& what) {
-        return make_error(ErrorCode::kInvalidArgument, path + ": " + what);
-    };
+    auto bad = [&](const std::string& what) { return make_error(ErrorCode::kInvalidArgument, path + ": " + what); };
     Reader r{bytes};
     std::string_view magic;
     if (!r.take(sizeof kMagic, magic) || magic != std::string_view(kMagic, sizeof kMagic))

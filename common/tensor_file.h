@@ -38,8 +38,7 @@ struct TensorView {
 // Writes the tensors to `path` and fsyncs the file, streaming each tensor's data from its span
 // (common/tensor_file_stream.h). On any failure (disk full included) the partial file is removed
 // and an kIo error names the path and the system error.
-[[nodiscard]] Result<void> write_tensor_file(const std::string& path,
-                                             std::span<const TensorView> tensors);
+[[nodiscard]] Result<void> write_tensor_file(const std::string& path, std::span<const TensorView> tensors);
 
 // Reads and verifies every CRC. Any damage (truncation, flipped bit, bad count) is a
 // kInvalidArgument error naming the file and the tensor.
@@ -50,7 +49,6 @@ struct TensorView {
 // in error messages). parse(encode(t)) == t, and encode(parse(b)) == b for every accepted b.
 // encode_tensor_file takes views of data only (a view with fill: std::invalid_argument).
 std::string encode_tensor_file(std::span<const TensorView> tensors);
-[[nodiscard]] Result<std::vector<NamedTensor>> parse_tensor_file(std::string_view bytes,
-                                                                 const std::string& path);
+[[nodiscard]] Result<std::vector<NamedTensor>> parse_tensor_file(std::string_view bytes, const std::string& path);
 
 }  // namespace psrun

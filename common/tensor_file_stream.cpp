@@ -182,7 +182,8 @@ Result<void> TensorFileReader::verify() {
 Result<void> TensorFileReader::scan(bool verify) {
     auto bad = [&](const std::string& what) { return make_error(ErrorCode::kInvalidArgument, path_ + ": " + what); };
     char magic[sizeof kMagic];
-    if (size_ < sizeof kMagic || !pread_all(fd_, magic, sizeof magic, 0) || std::memcmp(magic, kMagic, sizeof kMagic) != 0)
+    if (size_ < sizeof kMagic || !pread_all(fd_, magic, sizeof magic, 0) ||
+        std::memcmp(magic, kMagic, sizeof kMagic) != 0)
         return bad("not a psrun tensor file (bad magic)");
     std::uint64_t pos = sizeof kMagic;
     std::string crcs;

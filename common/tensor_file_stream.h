@@ -23,7 +23,7 @@ inline constexpr char kEnd[8] = {'P', 'S', 'R', 'U', 'N', 'E', 'N', 'D'};
 }  // namespace tensor_file_format
 
 class TensorFileWriter {
-public:
+  public:
     // Creates (truncates) `path`, mode 0644. kIo naming the path and the system error.
     [[nodiscard]] static Result<TensorFileWriter> create(const std::string& path);
     TensorFileWriter(TensorFileWriter&& other) noexcept;
@@ -35,7 +35,7 @@ public:
     // Writes the footer, fsyncs and closes. On any failure (disk full included) the file is removed.
     [[nodiscard]] Result<void> finish();
 
-private:
+  private:
     TensorFileWriter(int fd, std::string path);
     [[nodiscard]] Result<void> put(const void* data, std::size_t bytes, bool crc);
     [[nodiscard]] Result<void> flush();
@@ -44,8 +44,8 @@ private:
     int fd_ = -1;
     std::string path_;
     std::string buffer_;
-    std::uint32_t crc_ = 0;   // of the tensor being written
-    std::string crcs_;        // every tensor's CRC, for the footer
+    std::uint32_t crc_ = 0;  // of the tensor being written
+    std::string crcs_;       // every tensor's CRC, for the footer
     std::uint32_t count_ = 0;
 };
 
@@ -58,7 +58,7 @@ struct TensorFileEntry {
 };
 
 class TensorFileReader {
-public:
+  public:
     // Opens `path` and checks its structure; with `verify`, also every tensor's CRC32C and the
     // footer, reading the file once through a fixed buffer (and noting which tensors hold a NaN
     // or Inf: TensorFileEntry::finite). Errors as read_tensor_file(): kNotFound
@@ -77,7 +77,7 @@ public:
     // when the range is outside the tensor, kIo on a read error or a file that shrank.
     [[nodiscard]] Result<void> read(std::size_t i, std::uint64_t first, std::span<float> out) const;
 
-private:
+  private:
     TensorFileReader(int fd, std::string path);
     [[nodiscard]] Result<void> scan(bool verify);
 

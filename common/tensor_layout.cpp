@@ -25,10 +25,8 @@ std::string_view to_string(TensorKind k) {
 
 std::vector<TensorSpec> mnist_deep_tensors() {
     return {
-        {"conv1/w", {32, 1, 5, 5}}, {"conv1/b", {32}},
-        {"conv2/w", {64, 32, 5, 5}}, {"conv2/b", {64}},
-        {"fc1/w", {1024, 3136}},     {"fc1/b", {1024}},
-        {"fc2/w", {10, 1024}},       {"fc2/b", {10}},
+        {"conv1/w", {32, 1, 5, 5}}, {"conv1/b", {32}}, {"conv2/w", {64, 32, 5, 5}}, {"conv2/b", {64}},
+        {"fc1/w", {1024, 3136}},    {"fc1/b", {1024}}, {"fc2/w", {10, 1024}},       {"fc2/b", {10}},
     };
 }
 
@@ -84,7 +82,8 @@ void place_tables(ShardLayout& layout) {
         }
         for (std::uint32_t s = 0; s < k; ++s) load[s] += t.rows_on(s, k) * t.width;
     }
-    std::stable_sort(small.begin(), small.end(), [](const RowTable* a, const RowTable* b) { return a->floats() > b->floats(); });
+    std::stable_sort(small.begin(), small.end(),
+                     [](const RowTable* a, const RowTable* b) { return a->floats() > b->floats(); });
     for (RowTable* t : small) {
         const auto least = static_cast<std::uint32_t>(std::min_element(load.begin(), load.end()) - load.begin());
         t->home = least;
@@ -125,7 +124,8 @@ Result<ShardLayout> compute_layout(const std::vector<TensorSpec>& tensors, std::
         starts.push_back(total);
         if (t.rows()) {
             if (t.shape.size() != 2)
-                return make_error(ErrorCode::kInvalidArgument, "rows tensor '" + t.name + "' must have shape [num_rows, width]");
+                return make_error(ErrorCode::kInvalidArgument,
+                                  "rows tensor '" + t.name + "' must have shape [num_rows, width]");
             tables.push_back(RowTable{i, t.shape[0], t.shape[1], t.keyed()});
             continue;
         }
@@ -181,9 +181,8 @@ Result<void> validate_layout(const ShardLayout& layout, const std::vector<Tensor
     };
     skip_rows();
     for (const auto& s : layout.slices) {
-        if (tensor >= tensors.size() || s.tensor != tensor || s.offset != in_tensor ||
-            s.length == 0 || s.shard >= layout.num_shards || s.flat_offset != flat ||
-            s.length > tensors[tensor].elements() - in_tensor)
+        if (tensor >= tensors.size() || s.tensor != tensor || s.offset != in_tensor || s.length == 0 ||
+            s.shard >= layout.num_shards || s.flat_offset != flat || s.length > tensors[tensor].elements() - in_tensor)
             return make_error(ErrorCode::kProtocol, "layout slice does not continue the tensor list");
         flat += s.length;
         in_tensor += s.length;

@@ -23,8 +23,8 @@ namespace psrun {
 enum class TensorClass : std::uint8_t { kTrainable = 0, kState = 1 };
 // Where a tensor lives. Dense: in the contiguous buffer every worker holds, sliced over the
 // shards. Rows: an embedding table of shape [num_rows, width] that lives only on psd, row r on
-// shard r mod K (a small table: whole on one shard, RowTable), pulled and pushed row by row (docs/protocol.md "Sparse tables"). Keyed rows: a
-// table keyed by raw 64-bit ids with no vocabulary (docs/sparse.md "Raw ids"), shape [capacity,
+// shard r mod K (a small table: whole on one shard, RowTable), pulled and pushed row by row (docs/protocol.md "Sparse
+// tables"). Keyed rows: a table keyed by raw 64-bit ids with no vocabulary (docs/sparse.md "Raw ids"), shape [capacity,
 // width]: at most `capacity` rows over all shards (ceil(capacity / K) each), id i on shard
 // keyed_owner(i, K); a shard makes an id a row when its RowPolicy admits it and evicts rows to
 // stay within its capacity (psd/row_index.h). Rows and keyed rows are both rows().
@@ -47,9 +47,9 @@ struct RowInit {
 // An id that is not a row reads as its initial values (RowInit, by id) and its gradients are
 // dropped.
 struct RowPolicy {
-    std::uint32_t admit_after = 1;    // occurrences (pulls or pushes) before an id becomes a row: 1..65535
-    float admit_probability = 1.0f;   // then the chance per occurrence: (0, 1]
-    std::uint64_t evict_after = 0;    // updates of the shard without a push before a row is evicted; 0: never
+    std::uint32_t admit_after = 1;   // occurrences (pulls or pushes) before an id becomes a row: 1..65535
+    float admit_probability = 1.0f;  // then the chance per occurrence: (0, 1]
+    std::uint64_t evict_after = 0;   // updates of the shard without a push before a row is evicted; 0: never
     bool operator==(const RowPolicy&) const = default;
 };
 
@@ -58,7 +58,7 @@ struct TensorSpec {
     std::vector<std::uint32_t> shape;  // rows: {num_rows, width}; keyed rows: {capacity, width}
     TensorClass tensor_class = TensorClass::kTrainable;
     TensorKind kind = TensorKind::kDense;
-    RowInit row_init{};  // rows only; must stay default for dense tensors
+    RowInit row_init{};      // rows only; must stay default for dense tensors
     RowPolicy row_policy{};  // keyed rows only; must stay default otherwise
     std::size_t elements() const;
     bool state() const { return tensor_class == TensorClass::kState; }
@@ -105,10 +105,10 @@ inline std::uint64_t row_index(std::uint64_t row, std::uint32_t num_shards) { re
 // `home`, row r at index r (a keyed table: all its capacity there); the other shards hold none.
 struct RowTable {
     static constexpr std::uint32_t kSpread = 0xFFFFFFFFu;
-    std::uint32_t tensor = 0;    // index into the tensor list
-    std::uint64_t num_rows = 0;  // rows; ids are 0 .. num_rows - 1 (keyed: the capacity, ids any uint64)
-    std::uint32_t width = 0;     // floats per row
-    bool keyed = false;          // TensorKind::kKeyedRows
+    std::uint32_t tensor = 0;      // index into the tensor list
+    std::uint64_t num_rows = 0;    // rows; ids are 0 .. num_rows - 1 (keyed: the capacity, ids any uint64)
+    std::uint32_t width = 0;       // floats per row
+    bool keyed = false;            // TensorKind::kKeyedRows
     std::uint32_t home = kSpread;  // the shard holding the whole table, or kSpread
 
     bool whole() const { return home != kSpread; }
@@ -142,8 +142,8 @@ std::optional<RowTable> placement_from_pieces(RowTable table, const std::vector<
 
 struct ShardLayout {
     std::uint32_t num_shards = 0;
-    std::vector<Slice> slices;  // in flat-buffer order; ids are indices into this vector
-    std::size_t total = 0;      // floats in the whole (dense) buffer
+    std::vector<Slice> slices;     // in flat-buffer order; ids are indices into this vector
+    std::size_t total = 0;         // floats in the whole (dense) buffer
     std::vector<RowTable> tables;  // the rows tensors, in list order; not in the buffer
 
     // Position in `tables` of tensor `tensor`, or -1 when it is not a rows tensor.
@@ -169,14 +169,12 @@ struct ShardLayout {
 inline constexpr std::size_t kMinSliceFloats = 4096;
 inline constexpr std::uint64_t kWholeTableFloats = std::uint64_t{1} << 20;  // 4 MiB of values
 inline constexpr std::uint64_t kWholeTableShare = 4;
-[[nodiscard]] Result<ShardLayout> compute_layout(const std::vector<TensorSpec>& tensors,
-                                                 std::uint32_t num_shards);
+[[nodiscard]] Result<ShardLayout> compute_layout(const std::vector<TensorSpec>& tensors, std::uint32_t num_shards);
 
 // Checks that a layout received from a peer is well-formed for `tensors`: slices cover each
 // dense tensor exactly once, in order, with shard ids < num_shards, and `tables` lists the rows
 // tensors with their shapes and the planner's placement.
-[[nodiscard]] Result<void> validate_layout(const ShardLayout& layout,
-                                           const std::vector<TensorSpec>& tensors);
+[[nodiscard]] Result<void> validate_layout(const ShardLayout& layout, const std::vector<TensorSpec>& tensors);
 
 // A stable 64-bit fingerprint of the tensor list (names, shapes, and class, kind, row
 // initializer and keyed rows' policy where they differ from the defaults, so that lists of plain trainable dense

@@ -17,15 +17,13 @@ std::uint32_t masked_crc(const void* data, std::size_t n) {
 
 template <class T>
 void put_le(std::string& out, T value) {
-    for (std::size_t i = 0; i < sizeof(T); ++i)
-        out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+    for (std::size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
 }
 
 template <class T>
 T get_le(const char* p) {
     T value = 0;
-    for (std::size_t i = 0; i < sizeof(T); ++i)
-        value |= static_cast<T>(static_cast<std::uint8_t>(p[i])) << (8 * i);
+    for (std::size_t i = 0; i < sizeof(T); ++i) value |= static_cast<T>(static_cast<std::uint8_t>(p[i])) << (8 * i);
     return value;
 }
 

@@ -21,7 +21,7 @@
 namespace psrun {
 
 class ThreadTeam {
-public:
+  public:
     explicit ThreadTeam(int threads);  // threads >= 1: threads - 1 helper threads are started
     ~ThreadTeam();
     ThreadTeam(const ThreadTeam&) = delete;
@@ -30,7 +30,7 @@ public:
     int size() const { return static_cast<int>(helpers_.size()) + 1; }
     void run(const std::function<void(int part)>& fn);
 
-private:
+  private:
     void helper_loop(int part);
 
     std::vector<std::thread> helpers_;

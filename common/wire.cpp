@@ -63,8 +63,8 @@ std::string encode_header(const Header& h) {
         put_fixed32(out, f.id);
         put_fixed32(out, f.bytes);
     }
-    const std::uint32_t crc = crc_of(std::string_view(out).substr(0, kCrcOffset)) ^
-                              crc_of(std::string_view(out).substr(kFixedHeaderSize));
+    const std::uint32_t crc =
+        crc_of(std::string_view(out).substr(0, kCrcOffset)) ^ crc_of(std::string_view(out).substr(kFixedHeaderSize));
     std::memcpy(out.data() + kCrcOffset, &crc, 4);
     return out;
 }
@@ -91,7 +91,7 @@ Result<Header> decode_header(std::string_view bytes) {
     if (magic != kMagic) return protocol_error("bad magic: not a psrun message");
     if (version != kVersion)
         return protocol_error("protocol version " + std::to_string(version) + ", this build speaks " +
-                   std::to_string(kVersion) + ": run the same psrun build everywhere");
+                              std::to_string(kVersion) + ": run the same psrun build everywhere");
     if (type == 0 || type > kMaxMessageType) return protocol_error("unknown message type " + std::to_string(type));
     if (role > kMaxRole) return protocol_error("unknown sender role " + std::to_string(role));
     if ((h.flags & ~kKnownFlags) != 0) return protocol_error("unknown header flags");
@@ -99,7 +99,8 @@ Result<Header> decode_header(std::string_view bytes) {
                                                    type == static_cast<std::uint8_t>(MessageType::kPushPull));
     const bool rejoined = (h.flags & kFlagRejoined) && role == static_cast<std::uint8_t>(Role::kPs);
     if (shm_push ? h.aux > kMaxShmRegion : (h.aux != 0 && !rejoined))
-        return protocol_error(shm_push ? "shared-memory gradient region out of range" : "header field 'aux' is not zero");
+        return protocol_error(shm_push ? "shared-memory gradient region out of range"
+                                       : "header field 'aux' is not zero");
     if (count > kMaxFrames) return protocol_error("too many payload frames: " + std::to_string(count));
     if (bytes.size() != kFixedHeaderSize + kFrameDescriptorSize * count)
         return protocol_error("header frame size does not match its frame count");
@@ -131,11 +132,11 @@ std::size_t dense_frame_count(const Header& header) {
 Result<void> check_frames(const Header& header, std::span<const std::size_t> frame_sizes) {
     if (frame_sizes.size() != header.frames.size())
         return protocol_error("header announces " + std::to_string(header.frames.size()) + " payload frames, got " +
-                   std::to_string(frame_sizes.size()));
+                              std::to_string(frame_sizes.size()));
     for (std::size_t i = 0; i < frame_sizes.size(); ++i)
         if (frame_sizes[i] != header.frames[i].bytes)
             return protocol_error("payload frame " + std::to_string(i) + " has " + std::to_string(frame_sizes[i]) +
-                       " bytes, header says " + std::to_string(header.frames[i].bytes));
+                                  " bytes, header says " + std::to_string(header.frames[i].bytes));
     return {};
 }
 

@@ -29,9 +29,9 @@ inline constexpr std::uint16_t kVersion = 16;
 inline constexpr std::size_t kFixedHeaderSize = 48;
 inline constexpr std::size_t kFrameDescriptorSize = 8;
 inline constexpr std::uint32_t kMaxFrames = 4096;
-inline constexpr std::uint32_t kMaxTensors = 4096;  // tensors in a HELLO list (and a row frame's tensor field)
-inline constexpr std::uint16_t kMaxParamGroups = 64;  // --param-group entries in INIT
-inline constexpr std::uint32_t kBodyFrame = 0xFFFFFFFF;    // descriptor id of a non-tensor frame
+inline constexpr std::uint32_t kMaxTensors = 4096;        // tensors in a HELLO list (and a row frame's tensor field)
+inline constexpr std::uint16_t kMaxParamGroups = 64;      // --param-group entries in INIT
+inline constexpr std::uint32_t kBodyFrame = 0xFFFFFFFF;   // descriptor id of a non-tensor frame
 inline constexpr std::uint32_t kMaxBodyBytes = 1u << 20;  // bodies are small; slices are not
 inline constexpr std::uint64_t kMaxDenseElements = 1ull << 32;  // floats of one dense tensor
 inline constexpr std::uint64_t kMaxRowsElements = 1ull << 40;   // floats of one rows tensor
@@ -39,9 +39,25 @@ inline constexpr std::uint32_t kMaxRowWidth = 65536;            // floats per ro
 inline constexpr std::uint32_t kMaxAdmitAfter = 65535;          // a keyed table's RowPolicy::admit_after
 
 enum class MessageType : std::uint8_t {
-    kHello = 1, kWelcome = 2, kInit = 3, kPull = 4, kPush = 5, kPushPull = 6, kParams = 7,
-    kAck = 8, kDone = 9, kStats = 10, kStop = 11, kError = 12, kHeartbeat = 13,
-    kSave = 14, kRestore = 15, kAttach = 16, kDirCheck = 17, kChunk = 18, kJoin = 19,
+    kHello = 1,
+    kWelcome = 2,
+    kInit = 3,
+    kPull = 4,
+    kPush = 5,
+    kPushPull = 6,
+    kParams = 7,
+    kAck = 8,
+    kDone = 9,
+    kStats = 10,
+    kStop = 11,
+    kError = 12,
+    kHeartbeat = 13,
+    kSave = 14,
+    kRestore = 15,
+    kAttach = 16,
+    kDirCheck = 17,
+    kChunk = 18,
+    kJoin = 19,
 };
 inline constexpr std::uint8_t kMaxMessageType = 19;
 std::string_view to_string(MessageType type);
@@ -50,12 +66,12 @@ enum class Role : std::uint8_t { kWorker = 0, kChief = 1, kPs = 2, kTool = 3 };
 inline constexpr std::uint8_t kMaxRole = 3;
 
 // Header flag bits.
-inline constexpr std::uint32_t kFlagRestored = 1u << 0;  // INIT: psd already holds parameters
-inline constexpr std::uint32_t kFlagFinished = 1u << 1;  // PARAMS/ACK: last_step reached
-inline constexpr std::uint32_t kFlagStale = 1u << 2;     // PARAMS: the push was stale, dropped
-inline constexpr std::uint32_t kFlagSync = 1u << 3;      // WELCOME: psd runs in sync mode
+inline constexpr std::uint32_t kFlagRestored = 1u << 0;     // INIT: psd already holds parameters
+inline constexpr std::uint32_t kFlagFinished = 1u << 1;     // PARAMS/ACK: last_step reached
+inline constexpr std::uint32_t kFlagStale = 1u << 2;        // PARAMS: the push was stale, dropped
+inline constexpr std::uint32_t kFlagSync = 1u << 3;         // WELCOME: psd runs in sync mode
 inline constexpr std::uint32_t kFlagInitialized = 1u << 4;  // WELCOME: psd holds parameters
-inline constexpr std::uint32_t kFlagDryRun = 1u << 5;  // INIT: validate gradients, never apply (benchmarks)
+inline constexpr std::uint32_t kFlagDryRun = 1u << 5;       // INIT: validate gradients, never apply (benchmarks)
 // Preemption (docs/protocol.md "Draining"): on PARAMS/ACK from psd: psd is draining, stop
 // training (async: the push was applied; sync: it was not); on HEARTBEAT from the chief: start draining now; on
 // DONE: this worker stopped early (signal or draining), not at the last step.
@@ -116,11 +132,11 @@ struct FrameDesc {
 struct Header {
     MessageType type = MessageType::kError;
     Role role = Role::kWorker;
-    std::uint64_t token = 0;   // job token; must match the psd's
-    std::uint32_t index = 0;   // sender's task index (worker rank or ps index)
+    std::uint64_t token = 0;  // job token; must match the psd's
+    std::uint32_t index = 0;  // sender's task index (worker rank or ps index)
     std::uint32_t flags = 0;
-    std::uint64_t step = 0;    // PUSH*: step the gradient was computed at; PARAMS/ACK: global step
-    std::uint64_t aux = 0;     // shared-memory PUSH*: gradient region; REJOINED: psd's worker timeout (ms); otherwise 0
+    std::uint64_t step = 0;  // PUSH*: step the gradient was computed at; PARAMS/ACK: global step
+    std::uint64_t aux = 0;   // shared-memory PUSH*: gradient region; REJOINED: psd's worker timeout (ms); otherwise 0
     std::vector<FrameDesc> frames;
     bool operator==(const Header&) const = default;
 };

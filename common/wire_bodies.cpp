@@ -56,7 +56,8 @@ Result<std::vector<TensorSpec>> decode_tensors(std::string_view bytes) {
         }
         std::uint8_t cls = 0, kind = 0;
         if (!d.get8(cls) || !d.get8(kind)) return protocol_error("truncated tensor entry");
-        if (cls > static_cast<std::uint8_t>(TensorClass::kState)) return protocol_error("tensor '" + t.name + "' has an unknown class");
+        if (cls > static_cast<std::uint8_t>(TensorClass::kState))
+            return protocol_error("tensor '" + t.name + "' has an unknown class");
         if (kind > static_cast<std::uint8_t>(TensorKind::kKeyedRows))
             return protocol_error("tensor '" + t.name + "' has an unknown kind");
         t.tensor_class = static_cast<TensorClass>(cls);
@@ -73,15 +74,16 @@ Result<std::vector<TensorSpec>> decode_tensors(std::string_view bytes) {
         if (!std::isfinite(t.row_init.scale) || t.row_init.scale < 0.0f)
             return protocol_error("tensor '" + t.name + "': row initializer scale must be finite and >= 0");
         if (rank != 2 || t.shape[1] > kMaxRowWidth)
-            return protocol_error("rows tensor '" + t.name + "' must have shape [num_rows, width] with width <= " +
-                       std::to_string(kMaxRowWidth));
+            return protocol_error("rows tensor '" + t.name +
+                                  "' must have shape [num_rows, width] with width <= " + std::to_string(kMaxRowWidth));
         if (t.state()) return protocol_error("rows tensor '" + t.name + "' cannot be a state tensor");
         if (!t.keyed()) continue;
         auto& p = t.row_policy;
         if (!d.get32(p.admit_after) || !d.get_float(p.admit_probability) || !d.get64(p.evict_after))
             return protocol_error("truncated row policy of keyed table '" + t.name + "'");
         if (p.admit_after == 0 || p.admit_after > kMaxAdmitAfter)
-            return protocol_error("keyed table '" + t.name + "': admit_after must be 1.." + std::to_string(kMaxAdmitAfter));
+            return protocol_error("keyed table '" + t.name + "': admit_after must be 1.." +
+                                  std::to_string(kMaxAdmitAfter));
         if (!(p.admit_probability > 0.0f && p.admit_probability <= 1.0f))
             return protocol_error("keyed table '" + t.name + "': admit_probability must be in (0, 1]");
     }
@@ -99,11 +101,14 @@ std::string encode_hello(const Hello& hello) {
 Result<Hello> decode_hello(std::string_view bytes) {
     Decoder d(bytes);
     Hello out;
-    if (!d.get_string16(out.model.name) || !d.get_string16(out.model.hash)) return protocol_error("truncated HELLO model");
-    if (out.model.name.empty() || out.model.name.size() > kMaxModelNameBytes) return protocol_error("bad HELLO model name");
+    if (!d.get_string16(out.model.name) || !d.get_string16(out.model.hash))
+        return protocol_error("truncated HELLO model");
+    if (out.model.name.empty() || out.model.name.size() > kMaxModelNameBytes)
+        return protocol_error("bad HELLO model name");
     const bool hex = std::all_of(out.model.hash.begin(), out.model.hash.end(),
                                  [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-    if (!(out.model.hash.empty() || (out.model.hash.size() == 64 && hex))) return protocol_error("bad HELLO model hash");
+    if (!(out.model.hash.empty() || (out.model.hash.size() == 64 && hex)))
+        return protocol_error("bad HELLO model hash");
     PSRUN_TRY_ASSIGN(auto tensors, decode_tensors(bytes.substr(bytes.size() - d.remaining())));
     out.tensors = std::move(tensors);
     return out;
@@ -139,8 +144,8 @@ Result<Welcome> decode_welcome(std::string_view bytes) {
     Welcome w;
     std::uint32_t n = 0;
     std::uint64_t total = 0;
-    if (!d.get32(w.shard) || !d.get32(w.layout.num_shards) || !d.get64(total) || !d.get32(n) ||
-        n > kMaxFrames || w.layout.num_shards == 0 || w.shard >= w.layout.num_shards)
+    if (!d.get32(w.shard) || !d.get32(w.layout.num_shards) || !d.get64(total) || !d.get32(n) || n > kMaxFrames ||
+        w.layout.num_shards == 0 || w.shard >= w.layout.num_shards)
         return protocol_error("bad WELCOME body");
     w.layout.total = total;
     w.layout.slices.resize(n);
@@ -198,10 +203,9 @@ static Result<InitConfig> read_init(Decoder& d) {
     InitConfig init;
     auto& o = init.optimizer;
     std::uint8_t kind = 0;
-    if (!d.get8(kind) || !d.get_float(o.learning_rate) || !d.get_float(o.momentum) ||
-        !d.get_float(o.beta1) || !d.get_float(o.beta2) || !d.get_float(o.epsilon) ||
-        !d.get_float(o.adagrad_initial) || !d.get_float(o.decay_rate) || !d.get64(o.decay_steps) ||
-        !d.get64(init.start_step) || !d.get64(init.last_step))
+    if (!d.get8(kind) || !d.get_float(o.learning_rate) || !d.get_float(o.momentum) || !d.get_float(o.beta1) ||
+        !d.get_float(o.beta2) || !d.get_float(o.epsilon) || !d.get_float(o.adagrad_initial) ||
+        !d.get_float(o.decay_rate) || !d.get64(o.decay_steps) || !d.get64(init.start_step) || !d.get64(init.last_step))
         return protocol_error("bad INIT body size");
     auto schedule = read_lr_schedule(d);
     if (!schedule) return protocol_error("INIT " + schedule.error().message);
@@ -210,13 +214,15 @@ static Result<InitConfig> read_init(Decoder& d) {
     if (!d.get_float(o.weight_decay) || !d.get8(decay_on) || !d.get_float(o.clip_global_norm) ||
         !d.get_float(o.ema_decay))
         return protocol_error("bad INIT body size");
-    if (decay_on > static_cast<std::uint8_t>(WeightDecayOn::kAll)) return protocol_error("unknown INIT weight decay selection");
+    if (decay_on > static_cast<std::uint8_t>(WeightDecayOn::kAll))
+        return protocol_error("unknown INIT weight decay selection");
     std::uint16_t groups = 0;
     if (!d.get16(groups) || groups > kMaxParamGroups) return protocol_error("bad INIT parameter group count");
     o.groups.resize(groups);
     for (auto& g : o.groups) {
         std::uint8_t sets = 0;
-        if (!d.get_string16(g.pattern) || !d.get_float(g.lr_multiplier) || !d.get8(sets) || !d.get_float(g.weight_decay))
+        if (!d.get_string16(g.pattern) || !d.get_float(g.lr_multiplier) || !d.get8(sets) ||
+            !d.get_float(g.weight_decay))
             return protocol_error("truncated INIT parameter group");
         if (g.pattern.empty() || sets > 1 || !std::isfinite(g.lr_multiplier) || g.lr_multiplier < 0.0f ||
             !std::isfinite(g.weight_decay) || g.weight_decay < 0.0f)
@@ -229,13 +235,15 @@ static Result<InitConfig> read_init(Decoder& d) {
     for (float v : {o.learning_rate, o.momentum, o.beta1, o.beta2, o.epsilon, o.adagrad_initial, o.decay_rate,
                     o.weight_decay, o.clip_global_norm, o.ema_decay})
         if (!std::isfinite(v) || v < 0.0f) return protocol_error("INIT optimizer parameter is negative or not finite");
-    if (o.learning_rate <= 0.0f || o.momentum >= 1.0f || o.epsilon <= 0.0f || o.beta1 >= 1.0f || o.beta2 >= 1.0f || o.ema_decay >= 1.0f || o.decay_rate <= 0.0f || o.decay_rate > 1.0f)
+    if (o.learning_rate <= 0.0f || o.momentum >= 1.0f || o.epsilon <= 0.0f || o.beta1 >= 1.0f || o.beta2 >= 1.0f ||
+        o.ema_decay >= 1.0f || o.decay_rate <= 0.0f || o.decay_rate > 1.0f)
         return protocol_error("INIT optimizer parameters out of range");
     if (o.kind == OptimizerKind::kAdagrad && o.adagrad_initial <= 0.0f)
         return protocol_error("INIT adagrad initial accumulator must be positive");
     if (o.schedule.kind != LrScheduleKind::kConstant && o.decay_steps != 0 && o.decay_rate != 1.0f)
         return protocol_error("INIT carries both an exponential decay and a learning-rate schedule");
-    if (init.last_step != 0 && init.start_step > init.last_step) return protocol_error("INIT start step beyond last step");
+    if (init.last_step != 0 && init.start_step > init.last_step)
+        return protocol_error("INIT start step beyond last step");
     return init;
 }
 
@@ -311,7 +319,8 @@ std::string encode_dircheck(const DirCheckRequest& request) {
 Result<DirCheckRequest> decode_dircheck(std::string_view bytes) {
     Decoder d(bytes);
     DirCheckRequest r;
-    if (!d.get_string16(r.dir) || !d.get_string16(r.nonce) || d.remaining() != 0) return protocol_error("bad DIRCHECK body");
+    if (!d.get_string16(r.dir) || !d.get_string16(r.nonce) || d.remaining() != 0)
+        return protocol_error("bad DIRCHECK body");
     PSRUN_TRY(check_path(r.dir));
     if (r.nonce.size() < 16 || r.nonce.size() > 64 ||
         r.nonce.find_first_not_of("0123456789abcdef") != std::string::npos)

@@ -30,9 +30,7 @@ constexpr std::uint16_t to_bf16(float value) {
     return static_cast<std::uint16_t>(nan ? ((u >> 16) | 0x0040u) : rounded);
 }
 
-constexpr float to_f32(std::uint16_t value) {
-    return std::bit_cast<float>(static_cast<std::uint32_t>(value) << 16);
-}
+constexpr float to_f32(std::uint16_t value) { return std::bit_cast<float>(static_cast<std::uint32_t>(value) << 16); }
 
 // dst[i] = to_bf16(src[i]). REQUIRES: dst.size() == src.size().
 void f32_to_bf16(std::span<const float> src, std::span<std::uint16_t> dst);

@@ -5,8 +5,8 @@
 #include <atomic>
 #include <span>
 #include <string>
-#include <vector>
 #include <string_view>
+#include <vector>
 
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
@@ -45,8 +45,6 @@ zmq::message_t zero_copy_message(const void* bytes, std::size_t size, std::atomi
 // thread shortly after they are written.
 void wait_released(const std::atomic<int>& holds);
 
-inline std::string_view view(const zmq::message_t& m) {
-    return {static_cast<const char*>(m.data()), m.size()};
-}
+inline std::string_view view(const zmq::message_t& m) { return {static_cast<const char*>(m.data()), m.size()}; }
 
 }  // namespace psrun

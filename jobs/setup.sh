@@ -21,7 +21,7 @@ PACKAGES=(
   libzmq3-dev cppzmq-dev libdnnl-dev libspdlog-dev catch2
   nlohmann-json3-dev libcli11-dev zlib1g-dev libexpected-dev libssl-dev libpng-dev libturbojpeg0-dev
   gnuplot-nox dataset-fashion-mnist util-linux iproute2 procps libjpeg-turbo-progs
-  clang libclang-rt-dev
+  clang libclang-rt-dev clang-format-14
   libonnx-dev libprotobuf-dev
   libxxhash-dev libabsl-dev
   python3-numpy python3-onnx python3-opencv python3-torch
@@ -39,7 +39,7 @@ if ! command -v npm >/dev/null 2>&1; then
   command -v node >/dev/null 2>&1 && missing+=(npm) || missing+=(nodejs npm)
 fi
 # clang + libclang-rt-dev: libFuzzer and the sanitizer runtimes for test/fuzz (the fuzz tests
-# are skipped, not failed, on a machine without them).
+# are skipped, not failed, on a machine without them); clang-format-14: the format test (test/format_check.sh).
 # libturbojpeg0-dev: JPEG images (workerd/data/jpeg_reader.h); libjpeg-turbo-progs: tjbench, the
 # reference for psrun bench data's JPEG figures (docs/benchmarks.md).
 # libonnx-dev libprotobuf-dev: ONNX's protobuf schema for psrun export and --model F.onnx;

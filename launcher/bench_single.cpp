@@ -93,7 +93,8 @@ nlohmann::json run_single_in_child(const SingleRunOptions& o) {
     const auto j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object())
         throw std::runtime_error("the single-process run died (wait status " + std::to_string(status) + ")");
-    if (j.contains("error")) throw std::runtime_error("the single-process run failed: " + j["error"].get<std::string>());
+    if (j.contains("error"))
+        throw std::runtime_error("the single-process run failed: " + j["error"].get<std::string>());
     return j;
 }
 

@@ -11,9 +11,9 @@ struct SingleRunOptions {
     std::string dataset = "mnist";
     std::string precision = "f32";
     int batch_size = 100;
-    int steps = 300;         // warm-up included
-    int warmup_steps = 60;   // not timed
-    int threads = 2;         // compute threads
+    int steps = 300;        // warm-up included
+    int warmup_steps = 60;  // not timed
+    int threads = 2;        // compute threads
 };
 
 // Trains `steps` steps of the Trainer (update included) in a forked child and returns

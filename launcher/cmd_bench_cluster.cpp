@@ -17,14 +17,14 @@
 #include <optional>
 #include <vector>
 
+#include "common/option_checks.h"
+#include "common/peak_flops.h"
+#include "common/utf8.h"
 #include "launcher/bench_single.h"
 #include "launcher/daemon_command.h"
 #include "launcher/env_map.h"
 #include "launcher/job_key.h"
 #include "launcher/map_builder.h"
-#include "common/peak_flops.h"
-#include "common/option_checks.h"
-#include "common/utf8.h"
 #include "launcher/supervisor.h"
 #include "workerd/onnx/model_loader.h"
 #include "workerd/train_flops.h"
@@ -47,10 +47,10 @@ struct BenchClusterOptions {
     std::string data_dir;
     std::string dataset = "mnist";
     std::string precision = "f32";
-    std::string overlap = "off";  // the workers' --overlap (workerd's default)
-    std::string shared_memory = "on";  // the workers' --shared-memory (workerd's default)
+    std::string overlap = "off";         // the workers' --overlap (workerd's default)
+    std::string shared_memory = "on";    // the workers' --shared-memory (workerd's default)
     std::string wire_precision = "f32";  // the workers' --wire-precision (workerd's default)
-    int repeat = 1;               // cluster and single-process runs, alternating
+    int repeat = 1;                      // cluster and single-process runs, alternating
     bool keep = false;
     bool peak = true;  // sample the host's FMA peak around the runs (common/peak_flops.h)
     DaemonOptions daemon;
@@ -68,7 +68,7 @@ struct WorkDir {
 
 // Sends this process's stdout and stderr (and so every daemon's) to `path` while it lives.
 class RedirectOutput {
-public:
+  public:
     explicit RedirectOutput(const std::string& path) {
         std::cout.flush();
         spdlog::default_logger()->flush();
@@ -90,7 +90,7 @@ public:
     RedirectOutput(const RedirectOutput&) = delete;
     RedirectOutput& operator=(const RedirectOutput&) = delete;
 
-private:
+  private:
     int saved_out_ = -1, saved_err_ = -1;
 };
 
@@ -105,17 +105,17 @@ void print_tail(const std::string& path, std::size_t lines) {
 }
 
 std::vector<std::string> training_options(const BenchClusterOptions& o, const std::string& model_dir) {
-    std::vector<std::string> t = {"--model-dir",   model_dir,
-                                  "--steps",       std::to_string(o.steps),
-                                  "--batch-size",  std::to_string(o.batch_size),
-                                  "--log-every",   std::to_string(o.log_every),
-                                  "--eval-every",  "0",
+    std::vector<std::string> t = {"--model-dir",       model_dir,
+                                  "--steps",           std::to_string(o.steps),
+                                  "--batch-size",      std::to_string(o.batch_size),
+                                  "--log-every",       std::to_string(o.log_every),
+                                  "--eval-every",      "0",
                                   "--checkpoint-secs", "0",
-                                  "--dataset",     o.dataset,
-                                  "--precision",   o.precision,
-                                  "--overlap",     o.overlap,
-                                  "--shared-memory", o.shared_memory,
-                                  "--wire-precision", o.wire_precision};
+                                  "--dataset",         o.dataset,
+                                  "--precision",       o.precision,
+                                  "--overlap",         o.overlap,
+                                  "--shared-memory",   o.shared_memory,
+                                  "--wire-precision",  o.wire_precision};
     if (!o.data_dir.empty()) t.insert(t.end(), {"--data-dir", o.data_dir});
     return t;
 }
@@ -207,9 +207,10 @@ int run_bench_cluster(BenchClusterOptions o) {
     if (o.log_every <= 0) o.log_every = std::max(1, o.steps / 50);
     if (o.warmup_steps < 0) o.warmup_steps = std::max(o.log_every, o.steps / 5);
     if (o.warmup_steps + 2 * o.log_every >= o.steps)
-        throw UsageError(fmt::format("--steps {} leaves too little to measure after {} warm-up steps with a record "
-                                     "every {} steps: raise --steps or lower --warmup-steps/--log-every",
-                                     o.steps, o.warmup_steps, o.log_every));
+        throw UsageError(
+            fmt::format("--steps {} leaves too little to measure after {} warm-up steps with a record "
+                        "every {} steps: raise --steps or lower --warmup-steps/--log-every",
+                        o.steps, o.warmup_steps, o.log_every));
     const double load_start = loadavg_1m();
     // The workers train the default model (no --model is passed): its FMA work per image.
     auto model = onnx_io::load_any_model(worker::TrainOptions{}.model);
@@ -231,9 +232,10 @@ int run_bench_cluster(BenchClusterOptions o) {
     std::string pattern = (std::filesystem::temp_directory_path() / "psrun-bench-cluster.XXXXXX").string();
     if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("cannot create a temporary directory");
     dir.path = pattern;
-    spdlog::info("bench cluster: {} ps + {} workers ({} thread{} each), {} steps of batch {} (daemon logs: {}/cluster.log)",
-                 o.num_ps, o.num_workers, o.threads_per_worker, o.threads_per_worker == 1 ? "" : "s", o.steps,
-                 o.batch_size, dir.path);
+    spdlog::info(
+        "bench cluster: {} ps + {} workers ({} thread{} each), {} steps of batch {} (daemon logs: {}/cluster.log)",
+        o.num_ps, o.num_workers, o.threads_per_worker, o.threads_per_worker == 1 ? "" : "s", o.steps, o.batch_size,
+        dir.path);
     // The host's speed drifts by tens of percent over minutes (shared vCPUs): alternate the two runs and compare
     // medians, so a slow minute does not land on one side only.
     std::vector<nlohmann::json> clusters, singles;
@@ -246,21 +248,21 @@ int run_bench_cluster(BenchClusterOptions o) {
         cluster_rates.push_back(clusters.back()["images_per_sec"].get<double>());
         sample_peak();
         spdlog::info("cluster: {:.0f} img/s; now the single-process run ({} threads)", cluster_rates.back(), o.threads);
-        singles.push_back(run_single_in_child(SingleRunOptions{o.data_dir, o.dataset, o.precision, o.batch_size, o.steps,
-                                                               o.warmup_steps, o.threads}));
+        singles.push_back(run_single_in_child(
+            SingleRunOptions{o.data_dir, o.dataset, o.precision, o.batch_size, o.steps, o.warmup_steps, o.threads}));
         single_rates.push_back(singles.back()["images_per_sec"].get<double>());
         sample_peak();
     }
     std::optional<PeakFlops> peak;
     if (sampler) peak = sampler->median();
     for (std::size_t r = 0; r < cluster_rates.size(); ++r) {
-        pairs.push_back(
-            {{"images_per_sec", cluster_rates[r]},
-             {"single_process_images_per_sec", single_rates[r]},
-             {"ratio", single_rates[r] > 0 ? cluster_rates[r] / single_rates[r] : 0.0},
-             {"fraction_of_peak", against_peak(cluster_rates[r], flops_per_image, peak, o.precision, cluster_threads).fraction},
-             {"single_process_fraction_of_peak",
-              against_peak(single_rates[r], flops_per_image, peak, o.precision, o.threads).fraction}});
+        pairs.push_back({{"images_per_sec", cluster_rates[r]},
+                         {"single_process_images_per_sec", single_rates[r]},
+                         {"ratio", single_rates[r] > 0 ? cluster_rates[r] / single_rates[r] : 0.0},
+                         {"fraction_of_peak",
+                          against_peak(cluster_rates[r], flops_per_image, peak, o.precision, cluster_threads).fraction},
+                         {"single_process_fraction_of_peak",
+                          against_peak(single_rates[r], flops_per_image, peak, o.precision, o.threads).fraction}});
     }
     const std::size_t mid_cluster = median_index(cluster_rates), mid_single = median_index(single_rates);
     const nlohmann::json& cluster = clusters[mid_cluster];
@@ -324,12 +326,16 @@ void add_bench_cluster_command(CLI::App& app, int& exit_code) {
         "of the same trainer, measured in the same call (one JSON line)");
     cmd->add_option("--ps", o->num_ps, "parameter servers")->check(integer_in(1, 64))->capture_default_str();
     cmd->add_option("--workers", o->num_workers, "workers")->check(integer_in(1, 64))->capture_default_str();
-    cmd->add_option("--steps", o->steps, "global steps of each run")->check(integer_in(10, 1000000))->capture_default_str();
+    cmd->add_option("--steps", o->steps, "global steps of each run")
+        ->check(integer_in(10, 1000000))
+        ->capture_default_str();
     cmd->add_option("--warmup-steps", o->warmup_steps, "steps not measured (default: max(log-every, steps/5))")
         ->check(integer_in(0, 1000000));
     cmd->add_option("--log-every", o->log_every, "the chief's progress record interval (default: steps/50)")
         ->check(integer_in(1, 1000000));
-    cmd->add_option("--batch-size", o->batch_size, "examples per step")->check(integer_in(1, 4096))->capture_default_str();
+    cmd->add_option("--batch-size", o->batch_size, "examples per step")
+        ->check(integer_in(1, 4096))
+        ->capture_default_str();
     cmd->add_option("--threads-per-worker", o->threads_per_worker, "compute threads of each workerd")
         ->check(thread_count(1))
         ->capture_default_str();

@@ -18,7 +18,6 @@
 
 #include <CLI/CLI.hpp>
 
-
 namespace psrun::launcher {
 
 // Registers `bench cluster` (reusing a `bench` subcommand if one exists); prints one JSON line

@@ -3,8 +3,8 @@
 #include <iostream>
 #include <memory>
 
-#include "common/result.h"
 #include "common/option_checks.h"
+#include "common/result.h"
 #include "common/utf8.h"
 #include "workerd/data/data_bench.h"
 #include "workerd/data/data_options.h"
@@ -17,14 +17,20 @@ void add_bench_data_command(CLI::App& app, int& exit_code) {
     bench->require_subcommand(1);
     auto o = std::make_shared<worker::DataBenchOptions>();
     auto formats = std::make_shared<std::string>();
-    CLI::App* cmd = bench->add_subcommand(
-        "data", "decoded images per second per core for each data format (one JSON line each)");
+    CLI::App* cmd =
+        bench->add_subcommand("data", "decoded images per second per core for each data format (one JSON line each)");
     cmd->add_option("--shape", o->shape, "CxHxW of the synthetic images")->capture_default_str();
     cmd->add_option("--target", o->target, "CxHxW to decode them to (default: --shape, no resizing)");
-    cmd->add_option("--images", o->images, "distinct images per format")->check(integer_in(1, 1000000))->capture_default_str();
+    cmd->add_option("--images", o->images, "distinct images per format")
+        ->check(integer_in(1, 1000000))
+        ->capture_default_str();
     cmd->add_option("--quality", o->quality, "JPEG quality")->check(integer_in(1, 100))->capture_default_str();
-    cmd->add_option("--seconds", o->seconds, "seconds per measurement")->check(number_above(0, 3600, "seconds"))->capture_default_str();
-    cmd->add_option("--threads", o->threads, "decoding threads of the stream measurement")->check(thread_count(1))->capture_default_str();
+    cmd->add_option("--seconds", o->seconds, "seconds per measurement")
+        ->check(number_above(0, 3600, "seconds"))
+        ->capture_default_str();
+    cmd->add_option("--threads", o->threads, "decoding threads of the stream measurement")
+        ->check(thread_count(1))
+        ->capture_default_str();
     cmd->add_option("--formats", *formats,
                     "comma list of jpeg-decode, jpeg, png, tfrecord-jpeg, tfrecord-png, idx, stream-tfrecord-jpeg "
                     "(default: all)");

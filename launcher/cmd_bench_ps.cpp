@@ -17,8 +17,8 @@
 #include <thread>
 
 #include "common/job_keys.h"
-#include "common/peak_flops.h"
 #include "common/option_checks.h"
+#include "common/peak_flops.h"
 #include "common/ps_client.h"
 #include "common/signals.h"
 #include "launcher/ps_processes.h"
@@ -29,8 +29,8 @@ namespace {
 
 using ps_tools::find_psd_binary;
 using ps_tools::free_tcp_port;
-using ps_tools::raw_zmq_roundtrips;
 using ps_tools::PsdProcess;
+using ps_tools::raw_zmq_roundtrips;
 using ps_tools::TempDir;
 
 struct BenchOptions {
@@ -39,10 +39,10 @@ struct BenchOptions {
     std::string transport = "ipc";
     int rounds = 100;
     int warmup = 10;
-    std::string optimizer = "none";  // none: psd checks gradients but applies nothing
-    std::string auth = "none";  // none, or a job key file as a real job has it: mac or curve on tcp
-    bool baseline = false;  // also time the raw ZeroMQ exchange, side by side
-    int ps_threads = 2;     // psd --threads: the check and the update use both cores while workers wait
+    std::string optimizer = "none";      // none: psd checks gradients but applies nothing
+    std::string auth = "none";           // none, or a job key file as a real job has it: mac or curve on tcp
+    bool baseline = false;               // also time the raw ZeroMQ exchange, side by side
+    int ps_threads = 2;                  // psd --threads: the check and the update use both cores while workers wait
     std::string wire_precision = "f32";  // f32 or bf16 payload frames (PsClientOptions::wire_bf16)
     std::string bin_dir;
 };
@@ -74,9 +74,9 @@ Result<nlohmann::json> run_bench(const BenchOptions& o) {
     std::string ps_list;
     for (const auto& ep : endpoints) ps_list += (ps_list.empty() ? "" : ",") + ep;
     for (std::uint32_t i = 0; i < o.shards; ++i) {
-        std::vector<std::string> args = {"--index", std::to_string(i), "--ps", ps_list, "--num-workers",
-                                         std::to_string(o.workers), "--log-level", "warn",
-                                         "--threads", std::to_string(o.ps_threads)};
+        std::vector<std::string> args = {"--index",       std::to_string(i),           "--ps",        ps_list,
+                                         "--num-workers", std::to_string(o.workers),   "--log-level", "warn",
+                                         "--threads",     std::to_string(o.ps_threads)};
         if (o.auth != "none") args.insert(args.end(), {"--key-file", key_file, "--auth", o.auth});
         else args.push_back("--no-auth");
         servers.emplace_back(psd_path, args);
@@ -133,7 +133,8 @@ Result<nlohmann::json> run_bench(const BenchOptions& o) {
             send = region;
         }
         if (w == 0)
-            if (auto r = client.init(init, params, o.optimizer == "none"); !r) return fail(r.error()), sync_point.arrive_and_drop();
+            if (auto r = client.init(init, params, o.optimizer == "none"); !r)
+                return fail(r.error()), sync_point.arrive_and_drop();
         ParamFrames frames;
         auto first = client.pull(params);
         if (!first) return fail(first.error()), sync_point.arrive_and_drop();
@@ -149,7 +150,8 @@ Result<nlohmann::json> run_bench(const BenchOptions& o) {
             const auto t0 = std::chrono::steady_clock::now();
             auto s = client.push_pull_frames(send, step, frames);
             if (!s) return fail(s.error()), sync_point.arrive_and_drop();
-            times[w].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+            times[w].push_back(
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
             step = s->step;
         }
         sync_point.arrive_and_wait();
@@ -178,14 +180,27 @@ Result<nlohmann::json> run_bench(const BenchOptions& o) {
     const double state_mb = 4.0 * (1 + slots) * static_cast<double>(layout->shard_size(0)) / 1e6;
     const double load = loadavg_1m();
     nlohmann::json j = {
-        {"bench", "ps"}, {"workers", o.workers}, {"shards", o.shards}, {"transport", o.transport},
-        {"rounds", o.rounds}, {"ps_threads", o.ps_threads}, {"optimizer", o.optimizer}, {"adam_applied", o.optimizer == "adam"},
-        {"optimizer_applied", o.optimizer != "none"}, {"optimizer_slots", slots},
-        {"auth", o.auth}, {"wire_precision", o.wire_precision}, {"roundtrip_ms", median(medians)}, {"roundtrip_ms_per_worker", medians},
-        {"aggregate_gbps", bytes / wall_s / 1e9}, {"psd_peak_rss_mb", rss_mb},
+        {"bench", "ps"},
+        {"workers", o.workers},
+        {"shards", o.shards},
+        {"transport", o.transport},
+        {"rounds", o.rounds},
+        {"ps_threads", o.ps_threads},
+        {"optimizer", o.optimizer},
+        {"adam_applied", o.optimizer == "adam"},
+        {"optimizer_applied", o.optimizer != "none"},
+        {"optimizer_slots", slots},
+        {"auth", o.auth},
+        {"wire_precision", o.wire_precision},
+        {"roundtrip_ms", median(medians)},
+        {"roundtrip_ms_per_worker", medians},
+        {"aggregate_gbps", bytes / wall_s / 1e9},
+        {"psd_peak_rss_mb", rss_mb},
         {"psd0_rss_shmem_mb", shmem_mb},
-        {"psd0_params_plus_state_mb", state_mb}, {"psd0_rss_ratio", rss_mb[0] / state_mb},
-        {"psd_exit_ok", exit_codes_ok == static_cast<int>(o.shards)}, {"loadavg_1m", load},
+        {"psd0_params_plus_state_mb", state_mb},
+        {"psd0_rss_ratio", rss_mb[0] / state_mb},
+        {"psd_exit_ok", exit_codes_ok == static_cast<int>(o.shards)},
+        {"loadavg_1m", load},
     };
     if (raw_ms) {
         j["raw_zmq_roundtrip_ms"] = *raw_ms;
@@ -205,7 +220,8 @@ CLI::App* bench_subcommand(CLI::App& app) {
 
 void add_bench_ps_command(CLI::App& app, int& exit_code) {
     auto opts = std::make_shared<BenchOptions>();
-    auto* cmd = bench_subcommand(app)->add_subcommand("ps", "round trips of 13.1 MB gradients/parameters with real psd processes");
+    auto* cmd = bench_subcommand(app)->add_subcommand(
+        "ps", "round trips of 13.1 MB gradients/parameters with real psd processes");
     cmd->add_option("--workers", opts->workers, "worker clients (threads)")->check(integer_in(1, 64));
     cmd->add_option("--shards", opts->shards, "psd processes")->check(integer_in(1, 16));
     cmd->add_option("--transport", opts->transport,
@@ -214,8 +230,10 @@ void add_bench_ps_command(CLI::App& app, int& exit_code) {
     cmd->add_option("--rounds", opts->rounds, "timed round trips per worker")->check(integer_in(1, 100000));
     cmd->add_option("--warmup", opts->warmup, "untimed round trips first")->check(integer_in(0, 10000));
     cmd->add_option("--optimizer", opts->optimizer,
-                    "none (check only), sgd, momentum, nesterov, adagrad, adam, adam_torch, adamw, lamb (psd's update per round)")
-        ->check(CLI::IsMember({"none", "sgd", "momentum", "nesterov", "adagrad", "adam", "adam_torch", "adamw", "lamb"}));
+                    "none (check only), sgd, momentum, nesterov, adagrad, adam, adam_torch, adamw, lamb (psd's update "
+                    "per round)")
+        ->check(
+            CLI::IsMember({"none", "sgd", "momentum", "nesterov", "adagrad", "adam", "adam_torch", "adamw", "lamb"}));
     cmd->add_option("--ps-threads", opts->ps_threads, "psd --threads (gradient check and optimizer update)")
         ->check(thread_count(1))
         ->capture_default_str();
@@ -228,7 +246,8 @@ void add_bench_ps_command(CLI::App& app, int& exit_code) {
                     "payload frames in f32 or bf16 (half the bytes; shm stays f32)")
         ->check(CLI::IsMember({"f32", "bf16"}))
         ->capture_default_str();
-    cmd->add_flag("--baseline", opts->baseline, "first time the raw ZeroMQ exchange (1 server, 1 client) for comparison");
+    cmd->add_flag("--baseline", opts->baseline,
+                  "first time the raw ZeroMQ exchange (1 server, 1 client) for comparison");
     cmd->add_option("--bin-dir", opts->bin_dir, "directory holding psd (default: next to psrun, or $PSRUN_BIN_DIR)");
     cmd->callback([opts, &exit_code] {
         // Like psd: keep 13 MB receive buffers on the heap rather than fresh mmaps every round.

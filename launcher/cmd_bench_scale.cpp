@@ -15,8 +15,8 @@ namespace psrun::launcher {
 
 std::optional<std::string> find_scale_script() {
     const char* dir = std::getenv("PSRUN_BENCH_DIR");
-    const std::filesystem::path script =
-        dir && *dir ? std::filesystem::path(dir) / "scale.py" : std::filesystem::path(PSRUN_SOURCE_ROOT) / "bench" / "scale.py";
+    const std::filesystem::path script = dir && *dir ? std::filesystem::path(dir) / "scale.py"
+                                                     : std::filesystem::path(PSRUN_SOURCE_ROOT) / "bench" / "scale.py";
     std::error_code ec;
     if (!std::filesystem::is_regular_file(script, ec)) return std::nullopt;
     return script.string();
@@ -24,14 +24,16 @@ std::optional<std::string> find_scale_script() {
 
 void add_bench_scale_command(CLI::App& app, int& exit_code) {
     auto* cmd = bench_subcommand(app)->add_subcommand(
-        "scale", "workers x psd shards on an emulated cluster against the analytic model (bench/scale.py; "
-                 "`psrun bench scale --help` shows its options)");
+        "scale",
+        "workers x psd shards on an emulated cluster against the analytic model (bench/scale.py; "
+        "`psrun bench scale --help` shows its options)");
     cmd->set_help_flag();  // --help is the script's
     cmd->prefix_command();
     cmd->callback([cmd, &exit_code] {
         const auto script = find_scale_script();
         if (!script) {
-            std::cerr << "bench scale: no scale.py in " << (std::getenv("PSRUN_BENCH_DIR") ? "$PSRUN_BENCH_DIR" : PSRUN_SOURCE_ROOT "/bench")
+            std::cerr << "bench scale: no scale.py in "
+                      << (std::getenv("PSRUN_BENCH_DIR") ? "$PSRUN_BENCH_DIR" : PSRUN_SOURCE_ROOT "/bench")
                       << ": set PSRUN_BENCH_DIR to the bench/ folder of a psrun source tree\n";
             exit_code = 2;
             return;

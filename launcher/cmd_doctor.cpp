@@ -20,10 +20,14 @@ namespace {
 std::string onednn_isa_name(dnnl::cpu_isa isa) {
     using I = dnnl::cpu_isa;
     const std::vector<std::pair<I, const char*>> names = {
-        {I::sse41, "SSE4.1"},          {I::avx, "AVX"},
-        {I::avx2, "AVX2"},             {I::avx2_vnni, "AVX2 + VNNI"},
-        {I::avx512_core, "AVX-512"},   {I::avx512_core_vnni, "AVX-512 + VNNI"},
-        {I::avx512_core_bf16, "AVX-512 + BF16"}, {I::avx512_core_amx, "AVX-512 + AMX"},
+        {I::sse41, "SSE4.1"},
+        {I::avx, "AVX"},
+        {I::avx2, "AVX2"},
+        {I::avx2_vnni, "AVX2 + VNNI"},
+        {I::avx512_core, "AVX-512"},
+        {I::avx512_core_vnni, "AVX-512 + VNNI"},
+        {I::avx512_core_bf16, "AVX-512 + BF16"},
+        {I::avx512_core_amx, "AVX-512 + AMX"},
     };
     for (const auto& [value, name] : names)
         if (value == isa) return name;
@@ -39,7 +43,8 @@ void add_doctor_command(CLI::App& app, int& exit_code) {
     doctor->callback([&exit_code] {
         // The baseline the build asked for: x86-64-v3 needs AVX2, FMA, BMI2 (checked), v4 AVX-512.
         const std::string build = PSRUN_BUILD_ISA;
-        const bool v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2");
+        const bool v3 =
+            __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2");
         const bool avx512 = __builtin_cpu_supports("avx512f");
         bool runnable = true;
         if (build == "x86-64-v3") runnable = v3;
@@ -53,10 +58,12 @@ void add_doctor_command(CLI::App& app, int& exit_code) {
         const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
         row("oneDNN runs", onednn_isa_name(dnnl::get_effective_cpu_isa()) +
                                (cap != nullptr ? std::string(" (ONEDNN_MAX_CPU_ISA=") + cap + ")" : ""));
-        row("hand-written AVX-512 kernels", nn::kernels::FusedConv1Pool::supported(28, 28, 32, 5) ? "on" : "off (oneDNN instead)");
+        row("hand-written AVX-512 kernels",
+            nn::kernels::FusedConv1Pool::supported(28, 28, 32, 5) ? "on" : "off (oneDNN instead)");
         row("bf16 training (--precision bf16)", nn::engine_bf16_supported() ? "native" : "not on this CPU: f32");
         if (!runnable)
-            std::printf("this CPU lacks what the build needs (%s): build with -Dmarch= of this CPU's level\n", build.c_str());
+            std::printf("this CPU lacks what the build needs (%s): build with -Dmarch= of this CPU's level\n",
+                        build.c_str());
         exit_code = runnable ? kExitOk : kExitFailure;
     });
 }

@@ -16,17 +16,17 @@
 #include "common/result.h"
 #include "common/utf8.h"
 #include "launcher/confusion_plot.h"
-#include "workerd/eval_metrics.h"
 #include "launcher/model_source.h"
-#include "workerd/class_names.h"
 #include "launcher/run_summary.h"
 #include "launcher/table_column_options.h"
+#include "workerd/class_names.h"
 #include "workerd/classification_report.h"
 #include "workerd/data/data_sources.h"
 #include "workerd/data/dataset_fetch.h"
 #include "workerd/data/idx_reader.h"
 #include "workerd/data/split_files.h"
 #include "workerd/datasets.h"
+#include "workerd/eval_metrics.h"
 #include "workerd/inference.h"
 #include "workerd/input_columns.h"
 #include "workerd/model_identity.h"
@@ -45,10 +45,10 @@ struct EvalOptions {
     std::string inputs;
     std::string targets;
     std::string image_resize;  // empty: the model dir's record, else crop
-    std::string dataset;  // empty: the recorded one, else mnist
+    std::string dataset;       // empty: the recorded one, else mnist
     std::string data_dir;
     std::string output_dir;
-    std::string target_accuracy;  // --target-accuracy: replaces the run's thresholds
+    std::string target_accuracy;         // --target-accuracy: replaces the run's thresholds
     worker::TableColumnOptions columns;  // --input-columns ...: --test-data is a table feeding every input
 };
 
@@ -68,7 +68,7 @@ TestSet load_test_data(const EvalOptions& o, const worker::InferenceModel& model
     d.inputs = worker::split_list(o.inputs);
     d.targets = worker::split_list(o.targets);
     d.stream = worker::StreamMode::kOff;
-    const std::string mode = !o.image_resize.empty() ? o.image_resize
+    const std::string mode = !o.image_resize.empty()        ? o.image_resize
                              : !record.image_resize.empty() ? record.image_resize
                                                             : std::string("crop");
     auto resize = worker::parse_resize_mode(mode);
@@ -84,8 +84,8 @@ TestSet load_test_data(const EvalOptions& o, const worker::InferenceModel& model
     set.description = split->description;
     if (!split->class_names.empty() && !record.classes.empty() && split->class_names != record.classes)
         throw UsageError("test data " + o.test_data + ": its classes are not the " +
-                         std::to_string(record.classes.size()) + " the model was trained on (" +
-                         o.source.model_dir + "/classes.json)");
+                         std::to_string(record.classes.size()) + " the model was trained on (" + o.source.model_dir +
+                         "/classes.json)");
     return set;
 }
 
@@ -97,13 +97,15 @@ TestSet load_test_table(const EvalOptions& o, const worker::InferenceModel& mode
         throw UsageError("--input-columns reads the model's inputs from a CSV/TSV table: give --test-data F.csv");
     if (!o.test_images.empty() || !o.test_labels.empty() || !o.dataset.empty() || !o.data_dir.empty() ||
         !o.test_inputs.empty())
-        throw UsageError("--input-columns reads every input from the --test-data table: drop --test-images/--test-labels, "
-                         "--dataset/--data-dir and --test-input");
+        throw UsageError(
+            "--input-columns reads every input from the --test-data table: drop --test-images/--test-labels, "
+            "--dataset/--data-dir and --test-input");
     if (!o.inputs.empty())
-        throw UsageError("--inputs and --input-columns exclude each other: name each input's columns with "
-                         "--input-columns NAME=COL,...");
-    auto table = worker::load_table_split(o.test_data, *spec, model.model, worker::split_list(o.targets),
-                                          model.raw_inputs());
+        throw UsageError(
+            "--inputs and --input-columns exclude each other: name each input's columns with "
+            "--input-columns NAME=COL,...");
+    auto table =
+        worker::load_table_split(o.test_data, *spec, model.model, worker::split_list(o.targets), model.raw_inputs());
     if (!table) throw UsageError(table.error().message);
     TestSet set;
     set.data = std::move(table->data);
@@ -120,7 +122,8 @@ TestSet load_test_set(const EvalOptions& o, const worker::InferenceModel& model,
         if (o.test_images.empty() || o.test_labels.empty())
             throw UsageError("give both --test-images F and --test-labels F (IDX or .npy files)");
         if (!o.dataset.empty() || !o.data_dir.empty())
-            throw UsageError("--test-images/--test-labels and --dataset/--data-dir exclude each other: give one or the other");
+            throw UsageError(
+                "--test-images/--test-labels and --dataset/--data-dir exclude each other: give one or the other");
         const worker::SplitFiles files{o.test_images, o.test_labels};
         // Read as training read them: images, or for a model of token ids, feature vectors or
         // target vectors, .npy rows of those (a sparse click model's int64 ids).
@@ -134,7 +137,8 @@ TestSet load_test_set(const EvalOptions& o, const worker::InferenceModel& model,
     }
     std::string dataset = o.dataset.empty() ? model.dataset : o.dataset;
     if (dataset == "files")
-        throw UsageError(model.source + " was trained on files (--train-images ...), not a dataset dir: give "
+        throw UsageError(model.source +
+                         " was trained on files (--train-images ...), not a dataset dir: give "
                          "--test-images F --test-labels F");
     if (dataset.empty()) dataset = "mnist";
     auto kind = worker::parse_dataset_kind(dataset);
@@ -163,8 +167,8 @@ void add_identity(nlohmann::json& summary, const worker::InferenceModel& model, 
 
 // Regression (MSE, MAE) and multi-label (exact match, F1 per label) models: their figures, on
 // stdout and in eval.json; no confusion matrix.
-void report_targets(const worker::InferenceModel& model, const TestSet& test,
-                    const std::vector<float>& outputs, double seconds, const std::string& out_dir) {
+void report_targets(const worker::InferenceModel& model, const TestSet& test, const std::vector<float>& outputs,
+                    double seconds, const std::string& out_dir) {
     worker::EvalAccumulator sums(model.model.loss, model.model.classes, true);
     sums.add(outputs, {}, test.data.targets, test.data.size());
     const worker::EvalMetrics m = sums.result();
@@ -295,16 +299,15 @@ void run_eval(const EvalOptions& o) {
     std::cout << "model " << worker::describe_model(model.model) << " from " << model.source << "\n"
               << test.data.size() << " images of the " << test.description << ", evaluated in "
               << fmt::format("{:.2f}", seconds) << " s\n"
-              << fmt::format("accuracy {:.2f}% ({} of {})\n\n", 100 * report.accuracy(), report.correct,
-                             report.total)
-              << worker::report_table(report, record.classes) << "\nconfusion matrix (rows: true class, columns: predicted class)\n"
+              << fmt::format("accuracy {:.2f}% ({} of {})\n\n", 100 * report.accuracy(), report.correct, report.total)
+              << worker::report_table(report, record.classes)
+              << "\nconfusion matrix (rows: true class, columns: predicted class)\n"
               << worker::confusion_text(report) << "\n";
     if (heads) print_heads(*heads);
     // How long the training run took to its targets, from the model dir's summary.json.
     std::optional<RunTargets> targets;
     if (!o.source.model_dir.empty()) targets = read_run_targets(o.source.model_dir, given);
-    if (targets)
-        std::cout << "training run: " << targets->line << "\n";
+    if (targets) std::cout << "training run: " << targets->line << "\n";
     else if (!given.empty())
         std::cout << "training run: no evaluations in " << o.source.model_dir
                   << "/summary.json, so no time to --target-accuracy\n";
@@ -319,14 +322,12 @@ void run_eval(const EvalOptions& o) {
     if (auto wrote = write_file_atomically(json_path, json_text(summary, 2) + "\n"); !wrote)
         throw std::runtime_error(wrote.error().message);
     const std::string png_path = out_dir + "/confusion.png";
-    const std::string title =
-        fmt::format("{}{}: accuracy {:.2f}% on {} images", model.model.name,
-                    model.step >= 0 ? fmt::format(" (step {})", model.step) : std::string(), 100 * report.accuracy(),
-                    report.total);
+    const std::string title = fmt::format("{}{}: accuracy {:.2f}% on {} images", model.model.name,
+                                          model.step >= 0 ? fmt::format(" (step {})", model.step) : std::string(),
+                                          100 * report.accuracy(), report.total);
     if (auto plot = plot_confusion(report, title, png_path); !plot)
         std::cerr << "psrun eval: no confusion.png: " << plot.error().message << "\n";
-    else
-        std::cout << "wrote " << png_path << "\n";
+    else std::cout << "wrote " << png_path << "\n";
     std::cout << "wrote " << out_dir << "/eval.json" << std::endl;
 }
 

@@ -4,10 +4,10 @@
 
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
-#include <limits>
 #include <utility>
 #include <vector>
 
@@ -31,7 +31,8 @@ namespace {
 std::string heads_text(const nn::ModelDescription& model) {
     std::string out;
     for (const auto& h : model.heads)
-        out += (out.empty() ? std::string(", heads ") : std::string(", ")) + h.value + " [N x " + std::to_string(h.width) + "]";
+        out += (out.empty() ? std::string(", heads ") : std::string(", ")) + h.value + " [N x " +
+               std::to_string(h.width) + "]";
     return out;
 }
 
@@ -60,16 +61,15 @@ CheckpointInfo choose(const ExportOptions& o) {
     if (!o.checkpoint) return all.back();
     for (const auto& c : all)
         if (c.step == *o.checkpoint) return c;
-    throw UsageError("--checkpoint " + std::to_string(*o.checkpoint) + ": no such checkpoint in " +
-                     o.model_dir + " (steps: " + steps_text(all) + ")");
+    throw UsageError("--checkpoint " + std::to_string(*o.checkpoint) + ": no such checkpoint in " + o.model_dir +
+                     " (steps: " + steps_text(all) + ")");
 }
 
 void run_export(const ExportOptions& o) {
     const CheckpointInfo info = choose(o);
     auto manifest = CheckpointStore::read_manifest(info);
     if (!manifest) throw UsageError("checkpoint " + info.dir + ": " + manifest.error().message);
-    auto model = worker::model_from_record(manifest_model(*manifest), "checkpoint " + info.dir,
-                                           nn::ModelDescription{});
+    auto model = worker::model_from_record(manifest_model(*manifest), "checkpoint " + info.dir, nn::ModelDescription{});
     if (!model) throw UsageError(model.error().message);
     // Tables keyed by raw ids (--raw-ids): their rows by id, exported as tables of their rows
     // with the id map beside the graph (workerd/keyed_export.h).
@@ -80,12 +80,12 @@ void run_export(const ExportOptions& o) {
     // An ONNX file is one protobuf message of at most 2 GiB; psrun export does not write external data.
     constexpr std::int64_t kMaxOnnxFloats = (std::int64_t{1} << 31) / 4 - (std::int64_t{1} << 20);
     if (keyed->empty() && model->parameter_count > kMaxOnnxFloats)
-        throw UsageError(fmt::format("checkpoint {}: model {} has {} parameters ({:.1f} GB as f32, e.g. a large sparse "
-                                     "table); an ONNX file holds at most 2 GiB and psrun export does not write ONNX "
-                                     "external data: serve the model from the checkpoint (psrun eval/predict need the "
-                                     "whole table in memory too)",
-                                     info.dir, model->name, model->parameter_count,
-                                     double(model->parameter_count) * 4 / 1e9));
+        throw UsageError(
+            fmt::format("checkpoint {}: model {} has {} parameters ({:.1f} GB as f32, e.g. a large sparse "
+                        "table); an ONNX file holds at most 2 GiB and psrun export does not write ONNX "
+                        "external data: serve the model from the checkpoint (psrun eval/predict need the "
+                        "whole table in memory too)",
+                        info.dir, model->name, model->parameter_count, double(model->parameter_count) * 4 / 1e9));
     auto params = load_checkpoint_parameters(info.dir, tensors,
                                              o.ema ? CheckpointValues::kAverage : CheckpointValues::kParameters);
     if (!params && params.error().code == ErrorCode::kNotFound) throw UsageError("--ema: " + params.error().message);
@@ -93,10 +93,10 @@ void run_export(const ExportOptions& o) {
         std::string older;
         const CheckpointStore store(o.model_dir, 1);
         if (auto valid = store.latest_valid(nullptr))
-            older = "; the newest valid one is step " + std::to_string(valid->step) +
-                    " (--checkpoint " + std::to_string(valid->step) + ")";
-        throw UsageError("checkpoint " + info.dir + " is damaged, as a restore would refuse it: " +
-                         params.error().message + older);
+            older = "; the newest valid one is step " + std::to_string(valid->step) + " (--checkpoint " +
+                    std::to_string(valid->step) + ")";
+        throw UsageError("checkpoint " + info.dir +
+                         " is damaged, as a restore would refuse it: " + params.error().message + older);
     }
     auto rows = worker::load_keyed_tables(info.dir, tensors, *keyed, o.ema);
     if (!rows && rows.error().code == ErrorCode::kNotFound) throw UsageError("--ema: " + rows.error().message);
@@ -105,12 +105,13 @@ void run_export(const ExportOptions& o) {
     if (!keyed->empty()) {
         keyed_model = worker::keyed_export_model(*model, params->values, *rows);
         if (keyed_model.model.parameter_count > kMaxOnnxFloats)
-            throw UsageError(fmt::format("checkpoint {}: model {} with its keyed tables' rows has {} parameters ({:.1f} "
-                                         "GB as f32); an ONNX file holds at most 2 GiB and psrun export does not write "
-                                         "ONNX external data: serve the model from the checkpoint (psrun eval/predict "
-                                         "--raw-ids)",
-                                         info.dir, model->name, keyed_model.model.parameter_count,
-                                         double(keyed_model.model.parameter_count) * 4 / 1e9));
+            throw UsageError(
+                fmt::format("checkpoint {}: model {} with its keyed tables' rows has {} parameters ({:.1f} "
+                            "GB as f32); an ONNX file holds at most 2 GiB and psrun export does not write "
+                            "ONNX external data: serve the model from the checkpoint (psrun eval/predict "
+                            "--raw-ids)",
+                            info.dir, model->name, keyed_model.model.parameter_count,
+                            double(keyed_model.model.parameter_count) * 4 / 1e9));
     }
     const nn::ModelDescription& exported = keyed->empty() ? *model : keyed_model.model;
     const std::vector<float>& values = keyed->empty() ? params->values : keyed_model.params;
@@ -118,7 +119,8 @@ void run_export(const ExportOptions& o) {
         o.output.empty() ? o.model_dir + "/model-" + std::to_string(info.step) + (o.ema ? "-ema" : "") + ".onnx"
                          : o.output;
     std::vector<std::string> ids_files;
-    for (const auto& name : worker::keyed_embedding_names(*model, *keyed)) ids_files.push_back(worker::keyed_ids_path(output, name));
+    for (const auto& name : worker::keyed_embedding_names(*model, *keyed))
+        ids_files.push_back(worker::keyed_ids_path(output, name));
     // The run's recipe (<model-dir>/recipe.json, written by the chief) rides along as metadata.
     auto recipe = worker::read_run_recipe(o.model_dir);
     if (!recipe) throw UsageError(recipe.error().message + " (remove it to export without the recipe)");
@@ -141,9 +143,10 @@ void run_export(const ExportOptions& o) {
         inputs += (inputs.empty() ? "" : ", ") +
                   (model->multi_input() || !model->image_input() ? in.name : std::string("images")) + " [" +
                   nn::to_string(in.info.dims) + "]";
-    std::cout << "wrote " << output << ": model " << worker::describe_model(exported) << " at step "
-              << info.step << (o.ema ? " (moving average)" : "") << ", " << exported.parameter_count << " parameters, " << bytes->size()
-              << " bytes (ONNX opset 13, input" << (model->multi_input() ? "s " : " ") << inputs << ", output "
+    std::cout << "wrote " << output << ": model " << worker::describe_model(exported) << " at step " << info.step
+              << (o.ema ? " (moving average)" : "") << ", " << exported.parameter_count << " parameters, "
+              << bytes->size() << " bytes (ONNX opset 13, input" << (model->multi_input() ? "s " : " ") << inputs
+              << ", output "
               << (model->loss == nn::LossKind::kGraph
                       ? std::string("loss (a scalar)") + heads_text(*model)
                       : (model->loss == nn::LossKind::kMeanSquaredError ? "outputs" : "probabilities") +
@@ -161,16 +164,14 @@ void run_export(const ExportOptions& o) {
 void add_export_command(CLI::App& app, int& exit_code) {
     auto options = std::make_shared<ExportOptions>();
     CLI::App* cmd = app.add_subcommand(
-        "export",
-        "write a checkpoint's model and parameters as an ONNX inference graph (docs/models.md)");
-    cmd->add_option("--model-dir", options->model_dir,
-                    "the run's model dir (its ckpt-<step>/ checkpoints)")
+        "export", "write a checkpoint's model and parameters as an ONNX inference graph (docs/models.md)");
+    cmd->add_option("--model-dir", options->model_dir, "the run's model dir (its ckpt-<step>/ checkpoints)")
         ->required();
-    cmd->add_option("--checkpoint", options->checkpoint,
-                    "the step of the checkpoint to export (default: the newest)")
+    cmd->add_option("--checkpoint", options->checkpoint, "the step of the checkpoint to export (default: the newest)")
         ->check(integer_in(0, std::numeric_limits<std::int64_t>::max()));
-    cmd->add_option("-o,--output", options->output,
-                    "the ONNX file to write (default: <model-dir>/model-<step>.onnx, model-<step>-ema.onnx with --ema)");
+    cmd->add_option(
+        "-o,--output", options->output,
+        "the ONNX file to write (default: <model-dir>/model-<step>.onnx, model-<step>-ema.onnx with --ema)");
     cmd->add_flag("--ema", options->ema,
                   "export the checkpoint's moving average of the weights (a run trained with --ema-decay)");
     cmd->callback([options, &exit_code] {

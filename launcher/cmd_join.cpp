@@ -63,11 +63,13 @@ void run_join(const JoinOptions& o, CommandContext& ctx) {
     const auto& training = ctx.training;
     const auto chunks = training_value(training, "--data-chunks");
     if (!chunks || *chunks == "0")
-        throw UsageError("psrun join needs --data-chunks C among the training options (after --), the run's value: a "
-                         "joining worker reads the chunks psd 0 leases");
+        throw UsageError(
+            "psrun join needs --data-chunks C among the training options (after --), the run's value: a "
+            "joining worker reads the chunks psd 0 leases");
     for (const std::string& a : training)
         if (a == "--chief" || a == "--index" || a.starts_with("--index="))
-            throw UsageError("psrun join: " + a + " is not for a joining worker (psd 0 hands out its index; a chief "
+            throw UsageError("psrun join: " + a +
+                             " is not for a joining worker (psd 0 hands out its index; a chief "
                              "never joins): drop it");
     JoinInfo info;
     std::string ps = o.ps;
@@ -95,8 +97,9 @@ void run_join(const JoinOptions& o, CommandContext& ctx) {
     } else {
         const auto model_dir = training_model_dir(training);
         if (!model_dir)
-            throw UsageError("psrun join: give --ps EPS and --key-file F, or --model-dir D among the training options "
-                             "(the job's join file is read from D/.psrun/join.json)");
+            throw UsageError(
+                "psrun join: give --ps EPS and --key-file F, or --model-dir D among the training options "
+                "(the job's join file is read from D/.psrun/join.json)");
         auto read = read_join_info(*model_dir);
         if (!read) throw UsageError(read.error().message);
         info = *read;
@@ -108,7 +111,8 @@ void run_join(const JoinOptions& o, CommandContext& ctx) {
     if (!threads)
         if (const auto cpus = env_get(ctx.env, "SLURM_CPUS_PER_TASK"); cpus && !cpus->empty()) {
             if (cpus->size() > 6 || cpus->find_first_not_of("0123456789") != std::string::npos || std::stoi(*cpus) < 1)
-                throw UsageError("SLURM_CPUS_PER_TASK='" + *cpus + "' is not a positive count: fix it, or give --threads");
+                throw UsageError("SLURM_CPUS_PER_TASK='" + *cpus +
+                                 "' is not a positive count: fix it, or give --threads");
             threads = std::stoi(*cpus);
         }
     if (!threads && ctx.affinity_cpus > 0) threads = ctx.affinity_cpus;
@@ -143,7 +147,8 @@ void add_join_command(CLI::App& app, CommandContext& ctx) {
     cmd->add_option("--ps,--ps_hosts,--ps-hosts", o->ps,
                     "psd endpoints of the job (HOST:PORT, tcp://HOST:PORT or ipc:///path, comma-separated); default: "
                     "TF_CONFIG's cluster.ps when set, else the join file of --model-dir");
-    auto* no_auth = cmd->add_flag("--no-auth", o->no_auth, "with --ps: the job runs without authentication")->excludes(key);
+    auto* no_auth =
+        cmd->add_flag("--no-auth", o->no_auth, "with --ps: the job runs without authentication")->excludes(key);
     cmd->add_option("--auth", o->auth, "with --ps and --key-file, on tcp: mac or curve, as the job's daemons")
         ->check(CLI::IsMember({"mac", "curve"}))
         ->excludes(no_auth);

@@ -17,16 +17,16 @@
 #include "common/option_checks.h"
 #include "common/result.h"
 #include "launcher/daemon_command.h"
+#include "launcher/daemon_restarts.h"
 #include "launcher/job_key.h"
+#include "launcher/join_file.h"
 #include "launcher/launch_options.h"
 #include "launcher/map_builder.h"
-#include "launcher/ps_processes.h"
 #include "launcher/ports.h"
+#include "launcher/ps_processes.h"
 #include "launcher/run_summary.h"
 #include "launcher/supervisor.h"
 #include "launcher/thread_plan.h"
-#include "launcher/daemon_restarts.h"
-#include "launcher/join_file.h"
 
 namespace psrun::launcher {
 namespace {
@@ -60,8 +60,7 @@ void print_summary(const std::optional<std::string>& model_dir) {
 
 // Says how many threads each daemon gets and warns when the run asks for more compute threads
 // than the cores psrun may use.
-void log_threads(const ThreadPlan& plan, const LocalOptions& o, const std::vector<std::string>& training,
-                 int cores) {
+void log_threads(const ThreadPlan& plan, const LocalOptions& o, const std::vector<std::string>& training, int cores) {
     spdlog::info("{}", describe_thread_plan(plan, cores, o.num_workers, o.num_ps));
     ThreadPlan effective = plan;
     if (const auto t = training_threads(training); t && *t != plan.worker_threads) {
@@ -82,12 +81,14 @@ void check_restart_ps(const LocalOptions& o, DaemonOptions& daemon) {
     if (o.num_ps == 0)
         throw UsageError("--restart-ps needs --ps 1 or more (a standalone worker has no psd to restart)");
     if (!training_model_dir(daemon.training))
-        throw UsageError("--restart-ps needs --model-dir D in the training options (after --): the chief restores "
-                         "a restarted psd from the newest checkpoint there (add --checkpoint-secs or "
-                         "--checkpoint-steps to bound the steps lost)");
+        throw UsageError(
+            "--restart-ps needs --model-dir D in the training options (after --): the chief restores "
+            "a restarted psd from the newest checkpoint there (add --checkpoint-secs or "
+            "--checkpoint-steps to bound the steps lost)");
     if (daemon.reconnect_wait && *daemon.reconnect_wait <= 0)
-        throw UsageError("--restart-ps needs the workers to wait for the restarted psd: drop --reconnect-wait 0 (with "
-                         "--restart-ps psrun local's default is 60 s) or give --reconnect-wait S > 0");
+        throw UsageError(
+            "--restart-ps needs the workers to wait for the restarted psd: drop --reconnect-wait 0 (with "
+            "--restart-ps psrun local's default is 60 s) or give --reconnect-wait S > 0");
     if (!daemon.reconnect_wait) daemon.reconnect_wait = kRestartPsReconnectWait;
 }
 
@@ -112,9 +113,7 @@ void run_local(const LocalOptions& o, CommandContext& ctx) {
     std::vector<std::string> addresses;
     if (!o.tcp) {
         for (int i = 0; i < total; ++i) {
-            const char* kind = i < o.num_ps                   ? "ps"
-                               : i < o.num_ps + o.num_workers ? "worker"
-                                                              : "evaluator";
+            const char* kind = i < o.num_ps ? "ps" : i < o.num_ps + o.num_workers ? "worker" : "evaluator";
             const int index = i < o.num_ps                   ? i
                               : i < o.num_ps + o.num_workers ? i - o.num_ps
                                                              : i - o.num_ps - o.num_workers;
@@ -136,8 +135,9 @@ void run_local(const LocalOptions& o, CommandContext& ctx) {
     }
     log_threads(threads, o, ctx.training, ctx.affinity_cpus);
     if (o.num_evaluators > 0 && !training_model_dir(ctx.training))
-        throw UsageError("--evaluators needs --model-dir D in the training options (after --): the evaluator "
-                         "evaluates the checkpoints the chief writes there");
+        throw UsageError(
+            "--evaluators needs --model-dir D in the training options (after --): the evaluator "
+            "evaluates the checkpoints the chief writes there");
     DaemonOptions daemon = o.daemon;
     daemon.training = ctx.training;
     daemon.ps_threads = threads.ps_threads;
@@ -146,15 +146,18 @@ void run_local(const LocalOptions& o, CommandContext& ctx) {
         throw UsageError(fmt::format("--min-workers {} is more than --workers {}: give at most that many",
                                      *daemon.min_workers, o.num_workers));
     if (daemon.max_workers && *daemon.max_workers < o.num_workers)
-        throw UsageError(fmt::format("--max-workers {} is below --workers {}: give at least that many (the workers that "
-                                     "may join come on top)",
-                                     *daemon.max_workers, o.num_workers));
+        throw UsageError(
+            fmt::format("--max-workers {} is below --workers {}: give at least that many (the workers that "
+                        "may join come on top)",
+                        *daemon.max_workers, o.num_workers));
     if (daemon.max_workers && *daemon.max_workers > o.num_workers && !training_value(daemon.training, "--data-chunks"))
-        throw UsageError("--max-workers lets workers join, which read the data chunks psd 0 leases: give --data-chunks "
-                         "C among the training options (after --)");
+        throw UsageError(
+            "--max-workers lets workers join, which read the data chunks psd 0 leases: give --data-chunks "
+            "C among the training options (after --)");
     if (daemon.min_workers && !training_value(daemon.training, "--data-chunks"))
-        spdlog::warn("--min-workers without --data-chunks C in the training options: a dropped worker's shard is "
-                     "not read again (give --data-chunks to hand the data out in chunks)");
+        spdlog::warn(
+            "--min-workers without --data-chunks C in the training options: a dropped worker's shard is "
+            "not read again (give --data-chunks to hand the data out in chunks)");
     // One host: no network between the daemons can blink, and a daemon that is gone is gone (psrun sees it exit),
     // so nobody waits for a silent peer unless asked to (or psrun restarts the psd: --restart-ps).
     if (!daemon.reconnect_wait) daemon.reconnect_wait = 0;
@@ -168,8 +171,8 @@ void run_local(const LocalOptions& o, CommandContext& ctx) {
     }
     if (!daemon.no_auth && daemon.key_file.empty() && o.num_ps > 0 && !o.dry_run) {
         const auto model_dir = training_model_dir(daemon.training);
-        auto key = prepare_local_job_key(model_dir ? default_job_key_path(*model_dir, "local")
-                                                   : dir.path() + "/job.key");
+        auto key =
+            prepare_local_job_key(model_dir ? default_job_key_path(*model_dir, "local") : dir.path() + "/job.key");
         if (!key) throw UsageError(key.error().message);
         daemon.key_file = *key;
     }
@@ -195,12 +198,14 @@ void run_local(const LocalOptions& o, CommandContext& ctx) {
     std::optional<std::string> join_file;
     if (const auto model_dir = training_model_dir(daemon.training); model_dir && !commands.empty())
         if (const auto info = join_info_from_psd(commands.front().argv)) {
-            if (auto wrote = write_join_info(*model_dir, *info); !wrote) throw std::runtime_error(wrote.error().message);
+            if (auto wrote = write_join_info(*model_dir, *info); !wrote)
+                throw std::runtime_error(wrote.error().message);
             join_file = join_file_path(*model_dir);
-            spdlog::info("room for {} more worker{} (--max-workers {}): psrun join -- <the training options> joins "
-                         "this run ({})",
-                         info->max_workers - info->num_workers, info->max_workers - info->num_workers == 1 ? "" : "s",
-                         info->max_workers, *join_file);
+            spdlog::info(
+                "room for {} more worker{} (--max-workers {}): psrun join -- <the training options> joins "
+                "this run ({})",
+                info->max_workers - info->num_workers, info->max_workers - info->num_workers == 1 ? "" : "s",
+                info->max_workers, *join_file);
         }
     DaemonRestarts restarts(o.restart_workers, o.restart_ps);
     Supervisor supervisor(seconds_to_ms(o.grace_seconds), &restarts, daemon.min_workers.has_value());
@@ -211,24 +216,23 @@ void run_local(const LocalOptions& o, CommandContext& ctx) {
         spdlog::info("all daemons finished");
         if (o.num_ps > 0) print_summary(training_model_dir(daemon.training));
     } else if (ctx.exit_code == kExitPreempted) {
-        spdlog::warn("psrun local was stopped and the chief saved a checkpoint (exit code {}): run the same command "
-                     "again to resume from it",
-                     ctx.exit_code);
-    } else
-        spdlog::error("psrun local failed (exit code {})", ctx.exit_code);
+        spdlog::warn(
+            "psrun local was stopped and the chief saved a checkpoint (exit code {}): run the same command "
+            "again to resume from it",
+            ctx.exit_code);
+    } else spdlog::error("psrun local failed (exit code {})", ctx.exit_code);
 }
 
 }  // namespace
 
 void add_local_command(CLI::App& app, CommandContext& ctx) {
     auto o = std::make_shared<LocalOptions>();
-    CLI::App* cmd = app.add_subcommand(
-        "local",
-        "Run the whole cluster on this host: K psd and W workerd as supervised children "
-        "on ipc endpoints in a private directory (or TCP on 127.0.0.1 with --tcp). Usage: psrun "
-        "local --ps K --workers W [options] [-- training options]");
-    cmd->add_option("--ps", o->num_ps,
-                    "parameter servers (0 with --workers 1: workerd --standalone)")
+    CLI::App* cmd =
+        app.add_subcommand("local",
+                           "Run the whole cluster on this host: K psd and W workerd as supervised children "
+                           "on ipc endpoints in a private directory (or TCP on 127.0.0.1 with --tcp). Usage: psrun "
+                           "local --ps K --workers W [options] [-- training options]");
+    cmd->add_option("--ps", o->num_ps, "parameter servers (0 with --workers 1: workerd --standalone)")
         ->check(integer_in(0, max_local_processes()))
         ->capture_default_str();
     cmd->add_option("--workers", o->num_workers, "workers (worker 0 is the chief)")

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "common/result.h"
 #include "common/option_checks.h"
+#include "common/result.h"
 #include "common/utf8.h"
 #include "launcher/cmd_model_check.h"
 #include "launcher/model_memory.h"
@@ -55,14 +55,16 @@ std::string loss_text(const nn::ModelDescription& model) {
         case nn::LossKind::kSigmoidCrossEntropy:
             return std::to_string(model.classes) + " labels, loss sigmoid cross-entropy";
         case nn::LossKind::kGraph: {
-            std::string labels = model.label_input < 0 ? std::string("no label input")
-                                                       : "labels " + model.inputs[static_cast<std::size_t>(model.label_input)].name;
-            if (!model.head.empty()) labels += ", " + std::to_string(model.classes) + " classes (head " + model.head + ")";
+            std::string labels = model.label_input < 0
+                                     ? std::string("no label input")
+                                     : "labels " + model.inputs[static_cast<std::size_t>(model.label_input)].name;
+            if (!model.head.empty())
+                labels += ", " + std::to_string(model.classes) + " classes (head " + model.head + ")";
             if (model.heads.size() > 1 || (model.heads.size() == 1 && model.head.empty())) {
                 labels += "; heads";
                 for (const auto& h : model.heads)
-                    labels += std::string(&h == &model.heads.front() ? " " : ", ") + h.value + " " + nn::to_string(h.kind) +
-                              " x" + std::to_string(h.width) + " on " + h.target;
+                    labels += std::string(&h == &model.heads.front() ? " " : ", ") + h.value + " " +
+                              nn::to_string(h.kind) + " x" + std::to_string(h.width) + " on " + h.target;
             }
             return "loss in the graph (" + labels + ")";
         }
@@ -94,8 +96,8 @@ void print_table(const nn::ModelDescription& model) {
         width = std::max(width, node.name.size());
         kind_width = std::max(kind_width, node.op.size());
     }
-    std::printf("%5s  %-*s %-*s %-14s %12s %10s  %s\n", "#", static_cast<int>(width), "name", static_cast<int>(kind_width),
-                "kind", "output", "parameters", "MFLOP", "inputs");
+    std::printf("%5s  %-*s %-*s %-14s %12s %10s  %s\n", "#", static_cast<int>(width), "name",
+                static_cast<int>(kind_width), "kind", "output", "parameters", "MFLOP", "inputs");
     std::int64_t state = 0;
     for (std::size_t i = 0; i < model.nodes.size(); ++i) {
         const auto& node = model.nodes[i];
@@ -110,13 +112,15 @@ void print_table(const nn::ModelDescription& model) {
         std::string params = grouped(node.param_count - node_state);
         if (node_state > 0) params += " +" + grouped(node_state) + " state";
         std::printf("%5zu  %-*s %-*s %-14s %12s %10s  %s\n", i, static_cast<int>(width), node.name.c_str(),
-                    static_cast<int>(kind_width), node.op.c_str(), nn::shape_text(node.output_info.front().dims).c_str(),
-                    params.c_str(), mflop(node.flops).c_str(), inputs.c_str());
+                    static_cast<int>(kind_width), node.op.c_str(),
+                    nn::shape_text(node.output_info.front().dims).c_str(), params.c_str(), mflop(node.flops).c_str(),
+                    inputs.c_str());
     }
     std::printf("total: %s parameters, %s bytes as f32, %s MFLOP per example (forward)\n",
                 grouped(model.parameter_count - state).c_str(), grouped(model.parameter_count * 4).c_str(),
                 mflop(model.flops).c_str());
-    if (state > 0) std::printf("state: %s values (batch statistics, not trained by the optimizer)\n", grouped(state).c_str());
+    if (state > 0)
+        std::printf("state: %s values (batch statistics, not trained by the optimizer)\n", grouped(state).c_str());
     if (model.recipe) std::cout << "recipe: " << nn::to_string(*model.recipe) << "\n";
     std::cout << "architecture sha256: " << nn::architecture_hash(model) << std::endl;
 }
@@ -137,14 +141,17 @@ void add_model_command(CLI::App& app, int& exit_code) {
     });
     add_model_check_command(*model, exit_code);
     auto options = std::make_shared<ShowOptions>();
-    CLI::App* show = model->add_subcommand(
-        "show", "per layer: output shape, parameters, forward MFLOP per example; totals; recipe");
-    show->add_option("model", options->model, "a built-in name (psrun model list), a FILE.json path or a FILE.onnx (imported)")->required();
+    CLI::App* show =
+        model->add_subcommand("show", "per layer: output shape, parameters, forward MFLOP per example; totals; recipe");
+    show->add_option("model", options->model,
+                     "a built-in name (psrun model list), a FILE.json path or a FILE.onnx (imported)")
+        ->required();
     show->add_flag("--json", options->json, "print the summary as JSON");
     show->add_option("--batch-size", options->batch,
                      "the batch of the training memory figure (the engine's activations, gradients and temporaries)")
         ->check(integer_in(1, 4096));
-    show->add_option("--ps", options->ps, "also print where each tensor lives with K psd shards, and each shard's bytes")
+    show->add_option("--ps", options->ps,
+                     "also print where each tensor lives with K psd shards, and each shard's bytes")
         ->check(integer_in(1, kMaxTasks));
     show->add_option("--sparse-embedding", options->sparse,
                      "with --ps: this embedding's table is sparse (repeat it, or a,b; docs/sparse.md)")

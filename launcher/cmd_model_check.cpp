@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <limits>
+#include <nlohmann/json.hpp>
 
-#include "common/result.h"
 #include "common/option_checks.h"
+#include "common/result.h"
 #include "common/utf8.h"
 #include "workerd/data/npy_reader.h"
 #include "workerd/data/reader_common.h"
@@ -106,11 +106,13 @@ std::vector<std::string> input_files(const nn::ModelDescription& model, const Ch
         } else if (eq != std::string::npos && eq > 0 && arg.find('/') > eq) {
             std::string names;
             for (const auto& in : model.inputs) names += (names.empty() ? "" : ", ") + in.name;
-            throw UsageError("--input " + arg + ": the model has no input '" + arg.substr(0, eq) + "' (its inputs: " + names + ")");
+            throw UsageError("--input " + arg + ": the model has no input '" + arg.substr(0, eq) +
+                             "' (its inputs: " + names + ")");
         }
         if (file.empty()) throw UsageError("--input " + arg + ": no file after '='");
         if (!files[index].empty())
-            throw UsageError("--input " + arg + ": the input " + model.inputs[index].name + " is already given (" + files[index] + ")");
+            throw UsageError("--input " + arg + ": the input " + model.inputs[index].name + " is already given (" +
+                             files[index] + ")");
         files[index] = file;
     }
     return files;
@@ -155,9 +157,10 @@ nn::CheckBatch make_batch(const nn::ModelDescription& model, const CheckOptions&
             if (ids) {
                 const std::int64_t range = id_range(model);
                 if (range < 1)
-                    throw UsageError("the model's input " + in.name +
-                                     " holds ids and the model has no embedding table to draw them from: give --input " +
-                                     in.name + "=IDS.npy");
+                    throw UsageError(
+                        "the model's input " + in.name +
+                        " holds ids and the model has no embedding table to draw them from: give --input " + in.name +
+                        "=IDS.npy");
                 std::uniform_int_distribution<std::int32_t> draw(0, static_cast<std::int32_t>(range - 1));
                 for (std::size_t k = 0; k < n; ++k) values.ids.push_back(draw(rng));
             } else {
@@ -200,7 +203,8 @@ void write_gradients(const std::string& path, const nn::ModelDescription& model,
     if (!check.input_gradients.empty()) {
         doc["inputs"] = nlohmann::json::object();
         for (std::size_t i = 0; i < model.inputs.size(); ++i)
-            if (!check.input_gradients[i].empty()) doc["inputs"][model.inputs[i].name] = {{"gradient", check.input_gradients[i]}};
+            if (!check.input_gradients[i].empty())
+                doc["inputs"][model.inputs[i].name] = {{"gradient", check.input_gradients[i]}};
     }
     std::ofstream out(path);
     out << json_text(doc);
@@ -219,7 +223,8 @@ int run_check(const CheckOptions& o) {
     options.seed = o.seed;
     options.finite_differences = !o.no_finite_differences;
     options.input_gradients = o.input_gradients;
-    if (o.input_gradients && o.gradients.empty()) throw UsageError("--input-gradients writes into the --gradients file: give --gradients F.json");
+    if (o.input_gradients && o.gradients.empty())
+        throw UsageError("--input-gradients writes into the --gradients file: give --gradients F.json");
     auto check = nn::check_gradients(*model, params, batch, options);
     if (!check) throw UsageError(check.error().message);
     if (!o.gradients.empty()) write_gradients(o.gradients, *model, *check);
@@ -228,26 +233,31 @@ int run_check(const CheckOptions& o) {
         if (worst == nullptr || t.relative_error > worst->relative_error) worst = &t;
     const bool ok = worst == nullptr || !(worst->relative_error > o.tolerance);
     if (o.json) {
-        nlohmann::json doc = {{"model", model->name}, {"batch", batch.size}, {"loss", check->loss}, {"ok", ok},
+        nlohmann::json doc = {{"model", model->name},     {"batch", batch.size},
+                              {"loss", check->loss},      {"ok", ok},
                               {"tolerance", o.tolerance}, {"tensors", nlohmann::json::array()}};
         for (const auto& t : check->tensors) {
-            nlohmann::json row = {{"name", t.name}, {"shape", t.shape}, {"gradient_norm", t.gradient_norm},
-                                  {"finite_difference", t.finite_difference}, {"relative_error", t.relative_error}};
+            nlohmann::json row = {{"name", t.name},
+                                  {"shape", t.shape},
+                                  {"gradient_norm", t.gradient_norm},
+                                  {"finite_difference", t.finite_difference},
+                                  {"relative_error", t.relative_error}};
             if (t.bf16_error) row["bf16_error"] = *t.bf16_error;
             doc["tensors"].push_back(row);
         }
         if (!check->bf16_note.empty()) doc["bf16_note"] = check->bf16_note;
         std::cout << json_text(doc, 2) << std::endl;
     } else {
-        std::printf("model %s, batch %lld, loss %.6f\n", model->name.c_str(), static_cast<long long>(batch.size), check->loss);
+        std::printf("model %s, batch %lld, loss %.6f\n", model->name.c_str(), static_cast<long long>(batch.size),
+                    check->loss);
         std::printf("%-40s %14s %14s %10s %10s\n", "tensor", "|gradient|", "loss change", "rel error", "bf16 err");
         for (const auto& t : check->tensors)
             std::printf("%-40s %14.6g %14.6g %10.2e %10s\n", t.name.c_str(), t.gradient_norm, t.finite_difference,
                         t.relative_error, t.bf16_error ? std::to_string(*t.bf16_error).c_str() : "-");
         if (!check->bf16_note.empty()) std::printf("%s\n", check->bf16_note.c_str());
         if (worst != nullptr)
-            std::printf("worst: %s, relative error %.2e (tolerance %.2e): %s\n", worst->name.c_str(), worst->relative_error,
-                        o.tolerance, ok ? "ok" : "FAILED");
+            std::printf("worst: %s, relative error %.2e (tolerance %.2e): %s\n", worst->name.c_str(),
+                        worst->relative_error, o.tolerance, ok ? "ok" : "FAILED");
     }
     return ok ? kExitOk : kExitFailure;
 }
@@ -259,9 +269,10 @@ void add_model_check_command(CLI::App& model, int& exit_code) {
     CLI::App* check = model.add_subcommand(
         "check", "one batch forward and backward; each tensor's gradient against the loss's own change along it");
     check->add_option("model", o->model, "a built-in name, a FILE.json or a FILE.onnx")->required();
-    check->add_option("--input", o->inputs,
-                      "the batch's inputs as .npy (float [N, ...] or integer ids [N, L]): FILE for the primary input, "
-                      "NAME=FILE for the input NAME (repeat for several inputs); default: random")
+    check
+        ->add_option("--input", o->inputs,
+                     "the batch's inputs as .npy (float [N, ...] or integer ids [N, L]): FILE for the primary input, "
+                     "NAME=FILE for the input NAME (repeat for several inputs); default: random")
         ->expected(1)
         ->take_all();
     check->add_option("--labels", o->labels, "the batch's labels (or targets) as .npy; default: random");

@@ -16,10 +16,10 @@ namespace psrun::launcher {
 void add_plan_command(CLI::App& app, CommandContext& ctx) {
     auto options = std::make_shared<MapOptions>();
     auto json = std::make_shared<bool>(false);
-    CLI::App* cmd = app.add_subcommand(
-        "plan",
-        "Print the cluster map as seen by the calling task (inside `srun`, from TF_CONFIG "
-        "or TF-style flags, or a preview with --nodelist)");
+    CLI::App* cmd =
+        app.add_subcommand("plan",
+                           "Print the cluster map as seen by the calling task (inside `srun`, from TF_CONFIG "
+                           "or TF-style flags, or a preview with --nodelist)");
     cmd->add_flag("--json", *json,
                   "print one JSON object: {\"ps\": [...], \"worker\": [...], \"chief\": ..., "
                   "\"self\": {...}, ...}");
@@ -31,20 +31,17 @@ void add_plan_command(CLI::App& app, CommandContext& ctx) {
     cmd->callback([options, json, &ctx] {
         auto map = resolve_map(*options, ctx.env);
         if (!map) throw UsageError(map.error().message);
-        if (*json)
-            std::cout << json_text(map->to_json()) << std::endl;
-        else
-            std::cout << map->to_table() << std::flush;
+        if (*json) std::cout << json_text(map->to_json()) << std::endl;
+        else std::cout << map->to_table() << std::flush;
         ctx.exit_code = kExitOk;
     });
 }
 
 void add_addr_command(CLI::App& app, CommandContext& ctx) {
     auto interface = std::make_shared<std::string>();
-    CLI::App* cmd = app.add_subcommand(
-        "addr",
-        "Print NODE=IPv4 of an interface on this node (run one per node with srun, join "
-        "the lines with commas, pass them as --node-addrs)");
+    CLI::App* cmd = app.add_subcommand("addr",
+                                       "Print NODE=IPv4 of an interface on this node (run one per node with srun, join "
+                                       "the lines with commas, pass them as --node-addrs)");
     cmd->add_option("--interface", *interface, "interface name, e.g. ib0")->required();
     cmd->callback([interface, &ctx] {
         auto ip = interface_ipv4(*interface);

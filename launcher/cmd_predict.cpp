@@ -34,7 +34,7 @@ struct PredictOptions {
     std::vector<std::string> images;
     std::vector<std::string> inputs;  // --input NAME=FILE.npy: the model's inputs after the first
     std::string output;
-    std::string image_resize;  // empty: what the model dir's classes.json records, else none
+    std::string image_resize;            // empty: what the model dir's classes.json records, else none
     std::string data;                    // --data F.csv: a table feeding every input by column
     std::string targets;                 // --targets: the table's target columns (default "label")
     worker::TableColumnOptions columns;  // --input-columns ...: how --data feeds the inputs
@@ -46,10 +46,12 @@ worker::PredictInputs load_table_inputs(const PredictOptions& o, const worker::I
     auto spec = worker::parse_table_columns(o.columns);
     if (!spec) throw UsageError(spec.error().message);
     spec->targets_optional = true;  // new rows need no labels
-    if (o.data.empty()) throw UsageError("--input-columns reads the model's inputs from a CSV/TSV table: give --data F.csv");
+    if (o.data.empty())
+        throw UsageError("--input-columns reads the model's inputs from a CSV/TSV table: give --data F.csv");
     if (!o.images.empty() || !o.inputs.empty())
         throw UsageError("--input-columns reads every input from the --data table: drop --images and --input");
-    auto table = worker::load_table_split(o.data, *spec, model.model, worker::split_list(o.targets), model.raw_inputs());
+    auto table =
+        worker::load_table_split(o.data, *spec, model.model, worker::split_list(o.targets), model.raw_inputs());
     if (!table) throw UsageError(table.error().message);
     worker::PredictInputs inputs;
     inputs.images = std::move(table->data);
@@ -98,10 +100,10 @@ std::string npz_archive(const std::vector<std::pair<std::string, std::string>>& 
         const auto size = static_cast<std::uint32_t>(bytes.size());
         auto common = [&](std::string& h) {  // version needed .. extra length
             put16(h, 20);
-            put16(h, 0);       // flags
-            put16(h, 0);       // stored
-            put16(h, 0);       // time
-            put16(h, 0x21);    // 1980-01-01
+            put16(h, 0);     // flags
+            put16(h, 0);     // stored
+            put16(h, 0);     // time
+            put16(h, 0x21);  // 1980-01-01
             put32(h, crc);
             put32(h, size);
             put32(h, size);
@@ -161,8 +163,8 @@ void predict_heads(const PredictOptions& o, const worker::InferenceModel& model,
     if (!heads) throw std::runtime_error(heads.error().message);
     const std::size_t count = inputs.images.size();
     std::cerr << "psrun predict: " << count << (o.columns.any() ? " rows" : " images") << ", model "
-              << worker::describe_model(model.model) << " from "
-              << model.source << ", " << heads->size() << " head" << (heads->size() == 1 ? "" : "s") << "\n";
+              << worker::describe_model(model.model) << " from " << model.source << ", " << heads->size() << " head"
+              << (heads->size() == 1 ? "" : "s") << "\n";
     if (!o.output.empty()) {
         if (ends_with(o.output, ".npz")) {
             std::vector<std::pair<std::string, std::string>> arrays;
@@ -200,9 +202,9 @@ void predict_heads(const PredictOptions& o, const worker::InferenceModel& model,
             if (h.kind == nn::HeadKind::kSoftmax) {
                 const auto c = static_cast<std::size_t>(std::max_element(p, p + w) - p);
                 if (static_cast<int>(k) == primary)
-                    text += fmt::format(" {} {:.6f}{}", c, p[c], c < record.classes.size() ? " " + record.classes[c] : std::string());
-                else
-                    text += fmt::format(" {}={}:{:.6f}", h.name, c, p[c]);
+                    text += fmt::format(" {} {:.6f}{}", c, p[c],
+                                        c < record.classes.size() ? " " + record.classes[c] : std::string());
+                else text += fmt::format(" {}={}:{:.6f}", h.name, c, p[c]);
                 continue;
             }
             std::string on;
@@ -220,10 +222,12 @@ void predict_heads(const PredictOptions& o, const worker::InferenceModel& model,
 
 void run_predict(const PredictOptions& o) {
     if (!o.data.empty() && !o.columns.any())
-        throw UsageError("--data " + o.data + " is a CSV/TSV table read by column: give --input-columns NAME=COL,... "
+        throw UsageError("--data " + o.data +
+                         " is a CSV/TSV table read by column: give --input-columns NAME=COL,... "
                          "(as in training; docs/data.md, Recommender tables)");
     if (o.images.empty() && !o.columns.any())
-        throw UsageError("give --images F [F...]: IDX, .npy, JPEG, PNG or PGM files (or --data F.csv --input-columns ...)");
+        throw UsageError(
+            "give --images F [F...]: IDX, .npy, JPEG, PNG or PGM files (or --data F.csv --input-columns ...)");
     const worker::InferenceModel model = load_model_source(o.source);
     worker::DataRecord record;
     if (!o.source.model_dir.empty()) {
@@ -261,8 +265,7 @@ void run_predict(const PredictOptions& o) {
     const auto classes = static_cast<std::size_t>(model.model.classes);
     const std::size_t count = inputs->images.size();
     std::cerr << "psrun predict: " << count << (o.columns.any() ? " rows" : " images") << ", model "
-              << worker::describe_model(model.model) << " from "
-              << model.source << "\n";
+              << worker::describe_model(model.model) << " from " << model.source << "\n";
     if (!o.output.empty()) {
         const std::string npy = npy_f32(*probs, count, classes);
         write_output(o.output, ends_with(o.output, ".npz") ? npz_archive({{"probabilities", npy}}) : npy);
@@ -287,8 +290,9 @@ void run_predict(const PredictOptions& o) {
 void add_predict_command(CLI::App& app, int& exit_code) {
     auto o = std::make_shared<PredictOptions>();
     CLI::App* cmd = app.add_subcommand(
-        "predict", "classify images (IDX, .npy, JPEG, PNG, PGM) with a trained model; prints FILE CLASS PROBABILITY "
-                   "[CLASS NAME]");
+        "predict",
+        "classify images (IDX, .npy, JPEG, PNG, PGM) with a trained model; prints FILE CLASS PROBABILITY "
+        "[CLASS NAME]");
     add_model_source_options(*cmd, o->source);
     cmd->add_option("--images", o->images, "IDX or .npy files of images, or JPEG/PNG/PGM files of one image each")
         ->expected(1, -1);

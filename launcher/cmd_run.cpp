@@ -47,9 +47,10 @@ void log_restart_count(const EnvMap& env) {
         spdlog::info("SLURM_RESTART_COUNT=0");
         return;
     }
-    spdlog::warn("SLURM_RESTART_COUNT={}: this job was requeued; the chief resumes from the newest checkpoint in "
-                 "--model-dir",
-                 *count);
+    spdlog::warn(
+        "SLURM_RESTART_COUNT={}: this job was requeued; the chief resumes from the newest checkpoint in "
+        "--model-dir",
+        *count);
 }
 
 // A ps binds its endpoint; fail now rather than let psd retry on a taken port.
@@ -72,7 +73,7 @@ void run(const RunOptions& o, CommandContext& ctx) {
     if (training_model_dir(daemon.training)) {
         const auto slurm_job = ctx.env.find("SLURM_JOB_ID");
         daemon.run_id = slurm_job != ctx.env.end() && !slurm_job->second.empty() ? "slurm-" + slurm_job->second
-                                                                                  : job_name_for(*map, ctx.env);
+                                                                                 : job_name_for(*map, ctx.env);
     }
     if (!o.dry_run) {
         // Cheap checks first: a missing binary or a taken port must not wait for the key.
@@ -98,14 +99,13 @@ void run(const RunOptions& o, CommandContext& ctx) {
     if (map->self->role == Role::kPs && map->self->index == 0)
         if (const auto model_dir = training_model_dir(daemon.training))
             if (const auto info = join_info_from_psd(cmd->argv)) {
-                if (auto wrote = write_join_info(*model_dir, *info); !wrote)
-                    spdlog::warn("{}", wrote.error().message);
+                if (auto wrote = write_join_info(*model_dir, *info); !wrote) spdlog::warn("{}", wrote.error().message);
                 else
-                    spdlog::info("room for {} more worker{} (--max-workers {}): psrun join -- <the training options> "
-                                 "joins this run, e.g. from srun --overlap --jobid <this job> ({})",
-                                 info->max_workers - info->num_workers,
-                                 info->max_workers - info->num_workers == 1 ? "" : "s", info->max_workers,
-                                 join_file_path(*model_dir));
+                    spdlog::info(
+                        "room for {} more worker{} (--max-workers {}): psrun join -- <the training options> "
+                        "joins this run, e.g. from srun --overlap --jobid <this job> ({})",
+                        info->max_workers - info->num_workers, info->max_workers - info->num_workers == 1 ? "" : "s",
+                        info->max_workers, join_file_path(*model_dir));
             }
     exec_daemon(*cmd);
 }
@@ -114,14 +114,12 @@ void run(const RunOptions& o, CommandContext& ctx) {
 
 void add_run_command(CLI::App& app, CommandContext& ctx) {
     auto options = std::make_shared<RunOptions>();
-    CLI::App* cmd = app.add_subcommand(
-        "run",
-        "Resolve this task's role and exec psd or workerd with explicit flags. Usage: "
-        "psrun run [options] [-- training options]");
+    CLI::App* cmd = app.add_subcommand("run",
+                                       "Resolve this task's role and exec psd or workerd with explicit flags. Usage: "
+                                       "psrun run [options] [-- training options]");
     add_map_options(cmd, options->map, false);
     add_daemon_options(cmd, options->daemon);
-    cmd->add_flag("--dry-run", options->dry_run,
-                  "print the daemon command line instead of executing it");
+    cmd->add_flag("--dry-run", options->dry_run, "print the daemon command line instead of executing it");
     cmd->footer(
         "Training options after \"--\" go to workerd (e.g. -- --data-dir D --steps 2000); "
         "--model-dir among them also goes to psd.\n"

@@ -58,12 +58,14 @@ int run_stop(const StopOptions& o) {
         try {
             PsClient client(co);
             if (auto r = client.stop(0); !r) {
-                std::cerr << "stop: " << f.filename().string() << " (" << endpoint << "): " << r.error().message << "\n";
+                std::cerr << "stop: " << f.filename().string() << " (" << endpoint << "): " << r.error().message
+                          << "\n";
                 ++failures;
                 continue;
             }
         } catch (const std::exception& e) {
-            std::cerr << "stop: " << f.filename().string() << ": bad endpoint '" << endpoint << "': " << e.what() << "\n";
+            std::cerr << "stop: " << f.filename().string() << ": bad endpoint '" << endpoint << "': " << e.what()
+                      << "\n";
             ++failures;
             continue;
         }
@@ -92,7 +94,8 @@ void add_stop_command(CLI::App& app, int& exit_code) {
     cmd->add_option("--model-dir", opts->model_dir, "the model dir the standby psds were started with")
         ->required()
         ->check(CLI::ExistingDirectory);
-    auto* key = cmd->add_option("--key-file", opts->key_file, "the job's key file (default: <model-dir>/.psrun/job.key)");
+    auto* key =
+        cmd->add_option("--key-file", opts->key_file, "the job's key file (default: <model-dir>/.psrun/job.key)");
     auto* no_auth = cmd->add_flag("--no-auth", opts->no_auth, "the psds run without authentication")->excludes(key);
     cmd->add_option("--auth", opts->auth, "the psds' --auth: mac or curve")
         ->check(CLI::IsMember({"mac", "curve"}))

@@ -51,8 +51,7 @@ std::optional<int> training_threads(const std::vector<std::string>& training) {
     return threads;
 }
 
-Result<DaemonCommand> daemon_command(const ClusterMap& map, Role role, int index,
-                                     const DaemonOptions& options) {
+Result<DaemonCommand> daemon_command(const ClusterMap& map, Role role, int index, const DaemonOptions& options) {
     DaemonCommand cmd;
     const std::string num_workers = std::to_string(map.worker.size());
     auto add_auth = [&] {
@@ -73,19 +72,16 @@ Result<DaemonCommand> daemon_command(const ClusterMap& map, Role role, int index
     if (role == Role::kPs) {
         cmd.label = fmt::format("ps {}", index);
         cmd.program = "psd";
-        cmd.argv = {
-            "psd",           "--index",  std::to_string(index), "--ps", join_endpoints(map.ps),
-            "--num-workers", num_workers};
-        if (auto dir = training_model_dir(options.training))
-            cmd.argv.insert(cmd.argv.end(), {"--model-dir", *dir});
+        cmd.argv = {"psd",           "--index",  std::to_string(index), "--ps", join_endpoints(map.ps),
+                    "--num-workers", num_workers};
+        if (auto dir = training_model_dir(options.training)) cmd.argv.insert(cmd.argv.end(), {"--model-dir", *dir});
         // One drain budget for psd and the chief (common/drain_budget.h): the workers' value.
         if (auto grace = training_value(options.training, "--signal-grace"))
             cmd.argv.insert(cmd.argv.end(), {"--signal-grace", *grace});
         add_auth();
         if (options.standby) cmd.argv.push_back("--standby");
         if (options.worker_timeout)
-            cmd.argv.insert(cmd.argv.end(),
-                            {"--worker-timeout", fmt::format("{}", *options.worker_timeout)});
+            cmd.argv.insert(cmd.argv.end(), {"--worker-timeout", fmt::format("{}", *options.worker_timeout)});
         if (options.max_bad_grads)
             cmd.argv.insert(cmd.argv.end(), {"--max-bad-grads", std::to_string(*options.max_bad_grads)});
         if (options.min_workers)
@@ -104,16 +100,15 @@ Result<DaemonCommand> daemon_command(const ClusterMap& map, Role role, int index
             cmd.argv.insert(cmd.argv.end(), {"--reconnect-wait", fmt::format("{}", *options.reconnect_wait)});
         if (options.sync) {
             cmd.argv.push_back("--sync");
-            cmd.argv.insert(cmd.argv.end(), {"--replicas-to-aggregate",
-                                             std::to_string(options.replicas_to_aggregate.value_or(
-                                                 static_cast<int>(map.worker.size())))});
+            cmd.argv.insert(
+                cmd.argv.end(),
+                {"--replicas-to-aggregate",
+                 std::to_string(options.replicas_to_aggregate.value_or(static_cast<int>(map.worker.size())))});
             if (options.backup_workers)
-                cmd.argv.insert(cmd.argv.end(),
-                                {"--backup-workers", std::to_string(*options.backup_workers)});
+                cmd.argv.insert(cmd.argv.end(), {"--backup-workers", std::to_string(*options.backup_workers)});
         }
         add_threads();
-        if (!options.log_level.empty())
-            cmd.argv.insert(cmd.argv.end(), {"--log-level", options.log_level});
+        if (!options.log_level.empty()) cmd.argv.insert(cmd.argv.end(), {"--log-level", options.log_level});
         add_run_id();
         return cmd;
     }
@@ -146,8 +141,7 @@ Result<DaemonCommand> daemon_command(const ClusterMap& map, Role role, int index
     return cmd;
 }
 
-std::string bin_dir_for(const std::string& program, const DaemonOptions& options,
-                        const EnvMap& env) {
+std::string bin_dir_for(const std::string& program, const DaemonOptions& options, const EnvMap& env) {
     if (!options.bin_dir.empty()) return options.bin_dir;
     if (auto dir = env_get(env, "PSRUN_BIN_DIR"); dir && !dir->empty()) return *dir;
     std::error_code ec;
@@ -159,8 +153,7 @@ std::string bin_dir_for(const std::string& program, const DaemonOptions& options
     return dir.string();
 }
 
-Result<std::string> daemon_path(const std::string& program, const DaemonOptions& options,
-                                const EnvMap& env) {
+Result<std::string> daemon_path(const std::string& program, const DaemonOptions& options, const EnvMap& env) {
     const std::string dir = bin_dir_for(program, options, env);
     const std::string path = dir + "/" + program;
     if (::access(path.c_str(), X_OK) == 0) return path;
@@ -168,19 +161,17 @@ Result<std::string> daemon_path(const std::string& program, const DaemonOptions&
     const bool explicit_dir = !options.bin_dir.empty() || env_get(env, "PSRUN_BIN_DIR");
     if (!explicit_dir)  // say both places next to psrun that were tried
         where = fmt::format("{}/../{}/{} or {}", dir, program, program, path);
-    return make_error(ErrorCode::kNotFound,
-                      fmt::format("{} not found or not executable at {}: build it (ninja -C "
-                                  "build) or point --bin-dir / PSRUN_BIN_DIR at the directory "
-                                  "that holds psd and workerd",
-                                  program, where));
+    return make_error(ErrorCode::kNotFound, fmt::format("{} not found or not executable at {}: build it (ninja -C "
+                                                        "build) or point --bin-dir / PSRUN_BIN_DIR at the directory "
+                                                        "that holds psd and workerd",
+                                                        program, where));
 }
 
 std::string render_argv(const std::vector<std::string>& argv) {
     std::string out;
     for (const std::string& a : argv) {
         if (!out.empty()) out += ' ';
-        const bool plain =
-            !a.empty() && a.find_first_of(" \t\n'\"\\$`*?;&|<>()") == std::string::npos;
+        const bool plain = !a.empty() && a.find_first_of(" \t\n'\"\\$`*?;&|<>()") == std::string::npos;
         out += plain ? a : "'" + a + "'";
     }
     return out;

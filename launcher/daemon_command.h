@@ -30,13 +30,13 @@ struct DaemonOptions {
     // psd and workerd: --reconnect-wait SECONDS (how long a silent peer may take to come back);
     // nullopt: their default (kDefaultReconnectWait).
     std::optional<double> reconnect_wait;
-    std::string log_level;                 // psd: --log-level
+    std::string log_level;  // psd: --log-level
     // psd: --threads, in place of map.threads (psrun local's default gives psd 1 thread and each
     // workerd a share of the cores); nullopt: map.threads for every daemon.
     std::optional<int> ps_threads;
     // psd and workerd: --run-id (the model dir lock, common/model_dir_lock.h); empty: not passed.
     std::string run_id;
-    std::vector<std::string> training;     // after "--": workerd training options
+    std::vector<std::string> training;  // after "--": workerd training options
 };
 
 struct DaemonCommand {
@@ -55,12 +55,11 @@ struct DaemonCommand {
 // The directory holding psd and workerd: options.bin_dir, else PSRUN_BIN_DIR, else derived from
 // /proc/self/exe (<dir>/../psd and <dir>/../workerd in the build tree, else <dir>). Only the
 // "which directory" decision; daemon_path() checks the binary exists.
-std::string bin_dir_for(const std::string& program, const DaemonOptions& options,
-                        const EnvMap& env);
+std::string bin_dir_for(const std::string& program, const DaemonOptions& options, const EnvMap& env);
 
 // Full path of `program` ("psd" or "workerd"); kNotFound with the places searched when missing.
-[[nodiscard]] Result<std::string> daemon_path(const std::string& program,
-                                              const DaemonOptions& options, const EnvMap& env);
+[[nodiscard]] Result<std::string> daemon_path(const std::string& program, const DaemonOptions& options,
+                                              const EnvMap& env);
 
 // "--model-dir D" or "--model-dir=D" from the training options, if present.
 std::optional<std::string> training_model_dir(const std::vector<std::string>& training);

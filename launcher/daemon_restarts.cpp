@@ -13,8 +13,8 @@
 
 #include "common/job_keys.h"
 #include "common/ps_client.h"
-#include "common/zmq_util.h"
 #include "common/utf8.h"
+#include "common/zmq_util.h"
 
 namespace psrun::launcher {
 namespace {
@@ -55,8 +55,8 @@ bool DaemonRestarts::may_restart(const DaemonCommand& command, int status) const
 
 int DaemonRestarts::used(const DaemonCommand& command) const {
     const std::string role = is_ps(command) ? "ps" : "worker";
-    return static_cast<int>(std::count_if(restarts_.begin(), restarts_.end(),
-                                          [&](const DaemonRestart& r) { return r.role == role; }));
+    return static_cast<int>(
+        std::count_if(restarts_.begin(), restarts_.end(), [&](const DaemonRestart& r) { return r.role == role; }));
 }
 
 const char* DaemonRestarts::option(const DaemonCommand& command) {
@@ -94,7 +94,8 @@ Result<void> DaemonRestarts::add_to_summary(const std::string& model_dir) const 
     std::ifstream in(path);
     auto j = nlohmann::json::parse(in, nullptr, false);
     if (j.is_discarded() || !j.is_object())
-        return make_error(ErrorCode::kNotFound, fmt::format("{} is missing or unreadable: restarts not recorded", path));
+        return make_error(ErrorCode::kNotFound,
+                          fmt::format("{} is missing or unreadable: restarts not recorded", path));
     j["restarts"] = to_json();
     const std::string tmp = path + ".restarts.tmp";
     {

@@ -34,7 +34,7 @@ struct DaemonRestart {
 };
 
 class DaemonRestarts {
-public:
+  public:
     // At most `max_workers` worker restarts and `max_ps` psd restarts in all.
     DaemonRestarts(int max_workers, int max_ps) : max_workers_(max_workers), max_ps_(max_ps) {}
 
@@ -56,7 +56,7 @@ public:
     // Adds "restarts" to <model_dir>/summary.json (replaced atomically); kNotFound without it.
     [[nodiscard]] Result<void> add_to_summary(const std::string& model_dir) const;
 
-private:
+  private:
     static bool is_ps(const DaemonCommand& command) { return command.program == "psd"; }
 
     int max_workers_;

@@ -39,8 +39,7 @@ Result<std::optional<HetGroups>> parse_het_groups(const EnvMap& env) {
         auto nodes = expand_hostlist(*list);
         if (!nodes || nodes->empty())
             return make_error(ErrorCode::kInvalidArgument,
-                              fmt::format("{}='{}': {}", list_name, *list,
-                                          nodes ? "empty" : nodes.error().message));
+                              fmt::format("{}='{}': {}", list_name, *list, nodes ? "empty" : nodes.error().message));
         PSRUN_TRY_ASSIGN(auto tasks, parse_count(env, fmt::format("SLURM_NTASKS_HET_GROUP_{}", i), 1, 1 << 20));
         groups.nodes.push_back(std::move(*nodes));
         groups.num_tasks.push_back(tasks);
@@ -48,8 +47,8 @@ Result<std::optional<HetGroups>> parse_het_groups(const EnvMap& env) {
     return std::optional<HetGroups>{std::move(groups)};
 }
 
-Result<std::optional<std::vector<TaskRole>>> het_roles(
-    const HetGroups& groups, const std::vector<std::string>& nodes, const std::vector<int>& tasks_per_node) {
+Result<std::optional<std::vector<TaskRole>>> het_roles(const HetGroups& groups, const std::vector<std::string>& nodes,
+                                                       const std::vector<int>& tasks_per_node) {
     const int total = std::accumulate(groups.num_tasks.begin(), groups.num_tasks.end(), 0);
     const int step_tasks = std::accumulate(tasks_per_node.begin(), tasks_per_node.end(), 0);
     if (groups.nodes.size() < 2 || step_tasks != total) return std::optional<std::vector<TaskRole>>{};
@@ -70,8 +69,9 @@ Result<std::optional<std::vector<TaskRole>>> het_roles(
         roles.insert(roles.end(), tasks_per_node[n], ps ? TaskRole::kPs : TaskRole::kWorker);
     }
     if (std::find(roles.begin(), roles.end(), TaskRole::kWorker) == roles.end())
-        return make_error(ErrorCode::kInvalidArgument, "every task of the het-job step is in component 0 (psd): "
-                                                       "no worker is left");
+        return make_error(ErrorCode::kInvalidArgument,
+                          "every task of the het-job step is in component 0 (psd): "
+                          "no worker is left");
     return std::optional<std::vector<TaskRole>>{std::move(roles)};
 }
 

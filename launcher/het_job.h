@@ -24,11 +24,12 @@ struct HetGroups {
 [[nodiscard]] Result<std::optional<HetGroups>> parse_het_groups(const EnvMap& env);
 
 // The roles of a step's slots (role_assignment.h; `nodes` and `tasks_per_node` as SlurmEnv has
-// them) when the step spans every component (its task count is the components' sum): ps on the nodes of component 0, workers on the others'. nullopt
-// when the step runs in only some components (an ordinary step: the usual defaults apply).
-// Errors: a node in component 0 and another component (its tasks' roles would be ambiguous: give
+// them) when the step spans every component (its task count is the components' sum): ps on the nodes of component 0,
+// workers on the others'. nullopt when the step runs in only some components (an ordinary step: the usual defaults
+// apply). Errors: a node in component 0 and another component (its tasks' roles would be ambiguous: give
 // --tasks), or no worker left.
-[[nodiscard]] Result<std::optional<std::vector<TaskRole>>> het_roles(
-    const HetGroups& groups, const std::vector<std::string>& nodes, const std::vector<int>& tasks_per_node);
+[[nodiscard]] Result<std::optional<std::vector<TaskRole>>> het_roles(const HetGroups& groups,
+                                                                     const std::vector<std::string>& nodes,
+                                                                     const std::vector<int>& tasks_per_node);
 
 }  // namespace psrun::launcher

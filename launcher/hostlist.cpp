@@ -12,13 +12,10 @@
 namespace psrun::launcher {
 namespace {
 
-bool is_host_char(char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
-}
+bool is_host_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'; }
 
 auto bad(std::string_view list, const std::string& why) {
-    return make_error(ErrorCode::kInvalidArgument,
-                      fmt::format("malformed hostlist '{}': {}", list, why));
+    return make_error(ErrorCode::kInvalidArgument, fmt::format("malformed hostlist '{}': {}", list, why));
 }
 
 // Parses a run of digits; false on empty or too long.
@@ -42,15 +39,14 @@ size_t range_count(std::string_view body, std::string& why) {
     size_t pos = 0;
     while (pos <= body.size()) {
         const size_t comma = body.find(',', pos);
-        const std::string_view item = body.substr(
-            pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
+        const std::string_view item =
+            body.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
         const size_t dash = item.find('-');
         unsigned long low = 0;
         unsigned long high = 0;
         const bool ok = dash == std::string_view::npos
                             ? parse_number(item, low) && ((high = low), true)
-                            : parse_number(item.substr(0, dash), low) &&
-                                  parse_number(item.substr(dash + 1), high);
+                            : parse_number(item.substr(0, dash), low) && parse_number(item.substr(dash + 1), high);
         if (!ok) {
             why = fmt::format("bad range '{}' (expected N or N-M with digits)", item);
             return 0;
@@ -108,15 +104,13 @@ Result<size_t> check_hostlist(std::string_view list) {
         } else if (c == '[') {
             const size_t close = list.find_first_of("[]", i + 1);
             if (close == std::string_view::npos || list[close] != ']')
-                return bad(list, close == std::string_view::npos
-                                     ? fmt::format("'[' at offset {} is never closed", i)
-                                     : fmt::format("nested '[' at offset {}", close));
+                return bad(list, close == std::string_view::npos ? fmt::format("'[' at offset {} is never closed", i)
+                                                                 : fmt::format("nested '[' at offset {}", close));
             std::string why;
             const size_t n = range_count(list.substr(i + 1, close - i - 1), why);
             if (n == 0) return bad(list, why);
             item_hosts *= n;
-            if (item_hosts > kMaxHosts)
-                return bad(list, fmt::format("expands to more than {} hosts", kMaxHosts));
+            if (item_hosts > kMaxHosts) return bad(list, fmt::format("expands to more than {} hosts", kMaxHosts));
             // libslurm 22.05 rejects text after the last bracket group of a host ("n[1-2]-ib").
             const size_t next = list.find_first_of(",[", close + 1);
             if (close + 1 < list.size() && list[close + 1] != ',' &&
@@ -136,8 +130,7 @@ Result<size_t> check_hostlist(std::string_view list) {
     }
     if (item_empty) return bad(list, "it ends with ','");
     total += item_hosts;
-    if (total > kMaxHosts)
-        return bad(list, fmt::format("expands to more than {} hosts", kMaxHosts));
+    if (total > kMaxHosts) return bad(list, fmt::format("expands to more than {} hosts", kMaxHosts));
     return total;
 }
 
@@ -157,8 +150,7 @@ Result<std::vector<std::string>> expand_hostlist(std::string_view list) {
         slurm_hostlist_destroy(hl);
     }
     if (hosts.size() != *expected_count)
-        return bad(list, fmt::format("libslurm expanded it to {} hosts, expected {}", hosts.size(),
-                                     *expected_count));
+        return bad(list, fmt::format("libslurm expanded it to {} hosts, expected {}", hosts.size(), *expected_count));
     std::set<std::string_view> seen;
     for (const std::string& h : hosts)
         if (!seen.insert(h).second) return bad(list, fmt::format("host '{}' appears twice", h));

@@ -7,8 +7,7 @@
 namespace psrun::launcher {
 
 std::string job_name_for(const ClusterMap& map, const EnvMap& env) {
-    if (auto it = env.find("SLURM_JOB_ID"); it != env.end() && !it->second.empty())
-        return it->second;
+    if (auto it = env.find("SLURM_JOB_ID"); it != env.end() && !it->second.empty()) return it->second;
     std::string all;
     for (const auto& a : map.ps) all += a + ",";
     all += ";";
@@ -16,8 +15,8 @@ std::string job_name_for(const ClusterMap& map, const EnvMap& env) {
     return "tf-" + std::to_string(std::hash<std::string>{}(all) % 1000000007ull);
 }
 
-Result<std::string> prepare_job_key(const DaemonOptions& options, const ClusterMap& map,
-                                    const EnvMap& env, std::chrono::milliseconds timeout) {
+Result<std::string> prepare_job_key(const DaemonOptions& options, const ClusterMap& map, const EnvMap& env,
+                                    std::chrono::milliseconds timeout) {
     if (options.no_auth) return std::string();
     std::string path = options.key_file;
     if (path.empty()) {
@@ -26,15 +25,13 @@ Result<std::string> prepare_job_key(const DaemonOptions& options, const ClusterM
     }
     // The chief creates the key; a ps or another worker waits for it, so every task of the
     // job ends up with the same token and keys.
-    const bool creator = map.self && map.self->role == Role::kWorker &&
-                         map.self->index == map.chief_index;
+    const bool creator = map.self && map.self->role == Role::kWorker && map.self->index == map.chief_index;
     auto keys = ensure_job_key_file(path, creator && options.key_file.empty(), timeout);
     if (!keys)
-        return make_error(keys.error().code,
-                          keys.error().message +
-                              " (the job key file must be on a filesystem every node shares: "
-                              "set --model-dir to a shared directory, pass --key-file, or "
-                              "--no-auth on a trusted network)");
+        return make_error(keys.error().code, keys.error().message +
+                                                 " (the job key file must be on a filesystem every node shares: "
+                                                 "set --model-dir to a shared directory, pass --key-file, or "
+                                                 "--no-auth on a trusted network)");
     return path;
 }
 

@@ -21,9 +21,8 @@ std::string job_name_for(const ClusterMap& map, const EnvMap& env);
 // For `psrun run`: returns the key file to pass (options.key_file when given; "" with
 // --no-auth). The chief creates the file if missing; every other task waits up to `timeout`
 // for it. Errors name the path and what to do (exit 2 upstream).
-[[nodiscard]] Result<std::string> prepare_job_key(const DaemonOptions& options,
-                                                  const ClusterMap& map, const EnvMap& env,
-                                                  std::chrono::milliseconds timeout);
+[[nodiscard]] Result<std::string> prepare_job_key(const DaemonOptions& options, const ClusterMap& map,
+                                                  const EnvMap& env, std::chrono::milliseconds timeout);
 
 // For `psrun local`: creates (or reuses) the key file at `path` as its only user.
 [[nodiscard]] Result<std::string> prepare_local_job_key(const std::string& path);

@@ -14,8 +14,12 @@ namespace psrun::launcher {
 std::string join_file_path(const std::string& model_dir) { return model_dir + "/.psrun/join.json"; }
 
 std::string encode_join_info(const JoinInfo& info) {
-    const nlohmann::json j = {{"ps", info.ps},         {"key_file", info.key_file},       {"no_auth", info.no_auth},
-                              {"auth", info.auth},     {"run_id", info.run_id},           {"num_workers", info.num_workers},
+    const nlohmann::json j = {{"ps", info.ps},
+                              {"key_file", info.key_file},
+                              {"no_auth", info.no_auth},
+                              {"auth", info.auth},
+                              {"run_id", info.run_id},
+                              {"num_workers", info.num_workers},
                               {"max_workers", info.max_workers}};
     return j.dump(2) + "\n";
 }

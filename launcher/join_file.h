@@ -17,10 +17,10 @@ struct JoinInfo {
     std::string ps;        // comma-separated psd endpoints, psd i at position i
     std::string key_file;  // "" with no_auth
     bool no_auth = false;
-    std::string auth;      // --auth mac|curve; "" for the default
-    std::string run_id;    // the run that holds the model dir
-    int num_workers = 0;   // the map's workers (>= 1)
-    int max_workers = 0;   // psd's --max-workers (> num_workers)
+    std::string auth;     // --auth mac|curve; "" for the default
+    std::string run_id;   // the run that holds the model dir
+    int num_workers = 0;  // the map's workers (>= 1)
+    int max_workers = 0;  // psd's --max-workers (> num_workers)
 };
 
 std::string join_file_path(const std::string& model_dir);

@@ -9,15 +9,12 @@ namespace psrun::launcher {
 
 void add_map_options(CLI::App* cmd, MapOptions& o, bool preview) {
     const char* src = "Sources (first match wins)";
-    cmd->add_option("--ps_hosts,--ps-hosts", o.tf.ps_hosts,
-                    "TF-style: comma-separated ps host:port list")
-        ->group(src);
+    cmd->add_option("--ps_hosts,--ps-hosts", o.tf.ps_hosts, "TF-style: comma-separated ps host:port list")->group(src);
     cmd->add_option("--worker_hosts,--worker-hosts", o.tf.worker_hosts,
                     "TF-style: comma-separated worker host:port list (worker 0 is the chief)")
         ->group(src);
     cmd->add_option("--job_name,--job-name", o.tf.job_name, "TF-style: ps or worker")->group(src);
-    cmd->add_option("--task_index,--task-index", o.tf.task_index,
-                    "TF-style: index of this task in its job's host list")
+    cmd->add_option("--task_index,--task-index", o.tf.task_index, "TF-style: index of this task in its job's host list")
         ->check(integer_in(0, kMaxTasks - 1))
         ->group(src);
 
@@ -50,23 +47,20 @@ void add_map_options(CLI::App* cmd, MapOptions& o, bool preview) {
                     "with --interface on several nodes: node=address list of every node "
                     "(as printed by `psrun addr --interface NAME`)")
         ->group(net);
-    cmd->add_flag("--no-ib", o.address.no_ib, "keep node names (Ethernet) even with --interface")
-        ->group(net);
+    cmd->add_flag("--no-ib", o.address.no_ib, "keep node names (Ethernet) even with --interface")->group(net);
     cmd->add_option("--port-base", o.port_base,
                     "first port of the derived port range when SLURM_STEP_RESV_PORTS is unset: "
                     "port = base + 32*((job_id*4 + step_id%4) % blocks) + local_id")
         ->check(integer_in(1, 65535))
         ->capture_default_str()
         ->group(net);
-    cmd->add_option("--threads", o.threads,
-                    "oneDNN/OpenMP threads per daemon (default: SLURM_CPUS_PER_TASK when set)")
+    cmd->add_option("--threads", o.threads, "oneDNN/OpenMP threads per daemon (default: SLURM_CPUS_PER_TASK when set)")
         ->check(thread_count(1));
 
     if (!preview) return;
     const char* pre = "Preview outside Slurm (block distribution)";
-    auto* nodelist = cmd->add_option("--nodelist", o.preview_nodelist,
-                                     "preview a step on these nodes, e.g. 'n[1-2]'")
-                         ->group(pre);
+    auto* nodelist =
+        cmd->add_option("--nodelist", o.preview_nodelist, "preview a step on these nodes, e.g. 'n[1-2]'")->group(pre);
     cmd->add_option("--tasks-per-node", o.preview_tasks_per_node,
                     "tasks per node of the preview, e.g. '4(x2)' or '2,1'")
         ->needs(nodelist)
@@ -87,18 +81,16 @@ void add_map_options(CLI::App* cmd, MapOptions& o, bool preview) {
 
 void add_daemon_options(CLI::App* cmd, DaemonOptions& o) {
     const char* grp = "Daemon options";
-    cmd->add_option(
-           "--bin-dir", o.bin_dir,
-           "directory holding psd and workerd (default: PSRUN_BIN_DIR, else next to psrun)")
+    cmd->add_option("--bin-dir", o.bin_dir,
+                    "directory holding psd and workerd (default: PSRUN_BIN_DIR, else next to psrun)")
         ->group(grp);
-    auto* key =
-        cmd->add_option("--key-file", o.key_file, "job key file for psd and workerd")->group(grp);
-    auto* no_auth = cmd->add_flag("--no-auth", o.no_auth, "run psd and workerd without authentication")
-                         ->excludes(key)
-                         ->group(grp);
-    cmd->add_option("--auth", o.auth,
-                    std::string("tcp connections: mac (a MAC on every message) or curve (encrypt every byte); default ") +
-                        std::string(to_string(kDefaultAuthMode)))
+    auto* key = cmd->add_option("--key-file", o.key_file, "job key file for psd and workerd")->group(grp);
+    auto* no_auth =
+        cmd->add_flag("--no-auth", o.no_auth, "run psd and workerd without authentication")->excludes(key)->group(grp);
+    cmd->add_option(
+           "--auth", o.auth,
+           std::string("tcp connections: mac (a MAC on every message) or curve (encrypt every byte); default ") +
+               std::string(to_string(kDefaultAuthMode)))
         ->check(CLI::IsMember({"mac", "curve"}))
         ->excludes(no_auth)
         ->group(grp);
@@ -149,8 +141,9 @@ void add_daemon_options(CLI::App* cmd, DaemonOptions& o) {
         ->check(hidden_option_check("--ps-restart-wait", seconds_at_least(0)))
         ->group("")
         ->each([](const std::string&) {
-            spdlog::warn("--ps-restart-wait is the old name of --reconnect-wait: use that (it now also sets how long "
-                         "psd waits for a silent worker)");
+            spdlog::warn(
+                "--ps-restart-wait is the old name of --reconnect-wait: use that (it now also sets how long "
+                "psd waits for a silent worker)");
         });
     cmd->add_option("--log-level", o.log_level, "psd: trace, debug, info, warn, error")
         ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))

@@ -43,8 +43,7 @@ int main(int argc, char** argv) {
     // CLI11 never sees it; other subcommands get their argv unchanged.
     std::vector<std::string> args(argv + 1, argv + argc);
     const bool takes_training = !args.empty() && (args[0] == "run" || args[0] == "local" || args[0] == "join");
-    if (const auto dash = std::find(args.begin(), args.end(), "--");
-        takes_training && dash != args.end()) {
+    if (const auto dash = std::find(args.begin(), args.end(), "--"); takes_training && dash != args.end()) {
         ctx.training.assign(dash + 1, args.end());
         args.erase(dash, args.end());
     }
@@ -76,7 +75,8 @@ int main(int argc, char** argv) {
     try {
         // A psrun option among the training options would reach workerd, which refuses it.
         if (takes_training) {
-            if (auto misplaced = psrun::launcher::misplaced_option_message(*app.get_subcommand(args.back()), ctx.training))
+            if (auto misplaced =
+                    psrun::launcher::misplaced_option_message(*app.get_subcommand(args.back()), ctx.training))
                 throw psrun::UsageError(*misplaced);
         }
         app.parse(args);

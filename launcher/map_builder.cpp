@@ -32,8 +32,7 @@ Result<std::vector<TaskRole>> step_roles(const SlurmEnv& step, const MapOptions&
 
 }  // namespace
 
-Result<ClusterMap> map_from_slurm(const SlurmEnv& step, const MapOptions& options,
-                                  bool self_on_node) {
+Result<ClusterMap> map_from_slurm(const SlurmEnv& step, const MapOptions& options, bool self_on_node) {
     PSRUN_TRY_ASSIGN(auto roles, step_roles(step, options));
     const int max_local = *std::max_element(step.tasks_per_node.begin(), step.tasks_per_node.end());
     if (!step.resv_ports.empty() && static_cast<int>(step.resv_ports.size()) < max_local)
@@ -42,8 +41,7 @@ Result<ClusterMap> map_from_slurm(const SlurmEnv& step, const MapOptions& option
                                       "tasks: use `srun --resv-ports={}`",
                                       step.resv_ports.size(), max_local, max_local));
     const std::string& self_node = step.nodes[static_cast<size_t>(step.nodeid)];
-    auto hosts =
-        node_addresses(step.nodes, self_on_node ? self_node : std::string(), options.address);
+    auto hosts = node_addresses(step.nodes, self_on_node ? self_node : std::string(), options.address);
     if (!hosts) return tl::unexpected(hosts.error());
 
     ClusterMap map;
@@ -78,8 +76,7 @@ Result<ClusterMap> map_from_slurm(const SlurmEnv& step, const MapOptions& option
             }
             slot.role_index = static_cast<int>(list->size());
             list->push_back(slot.address);
-            if (slot.role == Role::kWorker &&
-                (k == chief_slot || (chief_slot < 0 && slot.role_index == 0))) {
+            if (slot.role == Role::kWorker && (k == chief_slot || (chief_slot < 0 && slot.role_index == 0))) {
                 slot.chief = true;
                 map.chief_index = slot.role_index;
             }
@@ -96,22 +93,17 @@ Result<ClusterMap> map_from_slurm(const SlurmEnv& step, const MapOptions& option
 
 Result<EnvMap> preview_env(const MapOptions& options) {
     if (options.preview_tasks_per_node.empty())
-        return make_error(ErrorCode::kInvalidArgument,
-                          "--nodelist needs --tasks-per-node (e.g. '4(x2)')");
+        return make_error(ErrorCode::kInvalidArgument, "--nodelist needs --tasks-per-node (e.g. '4(x2)')");
     auto counts = parse_tasks_per_node(options.preview_tasks_per_node);
-    if (!counts)
-        return make_error(ErrorCode::kInvalidArgument,
-                          "--tasks-per-node: " + counts.error().message);
+    if (!counts) return make_error(ErrorCode::kInvalidArgument, "--tasks-per-node: " + counts.error().message);
     int total = 0;
     for (int c : *counts) total += c;
     if (options.preview_procid < 0 || options.preview_procid >= total)
-        return make_error(
-            ErrorCode::kInvalidArgument,
-            fmt::format("--procid {} is out of range 0..{}", options.preview_procid, total - 1));
+        return make_error(ErrorCode::kInvalidArgument,
+                          fmt::format("--procid {} is out of range 0..{}", options.preview_procid, total - 1));
     int node = 0;
     int local = options.preview_procid;
-    while (local >= (*counts)[static_cast<size_t>(node)])
-        local -= (*counts)[static_cast<size_t>(node++)];
+    while (local >= (*counts)[static_cast<size_t>(node)]) local -= (*counts)[static_cast<size_t>(node++)];
     return EnvMap{
         {"SLURM_JOB_ID", std::to_string(options.preview_job_id)},
         {"SLURM_STEP_ID", std::to_string(options.preview_step_id)},
@@ -149,15 +141,13 @@ Result<ClusterMap> resolve_map(const MapOptions& options, const EnvMap& env, int
     }
     if (!map) return map;
     if (options.threads) {
-        if (*options.threads < 1)
-            return make_error(ErrorCode::kInvalidArgument, "--threads must be at least 1");
+        if (*options.threads < 1) return make_error(ErrorCode::kInvalidArgument, "--threads must be at least 1");
         map->threads = options.threads;
     } else if (auto cpus = env_get(env, "SLURM_CPUS_PER_TASK")) {
         const int n = std::atoi(cpus->c_str());
         if (n < 1 || std::to_string(n) != *cpus)
-            return make_error(
-                ErrorCode::kInvalidArgument,
-                fmt::format("SLURM_CPUS_PER_TASK='{}': expected a positive integer", *cpus));
+            return make_error(ErrorCode::kInvalidArgument,
+                              fmt::format("SLURM_CPUS_PER_TASK='{}': expected a positive integer", *cpus));
         map->threads = n;
     } else if (affinity_cpus > 0) {
         map->threads = affinity_cpus;
@@ -187,8 +177,7 @@ Result<ClusterMap> local_map(int num_ps, int num_workers, int num_evaluators,
         for (int i = 0; i < count; ++i, ++rank) {
             const std::string& a = addresses[static_cast<size_t>(rank)];
             list.push_back(a);
-            map.slots.push_back(
-                TaskSlot{rank, "localhost", rank, role, i, role == Role::kWorker && i == 0, a});
+            map.slots.push_back(TaskSlot{rank, "localhost", rank, role, i, role == Role::kWorker && i == 0, a});
         }
     }
     return map;

@@ -21,8 +21,8 @@ std::string bytes_text(double bytes) {
 }
 
 std::string figure(std::size_t bytes, std::int64_t batch) {
-    return bytes_text(static_cast<double>(bytes)) + " = " + bytes_text(static_cast<double>(bytes) / static_cast<double>(batch)) +
-           " per example";
+    return bytes_text(static_cast<double>(bytes)) + " = " +
+           bytes_text(static_cast<double>(bytes) / static_cast<double>(batch)) + " per example";
 }
 
 }  // namespace
@@ -37,12 +37,12 @@ Result<nn::MemoryUse> training_memory(const nn::ModelDescription& model, std::in
 }
 
 std::string training_memory_text(const nn::MemoryUse& use, std::int64_t batch) {
-    std::string text = "training memory (activations, their gradients, temporaries; batch " + std::to_string(batch) +
-                       ", f32): ";
+    std::string text =
+        "training memory (activations, their gradients, temporaries; batch " + std::to_string(batch) + ", f32): ";
     if (use.planned)
-        text += "planned " + figure(use.planned_bytes, batch) + "; one buffer each " + figure(use.unplanned_bytes, batch);
-    else
-        text += "one buffer each (planning off) " + figure(use.unplanned_bytes, batch);
+        text +=
+            "planned " + figure(use.planned_bytes, batch) + "; one buffer each " + figure(use.unplanned_bytes, batch);
+    else text += "one buffer each (planning off) " + figure(use.unplanned_bytes, batch);
     return text;
 }
 

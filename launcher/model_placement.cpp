@@ -33,10 +33,9 @@ void print_placement(const nn::ModelDescription& model, std::uint32_t shards, co
         for (std::size_t k = 0; k < tables.tables().size(); ++k) {
             const auto& t = tables.tables()[k];
             const RowTable& placed = layout->tables.at(k);
-            const std::string where =
-                placed.whole() ? "whole on shard " + std::to_string(placed.home) + " (small)"
-                : t.keyed()    ? "each id on shard hash(id) mod " + std::to_string(shards)
-                               : "row r on shard r mod " + std::to_string(shards);
+            const std::string where = placed.whole() ? "whole on shard " + std::to_string(placed.home) + " (small)"
+                                      : t.keyed()    ? "each id on shard hash(id) mod " + std::to_string(shards)
+                                                     : "row r on shard r mod " + std::to_string(shards);
             std::printf("  %s [%lld x %lld]: %s table%s, %s, pulled and pushed by the batch's ids of %s\n",
                         t.name().c_str(), static_cast<long long>(t.rows()), static_cast<long long>(t.width()),
                         t.keyed() ? "keyed" : "sparse", automatic ? " (automatic: over 256 MiB)" : "", where.c_str(),
@@ -53,8 +52,10 @@ void print_placement(const nn::ModelDescription& model, std::uint32_t shards, co
             if (layout->tables.size() > 1 && floats > 0)  // a table placed whole elsewhere: not named
                 each += (each.empty() ? "" : ", ") + model.tensors.at(t.tensor).name + " " + megabytes(floats);
         }
-        std::printf("  shard %u: dense %zu floats (%s)", s, layout->shard_size(s), megabytes(layout->shard_size(s)).c_str());
-        if (!layout->tables.empty()) std::printf(", rows %llu floats (%s)", static_cast<unsigned long long>(rows), megabytes(rows).c_str());
+        std::printf("  shard %u: dense %zu floats (%s)", s, layout->shard_size(s),
+                    megabytes(layout->shard_size(s)).c_str());
+        if (!layout->tables.empty())
+            std::printf(", rows %llu floats (%s)", static_cast<unsigned long long>(rows), megabytes(rows).c_str());
         if (!each.empty()) std::printf(": %s", each.c_str());
         std::printf("\n");
     }

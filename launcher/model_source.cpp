@@ -1,11 +1,11 @@
 #include "launcher/model_source.h"
 
 #include <filesystem>
-#include <optional>
 #include <limits>
+#include <optional>
 
-#include "common/result.h"
 #include "common/option_checks.h"
+#include "common/result.h"
 #include "workerd/train_options.h"
 
 namespace psrun::launcher {
@@ -17,8 +17,9 @@ void add_model_source_options(CLI::App& cmd, ModelSourceOptions& o) {
     dir->excludes(onnx);
     cmd.add_option("--checkpoint", o.checkpoint, "the checkpoint of this global step instead of the newest")
         ->check(integer_in(0, std::numeric_limits<std::int64_t>::max()));
-    cmd.add_flag("--ema", o.ema,
-                 "the checkpoint's moving average of the weights (a run trained with --ema-decay) instead of its weights");
+    cmd.add_flag(
+        "--ema", o.ema,
+        "the checkpoint's moving average of the weights (a run trained with --ema-decay) instead of its weights");
     cmd.add_option("--batch-size", o.batch_size, "images per forward pass")
         ->check(integer_in(1, 100000))
         ->capture_default_str();
@@ -48,19 +49,19 @@ worker::InferenceModel load_model_source(const ModelSourceOptions& o) {
     if (!o.onnx.empty() && o.checkpoint >= 0)
         throw UsageError("--checkpoint picks a checkpoint of a --model-dir; an ONNX file holds one set of parameters");
     if (!o.onnx.empty() && o.ema)
-        throw UsageError("--ema reads the moving average a --model-dir's checkpoint holds; an ONNX file holds one set "
-                         "of parameters (export it with psrun export --ema)");
+        throw UsageError(
+            "--ema reads the moving average a --model-dir's checkpoint holds; an ONNX file holds one set "
+            "of parameters (export it with psrun export --ema)");
     if (!o.onnx.empty() && !o.raw_ids.empty())
-        throw UsageError("--raw-ids reads the tables a --model-dir's checkpoint holds keyed by raw ids; an ONNX file "
-                         "(psrun export) holds each such table by row, with its id map beside it (F.<embedding>.ids.npy): "
-                         "give the rows of the ids instead (docs/sparse.md \"Raw ids\"), or use --model-dir");
+        throw UsageError(
+            "--raw-ids reads the tables a --model-dir's checkpoint holds keyed by raw ids; an ONNX file "
+            "(psrun export) holds each such table by row, with its id map beside it (F.<embedding>.ids.npy): "
+            "give the rows of the ids instead (docs/sparse.md \"Raw ids\"), or use --model-dir");
     worker::set_compute_threads(o.threads);
     auto loaded = o.onnx.empty()
-                      ? worker::load_checkpoint_model(o.model_dir, o.checkpoint >= 0
-                                                                       ? std::optional<std::int64_t>(o.checkpoint)
-                                                                       : std::nullopt,
-                                                      o.ema ? CheckpointValues::kAverage : CheckpointValues::kParameters,
-                                                      o.raw_ids)
+                      ? worker::load_checkpoint_model(
+                            o.model_dir, o.checkpoint >= 0 ? std::optional<std::int64_t>(o.checkpoint) : std::nullopt,
+                            o.ema ? CheckpointValues::kAverage : CheckpointValues::kParameters, o.raw_ids)
                       : worker::load_onnx_model(o.onnx);
     if (!loaded) throw UsageError(loaded.error().message);
     return std::move(*loaded);

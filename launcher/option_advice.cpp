@@ -45,7 +45,8 @@ std::vector<std::string> training_option_names() {
     return names;
 }
 
-std::optional<std::string> misplaced_option_message(const CLI::App& subcommand, const std::vector<std::string>& training) {
+std::optional<std::string> misplaced_option_message(const CLI::App& subcommand,
+                                                    const std::vector<std::string>& training) {
     const auto psrun_options = long_option_names(subcommand);
     const auto training_options = training_option_names();
     auto contains = [](const std::vector<std::string>& v, const std::string& s) {
@@ -60,7 +61,8 @@ std::optional<std::string> misplaced_option_message(const CLI::App& subcommand, 
 }
 
 std::optional<std::string> unknown_option_message(const CLI::App& subcommand, const std::vector<std::string>& extras) {
-    const auto it = std::find_if(extras.begin(), extras.end(), [](const std::string& a) { return a.rfind('-', 0) == 0; });
+    const auto it =
+        std::find_if(extras.begin(), extras.end(), [](const std::string& a) { return a.rfind('-', 0) == 0; });
     if (it == extras.end()) return std::nullopt;
     const std::string opt = it->substr(0, it->find('='));
     const auto closest = closest_word(opt, long_option_names(subcommand));

@@ -22,7 +22,8 @@ std::vector<std::string> training_option_names();
 // arguments after "--", as "--name" or "--name=value") that is an option of `subcommand` and
 // not a training option, e.g. "`--worker-timeout` is a psrun option: put it before `--`: psrun
 // local [psrun options] -- [training options]"; nullopt when there is none.
-std::optional<std::string> misplaced_option_message(const CLI::App& subcommand, const std::vector<std::string>& training);
+std::optional<std::string> misplaced_option_message(const CLI::App& subcommand,
+                                                    const std::vector<std::string>& training);
 
 // The message for arguments `subcommand` did not expect (CLI11's ExtrasError): the first one
 // that looks like an option, with the closest option of `subcommand` when one is close, and

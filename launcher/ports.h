@@ -22,8 +22,7 @@ inline constexpr std::uint32_t kStepSlots = 4;
 
 // The derived port of local task `local_id` of step (job_id, step_id). Errors when base is
 // unusable or local_id >= kPortsPerStep.
-[[nodiscard]] Result<int> derived_port(std::uint32_t job_id, std::uint32_t step_id, int local_id,
-                                       int base);
+[[nodiscard]] Result<int> derived_port(std::uint32_t job_id, std::uint32_t step_id, int local_id, int base);
 
 // Checks that a TCP listener can bind host:port now (SO_REUSEADDR, like ZeroMQ). host is
 // resolved to IPv4. Errors: kIo naming host:port when it is in use or not an address of this host.

@@ -81,8 +81,7 @@ PsdProcess::PsdProcess(const std::string& exe, const std::vector<std::string>& a
     }
 }
 
-PsdProcess::PsdProcess(PsdProcess&& other) noexcept
-    : pid_(std::exchange(other.pid_, -1)), code_(other.code_) {}
+PsdProcess::PsdProcess(PsdProcess&& other) noexcept : pid_(std::exchange(other.pid_, -1)), code_(other.code_) {}
 
 PsdProcess::~PsdProcess() {
     if (pid_ <= 0 || code_ >= 0) return;

@@ -21,21 +21,21 @@ namespace psrun::launcher::ps_tools {
 // A private (0700) temporary directory, PREFIX.XXXXXX in $TMPDIR, removed with its contents on
 // destruction. Throws std::runtime_error when it cannot be created.
 class TempDir {
-public:
+  public:
     explicit TempDir(const std::string& prefix = "psrun");
     ~TempDir();
     TempDir(const TempDir&) = delete;
     TempDir& operator=(const TempDir&) = delete;
     const std::string& path() const { return path_; }
 
-private:
+  private:
     std::string path_;
 };
 
 // A psd child process (stdout/stderr inherited, signals unblocked). Destruction stops a still
 // running child: SIGTERM, then SIGKILL after 5 s. Move-only.
 class PsdProcess {
-public:
+  public:
     PsdProcess(const std::string& exe, const std::vector<std::string>& args);
     PsdProcess(PsdProcess&& other) noexcept;
     PsdProcess& operator=(PsdProcess&&) = delete;
@@ -43,10 +43,10 @@ public:
     pid_t pid() const { return pid_; }
     // Exit code, 128+signal if killed, or -1 if still running after `seconds`.
     int wait(double seconds);
-    double peak_rss_mb() const;  // VmHWM from /proc; 0 once exited
+    double peak_rss_mb() const;   // VmHWM from /proc; 0 once exited
     double rss_shmem_mb() const;  // RssShmem now (mapped shared-memory pages); 0 once exited
 
-private:
+  private:
     pid_t pid_ = -1;
     int code_ = -1;
 };

@@ -27,8 +27,8 @@ void send_frames(zmq::socket_t& s, std::vector<float>& buffer, const std::vector
 
 }  // namespace
 
-Result<std::vector<double>> raw_zmq_roundtrips(const std::string& endpoint, const std::vector<std::size_t>& frame_floats,
-                                               int warmup, int rounds) {
+Result<std::vector<double>> raw_zmq_roundtrips(const std::string& endpoint,
+                                               const std::vector<std::size_t>& frame_floats, int warmup, int rounds) {
     std::vector<float> buffer(std::accumulate(frame_floats.begin(), frame_floats.end(), std::size_t{0}), 0.5f);
     const int total = warmup + rounds;
     const pid_t pid = ::fork();
@@ -63,7 +63,8 @@ Result<std::vector<double>> raw_zmq_roundtrips(const std::string& endpoint, cons
             std::vector<zmq::message_t> parts;
             if (!zmq::recv_multipart(s, std::back_inserter(parts))) break;
             if (r >= warmup)
-                times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+                times.push_back(
+                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
         }
     }
     int status = 0;

@@ -14,7 +14,7 @@ namespace psrun::launcher::ps_tools {
 // Round-trip times in ms (after `warmup` untimed ones). Call before any ZeroMQ context or thread
 // exists in this process (it forks).
 [[nodiscard]] Result<std::vector<double>> raw_zmq_roundtrips(const std::string& endpoint,
-                                                             const std::vector<std::size_t>& frame_floats,
-                                                             int warmup, int rounds);
+                                                             const std::vector<std::size_t>& frame_floats, int warmup,
+                                                             int rounds);
 
 }  // namespace psrun::launcher::ps_tools

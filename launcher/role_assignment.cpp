@@ -12,8 +12,7 @@ Result<std::vector<TaskRole>> parse_task_list(std::string_view text) {
     size_t pos = 0;
     while (true) {
         const size_t comma = text.find(',', pos);
-        const std::string_view item =
-            text.substr(pos, comma == std::string_view::npos ? comma : comma - pos);
+        const std::string_view item = text.substr(pos, comma == std::string_view::npos ? comma : comma - pos);
         if (item == "ps") {
             roles.push_back(TaskRole::kPs);
         } else if (item == "worker") {
@@ -37,8 +36,7 @@ Result<std::vector<TaskRole>> parse_task_list(std::string_view text) {
 Result<Placement> parse_placement(std::string_view text) {
     if (text == "spread") return Placement::kSpread;
     if (text == "pack") return Placement::kPack;
-    return make_error(ErrorCode::kInvalidArgument,
-                      fmt::format("--placement '{}': expected spread or pack", text));
+    return make_error(ErrorCode::kInvalidArgument, fmt::format("--placement '{}': expected spread or pack", text));
 }
 
 int slot_index(const std::vector<int>& tasks_per_node, int node, int local_id) {
@@ -47,12 +45,10 @@ int slot_index(const std::vector<int>& tasks_per_node, int node, int local_id) {
     return k + local_id;
 }
 
-Result<std::vector<TaskRole>> place_ps(const std::vector<int>& tasks_per_node, int num_ps,
-                                       Placement placement) {
+Result<std::vector<TaskRole>> place_ps(const std::vector<int>& tasks_per_node, int num_ps, Placement placement) {
     int total = 0;
     for (int c : tasks_per_node) total += c;
-    if (num_ps < 0)
-        return make_error(ErrorCode::kInvalidArgument, fmt::format("--ps {} is negative", num_ps));
+    if (num_ps < 0) return make_error(ErrorCode::kInvalidArgument, fmt::format("--ps {} is negative", num_ps));
     if (num_ps >= total)
         return make_error(ErrorCode::kInvalidArgument,
                           fmt::format("--ps {} leaves no worker among the step's {} tasks: use "
@@ -68,8 +64,7 @@ Result<std::vector<TaskRole>> place_ps(const std::vector<int>& tasks_per_node, i
     for (int local = 0; local < max_local && placed < num_ps; ++local) {
         for (size_t node = 0; node < tasks_per_node.size() && placed < num_ps; ++node) {
             if (local >= tasks_per_node[node]) continue;
-            roles[static_cast<size_t>(slot_index(tasks_per_node, static_cast<int>(node), local))] =
-                TaskRole::kPs;
+            roles[static_cast<size_t>(slot_index(tasks_per_node, static_cast<int>(node), local))] = TaskRole::kPs;
             ++placed;
         }
     }

@@ -27,8 +27,8 @@ enum class Placement { kSpread, kPack };
 // kPack: the first num_ps slots. kSpread: local id 0 of every node in node order, then local
 // id 1 of every node that has one, and so on (at most one ps per node until every node has one).
 // REQUIRES: every tasks_per_node entry >= 1. Errors when num_ps < 0 or no worker is left.
-[[nodiscard]] Result<std::vector<TaskRole>> place_ps(const std::vector<int>& tasks_per_node,
-                                                     int num_ps, Placement placement);
+[[nodiscard]] Result<std::vector<TaskRole>> place_ps(const std::vector<int>& tasks_per_node, int num_ps,
+                                                     Placement placement);
 
 // Checks a role list against the step: its length equals the number of tasks, at least one
 // worker or chief, at most one chief.

@@ -40,8 +40,9 @@ std::vector<std::string> summary_lines(const nlohmann::json& summary, const std:
         const MetricPoint* best = &points.front();
         for (const MetricPoint& p : points)
             if (metric.higher_is_better ? p.value > best->value : p.value < best->value) best = &p;
-        lines.push_back(fmt::format("best {} {} at global step {} ({} {})", metric.words, format_metric(best->value, metric),
-                                    best->global_step, points.size(), points.size() == 1 ? "evaluation" : "evaluations"));
+        lines.push_back(fmt::format("best {} {} at global step {} ({} {})", metric.words,
+                                    format_metric(best->value, metric), best->global_step, points.size(),
+                                    points.size() == 1 ? "evaluation" : "evaluations"));
         lines.push_back(run_targets(summary, {}, metric)->line);
     } else {
         lines.push_back(fmt::format("no per-evaluation records: best {} and time to targets unknown", metric.words));
@@ -77,7 +78,8 @@ Result<std::vector<std::string>> read_run_summary(const std::string& model_dir, 
     std::ifstream in(path);
     const auto j = nlohmann::json::parse(in, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains(metric.field) || !j[metric.field].is_number())
-        return make_error(ErrorCode::kNotFound, fmt::format("no final {}: {} is missing or unreadable", metric.words, path));
+        return make_error(ErrorCode::kNotFound,
+                          fmt::format("no final {}: {} is missing or unreadable", metric.words, path));
     ModelDirFiles files;
     std::error_code ec;
     files.metrics = fs::exists(model_dir + "/metrics.jsonl", ec);

@@ -23,12 +23,10 @@ Result<std::optional<long>> read_number(const EnvMap& env, const std::string& va
     const auto value = env_get(env, var);
     if (!value) {
         if (required)
-            return make_error(ErrorCode::kNotFound,
-                              fmt::format("{} is not set; is this a Slurm job step?", var));
+            return make_error(ErrorCode::kNotFound, fmt::format("{} is not set; is this a Slurm job step?", var));
         return std::optional<long>();
     }
-    if (value->empty() || value->size() > 10)
-        return invalid(var, *value, "expected a non-negative integer");
+    if (value->empty() || value->size() > 10) return invalid(var, *value, "expected a non-negative integer");
     long v = 0;
     for (char c : *value) {
         if (!std::isdigit(static_cast<unsigned char>(c)))
@@ -40,8 +38,8 @@ Result<std::optional<long>> read_number(const EnvMap& env, const std::string& va
 }
 
 // The first of `names` that is set, with its name.
-std::optional<std::pair<std::string, std::string>> first_set(
-    const EnvMap& env, std::initializer_list<const char*> names) {
+std::optional<std::pair<std::string, std::string>> first_set(const EnvMap& env,
+                                                             std::initializer_list<const char*> names) {
     for (const char* n : names)
         if (auto v = env_get(env, n)) return std::make_pair(std::string(n), *v);
     return std::nullopt;
@@ -50,8 +48,7 @@ std::optional<std::pair<std::string, std::string>> first_set(
 }  // namespace
 
 bool SlurmEnv::in_job(const EnvMap& env) {
-    return env.count("SLURM_JOB_ID") != 0 || env.count("SLURM_JOBID") != 0 ||
-           env.count("SLURM_STEP_ID") != 0;
+    return env.count("SLURM_JOB_ID") != 0 || env.count("SLURM_JOBID") != 0 || env.count("SLURM_STEP_ID") != 0;
 }
 
 Result<SlurmEnv> SlurmEnv::parse(const EnvMap& env) {
@@ -60,42 +57,36 @@ Result<SlurmEnv> SlurmEnv::parse(const EnvMap& env) {
                           "not inside a Slurm job (SLURM_JOB_ID is not set): run under srun, "
                           "set TF_CONFIG, give --ps_hosts/--worker_hosts, or use `psrun local`");
     if (env.count("SLURM_STEP_ID") == 0 && env.count("SLURM_STEP_NUM_TASKS") == 0)
-        return make_error(
-            ErrorCode::kInvalidArgument,
-            "this is a Slurm batch (or salloc) shell, not a job step (SLURM_STEP_ID and "
-            "SLURM_STEP_NUM_TASKS are unset): start one psrun per task with "
-            "`srun psrun run ...` inside the batch script");
+        return make_error(ErrorCode::kInvalidArgument,
+                          "this is a Slurm batch (or salloc) shell, not a job step (SLURM_STEP_ID and "
+                          "SLURM_STEP_NUM_TASKS are unset): start one psrun per task with "
+                          "`srun psrun run ...` inside the batch script");
     SlurmEnv s;
 
     const auto nodelist = first_set(env, {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST"});
-    if (!nodelist)
-        return make_error(ErrorCode::kNotFound,
-                          "SLURM_STEP_NODELIST (and SLURM_JOB_NODELIST) is not set");
+    if (!nodelist) return make_error(ErrorCode::kNotFound, "SLURM_STEP_NODELIST (and SLURM_JOB_NODELIST) is not set");
     auto nodes = expand_hostlist(nodelist->second);
     if (!nodes) return invalid(nodelist->first, nodelist->second, nodes.error().message);
     s.nodes = std::move(*nodes);
 
     const auto tpn = first_set(env, {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"});
     if (!tpn)
-        return make_error(ErrorCode::kNotFound,
-                          "SLURM_STEP_TASKS_PER_NODE (and SLURM_TASKS_PER_NODE) is not set");
+        return make_error(ErrorCode::kNotFound, "SLURM_STEP_TASKS_PER_NODE (and SLURM_TASKS_PER_NODE) is not set");
     auto counts = parse_tasks_per_node(tpn->second);
     if (!counts) return invalid(tpn->first, tpn->second, counts.error().message);
     s.tasks_per_node = std::move(*counts);
     if (s.tasks_per_node.size() != s.nodes.size())
         return invalid(tpn->first, tpn->second,
-                       fmt::format("lists {} nodes but {}='{}' has {}", s.tasks_per_node.size(),
-                                   nodelist->first, nodelist->second, s.nodes.size()));
+                       fmt::format("lists {} nodes but {}='{}' has {}", s.tasks_per_node.size(), nodelist->first,
+                                   nodelist->second, s.nodes.size()));
     long total = 0;
     for (int c : s.tasks_per_node) total += c;
 
-    const char* ntasks_var =
-        env.count("SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS" : "SLURM_NTASKS";
+    const char* ntasks_var = env.count("SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS" : "SLURM_NTASKS";
     PSRUN_TRY_ASSIGN(auto ntasks, read_number(env, ntasks_var, true));
     if (*ntasks != total)
-        return invalid(
-            ntasks_var, env.at(ntasks_var),
-            fmt::format("but {}='{}' adds up to {} tasks", tpn->first, tpn->second, total));
+        return invalid(ntasks_var, env.at(ntasks_var),
+                       fmt::format("but {}='{}' adds up to {} tasks", tpn->first, tpn->second, total));
     s.num_tasks = static_cast<int>(total);
 
     struct Field {
@@ -103,9 +94,8 @@ Result<SlurmEnv> SlurmEnv::parse(const EnvMap& env) {
         int* out;
         long max;
     };
-    for (const Field& f :
-         {Field{"SLURM_PROCID", &s.procid, total - 1},
-          Field{"SLURM_NODEID", &s.nodeid, static_cast<long>(s.nodes.size()) - 1}}) {
+    for (const Field& f : {Field{"SLURM_PROCID", &s.procid, total - 1},
+                           Field{"SLURM_NODEID", &s.nodeid, static_cast<long>(s.nodes.size()) - 1}}) {
         PSRUN_TRY_ASSIGN(auto v, read_number(env, f.var, true));
         if (*v > f.max) return invalid(f.var, env.at(f.var), fmt::format("out of range 0..{}", f.max));
         *f.out = static_cast<int>(*v);
@@ -118,8 +108,7 @@ Result<SlurmEnv> SlurmEnv::parse(const EnvMap& env) {
                                    s.nodes[static_cast<size_t>(s.nodeid)]));
     s.localid = static_cast<int>(*localid);
 
-    if (auto name = env_get(env, "SLURMD_NODENAME");
-        name && *name != s.nodes[static_cast<size_t>(s.nodeid)])
+    if (auto name = env_get(env, "SLURMD_NODENAME"); name && *name != s.nodes[static_cast<size_t>(s.nodeid)])
         return invalid("SLURMD_NODENAME", *name,
                        fmt::format("but SLURM_NODEID={} names node '{}' of {}", s.nodeid,
                                    s.nodes[static_cast<size_t>(s.nodeid)], nodelist->first));
@@ -132,14 +121,12 @@ Result<SlurmEnv> SlurmEnv::parse(const EnvMap& env) {
         for (size_t pos = 0; ok && pos <= gtids->size();) {
             const size_t comma = std::min(gtids->find(',', pos), gtids->size());
             const std::string item = gtids->substr(pos, comma - pos);
-            ok = !item.empty() && item.size() < 10 &&
-                 item.find_first_not_of("0123456789") == std::string::npos;
+            ok = !item.empty() && item.size() < 10 && item.find_first_not_of("0123456789") == std::string::npos;
             if (ok) ids.push_back(std::stol(item));
             pos = comma + 1;
         }
         const int here = s.tasks_per_node[static_cast<size_t>(s.nodeid)];
-        if (!ok || static_cast<int>(ids.size()) != here ||
-            ids[static_cast<size_t>(s.localid)] != s.procid)
+        if (!ok || static_cast<int>(ids.size()) != here || ids[static_cast<size_t>(s.localid)] != s.procid)
             return invalid("SLURM_GTIDS", *gtids,
                            fmt::format("does not list {} tasks with SLURM_PROCID={} at "
                                        "SLURM_LOCALID={}",

@@ -36,10 +36,9 @@ std::vector<std::string_view> split_commas(std::string_view text) {
 
 Result<std::vector<int>> parse_tasks_per_node(std::string_view text) {
     auto bad = [&](std::string_view item, std::string_view why) {
-        return make_error(ErrorCode::kInvalidArgument,
-                          fmt::format("malformed tasks-per-node list '{}': item '{}' {} "
-                                      "(expected e.g. '4' or '2(x3),1')",
-                                      text, item, why));
+        return make_error(ErrorCode::kInvalidArgument, fmt::format("malformed tasks-per-node list '{}': item '{}' {} "
+                                                                   "(expected e.g. '4' or '2(x3),1')",
+                                                                   text, item, why));
     };
     if (text.empty()) return make_error(ErrorCode::kInvalidArgument, "empty tasks-per-node list");
     std::vector<int> counts;
@@ -56,25 +55,23 @@ Result<std::vector<int>> parse_tasks_per_node(std::string_view text) {
         }
         const long count = parse_bounded(count_text, kMaxTasksPerList);
         if (count < 1) return bad(item, "is not a positive task count");
-        if (static_cast<long>(counts.size()) + repeat > kMaxTasksPerList)
-            return bad(item, "repeats too often");
+        if (static_cast<long>(counts.size()) + repeat > kMaxTasksPerList) return bad(item, "repeats too often");
         counts.insert(counts.end(), static_cast<size_t>(repeat), static_cast<int>(count));
     }
     long total = 0;
     for (int c : counts) total += c;
     if (total > kMaxTasksPerList)
-        return make_error(ErrorCode::kInvalidArgument,
-                          fmt::format("tasks-per-node list '{}' adds up to more than {} tasks",
-                                      text, kMaxTasksPerList));
+        return make_error(
+            ErrorCode::kInvalidArgument,
+            fmt::format("tasks-per-node list '{}' adds up to more than {} tasks", text, kMaxTasksPerList));
     return counts;
 }
 
 Result<std::vector<int>> parse_port_list(std::string_view text) {
     auto bad = [&](std::string_view item, std::string_view why) {
-        return make_error(ErrorCode::kInvalidArgument,
-                          fmt::format("malformed port list '{}': item '{}' {} "
-                                      "(expected e.g. '20001-20003' or '1000,1002')",
-                                      text, item, why));
+        return make_error(ErrorCode::kInvalidArgument, fmt::format("malformed port list '{}': item '{}' {} "
+                                                                   "(expected e.g. '20001-20003' or '1000,1002')",
+                                                                   text, item, why));
     };
     if (text.empty()) return make_error(ErrorCode::kInvalidArgument, "empty port list");
     std::vector<int> ports;
@@ -82,8 +79,7 @@ Result<std::vector<int>> parse_port_list(std::string_view text) {
     for (std::string_view item : split_commas(text)) {
         const size_t dash = item.find('-');
         const long low = parse_bounded(item.substr(0, dash), 65535);
-        const long high =
-            dash == std::string_view::npos ? low : parse_bounded(item.substr(dash + 1), 65535);
+        const long high = dash == std::string_view::npos ? low : parse_bounded(item.substr(dash + 1), 65535);
         if (low < 1 || high < 1) return bad(item, "is not a port (1-65535) or port range");
         if (high < low) return bad(item, "goes backwards");
         for (long p = low; p <= high; ++p) {

@@ -58,8 +58,7 @@ bool Supervisor::start(Child& child) {
     if (group_ == 0) group_ = pid;
     child.pid = pid;
     child.running = true;
-    spdlog::info("started {} (pid {}): {}", child.command.label, pid,
-                 render_argv(child.command.argv));
+    spdlog::info("started {} (pid {}): {}", child.command.label, pid, render_argv(child.command.argv));
     return true;
 }
 
@@ -90,8 +89,8 @@ void Supervisor::reap(bool stopping, bool draining) {
             const bool preempted = WIFEXITED(status) && WEXITSTATUS(status) == kExitPreempted;
             preempted_ = preempted_ || preempted;
             const bool ok = WIFEXITED(status) && (WEXITSTATUS(status) == 0 || preempted);
-            const bool stopped_by_us = stopping && WIFSIGNALED(status) &&
-                                       (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGKILL);
+            const bool stopped_by_us =
+                stopping && WIFSIGNALED(status) && (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGKILL);
             if (ok || stopped_by_us) {
                 spdlog::info("{} (pid {}) {}", c.command.label, pid, describe_wait_status(status));
             } else if (!stopping && !draining && restarts_ && restarts_->may_restart(c.command, status)) {
@@ -113,13 +112,15 @@ void Supervisor::reap(bool stopping, bool draining) {
                 failed_ = true;
             } else if (tolerated_death(c, status) && elastic_) {
                 // Elastic (--min-workers): psd drops it and decides the run's outcome by its own exit code.
-                spdlog::warn("{} (pid {}) {}: the other workers go on without it (elastic: psd drops it after "
-                             "--worker-timeout; the run can still end 0)",
-                             c.command.label, pid, describe_wait_status(status));
+                spdlog::warn(
+                    "{} (pid {}) {}: the other workers go on without it (elastic: psd drops it after "
+                    "--worker-timeout; the run can still end 0)",
+                    c.command.label, pid, describe_wait_status(status));
             } else if (tolerated_death(c, status)) {
-                spdlog::error("{} (pid {}) {}: the other workers go on without it (the ps report it and exit "
-                              "non-zero at the end)",
-                              c.command.label, pid, describe_wait_status(status));
+                spdlog::error(
+                    "{} (pid {}) {}: the other workers go on without it (the ps report it and exit "
+                    "non-zero at the end)",
+                    c.command.label, pid, describe_wait_status(status));
                 failed_ = true;
             } else {
                 spdlog::error("{} (pid {}) {}", c.command.label, pid, describe_wait_status(status));
@@ -207,8 +208,7 @@ int Supervisor::run(const std::vector<DaemonCommand>& commands) {
     while (any_running(true) || any_running(false)) {
         int timeout_ms = -1;
         if (stopping || draining) {
-            const auto left =
-                std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
             timeout_ms = static_cast<int>(std::max<long long>(0, left.count()));
         }
         pollfd p{sfd.get(), POLLIN, 0};
@@ -227,8 +227,7 @@ int Supervisor::run(const std::vector<DaemonCommand>& commands) {
         reap(stopping, draining);
         if (must_stop_) begin_stop("a daemon failed");
         if (!stopping && !draining && !any_running(false) && any_running(true)) {
-            spdlog::info("all workers finished; waiting up to {} ms for the ps to exit",
-                         grace_.count());
+            spdlog::info("all workers finished; waiting up to {} ms for the ps to exit", grace_.count());
             draining = true;
             deadline = Clock::now() + grace_;
         }

@@ -73,10 +73,10 @@ class Supervisor {
     std::vector<Child> children_;
     pid_t group_ = 0;
     bool failed_ = false;
-    bool usage_error_ = false;  // the first failure was a daemon's exit 2
+    bool usage_error_ = false;      // the first failure was a daemon's exit 2
     bool checkpoint_lost_ = false;  // the first failure was kExitNoFinalCheckpoint (74)
-    bool preempted_ = false;  // a child exited kExitPreempted
-    bool must_stop_ = false;  // a failure that stops every daemon
+    bool preempted_ = false;        // a child exited kExitPreempted
+    bool must_stop_ = false;        // a failure that stops every daemon
 };
 
 }  // namespace psrun::launcher

@@ -2,8 +2,7 @@
 
 namespace psrun::launcher {
 
-void add_table_column_options(CLI::App& cmd, worker::TableColumnOptions& o,
-                              const std::string& data_option) {
+void add_table_column_options(CLI::App& cmd, worker::TableColumnOptions& o, const std::string& data_option) {
     cmd.add_option("--input-columns", o.input_columns,
                    "NAME=COL[,COL...]: the CSV/TSV table of " + data_option +
                        " feeds the model input NAME from these columns (TFRecord Examples: "
@@ -22,9 +21,8 @@ void add_table_column_options(CLI::App& cmd, worker::TableColumnOptions& o,
                    "repeat per bag")
         ->expected(1)
         ->take_all();
-    cmd.add_option(
-        "--column-names", o.column_names,
-        "A,B,...: with --input-columns, the table has no header line: these name its columns");
+    cmd.add_option("--column-names", o.column_names,
+                   "A,B,...: with --input-columns, the table has no header line: these name its columns");
     cmd.add_option("--delimiter", o.delimiter,
                    "with --input-columns: the table's field delimiter, comma, tab or one character "
                    "(default: a tab "

@@ -11,7 +11,6 @@ namespace psrun::launcher {
 
 // Adds the five options to `cmd`, filling `o` (which must outlive the parse). `data_option`
 // names the option giving the table ("--test-data", "--data") in the help texts.
-void add_table_column_options(CLI::App& cmd, worker::TableColumnOptions& o,
-                              const std::string& data_option);
+void add_table_column_options(CLI::App& cmd, worker::TableColumnOptions& o, const std::string& data_option);
 
 }  // namespace psrun::launcher

@@ -10,9 +10,7 @@
 namespace psrun::launcher {
 namespace {
 
-auto invalid(std::string message) {
-    return make_error(ErrorCode::kInvalidArgument, std::move(message));
-}
+auto invalid(std::string message) { return make_error(ErrorCode::kInvalidArgument, std::move(message)); }
 
 std::string host_of(const std::string& address) { return address.substr(0, address.rfind(':')); }
 
@@ -40,10 +38,9 @@ Result<ClusterMap> assemble(std::vector<std::string> ps, std::vector<std::string
     map.worker = std::move(worker);
     map.evaluator = std::move(evaluator);
     map.chief_index = 0;
-    const int offset = self_role == Role::kPs ? 0
-                       : self_role == Role::kWorker
-                           ? static_cast<int>(map.ps.size())
-                           : static_cast<int>(map.ps.size() + map.worker.size());
+    const int offset = self_role == Role::kPs       ? 0
+                       : self_role == Role::kWorker ? static_cast<int>(map.ps.size())
+                                                    : static_cast<int>(map.ps.size() + map.worker.size());
     SelfInfo self;
     self.rank = offset + self_index;
     self.role = self_role;
@@ -51,12 +48,10 @@ Result<ClusterMap> assemble(std::vector<std::string> ps, std::vector<std::string
     const std::vector<std::string>& own = self_role == Role::kPs       ? map.ps
                                           : self_role == Role::kWorker ? map.worker
                                                                        : map.evaluator;
-    self.node = static_cast<size_t>(self_index) < own.size()
-                    ? host_of(own[static_cast<size_t>(self_index)])
-                    : std::string();
+    self.node =
+        static_cast<size_t>(self_index) < own.size() ? host_of(own[static_cast<size_t>(self_index)]) : std::string();
     map.self = self;
-    if (std::string why = map.validate(); !why.empty())
-        return invalid(fmt::format("{}: {}", source, why));
+    if (std::string why = map.validate(); !why.empty()) return invalid(fmt::format("{}: {}", source, why));
     return map;
 }
 
@@ -86,10 +81,8 @@ Result<void> check_host_port(const std::string& address, const std::string& what
     if (host.find_first_of(":/ ") != std::string::npos)
         return invalid(fmt::format("{}: '{}' has a malformed host", what, address));
     long p = port.empty() || port.size() > 5 ? -1 : 0;
-    for (char c : port)
-        p = std::isdigit(static_cast<unsigned char>(c)) && p >= 0 ? p * 10 + (c - '0') : -1;
-    if (p < 1 || p > 65535)
-        return invalid(fmt::format("{}: '{}' has no valid port (1-65535)", what, address));
+    for (char c : port) p = std::isdigit(static_cast<unsigned char>(c)) && p >= 0 ? p * 10 + (c - '0') : -1;
+    if (p < 1 || p > 65535) return invalid(fmt::format("{}: '{}' has no valid port (1-65535)", what, address));
     return {};
 }
 
@@ -103,8 +96,8 @@ Result<ClusterMap> map_from_tf_flags(const TfFlags& flags) {
     const Role role = flags.job_name == "ps" ? Role::kPs : Role::kWorker;
     const size_t n = role == Role::kPs ? ps.size() : worker.size();
     if (*flags.task_index < 0 || static_cast<size_t>(*flags.task_index) >= n)
-        return invalid(fmt::format("--task_index {} is out of range: --{}_hosts lists {} hosts",
-                                   *flags.task_index, flags.job_name, n));
+        return invalid(fmt::format("--task_index {} is out of range: --{}_hosts lists {} hosts", *flags.task_index,
+                                   flags.job_name, n));
     return assemble(std::move(ps), std::move(worker), {}, role, *flags.task_index, "flags");
 }
 
@@ -127,8 +120,7 @@ Result<ClusterMap> map_from_tf_config(const std::string& text) {
                             "worker, evaluator)",
                             key));
         if (!value.is_array())
-            return invalid(
-                fmt::format("TF_CONFIG.cluster.{} must be an array of \"host:port\"", key));
+            return invalid(fmt::format("TF_CONFIG.cluster.{} must be an array of \"host:port\"", key));
         for (size_t i = 0; i < value.size(); ++i) {
             const std::string field = fmt::format("TF_CONFIG.cluster.{}[{}]", key, i);
             if (!value[i].is_string()) return invalid(field + " must be a \"host:port\" string");
@@ -138,10 +130,8 @@ Result<ClusterMap> map_from_tf_config(const std::string& text) {
         }
     }
     if (lists[0].size() > 1)
-        return invalid(
-            fmt::format("TF_CONFIG.cluster.chief lists {} hosts; at most one", lists[0].size()));
-    if (!j.contains("task") || !j["task"].is_object())
-        return invalid("TF_CONFIG.task is missing or not an object");
+        return invalid(fmt::format("TF_CONFIG.cluster.chief lists {} hosts; at most one", lists[0].size()));
+    if (!j.contains("task") || !j["task"].is_object()) return invalid("TF_CONFIG.task is missing or not an object");
     const nlohmann::json& task = j["task"];
     if (!task.contains("type") || !task["type"].is_string())
         return invalid("TF_CONFIG.task.type is missing or not a string");
@@ -174,8 +164,7 @@ Result<ClusterMap> map_from_tf_config(const std::string& text) {
     if (which == 1) role = Role::kPs;
     if (which == 3) role = Role::kEvaluator;
     if (which == 2) self_index += static_cast<int>(lists[0].size());
-    return assemble(lists[1], std::move(worker), std::move(evaluator), role, self_index,
-                    "TF_CONFIG");
+    return assemble(lists[1], std::move(worker), std::move(evaluator), role, self_index, "TF_CONFIG");
 }
 
 }  // namespace psrun::launcher

@@ -21,9 +21,7 @@ struct TfFlags {
     std::optional<int> task_index;
 
     // True when any of the four flags was given.
-    bool any() const {
-        return !ps_hosts.empty() || !worker_hosts.empty() || !job_name.empty() || task_index;
-    }
+    bool any() const { return !ps_hosts.empty() || !worker_hosts.empty() || !job_name.empty() || task_index; }
 };
 
 // Errors (kInvalidArgument) name the flag.

@@ -53,19 +53,20 @@ std::optional<std::string> local_oversubscription(const ThreadPlan& plan, int co
     if (num_ps > 0 && plan.ps_threads > 1)
         counted += fmt::format(" + {} x {} beyond the poll loop", plural(num_ps, "psd", "psd"), plan.ps_threads - 1);
     const int fit = std::max(1, cores / std::max(num_workers, 1));
-    std::string fix = num_workers > cores
-                          ? fmt::format("use --workers {} or fewer (with --threads 1), or give psrun more cores", cores)
-                          : fmt::format("use --threads {} (or drop --threads for that default), or give psrun more cores",
-                                        fit);
+    std::string fix =
+        num_workers > cores
+            ? fmt::format("use --workers {} or fewer (with --threads 1), or give psrun more cores", cores)
+            : fmt::format("use --threads {} (or drop --threads for that default), or give psrun more cores", fit);
     return fmt::format("oversubscribed: {} = {} compute threads on {}; they slow each other down: {}", counted, total,
                        cores_phrase(cores), fix);
 }
 
 std::optional<std::string> task_oversubscription(std::optional<int> threads, int cores) {
     if (!threads || cores <= 0 || *threads <= cores) return std::nullopt;
-    return fmt::format("oversubscribed: {} for this task's daemon on {}; they slow each other down: use "
-                       "--threads {} or bind more cores to the task (srun --cpus-per-task)",
-                       plural(*threads, "thread", "threads"), cores_phrase(cores), cores);
+    return fmt::format(
+        "oversubscribed: {} for this task's daemon on {}; they slow each other down: use "
+        "--threads {} or bind more cores to the task (srun --cpus-per-task)",
+        plural(*threads, "thread", "threads"), cores_phrase(cores), cores);
 }
 
 }  // namespace psrun::launcher

@@ -13,8 +13,8 @@ namespace psrun::launcher {
 int affinity_cpu_count();
 
 struct ThreadPlan {
-    int worker_threads = 1;  // each workerd: workers and evaluators
-    int ps_threads = 1;      // each psd
+    int worker_threads = 1;         // each workerd: workers and evaluators
+    int ps_threads = 1;             // each psd
     bool explicit_threads = false;  // from --threads T (then both are T)
 };
 

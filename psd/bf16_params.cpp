@@ -22,7 +22,8 @@ Bf16Buffer& Bf16Params::params(const ShardState& shard, ThreadTeam* team) {
     while (!target) {
         for (auto& b : buffers_)
             if (b->holds.load(std::memory_order_acquire) == 0) target = b.get();
-        if (!target && buffers_.size() < kMaxBf16Buffers) target = buffers_.emplace_back(std::make_unique<Bf16Buffer>()).get();
+        if (!target && buffers_.size() < kMaxBf16Buffers)
+            target = buffers_.emplace_back(std::make_unique<Bf16Buffer>()).get();
         if (!target) std::this_thread::yield();  // all held: ZeroMQ frees them soon
     }
     target->data.resize(shard.size());
@@ -31,8 +32,9 @@ Bf16Buffer& Bf16Params::params(const ShardState& shard, ThreadTeam* team) {
         for (std::size_t k = 0; k < shard.slice_ids().size(); ++k) {
             const auto src = shard.param_slice(k);
             const auto [begin, end] = part_range(src.size(), part, parts);
-            wire::f32_to_bf16(src.subspan(begin, end - begin),
-                              std::span<std::uint16_t>(target->data.data() + shard.local_offset(k) + begin, end - begin));
+            wire::f32_to_bf16(
+                src.subspan(begin, end - begin),
+                std::span<std::uint16_t>(target->data.data() + shard.local_offset(k) + begin, end - begin));
         }
     };
     if (parts == 1) convert(0);

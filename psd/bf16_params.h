@@ -22,21 +22,21 @@
 #include <zmq.hpp>
 
 #include "common/result.h"
+#include "common/thread_team.h"
 #include "common/wire.h"
 #include "common/wire_precision.h"
 #include "psd/shard_state.h"
-#include "common/thread_team.h"
 
 namespace psrun::psd {
 
 struct Bf16Buffer {
     std::vector<std::uint16_t> data;  // the shard's floats in bf16, at ShardState local offsets
     std::uint64_t version = std::numeric_limits<std::uint64_t>::max();  // ShardState::version() held
-    std::atomic<int> holds{0};  // ZeroMQ messages still pointing into data
+    std::atomic<int> holds{0};                                          // ZeroMQ messages still pointing into data
 };
 
 class Bf16Params {
-public:
+  public:
     // The bf16 copy of the shard's current parameters; pair its data with zero_copy_message(..,
     // holds). Valid until the next call.
     Bf16Buffer& params(const ShardState& shard, ThreadTeam* team);
@@ -44,7 +44,7 @@ public:
     std::uint64_t conversions() const { return conversions_; }  // parameter conversions done
     std::uint64_t reuses() const { return reuses_; }            // replies served from a cached copy
 
-private:
+  private:
     std::vector<std::unique_ptr<Bf16Buffer>> buffers_;
     std::uint64_t conversions_ = 0, reuses_ = 0;
 };

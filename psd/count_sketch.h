@@ -14,7 +14,7 @@
 namespace psrun::psd {
 
 class CountSketch {
-public:
+  public:
     // `width` >= 1 is rounded up to a power of two. `seed` picks the hash.
     CountSketch(std::uint64_t width, std::uint64_t age_after, std::uint64_t seed);
 
@@ -28,7 +28,7 @@ public:
     std::uint64_t width() const { return mask_ + 1; }
     std::uint64_t halvings() const { return halvings_; }
 
-private:
+  private:
     std::uint64_t hash(std::uint64_t id) const;
 
     std::vector<std::uint16_t> counters_;  // row 0 then row 1

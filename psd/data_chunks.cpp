@@ -14,14 +14,16 @@ Result<void> DataChunks::check(const ChunkPlan& plan) {
     if (plan.examples == 0 || plan.examples > kMaxExamples)
         return invalid_argument(fmt::format("data chunks: {} examples (1..{})", plan.examples, kMaxExamples));
     if (plan.chunks == 0 || plan.chunks > kMaxChunks || plan.chunks > plan.examples)
-        return invalid_argument(fmt::format("data chunks: {} chunks for {} examples (1..min(examples, {})): give "
-                                            "fewer --data-chunks",
-                                            plan.chunks, plan.examples, kMaxChunks));
+        return invalid_argument(
+            fmt::format("data chunks: {} chunks for {} examples (1..min(examples, {})): give "
+                        "fewer --data-chunks",
+                        plan.chunks, plan.examples, kMaxChunks));
     // A lease's count is 32 bits (ChunkLease, the CHUNK grant): the largest chunk must fit.
     if ((plan.examples + plan.chunks - 1) / plan.chunks > std::numeric_limits<std::uint32_t>::max())
-        return invalid_argument(fmt::format("data chunks: {} examples in {} chunks make chunks of more than 2^32 - 1 "
-                                            "examples: give more --data-chunks",
-                                            plan.examples, plan.chunks));
+        return invalid_argument(
+            fmt::format("data chunks: {} examples in {} chunks make chunks of more than 2^32 - 1 "
+                        "examples: give more --data-chunks",
+                        plan.examples, plan.chunks));
     return {};
 }
 
@@ -137,9 +139,10 @@ Result<DataChunks> DataChunks::restore(const State& s) {
                                        [&](const EpochCount& before) { return before.epoch == c.epoch; });
         if (c.epoch >= s.next_epoch || twice || !c.complete || c.chunks_done != s.plan.chunks ||
             c.examples > kMaxExamples)
-            return bad(fmt::format("complete epoch {} (kept entry {}) is listed twice, beyond the epochs opened, "
-                                   "or not complete",
-                                   c.epoch, i));
+            return bad(
+                fmt::format("complete epoch {} (kept entry {}) is listed twice, beyond the epochs opened, "
+                            "or not complete",
+                            c.epoch, i));
         d.closed_.push_back(c);
     }
     for (std::size_t i = 0; i < s.open.size(); ++i) {

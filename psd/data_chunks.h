@@ -45,12 +45,12 @@ struct EpochCount {
     std::uint64_t epoch = 0;
     std::uint64_t examples = 0;  // examples of the chunks reported done
     std::uint32_t chunks_done = 0;
-    bool complete = false;       // every chunk done: examples == N
+    bool complete = false;  // every chunk done: examples == N
     bool operator==(const EpochCount&) const = default;
 };
 
 class DataChunks {
-public:
+  public:
     static constexpr std::uint64_t kMaxExamples = 1ull << 40;
     static constexpr std::uint32_t kMaxChunks = 1u << 20;
     static constexpr std::size_t kKeptEpochs = 64;  // complete epochs whose counts epochs() still lists
@@ -96,7 +96,7 @@ public:
     State state() const;
     [[nodiscard]] static Result<DataChunks> restore(const State& state);
 
-private:
+  private:
     struct OpenEpoch {
         std::vector<bool> done;
         std::uint64_t examples = 0;
@@ -108,11 +108,11 @@ private:
     void close_epoch(std::uint64_t epoch);
 
     ChunkPlan plan_;
-    std::uint64_t next_epoch_ = 0;          // epochs opened so far
-    std::deque<ChunkId> queue_;             // not leased, not done
+    std::uint64_t next_epoch_ = 0;             // epochs opened so far
+    std::deque<ChunkId> queue_;                // not leased, not done
     std::map<ChunkId, std::uint32_t> leased_;  // chunk -> holder
-    std::map<std::uint64_t, OpenEpoch> open_;   // epochs with chunks not done
-    std::deque<EpochCount> closed_;             // the last kKeptEpochs complete epochs
+    std::map<std::uint64_t, OpenEpoch> open_;  // epochs with chunks not done
+    std::deque<EpochCount> closed_;            // the last kKeptEpochs complete epochs
     std::uint64_t epochs_complete_ = 0, epochs_inexact_ = 0, stale_reports_ = 0, leased_total_ = 0;
 };
 

@@ -21,7 +21,8 @@ constexpr const char* kClosed = "data_chunks/closed";
 constexpr const char* kOpen = "data_chunks/open";
 
 void put_word(std::vector<float>& out, std::uint64_t word) {
-    for (std::size_t k = 0; k < kWordDigits; ++k) out.push_back(static_cast<float>((word >> (kDigitBits * k)) & 0xFFFF));
+    for (std::size_t k = 0; k < kWordDigits; ++k)
+        out.push_back(static_cast<float>((word >> (kDigitBits * k)) & 0xFFFF));
 }
 
 std::size_t bitmap_digits(std::uint32_t chunks) { return (chunks + kDigitBits - 1) / kDigitBits; }

@@ -24,7 +24,7 @@
 namespace psrun::psd {
 
 class Drain {
-public:
+  public:
     using Clock = std::chrono::steady_clock;
 
     explicit Drain(std::chrono::milliseconds grace) : grace_(grace) {}
@@ -54,7 +54,7 @@ public:
 
     void reset();  // standby: a new run starts
 
-private:
+  private:
     std::chrono::milliseconds grace_;
     bool active_ = false;
     bool worker_preempted_ = false;

@@ -18,7 +18,7 @@
 namespace psrun::psd {
 
 class FaultPolicy {
-public:
+  public:
     using Clock = std::chrono::steady_clock;
 
     FaultPolicy(std::uint32_t num_workers, std::uint64_t max_bad_grads);
@@ -43,7 +43,7 @@ public:
     void told(std::uint32_t index) { told_[index] = true; }
     bool was_told(std::uint32_t index) const { return told_[index]; }
 
-private:
+  private:
     std::uint64_t max_bad_;
     std::uint64_t bad_ = 0;
     bool aborted_ = false;

@@ -6,8 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -56,7 +56,8 @@ void write_all(int fd, const char* data, std::size_t size) {
 Result<std::unique_ptr<ForkedTask>> ForkedTask::start(const Work& work) {
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0)
-        return make_error(ErrorCode::kIo, std::string("cannot create a pipe for a forked writer: ") + std::strerror(errno));
+        return make_error(ErrorCode::kIo,
+                          std::string("cannot create a pipe for a forked writer: ") + std::strerror(errno));
     UniqueFd read_end(fds[0]), write_end(fds[1]);
     const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
@@ -97,12 +98,15 @@ Result<void> ForkedTask::finish() {
     if (!report.empty() && report[0] == kDone) return {};
     if (report.size() >= 2 && report[0] == kFailed) {
         const auto code = static_cast<unsigned char>(report[1]);
-        return make_error(code <= static_cast<unsigned char>(kLastErrorCode) ? static_cast<ErrorCode>(code) : ErrorCode::kIo,
-                          report.substr(2));
+        return make_error(
+            code <= static_cast<unsigned char>(kLastErrorCode) ? static_cast<ErrorCode>(code) : ErrorCode::kIo,
+            report.substr(2));
     }
     std::string how = "without a result";
-    if (reaped == pid && WIFSIGNALED(status)) how = "on signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
-    else if (reaped == pid && WIFEXITED(status)) how = "with status " + std::to_string(WEXITSTATUS(status)) + " and no result";
+    if (reaped == pid && WIFSIGNALED(status))
+        how = "on signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
+    else if (reaped == pid && WIFEXITED(status))
+        how = "with status " + std::to_string(WEXITSTATUS(status)) + " and no result";
     return make_error(ErrorCode::kIo, "the forked writer (pid " + std::to_string(pid) + ") died " + how);
 }
 

@@ -21,7 +21,7 @@
 namespace psrun::psd {
 
 class ForkedTask {
-public:
+  public:
     using Work = std::function<Result<void>()>;
 
     // Forks a child that runs `work`. kIo naming the system error when the pipe or the fork fails
@@ -38,12 +38,12 @@ public:
     // exit status. Call once.
     [[nodiscard]] Result<void> finish();
 
-private:
+  private:
     ForkedTask(pid_t pid, UniqueFd result) : pid_(pid), result_(std::move(result)) {}
 
     pid_t pid_ = -1;
     bool reaped_ = false;  // finish() waited for it
-    UniqueFd result_;  // the pipe's read end: the child's result, then EOF
+    UniqueFd result_;      // the pipe's read end: the child's result, then EOF
 };
 
 }  // namespace psrun::psd

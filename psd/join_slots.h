@@ -18,7 +18,7 @@
 namespace psrun::psd {
 
 class JoinSlots {
-public:
+  public:
     // REQUIRES: max_workers >= num_workers >= 1; reservation > 0.
     JoinSlots(std::uint32_t num_workers, std::uint32_t max_workers, Clock::duration reservation);
 
@@ -35,7 +35,7 @@ public:
     bool is_reserved(std::uint32_t index, Clock::time_point now) const;
     std::uint32_t handed_out() const { return handed_out_; }  // assign() calls that found a slot
 
-private:
+  private:
     std::uint32_t num_;
     std::uint32_t max_;
     Clock::duration reservation_;

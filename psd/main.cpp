@@ -1,17 +1,17 @@
 // psd: the parameter-server daemon. Thin main: block signals, parse flags, run the server.
 #include <malloc.h>
 
+#include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 #include <iostream>
-#include <spdlog/spdlog.h>
 
-#include "common/pause_detector.h"
-#include "common/ps_health.h"
 #include "common/denormals.h"
 #include "common/job_keys.h"
 #include "common/logging.h"
 #include "common/model_dir_lock.h"
 #include "common/option_checks.h"
+#include "common/pause_detector.h"
+#include "common/ps_health.h"
 #include "common/result.h"
 #include "common/signals.h"
 #include "common/zmq_util.h"
@@ -42,9 +42,11 @@ int main(int argc, char** argv) {
                    "and shard files go here");
     app.add_option("--run-id", run_id,
                    "the run this psd belongs to, for the model dir lock (psrun passes it; default: derived from --ps)");
-    auto* key_opt = app.add_option("--key-file", key_file, "the job's key file: job token, CURVE keys (used on tcp; ipc sockets are owner-only)");
+    auto* key_opt = app.add_option(
+        "--key-file", key_file, "the job's key file: job token, CURVE keys (used on tcp; ipc sockets are owner-only)");
     app.add_flag("--no-auth", no_auth, "no key file: no CURVE, no job token")->excludes(key_opt);
-    app.add_option("--auth", auth, "with --key-file, on tcp: mac (a MAC on every message) or curve (encrypt every byte)")
+    app.add_option("--auth", auth,
+                   "with --key-file, on tcp: mac (a MAC on every message) or curve (encrypt every byte)")
         ->excludes("--no-auth")
         ->capture_default_str();
     app.add_flag("--standby", o.standby, "serve successive runs until stopped; save the shard on exit");
@@ -55,7 +57,8 @@ int main(int argc, char** argv) {
                    "process) before the run can end without it; 0: end at once")
         ->check(psrun::seconds_at_least(0))
         ->capture_default_str();
-    app.add_option("--init-timeout", init_timeout, "seconds PULLs wait for the chief's INIT; a worker without HELLO by then is dead")
+    app.add_option("--init-timeout", init_timeout,
+                   "seconds PULLs wait for the chief's INIT; a worker without HELLO by then is dead")
         ->check(psrun::positive_seconds());
     auto* sync = app.add_flag("--sync", o.sync, "synchronous training (average gradients per step)");
     app.add_option("--replicas-to-aggregate", o.replicas_to_aggregate, "sync: gradients averaged per step")
@@ -90,8 +93,9 @@ int main(int argc, char** argv) {
                    "seconds psd waits after SIGTERM/SIGUSR1 for the chief's checkpoint and every worker's DONE")
         ->check(psrun::positive_seconds())
         ->capture_default_str();
-    app.add_option("--threads", o.threads, "threads for the gradient check and the optimizer update (the poll "
-                                           "loop stays one thread)")
+    app.add_option("--threads", o.threads,
+                   "threads for the gradient check and the optimizer update (the poll "
+                   "loop stays one thread)")
         ->check(psrun::thread_count(1))
         ->capture_default_str();
     bool checkpoint_in_loop = false;
@@ -138,8 +142,8 @@ int main(int argc, char** argv) {
         std::unique_ptr<psrun::ModelDirLock> dir_lock;  // held until psd exits
         if (!o.model_dir.empty()) {
             auto lock = psrun::ModelDirLock::acquire(
-                o.model_dir, {run_id.empty() ? psrun::run_id_from_endpoints(ps_list) : run_id,
-                              "psd " + std::to_string(o.index)});
+                o.model_dir,
+                {run_id.empty() ? psrun::run_id_from_endpoints(ps_list) : run_id, "psd " + std::to_string(o.index)});
             if (!lock) throw psrun::UsageError(lock.error().message);
             dir_lock = std::move(*lock);
         }

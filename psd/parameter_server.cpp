@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -18,8 +18,8 @@
 #include <random>
 
 #include "common/pause_detector.h"
-#include "common/zmq_util.h"
 #include "common/utf8.h"
+#include "common/zmq_util.h"
 
 namespace psrun::psd {
 
@@ -41,8 +41,9 @@ ParameterServer::ParameterServer(ServerOptions options)
     if (options_.max_workers < options_.num_workers)
         throw UsageError(fmt::format("--max-workers {} is below --num-workers {}: give at least that many",
                                      options_.max_workers, options_.num_workers));
-    join_slots_ = std::make_unique<JoinSlots>(options_.num_workers, options_.max_workers,
-                                              std::max<Clock::duration>(options_.init_timeout, std::chrono::seconds(1)));
+    join_slots_ =
+        std::make_unique<JoinSlots>(options_.num_workers, options_.max_workers,
+                                    std::max<Clock::duration>(options_.init_timeout, std::chrono::seconds(1)));
     if (options_.sync && (options_.replicas_to_aggregate == 0 ||
                           options_.replicas_to_aggregate + options_.backup_workers > options_.num_workers))
         throw UsageError("--sync needs 1 <= --replicas-to-aggregate and replicas + --backup-workers <= --num-workers");
@@ -53,7 +54,8 @@ ParameterServer::ParameterServer(ServerOptions options)
     if (options_.threads > 1) team_ = std::make_unique<ThreadTeam>(options_.threads);
     if (options_.max_staleness && options_.sync)
         throw UsageError("--max-staleness bounds asynchronous training: --sync already waits for every step");
-    if (options_.max_staleness) bound_ = std::make_unique<StalenessBound>(options_.max_workers, *options_.max_staleness);
+    if (options_.max_staleness)
+        bound_ = std::make_unique<StalenessBound>(options_.max_workers, *options_.max_staleness);
     auto ep = bindable_endpoint(options_.endpoints[options_.index]);
     if (!ep) throw UsageError(ep.error().message);
     socket_ = zmq::socket_t(context_, zmq::socket_type::router);
@@ -74,8 +76,8 @@ ParameterServer::ParameterServer(ServerOptions options)
     } catch (const zmq::error_t& e) {
         ::umask(old_mask);
         // Name the endpoint and where it came from: psrun derives --ps from the step's ports.
-        throw std::runtime_error("cannot listen on " + *ep + " (entry " + std::to_string(options_.index) + " of --ps, " +
-                                 options_.endpoints[options_.index] + "): " + e.what() +
+        throw std::runtime_error("cannot listen on " + *ep + " (entry " + std::to_string(options_.index) +
+                                 " of --ps, " + options_.endpoints[options_.index] + "): " + e.what() +
                                  (e.num() == EADDRINUSE ? "; another process holds that port: stop it, or give psd "
                                                           "another --ps endpoint (psrun: --port-base)"
                                                         : ""));
@@ -118,13 +120,19 @@ void ParameterServer::write_endpoint_file() {
 }
 
 int ParameterServer::run() {
-    spdlog::info("serving on {} ({} mode{}, {} workers{}, {}), instance {:016x}", endpoint_, options_.sync ? "sync" : "async",
-                 options_.max_staleness ? fmt::format(", at most {} gradients ahead of the slowest worker", *options_.max_staleness) : "",
+    spdlog::info("serving on {} ({} mode{}, {} workers{}, {}), instance {:016x}", endpoint_,
+                 options_.sync ? "sync" : "async",
+                 options_.max_staleness
+                     ? fmt::format(", at most {} gradients ahead of the slowest worker", *options_.max_staleness)
+                     : "",
                  options_.num_workers,
                  join_slots_->enabled() ? fmt::format(" and up to {} that join (--max-workers {})",
                                                       options_.max_workers - options_.num_workers, options_.max_workers)
                                         : "",
-                 zap_ ? "CURVE" : verifier_ ? "MAC" : options_.keys ? "owner-only ipc socket + job token" : "no auth",
+                 zap_            ? "CURVE"
+                 : verifier_     ? "MAC"
+                 : options_.keys ? "owner-only ipc socket + job token"
+                                 : "no auth",
                  instance_);
     if (options_.standby) write_endpoint_file();
     std::vector<zmq::pollitem_t> items = {
@@ -179,8 +187,10 @@ int ParameterServer::run() {
         if (!exit_code_) check_drain();
     }
     if (saving_) {
-        spdlog::warn("the checkpoint at step {} being written to {} is abandoned (psd exits): the previous one stays "
-                     "the latest", saving_->chief_step, saving_->dir);
+        spdlog::warn(
+            "the checkpoint at step {} being written to {} is abandoned (psd exits): the previous one stays "
+            "the latest",
+            saving_->chief_step, saving_->dir);
         saving_.reset();  // kills the writer; the chief writes no manifest for it
     }
     if (options_.standby)
@@ -289,7 +299,8 @@ void ParameterServer::dispatch(const std::string& routing, const Header& h, Part
     if (faults_.aborted()) return reply_aborted(routing, is_worker ? h.index : options_.max_workers);
     if (!shard_) return reply_error(routing, ErrorCode::kProtocol, "send HELLO first");
     if (!is_worker && h.type != MessageType::kPull)
-        return reply_error(routing, ErrorCode::kUnauthorized, "only workers may send " + std::string(to_string(h.type)));
+        return reply_error(routing, ErrorCode::kUnauthorized,
+                           "only workers may send " + std::string(to_string(h.type)));
     switch (h.type) {
         case MessageType::kInit: return on_init(routing, h, parts);
         case MessageType::kPull: return on_pull(routing, h, parts);
@@ -314,9 +325,9 @@ void ParameterServer::check_timeouts() {
     // worker gets a fresh --worker-timeout to speak again (common/pause_detector.h).
     const auto resumed = PauseDetector::process().window_start(started_);
     if (!init_waiters_.empty() && now - std::max(first_init_wait_, resumed) > options_.init_timeout) {
-        const std::string reason = fmt::format("no INIT from the chief within {:.1f} s; workers that never said HELLO: {}",
-                                               options_.init_timeout.count() / 1000.0,
-                                               WorkerTable::list(workers_.never_attached()));
+        const std::string reason =
+            fmt::format("no INIT from the chief within {:.1f} s; workers that never said HELLO: {}",
+                        options_.init_timeout.count() / 1000.0, WorkerTable::list(workers_.never_attached()));
         spdlog::error("{}", reason);
         for (const auto& p : init_waiters_) reply_error(p.routing, ErrorCode::kTimeout, reason);
         init_waiters_.clear();
@@ -335,8 +346,7 @@ void ParameterServer::check_timeouts() {
     for (auto i : dead) {
         if (std::find(never.begin(), never.end(), i) != never.end())
             spdlog::error("worker {} never said HELLO within {} ms: declared dead", i, options_.init_timeout.count());
-        else
-            spdlog::error("worker {} silent for more than {} ms: declared dead", i, options_.worker_timeout.count());
+        else spdlog::error("worker {} silent for more than {} ms: declared dead", i, options_.worker_timeout.count());
     }
     on_workers_dead(dead);
     on_workers_lost();
@@ -377,8 +387,9 @@ std::string ParameterServer::stats_json() const {
     j["step"] = shard_ ? shard_->step() : 0;
     j["shard_floats"] = shard_ ? shard_->size() : 0;
     j["optimizer_floats"] = shard_ ? shard_->optimizer_floats() : 0;  // slot floats (state tensors keep none)
-    j["row_floats"] = shard_ ? shard_->rows().floats() : 0;  // this shard's rows of the sparse tables
-    j["rows_created"] = shard_ ? shard_->rows().rows_created() : 0;  // rows pulled or pushed at least once (lazy creation)
+    j["row_floats"] = shard_ ? shard_->rows().floats() : 0;           // this shard's rows of the sparse tables
+    j["rows_created"] =
+        shard_ ? shard_->rows().rows_created() : 0;  // rows pulled or pushed at least once (lazy creation)
     j["row_slot_floats"] = shard_ ? shard_->rows().slot_floats() : 0;
     j["row_average_floats"] = shard_ ? shard_->rows().average_floats() : 0;  // --ema-decay: the rows' moving average
     if (auto keyed = keyed_tables_json(); !keyed.empty())
@@ -404,7 +415,7 @@ std::string ParameterServer::stats_json() const {
     j["aborted"] = faults_.aborted();
     j["auth_denied"] = zap_ ? zap_->denied() : 0;
     if (!options_.sync) j["staleness"] = staleness_json();  // async: gradients' staleness, --max-staleness
-    j.update(elastic_json());  // --min-workers, data chunks
+    j.update(elastic_json());                               // --min-workers, data chunks
     return json_text(j);
 }
 

@@ -27,6 +27,7 @@
 #include "common/payload_codec.h"
 #include "common/shm_segment.h"
 #include "common/signals.h"
+#include "common/thread_team.h"
 #include "common/wire.h"
 #include "psd/bf16_params.h"
 #include "psd/data_chunks.h"
@@ -38,14 +39,13 @@
 #include "psd/shard_state.h"
 #include "psd/staleness_bound.h"
 #include "psd/sync_aggregator.h"
-#include "common/thread_team.h"
 #include "psd/worker_table.h"
 #include "psd/zap_handler.h"
 
 namespace psrun::psd {
 
 class ParameterServer {
-public:
+  public:
     // Binds the socket (throws UsageError for a bad endpoint, zmq::error_t if it is taken).
     explicit ParameterServer(ServerOptions options);
     ~ParameterServer();
@@ -53,15 +53,15 @@ public:
     // Serves until the run is over; returns the process exit code: 0 when every worker sent
     // DONE (or standby was stopped and saved), 1 when a worker died or saving failed.
     int run();
-    void stop();                                    // thread-safe, async-signal-safe
+    void stop();                                               // thread-safe, async-signal-safe
     const std::string& endpoint() const { return endpoint_; }  // as bound (tcp port resolved)
 
-private:
+  private:
     struct PendingPull {  // rows a held request pulls (copied: its frames are gone by the reply)
         std::uint32_t table = 0;
         std::vector<std::uint32_t> ids;
         std::vector<std::uint64_t> keys = {};  // a keyed table's
-        bool lookup = false;                    // only read (wire::kFlagLookup)
+        bool lookup = false;                   // only read (wire::kFlagLookup)
     };
     struct Pending {  // a request whose reply waits (init barrier, sync step)
         std::string routing;
@@ -72,8 +72,8 @@ private:
         Clock::time_point since = {};  // held by the staleness bound since then
     };
     struct Counters {
-        std::uint64_t messages = 0, malformed = 0, unauthorized = 0, nonfinite = 0, stale = 0,
-                      applied = 0, errors = 0, checkpoints = 0, rows_pushed = 0, rows_pulled = 0;
+        std::uint64_t messages = 0, malformed = 0, unauthorized = 0, nonfinite = 0, stale = 0, applied = 0, errors = 0,
+                      checkpoints = 0, rows_pushed = 0, rows_pulled = 0;
         // Async: each applied gradient's staleness (updates applied since the step it was computed at).
         std::uint64_t staleness_sum = 0, staleness_max = 0;
         // --max-staleness: replies held, their total and longest wait.
@@ -101,15 +101,15 @@ private:
     // the reply, as before.
     void on_save(const std::string& routing, const wire::Header& h, Parts& parts);
     struct SaveJob {
-        Pending waiter;                 // the chief's SAVE
-        std::string dir;                // where the shard file goes
-        std::uint64_t chief_step = 0;   // the step the chief named
-        std::uint64_t shard_step = 0;   // this shard's step in the snapshot
+        Pending waiter;                // the chief's SAVE
+        std::string dir;               // where the shard file goes
+        std::uint64_t chief_step = 0;  // the step the chief named
+        std::uint64_t shard_step = 0;  // this shard's step in the snapshot
         Clock::time_point started;
         std::unique_ptr<ForkedTask> writer;  // null: written in the loop
-        bool background = false;        // the chief is not waiting: keep the outcome for its next SAVE
+        bool background = false;             // the chief is not waiting: keep the outcome for its next SAVE
     };
-    struct SaveOutcome {                // a background SAVE's result, until the chief asks for it
+    struct SaveOutcome {  // a background SAVE's result, until the chief asks for it
         std::string dir;
         Result<void> written;
     };
@@ -169,8 +169,8 @@ private:
     // or the sender's shared-memory region (`segment`, for kShm). Every float is checked finite.
     // The spans are valid while `parts` and payload_spare_ are untouched.
     [[nodiscard]] Result<std::vector<std::span<const float>>> decode_slices(const wire::Header& h, Parts& parts,
-                                                                           std::size_t first, PayloadForm form,
-                                                                           const ShmSegment* segment);
+                                                                            std::size_t first, PayloadForm form,
+                                                                            const ShmSegment* segment);
     // --auth mac (psd/parameter_server_auth.cpp): verifies a request's MAC and strips its trailer
     // from `parts`; false when the message was refused (answered with ERROR, counted, logged).
     bool authenticate(const std::string& routing, const wire::Header& h, Parts& parts);
@@ -236,10 +236,10 @@ private:
     std::atomic<bool> stop_requested_{false};
     std::optional<int> exit_code_;
     std::vector<TensorSpec> tensors_;
-    wire::ModelId model_;  // from the first HELLO (the hash from the first that had one)
-    std::unique_ptr<ThreadTeam> team_;  // splits the finite check and the update (options_.threads)
-    std::uint64_t refusals_logged_ = 0;  // log_refusal(): warnings written
-    std::uint64_t replies_sent_ = 0;       // by send_reply()
+    wire::ModelId model_;                   // from the first HELLO (the hash from the first that had one)
+    std::unique_ptr<ThreadTeam> team_;      // splits the finite check and the update (options_.threads)
+    std::uint64_t refusals_logged_ = 0;     // log_refusal(): warnings written
+    std::uint64_t replies_sent_ = 0;        // by send_reply()
     std::uint64_t handler_exceptions_ = 0;  // messages whose handling threw (survive_exception())
     Clock::time_point last_refusal_log_{};
     std::unique_ptr<ShardState> shard_;
@@ -260,10 +260,10 @@ private:
     std::optional<SaveJob> saving_;       // a checkpoint a forked writer is writing
     std::optional<SaveOutcome> saved_;    // the newest background SAVE's outcome, not yet asked for
     std::vector<Pending> drain_waiters_;  // the chief's drain HEARTBEATs, answered by release_drain_waiters()
-    std::vector<float> payload_spare_;  // decode_slices(): bf16 expanded and misaligned f32 copied, at local offsets
-    std::vector<std::uint32_t> row_id_spare_;  // decode_rows(): misaligned ids copied
+    std::vector<float> payload_spare_;    // decode_slices(): bf16 expanded and misaligned f32 copied, at local offsets
+    std::vector<std::uint32_t> row_id_spare_;   // decode_rows(): misaligned ids copied
     std::vector<std::uint64_t> row_key_spare_;  // decode_rows(): a keyed table's misaligned ids copied
-    std::vector<float> row_value_spare_;       // decode_rows(): row gradients expanded or copied
+    std::vector<float> row_value_spare_;        // decode_rows(): row gradients expanded or copied
     // Segments of clients whose ATTACH was accepted, by routing id; dropped at their DONE.
     std::unordered_map<std::string, ShmSegment> attached_;
     Bf16Params bf16_;  // --wire-precision bf16 clients: gradient expansion, bf16 parameter copies
@@ -275,16 +275,16 @@ private:
     std::unique_ptr<DataChunks> chunks_;  // psd 0: from the first CHUNK (its plan), or a checkpoint
     std::string chunks_restored_from_;    // chunks_ came from this checkpoint; no CHUNK confirmed its plan yet
     std::string chunks_missing_in_;       // the restored checkpoint held no dispenser state (logged at the next CHUNK)
-    struct Dropped {  // elastic: a worker declared dead and not back
+    struct Dropped {                      // elastic: a worker declared dead and not back
         std::uint32_t worker = 0;
         double after_s = 0;  // since psd started
         std::uint64_t step = 0;
     };
     std::vector<Dropped> dropped_;
-    std::vector<Dropped> joined_;  // workers that joined the running job (psrun join), in order
+    std::vector<Dropped> joined_;            // workers that joined the running job (psrun join), in order
     std::unique_ptr<JoinSlots> join_slots_;  // psd 0 hands out the slots; every psd knows --max-workers
-    std::optional<std::uint32_t> chief_;  // the index that said HELLO as the chief
-    std::vector<std::uint32_t> awaited_;  // dead workers check_run_finished() waits for (logged once each)
+    std::optional<std::uint32_t> chief_;     // the index that said HELLO as the chief
+    std::vector<std::uint32_t> awaited_;     // dead workers check_run_finished() waits for (logged once each)
 };
 
 }  // namespace psrun::psd

@@ -15,7 +15,8 @@ bool ParameterServer::authenticate(const std::string& routing, const Header& h, 
         ++counters_.unauthorized;
         log_refusal("a message with a MAC trailer");
         reply_error(routing, ErrorCode::kUnauthorized,
-                    std::string("this psd does not use --auth mac (") + (options_.keys ? "CURVE or owner-only ipc" : "--no-auth") +
+                    std::string("this psd does not use --auth mac (") +
+                        (options_.keys ? "CURVE or owner-only ipc" : "--no-auth") +
                         "): give every task the same --auth");
         return false;
     }
@@ -23,7 +24,8 @@ bool ParameterServer::authenticate(const std::string& routing, const Header& h, 
         verifier_->forget(routing);
         ++counters_.unauthorized;
         log_refusal("a message without a MAC (--auth mac)");
-        reply_error(routing, ErrorCode::kUnauthorized, "this psd runs --auth mac: every message needs the job key's MAC");
+        reply_error(routing, ErrorCode::kUnauthorized,
+                    "this psd runs --auth mac: every message needs the job key's MAC");
         return false;
     }
     std::vector<ByteRange> frames;

@@ -26,7 +26,8 @@ std::string source_name(const std::string& where) {
 
 void ParameterServer::on_chunk(const std::string& routing, const Header& h, Parts& parts) {
     if (options_.index != 0)
-        return reply_error(routing, ErrorCode::kInvalidArgument, "CHUNK goes to psd 0, which hands out the data chunks");
+        return reply_error(routing, ErrorCode::kInvalidArgument,
+                           "CHUNK goes to psd 0, which hands out the data chunks");
     if (h.frames.size() != 1 || h.frames[0].id != wire::kBodyFrame)
         return reply_error(routing, ErrorCode::kProtocol, "CHUNK carries exactly one body frame");
     auto request = wire::decode_chunk_request(view(parts[2]));
@@ -34,20 +35,23 @@ void ParameterServer::on_chunk(const std::string& routing, const Header& h, Part
     const ChunkPlan plan{request->examples, request->chunks, request->seed};
     if (chunks_ && !chunks_restored_from_.empty() && !(chunks_->plan() == plan)) {  // resumed with other data
         const auto& p = chunks_->plan();
-        spdlog::warn("data chunks: {} holds the data position of {} examples in {} chunks (seed {}), this "
-                     "run reads {} in {} (seed {}): the data starts again at epoch 0",
-                     source_name(chunks_restored_from_), p.examples, p.chunks, p.seed, plan.examples, plan.chunks, plan.seed);
+        spdlog::warn(
+            "data chunks: {} holds the data position of {} examples in {} chunks (seed {}), this "
+            "run reads {} in {} (seed {}): the data starts again at epoch 0",
+            source_name(chunks_restored_from_), p.examples, p.chunks, p.seed, plan.examples, plan.chunks, plan.seed);
         chunks_.reset();
     }
     if (!chunks_) {
-        if (auto ok = DataChunks::check(plan); !ok) return reply_error(routing, ErrorCode::kInvalidArgument, ok.error().message);
+        if (auto ok = DataChunks::check(plan); !ok)
+            return reply_error(routing, ErrorCode::kInvalidArgument, ok.error().message);
         chunks_ = std::make_unique<DataChunks>(plan);
         spdlog::info("data chunks: {} examples in {} chunks per epoch (seed {}), handed out by this psd", plan.examples,
                      plan.chunks, plan.seed);
         if (!chunks_missing_in_.empty())
-            spdlog::warn("data chunks: {} holds no data position (written without --data-chunks, or by a "
-                         "psrun from before it was kept): the data starts at epoch 0",
-                         source_name(chunks_missing_in_));
+            spdlog::warn(
+                "data chunks: {} holds no data position (written without --data-chunks, or by a "
+                "psrun from before it was kept): the data starts at epoch 0",
+                source_name(chunks_missing_in_));
     } else if (!(chunks_->plan() == plan)) {
         const auto& p = chunks_->plan();
         return reply_error(routing, ErrorCode::kInvalidArgument,
@@ -91,9 +95,10 @@ void ParameterServer::commit_chunk_restore(std::optional<DataChunks> restored, c
     chunks_missing_in_.clear();
     if (!restored) {
         if (chunks_)
-            spdlog::warn("data chunks: {} holds no data position: the chunks leased so far are forgotten "
-                         "and the data starts again at epoch 0",
-                         source_name(dir));
+            spdlog::warn(
+                "data chunks: {} holds no data position: the chunks leased so far are forgotten "
+                "and the data starts again at epoch 0",
+                source_name(dir));
         chunks_.reset();
         chunks_missing_in_ = dir;
         return;
@@ -107,10 +112,10 @@ void ParameterServer::commit_chunk_restore(std::optional<DataChunks> restored, c
         spdlog::info("data chunks: restored from {}: {} complete epochs, the next lease opens epoch {}", dir,
                      chunks_->epochs_complete(), chunks_->epochs_complete());
     else
-        spdlog::info("data chunks: restored from {}: {} complete epochs, epoch {} goes on with {} of {} chunks done "
-                     "({} examples); the chunks not done are leased again",
-                     dir, chunks_->epochs_complete(), open->epoch, open->chunks_done, chunks_->plan().chunks,
-                     open->examples);
+        spdlog::info(
+            "data chunks: restored from {}: {} complete epochs, epoch {} goes on with {} of {} chunks done "
+            "({} examples); the chunks not done are leased again",
+            dir, chunks_->epochs_complete(), open->epoch, open->chunks_done, chunks_->plan().chunks, open->examples);
 }
 
 void ParameterServer::on_workers_dead(const std::vector<std::uint32_t>& dead) {
@@ -121,21 +126,24 @@ void ParameterServer::on_workers_dead(const std::vector<std::uint32_t>& dead) {
         if (options_.min_workers == 0) continue;
         const double after = std::chrono::duration<double>(Clock::now() - started_).count();
         dropped_.push_back(Dropped{i, after, shard_ ? shard_->step() : 0});
-        spdlog::warn("elastic: worker {} dropped at global step {}, {:.1f} s into the run (--min-workers {}: the others "
-                     "go on)",
-                     i, dropped_.back().step, after, options_.min_workers);
+        spdlog::warn(
+            "elastic: worker {} dropped at global step {}, {:.1f} s into the run (--min-workers {}: the others "
+            "go on)",
+            i, dropped_.back().step, after, options_.min_workers);
     }
     if (options_.min_workers == 0 || faults_.aborted()) return;
     const bool chief_lost = chief_ && workers_.is_dead(*chief_);
     const std::uint32_t left = workers_.count_live() + workers_.count_done();
     if (!chief_lost && left >= options_.min_workers) return;
     const std::string reason =
-        chief_lost ? fmt::format("the chief (worker {}) was lost: an elastic run needs it (it checkpoints); resume from "
-                                 "the last checkpoint",
-                                 *chief_)
-                   : fmt::format("{} worker{} left, fewer than --min-workers {} (dropped: {}): resume from the last "
-                                 "checkpoint with more workers",
-                                 left, left == 1 ? "" : "s", options_.min_workers, WorkerTable::list(workers_.dead()));
+        chief_lost ? fmt::format(
+                         "the chief (worker {}) was lost: an elastic run needs it (it checkpoints); resume from "
+                         "the last checkpoint",
+                         *chief_)
+                   : fmt::format(
+                         "{} worker{} left, fewer than --min-workers {} (dropped: {}): resume from the last "
+                         "checkpoint with more workers",
+                         left, left == 1 ? "" : "s", options_.min_workers, WorkerTable::list(workers_.dead()));
     spdlog::error("elastic: run stopped: {}", reason);
     faults_.abort("run stopped: " + reason, kExitFailure);
 }
@@ -180,7 +188,9 @@ nlohmann::json ParameterServer::elastic_json() const {
         c["leased"] = chunks_->leased_total();
         nlohmann::json epochs = nlohmann::json::array();
         for (const EpochCount& e : chunks_->epochs())
-            epochs.push_back({{"epoch", e.epoch}, {"examples", e.examples}, {"chunks_done", e.chunks_done},
+            epochs.push_back({{"epoch", e.epoch},
+                              {"examples", e.examples},
+                              {"chunks_done", e.chunks_done},
                               {"complete", e.complete}});
         c["epochs"] = epochs;
         j["data_chunks"] = c;

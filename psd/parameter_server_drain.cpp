@@ -25,10 +25,11 @@ void ParameterServer::on_signal(int sig) {
 void ParameterServer::begin_drain(int sig) {
     if (drain_.active()) return;
     drain_.begin(sig, Clock::now());
-    spdlog::warn("{}: draining at step {}: workers are told to stop; waiting up to {:.1f} s for the chief's checkpoint and "
-                 "DONE from {} live worker(s) ({})",
-                 sig ? fmt::format("signal {}", sig) : std::string("chief's drain request"), shard_->step(),
-                 drain_.grace().count() / 1000.0, workers_.count_live(), drain_.budget().describe());
+    spdlog::warn(
+        "{}: draining at step {}: workers are told to stop; waiting up to {:.1f} s for the chief's checkpoint and "
+        "DONE from {} live worker(s) ({})",
+        sig ? fmt::format("signal {}", sig) : std::string("chief's drain request"), shard_->step(),
+        drain_.grace().count() / 1000.0, workers_.count_live(), drain_.budget().describe());
     // Sync: the partial step is dropped; its waiting workers learn that psd drains.
     release_pending(step_waiters_, wire::kFlagDraining);
     if (sync_) sync_ = make_sync();
@@ -75,8 +76,7 @@ void ParameterServer::end_preempted_run() {
             shard_->rows().materialize(team_.get());
             if (auto saved = shard_->save(shard_path(), chunks_.get()); saved)
                 spdlog::warn("saved this shard (step {}) to {} as a last resort", step, shard_path());
-            else
-                spdlog::error("{}", saved.error().message);
+            else spdlog::error("{}", saved.error().message);
         }
     }
     if (options_.standby && drain_.signal() == 0) {  // the chief's request: serve the next run

@@ -18,15 +18,17 @@ void ParameterServer::keep_waiters_alive(Clock::time_point now) {
         if (!workers_.is_dead(p.worker)) workers_.seen(p.worker, now);
     for (const auto& p : bound_waiters_)  // --max-staleness: the same, waiting for slower workers
         if (!workers_.is_dead(p.worker)) workers_.seen(p.worker, now);
-    if (saving_ && !saving_->background && !workers_.is_dead(saving_->waiter.worker))  // the chief, waiting for a forked writer
+    if (saving_ && !saving_->background &&
+        !workers_.is_dead(saving_->waiter.worker))  // the chief, waiting for a forked writer
         workers_.seen(saving_->waiter.worker, now);
 }
 
 void ParameterServer::on_worker_rejoined(const std::string& routing, std::uint32_t index) {
     const double dead_for = std::chrono::duration<double>(Clock::now() - workers_.dead_since(index)).count();
-    spdlog::warn("worker {} spoke again {:.1f} s after it was declared dead (silent for more than {} ms): it rejoins "
-                 "the run (a stopped or stalled worker, not a dead one); its next reply tells it so",
-                 index, dead_for, options_.worker_timeout.count());
+    spdlog::warn(
+        "worker {} spoke again {:.1f} s after it was declared dead (silent for more than {} ms): it rejoins "
+        "the run (a stopped or stalled worker, not a dead one); its next reply tells it so",
+        index, dead_for, options_.worker_timeout.count());
     rejoined_.insert(routing);
     on_worker_back(index);
     update_sync_replicas();  // sync: it counts again (a stale gradient is dropped as before)
@@ -41,11 +43,12 @@ bool ParameterServer::waiting_for_return(Clock::time_point now) {
     for (auto i : back) {
         if (std::find(awaited_.begin(), awaited_.end(), i) != awaited_.end()) continue;
         awaited_.push_back(i);
-        spdlog::warn("every other worker is done or dead, but worker {} (declared dead {:.1f} s ago, silent for more "
-                     "than {} ms) may still come back: waiting up to {:g} s after its death (--reconnect-wait: a "
-                     "network that blinked, or a stopped process) before the run ends without it",
-                     i, std::chrono::duration<double>(now - workers_.dead_since(i)).count(),
-                     options_.worker_timeout.count(), wait_s);
+        spdlog::warn(
+            "every other worker is done or dead, but worker {} (declared dead {:.1f} s ago, silent for more "
+            "than {} ms) may still come back: waiting up to {:g} s after its death (--reconnect-wait: a "
+            "network that blinked, or a stopped process) before the run ends without it",
+            i, std::chrono::duration<double>(now - workers_.dead_since(i)).count(), options_.worker_timeout.count(),
+            wait_s);
     }
     if (!back.empty()) return true;
     for (auto i : awaited_)
@@ -92,8 +95,8 @@ void ParameterServer::on_workers_lost() {
     if (!sync_ || !shard_ || !shard_->initialized()) return;
     update_sync_replicas();
     if (sync_->count() > 0 && sync_->count() >= sync_->replicas()) {
-        spdlog::warn("sync: completing step {} with the {} gradient{} already received", shard_->step(),
-                     sync_->count(), sync_->count() == 1 ? "" : "s");
+        spdlog::warn("sync: completing step {} with the {} gradient{} already received", shard_->step(), sync_->count(),
+                     sync_->count() == 1 ? "" : "s");
         complete_sync_step();
     }
 }
@@ -122,7 +125,8 @@ void ParameterServer::check_abort(Clock::time_point now) {
     if (!faults_.aborted()) return;
     bool all_told = true;
     for (std::uint32_t i = 0; i < options_.max_workers; ++i)
-        all_told = all_told && (!workers_.in_run(i) || faults_.was_told(i) || workers_.is_done(i) || workers_.is_dead(i));
+        all_told =
+            all_told && (!workers_.in_run(i) || faults_.was_told(i) || workers_.is_done(i) || workers_.is_dead(i));
     const auto grace = std::min<Clock::duration>(options_.worker_timeout, std::chrono::seconds(10));
     if (!all_told && now - faults_.aborted_at() < grace) return;
     spdlog::error("exiting: run aborted ({}); every worker was told: {}", faults_.abort_reason(),

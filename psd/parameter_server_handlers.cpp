@@ -71,7 +71,8 @@ void ParameterServer::on_hello(const std::string& routing, const Header& h, Part
         if (h.flags & wire::kFlagJoin) {
             on_join_hello(h.index);  // a worker that joined the running job (psd/parameter_server_join.cpp)
         } else {
-            if (workers_.is_dead(h.index) && workers_.revive(h.index, Clock::now())) on_worker_rejoined(routing, h.index);
+            if (workers_.is_dead(h.index) && workers_.revive(h.index, Clock::now()))
+                on_worker_rejoined(routing, h.index);
             workers_.hello(h.index, Clock::now());
         }
         if (h.role == wire::Role::kChief) chief_ = h.index;
@@ -85,7 +86,8 @@ void ParameterServer::on_hello(const std::string& routing, const Header& h, Part
 }
 
 void ParameterServer::on_init(const std::string& routing, const Header& h, Parts& parts) {
-    if (h.role != wire::Role::kChief) return reply_error(routing, ErrorCode::kUnauthorized, "only the chief sends INIT");
+    if (h.role != wire::Role::kChief)
+        return reply_error(routing, ErrorCode::kUnauthorized, "only the chief sends INIT");
     if (h.frames.empty() || h.frames[0].id != wire::kBodyFrame)
         return reply_error(routing, ErrorCode::kProtocol, "INIT starts with its body frame");
     auto config = wire::decode_init(view(parts[2]));
@@ -94,8 +96,8 @@ void ParameterServer::on_init(const std::string& routing, const Header& h, Parts
         if (!shard_->initialized())
             return reply_error(routing, ErrorCode::kNotFound, "INIT says restored, but this psd holds no parameters");
         shard_->restore(*config);
-        spdlog::info("INIT (restored): keeping parameters at step {}, last step {}, learning rate {} ({})", shard_->step(),
-                     config->last_step, config->optimizer.learning_rate,
+        spdlog::info("INIT (restored): keeping parameters at step {}, last step {}, learning rate {} ({})",
+                     shard_->step(), config->last_step, config->optimizer.learning_rate,
                      config->optimizer.effective_schedule().to_string());
     } else {
         auto spans = decode_slices(h, parts, 1, PayloadForm::kF32, nullptr);  // INIT sends f32 frames
@@ -132,7 +134,8 @@ void ParameterServer::on_push(const std::string& routing, const Header& h, Parts
     if (!rows && counters_.nonfinite != rejected_before) return reject_bad_gradient(routing, h, rows.error());
     if (!rows) return reply_error(routing, rows.error().code, rows.error().message);
     if (drain_.active() && sync_) {  // preemption, sync: no new step; the flag tells the worker to stop
-        if (want_params) return reply_params(routing, wire::kFlagDraining | (h.flags & wire::kFlagBf16), false, rows->pulls);
+        if (want_params)
+            return reply_params(routing, wire::kFlagDraining | (h.flags & wire::kFlagBf16), false, rows->pulls);
         return reply(routing, MessageType::kAck, wire::kFlagDraining);
     }
     ShmSegment* segment = attachment(routing);
@@ -168,8 +171,9 @@ void ParameterServer::on_push(const std::string& routing, const Header& h, Parts
         return answer(wire::kFlagStale);
     }
     if (h.step > shard_->step())
-        return reply_error(routing, ErrorCode::kProtocol, "gradient tagged with future step " + std::to_string(h.step) +
-                                                              " (current " + std::to_string(shard_->step()) + ")");
+        return reply_error(routing, ErrorCode::kProtocol,
+                           "gradient tagged with future step " + std::to_string(h.step) + " (current " +
+                               std::to_string(shard_->step()) + ")");
     if (sync_->contributed(h.index)) {
         // Its gradient for this step came on another connection, which this worker gave up (its network blinked,
         // common/ps_client_reconnect.cpp): that one counts, this one is dropped, and the reply waits for the step.
@@ -177,8 +181,9 @@ void ParameterServer::on_push(const std::string& routing, const Header& h, Parts
             return p.worker == h.index && p.routing != routing;
         });
         if (!reconnected)
-            return reply_error(routing, ErrorCode::kProtocol, "worker " + std::to_string(h.index) +
-                                                                  " already pushed for step " + std::to_string(h.step));
+            return reply_error(
+                routing, ErrorCode::kProtocol,
+                "worker " + std::to_string(h.index) + " already pushed for step " + std::to_string(h.step));
         step_waiters_.push_back(Pending{routing, h.type, h.index, h.flags & wire::kFlagBf16, copy_pulls(*rows)});
         return;
     }
@@ -191,21 +196,22 @@ void ParameterServer::on_push(const std::string& routing, const Header& h, Parts
 }
 
 void ParameterServer::on_pull(const std::string& routing, const Header& h, Parts& parts) {
-    if (wire::dense_frame_count(h) != 0) return reply_error(routing, ErrorCode::kProtocol, "PULL carries no slice frames");
+    if (wire::dense_frame_count(h) != 0)
+        return reply_error(routing, ErrorCode::kProtocol, "PULL carries no slice frames");
     auto rows = decode_rows(h, parts, 0);
     if (!rows) return reply_error(routing, rows.error().code, rows.error().message);
     // Sync: a worker whose gradient for the current step is in (it lost its connection while its PUSH_PULL
     // waited, and PULLs after reconnecting) waits for that step, as the PUSH_PULL would have.
     const bool is_worker = h.role == wire::Role::kWorker || h.role == wire::Role::kChief;
-    if (sync_ && is_worker && shard_->initialized() && !shard_->finished() &&
-        sync_->contributed(h.index)) {
+    if (sync_ && is_worker && shard_->initialized() && !shard_->finished() && sync_->contributed(h.index)) {
         step_waiters_.push_back(Pending{routing, h.type, h.index, h.flags & wire::kFlagBf16, copy_pulls(*rows)});
         return;
     }
     // A worker of a new standby run waits for that run's INIT (awaiting_run_init_); others need parameters.
     if (shard_->initialized() && !(awaiting_run_init_ && h.role == wire::Role::kWorker))
-        return reply_params(routing, (shard_->finished() ? wire::kFlagFinished : 0) |
-                                         (drain_.active() ? wire::kFlagDraining : 0) | (h.flags & wire::kFlagBf16),
+        return reply_params(routing,
+                            (shard_->finished() ? wire::kFlagFinished : 0) |
+                                (drain_.active() ? wire::kFlagDraining : 0) | (h.flags & wire::kFlagBf16),
                             false, rows->pulls);
     if (init_waiters_.empty()) first_init_wait_ = Clock::now();
     init_waiters_.push_back(Pending{routing, h.type, h.index, h.flags & wire::kFlagBf16, copy_pulls(*rows)});
@@ -260,7 +266,8 @@ void ParameterServer::on_dircheck(const std::string& routing, const Header& h, P
 }
 
 void ParameterServer::on_restore(const std::string& routing, const Header& h, Parts& parts) {
-    if (h.role != wire::Role::kChief) return reply_error(routing, ErrorCode::kUnauthorized, "only the chief sends RESTORE");
+    if (h.role != wire::Role::kChief)
+        return reply_error(routing, ErrorCode::kUnauthorized, "only the chief sends RESTORE");
     if (h.frames.size() != 1 || h.frames[0].id != wire::kBodyFrame)
         return reply_error(routing, ErrorCode::kProtocol, "RESTORE carries exactly one body frame");
     auto request = wire::decode_restore(view(parts[2]));

@@ -13,9 +13,10 @@ using wire::MessageType;
 
 std::string ParameterServer::model_mismatch(const wire::ModelId& model, const std::string& sender) const {
     if (!shard_ || model_.hash.empty() || model.hash.empty() || model.hash == model_.hash) return "";
-    return fmt::format("this psd serves model '{}' (architecture {}) but {} trains model '{}' (architecture {}): "
-                       "start every worker with the same --model, or restart psd for a new model",
-                       model_.name, model_.hash.substr(0, 12), sender, model.name, model.hash.substr(0, 12));
+    return fmt::format(
+        "this psd serves model '{}' (architecture {}) but {} trains model '{}' (architecture {}): "
+        "start every worker with the same --model, or restart psd for a new model",
+        model_.name, model_.hash.substr(0, 12), sender, model.name, model.hash.substr(0, 12));
 }
 
 std::uint32_t ParameterServer::members() const {
@@ -26,7 +27,8 @@ std::uint32_t ParameterServer::members() const {
 
 void ParameterServer::on_join(const std::string& routing, const Header& h, Parts& parts) {
     if (options_.index != 0)
-        return reply_error(routing, ErrorCode::kInvalidArgument, "JOIN goes to psd 0, which hands out the worker slots");
+        return reply_error(routing, ErrorCode::kInvalidArgument,
+                           "JOIN goes to psd 0, which hands out the worker slots");
     if (h.frames.size() != 1 || h.frames[0].id != wire::kBodyFrame)
         return reply_error(routing, ErrorCode::kProtocol, "JOIN carries exactly one body frame");
     auto request = wire::decode_join_request(view(parts[2]));
@@ -43,7 +45,8 @@ void ParameterServer::on_join(const std::string& routing, const Header& h, Parts
                                        "(psrun local/run --max-workers) to let workers join",
                                        options_.num_workers, options_.num_workers == 1 ? "" : "s"));
     if (shard_ && shard_->finished())
-        return reply_error(routing, ErrorCode::kInvalidArgument, "the run is over (its last step is trained): nothing to join");
+        return reply_error(routing, ErrorCode::kInvalidArgument,
+                           "the run is over (its last step is trained): nothing to join");
     const auto now = Clock::now();
     const bool elastic = options_.min_workers > 0;
     const auto slot = join_slots_->assign(
@@ -55,7 +58,8 @@ void ParameterServer::on_join(const std::string& routing, const Header& h, Parts
                                        options_.max_workers, options_.max_workers));
     spdlog::info("join: slot {} handed out to a joining worker (model '{}', {} data chunks); {} of {} slots in the run",
                  *slot, request->model.name, request->chunks, members(), options_.max_workers);
-    const std::string body = wire::encode_join_grant(wire::JoinGrant{*slot, options_.num_workers, options_.max_workers});
+    const std::string body =
+        wire::encode_join_grant(wire::JoinGrant{*slot, options_.num_workers, options_.max_workers});
     reply(routing, MessageType::kJoin, 0, &body);
 }
 
@@ -64,10 +68,9 @@ void ParameterServer::on_join_hello(std::uint32_t index) {
     // A join, or the same joiner again (it reconnected, maybe after it was declared dead)? psd 0
     // handed the slot out: a HELLO that takes a grant is a join, and so is a slot's first. The
     // other shards see no JOIN: a HELLO at a live joiner's slot is a reconnection there.
-    const bool again = options_.index == 0
-                           ? workers_.is_joined(index) && !join_slots_->pending(index)
-                           : workers_.is_joined(index) && workers_.is_attached(index) && !workers_.is_dead(index) &&
-                                 !workers_.is_done(index);
+    const bool again = options_.index == 0 ? workers_.is_joined(index) && !join_slots_->pending(index)
+                                           : workers_.is_joined(index) && workers_.is_attached(index) &&
+                                                 !workers_.is_dead(index) && !workers_.is_done(index);
     join_slots_->attached(index);
     workers_.join(index, now);
     if (again) {
@@ -77,8 +80,7 @@ void ParameterServer::on_join_hello(std::uint32_t index) {
     const double after = std::chrono::duration<double>(now - started_).count();
     joined_.push_back(Dropped{index, after, shard_ ? shard_->step() : 0});
     spdlog::info("join: worker {} joined the run at global step {}, {:.1f} s into it ({} workers in the run{})", index,
-                 joined_.back().step, after, members(),
-                 sync_ ? "; sync steps count it from its first gradient" : "");
+                 joined_.back().step, after, members(), sync_ ? "; sync steps count it from its first gradient" : "");
 }
 
 void ParameterServer::activate_joiner(std::uint32_t index) {

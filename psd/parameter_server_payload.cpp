@@ -39,11 +39,11 @@ Result<std::vector<std::span<const float>>> ParameterServer::decode_slices(const
             return make_error(ErrorCode::kProtocol, "frame " + std::to_string(first + k) + " is not slice " +
                                                         std::to_string(ids[k]) + " of this shard");
         if (d.bytes != length * value_bytes(form))
-            return make_error(ErrorCode::kProtocol,
-                              "bf16 gradient frame " + std::to_string(k) + " (slice " + std::to_string(ids[k]) + ") has " +
-                                  std::to_string(frame.size()) + " bytes; its " + std::to_string(length) +
-                                  " values take exactly " + std::to_string(length * value_bytes(form)) +
-                                  " bytes in bf16");
+            return make_error(ErrorCode::kProtocol, "bf16 gradient frame " + std::to_string(k) + " (slice " +
+                                                        std::to_string(ids[k]) + ") has " +
+                                                        std::to_string(frame.size()) + " bytes; its " +
+                                                        std::to_string(length) + " values take exactly " +
+                                                        std::to_string(length * value_bytes(form)) + " bytes in bf16");
         spans.push_back(decode_frame(frame, length, form, payload_spare_.data() + shard_->local_offset(k)));
     }
     PSRUN_TRY(check_finite(spans));
@@ -53,8 +53,8 @@ Result<std::vector<std::span<const float>>> ParameterServer::decode_slices(const
 Result<RowFrames> ParameterServer::decode_rows(const Header& h, Parts& parts, std::size_t dense_end) {
     const auto descs = std::span<const FrameDesc>(h.frames).subspan(dense_end);
     const auto frames = std::span<const zmq::message_t>(parts).subspan(2 + dense_end);
-    auto rows = parse_row_frames(shard_->layout(), tensors_, options_.index, h.type, payload_form(h.flags), descs, frames,
-                                 row_id_spare_, row_key_spare_, row_value_spare_);
+    auto rows = parse_row_frames(shard_->layout(), tensors_, options_.index, h.type, payload_form(h.flags), descs,
+                                 frames, row_id_spare_, row_key_spare_, row_value_spare_);
     if (!rows) return rows;
     if (h.flags & wire::kFlagLookup)
         for (auto& p : rows->pulls) p.lookup = true;
@@ -77,11 +77,9 @@ nlohmann::json ParameterServer::keyed_tables_json() const {
         if (!index) continue;
         const auto& c = index->counters();
         out[tensors_.at(rows.table(t).tensor).name] = {
-            {"rows", index->rows()},           {"capacity", index->capacity()},
-            {"admitted", c.admitted},          {"refused", c.refused},
-            {"refused_full", c.refused_full},
-            {"evicted_full", c.evicted_full},  {"evicted_idle", c.evicted_idle},
-            {"gradients_dropped", rows.dropped(t)}};
+            {"rows", index->rows()},          {"capacity", index->capacity()},       {"admitted", c.admitted},
+            {"refused", c.refused},           {"refused_full", c.refused_full},      {"evicted_full", c.evicted_full},
+            {"evicted_idle", c.evicted_idle}, {"gradients_dropped", rows.dropped(t)}};
     }
     return out;
 }
@@ -160,8 +158,9 @@ void ParameterServer::reply_params(const std::string& routing, std::uint32_t fla
             payloads.push_back(encode_staged_bf16(
                 std::span<const std::uint16_t>(bf16->data.data() + shard_->local_offset(k), length), bf16->holds));
         else
-            payloads.push_back(encode_frame(std::span<const float>(buffer.data.data() + shard_->local_offset(k), length),
-                                            PayloadForm::kF32, nullptr, buffer.holds));
+            payloads.push_back(
+                encode_frame(std::span<const float>(buffer.data.data() + shard_->local_offset(k), length),
+                             PayloadForm::kF32, nullptr, buffer.holds));
     }
     h.frames.insert(h.frames.end(), row_descs.begin(), row_descs.end());
     for (auto& f : row_frames) payloads.push_back(std::move(f));

@@ -41,9 +41,10 @@ void ParameterServer::reply_error(const std::string& routing, ErrorCode code, co
 
 bool ParameterServer::survive_exception(const Parts& parts, std::uint64_t replies_before, const std::string& what) {
     if ((shard_ && shard_->torn()) || (sync_ && sync_->torn())) {
-        spdlog::critical("handling a message threw while the shard was being written ({}): its parameters may be "
-                         "half-updated, so psd stops serving them (the job resumes from its last checkpoint)",
-                         what);
+        spdlog::critical(
+            "handling a message threw while the shard was being written ({}): its parameters may be "
+            "half-updated, so psd stops serving them (the job resumes from its last checkpoint)",
+            what);
         return false;
     }
     ++handler_exceptions_;
@@ -79,7 +80,8 @@ void ParameterServer::send_reply(const std::string& routing, Header& h, std::vec
     const auto more = [](bool m) { return m ? zmq::send_flags::sndmore : zmq::send_flags::none; };
     socket_.send(zmq::buffer(routing), zmq::send_flags::sndmore);
     socket_.send(zmq::buffer(bytes), more(!payloads.empty() || trailer));
-    for (std::size_t k = 0; k < payloads.size(); ++k) socket_.send(payloads[k], more(k + 1 < payloads.size() || trailer));
+    for (std::size_t k = 0; k < payloads.size(); ++k)
+        socket_.send(payloads[k], more(k + 1 < payloads.size() || trailer));
     if (trailer) socket_.send(zmq::buffer(*trailer), zmq::send_flags::none);
     ++replies_sent_;
 }

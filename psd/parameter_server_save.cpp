@@ -13,7 +13,8 @@ using wire::Header;
 using wire::MessageType;
 
 void ParameterServer::on_save(const std::string& routing, const Header& h, Parts& parts) {
-    if (h.role != wire::Role::kChief) return reply_error(routing, ErrorCode::kUnauthorized, "only the chief sends SAVE");
+    if (h.role != wire::Role::kChief)
+        return reply_error(routing, ErrorCode::kUnauthorized, "only the chief sends SAVE");
     if (h.frames.size() != 1 || h.frames[0].id != wire::kBodyFrame)
         return reply_error(routing, ErrorCode::kProtocol, "SAVE carries exactly one body frame");
     auto dir = wire::decode_save(view(parts[2]));
@@ -45,8 +46,8 @@ void ParameterServer::on_save(const std::string& routing, const Header& h, Parts
         return reply(routing, MessageType::kAck, shard_->finished() ? wire::kFlagFinished : 0);
     }
     saved_.reset();  // an outcome the chief never asked for: it moved on
-    SaveJob job{Pending{routing, MessageType::kSave, h.index}, *dir, h.step, shard_->step(), Clock::now(), nullptr,
-                background};
+    SaveJob job{
+        Pending{routing, MessageType::kSave, h.index}, *dir, h.step, shard_->step(), Clock::now(), nullptr, background};
     if (options_.fork_checkpoints) {
         // The child sees the shard as it is now; it has no thread team (only this thread is forked).
         auto writer = ForkedTask::start([this, d = *dir] { return write_checkpoint(d); });

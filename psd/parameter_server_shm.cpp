@@ -52,9 +52,8 @@ Result<std::vector<std::span<const float>>> ParameterServer::shm_slices(const He
     return spans;
 }
 
-void ParameterServer::reply_params_shm(const std::string& routing, std::uint32_t flags, ShmSegment& seg,
-                                       bool written, std::vector<wire::FrameDesc> row_descs,
-                                       std::vector<zmq::message_t> row_frames) {
+void ParameterServer::reply_params_shm(const std::string& routing, std::uint32_t flags, ShmSegment& seg, bool written,
+                                       std::vector<wire::FrameDesc> row_descs, std::vector<zmq::message_t> row_frames) {
     if (!written) shard_->copy_params_to(seg.params(), team_.get());
     reply(routing, MessageType::kParams, flags | wire::kFlagShm, nullptr, std::move(row_descs), std::move(row_frames));
 }

@@ -59,24 +59,32 @@ Result<RowFrames> parse_row_frames(const ShardLayout& layout, const std::vector<
         const RowPart part = wire::row_part(id);
         const std::uint32_t tensor = wire::row_tensor(id);
         const int table = layout.table_of(tensor);
-        if (table < 0) return protocol_error(where + " names tensor " + std::to_string(tensor) + ", which is not a sparse table");
+        if (table < 0)
+            return protocol_error(where + " names tensor " + std::to_string(tensor) + ", which is not a sparse table");
         const std::string name = "'" + tensors.at(tensor).name + "'";
         const std::size_t width = layout.tables[static_cast<std::size_t>(table)].width;
         switch (part) {
             case RowPart::kGradIds:
             case RowPart::kPullIds: {
                 const bool grad = part == RowPart::kGradIds;
-                if (grad && !may_push) return protocol_error(where + ": gradient rows of " + name + " in a " + std::string(to_string(type)));
-                if (!grad && !may_pull) return protocol_error(where + ": rows of " + name + " pulled in a " + std::string(to_string(type)));
-                if (grad && last_pull >= 0) return protocol_error(where + ": gradient rows of " + name + " after the pulled rows");
+                if (grad && !may_push)
+                    return protocol_error(where + ": gradient rows of " + name + " in a " +
+                                          std::string(to_string(type)));
+                if (!grad && !may_pull)
+                    return protocol_error(where + ": rows of " + name + " pulled in a " + std::string(to_string(type)));
+                if (grad && last_pull >= 0)
+                    return protocol_error(where + ": gradient rows of " + name + " after the pulled rows");
                 int& last = grad ? last_grad : last_pull;
-                if (table <= last) return protocol_error(where + ": tables must come once each, in tensor order (" + name + ")");
+                if (table <= last)
+                    return protocol_error(where + ": tables must come once each, in tensor order (" + name + ")");
                 last = table;
                 const bool keyed = layout.tables[static_cast<std::size_t>(table)].keyed;
                 const std::size_t id_bytes = keyed ? 8 : 4;
-                if (descs[i].bytes % id_bytes != 0 || descs[i].bytes == 0 || descs[i].bytes / id_bytes > wire::kMaxRowsPerFrame)
-                    return protocol_error(where + " (ids of " + name + ") must hold 1.." + std::to_string(wire::kMaxRowsPerFrame) +
-                               (keyed ? " uint64 ids (a keyed table)" : " uint32 ids"));
+                if (descs[i].bytes % id_bytes != 0 || descs[i].bytes == 0 ||
+                    descs[i].bytes / id_bytes > wire::kMaxRowsPerFrame)
+                    return protocol_error(where + " (ids of " + name + ") must hold 1.." +
+                                          std::to_string(wire::kMaxRowsPerFrame) +
+                                          (keyed ? " uint64 ids (a keyed table)" : " uint32 ids"));
                 const std::size_t n = descs[i].bytes / id_bytes;
                 plan.push_back(Plan{part, static_cast<std::uint32_t>(table), n});
                 (keyed ? total_keys : total_ids) += n;
@@ -86,16 +94,18 @@ Result<RowFrames> parse_row_frames(const ShardLayout& layout, const std::vector<
                 const std::uint64_t want = static_cast<std::uint64_t>(n) * width * value_bytes(form);
                 if (descs[i + 1].bytes != want)
                     return protocol_error("row frame " + std::to_string(i + 1) + " (values of " + name + ") has " +
-                               std::to_string(descs[i + 1].bytes) + " bytes; " + std::to_string(n) + " rows of " +
-                               std::to_string(width) + " take exactly " + std::to_string(want) + " in " +
-                               std::string(to_string(form)));
+                                          std::to_string(descs[i + 1].bytes) + " bytes; " + std::to_string(n) +
+                                          " rows of " + std::to_string(width) + " take exactly " +
+                                          std::to_string(want) + " in " + std::string(to_string(form)));
                 plan.push_back(Plan{RowPart::kGradValues, static_cast<std::uint32_t>(table), n});
                 total_values += n * width;
                 ++i;
                 break;
             }
-            default: return protocol_error(where + ": a " + (part == RowPart::kValues ? "reply's values" : "values frame without ids") +
-                                 " in a request");
+            default:
+                return protocol_error(where + ": a " +
+                                      (part == RowPart::kValues ? "reply's values" : "values frame without ids") +
+                                      " in a request");
         }
     }
     // Pass 2: ids in place or copied, checked; values decoded.
@@ -115,8 +125,8 @@ Result<RowFrames> parse_row_frames(const ShardLayout& layout, const std::vector<
             continue;
         }
         if (table.keyed) {
-            PSRUN_TRY_ASSIGN(auto keys, parse_keys(frame, p.ids, key_spare.data() + key_at, table, layout.num_shards, shard,
-                                   tensors.at(table.tensor).name));
+            PSRUN_TRY_ASSIGN(auto keys, parse_keys(frame, p.ids, key_spare.data() + key_at, table, layout.num_shards,
+                                                   shard, tensors.at(table.tensor).name));
             key_at += p.ids;
             RowSlice slice{p.table, {}, {}, keys};
             (p.part == RowPart::kGradIds ? out.grads : out.pulls).push_back(slice);
@@ -132,13 +142,14 @@ Result<RowFrames> parse_row_frames(const ShardLayout& layout, const std::vector<
         for (std::size_t k = 0; k < p.ids; ++k) {
             if (ids[k] >= table.num_rows)
                 return protocol_error("row id " + std::to_string(ids[k]) + " of " + name + " is not below its " +
-                           std::to_string(table.num_rows) + " rows");
+                                      std::to_string(table.num_rows) + " rows");
             if (const std::uint32_t owner = table.owner(ids[k], layout.num_shards); owner != shard)
                 return protocol_error("row id " + std::to_string(ids[k]) + " of " + name + " belongs to shard " +
-                           std::to_string(owner) + ", not " + std::to_string(shard));
+                                      std::to_string(owner) + ", not " + std::to_string(shard));
             if (k > 0 && ids[k] <= ids[k - 1])
-                return protocol_error("row ids of " + name + " are not strictly ascending (" + std::to_string(ids[k - 1]) + ", " +
-                           std::to_string(ids[k]) + "): the client sums duplicates and sorts");
+                return protocol_error("row ids of " + name + " are not strictly ascending (" +
+                                      std::to_string(ids[k - 1]) + ", " + std::to_string(ids[k]) +
+                                      "): the client sums duplicates and sorts");
         }
         RowSlice slice{p.table, std::span<const std::uint32_t>(ids, p.ids), {}};
         (p.part == RowPart::kGradIds ? out.grads : out.pulls).push_back(slice);

@@ -19,11 +19,11 @@
 namespace psrun::psd {
 
 struct RowSlice {
-    std::uint32_t table = 0;             // position in layout.tables
-    std::span<const std::uint32_t> ids;  // strictly ascending, owned by the shard (empty for a keyed table)
-    std::span<const float> values;       // gradients: size() x width floats; pulls: empty
+    std::uint32_t table = 0;                   // position in layout.tables
+    std::span<const std::uint32_t> ids;        // strictly ascending, owned by the shard (empty for a keyed table)
+    std::span<const float> values;             // gradients: size() x width floats; pulls: empty
     std::span<const std::uint64_t> keys = {};  // a keyed table's raw ids, as `ids`
-    bool lookup = false;  // pulls: only read, nothing created or admitted (wire::kFlagLookup)
+    bool lookup = false;                       // pulls: only read, nothing created or admitted (wire::kFlagLookup)
     std::size_t size() const { return keys.empty() ? ids.size() : keys.size(); }
 };
 
@@ -39,12 +39,9 @@ struct RowFrames {
 // `key_spare`); values are decoded (common/payload_codec.h) into `value_spare`. The spares may be
 // resized; the spans stay valid while the frames and the spares are untouched. kProtocol naming
 // the frame, table or id otherwise.
-[[nodiscard]] Result<RowFrames> parse_row_frames(const ShardLayout& layout, const std::vector<TensorSpec>& tensors,
-                                                 std::uint32_t shard, wire::MessageType type, PayloadForm form,
-                                                 std::span<const wire::FrameDesc> descs,
-                                                 std::span<const zmq::message_t> frames,
-                                                 std::vector<std::uint32_t>& id_spare,
-                                                 std::vector<std::uint64_t>& key_spare,
-                                                 std::vector<float>& value_spare);
+[[nodiscard]] Result<RowFrames> parse_row_frames(
+    const ShardLayout& layout, const std::vector<TensorSpec>& tensors, std::uint32_t shard, wire::MessageType type,
+    PayloadForm form, std::span<const wire::FrameDesc> descs, std::span<const zmq::message_t> frames,
+    std::vector<std::uint32_t>& id_spare, std::vector<std::uint64_t>& key_spare, std::vector<float>& value_spare);
 
 }  // namespace psrun::psd

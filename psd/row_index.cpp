@@ -152,8 +152,8 @@ void RowIndex::restore(std::span<const Entry> entries) {
     for (const Entry& e : sorted) {
         if (used[e.slot] || !map_.emplace(e.id, e.slot).second)
             throw std::invalid_argument("row index entry for id " + std::to_string(e.id) + " (slot " +
-                                        std::to_string(e.slot) + "): " +
-                                        (used[e.slot] ? "the slot is given twice" : "the id is given twice"));
+                                        std::to_string(e.slot) +
+                                        "): " + (used[e.slot] ? "the slot is given twice" : "the id is given twice"));
         used[e.slot] = true;
         slot_id_[e.slot] = e.id;
         slot_update_[e.slot] = e.last_update;

@@ -38,14 +38,14 @@
 namespace psrun::psd {
 
 class RowIndex {
-public:
+  public:
     struct Policy {
-        std::uint64_t capacity = 0;        // rows at most (>= 1, < 2^32)
-        std::uint32_t admit_after = 1;     // occurrences before an id becomes a row (1: the first)
-        double admit_probability = 1.0;    // (0, 1]: the chance per occurrence, once counted enough
-        std::uint64_t evict_after = 0;     // updates without a push before sweep() evicts (0: never)
+        std::uint64_t capacity = 0;      // rows at most (>= 1, < 2^32)
+        std::uint32_t admit_after = 1;   // occurrences before an id becomes a row (1: the first)
+        double admit_probability = 1.0;  // (0, 1]: the chance per occurrence, once counted enough
+        std::uint64_t evict_after = 0;   // updates without a push before sweep() evicts (0: never)
         std::uint64_t seed = 0;
-        bool frequency_gate = true;        // a full index admits an id only when more frequent than its victim
+        bool frequency_gate = true;  // a full index admits an id only when more frequent than its victim
     };
     struct Counters {
         std::uint64_t admitted = 0;      // ids made rows
@@ -97,7 +97,7 @@ public:
     // are cleared (ids not admitted start counting again).
     void restore(std::span<const Entry> entries);
 
-private:
+  private:
     void link_last(std::uint32_t slot);
     void unlink(std::uint32_t slot);
     void evict(std::uint32_t slot);

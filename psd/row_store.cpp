@@ -18,7 +18,8 @@ constexpr std::uint64_t kParallelInitRows = 1 << 14;
 template <class T>
 RowStore::Pages<T>::Pages(std::size_t n) : size_(n) {
     if (n == 0) return;
-    void* p = ::mmap(nullptr, n * sizeof(T), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void* p =
+        ::mmap(nullptr, n * sizeof(T), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
     // Huge pages where the kernel has them: rows are touched at random, and 4 KiB pages cost a fault
     // per new row per array and a TLB miss per update (measured: over half of psd's time on a 50M-row
@@ -179,7 +180,8 @@ std::uint64_t RowStore::rows_created() const {
     for (const auto& table : tables_)
         for (std::size_t w = 0; w < table.created.size(); ++w) {
             std::uint64_t word = table.created[w];
-            if (w + 1 == table.created.size() && table.local_rows % 64) word &= (std::uint64_t{1} << (table.local_rows % 64)) - 1;
+            if (w + 1 == table.created.size() && table.local_rows % 64)
+                word &= (std::uint64_t{1} << (table.local_rows % 64)) - 1;
             n += static_cast<std::uint64_t>(__builtin_popcountll(word));
         }
     return n;

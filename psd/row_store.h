@@ -50,7 +50,7 @@
 namespace psrun::psd {
 
 class RowStore {
-public:
+  public:
     RowStore(const ShardLayout& layout, std::uint32_t shard, const std::vector<TensorSpec>& tensors);
 
     std::size_t size() const { return tables_.size(); }  // tables, in layout.tables order
@@ -134,11 +134,11 @@ public:
     std::size_t slot_floats() const;     // optimizer slots held
     std::size_t average_floats() const;  // moving averages held
 
-private:
+  private:
     // n values of zero pages (anonymous mmap), backed by memory only where written.
     template <class T>
     class Pages {
-    public:
+      public:
         Pages() = default;
         explicit Pages(std::size_t n);
         ~Pages();
@@ -149,7 +149,7 @@ private:
         bool empty() const { return size_ == 0; }
         operator std::span<T>() const { return {data_, size_}; }
 
-    private:
+      private:
         T* data_ = nullptr;
         std::size_t size_ = 0;
     };
@@ -157,7 +157,7 @@ private:
     struct Table {
         RowTable spec;
         RowInit init;
-        std::string name;  // the tensor's: its --param-group
+        std::string name;          // the tensor's: its --param-group
         OptimizerConfig resolved;  // config_.for_tensor(name, 2), set with config_ (set_config)
         std::uint64_t local_rows = 0;
         Floats values, slot0, slot1;
@@ -165,15 +165,16 @@ private:
         Pages<std::uint64_t> ema_at;         // per local row: the update count ema is current at
         std::vector<std::uint64_t> created;  // bit i: local row i has its initial values and slots
         std::uint64_t updates = 0;
-        std::unique_ptr<RowIndex> index;     // keyed tables: id -> slot (the local row)
-        RowPolicy policy;                    // keyed tables
-        std::uint64_t dropped = 0;           // keyed tables: gradients of ids that were not rows
+        std::unique_ptr<RowIndex> index;  // keyed tables: id -> slot (the local row)
+        RowPolicy policy;                 // keyed tables
+        std::uint64_t dropped = 0;        // keyed tables: gradients of ids that were not rows
     };
     // Adopts `config` and resolves each table's (its --param-group) once, not per update.
     void set_config(const OptimizerConfig& config);
     // Gives local row i of `table` its initial values and fresh slots unless it has them.
     void create(Table& table, std::uint64_t i) const {
-        if (!(table.created[i >> 6] >> (i & 63) & 1)) create_row(table, i, table.spec.global_row(i, shard_, num_shards_));
+        if (!(table.created[i >> 6] >> (i & 63) & 1))
+            create_row(table, i, table.spec.global_row(i, shard_, num_shards_));
     }
     // `id`: the row's id for its initial values (a keyed table's raw id; else the row).
     void create_row(Table& table, std::uint64_t i, std::uint64_t id) const;

@@ -40,9 +40,8 @@ void RowStore::read(std::size_t t, Part part, std::uint64_t first, std::span<flo
                 fill_row(table.init, table.spec.global_row(i, shard_, num_shards_), row);
             else if (part == Part::kSlot0 && config_.kind == OptimizerKind::kAdagrad)
                 std::fill(row.begin(), row.end(), config_.adagrad_initial);
-            else
-                continue;  // a fresh slot of the others is the zero page it is
-        } else {  // as catch_up() would bring it
+            else continue;  // a fresh slot of the others is the zero page it is
+        } else {            // as catch_up() would bring it
             power = power_for(table.updates - table.ema_at.data()[i], power);
             decay_toward(table.values.data() + i * width, table.ema.data() + i * width, power, width, row.data());
         }

@@ -19,10 +19,10 @@ struct ServerOptions {
     // Elastic membership (--max-workers M, psrun join): slots num_workers..M-1 are for workers that
     // join the running job (psd 0 hands them out on JOIN, psd/join_slots.h); 0: as many as num_workers.
     std::uint32_t max_workers = 0;
-    std::string model_dir;                // standby: ps-<i>.endpoint and ps-<i>.shard live here
-    std::optional<JobKeys> keys;          // nullopt: --no-auth (no CURVE)
-    std::uint64_t token = 0;              // expected job token (keys->token when keys are set)
-    AuthMode auth = kDefaultAuthMode;     // with keys, on tcp: CURVE or a MAC on every message
+    std::string model_dir;                  // standby: ps-<i>.endpoint and ps-<i>.shard live here
+    std::optional<JobKeys> keys;            // nullopt: --no-auth (no CURVE)
+    std::uint64_t token = 0;                // expected job token (keys->token when keys are set)
+    AuthMode auth = kDefaultAuthMode;       // with keys, on tcp: CURVE or a MAC on every message
     std::chrono::seconds auth_window{300};  // --auth mac: allowed clock difference (common/message_auth.h)
     bool standby = false;
     std::chrono::milliseconds worker_timeout{60000};
@@ -53,7 +53,7 @@ struct ServerOptions {
     // SAVE writes the checkpoint in a forked child from a snapshot, so the poll loop keeps serving
     // meanwhile (psd/forked_task.h); false (--checkpoint-in-loop): in the loop, every worker waits.
     bool fork_checkpoints = true;
-    std::uint64_t max_bad_grads = 100;    // rejected non-finite gradients before the run is aborted; 0: no limit
+    std::uint64_t max_bad_grads = 100;  // rejected non-finite gradients before the run is aborted; 0: no limit
 };
 
 }  // namespace psrun::psd

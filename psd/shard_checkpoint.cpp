@@ -28,8 +28,8 @@ std::string shard_checkpoint_name(std::uint32_t shard, std::uint32_t num_shards)
     return "ps-" + std::to_string(shard) + "-of-" + std::to_string(num_shards) + ".tensors";
 }
 
-Result<void> save_shard_checkpoint(const ShardState& shard, const std::vector<TensorSpec>& tensors,
-                                   std::uint32_t index, const std::string& dir) {
+Result<void> save_shard_checkpoint(const ShardState& shard, const std::vector<TensorSpec>& tensors, std::uint32_t index,
+                                   const std::string& dir) {
     const auto& ids = shard.slice_ids();
     std::vector<std::array<float, 5>> states(ids.size());
     std::vector<TensorView> views;
@@ -59,14 +59,16 @@ Result<void> save_shard_checkpoint(const ShardState& shard, const std::vector<Te
     }
     std::vector<std::array<float, 5>> row_states;
     std::vector<std::vector<float>> row_keys;
-    if (auto ok = add_row_pieces(shard, tensors, views, row_states, row_keys); !ok) return ok;  // views of the rows: no copy
+    if (auto ok = add_row_pieces(shard, tensors, views, row_states, row_keys); !ok)
+        return ok;  // views of the rows: no copy
     return write_tensor_file(dir + "/" + shard_checkpoint_name(index, shard.layout().num_shards), views);
 }
 
 Result<void> load_shard_checkpoint(ShardState& shard, const std::vector<TensorSpec>& tensors,
                                    const wire::InitConfig& config, const std::string& dir) {
     std::error_code ec;
-    if (!fs::is_directory(dir, ec)) return make_error(ErrorCode::kNotFound, "checkpoint " + dir + " is not a directory");
+    if (!fs::is_directory(dir, ec))
+        return make_error(ErrorCode::kNotFound, "checkpoint " + dir + " is not a directory");
     std::vector<std::string> names;
     for (const auto& e : fs::directory_iterator(dir, ec)) {
         const std::string name = e.path().filename().string();
@@ -90,7 +92,8 @@ Result<void> load_shard_checkpoint(ShardState& shard, const std::vector<TensorSp
             PSRUN_TRY_ASSIGN(const bool row_piece, index_row_piece(t, f, e, where, row_pieces));
             if (row_piece) continue;
             PieceName name;
-            if (!parse_piece_name(t.name, name)) return invalid_argument(where + ": unexpected tensor '" + t.name + "'");
+            if (!parse_piece_name(t.name, name))
+                return invalid_argument(where + ": unexpected tensor '" + t.name + "'");
             auto& p = pieces[name.tensor][name.offset];
             p.offset = name.offset;
             p.length = name.length;
@@ -102,7 +105,8 @@ Result<void> load_shard_checkpoint(ShardState& shard, const std::vector<TensorSp
             if (name.part == "param") p.param = static_cast<int>(e);
             else if (name.part == "ema") p.ema = static_cast<int>(e);
             else if (is_state) p.state = static_cast<int>(e);
-            else if (name.part.starts_with("slot") && name.part.size() == 5 && name.part[4] >= '0' && name.part[4] <= '1') {
+            else if (name.part.starts_with("slot") && name.part.size() == 5 && name.part[4] >= '0' &&
+                     name.part[4] <= '1') {
                 const std::size_t j = static_cast<std::size_t>(name.part[4] - '0');
                 if (p.slots.size() <= j) p.slots.resize(j + 1, -1);
                 p.slots[j] = static_cast<int>(e);
@@ -137,14 +141,16 @@ Result<void> load_shard_checkpoint(ShardState& shard, const std::vector<TensorSp
         std::uint64_t covered = 0;
         bool first = true;
         if (row_pieces.contains(spec.name))
-            return make_error(ErrorCode::kInvalidArgument, "checkpoint " + dir + " holds '" + spec.name +
-                                                               "' as a sparse table, the model has it as a dense tensor");
+            return make_error(ErrorCode::kInvalidArgument,
+                              "checkpoint " + dir + " holds '" + spec.name +
+                                  "' as a sparse table, the model has it as a dense tensor");
         for (const auto& [offset, p] : pieces[spec.name]) {
             const std::string where = dir + "/" + names[p.file];
             if (p.offset + p.length > spec.elements())
                 return make_error(ErrorCode::kInvalidArgument,
                                   where + ": piece of '" + spec.name + "' beyond its size: written for another model");
-            const std::uint64_t lo = std::max(s.offset, p.offset), hi = std::min(s.offset + s.length, p.offset + p.length);
+            const std::uint64_t lo = std::max(s.offset, p.offset),
+                                hi = std::min(s.offset + s.length, p.offset + p.length);
             if (lo >= hi) continue;
             if (p.param < 0 || p.state < 0)
                 return make_error(ErrorCode::kInvalidArgument, where + ": piece of '" + spec.name + "' is incomplete");
@@ -163,17 +169,19 @@ Result<void> load_shard_checkpoint(ShardState& shard, const std::vector<TensorSp
                 first = false;
             }
             if (!files[p.file].tensors()[static_cast<std::size_t>(p.param)].finite)
-                return make_error(ErrorCode::kInvalidArgument, "checkpoint " + dir + ": '" + spec.name + "' holds NaN or Inf");
+                return make_error(ErrorCode::kInvalidArgument,
+                                  "checkpoint " + dir + ": '" + spec.name + "' holds NaN or Inf");
             const std::span<float> dst(params[k].data() + (lo - s.offset), hi - lo);
             PSRUN_TRY(read(p.file, p.param, lo - p.offset, dst));
             has_average = has_average && p.ema >= 0;
             if (has_average)
-                PSRUN_TRY(read(p.file, p.ema, lo - p.offset, std::span<float>(average[k].data() + (lo - s.offset), hi - lo)));
+                PSRUN_TRY(
+                    read(p.file, p.ema, lo - p.offset, std::span<float>(average[k].data() + (lo - s.offset), hi - lo)));
             if (st[0] == static_cast<float>(config.optimizer.kind) && p.slots.size() == want_slots)
                 for (std::size_t j = 0; j < want_slots; ++j)
                     if (p.slots[j] >= 0)
                         PSRUN_TRY(read(p.file, p.slots[j], lo - p.offset,
-                                           std::span<float>(slots[k][j].data() + (lo - s.offset), hi - lo)));
+                                       std::span<float>(slots[k][j].data() + (lo - s.offset), hi - lo)));
             covered += hi - lo;
         }
         if (covered != s.length)
@@ -185,8 +193,9 @@ Result<void> load_shard_checkpoint(ShardState& shard, const std::vector<TensorSp
     for (std::size_t t = 0; t < shard.rows().size(); ++t) {
         const auto& name = tensors.at(shard.rows().table(t).tensor).name;
         if (pieces.contains(name))
-            return make_error(ErrorCode::kInvalidArgument, "checkpoint " + dir + " holds '" + name +
-                                                               "' as a dense tensor, the model has it as a sparse table");
+            return make_error(
+                ErrorCode::kInvalidArgument,
+                "checkpoint " + dir + " holds '" + name + "' as a dense tensor, the model has it as a sparse table");
     }
     PSRUN_TRY_ASSIGN(auto plan, plan_row_restore(shard, tensors, config, dir, names, files, row_pieces));
     if (kind_changed) {
@@ -199,7 +208,8 @@ Result<void> load_shard_checkpoint(ShardState& shard, const std::vector<TensorSp
         return ok;
     }
     if (want_average && !has_average) {
-        spdlog::warn("checkpoint {} holds no moving average of every slice: the average restarts from its parameters", dir);
+        spdlog::warn("checkpoint {} holds no moving average of every slice: the average restarts from its parameters",
+                     dir);
         average.clear();
     }
     std::vector<std::span<const float>> spans(params.begin(), params.end());

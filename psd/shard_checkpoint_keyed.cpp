@@ -42,7 +42,8 @@ std::vector<float> encode_keyed_entries(std::span<const RowIndex::Entry> entries
 
 Result<std::vector<RowIndex::Entry>> decode_keyed_entries(std::span<const float> floats, std::uint64_t capacity,
                                                           const std::string& where) {
-    if (floats.size() % kKeyedEntryFloats != 0) return invalid_argument(where + ": a keyed table's id map is misshaped");
+    if (floats.size() % kKeyedEntryFloats != 0)
+        return invalid_argument(where + ": a keyed table's id map is misshaped");
     std::vector<RowIndex::Entry> out(floats.size() / kKeyedEntryFloats);
     for (std::size_t i = 0; i < out.size(); ++i) {
         std::uint64_t slot = 0;
@@ -92,7 +93,8 @@ Result<void> load_keyed_rows(RowStore& rows, std::size_t t, const RowRestorePlan
         auto& map = to[found[i].source];
         if (map.empty()) map.assign(plan.source.rows_on(found[i].source, plan.source_shards), RowIndex::kNone);
         map[found[i].entry.slot] = static_cast<std::uint32_t>(i);
-        entries.push_back(RowIndex::Entry{found[i].entry.id, static_cast<std::uint32_t>(i), found[i].entry.last_update});
+        entries.push_back(
+            RowIndex::Entry{found[i].entry.id, static_cast<std::uint32_t>(i), found[i].entry.last_update});
     }
     auto destinations = rows.slots(t);
     destinations.insert(destinations.begin(), rows.values(t));  // param, then slots

@@ -15,8 +15,9 @@ constexpr std::size_t kChunkFloats = 1 << 18;  // re-sharding reads source rows 
 }  // namespace
 
 std::array<float, 5> piece_state(OptimizerKind kind, std::uint64_t updates, TensorClass tensor_class) {
-    return {static_cast<float>(kind), static_cast<float>(updates & 0xFFFFFF), static_cast<float>((updates >> 24) & 0xFFFFFF),
-            static_cast<float>(updates >> 48), static_cast<float>(tensor_class)};
+    return {static_cast<float>(kind), static_cast<float>(updates & 0xFFFFFF),
+            static_cast<float>((updates >> 24) & 0xFFFFFF), static_cast<float>(updates >> 48),
+            static_cast<float>(tensor_class)};
 }
 
 std::uint64_t piece_updates(std::span<const float> state) {
@@ -40,7 +41,8 @@ Result<void> add_row_pieces(const ShardState& shard, const std::vector<TensorSpe
                        const std::string& what) -> Result<void> {
             if (rows.table(t).keyed) {
                 if (!wire::all_finite(data.data(), data.size()))
-                    return make_error(ErrorCode::kInvalidArgument, "refusing to checkpoint: " + what + " contain NaN or Inf");
+                    return make_error(ErrorCode::kInvalidArgument,
+                                      "refusing to checkpoint: " + what + " contain NaN or Inf");
                 views.push_back(TensorView{base + suffix, shape, data});
                 return {};
             }
@@ -48,7 +50,8 @@ Result<void> add_row_pieces(const ShardState& shard, const std::vector<TensorSpe
             view.fill = [&rows, t, part, what](std::uint64_t first, std::span<float> out) -> Result<void> {
                 rows.read(t, part, first, out);
                 if (!wire::all_finite(out.data(), out.size()))
-                    return make_error(ErrorCode::kInvalidArgument, "refusing to checkpoint: " + what + " contain NaN or Inf");
+                    return make_error(ErrorCode::kInvalidArgument,
+                                      "refusing to checkpoint: " + what + " contain NaN or Inf");
                 return {};
             };
             views.push_back(std::move(view));
@@ -58,7 +61,8 @@ Result<void> add_row_pieces(const ShardState& shard, const std::vector<TensorSpe
         const auto slots = rows.slots(t);
         for (std::size_t j = 0; j < slots.size(); ++j) {
             const auto part = j == 0 ? RowStore::Part::kSlot0 : RowStore::Part::kSlot1;
-            if (auto ok = add(part, slots[j], "/slot" + std::to_string(j), "optimizer slots of " + base); !ok) return ok;
+            if (auto ok = add(part, slots[j], "/slot" + std::to_string(j), "optimizer slots of " + base); !ok)
+                return ok;
         }
         if (const auto ema = rows.average(t); !ema.empty())
             if (auto ok = add(RowStore::Part::kAverage, ema, "/ema", "moving averages of " + base); !ok) return ok;
@@ -117,7 +121,7 @@ Result<RowRestorePlan> plan_row_restore(const ShardState& shard, const std::vect
         out.pieces.assign(source_shards, nullptr);
         if (by_shard.size() != source_shards)
             return invalid_argument("checkpoint " + dir + " holds " + std::to_string(by_shard.size()) + " of the " +
-                                          std::to_string(source_shards) + " parts of the sparse table '" + name + "'");
+                                    std::to_string(source_shards) + " parts of the sparse table '" + name + "'");
         // How the checkpoint placed the table (spread, or whole on one shard), from its pieces' rows.
         std::vector<std::uint64_t> piece_rows(source_shards, 0);
         for (const auto& [s, piece] : by_shard) {
@@ -126,15 +130,15 @@ Result<RowRestorePlan> plan_row_restore(const ShardState& shard, const std::vect
                                         row_piece_base_name(name, s, source_shards) + " is incomplete");
             const auto& shape = files[piece.file].tensors()[static_cast<std::size_t>(piece.param)].shape;
             if (shape.size() != 2 || shape[1] != table.width)
-                return invalid_argument(dir + "/" + names[piece.file] + ": " + row_piece_base_name(name, s, source_shards) +
-                                        " does not fit the table's rows of " + std::to_string(table.width) +
-                                        ": written for another model");
+                return invalid_argument(
+                    dir + "/" + names[piece.file] + ": " + row_piece_base_name(name, s, source_shards) +
+                    " does not fit the table's rows of " + std::to_string(table.width) + ": written for another model");
             piece_rows[s] = shape[0];
         }
         const auto source = placement_from_pieces(table, piece_rows);
         if (!source)
-            return invalid_argument("checkpoint " + dir + ": the " + std::to_string(source_shards) + " pieces of '" + name +
-                                    "' do not hold the table's " + std::to_string(table.num_rows) +
+            return invalid_argument("checkpoint " + dir + ": the " + std::to_string(source_shards) + " pieces of '" +
+                                    name + "' do not hold the table's " + std::to_string(table.num_rows) +
                                     " rows, spread or whole on one shard: written for another model");
         out.source = *source;
         const bool here = table.rows_on(target, target_shards) > 0;
@@ -154,9 +158,12 @@ Result<RowRestorePlan> plan_row_restore(const ShardState& shard, const std::vect
             const std::string base = row_piece_base_name(name, s, source_shards);
             const std::vector<std::uint64_t> shape{piece_rows[s], table.width};
             if (table.keyed) {  // ids anywhere: every piece is read, its id map must be whole
-                const auto* keys = piece.keys >= 0 ? &files[piece.file].tensors()[static_cast<std::size_t>(piece.keys)] : nullptr;
-                if (!keys || keys->shape.size() != 2 || keys->shape[1] != kKeyedEntryFloats || keys->shape[0] > shape[0])
-                    return invalid_argument(where + ": the id map of the keyed table piece " + base + " is missing or misshaped");
+                const auto* keys =
+                    piece.keys >= 0 ? &files[piece.file].tensors()[static_cast<std::size_t>(piece.keys)] : nullptr;
+                if (!keys || keys->shape.size() != 2 || keys->shape[1] != kKeyedEntryFloats ||
+                    keys->shape[0] > shape[0])
+                    return invalid_argument(where + ": the id map of the keyed table piece " + base +
+                                            " is missing or misshaped");
             }
             if (!needed(s)) continue;  // no row of this piece lives on this shard
             PSRUN_TRY(files[piece.file].verify());
@@ -167,7 +174,8 @@ Result<RowRestorePlan> plan_row_restore(const ShardState& shard, const std::vect
                 return invalid_argument(where + ": " + base + " is not a trainable table");
             if (!entries[static_cast<std::size_t>(piece.param)].finite)
                 return invalid_argument("checkpoint " + dir + ": '" + name + "' holds NaN or Inf");
-            const bool same_kind = state[0] == static_cast<float>(config.optimizer.kind) && piece.slots.size() == want_slots;
+            const bool same_kind =
+                state[0] == static_cast<float>(config.optimizer.kind) && piece.slots.size() == want_slots;
             for (int e : piece.slots)
                 if (same_kind && (e < 0 || entries[static_cast<std::size_t>(e)].shape != shape))
                     return invalid_argument(where + ": an optimizer slot of " + base + " is missing or misshaped");
@@ -180,7 +188,8 @@ Result<RowRestorePlan> plan_row_restore(const ShardState& shard, const std::vect
             out.updates = std::max(out.updates, piece_updates(state));
             out.pieces[s] = &piece;
         }
-        if (!slots) spdlog::warn("checkpoint {}: '{}' was saved with another optimizer kind: its slots start fresh", dir, name);
+        if (!slots)
+            spdlog::warn("checkpoint {}: '{}' was saved with another optimizer kind: its slots start fresh", dir, name);
         out.slots = slots;
         if (config.optimizer.ema_decay > 0.0f && !average)
             spdlog::warn("checkpoint {}: '{}' has no saved moving average: it restarts from the rows", dir, name);
@@ -234,12 +243,13 @@ Result<void> load_rows(ShardState& shard, const wire::InitConfig& config, const 
                 chunk.resize(per_chunk * width);
                 for (std::uint64_t first = 0; first < source_rows; first += per_chunk) {
                     const std::uint64_t n = std::min(per_chunk, source_rows - first);
-                    if (auto ok = file.read(e, first * width, std::span<float>(chunk.data(), n * width)); !ok) return ok;
+                    if (auto ok = file.read(e, first * width, std::span<float>(chunk.data(), n * width)); !ok)
+                        return ok;
                     for (std::uint64_t i = 0; i < n; ++i) {
                         const std::uint64_t row = tp.source.global_row(first + i, s, tp.source_shards);
                         if (target_table.owner(row, target_shards) != target) continue;
-                        std::memcpy(destinations[j].data() + target_table.local_row(row, target_shards) * width, chunk.data() + i * width,
-                                    width * sizeof(float));
+                        std::memcpy(destinations[j].data() + target_table.local_row(row, target_shards) * width,
+                                    chunk.data() + i * width, width * sizeof(float));
                     }
                 }
             }

@@ -46,7 +46,8 @@ std::uint64_t piece_updates(std::span<const float> state);
 inline constexpr std::size_t kKeyedEntryFloats = 10;
 std::vector<float> encode_keyed_entries(std::span<const RowIndex::Entry> entries);
 [[nodiscard]] Result<std::vector<RowIndex::Entry>> decode_keyed_entries(std::span<const float> floats,
-                                                                        std::uint64_t capacity, const std::string& where);
+                                                                        std::uint64_t capacity,
+                                                                        const std::string& where);
 
 struct RowPiece {  // one source shard's part of a table: entries in its file
     std::size_t file = 0;

@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <thread>
 
-
 namespace psrun::psd {
 namespace {
 
@@ -108,9 +107,7 @@ std::vector<std::span<const float>> ShardState::slot_slices(std::size_t k) const
     return out;
 }
 
-std::uint64_t ShardState::updates(std::size_t k) const {
-    return k < optimizers_.size() ? optimizers_[k].updates() : 0;
-}
+std::uint64_t ShardState::updates(std::size_t k) const { return k < optimizers_.size() ? optimizers_[k].updates() : 0; }
 
 void ShardState::load(const wire::InitConfig& config, const std::vector<std::span<const float>>& params,
                       const std::vector<std::vector<std::vector<float>>>& slots,

@@ -20,8 +20,8 @@
 #include "common/optimizer.h"
 #include "common/result.h"
 #include "common/tensor_layout.h"
-#include "common/wire.h"
 #include "common/thread_team.h"
+#include "common/wire.h"
 #include "psd/data_chunks.h"
 #include "psd/row_frames.h"
 #include "psd/row_store.h"
@@ -35,7 +35,7 @@ struct ParamBuffer {
 };
 
 class ShardState {
-public:
+  public:
     // `tensors`: the list `layout` was computed from (its fingerprint names the shard file).
     ShardState(ShardLayout layout, std::uint32_t shard, std::vector<TensorSpec> tensors);
 
@@ -67,8 +67,8 @@ public:
     // one vector per slice, or empty: none saved, it restarts from the parameters).
     // REQUIRES: sizes match slice_ids().
     void load(const wire::InitConfig& config, const std::vector<std::span<const float>>& params,
-              const std::vector<std::vector<std::vector<float>>>& slots,
-              const std::vector<std::uint64_t>& updates, std::vector<std::vector<float>> average = {});
+              const std::vector<std::vector<std::vector<float>>>& slots, const std::vector<std::uint64_t>& updates,
+              std::vector<std::vector<float>> average = {});
 
     // Marks the shard as holding no parameters (a restore that failed after it began to write).
     void invalidate() { initialized_ = false; }
@@ -118,7 +118,7 @@ public:
     // none (psd i > 0, a psd 0 without data chunks, a file from before version 9).
     [[nodiscard]] Result<void> load(const std::string& path, std::optional<DataChunks>* chunks = nullptr);
 
-private:
+  private:
     float* writable();  // current buffer, or a free copy of it if ZeroMQ still holds it
     void set_dense(const wire::InitConfig& config, const std::vector<std::span<const float>>& params);
     void make_optimizers();
@@ -134,7 +134,7 @@ private:
     std::size_t size_ = 0;
     std::vector<std::unique_ptr<ParamBuffer>> buffers_;
     std::size_t current_ = 0;
-    std::uint64_t version_ = 0;  // see version()
+    std::uint64_t version_ = 0;          // see version()
     std::vector<Optimizer> optimizers_;  // one per own slice, same order
     WeightAverage average_;              // see average()
     RowStore rows_;

@@ -59,8 +59,8 @@ std::uint64_t get_u64(std::span<const float> in, std::size_t& at) {
 Result<void> ShardState::save(const std::string& path, const DataChunks* chunks) const {
     const auto& params = buffers_[current_]->data;
     if (!wire::all_finite(params.data(), params.size()))
-        return make_error(ErrorCode::kInvalidArgument, "refusing to write shard file " + path +
-                                                           ": the parameters contain NaN or Inf");
+        return make_error(ErrorCode::kInvalidArgument,
+                          "refusing to write shard file " + path + ": the parameters contain NaN or Inf");
     for (std::size_t t = 0; t < rows_.size(); ++t)
         if (!wire::all_finite(rows_.values(t).data(), rows_.values(t).size()))
             return make_error(ErrorCode::kInvalidArgument, "refusing to write shard file " + path + ": sparse table '" +
@@ -103,7 +103,8 @@ Result<void> ShardState::save(const std::string& path, const DataChunks* chunks)
             views.push_back(TensorView{base + "/keys", {entries.size(), kKeyedEntryFloats}, row_keys[t]});
         }
     }
-    const std::vector<NamedTensor> dispenser = chunks ? data_chunks_tensors(chunks->state()) : std::vector<NamedTensor>();
+    const std::vector<NamedTensor> dispenser =
+        chunks ? data_chunks_tensors(chunks->state()) : std::vector<NamedTensor>();
     for (const NamedTensor& t : dispenser) views.push_back(TensorView{t.name, t.shape, t.data});
     const std::string tmp = path + ".tmp";
     if (auto ok = write_tensor_file(tmp, views); !ok) return ok;
@@ -123,7 +124,8 @@ Result<void> ShardState::load(const std::string& path, std::optional<DataChunks>
     };
     const auto& entries = file->tensors();
     const std::size_t init_size = wire::encode_init(wire::InitConfig{}).size();  // the smallest: constant schedule
-    if (entries.empty() || entries[0].name != "meta" || entries[0].count < 1 + 6 * 4 + init_size - kInitV10Bytes - kInitV11Bytes ||
+    if (entries.empty() || entries[0].name != "meta" ||
+        entries[0].count < 1 + 6 * 4 + init_size - kInitV10Bytes - kInitV11Bytes ||
         entries[0].count > 1 + 6 * 4 + wire::kMaxBodyBytes)
         return corrupt("not a psrun shard file");
     std::vector<float> meta(entries[0].count);
@@ -132,10 +134,9 @@ Result<void> ShardState::load(const std::string& path, std::optional<DataChunks>
     const auto version = meta[0];
     const auto shard = get_u64(meta, at), shards = get_u64(meta, at), fingerprint = get_u64(meta, at),
                step = get_u64(meta, at), updates = get_u64(meta, at), size = get_u64(meta, at);
-    const bool known = version == static_cast<float>(kShardFileVersion) || version == 9.0f || version == 8.0f || version == 7.0f || version == 6.0f || version == 5.0f ||
-                       (version == 4.0f && rows_.size() == 0);
-    if (!known || shard != shard_ || shards != layout_.num_shards ||
-        fingerprint != fingerprint_ || size != size_)
+    const bool known = version == static_cast<float>(kShardFileVersion) || version == 9.0f || version == 8.0f ||
+                       version == 7.0f || version == 6.0f || version == 5.0f || (version == 4.0f && rows_.size() == 0);
+    if (!known || shard != shard_ || shards != layout_.num_shards || fingerprint != fingerprint_ || size != size_)
         return corrupt("written for another model, shard or shard count");
     std::string init;
     for (; at < meta.size(); ++at) init.push_back(static_cast<char>(static_cast<unsigned char>(meta[at])));

@@ -24,7 +24,7 @@
 namespace psrun::psd {
 
 class StalenessBound {
-public:
+  public:
     // REQUIRES: num_workers >= 1.
     StalenessBound(std::uint32_t num_workers, std::uint32_t bound);
 
@@ -44,7 +44,7 @@ public:
     // The fastest counted clock minus the slowest (0 when none counts).
     std::uint64_t spread() const;
 
-private:
+  private:
     std::uint32_t bound_;
     std::vector<std::uint64_t> clocks_;
     std::vector<bool> counted_;

@@ -77,7 +77,8 @@ std::vector<RowSlice> SyncAggregator::average_rows() {
         const std::size_t w = acc.width;
         std::vector<std::uint32_t> order(acc.ids.size());
         for (std::uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-        std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return acc.ids[a] < acc.ids[b]; });
+        std::sort(order.begin(), order.end(),
+                  [&](std::uint32_t a, std::uint32_t b) { return acc.ids[a] < acc.ids[b]; });
         acc.sorted_ids.resize(acc.keyed ? 0 : order.size());
         acc.sorted_keys.resize(acc.keyed ? order.size() : 0);
         acc.means.resize(order.size() * w);
@@ -111,14 +112,14 @@ std::optional<std::string> SyncAggregator::finish_step(std::uint64_t completed_s
     count_ = 0;
     std::fill(contributed_.begin(), contributed_.end(), false);
     if (report_every_ == 0 || window_steps_ < report_every_) return std::nullopt;
-    const auto slowest = static_cast<std::uint32_t>(
-        std::max_element(last_counts_.begin(), last_counts_.end()) - last_counts_.begin());
+    const auto slowest =
+        static_cast<std::uint32_t>(std::max_element(last_counts_.begin(), last_counts_.end()) - last_counts_.begin());
     char buf[256];
     std::snprintf(buf, sizeof buf,
                   "stragglers up to step %llu: worker %u completed %u of the last %u steps, "
                   "last gradient %.2f ms after the first on average (max %.2f ms)",
-                  static_cast<unsigned long long>(completed_step), slowest, last_counts_[slowest],
-                  window_steps_, lag_sum_ms_ / window_steps_, lag_max_ms_);
+                  static_cast<unsigned long long>(completed_step), slowest, last_counts_[slowest], window_steps_,
+                  lag_sum_ms_ / window_steps_, lag_max_ms_);
     std::fill(last_counts_.begin(), last_counts_.end(), 0);
     lag_sum_ms_ = lag_max_ms_ = 0;
     window_steps_ = 0;

@@ -17,12 +17,11 @@
 namespace psrun::psd {
 
 class SyncAggregator {
-public:
+  public:
     // `row_widths`: the width of each sparse table (layout.tables order); `row_keyed`: which of
     // them are keyed by raw 64-bit ids (empty: none).
-    SyncAggregator(std::size_t floats, std::uint32_t num_workers, std::uint32_t replicas,
-                   std::uint32_t report_every, std::vector<std::uint32_t> row_widths = {},
-                   const std::vector<bool>& row_keyed = {});
+    SyncAggregator(std::size_t floats, std::uint32_t num_workers, std::uint32_t replicas, std::uint32_t report_every,
+                   std::vector<std::uint32_t> row_widths = {}, const std::vector<bool>& row_keyed = {});
 
     std::uint32_t replicas() const { return replicas_; }
     void set_replicas(std::uint32_t replicas) { replicas_ = replicas; }  // a step completes at count() >= it
@@ -46,7 +45,7 @@ public:
     // Clears the step; returns a straggler report every `report_every` completed steps.
     std::optional<std::string> finish_step(std::uint64_t completed_step);
 
-private:
+  private:
     using Clock = std::chrono::steady_clock;
     struct RowSum {  // one table's sparse accumulator
         std::uint32_t width = 0;
@@ -54,7 +53,7 @@ private:
         std::unordered_map<std::uint64_t, std::uint32_t> at;  // row id -> position in ids/sums
         std::vector<std::uint64_t> ids;
         std::vector<float> sums;
-        std::vector<std::uint32_t> sorted_ids;  // average_rows(): the ids ascending, and their means
+        std::vector<std::uint32_t> sorted_ids;   // average_rows(): the ids ascending, and their means
         std::vector<std::uint64_t> sorted_keys;  // (keyed tables)
         std::vector<float> means;
     };

@@ -9,7 +9,7 @@
 namespace psrun::psd {
 
 class TornGuard {
-public:
+  public:
     explicit TornGuard(bool& torn) : torn_(torn), was_(torn), exceptions_(std::uncaught_exceptions()) { torn_ = true; }
     ~TornGuard() {
         if (std::uncaught_exceptions() == exceptions_) torn_ = was_;
@@ -17,7 +17,7 @@ public:
     TornGuard(const TornGuard&) = delete;
     TornGuard& operator=(const TornGuard&) = delete;
 
-private:
+  private:
     bool& torn_;
     bool was_;
     int exceptions_;

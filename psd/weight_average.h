@@ -20,7 +20,7 @@
 namespace psrun::psd {
 
 class WeightAverage {
-public:
+  public:
     // Off (enabled() false) until reset().
     WeightAverage() = default;
 
@@ -46,7 +46,7 @@ public:
     // Ends an update: the average has started.
     void finish_update() { started_ = enabled(); }
 
-private:
+  private:
     float decay_ = 0.0f;
     bool started_ = false;
     std::vector<std::vector<float>> values_;

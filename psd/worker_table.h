@@ -17,12 +17,12 @@ namespace psrun::psd {
 using Clock = std::chrono::steady_clock;
 
 class WorkerTable {
-public:
+  public:
     // REQUIRES: max_workers == 0 (as many as num_workers) or max_workers >= num_workers.
     explicit WorkerTable(std::uint32_t num_workers, std::uint32_t max_workers = 0);
 
     std::uint32_t size() const { return static_cast<std::uint32_t>(workers_.size()); }  // max_workers
-    std::uint32_t expected() const { return expected_; }                                 // num_workers
+    std::uint32_t expected() const { return expected_; }                                // num_workers
     // A slot of the run: one of the map's, or a joinable one a worker attached to.
     bool in_run(std::uint32_t index) const { return index < expected_ || workers_[index].attached; }
     void hello(std::uint32_t index, Clock::time_point now);
@@ -62,15 +62,15 @@ public:
     std::vector<std::uint32_t> returnable(Clock::time_point now, Clock::duration grace,
                                           Clock::time_point resumed = {}) const;
     std::vector<std::uint32_t> never_attached() const;  // of the map's slots
-    std::vector<std::uint32_t> missing() const;  // dead without ever saying HELLO
+    std::vector<std::uint32_t> missing() const;         // dead without ever saying HELLO
     std::uint32_t count_attached() const;
     std::uint32_t count_done() const;
     std::uint32_t count_live() const;  // attached, not done, not dead
-    void reset();  // standby: forget the finished run
+    void reset();                      // standby: forget the finished run
 
     static std::string list(const std::vector<std::uint32_t>& ids);  // "1, 3"
 
-private:
+  private:
     struct Worker {
         bool attached = false;
         bool done = false;

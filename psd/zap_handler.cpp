@@ -30,8 +30,12 @@ void ZapHandler::handle() {
         spdlog::warn("refused a connection from {}: it does not hold this job's key",
                      req.size() > 3 ? std::string(view(req[3])) : std::string("?"));
     }
-    const std::string parts[] = {"1.0", req.size() > 1 ? std::string(view(req[1])) : std::string(),
-                                 ok ? "200" : "400", ok ? "OK" : "unknown client key", ok ? "worker" : "", ""};
+    const std::string parts[] = {"1.0",
+                                 req.size() > 1 ? std::string(view(req[1])) : std::string(),
+                                 ok ? "200" : "400",
+                                 ok ? "OK" : "unknown client key",
+                                 ok ? "worker" : "",
+                                 ""};
     for (std::size_t k = 0; k < 6; ++k)
         socket_.send(zmq::buffer(parts[k]), k + 1 < 6 ? zmq::send_flags::sndmore : zmq::send_flags::none);
 }
@@ -53,9 +57,10 @@ void ZapHandler::handle_handshake_event() {
     ++failed_handshakes_;
     ++denied_;
     if (failed_handshakes_ <= 5 || failed_handshakes_ % 100 == 0)
-        spdlog::warn("refused a connection on {}: its handshake failed (a client without CURVE or without this "
-                     "job's key, or not a psrun client); {} so far",
-                     std::string(static_cast<const char*>(address.data()), address.size()), failed_handshakes_);
+        spdlog::warn(
+            "refused a connection on {}: its handshake failed (a client without CURVE or without this "
+            "job's key, or not a psrun client); {} so far",
+            std::string(static_cast<const char*>(address.data()), address.size()), failed_handshakes_);
 }
 
 }  // namespace psrun::psd

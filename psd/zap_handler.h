@@ -12,7 +12,7 @@
 namespace psrun::psd {
 
 class ZapHandler {
-public:
+  public:
     // client_public: the job's client public key, Z85 (40 chars).
     ZapHandler(zmq::context_t& context, const std::string& client_public);
     zmq::socket_t& socket() { return socket_; }
@@ -26,7 +26,7 @@ public:
     zmq::socket_t* handshake_events() { return monitor_ ? &monitor_ : nullptr; }
     void handle_handshake_event();  // logs one failed handshake (rate-limited) and counts it
 
-private:
+  private:
     zmq::socket_t socket_;
     zmq::socket_t monitor_;
     std::uint64_t failed_handshakes_ = 0;

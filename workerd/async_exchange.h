@@ -25,7 +25,7 @@
 namespace psrun::worker {
 
 class AsyncExchange {
-public:
+  public:
     explicit AsyncExchange(SignalWatcher& watcher);
     // Waits for an exchange in flight (its result is dropped), then stops the thread.
     ~AsyncExchange();
@@ -39,7 +39,7 @@ public:
     // REQUIRES: in_flight().
     [[nodiscard]] Result<StepInfo> wait();
 
-private:
+  private:
     void loop();
 
     SignalWatcher& watcher_;

@@ -23,9 +23,10 @@ Result<AugmentSpec> parse_augment(const std::string& text) {
                    std::stoi(part.substr(5)) >= 1 && std::stoi(part.substr(5)) <= 64) {
             spec.crop_padding = std::stoi(part.substr(5));
         } else {
-            return make_error(ErrorCode::kInvalidArgument,
-                              "--augment " + text + ": '" + part +
-                                  "' is not flip or crop=P (P the padding in pixels, 1..64); e.g. --augment flip,crop=4");
+            return make_error(
+                ErrorCode::kInvalidArgument,
+                "--augment " + text + ": '" + part +
+                    "' is not flip or crop=P (P the padding in pixels, 1..64); e.g. --augment flip,crop=4");
         }
         start = comma + 1;
     }

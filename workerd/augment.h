@@ -26,14 +26,14 @@ struct AugmentSpec {
 Result<AugmentSpec> parse_augment(const std::string& text);
 
 class Augmenter {
-public:
+  public:
     Augmenter(AugmentSpec spec, std::uint64_t seed, std::uint32_t worker);
     // Augments `images` ([examples, channels, height, width] floats) in place, with the draws of
     // batch `step` (the Trainer passes the batch's index: examples before it / batch size).
     void apply(std::span<float> images, std::int64_t examples, std::int64_t channels, std::int64_t height,
                std::int64_t width, std::uint64_t step);
 
-private:
+  private:
     AugmentSpec spec_;
     std::uint64_t seed_;
     std::vector<float> scratch_;  // one image per OpenMP thread

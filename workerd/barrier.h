@@ -26,7 +26,7 @@ struct BarrierOptions {
     std::uint32_t num_workers = 1;
     std::chrono::milliseconds timeout{600000};
     std::chrono::milliseconds poll{100};
-    const SignalWatcher* watcher = nullptr;  // a termination signal ends the wait with an error
+    const SignalWatcher* watcher = nullptr;           // a termination signal ends the wait with an error
     const PsClientOptions* client_options = nullptr;  // a fresh client after a psd restart (null: none)
 };
 

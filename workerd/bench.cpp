@@ -13,11 +13,11 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "common/peak_flops.h"
-#include "workerd/onnx/model_loader.h"
 #include "common/rng.h"
+#include "workerd/datasets.h"
+#include "workerd/onnx/model_loader.h"
 #include "workerd/train_flops.h"
 #include "workerd/train_options.h"
-#include "workerd/datasets.h"
 #include "workerd/trainer.h"
 
 namespace psrun::worker {
@@ -153,8 +153,7 @@ nlohmann::json run_train_benchmark(const BenchOptions& o) {
         {"data_ms", data_ms},
         {"update_ms", update_ms},
         {"other_ms", per_step - layers_sum - data_ms - update_ms},
-        {"onednn", std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-                       std::to_string(v->patch)},
+        {"onednn", std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch)},
         {"implementations", network.implementations()},
         {"cpu_model", cpu_model_name()},
         {"loadavg_1m", load},

@@ -14,10 +14,10 @@ struct BenchOptions {
     int batch_size = 100;
     int threads = 2;
     std::string precision = "f32";
-    int steps = 200;        // measured steps
-    int warmup_steps = 20;  // not measured
+    int steps = 200;           // measured steps
+    int warmup_steps = 20;     // not measured
     bool hand_kernels = true;  // nn::NetworkOptions::hand_kernels
-    bool peak = true;  // sample this host's FMA peak between the measured steps (common/peak_flops.h)
+    bool peak = true;          // sample this host's FMA peak between the measured steps (common/peak_flops.h)
 };
 
 // Runs the benchmark and returns its result; throws UsageError on bad options.

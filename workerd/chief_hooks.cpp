@@ -13,8 +13,8 @@
 #include "common/clock.h"
 #include "common/metric_targets.h"
 #include "common/utf8.h"
-#include "workerd/nn/model_summary.h"
 #include "workerd/data/data_time.h"
+#include "workerd/nn/model_summary.h"
 #include "workerd/worker_reports.h"
 
 namespace psrun::worker {
@@ -74,11 +74,12 @@ void ProgressHook::after_step(RunContext& ctx, const StepResult& step) {
 void ProgressHook::end(RunContext& ctx, const StepResult& last) {
     const double batch = static_cast<double>(examples_per_update(*ctx.options));
     const double t = std::max(1e-9, ctx.train_seconds);
-    spdlog::info("done: global step {}, {} steps by this worker in {:.1f} s ({:.0f} img/s; all workers {:.0f} "
-                 "img/s){}",
-                 last.global_step, ctx.local_steps, ctx.train_seconds, double(ctx.local_steps) * batch / t,
-                 double(last.global_step - ctx.start_step) * batch / t,
-                 ctx.test_metrics ? ", final " + ctx.test_metrics->text() : std::string(" (not evaluated: preempted)"));
+    spdlog::info(
+        "done: global step {}, {} steps by this worker in {:.1f} s ({:.0f} img/s; all workers {:.0f} "
+        "img/s){}",
+        last.global_step, ctx.local_steps, ctx.train_seconds, double(ctx.local_steps) * batch / t,
+        double(last.global_step - ctx.start_step) * batch / t,
+        ctx.test_metrics ? ", final " + ctx.test_metrics->text() : std::string(" (not evaluated: preempted)"));
 }
 
 void EvalHook::evaluate(RunContext& ctx, std::uint64_t global_step) {
@@ -124,8 +125,10 @@ void EvalHook::evaluate_average(RunContext& ctx, const StepResult& last) {
         return;
     }
     if (ctx.trainer->sparse()) {
-        spdlog::warn("no evaluation of the moving average here: a sparse table's averaged rows are in the checkpoint, "
-                     "not on psd's serving path; evaluate it with psrun eval --ema --model-dir {}", ctx.options->model_dir);
+        spdlog::warn(
+            "no evaluation of the moving average here: a sparse table's averaged rows are in the checkpoint, "
+            "not on psd's serving path; evaluate it with psrun eval --ema --model-dir {}",
+            ctx.options->model_dir);
         return;
     }
     auto& params = ctx.trainer->params();
@@ -156,8 +159,8 @@ nlohmann::json log_time_to_targets(const RunContext& ctx) {
     const MetricSpec metric = accuracy_metric();
     SecondsKind seconds = SecondsKind::kElapsed;
     const auto points = points_from_summary({{"evaluations", ctx.evaluations}}, metric, seconds);
-    const auto times =
-        time_to_targets(points, metric, choose_targets(metric, given_target_accuracy(*ctx.options), dataset_name(*ctx.options)));
+    const auto times = time_to_targets(
+        points, metric, choose_targets(metric, given_target_accuracy(*ctx.options), dataset_name(*ctx.options)));
     if (times.empty()) return nullptr;
     spdlog::info("{}", describe_targets(times, metric, seconds, static_cast<std::int64_t>(ctx.start_step)));
     return targets_to_json(times, metric, seconds);
@@ -170,9 +173,7 @@ void SummaryHook::end(RunContext& ctx, const StepResult& last) {
     const nlohmann::json targets = log_time_to_targets(ctx);
     if (o.model_dir.empty()) return;
     const double t = std::max(1e-9, ctx.train_seconds);
-    auto per_step = [&](double seconds) {
-        return ctx.local_steps ? 1000.0 * seconds / double(ctx.local_steps) : 0.0;
-    };
+    auto per_step = [&](double seconds) { return ctx.local_steps ? 1000.0 * seconds / double(ctx.local_steps) : 0.0; };
     nlohmann::json summary = {
         {"global_step", last.global_step},
         {"test_accuracy", ctx.test_accuracy},
@@ -214,8 +215,9 @@ void SummaryHook::end(RunContext& ctx, const StepResult& last) {
                                 ? nlohmann::json(*ctx.checkpointer->last_saved_step())
                                 : nlohmann::json(nullptr)},
         {"checkpoint_failures", ctx.checkpointer ? ctx.checkpointer->failures() : 0},
-        {"checkpoint_error", ctx.checkpointer && ctx.checkpointer->failures() ? nlohmann::json(ctx.checkpointer->last_error())
-                                                                              : nlohmann::json(nullptr)},
+        {"checkpoint_error", ctx.checkpointer && ctx.checkpointer->failures()
+                                 ? nlohmann::json(ctx.checkpointer->last_error())
+                                 : nlohmann::json(nullptr)},
         {"metrics_records_lost", ctx.metrics ? ctx.metrics->dropped() : 0},
         {"evaluations", ctx.evaluations},
         {"targets", targets},
@@ -231,9 +233,9 @@ void SummaryHook::end(RunContext& ctx, const StepResult& last) {
     if (ctx.ps_figures.is_object()) summary.update(ctx.ps_figures);  // elastic, staleness, keyed_tables
     summary.update(optimizer_summary(make_trainer_config(o).optimizer));
     summary["label_smoothing"] = o.label_smoothing;
-    summary["chief_clipped_steps"] = ctx.trainer->clipped_steps();  // the chief's own gradients only
+    summary["chief_clipped_steps"] = ctx.trainer->clipped_steps();   // the chief's own gradients only
     if (ctx.test_metrics) summary.update(ctx.test_metrics->json());  // test_mse, test_mean_f1, ... where they apply
-    if (ctx.average_metrics) {  // ema_test_accuracy, ema_test_loss, ...
+    if (ctx.average_metrics) {                                       // ema_test_accuracy, ema_test_loss, ...
         const nlohmann::json figures = ctx.average_metrics->json();
         for (auto it = figures.begin(); it != figures.end(); ++it) summary["ema_" + it.key()] = it.value();
     }

@@ -18,13 +18,13 @@ namespace psrun::worker {
 double eta_seconds(std::uint64_t remaining, std::uint64_t steps, double window_seconds, double eval_seconds);
 
 class ProgressHook : public Hook {
-public:
+  public:
     bool chief_only() const override { return true; }
     void begin(RunContext& ctx) override;
     void after_step(RunContext& ctx, const StepResult& step) override;
     void end(RunContext& ctx, const StepResult& last) override;
 
-private:
+  private:
     Clock::time_point window_start_{};
     std::uint64_t window_global_ = 0;  // global step at the window's start
     std::uint64_t window_local_ = 0;   // local steps in the window
@@ -37,12 +37,12 @@ private:
 // final evaluation is of the parameters at the last global step). Heartbeats psd around each
 // evaluation, records {test_accuracy} metrics and a test_accuracy event.
 class EvalHook : public Hook {
-public:
+  public:
     bool chief_only() const override { return true; }
     void after_step(RunContext& ctx, const StepResult& step) override;
     void end(RunContext& ctx, const StepResult& last) override;
 
-private:
+  private:
     void evaluate(RunContext& ctx, std::uint64_t global_step);
     // --ema-decay: evaluates the moving average the final checkpoint holds (RunContext::average_metrics).
     void evaluate_average(RunContext& ctx, const StepResult& last);
@@ -51,9 +51,10 @@ private:
 
 // On end: <model-dir>/summary.json (global_step, test_accuracy, images_per_sec, train_seconds,
 // workers, evaluations, checkpoint_step (the newest step a checkpoint holds), checkpoint_failures,
-// checkpoint_error, metrics_records_lost, ema_test_accuracy (--ema-decay), ...) and curves.png. Failures are logged; a missing plot is a warning.
+// checkpoint_error, metrics_records_lost, ema_test_accuracy (--ema-decay), ...) and curves.png. Failures are logged; a
+// missing plot is a warning.
 class SummaryHook : public Hook {
-public:
+  public:
     bool chief_only() const override { return true; }
     void end(RunContext& ctx, const StepResult& last) override;
 };
@@ -63,7 +64,7 @@ public:
 // logged once, with the error, and training goes on: the previous checkpoint stays valid, and
 // the next periodic try waits the Checkpointer's backoff (the final step is always tried).
 class CheckpointHook : public Hook {
-public:
+  public:
     bool chief_only() const override { return true; }
     void after_step(RunContext& ctx, const StepResult& step) override;
 };

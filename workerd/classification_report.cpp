@@ -51,8 +51,8 @@ std::string report_table(const ClassificationReport& r, std::span<const std::str
         p += r.precision[i];
         q += r.recall[i];
     }
-    out += fmt::format("{:>5}  {:>8.2f}%  {:>6.2f}%  {:>7}\n", "mean", 100 * p / r.classes, 100 * q / r.classes,
-                       r.total);
+    out +=
+        fmt::format("{:>5}  {:>8.2f}%  {:>6.2f}%  {:>7}\n", "mean", 100 * p / r.classes, 100 * q / r.classes, r.total);
     return out;
 }
 
@@ -61,7 +61,8 @@ std::string confusion_text(const ClassificationReport& r) {
     std::int64_t largest = 0;
     for (const auto& row : r.confusion)
         for (auto v : row) largest = std::max(largest, v);
-    const std::size_t w = std::max<std::size_t>(fmt::format("{}", largest).size(), fmt::format("{}", r.classes - 1).size()) + 1;
+    const std::size_t w =
+        std::max<std::size_t>(fmt::format("{}", largest).size(), fmt::format("{}", r.classes - 1).size()) + 1;
     std::string out = fmt::format("{:>10}", "true\\pred");
     for (int c = 0; c < r.classes; ++c) out += fmt::format("{:>{}}", c, w);
     out += "\n";
@@ -74,9 +75,8 @@ std::string confusion_text(const ClassificationReport& r) {
 }
 
 nlohmann::json report_json(const ClassificationReport& r) {
-    return {{"accuracy", r.accuracy()}, {"total", r.total},         {"correct", r.correct},
-            {"classes", r.classes},     {"confusion", r.confusion}, {"precision", r.precision},
-            {"recall", r.recall},       {"support", r.support}};
+    return {{"accuracy", r.accuracy()}, {"total", r.total},         {"correct", r.correct}, {"classes", r.classes},
+            {"confusion", r.confusion}, {"precision", r.precision}, {"recall", r.recall},   {"support", r.support}};
 }
 
 }  // namespace psrun::worker

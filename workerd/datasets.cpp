@@ -11,16 +11,15 @@
 #include "workerd/data/memory_source.h"
 #include "workerd/data/split_files.h"
 #include "workerd/input_columns.h"
+#include "workerd/nn/model_summary.h"
 #include "workerd/sparse_tables.h"
 #include "workerd/table_split.h"
-#include "workerd/nn/model_summary.h"
 
 namespace psrun::worker {
 namespace {
 
 bool files_given(const TrainOptions& o) {
-    return !o.train_images.empty() || !o.train_labels.empty() || !o.test_images.empty() ||
-           !o.test_labels.empty();
+    return !o.train_images.empty() || !o.train_labels.empty() || !o.test_images.empty() || !o.test_labels.empty();
 }
 
 // Whether --train-images/--test-images F is memory-mapped: a raw .npy of uint8/float32 images or
@@ -41,7 +40,8 @@ bool map_it(const std::string& path, const TrainOptions& o, const ModelInput& mo
 Result<std::shared_ptr<const MappedNpy>> map_split(const std::string& split, const SplitFiles& files,
                                                    ImageLayout layout, LabeledImages& out) {
     if (files.labels.empty())
-        return make_error(ErrorCode::kInvalidArgument, "--" + split + "-images " + files.images + " needs --" + split + "-labels");
+        return make_error(ErrorCode::kInvalidArgument,
+                          "--" + split + "-images " + files.images + " needs --" + split + "-labels");
     PSRUN_TRY_ASSIGN(auto mapped, MappedNpy::open(files.images, layout));
     auto labels = read_labels_file(files.labels);
     if (!labels) {
@@ -108,10 +108,10 @@ Result<Datasets> load_from_data(const TrainOptions& o, const ModelInput& model, 
         conform_to_model(memory, model);
         return check_fits_model(memory, {label + " " + spec, label + " " + spec}, model);
     };
-    PSRUN_TRY(take(loaded.train, d.train, d.train_stream, d.train_examples, d.train_description, "train data",
-                       o.train_data));
+    PSRUN_TRY(
+        take(loaded.train, d.train, d.train_stream, d.train_examples, d.train_description, "train data", o.train_data));
     PSRUN_TRY(take(loaded.test, d.test, d.test_stream, d.test_examples, d.test_description, "test data",
-                       o.test_data.empty() ? o.train_data : o.test_data));
+                   o.test_data.empty() ? o.train_data : o.test_data));
     d.class_names = loaded.train.class_names;
     return d;
 }
@@ -122,14 +122,19 @@ TableColumnOptions table_column_options(const TrainOptions& o) {
 
 // --input-columns: CSV/TSV tables of --train-data and --test-data feed every input by column.
 Result<Datasets> load_from_columns(const TrainOptions& o, const ModelInput& model, const Normalization& normalization) {
-    if (!o.description) return make_error(ErrorCode::kInvalidArgument, "--input-columns needs the model resolved first (a bug)");
+    if (!o.description)
+        return make_error(ErrorCode::kInvalidArgument, "--input-columns needs the model resolved first (a bug)");
     if (!o.data_dir.empty() || files_given(o) || !o.train_inputs.empty() || !o.test_inputs.empty())
-        throw UsageError("--input-columns reads every input from the --train-data/--test-data tables: drop --data-dir, "
-                         "--train-images/--test-images and --train-input/--test-input");
+        throw UsageError(
+            "--input-columns reads every input from the --train-data/--test-data tables: drop --data-dir, "
+            "--train-images/--test-images and --train-input/--test-input");
     if (o.train_data.empty() || o.test_data.empty())
-        throw UsageError("--input-columns needs --train-data F.csv and --test-data F.csv (two tables of the same columns)");
+        throw UsageError(
+            "--input-columns needs --train-data F.csv and --test-data F.csv (two tables of the same columns)");
     if (!o.inputs.empty())
-        throw UsageError("--inputs and --input-columns exclude each other: name each input's columns with --input-columns NAME=COL,...");
+        throw UsageError(
+            "--inputs and --input-columns exclude each other: name each input's columns with --input-columns "
+            "NAME=COL,...");
     PSRUN_TRY_ASSIGN(auto spec, parse_table_columns(table_column_options(o)));
     const auto targets = split_list(o.targets);
     Datasets d;
@@ -148,8 +153,9 @@ Result<Datasets> load_from_columns(const TrainOptions& o, const ModelInput& mode
         spdlog::info("{} data: {}", train ? "train" : "test", table.description);
     }
     if (d.train.class_names != d.test.class_names)
-        return make_error(ErrorCode::kInvalidArgument, "--test-data " + o.test_data + ": its class names differ from --train-data " +
-                                                            o.train_data + "'s (give both tables every class, or integer labels)");
+        return make_error(ErrorCode::kInvalidArgument,
+                          "--test-data " + o.test_data + ": its class names differ from --train-data " + o.train_data +
+                              "'s (give both tables every class, or integer labels)");
     d.class_names = d.train.class_names;
     return d;
 }
@@ -160,9 +166,8 @@ Result<Datasets> load_from_dir(const TrainOptions& o) {
     auto test = train ? load_split(dir, "t10k") : Result<LabeledImages>();
     if (!train || !test)
         return make_error(ErrorCode::kNotFound,
-                          (!train ? train.error() : test.error()).message +
-                              " (run `psrun data fetch --dataset " + o.dataset +
-                              (o.data_dir.empty() ? "" : " --data-dir " + o.data_dir) + "` first)");
+                          (!train ? train.error() : test.error()).message + " (run `psrun data fetch --dataset " +
+                              o.dataset + (o.data_dir.empty() ? "" : " --data-dir " + o.data_dir) + "` first)");
     Datasets d;
     d.train = std::move(*train);
     d.test = std::move(*test);
@@ -176,11 +181,13 @@ Result<void> attach_columns(const TrainOptions& o, Datasets& data, const SplitNa
     const bool several = o.description && o.description->column_inputs();
     if (!several && o.train_inputs.empty() && o.test_inputs.empty()) return {};
     if (!o.description)
-        return make_error(ErrorCode::kInvalidArgument, "--train-input/--test-input need the model resolved first (a bug)");
-    if (several && (data.train_mapped || data.test_mapped || data.train_stream || data.test_stream))
         return make_error(ErrorCode::kInvalidArgument,
-                          "model " + o.description->name +
-                              " has several inputs: its splits must be in memory (give --stream off, or smaller files)");
+                          "--train-input/--test-input need the model resolved first (a bug)");
+    if (several && (data.train_mapped || data.test_mapped || data.train_stream || data.test_stream))
+        return make_error(
+            ErrorCode::kInvalidArgument,
+            "model " + o.description->name +
+                " has several inputs: its splits must be in memory (give --stream off, or smaller files)");
     const auto raw = SparseTables::raw_inputs(*o.description, o.raw_ids);  // --raw-ids: read as 64-bit ids
     auto train_columns =
         load_input_columns(*o.description, o.train_inputs, "--train-input", data.train.size(), train.labels, raw);
@@ -247,12 +254,10 @@ Result<Datasets> load_datasets(const TrainOptions& o, const ModelInput& model) {
     if (!data) return data;
     const bool files = files_given(o);
     const std::string dir = resolved_data_dir(o);
-    const SplitNames train_names =
-        files ? split_names("train", {o.train_images, o.train_labels})
-              : SplitNames{"train images in " + dir, "train labels in " + dir};
-    const SplitNames test_names =
-        files ? split_names("test", {o.test_images, o.test_labels})
-              : SplitNames{"test images in " + dir, "test labels in " + dir};
+    const SplitNames train_names = files ? split_names("train", {o.train_images, o.train_labels})
+                                         : SplitNames{"train images in " + dir, "train labels in " + dir};
+    const SplitNames test_names = files ? split_names("test", {o.test_images, o.test_labels})
+                                        : SplitNames{"test images in " + dir, "test labels in " + dir};
     data->train.normalization = *normalization;
     data->test.normalization = *normalization;
     conform_to_model(data->train, model);
@@ -260,9 +265,10 @@ Result<Datasets> load_datasets(const TrainOptions& o, const ModelInput& model) {
     PSRUN_TRY(check_fits_model(data->train, train_names, model));
     PSRUN_TRY(check_fits_model(data->test, test_names, model));
     PSRUN_TRY(attach_columns(o, *data, train_names, test_names));
-    data->train_description = std::to_string(data->train.size()) + " examples" +
-                              (data->train_mapped ? " (memory-mapped)" : "");
-    data->test_description = std::to_string(data->test.size()) + " examples" + (data->test_mapped ? " (memory-mapped)" : "");
+    data->train_description =
+        std::to_string(data->train.size()) + " examples" + (data->train_mapped ? " (memory-mapped)" : "");
+    data->test_description =
+        std::to_string(data->test.size()) + " examples" + (data->test_mapped ? " (memory-mapped)" : "");
     return data;
 }
 

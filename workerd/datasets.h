@@ -23,7 +23,7 @@ namespace psrun::worker {
 struct Datasets {
     LabeledImages train;  // in memory (empty when train_stream is set)
     LabeledImages test;
-    std::string name;  // --dataset, or "files" when given by --train-images or --train-data
+    std::string name;                          // --dataset, or "files" when given by --train-images or --train-data
     std::shared_ptr<StreamPlan> train_stream;  // set when the split is streamed
     std::shared_ptr<StreamPlan> test_stream;
     // Set when a split's .npy images are memory-mapped (--train-images F.npy with --stream on, or

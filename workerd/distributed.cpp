@@ -12,26 +12,26 @@
 
 #include "common/clock.h"
 #include "common/exit_codes.h"
+#include "common/job_keys.h"
 #include "common/model_dir_lock.h"
 #include "common/option_checks.h"
-#include "common/job_keys.h"
 #include "common/ps_client.h"
 #include "common/shared_dir_check.h"
 #include "common/zmq_util.h"
-#include "workerd/class_names.h"
-#include "workerd/datasets.h"
 #include "workerd/barrier.h"
+#include "workerd/class_names.h"
+#include "workerd/data/chunk_source.h"
+#include "workerd/data/data_time.h"
+#include "workerd/datasets.h"
 #include "workerd/hooks.h"
 #include "workerd/job_join.h"
 #include "workerd/model_identity.h"
-#include "workerd/run_recipe.h"
 #include "workerd/preemption.h"
 #include "workerd/ps_figures.h"
+#include "workerd/run_recipe.h"
 #include "workerd/signal_watcher.h"
 #include "workerd/step_loop.h"
 #include "workerd/worker_reports.h"
-#include "workerd/data/chunk_source.h"
-#include "workerd/data/data_time.h"
 
 namespace psrun::worker {
 
@@ -40,10 +40,12 @@ void add_cluster_options(CLI::App& app, ClusterOptions& o) {
     app.add_option("--num-workers", o.num_workers, "workers in the job (the start barrier waits for all)")
         ->check(integer_in(1, kMaxTasks));
     app.add_flag("--chief", o.chief, "this worker initialises the parameters and does the chief's duties");
-    app.add_flag("--evaluator", o.evaluator, "evaluate each new checkpoint in --model-dir on the test set (no training)");
+    app.add_flag("--evaluator", o.evaluator,
+                 "evaluate each new checkpoint in --model-dir on the test set (no training)");
     auto* key = app.add_option("--key-file", o.key_file, "the job's key file (job token and CURVE keys)");
     auto* no_auth = app.add_flag("--no-auth", o.no_auth, "no key file: no CURVE, job token 0")->excludes(key);
-    app.add_option("--auth", o.auth, "with --key-file, on tcp: mac (a MAC on every message) or curve (encrypt every byte)")
+    app.add_option("--auth", o.auth,
+                   "with --key-file, on tcp: mac (a MAC on every message) or curve (encrypt every byte)")
         ->excludes(no_auth)
         ->capture_default_str();
     app.add_option("--connect-timeout", o.connect_timeout, "seconds to wait for psd's reply to HELLO and STATS")
@@ -91,8 +93,9 @@ int DistributedWorker::run() {
     if (config.sparse_tables.empty()) {
         config.sparse_tables = SparseTables::automatic(*config.model, kAutoSparseFloats, config.seed);
         for (const auto& table : config.sparse_tables)
-            spdlog::info("embedding {}'s table is over {} MiB: it lives on psd as a sparse table (as --sparse-embedding {})",
-                         table, kAutoSparseFloats * 4 >> 20, table);
+            spdlog::info(
+                "embedding {}'s table is over {} MiB: it lives on psd as a sparse table (as --sparse-embedding {})",
+                table, kAutoSparseFloats * 4 >> 20, table);
     }
     std::optional<JobKeys> keys;
     if (!c.no_auth) {
@@ -122,8 +125,9 @@ int DistributedWorker::run() {
     po.reconnect_wait = to_milliseconds(c.faults.reconnect_wait);
     po.interrupted = [&watcher] { return watcher.stop_requested(); };
     if (c.faults.deprecated_restart_wait)
-        spdlog::warn("--ps-restart-wait is the old name of --reconnect-wait: use that (same meaning, and it also waits "
-                     "for a psd whose network blinked)");
+        spdlog::warn(
+            "--ps-restart-wait is the old name of --reconnect-wait: use that (same meaning, and it also waits "
+            "for a psd whose network blinked)");
     po.tensors = SparseTables(*config.model, config.sparse_tables, config.seed, config.raw_ids).wire_tensors();
     po.model = model_id(*config.model);
     po.shared_memory = training_.shared_memory == "on";
@@ -158,11 +162,13 @@ int DistributedWorker::run() {
     std::unique_ptr<BatchSource> train;
     if (c.data_chunks > 0) {  // elastic data: psd 0 leases the chunks (workerd/data/chunk_source.h)
         if (data->train_stream || data->train_mapped)
-            throw UsageError("--data-chunks reads the training split from memory: not with a streamed or "
-                             "memory-mapped split (drop --stream, or --data-chunks)");
+            throw UsageError(
+                "--data-chunks reads the training split from memory: not with a streamed or "
+                "memory-mapped split (drop --stream, or --data-chunks)");
         if (training_.augment != "none")
-            throw UsageError("--data-chunks does not combine with --augment yet (augmented batches are drawn on "
-                             "a thread of their own): drop one of them");
+            throw UsageError(
+                "--data-chunks does not combine with --augment yet (augmented batches are drawn on "
+                "a thread of their own): drop one of them");
         if (c.data_chunks > data->train.size())
             throw UsageError(fmt::format("--data-chunks {} is more than the {} training examples: give at most that",
                                          c.data_chunks, data->train.size()));
@@ -183,8 +189,12 @@ int DistributedWorker::run() {
         if (auto wrote = write_run_recipe(training_.model_dir, effective_recipe(training_, config)); !wrote)
             spdlog::warn("no {}: {}", kRunRecipeFile, wrote.error().message);
     std::unique_ptr<Checkpointer> checkpointer;  // the chief's, when it has a model dir
-    BarrierOptions bo{static_cast<std::uint32_t>(endpoints.size()), c.num_workers, to_milliseconds(c.barrier_timeout),
-                      std::chrono::milliseconds(100), &watcher, &po};  // a psd restarted meanwhile: a fresh client
+    BarrierOptions bo{static_cast<std::uint32_t>(endpoints.size()),
+                      c.num_workers,
+                      to_milliseconds(c.barrier_timeout),
+                      std::chrono::milliseconds(100),
+                      &watcher,
+                      &po};  // a psd restarted meanwhile: a fresh client
     StepInfo info;
     if (c.chief) {
         if (!training_.model_dir.empty()) {  // before any step: a node-local model dir stops the job here
@@ -198,10 +208,10 @@ int DistributedWorker::run() {
         const wire::InitConfig init{config.optimizer, 0, static_cast<std::uint64_t>(training_.steps)};
         std::optional<RestoredInfo> restored;
         if (!training_.model_dir.empty()) {
-            checkpointer = std::make_unique<Checkpointer>(CheckpointerOptions{
-                std::filesystem::absolute(training_.model_dir).string(), training_.keep_checkpoints,
-                training_.checkpoint_secs, static_cast<std::uint64_t>(training_.checkpoint_steps), init,
-                model_record(*config.model)});
+            checkpointer = std::make_unique<Checkpointer>(
+                CheckpointerOptions{std::filesystem::absolute(training_.model_dir).string(), training_.keep_checkpoints,
+                                    training_.checkpoint_secs, static_cast<std::uint64_t>(training_.checkpoint_steps),
+                                    init, model_record(*config.model)});
             if (!client_ptr->servers_initialized()) {
                 auto r = checkpointer->restore(*client_ptr);
                 if (!r) {
@@ -235,16 +245,16 @@ int DistributedWorker::run() {
     }
     const std::string reads = chunk_source ? fmt::format("data chunks leased by psd 0 ({} per epoch)", c.data_chunks)
                                            : "shard " + training_.shard;
-    spdlog::info("worker {}{} of {}: training from global step {} to {} on {}, batch {} ({} ps shard{}), model {}",
-                 c.index, c.chief ? " (chief)" : "",
-                 c.join ? fmt::format("a job that started with {} (joined)", c.num_workers) : std::to_string(c.num_workers),
-                 info.step, training_.steps, reads,
-                 training_.accumulate_steps > 1
-                     ? fmt::format("{} ({} micro-batches of {} per update)", examples_per_update(training_),
-                                   training_.accumulate_steps, training_.batch_size)
-                     : std::to_string(training_.batch_size),
-                 endpoints.size(), endpoints.size() == 1 ? "" : "s",
-                 describe_model(*config.model));
+    spdlog::info(
+        "worker {}{} of {}: training from global step {} to {} on {}, batch {} ({} ps shard{}), model {}", c.index,
+        c.chief ? " (chief)" : "",
+        c.join ? fmt::format("a job that started with {} (joined)", c.num_workers) : std::to_string(c.num_workers),
+        info.step, training_.steps, reads,
+        training_.accumulate_steps > 1
+            ? fmt::format("{} ({} micro-batches of {} per update)", examples_per_update(training_),
+                          training_.accumulate_steps, training_.batch_size)
+            : std::to_string(training_.batch_size),
+        endpoints.size(), endpoints.size() == 1 ? "" : "s", describe_model(*config.model));
 
     blocked.reset();
     std::unique_ptr<MetricsLog> metrics;
@@ -284,12 +294,12 @@ int DistributedWorker::run() {
     }
     trainer.set_row_client([&ctx] { return ctx.client; });
     bind_gradient_memory(trainer, *client_ptr, overlap);
-    StepLoop loop(StepLoopEnv{&watcher, &hooks, &ctx, &client_ptr, &po, &bo, checkpointer.get(),
-                              c.faults.reconnect_wait, c.ps,
-                              [chunk_source] {  // psd 0's dispenser was restored with the shards
-                                  if (chunk_source) chunk_source->restart();
-                              }},
-                  info.step, StepResult{info.step, 0, 0.0f, info.finished});
+    StepLoop loop(
+        StepLoopEnv{&watcher, &hooks, &ctx, &client_ptr, &po, &bo, checkpointer.get(), c.faults.reconnect_wait, c.ps,
+                    [chunk_source] {  // psd 0's dispenser was restored with the shards
+                        if (chunk_source) chunk_source->restart();
+                    }},
+        info.step, StepResult{info.step, 0, 0.0f, info.finished});
     if (const int failed = loop.run(overlap); failed != kExitOk) return failed;
     const std::uint64_t tag = loop.tag();
     const StepResult& last = loop.last();
@@ -312,22 +322,24 @@ int DistributedWorker::run() {
     }
     if (!c.chief) {
         const double n = std::max<double>(1.0, double(ctx.local_steps));
-        spdlog::info("done: {} steps by this worker in {:.1f} s ({:.0f} img/s), global step {}; per step: compute "
-                     "{:.1f} ms, push_pull {:.1f} ms{}, parameter copy {:.1f} ms",
-                     ctx.local_steps, ctx.train_seconds,
-                     ctx.train_seconds > 0 ? double(ctx.local_steps) * double(examples_per_update(training_)) / ctx.train_seconds
-                                           : 0.0,
-                     last.global_step, 1000 * ctx.compute_seconds / n, 1000 * ctx.exchange_seconds / n,
-                     overlap ? " waited (overlapped)" : "", 1000 * ctx.copy_seconds / n);
+        spdlog::info(
+            "done: {} steps by this worker in {:.1f} s ({:.0f} img/s), global step {}; per step: compute "
+            "{:.1f} ms, push_pull {:.1f} ms{}, parameter copy {:.1f} ms",
+            ctx.local_steps, ctx.train_seconds,
+            ctx.train_seconds > 0 ? double(ctx.local_steps) * double(examples_per_update(training_)) / ctx.train_seconds
+                                  : 0.0,
+            last.global_step, 1000 * ctx.compute_seconds / n, 1000 * ctx.exchange_seconds / n,
+            overlap ? " waited (overlapped)" : "", 1000 * ctx.copy_seconds / n);
     }
     spdlog::info("step times of this worker: {}", ctx.step_times.text());
     for (std::size_t k = 0; trainer.sparse_batches() > 0 && k < trainer.sparse_tables().tables().size(); ++k) {
         const auto& t = trainer.sparse_tables().tables()[k];
         const double ids = double(trainer.sparse_distinct_ids(k)) / double(trainer.sparse_batches());
-        spdlog::info("sparse table {} [{} x {}]: {:.1f} distinct ids per batch of {} lookups; rows pulled and pushed "
-                     "{:.1f} KB per step (a dense table: {:.1f} MB each way)",
-                     t.name(), t.rows(), t.width(), ids, t.lookups(examples_per_update(training_)),
-                     2 * ids * double(t.width()) * 4 / 1e3, double(t.rows()) * double(t.width()) * 4 / 1e6);
+        spdlog::info(
+            "sparse table {} [{} x {}]: {:.1f} distinct ids per batch of {} lookups; rows pulled and pushed "
+            "{:.1f} KB per step (a dense table: {:.1f} MB each way)",
+            t.name(), t.rows(), t.width(), ids, t.lookups(examples_per_update(training_)),
+            2 * ids * double(t.width()) * 4 / 1e3, double(t.rows()) * double(t.width()) * 4 / 1e6);
     }
     spdlog::info("data: {}", describe_data_time(trainer.data(), ctx.train_seconds));
     blocked.reset();
@@ -336,10 +348,11 @@ int DistributedWorker::run() {
     if (code == kExitOk && checkpointer && checkpointer->failures() > 0 &&
         checkpointer->last_saved_step() != last.global_step) {
         const auto held = checkpointer->last_saved_step();
-        spdlog::error("the final checkpoint (global step {}) was not written: {}; the newest checkpoint holds {} "
-                      "(exit {})",
-                      last.global_step, checkpointer->last_error(),
-                      held ? fmt::format("step {}", *held) : std::string("no step"), kExitNoFinalCheckpoint);
+        spdlog::error(
+            "the final checkpoint (global step {}) was not written: {}; the newest checkpoint holds {} "
+            "(exit {})",
+            last.global_step, checkpointer->last_error(), held ? fmt::format("step {}", *held) : std::string("no step"),
+            kExitNoFinalCheckpoint);
         code = kExitNoFinalCheckpoint;
     }
     return code;

@@ -34,7 +34,7 @@ struct ClusterOptions {
     // Seconds from SIGTERM/SIGUSR1 to a forced exit 1 (preemption.h); also the drain budget
     // (common/drain_budget.h) that psd gets the same value for.
     double signal_grace = kDefaultSignalGrace;
-    FaultOptions faults;           // lost psd, heartbeats, fault injection (workerd/ps_recovery.h)
+    FaultOptions faults;  // lost psd, heartbeats, fault injection (workerd/ps_recovery.h)
     // Elastic data (--data-chunks C, workerd/data/chunk_source.h): read the chunks psd 0 leases,
     // C per epoch, instead of the fixed shard; 0: the shard (default).
     std::uint32_t data_chunks = 0;
@@ -49,7 +49,7 @@ struct ClusterOptions {
 void add_cluster_options(CLI::App& app, ClusterOptions& options);
 
 class DistributedWorker {
-public:
+  public:
     DistributedWorker(ClusterOptions cluster, TrainOptions training);
     // Returns the process exit code: 0 after the last step and DONE; 1 when a psd is unreachable
     // or refuses (the message names it) or on a non-finite gradient; kExitPreempted (75) when
@@ -57,7 +57,7 @@ public:
     // Throws UsageError on bad options.
     int run();
 
-private:
+  private:
     ClusterOptions cluster_;
     TrainOptions training_;
 };

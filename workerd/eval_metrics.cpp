@@ -78,7 +78,8 @@ double roc_auc(std::vector<std::pair<float, bool>> scored) {
     for (std::size_t i = 0; i < scored.size();) {
         std::size_t j = i;
         while (j < scored.size() && scored[j].first == scored[i].first) ++j;
-        const double mid_rank = (static_cast<double>(i + 1) + static_cast<double>(j)) / 2;  // ranks 1-based, ties averaged
+        const double mid_rank =
+            (static_cast<double>(i + 1) + static_cast<double>(j)) / 2;  // ranks 1-based, ties averaged
         for (std::size_t k = i; k < j; ++k)
             if (scored[k].second) {
                 positives += 1;
@@ -94,7 +95,9 @@ double roc_auc(std::vector<std::pair<float, bool>> scored) {
 }  // namespace
 
 EvalAccumulator::EvalAccumulator(nn::LossKind loss, std::int64_t width, bool probabilities)
-    : loss_(loss), width_(static_cast<std::size_t>(width > 0 ? width : 1)), threshold_(probabilities ? 0.5f : 0.0f),
+    : loss_(loss),
+      width_(static_cast<std::size_t>(width > 0 ? width : 1)),
+      threshold_(probabilities ? 0.5f : 0.0f),
       probabilities_(probabilities) {
     if (loss_ == nn::LossKind::kSigmoidCrossEntropy) {
         tp_.assign(width_, 0);
@@ -212,7 +215,8 @@ EvalMetrics EvalAccumulator::result() const {
                 std::size_t aucs = 0;
                 for (std::size_t c = 0; c < w; ++c) {
                     const auto denominator = 2 * s.tp[c] + s.fp[c] + s.fn[c];
-                    f1 += denominator == 0 ? 1.0 : 2.0 * static_cast<double>(s.tp[c]) / static_cast<double>(denominator);
+                    f1 +=
+                        denominator == 0 ? 1.0 : 2.0 * static_cast<double>(s.tp[c]) / static_cast<double>(denominator);
                     h.auc.push_back(roc_auc(s.scored[c]));
                     if (h.auc.back() >= 0) {
                         auc += h.auc.back();
@@ -246,7 +250,8 @@ EvalMetrics EvalAccumulator::totals() const {
         double sum = 0;
         for (std::size_t c = 0; c < width_; ++c) {
             const auto denominator = 2 * tp_[c] + fp_[c] + fn_[c];
-            m.f1.push_back(denominator == 0 ? 1.0 : 2.0 * static_cast<double>(tp_[c]) / static_cast<double>(denominator));
+            m.f1.push_back(denominator == 0 ? 1.0
+                                            : 2.0 * static_cast<double>(tp_[c]) / static_cast<double>(denominator));
             sum += m.f1.back();
         }
         m.mean_f1 = sum / static_cast<double>(width_);

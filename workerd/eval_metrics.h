@@ -58,8 +58,8 @@ struct EvalMetrics {
     double mae = -1;
     std::vector<double> f1;  // multi-label, per label
     double mean_f1 = -1;
-    double auc = -1;  // one-label sigmoid cross-entropy
-    double mean_loss = -1;  // a graph loss's (add_loss), -1 when not measured
+    double auc = -1;                 // one-label sigmoid cross-entropy
+    double mean_loss = -1;           // a graph loss's (add_loss), -1 when not measured
     std::vector<HeadMetrics> heads;  // a graph loss's heads (add_head), in model.heads order
 
     // The figure a run's accuracy targets and "test accuracy" refer to: accuracy (also for
@@ -78,7 +78,7 @@ struct EvalMetrics {
 };
 
 class EvalAccumulator {
-public:
+  public:
     // `width`: the model's output width (classes, or the target width T). `probabilities`: add()
     // gets softmax/sigmoid outputs (nn::Network::probabilities, psrun predict) instead of the
     // model's raw outputs (a multi-label prediction is then p >= 0.5 instead of logit >= 0).
@@ -97,7 +97,7 @@ public:
                   std::span<const float> targets, std::size_t valid);
     EvalMetrics result() const;
 
-private:
+  private:
     EvalMetrics totals() const;  // result() without the heads
     nn::LossKind loss_;
     std::size_t width_;

@@ -11,15 +11,15 @@
 #include <fstream>
 #include <memory>
 
+#include "common/checkpoint_params.h"
+#include "common/checkpoint_store.h"
+#include "common/checkpointer.h"
 #include "common/clock.h"
 #include "common/model_dir_lock.h"
 #include "common/option_checks.h"
 #include "common/pause_detector.h"
-#include "common/checkpoint_params.h"
-#include "common/checkpoint_store.h"
 #include "common/ps_client.h"
 #include "common/zmq_util.h"
-#include "common/checkpointer.h"
 #include "workerd/datasets.h"
 #include "workerd/model_identity.h"
 #include "workerd/nn/model_summary.h"
@@ -35,8 +35,9 @@ constexpr int kProbeMisses = 2;  // consecutive unanswered probes before the psd
 }  // namespace
 
 void add_evaluator_options(CLI::App& app, EvaluatorOptions& o) {
-    app.add_option("--eval-timeout", o.eval_timeout,
-                   "evaluator: exit 1 after S seconds without a new checkpoint (and, with --ps, without an answer from psd)")
+    app.add_option(
+           "--eval-timeout", o.eval_timeout,
+           "evaluator: exit 1 after S seconds without a new checkpoint (and, with --ps, without an answer from psd)")
         ->check(positive_seconds())
         ->capture_default_str();
     app.add_option("--eval-poll", o.poll_interval, "evaluator: seconds between looks for new checkpoints")
@@ -88,7 +89,8 @@ bool Evaluator::psd_alive() const {
 Result<Trainer*> Evaluator::trainer_for(const CheckpointInfo& info, bool& fatal) {
     fatal = false;
     PSRUN_TRY_ASSIGN(auto manifest, CheckpointStore::read_manifest(info));
-    PSRUN_TRY_ASSIGN(auto model, model_from_record(manifest_model(manifest), "checkpoint " + info.dir, *training_.description));
+    PSRUN_TRY_ASSIGN(auto model,
+                     model_from_record(manifest_model(manifest), "checkpoint " + info.dir, *training_.description));
     const std::string hash = nn::architecture_hash(model);
     if (trainer_) {
         if (hash == nn::architecture_hash(trainer_->model())) return trainer_.get();
@@ -167,8 +169,9 @@ Evaluator::Outcome Evaluator::evaluate_new(MetricsLog& metrics, EventWriter& eve
 
 int Evaluator::run() {
     if (training_.model_dir.empty())
-        throw UsageError("--evaluator needs --model-dir D: the directory the chief writes its checkpoints to "
-                         "(give the evaluator the same --model-dir as the chief)");
+        throw UsageError(
+            "--evaluator needs --model-dir D: the directory the chief writes its checkpoints to "
+            "(give the evaluator the same --model-dir as the chief)");
     if (training_.steps < 1)
         throw UsageError("--steps must be >= 1: the evaluator exits after the checkpoint of that step");
     if (!training_.description) throw std::logic_error("Evaluator: resolve_model() first");
@@ -187,7 +190,8 @@ int Evaluator::run() {
     const std::string eval_dir =
         model_dir_ + (cluster_.index == 0 ? std::string("/eval") : "/eval-" + std::to_string(cluster_.index));
     std::filesystem::create_directories(eval_dir, ec);
-    if (ec) throw UsageError("--model-dir " + training_.model_dir + ": cannot create " + eval_dir + ": " + ec.message());
+    if (ec)
+        throw UsageError("--model-dir " + training_.model_dir + ": cannot create " + eval_dir + ": " + ec.message());
     read_previous_steps(eval_dir + "/metrics.jsonl");
     if (last_evaluated_ >= training_.steps) {
         spdlog::info("{}/metrics.jsonl already holds step {} >= --steps {}: nothing left to evaluate", eval_dir,
@@ -234,18 +238,20 @@ int Evaluator::watch(MetricsLog& metrics, EventWriter& events, SignalFd& signals
                 const Outcome last = evaluate_new(metrics, events);
                 if (last.exit_code >= 0) return last.exit_code;
                 if (last.reached_last) return kExitOk;
-                spdlog::error("the job's psd ({}) stopped answering and no checkpoint of step {} arrived (last "
-                              "evaluated step {}): the training ended early; see the workers' logs",
-                              cluster_.ps, training_.steps, last_evaluated_);
+                spdlog::error(
+                    "the job's psd ({}) stopped answering and no checkpoint of step {} arrived (last "
+                    "evaluated step {}): the training ended early; see the workers' logs",
+                    cluster_.ps, training_.steps, last_evaluated_);
                 return kExitFailure;
             }
         }
         // Time this evaluator was itself stopped (a suspended job) is nobody's silence.
         if (seconds_since(PauseDetector::process().window_start(last_progress)) >= options_.eval_timeout) {
-            spdlog::error("no new checkpoint in {} {}for {} s (last evaluated step {}, waiting for step {}): is the "
-                          "chief running with --model-dir {}?",
-                          model_dir_, can_probe ? "and no answer from the psd " : "", options_.eval_timeout,
-                          last_evaluated_, training_.steps, training_.model_dir);
+            spdlog::error(
+                "no new checkpoint in {} {}for {} s (last evaluated step {}, waiting for step {}): is the "
+                "chief running with --model-dir {}?",
+                model_dir_, can_probe ? "and no answer from the psd " : "", options_.eval_timeout, last_evaluated_,
+                training_.steps, training_.model_dir);
             return kExitFailure;
         }
         pollfd fds[2] = {{signals.fd(), POLLIN, 0}, {wake_.fd(), POLLIN, 0}};

@@ -26,15 +26,15 @@
 
 #include <atomic>
 #include <cstdint>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
-#include "common/event_writer.h"
 #include "common/checkpoint_store.h"
+#include "common/event_writer.h"
 #include "common/job_keys.h"
 #include "common/metrics_log.h"
 #include "common/signals.h"
@@ -55,7 +55,7 @@ struct EvaluatorOptions {
 void add_evaluator_options(CLI::App& app, EvaluatorOptions& options);
 
 class Evaluator {
-public:
+  public:
     // cluster: --index, --ps and --key-file/--no-auth (for the liveness probe; --ps may be
     // empty: then only --eval-timeout ends a wait). training: --model-dir (required), --steps,
     // data and model options.
@@ -66,7 +66,7 @@ public:
     // Asks run() to finish as after SIGTERM (final look, exit 0). Thread-safe.
     void stop();
 
-private:
+  private:
     struct Outcome {
         bool reached_last = false;  // a checkpoint of step >= --steps was evaluated
         bool found_new = false;     // a checkpoint not seen before (evaluated or damaged)
@@ -90,8 +90,8 @@ private:
     std::optional<JobKeys> keys_;
     std::unique_ptr<Datasets> data_;    // loaded with the first checkpoint's model
     std::unique_ptr<Trainer> trainer_;  // for that model; later checkpoints must hold the same
-    std::string model_dir_;  // absolute
-    std::set<std::int64_t> seen_;  // evaluated or skipped steps
+    std::string model_dir_;             // absolute
+    std::set<std::int64_t> seen_;       // evaluated or skipped steps
     std::int64_t last_evaluated_ = -1;
     WakeFd wake_;
     std::atomic<bool> stop_requested_{false};

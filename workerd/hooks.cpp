@@ -39,10 +39,10 @@ void NanGuardHook::before_step(RunContext& ctx, float loss) {
     const auto grads = ctx.trainer->grads().all();
     const bool loss_ok = std::isfinite(loss);
     if (loss_ok && wire::all_finite(grads.data(), grads.size())) return;
-    throw std::runtime_error(fmt::format(
-        "worker {}: non-finite {} at local step {}: not pushing it; this worker stops (lower "
-        "--learning-rate, or check the data)",
-        ctx.index, loss_ok ? "gradient" : fmt::format("loss ({})", loss), ctx.local_steps + 1));
+    throw std::runtime_error(
+        fmt::format("worker {}: non-finite {} at local step {}: not pushing it; this worker stops (lower "
+                    "--learning-rate, or check the data)",
+                    ctx.index, loss_ok ? "gradient" : fmt::format("loss ({})", loss), ctx.local_steps + 1));
 }
 
 HookList make_hooks(const RunContext& ctx) {

@@ -7,9 +7,9 @@
 
 #include <chrono>
 #include <cstdint>
-#include <optional>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,31 +41,31 @@ struct StepResult {
 struct RunContext {
     const TrainOptions* options = nullptr;
     Trainer* trainer = nullptr;
-    PsClient* client = nullptr;        // for heartbeats during long waits
-    MetricsLog* metrics = nullptr;     // chief with --model-dir only
-    EventWriter* events = nullptr;     // chief with --model-dir only
+    PsClient* client = nullptr;            // for heartbeats during long waits
+    MetricsLog* metrics = nullptr;         // chief with --model-dir only
+    EventWriter* events = nullptr;         // chief with --model-dir only
     Checkpointer* checkpointer = nullptr;  // chief with --model-dir only
     std::uint32_t index = 0;
     std::uint32_t num_workers = 1;
     bool chief = false;
-    std::uint64_t start_step = 0;      // global step when this worker started training
-    std::uint64_t last_step = 0;       // --steps
-    Clock::time_point start{};         // when training started (after the barrier)
-    std::uint64_t local_steps = 0;     // steps this worker has pushed so far
-    double train_seconds = 0;          // start to the end of the last step (set before end())
-    double compute_seconds = 0;        // in compute_gradients() and before_step hooks
-    double exchange_seconds = 0;       // in PUSH_PULL round trips
-    double copy_seconds = 0;           // copying received parameters into the model's buffer
-    StepTimes step_times;              // each step's time, end to end (StepLoop)
-    bool stop = false;                 // set by a hook: leave the loop after this step
-    std::optional<Error> aborted;      // set by a hook: psd stopped the run (kAborted); the worker fails
+    std::uint64_t start_step = 0;   // global step when this worker started training
+    std::uint64_t last_step = 0;    // --steps
+    Clock::time_point start{};      // when training started (after the barrier)
+    std::uint64_t local_steps = 0;  // steps this worker has pushed so far
+    double train_seconds = 0;       // start to the end of the last step (set before end())
+    double compute_seconds = 0;     // in compute_gradients() and before_step hooks
+    double exchange_seconds = 0;    // in PUSH_PULL round trips
+    double copy_seconds = 0;        // copying received parameters into the model's buffer
+    StepTimes step_times;           // each step's time, end to end (StepLoop)
+    bool stop = false;              // set by a hook: leave the loop after this step
+    std::optional<Error> aborted;   // set by a hook: psd stopped the run (kAborted); the worker fails
     bool stopped_by_signal = false;
     // True once a stop signal arrived (the loop leaves after this step): evaluations and periodic
     // checkpoints are skipped then, the preemption checkpoint follows (workerd/preemption.h).
     std::function<bool()> interrupted;
-    double test_accuracy = -1;         // latest evaluation's score() (-1: none yet, or regression)
+    double test_accuracy = -1;                // latest evaluation's score() (-1: none yet, or regression)
     std::optional<EvalMetrics> test_metrics;  // latest evaluation, every figure
-    std::uint64_t accuracy_step = 0;   // global step of that evaluation
+    std::uint64_t accuracy_step = 0;          // global step of that evaluation
     double eval_seconds = 0;
     nlohmann::json evaluations = nlohmann::json::array();
     // --ema-decay: the final evaluation of psd's moving average of the weights, read from the
@@ -80,7 +80,7 @@ struct RunContext {
 };
 
 class Hook {
-public:
+  public:
     virtual ~Hook() = default;
     virtual bool chief_only() const { return false; }
     virtual void begin(RunContext& /*ctx*/) {}
@@ -91,7 +91,7 @@ public:
 };
 
 class HookList {
-public:
+  public:
     explicit HookList(bool chief) : chief_(chief) {}
     // Keeps `hook` unless it is chief-only and this worker is not the chief.
     void add(std::unique_ptr<Hook> hook);
@@ -101,7 +101,7 @@ public:
     void end(RunContext& ctx, const StepResult& last);
     std::size_t size() const { return hooks_.size(); }
 
-private:
+  private:
     bool chief_;
     std::vector<std::unique_ptr<Hook>> hooks_;
 };
@@ -109,13 +109,13 @@ private:
 // Stops the loop once psd reports the last step (StopAtStepHook with last_step: the psd refuses
 // updates past it, so the global step never overshoots --steps).
 class StopAtStepHook : public Hook {
-public:
+  public:
     void after_step(RunContext& ctx, const StepResult& step) override;
 };
 
 // Refuses to push a non-finite loss or gradient: throws (the worker exits 1) naming the step.
 class NanGuardHook : public Hook {
-public:
+  public:
     void before_step(RunContext& ctx, float loss) override;
 };
 

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <span>
 
 #include <nlohmann/json.hpp>
@@ -82,8 +82,8 @@ Result<InferenceModel> load_checkpoint_model(const std::string& model_dir, std::
                                              CheckpointValues values, const std::vector<std::string>& raw_ids) {
     std::error_code ec;
     if (!std::filesystem::is_directory(model_dir, ec))
-        return make_error(ErrorCode::kNotFound, "model dir " + model_dir +
-                                                    " does not exist: give the --model-dir a training run wrote");
+        return make_error(ErrorCode::kNotFound,
+                          "model dir " + model_dir + " does not exist: give the --model-dir a training run wrote");
     const CheckpointStore store(model_dir, 1);
     const auto all = store.list();
     if (all.empty())
@@ -96,13 +96,13 @@ Result<InferenceModel> load_checkpoint_model(const std::string& model_dir, std::
         chosen = std::find_if(all.begin(), all.end(), [&](const CheckpointInfo& c) { return c.step == *step; });
         if (chosen == all.end())
             return make_error(ErrorCode::kNotFound, "model dir " + model_dir + " has no checkpoint of step " +
-                                                        std::to_string(*step) + "; it has steps " +
-                                                        list_steps(all));
+                                                        std::to_string(*step) + "; it has steps " + list_steps(all));
     }
     auto loaded = load_one(*chosen, values, raw_ids);
     if (!loaded) {
         // Not damage: nothing there (kNotFound), or --raw-ids that do not fit it (kUnsupported).
-        if (loaded.error().code == ErrorCode::kNotFound || loaded.error().code == ErrorCode::kUnsupported) return loaded;
+        if (loaded.error().code == ErrorCode::kNotFound || loaded.error().code == ErrorCode::kUnsupported)
+            return loaded;
         // Name an older checkpoint that verifies, if there is one, as the way out.
         std::string advice = "; no older checkpoint verifies either (retrain, or restore the model dir from a copy)";
         for (auto it = std::make_reverse_iterator(chosen); it != all.rend(); ++it) {
@@ -140,8 +140,9 @@ Result<void> run_batches(const InferenceModel& model, const LabeledImages& image
         for (const auto& c : images.columns)
             if (c.name == name && c.u64.size() != count * c.per_example)
                 return make_error(ErrorCode::kInvalidArgument,
-                                  "input " + name + " is read by a table keyed by raw ids and the data gives no raw ids "
-                                  "for it (load it with InferenceModel::raw_inputs())");
+                                  "input " + name +
+                                      " is read by a table keyed by raw ids and the data gives no raw ids "
+                                      "for it (load it with InferenceModel::raw_inputs())");
     // Tables keyed by raw ids: the local model's blocks after the dense tensors, filled per batch.
     std::optional<KeyedLookup> keyed;
     nn::ModelDescription local;
@@ -156,8 +157,10 @@ Result<void> run_batches(const InferenceModel& model, const LabeledImages& image
                                                                " dense parameters do not fit its keyed tables' model");
         std::copy(model.params.begin(), model.params.end(), local_params.begin());
     }
-    PSRUN_TRY_ASSIGN(auto network, nn::Network::create(keyed ? local : model.model, options,
-                                       keyed ? std::span<const float>(local_params) : std::span<const float>(model.params), {}));
+    PSRUN_TRY_ASSIGN(
+        auto network,
+        nn::Network::create(keyed ? local : model.model, options,
+                            keyed ? std::span<const float>(local_params) : std::span<const float>(model.params), {}));
     nn::Network& net = *network;
     const auto batch = static_cast<std::size_t>(options.batch_size);
     std::vector<std::uint32_t> indices(batch);
@@ -167,12 +170,13 @@ Result<void> run_batches(const InferenceModel& model, const LabeledImages& image
         BatchView view{net.input(), net.input_ids(), net.labels(), net.targets(), {}};
         for (std::size_t i = 1; i < model.model.inputs.size(); ++i)
             if (!model.model.fed_by_labels(i))
-                view.columns.push_back(ColumnSpan{net.input(i), net.input_ids(i),
-                                                  keyed ? keyed->raw_ids(i, options.batch_size) : std::span<std::uint64_t>()});
+                view.columns.push_back(
+                    ColumnSpan{net.input(i), net.input_ids(i),
+                               keyed ? keyed->raw_ids(i, options.batch_size) : std::span<std::uint64_t>()});
         fill_examples(images, indices, view);
         if (keyed)
-            keyed->map_batch([&net](std::size_t input) { return net.input_ids(input); }, static_cast<std::int64_t>(valid),
-                             options.batch_size, local_params);
+            keyed->map_batch([&net](std::size_t input) { return net.input_ids(input); },
+                             static_cast<std::int64_t>(valid), options.batch_size, local_params);
         net.forward(false);
         take(net, start, valid);
     }
@@ -184,10 +188,11 @@ Result<void> run_batches(const InferenceModel& model, const LabeledImages& image
 Result<std::vector<float>> predict_probabilities(const InferenceModel& model, const LabeledImages& images,
                                                  std::int64_t batch_size) {
     if (model.model.loss == nn::LossKind::kGraph && model.model.head.empty())
-        return make_error(ErrorCode::kInvalidArgument,
-                          "model " + model.model.name +
-                              " ends in its own loss and has no class head to predict with (a softmax_cross_entropy_loss "
-                              "or nll_loss over N x C scores reading the data's labels)");
+        return make_error(
+            ErrorCode::kInvalidArgument,
+            "model " + model.model.name +
+                " ends in its own loss and has no class head to predict with (a softmax_cross_entropy_loss "
+                "or nll_loss over N x C scores reading the data's labels)");
     const auto classes = static_cast<std::size_t>(model.model.classes);
     std::vector<float> out(images.size() * classes);
     std::vector<float> probs;
@@ -204,12 +209,13 @@ Result<std::vector<HeadPrediction>> predict_heads(const InferenceModel& model, c
                                                   std::int64_t batch_size) {
     const auto& heads = model.model.heads;
     if (heads.empty())
-        return make_error(ErrorCode::kInvalidArgument,
-                          "model " + model.model.name + " has no heads (scores a loss of its graph reads against a "
-                                                        "target input)");
+        return make_error(ErrorCode::kInvalidArgument, "model " + model.model.name +
+                                                           " has no heads (scores a loss of its graph reads against a "
+                                                           "target input)");
     std::vector<HeadPrediction> out;
     for (const auto& h : heads)
-        out.push_back(HeadPrediction{h.value, h.kind, h.width, std::vector<float>(images.size() * static_cast<std::size_t>(h.width))});
+        out.push_back(HeadPrediction{h.value, h.kind, h.width,
+                                     std::vector<float>(images.size() * static_cast<std::size_t>(h.width))});
     auto ok = run_batches(model, images, batch_size, [&](nn::Network& net, std::size_t start, std::size_t valid) {
         for (std::size_t k = 0; k < heads.size(); ++k) {
             const auto w = static_cast<std::size_t>(heads[k].width);
@@ -219,7 +225,8 @@ Result<std::vector<HeadPrediction>> predict_heads(const InferenceModel& model, c
                 const float* row = scores.data() + i * w;
                 float* p = dst + i * w;
                 if (heads[k].kind == nn::HeadKind::kSigmoid) {
-                    for (std::size_t c = 0; c < w; ++c) p[c] = static_cast<float>(1.0 / (1.0 + std::exp(-double(row[c]))));
+                    for (std::size_t c = 0; c < w; ++c)
+                        p[c] = static_cast<float>(1.0 / (1.0 + std::exp(-double(row[c]))));
                     continue;
                 }
                 const double mx = *std::max_element(row, row + w);

@@ -28,9 +28,9 @@ struct InferenceModel {
     // a KeyedLookup batch by batch (workerd/keyed_lookup.h); `raw_ids` their embeddings as given.
     std::vector<KeyedRows> keyed;
     std::vector<std::string> raw_ids;
-    std::string source;         // "checkpoint D/ckpt-0000000300" or "ONNX file F", for messages
-    std::int64_t step = -1;     // the checkpoint's global step; -1 for an ONNX file
-    std::string dataset;        // D/summary.json's "dataset" ("mnist", "fashion-mnist", "files"); empty: unknown
+    std::string source;      // "checkpoint D/ckpt-0000000300" or "ONNX file F", for messages
+    std::int64_t step = -1;  // the checkpoint's global step; -1 for an ONNX file
+    std::string dataset;     // D/summary.json's "dataset" ("mnist", "fashion-mnist", "files"); empty: unknown
 
     // The model inputs read as raw 64-bit ids (load_input_columns' and load_table_split's
     // raw_inputs): those of the keyed tables' embeddings.
@@ -47,9 +47,10 @@ struct InferenceModel {
 //    ids (check_raw_id_names, workerd/keyed_checkpoint.h), saying which --raw-ids to give or drop.
 // `values`: the parameters, or psd's moving average of them (--ema-decay; common/checkpoint_params.h).
 // `raw_ids`: --raw-ids as training took it; its tables come back in InferenceModel::keyed.
-[[nodiscard]] Result<InferenceModel> load_checkpoint_model(
-    const std::string& model_dir, std::optional<std::int64_t> step,
-    CheckpointValues values = CheckpointValues::kParameters, const std::vector<std::string>& raw_ids = {});
+[[nodiscard]] Result<InferenceModel> load_checkpoint_model(const std::string& model_dir,
+                                                           std::optional<std::int64_t> step,
+                                                           CheckpointValues values = CheckpointValues::kParameters,
+                                                           const std::vector<std::string>& raw_ids = {});
 
 // A model imported from an ONNX file (workerd/onnx/onnx_model.h) with its initializers.
 // Errors: the importer's (kIo unreadable, kInvalidArgument not ONNX or unsupported); kUnsupported
@@ -61,8 +62,7 @@ struct InferenceModel {
 // image and the padding discarded. REQUIRES: the images have the model's input shape and every
 // label is in [0, classes) (check_fits_model). Errors: kInvalidArgument for batch_size < 1;
 // the engine's (kUnsupported when oneDNN cannot build a layer).
-[[nodiscard]] Result<std::vector<float>> predict_probabilities(const InferenceModel& model,
-                                                               const LabeledImages& images,
+[[nodiscard]] Result<std::vector<float>> predict_probabilities(const InferenceModel& model, const LabeledImages& images,
                                                                std::int64_t batch_size);
 
 // One head's predictions: the softmax (softmax head) or sigmoid (sigmoid head) of its scores,

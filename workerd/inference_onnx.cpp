@@ -12,8 +12,8 @@ Result<InferenceModel> load_onnx_model(const std::string& path) {
         model.initial_parameters->size() != static_cast<std::size_t>(model.parameter_count))
         return make_error(ErrorCode::kInvalidArgument,
                           "--onnx " + path + ": the graph does not hold every parameter of its model (" +
-                              std::to_string(model.initial_parameters ? model.initial_parameters->size() : 0) +
-                              " of " + std::to_string(model.parameter_count) +
+                              std::to_string(model.initial_parameters ? model.initial_parameters->size() : 0) + " of " +
+                              std::to_string(model.parameter_count) +
                               " floats): export it with its weights (psrun export, or torch.onnx.export)");
     InferenceModel out;
     out.params = *model.initial_parameters;

@@ -19,8 +19,8 @@ std::string extra_inputs_text(const nn::ModelDescription& model) {
     std::string out;
     for (std::size_t i = 1; i < model.inputs.size(); ++i)
         if (!model.fed_by_labels(i))
-            out += (out.empty() ? "" : ", ") + model.inputs[i].name + " [" + nn::shape_text(model.inputs[i].info.dims) + "] " +
-               nn::to_string(model.inputs[i].info.type);
+            out += (out.empty() ? "" : ", ") + model.inputs[i].name + " [" + nn::shape_text(model.inputs[i].info.dims) +
+                   "] " + nn::to_string(model.inputs[i].info.type);
     return out;
 }
 
@@ -31,7 +31,8 @@ double element(const std::vector<std::uint8_t>& bytes, const NpyHeader& h, std::
         const std::size_t at = h.data_offset + e * h.item_bytes + (h.big_endian ? h.item_bytes - 1 - k : k);
         raw |= static_cast<std::uint64_t>(bytes[at]) << (8 * k);
     }
-    if (h.kind == 'f') return h.item_bytes == 4 ? std::bit_cast<float>(static_cast<std::uint32_t>(raw)) : std::bit_cast<double>(raw);
+    if (h.kind == 'f')
+        return h.item_bytes == 4 ? std::bit_cast<float>(static_cast<std::uint32_t>(raw)) : std::bit_cast<double>(raw);
     if (h.kind == 'u') return static_cast<double>(raw);
     const unsigned shift = static_cast<unsigned>(64 - 8 * h.item_bytes);
     return static_cast<double>(static_cast<std::int64_t>(raw << shift) >> shift);
@@ -98,7 +99,8 @@ Result<InputColumn> load_column(const nn::ModelDescription& model, const nn::Inp
     c.file = file;
     c.per_example = per_example;
     if (raw) {  // raw ids: any 64-bit value, exactly, no vocabulary
-        if (!int_dtype) return tl::unexpected(invalid(where + ": dtype " + h.descr + " for raw ids (--raw-ids): give integers"));
+        if (!int_dtype)
+            return tl::unexpected(invalid(where + ": dtype " + h.descr + " for raw ids (--raw-ids): give integers"));
         c.u64.resize(count);
         for (std::size_t e = 0; e < count; ++e) c.u64[e] = integer_element(*bytes, h, e);
         return c;
@@ -114,12 +116,12 @@ Result<InputColumn> load_column(const nn::ModelDescription& model, const nn::Inp
                 return tl::unexpected(invalid(where + ": id " + std::to_string(static_cast<long long>(v)) + " at row " +
                                               std::to_string(e / per_example) + " is not in [0, 2^31)"));
             if (table != nullptr && v >= static_cast<double>(vocabulary))  // as the primary input's check words it
-                return tl::unexpected(invalid(
-                    where + ": id " + std::to_string(static_cast<long long>(v)) + " at example " +
-                    std::to_string(e / per_example) + " position " + std::to_string(e % per_example) +
-                    " is out of range 0-" + std::to_string(vocabulary - 1) + " (embedding " + table->name +
-                    " of model " + model.name + " reads " + input.name + " and has a vocabulary of " +
-                    std::to_string(vocabulary) + ")"));
+                return tl::unexpected(invalid(where + ": id " + std::to_string(static_cast<long long>(v)) +
+                                              " at example " + std::to_string(e / per_example) + " position " +
+                                              std::to_string(e % per_example) + " is out of range 0-" +
+                                              std::to_string(vocabulary - 1) + " (embedding " + table->name +
+                                              " of model " + model.name + " reads " + input.name +
+                                              " and has a vocabulary of " + std::to_string(vocabulary) + ")"));
             c.i32[e] = static_cast<std::int32_t>(v);
         } else {
             c.f32[e] = static_cast<float>(v);
@@ -130,9 +132,9 @@ Result<InputColumn> load_column(const nn::ModelDescription& model, const nn::Inp
 
 }  // namespace
 
-Result<std::vector<InputColumn>> load_input_columns(const nn::ModelDescription& model, const std::vector<std::string>& args,
-                                                    std::string_view option, std::size_t rows,
-                                                    const std::string& rows_from,
+Result<std::vector<InputColumn>> load_input_columns(const nn::ModelDescription& model,
+                                                    const std::vector<std::string>& args, std::string_view option,
+                                                    std::size_t rows, const std::string& rows_from,
                                                     const std::vector<std::string>& raw_inputs) {
     const std::string opt(option);
     if (!model.column_inputs()) {
@@ -151,8 +153,8 @@ Result<std::vector<InputColumn>> load_input_columns(const nn::ModelDescription& 
         if (index == 0)
             return tl::unexpected(invalid(opt + " " + arg + ": " + name +
                                           " is the model's primary input, read from the images or data options "
-                                          "(--train-images/--test-images, --data-dir, --train-data): give " + opt +
-                                          " for " + extra_inputs_text(model)));
+                                          "(--train-images/--test-images, --data-dir, --train-data): give " +
+                                          opt + " for " + extra_inputs_text(model)));
         if (index > 0 && model.fed_by_labels(static_cast<std::size_t>(index)))
             return tl::unexpected(invalid(opt + " " + arg + ": " + name +
                                           " is the model's label input, fed from the data's labels: give " + opt +

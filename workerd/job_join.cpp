@@ -10,11 +10,13 @@ namespace psrun::worker {
 
 void check_join_options(const ClusterOptions& c) {
     if (c.chief)
-        throw UsageError("--join: a chief never joins (it initialises psd and writes the checkpoints): drop --chief, or "
-                         "start the job with it");
+        throw UsageError(
+            "--join: a chief never joins (it initialises psd and writes the checkpoints): drop --chief, or "
+            "start the job with it");
     if (c.data_chunks == 0)
-        throw UsageError("--join needs --data-chunks C (the run's value): a joining worker reads the chunks psd 0 "
-                         "leases, so that each epoch still visits every example once");
+        throw UsageError(
+            "--join needs --data-chunks C (the run's value): a joining worker reads the chunks psd 0 "
+            "leases, so that each epoch still visits every example once");
 }
 
 Result<wire::JoinGrant> join_running_job(const PsClientOptions& worker, std::uint32_t data_chunks) {

@@ -12,7 +12,8 @@ namespace {
 // The embedding node whose table is model.tensors[tensor], or nullptr.
 const nn::Node* keyed_table_reader(const nn::ModelDescription& model, std::size_t tensor) {
     for (const auto& n : model.nodes)
-        if (n.op == "embedding" && n.inputs.size() > n.data_inputs && n.inputs[n.data_inputs] == model.tensors[tensor].name)
+        if (n.op == "embedding" && n.inputs.size() > n.data_inputs &&
+            n.inputs[n.data_inputs] == model.tensors[tensor].name)
             return &n;
     return nullptr;
 }
@@ -20,7 +21,8 @@ const nn::Node* keyed_table_reader(const nn::ModelDescription& model, std::size_
 // The embedding node `name` names (its own name or its table's), or nullptr.
 const nn::Node* keyed_named_embedding(const nn::ModelDescription& model, const std::string& name) {
     for (const auto& n : model.nodes)
-        if (n.op == "embedding" && (n.name == name || (n.inputs.size() > n.data_inputs && n.inputs[n.data_inputs] == name)))
+        if (n.op == "embedding" &&
+            (n.name == name || (n.inputs.size() > n.data_inputs && n.inputs[n.data_inputs] == name)))
             return &n;
     return nullptr;
 }
@@ -46,13 +48,15 @@ std::optional<std::uint64_t> recorded_run_seed(const std::string& model_dir) {
     std::ifstream in(model_dir + "/summary.json");
     if (!in) return std::nullopt;
     const auto j = nlohmann::json::parse(in, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("seed") || !j["seed"].is_number_unsigned()) return std::nullopt;
+    if (j.is_discarded() || !j.is_object() || !j.contains("seed") || !j["seed"].is_number_unsigned())
+        return std::nullopt;
     return j["seed"].get<std::uint64_t>();
 }
 
 Result<std::vector<std::size_t>> mark_keyed_tables(const nlohmann::json& manifest, const nn::ModelDescription& model,
                                                    std::vector<TensorSpec>& tensors,
-                                                   std::optional<std::uint64_t> fallback_seed, const std::string& where) {
+                                                   std::optional<std::uint64_t> fallback_seed,
+                                                   const std::string& where) {
     std::vector<std::size_t> out;
     if (!manifest.is_object() || !manifest.contains("layout") || !manifest["layout"].is_object() ||
         !manifest["layout"].contains("tensors") || !manifest["layout"]["tensors"].is_array())
@@ -62,17 +66,21 @@ Result<std::vector<std::size_t>> mark_keyed_tables(const nlohmann::json& manifes
             entry["kind"].get<std::string>() != to_string(TensorKind::kKeyedRows))
             continue;
         const std::string name = entry.value("name", std::string());
-        const auto it = std::find_if(tensors.begin(), tensors.end(), [&](const TensorSpec& t) { return t.name == name; });
+        const auto it =
+            std::find_if(tensors.begin(), tensors.end(), [&](const TensorSpec& t) { return t.name == name; });
         if (it == tensors.end())
-            return make_error(ErrorCode::kInvalidArgument, where + ": keyed table '" + name + "' is not part of its model");
+            return make_error(ErrorCode::kInvalidArgument,
+                              where + ": keyed table '" + name + "' is not part of its model");
         const auto k = static_cast<std::size_t>(it - tensors.begin());
         if (it->shape.size() != 2 || keyed_table_reader(model, k) == nullptr)
-            return make_error(ErrorCode::kInvalidArgument, where + ": keyed table '" + name + "' is no embedding's table");
+            return make_error(ErrorCode::kInvalidArgument,
+                              where + ": keyed table '" + name + "' is no embedding's table");
         std::optional<RowInit> init;
         if (entry.contains("row_init")) {
             init = parse_recorded_row_init(entry["row_init"]);
             if (!init)
-                return make_error(ErrorCode::kInvalidArgument, where + ": keyed table '" + name + "' has a damaged row_init");
+                return make_error(ErrorCode::kInvalidArgument,
+                                  where + ": keyed table '" + name + "' has a damaged row_init");
         } else if (fallback_seed) {
             init = nn::table_row_init(model, k, *fallback_seed);
             if (!init)
@@ -101,25 +109,30 @@ Result<void> check_raw_id_names(const nn::ModelDescription& model, const std::ve
             return make_error(ErrorCode::kUnsupported, "--raw-ids " + name + ": no embedding of model " + model.name +
                                                            " has that name or table");
         const std::string& table = node->inputs[node->data_inputs];
-        const auto it = std::find_if(keyed.begin(), keyed.end(), [&](std::size_t k) { return model.tensors[k].name == table; });
+        const auto it =
+            std::find_if(keyed.begin(), keyed.end(), [&](std::size_t k) { return model.tensors[k].name == table; });
         if (it == keyed.end())
-            return make_error(ErrorCode::kUnsupported,
-                              "--raw-ids " + name + ": table " + table + " of embedding " + node->name + " is not keyed by raw ids in " +
-                                  where + " (the run trained it on row ids): drop --raw-ids " + name);
+            return make_error(ErrorCode::kUnsupported, "--raw-ids " + name + ": table " + table + " of embedding " +
+                                                           node->name + " is not keyed by raw ids in " + where +
+                                                           " (the run trained it on row ids): drop --raw-ids " + name);
         named[static_cast<std::size_t>(it - keyed.begin())] = true;
     }
     for (std::size_t i = 0; i < keyed.size(); ++i) {
         if (named[i]) continue;
         const nn::Node* node = keyed_table_reader(model, keyed[i]);
-        return make_error(ErrorCode::kUnsupported,
-                          where + " holds table " + model.tensors[keyed[i]].name + " keyed by raw 64-bit ids (trained with "
-                          "--raw-ids " + node->name + "): give --raw-ids " + node->name + ", as in training, so that its "
-                          "input " + node->inputs.front() + " is read as raw ids");
+        return make_error(ErrorCode::kUnsupported, where + " holds table " + model.tensors[keyed[i]].name +
+                                                       " keyed by raw 64-bit ids (trained with "
+                                                       "--raw-ids " +
+                                                       node->name + "): give --raw-ids " + node->name +
+                                                       ", as in training, so that its "
+                                                       "input " +
+                                                       node->inputs.front() + " is read as raw ids");
     }
     return {};
 }
 
-std::vector<std::string> keyed_embedding_names(const nn::ModelDescription& model, const std::vector<std::size_t>& keyed) {
+std::vector<std::string> keyed_embedding_names(const nn::ModelDescription& model,
+                                               const std::vector<std::size_t>& keyed) {
     std::vector<std::string> out;
     for (const std::size_t k : keyed)
         if (const nn::Node* node = keyed_table_reader(model, k)) out.push_back(node->name);

@@ -43,7 +43,8 @@ std::optional<std::uint64_t> recorded_run_seed(const std::string& model_dir);
 
 // The embedding nodes reading the keyed tables `keyed`, in that order ("emb_i"): the names
 // --raw-ids takes.
-std::vector<std::string> keyed_embedding_names(const nn::ModelDescription& model, const std::vector<std::size_t>& keyed);
+std::vector<std::string> keyed_embedding_names(const nn::ModelDescription& model,
+                                               const std::vector<std::size_t>& keyed);
 
 // Every keyed table of checkpoint directory `dir` (tensors[k] for k in `keyed`), its "param" rows
 // or with `average` its "ema" rows. Errors as KeyedRows::load.

@@ -91,16 +91,17 @@ nlohmann::json keyed_export_metadata(const nn::ModelDescription& model, std::spa
     for (std::size_t i = 0; i < tables.size(); ++i) {
         const KeyedRows& t = tables[i];
         const nn::Node* node = keyed_export_reader(model, t.table());
-        out.push_back({{"table", t.table()},
-                       {"embedding", node ? node->name : std::string()},
-                       {"input", node ? node->inputs.front() : std::string()},
-                       {"rows", t.rows()},
-                       {"default_row", t.rows()},
-                       {"ids_file", i < ids_files.size() ? std::filesystem::path(ids_files[i]).filename().string() : ""},
-                       {"row_init",
-                        {{"kind", kInitNames[static_cast<int>(t.init().kind) & 3]},
-                         {"scale", t.init().scale},
-                         {"seed", t.init().seed}}}});
+        out.push_back(
+            {{"table", t.table()},
+             {"embedding", node ? node->name : std::string()},
+             {"input", node ? node->inputs.front() : std::string()},
+             {"rows", t.rows()},
+             {"default_row", t.rows()},
+             {"ids_file", i < ids_files.size() ? std::filesystem::path(ids_files[i]).filename().string() : ""},
+             {"row_init",
+              {{"kind", kInitNames[static_cast<int>(t.init().kind) & 3]},
+               {"scale", t.init().scale},
+               {"seed", t.init().seed}}}});
     }
     return out;
 }

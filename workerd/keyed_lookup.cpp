@@ -11,7 +11,8 @@ KeyedLookup::KeyedLookup(const nn::ModelDescription& model, const std::vector<st
     // The seed only draws SparseTable's own initializer, unused here: the rows come from `tables`.
     : sparse_(model, {}, 0, RawIdTables{names, RowPolicy{}}) {
     for (const auto& t : sparse_.tables()) {
-        const auto it = std::find_if(tables.begin(), tables.end(), [&](const KeyedRows& r) { return r.table() == t.name(); });
+        const auto it =
+            std::find_if(tables.begin(), tables.end(), [&](const KeyedRows& r) { return r.table() == t.name(); });
         if (it == tables.end())
             throw UsageError("--raw-ids " + t.node() + ": the checkpoint does not hold table " + t.name() +
                              " keyed by raw ids: drop it from --raw-ids");
@@ -23,7 +24,8 @@ KeyedLookup::KeyedLookup(const nn::ModelDescription& model, const std::vector<st
     for (const auto& r : tables)
         if (std::none_of(sparse_.tables().begin(), sparse_.tables().end(),
                          [&](const SparseTable& t) { return t.name() == r.table(); }))
-            throw UsageError("the checkpoint holds table " + r.table() + " keyed by raw ids: give its embedding with "
+            throw UsageError("the checkpoint holds table " + r.table() +
+                             " keyed by raw ids: give its embedding with "
                              "--raw-ids, as in training");
 }
 
@@ -32,7 +34,8 @@ void KeyedLookup::map_batch(const std::function<std::span<std::int32_t>(std::siz
     if (offsets_batch_ != batch) {
         const nn::ModelDescription local = sparse_.local_model(batch);
         offsets_.clear();
-        for (const auto& t : sparse_.tables()) offsets_.push_back(static_cast<std::size_t>(local.tensors[t.tensor()].offset));
+        for (const auto& t : sparse_.tables())
+            offsets_.push_back(static_cast<std::size_t>(local.tensors[t.tensor()].offset));
         offsets_batch_ = batch;
     }
     sparse_.map_batch(ids_of, examples, batch);

@@ -26,7 +26,7 @@
 namespace psrun::worker {
 
 class KeyedLookup {
-public:
+  public:
     KeyedLookup(const nn::ModelDescription& model, const std::vector<std::string>& names,
                 std::span<const KeyedRows> tables);
 
@@ -49,7 +49,7 @@ public:
     std::uint64_t distinct_ids() const { return distinct_; }
     std::uint64_t found_ids() const { return found_; }
 
-private:
+  private:
     SparseTables sparse_;
     std::vector<const KeyedRows*> rows_;  // per table of sparse_.tables()
     std::int64_t offsets_batch_ = -1;     // the batch offsets_ were computed for

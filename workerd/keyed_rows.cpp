@@ -14,7 +14,7 @@
 namespace psrun::worker {
 namespace {
 
-constexpr std::size_t kKeyedEntryDigits = 10;       // id (4 digits), slot (2), last update (4)
+constexpr std::size_t kKeyedEntryDigits = 10;         // id (4 digits), slot (2), last update (4)
 constexpr std::uint64_t kKeyedChunkFloats = 1 << 18;  // slot arrays read 1 MiB at a time
 
 Error keyed_invalid(const std::string& message) { return Error{ErrorCode::kInvalidArgument, message}; }
@@ -113,22 +113,23 @@ Result<KeyedRows> KeyedRows::load(const std::string& dir, const TensorSpec& spec
             if (piece.part != "keys" && piece.part != part) continue;
             ShardPieces& p = by_count[piece.shards][piece.shard];
             if (p.file != nullptr && p.file != &file)
-                return tl::unexpected(keyed_invalid(file.path() + ": shard " + std::to_string(piece.shard) + " of table " +
-                                                    spec.name + " is in two files"));
+                return tl::unexpected(keyed_invalid(file.path() + ": shard " + std::to_string(piece.shard) +
+                                                    " of table " + spec.name + " is in two files"));
             p.file = &file;
             (piece.part == "keys" ? p.keys : p.values) = static_cast<int>(e);
         }
     if (by_count.empty())
         return make_error(ErrorCode::kNotFound, "checkpoint " + dir + " holds no rows of the keyed table " + spec.name);
     if (by_count.size() > 1)
-        return tl::unexpected(keyed_invalid("checkpoint " + dir + ": the pieces of keyed table " + spec.name +
-                                            " name two shard counts"));
+        return tl::unexpected(
+            keyed_invalid("checkpoint " + dir + ": the pieces of keyed table " + spec.name + " name two shard counts"));
     const std::uint32_t shards = by_count.begin()->first;
     const auto& pieces = by_count.begin()->second;
     // Each shard's slots: ceil(capacity / K), or all of them on one shard for a small table placed whole.
     std::vector<std::uint64_t> piece_rows(shards, 0);
     for (const auto& [s, p] : pieces)
-        if (s < shards && p.values >= 0) piece_rows[s] = p.file->tensors()[static_cast<std::size_t>(p.values)].count / width;
+        if (s < shards && p.values >= 0)
+            piece_rows[s] = p.file->tensors()[static_cast<std::size_t>(p.values)].count / width;
     const RowTable source = placement_from_pieces(table, piece_rows).value_or(table);  // misfits are named below
     std::vector<FoundRow> found;
     for (std::uint32_t s = 0; s < shards; ++s) {
@@ -140,8 +141,9 @@ Result<KeyedRows> KeyedRows::load(const std::string& dir, const TensorSpec& spec
             return tl::unexpected(keyed_invalid(where + ": no id map (\"keys\")"));
         if (it->second.values < 0) {
             if (average)
-                return make_error(ErrorCode::kNotFound, where + ": no moving average of its rows (trained without "
-                                                        "--ema-decay: drop --ema)");
+                return make_error(ErrorCode::kNotFound, where +
+                                                            ": no moving average of its rows (trained without "
+                                                            "--ema-decay: drop --ema)");
             return tl::unexpected(keyed_invalid(where + ": no rows (\"param\")"));
         }
         const TensorFileReader& file = *it->second.file;
@@ -176,18 +178,21 @@ Result<KeyedRows> KeyedRows::load(const std::string& dir, const TensorSpec& spec
     }
     out.values_.resize(found.size() * width);
     // Per shard, by slot: its value array read in chunks, each row copied to its place.
-    std::sort(found.begin(), found.end(),
-              [](const FoundRow& a, const FoundRow& b) { return a.shard != b.shard ? a.shard < b.shard : a.slot < b.slot; });
+    std::sort(found.begin(), found.end(), [](const FoundRow& a, const FoundRow& b) {
+        return a.shard != b.shard ? a.shard < b.shard : a.slot < b.slot;
+    });
     const std::uint64_t per_chunk = std::max<std::uint64_t>(1, kKeyedChunkFloats / width);
     std::vector<float> chunk;
     for (std::size_t i = 0; i < found.size();) {
         const ShardPieces& p = pieces.at(found[i].shard);
-        const std::uint64_t first = found[i].slot, n = std::min(per_chunk, source.rows_on(found[i].shard, shards) - first);
+        const std::uint64_t first = found[i].slot,
+                            n = std::min(per_chunk, source.rows_on(found[i].shard, shards) - first);
         chunk.resize(n * width);
         PSRUN_TRY(p.file->read(static_cast<std::size_t>(p.values), first * width, chunk));
         const std::uint32_t shard = found[i].shard;
         for (; i < found.size() && found[i].shard == shard && found[i].slot < first + n; ++i)
-            std::copy_n(chunk.data() + (found[i].slot - first) * width, width, out.values_.data() + found[i].row * width);
+            std::copy_n(chunk.data() + (found[i].slot - first) * width, width,
+                        out.values_.data() + found[i].row * width);
     }
     return out;
 }

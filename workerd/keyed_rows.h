@@ -24,7 +24,7 @@
 namespace psrun::worker {
 
 class KeyedRows {
-public:
+  public:
     KeyedRows() = default;
     // `values`: ids.size() x width floats, row i the values of ids[i]; sorted by id here.
     // Throws std::invalid_argument when the sizes disagree or an id appears twice.
@@ -53,7 +53,7 @@ public:
     // (std::invalid_argument otherwise).
     std::size_t gather(std::span<const std::uint64_t> keys, std::span<float> out) const;
 
-private:
+  private:
     std::string table_;
     std::uint32_t width_ = 0;
     RowInit init_;

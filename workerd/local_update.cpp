@@ -72,8 +72,8 @@ void LocalUpdate::apply_lamb(std::span<float> params, std::span<const float> gra
         const LambBlock& b = lamb_blocks_[static_cast<std::size_t>(i)];
         auto& t = lamb_tensors_[b.tensor];
         if (!t.state)
-            t.optimizer->lamb_moments(params.subspan(t.offset, t.size), grads.subspan(t.offset, t.size), b.begin,
-                                        b.end, t.decay);
+            t.optimizer->lamb_moments(params.subspan(t.offset, t.size), grads.subspan(t.offset, t.size), b.begin, b.end,
+                                      t.decay);
     }
     for (auto& t : lamb_tensors_)
         if (!t.state) t.optimizer->lamb_finish();

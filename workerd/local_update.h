@@ -1,12 +1,11 @@
 // The standalone worker's update of its whole parameter buffer (Trainer::apply_gradients): the
 // optimizer on trainable tensors, params -= grads on state tensors (common/tensor_layout.h
 // TensorClass), exactly as psd applies them, with each tensor's learning-rate multiplier and weight
-// decay (OptimizerConfig::for_tensor: --param-group, else decays() by rank). The buffer is cut into `chunks` contiguous chunks
-// updated in parallel (OpenMP); each chunk keeps its own optimizer slots, so the result equals
-// one optimizer over the whole buffer. kLamb, whose trust ratio needs each whole tensor's norms,
-// keeps one optimizer per tensor instead and runs its two phases (common/lamb.h) over the tensors'
-// blocks in parallel: exact per tensor, bit for bit the same for any `chunks`.
-// Not thread-safe: one caller at a time.
+// decay (OptimizerConfig::for_tensor: --param-group, else decays() by rank). The buffer is cut into `chunks` contiguous
+// chunks updated in parallel (OpenMP); each chunk keeps its own optimizer slots, so the result equals one optimizer
+// over the whole buffer. kLamb, whose trust ratio needs each whole tensor's norms, keeps one optimizer per tensor
+// instead and runs its two phases (common/lamb.h) over the tensors' blocks in parallel: exact per tensor, bit for bit
+// the same for any `chunks`. Not thread-safe: one caller at a time.
 #pragma once
 
 #include <cstddef>
@@ -20,14 +19,14 @@
 namespace psrun::worker {
 
 class LocalUpdate {
-public:
+  public:
     // `tensors` in buffer order, packed without gaps; chunks >= 1.
     LocalUpdate(const OptimizerConfig& config, const std::vector<TensorInfo>& tensors, int chunks);
 
     // One update. REQUIRES: params.size() == grads.size() == the tensors' total.
     void apply(std::span<float> params, std::span<const float> grads);
 
-private:
+  private:
     struct Run {  // a piece of one chunk, chunk-relative, of one class and one resolved configuration
         std::size_t begin = 0, end = 0;
         bool state = false;

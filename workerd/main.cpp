@@ -2,8 +2,8 @@
 // checkpoints (workerd/evaluator.h); otherwise it is one worker of a parameter-server job
 // (--ps ... --num-workers W), see workerd/distributed.h.
 #include <malloc.h>
-#include <unistd.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "common/pause_detector.h"
 #include "common/denormals.h"
 #include "common/logging.h"
 #include "common/model_dir_lock.h"
 #include "common/option_checks.h"
+#include "common/pause_detector.h"
 #include "common/result.h"
 #include "common/signals.h"
 #include "common/suggest.h"
@@ -31,7 +31,8 @@ namespace {
 // looks like an option; nullopt when none does (CLI11's message then).
 std::optional<std::string> unknown_option_message(const CLI::App& app) {
     const auto extras = app.remaining();
-    const auto it = std::find_if(extras.begin(), extras.end(), [](const std::string& a) { return a.rfind('-', 0) == 0; });
+    const auto it =
+        std::find_if(extras.begin(), extras.end(), [](const std::string& a) { return a.rfind('-', 0) == 0; });
     if (it == extras.end()) return std::nullopt;
     const std::string opt = it->substr(0, it->find('='));
     std::vector<std::string> known;
@@ -95,23 +96,25 @@ int main(int argc, char** argv) {
         if (options.synthetic_compute_ms > 0) {
             // Before the model-dir lock: a synthetic run must not touch a real run's directory.
             if (!options.model_dir.empty())
-                throw psrun::UsageError("--synthetic-compute-ms trains nothing (it only exercises the exchange "
-                                        "with psd), so it cannot write or restore checkpoints: drop --model-dir " +
-                                        options.model_dir);
-            spdlog::warn("SYNTHETIC COMPUTE: every step sleeps {} ms (jitter {}) instead of training and pushes a "
-                         "constant gradient; nothing is learned (scale tests only)", options.synthetic_compute_ms,
-                         options.synthetic_compute_jitter);
+                throw psrun::UsageError(
+                    "--synthetic-compute-ms trains nothing (it only exercises the exchange "
+                    "with psd), so it cannot write or restore checkpoints: drop --model-dir " +
+                    options.model_dir);
+            spdlog::warn(
+                "SYNTHETIC COMPUTE: every step sleeps {} ms (jitter {}) instead of training and pushes a "
+                "constant gradient; nothing is learned (scale tests only)",
+                options.synthetic_compute_ms, options.synthetic_compute_jitter);
         }
         std::unique_ptr<psrun::ModelDirLock> dir_lock;  // one run per model dir, held until exit
         if (!options.model_dir.empty()) {
             if (run_id.empty())
                 run_id = standalone ? "standalone-" + psrun::this_host() + "-" + std::to_string(::getpid())
                                     : psrun::run_id_from_endpoints(cluster.ps);
-            const std::string role = standalone          ? "workerd --standalone"
-                                     : cluster.evaluator ? "evaluator " + std::to_string(cluster.index)
-                                     : cluster.join      ? std::string("joining worker")
-                                                         : "worker " + std::to_string(cluster.index) +
-                                                               (cluster.chief ? " (chief)" : "");
+            const std::string role =
+                standalone          ? "workerd --standalone"
+                : cluster.evaluator ? "evaluator " + std::to_string(cluster.index)
+                : cluster.join      ? std::string("joining worker")
+                                    : "worker " + std::to_string(cluster.index) + (cluster.chief ? " (chief)" : "");
             auto lock = psrun::ModelDirLock::acquire(options.model_dir, {run_id, role});
             if (!lock) throw psrun::UsageError(lock.error().message);
             dir_lock = std::move(*lock);

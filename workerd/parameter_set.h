@@ -39,7 +39,7 @@ std::vector<TensorSpec> wire_tensors(const std::vector<TensorInfo>& tensors);
 // An owned buffer may have a local tail after the tensors: floats that are not on the wire
 // (a sparse table's rows of the current batch, workerd/sparse_tables.h). all() never includes it.
 class ParameterSet {
-public:
+  public:
     // An owned buffer, zero-filled.
     explicit ParameterSet(std::vector<TensorInfo> tensors, std::size_t tail = 0);
     // A view of `memory` (not owned, not cleared). REQUIRES: memory.size() equals the tensors'
@@ -57,7 +57,7 @@ public:
     std::span<float> tail() { return {data_.get() + size_, tail_}; }
     void fill(float value);
 
-private:
+  private:
     struct Free {
         bool owned;
         void operator()(float* p) const;

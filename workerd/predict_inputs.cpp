@@ -19,18 +19,17 @@ std::string shape_text(int c, int h, int w) {
 
 // An (N, C*H*W) .npy array as (N, C, H, W) for `model`: the same bytes under a version 1.0
 // header with the model's shape, so that the .npy reader does every other check.
-Result<ImageArray> parse_flat_npy(const std::vector<std::uint8_t>& bytes, const NpyHeader& h,
-                                  const std::string& path, const ModelInput& model) {
-    const std::uint64_t per_image =
-        static_cast<std::uint64_t>(model.channels) * static_cast<std::uint64_t>(model.height) *
-        static_cast<std::uint64_t>(model.width);
+Result<ImageArray> parse_flat_npy(const std::vector<std::uint8_t>& bytes, const NpyHeader& h, const std::string& path,
+                                  const ModelInput& model) {
+    const std::uint64_t per_image = static_cast<std::uint64_t>(model.channels) *
+                                    static_cast<std::uint64_t>(model.height) * static_cast<std::uint64_t>(model.width);
     if (h.shape[1] != per_image)
         return bad_file(path, "images of shape (N, " + std::to_string(h.shape[1]) + ") are flat, but the model " +
                                   model.name + " takes " + shape_text(model.channels, model.height, model.width) +
                                   " = " + std::to_string(per_image) + " values per image");
-    std::string dict = "{'descr': '" + h.descr + "', 'fortran_order': False, 'shape': (" +
-                       std::to_string(h.shape[0]) + ", " + std::to_string(model.channels) + ", " +
-                       std::to_string(model.height) + ", " + std::to_string(model.width) + "), }";
+    std::string dict = "{'descr': '" + h.descr + "', 'fortran_order': False, 'shape': (" + std::to_string(h.shape[0]) +
+                       ", " + std::to_string(model.channels) + ", " + std::to_string(model.height) + ", " +
+                       std::to_string(model.width) + "), }";
     dict.append(63 - (10 + dict.size()) % 64, ' ');
     dict += '\n';
     // One sized buffer filled by memcpy (GCC 12 warns falsely on growing a 10-byte vector).
@@ -44,8 +43,8 @@ Result<ImageArray> parse_flat_npy(const std::vector<std::uint8_t>& bytes, const 
 
 // One JPEG, PNG or PGM file decoded and fitted to the model's input by `resize` (JPEG without
 // `resize`: only when it has the model's size).
-Result<ImageArray> read_fitted(const std::vector<std::uint8_t>& bytes, const std::string& path,
-                               const ModelInput& model, std::optional<ResizeMode> resize, PredictInputs& inputs) {
+Result<ImageArray> read_fitted(const std::vector<std::uint8_t>& bytes, const std::string& path, const ModelInput& model,
+                               std::optional<ResizeMode> resize, PredictInputs& inputs) {
     ImageArray a;
     a.count = 1;
     a.channels = model.channels;
@@ -53,8 +52,9 @@ Result<ImageArray> read_fitted(const std::vector<std::uint8_t>& bytes, const std
     a.width = model.width;
     a.u8.resize(a.example_size());
     ImageDecoder decoder;
-    PSRUN_TRY_ASSIGN(auto d, decoder.decode(bytes, {model.channels, model.height, model.width, resize.value_or(ResizeMode::kCrop)},
-                            a.u8, path));
+    PSRUN_TRY_ASSIGN(
+        auto d, decoder.decode(bytes, {model.channels, model.height, model.width, resize.value_or(ResizeMode::kCrop)},
+                               a.u8, path));
     const int file_channels = d.converted ? 4 - model.channels : model.channels;
     if (d.resized && !resize)
         return bad_file(path, "images are " + shape_text(file_channels, d.height, d.width) + " (CxHxW) but the model " +
@@ -62,12 +62,13 @@ Result<ImageArray> read_fitted(const std::vector<std::uint8_t>& bytes, const std
                                   ": resize the image to " + std::to_string(model.width) + "x" +
                                   std::to_string(model.height) + " pixels, or give --image-resize crop|pad|stretch");
     if (d.converted)
-        inputs.notes.push_back(path + ": " + (model.channels == 1 ? "colour image read as gray" : "gray image read as RGB") +
+        inputs.notes.push_back(path + ": " +
+                               (model.channels == 1 ? "colour image read as gray" : "gray image read as RGB") +
                                " for the model " + model.name);
     if (d.resized)
-        inputs.notes.push_back(path + ": " + std::to_string(d.width) + "x" + std::to_string(d.height) + " pixels fitted to " +
-                               std::to_string(model.width) + "x" + std::to_string(model.height) + " (--image-resize " +
-                               to_string(*resize) + ")");
+        inputs.notes.push_back(path + ": " + std::to_string(d.width) + "x" + std::to_string(d.height) +
+                               " pixels fitted to " + std::to_string(model.width) + "x" + std::to_string(model.height) +
+                               " (--image-resize " + to_string(*resize) + ")");
     return a;
 }
 
@@ -100,8 +101,9 @@ Result<ImageArray> read_one(const std::string& path, const ModelInput& model, Pr
         return parse_npy_images(*bytes, path, ImageLayout::kAuto);
     }
     if (looks_like_idx(*bytes)) return parse_idx_images(*bytes, path);
-    return bad_file(path, "unknown image file type: give IDX images (as MNIST ships them), a NumPy .npy array, "
-                          "or JPEG, PNG or PGM (P5/P2) files of single images");
+    return bad_file(path,
+                    "unknown image file type: give IDX images (as MNIST ships them), a NumPy .npy array, "
+                    "or JPEG, PNG or PGM (P5/P2) files of single images");
 }
 
 // Appends `a` to `all` (same channels and type after the shape check; the first sets them).

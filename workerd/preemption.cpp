@@ -13,8 +13,8 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
     return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-bool save_preemption_checkpoint(RunContext& ctx, PsClient& client, std::uint64_t step, int sig,
-                                Clock::time_point since, const std::string& why) {
+bool save_preemption_checkpoint(RunContext& ctx, PsClient& client, std::uint64_t step, int sig, Clock::time_point since,
+                                const std::string& why) {
     const auto t0 = Clock::now();
     auto saved = ctx.checkpointer->save(client, step,
                                         {{"workers", ctx.num_workers},
@@ -25,9 +25,10 @@ bool save_preemption_checkpoint(RunContext& ctx, PsClient& client, std::uint64_t
                                          {"data_position", describe_data_position(ctx)}});
     const auto t1 = Clock::now();
     if (!saved) {
-        spdlog::error("preempted ({}): the checkpoint at global step {} failed: {}; the previous checkpoint stays "
-                      "valid",
-                      why, step, saved.error().message);
+        spdlog::error(
+            "preempted ({}): the checkpoint at global step {} failed: {}; the previous checkpoint stays "
+            "valid",
+            why, step, saved.error().message);
         return false;
     }
     spdlog::warn("preempted ({}): checkpoint {} at global step {} committed {:.0f} ms after the {} (save {:.0f} ms)",
@@ -51,13 +52,15 @@ void resume_data_position(RunContext& ctx, std::uint64_t global_step, bool sync)
     data.seek(batches * static_cast<std::uint64_t>(examples_per_update(*ctx.options)));  // micro-batches included
     const DataPosition at = data.position();
     if (at.exact)
-        spdlog::info("data position: resuming at epoch {} offset {} of this worker's shard ({} batches drawn by "
-                     "global step {}, {} mode)",
-                     at.epoch, at.offset, batches, global_step, sync ? "sync" : "async");
+        spdlog::info(
+            "data position: resuming at epoch {} offset {} of this worker's shard ({} batches drawn by "
+            "global step {}, {} mode)",
+            at.epoch, at.offset, batches, global_step, sync ? "sync" : "async");
     else
-        spdlog::info("data position: {} batches drawn by global step {} ({} mode); the streamed files restart in a "
-                     "fresh shuffle (docs/data.md, \"Resuming a stream\")",
-                     batches, global_step, sync ? "sync" : "async");
+        spdlog::info(
+            "data position: {} batches drawn by global step {} ({} mode); the streamed files restart in a "
+            "fresh shuffle (docs/data.md, \"Resuming a stream\")",
+            batches, global_step, sync ? "sync" : "async");
 }
 
 nlohmann::json describe_data_position(RunContext& ctx) {
@@ -87,8 +90,7 @@ int finish_preempted(RunContext& ctx, PsClient& client, SignalWatcher& watcher, 
             else spdlog::error("drain request: {} (saving anyway)", drained.error().message);
         }
         if (ctx.checkpointer->last_saved_step() == step) {  // psd drained: nothing changed since that save
-            spdlog::warn("preempted ({}): the checkpoint at global step {} already holds psd's final state", why,
-                         step);
+            spdlog::warn("preempted ({}): the checkpoint at global step {} already holds psd's final state", why, step);
         } else if (!save_preemption_checkpoint(ctx, client, step, sig, since, why)) {
             code = kExitFailure;
         }

@@ -1,8 +1,8 @@
-// A BatchSource (workerd/data/batch_source.h) that prepares the next batch on a thread of its own while the step computes:
-// it draws from an inner source into a buffer, applies a transform (the training images'
-// augmentation, workerd/augment.h) and hands the finished batch over with one copy. So the
-// conversion of pixels, and the flips and crops, are off the step's critical path; next_batch()
-// waits only when the thread has not finished the batch yet (data_time().waited is that wait).
+// A BatchSource (workerd/data/batch_source.h) that prepares the next batch on a thread of its own while the step
+// computes: it draws from an inner source into a buffer, applies a transform (the training images' augmentation,
+// workerd/augment.h) and hands the finished batch over with one copy. So the conversion of pixels, and the flips and
+// crops, are off the step's critical path; next_batch() waits only when the thread has not finished the batch yet
+// (data_time().waited is that wait).
 //
 // Batches come in the inner source's order, whatever the timing, and the transform gets each
 // batch's index (examples drawn before it / batch size), so a run is reproducible. position()
@@ -27,7 +27,7 @@
 namespace psrun::worker {
 
 class PrefetchSource final : public BatchSource {
-public:
+  public:
     // (batch, its index): runs on the prefetch thread, OpenMP limited to that one thread.
     using Transform = std::function<void(BatchView&, std::uint64_t)>;
 
@@ -45,7 +45,7 @@ public:
     DataTime data_time() const override { return time_; }
     std::uint64_t skipped_records() const override;
 
-private:
+  private:
     void run();
 
     std::unique_ptr<BatchSource> inner_;
@@ -57,8 +57,8 @@ private:
 
     mutable std::mutex mutex_;
     std::condition_variable cv_;
-    bool ready_ = false;     // the buffer holds a finished batch
-    bool filling_ = false;   // the thread is drawing one
+    bool ready_ = false;    // the buffer holds a finished batch
+    bool filling_ = false;  // the thread is drawing one
     bool stop_ = false;
     std::exception_ptr error_;
     DataPosition consumed_;  // after the last batch handed over

@@ -39,7 +39,8 @@ nlohmann::json combine_staleness(const std::vector<nlohmann::json>& per_shard) {
             nlohmann::json& have = out[f.key()];
             if (have.is_null() || f.value().get<double>() > have.get<double>()) have = f.value();
         }
-        if (shard.contains("max_staleness") && !out.contains("max_staleness")) out["max_staleness"] = shard["max_staleness"];
+        if (shard.contains("max_staleness") && !out.contains("max_staleness"))
+            out["max_staleness"] = shard["max_staleness"];
         mean_sum += shard.value("gradient_mean", 0.0);
         ++answered;
         nlohmann::json own = shard;

@@ -38,7 +38,7 @@ Result<void> wait_for_restore(PsClient& client, const BarrierOptions& barrier) {
 }
 
 class NanInjector : public Hook {
-public:
+  public:
     explicit NanInjector(int every) : every_(every) {}
     void before_step(RunContext& ctx, float /*loss*/) override {
         // Once per K-th step: the retry after psd refused the NaN is a clean gradient.
@@ -48,7 +48,7 @@ public:
         spdlog::warn("--inject-nan-every {}: pushing a NaN gradient at local step {}", every_, ctx.local_steps + 1);
     }
 
-private:
+  private:
     int every_;
     std::uint64_t injected_ = 0;  // the local step the last NaN was pushed for
 };
@@ -64,7 +64,8 @@ Result<std::unique_ptr<PsClient>> reconnect_all(const PsClientOptions& o, Clock:
                                                           barrier.watcher->signal()));
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
         PsClientOptions probe_options = o;  // short HELLO timeout while psd is away
-        probe_options.connect_timeout = std::clamp(left, std::chrono::milliseconds(100), std::chrono::milliseconds(1000));
+        probe_options.connect_timeout =
+            std::clamp(left, std::chrono::milliseconds(100), std::chrono::milliseconds(1000));
         auto hello = PsClient(probe_options).hello();
         if (hello) {  // every psd is back: the real client keeps the normal timeouts
             auto client = std::make_unique<PsClient>(o);
@@ -94,8 +95,9 @@ void add_fault_options(CLI::App& app, FaultOptions& o) {
                    "seen at once); 0: no heartbeats")
         ->check(number_in(0, 86400, "seconds"))
         ->capture_default_str();
-    app.add_option("--inject-nan-every", o.inject_nan_every)->group("")->check(
-        hidden_option_check("--inject-nan-every", integer_in(0, 1000000000)));
+    app.add_option("--inject-nan-every", o.inject_nan_every)
+        ->group("")
+        ->check(hidden_option_check("--inject-nan-every", integer_in(0, 1000000000)));
 }
 
 Result<Recovered> recover_lost_ps(const PsClientOptions& client_options, std::uint32_t lost, std::uint64_t step,
@@ -105,7 +107,8 @@ Result<Recovered> recover_lost_ps(const PsClientOptions& client_options, std::ui
     spdlog::warn("ps {} ({}) restarted at global step {}: reconnecting to every psd (up to {:g} s)", lost,
                  client_options.endpoints[lost], step, wait_seconds);
     PSRUN_TRY_ASSIGN(auto client, reconnect_all(client_options, started + to_milliseconds(wait_seconds), barrier));
-    spdlog::info("every psd answers again after {:.1f} s", std::chrono::duration<double>(Clock::now() - started).count());
+    spdlog::info("every psd answers again after {:.1f} s",
+                 std::chrono::duration<double>(Clock::now() - started).count());
     if (chief && !client->servers_initialized()) {
         if (!checkpointer)
             return make_error(ErrorCode::kNotFound, "ps " + std::to_string(lost) +

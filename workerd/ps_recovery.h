@@ -30,8 +30,8 @@ namespace psrun::worker {
 struct FaultOptions {
     double reconnect_wait = static_cast<double>(kDefaultReconnectWait.count());  // seconds; 0: fail at once
     bool deprecated_restart_wait = false;  // given as --ps-restart-wait (the old name)
-    double heartbeat_timeout = 10;  // seconds of missed ZMTP heartbeats before a psd counts as lost
-    int inject_nan_every = 0;       // test only: every K-th local step pushes a NaN gradient
+    double heartbeat_timeout = 10;         // seconds of missed ZMTP heartbeats before a psd counts as lost
+    int inject_nan_every = 0;              // test only: every K-th local step pushes a NaN gradient
 };
 
 // Registers --reconnect-wait (and its old name --ps-restart-wait, hidden), --heartbeat-timeout and

@@ -27,7 +27,9 @@ double decimal(float v) {
 
 Result<nn::Recipe> read_recipe_file(const std::string& path, const std::string& where) {
     std::ifstream in(path, std::ios::binary);
-    if (!in) return make_error(ErrorCode::kIo, where + ": cannot read it: " + std::error_code(errno, std::generic_category()).message());
+    if (!in)
+        return make_error(ErrorCode::kIo,
+                          where + ": cannot read it: " + std::error_code(errno, std::generic_category()).message());
     std::string text;
     text.resize(nn::kMaxRecipeTextBytes + 1);  // one byte more than allowed: a larger file is refused
     in.read(text.data(), static_cast<std::streamsize>(text.size()));

@@ -41,8 +41,7 @@ void SignalWatcher::loop() {
         if (blocked_.load() == 0) {
             since = SteadyClock::now();  // the training thread is working, not waiting: give it time
         } else if (SteadyClock::now() - since > std::chrono::milliseconds(wait_ms_.load())) {
-            spdlog::error("signal {}: still waiting for psd after {} ms: exiting now", signal_.load(),
-                          wait_ms_.load());
+            spdlog::error("signal {}: still waiting for psd after {} ms: exiting now", signal_.load(), wait_ms_.load());
             std::_Exit(kExitFailure);
         }
     }

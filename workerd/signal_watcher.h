@@ -16,7 +16,7 @@
 namespace psrun::worker {
 
 class SignalWatcher {
-public:
+  public:
     explicit SignalWatcher(std::chrono::milliseconds grace = std::chrono::milliseconds(3000),
                            std::chrono::milliseconds deadline = std::chrono::milliseconds(9000));
     ~SignalWatcher();
@@ -36,7 +36,7 @@ public:
     // the watcher's grace while this Blocked lives (the chief's drain request waits the drain
     // budget's reply_wait(), common/drain_budget.h). Not nested with another Blocked that has one.
     class Blocked {
-    public:
+      public:
         explicit Blocked(SignalWatcher& w) : w_(w) { w_.blocked_.fetch_add(1); }
         Blocked(SignalWatcher& w, std::chrono::milliseconds grace) : w_(w), custom_(true) {
             w_.wait_ms_.store(grace.count());
@@ -49,12 +49,12 @@ public:
         Blocked(const Blocked&) = delete;
         Blocked& operator=(const Blocked&) = delete;
 
-    private:
+      private:
         SignalWatcher& w_;
         bool custom_ = false;
     };
 
-private:
+  private:
     void loop();
 
     std::chrono::milliseconds grace_;

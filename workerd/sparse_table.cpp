@@ -49,9 +49,11 @@ std::string SparseTable::refusal(const nn::ModelDescription& model, const nn::No
                "add --init description";
     const std::size_t i = sparse_tensor_index(model, table);
     const auto& t = model.tensors[i];
-    if (t.shape.at(0) > (std::int64_t{1} << 32)) return fmt::format("{} rows: only 2^32 row ids are addressable", t.shape.at(0));
+    if (t.shape.at(0) > (std::int64_t{1} << 32))
+        return fmt::format("{} rows: only 2^32 row ids are addressable", t.shape.at(0));
     if (t.shape.at(1) > 65536) return fmt::format("rows of {} floats: at most 65536", t.shape.at(1));
-    if (!nn::table_row_init(model, i, seed)) return "its initializer cannot be drawn row by row on psd (a non-zero constant)";
+    if (!nn::table_row_init(model, i, seed))
+        return "its initializer cannot be drawn row by row on psd (a non-zero constant)";
     return {};
 }
 
@@ -80,10 +82,11 @@ void SparseTable::map_batch(std::span<std::int32_t> ids, std::int64_t examples) 
     for (std::size_t p = 0; p < count; ++p) {
         const std::int32_t id = ids[p];
         if (id < 0 || id >= rows_)
-            throw std::out_of_range(fmt::format("id {} at position {} of example {} is outside the {} rows of sparse "
-                                                "table {}",
-                                                id, p % static_cast<std::size_t>(per_example_),
-                                                p / static_cast<std::size_t>(per_example_), rows_, name_));
+            throw std::out_of_range(
+                fmt::format("id {} at position {} of example {} is outside the {} rows of sparse "
+                            "table {}",
+                            id, p % static_cast<std::size_t>(per_example_), p / static_cast<std::size_t>(per_example_),
+                            rows_, name_));
         order_.emplace_back(static_cast<std::uint32_t>(id), static_cast<std::uint32_t>(p));
     }
     std::sort(order_.begin(), order_.end());

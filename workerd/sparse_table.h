@@ -28,7 +28,7 @@
 namespace psrun::worker {
 
 class SparseTable {
-public:
+  public:
     // REQUIRES: refusal(model, node, seed) is empty.
     SparseTable(const nn::ModelDescription& model, const nn::Node& node, std::uint64_t seed);
 
@@ -51,7 +51,8 @@ public:
     const RowPolicy& policy() const { return policy_; }
     // What to pull for the last map_batch(): the distinct ids (valid until the next map_batch()).
     RowRequest request() const {
-        return keyed_ ? RowRequest{.tensor = tensor_wire_, .keys = keys_} : RowRequest{.tensor = tensor_wire_, .ids = ids_};
+        return keyed_ ? RowRequest{.tensor = tensor_wire_, .keys = keys_}
+                      : RowRequest{.tensor = tensor_wire_, .ids = ids_};
     }
     // Copies the pulled rows (distinct() x width() floats, in request() order) into `block`.
     void install(std::span<const float> pulled, std::span<float> block) const;
@@ -72,7 +73,7 @@ public:
     // Ids looked up by a batch of `batch` examples.
     std::int64_t lookups(std::int64_t batch) const { return batch * per_example_; }
 
-private:
+  private:
     std::size_t tensor_ = 0, input_ = 0;
     std::uint32_t tensor_wire_ = 0;
     std::string name_, node_;
@@ -82,7 +83,7 @@ private:
     std::vector<std::pair<std::uint32_t, std::uint32_t>> order_;  // scratch: (id, position)
     bool keyed_ = false;
     RowPolicy policy_;
-    std::vector<std::uint64_t> keys_;                             // keyed: distinct raw ids, ascending
+    std::vector<std::uint64_t> keys_;                                 // keyed: distinct raw ids, ascending
     std::vector<std::pair<std::uint64_t, std::uint32_t>> raw_order_;  // scratch: (raw id, position)
 };
 

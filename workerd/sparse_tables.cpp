@@ -21,7 +21,8 @@ const nn::Node* find_embedding(const nn::ModelDescription& model, const std::str
 std::string embedding_list(const nn::ModelDescription& model) {
     std::string known;
     for (const auto& n : model.nodes)
-        if (n.op == "embedding") known += (known.empty() ? "" : ", ") + n.name + " (table " + n.inputs.at(n.data_inputs) + ")";
+        if (n.op == "embedding")
+            known += (known.empty() ? "" : ", ") + n.name + " (table " + n.inputs.at(n.data_inputs) + ")";
     return known;
 }
 
@@ -56,8 +57,8 @@ std::vector<std::string> SparseTables::raw_inputs(const nn::ModelDescription& mo
     return out;
 }
 
-SparseTables::SparseTables(const nn::ModelDescription& model, const std::vector<std::string>& names,
-                           std::uint64_t seed, const RawIdTables& raw)
+SparseTables::SparseTables(const nn::ModelDescription& model, const std::vector<std::string>& names, std::uint64_t seed,
+                           const RawIdTables& raw)
     : model_(&model), dense_(model_tensors(model)) {
     auto usage = [](const std::string& name, const std::string& why) {
         throw UsageError(fmt::format("--sparse-embedding {}: {}", name, why));
@@ -82,21 +83,25 @@ SparseTables::SparseTables(const nn::ModelDescription& model, const std::vector<
         const nn::Node* node = find_embedding(model, name);
         if (node == nullptr) unknown_embedding("--raw-ids", name, model);
         if (model.input_index(node->inputs.front()) == 0)
-            throw UsageError(fmt::format("--raw-ids {}: embedding {} reads the model's first input {}; raw ids come from "
-                                         "an extra input (--train-input NAME=IDS.npy)",
-                                         name, node->name, node->inputs.front()));
-        auto it = std::find_if(tables_.begin(), tables_.end(), [&](const SparseTable& t) { return t.node() == node->name; });
+            throw UsageError(
+                fmt::format("--raw-ids {}: embedding {} reads the model's first input {}; raw ids come from "
+                            "an extra input (--train-input NAME=IDS.npy)",
+                            name, node->name, node->inputs.front()));
+        auto it =
+            std::find_if(tables_.begin(), tables_.end(), [&](const SparseTable& t) { return t.node() == node->name; });
         if (it == tables_.end()) {
             if (const std::string why = SparseTable::refusal(model, *node, seed); !why.empty())
                 throw UsageError(fmt::format("--raw-ids {}: {}", name, why));
             tables_.emplace_back(model, *node, seed);
             it = tables_.end() - 1;
         } else if (it->keyed()) {
-            throw UsageError(fmt::format("--raw-ids {}: names embedding {} again: give each table once", name, node->name));
+            throw UsageError(
+                fmt::format("--raw-ids {}: names embedding {} again: give each table once", name, node->name));
         }
         it->make_keyed(raw.policy);
     }
-    std::sort(tables_.begin(), tables_.end(), [](const SparseTable& a, const SparseTable& b) { return a.tensor() < b.tensor(); });
+    std::sort(tables_.begin(), tables_.end(),
+              [](const SparseTable& a, const SparseTable& b) { return a.tensor() < b.tensor(); });
     // The dense layout: the tables left out, the others compacted in order.
     std::erase_if(dense_, [this](const TensorInfo& t) {
         return std::any_of(tables_.begin(), tables_.end(), [&](const SparseTable& s) { return s.name() == t.name; });
@@ -215,7 +220,8 @@ void SparseTables::map_batch(const std::function<std::span<std::int32_t>(std::si
 }
 
 void SparseTables::install(const PulledRows& rows, std::span<float> tail) const {
-    if (rows.size() != tables_.size()) throw std::logic_error("SparseTables::install: one pulled set per table expected");
+    if (rows.size() != tables_.size())
+        throw std::logic_error("SparseTables::install: one pulled set per table expected");
     for (std::size_t k = 0; k < tables_.size(); ++k) tables_[k].install(rows.rows(k), tail.subspan(offsets_[k]));
 }
 
@@ -227,7 +233,8 @@ std::span<const RowGrads> SparseTables::row_grads(std::span<const float> grad_ta
 std::vector<std::span<float>> SparseTables::grad_rows(std::span<float> grad_tail) const {
     std::vector<std::span<float>> out;
     for (std::size_t k = 0; k < tables_.size(); ++k)
-        out.push_back(grad_tail.subspan(offsets_[k], tables_[k].distinct() * static_cast<std::size_t>(tables_[k].width())));
+        out.push_back(
+            grad_tail.subspan(offsets_[k], tables_[k].distinct() * static_cast<std::size_t>(tables_[k].width())));
     return out;
 }
 

@@ -49,7 +49,7 @@ struct RawIdTables {
 };
 
 class SparseTables {
-public:
+  public:
     SparseTables() = default;  // none: every tensor dense
     // `names`: node or tensor names ("emb" or "emb/table"), one table each; empty: none.
     // Throws UsageError naming the value.
@@ -57,7 +57,8 @@ public:
                  const RawIdTables& raw = {});
     // The model inputs the embeddings `names` read (for the data loaders); UsageError naming an
     // unknown name and the model's embeddings.
-    static std::vector<std::string> raw_inputs(const nn::ModelDescription& model, const std::vector<std::string>& names);
+    static std::vector<std::string> raw_inputs(const nn::ModelDescription& model,
+                                               const std::vector<std::string>& names);
 
     // The embeddings whose tables have at least `min_floats` and can be sparse, in the model's
     // order (workerd makes them sparse without the option: kAutoSparseFloats).
@@ -106,14 +107,14 @@ public:
     // Distinct ids of the last batch, all tables.
     std::size_t distinct() const;
 
-private:
+  private:
     const nn::ModelDescription* model_ = nullptr;  // not owned: outlives this (the trainer's config)
     std::vector<SparseTable> tables_;
     std::vector<TensorInfo> dense_;
     std::vector<std::size_t> offsets_;  // each table's block in the tail, for the last map_batch()'s batch
     std::vector<RowRequest> requests_;
     std::vector<RowGrads> grads_;
-    std::vector<std::vector<std::uint64_t>> raw_;  // per table: a keyed table's raw ids of the batch
+    std::vector<std::vector<std::uint64_t>> raw_;       // per table: a keyed table's raw ids of the batch
     std::vector<std::vector<std::uint64_t>> step_raw_;  // per table: keep_raw()'s micro-batches
     std::vector<std::size_t> block_offsets(std::int64_t batch) const;
 };

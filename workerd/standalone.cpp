@@ -2,23 +2,23 @@
 
 #include <spdlog/spdlog.h>
 
+#include <omp.h>
 #include <chrono>
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <omp.h>
 
 #include "common/clock.h"
 #include "common/metric_targets.h"
 #include "common/signals.h"
 #include "common/utf8.h"
 #include "workerd/class_names.h"
-#include "workerd/datasets.h"
-#include "workerd/run_recipe.h"
-#include "workerd/nn/model_summary.h"
 #include "workerd/data/data_time.h"
+#include "workerd/datasets.h"
+#include "workerd/nn/model_summary.h"
+#include "workerd/run_recipe.h"
 
 namespace psrun::worker {
 
@@ -47,14 +47,17 @@ StandaloneTrainer::StandaloneTrainer(TrainOptions options) : options_(std::move(
 
 int StandaloneTrainer::run() {
     if (!options_.raw_ids.empty())
-        throw UsageError("--raw-ids needs psd (a table keyed by raw ids lives on the parameter servers, which admit and "
-                         "evict its rows): train through psd (psrun local --ps 1 --workers 1 -- ...)");
+        throw UsageError(
+            "--raw-ids needs psd (a table keyed by raw ids lives on the parameter servers, which admit and "
+            "evict its rows): train through psd (psrun local --ps 1 --workers 1 -- ...)");
     if (!options_.sparse_embeddings.empty())
-        throw UsageError("--sparse-embedding needs psd (the table lives on the parameter servers); without psd every "
-                         "table is dense: drop the option");
+        throw UsageError(
+            "--sparse-embedding needs psd (the table lives on the parameter servers); without psd every "
+            "table is dense: drop the option");
     if (options_.ema_decay > 0.0f)
-        throw UsageError("--ema-decay: the moving average of the weights is kept by psd and saved in its checkpoints; "
-                         "standalone training writes none: train through psd (psrun local --ps 1 --workers 1 -- ...)");
+        throw UsageError(
+            "--ema-decay: the moving average of the weights is kept by psd and saved in its checkpoints; "
+            "standalone training writes none: train through psd (psrun local --ps 1 --workers 1 -- ...)");
     const TrainerConfig config = make_trainer_config(options_);
     set_compute_threads(options_.threads);
     SignalFd signals;
@@ -76,20 +79,19 @@ int StandaloneTrainer::run() {
     if (!options_.train_data.empty())
         spdlog::info("train data: {}; test data: {}", data->train_description, data->test_description);
     auto count = [](std::size_t n) { return n ? std::to_string(n) : std::string("streamed"); };
-    spdlog::info("standalone training: model {}, {} ({} train / {} test images), batch {}, {} steps, {} {} ({}), "
-                 "{} threads, {}",
-                 config.model->name, data->name, count(data->train_size()), count(data->test_size()),
-                 options_.accumulate_steps > 1
-                     ? fmt::format("{} ({} micro-batches of {})", examples_per_update(options_), options_.accumulate_steps,
-                                   options_.batch_size)
-                     : std::to_string(options_.batch_size),
-                 options_.steps, options_.optimizer, options_.learning_rate,
-                 config.optimizer.effective_schedule().to_string(),
-                 omp_get_max_threads(), options_.precision);
+    spdlog::info(
+        "standalone training: model {}, {} ({} train / {} test images), batch {}, {} steps, {} {} ({}), "
+        "{} threads, {}",
+        config.model->name, data->name, count(data->train_size()), count(data->test_size()),
+        options_.accumulate_steps > 1 ? fmt::format("{} ({} micro-batches of {})", examples_per_update(options_),
+                                                    options_.accumulate_steps, options_.batch_size)
+                                      : std::to_string(options_.batch_size),
+        options_.steps, options_.optimizer, options_.learning_rate, config.optimizer.effective_schedule().to_string(),
+        omp_get_max_threads(), options_.precision);
 
     nlohmann::json evaluations = nlohmann::json::array();
     double train_seconds = 0, eval_seconds = 0, accuracy = -1;
-    EvalMetrics figures;  // the latest evaluation
+    EvalMetrics figures;              // the latest evaluation
     std::uint64_t accuracy_step = 0;  // global step of the latest evaluation (0: none yet)
     float loss = 0;
     bool stopped = false;
@@ -140,9 +142,7 @@ int StandaloneTrainer::run() {
     }
     if (stopped && trainer.global_step() > 0) evaluate();
 
-    const double ips = train_seconds > 0 ? double(trainer.global_step()) * batch /
-                                               train_seconds
-                                         : 0.0;
+    const double ips = train_seconds > 0 ? double(trainer.global_step()) * batch / train_seconds : 0.0;
     const BatchSource& source = trainer.data();
     spdlog::info("done: {} steps in {:.1f} s of training ({:.0f} img/s), {}; data: {}", trainer.global_step(),
                  train_seconds, ips, accuracy_step > 0 ? figures.text() : std::string("not evaluated"),
@@ -153,7 +153,8 @@ int StandaloneTrainer::run() {
     const auto times =
         accuracy_step > 0 && figures.score() < 0  // regression: no accuracy to reach
             ? std::vector<TargetTime>{}
-            : time_to_targets(points, metric, choose_targets(metric, given_target_accuracy(options_), dataset_name(options_)));
+            : time_to_targets(points, metric,
+                              choose_targets(metric, given_target_accuracy(options_), dataset_name(options_)));
     if (!times.empty()) spdlog::info("{}", describe_targets(times, metric, seconds, 0));
     if (!options_.model_dir.empty()) {
         nlohmann::json summary = {

@@ -8,13 +8,13 @@
 namespace psrun::worker {
 
 class StandaloneTrainer {
-public:
+  public:
     explicit StandaloneTrainer(TrainOptions options);
     // Returns the process exit code. Throws UsageError on bad options; runtime failures (missing
     // data, unwritable model dir) are logged and return kExitFailure.
     int run();
 
-private:
+  private:
     TrainOptions options_;
 };
 

@@ -28,13 +28,15 @@ std::vector<std::span<std::int32_t>> id_buffers(nn::Network& network) {
 template <typename T>
 void resize_all(std::vector<std::vector<T>>& copies, const std::vector<std::span<T>>& buffers, int count) {
     copies.resize(buffers.size());
-    for (std::size_t b = 0; b < buffers.size(); ++b) copies[b].assign(buffers[b].size() * static_cast<std::size_t>(count), T{});
+    for (std::size_t b = 0; b < buffers.size(); ++b)
+        copies[b].assign(buffers[b].size() * static_cast<std::size_t>(count), T{});
 }
 
 template <typename T>
 void copy_in(std::vector<std::vector<T>>& copies, const std::vector<std::span<T>>& buffers, int k) {
     for (std::size_t b = 0; b < buffers.size(); ++b)
-        std::copy(buffers[b].begin(), buffers[b].end(), copies[b].begin() + static_cast<std::ptrdiff_t>(buffers[b].size() * k));
+        std::copy(buffers[b].begin(), buffers[b].end(),
+                  copies[b].begin() + static_cast<std::ptrdiff_t>(buffers[b].size() * k));
 }
 
 template <typename T>

@@ -21,7 +21,7 @@
 namespace psrun::worker {
 
 class StepBatches {
-public:
+  public:
     // Room for `count` (>= 1) micro-batches of `network`'s buffers.
     StepBatches(nn::Network& network, int count);
 
@@ -34,7 +34,7 @@ public:
     // is not ids). Rewriting them rewrites what restore() copies back.
     std::span<std::int32_t> ids(std::size_t input);
 
-private:
+  private:
     int count_ = 1;
     // Per buffer of the network (the inputs' f32 and i32 spans, labels, targets), K copies.
     std::vector<std::vector<float>> f32_;

@@ -36,8 +36,8 @@ int StepLoop::run(bool overlap) {
 
 bool StepLoop::signalled() {
     if (!env_.watcher->stop_requested()) return false;
-    spdlog::warn("signal {}: stopped after {} steps (global step {})", env_.watcher->signal(),
-                 env_.ctx->local_steps, tag_);
+    spdlog::warn("signal {}: stopped after {} steps (global step {})", env_.watcher->signal(), env_.ctx->local_steps,
+                 tag_);
     env_.ctx->stopped_by_signal = true;
     return true;
 }
@@ -61,8 +61,8 @@ int StepLoop::run_blocking() {
             SignalWatcher::Blocked waiting(*env_.watcher);
             const auto rows = trainer.row_grads();
             if (rows.empty()) return ctx.client->push_pull_frames(trainer.grads().all(), tag_, frames_);
-            return ctx.client->exchange(Exchange{.grads = trainer.grads().all(), .step = tag_, .row_grads = rows,
-                                                 .params = &frames_});
+            return ctx.client->exchange(
+                Exchange{.grads = trainer.grads().all(), .step = tag_, .row_grads = rows, .params = &frames_});
         }();
         const auto outcome = finish(std::move(step), loss, t1);
         if (outcome == Outcome::kFailed) return kExitFailure;
@@ -145,9 +145,10 @@ void StepLoop::report_rejoin(const StepInfo& step) const {
     const std::string why =
         stop ? fmt::format("this worker was stopped for {:.1f} s, longer than --worker-timeout {:g} s", stop->seconds(),
                            timeout_s)
-             : fmt::format("this worker saw no stop of its own: its messages took longer than --worker-timeout {:g} s "
-                           "to reach psd",
-                           timeout_s);
+             : fmt::format(
+                   "this worker saw no stop of its own: its messages took longer than --worker-timeout {:g} s "
+                   "to reach psd",
+                   timeout_s);
     spdlog::warn("psd had declared this worker dead ({}); it rejoined the run at global step {}{}", why, step.step,
                  env_.ctx->client->sync() ? " and joins the next sync step" : " and goes on from its data position");
 }
@@ -167,7 +168,7 @@ StepLoop::Outcome StepLoop::finish(Result<StepInfo> step, float loss, Clock::tim
                                     env_.checkpointer, *env_.barrier, trainer.params().all());
         if (!back) return fail("recovery from a lost psd", back.error());
         bind_gradient_memory(trainer, *back->client, overlap_);  // the old client's segment goes with it
-        *env_.client_owner = std::move(back->client);  // the old client is destroyed: use ctx.client
+        *env_.client_owner = std::move(back->client);            // the old client is destroyed: use ctx.client
         ctx.client = env_.client_owner->get();
         tag_ = back->info.step;
         trainer.set_global_step(tag_);

@@ -36,13 +36,13 @@ namespace psrun::worker {
 struct StepLoopEnv {
     SignalWatcher* watcher = nullptr;
     HookList* hooks = nullptr;
-    RunContext* ctx = nullptr;                   // ctx->client is the client to use
+    RunContext* ctx = nullptr;                          // ctx->client is the client to use
     std::unique_ptr<PsClient>* client_owner = nullptr;  // replaced after a psd restart
     const PsClientOptions* client_options = nullptr;
     const BarrierOptions* barrier = nullptr;
-    Checkpointer* checkpointer = nullptr;        // the chief's, or nullptr
-    double reconnect_wait = 0;                   // seconds (0: a lost psd fails the worker)
-    std::string ps;                              // --ps, for error messages
+    Checkpointer* checkpointer = nullptr;  // the chief's, or nullptr
+    double reconnect_wait = 0;             // seconds (0: a lost psd fails the worker)
+    std::string ps;                        // --ps, for error messages
     // Called after the shards were restored from a checkpoint (a restarted psd): data positions
     // held outside psd (the chunks leased from psd 0, workerd/data/chunk_source.h) are void.
     std::function<void()> on_restored;
@@ -54,7 +54,7 @@ struct StepLoopEnv {
 void bind_gradient_memory(Trainer& trainer, PsClient& client, bool overlap);
 
 class StepLoop {
-public:
+  public:
     // `tag`: global step of the parameters in the model now; `last`: the result reported to
     // the hooks' end() when no step runs.
     StepLoop(StepLoopEnv env, std::uint64_t tag, StepResult last);
@@ -66,7 +66,7 @@ public:
     std::uint64_t tag() const { return tag_; }
     const StepResult& last() const { return last_; }
 
-private:
+  private:
     enum class Outcome { kStepped, kRetry, kStop, kFailed };
     int run_blocking();
     int run_overlapped();
@@ -88,7 +88,7 @@ private:
     std::uint64_t tag_;
     StepResult last_;
     ParamFrames frames_;
-    std::uint64_t tail_steps_ = 0;  // steps after the first shard reported the last step (finish())
+    std::uint64_t tail_steps_ = 0;    // steps after the first shard reported the last step (finish())
     Clock::time_point last_stepped_;  // the end of the last step (ctx->step_times)
 };
 

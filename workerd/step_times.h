@@ -12,18 +12,18 @@
 namespace psrun::worker {
 
 class StepTimes {
-public:
+  public:
     void add(double seconds, std::uint64_t global_step);
     std::uint64_t count() const { return count_; }
     // Seconds below which a fraction `q` in [0, 1] of the steps took (the middle of its bucket); 0
     // when no step was added.
     double quantile(double q) const;
-    double longest() const { return longest_; }                    // seconds, exact
+    double longest() const { return longest_; }                   // seconds, exact
     std::uint64_t longest_step() const { return longest_step_; }  // the global step it ended at
     // "median 12.1 ms, p99 14.0 ms, longest 1534 ms (global step 300)"; "no step" when empty.
     std::string text() const;
 
-private:
+  private:
     static constexpr int kPerDoubling = 8;
     static constexpr int kBuckets = 40 * kPerDoubling + 1;  // bucket 0: under 1 us; up to 2^40 us
     std::array<std::uint64_t, kBuckets> buckets_{};

@@ -26,8 +26,7 @@ Result<ComputeJitter> parse_compute_jitter(const std::string& spec) {
     if (ec != std::errc() || ptr != end || begin == end)
         return make_error(ErrorCode::kInvalidArgument, "exp:MEAN_MS needs a number of ms, got '" + spec + "'");
     if (!(mean > 0 && mean <= kMaxMs))
-        return make_error(ErrorCode::kInvalidArgument,
-                          "exp:MEAN_MS needs 0 < MEAN_MS <= 3600000, got '" + spec + "'");
+        return make_error(ErrorCode::kInvalidArgument, "exp:MEAN_MS needs 0 < MEAN_MS <= 3600000, got '" + spec + "'");
     return ComputeJitter{mean};
 }
 
@@ -46,8 +45,6 @@ double SyntheticCompute::next_ms() {
     return base_ms_ - jitter_.exp_mean_ms * std::log(rng_.uniform());  // inverse CDF; uniform() is in (0, 1)
 }
 
-void SyntheticCompute::run() {
-    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(next_ms()));
-}
+void SyntheticCompute::run() { std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(next_ms())); }
 
 }  // namespace psrun::worker

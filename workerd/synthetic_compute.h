@@ -28,7 +28,7 @@ struct ComputeJitter {
 std::string to_string(const ComputeJitter& jitter);
 
 class SyntheticCompute {
-public:
+  public:
     SyntheticCompute(double base_ms, ComputeJitter jitter, std::uint64_t seed, std::uint32_t worker);
 
     // The next step's duration in ms: base plus one draw of the jitter.
@@ -36,7 +36,7 @@ public:
     // Sleeps for next_ms().
     void run();
 
-private:
+  private:
     double base_ms_;
     ComputeJitter jitter_;
     Rng rng_;

@@ -49,8 +49,7 @@ Result<ColumnSpec> parse_table_columns(const TableColumnOptions& o) {
     return spec;
 }
 
-Result<Table> load_table_split(const std::string& path, const ColumnSpec& spec,
-                               const nn::ModelDescription& model,
+Result<Table> load_table_split(const std::string& path, const ColumnSpec& spec, const nn::ModelDescription& model,
                                const std::vector<std::string>& targets, const std::vector<std::string>& raw_inputs) {
     const ModelInput input = model_input(model);
     auto table = load_table_or_examples(path, spec, table_inputs(model, raw_inputs), targets, input);

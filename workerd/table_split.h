@@ -27,8 +27,8 @@ struct TableColumnOptions {
     std::string delimiter;
     // Whether any of them is given (each needs --input-columns: parse_table_columns says so).
     bool any() const {
-        return !input_columns.empty() || !value_separator.empty() || !bag_weights.empty() ||
-               !column_names.empty() || !delimiter.empty();
+        return !input_columns.empty() || !value_separator.empty() || !bag_weights.empty() || !column_names.empty() ||
+               !delimiter.empty();
     }
 };
 
@@ -47,8 +47,7 @@ struct TableColumnOptions {
 // A file whose first record is TFRecord-framed is read as Examples (workerd/data/example_table.h).
 // The inputs in `raw_inputs` (--raw-ids) get the unreduced hashes of their values.
 [[nodiscard]] Result<Table> load_table_split(const std::string& path, const ColumnSpec& spec,
-                                             const nn::ModelDescription& model,
-                                             const std::vector<std::string>& targets,
+                                             const nn::ModelDescription& model, const std::vector<std::string>& targets,
                                              const std::vector<std::string>& raw_inputs = {});
 
 }  // namespace psrun::worker

@@ -110,7 +110,8 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
     app.add_option("--shuffle-buffer", o.shuffle_buffer, "examples in a TFRecord stream's shuffle buffer")
         ->check(psrun::integer_in(0, 100000000))
         ->capture_default_str();
-    app.add_option("--prefetch", o.prefetch, "batches a stream keeps ready")->capture_default_str()
+    app.add_option("--prefetch", o.prefetch, "batches a stream keeps ready")
+        ->capture_default_str()
         ->check(psrun::integer_in(1, 4096));
     app.add_option("--data-threads", o.data_threads, "threads decoding a stream (0: a quarter of the cores)")
         ->check(psrun::thread_count(0))
@@ -126,7 +127,8 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                    "axis order of rank-4 .npy images: nchw, nhwc or auto (the axis of size <= 4 is the channel)")
         ->capture_default_str();
     app.add_option("--model-dir", o.model_dir, "where summary.json is written");
-    app.add_option("--batch-size", o.batch_size, "examples per step")->capture_default_str()
+    app.add_option("--batch-size", o.batch_size, "examples per step")
+        ->capture_default_str()
         ->check(psrun::integer_in(1, 65536));
     app.add_option("--global-batch-size", o.global_batch_size,
                    "examples per global step, split evenly over the workers (G / --num-workers each; "
@@ -137,7 +139,8 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                    "--steps counts updates)")
         ->check(psrun::integer_in(1, kMaxAccumulateSteps))
         ->capture_default_str();
-    app.add_option("--steps", o.steps, "global steps to train")->capture_default_str()
+    app.add_option("--steps", o.steps, "global steps to train")
+        ->capture_default_str()
         ->check(psrun::integer_in(0, kMaxSteps));
     app.add_option("--learning-rate", o.learning_rate, "optimizer learning rate")
         ->check(psrun::number_above(0, 1e6))
@@ -173,11 +176,14 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
         ->capture_default_str();
     app.add_option("--momentum", o.momentum, "momentum and nesterov: the momentum factor, in [0, 1) (default 0.9)")
         ->check(psrun::number_in(0, 1));
-    app.add_option("--beta1", o.beta1, "adam, adam_torch, adamw, lamb: the first moment's decay, in [0, 1) (default 0.9)")
+    app.add_option("--beta1", o.beta1,
+                   "adam, adam_torch, adamw, lamb: the first moment's decay, in [0, 1) (default 0.9)")
         ->check(psrun::number_in(0, 1));
-    app.add_option("--beta2", o.beta2, "adam, adam_torch, adamw, lamb: the second moment's decay, in [0, 1) (default 0.999)")
+    app.add_option("--beta2", o.beta2,
+                   "adam, adam_torch, adamw, lamb: the second moment's decay, in [0, 1) (default 0.999)")
         ->check(psrun::number_in(0, 1));
-    app.add_option("--epsilon", o.epsilon, "adam, adam_torch, adamw, lamb: the denominator's epsilon, > 0 (default 1e-8)")
+    app.add_option("--epsilon", o.epsilon,
+                   "adam, adam_torch, adamw, lamb: the denominator's epsilon, > 0 (default 1e-8)")
         ->check(psrun::number_in(0, 1e30));
     app.add_option("--label-smoothing", o.label_smoothing,
                    "softmax cross-entropy: train against (1 - E) one-hot + E / classes, 0 <= E < 1 (0: off)")
@@ -195,12 +201,14 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
     app.add_option("--seed", o.seed, "seed for weights, shuffling and dropout")
         ->check(psrun::integer_in(0, std::numeric_limits<std::int64_t>::max()))
         ->capture_default_str();
-    app.add_option("--threads", o.threads, "compute threads (0: all cores)")->capture_default_str()
+    app.add_option("--threads", o.threads, "compute threads (0: all cores)")
+        ->capture_default_str()
         ->check(psrun::thread_count(0));
     app.add_option("--eval-every", o.eval_every, "evaluate on the test set every N steps (0: at the end)")
         ->check(psrun::integer_in(0, kMaxSteps))
         ->capture_default_str();
-    app.add_option("--log-every", o.log_every, "progress line every N steps")->capture_default_str()
+    app.add_option("--log-every", o.log_every, "progress line every N steps")
+        ->capture_default_str()
         ->check(psrun::integer_in(1, kMaxSteps));
     app.add_option("--target-accuracy", o.target_accuracy,
                    "test accuracies whose time the end-of-run summary reports, e.g. 99,99.2 or 0.9,0.92 (default: "
@@ -212,10 +220,10 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
     app.add_option("--checkpoint-steps", o.checkpoint_steps, "chief with psd: checkpoint every N global steps (0: off)")
         ->check(psrun::integer_in(0, kMaxSteps))
         ->capture_default_str();
-    app.add_option("--keep-checkpoints", o.keep_checkpoints, "checkpoints kept in --model-dir")->capture_default_str()
+    app.add_option("--keep-checkpoints", o.keep_checkpoints, "checkpoints kept in --model-dir")
+        ->capture_default_str()
         ->check(psrun::integer_in(1, 1000000));
-    app.add_option("--precision", o.precision, "f32 or bf16 (bf16 compute, f32 master weights)")
-        ->capture_default_str();
+    app.add_option("--precision", o.precision, "f32 or bf16 (bf16 compute, f32 master weights)")->capture_default_str();
     app.add_option("--overlap", o.overlap,
                    "async mode with psd: send each gradient while the next one computes (on|off)")
         ->check(CLI::IsMember({"on", "off"}))
@@ -271,8 +279,7 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                    "with --synthetic-compute-ms: none, or exp:MEAN_MS (each step sleeps an extra exponential "
                    "delay of mean MEAN_MS, seeded by --seed and the worker index)")
         ->capture_default_str();
-    app.add_option("--shard", o.shard, "this worker's shard i/n of the training set")
-        ->capture_default_str();
+    app.add_option("--shard", o.shard, "this worker's shard i/n of the training set")->capture_default_str();
 }
 
 }  // namespace psrun::worker

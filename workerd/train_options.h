@@ -64,7 +64,7 @@ struct TrainOptions {
     int prefetch = 4;
     int data_threads = 0;
     std::int64_t stream_memory_mb = 2048;
-    std::string normalize;             // "MEAN,STD" or "M1,M2,..:S1,S2,..", empty: none
+    std::string normalize;              // "MEAN,STD" or "M1,M2,..:S1,S2,..", empty: none
     std::string image_layout = "auto";  // rank-4 .npy images: auto, nchw or nhwc
     std::string dataset = "mnist";
     std::string model_dir;  // empty: no summary.json
@@ -99,7 +99,7 @@ struct TrainOptions {
     // --label-smoothing E (nn::NetworkOptions::label_smoothing): softmax cross-entropy only.
     float label_smoothing = 0.0f;
     std::uint64_t seed = 1;
-    int threads = 0;  // 0: OpenMP's default (all cores)
+    int threads = 0;              // 0: OpenMP's default (all cores)
     std::int64_t eval_every = 0;  // 0: evaluate only at the end
     // --target-accuracy "A,B": the test accuracies whose time the end-of-run summary reports
     // (common/metric_targets.h); empty: the dataset's customary ones (MNIST: 99.0%, 99.2%), else
@@ -110,7 +110,7 @@ struct TrainOptions {
     std::string shard = "0/1";
     // Distributed mode, chief only (common/checkpointer.h): coordinated checkpoints of every
     // psd shard into <model-dir>/ckpt-<step>, and restore from the newest valid one at start.
-    double checkpoint_secs = 600;     // <= 0: never by time
+    double checkpoint_secs = 600;       // <= 0: never by time
     std::int64_t checkpoint_steps = 0;  // 0: never by steps
     int keep_checkpoints = 5;
     // Distributed async mode: exchange step k's gradient with psd while step k+1 computes
@@ -131,9 +131,9 @@ struct TrainOptions {
     // NODE|TABLE; docs/sparse.md "Raw ids"): their input's values are any uint64, the table's
     // vocabulary is its capacity, and psd admits and evicts rows by this policy.
     std::vector<std::string> raw_ids;
-    std::uint32_t admit_after = 1;     // --admit-after N: pulls before an id becomes a row
-    double admit_probability = 1.0;    // --admit-probability P: then the chance per pull
-    std::uint64_t evict_after = 0;     // --evict-after T: updates without a push before a row goes; 0: never
+    std::uint32_t admit_after = 1;   // --admit-after N: pulls before an id becomes a row
+    double admit_probability = 1.0;  // --admit-probability P: then the chance per pull
+    std::uint64_t evict_after = 0;   // --evict-after T: updates without a push before a row goes; 0: never
     // Training-image augmentation (workerd/augment.h): "none", or "flip", "crop=P" joined by commas.
     std::string augment = "none";
     // The hand-written AVX-512 kernels of the engine (nn::NetworkOptions::hand_kernels): "on"
@@ -177,7 +177,8 @@ void resolve_model(const CLI::App& app, TrainOptions& options);
 // --lr-decay-rate, --lr-decay-steps: a layer giving any of them decides all) and the batch
 // (--batch-size, --global-batch-size); a recipe's lr_warmup_steps gives way to a warm-up the
 // schedule in effect already carries (warmup=N).
-void merge_recipe(const nn::Recipe& recipe, TrainOptions& options, const std::function<bool(std::string_view flag)>& given);
+void merge_recipe(const nn::Recipe& recipe, TrainOptions& options,
+                  const std::function<bool(std::string_view flag)>& given);
 // Whether `recipe` sets what `flag` sets ("--lr-decay-rate" and "--lr-decay-steps": lr_decay).
 bool recipe_gives(const nn::Recipe& recipe, std::string_view flag);
 

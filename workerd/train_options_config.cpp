@@ -16,13 +16,12 @@
 #include "common/metric_targets.h"
 #include "common/option_checks.h"
 #include "common/param_groups.h"
-#include "workerd/parameter_set.h"
 #include "workerd/onnx/model_loader.h"
+#include "workerd/parameter_set.h"
 
 namespace psrun::worker {
 
 namespace {
-
 
 // --momentum, --beta1, --beta2, --epsilon into `config` (whose kind is set), validated.
 void set_hyperparameters(const TrainOptions& o, OptimizerConfig& config) {
@@ -60,14 +59,16 @@ void set_param_groups(const TrainOptions& o, const nn::ModelDescription& model, 
             if (names.size() < 300) names += (names.empty() ? "" : ", ") + t.name;
         }
         if (!any)
-            throw UsageError("--param-group '" + text + "': the pattern matches no tensor of model " + model.name + " (its tensors: " +
-                  names + (names.size() >= 300 ? ", ...; psrun model show lists them all)" : ")"));
+            throw UsageError("--param-group '" + text + "': the pattern matches no tensor of model " + model.name +
+                             " (its tensors: " + names +
+                             (names.size() >= 300 ? ", ...; psrun model show lists them all)" : ")"));
         const bool shrinks = c.kind == OptimizerKind::kSgd || c.kind == OptimizerKind::kMomentum ||
                              c.kind == OptimizerKind::kNesterov || c.kind == OptimizerKind::kAdamW;
         const double decay = group->sets_weight_decay ? group->weight_decay : c.weight_decay;
         if (shrinks && double(c.learning_rate) * group->lr_multiplier * decay >= 1.0)
-            throw UsageError("--param-group '" + text + "': its learning rate times its weight decay must be < 1 with --optimizer " +
-                  o.optimizer + " (each update would scale the weights by 1 - lr W <= 0)");
+            throw UsageError("--param-group '" + text +
+                             "': its learning rate times its weight decay must be < 1 with --optimizer " + o.optimizer +
+                             " (each update would scale the weights by 1 - lr W <= 0)");
         c.groups.push_back(std::move(*group));
     }
 }
@@ -120,7 +121,8 @@ TrainerConfig make_trainer_config(const TrainOptions& o) {
         c.model = std::make_shared<const nn::ModelDescription>(std::move(*loaded));
     }
     if (c.model->column_inputs() && !o.augment.empty() && o.augment != "none")
-        usage("--augment: model " + c.model->name + " has several inputs; augmentation of the primary input "
+        usage("--augment: model " + c.model->name +
+              " has several inputs; augmentation of the primary input "
               "alone is not supported with them (drop --augment)");
     c.network.batch_size = o.batch_size;
     c.accumulate_steps = o.accumulate_steps;
@@ -160,7 +162,8 @@ TrainerConfig make_trainer_config(const TrainOptions& o) {
     if (o.label_smoothing > 0.0f && c.model->loss != nn::LossKind::kSoftmaxCrossEntropy)
         usage(std::string("--label-smoothing applies to the softmax_cross_entropy loss only; model ") + c.model->name +
               "'s loss is " + nn::to_string(c.model->loss) +
-              (c.model->loss == nn::LossKind::kGraph ? " (its softmax_cross_entropy_loss's \"label_smoothing\" sets it)" : ""));
+              (c.model->loss == nn::LossKind::kGraph ? " (its softmax_cross_entropy_loss's \"label_smoothing\" sets it)"
+                                                     : ""));
     c.network.label_smoothing = o.label_smoothing;
     if (!std::isfinite(o.ema_decay) || o.ema_decay < 0.0f || o.ema_decay >= 1.0f)
         usage("--ema-decay must be a number in [0, 1) (0: no moving average; 0.999 averages over ~1000 updates)");

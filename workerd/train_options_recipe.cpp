@@ -50,8 +50,7 @@ void merge_recipe(const nn::Recipe& r, TrainOptions& o, const std::function<bool
             to = static_cast<int>(std::clamp<std::int64_t>(*from, INT32_MIN, INT32_MAX));
         else if constexpr (std::is_same_v<To, float> || std::is_same_v<To, std::optional<float>>)
             to = static_cast<float>(*from);
-        else
-            to = *from;
+        else to = *from;
     };
     take(r.optimizer, o.optimizer, "--optimizer");
     take(r.learning_rate, o.learning_rate, "--learning-rate");
@@ -66,7 +65,8 @@ void merge_recipe(const nn::Recipe& r, TrainOptions& o, const std::function<bool
     }
     // A warm-up the schedule in effect carries itself (a higher layer's warmup=N) wins.
     if (r.lr_warmup_steps && !given("--lr-warmup-steps")) {
-        const auto schedule = o.lr_schedule.empty() ? Result<LrSchedule>(LrSchedule{}) : parse_lr_schedule(o.lr_schedule);
+        const auto schedule =
+            o.lr_schedule.empty() ? Result<LrSchedule>(LrSchedule{}) : parse_lr_schedule(o.lr_schedule);
         if (!schedule || schedule->warmup_steps == 0 ||
             schedule->warmup_steps == static_cast<std::uint64_t>(*r.lr_warmup_steps))
             o.lr_warmup_steps = *r.lr_warmup_steps;
@@ -134,10 +134,10 @@ void apply_global_batch_size(const CLI::App& app, TrainOptions& o, std::uint32_t
     if (workers == 0) throw UsageError(name + " needs --num-workers");
     const int parts = static_cast<int>(workers) * std::clamp(o.accumulate_steps, 1, kMaxAccumulateSteps);
     if (g % parts != 0)
-        throw UsageError(name + " " + std::to_string(g) + " does not split evenly over " +
-                         std::to_string(workers) + " workers" +
-                         (parts > static_cast<int>(workers) ? " x --accumulate-steps " + std::to_string(o.accumulate_steps) : "") +
-                         ": give a multiple of " + std::to_string(parts));
+        throw UsageError(
+            name + " " + std::to_string(g) + " does not split evenly over " + std::to_string(workers) + " workers" +
+            (parts > static_cast<int>(workers) ? " x --accumulate-steps " + std::to_string(o.accumulate_steps) : "") +
+            ": give a multiple of " + std::to_string(parts));
     o.batch_size = g / parts;
 }
 

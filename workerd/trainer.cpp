@@ -7,19 +7,17 @@
 #include <omp.h>
 
 #include "common/result.h"
-#include "workerd/global_norm.h"
-#include "workerd/data/memory_source.h"
-#include "workerd/prefetch_source.h"
-#include "workerd/nn/parameter_init.h"
 #include "common/rng.h"
+#include "workerd/data/memory_source.h"
+#include "workerd/global_norm.h"
+#include "workerd/nn/parameter_init.h"
+#include "workerd/prefetch_source.h"
 
 namespace psrun::worker {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t0) {
-    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 // Room for the second buffer reserved: growing never moves grads_[0], which the models reference.
 std::vector<ParameterSet> make_grads(const std::vector<TensorInfo>& tensors, std::size_t tail) {
     std::vector<ParameterSet> grads;
@@ -52,8 +50,8 @@ BatchView batch_view(nn::Network& network, SparseTables& sparse) {
     BatchView view{network.input(), network.input_ids(), network.labels(), network.targets(), {}};
     for (std::size_t i = 1; i < network.model().inputs.size(); ++i)
         if (!network.model().fed_by_labels(i))
-            view.columns.push_back(ColumnSpan{network.input(i), network.input_ids(i),
-                                              sparse.raw_ids(i, network.options().batch_size)});
+            view.columns.push_back(
+                ColumnSpan{network.input(i), network.input_ids(i), sparse.raw_ids(i, network.options().batch_size)});
     return view;
 }
 }  // namespace
@@ -103,7 +101,8 @@ Trainer::Trainer(const TrainerConfig& config, std::unique_ptr<BatchSource> train
     // The local tables hold the distinct ids of all micro-batches of an update (step_batches.h).
     const nn::ModelDescription local = sparse_.local_model(step_examples(config_));
     const auto count = static_cast<std::size_t>(local.parameter_count);
-    network_ = make_network(local, config_.network, params_.with_tail().first(count), grads_[0].with_tail().first(count));
+    network_ =
+        make_network(local, config_.network, params_.with_tail().first(count), grads_[0].with_tail().first(count));
     const auto& tensors = config_.model->tensors;
     for (std::size_t i = 0, dense = 0; i < tensors.size(); ++i)  // the tables start on psd
         if (!sparse_.is_sparse(i)) nn::initialize_tensor(*config_.model, i, config.seed, params_.tensor(dense++));
@@ -164,8 +163,7 @@ float Trainer::micro_batch(int k) {
         if (step_batches_) step_batches_->restore(*network_, k);
     }
     // A dropout mask per (seed, worker, micro-batch): workers never share masks.
-    Rng rng(config_.seed ^ (0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(config_.shard.index)),
-            local_step_++);
+    Rng rng(config_.seed ^ (0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(config_.shard.index)), local_step_++);
     return network_->train_step(rng.next());
 }
 
@@ -191,7 +189,8 @@ void Trainer::swap_gradient_buffers() {
 void Trainer::use_gradient_memory(const std::vector<std::span<float>>& buffers) {
     external_grads_.clear();
     if (!buffers.empty() && !sparse_.empty())
-        throw std::logic_error("Trainer::use_gradient_memory: a sparse table's gradient rows need the trainer's own buffers");
+        throw std::logic_error(
+            "Trainer::use_gradient_memory: a sparse table's gradient rows need the trainer's own buffers");
     for (auto b : buffers) external_grads_.emplace_back(params_.tensors(), b);
     current_grads_ = 0;
     network_->set_gradient_buffer(network_grads(grad_buffer(0)));
@@ -230,7 +229,8 @@ EvalMetrics Trainer::evaluate() {
             eval_network_ = make_network(*config_.model, options, params_.all(), {});
         } else {
             const nn::ModelDescription local = sparse_.local_model(options.batch_size);
-            eval_network_ = make_network(local, options, params_.with_tail().first(static_cast<std::size_t>(local.parameter_count)), {});
+            eval_network_ = make_network(
+                local, options, params_.with_tail().first(static_cast<std::size_t>(local.parameter_count)), {});
         }
     }
     nn::Network& m = *eval_network_;

@@ -31,15 +31,15 @@
 #include <vector>
 
 #include "common/optimizer.h"
+#include "workerd/augment.h"
 #include "workerd/data/batch_source.h"
 #include "workerd/data/labeled_images.h"
+#include "workerd/data/sampler.h"
 #include "workerd/eval_metrics.h"
-#include "workerd/nn/model_description.h"
 #include "workerd/local_update.h"
+#include "workerd/nn/model_description.h"
 #include "workerd/nn/network.h"
 #include "workerd/parameter_set.h"
-#include "workerd/augment.h"
-#include "workerd/data/sampler.h"
 #include "workerd/sparse_tables.h"
 #include "workerd/step_batches.h"
 #include "workerd/synthetic_compute.h"
@@ -48,7 +48,7 @@ namespace psrun::worker {
 
 struct TrainerConfig {
     std::shared_ptr<const nn::ModelDescription> model;  // required
-    nn::NetworkOptions network;  // batch size, precision, hand kernels (forward_only ignored)
+    nn::NetworkOptions network;                         // batch size, precision, hand kernels (forward_only ignored)
     OptimizerConfig optimizer;
     std::uint64_t seed = 1;  // weights, shuffling and dropout
     ShardSpec shard;
@@ -70,7 +70,7 @@ struct TrainerConfig {
 };
 
 class Trainer {
-public:
+  public:
     // Trains on batches from `train` and evaluates on `test` (workerd/data/batch_source.h).
     // Throws UsageError when the network cannot be built for this configuration (e.g. bf16 on a
     // CPU without it), naming the layer.
@@ -105,7 +105,9 @@ public:
     std::span<const RowGrads> row_grads();
     // Training batches mapped by pull_rows() and the distinct ids of table k (sparse_tables().tables()[k]), summed.
     std::uint64_t sparse_batches() const { return sparse_batches_; }
-    std::uint64_t sparse_distinct_ids(std::size_t k) const { return k < sparse_distinct_.size() ? sparse_distinct_[k] : 0; }
+    std::uint64_t sparse_distinct_ids(std::size_t k) const {
+        return k < sparse_distinct_.size() ? sparse_distinct_[k] : 0;
+    }
     // Where evaluate() pulls a sparse table's rows from (the client of the moment).
     void set_row_client(std::function<PsClient*()> client) { row_client_ = std::move(client); }
     // params -= optimizer(grads); counts a global step.
@@ -138,19 +140,19 @@ public:
     double data_ms() const { return data_ms_; }
     double update_ms() const { return update_ms_; }
 
-private:
+  private:
     TrainerConfig config_;
     std::unique_ptr<BatchSource> train_;
     std::unique_ptr<EvalSource> test_;
     SparseTables sparse_;  // before params_: it lays the buffer out
     ParameterSet params_;
-    std::vector<ParameterSet> grads_;  // 1, or 2 once swap_gradient_buffers() was called
+    std::vector<ParameterSet> grads_;           // 1, or 2 once swap_gradient_buffers() was called
     std::vector<ParameterSet> external_grads_;  // views set by use_gradient_memory(): used when not empty
     std::size_t current_grads_ = 0;
     ParameterSet& grad_buffer(std::size_t i) { return external_grads_.empty() ? grads_[i] : external_grads_[i]; }
     std::unique_ptr<nn::Network> network_;
     std::unique_ptr<nn::Network> eval_network_;  // created at the first evaluate()
-    SyntheticCompute synthetic_;  // used when config_.synthetic_compute_ms > 0
+    SyntheticCompute synthetic_;                 // used when config_.synthetic_compute_ms > 0
     LocalUpdate update_;  // apply_gradients(): optimizer on trainable tensors, params -= grads on state ones
     std::uint64_t global_step_ = 0;
     std::uint64_t local_step_ = 0;

@@ -62,7 +62,8 @@ WorkerTotals sum_worker_reports(const std::string& model_dir, std::uint32_t num_
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     for (const auto& r : reports) {
-        const bool counted = r.is_object() && r.contains("skipped_records") && r["skipped_records"].is_number_unsigned();
+        const bool counted =
+            r.is_object() && r.contains("skipped_records") && r["skipped_records"].is_number_unsigned();
         totals.by_worker.push_back(counted ? r["skipped_records"] : nlohmann::json(nullptr));
         if (counted) totals.skipped_records += r["skipped_records"].get<std::uint64_t>();
     }

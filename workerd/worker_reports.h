@@ -31,9 +31,9 @@ std::string worker_report_path(const std::string& model_dir, std::uint32_t index
 void clear_worker_reports(const std::string& model_dir, std::uint32_t num_workers);
 
 struct WorkerTotals {
-    std::uint64_t skipped_records = 0;          // summed over the chief and every report found
+    std::uint64_t skipped_records = 0;                   // summed over the chief and every report found
     nlohmann::json by_worker = nlohmann::json::array();  // skipped_records per worker (null: no report)
-    std::vector<std::uint32_t> missing;         // workers whose report did not come
+    std::vector<std::uint32_t> missing;                  // workers whose report did not come
 };
 
 // The chief's own counters (`chief`) plus every other worker's report, waiting up to `wait`

@@ -147,9 +147,9 @@ TEST_CASE("tensor files in memory: empty tensors round-trip, overflowing shapes 
 
 TEST_CASE("a manifest lists plain file names inside its checkpoint", "[checkpoint]") {
     CHECK(CheckpointStore::parse_manifest(R"({"step": 3, "files": ["ps-0.tensors"]})", "m.json"));
-    for (const char* text : {R"({"files": ["../../etc/passwd"]})", R"({"files": ["a/b"]})", R"({"files": [".."]})",
-                             R"({"files": [""]})", R"({"files": [1]})", R"({"files": "a"})", R"({"step": 3})",
-                             "[]", "{", ""}) {
+    for (const char* text :
+         {R"({"files": ["../../etc/passwd"]})", R"({"files": ["a/b"]})", R"({"files": [".."]})", R"({"files": [""]})",
+          R"({"files": [1]})", R"({"files": "a"})", R"({"step": 3})", "[]", "{", ""}) {
         auto m = CheckpointStore::parse_manifest(text, "m.json");
         INFO(text);
         REQUIRE_FALSE(m);

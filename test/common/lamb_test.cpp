@@ -68,14 +68,14 @@ TEST_CASE("lamb matches hand-computed values without and with weight decay", "[o
     //    trust = sqrt(5) / sqrt(2) = 1.58113888, p = {1, -2} - 0.158113888 {1, 1} = {0.841886115, -2.158113881}
     // 2, 3: the same formula (trust 2.50810366, 3.38709969).
     OptimizerConfig c{.kind = OptimizerKind::kLamb, .learning_rate = 0.1f};
-    check_lamb(lamb_steps(c, kGrads), {{0.8418861154, -2.1581138814}, {0.7750860267, -2.3799246695},
-                                       {0.5521770706, -2.4937648868}});
+    check_lamb(lamb_steps(c, kGrads),
+               {{0.8418861154, -2.1581138814}, {0.7750860267, -2.3799246695}, {0.5521770706, -2.4937648868}});
     // weight decay 0.1: 1: r = {1, 1} + 0.1 {1, -2} = {1.1, 0.8}, ||r|| = sqrt(1.85);
     //    trust = sqrt(5 / 1.85) = 1.64398992, p = {1 - 0.164398992 * 1.1, -2 - 0.164398992 * 0.8}
     //    = {0.819161112, -2.131519187}; 2, 3: trust 3.01975318, 3.31337731.
     c.weight_decay = 0.1f;
-    check_lamb(lamb_steps(c, kGrads), {{0.8191611120, -2.1315191871}, {0.7139972580, -2.3342124370},
-                                       {0.4722826342, -2.3682335843}});
+    check_lamb(lamb_steps(c, kGrads),
+               {{0.8191611120, -2.1315191871}, {0.7139972580, -2.3342124370}, {0.4722826342, -2.3682335843}});
     // A tensor that does not decay moves as with no decay at all.
     OptimizerConfig plain{.kind = OptimizerKind::kLamb, .learning_rate = 0.1f};
     CHECK(lamb_steps(c, kGrads, {1.0f, -2.0f}, false) == lamb_steps(plain, kGrads));

@@ -65,11 +65,12 @@ TEST_CASE("piecewise follows TF's piecewise_constant at and around its boundarie
     CHECK(parsed("piecewise:boundaries=10,20,values=1e-3,5e-4,1e-4") == s);  // ',' between fields works too
 }
 
-TEST_CASE("cosine follows TF's cosine_decay: lr at 0, the midpoint at half, alpha * lr from the end on", "[lr_schedule]") {
+TEST_CASE("cosine follows TF's cosine_decay: lr at 0, the midpoint at half, alpha * lr from the end on",
+          "[lr_schedule]") {
     const auto s = parsed("cosine:steps=100,alpha=0.01");
     CHECK(s.rate_at(0.1f, 1) == Approx(0.1));
     CHECK(s.rate_at(0.1f, 26) == Approx(0.0855017856687341));  // 0.1 * (0.99 * (1 + cos(pi/4)) / 2 + 0.01)
-    CHECK(s.rate_at(0.1f, 51) == Approx(0.0505));                // 0.1 * (0.99 * 0.5 + 0.01)
+    CHECK(s.rate_at(0.1f, 51) == Approx(0.0505));              // 0.1 * (0.99 * 0.5 + 0.01)
     CHECK(s.rate_at(0.1f, 101) == Approx(0.001));
     CHECK(s.rate_at(0.1f, 5000) == Approx(0.001));
     CHECK(parsed("cosine:steps=100").rate_at(0.1f, 101) == 0.0f);  // alpha 0 by default
@@ -80,8 +81,8 @@ TEST_CASE("onecycle matches PyTorch OneCycleLR (cos) at start, peak, mid-anneal 
     // phases end at steps 24 and 99; initial 4e-4, min 4e-8; cos_anneal(a, b, p) = b + (a-b)/2 (cos(pi p) + 1).
     const auto s = parsed("onecycle:total=100,pct=0.25,div=25,final_div=1e4");
     CHECK(s.rate_at(0.01f, 1) == Approx(4e-4));
-    CHECK(s.rate_at(0.01f, 13) == Approx(0.0052));  // step 12: halfway up
-    CHECK(s.rate_at(0.01f, 25) == Approx(0.01));    // step 24: the peak
+    CHECK(s.rate_at(0.01f, 13) == Approx(0.0052));                // step 12: halfway up
+    CHECK(s.rate_at(0.01f, 25) == Approx(0.01));                  // step 24: the peak
     CHECK(s.rate_at(0.01f, 62) == Approx(0.005104731680568388));  // step 61: pct 37/75 of the anneal
     CHECK(s.rate_at(0.01f, 100) == Approx(4e-8));
     CHECK(s.rate_at(0.01f, 1000) == Approx(4e-8));  // held at the floor (PyTorch refuses to go on)
@@ -116,10 +117,10 @@ TEST_CASE("warm-up rises linearly to the schedule's first rate, then the schedul
 }
 
 TEST_CASE("to_string parses back to the same schedule", "[lr_schedule]") {
-    for (const char* text : {"constant", "exponential:rate=0.1,steps=5000", "piecewise:boundaries=1000,2000;values=0.001,5e-04,1e-04",
-                             "cosine:steps=5000,alpha=0.01", "onecycle:total=3000,pct=0.25,div=25,final_div=10000",
-                             "cosine:steps=10,alpha=0,warmup=5,warmup_start=0.1",
-                             "piecewise:boundaries=5;values=1,2;warmup=3"}) {
+    for (const char* text :
+         {"constant", "exponential:rate=0.1,steps=5000", "piecewise:boundaries=1000,2000;values=0.001,5e-04,1e-04",
+          "cosine:steps=5000,alpha=0.01", "onecycle:total=3000,pct=0.25,div=25,final_div=10000",
+          "cosine:steps=10,alpha=0,warmup=5,warmup_start=0.1", "piecewise:boundaries=5;values=1,2;warmup=3"}) {
         const auto s = parsed(text);
         CHECK(s.to_string() == text);
         CHECK(parsed(s.to_string()) == s);
@@ -130,8 +131,8 @@ TEST_CASE("every bad --lr-schedule names the field and what is allowed", "[lr_sc
     CHECK_THAT(error_of("linear:steps=5"), Catch::Contains("unknown learning-rate schedule 'linear'") &&
                                                Catch::Contains("constant, exponential, piecewise, cosine, onecycle"));
     CHECK_THAT(error_of(""), Catch::Contains("unknown learning-rate schedule ''"));
-    CHECK_THAT(error_of("cosine:steps=10,beta=2"),
-               Catch::Contains("unknown field 'beta'") && Catch::Contains("allowed: alpha, steps, warmup, warmup_start"));
+    CHECK_THAT(error_of("cosine:steps=10,beta=2"), Catch::Contains("unknown field 'beta'") &&
+                                                       Catch::Contains("allowed: alpha, steps, warmup, warmup_start"));
     CHECK_THAT(error_of("cosine:alpha=0.1"), Catch::Contains("steps is required"));
     CHECK_THAT(error_of("exponential:rate=0.5"), Catch::Contains("steps is required"));
     CHECK_THAT(error_of("cosine:steps=10,steps=20"), Catch::Contains("'steps' given twice"));
@@ -149,7 +150,8 @@ TEST_CASE("every bad --lr-schedule names the field and what is allowed", "[lr_sc
     CHECK_THAT(error_of("cosine:steps=10,alpha=2"), Catch::Contains("alpha must be in [0, 1]"));
     CHECK_THAT(error_of("exponential:rate=1.5,steps=10"), Catch::Contains("rate must be in (0, 1]"));
     CHECK_THAT(error_of("piecewise:boundaries=20,10;values=1,2,3"), Catch::Contains("strictly increasing"));
-    CHECK_THAT(error_of("piecewise:boundaries=10,20;values=1,2"), Catch::Contains("one rate more than boundaries (3), got 2"));
+    CHECK_THAT(error_of("piecewise:boundaries=10,20;values=1,2"),
+               Catch::Contains("one rate more than boundaries (3), got 2"));
     CHECK_THAT(error_of("piecewise:boundaries=10;values=1,0"), Catch::Contains("values must be finite rates > 0"));
     std::string many = "piecewise:boundaries=1";
     for (int i = 2; i <= 65; ++i) {

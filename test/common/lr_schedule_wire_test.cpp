@@ -40,9 +40,10 @@ void poke(std::string& bytes, std::size_t at, T value) {
 }  // namespace
 
 TEST_CASE("INIT and RESTORE bodies carry every kind of schedule exactly", "[lr_schedule][wire]") {
-    for (const char* text : {"constant", "constant:warmup=100,warmup_start=0.25", "exponential:rate=0.1,steps=5000",
-                             "piecewise:boundaries=1000,2000;values=1e-3,5e-4,1e-4",
-                             "cosine:steps=5000,alpha=0.01,warmup=50", "onecycle:total=3000,pct=0.25,div=25,final_div=1e4"}) {
+    for (const char* text :
+         {"constant", "constant:warmup=100,warmup_start=0.25", "exponential:rate=0.1,steps=5000",
+          "piecewise:boundaries=1000,2000;values=1e-3,5e-4,1e-4", "cosine:steps=5000,alpha=0.01,warmup=50",
+          "onecycle:total=3000,pct=0.25,div=25,final_div=1e4"}) {
         INFO(text);
         const InitConfig init = with_schedule(text);
         auto i = decode_init(encode_init(init));
@@ -113,7 +114,8 @@ TEST_CASE("hostile schedules in INIT are refused, not applied", "[lr_schedule][w
     CHECK_FALSE(decode_restore(restore));
 }
 
-TEST_CASE("checkpoint manifests record the schedule and read back; old ones read as exponential", "[lr_schedule][checkpoint]") {
+TEST_CASE("checkpoint manifests record the schedule and read back; old ones read as exponential",
+          "[lr_schedule][checkpoint]") {
     for (const char* text : {"constant", "piecewise:boundaries=1000,2000;values=1e-3,5e-4,1e-4",
                              "cosine:steps=5000,alpha=0.01,warmup=50", "onecycle:total=3000,pct=0.25"}) {
         INFO(text);

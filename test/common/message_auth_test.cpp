@@ -145,7 +145,7 @@ TEST_CASE("messages outside the time window are refused; quiet sessions are prun
     REQUIRE(psd.verify("c", ranges(request), stamped(30'000'000'000, 3)));  // within the window
     CHECK(psd.sessions() == 1);
     psd.prune();
-    CHECK(psd.sessions() == 1);  // just seen
+    CHECK(psd.sessions() == 1);                                    // just seen
     CHECK_FALSE(psd.verify("c", ranges(request), stamped(0, 3)));  // its sequence number is used
     REQUIRE(psd.verify("c", ranges(request), stamped(0, 4)));
 }
@@ -159,8 +159,7 @@ TEST_CASE("the auth mode is mac or curve", "[auth]") {
     CHECK(to_string(AuthMode::kMac) == "mac");
 }
 
-TEST_CASE("big frames are tagged in chunks: the tag does not depend on the threads, and covers every byte",
-          "[auth]") {
+TEST_CASE("big frames are tagged in chunks: the tag does not depend on the threads, and covers every byte", "[auth]") {
     const JobKeys keys = keys_or_fail();
     const GmacKey key(session_key(mac_master_key(keys), SessionId{}));
     Trailer t;

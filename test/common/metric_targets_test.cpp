@@ -18,7 +18,7 @@ TEST_CASE("--target-accuracy takes percentages or fractions, sorted, and refuses
     CHECK(*parse_target_accuracy("0.992, 0.99") == std::vector<double>{0.99, 0.992});
     CHECK(*parse_target_accuracy("90%,85") == std::vector<double>{0.85, 0.9});
     CHECK(*parse_target_accuracy("1") == std::vector<double>{1.0});
-    CHECK(*parse_target_accuracy("99.9") == std::vector<double>{0.999});  // exactly, not 0.9990000000000001
+    CHECK(*parse_target_accuracy("99.9") == std::vector<double>{0.999});         // exactly, not 0.9990000000000001
     CHECK(*parse_target_accuracy("99,99.0,0.99") == std::vector<double>{0.99});  // duplicates go
     for (const char* bad : {"", "99,", "abc", "99x", "0", "-5", "101", "nan", "inf", "1,2,3,4,5,6,7,8,9"}) {
         INFO(bad);
@@ -57,15 +57,17 @@ TEST_CASE("time to thresholds: the first evaluation at or above each", "[targets
     CHECK(*t[0].seconds == 70.4);
     CHECK(t[1].reached);
     CHECK(t[1].global_step == 4500);  // 0.992 exactly counts
-    CHECK(describe_targets(t, acc, SecondsKind::kElapsed, 0) ==
-          "time to 99.0% in 70 s (global step 2500); 99.2% in 126 s (global step 4500) (seconds since training started)");
+    CHECK(
+        describe_targets(t, acc, SecondsKind::kElapsed, 0) ==
+        "time to 99.0% in 70 s (global step 2500); 99.2% in 126 s (global step 4500) (seconds since training started)");
     const auto hard = time_to_targets(kRun, acc, {{0.99, 0.995}, TargetKind::kGiven});
     CHECK_FALSE(hard[1].reached);
     CHECK(describe_targets(hard, acc, SecondsKind::kElapsed, 3000) ==
           "time to 99.0% in 70 s (global step 2500); 99.5% not reached (seconds since training resumed at global step "
           "3000)");
     const auto none = time_to_targets(kRun, acc, {{0.995, 0.999}, TargetKind::kGiven});
-    CHECK(describe_targets(none, acc, SecondsKind::kElapsed, 0) == "time to 99.5% and 99.9% test accuracy: neither reached");
+    CHECK(describe_targets(none, acc, SecondsKind::kElapsed, 0) ==
+          "time to 99.5% and 99.9% test accuracy: neither reached");
     const auto one = time_to_targets(kRun, acc, {{0.9991}, TargetKind::kGiven});
     CHECK(describe_targets(one, acc, SecondsKind::kElapsed, 0) == "time to test accuracy 99.91%: not reached");
     CHECK(time_to_targets({}, acc, {{0.99}, TargetKind::kGiven}).empty());
@@ -73,7 +75,8 @@ TEST_CASE("time to thresholds: the first evaluation at or above each", "[targets
 
 TEST_CASE("without thresholds: time to the best and to within one point of it", "[targets]") {
     const MetricSpec acc = accuracy_metric();
-    const Points fashion = {{200, 0.80, 5.0}, {400, 0.8612, 10.5}, {600, 0.905, 16.0}, {800, 0.9123, 21.2}, {1000, 0.911, 26.0}};
+    const Points fashion = {
+        {200, 0.80, 5.0}, {400, 0.8612, 10.5}, {600, 0.905, 16.0}, {800, 0.9123, 21.2}, {1000, 0.911, 26.0}};
     const auto t = time_to_targets(fashion, acc, choose_targets(acc, {}, "fashion-mnist"));
     REQUIRE(t.size() == 2);
     CHECK(t[0].kind == TargetKind::kBest);
@@ -127,8 +130,9 @@ TEST_CASE("summary.json: evaluations in, targets out and back", "[targets]") {
     const nlohmann::json j = targets_to_json(times, acc, seconds);
     CHECK(j["metric"] == nlohmann::json{{"field", "test_accuracy"}, {"higher_is_better", true}});
     CHECK(j["seconds"] == "elapsed");
-    CHECK(j["targets"][0] == nlohmann::json{{"kind", "given"}, {"threshold", 0.99}, {"reached", true},
-                                            {"global_step", 600}, {"seconds", 15.0}});
+    CHECK(j["targets"][0] ==
+          nlohmann::json{
+              {"kind", "given"}, {"threshold", 0.99}, {"reached", true}, {"global_step", 600}, {"seconds", 15.0}});
     CHECK(j["targets"][1] == nlohmann::json{{"kind", "given"}, {"threshold", 0.992}, {"reached", false}});
     summary["targets"] = j;
     CHECK(given_targets_of(summary) == std::vector<double>{0.99, 0.992});
@@ -136,7 +140,8 @@ TEST_CASE("summary.json: evaluations in, targets out and back", "[targets]") {
     CHECK(given_targets_of(summary) == std::vector<double>{0.992});
     CHECK(given_targets_of(nlohmann::json::object()).empty());
 
-    const nlohmann::json standalone = {{"evaluations", {{{"global_step", 100}, {"test_accuracy", 0.9}, {"train_seconds", 2.0}}}}};
+    const nlohmann::json standalone = {
+        {"evaluations", {{{"global_step", 100}, {"test_accuracy", 0.9}, {"train_seconds", 2.0}}}}};
     points = points_from_summary(standalone, acc, seconds);
     CHECK(seconds == SecondsKind::kTraining);
     CHECK(*points[0].seconds == 2.0);

@@ -3,9 +3,9 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
-#include <signal.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -51,8 +51,8 @@ void age(const std::string& path, double seconds) {
 void write_remote_member(const std::string& model_dir, const std::string& run_id) {
     fs::create_directories(model_dir + "/.psrun/members");
     std::ofstream(model_dir + "/.psrun/members/othernode.4242")
-        << nlohmann::json{{"run_id", run_id}, {"host", "othernode"}, {"pid", 4242}, {"role", "psd 1"},
-                          {"boot_id", "x"}, {"start_ticks", 1}, {"since", "earlier"}}
+        << nlohmann::json{{"run_id", run_id}, {"host", "othernode"}, {"pid", 4242},       {"role", "psd 1"},
+                          {"boot_id", "x"},   {"start_ticks", 1},    {"since", "earlier"}}
                .dump();
     std::ofstream(model_dir + "/.psrun/run.lock")
         << nlohmann::json{{"run_id", run_id}, {"since", "earlier"}, {"by", "psd 1"}}.dump();

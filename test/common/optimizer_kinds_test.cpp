@@ -73,7 +73,8 @@ TEST_CASE("nesterov matches hand-computed values (torch SGD nesterov=True, TF us
     // Coupled decay 0.1: g' = g + 0.1 p.
     // 1: g' = 0.6, buf = 0.6, p = 1 - 0.1 (0.6 + 0.54) = 0.886
     // 2: g' = -0.25 + 0.0886 = -0.1614, buf = 0.54 - 0.1614 = 0.3786, p = 0.886 - 0.1 (-0.1614 + 0.34074) = 0.868066
-    // 3: g' = 1.0868066, buf = 0.34074 + 1.0868066 = 1.4275466, p = 0.868066 - 0.1 (1.0868066 + 1.28479194) = 0.630906146
+    // 3: g' = 1.0868066, buf = 0.34074 + 1.0868066 = 1.4275466, p = 0.868066 - 0.1 (1.0868066 + 1.28479194) =
+    // 0.630906146
     c.weight_decay = 0.1f;
     check_steps(three_steps(c), {0.886, 0.868066, 0.630906146});
     check_steps(three_steps(c, false), {0.905, 0.912, 0.7058});  // a tensor that does not decay
@@ -119,7 +120,8 @@ TEST_CASE("adam (TF 1.x) with coupled weight decay matches hand-computed values"
     check_steps(three_steps(c), {0.9000000316, 0.8196959578, 0.7315606892});
 }
 
-TEST_CASE("adam (TF 1.x) with beta1 0.5, beta2 0.9, epsilon 1e-3 (--beta1, --beta2, --epsilon) by hand", "[optimizer]") {
+TEST_CASE("adam (TF 1.x) with beta1 0.5, beta2 0.9, epsilon 1e-3 (--beta1, --beta2, --epsilon) by hand",
+          "[optimizer]") {
     // m = 0.5 m + 0.5 g, v = 0.9 v + 0.1 g^2, lr_t = 0.1 sqrt(1 - 0.9^t) / (1 - 0.5^t), p -= lr_t m / (sqrt(v) + 1e-3)
     // 1: m = 0.25, v = 0.025, lr_t = 0.1 sqrt(0.1) / 0.5 = 0.0632456: p = 1 - 0.0632456 * 0.25 / 0.159114 = 0.900628481
     // 2: m = 0.5 * 0.25 - 0.125 = 0: p stays (with the default beta1 0.9 it would move)

@@ -14,8 +14,11 @@ namespace {
 
 wire::InitConfig adamw() {
     wire::InitConfig init;
-    init.optimizer = OptimizerConfig{.kind = OptimizerKind::kAdamW, .learning_rate = 3e-4f, .weight_decay = 0.1f,
-                                     .weight_decay_on = WeightDecayOn::kAll, .clip_global_norm = 1.5f};
+    init.optimizer = OptimizerConfig{.kind = OptimizerKind::kAdamW,
+                                     .learning_rate = 3e-4f,
+                                     .weight_decay = 0.1f,
+                                     .weight_decay_on = WeightDecayOn::kAll,
+                                     .clip_global_norm = 1.5f};
     init.last_step = 50;
     return init;
 }
@@ -23,7 +26,8 @@ wire::InitConfig adamw() {
 }  // namespace
 
 TEST_CASE("INIT carries the new kinds, weight decay and clipping; bad values are refused", "[optimizer][wire]") {
-    for (auto kind : {OptimizerKind::kNesterov, OptimizerKind::kAdamTorch, OptimizerKind::kAdamW, OptimizerKind::kLamb}) {
+    for (auto kind :
+         {OptimizerKind::kNesterov, OptimizerKind::kAdamTorch, OptimizerKind::kAdamW, OptimizerKind::kLamb}) {
         auto init = adamw();
         init.optimizer.kind = kind;
         auto back = wire::decode_init(wire::encode_init(init));

@@ -88,8 +88,9 @@ TEST_CASE("a numeric option without a range check is found, in subcommands too",
     CHECK(psrun::unchecked_numeric_options(app) == std::vector<std::string>{"prog sub --forgotten", "prog sub --rate"});
     std::ostringstream listing;
     psrun::print_numeric_options(app, listing);
-    CHECK(listing.str() == "prog\t--checked\tINT\t[0, 3]\nprog sub\t--forgotten\tINT\tUNCHECKED\n"
-                           "prog sub\t--rate\tFLOAT\tUNCHECKED\n");
+    CHECK(listing.str() ==
+          "prog\t--checked\tINT\t[0, 3]\nprog sub\t--forgotten\tINT\tUNCHECKED\n"
+          "prog sub\t--rate\tFLOAT\tUNCHECKED\n");
 }
 
 TEST_CASE("a parse names the flag, the value and the range", "[option_checks]") {
@@ -100,7 +101,7 @@ TEST_CASE("a parse names the flag, the value and the range", "[option_checks]") 
         app.parse(std::vector<std::string>{"nan", "--timeout"});  // reverse order, as CLI11 wants
         FAIL("nan was accepted");
     } catch (const CLI::ValidationError& e) {
-        CHECK_THAT(std::string(e.what()), Catch::Contains("--timeout: nan is not a finite number") &&
-                                              Catch::Contains("(0, 1000000]"));
+        CHECK_THAT(std::string(e.what()),
+                   Catch::Contains("--timeout: nan is not a finite number") && Catch::Contains("(0, 1000000]"));
     }
 }

@@ -31,12 +31,19 @@ TEST_CASE("--param-group values parse, print and round-trip through JSON", "[opt
 }
 
 TEST_CASE("bad --param-group values are refused naming the fault", "[optimizer][groups]") {
-    for (const auto& [text, what] : std::vector<std::pair<std::string, std::string>>{
-             {"fc1/w", "no ':'"}, {":lr_mult=2", "empty pattern"}, {"a:b:lr_mult=2", "holds ':'"},
-             {"fc1/w:", "no setting"}, {"fc1/w:lr_mult", "not KEY=VALUE"}, {"fc1/w:lr=2", "unknown key 'lr'"},
-             {"fc1/w:lr_mult=-1", "finite number >= 0"}, {"fc1/w:lr_mult=nan", "finite number >= 0"},
-             {"fc1/w:weight_decay=1e40", "finite number >= 0"}, {"fc1/w:lr_mult=2x", "finite number >= 0"},
-             {"fc1/w:lr_mult=1,lr_mult=2", "twice"}, {"fc1/w:lr_mult=1,", "trailing ','"}}) {
+    for (const auto& [text, what] :
+         std::vector<std::pair<std::string, std::string>>{{"fc1/w", "no ':'"},
+                                                          {":lr_mult=2", "empty pattern"},
+                                                          {"a:b:lr_mult=2", "holds ':'"},
+                                                          {"fc1/w:", "no setting"},
+                                                          {"fc1/w:lr_mult", "not KEY=VALUE"},
+                                                          {"fc1/w:lr=2", "unknown key 'lr'"},
+                                                          {"fc1/w:lr_mult=-1", "finite number >= 0"},
+                                                          {"fc1/w:lr_mult=nan", "finite number >= 0"},
+                                                          {"fc1/w:weight_decay=1e40", "finite number >= 0"},
+                                                          {"fc1/w:lr_mult=2x", "finite number >= 0"},
+                                                          {"fc1/w:lr_mult=1,lr_mult=2", "twice"},
+                                                          {"fc1/w:lr_mult=1,", "trailing ','"}}) {
         auto g = parse_param_group(text);
         INFO(text);
         REQUIRE_FALSE(g);
@@ -45,7 +52,8 @@ TEST_CASE("bad --param-group values are refused naming the fault", "[optimizer][
     }
     CHECK_FALSE(param_groups_from_json(nlohmann::json::parse(R"([{"pattern": "", "lr_multiplier": 1}])")));
     CHECK_FALSE(param_groups_from_json(nlohmann::json::parse(R"([{"pattern": "a", "lr_multiplier": -1}])")));
-    CHECK_FALSE(param_groups_from_json(nlohmann::json::parse(R"([{"pattern": "a", "lr_multiplier": 1, "weight_decay": "x"}])")));
+    CHECK_FALSE(param_groups_from_json(
+        nlohmann::json::parse(R"([{"pattern": "a", "lr_multiplier": 1, "weight_decay": "x"}])")));
     CHECK_FALSE(param_groups_from_json(nlohmann::json::parse(R"({"pattern": "a"})")));
 }
 

@@ -37,7 +37,7 @@ TEST_CASE("pause detector: ticks on time are no stop, a long gap is one", "[paus
     CHECK(d.stopped_total() == 0ms);
     CHECK(d.window_start(t0) == t0);
     const auto before = clock.t;
-    clock.t += 15200ms;  // SIGSTOP for 15.2 s
+    clock.t += 15200ms;               // SIGSTOP for 15.2 s
     const auto stop = d.last_stop();  // a query ticks first: no need to wait for the thread
     REQUIRE(stop);
     CHECK(stop->began == before);

@@ -125,8 +125,9 @@ TEST_CASE("the peak sampler runs its trials on the caller's team and keeps the m
 }
 
 TEST_CASE("cpu_model_name reads the first model name of a cpuinfo text", "[peak]") {
-    std::istringstream amd("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9R14 96-Core Processor  \n"
-                           "processor\t: 1\nmodel name\t: something else\n");
+    std::istringstream amd(
+        "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9R14 96-Core Processor  \n"
+        "processor\t: 1\nmodel name\t: something else\n");
     CHECK(psrun::cpu_model_name(amd) == "AMD EPYC 9R14 96-Core Processor");
     std::istringstream arm("processor\t: 0\nBogoMIPS\t: 50.00\nCPU implementer\t: 0x41\n");
     CHECK(psrun::cpu_model_name(arm) == "unknown");

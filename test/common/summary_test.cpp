@@ -32,8 +32,7 @@ TEST_CASE("crc32c matches the Castagnoli check values", "[crc32c]") {
     // Extending in pieces equals one pass, across the 8-byte fast path boundary.
     const std::string text = "The quick brown fox jumps over the lazy dog";
     const auto whole = psrun::crc32c(bytes_of(text));
-    const auto part = psrun::crc32c_extend(psrun::crc32c(bytes_of(text.substr(0, 13))),
-                                           bytes_of(text.substr(13)));
+    const auto part = psrun::crc32c_extend(psrun::crc32c(bytes_of(text.substr(0, 13))), bytes_of(text.substr(13)));
     CHECK(part == whole);
 }
 
@@ -43,9 +42,7 @@ TEST_CASE("tfrecords round-trip and corruption is detected", "[tfrecord]") {
     std::string file;
     psrun::append_tfrecord(file, "first");
     psrun::append_tfrecord(file, std::string(1000, 'x'));
-    {
-        std::ofstream(path, std::ios::binary) << file;
-    }
+    { std::ofstream(path, std::ios::binary) << file; }
     auto records = psrun::read_tfrecords(path);
     REQUIRE(records);
     REQUIRE(records->size() == 2);
@@ -96,7 +93,10 @@ TEST_CASE("event files hold the version record and decodable scalars", "[events]
     CHECK(acc->value == Approx(0.99f));
     // Hand-checked encoding of a tiny event: wall_time=0, step=1, tag "a", value 1.0f.
     // Event{1: fixed64 0, 2: varint 1, 5: Summary{1: Value{1: "a", 2: fixed32 1.0f}}}
-    const std::string expected("\x09\0\0\0\0\0\0\0\0\x10\x01\x2a\x0a\x0a\x08\x0a\x01" "a\x15\0\0\x80\x3f", 23);
+    const std::string expected(
+        "\x09\0\0\0\0\0\0\0\0\x10\x01\x2a\x0a\x0a\x08\x0a\x01"
+        "a\x15\0\0\x80\x3f",
+        23);
     CHECK(psrun::encode_scalar_event("a", 1, 1.0f, 0.0) == expected);
     CHECK_FALSE(psrun::decode_scalar_event(std::string("\x0a\xff", 2)));
     fs::remove_all(dir);

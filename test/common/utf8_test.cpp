@@ -11,7 +11,9 @@ TEST_CASE("valid_utf8 keeps valid text and replaces bad bytes with U+FFFD", "[ut
     CHECK(psrun::valid_utf8("cat\xff") == "cat\xef\xbf\xbd");
     CHECK(psrun::valid_utf8("\xc3") == "\xef\xbf\xbd");  // a sequence cut short
     CHECK(psrun::valid_utf8("") == "");
-    const std::string repaired = psrun::valid_utf8("a\xfe\xff" "b");
+    const std::string repaired = psrun::valid_utf8(
+        "a\xfe\xff"
+        "b");
     CHECK_NOTHROW(nlohmann::json(repaired).dump());
 }
 

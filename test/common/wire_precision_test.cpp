@@ -101,8 +101,8 @@ TEST_CASE("every bf16 survives f32 and back; random floats match the exact refer
 TEST_CASE("the span functions equal the scalar conversion at odd addresses and lengths", "[wire_precision]") {
     std::mt19937 rng(3);
     std::normal_distribution<float> normal(0.0f, 0.05f);
-    for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{17}, std::size_t{1023}, std::size_t{1024},
-                          std::size_t{5001}}) {
+    for (std::size_t n :
+         {std::size_t{0}, std::size_t{1}, std::size_t{17}, std::size_t{1023}, std::size_t{1024}, std::size_t{5001}}) {
         INFO(n);
         std::vector<float> src(n);
         for (auto& x : src) x = normal(rng);

@@ -1,13 +1,12 @@
 // libFuzzer target for recommender tables (workerd/data/column_spec.h, column_table.h): the
 // input's first line is a spec, words separated by spaces: "w:W=BAG[:sum|mean]" a --bag-weights
 // argument, "s:C" a --value-separator, "n:A,B,..." --column-names, "d:C" a --delimiter, any
-// other word an --input-columns argument; the rest is the CSV table, read for a click model (dense [2] float, cat [2] ids of 50 rows, tags [3] ids
-// of 20 rows, tags_w [3] float; targets: "label", one float). A spec that does not parse is
-// replaced by the model's own (dense=I1,I2 cat=C1,C2 tags=T w:tags_w=tags s:|) over the whole
-// input. Contract checked: never a crash; an accepted table has rows, every input
-// rows x width values, ids within their table, every float finite, sum and mean weights in
-// [0, 1] summing to at most the slots (weighted bags: the cells' own finite weights).
-// Built and run by test/fuzz/fuzz.sh columns.
+// other word an --input-columns argument; the rest is the CSV table, read for a click model (dense [2] float, cat [2]
+// ids of 50 rows, tags [3] ids of 20 rows, tags_w [3] float; targets: "label", one float). A spec that does not parse
+// is replaced by the model's own (dense=I1,I2 cat=C1,C2 tags=T w:tags_w=tags s:|) over the whole input. Contract
+// checked: never a crash; an accepted table has rows, every input rows x width values, ids within their table, every
+// float finite, sum and mean weights in [0, 1] summing to at most the slots (weighted bags: the cells' own finite
+// weights). Built and run by test/fuzz/fuzz.sh columns.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -15,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "workerd/data/column_table.h"
 #include "test/fuzz/click_table_inputs.h"
+#include "workerd/data/column_table.h"
 
 namespace {
 

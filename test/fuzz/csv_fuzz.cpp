@@ -20,8 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     reg.target = TargetKind::kVector;
     reg.target_length = 2;
     for (const ModelInput& m : {feats, tokens, reg}) {
-        const TableColumns columns{{}, m.target == TargetKind::kVector ? std::vector<std::string>{"label", "y"}
-                                                                        : std::vector<std::string>{}};
+        const TableColumns columns{
+            {}, m.target == TargetKind::kVector ? std::vector<std::string>{"label", "y"} : std::vector<std::string>{}};
         auto t = parse_table(bytes, "fuzz.csv", TableFormat::kCsv, columns, m);
         if (!t) continue;
         const LabeledImages& d = t->data;

@@ -58,8 +58,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     using namespace psrun::psd;
     if (size == 0) return 0;
     const std::string built = data[0] % 2 ? well_formed(data + 1, size - 1) : std::string();
-    const std::string_view bytes = data[0] % 2 ? std::string_view(built)
-                                               : std::string_view(reinterpret_cast<const char*>(data + 1), size - 1);
+    const std::string_view bytes =
+        data[0] % 2 ? std::string_view(built) : std::string_view(reinterpret_cast<const char*>(data + 1), size - 1);
     const auto state = decode_data_chunks(bytes, "fuzz-input");
     if (auto tensors = psrun::parse_tensor_file(bytes, "fuzz-input")) {
         const auto direct = decode_data_chunks_tensors(*tensors, "fuzz-input");

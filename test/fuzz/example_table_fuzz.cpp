@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "workerd/data/example_table.h"
 #include "test/fuzz/click_table_inputs.h"
+#include "workerd/data/example_table.h"
 
 using namespace psrun::worker;
 
@@ -36,8 +36,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (!t) return 0;
     const LabeledImages& d = t->data;
     const std::size_t n = d.size();
-    if (n != records.size() || d.images.f32.size() != n * 2 || d.targets.size() != n ||
-        d.columns.size() != 3)
+    if (n != records.size() || d.images.f32.size() != n * 2 || d.targets.size() != n || d.columns.size() != 3)
         __builtin_trap();
     for (float v : d.images.f32)
         if (!std::isfinite(v)) __builtin_trap();

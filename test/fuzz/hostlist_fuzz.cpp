@@ -26,8 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto hosts = expand_hostlist(list);
     if (hosts && !count) __builtin_trap();  // expansion without a passing check
     if (count && (*count == 0 || *count > kMaxHosts)) __builtin_trap();
-    if (count && !hosts &&
-        hosts.error().message.find("appears twice") == std::string::npos)
+    if (count && !hosts && hosts.error().message.find("appears twice") == std::string::npos)
         __builtin_trap();  // the check passed but libslurm disagreed
     if (hosts) {
         if (hosts->size() != *count) __builtin_trap();

@@ -49,16 +49,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             break;
         }
         default: {
-            const CifarFormat format =
-                data[0] % 4 == 2 ? CifarFormat::kCifar10 : CifarFormat::kCifar100;
+            const CifarFormat format = data[0] % 4 == 2 ? CifarFormat::kCifar10 : CifarFormat::kCifar100;
             LabeledImages out;
             if (parse_cifar(*bytes, "fuzz-input", format, out)) {
-                if (!consistent(out.images) || out.labels.size() != out.images.count ||
-                    out.images.channels != 3)
+                if (!consistent(out.images) || out.labels.size() != out.images.count || out.images.channels != 3)
                     __builtin_trap();
                 for (std::int32_t l : out.labels)
-                    if (l < 0 || l >= (format == CifarFormat::kCifar10 ? 10 : 100))
-                        __builtin_trap();
+                    if (l < 0 || l >= (format == CifarFormat::kCifar10 ? 10 : 100)) __builtin_trap();
             }
         }
     }

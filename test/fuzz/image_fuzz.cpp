@@ -14,8 +14,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     using namespace psrun::worker;
     static ImageDecoder decoder;  // one per thread, as a stream's decoding threads hold
     const std::span<const std::uint8_t> bytes(data, size);
-    const ImageTarget targets[] = {{1, 28, 28, ResizeMode::kCrop}, {3, 16, 24, ResizeMode::kPad},
-                                   {3, 7, 5, ResizeMode::kStretch}};
+    const ImageTarget targets[] = {
+        {1, 28, 28, ResizeMode::kCrop}, {3, 16, 24, ResizeMode::kPad}, {3, 7, 5, ResizeMode::kStretch}};
     for (const ImageTarget& t : targets) {
         std::vector<std::uint8_t> out(static_cast<std::size_t>(t.channels * t.height * t.width) + 1, 0xA5);
         auto r = decoder.decode(bytes, t, std::span<std::uint8_t>(out).first(out.size() - 1), "fuzz-input");

@@ -19,7 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto keys = parse_job_keys(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz-input");
     if (!keys) return 0;
     if (keys->token == 0) __builtin_trap();
-    for (const std::string* k : {&keys->server_public, &keys->server_secret, &keys->client_public, &keys->client_secret}) {
+    for (const std::string* k :
+         {&keys->server_public, &keys->server_secret, &keys->client_public, &keys->client_secret}) {
         std::uint8_t bin[32];
         if (k->size() != 40 || zmq_z85_decode(bin, k->c_str()) == nullptr) __builtin_trap();
     }

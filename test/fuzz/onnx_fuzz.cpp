@@ -14,8 +14,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     using namespace psrun;
-    const auto model =
-        onnx_io::import_onnx(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz");
+    const auto model = onnx_io::import_onnx(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz");
     if (!model) {
         if (model.error().message.rfind("model fuzz: ", 0) != 0) __builtin_trap();
         return 0;
@@ -30,10 +29,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         return 0;
     }
     const auto again = onnx_io::import_onnx(*bytes, "again");
-    if (!again || nn::architecture_hash(*again) != nn::architecture_hash(*model) ||
-        !again->initial_parameters || again->initial_parameters->size() != params.size() ||
-        std::memcmp(again->initial_parameters->data(), params.data(),
-                    params.size() * sizeof(float)) != 0)
+    if (!again || nn::architecture_hash(*again) != nn::architecture_hash(*model) || !again->initial_parameters ||
+        again->initial_parameters->size() != params.size() ||
+        std::memcmp(again->initial_parameters->data(), params.data(), params.size() * sizeof(float)) != 0)
         __builtin_trap();
     return 0;
 }

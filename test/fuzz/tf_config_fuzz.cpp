@@ -48,8 +48,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     flags.job_name = std::string(next_line(rest));
     const std::string_view index = next_line(rest);
     int value = 0;
-    if (std::from_chars(index.data(), index.data() + index.size(), value).ec == std::errc())
-        flags.task_index = value;
+    if (std::from_chars(index.data(), index.data() + index.size(), value).ec == std::errc()) flags.task_index = value;
     const auto map = map_from_tf_flags(flags);
     if (map) check_map(*map);
     return 0;

@@ -1,5 +1,6 @@
 // libFuzzer target for the wire decoders (CHUNK's and JOIN's too, and the --param-group parser, whose groups INIT
-// carries). The first input byte picks the decoder; the rest is the frame. Built and run by test/psd/fuzz.sh (clang -fsanitize=fuzzer,address).
+// carries). The first input byte picks the decoder; the rest is the frame. Built and run by test/psd/fuzz.sh (clang
+// -fsanitize=fuzzer,address).
 #include <cstddef>
 #include <cstdint>
 #include <string>

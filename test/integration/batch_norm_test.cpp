@@ -31,25 +31,26 @@ nlohmann::json bn_cnn(double momentum) {
     auto bn = [&](const char* name) {
         return nlohmann::json{{"kind", "batch_norm"}, {"name", name}, {"momentum", momentum}};
     };
-    return {{"name", "bn_cnn"},
-            {"input", {{"channels", 1}, {"height", 28}, {"width", 28}}},
-            {"classes", 10},
-            {"layers",
-             {{{"kind", "conv2d"}, {"name", "conv1"}, {"filters", 16}, {"kernel", 5}, {"padding", "same"}, {"bias", false}},
-              bn("bn1"),
-              {{"kind", "relu"}},
-              {{"kind", "max_pool"}, {"window", 2}},
-              {{"kind", "conv2d"}, {"name", "conv2"}, {"filters", 32}, {"kernel", 5}, {"padding", "same"}, {"bias", false}},
-              bn("bn2"),
-              {{"kind", "relu"}},
-              {{"kind", "max_pool"}, {"window", 2}},
-              {{"kind", "dense"}, {"name", "fc1"}, {"units", 128}, {"bias", false}},
-              bn("bn3"),
-              {{"kind", "relu"}},
-              {{"kind", "layer_norm"}, {"name", "ln"}},
-              {{"kind", "dense"}, {"name", "fc2"}, {"units", 10}}}},
-            {"loss", {{"kind", "softmax_cross_entropy"}, {"reduction", "mean"}}},
-            {"recipe", {{"optimizer", "adam"}, {"learning_rate", 1e-3}, {"batch_size", 64}}}};
+    return {
+        {"name", "bn_cnn"},
+        {"input", {{"channels", 1}, {"height", 28}, {"width", 28}}},
+        {"classes", 10},
+        {"layers",
+         {{{"kind", "conv2d"}, {"name", "conv1"}, {"filters", 16}, {"kernel", 5}, {"padding", "same"}, {"bias", false}},
+          bn("bn1"),
+          {{"kind", "relu"}},
+          {{"kind", "max_pool"}, {"window", 2}},
+          {{"kind", "conv2d"}, {"name", "conv2"}, {"filters", 32}, {"kernel", 5}, {"padding", "same"}, {"bias", false}},
+          bn("bn2"),
+          {{"kind", "relu"}},
+          {{"kind", "max_pool"}, {"window", 2}},
+          {{"kind", "dense"}, {"name", "fc1"}, {"units", 128}, {"bias", false}},
+          bn("bn3"),
+          {{"kind", "relu"}},
+          {{"kind", "layer_norm"}, {"name", "ln"}},
+          {{"kind", "dense"}, {"name", "fc2"}, {"units", 10}}}},
+        {"loss", {{"kind", "softmax_cross_entropy"}, {"reduction", "mean"}}},
+        {"recipe", {{"optimizer", "adam"}, {"learning_rate", 1e-3}, {"batch_size", 64}}}};
 }
 
 nlohmann::json read_json(const fs::path& p) {
@@ -62,11 +63,11 @@ nlohmann::json read_json(const fs::path& p) {
 double train(const fs::path& dir, const nlohmann::json& model) {
     fs::create_directories(dir);
     std::ofstream(dir / "model.json") << model.dump(2);
-    ChildProcess run(exe("launcher/psrun"),
-                     {"local", "--ps", "2", "--workers", "2", "--grace", "20", "--", "--model",
-                      (dir / "model.json").string(), "--model-dir", (dir / "run").string(), "--steps", "300",
-                      "--eval-every", "0", "--threads", "1"},
-                     (dir / "run.log").string());
+    ChildProcess run(
+        exe("launcher/psrun"),
+        {"local", "--ps", "2", "--workers", "2", "--grace", "20", "--", "--model", (dir / "model.json").string(),
+         "--model-dir", (dir / "run").string(), "--steps", "300", "--eval-every", "0", "--threads", "1"},
+        (dir / "run.log").string());
     const int rc = run.wait(240);
     INFO("log: " << (dir / "run.log").string());
     REQUIRE(rc == 0);

@@ -21,10 +21,30 @@ namespace {
 
 std::string run_job(const fs::path& tmp, const fs::path& model, int steps, const std::string& name) {
     ChildProcess psrun(psrun::test::build_dir() / "launcher/psrun",
-                       {"local", "--ps", "2", "--workers", "2", "--grace", "30", "--", "--model-dir",
-                        model.string(), "--batch-size", "50", "--learning-rate", "1e-3", "--steps",
-                        std::to_string(steps), "--checkpoint-steps", "20", "--keep-checkpoints", "2",
-                        "--log-every", "20", "--threads", "1"},
+                       {"local",
+                        "--ps",
+                        "2",
+                        "--workers",
+                        "2",
+                        "--grace",
+                        "30",
+                        "--",
+                        "--model-dir",
+                        model.string(),
+                        "--batch-size",
+                        "50",
+                        "--learning-rate",
+                        "1e-3",
+                        "--steps",
+                        std::to_string(steps),
+                        "--checkpoint-steps",
+                        "20",
+                        "--keep-checkpoints",
+                        "2",
+                        "--log-every",
+                        "20",
+                        "--threads",
+                        "1"},
                        (tmp / (name + ".log")).string());
     const int code = psrun.wait(300);
     const std::string log = psrun.output();
@@ -52,8 +72,8 @@ TEST_CASE("the chief checkpoints every shard and a later job resumes from the ne
     run_job(tmp.path, model, 60, "first");
     auto steps = checkpoint_steps(model);
     INFO("checkpoints after the first job: " << steps.size());
-    REQUIRE(steps.size() == 2);      // --keep-checkpoints 2 pruned the older ones
-    CHECK(steps.back() == 60);       // always saved at the last step
+    REQUIRE(steps.size() == 2);  // --keep-checkpoints 2 pruned the older ones
+    CHECK(steps.back() == 60);   // always saved at the last step
     CHECK(steps.front() >= 20);
     std::ifstream state(model / "checkpoint");
     CHECK(nlohmann::json::parse(state)["latest"] == "ckpt-0000000060");

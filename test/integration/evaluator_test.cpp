@@ -43,15 +43,16 @@ std::vector<int> scalar_steps(const fs::path& dir, const std::string& tag) {
         auto records = psrun::read_tfrecords(e.path().string());
         REQUIRE(records);
         for (const auto& r : *records)
-            if (auto ev = psrun::decode_scalar_event(r); ev && ev->tag == tag) steps.push_back(static_cast<int>(ev->step));
+            if (auto ev = psrun::decode_scalar_event(r); ev && ev->tag == tag)
+                steps.push_back(static_cast<int>(ev->step));
     }
     return steps;
 }
 
 ChildProcess evaluator(const fs::path& tmp, const fs::path& model, int steps, const std::vector<std::string>& extra,
                        const std::string& name) {
-    std::vector<std::string> args = {"--evaluator", "--model-dir", model.string(), "--steps", std::to_string(steps),
-                                     "--threads", "1"};
+    std::vector<std::string> args = {
+        "--evaluator", "--model-dir", model.string(), "--steps", std::to_string(steps), "--threads", "1"};
     args.insert(args.end(), extra.begin(), extra.end());
     return ChildProcess(psrun::test::build_dir() / "workerd/workerd", args, (tmp / (name + ".log")).string());
 }
@@ -62,13 +63,35 @@ TEST_CASE("psrun local --evaluators 1 evaluates every checkpoint and exits 0 aft
           "[integration][evaluator]") {
     psrun::test::TempTree tmp;
     const fs::path model = tmp.path / "model";
-    ChildProcess fetch(psrun::test::build_dir() / "launcher/psrun", {"data", "fetch"}, (tmp.path / "fetch.log").string());
+    ChildProcess fetch(psrun::test::build_dir() / "launcher/psrun", {"data", "fetch"},
+                       (tmp.path / "fetch.log").string());
     REQUIRE(fetch.wait(300) == 0);
 
     ChildProcess psrun(psrun::test::build_dir() / "launcher/psrun",
-                       {"local", "--ps", "1", "--workers", "2", "--evaluators", "1", "--grace", "30", "--",
-                        "--model-dir", model.string(), "--batch-size", "50", "--learning-rate", "1e-3", "--steps",
-                        "300", "--checkpoint-steps", "150", "--log-every", "100", "--threads", "1"},
+                       {"local",
+                        "--ps",
+                        "1",
+                        "--workers",
+                        "2",
+                        "--evaluators",
+                        "1",
+                        "--grace",
+                        "30",
+                        "--",
+                        "--model-dir",
+                        model.string(),
+                        "--batch-size",
+                        "50",
+                        "--learning-rate",
+                        "1e-3",
+                        "--steps",
+                        "300",
+                        "--checkpoint-steps",
+                        "150",
+                        "--log-every",
+                        "100",
+                        "--threads",
+                        "1"},
                        (tmp.path / "psrun.log").string());
     const int code = psrun.wait(240);
     const std::string log = psrun.output();
@@ -115,7 +138,8 @@ TEST_CASE("psrun local --evaluators 1 evaluates every checkpoint and exits 0 aft
     fs::create_directories(damaged);
     fs::copy(model / "ckpt-0000000300", damaged / "ckpt-0000000300", fs::copy_options::recursive);
     {
-        std::fstream f(damaged / "ckpt-0000000300" / "ps-0-of-1.tensors", std::ios::in | std::ios::out | std::ios::binary);
+        std::fstream f(damaged / "ckpt-0000000300" / "ps-0-of-1.tensors",
+                       std::ios::in | std::ios::out | std::ios::binary);
         f.seekp(4096);
         f.put('\x7f');
     }
@@ -150,7 +174,8 @@ TEST_CASE("workerd --evaluator without --model-dir exits 2 and says what to give
 TEST_CASE("the evaluator waits while the job's psd answer and gives up when they are gone",
           "[integration][evaluator]") {
     psrun::test::TempTree tmp;
-    ChildProcess fetch(psrun::test::build_dir() / "launcher/psrun", {"data", "fetch"}, (tmp.path / "fetch.log").string());
+    ChildProcess fetch(psrun::test::build_dir() / "launcher/psrun", {"data", "fetch"},
+                       (tmp.path / "fetch.log").string());
     REQUIRE(fetch.wait(300) == 0);
     const std::string endpoint = "ipc://" + (tmp.path / "ps-0").string();
     ChildProcess psd(psrun::test::build_dir() / "psd/psd",

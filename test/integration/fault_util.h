@@ -33,8 +33,8 @@ inline std::string ipc_list(const std::filesystem::path& dir, int shards) {
 
 inline std::vector<std::string> psd_args(int index, const std::string& ps, int workers,
                                          std::vector<std::string> extra = {}) {
-    std::vector<std::string> a = {"--index", std::to_string(index), "--ps", ps, "--num-workers",
-                                  std::to_string(workers), "--no-auth"};
+    std::vector<std::string> a = {"--index",       std::to_string(index),   "--ps",     ps,
+                                  "--num-workers", std::to_string(workers), "--no-auth"};
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
 }
@@ -42,10 +42,25 @@ inline std::vector<std::string> psd_args(int index, const std::string& ps, int w
 // A worker training small batches on one thread, logging every 10 global steps.
 inline std::vector<std::string> worker_args(int index, const std::string& ps, int workers, int steps,
                                             std::vector<std::string> extra = {}) {
-    std::vector<std::string> a = {"--index", std::to_string(index), "--ps", ps, "--num-workers",
-                                  std::to_string(workers), "--no-auth", "--connect-timeout", "5",
-                                  "--barrier-timeout", "60", "--batch-size", "20", "--steps",
-                                  std::to_string(steps), "--threads", "1", "--log-every", "10"};
+    std::vector<std::string> a = {"--index",
+                                  std::to_string(index),
+                                  "--ps",
+                                  ps,
+                                  "--num-workers",
+                                  std::to_string(workers),
+                                  "--no-auth",
+                                  "--connect-timeout",
+                                  "5",
+                                  "--barrier-timeout",
+                                  "60",
+                                  "--batch-size",
+                                  "20",
+                                  "--steps",
+                                  std::to_string(steps),
+                                  "--threads",
+                                  "1",
+                                  "--log-every",
+                                  "10"};
     if (index == 0) a.push_back("--chief");
     a.insert(a.end(), extra.begin(), extra.end());
     return a;

@@ -52,10 +52,28 @@ nlohmann::json run_local(const psrun::test::TempTree& tmp, int ps, int steps, in
     ChildProcess fetch(psrun::test::build_dir() / "launcher/psrun", {"data", "fetch"},
                        (tmp.path / "fetch.log").string());
     REQUIRE(fetch.wait(300) == 0);  // a no-op once MNIST is in the cache
-    std::vector<std::string> args = {"local", "--ps", std::to_string(ps), "--workers", "2", "--grace", "30", "--",
-                                     "--model-dir", model.string(), "--batch-size", "100", "--learning-rate",
-                                     "1e-3", "--steps", std::to_string(steps), "--eval-every",
-                                     std::to_string(eval_every), "--log-every", "100", "--threads", "1"};
+    std::vector<std::string> args = {"local",
+                                     "--ps",
+                                     std::to_string(ps),
+                                     "--workers",
+                                     "2",
+                                     "--grace",
+                                     "30",
+                                     "--",
+                                     "--model-dir",
+                                     model.string(),
+                                     "--batch-size",
+                                     "100",
+                                     "--learning-rate",
+                                     "1e-3",
+                                     "--steps",
+                                     std::to_string(steps),
+                                     "--eval-every",
+                                     std::to_string(eval_every),
+                                     "--log-every",
+                                     "100",
+                                     "--threads",
+                                     "1"};
     args.insert(args.end(), extra.begin(), extra.end());
     ChildProcess psrun(psrun::test::build_dir() / "launcher/psrun", args, (tmp.path / "psrun.log").string());
     const int code = psrun.wait(400);
@@ -132,9 +150,11 @@ TEST_CASE("psrun local with 2 ps shards trains and finishes through both done-qu
     CHECK(summary["test_accuracy"].get<double>() >= 0.90);
     const auto& targets = summary["targets"]["targets"];
     REQUIRE(targets.size() == 2);
-    CHECK(targets[0] ==
-          nlohmann::json({{"kind", "given"}, {"threshold", 0.85}, {"reached", true}, {"global_step", 200},
-                          {"seconds", targets[0]["seconds"]}}));
+    CHECK(targets[0] == nlohmann::json({{"kind", "given"},
+                                        {"threshold", 0.85},
+                                        {"reached", true},
+                                        {"global_step", 200},
+                                        {"seconds", targets[0]["seconds"]}}));
     CHECK(targets[0]["seconds"].get<double>() > 0);
     CHECK(targets[1] == nlohmann::json({{"kind", "given"}, {"threshold", 0.999}, {"reached", false}}));
     CHECK(log.find("; 99.9% not reached (seconds since training started)") != std::string::npos);

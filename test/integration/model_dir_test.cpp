@@ -35,10 +35,32 @@ namespace {
 fs::path exe(const char* rel) { return psrun::test::build_dir() / rel; }
 
 std::vector<std::string> run_args(const fs::path& model, int steps) {
-    return {"local",          "--ps",       "1",     "--workers",   "1", "--grace", "20", "--", "--model-dir",
-            model.string(),   "--batch-size", "50",  "--learning-rate", "1e-3", "--steps", std::to_string(steps),
-            "--eval-every",   "0",          "--log-every", "10", "--threads", "1", "--checkpoint-steps", "100",
-            "--checkpoint-secs", "0"};
+    return {"local",
+            "--ps",
+            "1",
+            "--workers",
+            "1",
+            "--grace",
+            "20",
+            "--",
+            "--model-dir",
+            model.string(),
+            "--batch-size",
+            "50",
+            "--learning-rate",
+            "1e-3",
+            "--steps",
+            std::to_string(steps),
+            "--eval-every",
+            "0",
+            "--log-every",
+            "10",
+            "--threads",
+            "1",
+            "--checkpoint-steps",
+            "100",
+            "--checkpoint-secs",
+            "0"};
 }
 
 std::string slurp(const fs::path& p) {
@@ -132,34 +154,33 @@ TEST_CASE("after SIGKILL of the whole holding run the next run takes the dir ove
     const std::string log = next.output();
     INFO(log);
     CHECK(code == 0);
-    CHECK_THAT(log, Catch::Contains("taking over from local-" + psrun::this_host() + "-" +
-                                    std::to_string(first.pid()) + ", whose processes are all gone"));
+    CHECK_THAT(log, Catch::Contains("taking over from local-" + psrun::this_host() + "-" + std::to_string(first.pid()) +
+                                    ", whose processes are all gone"));
     const std::regex restored(R"(restored global step (\d+) from)");
     std::smatch m;
     REQUIRE(std::regex_search(log, m, restored));
     CHECK(std::stol(m[1].str()) >= 200);
 }
 
-TEST_CASE("a psd that sees another model dir than the chief stops the job before step 1",
-          "[integration][model-dir]") {
+TEST_CASE("a psd that sees another model dir than the chief stops the job before step 1", "[integration][model-dir]") {
     psrun::test::TempTree tmp;
     fetch_mnist(tmp.path);
     const fs::path chief_view = tmp.path / "nodeA-scratch", ps_view = tmp.path / "nodeB-scratch";
     const std::string ps = "ipc://" + (tmp.path / "ps-0").string();
-    ChildProcess psd(exe("psd/psd"), {"--index", "0", "--ps", ps, "--num-workers", "1", "--no-auth", "--model-dir",
-                                      ps_view.string()},
+    ChildProcess psd(exe("psd/psd"),
+                     {"--index", "0", "--ps", ps, "--num-workers", "1", "--no-auth", "--model-dir", ps_view.string()},
                      (tmp.path / "psd.log").string());
-    ChildProcess chief(exe("workerd/workerd"), {"--index", "0", "--chief", "--ps", ps, "--num-workers", "1",
-                                                "--no-auth", "--model-dir", chief_view.string(), "--steps", "50",
-                                                "--threads", "1"},
+    ChildProcess chief(exe("workerd/workerd"),
+                       {"--index", "0", "--chief", "--ps", ps, "--num-workers", "1", "--no-auth", "--model-dir",
+                        chief_view.string(), "--steps", "50", "--threads", "1"},
                        (tmp.path / "chief.log").string());
     CHECK(chief.wait(120) == psrun::kExitUsage);
     CHECK(psd.wait(30) == psrun::kExitUsage);
     const std::string log = chief.output(), psd_log = psd.output();
     INFO(log);
     INFO(psd_log);
-    const std::string message = "ps 0 on host " + psrun::this_host() + " does not see the chief's model dir " +
-                                chief_view.string();
+    const std::string message =
+        "ps 0 on host " + psrun::this_host() + " does not see the chief's model dir " + chief_view.string();
     CHECK_THAT(log, Catch::Contains(message));
     CHECK_THAT(psd_log, Catch::Contains(message));
     CHECK_THAT(log, Catch::Contains("put --model-dir on a file system every node shares"));

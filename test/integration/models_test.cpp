@@ -56,9 +56,30 @@ std::vector<fs::path> checkpoints(const fs::path& model_dir) {
 std::string manifest_hash(const fs::path& model_dir);
 
 std::vector<std::string> local_args(const fs::path& model_dir, const std::string& model, int steps) {
-    return {"local", "--ps", "2", "--workers", "2", "--grace", "20", "--", "--model", model, "--model-dir",
-            model_dir.string(), "--steps", std::to_string(steps), "--eval-every", "0", "--log-every", "100",
-            "--threads", "1", "--checkpoint-steps", "200", "--checkpoint-secs", "0"};
+    return {"local",
+            "--ps",
+            "2",
+            "--workers",
+            "2",
+            "--grace",
+            "20",
+            "--",
+            "--model",
+            model,
+            "--model-dir",
+            model_dir.string(),
+            "--steps",
+            std::to_string(steps),
+            "--eval-every",
+            "0",
+            "--log-every",
+            "100",
+            "--threads",
+            "1",
+            "--checkpoint-steps",
+            "200",
+            "--checkpoint-secs",
+            "0"};
 }
 
 // The model hash the newest checkpoint's manifest records.
@@ -96,14 +117,16 @@ TEST_CASE("the DLS multinode MLP through TF_CONFIG: one psrun run per task, work
         return R"({"cluster": {"ps": [")" + ps + R"("], "worker": [")" + w0 + R"(", ")" + w1 + R"("]}, )" +
                R"("task": {"type": ")" + type + R"(", "index": )" + std::to_string(index) + "}}";
     };
-    const std::vector<std::string> args = {"run", "--no-auth", "--", "--model", "dls_mlp", "--model-dir",
-                                           model_dir.string(), "--steps", "2000", "--threads", "1",
-                                           "--log-every", "500", "--checkpoint-secs", "0"};
+    const std::vector<std::string> args = {
+        "run",     "--no-auth", "--",        "--model", "dls_mlp",     "--model-dir", model_dir.string(),
+        "--steps", "2000",      "--threads", "1",       "--log-every", "500",         "--checkpoint-secs",
+        "0"};
     const char* saved = ::getenv("TF_CONFIG");
     const std::string saved_value = saved ? saved : "";
     std::vector<std::unique_ptr<ChildProcess>> tasks;
     int i = 0;
-    for (const auto& [type, index] : std::vector<std::pair<std::string, int>>{{"ps", 0}, {"worker", 0}, {"worker", 1}}) {
+    for (const auto& [type, index] :
+         std::vector<std::pair<std::string, int>>{{"ps", 0}, {"worker", 0}, {"worker", 1}}) {
         ::setenv("TF_CONFIG", tf_config(type, index).c_str(), 1);  // inherited by the next child only
         tasks.push_back(std::make_unique<ChildProcess>(exe("launcher/psrun"), args,
                                                        (tmp.path / ("task" + std::to_string(i++) + ".log")).string()));
@@ -156,15 +179,15 @@ TEST_CASE("dls_mlp through psd: recipe, checkpoints with the model, resume and e
     const std::string other_log = other.output();
     INFO(other_log);
     CHECK(other_code == 2);
-    CHECK_THAT(other_log, Catch::Contains("holds model 'dls_mlp'") &&
-                              Catch::Contains("this run trains model 'mnist_softmax'"));
+    CHECK_THAT(other_log,
+               Catch::Contains("holds model 'dls_mlp'") && Catch::Contains("this run trains model 'mnist_softmax'"));
     CHECK(checkpoints(model_dir) == ckpts);  // nothing written
 
     // The evaluator builds dls_mlp from the checkpoints without being told.
-    ChildProcess evaluator(exe("workerd/workerd"),
-                           {"--evaluator", "--model-dir", model_dir.string(), "--steps", "1000", "--threads", "1",
-                            "--eval-timeout", "30"},
-                           (tmp.path / "eval.log").string());
+    ChildProcess evaluator(
+        exe("workerd/workerd"),
+        {"--evaluator", "--model-dir", model_dir.string(), "--steps", "1000", "--threads", "1", "--eval-timeout", "30"},
+        (tmp.path / "eval.log").string());
     const int eval_code = evaluator.wait(120);
     const std::string eval_log = evaluator.output();
     INFO(eval_log);
@@ -193,8 +216,9 @@ TEST_CASE("a worker with another model than the chief's is refused by psd at HEL
     ChildProcess psd(exe("psd/psd"), {"--index", "0", "--ps", ps, "--num-workers", "2", "--no-auth"},
                      (tmp.path / "psd.log").string());
     auto worker_args = [&](int index, const std::string& model) {
-        std::vector<std::string> a = {"--index", std::to_string(index), "--ps", ps, "--num-workers", "2", "--no-auth",
-                                      "--model", model, "--steps", "100000", "--threads", "1"};
+        std::vector<std::string> a = {"--index", std::to_string(index), "--ps",    ps,    "--num-workers",
+                                      "2",       "--no-auth",           "--model", model, "--steps",
+                                      "100000",  "--threads",           "1"};
         if (index == 0) a.push_back("--chief");
         return a;
     };
@@ -206,8 +230,8 @@ TEST_CASE("a worker with another model than the chief's is refused by psd at HEL
     const std::string log = stranger.output();
     INFO(log);
     CHECK(code == 2);
-    CHECK_THAT(log, Catch::Contains("serves model 'dls_mlp'") &&
-                        Catch::Contains("worker 1 trains model 'mnist_softmax'"));
+    CHECK_THAT(log,
+               Catch::Contains("serves model 'dls_mlp'") && Catch::Contains("worker 1 trains model 'mnist_softmax'"));
     chief.signal(SIGKILL);
     chief.wait(10);
     psd.signal(SIGKILL);

@@ -70,13 +70,12 @@ TEST_CASE("the whole job stopped longer than every timeout goes on where it stop
     const fs::path model = tmp.path / "model";
     ChildProcess psd(daemon_exe("psd/psd"), psd_args(0, ps, 3, {"--worker-timeout", "3"}),
                      (tmp.path / "psd.log").string());
-    const std::vector<std::string> extra = {"--heartbeat-timeout", "2", "--step-timeout", "10", "--model-dir",
-                                            model.string(), "--checkpoint-secs", "4"};
+    const std::vector<std::string> extra = {
+        "--heartbeat-timeout", "2", "--step-timeout", "10", "--model-dir", model.string(), "--checkpoint-secs", "4"};
     std::vector<std::unique_ptr<ChildProcess>> workers;
     for (int i = 0; i < 3; ++i)
         workers.push_back(std::make_unique<ChildProcess>(daemon_exe("workerd/workerd"),
-                                                         worker_args(i, ps, 3, 900, extra),
-                                                         worker_log(tmp, i)));
+                                                         worker_args(i, ps, 3, 900, extra), worker_log(tmp, i)));
     REQUIRE(wait_for_step(*workers[0], 100, 120));
     // Slurm's suspend: every task gets SIGSTOP, in no particular order; resume: SIGCONT.
     psd.signal(SIGSTOP);
@@ -104,9 +103,26 @@ TEST_CASE("async psrun local: a worker stopped beyond --worker-timeout rejoins a
           "[integration][pause]") {
     TempTree tmp;
     ChildProcess psrun(daemon_exe("launcher/psrun"),
-                       {"local", "--ps", "1", "--workers", "3", "--worker-timeout", "3", "--grace", "20", "--",
-                        "--steps", "1500", "--batch-size", "20", "--threads", "1", "--log-every", "10",
-                        "--heartbeat-timeout", "2"},
+                       {"local",
+                        "--ps",
+                        "1",
+                        "--workers",
+                        "3",
+                        "--worker-timeout",
+                        "3",
+                        "--grace",
+                        "20",
+                        "--",
+                        "--steps",
+                        "1500",
+                        "--batch-size",
+                        "20",
+                        "--threads",
+                        "1",
+                        "--log-every",
+                        "10",
+                        "--heartbeat-timeout",
+                        "2"},
                        (tmp.path / "psrun.log").string());
     REQUIRE(wait_for_step(psrun, 50, 120));
     std::smatch m;
@@ -140,9 +156,9 @@ TEST_CASE("sync: a worker stopped beyond --worker-timeout is dropped from the st
                      (tmp.path / "psd.log").string());
     std::vector<std::unique_ptr<ChildProcess>> workers;
     for (int i = 0; i < 3; ++i)
-        workers.push_back(std::make_unique<ChildProcess>(
-            daemon_exe("workerd/workerd"), worker_args(i, ps, 3, 150, {"--heartbeat-timeout", "2"}),
-            worker_log(tmp, i)));
+        workers.push_back(std::make_unique<ChildProcess>(daemon_exe("workerd/workerd"),
+                                                         worker_args(i, ps, 3, 150, {"--heartbeat-timeout", "2"}),
+                                                         worker_log(tmp, i)));
     REQUIRE(wait_for_step(*workers[0], 10, 120));
     workers[2]->signal(SIGSTOP);
     REQUIRE(psd.wait_for_output("worker 2 silent for more than 2000 ms: declared dead", 30));
@@ -159,16 +175,18 @@ TEST_CASE("sync: a worker stopped beyond --worker-timeout is dropped from the st
     CHECK(psd.output().find("already pushed for step") == std::string::npos);  // no gradient applied twice
 }
 
-TEST_CASE("psd stopped beyond --heartbeat-timeout: workers say it stopped answering, wait (--reconnect-wait) and "
-          "go on with the same psd once it answers again",
-          "[integration][pause]") {
+TEST_CASE(
+    "psd stopped beyond --heartbeat-timeout: workers say it stopped answering, wait (--reconnect-wait) and "
+    "go on with the same psd once it answers again",
+    "[integration][pause]") {
     TempTree tmp;
     const std::string ps = ipc_list(tmp.path, 1);
     const fs::path model = tmp.path / "model";
     ChildProcess psd(daemon_exe("psd/psd"), psd_args(0, ps, 2, {"--worker-timeout", "3"}),
                      (tmp.path / "psd.log").string());
-    const std::vector<std::string> extra = {"--heartbeat-timeout", "2", "--reconnect-wait", "30", "--model-dir",
-                                            model.string(), "--checkpoint-steps", "20"};
+    const std::vector<std::string> extra = {
+        "--heartbeat-timeout", "2", "--reconnect-wait", "30", "--model-dir", model.string(),
+        "--checkpoint-steps",  "20"};
     ChildProcess w0(daemon_exe("workerd/workerd"), worker_args(0, ps, 2, 500, extra), (tmp.path / "w0.log").string());
     ChildProcess w1(daemon_exe("workerd/workerd"), worker_args(1, ps, 2, 500, extra), (tmp.path / "w1.log").string());
     REQUIRE(wait_for_count(w0, "checkpoint at step", 2, 180));
@@ -208,9 +226,30 @@ TEST_CASE("psrun local --restart-workers: a worker SIGKILLed twice is restarted 
     TempTree tmp;
     const fs::path model = tmp.path / "model";
     ChildProcess psrun(daemon_exe("launcher/psrun"),
-                       {"local", "--ps", "1", "--workers", "3", "--worker-timeout", "3", "--restart-workers", "2",
-                        "--grace", "20", "--", "--steps", "1500", "--batch-size", "20", "--threads", "1",
-                        "--log-every", "10", "--model-dir", model.string(), "--eval-every", "0"},
+                       {"local",
+                        "--ps",
+                        "1",
+                        "--workers",
+                        "3",
+                        "--worker-timeout",
+                        "3",
+                        "--restart-workers",
+                        "2",
+                        "--grace",
+                        "20",
+                        "--",
+                        "--steps",
+                        "1500",
+                        "--batch-size",
+                        "20",
+                        "--threads",
+                        "1",
+                        "--log-every",
+                        "10",
+                        "--model-dir",
+                        model.string(),
+                        "--eval-every",
+                        "0"},
                        (tmp.path / "psrun.log").string());
     REQUIRE(wait_for_step(psrun, 50, 120));
     const std::regex started(R"(started worker 2 \(pid (\d+)\))");

@@ -85,7 +85,8 @@ int write_png(const fs::path& idx, std::size_t index, const fs::path& out, bool 
         "import struct, sys, zlib\n"
         "idx, i, out, rgb, side = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4] == '1', int(sys.argv[5])\n"
         "px = open(idx, 'rb').read()[16 + i * 784:16 + (i + 1) * 784]\n"
-        "rows = b''.join(b'\\0' + bytes(px[(y % 28) * 28 + (x % 28)] for x in range(side) for _ in range(3 if rgb else 1))"
+        "rows = b''.join(b'\\0' + bytes(px[(y % 28) * 28 + (x % 28)] for x in range(side) for _ in range(3 if rgb else "
+        "1))"
         " for y in range(side))\n"
         "chunk = lambda t, d: struct.pack('>I', len(d)) + t + d + struct.pack('>I', zlib.crc32(t + d))\n"
         "hdr = struct.pack('>IIBBBBB', side, side, 8, 2 if rgb else 0, 0, 0, 0)\n"
@@ -114,10 +115,10 @@ TEST_CASE("psrun eval and predict on a short mnist_softmax run", "[integration][
     if (!fs::exists(idx_labels)) idx_labels += ".gz";
 
     {
-        ChildProcess train(kPsrun,
-                           {"local", "--ps", "1", "--workers", "1", "--grace", "20", "--", "--model", "mnist_softmax",
-                            "--model-dir", model.string(), "--steps", "300", "--checkpoint-steps", "150",
-                            "--log-every", "100", "--threads", "1"},
+        ChildProcess train(kPsrun, {"local",       "--ps",         "1",       "--workers", "1",
+                                    "--grace",     "20",           "--",      "--model",   "mnist_softmax",
+                                    "--model-dir", model.string(), "--steps", "300",       "--checkpoint-steps",
+                                    "150",         "--log-every",  "100",     "--threads", "1"},
                            (tmp.path / "train.log").string());
         const int code = train.wait(240);
         INFO(train.output());
@@ -132,8 +133,8 @@ TEST_CASE("psrun eval and predict on a short mnist_softmax run", "[integration][
     const Run eval = psrun_cmd(tmp.path, {"eval", "--model-dir", model.string(), "-o", out.string()}, "eval");
     INFO(eval.output);
     REQUIRE(eval.code == 0);
-    CHECK_THAT(eval.output, Catch::Contains("accuracy") && Catch::Contains("precision") &&
-                                Catch::Contains("confusion matrix"));
+    CHECK_THAT(eval.output,
+               Catch::Contains("accuracy") && Catch::Contains("precision") && Catch::Contains("confusion matrix"));
     std::ifstream eval_in(out / "eval.json");
     const auto report = nlohmann::json::parse(eval_in);
     CHECK(std::abs(report["accuracy"].get<double>() - run_accuracy) * 100 <= 0.05);
@@ -157,12 +158,15 @@ TEST_CASE("psrun eval and predict on a short mnist_softmax run", "[integration][
     // regression; --target-accuracy asks for others (the run evaluated once, at step 300).
     CHECK_THAT(eval.output, Catch::Contains("training run: time to 99.0% and 99.2% test accuracy: neither reached"));
     CHECK(report["training_targets"]["targets"][0]["kind"] == "default");
-    const Run low = psrun_cmd(tmp.path, {"eval", "--model-dir", model.string(), "-o", (tmp.path / "low").string(),
-                                         "--target-accuracy", "50,99.9"}, "eval-low");
+    const Run low = psrun_cmd(
+        tmp.path,
+        {"eval", "--model-dir", model.string(), "-o", (tmp.path / "low").string(), "--target-accuracy", "50,99.9"},
+        "eval-low");
     INFO(low.output);
     CHECK(low.code == 0);
-    CHECK_THAT(low.output, Catch::Contains("training run: time to 50.0% in ") &&
-                               Catch::Contains("(global step 300); 99.9% not reached (seconds since training started)"));
+    CHECK_THAT(low.output,
+               Catch::Contains("training run: time to 50.0% in ") &&
+                   Catch::Contains("(global step 300); 99.9% not reached (seconds since training started)"));
     {
         std::ifstream png(out / "confusion.png", std::ios::binary);
         std::string magic(8, '\0');
@@ -171,8 +175,8 @@ TEST_CASE("psrun eval and predict on a short mnist_softmax run", "[integration][
     }
 
     // predict on the IDX images: the arg-max agrees with eval's diagonal.
-    const Run idx = psrun_cmd(tmp.path, {"predict", "--model-dir", model.string(), "--images", idx_images.string()},
-                              "predict-idx");
+    const Run idx =
+        psrun_cmd(tmp.path, {"predict", "--model-dir", model.string(), "--images", idx_images.string()}, "predict-idx");
     REQUIRE(idx.code == 0);
     const auto by_index = predictions(idx.output);
     REQUIRE(by_index.size() == 10000);
@@ -182,11 +186,11 @@ TEST_CASE("psrun eval and predict on a short mnist_softmax run", "[integration][
 
     // --output: numpy reads it, [10000, 10], rows sum to 1, the same arg-max count.
     const fs::path npy = tmp.path / "probs.npy";
-    REQUIRE(psrun_cmd(tmp.path,
-                      {"predict", "--model-dir", model.string(), "--images", idx_images.string(), "--output",
-                       npy.string()},
-                      "predict-npy")
-                .code == 0);
+    REQUIRE(
+        psrun_cmd(tmp.path,
+                  {"predict", "--model-dir", model.string(), "--images", idx_images.string(), "--output", npy.string()},
+                  "predict-npy")
+            .code == 0);
     const std::string check = "timeout 60 /usr/bin/python3 -c \"import numpy as np, sys; p = np.load('" + npy.string() +
                               "'); assert p.dtype == np.float32 and p.shape == (10000, 10), p.shape; "
                               "assert np.allclose(p.sum(axis=1), 1, atol=1e-5); "
@@ -231,7 +235,8 @@ TEST_CASE("psrun eval and predict on a short mnist_softmax run", "[integration][
     const fs::path onnx = tmp.path / "onnx" / "model.onnx";
     fs::create_directories(onnx.parent_path());
     {
-        const Run exported = psrun_cmd(tmp.path, {"export", "--model-dir", model.string(), "-o", onnx.string()}, "export");
+        const Run exported =
+            psrun_cmd(tmp.path, {"export", "--model-dir", model.string(), "-o", onnx.string()}, "export");
         INFO(exported.output);
         REQUIRE(exported.code == 0);
         const Run onnx_eval = psrun_cmd(tmp.path, {"eval", "--onnx", onnx.string()}, "eval-onnx");
@@ -241,8 +246,8 @@ TEST_CASE("psrun eval and predict on a short mnist_softmax run", "[integration][
         const auto onnx_report = nlohmann::json::parse(in);
         CHECK(std::abs(onnx_report["accuracy"].get<double>() - report["accuracy"].get<double>()) * 100 <= 0.05);
         CHECK(onnx_report["step"].get<int>() == -1);
-        const Run onnx_idx = psrun_cmd(tmp.path, {"predict", "--onnx", onnx.string(), "--images", idx_images.string()},
-                                       "predict-onnx");
+        const Run onnx_idx =
+            psrun_cmd(tmp.path, {"predict", "--onnx", onnx.string(), "--images", idx_images.string()}, "predict-onnx");
         REQUIRE(onnx_idx.code == 0);
         const auto onnx_pred = predictions(onnx_idx.output);
         REQUIRE(onnx_pred.size() == 10000);
@@ -252,7 +257,8 @@ TEST_CASE("psrun eval and predict on a short mnist_softmax run", "[integration][
     }
 
     // --checkpoint: the older checkpoint loads.
-    CHECK(psrun_cmd(tmp.path, {"eval", "--model-dir", model.string(), "--checkpoint", "150", "-o", (tmp.path / "e150").string()},
+    CHECK(psrun_cmd(tmp.path,
+                    {"eval", "--model-dir", model.string(), "--checkpoint", "150", "-o", (tmp.path / "e150").string()},
                     "eval-150")
               .code == 0);
 
@@ -275,7 +281,8 @@ TEST_CASE("psrun eval and predict on a short mnist_softmax run", "[integration][
         for (const char* c : {"ckpt-0000000150", "ckpt-0000000300"})
             fs::copy(model / c, damaged / c, fs::copy_options::recursive);
         {
-            std::fstream f(damaged / "ckpt-0000000300" / "ps-0-of-1.tensors", std::ios::in | std::ios::out | std::ios::binary);
+            std::fstream f(damaged / "ckpt-0000000300" / "ps-0-of-1.tensors",
+                           std::ios::in | std::ios::out | std::ios::binary);
             f.seekp(4096);
             f.put('\x7f');
         }

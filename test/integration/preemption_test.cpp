@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "common/checkpoint_store.h"
-#include "common/job_keys.h"
 #include "common/exit_codes.h"
+#include "common/job_keys.h"
 #include "common/result.h"
 #include "common/tensor_file.h"
 #include "test/integration/integration_util.h"
@@ -38,10 +38,28 @@ fs::path exe(const char* rel) { return psrun::test::build_dir() / rel; }
 
 std::vector<std::string> local_args(int ps, int workers, const fs::path& model, int steps,
                                     std::vector<std::string> extra = {}) {
-    std::vector<std::string> a = {"local", "--ps", std::to_string(ps), "--workers", std::to_string(workers),
-                                  "--grace", "20", "--", "--model-dir", model.string(), "--batch-size", "50",
-                                  "--learning-rate", "1e-3", "--steps", std::to_string(steps), "--eval-every", "0",
-                                  "--log-every", "10", "--threads", "1"};
+    std::vector<std::string> a = {"local",
+                                  "--ps",
+                                  std::to_string(ps),
+                                  "--workers",
+                                  std::to_string(workers),
+                                  "--grace",
+                                  "20",
+                                  "--",
+                                  "--model-dir",
+                                  model.string(),
+                                  "--batch-size",
+                                  "50",
+                                  "--learning-rate",
+                                  "1e-3",
+                                  "--steps",
+                                  std::to_string(steps),
+                                  "--eval-every",
+                                  "0",
+                                  "--log-every",
+                                  "10",
+                                  "--threads",
+                                  "1"};
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
 }
@@ -167,10 +185,17 @@ TEST_CASE("SIGKILL of the chief while psd lives: the restarted chief continues f
     const std::string ps = "ipc://" + (tmp.path / "ps-0").string();
     ChildProcess psd(exe("psd/psd"), {"--index", "0", "--ps", ps, "--num-workers", "1", "--key-file", key},
                      (tmp.path / "psd.log").string());
-    const std::vector<std::string> chief_args = {"--index", "0", "--chief", "--ps", ps, "--num-workers", "1",
-                                                 "--key-file", key, "--batch-size", "50", "--steps", "150",
-                                                 "--learning-rate", "1e-3", "--eval-every", "0", "--threads", "1",
-                                                 "--log-every", "10"};
+    const std::vector<std::string> chief_args = {"--index", "0",
+                                                 "--chief", "--ps",
+                                                 ps,        "--num-workers",
+                                                 "1",       "--key-file",
+                                                 key,       "--batch-size",
+                                                 "50",      "--steps",
+                                                 "150",     "--learning-rate",
+                                                 "1e-3",    "--eval-every",
+                                                 "0",       "--threads",
+                                                 "1",       "--log-every",
+                                                 "10"};
     ChildProcess chief(exe("workerd/workerd"), chief_args, (tmp.path / "chief1.log").string());
     REQUIRE(wait_for_step(chief, 40, 150, 180));
     chief.signal(SIGKILL);
@@ -187,8 +212,8 @@ TEST_CASE("SIGKILL of the chief while psd lives: the restarted chief continues f
     const auto start = capture_all(log, R"(training from global step (\d+))");
     REQUIRE(start.size() == 1);
     CHECK(start[0] >= seen.back());  // nothing psd applied is lost
-    WARN("chief SIGKILL, psd alive: last step logged " << seen.back() << ", restarted chief continues at "
-                                                       << start[0] << " (0 steps lost)");
+    WARN("chief SIGKILL, psd alive: last step logged " << seen.back() << ", restarted chief continues at " << start[0]
+                                                       << " (0 steps lost)");
     CHECK(psd.wait(30) == 0);
 }
 
@@ -214,8 +239,8 @@ TEST_CASE("SIGKILL of the chief under psrun local: the rerun loses at most one c
     REQUIRE(reached.size() == 1);
     const auto saved = latest_manifest(model)["global_step"].get<long>();
     const long lost = reached[0] - saved;
-    WARN("chief SIGKILL, whole job rerun: psd at step " << reached[0] << ", last checkpoint " << saved << ", "
-                                                        << lost << " steps lost (interval " << interval << ")");
+    WARN("chief SIGKILL, whole job rerun: psd at step " << reached[0] << ", last checkpoint " << saved << ", " << lost
+                                                        << " steps lost (interval " << interval << ")");
     CHECK(lost >= 0);
     CHECK(lost <= interval + 2);  // one interval, plus the in-flight step of each of the 2 workers
 

@@ -81,8 +81,8 @@ TEST_CASE("with --reconnect-wait a restarted psd is restored from the last check
     c.psd1->signal(SIGKILL);
     const auto t0 = FaultClock::now();
     REQUIRE(c.psd1->wait(10) == 128 + SIGKILL);
-    REQUIRE(c.w0->wait_for_output("ps 1 (" + ipc_endpoint(c.tmp.path, 1) + ") closed the connection; waiting up to 30 s",
-                                  30));
+    REQUIRE(c.w0->wait_for_output(
+        "ps 1 (" + ipc_endpoint(c.tmp.path, 1) + ") closed the connection; waiting up to 30 s", 30));
     report_figure("psd_restart", "detect_seconds", seconds_since(t0));
     std::this_thread::sleep_for(std::chrono::seconds(1));  // "restarted by hand"
     ChildProcess again(daemon_exe("psd/psd"), psd_args(1, c.ps, 2), (c.tmp.path / "psd1-again.log").string());
@@ -97,7 +97,9 @@ TEST_CASE("with --reconnect-wait a restarted psd is restored from the last check
     CHECK(w1 == 0);
     CHECK(chief.find("ps 1 (" + ipc_endpoint(c.tmp.path, 1) + ") restarted: another psd process") != std::string::npos);
     std::smatch m;
-    REQUIRE(std::regex_search(chief, m, std::regex(R"(ps 1 restarted: restored every shard from .* at global step (\d+): (\d+) steps lost)")));
+    REQUIRE(std::regex_search(
+        chief, m,
+        std::regex(R"(ps 1 restarted: restored every shard from .* at global step (\d+): (\d+) steps lost)")));
     CHECK(std::stoi(m[1]) >= 15);
     report_figure("psd_restart", "steps_lost", std::stod(m[2]));
     CHECK(chief.find("done: global step 400") != std::string::npos);
@@ -113,8 +115,8 @@ TEST_CASE("NaN gradients are rejected and counted; --max-bad-grads stops every r
     const fs::path model = tmp.path / "model";
     ChildProcess psd(daemon_exe("psd/psd"), psd_args(0, ps, 2, {"--max-bad-grads", "3"}),
                      (tmp.path / "psd.log").string());
-    const std::vector<std::string> common = {"--model-dir", model.string(), "--checkpoint-steps", "5", "--overlap",
-                                             overlap};
+    const std::vector<std::string> common = {"--model-dir", model.string(), "--checkpoint-steps",
+                                             "5",           "--overlap",    overlap};
     ChildProcess w0(daemon_exe("workerd/workerd"), worker_args(0, ps, 2, 1000000, common),
                     (tmp.path / "w0.log").string());
     auto bad = common;
@@ -160,10 +162,10 @@ TEST_CASE("a gradient one shard refused: the worker steps on until every shard h
     const fs::path model = tmp.path / "model";
     ChildProcess psd0(daemon_exe("psd/psd"), psd_args(0, ps, 1), (tmp.path / "psd0.log").string());
     ChildProcess psd1(daemon_exe("psd/psd"), psd_args(1, ps, 1), (tmp.path / "psd1.log").string());
-    ChildProcess chief(daemon_exe("workerd/workerd"),
-                       worker_args(0, ps, 1, 40,
-                                   {"--model-dir", model.string(), "--inject-nan-every", "10", "--overlap", overlap}),
-                       (tmp.path / "chief.log").string());
+    ChildProcess chief(
+        daemon_exe("workerd/workerd"),
+        worker_args(0, ps, 1, 40, {"--model-dir", model.string(), "--inject-nan-every", "10", "--overlap", overlap}),
+        (tmp.path / "chief.log").string());
     const int c = chief.wait(120);
     const int p0 = psd0.wait(30);
     const int p1 = psd1.wait(30);

@@ -31,12 +31,36 @@ TEST_CASE("workers with --wire-precision bf16 over tcp learn MNIST; psd sends bf
           "[integration][mnist][bf16]") {
     psrun::test::TempTree tmp;
     const fs::path model = tmp.path / "model";
-    ChildProcess fetch(psrun::test::build_dir() / "launcher/psrun", {"data", "fetch"}, (tmp.path / "fetch.log").string());
+    ChildProcess fetch(psrun::test::build_dir() / "launcher/psrun", {"data", "fetch"},
+                       (tmp.path / "fetch.log").string());
     REQUIRE(fetch.wait(300) == 0);  // a no-op once MNIST is in the cache
-    const std::vector<std::string> args = {
-        "local", "--tcp", "--ps", "1", "--workers", "2", "--grace", "30", "--", "--model-dir", model.string(),
-        "--batch-size", "100", "--learning-rate", "1e-3", "--steps", "300", "--eval-every", "0", "--log-every", "100",
-        "--threads", "1", "--wire-precision", "bf16", "--shared-memory", "off"};
+    const std::vector<std::string> args = {"local",
+                                           "--tcp",
+                                           "--ps",
+                                           "1",
+                                           "--workers",
+                                           "2",
+                                           "--grace",
+                                           "30",
+                                           "--",
+                                           "--model-dir",
+                                           model.string(),
+                                           "--batch-size",
+                                           "100",
+                                           "--learning-rate",
+                                           "1e-3",
+                                           "--steps",
+                                           "300",
+                                           "--eval-every",
+                                           "0",
+                                           "--log-every",
+                                           "100",
+                                           "--threads",
+                                           "1",
+                                           "--wire-precision",
+                                           "bf16",
+                                           "--shared-memory",
+                                           "off"};
     ChildProcess psrun(psrun::test::build_dir() / "launcher/psrun", args, (tmp.path / "psrun.log").string());
     const int code = psrun.wait(400);
     const std::string log = psrun.output();

@@ -26,10 +26,26 @@ std::string write_keys(const fs::path& path) {
 }
 
 std::vector<std::string> worker_args(int index, const std::string& ps, const std::string& key) {
-    std::vector<std::string> a = {"--index", std::to_string(index), "--ps", ps, "--num-workers", "2",
-                                  "--key-file", key, "--connect-timeout", "5", "--barrier-timeout", "60",
-                                  "--batch-size", "50", "--steps", "40", "--threads", "1",
-                                  "--log-every", "10"};
+    std::vector<std::string> a = {"--index",
+                                  std::to_string(index),
+                                  "--ps",
+                                  ps,
+                                  "--num-workers",
+                                  "2",
+                                  "--key-file",
+                                  key,
+                                  "--connect-timeout",
+                                  "5",
+                                  "--barrier-timeout",
+                                  "60",
+                                  "--batch-size",
+                                  "50",
+                                  "--steps",
+                                  "40",
+                                  "--threads",
+                                  "1",
+                                  "--log-every",
+                                  "10"};
     if (index == 0) a.push_back("--chief");
     return a;
 }
@@ -84,8 +100,8 @@ TEST_CASE("a worker whose psd is unreachable fails with exit 1 naming the endpoi
     psrun::test::TempTree tmp;
     const std::string ps = "ipc://" + (tmp.path / "nobody").string();
     ChildProcess worker(exe("workerd/workerd"),
-                        {"--index", "0", "--chief", "--ps", ps, "--num-workers", "1", "--no-auth",
-                         "--connect-timeout", "2", "--steps", "10", "--threads", "1"},
+                        {"--index", "0", "--chief", "--ps", ps, "--num-workers", "1", "--no-auth", "--connect-timeout",
+                         "2", "--steps", "10", "--threads", "1"},
                         (tmp.path / "w0.log").string());
     const int code = worker.wait(60);
     INFO(worker.output());
@@ -100,8 +116,8 @@ TEST_CASE("SIGTERM stops a worker promptly even when its psd hangs mid-step", "[
     ChildProcess psd(exe("psd/psd"), {"--index", "0", "--ps", ps, "--num-workers", "1", "--key-file", key},
                      (tmp.path / "psd.log").string());
     ChildProcess chief(exe("workerd/workerd"),
-                       {"--index", "0", "--chief", "--ps", ps, "--num-workers", "1", "--key-file", key,
-                        "--batch-size", "20", "--steps", "1000000", "--threads", "1", "--log-every", "10"},
+                       {"--index", "0", "--chief", "--ps", ps, "--num-workers", "1", "--key-file", key, "--batch-size",
+                        "20", "--steps", "1000000", "--threads", "1", "--log-every", "10"},
                        (tmp.path / "w0.log").string());
     REQUIRE(chief.wait_for_output("step 20/1000000", 120));
     // psd hangs: the worker's next PUSH_PULL gets no reply. (A psd that dies is seen at once, and

@@ -14,10 +14,11 @@ using namespace psrun::test;
 TEST_CASE("sync mode: a SIGKILLed worker does not hang the step", "[integration][faults]") {
     TempTree tmp;
     const std::string ps = ipc_list(tmp.path, 1);
-    ChildProcess psd(daemon_exe("psd/psd"),
-                     psd_args(0, ps, 3, {"--sync", "--replicas-to-aggregate", "3", "--worker-timeout", "2",
-                                         "--reconnect-wait", "2"}),
-                     (tmp.path / "psd.log").string());
+    ChildProcess psd(
+        daemon_exe("psd/psd"),
+        psd_args(0, ps, 3,
+                 {"--sync", "--replicas-to-aggregate", "3", "--worker-timeout", "2", "--reconnect-wait", "2"}),
+        (tmp.path / "psd.log").string());
     ChildProcess chief(daemon_exe("workerd/workerd"), worker_args(0, ps, 3, 60), (tmp.path / "w0.log").string());
     ChildProcess w1(daemon_exe("workerd/workerd"), worker_args(1, ps, 3, 60), (tmp.path / "w1.log").string());
     ChildProcess w2(daemon_exe("workerd/workerd"), worker_args(2, ps, 3, 60), (tmp.path / "w2.log").string());

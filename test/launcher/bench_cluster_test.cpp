@@ -43,13 +43,19 @@ TEST_CASE("the steady window skips warm-up and the last step's record", "[bench_
         std::ofstream out(metrics);
         // Start barrier and warm-up are slow (steps 0..10 took 5 s), the final record includes
         // the last checkpoint (+3 s); in between, 10 steps per second.
-        out << R"({"step": 10, "time": 1005.0, "loss": 2.0, "images_per_sec": 1})" << "\n";
-        out << R"({"step": 20, "time": 1006.0, "loss": 1.0, "images_per_sec": 1})" << "\n";
-        out << R"({"step": 20, "time": 1006.5, "checkpoint": "/m/ckpt-20"})" << "\n";  // not progress
-        out << R"({"step": 30, "time": 1007.0, "test_accuracy": 0.9})" << "\n";       // not progress
-        out << R"({"step": 40, "time": 1008.0, "loss": 0.5, "images_per_sec": 1})" << "\n";
+        out << R"({"step": 10, "time": 1005.0, "loss": 2.0, "images_per_sec": 1})"
+            << "\n";
+        out << R"({"step": 20, "time": 1006.0, "loss": 1.0, "images_per_sec": 1})"
+            << "\n";
+        out << R"({"step": 20, "time": 1006.5, "checkpoint": "/m/ckpt-20"})"
+            << "\n";  // not progress
+        out << R"({"step": 30, "time": 1007.0, "test_accuracy": 0.9})"
+            << "\n";  // not progress
+        out << R"({"step": 40, "time": 1008.0, "loss": 0.5, "images_per_sec": 1})"
+            << "\n";
         out << "not json\n";
-        out << R"({"step": 50, "time": 1012.0, "loss": 0.4, "images_per_sec": 1})" << "\n";
+        out << R"({"step": 50, "time": 1012.0, "loss": 0.4, "images_per_sec": 1})"
+            << "\n";
     }
     auto rate = steady_rate_from_metrics(metrics.string(), 100, 20, 50);
     REQUIRE(rate);
@@ -69,10 +75,10 @@ TEST_CASE("psrun bench cluster prints one JSON line with positive throughputs", 
     const auto psrun = psrun::test::build_dir() / "launcher/psrun";
     psrun::test::ChildProcess fetch(psrun, {"data", "fetch"}, (dir.path / "fetch.log").string());
     REQUIRE(fetch.wait(300) == 0);
-    psrun::test::ChildProcess bench(psrun,
-                                    {"bench", "cluster", "--ps", "1", "--workers", "2", "--steps", "40",
-                                     "--batch-size", "20", "--repeat", "3"},
-                                    (dir.path / "bench.log").string());
+    psrun::test::ChildProcess bench(
+        psrun,
+        {"bench", "cluster", "--ps", "1", "--workers", "2", "--steps", "40", "--batch-size", "20", "--repeat", "3"},
+        (dir.path / "bench.log").string());
     const int code = bench.wait(240);
     const std::string out = bench.output();
     INFO(out);

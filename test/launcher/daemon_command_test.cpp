@@ -14,8 +14,7 @@ using Args = std::vector<std::string>;
 namespace {
 
 ClusterMap two_ps_three_workers() {
-    auto m = local_map(2, 3, 1,
-                       {"n1:20000", "n2:20000", "n1:20001", "n2:20001", "n1:20002", "n2:20002"});
+    auto m = local_map(2, 3, 1, {"n1:20000", "n2:20000", "n1:20001", "n2:20001", "n1:20002", "n2:20002"});
     m->threads = 4;
     return *m;
 }
@@ -30,9 +29,8 @@ TEST_CASE("psd gets index, every ps endpoint and the worker count", "[daemon]") 
     REQUIRE(cmd);
     CHECK(cmd->program == "psd");
     CHECK(cmd->label == "ps 1");
-    CHECK(cmd->argv == Args{"psd", "--index", "1", "--ps", "tcp://n1:20000,tcp://n2:20000",
-                            "--num-workers", "3", "--model-dir", "/m", "--key-file", "/k",
-                            "--threads", "4"});
+    CHECK(cmd->argv == Args{"psd", "--index", "1", "--ps", "tcp://n1:20000,tcp://n2:20000", "--num-workers", "3",
+                            "--model-dir", "/m", "--key-file", "/k", "--threads", "4"});
 }
 
 TEST_CASE("psd forwards sync, standby, timeout and log level", "[daemon]") {
@@ -76,15 +74,14 @@ TEST_CASE("workerd gets chief, evaluator and training options", "[daemon]") {
     const auto map = two_ps_three_workers();
     const auto chief = daemon_command(map, Role::kWorker, 0, o);
     REQUIRE(chief);
-    CHECK(chief->argv == Args{"workerd", "--index", "0", "--ps", "tcp://n1:20000,tcp://n2:20000",
-                              "--num-workers", "3", "--chief", "--threads", "4", "--steps", "5"});
+    CHECK(chief->argv == Args{"workerd", "--index", "0", "--ps", "tcp://n1:20000,tcp://n2:20000", "--num-workers", "3",
+                              "--chief", "--threads", "4", "--steps", "5"});
     const auto w2 = daemon_command(map, Role::kWorker, 2, o);
-    CHECK(w2->argv == Args{"workerd", "--index", "2", "--ps", "tcp://n1:20000,tcp://n2:20000",
-                           "--num-workers", "3", "--threads", "4", "--steps", "5"});
+    CHECK(w2->argv == Args{"workerd", "--index", "2", "--ps", "tcp://n1:20000,tcp://n2:20000", "--num-workers", "3",
+                           "--threads", "4", "--steps", "5"});
     const auto eval = daemon_command(map, Role::kEvaluator, 0, o);
-    CHECK(eval->argv == Args{"workerd", "--index", "0", "--ps", "tcp://n1:20000,tcp://n2:20000",
-                             "--num-workers", "3", "--evaluator", "--threads", "4", "--steps",
-                             "5"});
+    CHECK(eval->argv == Args{"workerd", "--index", "0", "--ps", "tcp://n1:20000,tcp://n2:20000", "--num-workers", "3",
+                             "--evaluator", "--threads", "4", "--steps", "5"});
 }
 
 TEST_CASE("no ps and one worker runs standalone; more workers need a ps", "[daemon]") {
@@ -101,12 +98,10 @@ TEST_CASE("no ps and one worker runs standalone; more workers need a ps", "[daem
 TEST_CASE("ipc endpoints are passed unchanged", "[daemon]") {
     const auto map = local_map(1, 1, 0, {"ipc:///tmp/x/ps-0", "ipc:///tmp/x/worker-0"});
     const auto cmd = daemon_command(*map, Role::kWorker, 0, DaemonOptions{});
-    CHECK(cmd->argv == Args{"workerd", "--index", "0", "--ps", "ipc:///tmp/x/ps-0", "--num-workers",
-                            "1", "--chief"});
+    CHECK(cmd->argv == Args{"workerd", "--index", "0", "--ps", "ipc:///tmp/x/ps-0", "--num-workers", "1", "--chief"});
 }
 
-TEST_CASE("daemon_path honours --bin-dir, then PSRUN_BIN_DIR, and explains a missing binary",
-          "[daemon]") {
+TEST_CASE("daemon_path honours --bin-dir, then PSRUN_BIN_DIR, and explains a missing binary", "[daemon]") {
     DaemonOptions o;
     o.bin_dir = "/bin";
     CHECK(*daemon_path("sh", o, EnvMap{}) == "/bin/sh");
@@ -114,8 +109,7 @@ TEST_CASE("daemon_path honours --bin-dir, then PSRUN_BIN_DIR, and explains a mis
     o.bin_dir = "/nonexistent-dir";
     const auto missing = daemon_path("psd", o, EnvMap{});
     REQUIRE_FALSE(missing);
-    CHECK_THAT(missing.error().message,
-               Catch::Contains("/nonexistent-dir/psd") && Catch::Contains("--bin-dir"));
+    CHECK_THAT(missing.error().message, Catch::Contains("/nonexistent-dir/psd") && Catch::Contains("--bin-dir"));
 }
 
 TEST_CASE("--max-bad-grads goes to psd and --reconnect-wait to psd and the workers, not the evaluator", "[daemon]") {
@@ -130,8 +124,8 @@ TEST_CASE("--max-bad-grads goes to psd and --reconnect-wait to psd and the worke
                            "--no-auth", "--max-bad-grads", "5", "--reconnect-wait", "90", "--threads", "4"});
     const auto worker = daemon_command(map, Role::kWorker, 1, o);
     REQUIRE(worker);
-    CHECK(worker->argv == Args{"workerd", "--index", "1", "--ps", "tcp://n1:20000,tcp://n2:20000", "--num-workers",
-                               "3", "--no-auth", "--reconnect-wait", "90", "--threads", "4"});
+    CHECK(worker->argv == Args{"workerd", "--index", "1", "--ps", "tcp://n1:20000,tcp://n2:20000", "--num-workers", "3",
+                               "--no-auth", "--reconnect-wait", "90", "--threads", "4"});
     const auto evaluator = daemon_command(map, Role::kEvaluator, 0, o);
     REQUIRE(evaluator);
     CHECK(std::find(evaluator->argv.begin(), evaluator->argv.end(), "--reconnect-wait") == evaluator->argv.end());

@@ -17,8 +17,8 @@ using namespace psrun::launcher;
 namespace {
 
 // Wait statuses as waitpid reports them.
-constexpr int kKilled = SIGKILL;                  // WIFSIGNALED, WTERMSIG == SIGKILL
-int exited(int code) { return code << 8; }        // WIFEXITED, WEXITSTATUS == code
+constexpr int kKilled = SIGKILL;            // WIFSIGNALED, WTERMSIG == SIGKILL
+int exited(int code) { return code << 8; }  // WIFEXITED, WEXITSTATUS == code
 
 // No --ps endpoints: record() asks no psd for the global step.
 DaemonCommand command_of(const std::string& program, int index, std::vector<std::string> extra = {}) {
@@ -81,9 +81,14 @@ TEST_CASE("DaemonRestarts: no restarts without a budget", "[restarts]") {
 
 TEST_CASE("summary_lines names each restart by role; records without a role are workers", "[restarts][summary]") {
     nlohmann::json s = {{"global_step", 6000}, {"test_accuracy", 0.9671}, {"dataset", "mnist"}};
-    s["restarts"] = {{{"role", "ps"}, {"ps", 1}, {"time", "2026-11-28T21:11:32Z"}, {"status", "was killed by Killed"},
+    s["restarts"] = {{{"role", "ps"},
+                      {"ps", 1},
+                      {"time", "2026-11-28T21:11:32Z"},
+                      {"status", "was killed by Killed"},
                       {"global_step", 953}},
-                     {{"worker", 2}, {"time", "2026-11-23T14:05:01Z"}, {"status", "exited with status 1"},
+                     {{"worker", 2},
+                      {"time", "2026-11-23T14:05:01Z"},
+                      {"status", "exited with status 1"},
                       {"global_step", nullptr}}};
     const auto lines = summary_lines(s, "/m", {});
     auto has_line = [&](const std::string& line) { return std::find(lines.begin(), lines.end(), line) != lines.end(); };

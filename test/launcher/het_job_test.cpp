@@ -77,8 +77,8 @@ TEST_CASE("het-job variables are checked", "[het]") {
     shared.insert_or_assign("SLURM_NTASKS_HET_GROUP_1", std::string("4"));
     auto m = resolve_map(MapOptions{}, shared);
     REQUIRE_FALSE(m);
-    CHECK_THAT(m.error().message, Catch::Contains("node n1 is in het-job components 0 and 1") &&
-                                      Catch::Contains("--tasks"));
+    CHECK_THAT(m.error().message,
+               Catch::Contains("node n1 is in het-job components 0 and 1") && Catch::Contains("--tasks"));
 
     auto missing = het_step_env(0, 0, 0);
     missing.erase("SLURM_NTASKS_HET_GROUP_1");
@@ -99,8 +99,8 @@ TEST_CASE("het-job variables are checked", "[het]") {
     REQUIRE_FALSE(m);
     CHECK_THAT(m.error().message, Catch::Contains("no worker is left"));
 
-    const auto groups = parse_het_groups({{"SLURM_HET_SIZE", "2"}, {"SLURM_JOB_NODELIST_HET_GROUP_0", "n[1-"},
-                                          {"SLURM_NTASKS_HET_GROUP_0", "1"}});
+    const auto groups = parse_het_groups(
+        {{"SLURM_HET_SIZE", "2"}, {"SLURM_JOB_NODELIST_HET_GROUP_0", "n[1-"}, {"SLURM_NTASKS_HET_GROUP_0", "1"}});
     REQUIRE_FALSE(groups);
     CHECK_THAT(groups.error().message, Catch::Contains("SLURM_JOB_NODELIST_HET_GROUP_0='n[1-'"));
     REQUIRE(parse_het_groups({}));

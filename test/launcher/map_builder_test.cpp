@@ -59,8 +59,7 @@ TEST_CASE("a block step with tf4slurm's task list puts one ps on each node", "[m
 TEST_CASE("a cyclic step maps ranks through NODEID/LOCALID", "[map]") {
     // srun -N3 -n6 -m cyclic on free nodes: SLURM_TASKS_PER_NODE=4,1(x2),
     // procid 0->n1, 1->n2, 2->n3, 3,4,5->n1 (local ids 1,2,3).
-    const std::vector<Task> tasks = {{0, 0, 0}, {1, 1, 0}, {2, 2, 0},
-                                     {3, 0, 1}, {4, 0, 2}, {5, 0, 3}};
+    const std::vector<Task> tasks = {{0, 0, 0}, {1, 1, 0}, {2, 2, 0}, {3, 0, 1}, {4, 0, 2}, {5, 0, 3}};
     MapOptions o;
     o.num_ps = 2;
     o.placement = "spread";
@@ -184,8 +183,7 @@ TEST_CASE("plan JSON has the contracted shape", "[map]") {
 
 TEST_CASE("sources: flags beat TF_CONFIG beats Slurm", "[map]") {
     EnvMap env = task_env("n1", "2", 2, {0, 0, 0});
-    env["TF_CONFIG"] =
-        R"({"cluster": {"ps": ["p:1"], "worker": ["w:1"]}, "task": {"type": "ps", "index": 0}})";
+    env["TF_CONFIG"] = R"({"cluster": {"ps": ["p:1"], "worker": ["w:1"]}, "task": {"type": "ps", "index": 0}})";
     CHECK(resolve_map(MapOptions{}, env)->source == "TF_CONFIG");
     MapOptions o;
     o.tf = TfFlags{"a:1", "b:1", "worker", 0};
@@ -252,8 +250,7 @@ TEST_CASE("--interface uses the interface address and needs every node's address
     CHECK_THAT(shared.error().message, Catch::Contains("given to two tasks"));
     MapOptions bad;
     bad.address.interface = "no-such-if0";
-    CHECK_THAT(resolve_map(bad, task_env("n1", "2", 2, {0, 0, 0})).error().message,
-               Catch::Contains("no-such-if0"));
+    CHECK_THAT(resolve_map(bad, task_env("n1", "2", 2, {0, 0, 0})).error().message, Catch::Contains("no-such-if0"));
 }
 
 TEST_CASE("local map puts ps, workers and evaluators in rank order", "[map]") {
@@ -274,6 +271,5 @@ TEST_CASE("a one-task step defaults to a standalone worker", "[map]") {
     CHECK(m->self->role == Role::kWorker);
     MapOptions o;
     o.num_ps = 1;
-    CHECK_THAT(resolve_map(o, task_env("n1", "1", 1, {0, 0, 0})).error().message,
-               Catch::Contains("no worker"));
+    CHECK_THAT(resolve_map(o, task_env("n1", "1", 1, {0, 0, 0})).error().message, Catch::Contains("no worker"));
 }

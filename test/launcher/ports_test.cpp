@@ -41,8 +41,7 @@ TEST_CASE("derived ports of nearby jobs never collide", "[ports]") {
     const int blocks = *port_block_count(kDefaultPortBase);
     CHECK(blocks == 399);
     for (std::uint32_t d = 1; d < static_cast<std::uint32_t>(blocks); ++d)
-        REQUIRE(*derived_port(1000, 0, 0, kDefaultPortBase) !=
-                *derived_port(1000 + d, 0, 0, kDefaultPortBase));
+        REQUIRE(*derived_port(1000, 0, 0, kDefaultPortBase) != *derived_port(1000 + d, 0, 0, kDefaultPortBase));
 }
 
 TEST_CASE("port base and local id are validated", "[ports]") {

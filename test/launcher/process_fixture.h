@@ -25,12 +25,10 @@
 #include "launcher/ports.h"
 #include "launcher/thread_plan.h"
 
-
 namespace psrun::test {
 
 namespace fs = std::filesystem;
 using Args = std::vector<std::string>;
-
 
 inline const char* kStandIn = R"(#!/bin/sh
 # Stand-in daemon: records argv and pid under $STANDIN_DIR, then behaves as told.
@@ -135,7 +133,7 @@ struct Proc {
 // Starts psrun with `args`; a non-empty `prefix` (e.g. taskset -c 0) execs psrun in turn, so
 // the PID is psrun's either way.
 inline Proc spawn(const Args& args, const std::map<std::string, std::string>& env, const fs::path& dir,
-           const Args& prefix = {}) {
+                  const Args& prefix = {}) {
     Proc p{-1, dir / "stdout", dir / "stderr"};
     std::vector<std::string> env_strings;
     for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
@@ -212,6 +210,5 @@ inline int free_port_pair() {
     FAIL("no free port pair");
     return 0;
 }
-
 
 }  // namespace psrun::test

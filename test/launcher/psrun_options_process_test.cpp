@@ -68,8 +68,8 @@ TEST_CASE("psrun local without --threads splits the cores of its affinity mask",
     CHECK(worker_threads == c.cores);  // the split adds up to the cores psrun was given
     CHECK(threads_values(f.argv_of("psd.0")) == std::vector<int>{1});
     CHECK_THAT(err, Catch::Contains(std::to_string(c.cores) + (c.cores == 1 ? " core" : " cores") +
-                                    " in this process's affinity mask: " + (c.cores / c.workers == 1 ? "1 thread" : "2 threads") +
-                                    " per worker") &&
+                                    " in this process's affinity mask: " +
+                                    (c.cores / c.workers == 1 ? "1 thread" : "2 threads") + " per worker") &&
                         Catch::Contains("--threads T overrides"));
     CHECK_THAT(err, !Catch::Contains("oversubscribed"));
     for (pid_t pid : f.recorded_pids()) CHECK_FALSE(alive(pid));
@@ -78,7 +78,8 @@ TEST_CASE("psrun local without --threads splits the cores of its affinity mask",
 TEST_CASE("psrun local: --threads wins, and a --threads among the training options wins for workerd",
           "[process][threads]") {
     Fixture f;
-    const Proc p = local_under_taskset(f, "0", {"--ps", "1", "--workers", "1", "--threads", "3", "--", "--threads", "1"});
+    const Proc p =
+        local_under_taskset(f, "0", {"--ps", "1", "--workers", "1", "--threads", "3", "--", "--threads", "1"});
     CHECK(wait_exit(p, 20) == 0);
     const std::string err = slurp(p.err);
     INFO(err);
@@ -122,8 +123,9 @@ TEST_CASE("a psrun option after -- and a misspelled option name the right place 
              "Usage: psrun local [psrun options] -- [training options]"},
         Case{{"run", "--ps", "1", "--thread", "2"},
              "unknown option `--thread` for psrun run; did you mean `--threads`? Usage: psrun run [psrun options]"},
-        Case{{"local", "--frobnicate"},
-             "unknown option `--frobnicate` for psrun local. Usage: psrun local [psrun options] -- [training options]"});
+        Case{
+            {"local", "--frobnicate"},
+            "unknown option `--frobnicate` for psrun local. Usage: psrun local [psrun options] -- [training options]"});
     auto args = c.args;
     args.insert(args.begin() + 1, {"--bin-dir", f.bin.string()});
     const Proc p = spawn(args, base_env(f), f.dir.path);

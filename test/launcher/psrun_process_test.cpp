@@ -17,15 +17,13 @@ TEST_CASE("psrun run execs psd with the contracted flags", "[process]") {
     Fixture f;
     const int port = free_port_pair();
     auto env = step_env(f, port, 0);
-    env["STANDIN_EXIT_NOW"] =
-        std::string("7");  // exit code passes through: psrun exec'd, not forked
-    const Proc p = spawn({"run", "--bin-dir", f.bin.string(), "--no-auth", "--", "--model-dir",
-                          "/m", "--steps", "3"},
+    env["STANDIN_EXIT_NOW"] = std::string("7");  // exit code passes through: psrun exec'd, not forked
+    const Proc p = spawn({"run", "--bin-dir", f.bin.string(), "--no-auth", "--", "--model-dir", "/m", "--steps", "3"},
                          env, f.dir.path);
     CHECK(wait_exit(p, 20) == 7);
     CHECK(f.argv_of("psd.0") == Args{(f.bin / "psd").string(), "--index", "0", "--ps",
-                                     "tcp://localhost:" + std::to_string(port), "--num-workers",
-                                     "1", "--model-dir", "/m", "--no-auth", "--threads", "2", "--run-id",
+                                     "tcp://localhost:" + std::to_string(port), "--num-workers", "1", "--model-dir",
+                                     "/m", "--no-auth", "--threads", "2", "--run-id",
                                      "slurm-9"});  // every step of job 9 is one run of /m
 }
 
@@ -34,18 +32,15 @@ TEST_CASE("psrun run execs workerd for the chief with training options", "[proce
     const int port = free_port_pair();
     auto env = step_env(f, port, 1);
     env["STANDIN_EXIT_NOW"] = std::string("0");
-    const Proc p =
-        spawn({"run", "--bin-dir", f.bin.string(), "--", "--steps", "3"}, env, f.dir.path);
+    const Proc p = spawn({"run", "--bin-dir", f.bin.string(), "--", "--steps", "3"}, env, f.dir.path);
     CHECK(wait_exit(p, 20) == 0);
     // The chief creates the job key file ($HOME/.psrun/<job id>.key, owner-only) and passes it.
     const std::string key = (f.dir.path / ".psrun" / "9.key").string();
     CHECK(f.argv_of("workerd.0") == Args{(f.bin / "workerd").string(), "--index", "0", "--ps",
-                                         "tcp://localhost:" + std::to_string(port), "--num-workers",
-                                         "1", "--chief", "--key-file", key, "--threads", "2",
-                                         "--steps", "3"});
+                                         "tcp://localhost:" + std::to_string(port), "--num-workers", "1", "--chief",
+                                         "--key-file", key, "--threads", "2", "--steps", "3"});
     REQUIRE(fs::exists(key));
-    CHECK((fs::status(key).permissions() & (fs::perms::group_all | fs::perms::others_all)) ==
-          fs::perms::none);
+    CHECK((fs::status(key).permissions() & (fs::perms::group_all | fs::perms::others_all)) == fs::perms::none);
 }
 
 TEST_CASE("psrun run reports a ps port in use instead of hanging", "[process]") {
@@ -71,15 +66,14 @@ TEST_CASE("psrun usage and configuration errors exit 2 with a message", "[proces
         Args args;
         const char* says;
     };
-    const Case c = GENERATE(
-        Case{{"run", "--bin-dir", "/nonexistent"}, "not found"},
-        Case{{"plan", "--nodelist", "n[1-", "--tasks-per-node", "2"}, "never closed"},
-        Case{{"plan", "--nodelist", "n[1-2]", "--tasks-per-node", "2(x"}, "2(x"},
-        Case{{"plan", "--tasks", "ps,worker", "--nodelist", "n1", "--tasks-per-node", "3"},
-             "--tasks has 2"},
-        Case{{"plan", "--tasks", "ps,worker", "--ps", "1"}, "excludes"},
-        Case{{"plan", "--placement", "scatter"}, "scatter"}, Case{{"frobnicate"}, "subcommand"},
-        Case{{"local", "--ps", "0", "--workers", "2", "--bin-dir", "/bin"}, "standalone"});
+    const Case c =
+        GENERATE(Case{{"run", "--bin-dir", "/nonexistent"}, "not found"},
+                 Case{{"plan", "--nodelist", "n[1-", "--tasks-per-node", "2"}, "never closed"},
+                 Case{{"plan", "--nodelist", "n[1-2]", "--tasks-per-node", "2(x"}, "2(x"},
+                 Case{{"plan", "--tasks", "ps,worker", "--nodelist", "n1", "--tasks-per-node", "3"}, "--tasks has 2"},
+                 Case{{"plan", "--tasks", "ps,worker", "--ps", "1"}, "excludes"},
+                 Case{{"plan", "--placement", "scatter"}, "scatter"}, Case{{"frobnicate"}, "subcommand"},
+                 Case{{"local", "--ps", "0", "--workers", "2", "--bin-dir", "/bin"}, "standalone"});
     auto env = c.args[0] == "run" ? step_env(f, 20000, 1) : base_env(f);
     const Proc p = spawn(c.args, env, f.dir.path);
     CHECK(wait_exit(p, 20) == 2);
@@ -101,9 +95,8 @@ TEST_CASE("psrun plan --help lists every option", "[process]") {
     CHECK(wait_exit(p, 20) == 0);
     const std::string help = slurp(p.out);
     for (const char* opt :
-         {"--json", "--tasks", "--ps", "--placement", "--interface", "--no-ib", "--port-base",
-          "--threads", "--nodelist", "--tasks-per-node", "--procid", "--ps_hosts", "--worker_hosts",
-          "--job_name", "--task_index"})
+         {"--json", "--tasks", "--ps", "--placement", "--interface", "--no-ib", "--port-base", "--threads",
+          "--nodelist", "--tasks-per-node", "--procid", "--ps_hosts", "--worker_hosts", "--job_name", "--task_index"})
         CHECK_THAT(help, Catch::Contains(opt));
 }
 
@@ -111,15 +104,15 @@ TEST_CASE("psrun local runs every daemon and exits 0 when the workers succeed", 
     Fixture f;
     auto env = base_env(f);
     env["STANDIN_WORKER_EXIT"] = std::string("0");
-    const Proc p = spawn({"local", "--ps", "1", "--workers", "2", "--grace", "0.5", "--bin-dir",
-                          f.bin.string(), "--", "--steps", "4"},
-                         env, f.dir.path);
+    const Proc p = spawn(
+        {"local", "--ps", "1", "--workers", "2", "--grace", "0.5", "--bin-dir", f.bin.string(), "--", "--steps", "4"},
+        env, f.dir.path);
     CHECK(wait_exit(p, 20) == 0);
     const Args chief = f.argv_of("workerd.0");
     REQUIRE(chief.size() == 16);
     CHECK(chief[5] == "--num-workers");
     CHECK(chief[7] == "--chief");
-    CHECK(chief[8] == "--key-file");  // psrun local made a job key in its private dir
+    CHECK(chief[8] == "--key-file");         // psrun local made a job key in its private dir
     CHECK(chief[10] == "--reconnect-wait");  // one host: 0, fail fast
     CHECK(chief[11] == "0");
     CHECK(chief[12] == "--threads");  // the default split of the cores (tested under taskset below)
@@ -136,8 +129,7 @@ TEST_CASE("psrun local: a failing daemon stops the others and is named", "[proce
     env["STANDIN_FAIL"] = std::string("workerd.1");
     const auto start = std::chrono::steady_clock::now();
     const Proc p =
-        spawn({"local", "--ps", "2", "--workers", "2", "--grace", "2", "--bin-dir", f.bin.string()},
-              env, f.dir.path);
+        spawn({"local", "--ps", "2", "--workers", "2", "--grace", "2", "--bin-dir", f.bin.string()}, env, f.dir.path);
     CHECK(wait_exit(p, 20) == 1);
     CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
     CHECK_THAT(slurp(p.err), Catch::Contains("worker 1") && Catch::Contains("status 3"));
@@ -149,8 +141,7 @@ TEST_CASE("psrun local: a failing daemon stops the others and is named", "[proce
 
 TEST_CASE("psrun local: SIGTERM stops every daemon, no orphan survives", "[process]") {
     Fixture f;
-    const Proc p = spawn({"local", "--ps", "1", "--workers", "2", "--grace", "2",
-                          "--bin-dir", f.bin.string()},
+    const Proc p = spawn({"local", "--ps", "1", "--workers", "2", "--grace", "2", "--bin-dir", f.bin.string()},
                          base_env(f), f.dir.path);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (f.count(".pid") < 3 && std::chrono::steady_clock::now() < deadline)
@@ -172,9 +163,9 @@ TEST_CASE("psrun local --ps 0 --workers 1 runs workerd --standalone", "[process]
     Fixture f;
     auto env = base_env(f);
     env["STANDIN_WORKER_EXIT"] = std::string("0");
-    const Proc p = spawn({"local", "--ps", "0", "--workers", "1", "--threads", "3", "--bin-dir",
-                          f.bin.string(), "--", "--steps", "2"},
-                         env, f.dir.path);
+    const Proc p = spawn(
+        {"local", "--ps", "0", "--workers", "1", "--threads", "3", "--bin-dir", f.bin.string(), "--", "--steps", "2"},
+        env, f.dir.path);
     CHECK(wait_exit(p, 20) == 0);
     CHECK(f.argv_of("workerd.standalone") ==
           Args{(f.bin / "workerd").string(), "--standalone", "--threads", "3", "--steps", "2"});
@@ -182,10 +173,9 @@ TEST_CASE("psrun local --ps 0 --workers 1 runs workerd --standalone", "[process]
 
 TEST_CASE("psrun plan --json prints one parseable object per task", "[process]") {
     Fixture f;
-    const Proc p =
-        spawn({"plan", "--json", "--nodelist", "n[1-2]", "--tasks-per-node", "4(x2)", "--procid",
-               "5", "--tasks", "ps,worker,worker,worker,ps,worker,worker,worker"},
-              base_env(f), f.dir.path);
+    const Proc p = spawn({"plan", "--json", "--nodelist", "n[1-2]", "--tasks-per-node", "4(x2)", "--procid", "5",
+                          "--tasks", "ps,worker,worker,worker,ps,worker,worker,worker"},
+                         base_env(f), f.dir.path);
     CHECK(wait_exit(p, 20) == 0);
     const std::string out = slurp(p.out);
     CHECK(std::count(out.begin(), out.end(), '\n') == 1);

@@ -9,10 +9,7 @@ namespace {
 std::string render(const std::vector<TaskRole>& roles) {
     std::string out;
     for (TaskRole r : roles)
-        out += r == TaskRole::kPs       ? 'P'
-               : r == TaskRole::kWorker ? 'w'
-               : r == TaskRole::kChief  ? 'C'
-                                        : 'E';
+        out += r == TaskRole::kPs ? 'P' : r == TaskRole::kWorker ? 'w' : r == TaskRole::kChief ? 'C' : 'E';
     return out;
 }
 
@@ -24,8 +21,7 @@ TEST_CASE("task lists parse every role and reject unknown ones", "[roles]") {
         CAPTURE(bad);
         const auto r = parse_task_list(bad);
         REQUIRE_FALSE(r);
-        CHECK_THAT(r.error().message,
-                   Catch::Contains("expected one of ps, worker, chief, evaluator"));
+        CHECK_THAT(r.error().message, Catch::Contains("expected one of ps, worker, chief, evaluator"));
     }
 }
 
@@ -34,8 +30,7 @@ TEST_CASE("task lists must match the number of tasks", "[roles]") {
     CHECK(check_task_list(roles, 3));
     const auto short_list = check_task_list(roles, 4);
     REQUIRE_FALSE(short_list);
-    CHECK_THAT(short_list.error().message,
-               Catch::Contains("3 elements") && Catch::Contains("4 tasks"));
+    CHECK_THAT(short_list.error().message, Catch::Contains("3 elements") && Catch::Contains("4 tasks"));
     CHECK_FALSE(check_task_list(roles, 2));
     CHECK_FALSE(check_task_list(*parse_task_list("ps,chief,chief"), 3));
     CHECK_FALSE(check_task_list(*parse_task_list("ps,ps"), 2));

@@ -13,9 +13,14 @@ using Lines = std::vector<std::string>;
 namespace {
 
 nlohmann::json summary_with(nlohmann::json evaluations) {
-    return {{"global_step", 5000},    {"test_accuracy", 0.9916}, {"images_per_sec", 3668.4},
-            {"train_seconds", 136.3}, {"workers", 2},            {"start_step", 0},
-            {"dataset", "mnist"},     {"evaluations", std::move(evaluations)}};
+    return {{"global_step", 5000},
+            {"test_accuracy", 0.9916},
+            {"images_per_sec", 3668.4},
+            {"train_seconds", 136.3},
+            {"workers", 2},
+            {"start_step", 0},
+            {"dataset", "mnist"},
+            {"evaluations", std::move(evaluations)}};
 }
 
 }  // namespace

@@ -114,24 +114,20 @@ TEST_CASE("SlurmEnv errors name the variable", "[slurm_env]") {
         Case{"SLURM_PROCID", "6", "SLURM_PROCID"}, Case{"SLURM_PROCID", "-1", "SLURM_PROCID"},
         Case{"SLURM_PROCID", nullptr, "SLURM_PROCID"}, Case{"SLURM_PROCID", "3x", "SLURM_PROCID"},
         Case{"SLURM_NODEID", "3", "SLURM_NODEID"}, Case{"SLURM_LOCALID", "2", "SLURM_LOCALID"},
-        Case{"SLURM_LOCALID", nullptr, "SLURM_LOCALID"},
-        Case{"SLURM_STEP_NODELIST", "n[1-", "SLURM_STEP_NODELIST"},
+        Case{"SLURM_LOCALID", nullptr, "SLURM_LOCALID"}, Case{"SLURM_STEP_NODELIST", "n[1-", "SLURM_STEP_NODELIST"},
         Case{"SLURM_STEP_NODELIST", "n[1-2]", "SLURM_STEP_TASKS_PER_NODE"},
         Case{"SLURM_STEP_TASKS_PER_NODE", "2(x", "SLURM_STEP_TASKS_PER_NODE"},
         Case{"SLURM_STEP_TASKS_PER_NODE", "2(x2),1", "SLURM_STEP_NUM_TASKS"},
         Case{"SLURM_STEP_NUM_TASKS", "7", "SLURM_STEP_NUM_TASKS"},
         Case{"SLURM_CPUS_PER_TASK", "0", "SLURM_CPUS_PER_TASK"},
         Case{"SLURM_CPUS_PER_TASK", "two", "SLURM_CPUS_PER_TASK"},
-        Case{"SLURM_STEP_RESV_PORTS", "5-3", "SLURM_STEP_RESV_PORTS"},
-        Case{"SLURMD_NODENAME", "n3", "SLURMD_NODENAME"},
+        Case{"SLURM_STEP_RESV_PORTS", "5-3", "SLURM_STEP_RESV_PORTS"}, Case{"SLURMD_NODENAME", "n3", "SLURMD_NODENAME"},
         Case{"SLURM_JOB_ID", "abc", "SLURM_JOB_ID"}, Case{"SLURM_GTIDS", "2,4", "SLURM_GTIDS"},
         Case{"SLURM_GTIDS", "2,3,4", "SLURM_GTIDS"}, Case{"SLURM_GTIDS", "2,x", "SLURM_GTIDS"},
         Case{"SLURM_GTIDS", "2,", "SLURM_GTIDS"});
     EnvMap env = step_env();
-    if (c.value)
-        env[c.var] = c.value;
-    else
-        env.erase(c.var);
+    if (c.value) env[c.var] = c.value;
+    else env.erase(c.var);
     CAPTURE(c.var, c.value ? c.value : "(unset)");
     const auto s = SlurmEnv::parse(env);
     REQUIRE_FALSE(s);

@@ -16,9 +16,8 @@ TEST_CASE("tasks-per-node lists expand repeats", "[tasks_per_node]") {
 }
 
 TEST_CASE("tasks-per-node rejects malformed items", "[tasks_per_node]") {
-    const char* bad =
-        GENERATE("", "2(x", "2(x3", "2(3)", "2x3", "0", "2(x0)", "-1", "a", "2,,1", "2,", ",2",
-                 "2(x3),", "1(x)", "2 (x3)", "2(x3)1", "9999999999", "2(x1000001)");
+    const char* bad = GENERATE("", "2(x", "2(x3", "2(3)", "2x3", "0", "2(x0)", "-1", "a", "2,,1", "2,", ",2", "2(x3),",
+                               "1(x)", "2 (x3)", "2(x3)1", "9999999999", "2(x1000001)");
     CAPTURE(bad);
     const auto r = parse_tasks_per_node(bad);
     REQUIRE_FALSE(r);
@@ -39,8 +38,7 @@ TEST_CASE("reserved port lists expand ranges and lists", "[ports]") {
 }
 
 TEST_CASE("reserved port lists reject bad ports", "[ports]") {
-    const char* bad = GENERATE("", "0", "65536", "3-1", "1000,1000", "1000-1002,1001", "a", "1000-",
-                               "-5", "1,,2");
+    const char* bad = GENERATE("", "0", "65536", "3-1", "1000,1000", "1000-1002,1001", "a", "1000-", "-5", "1,,2");
     CAPTURE(bad);
     CHECK_FALSE(parse_port_list(bad));
 }

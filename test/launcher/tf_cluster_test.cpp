@@ -25,24 +25,20 @@ TEST_CASE("TF flags are validated", "[tf]") {
         TfFlags flags;
         const char* named;
     };
-    const Case c = GENERATE(Case{{"a:1", "", "worker", 0}, "--worker_hosts"},
-                            Case{{"a:1", "b:2", "master", 0}, "--job_name"},
-                            Case{{"a:1", "b:2", "worker", std::nullopt}, "--task_index"},
-                            Case{{"a:1", "b:2", "worker", 1}, "--task_index 1"},
-                            Case{{"a:1", "b:2", "ps", -1}, "--task_index"},
-                            Case{{"a", "b:2", "ps", 0}, "--ps_hosts"},
-                            Case{{"a:1", "b:0", "ps", 0}, "--worker_hosts"},
-                            Case{{"a:1", "b:99999", "ps", 0}, "--worker_hosts"},
-                            Case{{"a:1,", "b:2", "ps", 0}, "--ps_hosts"},
-                            Case{{"a:1", "a:1", "ps", 0}, "listed twice"});
+    const Case c =
+        GENERATE(Case{{"a:1", "", "worker", 0}, "--worker_hosts"}, Case{{"a:1", "b:2", "master", 0}, "--job_name"},
+                 Case{{"a:1", "b:2", "worker", std::nullopt}, "--task_index"},
+                 Case{{"a:1", "b:2", "worker", 1}, "--task_index 1"}, Case{{"a:1", "b:2", "ps", -1}, "--task_index"},
+                 Case{{"a", "b:2", "ps", 0}, "--ps_hosts"}, Case{{"a:1", "b:0", "ps", 0}, "--worker_hosts"},
+                 Case{{"a:1", "b:99999", "ps", 0}, "--worker_hosts"}, Case{{"a:1,", "b:2", "ps", 0}, "--ps_hosts"},
+                 Case{{"a:1", "a:1", "ps", 0}, "listed twice"});
     const auto m = map_from_tf_flags(c.flags);
     REQUIRE_FALSE(m);
     CHECK_THAT(m.error().message, Catch::Contains(c.named));
 }
 
 TEST_CASE("TF_CONFIG with a named chief makes it worker 0", "[tf]") {
-    const std::string cluster =
-        R"("cluster": {"chief": ["c:2000"], "ps": ["p:2002"], "worker": ["w:2001", "w:2003"]})";
+    const std::string cluster = R"("cluster": {"chief": ["c:2000"], "ps": ["p:2002"], "worker": ["w:2001", "w:2003"]})";
     auto parse = [&](const std::string& task) {
         return map_from_tf_config("{" + cluster + R"(, "task": )" + task + "}");
     };
@@ -88,30 +84,20 @@ TEST_CASE("TF_CONFIG errors name the field", "[tf]") {
         Case{R"({"task": {"type": "ps", "index": 0}})", "TF_CONFIG.cluster"},
         Case{R"({"cluster": {"worker": ["w:1"]}})", "TF_CONFIG.task"},
         Case{R"({"cluster": {"worker": ["w:1"]}, "task": {"index": 0}})", "TF_CONFIG.task.type"},
-        Case{R"({"cluster": {"worker": ["w:1"]}, "task": {"type": "worker"}})",
-             "TF_CONFIG.task.index"},
-        Case{R"({"cluster": {"worker": ["w:1"]}, "task": {"type": "worker", "index": "0"}})",
-             "TF_CONFIG.task.index"},
+        Case{R"({"cluster": {"worker": ["w:1"]}, "task": {"type": "worker"}})", "TF_CONFIG.task.index"},
+        Case{R"({"cluster": {"worker": ["w:1"]}, "task": {"type": "worker", "index": "0"}})", "TF_CONFIG.task.index"},
         Case{R"({"cluster": {"worker": ["w:1"]}, "task": {"type": "boss", "index": 0}})", "boss"},
-        Case{R"({"cluster": {"worker": ["w:1"]}, "task": {"type": "worker", "index": 1}})",
-             "out of range"},
-        Case{R"({"cluster": {"worker": ["w:1"]}, "task": {"type": "worker", "index": -1}})",
-             "out of range"},
-        Case{R"({"cluster": {"worker": ["w:1"]}, "task": {"type": "ps", "index": 0}})",
-             "out of range"},
-        Case{R"({"cluster": {"worker": "w:1"}, "task": {"type": "worker", "index": 0}})",
-             "TF_CONFIG.cluster.worker"},
-        Case{R"({"cluster": {"worker": [1]}, "task": {"type": "worker", "index": 0}})",
-             "TF_CONFIG.cluster.worker[0]"},
+        Case{R"({"cluster": {"worker": ["w:1"]}, "task": {"type": "worker", "index": 1}})", "out of range"},
+        Case{R"({"cluster": {"worker": ["w:1"]}, "task": {"type": "worker", "index": -1}})", "out of range"},
+        Case{R"({"cluster": {"worker": ["w:1"]}, "task": {"type": "ps", "index": 0}})", "out of range"},
+        Case{R"({"cluster": {"worker": "w:1"}, "task": {"type": "worker", "index": 0}})", "TF_CONFIG.cluster.worker"},
+        Case{R"({"cluster": {"worker": [1]}, "task": {"type": "worker", "index": 0}})", "TF_CONFIG.cluster.worker[0]"},
         Case{R"({"cluster": {"worker": ["w"]}, "task": {"type": "worker", "index": 0}})",
              "TF_CONFIG.cluster.worker[0]"},
-        Case{R"({"cluster": {"master": ["w:1"]}, "task": {"type": "worker", "index": 0}})",
-             "master"},
-        Case{
-            R"({"cluster": {"chief": ["a:1", "b:1"], "worker": []}, "task": {"type": "chief", "index": 0}})",
-            "TF_CONFIG.cluster.chief"},
-        Case{R"({"cluster": {"ps": ["p:1"]}, "task": {"type": "ps", "index": 0}})",
-             "no chief and no worker"});
+        Case{R"({"cluster": {"master": ["w:1"]}, "task": {"type": "worker", "index": 0}})", "master"},
+        Case{R"({"cluster": {"chief": ["a:1", "b:1"], "worker": []}, "task": {"type": "chief", "index": 0}})",
+             "TF_CONFIG.cluster.chief"},
+        Case{R"({"cluster": {"ps": ["p:1"]}, "task": {"type": "ps", "index": 0}})", "no chief and no worker"});
     CAPTURE(c.json);
     const auto m = map_from_tf_config(c.json);
     REQUIRE_FALSE(m);

@@ -57,6 +57,4 @@ TEST_CASE("task_oversubscription compares one daemon's threads with its mask", "
     CHECK_THAT(*w, Catch::Contains("4 threads") && Catch::Contains("2 cores") && Catch::Contains("--threads 2"));
 }
 
-TEST_CASE("affinity_cpu_count sees at least one CPU", "[threads]") {
-    CHECK(affinity_cpu_count() >= 1);
-}
+TEST_CASE("affinity_cpu_count sees at least one CPU", "[threads]") { CHECK(affinity_cpu_count() >= 1); }

@@ -16,7 +16,8 @@ constexpr std::size_t kA = BufferPlan::kAlignment;
 
 bool conflict(const BufferPlan::Buffer& a, const BufferPlan::Buffer& b) {
     const bool time = a.first <= b.last && b.first <= a.last;
-    const bool bytes = a.offset < b.offset + BufferPlan::aligned(b.bytes) && b.offset < a.offset + BufferPlan::aligned(a.bytes);
+    const bool bytes =
+        a.offset < b.offset + BufferPlan::aligned(b.bytes) && b.offset < a.offset + BufferPlan::aligned(a.bytes);
     return time && bytes;
 }
 
@@ -44,10 +45,10 @@ TEST_CASE("buffer plan: disjoint lifetimes share bytes, overlapping ones do not"
 
 TEST_CASE("buffer plan: best fit takes the smallest gap that holds the buffer", "[buffer_plan]") {
     BufferPlan plan;
-    plan.place(4 * kA, 0, 1);    // [0, 4)   free after step 1
-    plan.place(kA, 0, 9);        // [4, 5)
-    plan.place(2 * kA, 0, 1);    // [5, 7)   free after step 1
-    plan.place(kA, 0, 9);        // [7, 8)
+    plan.place(4 * kA, 0, 1);                 // [0, 4)   free after step 1
+    plan.place(kA, 0, 9);                     // [4, 5)
+    plan.place(2 * kA, 0, 1);                 // [5, 7)   free after step 1
+    plan.place(kA, 0, 9);                     // [7, 8)
     const auto d = plan.place(2 * kA, 2, 3);  // both gaps hold it: the 2-slot one wins
     CHECK(plan.buffer(d).offset == 5 * kA);
     const auto e = plan.place(3 * kA, 2, 3);  // only the 4-slot gap
@@ -129,7 +130,8 @@ TEST_CASE("buffer plan: random lifetimes never conflict and need at least the pe
         const auto offsets = plan.offline_offsets(bytes);
         BufferPlan replay;
         replay.preset(offsets);
-        for (std::size_t i = 0; i < plan.size(); ++i) replay.place(plan.buffer(i).bytes, plan.buffer(i).first, plan.buffer(i).last);
+        for (std::size_t i = 0; i < plan.size(); ++i)
+            replay.place(plan.buffer(i).bytes, plan.buffer(i).first, plan.buffer(i).last);
         check_no_conflict(replay);
         for (std::size_t i = 0; i < plan.size(); ++i) CHECK(replay.buffer(i).offset == offsets[i]);
         CHECK(replay.arena_bytes() == bytes);

@@ -24,7 +24,8 @@ json loss_document(const LossSpec& s, const std::vector<std::int64_t>& score_dim
                    const std::vector<std::int64_t>& label_dims) {
     json layers = json::array();
     layers.push_back({{"kind", "identity"}, {"name", "scores"}, {"inputs", {"x"}}});
-    if (label_dims.empty()) layers.push_back({{"kind", "squeeze"}, {"name", "y"}, {"inputs", {"labels"}}, {"axes", {1}}});
+    if (label_dims.empty())
+        layers.push_back({{"kind", "squeeze"}, {"name", "y"}, {"inputs", {"labels"}}, {"axes", {1}}});
     else layers.push_back({{"kind", "identity"}, {"name", "y"}, {"inputs", {"labels"}}});
     if (!s.weights.empty()) {
         const auto c = static_cast<std::int64_t>(s.weights.size());
@@ -36,7 +37,8 @@ json loss_document(const LossSpec& s, const std::vector<std::int64_t>& score_dim
     else if (label_dims.empty()) layers.push_back({{"kind", "unsqueeze"}, {"name", "out"}, {"axes", {1}}});
     else if (label_dims.size() > 1) layers.push_back({{"kind", "flatten"}, {"name", "out"}, {"axis", 1}});
     const std::vector<std::int64_t> input_dims = label_dims.empty() ? std::vector<std::int64_t>{1} : label_dims;
-    return {{"inputs", {{{"name", "x"}, {"dims", score_dims}}, {{"name", "labels"}, {"dims", input_dims}, {"type", "int"}}}},
+    return {{"inputs",
+             {{{"name", "x"}, {"dims", score_dims}}, {{"name", "labels"}, {"dims", input_dims}, {"type", "int"}}}},
             {"layers", layers},
             {"loss", {{"kind", "mean_squared_error"}, {"reduction", "sum"}}}};
 }
@@ -48,14 +50,18 @@ ModelDescription parse_ok(const json& doc) {
     return *model;
 }
 
-Reference reference(const LossSpec& s, const std::vector<float>& x, const std::vector<std::int32_t>& y, std::int64_t rows,
-                    std::int64_t classes, std::int64_t inner, const std::vector<double>& g) {
+Reference reference(const LossSpec& s, const std::vector<float>& x, const std::vector<std::int32_t>& y,
+                    std::int64_t rows, std::int64_t classes, std::int64_t inner, const std::vector<double>& g) {
     Reference ref;
     const std::int64_t positions = rows * inner;
     ref.loss.assign(static_cast<std::size_t>(positions), 0.0);
     ref.dx.assign(x.size(), 0.0);
-    const auto w = [&](std::int64_t c) { return s.weights.empty() ? 1.0 : static_cast<double>(s.weights[static_cast<std::size_t>(c)]); };
-    const auto at = [&](std::int64_t q, std::int64_t c) { return static_cast<std::size_t>((q / inner) * classes * inner + c * inner + q % inner); };
+    const auto w = [&](std::int64_t c) {
+        return s.weights.empty() ? 1.0 : static_cast<double>(s.weights[static_cast<std::size_t>(c)]);
+    };
+    const auto at = [&](std::int64_t q, std::int64_t c) {
+        return static_cast<std::size_t>((q / inner) * classes * inner + c * inner + q % inner);
+    };
     double total = 0, denominator = 0, weight_sum = 0;
     for (std::int64_t c = 0; c < classes; ++c) weight_sum += w(c);
     std::vector<std::vector<double>> lp(static_cast<std::size_t>(positions));
@@ -71,13 +77,16 @@ Reference reference(const LossSpec& s, const std::vector<float>& x, const std::v
             for (auto& v : l) v -= mx + std::log(sum);
         }
         double smooth = 0;
-        for (std::int64_t c = 0; c < classes; ++c) smooth -= w(c) * l[static_cast<std::size_t>(c)] / static_cast<double>(classes);
+        for (std::int64_t c = 0; c < classes; ++c)
+            smooth -= w(c) * l[static_cast<std::size_t>(c)] / static_cast<double>(classes);
         const double loss = (1 - s.smoothing) * -w(label) * l[static_cast<std::size_t>(label)] + s.smoothing * smooth;
         ref.loss[static_cast<std::size_t>(q)] = loss;
         total += loss;
         denominator += w(label);
     }
-    ref.reduced = s.reduction == "sum" ? total : s.reduction == "mean" ? (denominator != 0 ? total / denominator : 0.0) : 0.0;
+    ref.reduced = s.reduction == "sum"    ? total
+                  : s.reduction == "mean" ? (denominator != 0 ? total / denominator : 0.0)
+                                          : 0.0;
     for (std::int64_t q = 0; q < positions; ++q) {
         const std::int32_t label = y[static_cast<std::size_t>(q)];
         if (s.ignore && label == *s.ignore) continue;
@@ -90,8 +99,8 @@ Reference reference(const LossSpec& s, const std::vector<float>& x, const std::v
                 continue;
             }
             const double p = std::exp(lp[static_cast<std::size_t>(q)][static_cast<std::size_t>(c)]);
-            ref.dx[at(q, c)] =
-                up * ((1 - s.smoothing) * w(label) * (p - hit) + s.smoothing * (p * weight_sum - w(c)) / static_cast<double>(classes));
+            ref.dx[at(q, c)] = up * ((1 - s.smoothing) * w(label) * (p - hit) +
+                                     s.smoothing * (p * weight_sum - w(c)) / static_cast<double>(classes));
         }
     }
     return ref;

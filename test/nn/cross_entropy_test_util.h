@@ -53,8 +53,8 @@ struct Reference {
     std::vector<double> dx;
 };
 
-Reference reference(const LossSpec& s, const std::vector<float>& x, const std::vector<std::int32_t>& y, std::int64_t rows,
-                    std::int64_t classes, std::int64_t inner, const std::vector<double>& g);
+Reference reference(const LossSpec& s, const std::vector<float>& x, const std::vector<std::int32_t>& y,
+                    std::int64_t rows, std::int64_t classes, std::int64_t inner, const std::vector<double>& g);
 
 // The scalar loss as the model's own ("loss": {"kind": "graph"}): loss_document without its
 // [N, 1] tail.
@@ -73,8 +73,9 @@ Step train_step(const ModelDescription& m, const LossSpec& spec, std::int64_t ba
 
 // PyTorch's numbers (test/nn/cross_entropy_reference.py).
 inline const std::vector<float> kX3x4 = {0.5f, -1.2f, 2.0f, 0.1f, 1.5f, 0.3f, -0.7f, -2.0f, -0.4f, 0.9f, 0.0f, 1.1f};
-inline const std::vector<float> kX2x3x4 = {0.2f,  -0.5f, 1.0f, 0.7f, 1.1f, 0.4f,  -0.3f, -1.5f, -0.8f, 0.6f, 0.9f, 0.05f,
-                                    0.0f,  1.3f,  -1.1f, 0.4f, -0.6f, 0.2f, 0.8f,  -0.9f, 1.7f,  -0.2f, 0.3f, 0.5f};
+inline const std::vector<float> kX2x3x4 = {0.2f,  -0.5f, 1.0f, 0.7f,  1.1f, 0.4f,  -0.3f, -1.5f,
+                                           -0.8f, 0.6f,  0.9f, 0.05f, 0.0f, 1.3f,  -1.1f, 0.4f,
+                                           -0.6f, 0.2f,  0.8f, -0.9f, 1.7f, -0.2f, 0.3f,  0.5f};
 inline const std::vector<std::int32_t> kTokenLabels = {0, 2, -100, 1, 1, -100, 0, 2};
 
 }  // namespace psrun::nn::test

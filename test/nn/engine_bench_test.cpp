@@ -21,8 +21,8 @@
 #include <nlohmann/json.hpp>
 
 #include "test/nn/engine_test_util.h"
-#include "workerd/nn/parameter_init.h"
 #include "workerd/nn/network.h"
+#include "workerd/nn/parameter_init.h"
 #include "workerd/nn/zoo.h"
 
 namespace psrun::nn::test {
@@ -91,7 +91,8 @@ struct EngineRunner {
         net->set_profiling(true);
     }
     Contender contender(std::string name) {
-        return {std::move(name), [this](std::uint64_t s) { return net->train_step(s); },
+        return {std::move(name),
+                [this](std::uint64_t s) { return net->train_step(s); },
                 [this] {
                     Split out;
                     for (const auto& t : net->layer_times())
@@ -99,7 +100,8 @@ struct EngineRunner {
                     net->reset_layer_times();
                     return out;
                 },
-                {}, {}};
+                {},
+                {}};
     }
     std::vector<float> params, grads;
     std::unique_ptr<Network> net;
@@ -143,10 +145,12 @@ TEST_CASE("mnist_deep step time: hand kernels vs primitives", "[.][bench]") {
         return std::round(out[without].get<double>() / out[with].get<double>() * 1000) / 1000;
     };
     out["f32_hand_speedup"] = ratio("engine_f32_ms", "engine_f32_hand_ms");
-    out["f32_hand_speedup_by_layer_sums"] = ratio("engine_f32_layer_median_sum_ms", "engine_f32_hand_layer_median_sum_ms");
+    out["f32_hand_speedup_by_layer_sums"] =
+        ratio("engine_f32_layer_median_sum_ms", "engine_f32_hand_layer_median_sum_ms");
     if (bf16) {
         out["bf16_hand_speedup"] = ratio("engine_bf16_ms", "engine_bf16_hand_ms");
-        out["bf16_hand_speedup_by_layer_sums"] = ratio("engine_bf16_layer_median_sum_ms", "engine_bf16_hand_layer_median_sum_ms");
+        out["bf16_hand_speedup_by_layer_sums"] =
+            ratio("engine_bf16_layer_median_sum_ms", "engine_bf16_hand_layer_median_sum_ms");
         for (const auto& line : engine_bf16_hand->net->implementations())
             if (line.find("dense") != std::string::npos) out["engine_bf16_dense_impls"].push_back(line);
     }

@@ -121,8 +121,13 @@ TEST_CASE("buffer plan: split, concat, a constant, a residual add, a flatten out
 
 TEST_CASE("buffer plan: an LSTM", "[nn_engine][buffer_plan]") {
     const json layers = {{{"kind", "dense"}, {"name", "in"}, {"units", 4}},
-                         {{"kind", "lstm"}, {"name", "rnn"}, {"hidden", 6}, {"direction", "forward"},
-                          {"batch_first", true}, {"layout", "pytorch"}, {"bias", true}},
+                         {{"kind", "lstm"},
+                          {"name", "rnn"},
+                          {"hidden", 6},
+                          {"direction", "forward"},
+                          {"batch_first", true},
+                          {"layout", "pytorch"},
+                          {"bias", true}},
                          {{"kind", "relu"}, {"name", "act"}}};
     check_same(graph_model(layers, {5, 3}), 3, 3);
 }

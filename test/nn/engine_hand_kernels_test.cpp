@@ -51,12 +51,11 @@ Net make_net(const ModelDescription& model, std::int64_t batch, bool hand, Preci
     return n;
 }
 
-std::vector<std::string> labels(const Network& net) {
-    return net.kernel_labels();
-}
+std::vector<std::string> labels(const Network& net) { return net.kernel_labels(); }
 
 bool any_line_has(const std::vector<std::string>& lines, const std::string& what) {
-    return std::any_of(lines.begin(), lines.end(), [&](const std::string& l) { return l.find(what) != std::string::npos; });
+    return std::any_of(lines.begin(), lines.end(),
+                       [&](const std::string& l) { return l.find(what) != std::string::npos; });
 }
 
 // `steps` SGD steps (rate `lr`) on both networks from the same parameters and batch; every

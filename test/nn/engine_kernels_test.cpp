@@ -9,9 +9,9 @@
 #include <cmath>
 #include <vector>
 
+#include "common/rng.h"
 #include "workerd/nn/kernels/conv1_pool.h"
 #include "workerd/nn/kernels/max_pool.h"
-#include "common/rng.h"
 
 namespace psrun::nn::kernels {
 namespace {
@@ -30,8 +30,8 @@ std::size_t blocked(int n, int c, int y, int x, int channels, int h, int w) {
 }
 
 struct PoolResult {
-    std::vector<float> out;         // nChw16c
-    std::vector<int> argmax;        // 0..3 per output
+    std::vector<float> out;   // nChw16c
+    std::vector<int> argmax;  // 0..3 per output
 };
 
 // Naive 2x2/2 max-pool of a function value(n, c, y, x), first maximum wins, then ReLU.
@@ -61,8 +61,7 @@ PoolResult naive_pool(F value, int batch, int channels, int h, int w) {
 }
 
 void check_conv1_pool(int batch, int h, int w, int channels, int threads) {
-    INFO("batch " << batch << ", " << h << "x" << w << ", " << channels << " channels, "
-                  << threads << " threads");
+    INFO("batch " << batch << ", " << h << "x" << w << ", " << channels << " channels, " << threads << " threads");
     constexpr int k = 5, pad = 2;
     const auto input = random_values(static_cast<std::size_t>(batch) * h * w, 1, 0.0, 1.0);
     const auto weights = random_values(static_cast<std::size_t>(channels) * k * k, 2, -0.2, 0.2);
@@ -104,8 +103,7 @@ void check_conv1_pool(int batch, int h, int w, int channels, int threads) {
                             const int yy = oy + a - pad, xx = ox + b - pad;
                             if (yy < 0 || yy >= h || xx < 0 || xx >= w) continue;
                             d_w[(static_cast<std::size_t>(c) * k + a) * k + b] +=
-                                double(d_pooled[i]) *
-                                input[(static_cast<std::size_t>(n) * h + yy) * w + xx];
+                                double(d_pooled[i]) * input[(static_cast<std::size_t>(n) * h + yy) * w + xx];
                         }
                 }
     std::vector<float> got_w(weights.size(), -1.0f), got_b(bias.size(), -1.0f);
@@ -125,13 +123,12 @@ TEST_CASE("fused conv1+ReLU+pool matches naive loops, odd widths included", "[nn
     CHECK_FALSE(FusedConv1Pool::supported(28, 28, 32, 3));  // kernel not 5
     CHECK_FALSE(FusedConv1Pool::supported(27, 28, 32, 5));  // odd height
     check_conv1_pool(3, 28, 28, 32, 2);
-    check_conv1_pool(2, 6, 10, 16, 2);   // pooled width 5: the single-window remainder
-    check_conv1_pool(5, 4, 6, 48, 1);    // pooled width 3, three channel blocks, one thread
+    check_conv1_pool(2, 6, 10, 16, 2);  // pooled width 5: the single-window remainder
+    check_conv1_pool(5, 4, 6, 48, 1);   // pooled width 3, three channel blocks, one thread
     omp_set_num_threads(2);
 }
 
-TEST_CASE("blocked max-pool: ties, negative windows, the fused ReLU backward",
-          "[nn_engine][kernels]") {
+TEST_CASE("blocked max-pool: ties, negative windows, the fused ReLU backward", "[nn_engine][kernels]") {
     if (!BlockedMaxPool::supported(64, 14, 14)) {
         WARN("no AVX-512 on this CPU: the hand-written kernels are not used, nothing to test");
         return;
@@ -146,9 +143,7 @@ TEST_CASE("blocked max-pool: ties, negative windows, the fused ReLU backward",
         src[blocked(0, 0, q / 2, q % 2, channels, h, w)] = 0.5f;
         src[blocked(0, 0, q / 2, 2 + q % 2, channels, h, w)] = -0.25f - 0.1f * q;
     }
-    auto value = [&](int n, int c, int y, int x) {
-        return src[blocked(n, c, y, x, channels, h, w)];
-    };
+    auto value = [&](int n, int c, int y, int x) { return src[blocked(n, c, y, x, channels, h, w)]; };
     const PoolResult want = naive_pool(value, batch, channels, h, w);
     BlockedMaxPool pool(batch, channels, h, w);
     std::vector<float> dst(want.out.size()), d_src(src.size(), 7.0f);  // 7: not written
@@ -166,9 +161,8 @@ TEST_CASE("blocked max-pool: ties, negative windows, the fused ReLU backward",
                     REQUIRE(d_src[blocked(n, c, y, x, channels, h, w)] == expect);
                 }
     CHECK(dst[blocked(0, 0, 0, 0, channels, h / 2, w / 2)] == 0.5f);
-    CHECK(d_src[blocked(0, 0, 0, 0, channels, h, w)] ==
-          d_dst[blocked(0, 0, 0, 0, channels, h / 2, w / 2)]);
-    CHECK(d_src[blocked(0, 0, 0, 1, channels, h, w)] == 0.0f);  // tie: only the first gets it
+    CHECK(d_src[blocked(0, 0, 0, 0, channels, h, w)] == d_dst[blocked(0, 0, 0, 0, channels, h / 2, w / 2)]);
+    CHECK(d_src[blocked(0, 0, 0, 1, channels, h, w)] == 0.0f);        // tie: only the first gets it
     CHECK(dst[blocked(0, 0, 0, 1, channels, h / 2, w / 2)] == 0.0f);  // all-negative window
 }
 

@@ -58,16 +58,21 @@ std::vector<ConvCase> random_conv_cases() {
 }
 
 TEST_CASE("conv2d layer matches the reference loop", "[nn_engine][layers]") {
-    const auto cs = GENERATE(from_range(random_conv_cases()), ConvCase{1, 7, 5, 3, 3, 3, 1, "same", 1, false}, ConvCase{3, 9, 8, 5, 3, 2, 2, "same", 3, true},
-                             ConvCase{2, 6, 7, 4, 3, 3, 2, "valid", 3, false}, ConvCase{4, 5, 5, 16, 5, 5, 1, "same", 3, true},
-                             ConvCase{3, 11, 10, 2, 4, 4, 2, "same", 1, false}, ConvCase{1, 8, 8, 32, 5, 5, 1, "same", 3, true},
-                             ConvCase{2, 7, 6, 3, 3, 3, 2, "same", 3, true, false});
+    const auto cs = GENERATE(
+        from_range(random_conv_cases()), ConvCase{1, 7, 5, 3, 3, 3, 1, "same", 1, false},
+        ConvCase{3, 9, 8, 5, 3, 2, 2, "same", 3, true}, ConvCase{2, 6, 7, 4, 3, 3, 2, "valid", 3, false},
+        ConvCase{4, 5, 5, 16, 5, 5, 1, "same", 3, true}, ConvCase{3, 11, 10, 2, 4, 4, 2, "same", 1, false},
+        ConvCase{1, 8, 8, 32, 5, 5, 1, "same", 3, true}, ConvCase{2, 7, 6, 3, 3, 3, 2, "same", 3, true, false});
     const auto precision = GENERATE(from_range(test_precisions("layers")));
     const double tol = tolerance(precision, 1e-5);
     CAPTURE(to_string(precision), cs.c, cs.h, cs.w, cs.filters, cs.kh, cs.kw, cs.stride, cs.padding, cs.batch, cs.relu,
             cs.bias);
-    json layers = json::array({{{"kind", "conv2d"}, {"filters", cs.filters}, {"kernel", {cs.kh, cs.kw}},
-                                {"stride", cs.stride}, {"padding", cs.padding}, {"bias", cs.bias}}});
+    json layers = json::array({{{"kind", "conv2d"},
+                                {"filters", cs.filters},
+                                {"kernel", {cs.kh, cs.kw}},
+                                {"stride", cs.stride},
+                                {"padding", cs.padding},
+                                {"bias", cs.bias}}});
     if (cs.relu) layers.push_back({{"kind", "relu"}});
     const auto model = model_from(layers, cs.c, cs.h, cs.w);
     const auto& s = model.nodes[0];
@@ -75,8 +80,10 @@ TEST_CASE("conv2d layer matches the reference loop", "[nn_engine][layers]") {
     LayerHarness h(model, 0, cs.relu ? 2 : 1, cs.batch, precision);
     REQUIRE(h.network().kernel_labels().front() == (cs.relu ? "conv2d+relu" : "conv2d"));
     h.set_params(bf16_exact(random_vector(h.params.size(), 1), precision));
-    const auto x = bf16_exact(random_vector(static_cast<std::size_t>(cs.batch * *elements_per_example(in.dims)), 2), precision);
-    const auto dy = bf16_exact(random_vector(static_cast<std::size_t>(cs.batch * *elements_per_example(s.output_info[0].dims)), 3), precision);
+    const auto x =
+        bf16_exact(random_vector(static_cast<std::size_t>(cs.batch * *elements_per_example(in.dims)), 2), precision);
+    const auto dy = bf16_exact(
+        random_vector(static_cast<std::size_t>(cs.batch * *elements_per_example(s.output_info[0].dims)), 3), precision);
     const auto ref = conv_ref(s, in, cs.batch, x, h.params, dy, cs.relu);
     CHECK(rel_l2(h.forward(x), ref.y) < tol);
     CHECK(rel_l2(h.backward(dy), ref.dx) < tol);
@@ -111,20 +118,24 @@ std::vector<PoolCase> random_pool_cases() {
 }
 
 TEST_CASE("pool layers match the reference loop", "[nn_engine][layers]") {
-    const auto pc = GENERATE(from_range(random_pool_cases()), PoolCase{"max_pool", 1, 7, 5, 2, 2, "same", 1}, PoolCase{"max_pool", 3, 9, 8, 3, 2, "same", 3},
-                             PoolCase{"max_pool", 17, 6, 7, 2, 2, "valid", 3}, PoolCase{"avg_pool", 1, 7, 5, 2, 2, "same", 3},
-                             PoolCase{"avg_pool", 5, 9, 9, 3, 2, "same", 1}, PoolCase{"avg_pool", 16, 8, 6, 2, 1, "valid", 3});
+    const auto pc =
+        GENERATE(from_range(random_pool_cases()), PoolCase{"max_pool", 1, 7, 5, 2, 2, "same", 1},
+                 PoolCase{"max_pool", 3, 9, 8, 3, 2, "same", 3}, PoolCase{"max_pool", 17, 6, 7, 2, 2, "valid", 3},
+                 PoolCase{"avg_pool", 1, 7, 5, 2, 2, "same", 3}, PoolCase{"avg_pool", 5, 9, 9, 3, 2, "same", 1},
+                 PoolCase{"avg_pool", 16, 8, 6, 2, 1, "valid", 3});
     const auto precision = GENERATE(from_range(test_precisions("layers")));
     const double tol = tolerance(precision, 1e-6);
     CAPTURE(to_string(precision), pc.kind, pc.c, pc.h, pc.w, pc.window, pc.stride, pc.padding, pc.batch);
-    const auto model = model_from(json::array({{{"kind", pc.kind}, {"window", pc.window}, {"stride", pc.stride},
-                                                {"padding", pc.padding}}}),
-                                  pc.c, pc.h, pc.w);
+    const auto model = model_from(
+        json::array({{{"kind", pc.kind}, {"window", pc.window}, {"stride", pc.stride}, {"padding", pc.padding}}}), pc.c,
+        pc.h, pc.w);
     const auto& s = model.nodes[0];
     const ValueInfo& in = model.value(s.inputs[0]);
     LayerHarness h(model, 0, 1, pc.batch, precision);
-    const auto x = bf16_exact(random_vector(static_cast<std::size_t>(pc.batch * *elements_per_example(in.dims)), 4), precision);
-    const auto dy = bf16_exact(random_vector(static_cast<std::size_t>(pc.batch * *elements_per_example(s.output_info[0].dims)), 5), precision);
+    const auto x =
+        bf16_exact(random_vector(static_cast<std::size_t>(pc.batch * *elements_per_example(in.dims)), 4), precision);
+    const auto dy = bf16_exact(
+        random_vector(static_cast<std::size_t>(pc.batch * *elements_per_example(s.output_info[0].dims)), 5), precision);
     const auto [y, dx] = pool_ref(s, in, pc.batch, x, dy);
     CHECK(rel_l2(h.forward(x), y) < tol);
     CHECK(rel_l2(h.backward(dy), dx) < tol);
@@ -146,8 +157,10 @@ TEST_CASE("pooling an RGB image input runs oneDNN's JIT pooling, not its referen
     }
     const auto& s = model.nodes[0];
     const ValueInfo& in = model.value(s.inputs[0]);
-    const auto x = bf16_exact(random_vector(static_cast<std::size_t>(2 * *elements_per_example(in.dims)), 6), precision);
-    const auto dy = bf16_exact(random_vector(static_cast<std::size_t>(2 * *elements_per_example(s.output_info[0].dims)), 7), precision);
+    const auto x =
+        bf16_exact(random_vector(static_cast<std::size_t>(2 * *elements_per_example(in.dims)), 6), precision);
+    const auto dy = bf16_exact(
+        random_vector(static_cast<std::size_t>(2 * *elements_per_example(s.output_info[0].dims)), 7), precision);
     const auto [y, dx] = pool_ref(s, in, 2, x, dy);
     CHECK(rel_l2(h.forward(x), y) < tolerance(precision, 1e-6));
     CHECK(rel_l2(h.backward(dy), dx) < tolerance(precision, 1e-6));
@@ -160,9 +173,9 @@ struct DenseCase {
 };
 
 TEST_CASE("dense layer matches the reference loop, NHWC flattening included", "[nn_engine][layers]") {
-    const auto dc = GENERATE(DenseCase{3, 5, 7, 4, 3, false}, DenseCase{1, 6, 5, 9, 1, true},
-                             DenseCase{16, 3, 3, 10, 3, true}, DenseCase{7, 1, 1, 5, 3, false},
-                             DenseCase{2, 3, 5, 6, 3, true, false});
+    const auto dc =
+        GENERATE(DenseCase{3, 5, 7, 4, 3, false}, DenseCase{1, 6, 5, 9, 1, true}, DenseCase{16, 3, 3, 10, 3, true},
+                 DenseCase{7, 1, 1, 5, 3, false}, DenseCase{2, 3, 5, 6, 3, true, false});
     const auto precision = GENERATE(from_range(test_precisions("layers")));
     const double tol = tolerance(precision, 1e-5);
     CAPTURE(to_string(precision), dc.c, dc.h, dc.w, dc.units, dc.batch, dc.relu, dc.bias);
@@ -173,7 +186,8 @@ TEST_CASE("dense layer matches the reference loop, NHWC flattening included", "[
     const ValueInfo& in = model.value(s.inputs[0]);
     LayerHarness h(model, 0, dc.relu ? 2 : 1, dc.batch, precision);
     h.set_params(bf16_exact(random_vector(h.params.size(), 6), precision));
-    const auto x = bf16_exact(random_vector(static_cast<std::size_t>(dc.batch * *elements_per_example(in.dims)), 7), precision);
+    const auto x =
+        bf16_exact(random_vector(static_cast<std::size_t>(dc.batch * *elements_per_example(in.dims)), 7), precision);
     const auto dy = bf16_exact(random_vector(static_cast<std::size_t>(dc.batch * dc.units), 8), precision);
     const auto ref = dense_ref(s, in, dc.batch, x, h.params, dy, dc.relu);
     CHECK(rel_l2(h.forward(x), ref.y) < tol);
@@ -187,7 +201,8 @@ TEST_CASE("dense layer after a conv: a flat input and an image input", "[nn_engi
     // A dense layer fed by a dense layer sees flat {N, C} input.
     const auto precision = GENERATE(from_range(test_precisions("layers")));
     const double tol = tolerance(precision, 1e-5);
-    const auto model = model_from(json::array({{{"kind", "dense"}, {"units", 6}}, {{"kind", "dense"}, {"units", 4}}}), 2, 3, 3);
+    const auto model =
+        model_from(json::array({{{"kind", "dense"}, {"units", 6}}, {{"kind", "dense"}, {"units", 4}}}), 2, 3, 3);
     const auto& s = model.nodes[1];
     const ValueInfo& in = model.value(s.inputs[0]);
     REQUIRE(in.rank() == 2);

@@ -99,7 +99,8 @@ TEST_CASE("lifetimes: zoo networks with freed buffers poisoned", "[nn_engine][bu
 }
 
 TEST_CASE("lifetimes: convolutions, pools, batch norm, activations, in place", "[nn_engine][buffer_plan][lifetimes]") {
-    // conv -> bn -> relu (fused) -> conv -> bn; + shortcut, relu (fused add + relu); tanh, sigmoid, elu, gelu after unfused convs; max and avg pools; dropout.
+    // conv -> bn -> relu (fused) -> conv -> bn; + shortcut, relu (fused add + relu); tanh, sigmoid, elu, gelu after
+    // unfused convs; max and avg pools; dropout.
     const json layers = {{{"kind", "conv2d"}, {"name", "c0"}, {"filters", 4}, {"kernel", 3}, {"padding", "same"}},
                          {{"kind", "batch_norm"}, {"name", "b0"}},
                          {{"kind", "relu"}, {"name", "r0"}},
@@ -121,7 +122,8 @@ TEST_CASE("lifetimes: convolutions, pools, batch norm, activations, in place", "
     CHECK(use.planned_bytes < use.unplanned_bytes);
 }
 
-TEST_CASE("lifetimes: attention, layer norm, binary kinds with broadcasting, views", "[nn_engine][buffer_plan][lifetimes]") {
+TEST_CASE("lifetimes: attention, layer norm, binary kinds with broadcasting, views",
+          "[nn_engine][buffer_plan][lifetimes]") {
     // x: N x 4 x 6. q, k = x Wq, x Wk; p = softmax(q k^T) (in place over the scores);
     // o = p x; h = layer_norm(o + x); broadcasting sub, mul, div by parameters; split,
     // concat, reshape and transpose views; a sub of equal shapes (its first input's gradient
@@ -209,8 +211,13 @@ TEST_CASE("lifetimes: an add's output gradient is handed on to its inputs' in on
 
 TEST_CASE("lifetimes: an LSTM and an undeclared kind keep working", "[nn_engine][buffer_plan][lifetimes]") {
     const json layers = {{{"kind", "dense"}, {"name", "in"}, {"units", 4}},
-                         {{"kind", "lstm"}, {"name", "rnn"}, {"hidden", 6}, {"direction", "forward"},
-                          {"batch_first", true}, {"layout", "pytorch"}, {"bias", true}},
+                         {{"kind", "lstm"},
+                          {"name", "rnn"},
+                          {"hidden", 6},
+                          {"direction", "forward"},
+                          {"batch_first", true},
+                          {"layout", "pytorch"},
+                          {"bias", true}},
                          {{"kind", "sigmoid"}, {"name", "act"}}};
     check_poisoned(graph_model(layers, {5, 3}), 3);
 }

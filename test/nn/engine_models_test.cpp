@@ -11,10 +11,10 @@
 
 #include "test/nn/engine_test_util.h"
 #include "test/nn/mnist_deep_reference.h"
-#include "workerd/parameter_set.h"
 #include "workerd/nn/network.h"
 #include "workerd/nn/parameter_init.h"
 #include "workerd/nn/zoo.h"
+#include "workerd/parameter_set.h"
 
 namespace psrun::nn::test {
 namespace {
@@ -96,7 +96,7 @@ TEST_CASE("mnist_deep on the engine matches the naive reference", "[nn_engine][m
 
 // Ten classes, each a fixed random 28x28 pattern; an example is 0.6 * its pattern + 0.4 * noise.
 class SeparableData {
-public:
+  public:
     explicit SeparableData(std::uint64_t seed) : rng_(seed) {
         for (auto& p : prototypes_) {
             p.resize(784);
@@ -112,7 +112,7 @@ public:
         }
     }
 
-private:
+  private:
     psrun::Rng rng_;
     std::array<std::vector<float>, 10> prototypes_;
 };
@@ -147,7 +147,8 @@ TEST_CASE("plain SGD on the engine lowers the loss of zoo models", "[nn_engine][
     data.fill(n.input(), n.labels());
     n.forward(false);
     int correct = 0;
-    for (int b = 0; b < batch; ++b) correct += n.predictions()[static_cast<std::size_t>(b)] == n.labels()[static_cast<std::size_t>(b)];
+    for (int b = 0; b < batch; ++b)
+        correct += n.predictions()[static_cast<std::size_t>(b)] == n.labels()[static_cast<std::size_t>(b)];
     CHECK(correct >= batch * 9 / 10);
 }
 

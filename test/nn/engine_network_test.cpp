@@ -42,13 +42,18 @@ Built build(const ModelDescription& model, std::int64_t batch, std::uint64_t see
 std::vector<double> finite_differences(Built& b, std::uint64_t seed, const std::vector<float>& analytic) {
     std::vector<double> g(b.params.size());
     for (std::size_t i = 0; i < b.params.size(); ++i)
-        g[i] = central_difference(b.params[i], analytic[i], [&] { return static_cast<double>(b.net->forward(true, seed)); },
-                                  5e-4f);
+        g[i] = central_difference(
+            b.params[i], analytic[i], [&] { return static_cast<double>(b.net->forward(true, seed)); }, 5e-4f);
     return g;
 }
 
 const json kSmooth = json::array({
-    {{"kind", "conv2d"}, {"filters", 3}, {"kernel", 3}, {"stride", 2}, {"padding", "same"}, {"weight_init", "he_normal"},
+    {{"kind", "conv2d"},
+     {"filters", 3},
+     {"kernel", 3},
+     {"stride", 2},
+     {"padding", "same"},
+     {"weight_init", "he_normal"},
      {"bias_init", {{"kind", "uniform"}, {"limit", 0.2}}}},
     {{"kind", "tanh"}},
     {{"kind", "avg_pool"}, {"window", 2}, {"padding", "same"}},
@@ -155,7 +160,8 @@ TEST_CASE("a layer oneDNN cannot build is an error naming the layer and its shap
     std::vector<float> params(static_cast<std::size_t>(model.parameter_count)), grads(params.size());
     auto net = Network::create(model, NetworkOptions{2, Precision::kF32, false}, params, grads);
     REQUIRE_FALSE(net);
-    CHECK_THAT(net.error().message, Catch::StartsWith("layer 2 (max_pool \"max_pool1\"): input N x 4 x 9 x 7, output N x 4 x 5 x 4"));
+    CHECK_THAT(net.error().message,
+               Catch::StartsWith("layer 2 (max_pool \"max_pool1\"): input N x 4 x 9 x 7, output N x 4 x 5 x 4"));
 
     params.push_back(0.0f);
     auto wrong = Network::create(model_from(kRelu, 2, 9, 7), NetworkOptions{2, Precision::kF32, false}, params, grads);
@@ -164,12 +170,17 @@ TEST_CASE("a layer oneDNN cannot build is an error naming the layer and its shap
 }
 
 TEST_CASE("initialize_parameters follows the initializers", "[nn_engine][init]") {
-    const auto model = model_from(json::array({
-        {{"kind", "conv2d"}, {"filters", 8}, {"kernel", 3}, {"weight_init", "he_normal"},
-         {"bias_init", {{"kind", "constant"}, {"value", 0.25}}}},
-        {{"kind", "dense"}, {"units", 50}, {"weight_init", {{"kind", "truncated_normal"}, {"stddev", 0.1}}}},
-        {{"kind", "dense"}, {"units", 3}, {"weight_init", {{"kind", "uniform"}, {"limit", 0.05}}}},
-    }), 4, 9, 9);
+    const auto model = model_from(
+        json::array({
+            {{"kind", "conv2d"},
+             {"filters", 8},
+             {"kernel", 3},
+             {"weight_init", "he_normal"},
+             {"bias_init", {{"kind", "constant"}, {"value", 0.25}}}},
+            {{"kind", "dense"}, {"units", 50}, {"weight_init", {{"kind", "truncated_normal"}, {"stddev", 0.1}}}},
+            {{"kind", "dense"}, {"units", 3}, {"weight_init", {{"kind", "uniform"}, {"limit", 0.05}}}},
+        }),
+        4, 9, 9);
     std::vector<float> p(static_cast<std::size_t>(model.parameter_count)), q(p.size());
     initialize_parameters(model, 9, p);
     initialize_parameters(model, 9, q);
@@ -188,21 +199,25 @@ TEST_CASE("initialize_parameters follows the initializers", "[nn_engine][init]")
         REQUIRE(std::fabs(p[at(2) + i]) <= 0.2f + 1e-6f);
         sum2 += double(p[at(2) + i]) * p[at(2) + i];
     }
-    CHECK(std::sqrt(sum2 / static_cast<double>(size(2))) == Approx(0.088).margin(0.006));  // truncation shrinks the stddev
+    CHECK(std::sqrt(sum2 / static_cast<double>(size(2))) ==
+          Approx(0.088).margin(0.006));  // truncation shrinks the stddev
     for (std::size_t i = 0; i < size(3); ++i) CHECK(p[at(3) + i] == 0.0f);
     for (std::size_t i = 0; i < size(4); ++i) CHECK(std::fabs(p[at(4) + i]) <= 0.05f);
     // fc2's bias has the default zeros; glorot_uniform (the default weights) has the limit
     // sqrt(6 / (fan_in + fan_out)): fc1's 50 x 324 would allow 0.126.
     for (std::size_t i = 0; i < size(5); ++i) CHECK(p[at(5) + i] == 0.0f);
-    const auto other = parse_model({{"input", {{"channels", 4}, {"height", 9}, {"width", 9}}}, {"classes", 3},
-                                    {"layers", {{{"kind", "dense"}, {"units", 50}}, {{"kind", "dense"}, {"units", 3}}}}},
-                                   "glorot");
+    const auto other =
+        parse_model({{"input", {{"channels", 4}, {"height", 9}, {"width", 9}}},
+                     {"classes", 3},
+                     {"layers", {{{"kind", "dense"}, {"units", 50}}, {{"kind", "dense"}, {"units", 3}}}}},
+                    "glorot");
     REQUIRE(other);
     std::vector<float> g(static_cast<std::size_t>(other->parameter_count));
     initialize_parameters(*other, 9, g);
     const double limit = std::sqrt(6.0 / (324.0 + 50.0));
     double largest = 0;
-    for (std::int64_t i = 0; i < other->tensors[0].size; ++i) largest = std::max(largest, double(std::fabs(g[static_cast<std::size_t>(i)])));
+    for (std::int64_t i = 0; i < other->tensors[0].size; ++i)
+        largest = std::max(largest, double(std::fabs(g[static_cast<std::size_t>(i)])));
     CHECK(largest <= limit);
     CHECK(largest > 0.9 * limit);
 }

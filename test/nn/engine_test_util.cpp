@@ -117,7 +117,8 @@ ModelDescription graph_model(nlohmann::json layers, const std::vector<std::int64
                        {"loss", {{"kind", "mean_squared_error"}, {"reduction", "sum"}}}};
     auto model = parse_model(doc, "test");
     // An output other than [N, K] fails the loss's check (or passes it as [N, K] already).
-    if (!model || !(model->value(model->output).rank() == 2 && model->value(model->output).dims[0] == Dim::batch_times(1))) {
+    if (!model ||
+        !(model->value(model->output).rank() == 2 && model->value(model->output).dims[0] == Dim::batch_times(1))) {
         auto flat = doc;
         flat["layers"].push_back({{"kind", "flatten"}, {"name", "test_flatten"}, {"axis", 1}});
         if (auto flattened = parse_model(flat, "test")) model = std::move(flattened);
@@ -127,8 +128,8 @@ ModelDescription graph_model(nlohmann::json layers, const std::vector<std::int64
     return *model;
 }
 
-LayerHarness::LayerHarness(const ModelDescription& model, int first, int count, std::int64_t batch,
-                           Precision precision, bool hand_kernels) {
+LayerHarness::LayerHarness(const ModelDescription& model, int first, int count, std::int64_t batch, Precision precision,
+                           bool hand_kernels) {
     const auto canonical = canonical_architecture(model);
     const Node& head = model.nodes[static_cast<std::size_t>(first)];
     nlohmann::json layers = nlohmann::json::array();
@@ -174,7 +175,8 @@ void check_gradients(const ModelDescription& model, std::int64_t batch, std::uin
     std::vector<std::int32_t> ids;
     if (ints) {
         psrun::Rng rng(seed + 1);
-        for (std::size_t i = 0; i < input_size; ++i) ids.push_back(static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(vocabulary))));
+        for (std::size_t i = 0; i < input_size; ++i)
+            ids.push_back(static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(vocabulary))));
     }
     const auto r = random_vector(static_cast<std::size_t>(batch * model.classes), seed + 2);
     const Run analytic = run(model, batch, Precision::kF32, params, x, ids, r);
@@ -200,7 +202,8 @@ void check_gradients(const ModelDescription& model, std::int64_t batch, std::uin
     const auto coords = sample(input_size, samples, seed + 4);
     std::vector<double> numeric;
     for (const auto c : coords)
-        numeric.push_back(central_difference((*net)->input()[c], analytic.input_grad[c], [&] { return objective(**net, r); }));
+        numeric.push_back(
+            central_difference((*net)->input()[c], analytic.input_grad[c], [&] { return objective(**net, r); }));
     compare("the input", numeric, analytic.input_grad, coords, tolerance, outliers);
 }
 
@@ -218,7 +221,8 @@ void check_bf16_against_f32(const ModelDescription& model, std::int64_t batch, s
     std::vector<std::int32_t> ids;
     if (ints) {
         psrun::Rng rng(seed + 1);
-        for (std::size_t i = 0; i < input_size; ++i) ids.push_back(static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(vocabulary))));
+        for (std::size_t i = 0; i < input_size; ++i)
+            ids.push_back(static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(vocabulary))));
     }
     const auto r = random_vector(static_cast<std::size_t>(batch * model.classes), seed + 2);
     const Run f32 = run(model, batch, Precision::kF32, params, x, ids, r);
@@ -257,7 +261,8 @@ std::vector<float> bf16_exact(std::vector<float> v, Precision precision) {
 
 std::vector<float> tensor_slice(const std::vector<float>& all, const TensorDef* t) {
     if (t == nullptr) return {};
-    return {all.begin() + static_cast<std::ptrdiff_t>(t->offset), all.begin() + static_cast<std::ptrdiff_t>(t->offset + t->size)};
+    return {all.begin() + static_cast<std::ptrdiff_t>(t->offset),
+            all.begin() + static_cast<std::ptrdiff_t>(t->offset + t->size)};
 }
 
 }  // namespace psrun::nn::test

@@ -15,9 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/rng.h"
 #include "workerd/nn/model_description.h"
 #include "workerd/nn/network.h"
-#include "common/rng.h"
 
 namespace psrun::nn::test {
 
@@ -41,8 +41,7 @@ inline ModelDescription model_from(nlohmann::json layers, int c, int h, int w, i
 // A description of `layers` on an input of `shape` (the dims after N) and `type`, its output
 // the last layer's flattened to [N, K] (a flatten layer appended when needed), loss mean
 // squared error: for tests of any kind on any shape.
-ModelDescription graph_model(nlohmann::json layers, const std::vector<std::int64_t>& shape,
-                             const char* type = "float");
+ModelDescription graph_model(nlohmann::json layers, const std::vector<std::int64_t>& shape, const char* type = "float");
 
 inline std::vector<float> random_vector(std::size_t n, std::uint64_t seed, double scale = 1.0) {
     psrun::Rng rng(seed);
@@ -78,7 +77,7 @@ std::vector<float> tensor_slice(const std::vector<float>& all, const TensorDef* 
 // Layers [first, first + count) of `model` as a Network of their own, on plain host buffers:
 // the input the first one reads, the output of the last one (plain, row-major), and gradients.
 class LayerHarness {
-public:
+  public:
     LayerHarness(const ModelDescription& model, int first, int count, std::int64_t batch,
                  Precision precision = Precision::kF32, bool hand_kernels = false);
     // Copies `src` (plain) in, runs forward, returns the output as plain f32.
@@ -95,7 +94,7 @@ public:
     }
     std::vector<float> params, grads;  // these layers' tensors only
 
-private:
+  private:
     ModelDescription model_;
     std::unique_ptr<Network> net_;
 };
@@ -105,8 +104,7 @@ private:
 // alone is at the mercy of the draw: too coarse for curvature (gelu: 6% off on a small
 // gradient), too fine for f32 round-off, across a relu kink by chance. A wrong gradient is off
 // in all three.
-double central_difference(float& value, double analytic, const std::function<double()>& objective,
-                          float step = 1e-2f);
+double central_difference(float& value, double analytic, const std::function<double()>& objective, float step = 1e-2f);
 
 // Checks the gradients of L = sum(outputs * R) (R random) of `model` at `batch`: every
 // trainable tensor's and the input's (float inputs) against central differences

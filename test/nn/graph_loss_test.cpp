@@ -132,7 +132,8 @@ TEST_CASE("graph loss: the engine trains the graph's scalar; labels feed the lab
         for (int c = 0; c < 3; ++c) {
             z[static_cast<std::size_t>(c)] = params[static_cast<std::size_t>(b.offset + c)];
             for (int k = 0; k < 4; ++k)
-                z[static_cast<std::size_t>(c)] += params[static_cast<std::size_t>(w.offset + c * 4 + k)] * x[static_cast<std::size_t>(i * 4 + k)];
+                z[static_cast<std::size_t>(c)] +=
+                    params[static_cast<std::size_t>(w.offset + c * 4 + k)] * x[static_cast<std::size_t>(i * 4 + k)];
         }
         double mx = std::max({z[0], z[1], z[2]}), sum = 0;
         for (double v : z) sum += std::exp(v - mx);
@@ -149,8 +150,10 @@ TEST_CASE("graph loss: the engine trains the graph's scalar; labels feed the lab
         }
     }
     CHECK(loss == Approx(ce + 0.5 * mse).epsilon(1e-5));
-    for (std::size_t c = 0; c < 3; ++c) CHECK(grads[static_cast<std::size_t>(b.offset) + c] == Approx(db[c]).margin(1e-6));
-    for (std::size_t j = 0; j < 2; ++j) CHECK(grads[static_cast<std::size_t>(rb.offset) + j] == Approx(drb[j]).margin(1e-6));
+    for (std::size_t c = 0; c < 3; ++c)
+        CHECK(grads[static_cast<std::size_t>(b.offset) + c] == Approx(db[c]).margin(1e-6));
+    for (std::size_t j = 0; j < 2; ++j)
+        CHECK(grads[static_cast<std::size_t>(rb.offset) + j] == Approx(drb[j]).margin(1e-6));
 
     // Forward only: the loss again, predictions and probabilities from the head.
     CHECK(network.forward(false) == Approx(loss).epsilon(1e-6));
@@ -269,8 +272,9 @@ TEST_CASE("graph loss heads: what does not fit is named, with the field", "[grap
     auto with = [](json heads) { return two_heads({{"kind", "graph"}, {"heads", heads}}); };
     CHECK_THAT(parse_error(with(json::array({head("nope", "sigmoid", "tags")}))),
                Contains("model F: loss: field \"heads\": heads[0]: \"output\" \"nope\" is not a value of the model"));
-    CHECK_THAT(parse_error(with(json::array({head("logits", "softmax", "y"), head("tag_logits", "sigmoid", "missing")}))),
-               Contains("heads[1]: \"targets\" \"missing\" is not one of the model's inputs"));
+    CHECK_THAT(
+        parse_error(with(json::array({head("logits", "softmax", "y"), head("tag_logits", "sigmoid", "missing")}))),
+        Contains("heads[1]: \"targets\" \"missing\" is not one of the model's inputs"));
     CHECK_THAT(parse_error(with(json::array({head("logits", "softmax", "x")}))), Contains("is the primary input"));
     CHECK_THAT(parse_error(with(json::array({head("logits", "softmax", "tags")}))),
                Contains("a softmax head's targets are int class labels"));
@@ -285,8 +289,9 @@ TEST_CASE("graph loss heads: what does not fit is named, with the field", "[grap
                Contains("heads[0]: field \"kind\""));
     CHECK_THAT(parse_error(with(json::array({{{"output", "logits"}, {"kind", "softmax"}}}))),
                Contains("heads[0]: field \"targets\": missing"));
-    CHECK_THAT(parse_error(with(json::array({{{"output", "logits"}, {"kind", "softmax"}, {"targets", "y"}, {"w", 1}}}))),
-               Contains("heads[0]"));
+    CHECK_THAT(
+        parse_error(with(json::array({{{"output", "logits"}, {"kind", "softmax"}, {"targets", "y"}, {"w", 1}}}))),
+        Contains("heads[0]"));
     // Heads belong to a graph loss.
     json builtin = classifier();
     builtin["loss"] = {{"kind", "softmax_cross_entropy"}, {"heads", json::array({head("logits", "softmax", "y")})}};
@@ -334,8 +339,10 @@ TEST_CASE("graph loss heads: the engine gives every head's scores", "[graph_loss
         auto h = dense("trunk", xi, 5);
         for (auto& v : h) v = std::tanh(v);
         const auto z = dense("logits", h, 3), g = dense("tag_logits", h, 2);
-        for (std::size_t c = 0; c < 3; ++c) CHECK(scores[static_cast<std::size_t>(i * 3) + c] == Approx(z[c]).margin(1e-5));
-        for (std::size_t c = 0; c < 2; ++c) CHECK(tag_scores[static_cast<std::size_t>(i * 2) + c] == Approx(g[c]).margin(1e-5));
+        for (std::size_t c = 0; c < 3; ++c)
+            CHECK(scores[static_cast<std::size_t>(i * 3) + c] == Approx(z[c]).margin(1e-5));
+        for (std::size_t c = 0; c < 2; ++c)
+            CHECK(tag_scores[static_cast<std::size_t>(i * 2) + c] == Approx(g[c]).margin(1e-5));
         const double mx = std::max({z[0], z[1], z[2]});
         double sum = 0;
         for (double v : z) sum += std::exp(v - mx);

@@ -74,10 +74,22 @@ TEST_CASE("softmax cross-entropy with label smoothing matches torch and the defi
         std::vector<double> grad;  // the first example's row
     };
     const Case cases[] = {
-        {0.0, LossReduction::kMean, 2.024901669141346, {-0.0966333590379419, 0.01178459780291629, 0.05281490317165991, 0.032033858063365735}},
-        {0.1, LossReduction::kMean, 2.0057350024746796, {-0.07163335903794185, 0.00345126446958296, 0.044481569838326594, 0.023700524730032414}},
-        {0.1, LossReduction::kSum, 6.017205007424039, {-0.21490007711382575, 0.010353793408748868, 0.13344470951497975, 0.07110157419009722}},
-        {0.25, LossReduction::kMean, 1.9769850024746793, {-0.034133359037941936, -0.009048735530417046, 0.03198156983832657, 0.011200524730032397}},
+        {0.0,
+         LossReduction::kMean,
+         2.024901669141346,
+         {-0.0966333590379419, 0.01178459780291629, 0.05281490317165991, 0.032033858063365735}},
+        {0.1,
+         LossReduction::kMean,
+         2.0057350024746796,
+         {-0.07163335903794185, 0.00345126446958296, 0.044481569838326594, 0.023700524730032414}},
+        {0.1,
+         LossReduction::kSum,
+         6.017205007424039,
+         {-0.21490007711382575, 0.010353793408748868, 0.13344470951497975, 0.07110157419009722}},
+        {0.25,
+         LossReduction::kMean,
+         1.9769850024746793,
+         {-0.034133359037941936, -0.009048735530417046, 0.03198156983832657, 0.011200524730032397}},
     };
     for (const auto& c : cases) {
         CAPTURE(c.e, to_string(c.reduction));
@@ -103,9 +115,8 @@ TEST_CASE("label smoothing is refused for the other losses and outside [0, 1)", 
 }
 
 ModelDescription dense_model(const char* loss) {
-    nlohmann::json doc{{"input", {{"shape", {5}}}},
-                       {"layers", {{{"kind", "dense"}, {"units", 3}}}},
-                       {"loss", {{"kind", loss}}}};
+    nlohmann::json doc{
+        {"input", {{"shape", {5}}}}, {"layers", {{{"kind", "dense"}, {"units", 3}}}}, {"loss", {{"kind", loss}}}};
     doc[std::string(loss) == "softmax_cross_entropy" ? "classes" : "targets"] = 3;
     auto model = parse_model(doc, "test");
     INFO((model ? std::string() : model.error().message));

@@ -13,9 +13,9 @@ namespace psrun::worker::test {
 
 // Layer sizes of the mnist_deep layout; the defaults are the real model.
 struct ModelShape {
-    int height = 28;         // divisible by 4
-    int width = 28;          // divisible by 4
-    int kernel = 5;          // odd (SAME padding)
+    int height = 28;  // divisible by 4
+    int width = 28;   // divisible by 4
+    int kernel = 5;   // odd (SAME padding)
     int conv1_channels = 32;
     int conv2_channels = 64;
     int fc1_units = 1024;
@@ -34,8 +34,8 @@ struct Reference {
 // Forward and backward of the model without dropout (keep_prob 1).
 inline Reference reference_pass(const ModelShape& s, int n, const std::vector<float>& x,
                                 const std::vector<std::int32_t>& labels, const ParameterSet& p) {
-    const int h = s.height, w = s.width, k = s.kernel, pad = k / 2, c1 = s.conv1_channels,
-              c2 = s.conv2_channels, f = s.fc1_units, z = s.classes, fin = s.flat_features();
+    const int h = s.height, w = s.width, k = s.kernel, pad = k / 2, c1 = s.conv1_channels, c2 = s.conv2_channels,
+              f = s.fc1_units, z = s.classes, fin = s.flat_features();
     auto P = [&](int t) { return p.tensor(static_cast<std::size_t>(t)); };
     // conv SAME + bias + ReLU: in [n][ci][hh][ww], wt [co][ci][k][k].
     auto conv = [&](const std::vector<double>& in, int ci, int co, int hh, int ww, int wt, int bt) {
@@ -50,8 +50,8 @@ inline Reference reference_pass(const ModelShape& s, int n, const std::vector<fl
                                 for (int kj = 0; kj < k; ++kj) {
                                     const int y = i + ki - pad, xx = j + kj - pad;
                                     if (y < 0 || y >= hh || xx < 0 || xx >= ww) continue;
-                                    acc += in[((b * ci + c) * hh + y) * ww + xx] *
-                                           P(wt)[((o * ci + c) * k + ki) * k + kj];
+                                    acc +=
+                                        in[((b * ci + c) * hh + y) * ww + xx] * P(wt)[((o * ci + c) * k + ki) * k + kj];
                                 }
                         out[((b * co + o) * hh + i) * ww + j] = acc > 0 ? acc : 0;
                     }
@@ -111,8 +111,7 @@ inline Reference reference_pass(const ModelShape& s, int n, const std::vector<fl
         for (int j = 0; j < z; ++j) mx = std::max(mx, r.logits[b * z + j]);
         for (int j = 0; j < z; ++j) sum += std::exp(r.logits[b * z + j] - mx);
         r.loss += (std::log(sum) - (r.logits[b * z + labels[b]] - mx)) / n;
-        for (int j = 0; j < z; ++j)
-            dl[b * z + j] = (std::exp(r.logits[b * z + j] - mx) / sum - (j == labels[b])) / n;
+        for (int j = 0; j < z; ++j) dl[b * z + j] = (std::exp(r.logits[b * z + j] - mx) / sum - (j == labels[b])) / n;
     }
     r.grads.resize(p.tensors().size());
     for (std::size_t t = 0; t < p.tensors().size(); ++t) r.grads[t].assign(p.tensor(t).size(), 0.0);
@@ -135,17 +134,14 @@ inline Reference reference_pass(const ModelShape& s, int n, const std::vector<fl
             }
         }
     // Unflatten, route through the max-pools and ReLUs, accumulate conv gradients.
-    std::vector<double> dconv2(r.conv2.size(), 0), dpool1(r.pool1.size(), 0),
-        dconv1(r.conv1.size(), 0);
+    std::vector<double> dconv2(r.conv2.size(), 0), dpool1(r.pool1.size(), 0), dconv1(r.conv1.size(), 0);
     for (int b = 0; b < n; ++b)
         for (int c = 0; c < c2; ++c)
             for (int i = 0; i < h4; ++i)
                 for (int j = 0; j < w4; ++j)
-                    dconv2[arg2[((b * c2 + c) * h4 + i) * w4 + j]] +=
-                        dflat[b * fin + (i * w4 + j) * c2 + c];
-    auto conv_back = [&](const std::vector<double>& in, const std::vector<double>& out,
-                         std::vector<double>& dout, std::vector<double>* din, int ci, int co,
-                         int hh, int ww, int wt) {
+                    dconv2[arg2[((b * c2 + c) * h4 + i) * w4 + j]] += dflat[b * fin + (i * w4 + j) * c2 + c];
+    auto conv_back = [&](const std::vector<double>& in, const std::vector<double>& out, std::vector<double>& dout,
+                         std::vector<double>* din, int ci, int co, int hh, int ww, int wt) {
         for (std::size_t i = 0; i < dout.size(); ++i) dout[i] = out[i] > 0 ? dout[i] : 0;
         for (int b = 0; b < n; ++b)
             for (int o = 0; o < co; ++o)

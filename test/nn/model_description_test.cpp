@@ -24,7 +24,8 @@ namespace {
 
 // A model with `layers` on a C x H x W input, ending in dense 10 unless the layers already do.
 json model_with(json layers, int c = 1, int h = 7, int w = 7) {
-    if (layers.empty() || layers.back().value("kind", "") != "dense") layers.push_back({{"kind", "dense"}, {"units", 10}});
+    if (layers.empty() || layers.back().value("kind", "") != "dense")
+        layers.push_back({{"kind", "dense"}, {"units", 10}});
     return {{"input", {{"channels", c}, {"height", h}, {"width", w}}}, {"classes", 10}, {"layers", layers}};
 }
 
@@ -32,11 +33,13 @@ json model_with(json layers, int c = 1, int h = 7, int w = 7) {
 
 TEST_CASE("same padding: out = ceil(in/stride), TF's split with the extra at the end") {
     // 7x7, kernel 3 stride 2: out 4, total pad (4-1)*2+3-7 = 2 -> 1 and 1
-    auto m = parse_ok(model_with({{{"kind", "conv2d"}, {"filters", 4}, {"kernel", 3}, {"stride", 2}, {"padding", "same"}}}));
+    auto m =
+        parse_ok(model_with({{{"kind", "conv2d"}, {"filters", 4}, {"kernel", 3}, {"stride", 2}, {"padding", "same"}}}));
     CHECK(out_shape(m.nodes[0]) == ActivationShape{4, 4, 4, false});
     CHECK(pads_of(m, 0) == Pads{1, 1, 1, 1});
     // 7x7, kernel [4, 2] stride [2, 3]: rows out 4, pad (3*2+4-7)=3 -> 1/2; cols out 3, pad (2*3+2-7)=1 -> 0/1
-    m = parse_ok(model_with({{{"kind", "conv2d"}, {"filters", 2}, {"kernel", {4, 2}}, {"stride", {2, 3}}, {"padding", "same"}}}));
+    m = parse_ok(model_with(
+        {{{"kind", "conv2d"}, {"filters", 2}, {"kernel", {4, 2}}, {"stride", {2, 3}}, {"padding", "same"}}}));
     CHECK(out_shape(m.nodes[0]) == ActivationShape{2, 4, 3, false});
     CHECK(pads_of(m, 0) == Pads{1, 2, 0, 1});
     // max_pool 2/2 same on 5x5 (odd): out 3, pad 1 at the end only
@@ -60,8 +63,10 @@ TEST_CASE("valid padding: out = ceil((in-k+1)/stride), no pads") {
 }
 
 TEST_CASE("dense flattens an image; defaults; dropout rate; default names") {
-    auto m = parse_ok(model_with({{{"kind", "conv2d"}, {"filters", 3}, {"kernel", 1}}, {{"kind", "relu"}},
-                                  {{"kind", "dropout"}, {"rate", 0.25}}, {{"kind", "dense"}, {"units", 6}},
+    auto m = parse_ok(model_with({{{"kind", "conv2d"}, {"filters", 3}, {"kernel", 1}},
+                                  {{"kind", "relu"}},
+                                  {{"kind", "dropout"}, {"rate", 0.25}},
+                                  {{"kind", "dense"}, {"units", 6}},
                                   {{"kind", "dense"}, {"units", 10}, {"bias", false}}},
                                  2, 5, 3));
     CHECK(m.nodes[0].name == "conv2d1");
@@ -79,8 +84,14 @@ TEST_CASE("dense flattens an image; defaults; dropout rate; default names") {
 
 TEST_CASE("the architecture hash: canonical, blind to metadata and recipe, not to names") {
     json a = model_with({{{"kind", "conv2d"}, {"filters", 3}, {"kernel", 3}}});
-    json b = model_with({{{"kind", "conv2d"}, {"filters", 3}, {"kernel", {3, 3}}, {"stride", 1}, {"padding", "valid"},
-                          {"bias", true}, {"weight_init", "glorot_uniform"}, {"bias_init", {{"kind", "zeros"}}}}});
+    json b = model_with({{{"kind", "conv2d"},
+                          {"filters", 3},
+                          {"kernel", {3, 3}},
+                          {"stride", 1},
+                          {"padding", "valid"},
+                          {"bias", true},
+                          {"weight_init", "glorot_uniform"},
+                          {"bias_init", {{"kind", "zeros"}}}}});
     b["description"] = "same thing, spelled out";
     b["recipe"] = {{"optimizer", "sgd"}, {"learning_rate", 0.1}};
     const auto hash = architecture_hash(parse_ok(a));
@@ -110,8 +121,8 @@ TEST_CASE("recipe fields, and bad ones") {
 
 TEST_CASE("recipe optimizer hyperparameters, weight decay and label smoothing: read, written back, checked") {
     json doc = model_with({});
-    doc["recipe"] = {{"optimizer", "adamw"}, {"beta1", 0.9},          {"beta2", 0.95},
-                     {"epsilon", 1e-6},      {"weight_decay", 0.1},   {"label_smoothing", 0.1}};
+    doc["recipe"] = {{"optimizer", "adamw"}, {"beta1", 0.9},        {"beta2", 0.95},
+                     {"epsilon", 1e-6},      {"weight_decay", 0.1}, {"label_smoothing", 0.1}};
     const auto m = parse_ok(doc);
     REQUIRE(m.recipe);
     CHECK(m.recipe->beta2 == 0.95);
@@ -192,7 +203,8 @@ TEST_CASE("error: a pool on a 1x1 input") {
 TEST_CASE("error: a kernel larger than a valid input; a conv after a dense layer") {
     CHECK_THAT(parse_error(model_with({{{"kind", "conv2d"}, {"filters", 1}, {"kernel", 5}}}, 1, 4, 9)),
                Contains("layer 0 (conv2d): kernel 5x5 with padding valid on a 4x9 input"));
-    CHECK_THAT(parse_error(model_with({{{"kind", "dense"}, {"units", 4}}, {{"kind", "conv2d"}, {"filters", 1}, {"kernel", 1}}})),
+    CHECK_THAT(parse_error(model_with(
+                   {{{"kind", "dense"}, {"units", 4}}, {{"kind", "conv2d"}, {"filters", 1}, {"kernel", 1}}})),
                Contains("layer 1 (conv2d): expects an image N x C x H x W input, got N x 4 flat features"));
 }
 
@@ -216,8 +228,8 @@ TEST_CASE("error: bad initializers") {
                Contains("layer 0 (dense): field \"weight_init\": unknown initializer \"xavier\""));
     CHECK_THAT(parse_error(model_with({{{"kind", "dense"}, {"units", 10}, {"weight_init", "truncated_normal"}}})),
                Contains("initializer truncated_normal needs \"stddev\""));
-    CHECK_THAT(parse_error(model_with({{{"kind", "dense"}, {"units", 10},
-                                        {"weight_init", {{"kind", "normal"}, {"stddev", -1}}}}})),
+    CHECK_THAT(parse_error(model_with(
+                   {{{"kind", "dense"}, {"units", 10}, {"weight_init", {{"kind", "normal"}, {"stddev", -1}}}}})),
                Contains("field \"stddev\": expected a positive number, got -1"));
     CHECK_THAT(parse_error(model_with({{{"kind", "dense"}, {"units", 10}, {"bias", false}, {"bias_init", "zeros"}}})),
                Contains("field \"bias_init\": given but \"bias\" is false"));
@@ -248,8 +260,9 @@ TEST_CASE("error: absurd sizes are refused, not overflowed") {
     CHECK_THAT(parse_error(model_with({}, 65536, 65536, 65536)), Contains("more than 2^31-1 elements"));
     CHECK_THAT(parse_error(model_with({{{"kind", "conv2d"}, {"filters", 2147483647}, {"kernel", 1}}}, 1, 2, 2)),
                Contains("layer 0 (conv2d): the output would have more than 2^31-1 elements"));
-    CHECK_THAT(parse_error(model_with({{{"kind", "dense"}, {"units", 100000}}, {{"kind", "dense"}, {"units", 100000}}})),
-               Contains("tensor dense2/w would have more than 2^31-1 elements"));
+    CHECK_THAT(
+        parse_error(model_with({{{"kind", "dense"}, {"units", 100000}}, {{"kind", "dense"}, {"units", 100000}}})),
+        Contains("tensor dense2/w would have more than 2^31-1 elements"));
     CHECK_THAT(parse_error(model_with({{{"kind", "conv2d"}, {"filters", 1}, {"kernel", 1e300}}})),
                Contains("field \"kernel\": expected a positive integer or [height, width]"));
     json many = json::array();
@@ -261,7 +274,9 @@ TEST_CASE("error: absurd sizes are refused, not overflowed") {
 // float constant's infinities to "inf"/"-inf", so its text form (checkpoints, exports) parses
 // back. Before, -inf was dumped as null and the checkpoint of a trained GPT could not be read.
 TEST_CASE("a float constant's infinities survive the description's text form") {
-    json layers = {{{"kind", "constant"}, {"name", "mask"}, {"shape", {2, 2}},
+    json layers = {{{"kind", "constant"},
+                    {"name", "mask"},
+                    {"shape", {2, 2}},
                     {"values", {0.0, -std::numeric_limits<double>::infinity(), 1.5, "inf"}}},
                    {{"kind", "add"}, {"inputs", {"input", "mask"}}},
                    {{"kind", "flatten"}, {"axis", 1}}};
@@ -282,6 +297,5 @@ TEST_CASE("a float constant's infinities survive the description's text form") {
     CHECK(constant_float(values[1]) < 0);
     json bad = doc;
     bad["layers"][0]["values"][1] = "nan";
-    CHECK_THAT(parse_error(bad),
-               Contains("expected numbers (or \"inf\", \"-inf\")"));
+    CHECK_THAT(parse_error(bad), Contains("expected numbers (or \"inf\", \"-inf\")"));
 }

@@ -103,9 +103,8 @@ TEST_CASE("inputs: a list of named inputs, the first primary, every one a value"
 }
 
 TEST_CASE("inputs: one input written as a list is the single-input model, same hash as format 1") {
-    json one = {{"input", {{"shape", {3}}, {"name", "x"}}},
-                {"classes", 3},
-                {"layers", {{{"kind", "dense"}, {"units", 3}}}}};
+    json one = {
+        {"input", {{"shape", {3}}, {"name", "x"}}}, {"classes", 3}, {"layers", {{{"kind", "dense"}, {"units", 3}}}}};
     json list = one;
     list.erase("input");
     list["inputs"] = {{{"name", "x"}, {"dims", {3}}, {"type", "float"}}};
@@ -130,7 +129,8 @@ TEST_CASE("inputs: errors name the input and say what to do") {
     doc["layers"][1]["inputs"] = {"metadata"};
     const std::string undeclared = parse_error(doc);
     CHECK_THAT(undeclared, Contains("layer 1 (dense \"fm\")"));
-    CHECK_THAT(undeclared, Contains("\"metadata\" is not a value defined before this layer (the inputs \"x\", \"meta\""));
+    CHECK_THAT(undeclared,
+               Contains("\"metadata\" is not a value defined before this layer (the inputs \"x\", \"meta\""));
 
     doc = two_inputs();
     doc["inputs"].push_back({{"name", "spare"}, {"dims", {2}}});

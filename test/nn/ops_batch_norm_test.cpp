@@ -23,8 +23,8 @@ namespace {
 using nlohmann::json;
 
 // Rounded to bf16 (nearest even) in bf16, so that the reference sees what the layer sees.
-std::unique_ptr<Network> make_net(const ModelDescription& m, std::int64_t batch, Precision p, std::vector<float>& params,
-                                  std::vector<float>& grads, bool forward_only = false) {
+std::unique_ptr<Network> make_net(const ModelDescription& m, std::int64_t batch, Precision p,
+                                  std::vector<float>& params, std::vector<float>& grads, bool forward_only = false) {
     auto net = Network::create(m, NetworkOptions{batch, p, forward_only, false, !forward_only}, params, grads);
     INFO((net ? std::string() : net.error().message));
     REQUIRE(net);
@@ -39,9 +39,8 @@ struct BnCase {
 };
 
 std::string parse_error(const json& layers, const std::vector<std::int64_t>& shape, const char* type = "float") {
-    const json doc{{"input", {{"shape", shape}, {"type", type}}},
-                   {"layers", layers},
-                   {"loss", {{"kind", "mean_squared_error"}}}};
+    const json doc{
+        {"input", {{"shape", shape}, {"type", type}}}, {"layers", layers}, {"loss", {{"kind", "mean_squared_error"}}}};
     auto m = parse_model(doc, "F");
     REQUIRE_FALSE(m);
     CHECK(m.error().code == ErrorCode::kInvalidArgument);
@@ -53,21 +52,26 @@ std::string parse_error(const json& layers, const std::vector<std::int64_t>& sha
 TEST_CASE("batch_norm matches the reference loop: batch statistics, gradients, state deltas, evaluation",
           "[nn_engine][norm][batch_norm]") {
     const auto bc = GENERATE(values<BnCase>({{{5, 4, 3}, 3, true, true, 0.1},
-                                              {{5, 4, 3}, 1, true, true, 0.1},
-                                              {{7}, 3, true, false, 0.3},
-                                              {{2, 5}, 3, false, true, 0.1},
-                                              {{17, 3, 5}, 3, true, true, 1.0},
-                                              {{3, 2, 3, 2}, 3, false, false, 0.05}}));
+                                             {{5, 4, 3}, 1, true, true, 0.1},
+                                             {{7}, 3, true, false, 0.3},
+                                             {{2, 5}, 3, false, true, 0.1},
+                                             {{17, 3, 5}, 3, true, true, 1.0},
+                                             {{3, 2, 3, 2}, 3, false, false, 0.05}}));
     const auto precision = GENERATE(from_range(test_precisions("batch_norm")));
     const bool bf16 = precision == Precision::kBf16;
     CAPTURE(bc.shape, bc.batch, bc.scale, bc.center, bc.momentum, to_string(precision));
-    const auto model = graph_model(json::array({{{"kind", "batch_norm"}, {"name", "bn"}, {"epsilon", 1e-3},
-                                                 {"momentum", bc.momentum}, {"scale", bc.scale}, {"center", bc.center}}}),
+    const auto model = graph_model(json::array({{{"kind", "batch_norm"},
+                                                 {"name", "bn"},
+                                                 {"epsilon", 1e-3},
+                                                 {"momentum", bc.momentum},
+                                                 {"scale", bc.scale},
+                                                 {"center", bc.center}}}),
                                    bc.shape);
     const std::int64_t c = bc.shape[0], n = bc.batch;
     std::int64_t s = 1;
     for (std::size_t i = 1; i < bc.shape.size(); ++i) s *= bc.shape[i];
-    std::vector<float> params = random_vector(static_cast<std::size_t>(model.parameter_count), 11, 0.5), grads(params.size());
+    std::vector<float> params = random_vector(static_cast<std::size_t>(model.parameter_count), 11, 0.5),
+                       grads(params.size());
     const TensorDef *scale = model.tensor("bn/scale"), *bias = model.tensor("bn/bias"), *mean = model.tensor("bn/mean"),
                     *var = model.tensor("bn/var");
     REQUIRE((scale != nullptr) == bc.scale);
@@ -75,7 +79,8 @@ TEST_CASE("batch_norm matches the reference loop: batch statistics, gradients, s
     REQUIRE(mean->cls == TensorClass::kState);
     REQUIRE(var->cls == TensorClass::kState);
     for (std::int64_t i = 0; i < c; ++i) {
-        params[static_cast<std::size_t>(var->offset + i)] = 0.5f + std::fabs(params[static_cast<std::size_t>(var->offset + i)]);
+        params[static_cast<std::size_t>(var->offset + i)] =
+            0.5f + std::fabs(params[static_cast<std::size_t>(var->offset + i)]);
         if (scale) params[static_cast<std::size_t>(scale->offset + i)] += 1.0f;
     }
     params = bf16_exact(params, precision);
@@ -109,7 +114,8 @@ TEST_CASE("batch_norm matches the reference loop: batch statistics, gradients, s
     const auto before = grads;
     net->forward(false);
     const auto run_mean = tensor_slice(params, mean), run_var = tensor_slice(params, var);
-    const auto eval = batch_norm_ref(x, {}, n, c, s, tensor_slice(params, scale), tensor_slice(params, bias), 1e-3, &run_mean, &run_var);
+    const auto eval = batch_norm_ref(x, {}, n, c, s, tensor_slice(params, scale), tensor_slice(params, bias), 1e-3,
+                                     &run_mean, &run_var);
     const std::vector<float> eval_out(net->outputs().begin(), net->outputs().end());
     CHECK(rel_l2(eval_out, eval.y) < tol);
     CHECK(grads == before);
@@ -121,13 +127,14 @@ TEST_CASE("batch_norm matches the reference loop: batch statistics, gradients, s
     CHECK(rel_l2({inference->outputs().begin(), inference->outputs().end()}, eval_out) < 1e-6);
 }
 
-TEST_CASE("batch_norm + relu (fused), forward and backward",
-          "[nn_engine][norm][batch_norm]") {
+TEST_CASE("batch_norm + relu (fused), forward and backward", "[nn_engine][norm][batch_norm]") {
     const auto precision = GENERATE(from_range(test_precisions("batch_norm")));
     const bool bf16 = precision == Precision::kBf16;
-    const auto model = graph_model(json::array({{{"kind", "batch_norm"}, {"name", "bn"}}, {{"kind", "relu"}}}), {6, 5, 4});
+    const auto model =
+        graph_model(json::array({{{"kind", "batch_norm"}, {"name", "bn"}}, {{"kind", "relu"}}}), {6, 5, 4});
     const std::int64_t n = 3, c = 6, s = 20;
-    std::vector<float> params = bf16_exact(random_vector(static_cast<std::size_t>(model.parameter_count), 21, 0.5), precision);
+    std::vector<float> params =
+        bf16_exact(random_vector(static_cast<std::size_t>(model.parameter_count), 21, 0.5), precision);
     std::vector<float> grads(params.size());
     const TensorDef *scale = model.tensor("bn/scale"), *bias = model.tensor("bn/bias");
     for (std::int64_t i = 0; i < c; ++i) params[static_cast<std::size_t>(model.tensor("bn/var")->offset + i)] = 1.0f;
@@ -162,8 +169,7 @@ TEST_CASE("batch_norm's batch statistics are exact to f32 on mostly repeated val
     CAPTURE(conv);
     const std::int64_t n = 16, c = 8, s = 28 * 28;
     json layers = json::array();
-    if (conv)
-        layers.push_back({{"kind", "conv2d"}, {"name", "conv"}, {"filters", c}, {"kernel", 1}, {"bias", false}});
+    if (conv) layers.push_back({{"kind", "conv2d"}, {"name", "conv"}, {"filters", c}, {"kernel", 1}, {"bias", false}});
     layers.push_back({{"kind", "batch_norm"}, {"name", "bn"}, {"momentum", 1.0}});
     layers.push_back({{"kind", "relu"}});
     const auto model = graph_model(layers, {c, 28, 28});
@@ -216,12 +222,12 @@ TEST_CASE("k training steps move the running statistics by PyTorch's momentum ru
           "[nn_engine][norm][batch_norm]") {
     // bn0 on the input, a conv, bn1 on its output, relu, dense: the reference recomputes bn0's
     // and bn1's batch statistics from the parameters before each step.
-    const auto model = model_from(json::array({{{"kind", "batch_norm"}, {"name", "bn0"}, {"momentum", 0.1}},
-                                               {{"kind", "conv2d"}, {"name", "conv"}, {"filters", 3}, {"kernel", 3},
-                                                {"padding", "same"}},
-                                               {{"kind", "batch_norm"}, {"name", "bn1"}, {"momentum", 0.25}},
-                                               {{"kind", "relu"}}}),
-                                  2, 5, 5);
+    const auto model = model_from(
+        json::array({{{"kind", "batch_norm"}, {"name", "bn0"}, {"momentum", 0.1}},
+                     {{"kind", "conv2d"}, {"name", "conv"}, {"filters", 3}, {"kernel", 3}, {"padding", "same"}},
+                     {{"kind", "batch_norm"}, {"name", "bn1"}, {"momentum", 0.25}},
+                     {{"kind", "relu"}}}),
+        2, 5, 5);
     const std::int64_t n = 4, steps = 6;
     std::vector<float> params(static_cast<std::size_t>(model.parameter_count)), grads(params.size());
     initialize_parameters(model, 5, params);
@@ -241,7 +247,8 @@ TEST_CASE("k training steps move the running statistics by PyTorch's momentum ru
     for (std::int64_t step = 0; step < steps; ++step) {
         const auto x = random_vector(static_cast<std::size_t>(n * 50), 100 + static_cast<std::uint64_t>(step), 3.0);
         std::copy(x.begin(), x.end(), net->input().begin());
-        for (std::int64_t i = 0; i < n; ++i) net->labels()[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((i + step) % 3);
+        for (std::int64_t i = 0; i < n; ++i)
+            net->labels()[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((i + step) % 3);
         const auto r0 = batch_norm_ref(x, {}, n, 2, 25, tensor("bn0/scale"), tensor("bn0/bias"), 1e-5);
         const std::vector<float> y0(r0.y.begin(), r0.y.end());
         std::vector<float> conv_params = tensor("conv/w"), conv_b = tensor("conv/b");
@@ -269,9 +276,9 @@ TEST_CASE("k training steps move the running statistics by PyTorch's momentum ru
     const auto e0 = batch_norm_ref(x, {}, n, 2, 25, tensor("bn0/scale"), tensor("bn0/bias"), 1e-5, &rm0, &rv0);
     std::vector<float> conv_params = tensor("conv/w"), conv_b = tensor("conv/b");
     conv_params.insert(conv_params.end(), conv_b.begin(), conv_b.end());
-    const auto conv = conv_ref(model.nodes[1], model.value(model.nodes[1].inputs[0]), n,
-                               std::vector<float>(e0.y.begin(), e0.y.end()), conv_params,
-                               std::vector<float>(static_cast<std::size_t>(n * 75), 0.0f), false);
+    const auto conv =
+        conv_ref(model.nodes[1], model.value(model.nodes[1].inputs[0]), n, std::vector<float>(e0.y.begin(), e0.y.end()),
+                 conv_params, std::vector<float>(static_cast<std::size_t>(n * 75), 0.0f), false);
     auto e1 = batch_norm_ref(std::vector<float>(conv.y.begin(), conv.y.end()), {}, n, 3, 25, tensor("bn1/scale"),
                              tensor("bn1/bias"), 1e-5, &rm1, &rv1);
     for (auto& v : e1.y) v = std::max(v, 0.0);
@@ -297,17 +304,19 @@ TEST_CASE("batch_norm gradients: central differences (batch statistics) and bf16
           "[nn_engine][norm][batch_norm]") {
     const std::vector<ModelDescription> models = {
         graph_model(json::array({{{"kind", "batch_norm"}}}), {3, 4, 5}),
-        graph_model(json::array({{{"kind", "dense"}, {"units", 6}, {"bias", false}}, {{"kind", "batch_norm"}, {"center", false}},
+        graph_model(json::array({{{"kind", "dense"}, {"units", 6}, {"bias", false}},
+                                 {{"kind", "batch_norm"}, {"center", false}},
                                  {{"kind", "tanh"}}}),
                     {5}),
         graph_model(json::array({{{"kind", "batch_norm"}, {"scale", false}, {"momentum", 0.5}}}), {2, 3, 2, 3}),
         // Without conv or dense biases: batch_norm cancels them (their gradients are 0 up to
         // rounding). tanh, not relu: half of batch_norm's outputs sit near relu's kink, where
         // central differences are meaningless (relu is checked against the reference above).
-        model_from(json::array({{{"kind", "conv2d"}, {"filters", 4}, {"kernel", 3}, {"padding", "same"}, {"bias", false}},
-                                {{"kind", "batch_norm"}},
-                                {{"kind", "tanh"}}}),
-                   2, 5, 6),
+        model_from(
+            json::array({{{"kind", "conv2d"}, {"filters", 4}, {"kernel", 3}, {"padding", "same"}, {"bias", false}},
+                         {{"kind", "batch_norm"}},
+                         {{"kind", "tanh"}}}),
+            2, 5, 6),
     };
     for (std::size_t i = 0; i < models.size(); ++i) {
         CAPTURE(i);
@@ -328,8 +337,9 @@ TEST_CASE("batch_norm description errors name the field or the shape", "[nn_engi
                Contains("field \"center\""));
     CHECK_THAT(parse_error(json::array({{{"kind", "batch_norm"}}}), {3, 4}, "int"),
                Contains("batch_norm): expects floats, got integer ids"));
-    CHECK_THAT(parse_error(json::array({{{"kind", "transpose"}, {"perm", {1, 0, 2}}}, {{"kind", "batch_norm"}}}), {3, 4}),
-               Contains("expects an N x C (x D x H x W) input of rank 2 to 5, got 3 x N x 4"));
+    CHECK_THAT(
+        parse_error(json::array({{{"kind", "transpose"}, {"perm", {1, 0, 2}}}, {{"kind", "batch_norm"}}}), {3, 4}),
+        Contains("expects an N x C (x D x H x W) input of rank 2 to 5, got 3 x N x 4"));
     // State tensors belong to one layer, and are never computed values.
     CHECK_THAT(parse_error(json::array({{{"kind", "batch_norm"}, {"name", "a"}},
                                         {{"kind", "batch_norm"}, {"tensors", {{"mean", "a/mean"}}}}}),

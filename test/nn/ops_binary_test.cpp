@@ -64,16 +64,14 @@ std::vector<double> reference(const BinCase& c, const ModelDescription& model, c
 
 TEST_CASE("binary kinds broadcast either input, against a naive loop, finite differences and bf16",
           "[nn_engine][ops][binary]") {
-    const auto c = GENERATE(BinCase{"add", {3, 4, 5}, {3, 1, 1}, false, 3},  // per channel
-                            BinCase{"add", {3, 4, 5}, {3, 1, 1}, true, 1},   // swapped
-                            BinCase{"sub", {4, 5}, {5}, true, 3},            // swapped, negated
-                            BinCase{"sub", {2, 3}, {1, 3}, false, 1},
-                            BinCase{"mul", {1, 4}, {3, 1}, false, 3},        // both broadcast
-                            BinCase{"mul", {3, 4, 5}, {4, 1}, true, 1},
-                            BinCase{"add", {2, 3}, {1}, true, 3},
-                            BinCase{"div", {3, 5}, {5}, false, 3},
-                            BinCase{"div", {3, 5}, {1}, true, 3},            // dividend broadcast
-                            BinCase{"div", {1, 5}, {4, 1}, true, 1});        // both broadcast
+    const auto c =
+        GENERATE(BinCase{"add", {3, 4, 5}, {3, 1, 1}, false, 3},  // per channel
+                 BinCase{"add", {3, 4, 5}, {3, 1, 1}, true, 1},   // swapped
+                 BinCase{"sub", {4, 5}, {5}, true, 3},            // swapped, negated
+                 BinCase{"sub", {2, 3}, {1, 3}, false, 1}, BinCase{"mul", {1, 4}, {3, 1}, false, 3},  // both broadcast
+                 BinCase{"mul", {3, 4, 5}, {4, 1}, true, 1}, BinCase{"add", {2, 3}, {1}, true, 3},
+                 BinCase{"div", {3, 5}, {5}, false, 3}, BinCase{"div", {3, 5}, {1}, true, 3},  // dividend broadcast
+                 BinCase{"div", {1, 5}, {4, 1}, true, 1});                                     // both broadcast
     INFO(c.op << (c.param_first ? "(p, x)" : "(x, p)") << " batch " << c.batch);
     const auto model = graph_model(case_layers(c), c.x);
     const auto r = forward_of(model, c.batch, 11);
@@ -92,7 +90,11 @@ TEST_CASE("binary kinds on equal shapes keep the producer's layout; a value read
                    {{"kind", "sigmoid"}, {"name", "s"}, {"inputs", "c"}},
                    {{"kind", "constant"}, {"name", "half"}, {"shape", json::array()}, {"values", {0.5}}},
                    {{"kind", "add"}, {"name", "q"}, {"inputs", {"s", "half"}}},
-                   {{"kind", op}, {"name", "out"}, {"inputs", op == "mul" ? json{"c", "c"} : op == "div" ? json{"t", "q"} : json{"c", "t"}}}};
+                   {{"kind", op},
+                    {"name", "out"},
+                    {"inputs", op == "mul"   ? json{"c", "c"}
+                               : op == "div" ? json{"t", "q"}
+                                             : json{"c", "t"}}}};
     const auto model = graph_model(layers, {2, 5, 6});
     check_gradients(model, 3, 41);
     check_bf16_against_f32(model, 2, 43);
@@ -109,8 +111,7 @@ TEST_CASE("binary kinds on equal shapes keep the producer's layout; a value read
     check_close(r.output, expected, 2e-5);
 }
 
-TEST_CASE("add and sub + relu on equal shapes run as one primitive with a relu post-op",
-          "[nn_engine][ops][binary]") {
+TEST_CASE("add and sub + relu on equal shapes run as one primitive with a relu post-op", "[nn_engine][ops][binary]") {
     // relu(x op tanh(x)): both inputs N x 4 x 3 x 5, so the pair fuses (a residual block's end).
     const std::string op = GENERATE("add", "sub");
     const int batch = GENERATE(1, 3);
@@ -163,7 +164,8 @@ TEST_CASE("binary kinds: errors name the shapes, integer inputs and the input co
     const Dims n3{Dim::batch_times(1), Dim::of(3)};
     CHECK_FALSE(broadcast_dims(n3, Dims{Dim::batch_times(2), Dim::of(3)}));
     CHECK_FALSE(broadcast_dims(n3, Dims{Dim::of(2), Dim::of(1)}));
-    CHECK(*broadcast_dims(Dims{Dim::batch_times(1), Dim::of(1)}, Dims{Dim::of(4)}) == Dims{Dim::batch_times(1), Dim::of(4)});
+    CHECK(*broadcast_dims(Dims{Dim::batch_times(1), Dim::of(1)}, Dims{Dim::of(4)}) ==
+          Dims{Dim::batch_times(1), Dim::of(4)});
     CHECK(*broadcast_dims(Dims{}, n3) == n3);
 }
 

@@ -64,11 +64,13 @@ TEST_CASE("split cuts a value into parts; joined back in another order; an unrea
 }
 
 TEST_CASE("concat and split: mismatched dims, the batch axis, sizes, integer inputs", "[nn_engine][ops][concat]") {
-    CHECK_THAT(graph_error({{{"kind", "tanh"}, {"name", "t"}},
-                            {{"kind", "transpose"}, {"name", "u"}, {"perm", {0, 2, 1}}},
-                            {{"kind", "concat"}, {"inputs", {"input", "u"}}, {"axis", 1}}},
-                           {3, 4}),
-               Catch::Contains("layer 2 (concat): input 1 (u) is N x 4 x 3 where input 0 is N x 3 x 4; every dim but axis 1 must match"));
+    CHECK_THAT(
+        graph_error({{{"kind", "tanh"}, {"name", "t"}},
+                     {{"kind", "transpose"}, {"name", "u"}, {"perm", {0, 2, 1}}},
+                     {{"kind", "concat"}, {"inputs", {"input", "u"}}, {"axis", 1}}},
+                    {3, 4}),
+        Catch::Contains(
+            "layer 2 (concat): input 1 (u) is N x 4 x 3 where input 0 is N x 3 x 4; every dim but axis 1 must match"));
     CHECK_THAT(graph_error({{{"kind", "concat"}, {"inputs", {"input", "input"}}, {"axis", 0}}}, {3}),
                Catch::Contains("axis 0 of N x 3 is the batch dim"));
     CHECK_THAT(graph_error({{{"kind", "concat"}, {"inputs", {"input", "input"}}}}, {3}), Catch::Contains("axis"));

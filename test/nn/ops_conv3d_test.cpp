@@ -80,7 +80,8 @@ std::vector<double> conv_transpose3d_ref(const std::vector<float>& x, const std:
     for (std::int64_t e = 0; e < n; ++e)
         for (std::int64_t f = 0; f < o; ++f)
             for (std::int64_t p = 0; p < out_size; ++p)
-                y[static_cast<std::size_t>((e * o + f) * out_size + p)] = tc.bias ? b[static_cast<std::size_t>(f)] : 0.0;
+                y[static_cast<std::size_t>((e * o + f) * out_size + p)] =
+                    tc.bias ? b[static_cast<std::size_t>(f)] : 0.0;
     for (std::int64_t e = 0; e < n; ++e)
         for (std::int64_t i = 0; i < c; ++i)
             for (std::int64_t p = 0; p < in_size; ++p) {
@@ -145,8 +146,9 @@ TEST_CASE("conv2d with a 3-D kernel over N x C x D x H x W matches the reference
     CAPTURE(cc.groups, cc.stride, cc.dilation, cc.pads, cc.bias);
     const std::int64_t c = 4, o = 6, batch = 2;
     const std::vector<std::int64_t> in{5, 6, 5}, k{3, 2, 3};
-    json layer = {{"kind", "conv2d"}, {"name", "c"},   {"filters", o},      {"kernel", k},   {"stride", cc.stride},
-                  {"dilation", cc.dilation}, {"padding", cc.pads}, {"groups", cc.groups}, {"bias", cc.bias}};
+    json layer = {{"kind", "conv2d"},   {"name", "c"},         {"filters", o},
+                  {"kernel", k},        {"stride", cc.stride}, {"dilation", cc.dilation},
+                  {"padding", cc.pads}, {"groups", cc.groups}, {"bias", cc.bias}};
     if (cc.bias) layer["bias_init"] = {{"kind", "uniform"}, {"limit", 0.5}};
     const auto model = graph_model({layer}, {c, in[0], in[1], in[2]});
     std::vector<std::int64_t> out(3);
@@ -164,12 +166,20 @@ TEST_CASE("conv2d with a 3-D kernel over N x C x D x H x W matches the reference
 TEST_CASE("3-D pools, batch_norm over N x C x D x H x W, and the conv + batch_norm fold", "[nn_ops_conv][conv3d]") {
     // max_pool 3-D with ceil_mode, avg_pool with count_include_pad, a global pool of 5-D.
     // (No conv bias: a batch norm after it makes its gradient 0, all finite-difference noise.)
-    const json layers = {{{"kind", "conv2d"}, {"name", "c"}, {"filters", 4}, {"kernel", {3, 3, 3}}, {"padding", "same"},
+    const json layers = {{{"kind", "conv2d"},
+                          {"name", "c"},
+                          {"filters", 4},
+                          {"kernel", {3, 3, 3}},
+                          {"padding", "same"},
                           {"bias", false}},
                          {{"kind", "batch_norm"}, {"name", "bn"}},
                          {{"kind", "max_pool"}, {"name", "mp"}, {"window", {2, 2, 2}}, {"ceil_mode", true}},
-                         {{"kind", "avg_pool"}, {"name", "ap"}, {"window", {2, 2, 2}}, {"stride", 1},
-                          {"padding", {1, 1, 1, 1, 1, 1}}, {"count_include_pad", true}},
+                         {{"kind", "avg_pool"},
+                          {"name", "ap"},
+                          {"window", {2, 2, 2}},
+                          {"stride", 1},
+                          {"padding", {1, 1, 1, 1, 1, 1}},
+                          {"count_include_pad", true}},
                          {{"kind", "global_avg_pool"}, {"name", "out"}}};
     const auto model = graph_model(layers, {2, 5, 4, 3});
     CHECK(concrete(model.value("c").dims, 2) == std::vector<std::int64_t>{2, 4, 5, 4, 3});
@@ -212,10 +222,16 @@ TEST_CASE("conv_transpose with a 3-D kernel matches the scatter loop", "[nn_ops_
     CAPTURE(tc.groups, tc.stride, tc.dilation, tc.pads, tc.output_padding, tc.bias, batch);
     const std::int64_t c = 4, o = 6;
     const std::vector<std::int64_t> in{3, 4, 3}, k{3, 2, 3};
-    json layer = {{"kind", "conv_transpose"}, {"name", "t"},     {"filters", o},
-                  {"kernel", k},              {"stride", tc.stride}, {"dilation", tc.dilation},
-                  {"padding", tc.pads},       {"output_padding", tc.output_padding},
-                  {"groups", tc.groups},      {"bias", tc.bias}};
+    json layer = {{"kind", "conv_transpose"},
+                  {"name", "t"},
+                  {"filters", o},
+                  {"kernel", k},
+                  {"stride", tc.stride},
+                  {"dilation", tc.dilation},
+                  {"padding", tc.pads},
+                  {"output_padding", tc.output_padding},
+                  {"groups", tc.groups},
+                  {"bias", tc.bias}};
     if (tc.bias) layer["bias_init"] = {{"kind", "uniform"}, {"limit", 0.5}};
     const auto model = graph_model({layer}, {c, in[0], in[1], in[2]});
     std::vector<std::int64_t> out(3);
@@ -238,17 +254,20 @@ TEST_CASE("3-D windows: shapes that do not fit are refused", "[nn_ops_conv][conv
                Catch::Contains("a 3-D kernel [3, 3, 3] expects an N x C x D x H x W input, got N x 2 x 5 x 5"));
     CHECK_THAT(graph_error({{{"kind", "conv2d"}, {"filters", 2}, {"kernel", 3}}}, {2, 4, 5, 5}),
                Catch::Contains("give a 3-D kernel"));
-    CHECK_THAT(graph_error({{{"kind", "avg_pool"}, {"window", 2}}}, {2, 4, 5, 5}), Catch::Contains("give a 3-D window"));
+    CHECK_THAT(graph_error({{{"kind", "avg_pool"}, {"window", 2}}}, {2, 4, 5, 5}),
+               Catch::Contains("give a 3-D window"));
     CHECK_THAT(graph_error({{{"kind", "max_pool"}, {"window", {2, 2, 2}}}}, {2, 5, 5}),
                Catch::Contains("a 3-D window [2, 2, 2] expects an N x C x D x H x W input"));
     CHECK_THAT(graph_error({{{"kind", "conv2d"}, {"filters", 2}, {"kernel", {3, 3, 3}}, {"padding", {1, 1, 1, 1}}}},
                            {2, 4, 5, 5}),
                Catch::Contains("padding"));
-    CHECK_THAT(graph_error({{{"kind", "conv2d"}, {"filters", 2}, {"kernel", {5, 3, 3}}}}, {2, 4, 5, 5}),
-               Catch::Contains("kernel 5x3x3 with padding valid on a 4x5x5 input: the kernel is larger than the input"));
-    CHECK_THAT(graph_error({{{"kind", "conv2d"}, {"filters", 2}, {"kernel", {3, 3, 3}}, {"padding", {3, 0, 0, 0, 0, 0}}}},
-                           {2, 4, 5, 5}),
-               Catch::Contains("padding [3, 0, 0, 0, 0, 0] with a kernel 3x3x3: a pad must be smaller than the kernel"));
+    CHECK_THAT(
+        graph_error({{{"kind", "conv2d"}, {"filters", 2}, {"kernel", {5, 3, 3}}}}, {2, 4, 5, 5}),
+        Catch::Contains("kernel 5x3x3 with padding valid on a 4x5x5 input: the kernel is larger than the input"));
+    CHECK_THAT(
+        graph_error({{{"kind", "conv2d"}, {"filters", 2}, {"kernel", {3, 3, 3}}, {"padding", {3, 0, 0, 0, 0, 0}}}},
+                    {2, 4, 5, 5}),
+        Catch::Contains("padding [3, 0, 0, 0, 0, 0] with a kernel 3x3x3: a pad must be smaller than the kernel"));
     CHECK_THAT(graph_error({{{"kind", "max_pool"}, {"window", {4, 1, 1}}, {"stride", 1}}}, {2, 2, 3, 3}),
                Catch::Contains("window 4x1x1 stride 1x1x1 on a 2x3x3 input: the output would be empty"));
     const json t = {{"kind", "conv_transpose"}, {"filters", 2}, {"kernel", {3, 3, 3}}, {"stride", {2, 1, 2}}};

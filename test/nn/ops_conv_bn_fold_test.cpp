@@ -36,10 +36,16 @@ TEST_CASE("conv2d + batch_norm folded at inference equals the unfused evaluation
     if (engine_bf16_supported()) precisions.push_back(Precision::kBf16);
     const auto precision = GENERATE_COPY(from_range(precisions));
     CAPTURE(fc.groups, fc.conv_bias, fc.scale, fc.center, fc.after, to_string(precision));
-    json layers = json::array({{{"kind", "conv2d"}, {"name", "c"}, {"filters", 8}, {"kernel", 3}, {"stride", 2},
-                                {"padding", {1, 1, 1, 1}}, {"groups", fc.groups}, {"bias", fc.conv_bias}},
-                               {{"kind", "batch_norm"}, {"name", "bn"}, {"epsilon", 1e-3}, {"scale", fc.scale},
-                                {"center", fc.center}}});
+    json layers = json::array(
+        {{{"kind", "conv2d"},
+          {"name", "c"},
+          {"filters", 8},
+          {"kernel", 3},
+          {"stride", 2},
+          {"padding", {1, 1, 1, 1}},
+          {"groups", fc.groups},
+          {"bias", fc.conv_bias}},
+         {{"kind", "batch_norm"}, {"name", "bn"}, {"epsilon", 1e-3}, {"scale", fc.scale}, {"center", fc.center}}});
     if (std::string(fc.after) == "relu") layers.push_back({{"kind", "relu"}});
     if (std::string(fc.after) == "clip") layers.push_back({{"kind", "clip"}, {"min", 0.0}, {"max", 0.5}});
     const auto model = model_from(layers, 4, 9, 9);
@@ -63,7 +69,8 @@ TEST_CASE("conv2d + batch_norm folded at inference equals the unfused evaluation
     const auto unfused = (*train)->kernel_labels();
     // The training network keeps the batch norm apart (its training forward needs the batch's
     // statistics); a following relu joins it (fuse_norm_relu).
-    CHECK(std::find(unfused.begin(), unfused.end(), *fc.after == 'r' ? "batch_norm+relu" : "batch_norm") != unfused.end());
+    CHECK(std::find(unfused.begin(), unfused.end(), *fc.after == 'r' ? "batch_norm+relu" : "batch_norm") !=
+          unfused.end());
 
     const double tol = precision == Precision::kBf16 ? 2e-2 : 1e-5;
     for (int round = 0; round < 2; ++round) {

@@ -52,9 +52,31 @@ TEST_CASE("PyTorch's numbers through train_step: a per-token weighted, smoothed 
     LossSpec s{"softmax_cross_entropy_loss", "mean", -100, 0.2, {0.3f, 1.5f, 0.8f}};
     const auto got = train_step(graph_loss_model(s, {3, 4}, {4}), s, 2, kX2x3x4, kTokenLabels);
     CHECK(got.loss == Approx(1.85308785).epsilon(1e-6));  // token_weighted_smoothed_mean
-    check_close(got.dx, {-0.0292325182, 0.0203518413, 0, 0.15789726, 0.0318489985, 0.0402866958, 0, -0.232078316,
-                         -0.00261648028, -0.0606385371, 0, 0.0741810568, 0.033760512, 0, -0.0432300042, 0.0619359375,
-                         -0.229361022, 0, 0.0260327204, -0.0013030574, 0.19560051, 0, 0.0171972838, -0.0606328801},
+    check_close(got.dx,
+                {-0.0292325182,
+                 0.0203518413,
+                 0,
+                 0.15789726,
+                 0.0318489985,
+                 0.0402866958,
+                 0,
+                 -0.232078316,
+                 -0.00261648028,
+                 -0.0606385371,
+                 0,
+                 0.0741810568,
+                 0.033760512,
+                 0,
+                 -0.0432300042,
+                 0.0619359375,
+                 -0.229361022,
+                 0,
+                 0.0260327204,
+                 -0.0013030574,
+                 0.19560051,
+                 0,
+                 0.0171972838,
+                 -0.0606328801},
                 1e-6);
 }
 
@@ -89,8 +111,10 @@ onnx::ModelProto torch_graph(const std::string& op, bool log_prob, const std::st
     model.add_opset_import()->set_version(13);
     auto& g = *model.mutable_graph();
     g.set_name("torch_jit");
-    add_value(g.mutable_input(), "x", onnx::TensorProto::FLOAT, token ? std::vector<std::int64_t>{3, 4} : std::vector<std::int64_t>{3});
-    add_value(g.mutable_input(), "y", onnx::TensorProto::INT64, token ? std::vector<std::int64_t>{4} : std::vector<std::int64_t>{});
+    add_value(g.mutable_input(), "x", onnx::TensorProto::FLOAT,
+              token ? std::vector<std::int64_t>{3, 4} : std::vector<std::int64_t>{3});
+    add_value(g.mutable_input(), "y", onnx::TensorProto::INT64,
+              token ? std::vector<std::int64_t>{4} : std::vector<std::int64_t>{});
     const std::vector<float> w = {0.3f, 1.5f, 0.8f};
     onnx_io::add_float_tensor(g, "w", {3}, w);
     auto* n = g.add_node();
@@ -132,8 +156,8 @@ onnx::ModelProto torch_graph(const std::string& op, bool log_prob, const std::st
     return model;
 }
 
-std::vector<float> forward_outputs(const ModelDescription& m, const std::vector<float>& params, const std::vector<float>& x,
-                                   const std::vector<std::int32_t>& labels) {
+std::vector<float> forward_outputs(const ModelDescription& m, const std::vector<float>& params,
+                                   const std::vector<float>& x, const std::vector<std::int32_t>& labels) {
     std::vector<float> p = params, grads;
     auto net = Network::create(m, NetworkOptions{2, Precision::kF32, true}, p, grads);
     INFO((net ? std::string() : net.error().message));
@@ -163,12 +187,17 @@ TEST_CASE("ONNX SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss import as 
     REQUIRE(m->inputs.size() == 2);
     CHECK(m->inputs[1].info.type == ElementType::kInt);
     const auto out = forward_outputs(*m, {}, kX2x3x4, kTokenLabels);
-    LossSpec s{op == "SoftmaxCrossEntropyLoss" ? "softmax_cross_entropy_loss" : "nll_loss", "none", -100, 0.0, {0.3f, 1.5f, 0.8f}};
+    LossSpec s{op == "SoftmaxCrossEntropyLoss" ? "softmax_cross_entropy_loss" : "nll_loss",
+               "none",
+               -100,
+               0.0,
+               {0.3f, 1.5f, 0.8f}};
     const auto ref = reference(s, kX2x3x4, kTokenLabels, 2, 3, 4, std::vector<double>(8, 1.0));
     check_close(out, ref.loss, 1e-5);
 }
 
-TEST_CASE("ONNX SoftmaxCrossEntropyLoss's log_prob output imports as a log_softmax over axis 1", "[cross_entropy][onnx]") {
+TEST_CASE("ONNX SoftmaxCrossEntropyLoss's log_prob output imports as a log_softmax over axis 1",
+          "[cross_entropy][onnx]") {
     auto m = onnx_io::import_onnx(torch_graph("SoftmaxCrossEntropyLoss", true).SerializeAsString(), "t.onnx");
     INFO((m ? std::string() : m.error().message));
     REQUIRE(m);
@@ -183,7 +212,8 @@ TEST_CASE("ONNX SoftmaxCrossEntropyLoss's log_prob output imports as a log_softm
     for (std::int64_t q = 0; q < 8; ++q) {  // loss + sum_c log_softmax(x)_c
         const std::int64_t n = q / 4, l = q % 4;
         double mx = -1e30, sum = 0, lp = 0;
-        for (int c = 0; c < 3; ++c) mx = std::max(mx, static_cast<double>(kX2x3x4[static_cast<std::size_t>(n * 12 + c * 4 + l)]));
+        for (int c = 0; c < 3; ++c)
+            mx = std::max(mx, static_cast<double>(kX2x3x4[static_cast<std::size_t>(n * 12 + c * 4 + l)]));
         for (int c = 0; c < 3; ++c) sum += std::exp(kX2x3x4[static_cast<std::size_t>(n * 12 + c * 4 + l)] - mx);
         for (int c = 0; c < 3; ++c) lp += kX2x3x4[static_cast<std::size_t>(n * 12 + c * 4 + l)] - mx - std::log(sum);
         expected.push_back(ref.loss[static_cast<std::size_t>(q)] + lp);
@@ -254,7 +284,10 @@ TEST_CASE("a module returning its cross-entropy (a scalar) imports as a graph lo
     const std::vector<std::int32_t> labels =
         token ? kTokenLabels : std::vector<std::int32_t>{0, 2, 1, -100, 1, 0, 2, 2};
     const std::vector<float> x(kX2x3x4.begin(), kX2x3x4.end());  // 24 values: [2, 3, 4] or [8, 3]
-    LossSpec s{op == "SoftmaxCrossEntropyLoss" ? "softmax_cross_entropy_loss" : "nll_loss", "mean", -100, 0.0,
+    LossSpec s{op == "SoftmaxCrossEntropyLoss" ? "softmax_cross_entropy_loss" : "nll_loss",
+               "mean",
+               -100,
+               0.0,
                {0.3f, 1.5f, 0.8f}};
     const auto ref = reference(s, x, labels, batch, 3, token ? 4 : 1, {1.0});
     const auto got = train_step(*m, s, batch, x, labels, *m->initial_parameters);

@@ -113,7 +113,8 @@ void check_finite_differences(const ModelDescription& m, std::int64_t batch, con
         input[c] = x[c];
         const double numeric = (up - down) / (2.0 * static_cast<double>(eps)), analytic = dx[c];
         INFO("x[" << c << "]: analytic " << analytic << ", numeric " << numeric);
-        CHECK(std::fabs(analytic - numeric) <= 2e-2 * std::max({std::fabs(analytic), std::fabs(numeric), 1e-2 * scale, 1e-6}));
+        CHECK(std::fabs(analytic - numeric) <=
+              2e-2 * std::max({std::fabs(analytic), std::fabs(numeric), 1e-2 * scale, 1e-6}));
     }
 }
 
@@ -131,27 +132,97 @@ TEST_CASE("cross-entropy losses and gradients equal PyTorch's", "[cross_entropy]
     LossSpec smoothed_none = smoothed;
     smoothed_none.reduction = "none";
     const std::vector<TorchCase> cases = {
-        {"plain_mean", LossSpec{}, false, {2, 0, 3}, {}, {0.525697317},
-         {0.0526202853, 0.00961285869, -0.097505576, 0.0352724321, -0.102204125, 0.0696147807, 0.0256098466, 0.00697949733,
-          0.0313200477, 0.114922545, 0.046724021, -0.192966614}},
-        {"plain_sum", LossSpec{"softmax_cross_entropy_loss", "sum"}, false, {2, 0, 3}, {}, {1.57709195},
+        {"plain_mean",
+         LossSpec{},
+         false,
+         {2, 0, 3},
+         {},
+         {0.525697317},
+         {0.0526202853, 0.00961285869, -0.097505576, 0.0352724321, -0.102204125, 0.0696147807, 0.0256098466,
+          0.00697949733, 0.0313200477, 0.114922545, 0.046724021, -0.192966614}},
+        {"plain_sum",
+         LossSpec{"softmax_cross_entropy_loss", "sum"},
+         false,
+         {2, 0, 3},
+         {},
+         {1.57709195},
          {0.157860856, 0.0288385761, -0.292516728, 0.105817296, -0.306612374, 0.208844342, 0.0768295399, 0.020938492,
           0.0939601432, 0.344767634, 0.140172063, -0.578899841}},
-        {"plain_none", LossSpec{"softmax_cross_entropy_loss", "none"}, false, {2, 0, 3}, {0.5f, -1.0f, 2.0f},
+        {"plain_none",
+         LossSpec{"softmax_cross_entropy_loss", "none"},
+         false,
+         {2, 0, 3},
+         {0.5f, -1.0f, 2.0f},
          {0.346041294, 0.366166091, 0.864884565},
          {0.0789304279, 0.014419288, -0.146258364, 0.0529086481, 0.306612374, -0.208844342, -0.0768295399, -0.020938492,
           0.187920286, 0.689535268, 0.280344126, -1.15779968}},
-        {"token_weighted_smoothed_mean", smoothed, true, kTokenLabels, {}, {1.85308785},
-         {-0.0292325182, 0.0203518413, 0, 0.15789726, 0.0318489985, 0.0402866958, 0, -0.232078316,
-          -0.00261648028, -0.0606385371, 0, 0.0741810568, 0.033760512, 0, -0.0432300042, 0.0619359375,
-          -0.229361022, 0, 0.0260327204, -0.0013030574, 0.19560051, 0, 0.0171972838, -0.0606328801}},
-        {"token_weighted_smoothed_none", smoothed_none, true, kTokenLabels, {1.0f, -0.5f, 3.0f, 0.25f, 2.0f, 1.0f, -1.5f, 0.75f},
+        {"token_weighted_smoothed_mean",
+         smoothed,
+         true,
+         kTokenLabels,
+         {},
+         {1.85308785},
+         {-0.0292325182,
+          0.0203518413,
+          0,
+          0.15789726,
+          0.0318489985,
+          0.0402866958,
+          0,
+          -0.232078316,
+          -0.00261648028,
+          -0.0606385371,
+          0,
+          0.0741810568,
+          0.033760512,
+          0,
+          -0.0432300042,
+          0.0619359375,
+          -0.229361022,
+          0,
+          0.0260327204,
+          -0.0013030574,
+          0.19560051,
+          0,
+          0.0171972838,
+          -0.0606328801}},
+        {"token_weighted_smoothed_none",
+         smoothed_none,
+         true,
+         kTokenLabels,
+         {1.0f, -0.5f, 3.0f, 0.25f, 2.0f, 1.0f, -1.5f, 0.75f},
          {0.518112366, 0.665186255, 0, 3.56804811, 3.36617454, 0, 0.753412647, 0.76512296},
-         {-0.152009096, -0.0529147879, 0, 0.205266439, 0.165614794, -0.10474541, 0, -0.301701814,
-          -0.0136056976, 0.157660198, 0, 0.0964353747, 0.351109328, 0, 0.337194036, 0.241550158,
-          -2.38535465, 0, -0.203055221, -0.00508192389, 2.03424533, 0, -0.134138815, -0.236468235}},
-        {"nll_weighted_ignored_mean", LossSpec{"nll_loss", "mean", 0, 0.0, {1.0f, 2.0f, 0.5f, 1.5f}}, false, {2, 0, 1}, {},
-         {-1.11999998}, {0, 0, -0.2, 0, 0, 0, 0, 0, 0, -0.8, 0, 0}},
+         {-0.152009096,
+          -0.0529147879,
+          0,
+          0.205266439,
+          0.165614794,
+          -0.10474541,
+          0,
+          -0.301701814,
+          -0.0136056976,
+          0.157660198,
+          0,
+          0.0964353747,
+          0.351109328,
+          0,
+          0.337194036,
+          0.241550158,
+          -2.38535465,
+          0,
+          -0.203055221,
+          -0.00508192389,
+          2.03424533,
+          0,
+          -0.134138815,
+          -0.236468235}},
+        {"nll_weighted_ignored_mean",
+         LossSpec{"nll_loss", "mean", 0, 0.0, {1.0f, 2.0f, 0.5f, 1.5f}},
+         false,
+         {2, 0, 1},
+         {},
+         {-1.11999998},
+         {0, 0, -0.2, 0, 0, 0, 0, 0, 0, -0.8, 0, 0}},
     };
     for (const auto& c : cases) {
         CAPTURE(c.name);
@@ -178,14 +249,15 @@ TEST_CASE("cross-entropy losses and gradients equal PyTorch's", "[cross_entropy]
     }
 }
 
-TEST_CASE("cross-entropy losses: every reduction, shape, weighting, ignore_index and smoothing against a reference "
-          "loop and central differences",
-          "[cross_entropy]") {
+TEST_CASE(
+    "cross-entropy losses: every reduction, shape, weighting, ignore_index and smoothing against a reference "
+    "loop and central differences",
+    "[cross_entropy]") {
     const std::string kind = GENERATE("softmax_cross_entropy_loss", "nll_loss");
     const std::string reduction = GENERATE("mean", "sum", "none");
-    const bool token = GENERATE(false, true);                  // [N, C] or [N, C, L]
-    const int weighting = GENERATE(0, 1, 2);                  // none, a constant, a trained tensor
-    const bool ignoring = GENERATE(false, true);               // ignore_index 1
+    const bool token = GENERATE(false, true);     // [N, C] or [N, C, L]
+    const int weighting = GENERATE(0, 1, 2);      // none, a constant, a trained tensor
+    const bool ignoring = GENERATE(false, true);  // ignore_index 1
     const double smoothing = GENERATE(0.0, 0.15);
     CAPTURE(kind, reduction, token, weighting, ignoring, smoothing);
     if (kind == "nll_loss" && smoothing > 0) return;  // nll_loss has no smoothing
@@ -195,7 +267,8 @@ TEST_CASE("cross-entropy losses: every reduction, shape, weighting, ignore_index
     s.smoothing = smoothing;
     if (weighting > 0) s.weights = {0.5f, 1.25f, 2.0f, 0.75f, 1.5f};
     s.weights_trained = weighting == 2;
-    const auto m = token ? parse_ok(loss_document(s, {classes, length}, {length})) : parse_ok(loss_document(s, {classes}, {}));
+    const auto m =
+        token ? parse_ok(loss_document(s, {classes, length}, {length})) : parse_ok(loss_document(s, {classes}, {}));
     const auto x = random_vector(static_cast<std::size_t>(batch * classes * length), 21, 2.0);
     std::vector<std::int32_t> labels;
     psrun::Rng rng(22);
@@ -241,8 +314,7 @@ TEST_CASE("cross-entropy over rows that are a multiple of the batch (a reshape(-
                          Catch::Message("label 4 of row 3 is outside the classes [0, 4)"));
 }
 
-TEST_CASE("a label outside the classes stops the step naming where; ignore_index is never checked",
-          "[cross_entropy]") {
+TEST_CASE("a label outside the classes stops the step naming where; ignore_index is never checked", "[cross_entropy]") {
     const std::string kind = GENERATE("softmax_cross_entropy_loss", "nll_loss");
     CAPTURE(kind);
     LossSpec s{kind, "sum"};
@@ -334,7 +406,8 @@ TEST_CASE("cross-entropy's errors say what does not fit", "[cross_entropy]") {
     CHECK_THAT(parse_error(loss_document(w, {5}, {})), Contains("the class weights) must be floats [5], got float 2"));
     // Scores of rank 1.
     doc = loss_document(s, {5}, {});
-    doc["layers"][0] = {{"kind", "reduce_sum"}, {"name", "scores"}, {"inputs", {"x"}}, {"axes", {1}}, {"keepdims", false}};
+    doc["layers"][0] = {
+        {"kind", "reduce_sum"}, {"name", "scores"}, {"inputs", {"x"}}, {"axes", {1}}, {"keepdims", false}};
     CHECK_THAT(parse_error(doc), Contains("must be [R, C] or [R, C, d1, ...], got N"));
     // Fields.
     doc = loss_document(s, {5}, {});

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "common/rng.h"
 #include "test/nn/ops_test_util.h"
 #include "workerd/onnx/onnx_model.h"
 #include "workerd/onnx/onnx_proto.h"
-#include "common/rng.h"
 
 namespace psrun::nn::test {
 namespace {
@@ -58,7 +58,8 @@ void check_round_trip(const json& layers, const std::vector<std::int64_t>& shape
 }
 
 TEST_CASE("activations export at opset 13 and import back", "[eltwise][onnx]") {
-    check_round_trip({{{"kind", "selu"}, {"name", "a"}}, {{"kind", "hard_sigmoid"}, {"name", "b"}, {"alpha", 0.2}},
+    check_round_trip({{{"kind", "selu"}, {"name", "a"}},
+                      {{"kind", "hard_sigmoid"}, {"name", "b"}, {"alpha", 0.2}},
                       {{"kind", "reciprocal"}, {"name", "c"}}},
                      {3, 4}, true);
     // HardSwish and Mish are opsets 14 and 18: HardSigmoid * x and x * Tanh(Softplus(x)).
@@ -97,11 +98,12 @@ TEST_CASE("a -inf mask constant exports and imports back; softmax after it", "[e
     // With the embedded description (JSON has no -inf: it fails to parse and the graph is read).
     const bool keep = GENERATE(false, true);
     CAPTURE(keep);
-    check_round_trip({{{"kind", "constant"}, {"name", "mask"}, {"shape", {3, 3}}, {"values", {0, -inf, -inf, 0, 0, -inf, 0, 0, 0}}},
-                      {{"kind", "add"}, {"name", "s"}, {"inputs", {"input", "mask"}}},
-                      {{"kind", "softmax"}, {"name", "p"}, {"axis", -1}},
-                      {{"kind", "mul"}, {"name", "out"}, {"inputs", {"p", "input"}}}},
-                     {3, 3}, true, keep);
+    check_round_trip(
+        {{{"kind", "constant"}, {"name", "mask"}, {"shape", {3, 3}}, {"values", {0, -inf, -inf, 0, 0, -inf, 0, 0, 0}}},
+         {{"kind", "add"}, {"name", "s"}, {"inputs", {"input", "mask"}}},
+         {{"kind", "softmax"}, {"name", "p"}, {"axis", -1}},
+         {{"kind", "mul"}, {"name", "out"}, {"inputs", {"p", "input"}}}},
+        {3, 3}, true, keep);
 }
 
 }  // namespace

@@ -65,9 +65,11 @@ TEST_CASE("prelu: a slope per channel or shared, as a tensor or a value", "[eltw
         {json{{{"kind", "prelu"}, {"name", "out"}}}, false},
         {json{{{"kind", "prelu"}, {"name", "out"}, {"shared", true}}}, true},
         {json{{{"kind", "parameter"}, {"name", "p"}, {"shape", {3, 1, 1}}},
-              {{"kind", "prelu"}, {"name", "out"}, {"inputs", {"input", "p"}}}}, false},
+              {{"kind", "prelu"}, {"name", "out"}, {"inputs", {"input", "p"}}}},
+         false},
         {json{{{"kind", "parameter"}, {"name", "p"}, {"shape", {1}}},
-              {{"kind", "prelu"}, {"name", "out"}, {"inputs", {"input", "p"}}}}, true},
+              {{"kind", "prelu"}, {"name", "out"}, {"inputs", {"input", "p"}}}},
+         true},
     }));
     const int batch = GENERATE(1, 2);
     CAPTURE(c.layers.dump(), batch);
@@ -97,7 +99,8 @@ TEST_CASE("maximum and minimum broadcast; where picks x or y by a mask", "[eltwi
     const int batch = GENERATE(1, 3);
     CAPTURE(op, batch);
     // x: N x 3 x 4; p: a parameter [4] (drawn by its initializer); where's mask: x > 0.
-    json layers = {{{"kind", "parameter"}, {"name", "p"}, {"shape", {4}}, {"init", {{"kind", "uniform"}, {"limit", 1.0}}}}};
+    json layers = {
+        {{"kind", "parameter"}, {"name", "p"}, {"shape", {4}}, {"init", {{"kind", "uniform"}, {"limit", 1.0}}}}};
     if (op == "where") {
         layers.push_back({{"kind", "constant"}, {"name", "zero"}, {"shape", json::array()}, {"values", {0.0}}});
         layers.push_back({{"kind", "greater"}, {"name", "mask"}, {"inputs", {"input", "zero"}}});
@@ -112,7 +115,10 @@ TEST_CASE("maximum and minimum broadcast; where picks x or y by a mask", "[eltwi
     std::vector<double> expected;
     for (std::size_t e = 0; e < r.input.size(); ++e) {
         const double x = r.input[e], q = p[e % 4];
-        expected.push_back(op == "maximum" ? std::max(x, q) : op == "minimum" ? std::min(x, q) : x > 0 ? std::tanh(x) : q);
+        expected.push_back(op == "maximum"   ? std::max(x, q)
+                           : op == "minimum" ? std::min(x, q)
+                           : x > 0           ? std::tanh(x)
+                                             : q);
     }
     check_close(r.output, expected);
     check_gradients(model, batch, 5, 24, 2e-2, 1);  // a tie, or the mask flipping at 0
@@ -168,9 +174,10 @@ TEST_CASE("a padding mask from integer ids: equal, not, cast, where on embedding
 
 TEST_CASE("expand: a class token broadcast over the batch; its gradient sums", "[eltwise][expand]") {
     // cls [1, 1, 4] -> [N, 1, 4], concatenated before the input's [N, 3, 4].
-    const json layers = {{{"kind", "parameter"}, {"name", "cls"}, {"shape", {1, 1, 4}}, {"init", {{"kind", "uniform"}, {"limit", 1.0}}}},
-                         {{"kind", "expand"}, {"name", "tok"}, {"shape", {"N", 1, 1}}},
-                         {{"kind", "concat"}, {"name", "out"}, {"inputs", {"tok", "input"}}, {"axis", 1}}};
+    const json layers = {
+        {{"kind", "parameter"}, {"name", "cls"}, {"shape", {1, 1, 4}}, {"init", {{"kind", "uniform"}, {"limit", 1.0}}}},
+        {{"kind", "expand"}, {"name", "tok"}, {"shape", {"N", 1, 1}}},
+        {{"kind", "concat"}, {"name", "out"}, {"inputs", {"tok", "input"}}, {"axis", 1}}};
     const auto model = graph_model(layers, {3, 4});
     CHECK(model.value("tok").dims == Dims{Dim::batch_times(1), Dim::of(1), Dim::of(4)});
     const int batch = GENERATE(1, 3);
@@ -187,11 +194,12 @@ TEST_CASE("expand: a class token broadcast over the batch; its gradient sums", "
 }
 
 TEST_CASE("expand of an integer mask (an attention mask over heads)", "[eltwise][expand][mask]") {
-    const json layers = {{{"kind", "constant"}, {"name", "pad"}, {"shape", json::array()}, {"type", "int"}, {"values", {0}}},
-                         {{"kind", "equal"}, {"name", "is_pad"}, {"inputs", {"input", "pad"}}},
-                         {{"kind", "unsqueeze"}, {"name", "m"}, {"axes", {1}}},
-                         {{"kind", "expand"}, {"name", "heads"}, {"shape", {"N", 2, 5}}},
-                         {{"kind", "cast"}, {"name", "out"}, {"to", "float"}}};
+    const json layers = {
+        {{"kind", "constant"}, {"name", "pad"}, {"shape", json::array()}, {"type", "int"}, {"values", {0}}},
+        {{"kind", "equal"}, {"name", "is_pad"}, {"inputs", {"input", "pad"}}},
+        {{"kind", "unsqueeze"}, {"name", "m"}, {"axes", {1}}},
+        {{"kind", "expand"}, {"name", "heads"}, {"shape", {"N", 2, 5}}},
+        {{"kind", "cast"}, {"name", "out"}, {"to", "float"}}};
     const auto model = graph_model(layers, {5}, "int");
     CHECK(model.value("heads").type == ElementType::kInt);
     const std::vector<std::int32_t> ids = {0, 3, 0, 1, 2, 4, 4, 0, 0, 1};
@@ -219,7 +227,8 @@ TEST_CASE("reduce_max and reduce_min over some axes, keepdims either way", "[elt
     const auto r = forward_of(model, batch, 3);
     const std::vector<std::int64_t> dims = {batch, 3, 4, 5};
     std::vector<bool> reduced(4, false);
-    for (const auto& a : axes) reduced[static_cast<std::size_t>(a.get<int>() < 0 ? a.get<int>() + 4 : a.get<int>())] = true;
+    for (const auto& a : axes)
+        reduced[static_cast<std::size_t>(a.get<int>() < 0 ? a.get<int>() + 4 : a.get<int>())] = true;
     std::int64_t outs = 1;
     for (std::size_t d = 0; d < 4; ++d) outs *= reduced[d] ? 1 : dims[d];
     std::vector<double> expected(static_cast<std::size_t>(outs), op == "reduce_max" ? -1e30 : 1e30);
@@ -254,7 +263,8 @@ TEST_CASE("softmax after a causal -inf mask: exact zeros, no NaN forward or back
         double m = -1e30, s = 0;
         for (int j = 0; j <= i; ++j) m = std::max<double>(m, r.input[static_cast<std::size_t>(row * 4 + j)]);
         for (int j = 0; j <= i; ++j) s += std::exp(r.input[static_cast<std::size_t>(row * 4 + j)] - m);
-        for (int j = 0; j < 4; ++j) expected.push_back(j <= i ? std::exp(r.input[static_cast<std::size_t>(row * 4 + j)] - m) / s : 0.0);
+        for (int j = 0; j < 4; ++j)
+            expected.push_back(j <= i ? std::exp(r.input[static_cast<std::size_t>(row * 4 + j)] - m) / s : 0.0);
     }
     check_close(r.output, expected);
     for (std::size_t e = 0; e < r.output.size(); ++e)
@@ -275,7 +285,8 @@ TEST_CASE("softmax after a causal -inf mask: exact zeros, no NaN forward or back
 
 TEST_CASE("element-wise kinds refuse integers where they need floats", "[eltwise][errors]") {
     CHECK_THAT(graph_error({{{"kind", "selu"}}}, {3}, "int"), Catch::Contains("expects floats"));
-    CHECK_THAT(graph_error({{{"kind", "maximum"}, {"inputs", {"input", "input"}}}}, {3}, "int"), Catch::Contains("integers"));
+    CHECK_THAT(graph_error({{{"kind", "maximum"}, {"inputs", {"input", "input"}}}}, {3}, "int"),
+               Catch::Contains("integers"));
     CHECK_THAT(graph_error({{{"kind", "expand"}, {"shape", {5}}}}, {3}), Catch::Contains("do not broadcast"));
     CHECK_THAT(graph_error({{{"kind", "expand"}, {"shape", {2, "N", 3}}}}, {3}), Catch::Contains("batch axis first"));
 }

@@ -32,8 +32,9 @@ struct Run {
 Run run(const ModelDescription& model, std::int64_t batch, Precision precision, const std::vector<float>& params,
         const std::vector<float>& x, const std::vector<std::int32_t>& ids, const std::vector<float>& dy) {
     std::vector<float> grads(params.size(), -7.0f);
-    auto net = Network::create(model, NetworkOptions{batch, precision, false, false, model.input().type == ElementType::kFloat},
-                               params, grads);
+    auto net = Network::create(
+        model, NetworkOptions{batch, precision, false, false, model.input().type == ElementType::kFloat}, params,
+        grads);
     INFO((net ? std::string() : net.error().message));
     REQUIRE(net);
     std::copy(x.begin(), x.end(), (*net)->input().begin());
@@ -61,9 +62,9 @@ TEST_CASE("embedding: rows by id, and the table gradient a scatter-add of repeat
     const auto precision = GENERATE(from_range(test_precisions("embedding")));
     CAPTURE(shape, batch, to_string(precision));
     const int vocabulary = 6, dim = 5;  // fewer ids than positions: repeats are certain
-    const auto model = graph_model(json::array({{{"kind", "embedding"}, {"name", "emb"}, {"vocabulary", vocabulary},
-                                                 {"dim", dim}}}),
-                                   shape, "int");
+    const auto model =
+        graph_model(json::array({{{"kind", "embedding"}, {"name", "emb"}, {"vocabulary", vocabulary}, {"dim", dim}}}),
+                    shape, "int");
     REQUIRE(model.tensors.size() == 1);
     CHECK(model.tensors[0].name == "emb/table");
     CHECK(model.tensors[0].shape == std::vector<std::int64_t>{vocabulary, dim});
@@ -95,7 +96,8 @@ TEST_CASE("embedding: rows by id, and the table gradient a scatter-add of repeat
 }
 
 TEST_CASE("embedding: the table gradient is the same bit for bit with 1, 2 and 3 threads", "[nn_engine][sequence]") {
-    const auto model = graph_model(json::array({{{"kind", "embedding"}, {"vocabulary", 50}, {"dim", 16}}}), {40}, "int");
+    const auto model =
+        graph_model(json::array({{{"kind", "embedding"}, {"vocabulary", 50}, {"dim", 16}}}), {40}, "int");
     const std::int64_t batch = 8;
     const auto params = random_vector(50 * 16, 6);
     const auto ids = random_ids(static_cast<std::size_t>(batch * 40), 50, 7);
@@ -131,9 +133,9 @@ TEST_CASE("embedding: an id outside the vocabulary stops the step naming the exa
 
 TEST_CASE("embedding: gradients by finite differences, and bf16 near f32", "[nn_engine][sequence]") {
     // Through a dense layer, so the table's gradient depends on the lookups.
-    const auto model = graph_model(json::array({{{"kind", "embedding"}, {"vocabulary", 9}, {"dim", 6}},
-                                                {{"kind", "dense"}, {"units", 4}}}),
-                                   {2, 3}, "int");
+    const auto model = graph_model(
+        json::array({{{"kind", "embedding"}, {"vocabulary", 9}, {"dim", 6}}, {{"kind", "dense"}, {"units", 4}}}),
+        {2, 3}, "int");
     check_gradients(model, 3, 11, 24, 2e-2, 0, 9);
     check_gradients(model, 1, 12, 24, 2e-2, 0, 9);
     check_bf16_against_f32(model, 3, 13, 3e-2, 9);
@@ -150,7 +152,8 @@ TEST_CASE("gather: constant indices along an axis, repeated ones summed in the g
     const std::int64_t batch = GENERATE(1, 3);
     const auto precision = GENERATE(from_range(test_precisions("embedding")));
     CAPTURE(c.shape, c.axis, c.indices.dump(), batch, to_string(precision));
-    const auto model = graph_model(json::array({{{"kind", "gather"}, {"axis", c.axis}, {"indices", c.indices}}}), c.shape);
+    const auto model =
+        graph_model(json::array({{{"kind", "gather"}, {"axis", c.axis}, {"indices", c.indices}}}), c.shape);
     std::vector<std::int64_t> dims{batch};
     dims.insert(dims.end(), c.shape.begin(), c.shape.end());
     const auto rank = static_cast<std::int64_t>(dims.size());
@@ -181,9 +184,10 @@ TEST_CASE("gather: constant indices along an axis, repeated ones summed in the g
 }
 
 TEST_CASE("gather: gradients by finite differences, and bf16 near f32", "[nn_engine][sequence]") {
-    const auto model = graph_model(json::array({{{"kind", "dense"}, {"units", 5}},
-                                                {{"kind", "gather"}, {"axis", 1}, {"indices", json::array({3, 0, 3})}}}),
-                                   {4, 3});
+    const auto model =
+        graph_model(json::array({{{"kind", "dense"}, {"units", 5}},
+                                 {{"kind", "gather"}, {"axis", 1}, {"indices", json::array({3, 0, 3})}}}),
+                    {4, 3});
     check_gradients(model, 3, 31);
     check_bf16_against_f32(model, 3, 32);
 }
@@ -203,8 +207,9 @@ TEST_CASE("embedding and gather: errors name what is wrong", "[nn_engine][sequen
     CHECK_THAT(error(json::array({{{"kind", "embedding"}, {"vocabulary", 0}, {"dim", 3}}}), {4}, "int"),
                Contains("field \"vocabulary\""));
     CHECK_THAT(error(json::array({{{"kind", "embedding"}, {"dim", 3}}}), {4}, "int"), Contains("vocabulary"));
-    CHECK_THAT(error(json::array({{{"kind", "embedding"}, {"vocabulary", 5}, {"dim", 3}, {"init", "bogus"}}}), {4}, "int"),
-               Contains("field \"init\""));
+    CHECK_THAT(
+        error(json::array({{{"kind", "embedding"}, {"vocabulary", 5}, {"dim", 3}, {"init", "bogus"}}}), {4}, "int"),
+        Contains("field \"init\""));
     CHECK_THAT(error(json::array({{{"kind", "gather"}, {"axis", 0}, {"indices", 0}}}), {4}, "float"),
                Contains("is the batch axis"));
     CHECK_THAT(error(json::array({{{"kind", "gather"}, {"axis", 1}, {"indices", 4}}}), {4}, "float"),
@@ -213,7 +218,8 @@ TEST_CASE("embedding and gather: errors name what is wrong", "[nn_engine][sequen
                Contains("axis 3 is outside the input's 2 dims"));
     CHECK_THAT(error(json::array({{{"kind", "gather"}, {"axis", 1}, {"indices", json::array()}}}), {4}, "float"),
                Contains("field \"indices\": expected an integer or a list"));
-    CHECK_THAT(error(json::array({{{"kind", "gather"}, {"axis", 1}}}), {4}, "float"), Contains("field \"indices\": missing"));
+    CHECK_THAT(error(json::array({{{"kind", "gather"}, {"axis", 1}}}), {4}, "float"),
+               Contains("field \"indices\": missing"));
 }
 
 }  // namespace psrun::nn::test

@@ -40,20 +40,22 @@ std::vector<float> logits(const ModelDescription& model, const std::vector<float
 
 }  // namespace
 
-TEST_CASE("group_norm exports as PyTorch writes it and imports back from the graph", "[nn_ops_norm][group_norm][onnx]") {
-    const json doc{{"name", "gn_onnx"},
-                   {"input", {{"channels", 2}, {"height", 6}, {"width", 5}}},
-                   {"classes", 3},
-                   {"layers",
-                    json::array({{{"kind", "conv2d"}, {"name", "c1"}, {"filters", 8}, {"kernel", 3}, {"padding", "same"}},
-                                 {{"kind", "group_norm"}, {"name", "gn1"}, {"groups", 4}},
-                                 {{"kind", "tanh"}},
-                                 {{"kind", "group_norm"}, {"name", "gn2"}, {"groups", 2}, {"scale", false}},
-                                 {{"kind", "group_norm"}, {"name", "gn3"}, {"groups", 2}, {"center", false}},
-                                 {{"kind", "group_norm"}, {"name", "gn4"}, {"groups", 4}, {"affine", "group"}},
-                                 {{"kind", "group_norm"}, {"name", "in5"}, {"groups", 8}, {"epsilon", 1e-3}},
-                                 {{"kind", "dense"}, {"name", "d1"}, {"units", 3}}})},
-                   {"loss", {{"kind", "softmax_cross_entropy"}}}};
+TEST_CASE("group_norm exports as PyTorch writes it and imports back from the graph",
+          "[nn_ops_norm][group_norm][onnx]") {
+    const json doc{
+        {"name", "gn_onnx"},
+        {"input", {{"channels", 2}, {"height", 6}, {"width", 5}}},
+        {"classes", 3},
+        {"layers",
+         json::array({{{"kind", "conv2d"}, {"name", "c1"}, {"filters", 8}, {"kernel", 3}, {"padding", "same"}},
+                      {{"kind", "group_norm"}, {"name", "gn1"}, {"groups", 4}},
+                      {{"kind", "tanh"}},
+                      {{"kind", "group_norm"}, {"name", "gn2"}, {"groups", 2}, {"scale", false}},
+                      {{"kind", "group_norm"}, {"name", "gn3"}, {"groups", 2}, {"center", false}},
+                      {{"kind", "group_norm"}, {"name", "gn4"}, {"groups", 4}, {"affine", "group"}},
+                      {{"kind", "group_norm"}, {"name", "in5"}, {"groups", 8}, {"epsilon", 1e-3}},
+                      {{"kind", "dense"}, {"name", "d1"}, {"units", 3}}})},
+        {"loss", {{"kind", "softmax_cross_entropy"}}}};
     auto model = parse_model(doc, "gn_onnx");
     INFO((model ? std::string() : model.error().message));
     REQUIRE(model);
@@ -62,7 +64,8 @@ TEST_CASE("group_norm exports as PyTorch writes it and imports back from the gra
     const auto noise = random_vector(params.size(), 4, 0.5);
     for (const auto& t : model->tensors) {
         if (t.name.rfind("gn", 0) != 0 && t.name.rfind("in", 0) != 0) continue;
-        for (std::int64_t i = t.offset; i < t.offset + t.size; ++i) params[static_cast<std::size_t>(i)] += noise[static_cast<std::size_t>(i)];
+        for (std::int64_t i = t.offset; i < t.offset + t.size; ++i)
+            params[static_cast<std::size_t>(i)] += noise[static_cast<std::size_t>(i)];
     }
     auto bytes = onnx_io::export_onnx(*model, params);
     INFO((bytes ? std::string() : bytes.error().message));

@@ -25,7 +25,8 @@ NormRef group_norm_ref(const std::vector<float>& x, const std::vector<float>& dy
     const std::int64_t m = c / g * s;
     const auto affine = [&](const std::vector<float>& t, std::int64_t ch, double fallback) {
         if (t.empty()) return fallback;
-        return static_cast<double>(t[static_cast<std::size_t>(static_cast<std::int64_t>(t.size()) == c ? ch : ch / (c / g))]);
+        return static_cast<double>(
+            t[static_cast<std::size_t>(static_cast<std::int64_t>(t.size()) == c ? ch : ch / (c / g))]);
     };
     const NormRef plain = layer_norm_ref(x, {}, n * g, m, {}, {}, eps);  // y = xhat
     std::vector<float> dxhat(x.size());
@@ -40,8 +41,10 @@ NormRef group_norm_ref(const std::vector<float>& x, const std::vector<float>& dy
                 const double xhat = plain.y[at];
                 r.y[at] = affine(scale, ch, 1.0) * xhat + affine(bias, ch, 0.0);
                 dxhat[at] = static_cast<float>(dy[at] * affine(scale, ch, 1.0));
-                const auto k = static_cast<std::size_t>(static_cast<std::int64_t>(scale.size()) == c ? ch : ch / (c / g));
-                const auto kb = static_cast<std::size_t>(static_cast<std::int64_t>(bias.size()) == c ? ch : ch / (c / g));
+                const auto k =
+                    static_cast<std::size_t>(static_cast<std::int64_t>(scale.size()) == c ? ch : ch / (c / g));
+                const auto kb =
+                    static_cast<std::size_t>(static_cast<std::int64_t>(bias.size()) == c ? ch : ch / (c / g));
                 if (!scale.empty()) r.dscale[k] += dy[at] * xhat;
                 if (!bias.empty()) r.dbias[kb] += dy[at];
             }
@@ -67,15 +70,15 @@ std::string parse_error(const json& layers, const std::vector<std::int64_t>& sha
 
 TEST_CASE("group_norm matches the reference loop, forward and gradients", "[nn_ops_norm][group_norm]") {
     const auto gc = GENERATE(values<GnCase>({{{8, 5}, 4, 3, true, true, false},
-                                              {{8, 5}, 1, 1, true, true, false},
-                                              {{6, 4, 3}, 3, 3, true, true, false},
-                                              {{6, 4, 3}, 6, 3, true, true, false},
-                                              {{6, 4, 3}, 2, 2, false, true, false},
-                                              {{6, 4, 3}, 2, 3, true, false, false},
-                                              {{6, 4, 3}, 2, 3, false, false, false},
-                                              {{6, 4, 3}, 3, 3, true, true, true},
-                                              {{4, 2, 3, 2}, 2, 3, true, true, false},
-                                              {{16, 7, 7}, 4, 2, true, true, false}}));
+                                             {{8, 5}, 1, 1, true, true, false},
+                                             {{6, 4, 3}, 3, 3, true, true, false},
+                                             {{6, 4, 3}, 6, 3, true, true, false},
+                                             {{6, 4, 3}, 2, 2, false, true, false},
+                                             {{6, 4, 3}, 2, 3, true, false, false},
+                                             {{6, 4, 3}, 2, 3, false, false, false},
+                                             {{6, 4, 3}, 3, 3, true, true, true},
+                                             {{4, 2, 3, 2}, 2, 3, true, true, false},
+                                             {{16, 7, 7}, 4, 2, true, true, false}}));
     const auto precision = GENERATE(from_range(test_precisions("group_norm")));
     const bool bf16 = precision == Precision::kBf16;
     CAPTURE(gc.shape, gc.groups, gc.batch, gc.scale, gc.center, gc.per_group, to_string(precision));
@@ -93,7 +96,8 @@ TEST_CASE("group_norm matches the reference loop, forward and gradients", "[nn_o
     REQUIRE((scale != nullptr) == gc.scale);
     REQUIRE((bias != nullptr) == gc.center);
     if (scale) CHECK(scale->shape == std::vector<std::int64_t>{gc.per_group ? gc.groups : c});
-    std::vector<float> params = bf16_exact(random_vector(static_cast<std::size_t>(model.parameter_count), 41, 0.8), precision);
+    std::vector<float> params =
+        bf16_exact(random_vector(static_cast<std::size_t>(model.parameter_count), 41, 0.8), precision);
     std::vector<float> grads(params.size());
     auto net = Network::create(model, NetworkOptions{gc.batch, precision, false, false, true}, params, grads);
     INFO((net ? std::string() : net.error().message));
@@ -106,7 +110,8 @@ TEST_CASE("group_norm matches the reference loop, forward and gradients", "[nn_o
     const auto dy = bf16_exact(random_vector(total, 43), precision);
     std::copy(x.begin(), x.end(), (*net)->input().begin());
     (*net)->forward(true);
-    const auto ref = group_norm_ref(x, dy, gc.batch, c, s, gc.groups, tensor_slice(params, scale), tensor_slice(params, bias), 1e-5);
+    const auto ref =
+        group_norm_ref(x, dy, gc.batch, c, s, gc.groups, tensor_slice(params, scale), tensor_slice(params, bias), 1e-5);
     CHECK(rel_l2({(*net)->outputs().begin(), (*net)->outputs().end()}, ref.y) < (bf16 ? 1e-2 : 1e-5));
     (*net)->backward_from(dy);
     const double gtol = bf16 ? 2e-2 : 1e-4;
@@ -185,7 +190,7 @@ TEST_CASE("group_norm step time against batch_norm and layer_norm", "[.][bench][
         }
         std::sort(ms.begin(), ms.end());
         WARN(label << ": " << ms[ms.size() / 2] << " ms forward + backward (fastest " << ms.front() << "), " << batch
-                       << " x 64 x 28 x 28 f32");
+                   << " x 64 x 28 x 28 f32");
     }
 }
 

@@ -14,7 +14,8 @@ using nlohmann::json;
 
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
-TEST_CASE("pow raises to a constant exponent: square, odd, fractional (on a positive input)", "[nn_engine][ops][math]") {
+TEST_CASE("pow raises to a constant exponent: square, odd, fractional (on a positive input)",
+          "[nn_engine][ops][math]") {
     const double e = GENERATE(2.0, 3.0, 0.5, -1.0);
     const int batch = GENERATE(1, 3);
     INFO("exponent " << e << " batch " << batch);

@@ -30,7 +30,8 @@ std::vector<double> reference(const std::vector<float>& a, std::vector<std::int6
         for (std::int64_t kk = 0; kk < k; ++kk) {
             ca[r - 1] = kk;
             cb[r - 2] = kk;
-            sum += double{a[static_cast<std::size_t>(broadcast_source(ca, ad))]} * b[static_cast<std::size_t>(broadcast_source(cb, bd))];
+            sum += double{a[static_cast<std::size_t>(broadcast_source(ca, ad))]} *
+                   b[static_cast<std::size_t>(broadcast_source(cb, bd))];
         }
         out.push_back(sum);
     }
@@ -39,23 +40,24 @@ std::vector<double> reference(const std::vector<float>& a, std::vector<std::int6
 
 TEST_CASE("matmul broadcasts batch dims either way, against a naive loop, finite differences and bf16",
           "[nn_engine][ops][matmul]") {
-    const auto c = GENERATE(MmCase{{3, 4}, {4, 5}, false, 3},        // a shared weight (folded dB)
-                            MmCase{{3, 4}, {4, 5}, false, 1},
-                            MmCase{{4, 5}, {3, 4}, true, 3},         // a shared left matrix
-                            MmCase{{1, 3, 4}, {2, 4, 5}, false, 3},  // both broadcast
-                            MmCase{{2, 4, 5}, {2, 3, 4}, true, 1},        // p broadcast along N only
-                            MmCase{{4}, {4, 3}, false, 3});          // rank 2: the batch is the rows
+    const auto c = GENERATE(MmCase{{3, 4}, {4, 5}, false, 3},  // a shared weight (folded dB)
+                            MmCase{{3, 4}, {4, 5}, false, 1}, MmCase{{4, 5}, {3, 4}, true, 3},  // a shared left matrix
+                            MmCase{{1, 3, 4}, {2, 4, 5}, false, 3},                             // both broadcast
+                            MmCase{{2, 4, 5}, {2, 3, 4}, true, 1},  // p broadcast along N only
+                            MmCase{{4}, {4, 3}, false, 3});         // rank 2: the batch is the rows
     INFO("x " << json(c.x).dump() << " p " << json(c.p).dump() << (c.param_first ? " p @ x" : " x @ p") << " batch "
               << c.batch);
-    const json layers = {{{"kind", "parameter"}, {"name", "p"}, {"shape", c.p}},
-                         {{"kind", "matmul"}, {"name", "out"}, {"inputs", c.param_first ? json{"p", "input"} : json{"input", "p"}}}};
+    const json layers = {
+        {{"kind", "parameter"}, {"name", "p"}, {"shape", c.p}},
+        {{"kind", "matmul"}, {"name", "out"}, {"inputs", c.param_first ? json{"p", "input"} : json{"input", "p"}}}};
     const auto model = graph_model(layers, c.x);
     const auto r = forward_of(model, c.batch, 3);
     std::vector<std::int64_t> xd = {c.batch};
     xd.insert(xd.end(), c.x.begin(), c.x.end());
     const auto od = concrete(model.value("out").dims, c.batch);
     const auto pv = tensor_values(model, r.params, "p/value");
-    check_close(r.output, c.param_first ? reference(pv, c.p, r.input, xd, od) : reference(r.input, xd, pv, c.p, od), 2e-5);
+    check_close(r.output, c.param_first ? reference(pv, c.p, r.input, xd, od) : reference(r.input, xd, pv, c.p, od),
+                2e-5);
     check_gradients(model, c.batch, 5);
     check_bf16_against_f32(model, c.batch, 7);
 }
@@ -76,7 +78,8 @@ TEST_CASE("matmul of a value with its own transpose (Q K^T): both gradients reac
     check_bf16_against_f32(model, 2, 17);
 }
 
-TEST_CASE("an attention block of the new kinds: softmax(x Wq (x Wk)^T) x, mean over positions", "[nn_engine][ops][matmul][softmax]") {
+TEST_CASE("an attention block of the new kinds: softmax(x Wq (x Wk)^T) x, mean over positions",
+          "[nn_engine][ops][matmul][softmax]") {
     // x: N x 4 x 6; q, k = x Wq, x Wk; p = softmax(q k^T) (4 x 4 per example); out = mean_rows(p x).
     const json layers = {{{"kind", "parameter"}, {"name", "wq"}, {"shape", {6, 6}}},
                          {{"kind", "parameter"}, {"name", "wk"}, {"shape", {6, 6}}},
@@ -100,7 +103,8 @@ TEST_CASE("matmul: inner dims, rank, the batch as the contracted dim, leading di
     CHECK_THAT(graph_error(with_param({5, 2}), {3, 4}),
                Catch::Contains("layer 1 (matmul): inner dims differ: N x 3 x 4 and 5 x 2"));
     CHECK_THAT(graph_error(with_param({4}), {3, 4}), Catch::Contains("input 1 (p) is 4; matmul needs 2 to 6 dims"));
-    CHECK_THAT(graph_error(with_param({3, 4, 2}), {2, 3, 4}), Catch::Contains("the leading dims of N x 2 x 3 x 4 and 3 x 4 x 2 do not broadcast"));
+    CHECK_THAT(graph_error(with_param({3, 4, 2}), {2, 3, 4}),
+               Catch::Contains("the leading dims of N x 2 x 3 x 4 and 3 x 4 x 2 do not broadcast"));
     CHECK_THAT(graph_error({{{"kind", "transpose"}, {"name", "t"}, {"perm", {1, 0}}},
                             {{"kind", "matmul"}, {"inputs", {"t", "input"}}}},
                            {3}),
@@ -127,7 +131,8 @@ TEST_CASE("dense with last_axis on a 4-D input: per position, not flattened; gra
         for (std::int64_t u = 0; u < units; ++u) {
             double s = bias[static_cast<std::size_t>(u)];
             for (std::int64_t f = 0; f < features; ++f)
-                s += static_cast<double>(r.input[static_cast<std::size_t>(p * features + f)]) * w[static_cast<std::size_t>(u * features + f)];
+                s += static_cast<double>(r.input[static_cast<std::size_t>(p * features + f)]) *
+                     w[static_cast<std::size_t>(u * features + f)];
             want.push_back(s);
         }
     check_close(r.output, want, 2e-5);

@@ -25,7 +25,8 @@ TEST_CASE("reduce_mean and reduce_sum over some axes, keepdims either way", "[nn
         for (std::int64_t h = 0; h < 4; ++h) {
             double s = 0;
             for (std::int64_t c = 0; c < 3; ++c)
-                for (std::int64_t w = 0; w < 5; ++w) s += r.input[static_cast<std::size_t>(((n * 3 + c) * 4 + h) * 5 + w)];
+                for (std::int64_t w = 0; w < 5; ++w)
+                    s += r.input[static_cast<std::size_t>(((n * 3 + c) * 4 + h) * 5 + w)];
             expected.push_back(op == "reduce_mean" ? s / 15.0 : s);
         }
     check_close(r.output, expected);
@@ -39,10 +40,10 @@ TEST_CASE("reduce over consecutive axes (the hand loop): a bag mean, a sequence'
         std::vector<std::int64_t> shape;  // after N
         std::vector<std::int64_t> axes;
     };
-    const auto c = GENERATE(values<Case>({{{5, 6}, {1}},          // [N, L, D] mean over L (embedding bag)
-                                          {{3, 4, 5}, {1, 2}},    // two consecutive axes, inner 5
-                                          {{2, 300}, {1}},        // inner 300: two blocks of the loop
-                                          {{3, 4, 5}, {-1}}}));   // the last axis, inner 1
+    const auto c = GENERATE(values<Case>({{{5, 6}, {1}},         // [N, L, D] mean over L (embedding bag)
+                                          {{3, 4, 5}, {1, 2}},   // two consecutive axes, inner 5
+                                          {{2, 300}, {1}},       // inner 300: two blocks of the loop
+                                          {{3, 4, 5}, {-1}}}));  // the last axis, inner 1
     const std::string op = GENERATE("reduce_mean", "reduce_sum");
     const int batch = GENERATE(1, 3);
     CAPTURE(c.shape, c.axes, op, batch);
@@ -52,7 +53,8 @@ TEST_CASE("reduce over consecutive axes (the hand loop): a bag mean, a sequence'
     std::vector<std::int64_t> dims{batch};
     dims.insert(dims.end(), c.shape.begin(), c.shape.end());
     std::vector<bool> reduced(dims.size(), false);
-    for (auto a : c.axes) reduced[static_cast<std::size_t>(a < 0 ? a + static_cast<std::int64_t>(dims.size()) : a)] = true;
+    for (auto a : c.axes)
+        reduced[static_cast<std::size_t>(a < 0 ? a + static_cast<std::int64_t>(dims.size()) : a)] = true;
     std::int64_t count = 1, out_size = 1;
     for (std::size_t d = 0; d < dims.size(); ++d) (reduced[d] ? count : out_size) *= dims[d];
     std::vector<double> expected(static_cast<std::size_t>(out_size), 0.0);
@@ -75,7 +77,8 @@ TEST_CASE("reduce over consecutive axes (the hand loop): a bag mean, a sequence'
 TEST_CASE("reduce: the batch axis, a repeated or out-of-range axis, no axes", "[nn_engine][ops][reduce]") {
     CHECK_THAT(graph_error({{{"kind", "reduce_mean"}, {"axes", {0}}}}, {3}),
                Catch::Contains("layer 0 (reduce_mean): axis 0 of N x 3 is the batch dim"));
-    CHECK_THAT(graph_error({{{"kind", "reduce_sum"}, {"axes", {1, -1}}}}, {3}), Catch::Contains("axis -1 is given twice"));
+    CHECK_THAT(graph_error({{{"kind", "reduce_sum"}, {"axes", {1, -1}}}}, {3}),
+               Catch::Contains("axis -1 is given twice"));
     CHECK_THAT(graph_error({{{"kind", "reduce_sum"}, {"axes", {2}}}}, {3}), Catch::Contains("axis 2 for rank 2"));
     CHECK_THAT(graph_error({{{"kind", "reduce_sum"}}}, {3}), Catch::Contains("axes"));
 }

@@ -45,17 +45,25 @@ ModelDescription rnn_model(const RnnCase& c, const char* layout = "pytorch", boo
             h_idx.push_back(d);
             c_idx.push_back(kL - 1 - d);
         }
-        layers.push_back({{"kind", "gather"}, {"name", "h_rows"}, {"inputs", {"input"}}, {"axis", 1}, {"indices", h_idx}});
+        layers.push_back(
+            {{"kind", "gather"}, {"name", "h_rows"}, {"inputs", {"input"}}, {"axis", 1}, {"indices", h_idx}});
         layers.push_back({{"kind", "transpose"}, {"name", "h0"}, {"perm", {1, 0, 2}}});
         inputs.push_back("h0");
         if (lstm) {
-            layers.push_back({{"kind", "gather"}, {"name", "c_rows"}, {"inputs", {"input"}}, {"axis", 1}, {"indices", c_idx}});
+            layers.push_back(
+                {{"kind", "gather"}, {"name", "c_rows"}, {"inputs", {"input"}}, {"axis", 1}, {"indices", c_idx}});
             layers.push_back({{"kind", "transpose"}, {"name", "c0"}, {"perm", {1, 0, 2}}});
             inputs.push_back("c0");
         }
     }
-    json layer = {{"kind", lstm ? "lstm" : "gru"}, {"name", "rnn"}, {"inputs", inputs}, {"hidden", kH},
-                  {"direction", c.direction}, {"batch_first", c.batch_first}, {"layout", layout}, {"bias", bias}};
+    json layer = {{"kind", lstm ? "lstm" : "gru"},
+                  {"name", "rnn"},
+                  {"inputs", inputs},
+                  {"hidden", kH},
+                  {"direction", c.direction},
+                  {"batch_first", c.batch_first},
+                  {"layout", layout},
+                  {"bias", bias}};
     if (!lstm) layer["linear_before_reset"] = std::string(c.kind) == "gru";
     layers.push_back(layer);
     if (c.output == 0 && !c.batch_first) layers.push_back({{"kind", "transpose"}, {"perm", {2, 0, 1, 3}}});
@@ -74,8 +82,8 @@ std::vector<double> reference(const RnnCase& c, const ModelDescription& m, const
     const bool lstm = kind == "lstm";
     const int dirs = std::string(c.direction) == "bidirectional" ? 2 : 1;
     const std::int64_t n_ex = c.batch, G = lstm ? 4 : 3;
-    std::vector<double> y(static_cast<std::size_t>(n_ex * kL * dirs * kH)), hn(static_cast<std::size_t>(n_ex * dirs * kH)),
-        cn(hn.size());
+    std::vector<double> y(static_cast<std::size_t>(n_ex * kL * dirs * kH)),
+        hn(static_cast<std::size_t>(n_ex * dirs * kH)), cn(hn.size());
     auto tensor = [&](const std::string& name) -> const double* {
         const TensorDef* t = m.tensor(name);
         REQUIRE(t != nullptr);
@@ -91,7 +99,8 @@ std::vector<double> reference(const RnnCase& c, const ModelDescription& m, const
             if (c.states)
                 for (std::int64_t j = 0; j < kH; ++j) {
                     h[static_cast<std::size_t>(j)] = x[static_cast<std::size_t>((n * kL + d) * kI + j)];
-                    if (lstm) cs[static_cast<std::size_t>(j)] = x[static_cast<std::size_t>((n * kL + kL - 1 - d) * kI + j)];
+                    if (lstm)
+                        cs[static_cast<std::size_t>(j)] = x[static_cast<std::size_t>((n * kL + kL - 1 - d) * kI + j)];
                 }
             for (std::int64_t step = 0; step < kL; ++step) {
                 const std::int64_t t = backwards ? kL - 1 - step : step;
@@ -107,7 +116,9 @@ std::vector<double> reference(const RnnCase& c, const ModelDescription& m, const
                 std::vector<double> next(kH);
                 if (lstm)
                     for (std::int64_t j = 0; j < kH; ++j) {
-                        auto a = [&](std::int64_t g) { return ax[static_cast<std::size_t>(g * kH + j)] + ah[static_cast<std::size_t>(g * kH + j)]; };
+                        auto a = [&](std::int64_t g) {
+                            return ax[static_cast<std::size_t>(g * kH + j)] + ah[static_cast<std::size_t>(g * kH + j)];
+                        };
                         const auto uj = static_cast<std::size_t>(j);
                         const double i = sigmoid(a(0)), f = sigmoid(a(1)), g = std::tanh(a(2)), o = sigmoid(a(3));
                         cs[uj] = f * cs[uj] + i * g;
@@ -128,13 +139,16 @@ std::vector<double> reference(const RnnCase& c, const ModelDescription& m, const
                             pre += r[uj] * ah[static_cast<std::size_t>(2 * kH + j)];
                         } else {
                             pre += bh[2 * kH + j];
-                            for (std::int64_t k = 0; k < kH; ++k) pre += wh[(2 * kH + j) * kH + k] * r[static_cast<std::size_t>(k)] * h[static_cast<std::size_t>(k)];
+                            for (std::int64_t k = 0; k < kH; ++k)
+                                pre += wh[(2 * kH + j) * kH + k] * r[static_cast<std::size_t>(k)] *
+                                       h[static_cast<std::size_t>(k)];
                         }
                         next[uj] = (1.0 - z[uj]) * std::tanh(pre) + z[uj] * h[uj];
                     }
                 }
                 h = next;
-                for (std::int64_t j = 0; j < kH; ++j) y[static_cast<std::size_t>(((n * kL + t) * dirs + d) * kH + j)] = h[static_cast<std::size_t>(j)];
+                for (std::int64_t j = 0; j < kH; ++j)
+                    y[static_cast<std::size_t>(((n * kL + t) * dirs + d) * kH + j)] = h[static_cast<std::size_t>(j)];
             }
             for (std::int64_t j = 0; j < kH; ++j) {
                 hn[static_cast<std::size_t>((n * dirs + d) * kH + j)] = h[static_cast<std::size_t>(j)];
@@ -219,17 +233,20 @@ TEST_CASE("lstm and gru match a loop in double: outputs and every gradient", "[n
 }
 
 TEST_CASE("lstm and gru: finite differences on the engine, and bf16 near f32", "[nn_engine][sequence]") {
-    const auto c = GENERATE(RnnCase{"lstm", "bidirectional", false, true, 0, 3}, RnnCase{"gru", "forward", true, false, 1, 3},
-                            RnnCase{"gru0", "reverse", false, true, 0, 1}, RnnCase{"lstm", "forward", false, false, 2, 1});
+    const auto c =
+        GENERATE(RnnCase{"lstm", "bidirectional", false, true, 0, 3}, RnnCase{"gru", "forward", true, false, 1, 3},
+                 RnnCase{"gru0", "reverse", false, true, 0, 1}, RnnCase{"lstm", "forward", false, false, 2, 1});
     CAPTURE(c.kind, c.direction, c.batch_first, c.states, c.output, c.batch);
     const auto model = rnn_model(c);
     check_gradients(model, c.batch, 51);
     check_bf16_against_f32(model, c.batch, 52);
 }
 
-TEST_CASE("lstm and gru: ONNX's layout computes what PyTorch's does with the gates reordered", "[nn_engine][sequence]") {
-    const auto c = GENERATE(RnnCase{"lstm", "bidirectional", false, false, 0, 3}, RnnCase{"gru", "forward", true, true, 0, 3},
-                            RnnCase{"gru0", "reverse", false, false, 1, 3});
+TEST_CASE("lstm and gru: ONNX's layout computes what PyTorch's does with the gates reordered",
+          "[nn_engine][sequence]") {
+    const auto c =
+        GENERATE(RnnCase{"lstm", "bidirectional", false, false, 0, 3}, RnnCase{"gru", "forward", true, true, 0, 3},
+                 RnnCase{"gru0", "reverse", false, false, 1, 3});
     const bool bias = GENERATE(true, false);
     CAPTURE(c.kind, c.direction, bias);
     const bool lstm = std::string(c.kind) == "lstm";
@@ -249,8 +266,8 @@ TEST_CASE("lstm and gru: ONNX's layout computes what PyTorch's does with the gat
             const TensorDef* t = pt.tensor(name);
             REQUIRE(t != nullptr);
             for (std::int64_t k = 0; k < G; ++k)
-                std::copy_n(from.begin() + t->offset + onnx_from_pytorch[static_cast<std::size_t>(k)] * kH * cols, kH * cols,
-                            to.begin() + to_offset + k * kH * cols);
+                std::copy_n(from.begin() + t->offset + onnx_from_pytorch[static_cast<std::size_t>(k)] * kH * cols,
+                            kH * cols, to.begin() + to_offset + k * kH * cols);
         };
         for (int d = 0; d < dirs; ++d) {
             const std::string s = d == 1 ? "_reverse" : "";
@@ -296,19 +313,23 @@ TEST_CASE("lstm and gru: errors name what is wrong", "[nn_engine][sequence]") {
                Contains("field \"layout\""));
     CHECK_THAT(error(json::array({{{"kind", "lstm"}, {"hidden", 4}, {"linear_before_reset", true}}}), {5, 3}),
                Contains("linear_before_reset"));
-    CHECK_THAT(error(json::array({{{"kind", "gru"}, {"hidden", 4}, {"batch_first", true}, {"bias", false},
-                                   {"bias_init", "zeros"}}}),
-                     {5, 3}),
-               Contains("given but \"bias\" is false"));
+    CHECK_THAT(
+        error(json::array(
+                  {{{"kind", "gru"}, {"hidden", 4}, {"batch_first", true}, {"bias", false}, {"bias_init", "zeros"}}}),
+              {5, 3}),
+        Contains("given but \"bias\" is false"));
     // A state of the wrong shape: [1, N, 3] where H is 4.
-    CHECK_THAT(error(json::array({{{"kind", "gather"}, {"name", "h"}, {"axis", 1}, {"indices", json::array({0})}},
-                                  {{"kind", "transpose"}, {"name", "h0"}, {"perm", {1, 0, 2}}},
-                                  {{"kind", "lstm"}, {"hidden", 4}, {"batch_first", true}, {"inputs", {"input", "h0"}}}}),
-                     {5, 3}),
-               Contains("the initial hidden state must be float 1 x N x 4, got 1 x N x 3"));
-    CHECK_THAT(error(json::array({{{"kind", "gru"}, {"hidden", 4}, {"batch_first", true}, {"inputs", {"input", "input", "input"}}}}),
-                     {5, 3}),
-               Contains("input"));
+    CHECK_THAT(
+        error(json::array({{{"kind", "gather"}, {"name", "h"}, {"axis", 1}, {"indices", json::array({0})}},
+                           {{"kind", "transpose"}, {"name", "h0"}, {"perm", {1, 0, 2}}},
+                           {{"kind", "lstm"}, {"hidden", 4}, {"batch_first", true}, {"inputs", {"input", "h0"}}}}),
+              {5, 3}),
+        Contains("the initial hidden state must be float 1 x N x 4, got 1 x N x 3"));
+    CHECK_THAT(
+        error(json::array(
+                  {{{"kind", "gru"}, {"hidden", 4}, {"batch_first", true}, {"inputs", {"input", "input", "input"}}}}),
+              {5, 3}),
+        Contains("input"));
 }
 
 }  // namespace psrun::nn::test

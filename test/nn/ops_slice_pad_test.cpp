@@ -17,8 +17,12 @@ TEST_CASE("slice takes a strided block: negative and clamped bounds, steps", "[n
     // x: N x 5 x 7. Axis 1: rows 1 and 3 (1:5:2); axis 2: -5 to 100 (columns 2..6), or 0:7:3.
     const bool stepped = GENERATE(false, true);
     INFO("batch " << batch << (stepped ? " step 3 on axis 2" : ""));
-    const json layer = {{"kind", "slice"}, {"name", "out"}, {"axes", {1, -1}}, {"starts", {1, stepped ? 0 : -5}},
-                        {"ends", {5, stepped ? 7 : 100}}, {"steps", {2, stepped ? 3 : 1}}};
+    const json layer = {{"kind", "slice"},
+                        {"name", "out"},
+                        {"axes", {1, -1}},
+                        {"starts", {1, stepped ? 0 : -5}},
+                        {"ends", {5, stepped ? 7 : 100}},
+                        {"steps", {2, stepped ? 3 : 1}}};
     const auto model = graph_model({layer}, {5, 7});
     const std::vector<std::int64_t> od = {batch, 2, stepped ? 3 : 5};
     CHECK(concrete(model.value("out").dims, batch) == od);
@@ -56,11 +60,13 @@ TEST_CASE("pad surrounds a value with zeros on several axes", "[nn_engine][ops][
     check_bf16_against_f32(model, batch, 13);
 }
 
-TEST_CASE("slice and pad: the batch axis, empty and repeated slices, steps, pad counts", "[nn_engine][ops][slice][pad]") {
+TEST_CASE("slice and pad: the batch axis, empty and repeated slices, steps, pad counts",
+          "[nn_engine][ops][slice][pad]") {
     auto slice = [](json axes, json starts, json ends, json steps) {
         return json{{{"kind", "slice"}, {"axes", axes}, {"starts", starts}, {"ends", ends}, {"steps", steps}}};
     };
-    CHECK_THAT(graph_error(slice({0}, {0}, {1}, {1}), {5}), Catch::Contains("layer 0 (slice): axis 0 is the batch dim"));
+    CHECK_THAT(graph_error(slice({0}, {0}, {1}, {1}), {5}),
+               Catch::Contains("layer 0 (slice): axis 0 is the batch dim"));
     CHECK_THAT(graph_error(slice({1}, {4}, {2}, {1}), {5}), Catch::Contains("axis 1 of N x 5 from 4 to 2 is empty"));
     CHECK_THAT(graph_error(slice({1, -1}, {0, 0}, {2, 2}, {1, 1}), {5}), Catch::Contains("axis -1 is given twice"));
     CHECK_THAT(graph_error(slice({1}, {0}, {2}, {-1}), {5}), Catch::Contains("steps"));

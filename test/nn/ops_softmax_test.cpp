@@ -37,7 +37,8 @@ TEST_CASE("softmax and log_softmax along any non-batch axis, against a naive loo
     const auto model = graph_model({{{"kind", op}, {"name", "out"}, {"axis", axis}}}, shape);
     const auto r = forward_of(model, batch, 3);
     const std::vector<std::int64_t> dims = {batch, 3, 5, 7};
-    check_close(r.output, reference(r.input, dims, static_cast<std::size_t>(axis < 0 ? axis + 4 : axis), op == "log_softmax"));
+    check_close(r.output,
+                reference(r.input, dims, static_cast<std::size_t>(axis < 0 ? axis + 4 : axis), op == "log_softmax"));
     check_gradients(model, batch, 5);
     check_bf16_against_f32(model, batch, 7);
 }

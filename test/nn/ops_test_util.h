@@ -82,9 +82,8 @@ inline std::vector<float> tensor_values(const ModelDescription& model, const std
 // The error parse_model gives `layers` on an input of `shape` (FAILs when it parses).
 inline std::string graph_error(const nlohmann::json& layers, const std::vector<std::int64_t>& shape,
                                const char* type = "float") {
-    const nlohmann::json doc{{"input", {{"shape", shape}, {"type", type}}},
-                             {"layers", layers},
-                             {"loss", {{"kind", "mean_squared_error"}}}};
+    const nlohmann::json doc{
+        {"input", {{"shape", shape}, {"type", type}}}, {"layers", layers}, {"loss", {{"kind", "mean_squared_error"}}}};
     auto model = parse_model(doc, "t.json");
     REQUIRE_FALSE(model);
     CHECK(model.error().code == ErrorCode::kInvalidArgument);

@@ -23,7 +23,9 @@ namespace {
 // norm "ln" before "a": every tensor of the plain model moves to a later index.
 ModelDescription init_model(bool extra) {
     json layers = json::array();
-    if (extra) layers.push_back({{"kind", "embedding"}, {"name", "emb0"}, {"inputs", {"ids"}}, {"vocabulary", 50}, {"dim", 8}});
+    if (extra)
+        layers.push_back(
+            {{"kind", "embedding"}, {"name", "emb0"}, {"inputs", {"ids"}}, {"vocabulary", 50}, {"dim", 8}});
     layers.push_back({{"kind", "embedding"}, {"name", "emb"}, {"inputs", {"ids"}}, {"vocabulary", 50}, {"dim", 8}});
     if (extra) layers.push_back({{"kind", "add"}, {"name", "both"}, {"inputs", {"emb0", "emb"}}});
     layers.push_back({{"kind", "flatten"}, {"name", "flat"}});
@@ -31,13 +33,13 @@ ModelDescription init_model(bool extra) {
     layers.push_back({{"kind", "dense"}, {"name", "a"}, {"units", 16}});
     layers.push_back({{"kind", "tanh"}, {"name", "t"}});
     layers.push_back({{"kind", "dense"}, {"name", "b"}, {"units", 3}});
-    return parse_ok({{"inputs", {{{"name", "ids"}, {"dims", {5}}, {"type", "int"}}}}, {"layers", layers}, {"classes", 3}});
+    return parse_ok(
+        {{"inputs", {{{"name", "ids"}, {"dims", {5}}, {"type", "int"}}}}, {"layers", layers}, {"classes", 3}});
 }
 
 std::vector<float> values_of(const ModelDescription& model, const std::vector<float>& params, const std::string& name) {
     for (const auto& t : model.tensors)
-        if (t.name == name)
-            return {params.begin() + t.offset, params.begin() + t.offset + t.size};
+        if (t.name == name) return {params.begin() + t.offset, params.begin() + t.offset + t.size};
     FAIL("no tensor " << name);
     return {};
 }
@@ -54,7 +56,8 @@ std::size_t index_of(const ModelDescription& model, const std::string& name) {
 TEST_CASE("initial values are keyed by the tensor's name, not its place in the list", "[parameter_init]") {
     const ModelDescription plain = init_model(false), more = init_model(true);
     REQUIRE(more.tensors.size() == plain.tensors.size() + 3);
-    std::vector<float> p(static_cast<std::size_t>(plain.parameter_count)), q(static_cast<std::size_t>(more.parameter_count));
+    std::vector<float> p(static_cast<std::size_t>(plain.parameter_count)),
+        q(static_cast<std::size_t>(more.parameter_count));
     initialize_parameters(plain, 42, p);
     initialize_parameters(more, 42, q);
     std::size_t compared = 0;
@@ -83,9 +86,10 @@ TEST_CASE("initial values are keyed by the tensor's name, not its place in the l
 
 TEST_CASE("tensors of one shape and initializer but other names draw different values", "[parameter_init]") {
     const auto model = parse_ok({{"inputs", {{{"name", "x"}, {"dims", {6}}}}},
-                                 {"layers", {{{"kind", "dense"}, {"name", "h1"}, {"units", 6}},
-                                             {{"kind", "dense"}, {"name", "h2"}, {"units", 6}},
-                                             {{"kind", "dense"}, {"name", "out"}, {"units", 2}}}},
+                                 {"layers",
+                                  {{{"kind", "dense"}, {"name", "h1"}, {"units", 6}},
+                                   {{"kind", "dense"}, {"name", "h2"}, {"units", 6}},
+                                   {{"kind", "dense"}, {"name", "out"}, {"units", 2}}}},
                                  {"classes", 2}});
     std::vector<float> p(static_cast<std::size_t>(model.parameter_count));
     initialize_parameters(model, 7, p);

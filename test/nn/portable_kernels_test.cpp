@@ -5,8 +5,8 @@
 // that do not fill the last block).
 #include <omp.h>
 
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -32,7 +32,8 @@ std::int64_t count(const Dims& d) {
 }
 
 // out[j] = scale * sum of a[i] (* b[i]) over the elements i that broadcast to j.
-std::vector<double> reference(const Dims& from, const Dims& to, const std::vector<float>& a, const float* b, float scale) {
+std::vector<double> reference(const Dims& from, const Dims& to, const std::vector<float>& a, const float* b,
+                              float scale) {
     std::vector<double> out(static_cast<std::size_t>(count(to)), 0.0);
     const std::size_t rank = from.size();
     for (std::int64_t i = 0; i < count(from); ++i) {
@@ -53,7 +54,8 @@ std::vector<double> reference(const Dims& from, const Dims& to, const std::vecto
 }  // namespace
 
 TEST_CASE("broadcast sum: every kept/summed pattern against a double loop", "[nn][broadcast_sum]") {
-    const Dims from = GENERATE(Dims{7}, Dims{5, 6}, Dims{3, 4, 5}, Dims{2, 3, 1, 4}, Dims{16, 7, 7, 40}, Dims{64, 9, 65});
+    const Dims from =
+        GENERATE(Dims{7}, Dims{5, 6}, Dims{3, 4, 5}, Dims{2, 3, 1, 4}, Dims{16, 7, 7, 40}, Dims{64, 9, 65});
     const int threads = GENERATE(1, 2);
     std::mt19937 rng(static_cast<unsigned>(count(from)));
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
@@ -100,10 +102,11 @@ TEST_CASE("broadcast sum: same bits on every run at one thread count; bad dims r
 
 TEST_CASE("depthwise weight gradient: blocked layouts against a plain loop", "[nn][depthwise]") {
     // n, c, ih, iw, oh, ow, kh, kw, sh, sw, pt, pl, lanes
-    const DepthwiseShape s = GENERATE(DepthwiseShape{3, 12, 7, 7, 7, 7, 7, 7, 1, 1, 3, 3, 8},   // ConvNeXt's, C % 8 != 0
-                                      DepthwiseShape{2, 16, 9, 6, 5, 3, 3, 3, 2, 2, 1, 1, 16},  // strided, MobileNet's
-                                      DepthwiseShape{5, 8, 6, 9, 2, 5, 5, 5, 1, 1, 0, 0, 8},    // no padding
-                                      DepthwiseShape{1, 3, 4, 4, 4, 4, 3, 3, 1, 1, 1, 1, 16});  // one block, mostly padding
+    const DepthwiseShape s =
+        GENERATE(DepthwiseShape{3, 12, 7, 7, 7, 7, 7, 7, 1, 1, 3, 3, 8},   // ConvNeXt's, C % 8 != 0
+                 DepthwiseShape{2, 16, 9, 6, 5, 3, 3, 3, 2, 2, 1, 1, 16},  // strided, MobileNet's
+                 DepthwiseShape{5, 8, 6, 9, 2, 5, 5, 5, 1, 1, 0, 0, 8},    // no padding
+                 DepthwiseShape{1, 3, 4, 4, 4, 4, 3, 3, 1, 1, 1, 1, 16});  // one block, mostly padding
     const int threads = GENERATE(1, 2);
     const std::int64_t blocks = (s.c + s.lanes - 1) / s.lanes;
     // Blocked buffers; padding lanes hold a large value that must not reach a channel's sums.
@@ -119,11 +122,13 @@ TEST_CASE("depthwise weight gradient: blocked layouts against a plain loop", "[n
         return v;
     };
     const auto x = blocked(s.ih, s.iw, 1), dy = blocked(s.oh, s.ow, 2);
-    auto at = [&](const std::vector<float>& v, std::int64_t h, std::int64_t w, std::int64_t n, std::int64_t c, std::int64_t y,
-                  std::int64_t z) {
-        return static_cast<double>(v[static_cast<std::size_t>((((n * blocks + c / s.lanes) * h + y) * w + z) * s.lanes + c % s.lanes)]);
+    auto at = [&](const std::vector<float>& v, std::int64_t h, std::int64_t w, std::int64_t n, std::int64_t c,
+                  std::int64_t y, std::int64_t z) {
+        return static_cast<double>(
+            v[static_cast<std::size_t>((((n * blocks + c / s.lanes) * h + y) * w + z) * s.lanes + c % s.lanes)]);
     };
-    std::vector<double> want_w(static_cast<std::size_t>(s.c * s.kh * s.kw), 0.0), want_b(static_cast<std::size_t>(s.c), 0.0);
+    std::vector<double> want_w(static_cast<std::size_t>(s.c * s.kh * s.kw), 0.0),
+        want_b(static_cast<std::size_t>(s.c), 0.0);
     for (std::int64_t n = 0; n < s.n; ++n)
         for (std::int64_t c = 0; c < s.c; ++c)
             for (std::int64_t oh = 0; oh < s.oh; ++oh)
@@ -134,7 +139,8 @@ TEST_CASE("depthwise weight gradient: blocked layouts against a plain loop", "[n
                         for (std::int64_t kw = 0; kw < s.kw; ++kw) {
                             const std::int64_t ih = oh * s.sh - s.pt + kh, iw = ow * s.sw - s.pl + kw;
                             if (ih >= 0 && ih < s.ih && iw >= 0 && iw < s.iw)
-                                want_w[static_cast<std::size_t>((c * s.kh + kh) * s.kw + kw)] += d * at(x, s.ih, s.iw, n, c, ih, iw);
+                                want_w[static_cast<std::size_t>((c * s.kh + kh) * s.kw + kw)] +=
+                                    d * at(x, s.ih, s.iw, n, c, ih, iw);
                         }
                 }
     const int saved = omp_get_max_threads();
@@ -144,8 +150,10 @@ TEST_CASE("depthwise weight gradient: blocked layouts against a plain loop", "[n
     grad.run(x.data(), dy.data(), dw.data(), db.data());
     omp_set_num_threads(saved);
     double worst = 0;
-    for (std::size_t i = 0; i < dw.size(); ++i) worst = worse(worst, std::abs(dw[i] - want_w[i]) / (1 + std::abs(want_w[i])));
-    for (std::size_t i = 0; i < db.size(); ++i) worst = worse(worst, std::abs(db[i] - want_b[i]) / (1 + std::abs(want_b[i])));
+    for (std::size_t i = 0; i < dw.size(); ++i)
+        worst = worse(worst, std::abs(dw[i] - want_w[i]) / (1 + std::abs(want_w[i])));
+    for (std::size_t i = 0; i < db.size(); ++i)
+        worst = worse(worst, std::abs(db[i] - want_b[i]) / (1 + std::abs(want_b[i])));
     INFO("c " << s.c << " lanes " << s.lanes << " threads " << threads);
     CHECK(worst <= 1e-5);
     CHECK_THROWS_AS(DepthwiseWeightsGrad(DepthwiseShape{1, 8, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 4}), std::invalid_argument);

@@ -25,14 +25,23 @@ std::string error_of(const json& recipe) {
     return parsed.error().message;
 }
 
-const json kFull = {
-    {"optimizer", "adamw"},       {"learning_rate", 0.001},    {"batch_size", 64},
-    {"global_batch_size", 128},   {"accumulate_steps", 2},     {"steps", 5000},
-    {"lr_schedule", "cosine:steps=5000,alpha=0.01"},           {"lr_warmup_steps", 200},
-    {"weight_decay", 0.05},       {"weight_decay_on", "all"},  {"beta1", 0.9},
-    {"beta2", 0.95},              {"epsilon", 1e-6},           {"label_smoothing", 0.1},
-    {"clip_global_norm", 1.0},    {"ema_decay", 0.999},
-    {"param_groups", {"*/b:lr_mult=0", "fc2/*:lr_mult=2,weight_decay=0.001"}}};
+const json kFull = {{"optimizer", "adamw"},
+                    {"learning_rate", 0.001},
+                    {"batch_size", 64},
+                    {"global_batch_size", 128},
+                    {"accumulate_steps", 2},
+                    {"steps", 5000},
+                    {"lr_schedule", "cosine:steps=5000,alpha=0.01"},
+                    {"lr_warmup_steps", 200},
+                    {"weight_decay", 0.05},
+                    {"weight_decay_on", "all"},
+                    {"beta1", 0.9},
+                    {"beta2", 0.95},
+                    {"epsilon", 1e-6},
+                    {"label_smoothing", 0.1},
+                    {"clip_global_norm", 1.0},
+                    {"ema_decay", 0.999},
+                    {"param_groups", {"*/b:lr_mult=0", "fc2/*:lr_mult=2,weight_decay=0.001"}}};
 
 }  // namespace
 
@@ -55,8 +64,8 @@ TEST_CASE("recipe: every new field read, written back as given, and round-trippe
                                   Contains("global_batch_size 128") && Contains("weight_decay_on all") &&
                                   Contains("param_groups [*/b:lr_mult=0 fc2/*:lr_mult=2,weight_decay=0.001]"));
     // Zero where the flag allows it (off), and an empty group list (no groups) are kept.
-    auto off = parse_recipe(json{{"clip_global_norm", 0}, {"ema_decay", 0}, {"lr_warmup_steps", 0},
-                                 {"param_groups", json::array()}}, "R");
+    auto off = parse_recipe(
+        json{{"clip_global_norm", 0}, {"ema_decay", 0}, {"lr_warmup_steps", 0}, {"param_groups", json::array()}}, "R");
     REQUIRE(off);
     CHECK(off->clip_global_norm == 0.0);
     CHECK(off->param_groups == std::vector<std::string>{});

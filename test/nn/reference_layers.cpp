@@ -24,9 +24,12 @@ RefResult conv_ref(const Node& node, const ValueInfo& in, std::int64_t n, const 
     const Shape4 di = shape4(in, n), dout{n, geo.filters, win.oh, win.ow};
     const auto kh = win.kh, kw = win.kw, ci = di.c / geo.groups, co = dout.c, per_group = co / geo.groups;
     const bool bias = geo.bias;
-    auto widx = [&](auto o, auto i, auto a, auto b) { return static_cast<std::size_t>(((o * ci + i) * kh + a) * kw + b); };
+    auto widx = [&](auto o, auto i, auto a, auto b) {
+        return static_cast<std::size_t>(((o * ci + i) * kh + a) * kw + b);
+    };
     const std::size_t wsize = static_cast<std::size_t>(co * ci * kh * kw);
-    RefResult r{V(static_cast<std::size_t>(n * co * dout.h * dout.w)), V(x.size()), V(wsize), V(bias ? static_cast<std::size_t>(co) : 0)};
+    RefResult r{V(static_cast<std::size_t>(n * co * dout.h * dout.w)), V(x.size()), V(wsize),
+                V(bias ? static_cast<std::size_t>(co) : 0)};
     for (int pass = 0; pass < 2; ++pass) {
         for (std::int64_t b = 0; b < n; ++b)
             for (std::int64_t o = 0; o < co; ++o)
@@ -88,7 +91,8 @@ std::pair<V, V> pool_ref(const Node& node, const ValueInfo& in, std::int64_t n, 
                     } else {
                         double sum = 0;
                         for (auto i : window) sum += x[i];
-                        const double count = static_cast<double>(geo.count_include_pad ? cells : static_cast<std::int64_t>(window.size()));
+                        const double count = static_cast<double>(
+                            geo.count_include_pad ? cells : static_cast<std::int64_t>(window.size()));
                         y[yi] = sum / count;
                         for (auto i : window) dx[i] += dy[yi] / count;
                     }

@@ -21,7 +21,9 @@ inline NormRef batch_norm_ref(const std::vector<float>& x, const std::vector<flo
                               double eps, const std::vector<float>* run_mean = nullptr,
                               const std::vector<float>* run_var = nullptr) {
     NormRef r;
-    const auto at = [&](std::int64_t b, std::int64_t ch, std::int64_t i) { return static_cast<std::size_t>((b * c + ch) * s + i); };
+    const auto at = [&](std::int64_t b, std::int64_t ch, std::int64_t i) {
+        return static_cast<std::size_t>((b * c + ch) * s + i);
+    };
     r.y.assign(x.size(), 0);
     r.dx.assign(x.size(), 0);
     r.dscale.assign(static_cast<std::size_t>(c), 0);
@@ -68,8 +70,9 @@ inline NormRef batch_norm_ref(const std::vector<float>& x, const std::vector<flo
 }
 
 // x, dy: [rows, f]; scale/bias [f] or empty.
-inline NormRef layer_norm_ref(const std::vector<float>& x, const std::vector<float>& dy, std::int64_t rows, std::int64_t f,
-                              const std::vector<float>& scale, const std::vector<float>& bias, double eps) {
+inline NormRef layer_norm_ref(const std::vector<float>& x, const std::vector<float>& dy, std::int64_t rows,
+                              std::int64_t f, const std::vector<float>& scale, const std::vector<float>& bias,
+                              double eps) {
     NormRef r;
     r.y.assign(x.size(), 0);
     r.dx.assign(x.size(), 0);
@@ -104,7 +107,8 @@ inline NormRef layer_norm_ref(const std::vector<float>& x, const std::vector<flo
             const auto i = base + static_cast<std::size_t>(j), k = static_cast<std::size_t>(j);
             const double xhat = (x[i] - mean) * inv;
             const double g = scale.empty() ? 1.0 : scale[k];
-            r.dx[i] = inv / static_cast<double>(f) * (static_cast<double>(f) * dy[i] * g - sum_dxhat - xhat * sum_dxhat_xhat);
+            r.dx[i] =
+                inv / static_cast<double>(f) * (static_cast<double>(f) * dy[i] * g - sum_dxhat - xhat * sum_dxhat_xhat);
         }
     }
     return r;

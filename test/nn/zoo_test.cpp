@@ -36,11 +36,13 @@ TEST_CASE("every built-in model parses and names itself") {
 
 TEST_CASE("built-in parameter counts equal the arithmetic by hand") {
     // conv1 5*5*1*32+32, conv2 5*5*32*64+64, fc1 (7*7*64)*1024+1024, fc2 1024*10+10
-    CHECK(load("mnist_deep").parameter_count == 5 * 5 * 1 * 32 + 32 + 5 * 5 * 32 * 64 + 64 + 3136 * 1024 + 1024 + 1024 * 10 + 10);
+    CHECK(load("mnist_deep").parameter_count ==
+          5 * 5 * 1 * 32 + 32 + 5 * 5 * 32 * 64 + 64 + 3136 * 1024 + 1024 + 1024 * 10 + 10);
     CHECK(load("mnist_deep").parameter_count == 3274634);
-    CHECK(load("mnist_softmax").parameter_count == 784 * 10 + 10);  // 7850
+    CHECK(load("mnist_softmax").parameter_count == 784 * 10 + 10);              // 7850
     CHECK(load("dls_mlp").parameter_count == 784 * 100 + 100 + 100 * 10 + 10);  // 79510
-    CHECK(load("mnist_cnn512").parameter_count == 5 * 5 * 1 * 32 + 32 + 5 * 5 * 32 * 64 + 64 + 3136 * 512 + 512 + 512 * 10 + 10);
+    CHECK(load("mnist_cnn512").parameter_count ==
+          5 * 5 * 1 * 32 + 32 + 5 * 5 * 32 * 64 + 64 + 3136 * 512 + 512 + 512 * 10 + 10);
     CHECK(load("mnist_cnn512").parameter_count == 1663370);
     // mnist_deep's layout, other initializers: the same tensors, another architecture hash.
     CHECK(load("mnist_low_level").parameter_count == load("mnist_deep").parameter_count);
@@ -50,8 +52,8 @@ TEST_CASE("built-in parameter counts equal the arithmetic by hand") {
           5 * 5 * 1 * 6 + 6 + 5 * 5 * 6 * 16 + 16 + 400 * 120 + 120 + 120 * 84 + 84 + 84 * 10 + 10);  // 61706
     // three blocks of two 3x3 convs (32, 64, 128 filters), 32 -> 16 -> 8 -> 4: 4*4*128 = 2048
     CHECK(load("cifar_vgg_small").parameter_count ==
-          3 * 3 * 3 * 32 + 32 + 3 * 3 * 32 * 32 + 32 + 3 * 3 * 32 * 64 + 64 + 3 * 3 * 64 * 64 + 64 +
-              3 * 3 * 64 * 128 + 128 + 3 * 3 * 128 * 128 + 128 + 2048 * 128 + 128 + 128 * 10 + 10);  // 550570
+          3 * 3 * 3 * 32 + 32 + 3 * 3 * 32 * 32 + 32 + 3 * 3 * 32 * 64 + 64 + 3 * 3 * 64 * 64 + 64 + 3 * 3 * 64 * 128 +
+              128 + 3 * 3 * 128 * 128 + 128 + 2048 * 128 + 128 + 128 * 10 + 10);  // 550570
     // ResNet-20 (graph syntax): stem 3x3 3->16; 3 stages of 3 blocks of two 3x3 convs (16, 32, 64), no conv
     // bias; 1x1 projections 16->32 and 32->64; batch norms with scale and bias trained, mean and var as
     // state; dense 64->10. PyTorch's ResNet20 of bench/networks.py with 3 input channels: 272,474

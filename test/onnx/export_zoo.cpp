@@ -1,9 +1,9 @@
 // Test helper for onnx_pytorch_test.sh: exports every built-in model with seeded parameters and
 // records what psrun's engine predicts for a batch of random images, so that Python can check
 // the files with onnx.checker and OpenCV against the engine (layouts, padding, flattening).
-// Usage: export_zoo OUT_DIR [MODEL.json...]  -> per built-in model and file NAME.onnx, NAME.input.f32 (raw NCHW float32 batch of
-// kBatch random images) and NAME.probs.f32 (the engine's class probabilities per image, as
-// exp(-loss) of a one-image forward per class); names on stdout, one per line.
+// Usage: export_zoo OUT_DIR [MODEL.json...]  -> per built-in model and file NAME.onnx, NAME.input.f32 (raw NCHW float32
+// batch of kBatch random images) and NAME.probs.f32 (the engine's class probabilities per image, as exp(-loss) of a
+// one-image forward per class); names on stdout, one per line.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "common/rng.h"
 #include "workerd/nn/network.h"
 #include "workerd/nn/parameter_init.h"
 #include "workerd/nn/zoo.h"
 #include "workerd/onnx/onnx_model.h"
-#include "common/rng.h"
 
 namespace {
 
@@ -26,8 +26,7 @@ constexpr int kBatch = 16;
 template <class T>
 void write_raw(const std::string& path, std::span<const T> values) {
     std::ofstream out(path, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(values.data()),
-              static_cast<std::streamsize>(values.size_bytes()));
+    out.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size_bytes()));
     if (!out) throw std::runtime_error("cannot write " + path);
 }
 
@@ -76,9 +75,8 @@ int main(int argc, char** argv) {
         }
         std::vector<float> probs;
         for (int n = 0; n < kBatch; ++n) {
-            std::copy_n(
-                images.begin() + static_cast<std::ptrdiff_t>(pixels * static_cast<std::size_t>(n)),
-                pixels, net.input().begin());
+            std::copy_n(images.begin() + static_cast<std::ptrdiff_t>(pixels * static_cast<std::size_t>(n)), pixels,
+                        net.input().begin());
             for (std::int64_t c = 0; c < model->classes; ++c) {
                 net.labels()[0] = static_cast<std::int32_t>(c);
                 probs.push_back(std::exp(-net.forward(false)));

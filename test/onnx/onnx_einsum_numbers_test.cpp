@@ -41,7 +41,8 @@ std::int64_t count(const std::vector<std::int64_t>& s) {
 }
 
 // Calls f(index) for every index of `shape`, in row-major order.
-void each_index(const std::vector<std::int64_t>& shape, const std::function<void(const std::vector<std::int64_t>&)>& f) {
+void each_index(const std::vector<std::int64_t>& shape,
+                const std::function<void(const std::vector<std::int64_t>&)>& f) {
     std::vector<std::int64_t> i(shape.size(), 0);
     for (std::int64_t n = 0; n < count(shape); ++n) {
         f(i);
@@ -81,7 +82,8 @@ Tensor run_step(const nn::EinsumStep& s, const std::vector<const Tensor*>& in, s
         each_index(x.shape, [&](const std::vector<std::int64_t>& i) {
             std::vector<std::int64_t> kept;
             for (std::size_t a = 0; a < i.size(); ++a)
-                if (std::find(axes.begin(), axes.end(), static_cast<std::int64_t>(a)) == axes.end()) kept.push_back(i[a]);
+                if (std::find(axes.begin(), axes.end(), static_cast<std::int64_t>(a)) == axes.end())
+                    kept.push_back(i[a]);
             out.v[static_cast<std::size_t>(offset(out.shape, kept))] += x.v[k++];
         });
     } else if (s.kind == "mul") {
@@ -100,7 +102,8 @@ Tensor run_step(const nn::EinsumStep& s, const std::vector<const Tensor*>& in, s
                 auto xi = i, yi = i;
                 xi.back() = j;
                 yi[yi.size() - 2] = j;
-                sum += x.v[static_cast<std::size_t>(offset(x.shape, xi))] * y.v[static_cast<std::size_t>(offset(y.shape, yi))];
+                sum += x.v[static_cast<std::size_t>(offset(x.shape, xi))] *
+                       y.v[static_cast<std::size_t>(offset(y.shape, yi))];
             }
             out.v[k++] = sum;
         });
@@ -144,11 +147,13 @@ void check_numbers(const std::string& eq, const std::vector<Dims>& dims) {
         for (const auto& n : names) ellipsis += n.rfind("...", 0) == 0;
         for (const char c : term) {
             if (c != '.') {
-                out.push_back(static_cast<std::size_t>(std::find(names.begin(), names.end(), std::string(1, c)) - names.begin()));
+                out.push_back(
+                    static_cast<std::size_t>(std::find(names.begin(), names.end(), std::string(1, c)) - names.begin()));
                 continue;
             }
             for (std::size_t k = ellipsis - covered; k < ellipsis; ++k)
-                out.push_back(static_cast<std::size_t>(std::find(names.begin(), names.end(), "..." + std::to_string(k)) - names.begin()));
+                out.push_back(static_cast<std::size_t>(
+                    std::find(names.begin(), names.end(), "..." + std::to_string(k)) - names.begin()));
         }
         return out;
     };
@@ -208,4 +213,3 @@ TEST_CASE("the Einsum plan computes what a naive einsum computes", "[onnx][einsu
         check_numbers(eq, dims);
     }
 }
-

@@ -66,7 +66,8 @@ void set_equation(onnx::NodeProto& node, const std::string& eq) {
 
 }  // namespace
 
-TEST_CASE("Einsum equations parse: explicit and implicit outputs, spaces, ellipsis; bad ones are refused", "[onnx][einsum]") {
+TEST_CASE("Einsum equations parse: explicit and implicit outputs, spaces, ellipsis; bad ones are refused",
+          "[onnx][einsum]") {
     CHECK(parsed_output("ij,jk", 2) == "ik");
     CHECK(parsed_output("bij,bjk", 2) == "ik");  // b is seen twice: summed (numpy's rule)
     CHECK(parsed_output("ba", 1) == "ab");
@@ -95,7 +96,8 @@ TEST_CASE("Einsum equations parse: explicit and implicit outputs, spaces, ellips
     CHECK_THAT(refused(std::string(2000, 'a'), 1), Catch::Contains("characters long"));
 }
 
-TEST_CASE("the Einsum plan classifies each letter and lowers to matmul, mul, reduce_sum, transpose, reshape", "[onnx][einsum]") {
+TEST_CASE("the Einsum plan classifies each letter and lowers to matmul, mul, reduce_sum, transpose, reshape",
+          "[onnx][einsum]") {
     const Dims q{N, d(2), d(4), d(8)};
     auto scores = planned("bhqd,bhkd->bhqk", {q, q});
     CHECK(roles(scores) == "b:batch h:batch q:left_free d:contracted k:right_free");
@@ -132,17 +134,21 @@ TEST_CASE("the Einsum plan classifies each letter and lowers to matmul, mul, red
     auto reduce = planned("bij->bj", {{N, d(3), d(4)}});
     CHECK(reduce.steps[0].attrs == nlohmann::json{{"axes", {1}}, {"keepdims", false}});
 
-    CHECK_THAT(einsum_refusal("bi,bi->i", {{N, d(4)}, {N, d(4)}}), Catch::Contains("sums over the batch axis ('b' is N)"));
+    CHECK_THAT(einsum_refusal("bi,bi->i", {{N, d(4)}, {N, d(4)}}),
+               Catch::Contains("sums over the batch axis ('b' is N)"));
     CHECK_THAT(einsum_refusal("bi->i", {{N, d(4)}}), Catch::Contains("sums over the batch axis"));
     CHECK_THAT(einsum_refusal("bij,bjk->bik", {{N, d(3), d(4)}, {N, d(5), d(6)}}),
                Catch::Contains("gives 'j' size 4 in operand 0 and 5 in operand 1"));
-    CHECK_THAT(einsum_refusal("bij->bji", {{N, d(3)}}), Catch::Contains("gives operand 0 ('bij') 3 letters for its 2 dims"));
+    CHECK_THAT(einsum_refusal("bij->bji", {{N, d(3)}}),
+               Catch::Contains("gives operand 0 ('bij') 3 letters for its 2 dims"));
     CHECK_THAT(einsum_refusal("ij,jk,kl->il", {{d(2), d(2)}, {d(2), d(2)}, {d(2), d(2)}}),
                Catch::Contains("has 3 operands: the importer lowers 1 or 2"));
-    CHECK_THAT(einsum_refusal("abcdex,abcdexy->abcdey", {Dims(6, d(2)), Dims(7, d(2))}), Catch::Contains("at most 6 dims"));
+    CHECK_THAT(einsum_refusal("abcdex,abcdexy->abcdey", {Dims(6, d(2)), Dims(7, d(2))}),
+               Catch::Contains("at most 6 dims"));
 }
 
-TEST_CASE("an Einsum node imports as its lowering; a diagonal is refused naming the node and the equation", "[onnx][einsum]") {
+TEST_CASE("an Einsum node imports as its lowering; a diagonal is refused naming the node and the equation",
+          "[onnx][einsum]") {
     // A per-channel scale "nchw,c->nchw" (mul with a [C] weight broadcast) between the Relu and
     // the pool of the test CNN, then "nchw->nchw" (no layer at all).
     auto g = onnx_io::test::small_cnn();
@@ -156,8 +162,9 @@ TEST_CASE("an Einsum node imports as its lowering; a diagonal is refused naming 
     REQUIRE(m);
     std::vector<std::string> kinds;
     for (const auto& n : m->nodes) kinds.push_back(n.op + " " + n.name);
-    CHECK(kinds == std::vector<std::string>{"conv2d /0/Conv", "relu /1/Relu", "parameter scale_param", "reshape /e/Einsum/b_reshape",
-                                            "mul /e/Einsum", "max_pool /2/MaxPool", "flatten /3/Flatten", "dense /4/Gemm"});
+    CHECK(kinds == std::vector<std::string>{"conv2d /0/Conv", "relu /1/Relu", "parameter scale_param",
+                                            "reshape /e/Einsum/b_reshape", "mul /e/Einsum", "max_pool /2/MaxPool",
+                                            "flatten /3/Flatten", "dense /4/Gemm"});
 
     auto diagonal = onnx_io::test::small_cnn();
     set_equation(*diagonal.add_node("Einsum", "/d/Einsum", {"/1/Relu_output_0"}, "d_out"), "nchh->nch");
@@ -165,13 +172,15 @@ TEST_CASE("an Einsum node imports as its lowering; a diagonal is refused naming 
     diagonal.order({"/0/Conv", "/1/Relu", "/d/Einsum", "/2/MaxPool", "/3/Flatten", "/4/Gemm", "/5/Softmax"});
     auto refused = onnx_io::import_onnx(diagonal.bytes(), "t.onnx");
     REQUIRE_FALSE(refused);
-    CHECK_THAT(refused.error().message,
-               Catch::Contains("node '/d/Einsum' (Einsum): equation \"nchh->nch\" repeats 'h' within operand 0 ('nchh'): "
-                               "a diagonal or trace"));
+    CHECK_THAT(
+        refused.error().message,
+        Catch::Contains("node '/d/Einsum' (Einsum): equation \"nchh->nch\" repeats 'h' within operand 0 ('nchh'): "
+                        "a diagonal or trace"));
     // A contraction over the batch axis: refused before any layer is emitted.
     set_equation(*diagonal.node("/d/Einsum"), "nchw->chw");
     diagonal.node("/d/Einsum")->mutable_attribute()->DeleteSubrange(0, 1);
     auto batch = onnx_io::import_onnx(diagonal.bytes(), "t.onnx");
     REQUIRE_FALSE(batch);
-    CHECK_THAT(batch.error().message, Catch::Contains("(Einsum): equation \"nchw->chw\" sums over the batch axis ('n' is N)"));
+    CHECK_THAT(batch.error().message,
+               Catch::Contains("(Einsum): equation \"nchw->chw\" sums over the batch axis ('n' is N)"));
 }

@@ -1,15 +1,15 @@
 // Importing a PyTorch-style graph (test/onnx/onnx_test_graph.h): the description, the
 // parameters in the engine's layouts, and a refusal naming the node for each thing the
 // engine cannot train; never a crash on a damaged file.
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <string>
 
+#include "common/rng.h"
 #include "test/onnx/onnx_test_graph.h"
 #include "workerd/nn/model_summary.h"
 #include "workerd/nn/network.h"
 #include "workerd/nn/op_schema.h"
-#include "common/rng.h"
 #include "workerd/onnx/onnx_model.h"
 
 using namespace psrun;
@@ -63,7 +63,8 @@ TEST_CASE("a PyTorch-style CNN imports node by node with its weights under their
     // conv, relu, max_pool, flatten, dense (the final Softmax is the loss's)
     CHECK(kinds(*m) == std::vector<std::string>{"conv2d", "relu", "max_pool", "flatten", "dense"});
     CHECK(m->nodes[0].attrs.at("padding") == nlohmann::json({1, 1, 1, 1}));
-    CHECK(m->nodes[2].output_info[0].dims == nn::Dims{nn::Dim::batch_times(1), nn::Dim::of(2), nn::Dim::of(4), nn::Dim::of(4)});
+    CHECK(m->nodes[2].output_info[0].dims ==
+          nn::Dims{nn::Dim::batch_times(1), nn::Dim::of(2), nn::Dim::of(4), nn::Dim::of(4)});
     CHECK(m->nodes[4].attrs.at("units") == 3);
     REQUIRE(m->tensors.size() == 4);
     CHECK(m->tensors[0].name == "0.weight");
@@ -114,7 +115,8 @@ TEST_CASE("MatMul + Add computes what the equivalent Gemm does, the weights kept
     const auto values = floats(w);
     std::vector<float> t(values.size());
     for (int u = 0; u < 3; ++u)
-        for (int f = 0; f < 32; ++f) t[static_cast<std::size_t>(f * 3 + u)] = values[static_cast<std::size_t>(u * 32 + f)];
+        for (int f = 0; f < 32; ++f)
+            t[static_cast<std::size_t>(f * 3 + u)] = values[static_cast<std::size_t>(u * 32 + f)];
     w.clear_dims();
     w.add_dims(32);
     w.add_dims(3);
@@ -142,7 +144,8 @@ TEST_CASE("x.view(x.size(0), -1): the shape computed from Shape is evaluated at 
     g.add_node("Unsqueeze", "n1", {"n", "axes0"}, "n_1");
     g.add_int64_tensor("minus1", {1}, {-1});
     onnx_io::set_int(*g.add_node("Concat", "cat", {"n_1", "minus1"}, "s"), "axis", 0);
-    g.order({"/0/Conv", "/1/Relu", "/2/MaxPool", "shape_of", "batch_of", "n1", "cat", "/3/Flatten", "/4/Gemm", "/5/Softmax"});
+    g.order({"/0/Conv", "/1/Relu", "/2/MaxPool", "shape_of", "batch_of", "n1", "cat", "/3/Flatten", "/4/Gemm",
+             "/5/Softmax"});
     auto m = onnx_io::import_onnx(g.bytes(), "view.onnx");
     INFO((m ? std::string() : m.error().message));
     REQUIRE(m);
@@ -183,10 +186,12 @@ TEST_CASE("refusals name the node, its op and what the engine cannot honour", "[
     SECTION("unsupported op") {
         auto g = small_cnn();
         g.node("/1/Relu")->set_op_type("Hardmax");
-        CHECK_THAT(refusal(g), Catch::Contains("node '/1/Relu' (Hardmax): the engine has no operator for ONNX Hardmax"));
+        CHECK_THAT(refusal(g),
+                   Catch::Contains("node '/1/Relu' (Hardmax): the engine has no operator for ONNX Hardmax"));
         g = small_cnn();
         g.node("/1/Relu")->set_op_type("NoSuchOp");
-        CHECK_THAT(refusal(g), Catch::Contains("node '/1/Relu' (NoSuchOp): the engine has no operator for ONNX NoSuchOp"));
+        CHECK_THAT(refusal(g),
+                   Catch::Contains("node '/1/Relu' (NoSuchOp): the engine has no operator for ONNX NoSuchOp"));
     }
     SECTION("more or fewer inputs or outputs than ONNX's schema allows") {
         auto g = small_cnn();
@@ -195,7 +200,8 @@ TEST_CASE("refusals name the node, its op and what the engine cannot honour", "[
                                                "NonMaxSuppression (opset 13) takes 2 to 5: not a valid ONNX graph"));
         g = small_cnn();
         g.node("/0/Conv")->mutable_input()->DeleteSubrange(1, 2);
-        CHECK_THAT(refusal(g), Catch::Contains("node '/0/Conv' (Conv) has 1 input where ONNX Conv (opset 13) takes 2 to 3"));
+        CHECK_THAT(refusal(g),
+                   Catch::Contains("node '/0/Conv' (Conv) has 1 input where ONNX Conv (opset 13) takes 2 to 3"));
         // The final Softmax (the loss's own) without its input: fuzz_onnx's crash (protobuf's
         // CHECK on input(0)).
         g = small_cnn();
@@ -258,24 +264,26 @@ TEST_CASE("refusals name the node, its op and what the engine cannot honour", "[
             CHECK(onnx_io::import_onnx(small_cnn(opset).bytes(), "t.onnx"));
         }
         g = small_cnn();
-        g.model.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(2)->set_dim_param("h");
+        g.model.mutable_graph()
+            ->mutable_input(0)
+            ->mutable_type()
+            ->mutable_tensor_type()
+            ->mutable_shape()
+            ->mutable_dim(2)
+            ->set_dim_param("h");
         CHECK_THAT(refusal(g), Catch::Contains("dimension 2 is not a fixed positive size"));
     }
 }
 
 TEST_CASE("damaged files are refused, never a crash", "[onnx]") {
     const std::string bytes = small_cnn().bytes();
-    CHECK_THAT(onnx_io::import_onnx("", "e.onnx").error().message,
-               Catch::Contains("not an ONNX model"));
-    CHECK_THAT(onnx_io::import_onnx("{\"format\": 1}", "j.onnx").error().message,
-               Catch::Contains("not an ONNX model"));
+    CHECK_THAT(onnx_io::import_onnx("", "e.onnx").error().message, Catch::Contains("not an ONNX model"));
+    CHECK_THAT(onnx_io::import_onnx("{\"format\": 1}", "j.onnx").error().message, Catch::Contains("not an ONNX model"));
     int accepted = 0;
     for (std::size_t n = 0; n < bytes.size(); ++n) {
         auto m = onnx_io::import_onnx(std::string_view(bytes).substr(0, n), "t.onnx");
-        if (m)
-            ++accepted;
-        else
-            CHECK(m.error().message.rfind("model t.onnx: ", 0) == 0);
+        if (m) ++accepted;
+        else CHECK(m.error().message.rfind("model t.onnx: ", 0) == 0);
     }
     CHECK(accepted == 0);
     std::string flipped = bytes;

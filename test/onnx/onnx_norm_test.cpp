@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/rng.h"
 #include "test/onnx/onnx_test_graph.h"
 #include "workerd/nn/model_summary.h"
 #include "workerd/nn/network.h"
@@ -20,7 +21,6 @@
 #include "workerd/onnx/model_loader.h"
 #include "workerd/onnx/onnx_model.h"
 #include "workerd/onnx/onnx_proto.h"
-#include "common/rng.h"
 
 using namespace psrun;
 using Catch::Contains;
@@ -183,15 +183,14 @@ TEST_CASE("batch_norm and layer_norm export at opset 13 and import back, with an
 
 TEST_CASE("without scale or bias the export writes constant ones and zeros; the graph computes the same",
           "[onnx][norm]") {
-    const nlohmann::json doc = {
-        {"input", {{"shape", {6}}}},
-        {"layers",
-         {{{"kind", "dense"}, {"name", "d"}, {"units", 5}},
-          {{"kind", "batch_norm"}, {"name", "bn"}, {"scale", false}, {"center", false}},
-          {{"kind", "layer_norm"}, {"name", "ln"}, {"scale", false}},
-          {{"kind", "layer_norm"}, {"name", "ln2"}, {"center", false}},
-          {{"kind", "dense"}, {"name", "out"}, {"units", 3}}}},
-        {"loss", {{"kind", "mean_squared_error"}}}};
+    const nlohmann::json doc = {{"input", {{"shape", {6}}}},
+                                {"layers",
+                                 {{{"kind", "dense"}, {"name", "d"}, {"units", 5}},
+                                  {{"kind", "batch_norm"}, {"name", "bn"}, {"scale", false}, {"center", false}},
+                                  {{"kind", "layer_norm"}, {"name", "ln"}, {"scale", false}},
+                                  {{"kind", "layer_norm"}, {"name", "ln2"}, {"center", false}},
+                                  {{"kind", "dense"}, {"name", "out"}, {"units", 3}}}},
+                                {"loss", {{"kind", "mean_squared_error"}}}};
     auto model = nn::parse_model(doc, "t");
     REQUIRE(model);
     const auto params = parameters(*model, 3);
@@ -250,8 +249,8 @@ TEST_CASE("PyTorch 1.13's BatchNorm (training and eval exports) and LayerNorm co
     (*net)->forward(true);
     {
         INFO("bn_train.onnx, training forward (batch statistics)");
-        check_close({(*net)->outputs().begin(), (*net)->outputs().end()}, ref.at("bn_train_out").get<std::vector<float>>(),
-                    1e-4);
+        check_close({(*net)->outputs().begin(), (*net)->outputs().end()},
+                    ref.at("bn_train_out").get<std::vector<float>>(), 1e-4);
     }
 
     // Eval export: Conv + BatchNorm2d folded by PyTorch, the BatchNorm1d kept with 1 output and

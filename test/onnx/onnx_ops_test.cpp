@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/rng.h"
 #include "test/onnx/onnx_test_graph.h"
 #include "workerd/nn/model_description.h"
 #include "workerd/nn/network.h"
@@ -18,7 +19,6 @@
 #include "workerd/onnx/onnx_lowerings.h"
 #include "workerd/onnx/onnx_model.h"
 #include "workerd/onnx/onnx_proto.h"
-#include "common/rng.h"
 
 using namespace psrun;
 using nlohmann::json;
@@ -134,14 +134,16 @@ TEST_CASE("Pow with a constant exponent and Erf import and round-trip", "[onnx][
                      {2, 3});
 }
 
-TEST_CASE("Softmax and LogSoftmax mid-graph import with their axis; a final Softmax stays the loss's", "[onnx][onnx_ops]") {
+TEST_CASE("Softmax and LogSoftmax mid-graph import with their axis; a final Softmax stays the loss's",
+          "[onnx][onnx_ops]") {
     auto g = small_cnn();
     onnx_io::set_int(*g.add_node("Softmax", "/a/Softmax", {"/1/Relu_output_0"}, "sm_out"), "axis", 1);
     g.add_node("LogSoftmax", "/a/LogSoftmax", {"sm_out"}, "lsm_out");  // opset 13: axis -1
     g.node("/2/MaxPool")->set_input(0, "lsm_out");
     g.order({"/0/Conv", "/1/Relu", "/a/Softmax", "/a/LogSoftmax", "/2/MaxPool", "/3/Flatten", "/4/Gemm", "/5/Softmax"});
     const auto m = imported(g.bytes());
-    CHECK(kinds(m) == std::vector<std::string>{"conv2d", "relu", "softmax", "log_softmax", "max_pool", "flatten", "dense"});
+    CHECK(kinds(m) ==
+          std::vector<std::string>{"conv2d", "relu", "softmax", "log_softmax", "max_pool", "flatten", "dense"});
     CHECK(node_named(m, "/a/Softmax").attrs == json{{"axis", 1}});
     CHECK(node_named(m, "/a/LogSoftmax").attrs == json{{"axis", -1}});
     // Opset 12's axis 1 flattens the dims after it: refused unless it is the last dim.
@@ -162,7 +164,8 @@ TEST_CASE("MatMul of two values (x @ x^T) imports as matmul; MatMul with a weigh
     g.node("/2/MaxPool")->set_input(0, "mm_out");
     g.order({"/0/Conv", "/1/Relu", "/t/Transpose", "/m/MatMul", "/2/MaxPool", "/3/Flatten", "/4/Gemm", "/5/Softmax"});
     const auto m = imported(g.bytes());
-    CHECK(kinds(m) == std::vector<std::string>{"conv2d", "relu", "transpose", "matmul", "max_pool", "flatten", "dense"});
+    CHECK(kinds(m) ==
+          std::vector<std::string>{"conv2d", "relu", "transpose", "matmul", "max_pool", "flatten", "dense"});
     CHECK(m.value("/m/MatMul").dims ==
           nn::Dims{nn::Dim::batch_times(1), nn::Dim::of(2), nn::Dim::of(8), nn::Dim::of(8)});
 
@@ -222,7 +225,8 @@ TEST_CASE("Slice with constant bounds (x[:, :, 1:]) and a zero Pad import and ro
     // from -1 down to -INT64_MAX (x.flip(3)) is a slice of axis 2 and a gather of 7, 6, ..., 0.
     g.add_int64_tensor("/x/back", {2}, {1, -1});
     g.node("/x/Slice")->set_input(4, "/x/back");
-    CHECK_THAT(refusal(g), Catch::Contains("node '/x/Slice' (Slice): axis 3 from 1 to 9223372036854775807 by -1 is empty"));
+    CHECK_THAT(refusal(g),
+               Catch::Contains("node '/x/Slice' (Slice): axis 3 from 1 to 9223372036854775807 by -1 is empty"));
     g.add_int64_tensor("/x/flip_starts", {2}, {1, -1});
     g.add_int64_tensor("/x/flip_ends", {2}, {big, -big});
     g.node("/x/Slice")->set_input(1, "/x/flip_starts");
@@ -277,10 +281,12 @@ TEST_CASE("SiLU's Sigmoid + Mul imports as one swish; a sigmoid read elsewhere t
     CHECK(kinds(m) == std::vector<std::string>{"conv2d", "relu", "swish", "max_pool", "flatten", "dense"});
     g.node("/s/Mul")->set_input(0, "sig_out");
     g.node("/s/Mul")->set_input(1, "/1/Relu_output_0");
-    CHECK(kinds(imported(g.bytes())) == std::vector<std::string>{"conv2d", "relu", "swish", "max_pool", "flatten", "dense"});
+    CHECK(kinds(imported(g.bytes())) ==
+          std::vector<std::string>{"conv2d", "relu", "swish", "max_pool", "flatten", "dense"});
     // sigmoid(x) * conv(x): not SiLU.
     g.node("/s/Mul")->set_input(1, "/0/Conv_output_0");
-    CHECK(kinds(imported(g.bytes())) == std::vector<std::string>{"conv2d", "relu", "sigmoid", "mul", "max_pool", "flatten", "dense"});
+    CHECK(kinds(imported(g.bytes())) ==
+          std::vector<std::string>{"conv2d", "relu", "sigmoid", "mul", "max_pool", "flatten", "dense"});
 
     // swish exports as Sigmoid + Mul and comes back as swish with the same outputs.
     check_round_trip({{{"kind", "swish"}, {"name", "s"}}, {{"kind", "flatten"}, {"name", "f"}}}, {2, 3});
@@ -297,7 +303,8 @@ TEST_CASE("Sin, Cos, Sign import and round-trip; SpaceToDepth then DepthToSpace 
     onnx_io::set_int(*d2s, "blocksize", 2);
     set_string(*d2s, "mode", "DCR");
     g.node("/2/MaxPool")->set_input(0, "d2s_out");
-    g.order({"/0/Conv", "/1/Relu", "/s/SpaceToDepth", "/d/DepthToSpace", "/2/MaxPool", "/3/Flatten", "/4/Gemm", "/5/Softmax"});
+    g.order({"/0/Conv", "/1/Relu", "/s/SpaceToDepth", "/d/DepthToSpace", "/2/MaxPool", "/3/Flatten", "/4/Gemm",
+             "/5/Softmax"});
     const auto m = imported(g.bytes());
     CHECK(node_named(m, "/s/SpaceToDepth_1").op == "transpose");
     CHECK(node_named(m, "/d/DepthToSpace_1").attrs == json{{"perm", {0, 3, 4, 1, 5, 2}}});
@@ -315,8 +322,10 @@ TEST_CASE("Sin, Cos, Sign import and round-trip; SpaceToDepth then DepthToSpace 
                      {2, 3});
 }
 
-TEST_CASE("ReduceProd of a shape folds at import (x.std's count); ArgMax mid-graph, Tile and CumSum of the batch "
-          "are refused saying why", "[onnx][onnx_ops][onnx_lowerings]") {
+TEST_CASE(
+    "ReduceProd of a shape folds at import (x.std's count); ArgMax mid-graph, Tile and CumSum of the batch "
+    "are refused saying why",
+    "[onnx][onnx_ops][onnx_lowerings]") {
     auto g = small_cnn();
     const auto plain = imported(g.bytes());
     // Flatten written as Reshape(x, Concat(Shape(x)[0:1], ReduceProd(Shape(x)[1:], keepdims))).
@@ -345,7 +354,8 @@ TEST_CASE("ReduceProd of a shape folds at import (x.std's count); ArgMax mid-gra
     onnx_io::set_int(*arg.node("/a/Cast"), "to", 1);
     arg.add_node("Mul", "/a/Mul", {"/1/Relu_output_0", "idsf"}, "scaled");
     arg.node("/2/MaxPool")->set_input(0, "scaled");
-    arg.order({"/0/Conv", "/1/Relu", "/a/ArgMax", "/a/Cast", "/a/Mul", "/2/MaxPool", "/3/Flatten", "/4/Gemm", "/5/Softmax"});
+    arg.order(
+        {"/0/Conv", "/1/Relu", "/a/ArgMax", "/a/Cast", "/a/Mul", "/2/MaxPool", "/3/Flatten", "/4/Gemm", "/5/Softmax"});
     CHECK_THAT(refusal(arg), Catch::Contains("node '/a/ArgMax' (ArgMax): ArgMax returns int64 indices, which training "
                                              "cannot differentiate through"));
 

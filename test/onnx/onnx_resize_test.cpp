@@ -67,7 +67,8 @@ std::string resize_graph(std::int64_t in, std::int64_t out, Configure configure)
     scales->set_name("scales");
     scales->set_data_type(onnx::TensorProto::FLOAT);
     scales->add_dims(4);
-    for (const float s : {1.0f, 1.0f, 1.0f, static_cast<float>(out) / static_cast<float>(in)}) scales->add_float_data(s);
+    for (const float s : {1.0f, 1.0f, 1.0f, static_cast<float>(out) / static_cast<float>(in)})
+        scales->add_float_data(s);
     configure(*graph.add_node("Resize", "resize", {"x", "", "scales"}, "y"));
     graph.add_node("Flatten", "flatten", {"y"}, "logits");
     return graph.bytes();
@@ -119,8 +120,8 @@ TEST_CASE("Resize cubic with cubic_coeff_a and exclude_outside imports as interp
                              : transform == "align_corners" ? o * static_cast<double>(in - 1) / (out - 1)
                                                             : o / scale;
             double sum = 0, weights = 0;
-            for (auto j = static_cast<std::int64_t>(std::floor(c)) - 1; j <= static_cast<std::int64_t>(std::floor(c)) + 2;
-                 ++j) {
+            for (auto j = static_cast<std::int64_t>(std::floor(c)) - 1;
+                 j <= static_cast<std::int64_t>(std::floor(c)) + 2; ++j) {
                 const bool inside = j >= 0 && j < in;
                 if (exclude && !inside) continue;
                 const double w = keys(c - static_cast<double>(j), a);

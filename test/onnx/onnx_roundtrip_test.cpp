@@ -69,8 +69,7 @@ TEST_CASE("every built-in model (and odd_shapes.json) survives export and import
     }
 }
 
-TEST_CASE("without the embedded description the graph alone gives the layers and the parameters",
-          "[onnx]") {
+TEST_CASE("without the embedded description the graph alone gives the layers and the parameters", "[onnx]") {
     for (const auto& spec : model_specs()) {
         INFO(spec);
         const auto model = builtin(spec);
@@ -89,11 +88,13 @@ TEST_CASE("without the embedded description the graph alone gives the layers and
         // The graph alone computes what the model does (dropout, an identity at inference, aside).
         std::vector<float> grads;
         auto a = nn::Network::create(model, nn::NetworkOptions{3, nn::Precision::kF32, true}, params, grads);
-        auto b = nn::Network::create(*back, nn::NetworkOptions{3, nn::Precision::kF32, true}, *back->initial_parameters, grads);
+        auto b = nn::Network::create(*back, nn::NetworkOptions{3, nn::Precision::kF32, true}, *back->initial_parameters,
+                                     grads);
         INFO((b ? std::string() : b.error().message));
         REQUIRE(a);
         REQUIRE(b);
-        for (std::size_t i = 0; i < (*a)->input().size(); ++i) (*a)->input()[i] = (*b)->input()[i] = static_cast<float>(i % 17) / 17.0f;
+        for (std::size_t i = 0; i < (*a)->input().size(); ++i)
+            (*a)->input()[i] = (*b)->input()[i] = static_cast<float>(i % 17) / 17.0f;
         (*a)->forward(false);
         (*b)->forward(false);
         const auto ya = (*a)->outputs(), yb = (*b)->outputs();
@@ -105,8 +106,7 @@ TEST_CASE("without the embedded description the graph alone gives the layers and
     }
 }
 
-TEST_CASE("the exported graph names its input, output, nodes and initializers after the layers",
-          "[onnx]") {
+TEST_CASE("the exported graph names its input, output, nodes and initializers after the layers", "[onnx]") {
     const auto model = builtin("mnist_deep");
     auto bytes = onnx_io::export_onnx(model, drawn(model, 1));
     REQUIRE(bytes);
@@ -124,12 +124,11 @@ TEST_CASE("the exported graph names its input, output, nodes and initializers af
     }
     // fc1 flattens in TF's NHWC order: a Transpose to NHWC before ONNX's Flatten; dropout is
     // the identity at inference.
-    CHECK(ops == std::vector<std::string>{"Conv", "Relu", "MaxPool", "Conv", "Relu", "MaxPool", "Transpose",
-                                          "Flatten", "Gemm", "Relu", "Identity", "Gemm", "Softmax"});
+    CHECK(ops == std::vector<std::string>{"Conv", "Relu", "MaxPool", "Conv", "Relu", "MaxPool", "Transpose", "Flatten",
+                                          "Gemm", "Relu", "Identity", "Gemm", "Softmax"});
     CHECK(names.front() == "conv1");
     CHECK(g.initializer(0).name() == "conv1/w");
-    CHECK(onnx_io::export_onnx(model, std::vector<float>(10)).error().code ==
-          ErrorCode::kInvalidArgument);
+    CHECK(onnx_io::export_onnx(model, std::vector<float>(10)).error().code == ErrorCode::kInvalidArgument);
 }
 
 TEST_CASE("initialize_parameters copies a model's initial_parameters, size-checked", "[onnx]") {
@@ -140,8 +139,7 @@ TEST_CASE("initialize_parameters copies a model's initial_parameters, size-check
     model.initial_parameters = std::make_shared<const std::vector<float>>(initial);
     CHECK(drawn(model, 5) == initial);
     CHECK(drawn(model, 6) == initial);  // the seed does not matter
-    model.initial_parameters =
-        std::make_shared<const std::vector<float>>(initial.begin(), initial.end() - 1);
+    model.initial_parameters = std::make_shared<const std::vector<float>>(initial.begin(), initial.end() - 1);
     std::vector<float> params(initial.size());
     CHECK_THROWS_AS(nn::initialize_parameters(model, 5, params), std::invalid_argument);
     model.initial_parameters = nullptr;
@@ -170,7 +168,8 @@ TEST_CASE("a run's recipe in the metadata (psrun.recipe) becomes the imported mo
             REQUIRE(back->recipe);
             CHECK(nn::to_string(*back->recipe) == nn::to_string(*nn::parse_recipe_text(run, "run")));
             CHECK(back->recipe->optimizer == "nesterov");
-            if (!bare) CHECK(nn::architecture_hash(*back) == nn::architecture_hash(model));  // the recipe is no part of it
+            if (!bare)
+                CHECK(nn::architecture_hash(*back) == nn::architecture_hash(model));  // the recipe is no part of it
         }
     }
     SECTION("no run recipe: the model's own") {
@@ -187,8 +186,8 @@ TEST_CASE("a run's recipe in the metadata (psrun.recipe) becomes the imported mo
         auto back = onnx_io::import_onnx(*bytes, "bad.onnx");
         REQUIRE_FALSE(back);
         CHECK(back.error().code == ErrorCode::kInvalidArgument);
-        CHECK_THAT(back.error().message, Catch::Contains("model bad.onnx: metadata psrun.recipe") &&
-                                             Catch::Contains("ema_decay"));
+        CHECK_THAT(back.error().message,
+                   Catch::Contains("model bad.onnx: metadata psrun.recipe") && Catch::Contains("ema_decay"));
         auto syntax = onnx_io::export_onnx(model, params, {{onnx_io::kRecipeKey, "{\"recipe\": "}});
         REQUIRE(syntax);
         auto back2 = onnx_io::import_onnx(*syntax, "cut.onnx");
@@ -209,7 +208,8 @@ TEST_CASE("an expand to the batch's size in an image model exports against the r
                    {"kind": "expand", "name": "e", "shape": ["N", 64]},
                    {"kind": "div", "name": "unit", "inputs": ["f", "e"]},
                    {"kind": "dense", "name": "fc", "units": 6}],
-        "classes": 6})"), "normalize.json");
+        "classes": 6})"),
+                                 "normalize.json");
     INFO((model ? std::string() : model.error().message));
     REQUIRE(model);
     REQUIRE(model->input_name() != "images");
@@ -238,8 +238,9 @@ TEST_CASE("the recorded description is set aside when the graph was edited after
     REQUIRE(bytes);
     onnx::ModelProto proto;
     REQUIRE(proto.ParseFromString(*bytes));
-    auto relu = std::find_if(proto.mutable_graph()->mutable_node()->begin(), proto.mutable_graph()->mutable_node()->end(),
-                             [](const onnx::NodeProto& n) { return n.op_type() == "Relu"; });
+    auto relu =
+        std::find_if(proto.mutable_graph()->mutable_node()->begin(), proto.mutable_graph()->mutable_node()->end(),
+                     [](const onnx::NodeProto& n) { return n.op_type() == "Relu"; });
     REQUIRE(relu != proto.mutable_graph()->mutable_node()->end());
     SECTION("an op changed: the graph is imported, and the model says why") {
         relu->set_op_type("Sigmoid");

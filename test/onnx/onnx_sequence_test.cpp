@@ -19,11 +19,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/rng.h"
 #include "workerd/nn/model_summary.h"
 #include "workerd/nn/network.h"
 #include "workerd/nn/parameter_init.h"
 #include "workerd/nn/zoo.h"
-#include "common/rng.h"
 #include "workerd/onnx/onnx_model.h"
 #include "workerd/onnx/onnx_proto.h"
 
@@ -49,8 +49,8 @@ const std::filesystem::path& exports() {
 struct Cleanup {
     ~Cleanup() {
         std::error_code ignored;
-        std::filesystem::remove_all(std::filesystem::temp_directory_path() / ("psrun-seq-" + std::to_string(::getpid())),
-                                    ignored);
+        std::filesystem::remove_all(
+            std::filesystem::temp_directory_path() / ("psrun-seq-" + std::to_string(::getpid())), ignored);
     }
 } cleanup;
 
@@ -99,9 +99,9 @@ TEST_CASE("PyTorch's sequence models import, compute PyTorch's outputs and survi
     struct Case {
         std::string name, kind;
     };
-    const auto c = GENERATE(Case{"embedding", "embedding"}, Case{"lstm", "lstm"}, Case{"lstm_bi", "lstm"},
-                            Case{"gru", "gru"}, Case{"gru_bi", "gru"}, Case{"lstm_folded", "lstm"},
-                            Case{"gru_folded", "gru"});
+    const auto c =
+        GENERATE(Case{"embedding", "embedding"}, Case{"lstm", "lstm"}, Case{"lstm_bi", "lstm"}, Case{"gru", "gru"},
+                 Case{"gru_bi", "gru"}, Case{"lstm_folded", "lstm"}, Case{"gru_folded", "gru"});
     CAPTURE(c.name);
     auto model = onnx_io::import_onnx(read(exports() / (c.name + ".onnx")), c.name + ".onnx");
     INFO((model ? std::string() : model.error().message));
@@ -136,7 +136,8 @@ TEST_CASE("PyTorch's sequence models import, compute PyTorch's outputs and survi
     for (std::size_t i = 0; i < got.size(); ++i) CHECK(again[i] == Approx(got[i]).epsilon(1e-5).margin(1e-6));
 }
 
-TEST_CASE("PyTorch's sequence models: the imported model's gradients are PyTorch's, tensor by tensor", "[onnx][sequence]") {
+TEST_CASE("PyTorch's sequence models: the imported model's gradients are PyTorch's, tensor by tensor",
+          "[onnx][sequence]") {
     const std::string name = GENERATE("embedding", "lstm", "lstm_bi", "gru", "gru_bi");
     CAPTURE(name);
     auto model = onnx_io::import_onnx(read(exports() / (name + ".onnx")), name + ".onnx");
@@ -179,9 +180,10 @@ TEST_CASE("LSTM and GRU attributes the cells cannot honour are refused naming th
     CHECK_THAT(model.error().message, Catch::Matchers::Contains(c.node) && Catch::Matchers::Contains(c.why));
 }
 
-TEST_CASE("what the importer never writes (batch first, two directions, the original GRU, ONNX's layout, no bias) "
-          "survives export and an import of the graph alone",
-          "[onnx][sequence]") {
+TEST_CASE(
+    "what the importer never writes (batch first, two directions, the original GRU, ONNX's layout, no bias) "
+    "survives export and an import of the graph alone",
+    "[onnx][sequence]") {
     auto model = nn::load_model("test/onnx/models/sequence.json");
     INFO((model ? std::string() : model.error().message));
     REQUIRE(model);

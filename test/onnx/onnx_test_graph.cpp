@@ -31,14 +31,12 @@ onnx::NodeProto* TestGraph::node(const std::string& name) {
     return nullptr;
 }
 
-onnx::NodeProto* TestGraph::add_node(const std::string& op, const std::string& name,
-                                     std::vector<std::string> inputs, const std::string& output) {
+onnx::NodeProto* TestGraph::add_node(const std::string& op, const std::string& name, std::vector<std::string> inputs,
+                                     const std::string& output) {
     return add(*model.mutable_graph(), op, name, std::move(inputs), output);
 }
 
-void TestGraph::add_input(onnx::NodeProto& node, const std::string& input) {
-    node.add_input(input);
-}
+void TestGraph::add_input(onnx::NodeProto& node, const std::string& input) { node.add_input(input); }
 
 std::string TestGraph::bytes() const { return model.SerializeAsString(); }
 
@@ -89,10 +87,8 @@ TestGraph small_cnn(std::int64_t opset) {
     set_ints(*pool, "kernel_shape", {2, 2});
     set_ints(*pool, "pads", {0, 0, 0, 0});
     set_ints(*pool, "strides", {2, 2});
-    set_int(*add(g, "Flatten", "/3/Flatten", {"/2/MaxPool_output_0"}, "/3/Flatten_output_0"),
-            "axis", 1);
-    auto* gemm = add(g, "Gemm", "/4/Gemm", {"/3/Flatten_output_0", "4.weight", "4.bias"},
-                     "/4/Gemm_output_0");
+    set_int(*add(g, "Flatten", "/3/Flatten", {"/2/MaxPool_output_0"}, "/3/Flatten_output_0"), "axis", 1);
+    auto* gemm = add(g, "Gemm", "/4/Gemm", {"/3/Flatten_output_0", "4.weight", "4.bias"}, "/4/Gemm_output_0");
     set_float(*gemm, "alpha", 1.0f);
     set_float(*gemm, "beta", 1.0f);
     set_int(*gemm, "transB", 1);

@@ -15,8 +15,8 @@ struct TestGraph {
     onnx::NodeProto* node(const std::string& name);  // by name; REQUIRE-fails when absent
     std::string bytes() const;
     // Appends a node (out of line: GCC 12's -Wrestrict misfires on protobuf's inlined setters).
-    onnx::NodeProto* add_node(const std::string& op, const std::string& name,
-                              std::vector<std::string> inputs, const std::string& output);
+    onnx::NodeProto* add_node(const std::string& op, const std::string& name, std::vector<std::string> inputs,
+                              const std::string& output);
     // An INT64 initializer.
     void add_int64_tensor(const std::string& name, const std::vector<std::int64_t>& dims,
                           const std::vector<std::int64_t>& values);

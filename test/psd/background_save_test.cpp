@@ -12,9 +12,9 @@
 
 using namespace psrun;
 using psrun::test::Cluster;
-using psrun::test::TempModelDir;
 using psrun::test::ramp;
 using psrun::test::small_model;
+using psrun::test::TempModelDir;
 namespace fs = std::filesystem;
 
 namespace {
@@ -101,8 +101,8 @@ TEST_CASE("a background checkpoint holds the parameters as SAVE found them, comm
     REQUIRE(started);
     CHECK_FALSE(started->has_value());  // psd's forked writers answer before they are done
     CHECK(ckpt.saving());
-    CHECK_FALSE(ckpt.due(5));           // not while one is being written
-    CHECK(ckpt.due(5, true));           // the last step always
+    CHECK_FALSE(ckpt.due(5));                              // not while one is being written
+    CHECK(ckpt.due(5, true));                              // the last step always
     CHECK(CheckpointStore(model.path, 5).list().empty());  // nothing committed yet
 
     const auto after = train(*chief, 3, 5);  // the chief trains on meanwhile
@@ -172,7 +172,8 @@ TEST_CASE("a psd that writes in its loop answers the background SAVE when writte
     CHECK(same_bits(restored(model.path, 2), at_save));
 }
 
-TEST_CASE("a shard's failed background write reaches poll(); the previous checkpoint stays", "[checkpoint][background]") {
+TEST_CASE("a shard's failed background write reaches poll(); the previous checkpoint stays",
+          "[checkpoint][background]") {
     TempModelDir model;
     Cluster cluster(2, server_options(true));
     auto chief = std::make_unique<PsClient>(cluster.client_options(0, small_model()));

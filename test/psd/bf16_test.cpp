@@ -12,11 +12,11 @@
 #include "test/psd/ps_fixture.h"
 
 using namespace psrun;
+using psrun::test::base_options;
 using psrun::test::Cluster;
 using psrun::test::ramp;
-using psrun::test::small_model;
-using psrun::test::base_options;
 using psrun::test::sgd;
+using psrun::test::small_model;
 
 namespace {
 
@@ -38,7 +38,7 @@ TEST_CASE("bf16 exchange: params are psd's f32 weights rounded to bf16; tiny upd
     REQUIRE(chief.hello());
     REQUIRE(f32_worker.hello());
     const std::size_t n = chief.layout().total;
-    auto params = ramp(n, 1.0f, 1.0f);  // in [1, 2): bf16 steps of 2^-7 there
+    auto params = ramp(n, 1.0f, 1.0f);       // in [1, 2): bf16 steps of 2^-7 there
     REQUIRE(chief.init(sgd(1.0f), params));  // INIT is always f32
 
     std::vector<float> got(n);
@@ -109,8 +109,7 @@ TEST_CASE("bf16 exchange in sync mode: both workers get the same step, converted
     CHECK((*stats)["bf16_param_reuses"] == steps);
 }
 
-TEST_CASE("a bf16 gradient frame of the wrong size is refused with an ERROR naming it; psd goes on",
-          "[psd][bf16]") {
+TEST_CASE("a bf16 gradient frame of the wrong size is refused with an ERROR naming it; psd goes on", "[psd][bf16]") {
     Cluster cluster(1, base_options(2), "tcp");
     PsClient chief(bf16_options(cluster, 0));
     REQUIRE(chief.hello());

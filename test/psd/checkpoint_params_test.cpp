@@ -14,9 +14,9 @@
 
 using namespace psrun;
 using psrun::test::Cluster;
-using psrun::test::TempModelDir;
 using psrun::test::ramp;
 using psrun::test::small_model;
+using psrun::test::TempModelDir;
 namespace fs = std::filesystem;
 
 namespace {
@@ -41,7 +41,8 @@ std::vector<float> save_trained(std::uint32_t shards, int steps, const std::stri
     REQUIRE(chief.init(init, ramp(n, 0.5f, -0.2f)));
     std::vector<float> params(n);
     for (int s = 0; s < steps; ++s)
-        REQUIRE(chief.push_pull(ramp(n, 0.3f * static_cast<float>(s + 1), -0.1f), static_cast<std::uint64_t>(s), params));
+        REQUIRE(
+            chief.push_pull(ramp(n, 0.3f * static_cast<float>(s + 1), -0.1f), static_cast<std::uint64_t>(s), params));
     Checkpointer saver(CheckpointerOptions{model_dir, 5, 0, 0, init, nullptr});
     auto saved = saver.save(chief, static_cast<std::uint64_t>(steps));
     REQUIRE(saved);
@@ -137,7 +138,8 @@ std::string write_table_checkpoint(const std::string& dir, const std::vector<std
 
 }  // namespace
 
-TEST_CASE("a sparse table's pieces load spread or whole, and pieces of neither shape are refused", "[checkpoint_params]") {
+TEST_CASE("a sparse table's pieces load spread or whole, and pieces of neither shape are refused",
+          "[checkpoint_params]") {
     TempModelDir model;
     const std::vector<TensorSpec> tensors = {{"emb", {5, 2}}};
     const std::vector<float> table = {0, 1, 10, 11, 20, 21, 30, 31, 40, 41};
@@ -158,7 +160,8 @@ TEST_CASE("a sparse table's pieces load spread or whole, and pieces of neither s
         CHECK_THAT(loaded.error().message, Catch::Contains("'emb'") && Catch::Contains("0, 2 rows"));
     }
     SECTION("a piece of another width") {
-        auto loaded = load_checkpoint_parameters(write_table_checkpoint(model.path, {0, 2, 4}, {1, 3}), {{"emb", {3, 3}}});
+        auto loaded =
+            load_checkpoint_parameters(write_table_checkpoint(model.path, {0, 2, 4}, {1, 3}), {{"emb", {3, 3}}});
         REQUIRE_FALSE(loaded);
         CHECK_THAT(loaded.error().message, Catch::Contains("not whole rows of width 3"));
     }

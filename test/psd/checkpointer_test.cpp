@@ -12,9 +12,9 @@
 
 using namespace psrun;
 using psrun::test::Cluster;
-using psrun::test::TempModelDir;
 using psrun::test::ramp;
 using psrun::test::small_model;
+using psrun::test::TempModelDir;
 namespace fs = std::filesystem;
 
 namespace {
@@ -55,8 +55,7 @@ std::unique_ptr<PsClient> trained_chief(Cluster& cluster, int steps) {
 
 std::size_t mismatches(const std::vector<float>& a, const std::vector<float>& b) {
     std::size_t bad = a.size() != b.size();
-    for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i)
-        bad += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+    for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) bad += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
     return bad;
 }
 
@@ -362,8 +361,8 @@ TEST_CASE("disk full while saving: clear error, the previous checkpoint stays va
     auto r = ckpt.save(*chief, 2);
     REQUIRE_FALSE(r);
     CHECK(r.error().code == ErrorCode::kIo);
-    CHECK_THAT(r.error().message, Catch::Contains("No space left on device") &&
-                                      Catch::Contains("previous checkpoint stays valid"));
+    CHECK_THAT(r.error().message,
+               Catch::Contains("No space left on device") && Catch::Contains("previous checkpoint stays valid"));
     for (const auto& e : fs::directory_iterator(model_dir))
         CHECK_FALSE(e.path().filename().string().starts_with(".ckpt-"));  // temp dir removed
     std::vector<std::string> warnings;

@@ -22,7 +22,7 @@ inline std::filesystem::path build_dir() {
 }
 
 class ChildProcess {
-public:
+  public:
     ChildProcess(const std::filesystem::path& exe, const std::vector<std::string>& args, const std::string& log)
         : log_(log) {
         pid_ = ::fork();
@@ -83,7 +83,7 @@ public:
         return true;
     }
 
-private:
+  private:
     std::string log_;
     pid_t pid_ = -1;
     bool status_ = false;

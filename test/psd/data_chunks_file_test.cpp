@@ -78,8 +78,8 @@ TEST_CASE("data chunk file: damage is an error naming the file", "[data_chunks]"
     };
     std::string flipped = good;
     flipped[flipped.size() / 2] ^= 0x10;
-    refused(flipped, "");                             // the CRC
-    refused(good.substr(0, good.size() - 3), "");     // truncated
+    refused(flipped, "");                          // the CRC
+    refused(good.substr(0, good.size() - 3), "");  // truncated
     // CRC-valid files whose contents are wrong.
     auto s = state;
     s.open[0].done = {0, 1, 2, 3, 4, 5};  // every chunk of the open epoch done, but the epoch still open
@@ -89,15 +89,16 @@ TEST_CASE("data chunk file: damage is an error naming the file", "[data_chunks]"
     refused(encode_data_chunks(s), "9 epochs opened");
     const std::vector<float> header(36, 0.5f);  // digits that are no integers
     const std::vector<float> none;
-    const TensorView odd[] = {{"data_chunks/header", {9, 4}, header}, {"data_chunks/closed", {0, 12}, none},
+    const TensorView odd[] = {{"data_chunks/header", {9, 4}, header},
+                              {"data_chunks/closed", {0, 12}, none},
                               {"data_chunks/open", {0, 5}, none}};
     refused(encode_tensor_file(odd), "header digits");
     const TensorView other[] = {{"conv1/w@0+4/param", {9, 4}, header}};
     refused(encode_tensor_file(other), "expected the tensors");
     std::vector<float> v2(36, 0.0f);
     v2[0] = 2;
-    const TensorView later[] = {{"data_chunks/header", {9, 4}, v2}, {"data_chunks/closed", {0, 12}, none},
-                                {"data_chunks/open", {0, 5}, none}};
+    const TensorView later[] = {
+        {"data_chunks/header", {9, 4}, v2}, {"data_chunks/closed", {0, 12}, none}, {"data_chunks/open", {0, 5}, none}};
     refused(encode_tensor_file(later), "version 2");
 }
 
@@ -228,8 +229,7 @@ TEST_CASE("data chunks: SAVE and RESTORE through psd 0 continue the epoch in pro
         if (e["complete"].get<bool>()) CHECK(e["examples"] == 100);
 }
 
-TEST_CASE("data chunks: a checkpoint without the state, or another plan, starts the data at epoch 0",
-          "[data_chunks]") {
+TEST_CASE("data chunks: a checkpoint without the state, or another plan, starts the data at epoch 0", "[data_chunks]") {
     TempDir model;
     {
         test::Cluster original(1, test::base_options(1));

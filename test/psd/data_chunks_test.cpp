@@ -196,7 +196,7 @@ TEST_CASE("data chunks: epochs that complete out of order survive a checkpoint",
     DataChunks d({40, 4, 9});
     const ChunkLease slow = d.lease(1);  // held by worker 1 while worker 0 finishes the rest of epoch 0 and epoch 1
     while (d.epochs_complete() < 1) REQUIRE(d.complete(0, d.lease(0).id));
-    REQUIRE(d.complete(1, slow.id));      // epoch 0 completes after epoch 1
+    REQUIRE(d.complete(1, slow.id));  // epoch 0 completes after epoch 1
     REQUIRE(d.epochs_complete() == 2);
     const auto state = d.state();
     REQUIRE(state.closed.size() == 2);

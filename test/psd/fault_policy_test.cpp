@@ -70,7 +70,7 @@ TEST_CASE("a sync step completes when a silent worker is declared dead", "[psd][
     CHECK(waited >= std::chrono::milliseconds(200));  // the silent worker's HELLO came first
     CHECK(waited < std::chrono::seconds(3));
     CHECK(out[5] == Approx(params[5] - 0.5f * g[5]));  // the chief's gradient alone
-    auto next = chief.push_pull(g, 1, out);  // one replica from now on: no wait
+    auto next = chief.push_pull(g, 1, out);            // one replica from now on: no wait
     REQUIRE(next);
     CHECK(next->step == 2);
     auto stats = chief.stats(0);

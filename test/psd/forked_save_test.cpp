@@ -35,7 +35,8 @@ TEST_CASE("a forked task's result, error and death reach the parent", "[psd][for
         CHECK(value == 1);
     }
     SECTION("an error keeps its code and message") {
-        auto task = psd::ForkedTask::start([]() -> Result<void> { return make_error(ErrorCode::kNotFound, "no such thing"); });
+        auto task =
+            psd::ForkedTask::start([]() -> Result<void> { return make_error(ErrorCode::kNotFound, "no such thing"); });
         REQUIRE(task);
         auto done = (*task)->finish();
         REQUIRE_FALSE(done);
@@ -214,7 +215,8 @@ std::string saved_bytes(bool fork) {
         const auto values = ramp(ids.size() * 4, 0.2f * static_cast<float>(s + 1), -0.05f);
         const RowGrads rows{1, ids, values};
         REQUIRE(chief.exchange(Exchange{.grads = ramp(chief.layout().total, 0.1f, static_cast<float>(s)),
-                                        .step = static_cast<std::uint64_t>(s), .row_grads = {&rows, 1}}));
+                                        .step = static_cast<std::uint64_t>(s),
+                                        .row_grads = {&rows, 1}}));
     }
     const std::string dir = cluster.dir() + "/ckpt";
     std::filesystem::create_directories(dir);
@@ -225,7 +227,8 @@ std::string saved_bytes(bool fork) {
 
 }  // namespace
 
-TEST_CASE("the forked writer's shard file is the one the poll loop writes, byte for byte", "[psd][forked][checkpoint]") {
+TEST_CASE("the forked writer's shard file is the one the poll loop writes, byte for byte",
+          "[psd][forked][checkpoint]") {
     const std::string forked = saved_bytes(true), in_loop = saved_bytes(false);
     CHECK(forked.size() > 997 * 4 * 3 * sizeof(float));  // every row (untouched ones too) and its 2 slots
     CHECK(forked == in_loop);

@@ -64,7 +64,7 @@ TEST_CASE("psd on tcp refuses clients without the job's CURVE key, logs them and
     const std::string log = s.psd->output();
     INFO(log);
     CHECK(stat_of(log, "auth_denied") >= 2);  // the wrong key (ZAP) and the plain client (handshake)
-    CHECK(stat_of(log, "messages") == 2);  // only the good client's HELLO and DONE got through
+    CHECK(stat_of(log, "messages") == 2);     // only the good client's HELLO and DONE got through
 }
 
 TEST_CASE("psd refuses an INIT whose learning-rate schedule is hostile and keeps serving", "[psd][process][hostile]") {

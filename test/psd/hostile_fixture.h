@@ -3,8 +3,8 @@
 // those frames. Single-threaded use.
 #pragma once
 
-#include <catch2/catch.hpp>
 #include <zlib.h>
+#include <catch2/catch.hpp>
 
 #include <cstring>
 #include <filesystem>
@@ -39,12 +39,14 @@ struct TcpPsd {
         auto k = ensure_job_key_file(key, true, std::chrono::milliseconds(100));
         REQUIRE(k);
         keys = *k;
-        std::vector<std::string> args{"--index", "0", "--ps", "tcp://127.0.0.1:*", "--num-workers", "1",
-                                      "--key-file", key, "--auth", auth, "--log-level", log_level};
+        std::vector<std::string> args{"--index",       "0",  "--ps",        "tcp://127.0.0.1:*",
+                                      "--num-workers", "1",  "--key-file",  key,
+                                      "--auth",        auth, "--log-level", log_level};
         std::filesystem::path exe = test::build_dir() / "psd" / "psd";
         if (address_space_kib > 0) {
-            args.insert(args.begin(), {"-c", "ulimit -v " + std::to_string(address_space_kib) + " && exec \"$0\" \"$@\"",
-                                       exe.string()});
+            args.insert(
+                args.begin(),
+                {"-c", "ulimit -v " + std::to_string(address_space_kib) + " && exec \"$0\" \"$@\"", exe.string()});
             exe = "/bin/sh";
         }
         psd.emplace(exe, args, dir + "/psd.log");
@@ -75,7 +77,7 @@ struct TcpPsd {
 
 // One raw DEALER socket: CURVE with `keys` when given, plain otherwise.
 class RawClient {
-public:
+  public:
     RawClient(zmq::context_t& context, const std::string& endpoint, const JobKeys* keys)
         : socket_(context, zmq::socket_type::dealer) {
         socket_.set(zmq::sockopt::linger, 0);
@@ -85,8 +87,8 @@ public:
     // Sends `frames`, returns the reply frames, or nullopt after `ms` without one.
     std::optional<Frames> exchange(const Frames& frames, int ms) {
         for (std::size_t i = 0; i < frames.size(); ++i)
-            socket_.send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore
-                                                                       : zmq::send_flags::dontwait);
+            socket_.send(zmq::buffer(frames[i]),
+                         i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::dontwait);
         std::vector<zmq::pollitem_t> items = {{socket_.handle(), 0, ZMQ_POLLIN, 0}};
         if (zmq::poll(items, std::chrono::milliseconds(ms)) == 0) return std::nullopt;
         std::vector<zmq::message_t> parts;
@@ -96,7 +98,7 @@ public:
         return out;
     }
 
-private:
+  private:
     zmq::socket_t socket_;
 };
 
@@ -115,9 +117,11 @@ inline Frames hello(std::uint64_t token, const std::vector<TensorSpec>& tensors 
 inline std::string with_version(std::string header, std::uint16_t version) {
     std::memcpy(header.data() + 4, &version, 2);  // little-endian, as on x86-64
     auto crc_of = [](std::string_view b) {
-        return static_cast<std::uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(b.data()), static_cast<uInt>(b.size())));
+        return static_cast<std::uint32_t>(
+            crc32(0L, reinterpret_cast<const Bytef*>(b.data()), static_cast<uInt>(b.size())));
     };
-    const std::uint32_t crc = crc_of(std::string_view(header).substr(0, 44)) ^ crc_of(std::string_view(header).substr(48));
+    const std::uint32_t crc =
+        crc_of(std::string_view(header).substr(0, 44)) ^ crc_of(std::string_view(header).substr(48));
     std::memcpy(header.data() + 44, &crc, 4);
     return header;
 }

@@ -1,7 +1,7 @@
 #include "common/job_keys.h"
 
-#include <catch2/catch.hpp>
 #include <sys/stat.h>
+#include <catch2/catch.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -58,8 +58,8 @@ TEST_CASE("key file readers wait for it, and refuse bad permissions or content",
     CHECK_THAT(open_perm.error().message, Catch::Contains("chmod 600"));
 
     const std::string bad = dir + "/bad.key";
-    for (const char* text : {"format=2\n", "format=1\ntoken=xyz\n",
-                             "format=1\ntoken=00000000000000ff\nserver_public=short\n"}) {
+    for (const char* text :
+         {"format=2\n", "format=1\ntoken=xyz\n", "format=1\ntoken=00000000000000ff\nserver_public=short\n"}) {
         std::filesystem::remove(bad);
         { std::ofstream(bad) << text; }
         ::chmod(bad.c_str(), 0600);

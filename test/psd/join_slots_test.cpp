@@ -22,7 +22,7 @@ TEST_CASE("join slots: the lowest free joinable slot, reserved until HELLO", "[j
     REQUIRE(s.assign(t, kNoDrop, kStart) == 2u);
     CHECK(s.is_reserved(2, kStart + 1s));
     REQUIRE(s.assign(t, kNoDrop, kStart) == 3u);  // 2 is reserved
-    CHECK_FALSE(s.assign(t, kNoDrop, kStart));      // 4 of 4: no room
+    CHECK_FALSE(s.assign(t, kNoDrop, kStart));    // 4 of 4: no room
     t.join(2, kStart + 1s);
     s.attached(2);
     CHECK_FALSE(s.is_reserved(2, kStart + 1s));
@@ -39,9 +39,9 @@ TEST_CASE("join slots: a slot dropped for good is reused once no fresh one is le
     t.seen(0, kStart + 6s);
     t.seen(1, kStart + 6s);
     REQUIRE(t.expire(kStart + 6s, 5s, kStart, 300s) == std::vector<std::uint32_t>{2});  // worker 2 dead
-    const auto dropped = [](std::uint32_t i) { return i != 0; };  // elastic, not the chief
-    REQUIRE(s.assign(t, dropped, kStart + 7s) == 3u);  // the fresh slot first
-    REQUIRE(s.assign(t, dropped, kStart + 7s) == 2u);  // then the dropped one
+    const auto dropped = [](std::uint32_t i) { return i != 0; };                        // elastic, not the chief
+    REQUIRE(s.assign(t, dropped, kStart + 7s) == 3u);                                   // the fresh slot first
+    REQUIRE(s.assign(t, dropped, kStart + 7s) == 2u);                                   // then the dropped one
     CHECK_FALSE(s.assign(t, dropped, kStart + 7s));
     // Not elastic: a dead worker's slot is never handed out.
     JoinSlots plain(3, 4, 10s);

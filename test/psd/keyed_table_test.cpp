@@ -71,7 +71,8 @@ TEST_CASE("the tensor list, the layout and WELCOME carry a keyed table and its p
     CHECK(layout.tables[0].keyed);
     CHECK(layout.tables[0].rows_on(2, 3) == 200);  // each shard: ceil(capacity / K) slots
     CHECK(validate_layout(layout, t));
-    auto welcome = wire::decode_welcome(wire::encode_welcome(wire::Welcome{.shard = 1, .layout = layout, .instance = 5}));
+    auto welcome =
+        wire::decode_welcome(wire::encode_welcome(wire::Welcome{.shard = 1, .layout = layout, .instance = 5}));
     REQUIRE(welcome);
     CHECK(welcome->layout == layout);
     // The policy is part of the model: another one is another tensor list.
@@ -215,7 +216,8 @@ TEST_CASE("a checkpoint restores a keyed table into the same or another shard co
         for (std::size_t i = 0; i < got.size(); ++i) mismatches += got[i] != reference[i];
         CHECK(mismatches == 0);
         std::uint64_t rows = 0;
-        for (std::uint32_t s = 0; s < shards; ++s) rows += (*chief.stats(s))["keyed_tables"]["emb"]["rows"].get<std::uint64_t>();
+        for (std::uint32_t s = 0; s < shards; ++s)
+            rows += (*chief.stats(s))["keyed_tables"]["emb"]["rows"].get<std::uint64_t>();
         CHECK(rows == keys.size());
     }
     // Another capacity is another model: refused, naming the table.
@@ -290,7 +292,8 @@ TEST_CASE("sync mode averages a keyed table's rows over the replicas", "[psd][ke
     for (std::uint32_t c = 0; c < kWidth; ++c) {
         // A replica that did not push a row counts as a zero gradient for it (as the dense average does).
         CHECK(got[c] == Approx(initial_row(raw_id(1))[c] - 0.5f * ga[c] / 2).margin(1e-6));
-        CHECK(got[kWidth + c] == Approx(initial_row(raw_id(3))[c] - 0.5f * (ga[2 * kWidth + c] + gb[c]) / 2).margin(1e-6));
+        CHECK(got[kWidth + c] ==
+              Approx(initial_row(raw_id(3))[c] - 0.5f * (ga[2 * kWidth + c] + gb[c]) / 2).margin(1e-6));
         CHECK(got[2 * kWidth + c] == Approx(initial_row(raw_id(4))[c] - 0.5f * gb[kWidth + c] / 2).margin(1e-6));
     }
 }
@@ -344,8 +347,8 @@ TEST_CASE("a lookup pull (an evaluation's) reads rows without creating, counting
     CHECK(after == before);  // nothing admitted, refused or evicted by the lookups
     // A lookup pushes nothing: refused before anything is sent.
     const RowGrads rows{.tensor = 1, .values = grads, .keys = trained};
-    auto refused = chief.exchange(Exchange{.grads = std::vector<float>(chief.layout().total, 0.0f),
-                                           .row_grads = {&rows, 1}, .lookup = true});
+    auto refused = chief.exchange(
+        Exchange{.grads = std::vector<float>(chief.layout().total, 0.0f), .row_grads = {&rows, 1}, .lookup = true});
     REQUIRE_FALSE(refused);
     CHECK_THAT(refused.error().message, Catch::Contains("lookup"));
 

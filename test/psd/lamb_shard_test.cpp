@@ -43,7 +43,8 @@ TEST_CASE("lamb on 2 shards: each slice moves by its own trust ratio, with or wi
         Optimizer o(config.optimizer.for_tensor(t.name, t.shape.size()), slice.length);
         const std::span<float> p(expected.data() + slice.flat_offset, slice.length);
         for (const auto& g : grads)
-            o.apply(p, std::span<const float>(g.data() + slice.flat_offset, slice.length), o.config().weight_decay > 0.0f);
+            o.apply(p, std::span<const float>(g.data() + slice.flat_offset, slice.length),
+                    o.config().weight_decay > 0.0f);
     }
     ThreadTeam team(3);
     for (ThreadTeam* with : {static_cast<ThreadTeam*>(nullptr), &team}) {

@@ -62,8 +62,9 @@ TEST_CASE("psd --auth mac refuses strangers, altered and replayed messages, logs
     REQUIRE(welcome);
     CHECK(welcome->type == wire::MessageType::kWelcome);
     CHECK((welcome->flags & wire::kFlagMac) != 0);
-    CHECK(insider.open(0, {{ByteRange{(*reply)[0].data(), (*reply)[0].size()}, ByteRange{(*reply)[1].data(), (*reply)[1].size()}}},
-                       (*reply)[2]));
+    CHECK(insider.open(
+        0, {{ByteRange{(*reply)[0].data(), (*reply)[0].size()}, ByteRange{(*reply)[1].data(), (*reply)[1].size()}}},
+        (*reply)[2]));
     RawClient recorder(context, s.endpoint, nullptr);
     reply = recorder.exchange(genuine, 5000);
     REQUIRE(reply);

@@ -1,9 +1,9 @@
 // The real psd binary, started and stopped by PID, with real client processes.
 #include <arpa/inet.h>
-#include <catch2/catch.hpp>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -132,7 +132,8 @@ TEST_CASE("standby psd serves two consecutive runs and saves its shard on SIGTER
 TEST_CASE("psd refuses bad flags with exit 2 and a clear message", "[psd][process]") {
     Setup s;
     {
-        auto psd = ChildProcess(s.psd, {"--index", "3", "--ps", s.ep, "--num-workers", "1", "--no-auth"}, s.dir + "/a.log");
+        auto psd =
+            ChildProcess(s.psd, {"--index", "3", "--ps", s.ep, "--num-workers", "1", "--no-auth"}, s.dir + "/a.log");
         CHECK(psd.wait(10) == 2);
         CHECK_THAT(psd.output(), Catch::Contains("--index 3 has no endpoint"));
     }
@@ -142,8 +143,9 @@ TEST_CASE("psd refuses bad flags with exit 2 and a clear message", "[psd][proces
         CHECK_THAT(psd.output(), Catch::Contains("--no-auth"));
     }
     {
-        auto psd = ChildProcess(s.psd, {"--index", "0", "--ps", "ipc:///nonexistent-dir/x", "--num-workers", "1", "--no-auth"},
-                                s.dir + "/c.log");
+        auto psd =
+            ChildProcess(s.psd, {"--index", "0", "--ps", "ipc:///nonexistent-dir/x", "--num-workers", "1", "--no-auth"},
+                         s.dir + "/c.log");
         CHECK(psd.wait(10) == 2);
         CHECK_THAT(psd.output(), Catch::Contains("does not exist"));
     }
@@ -193,9 +195,10 @@ TEST_CASE("bench ps runs real psd processes and prints one JSON line", "[psd][pr
     const auto tool = test::build_dir() / "launcher" / "psrun";
     const std::string optimizer = GENERATE(as<std::string>{}, "adam", "lamb");
     INFO(optimizer);
-    ChildProcess bench(tool, {"bench", "ps", "--workers", "2", "--shards", "2", "--rounds", "3", "--warmup", "1",
-                              "--optimizer", optimizer},
-                       s.dir + "/bench.log");
+    ChildProcess bench(
+        tool,
+        {"bench", "ps", "--workers", "2", "--shards", "2", "--rounds", "3", "--warmup", "1", "--optimizer", optimizer},
+        s.dir + "/bench.log");
     INFO(bench.output());
     REQUIRE(bench.wait(60) == 0);
     const std::string out = bench.output();  // psd warnings (stderr) may precede the JSON line
@@ -207,7 +210,7 @@ TEST_CASE("bench ps runs real psd processes and prints one JSON line", "[psd][pr
     CHECK(j["adam_applied"] == (optimizer == "adam"));
     CHECK(j["optimizer_applied"] == true);
     CHECK(j["optimizer_slots"] == 2);  // Adam's and LAMB's m and v
-    CHECK(j["psd_exit_ok"] == true);  // both psds exited 0 after DONE from both workers
+    CHECK(j["psd_exit_ok"] == true);   // both psds exited 0 after DONE from both workers
     CHECK(j["roundtrip_ms_per_worker"].size() == 2);
     CHECK(j["roundtrip_ms"].get<double>() > 0);
     CHECK(j["psd_peak_rss_mb"][1].get<double>() > 0);

@@ -30,12 +30,13 @@ struct TempModelDir {
 
 // K servers running in threads. Destruction stops them.
 class Cluster {
-public:
+  public:
     // transport "ipc" (sockets in a temp dir) or "tcp" (127.0.0.1, ports chosen by the kernel).
     Cluster(std::uint32_t shards, psd::ServerOptions base, const std::string& transport = "ipc")
         : dir_(make_temp_dir()) {
         for (std::uint32_t i = 0; i < shards; ++i)
-            endpoints_.push_back(transport == "tcp" ? "tcp://127.0.0.1:*" : "ipc://" + dir_ + "/ps" + std::to_string(i));
+            endpoints_.push_back(transport == "tcp" ? "tcp://127.0.0.1:*"
+                                                    : "ipc://" + dir_ + "/ps" + std::to_string(i));
         for (std::uint32_t i = 0; i < shards; ++i) {
             auto o = base;
             o.index = i;
@@ -74,7 +75,7 @@ public:
         return o;
     }
 
-private:
+  private:
     std::string dir_;
     std::vector<std::string> endpoints_;
     std::vector<std::unique_ptr<psd::ParameterServer>> servers_;

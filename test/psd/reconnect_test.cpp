@@ -73,7 +73,8 @@ TEST_CASE("reconnect: a SAVE in flight is sent again to the same psd", "[psd][pr
     psd.signal(SIGSTOP);  // the SAVE below is queued; no heartbeat is answered
     const auto t0 = std::chrono::steady_clock::now();
     auto saved = std::async(std::launch::async, [&] { return chief.save(1, ckpt); });
-    CHECK(saved.wait_for(4s) == std::future_status::timeout);  // lost after 1 s (+1 s for a late reply), then waited for
+    CHECK(saved.wait_for(4s) ==
+          std::future_status::timeout);  // lost after 1 s (+1 s for a late reply), then waited for
     psd.signal(SIGCONT);
     REQUIRE(saved.wait_for(15s) == std::future_status::ready);
     const auto result = saved.get();

@@ -39,7 +39,8 @@ std::vector<TensorSpec> avg_model(bool sparse) {
 
 std::vector<float> initial_table() {
     std::vector<float> out(std::size_t{kAvgRows} * kAvgWidth);
-    for (std::uint32_t r = 0; r < kAvgRows; ++r) fill_row(kAvgInit, r, std::span<float>(out.data() + r * kAvgWidth, kAvgWidth));
+    for (std::uint32_t r = 0; r < kAvgRows; ++r)
+        fill_row(kAvgInit, r, std::span<float>(out.data() + r * kAvgWidth, kAvgWidth));
     return out;
 }
 
@@ -76,7 +77,8 @@ void avg_step(PsClient& client, bool sparse, int s) {
     std::vector<float> grads = ramp(40, 0.1f, static_cast<float>(s));
     if (sparse) {
         const RowGrads rows{1, ids, values};
-        REQUIRE(client.exchange(Exchange{.grads = grads, .step = static_cast<std::uint64_t>(s), .row_grads = {&rows, 1}}));
+        REQUIRE(
+            client.exchange(Exchange{.grads = grads, .step = static_cast<std::uint64_t>(s), .row_grads = {&rows, 1}}));
         return;
     }
     grads.resize(n, 0.0f);
@@ -135,20 +137,22 @@ TEST_CASE("a sparse table's row average equals the dense average of the same ten
     // By hand in double: the first update copied, then e = D e + (1 - D) p.
     std::vector<double> hand(trajectory[0].begin(), trajectory[0].end());
     for (std::size_t s = 1; s < trajectory.size(); ++s)
-        for (std::size_t i = 0; i < hand.size(); ++i) hand[i] = kAvgDecay * hand[i] + (1.0 - kAvgDecay) * trajectory[s][i];
+        for (std::size_t i = 0; i < hand.size(); ++i)
+            hand[i] = kAvgDecay * hand[i] + (1.0 - kAvgDecay) * trajectory[s][i];
     double worst = 0;
     for (std::size_t i = 0; i < hand.size(); ++i) worst = std::max(worst, std::abs(hand[i] - double(got[i])));
     CHECK(worst < 1e-6);
     const auto row = [&](const std::vector<float>& v, std::uint32_t r) {
         return std::vector<float>(v.begin() + r * kAvgWidth, v.begin() + (r + 1) * kAvgWidth);
     };
-    CHECK(row(got, 3) == row(initial, 3));    // never pushed: its initial values, exactly
-    CHECK(row(got, 90) == row(initial, 90));  // pulled, never pushed
+    CHECK(row(got, 3) == row(initial, 3));            // never pushed: its initial values, exactly
+    CHECK(row(got, 90) == row(initial, 90));          // pulled, never pushed
     CHECK(row(got, 1) != row(trajectory.back(), 1));  // pushed at the first update only: not yet its value
     CHECK(row(got, 0) != row(trajectory.back(), 0));
 }
 
-TEST_CASE("the rows' average is checkpointed, assembled for --ema and restored into another shard count", "[psd][sparse][ema][checkpoint]") {
+TEST_CASE("the rows' average is checkpointed, assembled for --ema and restored into another shard count",
+          "[psd][sparse][ema][checkpoint]") {
     const std::string sparse_dir = psrun::test::make_temp_dir(), dense_dir = psrun::test::make_temp_dir();
     auto write_manifest = [](const std::string& dir, std::uint32_t shards, int step) {
         std::ofstream manifest(dir + "/manifest.json");
@@ -211,7 +215,8 @@ TEST_CASE("the rows' average is checkpointed, assembled for --ema and restored i
     std::filesystem::remove_all(dense_dir);
 }
 
-TEST_CASE("the standby shard file keeps the rows' average, which goes on folding after a load", "[psd][sparse][ema][shard]") {
+TEST_CASE("the standby shard file keeps the rows' average, which goes on folding after a load",
+          "[psd][sparse][ema][shard]") {
     std::vector<TensorSpec> tensors = {{"fc/w", {8, 5}}, {"emb", {kAvgRows, kAvgWidth}}};
     tensors[1].kind = TensorKind::kRows;
     tensors[1].row_init = kAvgInit;
@@ -251,7 +256,8 @@ TEST_CASE("the standby shard file keeps the rows' average, which goes on folding
     std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("a restore with another decay folds the rows' past updates with the old one, as the dense average has", "[psd][sparse][ema]") {
+TEST_CASE("a restore with another decay folds the rows' past updates with the old one, as the dense average has",
+          "[psd][sparse][ema]") {
     std::vector<TensorSpec> tensors = {{"dense", {kAvgRows, kAvgWidth}}, {"emb", {kAvgRows, kAvgWidth}}};
     tensors[1].kind = TensorKind::kRows;
     tensors[1].row_init = kAvgInit;

@@ -227,8 +227,7 @@ bool touch(RowIndex& index, std::uint64_t id, std::uint64_t step) {
 
 }  // namespace
 
-TEST_CASE("row index: a full index keeps its frequent ids (frequency gate), plain LRU cycles them out",
-          "[row_index]") {
+TEST_CASE("row index: a full index keeps its frequent ids (frequency gate), plain LRU cycles them out", "[row_index]") {
     // 50 hot ids, each seen every 100 occurrences, among a stream of ids seen once: a table of 60
     // rows holds the hot ones with the gate; without it every one-off id evicts the oldest row.
     auto run = [](bool gate) {

@@ -52,9 +52,10 @@ TEST_CASE("a table read for a checkpoint equals the materialized table, bit for 
           "[psd][sparse][checkpoint]") {
     const auto model = read_model();
     const auto layout = *compute_layout(model, 2);
-    auto config = GENERATE(OptimizerConfig{.kind = OptimizerKind::kAdagrad, .learning_rate = 0.1f, .adagrad_initial = 0.1f},
-                           OptimizerConfig{.kind = OptimizerKind::kAdam, .learning_rate = 0.01f},
-                           OptimizerConfig{.kind = OptimizerKind::kMomentum, .learning_rate = 0.05f, .momentum = 0.9f});
+    auto config =
+        GENERATE(OptimizerConfig{.kind = OptimizerKind::kAdagrad, .learning_rate = 0.1f, .adagrad_initial = 0.1f},
+                 OptimizerConfig{.kind = OptimizerKind::kAdam, .learning_rate = 0.01f},
+                 OptimizerConfig{.kind = OptimizerKind::kMomentum, .learning_rate = 0.05f, .momentum = 0.9f});
     const bool average = GENERATE(false, true);
     if (average) config.ema_decay = 0.9f;
     INFO("optimizer " << static_cast<int>(config.kind) << (average ? " with an average" : ""));

@@ -244,7 +244,8 @@ TEST_CASE("lamb moves each pushed row by its own trust ratio, as a [1, width] te
         store.begin_update();
         store.apply(0, ids, g);
         for (std::size_t i = 0; i < 2; ++i)
-            per_row[i].apply(std::span<float>(rows.data() + 3 * i, 3), std::span<const float>(g.data() + 3 * i, 3), true);
+            per_row[i].apply(std::span<float>(rows.data() + 3 * i, 3), std::span<const float>(g.data() + 3 * i, 3),
+                             true);
     }
     std::vector<float> after(6);
     store.gather(0, ids, after.data());

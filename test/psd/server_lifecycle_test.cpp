@@ -12,11 +12,11 @@
 #include "test/psd/ps_fixture.h"
 
 using namespace psrun;
+using psrun::test::base_options;
 using psrun::test::Cluster;
 using psrun::test::ramp;
-using psrun::test::small_model;
-using psrun::test::base_options;
 using psrun::test::sgd;
+using psrun::test::small_model;
 
 TEST_CASE("PULL waits for the chief's INIT, then times out naming missing ranks", "[psd]") {
     auto o = base_options(3);
@@ -54,9 +54,10 @@ TEST_CASE("a worker of another model is refused at HELLO, naming both models", "
     auto refused = other.hello();
     REQUIRE_FALSE(refused);
     CHECK(refused.error().code == ErrorCode::kInvalidArgument);
-    CHECK_THAT(refused.error().message, Catch::Contains("serves model 'mlp_a' (architecture aaaaaaaaaaaa)") &&
-                                            Catch::Contains("worker 1 trains model 'mlp_b' (architecture bbbbbbbbbbbb)") &&
-                                            Catch::Contains("same --model"));
+    CHECK_THAT(refused.error().message,
+               Catch::Contains("serves model 'mlp_a' (architecture aaaaaaaaaaaa)") &&
+                   Catch::Contains("worker 1 trains model 'mlp_b' (architecture bbbbbbbbbbbb)") &&
+                   Catch::Contains("same --model"));
     // The same model joins; a client that names no hash is judged by the tensor list alone.
     auto same_options = cluster.client_options(2, small_model());
     same_options.model = chief_options.model;

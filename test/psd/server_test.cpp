@@ -9,11 +9,11 @@
 #include "test/psd/ps_fixture.h"
 
 using namespace psrun;
+using psrun::test::base_options;
 using psrun::test::Cluster;
 using psrun::test::ramp;
-using psrun::test::small_model;
-using psrun::test::base_options;
 using psrun::test::sgd;
+using psrun::test::small_model;
 
 TEST_CASE("async pushes apply SGD exactly as computed by hand", "[psd]") {
     Cluster cluster(1, base_options(1));
@@ -70,10 +70,14 @@ TEST_CASE("psd updates with the momentum, betas and epsilon INIT sends, not the 
     const auto init_params = ramp(n, 0.2f, -0.1f);
     const std::vector<std::vector<float>> grads = {ramp(n, 1.0f, -0.5f), ramp(n, -0.3f, 0.2f), ramp(n, 0.7f)};
     const OptimizerConfig tuned = GENERATE(
-        OptimizerConfig{.kind = OptimizerKind::kAdamW, .learning_rate = 1e-2f, .beta1 = 0.8f, .beta2 = 0.95f,
-                        .epsilon = 1e-3f, .weight_decay = 0.1f},
-        OptimizerConfig{.kind = OptimizerKind::kAdam, .learning_rate = 1e-2f, .beta1 = 0.5f, .beta2 = 0.9f,
-                        .epsilon = 1e-2f},
+        OptimizerConfig{.kind = OptimizerKind::kAdamW,
+                        .learning_rate = 1e-2f,
+                        .beta1 = 0.8f,
+                        .beta2 = 0.95f,
+                        .epsilon = 1e-3f,
+                        .weight_decay = 0.1f},
+        OptimizerConfig{
+            .kind = OptimizerKind::kAdam, .learning_rate = 1e-2f, .beta1 = 0.5f, .beta2 = 0.9f, .epsilon = 1e-2f},
         OptimizerConfig{.kind = OptimizerKind::kNesterov, .learning_rate = 1e-2f, .momentum = 0.5f});
     CAPTURE(to_string(tuned.kind));
     auto local_run = [&](const OptimizerConfig& config) {

@@ -115,7 +115,8 @@ TEST_CASE("shard file: psd 0's dispenser is saved with the shard and restored wi
     CHECK_FALSE(got.has_value());
 }
 
-TEST_CASE("shard file: a version 8 file (before the dispenser) still loads, with no dispenser", "[psd][shard][data_chunks]") {
+TEST_CASE("shard file: a version 8 file (before the dispenser) still loads, with no dispenser",
+          "[psd][shard][data_chunks]") {
     TempDir dir;
     const std::string path = dir.path + "/ps-0.shard";
     save_shard(path, nullptr);
@@ -150,15 +151,20 @@ TEST_CASE("shard file: a damaged dispenser section is an error naming the file; 
         const char* says;
     };
     const Damage damages[] = {
-        {"0 chunks", [](std::vector<NamedTensor>& t) { for (int k = 8; k < 12; ++k) t[t.size() - 3].data[k] = 0.0f; },
+        {"0 chunks",
+         [](std::vector<NamedTensor>& t) {
+             for (int k = 8; k < 12; ++k) t[t.size() - 3].data[k] = 0.0f;
+         },
          "0 chunks"},
         {"a digit that is not an integer", [](std::vector<NamedTensor>& t) { t[t.size() - 3].data[5] = 0.5f; },
          "header digits"},
-        {"an open epoch row of the wrong width", [](std::vector<NamedTensor>& t) {
+        {"an open epoch row of the wrong width",
+         [](std::vector<NamedTensor>& t) {
              auto& open = t.back();
              open.shape[1] += 1;
              open.data.resize(open.shape[0] * open.shape[1], 0.0f);
-         }, "shape of the open epochs"},
+         },
+         "shape of the open epochs"},
         {"more chunks done than the plan has", [](std::vector<NamedTensor>& t) { t.back().data[4] = 0xFF; },
          "not a valid data chunk state"},
         {"the tensors renamed", [](std::vector<NamedTensor>& t) { t[t.size() - 3].name = "data_chunks/head"; },
@@ -190,7 +196,8 @@ TEST_CASE("shard file: a damaged dispenser section is an error naming the file; 
     CHECK_FALSE(b.initialized());
 }
 
-TEST_CASE("standby: psd 0 started on its shard file goes on with the dispenser's epoch", "[psd][standby][data_chunks]") {
+TEST_CASE("standby: psd 0 started on its shard file goes on with the dispenser's epoch",
+          "[psd][standby][data_chunks]") {
     TempDir model;
     auto o = test::base_options(1);
     o.standby = true;

@@ -43,7 +43,8 @@ void step(PsClient& client, int s) {
     for (int i = 0; i < 60; ++i) ids.push_back(static_cast<std::uint32_t>((i * 61 + s * 17) % kRows));
     const auto values = ramp(ids.size() * kWidth, 0.2f * static_cast<float>(s + 1), -0.05f);
     const RowGrads rows{1, ids, values};
-    REQUIRE(client.exchange(Exchange{.grads = ramp(n, 0.1f, static_cast<float>(s)), .step = static_cast<std::uint64_t>(s),
+    REQUIRE(client.exchange(Exchange{.grads = ramp(n, 0.1f, static_cast<float>(s)),
+                                     .step = static_cast<std::uint64_t>(s),
                                      .row_grads = {&rows, 1}}));
 }
 
@@ -63,7 +64,8 @@ std::vector<float> table(PsClient& client) {
 
 }  // namespace
 
-TEST_CASE("a checkpoint restores sparse tables exactly, into the same or another shard count", "[psd][sparse][checkpoint]") {
+TEST_CASE("a checkpoint restores sparse tables exactly, into the same or another shard count",
+          "[psd][sparse][checkpoint]") {
     const std::string dir = psrun::test::make_temp_dir();
     std::vector<float> reference;
     {
@@ -113,7 +115,8 @@ TEST_CASE("a checkpoint restores sparse tables exactly, into the same or another
     std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("a damaged or foreign sparse checkpoint is refused and the refusing shard keeps its rows", "[psd][sparse][checkpoint]") {
+TEST_CASE("a damaged or foreign sparse checkpoint is refused and the refusing shard keeps its rows",
+          "[psd][sparse][checkpoint]") {
     const std::string dir = psrun::test::make_temp_dir();
     Cluster cluster(2, base_options(1));
     PsClient chief(cluster.client_options(0, model()));

@@ -118,16 +118,16 @@ TEST_CASE("psd refuses bad row frames with a sealed ERROR each, applies nothing,
     };
     refused(message(s.keys.token, {{kIds, bytes_of(std::vector<std::uint32_t>{kRows})}, {kValues, ones}}),
             "row id 64 of 'emb' is not below its 64 rows");
-    refused(message(s.keys.token, {{kIds, bytes_of(std::vector<std::uint32_t>{5, 3})},
-                                   {kValues, ones + ones}}),
+    refused(message(s.keys.token, {{kIds, bytes_of(std::vector<std::uint32_t>{5, 3})}, {kValues, ones + ones}}),
             "not strictly ascending");
     refused(message(s.keys.token, {{kIds, bytes_of(std::vector<std::uint32_t>{3})}, {kValues, ones + "xx"}}),
             "take exactly 16");
     refused(message(s.keys.token, {{kIds, bytes_of(std::vector<std::uint32_t>{3})}}), "not followed by their values");
     refused(message(s.keys.token, {{kPull, bytes_of(std::vector<std::uint32_t>{3})}}, wire::MessageType::kPush),
             "pulled in a PUSH");
-    refused(message(s.keys.token, {{kIds, bytes_of(std::vector<std::uint32_t>{3})},
-                                   {kValues, bytes_of(std::vector<float>{1, std::numeric_limits<float>::quiet_NaN(), 1, 1})}}),
+    refused(message(s.keys.token,
+                    {{kIds, bytes_of(std::vector<std::uint32_t>{3})},
+                     {kValues, bytes_of(std::vector<float>{1, std::numeric_limits<float>::quiet_NaN(), 1, 1})}}),
             "contain NaN or Inf", ErrorCode::kRejected);
     CHECK(row3() == start);  // nothing was applied
 

@@ -5,9 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <future>
 #include <numeric>
-#include <cstring>
 
 #include <zmq.hpp>
 
@@ -37,7 +37,8 @@ std::vector<TensorSpec> model(bool sparse) {
 
 std::vector<float> table_init() {
     std::vector<float> v(std::size_t{kRows} * kWidth);
-    for (std::uint32_t r = 0; r < kRows; ++r) fill_row(model(true)[1].row_init, r, std::span<float>(v.data() + r * kWidth, kWidth));
+    for (std::uint32_t r = 0; r < kRows; ++r)
+        fill_row(model(true)[1].row_init, r, std::span<float>(v.data() + r * kWidth, kWidth));
     return v;
 }
 
@@ -97,7 +98,8 @@ TEST_CASE("rows start on psd from the seed and row id, the same for any shard co
 // SGD and Adagrad without decay: any rows. Stateful kinds and weight decay are lazy on rows (a
 // row's slots and decay move only when it is pushed; dense rows move at every update), so there
 // the same rows are pushed at every update and the others stay as they started.
-TEST_CASE("sparse rows equal the dense update bit for bit, with repeated ids summed, for every optimizer", "[psd][sparse]") {
+TEST_CASE("sparse rows equal the dense update bit for bit, with repeated ids summed, for every optimizer",
+          "[psd][sparse]") {
     struct Case {
         OptimizerKind kind;
         float weight_decay;
@@ -133,15 +135,18 @@ TEST_CASE("sparse rows equal the dense update bit for bit, with repeated ids sum
             std::vector<float> dense_grad = ramp(n, -0.2f, 0.05f);
             std::fill(dense_grad.begin() + 160, dense_grad.end() - 10, 0.0f);
             for (std::size_t i = 0; i < g.ids.size(); ++i)
-                for (std::size_t c = 0; c < kWidth; ++c) dense_grad[160 + g.ids[i] * kWidth + c] += g.values[i * kWidth + c];
+                for (std::size_t c = 0; c < kWidth; ++c)
+                    dense_grad[160 + g.ids[i] * kWidth + c] += g.values[i * kWidth + c];
             std::vector<float> out(n);
             REQUIRE(dense.push_pull(dense_grad, static_cast<std::uint64_t>(s), out));
             std::vector<float> sparse_grad(dense_grad.begin(), dense_grad.begin() + 160);
             sparse_grad.insert(sparse_grad.end(), dense_grad.end() - 10, dense_grad.end());
             const RowGrads rows{1, g.ids, g.values};
             ParamFrames frames;
-            auto info = sparse.exchange(Exchange{.grads = sparse_grad, .step = static_cast<std::uint64_t>(s),
-                                                 .row_grads = {&rows, 1}, .params = &frames});
+            auto info = sparse.exchange(Exchange{.grads = sparse_grad,
+                                                 .step = static_cast<std::uint64_t>(s),
+                                                 .row_grads = {&rows, 1},
+                                                 .params = &frames});
             REQUIRE(info);
             CHECK(info->step == static_cast<std::uint64_t>(s + 1));
             std::vector<float> sparse_out(m);
@@ -187,7 +192,8 @@ TEST_CASE("lazy Adam: a row's slots move only when it is pushed, with the table'
     for (int s = 0; s < 2; ++s) {
         const std::vector<std::uint32_t> ids{5};
         const RowGrads rows{1, ids, g5};
-        REQUIRE(chief.exchange(Exchange{.grads = zero, .step = static_cast<std::uint64_t>(s), .row_grads = {&rows, 1}}));
+        REQUIRE(
+            chief.exchange(Exchange{.grads = zero, .step = static_cast<std::uint64_t>(s), .row_grads = {&rows, 1}}));
     }
     const std::vector<std::uint32_t> ids{6, 5};
     const RowGrads rows{1, ids, g56};
@@ -197,7 +203,8 @@ TEST_CASE("lazy Adam: a row's slots move only when it is pushed, with the table'
     const double b1 = 0.9, b2 = 0.999, g = 0.5;
     const double lr_t = 0.01 * std::sqrt(1 - std::pow(b2, 3)) / (1 - std::pow(b1, 3));
     const double step6 = lr_t * ((1 - b1) * g) / (std::sqrt((1 - b2) * g * g) + 1e-8);
-    for (std::size_t c = 0; c < kWidth; ++c) CHECK(now[6 * kWidth + c] == Approx(table[6 * kWidth + c] - step6).epsilon(1e-5));
+    for (std::size_t c = 0; c < kWidth; ++c)
+        CHECK(now[6 * kWidth + c] == Approx(table[6 * kWidth + c] - step6).epsilon(1e-5));
     // Row 5, pushed at updates 1, 2, 3 (m and v accumulate; t = 1, 2, 3).
     double p = table[5 * kWidth], m = 0, v = 0;
     for (int t = 1; t <= 3; ++t) {
@@ -231,9 +238,11 @@ TEST_CASE("sync: rows are averaged over the replicas; a stale push's rows are dr
     const RowRequest request{1, want};
     PulledRows rows_a, rows_b;
     auto first = std::async(std::launch::async, [&] {
-        return chief.exchange(Exchange{.grads = zero, .step = 0, .row_grads = {&ra, 1}, .pulls = {&request, 1}, .rows = &rows_a});
+        return chief.exchange(
+            Exchange{.grads = zero, .step = 0, .row_grads = {&ra, 1}, .pulls = {&request, 1}, .rows = &rows_a});
     });
-    REQUIRE(worker.exchange(Exchange{.grads = zero, .step = 0, .row_grads = {&rb, 1}, .pulls = {&request, 1}, .rows = &rows_b}));
+    REQUIRE(worker.exchange(
+        Exchange{.grads = zero, .step = 0, .row_grads = {&rb, 1}, .pulls = {&request, 1}, .rows = &rows_b}));
     REQUIRE(first.get());
     auto expect_row = [&](std::uint32_t id) {
         std::vector<float> row(table.begin() + id * kWidth, table.begin() + (id + 1) * kWidth);
@@ -252,7 +261,8 @@ TEST_CASE("sync: rows are averaged over the replicas; a stale push's rows are dr
     CHECK(std::equal(rows_a.rows(0).begin(), rows_a.rows(0).end(), rows_b.rows(0).begin()));
     const auto after = pull_table(chief);
     for (std::uint32_t id : {1u, 2u, 3u, 4u})
-        for (std::size_t c = 0; c < kWidth; ++c) CHECK(after[id * kWidth + c] == Approx(expect_row(id)[c]).margin(1e-6));
+        for (std::size_t c = 0; c < kWidth; ++c)
+            CHECK(after[id * kWidth + c] == Approx(expect_row(id)[c]).margin(1e-6));
     // A push computed at step 0 arrives in step 1: dropped, rows untouched.
     auto stale = worker.exchange(Exchange{.grads = zero, .step = 0, .row_grads = {&rb, 1}});
     REQUIRE(stale);
@@ -263,7 +273,8 @@ TEST_CASE("sync: rows are averaged over the replicas; a stale push's rows are dr
     CHECK((*stats)["stale"] == 1);
 }
 
-TEST_CASE("bf16 wire: pulled rows are the bf16 of psd's f32 rows; pushed rows are rounded once", "[psd][sparse][bf16]") {
+TEST_CASE("bf16 wire: pulled rows are the bf16 of psd's f32 rows; pushed rows are rounded once",
+          "[psd][sparse][bf16]") {
     Cluster cluster(2, base_options(1));
     auto options = cluster.client_options(0, model(true));
     options.wire_bf16 = true;
@@ -327,8 +338,11 @@ TEST_CASE("sparse SGD by hand: repeated ids summed, each row on the shard id mod
     const std::vector<std::uint32_t> want{3, 10, 7, 11};
     const RowRequest request{1, want};
     PulledRows pulled;
-    REQUIRE(chief.exchange(Exchange{.grads = std::vector<float>(n, 0.0f), .step = 0, .row_grads = {&rows, 1},
-                                    .pulls = {&request, 1}, .rows = &pulled}));
+    REQUIRE(chief.exchange(Exchange{.grads = std::vector<float>(n, 0.0f),
+                                    .step = 0,
+                                    .row_grads = {&rows, 1},
+                                    .pulls = {&request, 1},
+                                    .rows = &pulled}));
     auto expected = [&](std::uint32_t id, std::size_t c) {
         float sum = 0.0f;  // summed in the order given, as the client does
         for (std::size_t i = 0; i < ids.size(); ++i)

@@ -37,7 +37,8 @@ wire::InitConfig adam(std::uint64_t last_step = 0) {
 
 }  // namespace
 
-TEST_CASE("async: state slices get params -= g exactly, trainable ones the optimizer; 2 shards equal 1", "[psd][state]") {
+TEST_CASE("async: state slices get params -= g exactly, trainable ones the optimizer; 2 shards equal 1",
+          "[psd][state]") {
     const auto tensors = bn_model();
     const std::size_t n = total_elements(tensors);
     const auto init = ramp(n, 0.5f, -0.2f);

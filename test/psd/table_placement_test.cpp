@@ -71,7 +71,8 @@ void step(PsClient& client, int s) {
     }
     values.push_back(ramp(keys.size() * kWidth, 0.2f * static_cast<float>(s + 1), -0.03f));
     std::vector<RowGrads> grads;
-    for (std::uint32_t t = 1; t <= 4; ++t) grads.push_back(RowGrads{.tensor = t, .ids = ids[t - 1], .values = values[t - 1]});
+    for (std::uint32_t t = 1; t <= 4; ++t)
+        grads.push_back(RowGrads{.tensor = t, .ids = ids[t - 1], .values = values[t - 1]});
     grads.push_back(RowGrads{.tensor = 5, .values = values[4], .keys = keys});
     REQUIRE(client.exchange(Exchange{.grads = ramp(client.layout().total, 0.1f, static_cast<float>(s)),
                                      .step = static_cast<std::uint64_t>(s),
@@ -105,7 +106,8 @@ std::vector<float> everything(PsClient& client) {
 
 }  // namespace
 
-TEST_CASE("the planner puts small tables whole on the least loaded shards and spreads the rest", "[layout][placement]") {
+TEST_CASE("the planner puts small tables whole on the least loaded shards and spreads the rest",
+          "[layout][placement]") {
     const auto tensors = model();
     // Small: at most 18448 / (4K) floats: every table but `big` with K = 2 and 3; with K = 4 (1153)
     // s1's 1200 floats stay spread too.

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "common/tensor_layout.h"
-#include "psd/shard_state.h"
 #include "common/thread_team.h"
+#include "psd/shard_state.h"
 
 using namespace psrun;
 using namespace psrun::psd;

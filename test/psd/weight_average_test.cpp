@@ -98,7 +98,8 @@ TEST_CASE("shards keep the average through pushes, checkpoints and a restore int
         REQUIRE(chief.init(momentum_init(), ramp(n, 0.5f, -0.2f)));
         std::vector<float> out(n);
         for (int s = 0; s < 4; ++s) {
-            REQUIRE(chief.push_pull(ramp(n, 0.3f * static_cast<float>(s + 1), -0.1f), static_cast<std::uint64_t>(s), out));
+            REQUIRE(
+                chief.push_pull(ramp(n, 0.3f * static_cast<float>(s + 1), -0.1f), static_cast<std::uint64_t>(s), out));
             pulled.push_back(out);
         }
         Checkpointer saver(CheckpointerOptions{dir.path, 5, 0, 0, momentum_init(), nullptr});
@@ -119,7 +120,8 @@ TEST_CASE("shards keep the average through pushes, checkpoints and a restore int
     for (std::size_t s = 1; s < pulled.size(); ++s)
         for (std::size_t i = 0; i < torch_form.size(); ++i) torch_form[i] = 0.9 * torch_form[i] + 0.1 * pulled[s][i];
     double worst = 0;
-    for (std::size_t i = 0; i < torch_form.size(); ++i) worst = std::max(worst, std::abs(torch_form[i] - average->values[i]));
+    for (std::size_t i = 0; i < torch_form.size(); ++i)
+        worst = std::max(worst, std::abs(torch_form[i] - average->values[i]));
     CHECK(worst < 1e-5);
 
     // Restored into one shard: the next update folds into the saved average (not a fresh copy).

@@ -22,10 +22,11 @@ TEST_CASE("wire: CHUNK request and grant round trip", "[wire][chunks]") {
 TEST_CASE("wire: bad CHUNK bodies are refused", "[wire][chunks]") {
     const std::string good = encode_chunk_request(ChunkRequest{100, 10, 1, false, {{0, 9}}});
     CHECK(decode_chunk_request(good));
-    CHECK_FALSE(decode_chunk_request(good.substr(0, good.size() - 1)));  // truncated
-    CHECK_FALSE(decode_chunk_request(good + "x"));                        // trailing byte
-    CHECK_FALSE(decode_chunk_request(encode_chunk_request(ChunkRequest{10, 11, 1, true, {}})));   // chunks > examples
-    CHECK_FALSE(decode_chunk_request(encode_chunk_request(ChunkRequest{100, 10, 1, true, {{0, 10}}})));  // chunk 10 of 10
+    CHECK_FALSE(decode_chunk_request(good.substr(0, good.size() - 1)));                          // truncated
+    CHECK_FALSE(decode_chunk_request(good + "x"));                                               // trailing byte
+    CHECK_FALSE(decode_chunk_request(encode_chunk_request(ChunkRequest{10, 11, 1, true, {}})));  // chunks > examples
+    CHECK_FALSE(
+        decode_chunk_request(encode_chunk_request(ChunkRequest{100, 10, 1, true, {{0, 10}}})));  // chunk 10 of 10
     ChunkRequest many{100, 10, 1, true, std::vector<ChunkRef>(kMaxChunkReports + 1)};
     CHECK_FALSE(decode_chunk_request(encode_chunk_request(many)));
     std::string want2 = good;

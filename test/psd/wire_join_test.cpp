@@ -24,14 +24,14 @@ TEST_CASE("wire: JOIN request and grant round trip", "[wire][join]") {
 TEST_CASE("wire: bad JOIN bodies are refused", "[wire][join]") {
     const std::string good = encode_join_request(JoinRequest{ModelId{"m", ""}, 10});
     CHECK(decode_join_request(good));
-    CHECK_FALSE(decode_join_request(good.substr(0, good.size() - 1)));  // truncated
-    CHECK_FALSE(decode_join_request(good + "x"));                        // trailing byte
+    CHECK_FALSE(decode_join_request(good.substr(0, good.size() - 1)));                        // truncated
+    CHECK_FALSE(decode_join_request(good + "x"));                                             // trailing byte
     CHECK_FALSE(decode_join_request(encode_join_request(JoinRequest{ModelId{"m", ""}, 0})));  // no chunks
     CHECK_FALSE(decode_join_request(encode_join_request(JoinRequest{ModelId{"m", ""}, kMaxJoinChunks + 1})));
-    CHECK_FALSE(decode_join_request(encode_join_request(JoinRequest{ModelId{"", ""}, 10})));  // no name
+    CHECK_FALSE(decode_join_request(encode_join_request(JoinRequest{ModelId{"", ""}, 10})));      // no name
     CHECK_FALSE(decode_join_request(encode_join_request(JoinRequest{ModelId{"m", "XYZ"}, 10})));  // bad hash
-    CHECK_FALSE(decode_join_grant(encode_join_grant(JoinGrant{4, 2, 4})));  // index not below max
-    CHECK_FALSE(decode_join_grant(encode_join_grant(JoinGrant{0, 0, 4})));  // no workers
+    CHECK_FALSE(decode_join_grant(encode_join_grant(JoinGrant{4, 2, 4})));                        // index not below max
+    CHECK_FALSE(decode_join_grant(encode_join_grant(JoinGrant{0, 0, 4})));                        // no workers
     CHECK_FALSE(decode_join_grant(encode_join_grant(JoinGrant{0, 5, 4})));  // more workers than the max
     CHECK_FALSE(decode_join_grant(encode_join_grant(JoinGrant{1, 2, 4}) + "x"));
 }

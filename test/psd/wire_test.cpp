@@ -95,14 +95,17 @@ TEST_CASE("header decoder rejects every malformed field", "[wire]") {
     rejects(encode_header(big), "body frame too large");
 }
 
-TEST_CASE("row frame ids: well-formed ones pass, others are refused; SHM messages carry row frames only", "[wire][sparse]") {
+TEST_CASE("row frame ids: well-formed ones pass, others are refused; SHM messages carry row frames only",
+          "[wire][sparse]") {
     auto rejects = [](const Header& h, const std::string& words) {
         auto r = decode_header(encode_header(h));
         REQUIRE_FALSE(r);
         CHECK_THAT(r.error().message, Catch::Contains(words));
     };
     Header h = sample_header();
-    h.frames = {{0, 3200}, {row_frame_id(RowPart::kGradIds, 7), 8}, {row_frame_id(RowPart::kGradValues, 7), 64},
+    h.frames = {{0, 3200},
+                {row_frame_id(RowPart::kGradIds, 7), 8},
+                {row_frame_id(RowPart::kGradValues, 7), 64},
                 {row_frame_id(RowPart::kPullIds, 9), 4}};
     auto ok = decode_header(encode_header(h));
     REQUIRE(ok);
@@ -251,9 +254,9 @@ TEST_CASE("bodies round trip and reject truncation", "[wire]") {
     CHECK(hello->model == ModelId{"mnist_deep", hash});
     CHECK(hello->tensors == tensors);
     for (std::size_t n = 0; n < hb.size(); n += 7) CHECK_FALSE(decode_hello(hb.substr(0, n)));
-    CHECK(decode_hello(encode_hello(Hello{{"tool", ""}, tensors})));           // a tool names no hash
-    CHECK_FALSE(decode_hello(encode_hello(Hello{{"", hash}, tensors})));       // a name is required
-    CHECK_FALSE(decode_hello(encode_hello(Hello{{"m", "ABC"}, tensors})));     // not 64 hex digits
+    CHECK(decode_hello(encode_hello(Hello{{"tool", ""}, tensors})));        // a tool names no hash
+    CHECK_FALSE(decode_hello(encode_hello(Hello{{"", hash}, tensors})));    // a name is required
+    CHECK_FALSE(decode_hello(encode_hello(Hello{{"m", "ABC"}, tensors})));  // not 64 hex digits
     CHECK_FALSE(decode_hello(encode_hello(Hello{{"m", std::string(64, 'G')}, tensors})));
     CHECK_FALSE(decode_hello(encode_hello(Hello{{std::string(256, 'n'), hash}, tensors})));
 

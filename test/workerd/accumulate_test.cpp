@@ -176,7 +176,8 @@ TEST_CASE("BatchNorm's moving statistics move once per micro-batch and go out as
     std::vector<float> applied;
     for (const auto& t : tensors)
         if (t.tensor_class == TensorClass::kState)
-            for (std::size_t i = t.offset; i < t.offset + t.size; ++i) applied.push_back(accumulating.params().all()[i]);
+            for (std::size_t i = t.offset; i < t.offset + t.size; ++i)
+                applied.push_back(accumulating.params().all()[i]);
     std::vector<float> stepped;
     for (const auto& t : tensors)
         if (t.tensor_class == TensorClass::kState)

@@ -78,7 +78,7 @@ TEST_CASE("chunk source: a used-up chunk is reported after the batch that traine
     draw(s, 10);                            // the previous batch was: reported with the next lease
     CHECK(requests == 2);
     CHECK(d.epochs()[0].chunks_done == 1);
-    CHECK(s.report_finished());             // before DONE: the second chunk too, without a lease
+    CHECK(s.report_finished());  // before DONE: the second chunk too, without a lease
     CHECK(requests == 3);
     CHECK(d.epochs()[0].chunks_done == 2);
     CHECK(d.held_by(0).empty());

@@ -50,8 +50,8 @@ TEST_CASE("check_fits_model: shape, classes, counts and normalization pairs", "[
                Catch::Contains("/d/y.npy: holds 1 labels but train images /d/x.npy holds 2"));
     LabeledImages pairs = blank(1, 28, 28, {1});
     pairs.normalization = *parse_normalization("0.1,0.2,0.3:1,1,1");
-    CHECK_THAT(check_error(pairs), Catch::Contains("--normalize gives 3 mean/std pairs") &&
-                                       Catch::Contains("1 channels"));
+    CHECK_THAT(check_error(pairs),
+               Catch::Contains("--normalize gives 3 mean/std pairs") && Catch::Contains("1 channels"));
     // A general engine's model: 3x32x32, 100 classes.
     CHECK(check_fits_model(blank(3, 32, 32, {99}), {"a", "b"}, {"resnet", 3, 32, 32, 100}));
 }
@@ -64,8 +64,7 @@ TEST_CASE("--normalize syntax", "[data]") {
     REQUIRE(per);
     CHECK((per->mean.size() == 3 && per->std[2] == 0.26f));
     CHECK(parse_normalization("")->empty());
-    for (const char* bad :
-         {"0.5", "0.5,0.2,0.1", "a,b", "0.5,0", "0.5,-1", "1,2:3", "0.5,nan", ":", "1,:2,"}) {
+    for (const char* bad : {"0.5", "0.5,0.2,0.1", "a,b", "0.5,0", "0.5,-1", "1,2:3", "0.5,nan", ":", "1,:2,"}) {
         INFO(bad);
         auto r = parse_normalization(bad);
         REQUIRE_FALSE(r);
@@ -73,16 +72,14 @@ TEST_CASE("--normalize syntax", "[data]") {
     }
 }
 
-TEST_CASE("fill_batch: MNIST bytes bit-identical, float32 copied, normalization per channel",
-          "[data]") {
+TEST_CASE("fill_batch: MNIST bytes bit-identical, float32 copied, normalization per channel", "[data]") {
     LabeledImages u8 = blank(1, 16, 16, {3});
     for (std::size_t i = 0; i < 256; ++i) u8.images.u8[i] = static_cast<std::uint8_t>(i);
     std::vector<float> out(256);
     std::vector<std::int32_t> labels(1);
     const std::vector<std::uint32_t> idx0{0};
     fill_batch(u8, idx0, out, labels);
-    for (std::size_t i = 0; i < 256; ++i)
-        REQUIRE(out[i] == static_cast<float>(i) * (1.0f / 255.0f));
+    for (std::size_t i = 0; i < 256; ++i) REQUIRE(out[i] == static_cast<float>(i) * (1.0f / 255.0f));
     CHECK(labels[0] == 3);
 
     LabeledImages rgb = blank(3, 1, 2, {7, 8});
@@ -92,8 +89,7 @@ TEST_CASE("fill_batch: MNIST bytes bit-identical, float32 copied, normalization 
     std::vector<std::int32_t> two(1);
     const std::vector<std::uint32_t> idx1{0};
     fill_batch(rgb, idx1, batch, two);
-    const std::vector<float> want{-1.0f, 1.0f, (0.2f - 0.25f) / 0.25f, (0.4f - 0.25f) / 0.25f,
-                                  0.5f,  0.0f};
+    const std::vector<float> want{-1.0f, 1.0f, (0.2f - 0.25f) / 0.25f, (0.4f - 0.25f) / 0.25f, 0.5f, 0.0f};
     for (std::size_t i = 0; i < 6; ++i) CHECK(batch[i] == Approx(want[i]).margin(1e-6));
     CHECK(two[0] == 7);
 
@@ -118,8 +114,7 @@ TEST_CASE("load_datasets: option errors are usage errors, data errors name the f
     TrainOptions o;
     o.train_images = x;
     o.train_labels = y;
-    CHECK_THROWS_WITH(load_datasets(o, kMnistDeep),
-                      Catch::Contains("give both --train-images and --test-images"));
+    CHECK_THROWS_WITH(load_datasets(o, kMnistDeep), Catch::Contains("give both --train-images and --test-images"));
     o.test_images = x;
     o.test_labels = y;
     o.data_dir = dir.path.string();
@@ -130,8 +125,7 @@ TEST_CASE("load_datasets: option errors are usage errors, data errors name the f
     o.normalize.clear();
     auto r = load_datasets(o, kMnistDeep);
     REQUIRE_FALSE(r);
-    CHECK(r.error().message ==
-          "train images " + x + ": 3x32x32 per example, the model mnist_deep takes 1x28x28");
+    CHECK(r.error().message == "train images " + x + ": 3x32x32 per example, the model mnist_deep takes 1x28x28");
     CHECK(data_error_exit_code(r.error()) == kExitUsage);
     auto fits = load_datasets(o, {"cnn", 3, 32, 32, 10});
     REQUIRE(fits);
@@ -169,26 +163,22 @@ TEST_CASE(".npy files written by NumPy itself", "[data][numpy]") {
 
     auto nhwc = read_images_file(d + "/nhwc_u8.npy", ImageLayout::kAuto);
     REQUIRE(nhwc);
-    CHECK((nhwc->channels == 3 && nhwc->height == 6 && nhwc->width == 5 &&
-           nhwc->type == PixelType::kUint8));
+    CHECK((nhwc->channels == 3 && nhwc->height == 6 && nhwc->width == 5 && nhwc->type == PixelType::kUint8));
     // x[n, h, w, c] = (n*90 + h*15 + w*3 + c) % 251 lands at [n][c][h][w].
     CHECK(nhwc->u8[1 * 90 + 2 * 30 + 3 * 5 + 4] == (90 + 3 * 15 + 4 * 3 + 2) % 251);
     auto nchw = read_images_file(d + "/nchw_f32.npy", ImageLayout::kAuto);
     REQUIRE(nchw);
     CHECK(nchw->type == PixelType::kFloat32);
-    for (std::size_t i = 0; i < nchw->f32.size(); ++i)
-        REQUIRE(nchw->f32[i] == static_cast<float>(nhwc->u8[i]) / 4);
+    for (std::size_t i = 0; i < nchw->f32.size(); ++i) REQUIRE(nchw->f32[i] == static_cast<float>(nhwc->u8[i]) / 4);
     auto be = read_images_file(d + "/nhw_be.npy", ImageLayout::kAuto);
     REQUIRE(be);
-    CHECK((be->channels == 1 &&
-           be->f32[1 * 30 + 2 * 5 + 1] == static_cast<float>((90 + 30 + 3) % 251)));
+    CHECK((be->channels == 1 && be->f32[1 * 30 + 2 * 5 + 1] == static_cast<float>((90 + 30 + 3) % 251)));
     CHECK(*read_labels_file(d + "/y_i64.npy") == std::vector<std::int32_t>{9, 0});
     CHECK(*read_labels_file(d + "/y_i4be.npy") == std::vector<std::int32_t>{3, 7});
     CHECK(*read_labels_file(d + "/y_u8.npy") == std::vector<std::int32_t>{1, 2});
     auto fortran = read_images_file(d + "/fortran.npy", ImageLayout::kAuto);
     REQUIRE_FALSE(fortran);
-    CHECK_THAT(fortran.error().message,
-               Catch::Contains("fortran.npy") && Catch::Contains("fortran_order is True"));
+    CHECK_THAT(fortran.error().message, Catch::Contains("fortran.npy") && Catch::Contains("fortran_order is True"));
 }
 
 }  // namespace psrun::worker

@@ -30,8 +30,7 @@ struct DataDir {
     DataDir& operator=(const DataDir&) = delete;
     std::string write(const std::string& name, const Bytes& bytes) const {
         std::ofstream out(path / name, std::ios::binary);
-        out.write(reinterpret_cast<const char*>(bytes.data()),
-                  static_cast<std::streamsize>(bytes.size()));
+        out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
         REQUIRE(out.good());
         return (path / name).string();
     }
@@ -64,8 +63,7 @@ inline Bytes floats(const std::vector<float>& values, bool big_endian = false) {
     return out;
 }
 
-inline Bytes ints(const std::vector<std::int64_t>& values, std::size_t bytes,
-                  bool big_endian = false) {
+inline Bytes ints(const std::vector<std::int64_t>& values, std::size_t bytes, bool big_endian = false) {
     Bytes out;
     for (std::int64_t v : values) put_int(out, static_cast<std::uint64_t>(v), bytes, big_endian);
     return out;
@@ -73,13 +71,11 @@ inline Bytes ints(const std::vector<std::int64_t>& values, std::size_t bytes,
 
 // A .npy file as np.save writes it: magic, version, header length, the dict padded with spaces to
 // a multiple of 64 bytes and ended by '\n', then `data`. `dict` replaces the generated dict.
-inline Bytes npy(const std::string& descr, const std::vector<std::uint64_t>& shape,
-                 const Bytes& data, bool fortran = false, int major = 1,
-                 const std::string& dict = "") {
+inline Bytes npy(const std::string& descr, const std::vector<std::uint64_t>& shape, const Bytes& data,
+                 bool fortran = false, int major = 1, const std::string& dict = "") {
     std::string text = dict;
     if (text.empty()) {
-        text = "{'descr': '" + descr + "', 'fortran_order': " + (fortran ? "True" : "False") +
-               ", 'shape': (";
+        text = "{'descr': '" + descr + "', 'fortran_order': " + (fortran ? "True" : "False") + ", 'shape': (";
         for (std::uint64_t d : shape) text += std::to_string(d) + ", ";
         text += "), }";
     }

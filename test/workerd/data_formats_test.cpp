@@ -37,14 +37,12 @@ Bytes cifar_file(std::size_t records, bool cifar100, int (*label)(std::size_t)) 
     for (std::size_t r = 0; r < records; ++r) {
         if (cifar100) out.push_back(static_cast<std::uint8_t>(label(r) / 5));
         out.push_back(static_cast<std::uint8_t>(label(r)));
-        for (std::size_t k = 0; k < 3072; ++k)
-            out.push_back(static_cast<std::uint8_t>((r * 7 + k) % 256));
+        for (std::size_t k = 0; k < 3072; ++k) out.push_back(static_cast<std::uint8_t>((r * 7 + k) % 256));
     }
     return out;
 }
 
-void expect_split_error(const SplitFiles& files, const std::string& file,
-                        const std::string& problem) {
+void expect_split_error(const SplitFiles& files, const std::string& file, const std::string& problem) {
     auto r = load_split_files("train", files, ImageLayout::kAuto);
     REQUIRE_FALSE(r);
     CHECK(r.error().code == ErrorCode::kInvalidArgument);
@@ -57,55 +55,47 @@ TEST_CASE("IDX float32 rank-4 images (N x C x H x W, big-endian)", "[idx]") {
     const std::vector<float> v{0.0f, 0.5f, -1.25f, 3.0f, 1e-6f, 100.0f, 0.125f, -0.0f};
     auto a = parse_idx_images(test::idx(kIdxFloat, {2, 2, 1, 2}, test::floats(v, true)), "f.idx");
     REQUIRE(a);
-    CHECK((a->type == PixelType::kFloat32 && a->count == 2 && a->channels == 2 && a->height == 1 &&
-           a->width == 2));
+    CHECK((a->type == PixelType::kFloat32 && a->count == 2 && a->channels == 2 && a->height == 1 && a->width == 2));
     CHECK(a->f32 == v);
     auto u8 = parse_idx_images(test::idx(kIdxUbyte, {1, 3, 2, 2}, test::counting(12)), "u.idx");
     REQUIRE(u8);
     CHECK((u8->channels == 3 && u8->u8 == test::counting(12)));
-    auto f3 = parse_idx_images(test::idx(kIdxFloat, {1, 2, 2}, test::floats({1, 2, 3, 4}, true)),
-                               "f3.idx");
+    auto f3 = parse_idx_images(test::idx(kIdxFloat, {1, 2, 2}, test::floats({1, 2, 3, 4}, true)), "f3.idx");
     REQUIRE(f3);
     CHECK((f3->channels == 1 && f3->f32 == std::vector<float>{1, 2, 3, 4}));
 
     const float inf = std::numeric_limits<float>::infinity();
-    auto bad =
-        parse_idx_images(test::idx(kIdxFloat, {1, 1, 2}, test::floats({1, inf}, true)), "inf.idx");
+    auto bad = parse_idx_images(test::idx(kIdxFloat, {1, 1, 2}, test::floats({1, inf}, true)), "inf.idx");
     REQUIRE_FALSE(bad);
     CHECK_THAT(bad.error().message, Catch::Contains("inf.idx") && Catch::Contains("not finite"));
-    auto overflow =
-        parse_idx_images(test::idx(kIdxFloat, {0xffffffff, 4096, 4096, 4096}, Bytes(16)), "o.idx");
+    auto overflow = parse_idx_images(test::idx(kIdxFloat, {0xffffffff, 4096, 4096, 4096}, Bytes(16)), "o.idx");
     REQUIRE_FALSE(overflow);
     CHECK_THAT(overflow.error().message, Catch::Contains("o.idx") && Catch::Contains("overflows"));
 }
 
 TEST_CASE("CIFAR-10 and CIFAR-100 batches on generated files", "[cifar]") {
     test::DataDir dir;
-    const std::string b1 = dir.write(
-        "data_batch_1.bin", cifar_file(3, false, [](std::size_t r) { return int(r * 4 % 10); }));
+    const std::string b1 =
+        dir.write("data_batch_1.bin", cifar_file(3, false, [](std::size_t r) { return int(r * 4 % 10); }));
     const std::string b2 =
-        dir.write("data_batch_2.bin.gz",
-                  gzip(cifar_file(2, false, [](std::size_t r) { return int(9 - r); })));
+        dir.write("data_batch_2.bin.gz", gzip(cifar_file(2, false, [](std::size_t r) { return int(9 - r); })));
     auto c10 = load_split_files("train", {"cifar10:" + b1 + "," + b2, ""}, ImageLayout::kAuto);
     REQUIRE(c10);
-    CHECK((c10->size() == 5 && c10->images.shape() == "3x32x32" &&
-           c10->images.type == PixelType::kUint8));
+    CHECK((c10->size() == 5 && c10->images.shape() == "3x32x32" && c10->images.type == PixelType::kUint8));
     CHECK(c10->labels == std::vector<std::int32_t>{0, 4, 8, 9, 8});
     // Pixel k of record r is (r*7 + k) % 256, kept in the file's plane order (R, G, B planes =
     // NCHW).
     CHECK(c10->images.u8[0] == 0);
-    CHECK(c10->images.u8[2 * 3072 + 1024 + 33] ==
-          (2 * 7 + 1024 + 33) % 256);                                // record 2, green, (1, 1)
-    CHECK(c10->images.u8[4 * 3072 + 3071] == (1 * 7 + 3071) % 256);  // file 2's record 1, last byte
+    CHECK(c10->images.u8[2 * 3072 + 1024 + 33] == (2 * 7 + 1024 + 33) % 256);  // record 2, green, (1, 1)
+    CHECK(c10->images.u8[4 * 3072 + 3071] == (1 * 7 + 3071) % 256);            // file 2's record 1, last byte
 
-    const std::string c100_file = dir.write(
-        "train.bin", cifar_file(4, true, [](std::size_t r) { return int(r * 33 % 100); }));
+    const std::string c100_file =
+        dir.write("train.bin", cifar_file(4, true, [](std::size_t r) { return int(r * 33 % 100); }));
     auto fine = load_split_files("test", {"cifar100:" + c100_file, ""}, ImageLayout::kAuto);
     REQUIRE(fine);
     CHECK(fine->labels == std::vector<std::int32_t>{0, 33, 66, 99});
     CHECK(fine->images.u8[3 * 3072 + 5] == (3 * 7 + 5) % 256);
-    auto coarse =
-        load_split_files("test", {"cifar100-coarse:" + c100_file, ""}, ImageLayout::kAuto);
+    auto coarse = load_split_files("test", {"cifar100-coarse:" + c100_file, ""}, ImageLayout::kAuto);
     REQUIRE(coarse);
     CHECK(coarse->labels == std::vector<std::int32_t>{0, 6, 13, 19});
 }
@@ -114,8 +104,7 @@ TEST_CASE("CIFAR errors name the file and the record", "[cifar]") {
     test::DataDir dir;
     const Bytes good = cifar_file(2, false, [](std::size_t) { return 1; });
     const std::string cut = dir.write("cut.bin", Bytes(good.begin(), good.end() - 1));
-    expect_split_error({"cifar10:" + cut, ""}, cut,
-                       "not a whole number of 3073-byte CIFAR-10 records");
+    expect_split_error({"cifar10:" + cut, ""}, cut, "not a whole number of 3073-byte CIFAR-10 records");
     Bytes longer = good;
     longer.push_back(0);
     const std::string trailing = dir.write("long.bin", longer);
@@ -133,17 +122,14 @@ TEST_CASE("CIFAR errors name the file and the record", "[cifar]") {
     expect_split_error({"cifar100:" + bc, ""}, bc, "coarse label 20");
     const std::string empty = dir.write("empty.bin", {});
     expect_split_error({"cifar10:" + empty, ""}, empty, "is empty");
-    expect_split_error({"cifar10:" + dir.file("none.bin"), ""}, dir.file("none.bin"),
-                       "cannot open");
-    expect_split_error({"cifar10:" + c10, dir.file("labels")}, "--train-labels",
-                       "CIFAR batches hold their labels");
+    expect_split_error({"cifar10:" + dir.file("none.bin"), ""}, dir.file("none.bin"), "cannot open");
+    expect_split_error({"cifar10:" + c10, dir.file("labels")}, "--train-labels", "CIFAR batches hold their labels");
 }
 
 TEST_CASE("split files: the format is chosen by content, not by name", "[data]") {
     test::DataDir dir;
     // A .npy file named like IDX and an IDX file named .npy, one of them gzip-compressed.
-    const std::string images =
-        dir.write("images.idx", gzip(test::npy("|u1", {2, 2, 2}, test::counting(8))));
+    const std::string images = dir.write("images.idx", gzip(test::npy("|u1", {2, 2, 2}, test::counting(8))));
     const std::string labels = dir.write("labels.npy", test::idx(kIdxUbyte, {2}, Bytes{4, 2}));
     auto split = load_split_files("train", {images, labels}, ImageLayout::kAuto);
     REQUIRE(split);
@@ -160,8 +146,7 @@ TEST_CASE("split files: the format is chosen by content, not by name", "[data]")
         expect_split_error({images, images}, images, "shape (N,) or (N, 1)");
     }
     SECTION("label count differs from image count") {
-        const std::string three =
-            dir.write("three.npy", test::npy("<i8", {3}, test::ints({1, 2, 3}, 8)));
+        const std::string three = dir.write("three.npy", test::npy("<i8", {3}, test::ints({1, 2, 3}, 8)));
         expect_split_error({images, three}, "train labels " + three,
                            "holds 3 labels but train images " + images + " holds 2 images");
     }
@@ -171,9 +156,7 @@ TEST_CASE("split files: the format is chosen by content, not by name", "[data]")
     SECTION("a directory instead of a file") {
         expect_split_error({dir.path.string(), labels}, dir.path.string(), "is a directory");
     }
-    SECTION("images without labels") {
-        expect_split_error({images, ""}, "--train-labels", "needs");
-    }
+    SECTION("images without labels") { expect_split_error({images, ""}, "--train-labels", "needs"); }
 }
 
 }  // namespace psrun::worker

@@ -43,8 +43,7 @@ TEST_CASE("multi-label: per-label F1 from logits at sigmoid 0.5, macro mean, exa
     // Logits >= 0 predict a label. Example 1: predicted {0, 1}, truth {0};    example 2: predicted {1},
     // truth {1}; example 3: predicted {}, truth {0}. Label 0: TP 1, FN 1 -> F1 2/3. Label 1: TP 1, FP 1
     // -> F1 2/3. Label 2: never true nor predicted -> 1. Exact match: example 2 only.
-    sums.add(std::vector<float>{0.5f, 2.0f, -1.0f, -3.0f, 0.0f, -2.0f}, {},
-             std::vector<float>{1, 0, 0, 0, 1, 0}, 2);
+    sums.add(std::vector<float>{0.5f, 2.0f, -1.0f, -3.0f, 0.0f, -2.0f}, {}, std::vector<float>{1, 0, 0, 0, 1, 0}, 2);
     sums.add(std::vector<float>{-0.1f, -1.0f, -1.0f}, {}, std::vector<float>{1, 0, 0}, 1);
     const auto m = sums.result();
     REQUIRE(m.f1.size() == 3);

@@ -8,10 +8,10 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
+#include "test/workerd/click_table_fixture.h"
 #include "workerd/data/column_spec.h"
 #include "workerd/data/column_table.h"
 #include "workerd/data/example_proto.h"
-#include "test/workerd/click_table_fixture.h"
 
 namespace psrun::worker {
 namespace {
@@ -26,8 +26,8 @@ ColumnSpec spec_of(const std::vector<std::string>& columns, std::string_view sep
 
 std::vector<std::uint8_t> bytes_of(std::string_view s) { return {s.begin(), s.end()}; }
 
-std::vector<std::uint8_t> record(float label, std::vector<float> dense, const std::string& c1,
-                                 std::int64_t c2, const std::string& tag) {
+std::vector<std::uint8_t> record(float label, std::vector<float> dense, const std::string& c1, std::int64_t c2,
+                                 const std::string& tag) {
     ExampleBuilder b;
     b.add_floats("label", std::vector<float>{label});
     if (!dense.empty()) b.add_floats("D", dense);
@@ -46,14 +46,13 @@ TEST_CASE("Examples by feature name give the CSV table's values and ids", "[exam
         record(1, {0.5f, -2}, "68fd1e64", 7, "tag7"),
         record(0, {}, "", -1, ""),  // D absent: zeros; C1, C2 absent: their missing ids; no tags
     };
-    auto ex = parse_example_table(records, "x.tfrecord",
-                                  spec_of({"dense=D", "cat=C1,C2", "tags=T"}), inputs, {}, model);
+    auto ex =
+        parse_example_table(records, "x.tfrecord", spec_of({"dense=D", "cat=C1,C2", "tags=T"}), inputs, {}, model);
     INFO((ex ? std::string() : ex.error().message));
     REQUIRE(ex);
     const std::string csv = "label,D0,D1,C1,C2,T\n1,0.5,-2,68fd1e64,007,tag7\n0,,,,,\n";
-    auto table =
-        parse_column_table(bytes_of(csv), "x.csv",
-                           spec_of({"dense=D0,D1", "cat=C1,C2", "tags=T"}, "|"), inputs, {}, model);
+    auto table = parse_column_table(bytes_of(csv), "x.csv", spec_of({"dense=D0,D1", "cat=C1,C2", "tags=T"}, "|"),
+                                    inputs, {}, model);
     REQUIRE(table);
     CHECK(ex->data.images.f32 == table->data.images.f32);
     CHECK(ex->data.targets == table->data.targets);
@@ -69,37 +68,27 @@ TEST_CASE("Examples: errors name the record and the feature", "[example_table]")
     const auto inputs = click_inputs();
     const auto model = click_model();
     const auto spec = spec_of({"dense=D", "cat=C1,C2", "tags=T"});
-    auto error = [&](std::vector<std::vector<std::uint8_t>> records,
-                     const ColumnSpec& s = ColumnSpec()) {
-        auto t =
-            parse_example_table(records, "x.tfrecord", s.given() ? s : spec, inputs, {}, model);
+    auto error = [&](std::vector<std::vector<std::uint8_t>> records, const ColumnSpec& s = ColumnSpec()) {
+        auto t = parse_example_table(records, "x.tfrecord", s.given() ? s : spec, inputs, {}, model);
         REQUIRE_FALSE(t);
         CHECK(t.error().code == ErrorCode::kInvalidArgument);
         return t.error().message;
     };
     ExampleBuilder floats_for_ids;
-    floats_for_ids.add_floats("label", std::vector<float>{1})
-        .add_floats("C1", std::vector<float>{1.5f});
-    CHECK_THAT(
-        error({record(1, {1, 2}, "a", 1, ""), floats_for_ids.serialize()}),
-        Catch::Contains(
-            "x.tfrecord: record 1: feature 'C1' (float_list): the id input cat takes bytes_list or "
-            "int64_list"));
-    CHECK_THAT(
-        error({record(1, {1, 2, 3}, "a", 1, "")}),
-        Catch::Contains(
-            "record 0: feature 'D' (float_list) has 3 values: the float input dense takes 2"));
+    floats_for_ids.add_floats("label", std::vector<float>{1}).add_floats("C1", std::vector<float>{1.5f});
+    CHECK_THAT(error({record(1, {1, 2}, "a", 1, ""), floats_for_ids.serialize()}),
+               Catch::Contains("x.tfrecord: record 1: feature 'C1' (float_list): the id input cat takes bytes_list or "
+                               "int64_list"));
+    CHECK_THAT(error({record(1, {1, 2, 3}, "a", 1, "")}),
+               Catch::Contains("record 0: feature 'D' (float_list) has 3 values: the float input dense takes 2"));
     ExampleBuilder no_label;
     no_label.add_floats("D", std::vector<float>{1, 2});
-    CHECK_THAT(error({no_label.serialize()}),
-               Catch::Contains("record 0: no target feature 'label'"));
+    CHECK_THAT(error({no_label.serialize()}), Catch::Contains("record 0: no target feature 'label'"));
     CHECK_THAT(error({record(1, {NAN, 2}, "a", 1, "")}), Catch::Contains("not a finite number"));
     CHECK_THAT(error({bytes_of("\x0a\x05garbage")}), Catch::Contains("x.tfrecord: record 0: "));
-    CHECK_THAT(
-        error({record(1, {1, 2}, "a", 1, "")}, spec_of({"dense=D", "cat=C1,C2", "tags=T"}, "|")),
-        Catch::Contains("drop --value-separator"));
-    CHECK_THAT(error({record(1, {1, 2}, "a", 1, "")},
-                     spec_of({"dense=D", "cat=C1,C9", "tags=T", "item=C1"})),
+    CHECK_THAT(error({record(1, {1, 2}, "a", 1, "")}, spec_of({"dense=D", "cat=C1,C2", "tags=T"}, "|")),
+               Catch::Contains("drop --value-separator"));
+    CHECK_THAT(error({record(1, {1, 2}, "a", 1, "")}, spec_of({"dense=D", "cat=C1,C9", "tags=T", "item=C1"})),
                Catch::Contains("has no input 'item'"));
     CHECK_THAT(error({}), Catch::Contains("x.tfrecord: no records"));
 }

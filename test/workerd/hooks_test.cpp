@@ -9,9 +9,9 @@
 #include <cmath>
 #include <limits>
 
+#include "test/workerd/random_images.h"
 #include "workerd/chief_hooks.h"
 #include "workerd/hooks.h"
-#include "test/workerd/random_images.h"
 
 namespace psrun::worker {
 namespace {

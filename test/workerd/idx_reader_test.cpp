@@ -34,8 +34,7 @@ void put_be32(Bytes& b, std::uint32_t v) {
     for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<std::uint8_t>(v >> s));
 }
 
-Bytes images_file(std::uint32_t count, std::uint32_t rows, std::uint32_t cols,
-                  std::uint32_t magic = kIdxImagesMagic) {
+Bytes images_file(std::uint32_t count, std::uint32_t rows, std::uint32_t cols, std::uint32_t magic = kIdxImagesMagic) {
     Bytes b;
     put_be32(b, magic);
     put_be32(b, count);

@@ -46,7 +46,8 @@ Bytes write_png(int w, int h, png_uint_32 format, const void* pixels, const png_
     return out;
 }
 
-Bytes decode(const Bytes& file, int c, int h, int w, ResizeMode mode = ResizeMode::kCrop, DecodedImage* info = nullptr) {
+Bytes decode(const Bytes& file, int c, int h, int w, ResizeMode mode = ResizeMode::kCrop,
+             DecodedImage* info = nullptr) {
     ImageDecoder d;
     Bytes out(static_cast<std::size_t>(c * h * w));
     auto r = d.decode(file, {c, h, w, mode}, out, "img");
@@ -64,7 +65,8 @@ TEST_CASE("resize: target-sized images are copied exactly; crop, pad and stretch
     std::vector<float> scratch;
     resize_to_chw({hwc.data(), 5, 4, 3}, 5, 4, ResizeMode::kPad, out, scratch);
     for (int k = 0; k < 3; ++k)
-        for (int p = 0; p < 20; ++p) CHECK(out[static_cast<std::size_t>(k * 20 + p)] == hwc[static_cast<std::size_t>(p * 3 + k)]);
+        for (int p = 0; p < 20; ++p)
+            CHECK(out[static_cast<std::size_t>(k * 20 + p)] == hwc[static_cast<std::size_t>(p * 3 + k)]);
 
     // 100 x 50 onto 28 x 28: crop takes the centre 50 x 50, pad scales to 28 x 14 centred in y.
     const ResizePlan crop = plan_resize(100, 50, 28, 28, ResizeMode::kCrop);
@@ -211,7 +213,8 @@ TEST_CASE("image folders: classes by sorted name, image files only, a stable val
     ImageFolder other{"/t", {"x", "z"}, {}, {}, 0};
     auto diff = check_same_classes(many, other);
     REQUIRE_FALSE(diff);
-    CHECK_THAT(diff.error().message, Catch::Contains("/t: its classes (x, z) are not those of the training folder /data (x, y)"));
+    CHECK_THAT(diff.error().message,
+               Catch::Contains("/t: its classes (x, z) are not those of the training folder /data (x, y)"));
 }
 
 }  // namespace psrun::worker

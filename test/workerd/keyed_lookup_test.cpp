@@ -83,7 +83,8 @@ TEST_CASE("KeyedRows::load reads every shard's id map and slots; a damaged digit
     std::filesystem::create_directories(dir);
     TensorSpec spec{"emb/table", {8, 2}, TensorClass::kTrainable, TensorKind::kKeyedRows, kKeyedTestInit, {}};
     // Shard 0 of 2 holds id 1ull<<63 in slot 3 and id 5 in slot 0; shard 1 id 77 in slot 1 (4 slots each).
-    auto write_shard = [&](int shard, const std::vector<std::pair<std::uint64_t, std::uint64_t>>& entries, bool damage) {
+    auto write_shard = [&](int shard, const std::vector<std::pair<std::uint64_t, std::uint64_t>>& entries,
+                           bool damage) {
         std::vector<float> keys, param(4 * 2);
         for (const auto& [id, slot] : entries) {
             put_keyed_digits(keys, id, 4);
@@ -94,7 +95,8 @@ TEST_CASE("KeyedRows::load reads every shard's id map and slots; a damaged digit
         }
         if (damage) keys[1] = 0.5f;
         const std::string base = "emb/table@" + std::to_string(shard) + "%2/";
-        const std::vector<TensorView> views{{base + "keys", {entries.size(), 10}, keys}, {base + "param", {4, 2}, param}};
+        const std::vector<TensorView> views{{base + "keys", {entries.size(), 10}, keys},
+                                            {base + "param", {4, 2}, param}};
         REQUIRE(write_tensor_file((dir / ("ps-" + std::to_string(shard) + "-of-2.tensors")).string(), views));
     };
     std::ofstream(dir / "manifest.json") << R"({"step": 3, "files": ["ps-0-of-2.tensors", "ps-1-of-2.tensors"]})";
@@ -133,7 +135,8 @@ TEST_CASE("predictions through the keyed lookup equal a dense table holding the 
     std::vector<float> values;
     for (int r = 0; r < 6; ++r) {
         ids.push_back(rng());
-        for (int c = 0; c < 3; ++c) values.push_back(static_cast<float>(r) * 0.1f - 0.2f + 0.01f * static_cast<float>(c));
+        for (int c = 0; c < 3; ++c)
+            values.push_back(static_cast<float>(r) * 0.1f - 0.2f + 0.01f * static_cast<float>(c));
     }
     const std::size_t n = 11;
     LabeledImages data;

@@ -92,7 +92,8 @@ TEST_CASE("weight decay reaches the rank >= 2 tensors only, whatever the chunks 
     CHECK(params[310] == expected[310]);
 }
 
-TEST_CASE("lamb standalone: one trust ratio per whole tensor, bit for bit in any chunking", "[trainer][optimizer][lamb]") {
+TEST_CASE("lamb standalone: one trust ratio per whole tensor, bit for bit in any chunking",
+          "[trainer][optimizer][lamb]") {
     omp_set_num_threads(3);
     // Tensors larger than a LAMB block (4096) and chunk cuts inside them; a state tensor between.
     const std::vector<TensorInfo> tensors = {

@@ -41,8 +41,8 @@ TEST_CASE("memory-mapped .npy: the in-memory path's batches, exactly", "[mapped]
     REQUIRE(labels);
     Normalization norm{{0.5f, 0.25f, 0.1f}, {2.0f, 1.0f, 0.5f}};
     for (const bool nhwc : {true, false}) {
-        const std::vector<std::uint64_t> shape = nhwc ? std::vector<std::uint64_t>{40, 6, 5, 3}
-                                                      : std::vector<std::uint64_t>{40, 3, 6, 5};
+        const std::vector<std::uint64_t> shape =
+            nhwc ? std::vector<std::uint64_t>{40, 6, 5, 3} : std::vector<std::uint64_t>{40, 3, 6, 5};
         const std::string path = dir.write(nhwc ? "nhwc.npy" : "nchw.npy", test::npy("|u1", shape, pixels));
         auto mapped = MappedNpy::open(path, ImageLayout::kAuto);
         INFO((mapped ? std::string() : mapped.error().message));
@@ -130,8 +130,9 @@ TEST_CASE("--train-images/--train-labels .npy rows for feature, token and regres
     CHECK((tk->input == InputKind::kTokens && tk->token_length == 2 && tk->size() == 3));
     auto range = check_fits_model(*tk, {"ids " + f, "y"}, tokens);  // -2 is no token id
     REQUIRE_FALSE(range);
-    CHECK(range.error().message == "ids " + f + ": token id -2 at example 0 position 1 is out of range 0-5 (the model "
-                                               "lm has a vocabulary of 6)");
+    CHECK(range.error().message == "ids " + f +
+                                       ": token id -2 at example 0 position 1 is out of range 0-5 (the model "
+                                       "lm has a vocabulary of 6)");
     const std::string fl = dir.write("fl.npy", test::npy("<f4", {3, 2}, test::floats({1, 2, 3, 4, 5, 6})));
     auto not_ids = load_split_files("train", {fl, y}, ImageLayout::kAuto, &tokens);
     REQUIRE_FALSE(not_ids);

@@ -14,8 +14,7 @@ namespace {
 using test::Bytes;
 
 // The error for `bytes` parsed as images (labels) must name the file and contain `problem`.
-void expect_images_error(const Bytes& bytes, const std::string& problem,
-                         ImageLayout layout = ImageLayout::kAuto) {
+void expect_images_error(const Bytes& bytes, const std::string& problem, ImageLayout layout = ImageLayout::kAuto) {
     auto r = parse_npy_images(bytes, "/d/x.npy", layout);
     REQUIRE_FALSE(r);
     CHECK(r.error().code == ErrorCode::kInvalidArgument);
@@ -40,8 +39,7 @@ TEST_CASE("npy uint8 images: N x H x W and N x C x H x W are read as stored", "[
 
     auto nchw = parse_npy_images(test::npy("|u1", {2, 3, 5, 6}, test::counting(180)), "a.npy");
     REQUIRE(nchw);
-    CHECK(
-        (nchw->channels == 3 && nchw->height == 5 && nchw->width == 6 && nchw->shape() == "3x5x6"));
+    CHECK((nchw->channels == 3 && nchw->height == 5 && nchw->width == 6 && nchw->shape() == "3x5x6"));
     CHECK(nchw->u8 == test::counting(180));
 }
 
@@ -67,13 +65,11 @@ TEST_CASE("npy N x H x W x C images are transposed to N x C x H x W", "[npy]") {
     for (std::size_t n = 0; n < n_; ++n)
         for (std::size_t c = 0; c < c_; ++c)
             for (std::size_t h = 0; h < h_; ++h)
-                for (std::size_t w = 0; w < w_; ++w)
-                    REQUIRE(at(n, c, h, w) == n * 90 + h * 15 + w * 3 + c);
+                for (std::size_t w = 0; w < w_; ++w) REQUIRE(at(n, c, h, w) == n * 90 + h * 15 + w * 3 + c);
 
     // Float32, big-endian, N x H x W x 1 by an explicit layout.
-    auto f = parse_npy_images(
-        test::npy(">f4", {1, 2, 2, 1}, test::floats({0.5f, -1.0f, 2.25f, 3.0f}, true)), "f.npy",
-        ImageLayout::kNhwc);
+    auto f = parse_npy_images(test::npy(">f4", {1, 2, 2, 1}, test::floats({0.5f, -1.0f, 2.25f, 3.0f}, true)), "f.npy",
+                              ImageLayout::kNhwc);
     REQUIRE(f);
     CHECK((f->type == PixelType::kFloat32 && f->channels == 1 && f->height == 2 && f->width == 2));
     CHECK(f->f32 == std::vector<float>{0.5f, -1.0f, 2.25f, 3.0f});
@@ -84,9 +80,8 @@ TEST_CASE("npy float32 images in either byte order, header versions 1 to 3", "[n
     const std::vector<float> v{0.0f, 0.25f, -3.5f, 1e-3f, 7.0f, 1.0f};
     for (bool big : {false, true}) {
         for (int major : {1, 2, 3}) {
-            auto a = parse_npy_images(
-                test::npy(big ? ">f4" : "<f4", {1, 1, 2, 3}, test::floats(v, big), false, major),
-                "a.npy", ImageLayout::kNchw);
+            auto a = parse_npy_images(test::npy(big ? ">f4" : "<f4", {1, 1, 2, 3}, test::floats(v, big), false, major),
+                                      "a.npy", ImageLayout::kNchw);
             REQUIRE(a);
             CHECK(a->f32 == v);
         }
@@ -97,16 +92,11 @@ TEST_CASE("npy labels: uint8, int32 and int64 in either byte order, (N,) or (N, 
     const std::vector<std::int32_t> want{3, 0, 9, 7};
     CHECK(*parse_npy_labels(test::npy("|u1", {4}, Bytes{3, 0, 9, 7}), "y") == want);
     for (bool big : {false, true}) {
-        CHECK(*parse_npy_labels(
-                  test::npy(big ? ">i4" : "<i4", {4}, test::ints({3, 0, 9, 7}, 4, big)), "y") ==
-              want);
-        CHECK(*parse_npy_labels(
-                  test::npy(big ? ">i8" : "<i8", {4, 1}, test::ints({3, 0, 9, 7}, 8, big)), "y") ==
-              want);
+        CHECK(*parse_npy_labels(test::npy(big ? ">i4" : "<i4", {4}, test::ints({3, 0, 9, 7}, 4, big)), "y") == want);
+        CHECK(*parse_npy_labels(test::npy(big ? ">i8" : "<i8", {4, 1}, test::ints({3, 0, 9, 7}, 8, big)), "y") == want);
     }
     // Negative labels are read (and refused later, against the model's classes).
-    CHECK(*parse_npy_labels(test::npy("<i8", {1}, test::ints({-2}, 8)), "y") ==
-          std::vector<std::int32_t>{-2});
+    CHECK(*parse_npy_labels(test::npy("<i8", {1}, test::ints({-2}, 8)), "y") == std::vector<std::int32_t>{-2});
 }
 
 TEST_CASE("npy reader rejects each kind of bad file with the file name", "[npy]") {
@@ -120,8 +110,7 @@ TEST_CASE("npy reader rejects each kind of bad file with the file name", "[npy]"
     }
     SECTION("fortran_order True is refused") {
         expect_images_error(test::npy("|u1", {1, 3, 4}, good_data, true), "fortran_order is True");
-        expect_labels_error(test::npy("<i8", {1}, test::ints({1}, 8), true),
-                            "fortran_order is True");
+        expect_labels_error(test::npy("<i8", {1}, test::ints({1}, 8), true), "fortran_order is True");
     }
     SECTION("dtypes other than uint8/float32 images and uint8/int32/int64 labels") {
         expect_images_error(test::npy("<f8", {1, 3, 4}, Bytes(96)), "dtype '<f8'");
@@ -129,16 +118,13 @@ TEST_CASE("npy reader rejects each kind of bad file with the file name", "[npy]"
         expect_labels_error(test::npy("<f4", {1}, Bytes(4)), "not supported for labels");
         expect_labels_error(test::npy("<u2", {1}, Bytes(2)), "dtype '<u2'");
         expect_images_error(
-            test::npy("", {}, {}, false, 1,
-                      "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }"),
+            test::npy("", {}, {}, false, 1, "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }"),
             "structured");
     }
     SECTION("malformed or truncated header") {
+        expect_images_error(test::npy("", {}, {}, false, 1, "{'descr': '|u1', 'shape': (1, 2, 2), }"), "lacks");
         expect_images_error(
-            test::npy("", {}, {}, false, 1, "{'descr': '|u1', 'shape': (1, 2, 2), }"), "lacks");
-        expect_images_error(
-            test::npy("", {}, {}, false, 1,
-                      "{'descr': '|u1', 'fortran_order': False, 'shape': (1, x), }"),
+            test::npy("", {}, {}, false, 1, "{'descr': '|u1', 'fortran_order': False, 'shape': (1, x), }"),
             "malformed 'shape'");
         expect_images_error(test::npy("", {}, {}, false, 1, "['descr']"), "not a Python dict");
         Bytes cut = test::npy("|u1", {1, 3, 4}, {});
@@ -160,10 +146,9 @@ TEST_CASE("npy reader rejects each kind of bad file with the file name", "[npy]"
     }
     SECTION("absurd dimensions: refused before allocating, without overflow") {
         expect_images_error(test::npy("|u1", {1, 100000, 4}, Bytes(16)), "bad dimensions");
-        expect_images_error(test::npy("<f4", {std::uint64_t{1} << 60, 8, 8}, Bytes(16)),
-                            "bad dimensions");
-        expect_images_error(test::npy("<f4", {0xffffffffULL, 4096, 4096, 4096}, Bytes(16)),
-                            "overflows", ImageLayout::kNchw);
+        expect_images_error(test::npy("<f4", {std::uint64_t{1} << 60, 8, 8}, Bytes(16)), "bad dimensions");
+        expect_images_error(test::npy("<f4", {0xffffffffULL, 4096, 4096, 4096}, Bytes(16)), "overflows",
+                            ImageLayout::kNchw);
         expect_labels_error(test::npy("<i8", {std::uint64_t{1} << 62}, Bytes(8)), "bad dimensions");
         expect_images_error(test::npy("", {}, {}, false, 1,
                                       "{'descr': '|u1', 'fortran_order': False, 'shape': "
@@ -173,17 +158,14 @@ TEST_CASE("npy reader rejects each kind of bad file with the file name", "[npy]"
     SECTION("ambiguous N x 4 x 4 x 3: neither axis is clearly the channels") {
         expect_images_error(test::npy("|u1", {1, 4, 4, 3}, Bytes(48)), "--image-layout");
         expect_images_error(test::npy("|u1", {1, 8, 8, 8}, Bytes(512)), "--image-layout");
-        auto forced =
-            parse_npy_images(test::npy("|u1", {1, 4, 4, 3}, Bytes(48)), "a", ImageLayout::kNhwc);
+        auto forced = parse_npy_images(test::npy("|u1", {1, 4, 4, 3}, Bytes(48)), "a", ImageLayout::kNhwc);
         REQUIRE(forced);
         CHECK(forced->channels == 3);
     }
     SECTION("values that are not finite, labels that do not fit int32") {
         const float nan = std::numeric_limits<float>::quiet_NaN();
-        expect_images_error(test::npy("<f4", {1, 1, 2}, test::floats({0.0f, nan})),
-                            "index 1 is not finite");
-        expect_labels_error(test::npy("<i8", {2}, test::ints({1, std::int64_t{1} << 40}, 8)),
-                            "does not fit int32");
+        expect_images_error(test::npy("<f4", {1, 1, 2}, test::floats({0.0f, nan})), "index 1 is not finite");
+        expect_labels_error(test::npy("<i8", {2}, test::ints({1, std::int64_t{1} << 40}, 8)), "does not fit int32");
     }
 }
 

@@ -28,8 +28,8 @@ void expect_error(const std::string& text, const std::string& problem) {
 }  // namespace
 
 TEST_CASE("PGM: binary and ASCII rasters with comments give the same image", "[pgm]") {
-    auto binary = parse_pgm(bytes_of(std::string("P5\n# made by hand\n3 2\n255\n") + '\0' + "\x80\xff\x01\x02\x03"),
-                            "a.pgm");
+    auto binary =
+        parse_pgm(bytes_of(std::string("P5\n# made by hand\n3 2\n255\n") + '\0' + "\x80\xff\x01\x02\x03"), "a.pgm");
     REQUIRE(binary);
     CHECK((binary->count == 1 && binary->channels == 1 && binary->height == 2 && binary->width == 3));
     CHECK(binary->u8 == std::vector<std::uint8_t>{0, 128, 255, 1, 2, 3});
@@ -66,7 +66,8 @@ TEST_CASE("predict inputs: an (N, C*H*W) .npy is read as N images of the model's
     std::filesystem::create_directories(dir);
     const auto flat = dir / "flat.npy", wrong = dir / "wrong.npy";
     auto write = [](const std::filesystem::path& p, const test::Bytes& b) {
-        std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+        std::ofstream(p, std::ios::binary)
+            .write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
     };
     write(flat, test::npy("<f4", {2, 6}, test::floats({0, .1f, .2f, .3f, .4f, .5f, 1, 1, 1, 0, 0, 0})));
     write(wrong, test::npy("|u1", {2, 5}, test::counting(10)));

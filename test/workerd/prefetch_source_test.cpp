@@ -26,7 +26,7 @@ struct Batch {
 
 // Fails its third batch.
 class FailingSource final : public BatchSource {
-public:
+  public:
     void next_batch(BatchView& out) override {
         if (++drawn_ == 3) throw std::runtime_error("record 17 of f.tfrecord is corrupt");
         std::fill(out.labels.begin(), out.labels.end(), static_cast<std::int32_t>(drawn_));
@@ -35,7 +35,7 @@ public:
     DataPosition position() const override { return {0, drawn_ * kBatch, drawn_ * kBatch, true}; }
     DataTime data_time() const override { return {}; }
 
-private:
+  private:
     std::uint64_t drawn_ = 0;
 };
 

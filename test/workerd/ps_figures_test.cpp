@@ -56,8 +56,9 @@ TEST_CASE("ps figures: staleness is the largest over the shards", "[ps_figures]"
     CHECK(s["shards"][1]["psd"] == 1);
     CHECK(s["shards"][1]["longest_held_s"] == 1.98);
     // No bound: max_staleness stays null; a shard that did not answer is left out.
-    const auto free = combine_staleness({nullptr, nlohmann::json::parse(
-        R"({"gradient_mean": 1.5, "gradient_max": 3746, "max_staleness": null, "replies_held": 0,
+    const auto free = combine_staleness(
+        {nullptr, nlohmann::json::parse(
+                      R"({"gradient_mean": 1.5, "gradient_max": 3746, "max_staleness": null, "replies_held": 0,
             "held_s": 0.0, "longest_held_s": 0.0, "clock_spread": 0})")});
     CHECK(free["max_staleness"].is_null());
     CHECK(free["gradient_max"] == 3746);

@@ -3,8 +3,8 @@
 
 #include <cstdint>
 
-#include "workerd/data/labeled_images.h"
 #include "common/rng.h"
+#include "workerd/data/labeled_images.h"
 
 namespace psrun::worker::test {
 

@@ -37,9 +37,10 @@ struct TempDir {
 
 // A one-layer MNIST model whose recipe is `recipe` (JSON text).
 std::string model_with_recipe(const TempDir& dir, const std::string& recipe) {
-    return dir.write("tiny.json", R"({"name": "tiny", "input": {"channels": 1, "height": 28, "width": 28}, "classes": 10,
+    return dir.write("tiny.json",
+                     R"({"name": "tiny", "input": {"channels": 1, "height": 28, "width": 28}, "classes": 10,
         "layers": [{"kind": "dense", "units": 10}], "loss": {"kind": "softmax_cross_entropy"}, "recipe": )" +
-                                      recipe + "}");
+                         recipe + "}");
 }
 
 // The options after parsing `args` and resolve_model (+ --global-batch-size over `workers`).
@@ -66,12 +67,12 @@ TEST_CASE("recipe layers: command line > --recipe file > the model's recipe, fie
     const std::string file = dir.write("r.json", kFileRecipe);
     CLI::App app;
     const TrainOptions o = resolved(app, "--model " + model + " --recipe " + file + " --steps 7", 2);
-    CHECK(o.steps == 7);                            // the command line
-    CHECK(o.learning_rate == 0.05f);                // the file over the model
-    CHECK(o.clip_global_norm == 2.0f);              // the file
+    CHECK(o.steps == 7);                // the command line
+    CHECK(o.learning_rate == 0.05f);    // the file over the model
+    CHECK(o.clip_global_norm == 2.0f);  // the file
     CHECK(o.weight_decay_on == "all");
     CHECK(o.param_groups == std::vector<std::string>{"*/b:lr_mult=0"});
-    CHECK(o.optimizer == "nesterov");               // the model, where nothing above gives it
+    CHECK(o.optimizer == "nesterov");  // the model, where nothing above gives it
     CHECK(o.momentum == 0.8f);
     CHECK(o.weight_decay == 5e-4f);
     CHECK(o.ema_decay == 0.5f);
@@ -94,15 +95,16 @@ TEST_CASE("recipe layers: the command line's flags of a group win over both reci
     const std::string model = model_with_recipe(dir, kModelRecipe);
     const std::string file = dir.write("r.json", kFileRecipe);
     CLI::App app;
-    const TrainOptions o = resolved(app, "--model " + model + " --recipe " + file +
-                                             " --batch-size 16 --lr-decay-rate 0.5 --lr-decay-steps 4 --optimizer adam");
+    const TrainOptions o =
+        resolved(app, "--model " + model + " --recipe " + file +
+                          " --batch-size 16 --lr-decay-rate 0.5 --lr-decay-steps 4 --optimizer adam");
     CHECK(o.batch_size == 16);
-    CHECK(o.global_batch_size == 0);   // the file's global batch gave way to --batch-size
-    CHECK(o.lr_schedule.empty());      // --lr-decay-* decided the schedule
+    CHECK(o.global_batch_size == 0);  // the file's global batch gave way to --batch-size
+    CHECK(o.lr_schedule.empty());     // --lr-decay-* decided the schedule
     CHECK(o.lr_decay_rate == 0.5f);
-    CHECK(o.lr_warmup_steps == 3);     // no schedule with its own warm-up: the model's applies
+    CHECK(o.lr_warmup_steps == 3);  // no schedule with its own warm-up: the model's applies
     CHECK(o.optimizer == "adam");
-    CHECK_FALSE(o.momentum);           // the model's momentum: adam reads none
+    CHECK_FALSE(o.momentum);  // the model's momentum: adam reads none
     CHECK(make_trainer_config(o).optimizer.kind == OptimizerKind::kAdam);
 }
 
@@ -128,7 +130,7 @@ TEST_CASE("the effective recipe: every field the run uses, and --recipe of it gi
     const TrainOptions o = resolved(app, "--model " + model + " --recipe " + file + " --accumulate-steps 2", 3);
     const nn::Recipe r = effective_recipe(o, make_trainer_config(o));
     CHECK(r.optimizer == "nesterov");
-    CHECK(r.learning_rate == 0.05);                 // the float's shortest decimal, not 0.0500000007
+    CHECK(r.learning_rate == 0.05);  // the float's shortest decimal, not 0.0500000007
     CHECK(r.momentum == 0.8);
     CHECK_FALSE(r.beta1);
     CHECK(r.weight_decay == 0.0005);
@@ -136,7 +138,7 @@ TEST_CASE("the effective recipe: every field the run uses, and --recipe of it gi
     CHECK(r.lr_warmup_steps == 5);
     CHECK_FALSE(r.lr_decay_rate);
     CHECK(r.global_batch_size == 60);
-    CHECK(r.batch_size == 10);                      // 60 / (3 workers x 2 micro-batches)
+    CHECK(r.batch_size == 10);  // 60 / (3 workers x 2 micro-batches)
     CHECK(r.accumulate_steps == 2);
     CHECK(r.param_groups == std::vector<std::string>{"*/b:lr_mult=0"});
     CHECK(r.ema_decay == 0.5);
@@ -163,7 +165,8 @@ TEST_CASE("the effective recipe of a constant schedule with --lr-decay-* reads b
     TempDir dir;
     const std::string model = model_with_recipe(dir, kModelRecipe);
     CLI::App app;
-    const TrainOptions o = resolved(app, "--model " + model + " --optimizer adamw --lr-decay-rate 0.5 --lr-decay-steps 8");
+    const TrainOptions o =
+        resolved(app, "--model " + model + " --optimizer adamw --lr-decay-rate 0.5 --lr-decay-steps 8");
     const nn::Recipe r = effective_recipe(o, make_trainer_config(o));
     CHECK(r.lr_schedule == "constant:warmup=3");
     CHECK(r.lr_decay_rate == 0.5);
@@ -190,10 +193,11 @@ TEST_CASE("a bad --recipe file is a usage error naming the file and the field", 
         return "";
     };
     CHECK_THAT(error(R"({"recipe": {"ema_decay": 1.5}})"), Contains("bad.json: recipe: field \"ema_decay\""));
-    CHECK_THAT(error(R"({"accumulate_steps": 0})"), Contains("--recipe " + (dir.path / "bad.json").string() +
-                                                             ": field \"accumulate_steps\""));
+    CHECK_THAT(error(R"({"accumulate_steps": 0})"),
+               Contains("--recipe " + (dir.path / "bad.json").string() + ": field \"accumulate_steps\""));
     CHECK_THAT(error("{\n\"steps\": ,}"), Contains("bad.json: JSON syntax error at line 2"));
-    CHECK_THAT(error(R"({"global_batch_size": 25})"), Contains("the recipe's global_batch_size 25 does not split evenly"));
+    CHECK_THAT(error(R"({"global_batch_size": 25})"),
+               Contains("the recipe's global_batch_size 25 does not split evenly"));
     CLI::App app;
     CHECK_THROWS_WITH(resolved(app, "--model " + model + " --recipe " + (dir.path / "missing.json").string()),
                       Contains("missing.json: cannot read it"));

@@ -13,8 +13,8 @@
 #include "common/result.h"
 #include "workerd/nn/model_description.h"
 #include "workerd/nn/network.h"
-#include "workerd/step_batches.h"
 #include "workerd/sparse_tables.h"
+#include "workerd/step_batches.h"
 
 namespace psrun::worker {
 
@@ -36,7 +36,8 @@ nn::ModelDescription recommender(bool shared = false) {
         {"kind": "dense", "name": "out", "units": 1}],
       "loss": {"kind": "sigmoid_cross_entropy", "reduction": "mean"}})";
     if (shared) {
-        const std::string extra = R"({"kind": "embedding", "name": "emb_i2", "inputs": ["item"], "vocabulary": 20, "dim": 1},
+        const std::string extra =
+            R"({"kind": "embedding", "name": "emb_i2", "inputs": ["item"], "vocabulary": 20, "dim": 1},
         {"kind": "flatten", "name": "fi2", "axis": 1},
         )";
         text.insert(text.find(R"({"kind": "dense", "name": "fx")"), extra);
@@ -104,7 +105,8 @@ TEST_CASE("two sparse tables map their own inputs' ids to local rows and hand ou
     const auto requests = tables.requests();
     REQUIRE(requests.size() == 2);
     CHECK(requests[0].tensor == user.tensor());
-    CHECK(std::vector<std::uint32_t>(requests[0].ids.begin(), requests[0].ids.end()) == std::vector<std::uint32_t>{3, 5, 9});
+    CHECK(std::vector<std::uint32_t>(requests[0].ids.begin(), requests[0].ids.end()) ==
+          std::vector<std::uint32_t>{3, 5, 9});
     CHECK(requests[1].tensor == item.tensor());
     CHECK(std::vector<std::uint32_t>(requests[1].ids.begin(), requests[1].ids.end()) ==
           std::vector<std::uint32_t>{0, 1, 7, 19});
@@ -144,7 +146,8 @@ TEST_CASE("two sparse tables map their own inputs' ids to local rows and hand ou
         tables.map_batch(ids_of, 2, 2);
         FAIL("an id beyond the user table was taken");
     } catch (const std::out_of_range& e) {
-        CHECK(std::string(e.what()) == "id 12 at position 1 of example 0 is outside the 10 rows of sparse table emb_u/table");
+        CHECK(std::string(e.what()) ==
+              "id 12 at position 1 of example 0 is outside the 10 rows of sparse table emb_u/table");
     }
 }
 
@@ -170,7 +173,9 @@ TEST_CASE("accumulation: an update's micro-batches are mapped together and each 
         std::fill(n.input(x).begin(), n.input(x).end(), value);
         std::fill(n.targets().begin(), n.targets().end(), target);
     };
-    auto ids = [&](std::size_t input) { return std::vector<std::int32_t>(n.input_ids(input).begin(), n.input_ids(input).end()); };
+    auto ids = [&](std::size_t input) {
+        return std::vector<std::int32_t>(n.input_ids(input).begin(), n.input_ids(input).end());
+    };
     StepBatches step(n, 2);
     fill({3, 5, 3, 9}, {7, 7, 1, 19, 0, 1}, 0.5f, 1.0f);
     step.save(n, 0);
@@ -181,7 +186,8 @@ TEST_CASE("accumulation: an update's micro-batches are mapped together and each 
     CHECK(step.ids(x).empty());  // a float input
     tables.map_batch([&](std::size_t input) { return step.ids(input); }, 4, 4);
     const auto requests = tables.requests();  // one pull for the update: the union of both micro-batches' ids
-    CHECK(std::vector<std::uint32_t>(requests[0].ids.begin(), requests[0].ids.end()) == std::vector<std::uint32_t>{3, 4, 5, 9});
+    CHECK(std::vector<std::uint32_t>(requests[0].ids.begin(), requests[0].ids.end()) ==
+          std::vector<std::uint32_t>{3, 4, 5, 9});
     CHECK(std::vector<std::uint32_t>(requests[1].ids.begin(), requests[1].ids.end()) ==
           std::vector<std::uint32_t>{0, 1, 2, 5, 7, 19});
     step.restore(n, 0);  // the same id, the same local row in both micro-batches
@@ -256,10 +262,12 @@ TEST_CASE("the automatic rule makes every table over the threshold sparse", "[tr
 
 TEST_CASE("several sparse tables: the refusals name the table and the input", "[trainer][sparse]") {
     const nn::ModelDescription model = recommender();
-    CHECK(sparse_usage_error(model, {"emb_u", "emb_u/table"}) ==
-          "--sparse-embedding emb_u/table: names embedding emb_u's table again (already --sparse-embedding emb_u): give "
-          "each table once");
-    CHECK(sparse_usage_error(model, {"emb_u", "emb_u"}).find("names embedding emb_u's table again") != std::string::npos);
+    CHECK(
+        sparse_usage_error(model, {"emb_u", "emb_u/table"}) ==
+        "--sparse-embedding emb_u/table: names embedding emb_u's table again (already --sparse-embedding emb_u): give "
+        "each table once");
+    CHECK(sparse_usage_error(model, {"emb_u", "emb_u"}).find("names embedding emb_u's table again") !=
+          std::string::npos);
     CHECK(sparse_usage_error(model, {"emb_u", "fx"}) ==
           "--sparse-embedding fx: no embedding of model rec has that name or table; its embeddings: emb_u (table "
           "emb_u/table), emb_i (table emb_i/table)");

@@ -11,7 +11,7 @@ TEST_CASE("step times: quantiles within a bucket, the longest step exact", "[ste
     CHECK(t.quantile(0.5) == 0);
     CHECK(t.text() == "no step");
     for (std::uint64_t s = 1; s <= 990; ++s) t.add(0.010 + 1e-6 * static_cast<double>(s % 7), s);  // ~10 ms
-    for (std::uint64_t s = 991; s <= 1000; ++s) t.add(s == 995 ? 1.534 : 0.100, s);               // ten slow ones
+    for (std::uint64_t s = 991; s <= 1000; ++s) t.add(s == 995 ? 1.534 : 0.100, s);                // ten slow ones
     CHECK(t.count() == 1000);
     CHECK(t.quantile(0.5) == Approx(0.010).epsilon(0.045));
     CHECK(t.quantile(0.99) == Approx(0.010).epsilon(0.045));

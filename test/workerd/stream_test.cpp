@@ -4,21 +4,21 @@
 // the stream (or skipped and counted), and load_data's choices.
 #include <png.h>
 
+#include <pthread.h>
+#include <sys/resource.h>
+#include <unistd.h>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
-#include <sys/resource.h>
-#include <pthread.h>
 #include <map>
 #include <set>
 
 #include "test/workerd/data_files.h"
 #include "workerd/data/data_sources.h"
 #include "workerd/data/decode_all.h"
-#include "workerd/data/stream_pipeline.h"
 #include "workerd/data/example_proto.h"
 #include "workerd/data/image_encoder.h"
+#include "workerd/data/stream_pipeline.h"
 #include "workerd/data/tfrecord_writer.h"
 
 namespace psrun::worker {
@@ -100,7 +100,11 @@ TEST_CASE("TFRecord streams: epochs cover every record once, seeds replay, share
     auto one = make_stream_source(*data->train.stream, 10, 7, {});
     const auto epoch0 = draw(*one, 10, 10);
     CHECK(std::set<int>(epoch0.begin(), epoch0.end()).size() == 100);  // an epoch: every record once
-    CHECK(epoch0 != [] { std::vector<int> v(100); for (int i = 0; i < 100; ++i) v[i] = i; return v; }());
+    CHECK(epoch0 != [] {
+        std::vector<int> v(100);
+        for (int i = 0; i < 100; ++i) v[i] = i;
+        return v;
+    }());
     const auto epoch1 = draw(*one, 10, 10);
     CHECK(std::set<int>(epoch1.begin(), epoch1.end()).size() == 100);
     CHECK(epoch1 != epoch0);  // reshuffled
@@ -223,7 +227,7 @@ namespace {
 // Serialized examples {x: [id x4], y: [id % 10]}, `end` of them; next() throws once `throw_at`
 // were read, describe() for record `bad_describe` (that runs on a decode thread).
 class ThrowingProducer final : public RecordProducer {
-public:
+  public:
     ThrowingProducer(std::uint64_t throw_at, std::uint64_t bad_describe, std::uint64_t end = 1000)
         : throw_at_(throw_at), bad_(bad_describe), end_(end) {}
     Result<bool> next(RawRecord& out) override {
@@ -242,7 +246,7 @@ public:
     }
     bool examples() const override { return true; }
 
-private:
+  private:
     std::uint64_t throw_at_, bad_, end_, next_ = 0;
 };
 
@@ -282,7 +286,7 @@ TEST_CASE("a reader or decoder that throws fails the stream with an error, not t
     SECTION("decode_all's threads") {
         std::uint64_t skipped = 0;
         PipelineConfig c = throwing_config();
-        c.corrupt = CorruptRecords::kSkip;  // an exception is no corrupt record: it fails even so
+        c.corrupt = CorruptRecords::kSkip;        // an exception is no corrupt record: it fails even so
         ThrowingProducer producer(5000, 12, 40);  // next() runs on the calling thread: only describe() throws
         auto all = decode_all(producer, c, 2, skipped);
         REQUIRE_FALSE(all);

@@ -42,7 +42,9 @@ std::string csv_error(std::string_view csv) {
 }  // namespace
 
 TEST_CASE("CSV: quoting, CRLF, blank lines, a byte order mark; errors name the line", "[table]") {
-    const auto rows = rows_of("\xEF\xBB\xBF" "a,b,c\r\n1,\"x, y\",\"say \"\"hi\"\"\"\r\n\r\n2,\"two\nlines\",\n");
+    const auto rows = rows_of(
+        "\xEF\xBB\xBF"
+        "a,b,c\r\n1,\"x, y\",\"say \"\"hi\"\"\"\r\n\r\n2,\"two\nlines\",\n");
     REQUIRE(rows.size() == 3);
     CHECK(rows[0] == std::vector<std::string>{"a", "b", "c"});
     CHECK(rows[1] == std::vector<std::string>{"1", "x, y", "say \"hi\""});
@@ -118,7 +120,8 @@ TEST_CASE(".npz archives written by NumPy: stored and compressed, arrays by name
            "d = sys.argv[1]\n"
            "x = np.arange(12, dtype=np.float64).reshape(4, 3)\n"
            "np.savez(d + '/plain.npz', x=x, y=np.array([0, 1, 2, 1]), t=np.ones((4, 2), np.float32))\n"
-           "np.savez_compressed(d + '/small.npz', features=x.astype(np.float32), labels=np.array([1, 0, 1, 1], np.uint8),\n"
+           "np.savez_compressed(d + '/small.npz', features=x.astype(np.float32), labels=np.array([1, 0, 1, 1], "
+           "np.uint8),\n"
            "                    ids=np.arange(8, dtype=np.int64).reshape(4, 2))\n",
            1);
     INFO("needs python3-numpy (jobs/setup.sh installs it)");

@@ -75,7 +75,8 @@ TEST_CASE("TFRecord files: plain and gzip round trips; damage named by file and 
     bad_data[a.size() + 12] ^= 1;
     auto err = parse_tfrecords(bad_data, "f.tfrecord", CorruptRecords::kError);
     REQUIRE_FALSE(err);
-    CHECK_THAT(err.error().message, Catch::StartsWith("f.tfrecord: record 1 at offset 20: the CRC of its 6 data bytes"));
+    CHECK_THAT(err.error().message,
+               Catch::StartsWith("f.tfrecord: record 1 at offset 20: the CRC of its 6 data bytes"));
     std::uint64_t skipped = 0;
     auto skip = parse_tfrecords(bad_data, "f.tfrecord", CorruptRecords::kSkip, &skipped);
     REQUIRE(skip);

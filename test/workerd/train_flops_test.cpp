@@ -20,8 +20,8 @@ psrun::nn::ModelDescription model(const char* name) {
 TEST_CASE("mnist_deep: 82.05 MFLOP per trained example, conv1 without a data gradient", "[train_flops]") {
     const double conv1 = 2.0 * 32 * 1 * 5 * 5 * 28 * 28;   // 1,254,400
     const double conv2 = 2.0 * 64 * 32 * 5 * 5 * 14 * 14;  // 20,070,400
-    const double fc1 = 2.0 * 1024 * 3136;                   // 6,422,528
-    const double fc2 = 2.0 * 10 * 1024;                     // 20,480
+    const double fc1 = 2.0 * 1024 * 3136;                  // 6,422,528
+    const double fc2 = 2.0 * 10 * 1024;                    // 20,480
     const auto f = training_flops(model("mnist_deep"));
     CHECK(f.forward == conv1 + conv2 + fc1 + fc2);
     CHECK(f.weight_gradient == f.forward);
@@ -48,13 +48,14 @@ TEST_CASE("a single dense layer has no data gradient; pooling and activations ad
     }
 }
 
-TEST_CASE("sequence models: a dense layer counts every position, a matmul its output times its inner dim", "[train_flops]") {
+TEST_CASE("sequence models: a dense layer counts every position, a matmul its output times its inner dim",
+          "[train_flops]") {
     // transformer_rows: 28 rows of 28, d_model 64, 4 heads of 16, feed-forward 128, 2 layers.
     const double embed = 28.0 * 64 * 28, fc = 64.0 * 10;
-    const double per_layer = 4 * (64.0 * 64 * 28)        // q, k, v and the output projection
-                             + 2 * (64.0 * 128 * 28)     // the feed-forward pair
-                             + (4.0 * 28 * 28) * 16      // scores: [4, 28, 28] x inner 16
-                             + (4.0 * 28 * 16) * 28;     // context: [4, 28, 16] x inner 28
+    const double per_layer = 4 * (64.0 * 64 * 28)     // q, k, v and the output projection
+                             + 2 * (64.0 * 128 * 28)  // the feed-forward pair
+                             + (4.0 * 28 * 28) * 16   // scores: [4, 28, 28] x inner 16
+                             + (4.0 * 28 * 16) * 28;  // context: [4, 28, 16] x inner 28
     const auto m = model("transformer_rows");
     const auto f = training_flops(m);
     CHECK(f.forward == 2 * (embed + 2 * per_layer + fc));
@@ -66,16 +67,15 @@ TEST_CASE("sequence models: a dense layer counts every position, a matmul its ou
     CHECK(f.data_gradient == f.forward - 2 * embed + matmuls);
 }
 
-
 TEST_CASE("recurrent layers: the input and recurrent weights once per time step, each direction", "[train_flops]") {
     for (const char* direction : {"forward", "bidirectional"}) {
         INFO(direction);
-        const nlohmann::json doc{
-            {"input", {{"shape", {28, 20}}, {"type", "float"}}},
-            {"layers", {{{"kind", "lstm"}, {"hidden", 32}, {"batch_first", true}, {"direction", direction}},
-                        {{"kind", "flatten"}},
-                        {{"kind", "dense"}, {"units", 10}}}},
-            {"loss", {{"kind", "mean_squared_error"}}}};
+        const nlohmann::json doc{{"input", {{"shape", {28, 20}}, {"type", "float"}}},
+                                 {"layers",
+                                  {{{"kind", "lstm"}, {"hidden", 32}, {"batch_first", true}, {"direction", direction}},
+                                   {{"kind", "flatten"}},
+                                   {{"kind", "dense"}, {"units", 10}}}},
+                                 {"loss", {{"kind", "mean_squared_error"}}}};
         const auto m = psrun::nn::parse_model(doc, "t.json");
         REQUIRE(m);
         const double dirs = std::string(direction) == "forward" ? 1 : 2;

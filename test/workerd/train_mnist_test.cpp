@@ -41,8 +41,8 @@ TEST_CASE("standalone training on real MNIST reaches > 97% test accuracy", "[tra
         if (step >= steps - 20) last_losses += loss;
     }
     const double accuracy = trainer.evaluate().accuracy;
-    INFO("initial accuracy " << initial_accuracy << ", loss " << first_losses / 20 << " -> "
-                             << last_losses / 20 << ", test accuracy " << accuracy);
+    INFO("initial accuracy " << initial_accuracy << ", loss " << first_losses / 20 << " -> " << last_losses / 20
+                             << ", test accuracy " << accuracy);
     CHECK(trainer.global_step() == static_cast<std::uint64_t>(steps));
     CHECK(initial_accuracy < 0.3);
     CHECK(last_losses < 0.25 * first_losses);

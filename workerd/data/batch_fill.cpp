@@ -7,8 +7,12 @@ namespace psrun::worker {
 namespace {
 
 PixelRows rows_of(const ImageArray& a) {
-    return {a.type, a.u8.data(), a.f32.data(), static_cast<std::size_t>(a.channels),
-            static_cast<std::size_t>(a.height) * static_cast<std::size_t>(a.width), false};
+    return {a.type,
+            a.u8.data(),
+            a.f32.data(),
+            static_cast<std::size_t>(a.channels),
+            static_cast<std::size_t>(a.height) * static_cast<std::size_t>(a.width),
+            false};
 }
 
 }  // namespace
@@ -51,7 +55,6 @@ void fill_pixels(const PixelRows& r, const Normalization& n, std::span<const std
         }
     }
 }
-
 
 void fill_batch(const LabeledImages& data, std::span<const std::uint32_t> indices, std::span<float> images,
                 std::span<std::int32_t> labels) {

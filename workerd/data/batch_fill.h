@@ -34,8 +34,8 @@ void fill_pixels(const PixelRows& rows, const Normalization& normalization, std:
 // the data's normalization, if any, maps each value v of channel c to (v - mean[c]) / std[c].
 // REQUIRES: images.size() == indices.size() * data.images.example_size(),
 // labels.size() == indices.size(), every index < data.size(), class targets.
-void fill_batch(const LabeledImages& data, std::span<const std::uint32_t> indices,
-                std::span<float> images, std::span<std::int32_t> labels);
+void fill_batch(const LabeledImages& data, std::span<const std::uint32_t> indices, std::span<float> images,
+                std::span<std::int32_t> labels);
 
 // The general form: example indices[b] goes to slot b of every span of `out` the data has
 // (inputs_f32 for images and features, inputs_i32 for tokens, labels or targets, and each of the

@@ -61,7 +61,7 @@ struct DataTime {
 // A worker's training data: an endless sequence of batches over its share, reshuffled every
 // epoch. Not thread-safe (one training thread calls it).
 class BatchSource {
-public:
+  public:
     virtual ~BatchSource() = default;
     // Fills `out` with the next batch. Throws UsageError (exit 2) on data that turns out bad
     // while streaming (a corrupt record, an image that does not decode), naming the file and
@@ -86,7 +86,7 @@ public:
 
 // A test split walked once, in order, for evaluation. Not thread-safe.
 class EvalSource {
-public:
+  public:
     virtual ~EvalSource() = default;
     // Starts a pass from the first example.
     virtual void rewind() = 0;

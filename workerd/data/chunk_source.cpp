@@ -64,9 +64,10 @@ void ChunkSource::next_batch(BatchView& out) {
 
 void ChunkSource::restart() {
     if (holding_ || !finished_.empty())
-        spdlog::info("data chunks: psd 0 was restored from a checkpoint: {} chunk(s) held or not reported are left "
-                     "to it",
-                     finished_.size() + (holding_ ? 1 : 0));
+        spdlog::info(
+            "data chunks: psd 0 was restored from a checkpoint: {} chunk(s) held or not reported are left "
+            "to it",
+            finished_.size() + (holding_ ? 1 : 0));
     holding_ = false;
     finished_.clear();
     ready_to_report_ = 0;
@@ -87,8 +88,6 @@ bool ChunkSource::report_finished() {
     return true;
 }
 
-DataPosition ChunkSource::position() const {
-    return {current_.epoch, holding_ ? pos_ : 0, drawn_, false};
-}
+DataPosition ChunkSource::position() const { return {current_.epoch, holding_ ? pos_ : 0, drawn_, false}; }
 
 }  // namespace psrun::worker

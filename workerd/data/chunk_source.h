@@ -25,17 +25,17 @@ using ChunkFetcher = std::function<Result<wire::ChunkGrant>(const wire::ChunkReq
 // What next_batch() throws when psd 0 could not be asked: the fetcher's error (a psd lost or
 // restarted: the step loop recovers from a restart, workerd/step_loop.h, then calls restart()).
 class ChunkFetchError : public std::runtime_error {
-public:
+  public:
     explicit ChunkFetchError(Error error)
         : std::runtime_error("data chunks: psd 0 did not lease a chunk: " + error.message), error_(std::move(error)) {}
     const Error& error() const { return error_; }
 
-private:
+  private:
     Error error_;
 };
 
 class ChunkSource final : public BatchSource {
-public:
+  public:
     // `data` must outlive the source. REQUIRES: 1 <= chunks <= data.size(), batch_size >= 1.
     ChunkSource(const LabeledImages& data, std::size_t batch_size, std::uint64_t seed, std::uint32_t chunks,
                 ChunkFetcher fetch);
@@ -57,7 +57,7 @@ public:
     bool report_finished();
     std::uint64_t chunks_leased() const { return leased_; }
 
-private:
+  private:
     void lease_next();  // reports finished_ and leases a chunk into order_
     wire::ChunkRequest request(bool want);
 

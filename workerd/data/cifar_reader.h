@@ -25,12 +25,10 @@ std::size_t cifar_record_bytes(CifarFormat format);  // 3073 or 3074
 
 // Appends the records in `bytes` to `out` (uint8, 3x32x32; out must be empty or hold CIFAR
 // records already; unspecified after an error). `path` names the file in messages.
-[[nodiscard]] Result<void> parse_cifar(const std::vector<std::uint8_t>& bytes,
-                                       const std::string& path, CifarFormat format,
-                                       LabeledImages& out);
+[[nodiscard]] Result<void> parse_cifar(const std::vector<std::uint8_t>& bytes, const std::string& path,
+                                       CifarFormat format, LabeledImages& out);
 
 // Reads and concatenates the files in order (each raw or gzip-compressed).
-[[nodiscard]] Result<LabeledImages> read_cifar(const std::vector<std::string>& paths,
-                                               CifarFormat format);
+[[nodiscard]] Result<LabeledImages> read_cifar(const std::vector<std::string>& paths, CifarFormat format);
 
 }  // namespace psrun::worker

@@ -38,7 +38,8 @@ Result<ColumnSpec> parse_column_spec(const std::vector<std::string>& input_colum
     std::vector<std::string> named;
     const auto once = [&](const std::string& name, const std::string& arg) -> Result<void> {
         if (std::find(named.begin(), named.end(), name) != named.end())
-            return invalid_argument(arg + ": the input " + name + " is already given (one --input-columns or --bag-weights per input)");
+            return invalid_argument(arg + ": the input " + name +
+                                    " is already given (one --input-columns or --bag-weights per input)");
         named.push_back(name);
         return {};
     };
@@ -46,11 +47,15 @@ Result<ColumnSpec> parse_column_spec(const std::vector<std::string>& input_colum
         const std::string where = "--input-columns " + arg;
         const auto eq = arg.find('=');
         if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size())
-            return invalid_argument(where + ": expected NAME=COLUMN[,COLUMN...] (a model input and the table columns that feed it, "
-                                            "e.g. dense=I1,I2,I3)");
+            return invalid_argument(
+                where +
+                ": expected NAME=COLUMN[,COLUMN...] (a model input and the table columns that feed it, "
+                "e.g. dense=I1,I2,I3)");
         ColumnFeed feed{arg.substr(0, eq), split(std::string_view(arg).substr(eq + 1), ',')};
         for (const auto& c : feed.columns)
-            if (c.empty()) return invalid_argument(where + ": an empty column name (give NAME=COLUMN[,COLUMN...] without empty items)");
+            if (c.empty())
+                return invalid_argument(where +
+                                        ": an empty column name (give NAME=COLUMN[,COLUMN...] without empty items)");
         PSRUN_TRY(once(feed.input, where));
         spec.feeds.push_back(std::move(feed));
     }
@@ -58,7 +63,9 @@ Result<ColumnSpec> parse_column_spec(const std::vector<std::string>& input_colum
         const std::string where = "--bag-weights " + arg;
         const auto eq = arg.find('=');
         if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size())
-            return invalid_argument(where + ": expected WEIGHTS=BAG[:sum|mean|weighted] (a float input and the id input whose bag it weighs)");
+            return invalid_argument(
+                where +
+                ": expected WEIGHTS=BAG[:sum|mean|weighted] (a float input and the id input whose bag it weighs)");
         BagWeights w{arg.substr(0, eq), arg.substr(eq + 1), BagCombiner::kSum};
         if (const auto colon = w.bag.find(':'); colon != std::string::npos) {
             const std::string combiner = w.bag.substr(colon + 1);
@@ -70,7 +77,8 @@ Result<ColumnSpec> parse_column_spec(const std::vector<std::string>& input_colum
                                         "' (give sum: 1 per value, mean: 1/n of the cell's n values, or weighted: "
                                         "VALUE:WEIGHT in the cell)");
         }
-        if (w.bag.empty()) return invalid_argument(where + ": expected WEIGHTS=BAG[:sum|mean|weighted] (no BAG input given)");
+        if (w.bag.empty())
+            return invalid_argument(where + ": expected WEIGHTS=BAG[:sum|mean|weighted] (no BAG input given)");
         PSRUN_TRY(once(w.input, where));
         spec.weights.push_back(std::move(w));
     }
@@ -81,8 +89,9 @@ Result<ColumnSpec> parse_column_spec(const std::vector<std::string>& input_colum
         spec.separator = separator[0];
     }
     if (!spec.given() && (!spec.weights.empty() || spec.separator != 0))
-        return invalid_argument(std::string(spec.weights.empty() ? "--value-separator" : "--bag-weights") +
-                                " reads a table fed by --input-columns NAME=COLUMN[,COLUMN...]: give --input-columns too");
+        return invalid_argument(
+            std::string(spec.weights.empty() ? "--value-separator" : "--bag-weights") +
+            " reads a table fed by --input-columns NAME=COLUMN[,COLUMN...]: give --input-columns too");
     return spec;
 }
 
@@ -95,61 +104,73 @@ Result<void> parse_table_layout(std::string_view names, std::string_view delimit
                                         " (give NAME,NAME,... one per column of the table)");
             if (std::find(spec.header.begin(), spec.header.begin() + static_cast<std::ptrdiff_t>(i), spec.header[i]) !=
                 spec.header.begin() + static_cast<std::ptrdiff_t>(i))
-                return invalid_argument("--column-names: '" + spec.header[i] + "' names two columns (give each column its own name)");
+                return invalid_argument("--column-names: '" + spec.header[i] +
+                                        "' names two columns (give each column its own name)");
         }
     }
     if (delimiter == "comma") spec.delimiter = ',';
     else if (delimiter == "tab") spec.delimiter = '\t';
-    else if (delimiter.size() == 1 && delimiter != "\"" && delimiter != "\n" && delimiter != "\r") spec.delimiter = delimiter[0];
+    else if (delimiter.size() == 1 && delimiter != "\"" && delimiter != "\n" && delimiter != "\r")
+        spec.delimiter = delimiter[0];
     else if (!delimiter.empty())
-        return invalid_argument("--delimiter '" + std::string(delimiter) + "': give comma, tab or one character other than a quote or a line break");
+        return invalid_argument("--delimiter '" + std::string(delimiter) +
+                                "': give comma, tab or one character other than a quote or a line break");
     if (spec.delimiter != 0 && spec.delimiter == spec.separator)
         return invalid_argument("--delimiter and --value-separator are both '" + std::string(1, spec.separator) +
                                 "': the values of a cell need a separator of their own");
     return {};
 }
 
-Result<void> check_column_spec(const ColumnSpec& spec, const std::vector<TableInput>& inputs, const std::string& model) {
+Result<void> check_column_spec(const ColumnSpec& spec, const std::vector<TableInput>& inputs,
+                               const std::string& model) {
     const auto lookup = [&](const std::string& name, const std::string& where) -> Result<const TableInput*> {
         const TableInput* in = find_input(inputs, name);
         if (in == nullptr)
-            return invalid_argument(where + ": model " + model + " has no input '" + name + "' (its inputs: " + inputs_text(inputs) + ")");
+            return invalid_argument(where + ": model " + model + " has no input '" + name +
+                                    "' (its inputs: " + inputs_text(inputs) + ")");
         if (in->labels)
-            return invalid_argument(where + ": " + name + " is the model's label input, fed from the table's --targets columns");
+            return invalid_argument(where + ": " + name +
+                                    " is the model's label input, fed from the table's --targets columns");
         return in;
     };
     if (inputs.empty() || inputs.front().labels)
-        return invalid_argument("model " + model + ": its primary input is fed by the labels; --input-columns feeds the primary input");
+        return invalid_argument("model " + model +
+                                ": its primary input is fed by the labels; --input-columns feeds the primary input");
     for (const auto& feed : spec.feeds) {
         std::string where = "--input-columns " + feed.input + "=";
         for (std::size_t i = 0; i < feed.columns.size(); ++i) where += (i ? "," : "") + feed.columns[i];
         PSRUN_TRY_ASSIGN(auto found, lookup(feed.input, where));
         const TableInput& in = *found;
         const std::size_t n = feed.columns.size();
-        if (in.width == 0) return invalid_argument(where + ": the input " + in.name + " " + in.shape + " has no values per example");
+        if (in.width == 0)
+            return invalid_argument(where + ": the input " + in.name + " " + in.shape + " has no values per example");
         if (!in.ints && n != in.width)
-            return invalid_argument(where + ": the float input " + in.name + " " + in.shape + " takes " + std::to_string(in.width) +
-                                    " values per example: name " + std::to_string(in.width) + " columns (given " +
-                                    std::to_string(n) + ")");
+            return invalid_argument(where + ": the float input " + in.name + " " + in.shape + " takes " +
+                                    std::to_string(in.width) + " values per example: name " + std::to_string(in.width) +
+                                    " columns (given " + std::to_string(n) + ")");
         if (in.ints && in.width % n != 0)
-            return invalid_argument(where + ": the id input " + in.name + " " + in.shape + " takes " + std::to_string(in.width) +
-                                    " ids per example, not a multiple of its " + std::to_string(n) +
-                                    " columns (each column fills width / columns slots)");
+            return invalid_argument(where + ": the id input " + in.name + " " + in.shape + " takes " +
+                                    std::to_string(in.width) + " ids per example, not a multiple of its " +
+                                    std::to_string(n) + " columns (each column fills width / columns slots)");
         if (in.ints && in.width != n && spec.separator == 0)
-            return invalid_argument(where + ": the id input " + in.name + " " + in.shape + " takes " + std::to_string(in.width / n) +
+            return invalid_argument(where + ": the id input " + in.name + " " + in.shape + " takes " +
+                                    std::to_string(in.width / n) +
                                     " ids per column: give --value-separator C for multi-valued cells (e.g. '|'), or " +
                                     std::to_string(in.width) + " columns");
         if (in.ints && in.rows <= 0)
-            return invalid_argument(where + ": no embedding reads the id input " + in.name +
-                                    ": categorical values are hashed into the rows of the embedding that reads the input");
+            return invalid_argument(
+                where + ": no embedding reads the id input " + in.name +
+                ": categorical values are hashed into the rows of the embedding that reads the input");
     }
     for (const auto& w : spec.weights) {
         const std::string where = "--bag-weights " + w.input + "=" + w.bag;
         PSRUN_TRY_ASSIGN(auto found, lookup(w.input, where));
-        const auto feed = std::find_if(spec.feeds.begin(), spec.feeds.end(), [&](const ColumnFeed& f) { return f.input == w.bag; });
+        const auto feed =
+            std::find_if(spec.feeds.begin(), spec.feeds.end(), [&](const ColumnFeed& f) { return f.input == w.bag; });
         const TableInput* bag = find_input(inputs, w.bag);
         if (feed == spec.feeds.end() || bag == nullptr || !bag->ints)
-            return invalid_argument(where + ": " + w.bag + " is not an id input fed by --input-columns (give the id input whose bag " +
+            return invalid_argument(where + ": " + w.bag +
+                                    " is not an id input fed by --input-columns (give the id input whose bag " +
                                     w.input + " weighs)");
         if (found->ints || found->width != bag->width)
             return invalid_argument(where + ": the weights input " + w.input + " " + found->shape +
@@ -159,11 +180,14 @@ Result<void> check_column_spec(const ColumnSpec& spec, const std::vector<TableIn
     }
     for (const auto& in : inputs) {
         if (in.labels) continue;
-        const bool fed = std::any_of(spec.feeds.begin(), spec.feeds.end(), [&](const ColumnFeed& f) { return f.input == in.name; }) ||
-                         std::any_of(spec.weights.begin(), spec.weights.end(), [&](const BagWeights& w) { return w.input == in.name; });
+        const bool fed = std::any_of(spec.feeds.begin(), spec.feeds.end(),
+                                     [&](const ColumnFeed& f) { return f.input == in.name; }) ||
+                         std::any_of(spec.weights.begin(), spec.weights.end(),
+                                     [&](const BagWeights& w) { return w.input == in.name; });
         if (!fed)
-            return invalid_argument("model " + model + " takes the input " + in.name + " " + in.shape + ": give --input-columns " +
-                                    in.name + "=COLUMN[,COLUMN...]" + (in.ints ? "" : " (or --bag-weights " + in.name + "=BAG)"));
+            return invalid_argument("model " + model + " takes the input " + in.name + " " + in.shape +
+                                    ": give --input-columns " + in.name + "=COLUMN[,COLUMN...]" +
+                                    (in.ints ? "" : " (or --bag-weights " + in.name + "=BAG)"));
     }
     return {};
 }

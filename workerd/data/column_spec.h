@@ -57,13 +57,13 @@ struct ColumnSpec {
 // the model's description; the data layer does not read descriptions).
 struct TableInput {
     std::string name;
-    bool ints = false;        // an id input (hashed categorical values); else float
-    std::size_t width = 0;    // values per example (the input's dims multiplied)
-    std::string shape;        // "[13] float", for messages
-    std::int64_t rows = 0;    // ids: rows of the smallest embedding reading it (0: none does)
-    std::string table;        // that embedding's name, for messages
-    bool labels = false;      // fed by the data's labels (a graph loss's label input): no columns
-    bool raw = false;         // ids read by a table keyed by raw ids (--raw-ids): the unreduced hash, InputColumn::u64
+    bool ints = false;      // an id input (hashed categorical values); else float
+    std::size_t width = 0;  // values per example (the input's dims multiplied)
+    std::string shape;      // "[13] float", for messages
+    std::int64_t rows = 0;  // ids: rows of the smallest embedding reading it (0: none does)
+    std::string table;      // that embedding's name, for messages
+    bool labels = false;    // fed by the data's labels (a graph loss's label input): no columns
+    bool raw = false;       // ids read by a table keyed by raw ids (--raw-ids): the unreduced hash, InputColumn::u64
 };
 
 // Parses the three options (`separator` empty: none). Errors (kInvalidArgument, naming the

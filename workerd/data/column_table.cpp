@@ -45,7 +45,7 @@ struct Counts {
 };
 
 class RowReader {
-public:
+  public:
     RowReader(const std::string& path, char separator, const std::vector<std::string>& header, Counts& counts)
         : path_(path), separator_(separator), header_(header), counts_(counts) {}
 
@@ -58,8 +58,9 @@ public:
             if (!in.ints) {
                 float v = 0;
                 if (!trimmed.empty() && !parse_float_cell(trimmed, v))
-                    return invalid_argument(path_ + ": line " + std::to_string(line) + ", column '" + header_[feed.cols[j]] +
-                                            "': '" + cell + "' is not a number (the float input " + in.name + ")");
+                    return invalid_argument(path_ + ": line " + std::to_string(line) + ", column '" +
+                                            header_[feed.cols[j]] + "': '" + cell +
+                                            "' is not a number (the float input " + in.name + ")");
                 feed.out->f32.push_back(v);
                 continue;
             }
@@ -70,9 +71,9 @@ public:
                 float weight = 1;
                 if (const auto colon = value.rfind(':'); feed.value_weights && colon != std::string_view::npos) {
                     if (!parse_float_cell(value.substr(colon + 1), weight) && bad_weight)
-                        bad_weight = invalid_argument(path_ + ": line " + std::to_string(line) + ", column '" +
-                                                      header_[feed.cols[j]] + "': '" + std::string(value) +
-                                                      "' has no number after its ':' (a weighted bag reads VALUE:WEIGHT)");
+                        bad_weight = invalid_argument(
+                            path_ + ": line " + std::to_string(line) + ", column '" + header_[feed.cols[j]] + "': '" +
+                            std::string(value) + "' has no number after its ':' (a weighted bag reads VALUE:WEIGHT)");
                     value = trim_cell(value.substr(0, colon));
                 }
                 if (n < feed.slots) {
@@ -103,7 +104,7 @@ public:
         return {};
     }
 
-private:
+  private:
     const std::string& path_;
     char separator_;
     const std::vector<std::string>& header_;
@@ -122,7 +123,8 @@ void write_weights(const Weights& w) {
 }
 
 std::string describe(const std::string& path, std::size_t rows, const std::vector<Feed>& feeds,
-                     const std::vector<Weights>& weights, char separator, const TableTargets& targets, const Counts& c) {
+                     const std::vector<Weights>& weights, char separator, const TableTargets& targets,
+                     const Counts& c) {
     std::string s = "CSV table " + path + ": " + std::to_string(rows) + " rows; ";
     for (const auto& f : feeds) {
         s += f.input->name + " <- " + std::to_string(f.cols.size()) + (f.cols.size() == 1 ? " column" : " columns");
@@ -133,24 +135,27 @@ std::string describe(const std::string& path, std::size_t rows, const std::vecto
     }
     for (const auto& w : weights)
         s += w.out->name + " <- " +
-             (w.combiner == BagCombiner::kSum ? "sum" : w.combiner == BagCombiner::kMean ? "mean" : "the cells' own") + " weights of " +
-             w.bag->input->name + ", ";
+             (w.combiner == BagCombiner::kSum    ? "sum"
+              : w.combiner == BagCombiner::kMean ? "mean"
+                                                 : "the cells' own") +
+             " weights of " + w.bag->input->name + ", ";
     s += (targets.is_absent() ? std::string("no target columns") : "target " + quoted_list(targets.names())) + "; " +
          std::to_string(c.empty_cells) + " empty cells";
     if (separator != 0)
-        s += "; " + std::to_string(c.dropped_values) + " values beyond a bag's slots dropped in " + std::to_string(c.truncated_rows) +
-             " rows (truncated)";
+        s += "; " + std::to_string(c.dropped_values) + " values beyond a bag's slots dropped in " +
+             std::to_string(c.truncated_rows) + " rows (truncated)";
     return s;
 }
 
 }  // namespace
 
-Result<Table> parse_column_table(const std::vector<std::uint8_t>& bytes, const std::string& path, const ColumnSpec& spec,
-                                 const std::vector<TableInput>& inputs, const std::vector<std::string>& target_names,
-                                 const ModelInput& model) {
+Result<Table> parse_column_table(const std::vector<std::uint8_t>& bytes, const std::string& path,
+                                 const ColumnSpec& spec, const std::vector<TableInput>& inputs,
+                                 const std::vector<std::string>& target_names, const ModelInput& model) {
     PSRUN_TRY(check_column_spec(spec, inputs, model.name));
-    const char delimiter =
-        spec.delimiter != 0 ? spec.delimiter : path.ends_with(".tsv") || path.ends_with(".tsv.gz") ? '\t' : ',';
+    const char delimiter = spec.delimiter != 0                                   ? spec.delimiter
+                           : path.ends_with(".tsv") || path.ends_with(".tsv.gz") ? '\t'
+                                                                                 : ',';
     if (spec.separator == delimiter)
         return invalid_argument(path + ": --value-separator '" + std::string(1, delimiter) +
                                 "' is the table's delimiter (give another character, e.g. '|')");
@@ -172,16 +177,20 @@ Result<Table> parse_column_table(const std::vector<std::uint8_t>& bytes, const s
     const auto start = [&](const std::vector<std::string>& names) -> Result<void> {
         header = names;
         auto found = TableTargets::find(header, target_names, path, model);
-        const auto in_header = [&](const std::string& n) { return std::find(header.begin(), header.end(), n) != header.end(); };
+        const auto in_header = [&](const std::string& n) {
+            return std::find(header.begin(), header.end(), n) != header.end();
+        };
         if (!found && spec.targets_optional &&
-            (target_names.empty() ? !in_header("label") : std::none_of(target_names.begin(), target_names.end(), in_header)))
+            (target_names.empty() ? !in_header("label")
+                                  : std::none_of(target_names.begin(), target_names.end(), in_header)))
             found = TableTargets::absent(path, model);
         if (!found) return tl::unexpected(found.error());
         targets = std::move(*found);
         feeds.reserve(spec.feeds.size());
         for (const auto& fs : spec.feeds) {
             Feed feed;
-            feed.input = &*std::find_if(inputs.begin(), inputs.end(), [&](const TableInput& in) { return in.name == fs.input; });
+            feed.input =
+                &*std::find_if(inputs.begin(), inputs.end(), [&](const TableInput& in) { return in.name == fs.input; });
             feed.out = output_of(fs.input);
             feed.slots = feed.input->ints ? feed.input->width / fs.columns.size() : 1;
             for (const auto& name : fs.columns) {
@@ -195,30 +204,34 @@ Result<Table> parse_column_table(const std::vector<std::uint8_t>& bytes, const s
             feeds.push_back(std::move(feed));
         }
         for (const auto& ws : spec.weights) {
-            const auto bag = std::find_if(feeds.begin(), feeds.end(), [&](const Feed& fd) { return fd.input->name == ws.bag; });
+            const auto bag =
+                std::find_if(feeds.begin(), feeds.end(), [&](const Feed& fd) { return fd.input->name == ws.bag; });
             weights.push_back(Weights{&*bag, ws.combiner, output_of(ws.input)});
             if (ws.combiner == BagCombiner::kWeighted) bag->value_weights = true;
         }
         reader.emplace(path, spec.separator, header, counts);
         return {};
     };
-    auto ok = parse_csv(text, delimiter, path, [&](const std::vector<std::string>& f, std::size_t line) -> Result<void> {
-        if (header.empty()) {
-            if (spec.header.empty()) return start(f);
-            if (f.size() != spec.header.size())
-                return invalid_argument(path + ": line " + std::to_string(line) + ": " + std::to_string(f.size()) +
-                                        " fields, but --column-names names " + std::to_string(spec.header.size()) + " columns");
-            if (auto started = start(spec.header); !started) return started;
-        }
-        bool truncated = false;
-        for (auto& feed : feeds)
-            if (auto read = reader->read(feed, f, line, truncated); !read) return read;
-        for (const auto& w : weights) write_weights(w);
-        if (truncated) ++counts.truncated_rows;
-        if (auto added = targets->add(f, line); !added) return added;
-        if (++rows > kMaxExamples) return invalid_argument(path + ": more than " + std::to_string(kMaxExamples) + " rows");
-        return {};
-    });
+    auto ok =
+        parse_csv(text, delimiter, path, [&](const std::vector<std::string>& f, std::size_t line) -> Result<void> {
+            if (header.empty()) {
+                if (spec.header.empty()) return start(f);
+                if (f.size() != spec.header.size())
+                    return invalid_argument(path + ": line " + std::to_string(line) + ": " + std::to_string(f.size()) +
+                                            " fields, but --column-names names " + std::to_string(spec.header.size()) +
+                                            " columns");
+                if (auto started = start(spec.header); !started) return started;
+            }
+            bool truncated = false;
+            for (auto& feed : feeds)
+                if (auto read = reader->read(feed, f, line, truncated); !read) return read;
+            for (const auto& w : weights) write_weights(w);
+            if (truncated) ++counts.truncated_rows;
+            if (auto added = targets->add(f, line); !added) return added;
+            if (++rows > kMaxExamples)
+                return invalid_argument(path + ": more than " + std::to_string(kMaxExamples) + " rows");
+            return {};
+        });
     if (!ok) return tl::unexpected(ok.error());
     if (rows == 0) return invalid_argument(path + ": a header but no rows");
     Table t;

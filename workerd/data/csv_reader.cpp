@@ -30,7 +30,8 @@ Result<void> parse_csv(std::string_view text, char delimiter, const std::string&
             if (i < text.size() && text[i] == '"') {
                 ++i;
                 while (true) {
-                    if (i >= text.size()) return bad(path, row_line, "a quoted field is not closed before the end of the file");
+                    if (i >= text.size())
+                        return bad(path, row_line, "a quoted field is not closed before the end of the file");
                     const char c = text[i++];
                     if (c == '"') {
                         if (i < text.size() && text[i] == '"') {
@@ -48,7 +49,8 @@ Result<void> parse_csv(std::string_view text, char delimiter, const std::string&
             } else {
                 const std::size_t start = i;
                 while (i < text.size() && text[i] != delimiter && text[i] != '\n' && text[i] != '\r') {
-                    if (text[i] == '"') return bad(path, line, "a quote inside an unquoted field (quote the whole field)");
+                    if (text[i] == '"')
+                        return bad(path, line, "a quote inside an unquoted field (quote the whole field)");
                     ++i;
                 }
                 field.assign(text.substr(start, i - start));
@@ -59,10 +61,8 @@ Result<void> parse_csv(std::string_view text, char delimiter, const std::string&
                 continue;
             }
             if (i < text.size() && text[i] == '\r') {
-                if (i + 1 < text.size() && text[i + 1] == '\n')
-                    ++i;
-                else
-                    return bad(path, line, "a carriage return not followed by a line feed");
+                if (i + 1 < text.size() && text[i + 1] == '\n') ++i;
+                else return bad(path, line, "a carriage return not followed by a line feed");
             }
             if (i < text.size()) {  // '\n'
                 ++i;
@@ -74,8 +74,9 @@ Result<void> parse_csv(std::string_view text, char delimiter, const std::string&
             columns = fields.size();
             header = false;
         } else if (fields.size() != columns) {
-            return bad(path, row_line, std::to_string(fields.size()) + " fields, but the header names " +
-                                           std::to_string(columns) + " columns");
+            return bad(path, row_line,
+                       std::to_string(fields.size()) + " fields, but the header names " + std::to_string(columns) +
+                           " columns");
         }
         if (auto ok = on_row(fields, row_line); !ok) return ok;
     }

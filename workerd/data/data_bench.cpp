@@ -129,7 +129,10 @@ Result<std::vector<nlohmann::json>> run_data_benchmark(const DataBenchOptions& o
         std::vector<Bytes> records;
         for (std::size_t i = 0; i < images.size(); ++i) {
             const std::int64_t l = labels[i];
-            records.push_back(ExampleBuilder().add_bytes("image/encoded", images[i]).add_int64s("image/class/label", {&l, 1}).serialize());
+            records.push_back(ExampleBuilder()
+                                  .add_bytes("image/encoded", images[i])
+                                  .add_int64s("image/class/label", {&l, 1})
+                                  .serialize());
         }
         return records;
     };

@@ -29,7 +29,7 @@ struct DataBenchOptions {
     int quality = 90;
     double seconds = 2;
     int threads = 1;  // stream measurement
-    std::vector<std::string> formats{"jpeg-decode", "jpeg", "png", "tfrecord-jpeg", "tfrecord-png", "idx",
+    std::vector<std::string> formats{"jpeg-decode",         "jpeg", "png", "tfrecord-jpeg", "tfrecord-png", "idx",
                                      "stream-tfrecord-jpeg"};
     std::string image;         // decode this file instead of the synthetic set
     std::string save_samples;  // write sample.jpg and sample.png of the set here (for tjbench)

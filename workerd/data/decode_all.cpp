@@ -19,17 +19,12 @@ void append_examples(LabeledImages& to, const LabeledImages& from, std::size_t c
         dst.insert(dst.end(), src.begin(), src.begin() + static_cast<std::ptrdiff_t>(count * per));
     };
     const std::size_t per_input = from.input == InputKind::kTokens ? from.token_length : from.images.example_size();
-    if (from.input == InputKind::kTokens)
-        append(to.tokens, from.tokens, per_input);
-    else if (from.images.type == PixelType::kUint8)
-        append(to.images.u8, from.images.u8, per_input);
-    else
-        append(to.images.f32, from.images.f32, per_input);
+    if (from.input == InputKind::kTokens) append(to.tokens, from.tokens, per_input);
+    else if (from.images.type == PixelType::kUint8) append(to.images.u8, from.images.u8, per_input);
+    else append(to.images.f32, from.images.f32, per_input);
     if (from.input != InputKind::kTokens) to.images.count += count;
-    if (from.target == TargetKind::kClass)
-        append(to.labels, from.labels, 1);
-    else
-        append(to.targets, from.targets, from.target_length);
+    if (from.target == TargetKind::kClass) append(to.labels, from.labels, 1);
+    else append(to.targets, from.targets, from.target_length);
 }
 
 }  // namespace
@@ -40,7 +35,8 @@ Result<std::shared_ptr<LabeledImages>> decode_all(RecordProducer& producer, cons
     out->normalization = c.normalization;
     const std::size_t threads = static_cast<std::size_t>(std::clamp(threads_given, 1, max_threads()));
     std::vector<std::unique_ptr<ExampleDecoder>> decoders;
-    for (std::size_t t = 0; t < threads; ++t) decoders.push_back(std::make_unique<ExampleDecoder>(c.layout, c.keys, c.resize));
+    for (std::size_t t = 0; t < threads; ++t)
+        decoders.push_back(std::make_unique<ExampleDecoder>(c.layout, c.keys, c.resize));
     constexpr std::size_t kGroup = 4096;
     std::vector<RawRecord> group(kGroup);
     skipped = 0;
@@ -61,24 +57,25 @@ Result<std::shared_ptr<LabeledImages>> decode_all(RecordProducer& producer, cons
         std::vector<std::thread> pool;
         std::optional<Error> refused;  // the host refused a thread: join the started ones, then fail
         for (std::size_t t = 0; t < threads && !refused; ++t) try {
-            pool.emplace_back([&, t] {
-                try {
-                    for (std::size_t i = t; i < n; i += threads) {
-                        const RawRecord& r = group[i];
-                        const std::string what = producer.describe(r);
-                        auto ok = producer.examples() ? decoders[t]->decode_example(r.bytes, decoded, i, what)
-                                                      : decoders[t]->decode_image(r.bytes, r.label, decoded, i, what);
-                        if (!ok) errors[i] = ok.error();
+                pool.emplace_back([&, t] {
+                    try {
+                        for (std::size_t i = t; i < n; i += threads) {
+                            const RawRecord& r = group[i];
+                            const std::string what = producer.describe(r);
+                            auto ok = producer.examples()
+                                          ? decoders[t]->decode_example(r.bytes, decoded, i, what)
+                                          : decoders[t]->decode_image(r.bytes, r.label, decoded, i, what);
+                            if (!ok) errors[i] = ok.error();
+                        }
+                    } catch (const std::exception& e) {  // nothing may leave a thread (std::terminate)
+                        thrown[t] = Error{ErrorCode::kIo, std::string("decoding the data failed: ") + e.what()};
                     }
-                } catch (const std::exception& e) {  // nothing may leave a thread (std::terminate)
-                    thrown[t] = Error{ErrorCode::kIo, std::string("decoding the data failed: ") + e.what()};
-                }
-            });
-        } catch (const std::system_error& e) {
-            refused = Error{ErrorCode::kIo, "decoding the data: the host refused thread " + std::to_string(t + 1) +
-                                                " of " + std::to_string(threads) + ": " + e.what() +
-                                                "; give fewer --data-threads"};
-        }
+                });
+            } catch (const std::system_error& e) {
+                refused = Error{ErrorCode::kIo, "decoding the data: the host refused thread " + std::to_string(t + 1) +
+                                                    " of " + std::to_string(threads) + ": " + e.what() +
+                                                    "; give fewer --data-threads"};
+            }
         for (auto& th : pool) th.join();
         if (refused) return tl::unexpected(std::move(*refused));
         for (auto& e : thrown)

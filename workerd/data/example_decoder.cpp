@@ -40,10 +40,8 @@ LabeledImages make_examples(const ExampleLayout& layout, std::size_t count) {
             a.height = 1;
             a.width = static_cast<int>(m.length);
         }
-        if (a.type == PixelType::kUint8)
-            a.u8.assign(count * a.example_size(), 0);
-        else
-            a.f32.assign(count * a.example_size(), 0.0f);
+        if (a.type == PixelType::kUint8) a.u8.assign(count * a.example_size(), 0);
+        else a.f32.assign(count * a.example_size(), 0.0f);
     }
     d.target = m.target;
     if (m.target == TargetKind::kClass) {
@@ -150,20 +148,21 @@ Result<void> ExampleDecoder::decode_input(std::span<const std::uint8_t> record, 
                                  to_string(v.kind) + " values, not one encoded image");
         const std::size_t n = to.images.example_size();
         PSRUN_TRY(images_.decode(v.bytes[0], target_, std::span<std::uint8_t>(to.images.u8).subspan(j * n, n),
-                                what + ": feature '" + all_keys_[0] + "'"));
+                                 what + ": feature '" + all_keys_[0] + "'"));
         return {};
     }
     const std::size_t want = input_values(m);
     std::size_t have = 0;
     for (std::size_t i = 0; i < n_inputs; ++i) have += values_[i].size();
     if (have != want)
-        return bad(what, "input features hold " + std::to_string(have) + " values but the model " + m.name +
-                             " takes " + m.input_text() + " (" + std::to_string(want) + " values)");
+        return bad(what, "input features hold " + std::to_string(have) + " values but the model " + m.name + " takes " +
+                             m.input_text() + " (" + std::to_string(want) + " values)");
     std::size_t k = 0;
     for (std::size_t i = 0; i < n_inputs; ++i) {
         const FeatureValues& v = values_[i];
         if (v.kind == FeatureKind::kBytes)
-            return bad(what, "feature '" + all_keys_[i] + "' is a bytes_list; numeric inputs need float_list or int64_list");
+            return bad(what,
+                       "feature '" + all_keys_[i] + "' is a bytes_list; numeric inputs need float_list or int64_list");
         if (m.input == InputKind::kTokens) {
             if (v.kind != FeatureKind::kInt64)
                 return bad(what, "feature '" + all_keys_[i] + "' is a float_list; token ids need an int64_list");

@@ -48,18 +48,18 @@ void copy_example(const LabeledImages& from, std::size_t i, LabeledImages& to, s
                                                          const ModelInput& model, const std::string& what);
 
 class ExampleDecoder {
-public:
+  public:
     ExampleDecoder(ExampleLayout layout, RecordKeys keys, ResizeMode resize);
 
     // An image file's bytes with its folder's label into slot j of `to`.
-    [[nodiscard]] Result<void> decode_image(std::span<const std::uint8_t> bytes, std::int32_t label,
-                                            LabeledImages& to, std::size_t j, const std::string& what);
+    [[nodiscard]] Result<void> decode_image(std::span<const std::uint8_t> bytes, std::int32_t label, LabeledImages& to,
+                                            std::size_t j, const std::string& what);
     // A serialized tf.train.Example into slot j of `to`. Errors name `what` (the file and record).
-    [[nodiscard]] Result<void> decode_example(std::span<const std::uint8_t> record, LabeledImages& to,
-                                              std::size_t j, const std::string& what);
+    [[nodiscard]] Result<void> decode_example(std::span<const std::uint8_t> record, LabeledImages& to, std::size_t j,
+                                              const std::string& what);
     const ExampleLayout& layout() const { return layout_; }
 
-private:
+  private:
     Result<void> decode_input(std::span<const std::uint8_t> record, LabeledImages& to, std::size_t j,
                               const std::string& what);
     Result<void> decode_target(std::span<const std::uint8_t> record, LabeledImages& to, std::size_t j,

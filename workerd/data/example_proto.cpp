@@ -28,9 +28,9 @@ struct Reader {
     }
     Result<std::span<const std::uint8_t>> bytes(std::uint64_t n) {
         if (n > static_cast<std::uint64_t>(end - p))
-            return make_error(ErrorCode::kInvalidArgument,
-                              "a field of " + std::to_string(n) + " bytes runs past the end of its message (" +
-                                  std::to_string(end - p) + " bytes left)");
+            return make_error(ErrorCode::kInvalidArgument, "a field of " + std::to_string(n) +
+                                                               " bytes runs past the end of its message (" +
+                                                               std::to_string(end - p) + " bytes left)");
         std::span<const std::uint8_t> s(p, static_cast<std::size_t>(n));
         p += n;
         return s;
@@ -47,8 +47,9 @@ struct Reader {
             case kLength: return ignored(length_delimited());
             case kFixed32: return ignored(bytes(4));
             default:
-                return make_error(ErrorCode::kInvalidArgument, "wire type " + std::to_string(wire) +
-                                                                   " (groups or invalid) is not used by tf.train.Example");
+                return make_error(
+                    ErrorCode::kInvalidArgument,
+                    "wire type " + std::to_string(wire) + " (groups or invalid) is not used by tf.train.Example");
         }
     }
     template <class T>
@@ -81,8 +82,8 @@ Result<void> for_each_field(std::span<const std::uint8_t> msg, Take&& take) {
 }
 
 float float_at(const std::uint8_t* p) {
-    std::uint32_t u = std::uint32_t{p[0]} | std::uint32_t{p[1]} << 8 | std::uint32_t{p[2]} << 16 |
-                      std::uint32_t{p[3]} << 24;
+    std::uint32_t u =
+        std::uint32_t{p[0]} | std::uint32_t{p[1]} << 8 | std::uint32_t{p[2]} << 16 | std::uint32_t{p[3]} << 24;
     return std::bit_cast<float>(u);
 }
 

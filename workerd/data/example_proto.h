@@ -45,14 +45,14 @@ std::string describe_example_keys(std::span<const std::uint8_t> record);
 // Builds a serialized Example (features in the order added; a key added twice appears twice, the
 // later winning on reading). For tests, fixtures and `psrun data synthesize`.
 class ExampleBuilder {
-public:
+  public:
     ExampleBuilder& add_bytes(const std::string& key, std::span<const std::uint8_t> value);
     ExampleBuilder& add_floats(const std::string& key, std::span<const float> values);
     ExampleBuilder& add_int64s(const std::string& key, std::span<const std::int64_t> values);
     // The Example's bytes.
     std::vector<std::uint8_t> serialize() const;
 
-private:
+  private:
     std::vector<std::uint8_t> features_;  // the Features message: map entries
 };
 

@@ -60,8 +60,7 @@ Result<std::string> cell_text(const Cell& cell, const FeatureValues& f, const st
             } else if (f.kind == FeatureKind::kBytes) {
                 const std::string v(f.bytes[i].begin(), f.bytes[i].end());
                 if (v.find(kBagSeparator) != std::string::npos)
-                    return invalid(where + feature +
-                                   ": a value holds the byte 0x1f, which psrun's rows reserve");
+                    return invalid(where + feature + ": a value holds the byte 0x1f, which psrun's rows reserve");
                 out += v;
             } else {
                 return invalid(where + feature + ": " + cell.what +
@@ -72,23 +71,21 @@ Result<std::string> cell_text(const Cell& cell, const FeatureValues& f, const st
         return out;
     }
     if (f.kind == FeatureKind::kMissing || f.size() == 0) {
-        if (cell.kind == CellKind::kTarget)
-            return invalid(where + "no target feature '" + name + "'");
+        if (cell.kind == CellKind::kTarget) return invalid(where + "no target feature '" + name + "'");
         return std::string();  // a float: 0, counted as an empty cell
     }
     if (f.size() != cell.slots)
-        return invalid(where + feature + " has " + std::to_string(f.size()) + " values: " +
-                       cell.what + " takes " + std::to_string(cell.slots) + " from it");
+        return invalid(where + feature + " has " + std::to_string(f.size()) + " values: " + cell.what + " takes " +
+                       std::to_string(cell.slots) + " from it");
     if (f.kind == FeatureKind::kFloat) {
         const float v = f.floats[cell.first];
         if (!std::isfinite(v))
-            return invalid(where + feature + ": value " + std::to_string(cell.first) + " is " +
-                           number_text(v) + ", not a finite number (" + cell.what + ")");
+            return invalid(where + feature + ": value " + std::to_string(cell.first) + " is " + number_text(v) +
+                           ", not a finite number (" + cell.what + ")");
         return number_text(v);
     }
     if (f.kind == FeatureKind::kInt64) return std::to_string(f.ints[cell.first]);
-    if (cell.kind == CellKind::kTarget && cell.slots == 1)
-        return std::string(f.bytes[0].begin(), f.bytes[0].end());
+    if (cell.kind == CellKind::kTarget && cell.slots == 1) return std::string(f.bytes[0].begin(), f.bytes[0].end());
     return invalid(where + feature + ": " + cell.what + " takes float_list or int64_list values");
 }
 
@@ -108,8 +105,8 @@ std::size_t key_of(Layout& l, const std::string& name) {
     return l.keys.size() - 1;
 }
 
-void add_cells(Layout& l, const std::string& feature, std::size_t slots, CellKind kind,
-               const std::string& what, std::vector<std::string>& names) {
+void add_cells(Layout& l, const std::string& feature, std::size_t slots, CellKind kind, const std::string& what,
+               std::vector<std::string>& names) {
     const std::size_t key = key_of(l, feature);
     for (std::size_t i = 0; i < slots; ++i) {
         const std::string name = slots == 1 ? feature : feature + "[" + std::to_string(i) + "]";
@@ -118,14 +115,12 @@ void add_cells(Layout& l, const std::string& feature, std::size_t slots, CellKin
     }
 }
 
-Result<Layout> make_layout(const std::string& path, const ColumnSpec& spec,
-                           const std::vector<TableInput>& inputs,
+Result<Layout> make_layout(const std::string& path, const ColumnSpec& spec, const std::vector<TableInput>& inputs,
                            const std::vector<std::string>& targets, const ModelInput& model) {
     if (spec.separator != 0 || !spec.header.empty() || spec.delimiter != 0)
-        return invalid(
-            path +
-            ": a TFRecord file of Examples: its features are lists already and named: drop "
-            "--value-separator, --column-names and --delimiter (CSV/TSV options)");
+        return invalid(path +
+                       ": a TFRecord file of Examples: its features are lists already and named: drop "
+                       "--value-separator, --column-names and --delimiter (CSV/TSV options)");
     for (const auto& w : spec.weights)
         if (w.combiner == BagCombiner::kWeighted)
             return invalid(path + ": --bag-weights " + w.input + "=" + w.bag +
@@ -136,14 +131,13 @@ Result<Layout> make_layout(const std::string& path, const ColumnSpec& spec,
     l.spec.separator = kBagSeparator;
     l.spec.delimiter = ',';
     for (auto& feed : l.spec.feeds) {
-        const auto in = std::find_if(inputs.begin(), inputs.end(),
-                                     [&](const TableInput& t) { return t.name == feed.input; });
+        const auto in =
+            std::find_if(inputs.begin(), inputs.end(), [&](const TableInput& t) { return t.name == feed.input; });
         const std::vector<std::string> features = std::move(feed.columns);
         feed.columns.clear();
         if (in == inputs.end() || in->ints || features.empty()) {  // checked by the CSV reader
             for (const auto& f : features) {
-                l.cells.push_back(
-                    Cell{f, key_of(l, f), 1, 0, CellKind::kIds, "the id input " + feed.input});
+                l.cells.push_back(Cell{f, key_of(l, f), 1, 0, CellKind::kIds, "the id input " + feed.input});
                 feed.columns.push_back(f);
             }
             continue;
@@ -155,29 +149,22 @@ Result<Layout> make_layout(const std::string& path, const ColumnSpec& spec,
                            "them evenly (given " +
                            std::to_string(features.size()) + ")");
         for (const auto& f : features)
-            add_cells(l, f, in->width / features.size(), CellKind::kFloat,
-                      "the float input " + in->name, feed.columns);
+            add_cells(l, f, in->width / features.size(), CellKind::kFloat, "the float input " + in->name, feed.columns);
     }
-    const std::vector<std::string> names =
-        targets.empty() ? std::vector<std::string>{"label"} : targets;
-    const std::size_t width =
-        model.target == TargetKind::kVector ? static_cast<std::size_t>(model.target_length) : 1;
+    const std::vector<std::string> names = targets.empty() ? std::vector<std::string>{"label"} : targets;
+    const std::size_t width = model.target == TargetKind::kVector ? static_cast<std::size_t>(model.target_length) : 1;
     if (width == 0 || width % names.size() != 0)
-        return invalid(path + ": --targets names " + std::to_string(names.size()) +
-                       " features but the model " + model.name + " takes " + std::to_string(width) +
-                       " target values");
-    for (const auto& t : names)
-        add_cells(l, t, width / names.size(), CellKind::kTarget, "the target", l.targets);
+        return invalid(path + ": --targets names " + std::to_string(names.size()) + " features but the model " +
+                       model.name + " takes " + std::to_string(width) + " target values");
+    for (const auto& t : names) add_cells(l, t, width / names.size(), CellKind::kTarget, "the target", l.targets);
     return l;
 }
 
 }  // namespace
 
-Result<Table> parse_example_table(const std::vector<std::vector<std::uint8_t>>& records,
-                                  const std::string& path, const ColumnSpec& spec,
-                                  const std::vector<TableInput>& inputs,
-                                  const std::vector<std::string>& targets,
-                                  const ModelInput& model) {
+Result<Table> parse_example_table(const std::vector<std::vector<std::uint8_t>>& records, const std::string& path,
+                                  const ColumnSpec& spec, const std::vector<TableInput>& inputs,
+                                  const std::vector<std::string>& targets, const ModelInput& model) {
     PSRUN_TRY_ASSIGN(auto layout, make_layout(path, spec, inputs, targets, model));
     // The spec as the rows give it (a float feature of k values: k columns): checked before any
     // record.
@@ -187,7 +174,8 @@ Result<Table> parse_example_table(const std::vector<std::vector<std::uint8_t>>& 
         std::vector<std::string> names = targets.empty() ? std::vector<std::string>{"label"} : targets;
         std::vector<FeatureValues> first(names.size());
         if (parse_example(records.front(), names, first) &&
-            std::all_of(first.begin(), first.end(), [](const FeatureValues& f) { return f.kind == FeatureKind::kMissing; })) {
+            std::all_of(first.begin(), first.end(),
+                        [](const FeatureValues& f) { return f.kind == FeatureKind::kMissing; })) {
             std::erase_if(layout.cells, [](const Cell& c) { return c.kind == CellKind::kTarget; });
             layout.targets = std::move(names);
         }
@@ -207,8 +195,7 @@ Result<Table> parse_example_table(const std::vector<std::vector<std::uint8_t>>& 
             auto cell = cell_text(c, values[c.key], layout.keys[c.key], where);
             if (!cell) {
                 const std::string has = describe_example_keys(records[r]);
-                return invalid(cell.error().message +
-                               " (it has: " + (has.empty() ? "no features" : has) + ")");
+                return invalid(cell.error().message + " (it has: " + (has.empty() ? "no features" : has) + ")");
             }
             if (i) text += ',';
             put_field(text, *cell);
@@ -224,16 +211,13 @@ Result<Table> parse_example_table(const std::vector<std::vector<std::uint8_t>>& 
 }
 
 Result<Table> load_table_or_examples(const std::string& path, const ColumnSpec& spec,
-                                     const std::vector<TableInput>& inputs,
-                                     const std::vector<std::string>& targets,
+                                     const std::vector<TableInput>& inputs, const std::vector<std::string>& targets,
                                      const ModelInput& model) {
     auto bytes = read_maybe_gzip(path);
     if (!bytes) return make_error(ErrorCode::kInvalidArgument, bytes.error().message);
     const std::vector<std::uint8_t> head(
-        bytes->begin(),
-        bytes->begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(64, bytes->size())));
-    if (!looks_like_tfrecord(head))
-        return parse_column_table(*bytes, path, spec, inputs, targets, model);
+        bytes->begin(), bytes->begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(64, bytes->size())));
+    if (!looks_like_tfrecord(head)) return parse_column_table(*bytes, path, spec, inputs, targets, model);
     PSRUN_TRY_ASSIGN(auto records, parse_tfrecords(*bytes, path, CorruptRecords::kError));
     return parse_example_table(records, path, spec, inputs, targets, model);
 }

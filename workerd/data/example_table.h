@@ -30,16 +30,15 @@ namespace psrun::worker {
 
 // Reads the serialized Examples `records` (TFRecord framing removed; `path` names them in
 // messages). `inputs`, `targets` and `model` as for parse_column_table.
-[[nodiscard]] Result<Table> parse_example_table(
-    const std::vector<std::vector<std::uint8_t>>& records, const std::string& path,
-    const ColumnSpec& spec, const std::vector<TableInput>& inputs,
-    const std::vector<std::string>& targets, const ModelInput& model);
+[[nodiscard]] Result<Table> parse_example_table(const std::vector<std::vector<std::uint8_t>>& records,
+                                                const std::string& path, const ColumnSpec& spec,
+                                                const std::vector<TableInput>& inputs,
+                                                const std::vector<std::string>& targets, const ModelInput& model);
 
 // Reads `path`, a CSV/TSV table or a TFRecord file of Examples (gzip allowed; told apart by its
 // first record's framing, as the one-input readers do), by the spec.
 [[nodiscard]] Result<Table> load_table_or_examples(const std::string& path, const ColumnSpec& spec,
                                                    const std::vector<TableInput>& inputs,
-                                                   const std::vector<std::string>& targets,
-                                                   const ModelInput& model);
+                                                   const std::vector<std::string>& targets, const ModelInput& model);
 
 }  // namespace psrun::worker

@@ -25,10 +25,9 @@ bool looks_like_idx(const std::vector<std::uint8_t>& bytes);
 // Parse an in-memory IDX buffer; `path` only names the file in error messages. Image values are
 // checked finite (float32); labels are not range-checked here (check_fits_model does, against
 // the model's classes).
-[[nodiscard]] Result<ImageArray> parse_idx_images(const std::vector<std::uint8_t>& bytes,
-                                                  const std::string& path);
-[[nodiscard]] Result<std::vector<std::int32_t>> parse_idx_labels(
-    const std::vector<std::uint8_t>& bytes, const std::string& path);
+[[nodiscard]] Result<ImageArray> parse_idx_images(const std::vector<std::uint8_t>& bytes, const std::string& path);
+[[nodiscard]] Result<std::vector<std::int32_t>> parse_idx_labels(const std::vector<std::uint8_t>& bytes,
+                                                                 const std::string& path);
 
 [[nodiscard]] Result<ImageArray> read_idx_images(const std::string& path);
 [[nodiscard]] Result<std::vector<std::int32_t>> read_idx_labels(const std::string& path);

@@ -46,8 +46,8 @@ const char* to_string(ImageFormat format) {
 Result<DecodedImage> ImageDecoder::decode(std::span<const std::uint8_t> bytes, const ImageTarget& target,
                                           std::span<std::uint8_t> out, const std::string& what) {
     if (target.channels != 1 && target.channels != 3)
-        return bad_file(what, "images can feed a model of 1 or 3 input channels, not " +
-                                  std::to_string(target.channels));
+        return bad_file(what,
+                        "images can feed a model of 1 or 3 input channels, not " + std::to_string(target.channels));
     DecodedImage d;
     d.format = sniff_image(bytes);
     int w = 0, h = 0;

@@ -41,7 +41,7 @@ struct DecodedImage {
 };
 
 class ImageDecoder {
-public:
+  public:
     // Decodes `bytes` into `out` (REQUIRES out.size() == channels * height * width).
     // `what` names the source in errors ("F", "F: record 17 at offset 4096"). Errors are
     // kInvalidArgument: not an image of these formats, a damaged one, a target of other than
@@ -49,7 +49,7 @@ public:
     [[nodiscard]] Result<DecodedImage> decode(std::span<const std::uint8_t> bytes, const ImageTarget& target,
                                               std::span<std::uint8_t> out, const std::string& what);
 
-private:
+  private:
     JpegDecoder jpeg_;
     std::vector<std::uint8_t> hwc_;
     std::vector<float> scratch_;

@@ -10,7 +10,8 @@ namespace psrun::worker {
 Result<std::vector<std::uint8_t>> encode_jpeg(std::span<const std::uint8_t> hwc, int width, int height, int channels,
                                               int quality) {
     if ((channels != 1 && channels != 3) || width < 1 || height < 1 ||
-        hwc.size() != static_cast<std::size_t>(width) * static_cast<std::size_t>(height) * static_cast<std::size_t>(channels))
+        hwc.size() !=
+            static_cast<std::size_t>(width) * static_cast<std::size_t>(height) * static_cast<std::size_t>(channels))
         return make_error(ErrorCode::kInvalidArgument, "encode_jpeg: bad image shape");
     tjhandle h = tjInitCompress();
     if (h == nullptr) return make_error(ErrorCode::kIo, "tjInitCompress failed");
@@ -29,7 +30,8 @@ Result<std::vector<std::uint8_t>> encode_jpeg(std::span<const std::uint8_t> hwc,
 
 Result<std::vector<std::uint8_t>> encode_png(std::span<const std::uint8_t> hwc, int width, int height, int channels) {
     if ((channels != 1 && channels != 3) || width < 1 || height < 1 ||
-        hwc.size() != static_cast<std::size_t>(width) * static_cast<std::size_t>(height) * static_cast<std::size_t>(channels))
+        hwc.size() !=
+            static_cast<std::size_t>(width) * static_cast<std::size_t>(height) * static_cast<std::size_t>(channels))
         return make_error(ErrorCode::kInvalidArgument, "encode_png: bad image shape");
     png_image png;
     std::memset(&png, 0, sizeof png);

@@ -28,24 +28,26 @@ Result<ImageFolder> scan_image_folder(const std::string& dir) {
         if (entry.is_directory(ec)) out.classes.push_back(entry.path().filename().string());
     if (ec) return invalid_argument(dir + ": cannot list it (" + ec.message() + ")");
     if (out.classes.empty())
-        return invalid_argument(dir + ": no class subfolders (an image folder holds one subfolder of images per class, "
-                         "e.g. " + dir + "/cat/1.jpg, " + dir + "/dog/2.png)");
+        return invalid_argument(dir +
+                                ": no class subfolders (an image folder holds one subfolder of images per class, "
+                                "e.g. " +
+                                dir + "/cat/1.jpg, " + dir + "/dog/2.png)");
     std::sort(out.classes.begin(), out.classes.end());
     for (std::size_t c = 0; c < out.classes.size(); ++c) {
         const fs::path class_dir = fs::path(dir) / out.classes[c];
         std::vector<std::string> files;
-        const auto options = fs::directory_options::follow_directory_symlink | fs::directory_options::skip_permission_denied;
-        for (auto it = fs::recursive_directory_iterator(class_dir, options, ec); !ec && it != fs::recursive_directory_iterator();
-             it.increment(ec)) {
+        const auto options =
+            fs::directory_options::follow_directory_symlink | fs::directory_options::skip_permission_denied;
+        for (auto it = fs::recursive_directory_iterator(class_dir, options, ec);
+             !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
             if (!it->is_regular_file(ec)) continue;
-            if (has_image_extension(it->path()))
-                files.push_back(it->path().string());
-            else
-                ++out.skipped_files;
+            if (has_image_extension(it->path())) files.push_back(it->path().string());
+            else ++out.skipped_files;
         }
         if (ec) return invalid_argument(class_dir.string() + ": cannot list it (" + ec.message() + ")");
         if (files.empty())
-            return invalid_argument(class_dir.string() + ": class folder without images (.jpg, .jpeg, .png or .pgm files)");
+            return invalid_argument(class_dir.string() +
+                                    ": class folder without images (.jpg, .jpeg, .png or .pgm files)");
         std::sort(files.begin(), files.end());
         if (out.files.size() + files.size() > 0x7fffffffu) return invalid_argument(dir + ": more than 2^31 images");
         out.files.insert(out.files.end(), files.begin(), files.end());
@@ -66,8 +68,8 @@ Result<void> split_validation(const ImageFolder& all, double fraction, ImageFold
     }
     if (train.files.empty() || validation.files.empty())
         return invalid_argument(all.root + ": --validation-split " + std::to_string(fraction) + " of " +
-                   std::to_string(all.files.size()) + " images leaves the " +
-                   (train.files.empty() ? "training" : "validation") + " part empty");
+                                std::to_string(all.files.size()) + " images leaves the " +
+                                (train.files.empty() ? "training" : "validation") + " part empty");
     return {};
 }
 
@@ -79,8 +81,9 @@ Result<void> check_same_classes(const ImageFolder& train, const ImageFolder& tes
         if (v.size() > 12) s += ", ... (" + std::to_string(v.size()) + " in all)";
         return s;
     };
-    return invalid_argument(test.root + ": its classes (" + list(test.classes) + ") are not those of the training folder " +
-               train.root + " (" + list(train.classes) + "): both need the same class subfolders");
+    return invalid_argument(test.root + ": its classes (" + list(test.classes) +
+                            ") are not those of the training folder " + train.root + " (" + list(train.classes) +
+                            "): both need the same class subfolders");
 }
 
 }  // namespace psrun::worker

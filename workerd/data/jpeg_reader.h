@@ -18,7 +18,7 @@ namespace psrun::worker {
 bool looks_like_jpeg(std::span<const std::uint8_t> bytes);
 
 struct JpegInfo {
-    int width = 0;          // of the file
+    int width = 0;  // of the file
     int height = 0;
     int decoded_width = 0;  // after DCT scaling (see decode())
     int decoded_height = 0;
@@ -26,7 +26,7 @@ struct JpegInfo {
 };
 
 class JpegDecoder {
-public:
+  public:
     JpegDecoder();
     ~JpegDecoder();
     JpegDecoder(const JpegDecoder&) = delete;
@@ -35,14 +35,14 @@ public:
     // Decodes `bytes` into `hwc` (interleaved, `channels` 1 = gray (the luma) or 3 = RGB), at the
     // smallest of libjpeg-turbo's DCT scaling factors (1/8 ... 1) whose size is still at least
     // min_source_size() for fitting it to target_width x target_height by `mode` (0 x 0: full
-    // size), which makes large photos cheap to bring down to a model's input. Decoded sides above kMaxImageSide are refused. Corrupt data that
-    // libjpeg-turbo only warns about (extraneous bytes, a truncated scan) still decodes, as
+    // size), which makes large photos cheap to bring down to a model's input. Decoded sides above kMaxImageSide are
+    // refused. Corrupt data that libjpeg-turbo only warns about (extraneous bytes, a truncated scan) still decodes, as
     // libjpeg's own tools do; fatal errors fail.
     [[nodiscard]] Result<JpegInfo> decode(std::span<const std::uint8_t> bytes, const std::string& what, int channels,
                                           int target_width, int target_height, ResizeMode mode,
                                           std::vector<std::uint8_t>& hwc);
 
-private:
+  private:
     void* handle_;
 };
 

@@ -11,15 +11,13 @@ Result<std::vector<float>> parse_floats(std::string_view text, std::string_view 
     std::size_t start = 0;
     while (true) {
         const std::size_t comma = text.find(',', start);
-        const std::string_view item = text.substr(
-            start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+        const std::string_view item =
+            text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
         float v = 0;
         const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
-        if (item.empty() || ec != std::errc() || ptr != item.data() + item.size() ||
-            !std::isfinite(v))
-            return make_error(ErrorCode::kInvalidArgument, "--normalize '" + std::string(whole) +
-                                                               "': '" + std::string(item) +
-                                                               "' is not a number");
+        if (item.empty() || ec != std::errc() || ptr != item.data() + item.size() || !std::isfinite(v))
+            return make_error(ErrorCode::kInvalidArgument,
+                              "--normalize '" + std::string(whole) + "': '" + std::string(item) + "' is not a number");
         out.push_back(v);
         if (comma == std::string_view::npos) return out;
         start = comma + 1;
@@ -38,8 +36,7 @@ Result<Normalization> parse_normalization(std::string_view text) {
     Normalization n;
     if (text.empty()) return n;
     const auto bad = [&](const std::string& why) {
-        return make_error(ErrorCode::kInvalidArgument,
-                          "--normalize '" + std::string(text) + "': " + why);
+        return make_error(ErrorCode::kInvalidArgument, "--normalize '" + std::string(text) + "': " + why);
     };
     const std::size_t colon = text.find(':');
     if (colon == std::string_view::npos) {
@@ -52,8 +49,7 @@ Result<Normalization> parse_normalization(std::string_view text) {
         auto std = parse_floats(text.substr(colon + 1), text);
         if (!std) return tl::unexpected(std.error());
         if (mean.size() != std->size())
-            return bad(std::to_string(mean.size()) + " means but " + std::to_string(std->size()) +
-                       " stds");
+            return bad(std::to_string(mean.size()) + " means but " + std::to_string(std->size()) + " stds");
         n.mean = std::move(mean);
         n.std = std::move(*std);
     }
@@ -107,11 +103,11 @@ Result<void> check_input(const LabeledImages& split, const SplitNames& names, co
     };
     if (split.input != model.input) {
         if (split.input == InputKind::kTokens || model.input == InputKind::kTokens)
-            return make_error(ErrorCode::kInvalidArgument,
-                              names.images + ": holds " + kind_name(split.input) + " but the model " + model.name +
-                                  " takes " + kind_name(model.input) + " (" + model.input_text() + ")" +
-                                  (model.input == InputKind::kTokens ? ": give an int32 or int64 array of token ids"
-                                                                     : ""));
+            return make_error(
+                ErrorCode::kInvalidArgument,
+                names.images + ": holds " + kind_name(split.input) + " but the model " + model.name + " takes " +
+                    kind_name(model.input) + " (" + model.input_text() + ")" +
+                    (model.input == InputKind::kTokens ? ": give an int32 or int64 array of token ids" : ""));
         return mismatch();
     }
     if (split.input == InputKind::kTokens) {
@@ -139,22 +135,20 @@ Result<void> check_input(const LabeledImages& split, const SplitNames& names, co
 Result<void> check_target(const LabeledImages& split, const SplitNames& names, const ModelInput& model) {
     const std::size_t n = split.size();
     if (split.target != model.target)
-        return make_error(ErrorCode::kInvalidArgument,
-                          names.labels + ": holds " +
-                              (split.target == TargetKind::kClass ? std::string("class labels")
-                                                                  : "target vectors of " +
-                                                                        std::to_string(split.target_length)) +
-                              " but the model " + model.name + " predicts " +
-                              (model.target == TargetKind::kClass
-                                   ? std::to_string(model.classes) + " classes (give integer labels)"
-                                   : "a vector of " + std::to_string(model.target_length) +
-                                         " values (give float targets)"));
+        return make_error(
+            ErrorCode::kInvalidArgument,
+            names.labels + ": holds " +
+                (split.target == TargetKind::kClass ? std::string("class labels")
+                                                    : "target vectors of " + std::to_string(split.target_length)) +
+                " but the model " + model.name + " predicts " +
+                (model.target == TargetKind::kClass
+                     ? std::to_string(model.classes) + " classes (give integer labels)"
+                     : "a vector of " + std::to_string(model.target_length) + " values (give float targets)"));
     if (split.target == TargetKind::kVector) {
         if (static_cast<std::int64_t>(split.target_length) != model.target_length)
-            return make_error(ErrorCode::kInvalidArgument,
-                              names.labels + ": " + std::to_string(split.target_length) +
-                                  " target values per example, the model " + model.name + " predicts " +
-                                  std::to_string(model.target_length));
+            return make_error(ErrorCode::kInvalidArgument, names.labels + ": " + std::to_string(split.target_length) +
+                                                               " target values per example, the model " + model.name +
+                                                               " predicts " + std::to_string(model.target_length));
         const std::size_t have = split.target_length ? split.targets.size() / split.target_length : 0;
         if (have != n)
             return make_error(ErrorCode::kInvalidArgument, names.labels + ": holds " + std::to_string(have) +
@@ -162,9 +156,9 @@ Result<void> check_target(const LabeledImages& split, const SplitNames& names, c
                                                                std::to_string(n) + " examples");
         for (std::size_t i = 0; i < split.targets.size(); ++i)
             if (!std::isfinite(split.targets[i]))
-                return make_error(ErrorCode::kInvalidArgument,
-                                  names.labels + ": target of example " + std::to_string(i / split.target_length) +
-                                      " is not finite (NaN or infinity)");
+                return make_error(ErrorCode::kInvalidArgument, names.labels + ": target of example " +
+                                                                   std::to_string(i / split.target_length) +
+                                                                   " is not finite (NaN or infinity)");
         return {};
     }
     if (split.labels.size() != n) {
@@ -176,10 +170,10 @@ Result<void> check_target(const LabeledImages& split, const SplitNames& names, c
     for (std::size_t i = 0; i < split.labels.size(); ++i) {
         const std::int32_t l = split.labels[i];
         if (l < 0 || l >= model.classes)
-            return make_error(ErrorCode::kInvalidArgument,
-                              names.labels + ": label " + std::to_string(l) + " at index " + std::to_string(i) +
-                                  " is out of range " + range_text(model.classes) + " (the model " + model.name +
-                                  " has " + std::to_string(model.classes) + " classes)");
+            return make_error(ErrorCode::kInvalidArgument, names.labels + ": label " + std::to_string(l) +
+                                                               " at index " + std::to_string(i) + " is out of range " +
+                                                               range_text(model.classes) + " (the model " + model.name +
+                                                               " has " + std::to_string(model.classes) + " classes)");
     }
     return {};
 }
@@ -191,12 +185,11 @@ Result<void> check_fits_model(const LabeledImages& split, const SplitNames& name
     if (auto ok = check_target(split, names, model); !ok) return ok;
     const std::size_t pairs = split.normalization.mean.size();
     const ImageArray& a = split.images;
-    if (split.input != InputKind::kTokens && pairs != 0 && pairs != 1 &&
-        pairs != static_cast<std::size_t>(a.channels))
-        return make_error(ErrorCode::kInvalidArgument,
-                          "--normalize gives " + std::to_string(pairs) + " mean/std pairs but " + names.images +
-                              " has " + std::to_string(a.channels) + " channels (give 1 pair or " +
-                              std::to_string(a.channels) + ")");
+    if (split.input != InputKind::kTokens && pairs != 0 && pairs != 1 && pairs != static_cast<std::size_t>(a.channels))
+        return make_error(ErrorCode::kInvalidArgument, "--normalize gives " + std::to_string(pairs) +
+                                                           " mean/std pairs but " + names.images + " has " +
+                                                           std::to_string(a.channels) + " channels (give 1 pair or " +
+                                                           std::to_string(a.channels) + ")");
     return {};
 }
 

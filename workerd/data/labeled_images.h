@@ -30,8 +30,7 @@ struct ImageArray {
     std::vector<float> f32;        // type kFloat32: the same count; the other vector is empty
 
     std::size_t example_size() const {
-        return static_cast<std::size_t>(channels) * static_cast<std::size_t>(height) *
-               static_cast<std::size_t>(width);
+        return static_cast<std::size_t>(channels) * static_cast<std::size_t>(height) * static_cast<std::size_t>(width);
     }
     std::string shape() const;  // "CxHxW", one example
 };
@@ -52,11 +51,11 @@ struct Normalization {
 // The values of one model input after the first, for every example of a split, in example order
 // (--train-input NAME=FILE.npy): floats or int32 ids, per_example of them each.
 struct InputColumn {
-    std::string name;             // the model input
-    std::string file;             // where the values came from, for messages
+    std::string name;  // the model input
+    std::string file;  // where the values came from, for messages
     std::size_t per_example = 0;
-    std::vector<float> f32;       // a float input
-    std::vector<std::int32_t> i32;  // an int input
+    std::vector<float> f32;          // a float input
+    std::vector<std::int32_t> i32;   // an int input
     std::vector<std::uint64_t> u64;  // an int input read by a table keyed by raw ids (--raw-ids): the raw ids
 };
 
@@ -69,7 +68,7 @@ struct LabeledImages {
     std::vector<std::int32_t> labels;  // kClass: one per example (labels.size() == size())
     std::vector<float> targets;        // kVector: size() * target_length values
     std::size_t target_length = 0;
-    Normalization normalization;       // images and features: empty or 1 or images.channels pairs
+    Normalization normalization;  // images and features: empty or 1 or images.channels pairs
     // Class names, index = label (image folders: the sorted folder names); empty when the source
     // has none.
     std::vector<std::string> class_names;

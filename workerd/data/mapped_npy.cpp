@@ -39,8 +39,9 @@ Result<std::shared_ptr<MappedNpy>> MappedNpy::open(const std::string& path, Imag
     // The header is at most 64 KiB + 12 bytes: parse a copy of it.
     const std::vector<std::uint8_t> head(bytes, bytes + std::min<std::size_t>(length, 65536 + 12));
     if (head.size() >= 2 && head[0] == 0x1f && head[1] == 0x8b)
-        return bad_file(path, "a gzip file cannot be memory-mapped: give --stream off to load it, or store it "
-                              "uncompressed");
+        return bad_file(path,
+                        "a gzip file cannot be memory-mapped: give --stream off to load it, or store it "
+                        "uncompressed");
     PSRUN_TRY_ASSIGN(auto h, parse_npy_header(head, path));
     const bool u8 = h.kind == 'u' && h.item_bytes == 1;
     const bool f32 = h.kind == 'f' && h.item_bytes == 4 && !h.big_endian;
@@ -60,8 +61,9 @@ Result<std::shared_ptr<MappedNpy>> MappedNpy::open(const std::string& path, Imag
     } else if (s.size() == 4) {
         nhwc = layout == ImageLayout::kNhwc || (layout == ImageLayout::kAuto && s[3] <= 4 && s[1] > 4);
         if (layout == ImageLayout::kAuto && (s[1] <= 4) == (s[3] <= 4))
-            return bad_file(path, "cannot tell whether its shape is N x C x H x W or N x H x W x C: give "
-                                  "--image-layout nchw or nhwc");
+            return bad_file(path,
+                            "cannot tell whether its shape is N x C x H x W or N x H x W x C: give "
+                            "--image-layout nchw or nhwc");
         c = nhwc ? s[3] : s[1];
         hh = nhwc ? s[1] : s[2];
         w = nhwc ? s[2] : s[3];
@@ -82,9 +84,12 @@ Result<std::shared_ptr<MappedNpy>> MappedNpy::open(const std::string& path, Imag
     const std::uint8_t* data = bytes + h.data_offset;
     if (f32 && h.data_offset % alignof(float) != 0)
         return bad_file(path, "float32 data at an unaligned offset (not written by NumPy?)");
-    m->rows_ = {u8 ? PixelType::kUint8 : PixelType::kFloat32, u8 ? data : nullptr,
-                f32 ? reinterpret_cast<const float*>(data) : nullptr, static_cast<std::size_t>(c),
-                static_cast<std::size_t>(hh * w), nhwc};
+    m->rows_ = {u8 ? PixelType::kUint8 : PixelType::kFloat32,
+                u8 ? data : nullptr,
+                f32 ? reinterpret_cast<const float*>(data) : nullptr,
+                static_cast<std::size_t>(c),
+                static_cast<std::size_t>(hh * w),
+                nhwc};
     return m;
 }
 
@@ -131,7 +136,8 @@ std::size_t MappedEvalSource::next(BatchView& out, std::size_t batch_size) {
     if (next_ >= mapped_->count()) return 0;
     const std::size_t valid = std::min(batch_size, mapped_->count() - next_);
     indices_.resize(batch_size);
-    for (std::size_t i = 0; i < batch_size; ++i) indices_[i] = static_cast<std::uint32_t>(i < valid ? next_ + i : next_);
+    for (std::size_t i = 0; i < batch_size; ++i)
+        indices_[i] = static_cast<std::uint32_t>(i < valid ? next_ + i : next_);
     if (!out.inputs_f32.empty()) fill_pixels(mapped_->rows(), normalization_, indices_, out.inputs_f32);
     if (!out.labels.empty())
         for (std::size_t b = 0; b < indices_.size(); ++b) out.labels[b] = labels_[indices_[b]];

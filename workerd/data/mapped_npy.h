@@ -21,7 +21,7 @@
 namespace psrun::worker {
 
 class MappedNpy {
-public:
+  public:
     // Maps `path` for `model` (images C x H x W, or features F = the product of the dimensions
     // after the first). Errors (kInvalidArgument naming the file): not a raw .npy (a gzip file
     // cannot be mapped: give --stream off), a dtype other than uint8/float32 or big-endian
@@ -42,7 +42,7 @@ public:
     // Drops the mapping's pages from this process (they stay in the page cache).
     void release_pages() const;
 
-private:
+  private:
     MappedNpy() = default;
     std::string path_;
     void* base_ = nullptr;
@@ -56,17 +56,15 @@ private:
 // Training batches over a mapped array and in-memory labels (REQUIRES labels.size() ==
 // mapped->count()).
 class MappedSource final : public BatchSource {
-public:
+  public:
     MappedSource(std::shared_ptr<const MappedNpy> mapped, std::vector<std::int32_t> labels, Normalization normalization,
                  std::size_t batch_size, std::uint64_t seed, ShardSpec shard);
     void next_batch(BatchView& out) override;
     void seek(std::uint64_t examples) override { sampler_.seek(examples); }
-    DataPosition position() const override {
-        return {sampler_.epoch(), sampler_.offset(), sampler_.position(), true};
-    }
+    DataPosition position() const override { return {sampler_.epoch(), sampler_.offset(), sampler_.position(), true}; }
     DataTime data_time() const override { return time_; }  // all handling (page faults included)
 
-private:
+  private:
     std::shared_ptr<const MappedNpy> mapped_;
     std::vector<std::int32_t> labels_;
     Normalization normalization_;
@@ -78,7 +76,7 @@ private:
 
 // The evaluation pass over a mapped array, in order.
 class MappedEvalSource final : public EvalSource {
-public:
+  public:
     MappedEvalSource(std::shared_ptr<const MappedNpy> mapped, std::vector<std::int32_t> labels,
                      Normalization normalization)
         : mapped_(std::move(mapped)), labels_(std::move(labels)), normalization_(std::move(normalization)) {}
@@ -86,7 +84,7 @@ public:
     std::size_t next(BatchView& out, std::size_t batch_size) override;
     std::size_t size() const override { return mapped_->count(); }
 
-private:
+  private:
     std::shared_ptr<const MappedNpy> mapped_;
     std::vector<std::int32_t> labels_;
     Normalization normalization_;

@@ -21,9 +21,7 @@ void MemorySource::next_batch(BatchView& out) {
     time_.add(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 0);
 }
 
-DataPosition MemorySource::position() const {
-    return {sampler_.epoch(), sampler_.offset(), sampler_.position(), true};
-}
+DataPosition MemorySource::position() const { return {sampler_.epoch(), sampler_.offset(), sampler_.position(), true}; }
 
 std::size_t MemoryEvalSource::next(BatchView& out, std::size_t batch_size) {
     if (next_ >= data_.size()) return 0;

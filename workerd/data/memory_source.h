@@ -15,7 +15,7 @@
 namespace psrun::worker {
 
 class MemorySource final : public BatchSource {
-public:
+  public:
     // `data` must outlive the source (or be owned: the shared_ptr form). Throws UsageError when
     // the shard is empty (Sampler).
     MemorySource(const LabeledImages& data, std::size_t batch_size, std::uint64_t seed, ShardSpec shard);
@@ -28,7 +28,7 @@ public:
     DataTime data_time() const override { return time_; }  // all handling: nothing to wait for
     const Sampler& sampler() const { return sampler_; }
 
-private:
+  private:
     std::shared_ptr<const LabeledImages> owned_;
     const LabeledImages& data_;
     Sampler sampler_;
@@ -37,7 +37,7 @@ private:
 };
 
 class MemoryEvalSource final : public EvalSource {
-public:
+  public:
     explicit MemoryEvalSource(const LabeledImages& data) : data_(data) {}
     explicit MemoryEvalSource(std::shared_ptr<const LabeledImages> data) : owned_(std::move(data)), data_(*owned_) {}
 
@@ -45,7 +45,7 @@ public:
     std::size_t next(BatchView& out, std::size_t batch_size) override;
     std::size_t size() const override { return data_.size(); }
 
-private:
+  private:
     std::shared_ptr<const LabeledImages> owned_;
     const LabeledImages& data_;
     std::size_t next_ = 0;

@@ -28,8 +28,8 @@ struct ModelInput {
     int width = 28;
     int classes = 10;  // kClass targets
     InputKind input = InputKind::kImage;
-    std::int64_t length = 0;        // kFeatures: F values; kTokens: L ids
-    std::int64_t vocabulary = 0;    // kTokens: ids are < vocabulary
+    std::int64_t length = 0;      // kFeatures: F values; kTokens: L ids
+    std::int64_t vocabulary = 0;  // kTokens: ids are < vocabulary
     TargetKind target = TargetKind::kClass;
     std::int64_t target_length = 0;  // kVector: T values
 

@@ -16,11 +16,10 @@ constexpr std::size_t kMaxHeaderBytes = 1 << 16;  // numpy writes ~128; headers 
 // Reads the header dict, a Python literal such as
 // {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }.
 class HeaderCursor {
-public:
+  public:
     explicit HeaderCursor(std::string_view text) : s_(text) {}
     void skip_space() {
-        while (pos_ < s_.size() &&
-               (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r'))
+        while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r'))
             ++pos_;
     }
     bool take(char c) {
@@ -64,15 +63,14 @@ public:
         return pos_ == s_.size();
     }
 
-private:
+  private:
     std::string_view s_;
     std::size_t pos_ = 0;
 };
 
 Result<NpyHeader> parse_dict(std::string_view text, NpyHeader h, const std::string& path) {
     const auto bad = [&](const std::string& why) {
-        return bad_file(
-            path, ".npy header " + why + " (header: " + std::string(text.substr(0, 200)) + ")");
+        return bad_file(path, ".npy header " + why + " (header: " + std::string(text.substr(0, 200)) + ")");
     };
     HeaderCursor c(text);
     if (!c.take('{')) return bad("is not a Python dict");
@@ -87,10 +85,8 @@ Result<NpyHeader> parse_dict(std::string_view text, NpyHeader h, const std::stri
                     "supported)");
             have_descr = true;
         } else if (key == "fortran_order") {
-            if (c.word("True"))
-                fortran = true;
-            else if (!c.word("False"))
-                return bad("has a 'fortran_order' that is neither True nor False");
+            if (c.word("True")) fortran = true;
+            else if (!c.word("False")) return bad("has a 'fortran_order' that is neither True nor False");
             have_order = true;
         } else if (key == "shape") {
             if (!c.take('(')) return bad("has a 'shape' that is not a tuple");
@@ -108,13 +104,11 @@ Result<NpyHeader> parse_dict(std::string_view text, NpyHeader h, const std::stri
         if (!c.take(',') && !c.peek('}')) return bad("is malformed");
     }
     if (!c.at_end()) return bad("has bytes after the dict");
-    if (!have_descr || !have_order || !have_shape)
-        return bad("lacks 'descr', 'fortran_order' or 'shape'");
+    if (!have_descr || !have_order || !have_shape) return bad("lacks 'descr', 'fortran_order' or 'shape'");
     if (fortran)
-        return bad_file(
-            path,
-            "fortran_order is True (a column-major array): not supported; save a C-ordered "
-            "array instead: np.save(f, np.ascontiguousarray(x))");
+        return bad_file(path,
+                        "fortran_order is True (a column-major array): not supported; save a C-ordered "
+                        "array instead: np.save(f, np.ascontiguousarray(x))");
     // descr: byte order ('<' little, '>' big, '|' not applicable, '=' native: little on the
     // x86-64 hosts psrun runs on), kind, item size.
     std::string_view d = h.descr;
@@ -123,8 +117,7 @@ Result<NpyHeader> parse_dict(std::string_view text, NpyHeader h, const std::stri
         d.remove_prefix(1);
     }
     std::uint64_t size = 0;
-    if (d.size() < 2 ||
-        std::from_chars(d.data() + 1, d.data() + d.size(), size).ptr != d.data() + d.size() ||
+    if (d.size() < 2 || std::from_chars(d.data() + 1, d.data() + d.size(), size).ptr != d.data() + d.size() ||
         size == 0 || size > 16)
         return bad_file(path, "unsupported dtype '" + h.descr + "'");
     h.kind = d[0];
@@ -134,17 +127,14 @@ Result<NpyHeader> parse_dict(std::string_view text, NpyHeader h, const std::stri
 
 std::uint64_t load_unsigned(const std::uint8_t* p, std::size_t n, bool big_endian) {
     std::uint64_t v = 0;
-    for (std::size_t i = 0; i < n; ++i)
-        v |= std::uint64_t{p[big_endian ? i : n - 1 - i]} << (8 * (n - 1 - i));
+    for (std::size_t i = 0; i < n; ++i) v |= std::uint64_t{p[big_endian ? i : n - 1 - i]} << (8 * (n - 1 - i));
     return v;
 }
 
 // Copies count examples into dst (N x C x H x W), reading N x H x W x C when `nhwc`.
 template <class T, class Load>
-void gather(const std::uint8_t* src, std::size_t item, const ImageArray& a, bool nhwc,
-            std::vector<T>& dst, Load load) {
-    const std::size_t c_n = static_cast<std::size_t>(a.channels),
-                      w_n = static_cast<std::size_t>(a.width);
+void gather(const std::uint8_t* src, std::size_t item, const ImageArray& a, bool nhwc, std::vector<T>& dst, Load load) {
+    const std::size_t c_n = static_cast<std::size_t>(a.channels), w_n = static_cast<std::size_t>(a.width);
     const std::size_t hw = static_cast<std::size_t>(a.height) * w_n, ex = a.example_size();
     dst.resize(a.count * ex);
     if (!nhwc) {
@@ -153,8 +143,7 @@ void gather(const std::uint8_t* src, std::size_t item, const ImageArray& a, bool
     }
     for (std::size_t n = 0; n < a.count; ++n)
         for (std::size_t p = 0; p < hw; ++p)
-            for (std::size_t c = 0; c < c_n; ++c)
-                dst[n * ex + c * hw + p] = load(src + (n * ex + p * c_n + c) * item);
+            for (std::size_t c = 0; c < c_n; ++c) dst[n * ex + c * hw + p] = load(src + (n * ex + p * c_n + c) * item);
 }
 
 }  // namespace
@@ -168,14 +157,11 @@ Result<ImageLayout> parse_image_layout(std::string_view text) {
 }
 
 bool looks_like_npy(const std::vector<std::uint8_t>& bytes) {
-    return bytes.size() >= kMagic.size() &&
-           std::memcmp(bytes.data(), kMagic.data(), kMagic.size()) == 0;
+    return bytes.size() >= kMagic.size() && std::memcmp(bytes.data(), kMagic.data(), kMagic.size()) == 0;
 }
 
-Result<NpyHeader> parse_npy_header(const std::vector<std::uint8_t>& bytes,
-                                   const std::string& path) {
-    if (!looks_like_npy(bytes))
-        return bad_file(path, "bad magic: not a .npy file (expected \\x93NUMPY)");
+Result<NpyHeader> parse_npy_header(const std::vector<std::uint8_t>& bytes, const std::string& path) {
+    if (!looks_like_npy(bytes)) return bad_file(path, "bad magic: not a .npy file (expected \\x93NUMPY)");
     if (bytes.size() < 10) return bad_file(path, "too short for a .npy header");
     const std::uint8_t major = bytes[6];
     std::size_t header_len = 0, start = 0;
@@ -187,12 +173,10 @@ Result<NpyHeader> parse_npy_header(const std::vector<std::uint8_t>& bytes,
         header_len = load_unsigned(bytes.data() + 8, 4, false);
         start = 12;
     } else {
-        return bad_file(
-            path, ".npy format version " + std::to_string(major) + " is not supported (1, 2 or 3)");
+        return bad_file(path, ".npy format version " + std::to_string(major) + " is not supported (1, 2 or 3)");
     }
     if (header_len > kMaxHeaderBytes || start + header_len > bytes.size())
-        return bad_file(
-            path, "truncated .npy header (declares " + std::to_string(header_len) + " bytes)");
+        return bad_file(path, "truncated .npy header (declares " + std::to_string(header_len) + " bytes)");
     NpyHeader h;
     h.data_offset = start + header_len;
     const std::string_view text(reinterpret_cast<const char*>(bytes.data() + start), header_len);
@@ -208,20 +192,17 @@ Result<ImageArray> parse_npy_images(const std::vector<std::uint8_t>& bytes, cons
                         "dtype '" + h.descr + "' is not supported for images (uint8 or float32: x.astype(np.float32))");
     const auto& s = h.shape;
     if (s.size() != 3 && s.size() != 4)
-        return bad_file(
-            path, "images must have shape (N, H, W), (N, C, H, W) or (N, H, W, C), not rank " +
-                      std::to_string(s.size()));
+        return bad_file(path, "images must have shape (N, H, W), (N, C, H, W) or (N, H, W, C), not rank " +
+                                  std::to_string(s.size()));
     bool nhwc = false;
     if (s.size() == 4) {
         if (layout == ImageLayout::kAuto) {
             const bool c1 = s[1] <= 4, c3 = s[3] <= 4;
             if (c1 == c3)
-                return bad_file(
-                    path,
-                    "cannot tell whether shape (" + std::to_string(s[0]) + ", " +
-                        std::to_string(s[1]) + ", " + std::to_string(s[2]) + ", " +
-                        std::to_string(s[3]) +
-                        ") is N x C x H x W or N x H x W x C: give --image-layout nchw or nhwc");
+                return bad_file(path, "cannot tell whether shape (" + std::to_string(s[0]) + ", " +
+                                          std::to_string(s[1]) + ", " + std::to_string(s[2]) + ", " +
+                                          std::to_string(s[3]) +
+                                          ") is N x C x H x W or N x H x W x C: give --image-layout nchw or nhwc");
             nhwc = c3;
         } else {
             nhwc = layout == ImageLayout::kNhwc;
@@ -239,10 +220,8 @@ Result<ImageArray> parse_npy_images(const std::vector<std::uint8_t>& bytes, cons
     const std::uint8_t* data = bytes.data() + h.data_offset;
     if (u8) {
         out.type = PixelType::kUint8;
-        if (nhwc)
-            gather(data, 1, out, nhwc, out.u8, [](const std::uint8_t* p) { return *p; });
-        else
-            out.u8.assign(data, bytes.data() + bytes.size());  // already N x C x H x W
+        if (nhwc) gather(data, 1, out, nhwc, out.u8, [](const std::uint8_t* p) { return *p; });
+        else out.u8.assign(data, bytes.data() + bytes.size());  // already N x C x H x W
         return out;
     }
     out.type = PixelType::kFloat32;
@@ -252,13 +231,11 @@ Result<ImageArray> parse_npy_images(const std::vector<std::uint8_t>& bytes, cons
     });
     for (std::size_t i = 0; i < out.f32.size(); ++i)
         if (!std::isfinite(out.f32[i]))
-            return bad_file(
-                path, "value at index " + std::to_string(i) + " is not finite (NaN or infinity)");
+            return bad_file(path, "value at index " + std::to_string(i) + " is not finite (NaN or infinity)");
     return out;
 }
 
-Result<std::vector<std::int32_t>> parse_npy_labels(const std::vector<std::uint8_t>& bytes,
-                                                   const std::string& path) {
+Result<std::vector<std::int32_t>> parse_npy_labels(const std::vector<std::uint8_t>& bytes, const std::string& path) {
     PSRUN_TRY_ASSIGN(auto h, parse_npy_header(bytes, path));
     const std::size_t n = h.item_bytes;
     if (!((h.kind == 'u' && n == 1) || (h.kind == 'i' && (n == 4 || n == 8))))
@@ -275,8 +252,8 @@ Result<std::vector<std::int32_t>> parse_npy_labels(const std::vector<std::uint8_
         std::int64_t v = static_cast<std::int64_t>(raw);
         if (h.kind == 'i' && n == 4) v = static_cast<std::int32_t>(static_cast<std::uint32_t>(raw));
         if (v < INT32_MIN || v > INT32_MAX)
-            return bad_file(path, "label " + std::to_string(v) + " at index " + std::to_string(i) +
-                                      " does not fit int32");
+            return bad_file(path,
+                            "label " + std::to_string(v) + " at index " + std::to_string(i) + " does not fit int32");
         out[i] = static_cast<std::int32_t>(v);
     }
     return out;

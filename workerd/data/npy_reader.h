@@ -35,13 +35,11 @@ struct NpyHeader {
 };
 
 // Parses and checks the header (magic, version, dict, fortran_order False); `path` names the file.
-[[nodiscard]] Result<NpyHeader> parse_npy_header(const std::vector<std::uint8_t>& bytes,
-                                                 const std::string& path);
+[[nodiscard]] Result<NpyHeader> parse_npy_header(const std::vector<std::uint8_t>& bytes, const std::string& path);
 
-[[nodiscard]] Result<ImageArray> parse_npy_images(const std::vector<std::uint8_t>& bytes,
-                                                  const std::string& path,
+[[nodiscard]] Result<ImageArray> parse_npy_images(const std::vector<std::uint8_t>& bytes, const std::string& path,
                                                   ImageLayout layout = ImageLayout::kAuto);
-[[nodiscard]] Result<std::vector<std::int32_t>> parse_npy_labels(
-    const std::vector<std::uint8_t>& bytes, const std::string& path);
+[[nodiscard]] Result<std::vector<std::int32_t>> parse_npy_labels(const std::vector<std::uint8_t>& bytes,
+                                                                 const std::string& path);
 
 }  // namespace psrun::worker

@@ -33,8 +33,8 @@ std::int64_t as_int(const std::uint8_t* p, const NpyHeader& h) {
 
 Result<NpyRows> npy_rows(std::span<const std::uint8_t> bytes, const NpyHeader& h, const std::string& path) {
     if (!supported(h))
-        return bad_file(path, "dtype '" + h.descr +
-                                  "' is not supported (bool, integers or float32/float64: x.astype(np.float32))");
+        return bad_file(
+            path, "dtype '" + h.descr + "' is not supported (bool, integers or float32/float64: x.astype(np.float32))");
     if (h.shape.empty()) return bad_file(path, "a 0-dimensional array: give one row per example, shape (N, ...)");
     NpyRows r;
     r.rows = static_cast<std::size_t>(h.shape[0]);
@@ -61,10 +61,8 @@ Result<std::vector<float>> npy_as_floats(std::span<const std::uint8_t> bytes, co
         if (h.kind == 'f')
             v = item == 4 ? std::bit_cast<float>(static_cast<std::uint32_t>(load(p, 4, h.big_endian)))
                           : static_cast<float>(std::bit_cast<double>(load(p, 8, h.big_endian)));
-        else if (h.kind == 'u' || h.kind == 'b')
-            v = static_cast<float>(load(p, item, h.big_endian));
-        else
-            v = static_cast<float>(as_int(p, h));
+        else if (h.kind == 'u' || h.kind == 'b') v = static_cast<float>(load(p, item, h.big_endian));
+        else v = static_cast<float>(as_int(p, h));
         if (!std::isfinite(v))
             return bad_file(path, "value at index " + std::to_string(i) +
                                       " is not finite (NaN or infinity, or too large for float32)");

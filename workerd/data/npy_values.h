@@ -16,7 +16,7 @@ namespace psrun::worker {
 
 struct NpyRows {
     std::size_t rows = 0;
-    std::size_t cols = 0;  // product of the other dimensions (1 for shape (N,))
+    std::size_t cols = 0;   // product of the other dimensions (1 for shape (N,))
     bool integral = false;  // the dtype is bool or an integer type
 };
 
@@ -27,7 +27,7 @@ struct NpyRows {
 [[nodiscard]] Result<std::vector<float>> npy_as_floats(std::span<const std::uint8_t> bytes, const NpyHeader& h,
                                                        const std::string& path);
 // All values as int32: integer dtypes only, every value within int32.
-[[nodiscard]] Result<std::vector<std::int32_t>> npy_as_int32(std::span<const std::uint8_t> bytes,
-                                                             const NpyHeader& h, const std::string& path);
+[[nodiscard]] Result<std::vector<std::int32_t>> npy_as_int32(std::span<const std::uint8_t> bytes, const NpyHeader& h,
+                                                             const std::string& path);
 
 }  // namespace psrun::worker

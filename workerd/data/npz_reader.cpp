@@ -115,7 +115,8 @@ Result<std::vector<std::uint8_t>> read_npz_member(const std::vector<std::uint8_t
     if (it->size > kMaxInflatedBytes) return bad_file(where, "larger than 4 GiB");
     // Deflate expands at most 1032:1: a larger declared size is a damaged header, not memory to reserve.
     if (it->method == 8 && it->size > it->compressed * 1032 + 1024)
-        return bad_file(where, "declares " + std::to_string(it->size) + " bytes from " + std::to_string(it->compressed) +
+        return bad_file(where, "declares " + std::to_string(it->size) + " bytes from " +
+                                   std::to_string(it->compressed) +
                                    " compressed, more than deflate can produce (damaged archive?)");
     std::vector<std::uint8_t> out;
     if (it->method == 0) {
@@ -141,8 +142,7 @@ Result<std::vector<std::uint8_t>> read_npz_member(const std::vector<std::uint8_t
             if (rc == Z_BUF_ERROR) rc = Z_OK;
         }
         inflateEnd(&zs);
-        if (rc != Z_STREAM_END || zs.total_out != out.size())
-            return bad_file(where, "corrupt deflate data");
+        if (rc != Z_STREAM_END || zs.total_out != out.size()) return bad_file(where, "corrupt deflate data");
     } else {
         return bad_file(where, "compression method " + std::to_string(it->method) + " (only stored and deflate)");
     }

@@ -12,7 +12,7 @@ bool is_digit(std::uint8_t c) { return c >= '0' && c <= '9'; }
 
 // Walks the header and the ASCII raster: whitespace and comments between decimal fields.
 class PgmCursor {
-public:
+  public:
     explicit PgmCursor(const std::vector<std::uint8_t>& bytes) : bytes_(bytes) {}
 
     void skip_space_and_comments() {
@@ -42,7 +42,7 @@ public:
     bool at_end() const { return pos_ >= bytes_.size(); }
     std::uint8_t peek() const { return bytes_[pos_]; }
 
-private:
+  private:
     const std::vector<std::uint8_t>& bytes_;
     std::size_t pos_ = 0;
 };
@@ -68,8 +68,7 @@ Result<ImageArray> parse_pgm(const std::vector<std::uint8_t>& bytes, const std::
         return bad_file(path, "bad PGM width (expected 1.." + std::to_string(kMaxImageSide) + ")");
     if (!cur.number(kMaxImageSide, height) || height == 0)
         return bad_file(path, "bad PGM height (expected 1.." + std::to_string(kMaxImageSide) + ")");
-    if (!cur.number(65535, maxval) || maxval == 0)
-        return bad_file(path, "bad PGM maxval (expected 1..255)");
+    if (!cur.number(65535, maxval) || maxval == 0) return bad_file(path, "bad PGM maxval (expected 1..255)");
     if (maxval > 255)
         return bad_file(path, "PGM maxval " + std::to_string(maxval) +
                                   " means 16-bit pixels; only 8-bit PGM (maxval <= 255) is read");
@@ -106,8 +105,8 @@ Result<ImageArray> parse_pgm(const std::vector<std::uint8_t>& bytes, const std::
     }
     while (!cur.at_end() && is_space(cur.peek())) cur.advance(1);
     if (!cur.at_end())
-        return bad_file(path, std::to_string(bytes.size() - cur.pos()) +
-                                  " bytes after the image (one image per PGM file is read)");
+        return bad_file(
+            path, std::to_string(bytes.size() - cur.pos()) + " bytes after the image (one image per PGM file is read)");
     return image;
 }
 

@@ -17,8 +17,8 @@
 namespace psrun::worker {
 
 struct PngImage {
-    ImageArray image;        // count 1, `channels` channels, uint8
-    bool converted = false;  // the file was colour and gray was asked for, or the other way round
+    ImageArray image;         // count 1, `channels` channels, uint8
+    bool converted = false;   // the file was colour and gray was asked for, or the other way round
     bool file_color = false;  // the file itself holds colour
 };
 
@@ -41,7 +41,6 @@ struct PngInfo {
                                          std::vector<std::uint8_t>& hwc);
 
 // REQUIRES: channels is 1 or 3 (else kInvalidArgument). Sides above kMaxImageSide are refused.
-[[nodiscard]] Result<PngImage> parse_png(const std::vector<std::uint8_t>& bytes, const std::string& path,
-                                         int channels);
+[[nodiscard]] Result<PngImage> parse_png(const std::vector<std::uint8_t>& bytes, const std::string& path, int channels);
 
 }  // namespace psrun::worker

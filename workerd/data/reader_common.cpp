@@ -11,8 +11,7 @@
 namespace psrun::worker {
 namespace {
 
-Result<std::vector<std::uint8_t>> inflate_gzip(const std::vector<std::uint8_t>& in,
-                                               const std::string& path) {
+Result<std::vector<std::uint8_t>> inflate_gzip(const std::vector<std::uint8_t>& in, const std::string& path) {
     z_stream zs{};
     if (inflateInit2(&zs, 15 + 16) != Z_OK) return bad_file(path, "cannot initialise zlib");
     std::vector<std::uint8_t> out(std::min(in.size() * 4 + 4096, kMaxInflatedBytes));
@@ -28,8 +27,7 @@ Result<std::vector<std::uint8_t>> inflate_gzip(const std::vector<std::uint8_t>& 
             out.resize(std::min(out.size() * 2, kMaxInflatedBytes));
         }
         zs.next_out = out.data() + zs.total_out;
-        zs.avail_out =
-            static_cast<uInt>(std::min<std::size_t>(out.size() - zs.total_out, 1u << 30));
+        zs.avail_out = static_cast<uInt>(std::min<std::size_t>(out.size() - zs.total_out, 1u << 30));
         rc = inflate(&zs, Z_NO_FLUSH);
         if (rc == Z_BUF_ERROR && zs.avail_in == 0) {
             inflateEnd(&zs);
@@ -46,16 +44,14 @@ Result<std::vector<std::uint8_t>> inflate_gzip(const std::vector<std::uint8_t>& 
     return out;
 }
 
-Result<void> check_payload(std::size_t expected, std::size_t payload_bytes,
-                           const std::string& path) {
+Result<void> check_payload(std::size_t expected, std::size_t payload_bytes, const std::string& path) {
     if (payload_bytes < expected)
         return bad_file(path, "truncated: its header declares " + std::to_string(expected) +
-                                  " data bytes but the file holds " +
-                                  std::to_string(payload_bytes));
+                                  " data bytes but the file holds " + std::to_string(payload_bytes));
     if (payload_bytes > expected)
         return bad_file(path, std::to_string(payload_bytes - expected) +
-                                  " trailing bytes after the data its header declares (" +
-                                  std::to_string(expected) + " bytes)");
+                                  " trailing bytes after the data its header declares (" + std::to_string(expected) +
+                                  " bytes)");
     return {};
 }
 
@@ -78,8 +74,7 @@ tl::unexpected<Error> bad_file(const std::string& path, const std::string& probl
 
 Result<std::vector<std::uint8_t>> read_maybe_gzip(const std::string& path) {
     std::error_code ec;
-    if (std::filesystem::is_directory(path, ec))
-        return bad_file(path, "is a directory, not a data file");
+    if (std::filesystem::is_directory(path, ec)) return bad_file(path, "is a directory, not a data file");
     std::ifstream in(path, std::ios::binary);
     if (!in) {
         return make_error(errno == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo,
@@ -96,39 +91,33 @@ Result<std::vector<std::uint8_t>> read_maybe_gzip(const std::string& path) {
     return maybe_inflate(std::move(bytes), path);
 }
 
-Result<std::vector<std::uint8_t>> maybe_inflate(std::vector<std::uint8_t> bytes,
-                                                const std::string& path) {
+Result<std::vector<std::uint8_t>> maybe_inflate(std::vector<std::uint8_t> bytes, const std::string& path) {
     if (bytes.size() >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b) return inflate_gzip(bytes, path);
     return bytes;
 }
 
-Result<void> check_image_payload(std::uint64_t count, std::uint64_t channels, std::uint64_t height,
-                                 std::uint64_t width, std::size_t element_bytes,
-                                 std::size_t payload_bytes, const std::string& path) {
-    const std::string dims = std::to_string(count) + "x" + std::to_string(channels) + "x" +
-                             std::to_string(height) + "x" + std::to_string(width);
+Result<void> check_image_payload(std::uint64_t count, std::uint64_t channels, std::uint64_t height, std::uint64_t width,
+                                 std::size_t element_bytes, std::size_t payload_bytes, const std::string& path) {
+    const std::string dims = std::to_string(count) + "x" + std::to_string(channels) + "x" + std::to_string(height) +
+                             "x" + std::to_string(width);
     if (count == 0 || channels == 0 || height == 0 || width == 0)
         return bad_file(path, "bad dimensions " + dims + " (N x C x H x W): a dimension is 0");
-    if (count > kMaxExamples || channels > kMaxImageSide || height > kMaxImageSide ||
-        width > kMaxImageSide)
-        return bad_file(path, "bad dimensions " + dims + " (N x C x H x W): at most " +
-                                  std::to_string(kMaxExamples) + " examples and " +
-                                  std::to_string(kMaxImageSide) + " per channel, row or column");
+    if (count > kMaxExamples || channels > kMaxImageSide || height > kMaxImageSide || width > kMaxImageSide)
+        return bad_file(path, "bad dimensions " + dims + " (N x C x H x W): at most " + std::to_string(kMaxExamples) +
+                                  " examples and " + std::to_string(kMaxImageSide) + " per channel, row or column");
     std::size_t bytes = element_bytes;
-    if (!multiply_checked(bytes, count) || !multiply_checked(bytes, channels) ||
-        !multiply_checked(bytes, height) || !multiply_checked(bytes, width))
+    if (!multiply_checked(bytes, count) || !multiply_checked(bytes, channels) || !multiply_checked(bytes, height) ||
+        !multiply_checked(bytes, width))
         return bad_file(path, "bad dimensions " + dims + ": the size overflows");
     return check_payload(bytes, payload_bytes, path);
 }
 
-Result<void> check_label_payload(std::uint64_t count, std::size_t element_bytes,
-                                 std::size_t payload_bytes, const std::string& path) {
+Result<void> check_label_payload(std::uint64_t count, std::size_t element_bytes, std::size_t payload_bytes,
+                                 const std::string& path) {
     if (count == 0) return bad_file(path, "holds no labels");
-    if (count > kMaxExamples)
-        return bad_file(path, "bad dimensions: " + std::to_string(count) + " labels");
+    if (count > kMaxExamples) return bad_file(path, "bad dimensions: " + std::to_string(count) + " labels");
     std::size_t bytes = element_bytes;
-    if (!multiply_checked(bytes, count))
-        return bad_file(path, "bad dimensions: the size overflows");
+    if (!multiply_checked(bytes, count)) return bad_file(path, "bad dimensions: the size overflows");
     return check_payload(bytes, payload_bytes, path);
 }
 

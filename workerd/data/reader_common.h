@@ -26,8 +26,7 @@ inline constexpr std::size_t kMaxInflatedBytes = std::size_t{1} << 32;
 
 // The in-memory half of read_maybe_gzip: inflates `bytes` if they start with the gzip magic
 // bytes, else returns them unchanged. `path` only names the source in error messages.
-[[nodiscard]] Result<std::vector<std::uint8_t>> maybe_inflate(std::vector<std::uint8_t> bytes,
-                                                              const std::string& path);
+[[nodiscard]] Result<std::vector<std::uint8_t>> maybe_inflate(std::vector<std::uint8_t> bytes, const std::string& path);
 
 // The first `n` bytes as "\x50\x4b...", for messages about unknown formats.
 std::string first_bytes_hex(std::span<const std::uint8_t> bytes, std::size_t n = 6);
@@ -43,10 +42,9 @@ std::string first_bytes_hex(std::span<const std::uint8_t> bytes, std::size_t n =
 // Checks an image shape (count >= 1 up to kMaxExamples; channels, height, width 1..kMaxImageSide)
 // and that count * channels * height * width * element_bytes equals `payload_bytes`, the bytes the
 // file holds after its header: fewer is "truncated", more is "trailing bytes".
-[[nodiscard]] Result<void> check_image_payload(std::uint64_t count, std::uint64_t channels,
-                                               std::uint64_t height, std::uint64_t width,
-                                               std::size_t element_bytes, std::size_t payload_bytes,
-                                               const std::string& path);
+[[nodiscard]] Result<void> check_image_payload(std::uint64_t count, std::uint64_t channels, std::uint64_t height,
+                                               std::uint64_t width, std::size_t element_bytes,
+                                               std::size_t payload_bytes, const std::string& path);
 
 // The same for `count` labels of `element_bytes` each.
 [[nodiscard]] Result<void> check_label_payload(std::uint64_t count, std::size_t element_bytes,

@@ -23,8 +23,8 @@ Result<void> read_whole_file(const std::string& path, std::vector<std::uint8_t>&
     in.seekg(0, std::ios::beg);
     if (size < 0 || !in) return make_error(ErrorCode::kInvalidArgument, path + ": cannot determine its size");
     if (static_cast<std::uint64_t>(size) > kMaxImageFileBytes)
-        return make_error(ErrorCode::kInvalidArgument, path + ": " + std::to_string(size) +
-                                                           " bytes: too large for an image file (at most 256 MiB)");
+        return make_error(ErrorCode::kInvalidArgument,
+                          path + ": " + std::to_string(size) + " bytes: too large for an image file (at most 256 MiB)");
     out.resize(static_cast<std::size_t>(size));
     in.read(reinterpret_cast<char*>(out.data()), size);
     if (in.gcount() != size) return make_error(ErrorCode::kInvalidArgument, path + ": read error");
@@ -109,7 +109,8 @@ Result<bool> TfrecordProducer::open_next_file() {
         if (!training_) return false;
         if (records_this_epoch_ == 0)
             return make_error(ErrorCode::kInvalidArgument,
-                              share_.files.front() + (share_.files.size() > 1 ? " and the other files of this worker" : "") +
+                              share_.files.front() +
+                                  (share_.files.size() > 1 ? " and the other files of this worker" : "") +
                                   ": no records in an epoch (empty files, or every record skipped as corrupt)");
         ++epoch_;
         records_this_epoch_ = 0;
@@ -135,9 +136,8 @@ Result<bool> TfrecordProducer::next(RawRecord& out) {
             continue;
         }
         const std::uint64_t r = reader_->record_index();
-        if (share_.split_records &&
-            (share_.global_index[current_] + r) % static_cast<std::uint64_t>(shard_.count) !=
-                static_cast<std::uint64_t>(shard_.index))
+        if (share_.split_records && (share_.global_index[current_] + r) % static_cast<std::uint64_t>(shard_.count) !=
+                                        static_cast<std::uint64_t>(shard_.index))
             continue;
         out.file = current_;
         out.index = r;

@@ -32,14 +32,14 @@ struct RawRecord {
 };
 
 class RecordProducer {
-public:
+  public:
     virtual ~RecordProducer() = default;
     // The next record into `out` (its buffer reused); false at the end of a pass (training
     // producers never end). Errors (kInvalidArgument) name the file and record.
     [[nodiscard]] virtual Result<bool> next(RawRecord& out) = 0;
     // "F" or "F: record 17 at offset 4096", for messages about a record.
     virtual std::string describe(const RawRecord& r) const = 0;
-    virtual bool examples() const = 0;  // records are tf.train.Example (else image files)
+    virtual bool examples() const = 0;                   // records are tf.train.Example (else image files)
     virtual std::uint64_t skipped() const { return 0; }  // corrupt records skipped so far
 };
 
@@ -47,7 +47,7 @@ public:
 [[nodiscard]] Result<void> read_whole_file(const std::string& path, std::vector<std::uint8_t>& out);
 
 class FolderProducer final : public RecordProducer {
-public:
+  public:
     // Training: `files` drawn by Sampler(files.size(), seed, shard) from position `start`
     // (examples drawn before). Pass: in order (seed, shard and start unused).
     FolderProducer(std::shared_ptr<const std::vector<std::string>> files,
@@ -57,7 +57,7 @@ public:
     std::string describe(const RawRecord& r) const override { return (*files_)[r.file]; }
     bool examples() const override { return false; }
 
-private:
+  private:
     std::shared_ptr<const std::vector<std::string>> files_;
     std::shared_ptr<const std::vector<std::int32_t>> labels_;
     bool training_;
@@ -76,7 +76,7 @@ struct FileShare {
 FileShare share_files(const std::vector<std::string>& all, ShardSpec shard);
 
 class TfrecordProducer final : public RecordProducer {
-public:
+  public:
     // Training: endless epochs over `share`, each epoch's file order a permutation drawn from
     // (seed, shard.index, restart_key, epoch). Pass: share.files once, in order.
     TfrecordProducer(FileShare share, ShardSpec shard, bool training, std::uint64_t seed, std::uint64_t restart_key,
@@ -86,7 +86,7 @@ public:
     bool examples() const override { return true; }
     std::uint64_t skipped() const override { return skipped_ + (reader_ ? reader_->skipped() : 0); }
 
-private:
+  private:
     void draw_order();  // order_ for epoch_
     Result<bool> open_next_file();
 

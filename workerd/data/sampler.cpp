@@ -19,23 +19,21 @@ Result<ShardSpec> parse_shard(std::string_view text) {
     if (slash == std::string_view::npos) return bad();
     const auto a = text.substr(0, slash), b = text.substr(slash + 1);
     if (std::from_chars(a.data(), a.data() + a.size(), spec.index).ptr != a.data() + a.size() ||
-        std::from_chars(b.data(), b.data() + b.size(), spec.count).ptr != b.data() + b.size() ||
-        a.empty() || b.empty() || spec.count < 1 || spec.index < 0 || spec.index >= spec.count) {
+        std::from_chars(b.data(), b.data() + b.size(), spec.count).ptr != b.data() + b.size() || a.empty() ||
+        b.empty() || spec.count < 1 || spec.index < 0 || spec.index >= spec.count) {
         return bad();
     }
     return spec;
 }
 
-Sampler::Sampler(std::size_t dataset_size, std::uint64_t seed, ShardSpec shard)
-    : seed_(seed), shard_(shard) {
+Sampler::Sampler(std::size_t dataset_size, std::uint64_t seed, ShardSpec shard) : seed_(seed), shard_(shard) {
     for (std::size_t i = static_cast<std::size_t>(shard.index); i < dataset_size;
          i += static_cast<std::size_t>(shard.count)) {
         order_.push_back(static_cast<std::uint32_t>(i));
     }
     if (order_.empty()) {
-        throw UsageError("--shard " + std::to_string(shard.index) + "/" +
-                         std::to_string(shard.count) + ": the shard of a " +
-                         std::to_string(dataset_size) + "-example dataset is empty");
+        throw UsageError("--shard " + std::to_string(shard.index) + "/" + std::to_string(shard.count) +
+                         ": the shard of a " + std::to_string(dataset_size) + "-example dataset is empty");
     }
     shuffle();
 }

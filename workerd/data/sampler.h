@@ -25,7 +25,7 @@ struct ShardSpec {
 // Shard i of n holds the examples whose index is congruent to i modulo n: shards are disjoint and
 // together cover the dataset. Not thread-safe.
 class Sampler {
-public:
+  public:
     // Throws UsageError when the shard is empty (more shards than examples).
     Sampler(std::size_t dataset_size, std::uint64_t seed, ShardSpec shard = {});
 
@@ -44,7 +44,7 @@ public:
     std::uint64_t epoch() const { return epoch_; }
     std::size_t shard_size() const { return order_.size(); }
 
-private:
+  private:
     void shuffle();
 
     std::uint64_t seed_;

@@ -8,13 +8,11 @@
 namespace psrun::worker {
 namespace {
 
-tl::unexpected<Error> unknown_format(const std::vector<std::uint8_t>& bytes,
-                                     const std::string& path) {
-    return bad_file(
-        path,
-        "bad magic: neither a NumPy .npy file (\\x93NUMPY) nor an IDX file (\\x00\\x00 type rank); "
-        "it starts with " +
-            first_bytes_hex(bytes) + " (for CIFAR batches write cifar10:FILE or cifar100:FILE)");
+tl::unexpected<Error> unknown_format(const std::vector<std::uint8_t>& bytes, const std::string& path) {
+    return bad_file(path,
+                    "bad magic: neither a NumPy .npy file (\\x93NUMPY) nor an IDX file (\\x00\\x00 type rank); "
+                    "it starts with " +
+                        first_bytes_hex(bytes) + " (for CIFAR batches write cifar10:FILE or cifar100:FILE)");
 }
 
 // Every load error is the user's option value: kInvalidArgument (exit 2), even a missing file.
@@ -28,8 +26,7 @@ std::vector<std::string> split_commas(const std::string& text) {
     std::size_t start = 0;
     while (true) {
         const std::size_t comma = text.find(',', start);
-        out.push_back(
-            text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+        out.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
         if (comma == std::string::npos) return out;
         start = comma + 1;
     }
@@ -64,8 +61,9 @@ Result<std::vector<std::uint8_t>> read_npy(const std::string& path, NpyHeader& h
     auto bytes = read_maybe_gzip(path);
     if (!bytes) return tl::unexpected(as_invalid(bytes.error()));
     if (!looks_like_npy(*bytes))
-        return bad_file(path, "not a NumPy .npy file (feature vectors, token ids and target vectors are read from "
-                              ".npy arrays of one row per example)");
+        return bad_file(path,
+                        "not a NumPy .npy file (feature vectors, token ids and target vectors are read from "
+                        ".npy arrays of one row per example)");
     PSRUN_TRY_ASSIGN(auto h, parse_npy_header(*bytes, path));
     header = h;
     return bytes;
@@ -91,7 +89,7 @@ Result<void> load_targets(const std::string& path, const ModelInput& model, Labe
 }  // namespace
 
 Result<void> load_example_inputs(const std::string& path, const ModelInput& model, ImageLayout layout,
-                                LabeledImages& out) {
+                                 LabeledImages& out) {
     if (model.input == InputKind::kImage) {
         auto images = read_images_file(path, layout);
         if (!images) return tl::unexpected(as_invalid(images.error()));
@@ -114,8 +112,8 @@ Result<void> load_example_inputs(const std::string& path, const ModelInput& mode
     return {};
 }
 
-Result<LabeledImages> load_split_files(const std::string& split, const SplitFiles& files,
-                                       ImageLayout layout, const ModelInput* model) {
+Result<LabeledImages> load_split_files(const std::string& split, const SplitFiles& files, ImageLayout layout,
+                                       const ModelInput* model) {
     if (model != nullptr && (model->input != InputKind::kImage || model->target != TargetKind::kClass) &&
         files.images.find(':') == std::string::npos) {
         if (files.labels.empty())
@@ -127,33 +125,30 @@ Result<LabeledImages> load_split_files(const std::string& split, const SplitFile
         return out;  // the counts are compared by check_fits_model
     }
     const std::size_t colon = files.images.find(':');
-    auto format = colon == std::string::npos
-                      ? Result<CifarFormat>(make_error(ErrorCode::kNotFound, ""))
-                      : parse_cifar_format(files.images.substr(0, colon));
+    auto format = colon == std::string::npos ? Result<CifarFormat>(make_error(ErrorCode::kNotFound, ""))
+                                             : parse_cifar_format(files.images.substr(0, colon));
     if (format) {  // otherwise a path (which may hold a colon)
         if (!files.labels.empty())
-            return make_error(ErrorCode::kInvalidArgument,
-                              "--" + split +
-                                  "-labels: CIFAR batches hold their labels; "
-                                  "give only --" +
-                                  split + "-images " + files.images);
+            return make_error(ErrorCode::kInvalidArgument, "--" + split +
+                                                               "-labels: CIFAR batches hold their labels; "
+                                                               "give only --" +
+                                                               split + "-images " + files.images);
         auto data = read_cifar(split_commas(files.images.substr(colon + 1)), *format);
         if (!data) return tl::unexpected(as_invalid(data.error()));
         return data;
     }
     if (files.labels.empty())
-        return make_error(ErrorCode::kInvalidArgument, "--" + split + "-images " + files.images +
-                                                           " needs --" + split + "-labels");
+        return make_error(ErrorCode::kInvalidArgument,
+                          "--" + split + "-images " + files.images + " needs --" + split + "-labels");
     auto images = read_images_file(files.images, layout);
     if (!images) return tl::unexpected(as_invalid(images.error()));
     auto labels = read_labels_file(files.labels);
     if (!labels) return tl::unexpected(as_invalid(labels.error()));
     const SplitNames names = split_names(split, files);
     if (labels->size() != images->count)
-        return make_error(ErrorCode::kInvalidArgument,
-                          names.labels + ": holds " + std::to_string(labels->size()) +
-                              " labels but " + names.images + " holds " +
-                              std::to_string(images->count) + " images");
+        return make_error(ErrorCode::kInvalidArgument, names.labels + ": holds " + std::to_string(labels->size()) +
+                                                           " labels but " + names.images + " holds " +
+                                                           std::to_string(images->count) + " images");
     LabeledImages out;
     out.images = std::move(*images);
     out.labels = std::move(*labels);

@@ -38,8 +38,7 @@ SplitNames split_names(const std::string& split, const SplitFiles& files);
 // too: it is a wrong option value). With `model` given and taking other than images and class
 // labels, the files are .npy arrays of one row per example read for it (workerd/data/npy_values.h):
 // feature vectors (any numeric dtype), token ids (integers), target vectors (any numeric dtype).
-[[nodiscard]] Result<LabeledImages> load_split_files(const std::string& split,
-                                                     const SplitFiles& files, ImageLayout layout,
-                                                     const ModelInput* model = nullptr);
+[[nodiscard]] Result<LabeledImages> load_split_files(const std::string& split, const SplitFiles& files,
+                                                     ImageLayout layout, const ModelInput* model = nullptr);
 
 }  // namespace psrun::worker

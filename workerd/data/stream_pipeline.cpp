@@ -8,8 +8,8 @@
 
 #include "common/option_checks.h"
 
-#include "workerd/data/batch_fill.h"
 #include "common/rng.h"
+#include "workerd/data/batch_fill.h"
 
 namespace psrun::worker {
 namespace {
@@ -53,8 +53,7 @@ StreamPipeline::StreamPipeline(PipelineConfig config, std::unique_ptr<RecordProd
         stop_threads();
         throw std::runtime_error("data pipeline: the host refused thread " + std::to_string(started + 1) + " of " +
                                  std::to_string(config_.threads + 2) + " (" + std::to_string(config_.threads) +
-                                 " decoding threads): " + e.what() +
-                                 "; give fewer --data-threads");
+                                 " decoding threads): " + e.what() + "; give fewer --data-threads");
     }
 }
 
@@ -87,14 +86,10 @@ std::unique_ptr<ReadyBatch> StreamPipeline::new_batch() {
     auto b = std::make_unique<ReadyBatch>();
     const ModelInput& m = config_.layout.model;
     const std::size_t n = config_.batch_size;
-    if (m.input == InputKind::kTokens)
-        b->inputs_i32.resize(n * static_cast<std::size_t>(m.length));
-    else
-        b->inputs_f32.resize(n * static_cast<std::size_t>(m.input_size()));
-    if (m.target == TargetKind::kClass)
-        b->labels.resize(n);
-    else
-        b->targets.resize(n * static_cast<std::size_t>(m.target_length));
+    if (m.input == InputKind::kTokens) b->inputs_i32.resize(n * static_cast<std::size_t>(m.length));
+    else b->inputs_f32.resize(n * static_cast<std::size_t>(m.input_size()));
+    if (m.target == TargetKind::kClass) b->labels.resize(n);
+    else b->targets.resize(n * static_cast<std::size_t>(m.target_length));
     return b;
 }
 

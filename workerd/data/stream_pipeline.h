@@ -61,7 +61,7 @@ struct ReadyBatch {
 };
 
 class StreamPipeline {
-public:
+  public:
     // Starts the threads.
     StreamPipeline(PipelineConfig config, std::unique_ptr<RecordProducer> producer);
     ~StreamPipeline();
@@ -77,7 +77,7 @@ public:
     // Records skipped as corrupt or undecodable so far (under CorruptRecords::kSkip).
     std::uint64_t skipped() const;
 
-private:
+  private:
     struct Chunk {
         std::uint64_t seq = 0;
         std::vector<RawRecord> raw;
@@ -110,10 +110,10 @@ private:
     std::string producer_label_;
 
     mutable std::mutex m_;
-    std::condition_variable cv_room_;      // reader: room for another chunk in flight
-    std::condition_variable cv_decode_;    // decoders: a chunk to decode
-    std::condition_variable cv_done_;      // assembler: a decoded chunk
-    std::condition_variable cv_ready_;     // consumer: a ready batch; assembler: room in the queue
+    std::condition_variable cv_room_;    // reader: room for another chunk in flight
+    std::condition_variable cv_decode_;  // decoders: a chunk to decode
+    std::condition_variable cv_done_;    // assembler: a decoded chunk
+    std::condition_variable cv_ready_;   // consumer: a ready batch; assembler: room in the queue
     bool stop_ = false;
     std::size_t in_flight_ = 0;
     std::size_t max_in_flight_ = 4;
@@ -122,9 +122,9 @@ private:
     std::vector<std::unique_ptr<Chunk>> spare_chunks_;
     std::deque<std::unique_ptr<ReadyBatch>> ready_;
     std::vector<std::unique_ptr<ReadyBatch>> spare_batches_;
-    bool finished_ = false;            // no batch will follow those in ready_
-    std::optional<Error> error_;       // raised by pop() once ready_ is drained
-    std::uint64_t skipped_ = 0;        // decode skips (the producer counts its own)
+    bool finished_ = false;       // no batch will follow those in ready_
+    std::optional<Error> error_;  // raised by pop() once ready_ is drained
+    std::uint64_t skipped_ = 0;   // decode skips (the producer counts its own)
     std::uint64_t producer_skipped_ = 0;
 
     // Assembler state (its thread only).

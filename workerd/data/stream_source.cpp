@@ -27,7 +27,7 @@ void StreamSource::start() {
 
 void StreamSource::seek(std::uint64_t examples) {
     skipped_before_ += pipeline_ ? pipeline_->skipped() : 0;
-    pipeline_.reset();  // stops its threads before the new one reads
+    pipeline_.reset();     // stops its threads before the new one reads
     examples_ = examples;  // the next batch starts a pipeline there
 }
 
@@ -36,9 +36,7 @@ DataPosition StreamSource::position() const {
     return {epoch_, 0, examples_, false};
 }
 
-std::uint64_t StreamSource::skipped_records() const {
-    return skipped_before_ + (pipeline_ ? pipeline_->skipped() : 0);
-}
+std::uint64_t StreamSource::skipped_records() const { return skipped_before_ + (pipeline_ ? pipeline_->skipped() : 0); }
 
 std::size_t StreamEvalSource::next(BatchView& out, std::size_t batch_size) {
     if (!pipeline_) pipeline_ = factory_(0, batch_size);

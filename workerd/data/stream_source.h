@@ -17,7 +17,7 @@ namespace psrun::worker {
 using PipelineFactory = std::function<std::unique_ptr<StreamPipeline>(std::uint64_t start, std::size_t batch_size)>;
 
 class StreamSource final : public BatchSource {
-public:
+  public:
     // The pipeline starts at start() or with the first batch (a source that is never drawn
     // from, as the evaluator's, reads nothing). `shard_size`: examples in this worker's share
     // when known (image folders: seek() and position() are exact), 0 for record files (seek
@@ -30,25 +30,25 @@ public:
     DataTime data_time() const override { return time_; }
     std::uint64_t skipped_records() const override;
 
-private:
+  private:
     PipelineFactory factory_;
     std::size_t batch_size_;
     std::size_t shard_size_;
     std::unique_ptr<StreamPipeline> pipeline_;
-    std::uint64_t examples_ = 0;  // drawn since the start (seek sets it)
-    std::uint64_t epoch_ = 0;     // of the last batch (record files)
+    std::uint64_t examples_ = 0;        // drawn since the start (seek sets it)
+    std::uint64_t epoch_ = 0;           // of the last batch (record files)
     std::uint64_t skipped_before_ = 0;  // by pipelines replaced by seek()
     DataTime time_;
 };
 
 class StreamEvalSource final : public EvalSource {
-public:
+  public:
     explicit StreamEvalSource(PipelineFactory factory) : factory_(std::move(factory)) {}
     void rewind() override { pipeline_.reset(); }
     std::size_t next(BatchView& out, std::size_t batch_size) override;
     std::size_t size() const override { return 0; }
 
-private:
+  private:
     PipelineFactory factory_;
     std::unique_ptr<StreamPipeline> pipeline_;
 };

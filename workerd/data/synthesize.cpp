@@ -5,10 +5,10 @@
 #include <filesystem>
 #include <thread>
 
+#include "common/rng.h"
 #include "workerd/data/example_proto.h"
 #include "workerd/data/image_encoder.h"
 #include "workerd/data/tfrecord_writer.h"
-#include "common/rng.h"
 
 namespace psrun::worker {
 namespace {
@@ -20,7 +20,8 @@ struct Encoded {
 
 // Encodes pool images t, t + threads, ... (one thread's share of encode_pool); the first
 // failure goes to `error`.
-void encode_slice(const SynthesizeOptions& o, unsigned t, unsigned threads, Encoded& pool, std::optional<Error>& error) {
+void encode_slice(const SynthesizeOptions& o, unsigned t, unsigned threads, Encoded& pool,
+                  std::optional<Error>& error) {
     for (std::size_t i = t; i < pool.records.size(); i += threads) {
         const int label = static_cast<int>(i % static_cast<std::size_t>(o.classes));
         const auto hwc = synthetic_image(o.shape, label, o.seed, i);
@@ -30,10 +31,8 @@ void encode_slice(const SynthesizeOptions& o, unsigned t, unsigned threads, Enco
             return;
         }
         const std::int64_t l = label;
-        pool.records[i] = ExampleBuilder()
-                              .add_bytes("image/encoded", *jpeg)
-                              .add_int64s("image/class/label", {&l, 1})
-                              .serialize();
+        pool.records[i] =
+            ExampleBuilder().add_bytes("image/encoded", *jpeg).add_int64s("image/class/label", {&l, 1}).serialize();
         pool.labels[i] = label;
     }
 }
@@ -85,8 +84,8 @@ std::string shard_name(const std::string& dir, const char* split, int i, int n) 
 
 Result<nlohmann::json> synthesize_tfrecords(const SynthesizeOptions& o) {
     if (o.out.empty()) return make_error(ErrorCode::kInvalidArgument, "give --out DIR");
-    if (!(o.gigabytes > 0) || o.classes < 1 || o.distinct < 1 || o.quality < 1 || o.quality > 100 || o.test_images < 0 ||
-        o.shards < 0)
+    if (!(o.gigabytes > 0) || o.classes < 1 || o.distinct < 1 || o.quality < 1 || o.quality > 100 ||
+        o.test_images < 0 || o.shards < 0)
         return make_error(ErrorCode::kInvalidArgument,
                           "--gigabytes > 0, --classes >= 1, --distinct >= 1, --quality 1-100, --shards >= 0");
     std::error_code ec;
@@ -113,7 +112,8 @@ Result<nlohmann::json> synthesize_tfrecords(const SynthesizeOptions& o) {
                     if (!n) errors[i] = n.error();
                     else records[i] = *n;
                 } catch (const std::exception& e) {
-                    errors[i] = Error{ErrorCode::kIo, "writing " + shard_name(o.out, "train", s, shards) + ": " + e.what()};
+                    errors[i] =
+                        Error{ErrorCode::kIo, "writing " + shard_name(o.out, "train", s, shards) + ": " + e.what()};
                 }
             }
         });
@@ -123,8 +123,9 @@ Result<nlohmann::json> synthesize_tfrecords(const SynthesizeOptions& o) {
     std::uint64_t train_records = 0;
     for (auto r : records) train_records += r;
     const std::string test = shard_name(o.out, "test", 0, 1);
-    PSRUN_TRY_ASSIGN(auto test_records, write_shard(test, pool, split < pool.records.size() ? split : 0, pool.records.size(),
-                                    static_cast<std::uint64_t>(o.test_images), 0, o.seed, 0));
+    PSRUN_TRY_ASSIGN(auto test_records,
+                     write_shard(test, pool, split < pool.records.size() ? split : 0, pool.records.size(),
+                                 static_cast<std::uint64_t>(o.test_images), 0, o.seed, 0));
     std::uint64_t bytes = 0;
     for (int s = 0; s < shards; ++s) bytes += std::filesystem::file_size(shard_name(o.out, "train", s, shards), ec);
     return nlohmann::json{
@@ -133,8 +134,8 @@ Result<nlohmann::json> synthesize_tfrecords(const SynthesizeOptions& o) {
         {"train_records", train_records},
         {"train_bytes", bytes},
         {"test_records", test_records},
-        {"shape", std::to_string(o.shape.channels) + "x" + std::to_string(o.shape.height) + "x" +
-                      std::to_string(o.shape.width)},
+        {"shape",
+         std::to_string(o.shape.channels) + "x" + std::to_string(o.shape.height) + "x" + std::to_string(o.shape.width)},
         {"classes", o.classes},
         {"distinct_images", o.distinct},
         {"quality", o.quality},

@@ -16,13 +16,13 @@
 namespace psrun::worker {
 
 struct SynthesizeOptions {
-    std::string out;         // directory (created)
-    double gigabytes = 1;    // of training shards (10^9 bytes)
+    std::string out;       // directory (created)
+    double gigabytes = 1;  // of training shards (10^9 bytes)
     ImageShape shape;
     int classes = 10;
-    int shards = 0;          // 0: one per ~256 MB
-    int quality = 90;        // JPEG
-    int distinct = 4096;     // images encoded
+    int shards = 0;       // 0: one per ~256 MB
+    int quality = 90;     // JPEG
+    int distinct = 4096;  // images encoded
     int test_images = 10000;
     std::uint64_t seed = 1;
 };

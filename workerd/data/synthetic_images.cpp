@@ -24,8 +24,9 @@ Result<ImageShape> parse_image_shape(std::string_view text) {
             s.width <= 4096)
             return s;
     }
-    return make_error(ErrorCode::kInvalidArgument,
-                      "--shape '" + std::string(text) + "': expected CxHxW with C 1 or 3 and sides 1-4096, e.g. 3x64x64");
+    return make_error(
+        ErrorCode::kInvalidArgument,
+        "--shape '" + std::string(text) + "': expected CxHxW with C 1 or 3 and sides 1-4096, e.g. 3x64x64");
 }
 
 std::vector<std::uint8_t> synthetic_image(const ImageShape& shape, int label, std::uint64_t seed, std::uint64_t index) {
@@ -59,7 +60,8 @@ std::vector<std::uint8_t> synthetic_image(const ImageShape& shape, int label, st
     }
     std::vector<std::uint8_t> out(img.size());
     for (std::size_t i = 0; i < img.size(); ++i)
-        out[i] = static_cast<std::uint8_t>(std::clamp(img[i] + static_cast<float>(40 * (rng.uniform() - 0.5)), 0.0f, 255.0f));
+        out[i] = static_cast<std::uint8_t>(
+            std::clamp(img[i] + static_cast<float>(40 * (rng.uniform() - 0.5)), 0.0f, 255.0f));
     return out;
 }
 

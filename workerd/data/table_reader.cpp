@@ -50,46 +50,48 @@ Result<Table> load_csv(const std::vector<std::uint8_t>& bytes, const std::string
     Table t;
     LabeledImages& d = t.data;
     std::size_t rows = 0;
-    auto ok = parse_csv(text, delimiter, path, [&](const std::vector<std::string>& f, std::size_t line) -> Result<void> {
-        if (header.empty()) {
-            header = f;
-            PSRUN_TRY_ASSIGN(auto found, TableTargets::find(header, columns.targets, path, model));
-            targets = std::move(found);
-            const auto& tg_cols = targets->columns();
-            if (columns.inputs.empty()) {
-                for (std::size_t c = 0; c < header.size(); ++c)
-                    if (std::find(tg_cols.begin(), tg_cols.end(), c) == tg_cols.end()) in_cols.push_back(c);
-            } else {
-                for (const auto& name : columns.inputs) {
-                    PSRUN_TRY_ASSIGN(auto c, find_column(header, name, path));
-                    in_cols.push_back(c);
+    auto ok =
+        parse_csv(text, delimiter, path, [&](const std::vector<std::string>& f, std::size_t line) -> Result<void> {
+            if (header.empty()) {
+                header = f;
+                PSRUN_TRY_ASSIGN(auto found, TableTargets::find(header, columns.targets, path, model));
+                targets = std::move(found);
+                const auto& tg_cols = targets->columns();
+                if (columns.inputs.empty()) {
+                    for (std::size_t c = 0; c < header.size(); ++c)
+                        if (std::find(tg_cols.begin(), tg_cols.end(), c) == tg_cols.end()) in_cols.push_back(c);
+                } else {
+                    for (const auto& name : columns.inputs) {
+                        PSRUN_TRY_ASSIGN(auto c, find_column(header, name, path));
+                        in_cols.push_back(c);
+                    }
+                }
+                if (in_cols.empty()) return invalid_argument(path + ": no input columns left besides the targets");
+                shape_input(d, model, in_cols.size());
+                return {};
+            }
+            const auto cell_error = [&](std::size_t c, const std::string& what) {
+                return invalid_argument(path + ": line " + std::to_string(line) + ", column '" + header[c] + "': '" +
+                                        f[c] + "' " + what);
+            };
+            for (std::size_t c : in_cols) {
+                if (d.input == InputKind::kTokens) {
+                    std::int64_t v = 0;
+                    if (!parse_int_cell(f[c], v)) return cell_error(c, "is not an integer token id");
+                    if (v < 0 || v >= model.vocabulary)
+                        return cell_error(c, "is out of the vocabulary 0-" + std::to_string(model.vocabulary - 1) +
+                                                 " of the model " + model.name);
+                    d.tokens.push_back(static_cast<std::int32_t>(v));
+                } else {
+                    float v = 0;
+                    if (!parse_float_cell(f[c], v)) return cell_error(c, "is not a number");
+                    d.images.f32.push_back(v);
                 }
             }
-            if (in_cols.empty()) return invalid_argument(path + ": no input columns left besides the targets");
-            shape_input(d, model, in_cols.size());
+            if (auto added = targets->add(f, line); !added) return added;
+            ++rows;
             return {};
-        }
-        const auto cell_error = [&](std::size_t c, const std::string& what) {
-            return invalid_argument(path + ": line " + std::to_string(line) + ", column '" + header[c] + "': '" + f[c] + "' " + what);
-        };
-        for (std::size_t c : in_cols) {
-            if (d.input == InputKind::kTokens) {
-                std::int64_t v = 0;
-                if (!parse_int_cell(f[c], v)) return cell_error(c, "is not an integer token id");
-                if (v < 0 || v >= model.vocabulary)
-                    return cell_error(c, "is out of the vocabulary 0-" + std::to_string(model.vocabulary - 1) +
-                                             " of the model " + model.name);
-                d.tokens.push_back(static_cast<std::int32_t>(v));
-            } else {
-                float v = 0;
-                if (!parse_float_cell(f[c], v)) return cell_error(c, "is not a number");
-                d.images.f32.push_back(v);
-            }
-        }
-        if (auto added = targets->add(f, line); !added) return added;
-        ++rows;
-        return {};
-    });
+        });
     if (!ok) return tl::unexpected(ok.error());
     if (rows == 0) return invalid_argument(path + ": a header but no rows");
     d.images.count = d.input == InputKind::kTokens ? 0 : rows;

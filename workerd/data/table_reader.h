@@ -24,7 +24,7 @@ namespace psrun::worker {
 enum class TableFormat { kCsv, kNpz };
 
 struct TableColumns {
-    std::vector<std::string> inputs;   // empty: the defaults above
+    std::vector<std::string> inputs;  // empty: the defaults above
     std::vector<std::string> targets;
 };
 

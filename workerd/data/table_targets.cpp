@@ -8,7 +8,8 @@
 
 namespace psrun::worker {
 
-Result<std::size_t> find_column(const std::vector<std::string>& header, const std::string& name, const std::string& path) {
+Result<std::size_t> find_column(const std::vector<std::string>& header, const std::string& name,
+                                const std::string& path) {
     const auto it = std::find(header.begin(), header.end(), name);
     if (it == header.end())
         return invalid_argument(path + ": no column '" + name + "' (the header names " + quoted_list(header) + ")");
@@ -24,8 +25,9 @@ Result<TableTargets> TableTargets::find(const std::vector<std::string>& header, 
     std::vector<std::string> targets = names;
     if (targets.empty()) {
         if (std::find(header.begin(), header.end(), "label") == header.end())
-            return invalid_argument(path + ": give --targets COLUMN[,COLUMN...] (no column is named 'label'; the header names " +
-                                    quoted_list(header) + ")");
+            return invalid_argument(
+                path + ": give --targets COLUMN[,COLUMN...] (no column is named 'label'; the header names " +
+                quoted_list(header) + ")");
         targets = {"label"};
     }
     for (const auto& name : targets) {
@@ -33,8 +35,9 @@ Result<TableTargets> TableTargets::find(const std::vector<std::string>& header, 
         t.columns_.push_back(c);
     }
     if (model.target == TargetKind::kClass && t.columns_.size() != 1)
-        return invalid_argument(path + ": --targets names " + std::to_string(t.columns_.size()) + " columns but the model " +
-                                model.name + " predicts one class (give one target column)");
+        return invalid_argument(path + ": --targets names " + std::to_string(t.columns_.size()) +
+                                " columns but the model " + model.name +
+                                " predicts one class (give one target column)");
     return t;
 }
 
@@ -62,8 +65,8 @@ Result<void> TableTargets::add(const std::vector<std::string>& f, std::size_t li
         if (kind_ == TargetKind::kVector) {
             float v = 0;
             if (!parse_float_cell(f[c], v))
-                return invalid_argument(path_ + ": line " + std::to_string(line) + ", column '" + header_[c] + "': '" + f[c] +
-                                        "' is not a number");
+                return invalid_argument(path_ + ": line " + std::to_string(line) + ", column '" + header_[c] + "': '" +
+                                        f[c] + "' is not a number");
             values_.push_back(v);
             continue;
         }
@@ -79,10 +82,8 @@ Result<void> TableTargets::finish(LabeledImages& d) const {
     d.target = kind_;
     if (absent_) {
         d.target_length = kind_ == TargetKind::kVector ? absent_width_ : 0;
-        if (kind_ == TargetKind::kVector)
-            d.targets.assign(rows_ * absent_width_, 0.0f);
-        else
-            d.labels.assign(rows_, 0);
+        if (kind_ == TargetKind::kVector) d.targets.assign(rows_ * absent_width_, 0.0f);
+        else d.labels.assign(rows_, 0);
         return {};
     }
     d.target_length = kind_ == TargetKind::kVector ? columns_.size() : 0;
@@ -92,7 +93,8 @@ Result<void> TableTargets::finish(LabeledImages& d) const {
     }
     if (class_ints_) {
         for (const auto v : ints_)
-            if (v < INT32_MIN || v > INT32_MAX) return invalid_argument(path_ + ": label " + std::to_string(v) + " does not fit int32");
+            if (v < INT32_MIN || v > INT32_MAX)
+                return invalid_argument(path_ + ": label " + std::to_string(v) + " does not fit int32");
         d.labels.assign(ints_.begin(), ints_.end());
         return {};
     }

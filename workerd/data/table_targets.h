@@ -14,7 +14,7 @@
 namespace psrun::worker {
 
 class TableTargets {
-public:
+  public:
     // Finds the columns `names` (empty: the column "label") in `header`. Errors (kInvalidArgument,
     // starting with `path`): a name the header lacks (listing the header), no "label" column
     // when none is named, a class model given other than one column.
@@ -40,18 +40,18 @@ public:
     // integer label beyond int32.
     [[nodiscard]] Result<void> finish(LabeledImages& d) const;
 
-private:
+  private:
     std::string path_;
     std::vector<std::string> header_;
     std::vector<std::size_t> columns_;
     TargetKind kind_ = TargetKind::kClass;
-    std::vector<std::string> names_;   // class targets as written
-    std::vector<std::int64_t> ints_;   // class targets as integers while they all are
+    std::vector<std::string> names_;  // class targets as written
+    std::vector<std::int64_t> ints_;  // class targets as integers while they all are
     bool class_ints_ = true;
-    std::vector<float> values_;        // vector targets
-    bool absent_ = false;              // absent(): no columns, zeros
-    std::size_t absent_width_ = 0;     // absent() of a vector model: its target_length
-    std::size_t rows_ = 0;             // absent(): the rows added
+    std::vector<float> values_;     // vector targets
+    bool absent_ = false;           // absent(): no columns, zeros
+    std::size_t absent_width_ = 0;  // absent() of a vector model: its target_length
+    std::size_t rows_ = 0;          // absent(): the rows added
 };
 
 // Finds `name` in `header`: its index, or an error naming `path` and listing the header.

@@ -26,7 +26,7 @@ std::uint32_t masked_crc(const std::uint8_t* p, std::size_t n) {
 }
 
 class MemoryStream final : public ByteStream {
-public:
+  public:
     explicit MemoryStream(const std::vector<std::uint8_t>& bytes) : bytes_(bytes) {}
     Result<std::size_t> read(std::uint8_t* dst, std::size_t n) override {
         const std::size_t got = std::min(n, bytes_.size() - pos_);
@@ -35,14 +35,14 @@ public:
         return got;
     }
 
-private:
+  private:
     const std::vector<std::uint8_t>& bytes_;
     std::size_t pos_ = 0;
 };
 
 // zlib's gz reader: plain files pass through, gzip files are inflated.
 class GzStream final : public ByteStream {
-public:
+  public:
     GzStream(gzFile f, bool compressed) : f_(f), compressed_(compressed) {}
     ~GzStream() override { gzclose(f_); }
     GzStream(const GzStream&) = delete;
@@ -55,8 +55,9 @@ public:
             if (r < 0) {
                 int code = 0;
                 const char* msg = gzerror(f_, &code);
-                return make_error(ErrorCode::kInvalidArgument, std::string(compressed_ ? "corrupt gzip data (" : "read error (") +
-                                                                   (msg != nullptr ? msg : "?") + ")");
+                return make_error(ErrorCode::kInvalidArgument,
+                                  std::string(compressed_ ? "corrupt gzip data (" : "read error (") +
+                                      (msg != nullptr ? msg : "?") + ")");
             }
             if (r == 0) break;
             got += static_cast<std::size_t>(r);
@@ -64,7 +65,7 @@ public:
         return got;
     }
 
-private:
+  private:
     gzFile f_;
     bool compressed_;
 };
@@ -104,10 +105,9 @@ Result<std::unique_ptr<TfrecordReader>> TfrecordReader::open(const std::string& 
 }
 
 tl::unexpected<Error> TfrecordReader::fail(const std::string& problem) const {
-    return make_error(ErrorCode::kInvalidArgument, path_ + ": record " + std::to_string(index_) + " at offset " +
-                                                       std::to_string(record_offset_) +
-                                                       (compressed_ ? " (of the inflated stream)" : "") + ": " +
-                                                       problem);
+    return make_error(ErrorCode::kInvalidArgument,
+                      path_ + ": record " + std::to_string(index_) + " at offset " + std::to_string(record_offset_) +
+                          (compressed_ ? " (of the inflated stream)" : "") + ": " + problem);
 }
 
 Result<std::size_t> TfrecordReader::read(std::uint8_t* dst, std::size_t n) {

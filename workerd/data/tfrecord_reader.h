@@ -29,14 +29,14 @@ inline constexpr std::uint64_t kMaxRecordBytes = std::uint64_t{256} << 20;
 
 // Where a reader's bytes come from: a file through zlib's gz reader, or memory.
 class ByteStream {
-public:
+  public:
     virtual ~ByteStream() = default;
     // Up to n bytes into dst; fewer only at the end. Errors: a message without the path.
     virtual Result<std::size_t> read(std::uint8_t* dst, std::size_t n) = 0;
 };
 
 class TfrecordReader {
-public:
+  public:
     // Opens `path` (gzip or not). Missing or unreadable: kInvalidArgument naming it.
     [[nodiscard]] static Result<std::unique_ptr<TfrecordReader>> open(const std::string& path, CorruptRecords policy);
     ~TfrecordReader();
@@ -58,7 +58,7 @@ public:
     // A reader over any stream; `path` names it in messages.
     TfrecordReader(std::string path, std::unique_ptr<ByteStream> stream, bool compressed, CorruptRecords policy);
 
-private:
+  private:
     // Reads exactly n bytes (fewer only at the end of the file); returns how many.
     Result<std::size_t> read(std::uint8_t* dst, std::size_t n);
     tl::unexpected<Error> fail(const std::string& problem) const;

@@ -15,7 +15,7 @@ namespace psrun::worker {
 std::vector<std::uint8_t> frame_tfrecord(std::span<const std::uint8_t> data);
 
 class TfrecordWriter {
-public:
+  public:
     // Creates (truncates) `path`; gzip: compress the whole stream. Errors: kIo naming the path.
     [[nodiscard]] static Result<TfrecordWriter> create(const std::string& path, bool gzip);
     TfrecordWriter(TfrecordWriter&& other) noexcept;
@@ -28,7 +28,7 @@ public:
     [[nodiscard]] Result<void> close();
     std::uint64_t bytes_written() const { return bytes_; }  // before compression
 
-private:
+  private:
     TfrecordWriter(std::string path, void* file) : path_(std::move(path)), file_(file) {}
     std::string path_;
     void* file_;  // gzFile

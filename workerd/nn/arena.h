@@ -10,7 +10,7 @@
 namespace psrun::nn {
 
 class Arena {
-public:
+  public:
     // Reserves `reserve` bytes of address space; valid() is false when the system refuses.
     explicit Arena(std::size_t reserve);
     ~Arena();
@@ -23,7 +23,7 @@ public:
     bool grow(std::size_t bytes);
     char* base() const { return base_; }
 
-private:
+  private:
     char* base_ = nullptr;
     std::size_t reserved_ = 0;
     std::size_t usable_ = 0;

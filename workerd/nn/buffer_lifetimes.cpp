@@ -92,7 +92,8 @@ void share_gradients(NetworkPlan& plan) {
         const int c = k.outputs.front();
         ValueState& out = plan.values[static_cast<std::size_t>(c)];
         int out_first = 0, out_last = 0;
-        if (!out.needs_grad || out.kept || out.producer != here || !gradient_steps(plan, out, here, true, out_first, out_last))
+        if (!out.needs_grad || out.kept || out.producer != here ||
+            !gradient_steps(plan, out, here, true, out_first, out_last))
             continue;
         if (out.grad_group >= 0) {  // what the buffer held before must have ended
             bool ended = true;
@@ -120,7 +121,8 @@ void share_gradients(NetworkPlan& plan) {
                 if (w.first != here) change = std::min(change, backward_step(plan, w.first));
             candidates.push_back(Candidate{vi, last, change});
         }
-        std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) { return a.last < b.last; });
+        std::sort(candidates.begin(), candidates.end(),
+                  [](const Candidate& a, const Candidate& b) { return a.last < b.last; });
         std::vector<Candidate> chosen;
         for (const auto& cand : candidates) {
             bool apart = true;

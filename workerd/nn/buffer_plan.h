@@ -22,7 +22,7 @@
 namespace psrun::nn {
 
 class BufferPlan {
-public:
+  public:
     static constexpr std::size_t kAlignment = 64;
     // A last step no step reaches: the buffer is read after the training step (the model output).
     static constexpr int kForever = std::numeric_limits<int>::max();
@@ -67,7 +67,7 @@ public:
 
     static std::size_t aligned(std::size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
 
-private:
+  private:
     static bool overlap_in_time(const Buffer& a, int first, int last) { return a.first <= last && first <= a.last; }
 
     // The offset of the smallest gap of at least `need` bytes among `taken` ((begin, end) byte

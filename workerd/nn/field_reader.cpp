@@ -96,8 +96,7 @@ std::string join_names(const std::vector<std::string_view>& names) {
     return out;
 }
 
-FieldReader::FieldReader(const nlohmann::json& object, std::string where)
-    : object_(object), where_(std::move(where)) {}
+FieldReader::FieldReader(const nlohmann::json& object, std::string where) : object_(object), where_(std::move(where)) {}
 
 bool FieldReader::has(std::string_view field) const { return object_.contains(field); }
 
@@ -237,10 +236,10 @@ Result<void> FieldReader::finish() const {
     for (const auto& [key, value] : object_.items()) {
         if (known_.count(key) != 0) continue;
         std::vector<std::string_view> names(known_.begin(), known_.end());
-        return tl::unexpected(Error{ErrorCode::kInvalidArgument,
-                                    where_ + ": unknown field \"" + describe_value(key).substr(1) +
-                                        " (did you mean \"" + closest_name(key, names) +
-                                        "\"? known fields: " + join_names(names) + ")"});
+        return tl::unexpected(Error{ErrorCode::kInvalidArgument, where_ + ": unknown field \"" +
+                                                                     describe_value(key).substr(1) +
+                                                                     " (did you mean \"" + closest_name(key, names) +
+                                                                     "\"? known fields: " + join_names(names) + ")"});
     }
     return {};
 }

@@ -19,7 +19,7 @@
 namespace psrun::nn {
 
 class FieldReader {
-public:
+  public:
     // REQUIRES: object.is_object(); object outlives the reader.
     FieldReader(const nlohmann::json& object, std::string where);
 
@@ -29,15 +29,15 @@ public:
     void allow(std::string_view field);
 
     // An integer in [min, max]; `fallback` when absent (absent without fallback: an error).
-    Result<std::int64_t> integer(std::string_view field, std::optional<std::int64_t> fallback,
-                                 std::int64_t min, std::int64_t max);
+    Result<std::int64_t> integer(std::string_view field, std::optional<std::int64_t> fallback, std::int64_t min,
+                                 std::int64_t max);
     // An integer or [h, w] of integers, each in [1, max].
     Result<Extent2> extent(std::string_view field, std::optional<Extent2> fallback, std::int64_t max);
     // A list of integers, each in [min, max]: exactly `count` of them (count 0: 1 or more, at
     // most 16); `fallback` when absent.
     Result<std::vector<std::int64_t>> integers(std::string_view field,
-                                               std::optional<std::vector<std::int64_t>> fallback,
-                                               std::size_t count, std::int64_t min, std::int64_t max);
+                                               std::optional<std::vector<std::int64_t>> fallback, std::size_t count,
+                                               std::int64_t min, std::int64_t max);
     // A finite number; the caller checks its range (with fail()).
     Result<double> number(std::string_view field, std::optional<double> fallback);
     Result<bool> boolean(std::string_view field, std::optional<bool> fallback);
@@ -53,7 +53,7 @@ public:
     // An error for the first field no read asked for, naming the closest known field.
     Result<void> finish() const;
 
-private:
+  private:
     // A missing required field; when a field nobody reads is spelt close to it ("filter" for
     // "filters"), the error names that one instead.
     Error missing(std::string_view field, const std::string& expected) const;

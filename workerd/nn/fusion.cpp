@@ -5,11 +5,10 @@
 #include "workerd/nn/kernels/conv1_pool.h"
 #include "workerd/nn/kernels/max_pool.h"
 #include "workerd/nn/ops/conv.h"
-#include "workerd/nn/ops/pool.h"
 #include "workerd/nn/ops/ops.h"
+#include "workerd/nn/ops/pool.h"
 
 namespace psrun::nn {
-
 
 namespace {
 
@@ -117,8 +116,9 @@ std::vector<KernelGroup> plan_kernels(const FusionQuery& q) {
             g.nodes = {i};
             g.kernel = make_kernel(nodes[i].op);
         }
-        if (!g.kernel) throw std::runtime_error("layer " + std::to_string(i) + " (" + nodes[i].op + " \"" + nodes[i].name +
-                                                "\"): the engine has no kernel for kind " + nodes[i].op);
+        if (!g.kernel)
+            throw std::runtime_error("layer " + std::to_string(i) + " (" + nodes[i].op + " \"" + nodes[i].name +
+                                     "\"): the engine has no kernel for kind " + nodes[i].op);
         i += g.nodes.size();
         groups.push_back(std::move(g));
     }

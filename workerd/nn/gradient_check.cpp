@@ -18,33 +18,36 @@ Error batch_error(std::string what) { return Error{ErrorCode::kInvalidArgument, 
 Result<void> check_batch(const ModelDescription& model, const CheckBatch& batch) {
     if (batch.size < 1) return tl::unexpected(batch_error("the batch is empty"));
     if (batch.inputs.size() != model.inputs.size())
-        return tl::unexpected(batch_error("the batch has " + std::to_string(batch.inputs.size()) + " inputs where the model has " +
-                                          std::to_string(model.inputs.size())));
+        return tl::unexpected(batch_error("the batch has " + std::to_string(batch.inputs.size()) +
+                                          " inputs where the model has " + std::to_string(model.inputs.size())));
     for (std::size_t i = 0; i < model.inputs.size(); ++i) {
         const InputDef& in = model.inputs[i];
         const auto per_example = elements_per_example(in.info.dims);
-        if (!per_example) return tl::unexpected(batch_error("the model's input " + in.name + " has no fixed size per example"));
+        if (!per_example)
+            return tl::unexpected(batch_error("the model's input " + in.name + " has no fixed size per example"));
         const auto want = static_cast<std::size_t>(batch.size * *per_example);
         const bool ids = in.info.type == ElementType::kInt;
         const std::size_t have = ids ? batch.inputs[i].ids.size() : batch.inputs[i].values.size();
         if (have != want)
-            return tl::unexpected(batch_error("the input " + in.name + " holds " + std::to_string(have) + " values where " +
-                                              std::to_string(batch.size) + " examples of " + shape_text(in.info.dims) +
-                                              " need " + std::to_string(want)));
+            return tl::unexpected(batch_error("the input " + in.name + " holds " + std::to_string(have) +
+                                              " values where " + std::to_string(batch.size) + " examples of " +
+                                              shape_text(in.info.dims) + " need " + std::to_string(want)));
     }
     if (!model.labels_used()) {
         // A graph loss without a label input: nothing to check.
     } else if (model.classification()) {
         if (batch.labels.size() != static_cast<std::size_t>(batch.size))
-            return tl::unexpected(batch_error(std::to_string(batch.labels.size()) + " labels for " + std::to_string(batch.size) +
-                                              " examples"));
+            return tl::unexpected(batch_error(std::to_string(batch.labels.size()) + " labels for " +
+                                              std::to_string(batch.size) + " examples"));
         for (const auto label : batch.labels)
             if (label < 0 || label >= model.classes)
-                return tl::unexpected(batch_error("label " + std::to_string(label) + " is not a class of this model (0 to " +
+                return tl::unexpected(batch_error("label " + std::to_string(label) +
+                                                  " is not a class of this model (0 to " +
                                                   std::to_string(model.classes - 1) + ")"));
     } else if (batch.targets.size() != static_cast<std::size_t>(batch.size * model.classes)) {
-        return tl::unexpected(batch_error(std::to_string(batch.targets.size()) + " targets where " + std::to_string(batch.size) +
-                                          " x " + std::to_string(model.classes) + " are needed"));
+        return tl::unexpected(batch_error(std::to_string(batch.targets.size()) + " targets where " +
+                                          std::to_string(batch.size) + " x " + std::to_string(model.classes) +
+                                          " are needed"));
     }
     return {};
 }
@@ -52,7 +55,8 @@ Result<void> check_batch(const ModelDescription& model, const CheckBatch& batch)
 void load_batch(Network& network, const CheckBatch& batch) {
     for (std::size_t i = 0; i < batch.inputs.size(); ++i) {
         const CheckInput& in = batch.inputs[i];
-        if (network.model().inputs[i].info.type == ElementType::kInt) std::copy(in.ids.begin(), in.ids.end(), network.input_ids(i).begin());
+        if (network.model().inputs[i].info.type == ElementType::kInt)
+            std::copy(in.ids.begin(), in.ids.end(), network.input_ids(i).begin());
         else std::copy(in.values.begin(), in.values.end(), network.input(i).begin());
     }
     if (!network.model().labels_used()) return;
@@ -105,8 +109,8 @@ Result<GradientCheck> check_gradients(const ModelDescription& model, std::span<c
                                       const CheckBatch& batch, const GradientCheckOptions& options) {
     PSRUN_TRY(check_batch(model, batch));
     if (params.size() != static_cast<std::size_t>(model.parameter_count))
-        return tl::unexpected(batch_error("the parameters hold " + std::to_string(params.size()) + " values where the model has " +
-                                          std::to_string(model.parameter_count)));
+        return tl::unexpected(batch_error("the parameters hold " + std::to_string(params.size()) +
+                                          " values where the model has " + std::to_string(model.parameter_count)));
     GradientCheck check;
     std::vector<float> theta(params.begin(), params.end());
     check.gradients.assign(theta.size(), 0.0f);
@@ -124,7 +128,8 @@ Result<GradientCheck> check_gradients(const ModelDescription& model, std::span<c
             check.input_gradients.emplace_back(g.begin(), g.end());
         }
     net_options.input_gradient = false;
-    if (!std::isfinite(check.loss)) return tl::unexpected(batch_error("the loss is not finite: " + std::to_string(check.loss)));
+    if (!std::isfinite(check.loss))
+        return tl::unexpected(batch_error("the loss is not finite: " + std::to_string(check.loss)));
 
     std::vector<float> bf16_gradients;
     if (options.compare_bf16 && engine_bf16_supported()) {

@@ -37,10 +37,10 @@ struct CheckBatch {
 };
 
 struct GradientCheckOptions {
-    std::uint64_t seed = 1;           // dropout masks (the same in every evaluation)
-    bool finite_differences = true;   // the per-tensor directional check (2 forwards per tensor)
-    bool compare_bf16 = true;         // where the CPU has bf16
-    bool input_gradients = false;     // also dL/d(input) for every float input
+    std::uint64_t seed = 1;          // dropout masks (the same in every evaluation)
+    bool finite_differences = true;  // the per-tensor directional check (2 forwards per tensor)
+    bool compare_bf16 = true;        // where the CPU has bf16
+    bool input_gradients = false;    // also dL/d(input) for every float input
 };
 
 struct TensorCheck {
@@ -63,8 +63,8 @@ struct GradientCheck {
     // With GradientCheckOptions::input_gradients: per model input, dL/d(input) (f32, the
     // input's layout; empty for an int input).
     std::vector<std::vector<float>> input_gradients;
-    std::vector<float> outputs;        // the model output of the batch's forward, f32 [N, classes]
-    std::string bf16_note;             // why bf16 was not compared, when it was not
+    std::vector<float> outputs;  // the model output of the batch's forward, f32 [N, classes]
+    std::string bf16_note;       // why bf16 was not compared, when it was not
 };
 
 // Runs the check on `params` (model.parameter_count values). Errors: the network cannot be

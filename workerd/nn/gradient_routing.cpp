@@ -41,8 +41,8 @@ std::string unasked_gradients(const NetworkPlan& plan, const KernelState& k, con
     for (std::size_t i = 0; i < k.inputs.size(); ++i) {
         const ValueState& v = plan.values.at(static_cast<std::size_t>(k.inputs[i]));
         if (v.needs_grad && !(i < asked.size() && asked[i]))
-            return "kernel " + k.label + " never asked for the gradient of input " + std::to_string(i) + " ('" + v.name +
-                   "'), which needs one: its build must call input_diff(" + std::to_string(i) + ")";
+            return "kernel " + k.label + " never asked for the gradient of input " + std::to_string(i) + " ('" +
+                   v.name + "'), which needs one: its build must call input_diff(" + std::to_string(i) + ")";
     }
     return "";
 }

@@ -15,8 +15,7 @@ const char* kNameRule = "1 to 200 of A-Z a-z 0-9 _ - . /";
 
 }  // namespace
 
-GraphBuilder::GraphBuilder(ModelDescription& model, std::string prefix)
-    : model_(model), prefix_(std::move(prefix)) {
+GraphBuilder::GraphBuilder(ModelDescription& model, std::string prefix) : model_(model), prefix_(std::move(prefix)) {
     for (const auto& input : model_.inputs) model_.values.emplace(input.name, input.info);
 }
 
@@ -50,13 +49,13 @@ Result<std::vector<std::string>> GraphBuilder::parse_inputs(const nlohmann::json
     } else if (raw.is_array() && (!raw.empty() || no_inputs)) {
         for (const auto& v : raw) {
             if (!v.is_string())
-                return tl::unexpected(invalid(where + ": field \"inputs\": expected value names, got " +
-                                              describe_value(v)));
+                return tl::unexpected(
+                    invalid(where + ": field \"inputs\": expected value names, got " + describe_value(v)));
             names.push_back(v.get<std::string>());
         }
     } else {
-        return tl::unexpected(invalid(where + ": field \"inputs\": expected a value name or a list of them, got " +
-                                      describe_value(raw)));
+        return tl::unexpected(
+            invalid(where + ": field \"inputs\": expected a value name or a list of them, got " + describe_value(raw)));
     }
     for (const auto& n : names) {
         if (model_.values.count(n) == 0)
@@ -79,10 +78,12 @@ Result<const Node*> GraphBuilder::add(const nlohmann::json& layer) {
     const OpSchema* schema = kind_value.is_string() ? find_op(kind_value.get_ref<const std::string&>()) : nullptr;
     if (schema == nullptr) {
         const std::string hint = kind_value.is_string()
-                                     ? " (did you mean \"" + closest_name(kind_value.get_ref<const std::string&>(), kinds) +
+                                     ? " (did you mean \"" +
+                                           closest_name(kind_value.get_ref<const std::string&>(), kinds) +
                                            "\"? known kinds: "
                                      : " (known kinds: ";
-        return tl::unexpected(invalid(at + ": unknown kind " + describe_value(kind_value) + hint + join_names(kinds) + ")"));
+        return tl::unexpected(
+            invalid(at + ": unknown kind " + describe_value(kind_value) + hint + join_names(kinds) + ")"));
     }
     const std::string kind(schema->kind);
     Node node;
@@ -92,8 +93,8 @@ Result<const Node*> GraphBuilder::add(const nlohmann::json& layer) {
     if (layer.contains("name")) {
         const auto& name = layer.at("name");
         if (!name.is_string() || !valid_value_name(name.get_ref<const std::string&>()))
-            return tl::unexpected(invalid(where + ": field \"name\": expected " + kNameRule + ", got " +
-                                          describe_value(name)));
+            return tl::unexpected(
+                invalid(where + ": field \"name\": expected " + kNameRule + ", got " + describe_value(name)));
         node.name = name.get<std::string>();
         node.named = true;
         where = at + " (" + kind + " \"" + node.name + "\")";
@@ -106,12 +107,13 @@ Result<const Node*> GraphBuilder::add(const nlohmann::json& layer) {
     if (reader.has("tensors")) {
         const auto& bindings = reader.raw("tensors");
         if (!bindings.is_object())
-            return tl::unexpected(reader.fail("tensors", "expected {\"slot\": \"tensor name\", ...}, got " +
-                                                             describe_value(bindings)));
+            return tl::unexpected(
+                reader.fail("tensors", "expected {\"slot\": \"tensor name\", ...}, got " + describe_value(bindings)));
         for (const auto& [slot, target] : bindings.items()) {
             if (!target.is_string() || !valid_value_name(target.get_ref<const std::string&>()))
-                return tl::unexpected(reader.fail("tensors", "slot \"" + slot.substr(0, 40) + "\": expected a name of " +
-                                                                 kNameRule + ", got " + describe_value(target)));
+                return tl::unexpected(reader.fail("tensors", "slot \"" + slot.substr(0, 40) +
+                                                                 "\": expected a name of " + kNameRule + ", got " +
+                                                                 describe_value(target)));
             node.bindings[slot] = target.get<std::string>();
         }
     }
@@ -120,10 +122,11 @@ Result<const Node*> GraphBuilder::add(const nlohmann::json& layer) {
     PSRUN_TRY_ASSIGN(auto inputs, parse_inputs(layer, where, schema->max_inputs == 0));
     const auto count = static_cast<int>(inputs.size());
     if (count < schema->min_inputs || (schema->max_inputs >= 0 && count > schema->max_inputs)) {
-        const std::string wanted = schema->max_inputs < 0 ? "at least " + std::to_string(schema->min_inputs)
-                                   : schema->min_inputs == schema->max_inputs
-                                       ? std::to_string(schema->min_inputs)
-                                       : std::to_string(schema->min_inputs) + " to " + std::to_string(schema->max_inputs);
+        const std::string wanted =
+            schema->max_inputs < 0 ? "at least " + std::to_string(schema->min_inputs)
+            : schema->min_inputs == schema->max_inputs
+                ? std::to_string(schema->min_inputs)
+                : std::to_string(schema->min_inputs) + " to " + std::to_string(schema->max_inputs);
         return tl::unexpected(invalid(where + ": field \"inputs\": takes " + wanted + " input" +
                                       (wanted == "1" ? "" : "s") + ", got " + std::to_string(count)));
     }
@@ -151,8 +154,9 @@ Result<const Node*> GraphBuilder::add(const nlohmann::json& layer) {
                 if (!slots.empty()) slots += ", ";
                 slots += s;
             }
-            return tl::unexpected(invalid(where + ": field \"tensors\": this layer has no slot \"" + slot.substr(0, 40) +
-                                          "\" (its slots: " + (slots.empty() ? "none" : slots) + ")"));
+            return tl::unexpected(invalid(where + ": field \"tensors\": this layer has no slot \"" +
+                                          slot.substr(0, 40) + "\" (its slots: " + (slots.empty() ? "none" : slots) +
+                                          ")"));
         }
     }
     for (std::size_t i = 0; i < node.outputs.size(); ++i) {
@@ -170,7 +174,8 @@ Result<const Node*> GraphBuilder::add(const nlohmann::json& layer) {
     return &model_.nodes.back();
 }
 
-Result<void> GraphBuilder::finish(const std::string& output, const std::string& labels, const std::vector<Head>* heads) {
+Result<void> GraphBuilder::finish(const std::string& output, const std::string& labels,
+                                  const std::vector<Head>* heads) {
     if (model_.nodes.empty()) return tl::unexpected(invalid(prefix_ + ": no layers"));
     for (std::size_t i = 0; i < model_.inputs.size(); ++i) {
         bool read = false;
@@ -185,10 +190,11 @@ Result<void> GraphBuilder::finish(const std::string& output, const std::string& 
     model_.output = output.empty() ? model_.nodes.back().outputs.front() : output;
     const auto it = model_.values.find(model_.output);
     if (it == model_.values.end())
-        return tl::unexpected(invalid(prefix_ + ": field \"output\": \"" + model_.output + "\" is not a value of the model"));
+        return tl::unexpected(
+            invalid(prefix_ + ": field \"output\": \"" + model_.output + "\" is not a value of the model"));
     const ValueInfo& out = it->second;
-    const bool logits = out.type == ElementType::kFloat && out.rank() == 2 && out.dims[0] == Dim::batch_times(1) &&
-                        !out.dims[1].batch;
+    const bool logits =
+        out.type == ElementType::kFloat && out.rank() == 2 && out.dims[0] == Dim::batch_times(1) && !out.dims[1].batch;
     const std::string what = model_.default_output ? "the last layer's output" : "the output \"" + model_.output + "\"";
     if (model_.loss == LossKind::kGraph) {
         if (auto ok = resolve_heads(model_, heads); !ok)
@@ -199,8 +205,10 @@ Result<void> GraphBuilder::finish(const std::string& output, const std::string& 
         if (!logits || out.dims[1].value != model_.classes)
             return tl::unexpected(invalid(
                 prefix_ + ": " + what + " is " + to_string(out.dims) + "; the loss needs the logits: " +
-                (model_.classes > 0 ? "N x " + std::to_string(model_.classes) + " (end with a dense layer of \"classes\" units)"
-                                    : std::string("N x C floats, one score per class (flatten, or end with a dense layer of C units)"))));
+                (model_.classes > 0
+                     ? "N x " + std::to_string(model_.classes) + " (end with a dense layer of \"classes\" units)"
+                     : std::string(
+                           "N x C floats, one score per class (flatten, or end with a dense layer of C units)"))));
     } else {
         if (!logits || (model_.classes != 0 && out.dims[1].value != model_.classes))
             return tl::unexpected(invalid(prefix_ + ": " + what + " is " + to_string(out.dims) + "; the loss " +

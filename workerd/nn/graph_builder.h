@@ -16,7 +16,7 @@
 namespace psrun::nn {
 
 class GraphBuilder {
-public:
+  public:
     // `model` has its inputs set; errors start with `prefix` ("model F").
     GraphBuilder(ModelDescription& model, std::string prefix);
 
@@ -33,9 +33,10 @@ public:
     // After the last layer: the output (`output` empty: the last node's), the loss's checks,
     // totals; a graph loss's heads (`heads`: the description's "heads", else found) and label
     // input (`labels`, or found): graph_loss.h. Errors name what does not fit.
-    Result<void> finish(const std::string& output, const std::string& labels = {}, const std::vector<Head>* heads = nullptr);
+    Result<void> finish(const std::string& output, const std::string& labels = {},
+                        const std::vector<Head>* heads = nullptr);
 
-private:
+  private:
     // The model's input names, quoted, for errors: "\"x\", \"meta\"".
     std::string input_names() const;
     // The layer's "inputs", by default the previous value (none for kinds without inputs).

@@ -42,7 +42,8 @@ std::vector<Head> find_heads(const ModelDescription& model) {
         for (const auto& [at, h] : found)
             if (h.value == value) return;
         const auto it = producer.find(value);
-        found.emplace_back(it == producer.end() ? 0 : it->second + 1, Head{value, kind, target, model.value(value).dims[1].value});
+        found.emplace_back(it == producer.end() ? 0 : it->second + 1,
+                           Head{value, kind, target, model.value(value).dims[1].value});
     };
     for (const auto& node : model.nodes) {
         if (is_label_loss(node)) {
@@ -70,7 +71,8 @@ std::vector<Head> find_heads(const ModelDescription& model) {
             if (!per_example_scores(x) || !float_target(model, target, x)) continue;
             bool softplus = false;
             for (const auto& reader : model.nodes)
-                softplus = softplus || (reader.op == "softplus" && reader.data_inputs >= 1 && reader.inputs[0] == other);
+                softplus =
+                    softplus || (reader.op == "softplus" && reader.data_inputs >= 1 && reader.inputs[0] == other);
             if (softplus) add(other, HeadKind::kSigmoid, target);
         }
     }
@@ -105,10 +107,12 @@ Result<void> resolve_heads(ModelDescription& model, const std::vector<Head>* giv
         Head h = (*given)[i];
         const std::string where = "heads[" + std::to_string(i) + "]: ";
         if (model.values.count(h.value) == 0)
-            return tl::unexpected(graph_loss_error(where + "\"output\" \"" + h.value + "\" is not a value of the model"));
+            return tl::unexpected(
+                graph_loss_error(where + "\"output\" \"" + h.value + "\" is not a value of the model"));
         const ValueInfo& scores = model.value(h.value);
         if (!per_example_scores(scores))
-            return tl::unexpected(graph_loss_error(where + "\"output\" \"" + h.value + "\" is " + to_string(scores.dims) +
+            return tl::unexpected(graph_loss_error(where + "\"output\" \"" + h.value + "\" is " +
+                                                   to_string(scores.dims) +
                                                    (scores.type == ElementType::kInt ? " ids" : "") +
                                                    "; a head is N x C floats (one score per class or label)"));
         if (model.head_index(h.value) >= 0)
@@ -116,22 +120,23 @@ Result<void> resolve_heads(ModelDescription& model, const std::vector<Head>* giv
                                                    std::to_string(model.head_index(h.value)) + "]"));
         const int t = model.input_index(h.target);
         if (t < 0)
-            return tl::unexpected(graph_loss_error(where + "\"targets\" \"" + h.target +
-                                                   "\" is not one of the model's inputs"));
+            return tl::unexpected(
+                graph_loss_error(where + "\"targets\" \"" + h.target + "\" is not one of the model's inputs"));
         if (t == 0)
             return tl::unexpected(graph_loss_error(where + "\"targets\" \"" + h.target +
                                                    "\" is the primary input (the data's images or features)"));
         const ValueInfo& target = model.inputs[static_cast<std::size_t>(t)].info;
         h.width = scores.dims[1].value;
         if (h.kind == HeadKind::kSoftmax && !label_target(model, h.target))
-            return tl::unexpected(graph_loss_error(where + "\"targets\" \"" + h.target + "\" is " + to_string(target.dims) +
+            return tl::unexpected(graph_loss_error(where + "\"targets\" \"" + h.target + "\" is " +
+                                                   to_string(target.dims) +
                                                    (target.type == ElementType::kInt ? " ids" : " floats") +
                                                    "; a softmax head's targets are int class labels N (\"dims\": [])"));
         if (h.kind == HeadKind::kSigmoid && !float_target(model, h.target, scores))
-            return tl::unexpected(graph_loss_error(where + "\"targets\" \"" + h.target + "\" is " + to_string(target.dims) +
-                                                   (target.type == ElementType::kInt ? " ids" : " floats") +
-                                                   "; a sigmoid head's targets are floats of its output's shape " +
-                                                   to_string(scores.dims)));
+            return tl::unexpected(graph_loss_error(
+                where + "\"targets\" \"" + h.target + "\" is " + to_string(target.dims) +
+                (target.type == ElementType::kInt ? " ids" : " floats") +
+                "; a sigmoid head's targets are floats of its output's shape " + to_string(scores.dims)));
         model.heads.push_back(std::move(h));
     }
     return {};
@@ -140,16 +145,18 @@ Result<void> resolve_heads(ModelDescription& model, const std::vector<Head>* giv
 Result<void> resolve_graph_loss(ModelDescription& model, const std::string& labels) {
     const ValueInfo& out = model.value(model.output);
     if (out.type != ElementType::kFloat || has_batch(out.dims) || elements_per_example(out.dims).value_or(0) != 1)
-        return tl::unexpected(graph_loss_error("is " + to_string(out.dims) + (out.type == ElementType::kInt ? " ids" : "") +
-                                      "; a graph loss is a float scalar (end with a loss reduced over the batch: "
-                                      "softmax_cross_entropy_loss with reduction mean or sum, or reduce_mean over every axis)"));
+        return tl::unexpected(
+            graph_loss_error("is " + to_string(out.dims) + (out.type == ElementType::kInt ? " ids" : "") +
+                             "; a graph loss is a float scalar (end with a loss reduced over the batch: "
+                             "softmax_cross_entropy_loss with reduction mean or sum, or reduce_mean over every axis)"));
     model.label_input = -1;
     model.head.clear();
     model.classes = 0;
     if (!labels.empty()) {
         model.label_input = model.input_index(labels);
         if (model.label_input < 0)
-            return tl::unexpected(graph_loss_error("the loss's \"labels\" \"" + labels + "\" is not one of the model's inputs"));
+            return tl::unexpected(
+                graph_loss_error("the loss's \"labels\" \"" + labels + "\" is not one of the model's inputs"));
     } else {
         for (const auto& node : model.nodes) {
             if (!is_label_loss(node)) continue;
@@ -162,20 +169,22 @@ Result<void> resolve_graph_loss(ModelDescription& model, const std::string& labe
     if (model.label_input < 0) return {};  // every input after the first is a column
     const InputDef& input = model.inputs[static_cast<std::size_t>(model.label_input)];
     if (model.label_input == 0)
-        return tl::unexpected(graph_loss_error("the loss's labels cannot be the primary input \"" + input.name +
-                                      "\" (the data's images or features feed it): put the labels input after it"));
+        return tl::unexpected(
+            graph_loss_error("the loss's labels cannot be the primary input \"" + input.name +
+                             "\" (the data's images or features feed it): put the labels input after it"));
     const Dims& d = input.info.dims;
     if (input.info.type == ElementType::kFloat) {
         if (d.size() != 2 || d[0] != Dim::batch_times(1) || d[1].batch)
             return tl::unexpected(graph_loss_error("the labels input \"" + input.name + "\" is " + to_string(d) +
-                                          "; float labels are targets N x T"));
+                                                   "; float labels are targets N x T"));
         model.classes = d[1].value;
         return {};
     }
     if (d.size() != 1 || d[0] != Dim::batch_times(1))
-        return tl::unexpected(graph_loss_error("the labels input \"" + input.name + "\" is " + to_string(d) +
-                                      " ids; the data's labels are one class per example (N); feed per-position labels "
-                                      "as another input with --train-input NAME=FILE.npy"));
+        return tl::unexpected(
+            graph_loss_error("the labels input \"" + input.name + "\" is " + to_string(d) +
+                             " ids; the data's labels are one class per example (N); feed per-position labels "
+                             "as another input with --train-input NAME=FILE.npy"));
     for (const auto& h : model.heads) {
         if (h.kind != HeadKind::kSoftmax || h.target != input.name) continue;
         model.head = h.value;
@@ -186,9 +195,10 @@ Result<void> resolve_graph_loss(ModelDescription& model, const std::string& labe
         return tl::unexpected(graph_loss_error("the labels input \"" + input.name +
                                                "\" is the \"targets\" of no softmax head in the loss's \"heads\", so "
                                                "its classes are unknown: name the scores it labels there"));
-    return tl::unexpected(graph_loss_error("the labels input \"" + input.name +
-                                  "\" is read as labels by no softmax_cross_entropy_loss or nll_loss over N x C scores, "
-                                  "so its classes are unknown"));
+    return tl::unexpected(
+        graph_loss_error("the labels input \"" + input.name +
+                         "\" is read as labels by no softmax_cross_entropy_loss or nll_loss over N x C scores, "
+                         "so its classes are unknown"));
 }
 
 }  // namespace psrun::nn

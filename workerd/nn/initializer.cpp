@@ -48,13 +48,13 @@ Result<Initializer> parse_initializer(const nlohmann::json& value, const std::st
     const nlohmann::json* kind_value = &value;
     if (value.is_object()) {
         if (!value.contains("kind"))
-            return tl::unexpected(init_error(where, "an initializer object needs \"kind\" (one of " +
-                                                        join_names(init_names()) + ")"));
+            return tl::unexpected(
+                init_error(where, "an initializer object needs \"kind\" (one of " + join_names(init_names()) + ")"));
         kind_value = &value.at("kind");
     }
     if (!kind_value->is_string())
-        return tl::unexpected(init_error(where, "expected an initializer (a name or {\"kind\": ...}), got " +
-                                                    describe_value(value)));
+        return tl::unexpected(
+            init_error(where, "expected an initializer (a name or {\"kind\": ...}), got " + describe_value(value)));
     const auto& name = kind_value->get_ref<const std::string&>();
     const InitInfo* found = nullptr;
     for (const auto& i : kInits)
@@ -73,9 +73,9 @@ Result<Initializer> parse_initializer(const nlohmann::json& value, const std::st
         return init;
     }
     if (!value.is_object())
-        return tl::unexpected(init_error(where, "initializer " + name + " needs \"" +
-                                                    std::string(found->parameter) + "\": write {\"kind\": \"" +
-                                                    name + "\", \"" + std::string(found->parameter) + "\": ...}"));
+        return tl::unexpected(init_error(where, "initializer " + name + " needs \"" + std::string(found->parameter) +
+                                                    "\": write {\"kind\": \"" + name + "\", \"" +
+                                                    std::string(found->parameter) + "\": ...}"));
     FieldReader reader(value, where + " (" + name + ")");
     reader.allow("kind");
     PSRUN_TRY_ASSIGN(auto v, reader.number(found->parameter, std::nullopt));

@@ -57,7 +57,7 @@ struct EngineContext {
     dnnl::stream stream;
     std::int64_t batch = 1;
     Precision precision = Precision::kF32;
-    bool training = true;  // backward work and gradient memories are built
+    bool training = true;      // backward work and gradient memories are built
     bool hand_kernels = true;  // NetworkOptions::hand_kernels: hand-written kernels where they apply
     dnnl::memory::data_type activation_type() const {
         return precision == Precision::kBf16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
@@ -107,7 +107,7 @@ struct BackwardReads {
 };
 
 class Kernel {
-public:
+  public:
     virtual ~Kernel() = default;
     virtual void build(KernelBuilder& b) = 0;
     // What build() over `nodes` makes its backward read (BackwardReads), asked before any kernel
@@ -127,7 +127,7 @@ using Op = std::function<void()>;
 
 // The per-kernel view of the Network during build (implemented in network_build.cpp).
 class KernelBuilder {
-public:
+  public:
     virtual ~KernelBuilder() = default;
 
     virtual const EngineContext& context() const = 0;

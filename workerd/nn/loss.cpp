@@ -182,13 +182,15 @@ void Loss::probabilities(std::span<float> out) const {
         if (kind_ == LossKind::kMeanSquaredError) {
             std::copy(row, row + z, out.begin() + static_cast<std::ptrdiff_t>(b * z));
         } else if (kind_ == LossKind::kSigmoidCrossEntropy) {
-            for (std::size_t j = 0; j < z; ++j) out[b * z + j] = static_cast<float>(1.0 / (1.0 + std::exp(-double(row[j]))));
+            for (std::size_t j = 0; j < z; ++j)
+                out[b * z + j] = static_cast<float>(1.0 / (1.0 + std::exp(-double(row[j]))));
         } else {
             double mx = row[0];
             for (std::size_t j = 1; j < z; ++j) mx = std::max(mx, double(row[j]));
             double sum = 0;
             for (std::size_t j = 0; j < z; ++j) sum += std::exp(double(row[j]) - mx);
-            for (std::size_t j = 0; j < z; ++j) out[b * z + j] = static_cast<float>(std::exp(double(row[j]) - mx) / sum);
+            for (std::size_t j = 0; j < z; ++j)
+                out[b * z + j] = static_cast<float>(std::exp(double(row[j]) - mx) / sum);
         }
     }
 }

@@ -27,7 +27,7 @@
 namespace psrun::nn {
 
 class Loss {
-public:
+  public:
     // `output`: the model output value's memory ({N, K}, any format/type); `diff_output` its
     // gradient memory (empty: forward only). `label_smoothing`: E above, softmax cross-entropy
     // only (std::invalid_argument otherwise, or outside [0, 1)). `head`: kGraph only, the head's
@@ -53,7 +53,7 @@ public:
     std::int64_t batch() const { return batch_; }
     std::int64_t width() const { return width_; }
 
-private:
+  private:
     void build_graph_loss(const dnnl::engine& engine, const dnnl::memory& output, const dnnl::memory& diff_output,
                           const dnnl::memory& head);
     float graph_forward(bool gradient);
@@ -64,9 +64,9 @@ private:
     LossReduction reduction_;
     double smoothing_;  // label smoothing E (softmax cross-entropy)
     std::int64_t batch_ = 0, width_ = 0;
-    dnnl::memory output_, doutput_;  // plain f32 (kGraph: output_ the head, doutput_ the scalar's)
-    dnnl::memory value_;             // kGraph: the scalar loss, plain f32 {1}
-    std::vector<dnnl::memory> heads_;  // kGraph: plain f32 views of every head
+    dnnl::memory output_, doutput_;                      // plain f32 (kGraph: output_ the head, doutput_ the scalar's)
+    dnnl::memory value_;                                 // kGraph: the scalar loss, plain f32 {1}
+    std::vector<dnnl::memory> heads_;                    // kGraph: plain f32 views of every head
     std::vector<std::function<void()>> before_, after_;  // reorders in / out
     std::vector<std::int32_t> labels_;
     std::vector<float> targets_;

@@ -37,8 +37,8 @@ Result<InputDef> parse_input_object(const nlohmann::json& value, const std::stri
         const char* field = has_shape ? "shape" : "dims";
         const auto& shape = reader.raw(field);
         if (!shape.is_array() || shape.size() > 5)
-            return tl::unexpected(reader.fail(field, "expected 0 to 5 positive integers (the dims after the batch), got " +
-                                                         describe_value(shape)));
+            return tl::unexpected(reader.fail(
+                field, "expected 0 to 5 positive integers (the dims after the batch), got " + describe_value(shape)));
         for (const auto& d : shape) {
             if (!d.is_number_integer() || d.get<std::int64_t>() < 1 || d.get<std::int64_t>() > kMaxTensorElements)
                 return tl::unexpected(reader.fail(field, "expected positive integers, got " + describe_value(shape)));
@@ -47,14 +47,15 @@ Result<InputDef> parse_input_object(const nlohmann::json& value, const std::stri
         PSRUN_TRY_ASSIGN(auto type, reader.choice("type", 0, {"float", "int"}));
         input.info.type = type == 1 ? ElementType::kInt : ElementType::kFloat;
         if (shape.empty() && input.info.type != ElementType::kInt)
-            return tl::unexpected(reader.fail(field, "[] (one value per example) is for int inputs (class labels [N]); "
-                                                     "a float input has 1 to 5 dims after the batch"));
+            return tl::unexpected(reader.fail(field,
+                                              "[] (one value per example) is for int inputs (class labels [N]); "
+                                              "a float input has 1 to 5 dims after the batch"));
     }
     if (has_shape || has_dims || list) {
         PSRUN_TRY_ASSIGN(auto name, reader.string("name", list ? std::nullopt : std::optional<std::string>("input")));
         if (!valid_value_name(name))
-            return tl::unexpected(reader.fail("name", "expected 1 to 200 of A-Z a-z 0-9 _ - . /, got " +
-                                                          describe_value(reader.raw("name"))));
+            return tl::unexpected(reader.fail(
+                "name", "expected 1 to 200 of A-Z a-z 0-9 _ - . /, got " + describe_value(reader.raw("name"))));
         input.name = name;
     }
     PSRUN_TRY(reader.finish());
@@ -78,23 +79,26 @@ Result<void> parse_inputs(FieldReader& top, ModelDescription& model) {
     if (one) {
         const auto& value = top.raw("input");
         if (!value.is_object())
-            return tl::unexpected(top.fail("input", std::string("expected ") + kInputForms + ", got " + describe_value(value)));
+            return tl::unexpected(
+                top.fail("input", std::string("expected ") + kInputForms + ", got " + describe_value(value)));
         PSRUN_TRY_ASSIGN(auto input, parse_input_object(value, top.where() + ": input", false));
         model.inputs = {std::move(input)};
         return {};
     }
     const auto& list = top.raw("inputs");
     if (!list.is_array() || list.empty() || list.size() > kMaxInputs)
-        return tl::unexpected(top.fail("inputs", "expected a list of 1 to " + std::to_string(kMaxInputs) +
-                                                     " inputs {\"name\", \"dims\": [...], \"type\": \"float\"|\"int\"}, got " +
-                                                     describe_value(list)));
+        return tl::unexpected(
+            top.fail("inputs", "expected a list of 1 to " + std::to_string(kMaxInputs) +
+                                   " inputs {\"name\", \"dims\": [...], \"type\": \"float\"|\"int\"}, got " +
+                                   describe_value(list)));
     model.inputs.clear();
     for (std::size_t i = 0; i < list.size(); ++i) {
         const std::string where = top.where() + ": inputs[" + std::to_string(i) + "]";
         if (!list[i].is_object())
-            return tl::unexpected(Error{ErrorCode::kInvalidArgument,
-                                        where + ": expected {\"name\", \"dims\": [...], \"type\": \"float\"|\"int\"}, got " +
-                                            describe_value(list[i])});
+            return tl::unexpected(
+                Error{ErrorCode::kInvalidArgument,
+                      where + ": expected {\"name\", \"dims\": [...], \"type\": \"float\"|\"int\"}, got " +
+                          describe_value(list[i])});
         PSRUN_TRY_ASSIGN(auto input, parse_input_object(list[i], where, true));
         if (model.input_index(input.name) >= 0)
             return tl::unexpected(Error{ErrorCode::kInvalidArgument, where + ": input name \"" + input.name +
@@ -124,11 +128,13 @@ Result<std::vector<Head>> parse_heads(FieldReader& loss) {
         Head head;
         PSRUN_TRY_ASSIGN(auto output, reader.string("output", std::nullopt));
         if (output.empty() || output.size() > 256)
-            return tl::unexpected(reader.fail("output", "expected a value's name, got " + describe_value(reader.raw("output"))));
+            return tl::unexpected(
+                reader.fail("output", "expected a value's name, got " + describe_value(reader.raw("output"))));
         PSRUN_TRY_ASSIGN(auto kind, reader.choice("kind", std::nullopt, {"softmax", "sigmoid"}));
         PSRUN_TRY_ASSIGN(auto targets, reader.string("targets", std::nullopt));
         if (targets.empty() || targets.size() > 256)
-            return tl::unexpected(reader.fail("targets", "expected an input's name, got " + describe_value(reader.raw("targets"))));
+            return tl::unexpected(
+                reader.fail("targets", "expected an input's name, got " + describe_value(reader.raw("targets"))));
         PSRUN_TRY(reader.finish());
         head.value = output;
         head.kind = kind == 1 ? HeadKind::kSigmoid : HeadKind::kSoftmax;
@@ -147,10 +153,11 @@ Result<void> parse_loss(FieldReader& top, ModelDescription& model, std::string& 
     if (!top.has("loss")) return {};
     const auto& value = top.raw("loss");
     if (!value.is_object())
-        return tl::unexpected(top.fail("loss", "expected {\"kind\": \"softmax_cross_entropy\"|\"mean_squared_error\"|"
-                                               "\"sigmoid_cross_entropy\", \"reduction\": \"mean\"|\"sum\"} or "
-                                               "{\"kind\": \"graph\", \"labels\": INPUT}, got " +
-                                                   describe_value(value)));
+        return tl::unexpected(top.fail("loss",
+                                       "expected {\"kind\": \"softmax_cross_entropy\"|\"mean_squared_error\"|"
+                                       "\"sigmoid_cross_entropy\", \"reduction\": \"mean\"|\"sum\"} or "
+                                       "{\"kind\": \"graph\", \"labels\": INPUT}, got " +
+                                           describe_value(value)));
     FieldReader reader(value, top.where() + ": loss");
     PSRUN_TRY_ASSIGN(
         auto kind,
@@ -266,8 +273,8 @@ Result<ModelDescription> parse_model(const nlohmann::json& document, std::string
 
 Result<ModelDescription> parse_model_text(std::string_view text, std::string_view source) {
     if (text.size() > kMaxModelTextBytes)
-        return tl::unexpected(model_error(source, "larger than " + std::to_string(kMaxModelTextBytes) +
-                                                      " bytes: not a model description"));
+        return tl::unexpected(model_error(
+            source, "larger than " + std::to_string(kMaxModelTextBytes) + " bytes: not a model description"));
     auto document = parse_json_text(text);
     if (!document) return tl::unexpected(model_error(source, document.error().message));
     return parse_model(*document, source);

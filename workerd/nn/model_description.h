@@ -53,9 +53,9 @@ struct TensorDef {
 };
 
 struct Node {
-    std::string op;            // the kind (OpSchema::kind)
-    std::string name;          // unique among nodes; "<kind><n>" when not given
-    bool named = false;        // given in the file (error messages quote it)
+    std::string op;                   // the kind (OpSchema::kind)
+    std::string name;                 // unique among nodes; "<kind><n>" when not given
+    bool named = false;               // given in the file (error messages quote it)
     std::vector<std::string> inputs;  // values: data inputs, then tensor slots
     std::size_t data_inputs = 0;      // how many of `inputs` are data inputs
     bool default_inputs = true;       // the file gave no "inputs" (the previous node's output)
@@ -94,28 +94,28 @@ enum class HeadKind : std::uint8_t { kSoftmax, kSigmoid };
 const char* to_string(HeadKind kind);
 
 struct Head {
-    std::string value;   // the scores or logits [N, width] (a value of the model)
+    std::string value;  // the scores or logits [N, width] (a value of the model)
     HeadKind kind = HeadKind::kSoftmax;
-    std::string target;  // the model input holding its labels (int [N]) or targets (float [N, width])
+    std::string target;      // the model input holding its labels (int [N]) or targets (float [N, width])
     std::int64_t width = 0;  // C (classes) or T (labels)
 };
 
 // One input of the model: a value fed each step from the data, by name.
 struct InputDef {
     std::string name = "input";
-    ValueInfo info;            // dims start with N: [N, C, H, W], [N, F] or [N, L] (int)
+    ValueInfo info;  // dims start with N: [N, C, H, W], [N, F] or [N, L] (int)
 };
 
 struct ModelDescription {
-    std::string name;          // "name" (metadata; default: the source name)
-    std::string description;   // one line (metadata)
+    std::string name;         // "name" (metadata; default: the source name)
+    std::string description;  // one line (metadata)
     // At least one after parse_model(); names distinct; inputs[0] is the primary input.
     std::vector<InputDef> inputs{InputDef{}};
     // Softmax cross-entropy: the number of classes; the other losses: the target width T.
     std::int64_t classes = 0;
-    std::vector<Node> nodes;   // topological order
+    std::vector<Node> nodes;  // topological order
     std::vector<TensorDef> tensors;
-    std::string output;        // the value the loss reads: [N, classes] floats; kGraph: the scalar loss
+    std::string output;  // the value the loss reads: [N, classes] floats; kGraph: the scalar loss
     bool default_output = true;
     // kGraph: the input the data's labels feed (index into `inputs`), or -1: int [N] class labels
     // (read as labels by a softmax_cross_entropy_loss or nll_loss) or float [N, T] targets.

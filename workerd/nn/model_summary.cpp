@@ -37,7 +37,8 @@ nlohmann::json input_json(const ModelDescription& model) {
 nlohmann::json inputs_json(const ModelDescription& model) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& input : model.inputs)
-        out.push_back({{"name", input.name}, {"dims", example_shape(input.info.dims)}, {"type", to_string(input.info.type)}});
+        out.push_back(
+            {{"name", input.name}, {"dims", example_shape(input.info.dims)}, {"type", to_string(input.info.type)}});
     return out;
 }
 
@@ -107,8 +108,10 @@ nlohmann::json canonical_architecture(const ModelDescription& model) {
     nlohmann::json out = {{"format", 1}, {"loss", loss_json(model)}, {"layers", std::move(layers)}};
     if (model.multi_input()) out["inputs"] = inputs_json(model);
     else out["input"] = input_json(model);
-    if (model.loss == LossKind::kGraph) {}  // the graph's own shapes say it
-    else if (model.classification()) out["classes"] = model.classes;
+    if (model.loss == LossKind::kGraph) {
+    }  // the graph's own shapes say it
+    else if (model.classification())
+        out["classes"] = model.classes;
     else out["targets"] = model.classes;
     if (model.output != model.nodes.back().outputs.front()) out["output"] = model.output;
     return out;
@@ -143,7 +146,10 @@ nlohmann::json summary_json(const ModelDescription& model) {
         nlohmann::json tensors = nlohmann::json::array();
         for (const auto& t : model.tensors) {
             if (t.owner != node.name) continue;
-            tensors.push_back({{"name", t.name}, {"shape", t.shape}, {"size", t.size}, {"init", to_json(t.init)},
+            tensors.push_back({{"name", t.name},
+                               {"shape", t.shape},
+                               {"size", t.size},
+                               {"init", to_json(t.init)},
                                {"class", to_string(t.cls)}});
         }
         nlohmann::json inputs = nlohmann::json::array();
@@ -192,16 +198,18 @@ nlohmann::json summary_json(const ModelDescription& model) {
         {"loss", loss_json(model)},
         {"output", model.output},
         {"layers", std::move(layers)},
-        {"total", {{"parameters", model.parameter_count - state},
-                   {"state", state},
-                   {"bytes_f32", model.parameter_count * 4},
-                   {"mflop_per_example", model.flops / 1e6}}},
+        {"total",
+         {{"parameters", model.parameter_count - state},
+          {"state", state},
+          {"bytes_f32", model.parameter_count * 4},
+          {"mflop_per_example", model.flops / 1e6}}},
         {"architecture_sha256", architecture_hash(model)},
     };
     if (!model.heads.empty()) {
         nlohmann::json heads = nlohmann::json::array();
         for (const auto& h : model.heads)
-            heads.push_back({{"output", h.value}, {"kind", to_string(h.kind)}, {"targets", h.target}, {"width", h.width}});
+            heads.push_back(
+                {{"output", h.value}, {"kind", to_string(h.kind)}, {"targets", h.target}, {"width", h.width}});
         out["heads"] = std::move(heads);
     }
     if (model.recipe) out["recipe"] = to_json(*model.recipe);

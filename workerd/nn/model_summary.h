@@ -13,10 +13,10 @@
 namespace psrun::nn {
 
 struct TensorEntry {
-    std::string name;                  // "<layer>/w", "<layer>/b", or the name a file gave
+    std::string name;  // "<layer>/w", "<layer>/b", or the name a file gave
     std::vector<std::int64_t> shape;
-    std::int64_t offset = 0;           // in floats from the start of one contiguous buffer
-    std::int64_t size = 0;             // in floats
+    std::int64_t offset = 0;  // in floats from the start of one contiguous buffer
+    std::int64_t size = 0;    // in floats
     TensorClass cls = TensorClass::kTrainable;
 };
 
@@ -25,14 +25,13 @@ struct TensorEntry {
 std::vector<TensorEntry> parameter_tensors(const ModelDescription& model);
 
 // The architecture, canonical: the input (one: "input" as format 1 wrote it, so single-input
-// hashes never change; several: "inputs", each {"name", "dims", "type"}), classes (or targets), loss and every layer with its
-// kind, name and all its options explicit (defaults filled in, kernels as [h, w],
-// initializers as objects; options added after format 1 only when set), its "inputs" only
-// where they are not the previous layer's output, its "tensors" only where a slot binds
-// another name than "<layer>/<slot>", and "output" only where it is not the last layer's.
-// Not the metadata (name, description) nor the recipe. Layer names are in: they name the
-// tensors, so two models that differ only there cannot exchange checkpoints. Initializers and
-// dropout are in too: workers that agree on the hash train the same thing.
+// hashes never change; several: "inputs", each {"name", "dims", "type"}), classes (or targets), loss and every layer
+// with its kind, name and all its options explicit (defaults filled in, kernels as [h, w], initializers as objects;
+// options added after format 1 only when set), its "inputs" only where they are not the previous layer's output, its
+// "tensors" only where a slot binds another name than "<layer>/<slot>", and "output" only where it is not the last
+// layer's. Not the metadata (name, description) nor the recipe. Layer names are in: they name the tensors, so two
+// models that differ only there cannot exchange checkpoints. Initializers and dropout are in too: workers that agree on
+// the hash train the same thing.
 nlohmann::json canonical_architecture(const ModelDescription& model);
 // SHA-256 (64 lower-case hex digits) of canonical_architecture(model).dump(): keys sorted,
 // no whitespace, numbers as nlohmann-json prints them (shortest round trip).

@@ -60,7 +60,9 @@ dnnl::memory convert_with(KernelBuilder& b, const dnnl::memory& m, const dnnl::m
     if (m.get_desc() == want) return m;
     dnnl::memory out = b.scratch(want, !forward);
     dnnl::reorder r(m, out);
-    auto op = [r, stream = b.context().stream, m, out]() mutable { r.execute(stream, {{DNNL_ARG_FROM, m}, {DNNL_ARG_TO, out}}); };
+    auto op = [r, stream = b.context().stream, m, out]() mutable {
+        r.execute(stream, {{DNNL_ARG_FROM, m}, {DNNL_ARG_TO, out}});
+    };
     if (forward) b.forward(op);
     else b.backward(op);
     return out;
@@ -97,8 +99,9 @@ Network::~Network() = default;
 Result<std::unique_ptr<Network>> Network::create(const ModelDescription& model, const NetworkOptions& options,
                                                  std::span<const float> params, std::span<float> grads) {
     if (options.precision == Precision::kBf16 && !engine_bf16_supported())
-        return make_error(ErrorCode::kUnsupported,
-                          "bf16 needs native CPU support (AVX512-BF16 or AMX), which oneDNN does not find here; use f32");
+        return make_error(
+            ErrorCode::kUnsupported,
+            "bf16 needs native CPU support (AVX512-BF16 or AMX), which oneDNN does not find here; use f32");
     if (options.batch_size < 1) return make_error(ErrorCode::kInvalidArgument, "batch size must be >= 1");
     const auto count = static_cast<std::size_t>(model.parameter_count);
     if (params.size() != count || (!options.forward_only && grads.size() != count))
@@ -109,10 +112,11 @@ Result<std::unique_ptr<Network>> Network::create(const ModelDescription& model, 
     if (!(options.label_smoothing >= 0.0f && options.label_smoothing < 1.0f))
         return make_error(ErrorCode::kInvalidArgument, "label smoothing must be in [0, 1)");
     if (options.label_smoothing > 0.0f && model.loss != LossKind::kSoftmaxCrossEntropy)
-        return make_error(ErrorCode::kInvalidArgument,
-                          "label smoothing applies to softmax cross-entropy; model " + model.name + "'s loss is " +
-                              to_string(model.loss) +
-                              (model.loss == LossKind::kGraph ? " (set its softmax_cross_entropy_loss's \"label_smoothing\")" : ""));
+        return make_error(
+            ErrorCode::kInvalidArgument,
+            "label smoothing applies to softmax cross-entropy; model " + model.name + "'s loss is " +
+                to_string(model.loss) +
+                (model.loss == LossKind::kGraph ? " (set its softmax_cross_entropy_loss's \"label_smoothing\")" : ""));
     const char* env = std::getenv("PSRUN_PLAN_BUFFERS");
     const bool plan = options.plan_buffers && !(env != nullptr && std::string(env) == "0");
     std::unique_ptr<Network> net(new Network(model, options));
@@ -229,8 +233,8 @@ std::vector<std::string> Network::implementations() const {
 MemoryUse Network::memory_use() const {
     MemoryUse use;
     use.planned = plan_->arena != nullptr;
-    use.unplanned_bytes = plan_->buffers.total_bytes() + plan_->unplanned_bytes + plan_->in_place_bytes +
-                          plan_->shared_grad_bytes;
+    use.unplanned_bytes =
+        plan_->buffers.total_bytes() + plan_->unplanned_bytes + plan_->in_place_bytes + plan_->shared_grad_bytes;
     use.planned_bytes = use.planned ? plan_->buffers.arena_bytes() + plan_->unplanned_bytes : use.unplanned_bytes;
     use.lower_bound = use.planned ? plan_->buffers.peak_live_bytes() + plan_->unplanned_bytes : use.unplanned_bytes;
     return use;

@@ -56,7 +56,7 @@ struct NetworkOptions {
 // temporaries; not the parameters, their gradients, the input batch, oneDNN's scratchpads and
 // what kernels keep for themselves: dropout masks, batch statistics, workspaces). Bytes.
 struct MemoryUse {
-    bool planned = false;         // the buffers were planned (else planned_bytes == unplanned_bytes)
+    bool planned = false;             // the buffers were planned (else planned_bytes == unplanned_bytes)
     std::size_t planned_bytes = 0;    // the arena plus the buffers kept out of it
     std::size_t unplanned_bytes = 0;  // one buffer each: the sum of all
     std::size_t lower_bound = 0;      // the most bytes live at one step: no plan needs fewer
@@ -64,9 +64,9 @@ struct MemoryUse {
 
 // Per kernel (a fused kernel covers several nodes from `index`), and the loss last.
 struct LayerTime {
-    int index = 0;         // the first node it covers
-    std::string kind;      // "conv2d+relu", "max_pool", ..., "loss"
-    std::string name;      // the first node's name ("loss" for the loss)
+    int index = 0;     // the first node it covers
+    std::string kind;  // "conv2d+relu", "max_pool", ..., "loss"
+    std::string name;  // the first node's name ("loss" for the loss)
     double forward_ms = 0;
     double backward_ms = 0;
 };
@@ -75,7 +75,7 @@ class Loss;
 struct NetworkPlan;
 
 class Network {
-public:
+  public:
     // Errors: kUnsupported for bf16 without CPU support and for a node the engine cannot build
     // ("layer I (KIND "NAME"): input ..., output ..., batch N, f32: oneDNN cannot build it
     // (...)"); kInvalidArgument for buffer sizes, a batch < 1 or a label smoothing the loss cannot
@@ -140,7 +140,7 @@ public:
     // What the engine's buffers take (MemoryUse), as built.
     MemoryUse memory_use() const;
 
-private:
+  private:
     Network(const ModelDescription& model, const NetworkOptions& options);
     Result<void> build(std::span<const float> params, std::span<float> grads, bool plan_buffers);
     void run_forward();

@@ -27,8 +27,9 @@ std::string describe(const ModelDescription& model, const KernelState& k, const 
     const Node& n = *k.nodes.front();
     std::ostringstream s;
     s << "layer " << k.first_node << " (" << n.op << " \"" << n.name << "\"): input "
-      << to_string(model.value(n.inputs.front()).dims) << ", output " << to_string(k.nodes.back()->output_info.front().dims)
-      << ", batch " << o.batch_size << ", " << to_string(o.precision);
+      << to_string(model.value(n.inputs.front()).dims) << ", output "
+      << to_string(k.nodes.back()->output_info.front().dims) << ", batch " << o.batch_size << ", "
+      << to_string(o.precision);
     return s.str();
 }
 
@@ -86,7 +87,8 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
             for (const auto& i : it->inputs) reaches[static_cast<std::size_t>(index_of(i))] = true;
     }
     for (std::size_t v = 0; v < plan.values.size(); ++v)
-        plan.values[v].needs_grad = training && depends[v] && reaches[v] && plan.values[v].info.type == ElementType::kFloat;
+        plan.values[v].needs_grad =
+            training && depends[v] && reaches[v] && plan.values[v].info.type == ElementType::kFloat;
 
     // The inputs' and the tensors' memories.
     inputs_.assign(model_.inputs.size(), InputBuffers{});
@@ -126,12 +128,13 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
             if (r.empty() || r.back() != i) r.push_back(i);
         }
     static const std::vector<std::size_t> kNone;
-    FusionQuery query{model_, context, options_.hand_kernels,
-                      [&](const std::string& v) -> const std::vector<std::size_t>& {
-                          const auto it = readers.find(v);
-                          return it == readers.end() ? kNone : it->second;
-                      },
-                      [&](const std::string& v) { return plan.values[static_cast<std::size_t>(index_of(v))].needs_grad; }};
+    FusionQuery query{
+        model_, context, options_.hand_kernels,
+        [&](const std::string& v) -> const std::vector<std::size_t>& {
+            const auto it = readers.find(v);
+            return it == readers.end() ? kNone : it->second;
+        },
+        [&](const std::string& v) { return plan.values[static_cast<std::size_t>(index_of(v))].needs_grad; }};
     std::vector<KernelGroup> groups;
     try {
         groups = plan_kernels(query);
@@ -190,7 +193,8 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
                                                            e.what() + ", status " +
                                                            std::to_string(static_cast<int>(e.status)) + ")");
         } catch (const std::exception& e) {
-            return make_error(ErrorCode::kUnsupported, describe(model_, k, options_) + ": cannot build it: " + e.what());
+            return make_error(ErrorCode::kUnsupported,
+                              describe(model_, k, options_) + ": cannot build it: " + e.what());
         }
         times_.push_back(LayerTime{static_cast<int>(k.first_node), k.label, k.nodes.front()->name, 0, 0});
     }

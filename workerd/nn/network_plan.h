@@ -21,12 +21,12 @@ namespace psrun::nn {
 struct ValueState {
     std::string name;
     ValueInfo info;
-    dnnl::memory::dims dims;     // at the network's batch size
-    dnnl::memory mem;            // as its producer made it
-    dnnl::memory diff;           // dL/d(value), the producer's desc; empty unless needs_grad
-    bool needs_grad = false;     // depends on a trainable tensor and reaches the loss
+    dnnl::memory::dims dims;  // at the network's batch size
+    dnnl::memory mem;         // as its producer made it
+    dnnl::memory diff;        // dL/d(value), the producer's desc; empty unless needs_grad
+    bool needs_grad = false;  // depends on a trainable tensor and reaches the loss
     const TensorDef* tensor = nullptr;
-    int producer = -1;           // kernel index; -1: the input or a tensor
+    int producer = -1;  // kernel index; -1: the input or a tensor
     // Who writes `diff`: (kernel, input slot) in forward order; the model output's diff is
     // written first by the loss.
     std::vector<std::pair<int, std::size_t>> writers;
@@ -67,9 +67,9 @@ struct KernelState {
     std::vector<int> inputs;     // value indices
     std::vector<int> outputs;
     std::unique_ptr<Kernel> kernel;
-    BackwardReads reads;         // kernel->backward_reads(nodes), before any kernel builds
-    bool in_place = false;       // output 0 is to be written over input reads.in_place (buffer_lifetimes.h)
-    std::string label;           // "conv2d+relu"
+    BackwardReads reads;    // kernel->backward_reads(nodes), before any kernel builds
+    bool in_place = false;  // output 0 is to be written over input reads.in_place (buffer_lifetimes.h)
+    std::string label;      // "conv2d+relu"
     bool reaches_loss = false;
     bool backward = false;
     std::vector<Op> fwd, bwd_pre, bwd, bwd_post;
@@ -85,7 +85,7 @@ struct NetworkPlan {
     std::vector<std::pair<dnnl::memory, std::size_t>> grad_memories;
     // Trainable tensors no path to the loss reaches: zeroed every step.
     std::vector<std::pair<std::size_t, std::size_t>> dead_grads;  // (offset, size) in floats
-    int output = -1;  // the model output's value
+    int output = -1;                                              // the model output's value
     float* grads = nullptr;
     // Planned buffers (NetworkOptions::plan_buffers): their offsets in `arena`; null arena when
     // planning is off. unplanned_bytes: the engine's buffers outside the arena (the model

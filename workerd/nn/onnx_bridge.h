@@ -27,7 +27,7 @@
 namespace psrun::nn {
 
 class OnnxNodeImport {
-public:
+  public:
     virtual ~OnnxNodeImport() = default;
 
     virtual std::string_view op_type() const = 0;
@@ -111,7 +111,7 @@ public:
 using OnnxAttr = std::variant<std::int64_t, float, std::string, std::vector<std::int64_t>, std::vector<float>>;
 
 class OnnxNodeExport {
-public:
+  public:
     virtual ~OnnxNodeExport() = default;
 
     virtual const Node& node() const = 0;
@@ -127,8 +127,7 @@ public:
     // Adds a node; `name` empty: a fresh one from the description node's name.
     virtual void add(const std::string& op_type, const std::vector<std::string>& inputs,
                      const std::vector<std::string>& outputs,
-                     const std::vector<std::pair<std::string, OnnxAttr>>& attrs = {},
-                     const std::string& name = "") = 0;
+                     const std::vector<std::pair<std::string, OnnxAttr>>& attrs = {}, const std::string& name = "") = 0;
     // Initializers for constants the ONNX form needs (a Reshape target, a Pad's pads); return
     // their names.
     virtual std::string int64_constant(const std::string& hint, const std::vector<std::int64_t>& values) = 0;

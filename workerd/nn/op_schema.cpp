@@ -34,15 +34,16 @@ Result<void> InferContext::tensor(const std::string& slot, std::vector<std::int6
                                            to_string(constant_dims(t->shape)) + " but needs " + shape_text));
             if (t->cls != cls || cls == TensorClass::kState)
                 return tl::unexpected(fail("slot \"" + slot + "\" binds tensor " + name + " (" + to_string(t->cls) +
-                                           ", created by " + t->owner + ") but is a " + to_string(cls) +
-                                           " slot" + (cls == TensorClass::kState ? " (state tensors belong to one layer)" : "")));
+                                           ", created by " + t->owner + ") but is a " + to_string(cls) + " slot" +
+                                           (cls == TensorClass::kState ? " (state tensors belong to one layer)" : "")));
         } else {
             const ValueInfo& v = model_.value(name);
             if (cls == TensorClass::kState)
-                return tl::unexpected(fail("slot \"" + slot + "\" is a state slot: it cannot bind the computed value " + name));
+                return tl::unexpected(
+                    fail("slot \"" + slot + "\" is a state slot: it cannot bind the computed value " + name));
             if (v.type != ElementType::kFloat || v.dims != constant_dims(shape))
-                return tl::unexpected(fail("slot \"" + slot + "\" binds value " + name + " of shape " + to_string(v.dims) +
-                                           " but needs " + shape_text));
+                return tl::unexpected(fail("slot \"" + slot + "\" binds value " + name + " of shape " +
+                                           to_string(v.dims) + " but needs " + shape_text));
         }
     } else {
         for (const auto& n : model_.nodes)
@@ -119,7 +120,8 @@ std::optional<Dim> parse_dim(const nlohmann::json& v) {
 }
 
 float constant_float(const nlohmann::json& v) {
-    if (v.is_string()) return v == "-inf" ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
+    if (v.is_string())
+        return v == "-inf" ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
     return v.get<float>();
 }
 
@@ -127,7 +129,8 @@ Result<void> parse_no_attributes(FieldReader&, nlohmann::json&) { return {}; }
 
 std::string extent_text(std::int64_t h, std::int64_t w) { return std::to_string(h) + "x" + std::to_string(w); }
 
-Result<void> parse_trainable_options(FieldReader& reader, nlohmann::json& attrs, const Initializer& default_weight_init) {
+Result<void> parse_trainable_options(FieldReader& reader, nlohmann::json& attrs,
+                                     const Initializer& default_weight_init) {
     PSRUN_TRY_ASSIGN(auto bias, reader.boolean("bias", true));
     attrs["bias"] = bias;
     Initializer weight_init = default_weight_init;

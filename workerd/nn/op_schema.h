@@ -31,7 +31,7 @@ class OnnxNodeExport;
 // binds or creates its tensors and adds its FLOPs. Errors carry no location (the caller
 // prefixes the node).
 class InferContext {
-public:
+  public:
     InferContext(ModelDescription& model, Node& node) : model_(model), node_(node) {}
 
     const Node& node() const { return node_; }
@@ -58,7 +58,7 @@ public:
     // An error without location.
     static Error fail(std::string message) { return Error{ErrorCode::kInvalidArgument, std::move(message)}; }
 
-private:
+  private:
     ModelDescription& model_;
     Node& node_;
 };

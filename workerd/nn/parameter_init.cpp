@@ -5,8 +5,8 @@
 #include <stdexcept>
 
 #include "common/fnv1a.h"
-#include "common/row_init.h"
 #include "common/rng.h"
+#include "common/row_init.h"
 
 namespace psrun::nn {
 
@@ -43,8 +43,7 @@ void fill_tensor(const TensorDef& t, psrun::Rng& rng, std::span<float> out) {
             break;
         case InitKind::kUniform:
         case InitKind::kGlorotUniform: {
-            const double limit = t.init.kind == InitKind::kUniform ? t.init.value
-                                                                    : std::sqrt(6.0 / (f.in + f.out));
+            const double limit = t.init.kind == InitKind::kUniform ? t.init.value : std::sqrt(6.0 / (f.in + f.out));
             for (auto& v : out) v = static_cast<float>((2.0 * rng.uniform() - 1.0) * limit);
             break;
         }
@@ -64,7 +63,8 @@ std::uint64_t tensor_stream(const TensorDef& t) { return psrun::fnv1a_64(t.name)
 std::optional<RowInit> table_row_init(const ModelDescription& model, std::size_t index, std::uint64_t seed) {
     const TensorDef& t = model.tensors.at(index);
     if (t.shape.size() != 2) return std::nullopt;
-    const auto owner = std::find_if(model.nodes.begin(), model.nodes.end(), [&](const Node& n) { return n.name == t.owner; });
+    const auto owner =
+        std::find_if(model.nodes.begin(), model.nodes.end(), [&](const Node& n) { return n.name == t.owner; });
     if (owner == model.nodes.end() || owner->op != "embedding") return std::nullopt;
     const Fans f = fans(t.shape);
     RowInit init;
@@ -75,7 +75,10 @@ std::optional<RowInit> table_row_init(const ModelDescription& model, std::size_t
             if (t.init.value != 0.0) return std::nullopt;
             init.kind = RowInitKind::kZeros;
             break;
-        case InitKind::kNormal: init.kind = RowInitKind::kNormal; init.scale = static_cast<float>(t.init.value); break;
+        case InitKind::kNormal:
+            init.kind = RowInitKind::kNormal;
+            init.scale = static_cast<float>(t.init.value);
+            break;
         case InitKind::kTruncatedNormal:
             init.kind = RowInitKind::kTruncatedNormal;
             init.scale = static_cast<float>(t.init.value);
@@ -84,7 +87,10 @@ std::optional<RowInit> table_row_init(const ModelDescription& model, std::size_t
             init.kind = RowInitKind::kTruncatedNormal;
             init.scale = static_cast<float>(std::sqrt(2.0 / f.in));
             break;
-        case InitKind::kUniform: init.kind = RowInitKind::kUniform; init.scale = static_cast<float>(t.init.value); break;
+        case InitKind::kUniform:
+            init.kind = RowInitKind::kUniform;
+            init.scale = static_cast<float>(t.init.value);
+            break;
         case InitKind::kGlorotUniform:
             init.kind = RowInitKind::kUniform;
             init.scale = static_cast<float>(std::sqrt(6.0 / (f.in + f.out)));
@@ -96,8 +102,8 @@ std::optional<RowInit> table_row_init(const ModelDescription& model, std::size_t
 void initialize_tensor(const ModelDescription& model, std::size_t index, std::uint64_t seed, std::span<float> out) {
     const TensorDef& t = model.tensors.at(index);
     if (out.size() != static_cast<std::size_t>(t.size))
-        throw std::invalid_argument("initialize_tensor: buffer of " + std::to_string(out.size()) + " floats for tensor " +
-                                    t.name + " of " + std::to_string(t.size));
+        throw std::invalid_argument("initialize_tensor: buffer of " + std::to_string(out.size()) +
+                                    " floats for tensor " + t.name + " of " + std::to_string(t.size));
     if (const auto rows = table_row_init(model, index, seed)) {
         const auto width = static_cast<std::size_t>(t.shape[1]);
         for (std::int64_t r = 0; r < t.shape[0]; ++r)
@@ -122,7 +128,8 @@ void initialize_parameters(const ModelDescription& model, std::uint64_t seed, st
     }
     for (std::size_t i = 0; i < model.tensors.size(); ++i) {
         const TensorDef& t = model.tensors[i];
-        initialize_tensor(model, i, seed, params.subspan(static_cast<std::size_t>(t.offset), static_cast<std::size_t>(t.size)));
+        initialize_tensor(model, i, seed,
+                          params.subspan(static_cast<std::size_t>(t.offset), static_cast<std::size_t>(t.size)));
     }
 }
 

@@ -20,10 +20,14 @@ class PlanBuilder final : public KernelBuilder {
     using memory = dnnl::memory;
     using Dt = dnnl::memory::data_type;
 
-public:
+  public:
     PlanBuilder(NetworkPlan& plan, int index, const EngineContext& context, const StepState& step, int model_output)
-        : plan_(plan), index_(index), k_(plan.kernels[static_cast<std::size_t>(index)]), context_(context),
-          step_(step), model_output_(model_output) {}
+        : plan_(plan),
+          index_(index),
+          k_(plan.kernels[static_cast<std::size_t>(index)]),
+          context_(context),
+          step_(step),
+          model_output_(model_output) {}
 
     const EngineContext& context() const override { return context_; }
     const StepState& step() const override { return step_; }
@@ -67,7 +71,7 @@ public:
     void backward(Op op) override { k_.bwd.push_back(std::move(op)); }
     void note(const std::string& line) override { k_.impls.push_back(line); }
 
-private:
+  private:
     ValueState& in(std::size_t i) const { return plan_.values.at(static_cast<std::size_t>(k_.inputs.at(i))); }
     ValueState& out(std::size_t i) const { return plan_.values.at(static_cast<std::size_t>(k_.outputs.at(i))); }
 

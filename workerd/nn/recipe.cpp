@@ -20,21 +20,27 @@ namespace psrun::nn {
 namespace {
 // The optional numbers after "steps", in the order to_json and to_string write them.
 std::array<std::pair<const char*, const std::optional<double>*>, 8> recipe_numbers(const Recipe& r) {
-    return {{{"weight_decay", &r.weight_decay}, {"momentum", &r.momentum}, {"beta1", &r.beta1},
-             {"beta2", &r.beta2}, {"epsilon", &r.epsilon}, {"label_smoothing", &r.label_smoothing},
-             {"clip_global_norm", &r.clip_global_norm}, {"ema_decay", &r.ema_decay}}};
+    return {{{"weight_decay", &r.weight_decay},
+             {"momentum", &r.momentum},
+             {"beta1", &r.beta1},
+             {"beta2", &r.beta2},
+             {"epsilon", &r.epsilon},
+             {"label_smoothing", &r.label_smoothing},
+             {"clip_global_norm", &r.clip_global_norm},
+             {"ema_decay", &r.ema_decay}}};
 }
 // The optional counts beside batch_size and steps.
 std::array<std::pair<const char*, const std::optional<std::int64_t>*>, 3> recipe_counts(const Recipe& r) {
-    return {{{"lr_warmup_steps", &r.lr_warmup_steps}, {"accumulate_steps", &r.accumulate_steps},
+    return {{{"lr_warmup_steps", &r.lr_warmup_steps},
+             {"accumulate_steps", &r.accumulate_steps},
              {"global_batch_size", &r.global_batch_size}}};
 }
 
 // Every field parse_recipe knows (FieldReader::finish names the closest for a misspelt one).
-constexpr std::array kRecipeFields = {"optimizer",       "learning_rate",    "lr_decay",        "batch_size",
-                                      "steps",           "weight_decay",     "momentum",        "beta1",
-                                      "beta2",           "epsilon",          "label_smoothing", "lr_schedule",
-                                      "lr_warmup_steps", "clip_global_norm", "weight_decay_on", "param_groups",
+constexpr std::array kRecipeFields = {"optimizer",       "learning_rate",    "lr_decay",         "batch_size",
+                                      "steps",           "weight_decay",     "momentum",         "beta1",
+                                      "beta2",           "epsilon",          "label_smoothing",  "lr_schedule",
+                                      "lr_warmup_steps", "clip_global_norm", "weight_decay_on",  "param_groups",
                                       "ema_decay",       "accumulate_steps", "global_batch_size"};
 
 // The schedule fields among themselves, as lr_schedule_from_flags checks their flags: lr_decay
@@ -50,18 +56,19 @@ Result<void> check_schedule(const Recipe& recipe, FieldReader& reader) {
                             "exponential:rate=R,steps=N)"));
     if (recipe.lr_warmup_steps && *recipe.lr_warmup_steps > 0 && schedule->warmup_steps != 0 &&
         schedule->warmup_steps != static_cast<std::uint64_t>(*recipe.lr_warmup_steps))
-        return tl::unexpected(reader.fail("lr_warmup_steps", std::to_string(*recipe.lr_warmup_steps) +
-                                                                 " and lr_schedule's warmup=" +
-                                                                 std::to_string(schedule->warmup_steps) +
-                                                                 " disagree: give the warm-up once"));
+        return tl::unexpected(reader.fail(
+            "lr_warmup_steps", std::to_string(*recipe.lr_warmup_steps) + " and lr_schedule's warmup=" +
+                                   std::to_string(schedule->warmup_steps) + " disagree: give the warm-up once"));
     return {};
 }
 
 Result<std::vector<std::string>> read_param_groups(FieldReader& reader) {
     const auto& list = reader.raw("param_groups");
     if (!list.is_array())
-        return tl::unexpected(reader.fail("param_groups", "expected a list of \"PATTERN:lr_mult=M,weight_decay=W\" "
-                                                          "strings, got " + describe_value(list)));
+        return tl::unexpected(reader.fail("param_groups",
+                                          "expected a list of \"PATTERN:lr_mult=M,weight_decay=W\" "
+                                          "strings, got " +
+                                              describe_value(list)));
     if (list.size() > wire::kMaxParamGroups)
         return tl::unexpected(reader.fail("param_groups", "at most " + std::to_string(wire::kMaxParamGroups) +
                                                               " groups, got " + std::to_string(list.size())));
@@ -69,11 +76,12 @@ Result<std::vector<std::string>> read_param_groups(FieldReader& reader) {
     for (std::size_t i = 0; i < list.size(); ++i) {
         const auto& item = list[i];
         if (!item.is_string())
-            return tl::unexpected(reader.fail("param_groups", "item " + std::to_string(i) + ": expected a string, got " +
-                                                                  describe_value(item)));
+            return tl::unexpected(reader.fail(
+                "param_groups", "item " + std::to_string(i) + ": expected a string, got " + describe_value(item)));
         auto group = parse_param_group(item.get_ref<const std::string&>());
-        if (!group) return tl::unexpected(reader.fail("param_groups", "item " + std::to_string(i) + ": " +
-                                                                          group.error().message));
+        if (!group)
+            return tl::unexpected(
+                reader.fail("param_groups", "item " + std::to_string(i) + ": " + group.error().message));
         groups.push_back(item.get<std::string>());
     }
     return groups;
@@ -101,7 +109,8 @@ Result<Recipe> parse_recipe(const nlohmann::json& value, const std::string& wher
     if (reader.has("lr_decay")) {
         const auto& decay = reader.raw("lr_decay");
         if (!decay.is_object())
-            return tl::unexpected(reader.fail("lr_decay", "expected {\"rate\": r, \"steps\": n}, got " + describe_value(decay)));
+            return tl::unexpected(
+                reader.fail("lr_decay", "expected {\"rate\": r, \"steps\": n}, got " + describe_value(decay)));
         FieldReader inner(decay, where + ": lr_decay");
         PSRUN_TRY_ASSIGN(auto rate, inner.number("rate", std::nullopt));
         if (!(rate > 0.0 && rate <= 1.0))
@@ -188,8 +197,9 @@ Result<Recipe> parse_recipe_text(std::string_view text, const std::string& sourc
         return fail("expected {\"recipe\": {...}} or a recipe object, got " + describe_value(document));
     if (document.contains("recipe")) {
         if (document.size() != 1)
-            return fail("expected {\"recipe\": {...}} or a recipe object; this object has \"recipe\" beside other "
-                        "fields (a model file? its recipe applies through --model)");
+            return fail(
+                "expected {\"recipe\": {...}} or a recipe object; this object has \"recipe\" beside other "
+                "fields (a model file? its recipe applies through --model)");
         return parse_recipe(document.at("recipe"), source + ": recipe");
     }
     return parse_recipe(document, source);
@@ -222,8 +232,7 @@ std::string to_string(const Recipe& recipe) {
     };
     if (recipe.optimizer) field("optimizer", *recipe.optimizer);
     if (recipe.learning_rate) field("learning_rate", *recipe.learning_rate);
-    if (recipe.lr_decay_rate && recipe.lr_decay_steps)
-    {
+    if (recipe.lr_decay_rate && recipe.lr_decay_steps) {
         std::ostringstream decay;
         decay << *recipe.lr_decay_rate << " every " << *recipe.lr_decay_steps << " steps";
         field("lr_decay", decay.str());

@@ -30,17 +30,17 @@ struct Recipe {
     // and beta2 in [0, 1), epsilon finite > 0. A recipe naming its optimizer gives only those it
     // reads (common/optimizer.h uses_momentum, uses_betas).
     std::optional<double> momentum, beta1, beta2, epsilon;
-    std::optional<double> label_smoothing;   // [0, 1) (--label-smoothing)
+    std::optional<double> label_smoothing;  // [0, 1) (--label-smoothing)
     // The rest mirror their flags and their checks (docs/running.md):
-    std::optional<std::string> lr_schedule;          // --lr-schedule text (common/lr_schedule.h)
-    std::optional<std::int64_t> lr_warmup_steps;     // --lr-warmup-steps, 0..kMaxRecipeSteps
-    std::optional<double> clip_global_norm;          // --clip-global-norm, [0, 1e30] (0: off)
-    std::optional<std::string> weight_decay_on;      // --weight-decay-on: "matrices" or "all"
+    std::optional<std::string> lr_schedule;       // --lr-schedule text (common/lr_schedule.h)
+    std::optional<std::int64_t> lr_warmup_steps;  // --lr-warmup-steps, 0..kMaxRecipeSteps
+    std::optional<double> clip_global_norm;       // --clip-global-norm, [0, 1e30] (0: off)
+    std::optional<std::string> weight_decay_on;   // --weight-decay-on: "matrices" or "all"
     // --param-group, each "PATTERN:lr_mult=M,weight_decay=W" (common/param_groups.h), at most
     // wire::kMaxParamGroups; an empty list is "no groups" (it still wins over a lower layer's).
     std::optional<std::vector<std::string>> param_groups;
-    std::optional<double> ema_decay;                 // --ema-decay, [0, 1) (0: off)
-    std::optional<std::int64_t> accumulate_steps;    // --accumulate-steps, 1..kMaxRecipeAccumulateSteps
+    std::optional<double> ema_decay;               // --ema-decay, [0, 1) (0: off)
+    std::optional<std::int64_t> accumulate_steps;  // --accumulate-steps, 1..kMaxRecipeAccumulateSteps
     // --global-batch-size, 1..kMaxRecipeGlobalBatch: the examples of one global step, split over
     // the workers. It decides the per-worker batch when given; batch_size beside it is then only
     // a record of what it came to (a run's recipe.json writes both).
@@ -49,8 +49,8 @@ struct Recipe {
 };
 
 inline constexpr std::int64_t kMaxRecipeSteps = 1000000000000;         // 1e12, as the step flags
-inline constexpr std::int64_t kMaxRecipeAccumulateSteps = 4096;         // = worker::kMaxAccumulateSteps
-inline constexpr std::int64_t kMaxRecipeGlobalBatch = 65536LL * 4096;   // --global-batch-size's range
+inline constexpr std::int64_t kMaxRecipeAccumulateSteps = 4096;        // = worker::kMaxAccumulateSteps
+inline constexpr std::int64_t kMaxRecipeGlobalBatch = 65536LL * 4096;  // --global-batch-size's range
 // A recipe file larger than this is refused before it is parsed.
 inline constexpr std::size_t kMaxRecipeTextBytes = 1 << 20;
 

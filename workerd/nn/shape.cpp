@@ -9,8 +9,7 @@ std::string ActivationShape::to_string() const {
     return std::to_string(channels) + "x" + std::to_string(height) + "x" + std::to_string(width);
 }
 
-std::optional<std::int64_t> checked_product(std::initializer_list<std::int64_t> factors,
-                                            std::int64_t limit) {
+std::optional<std::int64_t> checked_product(std::initializer_list<std::int64_t> factors, std::int64_t limit) {
     std::int64_t product = 1;
     for (const std::int64_t f : factors) {
         if (f < 0) return std::nullopt;

@@ -10,8 +10,8 @@
 namespace psrun::nn {
 
 Result<ModelDescription> load_model(std::string_view spec) {
-    const bool is_path = spec.find('/') != std::string_view::npos ||
-                         (spec.size() > 5 && spec.substr(spec.size() - 5) == ".json");
+    const bool is_path =
+        spec.find('/') != std::string_view::npos || (spec.size() > 5 && spec.substr(spec.size() - 5) == ".json");
     if (!is_path) {
         std::vector<std::string_view> names;
         for (const auto& m : builtin_models()) {
@@ -19,8 +19,8 @@ Result<ModelDescription> load_model(std::string_view spec) {
             names.push_back(m.name);
         }
         return make_error(ErrorCode::kNotFound, "no built-in model \"" + std::string(spec) + "\" (did you mean \"" +
-                                                    closest_name(spec, names) + "\"? built-ins: " +
-                                                    join_names(names) + "; a file path needs a '/' or \".json\")");
+                                                    closest_name(spec, names) + "\"? built-ins: " + join_names(names) +
+                                                    "; a file path needs a '/' or \".json\")");
     }
     const std::string path(spec);
     std::ifstream in(path, std::ios::binary);

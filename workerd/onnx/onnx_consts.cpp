@@ -27,7 +27,8 @@ std::vector<std::int64_t> strides_of(const std::vector<std::int64_t>& dims) {
 }
 
 // Element `flat` of a tensor of `dims` read through broadcasting from a tensor of `from`.
-std::size_t broadcast_index(std::int64_t flat, const std::vector<std::int64_t>& dims, const std::vector<std::int64_t>& from) {
+std::size_t broadcast_index(std::int64_t flat, const std::vector<std::int64_t>& dims,
+                            const std::vector<std::int64_t>& from) {
     const auto s = strides_of(dims);
     const auto fs = strides_of(from);
     std::int64_t idx = 0;
@@ -41,7 +42,8 @@ std::size_t broadcast_index(std::int64_t flat, const std::vector<std::int64_t>& 
     return static_cast<std::size_t>(idx);
 }
 
-std::optional<std::vector<std::int64_t>> broadcast_dims(const std::vector<std::int64_t>& a, const std::vector<std::int64_t>& b) {
+std::optional<std::vector<std::int64_t>> broadcast_dims(const std::vector<std::int64_t>& a,
+                                                        const std::vector<std::int64_t>& b) {
     std::vector<std::int64_t> out(std::max(a.size(), b.size()), 1);
     for (std::size_t i = 0; i < out.size(); ++i) {
         const std::int64_t x = i < out.size() - a.size() ? 1 : a[i - (out.size() - a.size())];
@@ -75,7 +77,8 @@ void copy_element(const Known& from, std::size_t e, Known& to) {
     else to.i.push_back(from.i[e]);
 }
 
-Known gather_elements(const Known& data, const std::vector<std::int64_t>& dims, const std::function<std::size_t(std::int64_t)>& source) {
+Known gather_elements(const Known& data, const std::vector<std::int64_t>& dims,
+                      const std::function<std::size_t(std::int64_t)>& source) {
     Known out;
     out.dims = dims;
     out.is_float = data.is_float;
@@ -84,8 +87,8 @@ Known gather_elements(const Known& data, const std::vector<std::int64_t>& dims, 
     return out;
 }
 
-Result<std::vector<std::int64_t>> axes_of(const onnx::NodeProto& node, std::int64_t opset, const std::vector<const Known*>& in,
-                                          std::size_t input) {
+Result<std::vector<std::int64_t>> axes_of(const onnx::NodeProto& node, std::int64_t opset,
+                                          const std::vector<const Known*>& in, std::size_t input) {
     if (opset >= 13 && in.size() > input && in[input] != nullptr) {
         auto v = in[input]->plain_ints();
         if (!v) return tl::unexpected(bad(node, "axes depend on the batch size"));
@@ -207,14 +210,16 @@ Result<Known> known_from_tensor(const onnx::TensorProto& tensor) {
         k.is_float = true;
         if (tensor.has_raw_data()) {
             if (tensor.raw_data().size() != static_cast<std::size_t>(*count) * 8)
-                return make_error(ErrorCode::kInvalidArgument, "tensor '" + tensor.name() + "': raw_data does not match its dims");
+                return make_error(ErrorCode::kInvalidArgument,
+                                  "tensor '" + tensor.name() + "': raw_data does not match its dims");
             k.f.resize(static_cast<std::size_t>(*count));
             std::memcpy(k.f.data(), tensor.raw_data().data(), k.f.size() * 8);
         } else {
             k.f.assign(tensor.double_data().begin(), tensor.double_data().end());
         }
         if (static_cast<std::int64_t>(k.f.size()) != *count)
-            return make_error(ErrorCode::kInvalidArgument, "tensor '" + tensor.name() + "': data does not match its dims");
+            return make_error(ErrorCode::kInvalidArgument,
+                              "tensor '" + tensor.name() + "': data does not match its dims");
         return k;
     }
     PSRUN_TRY_ASSIGN(auto v, read_ints(tensor));
@@ -223,7 +228,7 @@ Result<Known> known_from_tensor(const onnx::TensorProto& tensor) {
 }
 
 Result<std::optional<std::vector<Known>>> evaluate(const onnx::NodeProto& node, std::int64_t opset,
-                                                    const std::vector<const Known*>& in, const nn::ValueInfo* shape_of) {
+                                                   const std::vector<const Known*>& in, const nn::ValueInfo* shape_of) {
     const std::string& op = node.op_type();
     if (op == "Shape") {
         std::vector<Dim> d;
@@ -277,7 +282,12 @@ Result<std::optional<std::vector<Known>>> evaluate(const onnx::NodeProto& node, 
         Known out = a;
         if (a.is_float) {
             for (auto& x : out.f)
-                x = op == "Not" ? (x == 0 ? 1.0 : 0.0) : op == "Neg" ? -x : op == "Sqrt" ? std::sqrt(x) : op == "Reciprocal" ? 1.0 / x : op == "Floor" ? std::floor(x) : std::ceil(x);
+                x = op == "Not"          ? (x == 0 ? 1.0 : 0.0)
+                    : op == "Neg"        ? -x
+                    : op == "Sqrt"       ? std::sqrt(x)
+                    : op == "Reciprocal" ? 1.0 / x
+                    : op == "Floor"      ? std::floor(x)
+                                         : std::ceil(x);
         } else {
             for (auto& d : out.i) {
                 if (op == "Neg") d.value = -d.value;

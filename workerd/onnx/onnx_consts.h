@@ -22,8 +22,8 @@ namespace psrun::onnx_io {
 struct Known {
     std::vector<std::int64_t> dims;  // the tensor's shape (empty: a scalar)
     bool is_float = false;
-    std::vector<double> f;           // is_float: the values, row-major
-    std::vector<nn::Dim> i;          // !is_float: the values (Dim::value may be <= 0)
+    std::vector<double> f;   // is_float: the values, row-major
+    std::vector<nn::Dim> i;  // !is_float: the values (Dim::value may be <= 0)
     // ConstantOfShape of a shape that depends on N: every element is `fill`, the shape is
     // `symbolic_dims` (dims and the vectors above stay empty).
     std::optional<nn::Dims> symbolic_dims;
@@ -42,7 +42,7 @@ Result<Known> known_from_tensor(const onnx::TensorProto& tensor);
 // when the op is not one this evaluates or an integer would need N's value, or an error for a
 // malformed node (out-of-range indices, mismatched shapes).
 Result<std::optional<std::vector<Known>>> evaluate(const onnx::NodeProto& node, std::int64_t opset,
-                                                    const std::vector<const Known*>& inputs,
-                                                    const nn::ValueInfo* shape_of);
+                                                   const std::vector<const Known*>& inputs,
+                                                   const nn::ValueInfo* shape_of);
 
 }  // namespace psrun::onnx_io

@@ -18,7 +18,8 @@ Result<Outputs> evaluate_layout(const onnx::NodeProto& node, std::int64_t opset,
             for (auto x : axes) sorted.push_back(normalize_axis(x, rank));
             std::sort(sorted.begin(), sorted.end());
             for (const auto x : sorted) {
-                if (x < 0 || x > static_cast<std::int64_t>(out.dims.size())) return tl::unexpected(bad(node, "axis out of range"));
+                if (x < 0 || x > static_cast<std::int64_t>(out.dims.size()))
+                    return tl::unexpected(bad(node, "axis out of range"));
                 out.dims.insert(out.dims.begin() + x, 1);
             }
         } else {
@@ -41,7 +42,8 @@ Result<Outputs> evaluate_layout(const onnx::NodeProto& node, std::int64_t opset,
         std::vector<std::int64_t> dims = a.dims;
         dims[static_cast<std::size_t>(ax)] = 0;
         for (const auto* k : in) {
-            if (k == nullptr || k->symbolic_dims || k->is_float != a.is_float || k->dims.size() != a.dims.size()) return Outputs{};
+            if (k == nullptr || k->symbolic_dims || k->is_float != a.is_float || k->dims.size() != a.dims.size())
+                return Outputs{};
             dims[static_cast<std::size_t>(ax)] += k->dims[static_cast<std::size_t>(ax)];
         }
         const auto s = strides_of(dims);
@@ -166,7 +168,8 @@ Result<Outputs> evaluate_layout(const onnx::NodeProto& node, std::int64_t opset,
         const auto os = strides_of(dims);
         return Outputs{{gather_elements(a, dims, [&](std::int64_t e) {
             std::int64_t idx = 0;
-            for (std::size_t d = 0; d < dims.size(); ++d) idx += ((e / os[d]) % dims[d]) * as[static_cast<std::size_t>(p[d])];
+            for (std::size_t d = 0; d < dims.size(); ++d)
+                idx += ((e / os[d]) % dims[d]) * as[static_cast<std::size_t>(p[d])];
             return static_cast<std::size_t>(idx);
         })}};
     }
@@ -222,7 +225,8 @@ Result<Outputs> evaluate_layout(const onnx::NodeProto& node, std::int64_t opset,
     }
     if (op == "Range") {
         if (in.size() < 3 || in[1] == nullptr || in[2] == nullptr) return Outputs{};
-        if (a.symbolic_dims || in[1]->symbolic_dims || a.size() != 1 || in[1]->size() != 1 || in[2]->size() != 1) return Outputs{};
+        if (a.symbolic_dims || in[1]->symbolic_dims || a.size() != 1 || in[1]->size() != 1 || in[2]->size() != 1)
+            return Outputs{};
         const bool is_float = a.is_float;
         if (!is_float && (a.i[0].batch || in[1]->i[0].batch || in[2]->i[0].batch)) return Outputs{};
         const double start = as_double(a, 0), limit = as_double(*in[1], 0), delta = as_double(*in[2], 0);

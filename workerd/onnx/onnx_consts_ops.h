@@ -24,9 +24,11 @@ Error bad(const onnx::NodeProto& node, const std::string& what);
 std::int64_t product(const std::vector<std::int64_t>& dims);
 std::vector<std::int64_t> strides_of(const std::vector<std::int64_t>& dims);
 // Element `flat` of a tensor of `dims` read through broadcasting from a tensor of `from`.
-std::size_t broadcast_index(std::int64_t flat, const std::vector<std::int64_t>& dims, const std::vector<std::int64_t>& from);
+std::size_t broadcast_index(std::int64_t flat, const std::vector<std::int64_t>& dims,
+                            const std::vector<std::int64_t>& from);
 // numpy's broadcast of two shapes; nullopt when they do not broadcast.
-std::optional<std::vector<std::int64_t>> broadcast_dims(const std::vector<std::int64_t>& a, const std::vector<std::int64_t>& b);
+std::optional<std::vector<std::int64_t>> broadcast_dims(const std::vector<std::int64_t>& a,
+                                                        const std::vector<std::int64_t>& b);
 Known make_ints(std::vector<std::int64_t> dims, std::vector<Dim> values);
 Known make_floats(std::vector<std::int64_t> dims, std::vector<double> values);
 // Element i as a double (an integer's value, whatever its batch flag).

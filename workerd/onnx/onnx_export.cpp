@@ -8,13 +8,13 @@
 #include <set>
 #include <stdexcept>
 
+#include "common/utf8.h"
 #include "workerd/nn/model_summary.h"
 #include "workerd/nn/onnx_bridge.h"
 #include "workerd/nn/op_schema.h"
 #include "workerd/onnx/onnx_graph_digest.h"
 #include "workerd/onnx/onnx_model.h"
 #include "workerd/onnx/onnx_proto.h"
-#include "common/utf8.h"
 
 namespace psrun::onnx_io {
 
@@ -32,7 +32,7 @@ void set_value_info(onnx::ValueInfoProto& info, const std::string& name, const n
 }
 
 class Writer {
-public:
+  public:
     Writer(const nn::ModelDescription& model, std::span<const float> params, onnx::GraphProto& graph)
         : model_(model), params_(params), graph_(graph) {
         for (const auto& [name, info] : model.values) names_.insert(name);
@@ -57,7 +57,7 @@ public:
     }
     std::map<std::string, std::pair<std::vector<std::int64_t>, std::vector<float>>> replaced;
 
-private:
+  private:
     const nn::ModelDescription& model_;
     std::span<const float> params_;
     onnx::GraphProto& graph_;
@@ -87,7 +87,7 @@ void set_attr(onnx::NodeProto& node, const std::string& name, const nn::OnnxAttr
 }
 
 class NodeWriter final : public nn::OnnxNodeExport {
-public:
+  public:
     NodeWriter(Writer& w, const nn::Node& node) : w_(w), node_(node) {}
 
     const nn::Node& node() const override { return node_; }
@@ -96,8 +96,9 @@ public:
     std::string input(std::size_t i) const override { return w_.onnx_name(node_.inputs.at(i)); }
     std::string output(std::size_t i) const override { return w_.onnx_name(node_.outputs.at(i)); }
     std::string fresh(const std::string& hint) override { return w_.fresh(hint); }
-    void add(const std::string& op_type, const std::vector<std::string>& inputs, const std::vector<std::string>& outputs,
-             const std::vector<std::pair<std::string, nn::OnnxAttr>>& attrs, const std::string& name) override {
+    void add(const std::string& op_type, const std::vector<std::string>& inputs,
+             const std::vector<std::string>& outputs, const std::vector<std::pair<std::string, nn::OnnxAttr>>& attrs,
+             const std::string& name) override {
         onnx::NodeProto* n = w_.graph().add_node();
         n->set_op_type(op_type);
         n->set_name(name.empty() ? w_.fresh(node_.name + "/" + op_type) : name);
@@ -144,7 +145,7 @@ public:
         w_.replaced[name] = {dims, std::move(values)};
     }
 
-private:
+  private:
     Writer& w_;
     const nn::Node& node_;
 };
@@ -191,8 +192,8 @@ Result<std::string> export_onnx(const nn::ModelDescription& model, std::span<con
     for (const auto& node : model.nodes) {
         const nn::OpSchema* schema = nn::find_op(node.op);
         if (schema == nullptr || schema->export_onnx == nullptr)
-            return make_error(ErrorCode::kUnsupported, "export: layer " + node.name + " (" + node.op +
-                                                           ") has no ONNX form");
+            return make_error(ErrorCode::kUnsupported,
+                              "export: layer " + node.name + " (" + node.op + ") has no ONNX form");
         NodeWriter view(writer, node);
         if (auto ok = schema->export_onnx(view); !ok)
             return make_error(ErrorCode::kUnsupported, "export: layer " + node.name + ": " + ok.error().message);
@@ -200,7 +201,9 @@ Result<std::string> export_onnx(const nn::ModelDescription& model, std::span<con
     for (const auto& t : model.tensors) {
         const auto it = writer.replaced.find(t.name);
         if (it != writer.replaced.end()) add_float_tensor(graph, t.name, it->second.first, it->second.second);
-        else add_float_tensor(graph, t.name, t.shape, params.subspan(static_cast<std::size_t>(t.offset), static_cast<std::size_t>(t.size)));
+        else
+            add_float_tensor(graph, t.name, t.shape,
+                             params.subspan(static_cast<std::size_t>(t.offset), static_cast<std::size_t>(t.size)));
     }
     const std::string logits = writer.onnx_name(model.output);
     const nn::ValueInfo& out = model.value(model.output);
@@ -232,7 +235,8 @@ Result<std::string> export_onnx(const nn::ModelDescription& model, std::span<con
     // torch.onnx writes a module returning (loss, logits, ...)); importing the file pairs them
     // with their targets again.
     if (model.loss == nn::LossKind::kGraph)
-        for (const auto& h : model.heads) set_value_info(*graph.add_output(), writer.onnx_name(h.value), model.value(h.value));
+        for (const auto& h : model.heads)
+            set_value_info(*graph.add_output(), writer.onnx_name(h.value), model.value(h.value));
 
     // The description is trusted on import only for this graph (onnx_graph_digest.h).
     std::set<std::string> parameters;
@@ -243,7 +247,8 @@ Result<std::string> export_onnx(const nn::ModelDescription& model, std::span<con
 
     std::string bytes;
     if (!proto.SerializeToString(&bytes))
-        return make_error(ErrorCode::kInvalidArgument, "export: model " + model.name + " does not serialize (over 2 GiB?)");
+        return make_error(ErrorCode::kInvalidArgument,
+                          "export: model " + model.name + " does not serialize (over 2 GiB?)");
     return bytes;
 }
 

@@ -30,8 +30,9 @@ Result<void> check_arity(const onnx::NodeProto& node, int index, std::int64_t op
     const auto check = [&](const char* what, int count, int low, int high) -> Result<void> {
         if (count >= low && count <= high) return {};
         return tl::unexpected(graph_error(node_label(node, index) + " has " + std::to_string(count) + " " + what +
-                                          (count == 1 ? "" : "s") + " where ONNX " + node.op_type() + " (opset " + std::to_string(opset) +
-                                          ") takes " + count_range(low, high) + ": not a valid ONNX graph"));
+                                          (count == 1 ? "" : "s") + " where ONNX " + node.op_type() + " (opset " +
+                                          std::to_string(opset) + ") takes " + count_range(low, high) +
+                                          ": not a valid ONNX graph"));
     };
     if (auto ok = check("input", node.input_size(), schema->min_input(), schema->max_input()); !ok) return ok;
     return check("output", node.output_size(), schema->min_output(), schema->max_output());
@@ -94,7 +95,8 @@ Result<GraphIndex> GraphIndex::build(const onnx::GraphProto& graph, std::int64_t
                                           " data inputs (at most " + std::to_string(kMaxInputs) + ")"));
     if (graph.output_size() < 1 || static_cast<std::size_t>(graph.output_size()) > kMaxOutputs)
         return tl::unexpected(graph_error("the graph has " + std::to_string(graph.output_size()) + " outputs (1 to " +
-                                          std::to_string(kMaxOutputs) + ": the logits or probabilities, or a loss and its heads)"));
+                                          std::to_string(kMaxOutputs) +
+                                          ": the logits or probabilities, or a loss and its heads)"));
     index.output_ = graph.output(0).name();
     for (const auto& out : graph.output()) {
         if (std::find(index.outputs_.begin(), index.outputs_.end(), out.name()) != index.outputs_.end())
@@ -110,8 +112,9 @@ Result<GraphIndex> GraphIndex::build(const onnx::GraphProto& graph, std::int64_t
         for (const auto& in : node.input()) {
             if (in.empty()) continue;
             if (!index.is_input(in) && index.initializers_.count(in) == 0 && index.producers_.count(in) == 0)
-                return tl::unexpected(graph_error(node_label(node, i) + ": its input '" + in +
-                                                  "' is not defined before it (the nodes must be in topological order)"));
+                return tl::unexpected(
+                    graph_error(node_label(node, i) + ": its input '" + in +
+                                "' is not defined before it (the nodes must be in topological order)"));
             auto& r = index.readers_[in];
             if (r.empty() || r.back() != i) r.push_back(i);
         }
@@ -124,7 +127,8 @@ Result<GraphIndex> GraphIndex::build(const onnx::GraphProto& graph, std::int64_t
         if (node.op_type() == "Constant") {
             const auto* value = find_attribute(node, "value");
             if (node.output_size() != 1 || value == nullptr || !value->has_t())
-                return tl::unexpected(graph_error(node_label(node, i) + ": only a Constant with a tensor 'value' is supported"));
+                return tl::unexpected(
+                    graph_error(node_label(node, i) + ": only a Constant with a tensor 'value' is supported"));
             index.constants_.emplace(node.output(0), &value->t());
         }
     }

@@ -23,11 +23,11 @@ inline constexpr std::size_t kMaxOutputs = 64;
 std::string node_label(const onnx::NodeProto& node, int index);
 
 class GraphIndex {
-public:
+  public:
     // Errors (kInvalidArgument, without the "model F: " prefix): duplicate values, another
-    // domain's operators, no data input or more than kMaxInputs, no output or more than kMaxOutputs, nodes out of order, a node
-    // with more or fewer inputs or outputs than ONNX's schema for its operator at `opset` allows
-    // (so the importer may read every input the schema requires).
+    // domain's operators, no data input or more than kMaxInputs, no output or more than kMaxOutputs, nodes out of
+    // order, a node with more or fewer inputs or outputs than ONNX's schema for its operator at `opset` allows (so the
+    // importer may read every input the schema requires).
     static Result<GraphIndex> build(const onnx::GraphProto& graph, std::int64_t opset);
 
     const onnx::GraphProto& graph() const { return *graph_; }
@@ -50,7 +50,7 @@ public:
     // True when an output depends on node i.
     bool needed(int i) const { return needed_[static_cast<std::size_t>(i)]; }
 
-private:
+  private:
     const onnx::GraphProto* graph_ = nullptr;
     std::vector<const onnx::ValueInfoProto*> inputs_;
     std::string output_;

@@ -19,10 +19,8 @@ void add_value_info(Fnv1a& h, const onnx::ValueInfoProto& v) {
     const auto& shape = type.tensor_type().shape();
     h.add_u64(static_cast<std::uint64_t>(shape.dim_size()));
     for (const auto& d : shape.dim()) {
-        if (d.has_dim_value())
-            h.add_byte(1).add_u64(static_cast<std::uint64_t>(d.dim_value()));
-        else
-            h.add_byte(2);  // symbolic: its name (N, batch) is cosmetic
+        if (d.has_dim_value()) h.add_byte(1).add_u64(static_cast<std::uint64_t>(d.dim_value()));
+        else h.add_byte(2);  // symbolic: its name (N, batch) is cosmetic
     }
 }
 

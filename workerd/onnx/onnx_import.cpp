@@ -1,10 +1,10 @@
 // import_onnx (onnx_model.h): the file parsed, its opset and graph checked (onnx_graph.h),
 // then the graph walked by the Importer (onnx_importer.h). A file psrun exported carries its
 // own description (kDescriptionKey): when every tensor it names is an initializer of the same
-// shape and the graph still has the digest recorded with it (kGraphDigestKey: not edited since), that description (dropout, names, loss, recipe) is the result, so a round trip keeps
-// the architecture hash. The recipe a run used (kRecipeKey, which `psrun export` copies from the
-// model dir's recipe.json) then replaces the model's own recipe, so that training the exported
-// file again follows the run it came from (command-line options and --recipe still win).
+// shape and the graph still has the digest recorded with it (kGraphDigestKey: not edited since), that description
+// (dropout, names, loss, recipe) is the result, so a round trip keeps the architecture hash. The recipe a run used
+// (kRecipeKey, which `psrun export` copies from the model dir's recipe.json) then replaces the model's own recipe, so
+// that training the exported file again follows the run it came from (command-line options and --recipe still win).
 #include <climits>
 #include <filesystem>
 #include <fstream>
@@ -28,10 +28,11 @@ Result<std::int64_t> default_opset(const onnx::ModelProto& proto) {
     for (const auto& o : proto.opset_import()) {
         if (!o.domain().empty() && o.domain() != "ai.onnx") continue;
         if (o.version() < kMinImportOpset || o.version() > kMaxImportOpset)
-            return make_error(ErrorCode::kInvalidArgument,
-                              "opset " + std::to_string(o.version()) + ": the importer reads opsets " +
-                                  std::to_string(kMinImportOpset) + " to " + std::to_string(kMaxImportOpset) +
-                                  " (torch.onnx.export(..., opset_version=17), or convert the model with onnx.version_converter)");
+            return make_error(
+                ErrorCode::kInvalidArgument,
+                "opset " + std::to_string(o.version()) + ": the importer reads opsets " +
+                    std::to_string(kMinImportOpset) + " to " + std::to_string(kMaxImportOpset) +
+                    " (torch.onnx.export(..., opset_version=17), or convert the model with onnx.version_converter)");
         return o.version();
     }
     return make_error(ErrorCode::kInvalidArgument, "no opset_import of the default ONNX domain");
@@ -106,8 +107,9 @@ Result<nn::ModelDescription> import_onnx(std::string_view bytes, std::string_vie
     auto fail = [&prefix](const Error& e) { return make_error(ErrorCode::kInvalidArgument, prefix + e.message); };
     onnx::ModelProto proto;
     if (bytes.size() > kMaxOnnxBytes || !proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
-        return make_error(ErrorCode::kInvalidArgument,
-                          prefix + "not an ONNX model (the protobuf does not parse: a truncated file or another format)");
+        return make_error(
+            ErrorCode::kInvalidArgument,
+            prefix + "not an ONNX model (the protobuf does not parse: a truncated file or another format)");
     if (!proto.has_graph() || proto.graph().node_size() == 0)
         return make_error(ErrorCode::kInvalidArgument, prefix + "not an ONNX model (no graph or no nodes)");
     auto opset = default_opset(proto);
@@ -125,8 +127,9 @@ Result<nn::ModelDescription> import_onnx(std::string_view bytes, std::string_vie
     Importer importer(*graph, *opset, std::string(source_name));
     std::string origin = "imported from ONNX (" + proto.producer_name() + " " + proto.producer_version() + ")";
     if (edited)
-        origin += "; the graph was edited after psrun exported it, so its recorded description (layer names, "
-                  "dropout, loss) was set aside for what the graph computes";
+        origin +=
+            "; the graph was edited after psrun exported it, so its recorded description (layer names, "
+            "dropout, loss) was set aside for what the graph computes";
     auto model = importer.run(stem(source_name), origin);
     if (!model) {
         const std::string& m = model.error().message;
@@ -141,8 +144,8 @@ Result<nn::ModelDescription> import_onnx_file(const std::string& path) {
     const auto size = std::filesystem::file_size(path, ec);
     if (ec) return make_error(ErrorCode::kIo, "model " + path + ": cannot open: " + ec.message());
     if (size > kMaxOnnxBytes)
-        return make_error(ErrorCode::kInvalidArgument,
-                          "model " + path + ": " + std::to_string(size) + " bytes, more than an ONNX file can hold (2 GiB)");
+        return make_error(ErrorCode::kInvalidArgument, "model " + path + ": " + std::to_string(size) +
+                                                           " bytes, more than an ONNX file can hold (2 GiB)");
     std::ifstream in(path, std::ios::binary);
     if (!in) return make_error(ErrorCode::kIo, "model " + path + ": cannot open");
     std::string bytes(static_cast<std::size_t>(size), '\0');

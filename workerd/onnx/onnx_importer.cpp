@@ -18,8 +18,7 @@ namespace {
 // The input: float [N, ...] or int64/int32 [N, L] ids or [N] labels; fixed sizes past the batch dim.
 Result<nn::ValueInfo> input_info(const onnx::ValueInfoProto& input) {
     const std::string where = "input '" + input.name() + "': ";
-    if (!input.type().has_tensor_type())
-        return make_error(ErrorCode::kInvalidArgument, where + "not a tensor");
+    if (!input.type().has_tensor_type()) return make_error(ErrorCode::kInvalidArgument, where + "not a tensor");
     const auto type = input.type().tensor_type().elem_type();
     nn::ValueInfo info;
     if (type == onnx::TensorProto::INT64 || type == onnx::TensorProto::INT32) info.type = nn::ElementType::kInt;
@@ -41,7 +40,8 @@ Result<nn::ValueInfo> input_info(const onnx::ValueInfoProto& input) {
         info.dims.push_back(nn::Dim::of(d.dim_value()));
     }
     const auto elements = nn::elements_per_example(info.dims);
-    if (!elements || *elements > nn::kMaxTensorElements) return make_error(ErrorCode::kInvalidArgument, where + "too large");
+    if (!elements || *elements > nn::kMaxTensorElements)
+        return make_error(ErrorCode::kInvalidArgument, where + "too large");
     return info;
 }
 
@@ -63,7 +63,8 @@ std::string Importer::unique_name(const std::string& onnx_name) {
     }
     if (base.empty()) base = "node";
     std::string name = base;
-    for (int k = 2; names_.count(name) != 0 || (builder_ && builder_->taken(name)); ++k) name = base + "_" + std::to_string(k);
+    for (int k = 2; names_.count(name) != 0 || (builder_ && builder_->taken(name)); ++k)
+        name = base + "_" + std::to_string(k);
     names_.insert(name);
     return name;
 }
@@ -119,12 +120,14 @@ Result<std::string> Importer::data_value(const std::string& onnx_value, const st
         k = known(onnx_value);
     }
     if (k == nullptr)
-        return tl::unexpected(Error{ErrorCode::kInvalidArgument,
-                                    who + ": its input '" + onnx_value + "' is not computed (its producer was not imported)"});
+        return tl::unexpected(
+            Error{ErrorCode::kInvalidArgument,
+                  who + ": its input '" + onnx_value + "' is not computed (its producer was not imported)"});
     nlohmann::json layer = {{"kind", "constant"}, {"type", k->is_float ? "float" : "int"}};
     if (k->symbolic_dims) {
         nlohmann::json shape = nlohmann::json::array();
-        for (const auto& d : *k->symbolic_dims) shape.push_back(d.batch ? nlohmann::json(d.to_string()) : nlohmann::json(d.value));
+        for (const auto& d : *k->symbolic_dims)
+            shape.push_back(d.batch ? nlohmann::json(d.to_string()) : nlohmann::json(d.value));
         layer["shape"] = shape;
         layer["fill"] = k->fill;
     } else {
@@ -135,9 +138,10 @@ Result<std::string> Importer::data_value(const std::string& onnx_value, const st
             std::vector<std::int64_t> ints;
             for (const auto& d : k->i) {
                 if (d.batch)
-                    return tl::unexpected(Error{ErrorCode::kInvalidArgument,
-                                                who + ": its input '" + onnx_value +
-                                                    "' depends on the batch size, which the engine does not compute at run time"});
+                    return tl::unexpected(
+                        Error{ErrorCode::kInvalidArgument,
+                              who + ": its input '" + onnx_value +
+                                  "' depends on the batch size, which the engine does not compute at run time"});
                 ints.push_back(d.value);
             }
             layer["values"] = ints;
@@ -222,7 +226,8 @@ Result<void> Importer::import_node(int i) {
     for (int k = 0; k < node.output_size(); ++k) {
         const std::string& out = node.output(k);
         if (out.empty() || values_.count(out) != 0) continue;
-        if (value_read(out)) return tl::unexpected(refuse(i, "output " + std::to_string(k) + " ('" + out + "') is not supported"));
+        if (value_read(out))
+            return tl::unexpected(refuse(i, "output " + std::to_string(k) + " ('" + out + "') is not supported"));
     }
     return {};
 }
@@ -240,7 +245,8 @@ Result<std::string> Importer::loss_of_outputs(const std::vector<std::string>& ou
     for (const auto& o : outputs) {
         const nn::ValueInfo* v = info(o);
         if (v == nullptr)
-            return make_error(ErrorCode::kInvalidArgument, "the output '" + o + "' is not computed by the imported layers");
+            return make_error(ErrorCode::kInvalidArgument,
+                              "the output '" + o + "' is not computed by the imported layers");
         listed += (listed.empty() ? "'" : ", '") + o + "' " + nn::to_string(v->dims);
         const bool scalar = v->type == nn::ElementType::kFloat && !nn::has_batch(v->dims) &&
                             nn::elements_per_example(v->dims).value_or(0) == 1;
@@ -315,7 +321,8 @@ Result<nn::ModelDescription> Importer::run(const std::string& name, const std::s
     }
     const auto out = values_.find(output);
     if (out == values_.end())
-        return make_error(ErrorCode::kInvalidArgument, "the output '" + output + "' is not computed by the imported layers");
+        return make_error(ErrorCode::kInvalidArgument,
+                          "the output '" + output + "' is not computed by the imported layers");
     const nn::ValueInfo& logits = model_.value(out->second);
     model_.classes = logits.rank() == 2 ? logits.dims[1].value : 0;
     // A module that returns its own loss (a float scalar: torch.onnx's SoftmaxCrossEntropyLoss,
@@ -328,12 +335,13 @@ Result<nn::ModelDescription> Importer::run(const std::string& name, const std::s
         if (outputs.size() == 1 || o == output) continue;
         const std::string& value = values_.at(o);
         if (model_.head_index(value) >= 0) continue;
-        return make_error(ErrorCode::kInvalidArgument,
-                          "output '" + o + "' (" + nn::to_string(model_.value(value).dims) +
-                              ") is not a head: no loss term of the graph reads it against a target input (scores "
-                              "a SoftmaxCrossEntropyLoss or NegativeLogLikelihoodLoss reads with int labels, or logits "
-                              "of a binary cross-entropy against float targets as torch.onnx writes "
-                              "F.binary_cross_entropy_with_logits); an output beside the loss must be one of its heads");
+        return make_error(
+            ErrorCode::kInvalidArgument,
+            "output '" + o + "' (" + nn::to_string(model_.value(value).dims) +
+                ") is not a head: no loss term of the graph reads it against a target input (scores "
+                "a SoftmaxCrossEntropyLoss or NegativeLogLikelihoodLoss reads with int labels, or logits "
+                "of a binary cross-entropy against float targets as torch.onnx writes "
+                "F.binary_cross_entropy_with_logits); an output beside the loss must be one of its heads");
     }
     std::vector<float> params(static_cast<std::size_t>(model_.parameter_count), 0.0f);
     for (const auto& t : model_.tensors) {

@@ -21,7 +21,7 @@
 namespace psrun::onnx_io {
 
 class Importer {
-public:
+  public:
     Importer(const GraphIndex& graph, std::int64_t opset, std::string source);
 
     // Walks the graph; then the model (shape inference done) with the initializers as its
@@ -62,7 +62,7 @@ public:
         return it == notes_.end() ? nullptr : &it->second;
     }
 
-private:
+  private:
     Result<void> import_node(int i);
 
     const GraphIndex& graph_;

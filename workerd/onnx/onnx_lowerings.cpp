@@ -24,8 +24,10 @@ namespace {
 Result<std::pair<std::string, const nn::ValueInfo*>> lowering_input(OnnxNodeImport& node) {
     PSRUN_TRY_ASSIGN(auto x, node.value(0));
     const nn::ValueInfo* info = node.info(0);
-    if (info == nullptr) return tl::unexpected(node.refuse("its input is a constant; the engine lowers it only on a graph value"));
-    if (info->type != nn::ElementType::kFloat) return tl::unexpected(node.refuse("its input holds integers; floats only"));
+    if (info == nullptr)
+        return tl::unexpected(node.refuse("its input is a constant; the engine lowers it only on a graph value"));
+    if (info->type != nn::ElementType::kFloat)
+        return tl::unexpected(node.refuse("its input holds integers; floats only"));
     return std::pair{x, info};
 }
 
@@ -50,16 +52,18 @@ Result<void> lower_depth_space(OnnxNodeImport& node) {
     if (info->rank() != 4 || !info->dims[0].batch || info->dims[0].value != 1)
         return tl::unexpected(node.refuse("expects an image batch [N, C, H, W], got " + nn::to_string(info->dims)));
     const std::int64_t c = info->dims[1].value, h = info->dims[2].value, w = info->dims[3].value, k = b;
-    if (k < 1 || k > 4096) return tl::unexpected(node.refuse("blocksize " + std::to_string(k) + " is not in [1, 4096]"));
+    if (k < 1 || k > 4096)
+        return tl::unexpected(node.refuse("blocksize " + std::to_string(k) + " is not in [1, 4096]"));
     std::vector<std::int64_t> split, merged;
     std::vector<std::int64_t> perm;
     if (to_space) {
         if (c % (k * k) != 0)
-            return tl::unexpected(node.refuse("the channels (" + std::to_string(c) + ") are no multiple of blocksize^2 (" +
-                                              std::to_string(k * k) + ")"));
+            return tl::unexpected(node.refuse("the channels (" + std::to_string(c) +
+                                              ") are no multiple of blocksize^2 (" + std::to_string(k * k) + ")"));
         const std::int64_t oc = c / (k * k);
         split = mode == "DCR" ? std::vector<std::int64_t>{k, k, oc, h, w} : std::vector<std::int64_t>{oc, k, k, h, w};
-        perm = mode == "DCR" ? std::vector<std::int64_t>{0, 3, 4, 1, 5, 2} : std::vector<std::int64_t>{0, 1, 4, 2, 5, 3};
+        perm =
+            mode == "DCR" ? std::vector<std::int64_t>{0, 3, 4, 1, 5, 2} : std::vector<std::int64_t>{0, 1, 4, 2, 5, 3};
         merged = {oc, h * k, w * k};
     } else {
         if (h % k != 0 || w % k != 0)
@@ -80,7 +84,8 @@ Result<void> lower_tile(OnnxNodeImport& node) {
     PSRUN_TRY_ASSIGN(auto in, lowering_input(node));
     const auto& [x, info] = in;
     const auto repeats = node.ints(1);
-    if (!repeats) return tl::unexpected(node.refuse("its repeats are computed at run time; the engine needs them at import"));
+    if (!repeats)
+        return tl::unexpected(node.refuse("its repeats are computed at run time; the engine needs them at import"));
     if (repeats->size() != info->rank())
         return tl::unexpected(node.refuse(std::to_string(repeats->size()) + " repeats for an input of rank " +
                                           std::to_string(info->rank())));
@@ -88,7 +93,9 @@ Result<void> lower_tile(OnnxNodeImport& node) {
     std::int64_t elements = nn::elements_per_example(info->dims).value_or(1);
     for (std::size_t d = 0; d < repeats->size(); ++d) {
         const std::int64_t r = (*repeats)[d];
-        if (r < 1) return tl::unexpected(node.refuse("repeat " + std::to_string(r) + " on axis " + std::to_string(d) + " is not positive"));
+        if (r < 1)
+            return tl::unexpected(
+                node.refuse("repeat " + std::to_string(r) + " on axis " + std::to_string(d) + " is not positive"));
         if (r == 1) continue;
         if (info->dims[d].batch)
             return tl::unexpected(node.refuse("it repeats the batch axis " + std::to_string(r) +
@@ -97,8 +104,9 @@ Result<void> lower_tile(OnnxNodeImport& node) {
             return tl::unexpected(node.refuse("repeats " + std::to_string(r) + " on axis " + std::to_string(d) +
                                               " make over 2^26 elements per example"));
         elements *= r;
-        PSRUN_TRY_ASSIGN(auto cat, node.emit({{"kind", "concat"}, {"inputs", std::vector<std::string>(static_cast<std::size_t>(r), value)},
-                              {"axis", static_cast<std::int64_t>(d)}}));
+        PSRUN_TRY_ASSIGN(auto cat, node.emit({{"kind", "concat"},
+                                              {"inputs", std::vector<std::string>(static_cast<std::size_t>(r), value)},
+                                              {"axis", static_cast<std::int64_t>(d)}}));
         value = cat;
     }
     node.bind_output(0, value);
@@ -114,15 +122,19 @@ Result<void> lower_cumsum(OnnxNodeImport& node) {
     const auto rank = static_cast<std::int64_t>(info->rank());
     std::int64_t axis = (*axis_given)[0];
     if (axis < -rank || axis >= rank)
-        return tl::unexpected(node.refuse("axis " + std::to_string(axis) + " is outside the input's rank " + std::to_string(rank)));
+        return tl::unexpected(
+            node.refuse("axis " + std::to_string(axis) + " is outside the input's rank " + std::to_string(rank)));
     if (axis < 0) axis += rank;
     if (info->dims[static_cast<std::size_t>(axis)].batch)
-        return tl::unexpected(node.refuse("axis " + std::to_string(axis) + " is the batch axis; sum along a dim of each example"));
+        return tl::unexpected(
+            node.refuse("axis " + std::to_string(axis) + " is the batch axis; sum along a dim of each example"));
     auto exclusive = node.int_attr("exclusive", 0);
     auto reverse = node.int_attr("reverse", 0);
     if (!exclusive || !reverse) return tl::unexpected(!exclusive ? exclusive.error() : reverse.error());
     const std::int64_t len = info->dims[static_cast<std::size_t>(axis)].value;
-    if (len > 1024) return tl::unexpected(node.refuse("the axis has " + std::to_string(len) + " entries; the engine sums at most 1024"));
+    if (len > 1024)
+        return tl::unexpected(
+            node.refuse("the axis has " + std::to_string(len) + " entries; the engine sums at most 1024"));
     // out[j] = sum_i x[i] T[i][j]: T[i][j] = 1 where i precedes j (or follows it, reversed).
     std::vector<float> tri(static_cast<std::size_t>(len * len), 0.0f);
     for (std::int64_t i = 0; i < len; ++i)
@@ -175,12 +187,14 @@ Result<void> refuse_indices(OnnxNodeImport& node) {
     const std::string op(node.op_type());
     if (op == "TopK")
         return tl::unexpected(node.refuse(
-            "TopK returns the k largest values and their int64 indices; the engine has no sorting kind, and training cannot "
+            "TopK returns the k largest values and their int64 indices; the engine has no sorting kind, and training "
+            "cannot "
             "differentiate through indices (use a max or a mean over the axis, or compute top-k outside the model)"));
     return tl::unexpected(node.refuse(
-        op + " returns int64 indices, which training cannot differentiate through and the engine does not compute "
-             "mid-graph (a final ArgMax over the classes of a predict graph is dropped: export the logits, or keep the "
-             "ArgMax the graph's output)"));
+        op +
+        " returns int64 indices, which training cannot differentiate through and the engine does not compute "
+        "mid-graph (a final ArgMax over the classes of a predict graph is dropped: export the logits, or keep the "
+        "ArgMax the graph's output)"));
 }
 
 struct Lowering {
@@ -190,10 +204,17 @@ struct Lowering {
 
 const std::vector<Lowering>& lowerings() {
     static const std::vector<Lowering> table = {
-        {"DepthToSpace", lower_depth_space}, {"SpaceToDepth", lower_depth_space}, {"Tile", lower_tile},
-        {"CumSum", lower_cumsum},            {"Celu", lower_celu},                {"ReduceL1", lower_reduce_norm},
-        {"ReduceL2", lower_reduce_norm},     {"ReduceSumSquare", lower_reduce_norm},
-        {"ReduceLogSumExp", lower_reduce_norm}, {"ArgMax", refuse_indices},     {"ArgMin", refuse_indices},
+        {"DepthToSpace", lower_depth_space},
+        {"SpaceToDepth", lower_depth_space},
+        {"Tile", lower_tile},
+        {"CumSum", lower_cumsum},
+        {"Celu", lower_celu},
+        {"ReduceL1", lower_reduce_norm},
+        {"ReduceL2", lower_reduce_norm},
+        {"ReduceSumSquare", lower_reduce_norm},
+        {"ReduceLogSumExp", lower_reduce_norm},
+        {"ArgMax", refuse_indices},
+        {"ArgMin", refuse_indices},
         {"TopK", refuse_indices},
     };
     return table;

@@ -25,7 +25,8 @@ Result<ReduceNormAxes> reduce_norm_axes(nn::OnnxNodeImport& node, const nn::Valu
     PSRUN_TRY_ASSIGN(auto read, nn::read_onnx_reduce_axes(node, node.opset() >= 18));
     ReduceNormAxes r{std::move(read.axes), read.keepdims};
     if (r.axes.empty() && read.noop_if_empty)
-        return tl::unexpected(node.refuse("noop_with_empty_axes=1 without axes leaves nothing to reduce; give the axes"));
+        return tl::unexpected(
+            node.refuse("noop_with_empty_axes=1 without axes leaves nothing to reduce; give the axes"));
     if (r.axes.empty())
         for (std::size_t d = 0; d < info.rank(); ++d) r.axes.push_back(static_cast<std::int64_t>(d));
     return r;

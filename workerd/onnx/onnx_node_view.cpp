@@ -19,7 +19,9 @@ std::string base_name(const onnx::NodeProto& node, const GraphIndex& graph) {
 }  // namespace
 
 NodeView::NodeView(Importer& importer, int index)
-    : im_(importer), index_(index), node_(importer.graph().graph().node(index)),
+    : im_(importer),
+      index_(index),
+      node_(importer.graph().graph().node(index)),
       name_(importer.unique_name(base_name(node_, importer.graph()))) {}
 
 Result<std::string> NodeView::value(std::size_t i) {
@@ -33,7 +35,8 @@ std::string NodeView::initializer(std::size_t i) const { return has_input(i) ? i
 
 std::optional<std::vector<std::int64_t>> NodeView::constant_shape(std::size_t i) const {
     if (!has_input(i)) return std::nullopt;
-    if (const auto* t = im_.graph().initializer(input(i))) return std::vector<std::int64_t>(t->dims().begin(), t->dims().end());
+    if (const auto* t = im_.graph().initializer(input(i)))
+        return std::vector<std::int64_t>(t->dims().begin(), t->dims().end());
     if (const Known* k = im_.known(input(i)); k && !k->symbolic_dims) return k->dims;
     return std::nullopt;
 }
@@ -114,7 +117,8 @@ Result<std::string> NodeView::emit(nlohmann::json layer) {
 }
 
 void NodeView::bind_output(std::size_t k, const std::string& value) {
-    if (k < output_count() && !node_.output(static_cast<int>(k)).empty()) im_.bind(node_.output(static_cast<int>(k)), value);
+    if (k < output_count() && !node_.output(static_cast<int>(k)).empty())
+        im_.bind(node_.output(static_cast<int>(k)), value);
 }
 
 }  // namespace psrun::onnx_io

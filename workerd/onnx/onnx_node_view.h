@@ -13,7 +13,7 @@
 namespace psrun::onnx_io {
 
 class NodeView final : public nn::OnnxNodeImport {
-public:
+  public:
     NodeView(Importer& importer, int index);
 
     std::string_view op_type() const override { return node_.op_type(); }
@@ -47,7 +47,7 @@ public:
     void bind_output(std::size_t k, const std::string& value) override;
     Error refuse(const std::string& what) const override { return im_.refuse(index_, what); }
 
-private:
+  private:
     const std::string& input(std::size_t i) const { return node_.input(static_cast<int>(i)); }
     std::string label() const { return node_label(node_, index_); }
     // An attribute's value, or its error as a refusal naming the node.

@@ -20,7 +20,7 @@ namespace psrun::onnx_io {
 namespace {
 
 class Matcher : public PatternMatcher {
-public:
+  public:
     using PatternMatcher::PatternMatcher;
 
     // ReduceMean over the last axis of a rank-`rank` value, keeping it.
@@ -84,10 +84,10 @@ Result<bool> layer_norm(Matcher& m, int i) {
     if (!scale || !bias) return tl::unexpected(!scale ? scale.error() : bias.error());
     const std::string name = m.node(add2).name().empty() ? m.node(add2).output(0) : m.node(add2).name();
     PSRUN_TRY_ASSIGN(auto out, m.im_.emit({{"kind", "layer_norm"},
-                           {"inputs", {input}},
-                           {"epsilon", nn::onnx_float(static_cast<float>(*eps))},
-                           {"tensors", {{"scale", *scale}, {"bias", *bias}}}},
-                          m.im_.unique_name(name), who));
+                                           {"inputs", {input}},
+                                           {"epsilon", nn::onnx_float(static_cast<float>(*eps))},
+                                           {"tensors", {{"scale", *scale}, {"bias", *bias}}}},
+                                          m.im_.unique_name(name), who));
     m.im_.bind(m.node(add2).output(0), out);
     for (const int n : {i, sub, pow, var, add, sqrt, div, mul, add2}) m.im_.consume(n);
     return true;
@@ -111,7 +111,7 @@ Result<bool> gelu(Matcher& m, int i) {
     PSRUN_TRY_ASSIGN(auto input, m.im_.data_value(x, who));
     const auto& last = m.node(half);
     PSRUN_TRY_ASSIGN(auto out, m.im_.emit({{"kind", "gelu"}, {"inputs", {input}}, {"approximate", "none"}},
-                          m.im_.unique_name(last.name().empty() ? last.output(0) : last.name()), who));
+                                          m.im_.unique_name(last.name().empty() ? last.output(0) : last.name()), who));
     m.im_.bind(last.output(0), out);
     for (const int n : {i, erf, add, mul, half}) m.im_.consume(n);
     return true;
@@ -131,7 +131,7 @@ Result<bool> silu(Matcher& m, int i) {
     PSRUN_TRY_ASSIGN(auto input, m.im_.data_value(x, who));
     const auto& last = m.node(mul);
     PSRUN_TRY_ASSIGN(auto out, m.im_.emit({{"kind", "swish"}, {"inputs", {input}}},
-                          m.im_.unique_name(last.name().empty() ? last.output(0) : last.name()), who));
+                                          m.im_.unique_name(last.name().empty() ? last.output(0) : last.name()), who));
     m.im_.bind(last.output(0), out);
     m.im_.consume(i);
     m.im_.consume(mul);
@@ -158,7 +158,8 @@ Result<bool> linear(Matcher& m, int i) {
     if (add >= 0) {
         bias = m.other(m.node(add), m.node(mm).output(0));
         const auto* b = m.im_.graph().initializer(bias);
-        if (b == nullptr || b->data_type() != onnx::TensorProto::FLOAT || b->dims_size() != 1 || b->dims(0) != w->dims(0)) {
+        if (b == nullptr || b->data_type() != onnx::TensorProto::FLOAT || b->dims_size() != 1 ||
+            b->dims(0) != w->dims(0)) {
             add = -1;
             bias.clear();
         }
@@ -167,10 +168,11 @@ Result<bool> linear(Matcher& m, int i) {
     nlohmann::json tensors = {{"w", m.im_.slot_tensor(t.input(0))}};
     if (add >= 0) tensors["b"] = m.im_.slot_tensor(bias);
     const auto& last = m.node(add >= 0 ? add : mm);
-    nlohmann::json layer = {{"kind", "dense"}, {"inputs", {input}}, {"units", w->dims(0)}, {"bias", add >= 0}, {"tensors", tensors}};
+    nlohmann::json layer = {
+        {"kind", "dense"}, {"inputs", {input}}, {"units", w->dims(0)}, {"bias", add >= 0}, {"tensors", tensors}};
     if (xi->rank() == 4) layer["last_axis"] = true;  // a 4-D input is not an image to flatten here
     PSRUN_TRY_ASSIGN(auto out, m.im_.emit(std::move(layer),
-                          m.im_.unique_name(last.name().empty() ? last.output(0) : last.name()), who));
+                                          m.im_.unique_name(last.name().empty() ? last.output(0) : last.name()), who));
     m.im_.bind(last.output(0), out);
     m.im_.consume(i);
     m.im_.consume(mm);
@@ -194,7 +196,8 @@ Result<bool> linear_plain(Matcher& m, int i) {
     if (add >= 0) {
         bias = m.other(m.node(add), mm.output(0));
         const auto* b = m.im_.graph().initializer(bias);
-        if (b == nullptr || b->data_type() != onnx::TensorProto::FLOAT || b->dims_size() != 1 || b->dims(0) != w->dims(1)) {
+        if (b == nullptr || b->data_type() != onnx::TensorProto::FLOAT || b->dims_size() != 1 ||
+            b->dims(0) != w->dims(1)) {
             add = -1;
             bias.clear();
         }
@@ -207,7 +210,8 @@ Result<bool> linear_plain(Matcher& m, int i) {
                      m.im_.emit({{"kind", "transpose"}, {"inputs", {weights}}, {"perm", {1, 0}}}, name + "/w_t", who));
     nlohmann::json tensors = {{"w", transposed}};
     if (add >= 0) tensors["b"] = m.im_.slot_tensor(bias);
-    nlohmann::json layer = {{"kind", "dense"}, {"inputs", {input}}, {"units", w->dims(1)}, {"bias", add >= 0}, {"tensors", tensors}};
+    nlohmann::json layer = {
+        {"kind", "dense"}, {"inputs", {input}}, {"units", w->dims(1)}, {"bias", add >= 0}, {"tensors", tensors}};
     if (xi->rank() == 4) layer["last_axis"] = true;
     PSRUN_TRY_ASSIGN(auto out, m.im_.emit(std::move(layer), name, who));
     m.im_.bind(last.output(0), out);

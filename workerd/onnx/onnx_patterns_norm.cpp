@@ -19,7 +19,7 @@ namespace psrun::onnx_io {
 namespace {
 
 class NormMatcher : public PatternMatcher {
-public:
+  public:
     using PatternMatcher::PatternMatcher;
 
     // Known floats, `size` of them, all equal to `v`.
@@ -84,7 +84,8 @@ Result<bool> import_group_norm_pattern(Importer& importer, int i) {
     if (reshape.op_type() != "Reshape" || reshape.input_size() != 2) return false;
     const std::string x = reshape.input(0);
     const nn::ValueInfo* xi = m.im_.info(x);
-    if (xi == nullptr || xi->rank() < 3 || xi->rank() > 5 || xi->type != nn::ElementType::kFloat || xi->dims[0] != nn::Dim::batch_times(1))
+    if (xi == nullptr || xi->rank() < 3 || xi->rank() > 5 || xi->type != nn::ElementType::kFloat ||
+        xi->dims[0] != nn::Dim::batch_times(1))
         return false;
     const std::int64_t channels = xi->dims[1].value;
     // [0 or N, G, -1]
@@ -92,26 +93,31 @@ Result<bool> import_group_norm_pattern(Importer& importer, int i) {
     if (!target || target->is_float || target->symbolic_dims || target->i.size() != 3) return false;
     const auto& t = target->i;
     const auto allowzero = int_attr(reshape, "allowzero", 0);  // opset 14+: 1 makes the 0 a size
-    const bool batch_first = (!t[0].batch && t[0].value == 0 && allowzero && *allowzero == 0) || t[0] == nn::Dim::batch_times(1);
+    const bool batch_first =
+        (!t[0].batch && t[0].value == 0 && allowzero && *allowzero == 0) || t[0] == nn::Dim::batch_times(1);
     const std::int64_t groups = t[1].value;
-    if (!batch_first || t[1].batch || groups < 1 || channels % groups != 0 || t[2].batch || t[2].value != -1) return false;
+    if (!batch_first || t[1].batch || groups < 1 || channels % groups != 0 || t[2].batch || t[2].value != -1)
+        return false;
     const int inorm = m.only_reader(reshape.output(0), "InstanceNormalization");
     if (inorm < 0 || m.node(inorm).input(0) != reshape.output(0) || m.node(inorm).input_size() != 3) return false;
     const auto& in_node = m.node(inorm);
     const int back = m.only_reader(in_node.output(0), "Reshape");
     if (back < 0 || m.node(back).input(0) != in_node.output(0)) return false;
     const int shape = m.im_.graph().producer(m.node(back).input(1));
-    if (shape < 0 || m.node(shape).op_type() != "Shape" || m.node(shape).input(0) != x || m.node(shape).attribute_size() != 0)
+    if (shape < 0 || m.node(shape).op_type() != "Shape" || m.node(shape).input(0) != x ||
+        m.node(shape).attribute_size() != 0)
         return false;
     // The InstanceNormalization's scale and B: neutral constants, or per-group tensors.
     const std::string& inner_scale = in_node.input(1);
     const std::string& inner_bias = in_node.input(2);
-    const bool scale_neutral = m.all_equal(inner_scale, groups, 1.0), bias_neutral = m.all_equal(inner_bias, groups, 0.0);
+    const bool scale_neutral = m.all_equal(inner_scale, groups, 1.0),
+               bias_neutral = m.all_equal(inner_bias, groups, 0.0);
     auto per_group_tensor = [&](const std::string& v) {
         const auto* init = m.im_.graph().initializer(v);
         return m.is_tensor(v) && init->dims_size() == 1 && init->dims(0) == groups;
     };
-    if ((!scale_neutral && !per_group_tensor(inner_scale)) || (!bias_neutral && !per_group_tensor(inner_bias))) return false;
+    if ((!scale_neutral && !per_group_tensor(inner_scale)) || (!bias_neutral && !per_group_tensor(inner_bias)))
+        return false;
     const bool per_group = !scale_neutral || !bias_neutral;
     auto eps = float_attr(in_node, "epsilon", 1e-5f);
     if (!eps) return false;
@@ -126,11 +132,13 @@ Result<bool> import_group_norm_pattern(Importer& importer, int i) {
     };
     if (!per_group) {
         mul = m.only_reader(m.node(last).output(0), "Mul");
-        if (mul >= 0) scale = affine_operand(m, operand_of(mul, m.node(last).output(0)), "Mul", xi->rank(), channels, 1.0);
+        if (mul >= 0)
+            scale = affine_operand(m, operand_of(mul, m.node(last).output(0)), "Mul", xi->rank(), channels, 1.0);
         if (scale) last = mul;
         else mul = -1;
         add = m.only_reader(m.node(last).output(0), "Add");
-        if (add >= 0) bias = affine_operand(m, operand_of(add, m.node(last).output(0)), "Add", xi->rank(), channels, 0.0);
+        if (add >= 0)
+            bias = affine_operand(m, operand_of(add, m.node(last).output(0)), "Add", xi->rank(), channels, 0.0);
         if (bias) last = add;
         else add = -1;
     }
@@ -147,14 +155,14 @@ Result<bool> import_group_norm_pattern(Importer& importer, int i) {
     }
     const auto& end = m.node(last);
     PSRUN_TRY_ASSIGN(auto out, m.im_.emit({{"kind", "group_norm"},
-                           {"inputs", {input}},
-                           {"groups", groups},
-                           {"epsilon", nn::onnx_float(*eps)},
-                           {"scale", has_scale},
-                           {"center", has_bias},
-                           {"affine", per_group ? "group" : "channel"},
-                           {"tensors", tensors}},
-                          m.im_.unique_name(end.name().empty() ? end.output(0) : end.name()), who));
+                                           {"inputs", {input}},
+                                           {"groups", groups},
+                                           {"epsilon", nn::onnx_float(*eps)},
+                                           {"scale", has_scale},
+                                           {"center", has_bias},
+                                           {"affine", per_group ? "group" : "channel"},
+                                           {"tensors", tensors}},
+                                          m.im_.unique_name(end.name().empty() ? end.output(0) : end.name()), who));
     m.im_.bind(end.output(0), out);
     for (const int n : {i, inorm, back, mul, add})
         if (n >= 0) m.im_.consume(n);

@@ -16,27 +16,24 @@ Error tensor_error(const onnx::TensorProto& tensor, const std::string& what) {
 
 // Values from raw_data or the typed field, `count` of them.
 template <class T, class Field>
-Result<std::vector<T>> read_values(const onnx::TensorProto& tensor, const Field& typed,
-                                   const char* type_name) {
+Result<std::vector<T>> read_values(const onnx::TensorProto& tensor, const Field& typed, const char* type_name) {
     if (tensor.data_location() == onnx::TensorProto::EXTERNAL || tensor.external_data_size() > 0)
-        return tl::unexpected(
-            tensor_error(tensor, "data in an external file: save the model as one file"));
+        return tl::unexpected(tensor_error(tensor, "data in an external file: save the model as one file"));
     const auto count = element_count(tensor);
     if (!count) return tl::unexpected(tensor_error(tensor, "bad or too large dims"));
     const auto n = static_cast<std::size_t>(*count);
     std::vector<T> values;
     if (tensor.has_raw_data()) {
         if (tensor.raw_data().size() != n * sizeof(T))
-            return tl::unexpected(tensor_error(
-                tensor, "raw_data holds " + std::to_string(tensor.raw_data().size()) +
-                            " bytes for " + std::to_string(n) + " " + type_name + " values"));
+            return tl::unexpected(tensor_error(tensor, "raw_data holds " + std::to_string(tensor.raw_data().size()) +
+                                                           " bytes for " + std::to_string(n) + " " + type_name +
+                                                           " values"));
         values.resize(n);
         if (n > 0) std::memcpy(values.data(), tensor.raw_data().data(), n * sizeof(T));
     } else {
         if (static_cast<std::size_t>(typed.size()) != n)
-            return tl::unexpected(tensor_error(tensor, "holds " + std::to_string(typed.size()) +
-                                                           " values, its dims say " +
-                                                           std::to_string(n)));
+            return tl::unexpected(tensor_error(
+                tensor, "holds " + std::to_string(typed.size()) + " values, its dims say " + std::to_string(n)));
         values.assign(typed.begin(), typed.end());
     }
     return values;
@@ -57,9 +54,8 @@ std::optional<std::int64_t> element_count(const onnx::TensorProto& tensor) {
 
 Result<std::vector<float>> read_floats(const onnx::TensorProto& tensor) {
     if (tensor.data_type() != onnx::TensorProto::FLOAT)
-        return tl::unexpected(
-            tensor_error(tensor, "element type " + std::to_string(tensor.data_type()) +
-                                     " is not float32 (1): export the model in float32"));
+        return tl::unexpected(tensor_error(tensor, "element type " + std::to_string(tensor.data_type()) +
+                                                       " is not float32 (1): export the model in float32"));
     auto values = read_values<float>(tensor, tensor.float_data(), "float");
     if (!values) return values;
     // +-Inf is legal (a causal mask is triu(full(-inf))); the importer keeps a tensor holding it
@@ -71,8 +67,8 @@ Result<std::vector<float>> read_floats(const onnx::TensorProto& tensor) {
 
 Result<std::vector<std::int64_t>> read_int64s(const onnx::TensorProto& tensor) {
     if (tensor.data_type() != onnx::TensorProto::INT64)
-        return tl::unexpected(tensor_error(
-            tensor, "element type " + std::to_string(tensor.data_type()) + " is not int64 (7)"));
+        return tl::unexpected(
+            tensor_error(tensor, "element type " + std::to_string(tensor.data_type()) + " is not int64 (7)"));
     return read_values<std::int64_t>(tensor, tensor.int64_data(), "int64");
 }
 
@@ -91,13 +87,14 @@ Result<std::vector<std::int64_t>> read_ints(const onnx::TensorProto& tensor) {
                 return tl::unexpected(tensor_error(tensor, "raw_data does not match its dims"));
             for (const char b : tensor.raw_data()) out.push_back(b != 0);
         } else {
-            if (tensor.int32_data_size() != *count) return tl::unexpected(tensor_error(tensor, "data does not match its dims"));
+            if (tensor.int32_data_size() != *count)
+                return tl::unexpected(tensor_error(tensor, "data does not match its dims"));
             for (const auto b : tensor.int32_data()) out.push_back(b != 0);
         }
         return out;
     }
-    return tl::unexpected(tensor_error(tensor, "element type " + std::to_string(tensor.data_type()) +
-                                                   " is not an integer type"));
+    return tl::unexpected(
+        tensor_error(tensor, "element type " + std::to_string(tensor.data_type()) + " is not an integer type"));
 }
 
 const onnx::AttributeProto* find_attribute(const onnx::NodeProto& node, const std::string& name) {
@@ -108,13 +105,11 @@ const onnx::AttributeProto* find_attribute(const onnx::NodeProto& node, const st
 
 std::string ints_text(const std::vector<std::int64_t>& values) {
     std::string s = "[";
-    for (std::size_t i = 0; i < values.size(); ++i)
-        s += (i ? ", " : "") + std::to_string(values[i]);
+    for (std::size_t i = 0; i < values.size(); ++i) s += (i ? ", " : "") + std::to_string(values[i]);
     return s + "]";
 }
 
-Result<std::int64_t> int_attr(const onnx::NodeProto& node, const std::string& name,
-                              std::int64_t fallback) {
+Result<std::int64_t> int_attr(const onnx::NodeProto& node, const std::string& name, std::int64_t fallback) {
     const auto* a = find_attribute(node, name);
     if (a == nullptr) return fallback;
     if (a->type() != onnx::AttributeProto::INT)
@@ -128,18 +123,14 @@ Result<float> float_attr(const onnx::NodeProto& node, const std::string& name, f
         return make_error(ErrorCode::kInvalidArgument, "attribute " + name + " is not a float");
     return a->f();
 }
-Result<std::optional<std::vector<std::int64_t>>> ints_attr(const onnx::NodeProto& node,
-                                                           const std::string& name) {
+Result<std::optional<std::vector<std::int64_t>>> ints_attr(const onnx::NodeProto& node, const std::string& name) {
     const auto* a = find_attribute(node, name);
     if (a == nullptr) return std::optional<std::vector<std::int64_t>>{};
     if (a->type() != onnx::AttributeProto::INTS)
-        return make_error(ErrorCode::kInvalidArgument,
-                          "attribute " + name + " is not a list of ints");
-    return std::optional<std::vector<std::int64_t>>(
-        std::vector<std::int64_t>(a->ints().begin(), a->ints().end()));
+        return make_error(ErrorCode::kInvalidArgument, "attribute " + name + " is not a list of ints");
+    return std::optional<std::vector<std::int64_t>>(std::vector<std::int64_t>(a->ints().begin(), a->ints().end()));
 }
-Result<std::string> string_attr(const onnx::NodeProto& node, const std::string& name,
-                                const std::string& fallback) {
+Result<std::string> string_attr(const onnx::NodeProto& node, const std::string& name, const std::string& fallback) {
     const auto* a = find_attribute(node, name);
     if (a == nullptr) return fallback;
     if (a->type() != onnx::AttributeProto::STRING)
@@ -147,18 +138,16 @@ Result<std::string> string_attr(const onnx::NodeProto& node, const std::string& 
     return a->s();
 }
 
-void add_float_tensor(onnx::GraphProto& graph, const std::string& name,
-                      const std::vector<std::int64_t>& dims, std::span<const float> values) {
+void add_float_tensor(onnx::GraphProto& graph, const std::string& name, const std::vector<std::int64_t>& dims,
+                      std::span<const float> values) {
     onnx::TensorProto* t = graph.add_initializer();
     t->set_name(name);
     t->set_data_type(onnx::TensorProto::FLOAT);
     for (const auto d : dims) t->add_dims(d);
-    t->set_raw_data(
-        std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)));
+    t->set_raw_data(std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)));
 }
 
-void set_ints(onnx::NodeProto& node, const std::string& name,
-              const std::vector<std::int64_t>& values) {
+void set_ints(onnx::NodeProto& node, const std::string& name, const std::vector<std::int64_t>& values) {
     onnx::AttributeProto* a = node.add_attribute();
     a->set_name(name);
     a->set_type(onnx::AttributeProto::INTS);

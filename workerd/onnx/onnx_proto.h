@@ -51,19 +51,15 @@ std::string ints_text(const std::vector<std::int64_t>& values);
 
 // Typed attribute reads: the attribute's value or `fallback` when absent; a wrong type is an
 // error ("attribute NAME is not an int").
-Result<std::int64_t> int_attr(const onnx::NodeProto& node, const std::string& name,
-                              std::int64_t fallback);
+Result<std::int64_t> int_attr(const onnx::NodeProto& node, const std::string& name, std::int64_t fallback);
 Result<float> float_attr(const onnx::NodeProto& node, const std::string& name, float fallback);
-Result<std::optional<std::vector<std::int64_t>>> ints_attr(const onnx::NodeProto& node,
-                                                           const std::string& name);
-Result<std::string> string_attr(const onnx::NodeProto& node, const std::string& name,
-                                const std::string& fallback);
+Result<std::optional<std::vector<std::int64_t>>> ints_attr(const onnx::NodeProto& node, const std::string& name);
+Result<std::string> string_attr(const onnx::NodeProto& node, const std::string& name, const std::string& fallback);
 
 // Builders for the exporter.
-void add_float_tensor(onnx::GraphProto& graph, const std::string& name,
-                      const std::vector<std::int64_t>& dims, std::span<const float> values);
-void set_ints(onnx::NodeProto& node, const std::string& name,
-              const std::vector<std::int64_t>& values);
+void add_float_tensor(onnx::GraphProto& graph, const std::string& name, const std::vector<std::int64_t>& dims,
+                      std::span<const float> values);
+void set_ints(onnx::NodeProto& node, const std::string& name, const std::vector<std::int64_t>& values);
 void set_int(onnx::NodeProto& node, const std::string& name, std::int64_t value);
 void set_float(onnx::NodeProto& node, const std::string& name, float value);
 

@@ -15,7 +15,7 @@ namespace psrun::onnx_io {
 namespace {
 
 class Claim {
-public:
+  public:
     explicit Claim(Importer& im) : im_(im), g_(im.graph()) {}
 
     // Matches one RNN node; on success consumes the reordering and notes W.
@@ -51,7 +51,7 @@ public:
         im_.note(node.input(1), {{"pattern", "pytorch_rnn_weights"}, {"bias", bias}, {"tensors", tensors}});
     }
 
-private:
+  private:
     static std::vector<int> onnx_gates(bool lstm) { return nn::onnx_gates_from_pytorch(lstm); }
 
     // A constant int vector (an integer initializer or a Constant node).
@@ -111,14 +111,17 @@ private:
             const auto& n = g_.graph().node(s);
             const auto* init = g_.initializer(n.input(0));
             if (init == nullptr || init->data_type() != onnx::TensorProto::FLOAT || init->dims_size() < 1 ||
-                init->dims(0) != static_cast<std::int64_t>(gates_.size()) * hidden_ || (!param.empty() && param != n.input(0)))
+                init->dims(0) != static_cast<std::int64_t>(gates_.size()) * hidden_ ||
+                (!param.empty() && param != n.input(0)))
                 return "";
             param = n.input(0);
             if (n.input_size() < 3) return "";
             const auto start = ints(n.input(1)), end = ints(n.input(2));
             if (!start || !end || start->size() != 1 || end->size() != 1) return "";
-            if (n.input_size() > 3 && !n.input(3).empty() && ints(n.input(3)) != std::vector<std::int64_t>{0}) return "";
-            if (n.input_size() > 4 && !n.input(4).empty() && ints(n.input(4)) != std::vector<std::int64_t>{1}) return "";
+            if (n.input_size() > 3 && !n.input(3).empty() && ints(n.input(3)) != std::vector<std::int64_t>{0})
+                return "";
+            if (n.input_size() > 4 && !n.input(4).empty() && ints(n.input(4)) != std::vector<std::int64_t>{1})
+                return "";
             const std::int64_t a = (*start)[0], b = (*end)[0];
             if (a < 0 || b <= a || b > init->dims(0) || a % hidden_ != 0 || b % hidden_ != 0) return "";  // within p
             for (std::int64_t k = a / hidden_; k < b / hidden_; ++k) blocks.push_back(static_cast<int>(k));

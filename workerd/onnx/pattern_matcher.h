@@ -11,7 +11,7 @@
 namespace psrun::onnx_io {
 
 class PatternMatcher {
-public:
+  public:
     explicit PatternMatcher(Importer& im) : im_(im), g_(im.graph().graph()) {}
 
     const onnx::NodeProto& node(int i) const { return g_.node(i); }

@@ -86,7 +86,8 @@ void BroadcastSum::sum_rows(const float* a, const float* b, std::int64_t row0, s
 
 void BroadcastSum::run(const float* a, const float* b, float* to, float scale) {
     const auto out = static_cast<std::size_t>(out_count_);
-    const int threads = rows_ * inner_ < kParallelElements ? 1 : static_cast<int>(std::min<std::int64_t>(omp_get_max_threads(), rows_));
+    const int threads =
+        rows_ * inner_ < kParallelElements ? 1 : static_cast<int>(std::min<std::int64_t>(omp_get_max_threads(), rows_));
     partial_.assign(static_cast<std::size_t>(threads) * out, 0.0);
     if (threads == 1) {
         sum_rows(a, b, 0, rows_, partial_.data());
@@ -94,7 +95,8 @@ void BroadcastSum::run(const float* a, const float* b, float* to, float scale) {
 #pragma omp parallel num_threads(threads)
         {
             const std::int64_t t = omp_get_thread_num(), share = omp_get_num_threads();
-            sum_rows(a, b, rows_ * t / share, rows_ * (t + 1) / share, partial_.data() + static_cast<std::size_t>(t) * out);
+            sum_rows(a, b, rows_ * t / share, rows_ * (t + 1) / share,
+                     partial_.data() + static_cast<std::size_t>(t) * out);
         }
     }
     for (std::size_t j = 0; j < out; ++j) {

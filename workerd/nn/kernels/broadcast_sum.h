@@ -20,7 +20,7 @@
 namespace psrun::nn::kernels {
 
 class BroadcastSum {
-public:
+  public:
     // `from` and `to` are row-major dims of the same rank, each to[d] equal to from[d] or 1.
     // REQUIRES: that (std::invalid_argument otherwise).
     BroadcastSum(const std::vector<std::int64_t>& from, const std::vector<std::int64_t>& to);
@@ -29,7 +29,7 @@ public:
     // element_count(from) floats, to element_count(to). Overwrites to.
     void run(const float* a, const float* b, float* to, float scale);
 
-private:
+  private:
     struct Run {
         std::int64_t size;        // elements along this run of merged axes
         std::int64_t out_stride;  // 0 where the run is summed over

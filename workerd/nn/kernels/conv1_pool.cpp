@@ -12,15 +12,14 @@ namespace psrun::nn::kernels {
 
 namespace {
 
-constexpr int kK = 5;       // kernel size the kernels are unrolled for
+constexpr int kK = 5;  // kernel size the kernels are unrolled for
 constexpr int kTaps = kK * kK;
 
 // One image, one block of 16 channels. x: the padded image (row pitch pw); w: kTaps x 16
 // weights; out/am: the block's pooled outputs and argmax, oh x ow x 16. Two windows at a time:
 // eight independent multiply-add chains keep both FMA units busy.
-__attribute__((target("avx512f"))) void forward_block(const float* x, int pw, const float* w,
-                                                      const float* b, int oh_n, int ow_n,
-                                                      float* out, std::uint8_t* am) {
+__attribute__((target("avx512f"))) void forward_block(const float* x, int pw, const float* w, const float* b, int oh_n,
+                                                      int ow_n, float* out, std::uint8_t* am) {
     const __m512 bias = _mm512_loadu_ps(b);
     for (int oh = 0; oh < oh_n; ++oh) {
         int ow = 0;
@@ -68,10 +67,8 @@ __attribute__((target("avx512f"))) void forward_block(const float* x, int pw, co
 }
 
 // One image, one block: adds the block's weight (kTaps x 16) and bias (16) gradients into acc.
-__attribute__((target("avx512f"))) void backward_block(const float* x, int pw, const float* dp,
-                                                       const float* pooled,
-                                                       const std::uint8_t* am, int oh_n,
-                                                       int ow_n, float* acc) {
+__attribute__((target("avx512f"))) void backward_block(const float* x, int pw, const float* dp, const float* pooled,
+                                                       const std::uint8_t* am, int oh_n, int ow_n, float* acc) {
     __m512 g[kTaps];
     for (int t = 0; t < kTaps; ++t) g[t] = _mm512_loadu_ps(acc + t * kBlock);
     __m512 gb = _mm512_loadu_ps(acc + kTaps * kBlock);
@@ -79,23 +76,19 @@ __attribute__((target("avx512f"))) void backward_block(const float* x, int pw, c
     for (int oh = 0; oh < oh_n; ++oh) {
         for (int ow = 0; ow < ow_n; ++ow) {
             const int o = (oh * ow_n + ow) * kBlock;
-            const __mmask16 live =
-                _mm512_cmp_ps_mask(_mm512_loadu_ps(pooled + o), zero, _CMP_GT_OQ);
+            const __mmask16 live = _mm512_cmp_ps_mask(_mm512_loadu_ps(pooled + o), zero, _CMP_GT_OQ);
             if (live == 0) continue;
             const __m512 d = _mm512_maskz_mov_ps(live, _mm512_loadu_ps(dp + o));
             gb = _mm512_add_ps(gb, d);
-            const __m512i idx =
-                _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(am + o)));
+            const __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(am + o)));
             for (int q = 0; q < 4; ++q) {
-                const __mmask16 kq =
-                    live & _mm512_cmpeq_epi32_mask(idx, _mm512_set1_epi32(q));
+                const __mmask16 kq = live & _mm512_cmpeq_epi32_mask(idx, _mm512_set1_epi32(q));
                 if (kq == 0) continue;
                 const __m512 dq = _mm512_maskz_mov_ps(kq, d);
                 const float* p = x + (2 * oh + q / 2) * pw + 2 * ow + q % 2;
                 for (int kh = 0; kh < kK; ++kh) {
                     for (int kw = 0; kw < kK; ++kw) {
-                        g[kh * kK + kw] =
-                            _mm512_fmadd_ps(_mm512_set1_ps(p[kh * pw + kw]), dq, g[kh * kK + kw]);
+                        g[kh * kK + kw] = _mm512_fmadd_ps(_mm512_set1_ps(p[kh * pw + kw]), dq, g[kh * kK + kw]);
                     }
                 }
             }
@@ -108,25 +101,28 @@ __attribute__((target("avx512f"))) void backward_block(const float* x, int pw, c
 }  // namespace
 
 bool FusedConv1Pool::supported(int height, int width, int channels, int kernel) {
-    return avx512_allowed() && kernel == kK && channels > 0 &&
-           channels % kBlock == 0 && height > 0 && width > 0 && height % 2 == 0 &&
-           width % 2 == 0;
+    return avx512_allowed() && kernel == kK && channels > 0 && channels % kBlock == 0 && height > 0 && width > 0 &&
+           height % 2 == 0 && width % 2 == 0;
 }
 
 FusedConv1Pool::FusedConv1Pool(int batch, int height, int width, int channels, int kernel)
-    : batch_(batch), height_(height), width_(width), channels_(channels), kernel_(kernel),
-      padded_height_(height + kernel - 1), padded_width_(width + kernel - 1) {
+    : batch_(batch),
+      height_(height),
+      width_(width),
+      channels_(channels),
+      kernel_(kernel),
+      padded_height_(height + kernel - 1),
+      padded_width_(width + kernel - 1) {
     assert(supported(height, width, channels, kernel) && batch >= 1);
     padded_.assign(static_cast<std::size_t>(batch) * padded_height_ * padded_width_, 0.0f);
     weights_t_.assign(static_cast<std::size_t>(channels) * kTaps, 0.0f);
     argmax_.assign(static_cast<std::size_t>(batch) * channels * (height / 2) * (width / 2), 0);
-    accumulators_.assign(static_cast<std::size_t>(std::max(1, omp_get_max_threads())) *
-                             (channels / kBlock) * (kTaps + 1) * kBlock,
-                         0.0f);
+    accumulators_.assign(
+        static_cast<std::size_t>(std::max(1, omp_get_max_threads())) * (channels / kBlock) * (kTaps + 1) * kBlock,
+        0.0f);
 }
 
-void FusedConv1Pool::forward(const float* input, const float* weights, const float* bias,
-                             float* pooled) {
+void FusedConv1Pool::forward(const float* input, const float* weights, const float* bias, float* pooled) {
     const int blocks = channels_ / kBlock, pad = kernel_ / 2;
     const int oh_n = height_ / 2, ow_n = width_ / 2;
     const std::size_t image = static_cast<std::size_t>(padded_height_) * padded_width_;
@@ -150,14 +146,13 @@ void FusedConv1Pool::forward(const float* input, const float* weights, const flo
         for (int cb = 0; cb < blocks; ++cb) {
             const std::size_t o = (static_cast<std::size_t>(n) * blocks + cb) * out_block;
             forward_block(padded_.data() + n * image, padded_width_,
-                          weights_t_.data() + static_cast<std::size_t>(cb) * kTaps * kBlock,
-                          bias + cb * kBlock, oh_n, ow_n, pooled + o, argmax_.data() + o);
+                          weights_t_.data() + static_cast<std::size_t>(cb) * kTaps * kBlock, bias + cb * kBlock, oh_n,
+                          ow_n, pooled + o, argmax_.data() + o);
         }
     }
 }
 
-void FusedConv1Pool::backward(const float* d_pooled, const float* pooled, float* d_weights,
-                              float* d_bias) {
+void FusedConv1Pool::backward(const float* d_pooled, const float* pooled, float* d_weights, float* d_bias) {
     const int blocks = channels_ / kBlock;
     const int oh_n = height_ / 2, ow_n = width_ / 2;
     const std::size_t image = static_cast<std::size_t>(padded_height_) * padded_width_;
@@ -173,15 +168,14 @@ void FusedConv1Pool::backward(const float* d_pooled, const float* pooled, float*
         for (int n = 0; n < batch_; ++n) {
             for (int cb = 0; cb < blocks; ++cb) {
                 const std::size_t o = (static_cast<std::size_t>(n) * blocks + cb) * out_block;
-                backward_block(padded_.data() + n * image, padded_width_, d_pooled + o,
-                               pooled + o, argmax_.data() + o, oh_n, ow_n,
-                               acc + static_cast<std::size_t>(cb) * (kTaps + 1) * kBlock);
+                backward_block(padded_.data() + n * image, padded_width_, d_pooled + o, pooled + o, argmax_.data() + o,
+                               oh_n, ow_n, acc + static_cast<std::size_t>(cb) * (kTaps + 1) * kBlock);
             }
         }
     }
     for (int c = 0; c < channels_; ++c) {
-        const std::size_t base = static_cast<std::size_t>(c / kBlock) * (kTaps + 1) * kBlock +
-                                 static_cast<std::size_t>(c % kBlock);
+        const std::size_t base =
+            static_cast<std::size_t>(c / kBlock) * (kTaps + 1) * kBlock + static_cast<std::size_t>(c % kBlock);
         for (int t = 0; t <= kTaps; ++t) {
             double sum = 0;
             for (int th = 0; th < threads; ++th) {

@@ -25,7 +25,7 @@
 namespace psrun::nn::kernels {
 
 class FusedConv1Pool {
-public:
+  public:
     // True when this CPU and these dimensions are supported: AVX-512F, kernel 5, channels a
     // multiple of 16, height and width even.
     static bool supported(int height, int width, int channels, int kernel);
@@ -41,13 +41,13 @@ public:
     // ReLU: a window whose max is <= 0 passes no gradient).
     void backward(const float* d_pooled, const float* pooled, float* d_weights, float* d_bias);
 
-private:
+  private:
     int batch_, height_, width_, channels_, kernel_;
     int padded_height_, padded_width_;
-    std::vector<float> padded_;           // N x (H+K-1) x (W+K-1), zero borders
-    std::vector<float> weights_t_;        // C/16 x K*K x 16: the 16 channels of a tap together
-    std::vector<std::uint8_t> argmax_;    // as pooled: 0..3 = window row * 2 + column
-    std::vector<float> accumulators_;     // threads x C/16 x (K*K + 1) x 16
+    std::vector<float> padded_;         // N x (H+K-1) x (W+K-1), zero borders
+    std::vector<float> weights_t_;      // C/16 x K*K x 16: the 16 channels of a tap together
+    std::vector<std::uint8_t> argmax_;  // as pooled: 0..3 = window row * 2 + column
+    std::vector<float> accumulators_;   // threads x C/16 x (K*K + 1) x 16
 };
 
 }  // namespace psrun::nn::kernels

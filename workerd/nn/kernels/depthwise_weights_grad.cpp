@@ -75,7 +75,8 @@ void DepthwiseWeightsGrad::run(const float* src, const float* diff_dst, float* d
             if (k == taps && db == nullptr) break;
             double sum = 0;
             for (int t = 0; t < threads; ++t)
-                sum += partial_[static_cast<std::size_t>(t) * per_thread + static_cast<std::size_t>(block * per_block + k * s_.lanes + lane)];
+                sum += partial_[static_cast<std::size_t>(t) * per_thread +
+                                static_cast<std::size_t>(block * per_block + k * s_.lanes + lane)];
             (k == taps ? db[c] : dw[c * taps + k]) = static_cast<float>(sum);
         }
     }

@@ -20,11 +20,11 @@ namespace psrun::nn::kernels {
 struct DepthwiseShape {
     std::int64_t n = 1, c = 1, ih = 1, iw = 1, oh = 1, ow = 1;
     std::int64_t kh = 1, kw = 1, sh = 1, sw = 1, pt = 0, pl = 0;  // no dilation
-    std::int64_t lanes = 8;                                      // the layout's channel block: 8 or 16
+    std::int64_t lanes = 8;                                       // the layout's channel block: 8 or 16
 };
 
 class DepthwiseWeightsGrad {
-public:
+  public:
     // REQUIRES: lanes 8 or 16, sizes >= 1 (std::invalid_argument otherwise).
     explicit DepthwiseWeightsGrad(const DepthwiseShape& shape);
 
@@ -33,7 +33,7 @@ public:
     // null, db [C]: overwritten, not accumulated.
     void run(const float* src, const float* diff_dst, float* dw, float* db);
 
-private:
+  private:
     void accumulate(const float* src, const float* diff_dst, std::int64_t item, float* taps, float* bias) const;
 
     DepthwiseShape s_;

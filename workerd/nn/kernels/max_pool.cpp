@@ -10,24 +10,21 @@ namespace psrun::nn::kernels {
 namespace {
 
 // One image's block of 16 channels: h x w x 16 in, h/2 x w/2 x 16 out.
-__attribute__((target("avx512f"))) void forward_block(const float* src, int h, int w,
-                                                      float* dst, std::uint8_t* am) {
+__attribute__((target("avx512f"))) void forward_block(const float* src, int h, int w, float* dst, std::uint8_t* am) {
     const int oh_n = h / 2, ow_n = w / 2;
     for (int oh = 0; oh < oh_n; ++oh) {
         const float* r0 = src + static_cast<std::ptrdiff_t>(2 * oh) * w * kBlock;
         const float* r1 = r0 + static_cast<std::ptrdiff_t>(w) * kBlock;
         for (int ow = 0; ow < ow_n; ++ow) {
             const int c = 2 * ow * kBlock, o = (oh * ow_n + ow) * kBlock;
-            pool_window(_mm512_loadu_ps(r0 + c), _mm512_loadu_ps(r0 + c + kBlock),
-                        _mm512_loadu_ps(r1 + c), _mm512_loadu_ps(r1 + c + kBlock), dst + o,
-                        am + o);
+            pool_window(_mm512_loadu_ps(r0 + c), _mm512_loadu_ps(r0 + c + kBlock), _mm512_loadu_ps(r1 + c),
+                        _mm512_loadu_ps(r1 + c + kBlock), dst + o, am + o);
         }
     }
 }
 
-__attribute__((target("avx512f"))) void backward_block(const float* d_dst, const float* dst,
-                                                       const std::uint8_t* am, int h, int w,
-                                                       float* d_src) {
+__attribute__((target("avx512f"))) void backward_block(const float* d_dst, const float* dst, const std::uint8_t* am,
+                                                       int h, int w, float* d_src) {
     const int oh_n = h / 2, ow_n = w / 2;
     const __m512 zero = _mm512_setzero_ps();
     for (int oh = 0; oh < oh_n; ++oh) {
@@ -35,21 +32,15 @@ __attribute__((target("avx512f"))) void backward_block(const float* d_dst, const
         float* r1 = r0 + static_cast<std::ptrdiff_t>(w) * kBlock;
         for (int ow = 0; ow < ow_n; ++ow) {
             const int c = 2 * ow * kBlock, o = (oh * ow_n + ow) * kBlock;
-            const __mmask16 live =
-                _mm512_cmp_ps_mask(_mm512_loadu_ps(dst + o), zero, _CMP_GT_OQ);
+            const __mmask16 live = _mm512_cmp_ps_mask(_mm512_loadu_ps(dst + o), zero, _CMP_GT_OQ);
             const __m512 g = _mm512_maskz_mov_ps(live, _mm512_loadu_ps(d_dst + o));
-            const __m512i idx =
-                _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(am + o)));
-            _mm512_storeu_ps(r0 + c, _mm512_maskz_mov_ps(
-                                         _mm512_cmpeq_epi32_mask(idx, _mm512_set1_epi32(0)), g));
+            const __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(am + o)));
+            _mm512_storeu_ps(r0 + c, _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(idx, _mm512_set1_epi32(0)), g));
             _mm512_storeu_ps(r0 + c + kBlock,
-                             _mm512_maskz_mov_ps(
-                                 _mm512_cmpeq_epi32_mask(idx, _mm512_set1_epi32(1)), g));
-            _mm512_storeu_ps(r1 + c, _mm512_maskz_mov_ps(
-                                         _mm512_cmpeq_epi32_mask(idx, _mm512_set1_epi32(2)), g));
+                             _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(idx, _mm512_set1_epi32(1)), g));
+            _mm512_storeu_ps(r1 + c, _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(idx, _mm512_set1_epi32(2)), g));
             _mm512_storeu_ps(r1 + c + kBlock,
-                             _mm512_maskz_mov_ps(
-                                 _mm512_cmpeq_epi32_mask(idx, _mm512_set1_epi32(3)), g));
+                             _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(idx, _mm512_set1_epi32(3)), g));
         }
     }
 }
@@ -57,8 +48,8 @@ __attribute__((target("avx512f"))) void backward_block(const float* d_dst, const
 }  // namespace
 
 bool BlockedMaxPool::supported(int channels, int height, int width) {
-    return avx512_allowed() && channels > 0 && channels % kBlock == 0 &&
-           height > 0 && width > 0 && height % 2 == 0 && width % 2 == 0;
+    return avx512_allowed() && channels > 0 && channels % kBlock == 0 && height > 0 && width > 0 && height % 2 == 0 &&
+           width % 2 == 0;
 }
 
 BlockedMaxPool::BlockedMaxPool(int batch, int channels, int height, int width)
@@ -74,8 +65,7 @@ void BlockedMaxPool::forward(const float* src, float* dst) {
     for (int n = 0; n < batch_; ++n) {
         for (int cb = 0; cb < blocks_; ++cb) {
             const std::size_t b = static_cast<std::size_t>(n) * blocks_ + cb;
-            forward_block(src + b * in_block, height_, width_, dst + b * out_block,
-                          argmax_.data() + b * out_block);
+            forward_block(src + b * in_block, height_, width_, dst + b * out_block, argmax_.data() + b * out_block);
         }
     }
 }
@@ -87,8 +77,8 @@ void BlockedMaxPool::backward(const float* d_dst, const float* dst, float* d_src
     for (int n = 0; n < batch_; ++n) {
         for (int cb = 0; cb < blocks_; ++cb) {
             const std::size_t b = static_cast<std::size_t>(n) * blocks_ + cb;
-            backward_block(d_dst + b * out_block, dst + b * out_block,
-                           argmax_.data() + b * out_block, height_, width_, d_src + b * in_block);
+            backward_block(d_dst + b * out_block, dst + b * out_block, argmax_.data() + b * out_block, height_, width_,
+                           d_src + b * in_block);
         }
     }
 }

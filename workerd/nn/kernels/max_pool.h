@@ -14,7 +14,7 @@
 namespace psrun::nn::kernels {
 
 class BlockedMaxPool {
-public:
+  public:
     // True when this CPU has AVX-512F and channels is a multiple of 16, height and width even.
     static bool supported(int channels, int height, int width);
 
@@ -31,7 +31,7 @@ public:
     // output of the last forward().
     void backward(const float* d_dst, const float* dst, float* d_src);
 
-private:
+  private:
     int batch_, blocks_, height_, width_;
     std::vector<std::uint8_t> argmax_;  // as dst: 0..3 = window row * 2 + column
 };

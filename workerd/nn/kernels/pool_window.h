@@ -39,9 +39,8 @@ inline bool avx512_allowed() {
 // Stores the ReLU'd max of a 2x2 window's four values of 16 channels (a0 a1 / a2 a3 by window
 // row) and, per channel, the position 0..3 of the first maximum (as oneDNN's max-pool keeps).
 // ReLU after the max equals the max after ReLU.
-__attribute__((target("avx512f"))) inline void pool_window(__m512 a0, __m512 a1, __m512 a2,
-                                                          __m512 a3, float* out,
-                                                          std::uint8_t* argmax) {
+__attribute__((target("avx512f"))) inline void pool_window(__m512 a0, __m512 a1, __m512 a2, __m512 a3, float* out,
+                                                           std::uint8_t* argmax) {
     __m512 m = a0;
     __m512i idx = _mm512_setzero_si512();
     __mmask16 k = _mm512_cmp_ps_mask(a1, m, _CMP_GT_OQ);

@@ -36,16 +36,25 @@ struct Entry {
 
 const std::map<std::string_view, Entry>& table() {
     static const std::map<std::string_view, Entry> t = {
-        {"relu", {Activation::kRelu, "Relu"}},           {"tanh", {Activation::kTanh, "Tanh"}},
-        {"sigmoid", {Activation::kSigmoid, "Sigmoid"}},  {"leaky_relu", {Activation::kLeakyRelu, "LeakyRelu"}},
-        {"elu", {Activation::kElu, "Elu"}},              {"clip", {Activation::kClip, "Clip"}},
-        {"gelu", {Activation::kGelu, ""}},               {"exp", {Activation::kExp, "Exp"}},
-        {"log", {Activation::kLog, "Log"}},              {"sqrt", {Activation::kSqrt, "Sqrt"}},
-        {"abs", {Activation::kAbs, "Abs"}},              {"softplus", {Activation::kSoftplus, "Softplus"}},
-        {"swish", {Activation::kSwish, ""}},             {"hard_swish", {Activation::kHardSwish, "HardSwish"}},
-        {"neg", {Activation::kNeg, "Neg"}},              {"selu", {Activation::kSelu, "Selu"}},
+        {"relu", {Activation::kRelu, "Relu"}},
+        {"tanh", {Activation::kTanh, "Tanh"}},
+        {"sigmoid", {Activation::kSigmoid, "Sigmoid"}},
+        {"leaky_relu", {Activation::kLeakyRelu, "LeakyRelu"}},
+        {"elu", {Activation::kElu, "Elu"}},
+        {"clip", {Activation::kClip, "Clip"}},
+        {"gelu", {Activation::kGelu, ""}},
+        {"exp", {Activation::kExp, "Exp"}},
+        {"log", {Activation::kLog, "Log"}},
+        {"sqrt", {Activation::kSqrt, "Sqrt"}},
+        {"abs", {Activation::kAbs, "Abs"}},
+        {"softplus", {Activation::kSoftplus, "Softplus"}},
+        {"swish", {Activation::kSwish, ""}},
+        {"hard_swish", {Activation::kHardSwish, "HardSwish"}},
+        {"neg", {Activation::kNeg, "Neg"}},
+        {"selu", {Activation::kSelu, "Selu"}},
         {"hard_sigmoid", {Activation::kHardSigmoid, "HardSigmoid"}},
-        {"mish", {Activation::kMish, "Mish"}},           {"reciprocal", {Activation::kReciprocal, "Reciprocal"}},
+        {"mish", {Activation::kMish, "Mish"}},
+        {"reciprocal", {Activation::kReciprocal, "Reciprocal"}},
     };
     return t;
 }
@@ -167,12 +176,15 @@ Result<void> export_activation(OnnxNodeExport& out) {
     } else if (node.op == "clip") {
         const float lo = static_cast<float>(node.attrs.at("min").get<double>());
         const float hi = static_cast<float>(node.attrs.at("max").get<double>());
-        out.add("Clip", {x, out.float_constant(node.name + "/min", {}, std::span(&lo, 1)),
-                         out.float_constant(node.name + "/max", {}, std::span(&hi, 1))},
+        out.add("Clip",
+                {x, out.float_constant(node.name + "/min", {}, std::span(&lo, 1)),
+                 out.float_constant(node.name + "/max", {}, std::span(&hi, 1))},
                 {y}, {}, node.name);
     } else if (node.op == "gelu") {  // opset 13 has no Gelu: 0.5 x (1 + erf(x / sqrt 2)), or the tanh form
         const bool tanh_form = node.attrs.at("approximate") == "tanh";
-        auto scalar = [&](const std::string& hint, float v) { return out.float_constant(node.name + "/" + hint, {}, std::span(&v, 1)); };
+        auto scalar = [&](const std::string& hint, float v) {
+            return out.float_constant(node.name + "/" + hint, {}, std::span(&v, 1));
+        };
         const std::string inner = out.fresh(node.name + "/inner"), t = out.fresh(node.name + "/t");
         if (tanh_form) {  // tanh(sqrt(2/pi) (x + 0.044715 x^3))
             const std::string x3 = out.fresh(node.name + "/x3"), cx3 = out.fresh(node.name + "/cx3"),

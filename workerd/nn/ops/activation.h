@@ -6,8 +6,26 @@
 namespace psrun::nn {
 
 enum class Activation {
-    kRelu, kTanh, kSigmoid, kLeakyRelu, kElu, kClip, kGelu, kGeluTanh, kExp, kLog, kSqrt, kAbs, kSoftplus,
-    kSwish, kHardSwish, kNeg, kSelu, kHardSigmoid, kMish, kReciprocal
+    kRelu,
+    kTanh,
+    kSigmoid,
+    kLeakyRelu,
+    kElu,
+    kClip,
+    kGelu,
+    kGeluTanh,
+    kExp,
+    kLog,
+    kSqrt,
+    kAbs,
+    kSoftplus,
+    kSwish,
+    kHardSwish,
+    kNeg,
+    kSelu,
+    kHardSigmoid,
+    kMish,
+    kReciprocal
 };
 
 // nullptr when `kind` is not an activation.

@@ -5,8 +5,8 @@
 // clip) through an intermediate memory, their backwards in reverse order; reciprocal is pow(x, -1).
 #include <memory>
 #include <optional>
-#include <vector>
 #include <stdexcept>
+#include <vector>
 
 #include "workerd/nn/kernel.h"
 #include "workerd/nn/ops/activation.h"
@@ -65,7 +65,8 @@ Eltwise eltwise_of(const Node& node) {
         case Activation::kClip: return {algorithm::eltwise_clip_v2_use_dst_for_bwd, number("min"), number("max"), true};
         case Activation::kGelu:
         case Activation::kGeluTanh:
-            return {node.attrs.at("approximate") == "tanh" ? algorithm::eltwise_gelu_tanh : algorithm::eltwise_gelu_erf};
+            return {node.attrs.at("approximate") == "tanh" ? algorithm::eltwise_gelu_tanh
+                                                           : algorithm::eltwise_gelu_erf};
         case Activation::kExp: return {algorithm::eltwise_exp_use_dst_for_bwd, 0, 0, true};
         case Activation::kLog: return {algorithm::eltwise_log};
         case Activation::kSqrt: return {algorithm::eltwise_sqrt_use_dst_for_bwd, 0, 0, true};
@@ -89,7 +90,7 @@ struct Stage {
 };
 
 class ActivationKernel final : public Kernel {
-public:
+  public:
     // One stage: its output where oneDNN's backward uses dst (relu, tanh, sigmoid, ...), which
     // may then overwrite its input, else its input. Two stages: everything.
     BackwardReads backward_reads(const std::vector<const Node*>& nodes, const EngineContext&) const override {
@@ -115,10 +116,12 @@ public:
             const Eltwise& e = k == 0 ? c.first : *c.second;
             const Stage& s = stages[k];
             eltwise_backward::primitive_desc bd(
-                eltwise_backward::desc(e.alg, diff.get_desc(), e.use_dst ? s.dst.get_desc() : s.src.get_desc(), e.alpha, e.beta),
+                eltwise_backward::desc(e.alg, diff.get_desc(), e.use_dst ? s.dst.get_desc() : s.src.get_desc(), e.alpha,
+                                       e.beta),
                 b.context().engine, s.fwd);
             b.note(k == 0 ? "bwd" : "bwd 2", bd);
-            const memory dsrc = k == 0 ? b.input_diff(0, bd.diff_src_desc()) : memory(bd.diff_src_desc(), b.context().engine);
+            const memory dsrc =
+                k == 0 ? b.input_diff(0, bd.diff_src_desc()) : memory(bd.diff_src_desc(), b.context().engine);
             b.backward(eltwise_backward(bd), {{e.use_dst ? DNNL_ARG_DST : DNNL_ARG_SRC, e.use_dst ? s.dst : s.src},
                                               {DNNL_ARG_DIFF_DST, diff},
                                               {DNNL_ARG_DIFF_SRC, dsrc}});
@@ -126,7 +129,7 @@ public:
         }
     }
 
-private:
+  private:
     // The forward of `e` on `src`, into the output when `last`, else into a new memory.
     static Stage forward_stage(KernelBuilder& b, const Eltwise& e, const memory& src, bool last, const char* what) {
         const auto prop = b.context().training ? prop_kind::forward_training : prop_kind::forward_inference;

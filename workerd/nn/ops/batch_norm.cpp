@@ -50,7 +50,8 @@ Result<void> infer_batch_norm(InferContext& context) {
     const ValueInfo& in = context.input(0);
     if (in.type != ElementType::kFloat) return tl::unexpected(op_error("expects floats, got integer ids"));
     if (in.rank() < 2 || in.rank() > 5 || in.dims[0] != Dim::batch_times(1))
-        return tl::unexpected(op_error("expects an N x C (x D x H x W) input of rank 2 to 5, got " + to_string(in.dims)));
+        return tl::unexpected(
+            op_error("expects an N x C (x D x H x W) input of rank 2 to 5, got " + to_string(in.dims)));
     for (std::size_t i = 1; i < in.rank(); ++i)
         if (in.dims[i].batch)
             return tl::unexpected(op_error("expects the batch axis first only, got " + to_string(in.dims)));
@@ -88,8 +89,7 @@ Result<void> import_batch_norm(OnnxNodeImport& node) {
     PSRUN_TRY_ASSIGN(auto momentum, node.float_attr("momentum", 0.9f));
     if (!(momentum >= 0.0f && momentum <= 1.0f)) return tl::unexpected(node.refuse("momentum must be in [0, 1]"));
     PSRUN_TRY_ASSIGN(auto training_mode, node.int_attr("training_mode", 0));  // opset 14+
-    if (training_mode != 0 && training_mode != 1)
-        return tl::unexpected(node.refuse("training_mode must be 0 or 1"));
+    if (training_mode != 0 && training_mode != 1) return tl::unexpected(node.refuse("training_mode must be 0 or 1"));
     PSRUN_TRY_ASSIGN(auto input, node.value(0));
     nlohmann::json tensors;
     const char* slots[] = {"scale", "bias", "mean", "var"};
@@ -135,13 +135,12 @@ double onnx_float(float value) {
     return out;
 }
 
-double onnx_momentum(float onnx_value) {
-    return std::round((1.0 - static_cast<double>(onnx_value)) * 1e7) / 1e7;
-}
+double onnx_momentum(float onnx_value) { return std::round((1.0 - static_cast<double>(onnx_value)) * 1e7) / 1e7; }
 
 const OpSchema& batch_norm_schema() {
-    static const OpSchema schema{"batch_norm", 1, 1, parse_batch_norm, infer_batch_norm, {"BatchNormalization"}, import_batch_norm,
-                                 export_batch_norm};
+    static const OpSchema schema{
+        "batch_norm",     1, 1, parse_batch_norm, infer_batch_norm, {"BatchNormalization"}, import_batch_norm,
+        export_batch_norm};
     return schema;
 }
 

@@ -46,7 +46,7 @@ using batch_norm::channel_layout;
 using batch_norm::ChannelLayout;
 
 class BatchNormKernel final : public Kernel {
-public:
+  public:
     // The input (or its conversion) and the batch statistics and relu workspace it keeps; not
     // the output.
     BackwardReads backward_reads(const std::vector<const Node*>& nodes, const EngineContext&) const override {
@@ -132,7 +132,8 @@ public:
         const memory running_var = b.input(static_cast<std::size_t>(s.var));
         const memory delta_mean = b.state_delta(static_cast<std::size_t>(s.mean));
         const memory delta_var = b.state_delta(static_cast<std::size_t>(s.var));
-        const float unbias = per_channel > 1 ? static_cast<float>(per_channel) / static_cast<float>(per_channel - 1) : 1.0f;
+        const float unbias =
+            per_channel > 1 ? static_cast<float>(per_channel) / static_cast<float>(per_channel - 1) : 1.0f;
         const StepState* step = &b.step();
         b.forward([=, stream = b.context().stream]() mutable {
             if (!step->training) {
@@ -145,8 +146,7 @@ public:
             const void* x = src.get_data_handle();
             if (bf16_src)
                 batch_stats(layout, static_cast<const std::uint16_t*>(x), part->data(), shift->data(), bm_out, bv_out);
-            else
-                batch_stats(layout, static_cast<const float*>(x), part->data(), shift->data(), bm_out, bv_out);
+            else batch_stats(layout, static_cast<const float*>(x), part->data(), shift->data(), bm_out, bv_out);
             train_fwd.execute(stream, train_args);
             stream.wait();
             const auto* rm = static_cast<const float*>(running_mean.get_data_handle());
@@ -167,17 +167,17 @@ public:
         const memory diff_dst = backward_convert(b, diff_out, dst.get_desc());
         const bool params = s.scale >= 0 || s.bias >= 0;
         batch_normalization_backward::primitive_desc bwd(
-            batch_normalization_backward::desc(params ? prop_kind::backward : prop_kind::backward_data,
-                                               dst.get_desc(), src.get_desc(), epsilon, flags),
+            batch_normalization_backward::desc(params ? prop_kind::backward : prop_kind::backward_data, dst.get_desc(),
+                                               src.get_desc(), epsilon, flags),
             engine, train);
         b.note("bwd", bwd);
-        std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src},       {DNNL_ARG_MEAN, mean},
-                                             {DNNL_ARG_VARIANCE, var},  {DNNL_ARG_DIFF_DST, diff_dst}};
+        std::unordered_map<int, memory> args{
+            {DNNL_ARG_SRC, src}, {DNNL_ARG_MEAN, mean}, {DNNL_ARG_VARIANCE, var}, {DNNL_ARG_DIFF_DST, diff_dst}};
         if (s.scale >= 0) args.emplace(DNNL_ARG_SCALE, common.at(DNNL_ARG_SCALE));
         if (s.bias >= 0) args.emplace(DNNL_ARG_SHIFT, common.at(DNNL_ARG_SHIFT));
         if (relu) args.emplace(DNNL_ARG_WORKSPACE, workspace);
-        args.emplace(DNNL_ARG_DIFF_SRC,
-                     b.needs_input_grad(0) ? b.input_diff(0, bwd.diff_src_desc()) : memory(bwd.diff_src_desc(), engine));
+        args.emplace(DNNL_ARG_DIFF_SRC, b.needs_input_grad(0) ? b.input_diff(0, bwd.diff_src_desc())
+                                                              : memory(bwd.diff_src_desc(), engine));
         auto grad = [&](int slot) {
             const auto i = static_cast<std::size_t>(slot);
             return b.needs_input_grad(i) ? b.input_diff(i, stat) : memory(stat, engine);
@@ -187,7 +187,7 @@ public:
         b.backward(batch_normalization_backward(bwd), args);
     }
 
-private:
+  private:
     // The output: `dst` itself (made by make_output), or (the model's f32 output after bf16
     // work) a copy converted after the forward work added so far.
     static memory set_output(KernelBuilder& b, const memory& dst) {

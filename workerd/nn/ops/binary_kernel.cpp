@@ -62,14 +62,17 @@ primitive_attr relu_attr() {
 
 binary make_binary(KernelBuilder& b, algorithm alg, const memory::desc& s0, const memory::desc& s1,
                    const memory::desc& dst, bool negated, const char* what, bool relu = false) {
-    binary::primitive_desc pd(binary::desc(alg, s0, s1, dst), negated ? negate() : relu ? relu_attr() : primitive_attr(),
+    binary::primitive_desc pd(binary::desc(alg, s0, s1, dst),
+                              negated ? negate()
+                              : relu  ? relu_attr()
+                                      : primitive_attr(),
                               b.context().engine);
     b.note(what, pd);
     return binary(pd);
 }
 
 class BinaryKernel final : public Kernel {
-public:
+  public:
     // add, sub: nothing (a relu post-op: the output); mul: both inputs; div: the divisor and the
     // output. add, sub and mul may write over their first input (oneDNN's binary takes dst ==
     // src0; the broadcast path only where that input is full-size), add and sub with the relu
@@ -98,7 +101,7 @@ public:
         if (b.needs_backward()) build_backward(b);
     }
 
-private:
+  private:
     // Equal shapes: the first input's format for everything.
     void build_same(KernelBuilder& b) {
         const auto adt = b.context().activation_type();
@@ -115,7 +118,8 @@ private:
                   {{DNNL_ARG_SRC_0, s0}, {DNNL_ARG_SRC_1, s1}, {DNNL_ARG_DST, dst_}});
         if (split) {
             eltwise_forward::primitive_desc pd(
-                eltwise_forward::desc(prop_kind::forward_inference, algorithm::eltwise_relu, dst_.get_desc(), 0.0f, 0.0f),
+                eltwise_forward::desc(prop_kind::forward_inference, algorithm::eltwise_relu, dst_.get_desc(), 0.0f,
+                                      0.0f),
                 b.context().engine);
             b.note("fwd relu (in place)", pd);
             b.forward(eltwise_forward(pd), {{DNNL_ARG_SRC, dst_}, {DNNL_ARG_DST, dst_}});
@@ -134,21 +138,27 @@ private:
         const auto adt = b.context().activation_type();
         const auto& engine = b.context().engine;
         const memory s0 = b.input_plain(0, adt), s1 = b.input_plain(1, adt);
-        const View v0 = view_of(s0, plain_desc(dims_[0], adt), engine), v1 = view_of(s1, plain_desc(dims_[1], adt), engine);
+        const View v0 = view_of(s0, plain_desc(dims_[0], adt), engine),
+                   v1 = view_of(s1, plain_desc(dims_[1], adt), engine);
         dst_ = b.make_output(0, plain_desc(out_, b.output_type(0)));
         const algorithm alg = algorithm_of(kind_);
         const bool full0 = dims_[0] == out_, full1 = dims_[1] == out_;
         if (full0) {
-            b.forward(run_primitive(b, make_binary(b, alg, v0.view.get_desc(), v1.view.get_desc(), dst_.get_desc(), false, "fwd"),
-                                    {{DNNL_ARG_SRC_0, v0.view}, {DNNL_ARG_SRC_1, v1.view}, {DNNL_ARG_DST, dst_}}, {v0, v1}));
+            b.forward(run_primitive(
+                b, make_binary(b, alg, v0.view.get_desc(), v1.view.get_desc(), dst_.get_desc(), false, "fwd"),
+                {{DNNL_ARG_SRC_0, v0.view}, {DNNL_ARG_SRC_1, v1.view}, {DNNL_ARG_DST, dst_}}, {v0, v1}));
         } else if (full1 && kind_ != Kind::kDiv) {  // b op a, negated for sub
-            b.forward(run_primitive(b, make_binary(b, alg, v1.view.get_desc(), v0.view.get_desc(), dst_.get_desc(), kind_ == Kind::kSub, "fwd (swapped)"),
-                                    {{DNNL_ARG_SRC_0, v1.view}, {DNNL_ARG_SRC_1, v0.view}, {DNNL_ARG_DST, dst_}}, {v0, v1}));
+            b.forward(run_primitive(b,
+                                    make_binary(b, alg, v1.view.get_desc(), v0.view.get_desc(), dst_.get_desc(),
+                                                kind_ == Kind::kSub, "fwd (swapped)"),
+                                    {{DNNL_ARG_SRC_0, v1.view}, {DNNL_ARG_SRC_1, v0.view}, {DNNL_ARG_DST, dst_}},
+                                    {v0, v1}));
         } else {  // a expanded into the output, then the op in place
             const View expanded = view_of(s0, broadcast_desc(dims_[0], out_, adt), engine);
             b.forward(run_reorder(b, expanded.view, dst_, {expanded}));
-            b.forward(run_primitive(b, make_binary(b, alg, dst_.get_desc(), v1.view.get_desc(), dst_.get_desc(), false, "fwd (expanded)"),
-                                    {{DNNL_ARG_SRC_0, dst_}, {DNNL_ARG_SRC_1, v1.view}, {DNNL_ARG_DST, dst_}}, {v1}));
+            b.forward(run_primitive(
+                b, make_binary(b, alg, dst_.get_desc(), v1.view.get_desc(), dst_.get_desc(), false, "fwd (expanded)"),
+                {{DNNL_ARG_SRC_0, dst_}, {DNNL_ARG_SRC_1, v1.view}, {DNNL_ARG_DST, dst_}}, {v1}));
         }
     }
 
@@ -175,7 +185,9 @@ private:
         const memory dd = b.output_diff(0, full);
         auto diff_base = [&](std::size_t i) { return b.input_diff(i, plain_desc(b.input_dims(i), Dt::f32)); };
         // The f32 plain copy of input i at its padded dims.
-        auto operand = [&](std::size_t i) { return view_of(b.input_plain(i, Dt::f32), plain_desc(dims_[i], Dt::f32), engine); };
+        auto operand = [&](std::size_t i) {
+            return view_of(b.input_plain(i, Dt::f32), plain_desc(dims_[i], Dt::f32), engine);
+        };
         // Where the full-size gradient of input i goes: straight into its gradient when it does
         // not broadcast, else a buffer summed into it after.
         auto target = [&](std::size_t i, const memory& base) -> View {
@@ -202,8 +214,9 @@ private:
                         continue;
                     }
                     const View t = target(i, base);
-                    b.backward(run_primitive(b, make_binary(b, algorithm::binary_mul, full, other.view.get_desc(), full, false, "bwd"),
-                                             {{DNNL_ARG_SRC_0, dd}, {DNNL_ARG_SRC_1, other.view}, {DNNL_ARG_DST, t.view}}, {other, t}));
+                    b.backward(run_primitive(
+                        b, make_binary(b, algorithm::binary_mul, full, other.view.get_desc(), full, false, "bwd"),
+                        {{DNNL_ARG_SRC_0, dd}, {DNNL_ARG_SRC_1, other.view}, {DNNL_ARG_DST, t.view}}, {other, t}));
                     finish(i, t, base);
                 }
                 return;
@@ -212,8 +225,9 @@ private:
                 const View divisor = operand(1);
                 const memory base0 = want0 ? diff_base(0) : memory();
                 const View t0 = target(0, base0);
-                b.backward(run_primitive(b, make_binary(b, algorithm::binary_div, full, divisor.view.get_desc(), full, false, "bwd a"),
-                                         {{DNNL_ARG_SRC_0, dd}, {DNNL_ARG_SRC_1, divisor.view}, {DNNL_ARG_DST, t0.view}}, {divisor, t0}));
+                b.backward(run_primitive(
+                    b, make_binary(b, algorithm::binary_div, full, divisor.view.get_desc(), full, false, "bwd a"),
+                    {{DNNL_ARG_SRC_0, dd}, {DNNL_ARG_SRC_1, divisor.view}, {DNNL_ARG_DST, t0.view}}, {divisor, t0}));
                 if (want0) finish(0, t0, base0);
                 if (!want1) return;
                 const memory c = forward_convert(b, dst_, full);
@@ -224,7 +238,8 @@ private:
                 }
                 const View t1 = target(1, base1);
                 b.backward(run_primitive(b, make_binary(b, algorithm::binary_mul, full, full, full, true, "bwd b"),
-                                         {{DNNL_ARG_SRC_0, t0.view}, {DNNL_ARG_SRC_1, c}, {DNNL_ARG_DST, t1.view}}, {t0, t1}));
+                                         {{DNNL_ARG_SRC_0, t0.view}, {DNNL_ARG_SRC_1, c}, {DNNL_ARG_DST, t1.view}},
+                                         {t0, t1}));
                 finish(1, t1, base1);
                 return;
             }

@@ -18,8 +18,8 @@ Result<Dims> broadcast_dims(const Dims& a, const Dims& b) {
         } else {
             return make_error(ErrorCode::kInvalidArgument,
                               "shapes " + to_string(a) + " and " + to_string(b) + " do not broadcast (dim " +
-                                  std::to_string(i) + " of the result: " + x.to_string() + " against " +
-                                  y.to_string() + "; each pair must be equal or one of them 1)");
+                                  std::to_string(i) + " of the result: " + x.to_string() + " against " + y.to_string() +
+                                  "; each pair must be equal or one of them 1)");
         }
     }
     return out;
@@ -29,9 +29,9 @@ Result<std::int64_t> normal_axis(std::int64_t axis, std::size_t rank) {
     const auto r = static_cast<std::int64_t>(rank);
     const std::int64_t n = axis < 0 ? axis + r : axis;
     if (n < 0 || n >= r)
-        return make_error(ErrorCode::kInvalidArgument,
-                          "axis " + std::to_string(axis) + " for rank " + std::to_string(rank) + " (expected " +
-                              std::to_string(-r) + " to " + std::to_string(r - 1) + ")");
+        return make_error(ErrorCode::kInvalidArgument, "axis " + std::to_string(axis) + " for rank " +
+                                                           std::to_string(rank) + " (expected " + std::to_string(-r) +
+                                                           " to " + std::to_string(r - 1) + ")");
     return n;
 }
 

@@ -13,7 +13,7 @@ namespace psrun::nn {
 // The output dims and, per input, the strides by which an output coordinate moves in it (0
 // along the axes it broadcasts on). Inputs of lower rank are padded with leading 1s.
 class BroadcastIndex {
-public:
+  public:
     BroadcastIndex(MemDims out, const std::vector<MemDims>& inputs) : out_(std::move(out)) {
         for (const auto& in : inputs) {
             const MemDims p = padded(in, out_.size());
@@ -37,7 +37,7 @@ public:
     }
     const MemDims& out() const { return out_; }
 
-private:
+  private:
     MemDims out_;
     std::vector<MemDims> strides_;
     std::vector<bool> same_;

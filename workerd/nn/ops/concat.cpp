@@ -118,17 +118,18 @@ Result<void> import_split(OnnxNodeImport& node) {
                 len = in->dims[static_cast<std::size_t>(*ax)].value;
         PSRUN_TRY_ASSIGN(auto num_outputs, node.int_attr("num_outputs", 0));  // opset 18: the last part may be smaller
         if (num_outputs != 0 && num_outputs != parts)
-            return tl::unexpected(node.refuse("num_outputs " + std::to_string(num_outputs) + " for " + std::to_string(parts) +
-                                              " outputs"));
+            return tl::unexpected(node.refuse("num_outputs " + std::to_string(num_outputs) + " for " +
+                                              std::to_string(parts) + " outputs"));
         if (len == 0 || (num_outputs == 0 && len % parts != 0) || (len + parts - 1) / parts * (parts - 1) >= len)
-            return tl::unexpected(node.refuse("without sizes the axis must split into " + std::to_string(parts) + " equal parts"));
+            return tl::unexpected(
+                node.refuse("without sizes the axis must split into " + std::to_string(parts) + " equal parts"));
         const std::int64_t part = (len + parts - 1) / parts;
         sizes.assign(static_cast<std::size_t>(parts), part);
         sizes.back() = len - part * (parts - 1);
     }
     if (sizes.size() != node.output_count())
-        return tl::unexpected(node.refuse(std::to_string(sizes.size()) + " sizes for " + std::to_string(node.output_count()) +
-                                          " outputs"));
+        return tl::unexpected(node.refuse(std::to_string(sizes.size()) + " sizes for " +
+                                          std::to_string(node.output_count()) + " outputs"));
     PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", "split"}, {"inputs", {x}}, {"axis", axis}, {"sizes", sizes}}));
     for (std::size_t k = 0; k < sizes.size(); ++k) node.bind_output(k, k == 0 ? name : name + ":" + std::to_string(k));
     return {};
@@ -137,7 +138,8 @@ Result<void> import_split(OnnxNodeImport& node) {
 Result<void> export_concat(OnnxNodeExport& out) {
     std::vector<std::string> inputs;
     for (std::size_t i = 0; i < out.node().data_inputs; ++i) inputs.push_back(out.input(i));
-    out.add("Concat", inputs, {out.output(0)}, {{"axis", out.node().attrs.at("axis").get<std::int64_t>()}}, out.node().name);
+    out.add("Concat", inputs, {out.output(0)}, {{"axis", out.node().attrs.at("axis").get<std::int64_t>()}},
+            out.node().name);
     return {};
 }
 

@@ -30,7 +30,8 @@ Op run_concat(KernelBuilder& b, const std::vector<View>& parts, const View& dst,
 }
 
 // `whole` (plain, `type`) cut along `axis` into pieces of `dims[k]`: the views of each piece.
-std::vector<View> pieces(const memory& whole, const std::vector<MemDims>& dims, int axis, Dt type, const engine& engine) {
+std::vector<View> pieces(const memory& whole, const std::vector<MemDims>& dims, int axis, Dt type,
+                         const engine& engine) {
     const memory::desc full = plain_desc(whole.get_desc().dims(), type);
     std::vector<View> out;
     MemDims offsets(dims.front().size(), 0);
@@ -42,7 +43,7 @@ std::vector<View> pieces(const memory& whole, const std::vector<MemDims>& dims, 
 }
 
 class ConcatKernel final : public Kernel {
-public:
+  public:
     // Pieces of the gradient: nothing.
     BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
         return BackwardReads::nothing();
@@ -66,14 +67,15 @@ public:
         const auto from = pieces(dc, dims, axis, Dt::f32, engine);
         for (std::size_t i = 0; i < b.input_count(); ++i) {
             if (!b.needs_input_grad(i)) continue;
-            const View to = view_of(b.input_diff(i, plain_desc(dims[i], Dt::f32)), plain_desc(dims[i], Dt::f32), engine);
+            const View to =
+                view_of(b.input_diff(i, plain_desc(dims[i], Dt::f32)), plain_desc(dims[i], Dt::f32), engine);
             b.backward(run_reorder(b, from[i].view, to.view, {from[i], to}));
         }
     }
 };
 
 class SplitKernel final : public Kernel {
-public:
+  public:
     // The gradients concatenated: nothing.
     BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
         return BackwardReads::nothing();
@@ -96,7 +98,8 @@ public:
             const memory d = b.output_diff(k, plain_desc(dims[k], Dt::f32));
             grads.push_back(View{d, d});
         }
-        const View dx = view_of(b.input_diff(0, plain_desc(b.input_dims(0), Dt::f32)), plain_desc(b.input_dims(0), Dt::f32), engine);
+        const View dx = view_of(b.input_diff(0, plain_desc(b.input_dims(0), Dt::f32)),
+                                plain_desc(b.input_dims(0), Dt::f32), engine);
         b.backward(run_concat(b, grads, dx, axis, "bwd"));
     }
 };

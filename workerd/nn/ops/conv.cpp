@@ -139,11 +139,11 @@ Result<ConvGeometry> conv_geometry(const nlohmann::json& attrs, const ValueInfo&
                                        std::to_string(k[2]) + "] expects an N x C x D x H x W input, got " +
                                        to_string(in.dims)));
     if (!ok)
-        return tl::unexpected(op_error("expects an image N x C x H x W input, got " + to_string(in.dims) +
-                                       (in.rank() == 2 ? " flat features (a dense layer came before)" : "") +
-                                       (in.rank() == 3 ? " (over N x C x L give a 1-D kernel: \"kernel\": [k])" : "") +
-                                       (in.rank() == 5 ? " (over N x C x D x H x W give a 3-D kernel: \"kernel\": [kd, kh, kw])"
-                                                       : "")));
+        return tl::unexpected(
+            op_error("expects an image N x C x H x W input, got " + to_string(in.dims) +
+                     (in.rank() == 2 ? " flat features (a dense layer came before)" : "") +
+                     (in.rank() == 3 ? " (over N x C x L give a 1-D kernel: \"kernel\": [k])" : "") +
+                     (in.rank() == 5 ? " (over N x C x D x H x W give a 3-D kernel: \"kernel\": [kd, kh, kw])" : "")));
     ConvGeometry g;
     g.spatial = spatial;
     g.in_channels = in.dims[1].value;
@@ -178,8 +178,8 @@ TrainingMacs conv_macs(const MacsContext& c) {
     if (w == nullptr) return {};  // weights from a graph value
     const auto& out = c.node.output_info.front().dims;
     double macs = static_cast<double>(w->size);
-    if (out.size() == 4) macs *= static_cast<double>(out[2].value * out[3].value);  // N, C, H, W
-    if (out.size() == 3) macs *= static_cast<double>(out[2].value);                 // N, C, L (1-D)
+    if (out.size() == 4) macs *= static_cast<double>(out[2].value * out[3].value);                 // N, C, H, W
+    if (out.size() == 3) macs *= static_cast<double>(out[2].value);                                // N, C, L (1-D)
     if (out.size() == 5) macs *= static_cast<double>(out[2].value * out[3].value * out[4].value);  // 3-D
     return c.weighted(macs);
 }
@@ -187,7 +187,8 @@ TrainingMacs conv_macs(const MacsContext& c) {
 }  // namespace
 
 const OpSchema& conv2d_schema() {
-    static const OpSchema schema{"conv2d", 1, 1, parse_conv, infer_conv, {"Conv"}, import_conv, export_conv, true, conv_macs};
+    static const OpSchema schema{"conv2d", 1,           1,           parse_conv, infer_conv,
+                                 {"Conv"}, import_conv, export_conv, true,       conv_macs};
     return schema;
 }
 

@@ -25,7 +25,7 @@ using Dt = memory::data_type;
 namespace {
 
 class ConvBnKernel final : public Kernel {
-public:
+  public:
     void build(KernelBuilder& b) override {
         if (b.context().training) throw std::logic_error("conv2d + batch_norm folding in a training network");
         const auto& nodes = b.nodes();

@@ -54,7 +54,7 @@ memory::desc weights_shape(const ConvGeometry& g, const memory::desc& plain_or_a
 }
 
 class ConvKernel final : public Kernel {
-public:
+  public:
     // The input and weights (weight gradient); the output only for the relu post-op's backward.
     BackwardReads backward_reads(const std::vector<const Node*>& nodes, const EngineContext&) const override {
         return BackwardReads{BackwardReads::kAllInputs, nodes.size() == 2, -1};
@@ -99,8 +99,9 @@ ConvForward build_conv_forward(KernelBuilder& b, const ConvForwardSpec& spec) {
         f.weights = b.input_as(1, f.pd.weights_desc());
     } else {  // the plain [O, I/G, (KH,) KW] bytes are oneDNN's goihw [G, O/G, I/G, (KH,) KW]
         const memory& plain = own_weights ? spec.weights : b.input(1);
-        f.weights = forward_convert(b, memory(weights_shape(*g, plain.get_desc()), b.context().engine, plain.get_data_handle()),
-                                    f.pd.weights_desc());
+        f.weights =
+            forward_convert(b, memory(weights_shape(*g, plain.get_desc()), b.context().engine, plain.get_data_handle()),
+                            f.pd.weights_desc());
     }
     // The kernel's output when the kernel ends at the convolution (and its post-op); else (a
     // fused pool after it) scratch the kernel reads on.
@@ -127,19 +128,21 @@ bool build_depthwise_weights_grad(KernelBuilder& b, const ConvForward& f, const 
     const memory::dims src_dims = f.src.get_desc().dims(), dst_dims = diff_dst.get_desc().dims();
     std::int64_t lanes = 0;
     for (const auto& [tag, n] : {std::pair{Tag::nChw8c, 8}, std::pair{Tag::nChw16c, 16}})
-        if (f.src.get_desc() == memory::desc(src_dims, Dt::f32, tag) && diff_dst.get_desc() == memory::desc(dst_dims, Dt::f32, tag))
+        if (f.src.get_desc() == memory::desc(src_dims, Dt::f32, tag) &&
+            diff_dst.get_desc() == memory::desc(dst_dims, Dt::f32, tag))
             lanes = n;
     if (lanes == 0) return false;
-    kernels::DepthwiseShape shape{src_dims[0], src_dims[1], src_dims[2], src_dims[3], dst_dims[2], dst_dims[3],
-                                  w.kh, w.kw, w.sh, w.sw, w.pt, w.pl, lanes};
+    kernels::DepthwiseShape shape{src_dims[0], src_dims[1], src_dims[2], src_dims[3], dst_dims[2], dst_dims[3], w.kh,
+                                  w.kw,        w.sh,        w.sw,        w.pt,        w.pl,        lanes};
     auto grad = std::make_shared<kernels::DepthwiseWeightsGrad>(shape);
     const memory dw = b.input_diff(1, plain_desc(conv_weight_dims(g), Dt::f32));
     const memory db = want_b ? b.input_diff(2, plain_desc({g.filters}, Dt::f32)) : memory();
     b.note("bwd-w: hand depthwise (nChw" + std::to_string(lanes) + "c)");
     // Handles read when it runs: the gradient buffer may be swapped.
     b.backward([grad, src = f.src, diff_dst, dw, db] {
-        grad->run(static_cast<const float*>(src.get_data_handle()), static_cast<const float*>(diff_dst.get_data_handle()),
-                  static_cast<float*>(dw.get_data_handle()), db ? static_cast<float*>(db.get_data_handle()) : nullptr);
+        grad->run(static_cast<const float*>(src.get_data_handle()),
+                  static_cast<const float*>(diff_dst.get_data_handle()), static_cast<float*>(dw.get_data_handle()),
+                  db ? static_cast<float*>(db.get_data_handle()) : nullptr);
     });
     return true;
 }
@@ -161,9 +164,10 @@ void build_conv_backward(KernelBuilder& b, const ConvForward& f, const memory& d
         b.note("bwd-w", pd);
         const memory src = backward_convert(b, f.src, pd.src_desc());
         const memory ddst = backward_convert(b, diff_dst, pd.diff_dst_desc());
-        const memory dw = g.groups == 1 && want_w ? b.input_diff(1, pd.diff_weights_desc())
-                                                  : memory(pd.diff_weights_desc(), engine);
-        std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_DIFF_WEIGHTS, dw}};
+        const memory dw =
+            g.groups == 1 && want_w ? b.input_diff(1, pd.diff_weights_desc()) : memory(pd.diff_weights_desc(), engine);
+        std::unordered_map<int, memory> args{
+            {DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_DIFF_WEIGHTS, dw}};
         if (g.bias) args.emplace(DNNL_ARG_DIFF_BIAS, want_b ? b.input_diff(2, d.bias) : memory(d.bias, engine));
         b.backward(convolution_backward_weights(pd), args);
         if (g.groups != 1 && want_w) {
@@ -187,7 +191,8 @@ void build_conv_backward(KernelBuilder& b, const ConvForward& f, const memory& d
     const memory w = backward_convert(b, f.weights, pd.weights_desc());
     const memory ddst = backward_convert(b, diff_dst, pd.diff_dst_desc());
     const memory dsrc = b.input_diff(0, pd.diff_src_desc());
-    b.backward(convolution_backward_data(pd), {{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DIFF_SRC, dsrc}});
+    b.backward(convolution_backward_data(pd),
+               {{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DIFF_SRC, dsrc}});
 }
 
 std::unique_ptr<Kernel> make_conv_kernel() { return std::make_unique<ConvKernel>(); }

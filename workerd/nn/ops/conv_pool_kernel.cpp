@@ -27,7 +27,7 @@ using Dt = memory::data_type;
 namespace {
 
 class FusedConvReluPoolKernel final : public Kernel {
-public:
+  public:
     std::string label_suffix() const override { return " [hand]"; }
 
     void build(KernelBuilder& b) override {
@@ -42,9 +42,9 @@ public:
         const memory weights = b.input(1), bias = b.input(2);
         const memory dst = b.make_output(0, memory::desc({n, c, h / 2, w / 2}, Dt::f32, Tag::nChw16c));
         b.forward([this, src, weights, bias, dst] {
-            kernel_->forward(static_cast<const float*>(src.get_data_handle()),
-                             static_cast<const float*>(weights.get_data_handle()),
-                             static_cast<const float*>(bias.get_data_handle()), static_cast<float*>(dst.get_data_handle()));
+            kernel_->forward(
+                static_cast<const float*>(src.get_data_handle()), static_cast<const float*>(weights.get_data_handle()),
+                static_cast<const float*>(bias.get_data_handle()), static_cast<float*>(dst.get_data_handle()));
         });
         b.note("fwd+bwd: psrun FusedConv1Pool avx512f");
         if (!b.needs_backward()) return;
@@ -53,17 +53,17 @@ public:
         const memory db = b.input_diff(2, bias.get_desc());
         b.backward([this, ddst, dst, dw, db] {
             kernel_->backward(static_cast<const float*>(ddst.get_data_handle()),
-                              static_cast<const float*>(dst.get_data_handle()), static_cast<float*>(dw.get_data_handle()),
-                              static_cast<float*>(db.get_data_handle()));
+                              static_cast<const float*>(dst.get_data_handle()),
+                              static_cast<float*>(dw.get_data_handle()), static_cast<float*>(db.get_data_handle()));
         });
     }
 
-private:
+  private:
     std::unique_ptr<kernels::FusedConv1Pool> kernel_;
 };
 
 class ConvReluBlockedPoolKernel final : public Kernel {
-public:
+  public:
     std::string label_suffix() const override { return " [hand]"; }
 
     void build(KernelBuilder& b) override {
@@ -75,25 +75,27 @@ public:
         if (f->dst.get_desc() != memory::desc(dims, Dt::f32, Tag::nChw16c))
             throw std::logic_error("the convolution does not write f32 nChw16c");
         const memory::dim n = dims[0], ch = dims[1], h = dims[2], w = dims[3];
-        pool_ = std::make_unique<kernels::BlockedMaxPool>(static_cast<int>(n), static_cast<int>(ch), static_cast<int>(h),
-                                                          static_cast<int>(w));
+        pool_ = std::make_unique<kernels::BlockedMaxPool>(static_cast<int>(n), static_cast<int>(ch),
+                                                          static_cast<int>(h), static_cast<int>(w));
         b.note("max_pool fwd+bwd (and relu bwd): psrun BlockedMaxPool avx512f");
         const memory conv_dst = f->dst;
         const memory dst = b.make_output(0, memory::desc({n, ch, h / 2, w / 2}, Dt::f32, Tag::nChw16c));
         b.forward([this, conv_dst, dst] {
-            pool_->forward(static_cast<const float*>(conv_dst.get_data_handle()), static_cast<float*>(dst.get_data_handle()));
+            pool_->forward(static_cast<const float*>(conv_dst.get_data_handle()),
+                           static_cast<float*>(dst.get_data_handle()));
         });
         if (!b.needs_backward()) return;
         const memory ddst = b.output_diff(0, dst.get_desc());
         const memory conv_diff(conv_dst.get_desc(), b.context().engine);
         b.backward([this, ddst, dst, conv_diff] {
-            pool_->backward(static_cast<const float*>(ddst.get_data_handle()), static_cast<const float*>(dst.get_data_handle()),
+            pool_->backward(static_cast<const float*>(ddst.get_data_handle()),
+                            static_cast<const float*>(dst.get_data_handle()),
                             static_cast<float*>(conv_diff.get_data_handle()));
         });
         build_conv_backward(b, *f, conv_diff);
     }
 
-private:
+  private:
     std::unique_ptr<kernels::BlockedMaxPool> pool_;
 };
 

@@ -79,13 +79,11 @@ Result<void> infer_conv_transpose(InferContext& context) {
 
 Result<void> import_conv_transpose(OnnxNodeImport& node) {
     Ints w_dims;
-    if (auto s = node.constant_shape(1))
-        w_dims = *s;
-    else if (const ValueInfo* wi = node.info(1); wi && !has_batch(wi->dims))
-        w_dims = concrete(wi->dims, 1);
+    if (auto s = node.constant_shape(1)) w_dims = *s;
+    else if (const ValueInfo* wi = node.info(1); wi && !has_batch(wi->dims)) w_dims = concrete(wi->dims, 1);
     if (w_dims.size() < 3 || w_dims.size() > 5)
-        return tl::unexpected(node.refuse(
-            "the weights must be [I, O/groups, KH, KW], [I, O/groups, K] or [I, O/groups, KD, KH, KW]"));
+        return tl::unexpected(
+            node.refuse("the weights must be [I, O/groups, KH, KW], [I, O/groups, K] or [I, O/groups, KD, KH, KW]"));
     const std::size_t spatial = w_dims.size() - 2;
     const ValueInfo* x = node.info(0);
     if (x == nullptr || x->rank() != spatial + 2)

@@ -33,7 +33,7 @@ memory::desc torch_weights(const ConvTransposeGeometry& g, Dt type) {
 }
 
 class ConvTransposeKernel final : public Kernel {
-public:
+  public:
     void build(KernelBuilder& b) override {
         auto geometry = conv_transpose_geometry(b.node().attrs, b.input_info(0));
         if (!geometry) throw std::runtime_error(geometry.error().message);

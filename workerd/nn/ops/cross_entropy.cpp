@@ -75,7 +75,8 @@ Result<void> infer_loss(InferContext& context) {
     const bool nll = context.node().op == "nll_loss";
     const char* what = nll ? "log-probabilities" : "scores";
     if (scores.type != ElementType::kFloat)
-        return tl::unexpected(op_error(std::string("input 0 (") + what + ") must be floats, got integers " + to_string(scores.dims)));
+        return tl::unexpected(
+            op_error(std::string("input 0 (") + what + ") must be floats, got integers " + to_string(scores.dims)));
     if (scores.rank() < 2)
         return tl::unexpected(op_error(std::string("input 0 (") + what + ") must be [R, C] or [R, C, d1, ...], got " +
                                        to_string(scores.dims)));
@@ -86,18 +87,18 @@ Result<void> infer_loss(InferContext& context) {
     Dims expected = scores.dims;
     expected.erase(expected.begin() + 1);
     if (labels.type != ElementType::kInt)
-        return tl::unexpected(op_error("input 1 (" + context.input_name(1) + ") must hold integer class ids, got floats " +
-                                       to_string(labels.dims)));
+        return tl::unexpected(op_error("input 1 (" + context.input_name(1) +
+                                       ") must hold integer class ids, got floats " + to_string(labels.dims)));
     if (labels.dims != expected)
-        return tl::unexpected(op_error("the labels (" + context.input_name(1) + ") are " + to_string(labels.dims) + " but the " +
-                                       what + " " + to_string(scores.dims) + " need " + to_string(expected) +
-                                       " (their dims without axis 1, the classes)"));
+        return tl::unexpected(op_error("the labels (" + context.input_name(1) + ") are " + to_string(labels.dims) +
+                                       " but the " + what + " " + to_string(scores.dims) + " need " +
+                                       to_string(expected) + " (their dims without axis 1, the classes)"));
     if (context.input_count() > 2) {
         const ValueInfo& weights = context.input(2);
         if (weights.type != ElementType::kFloat || weights.dims != Dims{classes})
-            return tl::unexpected(op_error("input 2 (" + context.input_name(2) + ", the class weights) must be floats [" +
-                                           std::to_string(classes.value) + "], got " + to_string(weights.type) + " " +
-                                           to_string(weights.dims)));
+            return tl::unexpected(op_error("input 2 (" + context.input_name(2) +
+                                           ", the class weights) must be floats [" + std::to_string(classes.value) +
+                                           "], got " + to_string(weights.type) + " " + to_string(weights.dims)));
     }
     const bool none = context.attr_string("reduction") == "none";
     context.set_output(0, ValueInfo{none ? expected : Dims{}, ElementType::kFloat});
@@ -122,9 +123,10 @@ Result<void> import_loss(OnnxNodeImport& node) {
         if (const auto values = node.floats(2)) {
             const auto dims = node.constant_shape(2);
             PSRUN_TRY_ASSIGN(auto weights, node.emit({{"kind", "constant"},
-                                      {"name", node.node_name() + "/weights"},
-                                      {"shape", dims.value_or(std::vector<std::int64_t>{static_cast<std::int64_t>(values->size())})},
-                                      {"values", *values}}));
+                                                      {"name", node.node_name() + "/weights"},
+                                                      {"shape", dims.value_or(std::vector<std::int64_t>{
+                                                                    static_cast<std::int64_t>(values->size())})},
+                                                      {"values", *values}}));
             inputs.push_back(weights);
         } else {
             PSRUN_TRY_ASSIGN(auto weights, node.value(2));
@@ -142,8 +144,10 @@ Result<void> import_loss(OnnxNodeImport& node) {
     PSRUN_TRY_ASSIGN(auto name, node.emit(std::move(layer)));
     node.bind_output(0, name);
     if (sce && node.output_count() > 1 && node.output_read(1)) {  // log_prob
-        PSRUN_TRY_ASSIGN(auto log_prob, node.emit(
-            {{"kind", "log_softmax"}, {"name", node.node_name() + "/log_prob"}, {"inputs", {scores}}, {"axis", 1}}));
+        PSRUN_TRY_ASSIGN(auto log_prob, node.emit({{"kind", "log_softmax"},
+                                                   {"name", node.node_name() + "/log_prob"},
+                                                   {"inputs", {scores}},
+                                                   {"axis", 1}}));
         node.bind_output(1, log_prob);
     }
     return {};
@@ -153,13 +157,16 @@ Result<void> export_loss(OnnxNodeExport& out) {
     const Node& node = out.node();
     const bool sce = node.op == "softmax_cross_entropy_loss";
     if (sce && node.attrs.value("label_smoothing", 0.0) > 0.0)
-        return tl::unexpected(op_error("ONNX's SoftmaxCrossEntropyLoss has no label smoothing; export a model with "
-                                       "\"label_smoothing\": 0 (smoothing is a training option: the trained weights "
-                                       "do not depend on it at inference)"));
+        return tl::unexpected(
+            op_error("ONNX's SoftmaxCrossEntropyLoss has no label smoothing; export a model with "
+                     "\"label_smoothing\": 0 (smoothing is a training option: the trained weights "
+                     "do not depend on it at inference)"));
     std::vector<std::string> inputs;
     for (std::size_t i = 0; i < node.data_inputs; ++i) inputs.push_back(out.input(i));
-    std::vector<std::pair<std::string, OnnxAttr>> attrs = {{"reduction", node.attrs.at("reduction").get<std::string>()}};
-    if (node.attrs.contains("ignore_index")) attrs.emplace_back("ignore_index", node.attrs.at("ignore_index").get<std::int64_t>());
+    std::vector<std::pair<std::string, OnnxAttr>> attrs = {
+        {"reduction", node.attrs.at("reduction").get<std::string>()}};
+    if (node.attrs.contains("ignore_index"))
+        attrs.emplace_back("ignore_index", node.attrs.at("ignore_index").get<std::int64_t>());
     out.add(sce ? "SoftmaxCrossEntropyLoss" : "NegativeLogLikelihoodLoss", inputs, {out.output(0)}, attrs, node.name);
     return {};
 }
@@ -168,8 +175,14 @@ Result<void> export_loss(OnnxNodeExport& out) {
 
 const OpSchema& cross_entropy_schema(std::string_view kind) {
     static const std::vector<OpSchema> schemas = {
-        OpSchema{"softmax_cross_entropy_loss", 2, 3, parse_softmax_cross_entropy, infer_loss, {"SoftmaxCrossEntropyLoss"},
-                 import_loss, export_loss},
+        OpSchema{"softmax_cross_entropy_loss",
+                 2,
+                 3,
+                 parse_softmax_cross_entropy,
+                 infer_loss,
+                 {"SoftmaxCrossEntropyLoss"},
+                 import_loss,
+                 export_loss},
         OpSchema{"nll_loss", 2, 3, parse_nll, infer_loss, {"NegativeLogLikelihoodLoss"}, import_loss, export_loss},
     };
     return family_member(schemas, kind);

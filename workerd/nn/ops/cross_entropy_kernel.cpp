@@ -59,9 +59,9 @@ void check_labels(const LossPlan& p, const std::int32_t* labels) {
         const std::int64_t row = q / p.inner, at = q % p.inner;
         std::string where = (p.rows == p.batch ? "example " : "row ") + std::to_string(row);
         if (p.inner > 1) where += ", position " + std::to_string(at);
-        throw std::out_of_range("label " + std::to_string(y) + " of " + where + " is outside the classes [0, " +
-                                std::to_string(p.classes) + ")" +
-                                (p.has_ignore ? " and is not ignore_index " + std::to_string(p.ignore) : std::string()));
+        throw std::out_of_range(
+            "label " + std::to_string(y) + " of " + where + " is outside the classes [0, " + std::to_string(p.classes) +
+            ")" + (p.has_ignore ? " and is not ignore_index " + std::to_string(p.ignore) : std::string()));
     }
 }
 
@@ -100,7 +100,8 @@ void forward_loss(const LossPlan& p, LossState& s, const float* x, const std::in
             if (e > 0.0) {
                 double smooth = 0.0;
                 for (std::int64_t c = 0; c < c_count; ++c)
-                    smooth -= (w != nullptr ? static_cast<double>(w[c]) : 1.0) * (static_cast<double>(row[c * inner]) - lse);
+                    smooth -=
+                        (w != nullptr ? static_cast<double>(w[c]) : 1.0) * (static_cast<double>(row[c * inner]) - lse);
                 loss = (1.0 - e) * loss + e * smooth / static_cast<double>(c_count);
             }
         }
@@ -137,7 +138,8 @@ void backward_loss(const LossPlan& p, const LossState& s, const float* x, const 
             for (std::int64_t c = 0; c < c_count; ++c) grad[c * inner] = 0.0f;
             continue;
         }
-        const double g = (p.reduction == Reduction::kNone ? static_cast<double>(dy[q]) : static_cast<double>(dy[0]) * scale);
+        const double g =
+            (p.reduction == Reduction::kNone ? static_cast<double>(dy[q]) : static_cast<double>(dy[0]) * scale);
         const double wy = s.weight[static_cast<std::size_t>(q)];
         if (p.nll) {
             for (std::int64_t c = 0; c < c_count; ++c) grad[c * inner] = 0.0f;
@@ -157,7 +159,7 @@ void backward_loss(const LossPlan& p, const LossState& s, const float* x, const 
 }
 
 class CrossEntropyKernel final : public Kernel {
-public:
+  public:
     std::string label_suffix() const override { return " [hand]"; }
 
     void build(KernelBuilder& b) override {
@@ -171,10 +173,13 @@ public:
         plan->batch = b.context().batch;
         plan->nll = node.op == "nll_loss";
         plan->has_ignore = node.attrs.contains("ignore_index");
-        if (plan->has_ignore) plan->ignore = static_cast<std::int32_t>(node.attrs.at("ignore_index").get<std::int64_t>());
+        if (plan->has_ignore)
+            plan->ignore = static_cast<std::int32_t>(node.attrs.at("ignore_index").get<std::int64_t>());
         plan->smoothing = node.attrs.value("label_smoothing", 0.0);
         const std::string reduction = node.attrs.at("reduction").get<std::string>();
-        plan->reduction = reduction == "none" ? Reduction::kNone : reduction == "sum" ? Reduction::kSum : Reduction::kMean;
+        plan->reduction = reduction == "none"  ? Reduction::kNone
+                          : reduction == "sum" ? Reduction::kSum
+                                               : Reduction::kMean;
 
         auto state = std::make_shared<LossState>();
         const auto n = static_cast<std::size_t>(plan->positions());
@@ -198,7 +203,8 @@ public:
         if (out_type != Dt::f32) b.forward(run_reorder(b, y, b.make_output(0, plain_desc(b.output_dims(0), out_type))));
         b.note("fwd: hand " + node.op + " (f64 over f32)");
         if (!b.needs_backward()) return;
-        if (weighted && b.needs_input_grad(2)) b.backward(run_zero(b.input_diff(2, plain_desc(b.input_dims(2), Dt::f32))));
+        if (weighted && b.needs_input_grad(2))
+            b.backward(run_zero(b.input_diff(2, plain_desc(b.input_dims(2), Dt::f32))));
         if (!b.needs_input_grad(0)) return;
         const memory dy = b.output_diff(0, f32);
         const memory dx = b.input_diff(0, plain_desc(dims, Dt::f32));

@@ -31,8 +31,8 @@ bool is_image(const ValueInfo& in, const nlohmann::json& attrs) {
 Result<void> infer_dense(InferContext& context) {
     const ValueInfo& in = context.input(0);
     if (in.type != ElementType::kFloat || in.rank() < 2 || in.dims.back().batch)
-        return tl::unexpected(op_error("expects float features [..., F], got " + to_string(in.dims) + " " +
-                                       to_string(in.type)));
+        return tl::unexpected(
+            op_error("expects float features [..., F], got " + to_string(in.dims) + " " + to_string(in.type)));
     const std::int64_t units = context.attr_int("units");
     Dims out;
     std::int64_t features = in.dims.back().value;
@@ -66,7 +66,10 @@ Result<void> import_gemm(OnnxNodeImport& node) {
     auto alpha = node.float_attr("alpha", 1.0f);
     auto beta = node.float_attr("beta", 1.0f);
     if (!trans_a || !trans_b || !alpha || !beta)
-        return tl::unexpected(!trans_a ? trans_a.error() : !trans_b ? trans_b.error() : !alpha ? alpha.error() : beta.error());
+        return tl::unexpected(!trans_a   ? trans_a.error()
+                              : !trans_b ? trans_b.error()
+                              : !alpha   ? alpha.error()
+                                         : beta.error());
     if (*trans_a != 0) return tl::unexpected(node.refuse("transA=1 is not supported"));
     if (*alpha != 1.0f || (*beta != 1.0f && node.has_input(2)))
         return tl::unexpected(node.refuse("alpha and beta must be 1"));
@@ -105,7 +108,8 @@ Result<void> export_dense(OnnxNodeExport& out) {
     if (is_image(in, node.attrs)) {  // TF's NHWC flattening: transpose to NHWC, then ONNX's Flatten
         const std::string nhwc = out.fresh(node.name + "/nhwc");
         const std::string flat = out.fresh(node.name + "/flatten");
-        out.add("Transpose", {out.input(0)}, {nhwc}, {{"perm", std::vector<std::int64_t>{0, 2, 3, 1}}}, node.name + "/nhwc");
+        out.add("Transpose", {out.input(0)}, {nhwc}, {{"perm", std::vector<std::int64_t>{0, 2, 3, 1}}},
+                node.name + "/nhwc");
         out.add("Flatten", {nhwc}, {flat}, {{"axis", std::int64_t{1}}}, node.name + "/flatten");
         gemm_inputs = {flat};
     } else if (in.rank() == 2) {
@@ -138,7 +142,8 @@ TrainingMacs dense_macs(const MacsContext& c) {
 }  // namespace
 
 const OpSchema& dense_schema() {
-    static const OpSchema schema{"dense", 1, 1, parse_dense, infer_dense, {"Gemm"}, import_gemm, export_dense, true, dense_macs};
+    static const OpSchema schema{"dense",      1,    1,         parse_dense, infer_dense, {"Gemm"}, import_gemm,
+                                 export_dense, true, dense_macs};
     return schema;
 }
 

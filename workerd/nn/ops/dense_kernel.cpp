@@ -44,10 +44,11 @@ void build_f32_matmul(KernelBuilder& b, const memory::desc& src_nd, const memory
         attr.set_post_ops(po);
     }
     const memory::desc src2_md = src2.get_desc(), dst2_md = dst2.get_desc();
-    matmul::primitive_desc pd(bias ? matmul::desc(src2_md, wt_md, bias_md, dst2_md) : matmul::desc(src2_md, wt_md, dst2_md),
-                              attr, engine);
+    matmul::primitive_desc pd(
+        bias ? matmul::desc(src2_md, wt_md, bias_md, dst2_md) : matmul::desc(src2_md, wt_md, dst2_md), attr, engine);
     b.note("fwd", pd);
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src2}, {DNNL_ARG_WEIGHTS, view(weights, wt_md, engine)}, {DNNL_ARG_DST, dst2}};
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, src2}, {DNNL_ARG_WEIGHTS, view(weights, wt_md, engine)}, {DNNL_ARG_DST, dst2}};
     if (bias) args.emplace(DNNL_ARG_BIAS, view(b.input_as(2, memory::desc({units}, Dt::f32, Tag::x)), bias_md, engine));
     b.forward(matmul(pd), args);
     if (!b.needs_backward()) return;
@@ -59,7 +60,8 @@ void build_f32_matmul(KernelBuilder& b, const memory::desc& src_nd, const memory
         matmul::primitive_desc bw(matmul::desc(ddst_t, src2_md, w_md), engine);
         b.note("bwd-w", bw);
         const memory dw = b.input_diff(1, w_md);
-        b.backward(matmul(bw), {{DNNL_ARG_SRC, view(ddst, ddst_t, engine)}, {DNNL_ARG_WEIGHTS, src2}, {DNNL_ARG_DST, dw}});
+        b.backward(matmul(bw),
+                   {{DNNL_ARG_SRC, view(ddst, ddst_t, engine)}, {DNNL_ARG_WEIGHTS, src2}, {DNNL_ARG_DST, dw}});
     }
     if (bias && b.needs_input_grad(2)) {
         // dB = ones[1, rows] x dY: the column sums, on the same kernels.
@@ -71,7 +73,8 @@ void build_f32_matmul(KernelBuilder& b, const memory::desc& src_nd, const memory
         // The gradient may live in a buffer set_gradient_buffer() re-points: the {1, units} view
         // follows it at every step.
         const memory db = b.input_diff(2, memory::desc({units}, Dt::f32, Tag::x));
-        b.backward([p = matmul(bb), stream = b.context().stream, ones, ddst, db, db_row = view(db, bias_md, engine)]() mutable {
+        b.backward([p = matmul(bb), stream = b.context().stream, ones, ddst, db,
+                    db_row = view(db, bias_md, engine)]() mutable {
             db_row.set_data_handle(db.get_data_handle());
             p.execute(stream, {{DNNL_ARG_SRC, ones}, {DNNL_ARG_WEIGHTS, ddst}, {DNNL_ARG_DST, db_row}});
         });
@@ -84,7 +87,7 @@ void build_f32_matmul(KernelBuilder& b, const memory::desc& src_nd, const memory
 }
 
 class DenseKernel final : public Kernel {
-public:
+  public:
     // The input and weights (weight gradient); the output only for the relu post-op's backward.
     BackwardReads backward_reads(const std::vector<const Node*>& nodes, const EngineContext&) const override {
         return BackwardReads{BackwardReads::kAllInputs, nodes.size() == 2, -1};
@@ -152,7 +155,8 @@ public:
             inner_product_backward_weights::primitive_desc bw(bw_desc, engine, pd);
             b.note("bwd-w", bw);
             const memory dw = want_w ? b.input_diff(1, bw.diff_weights_desc()) : memory(bw.diff_weights_desc(), engine);
-            std::unordered_map<int, memory> bargs{{DNNL_ARG_SRC, src2}, {DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_DIFF_WEIGHTS, dw}};
+            std::unordered_map<int, memory> bargs{
+                {DNNL_ARG_SRC, src2}, {DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_DIFF_WEIGHTS, dw}};
             if (bias) bargs.emplace(DNNL_ARG_DIFF_BIAS, want_b ? b.input_diff(2, b_md) : memory(b_md, engine));
             b.backward(inner_product_backward_weights(bw), bargs);
         }
@@ -161,7 +165,8 @@ public:
             inner_product_backward_data::desc(src2_md, weights.get_desc(), ddst.get_desc()), engine, pd);
         b.note("bwd-d", bd);
         const memory dsrc2 = view(b.input_diff(0, src_nd), src2_md, engine);
-        b.backward(inner_product_backward_data(bd), {{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DIFF_SRC, dsrc2}});
+        b.backward(inner_product_backward_data(bd),
+                   {{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DIFF_SRC, dsrc2}});
     }
 };
 

@@ -72,12 +72,14 @@ Result<void> export_identity(OnnxNodeExport& out) {
 }  // namespace
 
 const OpSchema& dropout_schema() {
-    static const OpSchema schema{"dropout", 1, 1, parse_dropout, infer_dropout, {"Dropout"}, import_dropout, export_identity};
+    static const OpSchema schema{"dropout",      1, 1, parse_dropout, infer_dropout, {"Dropout"}, import_dropout,
+                                 export_identity};
     return schema;
 }
 
 const OpSchema& identity_schema() {
-    static const OpSchema schema{"identity", 1, 1, parse_no_attributes, infer_dropout, {"Identity"}, import_dropout, export_identity};
+    static const OpSchema schema{"identity",     1, 1, parse_no_attributes, infer_dropout, {"Identity"}, import_dropout,
+                                 export_identity};
     return schema;
 }
 

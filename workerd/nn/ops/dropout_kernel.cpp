@@ -5,10 +5,10 @@
 #include <memory>
 #include <string>
 
-#include "common/wire_precision.h"
-#include "workerd/nn/kernel.h"
 #include "common/fnv1a.h"
 #include "common/rng.h"
+#include "common/wire_precision.h"
+#include "workerd/nn/kernel.h"
 #include "workerd/nn/ops/ops.h"
 
 namespace psrun::nn {
@@ -43,7 +43,7 @@ void masked_scale(const T* in, T* out, std::size_t count, std::uint64_t base, do
 }
 
 class DropoutKernel final : public Kernel {
-public:
+  public:
     // The mask is drawn again from the step's seed: nothing; element-wise, so it may write over
     // its input.
     BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
@@ -67,7 +67,7 @@ public:
         b.backward([this, ddst, dsrc, step] { apply(ddst, dsrc, step->seed); });
     }
 
-private:
+  private:
     void apply(const memory& in, const memory& out, std::uint64_t seed) const {
         const std::size_t bytes = in.get_desc().get_size();
         if (!masked_) {
@@ -90,7 +90,7 @@ private:
 };
 
 class IdentityKernel final : public Kernel {
-public:
+  public:
     // Nothing; the output is the input.
     BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
         return BackwardReads{0, false, -1, 0};
@@ -103,9 +103,8 @@ public:
         const memory ddst = b.output_diff(0, src.get_desc());
         const memory dsrc = b.input_diff(0, src.get_desc());
         if (ddst.get_data_handle() == dsrc.get_data_handle()) return;
-        b.backward([ddst, dsrc] {
-            std::memcpy(dsrc.get_data_handle(), ddst.get_data_handle(), ddst.get_desc().get_size());
-        });
+        b.backward(
+            [ddst, dsrc] { std::memcpy(dsrc.get_data_handle(), ddst.get_data_handle(), ddst.get_desc().get_size()); });
     }
 };
 

@@ -63,18 +63,18 @@ struct EinsumLabel {
 // One description layer of the lowering. Values: 0 .. operands-1 are the operands, operands + k
 // the output of step k.
 struct EinsumStep {
-    std::string kind;  // "reduce_sum", "transpose", "reshape", "matmul", "mul"
+    std::string kind;   // "reduce_sum", "transpose", "reshape", "matmul", "mul"
     std::string label;  // what it is for ("a_sum", "b_transpose", "matmul", "out_reshape", ...)
     std::vector<std::size_t> inputs;
     nlohmann::json attrs;  // the kind's fields (axes/keepdims, perm, shape)
-    Dims dims;  // its output's dims
+    Dims dims;             // its output's dims
 };
 
 struct EinsumPlan {
     std::vector<EinsumLabel> labels;  // in order of first appearance (operand 0, 1, output)
     std::vector<EinsumStep> steps;
     std::size_t result = 0;  // the value that is the einsum's output (an operand when no step)
-    Dims dims;  // the output's dims
+    Dims dims;               // the output's dims
 };
 
 // The lowering of `equation` on operands of `operands` dims (symbolic in the batch size).

@@ -31,13 +31,13 @@ Result<std::string> einsum_term(std::string_view text, const std::string& what, 
         const char c = text[i];
         if (einsum_letter(c)) {
             if (out.find(c) != std::string::npos)
-                return tl::unexpected(einsum_error("repeats '" + std::string(1, c) + "' within " + what +
-                                                   (output ? "" : ": a diagonal or trace, which the importer does not lower")));
+                return tl::unexpected(
+                    einsum_error("repeats '" + std::string(1, c) + "' within " + what +
+                                 (output ? "" : ": a diagonal or trace, which the importer does not lower")));
             out += c;
             ++i;
         } else if (c == '.') {
-            if (text.substr(i, 3) != "...")
-                return tl::unexpected(einsum_error("has a '.' outside \"...\" in " + what));
+            if (text.substr(i, 3) != "...") return tl::unexpected(einsum_error("has a '.' outside \"...\" in " + what));
             if (out.find('.') != std::string::npos)
                 return tl::unexpected(einsum_error("has more than one \"...\" in " + what));
             out += '.';
@@ -68,7 +68,8 @@ Result<EinsumEquation> parse_einsum(std::string_view text, std::size_t operands)
     std::size_t start = 0;
     for (;;) {
         const auto comma = left.find(',', start);
-        const auto term = std::string_view(left).substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        const auto term =
+            std::string_view(left).substr(start, comma == std::string::npos ? std::string::npos : comma - start);
         PSRUN_TRY_ASSIGN(
             auto parsed,
             einsum_term(term, "operand " + std::to_string(eq.inputs.size()) + " ('" + std::string(term) + "')", false));
@@ -99,7 +100,8 @@ Result<EinsumEquation> parse_einsum(std::string_view text, std::size_t operands)
         // Implicit: "..." first, then the letters seen exactly once, in ASCII order (A-Z, a-z).
         if (any_ellipsis) eq.output += '.';
         for (int c = 'A'; c <= 'z'; ++c)
-            if (einsum_letter(static_cast<char>(c)) && seen[static_cast<std::size_t>(c)] == 1) eq.output += static_cast<char>(c);
+            if (einsum_letter(static_cast<char>(c)) && seen[static_cast<std::size_t>(c)] == 1)
+                eq.output += static_cast<char>(c);
     }
     return eq;
 }

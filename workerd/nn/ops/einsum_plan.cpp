@@ -36,7 +36,7 @@ Result<Dim> einsum_merge(const Dims& dims) {
 }
 
 class EinsumLowering {
-public:
+  public:
     EinsumLowering(EinsumPlan& plan, std::size_t operands) : plan_(plan), next_(operands) {}
 
     Result<EinsumValue> step(std::string kind, std::string label, const std::vector<const EinsumValue*>& inputs,
@@ -87,7 +87,7 @@ public:
         return step("reshape", label, {&v}, {{"shape", shape}}, std::move(labels), std::move(dims));
     }
 
-private:
+  private:
     EinsumPlan& plan_;
     std::size_t next_;
 };
@@ -96,7 +96,8 @@ private:
 Dims einsum_dims_of(const EinsumValue& v, const std::vector<int>& which) {
     Dims out;
     for (const int l : which)
-        out.push_back(v.dims[static_cast<std::size_t>(std::find(v.labels.begin(), v.labels.end(), l) - v.labels.begin())]);
+        out.push_back(
+            v.dims[static_cast<std::size_t>(std::find(v.labels.begin(), v.labels.end(), l) - v.labels.begin())]);
     return out;
 }
 
@@ -104,8 +105,8 @@ Dims einsum_dims_of(const EinsumValue& v, const std::vector<int>& which) {
 
 Result<EinsumPlan> plan_einsum(std::string_view equation, const std::vector<Dims>& operands) {
     if (operands.empty() || operands.size() > 2)
-        return tl::unexpected(einsum_plan_error("has " + std::to_string(operands.size()) +
-                                                " operands: the importer lowers 1 or 2"));
+        return tl::unexpected(
+            einsum_plan_error("has " + std::to_string(operands.size()) + " operands: the importer lowers 1 or 2"));
     PSRUN_TRY_ASSIGN(auto eq, parse_einsum(equation, operands.size()));
     // How many dims each operand's "..." covers; the ellipsis labels are right-aligned.
     std::vector<std::size_t> covered(operands.size(), 0);
@@ -115,10 +116,9 @@ Result<EinsumPlan> plan_einsum(std::string_view equation, const std::vector<Dims
         const bool has = term.find('.') != std::string::npos;
         const std::size_t letters = term.size() - (has ? 1 : 0);
         if (operands[i].size() < letters || (!has && operands[i].size() != letters))
-            return tl::unexpected(einsum_plan_error("gives operand " + std::to_string(i) + " ('" + term + "') " +
-                                                    std::to_string(letters) + " letters for its " +
-                                                    std::to_string(operands[i].size()) + " dims (" +
-                                                    to_string(operands[i]) + ")"));
+            return tl::unexpected(einsum_plan_error(
+                "gives operand " + std::to_string(i) + " ('" + term + "') " + std::to_string(letters) +
+                " letters for its " + std::to_string(operands[i].size()) + " dims (" + to_string(operands[i]) + ")"));
         covered[i] = operands[i].size() - letters;
         ellipsis = std::max(ellipsis, covered[i]);
     }
@@ -138,14 +138,16 @@ Result<EinsumPlan> plan_einsum(std::string_view equation, const std::vector<Dims
                 ids.push_back(label_of(std::string(1, c)));
                 continue;
             }
-            for (std::size_t k = ellipsis - cover; k < ellipsis; ++k) ids.push_back(label_of("..." + std::to_string(k)));
+            for (std::size_t k = ellipsis - cover; k < ellipsis; ++k)
+                ids.push_back(label_of("..." + std::to_string(k)));
         }
         return ids;
     };
     std::vector<EinsumValue> values;
     for (std::size_t i = 0; i < operands.size(); ++i) {
         values.push_back(EinsumValue{i, expand(eq.inputs[i], covered[i]), operands[i]});
-        for (std::size_t a = 0; a < operands[i].size(); ++a) sizes[static_cast<std::size_t>(values[i].labels[a])][i] = operands[i][a];
+        for (std::size_t a = 0; a < operands[i].size(); ++a)
+            sizes[static_cast<std::size_t>(values[i].labels[a])][i] = operands[i][a];
     }
     const std::vector<int> out_labels = expand(eq.output, ellipsis);
     std::vector<bool> in_output(plan.labels.size(), false);
@@ -161,14 +163,15 @@ Result<EinsumPlan> plan_einsum(std::string_view equation, const std::vector<Dims
                                                         " in operand 0 and " + s[1]->to_string() + " in operand 1"));
             label.size = *s[0] == Dim::of(1) ? *s[1] : *s[0];
         }
-        if (in0 && in1) label.role = in_output[l] ? EinsumRole::kBatch : (*s[0] == *s[1] ? EinsumRole::kContracted : EinsumRole::kSummed);
+        if (in0 && in1)
+            label.role =
+                in_output[l] ? EinsumRole::kBatch : (*s[0] == *s[1] ? EinsumRole::kContracted : EinsumRole::kSummed);
         else if (!in_output[l]) label.role = EinsumRole::kSummed;
         else label.role = in0 ? EinsumRole::kLeftFree : EinsumRole::kRightFree;
         const bool summed = label.role == EinsumRole::kSummed || label.role == EinsumRole::kContracted;
         if (label.size.batch && summed && (operands.size() == 2 || !out_labels.empty()))
-            return tl::unexpected(einsum_plan_error("sums over the batch axis ('" + label.name +
-                                                    "' is " + label.size.to_string() +
-                                                    "): each example must stay apart"));
+            return tl::unexpected(einsum_plan_error("sums over the batch axis ('" + label.name + "' is " +
+                                                    label.size.to_string() + "): each example must stay apart"));
     }
     for (const int l : out_labels) plan.dims.push_back(plan.labels[static_cast<std::size_t>(l)].size);
     EinsumLowering lower(plan, operands.size());
@@ -187,7 +190,8 @@ Result<EinsumPlan> plan_einsum(std::string_view equation, const std::vector<Dims
     }
     // The model's batch axis leads the matmul's rows: operand 0's free labels.
     auto batch_in = [&](EinsumRole r) {
-        return std::any_of(out_labels.begin(), out_labels.end(), [&](int l) { return role_of(l) == r && size_of(l).batch; });
+        return std::any_of(out_labels.begin(), out_labels.end(),
+                           [&](int l) { return role_of(l) == r && size_of(l).batch; });
     };
     const bool swap = batch_in(EinsumRole::kRightFree) && !batch_in(EinsumRole::kLeftFree);
     const EinsumRole left = swap ? EinsumRole::kRightFree : EinsumRole::kLeftFree;

@@ -37,8 +37,8 @@ Result<void> parse_embedding(FieldReader& reader, nlohmann::json& attrs) {
 Result<void> infer_embedding(InferContext& context) {
     const ValueInfo& in = context.input(0);
     if (in.type != ElementType::kInt)
-        return tl::unexpected(op_error(std::string("expects int ids [N, ...], got ") + to_string(in.type) + " " + to_string(in.dims) +
-                                       " (an embedding looks up rows by id)"));
+        return tl::unexpected(op_error(std::string("expects int ids [N, ...], got ") + to_string(in.type) + " " +
+                                       to_string(in.dims) + " (an embedding looks up rows by id)"));
     if (in.rank() > 5) return tl::unexpected(op_error("the output would have more than 6 dims"));
     const std::int64_t vocabulary = context.attr_int("vocabulary"), dim = context.attr_int("dim");
     Dims out = in.dims;
@@ -53,17 +53,21 @@ Result<void> infer_embedding(InferContext& context) {
 
 Result<void> parse_gather(FieldReader& reader, nlohmann::json& attrs) {
     PSRUN_TRY_ASSIGN(auto axis, reader.integer("axis", std::nullopt, -6, 5));
-    if (!reader.has("indices")) return tl::unexpected(reader.fail("indices", "missing (an integer or a list of integers)"));
+    if (!reader.has("indices"))
+        return tl::unexpected(reader.fail("indices", "missing (an integer or a list of integers)"));
     const auto& raw = reader.raw("indices");
     const auto is_index = [](const nlohmann::json& v) {
-        return v.is_number_integer() && v.get<std::int64_t>() > -kMaxTensorElements && v.get<std::int64_t>() < kMaxTensorElements;
+        return v.is_number_integer() && v.get<std::int64_t>() > -kMaxTensorElements &&
+               v.get<std::int64_t>() < kMaxTensorElements;
     };
     bool ok = is_index(raw);
     if (raw.is_array()) {
         ok = !raw.empty() && raw.size() <= 65536;
         for (const auto& v : raw) ok = ok && is_index(v);
     }
-    if (!ok) return tl::unexpected(reader.fail("indices", "expected an integer or a list of 1 to 65536 integers, got " + describe_value(raw)));
+    if (!ok)
+        return tl::unexpected(
+            reader.fail("indices", "expected an integer or a list of 1 to 65536 integers, got " + describe_value(raw)));
     attrs["axis"] = axis;
     attrs["indices"] = raw;
     return {};
@@ -87,9 +91,9 @@ Result<void> infer_gather(InferContext& context) {
     else list.push_back(indices.get<std::int64_t>());
     for (const auto i : list)
         if (i < -along.value || i >= along.value)
-            return tl::unexpected(op_error("index " + std::to_string(i) + " is outside [-" + std::to_string(along.value) +
-                                           ", " + std::to_string(along.value) + ") (axis " + std::to_string(axis) +
-                                           " of " + to_string(in.dims) + ")"));
+            return tl::unexpected(op_error("index " + std::to_string(i) + " is outside [-" +
+                                           std::to_string(along.value) + ", " + std::to_string(along.value) +
+                                           ") (axis " + std::to_string(axis) + " of " + to_string(in.dims) + ")"));
     Dims out(in.dims.begin(), in.dims.begin() + axis);
     if (indices.is_array()) out.push_back(Dim::of(static_cast<std::int64_t>(list.size())));
     out.insert(out.end(), in.dims.begin() + axis + 1, in.dims.end());
@@ -110,10 +114,10 @@ Result<void> import_gather(OnnxNodeImport& node) {
             return tl::unexpected(node.refuse("an embedding lookup needs a [V, D] table gathered along axis 0"));
         PSRUN_TRY_ASSIGN(auto ids, node.value(1));
         PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", "embedding"},
-                               {"inputs", {ids}},
-                               {"vocabulary", (*dims)[0]},
-                               {"dim", (*dims)[1]},
-                               {"tensors", {{"table", table}}}}));
+                                               {"inputs", {ids}},
+                                               {"vocabulary", (*dims)[0]},
+                                               {"dim", (*dims)[1]},
+                                               {"tensors", {{"table", table}}}}));
         node.bind_output(0, name);
         return {};
     }
@@ -134,24 +138,26 @@ Result<void> import_gather(OnnxNodeImport& node) {
                 return {};
             }
             PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", "slice"},
-                                   {"inputs", {x}},
-                                   {"axes", {0}},
-                                   {"starts", {0}},
-                                   {"ends", {static_cast<std::int64_t>(list->size())}}}));
+                                                   {"inputs", {x}},
+                                                   {"axes", {0}},
+                                                   {"starts", {0}},
+                                                   {"ends", {static_cast<std::int64_t>(list->size())}}}));
             node.bind_output(0, name);
             return {};
         }
     }
     const ValueInfo* data = node.info(0);
     if (data == nullptr || data->type != ElementType::kFloat)
-        return tl::unexpected(node.refuse("the engine gathers rows of a float initializer by int ids (an embedding), "
-                                          "its first rows in order (positions 0..T-1), or entries of a float value by "
-                                          "constant indices; this Gather is none of these"));
+        return tl::unexpected(
+            node.refuse("the engine gathers rows of a float initializer by int ids (an embedding), "
+                        "its first rows in order (positions 0..T-1), or entries of a float value by "
+                        "constant indices; this Gather is none of these"));
     const auto list = node.ints(1);
     const auto shape = node.constant_shape(1);
     if (!list || !shape || shape->size() > 1)
-        return tl::unexpected(node.refuse("its indices must be constant, a scalar or a 1-D list (they are computed at run "
-                                          "time or have more dims)"));
+        return tl::unexpected(
+            node.refuse("its indices must be constant, a scalar or a 1-D list (they are computed at run "
+                        "time or have more dims)"));
     PSRUN_TRY_ASSIGN(auto x, node.value(0));
     const nlohmann::json index = shape->empty() ? nlohmann::json(list->front()) : nlohmann::json(*list);
     PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", "gather"}, {"inputs", {x}}, {"axis", axis}, {"indices", index}}));
@@ -175,15 +181,16 @@ Result<void> export_gather(OnnxNodeExport& out) {
         name = out.fresh(node.name + "/scalar");
         out.add("Squeeze", {one, out.int64_constant(node.name + "/axes", {0})}, {name}, {}, node.name + "/scalar");
     }
-    out.add("Gather", {out.input(0), name}, {out.output(0)}, {{"axis", node.attrs.at("axis").get<std::int64_t>()}}, node.name);
+    out.add("Gather", {out.input(0), name}, {out.output(0)}, {{"axis", node.attrs.at("axis").get<std::int64_t>()}},
+            node.name);
     return {};
 }
 
 }  // namespace
 
 const OpSchema& embedding_schema() {
-    static const OpSchema s{"embedding", 1, 1, parse_embedding, infer_embedding, {"Gather"}, import_gather, export_embedding,
-                            false};
+    static const OpSchema s{"embedding",      1,    1, parse_embedding, infer_embedding, {"Gather"}, import_gather,
+                            export_embedding, false};
     return s;
 }
 

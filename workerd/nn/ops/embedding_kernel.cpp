@@ -35,18 +35,18 @@ std::int64_t elements(const memory::dims& dims) {
 
 // Where the embedding's rows are read from: today the table tensor in the parameter buffer.
 class TableRows {
-public:
+  public:
     TableRows(const float* base, std::int64_t dim) : base_(base), dim_(dim) {}
     // REQUIRES: 0 <= id < vocabulary (checked before).
     const float* row(std::int32_t id) const { return base_ + static_cast<std::int64_t>(id) * dim_; }
 
-private:
+  private:
     const float* base_;
     std::int64_t dim_;
 };
 
 class EmbeddingKernel final : public Kernel {
-public:
+  public:
     std::string label_suffix() const override { return " [hand]"; }
 
     void build(KernelBuilder& b) override {
@@ -129,7 +129,7 @@ GatherPlan gather_plan(const KernelBuilder& b) {
 }
 
 class GatherKernel final : public Kernel {
-public:
+  public:
     std::string label_suffix() const override { return " [hand]"; }
 
     void build(KernelBuilder& b) override {
@@ -146,9 +146,10 @@ public:
 #pragma omp parallel for collapse(2) schedule(static)
             for (std::int64_t o = 0; o < plan.outer; ++o)
                 for (std::int64_t k = 0; k < count; ++k)
-                    std::memcpy(d + static_cast<std::size_t>(o * count + k) * run,
-                                s + static_cast<std::size_t>(o * plan.along + plan.indices[static_cast<std::size_t>(k)]) * run,
-                                run);
+                    std::memcpy(
+                        d + static_cast<std::size_t>(o * count + k) * run,
+                        s + static_cast<std::size_t>(o * plan.along + plan.indices[static_cast<std::size_t>(k)]) * run,
+                        run);
         });
         if (!b.needs_input_grad(0)) return;
         const memory ddst = b.output_diff(0, plain_desc(b.output_dims(0), Dt::f32));

@@ -30,7 +30,9 @@ Result<void> parse_expand(FieldReader& reader, nlohmann::json& attrs) {
     nlohmann::json canonical = nlohmann::json::array();
     for (const auto& v : shape) {
         const auto d = parse_dim(v);
-        if (!d) return tl::unexpected(reader.fail("shape", "expected positive integers, \"N\" or \"kN\", got " + describe_value(v)));
+        if (!d)
+            return tl::unexpected(
+                reader.fail("shape", "expected positive integers, \"N\" or \"kN\", got " + describe_value(v)));
         canonical.push_back(d->batch ? nlohmann::json(d->to_string()) : nlohmann::json(d->value));
     }
     attrs["shape"] = canonical;
@@ -42,7 +44,8 @@ Result<void> infer_expand(InferContext& context) {
     auto dims = broadcast_dims(in.dims, shape_of(context.attrs().at("shape")));
     if (!dims) return tl::unexpected(op_error(dims.error().message));
     for (std::size_t d = 1; d < dims->size(); ++d)
-        if ((*dims)[d].batch) return tl::unexpected(op_error("the result " + to_string(*dims) + " must have the batch axis first"));
+        if ((*dims)[d].batch)
+            return tl::unexpected(op_error("the result " + to_string(*dims) + " must have the batch axis first"));
     context.set_output(0, ValueInfo{*dims, in.type});
     context.add_flops(static_cast<double>(elements_per_example(*dims).value_or(0)));
     return {};
@@ -54,7 +57,8 @@ Result<void> import_expand(OnnxNodeImport& node) {
     if (!shape) return tl::unexpected(node.refuse("its shape is computed at run time: the engine needs it at import"));
     nlohmann::json target = nlohmann::json::array();
     for (const auto& d : *shape) {
-        if (!d.batch && d.value < 1) return tl::unexpected(node.refuse("shape entry " + std::to_string(d.value) + " is not positive"));
+        if (!d.batch && d.value < 1)
+            return tl::unexpected(node.refuse("shape entry " + std::to_string(d.value) + " is not positive"));
         target.push_back(d.batch ? nlohmann::json(d.to_string()) : nlohmann::json(d.value));
     }
     const ValueInfo* info = node.info(0);
@@ -77,7 +81,8 @@ Result<void> export_expand(OnnxNodeExport& out) {
     if (dims.empty() || !dims[0].batch) {
         std::vector<std::int64_t> fixed;
         for (const auto& d : dims) fixed.push_back(d.value);
-        out.add("Expand", {out.input(0), out.int64_constant(node.name + "/shape", fixed)}, {out.output(0)}, {}, node.name);
+        out.add("Expand", {out.input(0), out.int64_constant(node.name + "/shape", fixed)}, {out.output(0)}, {},
+                node.name);
         return {};
     }
     std::vector<std::int64_t> rest;
@@ -86,12 +91,14 @@ Result<void> export_expand(OnnxNodeExport& out) {
                       target = out.fresh(node.name + "/target");
     const std::string source = out.model_input();  // its ONNX name ("images" for an image model)
     out.add("Shape", {source}, {shape}, {}, node.name + "/shape");
-    out.add("Slice", {shape, out.int64_constant(node.name + "/start", {0}), out.int64_constant(node.name + "/end", {1})}, {batch}, {},
-            node.name + "/batch");
+    out.add("Slice",
+            {shape, out.int64_constant(node.name + "/start", {0}), out.int64_constant(node.name + "/end", {1})},
+            {batch}, {}, node.name + "/batch");
     std::string scaled = batch;
     if (dims[0].value != 1) {
         scaled = out.fresh(node.name + "/scaled");
-        out.add("Mul", {batch, out.int64_constant(node.name + "/k", {dims[0].value})}, {scaled}, {}, node.name + "/scaled");
+        out.add("Mul", {batch, out.int64_constant(node.name + "/k", {dims[0].value})}, {scaled}, {},
+                node.name + "/scaled");
     }
     out.add("Concat", {scaled, out.int64_constant(node.name + "/rest", rest)}, {target}, {{"axis", std::int64_t{0}}},
             node.name + "/target");

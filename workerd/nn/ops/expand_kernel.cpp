@@ -14,7 +14,7 @@ using Dt = memory::data_type;
 namespace {
 
 class ExpandKernel final : public Kernel {
-public:
+  public:
     void build(KernelBuilder& b) override {
         const auto& engine = b.context().engine;
         const MemDims out = b.output_dims(0);

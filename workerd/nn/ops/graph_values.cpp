@@ -49,7 +49,9 @@ Result<void> parse_constant(FieldReader& reader, nlohmann::json& attrs) {
     nlohmann::json canonical = nlohmann::json::array();
     for (const auto& d : shape) {
         const auto dim = parse_dim(d);
-        if (!dim) return tl::unexpected(reader.fail("shape", "expected positive integers, \"N\" or \"kN\", got " + describe_value(d)));
+        if (!dim)
+            return tl::unexpected(
+                reader.fail("shape", "expected positive integers, \"N\" or \"kN\", got " + describe_value(d)));
         dims.push_back(*dim);
         canonical.push_back(dim->batch ? nlohmann::json(dim->to_string()) : nlohmann::json(dim->value));
     }
@@ -148,20 +150,24 @@ Result<void> export_constant(OnnxNodeExport& out) {
     const Dims dims = constant_shape(node.attrs);
     if (has_batch(dims)) {
         if (!node.attrs.contains("fill"))
-            return tl::unexpected(op_error("a constant whose shape depends on the batch size holds one fill value or none"));
+            return tl::unexpected(
+                op_error("a constant whose shape depends on the batch size holds one fill value or none"));
         return export_batch_fill(out, dims);
     }
     const auto shape = concrete(dims, 1);
     if (node.attrs.at("type") == "int") {
         std::vector<std::int64_t> values;
-        if (node.attrs.contains("fill")) values.assign(static_cast<std::size_t>(*elements_per_example(dims)), node.attrs.at("fill").get<std::int64_t>());
+        if (node.attrs.contains("fill"))
+            values.assign(static_cast<std::size_t>(*elements_per_example(dims)),
+                          node.attrs.at("fill").get<std::int64_t>());
         else values = node.attrs.at("values").get<std::vector<std::int64_t>>();
         const std::string source = out.int64_constant(node.name + "/values", values);
         out.add("Reshape", {source, out.int64_constant(node.name + "/shape", shape)}, {out.output(0)}, {}, node.name);
         return {};
     }
     std::vector<float> values;
-    if (node.attrs.contains("fill")) values.assign(static_cast<std::size_t>(*elements_per_example(dims)), node.attrs.at("fill").get<float>());
+    if (node.attrs.contains("fill"))
+        values.assign(static_cast<std::size_t>(*elements_per_example(dims)), node.attrs.at("fill").get<float>());
     else
         for (const auto& v : node.attrs.at("values")) values.push_back(constant_float(v));
     out.constant_node(out.output(0), shape, values, node.name);  // not an initializer: it would import as a parameter

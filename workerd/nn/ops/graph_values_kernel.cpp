@@ -15,7 +15,7 @@ using Dt = memory::data_type;
 namespace {
 
 class ParameterKernel final : public Kernel {
-public:
+  public:
     void build(KernelBuilder& b) override {
         const memory& tensor = b.input(0);
         b.alias_output(0, tensor);
@@ -30,7 +30,7 @@ public:
 };
 
 class ConstantKernel final : public Kernel {
-public:
+  public:
     void build(KernelBuilder& b) override {
         const auto& attrs = b.node().attrs;
         const bool ints = attrs.at("type") == "int";
@@ -38,12 +38,16 @@ public:
         const std::size_t count = out.get_desc().get_size() / 4;
         if (ints) {
             auto* p = static_cast<std::int32_t*>(out.get_data_handle());
-            if (attrs.contains("fill")) std::fill(p, p + count, static_cast<std::int32_t>(attrs.at("fill").get<std::int64_t>()));
-            else for (std::size_t i = 0; i < count; ++i) p[i] = static_cast<std::int32_t>(attrs.at("values")[i].get<std::int64_t>());
+            if (attrs.contains("fill"))
+                std::fill(p, p + count, static_cast<std::int32_t>(attrs.at("fill").get<std::int64_t>()));
+            else
+                for (std::size_t i = 0; i < count; ++i)
+                    p[i] = static_cast<std::int32_t>(attrs.at("values")[i].get<std::int64_t>());
         } else {
             auto* p = static_cast<float*>(out.get_data_handle());
             if (attrs.contains("fill")) std::fill(p, p + count, attrs.at("fill").get<float>());
-            else for (std::size_t i = 0; i < count; ++i) p[i] = constant_float(attrs.at("values")[i]);
+            else
+                for (std::size_t i = 0; i < count; ++i) p[i] = constant_float(attrs.at("values")[i]);
         }
     }
 };

@@ -47,13 +47,15 @@ Result<void> infer_group_norm(InferContext& context) {
     const ValueInfo& in = context.input(0);
     if (in.type != ElementType::kFloat) return tl::unexpected(op_error("expects floats, got integer ids"));
     if (in.rank() < 3 || in.rank() > 5 || in.dims[0] != Dim::batch_times(1))
-        return tl::unexpected(op_error("expects an N x C x (D x H x) W input of rank 3 to 5, got " + to_string(in.dims)));
+        return tl::unexpected(
+            op_error("expects an N x C x (D x H x) W input of rank 3 to 5, got " + to_string(in.dims)));
     for (std::size_t i = 1; i < in.rank(); ++i)
-        if (in.dims[i].batch) return tl::unexpected(op_error("expects the batch axis first only, got " + to_string(in.dims)));
+        if (in.dims[i].batch)
+            return tl::unexpected(op_error("expects the batch axis first only, got " + to_string(in.dims)));
     const std::int64_t channels = in.dims[1].value, groups = context.attr_int("groups");
     if (groups > channels || channels % groups != 0)
-        return tl::unexpected(op_error("groups " + std::to_string(groups) + " does not divide the " + std::to_string(channels) +
-                                       " channels of " + to_string(in.dims)));
+        return tl::unexpected(op_error("groups " + std::to_string(groups) + " does not divide the " +
+                                       std::to_string(channels) + " channels of " + to_string(in.dims)));
     context.set_output(0, in);
     const std::int64_t size = context.attr_string("affine") == "group" ? groups : channels;
     if (context.attr_bool("scale")) {
@@ -129,13 +131,13 @@ Result<void> import_group_norm(OnnxNodeImport& node) {
     if (bias.on) tensors["bias"] = bias.bound;
     PSRUN_TRY_ASSIGN(auto input, node.value(0));
     PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", "group_norm"},
-                           {"inputs", {input}},
-                           {"groups", groups},
-                           {"epsilon", onnx_float(epsilon)},
-                           {"scale", scale.on},
-                           {"center", bias.on},
-                           {"affine", per_group && groups != channels ? "group" : "channel"},
-                           {"tensors", tensors}}));
+                                           {"inputs", {input}},
+                                           {"groups", groups},
+                                           {"epsilon", onnx_float(epsilon)},
+                                           {"scale", scale.on},
+                                           {"center", bias.on},
+                                           {"affine", per_group && groups != channels ? "group" : "channel"},
+                                           {"tensors", tensors}}));
     node.bind_output(0, name);
     return {};
 }
@@ -161,7 +163,8 @@ Result<void> export_group_norm(OnnxNodeExport& out) {
     const std::string inst_scale = per_group && scale ? scale_in : neutral("ones", ones);
     const std::string inst_bias = per_group && center ? bias_in : neutral("zeros", zeros);
     if (groups == channels) {
-        out.add("InstanceNormalization", {out.input(0), inst_scale, inst_bias}, {out.output(0)}, {{"epsilon", epsilon}}, n);
+        out.add("InstanceNormalization", {out.input(0), inst_scale, inst_bias}, {out.output(0)}, {{"epsilon", epsilon}},
+                n);
         return {};
     }
     const std::string grouped = out.fresh(n + "/grouped"), normed = out.fresh(n + "/normalized"),

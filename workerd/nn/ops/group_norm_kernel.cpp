@@ -76,7 +76,8 @@ void forward_loop(const GroupPlan& p, const In* x, Out* y, const float* scale, c
     for (std::int64_t r = 0; r < p.rows(); ++r) {
         const std::int64_t base = r * m;
         double sum = 0, var = 0, unused = 0;
-        lane_sums(m, [&](std::int64_t i) { return gn_ld(x, base + i); }, [](std::int64_t) { return 0.0f; }, sum, unused);
+        lane_sums(
+            m, [&](std::int64_t i) { return gn_ld(x, base + i); }, [](std::int64_t) { return 0.0f; }, sum, unused);
         const double mean = sum / static_cast<double>(m);
         // Two passes: the squares of the deviations from the mean (no cancellation).
         const auto mean_f = static_cast<float>(mean);
@@ -146,7 +147,7 @@ void reduce_parts(const GroupPlan& p, const std::vector<float>& parts, float* ou
 }
 
 class GroupNormKernel final : public Kernel {
-public:
+  public:
     std::string label_suffix() const override { return " [hand]"; }
 
     void build(KernelBuilder& b) override {
@@ -191,14 +192,18 @@ public:
         const memory::desc f32_desc = plain_desc(dims, Dt::f32);
         const memory ddst = b.output_diff(0, plain_desc(b.output_dims(0), Dt::f32));
         const memory dsrc = b.needs_input_grad(0) ? b.input_diff(0, f32_desc) : memory(f32_desc, b.context().engine);
-        const bool grad_scale = has_scale && b.needs_input_grad(scale_slot), grad_bias = has_bias && b.needs_input_grad(bias_slot);
-        const memory dscale = grad_scale ? b.input_diff(scale_slot, plain_desc(b.input_dims(scale_slot), Dt::f32)) : memory();
-        const memory dbias = grad_bias ? b.input_diff(bias_slot, plain_desc(b.input_dims(bias_slot), Dt::f32)) : memory();
+        const bool grad_scale = has_scale && b.needs_input_grad(scale_slot),
+                   grad_bias = has_bias && b.needs_input_grad(bias_slot);
+        const memory dscale =
+            grad_scale ? b.input_diff(scale_slot, plain_desc(b.input_dims(scale_slot), Dt::f32)) : memory();
+        const memory dbias =
+            grad_bias ? b.input_diff(bias_slot, plain_desc(b.input_dims(bias_slot), Dt::f32)) : memory();
         b.backward([=] {
             const auto* sc = has_scale ? static_cast<const float*>(scale.get_data_handle()) : nullptr;
             const auto* dy = static_cast<const float*>(ddst.get_data_handle());
             auto* dx = static_cast<float*>(dsrc.get_data_handle());
-            if (adt == Dt::bf16) backward_loop(p, static_cast<const std::uint16_t*>(src.get_data_handle()), dy, dx, sc, *stats);
+            if (adt == Dt::bf16)
+                backward_loop(p, static_cast<const std::uint16_t*>(src.get_data_handle()), dy, dx, sc, *stats);
             else backward_loop(p, static_cast<const float*>(src.get_data_handle()), dy, dx, sc, *stats);
             if (grad_scale) reduce_parts(p, stats->part_scale, static_cast<float*>(dscale.get_data_handle()));
             if (grad_bias) reduce_parts(p, stats->part_bias, static_cast<float*>(dbias.get_data_handle()));

@@ -11,7 +11,8 @@ namespace psrun::nn {
 using namespace dnnl;
 
 MemDims padded(const MemDims& dims, std::size_t rank) {
-    if (dims.size() > rank) throw std::logic_error("padded: rank " + std::to_string(dims.size()) + " > " + std::to_string(rank));
+    if (dims.size() > rank)
+        throw std::logic_error("padded: rank " + std::to_string(dims.size()) + " > " + std::to_string(rank));
     MemDims out(rank - dims.size(), 1);
     out.insert(out.end(), dims.begin(), dims.end());
     return out;
@@ -65,7 +66,8 @@ Op rebased(std::vector<View> views, Op op) {
     };
 }
 
-Op run_primitive(const KernelBuilder& b, const primitive& p, std::unordered_map<int, memory> args, std::vector<View> views) {
+Op run_primitive(const KernelBuilder& b, const primitive& p, std::unordered_map<int, memory> args,
+                 std::vector<View> views) {
     const stream s = b.context().stream;
     return rebased(std::move(views), [p, s, args = std::move(args)]() mutable { p.execute(s, args); });
 }
@@ -83,9 +85,7 @@ Op run_zero(const memory& m) {
 
 namespace {
 
-bool plain_f32(const memory& m) {
-    return m.get_desc() == plain_desc(m.get_desc().dims(), memory::data_type::f32);
-}
+bool plain_f32(const memory& m) { return m.get_desc() == plain_desc(m.get_desc().dims(), memory::data_type::f32); }
 
 // The hand sum (kernels/broadcast_sum.h) of `from` [times `other`], both of from_dims, into
 // to_base, reading the memories' data handles when it runs (a base may move between runs).
@@ -113,8 +113,8 @@ Op sum_to(const KernelBuilder& b, const memory& from, const memory& to_base, con
         po.append_eltwise(1.0f, algorithm::eltwise_linear, scale, 0.0f);
         attr.set_post_ops(po);
     }
-    reduction::primitive_desc pd(reduction::desc(algorithm::reduction_sum, from.get_desc(), to.view.get_desc(), 0.f, 0.f),
-                                 attr, engine);
+    reduction::primitive_desc pd(
+        reduction::desc(algorithm::reduction_sum, from.get_desc(), to.view.get_desc(), 0.f, 0.f), attr, engine);
     return run_primitive(b, reduction(pd), {{DNNL_ARG_SRC, from}, {DNNL_ARG_DST, to.view}}, {to});
 }
 

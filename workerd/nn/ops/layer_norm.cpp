@@ -61,10 +61,12 @@ Result<void> export_layer_norm(OnnxNodeExport& out) {
     for (std::size_t a = g.axis; a < in.rank(); ++a) axes.push_back(static_cast<std::int64_t>(a));
     const bool scale = node.attrs.at("scale").get<bool>(), center = node.attrs.at("center").get<bool>();
     const std::string& n = node.name;
-    auto scalar = [&](const std::string& hint, float v) { return out.float_constant(n + "/" + hint, {}, std::span(&v, 1)); };
+    auto scalar = [&](const std::string& hint, float v) {
+        return out.float_constant(n + "/" + hint, {}, std::span(&v, 1));
+    };
     const std::string x = out.input(0), mean = out.fresh(n + "/mean"), diff = out.fresh(n + "/diff"),
-                      square = out.fresh(n + "/square"), var = out.fresh(n + "/var"), var_eps = out.fresh(n + "/var_eps"),
-                      stddev = out.fresh(n + "/stddev");
+                      square = out.fresh(n + "/square"), var = out.fresh(n + "/var"),
+                      var_eps = out.fresh(n + "/var_eps"), stddev = out.fresh(n + "/stddev");
     const std::string normed = out.fresh(n + "/normalized"), scaled = out.fresh(n + "/scaled");
     out.add("ReduceMean", {x}, {mean}, {{"axes", axes}, {"keepdims", std::int64_t{1}}}, n + "/ReduceMean");
     out.add("Sub", {x, mean}, {diff}, {}, n + "/Sub");
@@ -110,12 +112,12 @@ Result<void> import_layer_norm(OnnxNodeImport& node) {
         on[i - 1] = true;
     }
     PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", "layer_norm"},
-                           {"inputs", {input}},
-                           {"axis", axis},
-                           {"epsilon", onnx_float(epsilon)},
-                           {"scale", on[0]},
-                           {"center", on[1]},
-                           {"tensors", tensors}}));
+                                           {"inputs", {input}},
+                                           {"axis", axis},
+                                           {"epsilon", onnx_float(epsilon)},
+                                           {"scale", on[0]},
+                                           {"center", on[1]},
+                                           {"tensors", tensors}}));
     node.bind_output(0, name);
     return {};
 }
@@ -155,8 +157,9 @@ NormSlots norm_slots(const Node& node) {
 }
 
 const OpSchema& layer_norm_schema() {
-    static const OpSchema schema{"layer_norm",       1, 1, parse_layer_norm, infer_layer_norm, {"LayerNormalization"},
-                                 import_layer_norm, export_layer_norm};
+    static const OpSchema schema{
+        "layer_norm",     1, 1, parse_layer_norm, infer_layer_norm, {"LayerNormalization"}, import_layer_norm,
+        export_layer_norm};
     return schema;
 }
 

@@ -17,7 +17,7 @@ using Flags = normalization_flags;
 namespace {
 
 class LayerNormKernel final : public Kernel {
-public:
+  public:
     // The input and scale, and the row statistics it keeps; not the output.
     BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
         return BackwardReads{BackwardReads::kAllInputs, false, -1};
@@ -52,8 +52,12 @@ public:
         const memory mean(stat, engine), var(stat, engine);
         std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_MEAN, mean}, {DNNL_ARG_VARIANCE, var}};
         memory scale, shift;
-        if (s.scale >= 0) args.emplace(DNNL_ARG_SCALE, scale = view_of(b.input_plain(static_cast<std::size_t>(s.scale), Dt::f32), vec, engine).view);
-        if (s.bias >= 0) args.emplace(DNNL_ARG_SHIFT, shift = view_of(b.input_plain(static_cast<std::size_t>(s.bias), Dt::f32), vec, engine).view);
+        if (s.scale >= 0)
+            args.emplace(DNNL_ARG_SCALE,
+                         scale = view_of(b.input_plain(static_cast<std::size_t>(s.scale), Dt::f32), vec, engine).view);
+        if (s.bias >= 0)
+            args.emplace(DNNL_ARG_SHIFT,
+                         shift = view_of(b.input_plain(static_cast<std::size_t>(s.bias), Dt::f32), vec, engine).view);
         // dst in the activation type; the model's f32 output after bf16 work is a converted copy.
         const Dt out_type = b.output_type(0);
         const memory::desc dst_desc = plain_desc(b.output_dims(0), adt);
@@ -67,7 +71,8 @@ public:
         }
         if (!b.needs_backward()) return;
 
-        const memory diff_dst = view_of(backward_convert(b, b.output_diff(0, out.get_desc()), dst_desc), data2, engine).view;
+        const memory diff_dst =
+            view_of(backward_convert(b, b.output_diff(0, out.get_desc()), dst_desc), data2, engine).view;
         const bool params = s.scale >= 0 || s.bias >= 0;
         layer_normalization_backward::primitive_desc bwd(
             layer_normalization_backward::desc(params ? prop_kind::backward : prop_kind::backward_data, data2, data2,
@@ -79,12 +84,14 @@ public:
         if (s.scale >= 0) bargs.emplace(DNNL_ARG_SCALE, scale);
         if (s.bias >= 0) bargs.emplace(DNNL_ARG_SHIFT, shift);
         std::vector<View> views;
-        const memory full = b.needs_input_grad(0) ? b.input_diff(0, plain_desc(dims, adt)) : memory(plain_desc(dims, adt), engine);
+        const memory full =
+            b.needs_input_grad(0) ? b.input_diff(0, plain_desc(dims, adt)) : memory(plain_desc(dims, adt), engine);
         views.push_back(view_of(full, data2, engine));
         bargs.emplace(DNNL_ARG_DIFF_SRC, views.back().view);
         auto grad = [&](int slot, int arg) {
             const auto i = static_cast<std::size_t>(slot);
-            const memory m = b.needs_input_grad(i) ? b.input_diff(i, plain_desc(b.input_dims(i), Dt::f32)) : memory(vec, engine);
+            const memory m =
+                b.needs_input_grad(i) ? b.input_diff(i, plain_desc(b.input_dims(i), Dt::f32)) : memory(vec, engine);
             views.push_back(view_of(m, vec, engine));
             bargs.emplace(arg, views.back().view);
         };

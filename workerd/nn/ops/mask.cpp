@@ -74,8 +74,11 @@ Result<void> import_mask(OnnxNodeImport& node) {
             PSRUN_TRY_ASSIGN(auto y, node.value(1));
             inputs.push_back(y);
         }
-        PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", op == "Equal" ? "equal" : op == "Less" ? "less" : op == "Greater" ? "greater" : "not"},
-                               {"inputs", inputs}}));
+        PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", op == "Equal"     ? "equal"
+                                                        : op == "Less"    ? "less"
+                                                        : op == "Greater" ? "greater"
+                                                                          : "not"},
+                                               {"inputs", inputs}}));
         result = name;
     }
     node.bind_output(0, result);
@@ -97,15 +100,19 @@ Result<void> export_mask(OnnxNodeExport& out) {
         inputs[0] = b;
     }
     const std::string flag = out.fresh(node.name + "/flag");
-    out.add(node.op == "equal" ? "Equal" : node.op == "less" ? "Less" : node.op == "greater" ? "Greater" : "Not", inputs, {flag}, {},
-            node.name + "/op");
+    out.add(node.op == "equal"     ? "Equal"
+            : node.op == "less"    ? "Less"
+            : node.op == "greater" ? "Greater"
+                                   : "Not",
+            inputs, {flag}, {}, node.name + "/op");
     out.add("Cast", {flag}, {out.output(0)}, {{"to", kOnnxInt64}}, node.name);
     return {};
 }
 
 OpSchema make_mask(std::string_view kind, std::string_view onnx, int inputs) {
-    return OpSchema{kind, inputs, inputs, kind == "cast" ? parse_cast : parse_no_attributes, infer_mask, {onnx},
-                    import_mask, export_mask, false};
+    return OpSchema{kind,       inputs, inputs,      kind == "cast" ? parse_cast : parse_no_attributes,
+                    infer_mask, {onnx}, import_mask, export_mask,
+                    false};
 }
 
 }  // namespace

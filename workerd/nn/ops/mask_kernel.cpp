@@ -30,7 +30,7 @@ MaskMode mode_of(const std::string& op) {
 }
 
 class MaskKernel final : public Kernel {
-public:
+  public:
     std::string label_suffix() const override { return " [hand]"; }
 
     void build(KernelBuilder& b) override {
@@ -46,7 +46,8 @@ public:
         const Dt out_type = b.output_type(0);
         const bool to_int = out_type == Dt::s32;
         const memory::desc f32 = plain_desc(b.output_dims(0), Dt::f32);
-        const memory y = to_int || out_type == Dt::f32 ? b.make_output(0, plain_desc(b.output_dims(0), out_type)) : memory(f32, engine);
+        const memory y = to_int || out_type == Dt::f32 ? b.make_output(0, plain_desc(b.output_dims(0), out_type))
+                                                       : memory(f32, engine);
         b.forward([ins, y, ix, mode, to_int] {
             const float* a = static_cast<const float*>(ins[0].get_data_handle());
             const float* c = ins.size() > 1 ? static_cast<const float*>(ins[1].get_data_handle()) : nullptr;
@@ -67,7 +68,8 @@ public:
                 else static_cast<float*>(out)[e] = r;
             }
         });
-        if (!to_int && out_type != Dt::f32) b.forward(run_reorder(b, y, b.make_output(0, plain_desc(b.output_dims(0), out_type))));
+        if (!to_int && out_type != Dt::f32)
+            b.forward(run_reorder(b, y, b.make_output(0, plain_desc(b.output_dims(0), out_type))));
         b.note("fwd: hand " + b.node().op);
         for (std::size_t i = 0; i < b.input_count(); ++i)
             if (b.needs_input_grad(i)) b.backward(run_zero(b.input_diff(i, plain_desc(b.input_dims(i), Dt::f32))));

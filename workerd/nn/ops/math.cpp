@@ -35,7 +35,8 @@ Result<void> import_math(OnnxNodeImport& node) {
     if (node.op_type() == "Pow") {
         const auto e = node.floats(1);
         if (!e || e->size() != 1)
-            return tl::unexpected(node.refuse("the exponent must be a constant scalar (the engine raises to a fixed power)"));
+            return tl::unexpected(
+                node.refuse("the exponent must be a constant scalar (the engine raises to a fixed power)"));
         layer["kind"] = "pow";
         layer["exponent"] = (*e)[0];
     } else {
@@ -51,8 +52,8 @@ Result<void> export_math(OnnxNodeExport& out) {
     const Node& node = out.node();
     if (node.op == "pow") {
         const float e = static_cast<float>(node.attrs.at("exponent").get<double>());
-        out.add("Pow", {out.input(0), out.float_constant(node.name + "/exponent", {}, std::span(&e, 1))}, {out.output(0)}, {},
-                node.name);
+        out.add("Pow", {out.input(0), out.float_constant(node.name + "/exponent", {}, std::span(&e, 1))},
+                {out.output(0)}, {}, node.name);
     } else {
         const char* op = node.op == "sin" ? "Sin" : node.op == "cos" ? "Cos" : node.op == "sign" ? "Sign" : "Erf";
         out.add(op, {out.input(0)}, {out.output(0)}, {}, node.name);

@@ -17,7 +17,7 @@ using Dt = memory::data_type;
 namespace {
 
 class PowKernel final : public Kernel {
-public:
+  public:
     void build(KernelBuilder& b) override {
         const float e = static_cast<float>(b.node().attrs.at("exponent").get<double>());
         const algorithm alg = e == 2.0f ? algorithm::eltwise_square : algorithm::eltwise_pow;
@@ -26,7 +26,8 @@ public:
         memory src = b.input(0);
         if (src.get_desc().data_type() != adt) src = b.input_plain(0, adt);
         const auto prop = b.context().training ? prop_kind::forward_training : prop_kind::forward_inference;
-        eltwise_forward::primitive_desc pd(eltwise_forward::desc(prop, alg, src.get_desc(), alpha, beta), b.context().engine);
+        eltwise_forward::primitive_desc pd(eltwise_forward::desc(prop, alg, src.get_desc(), alpha, beta),
+                                           b.context().engine);
         b.note("fwd", pd);
         const memory dst = b.make_output(0, pd.dst_desc());
         b.forward(eltwise_forward(pd), {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
@@ -43,7 +44,10 @@ public:
 enum class HandMath { kErf, kSin, kCos, kSign };
 
 HandMath hand_math_of(const std::string& op) {
-    return op == "sin" ? HandMath::kSin : op == "cos" ? HandMath::kCos : op == "sign" ? HandMath::kSign : HandMath::kErf;
+    return op == "sin"    ? HandMath::kSin
+           : op == "cos"  ? HandMath::kCos
+           : op == "sign" ? HandMath::kSign
+                          : HandMath::kErf;
 }
 
 float hand_math_forward(HandMath f, float x) {
@@ -68,7 +72,7 @@ float hand_math_slope(HandMath f, float x) {
 }
 
 class ErfKernel final : public Kernel {
-public:
+  public:
     std::string label_suffix() const override { return " [hand]"; }
 
     void build(KernelBuilder& b) override {

@@ -71,7 +71,8 @@ Result<void> export_matmul(OnnxNodeExport& out) {
 TrainingMacs matmul_macs(const MacsContext& c) {
     const auto& a = c.model.value(c.node.inputs.front()).dims;
     if (a.empty()) return {};
-    const double macs = MacsContext::per_example(c.node.output_info.front().dims, false) * static_cast<double>(a.back().value);
+    const double macs =
+        MacsContext::per_example(c.node.output_info.front().dims, false) * static_cast<double>(a.back().value);
     const auto grads = std::count(c.input_needs_grad.begin(), c.input_needs_grad.end(), true);
     return {macs, 0, static_cast<double>(grads) * macs};
 }
@@ -79,7 +80,9 @@ TrainingMacs matmul_macs(const MacsContext& c) {
 }  // namespace
 
 const OpSchema& matmul_schema() {
-    static const OpSchema s{"matmul", 2, 2, parse_no_attributes, infer_matmul, {"MatMul", "Einsum"}, import_matmul, export_matmul, true, matmul_macs};
+    static const OpSchema s{
+        "matmul",      2,    2,          parse_no_attributes, infer_matmul, {"MatMul", "Einsum"}, import_matmul,
+        export_matmul, true, matmul_macs};
     return s;
 }
 

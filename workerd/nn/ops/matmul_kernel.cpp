@@ -42,7 +42,7 @@ matmul make_matmul(KernelBuilder& b, const memory::desc& src, const memory::desc
 }
 
 class MatmulKernel final : public Kernel {
-public:
+  public:
     // Each input's gradient is the output's times the other input: both inputs, not the output.
     BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
         return BackwardReads{BackwardReads::kAllInputs, false, -1};
@@ -64,7 +64,7 @@ public:
             if (b.needs_input_grad(i)) build_grad(b, i, dc);
     }
 
-private:
+  private:
     // dL/d(input i) from dC.
     void build_grad(KernelBuilder& b, std::size_t i, const memory& dc) {
         const auto& engine = b.context().engine;
@@ -81,8 +81,9 @@ private:
             const View at = view_of(other, transposed({rows, k}, Dt::f32), engine);
             const View d2 = view_of(dc, plain_desc({rows, p}, Dt::f32), engine);
             const View g = view_of(base, plain_desc({k, p}, Dt::f32), engine);
-            b.backward(run_primitive(b, make_matmul(b, at.view.get_desc(), d2.view.get_desc(), g.view.get_desc(), "bwd b (folded)"),
-                                     {{DNNL_ARG_SRC, at.view}, {DNNL_ARG_WEIGHTS, d2.view}, {DNNL_ARG_DST, g.view}}, {at, d2, g}));
+            b.backward(run_primitive(
+                b, make_matmul(b, at.view.get_desc(), d2.view.get_desc(), g.view.get_desc(), "bwd b (folded)"),
+                {{DNNL_ARG_SRC, at.view}, {DNNL_ARG_WEIGHTS, d2.view}, {DNNL_ARG_DST, g.view}}, {at, d2, g}));
             return;
         }
         // General: the full-size gradient [batch of C, rows, cols], then summed to input i's dims.
@@ -95,11 +96,13 @@ private:
         const View o = view_of(other, transposed(other_dims, Dt::f32), engine);
         const View d = view_of(dc, plain_desc(out_, Dt::f32), engine);
         if (i == 0)  // dA = dC x B^T
-            b.backward(run_primitive(b, make_matmul(b, d.view.get_desc(), o.view.get_desc(), target.view.get_desc(), "bwd a"),
-                                     {{DNNL_ARG_SRC, d.view}, {DNNL_ARG_WEIGHTS, o.view}, {DNNL_ARG_DST, target.view}}, {d, o, target}));
+            b.backward(run_primitive(
+                b, make_matmul(b, d.view.get_desc(), o.view.get_desc(), target.view.get_desc(), "bwd a"),
+                {{DNNL_ARG_SRC, d.view}, {DNNL_ARG_WEIGHTS, o.view}, {DNNL_ARG_DST, target.view}}, {d, o, target}));
         else  // dB = A^T x dC
-            b.backward(run_primitive(b, make_matmul(b, o.view.get_desc(), d.view.get_desc(), target.view.get_desc(), "bwd b"),
-                                     {{DNNL_ARG_SRC, o.view}, {DNNL_ARG_WEIGHTS, d.view}, {DNNL_ARG_DST, target.view}}, {d, o, target}));
+            b.backward(run_primitive(
+                b, make_matmul(b, o.view.get_desc(), d.view.get_desc(), target.view.get_desc(), "bwd b"),
+                {{DNNL_ARG_SRC, o.view}, {DNNL_ARG_WEIGHTS, d.view}, {DNNL_ARG_DST, target.view}}, {d, o, target}));
         if (!direct) b.backward(sum_to(b, tmp, base, self));
     }
 

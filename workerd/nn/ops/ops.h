@@ -16,7 +16,7 @@ class Kernel;
 #define PSRUN_KIND(kind, schema, kernel) \
     const OpSchema& schema();            \
     std::unique_ptr<Kernel> kernel();
-#define PSRUN_FAMILY_KIND(kind, schema, kernel)  \
+#define PSRUN_FAMILY_KIND(kind, schema, kernel)    \
     const OpSchema& schema(std::string_view name); \
     std::unique_ptr<Kernel> kernel();
 #define PSRUN_FUSED_KERNEL(kernel) std::unique_ptr<Kernel> kernel();

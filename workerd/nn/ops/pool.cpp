@@ -106,8 +106,8 @@ Result<void> import_pool(OnnxNodeImport& node) {
 Result<void> export_pool(OnnxNodeExport& out) {
     const Node& node = out.node();
     if (node.op == "global_avg_pool" || node.op == "global_max_pool") {
-        out.add(node.op == "global_avg_pool" ? "GlobalAveragePool" : "GlobalMaxPool", {out.input(0)}, {out.output(0)}, {},
-                node.name);
+        out.add(node.op == "global_avg_pool" ? "GlobalAveragePool" : "GlobalMaxPool", {out.input(0)}, {out.output(0)},
+                {}, node.name);
         return {};
     }
     const ValueInfo& in = out.model().value(node.inputs[0]);
@@ -122,7 +122,8 @@ Result<void> export_pool(OnnxNodeExport& out) {
         {"strides", s},
         {"pads", window_onnx_pads(w, static_cast<int>(k.size()))},
         {"ceil_mode", std::int64_t{node.attrs.value("ceil_mode", false) ? 1 : 0}}};
-    if (!max) attrs.emplace_back("count_include_pad", std::int64_t{node.attrs.value("count_include_pad", false) ? 1 : 0});
+    if (!max)
+        attrs.emplace_back("count_include_pad", std::int64_t{node.attrs.value("count_include_pad", false) ? 1 : 0});
     out.add(max ? "MaxPool" : "AveragePool", {out.input(0)}, {out.output(0)}, attrs, node.name);
     return {};
 }
@@ -150,11 +151,11 @@ Result<PoolGeometry> pool_geometry(const Node& node, const ValueInfo& in) {
                                        std::to_string(k[2]) + "] expects an N x C x D x H x W input, got " +
                                        to_string(in.dims)));
     if (!ok)
-        return tl::unexpected(op_error("expects an image N x C x H x W input, got " + to_string(in.dims) +
-                                       (in.rank() == 2 ? " flat features (a dense layer came before)" : "") +
-                                       (in.rank() == 3 ? " (over N x C x L give a 1-D window: \"window\": [k])" : "") +
-                                       (in.rank() == 5 ? " (over N x C x D x H x W give a 3-D window: \"window\": [kd, kh, kw])"
-                                                       : "")));
+        return tl::unexpected(
+            op_error("expects an image N x C x H x W input, got " + to_string(in.dims) +
+                     (in.rank() == 2 ? " flat features (a dense layer came before)" : "") +
+                     (in.rank() == 3 ? " (over N x C x L give a 1-D window: \"window\": [k])" : "") +
+                     (in.rank() == 5 ? " (over N x C x D x H x W give a 3-D window: \"window\": [kd, kh, kw])" : "")));
     g.spatial = static_cast<int>(rank) - 2;
     const std::int64_t ih = g.spatial == 1 ? 1 : in.dims[rank - 2].value, iw = in.dims[rank - 1].value;
     if (g.global) {
@@ -164,7 +165,7 @@ Result<PoolGeometry> pool_geometry(const Node& node, const ValueInfo& in) {
     }
     g.count_include_pad = node.attrs.value("count_include_pad", false);
     PSRUN_TRY_ASSIGN(auto w, plan_window_nd(node.attrs.at("padding"), in, k, s, std::vector<std::int64_t>(k.size(), 1),
-                            node.attrs.value("ceil_mode", false), "window"));
+                                            node.attrs.value("ceil_mode", false), "window"));
     g.window = w;
     return g;
 }
@@ -180,12 +181,14 @@ const OpSchema& avg_pool_schema() {
 }
 
 const OpSchema& global_avg_pool_schema() {
-    static const OpSchema schema{"global_avg_pool", 1, 1, parse_no_attributes, infer_pool, {"GlobalAveragePool"}, import_pool, export_pool};
+    static const OpSchema schema{"global_avg_pool",     1,           1,          parse_no_attributes, infer_pool,
+                                 {"GlobalAveragePool"}, import_pool, export_pool};
     return schema;
 }
 
 const OpSchema& global_max_pool_schema() {
-    static const OpSchema schema{"global_max_pool", 1, 1, parse_no_attributes, infer_pool, {"GlobalMaxPool"}, import_pool, export_pool};
+    static const OpSchema schema{"global_max_pool", 1,           1,          parse_no_attributes, infer_pool,
+                                 {"GlobalMaxPool"}, import_pool, export_pool};
     return schema;
 }
 

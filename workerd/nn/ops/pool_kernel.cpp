@@ -5,8 +5,8 @@
 #include <string>
 
 #include "workerd/nn/kernel.h"
-#include "workerd/nn/ops/pool.h"
 #include "workerd/nn/ops/ops.h"
+#include "workerd/nn/ops/pool.h"
 
 namespace psrun::nn {
 
@@ -21,7 +21,7 @@ bool is_reference(const pooling_forward::primitive_desc& pd) {
 }
 
 class PoolKernel final : public Kernel {
-public:
+  public:
     // Max: the workspace of its own (the argmax); average: nothing.
     BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
         return BackwardReads::nothing();
@@ -31,7 +31,7 @@ public:
         auto g = pool_geometry(b.node(), b.input_info(0));
         if (!g) throw std::runtime_error(g.error().message);
         const Window2d& w = g->window;
-        const algorithm alg = g->max                  ? algorithm::pooling_max
+        const algorithm alg = g->max                 ? algorithm::pooling_max
                               : g->count_include_pad ? algorithm::pooling_avg_include_padding
                                                      : algorithm::pooling_avg_exclude_padding;
         // Per axis, depth first (1-D: oneDNN's pooling over N x C x L; 3-D: over N x C x D x H x W).
@@ -75,8 +75,8 @@ public:
         b.forward(pooling_forward(pd), args);
         if (!b.needs_input_grad(0)) return;
         pooling_backward::primitive_desc bd(
-            pooling_backward::desc(alg, src.get_desc(), dst.get_desc(), strides, kernel, pad_l, pad_r), b.context().engine,
-            pd);
+            pooling_backward::desc(alg, src.get_desc(), dst.get_desc(), strides, kernel, pad_l, pad_r),
+            b.context().engine, pd);
         b.note("bwd", bd);
         const memory ddst = b.output_diff(0, dst.get_desc());
         const memory dsrc = b.input_diff(0, bd.diff_src_desc());

@@ -37,7 +37,8 @@ Result<void> infer_prelu(InferContext& context) {
         if (slope.type != ElementType::kFloat) return tl::unexpected(op_error("the slope must be floats"));
         // One element, or C along axis 1 after numpy-broadcasting to x's rank.
         if (slope.rank() > in.rank())
-            return tl::unexpected(op_error("the slope " + to_string(slope.dims) + " has more dims than " + to_string(in.dims)));
+            return tl::unexpected(
+                op_error("the slope " + to_string(slope.dims) + " has more dims than " + to_string(in.dims)));
         bool ones = true, per_channel = slope.rank() + 1 >= in.rank();
         const std::size_t offset = in.rank() - std::min(slope.rank(), in.rank());
         for (std::size_t d = 0; d < slope.rank(); ++d) {
@@ -47,8 +48,8 @@ Result<void> infer_prelu(InferContext& context) {
             per_channel = per_channel && (axis == 1 ? dim == Dim::of(channels) : dim == Dim::of(1));
         }
         if (!ones && !per_channel)
-            return tl::unexpected(op_error("the slope " + to_string(slope.dims) + " is neither one value nor one per channel of " +
-                                           to_string(in.dims)));
+            return tl::unexpected(op_error("the slope " + to_string(slope.dims) +
+                                           " is neither one value nor one per channel of " + to_string(in.dims)));
     } else {
         const std::int64_t n = context.attr_bool("shared") ? 1 : channels;
         if (auto ok = context.tensor("slope", {n}, Initializer{InitKind::kConstant, 0.25}); !ok) return ok;
@@ -90,7 +91,8 @@ Result<void> export_prelu(OnnxNodeExport& out) {
         std::vector<std::int64_t> axes;
         for (std::size_t d = 1; d + 1 < x.rank(); ++d) axes.push_back(static_cast<std::int64_t>(d));
         const std::string shaped = out.fresh(node.name + "/slope");
-        out.add("Unsqueeze", {slope, out.int64_constant(node.name + "/axes", axes)}, {shaped}, {}, node.name + "/unsqueeze");
+        out.add("Unsqueeze", {slope, out.int64_constant(node.name + "/axes", axes)}, {shaped}, {},
+                node.name + "/unsqueeze");
         slope = shaped;
     }
     out.add("PRelu", {out.input(0), slope}, {out.output(0)}, {}, node.name);

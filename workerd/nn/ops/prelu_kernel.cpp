@@ -22,7 +22,7 @@ struct Geometry {
 };
 
 class PreluKernel final : public Kernel {
-public:
+  public:
     std::string label_suffix() const override { return " [hand]"; }
 
     void build(KernelBuilder& b) override {

@@ -12,11 +12,11 @@
 // input passes through). An
 // integer input (a mask's count) is cast to floats first.
 // Export (opset 13): ReduceSum's axes an input, the others' an attribute.
+#include "workerd/nn/ops/reduce.h"
 #include "workerd/nn/onnx_bridge.h"
 #include "workerd/nn/op_schema.h"
 #include "workerd/nn/ops/broadcast.h"
 #include "workerd/nn/ops/ops.h"
-#include "workerd/nn/ops/reduce.h"
 
 namespace psrun::nn {
 
@@ -94,7 +94,10 @@ Result<void> import_reduce(OnnxNodeImport& node) {
         if (info == nullptr) return tl::unexpected(node.refuse("no axes, and the input's rank is unknown"));
         for (std::size_t d = 0; d < info->rank(); ++d) axes.push_back(static_cast<std::int64_t>(d));
     }
-    const char* kind = sum ? "reduce_sum" : op == "ReduceMax" ? "reduce_max" : op == "ReduceMin" ? "reduce_min" : "reduce_mean";
+    const char* kind = sum                 ? "reduce_sum"
+                       : op == "ReduceMax" ? "reduce_max"
+                       : op == "ReduceMin" ? "reduce_min"
+                                           : "reduce_mean";
     std::string source = x;
     if (const ValueInfo* info = node.info(0); info != nullptr && info->type == ElementType::kInt) {
         // An integer mask counted (mask.sum(1)): summed as floats, exact below 2^24.
@@ -115,8 +118,10 @@ Result<void> export_reduce(OnnxNodeExport& out) {
         out.add("ReduceSum", {out.input(0), out.int64_constant(node.name + "/axes", axes)}, {out.output(0)},
                 {{"keepdims", keep}}, node.name);
     else
-        out.add(node.op == "reduce_mean" ? "ReduceMean" : node.op == "reduce_max" ? "ReduceMax" : "ReduceMin", {out.input(0)},
-                {out.output(0)}, {{"axes", axes}, {"keepdims", keep}}, node.name);
+        out.add(node.op == "reduce_mean"  ? "ReduceMean"
+                : node.op == "reduce_max" ? "ReduceMax"
+                                          : "ReduceMin",
+                {out.input(0)}, {out.output(0)}, {{"axes", axes}, {"keepdims", keep}}, node.name);
     return {};
 }
 

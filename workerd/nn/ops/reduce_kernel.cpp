@@ -26,7 +26,7 @@ using Dt = memory::data_type;
 namespace {
 
 class ReduceKernel final : public Kernel {
-public:
+  public:
     void build(KernelBuilder& b) override {
         const auto& engine = b.context().engine;
         const auto adt = b.context().activation_type();
@@ -58,7 +58,7 @@ public:
         build_backward(b, in, kept, mean, count);
     }
 
-private:
+  private:
     static void build_extreme(KernelBuilder& b, const MemDims& in, bool max) {
         const auto& engine = b.context().engine;
         std::vector<bool> reduced(in.size(), false);
@@ -76,7 +76,8 @@ private:
                 for (std::int64_t k = 0; k < in[d]; ++k) next.push_back(o + k * strides[d]);
             v = std::move(next);
         }
-        auto offsets = std::make_shared<const std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>>(std::move(base), std::move(step));
+        auto offsets = std::make_shared<const std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>>(
+            std::move(base), std::move(step));
         const memory x = b.input_plain(0, Dt::f32);
         const Dt out_type = b.output_type(0);
         const memory::desc f32 = plain_desc(b.output_dims(0), Dt::f32);
@@ -160,7 +161,8 @@ private:
         return true;
     }
 
-    static void build_backward(KernelBuilder& b, const MemDims& in, const MemDims& kept, bool mean, std::int64_t count) {
+    static void build_backward(KernelBuilder& b, const MemDims& in, const MemDims& kept, bool mean,
+                               std::int64_t count) {
         const auto& engine = b.context().engine;
         if (!b.needs_input_grad(0)) return;
         const memory dy = b.output_diff(0, plain_desc(b.output_dims(0), Dt::f32));

@@ -47,7 +47,9 @@ Result<void> parse_reshape(FieldReader& reader, nlohmann::json& attrs) {
     int infer = 0;
     for (const auto& v : shape) {
         const auto d = parse_entry(v);
-        if (!d) return tl::unexpected(reader.fail("shape", "expected integers >= -1, \"N\" or \"kN\", got " + describe_value(v)));
+        if (!d)
+            return tl::unexpected(
+                reader.fail("shape", "expected integers >= -1, \"N\" or \"kN\", got " + describe_value(v)));
         infer += !d->batch && d->value == -1;
     }
     if (infer > 1) return tl::unexpected(reader.fail("shape", "at most one -1"));
@@ -84,7 +86,8 @@ Result<void> infer_reshape(InferContext& context) {
     for (std::size_t i = 0; i < shape.size(); ++i) {
         Dim d = *parse_entry(shape[i]);
         if (!d.batch && d.value == 0) {
-            if (i >= in.dims.size()) return tl::unexpected(op_error("shape entry 0 at " + std::to_string(i) + " has no input dim to copy"));
+            if (i >= in.dims.size())
+                return tl::unexpected(op_error("shape entry 0 at " + std::to_string(i) + " has no input dim to copy"));
             d = in.dims[i];
         }
         if (!d.batch && d.value == -1) {
@@ -121,7 +124,9 @@ Result<void> infer_flatten(InferContext& context) {
     const auto rank = static_cast<std::int64_t>(in.rank());
     std::int64_t axis = context.attr_int("axis");
     if (axis < 0) axis += rank;
-    if (axis < 0 || axis > rank) return tl::unexpected(op_error("axis " + std::to_string(context.attr_int("axis")) + " for rank " + std::to_string(rank)));
+    if (axis < 0 || axis > rank)
+        return tl::unexpected(
+            op_error("axis " + std::to_string(context.attr_int("axis")) + " for rank " + std::to_string(rank)));
     const auto head = count(Dims(in.dims.begin(), in.dims.begin() + axis));
     const auto tail = count(Dims(in.dims.begin() + axis, in.dims.end()));
     if (!head || !tail) return tl::unexpected(op_error("too large, or more than one batch axis"));
@@ -141,7 +146,8 @@ Result<std::vector<std::int64_t>> normal_axes(const InferContext& context, std::
     for (auto a : context.attr_ints("axes")) {
         const auto n = a < 0 ? a + rank : a;
         if (n < 0 || n >= rank || !out.insert(n).second)
-            return tl::unexpected(op_error("axis " + std::to_string(a) + " is out of range or repeated for rank " + std::to_string(rank)));
+            return tl::unexpected(op_error("axis " + std::to_string(a) + " is out of range or repeated for rank " +
+                                           std::to_string(rank)));
     }
     return std::vector<std::int64_t>(out.begin(), out.end());
 }
@@ -168,8 +174,7 @@ Result<void> infer_unsqueeze(InferContext& context) {
     Dims out;
     std::size_t next = 0;
     for (std::int64_t i = 0; i < rank; ++i) {
-        if (std::find(axes.begin(), axes.end(), i) != axes.end())
-            out.push_back(Dim::of(1));
+        if (std::find(axes.begin(), axes.end(), i) != axes.end()) out.push_back(Dim::of(1));
         else out.push_back(in.dims[next++]);
     }
     context.set_output(0, ValueInfo{out, in.type});
@@ -182,14 +187,18 @@ Result<void> import_layout(OnnxNodeImport& node) {
     nlohmann::json layer = {{"inputs", {x}}};
     if (op == "Reshape") {
         const auto shape = node.symbolic_ints(1);
-        if (!shape) return tl::unexpected(node.refuse("its shape is computed at run time: the engine needs it at import"));
-        PSRUN_TRY_ASSIGN(auto allowzero, node.int_attr("allowzero", 0));  // opset 14: a 0 is a zero-sized dim, not "copy"
+        if (!shape)
+            return tl::unexpected(node.refuse("its shape is computed at run time: the engine needs it at import"));
+        PSRUN_TRY_ASSIGN(auto allowzero,
+                         node.int_attr("allowzero", 0));  // opset 14: a 0 is a zero-sized dim, not "copy"
         if (allowzero != 0)
             for (const auto& d : *shape)
                 if (!d.batch && d.value == 0)
-                    return tl::unexpected(node.refuse("allowzero=1 with a 0 in the shape: zero-sized tensors are not supported"));
+                    return tl::unexpected(
+                        node.refuse("allowzero=1 with a 0 in the shape: zero-sized tensors are not supported"));
         nlohmann::json target = nlohmann::json::array();
-        for (const auto& d : *shape) target.push_back(d.batch ? nlohmann::json(d.to_string()) : nlohmann::json(d.value));
+        for (const auto& d : *shape)
+            target.push_back(d.batch ? nlohmann::json(d.to_string()) : nlohmann::json(d.value));
         layer["kind"] = "reshape";
         layer["shape"] = target;
     } else if (op == "Flatten") {
@@ -225,7 +234,8 @@ Result<void> import_layout(OnnxNodeImport& node) {
 Result<void> export_layout(OnnxNodeExport& out) {
     const Node& node = out.node();
     if (node.op == "flatten") {
-        out.add("Flatten", {out.input(0)}, {out.output(0)}, {{"axis", node.attrs.at("axis").get<std::int64_t>()}}, node.name);
+        out.add("Flatten", {out.input(0)}, {out.output(0)}, {{"axis", node.attrs.at("axis").get<std::int64_t>()}},
+                node.name);
         return {};
     }
     // The output dims with the batch axis as -1 (ONNX computes it from the element count).
@@ -255,7 +265,8 @@ const OpSchema& squeeze_schema() {
     return s;
 }
 const OpSchema& unsqueeze_schema() {
-    static const OpSchema s{"unsqueeze", 1, 1, parse_axes, infer_unsqueeze, {"Unsqueeze"}, import_layout, export_layout};
+    static const OpSchema s{"unsqueeze",  1, 1, parse_axes, infer_unsqueeze, {"Unsqueeze"}, import_layout,
+                            export_layout};
     return s;
 }
 

@@ -14,7 +14,7 @@ using namespace dnnl;
 namespace {
 
 class ViewKernel final : public Kernel {
-public:
+  public:
     // A copy of the gradient: nothing; the output is a view of the input.
     BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
         return BackwardReads{0, false, -1, 0};
@@ -28,7 +28,8 @@ public:
         if (!b.needs_input_grad(0)) return;
         const memory ddst = b.output_diff(0, view.get_desc());
         const memory dsrc = b.input_diff(0, src.get_desc());
-        b.backward([ddst, dsrc] { std::memcpy(dsrc.get_data_handle(), ddst.get_data_handle(), dsrc.get_desc().get_size()); });
+        b.backward(
+            [ddst, dsrc] { std::memcpy(dsrc.get_data_handle(), ddst.get_data_handle(), dsrc.get_desc().get_size()); });
     }
 };
 

@@ -78,7 +78,8 @@ bool onednn_reads_same(const Modes& m, std::int64_t in, std::int64_t out, double
 // floor(x) - 1 .. floor(x) + 2 with Keys' kernel of coefficient a, indices clamped to the edge,
 // or with exclude_outside the taps outside dropped and the rest renormalised. Empty (and `why`
 // set) for a coordinate transform this cannot compute.
-std::vector<float> resize_axis_weights(const Modes& m, std::int64_t in, std::int64_t out, double scale, std::string& why) {
+std::vector<float> resize_axis_weights(const Modes& m, std::int64_t in, std::int64_t out, double scale,
+                                       std::string& why) {
     std::vector<double> w(static_cast<std::size_t>(in * out), 0.0);
     const auto put = [&](std::int64_t i, std::int64_t o, double v) {
         w[static_cast<std::size_t>(std::clamp<std::int64_t>(i, 0, in - 1) * out + o)] += v;
@@ -124,7 +125,8 @@ Result<std::string> emit_resize_matrices(OnnxNodeImport& node, std::string x, co
         if (n * o > (std::int64_t{1} << 24))
             return tl::unexpected(node.refuse("resizing axis " + std::to_string(a) + " from " + std::to_string(n) +
                                               " to " + std::to_string(o) + " needs a " + std::to_string(n) + " x " +
-                                              std::to_string(o) + " interpolation matrix, over the 2^24 entries the "
+                                              std::to_string(o) +
+                                              " interpolation matrix, over the 2^24 entries the "
                                               "importer builds"));
         std::string why;
         auto w = resize_axis_weights(m, n, o, scales[static_cast<std::size_t>(a)], why);

@@ -13,7 +13,7 @@ using Tag = memory::format_tag;
 namespace {
 
 class ResizeKernel final : public Kernel {
-public:
+  public:
     void build(KernelBuilder& b) override {
         const bool linear = b.node().attrs.at("mode").get<std::string>() == "linear";
         const algorithm alg = linear ? algorithm::resampling_linear : algorithm::resampling_nearest;

@@ -28,7 +28,9 @@ namespace psrun::nn {
 RnnSpec rnn_spec(const Node& node, std::int64_t input_features) {
     RnnSpec s;
     const auto& a = node.attrs;
-    s.cell = node.op == "lstm" ? RnnCell::kLstm : a.at("linear_before_reset").get<bool>() ? RnnCell::kLbrGru : RnnCell::kGru;
+    s.cell = node.op == "lstm"                         ? RnnCell::kLstm
+             : a.at("linear_before_reset").get<bool>() ? RnnCell::kLbrGru
+                                                       : RnnCell::kGru;
     s.hidden = a.at("hidden").get<std::int64_t>();
     s.input = input_features;
     s.direction = a.at("direction").get<std::string>();
@@ -36,7 +38,8 @@ RnnSpec rnn_spec(const Node& node, std::int64_t input_features) {
     s.batch_first = a.at("batch_first").get<bool>();
     s.bias = a.at("bias").get<bool>();
     s.pytorch_layout = a.at("layout") == "pytorch";
-    if (s.cell == RnnCell::kLstm) s.order = s.pytorch_layout ? std::array<int, 4>{0, 1, 2, 3} : std::array<int, 4>{0, 2, 3, 1};
+    if (s.cell == RnnCell::kLstm)
+        s.order = s.pytorch_layout ? std::array<int, 4>{0, 1, 2, 3} : std::array<int, 4>{0, 2, 3, 1};
     else s.order = s.pytorch_layout ? std::array<int, 4>{1, 0, 2, 0} : std::array<int, 4>{0, 1, 2, 0};
     return s;
 }
@@ -74,7 +77,9 @@ RnnLocation rnn_location(const RnnSpec& s, int d, RnnPart part) {
     return {};
 }
 
-std::vector<int> onnx_gates_from_pytorch(bool lstm) { return lstm ? std::vector<int>{0, 3, 1, 2} : std::vector<int>{1, 0, 2}; }
+std::vector<int> onnx_gates_from_pytorch(bool lstm) {
+    return lstm ? std::vector<int>{0, 3, 1, 2} : std::vector<int>{1, 0, 2};
+}
 
 namespace {
 
@@ -156,18 +161,23 @@ Result<void> import_rnn(OnnxNodeImport& node) {
     if (node.has_attr("activation_alpha") || node.has_attr("activation_beta"))
         return tl::unexpected(node.refuse("activation_alpha/beta are not supported"));
     if (node.has_attr("activations"))
-        return tl::unexpected(node.refuse("an activations attribute is not supported (the default sigmoid and tanh cells only)"));
+        return tl::unexpected(
+            node.refuse("an activations attribute is not supported (the default sigmoid and tanh cells only)"));
     if (*forget != 0) return tl::unexpected(node.refuse("input_forget=1 is not supported"));
-    if (*layout != 0) return tl::unexpected(node.refuse("layout=1 (batch-first X, opset 14) is not supported: PyTorch's exporter writes layout 0 with a Transpose"));
-    if (node.has_input(4)) return tl::unexpected(node.refuse("sequence_lens is not supported: every sequence has the full length"));
+    if (*layout != 0)
+        return tl::unexpected(
+            node.refuse("layout=1 (batch-first X, opset 14) is not supported: PyTorch's exporter writes layout 0 with "
+                        "a Transpose"));
+    if (node.has_input(4))
+        return tl::unexpected(node.refuse("sequence_lens is not supported: every sequence has the full length"));
     if (lstm && node.has_input(7)) return tl::unexpected(node.refuse("peepholes (input P) are not supported"));
     const ValueInfo* x = node.info(0);
     if (x == nullptr || x->rank() != 3 || !x->dims[1].batch)
         return tl::unexpected(node.refuse("X must be a [L, N, I] sequence with the batch on axis 1"));
     PSRUN_TRY_ASSIGN(auto input, node.value(0));
 
-    nlohmann::json layer = {{"kind", lstm ? "lstm" : "gru"}, {"hidden", *hidden}, {"direction", *direction},
-                            {"batch_first", false}};
+    nlohmann::json layer = {
+        {"kind", lstm ? "lstm" : "gru"}, {"hidden", *hidden}, {"direction", *direction}, {"batch_first", false}};
     if (!lstm) layer["linear_before_reset"] = *lbr != 0;
     nlohmann::json tensors = nlohmann::json::object();
     if (const nlohmann::json* found = node.pattern(1); found && found->value("pattern", "") == "pytorch_rnn_weights") {
@@ -194,7 +204,8 @@ Result<void> import_rnn(OnnxNodeImport& node) {
     if (given) {
         for (std::size_t k = 0; k < states; ++k) {
             if (!node.has_input(5 + k))
-                return tl::unexpected(node.refuse("an initial cell state without an initial hidden state is not supported"));
+                return tl::unexpected(
+                    node.refuse("an initial cell state without an initial hidden state is not supported"));
             PSRUN_TRY_ASSIGN(auto v, node.value(5 + k));
             inputs.push_back(v);
         }
@@ -217,10 +228,11 @@ std::string reordered(OnnxNodeExport& out, const std::string& tensor, bool lstm,
         std::size_t e = k + 1;
         while (e < order.size() && order[e] == order[e - 1] + 1) ++e;
         const std::string piece = out.fresh(tensor + "/gates");
-        out.add("Slice",
-                {tensor, out.int64_constant(base + "/start", {order[k] * hidden}),
-                 out.int64_constant(base + "/end", {(order[e - 1] + 1) * hidden}), out.int64_constant(base + "/axis", {0})},
-                {piece});
+        out.add(
+            "Slice",
+            {tensor, out.int64_constant(base + "/start", {order[k] * hidden}),
+             out.int64_constant(base + "/end", {(order[e - 1] + 1) * hidden}), out.int64_constant(base + "/axis", {0})},
+            {piece});
         pieces.push_back(piece);
         k = e;
     }
@@ -258,8 +270,9 @@ Result<void> export_rnn(OnnxNodeExport& out) {
             w.push_back(unsqueezed(out, reordered(out, at(RnnPart::kWeightsInput), lstm, spec.hidden)));
             r.push_back(unsqueezed(out, reordered(out, at(RnnPart::kWeightsHidden), lstm, spec.hidden)));
             if (spec.bias)
-                bias.push_back(unsqueezed(out, concat(out, {reordered(out, at(RnnPart::kBiasInput), lstm, spec.hidden),
-                                                            reordered(out, at(RnnPart::kBiasHidden), lstm, spec.hidden)},
+                bias.push_back(unsqueezed(out, concat(out,
+                                                      {reordered(out, at(RnnPart::kBiasInput), lstm, spec.hidden),
+                                                       reordered(out, at(RnnPart::kBiasHidden), lstm, spec.hidden)},
                                                       node.name + "/B_dir")));
         }
         weights = {concat(out, w, node.name + "/W"), concat(out, r, node.name + "/R"),
@@ -280,8 +293,7 @@ Result<void> export_rnn(OnnxNodeExport& out) {
     std::vector<std::pair<std::string, OnnxAttr>> attrs = {{"hidden_size", spec.hidden}, {"direction", spec.direction}};
     if (!lstm) attrs.emplace_back("linear_before_reset", std::int64_t{spec.cell == RnnCell::kLbrGru ? 1 : 0});
     out.add(lstm ? "LSTM" : "GRU", inputs, outputs, attrs, node.name);
-    if (spec.batch_first)
-        out.add("Transpose", {y}, {out.output(0)}, {{"perm", std::vector<std::int64_t>{2, 0, 1, 3}}});
+    if (spec.batch_first) out.add("Transpose", {y}, {out.output(0)}, {{"perm", std::vector<std::int64_t>{2, 0, 1, 3}}});
     return {};
 }
 
@@ -293,7 +305,8 @@ TrainingMacs rnn_macs(const MacsContext& c) {
     double weights = 0;
     for (std::size_t k = 0; k < c.node.slots.size(); ++k) {
         const TensorDef* t = c.slot_tensor(k);
-        if (t != nullptr && c.node.slots[k][0] != 'b' && c.node.slots[k][0] != 'B') weights += static_cast<double>(t->size);
+        if (t != nullptr && c.node.slots[k][0] != 'b' && c.node.slots[k][0] != 'B')
+            weights += static_cast<double>(t->size);
     }
     const bool batch_first = c.node.attrs.value("batch_first", false);
     return c.weighted(weights * static_cast<double>(out[batch_first ? 1 : 0].value));

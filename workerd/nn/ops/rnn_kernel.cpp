@@ -25,7 +25,6 @@ using Dt = memory::data_type;
 
 namespace {
 
-
 void zero(const memory& m) { std::memset(m.get_data_handle(), 0, m.get_desc().get_size()); }
 
 rnn_direction direction_of(const RnnSpec& s) {
@@ -46,8 +45,9 @@ struct ForwardPd {
     gru_forward::primitive_desc gru;
     lbr_gru_forward::primitive_desc lbr_gru;
     const primitive_desc& get() const {
-        return cell == RnnCell::kLstm ? static_cast<const primitive_desc&>(lstm)
-                                      : cell == RnnCell::kGru ? static_cast<const primitive_desc&>(gru) : lbr_gru;
+        return cell == RnnCell::kLstm  ? static_cast<const primitive_desc&>(lstm)
+               : cell == RnnCell::kGru ? static_cast<const primitive_desc&>(gru)
+                                       : lbr_gru;
     }
 };
 
@@ -56,10 +56,10 @@ ForwardPd forward_pd(RnnCell cell, prop_kind prop, rnn_direction dir, const RnnD
     pd.cell = cell;
     switch (cell) {
         case RnnCell::kLstm:
-            pd.lstm = lstm_forward::primitive_desc(lstm_forward::desc(prop, dir, d.src_layer, d.src_iter, d.src_iter_c,
-                                                                      d.weights_layer, d.weights_iter, d.bias, d.dst_layer,
-                                                                      d.dst_iter, d.dst_iter_c),
-                                                   e);
+            pd.lstm = lstm_forward::primitive_desc(
+                lstm_forward::desc(prop, dir, d.src_layer, d.src_iter, d.src_iter_c, d.weights_layer, d.weights_iter,
+                                   d.bias, d.dst_layer, d.dst_iter, d.dst_iter_c),
+                e);
             break;
         case RnnCell::kGru:
             pd.gru = gru_forward::primitive_desc(gru_forward::desc(prop, dir, d.src_layer, d.src_iter, d.weights_layer,
@@ -67,35 +67,37 @@ ForwardPd forward_pd(RnnCell cell, prop_kind prop, rnn_direction dir, const RnnD
                                                  e);
             break;
         case RnnCell::kLbrGru:
-            pd.lbr_gru = lbr_gru_forward::primitive_desc(lbr_gru_forward::desc(prop, dir, d.src_layer, d.src_iter,
-                                                                               d.weights_layer, d.weights_iter, d.bias,
-                                                                               d.dst_layer, d.dst_iter),
-                                                         e);
+            pd.lbr_gru = lbr_gru_forward::primitive_desc(
+                lbr_gru_forward::desc(prop, dir, d.src_layer, d.src_iter, d.weights_layer, d.weights_iter, d.bias,
+                                      d.dst_layer, d.dst_iter),
+                e);
             break;
     }
     return pd;
 }
 
-primitive_desc backward_pd(rnn_direction dir, const RnnDescs& f, const RnnDescs& g, const engine& e, const ForwardPd& hint) {
+primitive_desc backward_pd(rnn_direction dir, const RnnDescs& f, const RnnDescs& g, const engine& e,
+                           const ForwardPd& hint) {
     const auto bwd = prop_kind::backward;
     switch (hint.cell) {
         case RnnCell::kLstm:
             return lstm_backward::primitive_desc(
-                lstm_backward::desc(bwd, dir, f.src_layer, f.src_iter, f.src_iter_c, f.weights_layer, f.weights_iter, f.bias,
-                                    f.dst_layer, f.dst_iter, f.dst_iter_c, g.src_layer, g.src_iter, g.src_iter_c,
-                                    g.weights_layer, g.weights_iter, g.bias, g.dst_layer, g.dst_iter, g.dst_iter_c),
+                lstm_backward::desc(bwd, dir, f.src_layer, f.src_iter, f.src_iter_c, f.weights_layer, f.weights_iter,
+                                    f.bias, f.dst_layer, f.dst_iter, f.dst_iter_c, g.src_layer, g.src_iter,
+                                    g.src_iter_c, g.weights_layer, g.weights_iter, g.bias, g.dst_layer, g.dst_iter,
+                                    g.dst_iter_c),
                 e, hint.lstm);
         case RnnCell::kGru:
             return gru_backward::primitive_desc(
-                gru_backward::desc(bwd, dir, f.src_layer, f.src_iter, f.weights_layer, f.weights_iter, f.bias, f.dst_layer,
-                                   f.dst_iter, g.src_layer, g.src_iter, g.weights_layer, g.weights_iter, g.bias,
-                                   g.dst_layer, g.dst_iter),
+                gru_backward::desc(bwd, dir, f.src_layer, f.src_iter, f.weights_layer, f.weights_iter, f.bias,
+                                   f.dst_layer, f.dst_iter, g.src_layer, g.src_iter, g.weights_layer, g.weights_iter,
+                                   g.bias, g.dst_layer, g.dst_iter),
                 e, hint.gru);
         case RnnCell::kLbrGru:
             return lbr_gru_backward::primitive_desc(
                 lbr_gru_backward::desc(bwd, dir, f.src_layer, f.src_iter, f.weights_layer, f.weights_iter, f.bias,
-                                       f.dst_layer, f.dst_iter, g.src_layer, g.src_iter, g.weights_layer, g.weights_iter,
-                                       g.bias, g.dst_layer, g.dst_iter),
+                                       f.dst_layer, f.dst_iter, g.src_layer, g.src_iter, g.weights_layer,
+                                       g.weights_iter, g.bias, g.dst_layer, g.dst_iter),
                 e, hint.lbr_gru);
     }
     throw std::logic_error("unknown rnn cell");
@@ -111,7 +113,7 @@ struct Part {
 };
 
 class RnnKernel final : public Kernel {
-public:
+  public:
     void build(KernelBuilder& b) override {
         // `m` seen with `desc`; m is kept alive with the kernel (output_diff of an output nobody
         // reads returns a memory that nothing else holds).
@@ -155,12 +157,15 @@ public:
         for (std::size_t k = 0; k < slots.size(); ++k) tensors.push_back(b.input_plain(data + k, Dt::f32));
         std::vector<std::array<Part, 4>> parts(static_cast<std::size_t>(D));
         for (int d = 0; d < D; ++d)
-            for (const auto p : {RnnPart::kWeightsInput, RnnPart::kWeightsHidden, RnnPart::kBiasInput, RnnPart::kBiasHidden}) {
+            for (const auto p :
+                 {RnnPart::kWeightsInput, RnnPart::kWeightsHidden, RnnPart::kBiasInput, RnnPart::kBiasHidden}) {
                 if (!s.bias && (p == RnnPart::kBiasInput || p == RnnPart::kBiasHidden)) continue;
                 const RnnLocation at = rnn_location(s, d, p);
                 parts[static_cast<std::size_t>(d)][static_cast<std::size_t>(p)] = Part{tensors[at.slot], at.offset};
             }
-        auto part = [parts](int d, RnnPart p) { return parts[static_cast<std::size_t>(d)][static_cast<std::size_t>(p)]; };
+        auto part = [parts](int d, RnnPart p) {
+            return parts[static_cast<std::size_t>(d)][static_cast<std::size_t>(p)];
+        };
 
         // Forward: gather the weights and bias into oneDNN's order, then reorder the weights.
         const memory wl_plain(memory::desc({1, D, I, G, H}, Dt::f32, Tag::ldgoi), engine);
@@ -175,9 +180,11 @@ public:
                 const Part wx = part(d, RnnPart::kWeightsInput), wh = part(d, RnnPart::kWeightsHidden);
                 for (memory::dim k = 0; k < G; ++k) {
                     const auto g = s.order[static_cast<std::size_t>(k)];
-                    std::memcpy(wl + (d * G + k) * H * I, static_cast<const float*>(wx.mem.get_data_handle()) + wx.offset + g * H * I,
+                    std::memcpy(wl + (d * G + k) * H * I,
+                                static_cast<const float*>(wx.mem.get_data_handle()) + wx.offset + g * H * I,
                                 static_cast<std::size_t>(H * I) * sizeof(float));
-                    std::memcpy(wi + (d * G + k) * H * H, static_cast<const float*>(wh.mem.get_data_handle()) + wh.offset + g * H * H,
+                    std::memcpy(wi + (d * G + k) * H * H,
+                                static_cast<const float*>(wh.mem.get_data_handle()) + wh.offset + g * H * H,
                                 static_cast<std::size_t>(H * H) * sizeof(float));
                 }
                 if (!s.bias) continue;
@@ -220,12 +227,14 @@ public:
             y_from = view(dst, dst_as_y);
         }
         const bool h_direct = b.output_type(1) == adt;
-        const memory hn = h_direct ? view(b.make_output(1, plain_desc(b.output_dims(1), adt)), f.dst_iter) : memory(f.dst_iter, engine);
+        const memory hn = h_direct ? view(b.make_output(1, plain_desc(b.output_dims(1), adt)), f.dst_iter)
+                                   : memory(f.dst_iter, engine);
         const memory cn = lstm ? view(b.make_output(2, plain_desc(b.output_dims(2), Dt::f32)), f.dst_iter_c) : memory();
         const memory workspace = training ? memory(fwd_pd.workspace_desc(), engine) : memory();
 
-        std::unordered_map<int, memory> args{{DNNL_ARG_SRC_LAYER, src}, {DNNL_ARG_WEIGHTS_LAYER, wl}, {DNNL_ARG_WEIGHTS_ITER, wi},
-                                             {DNNL_ARG_BIAS, bias},     {DNNL_ARG_DST_LAYER, dst},    {DNNL_ARG_DST_ITER, hn}};
+        std::unordered_map<int, memory> args{{DNNL_ARG_SRC_LAYER, src},   {DNNL_ARG_WEIGHTS_LAYER, wl},
+                                             {DNNL_ARG_WEIGHTS_ITER, wi}, {DNNL_ARG_BIAS, bias},
+                                             {DNNL_ARG_DST_LAYER, dst},   {DNNL_ARG_DST_ITER, hn}};
         args.emplace(DNNL_ARG_SRC_ITER, h0);
         if (lstm) args.emplace(DNNL_ARG_SRC_ITER_C, c0);
         if (lstm) args.emplace(DNNL_ARG_DST_ITER_C, cn);
@@ -279,7 +288,8 @@ public:
             b.backward(reorder(dy, to), {{DNNL_ARG_FROM, dy}, {DNNL_ARG_TO, to}});
         }
         const memory dhn = view(b.output_diff(1, plain_desc(b.output_dims(1), ddt)), g.dst_iter);
-        const memory dcn = lstm ? view(b.output_diff(2, plain_desc(b.output_dims(2), Dt::f32)), g.dst_iter_c) : memory();
+        const memory dcn =
+            lstm ? view(b.output_diff(2, plain_desc(b.output_dims(2), Dt::f32)), g.dst_iter_c) : memory();
 
         // The input gradients (scratch where none is needed).
         auto grad = [&](std::size_t i, const memory::desc& oned, const memory::desc& plain) {
@@ -300,9 +310,9 @@ public:
             zero(dbias);
         });
         std::unordered_map<int, memory> bargs{
-            {DNNL_ARG_SRC_LAYER, src},      {DNNL_ARG_WEIGHTS_LAYER, bwl},  {DNNL_ARG_WEIGHTS_ITER, bwi},
-            {DNNL_ARG_BIAS, bias},          {DNNL_ARG_DST_LAYER, dst},      {DNNL_ARG_DST_ITER, hn},
-            {DNNL_ARG_DIFF_DST_LAYER, ddst}, {DNNL_ARG_DIFF_DST_ITER, dhn}, {DNNL_ARG_WORKSPACE, workspace},
+            {DNNL_ARG_SRC_LAYER, src},       {DNNL_ARG_WEIGHTS_LAYER, bwl},      {DNNL_ARG_WEIGHTS_ITER, bwi},
+            {DNNL_ARG_BIAS, bias},           {DNNL_ARG_DST_LAYER, dst},          {DNNL_ARG_DST_ITER, hn},
+            {DNNL_ARG_DIFF_DST_LAYER, ddst}, {DNNL_ARG_DIFF_DST_ITER, dhn},      {DNNL_ARG_WORKSPACE, workspace},
             {DNNL_ARG_DIFF_SRC_LAYER, dsrc}, {DNNL_ARG_DIFF_WEIGHTS_LAYER, dwl}, {DNNL_ARG_DIFF_WEIGHTS_ITER, dwi},
             {DNNL_ARG_DIFF_BIAS, dbias}};
         bargs.emplace(DNNL_ARG_SRC_ITER, h0);
@@ -321,7 +331,8 @@ public:
         b.backward(reorder(dwi, dwi_plain), {{DNNL_ARG_FROM, dwi}, {DNNL_ARG_TO, dwi_plain}});
         std::vector<memory> dtensors(slots.size());
         for (std::size_t k = 0; k < slots.size(); ++k)
-            if (b.needs_input_grad(data + k)) dtensors[k] = b.input_diff(data + k, plain_desc(b.input_dims(data + k), Dt::f32));
+            if (b.needs_input_grad(data + k))
+                dtensors[k] = b.input_diff(data + k, plain_desc(b.input_dims(data + k), Dt::f32));
         b.backward([=] {
             auto target = [&](int d, RnnPart p) -> float* {
                 const RnnLocation at = rnn_location(s, d, p);
@@ -338,8 +349,12 @@ public:
                 float* bh = s.bias ? target(d, RnnPart::kBiasHidden) : nullptr;
                 for (memory::dim k = 0; k < G; ++k) {
                     const auto gate = s.order[static_cast<std::size_t>(k)];
-                    if (wx) std::memcpy(wx + gate * H * I, gwl + (d * G + k) * H * I, static_cast<std::size_t>(H * I) * sizeof(float));
-                    if (wh) std::memcpy(wh + gate * H * H, gwi + (d * G + k) * H * H, static_cast<std::size_t>(H * H) * sizeof(float));
+                    if (wx)
+                        std::memcpy(wx + gate * H * I, gwl + (d * G + k) * H * I,
+                                    static_cast<std::size_t>(H * I) * sizeof(float));
+                    if (wh)
+                        std::memcpy(wh + gate * H * H, gwi + (d * G + k) * H * H,
+                                    static_cast<std::size_t>(H * H) * sizeof(float));
                     const float* from = gb + (d * GB + k) * H;
                     const float* hidden = s.cell == RnnCell::kLbrGru && k == 2 ? gb + (d * GB + 3) * H : from;
                     if (bx) std::memcpy(bx + gate * H, from, static_cast<std::size_t>(H) * sizeof(float));
@@ -349,7 +364,7 @@ public:
         });
     }
 
-private:
+  private:
     std::vector<memory> held_;
 };
 

@@ -36,7 +36,8 @@ Result<void> import_select(OnnxNodeImport& node) {
     const auto op = node.op_type();
     const std::size_t count = op == "Where" ? 3 : 2;
     if (node.input_count() != count)
-        return tl::unexpected(node.refuse(op == "Where" ? "expects 3 inputs" : "expects exactly 2 inputs (chain them for more)"));
+        return tl::unexpected(
+            node.refuse(op == "Where" ? "expects 3 inputs" : "expects exactly 2 inputs (chain them for more)"));
     nlohmann::json inputs = nlohmann::json::array();
     for (std::size_t i = 0; i < count; ++i) {
         PSRUN_TRY_ASSIGN(auto v, node.value(i));
@@ -59,7 +60,10 @@ Result<void> export_select(OnnxNodeExport& out) {
         out.add("Cast", {inputs[0]}, {cond}, {{"to", std::int64_t{9}}}, node.name + "/cast");
         inputs[0] = cond;
     }
-    out.add(node.op == "maximum" ? "Max" : node.op == "minimum" ? "Min" : "Where", inputs, {out.output(0)}, {}, node.name);
+    out.add(node.op == "maximum"   ? "Max"
+            : node.op == "minimum" ? "Min"
+                                   : "Where",
+            inputs, {out.output(0)}, {}, node.name);
     return {};
 }
 

@@ -33,12 +33,14 @@ float share(SelectMode mode, std::size_t k, const float* const* in, const Broadc
 }
 
 class SelectKernel final : public Kernel {
-public:
+  public:
     std::string label_suffix() const override { return " [hand]"; }
 
     void build(KernelBuilder& b) override {
         const std::string& op = b.node().op;
-        const SelectMode mode = op == "maximum" ? SelectMode::kMax : op == "minimum" ? SelectMode::kMin : SelectMode::kWhere;
+        const SelectMode mode = op == "maximum"   ? SelectMode::kMax
+                                : op == "minimum" ? SelectMode::kMin
+                                                  : SelectMode::kWhere;
         const auto& engine = b.context().engine;
         const std::size_t count = b.input_count();
         std::vector<MemDims> dims;
@@ -77,14 +79,16 @@ public:
             const memory full(f32, engine);
             b.backward([ins, dy, full, ix, mode, k] {
                 const float* in[3] = {};
-                for (std::size_t i = 0; i < ins.size(); ++i) in[i] = static_cast<const float*>(ins[i].get_data_handle());
+                for (std::size_t i = 0; i < ins.size(); ++i)
+                    in[i] = static_cast<const float*>(ins[i].get_data_handle());
                 const float* diff = static_cast<const float*>(dy.get_data_handle());
                 float* out = static_cast<float*>(full.get_data_handle());
                 const std::int64_t n = ix->size();
 #pragma omp parallel for schedule(static)
                 for (std::int64_t e = 0; e < n; ++e) out[e] = diff[e] * share(mode, k, in, *ix, e);
             });
-            b.backward(sum_to(b, full, b.input_diff(k, plain_desc(dims[k], Dt::f32)), padded(dims[k], ix->out().size())));
+            b.backward(
+                sum_to(b, full, b.input_diff(k, plain_desc(dims[k], Dt::f32)), padded(dims[k], ix->out().size())));
         }
     }
 };

@@ -65,7 +65,8 @@ Result<void> infer_pad(InferContext& context) {
     for (std::size_t d = 0; d < in.rank(); ++d) {
         const std::int64_t extra = pads[d] + pads[d + in.rank()];
         if (extra == 0) continue;
-        if (in.dims[d].batch) return tl::unexpected(op_error("dim " + std::to_string(d) + " is the batch; its pads must be 0"));
+        if (in.dims[d].batch)
+            return tl::unexpected(op_error("dim " + std::to_string(d) + " is the batch; its pads must be 0"));
         out[d].value += extra;
     }
     context.set_output(0, ValueInfo{out, ElementType::kFloat});
@@ -111,9 +112,11 @@ Result<void> import_slice(OnnxNodeImport& node) {
         }
         const auto rank = static_cast<std::int64_t>(in->rank());
         const std::int64_t d = axes[k] < 0 ? axes[k] + rank : axes[k];
-        if (d < 0 || d >= rank) return tl::unexpected(node.refuse("axis " + std::to_string(axes[k]) + " is out of range"));
+        if (d < 0 || d >= rank)
+            return tl::unexpected(node.refuse("axis " + std::to_string(axes[k]) + " is out of range"));
         if (in->dims[static_cast<std::size_t>(d)].batch)
-            return tl::unexpected(node.refuse("axis " + std::to_string(axes[k]) + " is the batch dim; slice a dim of each example"));
+            return tl::unexpected(
+                node.refuse("axis " + std::to_string(axes[k]) + " is the batch dim; slice a dim of each example"));
         const std::int64_t len = in->dims[static_cast<std::size_t>(d)].value;
         auto at = [len](std::int64_t v, std::int64_t low) {
             if (v < 0) v = v < -len ? -len - 1 : v + len;
@@ -141,11 +144,11 @@ Result<void> import_slice(OnnxNodeImport& node) {
             auto w = slice_window(in->dims, attrs);
             if (!w) return tl::unexpected(node.refuse(w.error().message));
             PSRUN_TRY_ASSIGN(auto cut, node.emit({{"kind", "slice"},
-                                  {"inputs", {value}},
-                                  {"axes", axes},
-                                  {"starts", starts},
-                                  {"ends", ends},
-                                  {"steps", steps}}));
+                                                  {"inputs", {value}},
+                                                  {"axes", axes},
+                                                  {"starts", starts},
+                                                  {"ends", ends},
+                                                  {"steps", steps}}));
             value = cut;
         }
         for (const auto& [d, picked] : reversed) {
@@ -161,13 +164,18 @@ Result<void> import_slice(OnnxNodeImport& node) {
     auto w = slice_window(in->dims, attrs);
     if (!w) return tl::unexpected(node.refuse(w.error().message));
     for (std::size_t k = 0; k < axes.size(); ++k) {
-        const auto d = static_cast<std::size_t>(axes[k] < 0 ? axes[k] + static_cast<std::int64_t>(in->rank()) : axes[k]);
+        const auto d =
+            static_cast<std::size_t>(axes[k] < 0 ? axes[k] + static_cast<std::int64_t>(in->rank()) : axes[k]);
         starts[k] = w->start[d];
         ends[k] = std::min(in->dims[d].value, w->start[d] + (w->count[d].value - 1) * w->step[d] + 1);
         axes[k] = static_cast<std::int64_t>(d);
     }
-    PSRUN_TRY_ASSIGN(auto name, node.emit(
-        {{"kind", "slice"}, {"inputs", {x}}, {"axes", axes}, {"starts", starts}, {"ends", ends}, {"steps", steps}}));
+    PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", "slice"},
+                                           {"inputs", {x}},
+                                           {"axes", axes},
+                                           {"starts", starts},
+                                           {"ends", ends},
+                                           {"steps", steps}}));
     node.bind_output(0, name);
     return {};
 }
@@ -219,18 +227,21 @@ Result<void> import_pad(OnnxNodeImport& node) {
 Result<void> export_slice(OnnxNodeExport& out) {
     const Node& node = out.node();
     auto ints = [&](const char* key) { return node.attrs.at(key).get<std::vector<std::int64_t>>(); };
-    out.add("Slice",
-            {out.input(0), out.int64_constant(node.name + "/starts", ints("starts")),
-             out.int64_constant(node.name + "/ends", ints("ends")), out.int64_constant(node.name + "/axes", ints("axes")),
-             out.int64_constant(node.name + "/steps", ints("steps"))},
-            {out.output(0)}, {}, node.name);
+    out.add(
+        "Slice",
+        {out.input(0), out.int64_constant(node.name + "/starts", ints("starts")),
+         out.int64_constant(node.name + "/ends", ints("ends")), out.int64_constant(node.name + "/axes", ints("axes")),
+         out.int64_constant(node.name + "/steps", ints("steps"))},
+        {out.output(0)}, {}, node.name);
     return {};
 }
 
 Result<void> export_pad(OnnxNodeExport& out) {
     const Node& node = out.node();
-    out.add("Pad", {out.input(0), out.int64_constant(node.name + "/pads", node.attrs.at("pads").get<std::vector<std::int64_t>>())},
-            {out.output(0)}, {{"mode", std::string("constant")}}, node.name);
+    out.add(
+        "Pad",
+        {out.input(0), out.int64_constant(node.name + "/pads", node.attrs.at("pads").get<std::vector<std::int64_t>>())},
+        {out.output(0)}, {{"mode", std::string("constant")}}, node.name);
     return {};
 }
 
@@ -248,10 +259,16 @@ Result<SliceWindow> slice_window(const Dims& dims, const nlohmann::json& attrs) 
         const auto d = static_cast<std::size_t>(axis);
         if (seen[d]) return tl::unexpected(op_error("axis " + std::to_string(axes[k]) + " is given twice"));
         seen[d] = true;
-        if (dims[d].batch) return tl::unexpected(op_error("axis " + std::to_string(axes[k]) + " is the batch dim; slice a dim of each example"));
-        if (steps[k] < 1) return tl::unexpected(op_error("step " + std::to_string(steps[k]) + " on axis " + std::to_string(axes[k]) + "; steps must be 1 or more"));
+        if (dims[d].batch)
+            return tl::unexpected(
+                op_error("axis " + std::to_string(axes[k]) + " is the batch dim; slice a dim of each example"));
+        if (steps[k] < 1)
+            return tl::unexpected(op_error("step " + std::to_string(steps[k]) + " on axis " + std::to_string(axes[k]) +
+                                           "; steps must be 1 or more"));
         const std::int64_t len = dims[d].value;
-        auto clamp = [len](std::int64_t v) { return std::clamp<std::int64_t>(v < 0 ? (v < -len ? 0 : v + len) : v, 0, len); };
+        auto clamp = [len](std::int64_t v) {
+            return std::clamp<std::int64_t>(v < 0 ? (v < -len ? 0 : v + len) : v, 0, len);
+        };
         const std::int64_t s = clamp(starts[k]), e = clamp(ends[k]);
         const std::int64_t count = e > s ? (e - s - 1) / steps[k] + 1 : 0;  // no overflow for huge steps
         if (count == 0)

@@ -33,7 +33,7 @@ memory::desc window_desc(const MemDims& large, const MemDims& small, const Slice
 }
 
 class SlicePadKernel final : public Kernel {
-public:
+  public:
     // Nothing: the backward only moves dy into (slice) or out of (pad) a window of dx.
     BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
         return BackwardReads::nothing();

@@ -27,7 +27,8 @@ Result<void> infer_softmax(InferContext& context) {
     if (in.type != ElementType::kFloat) return tl::unexpected(op_error("expects floats, got integer ids"));
     PSRUN_TRY_ASSIGN(auto axis, normal_axis(context.attr_int("axis"), in.rank()));
     if (in.dims[static_cast<std::size_t>(axis)].batch)
-        return tl::unexpected(op_error("axis " + std::to_string(context.attr_int("axis")) + " of " + to_string(in.dims) +
+        return tl::unexpected(op_error("axis " + std::to_string(context.attr_int("axis")) + " of " +
+                                       to_string(in.dims) +
                                        " is the batch dim; normalise along a dim of each example (e.g. -1)"));
     context.set_output(0, in);
     context.add_flops(5.0 * static_cast<double>(elements_per_example(in.dims).value_or(0)));
@@ -66,7 +67,8 @@ const OpSchema& softmax_schema() {
 }
 
 const OpSchema& log_softmax_schema() {
-    static const OpSchema s{"log_softmax", 1, 1, parse_softmax, infer_softmax, {"LogSoftmax"}, import_softmax, export_softmax};
+    static const OpSchema s{"log_softmax", 1, 1, parse_softmax, infer_softmax, {"LogSoftmax"}, import_softmax,
+                            export_softmax};
     return s;
 }
 

@@ -33,7 +33,7 @@ void build_family(KernelBuilder& b) {
 }
 
 class SoftmaxKernel final : public Kernel {
-public:
+  public:
     // The output only; oneDNN's softmax may write it over its input.
     BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
         return BackwardReads{0, true, 0};

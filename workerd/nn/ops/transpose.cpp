@@ -63,7 +63,8 @@ Result<void> export_transpose(OnnxNodeExport& out) {
 }  // namespace
 
 const OpSchema& transpose_schema() {
-    static const OpSchema s{"transpose", 1, 1, parse_transpose, infer_transpose, {"Transpose"}, import_transpose, export_transpose};
+    static const OpSchema s{"transpose",     1, 1, parse_transpose, infer_transpose, {"Transpose"}, import_transpose,
+                            export_transpose};
     return s;
 }
 

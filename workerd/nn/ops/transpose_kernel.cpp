@@ -24,7 +24,7 @@ memory::desc permuted(const memory::dims& dims, memory::data_type type, const st
 }
 
 class TransposeKernel final : public Kernel {
-public:
+  public:
     // The gradient transposed back: nothing.
     BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
         return BackwardReads::nothing();

@@ -4,8 +4,8 @@
 
 #include "workerd/nn/onnx_bridge.h"
 #include "workerd/nn/op_schema.h"
-#include "workerd/nn/shape.h"
 #include "workerd/nn/ops/ops.h"
+#include "workerd/nn/shape.h"
 
 namespace psrun::nn {
 
@@ -122,8 +122,8 @@ Result<Window2d> plan_window_nd(const nlohmann::json& padding, const ValueInfo& 
     if (padding.is_array()) {
         const auto p = padding.get<std::vector<std::int64_t>>();
         if (p[0] >= reach || p[1] >= reach)
-            return tl::unexpected(op_error("padding [" + std::to_string(p[0]) + ", " + std::to_string(p[1]) + "] with a " +
-                                           k_text + ": a pad must be smaller than the " + noun));
+            return tl::unexpected(op_error("padding [" + std::to_string(p[0]) + ", " + std::to_string(p[1]) +
+                                           "] with a " + k_text + ": a pad must be smaller than the " + noun));
         pads = {0, p[0], 0, p[1]};
     } else if (padding == "valid" && reach > len && std::string(noun) == "kernel") {
         return tl::unexpected(op_error(k_text + " with padding valid on an input of length " + std::to_string(len) +

@@ -33,11 +33,11 @@ class OnnxNodeImport;
 
 // The window of any node above (the name is the 2-D one's; the depth axis is its 3-D part).
 struct Window2d {
-    std::int64_t kh = 1, kw = 1;  // kernel (window) size
-    std::int64_t sh = 1, sw = 1;  // stride
-    std::int64_t dh = 1, dw = 1;  // dilation (conv2d)
+    std::int64_t kh = 1, kw = 1;                  // kernel (window) size
+    std::int64_t sh = 1, sw = 1;                  // stride
+    std::int64_t dh = 1, dw = 1;                  // dilation (conv2d)
     std::int64_t pt = 0, pl = 0, pb = 0, pr = 0;  // pads
-    std::int64_t oh = 0, ow = 0;  // output size
+    std::int64_t oh = 0, ow = 0;                  // output size
     // The depth axis of a 3-D window (last, so that the 2-D aggregate initialisers stay valid).
     std::int64_t kd = 1, sd = 1, dd = 1;
     std::int64_t pf = 0, pk = 0;  // front and back pads
@@ -68,9 +68,9 @@ Result<Window2d> plan_window(const nlohmann::json& padding, std::int64_t ih, std
 // The window of a node with kernel.size() (1, 2 or 3) spatial axes over `in` (N x C x L,
 // N x C x H x W or N x C x D x H x W; checked by the caller); stride and dilation have an entry
 // per axis. Errors (without location) name the whole window (e.g. "kernel 3x3x3").
-Result<Window2d> plan_window_nd(const nlohmann::json& padding, const ValueInfo& in, const std::vector<std::int64_t>& kernel,
-                                const std::vector<std::int64_t>& stride, const std::vector<std::int64_t>& dilation,
-                                bool ceil_mode, const char* noun);
+Result<Window2d> plan_window_nd(const nlohmann::json& padding, const ValueInfo& in,
+                                const std::vector<std::int64_t>& kernel, const std::vector<std::int64_t>& stride,
+                                const std::vector<std::int64_t>& dilation, bool ceil_mode, const char* noun);
 
 // The output's spatial dims: {OH, OW}, {OL} for spatial 1, {OD, OH, OW} for spatial 3.
 std::vector<std::int64_t> window_out_dims(const Window2d& w, int spatial);
