@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "common/crc32c.h"
-#include "common/wire.h"
+#include "common/finite.h"
 
 namespace psrun {
 namespace {
@@ -230,7 +230,7 @@ Result<void> TensorFileReader::scan(bool verify) {
                 const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(kBufferBytes, pos - 4 - at));
                 if (!pread_all(fd_, buffer.data(), n, at)) return bad("tensor '" + e.name + "' is truncated");
                 want = crc32c_extend(want, bytes_of(buffer.data(), n));
-                e.finite = e.finite && wire::all_finite(buffer.data(), n / sizeof(float));
+                e.finite = e.finite && all_finite(buffer.data(), n / sizeof(float));
                 at += n;
             }
             if (crc != want) return bad("tensor '" + e.name + "' fails its CRC32C check");

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <atomic>
 
-#include "common/wire.h"
+#include "common/finite.h"
 
 namespace psrun {
 
@@ -72,7 +72,7 @@ bool all_finite(const std::vector<std::span<const float>>& spans, ThreadTeam* te
     auto scan = [&](int part) {
         for (const auto& s : spans) {
             const auto [begin, end] = part_range(s.size(), part, parts);
-            if (!wire::all_finite(s.data() + begin, end - begin)) return false;
+            if (!all_finite(s.data() + begin, end - begin)) return false;
         }
         return true;
     };

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/finite.h"
 #include "common/optimizer.h"
 #include "common/result.h"
 #include "common/tensor_layout.h"
@@ -276,7 +277,6 @@ std::string encode_join_request(const JoinRequest& request);
 std::string encode_join_grant(const JoinGrant& grant);
 [[nodiscard]] Result<JoinGrant> decode_join_grant(std::string_view bytes);
 
-// True when every float is finite (no NaN, no Inf). Vectorised; reads bytes.size()/4 floats.
-bool all_finite(const void* data, std::size_t count);
+using ::psrun::all_finite;  // common/finite.h: the gradients' NaN/Inf check
 
 }  // namespace psrun::wire

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The layers of docs/architecture.md ("Layers"), checked on every #include "..." of the tree.
+"""The layers of docs/architecture.md ("Layers"), checked on every #include "..." of the tree,
+and within common/ the layers of its libraries (common/meson.build).
 
 Each folder may include only the folders its layer lists; a lower layer that includes a higher
 one fails here with the file, the line and the rule. Usage: layering_test.py SOURCE_ROOT.
@@ -69,6 +70,44 @@ def violations(rel, text):
     return out
 
 
+# common/'s libraries (common/meson.build: common_layers and common_layer_uses): a file belongs to
+# the library that lists its .cpp (a header without one to base) and may include the headers of
+# that library and of the ones it uses.
+COMMON_LAYERS = {}  # "wire" -> "protocol"
+COMMON_USES = {}    # "client" -> {"client", "base", ...}
+
+
+def read_common_layers(meson_text):
+    layers = re.search(r"common_layers = \{(.*?)\n\}", meson_text, re.S).group(1)
+    for name, body in re.findall(r"'(\w+)' : files\((.*?)\)", layers, re.S):
+        for source in re.findall(r"'(\w+)\.cpp'", body):
+            COMMON_LAYERS[source] = name
+    uses = re.search(r"common_layer_uses = \{(.*?)\n\}", meson_text, re.S).group(1)
+    for name, body in re.findall(r"'(\w+)' : \[(.*?)\]", uses):
+        COMMON_USES[name] = {name} | set(re.findall(r"'(\w+)'", body))
+    assert COMMON_LAYERS and set(COMMON_LAYERS.values()) <= set(COMMON_USES), "common/meson.build not understood"
+
+
+def common_layer(path):
+    return COMMON_LAYERS.get(Path(path).stem, "base")
+
+
+def common_violations(rel, text):
+    if not rel.startswith("common/") or not COMMON_USES:
+        return []
+    own = common_layer(rel)
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        m = INCLUDE.match(line)
+        if not m or not m.group(1).startswith("common/"):
+            continue
+        target = common_layer(m.group(1))
+        if target not in COMMON_USES[own]:
+            out.append(f"{rel}:{n}: includes {m.group(1)} (common library {target}), but {rel} is in library {own}, "
+                       f"which uses only {', '.join(sorted(COMMON_USES[own]))} (common/meson.build)")
+    return out
+
+
 def self_test():
     ok = violations("workerd/nn/x.cpp", '#include "common/rng.h"\n#include "workerd/nn/shape.h"\n')
     bad = violations("workerd/data/x.cpp", '#include <vector>\n#include "workerd/trainer.h"\n')
@@ -78,10 +117,15 @@ def self_test():
     assert len(bad) == 1 and "x.cpp:2" in bad[0], bad
     assert len(launcher_bad) == 1, launcher_bad
     assert len(common_bad) == 1, common_bad
+    layer_ok = common_violations("common/ps_client.cpp", '#include "common/wire.h"\n#include "common/result.h"\n')
+    layer_bad = common_violations("common/wire.cpp", '#include "common/ps_client.h"\n')
+    assert layer_ok == [], layer_ok
+    assert len(layer_bad) == 1 and "library protocol" in layer_bad[0], layer_bad
 
 
 def main():
     root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[1]
+    read_common_layers((root / "common" / "meson.build").read_text())
     self_test()
     found, files = [], 0
     for top in sorted(TOP):
@@ -89,7 +133,8 @@ def main():
             if p.suffix not in (".h", ".cpp") or not p.is_file():
                 continue
             files += 1
-            found += violations(p.relative_to(root).as_posix(), p.read_text(errors="replace"))
+            rel, text = p.relative_to(root).as_posix(), p.read_text(errors="replace")
+            found += violations(rel, text) + common_violations(rel, text)
     for v in found:
         print(v)
     print(f"{files} files, {len(found)} includes across layers")
