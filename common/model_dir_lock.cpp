@@ -185,6 +185,42 @@ std::string run_id_from_endpoints(const std::string& ps_list) {
     return fmt::format("ps-{:016x}", Fnv1a(Fnv1a::kLegacyOffset).add(ps_list).value());
 }
 
+RunStatus ModelDirLock::status(const std::string& model_dir, const std::string& run_id, ModelDirLockOptions options) {
+    RunStatus s;
+    std::error_code ec;
+    const std::string dir = fs::absolute(model_dir, ec).lexically_normal().string() + "/.psrun";
+    const std::string lock_path = dir + "/run.lock";
+    const std::string text = read_text_file(lock_path);
+    if (text.empty() && mtime_of(lock_path) == 0) {
+        s.description = "no run holds the model dir (no " + lock_path + ")";
+        return s;
+    }
+    const json held = json::parse(text, nullptr, false);
+    const auto held_run = run_id_of(held, lock_path);
+    if (held_run != run_id) {
+        s.description = held_run ? "the model dir is held by another run, " + *held_run : lock_path + " names no run";
+        return s;
+    }
+    s.holds = true;
+    // The file system's clock (server time on NFS), as acquire() reads it from its member file.
+    const std::string probe = dir + "/status.tmp." + this_host() + "." + std::to_string(::getpid());
+    double fs_now = 0;
+    if (const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644); fd >= 0) {
+        ::close(fd);
+        fs_now = mtime_of(probe);
+        ::unlink(probe.c_str());
+    }
+    if (fs_now == 0)
+        fs_now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    const auto members = read_members(dir + "/members", run_id, fs_now, options.lease);
+    std::vector<Member> live;
+    for (const auto& m : members)
+        if (m.live) live.push_back(m);
+    s.live = !live.empty();
+    s.description = describe_holder(held, s.live ? live : members);
+    return s;
+}
+
 ModelDirLock::ModelDirLock(std::string dir, RunIdentity me, ModelDirLockOptions options)
     : dir_(std::move(dir)), me_(std::move(me)), options_(options) {
     member_path_ = dir_ + "/members/" + this_host() + "." + std::to_string(::getpid());

@@ -47,8 +47,20 @@ struct ModelDirLockOptions {
     std::chrono::milliseconds refresh{10000};  // how often a member touches its file
 };
 
+// What a model dir's lock says of one run, read without taking the lock (ModelDirLock::status).
+struct RunStatus {
+    bool holds = false;       // run.lock names the run
+    bool live = false;        // ... and one of its member processes is live (as acquire() judges)
+    std::string description;  // for messages: the holder and its processes, or why it is not the run
+};
+
 class ModelDirLock {
   public:
+    // Whether run `run_id` holds `model_dir` with a live process, for one that acts for a run it is
+    // not a member of yet (psrun join, whose join file may have outlived its job). Writes only a
+    // probe file in <model-dir>/.psrun for the file system's clock (removed); never throws.
+    static RunStatus status(const std::string& model_dir, const std::string& run_id, ModelDirLockOptions options = {});
+
     // Joins the run holding `model_dir` (creating the dir and the lock when free or when its
     // holder is gone). kRejected: another live run holds it (message names it and the fix);
     // kIo: the dir cannot be written.

@@ -10,6 +10,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "common/model_dir_lock.h"
 #include "common/option_checks.h"
 #include "common/result.h"
 #include "launcher/daemon_command.h"
@@ -59,6 +60,24 @@ std::vector<std::string> join_argv(const JoinInfo& info, const JoinOptions& o, c
     return argv;
 }
 
+// The join file outlives its job (psd is exec'd under psrun run; a killed psrun local leaves it):
+// a job whose run no longer holds the model dir with a live process is refused at once, instead of
+// a HELLO that waits for a psd that is gone.
+void check_job_alive(const std::string& model_dir, const std::string& run_id) {
+    if (run_id.empty()) return;  // a join file of a run without an id: psd's reply decides
+    const ModelDirLockOptions lock_options;
+    const RunStatus status = ModelDirLock::status(model_dir, run_id, lock_options);
+    if (status.live) return;
+    throw UsageError(fmt::format(
+        "psrun join: the job that wrote {} (run {}) is over: {}{}. The join file outlives its job; join a "
+        "running job (started with --max-workers M on this model dir), or give --ps and --key-file",
+        join_file_path(model_dir), run_id, status.description,
+        status.holds ? fmt::format(", and none of its processes is alive (one on another host counts as gone after "
+                                   "{} s without a heartbeat)",
+                                   lock_options.lease.count() / 1000)
+                     : ""));
+}
+
 void run_join(const JoinOptions& o, CommandContext& ctx) {
     const auto& training = ctx.training;
     const auto chunks = training_value(training, "--data-chunks");
@@ -104,6 +123,7 @@ void run_join(const JoinOptions& o, CommandContext& ctx) {
         if (!read) throw UsageError(read.error().message);
         info = *read;
         if (!o.run_id.empty()) info.run_id = o.run_id;
+        check_job_alive(*model_dir, info.run_id);
         spdlog::info("join: the job on {} (psd {}, {} workers, room for {})", *model_dir, info.ps, info.num_workers,
                      info.max_workers);
     }

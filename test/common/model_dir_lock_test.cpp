@@ -254,3 +254,63 @@ TEST_CASE("the refresher thread takes no signal that the owner reads through a s
     ::close(sfd);
     ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
+
+TEST_CASE("status tells whether a run still holds the dir with a live process, without taking it", "[lock]") {
+    TempDir d;
+    ModelDirLockOptions o;
+    o.lease = std::chrono::milliseconds(60000);
+    SECTION("no lock: no run holds it") {
+        const RunStatus s = ModelDirLock::status(d.path, "slurm-17", o);
+        CHECK_FALSE(s.holds);
+        CHECK_FALSE(s.live);
+        CHECK_THAT(s.description, Catch::Contains("no run holds the model dir"));
+        CHECK_FALSE(fs::exists(d.path + "/.psrun/run.lock"));  // nothing taken
+    }
+    SECTION("a member on another host: live within the lease, gone after it") {
+        write_remote_member(d.path, "slurm-17");
+        RunStatus s = ModelDirLock::status(d.path, "slurm-17", o);
+        CHECK(s.holds);
+        CHECK(s.live);
+        CHECK_THAT(s.description, Catch::Contains("psd 1 pid 4242 on host othernode"));
+        age(d.path + "/.psrun/members/othernode.4242", 61);
+        s = ModelDirLock::status(d.path, "slurm-17", o);
+        CHECK(s.holds);
+        CHECK_FALSE(s.live);
+        CHECK_THAT(s.description, Catch::Contains("heard 6"));                  // 61 s or a little more
+        CHECK(read_json(d.path + "/.psrun/run.lock")["run_id"] == "slurm-17");  // not taken over
+        const RunStatus other = ModelDirLock::status(d.path, "slurm-18", o);
+        CHECK_FALSE(other.holds);
+        CHECK_FALSE(other.live);
+        CHECK_THAT(other.description, Catch::Contains("held by another run, slurm-17"));
+        for (const auto& e : fs::directory_iterator(d.path + "/.psrun"))  // the clock's probe file is gone
+            CHECK(e.path().filename().string().find("status.tmp") == std::string::npos);
+    }
+    SECTION("a member on this host: live while its process runs, gone once it is killed") {
+        int ready[2];
+        REQUIRE(::pipe(ready) == 0);
+        const pid_t child = ::fork();
+        REQUIRE(child >= 0);
+        if (child == 0) {
+            auto mine = ModelDirLock::acquire(d.path, {"local-a", "psd 0"}, o);
+            const char c = mine ? 'y' : 'n';
+            if (::write(ready[1], &c, 1) != 1) ::_exit(1);
+            ::pause();  // until SIGKILL: no destructor, the member and lock files stay
+            ::_exit(0);
+        }
+        ::close(ready[1]);
+        char c = 0;
+        REQUIRE(::read(ready[0], &c, 1) == 1);
+        ::close(ready[0]);
+        REQUIRE(c == 'y');
+        RunStatus s = ModelDirLock::status(d.path, "local-a", o);
+        CHECK(s.holds);
+        CHECK(s.live);
+        ::kill(child, SIGKILL);
+        int st = 0;
+        REQUIRE(::waitpid(child, &st, 0) == child);
+        s = ModelDirLock::status(d.path, "local-a", o);
+        CHECK(s.holds);
+        CHECK_FALSE(s.live);
+        CHECK_THAT(s.description, Catch::Contains("psd 0 pid " + std::to_string(child)));
+    }
+}

@@ -8,6 +8,7 @@
 # PID (its workerd: psrun join execs it): psd drops it. The run ends 0; summary.json lists both joins and the drop; every complete epoch counted exactly
 # 60,000 examples; the test accuracy is within 1.5 points of an undisturbed 2-worker run. Once psd dropped the
 # killed joiner, one more `psrun join` finds no fresh slot and is handed the dropped one; it trains to the end.
+# After the run, the join file put back as psrun run leaves it: a late join is refused at once (exit 2).
 # Every process is stopped by PID; the temp dir is removed.
 # Usage: join_test.sh <psrun> <async|sync>
 set -u
@@ -55,6 +56,7 @@ check "the undisturbed $mode run exits 0 (rc=$code)" test "$code" -eq 0
 timeout 300 "$psrun" local "${run_opts[@]}" -- "${train_opts[@]}" --model-dir "$tmp/m" >"$tmp/log" 2>&1 &
 pid=$!
 s=$(wait_step "$tmp/log" "$steps" $((steps * 3 / 10)) 150 workerd:0)
+cp "$tmp/m/.psrun/join.json" "$tmp/join.json.saved"  # put back after the run, as psrun run would leave it
 timeout 300 "$psrun" join -- "${train_opts[@]}" --model-dir "$tmp/m" >"$tmp/j2.log" 2>&1 &
 j2=$!
 timeout 300 "$psrun" join -- "${train_opts[@]}" --model-dir "$tmp/m" >"$tmp/j3.log" 2>&1 &
@@ -113,6 +115,16 @@ j4=
 check "the joiner that came after the drop exits 0 (rc=$code)" test "$code" -eq 0
 check "... at the dropped slot $victim_slot" grep -q "handed out worker slot $victim_slot " "$tmp/j4.log"
 check "... and trained" grep -q "training from global step" "$tmp/j4.log"
+# The join file outlives a job under psrun run (psd is exec'd; nobody removes it): a join after the
+# job ended is refused at once (exit 2, naming the run as over), not after a 30 s wait for a gone psd.
+check "psrun local removed its join file at the end" test ! -e "$tmp/m/.psrun/join.json"
+cp "$tmp/join.json.saved" "$tmp/m/.psrun/join.json"
+start=$(date +%s%N)
+timeout 60 "$psrun" join -- "${train_opts[@]}" --model-dir "$tmp/m" >"$tmp/stale.log" 2>&1
+code=$?
+ms=$((($(date +%s%N) - start) / 1000000))
+check "a join after the job ended exits 2 (rc=$code) in under 5 s (${ms} ms)" test "$code" -eq 2 -a "$ms" -lt 5000
+check "... naming the job as over" grep -q "the job that wrote .*join.json (run .*) is over: no run holds" "$tmp/stale.log"
 check "psd drops the killed joiner" grep -q "\[psd:0\].*elastic: worker $victim_slot dropped" "$tmp/log"
 if [ "$mode" = sync ]; then
     check "sync: steps aggregate 4 gradients once both joiners pushed" grep -q "\[psd:0\].*sync: steps now aggregate 4 gradients" "$tmp/log"

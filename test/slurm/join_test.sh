@@ -149,6 +149,17 @@ if grep -E 'srun: error: .*task 0: ' "$OUT/joiners.out" >&2; then fail "the surv
 grep -Eq 'srun: error: .*task 1: Killed' "$OUT/joiners.out" || fail "srun did not report task 1 killed"
 grep -Eq '^ *[01]: .*join: the job on .*/join.model \(psd tcp://n1:' "$OUT/joiners.out" ||
   fail "the joiners did not read the join file: $(head -n 20 "$OUT/joiners.out")"
+# psrun run's psd is exec'd, so the join file outlives the job: a join after the job ended is refused
+# at once (exit 2, the run named as over), not after a 30 s wait for a psd that is gone.
+[ -s "$join_file" ] || fail "the join file is gone after the job ($join_file): this check assumes it stays"
+late_start=$SECONDS
+LATE_RC=0
+timeout 60 "$PSRUN" join --threads 1 -- "${TRAIN[@]}" >"$OUT/late.out" 2>&1 || LATE_RC=$?
+[ "$LATE_RC" = 2 ] || fail "a join after the job ended: exit $LATE_RC, not 2: $(tail -n 5 "$OUT/late.out")"
+[ $((SECONDS - late_start)) -le 5 ] || fail "a join after the job ended took $((SECONDS - late_start)) s"
+grep -q "the job that wrote .*join.json (run slurm-$JOB_ID) is over" "$OUT/late.out" ||
+  fail "a join after the job ended does not name the run as over: $(tail -n 5 "$OUT/late.out")"
+note "a join after the job ended: exit 2 in $((SECONDS - late_start)) s: $(grep -o 'is over: .*' "$OUT/late.out" | cut -c1-120)"
 
 PYTHONPATH="$SLURM_TEST_DIR/../support" python3 - "$OUT/ref.model/summary.json" "$OUT/join.model/summary.json" "$STEPS" "$victim_slot" "$OUT/join.out" <<'PY' ||
 import json, sys
