@@ -24,7 +24,7 @@ nn_sources=$(echo "workerd/nn/field_reader.cpp workerd/nn/graph_builder.cpp work
   common/optimizer.cpp common/lamb.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp common/param_groups.cpp" | tr -s '\n ' '  ')
 
 declare -A targets=(
-  [wire]="common/wire.cpp common/wire_bodies.cpp common/wire_chunks.cpp common/wire_join.cpp common/shm_segment.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp common/optimizer.cpp common/lamb.cpp common/param_groups.cpp|-lz -lfmt|4096"
+  [wire]="common/wire.cpp common/finite.cpp common/wire_bodies.cpp common/wire_chunks.cpp common/wire_join.cpp common/shm_segment.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp common/optimizer.cpp common/lamb.cpp common/param_groups.cpp|-lz -lfmt|4096"
   [hostlist]="launcher/hostlist.cpp|-lslurm -lfmt|256"
   [slurm_lists]="launcher/slurm_lists.cpp|-lfmt|256"
   [slurm_env]="launcher/slurm_env.cpp launcher/het_job.cpp launcher/hostlist.cpp launcher/slurm_lists.cpp launcher/env_map.cpp|-lslurm -lfmt|1024"
@@ -40,11 +40,11 @@ declare -A targets=(
   [example_table]="common/utf8.cpp common/crc32c.cpp workerd/data/example_table.cpp workerd/data/example_proto.cpp workerd/data/tfrecord_reader.cpp workerd/data/column_table.cpp workerd/data/column_spec.cpp workerd/data/categorical_hash.cpp workerd/data/table_cells.cpp workerd/data/table_targets.cpp workerd/data/csv_reader.cpp workerd/data/reader_common.cpp workerd/data/labeled_images.cpp|-lxxhash -lz|4096"
   [npz]="common/utf8.cpp workerd/data/table_reader.cpp workerd/data/table_cells.cpp workerd/data/table_targets.cpp workerd/data/csv_reader.cpp workerd/data/npz_reader.cpp workerd/data/npy_reader.cpp workerd/data/npy_values.cpp workerd/data/reader_common.cpp workerd/data/labeled_images.cpp|-lz|8192"
   [image]="workerd/data/image_decoder.cpp workerd/data/image_resize.cpp workerd/data/jpeg_reader.cpp workerd/data/png_reader.cpp workerd/data/pgm_reader.cpp workerd/data/reader_common.cpp workerd/data/labeled_images.cpp|-lturbojpeg -lpng -lz|16384"
-    [checkpoint]="common/utf8.cpp common/tensor_file.cpp common/tensor_file_stream.cpp common/crc32c.cpp common/checkpoint_store.cpp common/wire.cpp common/wire_bodies.cpp common/shm_segment.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp|-lz|4096"
-  [data_chunks]="psd/data_chunks.cpp psd/data_chunks_file.cpp common/utf8.cpp common/tensor_file.cpp common/tensor_file_stream.cpp common/crc32c.cpp common/checkpoint_store.cpp common/wire.cpp common/wire_bodies.cpp common/shm_segment.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp|-lz -lfmt|8192"
-  [row_frames]="psd/row_frames.cpp common/payload_codec.cpp common/wire.cpp common/wire_bodies.cpp common/wire_precision.cpp common/zmq_util.cpp common/tensor_layout.cpp common/shm_segment.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp|-lz -lzmq|4096"
+    [checkpoint]="common/utf8.cpp common/tensor_file.cpp common/tensor_file_stream.cpp common/crc32c.cpp common/checkpoint_store.cpp common/wire.cpp common/finite.cpp common/wire_bodies.cpp common/shm_segment.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp|-lz|4096"
+  [data_chunks]="psd/data_chunks.cpp psd/data_chunks_file.cpp common/utf8.cpp common/tensor_file.cpp common/tensor_file_stream.cpp common/crc32c.cpp common/checkpoint_store.cpp common/wire.cpp common/finite.cpp common/wire_bodies.cpp common/shm_segment.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp|-lz -lfmt|8192"
+  [row_frames]="psd/row_frames.cpp common/payload_codec.cpp common/wire.cpp common/finite.cpp common/wire_bodies.cpp common/wire_precision.cpp common/zmq_util.cpp common/tensor_layout.cpp common/shm_segment.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp|-lz -lzmq|4096"
   [job_keys]="common/job_keys.cpp|-lzmq|1024"
-  [mac_trailer]="common/message_auth.cpp common/gmac.cpp common/thread_team.cpp common/wire.cpp common/wire_bodies.cpp common/shm_segment.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp|-lcrypto -lz -lpthread|4096"
+  [mac_trailer]="common/message_auth.cpp common/gmac.cpp common/thread_team.cpp common/wire.cpp common/finite.cpp common/wire_bodies.cpp common/shm_segment.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp|-lcrypto -lz -lpthread|4096"
   [model]="$nn_sources|-lcrypto -lfmt|4096"
   [einsum]="workerd/nn/ops/einsum_equation.cpp workerd/nn/ops/einsum_plan.cpp workerd/nn/tensor_shape.cpp workerd/nn/shape.cpp||1024"
   [recipe]="workerd/nn/recipe.cpp workerd/nn/field_reader.cpp workerd/nn/shape.cpp common/optimizer.cpp common/lamb.cpp common/lr_schedule.cpp common/lr_schedule_text.cpp common/param_groups.cpp|-lfmt|4096"
