@@ -217,7 +217,7 @@ TEST_CASE("SIGKILL of the chief while psd lives: the restarted chief continues f
     CHECK(psd.wait(30) == 0);
 }
 
-TEST_CASE("SIGKILL of the chief under psrun local: the rerun loses at most one checkpoint interval",
+TEST_CASE("SIGKILL of the chief under psrun local: the rerun resumes from the newest committed checkpoint",
           "[integration][preemption]") {
     psrun::test::TempTree tmp;
     fetch_mnist(tmp.path);
@@ -242,7 +242,15 @@ TEST_CASE("SIGKILL of the chief under psrun local: the rerun loses at most one c
     WARN("chief SIGKILL, whole job rerun: psd at step " << reached[0] << ", last checkpoint " << saved << ", " << lost
                                                         << " steps lost (interval " << interval << ")");
     CHECK(lost >= 0);
-    CHECK(lost <= interval + 2);  // one interval, plus the in-flight step of each of the 2 workers
+    // Checkpoints are written in the background (psd forks a writer; the chief commits the manifest
+    // once every shard is done) while training goes on, so the newest one may still be in flight when
+    // the chief dies. What was committed is never lost: the rerun's checkpoint is at least the newest
+    // the chief logged as written. What is lost is one interval plus the steps of one write (a bound
+    // of 3 intervals: a write of this 13 MB shard takes ~0.3-0.5 s, ~10 steps, on 2 loaded cores).
+    const auto committed = capture_all(log, R"(\[workerd:0\] checkpoint at step (\d+) written)");
+    REQUIRE_FALSE(committed.empty());
+    CHECK(saved >= committed.back());
+    CHECK(lost <= 3 * interval);
 
     ChildProcess second(exe("launcher/psrun"), local_args(1, 2, model, static_cast<int>(saved) + 20),
                         (tmp.path / "second.log").string());
