@@ -13,6 +13,9 @@
 #     With EMA=D in the environment, both sides also keep a moving average of the weights with decay
 #     D (psrun --ema-decay D, PyTorch's AveragedModel with the same EMA, buffers averaged) and report
 #     its accuracy beside the weights'; psrun then uses adam_torch (torch.optim.Adam's form).
+#     OPTIMIZER=adam_torch asks for that form without the average (the default, adam, is TF 1.x's,
+#     epsilon applied to the uncorrected second moment). NETWORKS may also be bench/more_networks.py's
+#     fifteen (exported at opset 17; the token models train on `networks.py tokens`).
 #
 #   bench/compare_networks.sh speed [ROUNDS=5] [NETWORKS...]
 #     (NETWORKS: bench/networks.py's seven by default, or any of bench/more_networks.py's, exported
@@ -35,6 +38,9 @@ out=$work/results.jsonl
 all_networks=(resnet20 bn_cnn mobilenet mlp_ln_gelu lstm_rows transformer_rows embedding_bag)
 tunables=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824
 
+# The token models: the embedding bag and bench/more_networks.py's mnist-tokens networks.
+more_list=$($py bench/more_networks.py list)
+uses_tokens() { [ "$1" = embedding_bag ] || grep -q "^$1 mnist-tokens " <<<"$more_list"; }
 learning_rate() { [ "$1" = embedding_bag ] && echo 1e-2 || echo 1e-3; }
 is_cnn() {
   case $1 in
@@ -58,14 +64,14 @@ if [ "$mode" = accuracy ]; then
     data=(--data-dir "$cache/mnist")
     psdata=(--dataset mnist)
     if is_cnn "$name"; then data=(--data-dir "$cache/fashion-mnist"); psdata=(--dataset fashion-mnist); fi
-    if [ "$name" = embedding_bag ]; then
+    if uses_tokens "$name"; then
       data=(--tokens "$work/tokens")
       psdata=(--train-images "$work/tokens/train-tokens.npy" --train-labels "$work/tokens/train-labels.npy"
               --test-images "$work/tokens/test-tokens.npy" --test-labels "$work/tokens/test-labels.npy")
     fi
     for seed in $seeds; do
       init=$work/$name-$seed.onnx
-      ema=(); optimizer=adam
+      ema=(); optimizer=${OPTIMIZER:-adam}
       [ -n "${EMA:-}" ] && { ema=(--ema-decay "$EMA"); optimizer=adam_torch; }
       GLIBC_TUNABLES=$tunables $py bench/pytorch_networks.py train "$name" --seed "$seed" --steps "$steps" \
         --batch-size 128 --learning-rate "$lr" --threads 2 --export "$init" "${ema[@]}" "${data[@]}" | tee -a "$out"
@@ -120,7 +126,7 @@ elif [ "$mode" = speed ]; then
   networks=("$@")
   [ $# -gt 0 ] || networks=("${all_networks[@]}")
   # Each name from bench/networks.py or, failing that, bench/more_networks.py (opset 17).
-  more=$($py bench/more_networks.py list | cut -d' ' -f1)
+  more=$(cut -d' ' -f1 <<<"$more_list")
   for name in "${networks[@]}"; do
     if grep -qx "$name" <<<"$more"; then
       $py bench/more_networks.py export "$work/nets" --opset 17 "$name" >/dev/null 2>&1

@@ -12,7 +12,11 @@
     pytorch_networks.py bench NAME --batch-size B --threads T [--steps N] [--warmup W] [--channels-last]
         training steps (forward, cross-entropy, backward, Adam) on random inputs held in memory:
         the step alone, no data loading, as `psrun bench train`. One JSON line: images_per_sec.
-        NAME may also be one of bench/more_networks.py's networks (token models get ids in [1, 784)).
+
+NAME is one of bench/networks.py's seven or bench/more_networks.py's fifteen (issue 34's; train
+exports those at opset 17, as current PyTorch does). The token models (embedding_bag and
+more_networks.py's mnist-tokens ones) train on `networks.py tokens`; bench gives them random ids
+in [1, 784).
 
 Data: pixels scaled to [0, 1] (what psrun's readers give an IDX file without --normalize); the
 embedding bag reads the token ids of `networks.py tokens`.
@@ -56,9 +60,32 @@ def blas():
     return os.path.basename(os.path.dirname(path))
 
 
+def uses_tokens(name):
+    """Whether NAME's input is token ids (networks.py tokens) rather than images."""
+    if name in more_networks.NETWORKS:
+        return more_networks.NETWORKS[name][1] == "mnist-tokens"
+    return name == "embedding_bag"
+
+
+def build(name, seed):
+    if name in more_networks.NETWORKS:
+        return more_networks.build(name, seed)
+    return networks.build(name, seed)
+
+
+def export_initial(model, name, path):
+    """NAME's module as a training-mode ONNX export: psrun starts from these very weights."""
+    with warnings.catch_warnings():  # the exporter's notes on training-mode BatchNorm
+        warnings.simplefilter("ignore")
+        if name in more_networks.NETWORKS:
+            more_networks.export(model, name, path, opset=17)
+        else:
+            networks.export(model, name, path, training=True)
+
+
 def load(name, data_dir, tokens_dir):
     """(train_x, train_y, test_x, test_y) as tensors: float images [N, 1, 28, 28] in [0, 1], or ids."""
-    if name == "embedding_bag":
+    if uses_tokens(name):
         return tuple(torch.from_numpy(np.load(os.path.join(tokens_dir, f))) for f in
                      ("train-tokens.npy", "train-labels.npy", "test-tokens.npy", "test-labels.npy"))
     out = []
@@ -72,11 +99,9 @@ def load(name, data_dir, tokens_dir):
 
 def train(a):
     torch.set_num_threads(a.threads)
-    model = networks.build(a.name, a.seed)
+    model = build(a.name, a.seed)
     if a.export:
-        with warnings.catch_warnings():  # the exporter's notes on training-mode BatchNorm
-            warnings.simplefilter("ignore")
-            networks.export(model, a.name, a.export, training=True)
+        export_initial(model, a.name, a.export)
     train_x, train_y, test_x, test_y = load(a.name, a.data_dir, a.tokens)
     generator = torch.Generator().manual_seed(a.seed)
     torch.manual_seed(a.seed)  # dropout
@@ -123,13 +148,8 @@ def train(a):
 def bench(a):
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
-    if a.name in more_networks.NETWORKS:
-        model = more_networks.build(a.name, 1)
-        tokens = more_networks.NETWORKS[a.name][1] == "mnist-tokens"
-    else:
-        model = networks.build(a.name, 1)
-        tokens = a.name == "embedding_bag"
-    if tokens:
+    model = build(a.name, 1)
+    if uses_tokens(a.name):
         x = torch.randint(1, 784, (a.batch_size, 32))
     else:
         x = torch.rand(a.batch_size, 1, 28, 28)
@@ -175,12 +195,10 @@ def main():
     ap.add_argument("--channels-last", action="store_true")
     a = ap.parse_args()
     if a.mode == "train":
-        if a.name not in networks.NETWORKS:
-            ap.error("train knows bench/networks.py's networks; bench knows bench/more_networks.py's too")
         if a.steps is None:
             ap.error("train needs --steps")
-        if (a.name == "embedding_bag") != (a.tokens is not None) or (a.name != "embedding_bag" and not a.data_dir):
-            ap.error("train needs --data-dir (images) or --tokens (embedding_bag)")
+        if uses_tokens(a.name) != (a.tokens is not None) or (not uses_tokens(a.name) and not a.data_dir):
+            ap.error("train needs --data-dir (images) or --tokens (the token models)")
         train(a)
     else:
         a.steps = a.steps or 50
