@@ -143,8 +143,9 @@ Result<RowRestorePlan> plan_row_restore(const ShardState& shard, const std::vect
         out.source = *source;
         const bool here = table.rows_on(target, target_shards) > 0;
         // The pieces this shard reads: those holding rows it keeps, or (holding none of the table) one
-        // for the update count.
-        auto needed = [&](std::uint32_t s) {
+        // for the update count. (source_shards captured by copy: clang 14, the fuzz build's
+        // compiler, cannot capture a structured binding by reference.)
+        auto needed = [&, source_shards = source_shards](std::uint32_t s) {
             if (source->rows_on(s, source_shards) == 0) return false;
             if (!here) return s == (source->whole() ? source->home : 0u);
             if (table.keyed || table.whole() || source->whole()) return true;

@@ -19,7 +19,7 @@ bool shape_matches(const psrun::NamedTensor& t) {
     unsigned __int128 product = 1;
     for (std::uint64_t d : t.shape) {
         product *= d;
-        if (product > (unsigned __int128){1} << 64) return false;
+        if (product > static_cast<unsigned __int128>(1) << 64) return false;
     }
     return product == t.data.size();
 }
