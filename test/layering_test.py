@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The layers of docs/architecture.md ("Layers"), checked on every #include "..." of the tree,
-and within common/ the layers of its libraries (common/meson.build).
+within common/ the layers of its libraries (common/meson.build), and within launcher/ the
+cluster map's library below the commands (launcher/meson.build).
 
 Each folder may include only the folders its layer lists; a lower layer that includes a higher
 one fails here with the file, the line and the rule. Usage: layering_test.py SOURCE_ROOT.
@@ -108,6 +109,31 @@ def common_violations(rel, text):
     return out
 
 
+# launcher/'s cluster map (launcher/meson.build: cluster_map_sources): its files may include
+# common/ and one another, nothing else of the tree (not the commands, not the runtime).
+CLUSTER_MAP = set()  # "hostlist", ...
+
+
+def read_cluster_map(meson_text):
+    body = re.search(r"cluster_map_sources = files\((.*?)\)", meson_text, re.S).group(1)
+    CLUSTER_MAP.update(re.findall(r"'(\w+)\.cpp'", body))
+    assert CLUSTER_MAP, "launcher/meson.build not understood"
+
+
+def cluster_map_violations(rel, text):
+    if not rel.startswith("launcher/") or Path(rel).stem not in CLUSTER_MAP:
+        return []
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        m = INCLUDE.match(line)
+        if not m or target_folder(m.group(1)) is None or m.group(1).startswith("common/"):
+            continue
+        if not (m.group(1).startswith("launcher/") and Path(m.group(1)).stem in CLUSTER_MAP):
+            out.append(f"{rel}:{n}: includes {m.group(1)}, but {rel} is in the cluster map (launcher/meson.build "
+                       "cluster_map_sources), which may include only common/ and its own headers")
+    return out
+
+
 def self_test():
     ok = violations("workerd/nn/x.cpp", '#include "common/rng.h"\n#include "workerd/nn/shape.h"\n')
     bad = violations("workerd/data/x.cpp", '#include <vector>\n#include "workerd/trainer.h"\n')
@@ -121,11 +147,16 @@ def self_test():
     layer_bad = common_violations("common/wire.cpp", '#include "common/ps_client.h"\n')
     assert layer_ok == [], layer_ok
     assert len(layer_bad) == 1 and "library protocol" in layer_bad[0], layer_bad
+    map_ok = cluster_map_violations("launcher/hostlist.cpp", '#include "common/result.h"\n#include "launcher/hostlist.h"\n')
+    map_bad = cluster_map_violations("launcher/slurm_env.cpp", '#include "launcher/cmd_run.h"\n')
+    assert map_ok == [], map_ok
+    assert len(map_bad) == 1 and "cluster map" in map_bad[0], map_bad
 
 
 def main():
     root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[1]
     read_common_layers((root / "common" / "meson.build").read_text())
+    read_cluster_map((root / "launcher" / "meson.build").read_text())
     self_test()
     found, files = [], 0
     for top in sorted(TOP):
@@ -134,7 +165,7 @@ def main():
                 continue
             files += 1
             rel, text = p.relative_to(root).as_posix(), p.read_text(errors="replace")
-            found += violations(rel, text) + common_violations(rel, text)
+            found += violations(rel, text) + common_violations(rel, text) + cluster_map_violations(rel, text)
     for v in found:
         print(v)
     print(f"{files} files, {len(found)} includes across layers")
