@@ -58,7 +58,7 @@ cxx=$(command -v clang++ || command -v clang++-14 || true)
     rm -rf "$build"
     echo "configuring the clang build $build"
     # -O1 with line tables: fast enough to fuzz, stacks that name lines. Warnings are the GCC
-    # build's business (werror there); ASan's leak checker needs the symbols unstripped.
+    # build's business (werror there).
     CXX=$cxx meson setup "$build" "$src" -Dfuzz_targets=true -Dtests=disabled -Dwerror=false \
       -Dbuildtype=plain -Doptimization=1 -Db_ndebug=false -Db_sanitize=address,undefined -Db_lundef=false \
       -Dcpp_args='-gline-tables-only -fsanitize=fuzzer-no-link -fno-sanitize-recover=undefined' \
