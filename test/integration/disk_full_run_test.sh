@@ -41,7 +41,7 @@ if kill -0 "$pid" 2>/dev/null; then echo "FAILED: psrun still running after 120 
 wait "$pid"
 code=$?
 pid=
-failures=$(grep -c "\[workerd:0\] checkpoint at step [0-9]* not written .*(failure [0-9]*;" "$tmp/log")
+failures=$(grep -c "\[workerd:0\] checkpoint at step [0-9]* not \(written\|committed\) .*(failure [0-9]*;" "$tmp/log")
 newest=$(ls -d "$mnt"/m/ckpt-* 2>/dev/null | sort | tail -1 | sed 's/.*ckpt-0*//')
 echo "psrun exit $code, $failures failed checkpoints logged, newest checkpoint step ${newest:-none}"
 check "psrun exits 74: the final checkpoint was not written (rc=$code)" test "$code" -eq 74
