@@ -106,6 +106,7 @@ Result<DaemonCommand> daemon_command(const ClusterMap& map, Role role, int index
                  std::to_string(options.replicas_to_aggregate.value_or(static_cast<int>(map.worker.size())))});
             if (options.backup_workers)
                 cmd.argv.insert(cmd.argv.end(), {"--backup-workers", std::to_string(*options.backup_workers)});
+            if (options.async_tables) cmd.argv.push_back("--async-tables");
         }
         add_threads();
         if (!options.log_level.empty()) cmd.argv.insert(cmd.argv.end(), {"--log-level", options.log_level});

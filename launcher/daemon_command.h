@@ -21,6 +21,7 @@ struct DaemonOptions {
     bool sync = false;     // psd: --sync
     std::optional<int> replicas_to_aggregate;
     std::optional<int> backup_workers;
+    bool async_tables = false;             // psd: --async-tables (with --sync)
     bool standby = false;                  // psd: --standby
     std::optional<double> worker_timeout;  // psd: --worker-timeout SECONDS
     std::optional<long> max_bad_grads;     // psd: --max-bad-grads N

@@ -100,6 +100,11 @@ void add_daemon_options(CLI::App* cmd, DaemonOptions& o) {
         ->needs(sync)
         ->check(integer_in(1, kMaxTasks))
         ->group(grp);
+    cmd->add_flag("--async-tables", o.async_tables,
+                  "psd with --sync: the sparse tables stay asynchronous (each gradient's rows applied when it "
+                  "arrives), the dense tensors wait for the step")
+        ->needs(sync)
+        ->group(grp);
     cmd->add_option("--backup-workers", o.backup_workers, "psd with --sync: backup workers")
         ->needs(sync)
         ->check(integer_in(0, kMaxTasks - 1))

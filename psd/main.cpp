@@ -64,6 +64,10 @@ int main(int argc, char** argv) {
     app.add_option("--replicas-to-aggregate", o.replicas_to_aggregate, "sync: gradients averaged per step")
         ->check(psrun::integer_in(1, psrun::kMaxTasks))
         ->needs(sync);
+    app.add_flag("--async-tables", o.async_tables,
+                 "sync: the sparse tables stay asynchronous: each gradient's rows are applied when it arrives "
+                 "(not averaged over the step), the dense tensors wait for the step")
+        ->needs(sync);
     app.add_option("--backup-workers", o.backup_workers, "sync: extra workers whose late gradients are dropped")
         ->check(psrun::integer_in(0, psrun::kMaxTasks - 1))
         ->needs(sync);

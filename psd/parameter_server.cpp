@@ -47,6 +47,10 @@ ParameterServer::ParameterServer(ServerOptions options)
     if (options_.sync && (options_.replicas_to_aggregate == 0 ||
                           options_.replicas_to_aggregate + options_.backup_workers > options_.num_workers))
         throw UsageError("--sync needs 1 <= --replicas-to-aggregate and replicas + --backup-workers <= --num-workers");
+    if (options_.async_tables && !options_.sync)
+        throw UsageError(
+            "--async-tables keeps the tables of a --sync run asynchronous: give --sync too (async "
+            "runs apply every table's rows as they arrive already)");
     if (options_.standby && options_.model_dir.empty()) throw UsageError("--standby needs --model-dir");
     if (options_.keys) options_.token = options_.keys->token;
     std::random_device entropy;
@@ -383,6 +387,7 @@ std::string ParameterServer::stats_json() const {
     j["index"] = options_.index;
     j["instance"] = fmt::format("{:016x}", instance_);  // as in WELCOME: a waiting worker sees a restart by it
     j["mode"] = options_.sync ? "sync" : "async";
+    j["table_mode"] = options_.sync && !options_.async_tables ? "sync" : "async";  // how sparse rows are applied
     j["initialized"] = ready_for_workers();
     j["step"] = shard_ ? shard_->step() : 0;
     j["shard_floats"] = shard_ ? shard_->size() : 0;

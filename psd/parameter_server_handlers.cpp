@@ -166,14 +166,20 @@ void ParameterServer::on_push(const std::string& routing, const Header& h, Parts
         return answer_bounded(routing, h, *rows, [&] { answer(0, mirror); });
     }
     if (workers_.is_joining(h.index)) activate_joiner(h.index);  // sync steps count it from now
-    if (h.step < shard_->step()) {  // stale: computed on parameters older than the current step
-        ++counters_.stale;
-        return answer(wire::kFlagStale);
-    }
     if (h.step > shard_->step())
         return reply_error(routing, ErrorCode::kProtocol,
                            "gradient tagged with future step " + std::to_string(h.step) + " (current " +
                                std::to_string(shard_->step()) + ")");
+    const bool stale = h.step < shard_->step();  // computed on parameters older than the current step
+    if (options_.async_tables && !(!stale && sync_->contributed(h.index))) {  // not a reconnect's repeat
+        shard_->apply_rows(rows->grads);  // --async-tables: a stale push's rows count too
+        for (const auto& g : rows->grads) counters_.rows_pushed += g.size();
+        rows->grads = {};
+    }
+    if (stale) {
+        ++counters_.stale;
+        return answer(wire::kFlagStale);
+    }
     if (sync_->contributed(h.index)) {
         // Its gradient for this step came on another connection, which this worker gave up (its network blinked,
         // common/ps_client_reconnect.cpp): that one counts, this one is dropped, and the reply waits for the step.

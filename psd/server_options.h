@@ -36,6 +36,10 @@ struct ServerOptions {
     std::chrono::milliseconds init_timeout{300000};
     bool sync = false;
     std::uint32_t replicas_to_aggregate = 0;  // sync: gradients averaged per step
+    // Sync with asynchronous tables (--async-tables; Persia's hybrid): the dense tensors wait for
+    // the step's gradients as with sync, each push's sparse rows are applied when it arrives (not
+    // averaged over the replicas; a stale or backup push's rows too). Needs sync.
+    bool async_tables = false;
     std::uint32_t backup_workers = 0;
     std::uint32_t straggler_every = 100;  // sync: steps between straggler reports
     int threads = 1;                      // threads for the finite check and the optimizer update

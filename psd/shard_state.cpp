@@ -195,12 +195,22 @@ void ShardState::apply(const std::vector<std::span<const float>>& grads, ThreadT
     if (parts == 1) update(0);
     else team->run(update);
     average_.finish_update();
+    update_rows(rows);
+    ++step_;
+}
+
+void ShardState::apply_rows(std::span<const RowSlice> rows) {
+    if (rows.empty() || dry_run_) return;
+    const TornGuard guard(torn_);
+    update_rows(rows);
+}
+
+void ShardState::update_rows(std::span<const RowSlice> rows) {
     rows_.begin_update();
     for (const auto& r : rows) {
         if (rows_.table(r.table).keyed) rows_.apply(r.table, r.keys, r.values);
         else rows_.apply(r.table, r.ids, r.values);
     }
-    ++step_;
 }
 
 void ShardState::copy_params_to(std::span<float> full, ThreadTeam* team) const {

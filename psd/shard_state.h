@@ -88,6 +88,10 @@ class ShardState {
     // `rows`: the sparse gradient rows of the same update (checked by parse_row_frames()).
     void apply(const std::vector<std::span<const float>>& grads, ThreadTeam* team = nullptr,
                std::span<float> mirror = {}, std::span<const RowSlice> rows = {});
+    // Applies sparse gradient rows alone, as one update of the tables (their optimizers' update
+    // count advances), leaving the dense slices and the step as they are: a sync run whose tables
+    // stay asynchronous (--async-tables) applies each worker's rows as they arrive. No rows: no update.
+    void apply_rows(std::span<const RowSlice> rows);
     // This shard's rows of the sparse tables.
     RowStore& rows() { return rows_; }
     const RowStore& rows() const { return rows_; }
@@ -119,7 +123,8 @@ class ShardState {
     [[nodiscard]] Result<void> load(const std::string& path, std::optional<DataChunks>* chunks = nullptr);
 
   private:
-    float* writable();  // current buffer, or a free copy of it if ZeroMQ still holds it
+    float* writable();                                 // current buffer, or a free copy of it if ZeroMQ still holds it
+    void update_rows(std::span<const RowSlice> rows);  // one update of the tables (apply's last part)
     void set_dense(const wire::InitConfig& config, const std::vector<std::span<const float>>& params);
     void make_optimizers();
     std::vector<std::span<const float>> param_slices() const;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <future>
 #include <numeric>
+#include <thread>
 
 #include <zmq.hpp>
 
@@ -271,6 +272,90 @@ TEST_CASE("sync: rows are averaged over the replicas; a stale push's rows are dr
     auto stats = chief.stats(1);
     REQUIRE(stats);
     CHECK((*stats)["stale"] == 1);
+}
+
+TEST_CASE("sync with --async-tables: rows applied as each push arrives, the dense part waits for the step",
+          "[psd][sparse]") {
+    auto o = base_options(2);
+    o.sync = true;
+    o.replicas_to_aggregate = 2;
+    o.async_tables = true;
+    Cluster cluster(2, o);
+    PsClient chief(cluster.client_options(0, model(true)));
+    PsClient worker(cluster.client_options(1, model(true)));
+    REQUIRE(chief.hello());
+    REQUIRE(worker.hello());
+    const std::size_t n = chief.layout().total;
+    const auto start = ramp(n, 1.0f);
+    REQUIRE(chief.init(sgd(0.5f), start));
+    const auto table = table_init();
+    const auto g = ramp(n, 0.2f, 0.1f);
+    const std::vector<float> zero(n, 0.0f);
+    const std::vector<std::uint32_t> ids_a{1, 2, 3}, ids_b{3, 4};
+    const auto va = ramp(3 * kWidth, 0.4f), vb = ramp(2 * kWidth, -0.2f, 1.0f);
+    const RowGrads ra{1, ids_a, va}, rb{1, ids_b, vb};
+    // rows[id] after SGD(0.5) of the given (ids, values) pushes, each applied whole (no averaging).
+    auto expect = [&](std::vector<std::pair<const std::vector<std::uint32_t>*, const std::vector<float>*>> pushes) {
+        auto t = table;
+        for (const auto& [ids, values] : pushes)
+            for (std::size_t i = 0; i < ids->size(); ++i)
+                for (std::size_t c = 0; c < kWidth; ++c) t[(*ids)[i] * kWidth + c] -= 0.5f * (*values)[i * kWidth + c];
+        return t;
+    };
+    auto rows_pushed = [&] {
+        std::uint64_t sum = 0;
+        for (std::uint32_t shard : {0u, 1u}) {
+            auto stats = worker.stats(shard);
+            REQUIRE(stats);
+            CHECK((*stats)["table_mode"] == "async");
+            sum += (*stats)["rows_pushed"].get<std::uint64_t>();
+        }
+        return sum;
+    };
+    auto first = std::async(std::launch::async, [&] {
+        return chief.exchange(Exchange{.grads = g, .step = 0, .row_grads = {&ra, 1}});
+    });
+    for (int i = 0; i < 500 && rows_pushed() < ids_a.size(); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    REQUIRE(rows_pushed() == ids_a.size());
+    // The chief's rows are in (its whole gradient), its dense gradient waits for the worker's.
+    auto t1 = pull_table(worker);
+    const auto want1 = expect({{&ids_a, &va}});
+    for (std::uint32_t id : {1u, 2u, 3u, 4u})
+        for (std::size_t c = 0; c < kWidth; ++c)
+            CHECK(t1[id * kWidth + c] == Approx(want1[id * kWidth + c]).margin(1e-6));
+    std::vector<float> dense(n);
+    auto before = worker.pull(dense);
+    REQUIRE(before);
+    CHECK(before->step == 0);
+    CHECK(dense == start);
+    // The worker's push completes the step: the dense part is the average of the two gradients.
+    auto second = worker.exchange(Exchange{.grads = zero, .step = 0, .row_grads = {&rb, 1}});
+    REQUIRE(second);
+    REQUIRE(first.get());
+    auto after = worker.pull(dense);
+    REQUIRE(after);
+    CHECK(after->step == 1);
+    for (std::size_t i = 0; i < n; ++i) CHECK(dense[i] == Approx(start[i] - 0.5f * (g[i] * 0.5f)).margin(1e-6));
+    const auto want2 = expect({{&ids_a, &va}, {&ids_b, &vb}});
+    CHECK_THAT(pull_table(worker), Catch::Matchers::Approx(want2).margin(1e-6));
+    // A stale push: its dense part is dropped, its rows are applied (the tables are asynchronous).
+    auto stale = worker.exchange(Exchange{.grads = zero, .step = 0, .row_grads = {&rb, 1}});
+    REQUIRE(stale);
+    CHECK(stale->stale);
+    CHECK_THAT(pull_table(worker),
+               Catch::Matchers::Approx(expect({{&ids_a, &va}, {&ids_b, &vb}, {&ids_b, &vb}})).margin(1e-6));
+    auto stats = chief.stats(1);
+    REQUIRE(stats);
+    CHECK((*stats)["stale"] == 1);
+    CHECK((*stats)["step"] == 1);
+}
+
+TEST_CASE("async tables without sync are refused, naming both flags", "[psd][sparse]") {
+    auto o = base_options(1);
+    o.endpoints = {"tcp://127.0.0.1:0"};
+    o.async_tables = true;
+    CHECK_THROWS_WITH(psd::ParameterServer{o}, Catch::Contains("--async-tables") && Catch::Contains("--sync"));
 }
 
 TEST_CASE("bf16 wire: pulled rows are the bf16 of psd's f32 rows; pushed rows are rounded once",

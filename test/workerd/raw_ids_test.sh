@@ -13,6 +13,8 @@
 #     gate refuses ids rarer than the rows it would evict (psd's STATS), and it learns;
 #   - --admit-after 3: ids seen fewer times stay out (refused occurrences, dropped gradients);
 #   - --accumulate-steps 2 on the raw ids: both micro-batches' raw ids mapped together, it learns;
+#   - psrun --async-tables (dense layers sync, the table async: each push's rows applied as it
+#     arrives): it learns as the sync run does (AUC within 0.02), psd's STATS say table_mode async;
 #   - summary.json's keyed_tables (read before the final evaluation) equal psd's counters at exit:
 #     evaluations only read rows (the LOOKUP flag): they admit, count and evict nothing;
 #   - the ids also as a CSV column (--input-columns): the unreduced column hashes train the table;
@@ -76,11 +78,11 @@ json.dump(model(800), open(f"{d}/roomy.json", "w"), indent=1)
 json.dump(model(200), open(f"{d}/small.json", "w"), indent=1)
 EOF_PY
 
-# run <name> <model> <ids: item|raw> [workerd options...]: 200 sync steps of 2 workers (batch 50).
+# [psd_option=O] run <name> <model> <ids: item|raw> [workerd options...]: 200 sync steps of 2 workers (batch 50).
 run() {
     local name=$1 model=$2 ids=$3
     shift 3
-    timeout 300 "$psrun" local --ps 2 --workers 2 --sync --no-auth --grace 30 -- --model "$tmp/d/$model.json" \
+    timeout 300 "$psrun" local --ps 2 --workers 2 --sync ${psd_option:-} --no-auth --grace 30 -- --model "$tmp/d/$model.json" \
         --train-images "$tmp/d/train_x.npy" --train-labels "$tmp/d/train_y.npy" --train-input item="$tmp/d/train_$ids.npy" \
         --test-images "$tmp/d/test_x.npy" --test-labels "$tmp/d/test_y.npy" --test-input item="$tmp/d/test_$ids.npy" \
         --steps 200 --batch-size 50 --optimizer adagrad --learning-rate 0.1 --log-every 50 --threads 1 \
@@ -94,6 +96,7 @@ run raw roomy raw --raw-ids emb_i
 run budget small raw --raw-ids emb_i
 run admit rec raw --raw-ids emb_i --admit-after 3
 run accumulate roomy raw --raw-ids emb_i --accumulate-steps 2
+psd_option=--async-tables run hybrid roomy raw --raw-ids emb_i
 timeout 300 "$psrun" local --ps 2 --workers 2 --sync --no-auth --grace 30 -- --model "$tmp/d/rec.json" \
     --train-data "$tmp/d/train.csv" --test-data "$tmp/d/test.csv" --input-columns x=x0,x1,x2,x3 \
     --input-columns item=i0,i1,i2 --raw-ids emb_i --steps 200 --batch-size 50 --optimizer adagrad --learning-rate 0.1 \
@@ -118,7 +121,7 @@ def keyed(name):  # the keyed table's counters of both psd, from their exit line
             for k, v in json.loads(m.group(1)).get("keyed_tables", {}).get("emb_i/table", {}).items():
                 total[k] = total.get(k, 0) + v
     return total
-runs = ("rows", "raw", "budget", "admit", "csv", "accumulate")
+runs = ("rows", "raw", "budget", "admit", "csv", "accumulate", "hybrid")
 summary = {n: json.load(open(f"{tmp}/{n}/summary.json")) for n in runs}
 auc = {n: summary[n]["test_auc"] for n in runs}
 stats = {n: keyed(n) for n in runs[1:]}
@@ -143,6 +146,11 @@ check(f"csv: the column hashes are raw ids of the table ({stats['csv']}), AUC {a
       stats["csv"].get("rows", 0) > 0 and auc["csv"] > 0.7)
 check(f"accumulate 2: raw ids of both micro-batches train the table (AUC {auc['accumulate']:.4f} vs raw "
       f"{auc['raw']:.4f}, within 0.02)", abs(auc["accumulate"] - auc["raw"]) <= 0.02)
+check(f"--async-tables: the table async, the dense layers sync, it learns as the sync run (AUC {auc['hybrid']:.4f} "
+      f"vs raw {auc['raw']:.4f}, within 0.02)", abs(auc["hybrid"] - auc["raw"]) <= 0.02)
+modes = {n: re.findall(r'"table_mode":"(\w+)"', open(f"{tmp}/{n}.log").read()) for n in ("raw", "hybrid")}
+check(f"psd's STATS at exit: table_mode sync without --async-tables, async with it ({modes})",
+      modes["raw"] == ["sync"] * 2 and modes["hybrid"] == ["async"] * 2)
 for n in runs[1:]:  # read before the final evaluation; psd's exit line after it
     s = summary[n].get("keyed_tables", {}).get("emb_i/table", {})
     same = all(s.get(k) == stats[n].get(k) for k in stats[n])
@@ -263,6 +271,8 @@ common=(--model "$tmp/d/rec.json" --train-images "$tmp/d/train_x.npy" --train-la
         --train-input item="$tmp/d/train_raw.npy" --test-images "$tmp/d/test_x.npy" --test-labels "$tmp/d/test_y.npy"
         --test-input item="$tmp/d/test_raw.npy" --steps 5 --batch-size 50 --threads 1)
 refused "--raw-ids without psd" "--raw-ids needs psd" local --ps 0 --workers 1 -- "${common[@]}" --raw-ids emb_i
+refused "--async-tables without --sync" "--async-tables requires --sync" local --ps 1 --workers 1 --async-tables -- \
+    "${common[@]}" --raw-ids emb_i
 refused "--raw-ids of an unknown embedding" "--raw-ids nope: no embedding" local --ps 1 --workers 1 -- "${common[@]}" --raw-ids nope
 refused "--admit-probability 0" "--admit-probability" local --ps 1 --workers 1 -- "${common[@]}" --raw-ids emb_i \
     --admit-probability 0
