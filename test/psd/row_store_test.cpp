@@ -66,6 +66,56 @@ TEST_CASE("row initializers are pure functions of (seed, row, col) with the docu
     CHECK(max_t > 1.9);
 }
 
+// The header's formula written out again, value by value, as the first implementation computed it:
+// every table ever initialised or checkpointed depends on these exact bits.
+namespace {
+float reference_value(const RowInit& init, std::uint64_t row, std::uint32_t col) {
+    auto mix = [](std::uint64_t x) {
+        x += 0x9E3779B97F4A7C15ull;
+        x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+        x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+        return x ^ (x >> 31);
+    };
+    auto uniform = [&](std::uint32_t draw) {
+        const std::uint64_t bits = mix(mix(mix(init.seed) ^ row) ^ ((std::uint64_t{draw} << 32) | col));
+        return (static_cast<double>(bits >> 11) + 0.5) * 0x1.0p-53;
+    };
+    auto normal = [&](std::uint32_t draw) {
+        const double u1 = uniform(2 * draw), u2 = uniform(2 * draw + 1);
+        return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+    };
+    switch (init.kind) {
+        case RowInitKind::kZeros: return 0.0f;
+        case RowInitKind::kUniform: return static_cast<float>((2.0 * uniform(0) - 1.0) * init.scale);
+        case RowInitKind::kNormal: return static_cast<float>(normal(0) * init.scale);
+        case RowInitKind::kTruncatedNormal:
+            for (std::uint32_t draw = 0;; ++draw)
+                if (const double z = normal(draw); std::fabs(z) <= 2.0) return static_cast<float>(z * init.scale);
+    }
+    return -1.0f;
+}
+}  // namespace
+
+TEST_CASE("fill_row and row_init_value give the formula's values bit for bit, for every kind", "[sparse]") {
+    for (const RowInit init :
+         {RowInit{RowInitKind::kZeros, 1.0f, 9}, RowInit{RowInitKind::kUniform, 0.25f, 3},
+          RowInit{RowInitKind::kNormal, 0.05f, 0xFFFFFFFFFFFFull}, RowInit{RowInitKind::kTruncatedNormal, 1.0f, 7}}) {
+        std::vector<float> row(37, -5.0f);
+        std::size_t differ = 0;
+        for (std::uint64_t r : {0ull, 1ull, 2ull, 999ull, 123456789ull, 0x9E3779B97F4A7C15ull, ~0ull}) {
+            fill_row(init, r, row);
+            for (std::uint32_t c = 0; c < row.size(); ++c) {
+                const float want = reference_value(init, r, c);
+                differ += std::memcmp(&row[c], &want, sizeof(float)) != 0;
+                const float single = row_init_value(init, r, c);
+                differ += std::memcmp(&single, &want, sizeof(float)) != 0;
+            }
+        }
+        INFO("kind " << static_cast<int>(init.kind));
+        CHECK(differ == 0);
+    }
+}
+
 TEST_CASE("RowStore holds its shard's rows: gather, apply and counts", "[psd][sparse]") {
     const auto t = tensors();
     const auto layout = *compute_layout(t, 3);
