@@ -17,7 +17,6 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "common/pause_detector.h"
 #include "common/utf8.h"
 #include "common/zmq_util.h"
 
@@ -321,107 +320,6 @@ void ParameterServer::dispatch(const std::string& routing, const Header& h, Part
             return reply_error(routing, ErrorCode::kProtocol,
                                "unexpected message type " + std::string(to_string(h.type)));
     }
-}
-
-void ParameterServer::check_timeouts() {
-    const auto now = Clock::now();
-    // No timeout counts the time this psd was itself stopped (suspend, SIGSTOP): after a stop every
-    // worker gets a fresh --worker-timeout to speak again (common/pause_detector.h).
-    const auto resumed = PauseDetector::process().window_start(started_);
-    if (!init_waiters_.empty() && now - std::max(first_init_wait_, resumed) > options_.init_timeout) {
-        const std::string reason =
-            fmt::format("no INIT from the chief within {:.1f} s; workers that never said HELLO: {}",
-                        options_.init_timeout.count() / 1000.0, WorkerTable::list(workers_.never_attached()));
-        spdlog::error("{}", reason);
-        for (const auto& p : init_waiters_) reply_error(p.routing, ErrorCode::kTimeout, reason);
-        init_waiters_.clear();
-    }
-    // Standby serves whoever comes: only workers that attached can be missed there.
-    const auto attach_timeout = options_.standby ? Clock::duration::max() / 2 : Clock::duration(options_.init_timeout);
-    check_abort(now);
-    if (exit_code_) return;
-    keep_waiters_alive(now);
-    const auto never = workers_.never_attached();
-    const auto dead = workers_.expire(now, options_.worker_timeout, started_, attach_timeout, resumed);
-    if (dead.empty()) {
-        if (!awaited_.empty()) check_run_finished();  // a worker we wait for may be out of time
-        return;
-    }
-    for (auto i : dead) {
-        if (std::find(never.begin(), never.end(), i) != never.end())
-            spdlog::error("worker {} never said HELLO within {} ms: declared dead", i, options_.init_timeout.count());
-        else spdlog::error("worker {} silent for more than {} ms: declared dead", i, options_.worker_timeout.count());
-    }
-    on_workers_dead(dead);
-    on_workers_lost();
-    release_drain_waiters(false);
-    check_run_finished();
-}
-
-void ParameterServer::check_run_finished() {
-    if (!workers_.run_finished(options_.standby)) {
-        awaited_.clear();
-        return;
-    }
-    if (waiting_for_return(Clock::now())) return;
-    const auto dead = workers_.dead();
-    if (dead.empty() && drain_.preempted() && shard_ && !shard_->finished()) return end_preempted_run();
-    if (options_.standby) {
-        spdlog::info("run finished ({} done, dead: {}); standby: keeping the shard at step {} for the next run",
-                     workers_.count_done(), WorkerTable::list(dead), shard_ ? shard_->step() : 0);
-        workers_.reset();
-        awaiting_run_init_ = true;
-        return;
-    }
-    if (dead.empty()) {
-        spdlog::info("all {} workers are done", workers_.count_done());
-        return finish(kExitOk);
-    }
-    if (finish_elastic(dead)) return;
-    spdlog::error("remaining workers are done, but worker {} died: exiting with failure", WorkerTable::list(dead));
-    finish(kExitFailure);
-}
-
-std::string ParameterServer::stats_json() const {
-    nlohmann::json j;
-    j["index"] = options_.index;
-    j["instance"] = fmt::format("{:016x}", instance_);  // as in WELCOME: a waiting worker sees a restart by it
-    j["mode"] = options_.sync ? "sync" : "async";
-    j["table_mode"] = options_.sync && !options_.async_tables ? "sync" : "async";  // how sparse rows are applied
-    j["initialized"] = ready_for_workers();
-    j["step"] = shard_ ? shard_->step() : 0;
-    j["shard_floats"] = shard_ ? shard_->size() : 0;
-    j["optimizer_floats"] = shard_ ? shard_->optimizer_floats() : 0;  // slot floats (state tensors keep none)
-    j["row_floats"] = shard_ ? shard_->rows().floats() : 0;           // this shard's rows of the sparse tables
-    j["rows_created"] =
-        shard_ ? shard_->rows().rows_created() : 0;  // rows pulled or pushed at least once (lazy creation)
-    j["row_slot_floats"] = shard_ ? shard_->rows().slot_floats() : 0;
-    j["row_average_floats"] = shard_ ? shard_->rows().average_floats() : 0;  // --ema-decay: the rows' moving average
-    if (auto keyed = keyed_tables_json(); !keyed.empty())
-        j["keyed_tables"] = keyed;  // this shard's part of each table keyed by raw ids
-    j["rows_pushed"] = counters_.rows_pushed;
-    j["rows_pulled"] = counters_.rows_pulled;
-    j["param_buffers"] = shard_ ? shard_->buffer_count() : 0;
-    j["workers_attached"] = workers_.count_attached();
-    j["workers_done"] = workers_.count_done();
-    j["workers_dead"] = workers_.dead();
-    j["workers_missing"] = workers_.missing();
-    j["messages"] = counters_.messages;
-    j["applied"] = counters_.applied;
-    j["malformed"] = counters_.malformed;
-    j["unauthorized"] = counters_.unauthorized;
-    j["nonfinite"] = counters_.nonfinite;
-    j["stale"] = counters_.stale;
-    j["errors"] = counters_.errors;
-    j["handler_exceptions"] = handler_exceptions_;
-    j["checkpoints"] = counters_.checkpoints;
-    j["bf16_param_conversions"] = bf16_.conversions();
-    j["bf16_param_reuses"] = bf16_.reuses();
-    j["aborted"] = faults_.aborted();
-    j["auth_denied"] = zap_ ? zap_->denied() : 0;
-    if (!options_.sync) j["staleness"] = staleness_json();  // async: gradients' staleness, --max-staleness
-    j.update(elastic_json());                               // --min-workers, data chunks
-    return json_text(j);
 }
 
 }  // namespace psrun::psd

@@ -1,5 +1,6 @@
-// Fault handling of ParameterServer (psd/fault_policy.h): dead workers in sync mode, rejected
-// non-finite gradients and the abort after --max-bad-grads.
+// Fault handling of ParameterServer (psd/fault_policy.h): timeouts and dead workers, the run's end
+// with them, sync steps without them, rejected non-finite gradients and the abort after
+// --max-bad-grads.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -132,6 +133,65 @@ void ParameterServer::check_abort(Clock::time_point now) {
     spdlog::error("exiting: run aborted ({}); every worker was told: {}", faults_.abort_reason(),
                   all_told ? "yes" : "no (grace period over)");
     finish(faults_.exit_code());
+}
+
+void ParameterServer::check_timeouts() {
+    const auto now = Clock::now();
+    // No timeout counts the time this psd was itself stopped (suspend, SIGSTOP): after a stop every
+    // worker gets a fresh --worker-timeout to speak again (common/pause_detector.h).
+    const auto resumed = PauseDetector::process().window_start(started_);
+    if (!init_waiters_.empty() && now - std::max(first_init_wait_, resumed) > options_.init_timeout) {
+        const std::string reason =
+            fmt::format("no INIT from the chief within {:.1f} s; workers that never said HELLO: {}",
+                        options_.init_timeout.count() / 1000.0, WorkerTable::list(workers_.never_attached()));
+        spdlog::error("{}", reason);
+        for (const auto& p : init_waiters_) reply_error(p.routing, ErrorCode::kTimeout, reason);
+        init_waiters_.clear();
+    }
+    // Standby serves whoever comes: only workers that attached can be missed there.
+    const auto attach_timeout = options_.standby ? Clock::duration::max() / 2 : Clock::duration(options_.init_timeout);
+    check_abort(now);
+    if (exit_code_) return;
+    keep_waiters_alive(now);
+    const auto never = workers_.never_attached();
+    const auto dead = workers_.expire(now, options_.worker_timeout, started_, attach_timeout, resumed);
+    if (dead.empty()) {
+        if (!awaited_.empty()) check_run_finished();  // a worker we wait for may be out of time
+        return;
+    }
+    for (auto i : dead) {
+        if (std::find(never.begin(), never.end(), i) != never.end())
+            spdlog::error("worker {} never said HELLO within {} ms: declared dead", i, options_.init_timeout.count());
+        else spdlog::error("worker {} silent for more than {} ms: declared dead", i, options_.worker_timeout.count());
+    }
+    on_workers_dead(dead);
+    on_workers_lost();
+    release_drain_waiters(false);
+    check_run_finished();
+}
+
+void ParameterServer::check_run_finished() {
+    if (!workers_.run_finished(options_.standby)) {
+        awaited_.clear();
+        return;
+    }
+    if (waiting_for_return(Clock::now())) return;
+    const auto dead = workers_.dead();
+    if (dead.empty() && drain_.preempted() && shard_ && !shard_->finished()) return end_preempted_run();
+    if (options_.standby) {
+        spdlog::info("run finished ({} done, dead: {}); standby: keeping the shard at step {} for the next run",
+                     workers_.count_done(), WorkerTable::list(dead), shard_ ? shard_->step() : 0);
+        workers_.reset();
+        awaiting_run_init_ = true;
+        return;
+    }
+    if (dead.empty()) {
+        spdlog::info("all {} workers are done", workers_.count_done());
+        return finish(kExitOk);
+    }
+    if (finish_elastic(dead)) return;
+    spdlog::error("remaining workers are done, but worker {} died: exiting with failure", WorkerTable::list(dead));
+    finish(kExitFailure);
 }
 
 }  // namespace psrun::psd

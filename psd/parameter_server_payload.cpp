@@ -68,22 +68,6 @@ Result<RowFrames> ParameterServer::decode_rows(const Header& h, Parts& parts, st
     return rows;
 }
 
-nlohmann::json ParameterServer::keyed_tables_json() const {
-    nlohmann::json out = nlohmann::json::object();
-    if (!shard_) return out;
-    const RowStore& rows = shard_->rows();
-    for (std::size_t t = 0; t < rows.size(); ++t) {
-        const RowIndex* index = rows.index(t);
-        if (!index) continue;
-        const auto& c = index->counters();
-        out[tensors_.at(rows.table(t).tensor).name] = {
-            {"rows", index->rows()},          {"capacity", index->capacity()},       {"admitted", c.admitted},
-            {"refused", c.refused},           {"refused_full", c.refused_full},      {"evicted_full", c.evicted_full},
-            {"evicted_idle", c.evicted_idle}, {"gradients_dropped", rows.dropped(t)}};
-    }
-    return out;
-}
-
 std::vector<ParameterServer::PendingPull> ParameterServer::copy_pulls(const RowFrames& rows) {
     std::vector<PendingPull> out;
     for (const auto& p : rows.pulls)
