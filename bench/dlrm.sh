@@ -8,7 +8,10 @@
 # run (examples/s over the run, test AUC) and, last, one with the medians per system, the CPU model
 # and psrun's median speed over each torch variant's.
 # Usage: bench/dlrm.sh DIR STEPS [ROUNDS]   (env: PS=4 WORKERS=2 BATCH=256 LR=0.001 MODEL=dlrm
-#        VARIANTS="dense sparse bag" THREADS= PSRUN=build/launcher/psrun)
+#        VARIANTS="dense sparse bag" THREADS= PSRUN=build/launcher/psrun MODES=async)
+# MODES: psrun's consistency, each run in every round: async (system "psrun"), sync (--sync:
+# "psrun_sync", each update averages WORKERS gradients, so STEPS updates are WORKERS x the examples),
+# hybrid (--sync --async-tables: "psrun_hybrid", dense layers sync, tables async).
 # PyTorch picks its intra-op threads itself unless THREADS is set (on the 2-vCPU host of
 # docs/benchmarks.md it picked 1; with 2, while two compilers shared the cores, its DLRM ran 3x
 # slower: 416 against 1,294 examples/s).
@@ -28,21 +31,30 @@ done
 tables=$(seq -s, -f 'emb%g' 0 25)
 results=$out/results.jsonl
 for round in $(seq 1 "$rounds"); do
+  for mode in ${MODES:-async}; do
+    case $mode in
+        async) system=psrun consistency=() per_update=$batch ;;
+        sync) system=psrun_sync consistency=(--sync) per_update=$((batch * workers)) ;;
+        hybrid) system=psrun_hybrid consistency=(--sync --async-tables) per_update=$((batch * workers)) ;;
+        *) echo "MODES: async, sync or hybrid, got '$mode'" >&2; exit 2 ;;
+    esac
+    run=$out/$mode$round
     start=$(date +%s.%N)
-    "$psrun" local --ps "$ps" --workers "$workers" --no-auth --grace 60 -- --model "$dir/$model.json" "${files[@]}" \
-        --optimizer adam --learning-rate "$lr" --batch-size "$batch" --steps "$steps" --log-every 1000 \
-        --seed "$round" --sparse-embedding "$tables" --model-dir "$out/run$round" >"$out/log$round" 2>&1
+    "$psrun" local --ps "$ps" --workers "$workers" "${consistency[@]}" --no-auth --grace 60 -- --model "$dir/$model.json" \
+        "${files[@]}" --optimizer adam --learning-rate "$lr" --batch-size "$batch" --steps "$steps" --log-every 1000 \
+        --seed "$round" --sparse-embedding "$tables" --model-dir "$run" >"$run.log" 2>&1
     rc=$?
     end=$(date +%s.%N)
-    /usr/bin/python3 - "$out/run$round/summary.json" "$rc" "$start" "$end" "$steps" "$batch" "$round" <<'PY' | tee -a "$results"
+    /usr/bin/python3 - "$run/summary.json" "$rc" "$start" "$end" "$steps" "$per_update" "$round" "$system" <<'PY' | tee -a "$results"
 import json, os, sys
-path, rc, start, end, steps, batch, rnd = sys.argv[1], int(sys.argv[2]), *map(float, sys.argv[3:5]), *map(int, sys.argv[5:8])
+path, rc, start, end, steps, per_update, rnd, system = sys.argv[1], int(sys.argv[2]), *map(float, sys.argv[3:5]), *map(int, sys.argv[5:8]), sys.argv[8]
 s = json.load(open(path)) if rc == 0 and os.path.exists(path) else {}
-print(json.dumps({"system": "psrun", "round": rnd, "rc": rc, "test_auc": s.get("test_auc"),
-                  "examples_per_s": s.get("images_per_sec"), "wall_examples_per_s": steps * batch / (end - start)}))
+print(json.dumps({"system": system, "round": rnd, "rc": rc, "test_auc": s.get("test_auc"),
+                  "examples_per_s": s.get("images_per_sec"), "wall_examples_per_s": steps * per_update / (end - start)}))
 PY
-    [ "$rc" = 0 ] || tail -20 "$out/log$round" >&2
-    for variant in ${VARIANTS:-dense sparse bag}; do
+    [ "$rc" = 0 ] || tail -20 "$run.log" >&2
+  done
+    for variant in ${VARIANTS-dense sparse bag}; do
         /usr/bin/python3 "$here/torch_dlrm.py" "$dir" --model "$model" --steps "$steps" --batch-size "$batch" --learning-rate "$lr" \
             --variant "$variant" --seed "$round" ${THREADS:+--threads "$THREADS"} |
             /usr/bin/python3 -c "import json,sys; r=json.loads(sys.stdin.read()); r.update(system='torch_'+r['variant'], round=$round); print(json.dumps(r))" |
@@ -60,6 +72,6 @@ for system in sorted({r["system"] for r in rows}):
         med[system] = {"examples_per_s": statistics.median(r["examples_per_s"] for r in runs),
                        "test_auc": statistics.median(r["test_auc"] for r in runs), "runs": len(runs)}
 speedup = {k: med["psrun"]["examples_per_s"] / v["examples_per_s"] for k, v in med.items()
-           if "psrun" in med and k != "psrun"}
+           if "psrun" in med and k.startswith("torch")}
 print(json.dumps({"summary": med, "psrun_speedup": speedup, "cpu": cpu}))
 PY

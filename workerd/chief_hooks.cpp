@@ -25,6 +25,17 @@ double eta_seconds(std::uint64_t remaining, std::uint64_t steps, double window_s
     return double(remaining) * training / double(steps);
 }
 
+namespace {
+
+// Examples per global step: one worker's update in async mode, every worker's gradient in sync
+// mode (psd averages --replicas-to-aggregate of them; psrun's default: the number of workers).
+std::int64_t examples_per_global_step(const RunContext& ctx) {
+    const bool sync = ctx.client && ctx.client->sync();
+    return examples_per_update(*ctx.options) * (sync ? ctx.num_workers : 1);
+}
+
+}  // namespace
+
 void ProgressHook::begin(RunContext& ctx) {
     window_start_ = Clock::now();
     window_global_ = ctx.start_step;
@@ -40,7 +51,7 @@ void ProgressHook::after_step(RunContext& ctx, const StepResult& step) {
     const double dt = std::max(1e-9, seconds_since(window_start_));
     const double batch = static_cast<double>(examples_per_update(*ctx.options));
     const double worker_ips = double(window_local_) * batch / dt;
-    const double all_ips = double(step.global_step - window_global_) * batch / dt;
+    const double all_ips = double(step.global_step - window_global_) * double(examples_per_global_step(ctx)) / dt;
     const double loss = window_loss_ / double(window_local_);
     const double eta = eta_seconds(ctx.last_step - std::min(ctx.last_step, step.global_step),
                                    step.global_step - std::min(step.global_step, window_global_), dt,
@@ -78,7 +89,7 @@ void ProgressHook::end(RunContext& ctx, const StepResult& last) {
         "done: global step {}, {} steps by this worker in {:.1f} s ({:.0f} img/s; all workers {:.0f} "
         "img/s){}",
         last.global_step, ctx.local_steps, ctx.train_seconds, double(ctx.local_steps) * batch / t,
-        double(last.global_step - ctx.start_step) * batch / t,
+        double(last.global_step - ctx.start_step) * double(examples_per_global_step(ctx)) / t,
         ctx.test_metrics ? ", final " + ctx.test_metrics->text() : std::string(" (not evaluated: preempted)"));
 }
 
@@ -177,7 +188,7 @@ void SummaryHook::end(RunContext& ctx, const StepResult& last) {
     nlohmann::json summary = {
         {"global_step", last.global_step},
         {"test_accuracy", ctx.test_accuracy},
-        {"images_per_sec", double(last.global_step - ctx.start_step) * double(examples_per_update(o)) / t},
+        {"images_per_sec", double(last.global_step - ctx.start_step) * double(examples_per_global_step(ctx)) / t},
         {"worker_images_per_sec", double(ctx.local_steps) * double(examples_per_update(o)) / t},
         {"train_seconds", ctx.train_seconds},
         {"eval_seconds", ctx.eval_seconds},
@@ -203,7 +214,7 @@ void SummaryHook::end(RunContext& ctx, const StepResult& last) {
         {"batch_size", o.batch_size},
         {"accumulate_steps", o.accumulate_steps},
         // Examples per update psd applies: one worker's in async mode, every worker's in sync mode.
-        {"effective_batch_size", examples_per_update(o) * (ctx.client && ctx.client->sync() ? ctx.num_workers : 1)},
+        {"effective_batch_size", examples_per_global_step(ctx)},
         {"optimizer", o.optimizer},
         {"learning_rate", o.learning_rate},
         {"lr_schedule", make_trainer_config(o).optimizer.effective_schedule().to_string()},

@@ -2,7 +2,7 @@
 # Issue 35: gradient accumulation (--accumulate-steps) through psd and standalone. A sync run of
 # 2 workers with 2 micro-batches of 32 each finishes its 40 updates (global steps count updates),
 # learns, and records accumulate_steps and the effective batch (2 x 32 x 2 workers) in summary.json
-# and in its log; standalone records 4 x 16; impossible values exit 2 naming the flag.
+# and in its log, and all workers' examples/s as twice the chief's own; standalone records 4 x 16; impossible values exit 2 naming the flag.
 # Every process ends by itself (psrun local stops its own).
 # Usage: accumulate_test.sh <psrun> (from the source root; needs ~/.cache/psrun/data/mnist)
 set -u
@@ -27,6 +27,9 @@ print({k: s.get(k) for k in ("accumulate_steps", "batch_size", "effective_batch_
 assert s["accumulate_steps"] == 2 and s["batch_size"] == 32 and s["effective_batch_size"] == 128, s
 assert s["global_step"] == 40 and s["workers"] == 2, s
 assert s["test_accuracy"] > 0.5, s  # lenet5 after 40 updates of 128 examples
+# Every sync step holds both workers' micro-batches: all workers' rate is twice the chief's own.
+ratio = s["images_per_sec"] / s["worker_images_per_sec"]
+assert abs(ratio - 2) < 0.01, ("images_per_sec counts every worker's examples", ratio)
 PY
 check "the workers' log names the micro-batches" grep -q "batch 64 (2 micro-batches of 32 per update)" "$tmp/log"
 timeout 180 "$workerd" --standalone --model lenet5 --accumulate-steps 4 --batch-size 16 --steps 20 --threads 1 \
