@@ -20,6 +20,9 @@
 // oneDNN's variance is the population one; the running variance is kept unbiased (PyTorch's
 // running_var), so the update scales the batch variance by n / (n - 1), n = N x the spatial
 // size (1 when n = 1).
+// A rank-3 input [N, C, W] (BatchNorm1d after a Conv1d) is given to oneDNN as [N, C, 1, W]:
+// oneDNN 2.6 runs only its reference batch norm on rank-3 tensors (20-60x slower here), its jit
+// one on rank 4. The views share the tensors' data and are re-pointed before each run.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -30,6 +33,7 @@
 #include "common/wire_precision.h"
 #include "workerd/nn/kernel.h"
 #include "workerd/nn/ops/batch_stats.h"
+#include "workerd/nn/ops/kernel_views.h"
 #include "workerd/nn/ops/normalization.h"
 #include "workerd/nn/ops/ops.h"
 
@@ -70,6 +74,18 @@ class BatchNormKernel final : public Kernel {
         for (std::size_t i = 0; i < dims.size(); ++i)
             if (i != 1) per_channel *= dims[i];
 
+        // Rank 3 as rank 4 (see the header): oneDNN's descs of a tensor, and back.
+        const bool rank3 = dims.size() == 3;
+        const memory::dims dims4 = rank3 ? memory::dims{dims[0], dims[1], 1, dims[2]} : dims;
+        auto as4 = [&](const memory::desc& d) { return rank3 ? d.reshape(dims4) : d; };
+        auto as3 = [&](const memory::desc& d) { return rank3 ? d.reshape(dims) : d; };
+        std::vector<View> views;  // every 4-d view below, re-pointed at its tensor before a run
+        auto view4 = [&](const memory& m) {
+            if (!rank3) return m;
+            views.push_back(view_of(m, as4(m.get_desc()), engine));
+            return views.back().view;
+        };
+
         memory src = b.input(0);
         // batch_stats reads f32 or bf16 in the formats channel_layout describes (every format
         // oneDNN's convolutions, pools and eltwise pick); anything else becomes plain first.
@@ -79,26 +95,29 @@ class BatchNormKernel final : public Kernel {
         if (s.scale >= 0) flags |= Flags::use_scale;
         if (s.bias >= 0) flags |= Flags::use_shift;
         const memory::desc stat = plain_desc({channels}, Dt::f32);
-        std::unordered_map<int, memory> common{{DNNL_ARG_SRC, src}};
+        const memory src4 = view4(src);
+        std::unordered_map<int, memory> common{{DNNL_ARG_SRC, src4}};
         if (s.scale >= 0) common.emplace(DNNL_ARG_SCALE, b.input_plain(static_cast<std::size_t>(s.scale), Dt::f32));
         if (s.bias >= 0) common.emplace(DNNL_ARG_SHIFT, b.input_plain(static_cast<std::size_t>(s.bias), Dt::f32));
 
         // Over the running statistics.
         batch_normalization_forward::primitive_desc global(
-            batch_normalization_forward::desc(prop_kind::forward_inference, src.get_desc(), epsilon,
+            batch_normalization_forward::desc(prop_kind::forward_inference, src4.get_desc(), epsilon,
                                               flags | Flags::use_global_stats),
             engine);
         b.note("fwd-global", global);
+        const memory::desc dst_desc = as3(global.dst_desc());
         // The output, or (the model's f32 output after bf16 work) converted into it.
-        const memory dst = b.output_type(0) == global.dst_desc().data_type() ? b.make_output(0, global.dst_desc())
-                                                                             : b.scratch(global.dst_desc(), false);
+        const memory dst =
+            b.output_type(0) == dst_desc.data_type() ? b.make_output(0, dst_desc) : b.scratch(dst_desc, false);
+        const memory dst4 = view4(dst);
         auto global_args = common;
-        global_args.emplace(DNNL_ARG_DST, dst);
+        global_args.emplace(DNNL_ARG_DST, dst4);
         global_args.emplace(DNNL_ARG_MEAN, b.input(static_cast<std::size_t>(s.mean)));
         global_args.emplace(DNNL_ARG_VARIANCE, b.input(static_cast<std::size_t>(s.var)));
         const batch_normalization_forward global_fwd(global);
         if (!b.context().training) {
-            b.forward(global_fwd, global_args);
+            b.forward(run_primitive(b, global_fwd, global_args, views));
             set_output(b, dst);
             return;
         }
@@ -107,9 +126,9 @@ class BatchNormKernel final : public Kernel {
         // given), then the running statistics' deltas. `train` (statistics computed by oneDNN)
         // is never run: it is the backward's hint.
         batch_normalization_forward::primitive_desc train(
-            batch_normalization_forward::desc(prop_kind::forward_training, src.get_desc(), epsilon, flags), engine);
+            batch_normalization_forward::desc(prop_kind::forward_training, src4.get_desc(), epsilon, flags), engine);
         batch_normalization_forward::primitive_desc train_given(
-            batch_normalization_forward::desc(prop_kind::forward_training, src.get_desc(), epsilon,
+            batch_normalization_forward::desc(prop_kind::forward_training, src4.get_desc(), epsilon,
                                               flags | Flags::use_global_stats),
             engine);
         b.note("fwd", train_given);
@@ -117,7 +136,7 @@ class BatchNormKernel final : public Kernel {
             throw std::logic_error("batch_norm + relu: the workspaces with and without given statistics differ");
         const memory mean(stat, engine), var(stat, engine);
         auto train_args = common;
-        train_args.emplace(DNNL_ARG_DST, dst);
+        train_args.emplace(DNNL_ARG_DST, dst4);
         train_args.emplace(DNNL_ARG_MEAN, mean);
         train_args.emplace(DNNL_ARG_VARIANCE, var);
         const memory workspace = relu ? b.scratch(train.workspace_desc(), false) : memory();
@@ -135,7 +154,7 @@ class BatchNormKernel final : public Kernel {
         const float unbias =
             per_channel > 1 ? static_cast<float>(per_channel) / static_cast<float>(per_channel - 1) : 1.0f;
         const StepState* step = &b.step();
-        b.forward([=, stream = b.context().stream]() mutable {
+        b.forward(rebased(views, [=, stream = b.context().stream]() mutable {
             if (!step->training) {
                 global_fwd.execute(stream, global_args);
                 return;
@@ -159,24 +178,24 @@ class BatchNormKernel final : public Kernel {
                 dm[c] = momentum * (rm[c] - bm[c]);
                 dv[c] = momentum * (rv[c] - bv[c] * unbias);
             }
-        });
+        }));
         const memory out = set_output(b, dst);
         if (!b.needs_backward()) return;
 
         const memory diff_out = b.output_diff(0, out.get_desc());
-        const memory diff_dst = backward_convert(b, diff_out, dst.get_desc());
+        const memory diff_dst = view4(backward_convert(b, diff_out, dst.get_desc()));
         const bool params = s.scale >= 0 || s.bias >= 0;
         batch_normalization_backward::primitive_desc bwd(
-            batch_normalization_backward::desc(params ? prop_kind::backward : prop_kind::backward_data, dst.get_desc(),
-                                               src.get_desc(), epsilon, flags),
+            batch_normalization_backward::desc(params ? prop_kind::backward : prop_kind::backward_data, dst4.get_desc(),
+                                               src4.get_desc(), epsilon, flags),
             engine, train);
         b.note("bwd", bwd);
         std::unordered_map<int, memory> args{
-            {DNNL_ARG_SRC, src}, {DNNL_ARG_MEAN, mean}, {DNNL_ARG_VARIANCE, var}, {DNNL_ARG_DIFF_DST, diff_dst}};
+            {DNNL_ARG_SRC, src4}, {DNNL_ARG_MEAN, mean}, {DNNL_ARG_VARIANCE, var}, {DNNL_ARG_DIFF_DST, diff_dst}};
         if (s.scale >= 0) args.emplace(DNNL_ARG_SCALE, common.at(DNNL_ARG_SCALE));
         if (s.bias >= 0) args.emplace(DNNL_ARG_SHIFT, common.at(DNNL_ARG_SHIFT));
         if (relu) args.emplace(DNNL_ARG_WORKSPACE, workspace);
-        args.emplace(DNNL_ARG_DIFF_SRC, b.needs_input_grad(0) ? b.input_diff(0, bwd.diff_src_desc())
+        args.emplace(DNNL_ARG_DIFF_SRC, b.needs_input_grad(0) ? view4(b.input_diff(0, as3(bwd.diff_src_desc())))
                                                               : memory(bwd.diff_src_desc(), engine));
         auto grad = [&](int slot) {
             const auto i = static_cast<std::size_t>(slot);
@@ -184,7 +203,7 @@ class BatchNormKernel final : public Kernel {
         };
         if (s.scale >= 0) args.emplace(DNNL_ARG_DIFF_SCALE, grad(s.scale));
         if (s.bias >= 0) args.emplace(DNNL_ARG_DIFF_SHIFT, grad(s.bias));
-        b.backward(batch_normalization_backward(bwd), args);
+        b.backward(run_primitive(b, batch_normalization_backward(bwd), args, views));
     }
 
   private:
