@@ -97,10 +97,12 @@ TEST_CASE("prelu: a slope neither shared nor per channel is refused", "[eltwise]
 TEST_CASE("maximum and minimum broadcast; where picks x or y by a mask", "[eltwise][select]") {
     const std::string op = GENERATE("maximum", "minimum", "where");
     const int batch = GENERATE(1, 3);
-    CAPTURE(op, batch);
-    // x: N x 3 x 4; p: a parameter [4] (drawn by its initializer); where's mask: x > 0.
+    const bool column = GENERATE(false, true);  // p broadcast over the rows ([4]) or along the last axis ([3, 1])
+    CAPTURE(op, batch, column);
+    // x: N x 3 x 4; p: a parameter [4] or [3, 1] (drawn by its initializer); where's mask: x > 0.
+    const json p_shape = column ? json{3, 1} : json{4};
     json layers = {
-        {{"kind", "parameter"}, {"name", "p"}, {"shape", {4}}, {"init", {{"kind", "uniform"}, {"limit", 1.0}}}}};
+        {{"kind", "parameter"}, {"name", "p"}, {"shape", p_shape}, {"init", {{"kind", "uniform"}, {"limit", 1.0}}}}};
     if (op == "where") {
         layers.push_back({{"kind", "constant"}, {"name", "zero"}, {"shape", json::array()}, {"values", {0.0}}});
         layers.push_back({{"kind", "greater"}, {"name", "mask"}, {"inputs", {"input", "zero"}}});
@@ -114,7 +116,7 @@ TEST_CASE("maximum and minimum broadcast; where picks x or y by a mask", "[eltwi
     const auto p = tensor_values(model, r.params, "p/value");
     std::vector<double> expected;
     for (std::size_t e = 0; e < r.input.size(); ++e) {
-        const double x = r.input[e], q = p[e % 4];
+        const double x = r.input[e], q = column ? p[(e / 4) % 3] : p[e % 4];
         expected.push_back(op == "maximum"   ? std::max(x, q)
                            : op == "minimum" ? std::min(x, q)
                            : x > 0           ? std::tanh(x)

@@ -36,6 +36,11 @@ class BroadcastIndex {
         return idx;
     }
     const MemDims& out() const { return out_; }
+    // The output as rows of its last dimension: inner() elements each, size() / inner() rows.
+    // Within a row, input k's index moves by inner_stride(k) (0 or 1) from at(k, row * inner()),
+    // so a loop over rows computes each input's index once per row, not once per element.
+    std::int64_t inner() const { return out_.empty() ? 1 : out_.back(); }
+    std::int64_t inner_stride(std::size_t k) const { return strides_[k].empty() ? 0 : strides_[k].back(); }
 
   private:
     MemDims out_;

@@ -19,17 +19,33 @@ namespace {
 
 enum class SelectMode { kMax, kMin, kWhere };
 
-// The share of dL/dy going to input k (0 or 1 for maximum/minimum; 1 or 2 for where) at
-// output element e: 1, 0, or 1/2 on ties of maximum/minimum.
-float share(SelectMode mode, std::size_t k, const float* const* in, const BroadcastIndex& ix, std::int64_t e) {
-    if (mode == SelectMode::kWhere) {
-        const bool cond = in[0][ix.at(0, e)] != 0.0f;
-        return (k == 1) == cond ? 1.0f : 0.0f;
-    }
-    const float a = in[0][ix.at(0, e)], b = in[1][ix.at(1, e)];
-    if (a == b) return 0.5f;
-    const bool a_wins = mode == SelectMode::kMax ? a > b : a < b;
+// The share of dL/dy going to input k (0 or 1 for maximum/minimum; 1 or 2 for where) at an
+// output element whose inputs hold `v` (v[2] unread for maximum/minimum): 1, 0, or 1/2 on ties
+// of maximum/minimum.
+float share(SelectMode mode, std::size_t k, const float* v) {
+    if (mode == SelectMode::kWhere) return (k == 1) == (v[0] != 0.0f) ? 1.0f : 0.0f;
+    if (v[0] == v[1]) return 0.5f;
+    const bool a_wins = mode == SelectMode::kMax ? v[0] > v[1] : v[0] < v[1];
     return (k == 0) == a_wins ? 1.0f : 0.0f;
+}
+
+// Calls f(e, v) for every output element e with v[k] its input k's value, row by row of the
+// output's last dimension (BroadcastIndex::inner()), rows split across the OpenMP team.
+template <class F>
+void for_each_element(const BroadcastIndex& ix, const float* const* in, std::size_t inputs, F f) {
+    const std::int64_t inner = ix.inner(), rows = inner > 0 ? ix.size() / inner : 0;
+    std::int64_t step[3] = {};
+    for (std::size_t k = 0; k < inputs; ++k) step[k] = ix.inner_stride(k);
+#pragma omp parallel for schedule(static)
+    for (std::int64_t r = 0; r < rows; ++r) {
+        const float* at[3] = {};
+        for (std::size_t k = 0; k < inputs; ++k) at[k] = in[k] + ix.at(k, r * inner);
+        float v[3] = {};
+        for (std::int64_t i = 0; i < inner; ++i) {
+            for (std::size_t k = 0; k < inputs; ++k) v[k] = at[k][i * step[k]];
+            f(r * inner + i, v);
+        }
+    }
 }
 
 class SelectKernel final : public Kernel {
@@ -57,16 +73,11 @@ class SelectKernel final : public Kernel {
             const float* in[3] = {};
             for (std::size_t i = 0; i < ins.size(); ++i) in[i] = static_cast<const float*>(ins[i].get_data_handle());
             float* out = static_cast<float*>(y.get_data_handle());
-            const std::int64_t n = ix->size();
-#pragma omp parallel for schedule(static)
-            for (std::int64_t e = 0; e < n; ++e) {
-                if (mode == SelectMode::kWhere) {
-                    out[e] = in[0][ix->at(0, e)] != 0.0f ? in[1][ix->at(1, e)] : in[2][ix->at(2, e)];
-                } else {
-                    const float a = in[0][ix->at(0, e)], c = in[1][ix->at(1, e)];
-                    out[e] = mode == SelectMode::kMax ? (a >= c ? a : c) : (a <= c ? a : c);
-                }
-            }
+            for_each_element(*ix, in, ins.size(), [&](std::int64_t e, const float* v) {
+                if (mode == SelectMode::kWhere) out[e] = v[0] != 0.0f ? v[1] : v[2];
+                else if (mode == SelectMode::kMax) out[e] = v[0] >= v[1] ? v[0] : v[1];
+                else out[e] = v[0] <= v[1] ? v[0] : v[1];
+            });
         });
         if (out_type != Dt::f32) b.forward(run_reorder(b, y, b.make_output(0, plain_desc(b.output_dims(0), out_type))));
         b.note("fwd: hand " + op + " (f32)");
@@ -83,9 +94,8 @@ class SelectKernel final : public Kernel {
                     in[i] = static_cast<const float*>(ins[i].get_data_handle());
                 const float* diff = static_cast<const float*>(dy.get_data_handle());
                 float* out = static_cast<float*>(full.get_data_handle());
-                const std::int64_t n = ix->size();
-#pragma omp parallel for schedule(static)
-                for (std::int64_t e = 0; e < n; ++e) out[e] = diff[e] * share(mode, k, in, *ix, e);
+                for_each_element(*ix, in, ins.size(),
+                                 [&](std::int64_t e, const float* v) { out[e] = diff[e] * share(mode, k, v); });
             });
             b.backward(
                 sum_to(b, full, b.input_diff(k, plain_desc(dims[k], Dt::f32)), padded(dims[k], ix->out().size())));
