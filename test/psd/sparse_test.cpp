@@ -1,6 +1,6 @@
 // Sparse tables on in-process psd shards through PsClient (docs/protocol.md "Sparse tables"):
 // deterministic initialisation on psd, every optimizer equal to the dense update, lazy Adam's
-// step count, sync averaging with a sparse accumulator, staleness, bf16 rows, bad ids.
+// step count, bf16 rows, bad ids (sync: sparse_sync_test.cpp).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -15,52 +15,16 @@
 #include "common/row_init.h"
 #include "common/wire_precision.h"
 #include "test/psd/ps_fixture.h"
+#include "test/psd/sparse_fixture.h"
 
 using namespace psrun;
 using psrun::test::base_options;
 using psrun::test::Cluster;
 using psrun::test::ramp;
 using psrun::test::sgd;
+using namespace psrun::test::sparse;
 
 namespace {
-
-constexpr std::uint32_t kRows = 1000, kWidth = 8;
-
-// A dense layer and one embedding table (tensor 1) of kRows x kWidth, or the same table dense.
-std::vector<TensorSpec> model(bool sparse) {
-    std::vector<TensorSpec> t = {{"fc/w", {16, 10}}, {"emb", {kRows, kWidth}}, {"fc/b", {10}}};
-    if (sparse) {
-        t[1].kind = TensorKind::kRows;
-        t[1].row_init = RowInit{RowInitKind::kUniform, 0.1f, 42};
-    }
-    return t;
-}
-
-std::vector<float> table_init() {
-    std::vector<float> v(std::size_t{kRows} * kWidth);
-    for (std::uint32_t r = 0; r < kRows; ++r)
-        fill_row(model(true)[1].row_init, r, std::span<float>(v.data() + r * kWidth, kWidth));
-    return v;
-}
-
-std::vector<std::uint32_t> all_ids() {
-    std::vector<std::uint32_t> ids(kRows);
-    std::iota(ids.begin(), ids.end(), 0u);
-    std::reverse(ids.begin(), ids.end());  // any order
-    return ids;
-}
-
-// Every row of the table, pulled through `client`, as a kRows x kWidth buffer in id order.
-std::vector<float> pull_table(PsClient& client) {
-    const auto ids = all_ids();
-    const RowRequest request{1, ids};
-    PulledRows rows;
-    REQUIRE(client.exchange(Exchange{.pulls = {&request, 1}, .rows = &rows}));
-    std::vector<float> table(std::size_t{kRows} * kWidth);
-    for (std::size_t i = 0; i < ids.size(); ++i)
-        std::copy_n(rows.rows(0).data() + i * kWidth, kWidth, table.data() + std::size_t{ids[i]} * kWidth);
-    return table;
-}
 
 // One step's sparse gradient: `n` ids with repeats, and its rows.
 struct Step {
@@ -216,146 +180,6 @@ TEST_CASE("lazy Adam: a row's slots move only when it is pushed, with the table'
     CHECK(now[5 * kWidth] == Approx(p).epsilon(1e-5));
     // Untouched rows are untouched.
     CHECK(std::equal(now.begin() + 7 * kWidth, now.end(), table.begin() + 7 * kWidth));
-}
-
-TEST_CASE("sync: rows are averaged over the replicas; a stale push's rows are dropped", "[psd][sparse]") {
-    auto o = base_options(2);
-    o.sync = true;
-    o.replicas_to_aggregate = 2;
-    Cluster cluster(2, o);
-    PsClient chief(cluster.client_options(0, model(true)));
-    PsClient worker(cluster.client_options(1, model(true)));
-    REQUIRE(chief.hello());
-    REQUIRE(worker.hello());
-    const std::size_t n = chief.layout().total;
-    REQUIRE(chief.init(sgd(0.5f), ramp(n, 1.0f)));
-    const auto table = table_init();
-    const std::vector<float> zero(n, 0.0f);
-    const std::vector<std::uint32_t> ids_a{1, 2, 3}, ids_b{3, 4};
-    const auto va = ramp(3 * kWidth, 0.4f), vb = ramp(2 * kWidth, -0.2f, 1.0f);
-    const RowGrads ra{1, ids_a, va}, rb{1, ids_b, vb};
-    // Each pulls the rows it will use next: replies held until the step completes carry them.
-    const std::vector<std::uint32_t> want{4, 1};
-    const RowRequest request{1, want};
-    PulledRows rows_a, rows_b;
-    auto first = std::async(std::launch::async, [&] {
-        return chief.exchange(
-            Exchange{.grads = zero, .step = 0, .row_grads = {&ra, 1}, .pulls = {&request, 1}, .rows = &rows_a});
-    });
-    REQUIRE(worker.exchange(
-        Exchange{.grads = zero, .step = 0, .row_grads = {&rb, 1}, .pulls = {&request, 1}, .rows = &rows_b}));
-    REQUIRE(first.get());
-    auto expect_row = [&](std::uint32_t id) {
-        std::vector<float> row(table.begin() + id * kWidth, table.begin() + (id + 1) * kWidth);
-        for (std::size_t c = 0; c < kWidth; ++c) {
-            float sum = 0.0f;
-            for (std::size_t i = 0; i < ids_a.size(); ++i) sum += ids_a[i] == id ? va[i * kWidth + c] : 0.0f;
-            for (std::size_t i = 0; i < ids_b.size(); ++i) sum += ids_b[i] == id ? vb[i * kWidth + c] : 0.0f;
-            row[c] -= 0.5f * (sum * 0.5f);
-        }
-        return row;
-    };
-    for (std::size_t c = 0; c < kWidth; ++c) {
-        CHECK(rows_a.rows(0)[c] == Approx(expect_row(4)[c]).margin(1e-6));
-        CHECK(rows_a.rows(0)[kWidth + c] == Approx(expect_row(1)[c]).margin(1e-6));
-    }
-    CHECK(std::equal(rows_a.rows(0).begin(), rows_a.rows(0).end(), rows_b.rows(0).begin()));
-    const auto after = pull_table(chief);
-    for (std::uint32_t id : {1u, 2u, 3u, 4u})
-        for (std::size_t c = 0; c < kWidth; ++c)
-            CHECK(after[id * kWidth + c] == Approx(expect_row(id)[c]).margin(1e-6));
-    // A push computed at step 0 arrives in step 1: dropped, rows untouched.
-    auto stale = worker.exchange(Exchange{.grads = zero, .step = 0, .row_grads = {&rb, 1}});
-    REQUIRE(stale);
-    CHECK(stale->stale);
-    CHECK(pull_table(chief) == after);
-    auto stats = chief.stats(1);
-    REQUIRE(stats);
-    CHECK((*stats)["stale"] == 1);
-}
-
-TEST_CASE("sync with --async-tables: rows applied as each push arrives, the dense part waits for the step",
-          "[psd][sparse]") {
-    auto o = base_options(2);
-    o.sync = true;
-    o.replicas_to_aggregate = 2;
-    o.async_tables = true;
-    Cluster cluster(2, o);
-    PsClient chief(cluster.client_options(0, model(true)));
-    PsClient worker(cluster.client_options(1, model(true)));
-    REQUIRE(chief.hello());
-    REQUIRE(worker.hello());
-    const std::size_t n = chief.layout().total;
-    const auto start = ramp(n, 1.0f);
-    REQUIRE(chief.init(sgd(0.5f), start));
-    const auto table = table_init();
-    const auto g = ramp(n, 0.2f, 0.1f);
-    const std::vector<float> zero(n, 0.0f);
-    const std::vector<std::uint32_t> ids_a{1, 2, 3}, ids_b{3, 4};
-    const auto va = ramp(3 * kWidth, 0.4f), vb = ramp(2 * kWidth, -0.2f, 1.0f);
-    const RowGrads ra{1, ids_a, va}, rb{1, ids_b, vb};
-    // rows[id] after SGD(0.5) of the given (ids, values) pushes, each applied whole (no averaging).
-    auto expect = [&](std::vector<std::pair<const std::vector<std::uint32_t>*, const std::vector<float>*>> pushes) {
-        auto t = table;
-        for (const auto& [ids, values] : pushes)
-            for (std::size_t i = 0; i < ids->size(); ++i)
-                for (std::size_t c = 0; c < kWidth; ++c) t[(*ids)[i] * kWidth + c] -= 0.5f * (*values)[i * kWidth + c];
-        return t;
-    };
-    auto rows_pushed = [&] {
-        std::uint64_t sum = 0;
-        for (std::uint32_t shard : {0u, 1u}) {
-            auto stats = worker.stats(shard);
-            REQUIRE(stats);
-            CHECK((*stats)["table_mode"] == "async");
-            sum += (*stats)["rows_pushed"].get<std::uint64_t>();
-        }
-        return sum;
-    };
-    auto first = std::async(std::launch::async, [&] {
-        return chief.exchange(Exchange{.grads = g, .step = 0, .row_grads = {&ra, 1}});
-    });
-    for (int i = 0; i < 500 && rows_pushed() < ids_a.size(); ++i)
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    REQUIRE(rows_pushed() == ids_a.size());
-    // The chief's rows are in (its whole gradient), its dense gradient waits for the worker's.
-    auto t1 = pull_table(worker);
-    const auto want1 = expect({{&ids_a, &va}});
-    for (std::uint32_t id : {1u, 2u, 3u, 4u})
-        for (std::size_t c = 0; c < kWidth; ++c)
-            CHECK(t1[id * kWidth + c] == Approx(want1[id * kWidth + c]).margin(1e-6));
-    std::vector<float> dense(n);
-    auto before = worker.pull(dense);
-    REQUIRE(before);
-    CHECK(before->step == 0);
-    CHECK(dense == start);
-    // The worker's push completes the step: the dense part is the average of the two gradients.
-    auto second = worker.exchange(Exchange{.grads = zero, .step = 0, .row_grads = {&rb, 1}});
-    REQUIRE(second);
-    REQUIRE(first.get());
-    auto after = worker.pull(dense);
-    REQUIRE(after);
-    CHECK(after->step == 1);
-    for (std::size_t i = 0; i < n; ++i) CHECK(dense[i] == Approx(start[i] - 0.5f * (g[i] * 0.5f)).margin(1e-6));
-    const auto want2 = expect({{&ids_a, &va}, {&ids_b, &vb}});
-    CHECK_THAT(pull_table(worker), Catch::Matchers::Approx(want2).margin(1e-6));
-    // A stale push: its dense part is dropped, its rows are applied (the tables are asynchronous).
-    auto stale = worker.exchange(Exchange{.grads = zero, .step = 0, .row_grads = {&rb, 1}});
-    REQUIRE(stale);
-    CHECK(stale->stale);
-    CHECK_THAT(pull_table(worker),
-               Catch::Matchers::Approx(expect({{&ids_a, &va}, {&ids_b, &vb}, {&ids_b, &vb}})).margin(1e-6));
-    auto stats = chief.stats(1);
-    REQUIRE(stats);
-    CHECK((*stats)["stale"] == 1);
-    CHECK((*stats)["step"] == 1);
-}
-
-TEST_CASE("async tables without sync are refused, naming both flags", "[psd][sparse]") {
-    auto o = base_options(1);
-    o.endpoints = {"tcp://127.0.0.1:0"};
-    o.async_tables = true;
-    CHECK_THROWS_WITH(psd::ParameterServer{o}, Catch::Contains("--async-tables") && Catch::Contains("--sync"));
 }
 
 TEST_CASE("bf16 wire: pulled rows are the bf16 of psd's f32 rows; pushed rows are rounded once",
