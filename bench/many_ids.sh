@@ -13,6 +13,7 @@
 # Usage: bench/many_ids.sh DIR [N=200000] [STEPS=N/BATCH]
 #        (env: DISTINCT=0 CAP=1.25 N DIM=4 BOTTOM=64 TOP=64 PS=4 WORKERS=2 BATCH=1024 PSRUN=build/launcher/psrun)
 set -u
+. "$(dirname "$0")/peak_rss.sh"  # peak_rss_json
 dir=$1 n=${2:-200000}
 batch=${BATCH:-1024} ps=${PS:-4} workers=${WORKERS:-2} dim=${DIM:-4} distinct=${DISTINCT:-0}
 steps=${3:-$((n / batch))} cap=${CAP:-$((n + n / 4))}
@@ -54,23 +55,10 @@ tables=$(seq -s, -f 'emb%g' 0 25)
     --optimizer adagrad --learning-rate 0.05 --batch-size "$batch" --steps "$steps" --log-every 1000 \
     --raw-ids "$tables" --model-dir "$out/run" >"$out/log" 2>&1 &
 launcher=$!
-declare -A peak name
-while kill -0 "$launcher" 2>/dev/null; do
-    for pid in $(ps -o pid= --ppid "$launcher"); do
-        hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$pid/status" 2>/dev/null) || continue
-        [ -n "$hwm" ] || continue
-        name_of=$( { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -Eo '(psd|workerd) --index [0-9]+' |
-            awk '{print $1 "-" $NF}')
-        [ -n "$name_of" ] && name[$pid]=$name_of  # a child seen before its exec shows psrun's command line
-        [ "${peak[$pid]:-0}" -lt "$hwm" ] && peak[$pid]=$hwm
-    done
-    sleep 0.5
-done
+rss=$(peak_rss_json "$launcher")
 wait "$launcher"
 rc=$?
-rss=""
-for pid in "${!peak[@]}"; do rss+="\"${name[$pid]:-$pid}\": $((peak[$pid] / 1024)), "; done
-/usr/bin/python3 - "$out" "$rc" "{${rss%, }}" "$dim" "$n" "$distinct" "$cap" <<'PY'
+/usr/bin/python3 - "$out" "$rc" "$rss" "$dim" "$n" "$distinct" "$cap" <<'PY'
 import json, re, sys
 out, rc, rss, dim, n, distinct, cap = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3]), *map(int, sys.argv[4:8])
 log = open(out + "/log").read()

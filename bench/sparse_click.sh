@@ -6,6 +6,7 @@
 # (MB), examples/s, test AUC against the planted model's, distinct ids and row bytes per step.
 # Usage: bench/sparse_click.sh DIR STEPS [extra workerd options...]   (psrun from build/)
 set -u
+. "$(dirname "$0")/peak_rss.sh"  # peak_rss_json
 dir=$1 steps=$2; shift 2
 psrun=${PSRUN:-build/launcher/psrun}
 out=$(mktemp -d)
@@ -15,23 +16,10 @@ trap '[ -n "${KEEP:-}" ] || rm -rf "$out"' EXIT
     --test-labels "$dir/test_y.npy" --steps "$steps" --batch-size 256 --optimizer "${OPTIMIZER:-adam}" --learning-rate "${LR:-0.002}" \
     --log-every 500 --sparse-embedding emb --model-dir "$out/run" "$@" >"$out/log" 2>&1 &
 launcher=$!
-declare -A peak name
-while kill -0 "$launcher" 2>/dev/null; do
-    for pid in $(ps -o pid= --ppid "$launcher"); do
-        hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$pid/status" 2>/dev/null) || continue
-        [ -n "$hwm" ] || continue
-        n=$( { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -Eo '(psd|workerd) --index [0-9]+' |
-            awk '{print $1 "-" $NF}')
-        [ -n "$n" ] && name[$pid]=$n  # (a child seen before its exec still shows psrun's command line)
-        [ "${peak[$pid]:-0}" -lt "$hwm" ] && peak[$pid]=$hwm
-    done
-    sleep 0.5
-done
+rss=$(peak_rss_json "$launcher")
 wait "$launcher"
 rc=$?
-rss=""
-for pid in "${!peak[@]}"; do rss+="\"${name[$pid]:-$pid}\": $((peak[$pid] / 1024)), "; done
-/usr/bin/python3 - "$out" "$dir" "$rc" "{${rss%, }}" <<'PY'
+/usr/bin/python3 - "$out" "$dir" "$rc" "$rss" <<'PY'
 import json, re, sys
 out, d, rc, rss = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
 log = open(out + "/log").read()
