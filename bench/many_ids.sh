@@ -6,12 +6,13 @@
 # (DISTINCT=0: every lookup a fresh random 64-bit id, 26 N rows in all). Then trains
 # bench/criteo_data.py's DLRM (embedding width DIM, MLPs BOTTOM and TOP) through `psrun local --ps
 # PS --workers WORKERS` async with all 26 tables keyed by raw ids, CAP rows of capacity each (room for the ids' uneven spread over the shards),
-# Adagrad, batch BATCH, STEPS updates, and samples every daemon's peak RSS (VmHWM) until it exits.
-# Prints one JSON line: the rows psd holds (STATS at exit), each daemon's peak RSS (MB), each psd's
-# live rows + Adagrad slots (rows x DIM x 2 floats, MB) and its peak RSS over that, examples/s.
+# OPTIMIZER (adagrad, adam, ...), batch BATCH, STEPS updates, and samples every daemon's peak RSS
+# (VmHWM) until it exits. Prints one JSON line: the rows psd holds (STATS at exit), each daemon's
+# peak RSS (MB), each psd's live rows + optimizer slots (rows x DIM x 2 floats with Adagrad, 3 with
+# Adam; MB), its peak RSS over that, its id index (STATS index_bytes, MB), examples/s.
 # Run it twice, with DISTINCT=0 and a small DISTINCT, to see the worker's RSS against the rows.
 # Usage: bench/many_ids.sh DIR [N=200000] [STEPS=N/BATCH]
-#        (env: DISTINCT=0 CAP=1.25 N DIM=4 BOTTOM=64 TOP=64 PS=4 WORKERS=2 BATCH=1024 PSRUN=build/launcher/psrun)
+#        (env: DISTINCT=0 CAP=1.25 N DIM=4 OPTIMIZER=adagrad BOTTOM=64 TOP=64 PS=4 WORKERS=2 BATCH=1024 PSRUN=build/launcher/psrun)
 set -u
 . "$(dirname "$0")/peak_rss.sh"  # peak_rss_json
 dir=$1 n=${2:-200000}
@@ -52,27 +53,33 @@ for split in train test; do
 done
 tables=$(seq -s, -f 'emb%g' 0 25)
 "$psrun" local --ps "$ps" --workers "$workers" --no-auth --grace 120 -- --model "$dir/dlrm.json" "${files[@]}" \
-    --optimizer adagrad --learning-rate 0.05 --batch-size "$batch" --steps "$steps" --log-every 1000 \
+    --optimizer "${OPTIMIZER:-adagrad}" --learning-rate "${LR:-0.05}" --batch-size "$batch" --steps "$steps" --log-every 1000 \
     --raw-ids "$tables" --model-dir "$out/run" >"$out/log" 2>&1 &
 launcher=$!
 rss=$(peak_rss_json "$launcher")
 wait "$launcher"
 rc=$?
-/usr/bin/python3 - "$out" "$rc" "$rss" "$dim" "$n" "$distinct" "$cap" <<'PY'
+/usr/bin/python3 - "$out" "$rc" "$rss" "$dim" "$n" "$distinct" "$cap" "${OPTIMIZER:-adagrad}" <<'PY'
 import json, re, sys
 out, rc, rss, dim, n, distinct, cap = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3]), *map(int, sys.argv[4:8])
+optimizer = sys.argv[8]
+copies = {"sgd": 1, "momentum": 2, "nesterov": 2, "adagrad": 2}.get(optimizer, 3)  # rows + optimizer slots
 log = open(out + "/log").read()
 s = json.load(open(out + "/run/summary.json")) if rc == 0 else {}
-rows = {}
+rows, index_mb = {}, {}
 for m in re.finditer(r"\[psd:(\d+)\].*exiting with code \d+ \((\{.*\})\)", log):
-    rows[int(m.group(1))] = sum(t["rows"] for t in json.loads(m.group(2)).get("keyed_tables", {}).values())
-live_mb = {i: r * dim * 2 * 4 / 2**20 for i, r in rows.items()}  # the rows and Adagrad's accumulator
+    tables = json.loads(m.group(2)).get("keyed_tables", {}).values()
+    rows[int(m.group(1))] = sum(t["rows"] for t in tables)
+    index_mb[int(m.group(1))] = round(sum(t.get("index_bytes", 0) for t in tables) / 2**20, 1)
+live_mb = {i: r * dim * copies * 4 / 2**20 for i, r in rows.items()}
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 print(json.dumps({
     "rc": rc, "examples": n, "distinct_per_field": distinct or None, "capacity_per_table": cap, "dim": dim,
+    "optimizer": optimizer,
     "rows": sum(rows.values()), "rows_per_psd": [rows[i] for i in sorted(rows)],
     "peak_rss_mb": dict(sorted(rss.items())),
     "psd_live_rows_and_slots_mb": [round(live_mb[i], 1) for i in sorted(live_mb)],
+    "psd_index_mb": [index_mb[i] for i in sorted(index_mb)],
     "psd_rss_over_live": [round(rss.get(f"psd-{i}", 0) / live_mb[i], 3) if live_mb[i] else None for i in sorted(live_mb)],
     "examples_per_s": s.get("images_per_sec"), "steps": s.get("global_step"), "cpu": cpu}))
 if rc != 0:

@@ -1,13 +1,13 @@
 #!/usr/bin/python3
-"""PyTorch's peak training memory for a module: one of bench/networks.py's, or mnist_deep
-(bench/pytorch_mnist_deep.py's MnistDeep), to set beside `psrun model show`'s training memory
+"""PyTorch's peak training memory for a module: one of bench/networks.py's or
+bench/more_networks.py's, or mnist_deep (bench/pytorch_mnist_deep.py's MnistDeep), to set beside `psrun model show`'s training memory
 (docs/benchmarks.md "Training memory").
 
     torch_memory.py NAME [--batch 128] [--threads 2] [--rounds 3]
 
 What it measures: the rise of the process's peak resident set (VmHWM, reset through
 /proc/self/clear_refs) over one training step's forward and backward (softmax cross-entropy on
-random images and labels), above the resident set before it. The parameters, their gradients
+random images or token ids and labels), above the resident set before it. The parameters, their gradients
 (allocated by two warm-up steps and zeroed in place) and the batch exist before, so the rise is
 the activations, their gradients, temporaries and the libraries' scratch. glibc's malloc keeps
 freed blocks for reuse unless told otherwise, which would hide a step's allocations: the script
@@ -38,17 +38,26 @@ def reset_peak():
         f.write("5")
 
 
-def build(name):
+def build(name, batch):
+    """The module and one batch of its input."""
     sys.path.insert(0, HERE)
     import torch
     torch.manual_seed(0)
+    images = torch.rand(batch, 1, 28, 28)
     if name == "mnist_deep":
         from pytorch_mnist_deep import MnistDeep
-        return MnistDeep()
+        return MnistDeep(), images
     import networks
-    if name not in networks.NETWORKS or name == "embedding_bag":
-        raise SystemExit("torch_memory.py: unknown network " + name + " (mnist_deep or an image network of networks.py)")
-    return networks.build(name)
+    if name in networks.NETWORKS and name != "embedding_bag":
+        return networks.build(name), images
+    import more_networks
+    if name in more_networks.NETWORKS:
+        shape = (batch,) + tuple(more_networks.example_input(name).shape[1:])
+        tokens = more_networks.NETWORKS[name][1] == "mnist-tokens"
+        x = torch.randint(1, 784, shape, dtype=torch.int64) if tokens else torch.rand(shape)
+        return more_networks.build(name), x
+    raise SystemExit("torch_memory.py: unknown network " + name +
+                     " (mnist_deep, an image network of networks.py or one of more_networks.py)")
 
 
 def main():
@@ -66,9 +75,8 @@ def main():
         os.execve(sys.executable, [sys.executable] + sys.argv, env)
     import torch
     torch.set_num_threads(a.threads)
-    model = build(a.name)
+    model, x = build(a.name, a.batch)
     model.train()
-    x = torch.rand(a.batch, 1, 28, 28)
     y = torch.randint(0, 10, (a.batch,))
     loss_fn = torch.nn.CrossEntropyLoss()
 

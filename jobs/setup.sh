@@ -45,7 +45,7 @@ fi
 # libonnx-dev libprotobuf-dev: ONNX's protobuf schema for psrun export and --model F.onnx;
 # python3-onnx, -opencv, -torch: test/onnx checks the exported files and imports PyTorch models.
 # libxxhash-dev: XXH3, the stable 64-bit hash of categorical CSV values (workerd/data/categorical_hash.h).
-# libabsl-dev: absl::flat_hash_map, the id -> row map of tables keyed by raw 64-bit ids (psd/row_index.h).
+# libabsl-dev: absl::flat_hash_set, the id -> row map of tables keyed by raw 64-bit ids (psd/row_index.h).
 
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"

@@ -58,9 +58,9 @@ nlohmann::json ParameterServer::keyed_tables_json() const {
         if (!index) continue;
         const auto& c = index->counters();
         out[tensors_.at(rows.table(t).tensor).name] = {
-            {"rows", index->rows()},          {"capacity", index->capacity()},       {"admitted", c.admitted},
-            {"refused", c.refused},           {"refused_full", c.refused_full},      {"evicted_full", c.evicted_full},
-            {"evicted_idle", c.evicted_idle}, {"gradients_dropped", rows.dropped(t)}};
+            {"rows", index->rows()},          {"capacity", index->capacity()},        {"admitted", c.admitted},
+            {"refused", c.refused},           {"refused_full", c.refused_full},       {"evicted_full", c.evicted_full},
+            {"evicted_idle", c.evicted_idle}, {"gradients_dropped", rows.dropped(t)}, {"index_bytes", index->bytes()}};
     }
     return out;
 }

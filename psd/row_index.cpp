@@ -20,7 +20,14 @@ std::uint64_t sketch_width(std::uint64_t rows) {
 
 }  // namespace
 
-RowIndex::RowIndex(const Policy& policy) : policy_(policy) {
+std::size_t RowIndex::SlotHash::operator()(std::uint64_t id) const {
+    return mix(id + 0x9E3779B97F4A7C15ull);  // absl takes its buckets and tags from all 64 bits
+}
+
+RowIndex::RowIndex(const Policy& policy)
+    : policy_(policy),
+      slots_(policy.capacity >= 1 && policy.capacity < kNone ? policy.capacity : 0),
+      map_(0, SlotHash{slots_.data()}, SlotEq{slots_.data()}) {
     if (policy.capacity < 1 || policy.capacity >= kNone)
         throw std::invalid_argument("row index capacity " + std::to_string(policy.capacity) +
                                     " is out of range (1 to 4294967294 rows per shard)");
@@ -35,7 +42,13 @@ RowIndex::RowIndex(const Policy& policy) : policy_(policy) {
 
 std::uint32_t RowIndex::find(std::uint64_t id) const {
     auto it = map_.find(id);
-    return it == map_.end() ? kNone : it->second;
+    return it == map_.end() ? kNone : *it;
+}
+
+std::uint64_t RowIndex::bytes() const {
+    const std::uint64_t sketches = (admit_sketch_ ? admit_sketch_->width() * 4 : 0) + (gate_ ? gate_->width() * 4 : 0);
+    return used_ * sizeof(Slot) + map_.bucket_count() * (sizeof(std::uint32_t) + 1) +
+           free_.capacity() * sizeof(std::uint32_t) + sketches;
 }
 
 bool RowIndex::admits(std::uint64_t id) {
@@ -53,13 +66,7 @@ std::uint32_t RowIndex::take_free_slot() {
         free_.pop_back();
         return slot;
     }
-    if (slot_id_.size() < policy_.capacity) {
-        slot_id_.push_back(0);
-        slot_update_.push_back(0);
-        prev_.push_back(kNone);
-        next_.push_back(kNone);
-        return static_cast<std::uint32_t>(slot_id_.size() - 1);
-    }
+    if (used_ < policy_.capacity) return static_cast<std::uint32_t>(used_++);
     return kNone;
 }
 
@@ -81,21 +88,21 @@ RowIndex::Occurrence RowIndex::occur(std::uint64_t id, std::uint64_t step) {
                 const std::uint64_t width = sketch_width(policy_.capacity);
                 gate_.emplace(width, 10 * width, policy_.seed ^ 0x5851F42D4C957F2Dull);
                 gate_->add(id);
-            } else if (frequency <= gate_->estimate(slot_id_[oldest_])) {
+            } else if (frequency <= gate_->estimate(slots_[oldest_].id)) {
                 ++counters_.refused_full;
                 return out;
             }
         }
         slot = oldest_;
-        out.evicted = slot_id_[slot];
+        out.evicted = slots_[slot].id;
         evict(slot);
         ++counters_.evicted_full;
         free_.pop_back();  // evict() freed it; it is taken here
     }
     out.created = true;
-    map_.emplace(id, slot);
-    slot_id_[slot] = id;
-    slot_update_[slot] = step;
+    slots_[slot].id = id;  // before the insert: the map hashes the slot by its id
+    slots_[slot].update = step;
+    map_.insert(slot);
     link_last(slot);
     ++counters_.admitted;
     out.slot = slot;
@@ -103,7 +110,7 @@ RowIndex::Occurrence RowIndex::occur(std::uint64_t id, std::uint64_t step) {
 }
 
 void RowIndex::updated(std::uint32_t slot, std::uint64_t step) {
-    slot_update_[slot] = std::max(slot_update_[slot], step);
+    slots_[slot].update = std::max(slots_[slot].update, step);
     if (newest_ == slot) return;
     unlink(slot);
     link_last(slot);
@@ -112,9 +119,9 @@ void RowIndex::updated(std::uint32_t slot, std::uint64_t step) {
 std::vector<RowIndex::Entry> RowIndex::sweep(std::uint64_t step) {
     std::vector<Entry> out;
     if (policy_.evict_after == 0) return out;
-    while (oldest_ != kNone && slot_update_[oldest_] + policy_.evict_after < step) {
+    while (oldest_ != kNone && slots_[oldest_].update + policy_.evict_after < step) {
         const std::uint32_t slot = oldest_;
-        out.push_back({.id = slot_id_[slot], .slot = slot, .last_update = slot_update_[slot]});
+        out.push_back({.id = slots_[slot].id, .slot = slot, .last_update = slots_[slot].update});
         evict(slot);
         ++counters_.evicted_idle;
     }
@@ -124,8 +131,8 @@ std::vector<RowIndex::Entry> RowIndex::sweep(std::uint64_t step) {
 std::vector<RowIndex::Entry> RowIndex::entries() const {
     std::vector<Entry> out;
     out.reserve(map_.size());
-    for (std::uint32_t s = oldest_; s != kNone; s = next_[s])
-        out.push_back({.id = slot_id_[s], .slot = s, .last_update = slot_update_[s]});
+    for (std::uint32_t s = oldest_; s != kNone; s = slots_[s].next)
+        out.push_back({.id = slots_[s].id, .slot = s, .last_update = slots_[s].update});
     return out;
 }
 
@@ -142,21 +149,20 @@ void RowIndex::restore(std::span<const Entry> entries) {
         highest = std::max<std::uint64_t>(highest, e.slot + 1);
     }
     map_.clear();
+    map_.reserve(sorted.size());
     free_.clear();
-    slot_id_.assign(highest, 0);
-    slot_update_.assign(highest, 0);
-    prev_.assign(highest, kNone);
-    next_.assign(highest, kNone);
+    used_ = highest;
     oldest_ = newest_ = kNone;
     std::vector<bool> used(highest, false);
     for (const Entry& e : sorted) {
-        if (used[e.slot] || !map_.emplace(e.id, e.slot).second)
+        const bool twice = !used[e.slot] && map_.contains(e.id);
+        if (used[e.slot] || twice)
             throw std::invalid_argument("row index entry for id " + std::to_string(e.id) + " (slot " +
                                         std::to_string(e.slot) +
                                         "): " + (used[e.slot] ? "the slot is given twice" : "the id is given twice"));
         used[e.slot] = true;
-        slot_id_[e.slot] = e.id;
-        slot_update_[e.slot] = e.last_update;
+        slots_[e.slot] = Slot{.id = e.id, .update = e.last_update, .prev = kNone, .next = kNone};
+        map_.insert(e.slot);
         link_last(e.slot);
     }
     for (std::uint64_t s = highest; s-- > 0;)
@@ -166,23 +172,23 @@ void RowIndex::restore(std::span<const Entry> entries) {
 }
 
 void RowIndex::link_last(std::uint32_t slot) {
-    prev_[slot] = newest_;
-    next_[slot] = kNone;
-    if (newest_ != kNone) next_[newest_] = slot;
+    slots_[slot].prev = newest_;
+    slots_[slot].next = kNone;
+    if (newest_ != kNone) slots_[newest_].next = slot;
     newest_ = slot;
     if (oldest_ == kNone) oldest_ = slot;
 }
 
 void RowIndex::unlink(std::uint32_t slot) {
-    const std::uint32_t p = prev_[slot], n = next_[slot];
-    (p != kNone ? next_[p] : oldest_) = n;
-    (n != kNone ? prev_[n] : newest_) = p;
-    prev_[slot] = next_[slot] = kNone;
+    Slot& s = slots_[slot];
+    (s.prev != kNone ? slots_[s.prev].next : oldest_) = s.next;
+    (s.next != kNone ? slots_[s.next].prev : newest_) = s.prev;
+    s.prev = s.next = kNone;
 }
 
 void RowIndex::evict(std::uint32_t slot) {
     unlink(slot);
-    map_.erase(slot_id_[slot]);
+    map_.erase(slot);
     free_.push_back(slot);
 }
 

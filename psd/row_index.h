@@ -20,10 +20,13 @@
 // instead of cycling the tail through its slots (plain LRU, with the gate off, does that under
 // Zipf traffic).
 //
-// Memory: the hash map (about 20 bytes per row) plus 24 bytes per slot ever used, plus the
-// admission sketch (4 x width bytes, width a power of two from 4 x capacity, 2^10 to 2^22) when
-// admit_after > 1, plus the gate's sketch (4 x width bytes, width from capacity, 2^10 to 2^22)
-// once full. Not thread-safe: owned by psd's poll-loop thread, as the rows it indexes.
+// Memory: 24 bytes per slot ever used (the slot's id, last update and neighbours in update order,
+// on zero pages reserved for the capacity) plus the id -> slot map, a set of 4-byte slot numbers
+// hashed by the slot's id (absl's flat_hash_set: 5 bytes per bucket, 7/16 to 7/8 of them full, so
+// 6 to 11 bytes per row); no id is stored twice. Plus the admission sketch (4 x width bytes, width
+// a power of two from 4 x capacity, 2^10 to 2^22) when admit_after > 1, and the gate's sketch (4 x
+// width bytes, width from capacity, 2^10 to 2^22) once full. Not thread-safe: owned by psd's
+// poll-loop thread, as the rows it indexes.
 #pragma once
 
 #include <cstdint>
@@ -31,9 +34,10 @@
 #include <span>
 #include <vector>
 
-#include <absl/container/flat_hash_map.h>
+#include <absl/container/flat_hash_set.h>
 
 #include "psd/count_sketch.h"
+#include "psd/zero_pages.h"
 
 namespace psrun::psd {
 
@@ -83,6 +87,8 @@ class RowIndex {
     std::vector<Entry> sweep(std::uint64_t step);
 
     std::uint64_t rows() const { return map_.size(); }
+    // Bytes of the index (the slots ever used, the map, the sketches, the free list).
+    std::uint64_t bytes() const;
     std::uint64_t capacity() const { return policy_.capacity; }
     const Counters& counters() const { return counters_; }
     const Policy& policy() const { return policy_; }
@@ -98,6 +104,27 @@ class RowIndex {
     void restore(std::span<const Entry> entries);
 
   private:
+    // Per slot: the id it holds, its last update, and its neighbours in update order (kNone ends).
+    struct Slot {
+        std::uint64_t id;
+        std::uint64_t update;
+        std::uint32_t prev, next;
+    };
+    // The map is a set of slot numbers, hashed and compared by their slots' ids, and looked up by
+    // id (absl's heterogeneous lookup): a slot's id must be set before it is inserted.
+    struct SlotHash {
+        using is_transparent = void;
+        const Slot* slots;
+        std::size_t operator()(std::uint64_t id) const;
+        std::size_t operator()(std::uint32_t slot) const { return (*this)(slots[slot].id); }
+    };
+    struct SlotEq {
+        using is_transparent = void;
+        const Slot* slots;
+        bool operator()(std::uint32_t a, std::uint32_t b) const { return a == b; }
+        bool operator()(std::uint32_t slot, std::uint64_t id) const { return slots[slot].id == id; }
+        bool operator()(std::uint64_t id, std::uint32_t slot) const { return slots[slot].id == id; }
+    };
     void link_last(std::uint32_t slot);
     void unlink(std::uint32_t slot);
     void evict(std::uint32_t slot);
@@ -106,13 +133,11 @@ class RowIndex {
 
     Policy policy_;
     Counters counters_;
-    absl::flat_hash_map<std::uint64_t, std::uint32_t> map_;
-    // Per slot: the id it holds, its last update, and its neighbours in update order (kNone ends).
-    std::vector<std::uint64_t> slot_id_, slot_update_;
-    std::vector<std::uint32_t> prev_, next_;
+    ZeroPages<Slot> slots_;  // capacity slots; [0, used_) have been used
+    std::uint64_t used_ = 0;
+    absl::flat_hash_set<std::uint32_t, SlotHash, SlotEq> map_;
     std::uint32_t oldest_ = kNone, newest_ = kNone;
-    std::vector<std::uint32_t> free_;  // slots evicted, reused first
-    // Slots never used are [slot_id_.size(), capacity): the per-slot arrays grow as slots are used.
+    std::vector<std::uint32_t> free_;          // slots evicted, reused first
     std::optional<CountSketch> admit_sketch_;  // admit_after > 1
     std::optional<CountSketch> gate_;          // the frequency gate, from the first time full
     std::uint64_t draws_ = 0;

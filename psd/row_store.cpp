@@ -1,10 +1,7 @@
 #include "psd/row_store.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstring>
-#include <new>
 #include <stdexcept>
 
 #include "common/row_init.h"
@@ -14,45 +11,6 @@ namespace {
 // Rows initialised per team part and task: large enough that waking helpers pays.
 constexpr std::uint64_t kParallelInitRows = 1 << 14;
 }  // namespace
-
-template <class T>
-RowStore::Pages<T>::Pages(std::size_t n) : size_(n) {
-    if (n == 0) return;
-    void* p =
-        ::mmap(nullptr, n * sizeof(T), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) throw std::bad_alloc();
-    // Huge pages where the kernel has them: rows are touched at random, and 4 KiB pages cost a fault
-    // per new row per array and a TLB miss per update (measured: over half of psd's time on a 50M-row
-    // table). RSS then grows by 2 MiB steps, within the share the shard holds anyway.
-    ::madvise(p, n * sizeof(T), MADV_HUGEPAGE);
-    data_ = static_cast<T*>(p);
-}
-
-template <class T>
-RowStore::Pages<T>::~Pages() {
-    if (data_ != nullptr) ::munmap(data_, size_ * sizeof(T));
-}
-
-template <class T>
-RowStore::Pages<T>::Pages(Pages&& other) noexcept : data_(other.data_), size_(other.size_) {
-    other.data_ = nullptr;
-    other.size_ = 0;
-}
-
-template <class T>
-RowStore::Pages<T>& RowStore::Pages<T>::operator=(Pages&& other) noexcept {
-    if (this != &other) {
-        this->~Pages();
-        data_ = other.data_;
-        size_ = other.size_;
-        other.data_ = nullptr;
-        other.size_ = 0;
-    }
-    return *this;
-}
-
-template class RowStore::Pages<float>;
-template class RowStore::Pages<std::uint64_t>;
 
 RowStore::RowStore(const ShardLayout& layout, std::uint32_t shard, const std::vector<TensorSpec>& tensors)
     : shard_(shard), num_shards_(layout.num_shards) {
@@ -80,10 +38,10 @@ void RowStore::allocate(const OptimizerConfig& config) {
         reset_slots(t);
         table.updates = 0;
         table.ema = Floats();  // filled by the load, then start_average()
-        table.ema_at = Pages<std::uint64_t>();
+        table.ema_at = ZeroPages<std::uint64_t>();
         if (averaging()) {
             table.ema = Floats(table.local_rows * table.spec.width);
-            table.ema_at = Pages<std::uint64_t>(table.local_rows);
+            table.ema_at = ZeroPages<std::uint64_t>(table.local_rows);
         }
     }
 }

@@ -46,6 +46,7 @@
 #include "common/tensor_layout.h"
 #include "common/thread_team.h"
 #include "psd/row_index.h"
+#include "psd/zero_pages.h"
 
 namespace psrun::psd {
 
@@ -135,25 +136,7 @@ class RowStore {
     std::size_t average_floats() const;  // moving averages held
 
   private:
-    // n values of zero pages (anonymous mmap), backed by memory only where written.
-    template <class T>
-    class Pages {
-      public:
-        Pages() = default;
-        explicit Pages(std::size_t n);
-        ~Pages();
-        Pages(Pages&& other) noexcept;
-        Pages& operator=(Pages&& other) noexcept;
-        T* data() const { return data_; }
-        std::size_t size() const { return size_; }
-        bool empty() const { return size_ == 0; }
-        operator std::span<T>() const { return {data_, size_}; }
-
-      private:
-        T* data_ = nullptr;
-        std::size_t size_ = 0;
-    };
-    using Floats = Pages<float>;
+    using Floats = ZeroPages<float>;
     struct Table {
         RowTable spec;
         RowInit init;
@@ -162,7 +145,7 @@ class RowStore {
         std::uint64_t local_rows = 0;
         Floats values, slot0, slot1;
         Floats ema;                          // the moving average (--ema-decay), as values
-        Pages<std::uint64_t> ema_at;         // per local row: the update count ema is current at
+        ZeroPages<std::uint64_t> ema_at;     // per local row: the update count ema is current at
         std::vector<std::uint64_t> created;  // bit i: local row i has its initial values and slots
         std::uint64_t updates = 0;
         std::unique_ptr<RowIndex> index;  // keyed tables: id -> slot (the local row)

@@ -10,11 +10,11 @@ void RowStore::reset_average(std::size_t t) {
     auto& table = tables_[t];
     ema_started_ = false;
     table.ema = Floats();
-    table.ema_at = Pages<std::uint64_t>();
+    table.ema_at = ZeroPages<std::uint64_t>();
     if (!averaging()) return;
     const std::size_t width = table.spec.width;
     table.ema = Floats(table.local_rows * width);
-    table.ema_at = Pages<std::uint64_t>(table.local_rows);
+    table.ema_at = ZeroPages<std::uint64_t>(table.local_rows);
     for (std::uint64_t i = 0; i < table.local_rows; ++i)  // created rows: a copy (rows created later copy themselves)
         if (table.created[i >> 6] >> (i & 63) & 1) {
             std::memcpy(table.ema.data() + i * width, table.values.data() + i * width, width * sizeof(float));

@@ -134,6 +134,8 @@ r = stats["raw"]
 check(f"raw: every id seen became a row, none evicted or dropped ({r})",
       r.get("rows", 0) > 0 and r.get("admitted") == r.get("rows") and r.get("evicted_full") == 0
       and r.get("gradients_dropped") == 0 and r.get("capacity") == 800)
+check(f"raw: the id index takes 24-36 bytes a row ({r.get('index_bytes')} bytes for {r.get('rows')} rows)",
+      24 * r.get("rows", 0) <= r.get("index_bytes", 0) <= 36 * r.get("rows", 0))
 b = stats["budget"]
 check(f"budget: at most 200 rows; rarer ids refused by the full shards' gate ({b})",
       b.get("capacity") == 200 and 0 < b.get("rows", 0) <= 200 and b.get("refused_full", 0) > 0
