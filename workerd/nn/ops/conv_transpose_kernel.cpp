@@ -34,6 +34,11 @@ memory::desc torch_weights(const ConvTransposeGeometry& g, Dt type) {
 
 class ConvTransposeKernel final : public Kernel {
   public:
+    // Backward reads the input (weight gradient) and the weights (data gradient), not the output.
+    BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
+        return BackwardReads{BackwardReads::kAllInputs, false};
+    }
+
     void build(KernelBuilder& b) override {
         auto geometry = conv_transpose_geometry(b.node().attrs, b.input_info(0));
         if (!geometry) throw std::runtime_error(geometry.error().message);

@@ -49,6 +49,11 @@ class EmbeddingKernel final : public Kernel {
   public:
     std::string label_suffix() const override { return " [hand]"; }
 
+    // Backward reads the ids (input 0), not the table or the output.
+    BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
+        return BackwardReads{0b1, false};
+    }
+
     void build(KernelBuilder& b) override {
         const auto vocabulary = b.node().attrs.at("vocabulary").get<std::int64_t>();
         const auto dim = b.node().attrs.at("dim").get<std::int64_t>();
@@ -131,6 +136,11 @@ GatherPlan gather_plan(const KernelBuilder& b) {
 class GatherKernel final : public Kernel {
   public:
     std::string label_suffix() const override { return " [hand]"; }
+
+    // Backward reads nothing of the forward's (the indices are attributes).
+    BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
+        return BackwardReads::nothing();
+    }
 
     void build(KernelBuilder& b) override {
         const GatherPlan plan = gather_plan(b);

@@ -15,6 +15,11 @@ namespace {
 
 class ExpandKernel final : public Kernel {
   public:
+    // Backward reads nothing of the forward's: dY summed over the broadcast axes.
+    BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
+        return BackwardReads::nothing();
+    }
+
     void build(KernelBuilder& b) override {
         const auto& engine = b.context().engine;
         const MemDims out = b.output_dims(0);

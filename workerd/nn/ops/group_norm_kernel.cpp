@@ -148,6 +148,11 @@ void reduce_parts(const GroupPlan& p, const std::vector<float>& parts, float* ou
 
 class GroupNormKernel final : public Kernel {
   public:
+    // Backward reads the input and the scale (and its own statistics), not the output.
+    BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
+        return BackwardReads{BackwardReads::kAllInputs, false};
+    }
+
     std::string label_suffix() const override { return " [hand]"; }
 
     void build(KernelBuilder& b) override {

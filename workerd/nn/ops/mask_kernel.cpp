@@ -31,6 +31,11 @@ MaskMode mode_of(const std::string& op) {
 
 class MaskKernel final : public Kernel {
   public:
+    // Backward writes zeros: it reads nothing.
+    BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
+        return BackwardReads::nothing();
+    }
+
     std::string label_suffix() const override { return " [hand]"; }
 
     void build(KernelBuilder& b) override {

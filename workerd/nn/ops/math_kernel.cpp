@@ -18,6 +18,11 @@ namespace {
 
 class PowKernel final : public Kernel {
   public:
+    // Backward reads the input (oneDNN's eltwise backward from src), not the output.
+    BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
+        return BackwardReads{BackwardReads::kAllInputs, false};
+    }
+
     void build(KernelBuilder& b) override {
         const float e = static_cast<float>(b.node().attrs.at("exponent").get<double>());
         const algorithm alg = e == 2.0f ? algorithm::eltwise_square : algorithm::eltwise_pow;
@@ -73,6 +78,11 @@ float hand_math_slope(HandMath f, float x) {
 
 class ErfKernel final : public Kernel {
   public:
+    // Backward reads the input, not the output.
+    BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
+        return BackwardReads{BackwardReads::kAllInputs, false};
+    }
+
     std::string label_suffix() const override { return " [hand]"; }
 
     void build(KernelBuilder& b) override {

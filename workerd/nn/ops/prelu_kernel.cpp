@@ -26,6 +26,11 @@ struct Geometry {
 
 class PreluKernel final : public Kernel {
   public:
+    // Backward reads the input and the slope, not the output.
+    BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
+        return BackwardReads{BackwardReads::kAllInputs, false};
+    }
+
     std::string label_suffix() const override { return " [hand]"; }
 
     void build(KernelBuilder& b) override {

@@ -27,6 +27,14 @@ namespace {
 
 class ReduceKernel final : public Kernel {
   public:
+    // reduce_max/min's backward reads the input and the result (the elements equal to it);
+    // reduce_mean/sum's broadcasts dY back and reads nothing.
+    BackwardReads backward_reads(const std::vector<const Node*>& nodes, const EngineContext&) const override {
+        const std::string& op = nodes.front()->op;
+        if (op == "reduce_max" || op == "reduce_min") return {};
+        return BackwardReads::nothing();
+    }
+
     void build(KernelBuilder& b) override {
         const auto& engine = b.context().engine;
         const auto adt = b.context().activation_type();

@@ -14,6 +14,11 @@ namespace {
 
 class ResizeKernel final : public Kernel {
   public:
+    // Backward reads nothing of the forward's: oneDNN's resampling backward takes dY alone.
+    BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
+        return BackwardReads::nothing();
+    }
+
     void build(KernelBuilder& b) override {
         const bool linear = b.node().attrs.at("mode").get<std::string>() == "linear";
         const algorithm alg = linear ? algorithm::resampling_linear : algorithm::resampling_nearest;

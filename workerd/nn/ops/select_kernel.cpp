@@ -52,6 +52,13 @@ class SelectKernel final : public Kernel {
   public:
     std::string label_suffix() const override { return " [hand]"; }
 
+    // maximum/minimum's backward compares the inputs; where's reads only the condition (input 0).
+    // Neither reads the output.
+    BackwardReads backward_reads(const std::vector<const Node*>& nodes, const EngineContext&) const override {
+        if (nodes.front()->op == "where") return BackwardReads{0b1, false};
+        return BackwardReads{BackwardReads::kAllInputs, false};
+    }
+
     void build(KernelBuilder& b) override {
         const std::string& op = b.node().op;
         const SelectMode mode = op == "maximum"   ? SelectMode::kMax
@@ -89,12 +96,13 @@ class SelectKernel final : public Kernel {
             if (!b.needs_input_grad(k)) continue;
             const memory full(f32, engine);
             b.backward([ins, dy, full, ix, mode, k] {
+                // where's share depends on the condition alone: only it is read (backward_reads).
+                const std::size_t read = mode == SelectMode::kWhere ? 1 : ins.size();
                 const float* in[3] = {};
-                for (std::size_t i = 0; i < ins.size(); ++i)
-                    in[i] = static_cast<const float*>(ins[i].get_data_handle());
+                for (std::size_t i = 0; i < read; ++i) in[i] = static_cast<const float*>(ins[i].get_data_handle());
                 const float* diff = static_cast<const float*>(dy.get_data_handle());
                 float* out = static_cast<float*>(full.get_data_handle());
-                for_each_element(*ix, in, ins.size(),
+                for_each_element(*ix, in, read,
                                  [&](std::int64_t e, const float* v) { out[e] = diff[e] * share(mode, k, v); });
             });
             b.backward(
