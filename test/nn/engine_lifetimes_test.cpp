@@ -6,10 +6,11 @@
 // kinds (conv, pools, batch norm with and without relu, relu/tanh/sigmoid/gelu/elu, softmax,
 // add/sub/mul/div with and without broadcasting, add + relu (in place over 4 channels, a padded
 // blocked format), dense, matmul, transpose, reshape, flatten, concat, split, slice, pad,
-// dropout, layer norm, an LSTM) train a few SGD steps with the plan and poison, and without the
-// plan: losses, outputs and parameters must agree bit for bit. The plan must also write some
-// outputs in place (one buffer each counts them; the arena does not). And which gradients
-// share_gradients puts in one buffer, on a hand-made plan.
+// dropout, layer norm, group norm and prelu reading converted copies, an LSTM) train a few SGD
+// steps with the plan and poison, and without the plan: losses, outputs and parameters must
+// agree bit for bit. The plan must also write some outputs in place (one buffer each counts
+// them; the arena does not). And which gradients share_gradients puts in one buffer, on a
+// hand-made plan.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -207,6 +208,31 @@ TEST_CASE("lifetimes: an add's output gradient is handed on to its inputs' in on
     CHECK(gradient_groups("batch_norm", "sub") == std::vector<int>{-1, -1, -1, 0, 0, -1});
     // mul's backward scales the gradient by the other input: no copy, no group.
     CHECK(gradient_groups("batch_norm", "mul") == std::vector<int>{-1, -1, -1, -1, -1, -1});
+}
+
+TEST_CASE("lifetimes: a backward that reads its input as converted keeps the conversion, not both",
+          "[nn_engine][buffer_plan][lifetimes]") {
+    // conv (blocked output) -> group_norm and prelu (hand kernels reading plain copies) -> conv
+    // reading prelu's plain output (a blocked copy): each copy is what the backward reads
+    // (BackwardReads::as_converted), so the blocked value dies at its last forward read; the
+    // network is built once to learn which inputs are converted, then again knowing it.
+    const json layers = {{{"kind", "conv2d"}, {"name", "c0"}, {"filters", 16}, {"kernel", 3}, {"padding", "same"}},
+                         {{"kind", "group_norm"}, {"name", "g0"}, {"groups", 4}},
+                         {{"kind", "prelu"}, {"name", "p0"}},
+                         {{"kind", "conv2d"}, {"name", "c1"}, {"filters", 16}, {"kernel", 3}, {"padding", "same"}},
+                         {{"kind", "group_norm"}, {"name", "g1"}, {"groups", 16}},
+                         {{"kind", "relu"}, {"name", "r1"}},
+                         {{"kind", "flatten"}, {"name", "f"}, {"axis", 1}},
+                         {{"kind", "dense"}, {"name", "fc"}, {"units", 3}}};
+    const auto model = graph_model(layers, {2, 8, 8});
+    const MemoryUse use = check_poisoned(model, 4);
+    CHECK(use.read_as_converted >= 3);           // g0 of c0's output, c1 of p0's, g1 of c1's
+    ::setenv("PSRUN_BACKWARD_READS", "all", 1);  // every kernel reads everything: nothing learned
+    const Run all = train(model, 4, true, 1);
+    ::unsetenv("PSRUN_BACKWARD_READS");
+    INFO("planned " << use.planned_bytes << " bytes; with every input read in every backward "
+                    << all.use.planned_bytes);
+    CHECK(use.planned_bytes < all.use.planned_bytes);
 }
 
 TEST_CASE("lifetimes: an LSTM and an undeclared kind keep working", "[nn_engine][buffer_plan][lifetimes]") {

@@ -29,7 +29,9 @@ void compute_lifetimes(NetworkPlan& plan) {
         const int bwd = k.backward ? backward_step(plan, static_cast<int>(ki)) : fwd;
         for (std::size_t s = 0; s < k.inputs.size(); ++s) {
             auto& v = plan.values[static_cast<std::size_t>(k.inputs[s])];
-            v.last_read = std::max(v.last_read, k.reads.reads_input(s) ? bwd : fwd);
+            const bool via_conversion = k.reads_through_conversion(s);
+            v.last_read = std::max(v.last_read, k.reads.reads_input(s) && !via_conversion ? bwd : fwd);
+            if (via_conversion) v.converted_last = std::max(v.converted_last, bwd);
         }
         for (const auto o : k.outputs) {
             auto& v = plan.values[static_cast<std::size_t>(o)];

@@ -100,9 +100,15 @@ struct BackwardReads {
     // gradient (a fused relu's backward changes it in place, so a kernel with one leaves it false).
     std::uint64_t copies_output_grad = 0;
     bool keeps_output_grad = false;
+    // Bit i: the backward reads input slot i only through the memory input_as()/input_plain()
+    // returned for it, never input(i) itself. Where that is a conversion (known from a first
+    // build, NetworkPlan::converted), the value dies at its last forward read and only the
+    // conversion is kept for the backward, not both.
+    std::uint64_t as_converted = 0;
 
     bool reads_input(std::size_t i) const { return i >= 64 || ((inputs >> i) & 1u) != 0; }
     bool copies_output_grad_to(std::size_t i) const { return i < 64 && ((copies_output_grad >> i) & 1u) != 0; }
+    bool reads_converted(std::size_t i) const { return reads_input(i) && i < 64 && ((as_converted >> i) & 1u) != 0; }
     static BackwardReads nothing() { return BackwardReads{0, false, -1, -1}; }
 };
 

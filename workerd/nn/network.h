@@ -60,6 +60,9 @@ struct MemoryUse {
     std::size_t planned_bytes = 0;    // the arena plus the buffers kept out of it
     std::size_t unplanned_bytes = 0;  // one buffer each: the sum of all
     std::size_t lower_bound = 0;      // the most bytes live at one step: no plan needs fewer
+    // Inputs a backward reads through a conversion kept for it, the value itself not kept
+    // (BackwardReads::as_converted).
+    std::size_t read_as_converted = 0;
 };
 
 // Per kernel (a fused kernel covers several nodes from `index`), and the loss last.

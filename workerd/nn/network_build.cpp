@@ -39,11 +39,17 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
     // A build before this one (at the end) may have left offsets that need fewer bytes.
     std::vector<std::size_t> preset = plan_ ? std::move(plan_->offline_offsets) : std::vector<std::size_t>{};
     const bool again = !preset.empty() || (plan_ && plan_->online_only);
+    // The conversions a build before made (NetworkPlan::converted), kept for every build after.
+    const bool conversions_known = plan_ && plan_->conversions_known;
+    std::vector<std::uint64_t> converted = plan_ ? std::move(plan_->converted) : std::vector<std::uint64_t>{};
+    const bool online_only = plan_ && plan_->online_only;
     loss_.reset();
     times_.clear();
     plan_ = std::make_unique<NetworkPlan>();
     NetworkPlan& plan = *plan_;
     plan.buffers.preset(std::move(preset));
+    plan.online_only = online_only;
+    plan.conversions_known = conversions_known;
     plan.grads = grads.data();
     const std::int64_t n = options_.batch_size;
     const EngineContext context{engine_, stream_, n, options_.precision, !options_.forward_only, options_.hand_kernels};
@@ -160,6 +166,7 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
         }
         k.label += k.kernel->label_suffix();
         k.reads = declared_reads_off() ? BackwardReads{} : k.kernel->backward_reads(k.nodes, context);
+        if (plan.kernels.size() < converted.size()) k.converted_before = converted[plan.kernels.size()];
         for (const auto o : k.outputs) k.reaches_loss = k.reaches_loss || reaches[static_cast<std::size_t>(o)];
         bool any = false;
         for (const auto i : k.inputs) any = any || plan.values[static_cast<std::size_t>(i)].needs_grad;
@@ -217,6 +224,20 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
     // Placed again with all of them known, largest first: where that needs fewer bytes, build
     // again (the same kernels ask for the same buffers in the same order) with those offsets. If
     // that build fails, a third places as this one did.
+    // A backward that reads an input only as converted, where this build converted it: build again
+    // knowing that (the value then dies at its last forward read; only the conversion is kept).
+    if (plan.arena && !conversions_known) {
+        bool useful = false;
+        plan.converted.clear();
+        for (const auto& k : plan.kernels) {
+            plan.converted.push_back(k.converted);
+            useful = useful || (k.backward && (k.converted & k.reads.as_converted & k.reads.inputs) != 0);
+        }
+        plan.conversions_known = true;
+        if (useful) return build(params, grads, plan_buffers);
+    } else {
+        plan.converted = std::move(converted);
+    }
     if (plan.arena && !again) {
         std::size_t bytes = 0;
         std::vector<std::size_t> offsets = plan.buffers.offline_offsets(bytes);

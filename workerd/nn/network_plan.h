@@ -41,6 +41,9 @@ struct ValueState {
     // the buffer is placed live that long.
     int hold = -1;
     int placed_last() const { return last > hold ? last : hold; }
+    // The last backward that reads it through a conversion (KernelState::reads_through_conversion),
+    // not in last_read: its conversions are kept that long instead. -1: none.
+    int converted_last = -1;
     // The planned buffer its producer placed for it alone (make_output, or in place over an
     // input's own buffer); BufferPlan::kNone for a view, a conversion or an unplanned memory.
     std::size_t own_buffer = BufferPlan::kNone;
@@ -72,6 +75,15 @@ struct KernelState {
     std::string label;      // "conv2d+relu"
     bool reaches_loss = false;
     bool backward = false;
+    // Bit i: input_as() returned a conversion (not the value's own memory) for input slot i, in
+    // the build before this one (`converted_before`, NetworkPlan::converted) and in this one.
+    std::uint64_t converted_before = 0;
+    std::uint64_t converted = 0;
+    // Whether the backward reads slot i through a conversion known from the build before: the
+    // value need not live until this backward (BackwardReads::as_converted).
+    bool reads_through_conversion(std::size_t i) const {
+        return backward && reads.reads_converted(i) && ((converted_before >> i) & 1u) != 0;
+    }
     std::vector<Op> fwd, bwd_pre, bwd, bwd_post;
     std::vector<std::string> impls;
 };
@@ -106,6 +118,12 @@ struct NetworkPlan {
     // online_only: a build with those offsets failed; the next places as buffers come.
     std::vector<std::size_t> offline_offsets;
     bool online_only = false;
+    // Per kernel, KernelState::converted of a build before (conversions_known): which input slots
+    // were read through a conversion. A first build learns them; where a backward reads an input
+    // only as converted (BackwardReads::as_converted), the network is built again knowing them, so
+    // that the value itself dies at its last forward read.
+    std::vector<std::uint64_t> converted;
+    bool conversions_known = false;
     // Debug (PSRUN_POISON_FREED=1, buffer_lifetimes.h): per step, the planned byte ranges whose
     // lifetime ends there, filled with 0xFF bytes (NaN) after it; empty when off.
     std::vector<std::vector<std::pair<char*, std::size_t>>> poison_after;

@@ -10,11 +10,17 @@ using Dt = memory::data_type;
 
 memory PlanBuilder::input_as(std::size_t i, const memory::desc& want) {
     ValueState& v = in(i);
-    if (v.mem.get_desc() == want) return v.mem;
+    // Where the build before converted this input for this backward, the value's lifetime left the
+    // backward out: a conversion must serve it even where none is needed now (a copy).
+    const bool through_conversion = k_.reads_through_conversion(i);
+    if (v.mem.get_desc() == want && !through_conversion) return v.mem;
+    if (i < 64) k_.converted |= std::uint64_t{1} << i;
     for (const auto& c : v.conversions)
         if (c.get_desc() == want) return c;
-    // Shared with the later readers: live until the last of them.
-    memory out = buffer(want, forward_step(index_), std::max(forward_step(index_), v.last_read));
+    // Shared with the later readers: live until the last of them, backward reads through a
+    // conversion included.
+    const int here = forward_step(index_);
+    memory out = buffer(want, here, std::max({here, v.last_read, v.converted_last}));
     add_reorder(k_.fwd, context_.stream, v.mem, out, false);
     v.conversions.push_back(out);
     return out;

@@ -36,7 +36,9 @@ class ConvTransposeKernel final : public Kernel {
   public:
     // Backward reads the input (weight gradient) and the weights (data gradient), not the output.
     BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
-        return BackwardReads{BackwardReads::kAllInputs, false};
+        BackwardReads reads{BackwardReads::kAllInputs, false};
+        reads.as_converted = 0b1;  // the source as input_as() gave it
+        return reads;
     }
 
     void build(KernelBuilder& b) override {

@@ -90,7 +90,9 @@ class DenseKernel final : public Kernel {
   public:
     // The input and weights (weight gradient); the output only for the relu post-op's backward.
     BackwardReads backward_reads(const std::vector<const Node*>& nodes, const EngineContext&) const override {
-        return BackwardReads{BackwardReads::kAllInputs, nodes.size() == 2, -1};
+        BackwardReads reads{BackwardReads::kAllInputs, nodes.size() == 2, -1};
+        reads.as_converted = 0b1;  // the source as input_as() gave it
+        return reads;
     }
 
     void build(KernelBuilder& b) override {

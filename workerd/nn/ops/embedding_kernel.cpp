@@ -51,7 +51,9 @@ class EmbeddingKernel final : public Kernel {
 
     // Backward reads the ids (input 0), not the table or the output.
     BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
-        return BackwardReads{0b1, false};
+        BackwardReads reads{0b1, false};
+        reads.as_converted = 0b1;  // the ids as input_plain() gave them
+        return reads;
     }
 
     void build(KernelBuilder& b) override {

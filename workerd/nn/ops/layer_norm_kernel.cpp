@@ -20,7 +20,9 @@ class LayerNormKernel final : public Kernel {
   public:
     // The input and scale, and the row statistics it keeps; not the output.
     BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
-        return BackwardReads{BackwardReads::kAllInputs, false, -1};
+        BackwardReads reads{BackwardReads::kAllInputs, false, -1};
+        reads.as_converted = BackwardReads::kAllInputs;  // every input as input_plain() gave it
+        return reads;
     }
 
     void build(KernelBuilder& b) override {

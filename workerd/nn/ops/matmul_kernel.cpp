@@ -45,7 +45,9 @@ class MatmulKernel final : public Kernel {
   public:
     // Each input's gradient is the output's times the other input: both inputs, not the output.
     BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
-        return BackwardReads{BackwardReads::kAllInputs, false, -1};
+        BackwardReads reads{BackwardReads::kAllInputs, false, -1};
+        reads.as_converted = BackwardReads::kAllInputs;  // both as input_plain() gave them
+        return reads;
     }
 
     void build(KernelBuilder& b) override {

@@ -28,7 +28,9 @@ class PreluKernel final : public Kernel {
   public:
     // Backward reads the input and the slope, not the output.
     BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
-        return BackwardReads{BackwardReads::kAllInputs, false};
+        BackwardReads reads{BackwardReads::kAllInputs, false};
+        reads.as_converted = BackwardReads::kAllInputs;  // every input as input_plain() gave it
+        return reads;
     }
 
     std::string label_suffix() const override { return " [hand]"; }

@@ -31,7 +31,11 @@ class ReduceKernel final : public Kernel {
     // reduce_mean/sum's broadcasts dY back and reads nothing.
     BackwardReads backward_reads(const std::vector<const Node*>& nodes, const EngineContext&) const override {
         const std::string& op = nodes.front()->op;
-        if (op == "reduce_max" || op == "reduce_min") return {};
+        if (op == "reduce_max" || op == "reduce_min") {
+            BackwardReads reads;
+            reads.as_converted = 0b1;  // the input as input_plain() gave it
+            return reads;
+        }
         return BackwardReads::nothing();
     }
 

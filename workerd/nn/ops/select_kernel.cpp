@@ -55,8 +55,9 @@ class SelectKernel final : public Kernel {
     // maximum/minimum's backward compares the inputs; where's reads only the condition (input 0).
     // Neither reads the output.
     BackwardReads backward_reads(const std::vector<const Node*>& nodes, const EngineContext&) const override {
-        if (nodes.front()->op == "where") return BackwardReads{0b1, false};
-        return BackwardReads{BackwardReads::kAllInputs, false};
+        BackwardReads reads{nodes.front()->op == "where" ? 0b1u : BackwardReads::kAllInputs, false};
+        reads.as_converted = BackwardReads::kAllInputs;  // as input_plain() gave them
+        return reads;
     }
 
     void build(KernelBuilder& b) override {
