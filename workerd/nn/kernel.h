@@ -32,6 +32,7 @@
 // Not thread-safe; primitives and hand loops run on oneDNN's OpenMP threads.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -105,6 +106,13 @@ struct BackwardReads {
     // build, NetworkPlan::converted), the value dies at its last forward read and only the
     // conversion is kept for the backward, not both.
     std::uint64_t as_converted = 0;
+    // Reads needed only for some inputs' gradients: bit j of input_for[i] (i < 4) says the
+    // backward reads input slot i only to compute input slot j's gradient, and of outputs_for
+    // that it reads its outputs only for those; 0: whatever needs a gradient. Where none of those
+    // inputs needs one (a division by a constant), the read is dropped before any buffer is
+    // placed (a / c keeps neither a nor its output).
+    std::array<std::uint64_t, 4> input_for{};
+    std::uint64_t outputs_for = 0;
 
     bool reads_input(std::size_t i) const { return i >= 64 || ((inputs >> i) & 1u) != 0; }
     bool copies_output_grad_to(std::size_t i) const { return i < 64 && ((copies_output_grad >> i) & 1u) != 0; }

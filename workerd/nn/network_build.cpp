@@ -171,6 +171,15 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
         bool any = false;
         for (const auto i : k.inputs) any = any || plan.values[static_cast<std::size_t>(i)].needs_grad;
         k.backward = training && any && k.reaches_loss;
+        // Reads only some inputs' gradients need (BackwardReads::input_for, outputs_for).
+        auto wanted = [&](std::uint64_t slots) {
+            for (std::size_t s = 0; s < k.inputs.size() && s < 64; ++s)
+                if ((slots >> s & 1u) && plan.values[static_cast<std::size_t>(k.inputs[s])].needs_grad) return true;
+            return false;
+        };
+        for (std::size_t s = 0; s < k.reads.input_for.size(); ++s)
+            if (k.reads.input_for[s] != 0 && !wanted(k.reads.input_for[s])) k.reads.inputs &= ~(std::uint64_t{1} << s);
+        if (k.reads.outputs_for != 0 && !wanted(k.reads.outputs_for)) k.reads.outputs = false;
         plan.kernels.push_back(std::move(k));
     }
     link_values(plan, training);

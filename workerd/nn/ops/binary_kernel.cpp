@@ -82,8 +82,16 @@ class BinaryKernel final : public Kernel {
         switch (kind_of(nodes.front()->op)) {
             case Kind::kAdd: return BackwardReads{0, relu, 0, -1, 0b11};
             case Kind::kSub: return BackwardReads{0, relu, 0, -1, 0b01};  // the second input's is negated
-            case Kind::kMul: return BackwardReads{BackwardReads::kAllInputs, false, 0};
-            case Kind::kDiv: return BackwardReads{BackwardReads::kAllInputs, true, -1};
+            case Kind::kMul: {                                            // dA = dC B, dB = dC A
+                BackwardReads reads{BackwardReads::kAllInputs, false, 0};
+                reads.input_for = {0b10, 0b01};
+                return reads;
+            }
+            case Kind::kDiv: {  // dA = dC / B, dB = -dA C: never A; C only for dB
+                BackwardReads reads{0b10, true, -1};
+                reads.outputs_for = 0b10;
+                return reads;
+            }
         }
         return {};
     }

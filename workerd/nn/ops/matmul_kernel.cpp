@@ -47,6 +47,7 @@ class MatmulKernel final : public Kernel {
     BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
         BackwardReads reads{BackwardReads::kAllInputs, false, -1};
         reads.as_converted = BackwardReads::kAllInputs;  // both as input_plain() gave them
+        reads.input_for = {0b10, 0b01};                  // dA = dC B^T, dB = A^T dC
         return reads;
     }
 
