@@ -4,7 +4,7 @@
 # (--max-workers 4, --min-workers 2). At ~30% of the steps two more workers join with `psrun join`
 # (the job's join file in the model dir tells them where psd is); psd 0 hands them slots 2 and 3,
 # they take the current parameters and lease chunks. A fifth join is refused (no room, exit 2), so is
-# one with another model and one without --data-chunks. At ~60% the second joiner started is SIGKILLed by
+# one with another model and one without --data-chunks. At ~45% the second joiner started is SIGKILLed by
 # PID (its workerd: psrun join execs it): psd drops it. The run ends 0; summary.json lists both joins and the drop; every complete epoch counted exactly
 # 60,000 examples; the test accuracy is within 1.5 points of an undisturbed 2-worker run. Once psd dropped the
 # killed joiner, one more `psrun join` finds no fresh slot and is handed the dropped one; it trains to the end.
@@ -84,7 +84,14 @@ check "... naming both models" grep -q "serves model 'dls_mlp'.*trains model 'mn
 
 # Which slot each joiner got, from its own log.
 slot_of() { grep -o "handed out worker slot [0-9]*" "$1" | head -1 | awk '{print $NF}'; }
-s=$(wait_step "$tmp/log" "$steps" $((steps * 6 / 10)) 150 workerd:0)
+# Killed early enough (45% of the steps) that psd's drop (a few thousand steps later, under load)
+# leaves the late joiner below time to start and join before the run ends.
+for _ in $(seq 600); do
+    grep -q "training from global step" "$tmp/j3.log" && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+done
+s=$(wait_step "$tmp/log" "$steps" $((steps * 45 / 100)) 150 workerd:0)
 victim_slot=$(slot_of "$tmp/j3.log")
 check "joiner $j3 trains at slot ${victim_slot:-?} when the chief is at step $s" grep -q "training from global step" "$tmp/j3.log"
 # $j3 is timeout's PID; psrun join exec'd workerd in its child (same PID as that psrun join).
