@@ -21,7 +21,9 @@ require_mnist
 py=/usr/bin/python3
 j2= j3= j4=
 trap '[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null; for p in $j2 $j3 $j4; do kill -KILL "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"' EXIT
-if [ "$mode" = sync ]; then steps=4000; sync=(--sync); else steps=24000; sync=(); fi
+# Async: long enough (~15 s here) that the checks between the joins (two more `psrun join`s, ~4 s
+# under CI's load) leave the joiner started after the drop several seconds to join.
+if [ "$mode" = sync ]; then steps=4000; sync=(--sync); else steps=36000; sync=(); fi
 run_opts=(--ps 1 --workers 2 --max-workers 4 --min-workers 2 --worker-timeout 1 "${sync[@]}")
 train_opts=(--model dls_mlp --data-dir "$idx" --batch-size 100 --steps "$steps" --log-every 100 --data-chunks 60
             --threads 1)
