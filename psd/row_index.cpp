@@ -155,8 +155,7 @@ void RowIndex::restore(std::span<const Entry> entries) {
     oldest_ = newest_ = kNone;
     std::vector<bool> used(highest, false);
     for (const Entry& e : sorted) {
-        const bool twice = !used[e.slot] && map_.contains(e.id);
-        if (used[e.slot] || twice)
+        if (used[e.slot] || map_.contains(e.id))
             throw std::invalid_argument("row index entry for id " + std::to_string(e.id) + " (slot " +
                                         std::to_string(e.slot) +
                                         "): " + (used[e.slot] ? "the slot is given twice" : "the id is given twice"));

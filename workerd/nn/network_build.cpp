@@ -42,13 +42,11 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
     // The conversions a build before made (NetworkPlan::converted), kept for every build after.
     const bool conversions_known = plan_ && plan_->conversions_known;
     std::vector<std::uint64_t> converted = plan_ ? std::move(plan_->converted) : std::vector<std::uint64_t>{};
-    const bool online_only = plan_ && plan_->online_only;
     loss_.reset();
     times_.clear();
     plan_ = std::make_unique<NetworkPlan>();
     NetworkPlan& plan = *plan_;
     plan.buffers.preset(std::move(preset));
-    plan.online_only = online_only;
     plan.conversions_known = conversions_known;
     plan.grads = grads.data();
     const std::int64_t n = options_.batch_size;
@@ -229,10 +227,6 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
                                                        to_string(out.info.dims) + " cannot be built: " + e.what());
     }
     times_.push_back(LayerTime{static_cast<int>(model_.nodes.size()), "loss", "loss", 0, 0});
-    // The offsets were chosen as the kernels built, each before the buffers to come were known.
-    // Placed again with all of them known, largest first: where that needs fewer bytes, build
-    // again (the same kernels ask for the same buffers in the same order) with those offsets. If
-    // that build fails, a third places as this one did.
     // A backward that reads an input only as converted, where this build converted it: build again
     // knowing that (the value then dies at its last forward read; only the conversion is kept).
     if (plan.arena && !conversions_known) {
@@ -247,6 +241,10 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
     } else {
         plan.converted = std::move(converted);
     }
+    // The offsets were chosen as the kernels built, each before the buffers to come were known.
+    // Placed again with all of them known, largest first: where that needs fewer bytes, build
+    // again (the same kernels ask for the same buffers in the same order) with those offsets. If
+    // that build fails, a third places as this one did.
     if (plan.arena && !again) {
         std::size_t bytes = 0;
         std::vector<std::size_t> offsets = plan.buffers.offline_offsets(bytes);
