@@ -161,7 +161,7 @@ TEST_CASE("lifetimes: attention, layer norm, binary kinds with broadcasting, vie
 // c -> add + relu d (c, a) -> dense e (the output). The add's backward hands dD to dC and dA.
 // dA has a later writer (conv b) and a producer that may change it; dC is read only by its
 // producer's backward, before conv b writes dA: where that producer leaves dC alone
-// (batch_norm), all three share one buffer, else dD and dC only. What each kernel does with the
+// (batch_norm, conv2d), all three share one buffer, else dD and dC only. What each kernel does with the
 // gradients is what its kind declares (BackwardReads::copies_output_grad, keeps_output_grad).
 std::vector<int> gradient_groups(const std::string& second, const std::string& op = "add") {
     std::vector<Node> nodes(6);
@@ -203,7 +203,9 @@ std::vector<int> gradient_groups(const std::string& second, const std::string& o
 TEST_CASE("lifetimes: an add's output gradient is handed on to its inputs' in one buffer", "[buffer_plan][lifetimes]") {
     //                                     x   a   b   c  d   e
     CHECK(gradient_groups("batch_norm") == std::vector<int>{-1, 0, -1, 0, 0, -1});
-    CHECK(gradient_groups("conv2d") == std::vector<int>{-1, -1, -1, 0, 0, -1});
+    CHECK(gradient_groups("conv2d") == std::vector<int>{-1, 0, -1, 0, 0, -1});  // conv's backward reads dC only
+    // prelu's backward is not declared to leave dC alone: dA cannot wait in the buffer.
+    CHECK(gradient_groups("prelu") == std::vector<int>{-1, -1, -1, 0, 0, -1});
     // sub: the first input's only (the second gets -dD).
     CHECK(gradient_groups("batch_norm", "sub") == std::vector<int>{-1, -1, -1, 0, 0, -1});
     // mul's backward scales the gradient by the other input: no copy, no group.
@@ -233,6 +235,27 @@ TEST_CASE("lifetimes: a backward that reads its input as converted keeps the con
     INFO("planned " << use.planned_bytes << " bytes; with every input read in every backward "
                     << all.use.planned_bytes);
     CHECK(use.planned_bytes < all.use.planned_bytes);
+}
+
+TEST_CASE("lifetimes: where over its input, gradients written over the output's, reduce_max's bits",
+          "[nn_engine][buffer_plan][lifetimes]") {
+    // h = relu(x W) (its gradient written over dR); where(x > 0, h, 0) written over h, its
+    // gradient over dK; a max over positions that keeps bits, not its input; then a sub whose
+    // broadcast operand's gradient is summed from backward scratch.
+    const json layers = {{{"kind", "parameter"}, {"name", "w"}, {"shape", {4, 4}}},
+                         {{"kind", "parameter"}, {"name", "m"}, {"shape", {1, 4}}},
+                         {{"kind", "matmul"}, {"name", "h"}, {"inputs", {"input", "w"}}},
+                         {{"kind", "relu"}, {"name", "r"}},
+                         {{"kind", "constant"}, {"name", "zero"}, {"shape", json::array()}, {"values", {0.0}}},
+                         {{"kind", "greater"}, {"name", "pos"}, {"inputs", {"input", "zero"}}},
+                         {{"kind", "where"}, {"name", "k"}, {"inputs", {"pos", "r", "zero"}}},
+                         {{"kind", "sub"}, {"name", "s"}, {"inputs", {"k", "m"}}},
+                         {{"kind", "tanh"}, {"name", "t"}},
+                         {{"kind", "reduce_max"}, {"name", "mx"}, {"axes", {1}}, {"keepdims", false}},
+                         {{"kind", "dense"}, {"name", "out"}, {"units", 3}}};
+    const MemoryUse use = check_poisoned(graph_model(layers, {6, 4}), 3);
+    CHECK(use.in_place_bytes > 0);         // where over r (and relu over h)
+    CHECK(use.shared_gradient_bytes > 0);  // dR over dK, dH over dR
 }
 
 TEST_CASE("lifetimes: an LSTM and an undeclared kind keep working", "[nn_engine][buffer_plan][lifetimes]") {

@@ -247,6 +247,36 @@ TEST_CASE("reduce_max and reduce_min over some axes, keepdims either way", "[elt
     check_bf16_against_f32(model, batch, 7);
 }
 
+TEST_CASE("reduce_max shares dY among ties equally (bits kept by the forward)", "[eltwise][reduce]") {
+    // y[n, r] = max_j (x + p)[n, r, j] over x = 0: row 0 = [1, 1, 0.5, 1] ties three ways, row 1
+    // = [0, 2, 0, 0] has one maximum. Every example sees the same, so dp[r] = dy[r] * share
+    // summed over the batch: dp[0] = dy0 / 3 at 0, 1, 3 and 0 at 2; dp[1] = dy1 at 1 only.
+    const json layers = {{{"kind", "parameter"}, {"name", "p"}, {"shape", {2, 4}}},
+                         {{"kind", "add"}, {"name", "s"}, {"inputs", {"input", "p"}}},
+                         {{"kind", "reduce_max"}, {"name", "out"}, {"axes", {2}}, {"keepdims", false}}};
+    const auto model = graph_model(layers, {2, 4});
+    std::vector<float> params = {1, 1, 0.5f, 1, 0, 2, 0, 0}, grads(params.size(), 0.0f);
+    REQUIRE(static_cast<std::size_t>(model.parameter_count) == params.size());
+    NetworkOptions options;
+    options.batch_size = 2;
+    auto net = Network::create(model, options, params, grads);
+    INFO((net ? std::string() : net.error().message));
+    REQUIRE(net);
+    for (auto& v : (*net)->input(0)) v = 0.0f;
+    for (auto& t : (*net)->targets()) t = 0.0f;
+    (*net)->train_step(1);
+    const float share = grads[0];
+    CHECK(share != 0.0f);
+    CHECK(grads[1] == share);
+    CHECK(grads[2] == 0.0f);
+    CHECK(grads[3] == share);
+    CHECK(grads[4] == 0.0f);
+    CHECK(grads[6] == 0.0f);
+    CHECK(grads[7] == 0.0f);
+    // dy = d(y - 0)^2/dy = 2y: 2 for row 0 (split three ways), 4 for row 1.
+    CHECK(grads[5] == Approx(share * 6.0f).epsilon(1e-6));
+}
+
 TEST_CASE("softmax after a causal -inf mask: exact zeros, no NaN forward or backward", "[eltwise][softmax]") {
     // scores [N, 4, 4] + triu(-inf, 1); a fully masked row (the last constant) must not crash.
     const float inf = std::numeric_limits<float>::infinity();

@@ -55,15 +55,19 @@ void compute_lifetimes(NetworkPlan& plan) {
     // a chain (add then relu over it) holds the first buffer to the end.
     for (std::size_t ki = plan.kernels.size(); ki-- > 0;) {
         auto& k = plan.kernels[ki];
-        const int slot = k.reads.in_place;
-        if (slot < 0 || static_cast<std::size_t>(slot) >= k.inputs.size() || k.outputs.empty()) continue;
-        const int value = k.inputs[static_cast<std::size_t>(slot)];
-        if (std::count(k.inputs.begin(), k.inputs.end(), value) != 1) continue;
-        auto& in = plan.values[static_cast<std::size_t>(value)];
+        if (k.outputs.empty()) continue;
         const auto& out = plan.values[static_cast<std::size_t>(k.outputs.front())];
-        if (in.producer < 0 || in.kept || out.kept || in.last != forward_step(static_cast<int>(ki))) continue;
-        k.in_place = true;
-        in.hold = std::max(in.hold, out.placed_last());
+        for (const int slot : {k.reads.in_place, k.reads.in_place_else}) {
+            if (slot < 0 || static_cast<std::size_t>(slot) >= k.inputs.size()) continue;
+            const int value = k.inputs[static_cast<std::size_t>(slot)];
+            if (std::count(k.inputs.begin(), k.inputs.end(), value) != 1) continue;
+            auto& in = plan.values[static_cast<std::size_t>(value)];
+            if (in.producer < 0 || in.kept || out.kept || in.last != forward_step(static_cast<int>(ki))) continue;
+            if (in.dims != out.dims || in.info.type != out.info.type) continue;
+            k.in_place = slot;
+            in.hold = std::max(in.hold, out.placed_last());
+            break;
+        }
     }
 }
 
@@ -79,6 +83,14 @@ bool copies_output_gradient(const NetworkPlan& plan, const KernelState& k, std::
     return true;
 }
 
+// Whether kernel k's backward may write input slot `slot`'s gradient over its output's
+// (BackwardReads::grad_over_output), the two of the same dims.
+bool writes_over_output_gradient(const NetworkPlan& plan, const KernelState& k, std::size_t slot) {
+    if (k.outputs.size() != 1 || slot >= k.inputs.size() || !k.reads.writes_grad_over_output(slot)) return false;
+    return plan.values[static_cast<std::size_t>(k.outputs.front())].dims ==
+           plan.values[static_cast<std::size_t>(k.inputs[slot])].dims;
+}
+
 }  // namespace
 
 void share_gradients(NetworkPlan& plan) {
@@ -88,7 +100,8 @@ void share_gradients(NetworkPlan& plan) {
     // Backward order (last kernel first): a group grows from an add's output down its inputs.
     for (std::size_t ki = plan.kernels.size(); ki-- > 0;) {
         const KernelState& k = plan.kernels[ki];
-        if (!k.backward || k.reads.copies_output_grad == 0) continue;
+        const bool copies = k.reads.copies_output_grad != 0;
+        if (!k.backward || (!copies && k.reads.grad_over_output == 0)) continue;
         const int here = static_cast<int>(ki);
         const int t = backward_step(plan, here);
         const int c = k.outputs.front();
@@ -108,11 +121,12 @@ void share_gradients(NetworkPlan& plan) {
         };
         std::vector<Candidate> candidates;
         for (std::size_t s = 0; s < k.inputs.size(); ++s) {
-            if (!copies_output_gradient(plan, k, s)) continue;
+            if (!copies_output_gradient(plan, k, s) && !writes_over_output_gradient(plan, k, s)) continue;
             const int vi = k.inputs[s];
             if (std::count(k.inputs.begin(), k.inputs.end(), vi) != 1) continue;
             const ValueState& v = plan.values[static_cast<std::size_t>(vi)];
             if (!v.needs_grad || v.kept || v.tensor != nullptr || v.producer < 0 || v.grad_group >= 0) continue;
+            if (std::find(plan.unshared.begin(), plan.unshared.end(), vi) != plan.unshared.end()) continue;
             int first = 0, last = 0;
             const bool producer_backward = plan.kernels[static_cast<std::size_t>(v.producer)].backward;
             if (!gradient_steps(plan, v, v.producer, producer_backward, first, last) || first != t) continue;
@@ -125,6 +139,8 @@ void share_gradients(NetworkPlan& plan) {
         }
         std::sort(candidates.begin(), candidates.end(),
                   [](const Candidate& a, const Candidate& b) { return a.last < b.last; });
+        if (!copies && candidates.size() > 1)  // one gradient over the output's
+            candidates.erase(candidates.begin() + 1, candidates.end());
         std::vector<Candidate> chosen;
         for (const auto& cand : candidates) {
             bool apart = true;
@@ -147,6 +163,34 @@ void share_gradients(NetworkPlan& plan) {
             plan.values[static_cast<std::size_t>(cand.value)].grad_group = out.grad_group;
         }
     }
+}
+
+int conversion_last(const NetworkPlan& plan, int value, int from) {
+    int last = forward_step(from);
+    for (std::size_t ki = static_cast<std::size_t>(from); ki < plan.kernels.size(); ++ki) {
+        const auto& k = plan.kernels[ki];
+        for (std::size_t s = 0; s < k.inputs.size(); ++s) {
+            if (k.inputs[s] != value) continue;
+            last = std::max(last, forward_step(static_cast<int>(ki)));
+            if (k.backward && k.reads.reads_input(s)) last = std::max(last, backward_step(plan, static_cast<int>(ki)));
+            if (k.reads.view == static_cast<int>(s) && !k.outputs.empty())
+                last = std::max(last, plan.values[static_cast<std::size_t>(k.outputs.front())].last);
+        }
+    }
+    return last;
+}
+
+std::vector<int> unshared_gradients(const NetworkPlan& plan) {
+    std::vector<int> out;
+    for (const auto& g : plan.grad_groups) {
+        const auto& first = plan.values[static_cast<std::size_t>(g.members.front().first)].diff;
+        for (std::size_t m = 1; m < g.members.size(); ++m) {
+            const auto& diff = plan.values[static_cast<std::size_t>(g.members[m].first)].diff;
+            if (first && diff && diff.get_desc() != first.get_desc()) out.push_back(g.members[m].first);
+        }
+    }
+    std::sort(out.begin(), out.end());
+    return out;
 }
 
 bool gradient_steps(const NetworkPlan& plan, const ValueState& v, int producer, bool producer_backward, int& first,
@@ -182,7 +226,8 @@ dnnl::memory planned_memory(NetworkPlan& plan, const dnnl::engine& engine, const
 std::optional<dnnl::memory> in_place_memory(NetworkPlan& plan, const dnnl::engine& engine, int k, std::size_t slot,
                                             ValueState& out, const dnnl::memory::desc& desc) {
     const KernelState& kernel = plan.kernels.at(static_cast<std::size_t>(k));
-    if (!plan.arena || !kernel.in_place || slot >= kernel.inputs.size() || out.kept) return std::nullopt;
+    if (!plan.arena || kernel.in_place != static_cast<int>(slot) || slot >= kernel.inputs.size() || out.kept)
+        return std::nullopt;
     const int value = kernel.inputs[slot];
     for (std::size_t s = 0; s < kernel.inputs.size(); ++s)
         if (s != slot && kernel.inputs[s] == value) return std::nullopt;

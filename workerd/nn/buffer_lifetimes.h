@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -41,8 +42,19 @@ void compute_lifetimes(NetworkPlan& plan);
 // or by its producer's backward, which may work on it in place). Chains form along residual
 // streams: the input's gradient becomes the next add's output gradient. Off with
 // PSRUN_BACKWARD_READS=all. The kernel needs no declaration: where the memories are the same,
-// its copy is skipped.
+// its copy is skipped. A backward that writes one input's gradient over its output's, element
+// by element (BackwardReads::grad_over_output: an eltwise backward, where's), joins that one
+// input's gradient to the group the same way. Leaves out the values in plan.unshared.
 void share_gradients(NetworkPlan& plan);
+
+// The last step a conversion of `value` made at kernel `from`'s forward must hold: the reads of
+// kernels from `from` on (their forward, their backward where it reads the value, the life of
+// a view of it), the only ones that can share it.
+int conversion_last(const NetworkPlan& plan, int value, int from);
+
+// After a build: the group members whose gradient's desc differs from their group's first
+// member's (each got a buffer of its own; NetworkPlan::unshared), in value order.
+std::vector<int> unshared_gradients(const NetworkPlan& plan);
 
 // Debug mode (the environment variable PSRUN_POISON_FREED=1, planned networks only): after
 // build, plan.poison_after lists each planned buffer under the step its lifetime ends; the
@@ -73,8 +85,9 @@ dnnl::memory planned_memory(NetworkPlan& plan, const dnnl::engine& engine, const
                             int last);
 
 // Output 0 of kernel `k` (the value `out`) over the memory of its input slot `slot`
-// (BackwardReads::in_place), when that is safe: compute_lifetimes chose it (KernelState::
-// in_place: the input dies at k's forward and no other slot of k reads it), planning is on,
+// (BackwardReads::in_place or in_place_else), when that is safe: compute_lifetimes chose that
+// slot (KernelState::in_place: the input has the output's dims and type, dies at k's forward and
+// no other slot of k reads it), planning is on,
 // the input's memory is its own buffer (ValueState::own_buffer), held by no other value, with
 // `desc`. Sets out.own_buffer. nullopt otherwise (the caller makes a buffer of its own).
 std::optional<dnnl::memory> in_place_memory(NetworkPlan& plan, const dnnl::engine& engine, int k, std::size_t slot,

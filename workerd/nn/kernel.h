@@ -113,9 +113,18 @@ struct BackwardReads {
     // placed (a / c keeps neither a nor its output).
     std::array<std::uint64_t, 4> input_for{};
     std::uint64_t outputs_for = 0;
+    // A second slot output 0 may be written over, on the same terms as `in_place`, where that
+    // slot's input cannot be (it lives on, or it broadcasts): where(c, x, y) over x or y.
+    int in_place_else = -1;
+    // Bit i: the backward may write input slot i's gradient over output 0's gradient, element by
+    // element, where the two have the same dims (an eltwise backward, where's); share_gradients
+    // picks at most one such slot. The kernel sees it as input_diff(i) returning output_diff(0)'s
+    // memory, and then computes every other input's gradient first.
+    std::uint64_t grad_over_output = 0;
 
     bool reads_input(std::size_t i) const { return i >= 64 || ((inputs >> i) & 1u) != 0; }
     bool copies_output_grad_to(std::size_t i) const { return i < 64 && ((copies_output_grad >> i) & 1u) != 0; }
+    bool writes_grad_over_output(std::size_t i) const { return i < 64 && ((grad_over_output >> i) & 1u) != 0; }
     bool reads_converted(std::size_t i) const { return reads_input(i) && i < 64 && ((as_converted >> i) & 1u) != 0; }
     static BackwardReads nothing() { return BackwardReads{0, false, -1, -1}; }
 };

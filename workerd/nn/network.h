@@ -63,6 +63,10 @@ struct MemoryUse {
     // Inputs a backward reads through a conversion kept for it, the value itself not kept
     // (BackwardReads::as_converted).
     std::size_t read_as_converted = 0;
+    // Outputs written over an input's buffer (BackwardReads::in_place) and gradients held in
+    // another's buffer (share_gradients): the bytes a buffer each would have added.
+    std::size_t in_place_bytes = 0;
+    std::size_t shared_gradient_bytes = 0;
 };
 
 // Per kernel (a fused kernel covers several nodes from `index`), and the loss last.

@@ -42,12 +42,14 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
     // The conversions a build before made (NetworkPlan::converted), kept for every build after.
     const bool conversions_known = plan_ && plan_->conversions_known;
     std::vector<std::uint64_t> converted = plan_ ? std::move(plan_->converted) : std::vector<std::uint64_t>{};
+    std::vector<int> unshared = plan_ ? std::move(plan_->unshared) : std::vector<int>{};
     loss_.reset();
     times_.clear();
     plan_ = std::make_unique<NetworkPlan>();
     NetworkPlan& plan = *plan_;
     plan.buffers.preset(std::move(preset));
     plan.conversions_known = conversions_known;
+    plan.unshared = unshared;
     plan.grads = grads.data();
     const std::int64_t n = options_.batch_size;
     const EngineContext context{engine_, stream_, n, options_.precision, !options_.forward_only, options_.hand_kernels};
@@ -227,8 +229,10 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
                                                        to_string(out.info.dims) + " cannot be built: " + e.what());
     }
     times_.push_back(LayerTime{static_cast<int>(model_.nodes.size()), "loss", "loss", 0, 0});
-    // A backward that reads an input only as converted, where this build converted it: build again
-    // knowing that (the value then dies at its last forward read; only the conversion is kept).
+    // A backward that reads an input only as converted, where this build converted it, or a
+    // gradient that could not use its group's buffer: build again knowing that (the value then
+    // dies at its last forward read, only the conversion is kept; the gradient is left out of the
+    // group).
     if (plan.arena && !conversions_known) {
         bool useful = false;
         plan.converted.clear();
@@ -236,10 +240,13 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
             plan.converted.push_back(k.converted);
             useful = useful || (k.backward && (k.converted & k.reads.as_converted & k.reads.inputs) != 0);
         }
+        plan.unshared = unshared_gradients(plan);
+        useful = useful || !plan.unshared.empty();
         plan.conversions_known = true;
         if (useful) return build(params, grads, plan_buffers);
     } else {
         plan.converted = std::move(converted);
+        plan.unshared = std::move(unshared);
     }
     // The offsets were chosen as the kernels built, each before the buffers to come were known.
     // Placed again with all of them known, largest first: where that needs fewer bytes, build

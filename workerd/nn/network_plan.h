@@ -56,7 +56,8 @@ struct ValueState {
 // Gradients that one planned buffer holds in turn (buffer_lifetimes.h share_gradients): an
 // add's output gradient and the input gradients its backward copies it into. The buffer is
 // placed for [first, last] by the member whose producer builds first; a member whose desc
-// differs from that placed one gets a buffer of its own.
+// differs from that placed one gets a buffer of its own (and, learned by a first build, is left
+// out of the group in the build after: NetworkPlan::unshared).
 struct GradientGroup {
     int first = 0;
     int last = 0;
@@ -70,9 +71,9 @@ struct KernelState {
     std::vector<int> inputs;     // value indices
     std::vector<int> outputs;
     std::unique_ptr<Kernel> kernel;
-    BackwardReads reads;    // kernel->backward_reads(nodes), before any kernel builds
-    bool in_place = false;  // output 0 is to be written over input reads.in_place (buffer_lifetimes.h)
-    std::string label;      // "conv2d+relu"
+    BackwardReads reads;  // kernel->backward_reads(nodes), before any kernel builds
+    int in_place = -1;    // the input slot output 0 is written over (reads.in_place or in_place_else)
+    std::string label;    // "conv2d+relu"
     bool reaches_loss = false;
     bool backward = false;
     // Bit i: input_as() returned a conversion (not the value's own memory) for input slot i, in
@@ -124,6 +125,11 @@ struct NetworkPlan {
     // that the value itself dies at its last forward read.
     std::vector<std::uint64_t> converted;
     bool conversions_known = false;
+    // Values a build before found with a gradient desc other than its group's first member's
+    // (a plain transpose's gradient in the group of a blocked add's): share_gradients leaves
+    // them out, so that no group buffer is placed for a member that cannot use it. Learned with
+    // `converted`.
+    std::vector<int> unshared;
     // Debug (PSRUN_POISON_FREED=1, buffer_lifetimes.h): per step, the planned byte ranges whose
     // lifetime ends there, filled with 0xFF bytes (NaN) after it; empty when off.
     std::vector<std::vector<std::pair<char*, std::size_t>>> poison_after;

@@ -18,9 +18,9 @@ memory PlanBuilder::input_as(std::size_t i, const memory::desc& want) {
     for (const auto& c : v.conversions)
         if (c.get_desc() == want) return c;
     // Shared with the later readers: live until the last of them, backward reads through a
-    // conversion included.
+    // conversion included (an earlier reader never reads it).
     const int here = forward_step(index_);
-    memory out = buffer(want, here, std::max({here, v.last_read, v.converted_last}));
+    memory out = buffer(want, here, conversion_last(plan_, k_.inputs.at(i), index_));
     add_reorder(k_.fwd, context_.stream, v.mem, out, false);
     v.conversions.push_back(out);
     return out;
@@ -36,7 +36,7 @@ memory PlanBuilder::make_output(std::size_t i, const memory::desc& desc) {
     memory m;
     if (kept(v) || reads_no_values()) {
         m = unplanned(desc);
-    } else if (const int slot = k_.reads.in_place; i == 0 && slot >= 0) {
+    } else if (const int slot = k_.in_place; i == 0 && slot >= 0) {
         const auto over = in_place_memory(plan_, context_.engine, index_, static_cast<std::size_t>(slot), v, desc);
         m = over ? *over : own_buffer(i, desc);
     } else {

@@ -95,9 +95,12 @@ class ActivationKernel final : public Kernel {
     // may then overwrite its input, else its input. Two stages: everything.
     BackwardReads backward_reads(const std::vector<const Node*>& nodes, const EngineContext&) const override {
         const Chain c = chain_of(*nodes.front());
-        if (c.second) return {};
-        if (c.first.use_dst) return BackwardReads{0, true, 0};
-        return BackwardReads{BackwardReads::kAllInputs, false, -1};
+        BackwardReads reads;
+        if (!c.second)
+            reads = c.first.use_dst ? BackwardReads{0, true, 0} : BackwardReads{BackwardReads::kAllInputs, false, -1};
+        reads.keeps_output_grad = true;  // eltwise backward writes dX apart from dY
+        reads.grad_over_output = 0b1;    // or over it (oneDNN's eltwise backward runs in place)
+        return reads;
     }
 
     void build(KernelBuilder& b) override {

@@ -85,11 +85,13 @@ class BinaryKernel final : public Kernel {
             case Kind::kMul: {                                            // dA = dC B, dB = dC A
                 BackwardReads reads{BackwardReads::kAllInputs, false, 0};
                 reads.input_for = {0b10, 0b01};
+                reads.as_converted = BackwardReads::kAllInputs;  // as input_plain(i, f32) gave them
                 return reads;
             }
             case Kind::kDiv: {  // dA = dC / B, dB = -dA C: never A; C only for dB
                 BackwardReads reads{0b10, true, -1};
                 reads.outputs_for = 0b10;
+                reads.as_converted = 0b10;
                 return reads;
             }
         }
@@ -197,10 +199,10 @@ class BinaryKernel final : public Kernel {
             return view_of(b.input_plain(i, Dt::f32), plain_desc(dims_[i], Dt::f32), engine);
         };
         // Where the full-size gradient of input i goes: straight into its gradient when it does
-        // not broadcast, else a buffer summed into it after.
+        // not broadcast, else backward scratch summed into it after.
         auto target = [&](std::size_t i, const memory& base) -> View {
             if (dims_[i] == out_ && base) return view_of(base, full, engine);
-            const memory tmp(full, engine);
+            const memory tmp = b.scratch(full, true);
             return View{tmp, tmp};
         };
         auto finish = [&](std::size_t i, const View& t, const memory& base) {

@@ -58,7 +58,8 @@ class ConvKernel final : public Kernel {
     // The input and weights (weight gradient); the output only for the relu post-op's backward.
     BackwardReads backward_reads(const std::vector<const Node*>& nodes, const EngineContext&) const override {
         BackwardReads reads{BackwardReads::kAllInputs, nodes.size() == 2, -1};
-        reads.as_converted = 0b1;  // the source as input_as() gave it (ConvForward::src)
+        reads.as_converted = 0b1;                     // the source as input_as() gave it (ConvForward::src)
+        reads.keeps_output_grad = nodes.size() == 1;  // a relu post-op's backward works on dY in place
         return reads;
     }
 

@@ -22,6 +22,7 @@ class LayerNormKernel final : public Kernel {
     BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
         BackwardReads reads{BackwardReads::kAllInputs, false, -1};
         reads.as_converted = BackwardReads::kAllInputs;  // every input as input_plain() gave it
+        reads.keeps_output_grad = true;
         return reads;
     }
 

@@ -48,6 +48,7 @@ class MatmulKernel final : public Kernel {
         BackwardReads reads{BackwardReads::kAllInputs, false, -1};
         reads.as_converted = BackwardReads::kAllInputs;  // both as input_plain() gave them
         reads.input_for = {0b10, 0b01};                  // dA = dC B^T, dB = A^T dC
+        reads.keeps_output_grad = true;
         return reads;
     }
 
@@ -94,7 +95,7 @@ class MatmulKernel final : public Kernel {
         full.push_back(i == 0 ? m : k);
         full.push_back(i == 0 ? k : p);
         const bool direct = full == self;
-        const memory tmp = direct ? memory() : memory(plain_desc(full, Dt::f32), engine);
+        const memory tmp = direct ? memory() : b.scratch(plain_desc(full, Dt::f32), true);
         const View target = direct ? view_of(base, plain_desc(full, Dt::f32), engine) : View{tmp, tmp};
         const View o = view_of(other, transposed(other_dims, Dt::f32), engine);
         const View d = view_of(dc, plain_desc(out_, Dt::f32), engine);

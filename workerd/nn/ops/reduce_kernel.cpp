@@ -1,6 +1,7 @@
 // reduce_max and reduce_min: hand loops in f32 over each output element's reduced elements
 // (offsets precomputed at build), forward and backward (dX = dY / ties at the elements equal to
-// the result, 0 elsewhere).
+// the result, 0 elsewhere). The forward keeps which elements those are, a bit each in scratch,
+// so the backward reads neither the input nor the result (as PyTorch's max keeps indices).
 // reduce_mean and reduce_sum. Where the reduced axes are consecutive (the input seen as
 // [outer, reduced, inner]: a mean over a sequence, a bag of embeddings, a global pool) a hand
 // loop in f32 (oneDNN 2.6 runs its reference reduction there, ~100x slower); otherwise oneDNN's
@@ -9,6 +10,8 @@
 // dX is dY broadcast back over the reduced axes (a reorder from a zero-stride view), scaled
 // by 1 / count for the mean, in f32.
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -27,15 +30,9 @@ namespace {
 
 class ReduceKernel final : public Kernel {
   public:
-    // reduce_max/min's backward reads the input and the result (the elements equal to it);
-    // reduce_mean/sum's broadcasts dY back and reads nothing.
-    BackwardReads backward_reads(const std::vector<const Node*>& nodes, const EngineContext&) const override {
-        const std::string& op = nodes.front()->op;
-        if (op == "reduce_max" || op == "reduce_min") {
-            BackwardReads reads;
-            reads.as_converted = 0b1;  // the input as input_plain() gave it
-            return reads;
-        }
+    // reduce_max/min's backward reads its forward's bits (scratch); reduce_mean/sum's broadcasts
+    // dY back. Neither reads a value.
+    BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
         return BackwardReads::nothing();
     }
 
@@ -94,40 +91,50 @@ class ReduceKernel final : public Kernel {
         const Dt out_type = b.output_type(0);
         const memory::desc f32 = plain_desc(b.output_dims(0), Dt::f32);
         const memory y = out_type == Dt::f32 ? b.make_output(0, f32) : memory(f32, engine);
-        b.forward([x, y, offsets, max] {
+        // Bit r of output o's words: reduced element r equals the result (the backward's ties).
+        const bool grad = b.needs_input_grad(0);
+        const auto outs = static_cast<std::int64_t>(offsets->first.size());
+        const auto words = static_cast<std::int64_t>((offsets->second.size() + 63) / 64);
+        const memory ties = grad ? b.scratch(plain_desc({outs * words * 8}, Dt::u8), false) : memory();
+        b.forward([x, y, ties, offsets, max, outs, words] {
             const float* src = static_cast<const float*>(x.get_data_handle());
             float* dst = static_cast<float*>(y.get_data_handle());
+            auto* bits = ties ? static_cast<std::uint64_t*>(ties.get_data_handle()) : nullptr;
             const auto& bases = offsets->first;
             const auto& steps = offsets->second;
-            const auto outs = static_cast<std::int64_t>(bases.size());
 #pragma omp parallel for schedule(static)
             for (std::int64_t o = 0; o < outs; ++o) {
                 const float* row = src + bases[static_cast<std::size_t>(o)];
                 float best = row[steps[0]];
                 for (const auto s : steps) best = max ? std::max(best, row[s]) : std::min(best, row[s]);
                 dst[o] = best;
+                if (bits == nullptr) continue;
+                std::uint64_t* mine = bits + o * words;
+                std::fill(mine, mine + words, std::uint64_t{0});
+                for (std::size_t r = 0; r < steps.size(); ++r)
+                    if (row[steps[r]] == best) mine[r / 64] |= std::uint64_t{1} << (r % 64);
             }
         });
         if (out_type != Dt::f32) b.forward(run_reorder(b, y, b.make_output(0, plain_desc(b.output_dims(0), out_type))));
         b.note(std::string("fwd: hand reduce_") + (max ? "max" : "min") + " (f32)");
-        if (!b.needs_input_grad(0)) return;
+        if (!grad) return;
         const memory dy = b.output_diff(0, f32);
         const memory dx = b.input_diff(0, plain_desc(in, Dt::f32));
-        b.backward([x, y, dy, dx, offsets] {
-            const float* src = static_cast<const float*>(x.get_data_handle());
-            const float* res = static_cast<const float*>(y.get_data_handle());
+        b.backward([ties, dy, dx, offsets, outs, words] {
+            const auto* bits = static_cast<const std::uint64_t*>(ties.get_data_handle());
             const float* diff = static_cast<const float*>(dy.get_data_handle());
             float* out = static_cast<float*>(dx.get_data_handle());
             const auto& bases = offsets->first;
             const auto& steps = offsets->second;
-            const auto outs = static_cast<std::int64_t>(bases.size());
 #pragma omp parallel for schedule(static)
             for (std::int64_t o = 0; o < outs; ++o) {
                 const std::int64_t first = bases[static_cast<std::size_t>(o)];
-                int ties = 0;
-                for (const auto s : steps) ties += src[first + s] == res[o];
-                const float g = ties > 0 ? diff[o] / static_cast<float>(ties) : 0.0f;
-                for (const auto s : steps) out[first + s] = src[first + s] == res[o] ? g : 0.0f;
+                const std::uint64_t* mine = bits + o * words;
+                int count = 0;
+                for (std::int64_t w = 0; w < words; ++w) count += std::popcount(mine[w]);
+                const float g = count > 0 ? diff[o] / static_cast<float>(count) : 0.0f;
+                for (std::size_t r = 0; r < steps.size(); ++r)
+                    out[first + steps[r]] = (mine[r / 64] >> (r % 64)) & 1u ? g : 0.0f;
             }
         });
     }

@@ -1,8 +1,10 @@
 // The maximum, minimum and where kernels: hand loops in f32 on plain layouts with numpy
 // broadcasting (broadcast_loop.h), forward and backward. The backward writes each float
-// input's full-size gradient (the output's shape) into a buffer and sums it over the axes that
-// input broadcasts along (sum_to; a copy when it does not broadcast).
+// input's full-size gradient (the output's shape) into that gradient, or where the input
+// broadcasts into backward scratch summed over the axes it broadcasts along (sum_to).
+#include <algorithm>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "workerd/nn/kernel.h"
@@ -53,10 +55,14 @@ class SelectKernel final : public Kernel {
     std::string label_suffix() const override { return " [hand]"; }
 
     // maximum/minimum's backward compares the inputs; where's reads only the condition (input 0).
-    // Neither reads the output.
+    // Neither reads the output. where's output may be written over x or y: each element is read
+    // before it is written (an embedding masked by its padding: one buffer, as for masked_fill_).
     BackwardReads backward_reads(const std::vector<const Node*>& nodes, const EngineContext&) const override {
-        BackwardReads reads{nodes.front()->op == "where" ? 0b1u : BackwardReads::kAllInputs, false};
+        const bool where = nodes.front()->op == "where";
+        BackwardReads reads{where ? 0b1u : BackwardReads::kAllInputs, false};
         reads.as_converted = BackwardReads::kAllInputs;  // as input_plain() gave them
+        if (where) reads.in_place = 1, reads.in_place_else = 2;
+        reads.grad_over_output = where ? 0b110u : 0b11u;  // dX = dY * share, element by element
         return reads;
     }
 
@@ -93,9 +99,18 @@ class SelectKernel final : public Kernel {
         const memory dy = b.output_diff(0, f32);
         if (mode == SelectMode::kWhere && b.needs_input_grad(0))  // the condition's gradient is 0
             b.backward(run_zero(b.input_diff(0, plain_desc(dims[0], Dt::f32))));
+        // The full-size share of each input that needs one: straight into its gradient where it
+        // does not broadcast. One written over dY (grad_over_output) is computed last.
+        std::vector<std::pair<std::size_t, memory>> targets;
         for (std::size_t k = mode == SelectMode::kWhere ? 1 : 0; k < count; ++k) {
             if (!b.needs_input_grad(k)) continue;
-            const memory full(f32, engine);
+            const bool broadcasts = padded(dims[k], ix->out().size()) != ix->out();
+            targets.emplace_back(k, broadcasts ? b.scratch(f32, true) : b.input_diff(k, plain_desc(dims[k], Dt::f32)));
+        }
+        std::stable_partition(targets.begin(), targets.end(),
+                              [&](const auto& t) { return t.second.get_data_handle() != dy.get_data_handle(); });
+        for (const auto& [k, full] : targets) {
+            const bool broadcasts = padded(dims[k], ix->out().size()) != ix->out();
             b.backward([ins, dy, full, ix, mode, k] {
                 // where's share depends on the condition alone: only it is read (backward_reads).
                 const std::size_t read = mode == SelectMode::kWhere ? 1 : ins.size();
@@ -106,8 +121,9 @@ class SelectKernel final : public Kernel {
                 for_each_element(*ix, in, read,
                                  [&](std::int64_t e, const float* v) { out[e] = diff[e] * share(mode, k, v); });
             });
-            b.backward(
-                sum_to(b, full, b.input_diff(k, plain_desc(dims[k], Dt::f32)), padded(dims[k], ix->out().size())));
+            if (broadcasts)
+                b.backward(
+                    sum_to(b, full, b.input_diff(k, plain_desc(dims[k], Dt::f32)), padded(dims[k], ix->out().size())));
         }
     }
 };

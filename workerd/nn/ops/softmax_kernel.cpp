@@ -36,7 +36,9 @@ class SoftmaxKernel final : public Kernel {
   public:
     // The output only; oneDNN's softmax may write it over its input.
     BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
-        return BackwardReads{0, true, 0};
+        BackwardReads reads{0, true, 0};
+        reads.keeps_output_grad = true;
+        return reads;
     }
 
     void build(KernelBuilder& b) override {

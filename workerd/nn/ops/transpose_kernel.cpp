@@ -27,7 +27,9 @@ class TransposeKernel final : public Kernel {
   public:
     // The gradient transposed back: nothing.
     BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
-        return BackwardReads::nothing();
+        BackwardReads reads = BackwardReads::nothing();
+        reads.keeps_output_grad = true;
+        return reads;
     }
 
     void build(KernelBuilder& b) override {
