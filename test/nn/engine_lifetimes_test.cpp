@@ -258,6 +258,28 @@ TEST_CASE("lifetimes: where over its input, gradients written over the output's,
     CHECK(use.shared_gradient_bytes > 0);  // dR over dK, dH over dR
 }
 
+TEST_CASE("lifetimes: gradients in their first writer's format where that needs fewer bytes",
+          "[nn_engine][buffer_plan][lifetimes]") {
+    // A small U-Net: the decoder's convolutions write blocked gradients of plain values (the
+    // upsampled and concatenated maps); made blocked, the conversions move or go (a build tries
+    // it after one without and keeps the lesser, NetworkPlan::grad_descs).
+    const json layers = {{{"kind", "conv2d"}, {"name", "e0"}, {"filters", 16}, {"kernel", 3}, {"padding", "same"}},
+                         {{"kind", "relu"}, {"name", "e0r"}},
+                         {{"kind", "max_pool"}, {"name", "p"}, {"window", 2}},
+                         {{"kind", "conv2d"}, {"name", "e1"}, {"filters", 16}, {"kernel", 3}, {"padding", "same"}},
+                         {{"kind", "relu"}, {"name", "e1r"}},
+                         {{"kind", "resize"}, {"name", "up"}, {"scales", {2.0, 2.0}}, {"mode", "nearest"}},
+                         {{"kind", "concat"}, {"name", "cat"}, {"inputs", {"up", "e0r"}}, {"axis", 1}},
+                         {{"kind", "conv2d"}, {"name", "d0"}, {"filters", 16}, {"kernel", 3}, {"padding", "same"}},
+                         {{"kind", "relu"}, {"name", "d0r"}},
+                         {{"kind", "conv2d"}, {"name", "d1"}, {"filters", 4}, {"kernel", 1}},
+                         {{"kind", "flatten"}, {"name", "f"}, {"axis", 1}},
+                         {{"kind", "dense"}, {"name", "fc"}, {"units", 3}}};
+    const MemoryUse use = check_poisoned(graph_model(layers, {3, 16, 16}), 4);
+    INFO("planned " << use.planned_bytes << " bytes");
+    CHECK(use.gradients_in_writer_format > 0);
+}
+
 TEST_CASE("lifetimes: an LSTM and an undeclared kind keep working", "[nn_engine][buffer_plan][lifetimes]") {
     const json layers = {{{"kind", "dense"}, {"name", "in"}, {"units", 4}},
                          {{"kind", "lstm"},

@@ -67,6 +67,9 @@ struct MemoryUse {
     // another's buffer (share_gradients): the bytes a buffer each would have added.
     std::size_t in_place_bytes = 0;
     std::size_t shared_gradient_bytes = 0;
+    // Gradients made in their first writer's format, where a build that tried it needed fewer
+    // bytes (NetworkPlan::grad_descs).
+    std::size_t gradients_in_writer_format = 0;
 };
 
 // Per kernel (a fused kernel covers several nodes from `index`), and the loss last.

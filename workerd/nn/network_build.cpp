@@ -43,6 +43,10 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
     const bool conversions_known = plan_ && plan_->conversions_known;
     std::vector<std::uint64_t> converted = plan_ ? std::move(plan_->converted) : std::vector<std::uint64_t>{};
     std::vector<int> unshared = plan_ ? std::move(plan_->unshared) : std::vector<int>{};
+    auto grad_descs = plan_ ? std::move(plan_->grad_descs) : std::map<int, dnnl::memory::desc>{};
+    auto grad_candidates = plan_ ? std::move(plan_->grad_candidates) : std::map<int, dnnl::memory::desc>{};
+    const int grad_trial = plan_ ? plan_->grad_trial : 0;
+    const std::size_t bytes_without_grad_descs = plan_ ? plan_->bytes_without_grad_descs : 0;
     loss_.reset();
     times_.clear();
     plan_ = std::make_unique<NetworkPlan>();
@@ -50,6 +54,10 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
     plan.buffers.preset(std::move(preset));
     plan.conversions_known = conversions_known;
     plan.unshared = unshared;
+    plan.grad_descs = std::move(grad_descs);
+    plan.grad_candidates = std::move(grad_candidates);
+    plan.grad_trial = grad_trial;
+    plan.bytes_without_grad_descs = bytes_without_grad_descs;
     plan.grads = grads.data();
     const std::int64_t n = options_.batch_size;
     const EngineContext context{engine_, stream_, n, options_.precision, !options_.forward_only, options_.hand_kernels};
@@ -241,12 +249,29 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
             useful = useful || (k.backward && (k.converted & k.reads.as_converted & k.reads.inputs) != 0);
         }
         plan.unshared = unshared_gradients(plan);
-        useful = useful || !plan.unshared.empty();
+        useful = useful || !plan.unshared.empty() || !plan.grad_candidates.empty();
         plan.conversions_known = true;
         if (useful) return build(params, grads, plan_buffers);
     } else {
         plan.converted = std::move(converted);
         plan.unshared = std::move(unshared);
+    }
+    // Gradients in their first writers' descs (NetworkPlan::grad_candidates): a build tries them
+    // after one without, and the one that needs fewer bytes (placed with all buffers known) stays.
+    if (plan.arena && !again && !plan.grad_candidates.empty() && plan.grad_trial != 2) {
+        std::size_t bytes = 0;
+        plan.buffers.offline_offsets(bytes);
+        if (plan.grad_trial == 0) {
+            plan.bytes_without_grad_descs = bytes;
+            plan.grad_trial = 1;
+            plan.grad_descs = plan.grad_candidates;
+            return build(params, grads, plan_buffers);
+        }
+        plan.grad_trial = 2;
+        if (bytes >= plan.bytes_without_grad_descs) {
+            plan.grad_descs.clear();
+            return build(params, grads, plan_buffers);
+        }
     }
     // The offsets were chosen as the kernels built, each before the buffers to come were known.
     // Placed again with all of them known, largest first: where that needs fewer bytes, build

@@ -130,6 +130,18 @@ struct NetworkPlan {
     // them out, so that no group buffer is placed for a member that cannot use it. Learned with
     // `converted`.
     std::vector<int> unshared;
+    // Per value, the desc its gradient's first writer gave input_diff() where the gradient had
+    // another (a convolution's blocked diff_src of a plain value): learned with `converted`
+    // (grad_candidates). Made in that desc, the writer writes it directly and the producer's
+    // backward converts it where it wants another (output_diff): a temporary moved from one step
+    // to another, or none where the producer wants that desc too. Whether that needs fewer bytes
+    // depends on the network, so a build tries it (grad_trial 1: grad_descs = the candidates)
+    // after a build without (whose bytes it keeps), and the lesser stays (grad_trial 2). Values in
+    // a gradient group are left as they are.
+    std::map<int, dnnl::memory::desc> grad_candidates;
+    std::map<int, dnnl::memory::desc> grad_descs;
+    int grad_trial = 0;
+    std::size_t bytes_without_grad_descs = 0;
     // Debug (PSRUN_POISON_FREED=1, buffer_lifetimes.h): per step, the planned byte ranges whose
     // lifetime ends there, filled with 0xFF bytes (NaN) after it; empty when off.
     std::vector<std::vector<std::pair<char*, std::size_t>>> poison_after;
