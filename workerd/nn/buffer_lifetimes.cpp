@@ -29,9 +29,9 @@ void compute_lifetimes(NetworkPlan& plan) {
         const int bwd = k.backward ? backward_step(plan, static_cast<int>(ki)) : fwd;
         for (std::size_t s = 0; s < k.inputs.size(); ++s) {
             auto& v = plan.values[static_cast<std::size_t>(k.inputs[s])];
+            // A backward reading it through a conversion keeps the conversion (conversion_last).
             const bool via_conversion = k.reads_through_conversion(s);
             v.last_read = std::max(v.last_read, k.reads.reads_input(s) && !via_conversion ? bwd : fwd);
-            if (via_conversion) v.converted_last = std::max(v.converted_last, bwd);
         }
         for (const auto o : k.outputs) {
             auto& v = plan.values[static_cast<std::size_t>(o)];
@@ -126,7 +126,9 @@ void share_gradients(NetworkPlan& plan) {
             if (std::count(k.inputs.begin(), k.inputs.end(), vi) != 1) continue;
             const ValueState& v = plan.values[static_cast<std::size_t>(vi)];
             if (!v.needs_grad || v.kept || v.tensor != nullptr || v.producer < 0 || v.grad_group >= 0) continue;
-            if (std::find(plan.unshared.begin(), plan.unshared.end(), vi) != plan.unshared.end()) continue;
+            if (std::find(plan.lessons.unshared.begin(), plan.lessons.unshared.end(), vi) !=
+                plan.lessons.unshared.end())
+                continue;
             int first = 0, last = 0;
             const bool producer_backward = plan.kernels[static_cast<std::size_t>(v.producer)].backward;
             if (!gradient_steps(plan, v, v.producer, producer_backward, first, last) || first != t) continue;

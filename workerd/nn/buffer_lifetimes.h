@@ -44,7 +44,7 @@ void compute_lifetimes(NetworkPlan& plan);
 // PSRUN_BACKWARD_READS=all. The kernel needs no declaration: where the memories are the same,
 // its copy is skipped. A backward that writes one input's gradient over its output's, element
 // by element (BackwardReads::grad_over_output: an eltwise backward, where's), joins that one
-// input's gradient to the group the same way. Leaves out the values in plan.unshared.
+// input's gradient to the group the same way. Leaves out the values in plan.lessons.unshared.
 void share_gradients(NetworkPlan& plan);
 
 // The last step a conversion of `value` made at kernel `from`'s forward must hold: the reads of
@@ -53,7 +53,7 @@ void share_gradients(NetworkPlan& plan);
 int conversion_last(const NetworkPlan& plan, int value, int from);
 
 // After a build: the group members whose gradient's desc differs from their group's first
-// member's (each got a buffer of its own; NetworkPlan::unshared), in value order.
+// member's (each got a buffer of its own; BuildLessons::unshared), in value order.
 std::vector<int> unshared_gradients(const NetworkPlan& plan);
 
 // Debug mode (the environment variable PSRUN_POISON_FREED=1, planned networks only): after

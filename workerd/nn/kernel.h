@@ -103,7 +103,7 @@ struct BackwardReads {
     bool keeps_output_grad = false;
     // Bit i: the backward reads input slot i only through the memory input_as()/input_plain()
     // returned for it, never input(i) itself. Where that is a conversion (known from a first
-    // build, NetworkPlan::converted), the value dies at its last forward read and only the
+    // build, BuildLessons::converted), the value dies at its last forward read and only the
     // conversion is kept for the backward, not both.
     std::uint64_t as_converted = 0;
     // Reads needed only for some inputs' gradients: bit j of input_for[i] (i < 4) says the

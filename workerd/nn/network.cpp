@@ -239,7 +239,7 @@ MemoryUse Network::memory_use() const {
     use.lower_bound = use.planned ? plan_->buffers.peak_live_bytes() + plan_->unplanned_bytes : use.unplanned_bytes;
     use.in_place_bytes = plan_->in_place_bytes;
     use.shared_gradient_bytes = plan_->shared_grad_bytes;
-    use.gradients_in_writer_format = plan_->grad_descs.size();
+    use.gradients_in_writer_format = plan_->lessons.grad_descs.size();
     for (const auto& k : plan_->kernels)
         for (std::size_t i = 0; i < k.inputs.size(); ++i)
             if (use.planned && k.reads_through_conversion(i)) ++use.read_as_converted;

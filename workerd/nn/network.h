@@ -68,7 +68,7 @@ struct MemoryUse {
     std::size_t in_place_bytes = 0;
     std::size_t shared_gradient_bytes = 0;
     // Gradients made in their first writer's format, where a build that tried it needed fewer
-    // bytes (NetworkPlan::grad_descs).
+    // bytes (BuildLessons::grad_descs).
     std::size_t gradients_in_writer_format = 0;
 };
 

@@ -39,25 +39,15 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
     // A build before this one (at the end) may have left offsets that need fewer bytes.
     std::vector<std::size_t> preset = plan_ ? std::move(plan_->offline_offsets) : std::vector<std::size_t>{};
     const bool again = !preset.empty() || (plan_ && plan_->online_only);
-    // The conversions a build before made (NetworkPlan::converted), kept for every build after.
-    const bool conversions_known = plan_ && plan_->conversions_known;
-    std::vector<std::uint64_t> converted = plan_ ? std::move(plan_->converted) : std::vector<std::uint64_t>{};
-    std::vector<int> unshared = plan_ ? std::move(plan_->unshared) : std::vector<int>{};
-    auto grad_descs = plan_ ? std::move(plan_->grad_descs) : std::map<int, dnnl::memory::desc>{};
-    auto grad_candidates = plan_ ? std::move(plan_->grad_candidates) : std::map<int, dnnl::memory::desc>{};
-    const int grad_trial = plan_ ? plan_->grad_trial : 0;
-    const std::size_t bytes_without_grad_descs = plan_ ? plan_->bytes_without_grad_descs : 0;
+    // What a build before learned (BuildLessons), kept for every build after.
+    const bool learned = plan_ && plan_->lessons.known;
+    BuildLessons lessons = plan_ ? std::move(plan_->lessons) : BuildLessons{};
     loss_.reset();
     times_.clear();
     plan_ = std::make_unique<NetworkPlan>();
     NetworkPlan& plan = *plan_;
     plan.buffers.preset(std::move(preset));
-    plan.conversions_known = conversions_known;
-    plan.unshared = unshared;
-    plan.grad_descs = std::move(grad_descs);
-    plan.grad_candidates = std::move(grad_candidates);
-    plan.grad_trial = grad_trial;
-    plan.bytes_without_grad_descs = bytes_without_grad_descs;
+    plan.lessons = std::move(lessons);
     plan.grads = grads.data();
     const std::int64_t n = options_.batch_size;
     const EngineContext context{engine_, stream_, n, options_.precision, !options_.forward_only, options_.hand_kernels};
@@ -174,7 +164,8 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
         }
         k.label += k.kernel->label_suffix();
         k.reads = declared_reads_off() ? BackwardReads{} : k.kernel->backward_reads(k.nodes, context);
-        if (plan.kernels.size() < converted.size()) k.converted_before = converted[plan.kernels.size()];
+        if (plan.kernels.size() < plan.lessons.converted.size())
+            k.converted_before = plan.lessons.converted[plan.kernels.size()];
         for (const auto o : k.outputs) k.reaches_loss = k.reaches_loss || reaches[static_cast<std::size_t>(o)];
         bool any = false;
         for (const auto i : k.inputs) any = any || plan.values[static_cast<std::size_t>(i)].needs_grad;
@@ -241,35 +232,33 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
     // gradient that could not use its group's buffer: build again knowing that (the value then
     // dies at its last forward read, only the conversion is kept; the gradient is left out of the
     // group).
-    if (plan.arena && !conversions_known) {
+    BuildLessons& l = plan.lessons;
+    if (plan.arena && !learned) {
         bool useful = false;
-        plan.converted.clear();
+        l.converted.clear();
         for (const auto& k : plan.kernels) {
-            plan.converted.push_back(k.converted);
+            l.converted.push_back(k.converted);
             useful = useful || (k.backward && (k.converted & k.reads.as_converted & k.reads.inputs) != 0);
         }
-        plan.unshared = unshared_gradients(plan);
-        useful = useful || !plan.unshared.empty() || !plan.grad_candidates.empty();
-        plan.conversions_known = true;
+        l.unshared = unshared_gradients(plan);
+        useful = useful || !l.unshared.empty() || !l.grad_candidates.empty();
+        l.known = true;
         if (useful) return build(params, grads, plan_buffers);
-    } else {
-        plan.converted = std::move(converted);
-        plan.unshared = std::move(unshared);
     }
-    // Gradients in their first writers' descs (NetworkPlan::grad_candidates): a build tries them
+    // Gradients in their first writers' descs (BuildLessons::grad_candidates): a build tries them
     // after one without, and the one that needs fewer bytes (placed with all buffers known) stays.
-    if (plan.arena && !again && !plan.grad_candidates.empty() && plan.grad_trial != 2) {
+    if (plan.arena && !again && !l.grad_candidates.empty() && l.grad_trial != 2) {
         std::size_t bytes = 0;
         plan.buffers.offline_offsets(bytes);
-        if (plan.grad_trial == 0) {
-            plan.bytes_without_grad_descs = bytes;
-            plan.grad_trial = 1;
-            plan.grad_descs = plan.grad_candidates;
+        if (l.grad_trial == 0) {
+            l.bytes_without_grad_descs = bytes;
+            l.grad_trial = 1;
+            l.grad_descs = l.grad_candidates;
             return build(params, grads, plan_buffers);
         }
-        plan.grad_trial = 2;
-        if (bytes >= plan.bytes_without_grad_descs) {
-            plan.grad_descs.clear();
+        l.grad_trial = 2;
+        if (bytes >= l.bytes_without_grad_descs) {
+            l.grad_descs.clear();
             return build(params, grads, plan_buffers);
         }
     }

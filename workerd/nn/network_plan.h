@@ -41,9 +41,6 @@ struct ValueState {
     // the buffer is placed live that long.
     int hold = -1;
     int placed_last() const { return last > hold ? last : hold; }
-    // The last backward that reads it through a conversion (KernelState::reads_through_conversion),
-    // not in last_read: its conversions are kept that long instead. -1: none.
-    int converted_last = -1;
     // The planned buffer its producer placed for it alone (make_output, or in place over an
     // input's own buffer); BufferPlan::kNone for a view, a conversion or an unplanned memory.
     std::size_t own_buffer = BufferPlan::kNone;
@@ -57,7 +54,7 @@ struct ValueState {
 // add's output gradient and the input gradients its backward copies it into. The buffer is
 // placed for [first, last] by the member whose producer builds first; a member whose desc
 // differs from that placed one gets a buffer of its own (and, learned by a first build, is left
-// out of the group in the build after: NetworkPlan::unshared).
+// out of the group in the build after: BuildLessons::unshared).
 struct GradientGroup {
     int first = 0;
     int last = 0;
@@ -77,7 +74,7 @@ struct KernelState {
     bool reaches_loss = false;
     bool backward = false;
     // Bit i: input_as() returned a conversion (not the value's own memory) for input slot i, in
-    // the build before this one (`converted_before`, NetworkPlan::converted) and in this one.
+    // the build before this one (`converted_before`, BuildLessons::converted) and in this one.
     std::uint64_t converted_before = 0;
     std::uint64_t converted = 0;
     // Whether the backward reads slot i through a conversion known from the build before: the
@@ -87,6 +84,32 @@ struct KernelState {
     }
     std::vector<Op> fwd, bwd_pre, bwd, bwd_post;
     std::vector<std::string> impls;
+};
+
+// What a first build of a network learns that only the kernels' builds can tell (Network::build
+// moves it from one NetworkPlan to the next and builds again where it matters).
+struct BuildLessons {
+    bool known = false;  // learned: the build is not the first
+    // Per kernel, KernelState::converted: which input slots were read through a conversion.
+    // Where a backward reads an input only as converted (BackwardReads::as_converted), the
+    // network is built again knowing them, so that the value itself dies at its last forward read.
+    std::vector<std::uint64_t> converted;
+    // Values found with a gradient desc other than their group's first member's (a plain
+    // transpose's gradient in the group of a blocked add's): share_gradients leaves them out, so
+    // that no group buffer is placed for a member that cannot use it.
+    std::vector<int> unshared;
+    // Per value, the desc its gradient's first writer gave input_diff() where the gradient had
+    // another (a convolution's blocked diff_src of a plain value): grad_candidates. Made in that
+    // desc, the writer writes it directly and the producer's backward converts it where it wants
+    // another (output_diff): a temporary moved from one step to another, or none where the
+    // producer wants that desc too. Whether that needs fewer bytes depends on the network, so a
+    // build tries it (grad_trial 1: grad_descs = the candidates) after a build without (whose
+    // bytes it keeps), and the lesser stays (grad_trial 2). Values in a gradient group are left
+    // as they are.
+    std::map<int, dnnl::memory::desc> grad_candidates;
+    std::map<int, dnnl::memory::desc> grad_descs;
+    int grad_trial = 0;
+    std::size_t bytes_without_grad_descs = 0;
 };
 
 struct NetworkPlan {
@@ -119,29 +142,8 @@ struct NetworkPlan {
     // online_only: a build with those offsets failed; the next places as buffers come.
     std::vector<std::size_t> offline_offsets;
     bool online_only = false;
-    // Per kernel, KernelState::converted of a build before (conversions_known): which input slots
-    // were read through a conversion. A first build learns them; where a backward reads an input
-    // only as converted (BackwardReads::as_converted), the network is built again knowing them, so
-    // that the value itself dies at its last forward read.
-    std::vector<std::uint64_t> converted;
-    bool conversions_known = false;
-    // Values a build before found with a gradient desc other than its group's first member's
-    // (a plain transpose's gradient in the group of a blocked add's): share_gradients leaves
-    // them out, so that no group buffer is placed for a member that cannot use it. Learned with
-    // `converted`.
-    std::vector<int> unshared;
-    // Per value, the desc its gradient's first writer gave input_diff() where the gradient had
-    // another (a convolution's blocked diff_src of a plain value): learned with `converted`
-    // (grad_candidates). Made in that desc, the writer writes it directly and the producer's
-    // backward converts it where it wants another (output_diff): a temporary moved from one step
-    // to another, or none where the producer wants that desc too. Whether that needs fewer bytes
-    // depends on the network, so a build tries it (grad_trial 1: grad_descs = the candidates)
-    // after a build without (whose bytes it keeps), and the lesser stays (grad_trial 2). Values in
-    // a gradient group are left as they are.
-    std::map<int, dnnl::memory::desc> grad_candidates;
-    std::map<int, dnnl::memory::desc> grad_descs;
-    int grad_trial = 0;
-    std::size_t bytes_without_grad_descs = 0;
+    // What the first build learned, carried to every build after it (Network::build).
+    BuildLessons lessons;
     // Debug (PSRUN_POISON_FREED=1, buffer_lifetimes.h): per step, the planned byte ranges whose
     // lifetime ends there, filled with 0xFF bytes (NaN) after it; empty when off.
     std::vector<std::vector<std::pair<char*, std::size_t>>> poison_after;

@@ -93,10 +93,10 @@ memory PlanBuilder::input_diff(std::size_t i, const memory::desc& have) {
     asked_values_.push_back(value);
     asked_slots_.at(i) = true;
     if (first && v.diff.get_desc() == have) return v.diff;
-    // The first build learns the desc the first writer wants (NetworkPlan::grad_candidates).
-    if (first && plan_.arena && !plan_.conversions_known && v.grad_group < 0 && !v.kept &&
+    // The first build learns the desc the first writer wants (BuildLessons::grad_candidates).
+    if (first && plan_.arena && !plan_.lessons.known && v.grad_group < 0 && !v.kept &&
         have.dims() == v.diff.get_desc().dims())
-        plan_.grad_candidates.emplace(value, have);
+        plan_.lessons.grad_candidates.emplace(value, have);
     memory tmp = buffer(have, backward_step(plan_, index_), backward_step(plan_, index_));
     add_reorder(k_.bwd_post, context_.stream, tmp, v.diff, !first);
     return tmp;
@@ -140,8 +140,9 @@ void PlanBuilder::set_output(std::size_t i, const memory& m) {
         v.diff = zeroed_memory(m.get_desc(), context_.engine);
         return;
     }
-    const auto learned = plan_.grad_descs.find(k_.outputs.at(i));
-    v.diff = gradient_buffer(v, learned != plan_.grad_descs.end() ? learned->second : m.get_desc(), first, last);
+    const auto& descs = plan_.lessons.grad_descs;
+    const auto learned = descs.find(k_.outputs.at(i));
+    v.diff = gradient_buffer(v, learned != descs.end() ? learned->second : m.get_desc(), first, last);
 }
 
 memory PlanBuilder::gradient_buffer(const ValueState& v, const memory::desc& desc, int first, int last) {

@@ -4,7 +4,6 @@
 // broadcasts into backward scratch summed over the axes it broadcasts along (sum_to).
 #include <algorithm>
 #include <memory>
-#include <utility>
 #include <vector>
 
 #include "workerd/nn/kernel.h"
@@ -101,16 +100,21 @@ class SelectKernel final : public Kernel {
             b.backward(run_zero(b.input_diff(0, plain_desc(dims[0], Dt::f32))));
         // The full-size share of each input that needs one: straight into its gradient where it
         // does not broadcast. One written over dY (grad_over_output) is computed last.
-        std::vector<std::pair<std::size_t, memory>> targets;
+        struct Target {
+            std::size_t k;
+            bool broadcasts;
+            memory full;
+        };
+        std::vector<Target> targets;
         for (std::size_t k = mode == SelectMode::kWhere ? 1 : 0; k < count; ++k) {
             if (!b.needs_input_grad(k)) continue;
             const bool broadcasts = padded(dims[k], ix->out().size()) != ix->out();
-            targets.emplace_back(k, broadcasts ? b.scratch(f32, true) : b.input_diff(k, plain_desc(dims[k], Dt::f32)));
+            targets.push_back(
+                {k, broadcasts, broadcasts ? b.scratch(f32, true) : b.input_diff(k, plain_desc(dims[k], Dt::f32))});
         }
         std::stable_partition(targets.begin(), targets.end(),
-                              [&](const auto& t) { return t.second.get_data_handle() != dy.get_data_handle(); });
-        for (const auto& [k, full] : targets) {
-            const bool broadcasts = padded(dims[k], ix->out().size()) != ix->out();
+                              [&](const Target& t) { return t.full.get_data_handle() != dy.get_data_handle(); });
+        for (const auto& [k, broadcasts, full] : targets) {
             b.backward([ins, dy, full, ix, mode, k] {
                 // where's share depends on the condition alone: only it is read (backward_reads).
                 const std::size_t read = mode == SelectMode::kWhere ? 1 : ins.size();
