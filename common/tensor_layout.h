@@ -46,10 +46,14 @@ struct RowInit {
 // When a keyed table's shard makes an id a row, and when it lets a row go (psd/row_index.h).
 // An id that is not a row reads as its initial values (RowInit, by id) and its gradients are
 // dropped.
+// The longest idle time a policy may give: psd keeps each row's last update to 2^31 updates back.
+inline constexpr std::uint64_t kMaxEvictAfter = 1ull << 31;
+
 struct RowPolicy {
     std::uint32_t admit_after = 1;   // occurrences (pulls or pushes) before an id becomes a row: 1..65535
     float admit_probability = 1.0f;  // then the chance per occurrence: (0, 1]
-    std::uint64_t evict_after = 0;   // updates of the shard without a push before a row is evicted; 0: never
+    std::uint64_t evict_after =
+        0;  // updates of the shard without a push before a row is evicted: 0 (never)..kMaxEvictAfter
     bool operator==(const RowPolicy&) const = default;
 };
 

@@ -84,6 +84,9 @@ Result<std::vector<TensorSpec>> decode_tensors(std::string_view bytes) {
         if (p.admit_after == 0 || p.admit_after > kMaxAdmitAfter)
             return protocol_error("keyed table '" + t.name + "': admit_after must be 1.." +
                                   std::to_string(kMaxAdmitAfter));
+        if (p.evict_after > kMaxEvictAfter)
+            return protocol_error("keyed table '" + t.name + "': evict_after must be 0.." +
+                                  std::to_string(kMaxEvictAfter));
         if (!(p.admit_probability > 0.0f && p.admit_probability <= 1.0f))
             return protocol_error("keyed table '" + t.name + "': admit_probability must be in (0, 1]");
     }

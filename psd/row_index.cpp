@@ -14,6 +14,10 @@ std::uint64_t mix(std::uint64_t x) {  // splitmix64's finaliser
     return x ^ (x >> 31);
 }
 
+// A slot's update offset, at most; a new base leaves half of it for the updates to come.
+constexpr std::uint64_t kMaxStamp = 0xFFFFFFFFull;
+std::uint64_t stamp_base(std::uint64_t newest) { return newest > kMaxStamp / 2 ? newest - kMaxStamp / 2 : 0; }
+
 std::uint64_t sketch_width(std::uint64_t rows) {
     return std::clamp<std::uint64_t>(std::bit_ceil(rows), 1ull << 10, 1ull << 22);
 }
@@ -34,6 +38,9 @@ RowIndex::RowIndex(const Policy& policy)
     if (policy.admit_after < 1 || policy.admit_after > 65535)
         throw std::invalid_argument("admit_after " + std::to_string(policy.admit_after) +
                                     " is out of range (1 to 65535 occurrences)");
+    if (policy.evict_after > kMaxEvictAfter)
+        throw std::invalid_argument("evict_after " + std::to_string(policy.evict_after) + " is out of range (0 to " +
+                                    std::to_string(kMaxEvictAfter) + " updates)");
     if (!(policy.admit_probability > 0.0 && policy.admit_probability <= 1.0))
         throw std::invalid_argument("admit_probability " + std::to_string(policy.admit_probability) +
                                     " is out of range (0, 1]");
@@ -88,20 +95,21 @@ RowIndex::Occurrence RowIndex::occur(std::uint64_t id, std::uint64_t step) {
                 const std::uint64_t width = sketch_width(policy_.capacity);
                 gate_.emplace(width, 10 * width, policy_.seed ^ 0x5851F42D4C957F2Dull);
                 gate_->add(id);
-            } else if (frequency <= gate_->estimate(slots_[oldest_].id)) {
+            } else if (frequency <= gate_->estimate(slots_[oldest_].id())) {
                 ++counters_.refused_full;
                 return out;
             }
         }
         slot = oldest_;
-        out.evicted = slots_[slot].id;
+        out.evicted = slots_[slot].id();
         evict(slot);
         ++counters_.evicted_full;
         free_.pop_back();  // evict() freed it; it is taken here
     }
     out.created = true;
-    slots_[slot].id = id;  // before the insert: the map hashes the slot by its id
-    slots_[slot].update = step;
+    const std::uint32_t update = stamp(step);
+    slots_[slot].set_id(id);  // before the insert: the map hashes the slot by its id
+    slots_[slot].update = update;
     map_.insert(slot);
     link_last(slot);
     ++counters_.admitted;
@@ -110,7 +118,8 @@ RowIndex::Occurrence RowIndex::occur(std::uint64_t id, std::uint64_t step) {
 }
 
 void RowIndex::updated(std::uint32_t slot, std::uint64_t step) {
-    slots_[slot].update = std::max(slots_[slot].update, step);
+    const std::uint32_t update = stamp(step);
+    slots_[slot].update = std::max(slots_[slot].update, update);
     if (newest_ == slot) return;
     unlink(slot);
     link_last(slot);
@@ -119,9 +128,9 @@ void RowIndex::updated(std::uint32_t slot, std::uint64_t step) {
 std::vector<RowIndex::Entry> RowIndex::sweep(std::uint64_t step) {
     std::vector<Entry> out;
     if (policy_.evict_after == 0) return out;
-    while (oldest_ != kNone && slots_[oldest_].update + policy_.evict_after < step) {
+    while (oldest_ != kNone && last_update(oldest_) + policy_.evict_after < step) {
         const std::uint32_t slot = oldest_;
-        out.push_back({.id = slots_[slot].id, .slot = slot, .last_update = slots_[slot].update});
+        out.push_back({.id = slots_[slot].id(), .slot = slot, .last_update = last_update(slot)});
         evict(slot);
         ++counters_.evicted_idle;
     }
@@ -132,7 +141,7 @@ std::vector<RowIndex::Entry> RowIndex::entries() const {
     std::vector<Entry> out;
     out.reserve(map_.size());
     for (std::uint32_t s = oldest_; s != kNone; s = slots_[s].next)
-        out.push_back({.id = slots_[s].id, .slot = s, .last_update = slots_[s].update});
+        out.push_back({.id = slots_[s].id(), .slot = s, .last_update = last_update(s)});
     return out;
 }
 
@@ -153,6 +162,7 @@ void RowIndex::restore(std::span<const Entry> entries) {
     free_.clear();
     used_ = highest;
     oldest_ = newest_ = kNone;
+    base_ = sorted.empty() ? 0 : stamp_base(sorted.back().last_update);
     std::vector<bool> used(highest, false);
     for (const Entry& e : sorted) {
         if (used[e.slot] || map_.contains(e.id))
@@ -160,7 +170,8 @@ void RowIndex::restore(std::span<const Entry> entries) {
                                         std::to_string(e.slot) +
                                         "): " + (used[e.slot] ? "the slot is given twice" : "the id is given twice"));
         used[e.slot] = true;
-        slots_[e.slot] = Slot{.id = e.id, .update = e.last_update, .prev = kNone, .next = kNone};
+        slots_[e.slot].set_id(e.id);
+        slots_[e.slot].update = static_cast<std::uint32_t>(e.last_update > base_ ? e.last_update - base_ : 0);
         map_.insert(e.slot);
         link_last(e.slot);
     }
@@ -168,6 +179,21 @@ void RowIndex::restore(std::span<const Entry> entries) {
         if (!used[s]) free_.push_back(static_cast<std::uint32_t>(s));
     if (admit_sketch_) admit_sketch_->clear();
     gate_.reset();
+}
+
+std::uint32_t RowIndex::stamp(std::uint64_t step) {
+    if (step < base_) return 0;
+    if (step - base_ > kMaxStamp) rebase(step);
+    return static_cast<std::uint32_t>(step - base_);
+}
+
+void RowIndex::rebase(std::uint64_t step) {
+    const std::uint64_t base = stamp_base(step);
+    for (std::uint32_t s = oldest_; s != kNone; s = slots_[s].next) {
+        const std::uint64_t update = last_update(s);
+        slots_[s].update = static_cast<std::uint32_t>(update > base ? update - base : 0);
+    }
+    base_ = base;
 }
 
 void RowIndex::link_last(std::uint32_t slot) {

@@ -11,7 +11,8 @@
 // dropped (Monolith's and TFRA's filters). Eviction: at most `capacity` rows; admitting an id into a
 // full index evicts the least recently updated row (LRU by update, a new row counting as updated
 // at its admission); with `evict_after` T > 0, sweep(step) evicts every row not updated in the last
-// T updates. Rows are ordered by last update, so both cost O(rows evicted).
+// T updates (T <= kMaxEvictAfter, 2^31). Rows are ordered by last update, so both cost O(rows
+// evicted). A last update is kept to 2^31 updates before the newest: an older one reads as that.
 //
 // A full index admits by frequency (`frequency_gate`, TinyLFU's policy): from the first time it is
 // full, every occurrence is counted in a second, ageing sketch, and a new id takes the least
@@ -20,7 +21,7 @@
 // instead of cycling the tail through its slots (plain LRU, with the gate off, does that under
 // Zipf traffic).
 //
-// Memory: 24 bytes per slot ever used (the slot's id, last update and neighbours in update order,
+// Memory: 20 bytes per slot ever used (the slot's id, last update and neighbours in update order,
 // on zero pages reserved for the capacity) plus the id -> slot map, a set of 4-byte slot numbers
 // hashed by the slot's id (absl's flat_hash_set: 5 bytes per bucket, 7/16 to 7/8 of them full, so
 // 6 to 11 bytes per row); no id is stored twice. Plus the admission sketch (4 x width bytes, width
@@ -36,6 +37,7 @@
 
 #include <absl/container/flat_hash_set.h>
 
+#include "common/tensor_layout.h"
 #include "psd/count_sketch.h"
 #include "psd/zero_pages.h"
 
@@ -47,7 +49,7 @@ class RowIndex {
         std::uint64_t capacity = 0;      // rows at most (>= 1, < 2^32)
         std::uint32_t admit_after = 1;   // occurrences before an id becomes a row (1: the first)
         double admit_probability = 1.0;  // (0, 1]: the chance per occurrence, once counted enough
-        std::uint64_t evict_after = 0;   // updates without a push before sweep() evicts (0: never)
+        std::uint64_t evict_after = 0;   // updates without a push before sweep() evicts (0: never; <= 2^31)
         std::uint64_t seed = 0;
         bool frequency_gate = true;  // a full index admits an id only when more frequent than its victim
     };
@@ -104,37 +106,52 @@ class RowIndex {
     void restore(std::span<const Entry> entries);
 
   private:
-    // Per slot: the id it holds, its last update, and its neighbours in update order (kNone ends).
+    // Per slot: the id it holds (in two halves: 4-byte alignment keeps the record at 20 bytes), its
+    // last update as an offset from base_, and its neighbours in update order (kNone ends).
     struct Slot {
-        std::uint64_t id;
-        std::uint64_t update;
+        std::uint32_t id_low, id_high;
+        std::uint32_t update;
         std::uint32_t prev, next;
+        std::uint64_t id() const { return std::uint64_t{id_high} << 32 | id_low; }
+        void set_id(std::uint64_t id) {
+            id_low = static_cast<std::uint32_t>(id);
+            id_high = static_cast<std::uint32_t>(id >> 32);
+        }
     };
+    static_assert(sizeof(Slot) == 20);
     // The map is a set of slot numbers, hashed and compared by their slots' ids, and looked up by
     // id (absl's heterogeneous lookup): a slot's id must be set before it is inserted.
     struct SlotHash {
         using is_transparent = void;
         const Slot* slots;
         std::size_t operator()(std::uint64_t id) const;
-        std::size_t operator()(std::uint32_t slot) const { return (*this)(slots[slot].id); }
+        std::size_t operator()(std::uint32_t slot) const { return (*this)(slots[slot].id()); }
     };
     struct SlotEq {
         using is_transparent = void;
         const Slot* slots;
         bool operator()(std::uint32_t a, std::uint32_t b) const { return a == b; }
-        bool operator()(std::uint32_t slot, std::uint64_t id) const { return slots[slot].id == id; }
-        bool operator()(std::uint64_t id, std::uint32_t slot) const { return slots[slot].id == id; }
+        bool operator()(std::uint32_t slot, std::uint64_t id) const { return slots[slot].id() == id; }
+        bool operator()(std::uint64_t id, std::uint32_t slot) const { return slots[slot].id() == id; }
     };
     void link_last(std::uint32_t slot);
     void unlink(std::uint32_t slot);
     void evict(std::uint32_t slot);
     bool admits(std::uint64_t id);
     std::uint32_t take_free_slot();
+    // `step` as a slot's update offset from base_; first moves base_ up (rebase()) when `step` is
+    // beyond what 32 bits hold. Steps before base_ read as base_.
+    std::uint32_t stamp(std::uint64_t step);
+    std::uint64_t last_update(std::uint32_t slot) const { return base_ + slots_[slot].update; }
+    // base_ becomes `step` - 2^31: offsets are rewritten, those of rows last updated before the new
+    // base (over 2^31 updates before `step`) become 0. O(rows), once per 2^31 updates at most.
+    void rebase(std::uint64_t step);
 
     Policy policy_;
     Counters counters_;
     ZeroPages<Slot> slots_;  // capacity slots; [0, used_) have been used
     std::uint64_t used_ = 0;
+    std::uint64_t base_ = 0;  // the update a slot's offset 0 stands for
     absl::flat_hash_set<std::uint32_t, SlotHash, SlotEq> map_;
     std::uint32_t oldest_ = kNone, newest_ = kNone;
     std::vector<std::uint32_t> free_;          // slots evicted, reused first

@@ -263,7 +263,7 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
     app.add_option("--evict-after", o.evict_after,
                    "--raw-ids: a row not pushed for this many updates of its shard is evicted (0: never; a full table "
                    "evicts its least recently updated row either way)")
-        ->check(psrun::integer_in(0, 1000000000000))
+        ->check(psrun::integer_in(0, static_cast<std::int64_t>(psrun::kMaxEvictAfter)))
         ->capture_default_str();
     app.add_option("--hand-kernels", o.hand_kernels,
                    "hand-written AVX-512 kernels where a layer pattern matches one and the CPU allows (on), "

@@ -82,7 +82,8 @@ TEST_CASE("the tensor list, the layout and WELCOME carry a keyed table and its p
     for (const auto& [policy, what] : {std::pair{RowPolicy{.admit_after = 0}, "admit_after"},
                                        std::pair{RowPolicy{.admit_after = 70000}, "admit_after"},
                                        std::pair{RowPolicy{.admit_probability = 0.0f}, "admit_probability"},
-                                       std::pair{RowPolicy{.admit_probability = 1.5f}, "admit_probability"}}) {
+                                       std::pair{RowPolicy{.admit_probability = 1.5f}, "admit_probability"},
+                                       std::pair{RowPolicy{.evict_after = kMaxEvictAfter + 1}, "evict_after"}}) {
         auto bad = wire::decode_tensors(wire::encode_tensors(keyed_model(policy)));
         REQUIRE_FALSE(bad);
         CHECK_THAT(bad.error().message, Catch::Contains(what) && Catch::Contains("emb"));

@@ -31,18 +31,18 @@ TEST_CASE("row index: an id is a row at its first occurrence by default", "[row_
     CHECK(index.counters().refused == 0);
 }
 
-TEST_CASE("row index: memory is the slots used and a compact map, about 31 bytes a row", "[row_index]") {
-    // 24 bytes of slot (id, last update, neighbours) and the map's 5-byte buckets, 7/16 to 7/8 of
-    // them full: at most 24 + 5 x 16 / 7 bytes a row once the map has grown a few times. The
-    // absl::flat_hash_map of (id, slot) it replaced took 17 bytes a bucket on top of the slots.
+TEST_CASE("row index: memory is the slots used and a compact map, about 27 bytes a row", "[row_index]") {
+    // 20 bytes of slot (id, last update, neighbours) and the map's 5-byte buckets, 7/16 to 7/8 of
+    // them full: at most 20 + 5 x 16 / 7 bytes a row once the map has grown a few times. The
+    // absl::flat_hash_map of (id, slot) it replaced took 17 bytes a bucket on top of 24-byte slots.
     constexpr std::uint64_t kRows = 200000;
     RowIndex index({.capacity = 1u << 20});
     std::mt19937_64 rng(3);
     for (std::uint64_t i = 0; i < kRows; ++i) index.occur(rng(), i);
     REQUIRE(index.rows() == kRows);
     const double per_row = static_cast<double>(index.bytes()) / kRows;
-    CHECK(per_row >= 24.0 + 5.0);
-    CHECK(per_row <= 24.0 + 5.0 * 16 / 7 + 0.5);
+    CHECK(per_row >= 20.0 + 5.0);
+    CHECK(per_row <= 20.0 + 5.0 * 16 / 7 + 0.5);
     std::mt19937_64 again(3);
     for (std::uint64_t i = 0; i < kRows; ++i) REQUIRE(index.find(again()) == i);  // slots given in order
 }
@@ -154,6 +154,49 @@ TEST_CASE("row index: policies out of range are refused naming the field", "[row
     CHECK_THROWS_WITH(RowIndex({.capacity = 1, .admit_probability = 0.0}), Catch::Contains("admit_probability"));
     CHECK_THROWS_WITH(RowIndex({.capacity = 1, .admit_probability = 1.5}), Catch::Contains("admit_probability"));
     CHECK_THROWS_AS(RowIndex({.capacity = 1, .admit_probability = std::nan("")}), std::invalid_argument);
+    CHECK_THROWS_WITH(RowIndex({.capacity = 1, .evict_after = (1ull << 31) + 1}),
+                      Catch::Contains("evict_after 2147483649"));
+    CHECK_NOTHROW(RowIndex({.capacity = 1, .evict_after = 1ull << 31}));
+}
+
+TEST_CASE("row index: last updates past 32 bits keep their order, sweeps and values", "[row_index]") {
+    // A slot keeps its last update as a 32-bit offset; steps beyond it move the base. A row
+    // updated within 2^31 updates of the newest keeps its exact last update; an older one reads
+    // as 2^31 updates before the newest, still in its place in the order.
+    constexpr std::uint64_t k32 = 1ull << 32, k31 = 1ull << 31;
+    RowIndex index({.capacity = 8, .evict_after = k31});
+    index.occur(1, 5);
+    index.occur(2, k32 - 3);
+    index.occur(3, k32 + 10);               // beyond 32 bits of offset: a new base
+    index.updated(index.find(2), 3 * k32);  // and again: 1 is now over 2^31 updates old
+    index.occur(4, 3 * k32 + 7);
+    const auto entries = index.entries();
+    REQUIRE(entries.size() == 4);
+    CHECK(entries[0].id == 1);
+    CHECK(entries[1].id == 3);
+    CHECK(entries[1].last_update == 3 * k32 - k31 + 1);  // clamped: 2^31 - 1 before the base's step
+    CHECK(entries[2].id == 2);
+    CHECK(entries[2].last_update == 3 * k32);
+    CHECK(entries[3].id == 4);
+    CHECK(entries[3].last_update == 3 * k32 + 7);
+    CHECK(entries[0].last_update == entries[1].last_update);
+    // evict_after 2^31: every row with last update < step - 2^31 goes, the exact ones kept.
+    const auto gone = index.sweep(3 * k32 + k31 + 1);
+    REQUIRE(gone.size() == 3);
+    CHECK(gone[2].id == 2);
+    CHECK(index.find(4) != RowIndex::kNone);
+    // A restore of far-apart updates keeps the newest exactly and the order of all.
+    RowIndex copy({.capacity = 8});
+    std::vector<RowIndex::Entry> far{{.id = 7, .slot = 0, .last_update = 1},
+                                     {.id = 8, .slot = 1, .last_update = 5 * k32},
+                                     {.id = 9, .slot = 2, .last_update = 5 * k32 - 100}};
+    copy.restore(far);
+    const auto back = copy.entries();
+    REQUIRE(back.size() == 3);
+    CHECK(back[0].id == 7);
+    CHECK(back[1].id == 9);
+    CHECK(back[1].last_update == 5 * k32 - 100);
+    CHECK(back[2].last_update == 5 * k32);
 }
 
 TEST_CASE("row index: a long random sequence matches a plain LRU reference", "[row_index]") {
