@@ -10,7 +10,7 @@
 # peak RSS and the forked writer's own memory (private pages, sampled every 0.5 s); then the
 # medians per mode with the CPU model.
 # Usage: bench/checkpoint_stall.sh DIR STEPS EVERY [ROUNDS]   (DIR: click_data.py DIR --rows ROWS;
-#        env PSRUN=build/launcher/psrun)
+#        env PSRUN=build/launcher/psrun, MODES="fork loop")
 set -u
 dir=$1 steps=$2 every=$3 rounds=${4:-2}
 psrun=${PSRUN:-build/launcher/psrun}
@@ -24,7 +24,7 @@ printf '#!/bin/sh\nexec %s/psd/psd --checkpoint-in-loop "$@"\n' "$bin" >"$out/lo
 chmod +x "$out/loop-bin/psd"
 ln -s "$bin/workerd/workerd" "$out/loop-bin/workerd"
 for round in $(seq 1 "$rounds"); do
-    for mode in fork loop; do
+    for mode in ${MODES:-fork loop}; do
         run="$out/$mode-$round"
         env_bin=()
         [ "$mode" = loop ] && env_bin=(env PSRUN_BIN_DIR="$out/loop-bin")

@@ -41,6 +41,7 @@
 #include "psd/sync_aggregator.h"
 #include "psd/worker_table.h"
 #include "psd/zap_handler.h"
+#include "psd/zero_pages.h"
 
 namespace psrun::psd {
 
@@ -258,6 +259,7 @@ class ParameterServer {
     Clock::time_point started_ = Clock::now();
     std::vector<Pending> step_waiters_;
     std::optional<SaveJob> saving_;       // a checkpoint a forked writer is writing
+    HugePageCollapser collapser_;         // after a forked writer: the tables' huge pages put back
     std::optional<SaveOutcome> saved_;    // the newest background SAVE's outcome, not yet asked for
     std::vector<Pending> drain_waiters_;  // the chief's drain HEARTBEATs, answered by release_drain_waiters()
     std::vector<float> payload_spare_;    // decode_slices(): bf16 expanded and misaligned f32 copied, at local offsets

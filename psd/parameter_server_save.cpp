@@ -50,6 +50,7 @@ void ParameterServer::on_save(const std::string& routing, const Header& h, Parts
         Pending{routing, MessageType::kSave, h.index}, *dir, h.step, shard_->step(), Clock::now(), nullptr, background};
     if (options_.fork_checkpoints) {
         // The child sees the shard as it is now; it has no thread team (only this thread is forked).
+        collapser_.stop();  // the child shares the pages as they are; no lock is held at the fork
         auto writer = ForkedTask::start([this, d = *dir] { return write_checkpoint(d); });
         if (writer) {
             job.writer = std::move(*writer);
@@ -76,6 +77,7 @@ void ParameterServer::finish_save() {
     SaveJob job = std::move(*saving_);
     saving_.reset();
     const auto written = job.writer->finish();
+    collapser_.start();  // the tables' pages this loop wrote meanwhile were split: huge again
     complete_save(job, written);
 }
 
