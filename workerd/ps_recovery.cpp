@@ -100,34 +100,59 @@ void add_fault_options(CLI::App& app, FaultOptions& o) {
         ->check(hidden_option_check("--inject-nan-every", integer_in(0, 1000000000)));
 }
 
-Result<Recovered> recover_lost_ps(const PsClientOptions& client_options, std::uint32_t lost, std::uint64_t step,
-                                  double wait_seconds, bool chief, Checkpointer* checkpointer,
-                                  const BarrierOptions& barrier, std::span<float> params) {
-    const auto started = Clock::now();
-    spdlog::warn("ps {} ({}) restarted at global step {}: reconnecting to every psd (up to {:g} s)", lost,
-                 client_options.endpoints[lost], step, wait_seconds);
-    PSRUN_TRY_ASSIGN(auto client, reconnect_all(client_options, started + to_milliseconds(wait_seconds), barrier));
-    spdlog::info("every psd answers again after {:.1f} s",
-                 std::chrono::duration<double>(Clock::now() - started).count());
-    if (chief && !client->servers_initialized()) {
+namespace {
+
+// One try of recover_lost_ps() on a fresh `client`: the restore (chief) or the wait for it.
+Result<void> restore_or_wait(PsClient& client, std::uint32_t lost, std::uint64_t step, bool chief,
+                             Checkpointer* checkpointer, const BarrierOptions& barrier) {
+    if (chief && !client.servers_initialized()) {
         if (!checkpointer)
             return make_error(ErrorCode::kNotFound, "ps " + std::to_string(lost) +
                                                         " came back empty and there is no --model-dir to restore "
                                                         "it from");
-        PSRUN_TRY_ASSIGN(auto restored, checkpointer->restore(*client));
+        PSRUN_TRY_ASSIGN(auto restored, checkpointer->restore(client));
         if (!restored)
             return make_error(ErrorCode::kNotFound, "ps " + std::to_string(lost) +
                                                         " came back empty and no checkpoint was written yet: "
                                                         "cannot continue (lower --checkpoint-steps/-secs)");
         spdlog::warn("ps {} restarted: restored every shard from {} at global step {}: {} steps lost", lost,
                      restored->dir, restored->step, step >= restored->step ? step - restored->step : 0);
-    } else if (!chief) {
-        PSRUN_TRY(wait_for_restore(*client, barrier));
+        return {};
     }
-    PSRUN_TRY_ASSIGN(auto pulled, client->pull(params));
-    spdlog::info("recovered from the loss of ps {} in {:.1f} s: continuing from global step {}", lost,
-                 std::chrono::duration<double>(Clock::now() - started).count(), pulled.step);
-    return Recovered{std::move(client), pulled};
+    if (!chief) return wait_for_restore(client, barrier);
+    return {};
+}
+
+}  // namespace
+
+Result<Recovered> recover_lost_ps(const PsClientOptions& client_options, std::uint32_t lost, std::uint64_t step,
+                                  double wait_seconds, bool chief, Checkpointer* checkpointer,
+                                  const BarrierOptions& barrier, std::span<float> params) {
+    const auto started = Clock::now();
+    const auto deadline = started + to_milliseconds(wait_seconds);
+    spdlog::warn("ps {} ({}) restarted at global step {}: reconnecting to every psd (up to {:g} s)", lost,
+                 client_options.endpoints[lost], step, wait_seconds);
+    for (;;) {
+        PSRUN_TRY_ASSIGN(auto client, reconnect_all(client_options, deadline, barrier));
+        spdlog::info("every psd answers again after {:.1f} s",
+                     std::chrono::duration<double>(Clock::now() - started).count());
+        auto done = restore_or_wait(*client, lost, step, chief, checkpointer, barrier);
+        if (done) {
+            auto pulled = client->pull(params);
+            if (pulled) {
+                spdlog::info("recovered from the loss of ps {} in {:.1f} s: continuing from global step {}", lost,
+                             std::chrono::duration<double>(Clock::now() - started).count(), pulled->step);
+                return Recovered{std::move(client), *pulled};
+            }
+            done = tl::unexpected(pulled.error());
+        }
+        // A psd restarted again meanwhile (killed twice in a row): this client's view of it is
+        // stale; start over with a fresh one while the wait lasts.
+        const auto again = client->restarted_shard();
+        if (!again || Clock::now() >= deadline) return tl::unexpected(done.error());
+        spdlog::warn("ps {} restarted again while recovering: reconnecting to every psd once more", *again);
+        lost = *again;
+    }
 }
 
 std::unique_ptr<Hook> make_nan_injector(int every) { return std::make_unique<NanInjector>(every); }

@@ -52,6 +52,8 @@ struct Recovered {
 // After `lost` (the client's restarted shard) at global step `step`: waits for every psd, restores
 // (chief) or waits for the restore (others), then PULLs into params. `checkpointer` is the
 // chief's (nullptr elsewhere, or without --model-dir: then the chief cannot restore and fails).
+// A psd that restarts again meanwhile (killed twice in a row) starts the recovery over with a
+// fresh client, until `wait_seconds` from the call are over.
 [[nodiscard]] Result<Recovered> recover_lost_ps(const PsClientOptions& client_options, std::uint32_t lost,
                                                 std::uint64_t step, double wait_seconds, bool chief,
                                                 Checkpointer* checkpointer, const BarrierOptions& barrier,
