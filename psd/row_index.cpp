@@ -17,6 +17,11 @@ std::uint64_t mix(std::uint64_t x) {  // splitmix64's finaliser
 // A slot's update offset, at most; a new base leaves half of it for the updates to come.
 constexpr std::uint64_t kMaxStamp = 0xFFFFFFFFull;
 std::uint64_t stamp_base(std::uint64_t newest) { return newest > kMaxStamp / 2 ? newest - kMaxStamp / 2 : 0; }
+// `update` as an offset from `base` (one before the base reads as the base; the caller keeps it
+// within kMaxStamp above).
+std::uint32_t offset_from(std::uint64_t base, std::uint64_t update) {
+    return static_cast<std::uint32_t>(update > base ? update - base : 0);
+}
 
 std::uint64_t sketch_width(std::uint64_t rows) {
     return std::clamp<std::uint64_t>(std::bit_ceil(rows), 1ull << 10, 1ull << 22);
@@ -171,7 +176,7 @@ void RowIndex::restore(std::span<const Entry> entries) {
                                         "): " + (used[e.slot] ? "the slot is given twice" : "the id is given twice"));
         used[e.slot] = true;
         slots_[e.slot].set_id(e.id);
-        slots_[e.slot].update = static_cast<std::uint32_t>(e.last_update > base_ ? e.last_update - base_ : 0);
+        slots_[e.slot].update = offset_from(base_, e.last_update);
         map_.insert(e.slot);
         link_last(e.slot);
     }
@@ -182,17 +187,13 @@ void RowIndex::restore(std::span<const Entry> entries) {
 }
 
 std::uint32_t RowIndex::stamp(std::uint64_t step) {
-    if (step < base_) return 0;
-    if (step - base_ > kMaxStamp) rebase(step);
-    return static_cast<std::uint32_t>(step - base_);
+    if (step > base_ && step - base_ > kMaxStamp) rebase(step);
+    return offset_from(base_, step);
 }
 
 void RowIndex::rebase(std::uint64_t step) {
     const std::uint64_t base = stamp_base(step);
-    for (std::uint32_t s = oldest_; s != kNone; s = slots_[s].next) {
-        const std::uint64_t update = last_update(s);
-        slots_[s].update = static_cast<std::uint32_t>(update > base ? update - base : 0);
-    }
+    for (std::uint32_t s = oldest_; s != kNone; s = slots_[s].next) slots_[s].update = offset_from(base, last_update(s));
     base_ = base;
 }
 
