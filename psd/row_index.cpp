@@ -193,7 +193,8 @@ std::uint32_t RowIndex::stamp(std::uint64_t step) {
 
 void RowIndex::rebase(std::uint64_t step) {
     const std::uint64_t base = stamp_base(step);
-    for (std::uint32_t s = oldest_; s != kNone; s = slots_[s].next) slots_[s].update = offset_from(base, last_update(s));
+    for (std::uint32_t s = oldest_; s != kNone; s = slots_[s].next)
+        slots_[s].update = offset_from(base, last_update(s));
     base_ = base;
 }
 
