@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstring>
+#include <memory>
 #include <numeric>
 
 #include "common/checkpoint_params.h"
@@ -25,7 +26,7 @@ std::uint64_t piece_updates(std::span<const float> state) {
            (static_cast<std::uint64_t>(state[3]) << 48);
 }
 
-Result<void> add_row_pieces(const ShardState& shard, const std::vector<TensorSpec>& tensors,
+Result<void> add_row_pieces(const ShardState& shard, const std::vector<TensorSpec>& tensors, bool snapshot,
                             std::vector<TensorView>& views, std::vector<std::array<float, 5>>& states,
                             std::vector<std::vector<float>>& keys) {
     const RowStore& rows = shard.rows();
@@ -47,8 +48,10 @@ Result<void> add_row_pieces(const ShardState& shard, const std::vector<TensorSpe
                 return {};
             }
             TensorView view{base + suffix, shape, {}};
-            view.fill = [&rows, t, part, what](std::uint64_t first, std::span<float> out) -> Result<void> {
-                rows.read(t, part, first, out);
+            auto cursor = snapshot ? std::make_shared<RowStore::SnapshotCursor>() : nullptr;
+            view.fill = [&rows, t, part, what, cursor](std::uint64_t first, std::span<float> out) -> Result<void> {
+                if (cursor) rows.read_snapshot(t, part, first, out, *cursor);
+                else rows.read(t, part, first, out);
                 if (!wire::all_finite(out.data(), out.size()))
                     return make_error(ErrorCode::kInvalidArgument,
                                       "refusing to checkpoint: " + what + " contain NaN or Inf");

@@ -3,6 +3,7 @@
 // values, fresh slots, averages brought up to date), read in any pieces; it creates no row.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 
 #include "psd/row_store.h"
@@ -84,4 +85,78 @@ TEST_CASE("a table read for a checkpoint equals the materialized table, bit for 
         }
     }
     CHECK(read.rows_created() == created);  // nothing created by reading
+}
+
+namespace {
+
+// More changes while a snapshot is read: pushes to rows read and not yet read, rows created by
+// pulls and pushes, updates of the shard. Round r of several.
+void change(psd::RowStore& store, std::uint32_t r) {
+    auto own = [](std::uint32_t k) { return k % 150 * 2 + 1; };  // shard 1's rows: the odd ones below 301
+    store.begin_update();
+    std::vector<std::uint32_t> ids{own(0), own(2 + r), own(66 + 2 * r), own(140 + 7 * r)};
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    std::vector<float> grads(ids.size() * 3);
+    for (std::size_t i = 0; i < grads.size(); ++i)
+        grads[i] = 0.05f * static_cast<float>(i) - 0.2f * static_cast<float>(r % 7);
+    store.apply(0, ids, grads);
+    const std::vector<std::uint32_t> pulled{own(30 + r), own(131 + 3 * r)};
+    std::vector<float> out(pulled.size() * 3);
+    store.gather(0, pulled, out.data());
+}
+
+}  // namespace
+
+TEST_CASE("a snapshot reads the table as it was, while the table goes on changing", "[psd][sparse][checkpoint]") {
+    const auto model = read_model();
+    const auto layout = *compute_layout(model, 2);
+    auto config =
+        GENERATE(OptimizerConfig{.kind = OptimizerKind::kAdagrad, .learning_rate = 0.1f, .adagrad_initial = 0.1f},
+                 OptimizerConfig{.kind = OptimizerKind::kAdam, .learning_rate = 0.01f});
+    const bool average = GENERATE(false, true);
+    if (average) config.ema_decay = 0.9f;
+    const std::size_t piece = GENERATE(std::size_t{1}, std::size_t{7}, std::size_t{16 * 3 + 5}, std::size_t{4096});
+    INFO("optimizer " << static_cast<int>(config.kind) << (average ? " with an average" : "") << ", pieces of " << piece
+                      << " floats");
+    // then: the table at the snapshot, materialized; snap: the same, read through a snapshot while
+    // it changes; plain: the same changes without a snapshot.
+    psd::RowStore then(layout, 1, model), snap(layout, 1, model), plain(layout, 1, model);
+    for (auto* store : {&then, &snap, &plain}) {
+        store->init(config);
+        exercise(*store);
+    }
+    then.materialize(nullptr);
+    REQUIRE(snap.snapshot_supported());
+    snap.begin_snapshot();
+    std::vector<Part> parts{Part::kValues};
+    for (std::size_t j = 0; j < snap.slots(0).size(); ++j) parts.push_back(j == 0 ? Part::kSlot0 : Part::kSlot1);
+    if (average) parts.push_back(Part::kAverage);
+    std::uint32_t round = 0;
+    for (const Part part : parts) {
+        INFO("part " << static_cast<int>(part));
+        const auto expected = stored(then, part);
+        std::vector<float> got(expected.size(), -1.0f);
+        psd::RowStore::SnapshotCursor cursor;
+        for (std::size_t first = 0; first < got.size(); first += piece) {
+            snap.read_snapshot(0, part, first,
+                               std::span<float>(got.data() + first, std::min(piece, got.size() - first)), cursor);
+            if (first / piece % 5 == 0) {  // a change every few pieces, in every part
+                change(snap, round);
+                change(plain, round);
+                ++round;
+            }
+        }
+        CHECK(std::memcmp(got.data(), expected.data(), expected.size_bytes()) == 0);
+    }
+    CHECK(round >= 2);
+    CHECK(snap.snapshot_bytes() > 0);  // blocks were changed before they were read
+    snap.end_snapshot();
+    // The snapshot changed nothing the table holds: the same as without one.
+    snap.materialize(nullptr);
+    plain.materialize(nullptr);
+    for (const Part part : parts) {
+        const auto a = stored(snap, part), b = stored(plain, part);
+        CHECK(std::memcmp(a.data(), b.data(), a.size_bytes()) == 0);
+    }
 }
