@@ -109,10 +109,10 @@ int main(int argc, char** argv) {
         {"auto", Writer::kAuto}, {"thread", Writer::kThread}, {"fork", Writer::kFork}, {"loop", Writer::kLoop}};
     auto* writer_option =
         app.add_option("--checkpoint-writer", o.checkpoint_writer,
-                       "who writes a checkpoint: thread (a thread of psd, from a snapshot of the sparse tables' "
-                       "rows; not for tables keyed by raw ids), fork (a forked child, from a copy-on-write "
-                       "snapshot), both while psd serves, or loop (psd's poll loop: every worker waits); auto: "
-                       "thread where the shard holds sparse tables none of which is keyed, else fork")
+                       "who writes a checkpoint: thread (a thread of psd, from a copy-on-write snapshot of the sparse "
+                       "tables' rows kept by psd), fork (a forked child, from the kernel's copy-on-write snapshot), "
+                       "both while psd serves, or loop (psd's poll loop: every worker waits); auto: thread where the "
+                       "shard holds sparse tables, else fork")
             ->transform(CLI::CheckedTransformer(writers, CLI::ignore_case))
             ->default_str("auto");
     bool checkpoint_in_loop = false;

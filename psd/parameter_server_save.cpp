@@ -58,7 +58,7 @@ void ParameterServer::on_save(const std::string& routing, const Header& h, Parts
                 background};
     using Writer = ServerOptions::CheckpointWriter;
     const Writer writer = options_.checkpoint_writer;
-    const bool has_rows = shard_->rows().size() > 0 && shard_->rows().snapshot_supported();
+    const bool has_rows = shard_->rows().size() > 0;
     if (writer == Writer::kThread || (writer == Writer::kAuto && has_rows)) {
         const ThreadedSave started = start_threaded_save(job);
         if (started == ThreadedSave::kAnswered) return;
@@ -87,13 +87,6 @@ void ParameterServer::on_save(const std::string& routing, const Header& h, Parts
 
 ParameterServer::ThreadedSave ParameterServer::start_threaded_save(SaveJob& job) {
     RowStore& rows = shard_->rows();
-    if (!rows.snapshot_supported()) {
-        spdlog::warn(
-            "checkpoint at step {}: a writer thread cannot snapshot tables keyed by raw ids; a forked "
-            "writer writes it",
-            job.chief_step);
-        return ThreadedSave::kNotStarted;
-    }
     // Taken now, in this loop: the dense slices copied, psd 0's data position encoded; the rows
     // from here on through the snapshot.
     auto image = ShardCheckpointImage::take(*shard_, tensors_, options_.index, job.dir);

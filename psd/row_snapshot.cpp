@@ -15,14 +15,17 @@ constexpr std::size_t kChunkBytes = std::size_t{8} << 20;
 
 }  // namespace
 
-RowSnapshot::RowSnapshot(std::uint64_t blocks, std::size_t parts, std::size_t part_bytes, std::size_t meta_bytes,
+RowSnapshot::RowSnapshot(std::uint64_t blocks, std::vector<std::size_t> part_bytes, std::size_t meta_bytes,
                          bool keep_all)
-    : parts_(parts), part_bytes_(part_bytes), meta_bytes_(meta_bytes), keep_all_(keep_all) {
-    if (parts < 1 || parts > 7) throw std::invalid_argument("a row snapshot holds 1 to 7 parts");
+    : parts_(part_bytes.size()), meta_bytes_(meta_bytes), keep_all_(keep_all) {
+    if (parts_ < 1 || parts_ > 7) throw std::invalid_argument("a row snapshot holds 1 to 7 parts");
+    offsets_.assign(parts_ + 1, 0);
+    for (std::size_t p = 0; p < parts_; ++p) offsets_[p + 1] = offsets_[p] + part_bytes[p];
     states_.reset(new std::atomic<std::uint64_t>[blocks]());  // every block: no part read yet
     const std::size_t largest = record_bytes(0);
     chunk_bytes_ = std::max(kChunkBytes, largest);
     const std::size_t per_chunk = chunk_bytes_ / largest;
+    const std::size_t parts = parts_;
     // Worst case: every block saved once, and before that one copy per part left unused (the
     // writer took the block meanwhile).
     max_chunks_ = static_cast<std::size_t>(((parts + 1) * blocks + per_chunk - 1) / per_chunk) + 1;

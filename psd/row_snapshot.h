@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 namespace psrun::psd {
 
@@ -35,18 +36,18 @@ class RowSnapshot {
   public:
     static constexpr std::uint64_t kBlockRows = 16;
 
-    // `blocks` blocks of `parts` parts (at most 7) of `part_bytes` bytes each (a whole block's
-    // rows of one part), and `meta_bytes` of metadata per block. With `keep_all`, a saved block
-    // keeps every part, also those the writer has already read (a later part needs the earlier
-    // ones as they were: the moving average is computed from the values).
-    RowSnapshot(std::uint64_t blocks, std::size_t parts, std::size_t part_bytes, std::size_t meta_bytes, bool keep_all);
+    // `blocks` blocks of parts of part_bytes[p] bytes each (at most 7 parts: a whole block's rows
+    // of one part), and `meta_bytes` of metadata per block. With `keep_all`, a saved block keeps
+    // every part, also those the writer has already read (a later part needs the earlier ones as
+    // they were: the moving average is computed from the values).
+    RowSnapshot(std::uint64_t blocks, std::vector<std::size_t> part_bytes, std::size_t meta_bytes, bool keep_all);
     ~RowSnapshot();
     RowSnapshot(const RowSnapshot&) = delete;
     RowSnapshot& operator=(const RowSnapshot&) = delete;
 
     // Poll loop, before block `block` changes: when the writer still needs it, `save(first_part,
-    // record)` copies the metadata to record[0, meta_bytes) and parts [first_part, parts) after it,
-    // each part_bytes.
+    // record)` copies the metadata to record[0, meta_bytes()) and parts [first_part, parts) after
+    // it, part p at record + part_offset(first_part, p).
     template <class Save>
     void before_change(std::uint64_t block, Save&& save) {
         std::atomic<std::uint64_t>& word = states_[block];
@@ -78,7 +79,10 @@ class RowSnapshot {
     }
 
     std::size_t meta_bytes() const { return meta_bytes_; }
-    std::size_t part_bytes() const { return part_bytes_; }
+    // Where part p lies in a record that holds parts from `first_part` on.
+    std::size_t part_offset(std::size_t first_part, std::size_t p) const {
+        return meta_bytes_ + offsets_[p] - offsets_[first_part];
+    }
     // Bytes the saved copies take (the arena's chunks), for logs.
     std::uint64_t saved_bytes() const { return chunks_used_ * chunk_bytes_; }
 
@@ -87,13 +91,14 @@ class RowSnapshot {
     static std::size_t done(std::uint64_t s) { return s & 7; }
     static bool saved(std::uint64_t s) { return (s >> kOffsetShift) != 0; }
     static std::uint64_t offset(std::uint64_t s) { return (s >> kOffsetShift) - 1; }
-    std::size_t record_bytes(std::size_t first_part) const { return meta_bytes_ + (parts_ - first_part) * part_bytes_; }
+    std::size_t record_bytes(std::size_t first_part) const { return part_offset(first_part, parts_); }
     // A record's place in the arena (a byte offset: chunk, then place in it); a new chunk when the
     // current one cannot hold `bytes` more. Poll loop only.
     std::uint64_t allocate(std::size_t bytes);
     std::byte* record(std::uint64_t offset) const;
 
-    std::size_t parts_, part_bytes_, meta_bytes_;
+    std::size_t parts_, meta_bytes_;
+    std::vector<std::size_t> offsets_;  // offsets_[p]: the bytes of parts [0, p)
     bool keep_all_;
     std::unique_ptr<std::atomic<std::uint64_t>[]> states_;
     std::size_t chunk_bytes_;

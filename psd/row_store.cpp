@@ -170,8 +170,12 @@ void RowStore::begin_update() {
     for (auto& table : tables_) {
         ++table.updates;
         if (!table.index) continue;
-        for (const auto& e : table.index->sweep(table.updates))  // idle rows (evict_after) let go
-            table.created[e.slot >> 6] &= ~(std::uint64_t{1} << (e.slot & 63));
+        for (const auto& e : table.index->sweep(table.updates)) {  // idle rows (evict_after) let go
+            keep_for_snapshot(table, e.slot);
+            std::uint64_t& word = table.created[e.slot >> 6];
+            std::atomic_ref<std::uint64_t>(word).store(word & ~(std::uint64_t{1} << (e.slot & 63)),
+                                                       std::memory_order_relaxed);
+        }
     }
     ema_copy_ = !ema_started_;  // the dense average's first update copies (WeightAverage)
     ema_started_ = averaging();

@@ -82,23 +82,31 @@ class RowStore {
     // materialize() for the keyed tables only: their rows' averages brought up to date.
     void catch_up_keyed();
 
-    // A snapshot of the vocabulary tables (psd/row_snapshot.h): from begin_snapshot() on, the
-    // first change of each block of rows copies what a checkpoint read of it needs, and
-    // read_snapshot() (from one other thread) reads every table as read() would have at
-    // begin_snapshot(), while this thread goes on with apply(), gather() and begin_update().
-    // `cursor` holds the block being read: one per tensor read, parts and blocks in order (a
-    // checkpoint file's order). end_snapshot() once that thread is done. REQUIRES: no keyed table
-    // (snapshot_supported(); their index is not kept); nothing else changes the store meanwhile.
+    // A snapshot of the tables (psd/row_snapshot.h): from begin_snapshot() on, the first change of
+    // each block of rows (values, slots, average, created bits, a keyed table's ids and last
+    // updates) copies what a checkpoint read of it needs, and read_snapshot() (from one other
+    // thread) reads every table as read() would have at begin_snapshot() (a keyed table's averages
+    // brought up to date, as catch_up_keyed() would), read_snapshot_keys() a keyed table's id map
+    // (its rows in slot order), while this thread goes on with apply(), gather() and
+    // begin_update(). `cursor` holds the block being read: one per tensor read, parts and blocks in
+    // order (a checkpoint file's order: values, slots, average, then the keys). end_snapshot() once
+    // that thread is done. REQUIRES: nothing else changes the store meanwhile.
     struct SnapshotCursor {
         std::uint64_t block = ~std::uint64_t{0};
-        std::vector<float> rows;  // that block's rows of the part read
+        std::vector<float> rows;    // that block's rows of the part read (the keys: entries as floats)
+        std::uint64_t emitted = 0;  // the keys: floats given out so far
     };
-    bool snapshot_supported() const;
     void begin_snapshot();
     void end_snapshot();
     bool snapshotting() const { return snapshotting_; }
     void read_snapshot(std::size_t t, Part part, std::uint64_t first, std::span<float> out,
                        SnapshotCursor& cursor) const;
+    // Keyed table t's id map at begin_snapshot(): floats [first, first + out.size()) of its rows'
+    // encoded entries (psd/shard_checkpoint_rows.h encode_keyed_entries()), slot order; keys_rows(t)
+    // entries in all. False when the map read has another size (a bug: the write must stop).
+    [[nodiscard]] bool read_snapshot_keys(std::size_t t, std::uint64_t first, std::span<float> out,
+                                          SnapshotCursor& cursor) const;
+    std::uint64_t snapshot_rows(std::size_t t) const { return tables_[t].snapshot_rows; }
     // Bytes the snapshot's copies take now (0 without one).
     std::uint64_t snapshot_bytes() const;
     // Rows created so far, all tables.
@@ -176,12 +184,15 @@ class RowStore {
         std::uint64_t dropped = 0;              // keyed tables: gradients of ids that were not rows
         std::unique_ptr<RowSnapshot> snapshot;  // while a snapshot is taken (begin_snapshot())
         std::uint64_t snapshot_updates = 0;     // the update count at begin_snapshot()
+        std::uint64_t snapshot_rows = 0;        // keyed: its rows then
+        std::uint64_t snapshot_used = 0;        // keyed: slots [0, used) had held a row then
     };
     // Before local row i of `table` changes: its block saved for the snapshot, if one is taken.
-    void keep_for_snapshot(const Table& table, std::uint64_t i) const {
+    static void keep_for_snapshot(const Table& table, std::uint64_t i) {
         if (table.snapshot) save_block(table, i / RowSnapshot::kBlockRows);
     }
-    void save_block(const Table& table, std::uint64_t block) const;
+    static void save_block(const Table& table, std::uint64_t block);
+    static void index_changing(void* table, std::uint32_t slot);  // RowIndex::ChangeHook
     // The snapshot's parts of a table: values, its optimizer slots, its average; their arrays.
     struct PartArrays {
         std::array<const float*, 4> at{};

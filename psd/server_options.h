@@ -57,7 +57,7 @@ struct ServerOptions {
     // Who writes a SAVE's checkpoint (--checkpoint-writer): a thread of psd from a row snapshot
     // (psd/row_snapshot.h) or a forked child from a copy-on-write snapshot (psd/forked_task.h),
     // both while the poll loop keeps serving, or the poll loop itself (every worker waits). kAuto:
-    // the thread where the shard holds sparse tables, none keyed by raw ids; else the child.
+    // the thread where the shard holds sparse tables, else the child.
     enum class CheckpointWriter { kAuto, kThread, kFork, kLoop };
     CheckpointWriter checkpoint_writer = CheckpointWriter::kAuto;
     std::uint64_t max_bad_grads = 100;  // rejected non-finite gradients before the run is aborted; 0: no limit

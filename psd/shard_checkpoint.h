@@ -40,7 +40,7 @@ std::string shard_checkpoint_name(std::uint32_t shard, std::uint32_t num_shards)
 // through the RowStore's snapshot (the caller calls RowStore::begin_snapshot() right after it,
 // before the store changes, and end_snapshot() once write() has returned). take() refuses as
 // save_shard_checkpoint() does; write() as it does, and with kIo when `stop` is requested.
-// REQUIRES: RowStore::snapshot_supported(). The shard outlives the image.
+// The shard outlives the image.
 class ShardCheckpointImage {
   public:
     [[nodiscard]] static Result<std::unique_ptr<ShardCheckpointImage>> take(const ShardState& shard,

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -40,13 +41,15 @@ Result<void> add_row_pieces(const ShardState& shard, const std::vector<TensorSpe
         // piece, so that a forked writer creates no row; a keyed table's arrays are read as they are.
         auto add = [&](RowStore::Part part, std::span<const float> data, const std::string& suffix,
                        const std::string& what) -> Result<void> {
-            if (rows.table(t).keyed) {
+            if (rows.table(t).keyed && !snapshot) {
                 if (!wire::all_finite(data.data(), data.size()))
                     return make_error(ErrorCode::kInvalidArgument,
                                       "refusing to checkpoint: " + what + " contain NaN or Inf");
                 views.push_back(TensorView{base + suffix, shape, data});
                 return {};
             }
+            // Read piece by piece: a vocabulary table as materialize() would leave it, or from
+            // the snapshot (keyed tables too).
             TensorView view{base + suffix, shape, {}};
             auto cursor = snapshot ? std::make_shared<RowStore::SnapshotCursor>() : nullptr;
             view.fill = [&rows, t, part, what, cursor](std::uint64_t first, std::span<float> out) -> Result<void> {
@@ -73,7 +76,22 @@ Result<void> add_row_pieces(const ShardState& shard, const std::vector<TensorSpe
         views.push_back(TensorView{base + "/state", {5}, states.back()});
         if (rows.table(t).keyed) {  // its id map (empty where a small table placed whole elsewhere has no slot)
             const RowIndex* index = rows.index(t);
-            const auto entries = index ? index->entries() : std::vector<RowIndex::Entry>{};
+            if (snapshot && index) {
+                // Its rows now: the snapshot begins before the store changes (ShardCheckpointImage).
+                TensorView view{base + "/keys", {index->rows(), kKeyedEntryFloats}, {}};
+                view.fill = [&rows, t, base, cursor = std::make_shared<RowStore::SnapshotCursor>()](
+                                std::uint64_t first, std::span<float> out) -> Result<void> {
+                    if (!rows.read_snapshot_keys(t, first, out, *cursor))
+                        return make_error(ErrorCode::kIo, "the id map of " + base + " changed size during the write");
+                    return {};
+                };
+                views.push_back(std::move(view));
+                continue;
+            }
+            auto entries = index ? index->entries() : std::vector<RowIndex::Entry>{};
+            // In slot order, as a snapshot writes them (a restore orders them by last update).
+            std::sort(entries.begin(), entries.end(),
+                      [](const RowIndex::Entry& a, const RowIndex::Entry& b) { return a.slot < b.slot; });
             keys.push_back(encode_keyed_entries(entries));
             views.push_back(TensorView{base + "/keys", {entries.size(), kKeyedEntryFloats}, keys.back()});
         }

@@ -202,14 +202,17 @@ namespace {
 // that touch 40 of its 997 rows, written by `writer`; the file's bytes. With `changed_meanwhile`,
 // the file is a FIFO that holds the write while worker 1 pushes 8 more steps to 40 rows each
 // (rows read and not yet read, rows created), then read; the SAVE then fails (a FIFO cannot be
-// fsynced), but the bytes are those written.
-std::string saved_bytes(psd::ServerOptions::CheckpointWriter writer, bool changed_meanwhile = false) {
+// fsynced), but the bytes are those written. With `keyed`, the table is keyed by raw ids (997
+// slots, rows idle for 5 updates evicted): the pulls admit rows, the pushes evict others.
+std::string saved_bytes(psd::ServerOptions::CheckpointWriter writer, bool changed_meanwhile = false,
+                        bool keyed = false) {
     auto options = base_options(2);
     options.checkpoint_writer = writer;
     Cluster cluster(1, options);
     std::vector<TensorSpec> model = {{"fc/w", {8, 5}}, {"emb", {997, 4}}};
-    model[1].kind = TensorKind::kRows;
+    model[1].kind = keyed ? TensorKind::kKeyedRows : TensorKind::kRows;
     model[1].row_init = RowInit{RowInitKind::kNormal, 0.05f, 9};
+    if (keyed) model[1].row_policy = RowPolicy{.evict_after = 5};
     PsClient chief(cluster.client_options(0, model)), worker(cluster.client_options(1, model));
     REQUIRE(chief.hello());
     REQUIRE(worker.hello());
@@ -222,7 +225,15 @@ std::string saved_bytes(psd::ServerOptions::CheckpointWriter writer, bool change
         std::sort(ids.begin(), ids.end());
         ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
         const auto values = ramp(ids.size() * 4, 0.2f * static_cast<float>(s + 1), -0.05f);
-        const RowGrads grads{1, ids, values};
+        const std::vector<std::uint64_t> keys(ids.begin(), ids.end());  // raw ids: the rows' numbers << 24
+        std::vector<std::uint64_t> raw(keys.size());
+        for (std::size_t i = 0; i < keys.size(); ++i) raw[i] = keys[i] << 24 | 0x5;
+        if (keyed) {  // pulled first: admitted
+            const RowRequest request{.tensor = 1, .keys = raw};
+            PulledRows pulled;
+            REQUIRE(client.exchange(Exchange{.pulls = {&request, 1}, .rows = &pulled}));
+        }
+        const RowGrads grads = keyed ? RowGrads{.tensor = 1, .values = values, .keys = raw} : RowGrads{1, ids, values};
         REQUIRE(client.exchange(Exchange{.grads = ramp(client.layout().total, 0.1f, static_cast<float>(s)),
                                          .step = static_cast<std::uint64_t>(s),
                                          .row_grads = {&grads, 1}}));
@@ -261,4 +272,9 @@ TEST_CASE("the forked writer's and the writer thread's shard files are the one t
     // Written while another worker changes the rows: the rows as SAVE found them.
     CHECK(saved_bytes(Writer::kThread, true) == in_loop);
     CHECK(saved_bytes(Writer::kFork, true) == in_loop);
+    // A table keyed by raw ids, rows admitted and evicted meanwhile: its rows and id map as they were.
+    const std::string keyed = saved_bytes(Writer::kLoop, false, true);
+    CHECK(keyed.size() > 997 * 4 * 3 * sizeof(float));
+    CHECK(saved_bytes(Writer::kFork, true, true) == keyed);
+    CHECK(saved_bytes(Writer::kThread, true, true) == keyed);
 }

@@ -27,7 +27,8 @@ TEST_CASE("a row snapshot read by another thread while the rows change is the ro
     const auto parts_then = parts;
     const auto meta_then = meta;
 
-    RowSnapshot snapshot(kBlocks, kParts, kFloats * sizeof(float), sizeof(std::uint64_t), keep_all);
+    RowSnapshot snapshot(kBlocks, std::vector<std::size_t>(kParts, kFloats * sizeof(float)), sizeof(std::uint64_t),
+                         keep_all);
     std::vector<std::vector<float>> read(kParts, std::vector<float>(kBlocks * kFloats, -1.0f));
     std::vector<std::uint64_t> read_meta(kBlocks * kParts);
     std::atomic<bool> done{false};
