@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# Checkpoints of a large sparse table while training (docs/sparse.md "Checkpoints that do not
-# stall", issue 36): the click model of bench/click_data.py (one shared table of ROWS x 16, Adagrad:
+# Checkpoints of a large sparse table while training (docs/sparse.md, "Checkpoints"; issue 36): the click model of bench/click_data.py (one shared table of ROWS x 16, Adagrad:
 # every checkpoint writes the whole table and its slots), `psrun local --ps 1 --workers 2` async,
 # a checkpoint every EVERY steps, each round once per mode, interleaved (psd --checkpoint-writer):
 #   thread  a thread of psd writes it from a copy-on-write snapshot of the rows (the default here)

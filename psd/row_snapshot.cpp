@@ -37,8 +37,8 @@ RowSnapshot::~RowSnapshot() {
 }
 
 std::uint64_t RowSnapshot::allocate(std::size_t bytes) {
-    const std::uint64_t in_chunk = next_ % chunk_bytes_;
-    if (chunks_used_ == 0 || in_chunk + bytes > chunk_bytes_) {
+    // A new chunk when the mapped ones cannot hold `bytes` more (also when the last is exactly full).
+    if (next_ + bytes > std::uint64_t{chunks_used_} * chunk_bytes_) {
         if (chunks_used_ == max_chunks_) throw std::logic_error("row snapshot arena exhausted");
         void* p =
             mmap(nullptr, chunk_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);

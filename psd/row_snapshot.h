@@ -1,10 +1,10 @@
 // A point-in-time image of one table's rows while the poll loop goes on changing them: copy on
 // write in user space, by blocks of kBlockRows rows, so that a checkpoint is written by a thread
-// of psd without a fork (psd/row_store.h begin_snapshot(); docs/sparse.md "Checkpoints that do
-// not stall"). A forked writer costs the poll loop a page fault and a 4 KiB copy for every page it
-// first writes while the child lives (~7 us each on a VM, tens of thousands in a step of a large
-// table); here the first change of a block copies the block's rows once (~0.5 us for 16 rows of
-// 2 KiB) and later changes cost one atomic load.
+// of psd without a fork (psd/row_store.h begin_snapshot(); docs/sparse.md, "Checkpoints"). A
+// forked writer costs the poll loop a page fault and a 4 KiB copy for every page it first writes
+// while the child lives (~7 us each on a VM, tens of thousands in a step of a large table); here
+// the first change of a block copies the block's rows once (16 rows: 2 KiB with Adagrad at
+// width 16) and later changes cost one atomic load.
 //
 // The writer reads the table part by part (values, then each optimizer slot, then the moving
 // average: the parts of the checkpoint file, in that order), each part block by block in order.

@@ -78,3 +78,30 @@ TEST_CASE("a row snapshot read by another thread while the rows change is the ro
     CHECK(snapshot.saved_bytes() > 0);
     CHECK(parts != parts_then);
 }
+
+TEST_CASE("a row snapshot's saved blocks fill its arena's chunks to the last byte and go on in the next",
+          "[psd][snapshot]") {
+    // Records of 8 KiB: 1,024 fill an 8 MiB chunk exactly; 3,000 blocks take three chunks.
+    constexpr std::uint64_t kBlocks = 3000;
+    constexpr std::size_t kBytes = 4096;
+    RowSnapshot snapshot(kBlocks, {kBytes, kBytes}, 0, true);
+    std::vector<std::byte> block(2 * kBytes);
+    for (std::uint64_t b = 0; b < kBlocks; ++b)
+        snapshot.before_change(b, [&](std::size_t first, std::byte* record) {
+            REQUIRE(first == 0);
+            std::memset(record, static_cast<int>(b % 251), 2 * kBytes);
+        });
+    CHECK(snapshot.saved_bytes() == 3 * (std::size_t{8} << 20));
+    for (std::uint64_t b = 0; b < kBlocks; ++b) {
+        bool from_record = false;
+        snapshot.read(
+            b, 0, [] {},
+            [&](const std::byte* record, std::size_t) {
+                from_record = true;
+                std::memcpy(block.data(), record, block.size());
+            });
+        REQUIRE(from_record);
+        REQUIRE(block.front() == static_cast<std::byte>(b % 251));
+        REQUIRE(block.back() == static_cast<std::byte>(b % 251));
+    }
+}
