@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# Checkpoints of a large sparse table while training (docs/sparse.md "Checkpoints that do not
-# stall", issue 36): the click model of bench/click_data.py (one shared table of ROWS x 16, Adagrad:
+# Checkpoints of a large sparse table while training (docs/sparse.md, "Checkpoints"; issue 36): the click model of bench/click_data.py (one shared table of ROWS x 16, Adagrad:
 # every checkpoint writes the whole table and its slots), `psrun local --ps 1 --workers 2` async,
-# a checkpoint every EVERY steps, each round run twice, interleaved:
-#   fork  psd writes each checkpoint in a forked child from a snapshot (the default)
-#   loop  psd --checkpoint-in-loop: the poll loop writes it, every worker waits
+# a checkpoint every EVERY steps, each round once per mode, interleaved (psd --checkpoint-writer):
+#   thread  a thread of psd writes it from a copy-on-write snapshot of the rows (the default here)
+#   fork    a forked child writes it from the kernel's copy-on-write snapshot
+#   loop    psd's poll loop writes it, every worker waits
 # Prints one JSON line per run: each worker's step times end to end (median, p99, longest: the
 # workers' "step times of this worker" lines), psd's write times, the checkpoint's size, psd's
 # peak RSS and the forked writer's own memory (private pages, sampled every 0.5 s); then the
 # medians per mode with the CPU model.
 # Usage: bench/checkpoint_stall.sh DIR STEPS EVERY [ROUNDS]   (DIR: click_data.py DIR --rows ROWS;
-#        env PSRUN=build/launcher/psrun, MODES="fork loop")
+#        env PSRUN=build/launcher/psrun, MODES="thread fork loop")
 set -u
 dir=$1 steps=$2 every=$3 rounds=${4:-2}
 psrun=${PSRUN:-build/launcher/psrun}
@@ -18,17 +18,17 @@ bin=$(cd "$(dirname "$psrun")/.." && pwd)
 [ -f "$dir/click.json" ] || { echo "$dir lacks click_data.py's output" >&2; exit 2; }
 out=$(mktemp -d)
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$out"' EXIT; echo "work dir $out" >&2
-# The loop mode's daemons: psd with --checkpoint-in-loop, workerd as built.
-mkdir -p "$out/loop-bin"
-printf '#!/bin/sh\nexec %s/psd/psd --checkpoint-in-loop "$@"\n' "$bin" >"$out/loop-bin/psd"
-chmod +x "$out/loop-bin/psd"
-ln -s "$bin/workerd/workerd" "$out/loop-bin/workerd"
+# Each mode's daemons: psd with --checkpoint-writer MODE, workerd as built.
+for mode in ${MODES:-thread fork loop}; do
+    mkdir -p "$out/$mode-bin"
+    printf '#!/bin/sh\nexec %s/psd/psd --checkpoint-writer %s "$@"\n' "$bin" "$mode" >"$out/$mode-bin/psd"
+    chmod +x "$out/$mode-bin/psd"
+    ln -s "$bin/workerd/workerd" "$out/$mode-bin/workerd"
+done
 for round in $(seq 1 "$rounds"); do
-    for mode in ${MODES:-fork loop}; do
+    for mode in ${MODES:-thread fork loop}; do
         run="$out/$mode-$round"
-        env_bin=()
-        [ "$mode" = loop ] && env_bin=(env PSRUN_BIN_DIR="$out/loop-bin")
-        "${env_bin[@]}" "$psrun" local --ps 1 --workers 2 --no-auth --grace 120 -- --model "$dir/click.json" \
+        PSRUN_BIN_DIR="$out/$mode-bin" "$psrun" local --ps 1 --workers 2 --no-auth --grace 120 -- --model "$dir/click.json" \
             --train-images "$dir/train_x.npy" --train-labels "$dir/train_y.npy" --test-images "$dir/test_x.npy" \
             --test-labels "$dir/test_y.npy" --steps "$steps" --batch-size 256 --optimizer adagrad --learning-rate 0.05 \
             --log-every 1000 --sparse-embedding emb --checkpoint-steps "$every" --checkpoint-secs 0 \
@@ -76,7 +76,7 @@ import json, statistics, sys
 runs = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 res = {"cpu": cpu}
-for mode in ("fork", "loop"):
+for mode in ("thread", "fork", "loop"):
     rs = [r for r in runs if r["mode"] == mode and r["rc"] == 0]
     if not rs:
         continue

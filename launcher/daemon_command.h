@@ -28,6 +28,7 @@ struct DaemonOptions {
     std::optional<int> min_workers;        // psd: --min-workers K (elastic membership)
     std::optional<int> max_workers;        // psd: --max-workers M (room for workers that join: psrun join)
     std::optional<int> max_staleness;      // psd: --max-staleness S (async bounded staleness)
+    std::string checkpoint_writer;         // psd: --checkpoint-writer auto|thread|fork|loop; empty: its default
     // psd and workerd: --reconnect-wait SECONDS (how long a silent peer may take to come back);
     // nullopt: their default (kDefaultReconnectWait).
     std::optional<double> reconnect_wait;

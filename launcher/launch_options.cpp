@@ -115,6 +115,12 @@ void add_daemon_options(CLI::App* cmd, DaemonOptions& o) {
         ->excludes(sync)
         ->check(integer_in(0, 1000000))
         ->group(grp);
+    cmd->add_option("--checkpoint-writer", o.checkpoint_writer,
+                    "psd: who writes a checkpoint while psd serves: thread (a thread of psd, from a snapshot of the "
+                    "sparse tables' rows), fork (a forked child), or loop (psd itself: the workers wait); default "
+                    "auto: the thread where the shards hold sparse tables, else the fork")
+        ->check(CLI::IsMember({"auto", "thread", "fork", "loop"}))
+        ->group(grp);
     cmd->add_flag("--standby", o.standby, "psd: start as a standby")->group(grp);
     cmd->add_option("--worker-timeout", o.worker_timeout,
                     "psd: seconds without a message before a worker counts as lost")

@@ -14,29 +14,32 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "common/result.h"
 #include "common/unique_fd.h"
+#include "psd/background_task.h"
 
 namespace psrun::psd {
 
-class ForkedTask {
+class ForkedTask final : public BackgroundTask {
   public:
     using Work = std::function<Result<void>()>;
 
     // Forks a child that runs `work`. kIo naming the system error when the pipe or the fork fails
     // (e.g. no memory for the page tables): the caller may run `work` itself instead.
     [[nodiscard]] static Result<std::unique_ptr<ForkedTask>> start(const Work& work);
-    ~ForkedTask();
+    ~ForkedTask() override;
     ForkedTask(const ForkedTask&) = delete;
     ForkedTask& operator=(const ForkedTask&) = delete;
 
-    int fd() const { return result_.get(); }  // readable when the child is done (or dead)
+    int fd() const override { return result_.get(); }  // readable when the child is done (or dead)
     pid_t pid() const { return pid_; }
     // Blocks until the child has exited, reaps it and returns what `work` returned (its error code
     // and message); when the child died without a result, a kIo error naming the signal or the
     // exit status. Call once.
-    [[nodiscard]] Result<void> finish();
+    [[nodiscard]] Result<void> finish() override;
+    std::string describe() const override { return "a forked writer (pid " + std::to_string(pid_) + ")"; }
 
   private:
     ForkedTask(pid_t pid, UniqueFd result) : pid_(pid), result_(std::move(result)) {}

@@ -4,6 +4,8 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <map>
+#include <string>
 
 #include "common/denormals.h"
 #include "common/job_keys.h"
@@ -102,10 +104,20 @@ int main(int argc, char** argv) {
                    "loop stays one thread)")
         ->check(psrun::thread_count(1))
         ->capture_default_str();
+    using Writer = psrun::psd::ServerOptions::CheckpointWriter;
+    const std::map<std::string, Writer> writers{
+        {"auto", Writer::kAuto}, {"thread", Writer::kThread}, {"fork", Writer::kFork}, {"loop", Writer::kLoop}};
+    auto* writer_option =
+        app.add_option("--checkpoint-writer", o.checkpoint_writer,
+                       "who writes a checkpoint: thread (a thread of psd, from a copy-on-write snapshot of the sparse "
+                       "tables' rows kept by psd), fork (a forked child, from the kernel's copy-on-write snapshot), "
+                       "both while psd serves, or loop (psd's poll loop: every worker waits); auto: thread where the "
+                       "shard holds sparse tables, else fork")
+            ->transform(CLI::CheckedTransformer(writers, CLI::ignore_case))
+            ->default_str("auto");
     bool checkpoint_in_loop = false;
-    app.add_flag("--checkpoint-in-loop", checkpoint_in_loop,
-                 "write checkpoints in the poll loop (every worker waits) instead of in a forked child from a "
-                 "snapshot of the shard while psd goes on serving");
+    app.add_flag("--checkpoint-in-loop", checkpoint_in_loop, "the same as --checkpoint-writer loop")
+        ->excludes(writer_option);
     app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
     if (psrun::wants_numeric_option_list(argc, argv)) {
         psrun::print_numeric_options(app, std::cout);
@@ -123,7 +135,7 @@ int main(int argc, char** argv) {
         o.init_timeout = psrun::seconds_to_ms(init_timeout);
         o.reconnect_wait = psrun::seconds_to_ms(reconnect_wait);
         o.signal_grace = psrun::seconds_to_ms(signal_grace);
-        o.fork_checkpoints = !checkpoint_in_loop;
+        if (checkpoint_in_loop) o.checkpoint_writer = Writer::kLoop;
         if (o.sync && o.backup_workers >= o.num_workers)
             throw psrun::UsageError("--backup-workers " + std::to_string(o.backup_workers) + " leaves no worker of " +
                                     std::to_string(o.num_workers) + " (--num-workers) to aggregate: give fewer");

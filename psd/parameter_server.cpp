@@ -207,6 +207,7 @@ int ParameterServer::run() {
 }
 
 void ParameterServer::finish(int code) {
+    settle_threaded_save();  // the final save below reads the rows as they are
     if (options_.standby && shard_ && shard_->initialized()) {
         shard_->rows().materialize(team_.get());
         auto saved = shard_->save(shard_path(), chunks_.get());  // psd 0: with its data dispenser

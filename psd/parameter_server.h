@@ -18,6 +18,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -29,6 +30,7 @@
 #include "common/signals.h"
 #include "common/thread_team.h"
 #include "common/wire.h"
+#include "psd/background_task.h"
 #include "psd/bf16_params.h"
 #include "psd/data_chunks.h"
 #include "psd/drain.h"
@@ -107,8 +109,29 @@ class ParameterServer {
         std::uint64_t chief_step = 0;  // the step the chief named
         std::uint64_t shard_step = 0;  // this shard's step in the snapshot
         Clock::time_point started;
-        std::unique_ptr<ForkedTask> writer;  // null: written in the loop
-        bool background = false;             // the chief is not waiting: keep the outcome for its next SAVE
+        // A writer thread's snapshot of the rows (null for the other writers): ended when the job
+        // is destroyed, after the writer (declared after it) is joined.
+        struct SnapshotEnd {
+            RowStore* rows = nullptr;
+            SnapshotEnd() = default;
+            explicit SnapshotEnd(RowStore* r) : rows(r) {}
+            SnapshotEnd(SnapshotEnd&& o) noexcept : rows(std::exchange(o.rows, nullptr)) {}
+            SnapshotEnd& operator=(SnapshotEnd&& o) noexcept {
+                if (this != &o) {
+                    reset();
+                    rows = std::exchange(o.rows, nullptr);
+                }
+                return *this;
+            }
+            ~SnapshotEnd() { reset(); }
+            void reset() {
+                if (rows) rows->end_snapshot();
+                rows = nullptr;
+            }
+        };
+        SnapshotEnd snapshot;
+        std::unique_ptr<BackgroundTask> writer;  // null: written in the loop
+        bool background = false;                 // the chief is not waiting: keep the outcome for its next SAVE
     };
     struct SaveOutcome {  // a background SAVE's result, until the chief asks for it
         std::string dir;
@@ -116,7 +139,15 @@ class ParameterServer {
     };
     // Writes the shard file (every row: RowStore::read()) and psd 0's data position into `dir`.
     [[nodiscard]] Result<void> write_checkpoint(const std::string& dir);
-    void finish_save();  // the forked writer is done: its result answers the SAVE
+    void finish_save();  // the writer is done: its result answers the SAVE
+    // A writer thread reads the shard's rows while this loop serves: what would change more than
+    // rows (INIT, RESTORE, a final save) waits for it first (finish_save()).
+    void settle_threaded_save();
+    // The writer thread's work (ServerOptions::CheckpointWriter::kThread) started (`job` holds
+    // it); answered now (the checkpoint was refused: NaN or Inf); or not started (logged): the
+    // caller writes it otherwise.
+    enum class ThreadedSave { kStarted, kAnswered, kNotStarted };
+    ThreadedSave start_threaded_save(SaveJob& job);
     void complete_save(const SaveJob& job, const Result<void>& written);
     void on_restore(const std::string& routing, const wire::Header& h, Parts& parts);
     void on_dircheck(const std::string& routing, const wire::Header& h, Parts& parts);

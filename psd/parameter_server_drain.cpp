@@ -65,6 +65,7 @@ void ParameterServer::check_drain() {
 }
 
 void ParameterServer::end_preempted_run() {
+    settle_threaded_save();
     const std::uint64_t step = shard_->step();
     int code = drain_.exit_code(step);
     if (code == kExitPreempted) {

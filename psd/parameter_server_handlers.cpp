@@ -86,6 +86,7 @@ void ParameterServer::on_hello(const std::string& routing, const Header& h, Part
 }
 
 void ParameterServer::on_init(const std::string& routing, const Header& h, Parts& parts) {
+    settle_threaded_save();  // INIT replaces what a writer thread reads
     if (h.role != wire::Role::kChief)
         return reply_error(routing, ErrorCode::kUnauthorized, "only the chief sends INIT");
     if (h.frames.empty() || h.frames[0].id != wire::kBodyFrame)
@@ -272,6 +273,7 @@ void ParameterServer::on_dircheck(const std::string& routing, const Header& h, P
 }
 
 void ParameterServer::on_restore(const std::string& routing, const Header& h, Parts& parts) {
+    settle_threaded_save();  // RESTORE replaces what a writer thread reads
     if (h.role != wire::Role::kChief)
         return reply_error(routing, ErrorCode::kUnauthorized, "only the chief sends RESTORE");
     if (h.frames.size() != 1 || h.frames[0].id != wire::kBodyFrame)

@@ -4,8 +4,10 @@
 #include <spdlog/spdlog.h>
 
 #include "common/zmq_util.h"
+#include "psd/data_chunks_file.h"
 #include "psd/parameter_server.h"
 #include "psd/shard_checkpoint.h"
+#include "psd/thread_task.h"
 
 namespace psrun::psd {
 
@@ -33,7 +35,7 @@ void ParameterServer::on_save(const std::string& routing, const Header& h, Parts
             return reply_error(routing, ErrorCode::kUnsupported,
                                fmt::format("the checkpoint at step {} is still being written to {} (pid {}): save "
                                            "again once it is done",
-                                           saving_->chief_step, saving_->dir, saving_->writer->pid()));
+                                           saving_->chief_step, saving_->dir, saving_->writer->describe()));
         // Nobody waits for that one: the chief moved on (its final or preemption checkpoint).
         spdlog::warn("the checkpoint at step {} being written to {} is abandoned: the chief saves step {} instead",
                      saving_->chief_step, saving_->dir, h.step);
@@ -46,23 +48,73 @@ void ParameterServer::on_save(const std::string& routing, const Header& h, Parts
         return reply(routing, MessageType::kAck, shard_->finished() ? wire::kFlagFinished : 0);
     }
     saved_.reset();  // an outcome the chief never asked for: it moved on
-    SaveJob job{
-        Pending{routing, MessageType::kSave, h.index}, *dir, h.step, shard_->step(), Clock::now(), nullptr, background};
-    if (options_.fork_checkpoints) {
+    SaveJob job{Pending{routing, MessageType::kSave, h.index},
+                *dir,
+                h.step,
+                shard_->step(),
+                Clock::now(),
+                {},
+                nullptr,
+                background};
+    using Writer = ServerOptions::CheckpointWriter;
+    const Writer writer = options_.checkpoint_writer;
+    const bool has_rows = shard_->rows().size() > 0;
+    if (writer == Writer::kThread || (writer == Writer::kAuto && has_rows)) {
+        const ThreadedSave started = start_threaded_save(job);
+        if (started == ThreadedSave::kAnswered) return;
+        if (started == ThreadedSave::kStarted) {
+            saving_ = std::move(job);
+            if (background) reply(routing, MessageType::kAck, wire::kFlagBackground);
+            return;
+        }
+    }
+    if (writer != Writer::kLoop) {  // a forked writer (also where a thread could not be)
         // The child sees the shard as it is now; it has no thread team (only this thread is forked).
         collapser_.stop();  // the child shares the pages as they are; no lock is held at the fork
-        auto writer = ForkedTask::start([this, d = *dir] { return write_checkpoint(d); });
-        if (writer) {
-            job.writer = std::move(*writer);
+        auto forked = ForkedTask::start([this, d = *dir] { return write_checkpoint(d); });
+        if (forked) {
+            job.writer = std::move(*forked);
             saving_ = std::move(job);
             if (background) reply(routing, MessageType::kAck, wire::kFlagBackground);
             return;
         }
         spdlog::warn("checkpoint at step {}: {}; writing it here, the workers wait meanwhile", h.step,
-                     writer.error().message);
+                     forked.error().message);
     }
     job.background = false;  // written now: the reply below is the outcome
     complete_save(job, write_checkpoint(*dir));
+}
+
+ParameterServer::ThreadedSave ParameterServer::start_threaded_save(SaveJob& job) {
+    RowStore& rows = shard_->rows();
+    // Taken now, in this loop: the dense slices copied, psd 0's data position encoded; the rows
+    // from here on through the snapshot.
+    auto image = ShardCheckpointImage::take(*shard_, tensors_, options_.index, job.dir);
+    if (!image) {  // refused (NaN or Inf): answered as a write would be
+        complete_save(job, tl::unexpected(image.error()));
+        return ThreadedSave::kAnswered;
+    }
+    std::optional<std::string> chunks;
+    if (chunks_) chunks = encode_data_chunks(chunks_->state());
+    rows.begin_snapshot();
+    job.snapshot = SaveJob::SnapshotEnd(&rows);
+    auto task = ThreadTask::start([image = std::shared_ptr<ShardCheckpointImage>(std::move(*image)),
+                                   chunks = std::move(chunks), dir = job.dir](std::stop_token stop) -> Result<void> {
+        PSRUN_TRY(image->write(stop));
+        if (chunks) return write_file_atomically(dir + "/" + kDataChunksFile, *chunks);
+        return {};
+    });
+    if (!task) {
+        spdlog::warn("checkpoint at step {}: {}; a forked writer writes it", job.chief_step, task.error().message);
+        job.snapshot.reset();
+        return ThreadedSave::kNotStarted;
+    }
+    job.writer = std::move(*task);
+    return ThreadedSave::kStarted;
+}
+
+void ParameterServer::settle_threaded_save() {
+    if (saving_ && saving_->snapshot.rows) finish_save();  // waits for the thread
 }
 
 Result<void> ParameterServer::write_checkpoint(const std::string& dir) {
@@ -77,7 +129,13 @@ void ParameterServer::finish_save() {
     SaveJob job = std::move(*saving_);
     saving_.reset();
     const auto written = job.writer->finish();
-    collapser_.start();  // the tables' pages this loop wrote meanwhile were split: huge again
+    if (job.snapshot.rows) {
+        spdlog::debug("checkpoint at step {}: the rows' snapshot kept {} MB of copies", job.chief_step,
+                      job.snapshot.rows->snapshot_bytes() >> 20);
+        job.snapshot.reset();
+    } else {
+        collapser_.start();  // the tables' pages this loop wrote meanwhile were split: huge again
+    }
     complete_save(job, written);
 }
 
@@ -90,7 +148,7 @@ void ParameterServer::complete_save(const SaveJob& job, const Result<void>& writ
         spdlog::info("checkpoint: shard at step {} (chief's step {}) written to {} in {} ms{}", job.shard_step,
                      job.chief_step, job.dir,
                      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - job.started).count(),
-                     job.writer ? fmt::format(" by a forked writer (pid {}) while serving", job.writer->pid()) : "");
+                     job.writer ? fmt::format(" by {} while serving", job.writer->describe()) : "");
     }
     if (job.background) {  // the chief learns it from its next SAVE of this dir
         saved_ = SaveOutcome{job.dir, written};

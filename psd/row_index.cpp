@@ -113,6 +113,7 @@ RowIndex::Occurrence RowIndex::occur(std::uint64_t id, std::uint64_t step) {
     }
     out.created = true;
     const std::uint32_t update = stamp(step);
+    changing(slot);
     slots_[slot].set_id(id);  // before the insert: the map hashes the slot by its id
     slots_[slot].update = update;
     map_.insert(slot);
@@ -124,6 +125,7 @@ RowIndex::Occurrence RowIndex::occur(std::uint64_t id, std::uint64_t step) {
 
 void RowIndex::updated(std::uint32_t slot, std::uint64_t step) {
     const std::uint32_t update = stamp(step);
+    changing(slot);
     slots_[slot].update = std::max(slots_[slot].update, update);
     if (newest_ == slot) return;
     unlink(slot);
@@ -193,6 +195,7 @@ std::uint32_t RowIndex::stamp(std::uint64_t step) {
 
 void RowIndex::rebase(std::uint64_t step) {
     const std::uint64_t base = stamp_base(step);
+    for (std::uint32_t s = oldest_; s != kNone; s = slots_[s].next) changing(s);  // all, before base_ moves
     for (std::uint32_t s = oldest_; s != kNone; s = slots_[s].next)
         slots_[s].update = offset_from(base, last_update(s));
     base_ = base;

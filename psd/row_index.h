@@ -100,6 +100,20 @@ class RowIndex {
 
     // Every row, least recently updated first (checkpoints).
     std::vector<Entry> entries() const;
+    // Slots [0, used()) have held a row (the others never did). A slot's id and last update as
+    // they are (meaningful while it holds a row).
+    std::uint64_t used() const { return used_; }
+    Entry entry_at(std::uint32_t slot) const {
+        return {.id = slots_[slot].id(), .slot = slot, .last_update = last_update(slot)};
+    }
+    // `hook(context, slot)` is called before a slot's id or last update changes (an admission, an
+    // update, every row at a rebase): a snapshot of the slots (psd/row_store.h) saves it first.
+    // Null: none.
+    using ChangeHook = void (*)(void* context, std::uint32_t slot);
+    void set_change_hook(ChangeHook hook, void* context) {
+        hook_ = hook;
+        hook_context_ = context;
+    }
     // Replaces the rows with `entries` (any order): std::invalid_argument naming the entry when
     // an id or a slot repeats or a slot is beyond the capacity. Counters are kept; the sketches
     // are cleared (ids not admitted start counting again).
@@ -158,6 +172,11 @@ class RowIndex {
     std::optional<CountSketch> admit_sketch_;  // admit_after > 1
     std::optional<CountSketch> gate_;          // the frequency gate, from the first time full
     std::uint64_t draws_ = 0;
+    ChangeHook hook_ = nullptr;
+    void* hook_context_ = nullptr;
+    void changing(std::uint32_t slot) const {
+        if (hook_) hook_(hook_context_, slot);
+    }
 };
 
 }  // namespace psrun::psd

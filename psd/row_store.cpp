@@ -1,6 +1,7 @@
 #include "psd/row_store.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <stdexcept>
 
@@ -98,6 +99,7 @@ void RowStore::restore_index(std::size_t t, std::span<const RowIndex::Entry> ent
 }
 
 void RowStore::create_row(Table& table, std::uint64_t i, std::uint64_t id) const {
+    keep_for_snapshot(table, i);
     const std::uint32_t width = table.spec.width;
     fill_row(table.init, id, std::span<float>(table.values.data() + i * width, width));
     const int slots = slot_count(config_.kind);  // a reused slot of a keyed table: fresh slots
@@ -109,7 +111,9 @@ void RowStore::create_row(Table& table, std::uint64_t i, std::uint64_t id) const
         std::memcpy(table.ema.data() + i * width, table.values.data() + i * width, width * sizeof(float));
         table.ema_at.data()[i] = table.updates;
     }
-    table.created[i >> 6] |= std::uint64_t{1} << (i & 63);
+    // An atomic store: a snapshot's reader may read the word's other rows meanwhile (row_snapshot.h).
+    std::uint64_t& word = table.created[i >> 6];
+    std::atomic_ref<std::uint64_t>(word).store(word | std::uint64_t{1} << (i & 63), std::memory_order_relaxed);
 }
 
 void RowStore::materialize(ThreadTeam* team) {
@@ -166,8 +170,12 @@ void RowStore::begin_update() {
     for (auto& table : tables_) {
         ++table.updates;
         if (!table.index) continue;
-        for (const auto& e : table.index->sweep(table.updates))  // idle rows (evict_after) let go
-            table.created[e.slot >> 6] &= ~(std::uint64_t{1} << (e.slot & 63));
+        for (const auto& e : table.index->sweep(table.updates)) {  // idle rows (evict_after) let go
+            keep_for_snapshot(table, e.slot);
+            std::uint64_t& word = table.created[e.slot >> 6];
+            std::atomic_ref<std::uint64_t>(word).store(word & ~(std::uint64_t{1} << (e.slot & 63)),
+                                                       std::memory_order_relaxed);
+        }
     }
     ema_copy_ = !ema_started_;  // the dense average's first update copies (WeightAverage)
     ema_started_ = averaging();
@@ -187,6 +195,7 @@ void RowStore::apply(std::size_t t, std::span<const std::uint32_t> ids, std::spa
 
 void RowStore::update_row(Table& table, std::uint64_t i, const float* grad, const UpdateKernel& kernel,
                           DecayPower& power) const {
+    keep_for_snapshot(table, i);
     const std::size_t width = table.spec.width, at = i * width;
     if (averaging()) catch_up(table, i, table.updates - 1, power);  // the updates before this one
     kernel(table.values.data() + at, grad, table.slot0.empty() ? nullptr : table.slot0.data() + at,

@@ -32,11 +32,13 @@
 // apply() updates the ids that are rows and drops the others' gradients (counted). begin_update()
 // evicts rows idle longer than the policy's evict_after. A row evicted and admitted again starts
 // afresh.
-// Owned and used by the server's poll-loop thread only (a ThreadTeam may split init()).
+// Owned and used by the server's poll-loop thread only (a ThreadTeam may split init()), except
+// read_snapshot() (see there).
 #pragma once
 
 #include <memory>
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -46,6 +48,7 @@
 #include "common/tensor_layout.h"
 #include "common/thread_team.h"
 #include "psd/row_index.h"
+#include "psd/row_snapshot.h"
 #include "psd/zero_pages.h"
 
 namespace psrun::psd {
@@ -78,6 +81,34 @@ class RowStore {
     void read(std::size_t t, Part part, std::uint64_t first, std::span<float> out) const;
     // materialize() for the keyed tables only: their rows' averages brought up to date.
     void catch_up_keyed();
+
+    // A snapshot of the tables (psd/row_snapshot.h): from begin_snapshot() on, the first change of
+    // each block of rows (values, slots, average, created bits, a keyed table's ids and last
+    // updates) copies what a checkpoint read of it needs, and read_snapshot() (from one other
+    // thread) reads every table as read() would have at begin_snapshot() (a keyed table's averages
+    // brought up to date, as catch_up_keyed() would), read_snapshot_keys() a keyed table's id map
+    // (its rows in slot order), while this thread goes on with apply(), gather() and
+    // begin_update(). `cursor` holds the block being read: one per tensor read, parts and blocks in
+    // order (a checkpoint file's order: values, slots, average, then the keys). end_snapshot() once
+    // that thread is done. REQUIRES: nothing else changes the store meanwhile.
+    struct SnapshotCursor {
+        std::uint64_t block = ~std::uint64_t{0};
+        std::vector<float> rows;    // that block's rows of the part read (the keys: entries as floats)
+        std::uint64_t emitted = 0;  // the keys: floats given out so far
+    };
+    void begin_snapshot();
+    void end_snapshot();
+    bool snapshotting() const { return snapshotting_; }
+    void read_snapshot(std::size_t t, Part part, std::uint64_t first, std::span<float> out,
+                       SnapshotCursor& cursor) const;
+    // Keyed table t's id map at begin_snapshot(): floats [first, first + out.size()) of its rows'
+    // encoded entries (psd/shard_checkpoint_rows.h encode_keyed_entries()), slot order; keys_rows(t)
+    // entries in all. False when the map read has another size (a bug: the write must stop).
+    [[nodiscard]] bool read_snapshot_keys(std::size_t t, std::uint64_t first, std::span<float> out,
+                                          SnapshotCursor& cursor) const;
+    std::uint64_t snapshot_rows(std::size_t t) const { return tables_[t].snapshot_rows; }
+    // Bytes the snapshot's copies take now (0 without one).
+    std::uint64_t snapshot_bytes() const;
     // Rows created so far, all tables.
     std::uint64_t rows_created() const;
     // Allocates rows and fresh slots for `config`, every row counted as created, without
@@ -148,10 +179,30 @@ class RowStore {
         ZeroPages<std::uint64_t> ema_at;     // per local row: the update count ema is current at
         std::vector<std::uint64_t> created;  // bit i: local row i has its initial values and slots
         std::uint64_t updates = 0;
-        std::unique_ptr<RowIndex> index;  // keyed tables: id -> slot (the local row)
-        RowPolicy policy;                 // keyed tables
-        std::uint64_t dropped = 0;        // keyed tables: gradients of ids that were not rows
+        std::unique_ptr<RowIndex> index;        // keyed tables: id -> slot (the local row)
+        RowPolicy policy;                       // keyed tables
+        std::uint64_t dropped = 0;              // keyed tables: gradients of ids that were not rows
+        std::unique_ptr<RowSnapshot> snapshot;  // while a snapshot is taken (begin_snapshot())
+        std::uint64_t snapshot_updates = 0;     // the update count at begin_snapshot()
+        std::uint64_t snapshot_rows = 0;        // keyed: its rows then
+        std::uint64_t snapshot_used = 0;        // keyed: slots [0, used) had held a row then
     };
+    // Before local row i of `table` changes: its block saved for the snapshot, if one is taken.
+    static void keep_for_snapshot(const Table& table, std::uint64_t i) {
+        if (table.snapshot) save_block(table, i / RowSnapshot::kBlockRows);
+    }
+    static void save_block(const Table& table, std::uint64_t block);
+    static void index_changing(void* table, std::uint32_t slot);  // RowIndex::ChangeHook
+    // The snapshot's parts of a table: values, its optimizer slots, its average; their arrays.
+    struct PartArrays {
+        std::array<const float*, 4> at{};
+        std::size_t count = 0;
+    };
+    static PartArrays part_arrays(const Table& table);
+    static std::size_t part_index(const Table& table, Part part);
+    // Block `block` of part `p` (`part`) of table t's snapshot, as read() would have read it.
+    void read_snapshot_block(const Table& table, Part part, std::size_t p, std::uint64_t block,
+                             std::vector<float>& rows) const;
     // Adopts `config` and resolves each table's (its --param-group) once, not per update.
     void set_config(const OptimizerConfig& config);
     // Gives local row i of `table` its initial values and fresh slots unless it has them.
@@ -178,6 +229,12 @@ class RowStore {
     // (may be `ema`): w + D^k (ema - w), in double.
     static void decay_toward(const float* w, const float* ema, const DecayPower& power, std::size_t width, float* out);
     DecayPower power_for(std::uint64_t k, DecayPower power) const;
+    // A row that read() derives rather than copies, into `row`: as create_row() would make it when
+    // not `created`, else its average brought to `updates` when behind (`values`, `ema`: the row's,
+    // `ema_at` its average's update count). False when the stored row is what it reads as.
+    bool derived_row(const Table& table, Part part, std::uint64_t i, bool created, const float* values,
+                     const float* ema, std::uint64_t ema_at, std::uint64_t updates, DecayPower& power,
+                     float* row) const;
     // Every created row's average brought to the table's update count (before the decay changes).
     void catch_up_all();
     // Folds local row i's new values into its average at the current update (copies on the first).
@@ -192,6 +249,7 @@ class RowStore {
     std::vector<Table> tables_;
     bool ema_started_ = false;  // an update has been folded into the averages (else: copy)
     bool ema_copy_ = false;     // this update's apply() copies rows into the averages
+    bool snapshotting_ = false;
 };
 
 }  // namespace psrun::psd

@@ -18,36 +18,67 @@ void RowStore::catch_up_keyed() {
 
 void RowStore::read(std::size_t t, Part part, std::uint64_t first, std::span<float> out) const {
     const Table& table = tables_[t];
-    const float* stored = part == Part::kValues  ? table.values.data()
-                          : part == Part::kSlot0 ? table.slot0.data()
-                          : part == Part::kSlot1 ? table.slot1.data()
-                                                 : table.ema.data();
+    const float* stored = part_arrays(table).at[part_index(table, part)];
     std::memcpy(out.data(), stored + first, out.size_bytes());  // zero pages where nothing was written
     if (table.spec.keyed || out.empty()) return;
     const std::uint64_t width = table.spec.width, end = first + out.size();
+    const bool average = part == Part::kAverage;
     std::vector<float> row(width);
     DecayPower power;
     for (std::uint64_t i = first / width; i * width < end; ++i) {
         const std::uint64_t bits = table.created[i >> 6];
-        if (bits == ~std::uint64_t{0} && part != Part::kAverage && (i & 63) == 0) {  // 64 created rows: as stored
+        if (bits == ~std::uint64_t{0} && !average && (i & 63) == 0) {  // 64 created rows: as stored
             i += 63;
             continue;
         }
-        const bool created = bits >> (i & 63) & 1;
-        if (created && (part != Part::kAverage || table.ema_at.data()[i] >= table.updates)) continue;
-        if (!created) {  // as create_row() would make it
-            if (part == Part::kValues || part == Part::kAverage)
-                fill_row(table.init, table.spec.global_row(i, shard_, num_shards_), row);
-            else if (part == Part::kSlot0 && config_.kind == OptimizerKind::kAdagrad)
-                std::fill(row.begin(), row.end(), config_.adagrad_initial);
-            else continue;  // a fresh slot of the others is the zero page it is
-        } else {            // as catch_up() would bring it
-            power = power_for(table.updates - table.ema_at.data()[i], power);
-            decay_toward(table.values.data() + i * width, table.ema.data() + i * width, power, width, row.data());
-        }
+        if (!derived_row(table, part, i, bits >> (i & 63) & 1, table.values.data() + i * width,
+                         average ? table.ema.data() + i * width : nullptr, average ? table.ema_at.data()[i] : 0,
+                         table.updates, power, row.data()))
+            continue;
         const std::uint64_t from = std::max(first, i * width), to = std::min(end, (i + 1) * width);
         std::memcpy(out.data() + (from - first), row.data() + (from - i * width), (to - from) * sizeof(float));
     }
+}
+
+bool RowStore::derived_row(const Table& table, Part part, std::uint64_t i, bool created, const float* values,
+                           const float* ema, std::uint64_t ema_at, std::uint64_t updates, DecayPower& power,
+                           float* row) const {
+    const std::size_t width = table.spec.width;
+    if (created) {  // as catch_up() would bring it, when behind
+        if (part != Part::kAverage || ema_at >= updates) return false;
+        power = power_for(updates - ema_at, power);
+        decay_toward(values, ema, power, width, row);
+        return true;
+    }
+    // as create_row() would make it
+    if (part == Part::kValues || part == Part::kAverage) {
+        fill_row(table.init, table.spec.global_row(i, shard_, num_shards_), std::span<float>(row, width));
+        return true;
+    }
+    if (part == Part::kSlot0 && config_.kind == OptimizerKind::kAdagrad) {
+        std::fill_n(row, width, config_.adagrad_initial);
+        return true;
+    }
+    return false;  // a fresh slot of the others is the zero page it is
+}
+
+RowStore::PartArrays RowStore::part_arrays(const Table& table) {
+    PartArrays arrays;
+    arrays.at[arrays.count++] = table.values.data();
+    if (!table.slot0.empty()) arrays.at[arrays.count++] = table.slot0.data();
+    if (!table.slot1.empty()) arrays.at[arrays.count++] = table.slot1.data();
+    if (!table.ema.empty()) arrays.at[arrays.count++] = table.ema.data();
+    return arrays;
+}
+
+std::size_t RowStore::part_index(const Table& table, Part part) {
+    switch (part) {
+        case Part::kValues: return 0;
+        case Part::kSlot0: return 1;
+        case Part::kSlot1: return 2;
+        case Part::kAverage: return part_arrays(table).count - 1;
+    }
+    return 0;
 }
 
 }  // namespace psrun::psd

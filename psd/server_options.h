@@ -54,9 +54,12 @@ struct ServerOptions {
     // Async: a worker's reply waits while it is more than S gradients ahead of the slowest live
     // worker (psd/staleness_bound.h); nullopt: no bound. Not with sync.
     std::optional<std::uint32_t> max_staleness;
-    // SAVE writes the checkpoint in a forked child from a snapshot, so the poll loop keeps serving
-    // meanwhile (psd/forked_task.h); false (--checkpoint-in-loop): in the loop, every worker waits.
-    bool fork_checkpoints = true;
+    // Who writes a SAVE's checkpoint (--checkpoint-writer): a thread of psd from a row snapshot
+    // (psd/row_snapshot.h) or a forked child from a copy-on-write snapshot (psd/forked_task.h),
+    // both while the poll loop keeps serving, or the poll loop itself (every worker waits). kAuto:
+    // the thread where the shard holds sparse tables, else the child.
+    enum class CheckpointWriter { kAuto, kThread, kFork, kLoop };
+    CheckpointWriter checkpoint_writer = CheckpointWriter::kAuto;
     std::uint64_t max_bad_grads = 100;  // rejected non-finite gradients before the run is aborted; 0: no limit
 };
 

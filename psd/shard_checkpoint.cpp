@@ -28,40 +28,68 @@ std::string shard_checkpoint_name(std::uint32_t shard, std::uint32_t num_shards)
     return "ps-" + std::to_string(shard) + "-of-" + std::to_string(num_shards) + ".tensors";
 }
 
-Result<void> save_shard_checkpoint(const ShardState& shard, const std::vector<TensorSpec>& tensors, std::uint32_t index,
-                                   const std::string& dir) {
+namespace {
+
+// Every view of the shard's file into `out`. `copy`: the dense slices are copied into out.copies
+// (a writer thread reads them while the loop updates the shard); else views of the shard itself.
+// `snapshot`: the rows are read through the RowStore's snapshot.
+Result<void> collect_views(const ShardState& shard, const std::vector<TensorSpec>& tensors, bool copy, bool snapshot,
+                           ShardCheckpointImage::Parts& out) {
     const auto& ids = shard.slice_ids();
-    std::vector<std::array<float, 5>> states(ids.size());
-    std::vector<TensorView> views;
+    out.states.resize(ids.size());
+    auto add = [&](const std::string& name, std::span<const float> data, const std::string& what) -> Result<void> {
+        if (!wire::all_finite(data.data(), data.size()))
+            return make_error(ErrorCode::kInvalidArgument, "refusing to checkpoint: " + what + " contain NaN or Inf");
+        if (copy) {
+            out.copies.emplace_back(data.begin(), data.end());  // its data never move: views stay valid
+            data = out.copies.back();
+        }
+        out.views.push_back(TensorView{name, {data.size()}, data});
+        return {};
+    };
     for (std::size_t k = 0; k < ids.size(); ++k) {
         const Slice& s = shard.layout().slices[ids[k]];
         const std::string base = piece_base_name(tensors.at(s.tensor).name, s.offset, s.length);
-        auto param = shard.param_slice(k);
-        if (!wire::all_finite(param.data(), param.size()))
-            return make_error(ErrorCode::kInvalidArgument,
-                              "refusing to checkpoint: parameters of " + base + " contain NaN or Inf");
-        views.push_back(TensorView{base + "/param", {s.length}, param});
-        auto slots = shard.slot_slices(k);
-        for (std::size_t j = 0; j < slots.size(); ++j) {
-            if (!wire::all_finite(slots[j].data(), slots[j].size()))
-                return make_error(ErrorCode::kInvalidArgument,
-                                  "refusing to checkpoint: optimizer slot of " + base + " contains NaN or Inf");
-            views.push_back(TensorView{base + "/slot" + std::to_string(j), {s.length}, slots[j]});
-        }
-        if (auto ema = shard.average().slice(k); !ema.empty()) {
-            if (!wire::all_finite(ema.data(), ema.size()))
-                return make_error(ErrorCode::kInvalidArgument,
-                                  "refusing to checkpoint: moving average of " + base + " contains NaN or Inf");
-            views.push_back(TensorView{base + "/ema", {s.length}, ema});
-        }
-        states[k] = piece_state(shard.config().optimizer.kind, shard.updates(k), tensors.at(s.tensor).tensor_class);
-        views.push_back(TensorView{base + "/state", {states[k].size()}, states[k]});
+        PSRUN_TRY(add(base + "/param", shard.param_slice(k), "parameters of " + base));
+        const auto slots = shard.slot_slices(k);
+        for (std::size_t j = 0; j < slots.size(); ++j)
+            PSRUN_TRY(add(base + "/slot" + std::to_string(j), slots[j], "optimizer slots of " + base));
+        if (auto ema = shard.average().slice(k); !ema.empty())
+            PSRUN_TRY(add(base + "/ema", ema, "moving averages of " + base));
+        out.states[k] = piece_state(shard.config().optimizer.kind, shard.updates(k), tensors.at(s.tensor).tensor_class);
+        out.views.push_back(TensorView{base + "/state", {out.states[k].size()}, out.states[k]});
     }
-    std::vector<std::array<float, 5>> row_states;
-    std::vector<std::vector<float>> row_keys;
-    if (auto ok = add_row_pieces(shard, tensors, views, row_states, row_keys); !ok)
-        return ok;  // views of the rows: no copy
-    return write_tensor_file(dir + "/" + shard_checkpoint_name(index, shard.layout().num_shards), views);
+    return add_row_pieces(shard, tensors, snapshot, out.views, out.row_states, out.keys);  // views of the rows: no copy
+}
+
+}  // namespace
+
+Result<void> save_shard_checkpoint(const ShardState& shard, const std::vector<TensorSpec>& tensors, std::uint32_t index,
+                                   const std::string& dir) {
+    ShardCheckpointImage::Parts parts;
+    PSRUN_TRY(collect_views(shard, tensors, false, false, parts));
+    return write_tensor_file(dir + "/" + shard_checkpoint_name(index, shard.layout().num_shards), parts.views);
+}
+
+Result<std::unique_ptr<ShardCheckpointImage>> ShardCheckpointImage::take(const ShardState& shard,
+                                                                         const std::vector<TensorSpec>& tensors,
+                                                                         std::uint32_t index, const std::string& dir) {
+    std::unique_ptr<ShardCheckpointImage> image(new ShardCheckpointImage());
+    image->path_ = dir + "/" + shard_checkpoint_name(index, shard.layout().num_shards);
+    PSRUN_TRY(collect_views(shard, tensors, true, true, image->parts_));
+    return image;
+}
+
+Result<void> ShardCheckpointImage::write(std::stop_token stop) const {
+    std::vector<TensorView> views = parts_.views;
+    for (auto& view : views)
+        if (view.fill)
+            view.fill = [inner = std::move(view.fill), stop](std::uint64_t first,
+                                                             std::span<float> out) -> Result<void> {
+                if (stop.stop_requested()) return make_error(ErrorCode::kIo, "the checkpoint write was stopped");
+                return inner(first, out);
+            };
+    return write_tensor_file(path_, views);
 }
 
 Result<void> load_shard_checkpoint(ShardState& shard, const std::vector<TensorSpec>& tensors,

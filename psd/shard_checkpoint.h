@@ -12,11 +12,15 @@
 // whichever files hold them. Free functions, called on the psd poll-loop thread.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <memory>
+#include <stop_token>
 #include <string>
 #include <vector>
 
 #include "common/result.h"
+#include "common/tensor_file.h"
 #include "common/tensor_layout.h"
 #include "common/wire.h"
 #include "psd/shard_state.h"
@@ -30,6 +34,33 @@ std::string shard_checkpoint_name(std::uint32_t shard, std::uint32_t num_shards)
 // failure such as a full disk or `dir` not being a directory.
 [[nodiscard]] Result<void> save_shard_checkpoint(const ShardState& shard, const std::vector<TensorSpec>& tensors,
                                                  std::uint32_t index, const std::string& dir);
+
+// The same file taken now and written later by another thread, while the poll loop goes on
+// (psd/thread_task.h): take() checks and copies the dense slices and prepares the rows to be read
+// through the RowStore's snapshot (the caller calls RowStore::begin_snapshot() right after it,
+// before the store changes, and end_snapshot() once write() has returned). take() refuses as
+// save_shard_checkpoint() does; write() as it does, and with kIo when `stop` is requested.
+// The shard outlives the image.
+class ShardCheckpointImage {
+  public:
+    [[nodiscard]] static Result<std::unique_ptr<ShardCheckpointImage>> take(const ShardState& shard,
+                                                                            const std::vector<TensorSpec>& tensors,
+                                                                            std::uint32_t index,
+                                                                            const std::string& dir);
+    [[nodiscard]] Result<void> write(std::stop_token stop) const;
+
+    struct Parts {  // the views and what they point into (each vector filled before any view of it)
+        std::vector<TensorView> views;
+        std::vector<std::vector<float>> copies;
+        std::vector<std::array<float, 5>> states, row_states;
+        std::vector<std::vector<float>> keys;
+    };
+
+  private:
+    ShardCheckpointImage() = default;
+    std::string path_;
+    Parts parts_;
+};
 
 // Loads every own slice (params, slots, update counts) and this shard's rows of every sparse
 // table (re-sharded when the checkpoint was written by another shard count) from the shard files

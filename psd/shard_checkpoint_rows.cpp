@@ -2,7 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <numeric>
 
 #include "common/checkpoint_params.h"
@@ -25,7 +27,7 @@ std::uint64_t piece_updates(std::span<const float> state) {
            (static_cast<std::uint64_t>(state[3]) << 48);
 }
 
-Result<void> add_row_pieces(const ShardState& shard, const std::vector<TensorSpec>& tensors,
+Result<void> add_row_pieces(const ShardState& shard, const std::vector<TensorSpec>& tensors, bool snapshot,
                             std::vector<TensorView>& views, std::vector<std::array<float, 5>>& states,
                             std::vector<std::vector<float>>& keys) {
     const RowStore& rows = shard.rows();
@@ -39,16 +41,20 @@ Result<void> add_row_pieces(const ShardState& shard, const std::vector<TensorSpe
         // piece, so that a forked writer creates no row; a keyed table's arrays are read as they are.
         auto add = [&](RowStore::Part part, std::span<const float> data, const std::string& suffix,
                        const std::string& what) -> Result<void> {
-            if (rows.table(t).keyed) {
+            if (rows.table(t).keyed && !snapshot) {
                 if (!wire::all_finite(data.data(), data.size()))
                     return make_error(ErrorCode::kInvalidArgument,
                                       "refusing to checkpoint: " + what + " contain NaN or Inf");
                 views.push_back(TensorView{base + suffix, shape, data});
                 return {};
             }
+            // Read piece by piece: a vocabulary table as materialize() would leave it, or from
+            // the snapshot (keyed tables too).
             TensorView view{base + suffix, shape, {}};
-            view.fill = [&rows, t, part, what](std::uint64_t first, std::span<float> out) -> Result<void> {
-                rows.read(t, part, first, out);
+            auto cursor = snapshot ? std::make_shared<RowStore::SnapshotCursor>() : nullptr;
+            view.fill = [&rows, t, part, what, cursor](std::uint64_t first, std::span<float> out) -> Result<void> {
+                if (cursor) rows.read_snapshot(t, part, first, out, *cursor);
+                else rows.read(t, part, first, out);
                 if (!wire::all_finite(out.data(), out.size()))
                     return make_error(ErrorCode::kInvalidArgument,
                                       "refusing to checkpoint: " + what + " contain NaN or Inf");
@@ -70,7 +76,22 @@ Result<void> add_row_pieces(const ShardState& shard, const std::vector<TensorSpe
         views.push_back(TensorView{base + "/state", {5}, states.back()});
         if (rows.table(t).keyed) {  // its id map (empty where a small table placed whole elsewhere has no slot)
             const RowIndex* index = rows.index(t);
-            const auto entries = index ? index->entries() : std::vector<RowIndex::Entry>{};
+            if (snapshot && index) {
+                // Its rows now: the snapshot begins before the store changes (ShardCheckpointImage).
+                TensorView view{base + "/keys", {index->rows(), kKeyedEntryFloats}, {}};
+                view.fill = [&rows, t, base, cursor = std::make_shared<RowStore::SnapshotCursor>()](
+                                std::uint64_t first, std::span<float> out) -> Result<void> {
+                    if (!rows.read_snapshot_keys(t, first, out, *cursor))
+                        return make_error(ErrorCode::kIo, "the id map of " + base + " changed size during the write");
+                    return {};
+                };
+                views.push_back(std::move(view));
+                continue;
+            }
+            auto entries = index ? index->entries() : std::vector<RowIndex::Entry>{};
+            // In slot order, as a snapshot writes them (a restore orders them by last update).
+            std::sort(entries.begin(), entries.end(),
+                      [](const RowIndex::Entry& a, const RowIndex::Entry& b) { return a.slot < b.slot; });
             keys.push_back(encode_keyed_entries(entries));
             views.push_back(TensorView{base + "/keys", {entries.size(), kKeyedEntryFloats}, keys.back()});
         }

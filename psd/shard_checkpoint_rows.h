@@ -35,9 +35,11 @@ std::uint64_t piece_updates(std::span<const float> state);
 // materialize() would leave it while they are written (RowStore::read(): no row is created);
 // a keyed table's arrays as they are (REQUIRES: RowStore::catch_up_keyed() with --ema-decay).
 // A table holding NaN or Inf is refused (kInvalidArgument): a keyed one here, a vocabulary one
-// by the write, which then stops.
+// by the write, which then stops. With `snapshot`, the vocabulary tables are read through the
+// RowStore's snapshot (RowStore::read_snapshot(), from another thread).
 [[nodiscard]] Result<void> add_row_pieces(const ShardState& shard, const std::vector<TensorSpec>& tensors,
-                                          std::vector<TensorView>& views, std::vector<std::array<float, 5>>& states,
+                                          bool snapshot, std::vector<TensorView>& views,
+                                          std::vector<std::array<float, 5>>& states,
                                           std::vector<std::vector<float>>& keys);
 
 // A keyed table's id map as floats (psd/shard_checkpoint_keyed.cpp): id (4 digits), slot (2), last

@@ -150,6 +150,20 @@ TEST_CASE("--min-workers goes to psd only (elastic membership)", "[daemon]") {
     CHECK(std::find(worker->argv.begin(), worker->argv.end(), "--min-workers") == worker->argv.end());
 }
 
+TEST_CASE("--checkpoint-writer goes to psd only", "[daemon]") {
+    DaemonOptions o;
+    o.no_auth = true;
+    o.checkpoint_writer = "fork";
+    const auto map = two_ps_three_workers();
+    const auto ps = daemon_command(map, Role::kPs, 0, o);
+    REQUIRE(ps);
+    CHECK(ps->argv == Args{"psd", "--index", "0", "--ps", "tcp://n1:20000,tcp://n2:20000", "--num-workers", "3",
+                           "--no-auth", "--checkpoint-writer", "fork", "--threads", "4"});
+    const auto worker = daemon_command(map, Role::kWorker, 0, o);
+    REQUIRE(worker);
+    CHECK(std::find(worker->argv.begin(), worker->argv.end(), "--checkpoint-writer") == worker->argv.end());
+}
+
 TEST_CASE("ps_threads replaces map.threads for psd only", "[daemon]") {
     DaemonOptions o;
     o.no_auth = true;

@@ -38,7 +38,8 @@ CheckpointerOptions options(const std::string& model_dir) {
 
 psd::ServerOptions server_options(bool fork) {
     auto o = psrun::test::base_options(1);
-    o.fork_checkpoints = fork;
+    o.checkpoint_writer =
+        fork ? psd::ServerOptions::CheckpointWriter::kAuto : psd::ServerOptions::CheckpointWriter::kLoop;
     return o;
 }
 

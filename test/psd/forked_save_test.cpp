@@ -1,6 +1,7 @@
 // SAVE written by a forked child (psd/forked_task.h, psd/parameter_server_save.cpp): the child's
 // result and death reach the parent; psd keeps serving other workers while the child writes; a
-// failed write answers the SAVE with the child's error; the file equals one written in the loop.
+// failed write answers the SAVE with the child's error; the file equals one written in the loop,
+// also when a writer thread writes it from the rows' snapshot while a worker changes them.
 #include "psd/forked_task.h"
 
 #include <catch2/catch.hpp>
@@ -9,11 +10,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <thread>
 
 #include "common/checkpoint_params.h"
 #include "test/psd/ps_fixture.h"
@@ -196,40 +199,82 @@ TEST_CASE("a background SAVE is answered at once, and again with the write's out
 namespace {
 
 // A shard's checkpoint of a dense tensor and a lazily created sparse table after 4 Adam steps
-// that touch 40 of its 997 rows, written with or without the forked writer; the file's bytes.
-std::string saved_bytes(bool fork) {
-    auto options = base_options(1);
-    options.fork_checkpoints = fork;
+// that touch 40 of its 997 rows, written by `writer`; the file's bytes. With `changed_meanwhile`,
+// the file is a FIFO that holds the write while worker 1 pushes 8 more steps to 40 rows each
+// (rows read and not yet read, rows created), then read; the SAVE then fails (a FIFO cannot be
+// fsynced), but the bytes are those written. With `keyed`, the table is keyed by raw ids (997
+// slots, rows idle for 5 updates evicted): the pulls admit rows, the pushes evict others.
+std::string saved_bytes(psd::ServerOptions::CheckpointWriter writer, bool changed_meanwhile = false,
+                        bool keyed = false) {
+    auto options = base_options(2);
+    options.checkpoint_writer = writer;
     Cluster cluster(1, options);
     std::vector<TensorSpec> model = {{"fc/w", {8, 5}}, {"emb", {997, 4}}};
-    model[1].kind = TensorKind::kRows;
+    model[1].kind = keyed ? TensorKind::kKeyedRows : TensorKind::kRows;
     model[1].row_init = RowInit{RowInitKind::kNormal, 0.05f, 9};
-    PsClient chief(cluster.client_options(0, model));
+    if (keyed) model[1].row_policy = RowPolicy{.evict_after = 5};
+    PsClient chief(cluster.client_options(0, model)), worker(cluster.client_options(1, model));
     REQUIRE(chief.hello());
+    REQUIRE(worker.hello());
     wire::InitConfig init;
     init.optimizer = OptimizerConfig{.kind = OptimizerKind::kAdam, .learning_rate = 0.01f};
     REQUIRE(chief.init(init, ramp(chief.layout().total, 0.5f)));
-    for (int s = 0; s < 4; ++s) {
+    auto push = [&](PsClient& client, int s, std::uint32_t rows, std::uint32_t stride) {
         std::vector<std::uint32_t> ids;
-        for (std::uint32_t i = 0; i < 10; ++i) ids.push_back((i * 61 + static_cast<std::uint32_t>(s) * 17) % 997);
+        for (std::uint32_t i = 0; i < rows; ++i) ids.push_back((i * stride + static_cast<std::uint32_t>(s) * 17) % 997);
+        std::sort(ids.begin(), ids.end());
+        ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
         const auto values = ramp(ids.size() * 4, 0.2f * static_cast<float>(s + 1), -0.05f);
-        const RowGrads rows{1, ids, values};
-        REQUIRE(chief.exchange(Exchange{.grads = ramp(chief.layout().total, 0.1f, static_cast<float>(s)),
-                                        .step = static_cast<std::uint64_t>(s),
-                                        .row_grads = {&rows, 1}}));
-    }
-    const std::string dir = cluster.dir() + "/ckpt";
+        const std::vector<std::uint64_t> keys(ids.begin(), ids.end());  // raw ids: the rows' numbers << 24
+        std::vector<std::uint64_t> raw(keys.size());
+        for (std::size_t i = 0; i < keys.size(); ++i) raw[i] = keys[i] << 24 | 0x5;
+        if (keyed) {  // pulled first: admitted
+            const RowRequest request{.tensor = 1, .keys = raw};
+            PulledRows pulled;
+            REQUIRE(client.exchange(Exchange{.pulls = {&request, 1}, .rows = &pulled}));
+        }
+        const RowGrads grads = keyed ? RowGrads{.tensor = 1, .values = values, .keys = raw} : RowGrads{1, ids, values};
+        REQUIRE(client.exchange(Exchange{.grads = ramp(client.layout().total, 0.1f, static_cast<float>(s)),
+                                         .step = static_cast<std::uint64_t>(s),
+                                         .row_grads = {&grads, 1}}));
+    };
+    for (int s = 0; s < 4; ++s) push(chief, s, 10, 61);
+    const std::string dir = cluster.dir() + "/ckpt", file = dir + "/ps-0-of-1.tensors";
     std::filesystem::create_directories(dir);
-    REQUIRE(chief.save(4, dir));
-    std::ifstream in(dir + "/ps-0-of-1.tensors", std::ios::binary);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!changed_meanwhile) {
+        REQUIRE(chief.save(4, dir));
+        std::ifstream in(file, std::ios::binary);
+        return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    }
+    REQUIRE(::mkfifo(file.c_str(), 0600) == 0);
+    auto save = std::async(std::launch::async, [&] { return chief.save(4, dir); });
+    std::this_thread::sleep_for(200ms);  // SAVE is in: the snapshot is taken, the write held
+    for (int s = 0; s < 8; ++s) push(worker, s, 40, 37);
+    CHECK(save.wait_for(0ms) == std::future_status::timeout);
+    std::ifstream in(file, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto saved = save.get();
+    REQUIRE_FALSE(saved);
+    CHECK_THAT(saved.error().message, Catch::Contains("fsync"));
+    return bytes;
 }
 
 }  // namespace
 
-TEST_CASE("the forked writer's shard file is the one the poll loop writes, byte for byte",
+TEST_CASE("the forked writer's and the writer thread's shard files are the one the poll loop writes, byte for byte",
           "[psd][forked][checkpoint]") {
-    const std::string forked = saved_bytes(true), in_loop = saved_bytes(false);
+    using Writer = psd::ServerOptions::CheckpointWriter;
+    const std::string forked = saved_bytes(Writer::kFork), in_loop = saved_bytes(Writer::kLoop);
     CHECK(forked.size() > 997 * 4 * 3 * sizeof(float));  // every row (untouched ones too) and its 2 slots
     CHECK(forked == in_loop);
+    CHECK(saved_bytes(Writer::kThread) == in_loop);
+    CHECK(saved_bytes(Writer::kAuto) == in_loop);  // the thread: the shard has a sparse table
+    // Written while another worker changes the rows: the rows as SAVE found them.
+    CHECK(saved_bytes(Writer::kThread, true) == in_loop);
+    CHECK(saved_bytes(Writer::kFork, true) == in_loop);
+    // A table keyed by raw ids, rows admitted and evicted meanwhile: its rows and id map as they were.
+    const std::string keyed = saved_bytes(Writer::kLoop, false, true);
+    CHECK(keyed.size() > 997 * 4 * 3 * sizeof(float));
+    CHECK(saved_bytes(Writer::kFork, true, true) == keyed);
+    CHECK(saved_bytes(Writer::kThread, true, true) == keyed);
 }

@@ -149,6 +149,21 @@ TEST_CASE("psd refuses bad flags with exit 2 and a clear message", "[psd][proces
         CHECK(psd.wait(10) == 2);
         CHECK_THAT(psd.output(), Catch::Contains("does not exist"));
     }
+    {
+        auto psd = ChildProcess(
+            s.psd, {"--index", "0", "--ps", s.ep, "--num-workers", "1", "--no-auth", "--checkpoint-writer", "disk"},
+            s.dir + "/d.log");
+        CHECK(psd.wait(10) == 2);
+        CHECK_THAT(psd.output(), Catch::Contains("--checkpoint-writer") && Catch::Contains("disk"));
+    }
+    {
+        auto psd = ChildProcess(s.psd,
+                                {"--index", "0", "--ps", s.ep, "--num-workers", "1", "--no-auth", "--checkpoint-writer",
+                                 "fork", "--checkpoint-in-loop"},
+                                s.dir + "/e.log");
+        CHECK(psd.wait(10) == 2);
+        CHECK_THAT(psd.output(), Catch::Contains("excludes"));
+    }
 }
 
 // Issue 38: a port in use named neither the endpoint nor the option that set it.
