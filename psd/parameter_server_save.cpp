@@ -33,7 +33,7 @@ void ParameterServer::on_save(const std::string& routing, const Header& h, Parts
         }
         if (!saving_->background)  // its waiter is still owed the answer
             return reply_error(routing, ErrorCode::kUnsupported,
-                               fmt::format("the checkpoint at step {} is still being written to {} (pid {}): save "
+                               fmt::format("the checkpoint at step {} is still being written to {} by {}: save "
                                            "again once it is done",
                                            saving_->chief_step, saving_->dir, saving_->writer->describe()));
         // Nobody waits for that one: the chief moved on (its final or preemption checkpoint).

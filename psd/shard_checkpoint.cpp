@@ -30,17 +30,17 @@ std::string shard_checkpoint_name(std::uint32_t shard, std::uint32_t num_shards)
 
 namespace {
 
-// Every view of the shard's file into `out`. `copy`: the dense slices are copied into out.copies
-// (a writer thread reads them while the loop updates the shard); else views of the shard itself.
-// `snapshot`: the rows are read through the RowStore's snapshot.
-Result<void> collect_views(const ShardState& shard, const std::vector<TensorSpec>& tensors, bool copy, bool snapshot,
+// Every view of the shard's file into `out`. `snapshot` (a writer thread reads them while the
+// loop updates the shard): the dense slices are copied into out.copies and the rows read through
+// the RowStore's snapshot; else views of the shard itself.
+Result<void> collect_views(const ShardState& shard, const std::vector<TensorSpec>& tensors, bool snapshot,
                            ShardCheckpointImage::Parts& out) {
     const auto& ids = shard.slice_ids();
     out.states.resize(ids.size());
     auto add = [&](const std::string& name, std::span<const float> data, const std::string& what) -> Result<void> {
         if (!wire::all_finite(data.data(), data.size()))
             return make_error(ErrorCode::kInvalidArgument, "refusing to checkpoint: " + what + " contain NaN or Inf");
-        if (copy) {
+        if (snapshot) {
             out.copies.emplace_back(data.begin(), data.end());  // its data never move: views stay valid
             data = out.copies.back();
         }
@@ -67,7 +67,7 @@ Result<void> collect_views(const ShardState& shard, const std::vector<TensorSpec
 Result<void> save_shard_checkpoint(const ShardState& shard, const std::vector<TensorSpec>& tensors, std::uint32_t index,
                                    const std::string& dir) {
     ShardCheckpointImage::Parts parts;
-    PSRUN_TRY(collect_views(shard, tensors, false, false, parts));
+    PSRUN_TRY(collect_views(shard, tensors, false, parts));
     return write_tensor_file(dir + "/" + shard_checkpoint_name(index, shard.layout().num_shards), parts.views);
 }
 
@@ -76,7 +76,7 @@ Result<std::unique_ptr<ShardCheckpointImage>> ShardCheckpointImage::take(const S
                                                                          std::uint32_t index, const std::string& dir) {
     std::unique_ptr<ShardCheckpointImage> image(new ShardCheckpointImage());
     image->path_ = dir + "/" + shard_checkpoint_name(index, shard.layout().num_shards);
-    PSRUN_TRY(collect_views(shard, tensors, true, true, image->parts_));
+    PSRUN_TRY(collect_views(shard, tensors, true, image->parts_));
     return image;
 }
 

@@ -90,6 +90,21 @@ TEST_CASE("a table read for a checkpoint equals the materialized table, bit for 
 
 namespace {
 
+// Part `part` of table 0 read through `store`'s snapshot in pieces of `piece` floats (`floats` in
+// all), `between(k)` called after the k-th piece.
+template <class Between>
+std::vector<float> read_snapshot_part(const psd::RowStore& store, Part part, std::size_t floats, std::size_t piece,
+                                      Between&& between) {
+    std::vector<float> got(floats, -1.0f);
+    psd::RowStore::SnapshotCursor cursor;
+    for (std::size_t first = 0; first < got.size(); first += piece) {
+        store.read_snapshot(0, part, first, std::span<float>(got.data() + first, std::min(piece, got.size() - first)),
+                            cursor);
+        between(first / piece);
+    }
+    return got;
+}
+
 // More changes while a snapshot is read: pushes to rows read and not yet read, rows created by
 // pulls and pushes, updates of the shard. Round r of several.
 void change(psd::RowStore& store, std::uint32_t r) {
@@ -136,17 +151,13 @@ TEST_CASE("a snapshot reads the table as it was, while the table goes on changin
     for (const Part part : parts) {
         INFO("part " << static_cast<int>(part));
         const auto expected = stored(then, part);
-        std::vector<float> got(expected.size(), -1.0f);
-        psd::RowStore::SnapshotCursor cursor;
-        for (std::size_t first = 0; first < got.size(); first += piece) {
-            snap.read_snapshot(0, part, first,
-                               std::span<float>(got.data() + first, std::min(piece, got.size() - first)), cursor);
-            if (first / piece % 5 == 0) {  // a change every few pieces, in every part
+        const auto got = read_snapshot_part(snap, part, expected.size(), piece, [&](std::size_t k) {
+            if (k % 5 == 0) {  // a change every few pieces, in every part
                 change(snap, round);
                 change(plain, round);
                 ++round;
             }
-        }
+        });
         CHECK(std::memcmp(got.data(), expected.data(), expected.size_bytes()) == 0);
     }
     CHECK(round >= 2);
@@ -215,13 +226,9 @@ TEST_CASE("a snapshot of a keyed table reads its rows and id map as they were, w
     for (const Part part : parts) {
         INFO("part " << static_cast<int>(part));
         const auto expected = stored(then, part);
-        std::vector<float> got(expected.size(), -1.0f);
-        psd::RowStore::SnapshotCursor cursor;
-        for (std::size_t first = 0; first < got.size(); first += piece) {
-            snap.read_snapshot(0, part, first,
-                               std::span<float>(got.data() + first, std::min(piece, got.size() - first)), cursor);
-            if (first / piece % 3 == 0) keyed_step(snap, step++);
-        }
+        const auto got = read_snapshot_part(snap, part, expected.size(), piece, [&](std::size_t k) {
+            if (k % 3 == 0) keyed_step(snap, step++);
+        });
         CHECK(std::memcmp(got.data(), expected.data(), expected.size_bytes()) == 0);
     }
     REQUIRE(snap.snapshot_rows(0) == entries.size());
