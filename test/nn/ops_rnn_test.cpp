@@ -1,4 +1,5 @@
-// The recurrent kinds (workerd/nn/ops/rnn.cpp): lstm and gru (linear before reset or not) in
+// The recurrent kinds (workerd/nn/ops/rnn.cpp): lstm, gru (linear before reset or not) and rnn
+// (tanh or relu) in
 // every direction, sequence or batch first, with zero or given initial states, against a naive
 // loop computed in double: the outputs Y, Y_h and Y_c, and every gradient (the tensors', the
 // input's, through the initial states too) against central differences of that loop. Then
@@ -16,7 +17,7 @@ namespace {
 using nlohmann::json;
 
 struct RnnCase {
-    const char* kind;  // "lstm", "gru", "gru0" (linear_before_reset false)
+    const char* kind;  // "lstm", "gru", "gru0" (linear_before_reset false), "rnn" (tanh), "rnn_relu"
     const char* direction;
     bool batch_first;
     bool states;  // h0 (and c0) computed from the input
@@ -56,7 +57,11 @@ ModelDescription rnn_model(const RnnCase& c, const char* layout = "pytorch", boo
             inputs.push_back("c0");
         }
     }
-    json layer = {{"kind", lstm ? "lstm" : "gru"},
+    const std::string kind = c.kind;
+    const bool plain = kind.starts_with("rnn");
+    json layer = {{"kind", lstm    ? "lstm"
+                           : plain ? "rnn"
+                                   : "gru"},
                   {"name", "rnn"},
                   {"inputs", inputs},
                   {"hidden", kH},
@@ -64,7 +69,8 @@ ModelDescription rnn_model(const RnnCase& c, const char* layout = "pytorch", boo
                   {"batch_first", c.batch_first},
                   {"layout", layout},
                   {"bias", bias}};
-    if (!lstm) layer["linear_before_reset"] = std::string(c.kind) == "gru";
+    if (plain) layer["activation"] = kind == "rnn_relu" ? "relu" : "tanh";
+    else if (!lstm) layer["linear_before_reset"] = kind == "gru";
     layers.push_back(layer);
     if (c.output == 0 && !c.batch_first) layers.push_back({{"kind", "transpose"}, {"perm", {2, 0, 1, 3}}});
     if (c.output > 0)
@@ -81,7 +87,8 @@ std::vector<double> reference(const RnnCase& c, const ModelDescription& m, const
     const std::string kind = c.kind;
     const bool lstm = kind == "lstm";
     const int dirs = std::string(c.direction) == "bidirectional" ? 2 : 1;
-    const std::int64_t n_ex = c.batch, G = lstm ? 4 : 3;
+    const bool plain = kind.starts_with("rnn");
+    const std::int64_t n_ex = c.batch, G = lstm ? 4 : plain ? 1 : 3;
     std::vector<double> y(static_cast<std::size_t>(n_ex * kL * dirs * kH)),
         hn(static_cast<std::size_t>(n_ex * dirs * kH)), cn(hn.size());
     auto tensor = [&](const std::string& name) -> const double* {
@@ -124,7 +131,12 @@ std::vector<double> reference(const RnnCase& c, const ModelDescription& m, const
                         cs[uj] = f * cs[uj] + i * g;
                         next[uj] = o * std::tanh(cs[uj]);
                     }
-                if (!lstm) {
+                if (plain)
+                    for (std::int64_t j = 0; j < kH; ++j) {
+                        const double a = ax[static_cast<std::size_t>(j)] + ah[static_cast<std::size_t>(j)];
+                        next[static_cast<std::size_t>(j)] = kind == "rnn" ? std::tanh(a) : std::max(a, 0.0);
+                    }
+                if (!lstm && !plain) {
                     // r for every unit first (the original GRU needs r * h over all units).
                     std::vector<double> r(kH), z(kH);
                     for (std::int64_t j = 0; j < kH; ++j) {
@@ -186,7 +198,7 @@ double dot(const std::vector<double>& a, const std::vector<float>& b) {
 
 std::vector<RnnCase> cases() {
     std::vector<RnnCase> out;
-    for (const char* kind : {"lstm", "gru", "gru0"})
+    for (const char* kind : {"lstm", "gru", "gru0", "rnn", "rnn_relu"})
         for (const char* direction : {"forward", "reverse", "bidirectional"}) {
             out.push_back({kind, direction, false, false, 0, 3});
             out.push_back({kind, direction, true, true, 0, 1});
@@ -198,7 +210,7 @@ std::vector<RnnCase> cases() {
 
 }  // namespace
 
-TEST_CASE("lstm and gru match a loop in double: outputs and every gradient", "[nn_engine][sequence]") {
+TEST_CASE("lstm, gru and rnn match a loop in double: outputs and every gradient", "[nn_engine][sequence]") {
     const auto c = GENERATE(from_range(cases()));
     CAPTURE(c.kind, c.direction, c.batch_first, c.states, c.output, c.batch);
     const auto model = rnn_model(c);
@@ -232,10 +244,11 @@ TEST_CASE("lstm and gru match a loop in double: outputs and every gradient", "[n
     CHECK(rel_l2(r.dx, dx) < 1e-4);
 }
 
-TEST_CASE("lstm and gru: finite differences on the engine, and bf16 near f32", "[nn_engine][sequence]") {
+TEST_CASE("lstm, gru and rnn: finite differences on the engine, and bf16 near f32", "[nn_engine][sequence]") {
     const auto c =
         GENERATE(RnnCase{"lstm", "bidirectional", false, true, 0, 3}, RnnCase{"gru", "forward", true, false, 1, 3},
-                 RnnCase{"gru0", "reverse", false, true, 0, 1}, RnnCase{"lstm", "forward", false, false, 2, 1});
+                 RnnCase{"gru0", "reverse", false, true, 0, 1}, RnnCase{"lstm", "forward", false, false, 2, 1},
+                 RnnCase{"rnn", "bidirectional", true, true, 0, 3});
     CAPTURE(c.kind, c.direction, c.batch_first, c.states, c.output, c.batch);
     const auto model = rnn_model(c);
     check_gradients(model, c.batch, 51);
@@ -311,6 +324,10 @@ TEST_CASE("lstm and gru: errors name what is wrong", "[nn_engine][sequence]") {
                Contains("field \"direction\""));
     CHECK_THAT(error(json::array({{{"kind", "lstm"}, {"hidden", 4}, {"layout", "keras"}}}), {5, 3}),
                Contains("field \"layout\""));
+    CHECK_THAT(error(json::array({{{"kind", "rnn"}, {"hidden", 4}, {"activation", "sigmoid"}}}), {5, 3}),
+               Contains("field \"activation\""));
+    CHECK_THAT(error(json::array({{{"kind", "gru"}, {"hidden", 4}, {"activation", "relu"}}}), {5, 3}),
+               Contains("activation"));
     CHECK_THAT(error(json::array({{{"kind", "lstm"}, {"hidden", 4}, {"linear_before_reset", true}}}), {5, 3}),
                Contains("linear_before_reset"));
     CHECK_THAT(

@@ -7,7 +7,8 @@ end to end through the psrun CLI:
   small torch modules (F.pixel_shuffle / pixel_unshuffle: DepthToSpace CRD / SpaceToDepth;
   x.repeat: Tile; torch.cumsum: CumSum; F.normalize: ReduceL2; torch.logsumexp: ReduceLogSumExp;
   x.norm(p=1): ReduceL1; x.std / x.var: ReduceProd of Shape; torch.sin/cos/sign; F.celu;
-  x.flip and F.cosine_similarity: Slice with step -1; F.interpolate bilinear with align_corners,
+  x.flip and F.cosine_similarity: Slice with step -1; nn.ReflectionPad2d, padding_mode "reflect",
+  nn.ReplicationPad1d/2d: Pad in modes reflect and edge; F.interpolate bilinear with align_corners,
   bicubic, nearest at a non-integer factor: Resize as interpolation matrices), exported in training mode without
   constant folding at opsets 13, 14 and 17, batch axis dynamic:
     - `psrun model show F.onnx` exits 0 and lists the expected kinds;
@@ -90,6 +91,25 @@ def three(v):
     return v.view(v.shape[0], 2, 4)
 
 
+class Pads(nn.Module):
+    """x [N, 2, 5, 6]: a conv with padding_mode "reflect", nn.ReflectionPad2d, nn.ReplicationPad2d
+    (uneven), a row-wise nn.ReplicationPad1d on a [N, C, L] view, flatten, linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 3, 3, padding=1, padding_mode="reflect")
+        self.reflect, self.edge = nn.ReflectionPad2d((2, 1, 0, 3)), nn.ReplicationPad2d((0, 2, 1, 1))
+        self.rows = nn.ReplicationPad1d((3, 1))
+        self.head = nn.Linear(3 * 10 * 11 + 3 * 30 + 3 * 5 * 10, 10)
+
+    def forward(self, x):
+        h = torch.tanh(self.conv(x))                          # [N, 3, 5, 6]
+        a = self.edge(self.reflect(h))                        # [N, 3, 10, 11]
+        b = self.rows(h.flatten(2)[:, :, :26]).sum(2, keepdim=True)  # [N, 3, 30] -> [N, 3, 1]
+        c = self.rows(h.transpose(2, 3).flatten(2)[:, :, :6]).view(x.shape[0], 3, 10)
+        return self.head(torch.cat([a.flatten(1), b.expand(-1, -1, 30).flatten(1), c.repeat(1, 1, 5).flatten(1)], 1))
+
+
 # name -> (builder, input shape, kinds expected in `psrun model show`)
 MODELS = {
     "pixel_shuffle": (Shuffle, (4, 6, 6), ["transpose", "reshape"]),
@@ -112,6 +132,7 @@ MODELS = {
     "flip": (lambda: Vec(lambda s, x: torch.cat([s.a(x).flip(1), three(s.b(x)).flip(1, 2).flatten(1),
                                                  F.cosine_similarity(s.a(x), s.b(x).flip(1), dim=1).unsqueeze(1)], 1),
                          17), (16,), ["gather"]),
+    "pads": (Pads, (2, 5, 6), ["gather"]),
     "interp_align_corners": (lambda: Interp(scale_factor=2, mode="bilinear", align_corners=True), (3, 5, 6),
                              ["matmul", "constant", "transpose"]),
     "interp_align_sizes": (lambda: Interp(size=(7, 4), mode="bilinear", align_corners=True), (3, 5, 6), ["matmul"]),

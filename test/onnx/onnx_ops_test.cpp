@@ -217,10 +217,27 @@ TEST_CASE("Slice with constant bounds (x[:, :, 1:]) and a zero Pad import and ro
     CHECK(node_named(m, "/x/Slice").attrs ==
           json{{"axes", {2, 3}}, {"starts", {1, 1}}, {"ends", {8, 8}}, {"steps", {1, 1}}});
     CHECK(node_named(m, "/x/Pad").attrs == json{{"pads", {0, 0, 1, 0, 0, 0, 0, 1}}});
-    // Reflect padding is refused.
+    // Reflect and edge padding (nn.ReflectionPad2d, nn.ReplicationPad2d) are a gather per padded
+    // axis of the 7 x 7 slice: mirrored without the border entry, or the border entry repeated.
     auto reflect = g;
     set_string(*reflect.node("/x/Pad"), "mode", "reflect");
-    CHECK_THAT(refusal(reflect), Catch::Contains("node '/x/Pad' (Pad): mode \"reflect\""));
+    const auto mirrored = imported(reflect.bytes());
+    CHECK(node_named(mirrored, "/x/Pad").attrs == json{{"axis", 2}, {"indices", {1, 0, 1, 2, 3, 4, 5, 6}}});
+    CHECK(node_named(mirrored, "/x/Pad_1").attrs == json{{"axis", 3}, {"indices", {0, 1, 2, 3, 4, 5, 6, 5}}});
+    auto edge = g;
+    set_string(*edge.node("/x/Pad"), "mode", "edge");
+    const auto repeated = imported(edge.bytes());
+    CHECK(node_named(repeated, "/x/Pad").attrs == json{{"axis", 2}, {"indices", {0, 0, 1, 2, 3, 4, 5, 6}}});
+    CHECK(node_named(repeated, "/x/Pad_1").attrs == json{{"axis", 3}, {"indices", {0, 1, 2, 3, 4, 5, 6, 6}}});
+    // Mirroring needs pads below the length; other modes are named.
+    reflect.add_int64_tensor("/x/wide", {8}, {0, 0, 7, 0, 0, 0, 0, 1});
+    reflect.node("/x/Pad")->set_input(1, "/x/wide");
+    CHECK_THAT(refusal(reflect), Catch::Contains("node '/x/Pad' (Pad): mode \"reflect\" on axis 2 of length 7 pads 7 "
+                                                 "and 0: each must be below the length"));
+    auto odd = g;
+    set_string(*odd.node("/x/Pad"), "mode", "circular");
+    CHECK_THAT(refusal(odd),
+               Catch::Contains("node '/x/Pad' (Pad): mode \"circular\" is none of constant, reflect, edge, wrap"));
     // A negative step reads from start down to end: from 1 up to INT64_MAX is empty, refused;
     // from -1 down to -INT64_MAX (x.flip(3)) is a slice of axis 2 and a gather of 7, 6, ..., 0.
     g.add_int64_tensor("/x/back", {2}, {1, -1});

@@ -101,7 +101,8 @@ TEST_CASE("PyTorch's sequence models import, compute PyTorch's outputs and survi
     };
     const auto c =
         GENERATE(Case{"embedding", "embedding"}, Case{"lstm", "lstm"}, Case{"lstm_bi", "lstm"}, Case{"gru", "gru"},
-                 Case{"gru_bi", "gru"}, Case{"lstm_folded", "lstm"}, Case{"gru_folded", "gru"});
+                 Case{"gru_bi", "gru"}, Case{"lstm_folded", "lstm"}, Case{"gru_folded", "gru"}, Case{"rnn", "rnn"},
+                 Case{"rnn_bi", "rnn"}, Case{"rnn_relu", "rnn"}, Case{"rnn_relu_bi", "rnn"}, Case{"rnn_folded", "rnn"});
     CAPTURE(c.name);
     auto model = onnx_io::import_onnx(read(exports() / (c.name + ".onnx")), c.name + ".onnx");
     INFO((model ? std::string() : model.error().message));
@@ -109,7 +110,7 @@ TEST_CASE("PyTorch's sequence models import, compute PyTorch's outputs and survi
     const auto k = kinds(*model);
     CHECK(std::count(k.begin(), k.end(), c.kind) == 1);
     for (const auto& n : model->nodes)
-        if (n.op == "lstm" || n.op == "gru")
+        if (n.op == "lstm" || n.op == "gru" || n.op == "rnn")
             CHECK(n.attrs.at("layout") == (c.name.find("folded") == std::string::npos ? "pytorch" : "onnx"));
     const auto expected = read_raw<float>(exports() / (c.name + ".output"));
     const auto got = outputs(*model, c.name, 3);
@@ -138,7 +139,8 @@ TEST_CASE("PyTorch's sequence models import, compute PyTorch's outputs and survi
 
 TEST_CASE("PyTorch's sequence models: the imported model's gradients are PyTorch's, tensor by tensor",
           "[onnx][sequence]") {
-    const std::string name = GENERATE("embedding", "lstm", "lstm_bi", "gru", "gru_bi");
+    const std::string name =
+        GENERATE("embedding", "lstm", "lstm_bi", "gru", "gru_bi", "rnn", "rnn_bi", "rnn_relu", "rnn_relu_bi");
     CAPTURE(name);
     auto model = onnx_io::import_onnx(read(exports() / (name + ".onnx")), name + ".onnx");
     REQUIRE(model);
@@ -168,12 +170,14 @@ TEST_CASE("PyTorch's sequence models: the imported model's gradients are PyTorch
     }
 }
 
-TEST_CASE("LSTM and GRU attributes the cells cannot honour are refused naming the node", "[onnx][sequence]") {
+TEST_CASE("LSTM, GRU and RNN attributes the cells cannot honour are refused naming the node", "[onnx][sequence]") {
     struct Case {
         std::string name, node, why;
     };
-    const auto c = GENERATE(Case{"lstm_clip", "/rnn/LSTM", "clip is not supported"},
-                            Case{"gru_activations", "/rnn/GRU", "an activations attribute is not supported"});
+    const auto c =
+        GENERATE(Case{"lstm_clip", "/rnn/LSTM", "clip is not supported"},
+                 Case{"gru_activations", "/rnn/GRU", "activations [Relu, Tanh] are not supported"},
+                 Case{"rnn_sigmoid", "/rnn/RNN", "activation Sigmoid: the engine's RNN cell is Tanh or Relu"});
     auto model = onnx_io::import_onnx(read(exports() / (c.name + ".onnx")), c.name + ".onnx");
     REQUIRE_FALSE(model);
     CHECK(model.error().code == ErrorCode::kInvalidArgument);

@@ -6,6 +6,7 @@ with a fixed batch and PyTorch's outputs on it, for onnx_sequence_test.cpp:
   <name>.output (float32 raw, PyTorch's output in eval mode) and <name>.grads.json ({"r": R,
   "grads": {parameter name: gradient, flat}}: the gradients of sum(y * R) in training mode).
 Usage: sequence_models.py <dir>"""
+import functools
 import json
 import sys
 
@@ -23,7 +24,7 @@ class EmbeddingClassifier(nn.Module):  # nn.Embedding, flatten, linear
         return self.fc(torch.flatten(self.emb(ids), 1))
 
 
-class Recurrent(nn.Module):  # an LSTM or GRU over the rows, batch_first, its last step, linear
+class Recurrent(nn.Module):  # an LSTM, GRU or RNN over the rows, batch_first, its last step, linear
     def __init__(self, cell, bidirectional):
         super().__init__()
         self.rnn = cell(5, 7, batch_first=True, bidirectional=bidirectional)
@@ -57,7 +58,8 @@ def main():
     out = sys.argv[1]
     torch.manual_seed(5)
     export(EmbeddingClassifier(), torch.randint(0, 11, (3, 4), dtype=torch.int64), out + "/embedding")
-    for name, cell in (("lstm", nn.LSTM), ("gru", nn.GRU)):
+    relu_rnn = functools.partial(nn.RNN, nonlinearity="relu")
+    for name, cell in (("lstm", nn.LSTM), ("gru", nn.GRU), ("rnn", nn.RNN), ("rnn_relu", relu_rnn)):
         for bidirectional in (False, True):
             x = torch.randn(3, 4, 5)
             export(Recurrent(cell, bidirectional), x, out + "/" + name + ("_bi" if bidirectional else ""))
@@ -67,9 +69,13 @@ def main():
     import onnx
     from onnx import helper
     for name, attr in (("lstm_clip", helper.make_attribute("clip", 3.0)),
-                       ("gru_activations", helper.make_attribute("activations", ["Relu", "Tanh"]))):
+                       ("gru_activations", helper.make_attribute("activations", ["Relu", "Tanh"])),
+                       ("rnn_sigmoid", helper.make_attribute("activations", ["Sigmoid"]))):
         m = onnx.load(out + "/" + name.split("_")[0] + ".onnx")
-        next(n for n in m.graph.node if n.op_type in ("LSTM", "GRU")).attribute.append(attr)
+        node = next(n for n in m.graph.node if n.op_type in ("LSTM", "GRU", "RNN"))
+        for a in [a for a in node.attribute if a.name == attr.name]:
+            node.attribute.remove(a)
+        node.attribute.append(attr)
         onnx.save(m, out + "/" + name + ".onnx")
 
 

@@ -81,6 +81,7 @@ class OnnxNodeImport {
     virtual Result<float> float_attr(const std::string& name, float fallback) const = 0;
     virtual Result<std::optional<std::vector<std::int64_t>>> ints_attr(const std::string& name) const = 0;
     virtual Result<std::string> string_attr(const std::string& name, const std::string& fallback) const = 0;
+    virtual Result<std::optional<std::vector<std::string>>> strings_attr(const std::string& name) const = 0;
     virtual bool has_attr(const std::string& name) const = 0;
 
     // Adds a description layer (JSON as in a model file; "name" defaults to node_name(), or
@@ -108,7 +109,8 @@ class OnnxNodeImport {
 };
 
 // An ONNX attribute value.
-using OnnxAttr = std::variant<std::int64_t, float, std::string, std::vector<std::int64_t>, std::vector<float>>;
+using OnnxAttr = std::variant<std::int64_t, float, std::string, std::vector<std::int64_t>, std::vector<float>,
+                              std::vector<std::string>>;
 
 class OnnxNodeExport {
   public:

@@ -83,6 +83,9 @@ void set_attr(onnx::NodeProto& node, const std::string& name, const nn::OnnxAttr
     } else if (const auto* fs = std::get_if<std::vector<float>>(&value)) {
         a->set_type(onnx::AttributeProto::FLOATS);
         for (const auto v : *fs) a->add_floats(v);
+    } else if (const auto* ss = std::get_if<std::vector<std::string>>(&value)) {
+        a->set_type(onnx::AttributeProto::STRINGS);
+        for (const auto& v : *ss) a->add_strings(v);
     }
 }
 

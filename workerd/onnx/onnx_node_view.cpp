@@ -108,6 +108,10 @@ Result<std::string> NodeView::string_attr(const std::string& name, const std::st
     return named(onnx_io::string_attr(node_, name, fallback));
 }
 
+Result<std::optional<std::vector<std::string>>> NodeView::strings_attr(const std::string& name) const {
+    return named(onnx_io::strings_attr(node_, name));
+}
+
 Result<std::string> NodeView::emit(nlohmann::json layer) {
     std::string name = name_;
     if (layer.contains("name")) name = layer.at("name").get<std::string>();

@@ -41,6 +41,7 @@ class NodeView final : public nn::OnnxNodeImport {
     Result<float> float_attr(const std::string& name, float fallback) const override;
     Result<std::optional<std::vector<std::int64_t>>> ints_attr(const std::string& name) const override;
     Result<std::string> string_attr(const std::string& name, const std::string& fallback) const override;
+    Result<std::optional<std::vector<std::string>>> strings_attr(const std::string& name) const override;
     bool has_attr(const std::string& name) const override { return find_attribute(node_, name) != nullptr; }
 
     Result<std::string> emit(nlohmann::json layer) override;

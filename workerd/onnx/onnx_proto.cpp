@@ -137,6 +137,13 @@ Result<std::string> string_attr(const onnx::NodeProto& node, const std::string& 
         return make_error(ErrorCode::kInvalidArgument, "attribute " + name + " is not a string");
     return a->s();
 }
+Result<std::optional<std::vector<std::string>>> strings_attr(const onnx::NodeProto& node, const std::string& name) {
+    const auto* a = find_attribute(node, name);
+    if (a == nullptr) return std::optional<std::vector<std::string>>{};
+    if (a->type() != onnx::AttributeProto::STRINGS)
+        return make_error(ErrorCode::kInvalidArgument, "attribute " + name + " is not a list of strings");
+    return std::optional<std::vector<std::string>>(std::vector<std::string>(a->strings().begin(), a->strings().end()));
+}
 
 void add_float_tensor(onnx::GraphProto& graph, const std::string& name, const std::vector<std::int64_t>& dims,
                       std::span<const float> values) {

@@ -55,6 +55,7 @@ Result<std::int64_t> int_attr(const onnx::NodeProto& node, const std::string& na
 Result<float> float_attr(const onnx::NodeProto& node, const std::string& name, float fallback);
 Result<std::optional<std::vector<std::int64_t>>> ints_attr(const onnx::NodeProto& node, const std::string& name);
 Result<std::string> string_attr(const onnx::NodeProto& node, const std::string& name, const std::string& fallback);
+Result<std::optional<std::vector<std::string>>> strings_attr(const onnx::NodeProto& node, const std::string& name);
 
 // Builders for the exporter.
 void add_float_tensor(onnx::GraphProto& graph, const std::string& name, const std::vector<std::int64_t>& dims,

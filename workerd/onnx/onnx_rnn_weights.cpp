@@ -1,6 +1,8 @@
 // claim_rnn_weights (onnx_importer.h). PyTorch's exporter (torch.onnx, _generic_rnn) writes an
-// nn.LSTM / nn.GRU layer's parameters into ONNX's gate order with, for a parameter p [G*H, ...],
+// nn.LSTM / nn.GRU / nn.RNN layer's parameters into ONNX's gate order with, for a parameter p
+// [G*H, ...],
 //   reform(p) = Concat(Slice(p, a*H, b*H, axes [0]), ...)    runs of PyTorch gates in ONNX order
+//                                                             (nn.RNN's one gate: p itself)
 //   W = Unsqueeze(reform(w_ih), [0])                          one direction
 //   W = Concat(Unsqueeze(reform(w_ih)), Unsqueeze(reform(w_ih_reverse)))        two directions
 //   B = Unsqueeze(Concat(reform(b_ih), reform(b_hh)), [0])    per direction, joined the same way
@@ -21,13 +23,15 @@ class Claim {
     // Matches one RNN node; on success consumes the reordering and notes W.
     void rnn(int index) {
         const auto& node = g_.graph().node(index);
-        const bool lstm = node.op_type() == "LSTM";
+        const std::string& op = node.op_type();
         auto hidden = int_attr(node, "hidden_size", 0);
         auto direction = string_attr(node, "direction", "forward");
         if (!hidden || *hidden < 1 || !direction || node.input_size() < 3) return;
         const int dirs = *direction == "bidirectional" ? 2 : 1;
         hidden_ = *hidden;
-        gates_ = onnx_gates(lstm);
+        gates_ = nn::onnx_gates_from_pytorch(op == "LSTM"  ? nn::RnnCell::kLstm
+                                             : op == "GRU" ? nn::RnnCell::kGru
+                                                           : nn::RnnCell::kTanh);
         nodes_.clear();
         nlohmann::json tensors = nlohmann::json::object();
         const bool bias = node.input_size() > 3 && !node.input(3).empty();
@@ -52,8 +56,6 @@ class Claim {
     }
 
   private:
-    static std::vector<int> onnx_gates(bool lstm) { return nn::onnx_gates_from_pytorch(lstm); }
-
     // A constant int vector (an integer initializer or a Constant node).
     std::optional<std::vector<std::int64_t>> ints(const std::string& value) const {
         const onnx::TensorProto* t = g_.initializer(value);
@@ -100,6 +102,14 @@ class Claim {
 
     // `value` = reform(p) read only by `reader`, p a float initializer [G*H, ...]: p ("" otherwise).
     std::string reformed(const std::string& value, int reader) {
+        if (gates_.size() == 1) {  // no reordering: the parameter [H, ...] itself
+            const auto* init = g_.initializer(value);
+            const bool only = g_.readers(value).size() == 1 && g_.readers(value).front() == reader;
+            return init != nullptr && only && init->data_type() == onnx::TensorProto::FLOAT && init->dims_size() >= 1 &&
+                           init->dims(0) == hidden_
+                       ? value
+                       : "";
+        }
         const int c = g_.producer(value);
         const auto pieces = concatenated(value, reader);
         if (pieces.empty()) return "";
@@ -178,7 +188,7 @@ Result<void> claim_rnn_weights(Importer& importer) {
     Claim claim(importer);
     for (int i = 0; i < graph.node_size(); ++i) {
         const std::string& op = graph.node(i).op_type();
-        if ((op == "LSTM" || op == "GRU") && importer.graph().needed(i)) claim.rnn(i);
+        if ((op == "LSTM" || op == "GRU" || op == "RNN") && importer.graph().needed(i)) claim.rnn(i);
     }
     return {};
 }

@@ -4,17 +4,17 @@
 //          "weight_init": uniform(1/sqrt(H)), "bias_init": uniform(1/sqrt(H))}
 //   gru:  the same and "linear_before_reset": true (PyTorch's GRU; false: the original GRU,
 //          r applied to h before the recurrent matmul).
+//   rnn:  the same and "activation": "tanh" | "relu" (nn.RNN's nonlinearity; default tanh).
 // Inputs: x [L, N, I] (batch_first: [N, L, I]), optionally h0 [dirs, N, H] and (lstm) c0
 // [dirs, N, H]; absent states are zeros. Outputs: Y [L, dirs, N, H] (batch_first:
 // [N, L, dirs, H]), Y_h [dirs, N, H] (the last step's hidden state per direction), and (lstm)
-// Y_c [dirs, N, H]: ONNX's LSTM and GRU outputs. Tensors per "layout" (rnn.h): "pytorch" binds
-// nn.LSTM/nn.GRU's own parameters (w_ih, w_hh, b_ih, b_hh, "_reverse" for the second
+// Y_c [dirs, N, H]: ONNX's LSTM, GRU and RNN outputs. Tensors per "layout" (rnn.h): "pytorch" binds
+// nn.LSTM/nn.GRU/nn.RNN's own parameters (w_ih, w_hh, b_ih, b_hh, "_reverse" for the second
 // direction), "onnx" the W, R, B of ONNX's operator. The defaults are PyTorch's.
-// ONNX: LSTM, GRU. PyTorch's exporter reorders the gates with Slice/Concat/Unsqueeze on its
-// parameters; the importer recognises that (claim_rnn_weights, workerd/onnx/) and binds the
-// parameters with layout "pytorch", and export writes the reordering again, so the file keeps
-// PyTorch's parameter names and layout. Plain W/R/B initializers (a folded export, other
-// producers) bind with layout "onnx".
+// ONNX: LSTM, GRU, RNN (activations Tanh or Relu). PyTorch's exporter reorders the gates with Slice/Concat/Unsqueeze on
+// its parameters; the importer recognises that (claim_rnn_weights, workerd/onnx/) and binds the parameters with layout
+// "pytorch", and export writes the reordering again, so the file keeps PyTorch's parameter names and layout. Plain
+// W/R/B initializers (a folded export, other producers) bind with layout "onnx".
 #include "workerd/nn/ops/rnn.h"
 
 #include <cmath>
@@ -28,9 +28,9 @@ namespace psrun::nn {
 RnnSpec rnn_spec(const Node& node, std::int64_t input_features) {
     RnnSpec s;
     const auto& a = node.attrs;
-    s.cell = node.op == "lstm"                         ? RnnCell::kLstm
-             : a.at("linear_before_reset").get<bool>() ? RnnCell::kLbrGru
-                                                       : RnnCell::kGru;
+    if (node.op == "lstm") s.cell = RnnCell::kLstm;
+    else if (node.op == "rnn") s.cell = a.at("activation") == "relu" ? RnnCell::kRelu : RnnCell::kTanh;
+    else s.cell = a.at("linear_before_reset").get<bool>() ? RnnCell::kLbrGru : RnnCell::kGru;
     s.hidden = a.at("hidden").get<std::int64_t>();
     s.input = input_features;
     s.direction = a.at("direction").get<std::string>();
@@ -40,6 +40,7 @@ RnnSpec rnn_spec(const Node& node, std::int64_t input_features) {
     s.pytorch_layout = a.at("layout") == "pytorch";
     if (s.cell == RnnCell::kLstm)
         s.order = s.pytorch_layout ? std::array<int, 4>{0, 1, 2, 3} : std::array<int, 4>{0, 2, 3, 1};
+    else if (s.gates() == 1) s.order = {0, 0, 0, 0};
     else s.order = s.pytorch_layout ? std::array<int, 4>{1, 0, 2, 0} : std::array<int, 4>{0, 1, 2, 0};
     return s;
 }
@@ -77,13 +78,20 @@ RnnLocation rnn_location(const RnnSpec& s, int d, RnnPart part) {
     return {};
 }
 
-std::vector<int> onnx_gates_from_pytorch(bool lstm) {
-    return lstm ? std::vector<int>{0, 3, 1, 2} : std::vector<int>{1, 0, 2};
+std::vector<int> onnx_gates_from_pytorch(RnnCell cell) {
+    switch (cell) {
+        case RnnCell::kLstm: return {0, 3, 1, 2};
+        case RnnCell::kGru:
+        case RnnCell::kLbrGru: return {1, 0, 2};
+        case RnnCell::kTanh:
+        case RnnCell::kRelu: break;
+    }
+    return {0};
 }
 
 namespace {
 
-Result<void> parse_rnn(FieldReader& reader, nlohmann::json& attrs, bool gru) {
+Result<void> parse_rnn(FieldReader& reader, nlohmann::json& attrs, const std::string& kind) {
     PSRUN_TRY_ASSIGN(auto hidden, reader.integer("hidden", std::nullopt, 1, 1 << 20));
     PSRUN_TRY_ASSIGN(auto direction, reader.choice("direction", 0, {"forward", "reverse", "bidirectional"}));
     PSRUN_TRY_ASSIGN(auto batch_first, reader.boolean("batch_first", false));
@@ -92,9 +100,13 @@ Result<void> parse_rnn(FieldReader& reader, nlohmann::json& attrs, bool gru) {
     attrs["direction"] = std::vector<std::string>{"forward", "reverse", "bidirectional"}[direction];
     attrs["batch_first"] = batch_first;
     attrs["layout"] = layout == 0 ? "pytorch" : "onnx";
-    if (gru) {
+    if (kind == "gru") {
         PSRUN_TRY_ASSIGN(auto lbr, reader.boolean("linear_before_reset", true));
         attrs["linear_before_reset"] = lbr;
+    }
+    if (kind == "rnn") {
+        PSRUN_TRY_ASSIGN(auto activation, reader.choice("activation", 0, {"tanh", "relu"}));
+        attrs["activation"] = activation == 0 ? "tanh" : "relu";
     }
     // PyTorch's default: every weight and bias uniform in +-1/sqrt(H).
     const Initializer pytorch{InitKind::kUniform, 1.0 / std::sqrt(static_cast<double>(hidden))};
@@ -104,8 +116,9 @@ Result<void> parse_rnn(FieldReader& reader, nlohmann::json& attrs, bool gru) {
     return {};
 }
 
-Result<void> parse_lstm(FieldReader& reader, nlohmann::json& attrs) { return parse_rnn(reader, attrs, false); }
-Result<void> parse_gru(FieldReader& reader, nlohmann::json& attrs) { return parse_rnn(reader, attrs, true); }
+Result<void> parse_lstm(FieldReader& reader, nlohmann::json& attrs) { return parse_rnn(reader, attrs, "lstm"); }
+Result<void> parse_gru(FieldReader& reader, nlohmann::json& attrs) { return parse_rnn(reader, attrs, "gru"); }
+Result<void> parse_plain_rnn(FieldReader& reader, nlohmann::json& attrs) { return parse_rnn(reader, attrs, "rnn"); }
 
 Result<void> infer_rnn(InferContext& context) {
     const bool lstm = context.node().op == "lstm";
@@ -136,16 +149,42 @@ Result<void> infer_rnn(InferContext& context) {
         if (auto ok = context.tensor(slot.name, slot.shape, init); !ok) return ok;
     }
     // Per step and direction: the gate matmuls, one per gate element, and the state update
-    // (lstm: c = f*c + i*g, h = o*tanh(c); gru: h = z*h + (1-z)*n).
+    // (lstm: c = f*c + i*g, h = o*tanh(c); gru: h = z*h + (1-z)*n; rnn: the activation).
     const double gh = static_cast<double>(spec.gates() * spec.hidden);
-    const double per_step = 2.0 * gh * static_cast<double>(spec.input + spec.hidden) + gh +
-                            (lstm ? 5.0 : 4.0) * static_cast<double>(spec.hidden);
+    const double update = lstm ? 5.0 : spec.gates() == 1 ? 1.0 : 4.0;
+    const double per_step =
+        2.0 * gh * static_cast<double>(spec.input + spec.hidden) + gh + update * static_cast<double>(spec.hidden);
     context.add_flops(per_step * static_cast<double>(steps.value) * spec.dirs);
     return {};
 }
 
+// RNN's activations: one per direction, Tanh (the default) or Relu, the same in both (nn.RNN's
+// nonlinearity): "tanh" or "relu". LSTM and GRU: only their defaults (oneDNN's cells).
+Result<std::string> rnn_activation(OnnxNodeImport& node, int dirs) {
+    const bool plain = node.op_type() == "RNN";
+    PSRUN_TRY_ASSIGN(auto given, node.strings_attr("activations"));
+    std::vector<std::string> defaults;
+    if (node.op_type() == "LSTM") defaults = {"Sigmoid", "Tanh", "Tanh"};
+    else if (!plain) defaults = {"Sigmoid", "Tanh"};
+    else defaults = {given && !given->empty() ? given->front() : "Tanh"};
+    if (plain && defaults.front() != "Tanh" && defaults.front() != "Relu")
+        return tl::unexpected(node.refuse("activation " + defaults.front() +
+                                          ": the engine's RNN cell is Tanh or Relu (nn.RNN's nonlinearity)"));
+    std::vector<std::string> expected;
+    for (int d = 0; d < dirs; ++d) expected.insert(expected.end(), defaults.begin(), defaults.end());
+    if (given && *given != expected && !(dirs == 2 && *given == defaults)) {
+        std::string listed;
+        for (const auto& a : *given) listed += (listed.empty() ? "" : ", ") + a;
+        return tl::unexpected(node.refuse(
+            "activations [" + listed + "] are not supported: " +
+            (plain ? "one activation, Tanh or Relu, the same for each direction" : "only the default cells")));
+    }
+    return defaults.front() == "Relu" ? "relu" : "tanh";
+}
+
 Result<void> import_rnn(OnnxNodeImport& node) {
     const bool lstm = node.op_type() == "LSTM";
+    const bool plain = node.op_type() == "RNN";
     auto hidden = node.int_attr("hidden_size", 0);
     auto direction = node.string_attr("direction", "forward");
     auto lbr = node.int_attr("linear_before_reset", 0);
@@ -160,9 +199,6 @@ Result<void> import_rnn(OnnxNodeImport& node) {
     if (node.has_attr("clip")) return tl::unexpected(node.refuse("clip is not supported (oneDNN's cells do not clip)"));
     if (node.has_attr("activation_alpha") || node.has_attr("activation_beta"))
         return tl::unexpected(node.refuse("activation_alpha/beta are not supported"));
-    if (node.has_attr("activations"))
-        return tl::unexpected(
-            node.refuse("an activations attribute is not supported (the default sigmoid and tanh cells only)"));
     if (*forget != 0) return tl::unexpected(node.refuse("input_forget=1 is not supported"));
     if (*layout != 0)
         return tl::unexpected(
@@ -174,11 +210,17 @@ Result<void> import_rnn(OnnxNodeImport& node) {
     const ValueInfo* x = node.info(0);
     if (x == nullptr || x->rank() != 3 || !x->dims[1].batch)
         return tl::unexpected(node.refuse("X must be a [L, N, I] sequence with the batch on axis 1"));
+    PSRUN_TRY_ASSIGN(auto activation, rnn_activation(node, *direction == "bidirectional" ? 2 : 1));
     PSRUN_TRY_ASSIGN(auto input, node.value(0));
 
-    nlohmann::json layer = {
-        {"kind", lstm ? "lstm" : "gru"}, {"hidden", *hidden}, {"direction", *direction}, {"batch_first", false}};
-    if (!lstm) layer["linear_before_reset"] = *lbr != 0;
+    nlohmann::json layer = {{"kind", lstm    ? "lstm"
+                                     : plain ? "rnn"
+                                             : "gru"},
+                            {"hidden", *hidden},
+                            {"direction", *direction},
+                            {"batch_first", false}};
+    if (plain) layer["activation"] = activation;
+    else if (!lstm) layer["linear_before_reset"] = *lbr != 0;
     nlohmann::json tensors = nlohmann::json::object();
     if (const nlohmann::json* found = node.pattern(1); found && found->value("pattern", "") == "pytorch_rnn_weights") {
         layer["layout"] = "pytorch";
@@ -218,11 +260,13 @@ Result<void> import_rnn(OnnxNodeImport& node) {
     return {};
 }
 
-// PyTorch's exporter's gate reordering of one [G*H, ...] parameter: Slice blocks and Concat.
-std::string reordered(OnnxNodeExport& out, const std::string& tensor, bool lstm, std::int64_t hidden) {
+// PyTorch's exporter's gate reordering of one [G*H, ...] parameter: Slice blocks and Concat
+// (one gate: the parameter itself).
+std::string reordered(OnnxNodeExport& out, const std::string& tensor, RnnCell cell, std::int64_t hidden) {
     const std::string& base = out.node().name;
     std::vector<std::string> pieces;
-    const auto order = onnx_gates_from_pytorch(lstm);
+    const auto order = onnx_gates_from_pytorch(cell);
+    if (order.size() == 1) return tensor;
     // Consecutive PyTorch gates form one slice, as the exporter writes them (LSTM: 0 | 3 | 1-2).
     for (std::size_t k = 0; k < order.size();) {
         std::size_t e = k + 1;
@@ -259,6 +303,7 @@ Result<void> export_rnn(OnnxNodeExport& out) {
     const bool lstm = node.op == "lstm";
     const ValueInfo& x = out.model().value(node.inputs[0]);
     const RnnSpec spec = rnn_spec(node, x.dims[2].value);
+    const bool plain = spec.gates() == 1;
     const std::size_t first = node.data_inputs;
     std::vector<std::string> weights;  // W, R and B ("" without bias)
     if (!spec.pytorch_layout) {
@@ -267,13 +312,14 @@ Result<void> export_rnn(OnnxNodeExport& out) {
         std::vector<std::string> w, r, bias;
         for (int d = 0; d < spec.dirs; ++d) {
             auto at = [&](RnnPart p) { return out.input(first + rnn_location(spec, d, p).slot); };
-            w.push_back(unsqueezed(out, reordered(out, at(RnnPart::kWeightsInput), lstm, spec.hidden)));
-            r.push_back(unsqueezed(out, reordered(out, at(RnnPart::kWeightsHidden), lstm, spec.hidden)));
+            w.push_back(unsqueezed(out, reordered(out, at(RnnPart::kWeightsInput), spec.cell, spec.hidden)));
+            r.push_back(unsqueezed(out, reordered(out, at(RnnPart::kWeightsHidden), spec.cell, spec.hidden)));
             if (spec.bias)
-                bias.push_back(unsqueezed(out, concat(out,
-                                                      {reordered(out, at(RnnPart::kBiasInput), lstm, spec.hidden),
-                                                       reordered(out, at(RnnPart::kBiasHidden), lstm, spec.hidden)},
-                                                      node.name + "/B_dir")));
+                bias.push_back(
+                    unsqueezed(out, concat(out,
+                                           {reordered(out, at(RnnPart::kBiasInput), spec.cell, spec.hidden),
+                                            reordered(out, at(RnnPart::kBiasHidden), spec.cell, spec.hidden)},
+                                           node.name + "/B_dir")));
         }
         weights = {concat(out, w, node.name + "/W"), concat(out, r, node.name + "/R"),
                    spec.bias ? concat(out, bias, node.name + "/B") : ""};
@@ -291,8 +337,11 @@ Result<void> export_rnn(OnnxNodeExport& out) {
     std::vector<std::string> outputs = {y, out.output(1)};
     if (lstm) outputs.push_back(out.output(2));
     std::vector<std::pair<std::string, OnnxAttr>> attrs = {{"hidden_size", spec.hidden}, {"direction", spec.direction}};
-    if (!lstm) attrs.emplace_back("linear_before_reset", std::int64_t{spec.cell == RnnCell::kLbrGru ? 1 : 0});
-    out.add(lstm ? "LSTM" : "GRU", inputs, outputs, attrs, node.name);
+    if (plain)
+        attrs.emplace_back("activations", std::vector<std::string>(static_cast<std::size_t>(spec.dirs),
+                                                                   spec.cell == RnnCell::kRelu ? "Relu" : "Tanh"));
+    else if (!lstm) attrs.emplace_back("linear_before_reset", std::int64_t{spec.cell == RnnCell::kLbrGru ? 1 : 0});
+    out.add(lstm ? "LSTM" : plain ? "RNN" : "GRU", inputs, outputs, attrs, node.name);
     if (spec.batch_first) out.add("Transpose", {y}, {out.output(0)}, {{"perm", std::vector<std::int64_t>{2, 0, 1, 3}}});
     return {};
 }
@@ -321,6 +370,11 @@ const OpSchema& lstm_schema() {
 
 const OpSchema& gru_schema() {
     static const OpSchema s{"gru", 1, 2, parse_gru, infer_rnn, {"GRU"}, import_rnn, export_rnn, true, rnn_macs};
+    return s;
+}
+
+const OpSchema& rnn_schema() {
+    static const OpSchema s{"rnn", 1, 2, parse_plain_rnn, infer_rnn, {"RNN"}, import_rnn, export_rnn, true, rnn_macs};
     return s;
 }
 

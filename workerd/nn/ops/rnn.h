@@ -1,9 +1,9 @@
-// What the recurrent kinds (lstm, gru: rnn.cpp) and their kernel (rnn_kernel.cpp) share: the
+// What the recurrent kinds (lstm, gru, rnn: rnn.cpp) and their kernel (rnn_kernel.cpp) share: the
 // cell, the directions, and where each direction's weights and biases live in the node's
 // tensors, whichever layout the node binds:
 //   "pytorch": per direction (suffix "" and, bidirectional, "_reverse") w_ih [G*H, I],
 //     w_hh [G*H, H], b_ih [G*H], b_hh [G*H], gates in PyTorch's order (LSTM i, f, g, o; GRU r,
-//     z, n): nn.LSTM's and nn.GRU's parameters, byte for byte;
+//     z, n; RNN one): nn.LSTM's, nn.GRU's and nn.RNN's parameters, byte for byte;
 //   "onnx": W [dirs, G*H, I], R [dirs, G*H, H], B [dirs, 2*G*H] (W's biases, then R's), gates
 //     in ONNX's order (LSTM i, o, f, c; GRU z, r, h).
 #pragma once
@@ -17,7 +17,8 @@
 
 namespace psrun::nn {
 
-enum class RnnCell : std::uint8_t { kLstm, kGru, kLbrGru };
+// kTanh, kRelu: the plain (Elman) cell h = act(W x + b_ih + R h + b_hh), nn.RNN's.
+enum class RnnCell : std::uint8_t { kLstm, kGru, kLbrGru, kTanh, kRelu };
 
 // The four parts of one direction's parameters.
 enum class RnnPart : std::uint8_t { kWeightsInput, kWeightsHidden, kBiasInput, kBiasHidden };
@@ -31,7 +32,7 @@ struct RnnSpec {
     bool batch_first = false;
     bool bias = true;
     bool pytorch_layout = true;
-    int gates() const { return cell == RnnCell::kLstm ? 4 : 3; }
+    int gates() const { return cell == RnnCell::kLstm ? 4 : cell == RnnCell::kTanh || cell == RnnCell::kRelu ? 1 : 3; }
     // order[k]: the index, in the tensors' gate order, of oneDNN's gate k (LSTM i, f, c, o;
     // GRU u (= z), r, o (= n)).
     std::array<int, 4> order{0, 1, 2, 3};
@@ -56,7 +57,8 @@ struct RnnLocation {
 RnnLocation rnn_location(const RnnSpec& spec, int d, RnnPart part);
 
 // PyTorch's and ONNX's gate orders: onnx_from_pytorch[k] is the PyTorch gate at ONNX position k
-// (LSTM 0, 3, 1, 2; GRU 1, 0, 2), as PyTorch's exporter reorders them with Slice and Concat.
-std::vector<int> onnx_gates_from_pytorch(bool lstm);
+// (LSTM 0, 3, 1, 2; GRU 1, 0, 2; RNN 0), as PyTorch's exporter reorders them with Slice and
+// Concat (one gate needs no reordering: the exporter writes the parameter itself).
+std::vector<int> onnx_gates_from_pytorch(RnnCell cell);
 
 }  // namespace psrun::nn

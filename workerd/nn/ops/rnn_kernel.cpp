@@ -1,4 +1,5 @@
-// The lstm and gru kernel: oneDNN's rnn primitives (lstm, gru, lbr_gru; forward_training with
+// The lstm, gru and rnn kernel: oneDNN's rnn primitives (lstm, gru, lbr_gru, vanilla_rnn with
+// tanh or relu; forward_training with
 // a workspace, and backward), one layer, any direction. Every forward first gathers the
 // node's tensors (rnn.h: PyTorch's or ONNX's layout and gate order) into oneDNN's gate order in
 // plain f32 (ldgoi weights, ldgo bias: b_ih + b_hh, LBR-GRU's hidden bias of n apart), then
@@ -44,12 +45,22 @@ struct ForwardPd {
     lstm_forward::primitive_desc lstm;
     gru_forward::primitive_desc gru;
     lbr_gru_forward::primitive_desc lbr_gru;
+    vanilla_rnn_forward::primitive_desc vanilla;
     const primitive_desc& get() const {
-        return cell == RnnCell::kLstm  ? static_cast<const primitive_desc&>(lstm)
-               : cell == RnnCell::kGru ? static_cast<const primitive_desc&>(gru)
-                                       : lbr_gru;
+        switch (cell) {
+            case RnnCell::kLstm: return lstm;
+            case RnnCell::kGru: return gru;
+            case RnnCell::kLbrGru: return lbr_gru;
+            case RnnCell::kTanh:
+            case RnnCell::kRelu: break;
+        }
+        return vanilla;
     }
 };
+
+algorithm activation_of(RnnCell cell) {
+    return cell == RnnCell::kRelu ? algorithm::eltwise_relu : algorithm::eltwise_tanh;
+}
 
 ForwardPd forward_pd(RnnCell cell, prop_kind prop, rnn_direction dir, const RnnDescs& d, const engine& e) {
     ForwardPd pd;
@@ -70,6 +81,13 @@ ForwardPd forward_pd(RnnCell cell, prop_kind prop, rnn_direction dir, const RnnD
             pd.lbr_gru = lbr_gru_forward::primitive_desc(
                 lbr_gru_forward::desc(prop, dir, d.src_layer, d.src_iter, d.weights_layer, d.weights_iter, d.bias,
                                       d.dst_layer, d.dst_iter),
+                e);
+            break;
+        case RnnCell::kTanh:
+        case RnnCell::kRelu:
+            pd.vanilla = vanilla_rnn_forward::primitive_desc(
+                vanilla_rnn_forward::desc(prop, activation_of(cell), dir, d.src_layer, d.src_iter, d.weights_layer,
+                                          d.weights_iter, d.bias, d.dst_layer, d.dst_iter),
                 e);
             break;
     }
@@ -99,6 +117,13 @@ primitive_desc backward_pd(rnn_direction dir, const RnnDescs& f, const RnnDescs&
                                        f.dst_layer, f.dst_iter, g.src_layer, g.src_iter, g.weights_layer,
                                        g.weights_iter, g.bias, g.dst_layer, g.dst_iter),
                 e, hint.lbr_gru);
+        case RnnCell::kTanh:
+        case RnnCell::kRelu:
+            return vanilla_rnn_backward::primitive_desc(
+                vanilla_rnn_backward::desc(bwd, activation_of(hint.cell), dir, f.src_layer, f.src_iter, f.weights_layer,
+                                           f.weights_iter, f.bias, f.dst_layer, f.dst_iter, g.src_layer, g.src_iter,
+                                           g.weights_layer, g.weights_iter, g.bias, g.dst_layer, g.dst_iter),
+                e, hint.vanilla);
     }
     throw std::logic_error("unknown rnn cell");
 }

@@ -9,8 +9,10 @@
 //     dim i (ONNX's order, one begin and one end per dim, the batch dim's 0). Zeros only.
 // Floats only; no tensors; FLOPs 0 (data movement).
 // ONNX: Slice with constant starts, ends, axes and steps, negative steps included (a Slice of constants, as in shape
-// arithmetic, is evaluated at import by onnx_consts.cpp); Pad (opset 11 and 13) in mode
-// "constant" with constant pads and a constant value of 0.
+// arithmetic, is evaluated at import by onnx_consts.cpp); Pad (opsets 2-18) with constant pads:
+// mode "constant" with a constant value of 0 is a pad; modes "reflect", "edge" and "wrap" (no
+// value) import as a gather per padded axis (its constant indices mirror, repeat or wrap the
+// entries), so they export as Gather.
 #include <algorithm>
 #include <limits>
 
@@ -180,22 +182,69 @@ Result<void> import_slice(OnnxNodeImport& node) {
     return {};
 }
 
+// The entries of an axis of length n that a "reflect", "edge" or "wrap" pad of `before` and
+// `after` reads, in order (the input's own n in the middle); empty where reflect asks for more
+// than n - 1 (there is nothing to mirror).
+std::vector<std::int64_t> padded_entries(const std::string& mode, std::int64_t n, std::int64_t before,
+                                         std::int64_t after) {
+    if (mode == "reflect" && (before > n - 1 || after > n - 1)) return {};
+    std::vector<std::int64_t> entries;
+    for (std::int64_t i = -before; i < n + after; ++i) {
+        std::int64_t j = i;
+        if (mode == "reflect") j = j < 0 ? -j : j >= n ? 2 * (n - 1) - j : j;
+        else if (mode == "edge") j = std::clamp<std::int64_t>(j, 0, n - 1);
+        else j = ((j % n) + n) % n;
+        entries.push_back(j);
+    }
+    return entries;
+}
+
+// A reflect, edge or wrap Pad (nn.ReflectionPad*, nn.ReplicationPad*, padding_mode "reflect"
+// or "replicate"): per padded axis a gather of the entries padded_entries names, whose
+// backward sums each output's gradient into the entry it copies.
+Result<void> import_index_pad(OnnxNodeImport& node, const std::string& mode, std::string value,
+                              const std::vector<std::int64_t>& pads) {
+    const ValueInfo* in = node.info(0);
+    const std::size_t rank = pads.size() / 2;
+    if (in == nullptr || in->rank() != rank)
+        return tl::unexpected(node.refuse("pads must hold two values per axis of the input"));
+    for (std::size_t d = 0; d < rank; ++d) {
+        const std::int64_t before = pads[d], after = pads[d + rank];
+        if (before == 0 && after == 0) continue;
+        if (in->dims[d].batch) return tl::unexpected(node.refuse("the batch axis cannot be padded"));
+        const std::int64_t n = in->dims[d].value;
+        auto entries = padded_entries(mode, n, before, after);
+        if (entries.empty())
+            return tl::unexpected(node.refuse("mode \"reflect\" on axis " + std::to_string(d) + " of length " +
+                                              std::to_string(n) + " pads " + std::to_string(before) + " and " +
+                                              std::to_string(after) + ": each must be below the length"));
+        PSRUN_TRY_ASSIGN(auto g, node.emit({{"kind", "gather"},
+                                            {"inputs", {value}},
+                                            {"axis", static_cast<std::int64_t>(d)},
+                                            {"indices", std::move(entries)}}));
+        value = g;
+    }
+    node.bind_output(0, value);
+    return {};
+}
+
 Result<void> import_pad(OnnxNodeImport& node) {
     PSRUN_TRY_ASSIGN(auto x, node.value(0));
     PSRUN_TRY_ASSIGN(auto mode, node.string_attr("mode", "constant"));
-    if (mode != "constant")
-        return tl::unexpected(node.refuse("mode \"" + mode + "\": only \"constant\" (zero) padding is supported"));
+    if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
+        return tl::unexpected(node.refuse("mode \"" + mode + "\" is none of constant, reflect, edge, wrap"));
     std::vector<std::int64_t> pads;
     if (node.opset() < 11) {
         PSRUN_TRY_ASSIGN(auto p, node.ints_attr("pads"));
         if (!p) return tl::unexpected(node.refuse("no pads"));
         pads = *p;
         PSRUN_TRY_ASSIGN(auto value, node.float_attr("value", 0.0f));
-        if (value != 0.0f) return tl::unexpected(node.refuse("only a constant value of 0 is supported"));
+        if (mode == "constant" && value != 0.0f)
+            return tl::unexpected(node.refuse("only a constant value of 0 is supported"));
     } else {
         PSRUN_TRY_ASSIGN(auto p, constant_ints(node, 1, "pads"));
         pads = p;
-        if (node.input_count() > 2 && node.has_input(2)) {
+        if (mode == "constant" && node.input_count() > 2 && node.has_input(2)) {
             const auto value = node.floats(2);
             if (!value || value->size() != 1 || (*value)[0] != 0.0f)
                 return tl::unexpected(node.refuse("only a constant value of 0 is supported"));
@@ -219,6 +268,7 @@ Result<void> import_pad(OnnxNodeImport& node) {
     }
     for (const auto p : pads)
         if (p < 0) return tl::unexpected(node.refuse("negative pads (cropping) are not supported; use Slice"));
+    if (mode != "constant") return import_index_pad(node, mode, x, pads);
     PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", "pad"}, {"inputs", {x}}, {"pads", pads}}));
     node.bind_output(0, name);
     return {};
