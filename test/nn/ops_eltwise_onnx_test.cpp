@@ -91,6 +91,12 @@ TEST_CASE("masks, where, cast and expand export and import back", "[eltwise][onn
                       {{"kind", "expand"}, {"name", "e"}, {"shape", {"N", 1, 1}}},
                       {{"kind", "concat"}, {"name", "out"}, {"inputs", {"e", "input"}}, {"axis", 1}}},
                      {3, 4}, true);
+    // The batch on a later axis (an LSTM's learned initial state [1, N, H]), back to the front.
+    check_round_trip({{{"kind", "parameter"}, {"name", "h0"}, {"shape", {1, 1, 4}}},
+                      {{"kind", "expand"}, {"name", "e"}, {"shape", {1, "N", 1}}},
+                      {{"kind", "transpose"}, {"name", "t"}, {"perm", {1, 0, 2}}},
+                      {{"kind", "concat"}, {"name", "out"}, {"inputs", {"t", "input"}}, {"axis", 1}}},
+                     {3, 4}, true);
 }
 
 TEST_CASE("a -inf mask constant exports and imports back; softmax after it", "[eltwise][onnx]") {

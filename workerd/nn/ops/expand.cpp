@@ -2,11 +2,15 @@
 // Expand):
 //   {"kind": "expand", "shape": [d, ...]}: each d a positive integer, "N" or "kN" (a multiple of
 //   the batch size); the output is the broadcast of the input's shape and `shape` (a 1 in
-//   `shape` keeps the input's dim). A class token [1, 1, D] expanded to ["N", 1, D] is the use.
+//   `shape` keeps the input's dim). A class token [1, 1, D] expanded to ["N", 1, D] is the use,
+//   and a learned initial state [1, 1, H] expanded to [1, "N", H] for an LSTM (the batch on any
+//   one axis).
 // Gradient: dY summed over the axes the input was broadcast along. No tensors. FLOPs: 1 per
 // output element.
 // ONNX: Expand with a shape known at import, batch-dependent included (Concat(Shape(x)[0], 1, D),
 // which the importer evaluates to [N, 1, D]).
+#include <algorithm>
+
 #include "workerd/nn/onnx_bridge.h"
 #include "workerd/nn/op_schema.h"
 #include "workerd/nn/ops/broadcast.h"
@@ -43,9 +47,8 @@ Result<void> infer_expand(InferContext& context) {
     const ValueInfo& in = context.input(0);
     auto dims = broadcast_dims(in.dims, shape_of(context.attrs().at("shape")));
     if (!dims) return tl::unexpected(op_error(dims.error().message));
-    for (std::size_t d = 1; d < dims->size(); ++d)
-        if ((*dims)[d].batch)
-            return tl::unexpected(op_error("the result " + to_string(*dims) + " must have the batch axis first"));
+    if (std::count_if(dims->begin(), dims->end(), [](const Dim& d) { return d.batch; }) > 1)
+        return tl::unexpected(op_error("the result " + to_string(*dims) + " has the batch on more than one axis"));
     context.set_output(0, ValueInfo{*dims, in.type});
     context.add_flops(static_cast<double>(elements_per_example(*dims).value_or(0)));
     return {};
@@ -77,16 +80,19 @@ Result<void> import_expand(OnnxNodeImport& node) {
 Result<void> export_expand(OnnxNodeExport& out) {
     const Node& node = out.node();
     const Dims dims = out.model().value(node.outputs.at(0)).dims;
-    // The batch's size is Shape(x)[0] at run time: the shape is Concat(Shape(y)[0:1] * k, rest).
-    if (dims.empty() || !dims[0].batch) {
+    // The batch's size is Shape(x)[0] at run time: the shape is Concat(before, Shape(x)[0:1] * k,
+    // after) around the batch axis.
+    const auto at = std::find_if(dims.begin(), dims.end(), [](const Dim& d) { return d.batch; });
+    if (at == dims.end()) {
         std::vector<std::int64_t> fixed;
         for (const auto& d : dims) fixed.push_back(d.value);
         out.add("Expand", {out.input(0), out.int64_constant(node.name + "/shape", fixed)}, {out.output(0)}, {},
                 node.name);
         return {};
     }
-    std::vector<std::int64_t> rest;
-    for (std::size_t d = 1; d < dims.size(); ++d) rest.push_back(dims[d].value);
+    std::vector<std::int64_t> before, after;
+    for (auto d = dims.begin(); d != dims.end(); ++d)
+        if (d != at) (d < at ? before : after).push_back(d->value);
     const std::string shape = out.fresh(node.name + "/shape"), batch = out.fresh(node.name + "/batch"),
                       target = out.fresh(node.name + "/target");
     const std::string source = out.model_input();  // its ONNX name ("images" for an image model)
@@ -95,13 +101,15 @@ Result<void> export_expand(OnnxNodeExport& out) {
             {shape, out.int64_constant(node.name + "/start", {0}), out.int64_constant(node.name + "/end", {1})},
             {batch}, {}, node.name + "/batch");
     std::string scaled = batch;
-    if (dims[0].value != 1) {
+    if (at->value != 1) {
         scaled = out.fresh(node.name + "/scaled");
-        out.add("Mul", {batch, out.int64_constant(node.name + "/k", {dims[0].value})}, {scaled}, {},
-                node.name + "/scaled");
+        out.add("Mul", {batch, out.int64_constant(node.name + "/k", {at->value})}, {scaled}, {}, node.name + "/scaled");
     }
-    out.add("Concat", {scaled, out.int64_constant(node.name + "/rest", rest)}, {target}, {{"axis", std::int64_t{0}}},
-            node.name + "/target");
+    std::vector<std::string> parts;
+    if (!before.empty()) parts.push_back(out.int64_constant(node.name + "/before", before));
+    parts.push_back(scaled);
+    if (!after.empty()) parts.push_back(out.int64_constant(node.name + "/rest", after));
+    out.add("Concat", parts, {target}, {{"axis", std::int64_t{0}}}, node.name + "/target");
     out.add("Expand", {out.input(0), target}, {out.output(0)}, {}, node.name);
     return {};
 }
