@@ -23,6 +23,7 @@ std::vector<TensorSpec> wire_tensors(const std::vector<TensorInfo>& tensors) {
         TensorSpec spec{t.name, {}};
         spec.tensor_class = t.tensor_class;
         for (auto d : t.shape) spec.shape.push_back(static_cast<std::uint32_t>(d));
+        if (spec.shape.empty()) spec.shape.push_back(1);  // a scalar: psd's tensors (and files) have rank >= 1
         out.push_back(std::move(spec));
     }
     return out;

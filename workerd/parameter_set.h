@@ -31,7 +31,7 @@ struct TensorInfo {
 
 // The description's parameter tensors, in buffer order.
 std::vector<TensorInfo> model_tensors(const nn::ModelDescription& model);
-// The same list as psd and checkpoints name it (common/tensor_layout.h).
+// The same list as psd and checkpoints name it (common/tensor_layout.h); a scalar (shape []) as [1].
 std::vector<TensorSpec> wire_tensors(const std::vector<TensorInfo>& tensors);
 
 // Owns a 64-byte-aligned buffer, or views one it does not own (shared memory). Movable, not

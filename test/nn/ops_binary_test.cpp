@@ -71,7 +71,8 @@ TEST_CASE("binary kinds broadcast either input, against a naive loop, finite dif
                  BinCase{"sub", {2, 3}, {1, 3}, false, 1}, BinCase{"mul", {1, 4}, {3, 1}, false, 3},  // both broadcast
                  BinCase{"mul", {3, 4, 5}, {4, 1}, true, 1}, BinCase{"add", {2, 3}, {1}, true, 3},
                  BinCase{"div", {3, 5}, {5}, false, 3}, BinCase{"div", {3, 5}, {1}, true, 3},  // dividend broadcast
-                 BinCase{"div", {1, 5}, {4, 1}, true, 1});                                     // both broadcast
+                 BinCase{"div", {1, 5}, {4, 1}, true, 1},                                      // both broadcast
+                 BinCase{"mul", {3, 4}, {}, false, 3}, BinCase{"div", {3, 5}, {}, true, 3});   // a scalar parameter
     INFO(c.op << (c.param_first ? "(p, x)" : "(x, p)") << " batch " << c.batch);
     const auto model = graph_model(case_layers(c), c.x);
     const auto r = forward_of(model, c.batch, 11);

@@ -70,6 +70,10 @@ TEST_CASE("prelu, maximum, minimum, reduce_max, reduce_min export and import bac
     check_round_trip({{{"kind", "prelu"}, {"name", "a"}, {"shared", true}}}, {3, 4, 5}, true);
     check_round_trip({{{"kind", "prelu"}, {"name", "a"}}}, {3, 4, 5}, false);  // [C] unsqueezed: a parameter
     check_round_trip({{{"kind", "prelu"}, {"name", "a"}}}, {6}, true);         // N x C: [C] as it is
+    // A scalar parameter (weight_norm(dim=None)'s g) exports as a 0-D initializer and back.
+    check_round_trip({{{"kind", "parameter"}, {"name", "g"}, {"shape", json::array()}},
+                      {{"kind", "mul"}, {"name", "a"}, {"inputs", {"input", "g"}}}},
+                     {3, 4}, true);
     check_round_trip({{{"kind", "parameter"}, {"name", "p"}, {"shape", {4}}},
                       {{"kind", "maximum"}, {"name", "a"}, {"inputs", {"input", "p"}}},
                       {{"kind", "minimum"}, {"name", "b"}, {"inputs", {"a", "input"}}},

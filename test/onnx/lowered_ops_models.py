@@ -8,7 +8,8 @@ end to end through the psrun CLI:
   x.repeat: Tile; torch.cumsum: CumSum; F.normalize: ReduceL2; torch.logsumexp: ReduceLogSumExp;
   x.norm(p=1): ReduceL1; x.std / x.var: ReduceProd of Shape; torch.sin/cos/sign; F.celu;
   x.flip and F.cosine_similarity: Slice with step -1; nn.ReflectionPad2d, padding_mode "reflect",
-  nn.ReplicationPad1d/2d: Pad in modes reflect and edge; F.interpolate bilinear with align_corners,
+  nn.ReplicationPad1d/2d: Pad in modes reflect and edge; nn.utils.weight_norm: the weight
+  computed from parameters (a scalar one with dim=None); F.interpolate bilinear with align_corners,
   bicubic, nearest at a non-integer factor: Resize as interpolation matrices), exported in training mode without
   constant folding at opsets 13, 14 and 17, batch axis dynamic:
     - `psrun model show F.onnx` exits 0 and lists the expected kinds;
@@ -133,6 +134,9 @@ MODELS = {
                                                  F.cosine_similarity(s.a(x), s.b(x).flip(1), dim=1).unsqueeze(1)], 1),
                          17), (16,), ["gather"]),
     "pads": (Pads, (2, 5, 6), ["gather"]),
+    # weight = g * v / |v| computed in the graph from two initializers; dim=None's g is a scalar.
+    "weight_norm": (lambda: nn.Sequential(nn.utils.weight_norm(nn.Linear(16, 8)), nn.Tanh(),
+                                          nn.utils.weight_norm(nn.Linear(8, 10), dim=None)), (16,), ["parameter"]),
     "interp_align_corners": (lambda: Interp(scale_factor=2, mode="bilinear", align_corners=True), (3, 5, 6),
                              ["matmul", "constant", "transpose"]),
     "interp_align_sizes": (lambda: Interp(size=(7, 4), mode="bilinear", align_corners=True), (3, 5, 6), ["matmul"]),

@@ -1,5 +1,5 @@
 // Values that are not computed from inputs:
-//   parameter: {"kind": "parameter", "shape": [d, ...], "init": glorot_uniform}: a trainable
+//   parameter: {"kind": "parameter", "shape": [d, ...] (or [], a scalar), "init": glorot_uniform}: a trainable
 //     tensor (slot "value", "<layer>/value" unless "tensors" names it) as a value any layer can
 //     read: a learned positional embedding, weights an ONNX graph transforms before use.
 //   constant: {"kind": "constant", "shape": [d, ...], "type": "float" | "int", "values": [...]}
@@ -22,7 +22,13 @@ namespace {
 inline constexpr std::int64_t kMaxConstantValues = 1 << 20;
 
 Result<void> parse_parameter(FieldReader& reader, nlohmann::json& attrs) {
-    PSRUN_TRY_ASSIGN(auto shape, reader.integers("shape", std::nullopt, 0, 1, kMaxTensorElements));
+    // [] is a scalar (weight_norm(dim=None)'s g).
+    const bool scalar = reader.has("shape") && reader.raw("shape") == nlohmann::json::array();
+    std::vector<std::int64_t> shape;
+    if (!scalar) {
+        PSRUN_TRY_ASSIGN(auto dims, reader.integers("shape", std::nullopt, 0, 1, kMaxTensorElements));
+        shape = dims;
+    }
     Initializer init{InitKind::kGlorotUniform, 0.0};
     if (reader.has("init")) {
         PSRUN_TRY_ASSIGN(auto parsed, parse_initializer(reader.raw("init"), reader.where() + ": field \"init\""));
