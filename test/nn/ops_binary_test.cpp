@@ -155,8 +155,11 @@ TEST_CASE("add and sub + relu on equal shapes run as one primitive with a relu p
 }
 
 TEST_CASE("binary kinds: errors name the shapes, integer inputs and the input count", "[nn_engine][ops][binary]") {
-    CHECK_THAT(graph_error({{{"kind", "add"}, {"inputs", {"input", "input"}}}}, {5}, "int"),
-               Catch::Contains("layer 0 (add): expects floats; input 0 (input) holds integer ids"));
+    // Integer add, sub and mul are integers (position ids); integers with floats are refused.
+    CHECK_THAT(graph_error({{{"kind", "constant"}, {"name", "h"}, {"shape", {5}}, {"values", {1, 2, 3, 4, 5}}},
+                            {{"kind", "add"}, {"inputs", {"input", "h"}}}},
+                           {5}, "int"),
+               Catch::Contains("layer 1 (add): expects floats; input 0 (input) holds integer ids"));
     CHECK_THAT(graph_error({{{"kind", "parameter"}, {"name", "p"}, {"shape", {5}}},
                             {{"kind", "mul"}, {"inputs", {"input", "p"}}}},
                            {3, 4}),

@@ -5,7 +5,8 @@ ReduceProd in onnx_consts_reduce.cpp, negative Slice steps, sin/cos/sign in ops/
 end to end through the psrun CLI:
 
   small torch modules (F.pixel_shuffle / pixel_unshuffle: DepthToSpace CRD / SpaceToDepth;
-  x.repeat: Tile; torch.cumsum: CumSum; F.normalize: ReduceL2; torch.logsumexp: ReduceLogSumExp;
+  x.repeat: Tile; torch.cumsum: CumSum (a kind of its own); F.normalize: ReduceL2;
+  torch.logsumexp: ReduceLogSumExp;
   x.norm(p=1): ReduceL1; x.std / x.var: ReduceProd of Shape; torch.sin/cos/sign; F.celu;
   x.flip and F.cosine_similarity: Slice with step -1; nn.ReflectionPad2d, padding_mode "reflect",
   nn.ReplicationPad1d/2d: Pad in modes reflect and edge; nn.utils.weight_norm: the weight
@@ -118,7 +119,7 @@ MODELS = {
                          16 + 48), (16,), ["concat"]),
     "cumsum": (lambda: Vec(lambda s, x: torch.cat([torch.cumsum(s.a(x), 1), torch.cumsum(three(s.b(x)), 1).flatten(1),
                                                    torch.cumsum(three(s.b(x)), -1).flatten(1)], 1), 24), (16,),
-               ["matmul", "constant"]),
+               ["cumsum"]),
     "normalize": (lambda: Vec(lambda s, x: torch.cat([F.normalize(s.a(x), dim=1),
                                                       torch.logsumexp(three(s.b(x)), dim=2),
                                                       torch.logsumexp(s.a(x), dim=1, keepdim=True),

@@ -3,9 +3,11 @@
 // defines them and refuses, naming the node, what it cannot express:
 //   DepthToSpace (DCR, and CRD from opset 11) and SpaceToDepth: reshape, transpose, reshape;
 //   Tile with constant repeats: a concat of copies per repeated axis (never the batch axis);
-//   CumSum with a constant axis (exclusive, reverse): a matmul with a constant 0/1 triangular
-//     matrix over the axis, moved last by transposes where it is not;
 //   Celu(alpha): alpha * elu(x / alpha) (elu alone for alpha 1);
+//   OneHot of integer indices (F.one_hot(ids, depth).float()) with a constant depth and values:
+//     unsqueeze at the axis, equal to a constant 0..depth-1, cast to float, and off + (on - off)
+//     times that where the values are not 0 and 1 (a negative index, which ONNX counts from
+//     the end, matches nothing: its row is all off);
 //   ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSumExp (onnx_lowerings_reduce.cpp);
 //   ArgMax, ArgMin, TopK: refused with why (their indices carry no gradient; a final ArgMax of a
 //     predict graph is dropped before the walk, onnx_importer.cpp).
@@ -113,54 +115,6 @@ Result<void> lower_tile(OnnxNodeImport& node) {
     return {};
 }
 
-Result<void> lower_cumsum(OnnxNodeImport& node) {
-    PSRUN_TRY_ASSIGN(auto in, lowering_input(node));
-    const auto& [x, info] = in;
-    const auto axis_given = node.ints(1);
-    if (!axis_given || axis_given->size() != 1)
-        return tl::unexpected(node.refuse("its axis must be a constant scalar (known at import)"));
-    const auto rank = static_cast<std::int64_t>(info->rank());
-    std::int64_t axis = (*axis_given)[0];
-    if (axis < -rank || axis >= rank)
-        return tl::unexpected(
-            node.refuse("axis " + std::to_string(axis) + " is outside the input's rank " + std::to_string(rank)));
-    if (axis < 0) axis += rank;
-    if (info->dims[static_cast<std::size_t>(axis)].batch)
-        return tl::unexpected(
-            node.refuse("axis " + std::to_string(axis) + " is the batch axis; sum along a dim of each example"));
-    auto exclusive = node.int_attr("exclusive", 0);
-    auto reverse = node.int_attr("reverse", 0);
-    if (!exclusive || !reverse) return tl::unexpected(!exclusive ? exclusive.error() : reverse.error());
-    const std::int64_t len = info->dims[static_cast<std::size_t>(axis)].value;
-    if (len > 1024)
-        return tl::unexpected(
-            node.refuse("the axis has " + std::to_string(len) + " entries; the engine sums at most 1024"));
-    // out[j] = sum_i x[i] T[i][j]: T[i][j] = 1 where i precedes j (or follows it, reversed).
-    std::vector<float> tri(static_cast<std::size_t>(len * len), 0.0f);
-    for (std::int64_t i = 0; i < len; ++i)
-        for (std::int64_t j = 0; j < len; ++j) {
-            const bool take = *reverse ? (*exclusive ? i > j : i >= j) : (*exclusive ? i < j : i <= j);
-            tri[static_cast<std::size_t>(i * len + j)] = take ? 1.0f : 0.0f;
-        }
-    PSRUN_TRY_ASSIGN(auto t,
-                     node.emit({{"kind", "constant"}, {"shape", {len, len}}, {"type", "float"}, {"values", tri}}));
-    std::vector<std::int64_t> perm;  // axis and last swapped (its own inverse)
-    for (std::int64_t d = 0; d < rank; ++d) perm.push_back(d == axis ? rank - 1 : d == rank - 1 ? axis : d);
-    std::string value = x;
-    if (axis != rank - 1) {
-        PSRUN_TRY_ASSIGN(auto moved, node.emit({{"kind", "transpose"}, {"inputs", {x}}, {"perm", perm}}));
-        value = moved;
-    }
-    PSRUN_TRY_ASSIGN(auto sum, node.emit({{"kind", "matmul"}, {"inputs", {value, t}}}));
-    value = sum;
-    if (axis != rank - 1) {
-        PSRUN_TRY_ASSIGN(auto back, node.emit({{"kind", "transpose"}, {"inputs", {value}}, {"perm", perm}}));
-        value = back;
-    }
-    node.bind_output(0, value);
-    return {};
-}
-
 Result<void> lower_celu(OnnxNodeImport& node) {
     PSRUN_TRY_ASSIGN(auto in, lowering_input(node));
     const std::string x = in.first;
@@ -179,6 +133,47 @@ Result<void> lower_celu(OnnxNodeImport& node) {
     PSRUN_TRY_ASSIGN(auto inner, scale(x, 1.0f / alpha));
     PSRUN_TRY_ASSIGN(auto elu, node.emit({{"kind", "elu"}, {"inputs", {inner}}, {"alpha", 1.0}}));
     PSRUN_TRY_ASSIGN(auto out, scale(elu, alpha));
+    node.bind_output(0, out);
+    return {};
+}
+
+Result<void> lower_one_hot(OnnxNodeImport& node) {
+    PSRUN_TRY_ASSIGN(auto ids, node.value(0));
+    const nn::ValueInfo* info = node.info(0);
+    if (info == nullptr || info->type != nn::ElementType::kInt)
+        return tl::unexpected(node.refuse("its indices must be integer values of the graph"));
+    const auto depth = node.ints(1);
+    if (!depth || depth->size() != 1 || (*depth)[0] < 1 || (*depth)[0] > 65536)
+        return tl::unexpected(node.refuse("its depth must be a constant from 1 to 65536 (known at import)"));
+    const auto values = node.floats(2);
+    if (!values || values->size() != 2) return tl::unexpected(node.refuse("its values must be a constant [off, on]"));
+    const auto rank = static_cast<std::int64_t>(info->rank()) + 1;
+    PSRUN_TRY_ASSIGN(auto given, node.int_attr("axis", -1));
+    const std::int64_t axis = given < 0 ? given + rank : given;
+    if (axis < 1 || axis >= rank)
+        return tl::unexpected(node.refuse("axis " + std::to_string(given) + " must be an axis of each example"));
+    const std::int64_t n = (*depth)[0];
+    // The classes 0..n-1 along `axis`: shape [n, 1, ...] aligned with the output's trailing axes.
+    std::vector<std::int64_t> shape{n}, classes;
+    for (std::int64_t d = axis + 1; d < rank; ++d) shape.push_back(1);
+    for (std::int64_t k = 0; k < n; ++k) classes.push_back(k);
+    PSRUN_TRY_ASSIGN(auto range,
+                     node.emit({{"kind", "constant"}, {"shape", shape}, {"type", "int"}, {"values", classes}}));
+    PSRUN_TRY_ASSIGN(auto wide, node.emit({{"kind", "unsqueeze"}, {"inputs", {ids}}, {"axes", {axis}}}));
+    PSRUN_TRY_ASSIGN(auto hit, node.emit({{"kind", "equal"}, {"inputs", {wide, range}}}));
+    PSRUN_TRY_ASSIGN(auto out, node.emit({{"kind", "cast"}, {"inputs", {hit}}, {"to", "float"}}));
+    const float off = (*values)[0], on = (*values)[1];
+    if (on != 1.0f || off != 0.0f) {
+        auto constant = [&node](float v) {
+            return node.emit(
+                {{"kind", "constant"}, {"shape", nlohmann::json::array()}, {"type", "float"}, {"values", {v}}});
+        };
+        PSRUN_TRY_ASSIGN(auto scale, constant(on - off));
+        PSRUN_TRY_ASSIGN(auto scaled, node.emit({{"kind", "mul"}, {"inputs", {out, scale}}}));
+        PSRUN_TRY_ASSIGN(auto base, constant(off));
+        PSRUN_TRY_ASSIGN(auto shifted, node.emit({{"kind", "add"}, {"inputs", {scaled, base}}}));
+        out = shifted;
+    }
     node.bind_output(0, out);
     return {};
 }
@@ -207,8 +202,8 @@ const std::vector<Lowering>& lowerings() {
         {"DepthToSpace", lower_depth_space},
         {"SpaceToDepth", lower_depth_space},
         {"Tile", lower_tile},
-        {"CumSum", lower_cumsum},
         {"Celu", lower_celu},
+        {"OneHot", lower_one_hot},
         {"ReduceL1", lower_reduce_norm},
         {"ReduceL2", lower_reduce_norm},
         {"ReduceSumSquare", lower_reduce_norm},

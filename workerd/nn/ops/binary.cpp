@@ -2,7 +2,9 @@
 // broadcast one; a scalar, a constant or a parameter included):
 //   {"kind": "add", "inputs": ["a", "b"]}, "sub" (a - b), "mul", "div" (a / b).
 // No fields, no tensors (bind a parameter layer's output as an input for a learned one). Float
-// inputs only. Output: the broadcast shape. FLOPs: 1 per output element.
+// inputs, or (add, sub, mul) two integer ones: an integer output without gradient (HF's
+// position ids, `(cumsum(mask) + k) * mask`). Output: the broadcast shape. FLOPs: 1 per output
+// element.
 // ONNX: Add, Sub, Mul, Div (a constant input becomes a constant layer).
 #include "workerd/nn/onnx_bridge.h"
 #include "workerd/nn/op_schema.h"
@@ -14,13 +16,17 @@ namespace psrun::nn {
 namespace {
 
 Result<void> infer_binary(InferContext& context) {
-    for (std::size_t i = 0; i < 2; ++i)
+    const bool integers = context.input(0).type == ElementType::kInt && context.input(1).type == ElementType::kInt;
+    if (integers && context.node().op == "div")
+        return tl::unexpected(op_error("divides integers (" + context.input_name(0) + " by " + context.input_name(1) +
+                                       "): the engine divides floats only; cast them to float first"));
+    for (std::size_t i = 0; i < 2 && !integers; ++i)
         if (context.input(i).type != ElementType::kFloat)
             return tl::unexpected(op_error("expects floats; input " + std::to_string(i) + " (" + context.input_name(i) +
                                            ") holds integer ids"));
     PSRUN_TRY_ASSIGN(auto dims, broadcast_dims(context.input(0).dims, context.input(1).dims));
     if (dims.size() > 6) return tl::unexpected(op_error("the output would have more than 6 dims"));
-    context.set_output(0, ValueInfo{dims, ElementType::kFloat});
+    context.set_output(0, ValueInfo{dims, integers ? ElementType::kInt : ElementType::kFloat});
     context.add_flops(static_cast<double>(elements_per_example(dims).value_or(0)));
     return {};
 }

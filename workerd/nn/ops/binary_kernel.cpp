@@ -10,10 +10,14 @@
 // dC * B (mul), dC / B (div), dB = dC, -dC, dC * A, -(dC / B) * C, each summed over the axes
 // its input broadcasts along (sum_to; a product and its sum in one pass where the other factor
 // is full-size: sum_product_to).
+// Integers (add, sub, mul of two integer values: position ids from a mask) are a hand loop in 64
+// bits on plain s32 layouts, stored as s32; no gradient.
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 
 #include "workerd/nn/kernel.h"
+#include "workerd/nn/ops/broadcast_loop.h"
 #include "workerd/nn/ops/kernel_views.h"
 #include "workerd/nn/ops/ops.h"
 
@@ -100,6 +104,10 @@ class BinaryKernel final : public Kernel {
 
     void build(KernelBuilder& b) override {
         kind_ = kind_of(b.node().op);
+        if (b.output_type(0) == Dt::s32) {
+            build_integers(b);
+            return;
+        }
         relu_ = b.nodes().size() == 2;
         out_ = b.output_dims(0);
         const std::size_t rank = out_.size();
@@ -112,6 +120,25 @@ class BinaryKernel final : public Kernel {
     }
 
   private:
+    void build_integers(KernelBuilder& b) {
+        const auto ix = std::make_shared<const BroadcastIndex>(b.output_dims(0),
+                                                               std::vector<MemDims>{b.input_dims(0), b.input_dims(1)});
+        const memory x0 = b.input_plain(0, Dt::s32), x1 = b.input_plain(1, Dt::s32);
+        const memory y = b.make_output(0, plain_desc(b.output_dims(0), Dt::s32));
+        b.forward([x0, x1, y, ix, kind = kind_] {
+            const auto* p = static_cast<const std::int32_t*>(x0.get_data_handle());
+            const auto* q = static_cast<const std::int32_t*>(x1.get_data_handle());
+            auto* out = static_cast<std::int32_t*>(y.get_data_handle());
+            const std::int64_t n = ix->size();
+#pragma omp parallel for schedule(static)
+            for (std::int64_t e = 0; e < n; ++e) {
+                const std::int64_t u = p[ix->at(0, e)], v = q[ix->at(1, e)];
+                out[e] = static_cast<std::int32_t>(kind == Kind::kAdd ? u + v : kind == Kind::kSub ? u - v : u * v);
+            }
+        });
+        b.note("fwd: hand integer " + b.node().op);
+    }
+
     // Equal shapes: the first input's format for everything.
     void build_same(KernelBuilder& b) {
         const auto adt = b.context().activation_type();

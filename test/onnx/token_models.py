@@ -1,0 +1,195 @@
+#!/usr/bin/python3
+"""Token-id networks written the way their families are written today, none of them built around
+psrun's operators (found by exporting modules no test named, 2026-12-04), end to end through the
+psrun CLI at opsets 13, 14 and 17:
+
+  roberta      position ids as Hugging Face computes them: `(ids != 0).int().cumsum(1) * mask + 1`
+               (integer CumSum, Mul, Add), a learned position embedding gathered by them, a
+               TransformerEncoderLayer with a key padding mask;
+  one_hot      F.one_hot(ids, V).float() (OneHot), a mean over the sequence, a linear layer;
+  learned_h0   an LSTM whose initial states are parameters expanded over the batch ([1, N, H]);
+  llama        a decoder block as LLaMA writes it: RMSNorm, rotary embeddings (strided slices,
+               stack, flatten), a causal -inf mask, SwiGLU, an output head tied to the embedding;
+  elman        nn.RNN, two layers, bidirectional, ReLU (ONNX RNN).
+
+Each exported in training mode without constant folding, batch axis dynamic:
+`psrun model check F.onnx --input IDS --labels Y --gradients G.json` exits 0, and its outputs,
+loss and every parameter's gradient equal PyTorch's in float64 within 1e-4 (relative to the
+tensor's largest value, or to 1e-4 of the network's largest gradient where the tensor's is zero
+but for rounding).
+
+Prints one line per check; exits 1 when one fails, 77 when torch or onnx cannot be imported.
+Usage: token_models.py PSRUN [WORK_DIR]   (TOKEN_MODELS=a,b: a subset)
+"""
+import json
+import os
+import sys
+import tempfile
+
+try:
+    import numpy as np
+    import onnx  # noqa: F401  (torch.onnx.export needs it)
+    import torch
+    from torch import nn
+    from torch.nn import functional as F
+except ImportError:
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from psrun_cli import run  # noqa: E402
+from torch_compare import Checks, relative  # noqa: E402
+
+V, L, BATCH, TOLERANCE = 50, 16, 8, 1e-4
+
+
+class Roberta(nn.Module):
+    def __init__(self, d=32):
+        super().__init__()
+        self.tokens, self.positions = nn.Embedding(V, d), nn.Embedding(L + 2, d)
+        self.norm = nn.LayerNorm(d)
+        self.encoder = nn.TransformerEncoderLayer(d, 4, 64, dropout=0.0, batch_first=True, activation="gelu")
+        self.head = nn.Linear(d, 10)
+
+    def forward(self, ids):
+        mask = (ids != 0).int()
+        positions = torch.cumsum(mask, dim=1).type_as(mask) * mask + 1
+        h = self.norm(self.tokens(ids) + self.positions(positions.long()))
+        return self.head(self.encoder(h, src_key_padding_mask=ids == 0)[:, 0])
+
+
+class OneHot(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(V, 10)
+
+    def forward(self, ids):
+        return self.head(F.one_hot(ids, V).to(self.head.weight.dtype).mean(1))
+
+
+class LearnedH0(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embedding, self.lstm, self.head = nn.Embedding(V, 16), nn.LSTM(16, 12, batch_first=True), nn.Linear(12, 10)
+        self.h0, self.c0 = nn.Parameter(torch.randn(1, 1, 12) * 0.1), nn.Parameter(torch.randn(1, 1, 12) * 0.1)
+
+    def forward(self, ids):
+        n = ids.shape[0]
+        state = (self.h0.expand(1, n, 12).contiguous(), self.c0.expand(1, n, 12).contiguous())
+        y, _ = self.lstm(self.embedding(ids), state)
+        return self.head(y[:, -1])
+
+
+class Llama(nn.Module):
+    def __init__(self, d=32, heads=4):
+        super().__init__()
+        self.embedding = nn.Embedding(V, d)
+        self.qkv, self.out = nn.Linear(d, 3 * d, bias=False), nn.Linear(d, d, bias=False)
+        self.g1, self.g2 = nn.Parameter(torch.ones(d)), nn.Parameter(torch.ones(d))
+        self.w1, self.w3, self.w2 = nn.Linear(d, 64, bias=False), nn.Linear(d, 64, bias=False), nn.Linear(64, d, bias=False)
+        self.vocab = nn.Linear(d, V, bias=False)
+        self.vocab.weight = self.embedding.weight  # tied
+        self.head = nn.Linear(V, 10)
+        self.heads, self.hd = heads, d // heads
+        inv = 1.0 / (10000 ** (torch.arange(0, self.hd, 2).float() / self.hd))
+        angles = torch.outer(torch.arange(L).float(), inv)
+        self.register_buffer("cos", angles.cos())
+        self.register_buffer("sin", angles.sin())
+        self.register_buffer("mask", torch.triu(torch.full((L, L), float("-inf")), 1))
+
+    @staticmethod
+    def rms(x, g):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * g
+
+    def rope(self, x):
+        x1, x2 = x[..., ::2], x[..., 1::2]
+        return torch.stack([x1 * self.cos - x2 * self.sin, x1 * self.sin + x2 * self.cos], -1).flatten(-2)
+
+    def forward(self, ids):
+        n, length = ids.shape
+        h = self.embedding(ids)
+        q, k, v = self.qkv(self.rms(h, self.g1)).view(n, length, 3, self.heads, self.hd).permute(2, 0, 3, 1, 4)
+        q, k = self.rope(q), self.rope(k)
+        a = torch.softmax(q @ k.transpose(-2, -1) / self.hd ** 0.5 + self.mask, -1) @ v
+        h = h + self.out(a.transpose(1, 2).reshape(n, length, -1))
+        z = self.rms(h, self.g2)
+        h = h + self.w2(F.silu(self.w1(z)) * self.w3(z))
+        return self.head(self.vocab(h[:, -1]))
+
+
+class Elman(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embedding = nn.Embedding(V, 16)
+        self.rnn = nn.RNN(16, 12, num_layers=2, nonlinearity="relu", batch_first=True, bidirectional=True)
+        self.head = nn.Linear(24, 10)
+
+    def forward(self, ids):
+        y, _ = self.rnn(self.embedding(ids))
+        return self.head(y.amax(1))
+
+
+MODELS = {"roberta": Roberta, "one_hot": OneHot, "learned_h0": LearnedH0, "llama": Llama, "elman": Elman}
+
+
+def main():
+    if len(sys.argv) not in (2, 3):
+        sys.exit(__doc__)
+    psrun = os.path.abspath(sys.argv[1])
+    only = os.environ.get("TOKEN_MODELS")
+    check = Checks()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = sys.argv[2] if len(sys.argv) == 3 else tmp
+        os.makedirs(work, exist_ok=True)
+        rng = np.random.default_rng(4)
+        ids = rng.integers(1, V, size=(BATCH, L)).astype(np.int64)
+        ids[:, 12:] = 0  # padding at the end, one example padded from its fourth token on
+        ids[0, 3:] = 0
+        labels = rng.integers(0, 10, size=BATCH).astype(np.int64)
+        ids_file, labels_file = os.path.join(work, "ids.npy"), os.path.join(work, "labels.npy")
+        np.save(ids_file, ids)
+        np.save(labels_file, labels)
+        for name, build in MODELS.items():
+            if only and name not in only.split(","):
+                continue
+            for opset in (13, 14, 17):
+                tag = f"{name}_{opset}"
+                torch.manual_seed(1)
+                model = build()
+                path = os.path.join(work, tag + ".onnx")
+                torch.onnx.export(model.train(), torch.from_numpy(ids), path, opset_version=opset,
+                                  training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                                  input_names=["ids"], output_names=["logits"],
+                                  dynamic_axes={"ids": {0: "N"}, "logits": {0: "N"}})
+                grads_path = os.path.join(work, tag + ".grads.json")
+                r = run([psrun, "model", "check", path, "--input", ids_file, "--labels", labels_file, "--gradients",
+                         grads_path, "--json", "--tolerance", "0.2"], 300)
+                if not check(f"{tag}: psrun model check exits 0", r.returncode == 0 and os.path.exists(grads_path),
+                             r.stdout[-800:]):
+                    continue
+                mine = json.load(open(grads_path))
+                model = model.double()
+                model.zero_grad()
+                logits = model(torch.from_numpy(ids))
+                loss = F.cross_entropy(logits, torch.from_numpy(labels))
+                loss.backward()
+                err = relative(mine["outputs"], logits.detach().numpy())
+                check(f"{tag}: forward outputs = torch's", err <= TOLERANCE, f"max relative error {err:.2e}", True)
+                check(f"{tag}: loss = torch's", abs(mine["loss"] - float(loss)) <= TOLERANCE * max(abs(float(loss)), 1),
+                      f"{mine['loss']:.6f} vs {float(loss):.6f}")
+                grads = {n: p.grad.numpy() for n, p in model.named_parameters() if p.grad is not None}
+                floor = 1e-4 * max(float(np.abs(g).max()) for g in grads.values())
+                worst, worst_name, absent = 0.0, "", []
+                for tensor, g in grads.items():
+                    if tensor not in mine["tensors"]:
+                        absent.append(tensor)
+                        continue
+                    e = relative(mine["tensors"][tensor]["gradient"], g, floor)
+                    if e >= worst:
+                        worst, worst_name = e, tensor
+                check(f"{tag}: {len(grads)} parameter gradients = torch's", not absent and worst <= TOLERANCE,
+                      f"worst {worst_name} {worst:.2e}" + (f"; missing {absent}" if absent else ""), True)
+    check.finish()
+
+
+if __name__ == "__main__":
+    main()
