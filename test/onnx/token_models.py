@@ -10,7 +10,8 @@ psrun CLI at opsets 13, 14 and 17:
   learned_h0   an LSTM whose initial states are parameters expanded over the batch ([1, N, H]);
   llama        a decoder block as LLaMA writes it: RMSNorm, rotary embeddings (strided slices,
                stack, flatten), a causal -inf mask, SwiGLU, an output head tied to the embedding;
-  elman        nn.RNN, two layers, bidirectional, ReLU (ONNX RNN).
+  elman        nn.RNN, two layers, bidirectional, ReLU (ONNX RNN);
+and an opset-17 graph by onnx.helper: OneHot with values [-1, 2] on a middle axis, against numpy.
 
 Each exported in training mode without constant folding, batch axis dynamic:
 `psrun model check F.onnx --input IDS --labels Y --gradients G.json` exits 0, and its outputs,
@@ -128,6 +129,32 @@ class Elman(nn.Module):
         return self.head(y.amax(1))
 
 
+def one_hot_values(check, psrun, work, ids, ids_file, labels_file):
+    """OneHot by onnx.helper with values [-1, 2] on axis 1 (not the last), depth 7 (ids past it
+    match nothing), a mean over the sequence: psrun model check's outputs against numpy."""
+    from onnx import TensorProto, helper
+    depth = 7
+    labels = os.path.join(work, "labels7.npy")
+    np.save(labels, np.load(labels_file) % depth)
+    graph = helper.make_graph(
+        [helper.make_node("Constant", [], ["depth"], value=helper.make_tensor("d", TensorProto.INT64, [], [depth])),
+         helper.make_node("Constant", [], ["values"], value=helper.make_tensor("v", TensorProto.FLOAT, [2], [-1, 2])),
+         helper.make_node("OneHot", ["ids", "depth", "values"], ["hot"], axis=1),
+         helper.make_node("ReduceMean", ["hot"], ["logits"], axes=[2], keepdims=0)],
+        "one_hot_values", [helper.make_tensor_value_info("ids", TensorProto.INT64, ["N", L])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", depth])])
+    path = os.path.join(work, "one_hot_values.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    out = os.path.join(work, "one_hot_values.json")
+    r = run([psrun, "model", "check", path, "--input", ids_file, "--labels", labels, "--gradients", out,
+             "--no-finite-differences"], 120)
+    if not check("one_hot_values: psrun model check exits 0", r.returncode == 0 and os.path.exists(out), r.stdout[-800:]):
+        return
+    want = np.where(ids[:, None, :] == np.arange(depth)[None, :, None], 2.0, -1.0).mean(2)
+    err = relative(json.load(open(out))["outputs"], want)
+    check("one_hot_values: outputs = numpy's", err <= 1e-6, f"max relative error {err:.2e}", True)
+
+
 MODELS = {"roberta": Roberta, "one_hot": OneHot, "learned_h0": LearnedH0, "llama": Llama, "elman": Elman}
 
 
@@ -188,6 +215,8 @@ def main():
                         worst, worst_name = e, tensor
                 check(f"{tag}: {len(grads)} parameter gradients = torch's", not absent and worst <= TOLERANCE,
                       f"worst {worst_name} {worst:.2e}" + (f"; missing {absent}" if absent else ""), True)
+        if not only or "one_hot_values" in only.split(","):
+            one_hot_values(check, psrun, work, ids, ids_file, labels_file)
     check.finish()
 
 
