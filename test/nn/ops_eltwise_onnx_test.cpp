@@ -95,6 +95,21 @@ TEST_CASE("masks, where, cast and expand export and import back", "[eltwise][onn
                       {{"kind", "expand"}, {"name", "e"}, {"shape", {"N", 1, 1}}},
                       {{"kind", "concat"}, {"name", "out"}, {"inputs", {"e", "input"}}, {"axis", 1}}},
                      {3, 4}, true);
+    // Integer running sums and products (position ids from a mask) and a float cumsum, exclusive and
+    // reversed: CumSum on int64 and float, integer Mul, a Cast.
+    check_round_trip({{{"kind", "constant"}, {"name", "zero"}, {"shape", json::array()}, {"values", {0.0}}},
+                      {{"kind", "greater"}, {"name", "m"}, {"inputs", {"input", "zero"}}},
+                      {{"kind", "cumsum"}, {"name", "c"}, {"inputs", {"m"}}, {"axis", -1}},
+                      {{"kind", "mul"}, {"name", "p"}, {"inputs", {"c", "m"}}},
+                      {{"kind", "cast"}, {"name", "f"}, {"inputs", {"p"}}, {"to", "float"}},
+                      {{"kind", "cumsum"},
+                       {"name", "r"},
+                       {"inputs", {"input"}},
+                       {"axis", 1},
+                       {"exclusive", true},
+                       {"reverse", true}},
+                      {{"kind", "add"}, {"name", "out"}, {"inputs", {"f", "r"}}}},
+                     {3, 4}, true);
     // The batch on a later axis (an LSTM's learned initial state [1, N, H]), back to the front.
     check_round_trip({{{"kind", "parameter"}, {"name", "h0"}, {"shape", {1, 1, 4}}},
                       {{"kind", "expand"}, {"name", "e"}, {"shape", {1, "N", 1}}},
