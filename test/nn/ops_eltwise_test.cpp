@@ -324,5 +324,12 @@ TEST_CASE("element-wise kinds refuse integers where they need floats", "[eltwise
                Catch::Contains("has the batch on more than one axis"));
 }
 
+TEST_CASE("reshape: a shape whose product overflows is refused, not computed (fuzz_onnx)", "[eltwise][errors]") {
+    CHECK_THAT(graph_error({{{"kind", "reshape"}, {"shape", {"N", 2147483647, 2147483647, 2147483647}}}}, {3}),
+               Catch::Contains("values per example"));
+    CHECK_THAT(graph_error({{{"kind", "reshape"}, {"shape", {"N", 65536, 65536}}}}, {3}),
+               Catch::Contains("holds more than 2147483647 values per example"));
+}
+
 }  // namespace
 }  // namespace psrun::nn::test

@@ -96,6 +96,9 @@ Result<void> infer_reshape(InferContext& context) {
             continue;
         }
         if (d.value < 1) return tl::unexpected(op_error("a dim must be positive"));
+        if (d.value > kMaxTensorElements || known.value > kMaxTensorElements / d.value)
+            return tl::unexpected(op_error("the shape " + describe_value(shape) + " holds more than " +
+                                           std::to_string(kMaxTensorElements) + " values per example"));
         known.power += d.batch;
         known.value *= d.value;
         out.push_back(d);
