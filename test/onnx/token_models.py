@@ -38,7 +38,7 @@ except ImportError:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from psrun_cli import run  # noqa: E402
-from torch_compare import Checks, relative  # noqa: E402
+from torch_compare import Checks, compare_with_torch, relative  # noqa: E402
 
 V, L, BATCH, TOLERANCE = 50, 16, 8, 1e-4
 
@@ -199,22 +199,8 @@ def main():
                 logits = model(torch.from_numpy(ids))
                 loss = F.cross_entropy(logits, torch.from_numpy(labels))
                 loss.backward()
-                err = relative(mine["outputs"], logits.detach().numpy())
-                check(f"{tag}: forward outputs = torch's", err <= TOLERANCE, f"max relative error {err:.2e}", True)
-                check(f"{tag}: loss = torch's", abs(mine["loss"] - float(loss)) <= TOLERANCE * max(abs(float(loss)), 1),
-                      f"{mine['loss']:.6f} vs {float(loss):.6f}")
                 grads = {n: p.grad.numpy() for n, p in model.named_parameters() if p.grad is not None}
-                floor = 1e-4 * max(float(np.abs(g).max()) for g in grads.values())
-                worst, worst_name, absent = 0.0, "", []
-                for tensor, g in grads.items():
-                    if tensor not in mine["tensors"]:
-                        absent.append(tensor)
-                        continue
-                    e = relative(mine["tensors"][tensor]["gradient"], g, floor)
-                    if e >= worst:
-                        worst, worst_name = e, tensor
-                check(f"{tag}: {len(grads)} parameter gradients = torch's", not absent and worst <= TOLERANCE,
-                      f"worst {worst_name} {worst:.2e}" + (f"; missing {absent}" if absent else ""), True)
+                compare_with_torch(check, tag, mine, logits.detach().numpy(), float(loss), grads, TOLERANCE, 1e-4)
         if not only or "one_hot_values" in only.split(","):
             one_hot_values(check, psrun, work, ids, ids_file, labels_file)
     check.finish()

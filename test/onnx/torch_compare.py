@@ -74,6 +74,28 @@ def worst_gradient(mine, theirs):
     return worst, worst_name, missing
 
 
+def compare_with_torch(check, tag, mine, logits, loss, grads, tolerance, gradient_floor):
+    """psrun model check's --gradients JSON `mine` against torch's float64 `logits`, `loss` and
+    parameter `grads` (by name): one check each for the outputs, the loss and all gradients (each
+    relative to the tensor's largest value, or to `gradient_floor` of the network's largest
+    gradient when that is larger: a tensor whose gradient is zero but for rounding)."""
+    err = relative(mine["outputs"], logits)
+    check(f"{tag}: forward outputs = torch's", err <= tolerance, f"max relative error {err:.2e}", True)
+    check(f"{tag}: loss = torch's", abs(mine["loss"] - loss) <= tolerance * max(abs(loss), 1.0),
+          f"{mine['loss']:.6f} vs {loss:.6f}")
+    floor = max(gradient_floor * max(float(np.max(np.abs(g))) for g in grads.values()), 1e-12)
+    worst, worst_name, absent = 0.0, "", []
+    for tname, g in grads.items():
+        if tname not in mine["tensors"]:
+            absent.append(tname)
+            continue
+        e = relative(mine["tensors"][tname]["gradient"], g, floor)
+        if e >= worst:
+            worst, worst_name = e, tname
+    check(f"{tag}: {len(grads)} parameter gradients = torch's", not absent and worst <= tolerance,
+          f"worst {worst_name} {worst:.2e}" + (f"; missing {absent}" if absent else ""), True)
+
+
 def check_model(check, psrun, name, build, shape, kinds, work, *, batch, seed, tolerance=1e-4,
                 opsets=(13, 14, 17), check_tolerance=None, gradient_floor=0.0, compare_predict=True):
     """`build()` (seeded with torch.manual_seed(1)) on a [batch, *shape] input from
@@ -108,23 +130,9 @@ def check_model(check, psrun, name, build, shape, kinds, work, *, batch, seed, t
             continue
         mine = json.load(open(grads_path))
         logits, loss, grads = torch_reference(model, x, y)
-        err = relative(mine["outputs"], logits)
-        check(f"{tag}: forward outputs = torch's", err <= tolerance, f"max relative error {err:.2e}", True)
-        check(f"{tag}: loss = torch's", abs(mine["loss"] - loss) <= tolerance * max(abs(loss), 1.0),
-              f"{mine['loss']:.6f} vs {loss:.6f}")
         # A conv bias before a batch norm has a zero gradient in float64: only rounding is left of
         # it, hence the floor relative to the network's largest gradient.
-        floor = max(gradient_floor * max(float(np.max(np.abs(g))) for g in grads.values()), 1e-12)
-        worst, worst_name, absent = 0.0, "", []
-        for tname, g in grads.items():
-            if tname not in mine["tensors"]:
-                absent.append(tname)
-                continue
-            e = relative(mine["tensors"][tname]["gradient"], g, floor)
-            if e >= worst:
-                worst, worst_name = e, tname
-        check(f"{tag}: {len(grads)} parameter gradients = torch's", not absent and worst <= tolerance,
-              f"worst {worst_name} {worst:.2e}" + (f"; missing {absent}" if absent else ""), True)
+        compare_with_torch(check, tag, mine, logits, loss, grads, tolerance, gradient_floor)
         if compare_predict:
             got, perr = predict(psrun, path, x, work, tag)
             if check(f"{tag}: psrun predict exits 0", got is not None, perr):
