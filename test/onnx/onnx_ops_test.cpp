@@ -234,6 +234,9 @@ TEST_CASE("Slice with constant bounds (x[:, :, 1:]) and a zero Pad import and ro
     reflect.node("/x/Pad")->set_input(1, "/x/wide");
     CHECK_THAT(refusal(reflect), Catch::Contains("node '/x/Pad' (Pad): mode \"reflect\" on axis 2 of length 7 pads 7 "
                                                  "and 0: each must be below the length"));
+    edge.add_int64_tensor("/x/huge", {8}, {0, 0, 1, 0, 0, 0, 0, std::int64_t{1} << 40});
+    edge.node("/x/Pad")->set_input(1, "/x/huge");
+    CHECK_THAT(refusal(edge), Catch::Contains("mode \"edge\" on axis 3 would give more than 65536 entries"));
     auto odd = g;
     set_string(*odd.node("/x/Pad"), "mode", "circular");
     CHECK_THAT(refusal(odd),

@@ -213,6 +213,9 @@ Result<void> import_index_pad(OnnxNodeImport& node, const std::string& mode, std
         if (before == 0 && after == 0) continue;
         if (in->dims[d].batch) return tl::unexpected(node.refuse("the batch axis cannot be padded"));
         const std::int64_t n = in->dims[d].value;
+        if (before > 65536 || after > 65536 || n + before + after > 65536)  // gather's most indices
+            return tl::unexpected(node.refuse("mode \"" + mode + "\" on axis " + std::to_string(d) +
+                                              " would give more than 65536 entries"));
         auto entries = padded_entries(mode, n, before, after);
         if (entries.empty())
             return tl::unexpected(node.refuse("mode \"reflect\" on axis " + std::to_string(d) + " of length " +
