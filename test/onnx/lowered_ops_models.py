@@ -9,7 +9,8 @@ end to end through the psrun CLI:
   torch.logsumexp: ReduceLogSumExp;
   x.norm(p=1): ReduceL1; x.std / x.var: ReduceProd of Shape; torch.sin/cos/sign; F.celu;
   x.flip and F.cosine_similarity: Slice with step -1; nn.ReflectionPad2d, padding_mode "reflect",
-  nn.ReplicationPad1d/2d: Pad in modes reflect and edge; nn.utils.weight_norm: the weight
+  nn.ReplicationPad1d/2d: Pad in modes reflect and edge; x.squeeze(d) after a reflect pad, which
+  torch 1.13 writes as an If on a shape (the taken branch is inlined); nn.utils.weight_norm: the weight
   computed from parameters (a scalar one with dim=None); F.interpolate bilinear with align_corners,
   bicubic, nearest at a non-integer factor: Resize as interpolation matrices), exported in training mode without
   constant folding at opsets 13, 14 and 17, batch axis dynamic:
@@ -20,7 +21,8 @@ end to end through the psrun CLI:
     - `psrun predict --onnx F.onnx` gives torch's softmax within TOLERANCE;
   an opset-18 graph by onnx.helper (every Reduce* with axes as an input, DepthToSpace DCR,
   CumSum exclusive and reverse, Tile of a 3-D value, Sin, Cos, Sign) against numpy; and the
-  refusals (exit 2, the message checked): ArgMax mid-graph, TopK, Tile of the batch axis.
+  refusals (exit 2, the message checked): ArgMax mid-graph, TopK, Tile of the batch axis, an If
+  whose condition is computed from the data.
 
 Prints one line per check; exits 1 when one fails, 77 when torch or onnx cannot be imported.
 Usage: lowered_ops_models.py PSRUN [WORK_DIR]   (LOWERED_MODELS=a,b: a subset)
@@ -112,6 +114,22 @@ class Pads(nn.Module):
         return self.head(torch.cat([a.flatten(1), b.expand(-1, -1, 30).flatten(1), c.repeat(1, 1, 5).flatten(1)], 1))
 
 
+class SqueezeIf(nn.Module):
+    """x [N, 12]: reflect-padded rows on a [N, 1, 12] view; x.squeeze(2) (a no-op) and x.squeeze(1)
+    after the pad, whose shape torch 1.13's exporter has lost: each is written as an ONNX If on
+    Shape(p)[d] == 1 (the first takes its else branch, an Identity; the second its then branch,
+    the Squeeze); a conv over the first, a linear head over both."""
+
+    def __init__(self):
+        super().__init__()
+        self.pad, self.conv, self.head = nn.ReflectionPad1d(2), nn.Conv1d(1, 3, 3), nn.Linear(16 + 42, 10)
+
+    def forward(self, x):
+        p = self.pad(x.unsqueeze(1))
+        c = torch.tanh(self.conv(p.squeeze(2)))
+        return self.head(torch.cat([p.squeeze(1), c.flatten(1)], 1))
+
+
 # name -> (builder, input shape, kinds expected in `psrun model show`)
 MODELS = {
     "pixel_shuffle": (Shuffle, (4, 6, 6), ["transpose", "reshape"]),
@@ -135,6 +153,7 @@ MODELS = {
                                                  F.cosine_similarity(s.a(x), s.b(x).flip(1), dim=1).unsqueeze(1)], 1),
                          17), (16,), ["gather"]),
     "pads": (Pads, (2, 5, 6), ["gather"]),
+    "squeeze_if": (SqueezeIf, (12,), ["gather", "squeeze", "conv"]),
     # weight = g * v / |v| computed in the graph from two initializers; dim=None's g is a scalar.
     "weight_norm": (lambda: nn.Sequential(nn.utils.weight_norm(nn.Linear(16, 8)), nn.Tanh(),
                                           nn.utils.weight_norm(nn.Linear(8, 10), dim=None)), (16,), ["parameter"]),
@@ -222,6 +241,41 @@ REFUSALS = {
 }
 
 
+def squeeze_if_written_as_if(work):
+    """The squeeze_if exports hold the two If nodes the test is for (else it tests nothing new)."""
+    for opset in (13, 14, 17):
+        path = os.path.join(work, f"squeeze_if_{opset}.onnx")
+        if os.path.exists(path):
+            ifs = [n for n in onnx.load(path).graph.node if n.op_type == "If"]
+            check(f"squeeze_if_{opset}: torch wrote two If nodes", len(ifs) == 2, f"{len(ifs)} If nodes")
+
+
+def data_if(psrun, work):
+    """An If whose condition is computed from the data (sum(x) > 0) cannot be one graph for every
+    batch: exit 2 naming the node and why."""
+    from onnx import TensorProto, helper, numpy_helper
+    w = np.full((10, 4), 0.1, dtype=np.float32)
+    branch = lambda name, op: helper.make_graph(  # noqa: E731
+        [helper.make_node(op, ["x"], [name + "_y"])], name, [],
+        [helper.make_tensor_value_info(name + "_y", TensorProto.FLOAT, ["N", 4])])
+    nodes = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+             helper.make_node("Greater", ["s", "zero"], ["positive"]),
+             helper.make_node("If", ["positive"], ["h"], name="sign_switch",
+                              then_branch=branch("then", "Relu"), else_branch=branch("else", "Tanh")),
+             helper.make_node("Gemm", ["h", "w"], ["logits"], transB=1)]
+    graph = helper.make_graph(nodes, "data_if", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])],
+                              [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.float32(0), "zero")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = os.path.join(work, "data_if.onnx")
+    onnx.save(model, path)
+    r = run([psrun, "model", "show", path])
+    check("refused data_if: exit 2 naming the node and why",
+          r.returncode == 2 and "sign_switch" in r.stdout and "condition is computed from the data" in r.stdout,
+          f"exit {r.returncode}: {r.stdout.strip()[-300:]}", True)
+
+
 def refusals(psrun, work):
     for name, (f, want) in REFUSALS.items():
         path = os.path.join(work, f"refused_{name}.onnx")
@@ -243,10 +297,13 @@ def main():
         for name, (build, shape, kinds) in MODELS.items():
             if not only or name in only.split(","):
                 check_model(check, psrun, name, build, shape, kinds, work, batch=BATCH, seed=5)
+        if not only or "squeeze_if" in only.split(","):
+            squeeze_if_written_as_if(work)
         if not only or "opset18" in only.split(","):
             opset18(psrun, work)
         if not only or "refusals" in only.split(","):
             refusals(psrun, work)
+            data_if(psrun, work)
     check.finish()
 
 

@@ -1,5 +1,6 @@
 // import_onnx (onnx_model.h): the file parsed, its opset and graph checked (onnx_graph.h),
-// then the graph walked by the Importer (onnx_importer.h). A file psrun exported carries its
+// then the graph walked by the Importer (onnx_importer.h), again after each If whose condition
+// the walk knows is inlined (onnx_inline_if.h). A file psrun exported carries its
 // own description (kDescriptionKey): when every tensor it names is an initializer of the same
 // shape and the graph still has the digest recorded with it (kGraphDigestKey: not edited since), that description
 // (dropout, names, loss, recipe) is the result, so a round trip keeps the architecture hash. The recipe a run used
@@ -10,6 +11,7 @@
 #include <fstream>
 #include <optional>
 #include <set>
+#include <variant>
 
 #include "workerd/nn/model_summary.h"
 #include "workerd/nn/recipe.h"
@@ -124,19 +126,36 @@ Result<nn::ModelDescription> import_onnx(std::string_view bytes, std::string_vie
     bool edited = false;
     if (auto recorded = recorded_description(proto, *graph, source_name, edited))
         return with_run_recipe(std::move(*recorded));
-    Importer importer(*graph, *opset, std::string(source_name));
     std::string origin = "imported from ONNX (" + proto.producer_name() + " " + proto.producer_version() + ")";
     if (edited)
         origin +=
             "; the graph was edited after psrun exported it, so its recorded description (layer names, "
             "dropout, loss) was set aside for what the graph computes";
-    auto model = importer.run(stem(source_name), origin);
-    if (!model) {
-        const std::string& m = model.error().message;
-        if (m.rfind("model ", 0) == 0) return tl::unexpected(model.error());
-        return fail(model.error());
+    // Each If whose condition the walk finds known is inlined in a copy of the graph, and the
+    // walk starts again on the copy.
+    std::optional<onnx::GraphProto> rewritten;
+    for (int inlined = 0;; ++inlined) {
+        std::optional<GraphIndex> index;
+        if (rewritten) {
+            auto built = GraphIndex::build(*rewritten, *opset);
+            if (!built) return fail(built.error());
+            index = std::move(*built);
+        }
+        Importer importer(index ? *index : *graph, *opset, std::string(source_name));
+        auto outcome = importer.run(stem(source_name), origin);
+        if (!outcome) {
+            const std::string& m = outcome.error().message;
+            if (m.rfind("model ", 0) == 0) return tl::unexpected(outcome.error());
+            return fail(outcome.error());
+        }
+        if (auto* model = std::get_if<nn::ModelDescription>(&*outcome)) return with_run_recipe(std::move(*model));
+        if (inlined == kMaxInlinedIfs)
+            return fail(Error{ErrorCode::kInvalidArgument,
+                              "the graph has more than " + std::to_string(kMaxInlinedIfs) +
+                                  " If nodes whose condition is known at import (each is inlined by a new walk)"});
+        if (!rewritten) rewritten = proto.graph();
+        if (auto done = inline_branch(*rewritten, std::get<StaticIf>(*outcome)); !done) return fail(done.error());
     }
-    return with_run_recipe(std::move(*model));
 }
 
 Result<nn::ModelDescription> import_onnx_file(const std::string& path) {

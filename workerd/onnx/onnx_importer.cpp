@@ -195,6 +195,7 @@ Result<void> Importer::import_node(int i) {
         }
         inputs.push_back(known_value);
     }
+    if (op == "If") return import_if(i);
     if (op == "Shape" && node.input_size() == 1) {
         shape_of = info(node.input(0));
         if (shape_of == nullptr) {
@@ -232,6 +233,33 @@ Result<void> Importer::import_node(int i) {
     return {};
 }
 
+Result<void> Importer::import_if(int i) {
+    const Known* cond = known(graph_.graph().node(i).input(0));
+    if (cond == nullptr)
+        return tl::unexpected(
+            refuse(i,
+                   "its condition is computed from the data: the engine trains one graph for every batch, so an If "
+                   "imports only when its condition is known at import (shape arithmetic or constants, as torch.onnx "
+                   "writes x.squeeze(d) for a dim its shape inference lost); compute both branches and select with "
+                   "torch.where instead"));
+    if (cond->size() != 1)
+        return tl::unexpected(
+            refuse(i, "its condition holds " + std::to_string(cond->size()) + " values where an If takes one"));
+    bool taken = false;
+    if (cond->is_float) {
+        taken = cond->f.front() != 0.0;
+    } else {
+        const auto ints = cond->plain_ints();
+        if (!ints)
+            return tl::unexpected(refuse(i,
+                                         "its condition depends on the batch size, which the engine does not "
+                                         "know at import: one graph serves every batch"));
+        taken = ints->front() != 0;
+    }
+    static_if_ = StaticIf{i, taken};
+    return {};
+}
+
 bool Importer::value_read(const std::string& value) const {
     const auto& outputs = graph_.outputs();
     bool read = std::find(outputs.begin(), outputs.end(), value) != outputs.end();
@@ -265,7 +293,7 @@ Result<std::string> Importer::loss_of_outputs(const std::vector<std::string>& ou
     return loss;
 }
 
-Result<nn::ModelDescription> Importer::run(const std::string& name, const std::string& description) {
+Result<ImportOutcome> Importer::run(const std::string& name, const std::string& description) {
     // Every data input, in the graph's order: the first is the primary input.
     model_.inputs.clear();
     for (const auto* graph_input : graph_.inputs()) {
@@ -314,6 +342,7 @@ Result<nn::ModelDescription> Importer::run(const std::string& name, const std::s
     for (int i = 0; i < nodes.node_size(); ++i) {
         if (!graph_.needed(i) || consumed(i)) continue;
         PSRUN_TRY(import_node(i));
+        if (static_if_) return ImportOutcome{*static_if_};
     }
     if (outputs.size() > 1) {
         PSRUN_TRY_ASSIGN(auto loss, loss_of_outputs(outputs));
@@ -355,7 +384,7 @@ Result<nn::ModelDescription> Importer::run(const std::string& name, const std::s
         std::copy(it->second.begin(), it->second.end(), params.begin() + t.offset);
     }
     model_.initial_parameters = std::make_shared<const std::vector<float>>(std::move(params));
-    return std::move(model_);
+    return ImportOutcome{std::move(model_)};
 }
 
 }  // namespace psrun::onnx_io

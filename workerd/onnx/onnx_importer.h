@@ -7,8 +7,10 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "common/result.h"
@@ -17,16 +19,22 @@
 #include "workerd/nn/onnx_bridge.h"
 #include "workerd/onnx/onnx_consts.h"
 #include "workerd/onnx/onnx_graph.h"
+#include "workerd/onnx/onnx_inline_if.h"
 
 namespace psrun::onnx_io {
+
+// What Importer::run ends with: the model, or the first If whose condition is known at import,
+// which the caller inlines (onnx_inline_if.h) before importing the rewritten graph.
+using ImportOutcome = std::variant<nn::ModelDescription, StaticIf>;
 
 class Importer {
   public:
     Importer(const GraphIndex& graph, std::int64_t opset, std::string source);
 
     // Walks the graph; then the model (shape inference done) with the initializers as its
-    // initial parameters. Errors are "model F: node 'x' (Op): ..." (kInvalidArgument).
-    Result<nn::ModelDescription> run(const std::string& name, const std::string& description);
+    // initial parameters, or the first If it reached whose condition it knows. Errors are
+    // "model F: node 'x' (Op): ..." (kInvalidArgument).
+    Result<ImportOutcome> run(const std::string& name, const std::string& description);
 
     const GraphIndex& graph() const { return graph_; }
     std::int64_t opset() const { return opset_; }
@@ -64,6 +72,8 @@ class Importer {
 
   private:
     Result<void> import_node(int i);
+    // An If: its condition known, static_if_ is set (the walk stops); unknown, refused.
+    Result<void> import_if(int i);
 
     const GraphIndex& graph_;
     std::int64_t opset_;
@@ -77,6 +87,7 @@ class Importer {
     std::set<std::string> names_;
     std::set<int> consumed_;
     std::map<std::string, nlohmann::json> notes_;
+    std::optional<StaticIf> static_if_;
 };
 
 // Fused patterns (onnx_patterns.cpp): when node i starts one (LayerNorm's ReduceMean/Sub/Pow/
