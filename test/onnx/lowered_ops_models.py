@@ -10,7 +10,9 @@ end to end through the psrun CLI:
   x.norm(p=1): ReduceL1; x.std / x.var: ReduceProd of Shape; torch.sin/cos/sign; F.celu;
   x.flip and F.cosine_similarity: Slice with step -1; nn.ReflectionPad2d, padding_mode "reflect",
   nn.ReplicationPad1d/2d: Pad in modes reflect and edge; x.squeeze(d) after a reflect pad, which
-  torch 1.13 writes as an If on a shape (the taken branch is inlined); nn.utils.weight_norm: the weight
+  torch 1.13 writes as an If on a shape (the taken branch is inlined); causal masks built in
+  forward() by torch.tril/torch.triu (Trilu of known tensors) and tril/triu of activations;
+  x.repeat_interleave (Split of known repeat counts); nn.utils.weight_norm: the weight
   computed from parameters (a scalar one with dim=None); F.interpolate bilinear with align_corners,
   bicubic, nearest at a non-integer factor: Resize as interpolation matrices), exported in training mode without
   constant folding at opsets 13, 14 and 17, batch axis dynamic:
@@ -130,7 +132,28 @@ class SqueezeIf(nn.Module):
         return self.head(torch.cat([p.squeeze(1), c.flatten(1)], 1))
 
 
-# name -> (builder, input shape, kinds expected in `psrun model show`)
+class CausalTrilu(nn.Module):
+    """x [N, 6, 4]: attention whose causal masks are built in forward() as GPT code often does,
+    torch.tril(torch.ones(L, L)) == 0 filled with -inf and torch.triu(torch.full(.., -inf), 1)
+    added (ONNX Trilu of known tensors, evaluated at import), plus torch.tril/triu of the
+    activations themselves (Trilu of graph values: a where with a constant mask)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb, self.q, self.k = nn.Linear(4, 8), nn.Linear(8, 8), nn.Linear(8, 8, bias=False)
+        self.head = nn.Linear(2 * 6 * 8 + 2 * 36, 10)
+
+    def forward(self, x):
+        h = self.emb(x)
+        length = h.shape[1]
+        scores = self.q(h) @ self.k(h).transpose(1, 2) / 8 ** 0.5
+        tril = scores.masked_fill(torch.tril(torch.ones(length, length)) == 0, float("-inf")).softmax(-1)
+        triu = (scores + torch.triu(torch.full((length, length), float("-inf")), diagonal=1)).softmax(-1)
+        return self.head(torch.cat([(tril @ h).flatten(1), (triu @ h).flatten(1),
+                                    torch.tril(scores, -1).flatten(1), torch.triu(scores, 2).flatten(1)], 1))
+
+
+# name -> (builder, input shape, kinds expected in `psrun model show`[, opsets])
 MODELS = {
     "pixel_shuffle": (Shuffle, (4, 6, 6), ["transpose", "reshape"]),
     "tile": (lambda: Vec(lambda s, x: torch.cat([s.a(x).repeat(1, 2), three(s.b(x)).repeat(1, 3, 2).flatten(1)], 1),
@@ -154,6 +177,12 @@ MODELS = {
                          17), (16,), ["gather"]),
     "pads": (Pads, (2, 5, 6), ["gather"]),
     "squeeze_if": (SqueezeIf, (12,), ["gather", "squeeze", "conv"]),
+    # ONNX Trilu is opset 14's: torch cannot write torch.tril at 13.
+    "causal_trilu": (CausalTrilu, (6, 4), ["where", "softmax"], (14, 17)),
+    # x.repeat_interleave(2, dim=1): Split of its known repeat counts, Expand, Reshape, Concat.
+    "repeat_interleave": (lambda: Vec(lambda s, x: torch.cat([s.a(x).repeat_interleave(2, dim=1),
+                                                            three(s.b(x)).repeat_interleave(3, dim=2).flatten(1)], 1),
+                                      16 + 24), (16,), ["expand", "concat"]),
     # weight = g * v / |v| computed in the graph from two initializers; dim=None's g is a scalar.
     "weight_norm": (lambda: nn.Sequential(nn.utils.weight_norm(nn.Linear(16, 8)), nn.Tanh(),
                                           nn.utils.weight_norm(nn.Linear(8, 10), dim=None)), (16,), ["parameter"]),
@@ -294,9 +323,10 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         work = sys.argv[2] if len(sys.argv) == 3 else tmp
         os.makedirs(work, exist_ok=True)
-        for name, (build, shape, kinds) in MODELS.items():
+        for name, (build, shape, kinds, *opsets) in MODELS.items():
             if not only or name in only.split(","):
-                check_model(check, psrun, name, build, shape, kinds, work, batch=BATCH, seed=5)
+                check_model(check, psrun, name, build, shape, kinds, work, batch=BATCH, seed=5,
+                            opsets=opsets[0] if opsets else (13, 14, 17))
         if not only or "squeeze_if" in only.split(","):
             squeeze_if_written_as_if(work)
         if not only or "opset18" in only.split(","):

@@ -46,6 +46,8 @@ std::int64_t normalize_axis(std::int64_t axis, std::int64_t rank);
 // The layout operators. REQUIRES: in[0] is known and has no symbolic dims (evaluate() checks).
 // Outputs{} for any other op.
 Result<Outputs> evaluate_layout(const onnx::NodeProto& node, std::int64_t opset, const std::vector<const Known*>& in);
+// Split and Trilu (onnx_consts_select.cpp). Same REQUIRES.
+Result<Outputs> evaluate_select(const onnx::NodeProto& node, std::int64_t opset, const std::vector<const Known*>& in);
 // ReduceProd, and ReduceSum/ReduceMax/ReduceMin of integers (onnx_consts_reduce.cpp). Same
 // REQUIRES; Outputs{} for any other op or input.
 Result<Outputs> evaluate_reduce(const onnx::NodeProto& node, std::int64_t opset, const std::vector<const Known*>& in);

@@ -178,6 +178,38 @@ Result<void> lower_one_hot(OnnxNodeImport& node) {
     return {};
 }
 
+// Trilu of a graph value (torch.tril/triu of activations; of a known tensor, a causal mask built
+// in forward(), it is evaluated at import): where(mask, x, 0) with the [rows, cols] mask constant.
+Result<void> lower_trilu(OnnxNodeImport& node) {
+    PSRUN_TRY_ASSIGN(auto x, node.value(0));
+    const nn::ValueInfo* info = node.info(0);
+    if (info == nullptr || info->type != nn::ElementType::kFloat || info->rank() < 3)
+        return tl::unexpected(node.refuse("its input must be float values of the graph with 2 axes past the batch"));
+    const auto& rows = info->dims[info->rank() - 2];
+    const auto& cols = info->dims[info->rank() - 1];
+    if (rows.batch || cols.batch || rows.value * cols.value > nn::kMaxTensorElements)
+        return tl::unexpected(node.refuse("its last two axes must be fixed sizes"));
+    std::int64_t k = 0;
+    if (node.has_input(1)) {
+        const auto given = node.ints(1);
+        if (!given || given->size() != 1) return tl::unexpected(node.refuse("k must be a constant integer"));
+        k = (*given)[0];
+    }
+    PSRUN_TRY_ASSIGN(auto upper, node.int_attr("upper", 1));
+    std::vector<std::int64_t> mask;
+    for (std::int64_t r = 0; r < rows.value; ++r)
+        for (std::int64_t c = 0; c < cols.value; ++c) mask.push_back(upper != 0 ? c - r >= k : c - r <= k);
+    PSRUN_TRY_ASSIGN(
+        auto keep,
+        node.emit({{"kind", "constant"}, {"shape", {rows.value, cols.value}}, {"type", "int"}, {"values", mask}}));
+    PSRUN_TRY_ASSIGN(
+        auto zero,
+        node.emit({{"kind", "constant"}, {"shape", nlohmann::json::array()}, {"type", "float"}, {"values", {0.0f}}}));
+    PSRUN_TRY_ASSIGN(auto out, node.emit({{"kind", "where"}, {"inputs", {keep, x, zero}}}));
+    node.bind_output(0, out);
+    return {};
+}
+
 Result<void> refuse_indices(OnnxNodeImport& node) {
     const std::string op(node.op_type());
     if (op == "TopK")
@@ -204,6 +236,7 @@ const std::vector<Lowering>& lowerings() {
         {"Tile", lower_tile},
         {"Celu", lower_celu},
         {"OneHot", lower_one_hot},
+        {"Trilu", lower_trilu},
         {"ReduceL1", lower_reduce_norm},
         {"ReduceL2", lower_reduce_norm},
         {"ReduceSumSquare", lower_reduce_norm},

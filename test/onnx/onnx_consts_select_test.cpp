@@ -1,0 +1,131 @@
+// Split and Trilu of known tensors at import (workerd/onnx/onnx_consts_select.cpp), against
+// loops written here: Split by sizes (the input from opset 13, the attribute before) and into
+// equal parts (opset 18's num_outputs, the last part smaller), along inner and outer axes; Trilu
+// upper and lower with k of either sign, on floats and integers; malformed nodes refused.
+#include <catch2/catch.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "workerd/onnx/onnx_consts.h"
+
+using namespace psrun;
+using onnx_io::Known;
+
+namespace {
+
+Known ints(std::vector<std::int64_t> dims, const std::vector<std::int64_t>& values) {
+    Known k;
+    k.dims = std::move(dims);
+    for (const auto v : values) k.i.push_back(nn::Dim{v});
+    return k;
+}
+
+Known iota(std::vector<std::int64_t> dims) {
+    std::int64_t n = 1;
+    for (const auto d : dims) n *= d;
+    Known k;
+    k.dims = std::move(dims);
+    k.is_float = true;
+    for (std::int64_t e = 0; e < n; ++e) k.f.push_back(static_cast<double>(e));
+    return k;
+}
+
+onnx::NodeProto node(const std::string& op, int outputs) {
+    onnx::NodeProto n;
+    n.set_op_type(op);
+    n.set_name("n");
+    for (int k = 0; k < outputs; ++k) n.add_output("o" + std::to_string(k));
+    return n;
+}
+
+// Evaluates `n` with one named input per known value ("" for an absent optional one).
+Result<std::optional<std::vector<Known>>> evaluate(onnx::NodeProto n, std::int64_t opset,
+                                                   const std::vector<const Known*>& in) {
+    n.clear_input();
+    for (std::size_t k = 0; k < in.size(); ++k) n.add_input(in[k] ? "i" + std::to_string(k) : "");
+    return onnx_io::evaluate(n, opset, in, nullptr);
+}
+
+std::vector<Known> run(const onnx::NodeProto& n, std::int64_t opset, const std::vector<const Known*>& in) {
+    auto out = evaluate(n, opset, in);
+    INFO((out ? std::string() : out.error().message));
+    REQUIRE(out);
+    REQUIRE(*out);
+    return **out;
+}
+
+}  // namespace
+
+TEST_CASE("Split of a known tensor by sizes and into equal parts", "[onnx][consts]") {
+    const Known x = iota({2, 5, 3});
+    auto n = node("Split", 2);
+    onnx_io::set_int(n, "axis", 1);
+    const Known sizes = ints({2}, {2, 3});
+    auto parts = run(n, 13, {&x, &sizes});
+    REQUIRE(parts.size() == 2);
+    for (std::int64_t p = 0; p < 2; ++p) {
+        const std::int64_t start = p == 0 ? 0 : 2, size = p == 0 ? 2 : 3;
+        CHECK(parts[p].dims == std::vector<std::int64_t>{2, size, 3});
+        std::vector<double> want;
+        for (std::int64_t a = 0; a < 2; ++a)
+            for (std::int64_t b = start; b < start + size; ++b)
+                for (std::int64_t c = 0; c < 3; ++c) want.push_back(static_cast<double>(a * 15 + b * 3 + c));
+        CHECK(parts[p].f == want);
+    }
+    // Opset 11: the sizes are an attribute; the same parts.
+    auto old = node("Split", 2);
+    onnx_io::set_int(old, "axis", -2);
+    onnx_io::set_ints(old, "split", {2, 3});
+    auto same = run(old, 11, {&x});
+    CHECK(same[1].f == parts[1].f);
+    // No sizes: 3 parts of the 5 rows are 2, 2 and 1 (opset 18's num_outputs).
+    auto equal = node("Split", 3);
+    onnx_io::set_int(equal, "axis", 1);
+    auto thirds = run(equal, 18, {&x});
+    CHECK(thirds[0].dims[1] == 2);
+    CHECK(thirds[2].dims[1] == 1);
+    CHECK(thirds[2].f == std::vector<double>{12, 13, 14, 27, 28, 29});
+    // Integers (repeat_interleave's counts) keep their type.
+    const Known counts = ints({4}, {2, 2, 2, 2});
+    auto one = node("Split", 4);
+    const Known ones = ints({4}, {1, 1, 1, 1});
+    auto each = run(one, 13, {&counts, &ones});
+    REQUIRE(each.size() == 4);
+    CHECK_FALSE(each[3].is_float);
+    CHECK(each[3].i.front().value == 2);
+    // Sizes that do not add up, or do not match the outputs, are refused.
+    const Known wrong = ints({2}, {2, 2});
+    CHECK_FALSE(evaluate(n, 13, {&x, &wrong}));
+    const Known three = ints({3}, {1, 1, 3});
+    CHECK_FALSE(evaluate(n, 13, {&x, &three}));
+}
+
+TEST_CASE("Trilu of a known tensor keeps one triangle of the last two axes", "[onnx][consts]") {
+    const Known x = iota({2, 3, 4});
+    for (const int upper : {0, 1}) {
+        for (const std::int64_t k : {-1, 0, 2}) {
+            auto n = node("Trilu", 1);
+            onnx_io::set_int(n, "upper", upper);
+            const Known kk = ints({}, {k});
+            auto out = run(n, 14, {&x, &kk});
+            std::vector<double> want;
+            for (std::int64_t b = 0; b < 2; ++b)
+                for (std::int64_t r = 0; r < 3; ++r)
+                    for (std::int64_t c = 0; c < 4; ++c) {
+                        const bool keep = upper ? c - r >= k : c - r <= k;
+                        want.push_back(keep ? static_cast<double>(b * 12 + r * 4 + c) : 0.0);
+                    }
+            INFO("upper " << upper << " k " << k);
+            CHECK(out[0].f == want);
+        }
+    }
+    // Integers, k absent (0), upper by default.
+    const Known ones = ints({2, 2}, {1, 1, 1, 1});
+    auto tri = run(node("Trilu", 1), 14, {&ones, nullptr});
+    CHECK(tri[0].i[2].value == 0);
+    CHECK(tri[0].i[3].value == 1);
+    const Known row = iota({4});
+    CHECK_FALSE(evaluate(node("Trilu", 1), 14, {&row}));
+}

@@ -1,0 +1,93 @@
+// Split and Trilu of known tensors (onnx_consts.h): x.repeat_interleave(r, dim) splits its
+// known repeat counts; torch.tril/torch.triu of torch.ones(L, L) or torch.full(.., -inf) is a
+// causal mask built in forward().
+#include "workerd/onnx/onnx_consts_ops.h"
+
+#include <numeric>
+
+namespace psrun::onnx_io::consts_detail {
+
+namespace {
+
+// The part sizes of a Split of `extent` into `parts` (ONNX: the `split` input from opset 13, the
+// attribute before; none: equal parts, the last smaller at opset 18's num_outputs).
+Result<std::vector<std::int64_t>> split_sizes(const onnx::NodeProto& node, std::int64_t opset,
+                                              const std::vector<const Known*>& in, std::int64_t extent) {
+    std::vector<std::int64_t> sizes;
+    if (opset >= 13 && in.size() > 1 && in[1] != nullptr) {
+        auto given = in[1]->plain_ints();
+        if (!given || in[1]->is_float) return tl::unexpected(bad(node, "its split sizes must be integers"));
+        sizes = *given;
+    } else if (opset < 13) {
+        PSRUN_TRY_ASSIGN(auto given, ints_attr(node, "split"));
+        if (given) sizes = *given;
+    }
+    const auto parts = static_cast<std::int64_t>(node.output_size());
+    if (sizes.empty()) {
+        if (parts < 1) return tl::unexpected(bad(node, "no outputs"));
+        const std::int64_t each = (extent + parts - 1) / parts;
+        for (std::int64_t p = 0; p < parts; ++p)
+            sizes.push_back(std::max<std::int64_t>(0, std::min(each, extent - p * each)));
+    }
+    if (static_cast<std::int64_t>(sizes.size()) != parts)
+        return tl::unexpected(
+            bad(node, std::to_string(sizes.size()) + " split sizes for " + std::to_string(parts) + " outputs"));
+    for (const auto s : sizes)
+        if (s < 0) return tl::unexpected(bad(node, "a negative split size"));
+    if (std::accumulate(sizes.begin(), sizes.end(), std::int64_t{0}) != extent)
+        return tl::unexpected(bad(node, "the split sizes do not add up to the axis' " + std::to_string(extent)));
+    return sizes;
+}
+
+}  // namespace
+
+Result<Outputs> evaluate_select(const onnx::NodeProto& node, std::int64_t opset, const std::vector<const Known*>& in) {
+    const Known& a = *in[0];
+    const auto rank = static_cast<std::int64_t>(a.dims.size());
+    if (node.op_type() == "Split") {
+        PSRUN_TRY_ASSIGN(auto given, int_attr(node, "axis", 0));
+        const std::int64_t axis = normalize_axis(given, rank);
+        if (axis < 0 || axis >= rank) return tl::unexpected(bad(node, "axis out of range"));
+        const auto extent = a.dims[static_cast<std::size_t>(axis)];
+        PSRUN_TRY_ASSIGN(auto sizes, split_sizes(node, opset, in, extent));
+        const auto strides = strides_of(a.dims);
+        const auto stride = strides[static_cast<std::size_t>(axis)];
+        std::vector<Known> parts;
+        std::int64_t start = 0;
+        for (const auto size : sizes) {
+            auto dims = a.dims;
+            dims[static_cast<std::size_t>(axis)] = size;
+            const auto part_strides = strides_of(dims);
+            const auto part_stride = part_strides[static_cast<std::size_t>(axis)];
+            // Element e of the part: its index along the axis shifted by `start`.
+            parts.push_back(gather_elements(a, dims, [&](std::int64_t e) {
+                const std::int64_t outer = e / (part_stride * size), along = (e / part_stride) % size,
+                                   inner = e % part_stride;
+                return static_cast<std::size_t>(outer * stride * extent + (start + along) * stride + inner);
+            }));
+            start += size;
+        }
+        return parts;
+    }
+    // Trilu: keep column - row >= k (upper) or <= k (lower) of the last two axes, zero the rest.
+    if (rank < 2) return tl::unexpected(bad(node, "its input must have 2 or more axes"));
+    std::int64_t k = 0;
+    if (in.size() > 1 && in[1] != nullptr) {
+        auto given = in[1]->plain_ints();
+        if (!given || given->size() != 1) return tl::unexpected(bad(node, "k must be one integer"));
+        k = given->front();
+    }
+    PSRUN_TRY_ASSIGN(auto upper, int_attr(node, "upper", 1));
+    const auto rows = a.dims[static_cast<std::size_t>(rank - 2)], cols = a.dims[static_cast<std::size_t>(rank - 1)];
+    Known out = a;
+    for (std::int64_t e = 0; e < static_cast<std::int64_t>(a.size()); ++e) {
+        const std::int64_t col = e % cols, row = (e / cols) % rows;
+        const bool keep = upper != 0 ? col - row >= k : col - row <= k;
+        if (keep) continue;
+        if (out.is_float) out.f[static_cast<std::size_t>(e)] = 0.0;
+        else out.i[static_cast<std::size_t>(e)] = nn::Dim{0};
+    }
+    return Outputs{{std::move(out)}};
+}
+
+}  // namespace psrun::onnx_io::consts_detail
