@@ -38,12 +38,15 @@ TEST_CASE("slice takes a strided block: negative and clamped bounds, steps", "[n
     check_bf16_against_f32(model, batch, 7);
 }
 
-TEST_CASE("pad surrounds a value with zeros on several axes", "[nn_engine][ops][pad]") {
+TEST_CASE("pad surrounds a value with its constant on several axes", "[nn_engine][ops][pad]") {
     const int batch = GENERATE(1, 3);
+    const double value = GENERATE(0.0, -1.5);
+    INFO("batch " << batch << " value " << value);
     // x: N x 3 x 4, pads begins [0, 1, 2], ends [0, 0, 1]: N x 4 x 7; tanh after, so that the
     // gradient is not constant.
-    const json layers = {{{"kind", "pad"}, {"name", "p"}, {"pads", {0, 1, 2, 0, 0, 1}}},
-                         {{"kind", "tanh"}, {"name", "out"}}};
+    json pad = {{"kind", "pad"}, {"name", "p"}, {"pads", {0, 1, 2, 0, 0, 1}}};
+    if (value != 0.0) pad["value"] = value;
+    const json layers = {pad, {{"kind", "tanh"}, {"name", "out"}}};
     const auto model = graph_model(layers, {3, 4});
     const std::vector<std::int64_t> od = {batch, 4, 7};
     CHECK(concrete(model.value("p").dims, batch) == od);
@@ -53,7 +56,7 @@ TEST_CASE("pad surrounds a value with zeros on several axes", "[nn_engine][ops][
         const auto c = coords_of(e, od);
         const std::int64_t row = c[1] - 1, col = c[2] - 2;
         const bool inside = row >= 0 && row < 3 && col >= 0 && col < 4;
-        expected.push_back(inside ? std::tanh(r.input[static_cast<std::size_t>((c[0] * 3 + row) * 4 + col)]) : 0.0);
+        expected.push_back(std::tanh(inside ? r.input[static_cast<std::size_t>((c[0] * 3 + row) * 4 + col)] : value));
     }
     check_close(r.output, expected);
     check_gradients(model, batch, 11);
@@ -78,6 +81,8 @@ TEST_CASE("slice and pad: the batch axis, empty and repeated slices, steps, pad 
                Catch::Contains("layer 0 (pad): 2 pads for N x 3 x 4; give 6"));
     CHECK_THAT(graph_error({{{"kind", "pad"}, {"pads", {1, 0, 0, 0}}}}, {3}), Catch::Contains("dim 0 is the batch"));
     CHECK_THAT(graph_error({{{"kind", "pad"}, {"pads", {0, -1, 0, 0}}}}, {3}), Catch::Contains("pads"));
+    CHECK_THAT(graph_error({{{"kind", "pad"}, {"pads", {0, 1, 0, 0}}, {"value", 1e39}}}, {3}),
+               Catch::Contains("value must be a finite float"));
 }
 
 }  // namespace

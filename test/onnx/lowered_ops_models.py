@@ -9,7 +9,7 @@ end to end through the psrun CLI:
   torch.logsumexp: ReduceLogSumExp;
   x.norm(p=1): ReduceL1; x.std / x.var: ReduceProd of Shape; torch.sin/cos/sign; F.celu;
   x.flip and F.cosine_similarity: Slice with step -1; nn.ReflectionPad2d, padding_mode "reflect",
-  nn.ReplicationPad1d/2d: Pad in modes reflect and edge; x.squeeze(d) after a reflect pad, which
+  nn.ReplicationPad1d/2d: Pad in modes reflect and edge; F.pad with a value, nn.ConstantPad1d; x.squeeze(d) after a reflect pad, which
   torch 1.13 writes as an If on a shape (the taken branch is inlined); causal masks built in
   forward() by torch.tril/torch.triu (Trilu of known tensors) and tril/triu of activations;
   x.repeat_interleave (Split of known repeat counts); nn.utils.weight_norm: the weight
@@ -176,6 +176,10 @@ MODELS = {
                                                  F.cosine_similarity(s.a(x), s.b(x).flip(1), dim=1).unsqueeze(1)], 1),
                          17), (16,), ["gather"]),
     "pads": (Pads, (2, 5, 6), ["gather"]),
+    # F.pad with a constant value (nn.ConstantPad1d): a pad kind filling with it.
+    "pad_value": (lambda: Vec(lambda s, x: torch.cat([F.pad(three(s.a(x)), (1, 2), value=0.5).flatten(1),
+                                                      nn.ConstantPad1d((2, 0), -1.25)(s.b(x))], 1), 14 + 10),
+                  (16,), ["pad"]),
     "squeeze_if": (SqueezeIf, (12,), ["gather", "squeeze", "conv"]),
     # ONNX Trilu is opset 14's: torch cannot write torch.tril at 13.
     "causal_trilu": (CausalTrilu, (6, 4), ["where", "softmax"], (14, 17)),

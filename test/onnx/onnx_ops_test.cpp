@@ -257,7 +257,7 @@ TEST_CASE("Slice with constant bounds (x[:, :, 1:]) and a zero Pad import and ro
     CHECK(node_named(flipped, "/x/Slice_1").attrs == json{{"axis", 3}, {"indices", {7, 6, 5, 4, 3, 2, 1, 0}}});
 
     check_round_trip({{{"kind", "slice"}, {"name", "s"}, {"axes", {2}}, {"starts", {1}}, {"ends", {4}}, {"steps", {2}}},
-                      {{"kind", "pad"}, {"name", "p"}, {"pads", {0, 1, 0, 0, 2, 1}}},
+                      {{"kind", "pad"}, {"name", "p"}, {"pads", {0, 1, 0, 0, 2, 1}}, {"value", 0.25}},
                       {{"kind", "flatten"}, {"name", "f"}}},
                      {3, 5});
 }

@@ -1,9 +1,12 @@
 #include "workerd/nn/ops/kernel_views.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
 
+#include "common/wire_precision.h"
 #include "workerd/nn/kernels/broadcast_sum.h"
 
 namespace psrun::nn {
@@ -81,6 +84,20 @@ Op run_reorder(const KernelBuilder& b, const memory& from, const memory& to, std
 
 Op run_zero(const memory& m) {
     return [m] { std::memset(m.get_data_handle(), 0, m.get_desc().get_size()); };
+}
+
+Op run_fill(const memory& m, float value) {
+    if (m.get_desc().data_type() == memory::data_type::bf16) {
+        const std::uint16_t bits = wire::to_bf16(value);
+        return [m, bits] {
+            auto* p = static_cast<std::uint16_t*>(m.get_data_handle());
+            std::fill(p, p + m.get_desc().get_size() / sizeof(std::uint16_t), bits);
+        };
+    }
+    return [m, value] {
+        auto* p = static_cast<float*>(m.get_data_handle());
+        std::fill(p, p + m.get_desc().get_size() / sizeof(float), value);
+    };
 }
 
 namespace {

@@ -50,6 +50,8 @@ Op run_reorder(const KernelBuilder& b, const dnnl::memory& from, const dnnl::mem
                float scale = 1.0f);
 // Sets every byte of `m` to 0 (f32, bf16 and s32 zeros).
 Op run_zero(const dnnl::memory& m);
+// Sets every element of `m` (f32 or bf16) to `value`.
+Op run_fill(const dnnl::memory& m, float value);
 
 // The node's "axis" attribute resolved against input 0's rank (a negative axis counts from the end).
 int axis_attr(const KernelBuilder& b);

@@ -1,20 +1,23 @@
-// Cutting a strided block out of a value, and padding one with zeros:
+// Cutting a strided block out of a value, and padding one with a constant:
 //   {"kind": "slice", "axes": [a...], "starts": [s...], "ends": [e...], "steps": [1...]}: along
 //     each axis a, the entries s, s + step, ... before e (numpy's x[s:e:step]; negative s and e
 //     count from the end, both clamped to the dim as ONNX does). Steps default to 1 and must be
 //     positive; the batch axis cannot be sliced; the result cannot be empty. (An ONNX Slice with
 //     a negative step, x.flip(1), imports as a slice of its other axes and a gather of the
 //     reversed axis's entries in their order.)
-//   {"kind": "pad", "pads": [b0, b1, ..., e0, e1, ...]}: b_i zeros before and e_i after along
-//     dim i (ONNX's order, one begin and one end per dim, the batch dim's 0). Zeros only.
+//   {"kind": "pad", "pads": [b0, b1, ..., e0, e1, ...], "value": 0}: b_i entries of `value` (a
+//     finite number, 0 by default: F.pad(x, p, value=v)) before and e_i after along dim i
+//     (ONNX's order, one begin and one end per dim, the batch dim's 0).
 // Floats only; no tensors; FLOPs 0 (data movement).
 // ONNX: Slice with constant starts, ends, axes and steps, negative steps included (a Slice of constants, as in shape
 // arithmetic, is evaluated at import by onnx_consts.cpp); Pad (opsets 2-18) with constant pads:
-// mode "constant" with a constant value of 0 is a pad; modes "reflect", "edge" and "wrap" (no
+// mode "constant" with a constant value is a pad; modes "reflect", "edge" and "wrap" (no
 // value) import as a gather per padded axis (its constant indices mirror, repeat or wrap the
 // entries), so they export as Gather.
 #include <algorithm>
+#include <cmath>
 #include <limits>
+#include <span>
 
 #include "workerd/nn/onnx_bridge.h"
 #include "workerd/nn/op_schema.h"
@@ -44,6 +47,10 @@ Result<void> parse_slice(FieldReader& reader, nlohmann::json& attrs) {
 Result<void> parse_pad(FieldReader& reader, nlohmann::json& attrs) {
     PSRUN_TRY_ASSIGN(auto pads, reader.integers("pads", std::nullopt, 0, 0, std::int64_t{1} << 20));
     attrs["pads"] = pads;
+    PSRUN_TRY_ASSIGN(auto value, reader.number("value", 0.0));
+    if (!std::isfinite(value) || std::abs(value) > std::numeric_limits<float>::max())
+        return tl::unexpected(op_error("value must be a finite float"));
+    if (value != 0.0) attrs["value"] = value;  // added after format 1: only when set
     return {};
 }
 
@@ -237,20 +244,21 @@ Result<void> import_pad(OnnxNodeImport& node) {
     if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
         return tl::unexpected(node.refuse("mode \"" + mode + "\" is none of constant, reflect, edge, wrap"));
     std::vector<std::int64_t> pads;
+    float value = 0.0f;
     if (node.opset() < 11) {
         PSRUN_TRY_ASSIGN(auto p, node.ints_attr("pads"));
         if (!p) return tl::unexpected(node.refuse("no pads"));
         pads = *p;
-        PSRUN_TRY_ASSIGN(auto value, node.float_attr("value", 0.0f));
-        if (mode == "constant" && value != 0.0f)
-            return tl::unexpected(node.refuse("only a constant value of 0 is supported"));
+        PSRUN_TRY_ASSIGN(auto v, node.float_attr("value", 0.0f));
+        value = v;
     } else {
         PSRUN_TRY_ASSIGN(auto p, constant_ints(node, 1, "pads"));
         pads = p;
         if (mode == "constant" && node.input_count() > 2 && node.has_input(2)) {
-            const auto value = node.floats(2);
-            if (!value || value->size() != 1 || (*value)[0] != 0.0f)
-                return tl::unexpected(node.refuse("only a constant value of 0 is supported"));
+            const auto v = node.floats(2);
+            if (!v || v->size() != 1 || !std::isfinite((*v)[0]))
+                return tl::unexpected(node.refuse("its constant value must be one finite number known at import"));
+            value = (*v)[0];
         }
         if (node.input_count() > 3 && node.has_input(3)) {  // opset 18: pads for these axes only
             PSRUN_TRY_ASSIGN(auto axes, constant_ints(node, 3, "axes"));
@@ -272,7 +280,9 @@ Result<void> import_pad(OnnxNodeImport& node) {
     for (const auto p : pads)
         if (p < 0) return tl::unexpected(node.refuse("negative pads (cropping) are not supported; use Slice"));
     if (mode != "constant") return import_index_pad(node, mode, x, pads);
-    PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", "pad"}, {"inputs", {x}}, {"pads", pads}}));
+    nlohmann::json layer = {{"kind", "pad"}, {"inputs", {x}}, {"pads", pads}};
+    if (value != 0.0f) layer["value"] = value;
+    PSRUN_TRY_ASSIGN(auto name, node.emit(layer));
     node.bind_output(0, name);
     return {};
 }
@@ -291,10 +301,14 @@ Result<void> export_slice(OnnxNodeExport& out) {
 
 Result<void> export_pad(OnnxNodeExport& out) {
     const Node& node = out.node();
-    out.add(
-        "Pad",
-        {out.input(0), out.int64_constant(node.name + "/pads", node.attrs.at("pads").get<std::vector<std::int64_t>>())},
-        {out.output(0)}, {{"mode", std::string("constant")}}, node.name);
+    std::vector<std::string> inputs = {
+        out.input(0), out.int64_constant(node.name + "/pads", node.attrs.at("pads").get<std::vector<std::int64_t>>())};
+    if (node.attrs.contains("value")) {
+        const float value = node.attrs.at("value").get<float>();
+        inputs.push_back(node.name + "/value");
+        out.constant_node(inputs.back(), {}, std::span<const float>(&value, 1), "");
+    }
+    out.add("Pad", inputs, {out.output(0)}, {{"mode", std::string("constant")}}, node.name);
     return {};
 }
 

@@ -1,7 +1,7 @@
 // slice and pad as reorders between a plain tensor and a strided window of a larger one (a
 // memory desc over the larger tensor's data with the window's strides and offset, no copy):
 // slice reads its output from the window of its input and writes its gradient into the
-// window of a zeroed input gradient; pad zeroes its output and writes its input into the
+// window of a zeroed input gradient; pad fills its output with its value (zeroes it) and writes its input into the
 // window, and its gradient is the window of the output gradient. Forward in the activation
 // type, backward in f32.
 #include <memory>
@@ -61,7 +61,8 @@ class SlicePadKernel final : public Kernel {
             b.forward(run_reorder(b, from.view, y, {from}));
         } else {
             const View to = view_of(y, window_desc(large, small, w, adt), engine);
-            b.forward(run_zero(y));
+            const float value = b.node().attrs.value("value", 0.0f);
+            b.forward(value == 0.0f ? run_zero(y) : run_fill(y, value));
             b.forward(run_reorder(b, x, to.view, {to}));
         }
         b.note(slice ? "fwd: reorder from a strided window" : "fwd: zero, reorder into a strided window");
