@@ -12,7 +12,8 @@ end to end through the psrun CLI:
   nn.ReplicationPad1d/2d: Pad in modes reflect and edge; F.pad with a value, nn.ConstantPad1d; x.squeeze(d) after a reflect pad, which
   torch 1.13 writes as an If on a shape (the taken branch is inlined); causal masks built in
   forward() by torch.tril/torch.triu (Trilu of known tensors) and tril/triu of activations;
-  x.repeat_interleave (Split of known repeat counts); nn.utils.weight_norm: the weight
+  x.repeat_interleave (Split of known repeat counts); nn.LSTMCell/nn.GRUCell unrolled from zero
+  states; nn.utils.weight_norm: the weight
   computed from parameters (a scalar one with dim=None); F.interpolate bilinear with align_corners,
   bicubic, nearest at a non-integer factor: Resize as interpolation matrices), exported in training mode without
   constant folding at opsets 13, 14 and 17, batch axis dynamic:
@@ -153,6 +154,22 @@ class CausalTrilu(nn.Module):
                                     torch.tril(scores, -1).flatten(1), torch.triu(scores, 2).flatten(1)], 1))
 
 
+class Cells(nn.Module):
+    """x [N, 5, 4]: an nn.LSTMCell and an nn.GRUCell unrolled over the 5 steps from zero states
+    x.new_zeros(N, H) (the first step's Gemm reads a known all-zero A), a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm, self.gru, self.head = nn.LSTMCell(4, 12), nn.GRUCell(12, 12), nn.Linear(12, 10)
+
+    def forward(self, x):
+        h = c = g = x.new_zeros(x.shape[0], 12)
+        for t in range(x.shape[1]):
+            h, c = self.lstm(x[:, t], (h, c))
+            g = self.gru(h, g)
+        return self.head(g)
+
+
 # name -> (builder, input shape, kinds expected in `psrun model show`[, opsets])
 MODELS = {
     "pixel_shuffle": (Shuffle, (4, 6, 6), ["transpose", "reshape"]),
@@ -180,6 +197,7 @@ MODELS = {
     "pad_value": (lambda: Vec(lambda s, x: torch.cat([F.pad(three(s.a(x)), (1, 2), value=0.5).flatten(1),
                                                       nn.ConstantPad1d((2, 0), -1.25)(s.b(x))], 1), 14 + 10),
                   (16,), ["pad"]),
+    "rnn_cells": (Cells, (5, 4), ["dense", "sigmoid"]),
     "squeeze_if": (SqueezeIf, (12,), ["gather", "squeeze", "conv"]),
     # ONNX Trilu is opset 14's: torch cannot write torch.tril at 13.
     "causal_trilu": (CausalTrilu, (6, 4), ["where", "softmax"], (14, 17)),

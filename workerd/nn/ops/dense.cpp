@@ -59,6 +59,8 @@ Result<void> infer_dense(InferContext& context) {
 }
 
 Result<void> import_gemm(OnnxNodeImport& node) {
+    // A known A (an RNN cell's zero initial state, torch.zeros(N, H)) becomes a constant layer first.
+    PSRUN_TRY_ASSIGN(auto x, node.value(0));
     const ValueInfo* a = node.info(0);
     if (a == nullptr || a->rank() != 2) return tl::unexpected(node.refuse("input A must be a 2-D graph value [N, F]"));
     auto trans_a = node.int_attr("transA", 0);
@@ -77,7 +79,6 @@ Result<void> import_gemm(OnnxNodeImport& node) {
     if (auto s = node.constant_shape(1)) b_dims = *s;
     else if (const ValueInfo* bi = node.info(1); bi && !has_batch(bi->dims)) b_dims = concrete(bi->dims, 1);
     if (b_dims.size() != 2) return tl::unexpected(node.refuse("B must be a 2-D tensor"));
-    PSRUN_TRY_ASSIGN(auto x, node.value(0));
     PSRUN_TRY_ASSIGN(auto w, node.slot(1));
     std::string weight = w;
     std::int64_t units = b_dims[0];
