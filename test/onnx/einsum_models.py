@@ -7,6 +7,8 @@ MNIST images [N, 1, 28, 28]:
   bilinear   "bij,jk->bik" (a [28, 16] weight on every row), then "bi,ij->bj" (a [448, 10] weight)
   ellipsis   "...d,de->...e", the transpose "bij->bji" and the one-operand sum "bij->bj"
   dot_head   a per-example dot product "bd,bd->b" of two projections feeding a linear head
+  trilinear  nn.Bilinear written out, "bi,oij,bj->bo", and a four-operand "bi,ij,bj,j->b"
+             (chains of pairs)
 
 For each module and opset: `psrun model check F.onnx --input x.npy --labels y.npy --gradients G`
 on a batch of real MNIST images: the forward outputs, the loss and every parameter's gradient
@@ -107,7 +109,24 @@ class DotHead(nn.Module):
         return self.head(torch.cat([torch.relu(a), dot.unsqueeze(1)], dim=1))
 
 
-MODULES = {"attention": Attention, "bilinear": Bilinear, "ellipsis": EllipsisNet, "dot_head": DotHead}
+class Trilinear(nn.Module):
+    """nn.Bilinear written out: "bi,oij,bj->bo" of two projections and a [10, 16, 12] weight (three
+    operands: a chain of pairs), plus a four-operand "bi,ij,bj,j->b" score beside it."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(784, 16), nn.Linear(784, 12)
+        self.w = nn.Parameter(torch.randn(10, 16, 12) * 0.05)
+        self.m, self.v = nn.Parameter(torch.randn(16, 12) * 0.1), nn.Parameter(torch.randn(12) * 0.1)
+
+    def forward(self, x):
+        a, b = torch.tanh(self.a(x.flatten(1))), torch.tanh(self.b(x.flatten(1)))
+        score = torch.einsum("bi,ij,bj,j->b", a, self.m, b, self.v)
+        return torch.einsum("bi,oij,bj->bo", a, self.w, b) + score.unsqueeze(1)
+
+
+MODULES = {"attention": Attention, "bilinear": Bilinear, "ellipsis": EllipsisNet, "dot_head": DotHead,
+           "trilinear": Trilinear}
 
 
 def export(model, path, opset, module=None):

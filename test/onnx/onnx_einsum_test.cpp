@@ -142,7 +142,17 @@ TEST_CASE("the Einsum plan classifies each letter and lowers to matmul, mul, red
     CHECK_THAT(einsum_refusal("bij->bji", {{N, d(3)}}),
                Catch::Contains("gives operand 0 ('bij') 3 letters for its 2 dims"));
     CHECK_THAT(einsum_refusal("ij,jk,kl->il", {{d(2), d(2)}, {d(2), d(2)}, {d(2), d(2)}}),
-               Catch::Contains("has 3 operands: the importer lowers 1 or 2"));
+               Catch::Contains("has 3 operands: a plan takes 1 or 2"));
+    // Three or more operands chain as pairs, each result keeping what later terms read.
+    auto chain = [](const std::string& eq, std::size_t operands) {
+        auto parsed = nn::parse_einsum(eq, operands);
+        REQUIRE(parsed);
+        return nn::pairwise_einsum(*parsed);
+    };
+    CHECK(chain("bi,oij,bj->bo", 3) == std::vector<std::string>{"bi,oij->boj", "boj,bj->bo"});
+    CHECK(chain("ij,jk,kl", 3) == std::vector<std::string>{"ij,jk->ik", "ik,kl->il"});
+    CHECK(chain("...i,ij,jk->...k", 3) == std::vector<std::string>{"...i,ij->...j", "...j,jk->...k"});
+    CHECK(chain("bi,ij,bj,j->b", 4) == std::vector<std::string>{"bi,ij->bj", "bj,bj->bj", "bj,j->b"});
     CHECK_THAT(einsum_refusal("abcdex,abcdexy->abcdey", {Dims(6, d(2)), Dims(7, d(2))}),
                Catch::Contains("at most 6 dims"));
 }

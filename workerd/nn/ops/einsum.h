@@ -1,7 +1,8 @@
 // ONNX Einsum (opset 12+, torch.einsum's export) lowered at import to the engine's kinds: no
 // einsum kind exists, so export writes the lowered nodes and training runs their kernels.
 //
-// parse_einsum (einsum_equation.cpp): the equation of 1 or 2 operands, explicit ("bij,bjk->bik")
+// parse_einsum (einsum_equation.cpp): the equation of any number of operands (3 or more lower as
+// a chain of pairs: pairwise_einsum), explicit ("bij,bjk->bik")
 // or implicit ("ij,jk": the letters seen once, in ASCII order, after "..." when an operand has
 // one), spaces ignored, letters a-z A-Z, at most one "..." per term (numpy's broadcasting
 // ellipsis, right-aligned across operands). Refused: anything else, a letter repeated within
@@ -50,6 +51,11 @@ struct EinsumEquation {
 
 // Errors (kInvalidArgument) without location: the caller names the node and the equation.
 Result<EinsumEquation> parse_einsum(std::string_view text, std::size_t operands);
+
+// An equation of 3 or more operands as a chain of explicit 2-operand equations, left to right:
+// each pair's result keeps the labels (and "...") that a later operand or the output reads, so
+// "bi,oij,bj->bo" is "bi,oij->boj" then "boj,bj->bo". REQUIRES: eq.inputs.size() >= 2.
+std::vector<std::string> pairwise_einsum(const EinsumEquation& eq);
 
 enum class EinsumRole { kBatch, kContracted, kLeftFree, kRightFree, kSummed };
 const char* to_string(EinsumRole role);

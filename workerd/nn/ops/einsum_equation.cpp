@@ -106,6 +106,33 @@ Result<EinsumEquation> parse_einsum(std::string_view text, std::size_t operands)
     return eq;
 }
 
+std::vector<std::string> pairwise_einsum(const EinsumEquation& eq) {
+    auto text = [](const std::string& term) {
+        std::string t;
+        for (const char c : term) t += c == '.' ? std::string("...") : std::string(1, c);
+        return t;
+    };
+    std::vector<std::string> equations;
+    std::string current = eq.inputs.front();
+    for (std::size_t k = 1; k < eq.inputs.size(); ++k) {
+        const std::string& next = eq.inputs[k];
+        std::string result;
+        if (k + 1 == eq.inputs.size()) {
+            result = eq.output;
+        } else {
+            // What a later operand or the output still reads, in order of first appearance.
+            std::string later = eq.output;
+            for (std::size_t j = k + 1; j < eq.inputs.size(); ++j) later += eq.inputs[j];
+            for (const char c : current + next)
+                if (result.find(c) == std::string::npos && (c == '.' || later.find(c) != std::string::npos))
+                    result += c;
+        }
+        equations.push_back(text(current) + "," + text(next) + "->" + text(result));
+        current = result;
+    }
+    return equations;
+}
+
 const char* to_string(EinsumRole role) {
     switch (role) {
         case EinsumRole::kBatch: return "batch";

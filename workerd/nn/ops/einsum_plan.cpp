@@ -105,8 +105,8 @@ Dims einsum_dims_of(const EinsumValue& v, const std::vector<int>& which) {
 
 Result<EinsumPlan> plan_einsum(std::string_view equation, const std::vector<Dims>& operands) {
     if (operands.empty() || operands.size() > 2)
-        return tl::unexpected(
-            einsum_plan_error("has " + std::to_string(operands.size()) + " operands: the importer lowers 1 or 2"));
+        return tl::unexpected(einsum_plan_error("has " + std::to_string(operands.size()) +
+                                                " operands: a plan takes 1 or 2 (pairwise_einsum chains more)"));
     PSRUN_TRY_ASSIGN(auto eq, parse_einsum(equation, operands.size()));
     // How many dims each operand's "..." covers; the ellipsis labels are right-aligned.
     std::vector<std::size_t> covered(operands.size(), 0);
