@@ -13,7 +13,7 @@ end to end through the psrun CLI:
   torch 1.13 writes as an If on a shape (the taken branch is inlined); causal masks built in
   forward() by torch.tril/torch.triu (Trilu of known tensors) and tril/triu of activations;
   x.repeat_interleave (Split of known repeat counts); nn.LSTMCell/nn.GRUCell unrolled from zero
-  states; nn.utils.weight_norm: the weight
+  states; F.unfold (Gather by 2-D constant indices); nn.utils.weight_norm: the weight
   computed from parameters (a scalar one with dim=None); F.interpolate bilinear with align_corners,
   bicubic, nearest at a non-integer factor: Resize as interpolation matrices), exported in training mode without
   constant folding at opsets 13, 14 and 17, batch axis dynamic:
@@ -170,6 +170,23 @@ class Cells(nn.Module):
         return self.head(g)
 
 
+class Unfold(nn.Module):
+    """x [N, 3, 8, 8]: F.unfold (im2col: a Gather by [blocks, kernel] index grids on each spatial
+    axis, transposed and reshaped to [N, C * k * k, L]) with overlapping padded 3x3 patches at
+    stride 2 and 2x2 ones at stride 2, each a linear layer over its patches, a head."""
+
+    def __init__(self):
+        super().__init__()
+        self.c, self.p3, self.p2 = nn.Conv2d(3, 2, 1), nn.Linear(18, 4), nn.Linear(8, 4)
+        self.head = nn.Linear(4 * 16 + 4 * 16, 10)
+
+    def forward(self, x):
+        h = torch.tanh(self.c(x))
+        a = self.p3(F.unfold(h, 3, padding=1, stride=2).transpose(1, 2))  # [N, 16, 4]
+        b = self.p2(F.unfold(h, 2, stride=2).transpose(1, 2))             # [N, 16, 4]
+        return self.head(torch.cat([a.flatten(1), b.flatten(1)], 1))
+
+
 # name -> (builder, input shape, kinds expected in `psrun model show`[, opsets])
 MODELS = {
     "pixel_shuffle": (Shuffle, (4, 6, 6), ["transpose", "reshape"]),
@@ -197,6 +214,7 @@ MODELS = {
     "pad_value": (lambda: Vec(lambda s, x: torch.cat([F.pad(three(s.a(x)), (1, 2), value=0.5).flatten(1),
                                                       nn.ConstantPad1d((2, 0), -1.25)(s.b(x))], 1), 14 + 10),
                   (16,), ["pad"]),
+    "unfold": (Unfold, (3, 8, 8), ["gather", "reshape", "transpose"]),
     "rnn_cells": (Cells, (5, 4), ["dense", "sigmoid"]),
     "squeeze_if": (SqueezeIf, (12,), ["gather", "squeeze", "conv"]),
     # ONNX Trilu is opset 14's: torch cannot write torch.tril at 13.

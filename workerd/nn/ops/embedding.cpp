@@ -10,7 +10,8 @@
 //     Gather.
 // ONNX import: Gather whose data is a float initializer [V, D] and whose indices are an int
 // graph value is an embedding (the initializer bound to "table"); Gather of a float graph value
-// with constant 0-D or 1-D indices is a gather. Gathers on shapes never get here: the importer
+// with constant indices is a gather (indices of 2 or more dims, F.unfold's, a gather of the
+// flat list and a reshape). Gathers on shapes never get here: the importer
 // evaluates them.
 #include "workerd/nn/onnx_bridge.h"
 #include "workerd/nn/op_schema.h"
@@ -154,13 +155,28 @@ Result<void> import_gather(OnnxNodeImport& node) {
                         "constant indices; this Gather is none of these"));
     const auto list = node.ints(1);
     const auto shape = node.constant_shape(1);
-    if (!list || !shape || shape->size() > 1)
-        return tl::unexpected(
-            node.refuse("its indices must be constant, a scalar or a 1-D list (they are computed at run "
-                        "time or have more dims)"));
+    if (!list || !shape)
+        return tl::unexpected(node.refuse("its indices must be constant (they are computed at run time)"));
     PSRUN_TRY_ASSIGN(auto x, node.value(0));
     const nlohmann::json index = shape->empty() ? nlohmann::json(list->front()) : nlohmann::json(*list);
     PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", "gather"}, {"inputs", {x}}, {"axis", axis}, {"indices", index}}));
+    if (shape->size() > 1) {
+        // Indices of several dims (F.unfold's [blocks, kernel] positions): the entries gathered
+        // by the flat list, then reshaped to data's dims with the indices' dims at `axis`.
+        const auto a = static_cast<std::size_t>(axis < 0 ? axis + static_cast<std::int64_t>(data->rank()) : axis);
+        if (a >= data->rank()) return tl::unexpected(node.refuse("axis " + std::to_string(axis) + " out of range"));
+        nlohmann::json target = nlohmann::json::array();
+        for (std::size_t d = 0; d < data->rank(); ++d) {
+            if (d != a) {
+                const Dim& dim = data->dims[d];
+                target.push_back(dim.batch ? nlohmann::json(dim.to_string()) : nlohmann::json(dim.value));
+                continue;
+            }
+            for (const auto extent : *shape) target.push_back(extent);
+        }
+        PSRUN_TRY_ASSIGN(auto shaped, node.emit({{"kind", "reshape"}, {"inputs", {name}}, {"shape", target}}));
+        name = shaped;
+    }
     node.bind_output(0, name);
     return {};
 }
