@@ -9,6 +9,9 @@ Each module's forward takes its inputs and its labels or targets and returns a s
   token_ce     per-token cross-entropy over [N, C, L] with padding ignored (ignore_index=0), the
                labels [N, L] an input of their own
   mse          a regression's mean squared error written out ((y - t) ** 2).mean()
+  soft_targets cross-entropy against probability targets (a SoftmaxCrossEntropyLoss with float
+               labels) plus F.kl_div with reduction="batchmean" (a division by the batch size)
+  focal        a focal loss written out with torch.gather (GatherElements) of the labels' entries
 and, last, bench/graph_loss_recipes.py's character transformer trained 30 updates on one fixed batch
 with the transformer recipe (AdamW, warm-up + cosine, clipping) by both: the losses must agree; and
 8 SGD steps of it on 300 windows, PyTorch on the batches graph_loss_recipes.psrun_batches replays:
@@ -84,6 +87,32 @@ class Mse(nn.Module):
         return ((self.fc2(torch.tanh(self.fc1(input.flatten(1)))) - targets) ** 2).mean()
 
 
+class SoftTargets(nn.Module):
+    """Probability targets: cross-entropy against them (torch writes a SoftmaxCrossEntropyLoss
+    with float labels) plus F.kl_div(..., reduction="batchmean"), which divides by the batch
+    size computed from the input's shape."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(784, 32), nn.Linear(32, 10)
+
+    def forward(self, input, targets):
+        logits = self.fc2(torch.tanh(self.fc1(input.flatten(1))))
+        return F.cross_entropy(logits, targets) + F.kl_div(F.log_softmax(logits, 1), targets, reduction="batchmean")
+
+
+class Focal(nn.Module):
+    """A focal loss written out with torch.gather (ONNX GatherElements) of the labels' entries."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(784, 32), nn.Linear(32, 10)
+
+    def forward(self, input, labels):
+        log_p = F.log_softmax(self.fc2(torch.tanh(self.fc1(input.flatten(1)))), 1).gather(1, labels.unsqueeze(1))
+        return (-(1 - log_p.exp()) ** 2 * log_p).mean()
+
+
 def tags_of(labels):
     """Four multi-hot tags per digit: even, > 4, prime, a loop in its shape."""
     y = labels.astype(np.int64)
@@ -94,8 +123,10 @@ def batch(name, images, labels):
     """The module's inputs by name (the first is the primary input) and the data's labels (or None)."""
     x = (images.astype(np.float32) / 255.0).reshape(len(images), 1, 28, 28)
     y = labels.astype(np.int64)
-    if name == "ce_mlp":
+    if name in ("ce_mlp", "focal"):
         return {"input": x, "labels": y}, y
+    if name == "soft_targets":  # labels smoothed: 0.91 on the digit, 0.01 elsewhere
+        return {"input": x, "targets": (np.eye(10)[y] * 0.9 + 0.01).astype(np.float32)}, None
     if name == "two_heads":
         return {"input": x, "labels": y, "tags": tags_of(y)}, y
     if name == "token_ce":
@@ -107,7 +138,8 @@ def batch(name, images, labels):
     return {"input": x, "targets": t}, None
 
 
-MODULES = {"ce_mlp": CeMlp, "two_heads": TwoHeads, "token_ce": TokenCe, "mse": Mse}
+MODULES = {"ce_mlp": CeMlp, "two_heads": TwoHeads, "token_ce": TokenCe, "mse": Mse, "soft_targets": SoftTargets,
+           "focal": Focal}
 
 
 def export(model, inputs, path, opset):

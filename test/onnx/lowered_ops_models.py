@@ -23,7 +23,8 @@ end to end through the psrun CLI:
       tensor's largest value);
     - `psrun predict --onnx F.onnx` gives torch's softmax within TOLERANCE;
   an opset-18 graph by onnx.helper (every Reduce* with axes as an input, DepthToSpace DCR,
-  CumSum exclusive and reverse, Tile of a 3-D value, Sin, Cos, Sign) against numpy; and the
+  CumSum exclusive and reverse, Tile of a 3-D value, Sin, Cos, Sign) against numpy; GatherElements
+  with negative constant indices and with indices from an int input, against numpy; and the
   refusals (exit 2, the message checked): ArgMax mid-graph, TopK, Tile of the batch axis, an If
   whose condition is computed from the data.
 
@@ -294,6 +295,52 @@ def opset18(psrun, work):
         check("opset18: psrun predict = numpy", diff <= TOLERANCE, f"largest difference {diff:.2e}", True)
 
 
+def gather_elements(psrun, work):
+    """GatherElements by onnx.helper on x [N, 3, 5] along axis 2 with constant indices [3, 2]
+    holding negative ones (ONNX's from the end, which torch.gather never writes) and along
+    axis 1 with the indices [N, 2, 5] an int input (computed by the data); against numpy."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(3)
+    idx = np.array([[0, -1], [4, -5], [-2, 2]], dtype=np.int64)
+    w = rng.standard_normal((10, 3 * 2 + 2 * 5)).astype(np.float32) * 0.3
+    nodes = [helper.make_node("Shape", ["x"], ["x_shape"]),
+             helper.make_node("Gather", ["x_shape", "zero"], ["n"]),
+             helper.make_node("Concat", ["n", "tail"], ["shape"], axis=0),
+             helper.make_node("Expand", ["idx", "shape"], ["idx_n"]),
+             helper.make_node("GatherElements", ["x", "idx_n"], ["a"], axis=2),
+             helper.make_node("GatherElements", ["x", "rows"], ["b"], axis=-2),
+             helper.make_node("Flatten", ["a"], ["af"], axis=1), helper.make_node("Flatten", ["b"], ["bf"], axis=1),
+             helper.make_node("Concat", ["af", "bf"], ["cat"], axis=1),
+             helper.make_node("Gemm", ["cat", "w"], ["logits"], transB=1)]
+    graph = helper.make_graph(nodes, "gather_elements",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 5]),
+                               helper.make_tensor_value_info("rows", TensorProto.INT64, ["N", 2, 5])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])],
+                              [numpy_helper.from_array(w, "w"), numpy_helper.from_array(idx[None], "idx"),
+                               numpy_helper.from_array(np.array([0], dtype=np.int64), "zero"),
+                               numpy_helper.from_array(np.array([3, 2], dtype=np.int64), "tail")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = os.path.join(work, "gather_elements.onnx")
+    onnx.save(model, path)
+    x = rng.standard_normal((4, 3, 5)).astype(np.float32)
+    rows = rng.integers(0, 3, (4, 2, 5)).astype(np.int64)
+    xf, rf, out = (os.path.join(work, f"gather_elements.{n}.npy") for n in ("x", "rows", "out"))
+    np.save(xf, x)
+    np.save(rf, rows)
+    r = run([psrun, "predict", "--onnx", path, "--images", xf, "--input", f"rows={rf}", "--output", out])
+    if not check("gather_elements: psrun predict exits 0", r.returncode == 0, r.stdout[-800:]):
+        return
+    a = np.take_along_axis(x, np.broadcast_to(np.where(idx < 0, idx + 5, idx), (4, 3, 2)), 2)
+    b = np.take_along_axis(x, rows, 1)
+    logits = np.concatenate([a.reshape(4, -1), b.reshape(4, -1)], 1) @ w.T
+    want = np.exp(logits - logits.max(1, keepdims=True))
+    want /= want.sum(1, keepdims=True)
+    got = np.load(out)
+    diff = float(np.abs(got - want).max()) if got.shape == want.shape else float("inf")
+    check("gather_elements: psrun predict = numpy", diff <= TOLERANCE, f"largest difference {diff:.2e}", True)
+
+
 class Refused(nn.Module):
     def __init__(self, f):
         super().__init__()
@@ -371,6 +418,8 @@ def main():
             squeeze_if_written_as_if(work)
         if not only or "opset18" in only.split(","):
             opset18(psrun, work)
+        if not only or "gather_elements" in only.split(","):
+            gather_elements(psrun, work)
         if not only or "refusals" in only.split(","):
             refusals(psrun, work)
             data_if(psrun, work)

@@ -237,6 +237,7 @@ const std::vector<Lowering>& lowerings() {
         {"Celu", lower_celu},
         {"OneHot", lower_one_hot},
         {"Trilu", lower_trilu},
+        {"GatherElements", lower_gather_elements},
         {"ReduceL1", lower_reduce_norm},
         {"ReduceL2", lower_reduce_norm},
         {"ReduceSumSquare", lower_reduce_norm},

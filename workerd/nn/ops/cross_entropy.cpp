@@ -29,7 +29,9 @@
 // ONNX: SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss (opset 12+: reduction, default
 // "mean"; ignore_index when present; the labels int64, read as integers; weights an initializer
 // or Constant become a `constant`, a graph value is read as it is). SoftmaxCrossEntropyLoss's
-// second output (log_prob), when read, is a log_softmax over axis 1 of the scores. Export
+// second output (log_prob), when read, is a log_softmax over axis 1 of the scores. Float labels
+// of the scores' dims (probability targets, as torch 1.13 writes F.cross_entropy(x, probs))
+// import as -reduce(sum(labels * log_softmax(scores), axis 1)) in element-wise kinds. Export
 // (opset 13): the same nodes and attributes; label smoothing has no ONNX form and is refused.
 #include <cstdint>
 #include <limits>
@@ -106,11 +108,49 @@ Result<void> infer_loss(InferContext& context) {
     return {};
 }
 
+// Probabilities as targets (F.cross_entropy(logits, probs): distillation, mixup), which torch
+// 1.13 writes as a SoftmaxCrossEntropyLoss whose labels are floats of the scores' dims (ONNX's
+// schema wants class ids): -sum(labels * log_softmax(scores), axis 1), then the reduction (a
+// mean over every remaining entry, as torch's).
+Result<void> import_soft_targets(OnnxNodeImport& node, const std::string& scores) {
+    if (node.input_count() > 2 && node.has_input(2))
+        return tl::unexpected(node.refuse("class weights with probability targets are not supported"));
+    PSRUN_TRY_ASSIGN(auto labels, node.value(1));
+    PSRUN_TRY_ASSIGN(auto reduction, node.string_attr("reduction", "mean"));
+    if (reduction != "mean" && reduction != "sum" && reduction != "none")
+        return tl::unexpected(node.refuse("reduction '" + reduction + "' (expected mean, sum or none)"));
+    const std::string base = node.node_name();
+    PSRUN_TRY_ASSIGN(
+        auto log_prob,
+        node.emit({{"kind", "log_softmax"}, {"name", base + "/log_prob"}, {"inputs", {scores}}, {"axis", 1}}));
+    PSRUN_TRY_ASSIGN(auto weighted, node.emit({{"kind", "mul"}, {"inputs", {log_prob, labels}}}));
+    PSRUN_TRY_ASSIGN(auto per,
+                     node.emit({{"kind", "reduce_sum"}, {"inputs", {weighted}}, {"axes", {1}}, {"keepdims", false}}));
+    std::string total = per;
+    if (reduction != "none") {
+        std::vector<std::int64_t> all;
+        for (std::size_t d = 0; d + 1 < node.info(0)->rank(); ++d) all.push_back(static_cast<std::int64_t>(d));
+        PSRUN_TRY_ASSIGN(auto reduced, node.emit({{"kind", reduction == "sum" ? "reduce_sum" : "reduce_mean"},
+                                                  {"inputs", {per}},
+                                                  {"axes", all},
+                                                  {"keepdims", false}}));
+        total = reduced;
+    }
+    PSRUN_TRY_ASSIGN(auto loss, node.emit({{"kind", "neg"}, {"name", base}, {"inputs", {total}}}));
+    node.bind_output(0, loss);
+    if (node.output_count() > 1 && node.output_read(1)) node.bind_output(1, log_prob);
+    return {};
+}
+
 Result<void> import_loss(OnnxNodeImport& node) {
     const bool sce = node.op_type() == "SoftmaxCrossEntropyLoss";
     if (node.opset() < 12) return tl::unexpected(node.refuse("needs opset 12 or later"));
     PSRUN_TRY_ASSIGN(auto scores, node.value(0));
     const ValueInfo* label_info = node.info(1);
+    const ValueInfo* score_info = node.info(0);
+    if (sce && label_info != nullptr && score_info != nullptr && label_info->type == ElementType::kFloat &&
+        label_info->dims == score_info->dims)
+        return import_soft_targets(node, scores);
     if (label_info == nullptr || label_info->type != ElementType::kInt)
         return tl::unexpected(node.refuse("the labels (input 1) must be an integer graph value (class ids)"));
     PSRUN_TRY_ASSIGN(auto labels, node.value(1));

@@ -8,7 +8,8 @@
 // No tensors. FLOPs: 1 per output element.
 // ONNX: Equal, Less, Greater, Not, Cast. Cast to bool imports as not(equal(x, 0)) where x is
 // float, as the value itself where x is an integer mask already; a Cast that keeps the kind of
-// type (int64 to int32, float to double) is the value itself. Export writes int64 for integer
+// type (int64 to int32, float to double) is the value itself; a Cast of the batch size (a
+// multiple of N known at import) to float is the sum of a [N] constant. Export writes int64 for integer
 // values (the comparisons' bool cast to int64).
 #include "workerd/nn/onnx_bridge.h"
 #include "workerd/nn/op_schema.h"
@@ -44,9 +45,29 @@ Result<void> infer_mask(InferContext& context) {
     return {};
 }
 
+// Cast of the batch size k * N to a float (F.kl_div's reduction="batchmean", loss.sum() /
+// x.shape[0]): the sum of a [N] constant filled with k, a scalar computed at run time.
+Result<bool> import_batch_size_cast(OnnxNodeImport& node) {
+    const auto n = node.symbolic_ints(0);
+    if (!n || n->size() != 1 || !n->front().batch) return false;
+    PSRUN_TRY_ASSIGN(auto to, node.int_attr("to", 0));
+    if (to != kOnnxFloat && to != kOnnxDouble && to != kOnnxFloat16 && to != kOnnxBfloat16) return false;
+    PSRUN_TRY_ASSIGN(
+        auto ones,
+        node.emit({{"kind", "constant"}, {"type", "float"}, {"shape", {n->front().to_string()}}, {"fill", 1.0}}));
+    PSRUN_TRY_ASSIGN(auto name,
+                     node.emit({{"kind", "reduce_sum"}, {"inputs", {ones}}, {"axes", {0}}, {"keepdims", false}}));
+    node.bind_output(0, name);
+    return true;
+}
+
 Result<void> import_mask(OnnxNodeImport& node) {
-    PSRUN_TRY_ASSIGN(auto x, node.value(0));
     const auto op = node.op_type();
+    if (op == "Cast") {
+        PSRUN_TRY_ASSIGN(auto batch_size, import_batch_size_cast(node));
+        if (batch_size) return {};
+    }
+    PSRUN_TRY_ASSIGN(auto x, node.value(0));
     const ValueInfo* info = node.info(0);
     std::string result;
     if (op == "Cast") {
