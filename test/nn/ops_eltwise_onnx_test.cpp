@@ -66,6 +66,17 @@ TEST_CASE("activations export at opset 13 and import back", "[eltwise][onnx]") {
     check_round_trip({{{"kind", "hard_swish"}, {"name", "a"}}, {{"kind", "mish"}, {"name", "b"}}}, {3, 4}, false);
 }
 
+TEST_CASE("the hand math functions export as their ONNX ops and import back", "[eltwise][onnx]") {
+    // A chain that keeps each function inside its domain: tanh in (-1, 1) for asin, cosh >= 1
+    // for acosh, a tanh before atanh and acos.
+    json layers = json::array();
+    for (const char* kind : {"tanh", "asin", "atan", "tan", "sinh", "asinh", "cosh", "acosh", "tanh", "atanh", "tanh",
+                             "acos", "round", "ceil", "floor", "erf"})
+        layers.push_back({{"kind", kind}});
+    layers.push_back({{"kind", "flatten"}, {"name", "f"}});
+    check_round_trip(layers, {3, 4}, true);
+}
+
 TEST_CASE("prelu, maximum, minimum, reduce_max, reduce_min export and import back", "[eltwise][onnx]") {
     check_round_trip({{{"kind", "prelu"}, {"name", "a"}, {"shared", true}}}, {3, 4, 5}, true);
     check_round_trip({{{"kind", "prelu"}, {"name", "a"}}}, {3, 4, 5}, false);  // [C] unsqueezed: a parameter

@@ -1,11 +1,12 @@
-// pow, erf, sin, cos and sign (workerd/nn/ops/math.cpp): forward against std::pow / std::erf /
-// std::sin / std::cos, gradients against central differences, bf16 against f32, and the field
-// and type errors.
+// pow and the hand math functions (workerd/nn/ops/math.cpp, hand_math.h: erf, sin, cos, tan,
+// the inverse and hyperbolic functions, sign, floor, ceil, round): forward against <cmath>,
+// gradients against central differences, bf16 against f32, and the field and type errors.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 
 #include "test/nn/ops_test_util.h"
+#include "workerd/nn/ops/hand_math.h"
 
 namespace psrun::nn::test {
 namespace {
@@ -69,6 +70,69 @@ TEST_CASE("sin and cos against std::sin / std::cos, their gradients and bf16", "
     check_close(r.output, expected);
     check_gradients(model, batch, 23);
     check_bf16_against_f32(model, batch, 25);
+}
+
+TEST_CASE("tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh against <cmath>, gradients and bf16",
+          "[nn_engine][ops][math]") {
+    const std::string kind = GENERATE("tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh");
+    const int batch = GENERATE(1, 3);
+    INFO(kind << " batch " << batch);
+    // tanh(input) * 0.8 stays inside (-0.8, 0.8): asin's, acos's and atanh's (-1, 1), tan's
+    // (-pi/2, pi/2); acosh reads it plus 2, inside (1, inf).
+    const double shift = kind == "acosh" ? 2.0 : 0.0;
+    const json layers = {{{"kind", "constant"}, {"name", "scale"}, {"shape", json::array()}, {"values", {0.8}}},
+                         {{"kind", "constant"}, {"name", "shift"}, {"shape", json::array()}, {"values", {shift}}},
+                         {{"kind", "tanh"}, {"name", "t"}, {"inputs", {"input"}}},
+                         {{"kind", "mul"}, {"name", "xs"}, {"inputs", {"t", "scale"}}},
+                         {{"kind", "add"}, {"name", "x"}, {"inputs", {"xs", "shift"}}},
+                         {{"kind", kind}, {"name", "out"}}};
+    const auto model = graph_model(layers, {4, 5});
+    const auto r = forward_of(model, batch, 41);
+    std::vector<double> expected;
+    for (const float in : r.input) {
+        const double x = std::tanh(double{in}) * 0.8 + shift;
+        expected.push_back(kind == "tan"     ? std::tan(x)
+                           : kind == "asin"  ? std::asin(x)
+                           : kind == "acos"  ? std::acos(x)
+                           : kind == "atan"  ? std::atan(x)
+                           : kind == "sinh"  ? std::sinh(x)
+                           : kind == "cosh"  ? std::cosh(x)
+                           : kind == "asinh" ? std::asinh(x)
+                           : kind == "acosh" ? std::acosh(x)
+                                             : std::atanh(x));
+    }
+    check_close(r.output, expected);
+    check_gradients(model, batch, 43);
+    check_bf16_against_f32(model, batch, 45);
+}
+
+TEST_CASE("floor, ceil and round (halves to even): step functions without a gradient", "[nn_engine][ops][math]") {
+    const std::string kind = GENERATE("floor", "ceil", "round");
+    INFO(kind);
+    // x * 3.7 - 0.37 crosses several steps (scaled by no power of two, so that no input lands on
+    // a step, where central differences would jump); x + step(x) has x's gradient alone.
+    const json layers = {{{"kind", "constant"}, {"name", "ten"}, {"shape", json::array()}, {"values", {3.7}}},
+                         {{"kind", "constant"}, {"name", "five"}, {"shape", json::array()}, {"values", {0.37}}},
+                         {{"kind", "mul"}, {"name", "xs"}, {"inputs", {"input", "ten"}}},
+                         {{"kind", "sub"}, {"name", "x"}, {"inputs", {"xs", "five"}}},
+                         {{"kind", kind}, {"name", "s"}, {"inputs", {"x"}}},
+                         {{"kind", "add"}, {"name", "out"}, {"inputs", {"x", "s"}}}};
+    const auto model = graph_model(layers, {6, 5});
+    const auto r = forward_of(model, 2, 51);
+    std::vector<double> expected;
+    for (const float in : r.input) {
+        const float x = in * 3.7f - 0.37f;
+        expected.push_back(x + (kind == "floor" ? std::floor(x) : kind == "ceil" ? std::ceil(x) : std::nearbyint(x)));
+    }
+    check_close(r.output, expected);
+    // A central difference across a step sees its jump: a few of the 24 coordinates may.
+    check_gradients(model, 2, 53, 24, 2e-2, 4);
+    const json alone = {{{"kind", "round"}, {"name", "out"}}};
+    const auto halves = graph_model(alone, {4});
+    CHECK(find_hand_math("round")->forward(2.5f) == 2.0f);
+    CHECK(find_hand_math("round")->forward(-0.5f) == 0.0f);
+    CHECK(find_hand_math("round")->forward(3.5f) == 4.0f);
+    CHECK(halves.value("out").dims.size() == 2);
 }
 
 TEST_CASE("sign: -1, 0, 1 forward, no gradient of its own (x * sign(x) is |x|)", "[nn_engine][ops][math]") {

@@ -6,7 +6,7 @@ end to end through the psrun CLI:
 
   small torch modules (F.pixel_shuffle / pixel_unshuffle: DepthToSpace CRD / SpaceToDepth;
   x.repeat: Tile; torch.cumsum: CumSum (a kind of its own); F.normalize: ReduceL2;
-  torch.logsumexp: ReduceLogSumExp;
+  torch.logsumexp: ReduceLogSumExp; torch.atan/tan/asin/acos/floor/round/ceil;
   x.norm(p=1): ReduceL1; x.std / x.var: ReduceProd of Shape; torch.sin/cos/sign; F.celu;
   x.flip and F.cosine_similarity: Slice with step -1; nn.ReflectionPad2d, padding_mode "reflect",
   nn.ReplicationPad1d/2d: Pad in modes reflect and edge; F.pad with a value, nn.ConstantPad1d; x.squeeze(d) after a reflect pad, which
@@ -206,6 +206,11 @@ MODELS = {
                 ["reduce_mean", "sqrt"]),
     "sin_cos_sign": (lambda: Vec(lambda s, x: torch.sin(s.a(x)) + torch.cos(s.b(x)) + s.a(x) * torch.sign(s.b(x)), 8),
                      (16,), ["sin", "cos", "sign"]),
+    "trig_round": (lambda: Vec(lambda s, x: torch.cat([torch.atan(s.a(x)), torch.tan(s.a(x) * 0.3),
+                                                     torch.asin(torch.tanh(s.b(x)) * 0.9),
+                                                     torch.acos(torch.tanh(s.a(x)) * 0.9),
+                                                     s.b(x) + torch.floor(s.a(x)) + torch.round(s.a(x) * 3) - torch.ceil(s.b(x))],
+                                                    1), 40), (16,), ["atan", "tan", "asin", "acos", "floor", "round", "ceil"]),
     "celu": (lambda: Vec(lambda s, x: torch.cat([F.celu(s.a(x)), F.celu(s.b(x), alpha=0.5)], 1), 16), (16,), ["elu"]),
     "flip": (lambda: Vec(lambda s, x: torch.cat([s.a(x).flip(1), three(s.b(x)).flip(1, 2).flatten(1),
                                                  F.cosine_similarity(s.a(x), s.b(x).flip(1), dim=1).unsqueeze(1)], 1),

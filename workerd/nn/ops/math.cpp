@@ -2,13 +2,17 @@
 // (LayerNorm's Pow, exact GELU's Erf):
 //   {"kind": "pow", "exponent": e}: x^e for a constant e (PyTorch: x ** e; x^e of a negative x
 //     is NaN for a non-integer e, as in PyTorch);
-//   {"kind": "erf"}: the error function;
-//   {"kind": "sin"}, {"kind": "cos"}: positional encodings computed in the graph;
-//   {"kind": "sign"}: -1, 0 or 1 (its gradient is 0, as PyTorch's).
+//   the functions of hand_math.h, each {"kind": K} with no fields: erf; sin and cos (positional
+//   encodings computed in the graph); tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh;
+//   sign (-1, 0 or 1), floor, ceil and round (halves to even), whose gradient is 0, as PyTorch's.
+//   Outside a function's domain (asin of 2) the result is NaN, as in PyTorch.
 // Output shape = input shape; floats only; no tensors. FLOPs: 1 per element.
-// ONNX: Pow (a constant scalar exponent), Erf, Sin, Cos, Sign.
+// ONNX: Pow (a constant scalar exponent), and each function's op (Erf, Sin, ..., Round).
+#include <vector>
+
 #include "workerd/nn/onnx_bridge.h"
 #include "workerd/nn/op_schema.h"
+#include "workerd/nn/ops/hand_math.h"
 #include "workerd/nn/ops/ops.h"
 
 namespace psrun::nn {
@@ -40,8 +44,9 @@ Result<void> import_math(OnnxNodeImport& node) {
         layer["kind"] = "pow";
         layer["exponent"] = (*e)[0];
     } else {
-        const auto op = node.op_type();
-        layer["kind"] = op == "Sin" ? "sin" : op == "Cos" ? "cos" : op == "Sign" ? "sign" : "erf";
+        const HandMathFunction* f = find_hand_math({}, node.op_type());
+        if (f == nullptr) return tl::unexpected(node.refuse("not an element-wise function the engine has"));
+        layer["kind"] = std::string(f->kind);
     }
     PSRUN_TRY_ASSIGN(auto name, node.emit(layer));
     node.bind_output(0, name);
@@ -55,8 +60,7 @@ Result<void> export_math(OnnxNodeExport& out) {
         out.add("Pow", {out.input(0), out.float_constant(node.name + "/exponent", {}, std::span(&e, 1))},
                 {out.output(0)}, {}, node.name);
     } else {
-        const char* op = node.op == "sin" ? "Sin" : node.op == "cos" ? "Cos" : node.op == "sign" ? "Sign" : "Erf";
-        out.add(op, {out.input(0)}, {out.output(0)}, {}, node.name);
+        out.add(std::string(find_hand_math(node.op)->onnx_op), {out.input(0)}, {out.output(0)}, {}, node.name);
     }
     return {};
 }
@@ -64,21 +68,18 @@ Result<void> export_math(OnnxNodeExport& out) {
 }  // namespace
 
 const OpSchema& hand_math_schema(std::string_view kind) {
-    static const std::vector<OpSchema> schemas = {
-        {"sin", 1, 1, parse_no_attributes, infer_math, {"Sin"}, import_math, export_math},
-        {"cos", 1, 1, parse_no_attributes, infer_math, {"Cos"}, import_math, export_math},
-        {"sign", 1, 1, parse_no_attributes, infer_math, {"Sign"}, import_math, export_math},
-    };
+    static const std::vector<OpSchema> schemas = [] {
+        std::vector<OpSchema> all;
+        for (const auto& f : hand_math_functions())
+            all.push_back(
+                OpSchema{f.kind, 1, 1, parse_no_attributes, infer_math, {f.onnx_op}, import_math, export_math});
+        return all;
+    }();
     return family_member(schemas, kind);
 }
 
 const OpSchema& pow_schema() {
     static const OpSchema s{"pow", 1, 1, parse_pow, infer_math, {"Pow"}, import_math, export_math};
-    return s;
-}
-
-const OpSchema& erf_schema() {
-    static const OpSchema s{"erf", 1, 1, parse_no_attributes, infer_math, {"Erf"}, import_math, export_math};
     return s;
 }
 

@@ -1,11 +1,12 @@
 // pow on oneDNN's eltwise (square for the exponent 2, pow otherwise), forward and backward;
-// erf, sin, cos and sign by hand (oneDNN 2.6's eltwise has none of them): y = erf(x),
-// dx = dy * 2/sqrt(pi) * exp(-x^2); sin: dx = dy cos x; cos: dx = -dy sin x; sign: dx = 0; in
-// f32 on the plain layout, converted to the output's type where that is bf16.
+// the functions of hand_math.h by hand (oneDNN 2.6's eltwise has none of them): y = f(x),
+// dx = dy * f'(x), in f32 on the plain layout, converted to the output's type where that is bf16.
 #include <cmath>
 #include <memory>
+#include <stdexcept>
 
 #include "workerd/nn/kernel.h"
+#include "workerd/nn/ops/hand_math.h"
 #include "workerd/nn/ops/kernel_views.h"
 #include "workerd/nn/ops/ops.h"
 
@@ -46,37 +47,7 @@ class PowKernel final : public Kernel {
     }
 };
 
-enum class HandMath { kErf, kSin, kCos, kSign };
-
-HandMath hand_math_of(const std::string& op) {
-    return op == "sin"    ? HandMath::kSin
-           : op == "cos"  ? HandMath::kCos
-           : op == "sign" ? HandMath::kSign
-                          : HandMath::kErf;
-}
-
-float hand_math_forward(HandMath f, float x) {
-    switch (f) {
-        case HandMath::kSin: return std::sin(x);
-        case HandMath::kCos: return std::cos(x);
-        case HandMath::kSign: return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : 0.0f;
-        case HandMath::kErf: break;
-    }
-    return std::erf(x);
-}
-
-// dy/dx at x.
-float hand_math_slope(HandMath f, float x) {
-    switch (f) {
-        case HandMath::kSin: return std::cos(x);
-        case HandMath::kCos: return -std::sin(x);
-        case HandMath::kSign: return 0.0f;
-        case HandMath::kErf: break;
-    }
-    return 1.1283791670955126f * std::exp(-x * x);  // 2 / sqrt(pi)
-}
-
-class ErfKernel final : public Kernel {
+class HandMathKernel final : public Kernel {
   public:
     // Backward reads the input, not the output.
     BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
@@ -86,7 +57,10 @@ class ErfKernel final : public Kernel {
     std::string label_suffix() const override { return " [hand]"; }
 
     void build(KernelBuilder& b) override {
-        const HandMath f = hand_math_of(b.node().op);
+        const HandMathFunction* math = find_hand_math(b.node().op);
+        if (math == nullptr) throw std::logic_error("no hand math function for kind " + b.node().op);
+        const auto f = math->forward;
+        const auto slope = math->slope;
         const auto& engine = b.context().engine;
         const MemDims dims = b.input_dims(0);
         const memory::desc f32 = plain_desc(dims, Dt::f32);
@@ -98,7 +72,7 @@ class ErfKernel final : public Kernel {
             const float* in = static_cast<const float*>(x.get_data_handle());
             float* out = static_cast<float*>(y.get_data_handle());
 #pragma omp parallel for schedule(static)
-            for (std::int64_t i = 0; i < n; ++i) out[i] = hand_math_forward(f, in[i]);
+            for (std::int64_t i = 0; i < n; ++i) out[i] = f(in[i]);
         });
         if (out_type != Dt::f32) {
             const memory dst = b.make_output(0, plain_desc(dims, out_type));
@@ -108,12 +82,12 @@ class ErfKernel final : public Kernel {
         if (!b.needs_input_grad(0)) return;
         const memory dy = b.output_diff(0, f32);
         const memory dx = b.input_diff(0, f32);
-        b.backward([x, dy, dx, n, f] {
+        b.backward([x, dy, dx, n, slope] {
             const float* in = static_cast<const float*>(x.get_data_handle());
             const float* g = static_cast<const float*>(dy.get_data_handle());
             float* out = static_cast<float*>(dx.get_data_handle());
 #pragma omp parallel for schedule(static)
-            for (std::int64_t i = 0; i < n; ++i) out[i] = g[i] * hand_math_slope(f, in[i]);
+            for (std::int64_t i = 0; i < n; ++i) out[i] = g[i] * slope(in[i]);
         });
     }
 };
@@ -121,6 +95,6 @@ class ErfKernel final : public Kernel {
 }  // namespace
 
 std::unique_ptr<Kernel> make_pow_kernel() { return std::make_unique<PowKernel>(); }
-std::unique_ptr<Kernel> make_erf_kernel() { return std::make_unique<ErfKernel>(); }
+std::unique_ptr<Kernel> make_hand_math_kernel() { return std::make_unique<HandMathKernel>(); }
 
 }  // namespace psrun::nn
