@@ -13,7 +13,7 @@ end to end through the psrun CLI:
   torch 1.13 writes as an If on a shape (the taken branch is inlined); causal masks built in
   forward() by torch.tril/torch.triu (Trilu of known tensors) and tril/triu of activations;
   x.repeat_interleave (Split of known repeat counts); nn.LSTMCell/nn.GRUCell unrolled from zero
-  states; F.unfold (Gather by 2-D constant indices); nn.utils.weight_norm: the weight
+  states; F.unfold (Gather by 2-D constant indices); MatMul with a 1-D operand (x @ q, w @ x); nn.utils.weight_norm: the weight
   computed from parameters (a scalar one with dim=None); F.interpolate bilinear with align_corners,
   bicubic, nearest at a non-integer factor: Resize as interpolation matrices), exported in training mode without
   constant folding at opsets 13, 14 and 17, batch axis dynamic:
@@ -155,6 +155,21 @@ class CausalTrilu(nn.Module):
                                     torch.tril(scores, -1).flatten(1), torch.triu(scores, 2).flatten(1)], 1))
 
 
+class MatVec(nn.Module):
+    """x [N, 16]: a learned query vector scoring each of 4 rows (x [N, 4, 4] @ q [4]: attention
+    pooling), a vector times a batch of matrices (w [4] @ x [N, 4, 4]), a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.head = nn.Linear(16, 16), nn.Linear(16, 16), nn.Linear(8, 10)
+        self.q, self.w = nn.Parameter(torch.randn(4) * 0.5), nn.Parameter(torch.randn(4) * 0.5)
+
+    def forward(self, x):
+        rows = self.a(x).view(-1, 4, 4)
+        scores = torch.softmax(rows @ self.q, dim=1)  # [N, 4]
+        return self.head(torch.cat([scores, self.w @ self.b(x).view(-1, 4, 4)], 1))
+
+
 class Cells(nn.Module):
     """x [N, 5, 4]: an nn.LSTMCell and an nn.GRUCell unrolled over the 5 steps from zero states
     x.new_zeros(N, H) (the first step's Gemm reads a known all-zero A), a linear head."""
@@ -221,6 +236,7 @@ MODELS = {
                                                       nn.ConstantPad1d((2, 0), -1.25)(s.b(x))], 1), 14 + 10),
                   (16,), ["pad"]),
     "unfold": (Unfold, (3, 8, 8), ["gather", "reshape", "transpose"]),
+    "matvec": (MatVec, (16,), ["matmul", "squeeze"]),
     "rnn_cells": (Cells, (5, 4), ["dense", "sigmoid"]),
     "squeeze_if": (SqueezeIf, (12,), ["gather", "squeeze", "conv"]),
     # ONNX Trilu is opset 14's: torch cannot write torch.tril at 13.

@@ -5,7 +5,8 @@
 // rank 2 or more (up to 6); neither the contracted dim K nor a second batch dim in the output
 // (a product across examples) is allowed. FLOPs: 2 * K per output element.
 // ONNX: MatMul between values (a MatMul whose second input is a weight initializer imports as
-// dense, onnx_patterns.cpp; this takes the others). Einsum is lowered to matmul and its
+// dense, onnx_patterns.cpp; this takes the others; a 1-D operand, numpy's vector, is unsqueezed
+// to a matrix and its axis squeezed from the result). Einsum is lowered to matmul and its
 // neighbours by einsum_import.cpp (einsum.h), which this schema hands it to.
 #include <algorithm>
 
@@ -56,7 +57,31 @@ Result<void> import_matmul(OnnxNodeImport& node) {
     if (node.op_type() == "Einsum") return import_einsum(node);
     PSRUN_TRY_ASSIGN(auto a, node.value(0));
     PSRUN_TRY_ASSIGN(auto b, node.value(1));
+    // numpy's vectors (x @ v with v [K]): a 1-D operand (not a batch of scalars) is a matrix of
+    // one row (a) or one column (b) for the matmul, and that axis is squeezed from the result.
+    auto vector = [&node](std::size_t i) {
+        const ValueInfo* v = node.info(i);
+        return v != nullptr && v->rank() == 1 && !v->dims[0].batch;
+    };
+    const bool a_vector = vector(0), b_vector = vector(1);
+    if (a_vector) {
+        PSRUN_TRY_ASSIGN(auto row, node.emit({{"kind", "unsqueeze"}, {"inputs", {a}}, {"axes", {0}}}));
+        a = row;
+    }
+    if (b_vector) {
+        PSRUN_TRY_ASSIGN(auto column, node.emit({{"kind", "unsqueeze"}, {"inputs", {b}}, {"axes", {1}}}));
+        b = column;
+    }
     PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", "matmul"}, {"inputs", {a, b}}}));
+    if (b_vector) {
+        PSRUN_TRY_ASSIGN(auto squeezed, node.emit({{"kind", "squeeze"}, {"inputs", {name}}, {"axes", {-1}}}));
+        name = squeezed;
+    }
+    if (a_vector) {
+        PSRUN_TRY_ASSIGN(auto squeezed,
+                         node.emit({{"kind", "squeeze"}, {"inputs", {name}}, {"axes", {b_vector ? -1 : -2}}}));
+        name = squeezed;
+    }
     node.bind_output(0, name);
     return {};
 }
