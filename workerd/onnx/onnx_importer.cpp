@@ -306,6 +306,7 @@ Result<ImportOutcome> Importer::run(const std::string& name, const std::string& 
     model_.description = valid_utf8(description);
     builder_ = std::make_unique<nn::GraphBuilder>(model_, "model " + source_);
     PSRUN_TRY(claim_rnn_weights(*this));
+    PSRUN_TRY(claim_embedding_bags(*this));
     // A final Softmax or LogSoftmax is the loss's own: the output is its input (the logits). A
     // final ArgMax over the classes (a predict graph's) is what psrun predict does itself: the
     // output is its input.

@@ -105,5 +105,11 @@ Result<bool> import_group_norm_pattern(Importer& importer, int i);
 // ({"pattern": "pytorch_rnn_weights", "bias": b, "tensors": {"w_ih": tensor, ...}}), and the
 // reordering's nodes are consumed, so the kind binds PyTorch's own tensors.
 Result<void> claim_rnn_weights(Importer& importer);
+// Before the walk (onnx_embedding_bag.cpp): every Loop that is nn.EmbeddingBag's export over the
+// rows of [N, L] ids gets a note on its output, and the nodes computing only its offsets and trip
+// count are consumed; import_embedding_bag (from import_pattern) then imports a noted Loop as an
+// embedding and a reduce over the bag's axis, and refuses any other Loop saying why.
+Result<void> claim_embedding_bags(Importer& importer);
+Result<bool> import_embedding_bag(Importer& importer, int i);
 
 }  // namespace psrun::onnx_io
