@@ -40,10 +40,12 @@ TEST_CASE("reduce over consecutive axes (the hand loop): a bag mean, a sequence'
         std::vector<std::int64_t> shape;  // after N
         std::vector<std::int64_t> axes;
     };
-    const auto c = GENERATE(values<Case>({{{5, 6}, {1}},         // [N, L, D] mean over L (embedding bag)
-                                          {{3, 4, 5}, {1, 2}},   // two consecutive axes, inner 5
-                                          {{2, 300}, {1}},       // inner 300: two blocks of the loop
-                                          {{3, 4, 5}, {-1}}}));  // the last axis, inner 1
+    const auto c = GENERATE(values<Case>({{{5, 6}, {1}},        // [N, L, D] mean over L (embedding bag)
+                                          {{3, 4, 5}, {1, 2}},  // two consecutive axes, inner 5
+                                          {{2, 300}, {1}},      // inner 300: two blocks of the loop
+                                          {{3, 4, 5}, {-1}},    // the last axis, inner 1
+                                          {{1, 5}, {1}},        // an axis of one element: a copy
+                                          {{4, 1, 1}, {2, 3}}}));
     const std::string op = GENERATE("reduce_mean", "reduce_sum");
     const int batch = GENERATE(1, 3);
     CAPTURE(c.shape, c.axes, op, batch);

@@ -13,7 +13,8 @@ end to end through the psrun CLI:
   torch 1.13 writes as an If on a shape (the taken branch is inlined); causal masks built in
   forward() by torch.tril/torch.triu (Trilu of known tensors) and tril/triu of activations;
   x.repeat_interleave (Split of known repeat counts); nn.LSTMCell/nn.GRUCell unrolled from zero
-  states; F.unfold (Gather by 2-D constant indices); MatMul with a 1-D operand (x @ q, w @ x); nn.utils.weight_norm: the weight
+  states; F.unfold (Gather by 2-D constant indices); MatMul with a 1-D operand (x @ q, w @ x); x.scatter /
+  scatter_add with indices from the data (ScatterElements, opset 16's reduction); nn.utils.weight_norm: the weight
   computed from parameters (a scalar one with dim=None); F.interpolate bilinear with align_corners,
   bicubic, nearest at a non-integer factor: Resize as interpolation matrices), exported in training mode without
   constant folding at opsets 13, 14 and 17, batch axis dynamic:
@@ -170,6 +171,24 @@ class MatVec(nn.Module):
         return self.head(torch.cat([scores, self.w @ self.b(x).view(-1, 4, 4)], 1))
 
 
+class Scatter(nn.Module):
+    """x [N, 16]: indices computed from the data (x[:, :2] > 0: an int value [N, 2]); a one-hot
+    written by torch.zeros_like(h).scatter(1, idx, 1.0), h.scatter(1, idx[:, :1], v) (a slice of
+    the int indices) and h.scatter_add(1, idx, u) (ONNX ScatterElements, reductions none and add),
+    a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.head = nn.Linear(16, 5), nn.Linear(15, 10)
+
+    def forward(self, x):
+        h = self.a(x)
+        idx = (x[:, :2] > 0).long() * 2 + torch.tensor([0, 1])
+        one_hot = torch.zeros_like(h).scatter(1, idx, 1.0)
+        return self.head(torch.cat([h * one_hot, h.scatter(1, idx[:, :1], h[:, 2:3] * 3),
+                                    h.scatter_add(1, idx, torch.tanh(h[:, :2]))], 1))
+
+
 class Cells(nn.Module):
     """x [N, 5, 4]: an nn.LSTMCell and an nn.GRUCell unrolled over the 5 steps from zero states
     x.new_zeros(N, H) (the first step's Gemm reads a known all-zero A), a linear head."""
@@ -237,6 +256,7 @@ MODELS = {
                   (16,), ["pad"]),
     "unfold": (Unfold, (3, 8, 8), ["gather", "reshape", "transpose"]),
     "matvec": (MatVec, (16,), ["matmul", "squeeze"]),
+    "scatter": (Scatter, (16,), ["equal", "reduce_max"], (16, 17)),
     "rnn_cells": (Cells, (5, 4), ["dense", "sigmoid"]),
     "squeeze_if": (SqueezeIf, (12,), ["gather", "squeeze", "conv"]),
     # ONNX Trilu is opset 14's: torch cannot write torch.tril at 13.

@@ -238,6 +238,7 @@ const std::vector<Lowering>& lowerings() {
         {"OneHot", lower_one_hot},
         {"Trilu", lower_trilu},
         {"GatherElements", lower_gather_elements},
+        {"ScatterElements", lower_scatter_elements},
         {"ReduceL1", lower_reduce_norm},
         {"ReduceL2", lower_reduce_norm},
         {"ReduceSumSquare", lower_reduce_norm},

@@ -1,7 +1,7 @@
 // ONNX operators that have no kind of their own and import as a few layers of existing kinds
 // (onnx_lowerings.cpp, onnx_lowerings_reduce.cpp): DepthToSpace, SpaceToDepth, Tile, Celu,
-// OneHot, Trilu, GatherElements, ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSumExp; and ArgMax, ArgMin, TopK, whose
-// refusals say why. The importer tries them after the fused patterns and before the kinds.
+// OneHot, Trilu, GatherElements, ScatterElements, ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSumExp; and ArgMax,
+// ArgMin, TopK, whose refusals say why. The importer tries them after the fused patterns and before the kinds.
 #pragma once
 
 #include <string_view>
@@ -22,8 +22,9 @@ std::vector<std::string_view> lowered_onnx_ops();
 // ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSumExp onto reduce_sum/reduce_max, abs, mul,
 // sqrt, exp, log (onnx_lowerings_reduce.cpp); axes per the node's opset (an input from 18).
 Result<void> lower_reduce_norm(nn::OnnxNodeImport& node);
-// GatherElements (torch.gather) as a one-hot mask of the indices times the data, summed
-// (onnx_lowerings_gather.cpp).
+// GatherElements (torch.gather) as a one-hot mask of the indices times the data, summed;
+// ScatterElements (x.scatter) from the same mask (onnx_lowerings_gather.cpp).
 Result<void> lower_gather_elements(nn::OnnxNodeImport& node);
+Result<void> lower_scatter_elements(nn::OnnxNodeImport& node);
 
 }  // namespace psrun::onnx_io

@@ -1,12 +1,17 @@
 // GatherElements (torch.gather: the log-probability of each label in a focal loss, the value of
-// each chosen action in RL) as a one-hot mask and a sum (onnx_lowerings.h). With data of dims
-// [..., C at axis, ...] and int indices of the same rank, equal to data's dims but at the axis
-// (K there):
+// each chosen action in RL) and ScatterElements (x.scatter(axis, idx, v): a one-hot written by
+// scatter) as a one-hot mask and sums (onnx_lowerings.h). With data of dims [..., C at axis, ...]
+// and int indices of the same rank, equal to data's dims but at the axis (K there):
 //   at   = indices + C * (indices < 0)                                  (negative: from the end)
 //   mask = cast(equal(unsqueeze(at, -1), [0, 1, ..., C-1]))            [..., K at axis, ..., C]
-//   out  = reduce_sum(unsqueeze(moveaxis(data, axis, -1), axis) * mask, -1)
+//   gather:  out = reduce_sum(unsqueeze(moveaxis(data, axis, -1), axis) * mask, -1)
+//   scatter: put = moveaxis(reduce_sum(mask * unsqueeze(updates, -1), axis), -1, axis)
+//            hit = moveaxis(reduce_max(mask, axis), -1, axis)
+//            out = data * (1 - hit) + put   (reduction "none"), data + put ("add")
 // so the indices may be computed at run time (the labels), and the gradient reaches each
-// gathered entry through the mul. An index outside [-C, C) gathers 0 (no error at run time).
+// gathered entry, each kept entry of the data and each scattered update through the muls. An
+// index outside [-C, C) gathers 0 and scatters nothing (no error at run time); where two indices
+// of a scatter "none" meet, their updates add (ONNX leaves that order undefined).
 #include <string>
 #include <vector>
 
@@ -14,8 +19,16 @@
 
 namespace psrun::onnx_io {
 
-Result<void> lower_gather_elements(nn::OnnxNodeImport& node) {
-    PSRUN_TRY_ASSIGN(auto data, node.value(0));
+namespace {
+
+struct OneHot {
+    std::string mask;  // floats [..., K at axis, ..., C]
+    std::int64_t axis = 0, rank = 0;
+};
+
+// The checks both ops share and the one-hot mask of the indices (input 1) along the axis of the
+// data (input 0).
+Result<OneHot> one_hot_of_indices(nn::OnnxNodeImport& node) {
     PSRUN_TRY_ASSIGN(auto indices, node.value(1));
     const nn::ValueInfo* d = node.info(0);
     const nn::ValueInfo* i = node.info(1);
@@ -50,12 +63,31 @@ Result<void> lower_gather_elements(nn::OnnxNodeImport& node) {
     PSRUN_TRY_ASSIGN(auto wide, node.emit({{"kind", "unsqueeze"}, {"inputs", {at}}, {"axes", {rank}}}));
     PSRUN_TRY_ASSIGN(auto hit, node.emit({{"kind", "equal"}, {"inputs", {wide, classes_value}}}));
     PSRUN_TRY_ASSIGN(auto mask, node.emit({{"kind", "cast"}, {"inputs", {hit}}, {"to", "float"}}));
+    return OneHot{mask, axis, rank};
+}
+
+// The axis' permutation moving it last, or back from last to `axis` (empty: no move needed).
+std::vector<std::int64_t> move_axis(std::int64_t axis, std::int64_t rank, bool back) {
+    std::vector<std::int64_t> perm;
+    if (axis == rank - 1) return perm;
+    for (std::int64_t a = 0; a < rank; ++a)
+        if (a != axis) perm.push_back(a);
+    perm.push_back(axis);
+    if (!back) return perm;
+    std::vector<std::int64_t> inverse(perm.size());
+    for (std::size_t k = 0; k < perm.size(); ++k)
+        inverse[static_cast<std::size_t>(perm[k])] = static_cast<std::int64_t>(k);
+    return inverse;
+}
+
+}  // namespace
+
+Result<void> lower_gather_elements(nn::OnnxNodeImport& node) {
+    PSRUN_TRY_ASSIGN(auto data, node.value(0));
+    PSRUN_TRY_ASSIGN(auto one_hot, one_hot_of_indices(node));
+    const auto [mask, axis, rank] = one_hot;
     std::string moved = data;
-    if (axis != rank - 1) {
-        std::vector<std::int64_t> perm;
-        for (std::int64_t a = 0; a < rank; ++a)
-            if (a != axis) perm.push_back(a);
-        perm.push_back(axis);
+    if (const auto perm = move_axis(axis, rank, false); !perm.empty()) {
         PSRUN_TRY_ASSIGN(auto t, node.emit({{"kind", "transpose"}, {"inputs", {data}}, {"perm", perm}}));
         moved = t;
     }
@@ -66,6 +98,47 @@ Result<void> lower_gather_elements(nn::OnnxNodeImport& node) {
                                           {"inputs", {picked}},
                                           {"axes", {rank}},
                                           {"keepdims", false}}));
+    node.bind_output(0, out);
+    return {};
+}
+
+Result<void> lower_scatter_elements(nn::OnnxNodeImport& node) {
+    PSRUN_TRY_ASSIGN(auto reduction, node.string_attr("reduction", "none"));
+    if (reduction != "none" && reduction != "add")
+        return tl::unexpected(node.refuse("reduction \"" + reduction + "\": only none and add are supported"));
+    PSRUN_TRY_ASSIGN(auto data, node.value(0));
+    PSRUN_TRY_ASSIGN(auto updates, node.value(2));
+    const nn::ValueInfo* u = node.info(2);
+    const nn::ValueInfo* i = node.info(1);
+    if (u == nullptr || i == nullptr || u->type != nn::ElementType::kFloat || !(u->dims == i->dims))
+        return tl::unexpected(node.refuse("its updates must be floats of the indices' dims"));
+    PSRUN_TRY_ASSIGN(auto one_hot, one_hot_of_indices(node));
+    const auto [mask, axis, rank] = one_hot;
+    // Sums over the K axis of [..., K, ..., C], moved back to data's layout [..., C at axis, ...].
+    auto to_data_layout = [&, axis = axis, rank = rank](const std::string& v, const char* kind) -> Result<std::string> {
+        PSRUN_TRY_ASSIGN(auto r, node.emit({{"kind", kind}, {"inputs", {v}}, {"axes", {axis}}, {"keepdims", false}}));
+        std::string out = r;
+        if (const auto perm = move_axis(axis, rank, true); !perm.empty()) {
+            PSRUN_TRY_ASSIGN(auto t, node.emit({{"kind", "transpose"}, {"inputs", {out}}, {"perm", perm}}));
+            out = t;
+        }
+        return out;
+    };
+    PSRUN_TRY_ASSIGN(auto column, node.emit({{"kind", "unsqueeze"}, {"inputs", {updates}}, {"axes", {rank}}}));
+    PSRUN_TRY_ASSIGN(auto spread, node.emit({{"kind", "mul"}, {"inputs", {mask, column}}}));
+    PSRUN_TRY_ASSIGN(auto put, to_data_layout(spread, "reduce_sum"));
+    std::string kept = data;
+    if (reduction == "none") {
+        PSRUN_TRY_ASSIGN(auto hit, to_data_layout(mask, "reduce_max"));
+        PSRUN_TRY_ASSIGN(
+            auto one,
+            node.emit(
+                {{"kind", "constant"}, {"shape", nlohmann::json::array()}, {"type", "float"}, {"values", {1.0f}}}));
+        PSRUN_TRY_ASSIGN(auto keep, node.emit({{"kind", "sub"}, {"inputs", {one, hit}}}));
+        PSRUN_TRY_ASSIGN(auto masked, node.emit({{"kind", "mul"}, {"inputs", {data, keep}}}));
+        kept = masked;
+    }
+    PSRUN_TRY_ASSIGN(auto out, node.emit({{"kind", "add"}, {"name", node.node_name()}, {"inputs", {kept, put}}}));
     node.bind_output(0, out);
     return {};
 }

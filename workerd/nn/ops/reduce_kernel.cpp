@@ -59,6 +59,12 @@ class ReduceKernel final : public Kernel {
         const memory src = b.input_plain(0, adt);
         const memory dst = b.make_output(0, plain_desc(b.output_dims(0), adt));
         const View out = view_of(dst, plain_desc(kept, adt), engine);
+        if (kept == in) {  // every reduced axis has one element (oneDNN refuses src == dst): a copy
+            b.forward(run_reorder(b, src, out.view, {out}));
+            b.note("fwd: reorder (the reduced axes have one element each)");
+            build_backward(b, in, kept, mean, count);
+            return;
+        }
         reduction::primitive_desc pd(reduction::desc(mean ? algorithm::reduction_mean : algorithm::reduction_sum,
                                                      src.get_desc(), out.view.get_desc(), 0.f, 0.f),
                                      engine);

@@ -8,7 +8,8 @@
 //   {"kind": "pad", "pads": [b0, b1, ..., e0, e1, ...], "value": 0}: b_i entries of `value` (a
 //     finite number, 0 by default: F.pad(x, p, value=v)) before and e_i after along dim i
 //     (ONNX's order, one begin and one end per dim, the batch dim's 0).
-// Floats only; no tensors; FLOPs 0 (data movement).
+// slice: floats or integers (ids[:, :-1], a language model's shifted tokens); pad: floats. No
+// tensors; FLOPs 0 (data movement).
 // ONNX: Slice with constant starts, ends, axes and steps, negative steps included (a Slice of constants, as in shape
 // arithmetic, is evaluated at import by onnx_consts.cpp); Pad (opsets 2-18) with constant pads:
 // mode "constant" with a constant value is a pad; modes "reflect", "edge" and "wrap" (no
@@ -56,9 +57,8 @@ Result<void> parse_pad(FieldReader& reader, nlohmann::json& attrs) {
 
 Result<void> infer_slice(InferContext& context) {
     const ValueInfo& in = context.input(0);
-    if (in.type != ElementType::kFloat) return tl::unexpected(op_error("expects floats, got integer ids"));
     PSRUN_TRY_ASSIGN(auto w, slice_window(in.dims, context.attrs()));
-    context.set_output(0, ValueInfo{w.count, ElementType::kFloat});
+    context.set_output(0, ValueInfo{w.count, in.type});  // ids[:, :-1] stays integer
     context.add_flops(0);
     return {};
 }

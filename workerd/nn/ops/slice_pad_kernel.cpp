@@ -41,8 +41,9 @@ class SlicePadKernel final : public Kernel {
 
     void build(KernelBuilder& b) override {
         const auto& engine = b.context().engine;
-        const auto adt = b.context().activation_type();
         const bool slice = b.node().op == "slice";
+        // Integers (a slice of ids) move as s32, floats in the activation type.
+        const auto adt = b.output_type(0) == Dt::s32 ? Dt::s32 : b.context().activation_type();
         const MemDims in = b.input_dims(0), out = b.output_dims(0);
         SliceWindow w;
         if (slice) {
