@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "common/rng.h"
 #include "test/nn/ops_test_util.h"
+#include "test/onnx/onnx_ops_test_util.h"
 #include "workerd/onnx/onnx_model.h"
 #include "workerd/onnx/onnx_proto.h"
 
@@ -16,24 +16,6 @@ namespace psrun::nn::test {
 namespace {
 
 using nlohmann::json;
-
-std::vector<std::string> kinds_of(const ModelDescription& m) {
-    std::vector<std::string> out;
-    for (const auto& n : m.nodes) out.push_back(n.op);
-    return out;
-}
-
-// The outputs of `m` on a batch of 3 drawn from `seed` (inputs in [-1, 1]).
-std::vector<float> outputs(const ModelDescription& m, const std::vector<float>& params, std::uint64_t seed) {
-    std::vector<float> p = params, grads;
-    auto net = Network::create(m, NetworkOptions{3, Precision::kF32, true}, p, grads);
-    INFO((net ? std::string() : net.error().message));
-    REQUIRE(net);
-    psrun::Rng rng(seed);
-    for (auto& x : (*net)->input()) x = static_cast<float>(2.0 * rng.uniform() - 1.0);
-    (*net)->forward(false);
-    return {(*net)->outputs().begin(), (*net)->outputs().end()};
-}
 
 // Export, strip the embedded description (unless `keep_description`), import: the same outputs
 // (and kinds when `same_kinds`).
@@ -51,8 +33,9 @@ void check_round_trip(const json& layers, const std::vector<std::int64_t>& shape
     auto back = onnx_io::import_onnx(proto.SerializeAsString(), "t.onnx");
     INFO((back ? std::string() : back.error().message));
     REQUIRE(back);
-    if (same_kinds) CHECK(kinds_of(*back) == kinds_of(model));
-    const auto a = outputs(model, params, 9), b = outputs(*back, *back->initial_parameters, 9);
+    if (same_kinds) CHECK(onnx_io::test::kinds(*back) == onnx_io::test::kinds(model));
+    const auto a = onnx_io::test::outputs(model, params, 9),
+               b = onnx_io::test::outputs(*back, *back->initial_parameters, 9);
     REQUIRE(a.size() == b.size());
     for (std::size_t i = 0; i < a.size(); ++i) CHECK(b[i] == Approx(a[i]).epsilon(1e-5).margin(1e-6));
 }
