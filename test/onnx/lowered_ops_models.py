@@ -7,6 +7,7 @@ end to end through the psrun CLI:
   small torch modules (F.pixel_shuffle / pixel_unshuffle: DepthToSpace CRD / SpaceToDepth;
   x.repeat: Tile; torch.cumsum: CumSum (a kind of its own); F.normalize: ReduceL2;
   torch.logsumexp: ReduceLogSumExp; torch.atan/tan/asin/acos/floor/round/ceil;
+  torch.pow(2.0, x): Pow of a constant base;
   x.norm(p=1): ReduceL1; x.std / x.var: ReduceProd of Shape; torch.sin/cos/sign; F.celu;
   x.flip and F.cosine_similarity: Slice with step -1; nn.ReflectionPad2d, padding_mode "reflect",
   nn.ReplicationPad1d/2d: Pad in modes reflect and edge; F.pad with a value, nn.ConstantPad1d; x.squeeze(d) after a reflect pad, which
@@ -245,6 +246,9 @@ MODELS = {
                                                      torch.acos(torch.tanh(s.a(x)) * 0.9),
                                                      s.b(x) + torch.floor(s.a(x)) + torch.round(s.a(x) * 3) - torch.ceil(s.b(x))],
                                                     1), 40), (16,), ["atan", "tan", "asin", "acos", "floor", "round", "ceil"]),
+    # torch.pow(2.0, x) and 0.5 ** x: a constant base, a value exponent (exp(x ln c)).
+    "pow_base": (lambda: Vec(lambda s, x: torch.cat([torch.pow(2.0, s.a(x)), 0.5 ** s.b(x)], 1), 16), (16,),
+                 ["exp", "mul"]),
     "celu": (lambda: Vec(lambda s, x: torch.cat([F.celu(s.a(x)), F.celu(s.b(x), alpha=0.5)], 1), 16), (16,), ["elu"]),
     "flip": (lambda: Vec(lambda s, x: torch.cat([s.a(x).flip(1), three(s.b(x)).flip(1, 2).flatten(1),
                                                  F.cosine_similarity(s.a(x), s.b(x).flip(1), dim=1).unsqueeze(1)], 1),

@@ -7,7 +7,9 @@
 //   sign (-1, 0 or 1), floor, ceil and round (halves to even), whose gradient is 0, as PyTorch's.
 //   Outside a function's domain (asin of 2) the result is NaN, as in PyTorch.
 // Output shape = input shape; floats only; no tensors. FLOPs: 1 per element.
-// ONNX: Pow (a constant scalar exponent), and each function's op (Erf, Sin, ..., Round).
+// ONNX: Pow (a constant scalar exponent; a positive constant base and a value exponent, 2 ** x,
+// imports as exp(x ln 2)), and each function's op (Erf, Sin, ..., Round).
+#include <cmath>
 #include <vector>
 
 #include "workerd/nn/onnx_bridge.h"
@@ -33,14 +35,34 @@ Result<void> infer_math(InferContext& context) {
     return {};
 }
 
+// Pow(c, y) of a positive constant base c and a graph value y (torch.pow(2.0, x)): exp(y ln c).
+Result<void> import_constant_base_pow(OnnxNodeImport& node) {
+    const auto base = node.floats(0);
+    if (!base || base->size() != 1 || !((*base)[0] > 0.0f))
+        return tl::unexpected(node.refuse(
+            "the exponent must be a constant scalar (x ** 3), or the base a positive constant (2 ** x): the engine "
+            "raises to a fixed power or exponentiates a fixed base"));
+    PSRUN_TRY_ASSIGN(auto y, node.value(1));
+    const double log_base = std::log(static_cast<double>((*base)[0]));
+    PSRUN_TRY_ASSIGN(
+        auto scale,
+        node.emit(
+            {{"kind", "constant"}, {"type", "float"}, {"shape", nlohmann::json::array()}, {"values", {log_base}}}));
+    PSRUN_TRY_ASSIGN(auto scaled, node.emit({{"kind", "mul"}, {"inputs", {y, scale}}}));
+    PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", "exp"}, {"inputs", {scaled}}}));
+    node.bind_output(0, name);
+    return {};
+}
+
 Result<void> import_math(OnnxNodeImport& node) {
+    if (node.op_type() == "Pow") {
+        const auto e = node.floats(1);
+        if (!e || e->size() != 1) return import_constant_base_pow(node);
+    }
     PSRUN_TRY_ASSIGN(auto x, node.value(0));
     nlohmann::json layer = {{"inputs", {x}}};
     if (node.op_type() == "Pow") {
         const auto e = node.floats(1);
-        if (!e || e->size() != 1)
-            return tl::unexpected(
-                node.refuse("the exponent must be a constant scalar (the engine raises to a fixed power)"));
         layer["kind"] = "pow";
         layer["exponent"] = (*e)[0];
     } else {
