@@ -141,6 +141,30 @@ TEST_CASE("pool layers match the reference loop", "[nn_engine][layers]") {
     CHECK(rel_l2(h.backward(dy), dx) < tol);
 }
 
+TEST_CASE("a dilated max pool matches the reference loop", "[nn_engine][layers]") {
+    // MaxPool2d(3, stride, padding, dilation=2) over 9 x 8: taps two apart, oneDNN's pooling_v2.
+    const auto stride = GENERATE(1, 2);
+    const json padding = GENERATE(json("valid"), json({1, 2, 1, 0}));
+    const auto precision = GENERATE(from_range(test_precisions("layers")));
+    const double tol = tolerance(precision, 1e-6);
+    CAPTURE(stride, padding.dump(), to_string(precision));
+    const auto model = model_from(
+        json::array(
+            {{{"kind", "max_pool"}, {"window", 3}, {"stride", stride}, {"padding", padding}, {"dilation", {2, 2}}}}),
+        3, 9, 8);
+    const auto& s = model.nodes[0];
+    const ValueInfo& in = model.value(s.inputs[0]);
+    CHECK(s.output_info[0].dims[2].value == (padding.is_string() ? (9 - 5) / stride + 1 : (9 + 2 - 5) / stride + 1));
+    LayerHarness h(model, 0, 1, 2, precision);
+    const auto x =
+        bf16_exact(random_vector(static_cast<std::size_t>(2 * *elements_per_example(in.dims)), 4), precision);
+    const auto dy = bf16_exact(
+        random_vector(static_cast<std::size_t>(2 * *elements_per_example(s.output_info[0].dims)), 5), precision);
+    const auto [y, dx] = pool_ref(s, in, 2, x, dy);
+    CHECK(rel_l2(h.forward(x), y) < tol);
+    CHECK(rel_l2(h.backward(dy), dx) < tol);
+}
+
 TEST_CASE("pooling an RGB image input runs oneDNN's JIT pooling, not its reference loop", "[nn_engine][layers]") {
     // Plain NCHW with 3 channels has no JIT pooling in oneDNN 2.6; the kernel pools channels-last.
     const auto kind = GENERATE("max_pool", "avg_pool");

@@ -78,7 +78,7 @@ std::pair<V, V> pool_ref(const Node& node, const ValueInfo& in, std::int64_t n, 
                     std::int64_t cells = 0;
                     for (std::int64_t a = 0; a < win.kh; ++a)
                         for (std::int64_t e = 0; e < win.kw; ++e) {
-                            const auto iy = oy * win.sh - win.pt + a, ix = ox * win.sw - win.pl + e;
+                            const auto iy = oy * win.sh - win.pt + a * win.dh, ix = ox * win.sw - win.pl + e * win.dw;
                             if (iy < di.h + win.pb && ix < di.w + win.pr) ++cells;
                             if (iy >= 0 && iy < di.h && ix >= 0 && ix < di.w) window.push_back(di.at(b, c, iy, ix));
                         }

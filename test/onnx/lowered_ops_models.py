@@ -15,7 +15,7 @@ end to end through the psrun CLI:
   forward() by torch.tril/torch.triu (Trilu of known tensors) and tril/triu of activations;
   x.repeat_interleave (Split of known repeat counts); nn.LSTMCell/nn.GRUCell unrolled from zero
   states; F.unfold (Gather by 2-D constant indices); MatMul with a 1-D operand (x @ q, w @ x); x.scatter /
-  scatter_add with indices from the data (ScatterElements, opset 16's reduction); nn.utils.weight_norm: the weight
+  scatter_add with indices from the data (ScatterElements, opset 16's reduction); dilated max pools; nn.utils.weight_norm: the weight
   computed from parameters (a scalar one with dim=None); F.interpolate bilinear with align_corners,
   bicubic, nearest at a non-integer factor: Resize as interpolation matrices), exported in training mode without
   constant folding at opsets 13, 14 and 17, batch axis dynamic:
@@ -261,6 +261,10 @@ MODELS = {
     "unfold": (Unfold, (3, 8, 8), ["gather", "reshape", "transpose"]),
     "matvec": (MatVec, (16,), ["matmul", "squeeze"]),
     "scatter": (Scatter, (16,), ["equal", "reduce_max"], (16, 17)),
+    # nn.MaxPool2d / MaxPool1d with dilation 2 (oneDNN's pooling_v2).
+    "maxpool_dilated": (lambda: nn.Sequential(nn.Conv2d(2, 3, 1), nn.MaxPool2d(2, 1, dilation=2), nn.Flatten(1, 2),
+                                              nn.MaxPool1d(3, 2, padding=1, dilation=2), nn.Flatten(),
+                                              nn.Linear(3 * 6 * 2, 10)), (2, 8, 8), ["max_pool"]),
     "rnn_cells": (Cells, (5, 4), ["dense", "sigmoid"]),
     "squeeze_if": (SqueezeIf, (12,), ["gather", "squeeze", "conv"]),
     # ONNX Trilu is opset 14's: torch cannot write torch.tril at 13.

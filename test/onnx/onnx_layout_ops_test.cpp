@@ -202,3 +202,9 @@ TEST_CASE("the fuzz dictionary names every op type the lowerings import", "[onnx
         CHECK(lines.count(entry) == 1);
     }
 }
+
+TEST_CASE("a dilated max pool exports MaxPool's dilations and imports back", "[onnx][onnx_ops]") {
+    check_round_trip({{{"kind", "max_pool"}, {"name", "p"}, {"window", 2}, {"stride", 1}, {"dilation", {2, 3}}},
+                      {{"kind", "flatten"}, {"name", "f"}}},
+                     {2, 7, 8});
+}

@@ -49,7 +49,8 @@ bool is_pool_2x2_stride_2(const FusionQuery& q, const Node& p) {
     auto g = pool_geometry(p, q.model.value(p.inputs[0]));
     if (!g) return false;
     const Window2d& w = g->window;
-    return w.kh == 2 && w.kw == 2 && w.sh == 2 && w.sw == 2 && w.pt == 0 && w.pb == 0 && w.pl == 0 && w.pr == 0;
+    return w.kh == 2 && w.kw == 2 && w.sh == 2 && w.sw == 2 && w.dh == 1 && w.dw == 1 && w.pt == 0 && w.pb == 0 &&
+           w.pl == 0 && w.pr == 0;
 }
 
 // conv2d + relu + max_pool 2x2/2 from node i, the conv's geometry in g.

@@ -1,6 +1,7 @@
 // max_pool, avg_pool: {"kind": "max_pool", "window": k | [kh, kw], "stride": window (default)
 //                      | s | [sh, sw], "padding": "valid" (default) | "same" | [t, l, b, r],
-//                      "ceil_mode": false, "count_include_pad": false (avg_pool)}
+//                      "ceil_mode": false, "count_include_pad": false (avg_pool),
+//                      "dilation": 1 | [dh, dw] (max_pool: window taps d apart, MaxPool2d(dilation=d))}
 // global_avg_pool, global_max_pool: {"kind": "global_avg_pool"}: the window is the whole image.
 // Per channel; output N x C x OH x OW (window.h). 1-D (MaxPool1d, AvgPool1d): "window": [k] (then
 // "stride": s | [s], "padding": "valid" | "same" | [left, right]) over N x C x L; the global
@@ -23,25 +24,41 @@ namespace {
 
 Result<void> parse_pool(FieldReader& reader, nlohmann::json& attrs, bool avg) {
     PSRUN_TRY_ASSIGN(auto ceil_mode, reader.boolean("ceil_mode", false));
+    std::vector<std::int64_t> dilation;
     if (is_1d_field(reader, "window")) {  // 1-D: every window field has one entry
         PSRUN_TRY_ASSIGN(auto window, read_extent1(reader, "window", std::nullopt, kMaxTensorElements));
         PSRUN_TRY_ASSIGN(auto stride, read_extent1(reader, "stride", window, kMaxTensorElements));
         attrs["window"] = {window};
         attrs["stride"] = {stride};
+        if (!avg) {
+            PSRUN_TRY_ASSIGN(auto d, read_extent1(reader, "dilation", 1, kMaxTensorElements));
+            dilation = {d};
+        }
         if (auto ok = parse_padding(reader, attrs, 1); !ok) return ok;
     } else if (is_3d_field(reader, "window")) {  // 3-D: [kd, kh, kw]
         PSRUN_TRY_ASSIGN(auto window, read_extent3(reader, "window", std::nullopt, kMaxTensorElements));
         PSRUN_TRY_ASSIGN(auto stride, read_extent3(reader, "stride", window, kMaxTensorElements));
         attrs["window"] = window;
         attrs["stride"] = stride;
+        if (!avg) {
+            PSRUN_TRY_ASSIGN(auto d,
+                             read_extent3(reader, "dilation", std::vector<std::int64_t>(3, 1), kMaxTensorElements));
+            dilation = d;
+        }
         if (auto ok = parse_padding(reader, attrs, 3); !ok) return ok;
     } else {
         PSRUN_TRY_ASSIGN(auto window, reader.extent("window", std::nullopt, kMaxTensorElements));
         PSRUN_TRY_ASSIGN(auto stride, reader.extent("stride", window, kMaxTensorElements));
         attrs["window"] = {window.h, window.w};
         attrs["stride"] = {stride.h, stride.w};
+        if (!avg) {
+            PSRUN_TRY_ASSIGN(auto d, reader.extent("dilation", Extent2{1, 1}, kMaxTensorElements));
+            dilation = {d.h, d.w};
+        }
         if (auto ok = parse_padding(reader, attrs); !ok) return ok;
     }
+    // max_pool's dilation (MaxPool2d(dilation=2)): added later, written only when not 1s.
+    if (!dilation.empty() && dilation != std::vector<std::int64_t>(dilation.size(), 1)) attrs["dilation"] = dilation;
     // Added after format 1: written only when set, so older descriptions keep their hash.
     if (ceil_mode) attrs["ceil_mode"] = true;
     if (avg) {
@@ -83,8 +100,9 @@ Result<void> import_pool(OnnxNodeImport& node) {
     PSRUN_TRY_ASSIGN(auto kernel, spatial_attr(node, "kernel_shape", spatial, 1));
     PSRUN_TRY_ASSIGN(auto strides, spatial_attr(node, "strides", spatial, 1));
     PSRUN_TRY_ASSIGN(auto dilations, spatial_attr(node, "dilations", spatial, 1));
-    if (dilations != std::vector<std::int64_t>(spatial, 1))
-        return tl::unexpected(node.refuse("dilations other than 1"));
+    const bool dilated = dilations != std::vector<std::int64_t>(spatial, 1);
+    if (dilated && op == "AveragePool")
+        return tl::unexpected(node.refuse("dilations other than 1 (an average pool's, opset 19's) are not supported"));
     PSRUN_TRY_ASSIGN(auto ceil, node.int_attr("ceil_mode", 0));
     PSRUN_TRY_ASSIGN(auto storage, node.int_attr("storage_order", 0));
     if (storage != 0) return tl::unexpected(node.refuse("storage_order 1 (column major) is not supported"));
@@ -93,6 +111,7 @@ Result<void> import_pool(OnnxNodeImport& node) {
         {"kind", avg ? "avg_pool" : "max_pool"}, {"inputs", {input}}, {"window", kernel}, {"stride", strides}};
     PSRUN_TRY_ASSIGN(auto padding, import_padding(node, static_cast<int>(spatial)));
     layer["padding"] = padding;
+    if (dilated) layer["dilation"] = dilations;
     if (ceil) layer["ceil_mode"] = true;
     if (avg) {
         PSRUN_TRY_ASSIGN(auto include, node.int_attr("count_include_pad", 0));
@@ -113,15 +132,16 @@ Result<void> export_pool(OnnxNodeExport& out) {
     const ValueInfo& in = out.model().value(node.inputs[0]);
     const auto k = node.attrs.at("window").get<std::vector<std::int64_t>>();
     const auto s = node.attrs.at("stride").get<std::vector<std::int64_t>>();
+    const auto d = node.attrs.value("dilation", std::vector<std::int64_t>(k.size(), 1));
     // The pads as given (ceil_mode's end pads are ONNX's to add).
-    PSRUN_TRY_ASSIGN(auto w, plan_window_nd(node.attrs.at("padding"), in, k, s, std::vector<std::int64_t>(k.size(), 1),
-                                            false, "window"));
+    PSRUN_TRY_ASSIGN(auto w, plan_window_nd(node.attrs.at("padding"), in, k, s, d, false, "window"));
     const bool max = node.op == "max_pool";
     std::vector<std::pair<std::string, OnnxAttr>> attrs{
         {"kernel_shape", k},
         {"strides", s},
         {"pads", window_onnx_pads(w, static_cast<int>(k.size()))},
         {"ceil_mode", std::int64_t{node.attrs.value("ceil_mode", false) ? 1 : 0}}};
+    if (node.attrs.contains("dilation")) attrs.emplace_back("dilations", d);
     if (!max)
         attrs.emplace_back("count_include_pad", std::int64_t{node.attrs.value("count_include_pad", false) ? 1 : 0});
     out.add(max ? "MaxPool" : "AveragePool", {out.input(0)}, {out.output(0)}, attrs, node.name);
@@ -164,8 +184,9 @@ Result<PoolGeometry> pool_geometry(const Node& node, const ValueInfo& in) {
         return g;
     }
     g.count_include_pad = node.attrs.value("count_include_pad", false);
-    PSRUN_TRY_ASSIGN(auto w, plan_window_nd(node.attrs.at("padding"), in, k, s, std::vector<std::int64_t>(k.size(), 1),
-                                            node.attrs.value("ceil_mode", false), "window"));
+    const auto d = node.attrs.value("dilation", std::vector<std::int64_t>(k.size(), 1));
+    PSRUN_TRY_ASSIGN(
+        auto w, plan_window_nd(node.attrs.at("padding"), in, k, s, d, node.attrs.value("ceil_mode", false), "window"));
     g.window = w;
     return g;
 }

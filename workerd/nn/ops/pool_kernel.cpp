@@ -1,6 +1,6 @@
 // The pool kernels (max_pool, avg_pool, global_avg_pool, global_max_pool): oneDNN's pooling on
 // the input as its producer left it (converted only to the activation type); 1-D pools are
-// oneDNN's 1-D pooling, 3-D pools its 3-D pooling.
+// oneDNN's 1-D pooling, 3-D pools its 3-D pooling; a dilated max pool is oneDNN's pooling_v2.
 #include <memory>
 #include <string>
 
@@ -30,6 +30,10 @@ class PoolKernel final : public Kernel {
     void build(KernelBuilder& b) override {
         auto g = pool_geometry(b.node(), b.input_info(0));
         if (!g) throw std::runtime_error(g.error().message);
+        if (b.node().attrs.contains("dilation")) {
+            build_dilated(b, *g);
+            return;
+        }
         const Window2d& w = g->window;
         const algorithm alg = g->max                 ? algorithm::pooling_max
                               : g->count_include_pad ? algorithm::pooling_avg_include_padding
@@ -83,6 +87,48 @@ class PoolKernel final : public Kernel {
         std::unordered_map<int, memory> bargs{{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_DIFF_SRC, dsrc}};
         if (g->max) bargs.emplace(DNNL_ARG_WORKSPACE, workspace);
         b.backward(pooling_backward(bd), bargs);
+    }
+
+  private:
+    // A dilated max pool: oneDNN's pooling_v2 (its dilation counted from 0), on the plain input.
+    static void build_dilated(KernelBuilder& b, const PoolGeometry& g) {
+        const Window2d& w = g.window;
+        const memory::dims kernel = window_kernel(w, g.spatial);
+        const memory::dims strides = window_strides(w, g.spatial);
+        memory::dims dilation = window_dilations(w, g.spatial);
+        for (auto& d : dilation) d -= 1;
+        const auto pads = window_onnx_pads(w, g.spatial);
+        const auto half = static_cast<std::ptrdiff_t>(pads.size() / 2);
+        const memory::dims pad_l(pads.begin(), pads.begin() + half), pad_r(pads.begin() + half, pads.end());
+        const auto adt = b.context().activation_type();
+        const memory src = b.input_plain(0, adt);
+        const auto in = b.input_dims(0);
+        memory::dims out_dims{in[0], in[1]};
+        for (const auto d : window_out_dims(w, g.spatial)) out_dims.push_back(d);
+        const auto prop = b.context().training ? prop_kind::forward_training : prop_kind::forward_inference;
+        const pooling_v2_forward::primitive_desc pd(
+            pooling_v2_forward::desc(prop, algorithm::pooling_max, src.get_desc(),
+                                     memory::desc(out_dims, adt, Tag::any), strides, kernel, dilation, pad_l, pad_r),
+            b.context().engine);
+        b.note("fwd", pd);
+        const memory dst = b.make_output(0, pd.dst_desc());
+        std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}};
+        memory workspace;
+        if (b.context().training) {
+            workspace = memory(pd.workspace_desc(), b.context().engine);
+            args.emplace(DNNL_ARG_WORKSPACE, workspace);
+        }
+        b.forward(pooling_v2_forward(pd), args);
+        if (!b.needs_input_grad(0)) return;
+        const pooling_v2_backward::primitive_desc bd(
+            pooling_v2_backward::desc(algorithm::pooling_max, src.get_desc(), dst.get_desc(), strides, kernel, dilation,
+                                      pad_l, pad_r),
+            b.context().engine, pd);
+        b.note("bwd", bd);
+        const memory ddst = b.output_diff(0, dst.get_desc());
+        const memory dsrc = b.input_diff(0, bd.diff_src_desc());
+        b.backward(pooling_v2_backward(bd),
+                   {{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_DIFF_SRC, dsrc}, {DNNL_ARG_WORKSPACE, workspace}});
     }
 };
 
