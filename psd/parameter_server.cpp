@@ -2,9 +2,6 @@
 
 #include <spdlog/spdlog.h>
 #include <sys/signalfd.h>
-#include <zmq_addon.hpp>
-
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -26,9 +23,9 @@ using wire::FrameDesc;
 using wire::Header;
 using wire::MessageType;
 
-ParameterServer::ParameterServer(ServerOptions options)
+ParameterServer::ParameterServer(ServerOptions options, std::unique_ptr<Transport> transport)
     : options_(std::move(options)),
-      context_(1),
+      transport_(std::move(transport)),
       workers_(options_.num_workers, options_.max_workers),
       faults_(std::max(options_.num_workers, options_.max_workers), options_.max_bad_grads),
       drain_(options_.signal_grace) {
@@ -59,47 +56,12 @@ ParameterServer::ParameterServer(ServerOptions options)
         throw UsageError("--max-staleness bounds asynchronous training: --sync already waits for every step");
     if (options_.max_staleness)
         bound_ = std::make_unique<StalenessBound>(options_.max_workers, *options_.max_staleness);
-    auto ep = bindable_endpoint(options_.endpoints[options_.index]);
-    if (!ep) throw UsageError(ep.error().message);
-    socket_ = zmq::socket_t(context_, zmq::socket_type::router);
-    socket_.set(zmq::sockopt::linger, 0);
-    socket_.set(zmq::sockopt::router_mandatory, false);
-    const bool curve = options_.keys && uses_curve(*ep) && options_.auth == AuthMode::kCurve;
-    if (options_.keys && uses_curve(*ep) && options_.auth == AuthMode::kMac)
-        verifier_ = std::make_unique<MessageVerifier>(*options_.keys, static_cast<std::uint16_t>(options_.index),
-                                                      options_.auth_window, team_.get());
-    if (curve) {
-        zap_ = std::make_unique<ZapHandler>(context_, options_.keys->client_public);
-        make_curve_server(socket_, *options_.keys);
-        zap_->watch_handshakes(context_, socket_, options_.index);
-    }
-    const mode_t old_mask = ::umask(077);  // the ipc socket file is created owner-only
-    try {
-        socket_.bind(*ep);
-    } catch (const zmq::error_t& e) {
-        ::umask(old_mask);
-        // Name the endpoint and where it came from: psrun derives --ps from the step's ports.
-        throw std::runtime_error("cannot listen on " + *ep + " (entry " + std::to_string(options_.index) +
-                                 " of --ps, " + options_.endpoints[options_.index] + "): " + e.what() +
-                                 (e.num() == EADDRINUSE ? "; another process holds that port: stop it, or give psd "
-                                                          "another --ps endpoint (psrun: --port-base)"
-                                                        : ""));
-    } catch (...) {
-        ::umask(old_mask);
-        throw;
-    }
-    ::umask(old_mask);
-    endpoint_ = socket_.get(zmq::sockopt::last_endpoint);
-    if (ep->starts_with("ipc://") && ::chmod(ep->c_str() + 6, 0600) != 0)
-        throw std::runtime_error("cannot make " + ep->substr(6) + " private (chmod 0600): " + std::strerror(errno));
 }
 
 ParameterServer::~ParameterServer() {
-    // Terminate the context before the parameter buffers die: zmq_ctx_term returns only once
+    // Terminate the transport before the parameter buffers die: zmq_ctx_term returns only once
     // the I/O thread has released every zero-copy message still pointing into them (linger 0; 2 s once run() returned).
-    socket_.close();
-    zap_.reset();
-    context_.close();
+    transport_.reset();
 }
 
 void ParameterServer::stop() {
@@ -132,21 +94,12 @@ int ParameterServer::run() {
                  join_slots_->enabled() ? fmt::format(" and up to {} that join (--max-workers {})",
                                                       options_.max_workers - options_.num_workers, options_.max_workers)
                                         : "",
-                 zap_            ? "CURVE"
-                 : verifier_     ? "MAC"
-                 : options_.keys ? "owner-only ipc socket + job token"
-                                 : "no auth",
-                 instance_);
+                 transport_->security(), instance_);
     if (options_.standby) write_endpoint_file();
-    std::vector<zmq::pollitem_t> items = {
-        {socket_.handle(), 0, ZMQ_POLLIN, 0},
-        {nullptr, signals_.fd(), ZMQ_POLLIN, 0},
-        {nullptr, wake_.fd(), ZMQ_POLLIN, 0},
-    };
-    if (zap_) {
-        items.push_back({zap_->socket().handle(), 0, ZMQ_POLLIN, 0});
-        items.push_back({zap_->handshake_events()->handle(), 0, ZMQ_POLLIN, 0});
-    }
+    std::vector<zmq::pollitem_t> items = transport_->poll_items();
+    const std::size_t signal_item = items.size();
+    items.push_back({nullptr, signals_.fd(), ZMQ_POLLIN, 0});
+    items.push_back({nullptr, wake_.fd(), ZMQ_POLLIN, 0});
     while (!exit_code_) {
         const bool writing = saving_.has_value();  // a forked checkpoint writer: its pipe tells when it is done
         if (writing) items.push_back({nullptr, saving_->writer->fd(), ZMQ_POLLIN, 0});
@@ -156,23 +109,15 @@ int ParameterServer::run() {
             items.pop_back();
             if (done) finish_save();
         }
-        if (zap_ && (items[3].revents & ZMQ_POLLIN)) zap_->handle();
-        if (zap_ && (items[4].revents & ZMQ_POLLIN)) zap_->handle_handshake_event();
+        transport_->serve_events(std::span<const zmq::pollitem_t>(items).first(signal_item));
         if (items[0].revents & ZMQ_POLLIN) {
             for (int n = 0; n < 64 && !exit_code_; ++n) {  // drain, but keep timers and signals fair
                 Parts parts;
-                if (!zmq::recv_multipart(socket_, std::back_inserter(parts), zmq::recv_flags::dontwait)) break;
-                const std::uint64_t replies_before = replies_sent_;
-                try {
-                    handle_message(parts);
-                } catch (const std::exception& e) {
-                    if (!survive_exception(parts, replies_before, e.what())) throw;
-                } catch (...) {
-                    if (!survive_exception(parts, replies_before, "an exception of unknown type")) throw;
-                }
+                if (!transport_->receive(parts)) break;
+                handle(parts);
             }
         }
-        if (items[1].revents & ZMQ_POLLIN) {
+        if (items[signal_item].revents & ZMQ_POLLIN) {
             while (auto sig = signals_.read_signal()) {
                 if (*sig == SIGTERM || *sig == SIGINT || *sig == SIGUSR1) {
                     on_signal(*sig);
@@ -181,13 +126,8 @@ int ParameterServer::run() {
                 }
             }
         }
-        if (items[2].revents & ZMQ_POLLIN) wake_.drain();
-        if (stop_requested_.load() && !exit_code_)
-            finish(options_.standby || workers_.run_finished(false) ? kExitOk : kExitFailure);
-        if (!exit_code_) check_timeouts();
-        if (!exit_code_) release_bounded();  // after messages and timeouts: either may let a held reply go
-        if (verifier_) verifier_->prune();
-        if (!exit_code_) check_drain();
+        if (items[signal_item + 1].revents & ZMQ_POLLIN) wake_.drain();
+        tick();
     }
     if (saving_) {
         spdlog::warn(
@@ -199,11 +139,28 @@ int ParameterServer::run() {
     if (options_.standby)
         std::filesystem::remove(options_.model_dir + "/ps-" + std::to_string(options_.index) + ".endpoint");
     spdlog::info("exiting with code {} ({})", *exit_code_, stats_json());
-    // The last replies (the ACK of the last worker's DONE) may still be queued: with linger 0 the
-    // context would drop them, and that worker would see its psd vanish and exit 1 (seen in 3 of
-    // 118 sync runs of bench/scale.py). Give them a bounded time to leave.
-    socket_.set(zmq::sockopt::linger, 2000);
+    transport_->linger();  // the last replies (the ACK of the last DONE) may still be queued
     return *exit_code_;
+}
+
+void ParameterServer::handle(Parts& parts) {
+    const std::uint64_t replies_before = replies_sent_;
+    try {
+        handle_message(parts);
+    } catch (const std::exception& e) {
+        if (!survive_exception(parts, replies_before, e.what())) throw;
+    } catch (...) {
+        if (!survive_exception(parts, replies_before, "an exception of unknown type")) throw;
+    }
+}
+
+void ParameterServer::tick() {
+    if (stop_requested_.load() && !exit_code_)
+        finish(options_.standby || workers_.run_finished(false) ? kExitOk : kExitFailure);
+    if (!exit_code_) check_timeouts();
+    if (!exit_code_) release_bounded();  // after messages and timeouts: either may let a held reply go
+    transport_->prune();
+    if (!exit_code_) check_drain();
 }
 
 void ParameterServer::finish(int code) {
@@ -263,6 +220,15 @@ void ParameterServer::handle_message(Parts& parts) {
     // disk): that time is not its silence. (Not after DONE: a standby psd may have forgotten the run.)
     if (is_worker && header->type != MessageType::kDone && !workers_.is_dead(header->index))
         workers_.seen(header->index, Clock::now());
+}
+
+bool ParameterServer::authenticate(const std::string& routing, const Header& h, Parts& parts) {
+    auto refusal = transport_->authenticate(routing, h, parts);
+    if (!refusal) return true;
+    ++counters_.unauthorized;
+    log_refusal(refusal->what);
+    reply_error(routing, ErrorCode::kUnauthorized, refusal->reason);
+    return false;
 }
 
 void ParameterServer::log_refusal(const std::string& what) {

@@ -1,11 +1,14 @@
-// The parameter-server daemon: one ROUTER socket serving one shard of the parameters.
-// run() is a single poll loop over the socket, the ZAP socket, a signalfd and a wake-up
-// eventfd; every message is handled on that thread. stop() may be called from any thread.
+// The parameter-server daemon's logic: one shard of the parameters, served to the workers through
+// a Transport (psd/transport.h). The daemon's constructor binds a ZeroMQ ROUTER socket
+// (psd/zmq_transport.h) and run() is a single poll loop over it, a signalfd and a wake-up
+// eventfd; a test may give a transport of its own and drive the logic without sockets: handle()
+// one request at a time, tick() for the timers. Every message is handled on one thread; stop()
+// may be called from any thread.
 //
-// Exceptions (issue 39): run() catches whatever the handling of one message throws
+// Exceptions (issue 39): handle() catches whatever the handling of one message throws
 // (std::bad_alloc, an .at() out of range, a zmq::error_t). If the shard's parameters, slots, step
 // or a sync step's sum were being written when it was thrown (ShardState::torn(),
-// SyncAggregator::torn()), serving them on would hand out half-updated parameters: run() logs it
+// SyncAggregator::torn()), serving them on would hand out half-updated parameters: it logs it
 // and rethrows, and psd exits 1 (the job resumes from its last checkpoint). Otherwise nothing was
 // changed half-way: the sender gets an ERROR (kUnsupported, unless a reply already went to it),
 // the warning is logged (rate-limited), counted in STATS as handler_exceptions, and psd goes on.
@@ -22,9 +25,6 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <zmq.hpp>
-
-#include "common/message_auth.h"
 #include "common/payload_codec.h"
 #include "common/shm_segment.h"
 #include "common/signals.h"
@@ -41,16 +41,20 @@
 #include "psd/shard_state.h"
 #include "psd/staleness_bound.h"
 #include "psd/sync_aggregator.h"
+#include "psd/transport.h"
 #include "psd/worker_table.h"
-#include "psd/zap_handler.h"
 #include "psd/zero_pages.h"
 
 namespace psrun::psd {
 
 class ParameterServer {
   public:
-    // Binds the socket (throws UsageError for a bad endpoint, zmq::error_t if it is taken).
+    // The daemon: binds the socket (ZmqTransport; throws UsageError for bad options or a bad
+    // endpoint, std::runtime_error when it cannot be bound).
     explicit ParameterServer(ServerOptions options);
+    // The same logic over `transport` (not bound to anything here: endpoint() is empty). Throws
+    // UsageError for bad options.
+    ParameterServer(ServerOptions options, std::unique_ptr<Transport> transport);
     ~ParameterServer();
 
     // Serves until the run is over; returns the process exit code: 0 when every worker sent
@@ -58,6 +62,15 @@ class ParameterServer {
     int run();
     void stop();                                               // thread-safe, async-signal-safe
     const std::string& endpoint() const { return endpoint_; }  // as bound (tcp port resolved)
+
+    // Without run(): one request as the transport received it (routing id, header, frames[, MAC]);
+    // its replies go to the transport. Rethrows only what must end psd (see above).
+    void handle(Parts& parts);
+    // Without run(): what the loop does after each round of messages (a requested stop, worker
+    // timeouts, held replies the staleness bound lets go, a drain's progress).
+    void tick();
+    // The run is over (DONE from every worker, STOP, an abort): the exit code run() returns.
+    std::optional<int> exit_code() const { return exit_code_; }
 
   private:
     struct PendingPull {  // rows a held request pulls (copied: its frames are gone by the reply)
@@ -83,8 +96,6 @@ class ParameterServer {
         std::uint64_t bound_held = 0;
         double bound_held_s = 0, bound_longest_s = 0;
     };
-    using Parts = std::vector<zmq::message_t>;
-
     void handle_message(Parts& parts);
     // run()'s boundary around handle_message(): false when the exception must end psd (see above);
     // else answers the sender (unless `replies_before` != replies_sent_) and returns true.
@@ -203,10 +214,10 @@ class ParameterServer {
     [[nodiscard]] Result<std::vector<std::span<const float>>> decode_slices(const wire::Header& h, Parts& parts,
                                                                             std::size_t first, PayloadForm form,
                                                                             const ShmSegment* segment);
-    // --auth mac (psd/parameter_server_auth.cpp): verifies a request's MAC and strips its trailer
-    // from `parts`; false when the message was refused (answered with ERROR, counted, logged).
+    // The transport's check of a request (--auth mac: its MAC, and the trailer is stripped from
+    // `parts`); false when the message was refused (answered with ERROR, counted, logged).
     bool authenticate(const std::string& routing, const wire::Header& h, Parts& parts);
-    // Sends routing, header and payloads, sealed with a MAC trailer when the request was.
+    // Sends routing, header and payloads through the transport (sealed when the request was).
     void send_reply(const std::string& routing, wire::Header& h, std::vector<zmq::message_t>& payloads);
     // `descs`/`frames`: payload frames sent after the body (shared-memory PARAMS' row values).
     void reply(const std::string& routing, wire::MessageType type, std::uint32_t flags,
@@ -258,10 +269,9 @@ class ParameterServer {
     void write_endpoint_file();
 
     ServerOptions options_;
-    zmq::context_t context_;
-    std::unique_ptr<ZapHandler> zap_;
-    std::unique_ptr<MessageVerifier> verifier_;  // --auth mac on tcp
-    zmq::socket_t socket_;
+    // Reset first in the destructor: a ZeroMQ transport's context holds zero-copy messages that
+    // point into the shard's buffers until it is terminated.
+    std::unique_ptr<Transport> transport_;
     std::string endpoint_;
     SignalFd signals_;
     WakeFd wake_;

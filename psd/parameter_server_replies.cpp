@@ -1,5 +1,5 @@
-// ParameterServer's replies: every reply goes out through send_reply(), which seals it with a MAC
-// trailer when the request it answers was sealed (--auth mac, psd/parameter_server_auth.cpp).
+// ParameterServer's replies: every reply goes out through send_reply() to the transport, which
+// seals it with a MAC trailer when the request it answers was sealed (--auth mac, psd/zmq_transport.h).
 // PARAMS payloads are built in psd/parameter_server_payload.cpp.
 #include <spdlog/spdlog.h>
 
@@ -68,21 +68,7 @@ void ParameterServer::release_pending(std::vector<Pending>& pending, std::uint32
 }
 
 void ParameterServer::send_reply(const std::string& routing, Header& h, std::vector<zmq::message_t>& payloads) {
-    const bool sealed = verifier_ && verifier_->can_seal(routing);
-    if (sealed) h.flags |= wire::kFlagMac;
-    const std::string bytes = wire::encode_header(h);
-    std::optional<std::string> trailer;
-    if (sealed) {
-        std::vector<ByteRange> frames{ByteRange{bytes.data(), bytes.size()}};
-        for (const auto& p : payloads) frames.push_back(ByteRange{p.data(), p.size()});
-        trailer = verifier_->seal_reply(routing, frames);
-    }
-    const auto more = [](bool m) { return m ? zmq::send_flags::sndmore : zmq::send_flags::none; };
-    socket_.send(zmq::buffer(routing), zmq::send_flags::sndmore);
-    socket_.send(zmq::buffer(bytes), more(!payloads.empty() || trailer));
-    for (std::size_t k = 0; k < payloads.size(); ++k)
-        socket_.send(payloads[k], more(k + 1 < payloads.size() || trailer));
-    if (trailer) socket_.send(zmq::buffer(*trailer), zmq::send_flags::none);
+    transport_->send(routing, h, payloads);
     ++replies_sent_;
 }
 

@@ -43,7 +43,7 @@ std::string ParameterServer::stats_json() const {
     j["bf16_param_conversions"] = bf16_.conversions();
     j["bf16_param_reuses"] = bf16_.reuses();
     j["aborted"] = faults_.aborted();
-    j["auth_denied"] = zap_ ? zap_->denied() : 0;
+    j["auth_denied"] = transport_->denied();
     if (!options_.sync) j["staleness"] = staleness_json();  // async: gradients' staleness, --max-staleness
     j.update(elastic_json());                               // --min-workers, data chunks
     return json_text(j);

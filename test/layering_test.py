@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The layers of docs/architecture.md ("Layers"), checked on every #include "..." of the tree,
 within common/ the layers of its libraries (common/meson.build), and within launcher/ the
-cluster map's library below the commands (launcher/meson.build).
+cluster map's library below the commands (launcher/meson.build), and within psd/ the server's logic
+above its transport (psd/transport.h).
 
 Each folder may include only the folders its layer lists; a lower layer that includes a higher
 one fails here with the file, the line and the rule. Usage: layering_test.py SOURCE_ROOT.
@@ -31,6 +32,10 @@ LAUNCHER_RUNTIME_SURFACE = {
     "workerd/table_split.h",
     "workerd/train_flops.h", "workerd/train_options.h", "workerd/trainer.h",
 }
+# psd's server logic (psd/parameter_server*) runs over psd/transport.h and never sees the transport
+# beneath it: only the daemon's constructor (psd/parameter_server_daemon.cpp) names the ZeroMQ one.
+PSD_TRANSPORT_HEADERS = {"psd/zmq_transport.h", "psd/zap_handler.h", "common/message_auth.h"}
+PSD_DAEMON = "psd/parameter_server_daemon.cpp"
 TOP = {"common", "psd", "workerd", "launcher"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
@@ -134,6 +139,18 @@ def cluster_map_violations(rel, text):
     return out
 
 
+def psd_transport_violations(rel, text):
+    if not Path(rel).name.startswith("parameter_server") or not rel.startswith("psd/") or rel == PSD_DAEMON:
+        return []
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        m = INCLUDE.match(line)
+        if m and m.group(1) in PSD_TRANSPORT_HEADERS:
+            out.append(f"{rel}:{n}: includes {m.group(1)}, but psd's server logic talks to its transport only "
+                       f"through psd/transport.h (the ZeroMQ transport is named in {PSD_DAEMON} alone)")
+    return out
+
+
 def self_test():
     ok = violations("workerd/nn/x.cpp", '#include "common/rng.h"\n#include "workerd/nn/shape.h"\n')
     bad = violations("workerd/data/x.cpp", '#include <vector>\n#include "workerd/trainer.h"\n')
@@ -151,6 +168,10 @@ def self_test():
     map_bad = cluster_map_violations("launcher/slurm_env.cpp", '#include "launcher/cmd_run.h"\n')
     assert map_ok == [], map_ok
     assert len(map_bad) == 1 and "cluster map" in map_bad[0], map_bad
+    psd_ok = psd_transport_violations(PSD_DAEMON, '#include "psd/zmq_transport.h"\n')
+    psd_bad = psd_transport_violations("psd/parameter_server_save.cpp", '#include "common/message_auth.h"\n')
+    assert psd_ok == [], psd_ok
+    assert len(psd_bad) == 1 and "psd/transport.h" in psd_bad[0], psd_bad
 
 
 def main():
@@ -165,7 +186,8 @@ def main():
                 continue
             files += 1
             rel, text = p.relative_to(root).as_posix(), p.read_text(errors="replace")
-            found += violations(rel, text) + common_violations(rel, text) + cluster_map_violations(rel, text)
+            found += (violations(rel, text) + common_violations(rel, text) + cluster_map_violations(rel, text) +
+                      psd_transport_violations(rel, text))
     for v in found:
         print(v)
     print(f"{files} files, {len(found)} includes across layers")
