@@ -1,6 +1,6 @@
-// reduce_mean and reduce_sum (workerd/nn/ops/reduce.cpp): forward against a naive loop over
-// several axes with and without keepdims, gradients against central differences, bf16
-// against f32, and the axis errors.
+// reduce_mean, reduce_sum and reduce_prod (workerd/nn/ops/reduce.cpp): forward against a naive
+// loop over several axes with and without keepdims, gradients against central differences (and
+// prod's exactly where elements are zero), bf16 against f32, and the axis errors.
 #include <catch2/catch.hpp>
 
 #include "test/nn/ops_test_util.h"
@@ -74,6 +74,40 @@ TEST_CASE("reduce over consecutive axes (the hand loop): a bag mean, a sequence'
     check_close(r.output, expected);
     check_gradients(model, batch, 5);
     check_bf16_against_f32(model, batch, 7);
+}
+
+TEST_CASE("reduce_prod over some axes: forward, gradients, bf16", "[nn_engine][ops][reduce]") {
+    const bool keep = GENERATE(true, false);
+    const int batch = GENERATE(1, 3);
+    CAPTURE(keep, batch);
+    // x: N x 2 x 3 x 4 reduced over axes 1 and -1 (8 elements each): N x 3 (x 1s kept).
+    const auto model =
+        graph_model({{{"kind", "reduce_prod"}, {"name", "out"}, {"axes", {1, -1}}, {"keepdims", keep}}}, {2, 3, 4});
+    const auto r = forward_of(model, batch, 3);
+    std::vector<double> expected;
+    for (std::int64_t n = 0; n < batch; ++n)
+        for (std::int64_t h = 0; h < 3; ++h) {
+            double p = 1;
+            for (std::int64_t c = 0; c < 2; ++c)
+                for (std::int64_t w = 0; w < 4; ++w)
+                    p *= r.input[static_cast<std::size_t>(((n * 2 + c) * 3 + h) * 4 + w)];
+            expected.push_back(p);
+        }
+    check_close(r.output, expected);
+    check_gradients(model, batch, 5);
+    check_bf16_against_f32(model, batch, 7);
+}
+
+TEST_CASE("reduce_prod's gradient is the product of the others where elements are zero", "[nn_engine][ops][reduce]") {
+    // N x 2 x 3, the product over axis 2: rows {2, 0, 5} (one zero) and {0, 3, 0} (two).
+    const auto model =
+        graph_model({{{"kind", "reduce_prod"}, {"name", "out"}, {"axes", {2}}, {"keepdims", false}}}, {2, 3});
+    LayerHarness h(model, 0, 1, 1);
+    const auto y = h.forward({2, 0, 5, 0, 3, 0});
+    CHECK(y == std::vector<float>{0, 0});
+    const auto dx = h.backward({1.5f, -2.0f});
+    // Row 1: d/dx = (0*5, 2*5, 2*0) * 1.5; row 2: (3*0, 0*0, 0*3) * -2 (torch.prod's gradient).
+    CHECK(dx == std::vector<float>{0, 15, 0, 0, 0, 0});
 }
 
 TEST_CASE("reduce: the batch axis, a repeated or out-of-range axis, no axes", "[nn_engine][ops][reduce]") {

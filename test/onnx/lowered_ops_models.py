@@ -8,7 +8,8 @@ end to end through the psrun CLI:
   x.repeat: Tile; torch.cumsum: CumSum (a kind of its own); F.normalize: ReduceL2;
   torch.logsumexp: ReduceLogSumExp; torch.atan/tan/asin/acos/floor/round/ceil;
   torch.pow(2.0, x): Pow of a constant base;
-  x.norm(p=1): ReduceL1; x.std / x.var: ReduceProd of Shape; torch.sin/cos/sign; F.celu;
+  x.norm(p=1): ReduceL1; x.std / x.var: ReduceProd of Shape; torch.prod of activations (zeros
+  after a relu); torch.sin/cos/sign; F.celu;
   x.flip and F.cosine_similarity: Slice with step -1; nn.ReflectionPad2d, padding_mode "reflect",
   nn.ReplicationPad1d/2d: Pad in modes reflect and edge; F.pad with a value, nn.ConstantPad1d; x.squeeze(d) after a reflect pad, which
   torch 1.13 writes as an If on a shape (the taken branch is inlined); causal masks built in
@@ -239,6 +240,9 @@ MODELS = {
     "std_var": (lambda: Vec(lambda s, x: torch.cat([three(s.a(x)).std(dim=2), three(s.b(x)).var(dim=1),
                                                     s.a(x).var(dim=1, unbiased=False).unsqueeze(1)], 1), 7), (16,),
                 ["reduce_mean", "sqrt"]),
+    "prod": (lambda: Vec(lambda s, x: torch.cat([torch.prod(three(s.a(x)), dim=2), s.b(x).prod(1, keepdim=True),
+                                                 F.relu(s.b(x)).prod(1, keepdim=True)], 1), 4), (16,),
+             ["reduce_prod", "relu"]),
     "sin_cos_sign": (lambda: Vec(lambda s, x: torch.sin(s.a(x)) + torch.cos(s.b(x)) + s.a(x) * torch.sign(s.b(x)), 8),
                      (16,), ["sin", "cos", "sign"]),
     "trig_round": (lambda: Vec(lambda s, x: torch.cat([torch.atan(s.a(x)), torch.tan(s.a(x) * 0.3),
@@ -289,19 +293,20 @@ MODELS = {
 
 
 def opset18(psrun, work):
-    """Opset 18 by onnx.helper on x [N, 4, 6, 6]: the Reduce* lowerings with axes inputs,
+    """Opset 18 by onnx.helper on x [N, 4, 6, 6]: the Reduce* lowerings with axes inputs, ReduceProd,
     DepthToSpace DCR, SpaceToDepth, CumSum exclusive + reverse, Tile, Sin, Cos, Sign; against numpy."""
     from onnx import TensorProto, helper, numpy_helper
     rng = np.random.default_rng(0)
     ints = lambda name, v: numpy_helper.from_array(np.array(v, dtype=np.int64), name)  # noqa: E731
-    parts = ["l1", "l2", "ss", "lse", "d2s", "s2d", "cs", "tile", "trig"]
-    widths = [4, 4, 4, 4, 144, 144, 144, 288, 144]
+    parts = ["l1", "l2", "ss", "lse", "d2s", "s2d", "cs", "tile", "trig", "prod"]
+    widths = [4, 4, 4, 4, 144, 144, 144, 288, 144, 36]
     w = rng.standard_normal((10, sum(widths))).astype(np.float32) * 0.1
     nodes = [
         helper.make_node("ReduceL1", ["x", "a23"], ["l1"], keepdims=0),               # [N, 4]
         helper.make_node("ReduceL2", ["x", "a23"], ["l2"], keepdims=0),
         helper.make_node("ReduceSumSquare", ["x", "a23"], ["ss"], keepdims=0),
         helper.make_node("ReduceLogSumExp", ["x", "a23"], ["lse"], keepdims=0),
+        helper.make_node("ReduceProd", ["x", "a1"], ["prod"], keepdims=0),             # [N, 6, 6]
         helper.make_node("DepthToSpace", ["x"], ["d2s"], blocksize=2, mode="DCR"),    # [N, 1, 12, 12]
         helper.make_node("SpaceToDepth", ["d2s"], ["s2d"], blocksize=2),              # [N, 4, 6, 6]
         helper.make_node("CumSum", ["x", "a1"], ["cs"], exclusive=1, reverse=1),
@@ -333,7 +338,7 @@ def opset18(psrun, work):
     cs = np.flip(np.cumsum(np.flip(x, 1), 1), 1) - x
     got_parts = [np.abs(x).sum((2, 3)), np.sqrt((x * x).sum((2, 3))), (x * x).sum((2, 3)),
                  np.log(np.exp(x).sum((2, 3))), d2s, s2d, cs, np.tile(x, (1, 1, 1, 2)),
-                 np.sin(x) + np.cos(x) + np.sign(x)]
+                 np.sin(x) + np.cos(x) + np.sign(x), x.prod(1)]
     cat = np.concatenate([p.reshape(n, -1) for p in got_parts], 1)
     logits = cat @ w.T
     want = np.exp(logits - logits.max(1, keepdims=True))

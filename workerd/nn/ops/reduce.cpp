@@ -1,12 +1,14 @@
-// Mean, sum, max or min over some axes of each example:
+// Mean, sum, max, min or product over some axes of each example:
 //   {"kind": "reduce_mean", "axes": [a...], "keepdims": true}, "reduce_sum", "reduce_max",
-//   "reduce_min" (same fields; max and min pass the gradient to the arg max, split evenly between
-//   equal values as torch.amax does).
+//   "reduce_min", "reduce_prod" (same fields; max and min pass the gradient to the arg max, split
+//   evenly between equal values as torch.amax does; prod's gradient at an element is the product
+//   of the others, exact where some are zero, as torch.prod's).
 // `axes` required, each in [-rank, rank), distinct; the batch dim only when every axis is
 // reduced (a loss: the output is then a scalar, or all 1s with keepdims, with no batch axis);
 // keepdims keeps each reduced axis as a 1 (ONNX's default) instead of dropping it. Floats only;
 // no tensors. FLOPs: 1 per input element.
-// ONNX: ReduceMean, ReduceSum, ReduceMax, ReduceMin: the axes an attribute, or a constant input
+// ONNX: ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceProd (of values not known at import:
+// those fold, onnx_consts_reduce.cpp): the axes an attribute, or a constant input
 // (ReduceSum from opset 13, all from 18), keepdims default 1; without axes (every axis, the
 // batch's included: a loss's mean) reduces every axis unless noop_with_empty_axes=1 (then the
 // input passes through). An
@@ -94,10 +96,11 @@ Result<void> import_reduce(OnnxNodeImport& node) {
         if (info == nullptr) return tl::unexpected(node.refuse("no axes, and the input's rank is unknown"));
         for (std::size_t d = 0; d < info->rank(); ++d) axes.push_back(static_cast<std::int64_t>(d));
     }
-    const char* kind = sum                 ? "reduce_sum"
-                       : op == "ReduceMax" ? "reduce_max"
-                       : op == "ReduceMin" ? "reduce_min"
-                                           : "reduce_mean";
+    const char* kind = sum                  ? "reduce_sum"
+                       : op == "ReduceMax"  ? "reduce_max"
+                       : op == "ReduceMin"  ? "reduce_min"
+                       : op == "ReduceProd" ? "reduce_prod"
+                                            : "reduce_mean";
     std::string source = x;
     if (const ValueInfo* info = node.info(0); info != nullptr && info->type == ElementType::kInt) {
         // An integer mask counted (mask.sum(1)): summed as floats, exact below 2^24.
@@ -118,9 +121,10 @@ Result<void> export_reduce(OnnxNodeExport& out) {
         out.add("ReduceSum", {out.input(0), out.int64_constant(node.name + "/axes", axes)}, {out.output(0)},
                 {{"keepdims", keep}}, node.name);
     else
-        out.add(node.op == "reduce_mean"  ? "ReduceMean"
-                : node.op == "reduce_max" ? "ReduceMax"
-                                          : "ReduceMin",
+        out.add(node.op == "reduce_mean"   ? "ReduceMean"
+                : node.op == "reduce_max"  ? "ReduceMax"
+                : node.op == "reduce_prod" ? "ReduceProd"
+                                           : "ReduceMin",
                 {out.input(0)}, {out.output(0)}, {{"axes", axes}, {"keepdims", keep}}, node.name);
     return {};
 }
@@ -133,7 +137,8 @@ OpSchema make(std::string_view kind, std::string_view onnx) {
 
 const OpSchema& reduce_schema(std::string_view kind) {
     static const std::vector<OpSchema> schemas = {make("reduce_mean", "ReduceMean"), make("reduce_sum", "ReduceSum"),
-                                                  make("reduce_max", "ReduceMax"), make("reduce_min", "ReduceMin")};
+                                                  make("reduce_max", "ReduceMax"), make("reduce_min", "ReduceMin"),
+                                                  make("reduce_prod", "ReduceProd")};
     return family_member(schemas, kind);
 }
 

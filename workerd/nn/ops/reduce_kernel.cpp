@@ -2,6 +2,9 @@
 // (offsets precomputed at build), forward and backward (dX = dY / ties at the elements equal to
 // the result, 0 elsewhere). The forward keeps which elements those are, a bit each in scratch,
 // so the backward reads neither the input nor the result (as PyTorch's max keeps indices).
+// reduce_prod: the same hand loops; the backward reads the input (kept, in f32) and gives each
+// element the product of the others, by a prefix and a suffix product (no division: exact where
+// elements are zero, as torch.prod's gradient).
 // reduce_mean and reduce_sum. Where the reduced axes are consecutive (the input seen as
 // [outer, reduced, inner]: a mean over a sequence, a bag of embeddings, a global pool) a hand
 // loop in f32 (oneDNN 2.6 runs its reference reduction there, ~100x slower); otherwise oneDNN's
@@ -31,9 +34,12 @@ namespace {
 class ReduceKernel final : public Kernel {
   public:
     // reduce_max/min's backward reads its forward's bits (scratch); reduce_mean/sum's broadcasts
-    // dY back. Neither reads a value.
-    BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
-        return BackwardReads::nothing();
+    // dY back: neither reads a value. reduce_prod's reads its input (as converted to f32).
+    BackwardReads backward_reads(const std::vector<const Node*>& nodes, const EngineContext&) const override {
+        if (nodes.front()->op != "reduce_prod") return BackwardReads::nothing();
+        BackwardReads reads{0b1, false, -1};
+        reads.as_converted = 0b1;
+        return reads;
     }
 
     void build(KernelBuilder& b) override {
@@ -43,6 +49,10 @@ class ReduceKernel final : public Kernel {
         const MemDims in = b.input_dims(0);
         if (b.node().op == "reduce_max" || b.node().op == "reduce_min") {
             build_extreme(b, in, b.node().op == "reduce_max");
+            return;
+        }
+        if (b.node().op == "reduce_prod") {
+            build_prod(b, in);
             return;
         }
         MemDims kept = in;
@@ -74,13 +84,13 @@ class ReduceKernel final : public Kernel {
     }
 
   private:
-    static void build_extreme(KernelBuilder& b, const MemDims& in, bool max) {
-        const auto& engine = b.context().engine;
+    // first[o]: the offset of output element o's first input element; second[r]: the offset of
+    // reduced element r from it (plain layouts).
+    using Offsets = std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>;
+    static std::shared_ptr<const Offsets> reduced_offsets(KernelBuilder& b, const MemDims& in) {
         std::vector<bool> reduced(in.size(), false);
         for (auto a : b.node().attrs.at("axes").get<std::vector<std::int64_t>>())
             reduced[static_cast<std::size_t>(a < 0 ? a + static_cast<std::int64_t>(in.size()) : a)] = true;
-        // base[o]: the offset of output element o's first input element; step[r]: the offset of
-        // reduced element r from it.
         const MemDims strides = plain_strides(in);
         std::vector<std::int64_t> base{0}, step{0};
         for (std::size_t d = 0; d < in.size(); ++d) {
@@ -91,8 +101,12 @@ class ReduceKernel final : public Kernel {
                 for (std::int64_t k = 0; k < in[d]; ++k) next.push_back(o + k * strides[d]);
             v = std::move(next);
         }
-        auto offsets = std::make_shared<const std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>>(
-            std::move(base), std::move(step));
+        return std::make_shared<const Offsets>(std::move(base), std::move(step));
+    }
+
+    static void build_extreme(KernelBuilder& b, const MemDims& in, bool max) {
+        const auto& engine = b.context().engine;
+        const auto offsets = reduced_offsets(b, in);
         const memory x = b.input_plain(0, Dt::f32);
         const Dt out_type = b.output_type(0);
         const memory::desc f32 = plain_desc(b.output_dims(0), Dt::f32);
@@ -141,6 +155,54 @@ class ReduceKernel final : public Kernel {
                 const float g = count > 0 ? diff[o] / static_cast<float>(count) : 0.0f;
                 for (std::size_t r = 0; r < steps.size(); ++r)
                     out[first + steps[r]] = (mine[r / 64] >> (r % 64)) & 1u ? g : 0.0f;
+            }
+        });
+    }
+
+    static void build_prod(KernelBuilder& b, const MemDims& in) {
+        const auto& engine = b.context().engine;
+        const auto offsets = reduced_offsets(b, in);
+        const memory x = b.input_plain(0, Dt::f32);
+        const Dt out_type = b.output_type(0);
+        const memory::desc f32 = plain_desc(b.output_dims(0), Dt::f32);
+        const memory y = out_type == Dt::f32 ? b.make_output(0, f32) : memory(f32, engine);
+        const auto outs = static_cast<std::int64_t>(offsets->first.size());
+        b.forward([x, y, offsets, outs] {
+            const float* src = static_cast<const float*>(x.get_data_handle());
+            float* dst = static_cast<float*>(y.get_data_handle());
+#pragma omp parallel for schedule(static)
+            for (std::int64_t o = 0; o < outs; ++o) {
+                const float* row = src + offsets->first[static_cast<std::size_t>(o)];
+                float p = 1.0f;
+                for (const auto s : offsets->second) p *= row[s];
+                dst[o] = p;
+            }
+        });
+        if (out_type != Dt::f32) b.forward(run_reorder(b, y, b.make_output(0, plain_desc(b.output_dims(0), out_type))));
+        b.note("fwd: hand reduce_prod (f32)");
+        if (!b.needs_input_grad(0)) return;
+        const memory dy = b.output_diff(0, f32);
+        const memory dx = b.input_diff(0, plain_desc(in, Dt::f32));
+        b.backward([x, dy, dx, offsets, outs] {
+            const float* src = static_cast<const float*>(x.get_data_handle());
+            const float* diff = static_cast<const float*>(dy.get_data_handle());
+            float* out = static_cast<float*>(dx.get_data_handle());
+            const auto& steps = offsets->second;
+            const auto n = static_cast<std::int64_t>(steps.size());
+#pragma omp parallel for schedule(static)
+            for (std::int64_t o = 0; o < outs; ++o) {
+                const std::int64_t first = offsets->first[static_cast<std::size_t>(o)];
+                float before = 1.0f;  // the product of the elements before r
+                for (std::int64_t r = 0; r < n; ++r) {
+                    out[first + steps[static_cast<std::size_t>(r)]] = before;
+                    before *= src[first + steps[static_cast<std::size_t>(r)]];
+                }
+                float after = diff[o];  // dY times the product of the elements after r
+                for (std::int64_t r = n - 1; r >= 0; --r) {
+                    const std::int64_t at = first + steps[static_cast<std::size_t>(r)];
+                    out[at] *= after;
+                    after *= src[at];
+                }
             }
         });
     }
