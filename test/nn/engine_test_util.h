@@ -114,8 +114,8 @@ double central_difference(float& value, double analytic, const std::function<dou
 // [-1, 1] (or ids below `vocabulary` for int inputs).
 void check_gradients(const ModelDescription& model, std::int64_t batch, std::uint64_t seed, int samples = 24,
                      double tolerance = 2e-2, int outliers = 0, int vocabulary = 0);
-// The same model in bf16 against f32: outputs and every gradient within `tolerance` relative
-// L2 (skipped with a warning where the CPU has no bf16).
+// The same model in bf16 against f32 on the same bf16-exact input: outputs and every gradient
+// within `tolerance` relative L2 (skipped with a warning where the CPU has no bf16).
 void check_bf16_against_f32(const ModelDescription& model, std::int64_t batch, std::uint64_t seed,
                             double tolerance = 3e-2, int vocabulary = 0);
 

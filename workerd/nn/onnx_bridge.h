@@ -144,6 +144,9 @@ class OnnxNodeExport {
     virtual std::span<const float> tensor_values(const std::string& name) const = 0;
     virtual void replace_initializer(const std::string& name, const std::vector<std::int64_t>& dims,
                                      std::vector<float> values) = 0;
+    // The nodes just written exist from opset `opset` on (GridSample: 16): the file declares the
+    // largest opset a node required, 13 when none did (every kind's form is valid from 13 on).
+    virtual void require_opset(std::int64_t opset) = 0;
 };
 
 }  // namespace psrun::nn

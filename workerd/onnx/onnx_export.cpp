@@ -56,6 +56,7 @@ class Writer {
         return name;
     }
     std::map<std::string, std::pair<std::vector<std::int64_t>, std::vector<float>>> replaced;
+    std::int64_t opset = kExportOpset;  // raised by NodeWriter::require_opset
 
   private:
     const nn::ModelDescription& model_;
@@ -99,6 +100,7 @@ class NodeWriter final : public nn::OnnxNodeExport {
     std::string input(std::size_t i) const override { return w_.onnx_name(node_.inputs.at(i)); }
     std::string output(std::size_t i) const override { return w_.onnx_name(node_.outputs.at(i)); }
     std::string fresh(const std::string& hint) override { return w_.fresh(hint); }
+    void require_opset(std::int64_t opset) override { w_.opset = std::max(w_.opset, opset); }
     void add(const std::string& op_type, const std::vector<std::string>& inputs,
              const std::vector<std::string>& outputs, const std::vector<std::pair<std::string, nn::OnnxAttr>>& attrs,
              const std::string& name) override {
@@ -240,6 +242,11 @@ Result<std::string> export_onnx(const nn::ModelDescription& model, std::span<con
     if (model.loss == nn::LossKind::kGraph)
         for (const auto& h : model.heads)
             set_value_info(*graph.add_output(), writer.onnx_name(h.value), model.value(h.value));
+
+    // A kind whose ONNX form came later (GridSample) raises the declared opset, and the IR
+    // version with it (opset 16 came with IR 8).
+    opset->set_version(writer.opset);
+    if (writer.opset >= 16) proto.set_ir_version(8);  // IR 8: what opset 16 came with
 
     // The description is trusted on import only for this graph (onnx_graph_digest.h).
     std::set<std::string> parameters;
