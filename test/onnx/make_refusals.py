@@ -51,8 +51,6 @@ def main():
     # Reshape(p, Shape(p)) is evaluated at import (the identity): the Gemm then sees a 4-D value.
     cases["reshape_to_own_shape"] = (graph(chain(flatten=reshape)[:3] + shape_of + chain(flatten=reshape)[3:]),
                                      "node 'fc' (Gemm): input A must be a 2-D graph value [N, F]")
-    cases["pool_dilations"] = (graph(chain(pool_attrs=dict(dilations=[2, 2]))),
-                               "node 'pool' (MaxPool): dilations other than 1")
     cases["storage_order"] = (graph(chain(pool_attrs=dict(storage_order=1))),
                               "node 'pool' (MaxPool): storage_order 1 (column major) is not supported")
     cases["same_lower"] = (graph(chain(conv_attrs=dict(auto_pad="SAME_LOWER", pads=None))),

@@ -129,11 +129,11 @@ while IFS=$'\t' read -r file expected; do
         check "... naming it: $expected" grep -qF "$expected" "$tmp/err"
     fi
 done <"$tmp/bad/expected.tsv"
-timeout 120 "$psrun" local --ps 1 --workers 1 --grace 30 -- --model "$tmp/bad/pool_dilations.onnx" \
+timeout 120 "$psrun" local --ps 1 --workers 1 --grace 30 -- --model "$tmp/bad/storage_order.onnx" \
     --model-dir "$tmp/run-bad" --steps 10 >"$tmp/bad.log" 2>&1
 rc=$?
 check "training a refused graph exits 2 (rc=$rc)" test "$rc" -eq 2
-check "... naming the node" grep -qF "node 'pool' (MaxPool): dilations other than 1" "$tmp/bad.log"
+check "... naming the node" grep -qF "node 'pool' (MaxPool): storage_order 1 (column major) is not supported" "$tmp/bad.log"
 
 # A damaged checkpoint is refused, as a restore refuses it; so is a step that is not there.
 ckpt=$(ls -d "$tmp"/run-mlp/ckpt-* | tail -1)

@@ -122,7 +122,7 @@ Result<std::string> emit_resize_matrices(OnnxNodeImport& node, std::string x, co
     const auto rank = static_cast<std::int64_t>(in.rank());
     for (std::int64_t a = rank - 1; a >= 2; --a) {
         const std::int64_t n = in.dims[static_cast<std::size_t>(a)].value, o = out[static_cast<std::size_t>(a)];
-        if (n * o > (std::int64_t{1} << 24))
+        if (o > (std::int64_t{1} << 24) / std::max<std::int64_t>(n, 1))  // n * o, without overflowing
             return tl::unexpected(node.refuse("resizing axis " + std::to_string(a) + " from " + std::to_string(n) +
                                               " to " + std::to_string(o) + " needs a " + std::to_string(n) + " x " +
                                               std::to_string(o) +
