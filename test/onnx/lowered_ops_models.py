@@ -28,8 +28,8 @@ end to end through the psrun CLI:
   an opset-18 graph by onnx.helper (every Reduce* with axes as an input, DepthToSpace DCR,
   CumSum exclusive and reverse, Tile of a 3-D value, Sin, Cos, Sign) against numpy; GatherElements
   with negative constant indices and with indices from an int input, against numpy; and the
-  refusals (exit 2, the message checked): ArgMax mid-graph, TopK, Tile of the batch axis, an If
-  whose condition is computed from the data.
+  refusals (exit 2, the message checked): Tile of the batch axis, an If whose condition is
+  computed from the data (ArgMax and TopK import now: selection_models.py).
 
 Prints one line per check; exits 1 when one fails, 77 when torch or onnx cannot be imported.
 Usage: lowered_ops_models.py PSRUN [WORK_DIR]   (LOWERED_MODELS=a,b: a subset)
@@ -405,8 +405,6 @@ class Refused(nn.Module):
 
 
 REFUSALS = {
-    "argmax_mid": (lambda s, h: h * F.one_hot(h.argmax(1), 16).float(), "returns int64 indices, which training cannot"),
-    "topk": (lambda s, h: h.topk(4, dim=1).values, "TopK returns the k largest values"),
     "tile_batch": (lambda s, h: h.repeat(2, 1), "repeats the batch axis 2 times"),
 }
 

@@ -1,6 +1,6 @@
 // ONNX import and export of the layout ops (Split, Concat, Slice, Pad) and of the lowered ops
-// (onnx_lowerings.h: DepthToSpace, SpaceToDepth, ReduceProd of shapes, and the refusals of ArgMax
-// mid-graph, Tile and CumSum of the batch), as in onnx_ops_test.cpp: inserted into the test CNN,
+// (onnx_lowerings.h: DepthToSpace, SpaceToDepth, ReduceProd of shapes, ArgMax mid-graph as a
+// top_k, and the refusals of Tile and CumSum of the batch), as in onnx_ops_test.cpp: inserted into the test CNN,
 // imported to their layers with the same outputs or refused naming why, and round-tripped.
 #include <catch2/catch.hpp>
 
@@ -139,8 +139,8 @@ TEST_CASE("Sin, Cos, Sign import and round-trip; SpaceToDepth then DepthToSpace 
 }
 
 TEST_CASE(
-    "ReduceProd of a shape folds at import (x.std's count); ArgMax mid-graph, Tile and CumSum of the batch "
-    "are refused saying why",
+    "ReduceProd of a shape folds at import (x.std's count); ArgMax mid-graph is a top_k; Tile and CumSum of "
+    "the batch are refused saying why",
     "[onnx][onnx_ops][onnx_lowerings]") {
     auto g = small_cnn();
     const auto plain = imported(g.bytes());
@@ -172,8 +172,11 @@ TEST_CASE(
     arg.node("/2/MaxPool")->set_input(0, "scaled");
     arg.order(
         {"/0/Conv", "/1/Relu", "/a/ArgMax", "/a/Cast", "/a/Mul", "/2/MaxPool", "/3/Flatten", "/4/Gemm", "/5/Softmax"});
-    CHECK_THAT(refusal(arg), Catch::Contains("node '/a/ArgMax' (ArgMax): ArgMax returns int64 indices, which training "
-                                             "cannot differentiate through"));
+    const auto with_arg = imported(arg.bytes());
+    CHECK(node_named(with_arg, "/a/ArgMax").op == "top_k");
+    CHECK(node_named(with_arg, "/a/ArgMax").attrs == json{{"axis", 1}, {"k", 1}, {"largest", true}});
+    onnx_io::set_int(*arg.node("/a/ArgMax"), "select_last_index", 1);
+    CHECK_THAT(refusal(arg), Catch::Contains("node '/a/ArgMax' (ArgMax): select_last_index 1"));
 
     for (const std::string op : {"Tile", "CumSum"}) {
         auto t = small_cnn();

@@ -8,9 +8,8 @@
 //     unsqueeze at the axis, equal to a constant 0..depth-1, cast to float, and off + (on - off)
 //     times that where the values are not 0 and 1 (a negative index, which ONNX counts from
 //     the end, matches nothing: its row is all off);
-//   ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSumExp (onnx_lowerings_reduce.cpp);
-//   ArgMax, ArgMin, TopK: refused with why (their indices carry no gradient; a final ArgMax of a
-//     predict graph is dropped before the walk, onnx_importer.cpp).
+//   ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSumExp (onnx_lowerings_reduce.cpp).
+// (ArgMax, ArgMin and TopK are the top_k kind's, ops/top_k.cpp.)
 #include <string>
 #include <vector>
 
@@ -210,20 +209,6 @@ Result<void> lower_trilu(OnnxNodeImport& node) {
     return {};
 }
 
-Result<void> refuse_indices(OnnxNodeImport& node) {
-    const std::string op(node.op_type());
-    if (op == "TopK")
-        return tl::unexpected(node.refuse(
-            "TopK returns the k largest values and their int64 indices; the engine has no sorting kind, and training "
-            "cannot "
-            "differentiate through indices (use a max or a mean over the axis, or compute top-k outside the model)"));
-    return tl::unexpected(node.refuse(
-        op +
-        " returns int64 indices, which training cannot differentiate through and the engine does not compute "
-        "mid-graph (a final ArgMax over the classes of a predict graph is dropped: export the logits, or keep the "
-        "ArgMax the graph's output)"));
-}
-
 struct Lowering {
     std::string_view op;
     Result<void> (*lower)(OnnxNodeImport&);
@@ -243,9 +228,6 @@ const std::vector<Lowering>& lowerings() {
         {"ReduceL2", lower_reduce_norm},
         {"ReduceSumSquare", lower_reduce_norm},
         {"ReduceLogSumExp", lower_reduce_norm},
-        {"ArgMax", refuse_indices},
-        {"ArgMin", refuse_indices},
-        {"TopK", refuse_indices},
     };
     return table;
 }

@@ -10,8 +10,9 @@
 // dC * B (mul), dC / B (div), dB = dC, -dC, dC * A, -(dC / B) * C, each summed over the axes
 // its input broadcasts along (sum_to; a product and its sum in one pass where the other factor
 // is full-size: sum_product_to).
-// Integers (add, sub, mul of two integer values: position ids from a mask) are a hand loop in 64
-// bits on plain s32 layouts, stored as s32; no gradient.
+// Integers (add, sub, mul, div, mod, fmod of two integer values: position ids from a mask, ids
+// hashed into buckets) are a hand loop in 64 bits on plain s32 layouts, stored as s32; no
+// gradient. A divisor of 0 gives a quotient of 0 and a remainder of a (never a trap).
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
@@ -28,14 +29,33 @@ using Dt = memory::data_type;
 
 namespace {
 
-enum class Kind { kAdd, kSub, kMul, kDiv };
+enum class Kind { kAdd, kSub, kMul, kDiv, kMod, kFmod };
 
 Kind kind_of(const std::string& op) {
     if (op == "add") return Kind::kAdd;
     if (op == "sub") return Kind::kSub;
     if (op == "mul") return Kind::kMul;
     if (op == "div") return Kind::kDiv;
+    if (op == "mod") return Kind::kMod;
+    if (op == "fmod") return Kind::kFmod;
     throw std::logic_error(op + " is not a binary kind");
+}
+
+// One integer element, in 64 bits (see the file comment for a divisor of 0).
+std::int64_t integer_op(Kind kind, std::int64_t u, std::int64_t v) {
+    switch (kind) {
+        case Kind::kAdd: return u + v;
+        case Kind::kSub: return u - v;
+        case Kind::kMul: return u * v;
+        case Kind::kDiv: return v == 0 ? 0 : u / v;
+        case Kind::kFmod: return v == 0 ? u : u % v;
+        case Kind::kMod: {
+            if (v == 0) return u;
+            const std::int64_t r = u % v;
+            return r != 0 && ((r < 0) != (v < 0)) ? r + v : r;
+        }
+    }
+    return 0;
 }
 
 algorithm algorithm_of(Kind k) {
@@ -44,6 +64,8 @@ algorithm algorithm_of(Kind k) {
         case Kind::kSub: return algorithm::binary_sub;
         case Kind::kMul: return algorithm::binary_mul;
         case Kind::kDiv: return algorithm::binary_div;
+        case Kind::kMod:
+        case Kind::kFmod: break;  // integers only: the hand loop
     }
     return algorithm::binary_add;
 }
@@ -98,6 +120,8 @@ class BinaryKernel final : public Kernel {
                 reads.as_converted = 0b10;
                 return reads;
             }
+            case Kind::kMod:
+            case Kind::kFmod: return BackwardReads::nothing();  // integers: no gradient
         }
         return {};
     }
@@ -133,7 +157,7 @@ class BinaryKernel final : public Kernel {
 #pragma omp parallel for schedule(static)
             for (std::int64_t e = 0; e < n; ++e) {
                 const std::int64_t u = p[ix->at(0, e)], v = q[ix->at(1, e)];
-                out[e] = static_cast<std::int32_t>(kind == Kind::kAdd ? u + v : kind == Kind::kSub ? u - v : u * v);
+                out[e] = static_cast<std::int32_t>(integer_op(kind, u, v));
             }
         });
         b.note("fwd: hand integer " + b.node().op);
@@ -280,6 +304,8 @@ class BinaryKernel final : public Kernel {
                 finish(1, t1, base1);
                 return;
             }
+            case Kind::kMod:
+            case Kind::kFmod: return;  // integers only (infer_binary): no gradient
         }
     }
 
