@@ -13,8 +13,11 @@ predict against torch's softmax), at opsets 13, 14 and 17:
     `ids // 4`: integer Mod and Div) feeding nn.Embedding;
   - float remainders: `x % 0.7` (torch writes floor arithmetic) and torch.fmod of two
     activations (Mod fmod=1: psrun lowers it), gradients to both;
-and by onnx.helper: TopK (largest 0, sorted 0) at opset 11 against numpy, and ArgMax with
-select_last_index 1 refused with exit 2, naming the node.
+  - masks as NaN-guarding code writes them: torch.nan_to_num of a log (IsNaN, IsInf, And),
+    torch.isnan, `m1 | m2`, `m1 ^ m2`, torch.where(c, 1.0, 0.0) (torch 1.13 makes that double:
+    Casts to double of the head's weights and bias);
+and by onnx.helper: TopK (largest 0, sorted 0) at opset 11 and EyeLike (k 1) of a known shape
+against numpy, and ArgMax with select_last_index 1 refused with exit 2, naming the node.
 
 Prints one line per check; exits 1 when one fails, 77 when torch or onnx cannot be imported.
 Usage: selection_models.py PSRUN [WORK_DIR]   (SELECTION_MODELS=a,b: a subset)
@@ -94,6 +97,13 @@ class HashedIds(nn.Module):
         return self.head(torch.cat(parts, 2).flatten(1))
 
 
+def nan_masks(s, x):
+    a, b = s.a(x), s.b(x)
+    clean = torch.nan_to_num(torch.log(a), nan=0.0, posinf=3.0, neginf=-5.0) + torch.isnan(torch.log(b)).float()
+    either = ((a > 0) | (b > 0.5)).float() + ((a > 0) ^ (b < 0)).float()
+    return torch.cat([clean, a * either, b * torch.where(a < 0.2, 1.0, 0.0)], 1)
+
+
 MODELS = {
     "experts_top2": (Experts, (16,), ["top_k", "softmax", "equal"]),
     "sort": (lambda: Vec(lambda s, x: torch.cat([torch.sort(s.a(x), dim=1, descending=True).values,
@@ -107,6 +117,7 @@ MODELS = {
     "float_mod": (lambda: Vec(lambda s, x: torch.cat([s.a(x) % 0.7,
                                                       torch.fmod(s.a(x) * 3, s.b(x).abs() + 0.5)], 1), 16), (16,),
                   ["floor", "sign"]),
+    "nan_masks": (lambda: Vec(nan_masks, 24), (16,), ["is_nan", "is_inf", "where", "not"]),
 }
 
 
@@ -132,6 +143,25 @@ def helper_graphs(psrun, work):
     if check("topk11: psrun predict exits 0", got is not None, err):
         diff = float(np.abs(got - want).max())
         check("topk11: psrun predict = numpy", diff <= 1e-5, f"largest difference {diff:.2e}", True)
+    nodes = [helper.make_node("ConstantOfShape", ["square"], ["zeros"]),
+             helper.make_node("EyeLike", ["zeros"], ["eye"], k=1),
+             helper.make_node("MatMul", ["x", "eye"], ["shifted"]),
+             helper.make_node("Gemm", ["shifted", "w"], ["logits"], transB=1)]
+    graph = helper.make_graph(nodes, "eyelike", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 7])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])],
+                              [numpy_helper.from_array(np.linspace(-1, 1, 70, dtype=np.float32).reshape(10, 7), "w"),
+                               numpy_helper.from_array(np.array([7, 7], dtype=np.int64), "square")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = os.path.join(work, "eyelike.onnx")
+    onnx.save(model, path)
+    logits = (x @ np.eye(7, k=1, dtype=np.float32)) @ np.linspace(-1, 1, 70, dtype=np.float32).reshape(10, 7).T
+    want = np.exp(logits - logits.max(1, keepdims=True))
+    want /= want.sum(1, keepdims=True)
+    got, err = predict(psrun, path, x, work, "eyelike")
+    if check("eyelike: psrun predict exits 0", got is not None, err):
+        diff = float(np.abs(got - want).max())
+        check("eyelike: psrun predict = numpy", diff <= 1e-5, f"largest difference {diff:.2e}", True)
     nodes = [helper.make_node("ArgMax", ["x"], ["i"], name="last_max", axis=1, select_last_index=1),
              helper.make_node("Cast", ["i"], ["f"], to=TensorProto.FLOAT),
              helper.make_node("Gemm", ["f", "w"], ["logits"], transB=1)]

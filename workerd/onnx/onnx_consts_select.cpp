@@ -1,6 +1,6 @@
-// Split and Trilu of known tensors (onnx_consts.h): x.repeat_interleave(r, dim) splits its
-// known repeat counts; torch.tril/torch.triu of torch.ones(L, L) or torch.full(.., -inf) is a
-// causal mask built in forward().
+// Split, Trilu and EyeLike of known tensors (onnx_consts.h): x.repeat_interleave(r, dim) splits
+// its known repeat counts; torch.tril/torch.triu of torch.ones(L, L) or torch.full(.., -inf) is a
+// causal mask built in forward(); torch.diagonal multiplies by an EyeLike of a known [R, C].
 #include "workerd/onnx/onnx_consts_ops.h"
 
 #include <numeric>
@@ -68,6 +68,23 @@ Result<Outputs> evaluate_select(const onnx::NodeProto& node, std::int64_t opset,
             start += size;
         }
         return parts;
+    }
+    if (node.op_type() == "EyeLike") {  // ones where column - row == k, of dtype (default: the input's)
+        if (rank != 2) return tl::unexpected(bad(node, "its input must be 2-D"));
+        PSRUN_TRY_ASSIGN(auto k, int_attr(node, "k", 0));
+        PSRUN_TRY_ASSIGN(auto dtype,
+                         int_attr(node, "dtype", a.is_float ? onnx::TensorProto::FLOAT : onnx::TensorProto::INT64));
+        Known out;
+        out.dims = a.dims;
+        out.is_float = dtype == onnx::TensorProto::FLOAT || dtype == onnx::TensorProto::DOUBLE ||
+                       dtype == onnx::TensorProto::FLOAT16 || dtype == onnx::TensorProto::BFLOAT16;
+        const std::int64_t cols = a.dims[1];
+        for (std::int64_t e = 0; e < static_cast<std::int64_t>(a.size()); ++e) {
+            const bool one = e % cols - e / cols == k;
+            if (out.is_float) out.f.push_back(one ? 1.0 : 0.0);
+            else out.i.push_back(nn::Dim{one ? 1 : 0});
+        }
+        return Outputs{{std::move(out)}};
     }
     // Trilu: keep column - row >= k (upper) or <= k (lower) of the last two axes, zero the rest.
     if (rank < 2) return tl::unexpected(bad(node, "its input must have 2 or more axes"));

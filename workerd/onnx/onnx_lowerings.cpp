@@ -8,7 +8,9 @@
 //     unsqueeze at the axis, equal to a constant 0..depth-1, cast to float, and off + (on - off)
 //     times that where the values are not 0 and 1 (a negative index, which ONNX counts from
 //     the end, matches nothing: its row is all off);
-//   ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSumExp (onnx_lowerings_reduce.cpp).
+//   ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSumExp (onnx_lowerings_reduce.cpp);
+//   And, Or, Xor of masks (torch.nan_to_num, `m1 & m2`): mul, not(equal(a + b, 0)) and
+//     not(equal(a, b)) of the integer 0/1 masks the comparisons make.
 // (ArgMax, ArgMin and TopK are the top_k kind's, ops/top_k.cpp.)
 #include <string>
 #include <vector>
@@ -177,6 +179,35 @@ Result<void> lower_one_hot(OnnxNodeImport& node) {
     return {};
 }
 
+// And, Or, Xor of two masks (integer 0/1 values, as equal/less/greater/not make them).
+Result<void> lower_logical(OnnxNodeImport& node) {
+    PSRUN_TRY_ASSIGN(auto a, node.value(0));
+    PSRUN_TRY_ASSIGN(auto b, node.value(1));
+    for (std::size_t i = 0; i < 2; ++i)
+        if (const nn::ValueInfo* v = node.info(i); v != nullptr && v->type != nn::ElementType::kInt)
+            return tl::unexpected(node.refuse("input " + std::to_string(i) + " must be a mask (bool), not floats"));
+    const std::string op(node.op_type());
+    std::string out;
+    if (op == "And") {
+        PSRUN_TRY_ASSIGN(out, node.emit({{"kind", "mul"}, {"inputs", {a, b}}}));
+    } else {
+        std::string same = a;
+        if (op == "Or") {
+            PSRUN_TRY_ASSIGN(auto sum, node.emit({{"kind", "add"}, {"inputs", {a, b}}}));
+            PSRUN_TRY_ASSIGN(
+                auto zero,
+                node.emit(
+                    {{"kind", "constant"}, {"shape", nlohmann::json::array()}, {"type", "int"}, {"values", {0}}}));
+            PSRUN_TRY_ASSIGN(same, node.emit({{"kind", "equal"}, {"inputs", {sum, zero}}}));
+        } else {
+            PSRUN_TRY_ASSIGN(same, node.emit({{"kind", "equal"}, {"inputs", {a, b}}}));
+        }
+        PSRUN_TRY_ASSIGN(out, node.emit({{"kind", "not"}, {"inputs", {same}}}));
+    }
+    node.bind_output(0, out);
+    return {};
+}
+
 // Trilu of a graph value (torch.tril/triu of activations; of a known tensor, a causal mask built
 // in forward(), it is evaluated at import): where(mask, x, 0) with the [rows, cols] mask constant.
 Result<void> lower_trilu(OnnxNodeImport& node) {
@@ -222,6 +253,9 @@ const std::vector<Lowering>& lowerings() {
         {"Celu", lower_celu},
         {"OneHot", lower_one_hot},
         {"Trilu", lower_trilu},
+        {"And", lower_logical},
+        {"Or", lower_logical},
+        {"Xor", lower_logical},
         {"GatherElements", lower_gather_elements},
         {"ScatterElements", lower_scatter_elements},
         {"ReduceL1", lower_reduce_norm},

@@ -93,7 +93,10 @@ Result<void> import_gemm(OnnxNodeImport& node) {
     }
     nlohmann::json layer = {{"kind", "dense"}, {"inputs", {x}}, {"units", units}, {"bias", node.has_input(2)}};
     if (node.has_input(2)) {
-        const auto c_dims = node.constant_shape(2);
+        // An initializer, or a graph value without the batch (torch's Cast of the bias to double
+        // where a float64 scalar made the graph double: the Cast is the value itself).
+        auto c_dims = node.constant_shape(2);
+        if (const ValueInfo* ci = node.info(2); !c_dims && ci && !has_batch(ci->dims)) c_dims = concrete(ci->dims, 1);
         if (!c_dims || !(c_dims->size() == 1 || (c_dims->size() == 2 && (*c_dims)[0] == 1)) || c_dims->back() != units)
             return tl::unexpected(node.refuse("C must be a bias of " + std::to_string(units) + " values"));
         if (c_dims->size() != 1) return tl::unexpected(node.refuse("C must be 1-D [" + std::to_string(units) + "]"));

@@ -3,14 +3,17 @@
 //     else 0, an integer value of the broadcast shape (a padding mask `ids != 0` is equal then
 //     not); inputs of either type, compared as floats (integers exact below 2^24);
 //   {"kind": "not"}: 1 where the input is 0, else 0 (integers);
+//   {"kind": "is_nan"}: 1 where the input is NaN; {"kind": "is_inf", "negative": true,
+//     "positive": true}: 1 where it is -inf (negative) or +inf (positive) (torch.isnan, isinf,
+//     nan_to_num);
 //   {"kind": "cast", "to": "float" | "int"}: integers to floats, or floats to integers (truncated
 //     toward zero).
 // No tensors. FLOPs: 1 per output element.
-// ONNX: Equal, Less, Greater, Not, Cast. Cast to bool imports as not(equal(x, 0)) where x is
-// float, as the value itself where x is an integer mask already; a Cast that keeps the kind of
-// type (int64 to int32, float to double) is the value itself; a Cast of the batch size (a
-// multiple of N known at import) to float is the sum of a [N] constant. Export writes int64 for integer
-// values (the comparisons' bool cast to int64).
+// ONNX: Equal, Less, Greater, Not, IsNaN, IsInf (detect_negative, detect_positive), Cast. Cast to bool imports as
+// not(equal(x, 0)) where x is float, as the value itself where x is an integer mask already; a Cast that keeps the kind
+// of type (int64 to int32, float to double) is the value itself; a Cast of the batch size (a multiple of N known at
+// import) to float is the sum of a [N] constant. Export writes int64 for integer values (the comparisons' bool cast to
+// int64).
 #include "workerd/nn/onnx_bridge.h"
 #include "workerd/nn/op_schema.h"
 #include "workerd/nn/ops/broadcast.h"
@@ -29,13 +32,21 @@ Result<void> parse_cast(FieldReader& reader, nlohmann::json& attrs) {
     return {};
 }
 
+Result<void> parse_is_inf(FieldReader& reader, nlohmann::json& attrs) {
+    PSRUN_TRY_ASSIGN(auto negative, reader.boolean("negative", true));
+    PSRUN_TRY_ASSIGN(auto positive, reader.boolean("positive", true));
+    attrs["negative"] = negative;
+    attrs["positive"] = positive;
+    return {};
+}
+
 Result<void> infer_mask(InferContext& context) {
     const std::string& op = context.node().op;
     Dims dims = context.input(0).dims;
     ElementType type = ElementType::kInt;
     if (op == "cast") {
         type = context.attr_string("to") == "float" ? ElementType::kFloat : ElementType::kInt;
-    } else if (op != "not") {
+    } else if (op != "not" && op != "is_nan" && op != "is_inf") {
         PSRUN_TRY_ASSIGN(auto d, broadcast_dims(dims, context.input(1).dims));
         dims = d;
     }
@@ -89,6 +100,15 @@ Result<void> import_mask(OnnxNodeImport& node) {
                              node.emit({{"kind", "cast"}, {"inputs", {x}}, {"to", to_float ? "float" : "int"}}));
             result = name;
         }
+    } else if (op == "IsNaN" || op == "IsInf") {
+        nlohmann::json layer = {{"kind", op == "IsNaN" ? "is_nan" : "is_inf"}, {"inputs", {x}}};
+        if (op == "IsInf") {
+            PSRUN_TRY_ASSIGN(auto negative, node.int_attr("detect_negative", 1));
+            PSRUN_TRY_ASSIGN(auto positive, node.int_attr("detect_positive", 1));
+            layer.update({{"negative", negative != 0}, {"positive", positive != 0}});
+        }
+        PSRUN_TRY_ASSIGN(auto name, node.emit(layer));
+        result = name;
     } else {
         nlohmann::json inputs = {x};
         if (op != "Not") {
@@ -114,8 +134,13 @@ Result<void> export_mask(OnnxNodeExport& out) {
         return {};
     }
     std::vector<std::string> inputs = {out.input(0)};
-    if (node.op != "not") inputs.push_back(out.input(1));
-    else {  // Not wants bool
+    std::vector<std::pair<std::string, OnnxAttr>> attrs;
+    if (node.op == "is_inf") {
+        attrs = {{"detect_negative", std::int64_t{node.attrs.at("negative").get<bool>() ? 1 : 0}},
+                 {"detect_positive", std::int64_t{node.attrs.at("positive").get<bool>() ? 1 : 0}}};
+    } else if (node.op != "not" && node.op != "is_nan") {
+        inputs.push_back(out.input(1));
+    } else if (node.op == "not") {  // Not wants bool
         const std::string b = out.fresh(node.name + "/bool");
         out.add("Cast", {inputs[0]}, {b}, {{"to", kOnnxBool}}, node.name + "/bool");
         inputs[0] = b;
@@ -124,23 +149,28 @@ Result<void> export_mask(OnnxNodeExport& out) {
     out.add(node.op == "equal"     ? "Equal"
             : node.op == "less"    ? "Less"
             : node.op == "greater" ? "Greater"
+            : node.op == "is_nan"  ? "IsNaN"
+            : node.op == "is_inf"  ? "IsInf"
                                    : "Not",
-            inputs, {flag}, {}, node.name + "/op");
+            inputs, {flag}, attrs, node.name + "/op");
     out.add("Cast", {flag}, {out.output(0)}, {{"to", kOnnxInt64}}, node.name);
     return {};
 }
 
 OpSchema make_mask(std::string_view kind, std::string_view onnx, int inputs) {
-    return OpSchema{kind,       inputs, inputs,      kind == "cast" ? parse_cast : parse_no_attributes,
-                    infer_mask, {onnx}, import_mask, export_mask,
+    return OpSchema{kind,        inputs,
+                    inputs,      kind == "cast" ? parse_cast : kind == "is_inf" ? parse_is_inf : parse_no_attributes,
+                    infer_mask,  {onnx},
+                    import_mask, export_mask,
                     false};
 }
 
 }  // namespace
 
 const OpSchema& mask_schema(std::string_view kind) {
-    static const std::vector<OpSchema> schemas = {make_mask("equal", "Equal", 2), make_mask("less", "Less", 2),
+    static const std::vector<OpSchema> schemas = {make_mask("equal", "Equal", 2),     make_mask("less", "Less", 2),
                                                   make_mask("greater", "Greater", 2), make_mask("not", "Not", 1),
+                                                  make_mask("is_nan", "IsNaN", 1),    make_mask("is_inf", "IsInf", 1),
                                                   make_mask("cast", "Cast", 1)};
     return family_member(schemas, kind);
 }
