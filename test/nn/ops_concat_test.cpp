@@ -77,8 +77,11 @@ TEST_CASE("concat and split: mismatched dims, the batch axis, sizes, integer inp
     CHECK_THAT(graph_error({{{"kind", "split"}, {"axis", 1}, {"sizes", {2, 2}}}}, {5}),
                Catch::Contains("add up to 4; dim 1 of N x 5 is 5"));
     CHECK_THAT(graph_error({{{"kind", "split"}, {"axis", 1}, {"sizes", {0, 5}}}}, {5}), Catch::Contains("sizes"));
-    CHECK_THAT(graph_error({{{"kind", "concat"}, {"inputs", {"input"}}, {"axis", 1}}}, {3}, "int"),
-               Catch::Contains("holds integer ids"));
+    CHECK_THAT(graph_error({{{"kind", "constant"}, {"name", "h"}, {"shape", {3}}, {"values", {0.5, 1, 2}}},
+                            {{"kind", "unsqueeze"}, {"name", "hb"}, {"inputs", {"h"}}, {"axes", {0}}},
+                            {{"kind", "concat"}, {"inputs", {"input", "hb"}}, {"axis", 1}}},
+                           {3}, "int"),
+               Catch::Contains("joins floats and integers; input 1 (hb) holds floats, input 0 integers"));
 }
 
 }  // namespace

@@ -13,6 +13,10 @@ predict against torch's softmax), at opsets 13, 14 and 17:
     `ids // 4`: integer Mod and Div) feeding nn.Embedding;
   - float remainders: `x % 0.7` (torch writes floor arithmetic) and torch.fmod of two
     activations (Mod fmod=1: psrun lowers it), gradients to both;
+  - slice assignment in forward() (`h[:, 0] = 0`, `h[:, :, 2] = h[:, :, 3] * 2`, a new_zeros
+    buffer filled by `out[:, 1:5] = h`: ScatterND with index tuples from Range(0, N)),
+    advanced indexing `h[torch.arange(n), h.argmax(1)]` (a Gather of a flattened value by
+    computed rows) and torch.diagonal (GatherND, batch_dims 1);
   - masks as NaN-guarding code writes them: torch.nan_to_num of a log (IsNaN, IsInf, And),
     torch.isnan, `m1 | m2`, `m1 ^ m2`, torch.where(c, 1.0, 0.0) (torch 1.13 makes that double:
     Casts to double of the head's weights and bias);
@@ -97,6 +101,22 @@ class HashedIds(nn.Module):
         return self.head(torch.cat(parts, 2).flatten(1))
 
 
+def slice_assign(s, x):
+    h = torch.cat([s.a(x), s.b(x)], 1).view(-1, 4, 4).clone()
+    h[:, 0] = 0.0
+    h[:, :, 2] = h[:, :, 3] * 2
+    out = h.new_zeros(h.shape[0], 8)
+    out[:, 1:5] = h[:, 1]
+    return torch.cat([h.flatten(1), out], 1)
+
+
+def advanced_index(s, x):
+    h = torch.cat([s.a(x), s.b(x)], 1)
+    n = h.shape[0]
+    picked = torch.stack([h[torch.arange(n), h.argmax(1)], h[torch.arange(n), torch.zeros(n, dtype=torch.long)]], 1)
+    return torch.cat([picked, torch.diagonal(h.view(-1, 4, 4), dim1=1, dim2=2)], 1)
+
+
 def nan_masks(s, x):
     a, b = s.a(x), s.b(x)
     clean = torch.nan_to_num(torch.log(a), nan=0.0, posinf=3.0, neginf=-5.0) + torch.isnan(torch.log(b)).float()
@@ -117,6 +137,8 @@ MODELS = {
     "float_mod": (lambda: Vec(lambda s, x: torch.cat([s.a(x) % 0.7,
                                                       torch.fmod(s.a(x) * 3, s.b(x).abs() + 0.5)], 1), 16), (16,),
                   ["floor", "sign"]),
+    "slice_assign": (lambda: Vec(slice_assign, 24), (16,), ["scatter_nd", "batch_range"]),
+    "advanced_index": (lambda: Vec(advanced_index, 6), (16,), ["gather_nd", "top_k"]),
     "nan_masks": (lambda: Vec(nan_masks, 24), (16,), ["is_nan", "is_inf", "where", "not"]),
 }
 

@@ -3,7 +3,8 @@
 //     (every other dim equal);
 //   {"kind": "split", "axis": A, "sizes": [s0, s1, ...]}: outputs "<name>", "<name>:1", ... of
 //     s_i entries along A each (the sizes add up to the input's dim).
-// `axis` in [-rank, rank), required, never the batch dim. Floats only; no tensors; FLOPs 0
+// `axis` in [-rank, rank), required, never the batch dim. Floats; concat also joins integers
+// (all inputs one type: torch's index columns for ScatterND/GatherND). No tensors; FLOPs 0
 // (data movement).
 // ONNX: Concat (a Concat of constants, such as shape arithmetic, is evaluated at import by
 // onnx_consts.cpp and never reaches this), Split (opset 13 sizes as the second input, opsets
@@ -50,9 +51,11 @@ Result<void> infer_concat(InferContext& context) {
     out[axis].value = 0;
     for (std::size_t i = 0; i < context.input_count(); ++i) {
         const ValueInfo& v = context.input(i);
-        if (v.type != ElementType::kFloat)
-            return tl::unexpected(op_error("expects floats; input " + std::to_string(i) + " (" + context.input_name(i) +
-                                           ") holds integer ids"));
+        if (v.type != first.type)
+            return tl::unexpected(op_error("joins floats and integers; input " + std::to_string(i) + " (" +
+                                           context.input_name(i) + ") holds " +
+                                           (v.type == ElementType::kInt ? "integers" : "floats") + ", input 0 " +
+                                           (first.type == ElementType::kInt ? "integers" : "floats")));
         bool same = v.rank() == first.rank();
         for (std::size_t d = 0; same && d < v.rank(); ++d) same = d == axis || v.dims[d] == first.dims[d];
         if (!same)
@@ -61,7 +64,7 @@ Result<void> infer_concat(InferContext& context) {
                                            "; every dim but axis " + std::to_string(axis) + " must match"));
         out[axis].value += v.dims[axis].value;
     }
-    context.set_output(0, ValueInfo{out, ElementType::kFloat});
+    context.set_output(0, ValueInfo{out, first.type});
     context.add_flops(0);
     return {};
 }

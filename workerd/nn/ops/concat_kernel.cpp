@@ -51,7 +51,7 @@ class ConcatKernel final : public Kernel {
 
     void build(KernelBuilder& b) override {
         const auto& engine = b.context().engine;
-        const auto adt = b.context().activation_type();
+        const auto adt = b.output_type(0);  // the activation type, or s32 (integer index columns)
         const int axis = axis_attr(b);
         std::vector<View> srcs;
         for (std::size_t i = 0; i < b.input_count(); ++i) {

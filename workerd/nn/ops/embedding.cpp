@@ -155,6 +155,17 @@ Result<void> import_gather(OnnxNodeImport& node) {
                         "constant indices; this Gather is none of these"));
     const auto list = node.ints(1);
     const auto shape = node.constant_shape(1);
+    if ((!list || !shape) && axis == 0 && indices != nullptr && indices->type == ElementType::kInt &&
+        !indices->dims.empty() && indices->dims[0].batch) {
+        // Rows picked by indices computed per example along a batch-sized axis 0 (torch's
+        // `h[torch.arange(n), j]`: the flattened value's row n * C + j): a gather_nd of 1-tuples.
+        PSRUN_TRY_ASSIGN(auto x, node.value(0));
+        PSRUN_TRY_ASSIGN(auto ids, node.value(1));
+        PSRUN_TRY_ASSIGN(auto tuples, node.emit({{"kind", "unsqueeze"}, {"inputs", {ids}}, {"axes", {-1}}}));
+        PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", "gather_nd"}, {"inputs", {x, tuples}}, {"batch_dims", 0}}));
+        node.bind_output(0, name);
+        return {};
+    }
     if (!list || !shape)
         return tl::unexpected(node.refuse("its indices must be constant (they are computed at run time)"));
     PSRUN_TRY_ASSIGN(auto x, node.value(0));

@@ -7,8 +7,11 @@
 //     or {"kind": "constant", "shape": [1, "N", 64], "fill": 0}: fixed data in the description
 //     (at most 2^20 values; a shape with "N" (or "kN", a multiple of the batch size) takes a
 //     fill value only).
+//   batch_range: {"kind": "batch_range"}: the integers 0 .. N-1 over the batch axis
+//     (torch.arange(x.shape[0]): the batch coordinate of the index tuples torch.onnx writes for
+//     slice assignment and advanced indexing).
 // No data inputs. ONNX: parameter is the initializer (exported as Identity); constant a
-// Constant node.
+// Constant node; batch_range is Range(0, N, 1) (exported so, N from the input's shape).
 #include <cmath>
 
 #include "workerd/nn/onnx_bridge.h"
@@ -180,7 +183,52 @@ Result<void> export_constant(OnnxNodeExport& out) {
     return {};
 }
 
+Result<void> infer_batch_range(InferContext& context) {
+    context.set_output(0, ValueInfo{Dims{Dim{1, true}}, ElementType::kInt});
+    return {};
+}
+
+Result<void> import_batch_range(OnnxNodeImport& node) {
+    const auto start = node.ints(0), delta = node.ints(2);
+    const auto limit = node.symbolic_ints(1);
+    const bool arange_n = start && start->size() == 1 && (*start)[0] == 0 && delta && delta->size() == 1 &&
+                          (*delta)[0] == 1 && limit && limit->size() == 1 && (*limit)[0] == Dim{1, true};
+    if (!arange_n)
+        return tl::unexpected(node.refuse(
+            "a Range computed at run time imports only as arange(N) over the batch size (start 0, limit N, step 1)"));
+    PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", "batch_range"}}));
+    node.bind_output(0, name);
+    return {};
+}
+
+// Range(0, N, 1) with N the model input's dim 0, each a 0-D tensor.
+Result<void> export_batch_range(OnnxNodeExport& out) {
+    const Node& node = out.node();
+    auto scalar = [&out, &node](const std::string& hint, const std::string& one) {
+        const std::string s = out.fresh(node.name + "/" + hint);
+        out.add("Squeeze", {one, out.int64_constant(node.name + "/" + hint + "_axes", {0})}, {s}, {},
+                node.name + "/" + hint);
+        return s;
+    };
+    const std::string shape = out.fresh(node.name + "/input_shape"), batch = out.fresh(node.name + "/batch");
+    out.add("Shape", {out.model_input()}, {shape}, {}, node.name + "/Shape");
+    out.add("Gather", {shape, out.int64_constant(node.name + "/zero", {0})}, {batch}, {{"axis", std::int64_t{0}}},
+            node.name + "/Gather");
+    out.add("Range",
+            {scalar("start", out.int64_constant(node.name + "/start_1", {0})), scalar("limit", batch),
+             scalar("delta", out.int64_constant(node.name + "/delta_1", {1}))},
+            {out.output(0)}, {}, node.name);
+    return {};
+}
+
 }  // namespace
+
+const OpSchema& batch_range_schema() {
+    static const OpSchema schema{
+        "batch_range",      0,    0, parse_no_attributes, infer_batch_range, {"Range"}, import_batch_range,
+        export_batch_range, false};
+    return schema;
+}
 
 const OpSchema& parameter_schema() {
     static const OpSchema schema{"parameter", 0, 0, parse_parameter, infer_parameter, {}, nullptr, export_parameter};

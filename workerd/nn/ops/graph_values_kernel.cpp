@@ -1,5 +1,5 @@
 // The parameter kernel (its output is its tensor; the gradient passes through) and the
-// constant kernel (its output is filled once, at build).
+// constant kernel (its output is filled once, at build), the batch_range kernel (0 .. N-1).
 #include <cstring>
 #include <memory>
 
@@ -52,8 +52,27 @@ class ConstantKernel final : public Kernel {
     }
 };
 
+// 0 .. N-1, written by each forward (the output may be a planned buffer).
+class BatchRangeKernel final : public Kernel {
+  public:
+    BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
+        return BackwardReads::nothing();
+    }
+
+    void build(KernelBuilder& b) override {
+        const memory out = b.make_output(0, plain_desc(b.output_dims(0), Dt::s32));
+        b.forward([out] {
+            auto* p = static_cast<std::int32_t*>(out.get_data_handle());
+            const auto n = static_cast<std::int32_t>(out.get_desc().get_size() / sizeof(std::int32_t));
+            for (std::int32_t i = 0; i < n; ++i) p[i] = i;
+        });
+        b.note("fwd: hand batch_range");
+    }
+};
+
 }  // namespace
 
+std::unique_ptr<Kernel> make_batch_range_kernel() { return std::make_unique<BatchRangeKernel>(); }
 std::unique_ptr<Kernel> make_parameter_kernel() { return std::make_unique<ParameterKernel>(); }
 std::unique_ptr<Kernel> make_constant_kernel() { return std::make_unique<ConstantKernel>(); }
 
