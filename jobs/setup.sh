@@ -24,7 +24,7 @@ PACKAGES=(
   clang libclang-rt-dev clang-format-14
   libonnx-dev libprotobuf-dev
   libxxhash-dev libabsl-dev
-  python3-numpy python3-onnx python3-opencv python3-torch
+  python3-numpy python3-onnx python3-opencv python3-torch python3-torchvision
 )
 
 # Intel ipsec-mb: the fast AES-GMAC of --auth mac (common/gmac.h); amd64 only, optional elsewhere.
@@ -43,7 +43,8 @@ fi
 # libturbojpeg0-dev: JPEG images (workerd/data/jpeg_reader.h); libjpeg-turbo-progs: tjbench, the
 # reference for psrun bench data's JPEG figures (docs/benchmarks.md).
 # libonnx-dev libprotobuf-dev: ONNX's protobuf schema for psrun export and --model F.onnx;
-# python3-onnx, -opencv, -torch: test/onnx checks the exported files and imports PyTorch models.
+# python3-onnx, -opencv, -torch: test/onnx checks the exported files and imports PyTorch models;
+# python3-torchvision: its standard networks (test/onnx/torchvision_models.py).
 # libxxhash-dev: XXH3, the stable 64-bit hash of categorical CSV values (workerd/data/categorical_hash.h).
 # libabsl-dev: absl::flat_hash_set, the id -> row map of tables keyed by raw 64-bit ids (psd/row_index.h).
 

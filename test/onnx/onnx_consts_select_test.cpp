@@ -1,4 +1,4 @@
-// Split and Trilu of known tensors at import (workerd/onnx/onnx_consts_select.cpp), against
+// Split, Trilu, ScatterND and EyeLike of known tensors at import (workerd/onnx/onnx_consts_select.cpp), against
 // loops written here: Split by sizes (the input from opset 13, the attribute before) and into
 // equal parts (opset 18's num_outputs, the last part smaller), along inner and outer axes; Trilu
 // upper and lower with k of either sign, on floats and integers; malformed nodes refused.
@@ -128,4 +128,46 @@ TEST_CASE("Trilu of a known tensor keeps one triangle of the last two axes", "[o
     CHECK(tri[0].i[3].value == 1);
     const Known row = iota({4});
     CHECK_FALSE(evaluate(node("Trilu", 1), 14, {&row}));
+}
+
+TEST_CASE("ScatterND and EyeLike of known tensors fold at import", "[onnx][onnx_consts]") {
+    // Swin's mask: a [3, 4] buffer, rows 1.. of column 2 set to 7 (none) then +1 at (0, 0) (add).
+    const Known data = iota({3, 4});
+    const Known tuples = ints({2, 2}, {1, 2, -1, 2});
+    const Known sevens = ints({2}, {7, 7});
+    Known updates;
+    updates.dims = {2};
+    updates.is_float = true;
+    updates.f = {7.0, 7.0};
+    auto out = run(node("ScatterND", 1), 17, {&data, &tuples, &updates});
+    std::vector<double> want = data.f;
+    want[6] = want[10] = 7.0;
+    CHECK(out[0].f == want);
+    auto add = node("ScatterND", 1);
+    auto* a = add.add_attribute();
+    a->set_name("reduction");
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s("add");
+    const Known rows = ints({1, 1}, {0});
+    Known ones;
+    ones.dims = {1, 4};
+    ones.is_float = true;
+    ones.f = {1, 1, 1, 1};
+    out = run(add, 16, {&data, &rows, &ones});
+    want = data.f;
+    for (int e = 0; e < 4; ++e) want[static_cast<std::size_t>(e)] += 1;
+    CHECK(out[0].f == want);
+    // Integers mixed with float updates, or a tuple outside the data: not folded / refused.
+    CHECK_FALSE(*evaluate(node("ScatterND", 1), 17, {&data, &tuples, &sevens}));
+    const Known outside = ints({1, 2}, {3, 0});
+    CHECK_FALSE(evaluate(node("ScatterND", 1), 17, {&data, &outside, &ones}));
+
+    auto eye = node("EyeLike", 1);
+    auto* k = eye.add_attribute();
+    k->set_name("k");
+    k->set_type(onnx::AttributeProto::INT);
+    k->set_i(-1);
+    out = run(eye, 17, {&data});
+    REQUIRE(out[0].dims == std::vector<std::int64_t>{3, 4});
+    CHECK(out[0].f == std::vector<double>{0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0});
 }

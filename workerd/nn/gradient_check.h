@@ -48,8 +48,9 @@ struct TensorCheck {
     std::vector<std::int64_t> shape;
     double gradient_norm = 0;  // |g| (L2)
     // The loss's central difference along g / |g| closest to |g| over eps = 1e-2, 1e-3, 1e-4 of
-    // max(1, |theta_t|) (NaN when not computed), and |difference - |g|| / max(|g|, 1e-3): what
-    // "the gradient is right" means here.
+    // max(1, |theta_t|) (NaN when not computed), and |difference - |g|| / max(|g|, 1e-3,
+    // 1e-2 x the largest |g| of the network's tensors): what "the gradient is right" means here
+    // (a tensor whose gradient is zero but for rounding is not judged by its own tiny norm).
     double finite_difference = 0;
     double relative_error = 0;
     // max |g_bf16 - g_f32| / max |g_f32| (nullopt when bf16 did not run).

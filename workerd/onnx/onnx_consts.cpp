@@ -318,7 +318,7 @@ Result<std::optional<std::vector<Known>>> evaluate(const onnx::NodeProto& node, 
         return Outputs{{out}};
     }
     if (op.rfind("Reduce", 0) == 0) return evaluate_reduce(node, opset, in);
-    if (op == "Split" || op == "Trilu" || op == "EyeLike") return evaluate_select(node, opset, in);
+    if (op == "Split" || op == "Trilu" || op == "EyeLike" || op == "ScatterND") return evaluate_select(node, opset, in);
     return evaluate_layout(node, opset, in);
 }
 

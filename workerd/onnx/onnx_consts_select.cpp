@@ -1,6 +1,8 @@
 // Split, Trilu and EyeLike of known tensors (onnx_consts.h): x.repeat_interleave(r, dim) splits
 // its known repeat counts; torch.tril/torch.triu of torch.ones(L, L) or torch.full(.., -inf) is a
-// causal mask built in forward(); torch.diagonal multiplies by an EyeLike of a known [R, C].
+// causal mask built in forward(); torch.diagonal multiplies by an EyeLike of a known [R, C];
+// ScatterND of known tensors is slice assignment on a buffer made in forward() (Swin's
+// shifted-window mask: img_mask[h, w] = count).
 #include "workerd/onnx/onnx_consts_ops.h"
 
 #include <numeric>
@@ -39,6 +41,42 @@ Result<std::vector<std::int64_t>> split_sizes(const onnx::NodeProto& node, std::
     return sizes;
 }
 
+// data with each index tuple's slice replaced by (reduction add: increased by) its update.
+Result<Outputs> scatter_nd(const onnx::NodeProto& node, const std::vector<const Known*>& in) {
+    if (in.size() != 3 || in[1] == nullptr || in[2] == nullptr) return Outputs{};
+    const Known& data = *in[0];
+    const auto tuples = in[1]->plain_ints();
+    if (!tuples || in[1]->is_float || in[1]->dims.empty() || data.is_float != in[2]->is_float) return Outputs{};
+    if (!data.is_float && (!data.plain_ints() || !in[2]->plain_ints())) return Outputs{};  // N-dependent
+    PSRUN_TRY_ASSIGN(auto reduction, string_attr(node, "reduction", "none"));
+    if (reduction != "none" && reduction != "add") return Outputs{};
+    const auto k = in[1]->dims.back();
+    const auto rank = static_cast<std::int64_t>(data.dims.size());
+    if (k < 1 || k > rank) return tl::unexpected(bad(node, "index tuples longer than the data's rank"));
+    const auto strides = strides_of(data.dims);
+    const std::int64_t slice = k == rank ? 1 : strides[static_cast<std::size_t>(k - 1)];
+    const auto count = static_cast<std::int64_t>(tuples->size()) / k;
+    if (static_cast<std::int64_t>(in[2]->size()) != count * slice)
+        return tl::unexpected(bad(node, "its updates do not match its indices and data"));
+    Known out = data;
+    for (std::int64_t t = 0; t < count; ++t) {
+        std::int64_t at = 0;
+        for (std::int64_t d = 0; d < k; ++d) {
+            std::int64_t i = (*tuples)[static_cast<std::size_t>(t * k + d)];
+            const auto extent = data.dims[static_cast<std::size_t>(d)];
+            if (i < 0) i += extent;
+            if (i < 0 || i >= extent) return tl::unexpected(bad(node, "an index outside the data"));
+            at += i * strides[static_cast<std::size_t>(d)];
+        }
+        for (std::int64_t e = 0; e < slice; ++e) {
+            const auto to = static_cast<std::size_t>(at + e), from = static_cast<std::size_t>(t * slice + e);
+            if (out.is_float) out.f[to] = (reduction == "add" ? out.f[to] : 0.0) + in[2]->f[from];
+            else out.i[to] = Dim{(reduction == "add" ? out.i[to].value : 0) + in[2]->i[from].value};
+        }
+    }
+    return Outputs{{std::move(out)}};
+}
+
 }  // namespace
 
 Result<Outputs> evaluate_select(const onnx::NodeProto& node, std::int64_t opset, const std::vector<const Known*>& in) {
@@ -69,6 +107,7 @@ Result<Outputs> evaluate_select(const onnx::NodeProto& node, std::int64_t opset,
         }
         return parts;
     }
+    if (node.op_type() == "ScatterND") return scatter_nd(node, in);
     if (node.op_type() == "EyeLike") {  // ones where column - row == k, of dtype (default: the input's)
         if (rank != 2) return tl::unexpected(bad(node, "its input must be 2-D"));
         PSRUN_TRY_ASSIGN(auto k, int_attr(node, "k", 0));

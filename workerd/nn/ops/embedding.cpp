@@ -98,7 +98,7 @@ Result<void> infer_gather(InferContext& context) {
     Dims out(in.dims.begin(), in.dims.begin() + axis);
     if (indices.is_array()) out.push_back(Dim::of(static_cast<std::int64_t>(list.size())));
     out.insert(out.end(), in.dims.begin() + axis + 1, in.dims.end());
-    if (out.empty() || !has_batch(out))
+    if (out.empty() || (has_batch(in.dims) && !has_batch(out)))
         return tl::unexpected(op_error("the output " + to_string(out) + " would have no batch axis"));
     context.set_output(0, ValueInfo{out, in.type});
     context.add_flops(0);
@@ -147,7 +147,16 @@ Result<void> import_gather(OnnxNodeImport& node) {
             return {};
         }
     }
+    ValueInfo table_info;
     const ValueInfo* data = node.info(0);
+    if (data == nullptr && !table.empty() && indices == nullptr) {
+        // Entries of a float initializer (a parameter) by constant indices: Swin's relative
+        // position bias, table[relative_position_index].
+        if (const auto dims = node.constant_shape(0); dims && !dims->empty()) {
+            for (const auto d : *dims) table_info.dims.push_back(Dim::of(d));
+            data = &table_info;
+        }
+    }
     if (data == nullptr || data->type != ElementType::kFloat)
         return tl::unexpected(
             node.refuse("the engine gathers rows of a float initializer by int ids (an embedding), "
