@@ -97,10 +97,13 @@ def compare_with_torch(check, tag, mine, logits, loss, grads, tolerance, gradien
 
 
 def check_model(check, psrun, name, build, shape, kinds, work, *, batch, seed, tolerance=1e-4,
-                opsets=(13, 14, 17), check_tolerance=None, gradient_floor=0.0, compare_predict=True):
+                opsets=(13, 14, 17), check_tolerance=None, gradient_floor=0.0, compare_predict=True,
+                finite_differences=True):
     """`build()` (seeded with torch.manual_seed(1)) on a [batch, *shape] input from
     default_rng(seed), at each opset. check_tolerance: psrun model check's own central-difference
-    bound (--tolerance), where ReLU and max kinks need a coarser one than its default."""
+    bound (--tolerance), where ReLU and max kinks need a coarser one than its default.
+    finite_differences=False: torch's float64 gradients are the only reference (two forward
+    passes per tensor cost minutes for a network of hundreds of tensors)."""
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((batch, *shape)).astype(np.float32)
     y = rng.integers(0, 10, size=batch).astype(np.int64)
@@ -124,8 +127,11 @@ def check_model(check, psrun, name, build, shape, kinds, work, *, batch, seed, t
         cmd = [psrun, "model", "check", path, "--input", xf, "--labels", yf, "--gradients", grads_path, "--json"]
         if check_tolerance is not None:
             cmd += ["--tolerance", str(check_tolerance)]
+        if not finite_differences:
+            cmd.append("--no-finite-differences")
         r = run(cmd, 300)
-        if not check(f"{tag}: psrun model check exits 0 (its own central differences)",
+        what = "its own central differences" if finite_differences else "gradients only"
+        if not check(f"{tag}: psrun model check exits 0 ({what})",
                      r.returncode == 0 and os.path.exists(grads_path), r.stdout[-600:]):
             continue
         mine = json.load(open(grads_path))
