@@ -67,7 +67,10 @@ void log_threads(const ThreadPlan& plan, const LocalOptions& o, const std::vecto
         spdlog::info("--threads {} among the training options: each workerd uses {}", *t, *t);
         effective.worker_threads = *t;
     }
-    if (auto warning = local_oversubscription(effective, cores, o.num_workers, o.num_ps)) spdlog::warn("{}", *warning);
+    if (auto warning = local_oversubscription(effective, cores, o.num_workers, o.num_ps)) {
+        spdlog::warn("{}", *warning);
+        spdlog::info("{}", choose_wait_policy_when_oversubscribed());
+    }
 }
 
 // The --reconnect-wait psrun local gives psd and the workers with --restart-ps when none is given:
