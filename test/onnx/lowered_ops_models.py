@@ -13,7 +13,8 @@ end to end through the psrun CLI:
   x.flip and F.cosine_similarity: Slice with step -1; nn.ReflectionPad2d, padding_mode "reflect",
   nn.ReplicationPad1d/2d: Pad in modes reflect and edge; F.pad with a value, nn.ConstantPad1d; x.squeeze(d) after a reflect pad, which
   torch 1.13 writes as an If on a shape (the taken branch is inlined); causal masks built in
-  forward() by torch.tril/torch.triu (Trilu of known tensors) and tril/triu of activations;
+  forward() by torch.tril/torch.triu (Trilu of known tensors), tril/triu of activations and of
+  trainable matrices (MADE-style weights); x.index_add (a whole-range Slice of the batch axis);
   x.repeat_interleave (Split of known repeat counts); nn.LSTMCell/nn.GRUCell unrolled from zero
   states; F.unfold (Gather by 2-D constant indices); MatMul with a 1-D operand (x @ q, w @ x); x.scatter /
   scatter_add with indices from the data (ScatterElements, opset 16's reduction); dilated max pools; nn.utils.weight_norm: the weight
@@ -158,6 +159,37 @@ class CausalTrilu(nn.Module):
                                     torch.tril(scores, -1).flatten(1), torch.triu(scores, 2).flatten(1)], 1))
 
 
+class TriangularWeights(nn.Module):
+    """x [N, 16]: autoregressive (MADE-style) linear layers whose weights are torch.tril/triu of
+    a trainable matrix (Trilu of a parameter, no batch axis: a where with a constant mask, the
+    dropped entries get no gradient)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(16, 8)
+        self.lower, self.upper = nn.Parameter(torch.randn(8, 8) * 0.3), nn.Parameter(torch.randn(8, 8) * 0.3)
+        self.head = nn.Linear(16, 10)
+
+    def forward(self, x):
+        h = torch.tanh(self.a(x))
+        return self.head(torch.cat([F.linear(h, torch.tril(self.lower)), h @ torch.triu(self.upper, 1)], 1))
+
+
+class IndexAdd(nn.Module):
+    """x [N, 16]: rows of a [N, 3, 8] value added into a zero [N, 4, 8] at constant row indices
+    with x.index_add (torch writes a whole-range Slice of the batch axis, ScatterElements, Add)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(16, 24)
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, x):
+        rows = self.a(x).reshape(x.shape[0], 3, 8)
+        out = rows.new_zeros(x.shape[0], 4, 8).index_add(1, torch.tensor([3, 0, 1]), rows)
+        return self.head(out.flatten(1))
+
+
 class MatVec(nn.Module):
     """x [N, 16]: a learned query vector scoring each of 4 rows (x [N, 4, 4] @ q [4]: attention
     pooling), a vector times a batch of matrices (w [4] @ x [N, 4, 4]), a linear head."""
@@ -273,6 +305,8 @@ MODELS = {
     "squeeze_if": (SqueezeIf, (12,), ["gather", "squeeze", "conv"]),
     # ONNX Trilu is opset 14's: torch cannot write torch.tril at 13.
     "causal_trilu": (CausalTrilu, (6, 4), ["where", "softmax"], (14, 17)),
+    "triangular_weights": (TriangularWeights, (16,), ["where"], (14, 17)),
+    "index_add": (IndexAdd, (16,), ["equal", "reduce_sum"]),
     # x.repeat_interleave(2, dim=1): Split of its known repeat counts, Expand, Reshape, Concat.
     "repeat_interleave": (lambda: Vec(lambda s, x: torch.cat([s.a(x).repeat_interleave(2, dim=1),
                                                             three(s.b(x)).repeat_interleave(3, dim=2).flatten(1)], 1),

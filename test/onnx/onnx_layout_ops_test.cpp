@@ -63,6 +63,22 @@ TEST_CASE("Slice with constant bounds (x[:, :, 1:]) and a zero Pad import and ro
     CHECK(node_named(m, "/x/Slice").attrs ==
           json{{"axes", {2, 3}}, {"starts", {1, 1}}, {"ends", {8, 8}}, {"steps", {1, 1}}});
     CHECK(node_named(m, "/x/Pad").attrs == json{{"pads", {0, 0, 1, 0, 0, 0, 0, 1}}});
+    // The whole batch axis (torch's index_add writes x[0:INT64_MAX] on axis 0) leaves the slice;
+    // any other cut of it is refused.
+    auto whole = g;
+    whole.add_int64_tensor("/x/starts3", {3}, {0, 1, 1});
+    whole.add_int64_tensor("/x/ends3", {3}, {big, big, big});
+    whole.add_int64_tensor("/x/axes3", {3}, {0, 2, 3});
+    whole.add_int64_tensor("/x/steps3", {3}, {1, 1, 1});
+    for (int i = 1; i <= 4; ++i)
+        whole.node("/x/Slice")
+            ->set_input(i, std::vector<std::string>{"", "/x/starts3", "/x/ends3", "/x/axes3",
+                                                    "/x/steps3"}[static_cast<std::size_t>(i)]);
+    CHECK(node_named(imported(whole.bytes()), "/x/Slice").attrs ==
+          json{{"axes", {2, 3}}, {"starts", {1, 1}}, {"ends", {8, 8}}, {"steps", {1, 1}}});
+    whole.add_int64_tensor("/x/starts_cut", {3}, {1, 1, 1});
+    whole.node("/x/Slice")->set_input(1, "/x/starts_cut");
+    CHECK_THAT(refusal(whole), Catch::Contains("node '/x/Slice' (Slice): axis 0 is the batch dim"));
     // Reflect and edge padding (nn.ReflectionPad2d, nn.ReplicationPad2d) are a gather per padded
     // axis of the 7 x 7 slice: mirrored without the border entry, or the border entry repeated.
     auto reflect = g;

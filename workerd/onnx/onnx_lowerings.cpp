@@ -208,13 +208,15 @@ Result<void> lower_logical(OnnxNodeImport& node) {
     return {};
 }
 
-// Trilu of a graph value (torch.tril/triu of activations; of a known tensor, a causal mask built
-// in forward(), it is evaluated at import): where(mask, x, 0) with the [rows, cols] mask constant.
+// Trilu of a graph value (torch.tril/triu of activations, or of a trainable matrix: a MADE mask, a
+// triangular factor; of a known tensor, a causal mask built in forward(), it is evaluated at
+// import): where(mask, x, 0) with the [rows, cols] mask constant, so the dropped entries get no
+// gradient.
 Result<void> lower_trilu(OnnxNodeImport& node) {
     PSRUN_TRY_ASSIGN(auto x, node.value(0));
     const nn::ValueInfo* info = node.info(0);
-    if (info == nullptr || info->type != nn::ElementType::kFloat || info->rank() < 3)
-        return tl::unexpected(node.refuse("its input must be float values of the graph with 2 axes past the batch"));
+    if (info == nullptr || info->type != nn::ElementType::kFloat || info->rank() < 2)
+        return tl::unexpected(node.refuse("its input must be float values with 2 or more axes"));
     const auto& rows = info->dims[info->rank() - 2];
     const auto& cols = info->dims[info->rank() - 1];
     if (rows.batch || cols.batch || rows.value * cols.value > nn::kMaxTensorElements)

@@ -109,6 +109,23 @@ Result<void> import_slice(OnnxNodeImport& node) {
     }
     if (axes.size() != starts.size() || ends.size() != starts.size() || steps.size() != starts.size())
         return tl::unexpected(node.refuse("starts, ends, axes and steps differ in length"));
+    // The whole of a batch axis (start 0, end past any batch, step 1: torch's index_add and
+    // x[:, ...] write one) is that axis unchanged: it leaves the slice. Any other cut of the
+    // batch axis is refused below.
+    for (std::size_t k = 0; k < axes.size();) {
+        const auto rank = static_cast<std::int64_t>(in->rank());
+        const std::int64_t d = axes[k] < 0 ? axes[k] + rank : axes[k];
+        const bool whole = starts[k] == 0 && steps[k] == 1 && ends[k] >= std::numeric_limits<std::int32_t>::max();
+        if (d < 0 || d >= rank || !in->dims[static_cast<std::size_t>(d)].batch || !whole) {
+            ++k;
+            continue;
+        }
+        for (auto* v : {&axes, &starts, &ends, &steps}) v->erase(v->begin() + static_cast<std::ptrdiff_t>(k));
+    }
+    if (axes.empty()) {
+        node.bind_output(0, x);
+        return {};
+    }
     // A negative step (x.flip(d)): that axis leaves the slice and becomes a gather of its
     // entries in order, starting at start clamped to [0, len - 1] and stopping before end clamped
     // to [-1, len - 1] (ONNX's rule for negative steps).
