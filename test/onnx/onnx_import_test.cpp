@@ -229,6 +229,8 @@ TEST_CASE("refusals name the node, its op and what the engine cannot honour", "[
         const std::string why = refusal(g);
         CHECK_THAT(why, Catch::Contains("the loss needs the logits: N x C floats, one score per class"));
         CHECK_THAT(why, !Catch::Contains("N x 0"));
+        // Scores per position (the Relu's N x C x H x W): the way a segmentation network trains.
+        CHECK_THAT(why, Catch::Contains("for scores per position (segmentation), put the loss in the graph"));
     }
     SECTION("groups that do not divide the channels") {
         auto g = small_cnn();

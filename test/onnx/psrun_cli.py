@@ -6,6 +6,15 @@ import subprocess
 import numpy as np
 
 
+def mnist_dir(args):
+    """`--data DIR` among a test's arguments, else psrun's MNIST cache (where `psrun data fetch`
+    puts it)."""
+    if "--data" in args:
+        return args[args.index("--data") + 1]
+    cache = os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))
+    return os.path.join(cache, "psrun", "data", "mnist")
+
+
 def run(cmd, timeout=120):
     """Runs cmd (a list), stdout and stderr together as text; raises on a timeout."""
     return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)

@@ -14,6 +14,9 @@ rounding).
                       constants)
   mobilenet_v3_small  hardswish, hardsigmoid squeeze-and-excitation
   vit                 VisionTransformer (2 layers, patch 8): class token, positional embedding
+  lraspp              segmentation (lraspp_mobilenet_v3_large, 5 classes, 64x64): scores per
+                      pixel upsampled by Resize, trained with the loss in the graph,
+                      forward(x, y) = F.cross_entropy(scores, y) over int masks y [N, 64, 64]
 
 Dropout is set to 0 so both sides compute the same function. Networks with ReLU kinks
 (resnet18, densenet121, shufflenet_v2) match too but their float32 forward error can move an
@@ -22,19 +25,24 @@ activation across a kink on another CPU, so they are not asserted here.
 Prints one line per check; exits 1 when one fails, 77 without torch or torchvision.
 Usage: torchvision_models.py PSRUN [WORK_DIR]   (TORCHVISION_MODELS=a,b: a subset)
 """
+import json
 import os
 import sys
 import tempfile
 
 try:
+    import numpy as np
     import torch
     import torchvision.models as tm
+    import torchvision.models.segmentation as segmentation
     from torch import nn
+    from torch.nn import functional as F
 except ImportError:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_compare import Checks, check_model  # noqa: E402
+from psrun_cli import run  # noqa: E402
+from torch_compare import Checks, check_model, relative  # noqa: E402
 
 TOLERANCE = 2e-3
 
@@ -62,6 +70,57 @@ def deterministic(build):
     return make
 
 
+class Segmentation(nn.Module):
+    """A segmentation network with its loss, as it is exported for psrun: scores [N, C, H, W]
+    cannot be a classifier's logits, so the per-pixel cross-entropy is part of the graph."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = segmentation.lraspp_mobilenet_v3_large(num_classes=5, weights_backbone=None)
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.net(x)["out"], y)
+
+
+def segmentation_check(check, psrun, work):
+    """lraspp with the loss in the graph: psrun model check's loss and every parameter gradient on
+    one batch against torch's in float64 (gradients relative to 1e-3 of the largest)."""
+    torch.manual_seed(1)
+    model = Segmentation().train()
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, 64, 64)).astype(np.float32)
+    y = rng.integers(0, 5, size=(2, 64, 64)).astype(np.int64)
+    path, grads_path = os.path.join(work, "lraspp.onnx"), os.path.join(work, "lraspp.grads.json")
+    xf, yf = os.path.join(work, "lraspp.x.npy"), os.path.join(work, "lraspp.y.npy")
+    np.save(xf, x)
+    np.save(yf, y)
+    torch.onnx.export(model, (torch.from_numpy(x), torch.from_numpy(y)), path, opset_version=17,
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False, input_names=["x", "y"],
+                      output_names=["loss"], dynamic_axes={"x": {0: "N"}, "y": {0: "N"}})
+    show = run([psrun, "model", "show", path])
+    if not check("lraspp: psrun model show exits 0", show.returncode == 0, show.stdout[-1500:]):
+        return
+    check("lraspp: the masks are an int input, the loss is the graph's",
+          "y 64x64 int" in show.stdout and "loss in the graph" in show.stdout, show.stdout[:300])
+    r = run([psrun, "model", "check", path, "--input", f"x={xf}", "--input", f"y={yf}", "--no-finite-differences",
+             "--gradients", grads_path, "--json"], 300)
+    if not check("lraspp: psrun model check exits 0", r.returncode == 0, r.stdout[-600:]):
+        return
+    mine = json.load(open(grads_path))
+    double = model.double()
+    double.zero_grad()
+    loss = double(torch.from_numpy(x).double(), torch.from_numpy(y))
+    loss.backward()
+    check("lraspp: loss = torch's", abs(mine["loss"] - float(loss)) <= TOLERANCE * float(loss),
+          f"{mine['loss']:.7f} vs {float(loss):.7f}", True)
+    grads = {n: p.grad.numpy() for n, p in double.named_parameters() if p.grad is not None}
+    floor = 1e-3 * max(float(np.max(np.abs(g))) for g in grads.values())
+    worst, worst_name = max((relative(np.asarray(mine["tensors"][n]["gradient"]).reshape(g.shape), g, floor), n)
+                            for n, g in grads.items())
+    check(f"lraspp: {len(grads)} parameter gradients = torch's", worst <= TOLERANCE, f"worst {worst_name} {worst:.2e}",
+          True)
+
+
 def main():
     if len(sys.argv) not in (2, 3):
         sys.exit(__doc__)
@@ -82,6 +141,8 @@ def main():
                 check_model(check, psrun, name, deterministic(build), shape, kinds, work, batch=batch, seed=3,
                             opsets=(17,), tolerance=TOLERANCE, gradient_floor=1e-3, compare_predict=False,
                             finite_differences=False)
+        if not only or "lraspp" in only.split(","):
+            segmentation_check(check, psrun, work)
     check.finish()
 
 

@@ -202,13 +202,21 @@ Result<void> GraphBuilder::finish(const std::string& output, const std::string& 
         if (auto ok = resolve_graph_loss(model_, labels); !ok)
             return tl::unexpected(invalid(prefix_ + ": " + what + ": " + ok.error().message));
     } else if (model_.loss == LossKind::kSoftmaxCrossEntropy) {
+        // Scores per position (N x C x H x W: a segmentation network's) train with the loss in
+        // the graph, which reads the int masks as an input of their own.
+        const bool per_position = out.type == ElementType::kFloat && out.rank() > 2 &&
+                                  out.dims[0] == Dim::batch_times(1) && !out.dims[1].batch;
         if (!logits || out.dims[1].value != model_.classes)
             return tl::unexpected(invalid(
                 prefix_ + ": " + what + " is " + to_string(out.dims) + "; the loss needs the logits: " +
                 (model_.classes > 0
                      ? "N x " + std::to_string(model_.classes) + " (end with a dense layer of \"classes\" units)"
                      : std::string(
-                           "N x C floats, one score per class (flatten, or end with a dense layer of C units)"))));
+                           "N x C floats, one score per class (flatten, or end with a dense layer of C units)")) +
+                (per_position ? std::string("; for scores per position (segmentation), put the loss in the graph: "
+                                            "export forward(x, y) returning F.cross_entropy(scores, y) with y the "
+                                            "int masks (docs/models.md, \"Segmentation\")")
+                              : std::string())));
     } else {
         if (!logits || (model_.classes != 0 && out.dims[1].value != model_.classes))
             return tl::unexpected(invalid(prefix_ + ": " + what + " is " + to_string(out.dims) + "; the loss " +
