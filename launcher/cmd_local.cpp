@@ -67,10 +67,7 @@ void log_threads(const ThreadPlan& plan, const LocalOptions& o, const std::vecto
         spdlog::info("--threads {} among the training options: each workerd uses {}", *t, *t);
         effective.worker_threads = *t;
     }
-    if (auto warning = local_oversubscription(effective, cores, o.num_workers, o.num_ps)) {
-        spdlog::warn("{}", *warning);
-        spdlog::info("{}", choose_wait_policy_when_oversubscribed());
-    }
+    if (auto warning = local_oversubscription(effective, cores, o.num_workers, o.num_ps)) spdlog::warn("{}", *warning);
 }
 
 // The --reconnect-wait psrun local gives psd and the workers with --restart-ps when none is given:

@@ -65,10 +65,7 @@ void check_ps_port(const ClusterMap& map) {
 void run(const RunOptions& o, CommandContext& ctx) {
     auto map = resolve_map(o.map, ctx.env, ctx.affinity_cpus);
     if (!map) throw UsageError(map.error().message);
-    if (auto warning = task_oversubscription(map->threads, ctx.affinity_cpus)) {
-        spdlog::warn("{}", *warning);
-        spdlog::info("{}", choose_wait_policy_when_oversubscribed());
-    }
+    if (auto warning = task_oversubscription(map->threads, ctx.affinity_cpus)) spdlog::warn("{}", *warning);
     log_restart_count(ctx.env);
     DaemonOptions daemon = o.daemon;
     daemon.training = ctx.training;

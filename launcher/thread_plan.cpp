@@ -4,7 +4,6 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <cstdlib>
 
 namespace psrun::launcher {
 namespace {
@@ -68,14 +67,6 @@ std::optional<std::string> task_oversubscription(std::optional<int> threads, int
         "oversubscribed: {} for this task's daemon on {}; they slow each other down: use "
         "--threads {} or bind more cores to the task (srun --cpus-per-task)",
         plural(*threads, "thread", "threads"), cores_phrase(cores), cores);
-}
-
-std::string choose_wait_policy_when_oversubscribed() {
-    if (const char* set = std::getenv("OMP_WAIT_POLICY"))
-        return fmt::format("OMP_WAIT_POLICY={} as set: unset it to let psrun choose passive here", set);
-    ::setenv("OMP_WAIT_POLICY", "passive", 0);
-    return "OMP_WAIT_POLICY=passive for the daemons: their threads sleep at barriers instead of spinning on cores "
-           "another thread holds (set OMP_WAIT_POLICY=active to keep spinning)";
 }
 
 }  // namespace psrun::launcher

@@ -1,7 +1,6 @@
 // How many oneDNN/OpenMP threads each daemon gets when the user did not say (--threads), and
 // the warning when a configuration asks for more compute threads than there are cores.
-// Pure functions of the counts except affinity_cpu_count(), which main() calls once, and
-// choose_wait_policy_when_oversubscribed(), which sets an environment variable.
+// Pure functions of the counts except affinity_cpu_count(), which main() calls once.
 #pragma once
 
 #include <optional>
@@ -42,13 +41,5 @@ std::optional<std::string> local_oversubscription(const ThreadPlan& plan, int co
 // SLURM_CPUS_PER_TASK or --threads above what srun bound) is oversubscribed; nullopt otherwise
 // or when either count is unknown.
 std::optional<std::string> task_oversubscription(std::optional<int> threads, int cores);
-
-// For an oversubscribed run: sets OMP_WAIT_POLICY=passive in this process's environment, which
-// the daemons it starts or execs inherit, unless the user set OMP_WAIT_POLICY (then it is left
-// as it is). libgomp's default spins at every barrier, and a thread waiting on a preempted
-// partner burns its slice: a transformer's step ran at 1.7-2.1k img/s spinning beside one busy
-// process and 2.5-3.0k sleeping, where on idle cores spinning is faster (4.7k vs 3.0k). Returns
-// the log line saying what was chosen. Not thread-safe (setenv): call before starting threads.
-std::string choose_wait_policy_when_oversubscribed();
 
 }  // namespace psrun::launcher

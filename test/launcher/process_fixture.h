@@ -31,14 +31,13 @@ namespace fs = std::filesystem;
 using Args = std::vector<std::string>;
 
 inline const char* kStandIn = R"(#!/bin/sh
-# Stand-in daemon: records argv, OMP_WAIT_POLICY and pid under $STANDIN_DIR, then behaves as told.
+# Stand-in daemon: records argv and pid under $STANDIN_DIR, then behaves as told.
 name=$(basename "$0"); idx=x; prev=
 for a in "$@"; do [ "$prev" = "--index" ] && idx=$a; prev=$a; done
 case " $* " in *" --standalone "*) idx=standalone;; esac
 [ "$name" = workerd ] && case " $* " in *" --evaluator "*) name=evaluator;; esac
 tag="$name.$idx"
 printf '%s\n' "$0" "$@" > "$STANDIN_DIR/$tag.argv"
-printf '%s\n' "${OMP_WAIT_POLICY-unset}" > "$STANDIN_DIR/$tag.wait"
 [ -n "$STANDIN_EXIT_NOW" ] && exit "$STANDIN_EXIT_NOW"
 sleep 30 & echo $! > "$STANDIN_DIR/$tag.child"
 echo $$ > "$STANDIN_DIR/$tag.pid"

@@ -72,7 +72,6 @@ TEST_CASE("psrun local without --threads splits the cores of its affinity mask",
                                     (c.cores / c.workers == 1 ? "1 thread" : "2 threads") + " per worker") &&
                         Catch::Contains("--threads T overrides"));
     CHECK_THAT(err, !Catch::Contains("oversubscribed"));
-    CHECK(f.read("workerd.0.wait") == "unset\n");  // cores to spare: libgomp's default (spinning)
     for (pid_t pid : f.recorded_pids()) CHECK_FALSE(alive(pid));
 }
 
@@ -102,25 +101,6 @@ TEST_CASE("psrun local warns when the threads oversubscribe the cores", "[proces
                                     "compute threads on 1 core in this process's affinity mask") &&
                         Catch::Contains("use --workers 1"));
     CHECK(threads_values(f.argv_of("workerd.1")) == std::vector<int>{2});
-    // Oversubscribed: the daemons' threads sleep at barriers instead of spinning.
-    CHECK_THAT(err, Catch::Contains("OMP_WAIT_POLICY=passive for the daemons"));
-    for (const char* tag : {"workerd.0", "workerd.1", "psd.0"})
-        CHECK(f.read(std::string(tag) + ".wait") == "passive\n");
-    for (pid_t pid : f.recorded_pids()) CHECK_FALSE(alive(pid));
-}
-
-TEST_CASE("psrun local keeps an OMP_WAIT_POLICY the user set, oversubscribed or not", "[process][threads]") {
-    Fixture f;
-    auto env = base_env(f);
-    env["STANDIN_WORKER_EXIT"] = std::string("0");
-    env["OMP_WAIT_POLICY"] = std::string("active");
-    const Proc p =
-        spawn({"local", "--grace", "0.5", "--bin-dir", f.bin.string(), "--ps", "1", "--workers", "2", "--threads", "2"},
-              env, f.dir.path, {"/usr/bin/taskset", "-c", "0"});
-    CHECK(wait_exit(p, 20) == 0);
-    const std::string err = slurp(p.err);
-    CHECK_THAT(err, Catch::Contains("oversubscribed") && Catch::Contains("OMP_WAIT_POLICY=active as set"));
-    CHECK(f.read("workerd.0.wait") == "active\n");
     for (pid_t pid : f.recorded_pids()) CHECK_FALSE(alive(pid));
 }
 
@@ -202,18 +182,4 @@ TEST_CASE("psrun local: --reconnect-wait 0 by default; the old name --ps-restart
         CHECK(wait_of(f.argv_of("workerd.0")) == "30");
         CHECK_THAT(err, Catch::Contains("--ps-restart-wait is the old name of --reconnect-wait"));
     }
-}
-
-TEST_CASE("psrun run on fewer cores than SLURM_CPUS_PER_TASK warns and execs with sleeping threads",
-          "[process][threads]") {
-    Fixture f;
-    auto env = step_env(f, free_port_pair(), 1);  // the chief; SLURM_CPUS_PER_TASK 2
-    env["STANDIN_EXIT_NOW"] = std::string("0");
-    const Proc p = spawn({"run", "--bin-dir", f.bin.string(), "--", "--steps", "3"}, env, f.dir.path,
-                         {"/usr/bin/taskset", "-c", "0"});
-    CHECK(wait_exit(p, 20) == 0);
-    const std::string err = slurp(p.err);
-    CHECK_THAT(err, Catch::Contains("oversubscribed: 2 threads for this task's daemon on 1 core") &&
-                        Catch::Contains("OMP_WAIT_POLICY=passive for the daemons"));
-    CHECK(f.read("workerd.0.wait") == "passive\n");
 }
