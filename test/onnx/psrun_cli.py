@@ -15,9 +15,19 @@ def mnist_dir(args):
     return os.path.join(cache, "psrun", "data", "mnist")
 
 
+# Tests run two at a time on two cores (test/run.sh), and libgomp's default spins at every
+# OpenMP barrier: a psrun thread whose partner was preempted burns its core. onnx_token_models
+# took 218 s beside onnx_torchvision instead of 5 s alone (2026-12-05); with threads that sleep,
+# 9.7 s. These commands compute one batch and time nothing, so they run with sleeping threads
+# (the variable as the caller set it wins). Only here: a CI run with it set for every test saw
+# the sparse-table tests (psd clusters) pass their 300 s timeouts.
+PASSIVE = dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "passive"))
+
+
 def run(cmd, timeout=120):
     """Runs cmd (a list), stdout and stderr together as text; raises on a timeout."""
-    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
+                          env=PASSIVE)
 
 
 def predict(psrun, onnx_path, x, work, tag):
