@@ -115,7 +115,7 @@ def segmentation_check(check, psrun, work):
           f"{mine['loss']:.7f} vs {float(loss):.7f}", True)
     grads = {n: p.grad.numpy() for n, p in double.named_parameters() if p.grad is not None}
     floor = 1e-3 * max(float(np.max(np.abs(g))) for g in grads.values())
-    worst, worst_name = max((relative(np.asarray(mine["tensors"][n]["gradient"]).reshape(g.shape), g, floor), n)
+    worst, worst_name = max((relative(mine["tensors"][n]["gradient"], g, floor), n)
                             for n, g in grads.items())
     check(f"lraspp: {len(grads)} parameter gradients = torch's", worst <= TOLERANCE, f"worst {worst_name} {worst:.2e}",
           True)
