@@ -163,10 +163,13 @@ void add_model_command(CLI::App& app, int& exit_code) {
             exit_code = kExitUsage;
             return;
         }
+        for (const auto& warning : parsed->import_warnings)
+            std::cerr << "psrun model show: warning: " << warning << "\n";
         // The engine's training memory; a model the engine cannot build still shows (exit 0).
         const auto memory = training_memory(*parsed, options->batch);
         if (options->json) {
             auto summary = nn::summary_json(*parsed);
+            if (!parsed->import_warnings.empty()) summary["import_warnings"] = parsed->import_warnings;
             summary["training_memory"] = memory ? training_memory_json(*memory, options->batch)
                                                 : nlohmann::json{{"error", memory.error().message}};
             std::cout << json_text(summary, 2) << std::endl;

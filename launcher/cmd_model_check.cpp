@@ -216,6 +216,7 @@ int run_check(const CheckOptions& o) {
     if (!(o.tolerance > 0 && o.tolerance < 1)) throw UsageError("--tolerance must be in (0, 1)");
     auto model = onnx_io::load_any_model(o.model);
     if (!model) throw UsageError(model.error().message);
+    for (const auto& warning : model->import_warnings) std::cerr << "psrun model check: warning: " << warning << "\n";
     const nn::CheckBatch batch = make_batch(*model, o);
     std::vector<float> params(static_cast<std::size_t>(model->parameter_count));
     nn::initialize_parameters(*model, o.seed, params);

@@ -9,6 +9,8 @@
 #include <type_traits>
 #include <utility>
 
+#include <spdlog/spdlog.h>
+
 #include "workerd/onnx/model_loader.h"
 #include "workerd/run_recipe.h"
 
@@ -95,6 +97,7 @@ void resolve_model(const CLI::App& app, TrainOptions& o) {
     auto loaded = onnx_io::load_any_model(o.model);
     if (!loaded) throw UsageError("--model " + o.model + ": " + loaded.error().message);
     if (o.init == "description") loaded->initial_parameters = nullptr;
+    for (const auto& warning : loaded->import_warnings) spdlog::warn("--model {}: {}", o.model, warning);
     o.description = std::make_shared<const nn::ModelDescription>(std::move(*loaded));
     o.model_given = app.count("--model") > 0;
     std::optional<nn::Recipe> file;

@@ -30,7 +30,8 @@ end to end through the psrun CLI:
   CumSum exclusive and reverse, Tile of a 3-D value, Sin, Cos, Sign) against numpy; GatherElements
   with negative constant indices and with indices from an int input, against numpy; and the
   refusals (exit 2, the message checked): Tile of the batch axis, an If whose condition is
-  computed from the data (ArgMax and TopK import now: selection_models.py).
+  computed from the data (ArgMax and TopK import now: selection_models.py); an eval-mode export
+  (torch.onnx.export's defaults: batch norm folded into the conv) imports with a warning.
 
 Prints one line per check; exits 1 when one fails, 77 when torch or onnx cannot be imported.
 Usage: lowered_ops_models.py PSRUN [WORK_DIR]   (LOWERED_MODELS=a,b: a subset)
@@ -487,6 +488,26 @@ def refusals(psrun, work):
               f"exit {r.returncode}: {r.stdout.strip()[-300:]}", True)
 
 
+def eval_mode_export(psrun, work):
+    """torch.onnx.export's defaults (eval mode, constant folding) fold a BatchNorm2d into the
+    Conv before it: psrun imports the file and warns, naming the folded weight; a training-mode
+    export of the same module imports without a warning and keeps its batch norm."""
+    torch.manual_seed(2)
+    model = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
+                                torch.nn.Flatten(), torch.nn.Dropout(0.2), torch.nn.Linear(4 * 6 * 6, 10))
+    x = torch.zeros(1, 1, 6, 6)
+    default, trained = os.path.join(work, "eval_mode.onnx"), os.path.join(work, "training_mode.onnx")
+    torch.onnx.export(model, x, default)
+    export(model.train(), x, trained, 14)
+    r = run([psrun, "model", "show", default])
+    check("an eval-mode export imports, warning that its convolution weight was folded",
+          r.returncode == 0 and "1 convolution weight (onnx::Conv_" in r.stdout and "eval-mode export" in r.stdout
+          and "batch_norm" not in r.stdout, r.stdout[-1500:])
+    r = run([psrun, "model", "show", trained])
+    check("... and a training-mode export keeps its batch norm, without the warning",
+          r.returncode == 0 and "batch_norm" in r.stdout and "warning" not in r.stdout, r.stdout[-1500:])
+
+
 def main():
     if len(sys.argv) not in (2, 3):
         sys.exit(__doc__)
@@ -509,6 +530,7 @@ def main():
         if not only or "refusals" in only.split(","):
             refusals(psrun, work)
             data_if(psrun, work)
+            eval_mode_export(psrun, work)
     check.finish()
 
 

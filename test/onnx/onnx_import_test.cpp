@@ -76,6 +76,29 @@ TEST_CASE("a PyTorch-style CNN imports node by node with its weights under their
     // Flatten's CHW order is the dense layer's: the weights are used as stored.
     CHECK(std::vector<float>(p.begin() + 20, p.begin() + 116) == floats(g.model.graph().initializer(2)));
     CHECK(p.back() == floats(g.model.graph().initializer(3)).back());
+    CHECK(m->import_warnings.empty());
+}
+
+TEST_CASE("a convolution weight PyTorch's constant folding computed is imported with a warning", "[onnx]") {
+    // An eval-mode export folds a BatchNormalization into the Conv before it; the folded weight
+    // gets the exporter's name for a computed constant ("onnx::Conv_<n>").
+    auto g = small_cnn();
+    g.model.mutable_graph()->mutable_initializer(0)->set_name("onnx::Conv_7");
+    g.node("/0/Conv")->set_input(1, "onnx::Conv_7");
+    auto m = onnx_io::import_onnx(g.bytes(), "folded.onnx");
+    INFO((m ? std::string() : m.error().message));
+    REQUIRE(m);
+    CHECK(kinds(*m) == std::vector<std::string>{"conv2d", "relu", "max_pool", "flatten", "dense"});
+    REQUIRE(m->import_warnings.size() == 1);
+    CHECK_THAT(m->import_warnings[0], Catch::StartsWith("1 convolution weight (onnx::Conv_7) was computed"));
+    CHECK_THAT(m->import_warnings[0], Catch::Contains("training=torch.onnx.TrainingMode.TRAINING"));
+    // A Gemm's folded weight (a Linear's transposed weight) trains as the same function: no warning.
+    g = small_cnn();
+    g.model.mutable_graph()->mutable_initializer(2)->set_name("onnx::Gemm_9");
+    g.node("/4/Gemm")->set_input(1, "onnx::Gemm_9");
+    m = onnx_io::import_onnx(g.bytes(), "gemm.onnx");
+    REQUIRE(m);
+    CHECK(m->import_warnings.empty());
 }
 
 TEST_CASE("opset 11 and 12 graphs, Identity and Dropout import", "[onnx]") {

@@ -136,6 +136,11 @@ struct ModelDescription {
     // initializers); null: draw them from the tensors' initializers. Not part of the
     // architecture hash or the JSON form.
     std::shared_ptr<const std::vector<float>> initial_parameters;
+    // What the importer found suspect in the file but could train (e.g. an ONNX file exported in
+    // eval mode, its batch norms folded into the convolutions): one sentence each, for the tools
+    // to show (workerd logs them as warnings, `psrun model show` prints them). Not part of the
+    // architecture hash or the JSON form.
+    std::vector<std::string> import_warnings;
     // Totals.
     std::int64_t parameter_count = 0;  // elements of all tensors (trainable and state)
     double flops = 0.0;                // forward, per example

@@ -11,7 +11,10 @@
 #include <fstream>
 #include <optional>
 #include <set>
+#include <string>
+#include <string_view>
 #include <variant>
+#include <vector>
 
 #include "workerd/nn/model_summary.h"
 #include "workerd/nn/recipe.h"
@@ -102,6 +105,34 @@ Result<std::optional<nn::Recipe>> recorded_run_recipe(const onnx::ModelProto& pr
     return std::optional<nn::Recipe>();
 }
 
+// PyTorch's exporter names a tensor it computed by constant folding "onnx::<Op>_<n>" after the
+// node that reads it. A convolution's weight of that name was computed, not a module parameter:
+// an eval-mode export (torch.onnx.export's default, training=TrainingMode.EVAL) folds each
+// BatchNormalization into the convolution before it (and drops Dropout), and constant folding
+// merges a weight_norm or any other weight computation the same way. The engine then trains
+// the folded tensors, without the batch norms. One warning naming the folded weights, or none.
+std::vector<std::string> folded_weight_warnings(const onnx::ModelProto& proto) {
+    std::set<std::string_view> initializers;
+    for (const auto& t : proto.graph().initializer()) initializers.insert(t.name());
+    std::vector<std::string> folded;
+    for (const auto& node : proto.graph().node()) {
+        if (node.op_type() != "Conv" && node.op_type() != "ConvTranspose") continue;
+        if (node.input_size() < 2 || !initializers.contains(node.input(1))) continue;
+        if (node.input(1).rfind("onnx::", 0) == 0) folded.push_back(node.input(1));
+    }
+    if (folded.empty()) return {};
+    std::string names = folded.front();
+    if (folded.size() > 1) names += " and " + std::to_string(folded.size() - 1) + " more";
+    const bool one = folded.size() == 1;
+    return {std::to_string(folded.size()) + " convolution weight" + (one ? "" : "s") + " (" + names + ") " +
+            (one ? "was" : "were") +
+            " computed by the exporter's constant folding, not read from the module's parameters: an eval-mode "
+            "export (torch.onnx.export's default) folds each BatchNormalization into the convolution before it and "
+            "drops Dropout, and folding merges computed weights (weight_norm), so the engine trains the folded "
+            "tensors without them; export with training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False "
+            "to train the module as written (docs/models.md \"Importing from PyTorch\")"};
+}
+
 }  // namespace
 
 Result<nn::ModelDescription> import_onnx(std::string_view bytes, std::string_view source_name) {
@@ -148,7 +179,10 @@ Result<nn::ModelDescription> import_onnx(std::string_view bytes, std::string_vie
             if (m.rfind("model ", 0) == 0) return tl::unexpected(outcome.error());
             return fail(outcome.error());
         }
-        if (auto* model = std::get_if<nn::ModelDescription>(&*outcome)) return with_run_recipe(std::move(*model));
+        if (auto* model = std::get_if<nn::ModelDescription>(&*outcome)) {
+            model->import_warnings = folded_weight_warnings(proto);
+            return with_run_recipe(std::move(*model));
+        }
         if (inlined == kMaxInlinedIfs)
             return fail(Error{ErrorCode::kInvalidArgument,
                               "the graph has more than " + std::to_string(kMaxInlinedIfs) +
