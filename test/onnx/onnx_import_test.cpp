@@ -179,6 +179,37 @@ TEST_CASE("x.view(x.size(0), -1): the shape computed from Shape is evaluated at 
     CHECK(outputs(*m, 5) == outputs(*expected, 5));
 }
 
+TEST_CASE("a file exported with a fixed batch size: the refusal says to export with dynamic_axes", "[onnx]") {
+    // torch.onnx.export without dynamic_axes: the input's batch is 2, and x.view(x.size(0), -1)
+    // is written as a Reshape to the constant [2, 32].
+    auto g = small_cnn();
+    g.model.mutable_graph()
+        ->mutable_input(0)
+        ->mutable_type()
+        ->mutable_tensor_type()
+        ->mutable_shape()
+        ->mutable_dim(0)
+        ->set_dim_value(2);
+    auto* flat = g.node("/3/Flatten");
+    flat->set_op_type("Reshape");
+    flat->clear_attribute();
+    g.add_int64_tensor("shape", {2}, {2, 32});
+    g.add_input(*flat, "shape");
+    const std::string why = refusal(g);
+    CHECK_THAT(why, Catch::Contains("node '/3/Flatten' (Reshape)"));
+    CHECK_THAT(why,
+               Catch::Contains("(the file's input 'input' has a fixed batch size of 2: exported without dynamic_axes"));
+    // With a symbolic batch, the same refusal has no such hint.
+    g.model.mutable_graph()
+        ->mutable_input(0)
+        ->mutable_type()
+        ->mutable_tensor_type()
+        ->mutable_shape()
+        ->mutable_dim(0)
+        ->set_dim_param("N");
+    CHECK_THAT(refusal(g), !Catch::Contains("dynamic_axes"));
+}
+
 TEST_CASE("a residual branch, explicit strided pads, groups and dilation import", "[onnx]") {
     auto g = small_cnn();
     // A depthwise 3x3 conv (groups 2 after a 2-filter conv) with dilation 2 and pads 2, added to its input.

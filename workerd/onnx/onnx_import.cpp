@@ -133,6 +133,28 @@ std::vector<std::string> folded_weight_warnings(const onnx::ModelProto& proto) {
             "to train the module as written (docs/models.md \"Importing from PyTorch\")"};
 }
 
+// For a refusal: what to do when the file's first input has a fixed batch size, as
+// torch.onnx.export writes it without dynamic_axes. The shapes PyTorch computed from the batch
+// (x.view(x.size(0), -1), attention's reshapes) are then constants of that size, which an
+// engine training other batch sizes cannot read back (with a batch of 1 they cannot even be told
+// from other axes of size 1). Empty when the batch axis is symbolic.
+std::string fixed_batch_hint(const onnx::ModelProto& proto) {
+    std::set<std::string_view> initializers;
+    for (const auto& t : proto.graph().initializer()) initializers.insert(t.name());
+    for (const auto& input : proto.graph().input()) {
+        if (initializers.contains(input.name())) continue;
+        if (!input.type().has_tensor_type() || input.type().tensor_type().shape().dim_size() == 0) return {};
+        const auto& batch = input.type().tensor_type().shape().dim(0);
+        if (!batch.has_dim_value()) return {};
+        return " (the file's input '" + input.name() + "' has a fixed batch size of " +
+               std::to_string(batch.dim_value()) +
+               ": exported without dynamic_axes, its shapes computed from the batch are constants of that size; "
+               "export with input_names=['x'], output_names=['logits'], dynamic_axes={'x': {0: 'N'}, 'logits': "
+               "{0: 'N'}}, an entry for each input and output: docs/models.md \"Importing from PyTorch\")";
+    }
+    return {};
+}
+
 }  // namespace
 
 Result<nn::ModelDescription> import_onnx(std::string_view bytes, std::string_view source_name) {
@@ -175,9 +197,10 @@ Result<nn::ModelDescription> import_onnx(std::string_view bytes, std::string_vie
         Importer importer(index ? *index : *graph, *opset, std::string(source_name));
         auto outcome = importer.run(stem(source_name), origin);
         if (!outcome) {
-            const std::string& m = outcome.error().message;
-            if (m.rfind("model ", 0) == 0) return tl::unexpected(outcome.error());
-            return fail(outcome.error());
+            Error e = outcome.error();
+            e.message += fixed_batch_hint(proto);
+            if (e.message.rfind("model ", 0) == 0) return tl::unexpected(e);
+            return fail(e);
         }
         if (auto* model = std::get_if<nn::ModelDescription>(&*outcome)) {
             model->import_warnings = folded_weight_warnings(proto);
