@@ -137,6 +137,39 @@ TEST_CASE("integer div, mod and fmod are C++'s and Python's, a zero divisor incl
     }
 }
 
+TEST_CASE("integer maximum, minimum and where select ids exactly, beyond float's 2^24", "[eltwise][select]") {
+    // ids [N, 4] against the bound {0, 16777217, -3, 5} (broadcast over the batch).
+    const std::vector<std::int32_t> bound = {0, 16777217, -3, 5};
+    const std::vector<std::int32_t> ids = {-4, 16777219, -2, 5, 9, 16777216, -7, 2147483647};
+    for (const char* op : {"maximum", "minimum", "where"}) {
+        CAPTURE(op);
+        nlohmann::json inputs = {"input", "b"};
+        if (std::string(op) == "where") inputs = {"m", "input", "b"};  // ids where ids > bound, else the bound
+        const auto model = graph_model(
+            {{{"kind", "constant"}, {"name", "b"}, {"shape", {4}}, {"type", "int"}, {"values", bound}},
+             {{"kind", "greater"}, {"name", "m"}, {"inputs", {"input", "b"}}},
+             {{"kind", op}, {"name", "r"}, {"inputs", inputs}},
+             {{"kind", "sub"}, {"name", "d"}, {"inputs", {"r", "b"}}},  // exact in int; small enough for a float
+             {{"kind", "cast"}, {"inputs", {"d"}}, {"to", "float"}}},
+            {4}, "int");
+        std::vector<float> params, grads;
+        auto net = Network::create(model, NetworkOptions{2, Precision::kF32, true}, params, grads);
+        INFO((net ? std::string() : net.error().message));
+        REQUIRE(net);
+        CHECK(model.value("r").type == ElementType::kInt);
+        std::copy(ids.begin(), ids.end(), (*net)->input_ids().begin());
+        (*net)->forward(false);
+        const std::vector<float> got((*net)->outputs().begin(), (*net)->outputs().end());
+        REQUIRE(got.size() == ids.size());
+        for (std::size_t i = 0; i < ids.size(); ++i) {
+            const std::int64_t a = ids[i], b = bound[i % 4];
+            const std::int64_t pick = std::string(op) == "minimum" ? std::min(a, b) : std::max(a, b);
+            CAPTURE(a, b);
+            CHECK(got[i] == static_cast<float>(pick - b));
+        }
+    }
+}
+
 TEST_CASE("top_k, mod: errors name what is wrong", "[eltwise][top_k][mod]") {
     using Catch::Matchers::Contains;
     CHECK_THAT(graph_error({{{"kind", "top_k"}, {"axis", 0}, {"k", 1}}}, {3}), Contains("is the batch axis"));

@@ -10,7 +10,8 @@ predict against torch's softmax), at opsets 13, 14 and 17:
     Conv1d's time axis;
   - x.argmax(1) into F.one_hot, x.argmin(1, keepdim=True) into torch.gather;
   - raw ids hashed into buckets in the model (`ids % 13`, torch.fmod of negative ids,
-    `ids // 4`: integer Mod and Div) feeding nn.Embedding;
+    `ids // 4`: integer Mod and Div) feeding nn.Embedding; ids clamped into a table
+    (ids.clamp(0, 7): an integer Clip), torch.where and torch.maximum of integer ids;
   - float remainders: `x % 0.7` (torch writes floor arithmetic) and torch.fmod of two
     activations (Mod fmod=1: psrun lowers it), gradients to both;
   - slice assignment in forward() (`h[:, 0] = 0`, `h[:, :, 2] = h[:, :, 3] * 2`, a new_zeros
@@ -101,6 +102,25 @@ class HashedIds(nn.Module):
         return self.head(torch.cat(parts, 2).flatten(1))
 
 
+class ClampedIds(nn.Module):
+    """x [N, 16]: ids computed from the data ((x * 4).long(): -12..12) clamped into a table
+    (ids.clamp(0, 7): an integer Clip), padded ones sent to row 0 (torch.where(ids > 5, ids, 0):
+    an integer Where), and the elementwise larger of two id columns (torch.maximum of integers),
+    each read by an embedding."""
+
+    def __init__(self):
+        super().__init__()
+        self.clamped, self.masked, self.larger = nn.Embedding(8, 4), nn.Embedding(8, 4), nn.Embedding(8, 4)
+        self.head = nn.Linear(3 * 6 * 4, 10)
+
+    def forward(self, x):
+        ids = (x[:, :6] * 4).long().clamp(0, 7)
+        other = (x[:, 6:12] * 4).long().clamp(min=0).clamp(max=7)
+        parts = [self.clamped(ids), self.masked(torch.where(ids > 5, ids, torch.zeros_like(ids))),
+                 self.larger(torch.maximum(ids, other))]
+        return self.head(torch.cat(parts, 2).flatten(1))
+
+
 def slice_assign(s, x):
     h = torch.cat([s.a(x), s.b(x)], 1).view(-1, 4, 4).clone()
     h[:, 0] = 0.0
@@ -134,6 +154,7 @@ MODELS = {
         s.a(x) * F.one_hot(s.a(x).argmax(1), 8).float(),
         torch.gather(s.b(x), 1, s.a(x).argmin(1, keepdim=True))], 1), 9), (16,), ["top_k", "equal"]),
     "hashed_ids": (HashedIds, (16,), ["mod", "fmod", "div", "embedding"]),
+    "clamped_ids": (ClampedIds, (16,), ["maximum", "minimum", "where", "embedding"]),
     "float_mod": (lambda: Vec(lambda s, x: torch.cat([s.a(x) % 0.7,
                                                       torch.fmod(s.a(x) * 3, s.b(x).abs() + 0.5)], 1), 16), (16,),
                   ["floor", "sign"]),

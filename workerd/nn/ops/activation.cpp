@@ -9,9 +9,9 @@
 //   defaults are PyTorch's nn.Hardsigmoid, ONNX's are 0.2 and 0.5), "mish" (x tanh(softplus x)),
 //   "reciprocal" (1 / x).
 // ONNX: Relu, Tanh, Sigmoid, Exp, Log, Sqrt, Abs, Neg, Softplus, HardSwish, LeakyRelu, Elu,
-// Clip (constant min/max), Gelu (opset 20; opset 13's Div/Erf/Add/Mul/Mul is recognised by the
-// importer), Selu, HardSigmoid, Mish, Reciprocal. Export writes opset 13: hard_swish as
-// HardSigmoid(1/6, 0.5) * x, mish as x * Tanh(Softplus(x)).
+// Clip (constant min/max; of integers: maximum and minimum, ops/select.cpp), Gelu (opset 20; opset 13's
+// Div/Erf/Add/Mul/Mul is recognised by the importer), Selu, HardSigmoid, Mish, Reciprocal. Export writes opset 13:
+// hard_swish as HardSigmoid(1/6, 0.5) * x, mish as x * Tanh(Softplus(x)).
 #include "workerd/nn/ops/activation.h"
 
 #include <cfloat>
@@ -120,6 +120,19 @@ Result<void> import_activation(OnnxNodeImport& node) {
         layer["kind"] = selu ? "selu" : "hard_sigmoid";
         layer["alpha"] = *alpha;
         layer[selu ? "gamma" : "beta"] = *second;
+    } else if (op == "Clip" && node.info(0) != nullptr && node.info(0)->type == ElementType::kInt) {
+        // Integer ids clamped into a table (ids.clamp(0, V - 1)): maximum and minimum, no gradient.
+        std::string y = x;
+        for (std::size_t i : {std::size_t{1}, std::size_t{2}}) {
+            if (!node.has_input(i)) continue;
+            const auto bound = node.ints(i);
+            if (!bound || bound->size() != 1)
+                return tl::unexpected(node.refuse("an integer Clip's min and max must be constant scalars"));
+            PSRUN_TRY_ASSIGN(auto b, node.value(i));
+            PSRUN_TRY_ASSIGN(y, node.emit({{"kind", i == 1 ? "maximum" : "minimum"}, {"inputs", {y, b}}}));
+        }
+        node.bind_output(0, y);
+        return {};
     } else if (op == "Clip") {
         float lo = -FLT_MAX, hi = FLT_MAX;
         if (node.opset() < 11) {

@@ -1,11 +1,14 @@
-// Element-wise selection between float values, numpy broadcasting (output: the broadcast shape):
+// Element-wise selection, numpy broadcasting (output: the broadcast shape):
 //   {"kind": "maximum", "inputs": ["a", "b"]}, "minimum": the larger (smaller) of a and b; the
 //     gradient goes to the one chosen, halved between equal ones (as torch.maximum);
 //   {"kind": "where", "inputs": ["cond", "x", "y"]}: x where cond (an integer mask, or floats:
 //     non-zero is true) else y; the gradient goes to x where cond, to y elsewhere, each summed
 //     over the axes it broadcasts along.
+// The selected inputs (a and b; x and y) are all floats, or all integers: then the output is
+// integer and has no gradient (ids clamped into a table, `torch.where(mask, ids, 0)`).
 // No fields, no tensors. FLOPs: 1 per output element.
-// ONNX: Max and Min of two inputs (torch.maximum / torch.minimum), Where.
+// ONNX: Max and Min of two inputs (torch.maximum / torch.minimum), Where; an integer Clip
+// (ids.clamp(0, V - 1)) imports as maximum and minimum (ops/activation.cpp).
 #include "workerd/nn/onnx_bridge.h"
 #include "workerd/nn/op_schema.h"
 #include "workerd/nn/ops/broadcast.h"
@@ -18,16 +21,20 @@ namespace {
 Result<void> infer_select(InferContext& context) {
     const bool where = context.node().op == "where";
     const std::size_t first = where ? 1 : 0;
+    const ElementType type = context.input(first).type;
     Dims dims = context.input(0).dims;
     for (std::size_t i = 0; i < context.input_count(); ++i) {
-        if (i >= first && context.input(i).type != ElementType::kFloat)
-            return tl::unexpected(op_error("expects floats; input " + std::to_string(i) + " (" + context.input_name(i) +
-                                           ") holds integers"));
+        if (i > first && context.input(i).type != type)
+            return tl::unexpected(
+                op_error("input " + std::to_string(i) + " (" + context.input_name(i) + ") holds " +
+                         (type == ElementType::kFloat ? "integers where input " : "floats where input ") +
+                         std::to_string(first) + " (" + context.input_name(first) + ") holds " +
+                         (type == ElementType::kFloat ? "floats" : "integers") + ": cast one of them"));
         PSRUN_TRY_ASSIGN(auto d, broadcast_dims(dims, context.input(i).dims));
         dims = d;
     }
     if (dims.size() > 6) return tl::unexpected(op_error("the output would have more than 6 dims"));
-    context.set_output(0, ValueInfo{dims, ElementType::kFloat});
+    context.set_output(0, ValueInfo{dims, type});
     context.add_flops(static_cast<double>(elements_per_example(dims).value_or(0)));
     return {};
 }

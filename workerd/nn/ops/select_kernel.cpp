@@ -1,8 +1,9 @@
 // The maximum, minimum and where kernels: hand loops in f32 on plain layouts with numpy
-// broadcasting (broadcast_loop.h), forward and backward. The backward writes each float
-// input's full-size gradient (the output's shape) into that gradient, or where the input
-// broadcasts into backward scratch summed over the axes it broadcasts along (sum_to).
+// broadcasting (broadcast_loop.h), forward and backward; integer values forward only, in s32. The backward writes each
+// float input's full-size gradient (the output's shape) into that gradient, or where the input broadcasts into backward
+// scratch summed over the axes it broadcasts along (sum_to).
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -70,6 +71,10 @@ class SelectKernel final : public Kernel {
         const SelectMode mode = op == "maximum"   ? SelectMode::kMax
                                 : op == "minimum" ? SelectMode::kMin
                                                   : SelectMode::kWhere;
+        if (b.output_type(0) == Dt::s32) {
+            build_integers(b, mode);
+            return;
+        }
         const auto& engine = b.context().engine;
         const std::size_t count = b.input_count();
         std::vector<MemDims> dims;
@@ -129,6 +134,42 @@ class SelectKernel final : public Kernel {
                 b.backward(
                     sum_to(b, full, b.input_diff(k, plain_desc(dims[k], Dt::f32)), padded(dims[k], ix->out().size())));
         }
+    }
+
+  private:
+    // Integer a and b (x and y): selected in s32, exactly; no gradient (integers have none).
+    static void build_integers(KernelBuilder& b, SelectMode mode) {
+        const std::size_t count = b.input_count();
+        std::vector<MemDims> dims;
+        std::vector<memory> ins;
+        for (std::size_t i = 0; i < count; ++i) {
+            dims.push_back(b.input_dims(i));
+            ins.push_back(b.input_plain(i, i == 0 && mode == SelectMode::kWhere ? Dt::f32 : Dt::s32));
+        }
+        const auto ix = std::make_shared<const BroadcastIndex>(b.output_dims(0), dims);
+        const memory y = b.make_output(0, plain_desc(b.output_dims(0), Dt::s32));
+        b.forward([ins, y, ix, mode] {
+            auto* out = static_cast<std::int32_t*>(y.get_data_handle());
+            const std::int64_t n = ix->size();
+            if (mode == SelectMode::kWhere) {
+                const auto* c = static_cast<const float*>(ins[0].get_data_handle());
+                const auto* p = static_cast<const std::int32_t*>(ins[1].get_data_handle());
+                const auto* q = static_cast<const std::int32_t*>(ins[2].get_data_handle());
+#pragma omp parallel for schedule(static)
+                for (std::int64_t e = 0; e < n; ++e)
+                    out[e] = c[ix->at(0, e)] != 0.0f ? p[ix->at(1, e)] : q[ix->at(2, e)];
+                return;
+            }
+            const auto* p = static_cast<const std::int32_t*>(ins[0].get_data_handle());
+            const auto* q = static_cast<const std::int32_t*>(ins[1].get_data_handle());
+            const bool larger = mode == SelectMode::kMax;
+#pragma omp parallel for schedule(static)
+            for (std::int64_t e = 0; e < n; ++e) {
+                const std::int32_t u = p[ix->at(0, e)], v = q[ix->at(1, e)];
+                out[e] = (u >= v) == larger ? u : v;
+            }
+        });
+        b.note("fwd: hand integer " + b.node().op);
     }
 };
 
