@@ -327,6 +327,16 @@ TEST_CASE("refusals name the node, its op and what the engine cannot honour", "[
             ->mutable_shape()
             ->mutable_dim(2)
             ->set_dim_param("h");
+        CHECK_THAT(refusal(g), Catch::Contains("input 'input': dimension 2 ('h') is symbolic: the engine trains "
+                                               "inputs of one size past the batch, so export with dynamic_axes "
+                                               "naming axis 0 alone (e.g. {'input': {0: 'N'}})"));
+        g.model.mutable_graph()
+            ->mutable_input(0)
+            ->mutable_type()
+            ->mutable_tensor_type()
+            ->mutable_shape()
+            ->mutable_dim(2)
+            ->set_dim_value(0);
         CHECK_THAT(refusal(g), Catch::Contains("dimension 2 is not a fixed positive size"));
     }
 }

@@ -33,6 +33,13 @@ Result<nn::ValueInfo> input_info(const onnx::ValueInfoProto& input) {
     info.dims.push_back(nn::Dim::batch_times(1));
     for (int i = 1; i < rank; ++i) {
         const auto& d = shape.dim(i);
+        if (d.has_dim_param() && !d.has_dim_value())
+            return make_error(ErrorCode::kInvalidArgument,
+                              where + "dimension " + std::to_string(i) + " ('" + d.dim_param() +
+                                  "') is symbolic: the engine trains inputs of one size past the batch, so export "
+                                  "with dynamic_axes naming axis 0 alone (e.g. {'" +
+                                  input.name() + "': {0: 'N'}}) and an example input of the size the data has " +
+                                  "(pad or crop sequences to one length)");
         if (!d.has_dim_value() || d.dim_value() < 1 || d.dim_value() > nn::kMaxTensorElements)
             return make_error(ErrorCode::kInvalidArgument,
                               where + "dimension " + std::to_string(i) +
