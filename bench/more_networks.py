@@ -312,6 +312,47 @@ class ConvTransposeNet(nn.Module):
         return self.fc(torch.cat([small.flatten(1), z.flatten(1)], dim=1))
 
 
+# 16. A temporal convolutional network over token ids: causal dilated Conv1d blocks (left padding
+# then the extra right positions sliced off, as TCN code "chomps" them), residual 1x1 projections,
+# the last position and the mean over time read by the classifier.
+class TCN(nn.Module):
+    def __init__(self, vocabulary=784, dim=32, channels=48):
+        super().__init__()
+        self.embedding = nn.Embedding(vocabulary, dim)
+        self.blocks = nn.ModuleList()
+        self.skips = nn.ModuleList()
+        width = dim
+        for dilation in (1, 2, 4):
+            self.blocks.append(nn.Conv1d(width, channels, 3, dilation=dilation, padding=2 * dilation))
+            self.skips.append(nn.Conv1d(width, channels, 1))
+            width = channels
+        self.fc = nn.Linear(2 * channels, 10)
+
+    def forward(self, ids):
+        h = self.embedding(ids).transpose(1, 2)
+        for conv, skip in zip(self.blocks, self.skips):
+            chomp = conv.padding[0]
+            h = F.relu(conv(h)[:, :, :-chomp] + skip(h))
+        return self.fc(torch.cat([h[:, :, -1], h.mean(dim=2)], dim=1))
+
+
+# 17. A soft mixture of experts on flattened images: a gate's softmax weighs four expert MLPs,
+# stacked and summed (torch.stack, broadcasting multiply, sum over the experts).
+class SoftMoE(nn.Module):
+    def __init__(self, experts=4, hidden=64):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(1, 8, 3, stride=2, padding=1), nn.ReLU(), nn.Flatten())
+        self.gate = nn.Linear(8 * 14 * 14, experts)
+        self.experts = nn.ModuleList(
+            nn.Sequential(nn.Linear(8 * 14 * 14, hidden), nn.GELU(), nn.Linear(hidden, 10)) for _ in range(experts))
+
+    def forward(self, x):
+        h = self.stem(x)
+        weights = torch.softmax(self.gate(h), dim=1)
+        out = torch.stack([e(h) for e in self.experts], dim=1)
+        return (weights.unsqueeze(2) * out).sum(dim=1)
+
+
 # name: (constructor, data, example input shape)
 NETWORKS = {
     "groupnorm_cnn": (groupnorm_cnn, "fashion-mnist", (2, 1, 28, 28)),
@@ -329,6 +370,8 @@ NETWORKS = {
     "masked_bag": (MaskedBag, "mnist-tokens", (2, 32)),
     "rows_cnn": (RowsCNN, "mnist", (2, 1, 28, 28)),
     "conv_transpose_net": (ConvTransposeNet, "fashion-mnist", (2, 1, 28, 28)),
+    "tcn": (TCN, "mnist-tokens", (2, 32)),
+    "soft_moe": (SoftMoE, "fashion-mnist", (2, 1, 28, 28)),
 }
 
 
