@@ -199,6 +199,10 @@ void write_gradients(const std::string& path, const nn::ModelDescription& model,
         if (t.cls != nn::TensorClass::kTrainable) continue;
         const auto begin = check.gradients.begin() + t.offset;
         doc["tensors"][t.name] = {{"shape", t.shape}, {"gradient", std::vector<float>(begin, begin + t.size)}};
+        if (!check.bf16_gradients.empty()) {
+            const auto b = check.bf16_gradients.begin() + t.offset;
+            doc["tensors"][t.name]["bf16_gradient"] = std::vector<float>(b, b + t.size);
+        }
     }
     if (!check.input_gradients.empty()) {
         doc["inputs"] = nlohmann::json::object();

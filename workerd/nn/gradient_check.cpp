@@ -183,6 +183,7 @@ Result<GradientCheck> check_gradients(const ModelDescription& model, std::span<c
         }
         check.tensors.push_back(std::move(c));
     }
+    check.bf16_gradients = std::move(bf16_gradients);
     return check;
 }
 

@@ -65,7 +65,9 @@ struct GradientCheck {
     // input's layout; empty for an int input).
     std::vector<std::vector<float>> input_gradients;
     std::vector<float> outputs;  // the model output of the batch's forward, f32 [N, classes]
-    std::string bf16_note;       // why bf16 was not compared, when it was not
+    // The same batch's gradients computed in bf16 (as `gradients`; empty when bf16 did not run).
+    std::vector<float> bf16_gradients;
+    std::string bf16_note;  // why bf16 was not compared, when it was not
 };
 
 // Runs the check on `params` (model.parameter_count values). Errors: the network cannot be
