@@ -231,7 +231,7 @@ worker::EvalMetrics head_metrics(const worker::InferenceModel& model, const Test
                     targets = column.f32;
                 }
         }
-        if ((h.kind == nn::HeadKind::kSoftmax && labels.size() < n) ||
+        if ((h.kind == nn::HeadKind::kSoftmax && labels.size() < n * static_cast<std::size_t>(h.positions())) ||
             (h.kind == nn::HeadKind::kSigmoid && targets.size() < n * static_cast<std::size_t>(h.width)))
             throw std::logic_error("psrun eval: no test values for head " + h.value + "'s targets " + h.target);
         sums.add_head(k, predictions[k].probabilities, labels, targets, n);

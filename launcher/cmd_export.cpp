@@ -30,9 +30,12 @@ namespace {
 // ", heads logits [N x 10], tag_logits [N x 4]": a graph loss's heads, outputs beside its loss.
 std::string heads_text(const nn::ModelDescription& model) {
     std::string out;
-    for (const auto& h : model.heads)
-        out += (out.empty() ? std::string(", heads ") : std::string(", ")) + h.value + " [N x " +
-               std::to_string(h.width) + "]";
+    for (const auto& h : model.heads) {
+        out +=
+            (out.empty() ? std::string(", heads ") : std::string(", ")) + h.value + " [N x " + std::to_string(h.width);
+        for (const auto d : h.spatial) out += " x " + std::to_string(d);
+        out += "]";
+    }
     return out;
 }
 

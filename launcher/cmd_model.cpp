@@ -62,9 +62,14 @@ std::string loss_text(const nn::ModelDescription& model) {
                 labels += ", " + std::to_string(model.classes) + " classes (head " + model.head + ")";
             if (model.heads.size() > 1 || (model.heads.size() == 1 && model.head.empty())) {
                 labels += "; heads";
-                for (const auto& h : model.heads)
+                for (const auto& h : model.heads) {
                     labels += std::string(&h == &model.heads.front() ? " " : ", ") + h.value + " " +
-                              nn::to_string(h.kind) + " x" + std::to_string(h.width) + " on " + h.target;
+                              nn::to_string(h.kind) + " x" + std::to_string(h.width);
+                    if (!h.spatial.empty()) labels += " per position of";
+                    for (std::size_t i = 0; i < h.spatial.size(); ++i)
+                        labels += (i ? "x" : " ") + std::to_string(h.spatial[i]);
+                    labels += " on " + h.target;
+                }
             }
             return "loss in the graph (" + labels + ")";
         }

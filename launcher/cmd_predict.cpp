@@ -60,10 +60,13 @@ worker::PredictInputs load_table_inputs(const PredictOptions& o, const worker::I
     return inputs;
 }
 
-// A version 1.0 .npy file of a little-endian float32 C-order array [rows, cols] (numpy's
+// A version 1.0 .npy file of a little-endian float32 C-order array of `shape` (numpy's
 // format: the header padded with spaces to a multiple of 64 bytes, ending in '\n').
-std::string npy_f32(const std::vector<float>& values, std::size_t rows, std::size_t cols) {
-    std::string dict = fmt::format("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, {}), }}", rows, cols);
+std::string npy_f32(const std::vector<float>& values, const std::vector<std::size_t>& shape) {
+    std::string dims;
+    for (const auto d : shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+    if (shape.size() == 1) dims += ",";  // a tuple of one: "(3,)"
+    std::string dict = fmt::format("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}), }}", dims);
     dict.append(63 - (10 + dict.size()) % 64, ' ');
     dict += '\n';
     std::string out = "\x93NUMPY";
@@ -75,6 +78,24 @@ std::string npy_f32(const std::vector<float>& values, std::size_t rows, std::siz
     static_assert(std::endian::native == std::endian::little, "the .npy writer assumes a little-endian host");
     out.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
     return out;
+}
+
+std::string npy_f32(const std::vector<float>& values, std::size_t rows, std::size_t cols) {
+    return npy_f32(values, std::vector<std::size_t>{rows, cols});
+}
+
+// A head's predictions as an array [count, width, d1, ...].
+std::string head_npy(const worker::HeadPrediction& h, std::size_t count) {
+    std::vector<std::size_t> shape = {count, static_cast<std::size_t>(h.width)};
+    for (const auto d : h.spatial) shape.push_back(static_cast<std::size_t>(d));
+    return npy_f32(h.probabilities, shape);
+}
+
+// "float32 [count, width, d1, ...]".
+std::string head_shape(const worker::HeadPrediction& h, std::size_t count) {
+    std::string out = fmt::format("float32 [{}, {}", count, h.width);
+    for (const auto d : h.spatial) out += fmt::format(", {}", d);
+    return out + "]";
 }
 
 void put16(std::string& out, std::uint32_t v) {
@@ -168,24 +189,27 @@ void predict_heads(const PredictOptions& o, const worker::InferenceModel& model,
     if (!o.output.empty()) {
         if (ends_with(o.output, ".npz")) {
             std::vector<std::pair<std::string, std::string>> arrays;
-            for (const auto& h : *heads)
-                arrays.emplace_back(h.name, npy_f32(h.probabilities, count, static_cast<std::size_t>(h.width)));
+            for (const auto& h : *heads) arrays.emplace_back(h.name, head_npy(h, count));
             write_output(o.output, npz_archive(arrays));
             std::cerr << "psrun predict: wrote " << o.output << " (";
             for (const auto& h : *heads)
-                std::cerr << (&h == &heads->front() ? "" : ", ") << h.name << ": " << nn::to_string(h.kind)
-                          << " float32 [" << count << ", " << h.width << "]";
+                std::cerr << (&h == &heads->front() ? "" : ", ") << h.name << ": " << nn::to_string(h.kind) << " "
+                          << head_shape(h, count);
             std::cerr << ")\n";
             return;
         }
         for (const auto& h : *heads) {
             const std::string file = heads->size() == 1 ? o.output : head_file(o.output, h.name);
-            write_output(file, npy_f32(h.probabilities, count, static_cast<std::size_t>(h.width)));
-            std::cerr << "psrun predict: wrote " << file << " (head " << h.name << ", " << nn::to_string(h.kind)
-                      << ", float32 [" << count << ", " << h.width << "])\n";
+            write_output(file, head_npy(h, count));
+            std::cerr << "psrun predict: wrote " << file << " (head " << h.name << ", " << nn::to_string(h.kind) << ", "
+                      << head_shape(h, count) << ")\n";
         }
         return;
     }
+    for (const auto& h : *heads)
+        if (!h.spatial.empty())
+            throw UsageError("head " + h.name + " scores every position (" + head_shape(h, count) +
+                             "): give --output F.npy (or .npz) for its per-position probabilities");
     // One line per image: its name, then per head "HEAD=CLASS:P" (softmax; the primary head
     // first as CLASS P [CLASS NAME], as for one head) or "HEAD=L1,L3" (sigmoid: the labels with
     // p >= 0.5, "-" for none).

@@ -8,6 +8,11 @@
 namespace psrun::worker {
 
 void HeadMetrics::add_json(nlohmann::json& out, const std::string& prefix) const {
+    if (per_position) {
+        out[prefix + "pixel_accuracy/" + name] = accuracy;
+        out[prefix + "mean_iou/" + name] = mean_iou;
+        return;
+    }
     if (kind == nn::HeadKind::kSoftmax) {
         out[prefix + "accuracy/" + name] = accuracy;
         return;
@@ -19,6 +24,7 @@ void HeadMetrics::add_json(nlohmann::json& out, const std::string& prefix) const
 }
 
 std::string HeadMetrics::text() const {
+    if (per_position) return fmt::format("{}: pixel accuracy {:.2f}%, mean IoU {:.4f}", name, accuracy * 100, mean_iou);
     if (kind == nn::HeadKind::kSoftmax) return fmt::format("{}: accuracy {:.2f}%", name, accuracy * 100);
     return fmt::format("{}: label accuracy {:.2f}%, exact match {:.2f}%, mean F1 {:.3f}, mean AUC {}", name,
                        label_accuracy * 100, exact_match * 100, mean_f1,
@@ -27,7 +33,7 @@ std::string HeadMetrics::text() const {
 
 std::string EvalMetrics::text() const {
     std::string out = headless_text();
-    if (heads.size() > 1 || (heads.size() == 1 && heads[0].kind == nn::HeadKind::kSigmoid)) {
+    if (heads.size() > 1 || (heads.size() == 1 && (heads[0].kind == nn::HeadKind::kSigmoid || heads[0].per_position))) {
         out += out.empty() ? "heads: " : "; heads: ";
         for (std::size_t k = 0; k < heads.size(); ++k) out += (k ? ", " : "") + heads[k].text();
     }
@@ -92,6 +98,29 @@ double roc_auc(std::vector<std::pair<float, bool>> scored) {
     return (rank_sum - positives * (positives + 1) / 2) / (positives * negatives);
 }
 
+// Per class TP / (TP + FP + FN) from a square confusion matrix ([label][predicted]) into `iou`
+// (-1 for a class neither labelled nor predicted), and their mean over the classes present;
+// -1 when there is no matrix or no class is present.
+double mean_iou(const std::vector<std::size_t>& confusion, std::vector<double>& iou) {
+    const auto w = static_cast<std::size_t>(std::lround(std::sqrt(static_cast<double>(confusion.size()))));
+    iou.assign(w, -1.0);
+    double sum = 0;
+    std::size_t present = 0;
+    for (std::size_t c = 0; c < w; ++c) {
+        std::size_t labelled = 0, predicted = 0;
+        for (std::size_t o = 0; o < w; ++o) {
+            labelled += confusion[c * w + o];
+            predicted += confusion[o * w + c];
+        }
+        const std::size_t tp = confusion[c * w + c], united = labelled + predicted - tp;
+        if (united == 0) continue;
+        iou[c] = static_cast<double>(tp) / static_cast<double>(united);
+        sum += iou[c];
+        ++present;
+    }
+    return present > 0 ? sum / static_cast<double>(present) : -1.0;
+}
+
 }  // namespace
 
 EvalAccumulator::EvalAccumulator(nn::LossKind loss, std::int64_t width, bool probabilities)
@@ -151,6 +180,7 @@ void EvalAccumulator::set_heads(const std::vector<nn::Head>& heads) {
         HeadSums sums;
         sums.head = h;
         const auto w = static_cast<std::size_t>(std::max<std::int64_t>(h.width, 1));
+        if (!h.spatial.empty() && w <= kMaxConfusionClasses) sums.confusion.assign(w * w, 0);
         if (h.kind == nn::HeadKind::kSigmoid) {
             sums.tp.assign(w, 0);
             sums.fp.assign(w, 0);
@@ -165,6 +195,10 @@ void EvalAccumulator::add_head(std::size_t k, std::span<const float> outputs, st
                                std::span<const float> targets, std::size_t valid) {
     HeadSums& s = heads_.at(k);
     const auto w = static_cast<std::size_t>(std::max<std::int64_t>(s.head.width, 1));
+    if (!s.head.spatial.empty()) {
+        add_positions(s, outputs, labels, valid);
+        return;
+    }
     const float threshold = probabilities_ ? 0.5f : 0.0f;
     for (std::size_t i = 0; i < valid; ++i) {
         const float* y = outputs.data() + i * w;
@@ -191,6 +225,27 @@ void EvalAccumulator::add_head(std::size_t k, std::span<const float> outputs, st
     s.examples += valid;
 }
 
+void EvalAccumulator::add_positions(HeadSums& s, std::span<const float> outputs, std::span<const std::int32_t> labels,
+                                    std::size_t valid) {
+    const auto w = static_cast<std::size_t>(std::max<std::int64_t>(s.head.width, 1));
+    const auto p = static_cast<std::size_t>(s.head.positions());
+    for (std::size_t i = 0; i < valid && (i + 1) * p <= labels.size(); ++i) {
+        const float* y = outputs.data() + i * w * p;
+        for (std::size_t q = 0; q < p; ++q) {
+            const std::int32_t label = labels[i * p + q];
+            if (s.head.ignore_index && label == *s.head.ignore_index) continue;
+            std::size_t best = 0;
+            for (std::size_t c = 1; c < w; ++c)
+                if (y[c * p + q] > y[best * p + q]) best = c;
+            s.correct += static_cast<std::int64_t>(best) == label ? 1 : 0;
+            ++s.positions;
+            if (!s.confusion.empty() && label >= 0 && static_cast<std::size_t>(label) < w)
+                ++s.confusion[static_cast<std::size_t>(label) * w + best];
+        }
+    }
+    s.examples += valid;
+}
+
 void EvalAccumulator::add_loss(double loss, std::size_t valid) {
     loss_sum_ += loss * static_cast<double>(valid);
     loss_examples_ += valid;
@@ -203,7 +258,12 @@ EvalMetrics EvalAccumulator::result() const {
         h.name = s.head.value;
         h.kind = s.head.kind;
         h.examples = s.examples;
-        if (s.examples > 0) {
+        h.per_position = !s.head.spatial.empty();
+        if (h.per_position) {
+            h.positions = s.positions;
+            if (s.positions > 0) h.accuracy = static_cast<double>(s.correct) / static_cast<double>(s.positions);
+            h.mean_iou = mean_iou(s.confusion, h.iou);
+        } else if (s.examples > 0) {
             const double n = static_cast<double>(s.examples);
             if (h.kind == nn::HeadKind::kSoftmax) {
                 h.accuracy = static_cast<double>(s.correct) / n;

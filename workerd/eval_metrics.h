@@ -10,7 +10,11 @@
 //                           examples; the trainer's evaluation batch divides the test set);
 //                           with a head (model.head) scored as softmax cross-entropy as well
 // and every head of model.heads scored by its kind (HeadMetrics; docs/models.md "Heads"):
-//   softmax head            top-1 accuracy against its int labels
+//   softmax head            top-1 accuracy against its int labels; a per-position head
+//                           (segmentation, nn::Head::spatial) the pixel accuracy over the
+//                           positions whose label is not the loss's ignore_index, and the mean
+//                           IoU: TP / (TP + FP + FN) per class from the confusion counts,
+//                           averaged over the classes present in the labels or the predictions
 //   sigmoid head            multi-label at 0.5 (logit >= 0): label accuracy (the share of
 //                           example-label pairs right), exact match (every label of an example
 //                           right), mean F1 over labels, mean ROC AUC over the labels whose test
@@ -30,6 +34,9 @@
 
 namespace psrun::worker {
 
+// Most classes a per-position head's confusion counts (and so its IoU) are kept for.
+inline constexpr std::size_t kMaxConfusionClasses = 4096;
+
 // One head's figures (nn::Head); -1 where a figure does not apply.
 struct HeadMetrics {
     std::string name;  // the head's value
@@ -41,12 +48,17 @@ struct HeadMetrics {
     double mean_f1 = -1;         // sigmoid
     double mean_auc = -1;        // sigmoid: over the labels with both classes in the test set
     std::vector<double> auc;     // sigmoid: per label (-1: one class only)
+    bool per_position = false;   // softmax over positions: `accuracy` is the pixel accuracy
+    std::size_t positions = 0;   // per_position: the positions scored (labels not ignored)
+    double mean_iou = -1;        // per_position
+    std::vector<double> iou;     // per_position: per class (-1: absent from labels and predictions)
 
-    // {"test_accuracy/NAME"} or {"test_label_accuracy/NAME", "test_exact_match/NAME",
-    // "test_mean_f1/NAME", "test_mean_auc/NAME"}, prefixed by `prefix`.
+    // {"test_accuracy/NAME"}, {"test_pixel_accuracy/NAME", "test_mean_iou/NAME"} or
+    // {"test_label_accuracy/NAME", "test_exact_match/NAME", "test_mean_f1/NAME",
+    // "test_mean_auc/NAME"}, prefixed by `prefix`.
     void add_json(nlohmann::json& out, const std::string& prefix = "test_") const;
-    // "logits: accuracy 97.12%" or "tags: label accuracy 95.10%, exact match 85.00%, mean F1
-    // 0.912, mean AUC 0.9812".
+    // "logits: accuracy 97.12%", "scores: pixel accuracy 96.40%, mean IoU 0.8123" or "tags: label
+    // accuracy 95.10%, exact match 85.00%, mean F1 0.912, mean AUC 0.9812".
     std::string text() const;
 };
 
@@ -92,13 +104,18 @@ class EvalAccumulator {
     // Scores heads too (a graph loss's model.heads); call before add_head.
     void set_heads(const std::vector<nn::Head>& heads);
     // Head k's batch: the first `valid` rows of `outputs` ([N, width] scores, or probabilities
-    // with `probabilities`), with `labels` (softmax head) or `targets` ([N, width], sigmoid head).
+    // with `probabilities`; a per-position head's [N, width, positions]), with `labels` (softmax
+    // head; [N, positions] per position) or `targets` ([N, width], sigmoid head).
     void add_head(std::size_t k, std::span<const float> outputs, std::span<const std::int32_t> labels,
                   std::span<const float> targets, std::size_t valid);
     EvalMetrics result() const;
 
   private:
     EvalMetrics totals() const;  // result() without the heads
+    struct HeadSums;
+    // add_head for a per-position head: argmax over the classes at each position.
+    static void add_positions(HeadSums& s, std::span<const float> outputs, std::span<const std::int32_t> labels,
+                              std::size_t valid);
     nn::LossKind loss_;
     std::size_t width_;
     float threshold_;  // multi-label: an output at or above it predicts the label
@@ -114,6 +131,8 @@ class EvalAccumulator {
         std::size_t examples = 0, correct = 0, labels_right = 0;
         std::vector<std::size_t> tp, fp, fn;
         std::vector<std::vector<std::pair<float, bool>>> scored;  // per label (sigmoid)
+        std::size_t positions = 0;                                // per position: labels scored
+        std::vector<std::size_t> confusion;                       // per position: [label][predicted]
     };
     std::vector<HeadSums> heads_;
     bool probabilities_ = false;

@@ -213,26 +213,35 @@ Result<std::vector<HeadPrediction>> predict_heads(const InferenceModel& model, c
                                                            " has no heads (scores a loss of its graph reads against a "
                                                            "target input)");
     std::vector<HeadPrediction> out;
-    for (const auto& h : heads)
-        out.push_back(HeadPrediction{h.value, h.kind, h.width,
-                                     std::vector<float>(images.size() * static_cast<std::size_t>(h.width))});
+    for (const auto& h : heads) {
+        HeadPrediction prediction{h.value, h.kind, h.width, h.spatial, {}};
+        prediction.probabilities.resize(images.size() * prediction.row_size());
+        out.push_back(std::move(prediction));
+    }
     auto ok = run_batches(model, images, batch_size, [&](nn::Network& net, std::size_t start, std::size_t valid) {
         for (std::size_t k = 0; k < heads.size(); ++k) {
             const auto w = static_cast<std::size_t>(heads[k].width);
+            const auto positions = static_cast<std::size_t>(heads[k].positions());
+            const std::size_t row_size = out[k].row_size();
             const auto scores = net.head_outputs(k);
-            float* dst = out[k].probabilities.data() + start * w;
+            float* dst = out[k].probabilities.data() + start * row_size;
             for (std::size_t i = 0; i < valid; ++i) {
-                const float* row = scores.data() + i * w;
-                float* p = dst + i * w;
+                const float* row = scores.data() + i * row_size;
+                float* p = dst + i * row_size;
                 if (heads[k].kind == nn::HeadKind::kSigmoid) {
                     for (std::size_t c = 0; c < w; ++c)
                         p[c] = static_cast<float>(1.0 / (1.0 + std::exp(-double(row[c]))));
                     continue;
                 }
-                const double mx = *std::max_element(row, row + w);
-                double sum = 0;
-                for (std::size_t c = 0; c < w; ++c) sum += std::exp(double(row[c]) - mx);
-                for (std::size_t c = 0; c < w; ++c) p[c] = static_cast<float>(std::exp(double(row[c]) - mx) / sum);
+                // The softmax over the classes, at each position (stride `positions`).
+                for (std::size_t q = 0; q < positions; ++q) {
+                    double mx = row[q];
+                    for (std::size_t c = 1; c < w; ++c) mx = std::max(mx, double(row[c * positions + q]));
+                    double sum = 0;
+                    for (std::size_t c = 0; c < w; ++c) sum += std::exp(double(row[c * positions + q]) - mx);
+                    for (std::size_t c = 0; c < w; ++c)
+                        p[c * positions + q] = static_cast<float>(std::exp(double(row[c * positions + q]) - mx) / sum);
+                }
             }
         }
     });

@@ -66,12 +66,20 @@ struct InferenceModel {
                                                                std::int64_t batch_size);
 
 // One head's predictions: the softmax (softmax head) or sigmoid (sigmoid head) of its scores,
-// rows of `width` floats, one per image.
+// rows of `width` floats (a per-position head's: width x d1 x ...), one per image.
 struct HeadPrediction {
     std::string name;  // the head's value (nn::Head::value)
     nn::HeadKind kind = nn::HeadKind::kSoftmax;
     std::int64_t width = 0;
+    // A per-position head's dims after the classes (nn::Head::spatial): its rows are then
+    // [width, d1, ...], the softmax taken over the classes at each position.
+    std::vector<std::int64_t> spatial;
     std::vector<float> probabilities;
+    std::size_t row_size() const {
+        std::size_t n = static_cast<std::size_t>(width);
+        for (const auto d : spatial) n *= static_cast<std::size_t>(d);
+        return n;
+    }
 };
 
 // Every head's predictions of a graph-loss model with heads (model.heads order), in one pass

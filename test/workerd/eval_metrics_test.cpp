@@ -86,7 +86,7 @@ TEST_CASE("heads: each scored by its kind, keys named by the head", "[eval_metri
     using psrun::nn::Head;
     using psrun::nn::HeadKind;
     EvalAccumulator sums(LossKind::kSoftmaxCrossEntropy, 2);
-    sums.set_heads({Head{"cls", HeadKind::kSoftmax, "y", 2}, Head{"tags", HeadKind::kSigmoid, "t", 2}});
+    sums.set_heads({Head{"cls", HeadKind::kSoftmax, "y", 2, {}, {}}, Head{"tags", HeadKind::kSigmoid, "t", 2, {}, {}}});
     // Softmax: predicted 1, 0, 0 against 1, 1, 0 -> 2/3.
     sums.add_head(0, std::vector<float>{0.0f, 1.0f, 2.0f, 1.0f, 3.0f, 0.0f}, std::vector<std::int32_t>{1, 1, 0}, {}, 3);
     // Sigmoid logits (>= 0 predicts): example 0 (1, -1) vs (1, 0): both right; example 1 (2, 0.5)
@@ -113,8 +113,48 @@ TEST_CASE("heads: each scored by its kind, keys named by the head", "[eval_metri
     CHECK(m.text().find("heads: cls: accuracy 66.67%, tags: label accuracy 66.67%") != std::string::npos);
     // Probabilities (psrun eval): a label is predicted at p >= 0.5.
     EvalAccumulator probs(LossKind::kGraph, 1, true);
-    probs.set_heads({Head{"tags", HeadKind::kSigmoid, "t", 1}});
+    probs.set_heads({Head{"tags", HeadKind::kSigmoid, "t", 1, {}, {}}});
     probs.add_head(0, std::vector<float>{0.6f, 0.4f}, {}, std::vector<float>{1, 1}, 2);
     CHECK(probs.result().heads[0].label_accuracy == Approx(0.5));
     CHECK(probs.result().heads[0].mean_auc < 0);  // one class only
+}
+
+TEST_CASE("a per-position head: pixel accuracy and mean IoU, ignored labels skipped", "[eval_metrics][heads]") {
+    using psrun::nn::Head;
+    using psrun::nn::HeadKind;
+    EvalAccumulator sums(LossKind::kGraph, 1);
+    Head seg{"scores", HeadKind::kSoftmax, "masks", 3, {}, {}};
+    seg.spatial = {2, 2};  // scores [N, 3, 2, 2], masks [N, 2, 2]
+    seg.ignore_index = 255;
+    sums.set_heads({seg});
+    // Two examples, each 3 classes x 4 positions (class-major: position q of class c at c * 4 + q).
+    // Example 0 predicts 0, 1, 2, 2; example 1 predicts 1, 1, 0, 2.
+    const std::vector<float> scores = {
+        9, 0, 0, 0, /**/ 0, 9, 0, 0, /**/ 0, 0, 9, 9,  // example 0
+        0, 0, 9, 0, /**/ 9, 9, 0, 0, /**/ 0, 0, 0, 9,  // example 1
+        5, 5, 5, 5, /**/ 0, 0, 0, 0, /**/ 0, 0, 0, 0,  // a row past `valid`: not scored
+    };
+    // Labels 0, 1, 1, 2 and 1, 255 (ignored), 0, 0.
+    const std::vector<std::int32_t> masks = {0, 1, 1, 2, 1, 255, 0, 0, 2, 2, 2, 2};
+    sums.add_head(0, scores, masks, {}, 2);
+    const auto m = sums.result();
+    REQUIRE(m.heads.size() == 1);
+    const auto& h = m.heads[0];
+    CHECK(h.per_position);
+    CHECK(h.positions == 7);
+    // Right: (0,0) (1,1) (2,2) | (1,1) (0,0): 5 of 7.
+    CHECK(h.accuracy == Approx(5.0 / 7.0));
+    // Confusion [label][predicted]: label 0: ->0 twice, ->2 once (ex 1's last); label 1: ->1
+    // twice, ->2 once; label 2: ->2 once. IoU 0: 2 / (3 + 2 - 2) = 2/3; 1: 2 / (3 + 2 - 2) = 2/3;
+    // 2: 1 / (1 + 3 - 1) = 1/3.
+    REQUIRE(h.iou.size() == 3);
+    CHECK(h.iou[0] == Approx(2.0 / 3.0));
+    CHECK(h.iou[1] == Approx(2.0 / 3.0));
+    CHECK(h.iou[2] == Approx(1.0 / 3.0));
+    CHECK(h.mean_iou == Approx(5.0 / 9.0));
+    const auto j = m.json();
+    CHECK(j.at("test_pixel_accuracy/scores") == Approx(5.0 / 7.0));
+    CHECK(j.at("test_mean_iou/scores") == Approx(5.0 / 9.0));
+    CHECK_FALSE(j.contains("test_accuracy/scores"));
+    CHECK(m.text().find("heads: scores: pixel accuracy 71.43%, mean IoU 0.5556") != std::string::npos);
 }

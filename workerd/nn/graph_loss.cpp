@@ -13,6 +13,22 @@ bool per_example_scores(const ValueInfo& v) {
     return v.type == ElementType::kFloat && v.rank() == 2 && v.dims[0] == Dim::batch_times(1) && !v.dims[1].batch;
 }
 
+// Scores per position: float [N, C, d1, ...] with every dim after the batch a constant.
+bool per_position_scores(const ValueInfo& v) {
+    if (v.type != ElementType::kFloat || v.rank() < 3 || v.dims[0] != Dim::batch_times(1)) return false;
+    return std::none_of(v.dims.begin() + 1, v.dims.end(), [](const Dim& d) { return d.batch; });
+}
+
+// An input after the first of int [N, d1, ...]: the scores' dims without axis 1 (C).
+bool position_labels(const ModelDescription& model, const std::string& value, const ValueInfo& scores) {
+    if (model.input_index(value) <= 0) return false;
+    const ValueInfo& v = model.value(value);
+    if (v.type != ElementType::kInt || v.rank() + 1 != scores.rank() || v.dims[0] != Dim::batch_times(1)) return false;
+    for (std::size_t i = 1; i < v.rank(); ++i)
+        if (v.dims[i] != scores.dims[i + 1]) return false;
+    return true;
+}
+
 // An input after the first of int [N] (labels) or float [N, T] with T == `width` (targets).
 bool label_target(const ModelDescription& model, const std::string& value) {
     if (model.input_index(value) <= 0) return false;
@@ -43,13 +59,22 @@ std::vector<Head> find_heads(const ModelDescription& model) {
             if (h.value == value) return;
         const auto it = producer.find(value);
         found.emplace_back(it == producer.end() ? 0 : it->second + 1,
-                           Head{value, kind, target, model.value(value).dims[1].value});
+                           Head{value, kind, target, model.value(value).dims[1].value, {}, {}});
     };
     for (const auto& node : model.nodes) {
         if (is_label_loss(node)) {
             const ValueInfo& scores = model.value(node.inputs[0]);
-            if (per_example_scores(scores) && label_target(model, node.inputs[1]))
+            if (per_example_scores(scores) && label_target(model, node.inputs[1])) {
                 add(node.inputs[0], HeadKind::kSoftmax, node.inputs[1]);
+            } else if (per_position_scores(scores) && position_labels(model, node.inputs[1], scores)) {
+                const std::size_t before = found.size();
+                add(node.inputs[0], HeadKind::kSoftmax, node.inputs[1]);
+                if (found.size() == before) continue;  // found before (another loss read it)
+                Head& h = found.back().second;
+                for (std::size_t i = 2; i < scores.rank(); ++i) h.spatial.push_back(scores.dims[i].value);
+                if (node.attrs.contains("ignore_index"))
+                    h.ignore_index = node.attrs.at("ignore_index").get<std::int64_t>();
+            }
             continue;
         }
         if (node.op != "mul" || node.data_inputs != 2) continue;

@@ -26,7 +26,9 @@ inline constexpr std::size_t kMaxHeads = 64;
 // heads, in the order given. Without `given` the heads are found in the graph, in the graph
 // order of their values:
 //   softmax: the scores [N, C] a softmax_cross_entropy_loss or nll_loss reads against an int
-//            [N] input (its labels);
+//            [N] input (its labels), or per position: scores [N, C, d1, ...] such a loss reads
+//            against an int [N, d1, ...] input (segmentation masks; Head::spatial holds d1, ...,
+//            Head::ignore_index the loss's);
 //   sigmoid: logits X [N, T] in a binary cross-entropy against a float [N, T] input t, written
 //            out as torch.onnx writes F.binary_cross_entropy_with_logits / nn.BCEWithLogitsLoss
 //            (mul(t, log(sigmoid(X))), either operand order), or in the stable form

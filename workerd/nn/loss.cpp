@@ -67,8 +67,9 @@ std::span<const float> Loss::outputs() const {
 
 std::span<const float> Loss::head_outputs(std::size_t k) const {
     const memory& m = heads_.at(k);
-    const auto dims = m.get_desc().dims();
-    return {static_cast<const float*>(m.get_data_handle()), static_cast<std::size_t>(dims.at(0) * dims.at(1))};
+    std::int64_t elements = 1;
+    for (const auto d : m.get_desc().dims()) elements *= d;
+    return {static_cast<const float*>(m.get_data_handle()), static_cast<std::size_t>(elements)};
 }
 
 void Loss::build_graph_loss(const dnnl::engine& engine, const memory& output, const memory& diff_output,

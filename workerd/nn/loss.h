@@ -46,7 +46,8 @@ class Loss {
     // Writes `grad` (plain [N, K]) as the gradient instead (tests).
     void set_gradient(std::span<const float> grad);
     std::span<const float> outputs() const;
-    // Head k's scores of the last forward, plain f32 [N, width]. REQUIRES: k < heads.size().
+    // Head k's scores of the last forward, plain f32 [N, width] (a per-position head's
+    // [N, width, d1, ...]). REQUIRES: k < heads.size().
     std::span<const float> head_outputs(std::size_t k) const;
     std::span<const std::int32_t> predictions() const { return predictions_; }
     void probabilities(std::span<float> out) const;

@@ -98,6 +98,17 @@ struct Head {
     HeadKind kind = HeadKind::kSoftmax;
     std::string target;      // the model input holding its labels (int [N]) or targets (float [N, width])
     std::int64_t width = 0;  // C (classes) or T (labels)
+    // A per-position softmax head (segmentation): scores [N, C, d1, ...] against int labels
+    // [N, d1, ...]; `spatial` holds d1, ... (empty for an [N, width] head).
+    std::vector<std::int64_t> spatial;
+    // Labels equal to it are not scored (the loss's ignore_index), when set.
+    std::optional<std::int64_t> ignore_index;
+    // Positions per example: the product of `spatial` (1 for an [N, width] head).
+    std::int64_t positions() const {
+        std::int64_t p = 1;
+        for (const auto d : spatial) p *= d;
+        return p;
+    }
 };
 
 // One input of the model: a value fed each step from the data, by name.

@@ -207,9 +207,12 @@ nlohmann::json summary_json(const ModelDescription& model) {
     };
     if (!model.heads.empty()) {
         nlohmann::json heads = nlohmann::json::array();
-        for (const auto& h : model.heads)
-            heads.push_back(
-                {{"output", h.value}, {"kind", to_string(h.kind)}, {"targets", h.target}, {"width", h.width}});
+        for (const auto& h : model.heads) {
+            nlohmann::json head = {
+                {"output", h.value}, {"kind", to_string(h.kind)}, {"targets", h.target}, {"width", h.width}};
+            if (!h.spatial.empty()) head["positions"] = h.spatial;  // a per-position head: [N, width, d1, ...]
+            heads.push_back(std::move(head));
+        }
         out["heads"] = std::move(heads);
     }
     if (model.recipe) out["recipe"] = to_json(*model.recipe);

@@ -122,7 +122,7 @@ class Network {
     // Arg-max class per example (softmax cross-entropy models).
     std::span<const std::int32_t> predictions() const;
     // A graph loss's head k (model().heads order): its scores of the last forward, plain f32
-    // [N, width]. REQUIRES: k < model().heads.size().
+    // [N, width] ([N, width, d1, ...] per position). REQUIRES: k < model().heads.size().
     std::span<const float> head_outputs(std::size_t k) const;
     // Softmax (softmax cross-entropy) or sigmoid (sigmoid cross-entropy) of the outputs, or the
     // outputs themselves (mean squared error), {batch, classes} into `out`.
