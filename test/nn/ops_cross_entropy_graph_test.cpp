@@ -272,9 +272,14 @@ TEST_CASE("a module returning its cross-entropy (a scalar) imports as a graph lo
     INFO((m ? std::string() : m.error().message));
     REQUIRE(m);
     CHECK(m->loss == LossKind::kGraph);
-    if (token) {  // per-position labels [N, 4]: an input of their own, no head
+    if (token) {  // per-position labels [N, 4]: an input of their own; x a per-position head
         CHECK(m->label_input == -1);
         CHECK(m->head.empty());
+        REQUIRE(m->heads.size() == 1);
+        CHECK(m->heads[0].value == "x");
+        CHECK(m->heads[0].width == 3);
+        CHECK(m->heads[0].spatial == std::vector<std::int64_t>{4});
+        CHECK(m->heads[0].ignore_index == std::optional<std::int64_t>(-100));
     } else {  // y [N]: the data's labels, x the head's class scores
         CHECK(m->label_input == 1);
         CHECK(m->head == "x");
