@@ -23,6 +23,7 @@
 #include "workerd/inference.h"
 #include "workerd/input_columns.h"
 #include "workerd/model_identity.h"
+#include "workerd/nn/graph_loss.h"
 #include "workerd/predict_inputs.h"
 #include "workerd/table_split.h"
 
@@ -82,6 +83,24 @@ std::string npy_f32(const std::vector<float>& values, const std::vector<std::siz
 
 std::string npy_f32(const std::vector<float>& values, std::size_t rows, std::size_t cols) {
     return npy_f32(values, std::vector<std::size_t>{rows, cols});
+}
+
+// The inputs after the first that only label losses read, as their labels (a segmentation's
+// masks): no head's scores depend on them, so predict feeds zeros when they are not given.
+std::vector<std::string> loss_only_inputs(const nn::ModelDescription& model) {
+    std::vector<std::string> out;
+    for (std::size_t i = 1; i < model.inputs.size(); ++i) {
+        const std::string& name = model.inputs[i].name;
+        bool read = false, elsewhere = false;
+        for (const auto& node : model.nodes)
+            for (std::size_t k = 0; k < node.data_inputs && k < node.inputs.size(); ++k)
+                if (node.inputs[k] == name) {
+                    read = true;
+                    elsewhere = elsewhere || !(nn::is_label_loss(node) && k == 1);
+                }
+        if (read && !elsewhere) out.push_back(name);
+    }
+    return out;
 }
 
 // A head's predictions as an array [count, width, d1, ...].
@@ -276,7 +295,7 @@ void run_predict(const PredictOptions& o) {
         inputs = std::move(*loaded);
         apply_normalization(o.source, inputs->images);
         auto columns = worker::load_input_columns(model.model, o.inputs, "--input", inputs->images.size(), "--images",
-                                                  model.raw_inputs());
+                                                  model.raw_inputs(), loss_only_inputs(model.model));
         if (!columns) throw UsageError(columns.error().message);
         inputs->images.columns = std::move(*columns);
     }

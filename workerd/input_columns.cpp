@@ -7,6 +7,7 @@
 #include "workerd/data/npy_reader.h"
 #include "workerd/data/reader_common.h"
 #include "workerd/nn/model_summary.h"
+#include "workerd/nn/tensor_shape.h"
 
 namespace psrun::worker {
 
@@ -135,7 +136,8 @@ Result<InputColumn> load_column(const nn::ModelDescription& model, const nn::Inp
 Result<std::vector<InputColumn>> load_input_columns(const nn::ModelDescription& model,
                                                     const std::vector<std::string>& args, std::string_view option,
                                                     std::size_t rows, const std::string& rows_from,
-                                                    const std::vector<std::string>& raw_inputs) {
+                                                    const std::vector<std::string>& raw_inputs,
+                                                    const std::vector<std::string>& zeros_when_absent) {
     const std::string opt(option);
     if (!model.column_inputs()) {
         if (args.empty()) return std::vector<InputColumn>{};
@@ -171,6 +173,17 @@ Result<std::vector<InputColumn>> load_input_columns(const nn::ModelDescription& 
     for (std::size_t i = 1; i < model.inputs.size(); ++i) {
         const nn::InputDef& input = model.inputs[i];
         if (model.fed_by_labels(i)) continue;  // the data's labels
+        if (files[i].empty() &&
+            std::find(zeros_when_absent.begin(), zeros_when_absent.end(), input.name) != zeros_when_absent.end()) {
+            InputColumn zeros;
+            zeros.name = input.name;
+            zeros.file = "(zeros: not given)";
+            zeros.per_example = static_cast<std::size_t>(nn::elements_per_example(input.info.dims).value_or(0));
+            if (input.info.type == nn::ElementType::kInt) zeros.i32.resize(rows * zeros.per_example);
+            else zeros.f32.resize(rows * zeros.per_example);
+            columns.push_back(std::move(zeros));
+            continue;
+        }
         if (files[i].empty())
             return tl::unexpected(invalid("model " + model.name + " takes the input " + input.name + " [" +
                                           nn::shape_text(input.info.dims) + "] " + nn::to_string(input.info.type) +

@@ -25,11 +25,12 @@ namespace psrun::worker {
 // (dense or sparse; naming the file, the example and the position, as the primary input's check
 // does when its data is loaded). A single-input model with no args gives no columns. The inputs
 // named in `raw_inputs` (read by tables keyed by raw ids, --raw-ids) take integer dtypes as exact
-// 64-bit raw ids (InputColumn::u64), with no vocabulary.
-[[nodiscard]] Result<std::vector<InputColumn>> load_input_columns(const nn::ModelDescription& model,
-                                                                  const std::vector<std::string>& args,
-                                                                  std::string_view option, std::size_t rows,
-                                                                  const std::string& rows_from,
-                                                                  const std::vector<std::string>& raw_inputs = {});
+// 64-bit raw ids (InputColumn::u64), with no vocabulary. The inputs named in `zeros_when_absent`
+// may be left out: each is then a column of zeros (psrun predict: a segmentation's masks, which
+// only its loss reads).
+[[nodiscard]] Result<std::vector<InputColumn>> load_input_columns(
+    const nn::ModelDescription& model, const std::vector<std::string>& args, std::string_view option, std::size_t rows,
+    const std::string& rows_from, const std::vector<std::string>& raw_inputs = {},
+    const std::vector<std::string>& zeros_when_absent = {});
 
 }  // namespace psrun::worker
