@@ -1,10 +1,9 @@
 // libFuzzer target for model descriptions (workerd/nn/: parse_model_text and shape inference).
 // Contract checked: never a crash or hang; an accepted model has consistent totals (the tensor
 // list packs parameter_count floats), its output is [N, classes] floats (a graph loss: a scalar), every value per
-// example is within kMaxTensorElements, a graph loss's heads are N x width float values with an
-// input after the first as targets, and its canonical architecture parses back to a model with
-// the same hash and tensors.
-// Built and run by test/fuzz/fuzz.sh model.
+// example is within kMaxTensorElements, a graph loss's heads are N x width float values (per
+// position: N x width x d1 x ...) with an input after the first as targets, and its canonical architecture parses back
+// to a model with the same hash and tensors. Built and run by test/fuzz/fuzz.sh model.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -37,10 +36,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (out.type != ElementType::kFloat || has_batch(out.dims) || elements_per_example(out.dims).value_or(0) != 1)
             __builtin_trap();
         if (!model->head.empty() && model->value(model->head).dims.back().value != model->classes) __builtin_trap();
-        // Every head: N x width float scores of the model, its targets an input after the first.
+        // Every head: N x width float scores of the model (a per-position head's N x width x
+        // spatial...), its targets an input after the first.
         for (const auto& h : model->heads) {
             const ValueInfo& v = model->value(h.value);
-            if (v.rank() != 2 || v.dims[1].value != h.width || v.type != ElementType::kFloat) __builtin_trap();
+            if (v.rank() != 2 + h.spatial.size() || v.dims[1].value != h.width || v.type != ElementType::kFloat)
+                __builtin_trap();
+            for (std::size_t i = 0; i < h.spatial.size(); ++i)
+                if (v.dims[2 + i].value != h.spatial[i] || h.spatial[i] < 1) __builtin_trap();
             if (model->input_index(h.target) <= 0) __builtin_trap();
         }
         if (!model->head.empty() && model->head_index(model->head) < 0) __builtin_trap();
