@@ -44,6 +44,16 @@ std::vector<float> outputs(const nn::ModelDescription& m, std::uint64_t seed) {
     return {(*net)->outputs().begin(), (*net)->outputs().end()};
 }
 
+// Dimension d of the graph's first input.
+onnx::TensorShapeProto_Dimension* input_dim(onnx_io::test::TestGraph& g, int d) {
+    return g.model.mutable_graph()
+        ->mutable_input(0)
+        ->mutable_type()
+        ->mutable_tensor_type()
+        ->mutable_shape()
+        ->mutable_dim(d);
+}
+
 std::vector<std::string> kinds(const nn::ModelDescription& m) {
     std::vector<std::string> out;
     for (const auto& n : m.nodes) out.push_back(n.op);
@@ -183,13 +193,7 @@ TEST_CASE("a file exported with a fixed batch size: the refusal says to export w
     // torch.onnx.export without dynamic_axes: the input's batch is 2, and x.view(x.size(0), -1)
     // is written as a Reshape to the constant [2, 32].
     auto g = small_cnn();
-    g.model.mutable_graph()
-        ->mutable_input(0)
-        ->mutable_type()
-        ->mutable_tensor_type()
-        ->mutable_shape()
-        ->mutable_dim(0)
-        ->set_dim_value(2);
+    input_dim(g, 0)->set_dim_value(2);
     auto* flat = g.node("/3/Flatten");
     flat->set_op_type("Reshape");
     flat->clear_attribute();
@@ -200,13 +204,7 @@ TEST_CASE("a file exported with a fixed batch size: the refusal says to export w
     CHECK_THAT(why,
                Catch::Contains("(the file's input 'input' has a fixed batch size of 2: exported without dynamic_axes"));
     // With a symbolic batch, the same refusal has no such hint.
-    g.model.mutable_graph()
-        ->mutable_input(0)
-        ->mutable_type()
-        ->mutable_tensor_type()
-        ->mutable_shape()
-        ->mutable_dim(0)
-        ->set_dim_param("N");
+    input_dim(g, 0)->set_dim_param("N");
     CHECK_THAT(refusal(g), !Catch::Contains("dynamic_axes"));
 }
 
@@ -320,23 +318,11 @@ TEST_CASE("refusals name the node, its op and what the engine cannot honour", "[
             CHECK(onnx_io::import_onnx(small_cnn(opset).bytes(), "t.onnx"));
         }
         g = small_cnn();
-        g.model.mutable_graph()
-            ->mutable_input(0)
-            ->mutable_type()
-            ->mutable_tensor_type()
-            ->mutable_shape()
-            ->mutable_dim(2)
-            ->set_dim_param("h");
+        input_dim(g, 2)->set_dim_param("h");
         CHECK_THAT(refusal(g), Catch::Contains("input 'input': dimension 2 ('h') is symbolic: the engine trains "
                                                "inputs of one size past the batch, so export with dynamic_axes "
                                                "naming axis 0 alone (e.g. {'input': {0: 'N'}})"));
-        g.model.mutable_graph()
-            ->mutable_input(0)
-            ->mutable_type()
-            ->mutable_tensor_type()
-            ->mutable_shape()
-            ->mutable_dim(2)
-            ->set_dim_value(0);
+        input_dim(g, 2)->set_dim_value(0);
         CHECK_THAT(refusal(g), Catch::Contains("dimension 2 is not a fixed positive size"));
     }
 }

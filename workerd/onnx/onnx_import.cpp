@@ -105,6 +105,13 @@ Result<std::optional<nn::Recipe>> recorded_run_recipe(const onnx::ModelProto& pr
     return std::optional<nn::Recipe>();
 }
 
+// The names of the graph's initializers (views into `proto`).
+std::set<std::string_view> initializer_names(const onnx::ModelProto& proto) {
+    std::set<std::string_view> names;
+    for (const auto& t : proto.graph().initializer()) names.insert(t.name());
+    return names;
+}
+
 // PyTorch's exporter names a tensor it computed by constant folding "onnx::<Op>_<n>" after the
 // node that reads it. A convolution's weight of that name was computed, not a module parameter:
 // an eval-mode export (torch.onnx.export's default, training=TrainingMode.EVAL) folds each
@@ -112,8 +119,7 @@ Result<std::optional<nn::Recipe>> recorded_run_recipe(const onnx::ModelProto& pr
 // merges a weight_norm or any other weight computation the same way. The engine then trains
 // the folded tensors, without the batch norms. One warning naming the folded weights, or none.
 std::vector<std::string> folded_weight_warnings(const onnx::ModelProto& proto) {
-    std::set<std::string_view> initializers;
-    for (const auto& t : proto.graph().initializer()) initializers.insert(t.name());
+    const auto initializers = initializer_names(proto);
     std::vector<std::string> folded;
     for (const auto& node : proto.graph().node()) {
         if (node.op_type() != "Conv" && node.op_type() != "ConvTranspose") continue;
@@ -139,8 +145,7 @@ std::vector<std::string> folded_weight_warnings(const onnx::ModelProto& proto) {
 // engine training other batch sizes cannot read back (with a batch of 1 they cannot even be told
 // from other axes of size 1). Empty when the batch axis is symbolic.
 std::string fixed_batch_hint(const onnx::ModelProto& proto) {
-    std::set<std::string_view> initializers;
-    for (const auto& t : proto.graph().initializer()) initializers.insert(t.name());
+    const auto initializers = initializer_names(proto);
     for (const auto& input : proto.graph().input()) {
         if (initializers.contains(input.name())) continue;
         if (!input.type().has_tensor_type() || input.type().tensor_type().shape().dim_size() == 0) return {};
