@@ -31,7 +31,8 @@ end to end through the psrun CLI:
   with negative constant indices and with indices from an int input, against numpy; and the
   refusals (exit 2, the message checked): Tile of the batch axis, an If whose condition is
   computed from the data (ArgMax and TopK import now: selection_models.py); an eval-mode export
-  (torch.onnx.export's defaults: batch norm folded into the conv) imports with a warning.
+  (torch.onnx.export's defaults: batch norm folded into the conv) imports with a warning, and so
+  does torch 1.x's wrong export of padding_mode="circular" (pytorch/pytorch#86690).
 
 Prints one line per check; exits 1 when one fails, 77 when torch or onnx cannot be imported.
 Usage: lowered_ops_models.py PSRUN [WORK_DIR]   (LOWERED_MODELS=a,b: a subset)
@@ -508,6 +509,21 @@ def eval_mode_export(psrun, work):
           r.returncode == 0 and "batch_norm" in r.stdout and "warning" not in r.stdout, r.stdout[-1500:])
 
 
+def circular_pad_export(psrun, work):
+    """torch.onnx before PyTorch 2.0 writes padding_mode="circular" as a Concat of the wrong
+    slices (pytorch/pytorch#86690): the file imports (psrun trains what it says) with a warning
+    naming the Concat; a reflect-padded conv gets none."""
+    buggy = int(torch.__version__.split(".")[0]) < 2
+    for mode, warned in (("circular", buggy), ("reflect", False)):
+        path = os.path.join(work, f"pad_{mode}.onnx")
+        export(nn.Sequential(nn.Conv2d(2, 3, 3, padding=1, padding_mode=mode), nn.Flatten(), nn.Linear(27, 10)),
+               torch.zeros(2, 2, 3, 3), path, 13)
+        r = run([psrun, "model", "show", path])
+        said = "pads circularly" in r.stdout and "86690" in r.stdout
+        check(f"padding_mode={mode}: imports{', with the exporter-bug warning' if warned else ', no warning'}",
+              r.returncode == 0 and said == warned, r.stdout[-800:])
+
+
 def main():
     if len(sys.argv) not in (2, 3):
         sys.exit(__doc__)
@@ -531,6 +547,7 @@ def main():
             refusals(psrun, work)
             data_if(psrun, work)
             eval_mode_export(psrun, work)
+            circular_pad_export(psrun, work)
     check.finish()
 
 

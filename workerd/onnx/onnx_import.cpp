@@ -9,6 +9,7 @@
 #include <climits>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -139,6 +140,62 @@ std::vector<std::string> folded_weight_warnings(const onnx::ModelProto& proto) {
             "to train the module as written (docs/models.md \"Importing from PyTorch\")"};
 }
 
+// torch.onnx before PyTorch 2.0 writes F.pad(x, (l, r), mode="circular") (and a conv's
+// padding_mode="circular") along an axis as Concat(x[-(r + 1):-1], x, x[0:l]) where PyTorch pads
+// with x[-l:] and x[:r] (pytorch/pytorch#86690, fixed in 2.0): the file then computes another
+// function than the module. psrun trains what the file says; one warning naming such Concats.
+std::vector<std::string> circular_pad_warnings(const onnx::ModelProto& proto) {
+    const auto& graph = proto.graph();
+    std::map<std::string_view, const onnx::TensorProto*> constants;
+    for (const auto& t : graph.initializer()) constants[t.name()] = &t;
+    std::map<std::string_view, const onnx::NodeProto*> producers;
+    for (const auto& node : graph.node()) {
+        for (const auto& out : node.output()) producers[out] = &node;
+        if (node.op_type() == "Constant" && node.output_size() == 1)
+            for (const auto& a : node.attribute())
+                if (a.name() == "value" && a.has_t()) constants[node.output(0)] = &a.t();
+    }
+    auto one_int = [&constants](const std::string& name) -> std::optional<std::int64_t> {
+        const auto it = constants.find(name);
+        if (it == constants.end()) return std::nullopt;
+        auto v = read_ints(*it->second);
+        if (!v || v->size() != 1) return std::nullopt;
+        return v->front();
+    };
+    // Slice(of, [start], [end], [axis]) with no steps other than 1: {start, end}.
+    auto slice_of = [&](const std::string& value, const std::string& of,
+                        std::int64_t axis) -> std::optional<std::pair<std::int64_t, std::int64_t>> {
+        const auto it = producers.find(value);
+        if (it == producers.end()) return std::nullopt;
+        const auto& n = *it->second;
+        if (n.op_type() != "Slice" || n.input_size() < 4 || n.input(0) != of) return std::nullopt;
+        if (n.input_size() > 4 && !n.input(4).empty() && one_int(n.input(4)) != std::int64_t{1}) return std::nullopt;
+        const auto start = one_int(n.input(1)), end = one_int(n.input(2)), a = one_int(n.input(3));
+        if (!start || !end || a != axis) return std::nullopt;
+        return std::pair{*start, *end};
+    };
+    std::vector<std::string> found;
+    for (const auto& node : graph.node()) {
+        if (node.op_type() != "Concat" || node.input_size() != 3) continue;
+        std::int64_t axis = 0;
+        for (const auto& a : node.attribute())
+            if (a.name() == "axis") axis = a.i();
+        const std::string& x = node.input(1);
+        const auto left = slice_of(node.input(0), x, axis), right = slice_of(node.input(2), x, axis);
+        if (left && right && left->second == -1 && left->first < -1 && right->first == 0 && right->second > 0)
+            found.push_back(node.name().empty() ? node.output(0) : node.name());
+    }
+    if (found.empty()) return {};
+    std::string names = "'" + found.front() + "'";
+    if (found.size() > 1) names += " and " + std::to_string(found.size() - 1) + " more";
+    return {"Concat " + names +
+            " pads circularly as torch.onnx before PyTorch 2.0 writes F.pad(mode='circular') and "
+            "padding_mode='circular' (pytorch/pytorch#86690): it reads x[-(r+1):-1] before x and x[0:l] after it, "
+            "where PyTorch pads with x[-l:] and x[:r], so the file computes another function than the module and "
+            "psrun trains what the file says; export with PyTorch >= 2.0, or write the padding as "
+            "torch.cat([x[..., -l:], x, x[..., :r]], dim)"};
+}
+
 // For a refusal: what to do when the file's first input has a fixed batch size, as
 // torch.onnx.export writes it without dynamic_axes. The shapes PyTorch computed from the batch
 // (x.view(x.size(0), -1), attention's reshapes) are then constants of that size, which an
@@ -209,6 +266,7 @@ Result<nn::ModelDescription> import_onnx(std::string_view bytes, std::string_vie
         }
         if (auto* model = std::get_if<nn::ModelDescription>(&*outcome)) {
             model->import_warnings = folded_weight_warnings(proto);
+            for (auto& w : circular_pad_warnings(proto)) model->import_warnings.push_back(std::move(w));
             return with_run_recipe(std::move(*model));
         }
         if (inlined == kMaxInlinedIfs)
