@@ -299,5 +299,64 @@ TEST_CASE("dropout: identity at inference and keep 1, inverted mask from the see
     CHECK(one.forward(x1, true) == x1);
 }
 
+TEST_CASE("random: noise of the input's dims from the step's seed, in every forward; zero gradient",
+          "[nn_engine][layers]") {
+    const auto precision = GENERATE(from_range(test_precisions("layers")));
+    CAPTURE(to_string(precision));
+    const std::size_t n = 4 * 8 * 16 * 16;
+    const auto x = random_vector(n, 21), other = random_vector(n, 22, 5.0), dy = random_vector(n, 23);
+    auto moments = [](const std::vector<float>& v) {
+        double s = 0, s2 = 0;
+        for (const float e : v) s += e;
+        const double mean = s / static_cast<double>(v.size());
+        for (const float e : v) s2 += (e - mean) * (e - mean);
+        return std::pair{mean, std::sqrt(s2 / static_cast<double>(v.size()))};
+    };
+    SECTION("normal: mean 0.5, scale 2") {
+        const auto model = model_from(
+            json::array({{{"kind", "random"}, {"distribution", "normal"}, {"mean", 0.5}, {"scale", 2.0}}}), 8, 16, 16);
+        LayerHarness h(model, 0, 1, 4, precision);
+        const auto y = h.forward(x, true, 7);
+        const auto [mean, sd] = moments(y);
+        CHECK(mean == Approx(0.5).margin(0.1));  // the mean's own spread: 2 / sqrt(8192) = 0.022
+        CHECK(sd == Approx(2.0).margin(0.1));
+        std::size_t within = 0;
+        for (const float e : y) within += std::abs(e - 0.5f) < 2.0f ? 1 : 0;
+        CHECK(static_cast<double>(within) / static_cast<double>(n) == Approx(0.6827).margin(0.03));
+        CHECK(h.forward(other, true, 7) == y);  // the input's values are not read
+        CHECK(h.forward(x, false, 7) == y);     // drawn in evaluation too (torch.randn_like)
+        CHECK(h.forward(x, true, 8) != y);
+        const auto dx = h.backward(dy);
+        CHECK(std::all_of(dx.begin(), dx.end(), [](float v) { return v == 0.0f; }));
+    }
+    SECTION("uniform in [-1, 3)") {
+        const auto model = model_from(
+            json::array({{{"kind", "random"}, {"distribution", "uniform"}, {"low", -1.0}, {"high", 3.0}}}), 8, 16, 16);
+        LayerHarness h(model, 0, 1, 4, precision);
+        const auto y = h.forward(x, true, 7);
+        CHECK(std::all_of(y.begin(), y.end(), [](float v) { return v >= -1.0f && v <= 3.0f; }));
+        const auto [mean, sd] = moments(y);
+        CHECK(mean == Approx(1.0).margin(0.05));
+        CHECK(sd == Approx(4.0 / std::sqrt(12.0)).margin(0.05));
+        CHECK(h.forward(x, true, 9) != y);
+    }
+    SECTION("bad fields are refused, naming them") {
+        auto refused = [](json layer) {
+            const json doc{{"input", {{"channels", 1}, {"height", 2}, {"width", 2}}},
+                           {"classes", 3},
+                           {"layers", {layer, {{"kind", "dense"}, {"units", 3}}}},
+                           {"loss", {{"kind", "softmax_cross_entropy"}}}};
+            auto model = parse_model(doc, "test");
+            return model ? std::string() : model.error().message;
+        };
+        CHECK_THAT(refused({{"kind", "random"}, {"distribution", "normal"}, {"scale", -1.0}}),
+                   Catch::Contains("\"scale\": expected a number >= 0"));
+        CHECK_THAT(refused({{"kind", "random"}, {"distribution", "uniform"}, {"low", 2.0}, {"high", 1.0}}),
+                   Catch::Contains("\"high\": expected a number >= low"));
+        CHECK_THAT(refused({{"kind", "random"}, {"distribution", "normal"}, {"low", 0.0}}), Catch::Contains("low"));
+        CHECK_THAT(refused({{"kind", "random"}}), Catch::Contains("distribution"));
+    }
+}
+
 }  // namespace
 }  // namespace psrun::nn::test

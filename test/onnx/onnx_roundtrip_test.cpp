@@ -281,3 +281,44 @@ TEST_CASE("the recorded description is set aside when the graph was edited after
         CHECK(onnx_io::graph_digest(proto.graph(), names) != before);
     }
 }
+
+TEST_CASE("random layers export as RandomNormalLike / RandomUniformLike and the bare graph imports them back",
+          "[onnx]") {
+    const nlohmann::json doc{
+        {"input", {{"channels", 2}, {"height", 3}, {"width", 3}}},
+        {"classes", 4},
+        {"layers",
+         {{{"kind", "dense"}, {"name", "mu"}, {"units", 6}},
+          {{"kind", "random"}, {"name", "eps"}, {"inputs", {"mu"}}, {"distribution", "normal"}, {"scale", 0.5}},
+          {{"kind", "random"},
+           {"name", "u"},
+           {"inputs", {"mu"}},
+           {"distribution", "uniform"},
+           {"low", -1.0},
+           {"high", 2.0}},
+          {{"kind", "add"}, {"name", "z1"}, {"inputs", {"mu", "eps"}}},
+          {{"kind", "mul"}, {"name", "z"}, {"inputs", {"z1", "u"}}},
+          {{"kind", "dense"}, {"name", "out"}, {"units", 4}}}},
+        {"loss", {{"kind", "softmax_cross_entropy"}}}};
+    auto model = nn::parse_model(doc, "noise");
+    INFO((model ? std::string() : model.error().message));
+    REQUIRE(model);
+    const auto params = drawn(*model, 5);
+    auto bytes = onnx_io::export_onnx(*model, params);
+    REQUIRE(bytes);
+    onnx::ModelProto proto;
+    REQUIRE(proto.ParseFromString(*bytes));
+    std::multiset<std::string> ops;
+    for (const auto& node : proto.graph().node()) ops.insert(node.op_type());
+    CHECK(ops.count("RandomNormalLike") == 1);
+    CHECK(ops.count("RandomUniformLike") == 1);
+    proto.clear_metadata_props();
+    auto back = onnx_io::import_onnx(proto.SerializeAsString(), "bare.onnx");
+    INFO((back ? std::string() : back.error().message));
+    REQUIRE(back);
+    std::vector<std::string> noise;
+    for (const auto& node : back->nodes)
+        if (node.op == "random") noise.push_back(node.attrs.dump());
+    CHECK(noise == std::vector<std::string>{R"({"distribution":"normal","mean":0.0,"scale":0.5})",
+                                            R"({"distribution":"uniform","high":2.0,"low":-1.0})"});
+}

@@ -9,6 +9,7 @@
 #include "common/rng.h"
 #include "common/wire_precision.h"
 #include "workerd/nn/kernel.h"
+#include "workerd/nn/ops/counter_random.h"
 #include "workerd/nn/ops/ops.h"
 
 namespace psrun::nn {
@@ -17,11 +18,6 @@ using namespace dnnl;
 using Dt = memory::data_type;
 
 namespace {
-
-float load(const float* p, std::size_t i) { return p[i]; }
-float load(const std::uint16_t* p, std::size_t i) { return wire::to_f32(p[i]); }
-void store(float* p, std::size_t i, float v) { p[i] = v; }
-void store(std::uint16_t* p, std::size_t i, float v) { p[i] = wire::to_bf16(v); }
 
 // out = in * mask / keep; keep iff a 32-bit uniform < keep * 2^32. Element i's uniform is half
 // of the 64 random bits of pair i / 2 (low half for even i): each element computes its pair's
@@ -32,13 +28,10 @@ void masked_scale(const T* in, T* out, std::size_t count, std::uint64_t base, do
     const auto threshold = static_cast<std::uint64_t>(keep * 4294967296.0);
 #pragma omp parallel for simd schedule(static)
     for (std::size_t i = 0; i < count; ++i) {
-        std::uint64_t r = base + (i / 2 + 1) * 0x9E3779B97F4A7C15ull;
-        r = (r ^ (r >> 30)) * 0xBF58476D1CE4E5B9ull;
-        r = (r ^ (r >> 27)) * 0x94D049BB133111EBull;
-        r ^= r >> 31;
+        const std::uint64_t r = counter_bits(base, i / 2);
         const std::uint64_t bits = (i & 1) != 0 ? r >> 32 : r & 0xffffffffull;
-        const float v = load(in, i) * scale;
-        store(out, i, bits < threshold ? v : 0.0f);
+        const float v = load_element(in, i) * scale;
+        store_element(out, i, bits < threshold ? v : 0.0f);
     }
 }
 
