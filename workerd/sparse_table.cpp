@@ -35,6 +35,10 @@ std::string SparseTable::refusal(const nn::ModelDescription& model, const nn::No
                "be one of the model's inputs (" + model.input_name() + (model.multi_input() ? ", ..." : "") + ")";
     if (model.fed_by_labels(static_cast<std::size_t>(input)))
         return "embedding " + node.name + " reads " + ids + ", which the labels feed";
+    if (node.attrs.contains("padding_index"))
+        return "embedding " + node.name + " has padding_index " + node.attrs.at("padding_index").dump() +
+               " (nn.Embedding(padding_idx=...)), which a table on the parameter servers does not keep yet: train it "
+               "dense (leave it out of --sparse-embedding)";
     for (const auto& n : model.nodes) {
         if (&n == &node) continue;
         for (const auto& in : n.inputs) {

@@ -6,10 +6,12 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
 #include "test/nn/engine_test_util.h"
+#include "workerd/nn/parameter_init.h"
 
 namespace psrun::nn::test {
 namespace {
@@ -220,6 +222,48 @@ TEST_CASE("embedding and gather: errors name what is wrong", "[nn_engine][sequen
                Contains("field \"indices\": expected an integer or a list"));
     CHECK_THAT(error(json::array({{{"kind", "gather"}, {"axis", 1}}}), {4}, "float"),
                Contains("field \"indices\": missing"));
+    CHECK_THAT(
+        error(json::array({{{"kind", "embedding"}, {"vocabulary", 5}, {"dim", 3}, {"padding_index", 5}}}), {4}, "int"),
+        Contains("field \"padding_index\""));
+}
+
+TEST_CASE("embedding: padding_index (PyTorch's padding_idx) starts at zero and gets no gradient",
+          "[nn_engine][sequence]") {
+    const auto precision = GENERATE(from_range(test_precisions("embedding")));
+    CAPTURE(to_string(precision));
+    const int vocabulary = 6, dim = 4, padding = 2;
+    const auto model = graph_model(json::array({{{"kind", "embedding"},
+                                                 {"name", "emb"},
+                                                 {"vocabulary", vocabulary},
+                                                 {"dim", dim},
+                                                 {"padding_index", padding}}}),
+                                   {5}, "int");
+    // Without the field the description (and its hash) is as before.
+    const auto plain = graph_model(
+        json::array({{{"kind", "embedding"}, {"name", "emb"}, {"vocabulary", vocabulary}, {"dim", dim}}}), {5}, "int");
+    CHECK_FALSE(plain.nodes[0].attrs.contains("padding_index"));
+    CHECK(model.nodes[0].attrs.at("padding_index") == padding);
+    std::vector<float> initial(static_cast<std::size_t>(vocabulary * dim));
+    initialize_parameters(model, 9, initial);
+    for (int r = 0; r < vocabulary; ++r) {
+        const bool zero =
+            std::all_of(initial.begin() + r * dim, initial.begin() + (r + 1) * dim, [](float v) { return v == 0.0f; });
+        CHECK(zero == (r == padding));
+    }
+    auto params = random_vector(static_cast<std::size_t>(vocabulary * dim), 3);  // row 2 not zero: it is read
+    const std::int64_t batch = 3;
+    auto ids = random_ids(15, vocabulary, 4);
+    ids[0] = ids[7] = padding;
+    const auto dy = random_vector(15 * dim, 5);
+    const Run r = run(model, batch, precision, params, {}, ids, dy);
+    for (int j = 0; j < dim; ++j) {
+        CHECK(r.y[static_cast<std::size_t>(j)] == Approx(params[padding * dim + j]).epsilon(1e-2));
+        CHECK(r.grads[static_cast<std::size_t>(padding * dim + j)] == 0.0f);
+    }
+    // The other rows' gradients are the scatter-add as without the field.
+    const Run without = run(plain, batch, precision, params, {}, ids, dy);
+    for (std::size_t i = 0; i < r.grads.size(); ++i)
+        if (static_cast<int>(i) / dim != padding) CHECK(r.grads[i] == without.grads[i]);
 }
 
 }  // namespace psrun::nn::test

@@ -11,6 +11,8 @@ psrun CLI at opsets 13, 14 and 17:
   llama        a decoder block as LLaMA writes it: RMSNorm, rotary embeddings (strided slices,
                stack, flatten), a causal -inf mask, SwiGLU, an output head tied to the embedding;
   elman        nn.RNN, two layers, bidirectional, ReLU (ONNX RNN);
+  padded_mean  nn.Embedding(padding_idx=0) mean-pooled over the padded sequence: the Gather's table
+               has row 0 all zeros, which imports as padding_index (no gradient, as torch);
 and an opset-17 graph by onnx.helper: OneHot with values [-1, 2] on a middle axis, against numpy.
 
 Each exported in training mode without constant folding, batch axis dynamic:
@@ -155,7 +157,17 @@ def one_hot_values(check, psrun, work, ids, ids_file, labels_file):
     check("one_hot_values: outputs = numpy's", err <= 1e-6, f"max relative error {err:.2e}", True)
 
 
-MODELS = {"roberta": Roberta, "one_hot": OneHot, "learned_h0": LearnedH0, "llama": Llama, "elman": Elman}
+class PaddedMean(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embedding, self.head = nn.Embedding(V, 16, padding_idx=0), nn.Linear(16, 10)
+
+    def forward(self, ids):
+        return self.head(torch.tanh(self.embedding(ids).mean(1)))
+
+
+MODELS = {"roberta": Roberta, "one_hot": OneHot, "learned_h0": LearnedH0, "llama": Llama, "elman": Elman,
+          "padded_mean": PaddedMean}
 
 
 def main():

@@ -276,6 +276,12 @@ TEST_CASE("several sparse tables: the refusals name the table and the input", "[
           "--sparse-embedding emb_i: node emb_i2 also reads the model input item: a sparse table's embedding must be "
           "its only reader");
     CHECK(sparse_usage_error(shared, {"emb_u"}).empty());  // the user table alone is fine
+    // A padding row (nn.Embedding(padding_idx=...)) stays dense: psd does not keep it yet.
+    auto padded = recommender();
+    for (auto& n : padded.nodes)
+        if (n.name == "emb_i") n.attrs["padding_index"] = 0;
+    CHECK(sparse_usage_error(padded, {"emb_i"}).find("has padding_index 0") != std::string::npos);
+    CHECK(SparseTables::automatic(padded, 1, 1) == std::vector<std::string>{"emb_u"});
 }
 
 }  // namespace psrun::worker

@@ -108,6 +108,12 @@ void initialize_tensor(const ModelDescription& model, std::size_t index, std::ui
         const auto width = static_cast<std::size_t>(t.shape[1]);
         for (std::int64_t r = 0; r < t.shape[0]; ++r)
             fill_row(*rows, static_cast<std::uint64_t>(r), out.subspan(static_cast<std::size_t>(r) * width, width));
+        // nn.Embedding(padding_idx=P): row P starts at zero (and its gradient stays 0).
+        for (const auto& n : model.nodes)
+            if (n.op == "embedding" && n.name == t.owner && n.attrs.contains("padding_index")) {
+                const auto row = n.attrs.at("padding_index").get<std::int64_t>();
+                std::fill_n(out.begin() + row * t.shape[1], t.shape[1], 0.0f);
+            }
         return;
     }
     psrun::Rng rng(seed, tensor_stream(t));

@@ -267,6 +267,14 @@ Result<nn::ModelDescription> import_onnx(std::string_view bytes, std::string_vie
         if (auto* model = std::get_if<nn::ModelDescription>(&*outcome)) {
             model->import_warnings = folded_weight_warnings(proto);
             for (auto& w : circular_pad_warnings(proto)) model->import_warnings.push_back(std::move(w));
+            for (const auto& n : model->nodes)
+                if (n.op == "embedding" && n.attrs.contains("padding_index"))
+                    model->import_warnings.push_back(
+                        "embedding " + n.name + ": row " + n.attrs.at("padding_index").dump() +
+                        " of its table is all zeros, as nn.Embedding(padding_idx=" +
+                        n.attrs.at("padding_index").dump() +
+                        ") keeps it: imported as that padding row, which gets no gradient and stays zero (PyTorch's "
+                        "padding_idx; ONNX's Gather does not record it)");
             return with_run_recipe(std::move(*model));
         }
         if (inlined == kMaxInlinedIfs)

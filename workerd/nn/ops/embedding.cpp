@@ -2,7 +2,9 @@
 //   embedding: {"kind": "embedding", "vocabulary": V, "dim": D, "init": normal(0, 1)}: reads
 //     int ids [N, ...] and gives their rows of the table, [N, ..., D] floats (PyTorch's
 //     nn.Embedding; its default init). Tensor: table [V, D] (slot "table"). An id outside
-//     [0, V) stops the step with an error naming the example. ONNX: Gather(table, ids).
+//     [0, V) stops the step with an error naming the example. "padding_index": P (absent: none;
+//     in [0, V)) is PyTorch's padding_idx: row P's gradient is 0, so the row never changes, and
+//     a table the engine initialises starts with row P zero. ONNX: Gather(table, ids).
 //   gather: {"kind": "gather", "axis": a, "indices": i | [i, ...]}: constant indices into a
 //     float value along a non-batch axis (ONNX's Gather with a constant index: y[:, -1, :]
 //     after an LSTM). A single index removes the axis, a list keeps it with that many entries;
@@ -13,6 +15,8 @@
 // with constant indices is a gather (indices of 2 or more dims, F.unfold's, a gather of the
 // flat list and a reshape). Gathers on shapes never get here: the importer
 // evaluates them.
+#include <algorithm>
+
 #include "workerd/nn/onnx_bridge.h"
 #include "workerd/nn/op_schema.h"
 #include "workerd/nn/ops/ops.h"
@@ -32,7 +36,26 @@ Result<void> parse_embedding(FieldReader& reader, nlohmann::json& attrs) {
     attrs["vocabulary"] = vocabulary;
     attrs["dim"] = dim;
     attrs["init"] = to_json(init);
+    if (reader.has("padding_index")) {  // written only when given: older descriptions hash as before
+        PSRUN_TRY_ASSIGN(auto padding, reader.integer("padding_index", std::nullopt, 0, vocabulary - 1));
+        attrs["padding_index"] = padding;
+    }
     return {};
+}
+
+// nn.Embedding(padding_idx=P) exports as a plain Gather: PyTorch zeroes row P at init and never
+// gives it a gradient, so a file's table has exactly that row all zeros, before and after
+// training, where no drawn row is. Such a row imports as padding_index; nullopt otherwise.
+std::optional<std::int64_t> zero_row(const std::vector<float>& table, std::int64_t rows, std::int64_t dim) {
+    if (rows < 2 || static_cast<std::int64_t>(table.size()) != rows * dim) return std::nullopt;
+    std::optional<std::int64_t> found;
+    for (std::int64_t r = 0; r < rows; ++r) {
+        const auto* row = table.data() + r * dim;
+        if (std::any_of(row, row + dim, [](float v) { return v != 0.0f; })) continue;
+        if (found) return std::nullopt;  // two zero rows: a zero-initialised table, not a padding row
+        found = r;
+    }
+    return found;
 }
 
 Result<void> infer_embedding(InferContext& context) {
@@ -114,11 +137,14 @@ Result<void> import_gather(OnnxNodeImport& node) {
         if (!dims || dims->size() != 2 || axis != 0)
             return tl::unexpected(node.refuse("an embedding lookup needs a [V, D] table gathered along axis 0"));
         PSRUN_TRY_ASSIGN(auto ids, node.value(1));
-        PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", "embedding"},
-                                               {"inputs", {ids}},
-                                               {"vocabulary", (*dims)[0]},
-                                               {"dim", (*dims)[1]},
-                                               {"tensors", {{"table", table}}}}));
+        nlohmann::json layer = {{"kind", "embedding"},
+                                {"inputs", {ids}},
+                                {"vocabulary", (*dims)[0]},
+                                {"dim", (*dims)[1]},
+                                {"tensors", {{"table", table}}}};
+        if (const auto values = node.floats(0))
+            if (const auto padding = zero_row(*values, (*dims)[0], (*dims)[1])) layer["padding_index"] = *padding;
+        PSRUN_TRY_ASSIGN(auto name, node.emit(std::move(layer)));
         node.bind_output(0, name);
         return {};
     }

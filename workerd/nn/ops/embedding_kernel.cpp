@@ -2,7 +2,7 @@
 //   embedding: forward copies each id's table row into the output (f32, or rounded to bf16);
 //     every id is checked first, and one outside [0, V) throws std::out_of_range naming the
 //     example. Backward: the table's gradient is zeroed and the output gradient's rows added
-//     at their ids (duplicates summed). Each OpenMP thread owns a range of table rows and adds
+//     at their ids (duplicates summed; none at padding_index). Each OpenMP thread owns a range of table rows and adds
 //     the positions in order, so every row's sum runs in the same order whatever the thread
 //     count: the result is deterministic, bit for bit. The kernel reads table rows only
 //     through TableRows, so that rows can later come from elsewhere (a table kept on the
@@ -59,6 +59,7 @@ class EmbeddingKernel final : public Kernel {
     void build(KernelBuilder& b) override {
         const auto vocabulary = b.node().attrs.at("vocabulary").get<std::int64_t>();
         const auto dim = b.node().attrs.at("dim").get<std::int64_t>();
+        const std::int64_t padding = b.node().attrs.value("padding_index", std::int64_t{-1});
         const memory ids = b.input_plain(0, Dt::s32);
         const memory table = b.input_plain(1, Dt::f32);
         const Dt out_type = b.output_type(0);
@@ -102,7 +103,7 @@ class EmbeddingKernel final : public Kernel {
                 const std::int64_t first = vocabulary * t / threads, last = vocabulary * (t + 1) / threads;
                 std::memset(dt + first * dim, 0, static_cast<std::size_t>((last - first) * dim) * sizeof(float));
                 for (std::int64_t p = 0; p < positions; ++p) {
-                    if (id[p] < first || id[p] >= last) continue;
+                    if (id[p] < first || id[p] >= last || id[p] == padding) continue;
                     float* row = dt + static_cast<std::int64_t>(id[p]) * dim;
                     const float* src = g + p * dim;
                     for (std::int64_t j = 0; j < dim; ++j) row[j] += src[j];
