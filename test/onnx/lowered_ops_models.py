@@ -32,12 +32,14 @@ end to end through the psrun CLI:
   refusals (exit 2, the message checked): Tile of the batch axis, an If whose condition is
   computed from the data (ArgMax and TopK import now: selection_models.py); an eval-mode export
   (torch.onnx.export's defaults: batch norm folded into the conv) imports with a warning, and so
-  does torch 1.x's wrong export of padding_mode="circular" (pytorch/pytorch#86690).
+  does torch 1.x's wrong export of padding_mode="circular" (pytorch/pytorch#86690); a module's
+  buffers (register_buffer) import as constants when listed in psrun.frozen (python/psrun_torch.py).
 
 Prints one line per check; exits 1 when one fails, 77 when torch or onnx cannot be imported.
 Usage: lowered_ops_models.py PSRUN [WORK_DIR]   (LOWERED_MODELS=a,b: a subset)
 """
 import os
+import re
 import sys
 import tempfile
 
@@ -524,6 +526,48 @@ def circular_pad_export(psrun, work):
               r.returncode == 0 and said == warned, r.stdout[-800:])
 
 
+class SinusoidalEncoder(nn.Module):
+    """x [N, 16] as 4 tokens of 4: a sinusoidal position table and a fixed mixing matrix kept as
+    buffers (register_buffer), the way transformers keep them, between two linear layers."""
+
+    def __init__(self):
+        super().__init__()
+        position = torch.arange(4).float()[:, None] / 10000 ** (torch.arange(0, 8, 2).float() / 8)
+        self.register_buffer("pe", torch.cat([position.sin(), position.cos()], 1))
+        self.register_buffer("mix", torch.randn(8, 8) * 0.3)
+        self.a, self.b = nn.Linear(4, 8), nn.Linear(32, 10)
+
+    def forward(self, x):
+        h = self.a(x.reshape(-1, 4, 4)) + self.pe
+        return self.b(torch.tanh(h @ self.mix).flatten(1))
+
+
+def buffers_frozen(psrun, work):
+    """Buffers: exported by python/psrun_torch.py they are listed in psrun.frozen and import as
+    constants (the parameters psrun trains are torch's: 370 of them, not 370 + 32 + 64), and the
+    gradients are torch's (check_model, whose export is that helper); a bare torch.onnx.export
+    cannot tell them from parameters."""
+    torch.manual_seed(1)
+    model = SinusoidalEncoder()
+    x = torch.zeros(2, 16)
+    params = sum(p.numel() for p in model.parameters())
+    for tag, frozen in (("helper", True), ("bare", False)):
+        path = os.path.join(work, f"buffers_{tag}.onnx")
+        if frozen:
+            export(model, x, path, 17)
+        else:
+            torch.onnx.export(model.train(), x, path, opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
+                              do_constant_folding=False, input_names=["x"], dynamic_axes={"x": {0: "N"}})
+        r = run([psrun, "model", "show", path])
+        total = re.search(r"total: ([0-9,]+) parameters", r.stdout)
+        count = int(total.group(1).replace(",", "")) if total else -1
+        want = params if frozen else params + 32 + 64
+        check(f"buffers ({tag} export): psrun trains {want} values", r.returncode == 0 and count == want,
+              f"{count} parameters; " + r.stdout[-400:])
+    check_model(check, psrun, "buffers", SinusoidalEncoder, (16,), ["constant"], work, batch=BATCH, seed=5,
+                opsets=(13, 17))
+
+
 def main():
     if len(sys.argv) not in (2, 3):
         sys.exit(__doc__)
@@ -548,6 +592,7 @@ def main():
             data_if(psrun, work)
             eval_mode_export(psrun, work)
             circular_pad_export(psrun, work)
+            buffers_frozen(psrun, work)
     check.finish()
 
 

@@ -111,6 +111,34 @@ TEST_CASE("a convolution weight PyTorch's constant folding computed is imported 
     CHECK(m->import_warnings.empty());
 }
 
+TEST_CASE("initializers the psrun.frozen metadata lists import as constants, not trainable tensors", "[onnx]") {
+    // torch.onnx writes a module's buffers as initializers like its parameters; the list says
+    // which are buffers (python/psrun_torch.py writes it).
+    auto g = small_cnn();
+    auto* meta = g.model.add_metadata_props();
+    meta->set_key(onnx_io::kFrozenKey);
+    meta->set_value(R"(["0.weight", "0.bias"])");
+    auto m = onnx_io::import_onnx(g.bytes(), "frozen.onnx");
+    INFO((m ? std::string() : m.error().message));
+    REQUIRE(m);
+    REQUIRE(m->tensors.size() == 2);
+    CHECK(m->tensors[0].name == "4.weight");
+    CHECK(m->parameter_count == 96 + 3);
+    const auto constants =
+        std::count_if(m->nodes.begin(), m->nodes.end(), [](const nn::Node& n) { return n.op == "constant"; });
+    CHECK(constants == 2);
+    // A damaged list, or a name that is no float initializer, is refused naming it.
+    for (const auto& [value, says] : std::vector<std::pair<std::string, std::string>>{
+             {"0.weight", "expected a JSON list of initializer names"},
+             {R"(["nope"])", "\"nope\" is not a float initializer of the graph"},
+             {R"([3])", "3 is not a float initializer"}}) {
+        meta->set_value(value);
+        auto bad = onnx_io::import_onnx(g.bytes(), "frozen.onnx");
+        REQUIRE_FALSE(bad);
+        CHECK_THAT(bad.error().message, Catch::Contains("metadata psrun.frozen") && Catch::Contains(says));
+    }
+}
+
 TEST_CASE("opset 11 and 12 graphs, Identity and Dropout import", "[onnx]") {
     for (const std::int64_t opset : {11, 12}) {
         auto g = small_cnn(opset);

@@ -40,7 +40,7 @@ except ImportError:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from psrun_cli import run  # noqa: E402
-from torch_compare import Checks, compare_with_torch, relative  # noqa: E402
+from torch_compare import Checks, compare_with_torch, psrun_torch, relative  # noqa: E402
 
 V, L, BATCH, TOLERANCE = 50, 16, 8, 1e-4
 
@@ -195,10 +195,7 @@ def main():
                 torch.manual_seed(1)
                 model = build()
                 path = os.path.join(work, tag + ".onnx")
-                torch.onnx.export(model.train(), torch.from_numpy(ids), path, opset_version=opset,
-                                  training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
-                                  input_names=["ids"], output_names=["logits"],
-                                  dynamic_axes={"ids": {0: "N"}, "logits": {0: "N"}})
+                psrun_torch.export(model, torch.from_numpy(ids), path, input_names=["ids"], opset=opset)
                 grads_path = os.path.join(work, tag + ".grads.json")
                 r = run([psrun, "model", "check", path, "--input", ids_file, "--labels", labels_file, "--gradients",
                          grads_path, "--json", "--tolerance", "0.2"], 300)

@@ -3,7 +3,8 @@
 in training mode without constant folding, batch axis dynamic (input "x", output "logits"):
   - `psrun model show F.onnx` exits 0 and lists the expected kinds;
   - `psrun model check F.onnx --gradients G.json` gives torch's forward outputs, loss and every
-    parameter's gradient, tensor by tensor, in float64 within the tolerance (each relative to
+    parameter's gradient, tensor by tensor, and trains no tensor torch does not (the module's
+    buffers are listed frozen by python/psrun_torch.py, as users export), in float64 within the tolerance (each relative to
     the tensor's largest value, or to `gradient_floor` of the network's largest gradient when
     that is larger; the worst printed);
   - `psrun predict --onnx F.onnx` gives torch's softmax (eval mode), unless predict=False."""
@@ -17,6 +18,9 @@ import torch
 from torch.nn import functional as F
 
 from psrun_cli import predict, run
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+import psrun_torch  # noqa: E402
 
 
 class Checks:
@@ -38,9 +42,9 @@ class Checks:
 
 
 def export(model, x, path, opset):
-    torch.onnx.export(model, x, path, opset_version=opset, training=torch.onnx.TrainingMode.TRAINING,
-                      do_constant_folding=False, input_names=["x"], output_names=["logits"],
-                      dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}})
+    """As a user exports for psrun (python/psrun_torch.py): training mode, no folding, the batch
+    axis dynamic, the module's buffers listed as frozen."""
+    psrun_torch.export(model, x, path, input_names=["x"], output_names=["logits"], opset=opset)
 
 
 def torch_reference(model, x, y):
@@ -83,6 +87,9 @@ def compare_with_torch(check, tag, mine, logits, loss, grads, tolerance, gradien
     check(f"{tag}: forward outputs = torch's", err <= tolerance, f"max relative error {err:.2e}", True)
     check(f"{tag}: loss = torch's", abs(mine["loss"] - loss) <= tolerance * max(abs(loss), 1.0),
           f"{mine['loss']:.6f} vs {loss:.6f}")
+    extra = sorted(set(mine["tensors"]) - set(grads))
+    check(f"{tag}: psrun trains only torch's parameters", not extra,
+          f"{len(extra)} more: {extra[:6]} (a buffer imported as a parameter?)")
     floor = max(gradient_floor * max(float(np.max(np.abs(g))) for g in grads.values()), 1e-12)
     worst, worst_name, absent = 0.0, "", []
     for tname, g in grads.items():

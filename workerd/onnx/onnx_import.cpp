@@ -106,6 +106,30 @@ Result<std::optional<nn::Recipe>> recorded_run_recipe(const onnx::ModelProto& pr
     return std::optional<nn::Recipe>();
 }
 
+// The initializers the file's kFrozenKey metadata lists: float initializers to import as
+// constants. Errors name the entry.
+Result<std::set<std::string>> frozen_initializers(const onnx::ModelProto& proto, std::string_view source) {
+    std::set<std::string> frozen;
+    for (const auto& meta : proto.metadata_props()) {
+        if (meta.key() != kFrozenKey) continue;
+        const std::string where = "model " + std::string(source) + ": metadata " + kFrozenKey;
+        const auto list = nlohmann::json::parse(meta.value(), nullptr, false);
+        if (!list.is_array())
+            return make_error(ErrorCode::kInvalidArgument,
+                              where + ": expected a JSON list of initializer names, e.g. [\"pe\"]");
+        std::map<std::string_view, const onnx::TensorProto*> initializers;
+        for (const auto& t : proto.graph().initializer()) initializers[t.name()] = &t;
+        for (const auto& name : list) {
+            const auto it = name.is_string() ? initializers.find(name.get<std::string>()) : initializers.end();
+            if (it == initializers.end() || it->second->data_type() != onnx::TensorProto::FLOAT)
+                return make_error(ErrorCode::kInvalidArgument,
+                                  where + ": " + name.dump() + " is not a float initializer of the graph");
+            frozen.insert(name.get<std::string>());
+        }
+    }
+    return frozen;
+}
+
 // The names of the graph's initializers (views into `proto`).
 std::set<std::string_view> initializer_names(const onnx::ModelProto& proto) {
     std::set<std::string_view> names;
@@ -234,6 +258,7 @@ Result<nn::ModelDescription> import_onnx(std::string_view bytes, std::string_vie
     auto graph = GraphIndex::build(proto.graph(), *opset);
     if (!graph) return fail(graph.error());
     PSRUN_TRY_ASSIGN(auto run_recipe, recorded_run_recipe(proto, source_name));
+    PSRUN_TRY_ASSIGN(auto frozen, frozen_initializers(proto, source_name));
     auto with_run_recipe = [&](nn::ModelDescription model) {
         if (run_recipe) model.recipe = *run_recipe;
         return model;
@@ -256,7 +281,7 @@ Result<nn::ModelDescription> import_onnx(std::string_view bytes, std::string_vie
             if (!built) return fail(built.error());
             index = std::move(*built);
         }
-        Importer importer(index ? *index : *graph, *opset, std::string(source_name));
+        Importer importer(index ? *index : *graph, *opset, std::string(source_name), frozen);
         auto outcome = importer.run(stem(source_name), origin);
         if (!outcome) {
             Error e = outcome.error();

@@ -54,8 +54,8 @@ Result<nn::ValueInfo> input_info(const onnx::ValueInfoProto& input) {
 
 }  // namespace
 
-Importer::Importer(const GraphIndex& graph, std::int64_t opset, std::string source)
-    : graph_(graph), opset_(opset), source_(std::move(source)) {}
+Importer::Importer(const GraphIndex& graph, std::int64_t opset, std::string source, std::set<std::string> frozen)
+    : graph_(graph), opset_(opset), source_(std::move(source)), frozen_(std::move(frozen)) {}
 
 Error Importer::refuse(int node, const std::string& what) const {
     return Error{ErrorCode::kInvalidArgument, node_label(graph_.graph().node(node), node) + ": " + what};
@@ -90,7 +90,7 @@ const Known* Importer::known(const std::string& onnx_value) const {
 
 std::string Importer::slot_tensor(const std::string& onnx_value) {
     const auto* t = graph_.initializer(onnx_value);
-    if (t == nullptr || t->data_type() != onnx::TensorProto::FLOAT) return "";
+    if (t == nullptr || t->data_type() != onnx::TensorProto::FLOAT || frozen_.count(onnx_value) != 0) return "";
     const auto it = tensor_names_.find(onnx_value);
     if (it != tensor_names_.end()) return it->second;
     auto values = read_floats(*t);

@@ -29,7 +29,9 @@ using ImportOutcome = std::variant<nn::ModelDescription, StaticIf>;
 
 class Importer {
   public:
-    Importer(const GraphIndex& graph, std::int64_t opset, std::string source);
+    // `frozen`: float initializers that import as constants, never as trainable tensors
+    // (onnx_model.h, kFrozenKey).
+    Importer(const GraphIndex& graph, std::int64_t opset, std::string source, std::set<std::string> frozen = {});
 
     // Walks the graph; then the model (shape inference done) with the initializers as its
     // initial parameters, or the first If it reached whose condition it knows. Errors are
@@ -78,6 +80,7 @@ class Importer {
     const GraphIndex& graph_;
     std::int64_t opset_;
     std::string source_;
+    std::set<std::string> frozen_;
     nn::ModelDescription model_;
     std::unique_ptr<nn::GraphBuilder> builder_;
     std::map<std::string, std::string> values_;

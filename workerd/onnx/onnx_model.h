@@ -30,6 +30,15 @@ Result<std::string> export_onnx(const nn::ModelDescription& model, std::span<con
 // as the model's recipe (replacing the description's), refusing a damaged one.
 inline constexpr const char* kRecipeKey = "psrun.recipe";
 
+// The metadata key naming the float initializers that are constants, not parameters: a JSON
+// list of names, e.g. ["pe", "rope.cos"]. torch.onnx writes a module's buffers
+// (register_buffer: positional tables, rotary angles, fixed filters) as initializers exactly like
+// its parameters, so without it the engine would train them; a listed initializer imports as a
+// constant value (no gradient, never updated; at most 2^20 values). python/psrun_torch.py's
+// export() writes it from the module's buffers. A damaged list, or a name that is no float
+// initializer, is refused naming it.
+inline constexpr const char* kFrozenKey = "psrun.frozen";
+
 // Parses a serialized ModelProto. Every graph input that is no initializer is a model input,
 // in the graph's order (the first is the primary). Success: a validated description (shape inference done)
 // whose initial_parameters hold the graph's initializers in the engine's layout. Errors

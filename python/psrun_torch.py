@@ -1,0 +1,57 @@
+"""Exporting a torch.nn module for psrun in one call (docs/models.md "Importing from PyTorch").
+
+    import sys; sys.path.insert(0, "<psrun checkout>/python")
+    import psrun_torch
+    psrun_torch.export(model, example_batch, "model.onnx")                    # one input
+    psrun_torch.export(model, (image, meta), "model.onnx", input_names=["image", "meta"])
+
+What it does that a bare torch.onnx.export does not:
+  - exports in training mode without constant folding, so batch norms and dropout stay in the
+    graph (an eval-mode export folds batch norms into the convolutions: psrun warns);
+  - makes axis 0 of every input and output the batch axis (dynamic_axes), so shapes PyTorch
+    computes from the batch are not frozen at the example's batch size;
+  - lists the module's buffers (register_buffer: positional tables, rotary angles, fixed filters)
+    in the file's "psrun.frozen" metadata, so psrun imports them as constants instead of training
+    them: torch.onnx writes buffers as initializers exactly like parameters. Normalization
+    layers' running statistics are left out (psrun keeps them as state, as torch does).
+"""
+import json
+
+import onnx
+import torch
+
+FROZEN_KEY = "psrun.frozen"
+
+
+def buffer_names(model):
+    """The float buffers of `model` that are not a normalization layer's running statistics."""
+    names = []
+    for module_name, module in model.named_modules():
+        if isinstance(module, torch.nn.modules.batchnorm._NormBase):
+            continue
+        for name, buffer in module.named_buffers(recurse=False):
+            if buffer is not None and buffer.is_floating_point():
+                names.append(f"{module_name}.{name}" if module_name else name)
+    return names
+
+
+def export(model, args, path, input_names=None, output_names=None, opset=17):
+    """torch.onnx.export for psrun: training mode, no folding, a batch axis on every input and
+    output, the buffers listed as frozen. `args` is the example batch (a tensor or a tuple)."""
+    inputs = args if isinstance(args, tuple) else (args,)
+    input_names = input_names or (["x"] if len(inputs) == 1 else [f"x{i}" for i in range(len(inputs))])
+    output_names = output_names or ["logits"]
+    was_training = model.training
+    model.train()
+    torch.onnx.export(model, args, path, opset_version=opset, training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False, input_names=input_names, output_names=output_names,
+                      dynamic_axes={name: {0: "N"} for name in input_names + output_names})
+    model.train(was_training)
+    exported = onnx.load(path)
+    initializers = {t.name for t in exported.graph.initializer}
+    frozen = [name for name in buffer_names(model) if name in initializers]
+    if frozen:
+        entry = exported.metadata_props.add()
+        entry.key, entry.value = FROZEN_KEY, json.dumps(frozen)
+        onnx.save(exported, path)
+    return frozen
