@@ -11,9 +11,11 @@ What it does that a bare torch.onnx.export does not:
   - makes axis 0 of every input and output the batch axis (dynamic_axes), so shapes PyTorch
     computes from the batch are not frozen at the example's batch size;
   - lists the module's buffers (register_buffer: positional tables, rotary angles, fixed filters)
-    in the file's "psrun.frozen" metadata, so psrun imports them as constants instead of training
-    them: torch.onnx writes buffers as initializers exactly like parameters. Normalization
-    layers' running statistics are left out (psrun keeps them as state, as torch does).
+    and its parameters with requires_grad=False (a frozen backbone) in the file's "psrun.frozen"
+    metadata, so psrun imports them as constants instead of training them: torch.onnx writes both
+    as initializers exactly like trainable parameters. Normalization layers' running statistics
+    are left out (psrun keeps them as state, as torch does). A constant holds at most 2^20
+    values: psrun refuses a larger frozen tensor (exit 2) rather than train it.
 """
 import json
 
@@ -23,9 +25,10 @@ import torch
 FROZEN_KEY = "psrun.frozen"
 
 
-def buffer_names(model):
-    """The float buffers of `model` that are not a normalization layer's running statistics."""
-    names = []
+def frozen_names(model):
+    """The parameters of `model` with requires_grad=False and its float buffers that are not a
+    normalization layer's running statistics."""
+    names = [name for name, p in model.named_parameters() if not p.requires_grad]
     for module_name, module in model.named_modules():
         if isinstance(module, torch.nn.modules.batchnorm._NormBase):
             continue
@@ -37,7 +40,8 @@ def buffer_names(model):
 
 def export(model, args, path, input_names=None, output_names=None, opset=17):
     """torch.onnx.export for psrun: training mode, no folding, a batch axis on every input and
-    output, the buffers listed as frozen. `args` is the example batch (a tensor or a tuple)."""
+    output, the buffers and frozen parameters listed in psrun.frozen (returned). `args` is the
+    example batch (a tensor or a tuple)."""
     inputs = args if isinstance(args, tuple) else (args,)
     input_names = input_names or (["x"] if len(inputs) == 1 else [f"x{i}" for i in range(len(inputs))])
     output_names = output_names or ["logits"]
@@ -49,7 +53,7 @@ def export(model, args, path, input_names=None, output_names=None, opset=17):
     model.train(was_training)
     exported = onnx.load(path)
     initializers = {t.name for t in exported.graph.initializer}
-    frozen = [name for name in buffer_names(model) if name in initializers]
+    frozen = [name for name in frozen_names(model) if name in initializers]
     if frozen:
         entry = exported.metadata_props.add()
         entry.key, entry.value = FROZEN_KEY, json.dumps(frozen)
