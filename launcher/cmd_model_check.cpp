@@ -4,6 +4,7 @@
 // loss's own change within --tolerance, 1 when one does not, 2 for usage errors.
 #include "launcher/cmd_model_check.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstdio>
 #include <fstream>
@@ -227,6 +228,16 @@ int run_check(const CheckOptions& o) {
     nn::GradientCheckOptions options;
     options.seed = o.seed;
     options.finite_differences = !o.no_finite_differences;
+    // x.detach() makes the gradient differ from the loss's derivative on purpose (a straight-through
+    // estimator): central differences would measure the derivative, so they are not run.
+    const auto stop = std::find_if(model->nodes.begin(), model->nodes.end(),
+                                   [](const nn::Node& n) { return n.op == "stop_gradient"; });
+    if (options.finite_differences && stop != model->nodes.end()) {
+        std::cerr << "psrun model check: the network stops gradients (stop_gradient '" << stop->name
+                  << "', x.detach()), so its gradient is not the loss's derivative and central differences cannot "
+                     "check it: gradients only (compare them with PyTorch's: --gradients)\n";
+        options.finite_differences = false;
+    }
     options.input_gradients = o.input_gradients;
     if (o.input_gradients && o.gradients.empty())
         throw UsageError("--input-gradients writes into the --gradients file: give --gradients F.json");

@@ -15,7 +15,11 @@ What it does that a bare torch.onnx.export does not:
     metadata, so psrun imports them as constants instead of training them: torch.onnx writes both
     as initializers exactly like trainable parameters. Normalization layers' running statistics
     are left out (psrun keeps them as state, as torch does). A constant holds at most 2^20
-    values: psrun refuses a larger frozen tensor (exit 2) rather than train it.
+    values: psrun refuses a larger frozen tensor (exit 2) rather than train it;
+  - writes each x.detach() the forward calls as a psrun::StopGradient node: ONNX has no
+    stop-gradient and torch.onnx drops detach(), so a straight-through estimator
+    x + (q(x) - x).detach() would otherwise train with q's gradient. Code under
+    `with torch.no_grad():` is not seen: write x.detach() (or stop_gradient(x)) there.
 """
 import json
 
@@ -23,6 +27,28 @@ import onnx
 import torch
 
 FROZEN_KEY = "psrun.frozen"
+
+
+class _StopGradient(torch.autograd.Function):
+    """x.detach() while exporting: the same values, written as psrun::StopGradient."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return torch.zeros_like(grad)
+
+    @staticmethod
+    def symbolic(g, x):
+        return g.op("psrun::StopGradient", x)
+
+
+def stop_gradient(x):
+    """x.detach() that export() writes as psrun::StopGradient (what every x.detach() becomes
+    during export() anyway)."""
+    return x.detach()
 
 
 def frozen_names(model):
@@ -47,10 +73,16 @@ def export(model, args, path, input_names=None, output_names=None, opset=17):
     output_names = output_names or ["logits"]
     was_training = model.training
     model.train()
-    torch.onnx.export(model, args, path, opset_version=opset, training=torch.onnx.TrainingMode.TRAINING,
-                      do_constant_folding=False, input_names=input_names, output_names=output_names,
-                      dynamic_axes={name: {0: "N"} for name in input_names + output_names})
-    model.train(was_training)
+    detach = torch.Tensor.detach
+    torch.Tensor.detach = lambda self: _StopGradient.apply(self)
+    try:
+        torch.onnx.export(model, args, path, opset_version=opset, training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=False, input_names=input_names, output_names=output_names,
+                          dynamic_axes={name: {0: "N"} for name in input_names + output_names},
+                          custom_opsets={"psrun": 1})
+    finally:
+        torch.Tensor.detach = detach
+        model.train(was_training)
     exported = onnx.load(path)
     initializers = {t.name for t in exported.graph.initializer}
     frozen = [name for name in frozen_names(model) if name in initializers]

@@ -299,6 +299,17 @@ TEST_CASE("dropout: identity at inference and keep 1, inverted mask from the see
     CHECK(one.forward(x1, true) == x1);
 }
 
+TEST_CASE("stop_gradient: the input unchanged, no gradient through it (x.detach())", "[nn_engine][layers]") {
+    const auto precision = GENERATE(from_range(test_precisions("layers")));
+    CAPTURE(to_string(precision));
+    const auto model = model_from(json::array({{{"kind", "stop_gradient"}}}), 2, 3, 3);
+    LayerHarness h(model, 0, 1, 2, precision);
+    const auto x = bf16_exact(random_vector(36, 31), precision);
+    CHECK(h.forward(x) == x);
+    const auto dx = h.backward(random_vector(36, 32));
+    CHECK(std::all_of(dx.begin(), dx.end(), [](float v) { return v == 0.0f; }));
+}
+
 TEST_CASE("random: noise of the input's dims from the step's seed, in every forward; zero gradient",
           "[nn_engine][layers]") {
     const auto precision = GENERATE(from_range(test_precisions("layers")));

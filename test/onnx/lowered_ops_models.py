@@ -33,7 +33,8 @@ end to end through the psrun CLI:
   computed from the data (ArgMax and TopK import now: selection_models.py); an eval-mode export
   (torch.onnx.export's defaults: batch norm folded into the conv) imports with a warning, and so
   does torch 1.x's wrong export of padding_mode="circular" (pytorch/pytorch#86690); a module's
-  buffers (register_buffer) import as constants when listed in psrun.frozen (python/psrun_torch.py).
+  buffers (register_buffer) import as constants when listed in psrun.frozen (python/psrun_torch.py);
+  x.detach() in a straight-through quantizer, written by python/psrun_torch.py as psrun::StopGradient.
 
 Prints one line per check; exits 1 when one fails, 77 when torch or onnx cannot be imported.
 Usage: lowered_ops_models.py PSRUN [WORK_DIR]   (LOWERED_MODELS=a,b: a subset)
@@ -261,6 +262,21 @@ class Unfold(nn.Module):
 
 
 # name -> (builder, input shape, kinds expected in `psrun model show`[, opsets])
+class StraightThrough(nn.Module):
+    """x [N, 16]: a straight-through quantizer h + (round(2h) / 2 - h).detach() (VQ-VAE, QAT) and
+    a term of a detached activation: torch's gradient passes the quantizer as the identity and
+    stops at the detach; psrun_torch.export writes each detach() as psrun::StopGradient."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(16, 8), nn.Linear(8, 10)
+
+    def forward(self, x):
+        h = self.a(x)
+        q = h + (torch.round(h * 2) / 2 - h).detach()
+        return self.b(q) * (1 + torch.tanh(h.detach()).mean(1, keepdim=True))
+
+
 MODELS = {
     "pixel_shuffle": (Shuffle, (4, 6, 6), ["transpose", "reshape"]),
     "tile": (lambda: Vec(lambda s, x: torch.cat([s.a(x).repeat(1, 2), three(s.b(x)).repeat(1, 3, 2).flatten(1)], 1),
@@ -581,6 +597,11 @@ def main():
             if not only or name in only.split(","):
                 check_model(check, psrun, name, build, shape, kinds, work, batch=BATCH, seed=5,
                             opsets=opsets[0] if opsets else (13, 14, 17))
+        if not only or "straight_through" in only.split(","):
+            # Central differences measure the derivative, which a straight-through estimator is
+            # not on purpose: psrun model check skips them (and says so); torch is the reference.
+            check_model(check, psrun, "straight_through", StraightThrough, (16,), ["stop_gradient", "round"], work,
+                        batch=BATCH, seed=5, finite_differences=False)
         if not only or "squeeze_if" in only.split(","):
             squeeze_if_written_as_if(work)
         if not only or "opset18" in only.split(","):

@@ -105,7 +105,9 @@ Result<GraphIndex> GraphIndex::build(const onnx::GraphProto& graph, std::int64_t
     }
     for (int i = 0; i < graph.node_size(); ++i) {
         const auto& node = graph.node(i);
-        if (!node.domain().empty() && node.domain() != "ai.onnx")
+        // psrun's own domain: StopGradient, which python/psrun_torch.py writes for x.detach().
+        const bool psrun_op = node.domain() == "psrun" && node.op_type() == "StopGradient";
+        if (!node.domain().empty() && node.domain() != "ai.onnx" && !psrun_op)
             return tl::unexpected(graph_error(node_label(node, i) + ": operator domain '" + node.domain() +
                                               "' is not ONNX's: the engine has no such operator"));
         PSRUN_TRY(check_arity(node, i, opset));

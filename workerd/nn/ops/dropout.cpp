@@ -4,7 +4,12 @@
 //   the input through. Masks are counter-based on (the step's seed, the layer's name, the
 //   element's index in the plain layout).
 // identity: {"kind": "identity"}: the input, unchanged.
-// No tensors. ONNX: Dropout (constant ratio; exported as Identity), Identity.
+// stop_gradient: {"kind": "stop_gradient"}: the input, unchanged, and no gradient through it
+//   (PyTorch's x.detach(): a straight-through estimator x + (q(x) - x).detach(), a target held
+//   fixed). ONNX has no such operator and torch.onnx drops detach(); python/psrun_torch.py's
+//   export() writes each detach() as a psrun::StopGradient node (domain "psrun"), which imports as
+//   this kind. Exported as Identity (the file's other readers compute the same forward).
+// No tensors. ONNX: Dropout (constant ratio; exported as Identity), Identity, psrun::StopGradient.
 #include "workerd/nn/onnx_bridge.h"
 #include "workerd/nn/op_schema.h"
 #include "workerd/nn/ops/ops.h"
@@ -64,6 +69,13 @@ Result<void> import_dropout(OnnxNodeImport& node) {
     return {};
 }
 
+Result<void> import_stop_gradient(OnnxNodeImport& node) {
+    PSRUN_TRY_ASSIGN(auto x, node.value(0));
+    PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", "stop_gradient"}, {"inputs", {x}}}));
+    node.bind_output(0, name);
+    return {};
+}
+
 Result<void> export_identity(OnnxNodeExport& out) {
     out.add("Identity", {out.input(0)}, {out.output(0)}, {}, out.node().name);
     return {};
@@ -80,6 +92,13 @@ const OpSchema& dropout_schema() {
 const OpSchema& identity_schema() {
     static const OpSchema schema{"identity",     1, 1, parse_no_attributes, infer_dropout, {"Identity"}, import_dropout,
                                  export_identity};
+    return schema;
+}
+
+const OpSchema& stop_gradient_schema() {
+    static const OpSchema schema{
+        "stop_gradient", 1, 1, parse_no_attributes, infer_dropout, {"StopGradient"}, import_stop_gradient,
+        export_identity};
     return schema;
 }
 

@@ -1,6 +1,7 @@
 // The dropout kernel: a counter-based mask on the plain layout (so a mask depends on the step's
 // seed, the layer's name and the element's logical index, never on the formats oneDNN picks),
-// hand-written (oneDNN 2.6 has no dropout). The identity kernel: its output is its input.
+// hand-written (oneDNN 2.6 has no dropout). The identity kernel: its output is its input; the
+// stop_gradient kernel's too, with a zero gradient for the input.
 #include <cstring>
 #include <memory>
 #include <string>
@@ -10,6 +11,7 @@
 #include "common/wire_precision.h"
 #include "workerd/nn/kernel.h"
 #include "workerd/nn/ops/counter_random.h"
+#include "workerd/nn/ops/kernel_views.h"
 #include "workerd/nn/ops/ops.h"
 
 namespace psrun::nn {
@@ -101,9 +103,23 @@ class IdentityKernel final : public Kernel {
     }
 };
 
+// The output is the input; the input's gradient is 0 (x.detach()).
+class StopGradientKernel final : public Kernel {
+  public:
+    BackwardReads backward_reads(const std::vector<const Node*>&, const EngineContext&) const override {
+        return BackwardReads{0, false, -1, 0};
+    }
+
+    void build(KernelBuilder& b) override {
+        b.alias_output(0, b.input(0));
+        if (b.needs_input_grad(0)) b.backward(run_zero(b.input_diff(0, plain_desc(b.input_dims(0), Dt::f32))));
+    }
+};
+
 }  // namespace
 
 std::unique_ptr<Kernel> make_dropout_kernel() { return std::make_unique<DropoutKernel>(); }
 std::unique_ptr<Kernel> make_identity_kernel() { return std::make_unique<IdentityKernel>(); }
+std::unique_ptr<Kernel> make_stop_gradient_kernel() { return std::make_unique<StopGradientKernel>(); }
 
 }  // namespace psrun::nn
