@@ -16,6 +16,10 @@ What it does that a bare torch.onnx.export does not:
     as initializers exactly like trainable parameters. Normalization layers' running statistics
     are left out (psrun keeps them as state, as torch does). A constant holds at most 2^20
     values: psrun refuses a larger frozen tensor (exit 2) rather than train it;
+  - keeps the module's buffers as they were: torch.onnx runs the forward in training mode, which
+    moves every batch norm's running statistics towards the example batch's (all the way with
+    momentum=None) and writes the moved values into the file; export() restores them in the
+    module and writes the values from before the export into the file;
   - writes each x.detach() the forward calls as a psrun::StopGradient node: ONNX has no
     stop-gradient and torch.onnx drops detach(), so a straight-through estimator
     x + (q(x) - x).detach() would otherwise train with q's gradient. Code under
@@ -24,6 +28,7 @@ What it does that a bare torch.onnx.export does not:
 import json
 
 import onnx
+import onnx.numpy_helper
 import torch
 
 FROZEN_KEY = "psrun.frozen"
@@ -72,6 +77,7 @@ def export(model, args, path, input_names=None, output_names=None, opset=17):
     input_names = input_names or (["x"] if len(inputs) == 1 else [f"x{i}" for i in range(len(inputs))])
     output_names = output_names or ["logits"]
     was_training = model.training
+    saved = {name: b.detach().clone() for name, b in model.named_buffers()}
     model.train()
     detach = torch.Tensor.detach
     torch.Tensor.detach = lambda self: _StopGradient.apply(self)
@@ -83,11 +89,17 @@ def export(model, args, path, input_names=None, output_names=None, opset=17):
     finally:
         torch.Tensor.detach = detach
         model.train(was_training)
+        with torch.no_grad():
+            for name, b in model.named_buffers():
+                b.copy_(saved[name])
     exported = onnx.load(path)
+    for i, t in enumerate(exported.graph.initializer):
+        if t.name in saved:
+            exported.graph.initializer[i].CopyFrom(onnx.numpy_helper.from_array(saved[t.name].numpy(), t.name))
     initializers = {t.name for t in exported.graph.initializer}
     frozen = [name for name in frozen_names(model) if name in initializers]
     if frozen:
         entry = exported.metadata_props.add()
         entry.key, entry.value = FROZEN_KEY, json.dumps(frozen)
-        onnx.save(exported, path)
+    onnx.save(exported, path)
     return frozen

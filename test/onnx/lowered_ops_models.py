@@ -34,7 +34,8 @@ end to end through the psrun CLI:
   (torch.onnx.export's defaults: batch norm folded into the conv) imports with a warning, and so
   does torch 1.x's wrong export of padding_mode="circular" (pytorch/pytorch#86690); a module's
   buffers (register_buffer) import as constants when listed in psrun.frozen (python/psrun_torch.py);
-  x.detach() in a straight-through quantizer, written by python/psrun_torch.py as psrun::StopGradient.
+  x.detach() in a straight-through quantizer, written by python/psrun_torch.py as psrun::StopGradient;
+  batch norm statistics kept through the export, and a warning for BatchNorm(momentum=None).
 
 Prints one line per check; exits 1 when one fails, 77 when torch or onnx cannot be imported.
 Usage: lowered_ops_models.py PSRUN [WORK_DIR]   (LOWERED_MODELS=a,b: a subset)
@@ -47,6 +48,7 @@ import tempfile
 try:
     import numpy as np
     import onnx
+    import onnx.numpy_helper
     import torch
     from torch import nn
     from torch.nn import functional as F
@@ -584,6 +586,30 @@ def buffers_frozen(psrun, work):
                 opsets=(13, 17))
 
 
+def batch_norm_export(psrun, work):
+    """torch.onnx's training-mode export runs the forward, moving the running statistics towards
+    the example batch's and writing the moved values: python/psrun_torch.py keeps the module's
+    and writes those from before. BatchNorm(momentum=None) is written as momentum 0, which psrun
+    reads as the last batch's statistics alone: it warns; momentum=0.1 does not."""
+    for momentum in (None, 0.1):
+        torch.manual_seed(1)
+        model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4, momentum=momentum), nn.ReLU(),
+                              nn.Flatten(), nn.Linear(120, 10))
+        path = os.path.join(work, f"bn_momentum_{momentum}.onnx")
+        export(model, torch.randn(4, 3, 5, 6) + 3.0, path, 17)
+        stats = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer
+                 if "running" in t.name}
+        kept = float(np.abs(model[1].running_mean).max()) == 0.0 and float(np.abs(model[1].running_var - 1).max()) == 0.0
+        written = len(stats) == 2 and all(float(np.abs(v - (0.0 if "mean" in k else 1.0)).max()) == 0.0
+                                          for k, v in stats.items())
+        check(f"BatchNorm(momentum={momentum}) export: the module's statistics kept, the file's from before",
+              kept and written, f"{stats}")
+        r = run([psrun, "model", "show", path])
+        warned = "has momentum 0" in r.stdout
+        check(f"BatchNorm(momentum={momentum}): imports{', warning' if momentum is None else ', no warning'}",
+              r.returncode == 0 and warned == (momentum is None), r.stdout[-600:])
+
+
 def main():
     if len(sys.argv) not in (2, 3):
         sys.exit(__doc__)
@@ -614,6 +640,7 @@ def main():
             eval_mode_export(psrun, work)
             circular_pad_export(psrun, work)
             buffers_frozen(psrun, work)
+            batch_norm_export(psrun, work)
     check.finish()
 
 

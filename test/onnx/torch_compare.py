@@ -48,7 +48,9 @@ def export(model, x, path, opset):
 
 
 def torch_reference(model, x, y):
-    """Outputs, loss and parameter gradients in float64 (train mode: a batch norm's batch statistics)."""
+    """Outputs, loss and parameter gradients in float64 (train mode: a batch norm's batch
+    statistics); the module's buffers (running statistics) are left as they were."""
+    saved = {n: b.detach().clone() for n, b in model.named_buffers()}
     model = model.double().train()
     model.zero_grad()
     logits = model(torch.from_numpy(x.astype(np.float64)))
@@ -56,6 +58,9 @@ def torch_reference(model, x, y):
     loss.backward()
     grads = {n: p.grad.numpy().copy() for n, p in model.named_parameters() if p.grad is not None}
     model.float()
+    with torch.no_grad():
+        for n, b in model.named_buffers():
+            b.copy_(saved[n])
     return logits.detach().numpy(), float(loss), grads
 
 

@@ -220,6 +220,26 @@ std::vector<std::string> circular_pad_warnings(const onnx::ModelProto& proto) {
             "torch.cat([x[..., -l:], x, x[..., :r]], dim)"};
 }
 
+// torch.onnx writes BatchNorm's momentum m as ONNX momentum 1 - m, and momentum=None (a
+// cumulative average over every batch so far) as 0, which reads as m = 1: running statistics that
+// are the last batch's alone. One warning naming such nodes.
+std::vector<std::string> batch_norm_momentum_warnings(const onnx::ModelProto& proto) {
+    std::vector<std::string> found;
+    for (const auto& node : proto.graph().node()) {
+        if (node.op_type() != "BatchNormalization") continue;
+        for (const auto& a : node.attribute())
+            if (a.name() == "momentum" && a.f() == 0.0f)
+                found.push_back(node.name().empty() ? node.output(0) : node.name());
+    }
+    if (found.empty()) return {};
+    std::string names = "'" + found.front() + "'";
+    if (found.size() > 1) names += " and " + std::to_string(found.size() - 1) + " more";
+    return {"BatchNormalization " + names +
+            " has momentum 0, as torch.onnx writes BatchNorm(momentum=None) (a cumulative average of every batch's "
+            "statistics) and momentum=1: psrun's running statistics are then the last batch's alone; give the module "
+            "a momentum (0.1 is PyTorch's default) before exporting, or recompute the statistics after training"};
+}
+
 // For a refusal: what to do when the file's first input has a fixed batch size, as
 // torch.onnx.export writes it without dynamic_axes. The shapes PyTorch computed from the batch
 // (x.view(x.size(0), -1), attention's reshapes) are then constants of that size, which an
@@ -292,6 +312,7 @@ Result<nn::ModelDescription> import_onnx(std::string_view bytes, std::string_vie
         if (auto* model = std::get_if<nn::ModelDescription>(&*outcome)) {
             model->import_warnings = folded_weight_warnings(proto);
             for (auto& w : circular_pad_warnings(proto)) model->import_warnings.push_back(std::move(w));
+            for (auto& w : batch_norm_momentum_warnings(proto)) model->import_warnings.push_back(std::move(w));
             for (const auto& n : model->nodes)
                 if (n.op == "embedding" && n.attrs.contains("padding_index"))
                     model->import_warnings.push_back(
