@@ -164,6 +164,16 @@ std::vector<std::string> folded_weight_warnings(const onnx::ModelProto& proto) {
             "to train the module as written (docs/models.md \"Importing from PyTorch\")"};
 }
 
+// "'a'" or "'a' and 3 more": the nodes a warning names. REQUIRES: !names.empty().
+std::string first_and_count(const std::vector<std::string>& names) {
+    std::string text = "'" + names.front() + "'";
+    if (names.size() > 1) text += " and " + std::to_string(names.size() - 1) + " more";
+    return text;
+}
+
+// A node's name for a warning: its name, else its first output.
+std::string node_name(const onnx::NodeProto& node) { return node.name().empty() ? node.output(0) : node.name(); }
+
 // torch.onnx before PyTorch 2.0 writes F.pad(x, (l, r), mode="circular") (and a conv's
 // padding_mode="circular") along an axis as Concat(x[-(r + 1):-1], x, x[0:l]) where PyTorch pads
 // with x[-l:] and x[:r] (pytorch/pytorch#86690, fixed in 2.0): the file then computes another
@@ -207,12 +217,10 @@ std::vector<std::string> circular_pad_warnings(const onnx::ModelProto& proto) {
         const std::string& x = node.input(1);
         const auto left = slice_of(node.input(0), x, axis), right = slice_of(node.input(2), x, axis);
         if (left && right && left->second == -1 && left->first < -1 && right->first == 0 && right->second > 0)
-            found.push_back(node.name().empty() ? node.output(0) : node.name());
+            found.push_back(node_name(node));
     }
     if (found.empty()) return {};
-    std::string names = "'" + found.front() + "'";
-    if (found.size() > 1) names += " and " + std::to_string(found.size() - 1) + " more";
-    return {"Concat " + names +
+    return {"Concat " + first_and_count(found) +
             " pads circularly as torch.onnx before PyTorch 2.0 writes F.pad(mode='circular') and "
             "padding_mode='circular' (pytorch/pytorch#86690): it reads x[-(r+1):-1] before x and x[0:l] after it, "
             "where PyTorch pads with x[-l:] and x[:r], so the file computes another function than the module and "
@@ -228,13 +236,10 @@ std::vector<std::string> batch_norm_momentum_warnings(const onnx::ModelProto& pr
     for (const auto& node : proto.graph().node()) {
         if (node.op_type() != "BatchNormalization") continue;
         for (const auto& a : node.attribute())
-            if (a.name() == "momentum" && a.f() == 0.0f)
-                found.push_back(node.name().empty() ? node.output(0) : node.name());
+            if (a.name() == "momentum" && a.f() == 0.0f) found.push_back(node_name(node));
     }
     if (found.empty()) return {};
-    std::string names = "'" + found.front() + "'";
-    if (found.size() > 1) names += " and " + std::to_string(found.size() - 1) + " more";
-    return {"BatchNormalization " + names +
+    return {"BatchNormalization " + first_and_count(found) +
             " has momentum 0, as torch.onnx writes BatchNorm(momentum=None) (a cumulative average of every batch's "
             "statistics) and momentum=1: psrun's running statistics are then the last batch's alone; give the module "
             "a momentum (0.1 is PyTorch's default) before exporting, or recompute the statistics after training"};
