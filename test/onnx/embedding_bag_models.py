@@ -6,6 +6,8 @@ imported as an embedding and a reduce over each row of [N, L] ids, checked whole
              inputs), a linear head
   weighted   mode "sum" with per_sample_weights (a float input [N, L]) and a plain nn.Embedding
              sharing nothing
+  computed   mode "sum" with per_sample_weights computed in the graph (sigmoid of a linear layer of
+             dense features: the Loop's body reads a value only it reads, and its gradient flows)
 
 At opsets 14 and 17: `psrun model check F.onnx --input ... --labels y --gradients G` gives torch's
 outputs, loss and every parameter's gradient in float64 within TOLERANCE (relative to the tensor's
@@ -56,7 +58,18 @@ class Weighted(nn.Module):
         return self.head(torch.cat([self.bag(ids, per_sample_weights=weights), self.emb(ids).flatten(1)], 1))
 
 
+class Computed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bag, self.w, self.head = nn.EmbeddingBag(30, 6, mode="sum"), nn.Linear(3, 4), nn.Linear(6, 10)
+
+    def forward(self, ids, features):
+        return self.head(self.bag(ids, per_sample_weights=torch.sigmoid(self.w(features))))
+
+
 def inputs_of(name, rng):
+    if name == "computed":
+        return {"ids": rng.integers(0, 30, (BATCH, 4)), "features": rng.standard_normal((BATCH, 3)).astype(np.float32)}
     if name == "bags":
         return {"user_ids": rng.integers(0, 30, (BATCH, 4)), "item_ids": rng.integers(0, 40, (BATCH, 3)),
                 "features": rng.standard_normal((BATCH, 3)).astype(np.float32)}
@@ -149,6 +162,7 @@ def main():
         os.makedirs(work, exist_ok=True)
         gradients(psrun, "bags", Bags, work)
         gradients(psrun, "weighted", Weighted, work)
+        gradients(psrun, "computed", Computed, work)
         refusals(psrun, work)
     check.finish()
 

@@ -38,6 +38,18 @@ Result<void> check_arity(const onnx::NodeProto& node, int index, std::int64_t op
     return check("output", node.output_size(), schema->min_output(), schema->max_output());
 }
 
+// Appends every value the nodes of `graph` (and of the graphs nested in them) read.
+void outer_reads(const onnx::GraphProto& graph, std::vector<std::string>& out) {
+    for (const auto& node : graph.node()) {
+        for (const auto& in : node.input())
+            if (!in.empty()) out.push_back(in);
+        for (const auto& a : node.attribute()) {
+            if (a.has_g()) outer_reads(a.g(), out);
+            for (const auto& g : a.graphs()) outer_reads(g, out);
+        }
+    }
+}
+
 }  // namespace
 
 std::string node_label(const onnx::NodeProto& node, int index) {
@@ -148,6 +160,12 @@ Result<GraphIndex> GraphIndex::build(const onnx::GraphProto& graph, std::int64_t
         index.needed_[static_cast<std::size_t>(p)] = true;
         for (const auto& in : graph.node(p).input())
             if (!in.empty()) pending.push_back(in);
+        // A Loop's or If's body reads outer values by name (nn.EmbeddingBag's per-sample weights):
+        // their producers are needed too. Names made inside a body have no producer here.
+        for (const auto& a : graph.node(p).attribute()) {
+            if (a.has_g()) outer_reads(a.g(), pending);
+            for (const auto& g : a.graphs()) outer_reads(g, pending);
+        }
     }
     return index;
 }
