@@ -6,7 +6,8 @@
 // or implicit ("ij,jk": the letters seen once, in ASCII order, after "..." when an operand has
 // one), spaces ignored, letters a-z A-Z, at most one "..." per term (numpy's broadcasting
 // ellipsis, right-aligned across operands). Refused: anything else, a letter repeated within
-// one operand (a diagonal or trace), an output letter repeated or in no operand.
+// one operand (import_einsum takes such diagonals first: a transpose, a reshape and a gather),
+// an output letter repeated or in no operand.
 //
 // plan_einsum (einsum_plan.cpp): every label (a letter, or one dim "..." covers) gets a role:
 //   batch       in both operands and the output      leading axes of the matmul (broadcast)
