@@ -186,6 +186,14 @@ TEST_CASE("an Einsum node imports as its lowering; a diagonal of unequal axes is
     CHECK_THAT(refused.error().message,
                Catch::Contains("node '/d/Einsum' (Einsum): equation \"ncch->nchh\": 'c' is repeated within an "
                                "operand over axes of sizes 2 and 8"));
+    // More letters than the operand has axes (the fuzzer's find: the diagonal's second axis was
+    // read past the operand's dims).
+    set_equation(*diagonal.node("/d/Einsum"), "nchww->nchw");
+    diagonal.node("/d/Einsum")->mutable_attribute()->DeleteSubrange(0, 1);
+    auto long_term = onnx_io::import_onnx(diagonal.bytes(), "t.onnx");
+    REQUIRE_FALSE(long_term);
+    CHECK_THAT(long_term.error().message,
+               Catch::Contains("equation \"nchww->nchw\": the operand term names 5 axes for an operand of rank 4"));
     // A contraction over the batch axis: refused before any layer is emitted.
     set_equation(*diagonal.node("/d/Einsum"), "nchw->chw");
     diagonal.node("/d/Einsum")->mutable_attribute()->DeleteSubrange(0, 1);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "workerd/onnx/onnx_consts_ops.h"
 
@@ -15,8 +16,10 @@ Error bad(const onnx::NodeProto& node, const std::string& what) {
 }
 
 std::int64_t product(const std::vector<std::int64_t>& dims) {
+    if (std::find(dims.begin(), dims.end(), 0) != dims.end()) return 0;
     std::int64_t p = 1;
-    for (const auto d : dims) p *= d;
+    for (const auto d : dims)
+        if (__builtin_mul_overflow(p, d, &p)) return std::numeric_limits<std::int64_t>::max();
     return p;
 }
 

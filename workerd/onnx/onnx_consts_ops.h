@@ -21,6 +21,7 @@ using Outputs = std::optional<std::vector<Known>>;
 
 // kInvalidArgument naming the node and its op type.
 Error bad(const onnx::NodeProto& node, const std::string& what);
+// The element count; INT64_MAX where it overflows (shapes from a file can be anything).
 std::int64_t product(const std::vector<std::int64_t>& dims);
 std::vector<std::int64_t> strides_of(const std::vector<std::int64_t>& dims);
 // Element `flat` of a tensor of `dims` read through broadcasting from a tensor of `from`.

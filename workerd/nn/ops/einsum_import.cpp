@@ -76,6 +76,14 @@ Terms split_terms(const std::string& equation) {
 // once and the rest of the equation plans as before. Returns the operand's value and dims after.
 Result<std::pair<std::string, Dims>> take_diagonals(OnnxNodeImport& node, std::string& term, std::string value,
                                                     Dims dims, const std::string& base, const std::string& what) {
+    // The term must name the operand's axes: one letter each, or at most one ellipsis for the rest.
+    const auto dot_count = static_cast<std::size_t>(std::count(term.begin(), term.end(), '.'));
+    const std::size_t letters = term.size() - dot_count;
+    if (dot_count > 1 || (dot_count == 0 ? letters != dims.size() : letters > dims.size()))
+        return tl::unexpected(node.refuse(what + ": the operand term names " + std::to_string(letters) + " axes" +
+                                          (dot_count ? " and an ellipsis" : "") + " for an operand of rank " +
+                                          std::to_string(dims.size()) +
+                                          " (write one letter per axis, or '...' once for the rest)"));
     for (int pass = 0;; ++pass) {
         // Axis of each letter: the ellipsis ('.') spans rank - (letters) axes.
         const std::size_t dots = dims.size() + 1 - term.size();
