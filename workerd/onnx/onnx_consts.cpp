@@ -236,8 +236,12 @@ Result<std::optional<std::vector<Known>>> evaluate(const onnx::NodeProto& node, 
     if (op == "Shape") {
         std::vector<Dim> d;
         if (shape_of == nullptr) {
-            if (in.empty() || in[0] == nullptr || in[0]->symbolic_dims) return Outputs{};
-            for (const auto x : in[0]->dims) d.push_back(Dim{x});
+            if (in.empty() || in[0] == nullptr) return Outputs{};
+            if (in[0]->symbolic_dims) {  // a batch-sized fill (torch.zeros_like(x.new_zeros(N, ...)))
+                d = *in[0]->symbolic_dims;
+            } else {
+                for (const auto x : in[0]->dims) d.push_back(Dim{x});
+            }
         } else {
             d = shape_of->dims;
         }
