@@ -129,6 +129,20 @@ class Pads(nn.Module):
         return self.head(torch.cat([a.flatten(1), b.expand(-1, -1, 30).flatten(1), c.repeat(1, 1, 5).flatten(1)], 1))
 
 
+class Crop(nn.Module):
+    """x [N, 2, 5, 6]: conv, nn.ZeroPad2d((-1, 0, 2, -2)) (crops the left column and the bottom two
+    rows, pads two on top), tanh, F.pad(h, (-1, -2, -1, 0)) (crops only), flatten, linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.pad = nn.Conv2d(2, 3, 3, padding=1), nn.ZeroPad2d((-1, 0, 2, -2))
+        self.head = nn.Linear(3 * 4 * 2, 10)
+
+    def forward(self, x):
+        h = torch.tanh(self.pad(self.conv(x)))                 # [N, 3, 5, 5]
+        return self.head(F.pad(h, (-1, -2, -1, 0)).flatten(1))  # [N, 3, 4, 2]
+
+
 class SqueezeIf(nn.Module):
     """x [N, 12]: reflect-padded rows on a [N, 1, 12] view; x.squeeze(2) (a no-op) and x.squeeze(1)
     after the pad, whose shape torch 1.13's exporter has lost: each is written as an ONNX If on
@@ -246,6 +260,24 @@ class Cells(nn.Module):
         return self.head(g)
 
 
+class ConvLstm(nn.Module):
+    """x [N, 3, 5, 6]: a ConvLSTM cell unrolled twice from h = x.new_zeros(N, 4, 5, 6) and
+    c = torch.zeros_like(h) (the Shape of a batch-sized fill), gates by one conv, a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.gates, self.head = nn.Conv2d(3 + 4, 16, 3, padding=1), nn.Linear(120, 10)
+
+    def forward(self, x):
+        h = x.new_zeros(x.shape[0], 4, 5, 6)
+        c = torch.zeros_like(h)
+        for _ in range(2):
+            i, f, o, g = self.gates(torch.cat([x, h], 1)).chunk(4, 1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+        return self.head(h.flatten(1))
+
+
 class Unfold(nn.Module):
     """x [N, 3, 8, 8]: F.unfold (im2col: a Gather by [blocks, kernel] index grids on each spatial
     axis, transposed and reshaped to [N, C * k * k, L]) with overlapping padded 3x3 patches at
@@ -316,6 +348,9 @@ MODELS = {
     "pad_value": (lambda: Vec(lambda s, x: torch.cat([F.pad(three(s.a(x)), (1, 2), value=0.5).flatten(1),
                                                       nn.ConstantPad1d((2, 0), -1.25)(s.b(x))], 1), 14 + 10),
                   (16,), ["pad"]),
+    # Negative pads crop (a U-Net cropping its skip to the decoder's size; nn.ZeroPad2d with
+    # negative sizes), beside positive pads on another axis: a slice, then a pad.
+    "crop": (Crop, (2, 5, 6), ["slice", "pad"]),
     "unfold": (Unfold, (3, 8, 8), ["gather", "reshape", "transpose"]),
     "matvec": (MatVec, (16,), ["matmul", "squeeze"]),
     "scatter": (Scatter, (16,), ["equal", "reduce_max"], (16, 17)),
@@ -324,6 +359,7 @@ MODELS = {
                                               nn.MaxPool1d(3, 2, padding=1, dilation=2), nn.Flatten(),
                                               nn.Linear(3 * 6 * 2, 10)), (2, 8, 8), ["max_pool"]),
     "rnn_cells": (Cells, (5, 4), ["dense", "sigmoid"]),
+    "conv_lstm": (ConvLstm, (3, 5, 6), ["conv2d", "tanh"]),
     "squeeze_if": (SqueezeIf, (12,), ["gather", "squeeze", "conv"]),
     # ONNX Trilu is opset 14's: torch cannot write torch.tril at 13.
     "causal_trilu": (CausalTrilu, (6, 4), ["where", "softmax"], (14, 17)),

@@ -255,6 +255,43 @@ Result<void> import_index_pad(OnnxNodeImport& node, const std::string& mode, std
     return {};
 }
 
+// Negative pads crop (F.pad(x, (-1, 0, ...)), nn.ZeroPad2d with negative sizes, a U-Net cropping
+// its skip connection): a slice of what remains, emitted first; `pads` keeps only the positive
+// parts for the pad after it. Returns the slice's value.
+Result<std::string> import_crop(OnnxNodeImport& node, const std::string& mode, const std::string& x,
+                                std::vector<std::int64_t>& pads) {
+    const ValueInfo* in = node.info(0);
+    if (in == nullptr || pads.size() != 2 * in->rank())
+        return tl::unexpected(node.refuse("pads must hold two values per axis of a known input"));
+    const std::size_t rank = in->rank();
+    std::vector<std::int64_t> axes, starts, ends;
+    for (std::size_t d = 0; d < rank; ++d) {
+        const std::int64_t before = pads[d], after = pads[d + rank];
+        if (before >= 0 && after >= 0) continue;
+        const std::string axis = "axis " + std::to_string(d);
+        if (in->dims[d].batch) return tl::unexpected(node.refuse("negative pads on the batch " + axis));
+        if (mode != "constant" && (before > 0 || after > 0))
+            return tl::unexpected(node.refuse("mode \"" + mode + "\" both crops and pads " + axis));
+        const std::int64_t n = in->dims[d].value, cut_before = std::max<std::int64_t>(0, -before),
+                           cut_after = std::max<std::int64_t>(0, -after);
+        if (cut_before + cut_after >= n)
+            return tl::unexpected(node.refuse("negative pads crop " + axis + " of length " + std::to_string(n) +
+                                              " by " + std::to_string(cut_before) + " and " +
+                                              std::to_string(cut_after) + ": nothing would remain"));
+        axes.push_back(static_cast<std::int64_t>(d));
+        starts.push_back(cut_before);
+        ends.push_back(n - cut_after);
+        pads[d] = std::max<std::int64_t>(0, before);
+        pads[d + rank] = std::max<std::int64_t>(0, after);
+    }
+    return node.emit({{"kind", "slice"},
+                      {"inputs", {x}},
+                      {"axes", axes},
+                      {"starts", starts},
+                      {"ends", ends},
+                      {"steps", std::vector<std::int64_t>(axes.size(), 1)}});
+}
+
 Result<void> import_pad(OnnxNodeImport& node) {
     PSRUN_TRY_ASSIGN(auto x, node.value(0));
     PSRUN_TRY_ASSIGN(auto mode, node.string_attr("mode", "constant"));
@@ -294,8 +331,14 @@ Result<void> import_pad(OnnxNodeImport& node) {
             pads = std::move(full);
         }
     }
-    for (const auto p : pads)
-        if (p < 0) return tl::unexpected(node.refuse("negative pads (cropping) are not supported; use Slice"));
+    if (std::any_of(pads.begin(), pads.end(), [](std::int64_t p) { return p < 0; })) {
+        PSRUN_TRY_ASSIGN(auto cropped, import_crop(node, mode, x, pads));
+        x = cropped;
+        if (std::all_of(pads.begin(), pads.end(), [](std::int64_t p) { return p == 0; })) {
+            node.bind_output(0, x);
+            return {};
+        }
+    }
     if (mode != "constant") return import_index_pad(node, mode, x, pads);
     nlohmann::json layer = {{"kind", "pad"}, {"inputs", {x}}, {"pads", pads}};
     if (value != 0.0f) layer["value"] = value;
