@@ -353,6 +353,10 @@ MODELS = {
     "crop": (Crop, (2, 5, 6), ["slice", "pad"]),
     "unfold": (Unfold, (3, 8, 8), ["gather", "reshape", "transpose"]),
     "matvec": (MatVec, (16,), ["matmul", "squeeze"]),
+    # torch.addmm with alpha and beta (a Gemm that scales both terms), and with a C per example.
+    "addmm": (lambda: Vec(lambda s, x: torch.cat([torch.addmm(s.a.bias, x, s.a.weight.t(), beta=0.5, alpha=2.0),
+                                                  torch.addmm(s.b(x), torch.tanh(s.a(x)), s.a.weight[:, :8].t())], 1),
+                          16), (16,), ["dense", "mul", "add"]),
     "scatter": (Scatter, (16,), ["equal", "reduce_max"], (16, 17)),
     # nn.MaxPool2d / MaxPool1d with dilation 2 (oneDNN's pooling_v2).
     "maxpool_dilated": (lambda: nn.Sequential(nn.Conv2d(2, 3, 1), nn.MaxPool2d(2, 1, dilation=2), nn.Flatten(1, 2),

@@ -5,7 +5,10 @@
 // N x L x F -> N x L x U). "last_axis": true applies it to the last axis of a 4-D input too
 // (a Linear after permute(0, 2, 3, 1): [N, H, W, C] -> [N, H, W, U]). Tensors: w [U, F] (slot
 // "w"; PyTorch's Linear.weight, TF's kernel transposed), b [U] (slot "b"). ONNX: Gemm (transA
-// 0, alpha 1, beta 1); MatMul + Add of a bias is recognised by the importer.
+// 0; other alpha, beta or a C that is not a bias [U] import as dense, mul and add); MatMul + Add
+// of a bias is recognised by the importer.
+#include <cmath>
+
 #include "workerd/nn/onnx_bridge.h"
 #include "workerd/nn/op_schema.h"
 #include "workerd/nn/ops/ops.h"
@@ -73,8 +76,8 @@ Result<void> import_gemm(OnnxNodeImport& node) {
                               : !alpha   ? alpha.error()
                                          : beta.error());
     if (*trans_a != 0) return tl::unexpected(node.refuse("transA=1 is not supported"));
-    if (*alpha != 1.0f || (*beta != 1.0f && node.has_input(2)))
-        return tl::unexpected(node.refuse("alpha and beta must be 1"));
+    if (!std::isfinite(*alpha) || !std::isfinite(*beta))
+        return tl::unexpected(node.refuse("alpha and beta must be finite numbers"));
     std::vector<std::int64_t> b_dims;
     if (auto s = node.constant_shape(1)) b_dims = *s;
     else if (const ValueInfo* bi = node.info(1); bi && !has_batch(bi->dims)) b_dims = concrete(bi->dims, 1);
@@ -91,17 +94,36 @@ Result<void> import_gemm(OnnxNodeImport& node) {
                 {{"kind", "transpose"}, {"name", node.node_name() + "/w_t"}, {"inputs", {data}}, {"perm", {1, 0}}}));
         weight = t;
     }
-    nlohmann::json layer = {{"kind", "dense"}, {"inputs", {x}}, {"units", units}, {"bias", node.has_input(2)}};
-    if (node.has_input(2)) {
-        // An initializer, or a graph value without the batch (torch's Cast of the bias to double
-        // where a float64 scalar made the graph double: the Cast is the value itself).
-        auto c_dims = node.constant_shape(2);
-        if (const ValueInfo* ci = node.info(2); !c_dims && ci && !has_batch(ci->dims)) c_dims = concrete(ci->dims, 1);
-        if (!c_dims || !(c_dims->size() == 1 || (c_dims->size() == 2 && (*c_dims)[0] == 1)) || c_dims->back() != units)
-            return tl::unexpected(node.refuse("C must be a bias of " + std::to_string(units) + " values"));
-        if (c_dims->size() != 1) return tl::unexpected(node.refuse("C must be 1-D [" + std::to_string(units) + "]"));
-    }
-    return node.emit_weighted(std::move(layer), {{"w", weight}});
+    // C as the dense layer's bias: [U] (an initializer, or a graph value without the batch:
+    // torch's Cast of the bias to double where a float64 scalar made the graph double).
+    const bool has_c = node.has_input(2);
+    auto c_dims = has_c ? node.constant_shape(2) : std::nullopt;
+    if (const ValueInfo* ci = has_c ? node.info(2) : nullptr; !c_dims && ci && !has_batch(ci->dims))
+        c_dims = concrete(ci->dims, 1);
+    const bool bias =
+        has_c && *alpha == 1.0f && *beta == 1.0f && c_dims && c_dims->size() == 1 && c_dims->back() == units;
+    if (!has_c || bias)
+        return node.emit_weighted({{"kind", "dense"}, {"inputs", {x}}, {"units", units}, {"bias", bias}},
+                                  {{"w", weight}});
+    // Otherwise alpha * (A B) + beta * C (torch.addmm(c, a, b, beta=, alpha=), a C per example):
+    // the product, scaled, plus C scaled and broadcast by an add.
+    auto scale = [&node](const std::string& v, float k) -> Result<std::string> {
+        if (k == 1.0f) return v;
+        auto c =
+            node.emit({{"kind", "constant"}, {"shape", nlohmann::json::array()}, {"type", "float"}, {"values", {k}}});
+        if (!c) return c;
+        return node.emit({{"kind", "mul"}, {"inputs", {v, *c}}});
+    };
+    PSRUN_TRY_ASSIGN(
+        auto product,
+        node.emit(
+            {{"kind", "dense"}, {"inputs", {x}}, {"units", units}, {"bias", false}, {"tensors", {{"w", weight}}}}));
+    PSRUN_TRY_ASSIGN(auto scaled, scale(product, *alpha));
+    PSRUN_TRY_ASSIGN(auto c, node.value(2));
+    PSRUN_TRY_ASSIGN(auto c_scaled, scale(c, *beta));
+    PSRUN_TRY_ASSIGN(auto sum, node.emit({{"kind", "add"}, {"inputs", {scaled, c_scaled}}}));
+    node.bind_output(0, sum);
+    return {};
 }
 
 Result<void> export_dense(OnnxNodeExport& out) {
