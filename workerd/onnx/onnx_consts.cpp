@@ -23,6 +23,23 @@ std::int64_t product(const std::vector<std::int64_t>& dims) {
     return p;
 }
 
+std::int64_t wrap_add(std::int64_t a, std::int64_t b) {
+    return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) + static_cast<std::uint64_t>(b));
+}
+std::int64_t wrap_sub(std::int64_t a, std::int64_t b) {
+    return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) - static_cast<std::uint64_t>(b));
+}
+std::int64_t wrap_mul(std::int64_t a, std::int64_t b) {
+    return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) * static_cast<std::uint64_t>(b));
+}
+
+std::int64_t saturate_int(double x) {
+    if (std::isnan(x)) return 0;
+    if (x >= 9.2233720368547758e18) return std::numeric_limits<std::int64_t>::max();
+    if (x <= -9.2233720368547758e18) return std::numeric_limits<std::int64_t>::min();
+    return static_cast<std::int64_t>(x);
+}
+
 std::vector<std::int64_t> strides_of(const std::vector<std::int64_t>& dims) {
     std::vector<std::int64_t> s(dims.size(), 1);
     for (std::size_t i = dims.size(); i-- > 1;) s[i - 1] = s[i] * dims[i];
@@ -113,13 +130,13 @@ namespace {
 std::optional<Dim> int_op(const std::string& op, Dim a, Dim b) {
     if (op == "Mul") {
         if (a.batch && b.batch) return std::nullopt;
-        return Dim{a.value * b.value, a.batch || b.batch};
+        return Dim{wrap_mul(a.value, b.value), a.batch || b.batch};
     }
     if (op == "Div") {
         if (b.batch || b.value == 0) return std::nullopt;
         if (a.batch && a.value % b.value != 0) return std::nullopt;
-        // ONNX integer Div truncates toward zero (as C++).
-        return Dim{a.value / b.value, a.batch};
+        // ONNX integer Div truncates toward zero (as C++); INT64_MIN / -1 wraps.
+        return Dim{b.value == -1 ? wrap_sub(0, a.value) : a.value / b.value, a.batch};
     }
     if (a.batch || b.batch) {
         if (op == "Equal" || op == "Less" || op == "Greater") {
@@ -133,12 +150,12 @@ std::optional<Dim> int_op(const std::string& op, Dim a, Dim b) {
         }
         return std::nullopt;
     }
-    if (op == "Add") return Dim{a.value + b.value};
-    if (op == "Sub") return Dim{a.value - b.value};
+    if (op == "Add") return Dim{wrap_add(a.value, b.value)};
+    if (op == "Sub") return Dim{wrap_sub(a.value, b.value)};
     if (op == "Equal") return Dim{a.value == b.value ? 1 : 0};
     if (op == "Less") return Dim{a.value < b.value ? 1 : 0};
     if (op == "Greater") return Dim{a.value > b.value ? 1 : 0};
-    if (op == "Mod" && b.value != 0) return Dim{a.value % b.value};
+    if (op == "Mod" && b.value != 0) return Dim{b.value == -1 ? 0 : a.value % b.value};
     if (op == "Max") return Dim{std::max(a.value, b.value)};
     if (op == "Min") return Dim{std::min(a.value, b.value)};
     return std::nullopt;
@@ -150,6 +167,7 @@ Result<Outputs> binary(const onnx::NodeProto& node, const Known& a, const Known&
     const auto dims = broadcast_dims(a.dims, b.dims);
     if (!dims) return tl::unexpected(bad(node, "shapes do not broadcast"));
     const auto n = product(*dims);
+    if (n > kMaxKnownElements) return Outputs{};
     const bool compare = op == "Equal" || op == "Less" || op == "Greater";
     if (a.is_float || b.is_float) {
         std::vector<double> f;
@@ -273,8 +291,7 @@ Result<std::optional<std::vector<Known>>> evaluate(const onnx::NodeProto& node, 
             for (const auto& d : a.i) out.f.push_back(static_cast<double>(d.value));
         } else if (!to_float && a.is_float) {
             out = make_ints(a.dims, {});
-            for (const auto x : a.f)
-                out.i.push_back(Dim{to == onnx::TensorProto::BOOL ? (x != 0) : static_cast<std::int64_t>(x)});
+            for (const auto x : a.f) out.i.push_back(Dim{to == onnx::TensorProto::BOOL ? (x != 0) : saturate_int(x)});
         } else if (to == onnx::TensorProto::BOOL) {  // integers to bool: 0 or 1 (N >= 1 is true)
             for (auto& d : out.i) d = Dim{d.batch || d.value != 0};
         }
@@ -318,6 +335,7 @@ Result<std::optional<std::vector<Known>>> evaluate(const onnx::NodeProto& node, 
         out.dims = *dims;
         out.is_float = in[1]->is_float;
         const auto n = product(*dims);
+        if (n > kMaxKnownElements) return Outputs{};
         for (std::int64_t e = 0; e < n; ++e) {
             const Known& src = (*cond)[broadcast_index(e, *dims, a.dims)] != 0 ? *in[1] : *in[2];
             copy_element(src, broadcast_index(e, *dims, src.dims), out);

@@ -89,6 +89,7 @@ Result<Outputs> evaluate_layout(const onnx::NodeProto& node, std::int64_t opset,
         std::vector<std::int64_t> dims(a.dims.begin(), a.dims.begin() + ax);
         dims.insert(dims.end(), in[1]->dims.begin(), in[1]->dims.end());
         dims.insert(dims.end(), a.dims.begin() + ax + 1, a.dims.end());
+        if (product(dims) > kMaxKnownElements) return Outputs{};
         const auto inner = product(std::vector<std::int64_t>(a.dims.begin() + ax + 1, a.dims.end()));
         const auto count = static_cast<std::int64_t>(idx->size());
         return Outputs{{gather_elements(a, dims, [&](std::int64_t e) {
@@ -145,8 +146,7 @@ Result<Outputs> evaluate_layout(const onnx::NodeProto& node, std::int64_t opset,
                 dims.push_back(1);
                 continue;
             }
-            if (d < 0) return tl::unexpected(bad(node, "bad shape"));
-            known *= d;
+            if (d < 0 || __builtin_mul_overflow(known, d, &known)) return tl::unexpected(bad(node, "bad shape"));
             dims.push_back(d);
         }
         const auto total = product(a.dims);
@@ -189,6 +189,7 @@ Result<Outputs> evaluate_layout(const onnx::NodeProto& node, std::int64_t opset,
         if (!shape) return Outputs{};
         auto dims = broadcast_dims(a.dims, *shape);
         if (!dims) return tl::unexpected(bad(node, "the shape does not broadcast"));
+        if (product(*dims) > kMaxKnownElements) return Outputs{};
         return Outputs{{gather_elements(a, *dims, [&](std::int64_t e) { return broadcast_index(e, *dims, a.dims); })}};
     }
     if (op == "ConstantOfShape") {
@@ -216,11 +217,11 @@ Result<Outputs> evaluate_layout(const onnx::NodeProto& node, std::int64_t opset,
             out.fill = fill;
             return Outputs{{out}};
         }
-        if (product(dims) > (1 << 24)) return Outputs{};
+        if (product(dims) > kMaxKnownElements) return Outputs{};
         out.dims = dims;
         const auto n = static_cast<std::size_t>(product(dims));
         if (is_float) out.f.assign(n, fill);
-        else out.i.assign(n, Dim{static_cast<std::int64_t>(fill)});
+        else out.i.assign(n, Dim{saturate_int(fill)});
         return Outputs{{out}};
     }
     if (op == "Range") {
@@ -231,15 +232,15 @@ Result<Outputs> evaluate_layout(const onnx::NodeProto& node, std::int64_t opset,
         if (!is_float && (a.i[0].batch || in[1]->i[0].batch || in[2]->i[0].batch)) return Outputs{};
         const double start = as_double(a, 0), limit = as_double(*in[1], 0), delta = as_double(*in[2], 0);
         if (delta == 0) return tl::unexpected(bad(node, "delta is 0"));
-        const auto n = std::max<std::int64_t>(0, static_cast<std::int64_t>(std::ceil((limit - start) / delta)));
-        if (n > (1 << 24)) return Outputs{};
+        const auto n = std::max<std::int64_t>(0, saturate_int(std::ceil((limit - start) / delta)));
+        if (n > kMaxKnownElements) return Outputs{};
         Known out;
         out.is_float = is_float;
         out.dims = {n};
         for (std::int64_t k = 0; k < n; ++k) {
             const double v = start + static_cast<double>(k) * delta;
             if (is_float) out.f.push_back(v);
-            else out.i.push_back(Dim{static_cast<std::int64_t>(v)});
+            else out.i.push_back(Dim{saturate_int(v)});
         }
         return Outputs{{out}};
     }

@@ -23,6 +23,16 @@ using Outputs = std::optional<std::vector<Known>>;
 Error bad(const onnx::NodeProto& node, const std::string& what);
 // The element count; INT64_MAX where it overflows (shapes from a file can be anything).
 std::int64_t product(const std::vector<std::int64_t>& dims);
+// Values larger than this are not evaluated at import (broadcasts and gathers can grow them).
+constexpr std::int64_t kMaxKnownElements = std::int64_t{1} << 24;
+// ONNX's int64 arithmetic on values from a file: two's complement wrap-around (as numpy), where
+// C++'s signed overflow would be undefined.
+std::int64_t wrap_add(std::int64_t a, std::int64_t b);
+std::int64_t wrap_sub(std::int64_t a, std::int64_t b);
+std::int64_t wrap_mul(std::int64_t a, std::int64_t b);
+// A double to int64 toward zero, saturating at the type's limits (NaN: 0), where a plain cast
+// of a value out of range would be undefined.
+std::int64_t saturate_int(double x);
 std::vector<std::int64_t> strides_of(const std::vector<std::int64_t>& dims);
 // Element `flat` of a tensor of `dims` read through broadcasting from a tensor of `from`.
 std::size_t broadcast_index(std::int64_t flat, const std::vector<std::int64_t>& dims,

@@ -66,11 +66,11 @@ Result<Outputs> evaluate_reduce(const onnx::NodeProto& node, std::int64_t opset,
         const Dim x = a.i[static_cast<std::size_t>(e)];
         if (op == "ReduceProd") {
             if (x.batch && i[t].batch) return Outputs{};  // N * N
-            i[t] = Dim{i[t].value * x.value, x.batch || i[t].batch};
+            i[t] = Dim{wrap_mul(i[t].value, x.value), x.batch || i[t].batch};
             continue;
         }
         if (x.batch) return Outputs{};
-        if (op == "ReduceSum") i[t].value += x.value;
+        if (op == "ReduceSum") i[t].value = wrap_add(i[t].value, x.value);
         else if (first[t]) i[t].value = x.value;
         else i[t].value = op == "ReduceMax" ? std::max(i[t].value, x.value) : std::min(i[t].value, x.value);
         first[t] = false;

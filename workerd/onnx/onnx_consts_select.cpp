@@ -5,8 +5,6 @@
 // shifted-window mask: img_mask[h, w] = count).
 #include "workerd/onnx/onnx_consts_ops.h"
 
-#include <numeric>
-
 namespace psrun::onnx_io::consts_detail {
 
 namespace {
@@ -34,9 +32,12 @@ Result<std::vector<std::int64_t>> split_sizes(const onnx::NodeProto& node, std::
     if (static_cast<std::int64_t>(sizes.size()) != parts)
         return tl::unexpected(
             bad(node, std::to_string(sizes.size()) + " split sizes for " + std::to_string(parts) + " outputs"));
-    for (const auto s : sizes)
+    std::int64_t total = 0;  // capped at extent + 1 ("more than the axis"): sizes from a file cannot overflow it
+    for (const auto s : sizes) {
         if (s < 0) return tl::unexpected(bad(node, "a negative split size"));
-    if (std::accumulate(sizes.begin(), sizes.end(), std::int64_t{0}) != extent)
+        total = std::min(total + std::min(s, extent + 1), extent + 1);
+    }
+    if (total != extent)
         return tl::unexpected(bad(node, "the split sizes do not add up to the axis' " + std::to_string(extent)));
     return sizes;
 }
