@@ -40,6 +40,7 @@ end to end through the psrun CLI:
 Prints one line per check; exits 1 when one fails, 77 when torch or onnx cannot be imported.
 Usage: lowered_ops_models.py PSRUN [WORK_DIR]   (LOWERED_MODELS=a,b: a subset)
 """
+import math
 import os
 import re
 import sys
@@ -141,6 +142,26 @@ class Crop(nn.Module):
     def forward(self, x):
         h = torch.tanh(self.pad(self.conv(x)))                 # [N, 3, 5, 5]
         return self.head(F.pad(h, (-1, -2, -1, 0)).flatten(1))  # [N, 3, 4, 2]
+
+
+class TutorialPositions(nn.Module):
+    """x [N, 16] as 4 tokens [L=4, N, 4] (sequence first), a linear to 256, plus the PyTorch
+    tutorial's PositionalEncoding: a [5000, 1, 256] buffer (1.28M values, past a constant's 2^20)
+    read as pe[:L]; mean over L, linear. The slice of the frozen buffer folds at import."""
+
+    def __init__(self):
+        super().__init__()
+        position = torch.arange(5000).unsqueeze(1)
+        div_term = torch.exp(torch.arange(0, 256, 2) * (-math.log(10000.0) / 256))
+        pe = torch.zeros(5000, 1, 256)
+        pe[:, 0, 0::2] = torch.sin(position * div_term)
+        pe[:, 0, 1::2] = torch.cos(position * div_term)
+        self.register_buffer("pe", pe)
+        self.embed, self.head = nn.Linear(4, 256), nn.Linear(256, 10)
+
+    def forward(self, x):
+        t = self.embed(x.view(x.shape[0], 4, 4).transpose(0, 1))
+        return self.head((t + self.pe[:t.size(0)]).mean(0))
 
 
 class SqueezeIf(nn.Module):
@@ -364,6 +385,7 @@ MODELS = {
                                               nn.Linear(3 * 6 * 2, 10)), (2, 8, 8), ["max_pool"]),
     "rnn_cells": (Cells, (5, 4), ["dense", "sigmoid"]),
     "conv_lstm": (ConvLstm, (3, 5, 6), ["conv2d", "tanh"]),
+    "tutorial_positions": (TutorialPositions, (16,), ["constant", "add"], (17,)),
     "squeeze_if": (SqueezeIf, (12,), ["gather", "squeeze", "conv"]),
     # ONNX Trilu is opset 14's: torch cannot write torch.tril at 13.
     "causal_trilu": (CausalTrilu, (6, 4), ["where", "softmax"], (14, 17)),
@@ -624,6 +646,17 @@ def buffers_frozen(psrun, work):
               f"{count} parameters; " + r.stdout[-400:])
     check_model(check, psrun, "buffers", SinusoidalEncoder, (16,), ["constant"], work, batch=BATCH, seed=5,
                 opsets=(13, 17))
+    # A frozen buffer read whole and past a constant's 2^20 values (random features [16, 70000]):
+    # refused, naming it and what to do (tutorial_positions: one read by a slice imports).
+    features = nn.Sequential(nn.Linear(16, 16))
+    features.register_buffer("projection", torch.randn(16, 70000))
+    features.forward = lambda x: torch.cos(features[0](x) @ features.projection)[:, :10]
+    path = os.path.join(work, "buffers_large.onnx")
+    export(features, torch.zeros(2, 16), path, 17)
+    r = run([psrun, "model", "show", path])
+    check("a frozen buffer of 1,120,000 values read whole: refused by name", r.returncode == 2 and
+          "its input 'projection' is a constant of 1120000 values (a frozen buffer or parameter)" in r.stdout,
+          r.stdout[-600:])
 
 
 def batch_norm_export(psrun, work):

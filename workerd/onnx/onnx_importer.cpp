@@ -15,6 +15,8 @@ namespace psrun::onnx_io {
 
 namespace {
 
+constexpr std::size_t kMaxImportedConstant = std::size_t{1} << 20;  // the constant kind's most values
+
 // The input: float [N, ...] or int64/int32 [N, L] ids or [N] labels; fixed sizes past the batch dim.
 Result<nn::ValueInfo> input_info(const onnx::ValueInfoProto& input) {
     const std::string where = "input '" + input.name() + "': ";
@@ -130,6 +132,13 @@ Result<std::string> Importer::data_value(const std::string& onnx_value, const st
         return tl::unexpected(
             Error{ErrorCode::kInvalidArgument,
                   who + ": its input '" + onnx_value + "' is not computed (its producer was not imported)"});
+    if (!k->symbolic_dims && k->size() > kMaxImportedConstant)
+        return tl::unexpected(
+            Error{ErrorCode::kInvalidArgument,
+                  who + ": its input '" + onnx_value + "' is a constant of " + std::to_string(k->size()) + " values (" +
+                      (frozen_.count(onnx_value) != 0 ? "a frozen buffer or parameter" : "known at import") +
+                      "); the engine keeps at most " + std::to_string(kMaxImportedConstant) +
+                      " values in a constant: read only the part the graph needs (a slice of it folds at import)"});
     nlohmann::json layer = {{"kind", "constant"}, {"type", k->is_float ? "float" : "int"}};
     if (k->symbolic_dims) {
         nlohmann::json shape = nlohmann::json::array();
@@ -194,7 +203,11 @@ Result<void> Importer::import_node(int i) {
         const std::string& v = node.input(k);
         const Known* known_value = v.empty() ? nullptr : known(v);
         const auto* init = v.empty() ? nullptr : graph_.initializer(v);
-        if (known_value == nullptr && init != nullptr && init->data_type() != onnx::TensorProto::FLOAT) {
+        // Integer initializers and frozen float ones (buffers: psrun.frozen) are constants, so what
+        // a node computes from them is evaluated here: pe[:L] of the PyTorch tutorial's 5000-row
+        // positional table is the L rows the graph reads, not a constant of the whole table.
+        if (known_value == nullptr && init != nullptr &&
+            (init->data_type() != onnx::TensorProto::FLOAT || frozen_.count(v) != 0)) {
             auto made = known_from_tensor(*init);
             if (!made) return tl::unexpected(refuse(i, made.error().message));
             known_[v] = std::move(*made);
