@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 namespace psrun::onnx_io::consts_detail {
@@ -118,8 +119,13 @@ Result<Outputs> evaluate_layout(const onnx::NodeProto& node, std::int64_t opset,
                 return std::clamp<std::int64_t>(v, -1, len - 1) + (is_end ? 0 : 0);
             };
             const auto s = clamp((*starts)[k], false), e = clamp((*ends)[k], true);
-            const auto count = steps[k] > 0 ? std::max<std::int64_t>(0, (e - s + steps[k] - 1) / steps[k])
-                                            : std::max<std::int64_t>(0, (s - e - steps[k] - 1) / -steps[k]);
+            // Elements from s towards e (s, e within [-1, len]); no overflow for any step a file gives.
+            const std::int64_t span = steps[k] > 0 ? e - s : s - e;
+            const std::int64_t stride = steps[k] > 0 ? steps[k]
+                                        : steps[k] == std::numeric_limits<std::int64_t>::min()
+                                            ? std::numeric_limits<std::int64_t>::max()
+                                            : -steps[k];
+            const auto count = span <= 0 ? std::int64_t{0} : (span - 1) / stride + 1;
             begin[static_cast<std::size_t>(ax)] = s;
             step[static_cast<std::size_t>(ax)] = steps[k];
             dims[static_cast<std::size_t>(ax)] = count;
