@@ -125,7 +125,8 @@ void print_table(const nn::ModelDescription& model) {
                 grouped(model.parameter_count - state).c_str(), grouped(model.parameter_count * 4).c_str(),
                 mflop(model.flops).c_str());
     if (state > 0)
-        std::printf("state: %s values (batch statistics, not trained by the optimizer)\n", grouped(state).c_str());
+        std::printf("state: %s values (batch statistics and frozen tensors, not trained by the optimizer)\n",
+                    grouped(state).c_str());
     if (model.recipe) std::cout << "recipe: " << nn::to_string(*model.recipe) << "\n";
     std::cout << "architecture sha256: " << nn::architecture_hash(model) << std::endl;
 }

@@ -4,9 +4,12 @@
 // (mnist_deep), a residual net with batch norm (resnet20), a transformer (transformer_rows), an
 // LSTM, and split/concat with a constant and a residual add whose output is a flatten (a view
 // of a planned buffer read after the step). The plan needs less than one buffer each, and
-// PSRUN_PLAN_BUFFERS=0 turns it off.
+// PSRUN_PLAN_BUFFERS=0 turns it off. And, trained the same way, a frozen parameter's gradient
+// place stays untouched.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -117,6 +120,40 @@ TEST_CASE("buffer plan: split, concat, a constant, a residual add, a flatten out
     const auto model = graph_model(layers, {6, 5});
     REQUIRE(model.nodes.back().op == "flatten");
     check_same(model, 4, 4);
+}
+
+TEST_CASE("a frozen parameter is state nothing writes; the same one trainable gets its gradient", "[nn_engine]") {
+    // x [N, 6, 5] + pos (a parameter [1, 6, 5]), dense, dense: pos frozen (a PyTorch buffer or a
+    // requires_grad=False weight) is a kState tensor whose gradient place stays zero.
+    for (const bool frozen : {true, false}) {
+        json pos = {{"kind", "parameter"}, {"name", "pos"}, {"shape", {1, 6, 5}}};
+        if (frozen) pos["frozen"] = true;
+        const json layers = {pos,
+                             {{"kind", "add"}, {"name", "p"}, {"inputs", {"input", "pos"}}},
+                             {{"kind", "dense"}, {"name", "d1"}, {"units", 4}},
+                             {{"kind", "flatten"}, {"name", "f"}},
+                             {{"kind", "dense"}, {"name", "d2"}, {"units", 3}}};
+        const auto model = graph_model(layers, {6, 5});
+        const auto it = std::find_if(model.tensors.begin(), model.tensors.end(),
+                                     [](const TensorDef& t) { return t.owner == "pos"; });
+        REQUIRE(it != model.tensors.end());
+        CHECK(it->cls == (frozen ? TensorClass::kState : TensorClass::kTrainable));
+        worker::ParameterSet params(worker::model_tensors(model));
+        initialize_parameters(model, 5, params.all());
+        std::vector<float> grads(params.size(), 0.0f);
+        NetworkOptions options;
+        options.batch_size = 4;
+        auto net = Network::create(model, options, params.all(), grads);
+        INFO((net ? std::string() : net.error().message));
+        REQUIRE(net);
+        fill(**net, 7);
+        (*net)->train_step(1);
+        float largest = 0.0f;
+        for (std::int64_t i = 0; i < it->size; ++i)
+            largest = std::max(largest, std::abs(grads[static_cast<std::size_t>(it->offset + i)]));
+        INFO("frozen " << frozen << ": largest gradient at pos " << largest);
+        CHECK((frozen ? largest == 0.0f : largest > 0.0f));
+    }
 }
 
 TEST_CASE("buffer plan: an LSTM", "[nn_engine][buffer_plan]") {

@@ -112,9 +112,10 @@ TEST_CASE("a convolution weight PyTorch's constant folding computed is imported 
     CHECK(m->import_warnings.empty());
 }
 
-TEST_CASE("initializers the psrun.frozen metadata lists import as constants, not trainable tensors", "[onnx]") {
+TEST_CASE("initializers the psrun.frozen metadata lists import as frozen parameters, not trainable tensors", "[onnx]") {
     // torch.onnx writes a module's buffers as initializers like its parameters; the list says
-    // which are buffers (python/psrun_torch.py writes it).
+    // which are buffers (python/psrun_torch.py writes it). Read as they are, they become
+    // frozen parameters: state tensors holding the file's values.
     auto g = small_cnn();
     auto* meta = g.model.add_metadata_props();
     meta->set_key(onnx_io::kFrozenKey);
@@ -122,12 +123,18 @@ TEST_CASE("initializers the psrun.frozen metadata lists import as constants, not
     auto m = onnx_io::import_onnx(g.bytes(), "frozen.onnx");
     INFO((m ? std::string() : m.error().message));
     REQUIRE(m);
-    REQUIRE(m->tensors.size() == 2);
-    CHECK(m->tensors[0].name == "4.weight");
-    CHECK(m->parameter_count == 96 + 3);
-    const auto constants =
-        std::count_if(m->nodes.begin(), m->nodes.end(), [](const nn::Node& n) { return n.op == "constant"; });
-    CHECK(constants == 2);
+    REQUIRE(m->tensors.size() == 4);
+    std::int64_t trainable = 0;
+    for (const auto& t : m->tensors) {
+        const bool frozen = t.name == "0.weight" || t.name == "0.bias";
+        CHECK(t.cls == (frozen ? nn::TensorClass::kState : nn::TensorClass::kTrainable));
+        if (!frozen) trainable += t.size;
+    }
+    CHECK(trainable == 96 + 3);
+    const auto frozen_parameters = std::count_if(m->nodes.begin(), m->nodes.end(), [](const nn::Node& n) {
+        return n.op == "parameter" && n.attrs.value("frozen", false);
+    });
+    CHECK(frozen_parameters == 2);
     // A damaged list, or a name that is no float initializer, is refused naming it.
     for (const auto& [value, says] : std::vector<std::pair<std::string, std::string>>{
              {"0.weight", "expected a JSON list of initializer names"},

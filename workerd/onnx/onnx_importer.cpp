@@ -91,8 +91,13 @@ const Known* Importer::known(const std::string& onnx_value) const {
 }
 
 std::string Importer::slot_tensor(const std::string& onnx_value) {
+    if (frozen_.count(onnx_value) != 0) return "";
+    return initializer_tensor(onnx_value);
+}
+
+std::string Importer::initializer_tensor(const std::string& onnx_value) {
     const auto* t = graph_.initializer(onnx_value);
-    if (t == nullptr || t->data_type() != onnx::TensorProto::FLOAT || frozen_.count(onnx_value) != 0) return "";
+    if (t == nullptr || t->data_type() != onnx::TensorProto::FLOAT) return "";
     const auto it = tensor_names_.find(onnx_value);
     if (it != tensor_names_.end()) return it->second;
     auto values = read_floats(*t);
@@ -108,8 +113,11 @@ Result<std::string> Importer::data_value(const std::string& onnx_value, const st
     const auto it = values_.find(onnx_value);
     if (it != values_.end()) return it->second;
     const auto* init = graph_.initializer(onnx_value);
-    if (init != nullptr && init->data_type() == onnx::TensorProto::FLOAT && !slot_tensor(onnx_value).empty()) {
-        const std::string tensor = slot_tensor(onnx_value);
+    // A float initializer is a parameter; a frozen one (psrun.frozen) a frozen parameter: a state
+    // tensor nothing writes, its values with the model's tensors rather than in the description.
+    const bool frozen = frozen_.count(onnx_value) != 0;
+    if (init != nullptr && init->data_type() == onnx::TensorProto::FLOAT && !initializer_tensor(onnx_value).empty()) {
+        const std::string tensor = initializer_tensor(onnx_value);
         if (initial_.count(tensor) == 0) {
             auto values = read_floats(*init);
             if (!values) return tl::unexpected(Error{ErrorCode::kInvalidArgument, who + ": " + values.error().message});
@@ -117,6 +125,7 @@ Result<std::string> Importer::data_value(const std::string& onnx_value, const st
         nlohmann::json layer = {{"kind", "parameter"},
                                 {"shape", std::vector<std::int64_t>(init->dims().begin(), init->dims().end())},
                                 {"tensors", {{"value", tensor}}}};
+        if (frozen) layer["frozen"] = true;
         PSRUN_TRY_ASSIGN(auto name, emit(layer, tensor + "_param", who));
         values_[onnx_value] = name;
         return name;

@@ -29,8 +29,8 @@ using ImportOutcome = std::variant<nn::ModelDescription, StaticIf>;
 
 class Importer {
   public:
-    // `frozen`: float initializers that import as constants, never as trainable tensors
-    // (onnx_model.h, kFrozenKey).
+    // `frozen`: float initializers never trained (onnx_model.h, kFrozenKey): known values that
+    // fold at import, else frozen parameters.
     Importer(const GraphIndex& graph, std::int64_t opset, std::string source, std::set<std::string> frozen = {});
 
     // Walks the graph; then the model (shape inference done) with the initializers as its
@@ -46,8 +46,10 @@ class Importer {
     // constant node for a known value. `who` labels errors.
     Result<std::string> data_value(const std::string& onnx_value, const std::string& who);
     // A float initializer as a slot binds it: its tensor name (the initializer's values are
-    // recorded for it), or "" when the value is no float initializer.
+    // recorded for it), or "" when the value is no float initializer or a frozen one.
     std::string slot_tensor(const std::string& onnx_value);
+    // The same for any float initializer, frozen ones included ("" for values holding +-Inf).
+    std::string initializer_tensor(const std::string& onnx_value);
     const nn::ValueInfo* info(const std::string& onnx_value) const;
     const Known* known(const std::string& onnx_value) const;
     // Adds a description layer named `name` (made unique) and returns its node's name.

@@ -2,6 +2,9 @@
 //   parameter: {"kind": "parameter", "shape": [d, ...] (or [], a scalar), "init": glorot_uniform}: a trainable
 //     tensor (slot "value", "<layer>/value" unless "tensors" names it) as a value any layer can
 //     read: a learned positional embedding, weights an ONNX graph transforms before use.
+//     "frozen": true makes it a state tensor nothing writes (never trained, no gradient, no
+//     optimizer slots; kept with the model and its checkpoints): a PyTorch buffer or a
+//     requires_grad=False weight too large for a constant (python/psrun_torch.py, psrun.frozen).
 //   constant: {"kind": "constant", "shape": [d, ...], "type": "float" | "int", "values": [...]}
 //     (a float constant's infinities are the strings "inf" and "-inf")
 //     or {"kind": "constant", "shape": [1, "N", 64], "fill": 0}: fixed data in the description
@@ -39,12 +42,15 @@ Result<void> parse_parameter(FieldReader& reader, nlohmann::json& attrs) {
     }
     attrs["shape"] = shape;
     attrs["init"] = to_json(init);
+    PSRUN_TRY_ASSIGN(auto frozen, reader.boolean("frozen", false));
+    if (frozen) attrs["frozen"] = true;  // absent when false: older models keep their hash
     return {};
 }
 
 Result<void> infer_parameter(InferContext& context) {
     const auto shape = context.attr_ints("shape");
-    if (auto ok = context.tensor("value", shape, attr_initializer(context.attrs(), "init")); !ok) return ok;
+    const auto cls = context.attrs().value("frozen", false) ? TensorClass::kState : TensorClass::kTrainable;
+    if (auto ok = context.tensor("value", shape, attr_initializer(context.attrs(), "init"), cls); !ok) return ok;
     context.set_output(0, ValueInfo{constant_dims(shape)});
     return {};
 }

@@ -1,0 +1,127 @@
+#!/usr/bin/python3
+"""Frozen tensors through training: a fine-tuning network whose backbone does not train.
+
+FrozenBackbone on MNIST [N, 1, 28, 28]: a Linear(784, 1400) with requires_grad=False (1,097,600
+values, past a constant's 2^20), ReLU, a trained Linear(1400, 10) head, and a registered
+buffer scaling the features. python/psrun_torch.py lists the frozen weight and the buffer in
+psrun.frozen; psrun imports them as frozen parameters (state tensors nothing writes).
+
+  - `psrun model show`: 14,010 trained values, 1,100,400 state values (the frozen ones);
+  - `psrun model check` on a batch of real MNIST: outputs, loss and the head's gradients are
+    torch's (float64) within TOLERANCE, and psrun trains no tensor torch does not;
+  - `psrun local --ps 1 --workers 2` trains 300 steps (Adam, weight decay 0.01, so a frozen
+    tensor that reached the optimizer would move), `psrun export`: the frozen weight and the
+    buffer are bit for bit the file's, the head moved, test accuracy >= ACCURACY; the exported
+    file loads back into the torch module and predicts as `psrun predict`.
+
+Usage: frozen_models.py PSRUN [--data MNIST_DIR]   (exit 77 without torch)
+"""
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+try:
+    import numpy as np
+    import onnx
+    import torch
+    from onnx import numpy_helper
+    from torch import nn
+except ImportError:
+    print("torch is not installed: skipped")
+    sys.exit(77)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
+import networks  # noqa: E402  (read_idx, idx_file, load_onnx_weights)
+from psrun_cli import mnist_dir, run  # noqa: E402
+
+from torch_compare import Checks, check_model, export  # noqa: E402
+
+TOLERANCE = 1e-4
+ACCURACY = 0.85
+check = Checks()
+
+
+class FrozenBackbone(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.backbone = nn.Linear(784, 1400)
+        self.backbone.requires_grad_(False)
+        self.register_buffer("scale", torch.rand(1400) + 0.5)
+        self.head = nn.Linear(1400, 10)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.backbone(x.flatten(1))) * self.scale)
+
+
+def log_tail(path):
+    return open(path).read()[-1500:] if os.path.exists(path) else ""
+
+
+def main():
+    args = sys.argv[1:]
+    if not args:
+        sys.exit(__doc__)
+    psrun = os.path.abspath(args[0])
+    data = mnist_dir(args)
+    images = networks.read_idx(networks.idx_file(data, "t10k-images-idx3-ubyte"))
+    test_x = (images[:1000].astype(np.float32) / 255.0).reshape(1000, 1, 28, 28)
+    tmp = tempfile.mkdtemp(prefix="psrun-frozen-")
+    torch.set_num_threads(1)
+    try:
+        # The gradients against torch's (torch_compare exports through psrun_torch too).
+        check_model(check, psrun, "frozen_backbone", FrozenBackbone, (1, 28, 28), ["parameter", "dense"], tmp,
+                    batch=8, seed=3, opsets=(17,), finite_differences=False, compare_predict=False)
+        torch.manual_seed(3)
+        model = FrozenBackbone()
+        path = f"{tmp}/frozen.onnx"
+        export(model, torch.zeros(2, 1, 28, 28), path, 17)
+        show = run([psrun, "model", "show", path])
+        check("model show: 14,010 trained values, 1,100,400 state (frozen)",
+              show.returncode == 0 and "total: 14,010 parameters" in show.stdout and "state: 1,100,400 values"
+              in show.stdout, show.stdout[-800:])
+        run_dir, log = f"{tmp}/run", f"{tmp}/train.log"
+        with open(log, "w") as out:
+            rc = run([psrun, "local", "--ps", "1", "--workers", "2", "--grace", "30", "--", "--model", path,
+                      "--model-dir", run_dir, "--steps", "300", "--batch-size", "64", "--optimizer", "adam",
+                      "--learning-rate", "2e-3", "--weight-decay", "0.01", "--precision", "f32", "--threads", "1",
+                      "--log-every", "100"], timeout=400)
+            out.write(rc.stdout)
+        if not check(f"trains 300 steps through psd, 1 ps + 2 workers (rc={rc.returncode})", rc.returncode == 0,
+                     log_tail(log)):
+            return
+        accuracy = json.load(open(f"{run_dir}/summary.json")).get("test_accuracy", -1)
+        check(f"test accuracy {accuracy:.4f} >= {ACCURACY}", accuracy >= ACCURACY)
+        exported = f"{tmp}/trained.onnx"
+        rc = run([psrun, "export", "--model-dir", run_dir, "-o", exported])
+        if not check("psrun export exits 0", rc.returncode == 0, rc.stdout):
+            return
+        before = {t.name: numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer}
+        after = {t.name: numpy_helper.to_array(t) for t in onnx.load(exported).graph.initializer}
+        for name in ("backbone.weight", "backbone.bias", "scale"):
+            same = name in after and np.array_equal(before[name], after[name])
+            check(f"{name} (frozen) is the file's, bit for bit, after training", same,
+                  f"largest change {np.abs(before[name] - after[name]).max():.3e}" if name in after else "absent")
+        moved = "head.weight" in after and float(np.abs(before["head.weight"] - after["head.weight"]).max())
+        check(f"head.weight trained (largest change {moved:.3f})", bool(moved) and moved > 1e-3)
+        probs = f"{tmp}/probs.npy"
+        np.save(f"{tmp}/test-x.npy", test_x)
+        rc = run([psrun, "predict", "--model-dir", run_dir, "--images", f"{tmp}/test-x.npy", "--output", probs])
+        if not check("psrun predict --model-dir exits 0", rc.returncode == 0, rc.stdout):
+            return
+        networks.load_onnx_weights(model, exported)
+        model.eval()
+        with torch.no_grad():
+            theirs = torch.softmax(model(torch.from_numpy(test_x)), dim=1).numpy()
+        diff = float(np.abs(np.load(probs) - theirs).max())
+        check(f"the export loaded into torch predicts as psrun (largest difference {diff:.1e})", diff <= 1e-4)
+    finally:
+        if "--keep" not in args:
+            shutil.rmtree(tmp, ignore_errors=True)
+    check.finish()
+
+
+if __name__ == "__main__":
+    main()
