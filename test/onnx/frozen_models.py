@@ -11,8 +11,9 @@ psrun.frozen; psrun imports them as frozen parameters (state tensors nothing wri
     torch's (float64) within TOLERANCE, and psrun trains no tensor torch does not;
   - `psrun local --ps 1 --workers 2` trains 300 steps (Adam, weight decay 0.01, so a frozen
     tensor that reached the optimizer would move), `psrun export`: the frozen weight and the
-    buffer are bit for bit the file's, the head moved, test accuracy >= ACCURACY; the exported
-    file loads back into the torch module and predicts as `psrun predict`.
+    buffer are bit for bit the file's and listed in its psrun.frozen, the head moved, test
+    accuracy >= ACCURACY; the exported file loads back into the torch module and predicts as
+    `psrun predict`.
 
 Usage: frozen_models.py PSRUN [--data MNIST_DIR]   (exit 77 without torch)
 """
@@ -104,6 +105,9 @@ def main():
             same = name in after and np.array_equal(before[name], after[name])
             check(f"{name} (frozen) is the file's, bit for bit, after training", same,
                   f"largest change {np.abs(before[name] - after[name]).max():.3e}" if name in after else "absent")
+        listed = {m.key: m.value for m in onnx.load(exported).metadata_props}.get("psrun.frozen", "[]")
+        check(f"the export lists them in psrun.frozen ({listed})",
+              sorted(json.loads(listed)) == ["backbone.bias", "backbone.weight", "scale"])
         moved = "head.weight" in after and float(np.abs(before["head.weight"] - after["head.weight"]).max())
         check(f"head.weight trained (largest change {moved:.3f})", bool(moved) and moved > 1e-3)
         probs = f"{tmp}/probs.npy"

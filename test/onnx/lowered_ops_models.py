@@ -164,6 +164,24 @@ class TutorialPositions(nn.Module):
         return self.head((t + self.pe[:t.size(0)]).mean(0))
 
 
+class Sparsemax(nn.Module):
+    """x [N, 16]: sparsemax (TabNet's attention; Martins & Astudillo 2016) of a linear's 8 scores:
+    sort, cumsum, the support size k (an integer count of a mask) and cumsum.gather(1, k - 1)."""
+
+    def __init__(self):
+        super().__init__()
+        self.score, self.head = nn.Linear(16, 8), nn.Linear(8, 10)
+
+    def forward(self, x):
+        z = self.score(x)
+        zs, _ = z.sort(dim=1, descending=True)
+        cs = zs.cumsum(1)
+        support = (1 + torch.arange(1, 9, dtype=z.dtype) * zs) > cs
+        k = support.sum(1, keepdim=True)
+        tau = (cs.gather(1, k - 1) - 1) / k.to(z.dtype)
+        return self.head(torch.clamp(z - tau, min=0))
+
+
 class SqueezeIf(nn.Module):
     """x [N, 12]: reflect-padded rows on a [N, 1, 12] view; x.squeeze(2) (a no-op) and x.squeeze(1)
     after the pad, whose shape torch 1.13's exporter has lost: each is written as an ONNX If on
@@ -386,6 +404,7 @@ MODELS = {
     "rnn_cells": (Cells, (5, 4), ["dense", "sigmoid"]),
     "conv_lstm": (ConvLstm, (3, 5, 6), ["conv2d", "tanh"]),
     "tutorial_positions": (TutorialPositions, (16,), ["constant", "add"], (17,)),
+    "sparsemax": (Sparsemax, (16,), ["top_k", "cumsum", "reduce_sum", "cast"]),
     "squeeze_if": (SqueezeIf, (12,), ["gather", "squeeze", "conv"]),
     # ONNX Trilu is opset 14's: torch cannot write torch.tril at 13.
     "causal_trilu": (CausalTrilu, (6, 4), ["where", "softmax"], (14, 17)),

@@ -174,6 +174,18 @@ Result<std::string> export_onnx(const nn::ModelDescription& model, std::span<con
     auto* meta = proto.add_metadata_props();
     meta->set_key(kDescriptionKey);
     meta->set_value(json_text(nn::model_json(model)));
+    // Frozen parameters stay frozen for an importer that reads the graph rather than the
+    // description (an edited file): their tensors, initializers of the same name, in kFrozenKey.
+    nlohmann::json frozen = nlohmann::json::array();
+    for (const auto& node : model.nodes)
+        if (node.op == "parameter" && node.attrs.value("frozen", false))
+            for (const auto& t : model.tensors)
+                if (t.owner == node.name) frozen.push_back(t.name);
+    if (!frozen.empty()) {
+        auto* list = proto.add_metadata_props();
+        list->set_key(kFrozenKey);
+        list->set_value(frozen.dump());
+    }
     for (const auto& [key, value] : metadata) {
         auto* extra = proto.add_metadata_props();
         extra->set_key(key);

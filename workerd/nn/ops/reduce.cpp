@@ -102,13 +102,20 @@ Result<void> import_reduce(OnnxNodeImport& node) {
                        : op == "ReduceProd" ? "reduce_prod"
                                             : "reduce_mean";
     std::string source = x;
-    if (const ValueInfo* info = node.info(0); info != nullptr && info->type == ElementType::kInt) {
-        // An integer mask counted (mask.sum(1)): summed as floats, exact below 2^24.
+    const ValueInfo* info = node.info(0);
+    const bool integers = info != nullptr && info->type == ElementType::kInt;
+    if (integers) {
+        // An integer mask counted (mask.sum(1)): summed as floats, exact below 2^24, and an integer
+        // again as ONNX says (the count indexes: sparsemax's cumsum.gather(1, k - 1)).
         PSRUN_TRY_ASSIGN(auto cast, node.emit({{"kind", "cast"}, {"inputs", {x}}, {"to", "float"}}));
         source = cast;
     }
     PSRUN_TRY_ASSIGN(auto name,
                      node.emit({{"kind", kind}, {"inputs", {source}}, {"axes", axes}, {"keepdims", read.keepdims}}));
+    if (integers && std::string_view(kind) != "reduce_mean") {
+        PSRUN_TRY_ASSIGN(auto back, node.emit({{"kind", "cast"}, {"inputs", {name}}, {"to", "int"}}));
+        name = back;
+    }
     node.bind_output(0, name);
     return {};
 }
