@@ -182,6 +182,27 @@ class Sparsemax(nn.Module):
         return self.head(torch.clamp(z - tau, min=0))
 
 
+class UnetUp(nn.Module):
+    """x [N, 3, 5, 7]: a U-Net up step as milesial/Pytorch-UNet writes it: the upsampled map
+    (conv stride 2, transposed conv: [N, 2, 6, 8]) padded by the size difference to the skip's
+    [5, 7] (here negative: a crop), halves by torch.div(rounding_mode="floor") (written out as
+    Div, Mod, Less, Xor, And, Where, all folded at import); concat with the skip, conv, linear.
+    `//` instead (floor_div=False) is what torch 1.13 exports as a truncating Div: psrun warns."""
+
+    def __init__(self, floor_div=True):
+        super().__init__()
+        self.floor_div = floor_div
+        self.down, self.up = nn.Conv2d(3, 4, 3, stride=2, padding=1), nn.ConvTranspose2d(4, 2, 2, stride=2)
+        self.conv, self.head = nn.Conv2d(5, 3, 3, padding=1), nn.Linear(105, 10)
+
+    def forward(self, x):
+        up = self.up(torch.relu(self.down(x)))
+        dy, dx = x.size()[2] - up.size()[2], x.size()[3] - up.size()[3]
+        half = (lambda d: torch.div(d, 2, rounding_mode="floor")) if self.floor_div else (lambda d: d // 2)
+        up = F.pad(up, [half(dx), dx - half(dx), half(dy), dy - half(dy)])
+        return self.head(self.conv(torch.cat([x, up], dim=1)).flatten(1))
+
+
 class SqueezeIf(nn.Module):
     """x [N, 12]: reflect-padded rows on a [N, 1, 12] view; x.squeeze(2) (a no-op) and x.squeeze(1)
     after the pad, whose shape torch 1.13's exporter has lost: each is written as an ONNX If on
@@ -405,6 +426,7 @@ MODELS = {
     "conv_lstm": (ConvLstm, (3, 5, 6), ["conv2d", "tanh"]),
     "tutorial_positions": (TutorialPositions, (16,), ["constant", "add"], (17,)),
     "sparsemax": (Sparsemax, (16,), ["top_k", "cumsum", "reduce_sum", "cast"]),
+    "unet_pad": (UnetUp, (3, 5, 7), ["conv_transpose", "slice", "concat"]),
     "squeeze_if": (SqueezeIf, (12,), ["gather", "squeeze", "conv"]),
     # ONNX Trilu is opset 14's: torch cannot write torch.tril at 13.
     "causal_trilu": (CausalTrilu, (6, 4), ["where", "softmax"], (14, 17)),
@@ -677,6 +699,21 @@ def buffers_frozen(psrun, work):
           "total: 272 parameters" in r.stdout and "state: 1,120,000 values" in r.stdout, r.stdout[-600:])
 
 
+def truncating_division_export(psrun, work):
+    """torch 1.13 exports `a // b` of sizes as ONNX's truncating Div, not PyTorch's floor: psrun
+    computes the file and warns, naming the Div, when one truncates a negative quotient at
+    import; torch.div(rounding_mode="floor") (unet_pad) exports the correction and gets none."""
+    for floor_div in (False, True):
+        torch.manual_seed(1)
+        path = os.path.join(work, f"unet_pad_floor_{floor_div}.onnx")
+        export(UnetUp(floor_div), torch.zeros(2, 3, 5, 7), path, 17)
+        r = run([psrun, "model", "show", path])
+        warned = "the integer division -1 / 2 truncates to 0 as ONNX says" in r.stdout
+        check(f"U-Net padding by {'torch.div(floor)' if floor_div else '//'}: imports, "
+              f"{'no warning' if floor_div else 'warning about the truncating Div'}",
+              r.returncode == 0 and warned != floor_div, r.stdout[-800:])
+
+
 def batch_norm_export(psrun, work):
     """torch.onnx's training-mode export runs the forward, moving the running statistics towards
     the example batch's and writing the moved values: python/psrun_torch.py keeps the module's
@@ -732,6 +769,7 @@ def main():
             circular_pad_export(psrun, work)
             buffers_frozen(psrun, work)
             batch_norm_export(psrun, work)
+            truncating_division_export(psrun, work)
     check.finish()
 
 

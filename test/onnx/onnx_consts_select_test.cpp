@@ -1,9 +1,10 @@
-// Split, Trilu, ScatterND and EyeLike of known tensors at import (workerd/onnx/onnx_consts_select.cpp), against
-// loops written here: Split by sizes (the input from opset 13, the attribute before) and into
-// equal parts (opset 18's num_outputs, the last part smaller), along inner and outer axes; Trilu
-// upper and lower with k of either sign, on floats and integers; malformed nodes refused.
+// Split, Trilu, ScatterND, EyeLike and integer Mod/And/Or/Xor of known tensors at import
+// (workerd/onnx/onnx_consts_select.cpp), against loops written here: Split by sizes (the input from opset 13, the
+// attribute before) and into equal parts (opset 18's num_outputs, the last part smaller), along inner and outer axes;
+// Trilu upper and lower with k of either sign, on floats and integers; malformed nodes refused.
 #include <catch2/catch.hpp>
 
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -170,4 +171,40 @@ TEST_CASE("ScatterND and EyeLike of known tensors fold at import", "[onnx][onnx_
     out = run(eye, 17, {&data});
     REQUIRE(out[0].dims == std::vector<std::int64_t>{3, 4});
     CHECK(out[0].f == std::vector<double>{0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0});
+}
+
+TEST_CASE("Mod, And, Or, Xor of known integers as ONNX says; integer arithmetic wraps", "[onnx][onnx_consts]") {
+    // The floor division torch.div(a, b, rounding_mode="floor") is written as: Div, Mod, Less,
+    // Xor, Not, And, Where; a U-Net's padding to its skip's size folds only when all do.
+    const Known a = ints({4}, {-7, 7, -7, 7}), b = ints({4}, {2, 2, -2, -2});
+    auto values = [](const Known& k) {
+        std::vector<std::int64_t> v;
+        for (const auto& d : k.i) v.push_back(d.value);
+        return v;
+    };
+    CHECK(values(run(node("Mod", 1), 13, {&a, &b})[0]) == std::vector<std::int64_t>{1, 1, -1, -1});  // Python's %
+    auto c_mod = node("Mod", 1);
+    auto* f = c_mod.add_attribute();
+    f->set_name("fmod");
+    f->set_type(onnx::AttributeProto::INT);
+    f->set_i(1);
+    CHECK(values(run(c_mod, 13, {&a, &b})[0]) == std::vector<std::int64_t>{-1, 1, -1, 1});           // C's %
+    CHECK(values(run(node("Div", 1), 13, {&a, &b})[0]) == std::vector<std::int64_t>{-3, 3, 3, -3});  // truncates
+    const Known p = ints({4}, {0, 1, 0, 1}), q = ints({4}, {0, 0, 1, 1});
+    CHECK(values(run(node("And", 1), 13, {&p, &q})[0]) == std::vector<std::int64_t>{0, 0, 0, 1});
+    CHECK(values(run(node("Or", 1), 13, {&p, &q})[0]) == std::vector<std::int64_t>{0, 1, 1, 1});
+    CHECK(values(run(node("Xor", 1), 13, {&p, &q})[0]) == std::vector<std::int64_t>{0, 1, 1, 0});
+    // Float Mod: the divisor's sign (fmod 0), the dividend's (fmod 1); never a power.
+    Known x;
+    x.dims = {1};
+    x.is_float = true;
+    x.f = {-7.5};
+    Known y = x;
+    y.f = {2.0};
+    CHECK(run(node("Mod", 1), 13, {&x, &y})[0].f == std::vector<double>{0.5});
+    CHECK(run(c_mod, 13, {&x, &y})[0].f == std::vector<double>{-1.5});
+    // int64 overflow wraps (two's complement) rather than being undefined.
+    const Known big = ints({1}, {std::numeric_limits<std::int64_t>::max()}), one = ints({1}, {1});
+    CHECK(values(run(node("Add", 1), 13, {&big, &one})[0]) ==
+          std::vector<std::int64_t>{std::numeric_limits<std::int64_t>::min()});
 }

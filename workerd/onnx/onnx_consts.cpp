@@ -127,7 +127,8 @@ using namespace consts_detail;
 namespace {
 
 // Integer arithmetic where N may appear linearly; nullopt where N's value would be needed.
-std::optional<Dim> int_op(const std::string& op, Dim a, Dim b) {
+// `c_mod`: Mod's fmod=1 (the dividend's sign, C's %); else the divisor's (Python's %).
+std::optional<Dim> int_op(const std::string& op, Dim a, Dim b, bool c_mod) {
     if (op == "Mul") {
         if (a.batch && b.batch) return std::nullopt;
         return Dim{wrap_mul(a.value, b.value), a.batch || b.batch};
@@ -155,7 +156,14 @@ std::optional<Dim> int_op(const std::string& op, Dim a, Dim b) {
     if (op == "Equal") return Dim{a.value == b.value ? 1 : 0};
     if (op == "Less") return Dim{a.value < b.value ? 1 : 0};
     if (op == "Greater") return Dim{a.value > b.value ? 1 : 0};
-    if (op == "Mod" && b.value != 0) return Dim{b.value == -1 ? 0 : a.value % b.value};
+    if (op == "Mod" && b.value != 0) {
+        std::int64_t r = b.value == -1 ? 0 : a.value % b.value;
+        if (!c_mod && r != 0 && (r < 0) != (b.value < 0)) r += b.value;
+        return Dim{r};
+    }
+    if (op == "And") return Dim{a.value != 0 && b.value != 0 ? 1 : 0};
+    if (op == "Or") return Dim{a.value != 0 || b.value != 0 ? 1 : 0};
+    if (op == "Xor") return Dim{(a.value != 0) != (b.value != 0) ? 1 : 0};
     if (op == "Max") return Dim{std::max(a.value, b.value)};
     if (op == "Min") return Dim{std::min(a.value, b.value)};
     return std::nullopt;
@@ -169,6 +177,8 @@ Result<Outputs> binary(const onnx::NodeProto& node, const Known& a, const Known&
     const auto n = product(*dims);
     if (n > kMaxKnownElements) return Outputs{};
     const bool compare = op == "Equal" || op == "Less" || op == "Greater";
+    PSRUN_TRY_ASSIGN(auto fmod, op == "Mod" ? int_attr(node, "fmod", 0) : Result<std::int64_t>(0));
+    const bool c_mod = fmod != 0;
     if (a.is_float || b.is_float) {
         std::vector<double> f;
         std::vector<Dim> c;
@@ -182,12 +192,14 @@ Result<Outputs> binary(const onnx::NodeProto& node, const Known& a, const Known&
             if ((!a.is_float && a.i[broadcast_index(e, *dims, a.dims)].batch) ||
                 (!b.is_float && b.i[broadcast_index(e, *dims, b.dims)].batch))
                 return Outputs{};
+            if (op == "And" || op == "Or" || op == "Xor") return Outputs{};  // of booleans only
             f.push_back(op == "Add"   ? x + y
                         : op == "Sub" ? x - y
                         : op == "Mul" ? x * y
                         : op == "Div" ? x / y
                         : op == "Max" ? std::max(x, y)
                         : op == "Min" ? std::min(x, y)
+                        : op == "Mod" ? (c_mod ? std::fmod(x, y) : x - y * std::floor(x / y))
                                       : std::pow(x, y));
         }
         if (compare) return Outputs{{make_ints(*dims, c)}};
@@ -195,7 +207,8 @@ Result<Outputs> binary(const onnx::NodeProto& node, const Known& a, const Known&
     }
     std::vector<Dim> out;
     for (std::int64_t e = 0; e < n; ++e) {
-        const auto r = int_op(op, a.i[broadcast_index(e, *dims, a.dims)], b.i[broadcast_index(e, *dims, b.dims)]);
+        const auto r =
+            int_op(op, a.i[broadcast_index(e, *dims, a.dims)], b.i[broadcast_index(e, *dims, b.dims)], c_mod);
         if (!r) return Outputs{};
         out.push_back(*r);
     }
@@ -298,7 +311,8 @@ Result<std::optional<std::vector<Known>>> evaluate(const onnx::NodeProto& node, 
         return Outputs{{out}};
     }
     if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" || op == "Equal" || op == "Less" ||
-        op == "Greater" || op == "Mod" || ((op == "Max" || op == "Min") && in.size() == 2)) {
+        op == "Greater" || op == "Mod" || op == "And" || op == "Or" || op == "Xor" ||
+        ((op == "Max" || op == "Min") && in.size() == 2)) {
         if (in.size() < 2 || in[1] == nullptr) return Outputs{};
         return binary(node, a, *in[1]);
     }
@@ -314,7 +328,7 @@ Result<std::optional<std::vector<Known>>> evaluate(const onnx::NodeProto& node, 
                                          : std::ceil(x);
         } else {
             for (auto& d : out.i) {
-                if (op == "Neg") d.value = -d.value;
+                if (op == "Neg") d.value = wrap_sub(0, d.value);
                 else if (op == "Not" && !d.batch) d.value = d.value == 0;
                 else if (d.batch || op != "Floor") return Outputs{};
             }

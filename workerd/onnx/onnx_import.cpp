@@ -315,7 +315,7 @@ Result<nn::ModelDescription> import_onnx(std::string_view bytes, std::string_vie
             return fail(e);
         }
         if (auto* model = std::get_if<nn::ModelDescription>(&*outcome)) {
-            model->import_warnings = folded_weight_warnings(proto);
+            for (auto& w : folded_weight_warnings(proto)) model->import_warnings.push_back(std::move(w));
             for (auto& w : circular_pad_warnings(proto)) model->import_warnings.push_back(std::move(w));
             for (auto& w : batch_norm_momentum_warnings(proto)) model->import_warnings.push_back(std::move(w));
             for (const auto& n : model->nodes)

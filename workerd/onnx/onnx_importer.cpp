@@ -177,6 +177,34 @@ Result<std::string> Importer::data_value(const std::string& onnx_value, const st
     return name;
 }
 
+void Importer::warn_truncating_division(int i, const std::vector<const Known*>& inputs) {
+    if (inputs.size() != 2 || inputs[0] == nullptr || inputs[1] == nullptr) return;
+    const auto a = inputs[0]->plain_ints(), b = inputs[1]->plain_ints();
+    if (inputs[0]->is_float || inputs[1]->is_float || !a || !b || a->empty() || b->empty()) return;
+    if (a->size() != b->size() && a->size() != 1 && b->size() != 1) return;
+    // A floor division written out (torch.div(rounding_mode="floor"), newer exporters' //: the
+    // remainder by Mod, or Sub(a, Mul(q, b)), and the signs by Less, to correct the quotient)
+    // floors as PyTorch does.
+    const auto& div = graph_.graph().node(i);
+    for (const int reader : graph_.readers(div.output(0)))
+        if (graph_.graph().node(reader).op_type() == "Mul") return;
+    for (const int reader : graph_.readers(div.input(0)))
+        if (const auto& op = graph_.graph().node(reader).op_type(); op == "Mod" || op == "Less") return;
+    for (std::size_t e = 0; e < std::max(a->size(), b->size()); ++e) {
+        const std::int64_t x = (*a)[a->size() == 1 ? 0 : e], y = (*b)[b->size() == 1 ? 0 : e];
+        if (y == 0 || y == -1 || x % y == 0 || (x < 0) == (y < 0)) continue;
+        const std::int64_t q = x / y;
+        model_.import_warnings.push_back(
+            node_label(graph_.graph().node(i), i) + ": the integer division " + std::to_string(x) + " / " +
+            std::to_string(y) + " truncates to " + std::to_string(q) + " as ONNX says, where Python's and " +
+            "PyTorch's // floor it to " + std::to_string(q - 1) +
+            ": torch 1.13's exporter writes a // b of sizes as this Div, so if it came from // (a U-Net padding "
+            "its upsampled map to the skip's size, diff // 2 of a negative diff), psrun computes the file, not "
+            "the module. Keep such sizes non-negative (crop the larger map), or export with a PyTorch that floors");
+        return;
+    }
+}
+
 Result<std::string> Importer::emit(nlohmann::json layer, const std::string& name, const std::string& who) {
     const std::string unique = names_.count(name) != 0 && !builder_->taken(name) ? name : unique_name(name);
     layer["name"] = unique;
@@ -240,6 +268,7 @@ Result<void> Importer::import_node(int i) {
     auto evaluated = evaluate(node, opset_, inputs, shape_of);
     if (!evaluated) return tl::unexpected(refuse(i, evaluated.error().message));
     if (*evaluated) {
+        if (op == "Div") warn_truncating_division(i, inputs);
         for (std::size_t k = 0; k < (*evaluated)->size() && static_cast<int>(k) < node.output_size(); ++k)
             known_[node.output(static_cast<int>(k))] = std::move((**evaluated)[k]);
         return {};
