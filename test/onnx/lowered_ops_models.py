@@ -203,6 +203,21 @@ class UnetUp(nn.Module):
         return self.head(self.conv(torch.cat([x, up], dim=1)).flatten(1))
 
 
+class PositionsResized(nn.Module):
+    """x [N, 3, 5, 7]: a 1x1 conv plus a learned position table [1, 4, 3, 3] bicubically resized
+    to the 5 x 7 grid (ViT/DeiT/DINO fine-tuned at another resolution: F.interpolate of a
+    parameter), flatten, linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.pos = nn.Parameter(torch.randn(1, 4, 3, 3) * 0.2)
+        self.embed, self.head = nn.Conv2d(3, 4, 1), nn.Linear(140, 10)
+
+    def forward(self, x):
+        pos = F.interpolate(self.pos, size=(5, 7), mode="bicubic", align_corners=False)
+        return self.head((self.embed(x) + pos).flatten(1))
+
+
 class SqueezeIf(nn.Module):
     """x [N, 12]: reflect-padded rows on a [N, 1, 12] view; x.squeeze(2) (a no-op) and x.squeeze(1)
     after the pad, whose shape torch 1.13's exporter has lost: each is written as an ONNX If on
@@ -427,6 +442,7 @@ MODELS = {
     "tutorial_positions": (TutorialPositions, (16,), ["constant", "add"], (17,)),
     "sparsemax": (Sparsemax, (16,), ["top_k", "cumsum", "reduce_sum", "cast"]),
     "unet_pad": (UnetUp, (3, 5, 7), ["conv_transpose", "slice", "concat"]),
+    "positions_resized": (PositionsResized, (3, 5, 7), ["parameter", "matmul"]),
     "squeeze_if": (SqueezeIf, (12,), ["gather", "squeeze", "conv"]),
     # ONNX Trilu is opset 14's: torch cannot write torch.tril at 13.
     "causal_trilu": (CausalTrilu, (6, 4), ["where", "softmax"], (14, 17)),

@@ -157,6 +157,9 @@ Result<std::string> emit_resize_matrices(OnnxNodeImport& node, std::string x, co
 }  // namespace
 
 Result<void> import_resize(OnnxNodeImport& node) {
+    // The input first: a parameter (ViT's position table interpolated to the image's grid,
+    // [1, C, H, W]) is a value only once it is made one.
+    PSRUN_TRY_ASSIGN(auto input, node.value(0));
     const ValueInfo* x = node.info(0);
     if (x == nullptr || x->rank() < 3 || x->rank() > 5)
         return tl::unexpected(node.refuse("the input must be N x C x L, N x C x H x W or N x C x D x H x W"));
@@ -224,8 +227,8 @@ Result<void> import_resize(OnnxNodeImport& node) {
             node.refuse("only the spatial axes may be resized (the batch and channel axes keep their size)"));
     Ints sizes(out.begin() + 2, out.end());
     // The resize kind (oneDNN's resampling) where it reads what ONNX says on every axis; a volume
-    // (N x C x D x H x W) always through the matrices.
-    bool onednn = m.mode != "cubic" && rank <= 4;
+    // (N x C x D x H x W) or a tensor without the batch (a parameter) always through the matrices.
+    bool onednn = m.mode != "cubic" && rank <= 4 && x->dims[0].batch;
     for (std::size_t a = 2; a < rank; ++a) {
         if (out[a] < 1) return tl::unexpected(node.refuse("the output would be empty"));
         if (antialias != 0 && m.mode != "nearest" && out[a] < x->dims[a].value)
@@ -234,7 +237,6 @@ Result<void> import_resize(OnnxNodeImport& node) {
             return tl::unexpected(node.refuse("coordinate_transformation_mode tf_crop_and_resize is not supported"));
         onednn = onednn && onednn_reads_same(m, x->dims[a].value, out[a], scales[a]);
     }
-    PSRUN_TRY_ASSIGN(auto input, node.value(0));
     if (!onednn) {
         PSRUN_TRY_ASSIGN(auto resized, emit_resize_matrices(node, input, *x, m, out, scales));
         node.bind_output(0, resized);
