@@ -24,7 +24,7 @@ Error bad(const onnx::NodeProto& node, const std::string& what);
 // The element count; INT64_MAX where it overflows (shapes from a file can be anything).
 std::int64_t product(const std::vector<std::int64_t>& dims);
 // Values larger than this are not evaluated at import (broadcasts and gathers can grow them).
-constexpr std::int64_t kMaxKnownElements = std::int64_t{1} << 24;
+constexpr std::int64_t kMaxKnownElements = std::int64_t{1} << 22;
 // ONNX's int64 arithmetic on values from a file: two's complement wrap-around (as numpy), where
 // C++'s signed overflow would be undefined.
 std::int64_t wrap_add(std::int64_t a, std::int64_t b);

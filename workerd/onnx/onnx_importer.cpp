@@ -16,6 +16,7 @@ namespace psrun::onnx_io {
 namespace {
 
 constexpr std::size_t kMaxImportedConstant = std::size_t{1} << 20;  // the constant kind's most values
+constexpr std::size_t kEvaluationBudget = std::size_t{1} << 25;     // elements evaluated at import, in all
 
 // The input: float [N, ...] or int64/int32 [N, L] ids or [N] labels; fixed sizes past the batch dim.
 Result<nn::ValueInfo> input_info(const onnx::ValueInfoProto& input) {
@@ -265,12 +266,17 @@ Result<void> Importer::import_node(int i) {
             }
         }
     }
-    auto evaluated = evaluate(node, opset_, inputs, shape_of);
+    // What evaluation may cost: values computed at import, in elements, over the whole graph (a
+    // file can chain large fills; past it, nodes import as layers or are refused by name).
+    Result<std::optional<std::vector<Known>>> evaluated = std::optional<std::vector<Known>>{};
+    if (evaluated_elements_ < kEvaluationBudget) evaluated = evaluate(node, opset_, inputs, shape_of);
     if (!evaluated) return tl::unexpected(refuse(i, evaluated.error().message));
     if (*evaluated) {
         if (op == "Div") warn_truncating_division(i, inputs);
-        for (std::size_t k = 0; k < (*evaluated)->size() && static_cast<int>(k) < node.output_size(); ++k)
+        for (std::size_t k = 0; k < (*evaluated)->size() && static_cast<int>(k) < node.output_size(); ++k) {
+            evaluated_elements_ += (**evaluated)[k].size();
             known_[node.output(static_cast<int>(k))] = std::move((**evaluated)[k]);
+        }
         return {};
     }
     PSRUN_TRY_ASSIGN(auto pattern, import_pattern(*this, i));

@@ -86,6 +86,7 @@ class Importer {
     std::int64_t opset_;
     std::string source_;
     std::set<std::string> frozen_;
+    std::size_t evaluated_elements_ = 0;  // of the values evaluated at import so far
     nn::ModelDescription model_;
     std::unique_ptr<nn::GraphBuilder> builder_;
     std::map<std::string, std::string> values_;
