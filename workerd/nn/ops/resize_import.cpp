@@ -52,6 +52,9 @@ double onnx_round(const std::string& nearest, double x) {
 
 // True when oneDNN's resampling reads, for every output of an axis (in -> out at ONNX scale
 // `scale`), the source position ONNX's coordinate transform (and rounding) gives.
+constexpr std::int64_t kMaxResizedAxis = 65536;
+constexpr std::int64_t kMaxResizeMatrix = std::int64_t{1} << 24;
+
 bool onednn_reads_same(const Modes& m, std::int64_t in, std::int64_t out, double scale) {
     const double last = static_cast<double>(in - 1);
     for (std::int64_t o = 0; o < out; ++o) {
@@ -231,6 +234,12 @@ Result<void> import_resize(OnnxNodeImport& node) {
     bool onednn = m.mode != "cubic" && rank <= 4 && x->dims[0].batch;
     for (std::size_t a = 2; a < rank; ++a) {
         if (out[a] < 1) return tl::unexpected(node.refuse("the output would be empty"));
+        // Each axis is checked against oneDNN's coordinates or resized by an [in, out] matrix.
+        if (out[a] > kMaxResizedAxis || x->dims[a].value * out[a] > kMaxResizeMatrix)
+            return tl::unexpected(node.refuse("axis " + std::to_string(a) + " from " +
+                                              std::to_string(x->dims[a].value) + " to " + std::to_string(out[a]) +
+                                              " is larger than resizing supports (at most " +
+                                              std::to_string(kMaxResizedAxis) + " out, and in x out at most 2^24)"));
         if (antialias != 0 && m.mode != "nearest" && out[a] < x->dims[a].value)
             return tl::unexpected(node.refuse("antialias 1 when downsampling is not supported"));
         if (m.transform == "tf_crop_and_resize")
