@@ -63,6 +63,12 @@ class OnnxNodeImport {
     // arithmetic). ints(): nullopt also when a value depends on the batch size.
     virtual std::optional<std::vector<float>> floats(std::size_t i) const = 0;
     virtual std::optional<std::vector<std::int64_t>> ints(std::size_t i) const = 0;
+    // ints(i), or a refusal naming `what` ("the pads must be known at import (a constant)").
+    Result<std::vector<std::int64_t>> constant_ints(std::size_t i, const std::string& what) const {
+        auto v = ints(i);
+        if (!v) return tl::unexpected(refuse("the " + what + " must be known at import (a constant)"));
+        return std::move(*v);
+    }
     // Input i as a shape vector whose entries may be multiples of the batch size (a Reshape
     // target computed from Shape(x)); nullopt when unknown at import.
     virtual std::optional<Dims> symbolic_ints(std::size_t i) const = 0;

@@ -105,9 +105,8 @@ Result<void> import_split(OnnxNodeImport& node) {
     PSRUN_TRY_ASSIGN(auto axis, node.int_attr("axis", 0));
     std::vector<std::int64_t> sizes;
     if (node.input_count() > 1 && node.has_input(1)) {
-        const auto given = node.ints(1);
-        if (!given) return tl::unexpected(node.refuse("the split sizes must be known at import (a constant)"));
-        sizes = *given;
+        PSRUN_TRY_ASSIGN(auto given, node.constant_ints(1, "split sizes"));
+        sizes = std::move(given);
     } else if (auto attr = node.ints_attr("split"); !attr) {
         return tl::unexpected(attr.error());
     } else if (*attr) {

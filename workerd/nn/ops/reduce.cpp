@@ -66,9 +66,8 @@ Result<OnnxReduceAxes> read_onnx_reduce_axes(OnnxNodeImport& node, bool axes_fro
         PSRUN_TRY_ASSIGN(auto noop, node.int_attr("noop_with_empty_axes", 0));
         r.noop_if_empty = noop != 0;
         if (node.input_count() > 1 && node.has_input(1)) {
-            const auto given = node.ints(1);
-            if (!given) return tl::unexpected(node.refuse("the axes must be known at import (a constant)"));
-            r.axes = *given;
+            PSRUN_TRY_ASSIGN(auto given, node.constant_ints(1, "axes"));
+            r.axes = std::move(given);
         }
     } else {
         PSRUN_TRY_ASSIGN(auto attr, node.ints_attr("axes"));

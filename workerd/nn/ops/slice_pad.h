@@ -12,6 +12,8 @@
 
 namespace psrun::nn {
 
+class OnnxNodeImport;
+
 struct SliceWindow {
     std::vector<std::int64_t> start, step;
     Dims count;  // the window's dims (the batch dim passes through whole)
@@ -25,5 +27,10 @@ Result<SliceWindow> slice_window(const Dims& dims, const nlohmann::json& attrs);
 // The window of a pad node's output (of `dims` padded by `pads`: begins then ends, one per
 // dim) that holds its input.
 SliceWindow pad_window(const Dims& in_dims, const std::vector<std::int64_t>& pads);
+
+// ONNX Pad (pad_import.cpp), opsets 2-18 with constant pads: mode "constant" with a constant
+// value emits a pad layer; "reflect", "edge" and "wrap" a gather per padded axis; negative pads
+// a slice first. Refuses (naming the node) what is unknown at import or would be empty.
+Result<void> import_pad(OnnxNodeImport& node);
 
 }  // namespace psrun::nn
