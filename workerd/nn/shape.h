@@ -13,6 +13,9 @@ namespace psrun::nn {
 // Largest number of elements in one tensor (an activation per example, a parameter tensor) and
 // in a model's parameters altogether: 2^31 - 1 (8 GiB as f32).
 inline constexpr std::int64_t kMaxTensorElements = (std::int64_t{1} << 31) - 1;
+// Most values a `constant` layer holds in the description (2^20): larger fixed tensors are
+// parameters (frozen ones where nothing trains them).
+inline constexpr std::int64_t kMaxConstantValues = std::int64_t{1} << 20;
 
 // A 2-D size or step: kernel, pooling window, stride.
 struct Extent2 {

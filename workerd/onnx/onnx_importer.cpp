@@ -8,6 +8,7 @@
 
 #include "common/utf8.h"
 #include "workerd/nn/op_schema.h"
+#include "workerd/onnx/onnx_import_advice.h"
 #include "workerd/onnx/onnx_lowerings.h"
 #include "workerd/onnx/onnx_node_view.h"
 
@@ -15,8 +16,7 @@ namespace psrun::onnx_io {
 
 namespace {
 
-constexpr std::size_t kMaxImportedConstant = std::size_t{1} << 20;  // the constant kind's most values
-constexpr std::size_t kEvaluationBudget = std::size_t{1} << 25;     // elements evaluated at import, in all
+constexpr std::size_t kEvaluationBudget = std::size_t{1} << 25;  // elements evaluated at import, in all
 
 // The input: float [N, ...] or int64/int32 [N, L] ids or [N] labels; fixed sizes past the batch dim.
 Result<nn::ValueInfo> input_info(const onnx::ValueInfoProto& input) {
@@ -142,12 +142,12 @@ Result<std::string> Importer::data_value(const std::string& onnx_value, const st
         return tl::unexpected(
             Error{ErrorCode::kInvalidArgument,
                   who + ": its input '" + onnx_value + "' is not computed (its producer was not imported)"});
-    if (!k->symbolic_dims && k->size() > kMaxImportedConstant)
+    if (!k->symbolic_dims && k->size() > static_cast<std::size_t>(nn::kMaxConstantValues))
         return tl::unexpected(
             Error{ErrorCode::kInvalidArgument,
                   who + ": its input '" + onnx_value + "' is a constant of " + std::to_string(k->size()) + " values (" +
                       (frozen_.count(onnx_value) != 0 ? "a frozen buffer or parameter" : "known at import") +
-                      "); the engine keeps at most " + std::to_string(kMaxImportedConstant) +
+                      "); the engine keeps at most " + std::to_string(nn::kMaxConstantValues) +
                       " values in a constant: read only the part the graph needs (a slice of it folds at import)"});
     nlohmann::json layer = {{"kind", "constant"}, {"type", k->is_float ? "float" : "int"}};
     if (k->symbolic_dims) {
@@ -176,34 +176,6 @@ Result<std::string> Importer::data_value(const std::string& onnx_value, const st
     PSRUN_TRY_ASSIGN(auto name, emit(layer, onnx_value, who));
     values_[onnx_value] = name;
     return name;
-}
-
-void Importer::warn_truncating_division(int i, const std::vector<const Known*>& inputs) {
-    if (inputs.size() != 2 || inputs[0] == nullptr || inputs[1] == nullptr) return;
-    const auto a = inputs[0]->plain_ints(), b = inputs[1]->plain_ints();
-    if (inputs[0]->is_float || inputs[1]->is_float || !a || !b || a->empty() || b->empty()) return;
-    if (a->size() != b->size() && a->size() != 1 && b->size() != 1) return;
-    // A floor division written out (torch.div(rounding_mode="floor"), newer exporters' //: the
-    // remainder by Mod, or Sub(a, Mul(q, b)), and the signs by Less, to correct the quotient)
-    // floors as PyTorch does.
-    const auto& div = graph_.graph().node(i);
-    for (const int reader : graph_.readers(div.output(0)))
-        if (graph_.graph().node(reader).op_type() == "Mul") return;
-    for (const int reader : graph_.readers(div.input(0)))
-        if (const auto& op = graph_.graph().node(reader).op_type(); op == "Mod" || op == "Less") return;
-    for (std::size_t e = 0; e < std::max(a->size(), b->size()); ++e) {
-        const std::int64_t x = (*a)[a->size() == 1 ? 0 : e], y = (*b)[b->size() == 1 ? 0 : e];
-        if (y == 0 || y == -1 || x % y == 0 || (x < 0) == (y < 0)) continue;
-        const std::int64_t q = x / y;
-        model_.import_warnings.push_back(
-            node_label(graph_.graph().node(i), i) + ": the integer division " + std::to_string(x) + " / " +
-            std::to_string(y) + " truncates to " + std::to_string(q) + " as ONNX says, where Python's and " +
-            "PyTorch's // floor it to " + std::to_string(q - 1) +
-            ": torch 1.13's exporter writes a // b of sizes as this Div, so if it came from // (a U-Net padding "
-            "its upsampled map to the skip's size, diff // 2 of a negative diff), psrun computes the file, not "
-            "the module. Keep such sizes non-negative (crop the larger map), or export with a PyTorch that floors");
-        return;
-    }
 }
 
 Result<std::string> Importer::emit(nlohmann::json layer, const std::string& name, const std::string& who) {
@@ -235,8 +207,14 @@ Result<void> Importer::import_node(int i) {
     // Evaluate at import what can be.
     std::vector<const Known*> inputs;
     const nn::ValueInfo* shape_of = nullptr;
-    std::vector<Known> from_initializers;
-    from_initializers.reserve(static_cast<std::size_t>(node.input_size()));
+    // A frozen float initializer becomes known (doubles) only where the node can be evaluated:
+    // read by a layer instead (a frozen backbone's weight), it is read once, as its tensor.
+    auto evaluable = [this](const std::string& v) {
+        if (v.empty() || known(v) != nullptr) return true;
+        const auto* init = graph_.initializer(v);
+        return init != nullptr && (init->data_type() != onnx::TensorProto::FLOAT || frozen_.count(v) != 0);
+    };
+    const bool all_evaluable = std::all_of(node.input().begin(), node.input().end(), evaluable);
     for (int k = 0; k < node.input_size(); ++k) {
         const std::string& v = node.input(k);
         const Known* known_value = v.empty() ? nullptr : known(v);
@@ -245,7 +223,7 @@ Result<void> Importer::import_node(int i) {
         // a node computes from them is evaluated here: pe[:L] of the PyTorch tutorial's 5000-row
         // positional table is the L rows the graph reads, not a constant of the whole table.
         if (known_value == nullptr && init != nullptr &&
-            (init->data_type() != onnx::TensorProto::FLOAT || frozen_.count(v) != 0)) {
+            (init->data_type() != onnx::TensorProto::FLOAT || (frozen_.count(v) != 0 && all_evaluable))) {
             auto made = known_from_tensor(*init);
             if (!made) return tl::unexpected(refuse(i, made.error().message));
             known_[v] = std::move(*made);
@@ -272,7 +250,9 @@ Result<void> Importer::import_node(int i) {
     if (evaluated_elements_ < kEvaluationBudget) evaluated = evaluate(node, opset_, inputs, shape_of);
     if (!evaluated) return tl::unexpected(refuse(i, evaluated.error().message));
     if (*evaluated) {
-        if (op == "Div") warn_truncating_division(i, inputs);
+        if (op == "Div")
+            if (auto w = truncating_division_warning(graph_, i, inputs))
+                model_.import_warnings.push_back(std::move(*w));
         for (std::size_t k = 0; k < (*evaluated)->size() && static_cast<int>(k) < node.output_size(); ++k) {
             evaluated_elements_ += (**evaluated)[k].size();
             known_[node.output(static_cast<int>(k))] = std::move((**evaluated)[k]);

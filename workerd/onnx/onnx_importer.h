@@ -76,9 +76,6 @@ class Importer {
 
   private:
     Result<void> import_node(int i);
-    // A warning when node i, an integer Div evaluated at import, truncates a negative inexact
-    // quotient (where a // b in PyTorch floors).
-    void warn_truncating_division(int i, const std::vector<const Known*>& inputs);
     // An If: its condition known, static_if_ is set (the walk stops); unknown, refused.
     Result<void> import_if(int i);
 

@@ -25,8 +25,6 @@ namespace psrun::nn {
 
 namespace {
 
-inline constexpr std::int64_t kMaxConstantValues = 1 << 20;
-
 Result<void> parse_parameter(FieldReader& reader, nlohmann::json& attrs) {
     // [] is a scalar (weight_norm(dim=None)'s g).
     const bool scalar = reader.has("shape") && reader.raw("shape") == nlohmann::json::array();

@@ -1,0 +1,33 @@
+// What the import tells a user about how a file was exported: warnings the model carries
+// (nn::ModelDescription::import_warnings, printed by `model show`, `model check` and every
+// workerd) where the file computes something other than the module it came from, and advice
+// appended to a refusal. Pure functions of the file; no state.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "workerd/nn/model_description.h"
+#include "workerd/onnx/onnx_consts.h"
+#include "workerd/onnx/onnx_graph.h"
+#include "workerd/onnx/onnx_proto.h"
+
+namespace psrun::onnx_io {
+
+// Appends to model.import_warnings one warning each, where found: convolution weights the
+// exporter folded (an eval-mode export's BatchNorm, weight_norm); torch < 2.0's circular pads;
+// BatchNorm momentum 0 (momentum=None); embedding padding rows.
+void add_export_warnings(const onnx::ModelProto& proto, nn::ModelDescription& model);
+
+// For a refusal: what to do when the file's first input has a fixed batch size (exported without
+// dynamic_axes), as " (...)"; empty when the batch axis is symbolic.
+std::string fixed_batch_hint(const onnx::ModelProto& proto);
+
+// A warning when node i, an integer Div evaluated at import with `inputs` known, truncates a
+// negative inexact quotient (where a // b in PyTorch floors) and is not a floor division written
+// out (Mod/Less/Mul around it); nullopt otherwise.
+std::optional<std::string> truncating_division_warning(const GraphIndex& graph, int i,
+                                                       const std::vector<const Known*>& inputs);
+
+}  // namespace psrun::onnx_io
