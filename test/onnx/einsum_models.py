@@ -44,6 +44,8 @@ except ImportError:
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 import networks  # noqa: E402  (read_idx, idx_file, load_onnx_weights)
+from psrun_cli import predict_model_dir, train_through_psd  # noqa: E402
+from torch_compare import probabilities  # noqa: E402
 
 TOLERANCE = 1e-4
 ACCURACY = 0.90
@@ -215,9 +217,10 @@ def train_and_export(psrun, name, tmp, test_x):
     path = f"{tmp}/{name}.train.onnx"
     export(model, path, 17)
     run_dir, log = f"{tmp}/run-{name}", f"{tmp}/{name}.train.log"
-    rc = run([psrun, "local", "--ps", "1", "--workers", "2", "--grace", "30", "--", "--model", path,
-              "--model-dir", run_dir, "--steps", "1500", "--batch-size", "64", "--optimizer", "adam",
-              "--learning-rate", "2e-3", "--precision", "f32", "--threads", "1", "--log-every", "1000"], log)
+    trained = train_through_psd(psrun, path, run_dir, 1500)
+    with open(log, "w") as out:
+        out.write(trained.stdout)
+    rc = trained.returncode
     if not check(f"{name}: trains 1500 steps through psd, 1 ps + 2 workers, on MNIST (rc={rc})", rc == 0, log):
         return
     accuracy = json.load(open(f"{run_dir}/summary.json")).get("test_accuracy", -1)
@@ -234,13 +237,13 @@ def train_and_export(psrun, name, tmp, test_x):
     except Exception as e:  # noqa: BLE001 (the checker's exception types vary)
         check(f"{name}: the export passes onnx.checker (full_check): {e}", False)
     probs = f"{tmp}/{name}.probs.npy"
-    rc = run([psrun, "predict", "--model-dir", run_dir, "--images", f"{tmp}/test-x.npy", "--output", probs], log)
-    if not check(f"{name}: psrun predict --model-dir exits 0", rc == 0, log):
+    predicted = predict_model_dir(psrun, run_dir, f"{tmp}/test-x.npy", probs)
+    with open(log, "a") as out:
+        out.write(predicted.stdout)
+    if not check(f"{name}: psrun predict --model-dir exits 0", predicted.returncode == 0, log):
         return
     networks.load_onnx_weights(model, exported)
-    model.eval()
-    with torch.no_grad():
-        theirs = torch.softmax(model(torch.from_numpy(test_x)), dim=1).numpy()
+    theirs = probabilities(model, test_x)
     diff = float(np.abs(np.load(probs) - theirs).max())
     agree = float((np.load(probs).argmax(1) == theirs.argmax(1)).mean())
     check(f"{name}: the exported weights, loaded into torch by name, predict as psrun (classes {agree:.1%}, "

@@ -36,9 +36,9 @@ except ImportError:
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 import networks  # noqa: E402  (read_idx, idx_file, load_onnx_weights)
-from psrun_cli import mnist_dir, run  # noqa: E402
+from psrun_cli import mnist_dir, predict_model_dir, run, train_through_psd  # noqa: E402
 
-from torch_compare import Checks, check_model, export  # noqa: E402
+from torch_compare import Checks, check_model, export, probabilities  # noqa: E402
 
 TOLERANCE = 1e-4
 ACCURACY = 0.85
@@ -84,11 +84,8 @@ def main():
               show.returncode == 0 and "total: 14,010 parameters" in show.stdout and "state: 1,100,400 values"
               in show.stdout, show.stdout[-800:])
         run_dir, log = f"{tmp}/run", f"{tmp}/train.log"
+        rc = train_through_psd(psrun, path, run_dir, 300, ["--weight-decay", "0.01"], timeout=400)
         with open(log, "w") as out:
-            rc = run([psrun, "local", "--ps", "1", "--workers", "2", "--grace", "30", "--", "--model", path,
-                      "--model-dir", run_dir, "--steps", "300", "--batch-size", "64", "--optimizer", "adam",
-                      "--learning-rate", "2e-3", "--weight-decay", "0.01", "--precision", "f32", "--threads", "1",
-                      "--log-every", "100"], timeout=400)
             out.write(rc.stdout)
         if not check(f"trains 300 steps through psd, 1 ps + 2 workers (rc={rc.returncode})", rc.returncode == 0,
                      log_tail(log)):
@@ -112,13 +109,11 @@ def main():
         check(f"head.weight trained (largest change {moved:.3f})", bool(moved) and moved > 1e-3)
         probs = f"{tmp}/probs.npy"
         np.save(f"{tmp}/test-x.npy", test_x)
-        rc = run([psrun, "predict", "--model-dir", run_dir, "--images", f"{tmp}/test-x.npy", "--output", probs])
+        rc = predict_model_dir(psrun, run_dir, f"{tmp}/test-x.npy", probs)
         if not check("psrun predict --model-dir exits 0", rc.returncode == 0, rc.stdout):
             return
         networks.load_onnx_weights(model, exported)
-        model.eval()
-        with torch.no_grad():
-            theirs = torch.softmax(model(torch.from_numpy(test_x)), dim=1).numpy()
+        theirs = probabilities(model, test_x)
         diff = float(np.abs(np.load(probs) - theirs).max())
         check(f"the export loaded into torch predicts as psrun (largest difference {diff:.1e})", diff <= 1e-4)
     finally:

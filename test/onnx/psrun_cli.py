@@ -1,5 +1,6 @@
-"""The psrun commands the Python ONNX tests run (eltwise_models.py, norm_models_v2.py): a
-command with its output captured, and `psrun predict --onnx` on a NumPy batch."""
+"""The psrun commands the Python ONNX tests run (eltwise_models.py, norm_models_v2.py,
+einsum_models.py, frozen_models.py): a command with its output captured, training through psd,
+and `psrun predict` on a NumPy batch."""
 import os
 import subprocess
 
@@ -38,3 +39,19 @@ def predict(psrun, onnx_path, x, work, tag):
     if r.returncode != 0:
         return None, r.stdout[-2000:]
     return np.load(out), ""
+
+
+def train_through_psd(psrun, model, run_dir, steps, extra=(), timeout=600):
+    """`psrun local --ps 1 --workers 2` training the ONNX file `model` into run_dir for `steps`
+    steps (batch 64, Adam 2e-3, f32, one thread per worker) with `extra` training options; the
+    completed process (stdout and stderr together). Threads wait as the caller's environment says
+    (this times nothing, but a run of many steps is where passive waits would cost most)."""
+    args = [psrun, "local", "--ps", "1", "--workers", "2", "--grace", "30", "--", "--model", model, "--model-dir",
+            run_dir, "--steps", str(steps), "--batch-size", "64", "--optimizer", "adam", "--learning-rate", "2e-3",
+            "--precision", "f32", "--threads", "1", "--log-every", "100", *extra]
+    return subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+
+
+def predict_model_dir(psrun, run_dir, images, output):
+    """`psrun predict --model-dir` on the .npy batch `images` into `output`: the completed process."""
+    return run([psrun, "predict", "--model-dir", run_dir, "--images", images, "--output", output])

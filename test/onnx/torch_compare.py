@@ -47,6 +47,13 @@ def export(model, x, path, opset):
     psrun_torch.export(model, x, path, input_names=["x"], output_names=["logits"], opset=opset)
 
 
+def probabilities(model, x):
+    """The module's softmax over its logits for the float batch x, in eval mode (NumPy)."""
+    model.eval()
+    with torch.no_grad():
+        return torch.softmax(model(torch.from_numpy(x)), dim=1).numpy()
+
+
 def torch_reference(model, x, y):
     """Outputs, loss and parameter gradients in float64 (train mode: a batch norm's batch
     statistics); the module's buffers (running statistics) are left as they were."""
