@@ -170,14 +170,20 @@ TEST_CASE("PyTorch's sequence models: the imported model's gradients are PyTorch
     }
 }
 
-TEST_CASE("LSTM, GRU and RNN attributes the cells cannot honour are refused naming the node", "[onnx][sequence]") {
+TEST_CASE(
+    "LSTM, GRU and RNN attributes the cells cannot honour, and what packed sequences cannot be, are refused "
+    "naming the node",
+    "[onnx][sequence]") {
     struct Case {
         std::string name, node, why;
     };
     const auto c =
         GENERATE(Case{"lstm_clip", "/rnn/LSTM", "clip is not supported"},
                  Case{"gru_activations", "/rnn/GRU", "activations [Relu, Tanh] are not supported"},
-                 Case{"rnn_sigmoid", "/rnn/RNN", "activation Sigmoid: the engine's RNN cell is Tanh or Relu"});
+                 Case{"rnn_sigmoid", "/rnn/RNN", "activation Sigmoid: the engine's RNN cell is Tanh or Relu"},
+                 Case{"packed_cell_state", "/rnn/LSTM", "its last cell state (Y_c, c_n of a packed sequence) is read"},
+                 Case{"packed_bi_folded", "/rnn/LSTM", "sequence_lens on a bidirectional node whose W, R and B"},
+                 Case{"sorted_batch", "/TopK", "it sorts along the batch axis"});
     auto model = onnx_io::import_onnx(read(exports() / (c.name + ".onnx")), c.name + ".onnx");
     REQUIRE_FALSE(model);
     CHECK(model.error().code == ErrorCode::kInvalidArgument);

@@ -35,6 +35,29 @@ class Recurrent(nn.Module):  # an LSTM, GRU or RNN over the rows, batch_first, i
         return self.fc(y[:, -1, :])
 
 
+class Packed(nn.Module):  # pack_padded_sequence(enforce_sorted=False) into an LSTM (lengths: x[:, :, 0] != 0)
+    def __init__(self, bidirectional, cell_state=False):
+        super().__init__()
+        self.rnn = nn.LSTM(5, 7, batch_first=True, bidirectional=bidirectional)
+        self.fc = nn.Linear(7, 3)
+        self.cell_state = cell_state
+
+    def forward(self, x):
+        lengths = (x[:, :, 0] != 0).sum(1)
+        _, (h, c) = self.rnn(nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False))
+        return self.fc((c if self.cell_state else h)[-1])
+
+
+class SortedBatch(nn.Module):  # the batch sorted by a score, returned in that order: not a packed sequence
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(5, 3)
+
+    def forward(self, x):
+        order = x[:, :, 0].sum(1).argsort(descending=True)
+        return self.fc(x.sum(1))[order]
+
+
 def export(model, x, path, folded=False):
     model.train()
     torch.onnx.export(model, x, path + ".onnx", opset_version=13, training=torch.onnx.TrainingMode.TRAINING,
@@ -65,6 +88,13 @@ def main():
             export(Recurrent(cell, bidirectional), x, out + "/" + name + ("_bi" if bidirectional else ""))
         # Constant folding leaves plain W, R, B initializers in ONNX's gate order (layout "onnx").
         export(Recurrent(cell, False), torch.randn(3, 4, 5), out + "/" + name + "_folded", folded=True)
+    # Refusals: a packed sequence's last cell state, a packed bidirectional node of ONNX's layout
+    # (constant folding), a sort of the batch whose order the graph returns.
+    x = torch.randn(3, 4, 5)
+    x[1, 2:] = 0
+    export(Packed(False, cell_state=True), x, out + "/packed_cell_state")
+    export(Packed(True), x, out + "/packed_bi_folded", folded=True)
+    export(SortedBatch(), x, out + "/sorted_batch")
     # Refusals: what oneDNN's cells cannot honour.
     import onnx
     from onnx import helper

@@ -13,6 +13,11 @@ psrun CLI at opsets 13, 14 and 17:
   elman        nn.RNN, two layers, bidirectional, ReLU (ONNX RNN);
   padded_mean  nn.Embedding(padding_idx=0) mean-pooled over the padded sequence: the Gather's table
                has row 0 all zeros, which imports as padding_index (no gradient, as torch);
+  packed       pack_padded_sequence(lengths, enforce_sorted=False) into a 2-layer bidirectional
+               LSTM, its last states h_n (LSTM sequence_lens, the batch sorted by length with
+               TopK/Gather and unsorted with ScatterElements);
+  packed_gru   the same into a bidirectional GRU, pad_packed_sequence(total_length=L) and a mean
+               over each example's own steps;
 and an opset-17 graph by onnx.helper: OneHot with values [-1, 2] on a middle axis, against numpy.
 
 Each exported in training mode without constant folding, batch axis dynamic:
@@ -166,8 +171,29 @@ class PaddedMean(nn.Module):
         return self.head(torch.tanh(self.embedding(ids).mean(1)))
 
 
+class Packed(nn.Module):
+    def __init__(self, cell=nn.LSTM, layers=2, outputs=False):
+        super().__init__()
+        self.embedding = nn.Embedding(V, 16, padding_idx=0)
+        self.rnn = cell(16, 12, num_layers=layers, batch_first=True, bidirectional=True)
+        self.head = nn.Linear(24, 10)
+        self.outputs = outputs
+
+    def forward(self, ids):
+        lengths = (ids != 0).sum(1)
+        packed = nn.utils.rnn.pack_padded_sequence(self.embedding(ids), lengths, batch_first=True,
+                                                   enforce_sorted=False)
+        y, h = self.rnn(packed)
+        if self.outputs:
+            padded, _ = nn.utils.rnn.pad_packed_sequence(y, batch_first=True, total_length=L)
+            return self.head(padded.sum(1) / lengths.unsqueeze(1))
+        h = h[0] if isinstance(h, tuple) else h
+        return self.head(torch.cat([h[-2], h[-1]], 1))
+
+
 MODELS = {"roberta": Roberta, "one_hot": OneHot, "learned_h0": LearnedH0, "llama": Llama, "elman": Elman,
-          "padded_mean": PaddedMean}
+          "padded_mean": PaddedMean, "packed": Packed,
+          "packed_gru": lambda: Packed(nn.GRU, layers=1, outputs=True)}
 
 
 def main():
@@ -183,6 +209,8 @@ def main():
         ids = rng.integers(1, V, size=(BATCH, L)).astype(np.int64)
         ids[:, 12:] = 0  # padding at the end, one example padded from its fourth token on
         ids[0, 3:] = 0
+        ids[1, 7:] = 0  # lengths 3, 7, 12 and 16 (pack_padded_sequence sorts them)
+        ids[2, :] = rng.integers(1, V, size=L)
         labels = rng.integers(0, 10, size=BATCH).astype(np.int64)
         ids_file, labels_file = os.path.join(work, "ids.npy"), os.path.join(work, "labels.npy")
         np.save(ids_file, ids)

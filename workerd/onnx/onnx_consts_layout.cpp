@@ -182,13 +182,24 @@ Result<Outputs> evaluate_layout(const onnx::NodeProto& node, std::int64_t opset,
     if (op == "Expand") {
         if (in.size() < 2 || in[1] == nullptr) return Outputs{};
         auto shape = in[1]->plain_ints();
-        if (!shape && a.size() == 1 && !in[1]->is_float && !in[1]->symbolic_dims) {
-            // One value to a batch-dependent shape: a fill (a padding mask's zeros).
+        bool uniform = a.size() >= 1 && !a.symbolic_dims;
+        for (std::size_t e = 1; uniform && e < a.size(); ++e) uniform = as_double(a, e) == as_double(a, 0);
+        if (!shape && uniform && !in[1]->is_float && !in[1]->symbolic_dims) {
+            // One value to a batch-dependent shape: a fill (a padding mask's zeros). Also a
+            // constant of equal values whose dims clash with the batch (torch.onnx's zero initial
+            // state of a packed sequence, [1, 6, H] traced at a batch of 6, expanded to
+            // [1, N, H]): what the file computes at its traced batch, at every batch.
+            const std::size_t rank = std::max(a.dims.size(), in[1]->i.size());
             Known out;
             out.is_float = a.is_float;
-            out.symbolic_dims = in[1]->i;
-            for (std::size_t k = in[1]->i.size(); k < a.dims.size(); ++k)
-                out.symbolic_dims->insert(out.symbolic_dims->begin(), Dim{1});
+            out.symbolic_dims = nn::Dims(rank, Dim{1});
+            for (std::size_t k = 0; k < rank; ++k) {
+                const std::size_t from_end = rank - 1 - k;
+                const bool in_shape = from_end < in[1]->i.size();
+                const Dim wanted = in_shape ? in[1]->i[in[1]->i.size() - 1 - from_end] : Dim{1};
+                const std::int64_t own = from_end < a.dims.size() ? a.dims[a.dims.size() - 1 - from_end] : 1;
+                (*out.symbolic_dims)[k] = wanted.batch || wanted.value != 1 ? wanted : Dim{own};
+            }
             out.fill = as_double(a, 0);
             return Outputs{{out}};
         }

@@ -104,6 +104,12 @@ Result<bool> import_pattern(Importer& importer, int i);
 // PyTorch's nn.GroupNorm decomposition (Reshape/InstanceNormalization/Reshape/Mul/Add) starting
 // at node i, as one group_norm layer (onnx_patterns_norm.cpp); called by import_pattern.
 Result<bool> import_group_norm_pattern(Importer& importer, int i);
+// pack_padded_sequence(enforce_sorted=False)'s sort of the batch by length and its inverse
+// around recurrent nodes, which cancel (onnx_sort_permutation.cpp): at the TopK, the sorted
+// lengths bound to the lengths and the permutation's arithmetic consumed; at each Gather by the
+// permutation or its inverse along the batch axis, its data passed through. Called by
+// import_pattern.
+Result<bool> import_sort_permutation(Importer& importer, int i);
 
 // Before the walk (onnx_rnn_weights.cpp): every LSTM or GRU node whose W, R and B are PyTorch's
 // gate reordering of its parameters (Slice/Concat/Unsqueeze of float initializers, as

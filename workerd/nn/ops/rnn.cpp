@@ -17,6 +17,7 @@
 // W/R/B initializers (a folded export, other producers) bind with layout "onnx".
 #include "workerd/nn/ops/rnn.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "workerd/nn/onnx_bridge.h"
@@ -204,8 +205,6 @@ Result<void> import_rnn(OnnxNodeImport& node) {
         return tl::unexpected(
             node.refuse("layout=1 (batch-first X, opset 14) is not supported: PyTorch's exporter writes layout 0 with "
                         "a Transpose"));
-    if (node.has_input(4))
-        return tl::unexpected(node.refuse("sequence_lens is not supported: every sequence has the full length"));
     if (lstm && node.has_input(7)) return tl::unexpected(node.refuse("peepholes (input P) are not supported"));
     const ValueInfo* x = node.info(0);
     if (x == nullptr || x->rank() != 3 || !x->dims[1].batch)
@@ -238,20 +237,29 @@ Result<void> import_rnn(OnnxNodeImport& node) {
     }
     layer["tensors"] = tensors;
     // Initial states: zeros (absent, or a zero fill) need no input.
-    const std::size_t states = lstm ? 2 : 1;
+    const std::size_t states_count = lstm ? 2 : 1;
     bool given = false;
-    for (std::size_t k = 0; k < states; ++k)
+    for (std::size_t k = 0; k < states_count; ++k)
         if (node.has_input(5 + k) && node.fill(5 + k) != std::optional<float>(0.0f)) given = true;
-    nlohmann::json inputs = {input};
+    std::vector<std::string> states;
     if (given) {
-        for (std::size_t k = 0; k < states; ++k) {
+        for (std::size_t k = 0; k < states_count; ++k) {
             if (!node.has_input(5 + k))
                 return tl::unexpected(
                     node.refuse("an initial cell state without an initial hidden state is not supported"));
             PSRUN_TRY_ASSIGN(auto v, node.value(5 + k));
-            inputs.push_back(v);
+            states.push_back(v);
         }
     }
+    // sequence_lens: a known one that is the full length everywhere changes nothing.
+    if (node.has_input(4)) {
+        const auto known = node.ints(4);
+        const bool full =
+            known && std::all_of(known->begin(), known->end(), [x](std::int64_t s) { return s == x->dims[0].value; });
+        if (!full) return import_rnn_lengths(node, layer, input, states);
+    }
+    nlohmann::json inputs = {input};
+    for (const auto& st : states) inputs.push_back(st);
     layer["inputs"] = inputs;
     PSRUN_TRY_ASSIGN(auto name, node.emit(layer));
     node.bind_output(0, name);

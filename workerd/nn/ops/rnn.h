@@ -61,4 +61,13 @@ RnnLocation rnn_location(const RnnSpec& spec, int d, RnnPart part);
 // Concat (one gate needs no reordering: the exporter writes the parameter itself).
 std::vector<int> onnx_gates_from_pytorch(RnnCell cell);
 
+class OnnxNodeImport;
+
+// An ONNX LSTM, GRU or RNN node with sequence_lens (rnn_lengths_import.cpp): `layer` is the
+// layer import_rnn built (kind, fields, tensors; no inputs), `x` its [L, N, I] input value and
+// `states` its initial states ([dirs, N, H] values; empty: zeros). Emits the layers and binds
+// outputs Y and Y_h (not LSTM's Y_c).
+Result<void> import_rnn_lengths(OnnxNodeImport& node, const nlohmann::json& layer, const std::string& x,
+                                const std::vector<std::string>& states);
+
 }  // namespace psrun::nn

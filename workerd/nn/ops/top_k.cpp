@@ -60,7 +60,16 @@ Result<void> import_top_k(OnnxNodeImport& node) {
     PSRUN_TRY_ASSIGN(auto x, node.value(0));
     const auto op = node.op_type();
     nlohmann::json layer = {{"kind", "top_k"}, {"inputs", {x}}};
+    const ValueInfo* in = node.info(0);
     if (op == "TopK") {
+        // Sorting the batch (argsort of a per-example score, k = N) mixes the examples.
+        PSRUN_TRY_ASSIGN(auto along, node.int_attr("axis", -1));
+        const auto rank = in != nullptr ? static_cast<std::int64_t>(in->rank()) : 0;
+        if (in != nullptr && along >= -rank && along < rank &&
+            in->dims[static_cast<std::size_t>(along < 0 ? along + rank : along)].batch)
+            return tl::unexpected(node.refuse(
+                "it sorts along the batch axis: each example must stay apart (pack_padded_sequence's sort into "
+                "LSTM, GRU or RNN sequence_lens is the one sort of the batch the importer takes)"));
         std::int64_t k = 0;
         if (node.opset() < 10) {
             PSRUN_TRY_ASSIGN(k, node.int_attr("k", 0));
