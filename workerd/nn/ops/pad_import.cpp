@@ -83,8 +83,10 @@ Result<std::string> import_crop(OnnxNodeImport& node, const std::string& mode, c
         if (in->dims[d].batch) return tl::unexpected(node.refuse("negative pads on the batch " + axis));
         if (mode != "constant" && (before > 0 || after > 0))
             return tl::unexpected(node.refuse("mode \"" + mode + "\" both crops and pads " + axis));
-        const std::int64_t n = in->dims[d].value, cut_before = std::max<std::int64_t>(0, -before),
-                           cut_after = std::max<std::int64_t>(0, -after);
+        // What a negative pad cuts, at most the whole axis (a pad of INT64_MIN has no negation).
+        const std::int64_t n = in->dims[d].value;
+        auto cut = [n](std::int64_t pad) { return pad >= 0 ? 0 : pad < -n ? n : -pad; };
+        const std::int64_t cut_before = cut(before), cut_after = cut(after);
         if (cut_before + cut_after >= n)
             return tl::unexpected(node.refuse("negative pads crop " + axis + " of length " + std::to_string(n) +
                                               " by " + std::to_string(cut_before) + " and " +
