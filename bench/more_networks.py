@@ -353,6 +353,26 @@ class SoftMoE(nn.Module):
         return (weights.unsqueeze(2) * out).sum(dim=1)
 
 
+# 18. MNIST's rows as a packed sequence: an image's trailing blank rows are padding (its length is
+# computed in the graph), pack_padded_sequence(enforce_sorted=False) into a bidirectional LSTM,
+# the last states h_n to a linear head (ONNX LSTM sequence_lens; TopK/Gather/ScatterElements sort
+# the batch by length and back).
+class PackedRows(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.LSTM(28, 24, batch_first=True, bidirectional=True)
+        self.head = nn.Linear(48, 10)
+
+    def forward(self, x):
+        rows = x.flatten(1, 2)  # [N, 28, 28]
+        blank = (rows.abs().sum(2) == 0).int()
+        trailing = (blank.flip(1).cumsum(1) == torch.arange(1, 29)).sum(1)
+        lengths = (28 - trailing).clamp(min=1)
+        packed = nn.utils.rnn.pack_padded_sequence(rows, lengths, batch_first=True, enforce_sorted=False)
+        _, (h, _) = self.rnn(packed)
+        return self.head(torch.cat([h[-2], h[-1]], 1))
+
+
 # name: (constructor, data, example input shape)
 NETWORKS = {
     "groupnorm_cnn": (groupnorm_cnn, "fashion-mnist", (2, 1, 28, 28)),
@@ -372,6 +392,7 @@ NETWORKS = {
     "conv_transpose_net": (ConvTransposeNet, "fashion-mnist", (2, 1, 28, 28)),
     "tcn": (TCN, "mnist-tokens", (2, 32)),
     "soft_moe": (SoftMoE, "fashion-mnist", (2, 1, 28, 28)),
+    "packed_rows": (PackedRows, "mnist", (2, 1, 28, 28)),
 }
 
 

@@ -2,9 +2,9 @@
 # Networks written as ordinary torch.nn modules and exported by torch.onnx.export for training
 # (bench/networks.py: the seven of the graph-engine acceptance, ResNet-20, a BatchNorm CNN, a
 # MobileNet-style block, an MLP with LayerNorm and GELU, an LSTM over image rows, a Transformer
-# encoder, an embedding-bag classifier; bench/more_networks.py: seventeen more, GroupNorm,
+# encoder, an embedding-bag classifier; bench/more_networks.py: eighteen more, GroupNorm,
 # InstanceNorm, PReLU, MobileNetV3, ConvNeXt, ViT, MLP-Mixer, U-Net, 1-D CNNs, a BiLSTM, a GPT, masks,
-# a TCN, a soft mixture of experts)
+# a TCN, a soft mixture of experts, a BiLSTM over packed sequences)
 # at the opset given: each imports (`psrun model show` exits 0) and trains on real MNIST (images,
 # or MNIST turned into token ids) through a real psd (`psrun local --ps 1 --workers 1`) to a test
 # accuracy well above chance after a short run. Then the round trip: the trained weights, written

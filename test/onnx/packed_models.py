@@ -2,7 +2,7 @@
 """Packed sequences through training: MNIST's rows as a sequence whose trailing blank rows are
 padding, the way a text model packs its padded sentences.
 
-PackedRows on MNIST [N, 1, 28, 28]: each image is 28 rows of 28 pixels; its length is 28 minus
+PackedRows (bench/more_networks.py) on MNIST [N, 1, 28, 28]: each image is 28 rows of 28 pixels; its length is 28 minus
 its trailing rows that are all zero (computed in the graph: flip, cumsum, equal, sum), and
 pack_padded_sequence(enforce_sorted=False) feeds a bidirectional LSTM whose last states h_n go to
 a linear head. torch.onnx writes ONNX LSTM sequence_lens, with the batch sorted by length (TopK,
@@ -25,7 +25,6 @@ import tempfile
 try:
     import numpy as np
     import torch
-    from torch import nn
 except ImportError:
     print("torch is not installed: skipped")
     sys.exit(77)
@@ -33,6 +32,7 @@ except ImportError:
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 import networks  # noqa: E402  (read_idx, idx_file, load_onnx_weights)
+from more_networks import PackedRows  # noqa: E402
 from psrun_cli import mnist_dir, predict_model_dir, run, train_through_psd  # noqa: E402
 
 from torch_compare import Checks, check_model, export, probabilities  # noqa: E402
@@ -41,22 +41,6 @@ TOLERANCE = 1e-4
 ACCURACY = 0.85
 STEPS = 400
 check = Checks()
-
-
-class PackedRows(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.rnn = nn.LSTM(28, 24, batch_first=True, bidirectional=True)
-        self.head = nn.Linear(48, 10)
-
-    def forward(self, x):
-        rows = x.flatten(1, 2)  # [N, 28, 28]
-        blank = (rows.abs().sum(2) == 0).int()
-        trailing = (blank.flip(1).cumsum(1) == torch.arange(1, 29)).sum(1)
-        lengths = (28 - trailing).clamp(min=1)
-        packed = nn.utils.rnn.pack_padded_sequence(rows, lengths, batch_first=True, enforce_sorted=False)
-        _, (h, _) = self.rnn(packed)
-        return self.head(torch.cat([h[-2], h[-1]], 1))
 
 
 def main():
