@@ -7,7 +7,7 @@ predict against torch's softmax), at opsets 13, 14 and 17:
   - a mixture-of-experts layer routing each example to its top-2 experts (torch.topk of the
     gate's logits, a softmax over the two, the experts' outputs gathered by the indices);
   - torch.sort (TopK of the whole axis), torch.topk smallest-first, k-max pooling over a
-    Conv1d's time axis;
+    Conv1d's time axis (by value, and in time order: the indices sorted);
   - x.argmax(1) into F.one_hot, x.argmin(1, keepdim=True) into torch.gather;
   - raw ids hashed into buckets in the model (`ids % 13`, torch.fmod of negative ids,
     `ids // 4`: integer Mod and Div) feeding nn.Embedding; ids clamped into a table
@@ -77,14 +77,18 @@ class Vec(nn.Module):
 
 
 class KMax(nn.Module):
-    """x [N, 4, 12]: a Conv1d, the 3 largest activations of each channel over time."""
+    """x [N, 4, 12]: a Conv1d, the 3 largest activations of each channel over time, by value
+    and in their time order (DCNN's k-max pooling: the indices sorted, a TopK of integers)."""
 
     def __init__(self):
         super().__init__()
-        self.conv, self.head = nn.Conv1d(4, 6, 3), nn.Linear(18, 10)
+        self.conv, self.head = nn.Conv1d(4, 6, 3), nn.Linear(36, 10)
 
     def forward(self, x):
-        return self.head(torch.topk(self.conv(x), 3, dim=2).values.flatten(1))
+        h = self.conv(x)
+        top = torch.topk(h, 3, dim=2)
+        in_order = torch.gather(h, 2, top.indices.sort(dim=2).values)
+        return self.head(torch.cat([top.values, in_order], 2).flatten(1))
 
 
 class HashedIds(nn.Module):
@@ -149,7 +153,7 @@ MODELS = {
     "sort": (lambda: Vec(lambda s, x: torch.cat([torch.sort(s.a(x), dim=1, descending=True).values,
                                                  torch.topk(s.b(x).view(-1, 2, 4), 2, dim=2, largest=False)
                                                  .values.flatten(1)], 1), 12), (16,), ["top_k"]),
-    "kmax_pool": (KMax, (4, 12), ["top_k", "conv"]),
+    "kmax_pool": (KMax, (4, 12), ["top_k", "conv", "equal"]),
     "argmax_onehot": (lambda: Vec(lambda s, x: torch.cat([
         s.a(x) * F.one_hot(s.a(x).argmax(1), 8).float(),
         torch.gather(s.b(x), 1, s.a(x).argmin(1, keepdim=True))], 1), 9), (16,), ["top_k", "equal"]),

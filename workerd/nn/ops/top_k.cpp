@@ -30,8 +30,6 @@ Result<void> parse_top_k(FieldReader& reader, nlohmann::json& attrs) {
 
 Result<void> infer_top_k(InferContext& context) {
     const ValueInfo& in = context.input(0);
-    if (in.type != ElementType::kFloat)
-        return tl::unexpected(op_error("expects floats; " + context.input_name(0) + " holds integer ids"));
     const auto rank = static_cast<std::int64_t>(in.rank());
     const std::int64_t given = context.attr_int("axis");
     const std::int64_t axis = given < 0 ? given + rank : given;
@@ -49,7 +47,7 @@ Result<void> infer_top_k(InferContext& context) {
                                        std::to_string(in.dims[at].value)));
     Dims out = in.dims;
     out[at].value = k;
-    context.set_output(0, ValueInfo{out, ElementType::kFloat});
+    context.set_output(0, ValueInfo{out, in.type});
     context.set_output(1, ValueInfo{out, ElementType::kInt});
     context.add_flops(static_cast<double>(elements_per_example(in.dims).value_or(0)));
     return {};

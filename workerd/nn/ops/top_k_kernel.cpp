@@ -1,7 +1,7 @@
 // The top_k kernel: a hand loop on the plain layout, seen as [outer, len, inner] around the
-// axis. Each row (one outer, one inner) is read in f32 into a list of (value, index), and
-// std::partial_sort puts the k first by the kind's order; values are written in f32 (then
-// converted to the output's type), indices as s32. Backward: dX = 0, then dX[index] +=
+// axis. Each row (one outer, one inner) is read in f32 (s32 for integer ids, exact) into a list
+// of (value, index), and std::partial_sort puts the k first by the kind's order; values are
+// written in f32 (then converted to the output's type) or s32, indices as s32. Backward: dX = 0, then dX[index] +=
 // dValues row by row (the indices are distinct within a row: a plain store would do, the sum
 // keeps it right if that ever changes).
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -29,29 +30,33 @@ struct TopKShape {
 };
 
 // a before b in the output: by value (NaN the largest), ties by the lower index.
-bool precedes(const std::pair<float, std::int32_t>& a, const std::pair<float, std::int32_t>& b, bool largest) {
-    const bool na = std::isnan(a.first), nb = std::isnan(b.first);
-    if (na || nb) {
-        if (na && nb) return a.second < b.second;
-        return largest ? na : nb;
+template <typename T>
+bool precedes(const std::pair<T, std::int32_t>& a, const std::pair<T, std::int32_t>& b, bool largest) {
+    if constexpr (std::is_floating_point_v<T>) {
+        const bool na = std::isnan(a.first), nb = std::isnan(b.first);
+        if (na || nb) {
+            if (na && nb) return a.second < b.second;
+            return largest ? na : nb;
+        }
     }
     if (a.first != b.first) return largest ? a.first > b.first : a.first < b.first;
     return a.second < b.second;
 }
 
-void select_rows(const float* x, float* values, std::int32_t* indices, const TopKShape& s) {
+template <typename T>
+void select_rows(const T* x, T* values, std::int32_t* indices, const TopKShape& s) {
 #pragma omp parallel
     {
-        std::vector<std::pair<float, std::int32_t>> row(static_cast<std::size_t>(s.len));
+        std::vector<std::pair<T, std::int32_t>> row(static_cast<std::size_t>(s.len));
 #pragma omp for collapse(2) schedule(static)
         for (std::int64_t o = 0; o < s.outer; ++o)
             for (std::int64_t c = 0; c < s.inner; ++c) {
-                const float* in = x + o * s.len * s.inner + c;
+                const T* in = x + o * s.len * s.inner + c;
                 for (std::int64_t j = 0; j < s.len; ++j)
                     row[static_cast<std::size_t>(j)] = {in[j * s.inner], static_cast<std::int32_t>(j)};
                 std::partial_sort(
                     row.begin(), row.begin() + s.k, row.end(),
-                    [largest = s.largest](const auto& a, const auto& b) { return precedes(a, b, largest); });
+                    [largest = s.largest](const auto& a, const auto& b) { return precedes<T>(a, b, largest); });
                 const std::int64_t base = o * s.k * s.inner + c;
                 for (std::int64_t j = 0; j < s.k; ++j) {
                     values[base + j * s.inner] = row[static_cast<std::size_t>(j)].first;
@@ -95,12 +100,23 @@ class TopKKernel final : public Kernel {
             const auto v = dims[static_cast<std::size_t>(d)];
             (d < axis ? s.outer : d == axis ? s.len : s.inner) *= v;
         }
-        const memory x = b.input_plain(0, Dt::f32);
         const Dt out_type = b.output_type(0);
+        const memory indices = b.make_output(1, plain_desc(out_dims, Dt::s32));
+        if (out_type == Dt::s32) {  // integer ids: no gradient
+            const memory x = b.input_plain(0, Dt::s32);
+            const memory values = b.make_output(0, plain_desc(out_dims, Dt::s32));
+            b.forward([x, values, indices, s] {
+                select_rows(static_cast<const std::int32_t*>(x.get_data_handle()),
+                            static_cast<std::int32_t*>(values.get_data_handle()),
+                            static_cast<std::int32_t*>(indices.get_data_handle()), s);
+            });
+            b.note("fwd: hand top_k (s32)");
+            return;
+        }
+        const memory x = b.input_plain(0, Dt::f32);
         const bool direct = out_type == Dt::f32;
         const memory values =
             direct ? b.make_output(0, plain_desc(out_dims, Dt::f32)) : memory(plain_desc(out_dims, Dt::f32), engine);
-        const memory indices = b.make_output(1, plain_desc(out_dims, Dt::s32));
         b.forward([x, values, indices, s] {
             select_rows(static_cast<const float*>(x.get_data_handle()), static_cast<float*>(values.get_data_handle()),
                         static_cast<std::int32_t*>(indices.get_data_handle()), s);
