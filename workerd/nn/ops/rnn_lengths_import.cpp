@@ -14,6 +14,7 @@
 // direction's tensors), its outputs concatenated. Refused: ONNX's own layout (W, R, B of both
 // directions in one tensor) when bidirectional; a graph that reads the last cell state (LSTM's
 // Y_c), which is not computed.
+#include <map>
 #include <string>
 #include <vector>
 
@@ -29,11 +30,17 @@ using nlohmann::json;
 // The layers one node emits, named after it by OnnxNodeImport::emit.
 struct Lowering {
     OnnxNodeImport& node;
+    std::map<std::int64_t, std::string> scalars = {};  // int scalar constants, emitted where first read
 
     Result<std::string> layer(json l) { return node.emit(std::move(l)); }
     Result<std::string> op(const char* kind, json inputs) { return layer({{"kind", kind}, {"inputs", inputs}}); }
     Result<std::string> int_constant(json shape, json values) {
         return layer({{"kind", "constant"}, {"type", "int"}, {"shape", shape}, {"values", values}});
+    }
+    Result<std::string> scalar(std::int64_t v) {
+        if (auto it = scalars.find(v); it != scalars.end()) return it->second;
+        PSRUN_TRY_ASSIGN(auto name, int_constant(json::array(), {v}));
+        return scalars[v] = name;
     }
     Result<std::string> transpose(const std::string& v, std::vector<std::int64_t> perm) {
         return layer({{"kind", "transpose"}, {"inputs", {v}}, {"perm", perm}});
@@ -120,10 +127,6 @@ Result<void> import_rnn_lengths(OnnxNodeImport& node, const nlohmann::json& laye
     for (std::int64_t t = 0; t < steps; ++t) range.push_back(t);
     PSRUN_TRY_ASSIGN(auto t, emit.int_constant({steps}, range));
     PSRUN_TRY_ASSIGN(auto length, emit.unsqueeze(s, {1}));  // [N, 1]
-    PSRUN_TRY_ASSIGN(auto one, emit.int_constant(json::array(), {1}));
-    PSRUN_TRY_ASSIGN(auto padded, emit.int_constant(json::array(), {steps}));
-    PSRUN_TRY_ASSIGN(auto zero, emit.int_constant(json::array(), {0}));
-    PSRUN_TRY_ASSIGN(auto twice, emit.int_constant(json::array(), {2 * steps}));
 
     std::vector<Direction> done;
     for (int d = 0; d < dirs; ++d) {
@@ -145,6 +148,7 @@ Result<void> import_rnn_lengths(OnnxNodeImport& node, const nlohmann::json& laye
             PSRUN_TRY_ASSIGN(auto valid, emit.op("less", {t, length}));  // [N, L]
             PSRUN_TRY_ASSIGN(auto valid_f, emit.time_major_mask(valid));
             PSRUN_TRY_ASSIGN(auto masked, emit.op("mul", {y, valid_f}));
+            PSRUN_TRY_ASSIGN(auto one, emit.scalar(1));
             PSRUN_TRY_ASSIGN(auto last_step, emit.op("sub", {length, one}));
             PSRUN_TRY_ASSIGN(auto last, emit.op("equal", {t, last_step}));
             PSRUN_TRY_ASSIGN(auto last_f, emit.time_major_mask(last));
@@ -156,6 +160,9 @@ Result<void> import_rnn_lengths(OnnxNodeImport& node, const nlohmann::json& laye
             out = {masked, y_h};
         } else {
             // In: x_r[t] = x[t + s - L]; a negative index is moved past the end (zeros).
+            PSRUN_TRY_ASSIGN(auto padded, emit.scalar(steps));
+            PSRUN_TRY_ASSIGN(auto zero, emit.scalar(0));
+            PSRUN_TRY_ASSIGN(auto twice, emit.scalar(2 * steps));
             PSRUN_TRY_ASSIGN(auto sum, emit.op("add", {t, length}));
             PSRUN_TRY_ASSIGN(auto source, emit.op("sub", {sum, padded}));
             PSRUN_TRY_ASSIGN(auto negative, emit.op("less", {source, zero}));
