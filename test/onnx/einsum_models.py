@@ -43,8 +43,8 @@ except ImportError:
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
-import networks  # noqa: E402  (read_idx, idx_file, load_onnx_weights)
-from psrun_cli import predict_model_dir, train_through_psd  # noqa: E402
+import networks  # noqa: E402  (load_onnx_weights)
+from psrun_cli import mnist_test_set, predict_model_dir, train_through_psd  # noqa: E402
 from torch_compare import probabilities  # noqa: E402
 
 TOLERANCE = 1e-4
@@ -270,13 +270,8 @@ def main():
     if not args:
         sys.exit(__doc__)
     psrun = os.path.abspath(args[0])
-    cache = os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))
-    data = args[args.index("--data") + 1] if "--data" in args else os.path.join(cache, "psrun", "data", "mnist")
-    images = networks.read_idx(networks.idx_file(data, "t10k-images-idx3-ubyte"))
-    labels = networks.read_idx(networks.idx_file(data, "t10k-labels-idx1-ubyte"))
-    x = (images[:BATCH].astype(np.float32) / 255.0).reshape(BATCH, 1, 28, 28)
-    y = labels[:BATCH].astype(np.int64)
-    test_x = (images[:1000].astype(np.float32) / 255.0).reshape(1000, 1, 28, 28)
+    test_x, test_y = mnist_test_set(args, 1000)
+    x, y = test_x[:BATCH], test_y[:BATCH]
     tmp = tempfile.mkdtemp(prefix="psrun-einsum-")
     torch.set_num_threads(1)
     try:

@@ -31,9 +31,9 @@ except ImportError:
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
-import networks  # noqa: E402  (read_idx, idx_file, load_onnx_weights)
+import networks  # noqa: E402  (load_onnx_weights)
 from more_networks import PackedRows  # noqa: E402
-from psrun_cli import mnist_dir, predict_model_dir, run, train_through_psd  # noqa: E402
+from psrun_cli import mnist_test_set, predict_model_dir, run, train_through_psd  # noqa: E402
 
 from torch_compare import Checks, check_model, export, probabilities  # noqa: E402
 
@@ -48,9 +48,7 @@ def main():
     if not args:
         sys.exit(__doc__)
     psrun = os.path.abspath(args[0])
-    data = mnist_dir(args)
-    images = networks.read_idx(networks.idx_file(data, "t10k-images-idx3-ubyte"))
-    test_x = (images[:1000].astype(np.float32) / 255.0).reshape(1000, 1, 28, 28)
+    test_x, _ = mnist_test_set(args, 1000)
     tmp = tempfile.mkdtemp(prefix="psrun-packed-")
     torch.set_num_threads(1)
     try:

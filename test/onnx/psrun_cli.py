@@ -3,8 +3,12 @@ einsum_models.py, frozen_models.py): a command with its output captured, trainin
 and `psrun predict` on a NumPy batch."""
 import os
 import subprocess
+import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+import networks  # noqa: E402  (read_idx, idx_file)
 
 
 def mnist_dir(args):
@@ -14,6 +18,15 @@ def mnist_dir(args):
         return args[args.index("--data") + 1]
     cache = os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))
     return os.path.join(cache, "psrun", "data", "mnist")
+
+
+def mnist_test_set(args, count):
+    """MNIST's first `count` test images, float32 [count, 1, 28, 28] in [0, 1], and their labels
+    (int64 [count]), from mnist_dir(args)."""
+    data = mnist_dir(args)
+    images = networks.read_idx(networks.idx_file(data, "t10k-images-idx3-ubyte"))[:count]
+    labels = networks.read_idx(networks.idx_file(data, "t10k-labels-idx1-ubyte"))[:count]
+    return (images.astype(np.float32) / 255.0).reshape(len(images), 1, 28, 28), labels.astype(np.int64)
 
 
 # Tests run two at a time on two cores (test/run.sh), and libgomp's default spins at every
