@@ -75,6 +75,12 @@ class Importer {
     }
 
   private:
+    // The graph's inputs, in its order, as the model's (the first is the primary input).
+    Result<void> add_inputs();
+    // Every output but `loss` is a head the loss reads (a graph of several outputs).
+    Result<void> check_heads(const std::vector<std::string>& outputs, const std::string& loss) const;
+    // The initializers' values as the model's initial parameters, each tensor whole.
+    Result<void> set_initial_parameters();
     Result<void> import_node(int i);
     // An If: its condition known, static_if_ is set (the walk stops); unknown, refused.
     Result<void> import_if(int i);
