@@ -15,6 +15,11 @@ psrun.frozen; psrun imports them as frozen parameters (state tensors nothing wri
     accuracy >= ACCURACY; the exported file loads back into the torch module and predicts as
     `psrun predict`.
 
+And initializers torch.onnx merged: MergedByValue, a fresh module whose LayerNorms, zero
+biases and BatchNorm statistics hold equal values, exported with torch.onnx.export's
+defaults (eval mode, constant folding), which writes each equal one as Identity(the first):
+psrun warns and trains each as its own tensor, so outputs and every gradient are torch's at
+opsets 14 and 17.
 Usage: frozen_models.py PSRUN [--data MNIST_DIR]   (exit 77 without torch)
 """
 import json
@@ -57,6 +62,46 @@ class FrozenBackbone(nn.Module):
         return self.head(torch.relu(self.backbone(x.flatten(1))) * self.scale)
 
 
+class MergedByValue(nn.Module):
+    """x [N, 1, 28, 28] flattened -> LayerNorm, Linear, LayerNorm, ReLU, Linear, ReLU, BatchNorm1d,
+    LayerNorm (zero biases, unit weights: equal values) -> a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm1, self.norm2, self.norm3 = nn.LayerNorm(784), nn.LayerNorm(32), nn.LayerNorm(32)
+        self.fc1, self.fc2 = nn.Linear(784, 32), nn.Linear(32, 32)
+        for fc in (self.fc1, self.fc2):
+            nn.init.zeros_(fc.bias)
+        self.bn = nn.BatchNorm1d(32)
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, x):
+        h = self.fc1(self.norm1(x.flatten(1)))
+        return self.head(self.norm3(self.bn(torch.relu(self.fc2(torch.relu(self.norm2(h)))))))
+
+
+def export_as_torch_defaults(model, x, path, opset):
+    """torch.onnx.export as a user calls it: eval mode, constant folding, a dynamic batch."""
+    torch.onnx.export(model, x, path, opset_version=opset, input_names=["x"], output_names=["logits"],
+                      dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}})
+
+
+def merged_by_value(psrun, tmp, test_x):
+    torch.manual_seed(1)
+    path = f"{tmp}/merged.onnx"
+    export_as_torch_defaults(MergedByValue(), torch.from_numpy(test_x[:2]), path, 17)
+    merged = [n.output[0] for n in onnx.load(path).graph.node if n.op_type == "Identity"]
+    check(f"torch.onnx.export's defaults merged equal initializers ({merged})",
+          {"norm3.weight", "norm3.bias", "fc2.bias", "bn.running_mean", "bn.running_var"} <= set(merged))
+    show = run([psrun, "model", "show", path])
+    check("psrun model show warns that it trains them apart", show.returncode == 0 and
+          "written as another initializer of equal values" in show.stdout, show.stdout[-1500:])
+    # The batch norm trains on its batch statistics in both, so the functions agree.
+    check_model(check, psrun, "merged_by_value", MergedByValue, (1, 28, 28), ["layer_norm", "batch_norm"], tmp,
+                batch=8, seed=3, opsets=(14, 17), finite_differences=False, compare_predict=False,
+                data=test_x[:8], exporter=export_as_torch_defaults)
+
+
 def log_tail(path):
     return open(path).read()[-1500:] if os.path.exists(path) else ""
 
@@ -70,6 +115,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="psrun-frozen-")
     torch.set_num_threads(1)
     try:
+        merged_by_value(psrun, tmp, test_x)
         # The gradients against torch's (torch_compare exports through psrun_torch too).
         check_model(check, psrun, "frozen_backbone", FrozenBackbone, (1, 28, 28), ["parameter", "dense"], tmp,
                     batch=8, seed=3, opsets=(17,), finite_differences=False, compare_predict=False)

@@ -117,13 +117,14 @@ def compare_with_torch(check, tag, mine, logits, loss, grads, tolerance, gradien
 
 def check_model(check, psrun, name, build, shape, kinds, work, *, batch, seed, tolerance=1e-4,
                 opsets=(13, 14, 17), check_tolerance=None, gradient_floor=0.0, compare_predict=True,
-                finite_differences=True, data=None):
+                finite_differences=True, data=None, exporter=None):
     """`build()` (seeded with torch.manual_seed(1)) on a [batch, *shape] input from
     default_rng(seed), at each opset. check_tolerance: psrun model check's own central-difference
     bound (--tolerance), where ReLU and max kinks need a coarser one than its default.
     finite_differences=False: torch's float64 gradients are the only reference (two forward
     passes per tensor cost minutes for a network of hundreds of tensors). data: the input batch
-    itself (real images) instead of normal draws."""
+    itself (real images) instead of normal draws. exporter(model, x, path, opset): another way to
+    write the file than export() (torch.onnx.export's defaults, say)."""
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((batch, *shape)).astype(np.float32) if data is None else np.asarray(data, np.float32)
     y = rng.integers(0, 10, size=batch).astype(np.int64)
@@ -137,7 +138,7 @@ def check_model(check, psrun, name, build, shape, kinds, work, *, batch, seed, t
     for opset in opsets:
         tag = f"{name}_{opset}"
         path = os.path.join(work, tag + ".onnx")
-        export(model.train(), torch.from_numpy(x), path, opset)
+        (exporter or export)(model.train(), torch.from_numpy(x), path, opset)
         show = run([psrun, "model", "show", path])
         if not check(f"{tag}: psrun model show exits 0", show.returncode == 0, show.stdout[-1500:]):
             continue

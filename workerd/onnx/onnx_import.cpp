@@ -22,6 +22,7 @@
 #include "workerd/onnx/onnx_graph_digest.h"
 #include "workerd/onnx/onnx_import_advice.h"
 #include "workerd/onnx/onnx_importer.h"
+#include "workerd/onnx/onnx_merged_initializers.h"
 #include "workerd/onnx/onnx_model.h"
 
 namespace psrun::onnx_io {
@@ -156,6 +157,14 @@ Result<nn::ModelDescription> import_onnx(std::string_view bytes, std::string_vie
     bool edited = false;
     if (auto recorded = recorded_description(proto, *graph, source_name, edited))
         return with_run_recipe(std::move(*recorded));
+    // Parameters an eval-mode export merged by value get their own initializers again.
+    const auto untied = untie_merged_initializers(*proto.mutable_graph());
+    if (!untied.empty()) {
+        graph = GraphIndex::build(proto.graph(), *opset);
+        if (!graph) return fail(graph.error());
+        for (const auto& [copy, source] : untied)
+            if (frozen.count(source) != 0) frozen.insert(copy);
+    }
     std::string origin = "imported from ONNX (" + proto.producer_name() + " " + proto.producer_version() + ")";
     if (edited)
         origin +=
@@ -181,6 +190,7 @@ Result<nn::ModelDescription> import_onnx(std::string_view bytes, std::string_vie
         }
         if (auto* model = std::get_if<nn::ModelDescription>(&*outcome)) {
             add_export_warnings(proto, *model);
+            if (!untied.empty()) model->import_warnings.push_back(merged_initializers_warning(untied));
             return with_run_recipe(std::move(*model));
         }
         if (inlined == kMaxInlinedIfs)
