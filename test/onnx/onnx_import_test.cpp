@@ -103,13 +103,17 @@ TEST_CASE("a convolution weight PyTorch's constant folding computed is imported 
     REQUIRE(m->import_warnings.size() == 1);
     CHECK_THAT(m->import_warnings[0], Catch::StartsWith("1 convolution weight (onnx::Conv_7) was computed"));
     CHECK_THAT(m->import_warnings[0], Catch::Contains("training=torch.onnx.TrainingMode.TRAINING"));
-    // A Gemm's folded weight (a Linear's transposed weight) trains as the same function: no warning.
+    // A Gemm's folded weight (a Linear's transposed weight) trains as the same function, under
+    // the exporter's name: the warning says so (the trained file no longer loads by name).
     g = small_cnn();
     g.model.mutable_graph()->mutable_initializer(2)->set_name("onnx::Gemm_9");
     g.node("/4/Gemm")->set_input(1, "onnx::Gemm_9");
     m = onnx_io::import_onnx(g.bytes(), "gemm.onnx");
     REQUIRE(m);
-    CHECK(m->import_warnings.empty());
+    REQUIRE(m->import_warnings.size() == 1);
+    CHECK_THAT(m->import_warnings[0], Catch::StartsWith("1 trained tensor ('onnx__Gemm_9') is a constant the "
+                                                        "exporter's constant folding computed"));
+    CHECK_THAT(m->import_warnings[0], Catch::Contains("do_constant_folding=False"));
 }
 
 TEST_CASE("parameters an eval-mode export merged by value train as tensors of their own", "[onnx]") {

@@ -140,11 +140,41 @@ std::vector<std::string> padding_row_warnings(const nn::ModelDescription& model)
     return found;
 }
 
+// Trained tensors named "onnx__<Op>_<n>": constants the exporter computed from the module's
+// parameters, other than the convolutions' weights and biases (folded_weight_warnings() names
+// those folds). One warning, or none.
+std::vector<std::string> folded_parameter_warnings(const onnx::ModelProto& proto, const nn::ModelDescription& model) {
+    std::set<std::string> conv_weights;  // in the model's spelling: ':' is '_'
+    for (const auto& node : proto.graph().node())
+        if (node.op_type() == "Conv" || node.op_type() == "ConvTranspose")
+            for (int i = 1; i < node.input_size() && i <= 2; ++i) {  // the weight and the bias
+                std::string name = node.input(i);
+                std::replace(name.begin(), name.end(), ':', '_');
+                conv_weights.insert(name);
+            }
+    std::vector<std::string> folded;
+    for (const auto& t : model.tensors)
+        if (t.cls == nn::TensorClass::kTrainable && t.name.rfind("onnx__", 0) == 0 && !conv_weights.contains(t.name))
+            folded.push_back(t.name);
+    if (folded.empty()) return {};
+    const bool one = folded.size() == 1;
+    return {std::to_string(folded.size()) + " trained tensor" + (one ? "" : "s") + " (" + first_and_count(folded) +
+            ") " + (one ? "is a constant" : "are constants") +
+            " the exporter's constant folding computed from the module's parameters (torch.onnx names them "
+            "onnx::<Op>_<n>): psrun trains them as they stand, under those names. A transposed Linear weight or a "
+            "folded affine trains the same function, but the trained file no longer loads into the module by name; "
+            "anything else folded from a parameter (F.normalize(w), w[index], a table gathered by constant "
+            "indices) trains another function than the module's. Export with "
+            "training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False (python/psrun_torch.py) to train "
+            "the module's own parameters"};
+}
+
 }  // namespace
 
 void add_export_warnings(const onnx::ModelProto& proto, nn::ModelDescription& model) {
     for (auto* warnings : {folded_weight_warnings, circular_pad_warnings, batch_norm_momentum_warnings})
         for (auto& w : warnings(proto)) model.import_warnings.push_back(std::move(w));
+    for (auto& w : folded_parameter_warnings(proto, model)) model.import_warnings.push_back(std::move(w));
     for (auto& w : padding_row_warnings(model)) model.import_warnings.push_back(std::move(w));
 }
 

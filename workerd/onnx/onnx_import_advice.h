@@ -16,8 +16,9 @@
 namespace psrun::onnx_io {
 
 // Appends to model.import_warnings one warning each, where found: convolution weights the
-// exporter folded (an eval-mode export's BatchNorm, weight_norm); torch < 2.0's circular pads;
-// BatchNorm momentum 0 (momentum=None); embedding padding rows.
+// exporter folded (an eval-mode export's BatchNorm, weight_norm); other trained tensors the
+// exporter computed from parameters (onnx::<Op>_<n>: a transposed weight, F.normalize(w));
+// torch < 2.0's circular pads; BatchNorm momentum 0 (momentum=None); embedding padding rows.
 void add_export_warnings(const onnx::ModelProto& proto, nn::ModelDescription& model);
 
 // For a refusal: what to do when the file's first input has a fixed batch size (exported without
