@@ -11,6 +11,7 @@
 #include "common/result.h"
 #include "common/utf8.h"
 #include "launcher/cmd_model_check.h"
+#include "launcher/cmd_model_freeze.h"
 #include "launcher/model_memory.h"
 #include "launcher/model_placement.h"
 #include "workerd/nn/model_summary.h"
@@ -146,6 +147,7 @@ void add_model_command(CLI::App& app, int& exit_code) {
         exit_code = kExitOk;
     });
     add_model_check_command(*model, exit_code);
+    add_model_freeze_command(*model, exit_code);
     auto options = std::make_shared<ShowOptions>();
     CLI::App* show =
         model->add_subcommand("show", "per layer: output shape, parameters, forward MFLOP per example; totals; recipe");

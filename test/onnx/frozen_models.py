@@ -20,6 +20,10 @@ biases and BatchNorm statistics hold equal values, exported with torch.onnx.expo
 defaults (eval mode, constant folding), which writes each equal one as Identity(the first):
 psrun warns and trains each as its own tensor, so outputs and every gradient are torch's at
 opsets 14 and 17.
+And buffers in a file from a plain torch.onnx.export (no psrun.frozen list): Buffered's
+normalisation constants and positional table train as parameters until `psrun model freeze`
+lists them; then psrun trains exactly torch's parameters, with torch's gradients. freeze refuses
+a name that is no float initializer and a file psrun exported (exit 2).
 Usage: frozen_models.py PSRUN [--data MNIST_DIR]   (exit 77 without torch)
 """
 import json
@@ -102,6 +106,44 @@ def merged_by_value(psrun, tmp, test_x):
                 data=test_x[:8], exporter=export_as_torch_defaults)
 
 
+class Buffered(nn.Module):
+    """x [N, 1, 28, 28]: normalised by buffers, a sinusoidal positional table added per row (a
+    buffer), a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("mean", torch.tensor(0.13))
+        self.register_buffer("std", torch.tensor(0.31))
+        angle = torch.arange(28.0)[:, None] / 100 ** (torch.arange(28.0)[None] / 28)
+        self.register_buffer("pe", torch.where(torch.arange(28)[None] % 2 == 0, angle.sin(), angle.cos()))
+        self.head = nn.Linear(784, 10)
+
+    def forward(self, x):
+        return self.head((((x - self.mean) / self.std)[:, 0] + 0.1 * self.pe).flatten(1))
+
+
+def plain_export_then_freeze(psrun):
+    def exporter(model, x, path, opset):
+        torch.onnx.export(model, x, path, opset_version=opset, training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=False, input_names=["x"], output_names=["logits"],
+                          dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}})
+        before = run([psrun, "model", "show", path])
+        check("a plain export's buffers train: 7,850 + 786 values, no state",
+              "total: 8,636 parameters" in before.stdout and "state:" not in before.stdout, before.stdout[-800:])
+        froze = run([psrun, "model", "freeze", path, "--tensors", "mean,std,pe", "-o", path])
+        check("psrun model freeze --tensors mean,std,pe exits 0", froze.returncode == 0, froze.stdout)
+    return exporter
+
+
+def freeze_refusals(psrun, tmp, exported):
+    bad = run([psrun, "model", "freeze", f"{tmp}/buffered_17.onnx", "--tensors", "pe,nope", "-o", f"{tmp}/x.onnx"])
+    check("freeze of a name that is no float initializer exits 2 naming it",
+          bad.returncode == 2 and "'nope' is not a float initializer" in bad.stdout, bad.stdout)
+    own = run([psrun, "model", "freeze", exported, "--tensors", "head.bias", "-o", f"{tmp}/x.onnx"])
+    check("freeze of a file psrun exported exits 2", own.returncode == 2 and "exported by psrun" in own.stdout,
+          own.stdout)
+
+
 def log_tail(path):
     return open(path).read()[-1500:] if os.path.exists(path) else ""
 
@@ -116,6 +158,9 @@ def main():
     torch.set_num_threads(1)
     try:
         merged_by_value(psrun, tmp, test_x)
+        check_model(check, psrun, "buffered", Buffered, (1, 28, 28), ["dense"], tmp, batch=8, seed=3, opsets=(17,),
+                    finite_differences=False, compare_predict=False, data=test_x[:8],
+                    exporter=plain_export_then_freeze(psrun))
         # The gradients against torch's (torch_compare exports through psrun_torch too).
         check_model(check, psrun, "frozen_backbone", FrozenBackbone, (1, 28, 28), ["parameter", "dense"], tmp,
                     batch=8, seed=3, opsets=(17,), finite_differences=False, compare_predict=False)
@@ -140,6 +185,7 @@ def main():
         rc = run([psrun, "export", "--model-dir", run_dir, "-o", exported])
         if not check("psrun export exits 0", rc.returncode == 0, rc.stdout):
             return
+        freeze_refusals(psrun, tmp, exported)
         before = {t.name: numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer}
         after = {t.name: numpy_helper.to_array(t) for t in onnx.load(exported).graph.initializer}
         for name in ("backbone.weight", "backbone.bias", "scale"):
