@@ -168,8 +168,14 @@ Result<Outputs> evaluate_layout(const onnx::NodeProto& node, std::int64_t opset,
         std::iota(p.rbegin(), p.rend(), 0);
         if (perm) p = *perm;
         if (p.size() != a.dims.size()) return tl::unexpected(bad(node, "perm does not match the rank"));
+        std::vector<bool> seen(p.size(), false);
+        for (const auto x : p) {
+            if (x < 0 || x >= static_cast<std::int64_t>(p.size()) || seen[static_cast<std::size_t>(x)])
+                return tl::unexpected(bad(node, "perm " + ints_text(p) + " is not a permutation of the axes"));
+            seen[static_cast<std::size_t>(x)] = true;
+        }
         std::vector<std::int64_t> dims;
-        for (const auto x : p) dims.push_back(a.dims.at(static_cast<std::size_t>(x)));
+        for (const auto x : p) dims.push_back(a.dims[static_cast<std::size_t>(x)]);
         const auto as = strides_of(a.dims);
         const auto os = strides_of(dims);
         return Outputs{{gather_elements(a, dims, [&](std::int64_t e) {
