@@ -69,7 +69,7 @@ std::optional<std::vector<std::int64_t>> broadcast_dims(const std::vector<std::i
         const std::int64_t x = i < out.size() - a.size() ? 1 : a[i - (out.size() - a.size())];
         const std::int64_t y = i < out.size() - b.size() ? 1 : b[i - (out.size() - b.size())];
         if (x != y && x != 1 && y != 1) return std::nullopt;
-        out[i] = std::max(x, y);
+        out[i] = x == 1 ? y : x;  // 1 against 0 is 0: an empty operand makes an empty result
     }
     return out;
 }
