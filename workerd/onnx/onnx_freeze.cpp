@@ -1,7 +1,9 @@
 // freeze_initializers (onnx_freeze.h).
 #include "workerd/onnx/onnx_freeze.h"
 
+#include <map>
 #include <set>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -27,6 +29,28 @@ std::string some_float_initializers(const onnx::GraphProto& graph) {
 
 }  // namespace
 
+Result<std::set<std::string>> frozen_initializers(const onnx::ModelProto& proto) {
+    std::set<std::string> frozen;
+    for (const auto& meta : proto.metadata_props()) {
+        if (meta.key() != kFrozenKey) continue;
+        const std::string where = std::string("metadata ") + kFrozenKey;
+        const auto list = nlohmann::json::parse(meta.value(), nullptr, false);
+        if (!list.is_array())
+            return make_error(ErrorCode::kInvalidArgument,
+                              where + ": expected a JSON list of initializer names, e.g. [\"pe\"]");
+        std::map<std::string_view, const onnx::TensorProto*> initializers;
+        for (const auto& t : proto.graph().initializer()) initializers[t.name()] = &t;
+        for (const auto& name : list) {
+            const auto it = name.is_string() ? initializers.find(name.get<std::string>()) : initializers.end();
+            if (it == initializers.end() || it->second->data_type() != onnx::TensorProto::FLOAT)
+                return make_error(ErrorCode::kInvalidArgument,
+                                  where + ": " + name.dump() + " is not a float initializer of the graph");
+            frozen.insert(name.get<std::string>());
+        }
+    }
+    return frozen;
+}
+
 Result<std::vector<std::string>> freeze_initializers(onnx::ModelProto& proto, const std::vector<std::string>& names) {
     if (names.empty()) return make_error(ErrorCode::kInvalidArgument, "no tensor named: give --tensors NAME[,NAME...]");
     for (const auto& meta : proto.metadata_props())
@@ -46,22 +70,12 @@ Result<std::vector<std::string>> freeze_initializers(onnx::ModelProto& proto, co
                                   some_float_initializers(proto.graph()) + ")");
         wanted.insert(name);
     }
+    PSRUN_TRY_ASSIGN(auto listed, frozen_initializers(proto));
+    wanted.insert(listed.begin(), listed.end());
     onnx::StringStringEntryProto* entry = nullptr;
     for (auto& meta : *proto.mutable_metadata_props())
         if (meta.key() == kFrozenKey) entry = &meta;
-    if (entry != nullptr) {
-        const auto list = nlohmann::json::parse(entry->value(), nullptr, false);
-        if (!list.is_array())
-            return make_error(
-                ErrorCode::kInvalidArgument,
-                std::string("metadata ") + kFrozenKey + " is damaged: expected a JSON list of initializer names");
-        for (const auto& n : list) {
-            if (!n.is_string() || !floats.contains(n.get<std::string>()))
-                return make_error(ErrorCode::kInvalidArgument, std::string("metadata ") + kFrozenKey + ": " + n.dump() +
-                                                                   " is not a float initializer of the graph");
-            wanted.insert(n.get<std::string>());
-        }
-    } else {
+    if (entry == nullptr) {
         entry = proto.add_metadata_props();
         entry->set_key(kFrozenKey);
     }

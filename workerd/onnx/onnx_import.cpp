@@ -19,6 +19,7 @@
 
 #include "workerd/nn/model_summary.h"
 #include "workerd/nn/recipe.h"
+#include "workerd/onnx/onnx_freeze.h"
 #include "workerd/onnx/onnx_graph_digest.h"
 #include "workerd/onnx/onnx_import_advice.h"
 #include "workerd/onnx/onnx_importer.h"
@@ -108,30 +109,6 @@ Result<std::optional<nn::Recipe>> recorded_run_recipe(const onnx::ModelProto& pr
     return std::optional<nn::Recipe>();
 }
 
-// The initializers the file's kFrozenKey metadata lists: float initializers to import as
-// constants. Errors name the entry.
-Result<std::set<std::string>> frozen_initializers(const onnx::ModelProto& proto, std::string_view source) {
-    std::set<std::string> frozen;
-    for (const auto& meta : proto.metadata_props()) {
-        if (meta.key() != kFrozenKey) continue;
-        const std::string where = "model " + std::string(source) + ": metadata " + kFrozenKey;
-        const auto list = nlohmann::json::parse(meta.value(), nullptr, false);
-        if (!list.is_array())
-            return make_error(ErrorCode::kInvalidArgument,
-                              where + ": expected a JSON list of initializer names, e.g. [\"pe\"]");
-        std::map<std::string_view, const onnx::TensorProto*> initializers;
-        for (const auto& t : proto.graph().initializer()) initializers[t.name()] = &t;
-        for (const auto& name : list) {
-            const auto it = name.is_string() ? initializers.find(name.get<std::string>()) : initializers.end();
-            if (it == initializers.end() || it->second->data_type() != onnx::TensorProto::FLOAT)
-                return make_error(ErrorCode::kInvalidArgument,
-                                  where + ": " + name.dump() + " is not a float initializer of the graph");
-            frozen.insert(name.get<std::string>());
-        }
-    }
-    return frozen;
-}
-
 }  // namespace
 
 Result<nn::ModelDescription> import_onnx(std::string_view bytes, std::string_view source_name) {
@@ -149,7 +126,9 @@ Result<nn::ModelDescription> import_onnx(std::string_view bytes, std::string_vie
     auto graph = GraphIndex::build(proto.graph(), *opset);
     if (!graph) return fail(graph.error());
     PSRUN_TRY_ASSIGN(auto run_recipe, recorded_run_recipe(proto, source_name));
-    PSRUN_TRY_ASSIGN(auto frozen, frozen_initializers(proto, source_name));
+    auto listed = frozen_initializers(proto);
+    if (!listed) return fail(listed.error());
+    auto frozen = std::move(*listed);
     auto with_run_recipe = [&](nn::ModelDescription model) {
         if (run_recipe) model.recipe = *run_recipe;
         return model;
