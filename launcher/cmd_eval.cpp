@@ -74,7 +74,12 @@ TestSet load_test_data(const EvalOptions& o, const worker::InferenceModel& model
     auto resize = worker::parse_resize_mode(mode);
     if (!resize) throw UsageError(resize.error().message);
     d.resize = *resize;
-    const worker::ModelInput input = worker::model_input(model.model);
+    const worker::ModelInput input = worker::model_input(model.model, model.raw_inputs());
+    if (input.raw_ids)
+        throw UsageError("--raw-ids: the model's first input " + model.model.input_name() +
+                         " takes raw ids, read from a .npy file (--test-images IDS.npy --test-labels F) or a CSV/TSV "
+                         "table (--input-columns), not --test-data " +
+                         o.test_data);
     auto split = worker::load_test_split(d, input, {});
     if (!split) throw UsageError(split.error().message);
     TestSet set;
@@ -127,7 +132,7 @@ TestSet load_test_set(const EvalOptions& o, const worker::InferenceModel& model,
         const worker::SplitFiles files{o.test_images, o.test_labels};
         // Read as training read them: images, or for a model of token ids, feature vectors or
         // target vectors, .npy rows of those (a sparse click model's int64 ids).
-        const worker::ModelInput input = worker::model_input(model.model);
+        const worker::ModelInput input = worker::model_input(model.model, model.raw_inputs());
         auto split = worker::load_split_files("test", files, worker::ImageLayout::kAuto, &input);
         if (!split) throw UsageError(split.error().message);
         set.data = std::move(*split);
@@ -270,7 +275,9 @@ void run_eval(const EvalOptions& o) {
         test.data.columns = std::move(*columns);
     }
     apply_normalization(o.source, test.data);
-    if (auto fits = worker::check_fits_model(test.data, test.names, worker::model_input(model.model)); !fits)
+    if (auto fits =
+            worker::check_fits_model(test.data, test.names, worker::model_input(model.model, model.raw_inputs()));
+        !fits)
         throw UsageError(fits.error().message);
     const std::string out_dir = o.output_dir.empty() ? default_output_dir(o.source) : o.output_dir;
     std::error_code ec;

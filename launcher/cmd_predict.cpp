@@ -290,7 +290,8 @@ void run_predict(const PredictOptions& o) {
         inputs = load_table_inputs(o, model);
         apply_normalization(o.source, inputs->images);
     } else {
-        auto loaded = worker::load_predict_inputs(o.images, worker::model_input(model.model), resize);
+        auto loaded =
+            worker::load_predict_inputs(o.images, worker::model_input(model.model, model.raw_inputs()), resize);
         if (!loaded) throw UsageError(loaded.error().message);
         inputs = std::move(*loaded);
         apply_normalization(o.source, inputs->images);

@@ -1,5 +1,6 @@
 #include "workerd/datasets.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -201,7 +202,7 @@ Result<void> attach_columns(const TrainOptions& o, Datasets& data, const SplitNa
 
 }  // namespace
 
-ModelInput model_input(const nn::ModelDescription& model) {
+ModelInput model_input(const nn::ModelDescription& model, const std::vector<std::string>& raw_inputs) {
     const auto& d = model.input().dims;
     const auto dim = [&](std::size_t i) { return static_cast<int>(i < d.size() ? d[i].value : 1); };
     ModelInput in{model.name, 1, 1, 1, static_cast<int>(model.classes)};
@@ -222,6 +223,8 @@ ModelInput model_input(const nn::ModelDescription& model) {
         in.input = InputKind::kFeatures;
         in.length = nn::elements_per_example(d).value_or(0);
     }
+    in.raw_ids = in.input == InputKind::kTokens &&
+                 std::find(raw_inputs.begin(), raw_inputs.end(), model.input_name()) != raw_inputs.end();
     if (!model.labels_used()) in.classes = std::numeric_limits<int>::max();  // read, feed nothing: any class
     if (!model.classification()) {
         in.target = TargetKind::kVector;
@@ -232,7 +235,10 @@ ModelInput model_input(const nn::ModelDescription& model) {
     return in;
 }
 
-Result<Datasets> load_datasets(const TrainOptions& o, const ModelInput& model) {
+Result<Datasets> load_datasets(const TrainOptions& o, const ModelInput& given) {
+    ModelInput model = given;  // --raw-ids on the primary input: read as raw ids
+    if (o.description && !o.raw_ids.empty())
+        model.raw_ids = model_input(*o.description, SparseTables::raw_inputs(*o.description, o.raw_ids)).raw_ids;
     auto normalization = parse_normalization(o.normalize);
     if (!normalization) throw UsageError(normalization.error().message);
     auto layout = parse_image_layout(o.image_layout);
@@ -248,6 +254,11 @@ Result<Datasets> load_datasets(const TrainOptions& o, const ModelInput& model) {
                               "input from --train-images/--test-images (or --data-dir) and the others from "
                               "--train-input/--test-input NAME=FILE.npy, or every input from CSV/TSV tables with "
                               "--input-columns NAME=COLUMN[,COLUMN...]");
+        if (model.raw_ids)
+            throw UsageError("--raw-ids: the model's first input " + o.description->input_name() +
+                             " takes raw ids, read from .npy files (--train-images/--test-images IDS.npy with "
+                             "--train-labels/--test-labels) or CSV/TSV tables (--input-columns), not --train-data " +
+                             o.train_data);
         return load_from_data(o, model, *normalization);
     }
     auto data = files_given(o) ? load_from_files(o, *layout, model) : load_from_dir(o);

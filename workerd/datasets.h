@@ -39,13 +39,17 @@ struct Datasets {
     std::size_t test_examples = 0;
 };
 
-// What `model` takes: its input shape and classes, named after it in messages.
-ModelInput model_input(const nn::ModelDescription& model);
+// What `model` takes: its input shape and classes, named after it in messages. `raw_inputs`: the
+// inputs read by tables keyed by raw ids (SparseTables::raw_inputs); the primary among them is
+// read as raw 64-bit ids (ModelInput::raw_ids).
+ModelInput model_input(const nn::ModelDescription& model, const std::vector<std::string>& raw_inputs = {});
 
 // Loads both splits. Throws UsageError for inconsistent options (--train-images without
 // --test-images, with --data-dir, a bad --normalize, --image-layout, --stream ...). Errors: a
 // file that does not fit `model` or a bad file given by option: kInvalidArgument naming the
-// file; the data dir's files missing or unreadable: kNotFound, saying how to fetch them.
+// file; the data dir's files missing or unreadable: kNotFound, saying how to fetch them. With
+// --raw-ids naming an embedding of the primary input, that input is read as raw ids (from .npy
+// files or --input-columns tables; other --train-data is refused, UsageError).
 [[nodiscard]] Result<Datasets> load_datasets(const TrainOptions& options, const ModelInput& model);
 
 // The training batches of `config`'s shard (batch size, seed); in-memory splits are referenced:

@@ -136,13 +136,18 @@ Result<void> run_batches(const InferenceModel& model, const LabeledImages& image
     nn::NetworkOptions options;
     options.forward_only = true;
     options.batch_size = static_cast<std::int64_t>(std::min<std::size_t>(static_cast<std::size_t>(batch_size), count));
-    for (const auto& name : model.raw_inputs())
+    for (const auto& name : model.raw_inputs()) {
+        const auto no_raw = [&] {
+            return make_error(ErrorCode::kInvalidArgument,
+                              "input " + name +
+                                  " is read by a table keyed by raw ids and the data gives no raw ids "
+                                  "for it (load it with InferenceModel::raw_inputs())");
+        };
+        if (name == model.model.input_name() && images.raw_tokens.size() != count * images.token_length)
+            return no_raw();
         for (const auto& c : images.columns)
-            if (c.name == name && c.u64.size() != count * c.per_example)
-                return make_error(ErrorCode::kInvalidArgument,
-                                  "input " + name +
-                                      " is read by a table keyed by raw ids and the data gives no raw ids "
-                                      "for it (load it with InferenceModel::raw_inputs())");
+            if (c.name == name && c.u64.size() != count * c.per_example) return no_raw();
+    }
     // Tables keyed by raw ids: the local model's blocks after the dense tensors, filled per batch.
     std::optional<KeyedLookup> keyed;
     nn::ModelDescription local;
@@ -168,6 +173,7 @@ Result<void> run_batches(const InferenceModel& model, const LabeledImages& image
         const std::size_t valid = std::min(batch, count - start);
         for (std::size_t i = 0; i < batch; ++i) indices[i] = static_cast<std::uint32_t>(i < valid ? start + i : 0);
         BatchView view{net.input(), net.input_ids(), net.labels(), net.targets(), {}};
+        if (keyed) view.inputs_u64 = keyed->raw_ids(0, options.batch_size);
         for (std::size_t i = 1; i < model.model.inputs.size(); ++i)
             if (!model.model.fed_by_labels(i))
                 view.columns.push_back(

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "workerd/data/npy_reader.h"
+#include "workerd/data/npy_values.h"
 #include "workerd/data/reader_common.h"
 #include "workerd/nn/model_summary.h"
 #include "workerd/nn/tensor_shape.h"
@@ -37,19 +38,6 @@ double element(const std::vector<std::uint8_t>& bytes, const NpyHeader& h, std::
     if (h.kind == 'u') return static_cast<double>(raw);
     const unsigned shift = static_cast<unsigned>(64 - 8 * h.item_bytes);
     return static_cast<double>(static_cast<std::int64_t>(raw << shift) >> shift);
-}
-
-// One integer element of a .npy file, exactly (int8-64, uint8-64, either endianness); a negative
-// int64 keeps its bits (raw ids are often signed 64-bit hashes).
-std::uint64_t integer_element(const std::vector<std::uint8_t>& bytes, const NpyHeader& h, std::size_t e) {
-    std::uint64_t raw = 0;
-    for (std::size_t k = 0; k < h.item_bytes; ++k) {
-        const std::size_t at = h.data_offset + e * h.item_bytes + (h.big_endian ? h.item_bytes - 1 - k : k);
-        raw |= static_cast<std::uint64_t>(bytes[at]) << (8 * k);
-    }
-    if (h.kind == 'u' || h.item_bytes == 8) return raw;
-    const unsigned shift = static_cast<unsigned>(64 - 8 * h.item_bytes);
-    return static_cast<std::uint64_t>(static_cast<std::int64_t>(raw << shift) >> shift);
 }
 
 // The embedding with the fewest rows among those that read `input` directly (nullptr: none does):
@@ -102,8 +90,9 @@ Result<InputColumn> load_column(const nn::ModelDescription& model, const nn::Inp
     if (raw) {  // raw ids: any 64-bit value, exactly, no vocabulary
         if (!int_dtype)
             return tl::unexpected(invalid(where + ": dtype " + h.descr + " for raw ids (--raw-ids): give integers"));
-        c.u64.resize(count);
-        for (std::size_t e = 0; e < count; ++e) c.u64[e] = integer_element(*bytes, h, e);
+        auto ids = npy_as_raw_ids(*bytes, h, file);
+        if (!ids) return tl::unexpected(invalid(where + ": " + ids.error().message));
+        c.u64 = std::move(*ids);
         return c;
     }
     if (ints) c.i32.resize(count);

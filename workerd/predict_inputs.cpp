@@ -150,6 +150,7 @@ Result<PredictInputs> load_example_rows(const std::vector<std::string>& paths, c
             all = std::move(part);
         } else {
             all.tokens.insert(all.tokens.end(), part.tokens.begin(), part.tokens.end());
+            all.raw_tokens.insert(all.raw_tokens.end(), part.raw_tokens.begin(), part.raw_tokens.end());
             all.images.f32.insert(all.images.f32.end(), part.images.f32.begin(), part.images.f32.end());
             all.images.u8.insert(all.images.u8.end(), part.images.u8.begin(), part.images.u8.end());
             all.images.count += part.images.count;

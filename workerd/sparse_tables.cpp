@@ -82,11 +82,6 @@ SparseTables::SparseTables(const nn::ModelDescription& model, const std::vector<
     for (const auto& name : raw.names) {  // --raw-ids: sparse (named or not) and keyed
         const nn::Node* node = find_embedding(model, name);
         if (node == nullptr) unknown_embedding("--raw-ids", name, model);
-        if (model.input_index(node->inputs.front()) == 0)
-            throw UsageError(
-                fmt::format("--raw-ids {}: embedding {} reads the model's first input {}; raw ids come from "
-                            "an extra input (--train-input NAME=IDS.npy)",
-                            name, node->name, node->inputs.front()));
         auto it =
             std::find_if(tables_.begin(), tables_.end(), [&](const SparseTable& t) { return t.node() == node->name; });
         if (it == tables_.end()) {

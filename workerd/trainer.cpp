@@ -45,9 +45,11 @@ std::unique_ptr<nn::Network> make_network(const nn::ModelDescription& model, nn:
 
 // The network's batch buffers: float or id inputs (the other span is empty), class labels or
 // target vectors (as its loss reads them; the other is empty); an input read by a table keyed by
-// raw ids also gets that table's raw buffer (the data fills it, map_batch() the input's).
+// raw ids (the primary input too) also gets that table's raw buffer (the data fills it, map_batch()
+// the input's).
 BatchView batch_view(nn::Network& network, SparseTables& sparse) {
     BatchView view{network.input(), network.input_ids(), network.labels(), network.targets(), {}};
+    view.inputs_u64 = sparse.raw_ids(0, network.options().batch_size);
     for (std::size_t i = 1; i < network.model().inputs.size(); ++i)
         if (!network.model().fed_by_labels(i))
             view.columns.push_back(

@@ -23,7 +23,9 @@
 #     psrun export writes the table's rows with its id map (.ids.npy), and the exported graph fed
 #     the test ids' rows by that map gives the same AUC within 1e-3 (ids not in the map read a zero
 #     row there, their initial values from the checkpoint);
-#   - exit 2, naming what: --raw-ids without psd, on the first input, an unknown name,
+#   - the item ids as a model's only (first) input, given by --train-images: raw ids there train as
+#     row ids there do (AUC within 0.02), and psrun eval and predict of that checkpoint give its AUC;
+#   - exit 2, naming what: --raw-ids without psd, on the first input with --train-data, an unknown name,
 #     --admit-probability 0; psrun eval/predict of a keyed checkpoint without
 #     --raw-ids, eval --raw-ids of a table trained on row ids, --raw-ids with --onnx.
 # Needs python3-numpy. Usage: raw_ids_test.sh <workerd> <psrun>
@@ -76,6 +78,15 @@ def model(vocabulary):
 json.dump(model(I), open(f"{d}/rec.json", "w"), indent=1)
 json.dump(model(800), open(f"{d}/roomy.json", "w"), indent=1)
 json.dump(model(200), open(f"{d}/small.json", "w"), indent=1)
+# The item ids as the model's only input: raw ids on the first input (the x features left out).
+only = {"name": "items", "targets": 1, "inputs": [{"name": "item", "dims": [3], "type": "int"}],
+        "layers": [{"kind": "embedding", "name": "emb_i", "inputs": ["item"], "vocabulary": 800, "dim": 8,
+                    "init": {"kind": "uniform", "limit": 0.05}},
+                   {"kind": "flatten", "name": "fi", "axis": 1},
+                   {"kind": "dense", "name": "fc1", "units": 16}, {"kind": "relu"},
+                   {"kind": "dense", "name": "out", "units": 1}],
+        "loss": {"kind": "sigmoid_cross_entropy", "reduction": "mean"}}
+json.dump(only, open(f"{d}/items.json", "w"), indent=1)
 EOF_PY
 
 # [psd_option=O] run <name> <model> <ids: item|raw> [workerd options...]: 200 sync steps of 2 workers (batch 50).
@@ -104,6 +115,19 @@ timeout 300 "$psrun" local --ps 2 --workers 2 --sync --no-auth --grace 30 -- --m
 rc=$?
 check "csv (raw column hashes) trains (rc=$rc)" test "$rc" -eq 0
 [ "$rc" -eq 0 ] || tail -20 "$tmp/csv.log"
+# Raw ids on the model's first (and only) input: --train-images IDS.npy; the same model on row ids.
+for ids in item raw; do
+    flag=--sparse-embedding
+    [ "$ids" = raw ] && flag=--raw-ids
+    timeout 300 "$psrun" local --ps 2 --workers 2 --sync --no-auth --grace 30 -- --model "$tmp/d/items.json" \
+        --train-images "$tmp/d/train_$ids.npy" --train-labels "$tmp/d/train_y.npy" \
+        --test-images "$tmp/d/test_$ids.npy" --test-labels "$tmp/d/test_y.npy" "$flag" emb_i --steps 200 \
+        --batch-size 50 --optimizer adagrad --learning-rate 0.1 --log-every 50 --threads 1 \
+        --model-dir "$tmp/first_$ids" >"$tmp/first_$ids.log" 2>&1
+    rc=$?
+    check "the ids as the first input ($ids, $flag) train (rc=$rc)" test "$rc" -eq 0
+    [ "$rc" -eq 0 ] || tail -20 "$tmp/first_$ids.log"
+done
 
 "$py" - "$tmp" <<'EOF_PY'
 import json, re, sys
@@ -121,13 +145,19 @@ def keyed(name):  # the keyed table's counters of both psd, from their exit line
             for k, v in json.loads(m.group(1)).get("keyed_tables", {}).get("emb_i/table", {}).items():
                 total[k] = total.get(k, 0) + v
     return total
-runs = ("rows", "raw", "budget", "admit", "csv", "accumulate", "hybrid")
+runs = ("rows", "raw", "budget", "admit", "csv", "accumulate", "hybrid", "first_raw")
 summary = {n: json.load(open(f"{tmp}/{n}/summary.json")) for n in runs}
 auc = {n: summary[n]["test_auc"] for n in runs}
 stats = {n: keyed(n) for n in runs[1:]}
 print("test AUC", auc)
 print("keyed table counters (both shards)", stats)
 check(f"row ids learn (AUC {auc['rows']:.4f} > 0.7)", auc["rows"] > 0.7)
+first_rows = json.load(open(f"{tmp}/first_item/summary.json"))["test_auc"]
+check(f"raw ids on the first input reach that input's row ids' AUC within 0.02 ({auc['first_raw']:.4f} vs "
+      f"{first_rows:.4f}), above chance", abs(auc["first_raw"] - first_rows) <= 0.02 and first_rows > 0.6)
+f = stats["first_raw"]
+check(f"first_raw: its table keyed by raw ids, every id seen a row ({f})",
+      f.get("rows", 0) > 0 and f.get("admitted") == f.get("rows") and f.get("capacity") == 800)
 check(f"raw ids reach the row ids' AUC within 0.02 ({auc['raw']:.4f} vs {auc['rows']:.4f})",
       abs(auc["raw"] - auc["rows"]) <= 0.02)
 r = stats["raw"]
@@ -180,6 +210,16 @@ done
 rc=$?
 check "psrun eval of the csv checkpoint, column hashes as raw ids (rc=$rc)" test "$rc" -eq 0
 [ "$rc" -eq 0 ] || tail -5 "$tmp/eval_csv.log"
+"$psrun" eval --model-dir "$tmp/first_raw" --test-images "$tmp/d/test_raw.npy" --test-labels "$tmp/d/test_y.npy" \
+    --raw-ids emb_i --threads 1 -o "$tmp/eval_first_raw" >"$tmp/eval_first_raw.log" 2>&1
+rc=$?
+check "psrun eval of the first-input raw checkpoint (rc=$rc)" test "$rc" -eq 0
+[ "$rc" -eq 0 ] || tail -5 "$tmp/eval_first_raw.log"
+"$psrun" predict --model-dir "$tmp/first_raw" --images "$tmp/d/test_raw.npy" --raw-ids emb_i --threads 1 \
+    --output "$tmp/predict_first_raw.npy" >"$tmp/predict_first_raw.log" 2>&1
+rc=$?
+check "psrun predict of the first-input raw checkpoint (rc=$rc)" test "$rc" -eq 0
+[ "$rc" -eq 0 ] || tail -5 "$tmp/predict_first_raw.log"
 "$psrun" predict --model-dir "$tmp/raw" --images "$tmp/d/test_x.npy" --input item="$tmp/d/test_raw.npy" \
     --raw-ids emb_i --threads 1 --output "$tmp/predict_raw.npy" >"$tmp/predict_raw.log" 2>&1
 rc=$?
@@ -205,7 +245,7 @@ def auc(p, y):  # P(a positive scores above a negative), ties counted half (work
     return float(((a > b).sum() + 0.5 * (a == b).sum()) / (a.size * b.size))
 # The run's own evaluation read exactly the checkpoint's rows (and initial values for the rest: its
 # pulls only read, wire flag LOOKUP): the same AUC.
-for name, bound in (("raw", 1e-6), ("admit", 1e-6), ("csv", 1e-6)):
+for name, bound in (("raw", 1e-6), ("admit", 1e-6), ("csv", 1e-6), ("first_raw", 1e-6)):
     s = json.load(open(f"{tmp}/{name}/summary.json"))
     e = json.load(open(f"{tmp}/eval_{name}/eval.json"))
     check(f"{name}: psrun eval evaluates the run's last checkpoint (step {e.get('step')} = {s.get('checkpoint_step')})",
@@ -220,6 +260,10 @@ p = np.load(f"{tmp}/predict_raw.npy")
 check(f"predict wrote [1000, 1] probabilities ({p.shape})", p.shape == (1000, 1) and np.all((p >= 0) & (p <= 1)))
 a = auc(p.reshape(-1), y)
 check(f"predict's probabilities give eval's AUC ({a:.6f} vs {e['test_auc']:.6f})", abs(a - e["test_auc"]) <= 1e-5)
+e1 = json.load(open(f"{tmp}/eval_first_raw/eval.json"))
+a1 = auc(np.load(f"{tmp}/predict_first_raw.npy").reshape(-1), y)
+check(f"first input: predict's probabilities give eval's AUC ({a1:.6f} vs {e1['test_auc']:.6f})",
+      abs(a1 - e1["test_auc"]) <= 1e-5)
 ids = np.load(f"{tmp}/raw.emb_i.ids.npy")
 check(f"the id map: {ids.size} uint64 ids, ascending", ids.dtype == np.uint64 and ids.size > 500 and np.all(np.diff(ids) > 0))
 raw = np.load(f"{tmp}/d/test_raw.npy").view(np.uint64)
@@ -276,6 +320,9 @@ refused "--raw-ids without psd" "--raw-ids needs psd" local --ps 0 --workers 1 -
 refused "--async-tables without --sync" "--async-tables requires --sync" local --ps 1 --workers 1 --async-tables -- \
     "${common[@]}" --raw-ids emb_i
 refused "--raw-ids of an unknown embedding" "--raw-ids nope: no embedding" local --ps 1 --workers 1 -- "${common[@]}" --raw-ids nope
+refused "--raw-ids on the first input with --train-data" "not --train-data" local --ps 1 --workers 1 -- \
+    --model "$tmp/d/items.json" --train-data "$tmp/d/train.csv" --test-data "$tmp/d/test.csv" --raw-ids emb_i \
+    --steps 5 --batch-size 50 --threads 1
 refused "--admit-probability 0" "--admit-probability" local --ps 1 --workers 1 -- "${common[@]}" --raw-ids emb_i \
     --admit-probability 0
 refused "psrun eval of a keyed checkpoint without --raw-ids" "give --raw-ids emb_i, as in training" \

@@ -212,6 +212,24 @@ TEST_CASE("a recommender table: dense, string categorical, multi-valued bags wit
     CHECK(tsv->data.tokens ==
           std::vector<std::int32_t>{id("C1", "a", 50), id("C2", "b", 50), id("C1", "", 50), id("C2", "7", 50)});
     CHECK(tsv->data.labels == std::vector<std::int32_t>{1, 0});
+
+    // The primary input read by a table keyed by raw ids (--raw-ids): the unreduced hashes, as
+    // raw_tokens, which check_fits_model takes for a model reading raw ids and refuses otherwise.
+    ids[0].raw = true;
+    auto raw =
+        parse_column_table(text("y\tC1\tC2\n1\ta\tb\n0\t\t7\n"), "t.tsv", spec_of({"cat=C1,C2"}), ids, {"y"}, tok);
+    INFO((raw ? std::string() : raw.error().message));
+    REQUIRE(raw);
+    CHECK(raw->data.tokens.empty());
+    CHECK(raw->data.raw_tokens == std::vector<std::uint64_t>{categorical_hash("C1", "a"), categorical_hash("C2", "b"),
+                                                             categorical_hash("C1", ""), categorical_hash("C2", "7")});
+    CHECK(raw->data.size() == 2);
+    ModelInput raw_tok = tok;
+    raw_tok.raw_ids = true;
+    CHECK(check_fits_model(raw->data, {"t.tsv", "t.tsv"}, raw_tok));
+    const auto unkeyed = check_fits_model(raw->data, {"t.tsv", "t.tsv"}, tok);
+    REQUIRE_FALSE(unkeyed);
+    CHECK_THAT(unkeyed.error().message, Catch::Contains("read as raw ids, but no table keyed by raw ids"));
 }
 
 TEST_CASE("recommender tables: errors name the file, the line, the column or the option", "[columns]") {

@@ -66,7 +66,11 @@ void fill_batch(const LabeledImages& data, std::span<const std::uint32_t> indice
 void fill_examples(const LabeledImages& data, std::span<const std::uint32_t> indices, const BatchView& out) {
     if (data.input == InputKind::kTokens) {
         const std::size_t l = data.token_length;
-        if (!out.inputs_i32.empty()) {
+        if (!data.raw_tokens.empty()) {  // a table keyed by raw ids maps them into inputs_i32
+            assert(out.inputs_u64.size() == indices.size() * l);
+            for (std::size_t b = 0; b < indices.size(); ++b)
+                std::copy_n(data.raw_tokens.data() + indices[b] * l, l, out.inputs_u64.data() + b * l);
+        } else if (!out.inputs_i32.empty()) {
             assert(out.inputs_i32.size() == indices.size() * l);
             for (std::size_t b = 0; b < indices.size(); ++b)
                 std::copy_n(data.tokens.data() + indices[b] * l, l, out.inputs_i32.data() + b * l);

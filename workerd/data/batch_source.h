@@ -31,6 +31,9 @@ struct BatchView {
     // The model's inputs after the first, in order (LabeledImages::columns fill them); empty
     // for a single-input model.
     std::vector<ColumnSpan> columns{};
+    // Raw ids of the primary input when a table keyed by them reads it (--raw-ids): the data fills
+    // this in place of inputs_i32 (which receives the mapped rows).
+    std::span<std::uint64_t> inputs_u64 = {};
 };
 
 // Where a training stream stands, for logs and preemption checkpoints.

@@ -243,6 +243,7 @@ Result<Table> parse_column_table(const std::vector<std::uint8_t>& bytes, const s
         d.input = InputKind::kTokens;
         d.token_length = primary.per_example;
         d.tokens = std::move(primary.i32);
+        d.raw_tokens = std::move(primary.u64);  // --raw-ids on the primary input
     } else {
         d.input = InputKind::kFeatures;
         d.images.count = rows;

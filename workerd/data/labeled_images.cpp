@@ -112,6 +112,12 @@ Result<void> check_input(const LabeledImages& split, const SplitNames& names, co
     }
     if (split.input == InputKind::kTokens) {
         if (static_cast<std::int64_t>(split.token_length) != model.length) return mismatch();
+        if (split.size() > 0 && model.raw_ids == split.raw_tokens.empty())
+            return make_error(ErrorCode::kInvalidArgument,
+                              names.images + (model.raw_ids ? ": read as token ids, but a table keyed by raw ids "
+                                                              "(--raw-ids) reads them (a bug: load them as raw ids)"
+                                                            : ": read as raw ids, but no table keyed by raw ids "
+                                                              "(--raw-ids) reads them (a bug)"));
         for (std::size_t i = 0; i < split.tokens.size(); ++i) {
             const std::int32_t t = split.tokens[i];
             if (t < 0 || t >= model.vocabulary)

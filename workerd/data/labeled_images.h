@@ -7,6 +7,7 @@
 // LabeledImages may be read from any number of threads.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -63,6 +64,8 @@ struct LabeledImages {
     InputKind input = InputKind::kImage;
     ImageArray images;                 // kImage; kFeatures as 1 x 1 x F; unused (count 0) for kTokens
     std::vector<std::int32_t> tokens;  // kTokens: size() * token_length ids
+    // kTokens read by a table keyed by raw ids (ModelInput::raw_ids): the raw ids, in place of tokens.
+    std::vector<std::uint64_t> raw_tokens;
     std::size_t token_length = 0;
     TargetKind target = TargetKind::kClass;
     std::vector<std::int32_t> labels;  // kClass: one per example (labels.size() == size())
@@ -77,7 +80,8 @@ struct LabeledImages {
     std::vector<InputColumn> columns{};
 
     std::size_t size() const {
-        return input == InputKind::kTokens ? (token_length ? tokens.size() / token_length : 0) : images.count;
+        if (input != InputKind::kTokens) return images.count;
+        return token_length ? std::max(tokens.size(), raw_tokens.size()) / token_length : 0;
     }
     // "1x28x28", "13 features", "128 tokens" per example, for messages.
     std::string input_text() const;

@@ -30,6 +30,9 @@ struct ModelInput {
     InputKind input = InputKind::kImage;
     std::int64_t length = 0;      // kFeatures: F values; kTokens: L ids
     std::int64_t vocabulary = 0;  // kTokens: ids are < vocabulary
+    // kTokens read by a table keyed by raw ids (--raw-ids): exact 64-bit ids
+    // (LabeledImages::raw_tokens), no vocabulary.
+    bool raw_ids = false;
     TargetKind target = TargetKind::kClass;
     std::int64_t target_length = 0;  // kVector: T values
 

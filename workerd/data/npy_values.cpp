@@ -91,4 +91,16 @@ Result<std::vector<std::int32_t>> npy_as_int32(std::span<const std::uint8_t> byt
     return out;
 }
 
+Result<std::vector<std::uint64_t>> npy_as_raw_ids(std::span<const std::uint8_t> bytes, const NpyHeader& h,
+                                                  const std::string& path) {
+    PSRUN_TRY_ASSIGN(auto r, npy_rows(bytes, h, path));
+    if (!r.integral || h.kind == 'b')
+        return bad_file(path, "dtype '" + h.descr + "' for raw ids (--raw-ids): give integers (x.astype(np.int64))");
+    std::vector<std::uint64_t> out(r.rows * r.cols);
+    const std::uint8_t* data = bytes.data() + h.data_offset;
+    for (std::size_t i = 0; i < out.size(); ++i)
+        out[i] = static_cast<std::uint64_t>(as_int(data + i * h.item_bytes, h));
+    return out;
+}
+
 }  // namespace psrun::worker

@@ -29,5 +29,9 @@ struct NpyRows {
 // All values as int32: integer dtypes only, every value within int32.
 [[nodiscard]] Result<std::vector<std::int32_t>> npy_as_int32(std::span<const std::uint8_t> bytes, const NpyHeader& h,
                                                              const std::string& path);
+// All values as raw 64-bit ids (--raw-ids): integer dtypes only, each exactly (a signed value
+// sign-extended, so a negative int64 keeps its bits: raw ids are often signed 64-bit hashes).
+[[nodiscard]] Result<std::vector<std::uint64_t>> npy_as_raw_ids(std::span<const std::uint8_t> bytes, const NpyHeader& h,
+                                                                const std::string& path);
 
 }  // namespace psrun::worker

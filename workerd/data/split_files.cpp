@@ -100,10 +100,13 @@ Result<void> load_example_inputs(const std::string& path, const ModelInput& mode
     PSRUN_TRY_ASSIGN(auto bytes, read_npy(path, h));
     PSRUN_TRY_ASSIGN(auto rows, npy_rows(bytes, h, path));
     if (model.input == InputKind::kTokens) {
-        PSRUN_TRY_ASSIGN(auto ids, npy_as_int32(bytes, h, path));
         out.input = InputKind::kTokens;
-        out.tokens = std::move(ids);
         out.token_length = rows.cols;
+        if (model.raw_ids) {
+            PSRUN_TRY_ASSIGN(out.raw_tokens, npy_as_raw_ids(bytes, h, path));
+        } else {
+            PSRUN_TRY_ASSIGN(out.tokens, npy_as_int32(bytes, h, path));
+        }
         return {};
     }
     PSRUN_TRY_ASSIGN(auto values, npy_as_floats(bytes, h, path));

@@ -30,7 +30,8 @@ SplitNames split_names(const std::string& split, const SplitFiles& files);
 
 // The inputs of one split from `path` into `out` as `model` takes them: images (IDX or .npy,
 // `layout`), or a .npy array of one row per example: token ids (integers) for a tokens model,
-// feature vectors (any numeric dtype) for a features model. Errors name the file.
+// feature vectors (any numeric dtype) for a features model; with `model.raw_ids`, raw 64-bit ids
+// (LabeledImages::raw_tokens). Errors name the file.
 [[nodiscard]] Result<void> load_example_inputs(const std::string& path, const ModelInput& model, ImageLayout layout,
                                                LabeledImages& out);
 // Loads a split and checks that it holds as many labels as images. `split` ("train" or "test")
