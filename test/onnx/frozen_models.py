@@ -24,6 +24,10 @@ And buffers in a file from a plain torch.onnx.export (no psrun.frozen list): Buf
 normalisation constants and positional table train as parameters until `psrun model freeze`
 lists them; then psrun trains exactly torch's parameters, with torch's gradients. freeze refuses
 a name that is no float initializer and a file psrun exported (exit 2).
+And a file exported without dynamic_axes (torch.onnx.export(model, x[:B], path)): its inputs fix
+the batch at B and x.view(x.size(0), -1) and attention's reshapes hold B as a constant. psrun
+warns and reads that B as the batch: at B = 2 and B = 1, checked at a batch of 8, outputs and
+every gradient are torch's, and psrun predict is torch's softmax.
 Usage: frozen_models.py PSRUN [--data MNIST_DIR]   (exit 77 without torch)
 """
 import json
@@ -122,6 +126,36 @@ class Buffered(nn.Module):
         return self.head((((x - self.mean) / self.std)[:, 0] + 0.1 * self.pe).flatten(1))
 
 
+class FixedBatchAttention(nn.Module):
+    """x [N, 1, 28, 28]: a conv to 4 x 8 x 8, its 32 rows of 8 through a two-head self-attention
+    written with the batch size b = h.size(0), and x.reshape(b, -1) into a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 5, stride=3)
+        self.q = nn.Linear(8, 8)
+        self.head = nn.Linear(4 * 8 * 8, 10)
+
+    def forward(self, x):
+        h = torch.relu(self.conv(x))
+        b = h.size(0)
+        t = self.q(h.view(b, 32, 8)).view(b, 32, 2, 4).transpose(1, 2)
+        a = torch.softmax(t @ t.transpose(-1, -2), -1) @ t
+        return self.head(a.transpose(1, 2).reshape(b, -1))
+
+
+def export_fixed_batch(psrun, batch):
+    """torch.onnx.export without dynamic_axes, on the first `batch` examples."""
+    def exporter(model, x, path, opset):
+        torch.onnx.export(model, x[:batch], path, opset_version=opset, training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=False)
+        show = run([psrun, "model", "show", path])
+        check(f"a file of fixed batch {batch}: psrun model show warns how it reads it",
+              show.returncode == 0 and f"fixed batch size of {batch} (exported without dynamic_axes)" in show.stdout,
+              show.stdout[-1500:])
+    return exporter
+
+
 def plain_export_then_freeze(psrun):
     def exporter(model, x, path, opset):
         torch.onnx.export(model, x, path, opset_version=opset, training=torch.onnx.TrainingMode.TRAINING,
@@ -158,6 +192,10 @@ def main():
     torch.set_num_threads(1)
     try:
         merged_by_value(psrun, tmp, test_x)
+        for b in (2, 1):
+            check_model(check, psrun, f"fixed_batch_{b}", FixedBatchAttention, (1, 28, 28), ["reshape", "dense"], tmp,
+                        batch=8, seed=3, opsets=(14, 17), finite_differences=False, data=test_x[:8],
+                        exporter=export_fixed_batch(psrun, b))
         check_model(check, psrun, "buffered", Buffered, (1, 28, 28), ["dense"], tmp, batch=8, seed=3, opsets=(17,),
                     finite_differences=False, compare_predict=False, data=test_x[:8],
                     exporter=plain_export_then_freeze(psrun))

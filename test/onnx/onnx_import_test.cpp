@@ -194,9 +194,11 @@ TEST_CASE("x.view(x.size(0), -1): the shape computed from Shape is evaluated at 
     CHECK(outputs(*m, 5) == outputs(*expected, 5));
 }
 
-TEST_CASE("a file exported with a fixed batch size: the refusal says to export with dynamic_axes", "[onnx]") {
+TEST_CASE("a file exported with a fixed batch size: x.view(x.size(0), -1) keeps the batch; other shapes refused",
+          "[onnx]") {
     // torch.onnx.export without dynamic_axes: the input's batch is 2, and x.view(x.size(0), -1)
-    // is written as a Reshape to the constant [2, 32].
+    // is written as a Reshape to the constant [2, 32]. Its leading 2 reads as the batch: the
+    // model computes at a batch of 4 what the file with a symbolic batch does, with a warning.
     auto g = small_cnn();
     input_dim(g, 0)->set_dim_value(2);
     auto* flat = g.node("/3/Flatten");
@@ -204,10 +206,23 @@ TEST_CASE("a file exported with a fixed batch size: the refusal says to export w
     flat->clear_attribute();
     g.add_int64_tensor("shape", {2}, {2, 32});
     g.add_input(*flat, "shape");
+    auto m = onnx_io::import_onnx(g.bytes(), "t.onnx");
+    INFO((m ? std::string() : m.error().message));
+    REQUIRE(m);
+    CHECK(m->nodes[3].output_info[0].dims == nn::Dims{nn::Dim::batch_times(1), nn::Dim::of(32)});
+    auto expected = onnx_io::import_onnx(small_cnn().bytes(), "t.onnx");
+    REQUIRE(expected);
+    CHECK(outputs(*m, 5) == outputs(*expected, 5));
+    REQUIRE(m->import_warnings.size() == 1);
+    CHECK_THAT(m->import_warnings[0], Catch::StartsWith("the file's inputs have a fixed batch size of 2 "
+                                                        "(exported without dynamic_axes)"));
+    // A target that splits the batch ([4, 16]: two examples' values as four rows) has no per-example
+    // form: refused, saying to export with dynamic_axes.
+    g.model.mutable_graph()->mutable_initializer()->rbegin()->clear_int64_data();
+    for (const std::int64_t d : {4, 16}) g.model.mutable_graph()->mutable_initializer()->rbegin()->add_int64_data(d);
     const std::string why = refusal(g);
     CHECK_THAT(why, Catch::Contains("node '/3/Flatten' (Reshape)"));
-    CHECK_THAT(why,
-               Catch::Contains("(the file's input 'input' has a fixed batch size of 2: exported without dynamic_axes"));
+    CHECK_THAT(why, Catch::Contains("(the file's inputs have a fixed batch size of 2: exported without dynamic_axes"));
     // With a symbolic batch, the same refusal has no such hint.
     input_dim(g, 0)->set_dim_param("N");
     CHECK_THAT(refusal(g), !Catch::Contains("dynamic_axes"));

@@ -32,6 +32,10 @@ class OnnxNodeImport {
 
     virtual std::string_view op_type() const = 0;
     virtual std::int64_t opset() const = 0;
+    // The batch size the file fixes on its inputs (exported without dynamic_axes; psrun reads that
+    // axis as the batch, of any size), 0 when the file leaves it symbolic. PyTorch then writes the
+    // shapes it computed from the batch as constants of this size (a Reshape's target).
+    virtual std::int64_t file_batch() const { return 0; }
     // A unique psrun node name derived from the ONNX node's name or its first output.
     virtual std::string node_name() const = 0;
     // ONNX inputs, empty optional ones included (has_input false).

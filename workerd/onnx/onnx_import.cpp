@@ -169,6 +169,7 @@ Result<nn::ModelDescription> import_onnx(std::string_view bytes, std::string_vie
         }
         if (auto* model = std::get_if<nn::ModelDescription>(&*outcome)) {
             add_export_warnings(proto, *model);
+            if (auto fixed = fixed_batch_warning(proto)) model->import_warnings.push_back(*fixed);
             if (!untied.empty()) model->import_warnings.push_back(merged_initializers_warning(untied));
             return with_run_recipe(std::move(*model));
         }

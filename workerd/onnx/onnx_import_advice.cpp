@@ -183,20 +183,42 @@ void add_export_warnings(const onnx::ModelProto& proto, nn::ModelDescription& mo
 // (x.view(x.size(0), -1), attention's reshapes) are then constants of that size, which an
 // engine training other batch sizes cannot read back (with a batch of 1 they cannot even be told
 // from other axes of size 1). Empty when the batch axis is symbolic.
-std::string fixed_batch_hint(const onnx::ModelProto& proto) {
-    const auto initializers = initializer_names(proto);
-    for (const auto& input : proto.graph().input()) {
+std::int64_t fixed_batch_size(const onnx::GraphProto& graph) {
+    std::set<std::string_view> initializers;
+    for (const auto& t : graph.initializer()) initializers.insert(t.name());
+    for (const auto& input : graph.input()) {
         if (initializers.contains(input.name())) continue;
-        if (!input.type().has_tensor_type() || input.type().tensor_type().shape().dim_size() == 0) return {};
+        if (!input.type().has_tensor_type() || input.type().tensor_type().shape().dim_size() == 0) return 0;
         const auto& batch = input.type().tensor_type().shape().dim(0);
-        if (!batch.has_dim_value()) return {};
-        return " (the file's input '" + input.name() + "' has a fixed batch size of " +
-               std::to_string(batch.dim_value()) +
-               ": exported without dynamic_axes, its shapes computed from the batch are constants of that size; "
-               "export with input_names=['x'], output_names=['logits'], dynamic_axes={'x': {0: 'N'}, 'logits': "
-               "{0: 'N'}}, an entry for each input and output: docs/models.md \"Importing from PyTorch\")";
+        return batch.has_dim_value() && batch.dim_value() > 0 ? batch.dim_value() : 0;
     }
-    return {};
+    return 0;
+}
+
+namespace {
+const char* const kDynamicAxesAdvice =
+    "export with input_names=['x'], output_names=['logits'], dynamic_axes={'x': {0: 'N'}, 'logits': {0: 'N'}}, an "
+    "entry for each input and output: docs/models.md \"Importing from PyTorch\"";
+}  // namespace
+
+std::string fixed_batch_hint(const onnx::ModelProto& proto) {
+    const std::int64_t b = fixed_batch_size(proto.graph());
+    if (b == 0) return {};
+    return " (the file's inputs have a fixed batch size of " + std::to_string(b) +
+           ": exported without dynamic_axes, its shapes computed from the batch are constants of that size; " +
+           kDynamicAxesAdvice + ")";
+}
+
+std::optional<std::string> fixed_batch_warning(const onnx::ModelProto& proto) {
+    const std::int64_t b = fixed_batch_size(proto.graph());
+    if (b == 0) return std::nullopt;
+    return "the file's inputs have a fixed batch size of " + std::to_string(b) +
+           " (exported without dynamic_axes): psrun reads that axis as the batch, of any size, and a leading " +
+           std::to_string(b) +
+           " in a Reshape's target, where its data's first axis is the batch (x.view(x.size(0), -1)), "
+           "as the batch's size" +
+           (b == 1 ? " (with a batch of 1 the file cannot tell the batch from an axis of size 1)" : "") +
+           "; to say so in the file, " + kDynamicAxesAdvice;
 }
 
 std::optional<std::string> truncating_division_warning(const GraphIndex& graph, int i,

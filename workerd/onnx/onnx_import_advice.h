@@ -21,9 +21,15 @@ namespace psrun::onnx_io {
 // torch < 2.0's circular pads; BatchNorm momentum 0 (momentum=None); embedding padding rows.
 void add_export_warnings(const onnx::ModelProto& proto, nn::ModelDescription& model);
 
-// For a refusal: what to do when the file's first input has a fixed batch size (exported without
-// dynamic_axes), as " (...)"; empty when the batch axis is symbolic.
+// The batch size the graph's first input fixes (exported without dynamic_axes), 0 when its batch
+// axis is symbolic (or it has none).
+std::int64_t fixed_batch_size(const onnx::GraphProto& graph);
+// For a refusal: what to do when the file's inputs have a fixed batch size, as " (...)"; empty
+// when the batch axis is symbolic.
 std::string fixed_batch_hint(const onnx::ModelProto& proto);
+// For an import that succeeded: what psrun read a fixed batch size as (Reshape, nn::OnnxNodeImport::
+// file_batch) and how to export without one; nullopt when the batch axis is symbolic.
+std::optional<std::string> fixed_batch_warning(const onnx::ModelProto& proto);
 
 // A warning when node i, an integer Div evaluated at import with `inputs` known, truncates a
 // negative inexact quotient (where a // b in PyTorch floors) and is not a floor division written

@@ -22,7 +22,11 @@ constexpr std::size_t kEvaluationBudget = std::size_t{1} << 25;  // elements eva
 }  // namespace
 
 Importer::Importer(const GraphIndex& graph, std::int64_t opset, std::string source, std::set<std::string> frozen)
-    : graph_(graph), opset_(opset), source_(std::move(source)), frozen_(std::move(frozen)) {}
+    : graph_(graph),
+      opset_(opset),
+      source_(std::move(source)),
+      file_batch_(fixed_batch_size(graph.graph())),
+      frozen_(std::move(frozen)) {}
 
 Error Importer::refuse(int node, const std::string& what) const {
     return Error{ErrorCode::kInvalidArgument, node_label(graph_.graph().node(node), node) + ": " + what};

@@ -41,6 +41,8 @@ class Importer {
     const GraphIndex& graph() const { return graph_; }
     std::int64_t opset() const { return opset_; }
     const std::string& source() const { return source_; }
+    // The batch size the graph's inputs fix (exported without dynamic_axes), 0 when symbolic.
+    std::int64_t file_batch() const { return file_batch_; }
 
     // The psrun value an ONNX value is, emitting a parameter node for a float initializer or a
     // constant node for a known value. `who` labels errors.
@@ -88,6 +90,7 @@ class Importer {
     const GraphIndex& graph_;
     std::int64_t opset_;
     std::string source_;
+    std::int64_t file_batch_ = 0;
     std::set<std::string> frozen_;
     std::size_t evaluated_elements_ = 0;  // of the values evaluated at import so far
     nn::ModelDescription model_;
