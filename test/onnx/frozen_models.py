@@ -25,9 +25,10 @@ normalisation constants and positional table train as parameters until `psrun mo
 lists them; then psrun trains exactly torch's parameters, with torch's gradients. freeze refuses
 a name that is no float initializer and a file psrun exported (exit 2).
 And a file exported without dynamic_axes (torch.onnx.export(model, x[:B], path)): its inputs fix
-the batch at B and x.view(x.size(0), -1) and attention's reshapes hold B as a constant. psrun
-warns and reads that B as the batch: at B = 2 and B = 1, checked at a batch of 8, outputs and
-every gradient are torch's, and psrun predict is torch's softmax.
+the batch at B, and x.view(x.size(0), -1), a class token's expand(b, -1, -1) and attention's
+reshapes hold B as a constant. psrun warns and reads B as the batch: nn.MultiheadAttention at
+B = 2, attention by hand at B = 2 and B = 1, each checked at a batch of 8: outputs and every
+gradient are torch's, and psrun predict is torch's softmax.
 Usage: frozen_models.py PSRUN [--data MNIST_DIR]   (exit 77 without torch)
 """
 import json
@@ -127,21 +128,30 @@ class Buffered(nn.Module):
 
 
 class FixedBatchAttention(nn.Module):
-    """x [N, 1, 28, 28]: a conv to 4 x 8 x 8, its 32 rows of 8 through a two-head self-attention
-    written with the batch size b = h.size(0), and x.reshape(b, -1) into a linear head."""
+    """x [N, 1, 28, 28]: a conv to 4 x 8 x 8, its 32 rows of 8 after a class token
+    (self.cls.expand(b, -1, -1)) through two-head self-attention, all written with the batch size
+    b = h.size(0): by hand (view(b, 33, 2, 4)), or nn.MultiheadAttention, whose reshapes are
+    view(L, b * heads, d) and view(L * b, E); then x.reshape(b, -1) into a linear head."""
 
-    def __init__(self):
+    def __init__(self, torch_mha=False):
         super().__init__()
         self.conv = nn.Conv2d(1, 4, 5, stride=3)
+        self.cls = nn.Parameter(torch.randn(1, 1, 8))
         self.q = nn.Linear(8, 8)
-        self.head = nn.Linear(4 * 8 * 8, 10)
+        self.mha = nn.MultiheadAttention(8, 2) if torch_mha else None
+        self.head = nn.Linear(33 * 8, 10)
 
     def forward(self, x):
         h = torch.relu(self.conv(x))
         b = h.size(0)
-        t = self.q(h.view(b, 32, 8)).view(b, 32, 2, 4).transpose(1, 2)
-        a = torch.softmax(t @ t.transpose(-1, -2), -1) @ t
-        return self.head(a.transpose(1, 2).reshape(b, -1))
+        t = torch.cat([self.cls.expand(b, -1, -1), h.view(b, 32, 8)], 1)
+        if self.mha is not None:
+            s = t.transpose(0, 1)
+            a = self.mha(s, s, s, need_weights=False)[0].transpose(0, 1)
+        else:
+            u = self.q(t).view(b, 33, 2, 4).transpose(1, 2)
+            a = (torch.softmax(u @ u.transpose(-1, -2), -1) @ u).transpose(1, 2)
+        return self.head(a.reshape(b, -1))
 
 
 def export_fixed_batch(psrun, batch):
@@ -192,8 +202,11 @@ def main():
     torch.set_num_threads(1)
     try:
         merged_by_value(psrun, tmp, test_x)
-        for b in (2, 1):
-            check_model(check, psrun, f"fixed_batch_{b}", FixedBatchAttention, (1, 28, 28), ["reshape", "dense"], tmp,
+        # At a fixed batch of 1, attention's view(L, 1 * heads, d) cannot be told from a view
+        # without the batch: only the hand-written attention is read there.
+        for b, torch_mha in ((2, True), (2, False), (1, False)):
+            check_model(check, psrun, f"fixed_batch_{b}{'_mha' if torch_mha else ''}",
+                        lambda: FixedBatchAttention(torch_mha), (1, 28, 28), ["reshape", "expand", "dense"], tmp,
                         batch=8, seed=3, opsets=(14, 17), finite_differences=False, data=test_x[:8],
                         exporter=export_fixed_batch(psrun, b))
         check_model(check, psrun, "buffered", Buffered, (1, 28, 28), ["dense"], tmp, batch=8, seed=3, opsets=(17,),

@@ -216,10 +216,10 @@ TEST_CASE("a file exported with a fixed batch size: x.view(x.size(0), -1) keeps 
     REQUIRE(m->import_warnings.size() == 1);
     CHECK_THAT(m->import_warnings[0], Catch::StartsWith("the file's inputs have a fixed batch size of 2 "
                                                         "(exported without dynamic_axes)"));
-    // A target that splits the batch ([4, 16]: two examples' values as four rows) has no per-example
-    // form: refused, saying to export with dynamic_axes.
+    // A target that does not hold the batch's values ([2, 33]) is refused, saying to export with
+    // dynamic_axes.
     g.model.mutable_graph()->mutable_initializer()->rbegin()->clear_int64_data();
-    for (const std::int64_t d : {4, 16}) g.model.mutable_graph()->mutable_initializer()->rbegin()->add_int64_data(d);
+    for (const std::int64_t d : {2, 33}) g.model.mutable_graph()->mutable_initializer()->rbegin()->add_int64_data(d);
     const std::string why = refusal(g);
     CHECK_THAT(why, Catch::Contains("node '/3/Flatten' (Reshape)"));
     CHECK_THAT(why, Catch::Contains("(the file's inputs have a fixed batch size of 2: exported without dynamic_axes"));

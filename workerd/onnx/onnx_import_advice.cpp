@@ -213,12 +213,17 @@ std::optional<std::string> fixed_batch_warning(const onnx::ModelProto& proto) {
     const std::int64_t b = fixed_batch_size(proto.graph());
     if (b == 0) return std::nullopt;
     return "the file's inputs have a fixed batch size of " + std::to_string(b) +
-           " (exported without dynamic_axes): psrun reads that axis as the batch, of any size, and a leading " +
-           std::to_string(b) +
-           " in a Reshape's target, where its data's first axis is the batch (x.view(x.size(0), -1)), "
-           "as the batch's size" +
-           (b == 1 ? " (with a batch of 1 the file cannot tell the batch from an axis of size 1)" : "") +
-           "; to say so in the file, " + kDynamicAxesAdvice;
+           " (exported without dynamic_axes): psrun reads that axis as the batch, of any size, and " +
+           (b == 1 ? std::string("a leading 1 in a Reshape's target where its data's first axis is the batch "
+                                 "(x.view(x.size(0), -1)) as the batch's size (with a batch of 1 the file cannot tell "
+                                 "the batch from other axes of size 1: attention's view(L, heads, d) stays refused)")
+                   : "the axis of a Reshape's target that spans the batch (x.view(x.size(0), -1), attention's "
+                     "view(L, " +
+                         std::to_string(b) + " x heads, d)) as a multiple of it") +
+           ", and a leading " + std::to_string(b) +
+           " in an Expand of a value of first axis 1 (a class token's expand(x.size(0), -1, -1)) as the batch; "
+           "to say so in the file, " +
+           kDynamicAxesAdvice;
 }
 
 std::optional<std::string> truncating_division_warning(const GraphIndex& graph, int i,

@@ -14,6 +14,7 @@
 #include "workerd/nn/onnx_bridge.h"
 #include "workerd/nn/op_schema.h"
 #include "workerd/nn/ops/broadcast.h"
+#include "workerd/nn/ops/fixed_batch.h"
 #include "workerd/nn/ops/ops.h"
 
 namespace psrun::nn {
@@ -56,8 +57,10 @@ Result<void> infer_expand(InferContext& context) {
 
 Result<void> import_expand(OnnxNodeImport& node) {
     PSRUN_TRY_ASSIGN(auto x, node.value(0));
-    const auto shape = node.symbolic_ints(1);
+    auto shape = node.symbolic_ints(1);
     if (!shape) return tl::unexpected(node.refuse("its shape is computed at run time: the engine needs it at import"));
+    if (const ValueInfo* in = node.info(0); node.file_batch() > 0 && in != nullptr)  // a file of fixed batch size
+        if (auto at_batch = expand_shape_at_fixed_batch(in->dims, *shape, node.file_batch())) shape = *at_batch;
     nlohmann::json target = nlohmann::json::array();
     for (const auto& d : *shape) {
         if (!d.batch && d.value < 1)

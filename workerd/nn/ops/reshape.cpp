@@ -14,6 +14,7 @@
 
 #include "workerd/nn/onnx_bridge.h"
 #include "workerd/nn/op_schema.h"
+#include "workerd/nn/ops/fixed_batch.h"
 #include "workerd/nn/ops/ops.h"
 
 namespace psrun::nn {
@@ -199,14 +200,10 @@ Result<void> import_layout(OnnxNodeImport& node) {
                 if (!d.batch && d.value == 0)
                     return tl::unexpected(
                         node.refuse("allowzero=1 with a 0 in the shape: zero-sized tensors are not supported"));
-        // A file of fixed batch size B writes x.view(x.size(0), -1) as a Reshape to [B, -1]: a
-        // first entry of B where the data's first axis is the batch keeps each example's rows at
-        // batch B, so it reads as the batch's size (onnx_import_advice.h, fixed_batch_warning).
-        const ValueInfo* in = node.info(0);
+        // A file of fixed batch size writes the shapes computed from its batch as constants.
         auto dims = *shape;
-        if (node.file_batch() > 0 && in != nullptr && !in->dims.empty() && in->dims[0] == Dim::batch_times(1) &&
-            !dims.empty() && !dims[0].batch && dims[0].value == node.file_batch())
-            dims[0] = Dim::batch_times(1);
+        if (const ValueInfo* in = node.info(0); node.file_batch() > 0 && in != nullptr)
+            if (auto at_batch = reshape_target_at_fixed_batch(in->dims, dims, node.file_batch())) dims = *at_batch;
         nlohmann::json target = nlohmann::json::array();
         for (const auto& d : dims) target.push_back(d.batch ? nlohmann::json(d.to_string()) : nlohmann::json(d.value));
         layer["kind"] = "reshape";

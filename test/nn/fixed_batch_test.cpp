@@ -1,0 +1,60 @@
+// The shapes a file of fixed batch size holds as constants, read back as batch-dependent ones
+// (workerd/nn/ops/fixed_batch.h): Reshape targets whose one axis spans the batch, at batch 2 and
+// at batch 1, the class token's Expand, and the targets that have no such reading.
+#include <catch2/catch.hpp>
+
+#include "workerd/nn/ops/fixed_batch.h"
+
+namespace psrun::nn {
+namespace {
+
+const Dim N = Dim::batch_times(1);
+Dim of(std::int64_t v) { return Dim::of(v); }
+
+}  // namespace
+
+TEST_CASE("fixed batch 2: the Reshape axis that spans the batch becomes a multiple of N", "[fixed_batch]") {
+    // x.view(x.size(0), -1) as [2, -1], and as 0 (copy) with -1; the full shape written out.
+    CHECK(reshape_target_at_fixed_batch({N, of(4), of(8)}, {of(2), of(-1)}, 2) == Dims{N, of(32)});
+    CHECK(reshape_target_at_fixed_batch({N, of(4), of(8)}, {of(0), of(-1)}, 2) == Dims{N, of(32)});
+    CHECK(reshape_target_at_fixed_batch({N, of(4), of(8)}, {of(2), of(8), of(4)}, 2) == Dims{N, of(8), of(4)});
+    // nn.MultiheadAttention (sequence first): view(L, B * heads, d) and view(L * B, E).
+    CHECK(reshape_target_at_fixed_batch({of(197), N, of(768)}, {of(197), of(24), of(64)}, 2) ==
+          Dims{of(197), Dim::batch_times(12), of(64)});
+    CHECK(reshape_target_at_fixed_batch({of(197), N, of(768)}, {of(394), of(768)}, 2) ==
+          Dims{Dim::batch_times(197), of(768)});
+    // Its output's transpose back, [L, b * heads, d] to [L * b, E]: the batch outside the heads.
+    CHECK(reshape_target_at_fixed_batch({of(33), Dim::batch_times(2), of(4)}, {of(66), of(8)}, 2) ==
+          Dims{Dim::batch_times(33), of(8)});
+    // Two examples' 32 values as four rows of 16: two rows each.
+    CHECK(reshape_target_at_fixed_batch({N, of(32)}, {of(4), of(16)}, 2) == Dims{Dim::batch_times(2), of(16)});
+    // An axis of size 1 before the batch's.
+    CHECK(reshape_target_at_fixed_batch({N, of(6)}, {of(1), of(2), of(6)}, 2) == Dims{of(1), N, of(6)});
+    // No reading: the target mixes the examples' values, does not hold them, or the data has no
+    // single batch axis N.
+    CHECK_FALSE(reshape_target_at_fixed_batch({N, of(6)}, {of(3), of(4)}, 2));
+    CHECK_FALSE(reshape_target_at_fixed_batch({N, of(6)}, {of(5), of(-1)}, 2));
+    CHECK_FALSE(reshape_target_at_fixed_batch({N, of(6)}, {of(2), of(7)}, 2));
+    CHECK_FALSE(reshape_target_at_fixed_batch({of(4), of(6)}, {of(2), of(12)}, 2));
+    CHECK_FALSE(reshape_target_at_fixed_batch({N, of(6), N}, {of(2), of(-1)}, 2));
+    CHECK_FALSE(reshape_target_at_fixed_batch({N, of(6)}, {of(2), of(-1), of(-1)}, 2));
+    CHECK_FALSE(reshape_target_at_fixed_batch({N, of(6)}, {N, of(-1)}, 2));
+}
+
+TEST_CASE("fixed batch 1: only a leading 1 over a leading batch reads as N", "[fixed_batch]") {
+    CHECK(reshape_target_at_fixed_batch({N, of(4), of(8)}, {of(1), of(-1)}, 1) == Dims{N, of(-1)});
+    // Attention's view(L, 1 * heads, d): the 12 cannot be told from 12 heads of another batch.
+    CHECK_FALSE(reshape_target_at_fixed_batch({of(197), N, of(768)}, {of(197), of(12), of(64)}, 1));
+    CHECK_FALSE(reshape_target_at_fixed_batch({N, of(4)}, {of(2), of(2)}, 1));
+    CHECK_FALSE(reshape_target_at_fixed_batch({Dim::batch_times(2), of(4)}, {of(1), of(-1)}, 1));
+}
+
+TEST_CASE("fixed batch: a class token's Expand to [B, 1, 1] broadcasts to the batch", "[fixed_batch]") {
+    CHECK(expand_shape_at_fixed_batch({of(1), of(1), of(8)}, {of(2), of(1), of(1)}, 2) == Dims{N, of(1), of(1)});
+    CHECK(expand_shape_at_fixed_batch({of(1), of(1), of(8)}, {of(1), of(1), of(1)}, 1) == Dims{N, of(1), of(1)});
+    CHECK_FALSE(expand_shape_at_fixed_batch({N, of(1), of(8)}, {of(2), of(1), of(1)}, 2));
+    CHECK_FALSE(expand_shape_at_fixed_batch({of(1), of(1), of(8)}, {of(3), of(1), of(1)}, 2));
+    CHECK_FALSE(expand_shape_at_fixed_batch({of(1), of(8)}, {of(2), of(8)}, 0));
+}
+
+}  // namespace psrun::nn

@@ -1,0 +1,102 @@
+#include "workerd/nn/ops/fixed_batch.h"
+
+#include <algorithm>
+
+namespace psrun::nn {
+namespace {
+
+constexpr std::int64_t kMaxProduct = std::int64_t{1} << 50;
+
+// The data's one batch axis (N or kN), or -1.
+int batch_axis(const Dims& data) {
+    int axis = -1;
+    for (std::size_t i = 0; i < data.size(); ++i) {
+        if (!data[i].batch) continue;
+        if (axis >= 0) return -1;
+        axis = static_cast<int>(i);
+    }
+    return axis;
+}
+
+// `target` at batch b: 0 copies the data's dim, one -1 takes what is left; nullopt when it does
+// not resolve to positive dims holding the data's values.
+std::optional<std::vector<std::int64_t>> resolved(const Dims& data, const Dims& target, std::int64_t b) {
+    std::int64_t total = 1;
+    for (const auto& d : data) {
+        total *= d.at(b);
+        if (d.at(b) < 1 || total > kMaxProduct) return std::nullopt;
+    }
+    std::vector<std::int64_t> out;
+    int infer = -1;
+    std::int64_t known = 1;
+    for (std::size_t i = 0; i < target.size(); ++i) {
+        if (target[i].batch) return std::nullopt;
+        std::int64_t v = target[i].value;
+        if (v == 0) {
+            if (i >= data.size()) return std::nullopt;
+            v = data[i].at(b);
+        }
+        if (v == -1) {
+            if (infer >= 0) return std::nullopt;
+            infer = static_cast<int>(i);
+        } else if (v < 1) {
+            return std::nullopt;
+        } else {
+            known *= v;
+            if (known > kMaxProduct) return std::nullopt;
+        }
+        out.push_back(v);
+    }
+    if (infer >= 0) {
+        if (total % known != 0) return std::nullopt;
+        out[static_cast<std::size_t>(infer)] = total / known;
+    } else if (known != total) {
+        return std::nullopt;
+    }
+    return out;
+}
+
+}  // namespace
+
+std::optional<Dims> reshape_target_at_fixed_batch(const Dims& data, const Dims& target, std::int64_t b) {
+    const int a = batch_axis(data);
+    if (b < 1 || a < 0 || target.empty()) return std::nullopt;
+    if (b == 1) {
+        if (a != 0 || data[0] != Dim::batch_times(1) || target[0].batch || target[0].value != 1) return std::nullopt;
+        Dims out = target;
+        out[0] = Dim::batch_times(1);
+        return out;
+    }
+    const auto t = resolved(data, target, b);
+    if (!t) return std::nullopt;
+    std::int64_t before = 1;  // P: the data's values before its batch axis
+    for (int i = 0; i < a; ++i) before *= data[static_cast<std::size_t>(i)].value;
+    // A kN axis holds the batch after `outer` of its k (1 first: view(L, b * heads, d) puts the
+    // batch outside; view(L * b, E) read back puts it inside L).
+    const std::int64_t k = data[static_cast<std::size_t>(a)].value;
+    for (std::int64_t outer = 1; outer <= k; ++outer) {
+        if (k % outer != 0) continue;
+        const std::int64_t p = before * outer;
+        std::int64_t prefix = 1;  // product of t[0..j)
+        for (std::size_t j = 0; j < t->size() && p % prefix == 0; ++j) {
+            const std::int64_t through = prefix * (*t)[j];
+            if (through % (p * b) == 0) {  // then b divides t[j]: p / prefix x b x the rest
+                Dims out;
+                for (const auto v : *t) out.push_back(Dim::of(v));
+                out[j] = Dim::batch_times((*t)[j] / b);
+                return out;
+            }
+            prefix = through;
+        }
+    }
+    return std::nullopt;
+}
+
+std::optional<Dims> expand_shape_at_fixed_batch(const Dims& data, const Dims& shape, std::int64_t b) {
+    if (b < 1 || data.empty() || data[0] != Dim::of(1) || shape.empty() || shape[0] != Dim::of(b)) return std::nullopt;
+    Dims out = shape;
+    out[0] = Dim::batch_times(1);
+    return out;
+}
+
+}  // namespace psrun::nn

@@ -1,0 +1,38 @@
+// What a file of fixed batch size means in its shape constants (ONNX import). torch.onnx.export
+// without dynamic_axes fixes the inputs' batch at the example input's size B and writes the shapes
+// it computed from that batch as constants: x.view(x.size(0), -1) as a Reshape to [B, -1],
+// nn.MultiheadAttention's view(L, B * heads, d) and view(L * B, E), a class token's
+// expand(x.size(0), -1, -1) as an Expand to [B, 1, 1]. These functions read such a constant back
+// as the batch-dependent shape it was, where the reading is exact at batch B; psrun then warns
+// (onnx_import_advice.h, fixed_batch_warning). Pure functions of shapes: no state, any thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "workerd/nn/tensor_shape.h"
+
+namespace psrun::nn {
+
+// A Reshape of `data` (one batch axis N or kN) to `target` (plain entries, ONNX's 0 = copy and -1 =
+// the rest, as a constant of the file) for a file of fixed batch `b` >= 1: the target with the one
+// axis that holds the batch's values written as a multiple of N, or nullopt when the target has
+// no such reading (it is then what it is: an error or a shape without the batch).
+//  - b >= 2: the target is resolved at batch b (0 and -1 made numbers), and the axis is the one
+//    j that holds the batch: the product of target[0..j) divides the values before the data's
+//    batch axis P, and the product of target[0..j] is a multiple of P x b; target[j] = m x b
+//    becomes mN. A kN axis holds the batch after some `outer` of its k, unknown here: outer = 1
+//    is tried first (view(L, b * heads, d) puts the batch outside the heads), then the other
+//    divisors of k in order (view(L * b, E) read back by view(L, b, E): the batch inside L). The
+//    reading is exact at batch b whichever j it takes; it scales the axis whose values hold the
+//    batch's, as the file's code scaled it.
+//  - b == 1: every axis of size 1 could be the batch, so only the common leading case is read:
+//    the data's batch on axis 0 and target[0] == 1 (x.view(x.size(0), -1)) becomes N.
+std::optional<Dims> reshape_target_at_fixed_batch(const Dims& data, const Dims& target, std::int64_t b);
+
+// An Expand of `data` to `shape` for a file of fixed batch `b` >= 1: when the data's first axis
+// is 1 (a parameter, not the batch) and shape[0] == b, the shape with N there (a class token
+// broadcast to the batch); nullopt otherwise.
+std::optional<Dims> expand_shape_at_fixed_batch(const Dims& data, const Dims& shape, std::int64_t b);
+
+}  // namespace psrun::nn
