@@ -55,6 +55,20 @@ TEST_CASE("fixed batch: a class token's Expand to [B, 1, 1] broadcasts to the ba
     CHECK_FALSE(expand_shape_at_fixed_batch({N, of(1), of(8)}, {of(2), of(1), of(1)}, 2));
     CHECK_FALSE(expand_shape_at_fixed_batch({of(1), of(1), of(8)}, {of(3), of(1), of(1)}, 2));
     CHECK_FALSE(expand_shape_at_fixed_batch({of(1), of(8)}, {of(2), of(8)}, 0));
+    // An LSTM's learned initial state, expand(1, b, H): the batch on axis 1; [2, 2, 7] at b = 2 is
+    // ambiguous, and at b = 1 only the leading axis is read.
+    CHECK(expand_shape_at_fixed_batch({of(1), of(1), of(7)}, {of(1), of(2), of(7)}, 2) == Dims{of(1), N, of(7)});
+    CHECK(expand_shape_at_fixed_batch({of(7)}, {of(1), of(2), of(7)}, 2) == Dims{of(1), N, of(7)});
+    CHECK_FALSE(expand_shape_at_fixed_batch({of(1), of(1), of(7)}, {of(2), of(2), of(7)}, 2));
+    CHECK_FALSE(expand_shape_at_fixed_batch({of(1), of(2), of(7)}, {of(1), of(2), of(7)}, 2));
+}
+
+TEST_CASE("fixed batch: a ConstantOfShape's one entry of the batch's size is N", "[fixed_batch]") {
+    CHECK(fill_shape_at_fixed_batch({of(2), of(4), of(30)}, 2) == Dims{N, of(4), of(30)});
+    CHECK(fill_shape_at_fixed_batch({of(1), of(3), of(7)}, 3) == Dims{of(1), N, of(7)});
+    CHECK_FALSE(fill_shape_at_fixed_batch({of(2), of(2), of(7)}, 2));
+    CHECK_FALSE(fill_shape_at_fixed_batch({of(4), of(7)}, 2));
+    CHECK_FALSE(fill_shape_at_fixed_batch({of(1), of(7)}, 1));
 }
 
 }  // namespace psrun::nn

@@ -26,9 +26,10 @@ lists them; then psrun trains exactly torch's parameters, with torch's gradients
 a name that is no float initializer and a file psrun exported (exit 2).
 And a file exported without dynamic_axes (torch.onnx.export(model, x[:B], path)): its inputs fix
 the batch at B, and x.view(x.size(0), -1), a class token's expand(b, -1, -1) and attention's
-reshapes hold B as a constant. psrun warns and reads B as the batch: nn.MultiheadAttention at
-B = 2, attention by hand at B = 2 and B = 1, each checked at a batch of 8: outputs and every
-gradient are torch's, and psrun predict is torch's softmax.
+reshapes hold B as a constant, as do an LSTM's initial states h0.expand(1, b, H) and
+x.new_zeros(1, b, H). psrun warns and reads B as the batch: nn.MultiheadAttention at B = 2,
+attention by hand at B = 2 and B = 1, the LSTM at B = 2, each checked at a batch of 8: outputs
+and every gradient are torch's, and psrun predict is torch's softmax.
 Usage: frozen_models.py PSRUN [--data MNIST_DIR]   (exit 77 without torch)
 """
 import json
@@ -154,6 +155,22 @@ class FixedBatchAttention(nn.Module):
         return self.head(a.reshape(b, -1))
 
 
+class FixedBatchRecurrent(nn.Module):
+    """x [N, 1, 28, 28] as 28 steps of 28: an LSTM from a learned initial state h0.expand(1, b, 16)
+    and a zero cell state x.new_zeros(1, b, 16), a linear head on its last output."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(28, 16, batch_first=True)
+        self.h0 = nn.Parameter(0.1 * torch.randn(1, 1, 16))
+        self.head = nn.Linear(16, 10)
+
+    def forward(self, x):
+        b = x.size(0)
+        out, _ = self.lstm(x[:, 0], (self.h0.expand(1, b, 16).contiguous(), x.new_zeros(1, b, 16)))
+        return self.head(out[:, -1])
+
+
 def export_fixed_batch(psrun, batch):
     """torch.onnx.export without dynamic_axes, on the first `batch` examples."""
     def exporter(model, x, path, opset):
@@ -209,6 +226,9 @@ def main():
                         lambda: FixedBatchAttention(torch_mha), (1, 28, 28), ["reshape", "expand", "dense"], tmp,
                         batch=8, seed=3, opsets=(14, 17), finite_differences=False, data=test_x[:8],
                         exporter=export_fixed_batch(psrun, b))
+        check_model(check, psrun, "fixed_batch_2_lstm", FixedBatchRecurrent, (1, 28, 28), ["lstm", "expand", "dense"],
+                    tmp, batch=8, seed=3, opsets=(17,), finite_differences=False, data=test_x[:8],
+                    exporter=export_fixed_batch(psrun, 2))
         check_model(check, psrun, "buffered", Buffered, (1, 28, 28), ["dense"], tmp, batch=8, seed=3, opsets=(17,),
                     finite_differences=False, compare_predict=False, data=test_x[:8],
                     exporter=plain_export_then_freeze(psrun))

@@ -220,10 +220,12 @@ std::optional<std::string> fixed_batch_warning(const onnx::ModelProto& proto) {
                    : "the axis of a Reshape's target that spans the batch (x.view(x.size(0), -1), attention's "
                      "view(L, " +
                          std::to_string(b) + " x heads, d)) as a multiple of it") +
-           ", and a leading " + std::to_string(b) +
-           " in an Expand of a value of first axis 1 (a class token's expand(x.size(0), -1, -1)) as the batch; "
-           "to say so in the file, " +
-           kDynamicAxesAdvice;
+           (b == 1 ? std::string(", and a leading 1 in an Expand of a value of first axis 1 (a class token's "
+                                 "expand(x.size(0), -1, -1)) as the batch")
+                   : ", and the one " + std::to_string(b) +
+                         " in an Expand of a parameter (a class token's expand(x.size(0), -1, -1)) and in a constant "
+                         "fill (torch.zeros(x.size(0), H)) as the batch") +
+           "; to say so in the file, " + kDynamicAxesAdvice;
 }
 
 std::optional<std::string> truncating_division_warning(const GraphIndex& graph, int i,

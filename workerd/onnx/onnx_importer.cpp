@@ -9,6 +9,8 @@
 
 #include "common/utf8.h"
 #include "workerd/nn/op_schema.h"
+#include "workerd/nn/ops/fixed_batch.h"
+#include "workerd/onnx/onnx_consts_ops.h"
 #include "workerd/onnx/onnx_import_advice.h"
 #include "workerd/onnx/onnx_lowerings.h"
 #include "workerd/onnx/onnx_node_view.h"
@@ -27,6 +29,22 @@ Importer::Importer(const GraphIndex& graph, std::int64_t opset, std::string sour
       source_(std::move(source)),
       file_batch_(fixed_batch_size(graph.graph())),
       frozen_(std::move(frozen)) {}
+
+void Importer::read_fixed_batch_fill(Known& k) const {
+    if (k.symbolic_dims || k.size() == 0) return;
+    const double first = as_double(k, 0);
+    for (std::size_t e = 1; e < k.size(); ++e)
+        if (as_double(k, e) != first) return;
+    nn::Dims dims;
+    for (const auto d : k.dims) dims.push_back(nn::Dim::of(d));
+    auto at_batch = nn::fill_shape_at_fixed_batch(dims, file_batch_);
+    if (!at_batch) return;
+    Known fill;
+    fill.is_float = k.is_float;
+    fill.symbolic_dims = std::move(*at_batch);
+    fill.fill = first;
+    k = std::move(fill);
+}
 
 Error Importer::refuse(int node, const std::string& what) const {
     return Error{ErrorCode::kInvalidArgument, node_label(graph_.graph().node(node), node) + ": " + what};
@@ -169,6 +187,7 @@ Result<void> Importer::import_node(int i) {
     if (op == "Constant") {
         auto k = known_from_tensor(find_attribute(node, "value")->t());
         if (!k) return tl::unexpected(refuse(i, k.error().message));
+        if (file_batch_ > 1) read_fixed_batch_fill(*k);
         known_[node.output(0)] = std::move(*k);
         return {};
     }
@@ -215,6 +234,16 @@ Result<void> Importer::import_node(int i) {
     // What evaluation may cost: values computed at import, in elements, over the whole graph (a
     // file can chain large fills; past it, nodes import as layers or are refused by name).
     Result<std::optional<std::vector<Known>>> evaluated = std::optional<std::vector<Known>>{};
+    // A file of fixed batch size writes torch.zeros(x.size(0), H) as a ConstantOfShape of a
+    // constant: its entry of the batch's size reads as N (nn/ops/fixed_batch.h).
+    Known batch_shape;
+    if (op == "ConstantOfShape" && file_batch_ > 0 && !inputs.empty() && inputs[0] != nullptr && !inputs[0]->is_float &&
+        !inputs[0]->symbolic_dims)
+        if (auto dims = nn::fill_shape_at_fixed_batch(inputs[0]->i, file_batch_)) {
+            batch_shape = *inputs[0];
+            batch_shape.i = *dims;
+            inputs[0] = &batch_shape;
+        }
     if (evaluated_elements_ < kEvaluationBudget) evaluated = evaluate(node, opset_, inputs, shape_of);
     if (!evaluated) return tl::unexpected(refuse(i, evaluated.error().message));
     if (*evaluated) {

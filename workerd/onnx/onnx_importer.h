@@ -84,6 +84,10 @@ class Importer {
     // The initializers' values as the model's initial parameters, each tensor whole.
     Result<void> set_initial_parameters();
     Result<void> import_node(int i);
+    // A Constant of one value whose shape has one axis of the file's fixed batch size (the
+    // torch.zeros(x.size(0), H) of a file without dynamic_axes) made a fill of shape N there
+    // (nn/ops/fixed_batch.h, fill_shape_at_fixed_batch); any other `k` is left as it is.
+    void read_fixed_batch_fill(Known& k) const;
     // An If: its condition known, static_if_ is set (the walk stops); unknown, refused.
     Result<void> import_if(int i);
 

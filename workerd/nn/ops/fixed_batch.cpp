@@ -92,10 +92,46 @@ std::optional<Dims> reshape_target_at_fixed_batch(const Dims& data, const Dims& 
     return std::nullopt;
 }
 
+namespace {
+
+// The one entry of `shape` equal to b >= 2 for which `allowed(i)` holds; -1 for none or several.
+template <typename Allowed>
+int single_batch_entry(const Dims& shape, std::int64_t b, Allowed allowed) {
+    int at = -1;
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+        if (shape[i].batch) return -1;
+        if (shape[i].value != b || !allowed(i)) continue;
+        if (at >= 0) return -1;
+        at = static_cast<int>(i);
+    }
+    return at;
+}
+
+}  // namespace
+
 std::optional<Dims> expand_shape_at_fixed_batch(const Dims& data, const Dims& shape, std::int64_t b) {
-    if (b < 1 || data.empty() || data[0] != Dim::of(1) || shape.empty() || shape[0] != Dim::of(b)) return std::nullopt;
+    if (b < 1 || std::any_of(data.begin(), data.end(), [](const Dim& d) { return d.batch; })) return std::nullopt;
+    int at = -1;
+    if (b == 1) {
+        if (!data.empty() && data[0] == Dim::of(1) && !shape.empty() && shape[0] == Dim::of(1)) at = 0;
+    } else {
+        at = single_batch_entry(shape, b, [&](std::size_t i) {
+            const std::size_t from_end = shape.size() - 1 - i;
+            return from_end >= data.size() || data[data.size() - 1 - from_end] == Dim::of(1);
+        });
+    }
+    if (at < 0) return std::nullopt;
     Dims out = shape;
-    out[0] = Dim::batch_times(1);
+    out[static_cast<std::size_t>(at)] = Dim::batch_times(1);
+    return out;
+}
+
+std::optional<Dims> fill_shape_at_fixed_batch(const Dims& shape, std::int64_t b) {
+    if (b < 2) return std::nullopt;
+    const int at = single_batch_entry(shape, b, [](std::size_t) { return true; });
+    if (at < 0) return std::nullopt;
+    Dims out = shape;
+    out[static_cast<std::size_t>(at)] = Dim::batch_times(1);
     return out;
 }
 

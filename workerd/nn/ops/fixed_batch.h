@@ -30,9 +30,16 @@ namespace psrun::nn {
 //    the data's batch on axis 0 and target[0] == 1 (x.view(x.size(0), -1)) becomes N.
 std::optional<Dims> reshape_target_at_fixed_batch(const Dims& data, const Dims& target, std::int64_t b);
 
-// An Expand of `data` to `shape` for a file of fixed batch `b` >= 1: when the data's first axis
-// is 1 (a parameter, not the batch) and shape[0] == b, the shape with N there (a class token
-// broadcast to the batch); nullopt otherwise.
+// An Expand of `data` (no batch axis: a parameter) to `shape` for a file of fixed batch `b`:
+// b >= 2: the one entry of `shape` equal to b where the data's dim (aligned from the right) is 1
+// or absent becomes N (a class token's expand(b, -1, -1) to [b, 1, 1], an LSTM's learned initial
+// state expand(1, b, H)); none or several: nullopt. b == 1: only shape[0] == 1 over a data's
+// first axis of 1 (the class token's).
 std::optional<Dims> expand_shape_at_fixed_batch(const Dims& data, const Dims& shape, std::int64_t b);
+
+// The shape of a ConstantOfShape (torch.zeros(x.size(0), H), an RNN's zero initial state
+// zeros(layers, b, H)) for a file of fixed batch `b` >= 2: the one entry equal to b becomes N;
+// none or several (zeros(2, 2, H) at b = 2), or b == 1: nullopt.
+std::optional<Dims> fill_shape_at_fixed_batch(const Dims& shape, std::int64_t b);
 
 }  // namespace psrun::nn
