@@ -69,6 +69,7 @@ TEST_CASE("fixed batch: a ConstantOfShape's one entry of the batch's size is N",
     CHECK_FALSE(fill_shape_at_fixed_batch({of(2), of(2), of(7)}, 2));
     CHECK_FALSE(fill_shape_at_fixed_batch({of(4), of(7)}, 2));
     CHECK_FALSE(fill_shape_at_fixed_batch({of(1), of(7)}, 1));
+    CHECK_FALSE(fill_shape_at_fixed_batch({of(2)}, 2));
 }
 
 }  // namespace psrun::nn

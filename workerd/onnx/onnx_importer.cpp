@@ -31,7 +31,7 @@ Importer::Importer(const GraphIndex& graph, std::int64_t opset, std::string sour
       frozen_(std::move(frozen)) {}
 
 void Importer::read_fixed_batch_fill(Known& k) const {
-    if (k.symbolic_dims || k.size() == 0) return;
+    if (k.symbolic_dims || k.size() == 0 || !k.is_float) return;
     const double first = as_double(k, 0);
     for (std::size_t e = 1; e < k.size(); ++e)
         if (as_double(k, e) != first) return;

@@ -84,7 +84,7 @@ class Importer {
     // The initializers' values as the model's initial parameters, each tensor whole.
     Result<void> set_initial_parameters();
     Result<void> import_node(int i);
-    // A Constant of one value whose shape has one axis of the file's fixed batch size (the
+    // A float Constant of one value whose shape has one axis of the file's fixed batch size (the
     // torch.zeros(x.size(0), H) of a file without dynamic_axes) made a fill of shape N there
     // (nn/ops/fixed_batch.h, fill_shape_at_fixed_batch); any other `k` is left as it is.
     void read_fixed_batch_fill(Known& k) const;

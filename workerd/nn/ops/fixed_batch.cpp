@@ -127,7 +127,7 @@ std::optional<Dims> expand_shape_at_fixed_batch(const Dims& data, const Dims& sh
 }
 
 std::optional<Dims> fill_shape_at_fixed_batch(const Dims& shape, std::int64_t b) {
-    if (b < 2) return std::nullopt;
+    if (b < 2 || shape.size() < 2) return std::nullopt;  // a vector of b values is a shape or an index list
     const int at = single_batch_entry(shape, b, [](std::size_t) { return true; });
     if (at < 0) return std::nullopt;
     Dims out = shape;

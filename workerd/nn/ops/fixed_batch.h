@@ -38,8 +38,9 @@ std::optional<Dims> reshape_target_at_fixed_batch(const Dims& data, const Dims& 
 std::optional<Dims> expand_shape_at_fixed_batch(const Dims& data, const Dims& shape, std::int64_t b);
 
 // The shape of a ConstantOfShape (torch.zeros(x.size(0), H), an RNN's zero initial state
-// zeros(layers, b, H)) for a file of fixed batch `b` >= 2: the one entry equal to b becomes N;
-// none or several (zeros(2, 2, H) at b = 2), or b == 1: nullopt.
+// zeros(layers, b, H)) for a file of fixed batch `b` >= 2, of rank 2 or more: the one entry equal
+// to b becomes N; none or several (zeros(2, 2, H) at b = 2), rank 1 (a vector of b values is a
+// shape or an index list far more often than a batch) or b == 1: nullopt.
 std::optional<Dims> fill_shape_at_fixed_batch(const Dims& shape, std::int64_t b);
 
 }  // namespace psrun::nn
