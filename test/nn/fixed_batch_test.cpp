@@ -39,6 +39,11 @@ TEST_CASE("fixed batch 2: the Reshape axis that spans the batch becomes a multip
     CHECK_FALSE(reshape_target_at_fixed_batch({N, of(6), N}, {of(2), of(-1)}, 2));
     CHECK_FALSE(reshape_target_at_fixed_batch({N, of(6)}, {of(2), of(-1), of(-1)}, 2));
     CHECK_FALSE(reshape_target_at_fixed_batch({N, of(6)}, {N, of(-1)}, 2));
+    // Sizes past 2^50 (a damaged file): no reading, no overflow.
+    const std::int64_t big = std::int64_t{1} << 40;
+    CHECK_FALSE(reshape_target_at_fixed_batch({N, of(big)}, {of(2), of(-1)}, big));
+    CHECK_FALSE(reshape_target_at_fixed_batch({N, of(8)}, {of(2), of(big), of(big)}, 2));
+    CHECK_FALSE(reshape_target_at_fixed_batch({Dim::batch_times(big), of(8)}, {of(2), of(-1)}, big));
 }
 
 TEST_CASE("fixed batch 1: only a leading 1 over a leading batch reads as N", "[fixed_batch]") {

@@ -7,6 +7,11 @@ namespace {
 
 constexpr std::int64_t kMaxProduct = std::int64_t{1} << 50;
 
+// acc *= v for v >= 1; false when the product passes kMaxProduct (acc then unspecified).
+bool multiply(std::int64_t& acc, std::int64_t v) {
+    return v >= 1 && !__builtin_mul_overflow(acc, v, &acc) && acc <= kMaxProduct;
+}
+
 // The data's one batch axis (N or kN), or -1.
 int batch_axis(const Dims& data) {
     int axis = -1;
@@ -23,8 +28,9 @@ int batch_axis(const Dims& data) {
 std::optional<std::vector<std::int64_t>> resolved(const Dims& data, const Dims& target, std::int64_t b) {
     std::int64_t total = 1;
     for (const auto& d : data) {
-        total *= d.at(b);
-        if (d.at(b) < 1 || total > kMaxProduct) return std::nullopt;
+        std::int64_t n = d.value;
+        if (d.batch && !multiply(n, b)) return std::nullopt;
+        if (!multiply(total, n)) return std::nullopt;
     }
     std::vector<std::int64_t> out;
     int infer = -1;
@@ -32,7 +38,7 @@ std::optional<std::vector<std::int64_t>> resolved(const Dims& data, const Dims& 
     for (std::size_t i = 0; i < target.size(); ++i) {
         if (target[i].batch) return std::nullopt;
         std::int64_t v = target[i].value;
-        if (v == 0) {
+        if (v == 0) {  // data[i] at batch b: within the total above
             if (i >= data.size()) return std::nullopt;
             v = data[i].at(b);
         }
@@ -41,9 +47,8 @@ std::optional<std::vector<std::int64_t>> resolved(const Dims& data, const Dims& 
             infer = static_cast<int>(i);
         } else if (v < 1) {
             return std::nullopt;
-        } else {
-            known *= v;
-            if (known > kMaxProduct) return std::nullopt;
+        } else if (!multiply(known, v)) {
+            return std::nullopt;
         }
         out.push_back(v);
     }
@@ -74,9 +79,15 @@ std::optional<Dims> reshape_target_at_fixed_batch(const Dims& data, const Dims& 
     // A kN axis holds the batch after `outer` of its k (1 first: view(L, b * heads, d) puts the
     // batch outside; view(L * b, E) read back puts it inside L).
     const std::int64_t k = data[static_cast<std::size_t>(a)].value;
-    for (std::int64_t outer = 1; outer <= k; ++outer) {
-        if (k % outer != 0) continue;
-        const std::int64_t p = before * outer;
+    std::vector<std::int64_t> outers;  // the divisors of k, ascending
+    for (std::int64_t d = 1; d <= k / d; ++d)
+        if (k % d == 0) {
+            outers.push_back(d);
+            if (d != k / d) outers.push_back(k / d);
+        }
+    std::sort(outers.begin(), outers.end());
+    for (const std::int64_t outer : outers) {
+        const std::int64_t p = before * outer;  // within the total: p x b x the rest
         std::int64_t prefix = 1;  // product of t[0..j)
         for (std::size_t j = 0; j < t->size() && p % prefix == 0; ++j) {
             const std::int64_t through = prefix * (*t)[j];
