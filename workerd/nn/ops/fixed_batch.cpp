@@ -88,7 +88,7 @@ std::optional<Dims> reshape_target_at_fixed_batch(const Dims& data, const Dims& 
     std::sort(outers.begin(), outers.end());
     for (const std::int64_t outer : outers) {
         const std::int64_t p = before * outer;  // within the total: p x b x the rest
-        std::int64_t prefix = 1;  // product of t[0..j)
+        std::int64_t prefix = 1;                // product of t[0..j)
         for (std::size_t j = 0; j < t->size() && p % prefix == 0; ++j) {
             const std::int64_t through = prefix * (*t)[j];
             if (through % (p * b) == 0) {  // then b divides t[j]: p / prefix x b x the rest
