@@ -19,6 +19,11 @@
 namespace psrun::worker {
 namespace {
 
+// Whether `raw_inputs` (the inputs tables keyed by raw ids read) holds the model's first input.
+bool primary_in(const nn::ModelDescription& model, const std::vector<std::string>& raw_inputs) {
+    return std::find(raw_inputs.begin(), raw_inputs.end(), model.input_name()) != raw_inputs.end();
+}
+
 bool files_given(const TrainOptions& o) {
     return !o.train_images.empty() || !o.train_labels.empty() || !o.test_images.empty() || !o.test_labels.empty();
 }
@@ -223,8 +228,7 @@ ModelInput model_input(const nn::ModelDescription& model, const std::vector<std:
         in.input = InputKind::kFeatures;
         in.length = nn::elements_per_example(d).value_or(0);
     }
-    in.raw_ids = in.input == InputKind::kTokens &&
-                 std::find(raw_inputs.begin(), raw_inputs.end(), model.input_name()) != raw_inputs.end();
+    in.raw_ids = in.input == InputKind::kTokens && primary_in(model, raw_inputs);
     if (!model.labels_used()) in.classes = std::numeric_limits<int>::max();  // read, feed nothing: any class
     if (!model.classification()) {
         in.target = TargetKind::kVector;
@@ -238,7 +242,8 @@ ModelInput model_input(const nn::ModelDescription& model, const std::vector<std:
 Result<Datasets> load_datasets(const TrainOptions& o, const ModelInput& given) {
     ModelInput model = given;  // --raw-ids on the primary input: read as raw ids
     if (o.description && !o.raw_ids.empty())
-        model.raw_ids = model_input(*o.description, SparseTables::raw_inputs(*o.description, o.raw_ids)).raw_ids;
+        model.raw_ids = model.input == InputKind::kTokens &&
+                        primary_in(*o.description, SparseTables::raw_inputs(*o.description, o.raw_ids));
     auto normalization = parse_normalization(o.normalize);
     if (!normalization) throw UsageError(normalization.error().message);
     auto layout = parse_image_layout(o.image_layout);

@@ -13,9 +13,9 @@ namespace psrun::onnx_io {
 namespace {
 
 // The names of the graph's initializers (views into `proto`).
-std::set<std::string_view> initializer_names(const onnx::ModelProto& proto) {
+std::set<std::string_view> initializer_names(const onnx::GraphProto& graph) {
     std::set<std::string_view> names;
-    for (const auto& t : proto.graph().initializer()) names.insert(t.name());
+    for (const auto& t : graph.initializer()) names.insert(t.name());
     return names;
 }
 
@@ -26,7 +26,7 @@ std::set<std::string_view> initializer_names(const onnx::ModelProto& proto) {
 // merges a weight_norm or any other weight computation the same way. The engine then trains
 // the folded tensors, without the batch norms. One warning naming the folded weights, or none.
 std::vector<std::string> folded_weight_warnings(const onnx::ModelProto& proto) {
-    const auto initializers = initializer_names(proto);
+    const auto initializers = initializer_names(proto.graph());
     std::vector<std::string> folded;
     for (const auto& node : proto.graph().node()) {
         if (node.op_type() != "Conv" && node.op_type() != "ConvTranspose") continue;
@@ -178,14 +178,11 @@ void add_export_warnings(const onnx::ModelProto& proto, nn::ModelDescription& mo
     for (auto& w : padding_row_warnings(model)) model.import_warnings.push_back(std::move(w));
 }
 
-// For a refusal: what to do when the file's first input has a fixed batch size, as
-// torch.onnx.export writes it without dynamic_axes. The shapes PyTorch computed from the batch
-// (x.view(x.size(0), -1), attention's reshapes) are then constants of that size, which an
-// engine training other batch sizes cannot read back (with a batch of 1 they cannot even be told
-// from other axes of size 1). Empty when the batch axis is symbolic.
+// torch.onnx.export without dynamic_axes fixes the inputs' batch: the shapes PyTorch computed
+// from it (x.view(x.size(0), -1), attention's reshapes) are constants of that size, which
+// workerd/nn/ops/fixed_batch.h reads back where it can.
 std::int64_t fixed_batch_size(const onnx::GraphProto& graph) {
-    std::set<std::string_view> initializers;
-    for (const auto& t : graph.initializer()) initializers.insert(t.name());
+    const auto initializers = initializer_names(graph);
     for (const auto& input : graph.input()) {
         if (initializers.contains(input.name())) continue;
         if (!input.type().has_tensor_type() || input.type().tensor_type().shape().dim_size() == 0) return 0;
@@ -212,19 +209,19 @@ std::string fixed_batch_hint(const onnx::ModelProto& proto) {
 std::optional<std::string> fixed_batch_warning(const onnx::ModelProto& proto) {
     const std::int64_t b = fixed_batch_size(proto.graph());
     if (b == 0) return std::nullopt;
+    const std::string read =
+        b == 1 ? std::string(
+                     "a leading 1 in a Reshape's target where its data's first axis is the batch "
+                     "(x.view(x.size(0), -1)) as the batch's size (with a batch of 1 the file cannot tell the "
+                     "batch from other axes of size 1: attention's view(L, heads, d) stays refused), and a "
+                     "leading 1 in an Expand of a value of first axis 1 (a class token's expand(x.size(0), "
+                     "-1, -1)) as the batch")
+               : "the axis of a Reshape's target that spans the batch (x.view(x.size(0), -1), attention's view(L, " +
+                     std::to_string(b) + " x heads, d)) as a multiple of it, and the one " + std::to_string(b) +
+                     " in an Expand of a parameter (a class token's expand(x.size(0), -1, -1)) and in a constant "
+                     "fill (torch.zeros(x.size(0), H)) as the batch";
     return "the file's inputs have a fixed batch size of " + std::to_string(b) +
-           " (exported without dynamic_axes): psrun reads that axis as the batch, of any size, and " +
-           (b == 1 ? std::string("a leading 1 in a Reshape's target where its data's first axis is the batch "
-                                 "(x.view(x.size(0), -1)) as the batch's size (with a batch of 1 the file cannot tell "
-                                 "the batch from other axes of size 1: attention's view(L, heads, d) stays refused)")
-                   : "the axis of a Reshape's target that spans the batch (x.view(x.size(0), -1), attention's "
-                     "view(L, " +
-                         std::to_string(b) + " x heads, d)) as a multiple of it") +
-           (b == 1 ? std::string(", and a leading 1 in an Expand of a value of first axis 1 (a class token's "
-                                 "expand(x.size(0), -1, -1)) as the batch")
-                   : ", and the one " + std::to_string(b) +
-                         " in an Expand of a parameter (a class token's expand(x.size(0), -1, -1)) and in a constant "
-                         "fill (torch.zeros(x.size(0), H)) as the batch") +
+           " (exported without dynamic_axes): psrun reads that axis as the batch, of any size, and " + read +
            "; to say so in the file, " + kDynamicAxesAdvice;
 }
 
