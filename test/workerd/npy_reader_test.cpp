@@ -1,6 +1,7 @@
 // The .npy reader: every image dtype and layout (NHWC moved to NCHW value by value), every label
 // dtype in both byte orders, format versions, and one case per kind of bad file.
 #include "workerd/data/npy_reader.h"
+#include "workerd/data/npy_values.h"
 
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -174,6 +175,33 @@ TEST_CASE("--image-layout values", "[npy]") {
     CHECK(*parse_image_layout("nchw") == ImageLayout::kNchw);
     CHECK(*parse_image_layout("auto") == ImageLayout::kAuto);
     CHECK_FALSE(parse_image_layout("NHWC"));
+}
+
+TEST_CASE("npy raw ids: exact 64-bit values of any integer dtype; floats and bools refused", "[npy]") {
+    const auto raw_ids = [](const Bytes& bytes) -> Result<std::vector<std::uint64_t>> {
+        auto h = parse_npy_header(bytes, "/d/ids.npy");
+        if (!h) return tl::unexpected(h.error());
+        return npy_as_raw_ids(bytes, *h, "/d/ids.npy");
+    };
+    // A negative int64 hash keeps its bits; values past 2^53 and 2^63 exactly; narrower signed
+    // dtypes sign-extend, unsigned ones do not.
+    const std::int64_t big = std::int64_t{0x7FFFFFFFFFFFFFF1};
+    for (bool be : {false, true}) {
+        auto ids = raw_ids(test::npy(be ? ">i8" : "<i8", {2, 2}, test::ints({-5, big, 1, 0}, 8, be)));
+        REQUIRE(ids);
+        CHECK(*ids == std::vector<std::uint64_t>{0xFFFFFFFFFFFFFFFBull, 0x7FFFFFFFFFFFFFF1ull, 1, 0});
+    }
+    CHECK(*raw_ids(test::npy("<u8", {1}, test::ints({-1}, 8))) == std::vector<std::uint64_t>{0xFFFFFFFFFFFFFFFFull});
+    CHECK(*raw_ids(test::npy("<i2", {1}, test::ints({-2}, 2))) == std::vector<std::uint64_t>{0xFFFFFFFFFFFFFFFEull});
+    CHECK(*raw_ids(test::npy("<u2", {1}, test::ints({65535}, 2))) == std::vector<std::uint64_t>{65535});
+    for (const auto& [descr, data] : {std::pair<std::string, Bytes>{"<f4", test::floats({1.0f})}, {"|b1", Bytes{1}}}) {
+        auto bad = raw_ids(test::npy(descr, {1}, data));
+        REQUIRE_FALSE(bad);
+        CHECK_THAT(bad.error().message,
+                   Catch::StartsWith("/d/ids.npy: ") && Catch::Contains("for raw ids (--raw-ids)"));
+    }
+    auto short_file = raw_ids(test::npy("<i8", {3}, test::ints({1, 2}, 8)));
+    CHECK_FALSE(short_file);
 }
 
 }  // namespace psrun::worker
