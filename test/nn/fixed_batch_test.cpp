@@ -46,17 +46,44 @@ TEST_CASE("fixed batch 2: the Reshape axis that spans the batch becomes a multip
     CHECK_FALSE(reshape_target_at_fixed_batch({Dim::batch_times(big), of(8)}, {of(2), of(-1)}, big));
 }
 
-TEST_CASE("fixed batch 1: only a leading 1 over a leading batch reads as N", "[fixed_batch]") {
-    CHECK(reshape_target_at_fixed_batch({N, of(4), of(8)}, {of(1), of(-1)}, 1) == Dims{N, of(-1)});
-    // Attention's view(L, 1 * heads, d): the 12 cannot be told from 12 heads of another batch.
-    CHECK_FALSE(reshape_target_at_fixed_batch({of(197), N, of(768)}, {of(197), of(12), of(64)}, 1));
-    CHECK_FALSE(reshape_target_at_fixed_batch({N, of(4)}, {of(2), of(2)}, 1));
-    CHECK_FALSE(reshape_target_at_fixed_batch({Dim::batch_times(2), of(4)}, {of(1), of(-1)}, 1));
+TEST_CASE("fixed batch 1: every reading exact at 1, torch's usual one first", "[fixed_batch]") {
+    const auto readings = [](const Dims& data, const Dims& target) {
+        return reshape_readings_at_batch_one(data, target);
+    };
+    // x.view(x.size(0), -1): the batch's own axis first.
+    CHECK(reshape_target_at_fixed_batch({N, of(4), of(8)}, {of(1), of(-1)}, 1) == Dims{N, of(32)});
+    CHECK(readings({N, of(4), of(8)}, {of(1), of(-1)}) ==
+          std::vector<Dims>{{N, of(32)}, {of(1), Dim::batch_times(32)}});
+    // nn.MultiheadAttention's view(L, 1 * heads, d) of [L, N, E]: the batch outside the heads
+    // first, then inside L.
+    CHECK(readings({of(197), N, of(768)}, {of(197), of(12), of(64)}) ==
+          std::vector<Dims>{{of(197), Dim::batch_times(12), of(64)}, {Dim::batch_times(197), of(12), of(64)}});
+    // Its view(L * 1, E) of [L, heads N, d]: inside L first, the features last.
+    CHECK(readings({of(197), Dim::batch_times(12), of(64)}, {of(197), of(768)}) ==
+          std::vector<Dims>{{Dim::batch_times(197), of(768)}, {of(197), Dim::batch_times(768)}});
+    // A hand-written view(b, L, heads, d) and view(b * heads, L, d) of [N, heads, L, d].
+    CHECK(readings({N, of(8), of(16)}, {of(1), of(8), of(2), of(8)}).front() == Dims{N, of(8), of(2), of(8)});
+    CHECK(readings({N, of(2), of(8), of(8)}, {of(2), of(8), of(8)}).front() == Dims{Dim::batch_times(2), of(8), of(8)});
+    // view(L, b, E) of [L * N, E]: the batch's own axis.
+    CHECK(readings({Dim::batch_times(5), of(4)}, {of(5), of(1), of(4)}).front() == Dims{of(5), N, of(4)});
+    // Targets that do not hold the data: no reading.
+    CHECK(readings({N, of(4)}, {of(3), of(2)}).empty());
+    CHECK(readings({N, of(4)}, {of(-1), of(-1)}).empty());
+    CHECK(readings({of(4), of(4)}, {of(16)}).empty());  // no batch axis
+    CHECK_FALSE(reshape_target_at_fixed_batch({N, of(4)}, {of(3), of(2)}, 1));
 }
 
 TEST_CASE("fixed batch: a class token's Expand to [B, 1, 1] broadcasts to the batch", "[fixed_batch]") {
     CHECK(expand_shape_at_fixed_batch({of(1), of(1), of(8)}, {of(2), of(1), of(1)}, 2) == Dims{N, of(1), of(1)});
     CHECK(expand_shape_at_fixed_batch({of(1), of(1), of(8)}, {of(1), of(1), of(1)}, 1) == Dims{N, of(1), of(1)});
+    // At 1, every 1 over a data's 1 (or none): the first axis first, then by position.
+    CHECK(expand_readings_at_batch_one({of(1), of(1), of(7)}, {of(1), of(1), of(7)}) ==
+          std::vector<Dims>{{N, of(1), of(7)}, {of(1), N, of(7)}});
+    CHECK(expand_readings_at_batch_one({of(7)}, {of(1), of(1), of(7)}) ==
+          std::vector<Dims>{{N, of(1), of(7)}, {of(1), N, of(7)}});
+    CHECK(expand_readings_at_batch_one({of(2), of(7)}, {of(1), of(2), of(7)}) == std::vector<Dims>{{N, of(2), of(7)}});
+    CHECK(expand_readings_at_batch_one({of(1), of(7)}, {of(3), of(7)}).empty());
+    CHECK(expand_readings_at_batch_one({N, of(7)}, {of(1), of(7)}).empty());
     CHECK_FALSE(expand_shape_at_fixed_batch({N, of(1), of(8)}, {of(2), of(1), of(1)}, 2));
     CHECK_FALSE(expand_shape_at_fixed_batch({of(1), of(1), of(8)}, {of(3), of(1), of(1)}, 2));
     CHECK_FALSE(expand_shape_at_fixed_batch({of(1), of(8)}, {of(2), of(8)}, 0));

@@ -171,8 +171,28 @@ class FixedBatchRecurrent(nn.Module):
         return self.head(out[:, -1])
 
 
-def export_fixed_batch(psrun, batch):
-    """torch.onnx.export without dynamic_axes, on the first `batch` examples."""
+class FixedBatchRetry(nn.Module):
+    """x [N, 1, 28, 28]: a conv to 32 rows of 8, sequence first ([32, N, 8]), reshaped to
+    (32 * b, 2, 4) and summed over its 2: at a fixed batch of 1 the first reading of that target
+    ([32, 2N, 4], as attention's view(L, b * heads, d)) sums over the batch, which the graph
+    refuses, so psrun walks it again with the batch inside the 32, torch's."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 5, stride=3)
+        self.q = nn.Linear(8, 8)
+        self.head = nn.Linear(32 * 4, 10)
+
+    def forward(self, x):
+        h = torch.relu(self.conv(x))
+        b = h.size(0)
+        t = self.q(h.view(b, 32, 8).transpose(0, 1)).reshape(32 * b, 2, 4).sum(1)
+        return self.head(t.view(32, b, 4).transpose(0, 1).reshape(b, -1))
+
+
+def export_fixed_batch(psrun, batch, other_readings=0):
+    """torch.onnx.export without dynamic_axes, on the first `batch` examples; psrun's warning
+    says how many shapes (Reshape targets, Expand shapes, fills) it read otherwise than first."""
     def exporter(model, x, path, opset):
         torch.onnx.export(model, x[:batch], path, opset_version=opset, training=torch.onnx.TrainingMode.TRAINING,
                           do_constant_folding=False)
@@ -180,6 +200,9 @@ def export_fixed_batch(psrun, batch):
         check(f"a file of fixed batch {batch}: psrun model show warns how it reads it",
               show.returncode == 0 and f"fixed batch size of {batch} (exported without dynamic_axes)" in show.stdout,
               show.stdout[-1500:])
+        again = f"({other_readings} of them read so here)" in show.stdout
+        check(f"a file of fixed batch {batch}: {other_readings} shapes read otherwise than first",
+              again if other_readings else "of them read so here" not in show.stdout, show.stdout[:2500])
     return exporter
 
 
@@ -219,16 +242,22 @@ def main():
     torch.set_num_threads(1)
     try:
         merged_by_value(psrun, tmp, test_x)
-        # At a fixed batch of 1, attention's view(L, 1 * heads, d) cannot be told from a view
-        # without the batch: only the hand-written attention is read there.
-        for b, torch_mha in ((2, True), (2, False), (1, False)):
+        # At a fixed batch of 1, attention's view(L, 1 * heads, d) does not say which axis held
+        # the batch: psrun reads it as torch writes it (the batch outside the heads).
+        for b, torch_mha in ((2, True), (1, True), (2, False), (1, False)):
             check_model(check, psrun, f"fixed_batch_{b}{'_mha' if torch_mha else ''}",
                         lambda: FixedBatchAttention(torch_mha), (1, 28, 28), ["reshape", "expand", "dense"], tmp,
                         batch=8, seed=3, opsets=(14, 17), finite_differences=False, data=test_x[:8],
                         exporter=export_fixed_batch(psrun, b))
-        check_model(check, psrun, "fixed_batch_2_lstm", FixedBatchRecurrent, (1, 28, 28), ["lstm", "expand", "dense"],
+        check_model(check, psrun, "fixed_batch_1_retry", FixedBatchRetry, (1, 28, 28), ["reshape", "reduce_sum", "dense"],
                     tmp, batch=8, seed=3, opsets=(17,), finite_differences=False, data=test_x[:8],
-                    exporter=export_fixed_batch(psrun, 2))
+                    exporter=export_fixed_batch(psrun, 1, other_readings=1))
+        # At 1, h0.expand(1, b, 16) is first read with the batch first (a class token's): the LSTM
+        # refuses it, and the next walk reads it with the batch on axis 1.
+        for b, others in ((2, 0), (1, 1)):
+            check_model(check, psrun, f"fixed_batch_{b}_lstm", FixedBatchRecurrent, (1, 28, 28),
+                        ["lstm", "expand", "dense"], tmp, batch=8, seed=3, opsets=(17,), finite_differences=False,
+                        data=test_x[:8], exporter=export_fixed_batch(psrun, b, other_readings=others))
         check_model(check, psrun, "buffered", Buffered, (1, 28, 28), ["dense"], tmp, batch=8, seed=3, opsets=(17,),
                     finite_differences=False, compare_predict=False, data=test_x[:8],
                     exporter=plain_export_then_freeze(psrun))

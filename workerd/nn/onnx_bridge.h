@@ -36,6 +36,10 @@ class OnnxNodeImport {
     // axis as the batch, of any size), 0 when the file leaves it symbolic. PyTorch then writes the
     // shapes it computed from the batch as constants of this size (a Reshape's target).
     virtual std::int64_t file_batch() const { return 0; }
+    // Of `count` >= 1 readings of such a constant that are all exact at the file's batch (at 1:
+    // fixed_batch.h, reshape_readings_at_batch_one), the one to take: 0 on the first walk; the
+    // importer walks the graph again with the next where a walk fails.
+    virtual std::size_t choose_reading(std::size_t /*count*/) { return 0; }
     // A unique psrun node name derived from the ONNX node's name or its first output.
     virtual std::string node_name() const = 0;
     // ONNX inputs, empty optional ones included (has_input false).

@@ -109,6 +109,32 @@ Result<std::optional<nn::Recipe>> recorded_run_recipe(const onnx::ModelProto& pr
     return std::optional<nn::Recipe>();
 }
 
+// Walks of a graph again with other readings of a fixed batch of 1 (each a whole import).
+constexpr int kMaxReadingRetries = 16;
+
+// The nodes whose outputs node `failed` reads, directly or not, itself included, by index; empty
+// when `failed` is -1 (an error after the walk of the nodes, which any node may cause) or a node
+// with subgraphs (If, Loop: they read outer values without naming them as inputs).
+std::vector<bool> feeding_nodes(const GraphIndex& graph, int failed) {
+    if (failed < 0) return {};
+    for (const auto& attribute : graph.graph().node(failed).attribute())
+        if (attribute.has_g() || attribute.graphs_size() > 0) return {};
+    std::vector<bool> feeds(static_cast<std::size_t>(graph.graph().node_size()), false);
+    std::vector<int> stack{failed};
+    feeds[static_cast<std::size_t>(failed)] = true;
+    while (!stack.empty()) {
+        const auto& node = graph.graph().node(stack.back());
+        stack.pop_back();
+        for (const auto& input : node.input()) {
+            const int p = input.empty() ? -1 : graph.producer(input);
+            if (p < 0 || feeds[static_cast<std::size_t>(p)]) continue;
+            feeds[static_cast<std::size_t>(p)] = true;
+            stack.push_back(p);
+        }
+    }
+    return feeds;
+}
+
 }  // namespace
 
 Result<nn::ModelDescription> import_onnx(std::string_view bytes, std::string_view source_name) {
@@ -150,26 +176,41 @@ Result<nn::ModelDescription> import_onnx(std::string_view bytes, std::string_vie
             "; the graph was edited after psrun exported it, so its recorded description (layer names, "
             "dropout, loss) was set aside for what the graph computes";
     // Each If whose condition the walk finds known is inlined in a copy of the graph, and the
-    // walk starts again on the copy.
+    // walk starts again on the copy. A walk that fails after choosing among the readings of a
+    // fixed batch of 1 starts again with the next (ReadingChoices); the error is the first walk's.
     std::optional<onnx::GraphProto> rewritten;
-    for (int inlined = 0;; ++inlined) {
+    ReadingChoices choices;
+    std::optional<Error> first_error;
+    for (int inlined = 0, retries = 0;;) {
         std::optional<GraphIndex> index;
         if (rewritten) {
             auto built = GraphIndex::build(*rewritten, *opset);
             if (!built) return fail(built.error());
             index = std::move(*built);
         }
-        Importer importer(index ? *index : *graph, *opset, std::string(source_name), frozen);
+        const GraphIndex& walked = index ? *index : *graph;
+        Importer importer(walked, *opset, std::string(source_name), frozen, &choices);
         auto outcome = importer.run(stem(source_name), origin);
         if (!outcome) {
-            Error e = outcome.error();
+            if (!first_error) first_error = outcome.error();
+            const auto feeds = feeding_nodes(walked, importer.failed_node());
+            const auto matters = [&](int node) {
+                return feeds.empty() || (node >= 0 && feeds[static_cast<std::size_t>(node)]);
+            };
+            if (retries < kMaxReadingRetries && choices.next(matters)) {  // from the file's own graph again
+                ++retries;
+                inlined = 0;
+                rewritten.reset();
+                continue;
+            }
+            Error e = *first_error;
             e.message += fixed_batch_hint(proto);
             if (e.message.rfind("model ", 0) == 0) return tl::unexpected(e);
             return fail(e);
         }
         if (auto* model = std::get_if<nn::ModelDescription>(&*outcome)) {
             add_export_warnings(proto, *model);
-            if (auto fixed = fixed_batch_warning(proto)) model->import_warnings.push_back(*fixed);
+            if (auto fixed = fixed_batch_warning(proto, choices.changed())) model->import_warnings.push_back(*fixed);
             if (!untied.empty()) model->import_warnings.push_back(merged_initializers_warning(untied));
             return with_run_recipe(std::move(*model));
         }
@@ -179,6 +220,8 @@ Result<nn::ModelDescription> import_onnx(std::string_view bytes, std::string_vie
                                   " If nodes whose condition is known at import (each is inlined by a new walk)"});
         if (!rewritten) rewritten = proto.graph();
         if (auto done = inline_branch(*rewritten, std::get<StaticIf>(*outcome)); !done) return fail(done.error());
+        ++inlined;
+        choices.rewind();
     }
 }
 

@@ -206,16 +206,19 @@ std::string fixed_batch_hint(const onnx::ModelProto& proto) {
            kDynamicAxesAdvice + ")";
 }
 
-std::optional<std::string> fixed_batch_warning(const onnx::ModelProto& proto) {
+std::optional<std::string> fixed_batch_warning(const onnx::ModelProto& proto, std::size_t other_readings) {
     const std::int64_t b = fixed_batch_size(proto.graph());
     if (b == 0) return std::nullopt;
     const std::string read =
-        b == 1 ? std::string(
-                     "a leading 1 in a Reshape's target where its data's first axis is the batch "
-                     "(x.view(x.size(0), -1)) as the batch's size (with a batch of 1 the file cannot tell the "
-                     "batch from other axes of size 1: attention's view(L, heads, d) stays refused), and a "
-                     "leading 1 in an Expand of a value of first axis 1 (a class token's expand(x.size(0), "
-                     "-1, -1)) as the batch")
+        b == 1 ? "the batch on one axis of a Reshape's target, of an Expand of a parameter and of a constant fill "
+                 "of rank 2 or more, where the file does not say which (with a batch of 1, attention's view(L, b * "
+                 "heads, d) is [L, heads, d]): first as torch usually writes them (x.view(x.size(0), -1), "
+                 "view(L, b * heads, d), view(L * b, E), a class token's expand(x.size(0), -1, -1); a fill as "
+                 "written, without the batch), another reading only where the rest of the graph refuses one" +
+                     (other_readings == 0 ? std::string()
+                                          : " (" + std::to_string(other_readings) + " of them read so here)") +
+                     "; a reading the graph accepts but torch did not mean computes the same at batch 1 only: check "
+                     "a batch against torch"
                : "the axis of a Reshape's target that spans the batch (x.view(x.size(0), -1), attention's view(L, " +
                      std::to_string(b) + " x heads, d)) as a multiple of it, and the one " + std::to_string(b) +
                      " in an Expand of a parameter (a class token's expand(x.size(0), -1, -1)) and in a constant "

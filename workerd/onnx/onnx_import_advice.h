@@ -29,7 +29,9 @@ std::int64_t fixed_batch_size(const onnx::GraphProto& graph);
 std::string fixed_batch_hint(const onnx::ModelProto& proto);
 // For an import that succeeded: what psrun read a fixed batch size as (Reshape, nn::OnnxNodeImport::
 // file_batch) and how to export without one; nullopt when the batch axis is symbolic.
-std::optional<std::string> fixed_batch_warning(const onnx::ModelProto& proto);
+// `other_readings`: the shapes of a batch of 1 read otherwise than first (onnx_importer.h,
+// ReadingChoices).
+std::optional<std::string> fixed_batch_warning(const onnx::ModelProto& proto, std::size_t other_readings = 0);
 
 // A warning when node i, an integer Div evaluated at import with `inputs` known, truncates a
 // negative inexact quotient (where a // b in PyTorch floors) and is not a floor division written

@@ -23,21 +23,45 @@ constexpr std::size_t kEvaluationBudget = std::size_t{1} << 25;  // elements eva
 
 }  // namespace
 
-Importer::Importer(const GraphIndex& graph, std::int64_t opset, std::string source, std::set<std::string> frozen)
+std::size_t ReadingChoices::pick(std::size_t count, int node) {
+    if (at_ < choices_.size() && choices_[at_].count != count) choices_.resize(at_);  // another graph from here
+    if (at_ == choices_.size()) choices_.push_back(Choice{0, count, node});
+    choices_[at_].node = node;
+    return choices_[at_++].pick;
+}
+
+std::size_t ReadingChoices::changed() const {
+    return static_cast<std::size_t>(
+        std::count_if(choices_.begin(), choices_.end(), [](const Choice& c) { return c.pick != 0; }));
+}
+
+Importer::Importer(const GraphIndex& graph, std::int64_t opset, std::string source, std::set<std::string> frozen,
+                   ReadingChoices* choices)
     : graph_(graph),
       opset_(opset),
       source_(std::move(source)),
       file_batch_(fixed_batch_size(graph.graph())),
-      frozen_(std::move(frozen)) {}
+      frozen_(std::move(frozen)),
+      choices_(choices) {}
 
-void Importer::read_fixed_batch_fill(Known& k) const {
+std::optional<nn::Dims> Importer::fill_at_file_batch(const nn::Dims& shape) {
+    if (file_batch_ > 1) return nn::fill_shape_at_fixed_batch(shape, file_batch_);
+    if (file_batch_ != 1) return std::nullopt;
+    const auto readings = nn::fill_readings_at_batch_one(shape);
+    if (readings.empty()) return std::nullopt;
+    const std::size_t pick = choose_reading(readings.size() + 1);  // 0: as written
+    if (pick == 0) return std::nullopt;
+    return readings[std::min(pick, readings.size()) - 1];
+}
+
+void Importer::read_fixed_batch_fill(Known& k) {
     if (k.symbolic_dims || k.size() == 0 || !k.is_float) return;
     const double first = as_double(k, 0);
     for (std::size_t e = 1; e < k.size(); ++e)
         if (as_double(k, e) != first) return;
     nn::Dims dims;
     for (const auto d : k.dims) dims.push_back(nn::Dim::of(d));
-    auto at_batch = nn::fill_shape_at_fixed_batch(dims, file_batch_);
+    auto at_batch = fill_at_file_batch(dims);
     if (!at_batch) return;
     Known fill;
     fill.is_float = k.is_float;
@@ -187,7 +211,7 @@ Result<void> Importer::import_node(int i) {
     if (op == "Constant") {
         auto k = known_from_tensor(find_attribute(node, "value")->t());
         if (!k) return tl::unexpected(refuse(i, k.error().message));
-        if (file_batch_ > 1) read_fixed_batch_fill(*k);
+        if (file_batch_ > 0) read_fixed_batch_fill(*k);
         known_[node.output(0)] = std::move(*k);
         return {};
     }
@@ -239,7 +263,7 @@ Result<void> Importer::import_node(int i) {
     Known batch_shape;
     if (op == "ConstantOfShape" && file_batch_ > 0 && !inputs.empty() && inputs[0] != nullptr && !inputs[0]->is_float &&
         !inputs[0]->symbolic_dims)
-        if (auto dims = nn::fill_shape_at_fixed_batch(inputs[0]->i, file_batch_)) {
+        if (auto dims = fill_at_file_batch(inputs[0]->i)) {
             batch_shape = *inputs[0];
             batch_shape.i = *dims;
             inputs[0] = &batch_shape;
@@ -352,9 +376,11 @@ Result<ImportOutcome> Importer::run(const std::string& name, const std::string& 
     }
     for (int i = 0; i < nodes.node_size(); ++i) {
         if (!graph_.needed(i) || consumed(i)) continue;
+        node_ = i;
         PSRUN_TRY(import_node(i));
         if (static_if_) return ImportOutcome{*static_if_};
     }
+    node_ = -1;
     if (outputs.size() > 1) {
         PSRUN_TRY_ASSIGN(auto loss, loss_of_outputs(outputs));
         output = loss;

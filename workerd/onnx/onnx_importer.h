@@ -27,11 +27,54 @@ namespace psrun::onnx_io {
 // which the caller inlines (onnx_inline_if.h) before importing the rewritten graph.
 using ImportOutcome = std::variant<nn::ModelDescription, StaticIf>;
 
+// The readings a walk took where a file of fixed batch 1 allows several (a Reshape's target:
+// nn/ops/fixed_batch.h, reshape_readings_at_batch_one), in the walk's order, each with its node.
+// import_onnx walks a graph again after a failed walk with next(): of the choices that the
+// failure may depend on, the last that has another reading moves on (the choices after it start
+// again from their first), the most recent being the most likely wrong. Each next() moves to a
+// later combination, so the walks end. Not thread-safe; outlives the Importers that use it.
+class ReadingChoices {
+  public:
+    // Of `count` >= 1 readings at node `node`, the walk's next ambiguous one, the one to take.
+    std::size_t pick(std::size_t count, int node);
+    // The next combination after a failed walk (the choices it made), moving only a choice whose
+    // node `matters` (node index -> bool); false when none is left.
+    template <typename Matters>
+    bool next(Matters matters);
+    // Before a walk of a rewritten graph (an If inlined): replay from the first choice.
+    void rewind() { at_ = 0; }
+    // Choices of the last walk that took another reading than the first.
+    std::size_t changed() const;
+
+  private:
+    struct Choice {
+        std::size_t pick = 0, count = 1;
+        int node = -1;
+    };
+    std::vector<Choice> choices_;
+    std::size_t at_ = 0;
+};
+
+template <typename Matters>
+bool ReadingChoices::next(Matters matters) {
+    choices_.resize(at_);  // choices after the failure were not reached
+    at_ = 0;
+    for (std::size_t k = choices_.size(); k-- > 0;) {
+        if (choices_[k].pick + 1 >= choices_[k].count || !matters(choices_[k].node)) continue;
+        ++choices_[k].pick;
+        choices_.resize(k + 1);
+        return true;
+    }
+    return false;
+}
+
 class Importer {
   public:
     // `frozen`: float initializers never trained (onnx_model.h, kFrozenKey): known values that
-    // fold at import, else frozen parameters.
-    Importer(const GraphIndex& graph, std::int64_t opset, std::string source, std::set<std::string> frozen = {});
+    // fold at import, else frozen parameters. `choices` (may be null: always the first reading)
+    // picks among readings of a fixed batch of 1.
+    Importer(const GraphIndex& graph, std::int64_t opset, std::string source, std::set<std::string> frozen = {},
+             ReadingChoices* choices = nullptr);
 
     // Walks the graph; then the model (shape inference done) with the initializers as its
     // initial parameters, or the first If it reached whose condition it knows. Errors are
@@ -43,6 +86,11 @@ class Importer {
     const std::string& source() const { return source_; }
     // The batch size the graph's inputs fix (exported without dynamic_axes), 0 when symbolic.
     std::int64_t file_batch() const { return file_batch_; }
+    // Of `count` readings of a fixed batch's constant, the one this walk takes.
+    std::size_t choose_reading(std::size_t count) { return choices_ != nullptr ? choices_->pick(count, node_) : 0; }
+    // The node whose import failed (run() returned an error), -1 when the error came after the
+    // walk of the nodes.
+    int failed_node() const { return node_; }
 
     // The psrun value an ONNX value is, emitting a parameter node for a float initializer or a
     // constant node for a known value. `who` labels errors.
@@ -87,7 +135,11 @@ class Importer {
     // A float Constant of one value whose shape has one axis of the file's fixed batch size (the
     // torch.zeros(x.size(0), H) of a file without dynamic_axes) made a fill of shape N there
     // (nn/ops/fixed_batch.h, fill_shape_at_fixed_batch); any other `k` is left as it is.
-    void read_fixed_batch_fill(Known& k) const;
+    void read_fixed_batch_fill(Known& k);
+    // The shape of a fill (a Constant of one value, a ConstantOfShape) with the file's fixed batch
+    // on one axis, nullopt for the shape as written: at batch b >= 2 the one axis of size b; at
+    // 1 the reading this walk takes (fill_readings_at_batch_one after the shape as written).
+    std::optional<nn::Dims> fill_at_file_batch(const nn::Dims& shape);
     // An If: its condition known, static_if_ is set (the walk stops); unknown, refused.
     Result<void> import_if(int i);
 
@@ -96,6 +148,8 @@ class Importer {
     std::string source_;
     std::int64_t file_batch_ = 0;
     std::set<std::string> frozen_;
+    ReadingChoices* choices_ = nullptr;
+    int node_ = -1;                       // the node being imported
     std::size_t evaluated_elements_ = 0;  // of the values evaluated at import so far
     nn::ModelDescription model_;
     std::unique_ptr<nn::GraphBuilder> builder_;

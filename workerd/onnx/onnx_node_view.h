@@ -19,6 +19,7 @@ class NodeView final : public nn::OnnxNodeImport {
     std::string_view op_type() const override { return node_.op_type(); }
     std::int64_t opset() const override { return im_.opset(); }
     std::int64_t file_batch() const override { return im_.file_batch(); }
+    std::size_t choose_reading(std::size_t count) override { return im_.choose_reading(count); }
     std::string node_name() const override { return name_; }
     std::size_t input_count() const override { return static_cast<std::size_t>(node_.input_size()); }
     bool has_input(std::size_t i) const override { return i < input_count() && !input(i).empty(); }

@@ -59,8 +59,17 @@ Result<void> import_expand(OnnxNodeImport& node) {
     PSRUN_TRY_ASSIGN(auto x, node.value(0));
     auto shape = node.symbolic_ints(1);
     if (!shape) return tl::unexpected(node.refuse("its shape is computed at run time: the engine needs it at import"));
-    if (const ValueInfo* in = node.info(0); node.file_batch() > 0 && in != nullptr)  // a file of fixed batch size
+    if (const ValueInfo* in = node.info(0); node.file_batch() == 1 && in != nullptr) {
+        // At 1 the shape does not say which of its 1s was the batch, if any: the importer
+        // chooses, the shape as written (no batch) last.
+        auto readings = expand_readings_at_batch_one(in->dims, *shape);
+        if (!readings.empty()) {
+            readings.push_back(*shape);
+            shape = readings[std::min(node.choose_reading(readings.size()), readings.size() - 1)];
+        }
+    } else if (node.file_batch() > 1 && in != nullptr) {  // a file of fixed batch size
         if (auto at_batch = expand_shape_at_fixed_batch(in->dims, *shape, node.file_batch())) shape = *at_batch;
+    }
     nlohmann::json target = nlohmann::json::array();
     for (const auto& d : *shape) {
         if (!d.batch && d.value < 1)

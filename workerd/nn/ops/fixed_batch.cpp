@@ -61,32 +61,75 @@ std::optional<std::vector<std::int64_t>> resolved(const Dims& data, const Dims& 
     return out;
 }
 
+// P: the data's values before its batch axis a.
+std::int64_t values_before(const Dims& data, int a) {
+    std::int64_t before = 1;
+    for (int i = 0; i < a; ++i) before *= data[static_cast<std::size_t>(i)].value;
+    return before;
+}
+
+// A kN axis holds the batch after `outer` of its k, one of k's divisors, ascending (1 first:
+// view(L, b * heads, d) puts the batch outside; view(L * b, E) read back puts it inside L).
+std::vector<std::int64_t> divisors(std::int64_t k) {
+    std::vector<std::int64_t> out;
+    for (std::int64_t d = 1; d <= k / d; ++d)
+        if (k % d == 0) {
+            out.push_back(d);
+            if (d != k / d) out.push_back(k / d);
+        }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
 }  // namespace
+
+std::vector<Dims> reshape_readings_at_batch_one(const Dims& data, const Dims& target) {
+    const int a = batch_axis(data);
+    if (a < 0 || target.empty()) return {};
+    const auto t = resolved(data, target, 1);
+    if (!t) return {};
+    const std::int64_t before = values_before(data, a);
+    // Each axis j that can hold the batch, ranked as the header says (lower first).
+    std::vector<int> rank(t->size(), -1);
+    const std::size_t last = t->size() - 1;
+    for (const std::int64_t outer : divisors(data[static_cast<std::size_t>(a)].value)) {
+        const std::int64_t p = before * outer;
+        std::int64_t prefix = 1;  // product of t[0..j)
+        for (std::size_t j = 0; j < t->size() && p % prefix == 0; ++j) {
+            const std::int64_t through = prefix * (*t)[j];
+            if (through % p == 0) {
+                const int r = prefix != p ? (j == last ? 3 : 2) : (*t)[j] == 1 ? 0 : (j == last ? 3 : 1);
+                if (rank[j] < 0 || r < rank[j]) rank[j] = r;
+            }
+            prefix = through;
+        }
+    }
+    std::vector<std::size_t> axes;
+    for (std::size_t j = 0; j < rank.size(); ++j)
+        if (rank[j] >= 0) axes.push_back(j);
+    std::stable_sort(axes.begin(), axes.end(), [&](std::size_t x, std::size_t y) { return rank[x] < rank[y]; });
+    std::vector<Dims> readings;
+    for (const std::size_t j : axes) {
+        Dims out;
+        for (const auto v : *t) out.push_back(Dim::of(v));
+        out[j] = Dim::batch_times((*t)[j]);
+        readings.push_back(std::move(out));
+    }
+    return readings;
+}
 
 std::optional<Dims> reshape_target_at_fixed_batch(const Dims& data, const Dims& target, std::int64_t b) {
     const int a = batch_axis(data);
     if (b < 1 || a < 0 || target.empty()) return std::nullopt;
     if (b == 1) {
-        if (a != 0 || data[0] != Dim::batch_times(1) || target[0].batch || target[0].value != 1) return std::nullopt;
-        Dims out = target;
-        out[0] = Dim::batch_times(1);
-        return out;
+        auto readings = reshape_readings_at_batch_one(data, target);
+        if (readings.empty()) return std::nullopt;
+        return std::move(readings.front());
     }
     const auto t = resolved(data, target, b);
     if (!t) return std::nullopt;
-    std::int64_t before = 1;  // P: the data's values before its batch axis
-    for (int i = 0; i < a; ++i) before *= data[static_cast<std::size_t>(i)].value;
-    // A kN axis holds the batch after `outer` of its k (1 first: view(L, b * heads, d) puts the
-    // batch outside; view(L * b, E) read back puts it inside L).
-    const std::int64_t k = data[static_cast<std::size_t>(a)].value;
-    std::vector<std::int64_t> outers;  // the divisors of k, ascending
-    for (std::int64_t d = 1; d <= k / d; ++d)
-        if (k % d == 0) {
-            outers.push_back(d);
-            if (d != k / d) outers.push_back(k / d);
-        }
-    std::sort(outers.begin(), outers.end());
-    for (const std::int64_t outer : outers) {
+    const std::int64_t before = values_before(data, a);
+    for (const std::int64_t outer : divisors(data[static_cast<std::size_t>(a)].value)) {
         const std::int64_t p = before * outer;  // within the total: p x b x the rest
         std::int64_t prefix = 1;                // product of t[0..j)
         for (std::size_t j = 0; j < t->size() && p % prefix == 0; ++j) {
@@ -120,17 +163,36 @@ int single_batch_entry(const Dims& shape, std::int64_t b, Allowed allowed) {
 
 }  // namespace
 
+namespace {
+
+// True when shape[i] broadcasts a data dim of 1, or none (data aligned from the right).
+bool over_one(const Dims& data, const Dims& shape, std::size_t i) {
+    const std::size_t from_end = shape.size() - 1 - i;
+    return from_end >= data.size() || data[data.size() - 1 - from_end] == Dim::of(1);
+}
+
+}  // namespace
+
+std::vector<Dims> expand_readings_at_batch_one(const Dims& data, const Dims& shape) {
+    if (std::any_of(data.begin(), data.end(), [](const Dim& d) { return d.batch; })) return {};
+    std::vector<Dims> readings;
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+        if (shape[i] != Dim::of(1) || !over_one(data, shape, i)) continue;
+        Dims out = shape;
+        out[i] = Dim::batch_times(1);
+        readings.push_back(std::move(out));
+    }
+    return readings;
+}
+
 std::optional<Dims> expand_shape_at_fixed_batch(const Dims& data, const Dims& shape, std::int64_t b) {
     if (b < 1 || std::any_of(data.begin(), data.end(), [](const Dim& d) { return d.batch; })) return std::nullopt;
-    int at = -1;
     if (b == 1) {
-        if (!data.empty() && data[0] == Dim::of(1) && !shape.empty() && shape[0] == Dim::of(1)) at = 0;
-    } else {
-        at = single_batch_entry(shape, b, [&](std::size_t i) {
-            const std::size_t from_end = shape.size() - 1 - i;
-            return from_end >= data.size() || data[data.size() - 1 - from_end] == Dim::of(1);
-        });
+        auto readings = expand_readings_at_batch_one(data, shape);
+        if (readings.empty()) return std::nullopt;
+        return std::move(readings.front());
     }
+    const int at = single_batch_entry(shape, b, [&](std::size_t i) { return over_one(data, shape, i); });
     if (at < 0) return std::nullopt;
     Dims out = shape;
     out[static_cast<std::size_t>(at)] = Dim::batch_times(1);
@@ -144,6 +206,18 @@ std::optional<Dims> fill_shape_at_fixed_batch(const Dims& shape, std::int64_t b)
     Dims out = shape;
     out[static_cast<std::size_t>(at)] = Dim::batch_times(1);
     return out;
+}
+
+std::vector<Dims> fill_readings_at_batch_one(const Dims& shape) {
+    std::vector<Dims> readings;
+    if (shape.size() < 2) return readings;
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+        if (shape[i] != Dim::of(1)) continue;
+        Dims out = shape;
+        out[i] = Dim::batch_times(1);
+        readings.push_back(std::move(out));
+    }
+    return readings;
 }
 
 }  // namespace psrun::nn

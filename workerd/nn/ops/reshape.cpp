@@ -202,8 +202,13 @@ Result<void> import_layout(OnnxNodeImport& node) {
                         node.refuse("allowzero=1 with a 0 in the shape: zero-sized tensors are not supported"));
         // A file of fixed batch size writes the shapes computed from its batch as constants.
         auto dims = *shape;
-        if (const ValueInfo* in = node.info(0); node.file_batch() > 0 && in != nullptr)
+        if (const ValueInfo* in = node.info(0); node.file_batch() == 1 && in != nullptr) {
+            // At 1 the target does not say which axis held the batch: the importer chooses.
+            const auto readings = reshape_readings_at_batch_one(in->dims, dims);
+            if (!readings.empty()) dims = readings[std::min(node.choose_reading(readings.size()), readings.size() - 1)];
+        } else if (node.file_batch() > 1 && in != nullptr) {
             if (auto at_batch = reshape_target_at_fixed_batch(in->dims, dims, node.file_batch())) dims = *at_batch;
+        }
         nlohmann::json target = nlohmann::json::array();
         for (const auto& d : dims) target.push_back(d.batch ? nlohmann::json(d.to_string()) : nlohmann::json(d.value));
         layer["kind"] = "reshape";
