@@ -109,8 +109,9 @@ record_sandbox_pids() {
 }
 
 # The slurm.conf lines both labs share: auth/none, files under $LAB, linuxproc without cgroups, oversubscribed
-# CPUs (config_overrides), a scheduler that starts batch jobs at once and `sbatch --wait` polling every 2 s
-# (MinJobAge=5), no accounting. The caller adds the cluster, controller, MpiParams, node and partition lines.
+# CPUs (config_overrides), a scheduler that starts batch jobs at once (heterogeneous jobs too: only the
+# backfill scheduler starts those, every bf_interval, 30 s by default, here 1 s) and `sbatch --wait` polling
+# every 2 s (MinJobAge=5), no accounting. The caller adds the cluster, controller, MpiParams, node and partition lines.
 slurm_conf_common() {
   cat <<EOF
 SlurmUser=root
@@ -133,7 +134,7 @@ SelectTypeParameters=CR_Core
 SlurmdParameters=config_overrides
 ReturnToService=2
 SchedulerType=sched/backfill
-SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
+SchedulerParameters=batch_sched_delay=0,sched_min_interval=0,bf_interval=1
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
