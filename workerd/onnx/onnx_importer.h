@@ -20,53 +20,13 @@
 #include "workerd/onnx/onnx_consts.h"
 #include "workerd/onnx/onnx_graph.h"
 #include "workerd/onnx/onnx_inline_if.h"
+#include "workerd/onnx/reading_choices.h"
 
 namespace psrun::onnx_io {
 
 // What Importer::run ends with: the model, or the first If whose condition is known at import,
 // which the caller inlines (onnx_inline_if.h) before importing the rewritten graph.
 using ImportOutcome = std::variant<nn::ModelDescription, StaticIf>;
-
-// The readings a walk took where a file of fixed batch 1 allows several (a Reshape's target:
-// nn/ops/fixed_batch.h, reshape_readings_at_batch_one), in the walk's order, each with its node.
-// import_onnx walks a graph again after a failed walk with next(): of the choices that the
-// failure may depend on, the last that has another reading moves on (the choices after it start
-// again from their first), the most recent being the most likely wrong. Each next() moves to a
-// later combination, so the walks end. Not thread-safe; outlives the Importers that use it.
-class ReadingChoices {
-  public:
-    // Of `count` >= 1 readings at node `node`, the walk's next ambiguous one, the one to take.
-    std::size_t pick(std::size_t count, int node);
-    // The next combination after a failed walk (the choices it made), moving only a choice whose
-    // node `matters` (node index -> bool); false when none is left.
-    template <typename Matters>
-    bool next(Matters matters);
-    // Before a walk of a rewritten graph (an If inlined): replay from the first choice.
-    void rewind() { at_ = 0; }
-    // Choices of the last walk that took another reading than the first.
-    std::size_t changed() const;
-
-  private:
-    struct Choice {
-        std::size_t pick = 0, count = 1;
-        int node = -1;
-    };
-    std::vector<Choice> choices_;
-    std::size_t at_ = 0;
-};
-
-template <typename Matters>
-bool ReadingChoices::next(Matters matters) {
-    choices_.resize(at_);  // choices after the failure were not reached
-    at_ = 0;
-    for (std::size_t k = choices_.size(); k-- > 0;) {
-        if (choices_[k].pick + 1 >= choices_[k].count || !matters(choices_[k].node)) continue;
-        ++choices_[k].pick;
-        choices_.resize(k + 1);
-        return true;
-    }
-    return false;
-}
 
 class Importer {
   public:

@@ -161,14 +161,16 @@ int single_batch_entry(const Dims& shape, std::int64_t b, Allowed allowed) {
     return at;
 }
 
-}  // namespace
-
-namespace {
-
 // True when shape[i] broadcasts a data dim of 1, or none (data aligned from the right).
 bool over_one(const Dims& data, const Dims& shape, std::size_t i) {
     const std::size_t from_end = shape.size() - 1 - i;
     return from_end >= data.size() || data[data.size() - 1 - from_end] == Dim::of(1);
+}
+
+// `shape` with axis i the batch N.
+Dims with_batch_at(Dims shape, std::size_t i) {
+    shape[i] = Dim::batch_times(1);
+    return shape;
 }
 
 }  // namespace
@@ -177,10 +179,7 @@ std::vector<Dims> expand_readings_at_batch_one(const Dims& data, const Dims& sha
     if (std::any_of(data.begin(), data.end(), [](const Dim& d) { return d.batch; })) return {};
     std::vector<Dims> readings;
     for (std::size_t i = 0; i < shape.size(); ++i) {
-        if (shape[i] != Dim::of(1) || !over_one(data, shape, i)) continue;
-        Dims out = shape;
-        out[i] = Dim::batch_times(1);
-        readings.push_back(std::move(out));
+        if (shape[i] == Dim::of(1) && over_one(data, shape, i)) readings.push_back(with_batch_at(shape, i));
     }
     return readings;
 }
@@ -194,28 +193,21 @@ std::optional<Dims> expand_shape_at_fixed_batch(const Dims& data, const Dims& sh
     }
     const int at = single_batch_entry(shape, b, [&](std::size_t i) { return over_one(data, shape, i); });
     if (at < 0) return std::nullopt;
-    Dims out = shape;
-    out[static_cast<std::size_t>(at)] = Dim::batch_times(1);
-    return out;
+    return with_batch_at(shape, static_cast<std::size_t>(at));
 }
 
 std::optional<Dims> fill_shape_at_fixed_batch(const Dims& shape, std::int64_t b) {
     if (b < 2 || shape.size() < 2) return std::nullopt;  // a vector of b values is a shape or an index list
     const int at = single_batch_entry(shape, b, [](std::size_t) { return true; });
     if (at < 0) return std::nullopt;
-    Dims out = shape;
-    out[static_cast<std::size_t>(at)] = Dim::batch_times(1);
-    return out;
+    return with_batch_at(shape, static_cast<std::size_t>(at));
 }
 
 std::vector<Dims> fill_readings_at_batch_one(const Dims& shape) {
     std::vector<Dims> readings;
     if (shape.size() < 2) return readings;
     for (std::size_t i = 0; i < shape.size(); ++i) {
-        if (shape[i] != Dim::of(1)) continue;
-        Dims out = shape;
-        out[i] = Dim::batch_times(1);
-        readings.push_back(std::move(out));
+        if (shape[i] == Dim::of(1)) readings.push_back(with_batch_at(shape, i));
     }
     return readings;
 }
