@@ -23,7 +23,7 @@ PACKAGES=(
   gnuplot-nox dataset-fashion-mnist util-linux iproute2 procps libjpeg-turbo-progs
   clang libclang-rt-dev clang-format-14
   libonnx-dev libprotobuf-dev
-  libxxhash-dev libabsl-dev
+  libxxhash-dev libabsl-dev libxsmm-dev
   python3-numpy python3-onnx python3-opencv python3-torch python3-torchvision
 )
 
@@ -47,6 +47,8 @@ fi
 # python3-torchvision: its standard networks (test/onnx/torchvision_models.py).
 # libxxhash-dev: XXH3, the stable 64-bit hash of categorical CSV values (workerd/data/categorical_hash.h).
 # libabsl-dev: absl::flat_hash_set, the id -> row map of tables keyed by raw 64-bit ids (psd/row_index.h).
+# libxsmm-dev: libxsmm's bf16 GEMM kernels for bench/gemm (psrun-bench-gemm, oneDNN against libxsmm);
+# psrun itself does not link it.
 
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"
