@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <unordered_map>
 
 namespace psrun::bench {
 
@@ -13,8 +14,6 @@ std::uint16_t to_bf16(float x) {
     const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
     return static_cast<std::uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
-
-float from_bf16(std::uint16_t x) { return std::bit_cast<float>(static_cast<std::uint32_t>(x) << 16); }
 
 namespace {
 

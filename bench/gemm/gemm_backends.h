@@ -45,8 +45,7 @@ std::unique_ptr<GemmBackend> make_libxsmm_backend(bool prepacked);
 // The code path libxsmm's JIT targets on this host ("clx", "cpx", "hsw", ...).
 std::string libxsmm_target();
 
-// Round-to-nearest-even f32 -> bf16, and back.
+// Round-to-nearest-even f32 -> bf16.
 std::uint16_t to_bf16(float x);
-float from_bf16(std::uint16_t x);
 
 }  // namespace psrun::bench
