@@ -18,6 +18,8 @@
 #include <immintrin.h>
 #endif
 
+#include "common/cpu_isa.h"
+
 namespace psrun {
 // A named namespace, not an anonymous one: PeakSampler::Impl holds a Kernel, and a class with
 // external linkage must not hold a type that has none (GCC's -Wsubobject-linkage in unity builds).
@@ -114,7 +116,7 @@ __attribute__((target("avx512f,avx512bf16"))) void bf16_avx512(std::uint64_t ite
 
 Kernel f32_kernel() {
 #if defined(__x86_64__)
-    if (__builtin_cpu_supports("avx512f")) return {f32_avx512, kZmmChains * 16 * 2.0, "avx512f"};
+    if (avx512_allowed()) return {f32_avx512, kZmmChains * 16 * 2.0, "avx512f"};  // unless capped
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
         return {f32_avx2, kYmmChains * 8 * 2.0, "avx2+fma"};
 #endif
@@ -123,8 +125,7 @@ Kernel f32_kernel() {
 
 Kernel bf16_kernel() {
 #if defined(__x86_64__)
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16"))
-        return {bf16_avx512, kZmmChains * 16 * 4.0, "avx512_bf16"};
+    if (avx512_bf16_allowed()) return {bf16_avx512, kZmmChains * 16 * 4.0, "avx512_bf16"};
 #endif
     return {};
 }

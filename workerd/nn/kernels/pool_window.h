@@ -7,34 +7,16 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
-#include <cctype>
+#include "common/cpu_isa.h"
+
 #include <cstdint>
-#include <cstdlib>
-#include <string>
 
 namespace psrun::nn::kernels {
 
 // Channels per AVX-512 register: the kernels work on nChw16c blocks.
 inline constexpr int kBlock = 16;
 
-// True when the AVX-512 kernels may run: the CPU has AVX-512F and no ISA cap below AVX-512 is
-// set. The cap is oneDNN's own, ONEDNN_MAX_CPU_ISA (or DNNL_MAX_CPU_ISA): one variable runs
-// oneDNN's and psrun's code on the AVX2 paths of an AVX-512 host, as test/run.sh does to check
-// what AVX2 nodes run. Read once per process.
-inline bool avx512_allowed() {
-    static const bool allowed = [] {
-        if (!__builtin_cpu_supports("avx512f")) return false;
-        for (const char* name : {"ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"}) {
-            const char* cap = std::getenv(name);
-            if (cap == nullptr || *cap == '\0') continue;
-            std::string v(cap);
-            for (char& c : v) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-            return v == "ALL" || v.rfind("AVX512", 0) == 0;
-        }
-        return true;
-    }();
-    return allowed;
-}
+// avx512_allowed() (common/cpu_isa.h): the CPU has AVX-512F and no ISA cap below AVX-512 is set.
 
 // Stores the ReLU'd max of a 2x2 window's four values of 16 channels (a0 a1 / a2 a3 by window
 // row) and, per channel, the position 0..3 of the first maximum (as oneDNN's max-pool keeps).
