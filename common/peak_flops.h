@@ -2,9 +2,10 @@
 // process's affinity mask, pinned) each run chains of fused multiply-adds over enough independent
 // accumulators to fill the FMA pipes (AVX-512 where the CPU has it, else AVX2 + FMA), and, where
 // the CPU has AVX512-BF16, chains of bf16 dot products (vdpbf16ps); an ISA cap (ONEDNN_MAX_CPU_ISA,
-// common/cpu_isa.h) caps the probe too, so a capped run is compared with the peak it can reach. A run is a calibrated
-// trial of about trial_ms per thread, repeated `trials` times; the peak is the best trial's sum of the threads' rates
-// (the host is shared: a trial that lost its CPU to another process reads low).
+// common/cpu_isa.h) caps the probe too, so a capped run is compared with the peak it can reach.
+// A run is a calibrated trial of about trial_ms per thread, repeated `trials` times; the peak is
+// the best trial's sum of the threads' rates (the host is shared: a trial that lost its CPU to
+// another process reads low).
 //
 // FLOP convention (as the model descriptions'): a multiply-add counts 2, so one 512-bit f32 FMA is
 // 32 FLOP and one 512-bit vdpbf16ps (16 lanes x 2 products x 2) is 64 FLOP.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <stdexcept>
 #include <type_traits>
 #include <unordered_map>
 
@@ -92,6 +93,7 @@ class LibxsmmBackend final : public GemmBackend {
     explicit LibxsmmBackend(bool prepacked) : prepacked_(prepacked) {}
     std::string name() const override { return prepacked_ ? "libxsmm_prepacked" : "libxsmm"; }
     bool prepare(const Gemm& g, std::string& why) override {
+        if (g.bf16 != kBf16) throw std::logic_error("a libxsmm backend made for the other precision");
         if (g.n % kBm || g.m % kBn || g.k % kBk || g.k / kBk > kMaxBlocks) {
             why = "sizes are not multiples of the blocks (or K is above 65536)";
             return false;

@@ -31,8 +31,7 @@ struct Layer {
 struct Case {  // one GEMM of one layer, and each backend's result and times
     std::string layer, pass;
     Gemm gemm;
-    std::vector<float> reference;  // oneDNN's
-    std::vector<std::vector<float>> outputs;
+    std::vector<std::vector<float>> outputs;  // by backend; [0]: oneDNN's, the reference
     std::vector<std::vector<double>> ms;
     std::vector<std::string> skipped;
 };
@@ -88,12 +87,11 @@ int run(int threads, int rounds, int reps, bool bf16, const std::vector<Layer>& 
         data.push_back(random_operand(static_cast<std::size_t>(l.batch * l.out), rng));
         const void* dy = data.back().data(bf16);
         // y = x w; dx = dy w^T; dw = x^T dy (w stored [in x out], as psrun's dense weights)
+        cases.push_back({name, "forward", Gemm{l.batch, l.out, l.in, false, false, bf16, x, w, nullptr}, {}, {}, {}});
         cases.push_back(
-            {name, "forward", Gemm{l.batch, l.out, l.in, false, false, bf16, x, w, nullptr}, {}, {}, {}, {}});
+            {name, "data_gradient", Gemm{l.batch, l.in, l.out, false, true, bf16, dy, w, nullptr}, {}, {}, {}});
         cases.push_back(
-            {name, "data_gradient", Gemm{l.batch, l.in, l.out, false, true, bf16, dy, w, nullptr}, {}, {}, {}, {}});
-        cases.push_back(
-            {name, "weight_gradient", Gemm{l.in, l.out, l.batch, true, false, bf16, x, dy, nullptr}, {}, {}, {}, {}});
+            {name, "weight_gradient", Gemm{l.in, l.out, l.batch, true, false, bf16, x, dy, nullptr}, {}, {}, {}});
     }
     psrun::PeakSampler sampler(threads, 10, openmp_team);
     for (auto& c : cases) {
@@ -125,6 +123,7 @@ int run(int threads, int rounds, int reps, bool bf16, const std::vector<Layer>& 
         sampler.sample();
     }
     const psrun::PeakFlops peak = sampler.median();
+    const std::string xsmm_target = psrun::bench::libxsmm_target();
     for (const auto& c : cases) {
         const auto& ref = c.outputs[0];
         double scale = 0;
@@ -141,7 +140,7 @@ int run(int threads, int rounds, int reps, bool bf16, const std::vector<Layer>& 
                              {"n", c.gemm.n},
                              {"k", c.gemm.k},
                              {"loadavg", psrun::loadavg_1m()}};
-            if (backends[b]->name().starts_with("libxsmm")) j["libxsmm_target"] = psrun::bench::libxsmm_target();
+            if (backends[b]->name().starts_with("libxsmm")) j["libxsmm_target"] = xsmm_target;
             if (!c.skipped[b].empty()) {
                 j["skipped"] = c.skipped[b];
                 std::cout << j.dump() << std::endl;

@@ -7,9 +7,9 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
-#include "common/cpu_isa.h"
-
 #include <cstdint>
+
+#include "common/cpu_isa.h"
 
 namespace psrun::nn::kernels {
 
