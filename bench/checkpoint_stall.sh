@@ -5,6 +5,8 @@
 #   thread  a thread of psd writes it from a copy-on-write snapshot of the rows (the default here)
 #   fork    a forked child writes it from the kernel's copy-on-write snapshot
 #   loop    psd's poll loop writes it, every worker waits
+# A mode MODE:N also passes psd --checkpoint-full-every N (1: every checkpoint holds the table
+# whole; N > 1: the others only its rows changed since that one, common/row_delta.h).
 # Prints one JSON line per run: each worker's step times end to end (median, p99, longest: the
 # workers' "step times of this worker" lines), psd's write times, the checkpoint's size, psd's
 # peak RSS and the forked writer's own memory (private pages, sampled every 0.5 s); then the
@@ -21,7 +23,9 @@ out=$(mktemp -d)
 # Each mode's daemons: psd with --checkpoint-writer MODE, workerd as built.
 for mode in ${MODES:-thread fork loop}; do
     mkdir -p "$out/$mode-bin"
-    printf '#!/bin/sh\nexec %s/psd/psd --checkpoint-writer %s "$@"\n' "$bin" "$mode" >"$out/$mode-bin/psd"
+    full=""
+    [ "${mode#*:}" != "$mode" ] && full="--checkpoint-full-every ${mode#*:}"
+    printf '#!/bin/sh\nexec %s/psd/psd --checkpoint-writer %s %s "$@"\n' "$bin" "${mode%%:*}" "$full" >"$out/$mode-bin/psd"
     chmod +x "$out/$mode-bin/psd"
     ln -s "$bin/workerd/workerd" "$out/$mode-bin/workerd"
 done
@@ -52,10 +56,12 @@ for round in $(seq 1 "$rounds"); do
         wait "$launcher"
         rc=$?
         size=$(du -sb "$run"/ckpt-* 2>/dev/null | sort -n | tail -1 | cut -f1)
-        /usr/bin/python3 - "$run.log" "$mode" "$round" "$rc" "$((peak / 1024))" "${size:-0}" "$((writer / 1024))" <<'PY'
+        sizes=$(du -sb "$run"/ckpt-* 2>/dev/null | awk '{printf "%s%d", (NR > 1 ? "," : ""), $1 / 1048576}')
+        /usr/bin/python3 - "$run.log" "$mode" "$round" "$rc" "$((peak / 1024))" "${size:-0}" "$((writer / 1024))" "${sizes:-}" <<'PY'
 import json, re, sys
 log, mode, rnd, rc, peak, size = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
 writer = int(sys.argv[7])
+sizes = [int(x) for x in sys.argv[8].split(",") if x]
 text = open(log).read()
 workers = {}
 for w, med, p99, lng in re.findall(r"\[workerd:(\d+)\] step times of this worker: median ([0-9.]+) ms, p99 ([0-9.]+) ms, "
@@ -63,8 +69,10 @@ for w, med, p99, lng in re.findall(r"\[workerd:(\d+)\] step times of this worker
     workers[w] = {"median_ms": float(med), "p99_ms": float(p99), "longest_ms": float(lng),
                   "longest_over_median": round(float(lng) / max(float(med), 1e-9), 2)}
 writes = [int(ms) for ms in re.findall(r"checkpoint: shard at step \d+ .* written to \S+ in (\d+) ms", text)]
+differential = len(re.findall(r"checkpoint: shard at step .* rows changed since step", text))
 print(json.dumps({"mode": mode, "round": rnd, "rc": rc, "workers": workers, "psd_write_ms": writes,
-                  "checkpoint_mb": round(size / 2**20), "psd_peak_rss_mb": peak,
+                  "checkpoint_mb": round(size / 2**20), "checkpoints_mb": sizes,
+                  "differential_writes": differential, "psd_peak_rss_mb": peak,
                   "writer_own_mb": writer}), flush=True)
 if rc != 0:
     print(text[-3000:], file=sys.stderr)
@@ -76,7 +84,7 @@ import json, statistics, sys
 runs = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 res = {"cpu": cpu}
-for mode in ("thread", "fork", "loop"):
+for mode in dict.fromkeys(r["mode"] for r in runs):
     rs = [r for r in runs if r["mode"] == mode and r["rc"] == 0]
     if not rs:
         continue

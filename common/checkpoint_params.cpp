@@ -4,9 +4,11 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <utility>
 
 #include "common/checkpoint_store.h"
+#include "common/row_delta.h"
 #include "common/tensor_file.h"
 #include "common/tensor_file_stream.h"
 
@@ -22,10 +24,52 @@ struct RowPieceRef {
     RowPieceName piece;
 };
 
+// Where one piece's rows are read from: the piece itself, or for a differential piece
+// (common/row_delta.h) its base's piece, then the delta's rows laid over them.
+struct RowSource {
+    const TensorFileReader* file = nullptr;
+    std::size_t entry = 0;
+    const TensorFileReader* delta = nullptr;  // the differential piece's file, or null
+    std::size_t delta_entry = 0, blocks_entry = 0;
+};
+
+// Finds entry `name` of `file`, or -1.
+long find_entry(const TensorFileReader& file, const std::string& name) {
+    for (std::size_t e = 0; e < file.tensors().size(); ++e)
+        if (file.tensors()[e].name == name) return static_cast<long>(e);
+    return -1;
+}
+
+// The source of `ref`; a base file it needs is opened (verified) into `bases`.
+Result<RowSource> row_source(const std::vector<TensorFileReader>& files, const RowPieceRef& ref, const std::string& dir,
+                             std::vector<std::unique_ptr<TensorFileReader>>& bases) {
+    const TensorFileReader& file = files[ref.file];
+    RowSource source{&file, ref.entry};
+    const std::string piece = row_piece_base_name(ref.piece.tensor, ref.piece.shard, ref.piece.shards);
+    const long blocks = find_entry(file, piece + "/blocks"), base = find_entry(file, piece + "/base");
+    if (blocks < 0) return source;
+    if (base < 0 || file.tensors()[static_cast<std::size_t>(base)].count != 2)
+        return tl::unexpected(invalid(file.path() + ": the differential piece " + piece + " names no base"));
+    std::vector<float> floats(2);
+    PSRUN_TRY(file.read(static_cast<std::size_t>(base), 0, floats));
+    PSRUN_TRY_ASSIGN(const std::uint64_t base_step, decode_row_delta_base(floats, file.path()));
+    const std::string base_path =
+        row_delta_base_dir(dir, base_step) + "/" + std::filesystem::path(file.path()).filename().string();
+    PSRUN_TRY_ASSIGN(auto opened, TensorFileReader::open(base_path));
+    bases.push_back(std::make_unique<TensorFileReader>(std::move(opened)));
+    const long entry = find_entry(*bases.back(), file.tensors()[ref.entry].name);
+    if (entry < 0 || find_entry(*bases.back(), piece + "/blocks") >= 0)
+        return tl::unexpected(
+            invalid(base_path + ": the base of " + file.path() + " does not hold " + piece + " whole"));
+    return RowSource{bases.back().get(), static_cast<std::size_t>(entry), &file, ref.entry,
+                     static_cast<std::size_t>(blocks)};
+}
+
 // Every piece of one [rows, width] table read into `dst`, its dense values, in chunks (a large
 // table is never held twice in memory). The placement comes from all pieces together
 // (placement_from_pieces): spread, piece s holds rows s, s + K, ...; whole, one piece holds every
 // row and the others none. A piece of any other size is refused, so no row is left at zero.
+// A differential piece is read as its base's piece with its own rows laid over.
 // REQUIRES: `refs` holds each shard s < K of one K exactly once (checked by the caller).
 Result<void> read_row_table(const std::vector<TensorFileReader>& files, const std::vector<RowPieceRef>& refs,
                             const TensorSpec& spec, const std::string& dir, float* dst) {
@@ -35,11 +79,15 @@ Result<void> read_row_table(const std::vector<TensorFileReader>& files, const st
     const std::uint64_t width = spec.shape[1];
     const std::uint32_t shards = refs.front().piece.shards;
     std::vector<std::uint64_t> piece_rows(shards, 0);
+    std::vector<std::unique_ptr<TensorFileReader>> bases;
+    std::vector<RowSource> sources;
     std::string sizes;
     for (const auto& ref : refs) {
-        const TensorFileEntry& t = files[ref.file].tensors()[ref.entry];
+        PSRUN_TRY_ASSIGN(const RowSource source, row_source(files, ref, dir, bases));
+        sources.push_back(source);
+        const TensorFileEntry& t = sources.back().file->tensors()[sources.back().entry];
         if (t.count % width != 0)
-            return tl::unexpected(invalid(files[ref.file].path() + ": rows piece '" + t.name + "' holds " +
+            return tl::unexpected(invalid(sources.back().file->path() + ": rows piece '" + t.name + "' holds " +
                                           std::to_string(t.count) + " floats, not whole rows of width " +
                                           std::to_string(width) + " ('" + spec.name + "' in this model)"));
         piece_rows[ref.piece.shard] = t.count / width;
@@ -56,19 +104,29 @@ Result<void> read_row_table(const std::vector<TensorFileReader>& files, const st
                                       "checkpoint is damaged or of another model"));
     std::vector<float> chunk;
     constexpr std::uint64_t kChunkRows = 1 << 14;
-    for (const auto& ref : refs) {
-        const TensorFileReader& file = files[ref.file];
-        const TensorFileEntry& t = file.tensors()[ref.entry];
+    for (std::size_t r = 0; r < refs.size(); ++r) {
+        const RowPieceRef& ref = refs[r];
+        const RowSource& source = sources[r];
+        const TensorFileReader& file = *source.file;
+        const TensorFileEntry& t = file.tensors()[source.entry];
         const std::uint64_t rows = piece_rows[ref.piece.shard];
         if (rows > 0 && !t.finite) return tl::unexpected(invalid(file.path() + ": '" + t.name + "' holds NaN or Inf"));
         for (std::uint64_t first = 0; first < rows; first += kChunkRows) {
             const std::uint64_t n = std::min(kChunkRows, rows - first);
             chunk.resize(n * width);
-            if (auto ok = file.read(ref.entry, first * width, chunk); !ok) return ok;
+            if (auto ok = file.read(source.entry, first * width, chunk); !ok) return ok;
             for (std::uint64_t i = 0; i < n; ++i)
                 std::copy_n(chunk.data() + i * width, width,
                             dst + table->global_row(first + i, ref.piece.shard, shards) * width);
         }
+        if (!source.delta) continue;
+        std::vector<float> blocks(source.delta->tensors()[source.blocks_entry].count);
+        PSRUN_TRY(source.delta->read(source.blocks_entry, 0, blocks));
+        PSRUN_TRY_ASSIGN(const auto local, decode_row_delta_rows(blocks, rows, source.delta->path()));
+        PSRUN_TRY(for_each_delta_row(
+            *source.delta, source.delta_entry, local, width, [&](std::uint64_t row, const float* values) {
+                std::copy_n(values, width, dst + table->global_row(row, ref.piece.shard, shards) * width);
+            }));
     }
     return {};
 }
@@ -170,6 +228,7 @@ Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir, 
             PieceName piece;
             RowPieceName row_piece;
             if (parse_row_piece_name(t.name, row_piece)) {
+                // ("blocks" and "base": a differential piece's, read with its "param": row_source())
                 if (row_piece.part != "param" && row_piece.part != dense_part && row_piece.part != "keys") continue;
                 const auto it = index.find(row_piece.tensor);
                 if (it == index.end())

@@ -10,7 +10,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
+#include <set>
 
+#include "common/row_delta.h"
 #include "common/tensor_file.h"
 #include "common/tensor_file_stream.h"
 #include "common/utf8.h"
@@ -31,12 +34,6 @@ Result<void> sync_path(const std::string& path, int flags) {
     return {};
 }
 
-std::string ckpt_name(std::int64_t step) {
-    char name[32];
-    std::snprintf(name, sizeof name, "ckpt-%010lld", static_cast<long long>(step));
-    return name;
-}
-
 Result<void> write_state_file(const std::string& model_dir, const std::vector<CheckpointInfo>& all) {
     nlohmann::json state;
     state["latest"] = all.empty() ? "" : fs::path(all.back().dir).filename().string();
@@ -46,6 +43,12 @@ Result<void> write_state_file(const std::string& model_dir, const std::vector<Ch
 }
 
 }  // namespace
+
+std::string checkpoint_dir_name(std::int64_t step) {
+    char name[32];
+    std::snprintf(name, sizeof name, "ckpt-%010lld", static_cast<long long>(step));
+    return name;
+}
 
 Result<void> write_file_atomically(const std::string& path, const std::string& text) {
     const std::string tmp = path + ".tmp." + std::to_string(::getpid());
@@ -98,20 +101,34 @@ Result<CheckpointInfo> PendingCheckpoint::commit(nlohmann::json manifest) {
     for (const auto& f : files) PSRUN_TRY(sync_path(tmp_dir_ + "/" + f, O_RDONLY));
     PSRUN_TRY(write_file_atomically(tmp_dir_ + "/" + kManifest, json_text(manifest, 2) + "\n"));
 
-    const std::string final_dir = model_dir_ + "/" + ckpt_name(step_);
+    const std::string final_dir = model_dir_ + "/" + checkpoint_dir_name(step_);
     fs::remove_all(final_dir, ec);  // a re-save of the same step replaces the older one
     if (::rename(tmp_dir_.c_str(), final_dir.c_str()) != 0)
         return make_error(ErrorCode::kIo, final_dir + ": rename failed: " + std::strerror(errno));
     done_ = true;
     PSRUN_TRY(sync_path(model_dir_, O_RDONLY | O_DIRECTORY));
 
+    // The newest keep_, and the full checkpoints their differential pieces build on
+    // (common/row_delta.h); where a checkpoint's bases cannot be read, nothing older goes.
     CheckpointStore store(model_dir_, keep_);
     auto all = store.list();
-    while (static_cast<int>(all.size()) > keep_) {
-        fs::remove_all(all.front().dir, ec);
-        all.erase(all.begin());
+    std::set<std::int64_t> needed;
+    std::int64_t oldest_kept = all.empty() ? 0 : all.front().step;
+    for (std::size_t i = all.size() > static_cast<std::size_t>(keep_) ? all.size() - keep_ : 0; i < all.size(); ++i) {
+        needed.insert(all[i].step);
+        auto bases = row_delta_bases(all[i].dir);
+        if (!bases) {
+            oldest_kept = std::numeric_limits<std::int64_t>::max();
+            continue;
+        }
+        for (const auto b : *bases) needed.insert(static_cast<std::int64_t>(b));
     }
-    PSRUN_TRY(write_state_file(model_dir_, all));
+    std::vector<CheckpointInfo> kept;
+    for (const auto& c : all) {
+        if (needed.contains(c.step) || oldest_kept == std::numeric_limits<std::int64_t>::max()) kept.push_back(c);
+        else fs::remove_all(c.dir, ec);
+    }
+    PSRUN_TRY(write_state_file(model_dir_, kept));
     return CheckpointInfo{step_, final_dir};
 }
 
@@ -122,7 +139,7 @@ Result<PendingCheckpoint> CheckpointStore::begin(std::int64_t step) const {
     std::error_code ec;
     fs::create_directories(model_dir_, ec);
     if (ec) return make_error(ErrorCode::kIo, model_dir_ + ": cannot create: " + ec.message());
-    const std::string tmp = model_dir_ + "/." + ckpt_name(step) + ".tmp." + std::to_string(::getpid());
+    const std::string tmp = model_dir_ + "/." + checkpoint_dir_name(step) + ".tmp." + std::to_string(::getpid());
     fs::remove_all(tmp, ec);
     if (!fs::create_directory(tmp, ec) || ec)
         return make_error(ErrorCode::kIo, tmp + ": cannot create: " + ec.message());
@@ -172,19 +189,29 @@ Result<nlohmann::json> CheckpointStore::parse_manifest(std::string_view text, co
 }
 
 Result<CheckpointInfo> CheckpointStore::latest_valid(std::vector<std::string>* warnings) const {
+    // "" when every file the manifest of `info` lists verifies.
+    auto problem_of = [](const CheckpointInfo& info) -> std::string {
+        auto manifest = read_manifest(info);
+        if (!manifest) return manifest.error().message;
+        for (const auto& f : (*manifest)["files"]) {
+            const std::string name = f.get<std::string>();  // parse_manifest checked it
+            // Streamed: a file holding a psd's part of a sparse table is checked in constant memory.
+            auto file = TensorFileReader::open(info.dir + "/" + name);
+            if (!file) return file.error().message;
+        }
+        return "";
+    };
     auto all = list();
     for (auto it = all.rbegin(); it != all.rend(); ++it) {
-        auto manifest = read_manifest(*it);
-        std::string problem = manifest ? "" : manifest.error().message;
-        if (manifest) {
-            for (const auto& f : (*manifest)["files"]) {
-                const std::string name = f.get<std::string>();  // parse_manifest checked it
-                // Streamed: a file holding a psd's part of a sparse table is checked in constant memory.
-                auto file = TensorFileReader::open(it->dir + "/" + name);
-                if (!file) {
-                    problem = file.error().message;
-                    break;
-                }
+        std::string problem = problem_of(*it);
+        if (problem.empty()) {  // and the full checkpoints its differential pieces build on
+            auto bases = row_delta_bases(it->dir);
+            if (!bases) problem = bases.error().message;
+            for (std::size_t b = 0; bases && b < bases->size() && problem.empty(); ++b) {
+                const CheckpointInfo base{static_cast<std::int64_t>((*bases)[b]),
+                                          row_delta_base_dir(it->dir, (*bases)[b])};
+                problem = problem_of(base);
+                if (!problem.empty()) problem = it->dir + " builds on " + base.dir + ": " + problem;
             }
         }
         if (problem.empty()) return *it;

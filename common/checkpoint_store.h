@@ -37,7 +37,8 @@ class PendingCheckpoint {
 
     // Writes manifest.json (adding "step" and "files": every regular file present), fsyncs all
     // files and the directory, renames it to ckpt-<step>, updates the state file and prunes
-    // to the newest `keep` checkpoints. On failure nothing visible changes.
+    // to the newest `keep` checkpoints and the full ones their differential sparse-table pieces
+    // build on (common/row_delta.h). On failure nothing visible changes.
     [[nodiscard]] Result<CheckpointInfo> commit(nlohmann::json manifest);
 
   private:
@@ -59,7 +60,8 @@ class CheckpointStore {
     // Committed checkpoints, oldest first (directories named ckpt-<step> with a manifest).
     std::vector<CheckpointInfo> list() const;
 
-    // The newest checkpoint whose manifest and every listed tensor file verify. Each damaged
+    // The newest checkpoint whose manifest and every listed tensor file verify, and those of the
+    // checkpoints its differential pieces build on (common/row_delta.h). Each damaged
     // newer checkpoint adds a warning naming the file and the problem. kNotFound if none.
     [[nodiscard]] Result<CheckpointInfo> latest_valid(std::vector<std::string>* warnings) const;
 
@@ -75,6 +77,9 @@ class CheckpointStore {
     std::string model_dir_;
     int keep_;
 };
+
+// "ckpt-<step, 10 digits>": the name a committed checkpoint of `step` has in its model dir.
+std::string checkpoint_dir_name(std::int64_t step);
 
 // Writes `text` to `path` atomically (temp file, fsync, rename, fsync of the directory).
 [[nodiscard]] Result<void> write_file_atomically(const std::string& path, const std::string& text);

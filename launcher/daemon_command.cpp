@@ -98,6 +98,9 @@ Result<DaemonCommand> daemon_command(const ClusterMap& map, Role role, int index
             cmd.argv.insert(cmd.argv.end(), {"--max-staleness", std::to_string(*options.max_staleness)});
         if (!options.checkpoint_writer.empty())
             cmd.argv.insert(cmd.argv.end(), {"--checkpoint-writer", options.checkpoint_writer});
+        if (options.checkpoint_full_every)
+            cmd.argv.insert(cmd.argv.end(),
+                            {"--checkpoint-full-every", std::to_string(*options.checkpoint_full_every)});
         if (options.reconnect_wait)
             cmd.argv.insert(cmd.argv.end(), {"--reconnect-wait", fmt::format("{}", *options.reconnect_wait)});
         if (options.sync) {

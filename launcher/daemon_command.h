@@ -21,14 +21,15 @@ struct DaemonOptions {
     bool sync = false;     // psd: --sync
     std::optional<int> replicas_to_aggregate;
     std::optional<int> backup_workers;
-    bool async_tables = false;             // psd: --async-tables (with --sync)
-    bool standby = false;                  // psd: --standby
-    std::optional<double> worker_timeout;  // psd: --worker-timeout SECONDS
-    std::optional<long> max_bad_grads;     // psd: --max-bad-grads N
-    std::optional<int> min_workers;        // psd: --min-workers K (elastic membership)
-    std::optional<int> max_workers;        // psd: --max-workers M (room for workers that join: psrun join)
-    std::optional<int> max_staleness;      // psd: --max-staleness S (async bounded staleness)
-    std::string checkpoint_writer;         // psd: --checkpoint-writer auto|thread|fork|loop; empty: its default
+    bool async_tables = false;                 // psd: --async-tables (with --sync)
+    bool standby = false;                      // psd: --standby
+    std::optional<double> worker_timeout;      // psd: --worker-timeout SECONDS
+    std::optional<long> max_bad_grads;         // psd: --max-bad-grads N
+    std::optional<int> min_workers;            // psd: --min-workers K (elastic membership)
+    std::optional<int> max_workers;            // psd: --max-workers M (room for workers that join: psrun join)
+    std::optional<int> max_staleness;          // psd: --max-staleness S (async bounded staleness)
+    std::string checkpoint_writer;             // psd: --checkpoint-writer auto|thread|fork|loop; empty: its default
+    std::optional<int> checkpoint_full_every;  // psd: --checkpoint-full-every N (differential sparse checkpoints)
     // psd and workerd: --reconnect-wait SECONDS (how long a silent peer may take to come back);
     // nullopt: their default (kDefaultReconnectWait).
     std::optional<double> reconnect_wait;

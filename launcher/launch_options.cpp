@@ -121,6 +121,11 @@ void add_daemon_options(CLI::App* cmd, DaemonOptions& o) {
                     "auto: the thread where the shards hold sparse tables, else the fork")
         ->check(CLI::IsMember({"auto", "thread", "fork", "loop"}))
         ->group(grp);
+    cmd->add_option("--checkpoint-full-every", o.checkpoint_full_every,
+                    "psd: of every N checkpoints, one holds the sparse tables whole and the others only the rows "
+                    "changed since that one (restored together); 1: every checkpoint whole; default 5")
+        ->check(integer_in(1, 1000000))
+        ->group(grp);
     cmd->add_flag("--standby", o.standby, "psd: start as a standby")->group(grp);
     cmd->add_option("--worker-timeout", o.worker_timeout,
                     "psd: seconds without a message before a worker counts as lost")

@@ -115,6 +115,11 @@ int main(int argc, char** argv) {
                        "shard holds sparse tables, else fork")
             ->transform(CLI::CheckedTransformer(writers, CLI::ignore_case))
             ->default_str("auto");
+    app.add_option("--checkpoint-full-every", o.checkpoint_full_every,
+                   "of every N checkpoints, one holds the sparse tables whole and the others only their rows changed "
+                   "since that one (a restore reads both); 1: every checkpoint whole")
+        ->check(psrun::integer_in(1, 1000000))
+        ->capture_default_str();
     bool checkpoint_in_loop = false;
     app.add_flag("--checkpoint-in-loop", checkpoint_in_loop, "the same as --checkpoint-writer loop")
         ->excludes(writer_option);

@@ -38,6 +38,7 @@
 #include "psd/forked_task.h"
 #include "psd/join_slots.h"
 #include "psd/server_options.h"
+#include "psd/shard_checkpoint_rows.h"
 #include "psd/shard_state.h"
 #include "psd/staleness_bound.h"
 #include "psd/sync_aggregator.h"
@@ -143,13 +144,27 @@ class ParameterServer {
         SnapshotEnd snapshot;
         std::unique_ptr<BackgroundTask> writer;  // null: written in the loop
         bool background = false;                 // the chief is not waiting: keep the outcome for its next SAVE
+        bool differential = false;               // the sparse tables' changed blocks only (RowDelta)
+        std::vector<RowStore::BlockSet> taken;   // a whole write: the dirty blocks it cleared
     };
+    // The differential write a SAVE of `step` into `dir` can be (ServerOptions::checkpoint_full_every),
+    // or nullopt: a whole one.
+    std::optional<RowDelta> plan_differential(const std::string& dir, std::uint64_t step) const;
+    // After a write ended (`ok`: written): a whole one is the base of the next differential ones, or
+    // gives the dirty blocks it took back.
+    void settle_dirty(const SaveJob& job, bool ok);
+    struct FullCheckpoint {
+        std::uint64_t step = 0;   // the chief's
+        std::uint64_t epoch = 0;  // RowStore::dirty_epoch() then
+    };
+    std::optional<FullCheckpoint> last_full_;  // the newest whole write that succeeded
+    std::uint32_t differential_since_full_ = 0;
     struct SaveOutcome {  // a background SAVE's result, until the chief asks for it
         std::string dir;
         Result<void> written;
     };
     // Writes the shard file (every row: RowStore::read()) and psd 0's data position into `dir`.
-    [[nodiscard]] Result<void> write_checkpoint(const std::string& dir);
+    [[nodiscard]] Result<void> write_checkpoint(const std::string& dir, const RowDelta* delta);
     void finish_save();  // the writer is done: its result answers the SAVE
     // A writer thread reads the shard's rows while this loop serves: what would change more than
     // rows (INIT, RESTORE, a final save) waits for it first (finish_save()).
@@ -158,7 +173,7 @@ class ParameterServer {
     // it); answered now (the checkpoint was refused: NaN or Inf); or not started (logged): the
     // caller writes it otherwise.
     enum class ThreadedSave { kStarted, kAnswered, kNotStarted };
-    ThreadedSave start_threaded_save(SaveJob& job);
+    ThreadedSave start_threaded_save(SaveJob& job, const RowDelta* delta);
     void complete_save(const SaveJob& job, const Result<void>& written);
     void on_restore(const std::string& routing, const wire::Header& h, Parts& parts);
     void on_dircheck(const std::string& routing, const wire::Header& h, Parts& parts);

@@ -3,6 +3,9 @@
 // gradients meanwhile (psd/forked_task.h, docs/protocol.md "Checkpoints").
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
+
+#include "common/row_delta.h"
 #include "common/zmq_util.h"
 #include "psd/data_chunks_file.h"
 #include "psd/parameter_server.h"
@@ -39,6 +42,7 @@ void ParameterServer::on_save(const std::string& routing, const Header& h, Parts
         // Nobody waits for that one: the chief moved on (its final or preemption checkpoint).
         spdlog::warn("the checkpoint at step {} being written to {} is abandoned: the chief saves step {} instead",
                      saving_->chief_step, saving_->dir, h.step);
+        settle_dirty(*saving_, false);
         saving_.reset();  // kills the writer
     }
     if (saved_ && saved_->dir == *dir) {  // a background save's outcome, asked for
@@ -55,12 +59,19 @@ void ParameterServer::on_save(const std::string& routing, const Header& h, Parts
                 Clock::now(),
                 {},
                 nullptr,
-                background};
+                background,
+                false,
+                {}};
+    // A differential write, or a whole one: then the next differential ones' base.
+    const std::optional<RowDelta> delta = plan_differential(*dir, h.step);
+    const RowDelta* rows_delta = delta ? &*delta : nullptr;
+    job.differential = delta.has_value();
+    if (!delta) job.taken = shard_->rows().take_dirty();
     using Writer = ServerOptions::CheckpointWriter;
     const Writer writer = options_.checkpoint_writer;
     const bool has_rows = shard_->rows().size() > 0;
     if (writer == Writer::kThread || (writer == Writer::kAuto && has_rows)) {
-        const ThreadedSave started = start_threaded_save(job);
+        const ThreadedSave started = start_threaded_save(job, rows_delta);
         if (started == ThreadedSave::kAnswered) return;
         if (started == ThreadedSave::kStarted) {
             saving_ = std::move(job);
@@ -71,7 +82,8 @@ void ParameterServer::on_save(const std::string& routing, const Header& h, Parts
     if (writer != Writer::kLoop) {  // a forked writer (also where a thread could not be)
         // The child sees the shard as it is now; it has no thread team (only this thread is forked).
         collapser_.stop();  // the child shares the pages as they are; no lock is held at the fork
-        auto forked = ForkedTask::start([this, d = *dir] { return write_checkpoint(d); });
+        auto forked =
+            ForkedTask::start([this, d = *dir, delta] { return write_checkpoint(d, delta ? &*delta : nullptr); });
         if (forked) {
             job.writer = std::move(*forked);
             saving_ = std::move(job);
@@ -82,21 +94,49 @@ void ParameterServer::on_save(const std::string& routing, const Header& h, Parts
                      forked.error().message);
     }
     job.background = false;  // written now: the reply below is the outcome
-    complete_save(job, write_checkpoint(*dir));
+    complete_save(job, write_checkpoint(*dir, rows_delta));
 }
 
-ParameterServer::ThreadedSave ParameterServer::start_threaded_save(SaveJob& job) {
+std::optional<RowDelta> ParameterServer::plan_differential(const std::string& dir, std::uint64_t step) const {
+    const RowStore& rows = shard_->rows();
+    if (options_.checkpoint_full_every <= 1 || !last_full_ || rows.averaging() ||
+        rows.dirty_epoch() != last_full_->epoch || step <= last_full_->step ||
+        differential_since_full_ + 1 >= options_.checkpoint_full_every)
+        return std::nullopt;
+    bool vocabulary = false;  // a table it would write less of
+    for (std::size_t t = 0; t < rows.size(); ++t)
+        vocabulary = vocabulary || (!rows.table(t).keyed && rows.local_rows(t) > 0);
+    if (!vocabulary) return std::nullopt;
+    // Its base must be committed (the chief renamed it: every shard wrote it) and still there.
+    std::error_code ec;
+    if (!std::filesystem::exists(row_delta_base_dir(dir, last_full_->step) + "/manifest.json", ec)) return std::nullopt;
+    RowDelta delta{last_full_->step, {}};
+    for (std::size_t t = 0; t < rows.size(); ++t) delta.blocks.push_back(rows.dirty(t));
+    return delta;
+}
+
+void ParameterServer::settle_dirty(const SaveJob& job, bool ok) {
+    if (job.differential) {
+        if (ok) ++differential_since_full_;
+        return;
+    }
+    if (!ok) return shard_->rows().merge_dirty(job.taken);  // changed since the base that still is
+    last_full_ = FullCheckpoint{job.chief_step, shard_->rows().dirty_epoch()};
+    differential_since_full_ = 0;
+}
+
+ParameterServer::ThreadedSave ParameterServer::start_threaded_save(SaveJob& job, const RowDelta* delta) {
     RowStore& rows = shard_->rows();
     // Taken now, in this loop: the dense slices copied, psd 0's data position encoded; the rows
     // from here on through the snapshot.
-    auto image = ShardCheckpointImage::take(*shard_, tensors_, options_.index, job.dir);
+    auto image = ShardCheckpointImage::take(*shard_, tensors_, options_.index, job.dir, delta);
     if (!image) {  // refused (NaN or Inf): answered as a write would be
         complete_save(job, tl::unexpected(image.error()));
         return ThreadedSave::kAnswered;
     }
     std::optional<std::string> chunks;
     if (chunks_) chunks = encode_data_chunks(chunks_->state());
-    rows.begin_snapshot();
+    rows.begin_snapshot(delta ? &delta->blocks : nullptr);
     job.snapshot = SaveJob::SnapshotEnd(&rows);
     auto task = ThreadTask::start([image = std::shared_ptr<ShardCheckpointImage>(std::move(*image)),
                                    chunks = std::move(chunks), dir = job.dir](std::stop_token stop) -> Result<void> {
@@ -117,11 +157,11 @@ void ParameterServer::settle_threaded_save() {
     if (saving_ && saving_->snapshot.rows) finish_save();  // waits for the thread
 }
 
-Result<void> ParameterServer::write_checkpoint(const std::string& dir) {
+Result<void> ParameterServer::write_checkpoint(const std::string& dir, const RowDelta* delta) {
     // A checkpoint holds every row, untouched ones too: written as their initial values, not
     // created (RowStore::read()), so that a forked writer copies no page of the tables.
     shard_->rows().catch_up_keyed();
-    if (auto saved = save_shard_checkpoint(*shard_, tensors_, options_.index, dir); !saved) return saved;
+    if (auto saved = save_shard_checkpoint(*shard_, tensors_, options_.index, dir, delta); !saved) return saved;
     return save_chunks(dir);
 }
 
@@ -140,15 +180,19 @@ void ParameterServer::finish_save() {
 }
 
 void ParameterServer::complete_save(const SaveJob& job, const Result<void>& written) {
+    settle_dirty(job, written.has_value());
     if (!written) {
         spdlog::error("checkpoint at step {} failed: {}", job.chief_step, written.error().message);
     } else {
         ++counters_.checkpoints;
         drain_.saved(job.shard_step);
-        spdlog::info("checkpoint: shard at step {} (chief's step {}) written to {} in {} ms{}", job.shard_step,
-                     job.chief_step, job.dir,
-                     std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - job.started).count(),
-                     job.writer ? fmt::format(" by {} while serving", job.writer->describe()) : "");
+        spdlog::info(
+            "checkpoint: shard at step {} (chief's step {}) written to {} in {} ms{}{}", job.shard_step, job.chief_step,
+            job.dir, std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - job.started).count(),
+            job.writer ? fmt::format(" by {} while serving", job.writer->describe()) : "",
+            job.differential
+                ? fmt::format(" (the sparse tables' rows changed since step {})", last_full_ ? last_full_->step : 0)
+                : "");
     }
     if (job.background) {  // the chief learns it from its next SAVE of this dir
         saved_ = SaveOutcome{job.dir, written};

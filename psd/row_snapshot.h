@@ -78,6 +78,10 @@ class RowSnapshot {
         from(static_cast<const std::byte*>(record(offset(s))), keep_all_ ? std::size_t{0} : done(s));
     }
 
+    // Before the writer starts: block `block` is not read (a differential checkpoint's writer
+    // reads only the blocks changed since its base), so the loop never copies it.
+    void skip(std::uint64_t block) { states_[block].store(parts_, std::memory_order_relaxed); }
+
     std::size_t meta_bytes() const { return meta_bytes_; }
     // Where part p lies in a record that holds parts from `first_part` on.
     std::size_t part_offset(std::size_t first_part, std::size_t p) const {

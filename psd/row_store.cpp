@@ -22,18 +22,27 @@ RowStore::RowStore(const ShardLayout& layout, std::uint32_t shard, const std::ve
         table.policy = tensors.at(t.tensor).row_policy;
         table.name = tensors.at(t.tensor).name;
         table.local_rows = t.rows_on(shard, num_shards_);
+        clear_dirty(table);
         tables_.push_back(std::move(table));
     }
 }
 
+// A fresh dirty epoch, distinct across every RowStore of the process (a shard re-created by INIT).
+std::uint64_t RowStore::next_dirty_epoch() {
+    static std::atomic<std::uint64_t> epochs{0};
+    return ++epochs;
+}
+
 void RowStore::allocate(const OptimizerConfig& config) {
     set_config(config);
+    dirty_epoch_ = next_dirty_epoch();
     for (std::size_t t = 0; t < tables_.size(); ++t) {
         auto& table = tables_[t];
         table.values = Floats();  // never two copies of a table at once
         table.values = Floats(table.local_rows * table.spec.width);
         // Keyed: no row until restore_index() says which slots hold one.
         table.created.assign((table.local_rows + 63) / 64, table.spec.keyed ? 0 : ~std::uint64_t{0});
+        clear_dirty(table);
         reset_index(table);
         table.dropped = 0;
         reset_slots(t);
@@ -64,11 +73,13 @@ void RowStore::reset_slots(std::size_t t) {
 
 void RowStore::init(const OptimizerConfig& config) {
     set_config(config);
+    dirty_epoch_ = next_dirty_epoch();
     for (std::size_t t = 0; t < tables_.size(); ++t) {
         auto& table = tables_[t];
         table.values = Floats();
         table.values = Floats(table.local_rows * table.spec.width);
         table.created.assign((table.local_rows + 63) / 64, 0);  // before the slots: none to fill yet
+        clear_dirty(table);
         reset_index(table);
         table.dropped = 0;
         reset_slots(t);
@@ -150,6 +161,7 @@ std::uint64_t RowStore::rows_created() const {
 }
 
 void RowStore::restore(const OptimizerConfig& config) {
+    dirty_epoch_ = next_dirty_epoch();  // slots may start afresh: no differential write builds on an older base
     const bool kind_changed = config.kind != config_.kind;
     const bool was_averaging = averaging();
     // Another decay from here on: the updates so far are folded in with the old one first.

@@ -39,6 +39,7 @@
 #include <memory>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -96,8 +97,20 @@ class RowStore {
         std::vector<float> rows;    // that block's rows of the part read (the keys: entries as floats)
         std::uint64_t emitted = 0;  // the keys: floats given out so far
     };
-    void begin_snapshot();
+    // `only` (one BlockSet per table, as dirty() gives them): the snapshot keeps only those blocks
+    // (a differential checkpoint reads no other); null: every block.
+    using BlockSet = std::vector<std::uint64_t>;
+    void begin_snapshot(const std::vector<BlockSet>* only = nullptr);
     void end_snapshot();
+    // Which blocks of RowSnapshot::kBlockRows local rows of table t changed (a value, slot, average,
+    // created bit or id) since the last take_dirty() (or init(), allocate()): bit b % 64 of word
+    // b / 64 is block b. What a differential checkpoint writes (docs/sparse.md "Checkpoints").
+    // take_dirty() returns every table's and starts them afresh; merge_dirty() ORs returned ones
+    // back (their write failed). dirty_epoch() changes with every init(), allocate() and restore().
+    const BlockSet& dirty(std::size_t t) const { return tables_[t].dirty; }
+    std::vector<BlockSet> take_dirty();
+    void merge_dirty(const std::vector<BlockSet>& dirty);
+    std::uint64_t dirty_epoch() const { return dirty_epoch_; }
     bool snapshotting() const { return snapshotting_; }
     void read_snapshot(std::size_t t, Part part, std::uint64_t first, std::span<float> out,
                        SnapshotCursor& cursor) const;
@@ -186,10 +199,20 @@ class RowStore {
         std::uint64_t snapshot_updates = 0;     // the update count at begin_snapshot()
         std::uint64_t snapshot_rows = 0;        // keyed: its rows then
         std::uint64_t snapshot_used = 0;        // keyed: slots [0, used) had held a row then
+        mutable BlockSet dirty;                 // see dirty()
     };
-    // Before local row i of `table` changes: its block saved for the snapshot, if one is taken.
+    // Before local row i of `table` changes: its block marked dirty and saved for the snapshot, if
+    // one is taken.
     static void keep_for_snapshot(const Table& table, std::uint64_t i) {
-        if (table.snapshot) save_block(table, i / RowSnapshot::kBlockRows);
+        const std::uint64_t block = i / RowSnapshot::kBlockRows, bit = std::uint64_t{1} << (block & 63);
+        // Atomic: materialize()'s threads share a word (64 blocks); set once, read nearly always.
+        std::atomic_ref<std::uint64_t> word(table.dirty[block >> 6]);
+        if (!(word.load(std::memory_order_relaxed) & bit)) word.fetch_or(bit, std::memory_order_relaxed);
+        if (table.snapshot) save_block(table, block);
+    }
+    static std::uint64_t next_dirty_epoch();
+    static void clear_dirty(Table& table) {
+        table.dirty.assign((table.local_rows + 64 * RowSnapshot::kBlockRows - 1) / (64 * RowSnapshot::kBlockRows), 0);
     }
     static void save_block(const Table& table, std::uint64_t block);
     static void index_changing(void* table, std::uint32_t slot);  // RowIndex::ChangeHook
@@ -250,6 +273,7 @@ class RowStore {
     bool ema_started_ = false;  // an update has been folded into the averages (else: copy)
     bool ema_copy_ = false;     // this update's apply() copies rows into the averages
     bool snapshotting_ = false;
+    std::uint64_t dirty_epoch_ = 0;
 };
 
 }  // namespace psrun::psd

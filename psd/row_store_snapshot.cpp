@@ -30,14 +30,35 @@ std::uint64_t created_bits(const std::vector<std::uint64_t>& created, std::uint6
 
 }  // namespace
 
-void RowStore::begin_snapshot() {
+std::vector<RowStore::BlockSet> RowStore::take_dirty() {
+    std::vector<BlockSet> out;
     for (auto& table : tables_) {
+        out.push_back(std::move(table.dirty));
+        clear_dirty(table);
+    }
+    return out;
+}
+
+void RowStore::merge_dirty(const std::vector<BlockSet>& dirty) {
+    for (std::size_t t = 0; t < tables_.size() && t < dirty.size(); ++t)
+        for (std::size_t w = 0; w < tables_[t].dirty.size() && w < dirty[t].size(); ++w)
+            tables_[t].dirty[w] |= dirty[t][w];
+}
+
+void RowStore::begin_snapshot(const std::vector<BlockSet>* only) {
+    for (std::size_t t = 0; t < tables_.size(); ++t) {
+        auto& table = tables_[t];
         const bool average = !table.ema.empty();
         const std::size_t meta = sizeof(std::uint64_t) * (1 + (average ? kBlockRows : 0));
         std::vector<std::size_t> parts(part_arrays(table).count, kBlockRows * table.spec.width * sizeof(float));
         if (table.index) parts.push_back(kBlockRows * kKeyBytes);
         table.snapshot = std::make_unique<RowSnapshot>((table.local_rows + kBlockRows - 1) / kBlockRows,
                                                        std::move(parts), meta, average);
+        if (only && t < only->size() && !table.index) {
+            const BlockSet& keep = (*only)[t];
+            for (std::uint64_t b = 0; b * kBlockRows < table.local_rows; ++b)
+                if (b / 64 >= keep.size() || !(keep[b / 64] >> (b % 64) & 1)) table.snapshot->skip(b);
+        }
         table.snapshot_updates = table.updates;
         if (table.index) {
             table.snapshot_rows = table.index->rows();

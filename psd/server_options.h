@@ -60,6 +60,11 @@ struct ServerOptions {
     // the thread where the shard holds sparse tables, else the child.
     enum class CheckpointWriter { kAuto, kThread, kFork, kLoop };
     CheckpointWriter checkpoint_writer = CheckpointWriter::kAuto;
+    // Differential checkpoints (--checkpoint-full-every N): of every N checkpoints this shard
+    // writes, one holds its sparse tables whole and the others only their blocks of rows changed
+    // since that one (common/row_delta.h), while that one is committed; 1: every one whole.
+    // Tables keyed by raw ids, dense tensors and runs with --ema-decay are always written whole.
+    std::uint32_t checkpoint_full_every = 5;
     std::uint64_t max_bad_grads = 100;  // rejected non-finite gradients before the run is aborted; 0: no limit
 };
 

@@ -34,7 +34,7 @@ namespace {
 // loop updates the shard): the dense slices are copied into out.copies and the rows read through
 // the RowStore's snapshot; else views of the shard itself.
 Result<void> collect_views(const ShardState& shard, const std::vector<TensorSpec>& tensors, bool snapshot,
-                           ShardCheckpointImage::Parts& out) {
+                           const RowDelta* delta, ShardCheckpointImage::Parts& out) {
     const auto& ids = shard.slice_ids();
     out.states.resize(ids.size());
     auto add = [&](const std::string& name, std::span<const float> data, const std::string& what) -> Result<void> {
@@ -59,24 +59,26 @@ Result<void> collect_views(const ShardState& shard, const std::vector<TensorSpec
         out.states[k] = piece_state(shard.config().optimizer.kind, shard.updates(k), tensors.at(s.tensor).tensor_class);
         out.views.push_back(TensorView{base + "/state", {out.states[k].size()}, out.states[k]});
     }
-    return add_row_pieces(shard, tensors, snapshot, out.views, out.row_states, out.keys);  // views of the rows: no copy
+    return add_row_pieces(shard, tensors, snapshot, delta, out.views, out.row_states,
+                          out.keys);  // views of the rows: no copy
 }
 
 }  // namespace
 
 Result<void> save_shard_checkpoint(const ShardState& shard, const std::vector<TensorSpec>& tensors, std::uint32_t index,
-                                   const std::string& dir) {
+                                   const std::string& dir, const RowDelta* delta) {
     ShardCheckpointImage::Parts parts;
-    PSRUN_TRY(collect_views(shard, tensors, false, parts));
+    PSRUN_TRY(collect_views(shard, tensors, false, delta, parts));
     return write_tensor_file(dir + "/" + shard_checkpoint_name(index, shard.layout().num_shards), parts.views);
 }
 
 Result<std::unique_ptr<ShardCheckpointImage>> ShardCheckpointImage::take(const ShardState& shard,
                                                                          const std::vector<TensorSpec>& tensors,
-                                                                         std::uint32_t index, const std::string& dir) {
+                                                                         std::uint32_t index, const std::string& dir,
+                                                                         const RowDelta* delta) {
     std::unique_ptr<ShardCheckpointImage> image(new ShardCheckpointImage());
     image->path_ = dir + "/" + shard_checkpoint_name(index, shard.layout().num_shards);
-    PSRUN_TRY(collect_views(shard, tensors, true, image->parts_));
+    PSRUN_TRY(collect_views(shard, tensors, true, delta, image->parts_));
     return image;
 }
 
@@ -143,6 +145,9 @@ Result<void> load_shard_checkpoint(ShardState& shard, const std::vector<TensorSp
             }
         }
     }
+
+    // Differential pieces: their bases' pieces are planned and loaded, then their own rows laid over.
+    PSRUN_TRY_ASSIGN(const RowDeltas row_deltas, resolve_row_deltas(dir, names, files, row_pieces));
 
     const auto& ids = shard.slice_ids();
     const std::size_t trainable_slots = static_cast<std::size_t>(slot_count(config.optimizer.kind));
@@ -231,7 +236,9 @@ Result<void> load_shard_checkpoint(ShardState& shard, const std::vector<TensorSp
         for (auto& s : slots) s.clear();
         std::fill(updates.begin(), updates.end(), 0);
     }
-    if (auto ok = load_rows(shard, config, files, plan); !ok) {
+    auto loaded = load_rows(shard, config, files, plan);
+    if (loaded) loaded = load_row_deltas(shard, tensors, files, plan, row_deltas);
+    if (auto ok = std::move(loaded); !ok) {
         shard.invalidate();  // a read failed after every check passed (the files changed meanwhile)
         return ok;
     }

@@ -23,6 +23,7 @@
 #include "common/tensor_file.h"
 #include "common/tensor_layout.h"
 #include "common/wire.h"
+#include "psd/shard_checkpoint_rows.h"
 #include "psd/shard_state.h"
 
 namespace psrun::psd {
@@ -31,22 +32,24 @@ std::string shard_checkpoint_name(std::uint32_t shard, std::uint32_t num_shards)
 
 // Writes this shard's file into `dir` (which must exist), fsynced. Refuses (kInvalidArgument,
 // nothing written) when a parameter or slot is NaN/Inf; kIo (partial file removed) on a write
-// failure such as a full disk or `dir` not being a directory.
+// failure such as a full disk or `dir` not being a directory. With `delta`, the vocabulary
+// tables' pieces are differential (psd/shard_checkpoint_rows.h RowDelta).
 [[nodiscard]] Result<void> save_shard_checkpoint(const ShardState& shard, const std::vector<TensorSpec>& tensors,
-                                                 std::uint32_t index, const std::string& dir);
+                                                 std::uint32_t index, const std::string& dir,
+                                                 const RowDelta* delta = nullptr);
 
 // The same file taken now and written later by another thread, while the poll loop goes on
 // (psd/thread_task.h): take() checks and copies the dense slices and prepares the rows to be read
 // through the RowStore's snapshot (the caller calls RowStore::begin_snapshot() right after it,
-// before the store changes, and end_snapshot() once write() has returned). take() refuses as
+// before the store changes, with `delta`'s blocks, and end_snapshot() once write() has returned). take() refuses as
 // save_shard_checkpoint() does; write() as it does, and with kIo when `stop` is requested.
 // The shard outlives the image.
 class ShardCheckpointImage {
   public:
     [[nodiscard]] static Result<std::unique_ptr<ShardCheckpointImage>> take(const ShardState& shard,
                                                                             const std::vector<TensorSpec>& tensors,
-                                                                            std::uint32_t index,
-                                                                            const std::string& dir);
+                                                                            std::uint32_t index, const std::string& dir,
+                                                                            const RowDelta* delta = nullptr);
     [[nodiscard]] Result<void> write(std::stop_token stop) const;
 
     struct Parts {  // the views and what they point into (each vector filled before any view of it)

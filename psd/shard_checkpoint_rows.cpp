@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "common/checkpoint_params.h"
+#include "common/row_delta.h"
 
 namespace psrun::psd {
 namespace {
@@ -28,15 +29,29 @@ std::uint64_t piece_updates(std::span<const float> state) {
 }
 
 Result<void> add_row_pieces(const ShardState& shard, const std::vector<TensorSpec>& tensors, bool snapshot,
-                            std::vector<TensorView>& views, std::vector<std::array<float, 5>>& states,
-                            std::vector<std::vector<float>>& keys) {
+                            const RowDelta* delta, std::vector<TensorView>& views,
+                            std::vector<std::array<float, 5>>& states, std::vector<std::vector<float>>& keys) {
     const RowStore& rows = shard.rows();
     states.reserve(rows.size());  // the views point into them
-    keys.reserve(rows.size());
+    keys.reserve(3 * rows.size());
     for (std::size_t t = 0; t < rows.size(); ++t) {
         const std::string name = tensors.at(rows.table(t).tensor).name;
         const std::string base = row_piece_base_name(name, rows.shard(), rows.num_shards());
-        const std::vector<std::uint64_t> shape{rows.local_rows(t), rows.table(t).width};
+        const std::uint64_t width = rows.table(t).width, local_rows = rows.local_rows(t);
+        // A differential piece: the blocks listed, their rows in order (the last block may be short).
+        std::shared_ptr<std::vector<std::uint64_t>> blocks;
+        std::uint64_t piece_rows = local_rows;
+        if (delta && !rows.table(t).keyed && t < delta->blocks.size()) {
+            blocks = std::make_shared<std::vector<std::uint64_t>>();
+            piece_rows = 0;
+            const auto& bits = delta->blocks[t];
+            for (std::uint64_t b = 0; b * kRowDeltaBlockRows < local_rows; ++b)
+                if (b / 64 < bits.size() && (bits[b / 64] >> (b % 64) & 1)) {
+                    blocks->push_back(b);
+                    piece_rows += std::min(kRowDeltaBlockRows, local_rows - b * kRowDeltaBlockRows);
+                }
+        }
+        const std::vector<std::uint64_t> shape{piece_rows, width};
         // A vocabulary table is read as materialize() would leave it (RowStore::read()), piece by
         // piece, so that a forked writer creates no row; a keyed table's arrays are read as they are.
         auto add = [&](RowStore::Part part, std::span<const float> data, const std::string& suffix,
@@ -52,9 +67,24 @@ Result<void> add_row_pieces(const ShardState& shard, const std::vector<TensorSpe
             // the snapshot (keyed tables too).
             TensorView view{base + suffix, shape, {}};
             auto cursor = snapshot ? std::make_shared<RowStore::SnapshotCursor>() : nullptr;
-            view.fill = [&rows, t, part, what, cursor](std::uint64_t first, std::span<float> out) -> Result<void> {
+            auto read = [&rows, t, part, cursor](std::uint64_t first, std::span<float> out) {
                 if (cursor) rows.read_snapshot(t, part, first, out, *cursor);
                 else rows.read(t, part, first, out);
+            };
+            view.fill = [read, what, blocks, width, local_rows](std::uint64_t first,
+                                                                std::span<float> out) -> Result<void> {
+                if (!blocks) read(first, out);
+                for (std::uint64_t at = first, end = first + out.size(); blocks && at < end;) {
+                    // Row c of the piece: row c % 16 of its (c / 16)-th block; up to that block's end.
+                    const std::uint64_t c = at / width, block = (*blocks)[c / kRowDeltaBlockRows];
+                    const std::uint64_t row0 = block * kRowDeltaBlockRows;
+                    const std::uint64_t block_end =
+                        (c - c % kRowDeltaBlockRows + std::min(kRowDeltaBlockRows, local_rows - row0)) * width;
+                    const std::uint64_t to = std::min(end, block_end);
+                    read((row0 + c % kRowDeltaBlockRows) * width + at % width,
+                         std::span<float>(out.data() + (at - first), to - at));
+                    at = to;
+                }
                 if (!wire::all_finite(out.data(), out.size()))
                     return make_error(ErrorCode::kInvalidArgument,
                                       "refusing to checkpoint: " + what + " contain NaN or Inf");
@@ -74,6 +104,12 @@ Result<void> add_row_pieces(const ShardState& shard, const std::vector<TensorSpe
             if (auto ok = add(RowStore::Part::kAverage, ema, "/ema", "moving averages of " + base); !ok) return ok;
         states.push_back(piece_state(rows.config().kind, rows.updates(t), TensorClass::kTrainable));
         views.push_back(TensorView{base + "/state", {5}, states.back()});
+        if (blocks) {
+            keys.push_back(encode_row_delta_blocks(*blocks));
+            views.push_back(TensorView{base + "/blocks", {blocks->size(), 2}, keys.back()});
+            keys.push_back(encode_row_delta_base(delta->base_step));
+            views.push_back(TensorView{base + "/base", {2}, keys.back()});
+        }
         if (rows.table(t).keyed) {  // its id map (empty where a small table placed whole elsewhere has no slot)
             const RowIndex* index = rows.index(t);
             if (snapshot && index) {
@@ -110,6 +146,8 @@ Result<bool> index_row_piece(const TensorFileEntry& t, std::size_t file, std::si
     else if (name.part == "keys") p.keys = e;
     else if (name.part == "ema") p.ema = e;
     else if (name.part == "state" && t.count == 5) p.state = e;
+    else if (name.part == "blocks") p.blocks = e;
+    else if (name.part == "base" && t.count == 2) p.base = e;
     else if (name.part.starts_with("slot") && name.part.size() == 5 && name.part[4] >= '0' && name.part[4] <= '1') {
         const std::size_t j = static_cast<std::size_t>(name.part[4] - '0');
         if (p.slots.size() <= j) p.slots.resize(j + 1, -1);

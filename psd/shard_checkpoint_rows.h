@@ -30,15 +30,24 @@ namespace psrun::psd {
 std::array<float, 5> piece_state(OptimizerKind kind, std::uint64_t updates, TensorClass tensor_class);
 std::uint64_t piece_updates(std::span<const float> state);
 
+// A differential checkpoint's rows (common/row_delta.h, docs/sparse.md "Checkpoints"): the full
+// checkpoint it builds on and, per table of shard.rows(), the blocks changed since that one's
+// snapshot (RowStore::dirty()). A keyed table is written whole all the same.
+struct RowDelta {
+    std::uint64_t base_step = 0;
+    std::vector<RowStore::BlockSet> blocks;
+};
+
 // Appends views of this shard's row pieces (their state parts go to `states`, keyed tables' id maps
 // to `keys`; both, and `shard`, must outlive the views). A vocabulary table's views read it as
 // materialize() would leave it while they are written (RowStore::read(): no row is created);
 // a keyed table's arrays as they are (REQUIRES: RowStore::catch_up_keyed() with --ema-decay).
 // A table holding NaN or Inf is refused (kInvalidArgument): a keyed one here, a vocabulary one
 // by the write, which then stops. With `snapshot`, the vocabulary tables are read through the
-// RowStore's snapshot (RowStore::read_snapshot(), from another thread).
+// RowStore's snapshot (RowStore::read_snapshot(), from another thread). With `delta`, a vocabulary
+// table's pieces are differential: only its blocks (the views keep what they need of it).
 [[nodiscard]] Result<void> add_row_pieces(const ShardState& shard, const std::vector<TensorSpec>& tensors,
-                                          bool snapshot, std::vector<TensorView>& views,
+                                          bool snapshot, const RowDelta* delta, std::vector<TensorView>& views,
                                           std::vector<std::array<float, 5>>& states,
                                           std::vector<std::vector<float>>& keys);
 
@@ -54,7 +63,8 @@ std::vector<float> encode_keyed_entries(std::span<const RowIndex::Entry> entries
 struct RowPiece {  // one source shard's part of a table: entries in its file
     std::size_t file = 0;
     int param = -1, state = -1, ema = -1;
-    int keys = -1;  // a keyed table's id map
+    int keys = -1;               // a keyed table's id map
+    int blocks = -1, base = -1;  // a differential piece's (common/row_delta.h)
     std::vector<int> slots;
 };
 // tensor name -> source shard count K -> source shard -> piece
@@ -62,6 +72,16 @@ using RowPieces = std::map<std::string, std::map<std::uint32_t, std::map<std::ui
 // Records entry `entry` of file `file` when it is a row piece (true); false when it is not one.
 [[nodiscard]] Result<bool> index_row_piece(const TensorFileEntry& t, std::size_t file, std::size_t entry,
                                            const std::string& where, RowPieces& pieces);
+
+// Differential pieces (common/row_delta.h) by tensor and source shard.
+using RowDeltas = std::map<std::string, std::map<std::uint32_t, RowPiece>>;
+// Replaces each differential piece of `pieces` with its base's piece (the file of the same name in
+// the base checkpoint, opened into `files` and `names`, as "../ckpt-<step>/<file>") and returns
+// them, to be laid over the base rows by load_row_deltas(); each differential piece's file is
+// verified. kInvalidArgument when a file is damaged, a base is
+// named wrong or does not hold the piece whole; kNotFound when it is gone.
+[[nodiscard]] Result<RowDeltas> resolve_row_deltas(const std::string& dir, std::vector<std::string>& names,
+                                                   std::vector<TensorFileReader>& files, RowPieces& pieces);
 
 struct RowRestorePlan {
     struct Table {
@@ -84,6 +104,11 @@ struct RowRestorePlan {
 // loads none; with --ema-decay, an average restarted from the rows where it loads none). Errors only on a read failure.
 [[nodiscard]] Result<void> load_rows(ShardState& shard, const wire::InitConfig& config,
                                      const std::vector<TensorFileReader>& files, const RowRestorePlan& plan);
+// After load_rows(): the rows of every differential piece the plan reads (resolve_row_deltas()
+// verified their files), and their update count. Errors: a damaged or misshaped piece, a read failure.
+[[nodiscard]] Result<void> load_row_deltas(ShardState& shard, const std::vector<TensorSpec>& tensors,
+                                           std::vector<TensorFileReader>& files, const RowRestorePlan& plan,
+                                           const RowDeltas& deltas);
 // load_rows()' part for keyed table t (after RowStore::allocate()): every source piece's id map
 // read, this shard's rows copied to fresh slots, the index restored.
 [[nodiscard]] Result<void> load_keyed_rows(RowStore& rows, std::size_t t, const RowRestorePlan::Table& plan,

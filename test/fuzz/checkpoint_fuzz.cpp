@@ -2,7 +2,8 @@
 // tensor) and manifest.json. The first byte picks the parser; the rest is the file.
 // Contract checked: never a crash; an accepted tensor file re-encodes to exactly its bytes and
 // every tensor's shape product equals its element count; an accepted manifest is an object
-// whose "files" are plain names.
+// whose "files" are plain names; a differential piece's block list or base (common/row_delta.h) in
+// an accepted file decodes to ascending rows within its piece, or is refused.
 // Built and run by test/fuzz/fuzz.sh checkpoint.
 #include <cstddef>
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "common/checkpoint_store.h"
+#include "common/row_delta.h"
 #include "common/tensor_file.h"
 
 namespace {
@@ -37,6 +39,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         for (const auto& t : *tensors) {
             if (!shape_matches(t)) __builtin_trap();
             views.push_back(TensorView{t.name, t.shape, t.data});
+            if (t.name.ends_with("/base")) (void)decode_row_delta_base(t.data, "fuzz-input");
+            if (!t.name.ends_with("/blocks")) continue;
+            constexpr std::uint64_t kSourceRows = 100000;  // the piece's rows, as its base would give them
+            const auto rows = decode_row_delta_rows(t.data, kSourceRows, "fuzz-input");
+            if (!rows) continue;
+            if (rows->size() > t.data.size() / 2 * kRowDeltaBlockRows) __builtin_trap();
+            for (std::size_t i = 0; i < rows->size(); ++i)
+                if ((*rows)[i] >= kSourceRows || (i > 0 && (*rows)[i] <= (*rows)[i - 1])) __builtin_trap();
         }
         if (encode_tensor_file(views) != bytes) __builtin_trap();
     } else {

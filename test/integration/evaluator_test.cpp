@@ -137,12 +137,7 @@ TEST_CASE("psrun local --evaluators 1 evaluates every checkpoint and exits 0 aft
     const fs::path damaged = tmp.path / "damaged";
     fs::create_directories(damaged);
     fs::copy(model / "ckpt-0000000300", damaged / "ckpt-0000000300", fs::copy_options::recursive);
-    {
-        std::fstream f(damaged / "ckpt-0000000300" / "ps-0-of-1.tensors",
-                       std::ios::in | std::ios::out | std::ios::binary);
-        f.seekp(4096);
-        f.put('\x7f');
-    }
+    psrun::test::flip_byte(damaged / "ckpt-0000000300" / "ps-0-of-1.tensors", 4096);
     {
         auto run = evaluator(tmp.path, damaged, 300, {"--eval-timeout", "2"}, "damaged");
         CHECK(run.wait(60) == 1);

@@ -280,12 +280,7 @@ TEST_CASE("psrun eval and predict on a short mnist_softmax run", "[integration][
         fs::create_directories(damaged);
         for (const char* c : {"ckpt-0000000150", "ckpt-0000000300"})
             fs::copy(model / c, damaged / c, fs::copy_options::recursive);
-        {
-            std::fstream f(damaged / "ckpt-0000000300" / "ps-0-of-1.tensors",
-                           std::ios::in | std::ios::out | std::ios::binary);
-            f.seekp(4096);
-            f.put('\x7f');
-        }
+        psrun::test::flip_byte(damaged / "ckpt-0000000300" / "ps-0-of-1.tensors", 4096);
         expect({"eval", "--model-dir", damaged.string()}, "ps-0-of-1.tensors");
         expect({"eval", "--model-dir", damaged.string()}, "use --checkpoint 150");
 
