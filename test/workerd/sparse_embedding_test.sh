@@ -153,10 +153,14 @@ check "... no message refused (unauthorized 0, malformed 0) and rows pulled from
     test "$(grep -cE '"malformed":0,.*"rows_pulled":[1-9][0-9]*,.*"unauthorized":0' "$tmp/tcp.log")" -eq 2
 
 # A psd killed (-9) mid-run and started again by hand: the chief restores its rows (and the other
-# shard's) from the newest checkpoint and the run finishes (docs/reliability.md).
+# shard's) from the newest checkpoint and the run finishes (docs/reliability.md). That checkpoint is
+# differential (it holds the rows changed since the 1st: psd --checkpoint-full-every 1000), so the
+# restore reads both.
 psd_bin=$(dirname "$workerd")/../psd/psd
 ps="ipc://$tmp/ps-0,ipc://$tmp/ps-1"
-start_psd() { "$psd_bin" --index "$1" --ps "$ps" --num-workers 2 --no-auth >>"$tmp/fault-psd$1.log" 2>&1 & }
+start_psd() {
+    "$psd_bin" --index "$1" --ps "$ps" --num-workers 2 --no-auth --checkpoint-full-every 1000 >>"$tmp/fault-psd$1.log" 2>&1 &
+}
 start_psd 0; p0=$!
 start_psd 1; p1=$!
 worker() {
@@ -183,6 +187,9 @@ wait "$p1"; wait "$p0"
 check "after kill -9 of a psd holding rows, both workers finish (rc $rc0, $rc1)" test "$rc0" -eq 0 -a "$rc1" -eq 0
 check "... the chief restored every shard from a checkpoint" \
     grep -Eq "ps 1 restarted: restored every shard from .* at global step [0-9]+" "$tmp/fault-w0.log"
+restored=$(grep -Eo "ps 1 restarted: restored every shard from [^ ]*ckpt-[0-9]+" "$tmp/fault-w0.log" | grep -Eo "ckpt-[0-9]+$")
+check "... from a differential checkpoint ($restored), which psd 1 wrote as one" \
+    grep -Eq "written to [^ ]*/\.$restored\.tmp\.[0-9]+ in [0-9]+ ms.*rows changed since step" "$tmp/fault-psd1.log"
 check "... the restarted psd loaded its rows (RESTORE) and served 3000 steps" \
     grep -q '"rows_created":10000,.*"step":3000' "$tmp/fault-psd1.log"
 
