@@ -19,24 +19,32 @@ void RowStore::catch_up_keyed() {
 void RowStore::read(std::size_t t, Part part, std::uint64_t first, std::span<float> out) const {
     const Table& table = tables_[t];
     const float* stored = part_arrays(table).at[part_index(table, part)];
-    std::memcpy(out.data(), stored + first, out.size_bytes());  // zero pages where nothing was written
-    if (table.spec.keyed || out.empty()) return;
     const std::uint64_t width = table.spec.width, end = first + out.size();
     const bool average = part == Part::kAverage;
     std::vector<float> row(width);
     DecayPower power;
+    // A row never created is derived (or zero), not read: its pages were never written, and a read
+    // would back them with memory (on huge-page regions, recent kernels allocate at a read fault:
+    // a whole write of a 32M-row table once left psd at the table's size for a million rows used).
     for (std::uint64_t i = first / width; i * width < end; ++i) {
         const std::uint64_t bits = table.created[i >> 6];
-        if (bits == ~std::uint64_t{0} && !average && (i & 63) == 0) {  // 64 created rows: as stored
+        const std::uint64_t from = std::max(first, i * width);
+        if (bits == ~std::uint64_t{0} && !average && (i & 63) == 0 && from == i * width) {  // 64 created rows
+            const std::uint64_t to = std::min(end, (i + 64) * width);
+            std::memcpy(out.data() + (from - first), stored + from, (to - from) * sizeof(float));
             i += 63;
             continue;
         }
-        if (!derived_row(table, part, i, bits >> (i & 63) & 1, table.values.data() + i * width,
-                         average ? table.ema.data() + i * width : nullptr, average ? table.ema_at.data()[i] : 0,
-                         table.updates, power, row.data()))
-            continue;
-        const std::uint64_t from = std::max(first, i * width), to = std::min(end, (i + 1) * width);
-        std::memcpy(out.data() + (from - first), row.data() + (from - i * width), (to - from) * sizeof(float));
+        const std::uint64_t to = std::min(end, (i + 1) * width);
+        const bool created = bits >> (i & 63) & 1;
+        const float* src = stored + from;
+        if (!created) src = nullptr;  // zero unless derived below
+        if (!table.spec.keyed && derived_row(table, part, i, created, table.values.data() + i * width,
+                                             average ? table.ema.data() + i * width : nullptr,
+                                             average ? table.ema_at.data()[i] : 0, table.updates, power, row.data()))
+            src = row.data() + (from - i * width);
+        if (src) std::memcpy(out.data() + (from - first), src, (to - from) * sizeof(float));
+        else std::fill(out.data() + (from - first), out.data() + (to - first), 0.0f);
     }
 }
 

@@ -140,7 +140,9 @@ void RowStore::read_snapshot_block(const Table& table, Part part, std::size_t p,
     // the averages of its rows, brought up to date).
     auto render = [&](std::uint64_t bits, const float* stored, const float* values, const float* ema,
                       const std::uint64_t* ema_at) {
-        std::memcpy(rows.data(), stored, rows.size() * sizeof(float));
+        // A block with no row created is not read (RowStore::read(): its pages would be backed).
+        if (bits != 0) std::memcpy(rows.data(), stored, rows.size() * sizeof(float));
+        else std::fill(rows.begin(), rows.end(), 0.0f);
         if (table.spec.keyed && !average) return;
         DecayPower power;
         for (std::uint64_t r = 0; r < count; ++r) {
