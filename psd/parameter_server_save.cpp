@@ -61,7 +61,8 @@ void ParameterServer::on_save(const std::string& routing, const Header& h, Parts
                 nullptr,
                 background,
                 false,
-                {}};
+                {},
+                shard_->rows().dirty_epoch()};
     // A differential write, or a whole one: then the next differential ones' base.
     const std::optional<RowDelta> delta = plan_differential(*dir, h.step);
     const RowDelta* rows_delta = delta ? &*delta : nullptr;
@@ -121,7 +122,7 @@ void ParameterServer::settle_dirty(const SaveJob& job, bool ok) {
         return;
     }
     if (!ok) return shard_->rows().merge_dirty(job.taken);  // changed since the base that still is
-    last_full_ = FullCheckpoint{job.chief_step, shard_->rows().dirty_epoch()};
+    last_full_ = FullCheckpoint{job.chief_step, job.dirty_epoch};  // a base only for the rows it was taken of
     differential_since_full_ = 0;
 }
 
