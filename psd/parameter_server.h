@@ -146,7 +146,7 @@ class ParameterServer {
         bool background = false;                 // the chief is not waiting: keep the outcome for its next SAVE
         bool differential = false;               // the sparse tables' changed blocks only (RowDelta)
         std::vector<RowStore::BlockSet> taken;   // a whole write: the dirty blocks it cleared
-        std::uint64_t dirty_epoch = 0;           // RowStore::dirty_epoch() at the SAVE (a RESTORE may end a write later)
+        std::uint64_t dirty_epoch = 0;  // RowStore::dirty_epoch() at the SAVE (a RESTORE may end a write later)
     };
     // The differential write a SAVE of `step` into `dir` can be (ServerOptions::checkpoint_full_every),
     // or nullopt: a whole one.

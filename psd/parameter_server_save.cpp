@@ -121,7 +121,7 @@ void ParameterServer::settle_dirty(const SaveJob& job, bool ok) {
         if (ok) ++differential_since_full_;
         return;
     }
-    if (!ok) return shard_->rows().merge_dirty(job.taken);  // changed since the base that still is
+    if (!ok) return shard_->rows().merge_dirty(job.taken);         // changed since the base that still is
     last_full_ = FullCheckpoint{job.chief_step, job.dirty_epoch};  // a base only for the rows it was taken of
     differential_since_full_ = 0;
 }
