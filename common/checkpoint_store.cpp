@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <limits>
 #include <set>
 
 #include "common/row_delta.h"
@@ -113,19 +112,17 @@ Result<CheckpointInfo> PendingCheckpoint::commit(nlohmann::json manifest) {
     CheckpointStore store(model_dir_, keep_);
     auto all = store.list();
     std::set<std::int64_t> needed;
-    std::int64_t oldest_kept = all.empty() ? 0 : all.front().step;
+    bool keep_all = false;  // a kept checkpoint's bases are unknown
     for (std::size_t i = all.size() > static_cast<std::size_t>(keep_) ? all.size() - keep_ : 0; i < all.size(); ++i) {
         needed.insert(all[i].step);
         auto bases = row_delta_bases(all[i].dir);
-        if (!bases) {
-            oldest_kept = std::numeric_limits<std::int64_t>::max();
-            continue;
-        }
-        for (const auto b : *bases) needed.insert(static_cast<std::int64_t>(b));
+        keep_all = keep_all || !bases;
+        if (bases)
+            for (const auto b : *bases) needed.insert(static_cast<std::int64_t>(b));
     }
     std::vector<CheckpointInfo> kept;
     for (const auto& c : all) {
-        if (needed.contains(c.step) || oldest_kept == std::numeric_limits<std::int64_t>::max()) kept.push_back(c);
+        if (keep_all || needed.contains(c.step)) kept.push_back(c);
         else fs::remove_all(c.dir, ec);
     }
     PSRUN_TRY(write_state_file(model_dir_, kept));
