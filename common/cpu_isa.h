@@ -11,15 +11,18 @@
 namespace psrun {
 
 enum class IsaLevel {
+    kAvx2,        // AVX2 with FMA (oneDNN's AVX2 and above)
     kAvx512,      // AVX-512F (oneDNN's AVX512_CORE and above)
     kAvx512Bf16,  // AVX-512 with the BF16 dot products (oneDNN's AVX512_CORE_BF16 and above)
 };
 
 // Whether a cap value (oneDNN's names, any case: "AVX2", "AVX512_CORE", "AVX512_CORE_BF16",
 // "AVX512_CORE_AMX", "ALL"; empty: no cap) lets code of `level` run. A name oneDNN does not
-// know caps nothing above it: only AVX512* and ALL allow AVX-512.
+// know caps everything: only AVX2*, AVX512* and ALL allow AVX2, only AVX512* and ALL AVX-512.
 bool cap_allows(std::string_view cap, IsaLevel level);
 
+// The CPU has AVX2 and FMA and no cap below AVX2 (AVX, SSE41) is set.
+bool avx2_allowed();
 // The CPU has AVX-512F and no cap below AVX-512 is set.
 bool avx512_allowed();
 // The CPU has AVX-512F and AVX512-BF16 and no cap below AVX512_CORE_BF16 is set.

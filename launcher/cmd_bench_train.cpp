@@ -31,7 +31,8 @@ void add_bench_train_command(CLI::App& app, int& exit_code) {
         ->capture_default_str();
     train
         ->add_option("--hand-kernels", o->hand_kernels,
-                     "hand-written AVX-512 kernels where a layer pattern matches one and the CPU allows (1), or oneDNN "
+                     "hand-written kernels (AVX-512 or AVX2 + FMA) where a layer pattern matches one and the CPU "
+                     "allows (1), or oneDNN "
                      "primitives only (0)")
         ->capture_default_str();
     train

@@ -58,8 +58,10 @@ void add_doctor_command(CLI::App& app, int& exit_code) {
         const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
         row("oneDNN runs", onednn_isa_name(dnnl::get_effective_cpu_isa()) +
                                (cap != nullptr ? std::string(" (ONEDNN_MAX_CPU_ISA=") + cap + ")" : ""));
-        row("hand-written AVX-512 kernels",
-            nn::kernels::FusedConv1Pool::supported(28, 28, 32, 5) ? "on" : "off (oneDNN instead)");
+        const int block = nn::kernels::FusedConv1Pool::block_for(32);
+        row("hand-written kernels", block == 16  ? "AVX-512 (16-channel blocks)"
+                                    : block == 8 ? "AVX2 + FMA (8-channel blocks)"
+                                                 : "off (oneDNN instead)");
         row("bf16 training (--precision bf16)", nn::engine_bf16_supported() ? "native" : "not on this CPU: f32");
         if (!runnable)
             std::printf("this CPU lacks what the build needs (%s): build with -Dmarch= of this CPU's level\n",

@@ -1,6 +1,6 @@
 // `psrun doctor`: what this binary will run on this host (docs/running.md "Mixed clusters"): the
 // ISA it was built for, the CPU's, oneDNN's choice (capped by ONEDNN_MAX_CPU_ISA), whether the
-// hand-written AVX-512 kernels and bf16 run, and whether the CPU can run the binary at all.
+// hand-written kernels (AVX-512 or AVX2) and bf16 run, and whether the CPU can run the binary at all.
 #pragma once
 
 #include <CLI/CLI.hpp>

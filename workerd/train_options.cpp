@@ -265,9 +265,10 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                    "evicts its least recently updated row either way)")
         ->check(psrun::integer_in(0, static_cast<std::int64_t>(psrun::kMaxEvictAfter)))
         ->capture_default_str();
-    app.add_option("--hand-kernels", o.hand_kernels,
-                   "hand-written AVX-512 kernels where a layer pattern matches one and the CPU allows (on), "
-                   "or oneDNN primitives only (off)")
+    app.add_option(
+           "--hand-kernels", o.hand_kernels,
+           "hand-written kernels (AVX-512 or AVX2 + FMA) where a layer pattern matches one and the CPU allows (on), "
+           "or oneDNN primitives only (off)")
         ->check(CLI::IsMember({"on", "off"}))
         ->capture_default_str();
     app.add_option("--synthetic-compute-ms", o.synthetic_compute_ms,

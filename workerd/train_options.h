@@ -136,7 +136,7 @@ struct TrainOptions {
     std::uint64_t evict_after = 0;   // --evict-after T: updates without a push before a row goes; 0: never
     // Training-image augmentation (workerd/augment.h): "none", or "flip", "crop=P" joined by commas.
     std::string augment = "none";
-    // The hand-written AVX-512 kernels of the engine (nn::NetworkOptions::hand_kernels): "on"
+    // The hand-written kernels of the engine (nn::NetworkOptions::hand_kernels): "on"
     // (where a layer pattern matches one and the CPU allows) or "off" (oneDNN primitives only).
     std::string hand_kernels = "on";
     // Scale tests only (docs/scaling.md): each step sleeps this long instead of forward/backward and

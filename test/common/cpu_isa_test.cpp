@@ -17,9 +17,12 @@ using psrun::IsaLevel;
 
 TEST_CASE("cpu_isa: a cap lets through the levels at or below it", "[cpu_isa]") {
     for (const char* none : {"", "ALL", "all"}) {
+        CHECK(cap_allows(none, IsaLevel::kAvx2));
         CHECK(cap_allows(none, IsaLevel::kAvx512));
         CHECK(cap_allows(none, IsaLevel::kAvx512Bf16));
     }
+    for (const char* avx2 : {"AVX2", "avx2", "AVX2_VNNI", "AVX512_CORE"}) CHECK(cap_allows(avx2, IsaLevel::kAvx2));
+    for (const char* below : {"AVX", "SSE41", "nonsense"}) CHECK_FALSE(cap_allows(below, IsaLevel::kAvx2));
     for (const char* below : {"AVX2", "avx2", "AVX", "SSE41", "AVX2_VNNI", "nonsense"}) {
         CHECK_FALSE(cap_allows(below, IsaLevel::kAvx512));
         CHECK_FALSE(cap_allows(below, IsaLevel::kAvx512Bf16));
@@ -40,6 +43,7 @@ TEST_CASE("cpu_isa: capped at AVX2 (child process)", "[.cpu_isa_capped]") {
     REQUIRE(std::getenv("ONEDNN_MAX_CPU_ISA") != nullptr);
     CHECK_FALSE(psrun::avx512_allowed());
     CHECK_FALSE(psrun::avx512_bf16_allowed());
+    CHECK(psrun::avx2_allowed());  // the build's baseline, x86-64-v3
     const psrun::PeakFlops p = psrun::measure_peak_flops({.threads = 1, .trial_ms = 2, .trials = 1});
     CHECK(p.f32_isa == "avx2+fma");  // the build's baseline, x86-64-v3, has AVX2 + FMA
     CHECK(p.f32_gflops > 0);

@@ -2,7 +2,8 @@
 // with them computes the same loss, predictions and gradients as with oneDNN primitives only,
 // over several SGD steps, on mnist_deep and on odd shapes that match; shapes that do not match
 // fall back silently and train; the kind labels and implementation lines name the kernel.
-// Skipped with a warning on CPUs without AVX-512F.
+// Both channel blocks: 16 (AVX-512F) and 8 (AVX2 + FMA, also where AVX-512 is capped, or where
+// the channels are a multiple of 8 but not of 16). Skipped with a warning on CPUs with neither.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 
 #include "test/nn/engine_test_util.h"
 #include "workerd/nn/kernels/conv1_pool.h"
+#include "workerd/nn/kernels/max_pool.h"
 #include "workerd/nn/network.h"
 #include "workerd/nn/parameter_init.h"
 #include "workerd/nn/zoo.h"
@@ -23,9 +25,9 @@ namespace {
 
 using nlohmann::json;
 
-bool avx512_or_warn() {
+bool hand_or_warn() {
     if (kernels::FusedConv1Pool::supported(28, 28, 32, 5)) return true;
-    WARN("no AVX-512F on this CPU: the hand kernels are not exercised");
+    WARN("neither AVX-512F nor AVX2 + FMA on this CPU: the hand kernels are not exercised");
     return false;
 }
 
@@ -101,6 +103,17 @@ const json kOdd = json::array({
     {{"kind", "dense"}, {"units", 7}},
 });
 
+// kOdd with 24 and 8 filters: 8-channel blocks (AVX2 + FMA) on every host that has AVX2.
+const json kOdd8 = json::array({
+    {{"kind", "conv2d"}, {"filters", 24}, {"kernel", 5}, {"padding", "same"}},
+    {{"kind", "relu"}},
+    {{"kind", "max_pool"}, {"window", 2}},
+    {{"kind", "conv2d"}, {"filters", 8}, {"kernel", 3}, {"padding", "same"}},
+    {{"kind", "relu"}},
+    {{"kind", "max_pool"}, {"window", 2}},
+    {{"kind", "dense"}, {"units", 7}},
+});
+
 // The fused first layer (32 filters) straight into a dense layer.
 const json kFirstOnly = json::array({
     {{"kind", "conv2d"}, {"filters", 32}, {"kernel", 5}, {"padding", "same"}},
@@ -109,26 +122,32 @@ const json kFirstOnly = json::array({
     {{"kind", "dense"}, {"units", 5}},
 });
 
-// The one ISA cap (ONEDNN_MAX_CPU_ISA) turns oneDNN's AVX-512 code and the hand kernels off
-// together: the suite's "_avx2" run on an AVX-512 host (test/meson.build) then runs what an AVX2
-// node runs. Uncapped, the hand kernels run exactly where the CPU has AVX-512F.
+// The one ISA cap (ONEDNN_MAX_CPU_ISA) turns oneDNN's AVX-512 code and the hand kernels' AVX-512
+// blocks off together: the suite's "_avx2" run on an AVX-512 host (test/meson.build) then runs
+// what an AVX2 node runs, the hand kernels on 8-channel blocks. Uncapped, their 16-channel blocks
+// run exactly where the CPU has AVX-512F.
 TEST_CASE("hand kernels follow the CPU and oneDNN's ISA cap", "[nn_engine][hand]") {
     const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
-    const bool capped = cap != nullptr && std::string(cap).rfind("AVX512", 0) != 0 && std::string(cap) != "ALL";
-    const bool hand = kernels::FusedConv1Pool::supported(28, 28, 32, 5);
+    // Set and empty is no cap, for oneDNN and common/cpu_isa.h alike.
+    const bool capped =
+        cap != nullptr && *cap != '\0' && std::string(cap).rfind("AVX512", 0) != 0 && std::string(cap) != "ALL";
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    CHECK(kernels::FusedConv1Pool::supported(28, 28, 32, 5) == avx2);
+    CHECK(kernels::BlockedMaxPool::supported(64, 14, 14) == avx2);
+    const int block = kernels::FusedConv1Pool::block_for(32);
     if (capped) {
-        CHECK_FALSE(hand);
+        CHECK(block == (avx2 ? 8 : 0));
         const auto isa = dnnl::get_effective_cpu_isa();
         CHECK(isa != dnnl::cpu_isa::avx512_core);
         CHECK(isa != dnnl::cpu_isa::avx512_core_bf16);
         CHECK_FALSE(engine_bf16_supported());
     } else {
-        CHECK(hand == static_cast<bool>(__builtin_cpu_supports("avx512f")));
+        CHECK(block == (__builtin_cpu_supports("avx512f") ? 16 : avx2 ? 8 : 0));
     }
 }
 
 TEST_CASE("hand kernels: mnist_deep and odd shapes equal the primitives, f32", "[nn_engine][hand]") {
-    if (!avx512_or_warn()) return;
+    if (!hand_or_warn()) return;
     struct Case {
         const char* name;
         ModelDescription model;
@@ -136,9 +155,10 @@ TEST_CASE("hand kernels: mnist_deep and odd shapes equal the primitives, f32", "
         bool blocked_pool;
         float lr;  // mnist_deep's tutorial init gives a large first loss on these inputs
     };
-    const auto c = GENERATE(values<int>({0, 1, 2}));
+    const auto c = GENERATE(values<int>({0, 1, 2, 3}));
     const Case cases[] = {{"mnist_deep", zoo("mnist_deep"), 16, true, 1e-3f},
                           {"odd 1x12x20", model_from(kOdd, 1, 12, 20, 7), 5, true, 0.05f},
+                          {"odd, 8-channel blocks", model_from(kOdd8, 1, 12, 20, 7), 5, true, 0.05f},
                           {"first only", model_from(kFirstOnly, 1, 12, 20, 5), 3, false, 0.05f}};
     const Case& k = cases[c];
     CAPTURE(k.name);
@@ -147,6 +167,8 @@ TEST_CASE("hand kernels: mnist_deep and odd shapes equal the primitives, f32", "
     const auto l = labels(*hand.net);
     CHECK(l[0] == "conv2d+relu+max_pool [hand]");
     CHECK(any_line_has(hand.net->implementations(), "0 conv2d+relu+max_pool [hand] fwd+bwd: psrun FusedConv1Pool"));
+    if (std::string(k.name) == "odd, 8-channel blocks")
+        CHECK(any_line_has(hand.net->implementations(), "psrun FusedConv1Pool avx2+fma"));
     CHECK(any_line_has(hand.net->implementations(), "BlockedMaxPool") == k.blocked_pool);
     if (k.blocked_pool) CHECK(l[1] == "conv2d+relu+max_pool [hand]");
     CHECK_FALSE(any_line_has(labels(*plain.net), "[hand]"));
@@ -159,7 +181,7 @@ TEST_CASE("hand kernels: mnist_deep and odd shapes equal the primitives, f32", "
 }
 
 TEST_CASE("hand kernels: set_gradient_buffer redirects both pattern layers' gradients", "[nn_engine][hand]") {
-    if (!avx512_or_warn()) return;
+    if (!hand_or_warn()) return;
     auto b = make_net(model_from(kOdd, 1, 12, 20, 7), 3, true);
     b.net->train_step(1);
     const auto first = b.grads;
@@ -172,7 +194,7 @@ TEST_CASE("hand kernels: set_gradient_buffer redirects both pattern layers' grad
 }
 
 TEST_CASE("hand kernels: shapes that do not match use the primitives and train", "[nn_engine][hand]") {
-    if (!avx512_or_warn()) return;
+    if (!hand_or_warn()) return;
     struct Case {
         const char* name;
         json layers;
@@ -186,7 +208,7 @@ TEST_CASE("hand kernels: shapes that do not match use the primitives and train",
     const json relu{{"kind", "relu"}};
     const auto c = GENERATE(range(0, 5));
     const Case cases[] = {
-        {"3 input channels, 8 filters", json::array({conv(8, 5), relu, pool(2)}), 3, 12, 20, ""},
+        {"3 input channels, 12 filters", json::array({conv(12, 5), relu, pool(2)}), 3, 12, 20, ""},
         {"3x3 pool", json::array({conv(16, 5), relu, pool(3)}), 1, 12, 20, ""},
         {"odd height", json::array({conv(16, 5), relu, pool(2)}), 1, 13, 20, ""},
         {"no relu", json::array({conv(16, 5), pool(2)}), 1, 12, 20, ""},
@@ -212,7 +234,7 @@ TEST_CASE("hand kernels: shapes that do not match use the primitives and train",
 }
 
 TEST_CASE("hand kernels: forward-only mnist_deep equals the primitives", "[nn_engine][hand]") {
-    if (!avx512_or_warn()) return;
+    if (!hand_or_warn()) return;
     const auto model = zoo("mnist_deep");
     std::vector<float> params(static_cast<std::size_t>(model.parameter_count));
     initialize_parameters(model, 23, params);
@@ -235,7 +257,7 @@ TEST_CASE("hand kernels: forward-only mnist_deep equals the primitives", "[nn_en
 }
 
 TEST_CASE("hand kernels in bf16: the fused first layer only, close to the primitives", "[nn_engine][hand][bf16]") {
-    if (!avx512_or_warn()) return;
+    if (!hand_or_warn()) return;
     if (!engine_bf16_supported()) {
         WARN("no native bf16 on this CPU: skipped");
         return;

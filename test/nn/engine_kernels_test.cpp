@@ -1,6 +1,8 @@
-// The hand-written AVX-512 kernels (workerd/nn/kernels/conv1_pool.h, max_pool.h) called
-// directly, against naive loops, on shapes mnist_deep never uses: odd pooled widths (the kernels' remainder
-// paths), tied and all-negative windows, one and two threads.
+// The hand-written kernels (workerd/nn/kernels/conv1_pool.h, max_pool.h) called directly, against
+// naive loops, on shapes mnist_deep never uses: odd pooled widths (the kernels' remainder paths),
+// tied and all-negative windows, one and two threads, and both channel blocks: 16 (AVX-512) where
+// the channels are a multiple of 16 and the CPU and cap allow AVX-512, else 8 (AVX2 + FMA), so an
+// AVX-512 host runs both and a capped run (ONEDNN_MAX_CPU_ISA=AVX2) the AVX2 blocks only.
 #include <catch2/catch.hpp>
 
 #include <omp.h>
@@ -23,20 +25,20 @@ std::vector<float> random_values(std::size_t n, std::uint64_t seed, double lo, d
     return v;
 }
 
-// Index of element (n, c, y, x) of an nChw16c tensor with C channels and h x w positions.
-std::size_t blocked(int n, int c, int y, int x, int channels, int h, int w) {
-    return ((((static_cast<std::size_t>(n) * (channels / 16) + c / 16) * h + y) * w + x) * 16) +
-           static_cast<std::size_t>(c % 16);
+// Index of element (n, c, y, x) of an nChw<b>c tensor with C channels and h x w positions.
+std::size_t blocked(int n, int c, int y, int x, int channels, int h, int w, int b) {
+    return ((((static_cast<std::size_t>(n) * (channels / b) + c / b) * h + y) * w + x) * b) +
+           static_cast<std::size_t>(c % b);
 }
 
 struct PoolResult {
-    std::vector<float> out;   // nChw16c
+    std::vector<float> out;   // nChw<b>c
     std::vector<int> argmax;  // 0..3 per output
 };
 
 // Naive 2x2/2 max-pool of a function value(n, c, y, x), first maximum wins, then ReLU.
 template <typename F>
-PoolResult naive_pool(F value, int batch, int channels, int h, int w) {
+PoolResult naive_pool(F value, int batch, int channels, int h, int w, int b) {
     PoolResult r;
     r.out.assign(static_cast<std::size_t>(batch) * channels * (h / 2) * (w / 2), 0.0f);
     r.argmax.assign(r.out.size(), 0);
@@ -53,7 +55,7 @@ PoolResult naive_pool(F value, int batch, int channels, int h, int w) {
                             at = q;
                         }
                     }
-                    const auto i = blocked(n, c, y, x, channels, h / 2, w / 2);
+                    const auto i = blocked(n, c, y, x, channels, h / 2, w / 2, b);
                     r.out[i] = std::max(best, 0.0f);
                     r.argmax[i] = at;
                 }
@@ -77,10 +79,12 @@ void check_conv1_pool(int batch, int h, int w, int channels, int threads) {
             }
         return static_cast<float>(s);
     };
-    const PoolResult want = naive_pool(conv, batch, channels, h, w);
-
     omp_set_num_threads(threads);
     FusedConv1Pool layer(batch, h, w, channels, k);
+    const int b = layer.block();
+    CHECK(b == FusedConv1Pool::block_for(channels));
+    const PoolResult want = naive_pool(conv, batch, channels, h, w, b);
+
     std::vector<float> pooled(want.out.size());
     layer.forward(input.data(), weights.data(), bias.data(), pooled.data());
     for (std::size_t i = 0; i < pooled.size(); ++i) {
@@ -94,15 +98,15 @@ void check_conv1_pool(int batch, int h, int w, int channels, int threads) {
         for (int c = 0; c < channels; ++c)
             for (int y = 0; y < h / 2; ++y)
                 for (int x = 0; x < w / 2; ++x) {
-                    const auto i = blocked(n, c, y, x, channels, h / 2, w / 2);
+                    const auto i = blocked(n, c, y, x, channels, h / 2, w / 2, b);
                     if (want.out[i] <= 0) continue;
                     const int oy = 2 * y + want.argmax[i] / 2, ox = 2 * x + want.argmax[i] % 2;
                     d_b[static_cast<std::size_t>(c)] += d_pooled[i];
                     for (int a = 0; a < k; ++a)
-                        for (int b = 0; b < k; ++b) {
-                            const int yy = oy + a - pad, xx = ox + b - pad;
+                        for (int e = 0; e < k; ++e) {
+                            const int yy = oy + a - pad, xx = ox + e - pad;
                             if (yy < 0 || yy >= h || xx < 0 || xx >= w) continue;
-                            d_w[(static_cast<std::size_t>(c) * k + a) * k + b] +=
+                            d_w[(static_cast<std::size_t>(c) * k + a) * k + e] +=
                                 double(d_pooled[i]) * input[(static_cast<std::size_t>(n) * h + yy) * w + xx];
                         }
                 }
@@ -116,36 +120,41 @@ void check_conv1_pool(int batch, int h, int w, int channels, int threads) {
 
 TEST_CASE("fused conv1+ReLU+pool matches naive loops, odd widths included", "[nn_engine][kernels]") {
     if (!FusedConv1Pool::supported(28, 28, 32, 5)) {
-        WARN("no AVX-512 on this CPU: the hand-written kernels are not used, nothing to test");
+        WARN("neither AVX-512 nor AVX2 + FMA on this CPU: the hand-written kernels are not used, nothing to test");
         return;
     }
-    CHECK_FALSE(FusedConv1Pool::supported(28, 28, 24, 5));  // channels not a multiple of 16
+    CHECK(FusedConv1Pool::block_for(24) == 8);              // 8 channels a block on AVX2 + FMA
+    CHECK_FALSE(FusedConv1Pool::supported(28, 28, 20, 5));  // channels not a multiple of 8
     CHECK_FALSE(FusedConv1Pool::supported(28, 28, 32, 3));  // kernel not 5
     CHECK_FALSE(FusedConv1Pool::supported(27, 28, 32, 5));  // odd height
-    check_conv1_pool(3, 28, 28, 32, 2);
-    check_conv1_pool(2, 6, 10, 16, 2);  // pooled width 5: the single-window remainder
-    check_conv1_pool(5, 4, 6, 48, 1);   // pooled width 3, three channel blocks, one thread
+    for (const int blocks8 : {0, 1}) {  // channels a multiple of 16 (AVX-512 where allowed), or only of 8
+        const int c = blocks8 ? 8 : 16;
+        check_conv1_pool(3, 28, 28, 2 * c + (blocks8 ? 8 : 0), 2);
+        check_conv1_pool(2, 6, 10, c, 2);                          // pooled width 5: the single-window remainder
+        check_conv1_pool(5, 4, 6, 3 * c + (blocks8 ? 16 : 0), 1);  // pooled width 3, several blocks, one thread
+    }
     omp_set_num_threads(2);
 }
 
-TEST_CASE("blocked max-pool: ties, negative windows, the fused ReLU backward", "[nn_engine][kernels]") {
-    if (!BlockedMaxPool::supported(64, 14, 14)) {
-        WARN("no AVX-512 on this CPU: the hand-written kernels are not used, nothing to test");
-        return;
-    }
-    CHECK_FALSE(BlockedMaxPool::supported(40, 14, 14));
-    CHECK_FALSE(BlockedMaxPool::supported(64, 14, 13));
-    const int batch = 3, channels = 32, h = 6, w = 10;
+namespace {
+
+void check_blocked_max_pool(int channels) {
+    INFO(channels << " channels");
+    const int batch = 3, h = 6, w = 10, b = BlockedMaxPool::block_for(channels);
+    auto at = [b](int n, int c, int y, int x, int channels_, int h_, int w_) {
+        return blocked(n, c, y, x, channels_, h_, w_, b);
+    };
     auto src = random_values(static_cast<std::size_t>(batch) * channels * h * w, 7, -1.0, 1.0);
     // Channel 0 of image 0: a window of four equal positive values (the first wins) and a window
     // of negatives (output 0, no gradient).
     for (int q = 0; q < 4; ++q) {
-        src[blocked(0, 0, q / 2, q % 2, channels, h, w)] = 0.5f;
-        src[blocked(0, 0, q / 2, 2 + q % 2, channels, h, w)] = -0.25f - 0.1f * q;
+        src[at(0, 0, q / 2, q % 2, channels, h, w)] = 0.5f;
+        src[at(0, 0, q / 2, 2 + q % 2, channels, h, w)] = -0.25f - 0.1f * q;
     }
-    auto value = [&](int n, int c, int y, int x) { return src[blocked(n, c, y, x, channels, h, w)]; };
-    const PoolResult want = naive_pool(value, batch, channels, h, w);
+    auto value = [&](int n, int c, int y, int x) { return src[at(n, c, y, x, channels, h, w)]; };
+    const PoolResult want = naive_pool(value, batch, channels, h, w, b);
     BlockedMaxPool pool(batch, channels, h, w);
+    REQUIRE(pool.block() == b);
     std::vector<float> dst(want.out.size()), d_src(src.size(), 7.0f);  // 7: not written
     pool.forward(src.data(), dst.data());
     for (std::size_t i = 0; i < dst.size(); ++i) REQUIRE(dst[i] == want.out[i]);
@@ -155,15 +164,29 @@ TEST_CASE("blocked max-pool: ties, negative windows, the fused ReLU backward", "
         for (int c = 0; c < channels; ++c)
             for (int y = 0; y < h; ++y)
                 for (int x = 0; x < w; ++x) {
-                    const auto o = blocked(n, c, y / 2, x / 2, channels, h / 2, w / 2);
+                    const auto o = at(n, c, y / 2, x / 2, channels, h / 2, w / 2);
                     const bool is_max = want.argmax[o] == (y % 2) * 2 + x % 2;
                     const float expect = is_max && want.out[o] > 0 ? d_dst[o] : 0.0f;
-                    REQUIRE(d_src[blocked(n, c, y, x, channels, h, w)] == expect);
+                    REQUIRE(d_src[at(n, c, y, x, channels, h, w)] == expect);
                 }
-    CHECK(dst[blocked(0, 0, 0, 0, channels, h / 2, w / 2)] == 0.5f);
-    CHECK(d_src[blocked(0, 0, 0, 0, channels, h, w)] == d_dst[blocked(0, 0, 0, 0, channels, h / 2, w / 2)]);
-    CHECK(d_src[blocked(0, 0, 0, 1, channels, h, w)] == 0.0f);        // tie: only the first gets it
-    CHECK(dst[blocked(0, 0, 0, 1, channels, h / 2, w / 2)] == 0.0f);  // all-negative window
+    CHECK(dst[at(0, 0, 0, 0, channels, h / 2, w / 2)] == 0.5f);
+    CHECK(d_src[at(0, 0, 0, 0, channels, h, w)] == d_dst[at(0, 0, 0, 0, channels, h / 2, w / 2)]);
+    CHECK(d_src[at(0, 0, 0, 1, channels, h, w)] == 0.0f);        // tie: only the first gets it
+    CHECK(dst[at(0, 0, 0, 1, channels, h / 2, w / 2)] == 0.0f);  // all-negative window
+}
+
+}  // namespace
+
+TEST_CASE("blocked max-pool: ties, negative windows, the fused ReLU backward", "[nn_engine][kernels]") {
+    if (!BlockedMaxPool::supported(64, 14, 14)) {
+        WARN("neither AVX-512 nor AVX2 + FMA on this CPU: the hand-written kernels are not used, nothing to test");
+        return;
+    }
+    CHECK(BlockedMaxPool::block_for(40) == 8);
+    CHECK_FALSE(BlockedMaxPool::supported(36, 14, 14));
+    CHECK_FALSE(BlockedMaxPool::supported(64, 14, 13));
+    check_blocked_max_pool(32);  // AVX-512 blocks where allowed
+    check_blocked_max_pool(24);  // AVX2 blocks
 }
 
 }  // namespace psrun::nn::kernels

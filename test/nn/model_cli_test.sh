@@ -2,7 +2,7 @@
 # psrun model list/show/check and psrun doctor end to end: the built-ins are listed, mnist_deep's
 # table and JSON have the right totals, bad files and unknown names exit 2 with the message;
 # model check passes the zoo's networks and refuses bad batches with exit 2; doctor names the
-# build's ISA.
+# build's ISA and, capped to AVX2, the AVX2 paths of oneDNN and the hand kernels.
 # Usage: model_cli_test.sh <psrun>
 set -u
 psrun=$1
@@ -89,4 +89,9 @@ rc=$?
 check "doctor exits 0 on the build host (rc=$rc)" test "$rc" -eq 0
 check "... names the build's ISA" grep -Eq "^binary built for +(x86-64-v3|native|[a-z0-9-]+)" "$tmp/doctor"
 check "... and oneDNN's" grep -Eq "^oneDNN runs +(AVX2|AVX-512)" "$tmp/doctor"
+check "... and the hand kernels' blocks" grep -Eq "^hand-written kernels +(AVX-512|AVX2 \+ FMA)" "$tmp/doctor"
+# Capped to AVX2 (as an AVX2 node runs): oneDNN and the hand kernels both on their AVX2 paths.
+ONEDNN_MAX_CPU_ISA=AVX2 timeout 30 "$psrun" doctor >"$tmp/doctor2" 2>&1
+check "doctor under ONEDNN_MAX_CPU_ISA=AVX2: oneDNN on AVX2" grep -Eq "^oneDNN runs +AVX2 " "$tmp/doctor2"
+check "... the hand kernels on 8-channel AVX2 blocks" grep -Eq "^hand-written kernels +AVX2 \+ FMA \(8-channel" "$tmp/doctor2"
 exit $fail

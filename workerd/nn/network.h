@@ -1,6 +1,6 @@
 // Trains any ModelDescription on oneDNN: one Kernel per node of the graph (kernel.h), or per
 // fused group of nodes (fusion.h: conv2d/dense + relu as a post-op; with
-// NetworkOptions::hand_kernels, conv2d + relu + max_pool 2x2/2 on a hand-written AVX-512 kernel
+// NetworkOptions::hand_kernels, conv2d + relu + max_pool 2x2/2 on a hand-written AVX-512 or AVX2 kernel
 // where the CPU and the shapes allow), in topological order, and the loss, for one fixed batch
 // size and precision. Every buffer and primitive is created by create(); a step allocates
 // nothing. Activations stay in the formats oneDNN picks, with reorders only where a consumer

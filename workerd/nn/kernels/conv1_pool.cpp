@@ -6,6 +6,7 @@
 #include <cassert>
 #include <cstring>
 
+#include "workerd/nn/kernels/avx2_blocks.h"
 #include "workerd/nn/kernels/pool_window.h"
 
 namespace psrun::nn::kernels {
@@ -100,9 +101,15 @@ __attribute__((target("avx512f"))) void backward_block(const float* x, int pw, c
 
 }  // namespace
 
+int FusedConv1Pool::block_for(int channels) {
+    if (channels <= 0) return 0;
+    if (avx512_allowed() && channels % kBlock == 0) return kBlock;
+    if (avx2_allowed() && channels % avx2::kBlock8 == 0) return avx2::kBlock8;
+    return 0;
+}
+
 bool FusedConv1Pool::supported(int height, int width, int channels, int kernel) {
-    return avx512_allowed() && kernel == kK && channels > 0 && channels % kBlock == 0 && height > 0 && width > 0 &&
-           height % 2 == 0 && width % 2 == 0;
+    return block_for(channels) != 0 && kernel == kK && height > 0 && width > 0 && height % 2 == 0 && width % 2 == 0;
 }
 
 FusedConv1Pool::FusedConv1Pool(int batch, int height, int width, int channels, int kernel)
@@ -111,6 +118,7 @@ FusedConv1Pool::FusedConv1Pool(int batch, int height, int width, int channels, i
       width_(width),
       channels_(channels),
       kernel_(kernel),
+      block_(block_for(channels)),
       padded_height_(height + kernel - 1),
       padded_width_(width + kernel - 1) {
     assert(supported(height, width, channels, kernel) && batch >= 1);
@@ -118,21 +126,23 @@ FusedConv1Pool::FusedConv1Pool(int batch, int height, int width, int channels, i
     weights_t_.assign(static_cast<std::size_t>(channels) * kTaps, 0.0f);
     argmax_.assign(static_cast<std::size_t>(batch) * channels * (height / 2) * (width / 2), 0);
     accumulators_.assign(
-        static_cast<std::size_t>(std::max(1, omp_get_max_threads())) * (channels / kBlock) * (kTaps + 1) * kBlock,
+        static_cast<std::size_t>(std::max(1, omp_get_max_threads())) * (channels / block_) * (kTaps + 1) * block_,
         0.0f);
 }
 
 void FusedConv1Pool::forward(const float* input, const float* weights, const float* bias, float* pooled) {
-    const int blocks = channels_ / kBlock, pad = kernel_ / 2;
+    const int blk = block_, blocks = channels_ / blk, pad = kernel_ / 2;
     const int oh_n = height_ / 2, ow_n = width_ / 2;
     const std::size_t image = static_cast<std::size_t>(padded_height_) * padded_width_;
-    const std::size_t out_block = static_cast<std::size_t>(oh_n) * ow_n * kBlock;
+    const std::size_t out_block = static_cast<std::size_t>(oh_n) * ow_n * blk;
     for (int c = 0; c < channels_; ++c) {
         for (int t = 0; t < kTaps; ++t) {
-            weights_t_[(static_cast<std::size_t>(c / kBlock) * kTaps + t) * kBlock + c % kBlock] =
+            weights_t_[(static_cast<std::size_t>(c / blk) * kTaps + t) * blk + c % blk] =
                 weights[static_cast<std::size_t>(c) * kTaps + t];
         }
     }
+    using Forward = void (*)(const float*, int, const float*, const float*, int, int, float*, std::uint8_t*);
+    const Forward block_forward = blk == kBlock ? Forward{forward_block} : avx2::conv1_pool_forward;
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < batch_; ++n) {
         float* dst = padded_.data() + n * image + pad * padded_width_ + pad;
@@ -145,19 +155,21 @@ void FusedConv1Pool::forward(const float* input, const float* weights, const flo
     for (int n = 0; n < batch_; ++n) {
         for (int cb = 0; cb < blocks; ++cb) {
             const std::size_t o = (static_cast<std::size_t>(n) * blocks + cb) * out_block;
-            forward_block(padded_.data() + n * image, padded_width_,
-                          weights_t_.data() + static_cast<std::size_t>(cb) * kTaps * kBlock, bias + cb * kBlock, oh_n,
-                          ow_n, pooled + o, argmax_.data() + o);
+            block_forward(padded_.data() + n * image, padded_width_,
+                          weights_t_.data() + static_cast<std::size_t>(cb) * kTaps * blk, bias + cb * blk, oh_n, ow_n,
+                          pooled + o, argmax_.data() + o);
         }
     }
 }
 
 void FusedConv1Pool::backward(const float* d_pooled, const float* pooled, float* d_weights, float* d_bias) {
-    const int blocks = channels_ / kBlock;
+    const int blk = block_, blocks = channels_ / blk;
     const int oh_n = height_ / 2, ow_n = width_ / 2;
     const std::size_t image = static_cast<std::size_t>(padded_height_) * padded_width_;
-    const std::size_t out_block = static_cast<std::size_t>(oh_n) * ow_n * kBlock;
-    const std::size_t per_thread = static_cast<std::size_t>(blocks) * (kTaps + 1) * kBlock;
+    const std::size_t out_block = static_cast<std::size_t>(oh_n) * ow_n * blk;
+    const std::size_t per_thread = static_cast<std::size_t>(blocks) * (kTaps + 1) * blk;
+    using Backward = void (*)(const float*, int, const float*, const float*, const std::uint8_t*, int, int, float*);
+    const Backward block_backward = blk == kBlock ? Backward{backward_block} : avx2::conv1_pool_backward;
     const int threads = std::max(1, omp_get_max_threads());
     if (accumulators_.size() < threads * per_thread) accumulators_.resize(threads * per_thread);
     std::fill(accumulators_.begin(), accumulators_.begin() + threads * per_thread, 0.0f);
@@ -168,18 +180,18 @@ void FusedConv1Pool::backward(const float* d_pooled, const float* pooled, float*
         for (int n = 0; n < batch_; ++n) {
             for (int cb = 0; cb < blocks; ++cb) {
                 const std::size_t o = (static_cast<std::size_t>(n) * blocks + cb) * out_block;
-                backward_block(padded_.data() + n * image, padded_width_, d_pooled + o, pooled + o, argmax_.data() + o,
-                               oh_n, ow_n, acc + static_cast<std::size_t>(cb) * (kTaps + 1) * kBlock);
+                block_backward(padded_.data() + n * image, padded_width_, d_pooled + o, pooled + o, argmax_.data() + o,
+                               oh_n, ow_n, acc + static_cast<std::size_t>(cb) * (kTaps + 1) * blk);
             }
         }
     }
     for (int c = 0; c < channels_; ++c) {
         const std::size_t base =
-            static_cast<std::size_t>(c / kBlock) * (kTaps + 1) * kBlock + static_cast<std::size_t>(c % kBlock);
+            static_cast<std::size_t>(c / blk) * (kTaps + 1) * blk + static_cast<std::size_t>(c % blk);
         for (int t = 0; t <= kTaps; ++t) {
             double sum = 0;
             for (int th = 0; th < threads; ++th) {
-                sum += accumulators_[th * per_thread + base + static_cast<std::size_t>(t) * kBlock];
+                sum += accumulators_[th * per_thread + base + static_cast<std::size_t>(t) * blk];
             }
             if (t < kTaps) {
                 d_weights[static_cast<std::size_t>(c) * kTaps + t] = static_cast<float>(sum);

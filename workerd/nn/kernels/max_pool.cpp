@@ -3,6 +3,7 @@
 #include <cassert>
 #include <cstddef>
 
+#include "workerd/nn/kernels/avx2_blocks.h"
 #include "workerd/nn/kernels/pool_window.h"
 
 namespace psrun::nn::kernels {
@@ -47,37 +48,51 @@ __attribute__((target("avx512f"))) void backward_block(const float* d_dst, const
 
 }  // namespace
 
+int BlockedMaxPool::block_for(int channels) {
+    if (channels <= 0) return 0;
+    if (avx512_allowed() && channels % kBlock == 0) return kBlock;
+    if (avx2_allowed() && channels % avx2::kBlock8 == 0) return avx2::kBlock8;
+    return 0;
+}
+
 bool BlockedMaxPool::supported(int channels, int height, int width) {
-    return avx512_allowed() && channels > 0 && channels % kBlock == 0 && height > 0 && width > 0 && height % 2 == 0 &&
-           width % 2 == 0;
+    return block_for(channels) != 0 && height > 0 && width > 0 && height % 2 == 0 && width % 2 == 0;
 }
 
 BlockedMaxPool::BlockedMaxPool(int batch, int channels, int height, int width)
-    : batch_(batch), blocks_(channels / kBlock), height_(height), width_(width) {
+    : batch_(batch),
+      block_(block_for(channels)),
+      blocks_(block_ ? channels / block_ : 0),
+      height_(height),
+      width_(width) {
     assert(supported(channels, height, width) && batch >= 1);
     argmax_.assign(static_cast<std::size_t>(batch) * channels * (height / 2) * (width / 2), 0);
 }
 
 void BlockedMaxPool::forward(const float* src, float* dst) {
-    const std::size_t in_block = static_cast<std::size_t>(height_) * width_ * kBlock;
+    const std::size_t in_block = static_cast<std::size_t>(height_) * width_ * block_;
     const std::size_t out_block = in_block / 4;
+    using Forward = void (*)(const float*, int, int, float*, std::uint8_t*);
+    const Forward block_forward = block_ == kBlock ? Forward{forward_block} : avx2::max_pool_forward;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int n = 0; n < batch_; ++n) {
         for (int cb = 0; cb < blocks_; ++cb) {
             const std::size_t b = static_cast<std::size_t>(n) * blocks_ + cb;
-            forward_block(src + b * in_block, height_, width_, dst + b * out_block, argmax_.data() + b * out_block);
+            block_forward(src + b * in_block, height_, width_, dst + b * out_block, argmax_.data() + b * out_block);
         }
     }
 }
 
 void BlockedMaxPool::backward(const float* d_dst, const float* dst, float* d_src) {
-    const std::size_t in_block = static_cast<std::size_t>(height_) * width_ * kBlock;
+    const std::size_t in_block = static_cast<std::size_t>(height_) * width_ * block_;
     const std::size_t out_block = in_block / 4;
+    using Backward = void (*)(const float*, const float*, const std::uint8_t*, int, int, float*);
+    const Backward block_backward = block_ == kBlock ? Backward{backward_block} : avx2::max_pool_backward;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int n = 0; n < batch_; ++n) {
         for (int cb = 0; cb < blocks_; ++cb) {
             const std::size_t b = static_cast<std::size_t>(n) * blocks_ + cb;
-            backward_block(d_dst + b * out_block, dst + b * out_block, argmax_.data() + b * out_block, height_, width_,
+            block_backward(d_dst + b * out_block, dst + b * out_block, argmax_.data() + b * out_block, height_, width_,
                            d_src + b * in_block);
         }
     }

@@ -1,5 +1,6 @@
-// Max-pool 2x2/2 on f32 tensors in oneDNN's nChw16c layout, hand-written for AVX-512, with the
-// ReLU backward of the layer before it fused into the backward pass.
+// Max-pool 2x2/2 on f32 tensors in oneDNN's nChw16c layout, hand-written for AVX-512, or nChw8c
+// on AVX2 + FMA (kernels/avx2_blocks.h) where AVX-512 is absent or capped, with the ReLU backward
+// of the layer before it fused into the backward pass.
 //
 // Why: oneDNN 2.6's pooling on this layout spends 2-4x the time its memory traffic needs
 // (benchmarks.md), and the preceding convolution's ReLU backward is one more pass over the
@@ -15,13 +16,16 @@ namespace psrun::nn::kernels {
 
 class BlockedMaxPool {
   public:
-    // True when this CPU has AVX-512F and channels is a multiple of 16, height and width even.
+    // The layout's channel block B for `channels` on this CPU (under the ISA cap): 16 with
+    // AVX-512F and channels a multiple of 16, else 8 with AVX2 + FMA and a multiple of 8, else 0.
+    static int block_for(int channels);
+    // True when block_for(channels) != 0, height and width even.
     static bool supported(int channels, int height, int width);
 
     // REQUIRES: supported(channels, height, width), batch >= 1.
     BlockedMaxPool(int batch, int channels, int height, int width);
 
-    // dst (N x C/16 x H/2 x W/2 x 16) = max(0, window max of src (N x C/16 x H x W x 16)): the
+    // dst (N x C/B x H/2 x W/2 x B) = max(0, window max of src (N x C/B x H x W x B)): the
     // ReLU is a no-op on the model's already ReLU'd input. Remembers each window's argmax for
     // backward().
     void forward(const float* src, float* dst);
@@ -31,8 +35,10 @@ class BlockedMaxPool {
     // output of the last forward().
     void backward(const float* d_dst, const float* dst, float* d_src);
 
+    int block() const { return block_; }  // 16 (nChw16c) or 8 (nChw8c)
+
   private:
-    int batch_, blocks_, height_, width_;
+    int batch_, block_, blocks_, height_, width_;
     std::vector<std::uint8_t> argmax_;  // as dst: 0..3 = window row * 2 + column
 };
 

@@ -1,4 +1,5 @@
-// The max-pool step shared by the hand-written AVX-512 kernels (conv1_pool.cpp, max_pool.cpp).
+// The max-pool step shared by the hand-written AVX-512 blocks (conv1_pool.cpp, max_pool.cpp;
+// their AVX2 blocks have their own: avx2_blocks.cpp).
 // Internal to workerd/nn/kernels; include only from translation units that check for AVX-512F at run time.
 #pragma once
 

@@ -1,12 +1,13 @@
-// conv2d + relu + max_pool 2x2/2 on hand-written AVX-512 kernels (fusion.h picks them).
+// conv2d + relu + max_pool 2x2/2 on hand-written kernels (fusion.h picks them): AVX-512 blocks of
+// 16 channels (nChw16c), or AVX2 + FMA blocks of 8 (nChw8c) where AVX-512 is absent or capped.
 //
 // FusedConvReluPoolKernel: kernels::FusedConv1Pool (kernels/conv1_pool.h), mnist_deep's first
 // layer: one input channel, kernel 5 with same pads, stride 1, a bias, no data gradient. The
 // 28x28xC activation never exists; backward routes each pooled gradient to its window's
 // arg-max and writes the weight and bias gradients directly. Input plain NCHW f32; output f32
-// nChw16c in every precision.
+// nChw16c (nChw8c) in every precision.
 //
-// ConvReluBlockedPoolKernel: the convolution (ReLU a post-op) on oneDNN writing f32 nChw16c,
+// ConvReluBlockedPoolKernel: the convolution (ReLU a post-op) on oneDNN writing f32 nChw16c (8c),
 // the pool on kernels::BlockedMaxPool (kernels/max_pool.h), whose backward also applies the
 // ReLU's derivative, so the convolution skips its own ReLU backward pass over the 4x larger
 // tensor (oneDNN 2.6's pooling on nChw16c spends 2-4x the time its memory traffic needs). f32.
@@ -26,6 +27,9 @@ using Dt = memory::data_type;
 
 namespace {
 
+Tag blocked_tag(int block) { return block == 16 ? Tag::nChw16c : Tag::nChw8c; }
+const char* block_isa(int block) { return block == 16 ? "avx512f" : "avx2+fma"; }
+
 class FusedConvReluPoolKernel final : public Kernel {
   public:
     std::string label_suffix() const override { return " [hand]"; }
@@ -40,13 +44,13 @@ class FusedConvReluPoolKernel final : public Kernel {
         kernel_ = std::make_unique<kernels::FusedConv1Pool>(n, h, w, c, k);
         const memory src = b.input_as(0, memory::desc({n, 1, h, w}, Dt::f32, Tag::nchw));
         const memory weights = b.input(1), bias = b.input(2);
-        const memory dst = b.make_output(0, memory::desc({n, c, h / 2, w / 2}, Dt::f32, Tag::nChw16c));
+        const memory dst = b.make_output(0, memory::desc({n, c, h / 2, w / 2}, Dt::f32, blocked_tag(kernel_->block())));
         b.forward([this, src, weights, bias, dst] {
             kernel_->forward(
                 static_cast<const float*>(src.get_data_handle()), static_cast<const float*>(weights.get_data_handle()),
                 static_cast<const float*>(bias.get_data_handle()), static_cast<float*>(dst.get_data_handle()));
         });
-        b.note("fwd+bwd: psrun FusedConv1Pool avx512f");
+        b.note(std::string("fwd+bwd: psrun FusedConv1Pool ") + block_isa(kernel_->block()));
         if (!b.needs_backward()) return;
         const memory ddst = b.output_diff(0, dst.get_desc());
         const memory dw = b.input_diff(1, weights.get_desc());
@@ -67,19 +71,22 @@ class ConvReluBlockedPoolKernel final : public Kernel {
     std::string label_suffix() const override { return " [hand]"; }
 
     void build(KernelBuilder& b) override {
+        auto g = conv_geometry(b.node().attrs, b.input_info(0));
+        if (!g) throw std::runtime_error(g.error().message);
+        const int block = kernels::BlockedMaxPool::block_for(static_cast<int>(g->filters));
         ConvForwardSpec spec;
         spec.post_op = algorithm::eltwise_relu;
-        spec.dst_tag = Tag::nChw16c;
+        spec.dst_tag = blocked_tag(block);
         auto f = std::make_shared<ConvForward>(build_conv_forward(b, spec));
         const auto dims = f->dst.get_desc().dims();
-        if (f->dst.get_desc() != memory::desc(dims, Dt::f32, Tag::nChw16c))
-            throw std::logic_error("the convolution does not write f32 nChw16c");
+        if (f->dst.get_desc() != memory::desc(dims, Dt::f32, blocked_tag(block)))
+            throw std::logic_error("the convolution does not write the pool's blocked f32 layout");
         const memory::dim n = dims[0], ch = dims[1], h = dims[2], w = dims[3];
         pool_ = std::make_unique<kernels::BlockedMaxPool>(static_cast<int>(n), static_cast<int>(ch),
                                                           static_cast<int>(h), static_cast<int>(w));
-        b.note("max_pool fwd+bwd (and relu bwd): psrun BlockedMaxPool avx512f");
+        b.note(std::string("max_pool fwd+bwd (and relu bwd): psrun BlockedMaxPool ") + block_isa(pool_->block()));
         const memory conv_dst = f->dst;
-        const memory dst = b.make_output(0, memory::desc({n, ch, h / 2, w / 2}, Dt::f32, Tag::nChw16c));
+        const memory dst = b.make_output(0, memory::desc({n, ch, h / 2, w / 2}, Dt::f32, blocked_tag(pool_->block())));
         b.forward([this, conv_dst, dst] {
             pool_->forward(static_cast<const float*>(conv_dst.get_data_handle()),
                            static_cast<float*>(dst.get_data_handle()));
