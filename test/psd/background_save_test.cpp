@@ -11,6 +11,7 @@
 #include "test/psd/ps_fixture.h"
 
 using namespace psrun;
+using psrun::test::adam;
 using psrun::test::Cluster;
 using psrun::test::ramp;
 using psrun::test::small_model;
@@ -20,17 +21,10 @@ namespace fs = std::filesystem;
 namespace {
 namespace background {
 
-wire::InitConfig adam() {
-    wire::InitConfig c;
-    c.optimizer = OptimizerConfig{.kind = OptimizerKind::kAdam, .learning_rate = 1e-2f};
-    c.last_step = 100;
-    return c;
-}
-
 CheckpointerOptions options(const std::string& model_dir) {
     CheckpointerOptions o;
     o.model_dir = model_dir;
-    o.init = adam();
+    o.init = adam(1e-2f, 100);
     o.every_secs = 0;
     o.every_steps = 2;
     return o;
@@ -55,7 +49,7 @@ std::vector<float> train(PsClient& chief, int from, int steps) {
 std::unique_ptr<PsClient> initialised_chief(Cluster& cluster) {
     auto chief = std::make_unique<PsClient>(cluster.client_options(0, small_model()));
     REQUIRE(chief->hello());
-    REQUIRE(chief->init(background::adam(), ramp(chief->layout().total, 0.5f, -0.2f)));
+    REQUIRE(chief->init(adam(1e-2f, 100), ramp(chief->layout().total, 0.5f, -0.2f)));
     return chief;
 }
 

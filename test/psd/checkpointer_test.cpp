@@ -11,6 +11,7 @@
 #include "test/psd/ps_fixture.h"
 
 using namespace psrun;
+using psrun::test::adam;
 using psrun::test::Cluster;
 using psrun::test::ramp;
 using psrun::test::small_model;
@@ -26,13 +27,6 @@ psd::ServerOptions server_options() {
     return o;
 }
 
-wire::InitConfig adam() {
-    wire::InitConfig c;
-    c.optimizer = OptimizerConfig{.kind = OptimizerKind::kAdam, .learning_rate = 1e-2f};
-    c.last_step = 100;
-    return c;
-}
-
 CheckpointerOptions ckpt_options(const std::string& model_dir, const wire::InitConfig& init) {
     CheckpointerOptions o;
     o.model_dir = model_dir;
@@ -46,7 +40,7 @@ std::unique_ptr<PsClient> trained_chief(Cluster& cluster, int steps) {
     auto chief = std::make_unique<PsClient>(cluster.client_options(0, small_model()));
     REQUIRE(chief->hello());
     const std::size_t n = chief->layout().total;
-    REQUIRE(chief->init(adam(), ramp(n, 0.5f, -0.2f)));
+    REQUIRE(chief->init(adam(1e-2f, 100), ramp(n, 0.5f, -0.2f)));
     std::vector<float> out(n);
     for (int s = 0; s < steps; ++s)
         REQUIRE(chief->push_pull(ramp(n, 0.3f * static_cast<float>(s + 1), -0.1f), static_cast<std::uint64_t>(s), out));
@@ -69,7 +63,7 @@ TEST_CASE("save then restore into fresh shards (K=2 and K=1) continues bit-ident
     std::vector<float> saved_params(n);
     REQUIRE(chief->pull(saved_params));
 
-    Checkpointer saver(ckpt_options(model.path, adam()));
+    Checkpointer saver(ckpt_options(model.path, adam(1e-2f, 100)));
     auto info = saver.save(*chief, 3, {{"data_position", 150}, {"workers", 1}});
     REQUIRE(info);
     CHECK(info->step == 3);
@@ -93,7 +87,7 @@ TEST_CASE("save then restore into fresh shards (K=2 and K=1) continues bit-ident
         PsClient restorer(fresh.client_options(0, small_model()));
         REQUIRE(restorer.hello());
         CHECK_FALSE(restorer.servers_initialized());
-        Checkpointer loader(ckpt_options(model.path, adam()));
+        Checkpointer loader(ckpt_options(model.path, adam(1e-2f, 100)));
         auto restored = loader.restore(restorer);
         REQUIRE(restored);
         REQUIRE(restored->has_value());
@@ -162,7 +156,7 @@ TEST_CASE("restore with no checkpoint returns nullopt; a damaged newest one fall
     Cluster cluster(2, server_options());
     auto chief = trained_chief(cluster, 2);
     const std::size_t n = chief->layout().total;
-    Checkpointer ckpt(ckpt_options(model.path, adam()));
+    Checkpointer ckpt(ckpt_options(model.path, adam(1e-2f, 100)));
     {
         Cluster empty(1, server_options());
         PsClient c(empty.client_options(0, small_model()));
@@ -191,7 +185,7 @@ TEST_CASE("restore with no checkpoint returns nullopt; a damaged newest one fall
     Cluster fresh(2, server_options());
     PsClient restorer(fresh.client_options(0, small_model()));
     REQUIRE(restorer.hello());
-    Checkpointer loader(ckpt_options(model.path, adam()));
+    Checkpointer loader(ckpt_options(model.path, adam(1e-2f, 100)));
     auto restored = loader.restore(restorer);
     REQUIRE(restored);
     REQUIRE(restored->has_value());
@@ -250,7 +244,7 @@ TEST_CASE("a shard that cannot save aborts the checkpoint and keeps the previous
 
 TEST_CASE("due() saves on the step and time intervals and always at the last step", "[checkpoint]") {
     TempModelDir model;
-    CheckpointerOptions o = ckpt_options(model.path, adam());
+    CheckpointerOptions o = ckpt_options(model.path, adam(1e-2f, 100));
     o.every_secs = 0;
     o.every_steps = 100;
     Checkpointer by_steps(o);
@@ -278,11 +272,11 @@ TEST_CASE("mnist_deep: K=2 checkpoint restores into K=1 and releases workers wai
         Cluster original(2, server_options());
         PsClient chief(original.client_options(0, tensors));
         REQUIRE(chief.hello());
-        REQUIRE(chief.init(adam(), ramp(n, 0.2f, -0.1f)));
+        REQUIRE(chief.init(adam(1e-2f, 100), ramp(n, 0.2f, -0.1f)));
         ParamFrames frames;
         REQUIRE(chief.push_pull_frames(ramp(n, 1.0f, -0.5f), 0, frames));
         frames.copy_to(saved, chief.layout());
-        Checkpointer ckpt(ckpt_options(model.path, adam()));
+        Checkpointer ckpt(ckpt_options(model.path, adam(1e-2f, 100)));
         REQUIRE(ckpt.save(chief, 1, {{"epoch", 0}}));
     }
     psd::ServerOptions two_workers = server_options();
@@ -296,7 +290,7 @@ TEST_CASE("mnist_deep: K=2 checkpoint restores into K=1 and releases workers wai
 
     PsClient chief(fresh.client_options(0, tensors));
     REQUIRE(chief.hello());
-    Checkpointer loader(ckpt_options(model.path, adam()));
+    Checkpointer loader(ckpt_options(model.path, adam(1e-2f, 100)));
     auto restored = loader.restore(chief);
     REQUIRE(restored);
     REQUIRE(restored->has_value());
@@ -319,10 +313,10 @@ TEST_CASE("psd refuses SAVE and RESTORE from non-chiefs, before INIT, or from a 
     auto early = chief.save(0, model.path);
     REQUIRE_FALSE(early);
     CHECK_THAT(early.error().message, Catch::Contains("before INIT"));
-    auto missing = chief.restore(adam(), model.path + "/ckpt-0000000009");
+    auto missing = chief.restore(adam(1e-2f, 100), model.path + "/ckpt-0000000009");
     REQUIRE_FALSE(missing);
     CHECK_THAT(missing.error().message, Catch::Contains("not a directory"));
-    auto empty = chief.restore(adam(), model.path);
+    auto empty = chief.restore(adam(1e-2f, 100), model.path);
     REQUIRE_FALSE(empty);
     CHECK_THAT(empty.error().message, Catch::Contains("no psd shard files"));
 
@@ -331,7 +325,7 @@ TEST_CASE("psd refuses SAVE and RESTORE from non-chiefs, before INIT, or from a 
     auto by_worker = worker.save(0, model.path);
     REQUIRE_FALSE(by_worker);
     CHECK(by_worker.error().code == ErrorCode::kUnauthorized);
-    auto restore_by_worker = worker.restore(adam(), model.path);
+    auto restore_by_worker = worker.restore(adam(1e-2f, 100), model.path);
     REQUIRE_FALSE(restore_by_worker);
     CHECK(restore_by_worker.error().code == ErrorCode::kUnauthorized);
     auto stats = chief.stats(0);
@@ -348,7 +342,7 @@ TEST_CASE("disk full while saving: clear error, the previous checkpoint stays va
     const std::string model_dir = std::string(tmpfs) + "/model";
     Cluster cluster(2, server_options());
     auto chief = trained_chief(cluster, 1);
-    Checkpointer ckpt(ckpt_options(model_dir, adam()));
+    Checkpointer ckpt(ckpt_options(model_dir, adam(1e-2f, 100)));
     REQUIRE(ckpt.save(*chief, 1));
     {  // leave 8 KiB free: far less than a shard file (~36 KiB of params + Adam slots per shard)
         const auto space = fs::space(tmpfs);

@@ -98,6 +98,27 @@ inline wire::InitConfig sgd(float lr, std::uint64_t last_step = 0) {
     return c;
 }
 
+// INIT for Adam at `lr`, updates from `start_step` (the first step's number) up to `last_step`
+// (0: no limit).
+inline wire::InitConfig adam(float lr, std::uint64_t last_step = 0, std::uint64_t start_step = 0) {
+    wire::InitConfig c;
+    c.optimizer = OptimizerConfig{.kind = OptimizerKind::kAdam, .learning_rate = lr};
+    c.start_step = start_step;
+    c.last_step = last_step;
+    return c;
+}
+
+// A dense tensor "fc/w" [8, 5] and a table "emb" [rows, width]: a sparse one (rows on psd, drawn
+// from N(0, 0.05^2) with seed 9) or, with sparse false, the same shape dense.
+inline std::vector<TensorSpec> sparse_model(std::uint32_t rows, std::uint32_t width, bool sparse = true) {
+    std::vector<TensorSpec> t = {{"fc/w", {8, 5}}, {"emb", {rows, width}}};
+    if (sparse) {
+        t[1].kind = TensorKind::kRows;
+        t[1].row_init = RowInit{RowInitKind::kNormal, 0.05f, 9};
+    }
+    return t;
+}
+
 inline std::vector<TensorSpec> small_model() { return {{"w", {100, 90}}, {"b", {10}}, {"v", {7}}}; }
 
 inline std::vector<float> ramp(std::size_t n, float scale, float offset = 0.0f) {

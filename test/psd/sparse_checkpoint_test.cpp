@@ -12,6 +12,7 @@
 #include "test/psd/ps_fixture.h"
 
 using namespace psrun;
+using psrun::test::adam;
 using psrun::test::base_options;
 using psrun::test::Cluster;
 using psrun::test::ramp;
@@ -20,21 +21,7 @@ namespace {
 
 constexpr std::uint32_t kRows = 997, kWidth = 4;  // 997: shards hold unequal row counts
 
-std::vector<TensorSpec> model(bool sparse = true) {
-    std::vector<TensorSpec> t = {{"fc/w", {8, 5}}, {"emb", {kRows, kWidth}}};
-    if (sparse) {
-        t[1].kind = TensorKind::kRows;
-        t[1].row_init = RowInit{RowInitKind::kNormal, 0.05f, 9};
-    }
-    return t;
-}
-
-wire::InitConfig adam(std::uint64_t start = 0) {
-    wire::InitConfig c;
-    c.optimizer = OptimizerConfig{.kind = OptimizerKind::kAdam, .learning_rate = 0.01f};
-    c.start_step = start;
-    return c;
-}
+std::vector<TensorSpec> model(bool sparse = true) { return psrun::test::sparse_model(kRows, kWidth, sparse); }
 
 // Step s of a fixed run: the dense gradient and 60 rows (some repeated).
 void step(PsClient& client, int s) {
@@ -72,7 +59,7 @@ TEST_CASE("a checkpoint restores sparse tables exactly, into the same or another
         Cluster cluster(2, base_options(1));
         PsClient chief(cluster.client_options(0, model()));
         REQUIRE(chief.hello());
-        REQUIRE(chief.init(adam(), ramp(chief.layout().total, 0.5f)));
+        REQUIRE(chief.init(adam(0.01f), ramp(chief.layout().total, 0.5f)));
         for (int s = 0; s < 3; ++s) step(chief, s);
         REQUIRE(chief.save(3, dir));
         for (int s = 3; s < 5; ++s) step(chief, s);  // the run goes on: the reference
@@ -96,7 +83,7 @@ TEST_CASE("a checkpoint restores sparse tables exactly, into the same or another
         Cluster cluster(shards, base_options(1));
         PsClient chief(cluster.client_options(0, model()));
         REQUIRE(chief.hello());
-        REQUIRE(chief.restore(adam(3), dir));
+        REQUIRE(chief.restore(adam(0.01f, 0, 3), dir));
         for (int s = 3; s < 5; ++s) step(chief, s);
         INFO("restored into " << shards << " shards");
         const auto got = table(chief);
@@ -121,7 +108,7 @@ TEST_CASE("a damaged or foreign sparse checkpoint is refused and the refusing sh
     Cluster cluster(2, base_options(1));
     PsClient chief(cluster.client_options(0, model()));
     REQUIRE(chief.hello());
-    REQUIRE(chief.init(adam(), ramp(chief.layout().total, 0.5f)));
+    REQUIRE(chief.init(adam(0.01f), ramp(chief.layout().total, 0.5f)));
     step(chief, 0);
     REQUIRE(chief.save(1, dir));
     step(chief, 1);
@@ -132,7 +119,7 @@ TEST_CASE("a damaged or foreign sparse checkpoint is refused and the refusing sh
         Cluster other(1, base_options(1));
         PsClient dense_chief(other.client_options(0, model(false)));
         REQUIRE(dense_chief.hello());
-        auto refused = dense_chief.restore(adam(1), dir);
+        auto refused = dense_chief.restore(adam(0.01f, 0, 1), dir);
         REQUIRE_FALSE(refused);
         CHECK_THAT(refused.error().message, Catch::Contains("holds 'emb' as a sparse table"));
     }
@@ -159,13 +146,13 @@ TEST_CASE("a damaged or foreign sparse checkpoint is refused and the refusing sh
             for (std::uint32_t c = 0; c < kWidth; ++c) changed += now[r * kWidth + c] != before[r * kWidth + c];
         return changed == 0;
     };
-    auto damaged = chief.restore(adam(1), dir);
+    auto damaged = chief.restore(adam(0.01f, 0, 1), dir);
     REQUIRE_FALSE(damaged);
     CHECK_THAT(damaged.error().message, Catch::Contains("ps-1-of-2.tensors") && Catch::Contains("CRC32C"));
     CHECK(shard1_rows_kept());
     // A missing part of the table is refused too.
     std::filesystem::remove(path);
-    auto missing = chief.restore(adam(1), dir);
+    auto missing = chief.restore(adam(0.01f, 0, 1), dir);
     REQUIRE_FALSE(missing);
     CHECK_THAT(missing.error().message, Catch::Contains("holds 1 of the 2 parts of the sparse table 'emb'"));
     CHECK(shard1_rows_kept());
@@ -179,7 +166,7 @@ TEST_CASE("the standby shard file keeps the shard's rows, slots and update count
     psd::ShardState a(layout, 2, tensors);
     std::vector<std::vector<float>> init;
     for (auto id : a.slice_ids()) init.push_back(ramp(layout.slices[id].length, 0.5f));
-    a.init(adam(), std::vector<std::span<const float>>(init.begin(), init.end()));
+    a.init(adam(0.01f), std::vector<std::span<const float>>(init.begin(), init.end()));
     std::vector<std::span<const float>> no_dense(a.slice_ids().size());
     for (std::size_t k = 0; k < no_dense.size(); ++k) no_dense[k] = init[k];
     const std::vector<std::uint32_t> ids{2, 5, 992};  // rows of shard 2 of 3

@@ -17,6 +17,7 @@
 #include "test/psd/ps_fixture.h"
 
 using namespace psrun;
+using psrun::test::adam;
 using psrun::test::base_options;
 using psrun::test::Cluster;
 using psrun::test::ramp;
@@ -25,22 +26,7 @@ namespace {
 
 constexpr std::uint32_t kRows = 4001, kWidth = 4;  // 4001: shards hold unequal row counts, a short last block
 
-std::vector<TensorSpec> model(bool sparse = true) {
-    std::vector<TensorSpec> t = {{"fc/w", {8, 5}}, {"emb", {kRows, kWidth}}};
-    if (sparse) {
-        t[1].kind = TensorKind::kRows;
-        t[1].row_init = RowInit{RowInitKind::kNormal, 0.05f, 9};
-    }
-    return t;
-}
-
-wire::InitConfig adam(std::uint64_t start = 0) {
-    wire::InitConfig c;
-    c.optimizer = OptimizerConfig{.kind = OptimizerKind::kAdam, .learning_rate = 0.01f};
-    c.start_step = start;
-    c.last_step = 1000;
-    return c;
-}
+std::vector<TensorSpec> model(bool sparse = true) { return psrun::test::sparse_model(kRows, kWidth, sparse); }
 
 // Step s: the dense gradient and 40 rows in a narrow band of the table (most blocks untouched),
 // the table's last row among them at step 4.
@@ -124,7 +110,7 @@ TEST_CASE("a differential checkpoint holds the changed blocks and restores exact
         Cluster cluster(2, options);
         PsClient chief(cluster.client_options(0, model()));
         REQUIRE(chief.hello());
-        REQUIRE(chief.init(adam(), ramp(chief.layout().total, 0.5f)));
+        REQUIRE(chief.init(adam(0.01f, 1000), ramp(chief.layout().total, 0.5f)));
         for (int s = 0; s < 3; ++s) step(chief, s);
         REQUIRE(chief.save(3, full));
         CHECK(pieces(full, 2).rows == kRows);  // whole
@@ -147,7 +133,7 @@ TEST_CASE("a differential checkpoint holds the changed blocks and restores exact
         Cluster cluster(shards, base_options(1));
         PsClient chief(cluster.client_options(0, model()));
         REQUIRE(chief.hello());
-        REQUIRE(chief.restore(adam(6), delta));
+        REQUIRE(chief.restore(adam(0.01f, 1000, 6), delta));
         CHECK(mismatches(table(chief), at6) == 0);
         for (int s = 6; s < 8; ++s) step(chief, s);  // Adam's update counts came back too
         CHECK(mismatches(table(chief), reference) == 0);
@@ -165,7 +151,7 @@ TEST_CASE("a differential checkpoint holds the changed blocks and restores exact
     Cluster cluster(2, base_options(1));
     PsClient chief(cluster.client_options(0, model()));
     REQUIRE(chief.hello());
-    auto refused = chief.restore(adam(6), delta);
+    auto refused = chief.restore(adam(0.01f, 1000, 6), delta);
     REQUIRE_FALSE(refused);
     CHECK_THAT(refused.error().message, Catch::Contains("builds on"));
     CHECK_FALSE(load_checkpoint_parameters(delta, model(false)));
@@ -180,7 +166,7 @@ TEST_CASE("psd writes whole when the base is not committed, every Nth time, and 
     Cluster cluster(1, options);
     PsClient chief(cluster.client_options(0, model()));
     REQUIRE(chief.hello());
-    REQUIRE(chief.init(adam(), ramp(chief.layout().total, 0.5f)));
+    REQUIRE(chief.init(adam(0.01f, 1000), ramp(chief.layout().total, 0.5f)));
     std::vector<bool> differential;
     for (int k = 1; k <= 7; ++k) {
         step(chief, k);
@@ -193,7 +179,7 @@ TEST_CASE("psd writes whole when the base is not committed, every Nth time, and 
     // whole (not committed), whole, delta, delta, whole (every 3rd), delta, delta
     CHECK(differential == std::vector<bool>{false, false, true, true, false, true, true});
     // A restored shard has no base of its own: its next checkpoint is whole.
-    REQUIRE(chief.restore(adam(7), root + "/" + checkpoint_dir_name(7)));
+    REQUIRE(chief.restore(adam(0.01f, 1000, 7), root + "/" + checkpoint_dir_name(7)));
     step(chief, 8);
     const std::string dir = root + "/" + checkpoint_dir_name(8);
     std::filesystem::create_directories(dir);
@@ -208,13 +194,13 @@ TEST_CASE("the chief keeps the whole checkpoint its newest build on, and restore
     CheckpointerOptions o;
     o.model_dir = model_dir.path;
     o.keep = 1;
-    o.init = adam();
+    o.init = adam(0.01f, 1000);
     std::vector<float> reference;
     {
         Cluster cluster(2, base_options(1));
         PsClient chief(cluster.client_options(0, model()));
         REQUIRE(chief.hello());
-        REQUIRE(chief.init(adam(), ramp(chief.layout().total, 0.5f)));
+        REQUIRE(chief.init(adam(0.01f, 1000), ramp(chief.layout().total, 0.5f)));
         Checkpointer ckpt(o);
         std::vector<std::vector<std::int64_t>> kept;
         for (int s = 0; s < 9; ++s) {

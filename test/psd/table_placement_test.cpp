@@ -14,6 +14,7 @@
 #include "test/psd/ps_fixture.h"
 
 using namespace psrun;
+using psrun::test::adam;
 using psrun::test::base_options;
 using psrun::test::Cluster;
 using psrun::test::ramp;
@@ -35,13 +36,6 @@ std::vector<TensorSpec> model() {
 }
 
 std::uint64_t raw_id(std::uint64_t i) { return 0x9E3779B97F4A7C15ULL * (i + 1) << 8; }
-
-wire::InitConfig adam(std::uint64_t start = 0) {
-    wire::InitConfig c;
-    c.optimizer = OptimizerConfig{.kind = OptimizerKind::kAdam, .learning_rate = 0.01f};
-    c.start_step = start;
-    return c;
-}
 
 std::vector<std::uint32_t> step_ids(std::uint32_t rows, int s) {
     std::vector<std::uint32_t> ids;
@@ -180,7 +174,7 @@ TEST_CASE("whole tables train over sockets and restore exactly into any shard co
         Cluster cluster(3, base_options(1));
         PsClient chief(cluster.client_options(0, model()));
         REQUIRE(chief.hello());
-        REQUIRE(chief.init(adam(), ramp(chief.layout().total, 0.5f)));
+        REQUIRE(chief.init(adam(0.01f), ramp(chief.layout().total, 0.5f)));
         for (int s = 0; s < 3; ++s) step(chief, s);
         // Each shard holds its share: the spread table's third and the whole tables at home.
         for (std::uint32_t s = 0; s < 3; ++s) {
@@ -199,7 +193,7 @@ TEST_CASE("whole tables train over sockets and restore exactly into any shard co
         Cluster cluster(shards, base_options(1));
         PsClient chief(cluster.client_options(0, model()));
         REQUIRE(chief.hello());
-        REQUIRE(chief.restore(adam(3), dir));
+        REQUIRE(chief.restore(adam(0.01f, 0, 3), dir));
         for (int s = 3; s < 5; ++s) step(chief, s);
         const auto got = everything(chief);
         REQUIRE(got.size() == reference.size());
@@ -219,7 +213,7 @@ TEST_CASE("a shard without a slot of a whole keyed table saves and loads its sta
     psd::ShardState a(layout, other, tensors);
     std::vector<std::vector<float>> init;
     for (auto id : a.slice_ids()) init.push_back(ramp(layout.slices[id].length, 0.5f));
-    a.init(adam(), std::vector<std::span<const float>>(init.begin(), init.end()));
+    a.init(adam(0.01f), std::vector<std::span<const float>>(init.begin(), init.end()));
     CHECK(a.rows().local_rows(4) == 0);
     CHECK(a.rows().index(4) == nullptr);
     REQUIRE(a.save(dir + "/ps.shard"));
