@@ -98,8 +98,9 @@ PSRUN_AVX2 void conv1_pool_forward(const float* x, int pw, const float* w, const
 }
 
 // 16 registers cannot hold the 25 taps' accumulators as the AVX-512 block does: each window's
-// gradient is split by position first (at most four masked vectors), then every tap is read,
-// updated from all four and written once.
+// gradient is split by position first (four masked vectors, zero where no channel's maximum is
+// there), then every tap is read, updated from all four and written once. A fixed four keeps the
+// tap loop free of branches (a loop over only the positions used mispredicted at every tap).
 PSRUN_AVX2 void conv1_pool_backward(const float* x, int pw, const float* dp, const float* pooled,
                                     const std::uint8_t* am, int oh_n, int ow_n, float* acc) {
     __m256 gb = _mm256_loadu_ps(acc + kTaps * kBlock8);
@@ -112,22 +113,21 @@ PSRUN_AVX2 void conv1_pool_backward(const float* x, int pw, const float* dp, con
             const __m256 d = _mm256_and_ps(live, _mm256_loadu_ps(dp + o));
             gb = _mm256_add_ps(gb, d);
             const __m256i idx = load_positions(am + o);
-            __m256 dq[4];
-            const float* p[4];
-            int used = 0;
-            for (int q = 0; q < 4; ++q) {
-                const __m256 kq =
-                    _mm256_and_ps(live, _mm256_castsi256_ps(_mm256_cmpeq_epi32(idx, _mm256_set1_epi32(q))));
-                if (_mm256_movemask_ps(kq) == 0) continue;
-                dq[used] = _mm256_and_ps(kq, d);
-                p[used++] = x + (2 * oh + q / 2) * pw + 2 * ow + q % 2;
-            }
+            const auto at = [&](int q) {
+                return _mm256_and_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(idx, _mm256_set1_epi32(q))), d);
+            };
+            const __m256 d0 = at(0), d1 = at(1), d2 = at(2), d3 = at(3);
+            const float* p0 = x + (2 * oh) * pw + 2 * ow;  // the window's top-left output's taps
+            const float* p2 = p0 + pw;
             for (int kh = 0; kh < kK; ++kh) {
                 for (int kw = 0; kw < kK; ++kw) {
                     float* a = acc + (kh * kK + kw) * kBlock8;
+                    const int off = kh * pw + kw;
                     __m256 g = _mm256_loadu_ps(a);
-                    for (int u = 0; u < used; ++u)
-                        g = _mm256_fmadd_ps(_mm256_broadcast_ss(p[u] + kh * pw + kw), dq[u], g);
+                    g = _mm256_fmadd_ps(_mm256_broadcast_ss(p0 + off), d0, g);
+                    g = _mm256_fmadd_ps(_mm256_broadcast_ss(p0 + off + 1), d1, g);
+                    g = _mm256_fmadd_ps(_mm256_broadcast_ss(p2 + off), d2, g);
+                    g = _mm256_fmadd_ps(_mm256_broadcast_ss(p2 + off + 1), d3, g);
                     _mm256_storeu_ps(a, g);
                 }
             }

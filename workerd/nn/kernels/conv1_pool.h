@@ -28,8 +28,9 @@ namespace psrun::nn::kernels {
 
 class FusedConv1Pool {
   public:
-    // The channels a block holds for `channels` on this CPU (under the ISA cap): 16 with AVX-512F
-    // and channels a multiple of 16, else 8 with AVX2 + FMA and channels a multiple of 8, else 0.
+    // The channels a block holds for `channels` on this CPU (under the ISA cap): with AVX-512F, 16
+    // for channels a multiple of 16; without it, 8 with AVX2 + FMA and channels a multiple of 8;
+    // else 0.
     static int block_for(int channels);
     // True when this CPU and these dimensions are supported: block_for(channels) != 0, kernel 5,
     // height and width even.
