@@ -5,10 +5,12 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "common/checkpoint_store.h"
 #include "common/row_delta.h"
+#include "common/row_init.h"
 #include "common/tensor_file.h"
 #include "common/tensor_file_stream.h"
 
@@ -24,11 +26,14 @@ struct RowPieceRef {
     RowPieceName piece;
 };
 
-// Where one piece's rows are read from: the piece itself, or for a differential piece
-// (common/row_delta.h) its base's piece, then the delta's rows laid over them.
+// Where one piece's rows are read from: the piece itself, whole (plainly, or by blocks: the rows
+// its blocks omit hold their initial values), or for a differential piece (common/row_delta.h)
+// its base's piece, then the delta's rows laid over them.
 struct RowSource {
-    const TensorFileReader* file = nullptr;
+    const TensorFileReader* file = nullptr;  // the whole piece's
     std::size_t entry = 0;
+    long listed = -1;                         // by blocks: its "blocks" entry in `file`
+    std::uint64_t rows = 0;                   // by blocks: the source shard's rows
     const TensorFileReader* delta = nullptr;  // the differential piece's file, or null
     std::size_t delta_entry = 0, blocks_entry = 0;
 };
@@ -40,15 +45,30 @@ long find_entry(const TensorFileReader& file, const std::string& name) {
     return -1;
 }
 
+// Entry `entry` of `file`, a whole piece named `piece` (no "/<part>"): plain, or by blocks.
+Result<RowSource> whole_source(const TensorFileReader& file, std::size_t entry, const std::string& piece) {
+    RowSource source{&file, entry};
+    const long blocks = find_entry(file, piece + "/blocks");
+    if (blocks < 0) return source;
+    const long rows = find_entry(file, piece + "/rows");
+    if (rows < 0 || file.tensors()[static_cast<std::size_t>(rows)].count != 2)
+        return tl::unexpected(
+            invalid(file.path() + ": the piece " + piece + " lists blocks but names neither a base nor its rows"));
+    std::vector<float> floats(2);
+    PSRUN_TRY(file.read(static_cast<std::size_t>(rows), 0, floats));
+    PSRUN_TRY_ASSIGN(source.rows, decode_row_count(floats, file.path()));
+    source.listed = blocks;
+    return source;
+}
+
 // The source of `ref`; a base file it needs is opened (verified) into `bases`.
 Result<RowSource> row_source(const std::vector<TensorFileReader>& files, const RowPieceRef& ref, const std::string& dir,
                              std::vector<std::unique_ptr<TensorFileReader>>& bases) {
     const TensorFileReader& file = files[ref.file];
-    RowSource source{&file, ref.entry};
     const std::string piece = row_piece_base_name(ref.piece.tensor, ref.piece.shard, ref.piece.shards);
     const long blocks = find_entry(file, piece + "/blocks"), base = find_entry(file, piece + "/base");
-    if (blocks < 0) return source;
-    if (base < 0 || file.tensors()[static_cast<std::size_t>(base)].count != 2)
+    if (blocks < 0 || base < 0) return whole_source(file, ref.entry, piece);
+    if (file.tensors()[static_cast<std::size_t>(base)].count != 2)
         return tl::unexpected(invalid(file.path() + ": the differential piece " + piece + " names no base"));
     std::vector<float> floats(2);
     PSRUN_TRY(file.read(static_cast<std::size_t>(base), 0, floats));
@@ -58,21 +78,26 @@ Result<RowSource> row_source(const std::vector<TensorFileReader>& files, const R
     PSRUN_TRY_ASSIGN(auto opened, TensorFileReader::open(base_path));
     bases.push_back(std::make_unique<TensorFileReader>(std::move(opened)));
     const long entry = find_entry(*bases.back(), file.tensors()[ref.entry].name);
-    if (entry < 0 || find_entry(*bases.back(), piece + "/blocks") >= 0)
+    if (entry < 0 || find_entry(*bases.back(), piece + "/base") >= 0)
         return tl::unexpected(
             invalid(base_path + ": the base of " + file.path() + " does not hold " + piece + " whole"));
-    return RowSource{bases.back().get(), static_cast<std::size_t>(entry), &file, ref.entry,
-                     static_cast<std::size_t>(blocks)};
+    PSRUN_TRY_ASSIGN(RowSource source, whole_source(*bases.back(), static_cast<std::size_t>(entry), piece));
+    source.delta = &file;
+    source.delta_entry = ref.entry;
+    source.blocks_entry = static_cast<std::size_t>(blocks);
+    return source;
 }
 
 // Every piece of one [rows, width] table read into `dst`, its dense values, in chunks (a large
 // table is never held twice in memory). The placement comes from all pieces together
 // (placement_from_pieces): spread, piece s holds rows s, s + K, ...; whole, one piece holds every
 // row and the others none. A piece of any other size is refused, so no row is left at zero.
-// A differential piece is read as its base's piece with its own rows laid over.
+// A piece by blocks gives the rows it omits their initial values from `init` (the manifest's),
+// a differential piece is read as its base's piece with its own rows laid over.
 // REQUIRES: `refs` holds each shard s < K of one K exactly once (checked by the caller).
 Result<void> read_row_table(const std::vector<TensorFileReader>& files, const std::vector<RowPieceRef>& refs,
-                            const TensorSpec& spec, const std::string& dir, float* dst) {
+                            const TensorSpec& spec, const std::optional<RowInit>& init, const std::string& dir,
+                            float* dst) {
     if (spec.shape.size() != 2)
         return tl::unexpected(invalid("checkpoint " + dir + ": '" + spec.name +
                                       "' is a sparse table in the checkpoint but not a [rows, width] tensor here"));
@@ -90,7 +115,10 @@ Result<void> read_row_table(const std::vector<TensorFileReader>& files, const st
             return tl::unexpected(invalid(sources.back().file->path() + ": rows piece '" + t.name + "' holds " +
                                           std::to_string(t.count) + " floats, not whole rows of width " +
                                           std::to_string(width) + " ('" + spec.name + "' in this model)"));
-        piece_rows[ref.piece.shard] = t.count / width;
+        piece_rows[ref.piece.shard] = source.listed >= 0 ? source.rows : t.count / width;
+        if (source.listed >= 0 && !init)
+            return tl::unexpected(invalid("checkpoint " + dir + " omits rows of sparse table '" + spec.name +
+                                          "' no step created, and its manifest records no initializer for them"));
     }
     for (std::uint32_t s = 0; s < shards; ++s) sizes += (s ? ", " : "") + std::to_string(piece_rows[s]);
     const auto table = placement_from_pieces(RowTable{0, spec.shape[0], static_cast<std::uint32_t>(width)}, piece_rows);
@@ -110,25 +138,47 @@ Result<void> read_row_table(const std::vector<TensorFileReader>& files, const st
         const TensorFileReader& file = *source.file;
         const TensorFileEntry& t = file.tensors()[source.entry];
         const std::uint64_t rows = piece_rows[ref.piece.shard];
-        if (rows > 0 && !t.finite) return tl::unexpected(invalid(file.path() + ": '" + t.name + "' holds NaN or Inf"));
-        for (std::uint64_t first = 0; first < rows; first += kChunkRows) {
-            const std::uint64_t n = std::min(kChunkRows, rows - first);
-            chunk.resize(n * width);
-            if (auto ok = file.read(source.entry, first * width, chunk); !ok) return ok;
-            for (std::uint64_t i = 0; i < n; ++i)
-                std::copy_n(chunk.data() + i * width, width,
-                            dst + table->global_row(first + i, ref.piece.shard, shards) * width);
+        auto put = [&](std::uint64_t row, const float* values) {
+            std::copy_n(values, width, dst + table->global_row(row, ref.piece.shard, shards) * width);
+        };
+        // Lays the rows `blocks_entry` of `in` lists (from its entry `entry`) over those read so far.
+        auto lay = [&](const TensorFileReader& in, std::size_t blocks_entry, std::size_t entry) -> Result<void> {
+            std::vector<float> blocks(in.tensors()[blocks_entry].count);
+            PSRUN_TRY(in.read(blocks_entry, 0, blocks));
+            PSRUN_TRY_ASSIGN(const auto local, decode_row_delta_rows(blocks, rows, in.path()));
+            return for_each_delta_row(in, entry, local, width, put);
+        };
+        if (source.listed >= 0) {  // by blocks: every row's initial values, then the rows it lists
+            for (std::uint64_t i = 0; i < rows; ++i) {
+                const std::uint64_t row = table->global_row(i, ref.piece.shard, shards);
+                fill_row(*init, row, std::span<float>(dst + row * width, width));
+            }
+            PSRUN_TRY(lay(file, static_cast<std::size_t>(source.listed), source.entry));
+        } else {
+            if (rows > 0 && !t.finite)
+                return tl::unexpected(invalid(file.path() + ": '" + t.name + "' holds NaN or Inf"));
+            for (std::uint64_t first = 0; first < rows; first += kChunkRows) {
+                const std::uint64_t n = std::min(kChunkRows, rows - first);
+                chunk.resize(n * width);
+                if (auto ok = file.read(source.entry, first * width, chunk); !ok) return ok;
+                for (std::uint64_t i = 0; i < n; ++i) put(first + i, chunk.data() + i * width);
+            }
         }
-        if (!source.delta) continue;
-        std::vector<float> blocks(source.delta->tensors()[source.blocks_entry].count);
-        PSRUN_TRY(source.delta->read(source.blocks_entry, 0, blocks));
-        PSRUN_TRY_ASSIGN(const auto local, decode_row_delta_rows(blocks, rows, source.delta->path()));
-        PSRUN_TRY(for_each_delta_row(
-            *source.delta, source.delta_entry, local, width, [&](std::uint64_t row, const float* values) {
-                std::copy_n(values, width, dst + table->global_row(row, ref.piece.shard, shards) * width);
-            }));
+        if (source.delta) PSRUN_TRY(lay(*source.delta, source.blocks_entry, source.delta_entry));
     }
     return {};
+}
+
+// The initializer `manifest` records for rows tensor `name` ("layout" "tensors": describe_layout()).
+std::optional<RowInit> recorded_row_init(const nlohmann::json& manifest, const std::string& name) {
+    const auto layout = manifest.find("layout");
+    if (layout == manifest.end() || !layout->is_object() || !layout->contains("tensors") ||
+        !(*layout)["tensors"].is_array())
+        return std::nullopt;
+    for (const auto& t : (*layout)["tensors"])
+        if (t.is_object() && t.contains("name") && t["name"] == name && t.contains("row_init"))
+            return row_init_from_json(t["row_init"]);
+    return std::nullopt;
 }
 
 }  // namespace
@@ -228,7 +278,7 @@ Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir, 
             PieceName piece;
             RowPieceName row_piece;
             if (parse_row_piece_name(t.name, row_piece)) {
-                // ("blocks" and "base": a differential piece's, read with its "param": row_source())
+                // ("blocks", "base", "rows": a piece by blocks, read with its "param": row_source())
                 if (row_piece.part != "param" && row_piece.part != dense_part && row_piece.part != "keys") continue;
                 const auto it = index.find(row_piece.tensor);
                 if (it == index.end())
@@ -291,7 +341,8 @@ Result<CheckpointParameters> load_checkpoint_parameters(const std::string& dir, 
             if (!covered[k].empty())
                 return tl::unexpected(
                     invalid("checkpoint " + dir + " holds '" + tensors[k].name + "' both as rows and dense"));
-            PSRUN_TRY(read_row_table(files, row_pieces[k], tensors[k], dir, out.values.data() + base[k]));
+            PSRUN_TRY(read_row_table(files, row_pieces[k], tensors[k], recorded_row_init(manifest, tensors[k].name),
+                                     dir, out.values.data() + base[k]));
             continue;
         }
         auto& pieces = covered[k];

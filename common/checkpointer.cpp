@@ -2,6 +2,7 @@
 
 #include "common/param_groups.h"
 #include "common/pause_detector.h"
+#include "common/row_init.h"
 
 #include <spdlog/spdlog.h>
 
@@ -22,12 +23,9 @@ nlohmann::json describe_layout(const ShardLayout& layout, const std::vector<Tens
             {"name", t.name}, {"shape", t.shape}, {"class", to_string(t.tensor_class)}, {"kind", to_string(t.kind)}};
         // A rows tensor's initializer: psrun eval/predict/export give an id of a keyed table that
         // is not a row its initial values from it, as psd serves them (workerd/keyed_rows.h).
-        if (t.rows()) {
-            static constexpr const char* kRowInitNames[] = {"zeros", "uniform", "normal", "truncated_normal"};
-            entry["row_init"] = {{"kind", kRowInitNames[static_cast<int>(t.row_init.kind) & 3]},
-                                 {"scale", t.row_init.scale},
-                                 {"seed", t.row_init.seed}};
-        }
+        // A table whose checkpoint pieces list blocks (common/row_delta.h) gives the rows they omit
+        // their initial values from it too.
+        if (t.rows()) entry["row_init"] = row_init_to_json(t.row_init);
         j["tensors"].push_back(std::move(entry));
     }
     j["slices"] = nlohmann::json::array();

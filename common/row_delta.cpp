@@ -37,6 +37,14 @@ Result<std::uint64_t> decode_row_delta_base(std::span<const float> floats, const
     return static_cast<std::uint64_t>(floats[0]) + static_cast<std::uint64_t>(floats[1]) * kDigit;
 }
 
+std::vector<float> encode_row_count(std::uint64_t rows) { return encode_row_delta_base(rows); }
+
+Result<std::uint64_t> decode_row_count(std::span<const float> floats, const std::string& where) {
+    if (floats.size() != 2 || !is_digit(floats[0]) || !is_digit(floats[1]))
+        return invalid_argument(where + ": the row count of a piece written by blocks is not a number");
+    return static_cast<std::uint64_t>(floats[0]) + static_cast<std::uint64_t>(floats[1]) * kDigit;
+}
+
 Result<std::vector<std::uint64_t>> decode_row_delta_rows(std::span<const float> blocks, std::uint64_t source_rows,
                                                          const std::string& where) {
     if (blocks.size() % 2 != 0) return invalid_argument(where + ": a block list of odd length");

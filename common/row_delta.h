@@ -5,6 +5,11 @@
 // shorter), and its "base" part names the full checkpoint of the same shard count that holds
 // every other row: the sibling directory ckpt-<base step> of the checkpoint (one level: a base is
 // never a delta). A reader loads the base piece, then lays the delta's rows over it.
+// A whole piece may be written by blocks too: a "blocks" part and, instead of "base", a "rows"
+// part holding the source shard's row count; then the rows its blocks do not list hold their
+// initial values (the table's row_init in the manifest's layout: common/checkpointer.cpp) and
+// fresh optimizer slots: rows no step created are neither computed nor written. Such a piece may
+// be a delta's base.
 // Numbers are stored as floats in base-2^24 digits (exact), two digits each: values < 2^48.
 #pragma once
 
@@ -26,6 +31,10 @@ std::vector<float> encode_row_delta_blocks(std::span<const std::uint64_t> blocks
 // The "base" part ([2]) for the base checkpoint's step.
 std::vector<float> encode_row_delta_base(std::uint64_t base_step);
 [[nodiscard]] Result<std::uint64_t> decode_row_delta_base(std::span<const float> floats, const std::string& where);
+
+// The "rows" part ([2]) of a whole piece written by blocks: its source shard's row count.
+std::vector<float> encode_row_count(std::uint64_t rows);
+[[nodiscard]] Result<std::uint64_t> decode_row_count(std::span<const float> floats, const std::string& where);
 
 // The local rows a delta piece holds, in order, from its "blocks" floats and its source shard's
 // row count. kInvalidArgument naming `where` when a digit is not one, the blocks are not

@@ -1,6 +1,9 @@
 #include "common/row_init.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 namespace psrun {
@@ -56,6 +59,27 @@ void fill_row(const RowInit& init, std::uint64_t row, std::span<float> out) {
     }
     const RowBits bits(init.seed, row);
     for (std::size_t c = 0; c < out.size(); ++c) out[c] = value(init, bits, static_cast<std::uint32_t>(c));
+}
+
+namespace {
+constexpr std::array<const char*, 4> kRowInitNames = {"zeros", "uniform", "normal", "truncated_normal"};
+}  // namespace
+
+nlohmann::json row_init_to_json(const RowInit& init) {
+    return {{"kind", kRowInitNames[static_cast<int>(init.kind) & 3]}, {"scale", init.scale}, {"seed", init.seed}};
+}
+
+std::optional<RowInit> row_init_from_json(const nlohmann::json& j) {
+    if (!j.is_object() || !j.contains("kind") || !j["kind"].is_string() || !j.contains("scale") ||
+        !j["scale"].is_number() || !j.contains("seed") || !j["seed"].is_number_unsigned())
+        return std::nullopt;
+    const auto kind = std::find(kRowInitNames.begin(), kRowInitNames.end(), j["kind"].get<std::string>());
+    if (kind == kRowInitNames.end()) return std::nullopt;
+    RowInit init;
+    init.kind = static_cast<RowInitKind>(kind - kRowInitNames.begin());
+    init.scale = j["scale"].get<float>();
+    init.seed = j["seed"].get<std::uint64_t>();
+    return init;
 }
 
 }  // namespace psrun

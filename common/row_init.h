@@ -12,6 +12,9 @@
 #include <cstdint>
 #include <span>
 
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+
 #include "common/tensor_layout.h"
 
 namespace psrun {
@@ -19,5 +22,11 @@ namespace psrun {
 float row_init_value(const RowInit& init, std::uint64_t row, std::uint32_t col);
 // out[c] = row_init_value(init, row, c) for c < out.size().
 void fill_row(const RowInit& init, std::uint64_t row, std::span<float> out);
+
+// How a checkpoint's manifest records a rows tensor's initializer ("layout" "tensors" entries'
+// "row_init": common/checkpointer.cpp): {"kind": "zeros" | "uniform" | "normal" |
+// "truncated_normal", "scale", "seed"}. Reading: nullopt for anything else.
+nlohmann::json row_init_to_json(const RowInit& init);
+std::optional<RowInit> row_init_from_json(const nlohmann::json& j);
 
 }  // namespace psrun

@@ -144,13 +144,15 @@ class ParameterServer {
         SnapshotEnd snapshot;
         std::unique_ptr<BackgroundTask> writer;  // null: written in the loop
         bool background = false;                 // the chief is not waiting: keep the outcome for its next SAVE
-        bool differential = false;               // the sparse tables' changed blocks only (RowDelta)
+        bool differential = false;               // the sparse tables' changed blocks only (RowBlocks)
         std::vector<RowStore::BlockSet> taken;   // a whole write: the dirty blocks it cleared
         std::uint64_t dirty_epoch = 0;  // RowStore::dirty_epoch() at the SAVE (a RESTORE may end a write later)
     };
     // The differential write a SAVE of `step` into `dir` can be (ServerOptions::checkpoint_full_every),
     // or nullopt: a whole one.
-    std::optional<RowDelta> plan_differential(const std::string& dir, std::uint64_t step) const;
+    std::optional<RowBlocks> plan_differential(const std::string& dir, std::uint64_t step) const;
+    // A whole write's blocks: those of each vocabulary table holding a created row (none with --ema-decay).
+    std::optional<RowBlocks> plan_whole() const;
     // After a write ended (`ok`: written): a whole one is the base of the next differential ones, or
     // gives the dirty blocks it took back.
     void settle_dirty(const SaveJob& job, bool ok);
@@ -165,7 +167,7 @@ class ParameterServer {
         Result<void> written;
     };
     // Writes the shard file (every row: RowStore::read()) and psd 0's data position into `dir`.
-    [[nodiscard]] Result<void> write_checkpoint(const std::string& dir, const RowDelta* delta);
+    [[nodiscard]] Result<void> write_checkpoint(const std::string& dir, const RowBlocks* delta);
     void finish_save();  // the writer is done: its result answers the SAVE
     // A writer thread reads the shard's rows while this loop serves: what would change more than
     // rows (INIT, RESTORE, a final save) waits for it first (finish_save()).
@@ -174,7 +176,7 @@ class ParameterServer {
     // it); answered now (the checkpoint was refused: NaN or Inf); or not started (logged): the
     // caller writes it otherwise.
     enum class ThreadedSave { kStarted, kAnswered, kNotStarted };
-    ThreadedSave start_threaded_save(SaveJob& job, const RowDelta* delta);
+    ThreadedSave start_threaded_save(SaveJob& job, const RowBlocks* delta);
     void complete_save(const SaveJob& job, const Result<void>& written);
     void on_restore(const std::string& routing, const wire::Header& h, Parts& parts);
     void on_dircheck(const std::string& routing, const wire::Header& h, Parts& parts);

@@ -63,11 +63,16 @@ void ParameterServer::on_save(const std::string& routing, const Header& h, Parts
                 false,
                 {},
                 shard_->rows().dirty_epoch()};
-    // A differential write, or a whole one: then the next differential ones' base.
-    const std::optional<RowDelta> delta = plan_differential(*dir, h.step);
-    const RowDelta* rows_delta = delta ? &*delta : nullptr;
+    // A differential write, or a whole one: then the next differential ones' base. Either lists
+    // the blocks of rows it holds (common/row_delta.h): those changed since the base, or those
+    // holding a created row.
+    std::optional<RowBlocks> delta = plan_differential(*dir, h.step);
     job.differential = delta.has_value();
-    if (!delta) job.taken = shard_->rows().take_dirty();
+    if (!delta) {
+        job.taken = shard_->rows().take_dirty();
+        delta = plan_whole();
+    }
+    const RowBlocks* rows_delta = delta ? &*delta : nullptr;
     using Writer = ServerOptions::CheckpointWriter;
     const Writer writer = options_.checkpoint_writer;
     const bool has_rows = shard_->rows().size() > 0;
@@ -98,7 +103,7 @@ void ParameterServer::on_save(const std::string& routing, const Header& h, Parts
     complete_save(job, write_checkpoint(*dir, rows_delta));
 }
 
-std::optional<RowDelta> ParameterServer::plan_differential(const std::string& dir, std::uint64_t step) const {
+std::optional<RowBlocks> ParameterServer::plan_differential(const std::string& dir, std::uint64_t step) const {
     const RowStore& rows = shard_->rows();
     if (options_.checkpoint_full_every <= 1 || !last_full_ || rows.averaging() ||
         rows.dirty_epoch() != last_full_->epoch || step <= last_full_->step ||
@@ -111,9 +116,18 @@ std::optional<RowDelta> ParameterServer::plan_differential(const std::string& di
     // Its base must be committed (the chief renamed it: every shard wrote it) and still there.
     std::error_code ec;
     if (!std::filesystem::exists(row_delta_base_dir(dir, last_full_->step) + "/manifest.json", ec)) return std::nullopt;
-    RowDelta delta{last_full_->step, {}};
+    RowBlocks delta{last_full_->step, {}};
     for (std::size_t t = 0; t < rows.size(); ++t) delta.blocks.push_back(rows.dirty(t));
     return delta;
+}
+
+std::optional<RowBlocks> ParameterServer::plan_whole() const {
+    const RowStore& rows = shard_->rows();
+    if (rows.averaging()) return std::nullopt;  // every row's average moves: written plainly
+    RowBlocks plan;
+    for (std::size_t t = 0; t < rows.size(); ++t)
+        plan.blocks.push_back(rows.table(t).keyed ? RowStore::BlockSet{} : rows.created_blocks(t));
+    return plan;
 }
 
 void ParameterServer::settle_dirty(const SaveJob& job, bool ok) {
@@ -126,7 +140,7 @@ void ParameterServer::settle_dirty(const SaveJob& job, bool ok) {
     differential_since_full_ = 0;
 }
 
-ParameterServer::ThreadedSave ParameterServer::start_threaded_save(SaveJob& job, const RowDelta* delta) {
+ParameterServer::ThreadedSave ParameterServer::start_threaded_save(SaveJob& job, const RowBlocks* delta) {
     RowStore& rows = shard_->rows();
     // Taken now, in this loop: the dense slices copied, psd 0's data position encoded; the rows
     // from here on through the snapshot.
@@ -158,7 +172,7 @@ void ParameterServer::settle_threaded_save() {
     if (saving_ && saving_->snapshot.rows) finish_save();  // waits for the thread
 }
 
-Result<void> ParameterServer::write_checkpoint(const std::string& dir, const RowDelta* delta) {
+Result<void> ParameterServer::write_checkpoint(const std::string& dir, const RowBlocks* delta) {
     // A checkpoint holds every row, untouched ones too: written as their initial values, not
     // created (RowStore::read()), so that a forked writer copies no page of the tables.
     shard_->rows().catch_up_keyed();

@@ -33,15 +33,16 @@ std::uint64_t RowStore::next_dirty_epoch() {
     return ++epochs;
 }
 
-void RowStore::allocate(const OptimizerConfig& config) {
+void RowStore::allocate(const OptimizerConfig& config, const std::vector<bool>* lazy) {
     set_config(config);
     dirty_epoch_ = next_dirty_epoch();
     for (std::size_t t = 0; t < tables_.size(); ++t) {
         auto& table = tables_[t];
         table.values = Floats();  // never two copies of a table at once
         table.values = Floats(table.local_rows * table.spec.width);
-        // Keyed: no row until restore_index() says which slots hold one.
-        table.created.assign((table.local_rows + 63) / 64, table.spec.keyed ? 0 : ~std::uint64_t{0});
+        // Keyed: no row until restore_index() says which slots hold one; lazy: until the load fills it.
+        const bool none = table.spec.keyed || (lazy && t < lazy->size() && (*lazy)[t]);
+        table.created.assign((table.local_rows + 63) / 64, none ? 0 : ~std::uint64_t{0});
         clear_dirty(table);
         reset_index(table);
         table.dropped = 0;
@@ -146,6 +147,21 @@ void RowStore::materialize(ThreadTeam* team) {
         if (parts == 1) fill(0);
         else team->run(fill);
     }
+}
+
+RowStore::BlockSet RowStore::created_blocks(std::size_t t) const {
+    static_assert(64 % RowSnapshot::kBlockRows == 0, "a block's created bits lie in one word");
+    const Table& table = tables_[t];
+    constexpr std::uint64_t kRows = RowSnapshot::kBlockRows, kMask = (std::uint64_t{1} << kRows) - 1;
+    const std::uint64_t blocks = (table.local_rows + kRows - 1) / kRows;
+    BlockSet out((blocks + 63) / 64, 0);
+    for (std::uint64_t b = 0; b < blocks; ++b) {
+        std::uint64_t bits = table.created[b * kRows / 64] >> (b * kRows % 64) & kMask;
+        if ((b + 1) * kRows > table.local_rows)  // the last block: only its rows' bits
+            bits &= (std::uint64_t{1} << (table.local_rows - b * kRows)) - 1;
+        if (bits) out[b / 64] |= std::uint64_t{1} << (b % 64);
+    }
+    return out;
 }
 
 std::uint64_t RowStore::rows_created() const {

@@ -125,8 +125,17 @@ class RowStore {
     // Rows created so far, all tables.
     std::uint64_t rows_created() const;
     // Allocates rows and fresh slots for `config`, every row counted as created, without
-    // initialising the values (a checkpoint load fills them); update counts 0.
-    void allocate(const OptimizerConfig& config);
+    // initialising the values (a checkpoint load fills them); update counts 0. With `lazy` (one
+    // flag per table), a flagged vocabulary table starts with no row created, as after init():
+    // the load marks each row it fills (mark_created()) and the others get their initial values
+    // at first use (a checkpoint that lists only the blocks holding rows, common/row_delta.h).
+    void allocate(const OptimizerConfig& config, const std::vector<bool>* lazy = nullptr);
+    // A checkpoint load filled local row i of vocabulary table t (values and slots): it is created.
+    void mark_created(std::size_t t, std::uint64_t i) { tables_[t].created[i >> 6] |= std::uint64_t{1} << (i & 63); }
+    // The blocks of RowSnapshot::kBlockRows local rows of table t that hold a created row, as
+    // dirty() gives blocks: what a whole checkpoint of a vocabulary table lists (every other row
+    // reads as its initial values and fresh slots).
+    BlockSet created_blocks(std::size_t t) const;
     // INIT "restored": keeps values and update counts and adopts `config`; slots start fresh only
     // if the optimizer kind changed. An average that stays on keeps its values; one turned on
     // starts from the rows (as WeightAverage::retune()).

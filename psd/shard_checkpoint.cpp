@@ -34,7 +34,7 @@ namespace {
 // loop updates the shard): the dense slices are copied into out.copies and the rows read through
 // the RowStore's snapshot; else views of the shard itself.
 Result<void> collect_views(const ShardState& shard, const std::vector<TensorSpec>& tensors, bool snapshot,
-                           const RowDelta* delta, ShardCheckpointImage::Parts& out) {
+                           const RowBlocks* delta, ShardCheckpointImage::Parts& out) {
     const auto& ids = shard.slice_ids();
     out.states.resize(ids.size());
     auto add = [&](const std::string& name, std::span<const float> data, const std::string& what) -> Result<void> {
@@ -66,7 +66,7 @@ Result<void> collect_views(const ShardState& shard, const std::vector<TensorSpec
 }  // namespace
 
 Result<void> save_shard_checkpoint(const ShardState& shard, const std::vector<TensorSpec>& tensors, std::uint32_t index,
-                                   const std::string& dir, const RowDelta* delta) {
+                                   const std::string& dir, const RowBlocks* delta) {
     ShardCheckpointImage::Parts parts;
     PSRUN_TRY(collect_views(shard, tensors, false, delta, parts));
     return write_tensor_file(dir + "/" + shard_checkpoint_name(index, shard.layout().num_shards), parts.views);
@@ -75,7 +75,7 @@ Result<void> save_shard_checkpoint(const ShardState& shard, const std::vector<Te
 Result<std::unique_ptr<ShardCheckpointImage>> ShardCheckpointImage::take(const ShardState& shard,
                                                                          const std::vector<TensorSpec>& tensors,
                                                                          std::uint32_t index, const std::string& dir,
-                                                                         const RowDelta* delta) {
+                                                                         const RowBlocks* delta) {
     std::unique_ptr<ShardCheckpointImage> image(new ShardCheckpointImage());
     image->path_ = dir + "/" + shard_checkpoint_name(index, shard.layout().num_shards);
     PSRUN_TRY(collect_views(shard, tensors, true, delta, image->parts_));

@@ -33,10 +33,10 @@ std::string shard_checkpoint_name(std::uint32_t shard, std::uint32_t num_shards)
 // Writes this shard's file into `dir` (which must exist), fsynced. Refuses (kInvalidArgument,
 // nothing written) when a parameter or slot is NaN/Inf; kIo (partial file removed) on a write
 // failure such as a full disk or `dir` not being a directory. With `delta`, the vocabulary
-// tables' pieces are differential (psd/shard_checkpoint_rows.h RowDelta).
+// tables' pieces are differential (psd/shard_checkpoint_rows.h RowBlocks).
 [[nodiscard]] Result<void> save_shard_checkpoint(const ShardState& shard, const std::vector<TensorSpec>& tensors,
                                                  std::uint32_t index, const std::string& dir,
-                                                 const RowDelta* delta = nullptr);
+                                                 const RowBlocks* delta = nullptr);
 
 // The same file taken now and written later by another thread, while the poll loop goes on
 // (psd/thread_task.h): take() checks and copies the dense slices and prepares the rows to be read
@@ -49,7 +49,7 @@ class ShardCheckpointImage {
     [[nodiscard]] static Result<std::unique_ptr<ShardCheckpointImage>> take(const ShardState& shard,
                                                                             const std::vector<TensorSpec>& tensors,
                                                                             std::uint32_t index, const std::string& dir,
-                                                                            const RowDelta* delta = nullptr);
+                                                                            const RowBlocks* delta = nullptr);
     [[nodiscard]] Result<void> write(std::stop_token stop) const;
 
     struct Parts {  // the views and what they point into (each vector filled before any view of it)

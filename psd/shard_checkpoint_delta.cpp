@@ -18,11 +18,9 @@ Result<RowDeltas> resolve_row_deltas(const std::string& dir, std::vector<std::st
     for (auto& [tensor, by_count] : pieces)
         for (auto& [shards, by_shard] : by_count)
             for (auto& [s, piece] : by_shard) {
-                if (piece.blocks < 0) continue;
+                if (piece.blocks < 0 || piece.by_blocks()) continue;  // whole (plainly or by blocks)
                 const std::string where = dir + "/" + names[piece.file];
                 const std::string base_name = row_piece_base_name(tensor, s, shards);
-                if (piece.base < 0)
-                    return invalid_argument(where + ": the differential piece " + base_name + " names no base");
                 if (!files[piece.file].verified()) PSRUN_TRY(files[piece.file].verify());  // before the shard changes
                 std::vector<float> floats(2);
                 PSRUN_TRY(files[piece.file].read(static_cast<std::size_t>(piece.base), 0, floats));
@@ -47,7 +45,7 @@ Result<RowDeltas> resolve_row_deltas(const std::string& dir, std::vector<std::st
                 if (auto t = in_base.find(tensor); t != in_base.end())
                     if (auto k = t->second.find(shards); k != t->second.end())
                         if (auto p = k->second.find(s); p != k->second.end()) whole = &p->second;
-                if (!whole || whole->blocks >= 0)
+                if (!whole || (whole->blocks >= 0 && !whole->by_blocks()))
                     return invalid_argument(dir + "/" + name + ", the base of " + where + ", does not hold " +
                                             base_name + " whole");
                 deltas[tensor][s] = piece;
@@ -97,11 +95,13 @@ Result<void> load_row_deltas(ShardState& shard, const std::vector<TensorSpec>& t
                     [&, s = s](std::uint64_t row, const float* values) {
                         const std::uint64_t global = tp.source.global_row(row, s, tp.source_shards);
                         if (table.owner(global, target_shards) != target) return;
-                        std::memcpy(destinations[j].data() + table.local_row(global, target_shards) * width, values,
-                                    width * sizeof(float));
+                        const std::uint64_t at = table.local_row(global, target_shards);
+                        std::memcpy(destinations[j].data() + at * width, values, width * sizeof(float));
+                        if (tp.lazy) rows.mark_created(t, at);  // on a base by blocks: maybe a row it omits
                     }));
             }
         }
+        if (tp.lazy && !tp.slots) rows.reset_slots(t);  // the rows filled: fresh slots (Adagrad's accumulator)
         if (tp.slots && updates > 0) rows.set_updates(t, updates);
     }
     return {};

@@ -29,7 +29,7 @@ std::uint64_t piece_updates(std::span<const float> state) {
 }
 
 Result<void> add_row_pieces(const ShardState& shard, const std::vector<TensorSpec>& tensors, bool snapshot,
-                            const RowDelta* delta, std::vector<TensorView>& views,
+                            const RowBlocks* plan, std::vector<TensorView>& views,
                             std::vector<std::array<float, 5>>& states, std::vector<std::vector<float>>& keys) {
     const RowStore& rows = shard.rows();
     states.reserve(rows.size());  // the views point into them
@@ -38,18 +38,19 @@ Result<void> add_row_pieces(const ShardState& shard, const std::vector<TensorSpe
         const std::string name = tensors.at(rows.table(t).tensor).name;
         const std::string base = row_piece_base_name(name, rows.shard(), rows.num_shards());
         const std::uint64_t width = rows.table(t).width, local_rows = rows.local_rows(t);
-        // A differential piece: the blocks listed, their rows in order (the last block may be short).
+        // A piece by blocks: the blocks listed, their rows in order (the last block may be short).
         std::shared_ptr<std::vector<std::uint64_t>> blocks;
         std::uint64_t piece_rows = local_rows;
-        if (delta && !rows.table(t).keyed && t < delta->blocks.size()) {
+        if (plan && !rows.table(t).keyed && t < plan->blocks.size()) {
             blocks = std::make_shared<std::vector<std::uint64_t>>();
             piece_rows = 0;
-            const auto& bits = delta->blocks[t];
+            const auto& bits = plan->blocks[t];
             for (std::uint64_t b = 0; b * kRowDeltaBlockRows < local_rows; ++b)
                 if (b / 64 < bits.size() && (bits[b / 64] >> (b % 64) & 1)) {
                     blocks->push_back(b);
                     piece_rows += std::min(kRowDeltaBlockRows, local_rows - b * kRowDeltaBlockRows);
                 }
+            if (!plan->base_step && piece_rows == local_rows) blocks.reset();  // whole: as plain as it is
         }
         const std::vector<std::uint64_t> shape{piece_rows, width};
         // A vocabulary table is read as materialize() would leave it (RowStore::read()), piece by
@@ -107,8 +108,13 @@ Result<void> add_row_pieces(const ShardState& shard, const std::vector<TensorSpe
         if (blocks) {
             keys.push_back(encode_row_delta_blocks(*blocks));
             views.push_back(TensorView{base + "/blocks", {blocks->size(), 2}, keys.back()});
-            keys.push_back(encode_row_delta_base(delta->base_step));
-            views.push_back(TensorView{base + "/base", {2}, keys.back()});
+            if (plan->base_step) {
+                keys.push_back(encode_row_delta_base(*plan->base_step));
+                views.push_back(TensorView{base + "/base", {2}, keys.back()});
+            } else {
+                keys.push_back(encode_row_count(local_rows));
+                views.push_back(TensorView{base + "/rows", {2}, keys.back()});
+            }
         }
         if (rows.table(t).keyed) {  // its id map (empty where a small table placed whole elsewhere has no slot)
             const RowIndex* index = rows.index(t);
@@ -148,6 +154,7 @@ Result<bool> index_row_piece(const TensorFileEntry& t, std::size_t file, std::si
     else if (name.part == "state" && t.count == 5) p.state = e;
     else if (name.part == "blocks") p.blocks = e;
     else if (name.part == "base" && t.count == 2) p.base = e;
+    else if (name.part == "rows" && t.count == 2) p.rows = e;
     else if (name.part.starts_with("slot") && name.part.size() == 5 && name.part[4] >= '0' && name.part[4] <= '1') {
         const std::size_t j = static_cast<std::size_t>(name.part[4] - '0');
         if (p.slots.size() <= j) p.slots.resize(j + 1, -1);
@@ -182,17 +189,23 @@ Result<RowRestorePlan> plan_row_restore(const ShardState& shard, const std::vect
             return invalid_argument("checkpoint " + dir + " holds " + std::to_string(by_shard.size()) + " of the " +
                                     std::to_string(source_shards) + " parts of the sparse table '" + name + "'");
         // How the checkpoint placed the table (spread, or whole on one shard), from its pieces' rows.
-        std::vector<std::uint64_t> piece_rows(source_shards, 0);
+        std::vector<std::uint64_t> piece_rows(source_shards, 0), stored_rows(source_shards, 0);
         for (const auto& [s, piece] : by_shard) {
-            if (piece.param < 0 || piece.state < 0)
-                return invalid_argument(dir + "/" + names[piece.file] + ": the piece " +
-                                        row_piece_base_name(name, s, source_shards) + " is incomplete");
+            const std::string where =
+                dir + "/" + names[piece.file] + ": the piece " + row_piece_base_name(name, s, source_shards);
+            if (piece.param < 0 || piece.state < 0) return invalid_argument(where + " is incomplete");
             const auto& shape = files[piece.file].tensors()[static_cast<std::size_t>(piece.param)].shape;
             if (shape.size() != 2 || shape[1] != table.width)
-                return invalid_argument(
-                    dir + "/" + names[piece.file] + ": " + row_piece_base_name(name, s, source_shards) +
-                    " does not fit the table's rows of " + std::to_string(table.width) + ": written for another model");
-            piece_rows[s] = shape[0];
+                return invalid_argument(where + " does not fit the table's rows of " + std::to_string(table.width) +
+                                        ": written for another model");
+            stored_rows[s] = piece_rows[s] = shape[0];
+            if (!piece.by_blocks()) continue;
+            if (piece.rows < 0 || table.keyed)
+                return invalid_argument(where + " lists blocks of rows but " +
+                                        (table.keyed ? "its table is keyed by raw ids" : "holds no row count"));
+            std::vector<float> count(2);
+            PSRUN_TRY(files[piece.file].read(static_cast<std::size_t>(piece.rows), 0, count));
+            PSRUN_TRY_ASSIGN(piece_rows[s], decode_row_count(count, where));
         }
         const auto source = placement_from_pieces(table, piece_rows);
         if (!source)
@@ -216,7 +229,7 @@ Result<RowRestorePlan> plan_row_restore(const ShardState& shard, const std::vect
         for (const auto& [s, piece] : by_shard) {
             const std::string where = dir + "/" + names[piece.file];
             const std::string base = row_piece_base_name(name, s, source_shards);
-            const std::vector<std::uint64_t> shape{piece_rows[s], table.width};
+            const std::vector<std::uint64_t> shape{stored_rows[s], table.width};
             if (table.keyed) {  // ids anywhere: every piece is read, its id map must be whole
                 const auto* keys =
                     piece.keys >= 0 ? &files[piece.file].tensors()[static_cast<std::size_t>(piece.keys)] : nullptr;
@@ -245,6 +258,15 @@ Result<RowRestorePlan> plan_row_restore(const ShardState& shard, const std::vect
             if (piece.ema >= 0 && !entries[static_cast<std::size_t>(piece.ema)].finite)
                 return invalid_argument(where + ": the moving average of " + base + " holds NaN or Inf");
             average = average && piece.ema >= 0;
+            if (piece.by_blocks()) {  // its block list names exactly the rows it stores
+                std::vector<float> blocks(entries[static_cast<std::size_t>(piece.blocks)].count);
+                PSRUN_TRY(files[piece.file].read(static_cast<std::size_t>(piece.blocks), 0, blocks));
+                PSRUN_TRY_ASSIGN(const auto listed, decode_row_delta_rows(blocks, piece_rows[s], where));
+                if (listed.size() != stored_rows[s])
+                    return invalid_argument(where + ": " + base + " holds " + std::to_string(stored_rows[s]) +
+                                            " rows, its blocks name " + std::to_string(listed.size()));
+                out.lazy = true;
+            }
             out.updates = std::max(out.updates, piece_updates(state));
             out.pieces[s] = &piece;
         }
@@ -263,7 +285,9 @@ Result<RowRestorePlan> plan_row_restore(const ShardState& shard, const std::vect
 Result<void> load_rows(ShardState& shard, const wire::InitConfig& config, const std::vector<TensorFileReader>& files,
                        const RowRestorePlan& plan) {
     RowStore& rows = shard.rows();
-    rows.allocate(config.optimizer);
+    std::vector<bool> lazy;
+    for (const auto& tp : plan.tables) lazy.push_back(tp.lazy);
+    rows.allocate(config.optimizer, &lazy);
     const std::uint32_t target_shards = rows.num_shards(), target = rows.shard();
     std::vector<float> chunk;
     for (std::size_t t = 0; t < rows.size(); ++t) {
@@ -293,9 +317,13 @@ Result<void> load_rows(ShardState& shard, const wire::InitConfig& config, const 
             if (tp.slots) parts.insert(parts.end(), piece->slots.begin(), piece->slots.end());
             if (tp.average) parts.push_back(piece->ema);  // destinations.back()
             const std::uint64_t source_rows = tp.source.rows_on(s, tp.source_shards);
+            if (piece->by_blocks()) {  // the rows it lists (plan_row_restore() checked them)
+                PSRUN_TRY(load_listed_rows(rows, t, tp, s, *piece, file, parts, destinations));
+                continue;
+            }
             for (std::size_t j = 0; j < parts.size(); ++j) {
                 const auto e = static_cast<std::size_t>(parts[j]);
-                if (tp.source_shards == target_shards && tp.source == target_table) {  // the piece is this shard's part
+                if (tp.source_shards == target_shards && tp.source == target_table && !tp.lazy) {  // this shard's part
                     if (auto ok = file.read(e, 0, destinations[j]); !ok) return ok;
                     continue;
                 }
@@ -308,15 +336,40 @@ Result<void> load_rows(ShardState& shard, const wire::InitConfig& config, const 
                     for (std::uint64_t i = 0; i < n; ++i) {
                         const std::uint64_t row = tp.source.global_row(first + i, s, tp.source_shards);
                         if (target_table.owner(row, target_shards) != target) continue;
-                        std::memcpy(destinations[j].data() + target_table.local_row(row, target_shards) * width,
-                                    chunk.data() + i * width, width * sizeof(float));
+                        const std::uint64_t local = target_table.local_row(row, target_shards);
+                        std::memcpy(destinations[j].data() + local * width, chunk.data() + i * width,
+                                    width * sizeof(float));
+                        if (tp.lazy) rows.mark_created(t, local);
                     }
                 }
             }
         }
+        if (tp.lazy && !tp.slots) rows.reset_slots(t);  // the rows filled: fresh slots (Adagrad's accumulator)
         rows.set_updates(t, tp.updates);
         rows.start_average(t, tp.average);
     }
+    return {};
+}
+
+Result<void> load_listed_rows(RowStore& rows, std::size_t t, const RowRestorePlan::Table& tp, std::uint32_t s,
+                              const RowPiece& piece, const TensorFileReader& file, std::span<const int> parts,
+                              std::span<const std::span<float>> destinations) {
+    const RowTable& table = rows.table(t);
+    const std::uint32_t target_shards = rows.num_shards(), target = rows.shard();
+    const std::uint64_t width = table.width;
+    std::vector<float> blocks(file.tensors()[static_cast<std::size_t>(piece.blocks)].count);
+    PSRUN_TRY(file.read(static_cast<std::size_t>(piece.blocks), 0, blocks));
+    PSRUN_TRY_ASSIGN(const auto listed,
+                     decode_row_delta_rows(blocks, tp.source.rows_on(s, tp.source_shards), file.path()));
+    for (std::size_t j = 0; j < parts.size(); ++j)
+        PSRUN_TRY(for_each_delta_row(
+            file, static_cast<std::size_t>(parts[j]), listed, width, [&](std::uint64_t row, const float* values) {
+                const std::uint64_t global = tp.source.global_row(row, s, tp.source_shards);
+                if (table.owner(global, target_shards) != target) return;
+                const std::uint64_t local = table.local_row(global, target_shards);
+                std::memcpy(destinations[j].data() + local * width, values, width * sizeof(float));
+                rows.mark_created(t, local);
+            }));
     return {};
 }
 

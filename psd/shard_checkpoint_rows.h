@@ -15,6 +15,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -30,11 +31,14 @@ namespace psrun::psd {
 std::array<float, 5> piece_state(OptimizerKind kind, std::uint64_t updates, TensorClass tensor_class);
 std::uint64_t piece_updates(std::span<const float> state);
 
-// A differential checkpoint's rows (common/row_delta.h, docs/sparse.md "Checkpoints"): the full
-// checkpoint it builds on and, per table of shard.rows(), the blocks changed since that one's
-// snapshot (RowStore::dirty()). A keyed table is written whole all the same.
-struct RowDelta {
-    std::uint64_t base_step = 0;
+// Which blocks of rows a checkpoint writes of each vocabulary table (common/row_delta.h,
+// docs/sparse.md "Checkpoints"), one BlockSet per table of shard.rows(). A differential
+// checkpoint's: `base_step` names the full checkpoint it builds on, the blocks are those changed
+// since that one's snapshot (RowStore::dirty()). A whole one's (no base_step): the blocks holding
+// a created row (RowStore::created_blocks()), every other row holding its initial values; where
+// that is every block the piece is written plainly. Keyed tables are written whole all the same.
+struct RowBlocks {
+    std::optional<std::uint64_t> base_step;
     std::vector<RowStore::BlockSet> blocks;
 };
 
@@ -44,10 +48,10 @@ struct RowDelta {
 // a keyed table's arrays as they are (REQUIRES: RowStore::catch_up_keyed() with --ema-decay).
 // A table holding NaN or Inf is refused (kInvalidArgument): a keyed one here, a vocabulary one
 // by the write, which then stops. With `snapshot`, the vocabulary tables are read through the
-// RowStore's snapshot (RowStore::read_snapshot(), from another thread). With `delta`, a vocabulary
-// table's pieces are differential: only its blocks (the views keep what they need of it).
+// RowStore's snapshot (RowStore::read_snapshot(), from another thread). With `plan`, a vocabulary
+// table's pieces hold only the blocks it lists (the views keep what they need of it).
 [[nodiscard]] Result<void> add_row_pieces(const ShardState& shard, const std::vector<TensorSpec>& tensors,
-                                          bool snapshot, const RowDelta* delta, std::vector<TensorView>& views,
+                                          bool snapshot, const RowBlocks* plan, std::vector<TensorView>& views,
                                           std::vector<std::array<float, 5>>& states,
                                           std::vector<std::vector<float>>& keys);
 
@@ -65,6 +69,8 @@ struct RowPiece {  // one source shard's part of a table: entries in its file
     int param = -1, state = -1, ema = -1;
     int keys = -1;               // a keyed table's id map
     int blocks = -1, base = -1;  // a differential piece's (common/row_delta.h)
+    int rows = -1;               // with blocks and no base: a whole piece written by blocks
+    bool by_blocks() const { return blocks >= 0 && base < 0; }
     std::vector<int> slots;
 };
 // tensor name -> source shard count K -> source shard -> piece
@@ -91,6 +97,7 @@ struct RowRestorePlan {
         bool slots = false;                   // the saved slots are loaded (same optimizer kind)
         bool average = false;                 // the saved moving average is loaded (--ema-decay, all pieces)
         std::uint64_t updates = 0;            // the largest count of the pieces read
+        bool lazy = false;  // a piece read lists blocks (RowPiece::by_blocks()): the rows it omits start afresh
     };
     std::vector<Table> tables;  // as shard.rows()
 };
@@ -109,6 +116,12 @@ struct RowRestorePlan {
 [[nodiscard]] Result<void> load_row_deltas(ShardState& shard, const std::vector<TensorSpec>& tensors,
                                            std::vector<TensorFileReader>& files, const RowRestorePlan& plan,
                                            const RowDeltas& deltas);
+// load_rows()' part for a piece written by blocks (source shard s of table t, `piece` in `file`):
+// its `parts` (values, then slots, then average) copied to `destinations` for the rows it lists
+// that this shard owns, each marked created (RowStore::mark_created()).
+[[nodiscard]] Result<void> load_listed_rows(RowStore& rows, std::size_t t, const RowRestorePlan::Table& tp,
+                                            std::uint32_t s, const RowPiece& piece, const TensorFileReader& file,
+                                            std::span<const int> parts, std::span<const std::span<float>> destinations);
 // load_rows()' part for keyed table t (after RowStore::allocate()): every source piece's id map
 // read, this shard's rows copied to fresh slots, the index restored.
 [[nodiscard]] Result<void> load_keyed_rows(RowStore& rows, std::size_t t, const RowRestorePlan::Table& plan,

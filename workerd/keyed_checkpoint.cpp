@@ -4,6 +4,7 @@
 #include <array>
 #include <fstream>
 
+#include "common/row_init.h"
 #include "workerd/nn/parameter_init.h"
 
 namespace psrun::worker {
@@ -25,21 +26,6 @@ const nn::Node* keyed_named_embedding(const nn::ModelDescription& model, const s
             (n.name == name || (n.inputs.size() > n.data_inputs && n.inputs[n.data_inputs] == name)))
             return &n;
     return nullptr;
-}
-
-// The row initializer a manifest's "row_init" records (common/checkpointer.cpp describe_layout).
-std::optional<RowInit> parse_recorded_row_init(const nlohmann::json& j) {
-    static constexpr std::array<const char*, 4> kNames = {"zeros", "uniform", "normal", "truncated_normal"};
-    if (!j.is_object() || !j.contains("kind") || !j["kind"].is_string() || !j.contains("scale") ||
-        !j["scale"].is_number() || !j.contains("seed") || !j["seed"].is_number_unsigned())
-        return std::nullopt;
-    const auto kind = std::find(kNames.begin(), kNames.end(), j["kind"].get<std::string>());
-    if (kind == kNames.end()) return std::nullopt;
-    RowInit init;
-    init.kind = static_cast<RowInitKind>(kind - kNames.begin());
-    init.scale = j["scale"].get<float>();
-    init.seed = j["seed"].get<std::uint64_t>();
-    return init;
 }
 
 }  // namespace
@@ -77,7 +63,7 @@ Result<std::vector<std::size_t>> mark_keyed_tables(const nlohmann::json& manifes
                               where + ": keyed table '" + name + "' is no embedding's table");
         std::optional<RowInit> init;
         if (entry.contains("row_init")) {
-            init = parse_recorded_row_init(entry["row_init"]);
+            init = row_init_from_json(entry["row_init"]);
             if (!init)
                 return make_error(ErrorCode::kInvalidArgument,
                                   where + ": keyed table '" + name + "' has a damaged row_init");

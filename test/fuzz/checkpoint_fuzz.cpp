@@ -40,6 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             if (!shape_matches(t)) __builtin_trap();
             views.push_back(TensorView{t.name, t.shape, t.data});
             if (t.name.ends_with("/base")) (void)decode_row_delta_base(t.data, "fuzz-input");
+            if (t.name.ends_with("/rows")) (void)decode_row_count(t.data, "fuzz-input");
             if (!t.name.ends_with("/blocks")) continue;
             constexpr std::uint64_t kSourceRows = 100000;  // the piece's rows, as its base would give them
             const auto rows = decode_row_delta_rows(t.data, kSourceRows, "fuzz-input");

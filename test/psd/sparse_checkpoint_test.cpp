@@ -7,7 +7,11 @@
 #include <fstream>
 #include <numeric>
 
+#include <nlohmann/json.hpp>
+
 #include "common/checkpoint_params.h"
+#include "common/row_delta.h"
+#include "common/row_init.h"
 #include "common/tensor_file_stream.h"
 #include "test/psd/ps_fixture.h"
 
@@ -65,19 +69,39 @@ TEST_CASE("a checkpoint restores sparse tables exactly, into the same or another
         for (int s = 3; s < 5; ++s) step(chief, s);  // the run goes on: the reference
         reference = table(chief);
     }
-    // Each file holds its shard's rows only, as a [rows, width] piece with Adam's two slots.
+    // Each file holds its shard's rows only, as a [rows, width] piece with Adam's two slots, by
+    // blocks: the 16-row blocks holding a row the steps created (common/row_delta.h), and the
+    // shard's row count; the others hold their initial values.
     for (std::uint32_t i = 0; i < 2; ++i) {
         auto file = TensorFileReader::open(dir + "/ps-" + std::to_string(i) + "-of-2.tensors");
         REQUIRE(file);
         std::size_t pieces = 0;
-        for (const auto& t : file->tensors()) {
+        std::uint64_t listed = 0;
+        for (std::size_t e = 0; e < file->tensors().size(); ++e) {
+            const auto& t = file->tensors()[e];
             RowPieceName name;
             if (!parse_row_piece_name(t.name, name)) continue;
             ++pieces;
             CHECK(name.shard == i);
-            if (name.part != "state") CHECK(t.shape == std::vector<std::uint64_t>{i == 0 ? 499u : 498u, kWidth});
+            if (name.part == "blocks") {
+                std::vector<float> blocks(t.count);
+                REQUIRE(file->read(e, 0, blocks));
+                const auto rows = decode_row_delta_rows(blocks, i == 0 ? 499u : 498u, "test");
+                REQUIRE(rows);
+                listed = rows->size();
+            } else if (name.part == "rows") {
+                std::vector<float> count(2);
+                REQUIRE(file->read(e, 0, count));
+                CHECK(decode_row_count(count, "test").value() == (i == 0 ? 499u : 498u));
+            } else if (name.part != "state") {
+                CHECK(t.shape[1] == kWidth);
+                CHECK(t.shape[0] < (i == 0 ? 499u : 498u));
+            }
         }
-        CHECK(pieces == 4);  // param, slot0, slot1, state
+        CHECK(pieces == 6);  // param, slot0, slot1, state, blocks, rows
+        CHECK(listed > 0);
+        for (const auto& t : file->tensors())
+            if (RowPieceName n; parse_row_piece_name(t.name, n) && n.part == "param") CHECK(t.shape[0] == listed);
     }
     for (std::uint32_t shards : {2u, 3u, 1u}) {
         Cluster cluster(shards, base_options(1));
@@ -183,4 +207,74 @@ TEST_CASE("the standby shard file keeps the shard's rows, slots and update count
     CHECK(std::equal(va.begin(), va.end(), vb.begin(), vb.end()));
     CHECK(a.rows().local_rows(0) == 332);  // rows 2, 5, ..., 995
     std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a whole checkpoint by blocks restores and reads as one holding every row would",
+          "[psd][sparse][checkpoint]") {
+    const std::string root = psrun::test::make_temp_dir();
+    const std::string by_blocks = root + "/blocks", plain = root + "/plain";
+    for (const auto& d : {by_blocks, plain}) std::filesystem::create_directories(d);
+    {
+        Cluster cluster(2, base_options(1));
+        PsClient chief(cluster.client_options(0, model()));
+        REQUIRE(chief.hello());
+        REQUIRE(chief.init(adam(0.01f), ramp(chief.layout().total, 0.5f)));
+        for (int s = 0; s < 3; ++s) step(chief, s);
+        REQUIRE(chief.save(3, by_blocks));
+        (void)table(chief);  // pulls every row: all created (their initial values), none changed
+        REQUIRE(chief.save(3, plain));
+    }
+    auto parts = [](const std::string& dir, const std::string& part) {
+        std::size_t n = 0;
+        for (std::uint32_t i = 0; i < 2; ++i) {
+            auto file = TensorFileReader::open(dir + "/ps-" + std::to_string(i) + "-of-2.tensors");
+            REQUIRE(file);
+            for (const auto& t : file->tensors()) n += t.name.ends_with("/" + part);
+        }
+        return n;
+    };
+    CHECK(parts(by_blocks, "blocks") == 2);
+    CHECK(parts(by_blocks, "rows") == 2);
+    CHECK(parts(plain, "blocks") == 0);
+    // Restored into 2 and 3 shards, with the same optimizer and with another (fresh slots:
+    // Adagrad's initial accumulator on the rows listed and on those created later), then trained on.
+    for (std::uint32_t shards : {2u, 3u}) {
+        for (const bool same : {true, false}) {
+            INFO(shards << " shards, " << (same ? "the same optimizer" : "another optimizer"));
+            wire::InitConfig init = adam(0.01f, 0, 3);
+            if (!same)
+                init.optimizer =
+                    OptimizerConfig{.kind = OptimizerKind::kAdagrad, .learning_rate = 0.1f, .adagrad_initial = 0.1f};
+            std::vector<std::vector<float>> got;
+            for (const auto& dir : {by_blocks, plain}) {
+                Cluster cluster(shards, base_options(1));
+                PsClient chief(cluster.client_options(0, model()));
+                REQUIRE(chief.hello());
+                REQUIRE(chief.restore(init, dir));
+                for (int s = 3; s < 6; ++s) step(chief, s);
+                got.push_back(table(chief));
+            }
+            std::size_t mismatches = 0;
+            for (std::size_t i = 0; i < got[0].size(); ++i) mismatches += got[0][i] != got[1][i];
+            CHECK(mismatches == 0);
+        }
+    }
+    // The evaluator's and export's view: the rows it omits drawn from the initializer the manifest
+    // records; without one it is refused, naming the table.
+    std::vector<std::vector<float>> dense;
+    for (const auto& dir : {by_blocks, plain}) {
+        nlohmann::json manifest = {{"step", 3}, {"files", {"ps-0-of-2.tensors", "ps-1-of-2.tensors"}}};
+        manifest["layout"]["tensors"] = {{{"name", "emb"}, {"row_init", row_init_to_json(model()[1].row_init)}}};
+        std::ofstream(dir + "/manifest.json") << manifest.dump();
+        auto read = load_checkpoint_parameters(dir, model(false));
+        REQUIRE(read);
+        dense.push_back(read->values);
+    }
+    CHECK(dense[0] == dense[1]);
+    std::ofstream(by_blocks + "/manifest.json")
+        << R"({"step": 3, "files": ["ps-0-of-2.tensors", "ps-1-of-2.tensors"]})";
+    auto refused = load_checkpoint_parameters(by_blocks, model(false));
+    REQUIRE_FALSE(refused);
+    CHECK_THAT(refused.error().message, Catch::Contains("'emb'") && Catch::Contains("initializer"));
+    std::filesystem::remove_all(root);
 }
