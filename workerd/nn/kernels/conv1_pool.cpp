@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "workerd/nn/kernels/avx2_blocks.h"
+#include "workerd/nn/kernels/channel_block.h"
 #include "workerd/nn/kernels/pool_window.h"
 
 namespace psrun::nn::kernels {
@@ -101,15 +102,7 @@ __attribute__((target("avx512f"))) void backward_block(const float* x, int pw, c
 
 }  // namespace
 
-int FusedConv1Pool::block_for(int channels) {
-    if (channels <= 0) return 0;
-    // Where AVX-512 is allowed its 16-channel blocks or nothing: oneDNN's AVX-512 convolutions
-    // around the kernels read and write nChw8c slower than their own layouts (measured on a
-    // 24/40-filter mnist_deep: 3% slower with 8-channel blocks than with no hand kernel).
-    if (avx512_allowed()) return channels % kBlock == 0 ? kBlock : 0;
-    if (avx2_allowed() && channels % avx2::kBlock8 == 0) return avx2::kBlock8;
-    return 0;
-}
+int FusedConv1Pool::block_for(int channels) { return channel_block(channels); }
 
 bool FusedConv1Pool::supported(int height, int width, int channels, int kernel) {
     return block_for(channels) != 0 && kernel == kK && height > 0 && width > 0 && height % 2 == 0 && width % 2 == 0;

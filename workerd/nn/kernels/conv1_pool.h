@@ -28,9 +28,8 @@ namespace psrun::nn::kernels {
 
 class FusedConv1Pool {
   public:
-    // The channels a block holds for `channels` on this CPU (under the ISA cap): with AVX-512F, 16
-    // for channels a multiple of 16; without it, 8 with AVX2 + FMA and channels a multiple of 8;
-    // else 0.
+    // The channels a block holds for `channels` on this CPU (under the ISA cap): channel_block()
+    // (channel_block.h: 16, 8 or 0), the same as BlockedMaxPool's.
     static int block_for(int channels);
     // True when this CPU and these dimensions are supported: block_for(channels) != 0, kernel 5,
     // height and width even.

@@ -16,8 +16,8 @@ namespace psrun::nn::kernels {
 
 class BlockedMaxPool {
   public:
-    // The layout's channel block B for `channels` on this CPU (under the ISA cap): with AVX-512F,
-    // 16 for channels a multiple of 16; without it, 8 with AVX2 + FMA and a multiple of 8; else 0.
+    // The layout's channel block B for `channels` on this CPU (under the ISA cap): channel_block()
+    // (channel_block.h: 16, 8 or 0), the same as FusedConv1Pool's.
     static int block_for(int channels);
     // True when block_for(channels) != 0, height and width even.
     static bool supported(int channels, int height, int width);
