@@ -1,6 +1,7 @@
 // reduce_mean, reduce_sum and reduce_prod (workerd/nn/ops/reduce.cpp): forward against a naive
 // loop over several axes with and without keepdims, gradients against central differences (and
-// prod's exactly where elements are zero), bf16 against f32, and the axis errors.
+// prod's exactly where elements are zero), bf16 against f32, statistics of the batch (axes with
+// the batch axis) broadcast back, and the axis errors.
 #include <catch2/catch.hpp>
 
 #include "test/nn/ops_test_util.h"
@@ -110,9 +111,31 @@ TEST_CASE("reduce_prod's gradient is the product of the others where elements ar
     CHECK(dx == std::vector<float>{0, 15, 0, 0, 0, 0});
 }
 
-TEST_CASE("reduce: the batch axis, a repeated or out-of-range axis, no axes", "[nn_engine][ops][reduce]") {
-    CHECK_THAT(graph_error({{{"kind", "reduce_mean"}, {"axes", {0}}}}, {3}),
-               Catch::Contains("layer 0 (reduce_mean): axis 0 of N x 3 is the batch dim"));
+TEST_CASE("reduce over the batch axis: statistics of the batch, broadcast back over it", "[nn_engine][ops][reduce]") {
+    const std::string op = GENERATE("reduce_mean", "reduce_sum", "reduce_max");
+    const bool keep = GENERATE(true, false);
+    INFO(op << (keep ? " keepdims" : ""));
+    // x: N x 4 x 3; m = op over (N, 4): [1, 1, 3] kept, else [3], without a batch axis; out = x - m.
+    const auto model =
+        graph_model({{{"kind", op}, {"name", "m"}, {"inputs", {"input"}}, {"axes", {0, 1}}, {"keepdims", keep}},
+                     {{"kind", "sub"}, {"name", "out"}, {"inputs", {"input", "m"}}}},
+                    {4, 3});
+    CHECK(concrete(model.value("m").dims, 5) ==
+          (keep ? std::vector<std::int64_t>{1, 1, 3} : std::vector<std::int64_t>{3}));
+    const int batch = 5;
+    const auto r = forward_of(model, batch, 3);
+    std::vector<double> stat(3, op == "reduce_max" ? -1e30 : 0.0), expected;
+    for (std::size_t i = 0; i < r.input.size(); ++i)
+        stat[i % 3] = op == "reduce_max" ? std::max<double>(stat[i % 3], r.input[i]) : stat[i % 3] + r.input[i];
+    if (op == "reduce_mean")
+        for (auto& s : stat) s /= batch * 4;
+    for (std::size_t i = 0; i < r.input.size(); ++i) expected.push_back(r.input[i] - stat[i % 3]);
+    check_close(r.output, expected);
+    check_gradients(model, batch, 5);  // each example's gradient reaches the others through m
+    check_bf16_against_f32(model, batch, 7);
+}
+
+TEST_CASE("reduce: a repeated or out-of-range axis, no axes", "[nn_engine][ops][reduce]") {
     CHECK_THAT(graph_error({{{"kind", "reduce_sum"}, {"axes", {1, -1}}}}, {3}),
                Catch::Contains("axis -1 is given twice"));
     CHECK_THAT(graph_error({{{"kind", "reduce_sum"}, {"axes", {2}}}}, {3}), Catch::Contains("axis 2 for rank 2"));

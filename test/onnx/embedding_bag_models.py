@@ -20,7 +20,6 @@ Usage: embedding_bag_models.py PSRUN [WORK_DIR]
 import json
 import os
 import sys
-import tempfile
 
 try:
     import numpy as np
@@ -32,7 +31,7 @@ except ImportError:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from psrun_cli import run  # noqa: E402
-from torch_compare import Checks, compare_with_torch  # noqa: E402
+from torch_compare import Checks, compare_with_torch, run_main  # noqa: E402
 
 TOLERANCE = 1e-4
 BATCH = 6
@@ -153,17 +152,12 @@ def refusals(psrun, work):
 
 
 def main():
-    if len(sys.argv) not in (2, 3):
-        sys.exit(__doc__)
-    psrun = os.path.abspath(sys.argv[1])
-    torch.set_num_threads(1)
-    with tempfile.TemporaryDirectory() as tmp:
-        work = sys.argv[2] if len(sys.argv) == 3 else tmp
-        os.makedirs(work, exist_ok=True)
+    def body(psrun, work):
         gradients(psrun, "bags", Bags, work)
         gradients(psrun, "weighted", Weighted, work)
         gradients(psrun, "computed", Computed, work)
         refusals(psrun, work)
+    run_main(__doc__, body)
     check.finish()
 
 

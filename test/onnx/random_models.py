@@ -16,7 +16,6 @@ Usage: random_models.py PSRUN [WORK_DIR]
 import json
 import os
 import sys
-import tempfile
 
 try:
     import numpy as np
@@ -27,7 +26,7 @@ except ImportError:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from psrun_cli import run  # noqa: E402
-from torch_compare import Checks, check_model, export  # noqa: E402
+from torch_compare import Checks, check_model, export, run_main  # noqa: E402
 
 TOLERANCE = 1e-4
 BATCH = 8
@@ -105,16 +104,11 @@ def with_noise(psrun, name, build, work):
 
 
 def main():
-    if len(sys.argv) not in (2, 3):
-        sys.exit(__doc__)
-    psrun = os.path.abspath(sys.argv[1])
-    torch.set_num_threads(1)
-    with tempfile.TemporaryDirectory() as tmp:
-        work = sys.argv[2] if len(sys.argv) == 3 else tmp
-        os.makedirs(work, exist_ok=True)
+    def body(psrun, work):
         for name, (build, kinds) in MODELS.items():
             check_model(check, psrun, name, lambda: build(0.0), (16,), kinds, work, batch=BATCH, seed=5)
             with_noise(psrun, name, build, work)
+    run_main(__doc__, body)
     check.finish()
 
 

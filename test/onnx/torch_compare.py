@@ -12,6 +12,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 
 import numpy as np
 import torch
@@ -166,3 +167,16 @@ def check_model(check, psrun, name, build, shape, kinds, work, *, batch, seed, t
                 diff = float(np.abs(got - want).max()) if got.shape == want.shape else float("inf")
                 check(f"{tag}: psrun predict = torch softmax", diff <= tolerance, f"largest difference {diff:.2e}",
                       True)
+
+
+def run_main(doc, body):
+    """A test script's command line, PSRUN [WORK_DIR] (else exit with `doc`): torch at one thread,
+    then body(psrun, work) in WORK_DIR or in a temporary directory removed afterwards."""
+    if len(sys.argv) not in (2, 3):
+        sys.exit(doc)
+    psrun = os.path.abspath(sys.argv[1])
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = sys.argv[2] if len(sys.argv) == 3 else tmp
+        os.makedirs(work, exist_ok=True)
+        body(psrun, work)

@@ -3,8 +3,10 @@
 //   "reduce_min", "reduce_prod" (same fields; max and min pass the gradient to the arg max, split
 //   evenly between equal values as torch.amax does; prod's gradient at an element is the product
 //   of the others, exact where some are zero, as torch.prod's).
-// `axes` required, each in [-rank, rank), distinct; the batch dim only when every axis is
-// reduced (a loss: the output is then a scalar, or all 1s with keepdims, with no batch axis);
+// `axes` required, each in [-rank, rank), distinct; with the batch dim among them the output has
+// no batch axis: every axis reduced is a loss (a scalar, or all 1s with keepdims), some of them
+// statistics of the batch (a batch norm written out, x - x.mean(0)) that broadcast back over it
+// (in a data-parallel run, of each worker's batch, as batch_norm's);
 // keepdims keeps each reduced axis as a 1 (ONNX's default) instead of dropping it. Floats only;
 // no tensors. FLOPs: 1 per input element.
 // ONNX: ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceProd (of values not known at import:
@@ -47,10 +49,6 @@ Result<void> infer_reduce(InferContext& context) {
             continue;
         }
         ++next;
-        if (in.dims[d].batch && axes->size() != in.rank())
-            return tl::unexpected(op_error("axis " + std::to_string(d) + " of " + to_string(in.dims) +
-                                           " is the batch dim; reduce over dims of each example, or over every axis "
-                                           "(a loss)"));
         if (keep) out.push_back(Dim::of(1));
     }
     context.set_output(0, ValueInfo{out, ElementType::kFloat});
