@@ -16,20 +16,29 @@ rc=$?
 python3 - build/meson-logs/testlog.json <<'PY'
 import json, sys
 passed = failed = skipped = 0
+reasons = []  # why each failed test failed, repeated here where a log's tail is all one may see
 try:
     with open(sys.argv[1]) as f:
         for line in f:
             if not line.strip():
                 continue
-            r = json.loads(line)["result"]
+            test = json.loads(line)
+            r = test["result"]
             if r in ("OK", "EXPECTEDFAIL"):
                 passed += 1
             elif r == "SKIP":
                 skipped += 1
             else:
                 failed += 1
+                out = (test.get("stdout") or "").splitlines()
+                said = [l for l in out if "FAIL" in l or "error" in l.lower()] or out
+                reasons.append((test["name"], r, said[-8:]))
 except FileNotFoundError:
     failed = 1
+for name, r, lines in reasons:
+    print(f"failed: {name} ({r})")
+    for l in lines:
+        print(f"    {l[:400]}")
 if skipped:
     print(f"{skipped} skipped (see the meson summary above)")
 print(f"{passed} passed, {failed} failed")
