@@ -15,6 +15,16 @@ bool is_digit(float f) {
     return f >= 0.0f && f < static_cast<float>(kDigit) && f == static_cast<float>(static_cast<std::uint64_t>(f));
 }
 
+// A number < 2^48 as the two digits the "base" and "rows" parts hold.
+std::vector<float> encode_two_digits(std::uint64_t n) {
+    return {static_cast<float>(n % kDigit), static_cast<float>(n / kDigit)};
+}
+
+Result<std::uint64_t> decode_two_digits(std::span<const float> floats, const std::string& error) {
+    if (floats.size() != 2 || !is_digit(floats[0]) || !is_digit(floats[1])) return invalid_argument(error);
+    return static_cast<std::uint64_t>(floats[0]) + static_cast<std::uint64_t>(floats[1]) * kDigit;
+}
+
 }  // namespace
 
 std::vector<float> encode_row_delta_blocks(std::span<const std::uint64_t> blocks) {
@@ -27,22 +37,16 @@ std::vector<float> encode_row_delta_blocks(std::span<const std::uint64_t> blocks
     return out;
 }
 
-std::vector<float> encode_row_delta_base(std::uint64_t base_step) {
-    return {static_cast<float>(base_step % kDigit), static_cast<float>(base_step / kDigit)};
-}
+std::vector<float> encode_row_delta_base(std::uint64_t base_step) { return encode_two_digits(base_step); }
 
 Result<std::uint64_t> decode_row_delta_base(std::span<const float> floats, const std::string& where) {
-    if (floats.size() != 2 || !is_digit(floats[0]) || !is_digit(floats[1]))
-        return invalid_argument(where + ": the base of a differential piece is not a step");
-    return static_cast<std::uint64_t>(floats[0]) + static_cast<std::uint64_t>(floats[1]) * kDigit;
+    return decode_two_digits(floats, where + ": the base of a differential piece is not a step");
 }
 
-std::vector<float> encode_row_count(std::uint64_t rows) { return encode_row_delta_base(rows); }
+std::vector<float> encode_row_count(std::uint64_t rows) { return encode_two_digits(rows); }
 
 Result<std::uint64_t> decode_row_count(std::span<const float> floats, const std::string& where) {
-    if (floats.size() != 2 || !is_digit(floats[0]) || !is_digit(floats[1]))
-        return invalid_argument(where + ": the row count of a piece written by blocks is not a number");
-    return static_cast<std::uint64_t>(floats[0]) + static_cast<std::uint64_t>(floats[1]) * kDigit;
+    return decode_two_digits(floats, where + ": the row count of a piece written by blocks is not a number");
 }
 
 Result<std::vector<std::uint64_t>> decode_row_delta_rows(std::span<const float> blocks, std::uint64_t source_rows,

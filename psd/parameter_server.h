@@ -166,8 +166,10 @@ class ParameterServer {
         std::string dir;
         Result<void> written;
     };
-    // Writes the shard file (every row: RowStore::read()) and psd 0's data position into `dir`.
-    [[nodiscard]] Result<void> write_checkpoint(const std::string& dir, const RowBlocks* delta);
+    // Writes the shard file and psd 0's data position into `dir`: a vocabulary table's rows as
+    // `blocks` lists them (RowBlocks: a differential write's changed blocks, a whole write's
+    // created ones), or every row (null: read as materialize() would leave them, none created).
+    [[nodiscard]] Result<void> write_checkpoint(const std::string& dir, const RowBlocks* blocks);
     void finish_save();  // the writer is done: its result answers the SAVE
     // A writer thread reads the shard's rows while this loop serves: what would change more than
     // rows (INIT, RESTORE, a final save) waits for it first (finish_save()).

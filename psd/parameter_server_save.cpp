@@ -172,11 +172,11 @@ void ParameterServer::settle_threaded_save() {
     if (saving_ && saving_->snapshot.rows) finish_save();  // waits for the thread
 }
 
-Result<void> ParameterServer::write_checkpoint(const std::string& dir, const RowBlocks* delta) {
-    // A checkpoint holds every row, untouched ones too: written as their initial values, not
-    // created (RowStore::read()), so that a forked writer copies no page of the tables.
+Result<void> ParameterServer::write_checkpoint(const std::string& dir, const RowBlocks* blocks) {
+    // Rows are read, never created (RowStore::read()), so that a forked writer copies no page of
+    // the tables.
     shard_->rows().catch_up_keyed();
-    if (auto saved = save_shard_checkpoint(*shard_, tensors_, options_.index, dir, delta); !saved) return saved;
+    if (auto saved = save_shard_checkpoint(*shard_, tensors_, options_.index, dir, blocks); !saved) return saved;
     return save_chunks(dir);
 }
 

@@ -185,6 +185,7 @@ Result<RowRestorePlan> plan_row_restore(const ShardState& shard, const std::vect
         RowRestorePlan::Table out;
         out.source_shards = source_shards;
         out.pieces.assign(source_shards, nullptr);
+        out.listed.resize(source_shards);
         if (by_shard.size() != source_shards)
             return invalid_argument("checkpoint " + dir + " holds " + std::to_string(by_shard.size()) + " of the " +
                                     std::to_string(source_shards) + " parts of the sparse table '" + name + "'");
@@ -261,10 +262,11 @@ Result<RowRestorePlan> plan_row_restore(const ShardState& shard, const std::vect
             if (piece.by_blocks()) {  // its block list names exactly the rows it stores
                 std::vector<float> blocks(entries[static_cast<std::size_t>(piece.blocks)].count);
                 PSRUN_TRY(files[piece.file].read(static_cast<std::size_t>(piece.blocks), 0, blocks));
-                PSRUN_TRY_ASSIGN(const auto listed, decode_row_delta_rows(blocks, piece_rows[s], where));
+                PSRUN_TRY_ASSIGN(auto listed, decode_row_delta_rows(blocks, piece_rows[s], where));
                 if (listed.size() != stored_rows[s])
                     return invalid_argument(where + ": " + base + " holds " + std::to_string(stored_rows[s]) +
                                             " rows, its blocks name " + std::to_string(listed.size()));
+                out.listed[s] = std::move(listed);
                 out.lazy = true;
             }
             out.updates = std::max(out.updates, piece_updates(state));
@@ -318,7 +320,7 @@ Result<void> load_rows(ShardState& shard, const wire::InitConfig& config, const 
             if (tp.average) parts.push_back(piece->ema);  // destinations.back()
             const std::uint64_t source_rows = tp.source.rows_on(s, tp.source_shards);
             if (piece->by_blocks()) {  // the rows it lists (plan_row_restore() checked them)
-                PSRUN_TRY(load_listed_rows(rows, t, tp, s, *piece, file, parts, destinations));
+                PSRUN_TRY(load_listed_rows(rows, t, tp, s, file, parts, destinations));
                 continue;
             }
             for (std::size_t j = 0; j < parts.size(); ++j) {
@@ -352,15 +354,12 @@ Result<void> load_rows(ShardState& shard, const wire::InitConfig& config, const 
 }
 
 Result<void> load_listed_rows(RowStore& rows, std::size_t t, const RowRestorePlan::Table& tp, std::uint32_t s,
-                              const RowPiece& piece, const TensorFileReader& file, std::span<const int> parts,
+                              const TensorFileReader& file, std::span<const int> parts,
                               std::span<const std::span<float>> destinations) {
     const RowTable& table = rows.table(t);
     const std::uint32_t target_shards = rows.num_shards(), target = rows.shard();
     const std::uint64_t width = table.width;
-    std::vector<float> blocks(file.tensors()[static_cast<std::size_t>(piece.blocks)].count);
-    PSRUN_TRY(file.read(static_cast<std::size_t>(piece.blocks), 0, blocks));
-    PSRUN_TRY_ASSIGN(const auto listed,
-                     decode_row_delta_rows(blocks, tp.source.rows_on(s, tp.source_shards), file.path()));
+    const auto& listed = tp.listed.at(s);
     for (std::size_t j = 0; j < parts.size(); ++j)
         PSRUN_TRY(for_each_delta_row(
             file, static_cast<std::size_t>(parts[j]), listed, width, [&](std::uint64_t row, const float* values) {

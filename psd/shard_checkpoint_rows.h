@@ -98,6 +98,9 @@ struct RowRestorePlan {
         bool average = false;                 // the saved moving average is loaded (--ema-decay, all pieces)
         std::uint64_t updates = 0;            // the largest count of the pieces read
         bool lazy = false;  // a piece read lists blocks (RowPiece::by_blocks()): the rows it omits start afresh
+        // By source shard: the local rows a piece written by blocks stores, in order (its block list
+        // decoded and checked); empty for the others.
+        std::vector<std::vector<std::uint64_t>> listed;
     };
     std::vector<Table> tables;  // as shard.rows()
 };
@@ -116,12 +119,12 @@ struct RowRestorePlan {
 [[nodiscard]] Result<void> load_row_deltas(ShardState& shard, const std::vector<TensorSpec>& tensors,
                                            std::vector<TensorFileReader>& files, const RowRestorePlan& plan,
                                            const RowDeltas& deltas);
-// load_rows()' part for a piece written by blocks (source shard s of table t, `piece` in `file`):
-// its `parts` (values, then slots, then average) copied to `destinations` for the rows it lists
-// that this shard owns, each marked created (RowStore::mark_created()).
+// load_rows()' part for a piece written by blocks (source shard s of table t, in `file`): its
+// `parts` (values, then slots, then average) copied to `destinations` for the rows it lists
+// (tp.listed[s]) that this shard owns, each marked created (RowStore::mark_created()).
 [[nodiscard]] Result<void> load_listed_rows(RowStore& rows, std::size_t t, const RowRestorePlan::Table& tp,
-                                            std::uint32_t s, const RowPiece& piece, const TensorFileReader& file,
-                                            std::span<const int> parts, std::span<const std::span<float>> destinations);
+                                            std::uint32_t s, const TensorFileReader& file, std::span<const int> parts,
+                                            std::span<const std::span<float>> destinations);
 // load_rows()' part for keyed table t (after RowStore::allocate()): every source piece's id map
 // read, this shard's rows copied to fresh slots, the index restored.
 [[nodiscard]] Result<void> load_keyed_rows(RowStore& rows, std::size_t t, const RowRestorePlan::Table& plan,
