@@ -91,28 +91,21 @@ ModelDescription zoo(const char* name) {
     return *model;
 }
 
-// 1x12x20: conv 5x5 (16 filters) + relu + pool 2 (the fused first layer), conv 3x3 (32) + relu
-// + pool 2 on 6x10 (the blocked pool), dense.
-const json kOdd = json::array({
-    {{"kind", "conv2d"}, {"filters", 16}, {"kernel", 5}, {"padding", "same"}},
-    {{"kind", "relu"}},
-    {{"kind", "max_pool"}, {"window", 2}},
-    {{"kind", "conv2d"}, {"filters", 32}, {"kernel", 3}, {"padding", "same"}},
-    {{"kind", "relu"}},
-    {{"kind", "max_pool"}, {"window", 2}},
-    {{"kind", "dense"}, {"units", 7}},
-});
-
-// kOdd with 24 and 8 filters: hand kernels on 8-channel blocks (AVX2 + FMA, no AVX-512).
-const json kOdd8 = json::array({
-    {{"kind", "conv2d"}, {"filters", 24}, {"kernel", 5}, {"padding", "same"}},
-    {{"kind", "relu"}},
-    {{"kind", "max_pool"}, {"window", 2}},
-    {{"kind", "conv2d"}, {"filters", 8}, {"kernel", 3}, {"padding", "same"}},
-    {{"kind", "relu"}},
-    {{"kind", "max_pool"}, {"window", 2}},
-    {{"kind", "dense"}, {"units", 7}},
-});
+// 1x12x20: conv 5x5 (`first` filters) + relu + pool 2 (the fused first layer), conv 3x3 (`second`)
+// + relu + pool 2 on 6x10 (the blocked pool), dense.
+json odd_layers(int first, int second) {
+    return json::array({
+        {{"kind", "conv2d"}, {"filters", first}, {"kernel", 5}, {"padding", "same"}},
+        {{"kind", "relu"}},
+        {{"kind", "max_pool"}, {"window", 2}},
+        {{"kind", "conv2d"}, {"filters", second}, {"kernel", 3}, {"padding", "same"}},
+        {{"kind", "relu"}},
+        {{"kind", "max_pool"}, {"window", 2}},
+        {{"kind", "dense"}, {"units", 7}},
+    });
+}
+const json kOdd = odd_layers(16, 32);
+const json kOdd8 = odd_layers(24, 8);  // hand kernels on 8-channel blocks (AVX2 + FMA, no AVX-512)
 
 // The fused first layer (32 filters) straight into a dense layer.
 const json kFirstOnly = json::array({

@@ -41,59 +41,49 @@ PSRUN_AVX2 inline __m256i load_positions(const std::uint8_t* am) {
     return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(am)));
 }
 
-// Sums one window's 5x5 taps into four accumulators (the window's four outputs) from rows r0, r1.
-PSRUN_AVX2 inline void window_taps(const float* p, int pw, const float* w, __m256& a0, __m256& a1, __m256& a2,
-                                   __m256& a3) {
+// Sums the 5x5 taps of kWindows side-by-side windows (one every 2 columns of p) into four
+// accumulators each (the window's four outputs: a[4 * k + q]), from rows r0, r1: two windows give
+// eight independent multiply-add chains, as the AVX-512 block has.
+template <int kWindows>
+PSRUN_AVX2 inline void window_taps(const float* p, int pw, const float* w, __m256 (&a)[4 * kWindows]) {
     for (int kh = 0; kh < kK; ++kh) {
         const float* r0 = p + kh * pw;
         const float* r1 = r0 + pw;
         for (int kw = 0; kw < kK; ++kw) {
             const __m256 wv = _mm256_loadu_ps(w + (kh * kK + kw) * kBlock8);
-            a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(r0 + kw), wv, a0);
-            a1 = _mm256_fmadd_ps(_mm256_broadcast_ss(r0 + kw + 1), wv, a1);
-            a2 = _mm256_fmadd_ps(_mm256_broadcast_ss(r1 + kw), wv, a2);
-            a3 = _mm256_fmadd_ps(_mm256_broadcast_ss(r1 + kw + 1), wv, a3);
+            for (int k = 0; k < kWindows; ++k) {
+                const int c = kw + 2 * k;
+                a[4 * k] = _mm256_fmadd_ps(_mm256_broadcast_ss(r0 + c), wv, a[4 * k]);
+                a[4 * k + 1] = _mm256_fmadd_ps(_mm256_broadcast_ss(r0 + c + 1), wv, a[4 * k + 1]);
+                a[4 * k + 2] = _mm256_fmadd_ps(_mm256_broadcast_ss(r1 + c), wv, a[4 * k + 2]);
+                a[4 * k + 3] = _mm256_fmadd_ps(_mm256_broadcast_ss(r1 + c + 1), wv, a[4 * k + 3]);
+            }
         }
+    }
+}
+
+// Window row oh's outputs from column ow on, kWindows windows at once, pooled into out/am.
+template <int kWindows>
+PSRUN_AVX2 inline void conv1_pool_windows(const float* x, int pw, const float* w, __m256 bias, int oh, int ow, int ow_n,
+                                          float* out, std::uint8_t* am) {
+    __m256 a[4 * kWindows];
+    for (auto& v : a) v = bias;
+    window_taps<kWindows>(x + (2 * oh) * pw + 2 * ow, pw, w, a);
+    for (int k = 0; k < kWindows; ++k) {
+        const int o = (oh * ow_n + ow + k) * kBlock8;
+        pool_window8(a[4 * k], a[4 * k + 1], a[4 * k + 2], a[4 * k + 3], out + o, am + o);
     }
 }
 
 }  // namespace
 
-// Two windows at a time, as the AVX-512 block: eight independent multiply-add chains.
 PSRUN_AVX2 void conv1_pool_forward(const float* x, int pw, const float* w, const float* b, int oh_n, int ow_n,
                                    float* out, std::uint8_t* am) {
     const __m256 bias = _mm256_loadu_ps(b);
     for (int oh = 0; oh < oh_n; ++oh) {
         int ow = 0;
-        for (; ow + 1 < ow_n; ow += 2) {
-            const float* p = x + (2 * oh) * pw + 2 * ow;
-            __m256 a0 = bias, a1 = bias, a2 = bias, a3 = bias;
-            __m256 c0 = bias, c1 = bias, c2 = bias, c3 = bias;
-            for (int kh = 0; kh < kK; ++kh) {
-                const float* r0 = p + kh * pw;
-                const float* r1 = r0 + pw;
-                for (int kw = 0; kw < kK; ++kw) {
-                    const __m256 wv = _mm256_loadu_ps(w + (kh * kK + kw) * kBlock8);
-                    a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(r0 + kw), wv, a0);
-                    a1 = _mm256_fmadd_ps(_mm256_broadcast_ss(r0 + kw + 1), wv, a1);
-                    a2 = _mm256_fmadd_ps(_mm256_broadcast_ss(r1 + kw), wv, a2);
-                    a3 = _mm256_fmadd_ps(_mm256_broadcast_ss(r1 + kw + 1), wv, a3);
-                    c0 = _mm256_fmadd_ps(_mm256_broadcast_ss(r0 + kw + 2), wv, c0);
-                    c1 = _mm256_fmadd_ps(_mm256_broadcast_ss(r0 + kw + 3), wv, c1);
-                    c2 = _mm256_fmadd_ps(_mm256_broadcast_ss(r1 + kw + 2), wv, c2);
-                    c3 = _mm256_fmadd_ps(_mm256_broadcast_ss(r1 + kw + 3), wv, c3);
-                }
-            }
-            const int o = (oh * ow_n + ow) * kBlock8;
-            pool_window8(a0, a1, a2, a3, out + o, am + o);
-            pool_window8(c0, c1, c2, c3, out + o + kBlock8, am + o + kBlock8);
-        }
-        for (; ow < ow_n; ++ow) {
-            __m256 a0 = bias, a1 = bias, a2 = bias, a3 = bias;
-            window_taps(x + (2 * oh) * pw + 2 * ow, pw, w, a0, a1, a2, a3);
-            const int o = (oh * ow_n + ow) * kBlock8;
-            pool_window8(a0, a1, a2, a3, out + o, am + o);
-        }
+        for (; ow + 1 < ow_n; ow += 2) conv1_pool_windows<2>(x, pw, w, bias, oh, ow, ow_n, out, am);
+        if (ow < ow_n) conv1_pool_windows<1>(x, pw, w, bias, oh, ow, ow_n, out, am);
     }
 }
 
