@@ -357,6 +357,16 @@ class SoftMoE(nn.Module):
 # computed in the graph), pack_padded_sequence(enforce_sorted=False) into a bidirectional LSTM,
 # the last states h_n to a linear head (ONNX LSTM sequence_lens; TopK/Gather/ScatterElements sort
 # the batch by length and back).
+def packed_rows(x):
+    """An image [N, 1, 28, 28] as a packed sequence of its rows, the trailing blank rows padding
+    (lengths computed in the graph: flip, cumsum, equal, sum)."""
+    rows = x.flatten(1, 2)  # [N, 28, 28]
+    blank = (rows.abs().sum(2) == 0).int()
+    trailing = (blank.flip(1).cumsum(1) == torch.arange(1, 29)).sum(1)
+    lengths = (28 - trailing).clamp(min=1)
+    return nn.utils.rnn.pack_padded_sequence(rows, lengths, batch_first=True, enforce_sorted=False)
+
+
 class PackedRows(nn.Module):
     def __init__(self):
         super().__init__()
@@ -364,12 +374,7 @@ class PackedRows(nn.Module):
         self.head = nn.Linear(48, 10)
 
     def forward(self, x):
-        rows = x.flatten(1, 2)  # [N, 28, 28]
-        blank = (rows.abs().sum(2) == 0).int()
-        trailing = (blank.flip(1).cumsum(1) == torch.arange(1, 29)).sum(1)
-        lengths = (28 - trailing).clamp(min=1)
-        packed = nn.utils.rnn.pack_padded_sequence(rows, lengths, batch_first=True, enforce_sorted=False)
-        _, (h, _) = self.rnn(packed)
+        _, (h, _) = self.rnn(packed_rows(x))
         return self.head(torch.cat([h[-2], h[-1]], 1))
 
 

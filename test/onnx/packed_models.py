@@ -9,7 +9,10 @@ a linear head. torch.onnx writes ONNX LSTM sequence_lens, with the batch sorted 
 Gather) and unsorted (ScatterElements) around it.
 
   - `psrun model check` on a batch of real MNIST at opsets 14 and 17: outputs, loss and every
-    gradient equal torch's (float64) within TOLERANCE;
+    gradient equal torch's (float64) within TOLERANCE; the same for two modules that read the
+    last cell states c_n of packed sequences (PackedCellState: a bidirectional LSTM's h_n and c_n
+    to the head; PackedSeq2Seq: an encoder's (h_n, c_n) as a decoder's initial states), which
+    the importer lowers to a layer per step;
   - `psrun local --ps 1 --workers 2` trains it 400 steps: test accuracy >= ACCURACY;
   - `psrun export`: the exported file loads back into the torch module by name and predicts as
     `psrun predict --model-dir`.
@@ -32,7 +35,7 @@ except ImportError:
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 import networks  # noqa: E402  (load_onnx_weights)
-from more_networks import PackedRows  # noqa: E402
+from more_networks import PackedRows, packed_rows  # noqa: E402
 from psrun_cli import mnist_test_set, predict_model_dir, run, train_through_psd  # noqa: E402
 
 from torch_compare import Checks, check_model, export, probabilities  # noqa: E402
@@ -41,6 +44,35 @@ TOLERANCE = 1e-4
 ACCURACY = 0.85
 STEPS = 400
 check = Checks()
+
+
+class PackedCellState(torch.nn.Module):
+    """h_n and c_n of a packed bidirectional LSTM, both directions, to the head."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = torch.nn.LSTM(28, 12, batch_first=True, bidirectional=True)
+        self.head = torch.nn.Linear(48, 10)
+
+    def forward(self, x):
+        _, (h, c) = self.rnn(packed_rows(x))
+        return self.head(torch.cat([h[-2], h[-1], c[-2], c[-1]], 1))
+
+
+class PackedSeq2Seq(torch.nn.Module):
+    """An encoder over the packed rows hands its (h_n, c_n) to a decoder over the first columns."""
+
+    def __init__(self):
+        super().__init__()
+        self.encoder = torch.nn.LSTM(28, 16, batch_first=True)
+        self.decoder = torch.nn.LSTM(28, 16, batch_first=True)
+        self.head = torch.nn.Linear(16, 10)
+
+    def forward(self, x):
+        _, state = self.encoder(packed_rows(x))
+        columns = x.flatten(1, 2).transpose(1, 2)  # [N, 28, 28]
+        y, _ = self.decoder(columns[:, :8], state)
+        return self.head(y[:, -1])
 
 
 def main():
@@ -58,6 +90,9 @@ def main():
         # Gradients against torch's on real digits (check_model draws its own batch: use MNIST's).
         check_model(check, psrun, "packed_rows", PackedRows, (1, 28, 28), ["lstm", "gather_nd"], tmp, batch=8,
                     seed=3, opsets=(14, 17), finite_differences=False, compare_predict=False, data=test_x[:8])
+        for name, build in (("packed_cell_state", PackedCellState), ("packed_seq2seq", PackedSeq2Seq)):
+            check_model(check, psrun, name, build, (1, 28, 28), ["lstm", "where"], tmp, batch=8, seed=3,
+                        opsets=(14, 17), finite_differences=False, compare_predict=True, data=test_x[:8])
         torch.manual_seed(3)
         model = PackedRows()
         path = f"{tmp}/packed.onnx"

@@ -88,8 +88,9 @@ def main():
             export(Recurrent(cell, bidirectional), x, out + "/" + name + ("_bi" if bidirectional else ""))
         # Constant folding leaves plain W, R, B initializers in ONNX's gate order (layout "onnx").
         export(Recurrent(cell, False), torch.randn(3, 4, 5), out + "/" + name + "_folded", folded=True)
-    # Refusals: a packed sequence's last cell state, a packed bidirectional node of ONNX's layout
-    # (constant folding), a sort of the batch whose order the graph returns.
+    # A packed sequence's last cell state (imported as a layer per step); refusals: a packed
+    # bidirectional node of ONNX's layout (constant folding), a sort of the batch whose order the
+    # graph returns.
     x = torch.randn(3, 4, 5)
     x[1, 2:] = 0
     export(Packed(False, cell_state=True), x, out + "/packed_cell_state")

@@ -66,7 +66,7 @@ class OnnxNodeImport;
 // An ONNX LSTM, GRU or RNN node with sequence_lens (rnn_lengths_import.cpp): `layer` is the
 // layer import_rnn built (kind, fields, tensors; no inputs), `x` its [L, N, I] input value and
 // `states` its initial states ([dirs, N, H] values; empty: zeros). Emits the layers and binds
-// outputs Y and Y_h (not LSTM's Y_c).
+// outputs Y, Y_h and (LSTM, when read) Y_c.
 Result<void> import_rnn_lengths(OnnxNodeImport& node, const nlohmann::json& layer, const std::string& x,
                                 const std::vector<std::string>& states);
 

@@ -12,8 +12,11 @@
 // The moves are gather_nd with indices per example (an index past the end reads zeros). A
 // bidirectional node becomes one layer per direction (PyTorch's layout: each binds its own
 // direction's tensors), its outputs concatenated. Refused: ONNX's own layout (W, R, B of both
-// directions in one tensor) when bidirectional; a graph that reads the last cell state (LSTM's
-// Y_c), which is not computed.
+// directions in one tensor) when bidirectional.
+// A graph that reads LSTM's last cell state (Y_c: c_n of a packed sequence, as an encoder hands
+// (h_n, c_n) to a decoder) needs the state after each example's last step, which one layer over
+// every step does not give: each direction is then a layer per step (stepwise_direction()), all
+// binding the same tensors, whose states are kept where the example has no step t.
 #include <map>
 #include <string>
 #include <vector>
@@ -51,6 +54,19 @@ struct Lowering {
     Result<std::string> squeeze(const std::string& v, std::vector<std::int64_t> axes) {
         return layer({{"kind", "squeeze"}, {"inputs", {v}}, {"axes", axes}});
     }
+    // v[t:t+1] along axis 0.
+    Result<std::string> step(const std::string& v, std::int64_t t) {
+        return layer(
+            {{"kind", "slice"}, {"inputs", {v}}, {"axes", {0}}, {"starts", {t}}, {"ends", {t + 1}}, {"steps", {1}}});
+    }
+    Result<std::string> float_zero() {
+        if (zero.empty()) {
+            PSRUN_TRY_ASSIGN(
+                zero, layer({{"kind", "constant"}, {"type", "float"}, {"shape", json::array()}, {"values", {0.0f}}}));
+        }
+        return zero;
+    }
+    std::string zero = {};
     // An [N, L] int mask as floats [L, 1, N, 1], to scale Y [L, 1, N, H].
     Result<std::string> time_major_mask(const std::string& mask) {
         PSRUN_TRY_ASSIGN(auto f, layer({{"kind", "cast"}, {"inputs", {mask}}, {"to", "float"}}));
@@ -71,6 +87,7 @@ struct Lowering {
 struct Direction {
     std::string y;    // [L, 1, N, H]
     std::string y_h;  // [1, N, H]
+    std::string y_c;  // [1, N, H]: stepwise_direction() only
 };
 
 // One direction's layer: `layer` with that direction, those tensors and inputs.
@@ -101,6 +118,35 @@ Result<json> direction_states(Lowering& emit, const std::vector<std::string>& st
     return out;
 }
 
+// One direction of an LSTM as a layer per step t (from the last step back when `reverse`), each
+// reading x[t] and the states so far: where t >= s (`valid` [L, N, 1] ints, t < s) the states
+// are kept and Y[t] is zeros, so that a forward pass stops at the example's last step and a
+// reverse one starts there, with the states PyTorch's packed sequence gives, c as h.
+Result<Direction> stepwise_direction(Lowering& emit, const json& layer, const json& tensors, const std::string& x,
+                                     const json& states, const std::string& valid, std::int64_t steps, bool reverse) {
+    std::vector<std::string> y(static_cast<std::size_t>(steps));
+    std::string h, c;  // empty: zeros
+    if (states.size() == 2) {
+        h = states[0].get<std::string>();
+        c = states[1].get<std::string>();
+    }
+    PSRUN_TRY_ASSIGN(auto zero, emit.float_zero());
+    for (std::int64_t i = 0; i < steps; ++i) {
+        const std::int64_t t = reverse ? steps - 1 - i : i;
+        PSRUN_TRY_ASSIGN(auto x_t, emit.step(x, t));
+        PSRUN_TRY_ASSIGN(auto here, emit.step(valid, t));  // [1, N, 1]
+        json inputs = {x_t};
+        if (!h.empty()) inputs.insert(inputs.end(), {h, c});
+        PSRUN_TRY_ASSIGN(auto cell, emit.layer(direction_layer(layer, "forward", tensors, inputs)));
+        PSRUN_TRY_ASSIGN(y[static_cast<std::size_t>(t)], emit.op("where", {here, cell + ":1", zero}));
+        PSRUN_TRY_ASSIGN(h, emit.op("where", {here, cell + ":1", h.empty() ? zero : h}));
+        PSRUN_TRY_ASSIGN(c, emit.op("where", {here, cell + ":2", c.empty() ? zero : c}));
+    }
+    PSRUN_TRY_ASSIGN(auto all, emit.layer({{"kind", "concat"}, {"inputs", y}, {"axis", 0}}));  // [L, N, H]
+    PSRUN_TRY_ASSIGN(auto y4, emit.unsqueeze(all, {1}));
+    return Direction{y4, h, c};
+}
+
 }  // namespace
 
 Result<void> import_rnn_lengths(OnnxNodeImport& node, const nlohmann::json& layer, const std::string& x,
@@ -117,16 +163,19 @@ Result<void> import_rnn_lengths(OnnxNodeImport& node, const nlohmann::json& laye
         return tl::unexpected(
             node.refuse("sequence_lens on a bidirectional node whose W, R and B hold both directions is not "
                         "supported: export without constant folding, so the node reads PyTorch's parameters"));
-    if (node.output_count() > 2 && node.output_read(2))
-        return tl::unexpected(node.refuse(
-            "its last cell state (Y_c, c_n of a packed sequence) is read: with sequence_lens the engine computes Y "
-            "and Y_h only; use h_n or the outputs"));
+    const bool stepwise = node.output_count() > 2 && node.output_read(2);  // Y_c
     Lowering emit{node};
     PSRUN_TRY_ASSIGN(auto s, node.value(4));
     std::vector<std::int64_t> range;
     for (std::int64_t t = 0; t < steps; ++t) range.push_back(t);
     PSRUN_TRY_ASSIGN(auto t, emit.int_constant({steps}, range));
     PSRUN_TRY_ASSIGN(auto length, emit.unsqueeze(s, {1}));  // [N, 1]
+    std::string here;                                       // stepwise: [L, N, 1], t < s
+    if (stepwise) {
+        PSRUN_TRY_ASSIGN(auto less, emit.op("less", {t, length}));  // [N, L]
+        PSRUN_TRY_ASSIGN(auto time_major, emit.transpose(less, {1, 0}));
+        PSRUN_TRY_ASSIGN(here, emit.unsqueeze(time_major, {2}));
+    }
 
     std::vector<Direction> done;
     for (int d = 0; d < dirs; ++d) {
@@ -141,7 +190,9 @@ Result<void> import_rnn_lengths(OnnxNodeImport& node, const nlohmann::json& laye
         }
         PSRUN_TRY_ASSIGN(auto own_states, direction_states(emit, states, d, dirs));
         Direction out;
-        if (!reverse) {
+        if (stepwise) {
+            PSRUN_TRY_ASSIGN(out, stepwise_direction(emit, layer, own, x, own_states, here, steps, reverse));
+        } else if (!reverse) {
             json inputs = {x};
             for (const auto& st : own_states) inputs.push_back(st);
             PSRUN_TRY_ASSIGN(auto y, emit.layer(direction_layer(layer, "forward", own, inputs)));
@@ -157,7 +208,7 @@ Result<void> import_rnn_lengths(OnnxNodeImport& node, const nlohmann::json& laye
                 auto y_h,
                 emit.layer(
                     {{"kind", "reduce_sum"}, {"inputs", {picked}}, {"axes", {0}}, {"keepdims", false}}));  // [1, N, H]
-            out = {masked, y_h};
+            out = {masked, y_h, {}};
         } else {
             // In: x_r[t] = x[t + s - L]; a negative index is moved past the end (zeros).
             PSRUN_TRY_ASSIGN(auto padded, emit.scalar(steps));
@@ -184,19 +235,25 @@ Result<void> import_rnn_lengths(OnnxNodeImport& node, const nlohmann::json& laye
                                                    {"starts", {0}},
                                                    {"ends", {1}},
                                                    {"steps", {1}}}));
-            out = {y_back, y_h};
+            out = {y_back, y_h, {}};
         }
         done.push_back(out);
     }
     if (dirs == 1) {
         node.bind_output(0, done[0].y);
         node.bind_output(1, done[0].y_h);
+        if (stepwise) node.bind_output(2, done[0].y_c);
         return {};
     }
     PSRUN_TRY_ASSIGN(auto y, emit.layer({{"kind", "concat"}, {"inputs", {done[0].y, done[1].y}}, {"axis", 1}}));
     PSRUN_TRY_ASSIGN(auto y_h, emit.layer({{"kind", "concat"}, {"inputs", {done[0].y_h, done[1].y_h}}, {"axis", 0}}));
     node.bind_output(0, y);
     node.bind_output(1, y_h);
+    if (stepwise) {
+        PSRUN_TRY_ASSIGN(auto y_c,
+                         emit.layer({{"kind", "concat"}, {"inputs", {done[0].y_c, done[1].y_c}}, {"axis", 0}}));
+        node.bind_output(2, y_c);
+    }
     return {};
 }
 
