@@ -81,6 +81,9 @@ class OnnxNodeImport {
     // target computed from Shape(x)); nullopt when unknown at import.
     virtual std::optional<Dims> symbolic_ints(std::size_t i) const = 0;
 
+    // The ONNX element type (TensorProto::DataType: 1 float, 2 uint8, 3 int8, 7 int64, ...) of
+    // input i when it is an initializer or a Constant node's tensor; 0 otherwise.
+    virtual int element_type(std::size_t /*i*/) const { return 0; }
     // The value of input i when it is a constant fill whose shape depends on the batch size
     // (ConstantOfShape of Shape(x): an LSTM's zero initial state); nullopt otherwise.
     virtual std::optional<float> fill(std::size_t i) const = 0;
@@ -149,6 +152,9 @@ class OnnxNodeExport {
     virtual std::string int64_constant(const std::string& hint, const std::vector<std::int64_t>& values) = 0;
     virtual std::string float_constant(const std::string& hint, const std::vector<std::int64_t>& dims,
                                        std::span<const float> values) = 0;
+    // An int8 (`is_signed`) or uint8 initializer (a QuantizeLinear's zero point); values in range.
+    virtual std::string int8_constant(const std::string& hint, const std::vector<std::int64_t>& dims,
+                                      const std::vector<std::int64_t>& values, bool is_signed) = 0;
     // A Constant node writing `values` to `output`: a float constant of the model (not an
     // initializer, which an importer could not tell from a trained tensor). `name` empty: a fresh one.
     virtual void constant_node(const std::string& output, const std::vector<std::int64_t>& dims,

@@ -232,6 +232,7 @@ std::optional<std::vector<std::int64_t>> Known::plain_ints() const {
 Result<Known> known_from_tensor(const onnx::TensorProto& tensor) {
     Known k;
     k.dims.assign(tensor.dims().begin(), tensor.dims().end());
+    k.onnx_type = tensor.data_type();
     if (tensor.data_type() == onnx::TensorProto::FLOAT) {
         PSRUN_TRY_ASSIGN(auto v, read_floats(tensor));
         k.is_float = true;
@@ -308,6 +309,7 @@ Result<std::optional<std::vector<Known>>> evaluate(const onnx::NodeProto& node, 
         } else if (to == onnx::TensorProto::BOOL) {  // integers to bool: 0 or 1 (N >= 1 is true)
             for (auto& d : out.i) d = Dim{d.batch || d.value != 0};
         }
+        out.onnx_type = static_cast<int>(to);  // a quantizer's zero point: Cast(to=uint8) of an int64
         return Outputs{{out}};
     }
     if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" || op == "Equal" || op == "Less" ||

@@ -28,13 +28,16 @@ struct Known {
     // `symbolic_dims` (dims and the vectors above stay empty).
     std::optional<nn::Dims> symbolic_dims;
     double fill = 0.0;
+    // The ONNX element type (onnx::TensorProto::DataType) of a constant read from a tensor or
+    // made by a Cast; 0 for other values computed at import.
+    int onnx_type = 0;
 
     std::size_t size() const;
     // The integers when none depends on N.
     std::optional<std::vector<std::int64_t>> plain_ints() const;
 };
 
-// A Known from a TensorProto (float, double, int32/64, bool).
+// A Known from a TensorProto (float, double, int8/32/64, uint8, bool).
 Result<Known> known_from_tensor(const onnx::TensorProto& tensor);
 
 // Evaluates `node` whose inputs are known (`inputs[i]` null for an absent optional input) or,

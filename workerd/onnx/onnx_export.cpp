@@ -134,6 +134,18 @@ class NodeWriter final : public nn::OnnxNodeExport {
         for (const auto v : values) t->add_int64_data(v);
         return name;
     }
+    std::string int8_constant(const std::string& hint, const std::vector<std::int64_t>& dims,
+                              const std::vector<std::int64_t>& values, bool is_signed) override {
+        const std::string name = w_.fresh(hint);
+        onnx::TensorProto* t = w_.graph().add_initializer();
+        t->set_name(name);
+        t->set_data_type(is_signed ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8);
+        for (const auto d : dims) t->add_dims(d);
+        std::string bytes;
+        for (const auto v : values) bytes.push_back(static_cast<char>(v));
+        t->set_raw_data(bytes);
+        return name;
+    }
     std::string float_constant(const std::string& hint, const std::vector<std::int64_t>& dims,
                                std::span<const float> values) override {
         const std::string name = w_.fresh(hint);

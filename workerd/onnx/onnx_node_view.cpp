@@ -84,6 +84,13 @@ std::optional<nn::Dims> NodeView::symbolic_ints(std::size_t i) const {
     return k->i;
 }
 
+int NodeView::element_type(std::size_t i) const {
+    if (!has_input(i)) return 0;
+    if (const auto* t = im_.graph().initializer(input(i))) return t->data_type();
+    const Known* k = im_.known(input(i));
+    return k == nullptr ? 0 : k->onnx_type;
+}
+
 std::optional<float> NodeView::fill(std::size_t i) const {
     const Known* k = has_input(i) ? im_.known(input(i)) : nullptr;
     if (k == nullptr || !k->symbolic_dims) return std::nullopt;

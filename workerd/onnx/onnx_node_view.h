@@ -37,6 +37,7 @@ class NodeView final : public nn::OnnxNodeImport {
     std::optional<std::vector<std::int64_t>> ints(std::size_t i) const override;
     std::optional<nn::Dims> symbolic_ints(std::size_t i) const override;
     std::optional<float> fill(std::size_t i) const override;
+    int element_type(std::size_t i) const override;
     const nlohmann::json* pattern(std::size_t i) const override;
 
     Result<std::int64_t> int_attr(const std::string& name, std::int64_t fallback) const override;

@@ -78,6 +78,15 @@ Result<std::vector<std::int64_t>> read_ints(const onnx::TensorProto& tensor) {
         PSRUN_TRY_ASSIGN(auto v, read_values<std::int32_t>(tensor, tensor.int32_data(), "int32"));
         return std::vector<std::int64_t>(v.begin(), v.end());
     }
+    // 8-bit integers (a QuantizeLinear's zero point): raw bytes, or int32_data.
+    if (tensor.data_type() == onnx::TensorProto::UINT8) {
+        PSRUN_TRY_ASSIGN(auto v, read_values<std::uint8_t>(tensor, tensor.int32_data(), "uint8"));
+        return std::vector<std::int64_t>(v.begin(), v.end());
+    }
+    if (tensor.data_type() == onnx::TensorProto::INT8) {
+        PSRUN_TRY_ASSIGN(auto v, read_values<std::int8_t>(tensor, tensor.int32_data(), "int8"));
+        return std::vector<std::int64_t>(v.begin(), v.end());
+    }
     if (tensor.data_type() == onnx::TensorProto::BOOL) {
         const auto count = element_count(tensor);
         if (!count) return tl::unexpected(tensor_error(tensor, "bad or too large dims"));
