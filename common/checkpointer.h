@@ -123,6 +123,9 @@ class Checkpointer {
                                   nlohmann::json extra, std::chrono::steady_clock::time_point started);
     // Counts a failed save; returns `error`.
     Error failed(Error error);
+    // The background save, taken out (logged as abandoned): its directory goes when the caller
+    // drops it, once nothing writes there any more.
+    std::optional<Background> supersede();
 
     std::optional<Background> background_;
 

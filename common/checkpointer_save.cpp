@@ -34,19 +34,27 @@ Error Checkpointer::failed(Error error) {
     return error;
 }
 
-void Checkpointer::abandon() {
-    if (!background_) return;
+std::optional<Checkpointer::Background> Checkpointer::supersede() {
+    std::optional<Background> taken;
+    if (!background_) return taken;
     spdlog::warn("the checkpoint at step {} being written is abandoned (a newer save or a restore supersedes it)",
                  background_->step);
-    background_.reset();  // removes its directory
+    taken.emplace(std::move(*background_));
+    background_.reset();
+    return taken;
 }
+
+void Checkpointer::abandon() { supersede(); }  // removes its directory
 
 Result<CheckpointInfo> Checkpointer::save(PsClient& client, std::uint64_t global_step, nlohmann::json extra) {
     if (background_ && background_->step == global_step) {  // the one being written is this step's
         PSRUN_TRY_ASSIGN(auto done, poll(client, true));
         if (done) return *done;
     }
-    abandon();  // an older one: this save supersedes it (psd kills its writer)
+    // An older one: this save supersedes it. psd kills its writer when this SAVE arrives, and its
+    // directory goes after that (at return): removed before, a file the writer was still creating
+    // could land in the emptied directory and keep it.
+    const auto superseded = supersede();
     const auto started = SteadyClock::now();
     auto pending = store_.begin(static_cast<std::int64_t>(global_step));
     if (!pending) return tl::unexpected(failed(pending.error()));
