@@ -8,11 +8,13 @@ where a value is clamped; psrun predict against torch's softmax), at opsets 13 a
   - an MLP with uint8 activations (zero point 3) and int8 weights, one scale each;
   - a CNN whose conv weights are fake-quantized per output channel (int8, axis 0), its
     activations uint8;
-  - per-channel uint8 activations of a [N, C, L] sequence (axis 1, a zero point per channel).
+  - per-channel uint8 activations of a [N, C, L] sequence (axis 1, a zero point per channel);
+  - the reduced range (0, 127), which torch writes as a Clip of the uint8 values between
+    QuantizeLinear and DequantizeLinear, per tensor (activations) and per channel (weights):
+    one quantize_linear with that range, whose gradient passes at q = 127 as torch's does.
 Scales are chosen so that some values clamp (their gradient is zero in both: a mutation that
-passes it fails all three). Not here: the reduced range (0, 127), which torch writes as a Clip of
-the uint8 values; it imports, but psrun's clip passes no gradient at its bounds where torch's
-fake quantization passes it at q = 127 (docs/models.md).
+passes it fails all four) and some land on the bounds (the gradient passes there in both: a
+mutation that stops it there, as a clip layer would, fails the last).
 Prints one line per check; exits 1 when one fails, 77 when torch cannot be imported.
 Usage: quant_models.py PSRUN [WORK_DIR]
 """
@@ -76,10 +78,24 @@ class PerChannelSequence(nn.Module):
         return self.head(h.mean(2))
 
 
+class ReducedRange(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(16, 12), nn.Linear(12, 10)
+        self.register_buffer("scales", torch.linspace(0.0005, 0.002, 10))
+        self.register_buffer("zeros", torch.full((10,), 64, dtype=torch.int32))
+
+    def forward(self, x):
+        h = torch.fake_quantize_per_tensor_affine(F.relu(self.a(x)), 0.004, 0, 0, 127)
+        w = per_channel(self.b.weight, self.scales, self.zeros, 0, 0, 127)
+        return F.linear(h, w, self.b.bias)
+
+
 MODELS = {
     "quant_mlp": (QuantMlp, (16,), ["quantize_linear", "dequantize_linear"]),
     "per_channel_cnn": (PerChannelCnn, (3, 8, 8), ["quantize_linear", "dequantize_linear"]),
     "per_channel_sequence": (PerChannelSequence, (4, 9), ["quantize_linear", "dequantize_linear"]),
+    "reduced_range": (ReducedRange, (16,), ["quantize_linear", "dequantize_linear"]),
 }
 
 

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -107,6 +108,13 @@ class OnnxNodeImport {
     virtual Result<std::string> emit(nlohmann::json layer) = 0;
     // ONNX output k is psrun value `value` (every used output must be bound).
     virtual void bind_output(std::size_t k, const std::string& value) = 0;
+    // The node reading output k when it is that output's only reader and has op type `op`, as a
+    // view of its own (a node this kind folds into the layer it emits: the Clip torch writes
+    // between QuantizeLinear and DequantizeLinear for a reduced range); nullptr otherwise. The
+    // kind reads it, binds its outputs and calls fold(), or leaves it to be imported as usual.
+    virtual std::unique_ptr<OnnxNodeImport> only_reader(std::size_t /*k*/, std::string_view /*op*/) { return nullptr; }
+    // Marks this node imported (by the kind that folded it): the walk skips it.
+    virtual void fold() {}
     // The end of a weighted layer's import (Conv, ConvTranspose, Gemm): `tensors` as given, plus
     // input 1 as tensor "w" and input 2, when present, as "b" unless `tensors` binds them already;
     // the layer emitted and bound to output 0.
@@ -143,6 +151,10 @@ class OnnxNodeExport {
     virtual std::string output(std::size_t i) const = 0;
     // A value name not used yet, from `hint`.
     virtual std::string fresh(const std::string& hint) = 0;
+    // A value name for `key`, the same for every node that asks: an ONNX value one node writes
+    // and a later one reads (a quantize_linear's 8-bit values, which a dequantize_linear of them
+    // takes as they are).
+    virtual std::string shared_value(const std::string& key) = 0;
     // Adds a node; `name` empty: a fresh one from the description node's name.
     virtual void add(const std::string& op_type, const std::vector<std::string>& inputs,
                      const std::vector<std::string>& outputs,

@@ -55,6 +55,10 @@ class Writer {
         names_.insert(name);
         return name;
     }
+    std::string shared(const std::string& key) {
+        const auto it = shared_.find(key);
+        return it != shared_.end() ? it->second : shared_[key] = fresh(key);
+    }
     std::map<std::string, std::pair<std::vector<std::int64_t>, std::vector<float>>> replaced;
     std::int64_t opset = kExportOpset;  // raised by NodeWriter::require_opset
 
@@ -64,6 +68,7 @@ class Writer {
     onnx::GraphProto& graph_;
     std::set<std::string> names_;
     std::map<std::string, std::string> renamed_;
+    std::map<std::string, std::string> shared_;  // OnnxNodeExport::shared_value
 };
 
 void set_attr(onnx::NodeProto& node, const std::string& name, const nn::OnnxAttr& value) {
@@ -100,6 +105,7 @@ class NodeWriter final : public nn::OnnxNodeExport {
     std::string input(std::size_t i) const override { return w_.onnx_name(node_.inputs.at(i)); }
     std::string output(std::size_t i) const override { return w_.onnx_name(node_.outputs.at(i)); }
     std::string fresh(const std::string& hint) override { return w_.fresh(hint); }
+    std::string shared_value(const std::string& key) override { return w_.shared(key); }
     void require_opset(std::int64_t opset) override { w_.opset = std::max(w_.opset, opset); }
     void add(const std::string& op_type, const std::vector<std::string>& inputs,
              const std::vector<std::string>& outputs, const std::vector<std::pair<std::string, nn::OnnxAttr>>& attrs,

@@ -1,5 +1,9 @@
 #include "workerd/onnx/onnx_node_view.h"
 
+#include <memory>
+
+#include "workerd/onnx/pattern_matcher.h"
+
 namespace psrun::onnx_io {
 
 namespace {
@@ -66,8 +70,12 @@ std::optional<std::vector<std::int64_t>> NodeView::ints(std::size_t i) const {
         if (x) return *x;
         return std::nullopt;
     }
-    const Known* k = im_.known(input(i));
-    return k == nullptr ? std::nullopt : k->plain_ints();
+    if (const Known* k = im_.known(input(i))) return k->plain_ints();
+    // A Constant node later in the graph, not walked yet (the bound of a reader folded in).
+    const auto* t = im_.graph().constant(input(i));
+    if (t == nullptr) return std::nullopt;
+    const auto k = known_from_tensor(*t);
+    return k ? k->plain_ints() : std::nullopt;
 }
 
 std::optional<nn::Dims> NodeView::symbolic_ints(std::size_t i) const {
@@ -130,6 +138,13 @@ Result<std::string> NodeView::emit(nlohmann::json layer) {
 void NodeView::bind_output(std::size_t k, const std::string& value) {
     if (k < output_count() && !node_.output(static_cast<int>(k)).empty())
         im_.bind(node_.output(static_cast<int>(k)), value);
+}
+
+std::unique_ptr<nn::OnnxNodeImport> NodeView::only_reader(std::size_t k, std::string_view op) {
+    if (k >= output_count() || node_.output(static_cast<int>(k)).empty()) return nullptr;
+    const int reader = PatternMatcher(im_).only_reader(node_.output(static_cast<int>(k)), std::string(op));
+    if (reader < 0 || im_.consumed(reader)) return nullptr;
+    return std::make_unique<NodeView>(im_, reader);
 }
 
 }  // namespace psrun::onnx_io

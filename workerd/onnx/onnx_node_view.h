@@ -49,6 +49,8 @@ class NodeView final : public nn::OnnxNodeImport {
 
     Result<std::string> emit(nlohmann::json layer) override;
     void bind_output(std::size_t k, const std::string& value) override;
+    std::unique_ptr<nn::OnnxNodeImport> only_reader(std::size_t k, std::string_view op) override;
+    void fold() override { im_.consume(index_); }
     Error refuse(const std::string& what) const override { return im_.refuse(index_, what); }
 
   private:

@@ -32,8 +32,9 @@ class QuantizeKernel final : public Kernel {
         std::vector<float> zero;
         for (const auto z : node.attrs.at("zero_point").get<std::vector<std::int64_t>>())
             zero.push_back(static_cast<float>(z));
-        const bool is_signed = node.attrs.at("type") == "int8";
-        const float lo = is_signed ? -128.0f : 0.0f, hi = is_signed ? 127.0f : 255.0f;
+        // The range q is clamped to (dequantize_linear: unused).
+        const float lo = quantize ? static_cast<float>(node.attrs.at("min").get<std::int64_t>()) : 0.0f;
+        const float hi = quantize ? static_cast<float>(node.attrs.at("max").get<std::int64_t>()) : 0.0f;
         const MemDims dims = b.input_dims(0);
         const auto axis = static_cast<std::size_t>(node.attrs.at("axis").get<std::int64_t>());
         std::int64_t inner = 1;
