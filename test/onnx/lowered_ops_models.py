@@ -5,7 +5,7 @@ ReduceProd in onnx_consts_reduce.cpp, negative Slice steps, sin/cos/sign in ops/
 end to end through the psrun CLI:
 
   small torch modules (F.pixel_shuffle / pixel_unshuffle: DepthToSpace CRD / SpaceToDepth;
-  x.repeat: Tile; torch.cumsum: CumSum (a kind of its own); F.normalize: ReduceL2;
+  x.repeat: Tile (by the batch size: a learned query per example); torch.cumsum: CumSum (a kind of its own); F.normalize: ReduceL2;
   torch.logsumexp: ReduceLogSumExp; torch.atan/tan/asin/acos/floor/round/ceil;
   torch.pow(2.0, x): Pow of a constant base;
   x.norm(p=1): ReduceL1; x.std / x.var: ReduceProd of Shape; torch.prod of activations (zeros
@@ -29,7 +29,8 @@ end to end through the psrun CLI:
   an opset-18 graph by onnx.helper (every Reduce* with axes as an input, DepthToSpace DCR,
   CumSum exclusive and reverse, Tile of a 3-D value, Sin, Cos, Sign) against numpy; GatherElements
   with negative constant indices and with indices from an int input, against numpy; and the
-  refusals (exit 2, the message checked): Tile of the batch axis, an If whose condition is
+  refusals (exit 2, the message checked): Tile of the batch axis, Tile of a 16-row weight by the
+  batch size, an If whose condition is
   computed from the data (ArgMax and TopK import now: selection_models.py); an eval-mode export
   (torch.onnx.export's defaults: batch norm folded into the conv) imports with a warning, and so
   does torch 1.x's wrong export of padding_mode="circular" (pytorch/pytorch#86690); a module's
@@ -386,10 +387,27 @@ class StraightThrough(nn.Module):
         return self.b(q) * (1 + torch.tanh(h.detach()).mean(1, keepdim=True))
 
 
+class BatchTile(nn.Module):
+    """x [N, 7, 8]: learned queries [1, 2, 8] repeated over the batch (q.repeat(x.shape[0], 1, 1),
+    as a class token or a Perceiver's latents are often written) attending over x, beside a learned
+    [1, 1, 4] repeated (N, 2, 1): Tile by the batch size (an expand there) and by a constant."""
+
+    def __init__(self):
+        super().__init__()
+        self.q, self.b = nn.Parameter(torch.randn(1, 2, 8)), nn.Parameter(torch.randn(1, 1, 4))
+        self.head = nn.Linear(2 * 8 + 2 * 4, 10)
+
+    def forward(self, x):
+        q = self.q.repeat(x.shape[0], 1, 1)
+        att = torch.softmax(q @ x.transpose(1, 2) / 8 ** 0.5, -1)
+        return self.head(torch.cat([(att @ x).flatten(1), self.b.repeat(x.shape[0], 2, 1).flatten(1)], 1))
+
+
 MODELS = {
     "pixel_shuffle": (Shuffle, (4, 6, 6), ["transpose", "reshape"]),
     "tile": (lambda: Vec(lambda s, x: torch.cat([s.a(x).repeat(1, 2), three(s.b(x)).repeat(1, 3, 2).flatten(1)], 1),
                          16 + 48), (16,), ["concat"]),
+    "batch_tile": (BatchTile, (7, 8), ["expand", "concat"]),
     "cumsum": (lambda: Vec(lambda s, x: torch.cat([torch.cumsum(s.a(x), 1), torch.cumsum(three(s.b(x)), 1).flatten(1),
                                                    torch.cumsum(three(s.b(x)), -1).flatten(1)], 1), 24), (16,),
                ["cumsum"]),
@@ -581,6 +599,8 @@ class Refused(nn.Module):
 
 REFUSALS = {
     "tile_batch": (lambda s, h: h.repeat(2, 1), "repeats the batch axis 2 times"),
+    "tile_rows_by_batch": (lambda s, h: h + s.a.weight.repeat(h.shape[0], 1).view(h.shape[0], 16, 16).mean(1),
+                           "by the batch size, only an axis of size 1 can be"),
 }
 
 

@@ -83,16 +83,39 @@ Result<void> lower_depth_space(OnnxNodeImport& node) {
     return {};
 }
 
+// Tile: concat of r copies per axis; a repeat of k times the batch size (`p.repeat(x.shape[0], 1,
+// 1)`: a class token or a learned query per example) on an axis of size 1, an expand to kN there.
 Result<void> lower_tile(OnnxNodeImport& node) {
     PSRUN_TRY_ASSIGN(auto in, lowering_input(node));
     const auto& [x, info] = in;
-    const auto repeats = node.ints(1);
-    if (!repeats)
+    const auto symbolic = node.symbolic_ints(1);
+    if (!symbolic)
         return tl::unexpected(node.refuse("its repeats are computed at run time; the engine needs them at import"));
-    if (repeats->size() != info->rank())
-        return tl::unexpected(node.refuse(std::to_string(repeats->size()) + " repeats for an input of rank " +
+    if (symbolic->size() != info->rank())
+        return tl::unexpected(node.refuse(std::to_string(symbolic->size()) + " repeats for an input of rank " +
                                           std::to_string(info->rank())));
     std::string value = x;
+    std::vector<std::int64_t> constant(symbolic->size(), 1);
+    nlohmann::json shape = nlohmann::json::array();
+    bool by_batch = false;
+    for (std::size_t d = 0; d < symbolic->size(); ++d) {
+        const nn::Dim& r = (*symbolic)[d];
+        if (!r.batch) {
+            constant[d] = r.value;
+            shape.push_back(1);
+            continue;
+        }
+        if (info->dims[d].batch || info->dims[d].value != 1 || r.value < 1)
+            return tl::unexpected(node.refuse("it repeats axis " + std::to_string(d) + " (of size " +
+                                              info->dims[d].to_string() + ") " + r.to_string() +
+                                              " times; by the batch size, only an axis of size 1 can be"));
+        shape.push_back(r.to_string());
+        by_batch = true;
+    }
+    if (by_batch) {
+        PSRUN_TRY_ASSIGN(value, node.emit({{"kind", "expand"}, {"inputs", {value}}, {"shape", shape}}));
+    }
+    const auto* repeats = &constant;
     std::int64_t elements = nn::elements_per_example(info->dims).value_or(1);
     for (std::size_t d = 0; d < repeats->size(); ++d) {
         const std::int64_t r = (*repeats)[d];
