@@ -10,6 +10,8 @@ psrun CLI at opsets 13, 14 and 17:
   learned_h0   an LSTM whose initial states are parameters expanded over the batch ([1, N, H]);
   llama        a decoder block as LLaMA writes it: RMSNorm, rotary embeddings (strided slices,
                stack, flatten), a causal -inf mask, SwiGLU, an output head tied to the embedding;
+  t5_bias      self-attention with T5's relative position bias, its buckets computed in forward()
+               from torch.arange (Abs, Log, Min, Where of constants, evaluated at import);
   elman        nn.RNN, two layers, bidirectional, ReLU (ONNX RNN);
   padded_mean  nn.Embedding(padding_idx=0) mean-pooled over the padded sequence: the Gather's table
                has row 0 all zeros, which imports as padding_index (no gradient, as torch);
@@ -30,6 +32,7 @@ Prints one line per check; exits 1 when one fails, 77 when torch or onnx cannot 
 Usage: token_models.py PSRUN [WORK_DIR]   (TOKEN_MODELS=a,b: a subset)
 """
 import json
+import math
 import os
 import sys
 import tempfile
@@ -124,6 +127,40 @@ class Llama(nn.Module):
         return self.head(self.vocab(h[:, -1]))
 
 
+def t5_buckets(relative, buckets=8, max_distance=16):
+    """T5's bidirectional relative position buckets (Hugging Face's _relative_position_bucket):
+    exact up to buckets / 4 apart, logarithmic beyond, per direction."""
+    half = buckets // 2
+    out = (relative > 0).to(torch.long) * half
+    n = torch.abs(relative)
+    exact = half // 2
+    large = exact + (torch.log(n.float() / exact) / math.log(max_distance / exact) * (half - exact)).to(torch.long)
+    large = torch.min(large, torch.full_like(large, half - 1))
+    return out + torch.where(n < exact, n, large)
+
+
+class T5Bias(nn.Module):
+    """Self-attention with T5's learned relative position bias, its buckets computed in forward()
+    from torch.arange of the sequence length (Abs, Log, Cast, Min, Where of constants)."""
+
+    def __init__(self, d=16, heads=2):
+        super().__init__()
+        self.embedding = nn.Embedding(V, d)
+        self.qkv, self.out = nn.Linear(d, 3 * d, bias=False), nn.Linear(d, d, bias=False)
+        self.bias = nn.Embedding(8, heads)
+        self.head = nn.Linear(d, 10)
+        self.heads, self.hd = heads, d // heads
+
+    def forward(self, ids):
+        n, length = ids.shape
+        h = self.embedding(ids)
+        q, k, v = self.qkv(h).view(n, length, 3, self.heads, self.hd).permute(2, 0, 3, 1, 4)
+        positions = torch.arange(length)
+        bias = self.bias(t5_buckets(positions[None, :] - positions[:, None])).permute(2, 0, 1)[None]
+        a = torch.softmax(q @ k.transpose(-2, -1) + bias, -1) @ v
+        return self.head(self.out(a.transpose(1, 2).reshape(n, length, -1)).mean(1))
+
+
 class Elman(nn.Module):
     def __init__(self):
         super().__init__()
@@ -191,7 +228,8 @@ class Packed(nn.Module):
         return self.head(torch.cat([h[-2], h[-1]], 1))
 
 
-MODELS = {"roberta": Roberta, "one_hot": OneHot, "learned_h0": LearnedH0, "llama": Llama, "elman": Elman,
+MODELS = {"roberta": Roberta, "one_hot": OneHot, "learned_h0": LearnedH0, "llama": Llama, "t5_bias": T5Bias,
+          "elman": Elman,
           "padded_mean": PaddedMean, "packed": Packed,
           "packed_gru": lambda: Packed(nn.GRU, layers=1, outputs=True)}
 

@@ -318,7 +318,8 @@ Result<std::optional<std::vector<Known>>> evaluate(const onnx::NodeProto& node, 
         if (in.size() < 2 || in[1] == nullptr) return Outputs{};
         return binary(node, a, *in[1]);
     }
-    if (op == "Neg" || op == "Sqrt" || op == "Reciprocal" || op == "Floor" || op == "Ceil" || op == "Not") {
+    if (op == "Neg" || op == "Sqrt" || op == "Reciprocal" || op == "Floor" || op == "Ceil" || op == "Not" ||
+        op == "Abs" || op == "Log" || op == "Exp") {
         Known out = a;
         if (a.is_float) {
             for (auto& x : out.f)
@@ -327,12 +328,17 @@ Result<std::optional<std::vector<Known>>> evaluate(const onnx::NodeProto& node, 
                     : op == "Sqrt"       ? std::sqrt(x)
                     : op == "Reciprocal" ? 1.0 / x
                     : op == "Floor"      ? std::floor(x)
+                    : op == "Abs"        ? std::fabs(x)
+                    : op == "Log"        ? std::log(x)
+                    : op == "Exp"        ? std::exp(x)
                                          : std::ceil(x);
         } else {
             for (auto& d : out.i) {
                 if (op == "Neg") d.value = wrap_sub(0, d.value);
                 else if (op == "Not" && !d.batch) d.value = d.value == 0;
-                else if (d.batch || op != "Floor") return Outputs{};
+                else if (op == "Abs" && !d.batch)
+                    d.value = d.value == std::numeric_limits<std::int64_t>::min() ? d.value : std::abs(d.value);
+                else if (d.batch || (op != "Floor" && op != "Ceil")) return Outputs{};
             }
         }
         return Outputs{{out}};

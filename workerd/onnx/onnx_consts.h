@@ -1,11 +1,11 @@
 // What the importer evaluates while it reads a graph, so that it never runs at training time:
 // constants (initializers of integer type, Constant nodes) and the shape arithmetic PyTorch
 // emits (Shape, Gather on shapes, Unsqueeze, Concat, Slice, Cast, Mul/Div/Add/Sub, Max/Min of
-// two, Equal/Less/Greater, Not, Where, ConstantOfShape, Range, Expand (one value to a
-// batch-dependent shape: a fill), Reshape, Transpose, Split, Trilu and EyeLike of known tensors, ReduceProd (and
-// ReduceSum/Max/Min of integers: the element count x.std(dim) divides by)). Integers may
-// be multiples of the batch size N (Shape of a value with a batch axis), so one import serves
-// every batch size; arithmetic that would need N's value (N + 1, N * N) is not evaluated.
+// two, Equal/Less/Greater, Not, Neg/Abs/Sqrt/Log/Exp/Floor/Ceil/Reciprocal, Where, ConstantOfShape, Range, Expand (one
+// value to a batch-dependent shape: a fill), Reshape, Transpose, Split, Trilu and EyeLike of known tensors, ReduceProd
+// (and ReduceSum/Max/Min of integers: the element count x.std(dim) divides by)). Integers may be multiples of the batch
+// size N (Shape of a value with a batch axis), so one import serves every batch size; arithmetic that would need N's
+// value (N + 1, N * N) is not evaluated.
 #pragma once
 
 #include <cstdint>
