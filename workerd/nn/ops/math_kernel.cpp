@@ -1,11 +1,12 @@
 // pow on oneDNN's eltwise (square for the exponent 2, pow otherwise), forward and backward;
 // the functions of hand_math.h by hand (oneDNN 2.6's eltwise has none of them): y = f(x),
-// dx = dy * f'(x), in f32 on the plain layout, converted to the output's type where that is bf16.
+// dx = dy * f'(x) (hand_eltwise.h).
 #include <cmath>
 #include <memory>
 #include <stdexcept>
 
 #include "workerd/nn/kernel.h"
+#include "workerd/nn/ops/hand_eltwise.h"
 #include "workerd/nn/ops/hand_math.h"
 #include "workerd/nn/ops/kernel_views.h"
 #include "workerd/nn/ops/ops.h"
@@ -61,34 +62,8 @@ class HandMathKernel final : public Kernel {
         if (math == nullptr) throw std::logic_error("no hand math function for kind " + b.node().op);
         const auto f = math->forward;
         const auto slope = math->slope;
-        const auto& engine = b.context().engine;
-        const MemDims dims = b.input_dims(0);
-        const memory::desc f32 = plain_desc(dims, Dt::f32);
-        const memory x = b.input_plain(0, Dt::f32);
-        const Dt out_type = b.output_type(0);
-        const memory y = out_type == Dt::f32 ? b.make_output(0, f32) : memory(f32, engine);
-        const auto n = element_count(dims);
-        b.forward([x, y, n, f] {
-            const float* in = static_cast<const float*>(x.get_data_handle());
-            float* out = static_cast<float*>(y.get_data_handle());
-#pragma omp parallel for schedule(static)
-            for (std::int64_t i = 0; i < n; ++i) out[i] = f(in[i]);
-        });
-        if (out_type != Dt::f32) {
-            const memory dst = b.make_output(0, plain_desc(dims, out_type));
-            b.forward(run_reorder(b, y, dst));
-        }
-        b.note("fwd: hand " + b.node().op + " (f32)");
-        if (!b.needs_input_grad(0)) return;
-        const memory dy = b.output_diff(0, f32);
-        const memory dx = b.input_diff(0, f32);
-        b.backward([x, dy, dx, n, slope] {
-            const float* in = static_cast<const float*>(x.get_data_handle());
-            const float* g = static_cast<const float*>(dy.get_data_handle());
-            float* out = static_cast<float*>(dx.get_data_handle());
-#pragma omp parallel for schedule(static)
-            for (std::int64_t i = 0; i < n; ++i) out[i] = g[i] * slope(in[i]);
-        });
+        build_hand_eltwise(
+            b, [f](std::int64_t, float v) { return f(v); }, [slope](std::int64_t, float v) { return slope(v); });
     }
 };
 
