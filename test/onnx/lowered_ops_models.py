@@ -28,10 +28,10 @@ end to end through the psrun CLI:
     - `psrun predict --onnx F.onnx` gives torch's softmax within TOLERANCE;
   an opset-18 graph by onnx.helper (every Reduce* with axes as an input, DepthToSpace DCR,
   CumSum exclusive and reverse, Tile of a 3-D value, Sin, Cos, Sign) against numpy; GatherElements
-  with negative constant indices and with indices from an int input, against numpy; and the
-  refusals (exit 2, the message checked): Tile of the batch axis, Tile of a 16-row weight by the
-  batch size, an If whose condition is
-  computed from the data (ArgMax and TopK import now: selection_models.py); an eval-mode export
+  with negative constant indices and with indices from an int input, against numpy;
+  an If whose condition is computed from the data (a torch.jit.script'ed `if h.mean() > 0:`):
+  both branches and a where, against torch on a batch taking each branch; the refusals (exit 2,
+  the message checked): Tile of the batch axis, Tile of a 16-row weight by the batch size; an eval-mode export
   (torch.onnx.export's defaults: batch norm folded into the conv) imports with a warning, and so
   does torch 1.x's wrong export of padding_mode="circular" (pytorch/pytorch#86690); a module's
   buffers (register_buffer) import as constants when listed in psrun.frozen (python/psrun_torch.py);
@@ -613,30 +613,48 @@ def squeeze_if_written_as_if(work):
             check(f"squeeze_if_{opset}: torch wrote two If nodes", len(ifs) == 2, f"{len(ifs)} If nodes")
 
 
+class MeanGate(nn.Module):
+    """`if h.mean() > 0:` on the data: a branch for the whole batch (scripted, an ONNX If)."""
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        if h.mean() > 0:
+            return torch.relu(h) * 2.0
+        else:
+            return torch.tanh(h) - 1.0
+
+
+class DataIf(nn.Module):
+    """x [N, 16]: a linear, MeanGate, a linear to 10 classes; torch.jit.script'ed as a whole."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.gate, self.head = nn.Linear(16, 12), MeanGate(), nn.Linear(12, 10)
+
+    def forward(self, x):
+        return self.head(self.gate(self.a(x)))
+
+
+def export_scripted(model, x, path, opset):
+    """torch.onnx.export of a ScriptModule (its control flow kept as If), as export() otherwise."""
+    torch.onnx.export(model, x, path, opset_version=opset, training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False, input_names=["x"], output_names=["logits"],
+                      dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}})
+
+
 def data_if(psrun, work):
-    """An If whose condition is computed from the data (sum(x) > 0) cannot be one graph for every
-    batch: exit 2 naming the node and why."""
-    from onnx import TensorProto, helper, numpy_helper
-    w = np.full((10, 4), 0.1, dtype=np.float32)
-    branch = lambda name, op: helper.make_graph(  # noqa: E731
-        [helper.make_node(op, ["x"], [name + "_y"])], name, [],
-        [helper.make_tensor_value_info(name + "_y", TensorProto.FLOAT, ["N", 4])])
-    nodes = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
-             helper.make_node("Greater", ["s", "zero"], ["positive"]),
-             helper.make_node("If", ["positive"], ["h"], name="sign_switch",
-                              then_branch=branch("then", "Relu"), else_branch=branch("else", "Tanh")),
-             helper.make_node("Gemm", ["h", "w"], ["logits"], transB=1)]
-    graph = helper.make_graph(nodes, "data_if", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
-                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])],
-                              [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.float32(0), "zero")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    path = os.path.join(work, "data_if.onnx")
-    onnx.save(model, path)
-    r = run([psrun, "model", "show", path])
-    check("refused data_if: exit 2 naming the node and why",
-          r.returncode == 2 and "sign_switch" in r.stdout and "condition is computed from the data" in r.stdout,
-          f"exit {r.returncode}: {r.stdout.strip()[-300:]}", True)
+    """An If whose condition is computed from the data (a scripted `if h.mean() > 0:`) imports as
+    both branches and a where of the condition: outputs, loss and every gradient against torch on
+    a batch that takes the then branch and on one that takes the else branch."""
+    torch.manual_seed(1)
+    first = DataIf().a
+    for tag, shift in (("data_if_then", 2.0), ("data_if_else", -2.0)):
+        x = np.random.default_rng(3).standard_normal((BATCH, 16)).astype(np.float32) + shift
+        with torch.no_grad():
+            mean = float(first(torch.from_numpy(x)).mean())
+        if not check(f"{tag}: torch takes the {tag[8:]} branch", (mean > 0) == (shift > 0), f"mean {mean:.3f}"):
+            continue
+        check_model(check, psrun, tag, lambda: torch.jit.script(DataIf()), (16,), ["where", "relu", "tanh"], work,
+                    batch=BATCH, seed=3, opsets=(14, 17), finite_differences=False, data=x, exporter=export_scripted)
 
 
 def refusals(psrun, work):
@@ -798,9 +816,10 @@ def main():
             opset18(psrun, work)
         if not only or "gather_elements" in only.split(","):
             gather_elements(psrun, work)
+        if not only or "data_if" in only.split(","):
+            data_if(psrun, work)
         if not only or "refusals" in only.split(","):
             refusals(psrun, work)
-            data_if(psrun, work)
             eval_mode_export(psrun, work)
             circular_pad_export(psrun, work)
             buffers_frozen(psrun, work)

@@ -2,8 +2,8 @@
 // replaced by an If on the conv output's channel count, as torch.onnx writes x.squeeze(d) for a
 // dim it lost: the taken branch imports as if it had been written in the graph (then or else,
 // nested Ifs, branch values named like the graph's own, a branch that returns an outer value);
-// a condition computed from the data or from the batch size, a branch of the wrong arity, and
-// a graph of too many Ifs are refused naming the node.
+// a condition computed from the data imports as both branches and a where; one from the batch
+// size, a branch of the wrong arity, and a graph of too many Ifs are refused naming the node.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -125,12 +125,7 @@ TEST_CASE("a branch's values may share names with the graph's own and Ifs nest",
     CHECK(kinds(cnn_with_if(outer, branch("Tanh", kConv, "tanh"), 2)) == plain);
 }
 
-TEST_CASE("an If the import cannot decide or inline is refused naming it", "[onnx][if]") {
-    // Shape[0] is the batch size: == 1 is true for some batches only (the Equal computing the
-    // condition is where the import finds that out).
-    auto batch = refusal(cnn_with_if(branch("Relu", kConv, "relu"), branch("Tanh", kConv, "t"), 1, kConv, 0));
-    CHECK_THAT(batch, Catch::Contains("node '/equal' (Equal)") && Catch::Contains("depends on the batch size"));
-    // A condition from the data.
+TEST_CASE("an If on the data imports as both branches and a where of its condition", "[onnx][if]") {
     TestGraph data = small_cnn();
     data.add_node("ReduceMax", "/max", {kConv}, "m");
     data.add_node("Cast", "/cast", {"m"}, "cond");
@@ -140,7 +135,30 @@ TEST_CASE("an If the import cannot decide or inline is refused naming it", "[onn
     set_graph(*node, "else_branch", branch("Tanh", kConv, "tanh"));
     data.node("/2/MaxPool")->set_input(0, "relu_or_tanh");
     data.order({"/0/Conv", "/1/Relu", "/max", "/cast", "/if", "/2/MaxPool", "/3/Flatten", "/4/Gemm", "/5/Softmax"});
-    CHECK_THAT(refusal(data), Catch::Contains("node '/if' (If)") && Catch::Contains("computed from the data"));
+    auto model = onnx_io::import_onnx(data.bytes(), "if.onnx");
+    INFO((model ? std::string() : model.error().message));
+    REQUIRE(model);
+    const auto& nodes = model->nodes;
+    const auto where = std::find_if(nodes.begin(), nodes.end(), [](const nn::Node& n) { return n.op == "where"; });
+    REQUIRE(where != nodes.end());
+    CHECK(where->name == "/if/select_output_0");
+    // Its inputs: the condition, the then branch's value (relu), the else branch's (tanh).
+    REQUIRE(where->inputs.size() == 3);
+    const auto op_of = [&nodes](const std::string& value) {
+        for (const auto& n : nodes)
+            if (std::find(n.outputs.begin(), n.outputs.end(), value) != n.outputs.end()) return n.op;
+        return std::string();
+    };
+    CHECK(op_of(where->inputs[1]) == "relu");
+    CHECK(op_of(where->inputs[2]) == "tanh");
+    CHECK(op_of(where->inputs[0]) == "not");  // the Cast to bool: not(m == 0)
+}
+
+TEST_CASE("an If the import cannot decide or inline is refused naming it", "[onnx][if]") {
+    // Shape[0] is the batch size: == 1 is true for some batches only (the Equal computing the
+    // condition is where the import finds that out).
+    auto batch = refusal(cnn_with_if(branch("Relu", kConv, "relu"), branch("Tanh", kConv, "t"), 1, kConv, 0));
+    CHECK_THAT(batch, Catch::Contains("node '/equal' (Equal)") && Catch::Contains("depends on the batch size"));
     // A taken branch of two outputs for an If of one.
     auto two = branch("Relu", kConv, "relu");
     two.add_output()->set_name(kConv);

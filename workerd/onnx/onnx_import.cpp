@@ -215,9 +215,8 @@ Result<nn::ModelDescription> import_onnx(std::string_view bytes, std::string_vie
             return with_run_recipe(std::move(*model));
         }
         if (inlined == kMaxInlinedIfs)
-            return fail(Error{ErrorCode::kInvalidArgument,
-                              "the graph has more than " + std::to_string(kMaxInlinedIfs) +
-                                  " If nodes whose condition is known at import (each is inlined by a new walk)"});
+            return fail(Error{ErrorCode::kInvalidArgument, "the graph has more than " + std::to_string(kMaxInlinedIfs) +
+                                                               " If nodes (each is inlined by a new walk)"});
         if (!rewritten) rewritten = proto.graph();
         if (auto done = inline_branch(*rewritten, std::get<StaticIf>(*outcome)); !done) return fail(done.error());
         ++inlined;

@@ -288,13 +288,10 @@ Result<void> Importer::import_node(int i) {
 
 Result<void> Importer::import_if(int i) {
     const Known* cond = known(graph_.graph().node(i).input(0));
-    if (cond == nullptr)
-        return tl::unexpected(
-            refuse(i,
-                   "its condition is computed from the data: the engine trains one graph for every batch, so an If "
-                   "imports only when its condition is known at import (shape arithmetic or constants, as torch.onnx "
-                   "writes x.squeeze(d) for a dim its shape inference lost); compute both branches and select with "
-                   "torch.where instead"));
+    if (cond == nullptr) {  // computed from the data: both branches, then a Where
+        static_if_ = StaticIf{i, true, true};
+        return {};
+    }
     if (cond->size() != 1)
         return tl::unexpected(
             refuse(i, "its condition holds " + std::to_string(cond->size()) + " values where an If takes one"));

@@ -100,7 +100,8 @@ class Importer {
     // on one axis, nullopt for the shape as written: at batch b >= 2 the one axis of size b; at
     // 1 the reading this walk takes (fill_readings_at_batch_one after the shape as written).
     std::optional<nn::Dims> fill_at_file_batch(const nn::Dims& shape);
-    // An If: its condition known, static_if_ is set (the walk stops); unknown, refused.
+    // An If: static_if_ is set (the walk stops), with the taken branch where its condition is
+    // known at import, else both (onnx_inline_if.h).
     Result<void> import_if(int i);
 
     const GraphIndex& graph_;
