@@ -30,7 +30,8 @@ end to end through the psrun CLI:
   CumSum exclusive and reverse, Tile of a 3-D value, Sin, Cos, Sign) against numpy; GatherElements
   with negative constant indices and with indices from an int input, against numpy;
   an If whose condition is computed from the data (a torch.jit.script'ed `if h.mean() > 0:`):
-  both branches and a where, against torch on a batch taking each branch; the refusals (exit 2,
+  both branches and a where, against torch on a batch taking each branch; a scripted
+  `for t in range(x.size(1))` (a Loop whose trip count is a shape): its body unrolled; the refusals (exit 2,
   the message checked): Tile of the batch axis, Tile of a 16-row weight by the batch size; an eval-mode export
   (torch.onnx.export's defaults: batch norm folded into the conv) imports with a warning, and so
   does torch 1.x's wrong export of padding_mode="circular" (pytorch/pytorch#86690); a module's
@@ -634,11 +635,36 @@ class DataIf(nn.Module):
         return self.head(self.gate(self.a(x)))
 
 
+class ScriptedSteps(nn.Module):
+    """x [N, 5, 4]: a recurrent cell over `for t in range(x.size(1))` (scripted: an ONNX Loop whose
+    trip count is Shape(x)[1]), carrying h and a sum weighted by the iteration number t + 1."""
+
+    def __init__(self):
+        super().__init__()
+        self.i, self.r, self.head = nn.Linear(4, 8), nn.Linear(8, 8), nn.Linear(16, 10)
+
+    def forward(self, x):
+        h = x.new_zeros(x.size(0), 8)
+        total = x.new_zeros(x.size(0), 8)
+        for t in range(x.size(1)):
+            h = torch.tanh(self.i(x[:, t]) + self.r(h))
+            total = total + h * (t + 1)
+        return self.head(torch.cat([h, total], 1))
+
+
 def export_scripted(model, x, path, opset):
     """torch.onnx.export of a ScriptModule (its control flow kept as If), as export() otherwise."""
     torch.onnx.export(model, x, path, opset_version=opset, training=torch.onnx.TrainingMode.TRAINING,
                       do_constant_folding=False, input_names=["x"], output_names=["logits"],
                       dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}})
+
+
+def scripted_loop(psrun, work):
+    """A Loop over range(x.size(1)) imports as five copies of its body (the cell's tensors shared):
+    outputs, loss and every gradient against torch."""
+    check_model(check, psrun, "scripted_loop", lambda: torch.jit.script(ScriptedSteps()), (5, 4),
+                ["dense", "tanh"], work, batch=BATCH, seed=3, opsets=(14, 17), finite_differences=False,
+                exporter=export_scripted)
 
 
 def data_if(psrun, work):
@@ -818,6 +844,8 @@ def main():
             gather_elements(psrun, work)
         if not only or "data_if" in only.split(","):
             data_if(psrun, work)
+        if not only or "scripted_loop" in only.split(","):
+            scripted_loop(psrun, work)
         if not only or "refusals" in only.split(","):
             refusals(psrun, work)
             eval_mode_export(psrun, work)

@@ -8,7 +8,6 @@
 // The claim consumes the nodes that only compute the offsets and the trip count (the Range of
 // N * L would otherwise be refused) and notes the Loop; the walk imports the noted Loop as an
 // embedding and a reduce. A Loop of any other form is refused naming it.
-#include <set>
 #include <string>
 
 #include "workerd/onnx/onnx_importer.h"
@@ -119,32 +118,18 @@ bool noted_bag(const Importer& importer, const onnx::NodeProto& loop) {
     return note != nullptr && note->value("pattern", "") == "pytorch_embedding_bag";
 }
 
-Error refuse_loop(const Importer& importer, int i) {
-    return importer.refuse(
-        i,
-        "a Loop runs its body a number of times the data decides, and the engine trains one graph of fixed "
-        "layers; the only Loop it reads is nn.EmbeddingBag's over the rows of [N, L] ids (unroll a Python "
-        "loop of fixed length, or give nn.EmbeddingBag [N, L] ids instead of 1-D ids and offsets)");
-}
-
 }  // namespace
 
-// A Loop of another form is refused here, before the walk reaches the nodes computing its
-// inputs (whose own refusals would not say that the Loop is what cannot be imported).
 Result<void> claim_embedding_bags(Importer& importer) {
     const auto& nodes = importer.graph().graph();
-    for (int i = 0; i < nodes.node_size(); ++i) {
-        if (nodes.node(i).op_type() != "Loop" || !importer.graph().needed(i)) continue;
-        match_bag(importer, i);
-        if (!noted_bag(importer, nodes.node(i))) return tl::unexpected(refuse_loop(importer, i));
-    }
+    for (int i = 0; i < nodes.node_size(); ++i)
+        if (nodes.node(i).op_type() == "Loop" && importer.graph().needed(i)) match_bag(importer, i);
     return {};
 }
 
 Result<bool> import_embedding_bag(Importer& importer, int i) {
     const auto& loop = importer.graph().graph().node(i);
-    if (loop.op_type() != "Loop") return false;
-    if (!noted_bag(importer, loop)) return tl::unexpected(refuse_loop(importer, i));
+    if (loop.op_type() != "Loop" || !noted_bag(importer, loop)) return false;
     const nlohmann::json* note = importer.note(loop.output(0));
     const std::string who = node_label(loop, i);
     PSRUN_TRY_ASSIGN(auto ids, importer.data_value(note->at("ids").get<std::string>(), who));

@@ -216,9 +216,13 @@ Result<nn::ModelDescription> import_onnx(std::string_view bytes, std::string_vie
         }
         if (inlined == kMaxInlinedIfs)
             return fail(Error{ErrorCode::kInvalidArgument, "the graph has more than " + std::to_string(kMaxInlinedIfs) +
-                                                               " If nodes (each is inlined by a new walk)"});
+                                                               " If and Loop nodes (each is inlined by a new walk)"});
         if (!rewritten) rewritten = proto.graph();
-        if (auto done = inline_branch(*rewritten, std::get<StaticIf>(*outcome)); !done) return fail(done.error());
+        const auto* choice = std::get_if<StaticIf>(&*outcome);
+        if (auto done = choice != nullptr ? inline_branch(*rewritten, *choice)
+                                          : unroll_loop(*rewritten, std::get<LoopUnroll>(*outcome));
+            !done)
+            return fail(done.error());
         ++inlined;
         choices.rewind();
     }

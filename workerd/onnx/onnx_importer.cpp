@@ -231,6 +231,7 @@ Result<void> Importer::import_node(int i) {
         inputs.push_back(known_value);
     }
     if (op == "If") return import_if(i);
+    if (op == "Loop") return import_loop(i);
     if (op == "Shape" && node.input_size() == 1) {
         shape_of = info(node.input(0));
         if (shape_of == nullptr) {
@@ -286,30 +287,6 @@ Result<void> Importer::import_node(int i) {
     return {};
 }
 
-Result<void> Importer::import_if(int i) {
-    const Known* cond = known(graph_.graph().node(i).input(0));
-    if (cond == nullptr) {  // computed from the data: both branches, then a Where
-        static_if_ = StaticIf{i, true, true};
-        return {};
-    }
-    if (cond->size() != 1)
-        return tl::unexpected(
-            refuse(i, "its condition holds " + std::to_string(cond->size()) + " values where an If takes one"));
-    bool taken = false;
-    if (cond->is_float) {
-        taken = cond->f.front() != 0.0;
-    } else {
-        const auto ints = cond->plain_ints();
-        if (!ints)
-            return tl::unexpected(refuse(i,
-                                         "its condition depends on the batch size, which the engine does not "
-                                         "know at import: one graph serves every batch"));
-        taken = ints->front() != 0;
-    }
-    static_if_ = StaticIf{i, taken};
-    return {};
-}
-
 bool Importer::value_read(const std::string& value) const {
     const auto& outputs = graph_.outputs();
     bool read = std::find(outputs.begin(), outputs.end(), value) != outputs.end();
@@ -362,8 +339,9 @@ Result<ImportOutcome> Importer::run(const std::string& name, const std::string& 
     for (int i = 0; i < nodes.node_size(); ++i) {
         if (!graph_.needed(i) || consumed(i)) continue;
         node_ = i;
-        PSRUN_TRY(import_node(i));
+        if (auto done = import_node(i); !done) return tl::unexpected(blame_loop(i, done.error()));
         if (static_if_) return ImportOutcome{*static_if_};
+        if (loop_unroll_) return ImportOutcome{*loop_unroll_};
     }
     node_ = -1;
     if (outputs.size() > 1) {

@@ -24,9 +24,9 @@
 
 namespace psrun::onnx_io {
 
-// What Importer::run ends with: the model, or the first If whose condition is known at import,
-// which the caller inlines (onnx_inline_if.h) before importing the rewritten graph.
-using ImportOutcome = std::variant<nn::ModelDescription, StaticIf>;
+// What Importer::run ends with: the model, or the first If or Loop it reached, which the caller
+// inlines or unrolls (onnx_inline_if.h) before importing the rewritten graph.
+using ImportOutcome = std::variant<nn::ModelDescription, StaticIf, LoopUnroll>;
 
 class Importer {
   public:
@@ -37,7 +37,7 @@ class Importer {
              ReadingChoices* choices = nullptr);
 
     // Walks the graph; then the model (shape inference done) with the initializers as its
-    // initial parameters, or the first If it reached whose condition it knows. Errors are
+    // initial parameters, or the first If or Loop (not nn.EmbeddingBag's) it reached. Errors are
     // "model F: node 'x' (Op): ..." (kInvalidArgument).
     Result<ImportOutcome> run(const std::string& name, const std::string& description);
 
@@ -103,6 +103,14 @@ class Importer {
     // An If: static_if_ is set (the walk stops), with the taken branch where its condition is
     // known at import, else both (onnx_inline_if.h).
     Result<void> import_if(int i);
+    // A Loop: nn.EmbeddingBag's (import_embedding_bag), or one that runs a number of times known
+    // at import with a condition that stays true (a scripted `for t in range(x.size(1))`):
+    // loop_unroll_ is set (the walk stops); any other is refused.
+    Result<void> import_loop(int i);
+    // `error` of node i, or, where i computes a Loop's trip count (a Loop the walk has not
+    // reached, not nn.EmbeddingBag's), a refusal of that Loop quoting it: what cannot be imported
+    // is the Loop over a count the data decides (1-D ids with offsets), not the arithmetic.
+    Error blame_loop(int i, Error error) const;
 
     const GraphIndex& graph_;
     std::int64_t opset_;
@@ -122,6 +130,7 @@ class Importer {
     std::set<int> consumed_;
     std::map<std::string, nlohmann::json> notes_;
     std::optional<StaticIf> static_if_;
+    std::optional<LoopUnroll> loop_unroll_;
 };
 
 // Fused patterns (onnx_patterns.cpp): when node i starts one (LayerNorm's ReduceMean/Sub/Pow/
@@ -147,8 +156,9 @@ Result<bool> import_sort_permutation(Importer& importer, int i);
 Result<void> claim_rnn_weights(Importer& importer);
 // Before the walk (onnx_embedding_bag.cpp): every Loop that is nn.EmbeddingBag's export over the
 // rows of [N, L] ids gets a note on its output, and the nodes computing only its offsets and trip
-// count are consumed; import_embedding_bag (from import_pattern) then imports a noted Loop as an
-// embedding and a reduce over the bag's axis, and refuses any other Loop saying why.
+// count are consumed; import_embedding_bag (from the walk, at a Loop) then imports a noted Loop as
+// an embedding and a reduce over the bag's axis, and returns false for any other (which the walk
+// unrolls where it can: Importer::import_loop).
 Result<void> claim_embedding_bags(Importer& importer);
 Result<bool> import_embedding_bag(Importer& importer, int i);
 

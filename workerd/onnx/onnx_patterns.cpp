@@ -253,7 +253,6 @@ Result<bool> empty_pad(Matcher& m, int i) {
 
 Result<bool> import_pattern(Importer& importer, int i) {
     Matcher m(importer);
-    if (auto bag = import_embedding_bag(importer, i); !bag || *bag) return bag;
     if (auto group_norm = import_group_norm_pattern(importer, i); !group_norm || *group_norm) return group_norm;
     if (auto sorted = import_sort_permutation(importer, i); !sorted || *sorted) return sorted;
     for (auto* pattern : {layer_norm, gelu, silu, linear, linear_plain, empty_pad}) {
