@@ -31,7 +31,8 @@ end to end through the psrun CLI:
   with negative constant indices and with indices from an int input, against numpy;
   an If whose condition is computed from the data (a torch.jit.script'ed `if h.mean() > 0:`):
   both branches and a where, against torch on a batch taking each branch; a scripted
-  `for t in range(x.size(1))` (a Loop whose trip count is a shape): its body unrolled; the refusals (exit 2,
+  `for t in range(x.size(1))` (a Loop whose trip count is a shape): its body unrolled, a list
+  appended in it and stacked (ONNX sequences); the refusals (exit 2,
   the message checked): Tile of the batch axis, Tile of a 16-row weight by the batch size; an eval-mode export
   (torch.onnx.export's defaults: batch norm folded into the conv) imports with a warning, and so
   does torch 1.x's wrong export of padding_mode="circular" (pytorch/pytorch#86690); a module's
@@ -47,6 +48,7 @@ import os
 import re
 import sys
 import tempfile
+from typing import List
 
 try:
     import numpy as np
@@ -652,6 +654,25 @@ class ScriptedSteps(nn.Module):
         return self.head(torch.cat([h, total], 1))
 
 
+class ScriptedList(nn.Module):
+    """x [N, 5, 4]: the same cell appending h to a Python list (ONNX sequences: SequenceEmpty, a
+    SequenceInsert per iteration), then torch.stack over time and a max (ConcatFromSequence with
+    new_axis), the last element (SequenceAt -1), torch.cat along features divided by len()
+    (SequenceLength)."""
+
+    def __init__(self):
+        super().__init__()
+        self.i, self.r, self.head = nn.Linear(4, 8), nn.Linear(8, 8), nn.Linear(8 + 8 + 40, 10)
+
+    def forward(self, x):
+        h = x.new_zeros(x.size(0), 8)
+        outs: List[torch.Tensor] = []
+        for t in range(x.size(1)):
+            h = torch.tanh(self.i(x[:, t]) + self.r(h))
+            outs.append(h)
+        return self.head(torch.cat([torch.stack(outs, 1).amax(1), outs[-1], torch.cat(outs, 1) / len(outs)], 1))
+
+
 def export_scripted(model, x, path, opset):
     """torch.onnx.export of a ScriptModule (its control flow kept as If), as export() otherwise."""
     torch.onnx.export(model, x, path, opset_version=opset, training=torch.onnx.TrainingMode.TRAINING,
@@ -660,10 +681,14 @@ def export_scripted(model, x, path, opset):
 
 
 def scripted_loop(psrun, work):
-    """A Loop over range(x.size(1)) imports as five copies of its body (the cell's tensors shared):
-    outputs, loss and every gradient against torch."""
+    """A Loop over range(x.size(1)) imports as five copies of its body (the cell's tensors shared),
+    with a Python list appended in it (ONNX sequences): outputs, loss and every gradient against
+    torch."""
     check_model(check, psrun, "scripted_loop", lambda: torch.jit.script(ScriptedSteps()), (5, 4),
                 ["dense", "tanh"], work, batch=BATCH, seed=3, opsets=(14, 17), finite_differences=False,
+                exporter=export_scripted)
+    check_model(check, psrun, "scripted_list", lambda: torch.jit.script(ScriptedList()), (5, 4),
+                ["dense", "tanh", "concat"], work, batch=BATCH, seed=3, opsets=(14, 17), finite_differences=False,
                 exporter=export_scripted)
 
 

@@ -2,8 +2,8 @@
 // its Relu replaced by a Loop of a known trip count over the conv's output, carrying h = tanh(h)
 // and scanning relu(h); its outputs against the same CNN with the three iterations written out
 // by hand. Refused, naming the Loop: a body that computes its condition (a while loop), a trip
-// count over the limit. torch's own scripted loops are test/onnx/lowered_ops_models.py's
-// (scripted_loop, against torch).
+// count over the limit. ONNX sequences: SequenceAt of a known sequence, a position outside refused. torch's own
+// scripted loops are test/onnx/lowered_ops_models.py's (scripted_loop, against torch).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -139,4 +139,39 @@ TEST_CASE("a Loop that computes its condition or runs too often is refused namin
                Catch::Contains("node '/loop' (Loop)") && Catch::Contains("computes its condition"));
     CHECK_THAT(refusal(cnn_with_loop(5000)), Catch::Contains("runs 5000 times"));
     CHECK_THAT(refusal(cnn_with_loop(0)), Catch::Contains("runs 0 times"));
+}
+
+TEST_CASE("ONNX sequences known at import: SequenceAt picks an element, a position outside is refused",
+          "[onnx][loop]") {
+    // small_cnn's Relu reads SequenceAt(SequenceConstruct(conv, relu(conv)), at).
+    auto with_at = [](std::int64_t at) {
+        TestGraph g = small_cnn();
+        g.node("/1/Relu")->set_output(0, "relu");
+        g.add_node("SequenceConstruct", "/seq", {kConv, "relu"}, "seq");
+        g.add_int64_tensor("at", {}, {at});
+        g.add_node("SequenceAt", "/at", {"seq", "at"}, "/1/Relu_output_0");
+        g.order({"/0/Conv", "/1/Relu", "/seq", "/at", "/2/MaxPool", "/3/Flatten", "/4/Gemm", "/5/Softmax"});
+        return onnx_io::import_onnx(g.bytes(), "t.onnx");
+    };
+    auto plain = onnx_io::import_onnx(small_cnn().bytes(), "plain.onnx");
+    REQUIRE(plain);
+    for (const std::int64_t at : {1, -1}) {
+        auto m = with_at(at);
+        INFO((m ? std::string() : m.error().message));
+        REQUIRE(m);
+        CHECK(kinds_of(*m) == kinds_of(*plain));  // the relu, as if the MaxPool read it directly
+    }
+    auto first = with_at(0);
+    REQUIRE(first);
+    // The max pool reads the conv itself.
+    const auto& nodes = first->nodes;
+    const auto pool = std::find_if(nodes.begin(), nodes.end(), [](const nn::Node& n) { return n.op == "max_pool"; });
+    REQUIRE(pool != nodes.end());
+    const auto conv = std::find_if(nodes.begin(), nodes.end(), [](const nn::Node& n) { return n.op == "conv2d"; });
+    REQUIRE(conv != nodes.end());
+    CHECK(pool->inputs[0] == conv->outputs[0]);
+    auto outside = with_at(2);
+    REQUIRE_FALSE(outside);
+    CHECK_THAT(outside.error().message,
+               Catch::Contains("node '/at' (SequenceAt)") && Catch::Contains("outside a sequence of 2"));
 }

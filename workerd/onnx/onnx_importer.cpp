@@ -231,6 +231,8 @@ Result<void> Importer::import_node(int i) {
         inputs.push_back(known_value);
     }
     if (op == "If") return import_if(i);
+    PSRUN_TRY_ASSIGN(auto sequence, import_sequence(*this, i));
+    if (sequence) return {};
     if (op == "Loop") return import_loop(i);
     if (op == "Shape" && node.input_size() == 1) {
         shape_of = info(node.input(0));

@@ -83,6 +83,17 @@ class Importer {
         const auto it = notes_.find(onnx_value);
         return it == notes_.end() ? nullptr : &it->second;
     }
+    // An ONNX sequence value as the walk knows it (import_sequence): its elements' ONNX names,
+    // in order; nullptr when `onnx_value` is no sequence.
+    const std::vector<std::string>* sequence(const std::string& onnx_value) const {
+        const auto it = sequences_.find(onnx_value);
+        return it == sequences_.end() ? nullptr : &it->second;
+    }
+    void set_sequence(const std::string& onnx_value, std::vector<std::string> elements) {
+        sequences_[onnx_value] = std::move(elements);
+    }
+    // Records `onnx_value` as known at import (a sequence's length).
+    void set_known(const std::string& onnx_value, Known k) { known_[onnx_value] = std::move(k); }
 
   private:
     // The graph's inputs, in its order, as the model's (the first is the primary input).
@@ -131,6 +142,7 @@ class Importer {
     std::map<std::string, nlohmann::json> notes_;
     std::optional<StaticIf> static_if_;
     std::optional<LoopUnroll> loop_unroll_;
+    std::map<std::string, std::vector<std::string>> sequences_;
 };
 
 // Fused patterns (onnx_patterns.cpp): when node i starts one (LayerNorm's ReduceMean/Sub/Pow/
@@ -160,6 +172,12 @@ Result<void> claim_rnn_weights(Importer& importer);
 // an embedding and a reduce over the bag's axis, and returns false for any other (which the walk
 // unrolls where it can: Importer::import_loop).
 Result<void> claim_embedding_bags(Importer& importer);
+// ONNX sequences of tensors, as torch.onnx writes a Python list in a scripted module
+// (onnx_sequences.cpp): SequenceEmpty, SequenceConstruct, SequenceInsert and an Identity of a
+// sequence are known at import as lists of their elements (Importer::sequence); SequenceAt and
+// SequenceLength at known positions read them, ConcatFromSequence imports as a concat (of
+// unsqueezed elements with new_axis: torch.stack). Returns false for any other node.
+Result<bool> import_sequence(Importer& importer, int i);
 Result<bool> import_embedding_bag(Importer& importer, int i);
 
 }  // namespace psrun::onnx_io
