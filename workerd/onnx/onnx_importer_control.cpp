@@ -69,7 +69,8 @@ Result<void> Importer::import_loop(int i) {
     std::string cond_out = g.output(0).name();
     for (int k = g.node_size() - 1; k >= 0; --k) {  // through Identity nodes (torch: of an outer constant)
         const auto& n = g.node(k);
-        if (n.op_type() == "Identity" && n.output_size() == 1 && n.output(0) == cond_out) cond_out = n.input(0);
+        if (n.op_type() == "Identity" && n.input_size() == 1 && n.output_size() == 1 && n.output(0) == cond_out)
+            cond_out = n.input(0);
     }
     if (cond_out != g.input(1).name() && !known_true(cond_out))
         return tl::unexpected(refuse(i, "its body computes its condition (a while loop or a break)" + advice));

@@ -125,7 +125,7 @@ Result<void> unroll_loop(onnx::GraphProto& graph, const LoopUnroll& unroll) {
         taken.insert(name);
         return name;
     };
-    const std::string prefix = loop.name().empty() ? loop.output(0) : loop.name();
+    const std::string prefix = !loop.name().empty() ? loop.name() : loop.output_size() > 0 ? loop.output(0) : "loop";
     std::vector<onnx::TensorProto> initializers;
     auto int64_initializer = [&](const std::string& base, std::vector<std::int64_t> dims, std::int64_t value) {
         onnx::TensorProto t;
