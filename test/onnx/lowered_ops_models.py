@@ -26,7 +26,8 @@ end to end through the psrun CLI:
       outputs, loss and every parameter's gradient in float64 within TOLERANCE (relative to the
       tensor's largest value);
     - `psrun predict --onnx F.onnx` gives torch's softmax within TOLERANCE;
-  an opset-18 graph by onnx.helper (every Reduce* with axes as an input, DepthToSpace DCR,
+  ONNX's Sum, Mean, Max, Min of one to three inputs, written by onnx.helper, against the same sums
+  in torch; an opset-18 graph by onnx.helper (every Reduce* with axes as an input, DepthToSpace DCR,
   CumSum exclusive and reverse, Tile of a 3-D value, Sin, Cos, Sign) against numpy; GatherElements
   with negative constant indices and with indices from an int input, against numpy;
   an If whose condition is computed from the data (a torch.jit.script'ed `if h.mean() > 0:`):
@@ -372,6 +373,37 @@ class Unfold(nn.Module):
         a = self.p3(F.unfold(h, 3, padding=1, stride=2).transpose(1, 2))  # [N, 16, 4]
         b = self.p2(F.unfold(h, 2, stride=2).transpose(1, 2))             # [N, 16, 4]
         return self.head(torch.cat([a.flatten(1), b.flatten(1)], 1))
+
+
+class Variadic(nn.Module):
+    """ONNX's Sum, Mean, Max and Min of one to three inputs (Mean's third a broadcast parameter): no
+    torch export writes them, other exporters do; variadic_export writes the graph from these
+    parameters, and this forward is its reference."""
+    def __init__(self):
+        super().__init__()
+        self.w0, self.w1, self.w2 = (nn.Parameter(torch.randn(6, 5) * 0.4) for _ in range(3))
+        self.c = nn.Parameter(torch.randn(5) * 0.3)
+        self.head = nn.Linear(25, 10)
+
+    def forward(self, x):
+        m0, m1, m2 = x @ self.w0, x @ self.w1, x @ self.w2
+        parts = [m0 + m1 + m2, (m0 + m1 + self.c) / 3, torch.maximum(torch.maximum(m0, m1), m2),
+                 torch.minimum(torch.minimum(m2, m1), m0), m1]
+        return self.head(torch.cat(parts, 1))
+
+
+def variadic_export(model, x, path, opset):
+    from onnx import TensorProto, helper, numpy_helper
+    node = helper.make_node
+    nodes = [node("MatMul", ["x", w], [f"m{i}"]) for i, w in enumerate(("w0", "w1", "w2"))]
+    nodes += [node("Sum", ["m0", "m1", "m2"], ["sum"]), node("Mean", ["m0", "m1", "c"], ["mean"]),
+              node("Max", ["m0", "m1", "m2"], ["max"]), node("Min", ["m2", "m1", "m0"], ["min"]),
+              node("Sum", ["m1"], ["one"]), node("Concat", ["sum", "mean", "max", "min", "one"], ["cat"], axis=1),
+              node("Gemm", ["cat", "head.weight", "head.bias"], ["logits"], transB=1)]
+    weights = [numpy_helper.from_array(p.detach().numpy(), n) for n, p in model.named_parameters()]
+    graph = helper.make_graph(nodes, "variadic", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 6])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])], weights)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]), path)
 
 
 # name -> (builder, input shape, kinds expected in `psrun model show`[, opsets])
@@ -861,6 +893,9 @@ def main():
             # not on purpose: psrun model check skips them (and says so); torch is the reference.
             check_model(check, psrun, "straight_through", StraightThrough, (16,), ["stop_gradient", "round"], work,
                         batch=BATCH, seed=5, finite_differences=False)
+        if not only or "variadic" in only.split(","):
+            check_model(check, psrun, "variadic", Variadic, (6,), ["maximum", "minimum"], work, batch=BATCH, seed=5,
+                        opsets=(13, 17), exporter=variadic_export)
         if not only or "squeeze_if" in only.split(","):
             squeeze_if_written_as_if(work)
         if not only or "opset18" in only.split(","):

@@ -9,6 +9,7 @@
 //     times that where the values are not 0 and 1 (a negative index, which ONNX counts from
 //     the end, matches nothing: its row is all off);
 //   ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSumExp (onnx_lowerings_reduce.cpp);
+//   Sum and Mean of one or more inputs: a chain of adds (Mean's times 1 / n);
 //   And, Or, Xor of masks (torch.nan_to_num, `m1 & m2`): mul, not(equal(a + b, 0)) and
 //     not(equal(a, b)) of the integer 0/1 masks the comparisons make.
 // (ArgMax, ArgMin and TopK are the top_k kind's, ops/top_k.cpp.)
@@ -265,6 +266,27 @@ Result<void> lower_trilu(OnnxNodeImport& node) {
     return {};
 }
 
+// Sum and Mean of one or more inputs, broadcasting: a chain of adds, Mean's then times 1/n.
+Result<void> lower_sum_mean(OnnxNodeImport& node) {
+    const std::size_t count = node.input_count();
+    if (count == 0) return tl::unexpected(node.refuse("has no inputs; it needs one or more"));
+    PSRUN_TRY_ASSIGN(auto total, node.value(0));
+    for (std::size_t i = 1; i < count; ++i) {
+        PSRUN_TRY_ASSIGN(auto v, node.value(i));
+        PSRUN_TRY_ASSIGN(total, node.emit({{"kind", "add"}, {"inputs", {total, v}}}));
+    }
+    if (node.op_type() == "Mean" && count > 1) {
+        const float share = 1.0f / static_cast<float>(count);
+        PSRUN_TRY_ASSIGN(
+            auto scale,
+            node.emit(
+                {{"kind", "constant"}, {"shape", nlohmann::json::array()}, {"type", "float"}, {"values", {share}}}));
+        PSRUN_TRY_ASSIGN(total, node.emit({{"kind", "mul"}, {"inputs", {total, scale}}}));
+    }
+    node.bind_output(0, total);
+    return {};
+}
+
 struct Lowering {
     std::string_view op;
     Result<void> (*lower)(OnnxNodeImport&);
@@ -287,6 +309,8 @@ const std::vector<Lowering>& lowerings() {
         {"ReduceL2", lower_reduce_norm},
         {"ReduceSumSquare", lower_reduce_norm},
         {"ReduceLogSumExp", lower_reduce_norm},
+        {"Sum", lower_sum_mean},
+        {"Mean", lower_sum_mean},
     };
     return table;
 }

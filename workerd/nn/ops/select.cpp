@@ -7,7 +7,7 @@
 // The selected inputs (a and b; x and y) are all floats, or all integers: then the output is
 // integer and has no gradient (ids clamped into a table, `torch.where(mask, ids, 0)`).
 // No fields, no tensors. FLOPs: 1 per output element.
-// ONNX: Max and Min of two inputs (torch.maximum / torch.minimum), Where; an integer Clip
+// ONNX: Max and Min (torch.maximum / torch.minimum; of more inputs, a chain of pairs), Where; an integer Clip
 // (ids.clamp(0, V - 1)) imports as maximum and minimum (ops/activation.cpp).
 #include "workerd/nn/onnx_bridge.h"
 #include "workerd/nn/op_schema.h"
@@ -41,20 +41,26 @@ Result<void> infer_select(InferContext& context) {
 
 Result<void> import_select(OnnxNodeImport& node) {
     const auto op = node.op_type();
-    const std::size_t count = op == "Where" ? 3 : 2;
-    if (node.input_count() != count)
-        return tl::unexpected(
-            node.refuse(op == "Where" ? "expects 3 inputs" : "expects exactly 2 inputs (chain them for more)"));
-    nlohmann::json inputs = nlohmann::json::array();
-    for (std::size_t i = 0; i < count; ++i) {
-        PSRUN_TRY_ASSIGN(auto v, node.value(i));
-        inputs.push_back(v);
+    const std::size_t count = node.input_count();
+    if (op == "Where") {
+        if (count != 3) return tl::unexpected(node.refuse("expects 3 inputs"));
+        nlohmann::json inputs = nlohmann::json::array();
+        for (std::size_t i = 0; i < count; ++i) {
+            PSRUN_TRY_ASSIGN(auto v, node.value(i));
+            inputs.push_back(v);
+        }
+        PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", "where"}, {"inputs", inputs}}));
+        node.bind_output(0, name);
+        return {};
     }
-    PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", op == "Max"   ? "maximum"
-                                                    : op == "Min" ? "minimum"
-                                                                  : "where"},
-                                           {"inputs", inputs}}));
-    node.bind_output(0, name);
+    // Max and Min take one or more inputs (ONNX's variadic form): a chain of pairs.
+    if (count == 0) return tl::unexpected(node.refuse("has no inputs; it needs one or more"));
+    PSRUN_TRY_ASSIGN(auto chosen, node.value(0));
+    for (std::size_t i = 1; i < count; ++i) {
+        PSRUN_TRY_ASSIGN(auto v, node.value(i));
+        PSRUN_TRY_ASSIGN(chosen, node.emit({{"kind", op == "Max" ? "maximum" : "minimum"}, {"inputs", {chosen, v}}}));
+    }
+    node.bind_output(0, chosen);
     return {};
 }
 
