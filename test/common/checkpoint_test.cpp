@@ -11,6 +11,8 @@ namespace fs = std::filesystem;
 using psrun::CheckpointStore;
 using psrun::TensorView;
 
+namespace checkpoint_test {
+
 namespace {
 
 fs::path temp_dir() {
@@ -156,3 +158,5 @@ TEST_CASE("a manifest lists plain file names inside its checkpoint", "[checkpoin
         CHECK_THAT(m.error().message, Catch::Contains("m.json: not a valid manifest"));
     }
 }
+
+}  // namespace checkpoint_test

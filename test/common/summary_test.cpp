@@ -10,6 +10,8 @@
 
 namespace fs = std::filesystem;
 
+namespace summary_test {
+
 namespace {
 
 std::span<const std::byte> bytes_of(const std::string& s) {
@@ -101,3 +103,5 @@ TEST_CASE("event files hold the version record and decodable scalars", "[events]
     CHECK_FALSE(psrun::decode_scalar_event(std::string("\x0a\xff", 2)));
     fs::remove_all(dir);
 }
+
+}  // namespace summary_test

@@ -21,7 +21,7 @@
 #include "workerd/nn/zoo.h"
 #include "workerd/parameter_set.h"
 
-namespace psrun::nn::test {
+namespace psrun::nn::test::engine_buffer_plan_test {
 namespace {
 
 using nlohmann::json;
@@ -191,4 +191,4 @@ TEST_CASE("buffer plan: PSRUN_PLAN_BUFFERS=0 turns it off", "[nn_engine][buffer_
 }
 
 }  // namespace
-}  // namespace psrun::nn::test
+}  // namespace psrun::nn::test::engine_buffer_plan_test

@@ -20,7 +20,7 @@
 #include "workerd/nn/parameter_init.h"
 #include "workerd/nn/zoo.h"
 
-namespace psrun::nn::test {
+namespace psrun::nn::test::engine_hand_kernels_test {
 namespace {
 
 using nlohmann::json;
@@ -269,4 +269,4 @@ TEST_CASE("hand kernels in bf16: the fused first layer only, close to the primit
 }
 
 }  // namespace
-}  // namespace psrun::nn::test
+}  // namespace psrun::nn::test::engine_hand_kernels_test

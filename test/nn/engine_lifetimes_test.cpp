@@ -27,7 +27,7 @@
 #include "workerd/nn/zoo.h"
 #include "workerd/parameter_set.h"
 
-namespace psrun::nn::test {
+namespace psrun::nn::test::engine_lifetimes_test {
 namespace {
 
 using nlohmann::json;
@@ -294,4 +294,4 @@ TEST_CASE("lifetimes: an LSTM and an undeclared kind keep working", "[nn_engine]
 }
 
 }  // namespace
-}  // namespace psrun::nn::test
+}  // namespace psrun::nn::test::engine_lifetimes_test

@@ -20,7 +20,7 @@
 #include "test/nn/cross_entropy_test_util.h"
 #include "test/nn/ops_test_util.h"
 
-namespace psrun::nn::test {
+namespace psrun::nn::test::ops_cross_entropy_test {
 namespace {
 
 using nlohmann::json;
@@ -357,4 +357,4 @@ TEST_CASE("cross-entropy in bf16 against f32", "[cross_entropy][bf16]") {
 }
 
 }  // namespace
-}  // namespace psrun::nn::test
+}  // namespace psrun::nn::test::ops_cross_entropy_test

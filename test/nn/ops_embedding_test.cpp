@@ -13,7 +13,7 @@
 #include "test/nn/engine_test_util.h"
 #include "workerd/nn/parameter_init.h"
 
-namespace psrun::nn::test {
+namespace psrun::nn::test::ops_embedding_test {
 namespace {
 
 using nlohmann::json;
@@ -266,4 +266,4 @@ TEST_CASE("embedding: padding_index (PyTorch's padding_idx) starts at zero and g
         if (static_cast<int>(i) / dim != padding) CHECK(r.grads[i] == without.grads[i]);
 }
 
-}  // namespace psrun::nn::test
+}  // namespace psrun::nn::test::ops_embedding_test

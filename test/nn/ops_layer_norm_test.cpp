@@ -8,7 +8,7 @@
 #include "test/nn/engine_test_util.h"
 #include "test/nn/reference_norm.h"
 
-namespace psrun::nn::test {
+namespace psrun::nn::test::ops_layer_norm_test {
 namespace {
 
 using nlohmann::json;
@@ -115,4 +115,4 @@ TEST_CASE("layer_norm description errors name the field or the axis", "[nn_engin
                Contains("unknown field \"scales\" (did you mean \"scale\"?"));
 }
 
-}  // namespace psrun::nn::test
+}  // namespace psrun::nn::test::ops_layer_norm_test

@@ -8,7 +8,7 @@
 #include "test/nn/ops_test_util.h"
 #include "workerd/nn/ops/hand_math.h"
 
-namespace psrun::nn::test {
+namespace psrun::nn::test::ops_math_test {
 namespace {
 
 using nlohmann::json;
@@ -167,4 +167,4 @@ TEST_CASE("pow and erf: a missing exponent, integer inputs", "[nn_engine][ops][m
 }
 
 }  // namespace
-}  // namespace psrun::nn::test
+}  // namespace psrun::nn::test::ops_math_test

@@ -11,7 +11,7 @@
 
 #include "test/nn/engine_test_util.h"
 
-namespace psrun::nn::test {
+namespace psrun::nn::test::ops_rnn_test {
 namespace {
 
 using nlohmann::json;
@@ -349,4 +349,4 @@ TEST_CASE("lstm and gru: errors name what is wrong", "[nn_engine][sequence]") {
         Contains("input"));
 }
 
-}  // namespace psrun::nn::test
+}  // namespace psrun::nn::test::ops_rnn_test

@@ -15,6 +15,8 @@
 #include "workerd/nn/kernels/broadcast_sum.h"
 #include "workerd/nn/kernels/depthwise_weights_grad.h"
 
+namespace portable_kernels_test {
+
 namespace {
 
 using psrun::nn::kernels::BroadcastSum;
@@ -158,3 +160,5 @@ TEST_CASE("depthwise weight gradient: blocked layouts against a plain loop", "[n
     CHECK(worst <= 1e-5);
     CHECK_THROWS_AS(DepthwiseWeightsGrad(DepthwiseShape{1, 8, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 4}), std::invalid_argument);
 }
+
+}  // namespace portable_kernels_test

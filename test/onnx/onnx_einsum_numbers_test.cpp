@@ -18,6 +18,8 @@ using namespace psrun;
 using nn::Dim;
 using nn::Dims;
 
+namespace onnx_einsum_numbers_test {
+
 namespace {
 
 const Dim N = Dim::batch_times(1);
@@ -213,3 +215,5 @@ TEST_CASE("the Einsum plan computes what a naive einsum computes", "[onnx][einsu
         check_numbers(eq, dims);
     }
 }
+
+}  // namespace onnx_einsum_numbers_test

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "test/onnx/onnx_ops_test_util.h"
 #include "test/onnx/onnx_test_graph.h"
 #include "workerd/nn/model_description.h"
 #include "workerd/onnx/onnx_inline_if.h"
@@ -17,8 +18,11 @@
 #include "workerd/onnx/onnx_proto.h"
 
 using namespace psrun;
+using onnx_io::test::refusal;
 using onnx_io::test::small_cnn;
 using onnx_io::test::TestGraph;
+
+namespace onnx_if_test {
 
 namespace {
 
@@ -73,12 +77,6 @@ std::vector<std::string> kinds(const TestGraph& g) {
     std::vector<std::string> k;
     for (const auto& n : m->nodes) k.push_back(n.op);
     return k;
-}
-
-std::string refusal(const TestGraph& g) {
-    auto m = onnx_io::import_onnx(g.bytes(), "t.onnx");
-    REQUIRE_FALSE(m);
-    return m.error().message;
 }
 
 const std::string kConv = "/0/Conv_output_0";
@@ -190,3 +188,5 @@ TEST_CASE("a graph of more Ifs than the import inlines is refused", "[onnx][if]"
     CHECK_THAT(refusal(g),
                Catch::Contains("more than " + std::to_string(onnx_io::kMaxInlinedIfs) + " If and Loop nodes"));
 }
+
+}  // namespace onnx_if_test

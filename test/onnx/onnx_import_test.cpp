@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/rng.h"
+#include "test/onnx/onnx_ops_test_util.h"
 #include "test/onnx/onnx_test_graph.h"
 #include "workerd/nn/model_summary.h"
 #include "workerd/nn/network.h"
@@ -14,6 +15,8 @@
 #include "workerd/onnx/onnx_model.h"
 
 using namespace psrun;
+using onnx_io::test::kinds;
+using onnx_io::test::refusal;
 using onnx_io::test::small_cnn;
 
 namespace {
@@ -22,15 +25,6 @@ std::vector<float> floats(const onnx::TensorProto& t) {
     auto v = onnx_io::read_floats(t);
     REQUIRE(v);
     return *v;
-}
-
-// The import's error message; FAILs when the import succeeds.
-std::string refusal(const onnx_io::test::TestGraph& g) {
-    auto m = onnx_io::import_onnx(g.bytes(), "t.onnx");
-    REQUIRE_FALSE(m);
-    CHECK(m.error().code == ErrorCode::kInvalidArgument);
-    CHECK(m.error().message.rfind("model t.onnx: ", 0) == 0);
-    return m.error().message;
 }
 
 // The model's outputs on a fixed batch (forward, no dropout).
@@ -53,12 +47,6 @@ onnx::TensorShapeProto_Dimension* input_dim(onnx_io::test::TestGraph& g, int d) 
         ->mutable_tensor_type()
         ->mutable_shape()
         ->mutable_dim(d);
-}
-
-std::vector<std::string> kinds(const nn::ModelDescription& m) {
-    std::vector<std::string> out;
-    for (const auto& n : m.nodes) out.push_back(n.op);
-    return out;
 }
 
 }  // namespace

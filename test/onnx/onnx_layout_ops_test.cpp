@@ -21,6 +21,8 @@ using namespace psrun;
 using namespace psrun::onnx_io::test;
 using nlohmann::json;
 
+namespace onnx_layout_ops_test {
+
 TEST_CASE("Split (sizes as an input) and Concat of values import and round-trip", "[onnx][onnx_ops]") {
     auto g = small_cnn();
     // The 32 features cut in 12 and 20 and joined the other way round before the Gemm.
@@ -227,3 +229,5 @@ TEST_CASE("a dilated max pool exports MaxPool's dilations and imports back", "[o
                       {{"kind", "flatten"}, {"name", "f"}}},
                      {2, 7, 8});
 }
+
+}  // namespace onnx_layout_ops_test

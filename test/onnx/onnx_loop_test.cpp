@@ -19,6 +19,8 @@ using namespace psrun;
 using onnx_io::test::small_cnn;
 using onnx_io::test::TestGraph;
 
+namespace onnx_loop_test {
+
 namespace {
 
 const std::string kConv = "/0/Conv_output_0";
@@ -175,3 +177,5 @@ TEST_CASE("ONNX sequences known at import: SequenceAt picks an element, a positi
     CHECK_THAT(outside.error().message,
                Catch::Contains("node '/at' (SequenceAt)") && Catch::Contains("outside a sequence of 2"));
 }
+
+}  // namespace onnx_loop_test

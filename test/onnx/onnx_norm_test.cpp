@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/rng.h"
+#include "test/onnx/onnx_ops_test_util.h"
 #include "test/onnx/onnx_test_graph.h"
 #include "workerd/nn/model_summary.h"
 #include "workerd/nn/network.h"
@@ -24,6 +25,9 @@
 
 using namespace psrun;
 using Catch::Contains;
+using onnx_io::test::refusal;
+
+namespace onnx_norm_test {
 
 namespace {
 
@@ -98,13 +102,6 @@ const onnx::AttributeProto* attribute(const onnx::NodeProto& n, const std::strin
     for (const auto& a : n.attribute())
         if (a.name() == name) return &a;
     return nullptr;
-}
-
-std::string refusal(const onnx_io::test::TestGraph& g) {
-    auto m = onnx_io::import_onnx(g.bytes(), "t.onnx");
-    REQUIRE_FALSE(m);
-    CHECK(m.error().code == ErrorCode::kInvalidArgument);
-    return m.error().message;
 }
 
 // small_cnn with a BatchNormalization between the Conv and the Relu (PyTorch's training export:
@@ -323,3 +320,5 @@ TEST_CASE("a PyTorch-style BatchNormalization imports; what the engine cannot ho
     computed.node("/bn/BatchNormalization")->set_input(3, "/0/Conv_output_0");
     CHECK_THAT(refusal(computed), Contains("slot \"mean\" is a state slot: it cannot bind the computed value"));
 }
+
+}  // namespace onnx_norm_test

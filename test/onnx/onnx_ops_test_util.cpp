@@ -25,6 +25,8 @@ nn::ModelDescription imported(const std::string& bytes) {
 std::string refusal(const TestGraph& g) {
     auto m = import_onnx(g.bytes(), "t.onnx");
     REQUIRE_FALSE(m);
+    CHECK(m.error().code == ErrorCode::kInvalidArgument);
+    CHECK(m.error().message.rfind("model t.onnx: ", 0) == 0);
     return m.error().message;
 }
 

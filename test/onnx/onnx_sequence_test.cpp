@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/rng.h"
+#include "test/onnx/onnx_ops_test_util.h"
 #include "workerd/nn/model_summary.h"
 #include "workerd/nn/network.h"
 #include "workerd/nn/parameter_init.h"
@@ -28,6 +29,9 @@
 #include "workerd/onnx/onnx_proto.h"
 
 using namespace psrun;
+using onnx_io::test::kinds;
+
+namespace onnx_sequence_test {
 
 namespace {
 
@@ -85,12 +89,6 @@ std::vector<float> outputs(const nn::ModelDescription& model, const std::string&
     }
     (*net)->forward(false);
     return {(*net)->outputs().begin(), (*net)->outputs().end()};
-}
-
-std::vector<std::string> kinds(const nn::ModelDescription& m) {
-    std::vector<std::string> out;
-    for (const auto& n : m.nodes) out.push_back(n.op);
-    return out;
 }
 
 }  // namespace
@@ -236,3 +234,5 @@ TEST_CASE(
     REQUIRE(a.size() == b.size());
     for (std::size_t i = 0; i < a.size(); ++i) CHECK(b[i] == Approx(a[i]).epsilon(1e-5).margin(1e-6));
 }
+
+}  // namespace onnx_sequence_test

@@ -20,6 +20,8 @@ using psrun::test::Cluster;
 using psrun::test::ramp;
 using psrun::test::sgd;
 
+namespace keyed_table_test {
+
 namespace {
 
 constexpr std::uint32_t kCapacity = 600, kWidth = 4;
@@ -368,3 +370,5 @@ TEST_CASE("a lookup pull (an evaluation's) reads rows without creating, counting
     CHECK(store.rows_created() == 3);
     CHECK(read == created);
 }
+
+}  // namespace keyed_table_test

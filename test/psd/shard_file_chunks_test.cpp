@@ -17,6 +17,8 @@ using namespace psrun;
 using namespace psrun::psd;
 namespace fs = std::filesystem;
 
+namespace shard_file_chunks_test {
+
 namespace {
 
 struct TempDir {
@@ -260,3 +262,5 @@ TEST_CASE("standby: psd 0 started on its shard file goes on with the dispenser's
     REQUIRE(g);
     CHECK(g->id.epoch == 0);
 }
+
+}  // namespace shard_file_chunks_test

@@ -21,6 +21,8 @@ using psrun::test::base_options;
 using psrun::test::Cluster;
 using psrun::test::ramp;
 
+namespace sparse_checkpoint_test {
+
 namespace {
 
 constexpr std::uint32_t kRows = 997, kWidth = 4;  // 997: shards hold unequal row counts
@@ -278,3 +280,5 @@ TEST_CASE("a whole checkpoint by blocks restores and reads as one holding every 
     CHECK_THAT(refused.error().message, Catch::Contains("'emb'") && Catch::Contains("initializer"));
     std::filesystem::remove_all(root);
 }
+
+}  // namespace sparse_checkpoint_test

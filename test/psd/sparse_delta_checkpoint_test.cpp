@@ -25,6 +25,8 @@ using psrun::test::base_options;
 using psrun::test::Cluster;
 using psrun::test::ramp;
 
+namespace sparse_delta_checkpoint_test {
+
 namespace {
 
 constexpr std::uint32_t kRows = 4001, kWidth = 4;  // 4001: shards hold unequal row counts, a short last block
@@ -241,3 +243,5 @@ TEST_CASE("the chief keeps the whole checkpoint its newest build on, and restore
     REQUIRE_FALSE(warnings.empty());
     CHECK_THAT(warnings.front(), Catch::Contains("builds on"));
 }
+
+}  // namespace sparse_delta_checkpoint_test

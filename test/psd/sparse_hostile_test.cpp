@@ -13,6 +13,8 @@ using namespace psrun::test;
 using wire::FrameDesc;
 using wire::RowPart;
 
+namespace sparse_hostile_test {
+
 namespace {
 
 constexpr std::uint32_t kRows = 64, kWidth = 4;
@@ -157,3 +159,5 @@ TEST_CASE("psd refuses bad row frames with a sealed ERROR each, applies nothing,
     CHECK(stat_of(log, "nonfinite") == 1);
     CHECK(stat_of(log, "rows_pushed") == 1);
 }
+
+}  // namespace sparse_hostile_test

@@ -19,6 +19,8 @@ using psrun::test::base_options;
 using psrun::test::Cluster;
 using psrun::test::ramp;
 
+namespace table_placement_test {
+
 namespace {
 
 constexpr std::uint32_t kWidth = 4;
@@ -222,3 +224,5 @@ TEST_CASE("a shard without a slot of a whole keyed table saves and loads its sta
     CHECK(b.rows().local_rows(4) == 0);
     std::filesystem::remove_all(dir);
 }
+
+}  // namespace table_placement_test

@@ -12,6 +12,8 @@
 using namespace psrun;
 using namespace psrun::psd;
 
+namespace thread_team_test {
+
 namespace {
 
 std::vector<float> ramp(std::size_t n, float scale) {
@@ -99,3 +101,5 @@ TEST_CASE("the split finite check finds a NaN or Inf in any part", "[psd][team]"
     small[99] = std::numeric_limits<float>::infinity();
     REQUIRE_FALSE(all_finite(spans, &team));
 }
+
+}  // namespace thread_team_test

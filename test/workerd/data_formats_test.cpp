@@ -11,7 +11,7 @@
 #include "workerd/data/idx_reader.h"
 #include "workerd/data/split_files.h"
 
-namespace psrun::worker {
+namespace psrun::worker::data_formats_test {
 namespace {
 
 using test::Bytes;
@@ -159,4 +159,4 @@ TEST_CASE("split files: the format is chosen by content, not by name", "[data]")
     SECTION("images without labels") { expect_split_error({images, ""}, "--train-labels", "needs"); }
 }
 
-}  // namespace psrun::worker
+}  // namespace psrun::worker::data_formats_test

@@ -10,7 +10,7 @@
 #include "workerd/data/dataset_fetch.h"
 #include "workerd/data/idx_reader.h"
 
-namespace psrun::worker {
+namespace psrun::worker::dataset_fetch_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -90,4 +90,4 @@ TEST_CASE("MNIST is in the default data dir with the recorded digests", "[fetch]
     CHECK(train->labels[0] == 5);  // the first MNIST training digit is a 5
 }
 
-}  // namespace psrun::worker
+}  // namespace psrun::worker::dataset_fetch_test

@@ -9,7 +9,7 @@
 
 #include "test/workerd/data_files.h"
 
-namespace psrun::worker {
+namespace psrun::worker::npy_reader_test {
 namespace {
 
 using test::Bytes;
@@ -204,4 +204,4 @@ TEST_CASE("npy raw ids: exact 64-bit values of any integer dtype; floats and boo
     CHECK_FALSE(short_file);
 }
 
-}  // namespace psrun::worker
+}  // namespace psrun::worker::npy_reader_test
