@@ -1,9 +1,11 @@
-"""Exporting a torch.nn module for psrun in one call (docs/models.md "Importing from PyTorch").
+"""Exporting a torch.nn module for psrun in one call, and checking psrun's gradients of it against
+PyTorch's (docs/models.md "Importing from PyTorch", "Checking a network").
 
     import sys; sys.path.insert(0, "<psrun checkout>/python")
     import psrun_torch
     psrun_torch.export(model, example_batch, "model.onnx")                    # one input
     psrun_torch.export(model, (image, meta), "model.onnx", input_names=["image", "meta"])
+    report = psrun_torch.check(model, images, labels)                         # prints the worst tensor
 
 What it does that a bare torch.onnx.export does not:
   - exports in training mode without constant folding, so batch norms and dropout stay in the
@@ -26,7 +28,11 @@ What it does that a bare torch.onnx.export does not:
     `with torch.no_grad():` is not seen: write x.detach() (or stop_gradient(x)) there.
 """
 import json
+import os
+import subprocess
+import tempfile
 
+import numpy as np
 import onnx
 import onnx.numpy_helper
 import torch
@@ -103,3 +109,78 @@ def export(model, args, path, input_names=None, output_names=None, opset=17):
         entry.key, entry.value = FROZEN_KEY, json.dumps(frozen)
     onnx.save(exported, path)
     return frozen
+
+
+def reference(model, x, y):
+    """PyTorch's outputs, loss (F.cross_entropy against the class labels y) and every parameter's
+    gradient for the batch x (a NumPy array), in float64 and in training mode (a batch norm uses
+    the batch's statistics): (outputs, loss, {name: gradient}). The module's buffers and its
+    precision are left as they were."""
+    saved = {n: b.detach().clone() for n, b in model.named_buffers()}
+    was_training = model.training
+    model = model.double().train()
+    model.zero_grad()
+    logits = model(torch.from_numpy(np.asarray(x).astype(np.float64)))
+    loss = torch.nn.functional.cross_entropy(logits, torch.from_numpy(np.asarray(y, dtype=np.int64)))
+    loss.backward()
+    grads = {n: p.grad.numpy().copy() for n, p in model.named_parameters() if p.grad is not None}
+    model.float()
+    model.zero_grad()
+    model.train(was_training)
+    with torch.no_grad():
+        for n, b in model.named_buffers():
+            b.copy_(saved[n])
+    return logits.detach().numpy(), float(loss), grads
+
+
+def check(model, x, y, psrun="psrun", opset=17, floor=1e-3, work=None, verbose=True):
+    """The whole network against PyTorch on one batch: exports `model` (export() above), runs
+    `psrun model check --no-finite-differences` on the float batch x [N, ...] (NumPy) with class
+    labels y [N], and compares psrun's outputs, loss and every parameter's gradient with PyTorch's
+    in float64 (reference()), tensor by tensor. A tensor's error is its largest difference over its
+    largest |gradient|, or over `floor` times the network's largest |gradient| where that is larger
+    (a bias before a batch norm has a gradient that is zero but for rounding). `work`: a directory
+    for the files (default: a temporary one, removed). Dropout must be 0 (or the module in a state
+    without randomness) for the two to compute the same function. Prints a table (verbose) and
+    returns {"outputs_error", "loss", "torch_loss", "errors": {name: error}, "worst": (name,
+    error), "missing": [parameters psrun does not train], "extra": [tensors psrun trains that
+    torch does not]}. Raises RuntimeError when psrun cannot import or run the model."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    y = np.asarray(y, dtype=np.int64)
+    with tempfile.TemporaryDirectory() as tmp:
+        where = work or tmp
+        os.makedirs(where, exist_ok=True)
+        path, xf, yf, gf = (os.path.join(where, n) for n in ("model.onnx", "x.npy", "y.npy", "gradients.json"))
+        np.save(xf, x)
+        np.save(yf, y)
+        export(model, torch.from_numpy(x), path, opset=opset)
+        r = subprocess.run([psrun, "model", "check", path, "--input", xf, "--labels", yf, "--gradients", gf,
+                            "--no-finite-differences", "--json"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, check=False)
+        if r.returncode not in (0, 1) or not os.path.exists(gf):
+            raise RuntimeError(f"psrun model check exited {r.returncode}: {r.stdout[-2000:]}")
+        with open(gf) as f:
+            mine = json.load(f)
+    logits, loss, grads = reference(model, x, y)
+    outputs = np.asarray(mine["outputs"], dtype=np.float64).reshape(logits.shape)
+    report = {"outputs_error": float(np.abs(outputs - logits).max() / max(np.abs(logits).max(), 1e-12)),
+              "loss": float(mine["loss"]), "torch_loss": loss, "errors": {},
+              "missing": sorted(set(grads) - set(mine["tensors"])),
+              "extra": sorted(set(mine["tensors"]) - set(grads))}
+    largest = max((float(np.abs(g).max()) for g in grads.values()), default=0.0)
+    for name, g in grads.items():
+        if name in mine["tensors"]:
+            got = np.asarray(mine["tensors"][name]["gradient"], dtype=np.float64).reshape(g.shape)
+            report["errors"][name] = float(np.abs(got - g).max() / max(float(np.abs(g).max()), floor * largest, 1e-12))
+    report["worst"] = max(report["errors"].items(), key=lambda e: e[1], default=("", 0.0))
+    if verbose:
+        print(f"{'tensor':40s} {'|gradient|':>12s} {'rel error':>10s}")
+        for name, g in grads.items():
+            e = report["errors"].get(name)
+            print(f"{name:40s} {float(np.abs(g).max()):12.4g} {'missing' if e is None else f'{e:10.2e}'}")
+        print(f"outputs: relative error {report['outputs_error']:.2e}; loss {report['loss']:.6f} "
+              f"(torch {loss:.6f}); worst: {report['worst'][0]}, relative error {report['worst'][1]:.2e}")
+        for what in ("missing", "extra"):
+            if report[what]:
+                print(f"{what}: {report[what]}")
+    return report

@@ -45,7 +45,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 import networks  # noqa: E402  (load_onnx_weights)
 from psrun_cli import mnist_test_set, predict_model_dir, train_through_psd  # noqa: E402
-from torch_compare import probabilities  # noqa: E402
+from torch_compare import probabilities, torch_reference  # noqa: E402
 
 TOLERANCE = 1e-4
 ACCURACY = 0.90
@@ -167,17 +167,6 @@ def relative(mine, theirs, floor=1e-12):
     """The largest difference relative to the largest value of `theirs` (at least `floor`)."""
     mine = np.asarray(mine, dtype=np.float64).reshape(theirs.shape)
     return float(np.max(np.abs(mine - theirs))) / max(float(np.max(np.abs(theirs))), floor)
-
-
-def torch_reference(model, x, y):
-    model = model.double()
-    model.zero_grad()
-    logits = model(torch.from_numpy(x.astype(np.float64)))
-    loss = nn.functional.cross_entropy(logits, torch.from_numpy(y.astype(np.int64)))
-    loss.backward()
-    grads = {n: p.grad.numpy().copy() for n, p in model.named_parameters()}
-    model.float()
-    return logits.detach().numpy(), float(loss), grads
 
 
 def gradients(psrun, name, opset, x, y, tmp):

@@ -16,7 +16,6 @@ import tempfile
 
 import numpy as np
 import torch
-from torch.nn import functional as F
 
 from psrun_cli import predict, run
 
@@ -58,18 +57,7 @@ def probabilities(model, x):
 def torch_reference(model, x, y):
     """Outputs, loss and parameter gradients in float64 (train mode: a batch norm's batch
     statistics); the module's buffers (running statistics) are left as they were."""
-    saved = {n: b.detach().clone() for n, b in model.named_buffers()}
-    model = model.double().train()
-    model.zero_grad()
-    logits = model(torch.from_numpy(x.astype(np.float64)))
-    loss = F.cross_entropy(logits, torch.from_numpy(y))
-    loss.backward()
-    grads = {n: p.grad.numpy().copy() for n, p in model.named_parameters() if p.grad is not None}
-    model.float()
-    with torch.no_grad():
-        for n, b in model.named_buffers():
-            b.copy_(saved[n])
-    return logits.detach().numpy(), float(loss), grads
+    return psrun_torch.reference(model, x, y)
 
 
 def relative(mine, theirs, floor=1e-12):

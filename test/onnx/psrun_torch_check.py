@@ -1,0 +1,77 @@
+#!/usr/bin/python3
+"""python/psrun_torch.py's check(): a user's one call that exports a torch.nn module, runs
+`psrun model check` on a batch and compares every gradient with PyTorch's in float64.
+  - a small CNN (conv, batch norm, GELU, pooling, linear): outputs and every gradient within
+    1e-4, no tensor missing or extra, the worst printed;
+  - the same network with dropout 0.5: psrun's masks are its own, so check() must report a
+    large error (the check can fail);
+  - a model psrun cannot import raises RuntimeError naming psrun's refusal.
+Prints one line per check; exits 1 when one fails, 77 without torch.
+Usage: psrun_torch_check.py PSRUN"""
+import os
+import sys
+
+try:
+    import numpy as np
+    import torch
+    from torch import nn
+except ImportError as e:
+    print(f"skipped: {e}")
+    sys.exit(77)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+import psrun_torch  # noqa: E402
+from torch_compare import Checks  # noqa: E402
+
+
+class Small(nn.Module):
+    def __init__(self, dropout=0.0):
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(1, 6, 3, padding=1), nn.BatchNorm2d(6)
+        self.drop, self.head = nn.Dropout(dropout), nn.Linear(6 * 4 * 4, 10)
+
+    def forward(self, x):
+        h = nn.functional.max_pool2d(nn.functional.gelu(self.bn(self.conv(x))), 2)
+        return self.head(self.drop(h.flatten(1)))
+
+
+class Unimportable(nn.Module):  # a scale from torch.nonzero (ONNX NonZero): psrun refuses it
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(4, 10)
+
+    def forward(self, x):
+        return self.head(x * torch.nonzero(x > 0).shape[0])
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    psrun = os.path.abspath(sys.argv[1])
+    check = Checks()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 1, 8, 8)).astype(np.float32)
+    y = rng.integers(0, 10, 8)
+    r = psrun_torch.check(Small(), x, y, psrun=psrun)
+    check("small CNN: outputs = torch's", r["outputs_error"] <= 1e-4, f"{r['outputs_error']:.2e}", True)
+    check("small CNN: loss = torch's", abs(r["loss"] - r["torch_loss"]) <= 1e-4, f"{r['loss']} vs {r['torch_loss']}")
+    check("small CNN: every gradient = torch's", r["worst"][1] <= 1e-4, f"worst {r['worst'][0]} {r['worst'][1]:.2e}",
+          True)
+    check("small CNN: 6 tensors, none missing or extra", len(r["errors"]) == 6 and not r["missing"] and not r["extra"],
+          f"{sorted(r['errors'])} missing {r['missing']} extra {r['extra']}")
+    r = psrun_torch.check(Small(dropout=0.5), x, y, psrun=psrun, verbose=False)
+    check("with dropout 0.5 (masks differ): check() reports the difference", r["worst"][1] > 1e-2,
+          f"worst {r['worst'][0]} {r['worst'][1]:.2e}", True)
+    try:
+        psrun_torch.check(Unimportable(), rng.standard_normal((4, 4)).astype(np.float32), y[:4], psrun=psrun,
+                          verbose=False)
+        check("a model psrun cannot run raises RuntimeError", False, "no exception")
+    except RuntimeError as e:
+        check("a model psrun cannot run raises RuntimeError with psrun's message", "exited 2" in str(e), str(e)[:300])
+    check.finish()
+
+
+if __name__ == "__main__":
+    main()
