@@ -111,16 +111,25 @@ def export(model, args, path, input_names=None, output_names=None, opset=17):
     return frozen
 
 
+def _inputs(x):
+    """x as {input name: NumPy array}: a dict as given, else {"x": x}; floats as float32."""
+    named = x if isinstance(x, dict) else {"x": x}
+    return {n: np.ascontiguousarray(v, dtype=np.float32) if np.asarray(v).dtype.kind == "f" else np.ascontiguousarray(v)
+            for n, v in named.items()}
+
+
 def reference(model, x, y):
     """PyTorch's outputs, loss (F.cross_entropy against the class labels y) and every parameter's
-    gradient for the batch x (a NumPy array), in float64 and in training mode (a batch norm uses
-    the batch's statistics): (outputs, loss, {name: gradient}). The module's buffers and its
-    precision are left as they were."""
+    gradient for the batch x, in float64 and in training mode (a batch norm uses the batch's
+    statistics): (outputs, loss, {name: gradient}). x is a NumPy array, or {input name: array}
+    in the order forward() takes them (integer arrays, ids, stay integers). The module's buffers
+    and its precision are left as they were."""
     saved = {n: b.detach().clone() for n, b in model.named_buffers()}
     was_training = model.training
     model = model.double().train()
     model.zero_grad()
-    logits = model(torch.from_numpy(np.asarray(x).astype(np.float64)))
+    args = [torch.from_numpy(v.astype(np.float64) if v.dtype.kind == "f" else v) for v in _inputs(x).values()]
+    logits = model(*args)
     loss = torch.nn.functional.cross_entropy(logits, torch.from_numpy(np.asarray(y, dtype=np.int64)))
     loss.backward()
     grads = {n: p.grad.numpy().copy() for n, p in model.named_parameters() if p.grad is not None}
@@ -135,8 +144,9 @@ def reference(model, x, y):
 
 def check(model, x, y, psrun="psrun", opset=17, floor=1e-3, work=None, verbose=True):
     """The whole network against PyTorch on one batch: exports `model` (export() above), runs
-    `psrun model check --no-finite-differences` on the float batch x [N, ...] (NumPy) with class
-    labels y [N], and compares psrun's outputs, loss and every parameter's gradient with PyTorch's
+    `psrun model check --no-finite-differences` on the batch x (a float NumPy array [N, ...], or
+    {input name: array} for a module of several inputs, in forward()'s order) with class labels
+    y [N], and compares psrun's outputs, loss and every parameter's gradient with PyTorch's
     in float64 (reference()), tensor by tensor. A tensor's error is its largest difference over its
     largest |gradient|, or over `floor` times the network's largest |gradient| where that is larger
     (a bias before a batch norm has a gradient that is zero but for rounding). `work`: a directory
@@ -145,23 +155,27 @@ def check(model, x, y, psrun="psrun", opset=17, floor=1e-3, work=None, verbose=T
     returns {"outputs_error", "loss", "torch_loss", "errors": {name: error}, "worst": (name,
     error), "missing": [parameters psrun does not train], "extra": [tensors psrun trains that
     torch does not]}. Raises RuntimeError when psrun cannot import or run the model."""
-    x = np.ascontiguousarray(x, dtype=np.float32)
+    inputs = _inputs(x)
     y = np.asarray(y, dtype=np.int64)
     with tempfile.TemporaryDirectory() as tmp:
         where = work or tmp
         os.makedirs(where, exist_ok=True)
-        path, xf, yf, gf = (os.path.join(where, n) for n in ("model.onnx", "x.npy", "y.npy", "gradients.json"))
-        np.save(xf, x)
+        path, yf, gf = (os.path.join(where, n) for n in ("model.onnx", "y.npy", "gradients.json"))
+        args = []
+        for n, v in inputs.items():
+            np.save(os.path.join(where, n + ".npy"), v)
+            args += ["--input", f"{n}={os.path.join(where, n + '.npy')}"]
         np.save(yf, y)
-        export(model, torch.from_numpy(x), path, opset=opset)
-        r = subprocess.run([psrun, "model", "check", path, "--input", xf, "--labels", yf, "--gradients", gf,
+        batch = tuple(torch.from_numpy(v) for v in inputs.values())
+        export(model, batch if len(batch) > 1 else batch[0], path, input_names=list(inputs), opset=opset)
+        r = subprocess.run([psrun, "model", "check", path, *args, "--labels", yf, "--gradients", gf,
                             "--no-finite-differences", "--json"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True, check=False)
         if r.returncode not in (0, 1) or not os.path.exists(gf):
             raise RuntimeError(f"psrun model check exited {r.returncode}: {r.stdout[-2000:]}")
         with open(gf) as f:
             mine = json.load(f)
-    logits, loss, grads = reference(model, x, y)
+    logits, loss, grads = reference(model, inputs, y)
     outputs = np.asarray(mine["outputs"], dtype=np.float64).reshape(logits.shape)
     report = {"outputs_error": float(np.abs(outputs - logits).max() / max(np.abs(logits).max(), 1e-12)),
               "loss": float(mine["loss"]), "torch_loss": loss, "errors": {},

@@ -3,7 +3,9 @@
 `psrun model check` on a batch and compares every gradient with PyTorch's in float64.
   - a small CNN (conv, batch norm, GELU, pooling, linear): outputs and every gradient within
     1e-4, no tensor missing or extra, the worst printed;
-  - the same network with dropout 0.5: psrun's masks are its own, so check() must report a
+  - a module of two inputs (an image and a metadata vector) given by name: every gradient within
+    1e-4;
+  - the same CNN with dropout 0.5: psrun's masks are its own, so check() must report a
     large error (the check can fail);
   - a model psrun cannot import raises RuntimeError naming psrun's refusal.
 Prints one line per check; exits 1 when one fails, 77 without torch.
@@ -35,6 +37,15 @@ class Small(nn.Module):
         return self.head(self.drop(h.flatten(1)))
 
 
+class TwoInputs(nn.Module):  # an image and a metadata vector, fused before the head
+    def __init__(self):
+        super().__init__()
+        self.conv, self.meta, self.head = nn.Conv2d(1, 4, 3), nn.Linear(3, 4), nn.Linear(4 * 6 * 6 + 4, 10)
+
+    def forward(self, image, meta):
+        return self.head(torch.cat([torch.relu(self.conv(image)).flatten(1), torch.tanh(self.meta(meta))], 1))
+
+
 class Unimportable(nn.Module):  # a scale from torch.nonzero (ONNX NonZero): psrun refuses it
     def __init__(self):
         super().__init__()
@@ -61,6 +72,10 @@ def main():
           True)
     check("small CNN: 6 tensors, none missing or extra", len(r["errors"]) == 6 and not r["missing"] and not r["extra"],
           f"{sorted(r['errors'])} missing {r['missing']} extra {r['extra']}")
+    r = psrun_torch.check(TwoInputs(), {"image": x, "meta": rng.standard_normal((8, 3))}, y, psrun=psrun,
+                          verbose=False)
+    check("two inputs by name: every gradient = torch's", r["worst"][1] <= 1e-4 and len(r["errors"]) == 6,
+          f"worst {r['worst'][0]} {r['worst'][1]:.2e}, {len(r['errors'])} tensors", True)
     r = psrun_torch.check(Small(dropout=0.5), x, y, psrun=psrun, verbose=False)
     check("with dropout 0.5 (masks differ): check() reports the difference", r["worst"][1] > 1e-2,
           f"worst {r['worst'][0]} {r['worst'][1]:.2e}", True)
