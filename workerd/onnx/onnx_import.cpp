@@ -20,6 +20,7 @@
 #include "workerd/nn/model_summary.h"
 #include "workerd/nn/recipe.h"
 #include "workerd/onnx/onnx_freeze.h"
+#include "workerd/onnx/onnx_functions.h"
 #include "workerd/onnx/onnx_graph_digest.h"
 #include "workerd/onnx/onnx_import_advice.h"
 #include "workerd/onnx/onnx_importer.h"
@@ -149,6 +150,7 @@ Result<nn::ModelDescription> import_onnx(std::string_view bytes, std::string_vie
         return make_error(ErrorCode::kInvalidArgument, prefix + "not an ONNX model (no graph or no nodes)");
     auto opset = default_opset(proto);
     if (!opset) return fail(opset.error());
+    if (auto inlined = inline_functions(proto, *opset); !inlined) return fail(inlined.error());
     auto graph = GraphIndex::build(proto.graph(), *opset);
     if (!graph) return fail(graph.error());
     PSRUN_TRY_ASSIGN(auto run_recipe, recorded_run_recipe(proto, source_name));
