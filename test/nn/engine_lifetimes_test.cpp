@@ -237,6 +237,26 @@ TEST_CASE("lifetimes: a backward that reads its input as converted keeps the con
     CHECK(use.planned_bytes < all.use.planned_bytes);
 }
 
+TEST_CASE("lifetimes: a conversion built for the backward reads the input before the output is written over it",
+          "[nn_engine][buffer_plan][lifetimes]") {
+    // abs(c) * sigmoid(c) on a convolution's output in a padded blocked format (3 channels): the
+    // mul's forward takes its inputs as they are, its backward asks for plain copies, and the
+    // planned mul writes its output over abs's (read by the backward only as converted). The
+    // copy made while building the backward must still copy abs's output, not the product
+    // (once it did: the gradient reaching the convolution was wrong by a factor, torch's
+    // abs(x) * sigmoid(x) against psrun's differed by 50%).
+    const json layers = {{{"kind", "conv2d"}, {"name", "c"}, {"filters", 3}, {"kernel", 1}},
+                         {{"kind", "abs"}, {"name", "a"}, {"inputs", {"c"}}},
+                         {{"kind", "sigmoid"}, {"name", "s"}, {"inputs", {"c"}}},
+                         {{"kind", "mul"}, {"name", "m"}, {"inputs", {"a", "s"}}},
+                         {{"kind", "neg"}, {"name", "n"}, {"inputs", {"c"}}},
+                         {{"kind", "mul"}, {"name", "q"}, {"inputs", {"n", "m"}}},
+                         {{"kind", "flatten"}, {"name", "f"}, {"axis", 1}},
+                         {{"kind", "dense"}, {"name", "fc"}, {"units", 3}}};
+    const MemoryUse use = check_poisoned(graph_model(layers, {3, 8, 8}), 4);
+    CHECK(use.read_as_converted >= 2);
+}
+
 TEST_CASE("lifetimes: where over its input, gradients written over the output's, reduce_max's bits",
           "[nn_engine][buffer_plan][lifetimes]") {
     // h = relu(x W) (its gradient written over dR); where(x > 0, h, 0) written over h, its

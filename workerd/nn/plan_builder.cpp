@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <vector>
 
 namespace psrun::nn {
 
@@ -21,7 +22,11 @@ memory PlanBuilder::input_as(std::size_t i, const memory::desc& want) {
     // conversion included (an earlier reader never reads it).
     const int here = forward_step(index_);
     memory out = buffer(want, here, conversion_last(plan_, k_.inputs.at(i), index_));
-    add_reorder(k_.fwd, context_.stream, v.mem, out, false);
+    // Ahead of the kernel's own forward work: a backward's build may ask for a conversion after
+    // the forward wrote its output over this input (in place), and the copy must be the input's.
+    std::vector<Op> convert;
+    add_reorder(convert, context_.stream, v.mem, out, false);
+    k_.fwd.insert(k_.fwd.begin(), convert.begin(), convert.end());
     v.conversions.push_back(out);
     return out;
 }
