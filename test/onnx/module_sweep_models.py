@@ -6,7 +6,11 @@ example; a TransformerDecoderLayer with a causal tgt_mask (-inf above the diagon
 a pre-norm TransformerEncoder with GELU; softplus, mish, tanh-GELU, relu6, celu, selu, logsigmoid,
 softsign, hardtanh, tanhshrink, silu and hardswish summed; softmin and log_softmax over inner
 axes; a bilinear form by einsum ("bij,jk,bik->bi"); torch.clamp with parameter bounds under
-torch.where; cosine similarity and pairwise distance; an LSTMCell unrolled over 5 steps.
+torch.where; cosine similarity and pairwise distance; an LSTMCell unrolled over 5 steps;
+generalized-mean pooling with a learned exponent and x ** y of computed values (Pow without a
+constant exponent); products of a convolution's output with src-based functions of itself
+(abs(c) * sigmoid(c), gelu(c) * c, -c * c: a mul written over its input, its backward reading
+copies; psrun once trained these with a wrong gradient).
 For each network and opset:
   - `psrun model show F.onnx` exits 0 and lists the expected kinds;
   - `psrun model check F.onnx --gradients G.json` gives torch's forward outputs, loss and every
@@ -135,6 +139,44 @@ class UnrolledCell(nn.Module):
         return h
 
 
+class GeM(nn.Module):
+    """Generalized-mean pooling (image retrieval's GeM): (mean x^p)^(1/p) with p learned."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(3, 4, 3, padding=1)
+        self.p = nn.Parameter(torch.full((1,), 3.0))
+
+    def forward(self, x):
+        x = F.relu(self.c(x)).clamp(min=1e-6)
+        return F.avg_pool2d(x.pow(self.p), 8).pow(1.0 / self.p)
+
+
+class Powers(nn.Module):
+    """x ** y of two computed values, a per-feature learned exponent, and relu(x) ** e (0 ** e)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(6, 6), nn.Linear(6, 6)
+        self.e = nn.Parameter(torch.rand(6) + 0.5)
+
+    def forward(self, x):
+        base = torch.sigmoid(self.a(x)) + 0.1
+        return base ** torch.tanh(self.b(x)) + base ** self.e + torch.relu(x) ** self.e
+
+
+class SelfProducts(nn.Module):
+    """Products of a 3-channel convolution's output (a padded blocked format) with functions of it."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(3, 3, 1)
+
+    def forward(self, x):
+        c = self.c(x)
+        return torch.abs(c) * torch.sigmoid(c) + F.gelu(c) * c + (-c) * c
+
+
 # name: (input shape without the batch, build, kinds `psrun model show` must list)
 NETWORKS = {
     "lrn": ((4, 5, 6), lambda: Head(nn.Sequential(nn.Conv2d(4, 6, 1), nn.LocalResponseNorm(3)), 180),
@@ -153,6 +195,9 @@ NETWORKS = {
     "clamp_where": ((3, 5, 6), lambda: Head(ClampWhere(), 90), ["where", "maximum", "minimum", "greater"]),
     "similarities": ((3, 5, 6), lambda: Head(Similarities(), 30), ["sqrt", "reduce_sum", "maximum"]),
     "unrolled_lstm_cell": ((5, 6), lambda: Head(UnrolledCell(), 7), ["sigmoid", "tanh", "split"]),
+    "gem_pool": ((3, 8, 8), lambda: Head(GeM(), 4), ["power", "avg_pool", "reciprocal"]),
+    "powers": ((5, 6), lambda: Head(Powers(), 30), ["power", "sigmoid", "relu"]),
+    "self_products": ((3, 8, 8), lambda: Head(SelfProducts(), 192), ["abs", "gelu", "neg", "mul"]),
 }
 
 

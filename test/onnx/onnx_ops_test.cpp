@@ -5,6 +5,7 @@
 // outputs. The layout ops and the lowerings: onnx_layout_ops_test.cpp.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -20,23 +21,44 @@ using nlohmann::json;
 
 TEST_CASE("Pow with a constant exponent and Erf import and round-trip", "[onnx][onnx_ops]") {
     auto g = small_cnn();
-    // x ** 2 then erf, between the Relu and the pool, as PyTorch writes them (the exponent an
-    // initializer-free Constant scalar is an initializer here).
-    onnx_io::add_float_tensor(*g.model.mutable_graph(), "/p/Constant_output_0", {}, std::vector<float>{2.0f});
+    // x ** 2 then erf, between the Relu and the pool, as PyTorch writes them (the exponent a
+    // Constant node's scalar).
+    auto* c = g.add_node("Constant", "/p/Constant", {}, "/p/Constant_output_0");
+    auto* value = c->add_attribute();
+    value->set_name("value");
+    value->set_type(onnx::AttributeProto::TENSOR);
+    value->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+    value->mutable_t()->add_float_data(2.0f);
     g.add_node("Pow", "/p/Pow", {"/1/Relu_output_0", "/p/Constant_output_0"}, "pow_out");
     g.add_node("Erf", "/e/Erf", {"pow_out"}, "erf_out");
     g.node("/2/MaxPool")->set_input(0, "erf_out");
-    g.order({"/0/Conv", "/1/Relu", "/p/Pow", "/e/Erf", "/2/MaxPool", "/3/Flatten", "/4/Gemm", "/5/Softmax"});
+    g.order(
+        {"/0/Conv", "/1/Relu", "/p/Constant", "/p/Pow", "/e/Erf", "/2/MaxPool", "/3/Flatten", "/4/Gemm", "/5/Softmax"});
     const auto m = imported(g.bytes());
     CHECK(node_named(m, "/p/Pow").op == "pow");
     CHECK(node_named(m, "/p/Pow").attrs == json{{"exponent", 2.0}});
     CHECK(node_named(m, "/e/Erf").op == "erf");
-    // A run-time exponent is refused.
-    g.node("/p/Pow")->set_input(1, "/0/Conv_output_0");
-    CHECK_THAT(refusal(g), Catch::Contains("node '/p/Pow' (Pow): the exponent must be a constant scalar"));
+    // A run-time exponent: the power kind, of the two values.
+    auto run_time = g;
+    run_time.node("/p/Pow")->set_input(1, "/0/Conv_output_0");
+    CHECK(node_named(imported(run_time.bytes()), "/p/Pow").op == "power");
+    // An exponent held in a float initializer is a parameter, as every float initializer read as
+    // data: it trains (GeM pooling's p), so the power kind reads it.
+    auto learned = g;
+    onnx_io::add_float_tensor(*learned.model.mutable_graph(), "p", {1}, std::vector<float>{3.0f});
+    learned.node("/p/Pow")->set_input(1, "p");
+    const auto lm = imported(learned.bytes());
+    CHECK(node_named(lm, "/p/Pow").op == "power");
+    CHECK(std::any_of(lm.tensors.begin(), lm.tensors.end(),
+                      [](const nn::TensorDef& t) { return t.name == "p" && t.cls == nn::TensorClass::kTrainable; }));
 
     check_round_trip({{{"kind", "pow"}, {"name", "p"}, {"exponent", 3.0}},
                       {{"kind", "erf"}, {"name", "e"}},
+                      {{"kind", "flatten"}, {"name", "f"}}},
+                     {2, 3});
+    check_round_trip({{{"kind", "parameter"}, {"name", "q"}, {"shape", {3}}},
+                      {{"kind", "abs"}, {"name", "a"}, {"inputs", {"input"}}},
+                      {{"kind", "power"}, {"name", "w"}, {"inputs", {"a", "q"}}},
                       {{"kind", "flatten"}, {"name", "f"}}},
                      {2, 3});
 }

@@ -1,5 +1,5 @@
 // Numpy broadcasting for the hand loops of the element-wise kernels (select_kernel.cpp,
-// mask_kernel.cpp): the flat index in each input of an output element.
+// mask_kernel.cpp, power_kernel.cpp): the flat index in each input of an output element.
 #pragma once
 
 #include <cstdint>
@@ -47,5 +47,25 @@ class BroadcastIndex {
     std::vector<MemDims> strides_;
     std::vector<bool> same_;
 };
+
+// Calls f(e, v) for every output element e with v[k] its input k's value, row by row of the
+// output's last dimension (BroadcastIndex::inner()), rows split across the OpenMP team.
+// Up to 3 inputs.
+template <class F>
+void for_each_element(const BroadcastIndex& ix, const float* const* in, std::size_t inputs, F f) {
+    const std::int64_t inner = ix.inner(), rows = inner > 0 ? ix.size() / inner : 0;
+    std::int64_t step[3] = {};
+    for (std::size_t k = 0; k < inputs; ++k) step[k] = ix.inner_stride(k);
+#pragma omp parallel for schedule(static)
+    for (std::int64_t r = 0; r < rows; ++r) {
+        const float* at[3] = {};
+        for (std::size_t k = 0; k < inputs; ++k) at[k] = in[k] + ix.at(k, r * inner);
+        float v[3] = {};
+        for (std::int64_t i = 0; i < inner; ++i) {
+            for (std::size_t k = 0; k < inputs; ++k) v[k] = at[k][i * step[k]];
+            f(r * inner + i, v);
+        }
+    }
+}
 
 }  // namespace psrun::nn

@@ -8,7 +8,8 @@
 //   Outside a function's domain (asin of 2) the result is NaN, as in PyTorch.
 // Output shape = input shape; floats only; no tensors. FLOPs: 1 per element.
 // ONNX: Pow (a constant scalar exponent; a positive constant base and a value exponent, 2 ** x,
-// imports as exp(x ln 2)), and each function's op (Erf, Sin, ..., Round).
+// imports as exp(x ln 2); any other, x ** y or a trained exponent, as the "power" kind), and each
+// function's op (Erf, Sin, ..., Round).
 #include <cmath>
 #include <vector>
 
@@ -35,13 +36,18 @@ Result<void> infer_math(InferContext& context) {
     return {};
 }
 
-// Pow(c, y) of a positive constant base c and a graph value y (torch.pow(2.0, x)): exp(y ln c).
-Result<void> import_constant_base_pow(OnnxNodeImport& node) {
+// Pow without a constant scalar exponent. Of a positive constant base c (torch.pow(2.0, x)):
+// exp(y ln c). Any other (x ** y of two values; a learned exponent or base, for a float
+// initializer trains as everywhere): the "power" kind (power.cpp).
+Result<void> import_value_pow(OnnxNodeImport& node) {
     const auto base = node.floats(0);
-    if (!base || base->size() != 1 || !((*base)[0] > 0.0f))
-        return tl::unexpected(node.refuse(
-            "the exponent must be a constant scalar (x ** 3), or the base a positive constant (2 ** x): the engine "
-            "raises to a fixed power or exponentiates a fixed base"));
+    if (!node.initializer(0).empty() || !base || base->size() != 1 || !((*base)[0] > 0.0f)) {
+        PSRUN_TRY_ASSIGN(auto x, node.value(0));
+        PSRUN_TRY_ASSIGN(auto y, node.value(1));
+        PSRUN_TRY_ASSIGN(auto name, node.emit({{"kind", "power"}, {"inputs", {x, y}}}));
+        node.bind_output(0, name);
+        return {};
+    }
     PSRUN_TRY_ASSIGN(auto y, node.value(1));
     const double log_base = std::log(static_cast<double>((*base)[0]));
     PSRUN_TRY_ASSIGN(
@@ -57,7 +63,7 @@ Result<void> import_constant_base_pow(OnnxNodeImport& node) {
 Result<void> import_math(OnnxNodeImport& node) {
     if (node.op_type() == "Pow") {
         const auto e = node.floats(1);
-        if (!e || e->size() != 1) return import_constant_base_pow(node);
+        if (!e || e->size() != 1 || !node.initializer(1).empty()) return import_value_pow(node);
     }
     PSRUN_TRY_ASSIGN(auto x, node.value(0));
     nlohmann::json layer = {{"inputs", {x}}};
@@ -79,8 +85,10 @@ Result<void> export_math(OnnxNodeExport& out) {
     const Node& node = out.node();
     if (node.op == "pow") {
         const float e = static_cast<float>(node.attrs.at("exponent").get<double>());
-        out.add("Pow", {out.input(0), out.float_constant(node.name + "/exponent", {}, std::span(&e, 1))},
-                {out.output(0)}, {}, node.name);
+        // A Constant node, not an initializer: that would import back as a trained exponent.
+        const std::string exponent = out.fresh(node.name + "/exponent");
+        out.constant_node(exponent, {}, std::span(&e, 1), "");
+        out.add("Pow", {out.input(0), exponent}, {out.output(0)}, {}, node.name);
     } else {
         out.add(std::string(find_hand_math(node.op)->onnx_op), {out.input(0)}, {out.output(0)}, {}, node.name);
     }

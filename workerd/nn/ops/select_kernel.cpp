@@ -31,25 +31,6 @@ float share(SelectMode mode, std::size_t k, const float* v) {
     return (k == 0) == a_wins ? 1.0f : 0.0f;
 }
 
-// Calls f(e, v) for every output element e with v[k] its input k's value, row by row of the
-// output's last dimension (BroadcastIndex::inner()), rows split across the OpenMP team.
-template <class F>
-void for_each_element(const BroadcastIndex& ix, const float* const* in, std::size_t inputs, F f) {
-    const std::int64_t inner = ix.inner(), rows = inner > 0 ? ix.size() / inner : 0;
-    std::int64_t step[3] = {};
-    for (std::size_t k = 0; k < inputs; ++k) step[k] = ix.inner_stride(k);
-#pragma omp parallel for schedule(static)
-    for (std::int64_t r = 0; r < rows; ++r) {
-        const float* at[3] = {};
-        for (std::size_t k = 0; k < inputs; ++k) at[k] = in[k] + ix.at(k, r * inner);
-        float v[3] = {};
-        for (std::int64_t i = 0; i < inner; ++i) {
-            for (std::size_t k = 0; k < inputs; ++k) v[k] = at[k][i * step[k]];
-            f(r * inner + i, v);
-        }
-    }
-}
-
 class SelectKernel final : public Kernel {
   public:
     std::string label_suffix() const override { return " [hand]"; }
