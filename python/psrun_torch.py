@@ -118,18 +118,23 @@ def _inputs(x):
             for n, v in named.items()}
 
 
-def reference(model, x, y):
+def reference(model, x, y, input_grads=False):
     """PyTorch's outputs, loss (F.cross_entropy against the class labels y) and every parameter's
     gradient for the batch x, in float64 and in training mode (a batch norm uses the batch's
-    statistics): (outputs, loss, {name: gradient}). x is a NumPy array, or {input name: array}
+    statistics): (outputs, loss, {name: gradient}), and with input_grads a fourth item, each
+    float input's gradient {input name: gradient}. x is a NumPy array, or {input name: array}
     in the order forward() takes them (integer arrays, ids, stay integers). The module's buffers
     and its precision are left as they were."""
     saved = {n: b.detach().clone() for n, b in model.named_buffers()}
     was_training = model.training
     model = model.double().train()
     model.zero_grad()
-    args = [torch.from_numpy(v.astype(np.float64) if v.dtype.kind == "f" else v) for v in _inputs(x).values()]
-    logits = model(*args)
+    args = {}
+    for n, v in _inputs(x).items():
+        args[n] = torch.from_numpy(v.astype(np.float64) if v.dtype.kind == "f" else v)
+        if input_grads and v.dtype.kind == "f":
+            args[n].requires_grad_(True)
+    logits = model(*args.values())
     loss = torch.nn.functional.cross_entropy(logits, torch.from_numpy(np.asarray(y, dtype=np.int64)))
     loss.backward()
     grads = {n: p.grad.numpy().copy() for n, p in model.named_parameters() if p.grad is not None}
@@ -139,6 +144,9 @@ def reference(model, x, y):
     with torch.no_grad():
         for n, b in model.named_buffers():
             b.copy_(saved[n])
+    if input_grads:
+        return logits.detach().numpy(), float(loss), grads, {n: t.grad.numpy() for n, t in args.items()
+                                                             if t.grad is not None}
     return logits.detach().numpy(), float(loss), grads
 
 

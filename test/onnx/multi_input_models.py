@@ -32,6 +32,9 @@ try:
 except ImportError:
     sys.exit(77)
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+import psrun_torch  # noqa: E402
+
 TOLERANCE = 1e-4
 BATCH = 6
 FAILED = []
@@ -88,25 +91,6 @@ def export(model, inputs, path, opset):
                       dynamic_axes={**{n: {0: "N"} for n in names}, "logits": {0: "N"}})
 
 
-def torch_reference(model, inputs, y):
-    """Outputs, loss, parameter and float-input gradients in float64."""
-    model = model.double()
-    model.zero_grad()
-    tensors = {}
-    for n, v in inputs.items():
-        t = torch.from_numpy(v.astype(np.float64) if v.dtype.kind == "f" else v)
-        if v.dtype.kind == "f":
-            t.requires_grad_(True)
-        tensors[n] = t
-    logits = model(*tensors.values())
-    loss = nn.functional.cross_entropy(logits, torch.from_numpy(y))
-    loss.backward()
-    grads = {n: p.grad.numpy() for n, p in model.named_parameters() if p.grad is not None}
-    input_grads = {n: t.grad.numpy() for n, t in tensors.items() if t.grad is not None}
-    model.float()
-    return logits.detach().numpy(), float(loss), grads, input_grads
-
-
 def relative(mine, theirs):
     mine = np.asarray(mine, dtype=np.float64).reshape(theirs.shape)
     return float(np.max(np.abs(mine - theirs))) / max(float(np.max(np.abs(theirs))), 1e-12)
@@ -136,7 +120,7 @@ def run_one(psrun, name, ctor, opset, work):
                  (run.stderr.strip() or run.stdout.strip())[-400:]):
         return
     mine = json.load(open(grads_path))
-    logits, loss, grads, input_grads = torch_reference(model, inputs, y)
+    logits, loss, grads, input_grads = psrun_torch.reference(model, inputs, y, input_grads=True)
     err = relative(mine["outputs"], logits)
     check(f"{name} opset {opset}: forward outputs = torch's", err <= TOLERANCE, f"max relative error {err:.2e}")
     check(f"{name} opset {opset}: loss = torch's", abs(mine["loss"] - loss) <= TOLERANCE * max(abs(loss), 1.0),

@@ -129,6 +129,18 @@ class OnnxNodeImport {
         bind_output(0, name);
         return {};
     }
+    // ONNX's variadic form (Sum, Max, ... of one or more inputs) as a chain of two-input layers
+    // of `kind`, ((x0 k x1) k x2) ...; returns the last one's value (input 0's for one input).
+    // Refuses a node without inputs.
+    Result<std::string> emit_chain(const std::string& kind) {
+        if (input_count() == 0) return tl::unexpected(refuse("has no inputs; it needs one or more"));
+        PSRUN_TRY_ASSIGN(auto chained, value(0));
+        for (std::size_t i = 1; i < input_count(); ++i) {
+            PSRUN_TRY_ASSIGN(auto v, value(i));
+            PSRUN_TRY_ASSIGN(chained, emit({{"kind", kind}, {"inputs", {chained, v}}}));
+        }
+        return chained;
+    }
     // `node 'x' (Conv): <what>` (kInvalidArgument).
     virtual Error refuse(const std::string& what) const = 0;
 };

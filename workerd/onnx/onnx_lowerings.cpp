@@ -269,12 +269,7 @@ Result<void> lower_trilu(OnnxNodeImport& node) {
 // Sum and Mean of one or more inputs, broadcasting: a chain of adds, Mean's then times 1/n.
 Result<void> lower_sum_mean(OnnxNodeImport& node) {
     const std::size_t count = node.input_count();
-    if (count == 0) return tl::unexpected(node.refuse("has no inputs; it needs one or more"));
-    PSRUN_TRY_ASSIGN(auto total, node.value(0));
-    for (std::size_t i = 1; i < count; ++i) {
-        PSRUN_TRY_ASSIGN(auto v, node.value(i));
-        PSRUN_TRY_ASSIGN(total, node.emit({{"kind", "add"}, {"inputs", {total, v}}}));
-    }
+    PSRUN_TRY_ASSIGN(auto total, node.emit_chain("add"));
     if (node.op_type() == "Mean" && count > 1) {
         const float share = 1.0f / static_cast<float>(count);
         PSRUN_TRY_ASSIGN(

@@ -54,12 +54,7 @@ Result<void> import_select(OnnxNodeImport& node) {
         return {};
     }
     // Max and Min take one or more inputs (ONNX's variadic form): a chain of pairs.
-    if (count == 0) return tl::unexpected(node.refuse("has no inputs; it needs one or more"));
-    PSRUN_TRY_ASSIGN(auto chosen, node.value(0));
-    for (std::size_t i = 1; i < count; ++i) {
-        PSRUN_TRY_ASSIGN(auto v, node.value(i));
-        PSRUN_TRY_ASSIGN(chosen, node.emit({{"kind", op == "Max" ? "maximum" : "minimum"}, {"inputs", {chosen, v}}}));
-    }
+    PSRUN_TRY_ASSIGN(auto chosen, node.emit_chain(op == "Max" ? "maximum" : "minimum"));
     node.bind_output(0, chosen);
     return {};
 }
