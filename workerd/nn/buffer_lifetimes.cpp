@@ -63,6 +63,11 @@ void compute_lifetimes(NetworkPlan& plan) {
             if (std::count(k.inputs.begin(), k.inputs.end(), value) != 1) continue;
             auto& in = plan.values[static_cast<std::size_t>(value)];
             if (in.producer < 0 || in.kept || out.kept || in.last != forward_step(static_cast<int>(ki))) continue;
+            // A view has no buffer of its own to write over (in_place_memory refuses it), and a
+            // hold on it would outlast the buffer it views, placed by then (a reshape before a
+            // softmax in attention: the whole plan failed and fell back to one buffer each).
+            const KernelState& producer = plan.kernels[static_cast<std::size_t>(in.producer)];
+            if (producer.reads.view >= 0 && !producer.outputs.empty() && producer.outputs.front() == value) continue;
             if (in.dims != out.dims || in.info.type != out.info.type) continue;
             k.in_place = slot;
             in.hold = std::max(in.hold, out.placed_last());
