@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <bit>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <random>
@@ -20,6 +19,7 @@
 #include "common/option_checks.h"
 #include "common/result.h"
 #include "common/utf8.h"
+#include "launcher/gradients_file.h"
 #include "workerd/data/npy_reader.h"
 #include "workerd/data/reader_common.h"
 #include "workerd/nn/gradient_check.h"
@@ -42,6 +42,7 @@ struct CheckOptions {
     bool json = false;
     bool no_finite_differences = false;
     bool input_gradients = false;
+    bool no_bf16 = false;
 };
 
 // A .npy array as doubles (float32/64, int8-64, uint8-64; little or big endian) and its shape.
@@ -194,28 +195,6 @@ nn::CheckBatch make_batch(const nn::ModelDescription& model, const CheckOptions&
     return batch;
 }
 
-void write_gradients(const std::string& path, const nn::ModelDescription& model, const nn::GradientCheck& check) {
-    nlohmann::json doc = {{"loss", check.loss}, {"outputs", check.outputs}, {"tensors", nlohmann::json::object()}};
-    for (const auto& t : model.tensors) {
-        if (t.cls != nn::TensorClass::kTrainable) continue;
-        const auto begin = check.gradients.begin() + t.offset;
-        doc["tensors"][t.name] = {{"shape", t.shape}, {"gradient", std::vector<float>(begin, begin + t.size)}};
-        if (!check.bf16_gradients.empty()) {
-            const auto b = check.bf16_gradients.begin() + t.offset;
-            doc["tensors"][t.name]["bf16_gradient"] = std::vector<float>(b, b + t.size);
-        }
-    }
-    if (!check.input_gradients.empty()) {
-        doc["inputs"] = nlohmann::json::object();
-        for (std::size_t i = 0; i < model.inputs.size(); ++i)
-            if (!check.input_gradients[i].empty())
-                doc["inputs"][model.inputs[i].name] = {{"gradient", check.input_gradients[i]}};
-    }
-    std::ofstream out(path);
-    out << json_text(doc);
-    if (!out) throw UsageError("cannot write " + path);
-}
-
 int run_check(const CheckOptions& o) {
     if (o.batch < 1 || o.batch > 4096) throw UsageError("--batch " + std::to_string(o.batch) + ": give 1 to 4096");
     if (!(o.tolerance > 0 && o.tolerance < 1)) throw UsageError("--tolerance must be in (0, 1)");
@@ -228,6 +207,7 @@ int run_check(const CheckOptions& o) {
     nn::GradientCheckOptions options;
     options.seed = o.seed;
     options.finite_differences = !o.no_finite_differences;
+    options.compare_bf16 = !o.no_bf16;
     // x.detach() makes the gradient differ from the loss's derivative on purpose (a straight-through
     // estimator): central differences would measure the derivative, so they are not run.
     const auto stop = std::find_if(model->nodes.begin(), model->nodes.end(),
@@ -243,7 +223,7 @@ int run_check(const CheckOptions& o) {
         throw UsageError("--input-gradients writes into the --gradients file: give --gradients F.json");
     auto check = nn::check_gradients(*model, params, batch, options);
     if (!check) throw UsageError(check.error().message);
-    if (!o.gradients.empty()) write_gradients(o.gradients, *model, *check);
+    if (!o.gradients.empty()) write_gradients_file(o.gradients, *model, *check);
     const nn::TensorCheck* worst = nullptr;
     for (const auto& t : check->tensors)
         if (worst == nullptr || t.relative_error > worst->relative_error) worst = &t;
@@ -302,6 +282,8 @@ void add_model_check_command(CLI::App& model, int& exit_code) {
                       "write the batch's outputs and every trainable tensor's f32 gradient here (JSON, by name)");
     check->add_flag("--input-gradients", o->input_gradients,
                     "also write dL/d(input) of every float input into the --gradients file (\"inputs\", by name)");
+    check->add_flag("--no-bf16", o->no_bf16,
+                    "do not also train the batch in bf16 (no bf16 column, no bf16_gradient in --gradients)");
     check->add_flag("--json", o->json, "print the report as JSON");
     check->add_flag("--no-finite-differences", o->no_finite_differences,
                     "only compute the gradients (--gradients) and bf16's, not the loss's change along them");

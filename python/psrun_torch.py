@@ -177,7 +177,8 @@ def check(model, x, y, psrun="psrun", opset=17, floor=1e-3, work=None, verbose=T
         batch = tuple(torch.from_numpy(v) for v in inputs.values())
         export(model, batch if len(batch) > 1 else batch[0], path, input_names=list(inputs), opset=opset)
         r = subprocess.run([psrun, "model", "check", path, *args, "--labels", yf, "--gradients", gf,
-                            "--no-finite-differences", "--json"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            "--no-finite-differences", "--no-bf16", "--json"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True, check=False)
         if r.returncode not in (0, 1) or not os.path.exists(gf):
             raise RuntimeError(f"psrun model check exited {r.returncode}: {r.stdout[-2000:]}")

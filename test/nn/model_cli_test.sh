@@ -76,6 +76,28 @@ assert worst <= r["tolerance"], worst
 print(f"ok: {r['model']}: {len(r['tensors'])} tensors, worst relative error {worst:.1e}")
 PY
 done
+# --gradients: every trainable tensor by name, its f32 gradient (and bf16's where the CPU has
+# bf16, unless --no-bf16), the outputs and --input-gradients' dL/d(input), as float32 text.
+for extra in "" --no-bf16; do
+    timeout 120 "$psrun" model check lenet5 --batch 3 --no-finite-differences --input-gradients $extra \
+        --gradients "$tmp/grads$extra.json" >"$tmp/out" 2>&1
+    rc=$?
+    check "model check --gradients $extra exits 0 (rc=$rc)" test "$rc" -eq 0
+    python3 - "$tmp/grads$extra.json" "$extra" <<'PY' || fail=1
+import json, sys
+g = json.load(open(sys.argv[1]))
+assert set(g) == {"loss", "outputs", "tensors", "inputs"}, sorted(g)
+assert len(g["outputs"]) == 3 * 10 and len(g["inputs"]["input"]["gradient"]) == 3 * 28 * 28, g["inputs"].keys()
+bf16 = open("/proc/cpuinfo").read().count("avx512_bf16") > 0 and sys.argv[2] != "--no-bf16"
+for name, t in g["tensors"].items():
+    n = 1
+    for d in t["shape"]:
+        n *= d
+    assert len(t["gradient"]) == n and all(isinstance(v, float) for v in t["gradient"]), name
+    assert ("bf16_gradient" in t) == bf16, (name, sorted(t))
+print(f"ok: --gradients {sys.argv[2] or '(bf16 where the CPU has it)'}: {len(g['tensors'])} tensors, bf16 {bf16}")
+PY
+done
 /usr/bin/python3 -c 'import numpy as np; np.save("'"$tmp"'/x.npy", np.zeros((3, 5), np.float32))'
 timeout 30 "$psrun" model check mnist_deep --input "$tmp/x.npy" >"$tmp/out" 2>&1
 rc=$?

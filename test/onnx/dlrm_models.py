@@ -115,7 +115,8 @@ def main():
                           training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False, input_names=names,
                           output_names=["loss"], dynamic_axes={n: {0: "N"} for n in names})
         grads_path = f"{tmp}/dlrm.{opset}.grads.json"
-        cmd = [psrun, "model", "check", path, "--json", "--no-finite-differences", "--gradients", grads_path]
+        cmd = [psrun, "model", "check", path, "--json", "--no-finite-differences", "--no-bf16", "--gradients",
+               grads_path]
         for k, (name, v) in enumerate(batch.items()):
             np.save(f"{tmp}/batch.{name}.npy", v)
             cmd += ["--input", (f"{name}=" if k else "") + f"{tmp}/batch.{name}.npy"]

@@ -115,7 +115,7 @@ def run_one(psrun, name, ctor, opset, work):
     np.save(yf, y)
     grads_path = os.path.join(work, f"{name}.opset{opset}.grads.json")
     run = subprocess.run([psrun, "model", "check", path, *args, "--labels", yf, "--gradients", grads_path,
-                          "--input-gradients", "--json"], capture_output=True, text=True, timeout=300)
+                          "--input-gradients", "--no-bf16", "--json"], capture_output=True, text=True, timeout=300)
     if not check(f"{name} opset {opset}: psrun model check exits 0", run.returncode == 0,
                  (run.stderr.strip() or run.stdout.strip())[-400:]):
         return

@@ -103,6 +103,7 @@ def segmentation_check(check, psrun, work):
     check("lraspp: the masks are an int input, the loss is the graph's",
           "y 64x64 int" in show.stdout and "loss in the graph" in show.stdout, show.stdout[:300])
     r = run([psrun, "model", "check", path, "--input", f"x={xf}", "--input", f"y={yf}", "--no-finite-differences",
+             "--no-bf16",
              "--gradients", grads_path, "--json"], 300)
     if not check("lraspp: psrun model check exits 0", r.returncode == 0, r.stdout[-600:]):
         return
