@@ -42,6 +42,11 @@ std::string training_memory_text(const nn::MemoryUse& use, std::int64_t batch) {
     if (use.planned)
         text +=
             "planned " + figure(use.planned_bytes, batch) + "; one buffer each " + figure(use.unplanned_bytes, batch);
+    else if (use.plan_failed)
+        text +=
+            "one buffer each (the buffer plan failed for this network: an engine defect worth reporting; it trains "
+            "right, in more memory) " +
+            figure(use.unplanned_bytes, batch);
     else text += "one buffer each (planning off) " + figure(use.unplanned_bytes, batch);
     return text;
 }
@@ -50,6 +55,7 @@ nlohmann::json training_memory_json(const nn::MemoryUse& use, std::int64_t batch
     const auto per = [batch](std::size_t bytes) { return static_cast<double>(bytes) / static_cast<double>(batch); };
     return {{"batch", batch},
             {"planned", use.planned},
+            {"plan_failed", use.plan_failed},
             {"planned_bytes", use.planned_bytes},
             {"unplanned_bytes", use.unplanned_bytes},
             {"lower_bound_bytes", use.lower_bound},

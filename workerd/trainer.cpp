@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include <omp.h>
+#include <spdlog/spdlog.h>
 
 #include "common/result.h"
 #include "common/rng.h"
@@ -40,6 +41,11 @@ std::unique_ptr<nn::Network> make_network(const nn::ModelDescription& model, nn:
                                           std::span<const float> params, std::span<float> grads) {
     auto created = nn::Network::create(model, options, params, grads);
     if (!created) throw UsageError(created.error().message);
+    if (const auto use = (*created)->memory_use(); use.plan_failed)
+        spdlog::warn(
+            "the engine's buffer plan failed for model {}: it trains with one buffer each, {:.1f} MB at batch "
+            "{} (right, but larger; an engine defect worth reporting, with `psrun model show`'s output)",
+            model.name, static_cast<double>(use.unplanned_bytes) / 1e6, options.batch_size);
     return std::move(*created);
 }
 

@@ -123,6 +123,7 @@ Result<std::unique_ptr<Network>> Network::create(const ModelDescription& model, 
     auto ok = net->build(params, grads, plan);
     if (!ok && net->plan_->plan_failed) {  // a view outlived its planned buffer: one buffer each
         net.reset(new Network(model, options));
+        net->plan_failed_ = true;
         ok = net->build(params, grads, false);
     }
     if (!ok) return tl::unexpected(ok.error());
@@ -233,6 +234,7 @@ std::vector<std::string> Network::implementations() const {
 MemoryUse Network::memory_use() const {
     MemoryUse use;
     use.planned = plan_->arena != nullptr;
+    use.plan_failed = plan_failed_;
     use.unplanned_bytes =
         plan_->buffers.total_bytes() + plan_->unplanned_bytes + plan_->in_place_bytes + plan_->shared_grad_bytes;
     use.planned_bytes = use.planned ? plan_->buffers.arena_bytes() + plan_->unplanned_bytes : use.unplanned_bytes;

@@ -56,7 +56,10 @@ struct NetworkOptions {
 // temporaries; not the parameters, their gradients, the input batch, oneDNN's scratchpads and
 // what kernels keep for themselves: dropout masks, batch statistics, workspaces). Bytes.
 struct MemoryUse {
-    bool planned = false;             // the buffers were planned (else planned_bytes == unplanned_bytes)
+    bool planned = false;  // the buffers were planned (else planned_bytes == unplanned_bytes)
+    // Planning was asked for but the plan failed to hold (a view outlived its buffer) and the
+    // network was built again with one buffer each: right, but larger. An engine defect to report.
+    bool plan_failed = false;
     std::size_t planned_bytes = 0;    // the arena plus the buffers kept out of it
     std::size_t unplanned_bytes = 0;  // one buffer each: the sum of all
     std::size_t lower_bound = 0;      // the most bytes live at one step: no plan needs fewer
@@ -172,6 +175,7 @@ class Network {
     std::unique_ptr<NetworkPlan> plan_;
     std::unique_ptr<Loss> loss_;
     bool profiling_ = false;
+    bool plan_failed_ = false;      // MemoryUse::plan_failed
     std::vector<LayerTime> times_;  // the kernels, then the loss
 };
 
