@@ -1,8 +1,11 @@
 // Numpy broadcasting for the hand loops of the element-wise kernels (select_kernel.cpp,
-// mask_kernel.cpp, power_kernel.cpp): the flat index in each input of an output element.
+// mask_kernel.cpp, power_kernel.cpp): the flat index in each input of an output element, and
+// the backward that routes dY times a per-element factor to each input's gradient.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -64,6 +67,48 @@ void for_each_element(const BroadcastIndex& ix, const float* const* in, std::siz
         for (std::int64_t i = 0; i < inner; ++i) {
             for (std::size_t k = 0; k < inputs; ++k) v[k] = at[k][i * step[k]];
             f(r * inner + i, v);
+        }
+    }
+}
+
+// Builds the backward of a hand element-wise kernel with one output: for each input k >= `first`
+// whose gradient is needed, dX_k = dY * factor(k, v) at every output element, v holding the
+// values of inputs 0 .. read-1 (`ins`, f32 plain, as input_plain() gave them). An input that
+// broadcasts gets the full-size product in backward scratch, summed over the axes it broadcasts
+// along (sum_to); one that does not gets it straight into its gradient, and a gradient written
+// over dY (BackwardReads::grad_over_output) is computed last. factor is copied into the ops.
+template <class Factor>
+void build_broadcast_backward(KernelBuilder& b, const std::shared_ptr<const BroadcastIndex>& ix,
+                              const std::vector<dnnl::memory>& ins, std::size_t first, std::size_t read,
+                              Factor factor) {
+    constexpr auto kF32 = dnnl::memory::data_type::f32;
+    const dnnl::memory::desc f32 = plain_desc(ix->out(), kF32);
+    const dnnl::memory dy = b.output_diff(0, f32);
+    struct Target {
+        std::size_t k;
+        bool broadcasts;
+        dnnl::memory full;
+    };
+    std::vector<Target> targets;
+    for (std::size_t k = first; k < b.input_count(); ++k) {
+        if (!b.needs_input_grad(k)) continue;
+        const bool broadcasts = padded(b.input_dims(k), ix->out().size()) != ix->out();
+        targets.push_back(
+            {k, broadcasts, broadcasts ? b.scratch(f32, true) : b.input_diff(k, plain_desc(b.input_dims(k), kF32))});
+    }
+    std::stable_partition(targets.begin(), targets.end(),
+                          [&](const Target& t) { return t.full.get_data_handle() != dy.get_data_handle(); });
+    for (const auto& [k, broadcasts, full] : targets) {
+        b.backward([ins, dy, full, ix, k, read, factor] {
+            const float* in[3] = {};
+            for (std::size_t i = 0; i < read; ++i) in[i] = static_cast<const float*>(ins[i].get_data_handle());
+            const float* diff = static_cast<const float*>(dy.get_data_handle());
+            float* out = static_cast<float*>(full.get_data_handle());
+            for_each_element(*ix, in, read, [&](std::int64_t e, const float* v) { out[e] = diff[e] * factor(k, v); });
+        });
+        if (broadcasts) {
+            const MemDims& dims = b.input_dims(k);
+            b.backward(sum_to(b, full, b.input_diff(k, plain_desc(dims, kF32)), padded(dims, ix->out().size())));
         }
     }
 }

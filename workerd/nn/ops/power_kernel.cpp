@@ -1,8 +1,6 @@
 // The power kernel: x^y in hand loops, f32 on plain layouts with numpy broadcasting
 // (broadcast_loop.h), forward and backward. The backward computes x^y again rather than keep
-// the output, and writes each input's full-size gradient into that gradient, or where the input
-// broadcasts into backward scratch summed over the axes it broadcasts along (sum_to).
-#include <algorithm>
+// the output (build_broadcast_backward).
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -57,35 +55,8 @@ class PowerKernel final : public Kernel {
         if (out_type != Dt::f32) b.forward(run_reorder(b, z, b.make_output(0, plain_desc(b.output_dims(0), out_type))));
         b.note("fwd: hand power (f32)");
         if (!b.needs_backward()) return;
-        const memory dz = b.output_diff(0, f32);
-        struct Target {
-            std::size_t k;
-            bool broadcasts;
-            memory full;
-        };
-        std::vector<Target> targets;
-        for (std::size_t k = 0; k < 2; ++k) {
-            if (!b.needs_input_grad(k)) continue;
-            const bool broadcasts = padded(dims[k], ix->out().size()) != ix->out();
-            targets.push_back(
-                {k, broadcasts, broadcasts ? b.scratch(f32, true) : b.input_diff(k, plain_desc(dims[k], Dt::f32))});
-        }
-        // One written over dZ (grad_over_output) is computed last.
-        std::stable_partition(targets.begin(), targets.end(),
-                              [&](const Target& t) { return t.full.get_data_handle() != dz.get_data_handle(); });
-        for (const auto& [k, broadcasts, full] : targets) {
-            b.backward([ins, dz, full, ix, k] {
-                const float* in[2] = {static_cast<const float*>(ins[0].get_data_handle()),
-                                      static_cast<const float*>(ins[1].get_data_handle())};
-                const float* diff = static_cast<const float*>(dz.get_data_handle());
-                float* out = static_cast<float*>(full.get_data_handle());
-                for_each_element(*ix, in, 2,
-                                 [&](std::int64_t e, const float* v) { out[e] = diff[e] * partial(k, v[0], v[1]); });
-            });
-            if (broadcasts)
-                b.backward(
-                    sum_to(b, full, b.input_diff(k, plain_desc(dims[k], Dt::f32)), padded(dims[k], ix->out().size())));
-        }
+        build_broadcast_backward(b, ix, ins, 0, 2,
+                                 [](std::size_t k, const float* v) { return partial(k, v[0], v[1]); });
         b.note("bwd: hand power (f32)");
     }
 };

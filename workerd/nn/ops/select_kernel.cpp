@@ -1,8 +1,6 @@
 // The maximum, minimum and where kernels: hand loops in f32 on plain layouts with numpy
-// broadcasting (broadcast_loop.h), forward and backward; integer values forward only, in s32. The backward writes each
-// float input's full-size gradient (the output's shape) into that gradient, or where the input broadcasts into backward
-// scratch summed over the axes it broadcasts along (sum_to).
-#include <algorithm>
+// broadcasting (broadcast_loop.h), forward and backward (build_broadcast_backward); integer values forward only, in
+// s32.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -81,40 +79,11 @@ class SelectKernel final : public Kernel {
         if (out_type != Dt::f32) b.forward(run_reorder(b, y, b.make_output(0, plain_desc(b.output_dims(0), out_type))));
         b.note("fwd: hand " + op + " (f32)");
         if (!b.needs_backward()) return;
-        const memory dy = b.output_diff(0, f32);
         if (mode == SelectMode::kWhere && b.needs_input_grad(0))  // the condition's gradient is 0
             b.backward(run_zero(b.input_diff(0, plain_desc(dims[0], Dt::f32))));
-        // The full-size share of each input that needs one: straight into its gradient where it
-        // does not broadcast. One written over dY (grad_over_output) is computed last.
-        struct Target {
-            std::size_t k;
-            bool broadcasts;
-            memory full;
-        };
-        std::vector<Target> targets;
-        for (std::size_t k = mode == SelectMode::kWhere ? 1 : 0; k < count; ++k) {
-            if (!b.needs_input_grad(k)) continue;
-            const bool broadcasts = padded(dims[k], ix->out().size()) != ix->out();
-            targets.push_back(
-                {k, broadcasts, broadcasts ? b.scratch(f32, true) : b.input_diff(k, plain_desc(dims[k], Dt::f32))});
-        }
-        std::stable_partition(targets.begin(), targets.end(),
-                              [&](const Target& t) { return t.full.get_data_handle() != dy.get_data_handle(); });
-        for (const auto& [k, broadcasts, full] : targets) {
-            b.backward([ins, dy, full, ix, mode, k] {
-                // where's share depends on the condition alone: only it is read (backward_reads).
-                const std::size_t read = mode == SelectMode::kWhere ? 1 : ins.size();
-                const float* in[3] = {};
-                for (std::size_t i = 0; i < read; ++i) in[i] = static_cast<const float*>(ins[i].get_data_handle());
-                const float* diff = static_cast<const float*>(dy.get_data_handle());
-                float* out = static_cast<float*>(full.get_data_handle());
-                for_each_element(*ix, in, read,
-                                 [&](std::int64_t e, const float* v) { out[e] = diff[e] * share(mode, k, v); });
-            });
-            if (broadcasts)
-                b.backward(
-                    sum_to(b, full, b.input_diff(k, plain_desc(dims[k], Dt::f32)), padded(dims[k], ix->out().size())));
-        }
+        // where's share depends on the condition alone: only it is read (backward_reads).
+        build_broadcast_backward(b, ix, ins, mode == SelectMode::kWhere ? 1 : 0, mode == SelectMode::kWhere ? 1 : count,
+                                 [mode](std::size_t k, const float* v) { return share(mode, k, v); });
     }
 
   private:
