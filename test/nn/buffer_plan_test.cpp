@@ -103,6 +103,28 @@ TEST_CASE("buffer plan: placed again with every buffer known, largest first, the
     check_no_conflict(wrong);
 }
 
+TEST_CASE("buffer plan: placed again, the order that needs the fewest bytes is kept", "[buffer_plan]") {
+    // Largest first needs 9 units here (c and d at 0, a at 4, b at 3, then e finds no gap of 2
+    // below 7); the longest-lived first (d, e, a, then c, b) reaches the peak, 8 units at step 3
+    // (b, d, e).
+    BufferPlan plan;
+    plan.place(3 * kA, 5, 6);  // a
+    plan.place(3 * kA, 3, 3);  // b
+    plan.place(4 * kA, 6, 6);  // c
+    plan.place(3 * kA, 0, 3);  // d
+    plan.place(2 * kA, 3, 5);  // e
+    CHECK(plan.peak_live_bytes() == 8 * kA);
+    std::size_t bytes = 0;
+    const auto offsets = plan.offline_offsets(bytes);
+    CHECK(bytes == 8 * kA);
+    BufferPlan replay;
+    replay.preset(offsets);
+    for (std::size_t i = 0; i < plan.size(); ++i)
+        replay.place(plan.buffer(i).bytes, plan.buffer(i).first, plan.buffer(i).last);
+    check_no_conflict(replay);
+    CHECK(replay.arena_bytes() == 8 * kA);
+}
+
 TEST_CASE("buffer plan: bad buffers are refused", "[buffer_plan]") {
     BufferPlan plan;
     CHECK_THROWS_AS(plan.place(0, 0, 1), std::invalid_argument);

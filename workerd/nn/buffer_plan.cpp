@@ -1,6 +1,7 @@
 #include "workerd/nn/buffer_plan.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -48,14 +49,50 @@ std::size_t BufferPlan::best_fit(const std::vector<std::pair<std::size_t, std::s
 }
 
 std::vector<std::size_t> BufferPlan::offline_offsets(std::size_t& bytes) const {
-    std::vector<std::size_t> order(buffers_.size());
-    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-        const Buffer &x = buffers_[a], &y = buffers_[b];
-        if (aligned(x.bytes) != aligned(y.bytes)) return aligned(x.bytes) > aligned(y.bytes);
-        const long long lx = static_cast<long long>(x.last) - x.first, ly = static_cast<long long>(y.last) - y.first;
-        return lx > ly;
-    });
+    // Three orders, each placed best fit, the one needing the fewest bytes kept: largest first;
+    // the buffers live at the busiest steps first (each by the most bytes live at a step of its
+    // interval), largest first among equals; and the longest-lived first. No one order wins on
+    // every network (mobilenet_v3's plan was 1.6 MB above the peak live bytes largest first).
+    const std::vector<std::size_t> pressure = peak_live_over_interval();
+    auto longer = [&](const Buffer& x, const Buffer& y) {
+        return static_cast<long long>(x.last) - x.first > static_cast<long long>(y.last) - y.first;
+    };
+    const std::vector<std::function<bool(std::size_t, std::size_t)>> orders = {
+        [&](std::size_t a, std::size_t b) {
+            const Buffer &x = buffers_[a], &y = buffers_[b];
+            if (aligned(x.bytes) != aligned(y.bytes)) return aligned(x.bytes) > aligned(y.bytes);
+            return longer(x, y);
+        },
+        [&](std::size_t a, std::size_t b) {
+            if (pressure[a] != pressure[b]) return pressure[a] > pressure[b];
+            const Buffer &x = buffers_[a], &y = buffers_[b];
+            if (aligned(x.bytes) != aligned(y.bytes)) return aligned(x.bytes) > aligned(y.bytes);
+            return longer(x, y);
+        },
+        [&](std::size_t a, std::size_t b) {
+            const Buffer &x = buffers_[a], &y = buffers_[b];
+            if (longer(x, y) != longer(y, x)) return longer(x, y);
+            return aligned(x.bytes) > aligned(y.bytes);
+        },
+    };
+    std::vector<std::size_t> best;
+    bytes = kNone;
+    for (const auto& before : orders) {
+        std::vector<std::size_t> order(buffers_.size());
+        for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+        std::stable_sort(order.begin(), order.end(), before);
+        std::size_t need = 0;
+        std::vector<std::size_t> offsets = place_in_order(order, need);
+        if (need < bytes) {
+            bytes = need;
+            best = std::move(offsets);
+        }
+    }
+    if (buffers_.empty()) bytes = 0;
+    return best;
+}
+
+std::vector<std::size_t> BufferPlan::place_in_order(const std::vector<std::size_t>& order, std::size_t& bytes) const {
     std::vector<std::size_t> offsets(buffers_.size(), 0);
     std::vector<std::size_t> placed;
     bytes = 0;
@@ -71,6 +108,32 @@ std::vector<std::size_t> BufferPlan::offline_offsets(std::size_t& bytes) const {
         placed.push_back(id);
     }
     return offsets;
+}
+
+std::vector<std::size_t> BufferPlan::peak_live_over_interval() const {
+    // Live bytes from each step at which some buffer starts or ends to the next such step.
+    std::map<long long, long long> delta;
+    for (const auto& b : buffers_) {
+        delta[b.first] += static_cast<long long>(aligned(b.bytes));
+        if (b.last != kForever) delta[static_cast<long long>(b.last) + 1] -= static_cast<long long>(aligned(b.bytes));
+    }
+    std::vector<long long> steps;
+    std::vector<std::size_t> live;
+    long long now = 0;
+    for (const auto& [step, d] : delta) {
+        now += d;
+        steps.push_back(step);
+        live.push_back(static_cast<std::size_t>(now));
+    }
+    std::vector<std::size_t> out(buffers_.size(), 0);
+    for (std::size_t i = 0; i < buffers_.size(); ++i) {
+        const auto& b = buffers_[i];
+        // The segments that begin within [first, last] (the first one begins at `first`).
+        auto it = std::lower_bound(steps.begin(), steps.end(), static_cast<long long>(b.first));
+        for (; it != steps.end() && *it <= static_cast<long long>(b.last); ++it)
+            out[i] = std::max(out[i], live[static_cast<std::size_t>(it - steps.begin())]);
+    }
+    return out;
 }
 
 std::size_t BufferPlan::find(std::size_t at, int step) const {

@@ -9,8 +9,9 @@
 // Placement is online, in the order buffers are added (the engine needs each address when a
 // kernel builds, before later kernels exist): best fit, the smallest gap between the buffers
 // already placed whose intervals overlap the new one's, else the lowest offset above them all.
-// Once every buffer is known, offline_offsets() places them again, largest first; the engine
-// builds a second time with those offsets (preset) where they need fewer bytes.
+// Once every buffer is known, offline_offsets() places them again in a few orders (largest first,
+// busiest steps first, longest-lived first); the engine builds a second time with the best one's
+// offsets (preset) where they need fewer bytes.
 // Offsets are multiples of kAlignment bytes. Not thread-safe.
 #pragma once
 
@@ -49,8 +50,9 @@ class BufferPlan {
     bool extend(std::size_t id, int last);
 
     // Every buffer placed so far placed again over its interval as it is now (extend() included),
-    // largest first (then the longer-lived, then in id order), each best fit among those placed
-    // before it: offsets by id, and in `bytes` the arena they need (with every buffer known, this
+    // each best fit among those placed before it, in each of three orders (largest first; those
+    // live at the busiest steps first; the longest-lived first): the offsets by id of the order
+    // that needs the fewest bytes, and in `bytes` those bytes (with every buffer known, this
     // usually reaches peak_live_bytes()).
     std::vector<std::size_t> offline_offsets(std::size_t& bytes) const;
     // Offsets for the buffers placed from now on, by id (offline_offsets() of a plan that had the
@@ -72,6 +74,11 @@ class BufferPlan {
 
     // The offset of the smallest gap of at least `need` bytes among `taken` ((begin, end) byte
     // ranges, sorted), else the end of the highest.
+    // Offsets by id placing the buffers in `order` (ids), each best fit; `bytes`: the arena needed.
+    std::vector<std::size_t> place_in_order(const std::vector<std::size_t>& order, std::size_t& bytes) const;
+    // Per buffer, the most bytes live at one step of its interval.
+    std::vector<std::size_t> peak_live_over_interval() const;
+
     static std::size_t best_fit(const std::vector<std::pair<std::size_t, std::size_t>>& taken, std::size_t need);
 
     std::vector<Buffer> buffers_;

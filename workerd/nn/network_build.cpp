@@ -263,9 +263,9 @@ Result<void> Network::build(std::span<const float> params, std::span<float> grad
         }
     }
     // The offsets were chosen as the kernels built, each before the buffers to come were known.
-    // Placed again with all of them known, largest first: where that needs fewer bytes, build
-    // again (the same kernels ask for the same buffers in the same order) with those offsets. If
-    // that build fails, a third places as this one did.
+    // Placed again with all of them known (offline_offsets: the best of three orders): where
+    // that needs fewer bytes, build again (the same kernels ask for the same buffers in the same
+    // order) with those offsets. If that build fails, a third places as this one did.
     if (plan.arena && !again) {
         std::size_t bytes = 0;
         std::vector<std::size_t> offsets = plan.buffers.offline_offsets(bytes);
