@@ -25,7 +25,12 @@ What it does that a bare torch.onnx.export does not:
   - writes each x.detach() the forward calls as a psrun::StopGradient node: ONNX has no
     stop-gradient and torch.onnx drops detach(), so a straight-through estimator
     x + (q(x) - x).detach() would otherwise train with q's gradient. Code under
-    `with torch.no_grad():` is not seen: write x.detach() (or stop_gradient(x)) there.
+    `with torch.no_grad():` is not seen: write x.detach() (or stop_gradient(x)) there;
+  - writes nn.Dropout1d/2d/3d (whole channels dropped), which torch.onnx refuses in training
+    mode, as Dropout of ones [N, C, 1, ...] times the input: psrun trains with channel dropout;
+  - refuses (ValueError) a module with a setting torch.onnx drops without a word, where the file
+    would train something else: nn.Embedding / nn.EmbeddingBag with max_norm (the rows renormed
+    in place at each lookup) or scale_grad_by_freq (the gradient scaled by each id's count).
 """
 import json
 import os
@@ -36,6 +41,7 @@ import numpy as np
 import onnx
 import onnx.numpy_helper
 import torch
+import torch.nn.functional as F
 
 FROZEN_KEY = "psrun.frozen"
 
@@ -56,10 +62,45 @@ class _StopGradient(torch.autograd.Function):
         return g.op("psrun::StopGradient", x)
 
 
+def _channel_dropout(original, spatial):
+    """F.dropout1d/2d/3d while exporting: torch.onnx cannot write them in training mode
+    (aten::feature_dropout), so a batched input is multiplied by ordinary dropout of ones
+    [N, C, 1, ...]: the same distribution (each channel of each example zeroed with probability
+    p, the others scaled by 1 / (1 - p)), written as ConstantOfShape, Dropout and Mul."""
+
+    def dropout(x, p=0.5, training=True, inplace=False):
+        if not training or x.dim() != spatial + 2:
+            return original(x, p, training, inplace)
+        if p == 0.0:
+            return x
+        keep = torch.ones_like(x[(slice(None), slice(None)) + (slice(0, 1),) * spatial])
+        return x * F.dropout(keep, p, True)
+
+    return dropout
+
+
 def stop_gradient(x):
     """x.detach() that export() writes as psrun::StopGradient (what every x.detach() becomes
     during export() anyway)."""
     return x.detach()
+
+
+def dropped_settings(model):
+    """The settings of `model`'s modules that torch.onnx drops without a word (the file computes
+    or trains something else): one line each, naming the module and what to do."""
+    found = []
+    for name, module in model.named_modules():
+        if not isinstance(module, (torch.nn.Embedding, torch.nn.EmbeddingBag)):
+            continue
+        what = f"{type(module).__name__} '{name or '(the model)'}'"
+        if module.max_norm is not None:
+            found.append(f"{what} has max_norm={module.max_norm}: torch.onnx writes a plain lookup, without the "
+                         "renorm of each row it looks up; set max_norm=None to train without it, or divide the "
+                         "looked-up rows by max(1, norm / max_norm) in forward()")
+        if module.scale_grad_by_freq:
+            found.append(f"{what} has scale_grad_by_freq=True: the file cannot say that a row's gradient is "
+                         "divided by its id's count in the batch; set it to False to train without it")
+    return found
 
 
 def frozen_names(model):
@@ -78,7 +119,12 @@ def frozen_names(model):
 def export(model, args, path, input_names=None, output_names=None, opset=17):
     """torch.onnx.export for psrun: training mode, no folding, a batch axis on every input and
     output, the buffers and frozen parameters listed in psrun.frozen (returned). `args` is the
-    example batch (a tensor or a tuple)."""
+    example batch (a tensor or a tuple). ValueError for a setting torch.onnx would drop
+    (dropped_settings())."""
+    dropped = dropped_settings(model)
+    if dropped:
+        raise ValueError("psrun_torch.export: the ONNX file would not say what the module does:\n  " +
+                         "\n  ".join(dropped))
     inputs = args if isinstance(args, tuple) else (args,)
     input_names = input_names or (["x"] if len(inputs) == 1 else [f"x{i}" for i in range(len(inputs))])
     output_names = output_names or ["logits"]
@@ -87,6 +133,9 @@ def export(model, args, path, input_names=None, output_names=None, opset=17):
     model.train()
     detach = torch.Tensor.detach
     torch.Tensor.detach = lambda self: _StopGradient.apply(self)
+    channel_dropouts = {name: getattr(F, name) for name in ("dropout1d", "dropout2d", "dropout3d") if hasattr(F, name)}
+    for name, original in channel_dropouts.items():
+        setattr(F, name, _channel_dropout(original, int(name[len("dropout")])))
     try:
         torch.onnx.export(model, args, path, opset_version=opset, training=torch.onnx.TrainingMode.TRAINING,
                           do_constant_folding=False, input_names=input_names, output_names=output_names,
@@ -94,6 +143,8 @@ def export(model, args, path, input_names=None, output_names=None, opset=17):
                           custom_opsets={"psrun": 1})
     finally:
         torch.Tensor.detach = detach
+        for name, original in channel_dropouts.items():
+            setattr(F, name, original)
         model.train(was_training)
         with torch.no_grad():
             for name, b in model.named_buffers():
@@ -162,7 +213,8 @@ def check(model, x, y, psrun="psrun", opset=17, floor=1e-3, work=None, verbose=T
     without randomness) for the two to compute the same function. Prints a table (verbose) and
     returns {"outputs_error", "loss", "torch_loss", "errors": {name: error}, "worst": (name,
     error), "missing": [parameters psrun does not train], "extra": [tensors psrun trains that
-    torch does not]}. Raises RuntimeError when psrun cannot import or run the model."""
+    torch does not]}. Raises RuntimeError when psrun cannot import or run the model, ValueError
+    where export() refuses the module."""
     inputs = _inputs(x)
     y = np.asarray(y, dtype=np.int64)
     with tempfile.TemporaryDirectory() as tmp:

@@ -7,11 +7,18 @@
     1e-4;
   - the same CNN with dropout 0.5: psrun's masks are its own, so check() must report a
     large error (the check can fail);
-  - a model psrun cannot import raises RuntimeError naming psrun's refusal.
+  - a model psrun cannot import raises RuntimeError naming psrun's refusal;
+  - nn.Dropout2d (refused by torch.onnx in training mode) exported by export(): at p = 0 every
+    gradient torch's, at p = 0.5 whole channels dropped in psrun's training forward;
+  - an nn.Embedding with max_norm or scale_grad_by_freq (which torch.onnx drops without a word)
+    raises ValueError naming the module and the setting.
 Prints one line per check; exits 1 when one fails, 77 without torch.
 Usage: psrun_torch_check.py PSRUN"""
+import json
 import os
+import subprocess
 import sys
+import tempfile
 
 try:
     import numpy as np
@@ -85,6 +92,42 @@ def main():
         check("a model psrun cannot run raises RuntimeError", False, "no exception")
     except RuntimeError as e:
         check("a model psrun cannot run raises RuntimeError with psrun's message", "exited 2" in str(e), str(e)[:300])
+    # nn.Dropout2d, which torch.onnx refuses in training mode: at p = 0 the same as torch's; at
+    # p = 0.5 psrun's training forward zeroes whole channels of each example, the rest doubled.
+    drop = nn.Sequential(nn.Conv2d(1, 4, 1), nn.Dropout2d(0.0), nn.Flatten())
+    r = psrun_torch.check(drop, x, y, psrun=psrun, verbose=False)
+    check("Dropout2d(0): exported, every gradient = torch's", r["worst"][1] <= 1e-4,
+          f"worst {r['worst'][0]} {r['worst'][1]:.2e}", True)
+    drop[1].p = 0.5
+    with tempfile.TemporaryDirectory() as tmp:
+        batch = rng.standard_normal((32, 1, 8, 8)).astype(np.float32)
+        np.save(os.path.join(tmp, "x.npy"), batch)
+        psrun_torch.export(drop, torch.from_numpy(batch), os.path.join(tmp, "drop.onnx"))
+        run = subprocess.run([psrun, "model", "check", os.path.join(tmp, "drop.onnx"), "--input",
+                              os.path.join(tmp, "x.npy"), "--gradients", os.path.join(tmp, "g.json"),
+                              "--no-finite-differences", "--no-bf16"], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, timeout=300, check=False)
+        out = np.asarray(json.load(open(os.path.join(tmp, "g.json")))["outputs"]).reshape(32, 4, 64)
+    with torch.no_grad():
+        plain = drop[0](torch.from_numpy(batch)).numpy().reshape(32, 4, 64)
+    dropped = np.all(out == 0, axis=2)
+    kept = np.all(np.abs(out - 2 * plain) <= 1e-5 * np.abs(plain).max(), axis=2)
+    check("Dropout2d(0.5): psrun model check runs the export", run.returncode in (0, 1), run.stdout[-300:])
+    check("Dropout2d(0.5): each channel of each example dropped whole or kept doubled",
+          bool(np.all(dropped | kept)), f"{int(np.sum(~(dropped | kept)))} of 128 neither")
+    check("Dropout2d(0.5): about half the channels dropped", 0.3 <= dropped.mean() <= 0.7,
+          f"{dropped.mean():.2f} dropped")
+    # Settings torch.onnx drops without a word: refused by name, before any file is written.
+    ids = rng.integers(0, 10, (4, 6)).astype(np.int64)
+    for setting in ({"max_norm": 1.0}, {"scale_grad_by_freq": True}):
+        bag = nn.Sequential(nn.Embedding(10, 4, **setting), nn.Flatten(), nn.Linear(24, 10))
+        word = next(iter(setting))
+        try:
+            psrun_torch.check(bag, {"ids": ids}, y[:4], psrun=psrun, verbose=False)
+            check(f"Embedding({word}=...) is refused", False, "no exception")
+        except ValueError as e:
+            check(f"Embedding({word}=...) is refused naming the module and the setting",
+                  "'0'" in str(e) and word in str(e), str(e)[:300])
     check.finish()
 
 
