@@ -28,6 +28,9 @@ What it does that a bare torch.onnx.export does not:
     `with torch.no_grad():` is not seen: write x.detach() (or stop_gradient(x)) there;
   - writes nn.Dropout1d/2d/3d (whole channels dropped), which torch.onnx refuses in training
     mode, as Dropout of ones [N, C, 1, ...] times the input: psrun trains with channel dropout;
+  - gives a layer norm without weight (nn.LayerNorm(elementwise_affine=False), F.layer_norm(x,
+    shape)) a weight of ones: torch 1.13 writes its LayerNormalization (opset 17) without the
+    required Scale input, an invalid file;
   - refuses (ValueError) a module with a setting torch.onnx drops without a word, where the file
     would train something else: nn.Embedding / nn.EmbeddingBag with max_norm (the rows renormed
     in place at each lookup) or scale_grad_by_freq (the gradient scaled by each id's count).
@@ -77,6 +80,20 @@ def _channel_dropout(original, spatial):
         return x * F.dropout(keep, p, True)
 
     return dropout
+
+
+def _layer_norm(original):
+    """F.layer_norm while exporting: torch 1.13 writes a LayerNormalization (opset 17 and above)
+    without its Scale input where there is no weight (nn.LayerNorm(elementwise_affine=False),
+    F.layer_norm(x, shape)), which the ONNX checker refuses and no one can read; ones are passed
+    as the weight (a Constant in the file), the same function."""
+
+    def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+        if weight is None:
+            weight = torch.ones(tuple(normalized_shape), dtype=x.dtype)
+        return original(x, normalized_shape, weight, bias, eps)
+
+    return layer_norm
 
 
 def stop_gradient(x):
@@ -133,9 +150,11 @@ def export(model, args, path, input_names=None, output_names=None, opset=17):
     model.train()
     detach = torch.Tensor.detach
     torch.Tensor.detach = lambda self: _StopGradient.apply(self)
-    channel_dropouts = {name: getattr(F, name) for name in ("dropout1d", "dropout2d", "dropout3d") if hasattr(F, name)}
-    for name, original in channel_dropouts.items():
-        setattr(F, name, _channel_dropout(original, int(name[len("dropout")])))
+    patched = {name: getattr(F, name) for name in ("dropout1d", "dropout2d", "dropout3d", "layer_norm")
+               if hasattr(F, name)}
+    for name, original in patched.items():
+        setattr(F, name, _layer_norm(original) if name == "layer_norm" else
+                _channel_dropout(original, int(name[len("dropout")])))
     try:
         torch.onnx.export(model, args, path, opset_version=opset, training=torch.onnx.TrainingMode.TRAINING,
                           do_constant_folding=False, input_names=input_names, output_names=output_names,
@@ -143,7 +162,7 @@ def export(model, args, path, input_names=None, output_names=None, opset=17):
                           custom_opsets={"psrun": 1})
     finally:
         torch.Tensor.detach = detach
-        for name, original in channel_dropouts.items():
+        for name, original in patched.items():
             setattr(F, name, original)
         model.train(was_training)
         with torch.no_grad():

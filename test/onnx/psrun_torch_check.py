@@ -10,6 +10,8 @@
   - a model psrun cannot import raises RuntimeError naming psrun's refusal;
   - nn.Dropout2d (refused by torch.onnx in training mode) exported by export(): at p = 0 every
     gradient torch's, at p = 0.5 whole channels dropped in psrun's training forward;
+  - nn.LayerNorm(elementwise_affine=False) at opset 17 (an invalid file from a bare torch.onnx):
+    every gradient torch's;
   - an nn.Embedding with max_norm or scale_grad_by_freq (which torch.onnx drops without a word)
     raises ValueError naming the module and the setting.
 Prints one line per check; exits 1 when one fails, 77 without torch.
@@ -117,6 +119,14 @@ def main():
           bool(np.all(dropped | kept)), f"{int(np.sum(~(dropped | kept)))} of 128 neither")
     check("Dropout2d(0.5): about half the channels dropped", 0.3 <= dropped.mean() <= 0.7,
           f"{dropped.mean():.2f} dropped")
+    # A layer norm without weight, which torch 1.13 writes at opset 17 as an invalid
+    # LayerNormalization (no Scale): exported, and psrun trains only torch's parameters.
+    plain_norm = nn.Sequential(nn.Flatten(), nn.Linear(64, 12), nn.LayerNorm(12, elementwise_affine=False),
+                               nn.Linear(12, 10))
+    r = psrun_torch.check(plain_norm, x, y, psrun=psrun, verbose=False)
+    check("LayerNorm(elementwise_affine=False) at opset 17: every gradient = torch's",
+          r["worst"][1] <= 1e-4 and len(r["errors"]) == 4 and not r["extra"],
+          f"worst {r['worst'][0]} {r['worst'][1]:.2e}, {sorted(r['errors'])}, extra {r['extra']}", True)
     # Settings torch.onnx drops without a word: refused by name, before any file is written.
     ids = rng.integers(0, 10, (4, 6)).astype(np.int64)
     for setting in ({"max_norm": 1.0}, {"scale_grad_by_freq": True}):
