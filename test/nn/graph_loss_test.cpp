@@ -93,10 +93,11 @@ TEST_CASE("graph loss: what does not fit is named", "[graph_loss]") {
     CHECK_THAT(parse_error(classifier(false, {{"kind", "graph"}, {"labels", "x"}})),
                Contains("cannot be the primary input \"x\""));
     CHECK_THAT(parse_error(classifier(false, {{"kind", "graph"}, {"reduction", "sum"}})), Contains("reduction"));
-    // A float input of no dims is refused (only int labels are [N]).
+    // Float labels of one value per example: a float [N] input is legal (a timestep, a scalar
+    // feature), but a softmax loss reads int classes.
     json float_labels = classifier();
     float_labels["inputs"][1]["type"] = "float";
-    CHECK_THAT(parse_error(float_labels), Contains("is for int inputs"));
+    CHECK_THAT(parse_error(float_labels), Contains("must hold integer class ids, got floats N"));
 }
 
 TEST_CASE("graph loss: the engine trains the graph's scalar; labels feed the label input", "[graph_loss]") {

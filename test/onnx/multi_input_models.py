@@ -1,12 +1,14 @@
 #!/usr/bin/python3
 """Several inputs per model (issue 34), from PyTorch through the psrun CLI:
 
-  two torch modules with two inputs each, exported in training mode without constant folding
+  three torch modules with two inputs each, exported in training mode without constant folding
   (batch axis dynamic) at opsets 13 and 17:
     - ImageMeta: forward(x, meta) = linear(concat(flatten(relu(conv(x))), relu(linear(meta))))
       (an image plus a per-example metadata vector);
     - TokensMask: forward(ids, mask) = linear(mean over L of (embedding(ids) * mask[..., None]))
       (token ids plus a float padding mask);
+    - ImageTimestep: a diffusion block, an image and one float per example (t, [N]) whose
+      sinusoidal embedding scales and shifts a GroupNorm;
   `psrun model show F.onnx` lists both inputs by name; `psrun model check F.onnx --input
   NAME=FILE.npy ... --gradients G.json --input-gradients` gives, for the same batch and the
   exported initial weights, torch's forward outputs (logits) and loss, every parameter's gradient
@@ -72,8 +74,29 @@ class TokensMask(nn.Module):
         return self.head(h.mean(dim=1))
 
 
+class ImageTimestep(nn.Module):
+    """A diffusion network's block: an image and one float per example (the timestep t, [N]),
+    t's sinusoidal embedding through an MLP scaling and shifting a GroupNorm (adaGN)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.norm = nn.Conv2d(1, 8, 3, padding=1), nn.GroupNorm(4, 8)
+        self.temb = nn.Sequential(nn.Linear(8, 16), nn.SiLU(), nn.Linear(16, 16))
+        self.head = nn.Linear(8 * 7 * 7, 10)
+
+    def forward(self, x, t):
+        freqs = torch.exp(-torch.arange(4, dtype=torch.float32) * 2.0)
+        e = self.temb(torch.cat([torch.cos(t[:, None] * freqs), torch.sin(t[:, None] * freqs)], 1))
+        scale, shift = e.chunk(2, dim=1)
+        h = self.norm(self.conv(x)) * (1 + scale[:, :, None, None]) + shift[:, :, None, None]
+        return self.head(torch.flatten(nn.functional.avg_pool2d(nn.functional.silu(h), 2), 1))
+
+
 def batch(name, rng):
     y = rng.integers(0, 10, size=BATCH).astype(np.int64)
+    if name == "image_timestep":
+        return {"x": rng.random((BATCH, 1, 14, 14), dtype=np.float32),
+                "t": (rng.random(BATCH) * 10).astype(np.float32)}, y
     if name == "image_meta":
         return {"x": rng.random((BATCH, 1, 14, 14), dtype=np.float32),
                 "meta": rng.standard_normal((BATCH, 5)).astype(np.float32)}, y
@@ -172,6 +195,7 @@ def main():
         for opset in (13, 17):
             run_one(psrun, "image_meta", ImageMeta, opset, work)
             run_one(psrun, "tokens_mask", TokensMask, opset, work)
+            run_one(psrun, "image_timestep", ImageTimestep, opset, work)
         refusals(psrun, work)
     finally:
         if not keep:

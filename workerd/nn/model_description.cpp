@@ -46,10 +46,6 @@ Result<InputDef> parse_input_object(const nlohmann::json& value, const std::stri
         }
         PSRUN_TRY_ASSIGN(auto type, reader.choice("type", 0, {"float", "int"}));
         input.info.type = type == 1 ? ElementType::kInt : ElementType::kFloat;
-        if (shape.empty() && input.info.type != ElementType::kInt)
-            return tl::unexpected(reader.fail(field,
-                                              "[] (one value per example) is for int inputs (class labels [N]); "
-                                              "a float input has 1 to 5 dims after the batch"));
     }
     if (has_shape || has_dims || list) {
         PSRUN_TRY_ASSIGN(auto name, reader.string("name", list ? std::nullopt : std::optional<std::string>("input")));

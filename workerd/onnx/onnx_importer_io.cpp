@@ -8,7 +8,8 @@ namespace psrun::onnx_io {
 
 namespace {
 
-// The input: float [N, ...] or int64/int32 [N, L] ids or [N] labels; fixed sizes past the batch dim.
+// The input: float [N, ...] or int64/int32 ids [N, ...], rank 1 (one value per example: a
+// diffusion model's timestep, a label) to 5; fixed sizes past the batch dim.
 Result<nn::ValueInfo> input_info(const onnx::ValueInfoProto& input) {
     const std::string where = "input '" + input.name() + "': ";
     if (!input.type().has_tensor_type()) return make_error(ErrorCode::kInvalidArgument, where + "not a tensor");
@@ -19,10 +20,11 @@ Result<nn::ValueInfo> input_info(const onnx::ValueInfoProto& input) {
         return make_error(ErrorCode::kInvalidArgument, where + "not a float32 or int64 tensor");
     const auto& shape = input.type().tensor_type().shape();
     const int rank = shape.dim_size();
-    if (rank < (info.type == nn::ElementType::kInt ? 1 : 2) || rank > 5)
+    if (rank < 1 || rank > 5)
         return make_error(ErrorCode::kInvalidArgument,
                           where + "rank " + std::to_string(rank) +
-                              ": the engine takes [N, ...] inputs of rank 2 to 5 (int labels [N] of rank 1)");
+                              ": the engine takes [N, ...] inputs of rank 1 to 5 (one value per example to 4 axes "
+                              "after the batch)");
     info.dims.push_back(nn::Dim::batch_times(1));
     for (int i = 1; i < rank; ++i) {
         const auto& d = shape.dim(i);
