@@ -98,7 +98,8 @@ Result<ImageArray> read_one(const std::string& path, const ModelInput& model, Pr
     if (looks_like_npy(*bytes)) {
         PSRUN_TRY_ASSIGN(auto h, parse_npy_header(*bytes, path));
         if (h.shape.size() == 2) return parse_flat_npy(*bytes, h, path, model);
-        return parse_npy_images(*bytes, path, ImageLayout::kAuto);
+        const ImageDims dims{model.channels, model.height, model.width};
+        return parse_npy_images(*bytes, path, ImageLayout::kAuto, &dims);
     }
     if (looks_like_idx(*bytes)) return parse_idx_images(*bytes, path);
     return bad_file(path,

@@ -170,6 +170,34 @@ TEST_CASE("npy reader rejects each kind of bad file with the file name", "[npy]"
     }
 }
 
+TEST_CASE("npy images: the model's dims decide the layout where only one fits", "[npy]") {
+    // 8 x 6 x 6: neither axis 1 nor axis 3 is <= 4, so the size rule cannot tell.
+    const ImageDims model{8, 6, 6};
+    std::vector<std::uint8_t> values(2 * 8 * 6 * 6);
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<std::uint8_t>(i);
+    expect_images_error(test::npy("|u1", {2, 8, 6, 6}, values), "--image-layout");
+    auto nchw = parse_npy_images(test::npy("|u1", {2, 8, 6, 6}, values), "a", ImageLayout::kAuto, &model);
+    REQUIRE(nchw);
+    CHECK((nchw->channels == 8 && nchw->height == 6 && nchw->width == 6));
+    CHECK(nchw->u8 == values);  // as stored
+    auto nhwc = parse_npy_images(test::npy("|u1", {2, 6, 6, 8}, values), "a", ImageLayout::kAuto, &model);
+    REQUIRE(nhwc);
+    CHECK((nhwc->channels == 8 && nhwc->height == 6 && nhwc->width == 6));
+    CHECK(nhwc->u8[1] == values[8]);  // channel 0 of pixel (0, 1)
+    // A 32 x 4 x 4 model: axis 3 is <= 4, which the size rule reads as channels; the model says
+    // N x C x H x W.
+    const ImageDims frames{32, 4, 4};
+    auto stacked = parse_npy_images(test::npy("|u1", {1, 32, 4, 4}, Bytes(512)), "a", ImageLayout::kAuto, &frames);
+    REQUIRE(stacked);
+    CHECK(stacked->channels == 32);
+    // Both fit (4 x 4 x 4) or neither: the size rule as without a model; a given layout stays.
+    const ImageDims cube{4, 4, 4};
+    CHECK(resolve_image_layout({1, 4, 4, 4}, ImageLayout::kAuto, &cube) == ImageLayout::kAuto);
+    CHECK(resolve_image_layout({1, 5, 4, 4}, ImageLayout::kAuto, &cube) == ImageLayout::kAuto);
+    CHECK(resolve_image_layout({1, 4, 4, 8}, ImageLayout::kNchw, &model) == ImageLayout::kNchw);
+    CHECK(resolve_image_layout({1, 8, 6, 6}, ImageLayout::kAuto, nullptr) == ImageLayout::kAuto);
+}
+
 TEST_CASE("--image-layout values", "[npy]") {
     CHECK(*parse_image_layout("nhwc") == ImageLayout::kNhwc);
     CHECK(*parse_image_layout("nchw") == ImageLayout::kNchw);

@@ -183,9 +183,20 @@ Result<NpyHeader> parse_npy_header(const std::vector<std::uint8_t>& bytes, const
     return parse_dict(text, std::move(h), path);
 }
 
-Result<ImageArray> parse_npy_images(const std::vector<std::uint8_t>& bytes, const std::string& path,
-                                    ImageLayout layout) {
+ImageLayout resolve_image_layout(const std::vector<std::uint64_t>& shape, ImageLayout layout, const ImageDims* expect) {
+    if (layout != ImageLayout::kAuto || expect == nullptr || shape.size() != 4) return layout;
+    const auto c = static_cast<std::uint64_t>(expect->channels), h = static_cast<std::uint64_t>(expect->height),
+               w = static_cast<std::uint64_t>(expect->width);
+    const bool nchw = shape[1] == c && shape[2] == h && shape[3] == w;
+    const bool nhwc = shape[1] == h && shape[2] == w && shape[3] == c;
+    if (nchw == nhwc) return ImageLayout::kAuto;
+    return nchw ? ImageLayout::kNchw : ImageLayout::kNhwc;
+}
+
+Result<ImageArray> parse_npy_images(const std::vector<std::uint8_t>& bytes, const std::string& path, ImageLayout layout,
+                                    const ImageDims* expect) {
     PSRUN_TRY_ASSIGN(auto h, parse_npy_header(bytes, path));
+    layout = resolve_image_layout(h.shape, layout, expect);
     const bool u8 = h.kind == 'u' && h.item_bytes == 1, f32 = h.kind == 'f' && h.item_bytes == 4;
     if (!u8 && !f32)
         return bad_file(path,

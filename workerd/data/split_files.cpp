@@ -34,9 +34,9 @@ std::vector<std::string> split_commas(const std::string& text) {
 
 }  // namespace
 
-Result<ImageArray> read_images_file(const std::string& path, ImageLayout layout) {
+Result<ImageArray> read_images_file(const std::string& path, ImageLayout layout, const ImageDims* expect) {
     PSRUN_TRY_ASSIGN(auto bytes, read_maybe_gzip(path));
-    if (looks_like_npy(bytes)) return parse_npy_images(bytes, path, layout);
+    if (looks_like_npy(bytes)) return parse_npy_images(bytes, path, layout, expect);
     if (looks_like_idx(bytes)) return parse_idx_images(bytes, path);
     return unknown_format(bytes, path);
 }
@@ -91,7 +91,8 @@ Result<void> load_targets(const std::string& path, const ModelInput& model, Labe
 Result<void> load_example_inputs(const std::string& path, const ModelInput& model, ImageLayout layout,
                                  LabeledImages& out) {
     if (model.input == InputKind::kImage) {
-        auto images = read_images_file(path, layout);
+        const ImageDims dims{model.channels, model.height, model.width};
+        auto images = read_images_file(path, layout, &dims);
         if (!images) return tl::unexpected(as_invalid(images.error()));
         out.images = std::move(*images);
         return {};
@@ -143,7 +144,9 @@ Result<LabeledImages> load_split_files(const std::string& split, const SplitFile
     if (files.labels.empty())
         return make_error(ErrorCode::kInvalidArgument,
                           "--" + split + "-images " + files.images + " needs --" + split + "-labels");
-    auto images = read_images_file(files.images, layout);
+    const bool images_model = model != nullptr && model->input == InputKind::kImage;
+    const ImageDims dims = images_model ? ImageDims{model->channels, model->height, model->width} : ImageDims{};
+    auto images = read_images_file(files.images, layout, images_model ? &dims : nullptr);
     if (!images) return tl::unexpected(as_invalid(images.error()));
     auto labels = read_labels_file(files.labels);
     if (!labels) return tl::unexpected(as_invalid(labels.error()));

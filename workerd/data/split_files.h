@@ -20,8 +20,10 @@ struct SplitFiles {
     std::string labels;  // a path; empty for CIFAR
 };
 
-// Images from an IDX or .npy file (by content); errors name the file.
-[[nodiscard]] Result<ImageArray> read_images_file(const std::string& path, ImageLayout layout);
+// Images from an IDX or .npy file (by content); errors name the file. `expect`: the model's
+// image dims, which decide a .npy array's layout where `layout` is kAuto and only one fits.
+[[nodiscard]] Result<ImageArray> read_images_file(const std::string& path, ImageLayout layout,
+                                                  const ImageDims* expect = nullptr);
 // Labels from an IDX or .npy file (by content).
 [[nodiscard]] Result<std::vector<std::int32_t>> read_labels_file(const std::string& path);
 
