@@ -28,6 +28,9 @@ What it does that a bare torch.onnx.export does not:
     `with torch.no_grad():` is not seen: write x.detach() (or stop_gradient(x)) there;
   - writes nn.Dropout1d/2d/3d (whole channels dropped), which torch.onnx refuses in training
     mode, as Dropout of ones [N, C, 1, ...] times the input: psrun trains with channel dropout;
+  - writes torchvision's stochastic depth (StochasticDepth, in EfficientNet, ConvNeXt, Swin;
+    bernoulli_ has no ONNX form in training mode) as dropout of ones per example ("row") or for
+    the batch ("batch") times the input;
   - gives a layer norm without weight (nn.LayerNorm(elementwise_affine=False), F.layer_norm(x,
     shape)) a weight of ones: torch 1.13 writes its LayerNormalization (opset 17) without the
     required Scale input, an invalid file;
@@ -38,6 +41,7 @@ What it does that a bare torch.onnx.export does not:
 import json
 import os
 import subprocess
+import sys
 import tempfile
 
 import numpy as np
@@ -80,6 +84,24 @@ def _channel_dropout(original, spatial):
         return x * F.dropout(keep, p, True)
 
     return dropout
+
+
+def _stochastic_depth(original):
+    """torchvision.ops.stochastic_depth while exporting (StochasticDepth, DropPath in EfficientNet,
+    ConvNeXt, Swin): its bernoulli_ on an empty tensor has no ONNX form in training mode, so the
+    noise is ordinary dropout of ones, [N, 1, ...] per example ("row") or [1, ...] for the whole
+    batch ("batch"): the same distribution, the kept scaled by 1 / (1 - p)."""
+
+    def stochastic_depth(input, p, mode, training=True):
+        if not training or p == 0.0 or p >= 1.0 or mode not in ("row", "batch"):
+            return original(input, p, mode, training)
+        if mode == "row":
+            keep = torch.ones_like(input[(slice(None),) + (slice(0, 1),) * (input.dim() - 1)])
+        else:
+            keep = torch.ones([1] * input.dim(), dtype=input.dtype)
+        return input * F.dropout(keep, p, True)
+
+    return stochastic_depth
 
 
 def _layer_norm(original):
@@ -155,6 +177,10 @@ def export(model, args, path, input_names=None, output_names=None, opset=17):
     for name, original in patched.items():
         setattr(F, name, _layer_norm(original) if name == "layer_norm" else
                 _channel_dropout(original, int(name[len("dropout")])))
+    depth = sys.modules.get("torchvision.ops.stochastic_depth")
+    depth_original = getattr(depth, "stochastic_depth", None)
+    if depth_original is not None:
+        depth.stochastic_depth = _stochastic_depth(depth_original)
     try:
         torch.onnx.export(model, args, path, opset_version=opset, training=torch.onnx.TrainingMode.TRAINING,
                           do_constant_folding=False, input_names=input_names, output_names=output_names,
@@ -164,6 +190,8 @@ def export(model, args, path, input_names=None, output_names=None, opset=17):
         torch.Tensor.detach = detach
         for name, original in patched.items():
             setattr(F, name, original)
+        if depth_original is not None:
+            depth.stochastic_depth = depth_original
         model.train(was_training)
         with torch.no_grad():
             for name, b in model.named_buffers():

@@ -9,7 +9,8 @@
     large error (the check can fail);
   - a model psrun cannot import raises RuntimeError naming psrun's refusal;
   - nn.Dropout2d (refused by torch.onnx in training mode) exported by export(): at p = 0 every
-    gradient torch's, at p = 0.5 whole channels dropped in psrun's training forward;
+    gradient torch's, at p = 0.5 whole channels dropped in psrun's training forward; torchvision's
+    StochasticDepth at p = 0.5: whole examples dropped ("row"), or the whole batch ("batch");
   - nn.LayerNorm(elementwise_affine=False) at opset 17 (an invalid file from a bare torch.onnx):
     every gradient torch's;
   - an nn.Embedding with max_norm or scale_grad_by_freq (which torch.onnx drops without a word)
@@ -64,6 +65,21 @@ class Unimportable(nn.Module):  # a scale from torch.nonzero (ONNX NonZero): psr
         return self.head(x * torch.nonzero(x > 0).shape[0])
 
 
+def psrun_outputs(psrun, model, batch):
+    """`model` exported by psrun_torch.export() and run by `psrun model check` on `batch` (training
+    mode, psrun's own random masks): (the completed process, psrun's outputs as a flat array)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        np.save(os.path.join(tmp, "x.npy"), batch)
+        psrun_torch.export(model, torch.from_numpy(batch), os.path.join(tmp, "m.onnx"))
+        run = subprocess.run([psrun, "model", "check", os.path.join(tmp, "m.onnx"), "--input",
+                              os.path.join(tmp, "x.npy"), "--gradients", os.path.join(tmp, "g.json"),
+                              "--no-finite-differences", "--no-bf16"], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, timeout=300, check=False)
+        g = os.path.join(tmp, "g.json")
+        out = np.asarray(json.load(open(g))["outputs"]) if os.path.exists(g) else np.zeros(0)
+    return run, out
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -101,15 +117,9 @@ def main():
     check("Dropout2d(0): exported, every gradient = torch's", r["worst"][1] <= 1e-4,
           f"worst {r['worst'][0]} {r['worst'][1]:.2e}", True)
     drop[1].p = 0.5
-    with tempfile.TemporaryDirectory() as tmp:
-        batch = rng.standard_normal((32, 1, 8, 8)).astype(np.float32)
-        np.save(os.path.join(tmp, "x.npy"), batch)
-        psrun_torch.export(drop, torch.from_numpy(batch), os.path.join(tmp, "drop.onnx"))
-        run = subprocess.run([psrun, "model", "check", os.path.join(tmp, "drop.onnx"), "--input",
-                              os.path.join(tmp, "x.npy"), "--gradients", os.path.join(tmp, "g.json"),
-                              "--no-finite-differences", "--no-bf16"], stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, timeout=300, check=False)
-        out = np.asarray(json.load(open(os.path.join(tmp, "g.json")))["outputs"]).reshape(32, 4, 64)
+    batch = rng.standard_normal((32, 1, 8, 8)).astype(np.float32)
+    run, out = psrun_outputs(psrun, drop, batch)
+    out = out.reshape(32, 4, 64)
     with torch.no_grad():
         plain = drop[0](torch.from_numpy(batch)).numpy().reshape(32, 4, 64)
     dropped = np.all(out == 0, axis=2)
@@ -119,6 +129,27 @@ def main():
           bool(np.all(dropped | kept)), f"{int(np.sum(~(dropped | kept)))} of 128 neither")
     check("Dropout2d(0.5): about half the channels dropped", 0.3 <= dropped.mean() <= 0.7,
           f"{dropped.mean():.2f} dropped")
+    # torchvision's stochastic depth (p = 0.5), which torch.onnx cannot write in training mode:
+    # "row" drops whole examples, "batch" the whole batch or none of it.
+    try:
+        from torchvision.ops import StochasticDepth
+    except ImportError:
+        StochasticDepth = None
+    for mode in ("row", "batch") if StochasticDepth else ():
+        depth = nn.Sequential(nn.Conv2d(1, 4, 1), StochasticDepth(0.5, mode), nn.Flatten())
+        run, out = psrun_outputs(psrun, depth, batch)
+        out = out.reshape(32, 256)
+        with torch.no_grad():
+            plain = depth[0](torch.from_numpy(batch)).numpy().reshape(32, 256)
+        dropped = np.all(out == 0, axis=1)
+        kept = np.all(np.abs(out - 2 * plain) <= 1e-5 * np.abs(plain).max(), axis=1)
+        whole = bool(np.all(dropped | kept)) and (mode == "row" or dropped.all() or kept.all())
+        check(f"StochasticDepth(0.5, {mode}): exported, each example dropped or doubled"
+              f"{'' if mode == 'row' else ', the batch as one'}", run.returncode in (0, 1) and whole,
+              f"{int(dropped.sum())} dropped, {int(kept.sum())} kept of 32; {run.stdout[-200:]}")
+        if mode == "row":
+            check("StochasticDepth(0.5, row): about half the examples dropped", 0.2 <= dropped.mean() <= 0.8,
+                  f"{dropped.mean():.2f} dropped")
     # A layer norm without weight, which torch 1.13 writes at opset 17 as an invalid
     # LayerNormalization (no Scale): exported, and psrun trains only torch's parameters.
     plain_norm = nn.Sequential(nn.Flatten(), nn.Linear(64, 12), nn.LayerNorm(12, elementwise_affine=False),
