@@ -31,6 +31,8 @@ What it does that a bare torch.onnx.export does not:
   - writes torchvision's stochastic depth (StochasticDepth, in EfficientNet, ConvNeXt, Swin;
     bernoulli_ has no ONNX form in training mode) as dropout of ones per example ("row") or for
     the batch ("batch") times the input;
+  - fills Tensor.bernoulli_(p) (timm's DropPath) from rand_like(t) < p, which torch.onnx can
+    write;
   - gives a layer norm without weight (nn.LayerNorm(elementwise_affine=False), F.layer_norm(x,
     shape)) a weight of ones: torch 1.13 writes its LayerNormalization (opset 17) without the
     required Scale input, an invalid file;
@@ -102,6 +104,20 @@ def _stochastic_depth(original):
         return input * F.dropout(keep, p, True)
 
     return stochastic_depth
+
+
+def _bernoulli_(original):
+    """Tensor.bernoulli_(p) of a number p while exporting (timm's DropPath, as copied into many
+    repositories: x.new_empty(shape).bernoulli_(keep)), which torch.onnx refuses ("out parameter is
+    not supported"): the tensor is filled with rand_like(t) < p instead (RandomUniformLike, Less,
+    Cast in the file), the same distribution."""
+
+    def bernoulli_(self, p=0.5, *, generator=None):
+        if isinstance(p, (int, float)) and generator is None:
+            return self.copy_((torch.rand_like(self) < p).to(self.dtype))
+        return original(self, p, generator=generator)
+
+    return bernoulli_
 
 
 def _layer_norm(original):
@@ -177,6 +193,8 @@ def export(model, args, path, input_names=None, output_names=None, opset=17):
     for name, original in patched.items():
         setattr(F, name, _layer_norm(original) if name == "layer_norm" else
                 _channel_dropout(original, int(name[len("dropout")])))
+    bernoulli_ = torch.Tensor.bernoulli_
+    torch.Tensor.bernoulli_ = _bernoulli_(bernoulli_)
     depth = sys.modules.get("torchvision.ops.stochastic_depth")
     depth_original = getattr(depth, "stochastic_depth", None)
     if depth_original is not None:
@@ -190,6 +208,7 @@ def export(model, args, path, input_names=None, output_names=None, opset=17):
         torch.Tensor.detach = detach
         for name, original in patched.items():
             setattr(F, name, original)
+        torch.Tensor.bernoulli_ = bernoulli_
         if depth_original is not None:
             depth.stochastic_depth = depth_original
         model.train(was_training)

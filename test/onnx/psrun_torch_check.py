@@ -11,6 +11,7 @@
   - nn.Dropout2d (refused by torch.onnx in training mode) exported by export(): at p = 0 every
     gradient torch's, at p = 0.5 whole channels dropped in psrun's training forward; torchvision's
     StochasticDepth at p = 0.5: whole examples dropped ("row"), or the whole batch ("batch");
+    timm's DropPath (bernoulli_ in place, refused by torch.onnx) at 0.5: whole examples dropped;
   - nn.LayerNorm(elementwise_affine=False) at opset 17 (an invalid file from a bare torch.onnx):
     every gradient torch's;
   - an nn.Embedding with max_norm or scale_grad_by_freq (which torch.onnx drops without a word)
@@ -63,6 +64,19 @@ class Unimportable(nn.Module):  # a scale from torch.nonzero (ONNX NonZero): psr
 
     def forward(self, x):
         return self.head(x * torch.nonzero(x > 0).shape[0])
+
+
+class DropPath(nn.Module):  # timm's drop_path, as many repositories copy it: bernoulli_ in place
+    def __init__(self, p):
+        super().__init__()
+        self.p = p
+
+    def forward(self, x):
+        if self.p == 0.0 or not self.training:
+            return x
+        keep = 1.0 - self.p
+        mask = x.new_empty((x.shape[0],) + (1,) * (x.ndim - 1)).bernoulli_(keep)
+        return x * mask.div_(keep)
 
 
 def psrun_outputs(psrun, model, batch):
@@ -135,8 +149,11 @@ def main():
         from torchvision.ops import StochasticDepth
     except ImportError:
         StochasticDepth = None
-    for mode in ("row", "batch") if StochasticDepth else ():
-        depth = nn.Sequential(nn.Conv2d(1, 4, 1), StochasticDepth(0.5, mode), nn.Flatten())
+    droppers = [(f"StochasticDepth(0.5, {mode})", mode, lambda mode=mode: StochasticDepth(0.5, mode))
+                for mode in (("row", "batch") if StochasticDepth else ())]
+    droppers.append(("timm's DropPath(0.5)", "row", lambda: DropPath(0.5)))
+    for what, mode, make in droppers:
+        depth = nn.Sequential(nn.Conv2d(1, 4, 1), make(), nn.Flatten())
         run, out = psrun_outputs(psrun, depth, batch)
         out = out.reshape(32, 256)
         with torch.no_grad():
@@ -144,11 +161,11 @@ def main():
         dropped = np.all(out == 0, axis=1)
         kept = np.all(np.abs(out - 2 * plain) <= 1e-5 * np.abs(plain).max(), axis=1)
         whole = bool(np.all(dropped | kept)) and (mode == "row" or dropped.all() or kept.all())
-        check(f"StochasticDepth(0.5, {mode}): exported, each example dropped or doubled"
+        check(f"{what}: exported, each example dropped or doubled"
               f"{'' if mode == 'row' else ', the batch as one'}", run.returncode in (0, 1) and whole,
               f"{int(dropped.sum())} dropped, {int(kept.sum())} kept of 32; {run.stdout[-200:]}")
         if mode == "row":
-            check("StochasticDepth(0.5, row): about half the examples dropped", 0.2 <= dropped.mean() <= 0.8,
+            check(f"{what}: about half the examples dropped", 0.2 <= dropped.mean() <= 0.8,
                   f"{dropped.mean():.2f} dropped")
     # A layer norm without weight, which torch 1.13 writes at opset 17 as an invalid
     # LayerNormalization (no Scale): exported, and psrun trains only torch's parameters.
