@@ -40,6 +40,7 @@ What it does that a bare torch.onnx.export does not:
     would train something else: nn.Embedding / nn.EmbeddingBag with max_norm (the rows renormed
     in place at each lookup) or scale_grad_by_freq (the gradient scaled by each id's count).
 """
+import contextlib
 import json
 import os
 import subprocess
@@ -134,6 +135,32 @@ def _layer_norm(original):
     return layer_norm
 
 
+def _export_rewrites():
+    """(owner, attribute, wrap) for each function export() replaces by wrap(original) while
+    torch.onnx traces the module (the module docstring says why)."""
+    rewrites = [(torch.Tensor, "detach", lambda original: lambda self: _StopGradient.apply(self)),
+                (torch.Tensor, "bernoulli_", _bernoulli_), (F, "layer_norm", _layer_norm)]
+    rewrites += [(F, f"dropout{d}d", lambda original, d=d: _channel_dropout(original, d))
+                 for d in (1, 2, 3) if hasattr(F, f"dropout{d}d")]
+    depth = sys.modules.get("torchvision.ops.stochastic_depth")  # where the model uses torchvision
+    if depth is not None and hasattr(depth, "stochastic_depth"):
+        rewrites.append((depth, "stochastic_depth", _stochastic_depth))
+    return rewrites
+
+
+@contextlib.contextmanager
+def _rewritten(rewrites):
+    """Each (owner, attribute, wrap) of `rewrites` replaced inside the block, restored after."""
+    originals = [(owner, name, getattr(owner, name)) for owner, name, _ in rewrites]
+    try:
+        for (owner, name, wrap), (_, _, original) in zip(rewrites, originals):
+            setattr(owner, name, wrap(original))
+        yield
+    finally:
+        for owner, name, original in originals:
+            setattr(owner, name, original)
+
+
 def stop_gradient(x):
     """x.detach() that export() writes as psrun::StopGradient (what every x.detach() becomes
     during export() anyway)."""
@@ -186,31 +213,13 @@ def export(model, args, path, input_names=None, output_names=None, opset=17):
     was_training = model.training
     saved = {name: b.detach().clone() for name, b in model.named_buffers()}
     model.train()
-    detach = torch.Tensor.detach
-    torch.Tensor.detach = lambda self: _StopGradient.apply(self)
-    patched = {name: getattr(F, name) for name in ("dropout1d", "dropout2d", "dropout3d", "layer_norm")
-               if hasattr(F, name)}
-    for name, original in patched.items():
-        setattr(F, name, _layer_norm(original) if name == "layer_norm" else
-                _channel_dropout(original, int(name[len("dropout")])))
-    bernoulli_ = torch.Tensor.bernoulli_
-    torch.Tensor.bernoulli_ = _bernoulli_(bernoulli_)
-    depth = sys.modules.get("torchvision.ops.stochastic_depth")
-    depth_original = getattr(depth, "stochastic_depth", None)
-    if depth_original is not None:
-        depth.stochastic_depth = _stochastic_depth(depth_original)
     try:
-        torch.onnx.export(model, args, path, opset_version=opset, training=torch.onnx.TrainingMode.TRAINING,
-                          do_constant_folding=False, input_names=input_names, output_names=output_names,
-                          dynamic_axes={name: {0: "N"} for name in input_names + output_names},
-                          custom_opsets={"psrun": 1})
+        with _rewritten(_export_rewrites()):
+            torch.onnx.export(model, args, path, opset_version=opset, training=torch.onnx.TrainingMode.TRAINING,
+                              do_constant_folding=False, input_names=input_names, output_names=output_names,
+                              dynamic_axes={name: {0: "N"} for name in input_names + output_names},
+                              custom_opsets={"psrun": 1})
     finally:
-        torch.Tensor.detach = detach
-        for name, original in patched.items():
-            setattr(F, name, original)
-        torch.Tensor.bernoulli_ = bernoulli_
-        if depth_original is not None:
-            depth.stochastic_depth = depth_original
         model.train(was_training)
         with torch.no_grad():
             for name, b in model.named_buffers():
