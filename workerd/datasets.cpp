@@ -44,11 +44,13 @@ bool map_it(const std::string& path, const TrainOptions& o, const ModelInput& mo
 
 // A mapped split: the images stay in the file; `out` gets the labels and the shape.
 Result<std::shared_ptr<const MappedNpy>> map_split(const std::string& split, const SplitFiles& files,
-                                                   ImageLayout layout, LabeledImages& out) {
+                                                   ImageLayout layout, const ModelInput& model, LabeledImages& out) {
     if (files.labels.empty())
         return make_error(ErrorCode::kInvalidArgument,
                           "--" + split + "-images " + files.images + " needs --" + split + "-labels");
-    PSRUN_TRY_ASSIGN(auto mapped, MappedNpy::open(files.images, layout));
+    const ImageDims dims{model.channels, model.height, model.width};
+    PSRUN_TRY_ASSIGN(auto mapped,
+                     MappedNpy::open(files.images, layout, model.input == InputKind::kImage ? &dims : nullptr));
     auto labels = read_labels_file(files.labels);
     if (!labels) {
         Error e = labels.error();
@@ -78,14 +80,14 @@ Result<Datasets> load_from_files(const TrainOptions& o, ImageLayout layout, cons
     d.name = "files";
     const SplitFiles train_files{o.train_images, o.train_labels}, test_files{o.test_images, o.test_labels};
     if (map_it(o.train_images, o, model)) {
-        PSRUN_TRY_ASSIGN(auto mapped, map_split("train", train_files, layout, d.train));
+        PSRUN_TRY_ASSIGN(auto mapped, map_split("train", train_files, layout, model, d.train));
         d.train_mapped = mapped;
     } else {
         PSRUN_TRY_ASSIGN(auto train, load_split_files("train", train_files, layout, &model));
         d.train = std::move(train);
     }
     if (map_it(o.test_images, o, model)) {
-        PSRUN_TRY_ASSIGN(auto mapped, map_split("test", test_files, layout, d.test));
+        PSRUN_TRY_ASSIGN(auto mapped, map_split("test", test_files, layout, model, d.test));
         d.test_mapped = mapped;
     } else {
         PSRUN_TRY_ASSIGN(auto test, load_split_files("test", test_files, layout, &model));

@@ -1,5 +1,6 @@
 // Memory-mapped .npy files give exactly the batches the in-memory path gives (uint8 NHWC and
-// NCHW images, float32 features), and refuse what cannot be mapped.
+// NCHW images, their layout decided by the model's dims where the size rule cannot, float32
+// features), and refuse what cannot be mapped.
 #include <zlib.h>
 
 #include <catch2/catch.hpp>
@@ -60,6 +61,29 @@ TEST_CASE("memory-mapped .npy: the in-memory path's batches, exactly", "[mapped]
         from_file.seek(5);
         in_memory.seek(5);
         same_batches(in_memory, from_file, 7, 90, 2);
+    }
+    // 8 x 6 x 6 images, which the size rule cannot place (neither axis 1 nor 3 is <= 4): the
+    // model's dims decide, as for the in-memory path, and the batches are its batches.
+    Bytes deep(40 * 8 * 6 * 6);
+    for (std::size_t i = 0; i < deep.size(); ++i) deep[i] = static_cast<std::uint8_t>((i * 13) % 251);
+    const ImageDims model{8, 6, 6};
+    for (const bool nhwc : {true, false}) {
+        const std::vector<std::uint64_t> shape =
+            nhwc ? std::vector<std::uint64_t>{40, 6, 6, 8} : std::vector<std::uint64_t>{40, 8, 6, 6};
+        const std::string path = dir.write(nhwc ? "deep_nhwc.npy" : "deep_nchw.npy", test::npy("|u1", shape, deep));
+        CHECK_FALSE(MappedNpy::open(path, ImageLayout::kAuto));
+        auto mapped = MappedNpy::open(path, ImageLayout::kAuto, &model);
+        INFO((mapped ? std::string() : mapped.error().message));
+        REQUIRE(mapped);
+        CHECK((*mapped)->shape() == "8x6x6");
+        LabeledImages memory;
+        auto images = read_images_file(path, ImageLayout::kAuto, &model);
+        REQUIRE(images);
+        memory.images = std::move(*images);
+        memory.labels = *labels;
+        MemorySource in_memory(memory, 5, 3, {0, 1});
+        MappedSource from_file(*mapped, *labels, {}, 5, 3, {0, 1});
+        same_batches(in_memory, from_file, 5, 288, 4);
     }
     // float32 (N, F) features.
     std::vector<float> values(40 * 6);

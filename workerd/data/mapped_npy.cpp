@@ -19,7 +19,8 @@ constexpr std::size_t kReleaseBytes = std::size_t{256} << 20;
 
 }  // namespace
 
-Result<std::shared_ptr<MappedNpy>> MappedNpy::open(const std::string& path, ImageLayout layout) {
+Result<std::shared_ptr<MappedNpy>> MappedNpy::open(const std::string& path, ImageLayout layout,
+                                                   const ImageDims* expect) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return bad_file(path, std::string("cannot open (") + std::strerror(errno) + ")");
     struct stat st {};
@@ -43,6 +44,7 @@ Result<std::shared_ptr<MappedNpy>> MappedNpy::open(const std::string& path, Imag
                         "a gzip file cannot be memory-mapped: give --stream off to load it, or store it "
                         "uncompressed");
     PSRUN_TRY_ASSIGN(auto h, parse_npy_header(head, path));
+    layout = resolve_image_layout(h.shape, layout, expect);
     const bool u8 = h.kind == 'u' && h.item_bytes == 1;
     const bool f32 = h.kind == 'f' && h.item_bytes == 4 && !h.big_endian;
     if (!u8 && !f32)

@@ -23,10 +23,12 @@ namespace psrun::worker {
 class MappedNpy {
   public:
     // Maps `path` for `model` (images C x H x W, or features F = the product of the dimensions
-    // after the first). Errors (kInvalidArgument naming the file): not a raw .npy (a gzip file
-    // cannot be mapped: give --stream off), a dtype other than uint8/float32 or big-endian
-    // float32, fortran order, a size that does not match the header.
-    [[nodiscard]] static Result<std::shared_ptr<MappedNpy>> open(const std::string& path, ImageLayout layout);
+    // after the first); a rank-4 array laid out as `layout`, resolved against the model's image
+    // dims `expect` where given (resolve_image_layout). Errors (kInvalidArgument naming the
+    // file): not a raw .npy (a gzip file cannot be mapped: give --stream off), a dtype other than
+    // uint8/float32 or big-endian float32, fortran order, a size that does not match the header.
+    [[nodiscard]] static Result<std::shared_ptr<MappedNpy>> open(const std::string& path, ImageLayout layout,
+                                                                 const ImageDims* expect = nullptr);
     ~MappedNpy();
     MappedNpy(const MappedNpy&) = delete;
     MappedNpy& operator=(const MappedNpy&) = delete;
