@@ -111,27 +111,15 @@ std::vector<std::size_t> BufferPlan::place_in_order(const std::vector<std::size_
 }
 
 std::vector<std::size_t> BufferPlan::peak_live_over_interval() const {
-    // Live bytes from each step at which some buffer starts or ends to the next such step.
-    std::map<long long, long long> delta;
-    for (const auto& b : buffers_) {
-        delta[b.first] += static_cast<long long>(aligned(b.bytes));
-        if (b.last != kForever) delta[static_cast<long long>(b.last) + 1] -= static_cast<long long>(aligned(b.bytes));
-    }
-    std::vector<long long> steps;
-    std::vector<std::size_t> live;
-    long long now = 0;
-    for (const auto& [step, d] : delta) {
-        now += d;
-        steps.push_back(step);
-        live.push_back(static_cast<std::size_t>(now));
-    }
+    const auto segments = live_segments();
     std::vector<std::size_t> out(buffers_.size(), 0);
     for (std::size_t i = 0; i < buffers_.size(); ++i) {
         const auto& b = buffers_[i];
         // The segments that begin within [first, last] (the first one begins at `first`).
-        auto it = std::lower_bound(steps.begin(), steps.end(), static_cast<long long>(b.first));
-        for (; it != steps.end() && *it <= static_cast<long long>(b.last); ++it)
-            out[i] = std::max(out[i], live[static_cast<std::size_t>(it - steps.begin())]);
+        auto it = std::lower_bound(segments.begin(), segments.end(), static_cast<long long>(b.first),
+                                   [](const auto& segment, long long step) { return segment.first < step; });
+        for (; it != segments.end() && it->first <= static_cast<long long>(b.last); ++it)
+            out[i] = std::max(out[i], it->second);
     }
     return out;
 }
@@ -159,18 +147,25 @@ bool BufferPlan::extend(std::size_t id, int last) {
 }
 
 std::size_t BufferPlan::peak_live_bytes() const {
+    std::size_t peak = 0;
+    for (const auto& [step, live] : live_segments()) peak = std::max(peak, live);
+    return peak;
+}
+
+std::vector<std::pair<long long, std::size_t>> BufferPlan::live_segments() const {
     // Sweep: +bytes at first, -bytes after last.
     std::map<long long, long long> delta;
     for (const auto& b : buffers_) {
         delta[b.first] += static_cast<long long>(aligned(b.bytes));
         if (b.last != kForever) delta[static_cast<long long>(b.last) + 1] -= static_cast<long long>(aligned(b.bytes));
     }
-    long long live = 0, peak = 0;
+    std::vector<std::pair<long long, std::size_t>> segments;
+    long long live = 0;
     for (const auto& [step, d] : delta) {
         live += d;
-        peak = std::max(peak, live);
+        segments.emplace_back(step, static_cast<std::size_t>(live));
     }
-    return static_cast<std::size_t>(peak);
+    return segments;
 }
 
 }  // namespace psrun::nn

@@ -78,6 +78,9 @@ class BufferPlan {
     std::vector<std::size_t> place_in_order(const std::vector<std::size_t>& order, std::size_t& bytes) const;
     // Per buffer, the most bytes live at one step of its interval.
     std::vector<std::size_t> peak_live_over_interval() const;
+    // (step, bytes live from it to the next entry's step), by step: each step at which a buffer
+    // starts or one ended the step before.
+    std::vector<std::pair<long long, std::size_t>> live_segments() const;
 
     static std::size_t best_fit(const std::vector<std::pair<std::size_t, std::size_t>>& taken, std::size_t need);
 
