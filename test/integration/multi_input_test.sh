@@ -101,23 +101,31 @@ JSON
 
 accuracy() { "$py" -c 'import json,sys; print(json.load(open(sys.argv[1] + "/summary.json"))["test_accuracy"])' "$1"; }
 
-timeout 400 "$psrun" local --ps 1 --workers 2 -- --model "$tmp/bands.json" --optimizer adam --learning-rate 1e-3 \
-    --batch-size 64 --steps 300 --eval-every 0 --model-dir "$tmp/a" \
-    --train-input "bands=$tmp/train_bands.npy" --test-input "bands=$tmp/test_bands.npy" >"$tmp/a.log" 2>&1
-code=$?
-check "A: image + bands through psd exits 0 (rc=$code)" test "$code" -eq 0
-acc=$(accuracy "$tmp/a" 2>/dev/null || echo 0)
-echo "A: test accuracy $acc"
-check "A: test accuracy $acc >= 0.90" "$py" -c "import sys; sys.exit(0 if float('$acc') >= 0.90 else 1)"
+# train_case <case> <what> <model> <input>=<file stem> <learning rate> <steps> <least accuracy>:
+# trains <model> through psd into $tmp/<case> (lower case), the input fed from
+# $tmp/train_<stem>.npy and $tmp/test_<stem>.npy; checks the exit code and the test accuracy.
+train_case() {
+    local c=$1 what=$2 model=$3 name=${4%%=*} stem=${4#*=} lr=$5 steps=$6 least=$7
+    local dir=$tmp/${c,,}
+    timeout 400 "$psrun" local --ps 1 --workers 2 -- --model "$tmp/$model" --optimizer adam --learning-rate "$lr" \
+        --batch-size 64 --steps "$steps" --eval-every 0 --model-dir "$dir" \
+        --train-input "$name=$tmp/train_$stem.npy" --test-input "$name=$tmp/test_$stem.npy" >"$dir.log" 2>&1
+    local code=$?
+    check "$c: $what through psd exits 0 (rc=$code)" test "$code" -eq 0
+    local acc
+    acc=$(accuracy "$dir" 2>/dev/null || echo 0)
+    echo "$c: test accuracy $acc"
+    check "$c: test accuracy $acc >= $least" "$py" -c "import sys; sys.exit(0 if float('$acc') >= $least else 1)"
+}
+# predicted <run> <images> <input>=<file>: the classes psrun predict prints for the images.
+predicted() {
+    timeout 120 "$psrun" predict --model-dir "$tmp/$1" --images "$2" --input "$3" 2>"$tmp/predict.err" |
+        awk '{printf "%s%s", (NR > 1 ? " " : ""), $2}'
+}
 
-timeout 300 "$psrun" local --ps 1 --workers 2 -- --model "$tmp/onehot.json" --optimizer adam --learning-rate 1e-2 \
-    --batch-size 64 --steps 150 --eval-every 0 --model-dir "$tmp/b" \
-    --train-input "hint=$tmp/train_onehot.npy" --test-input "hint=$tmp/test_onehot.npy" >"$tmp/b.log" 2>&1
-code=$?
-check "B: image + one-hot label through psd exits 0 (rc=$code)" test "$code" -eq 0
-acc=$(accuracy "$tmp/b" 2>/dev/null || echo 0)
-echo "B: test accuracy $acc (the rows reach the network with their own examples)"
-check "B: test accuracy $acc >= 0.99" "$py" -c "import sys; sys.exit(0 if float('$acc') >= 0.99 else 1)"
+train_case A "image + bands" bands.json bands=bands 1e-3 300 0.90
+# B: the rows reach the network with their own examples, or the accuracy could not be reached.
+train_case B "image + one-hot label" onehot.json hint=onehot 1e-2 150 0.99
 
 timeout 300 "$psrun" eval --model-dir "$tmp/b" --test-input "hint=$tmp/test_onehot.npy" -o "$tmp/b_eval" >"$tmp/eval.log" 2>&1
 code=$?
@@ -128,27 +136,15 @@ timeout 120 "$psrun" eval --model-dir "$tmp/b" -o "$tmp/b_eval2" >"$tmp/eval2.lo
 code=$?
 check "C: psrun eval without --test-input exits 2 (rc=$code) naming hint" \
     bash -c "test $code -eq 2 && grep -qF 'give --test-input hint=FILE.npy' '$tmp/eval2.log'"
-predicted() {  # predicted <hints file>: the classes psrun predict prints for the ten images
-    timeout 120 "$psrun" predict --model-dir "$tmp/b" --images "$tmp/ten_images.npy" --input "hint=$1" 2>"$tmp/predict.err" |
-        awk '{printf "%s%s", (NR > 1 ? " " : ""), $2}'
-}
-got=$(predicted "$tmp/ten_hints.npy")
+got=$(predicted b "$tmp/ten_images.npy" "hint=$tmp/ten_hints.npy")
 check "B: psrun predict --input hint=F gives the ten labels ($got)" test "$got" = "$(cat "$tmp/ten_labels.txt")"
-got=$(predicted "$tmp/ten_hints_moved.npy")
+got=$(predicted b "$tmp/ten_images.npy" "hint=$tmp/ten_hints_moved.npy")
 check "B: with the hints moved one row, predict follows them ($got)" test "$got" = "$(cat "$tmp/ten_moved.txt")"
 
 # D: one float per example ("dims": [], a [N] file): the label / 9 as a single value beside the
 # weak image branch, read only through a hidden layer.
-timeout 300 "$psrun" local --ps 1 --workers 2 -- --model "$tmp/level.json" --optimizer adam --learning-rate 1e-2 \
-    --batch-size 64 --steps 1000 --eval-every 0 --model-dir "$tmp/d" \
-    --train-input "level=$tmp/train_level.npy" --test-input "level=$tmp/test_level.npy" >"$tmp/d.log" 2>&1
-code=$?
-check "D: image + a float scalar per example through psd exits 0 (rc=$code)" test "$code" -eq 0
-acc=$(accuracy "$tmp/d" 2>/dev/null || echo 0)
-echo "D: test accuracy $acc"
-check "D: test accuracy $acc >= 0.98" "$py" -c "import sys; sys.exit(0 if float('$acc') >= 0.98 else 1)"
-got=$(timeout 120 "$psrun" predict --model-dir "$tmp/d" --images "$tmp/one_image_ten_times.npy" \
-    --input "level=$tmp/ten_levels.npy" 2>"$tmp/predict.err" | awk '{printf "%s%s", (NR > 1 ? " " : ""), $2}')
+train_case D "image + a float scalar per example" level.json level=level 1e-2 1000 0.98
+got=$(predicted d "$tmp/one_image_ten_times.npy" "level=$tmp/ten_levels.npy")
 check "D: one image beside the levels of 0 to 9 is predicted as 0 to 9 ($got)" test "$got" = "0 1 2 3 4 5 6 7 8 9"
 
 bad() {  # bad <what> <message grep> <options...>

@@ -22,7 +22,6 @@ Usage: module_sweep_models.py PSRUN [WORK_DIR]   (MODULE_SWEEP=a,b: a subset)
 """
 import os
 import sys
-import tempfile
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
@@ -30,11 +29,10 @@ try:
     import torch
     from torch import nn
     from torch.nn import functional as F
-    from torch_compare import Checks, check_model  # numpy and onnx
+    from torch_compare import Checks, sweep_main  # numpy and onnx
 except ImportError:
     sys.exit(77)
 
-BATCH = 4
 check = Checks()
 
 
@@ -202,16 +200,7 @@ NETWORKS = {
 
 
 def main():
-    psrun = sys.argv[1]
-    work = sys.argv[2] if len(sys.argv) > 2 else tempfile.mkdtemp(prefix="psrun_module_sweep_")
-    os.makedirs(work, exist_ok=True)
-    chosen = os.environ.get("MODULE_SWEEP")
-    for name, (shape, build, kinds) in NETWORKS.items():
-        if chosen and name not in chosen.split(","):
-            continue
-        check_model(check, psrun, name, build, shape, kinds, work, batch=BATCH, seed=1, opsets=(14, 17),
-                    tolerance=1e-4, gradient_floor=1e-4, finite_differences=False, compare_predict=True)
-    check.finish()
+    sweep_main(check, NETWORKS, "MODULE_SWEEP", "psrun_module_sweep_")
 
 
 if __name__ == "__main__":

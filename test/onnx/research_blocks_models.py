@@ -25,7 +25,6 @@ Usage: research_blocks_models.py PSRUN [WORK_DIR]   (RESEARCH_BLOCKS=a,b: a subs
 import math
 import os
 import sys
-import tempfile
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
@@ -33,11 +32,10 @@ try:
     import torch
     from torch import nn
     from torch.nn import functional as F
-    from torch_compare import Checks, check_model  # numpy and onnx
+    from torch_compare import Checks, sweep_main  # numpy and onnx
 except ImportError:
     sys.exit(77)
 
-BATCH = 4
 CLASSES = 10
 check = Checks()
 
@@ -219,16 +217,7 @@ NETWORKS = {
 
 
 def main():
-    psrun = sys.argv[1]
-    work = sys.argv[2] if len(sys.argv) > 2 else tempfile.mkdtemp(prefix="psrun_research_blocks_")
-    os.makedirs(work, exist_ok=True)
-    chosen = os.environ.get("RESEARCH_BLOCKS")
-    for name, (shape, build, kinds) in NETWORKS.items():
-        if chosen and name not in chosen.split(","):
-            continue
-        check_model(check, psrun, name, build, shape, kinds, work, batch=BATCH, seed=1, opsets=(14, 17),
-                    tolerance=1e-4, gradient_floor=1e-4, finite_differences=False, compare_predict=True)
-    check.finish()
+    sweep_main(check, NETWORKS, "RESEARCH_BLOCKS", "psrun_research_blocks_")
 
 
 if __name__ == "__main__":

@@ -158,6 +158,24 @@ def check_model(check, psrun, name, build, shape, kinds, work, *, batch, seed, t
                       True)
 
 
+def sweep_main(check, networks, subset_env, prefix):
+    """A sweep's command line, PSRUN [WORK_DIR]: each of `networks` ({name: (input shape without
+    the batch, build, kinds model show must list)}), or those named in $subset_env (a,b), through
+    check_model at opsets 14 and 17, torch's float64 gradients the only reference (1e-4, gradients
+    below 1e-4 of the network's largest compared absolutely) and predict compared; then
+    check.finish()."""
+    psrun = sys.argv[1]
+    work = sys.argv[2] if len(sys.argv) > 2 else tempfile.mkdtemp(prefix=prefix)
+    os.makedirs(work, exist_ok=True)
+    chosen = os.environ.get(subset_env)
+    for name, (shape, build, kinds) in networks.items():
+        if chosen and name not in chosen.split(","):
+            continue
+        check_model(check, psrun, name, build, shape, kinds, work, batch=4, seed=1, opsets=(14, 17),
+                    tolerance=1e-4, gradient_floor=1e-4, finite_differences=False, compare_predict=True)
+    check.finish()
+
+
 def run_main(doc, body):
     """A test script's command line, PSRUN [WORK_DIR] (else exit with `doc`): torch at one thread,
     then body(psrun, work) in WORK_DIR or in a temporary directory removed afterwards."""
