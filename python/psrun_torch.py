@@ -36,6 +36,10 @@ What it does that a bare torch.onnx.export does not:
   - gives a layer norm without weight (nn.LayerNorm(elementwise_affine=False), F.layer_norm(x,
     shape)) a weight of ones: torch 1.13 writes its LayerNormalization (opset 17) without the
     required Scale input, an invalid file;
+  - writes what torch.onnx refuses to, as the same function of ops it can write:
+    nn.Bilinear (F.bilinear) as an Einsum, nn.ChannelShuffle as view/transpose/view, and an
+    adaptive average or max pool to sizes that do not divide the input's (VGG's and AlexNet's
+    classifiers on a small image) as the slices PyTorch reduces;
   - refuses (ValueError) a module with a setting torch.onnx drops without a word, where the file
     would train something else: nn.Embedding / nn.EmbeddingBag with max_norm (the rows renormed
     in place at each lookup) or scale_grad_by_freq (the gradient scaled by each id's count).
@@ -46,6 +50,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import warnings
 
 import numpy as np
 import onnx
@@ -135,6 +140,58 @@ def _layer_norm(original):
     return layer_norm
 
 
+def _bilinear(original):
+    """F.bilinear while exporting (nn.Bilinear), which torch.onnx refuses (aten::bilinear): written
+    as the Einsum x1_i W_oij x2_j over the rows of the inputs' leading axes, plus the bias."""
+
+    def bilinear(input1, input2, weight, bias=None):
+        rows1 = input1.reshape(-1, input1.shape[-1])
+        out = torch.einsum("bi,oij,bj->bo", rows1, weight, input2.reshape(-1, input2.shape[-1]))
+        if bias is not None:
+            out = out + bias
+        return out.reshape(tuple(input1.shape[:-1]) + (weight.shape[0],))
+
+    return bilinear
+
+
+def _channel_shuffle(original):
+    """F.channel_shuffle while exporting (nn.ChannelShuffle, ShuffleNet), which torch.onnx refuses:
+    written as the view [N, g, C / g, ...], the swap of axes 1 and 2 and the view back."""
+
+    def channel_shuffle(input, groups):
+        n, c, rest = input.shape[0], input.shape[1], tuple(input.shape[2:])
+        return input.reshape((n, groups, c // groups) + rest).transpose(1, 2).reshape((n, c) + rest)
+
+    return channel_shuffle
+
+
+def _adaptive_pool(original, dims, reduce):
+    """F.adaptive_avg_pool{dims}d / adaptive_max_pool{dims}d while exporting. torch.onnx writes
+    them only where each output size divides the input's (an AlexNet's or VGG's pool to 6 x 6 or
+    7 x 7 from a CIFAR-sized image is refused). Where one does not, each such axis is written as
+    PyTorch computes it: output i reduces input positions floor(i L / n) to ceil((i + 1) L / n)
+    (a Slice and a ReduceMean or ReduceMax each, then a Concat); a window of a rectangle is the
+    same reduced one axis after the other. Indices (return_indices=True) are left to torch.onnx."""
+
+    def pool(input, output_size, *rest, **named):
+        with warnings.catch_warnings():  # the sizes are fixed: only the batch axis varies
+            warnings.simplefilter("ignore", torch.jit.TracerWarning)
+            sizes = [int(s) for s in input.shape[-dims:]]
+        wanted = [output_size] * dims if isinstance(output_size, int) else list(output_size)
+        wanted = [s if o is None else int(o) for s, o in zip(sizes, wanted)]
+        if (rest and rest[0]) or named.get("return_indices") or all(s % o == 0 for s, o in zip(sizes, wanted)):
+            return original(input, output_size, *rest, **named)
+        x = input
+        for axis, (size, out) in enumerate(zip(sizes, wanted), start=input.dim() - dims):
+            if size == out:
+                continue
+            windows = [(i * size // out, -(-(i + 1) * size // out)) for i in range(out)]
+            x = torch.cat([reduce(x.narrow(axis, a, b - a), axis) for a, b in windows], axis)
+        return x
+
+    return pool
+
+
 def _export_rewrites():
     """(owner, attribute, wrap) for each function export() replaces by wrap(original) while
     torch.onnx traces the module (the module docstring says why)."""
@@ -142,6 +199,10 @@ def _export_rewrites():
                 (torch.Tensor, "bernoulli_", _bernoulli_), (F, "layer_norm", _layer_norm)]
     rewrites += [(F, f"dropout{d}d", lambda original, d=d: _channel_dropout(original, d))
                  for d in (1, 2, 3) if hasattr(F, f"dropout{d}d")]
+    rewrites += [(F, "bilinear", _bilinear), (F, "channel_shuffle", _channel_shuffle)]
+    reductions = {"avg": lambda x, axis: x.mean(axis, keepdim=True), "max": lambda x, axis: x.amax(axis, keepdim=True)}
+    rewrites += [(F, f"adaptive_{kind}_pool{d}d", lambda original, d=d, r=r: _adaptive_pool(original, d, r))
+                 for kind, r in reductions.items() for d in (1, 2, 3)]
     depth = sys.modules.get("torchvision.ops.stochastic_depth")  # where the model uses torchvision
     if depth is not None and hasattr(depth, "stochastic_depth"):
         rewrites.append((depth, "stochastic_depth", _stochastic_depth))

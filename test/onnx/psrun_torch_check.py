@@ -14,6 +14,11 @@
     timm's DropPath (bernoulli_ in place, refused by torch.onnx) at 0.5: whole examples dropped;
   - nn.LayerNorm(elementwise_affine=False) at opset 17 (an invalid file from a bare torch.onnx):
     every gradient torch's;
+  - modules torch.onnx refuses, written by export() as the same function: nn.Bilinear (rows and a
+    rank-3 tensor) and adaptive pools to sizes that do not divide the input's (1-D max and
+    average, 2-D average with a None axis and max upsampling 2 x 2 to 7 x 7, 3-D average): every
+    gradient within 1e-4 of torch's; nn.ChannelShuffle (no gradient in torch 1.13): outputs
+    within 1e-5;
   - an nn.Embedding with max_norm or scale_grad_by_freq (which torch.onnx drops without a word)
     raises ValueError naming the module and the setting.
 Prints one line per check; exits 1 when one fails, 77 without torch.
@@ -77,6 +82,38 @@ class DropPath(nn.Module):  # timm's drop_path, as many repositories copy it: be
         keep = 1.0 - self.p
         mask = x.new_empty((x.shape[0],) + (1,) * (x.ndim - 1)).bernoulli_(keep)
         return x * mask.div_(keep)
+
+
+class Bilinear(nn.Module):  # nn.Bilinear over rows and over a rank-3 tensor's last axis
+    def __init__(self):
+        super().__init__()
+        self.pair = nn.Bilinear(32, 32, 10)
+        self.tokens = nn.Bilinear(4, 4, 3, bias=False)
+        self.head = nn.Linear(12, 10)
+
+    def forward(self, x):
+        x = x.flatten(1)
+        t = self.tokens(x[:, :16].view(-1, 4, 4), x[:, 16:32].view(-1, 4, 4))  # N x 4 x 3
+        return self.pair(x[:, :32], x[:, 32:]) + self.head(torch.tanh(t).flatten(1))
+
+
+class AdaptivePools(nn.Module):  # output sizes that do not divide the input's, 1-D to 3-D
+    def __init__(self):
+        super().__init__()
+        self.conv1d = nn.Conv1d(1, 2, 3)  # 62 long
+        self.max1d, self.avg1d = nn.AdaptiveMaxPool1d(4), nn.AdaptiveAvgPool1d(5)
+        self.conv2d = nn.Conv2d(1, 2, 3)  # 6 x 6
+        self.avg2d, self.max2d = nn.AdaptiveAvgPool2d((4, None)), nn.AdaptiveMaxPool2d(7)  # 7 x 7 from 2 x 2
+        self.conv3d = nn.Conv3d(1, 2, 2)  # 3 x 3 x 3
+        self.avg3d = nn.AdaptiveAvgPool3d(2)
+        self.head = nn.Linear(2 * (4 + 5 + 24 + 49 + 8), 10)
+
+    def forward(self, x):
+        a = self.conv1d(x.view(-1, 1, 64))
+        b = self.conv2d(x)
+        c = self.conv3d(x.view(-1, 1, 4, 4, 4))
+        parts = [self.max1d(a), self.avg1d(a), self.avg2d(b), self.max2d(b[:, :, :2, :2]), self.avg3d(c)]
+        return self.head(torch.cat([p.flatten(1) for p in parts], 1))
 
 
 def psrun_outputs(psrun, model, batch):
@@ -175,6 +212,23 @@ def main():
     check("LayerNorm(elementwise_affine=False) at opset 17: every gradient = torch's",
           r["worst"][1] <= 1e-4 and len(r["errors"]) == 4 and not r["extra"],
           f"worst {r['worst'][0]} {r['worst'][1]:.2e}, {sorted(r['errors'])}, extra {r['extra']}", True)
+    # Modules torch.onnx refuses, written by export() as the same function of ops it can write.
+    for what, module in (("nn.Bilinear", Bilinear()), ("adaptive pools to sizes that do not divide", AdaptivePools())):
+        r = psrun_torch.check(module, x, y, psrun=psrun, verbose=False)
+        count = sum(1 for _ in module.parameters())
+        check(f"{what}: exported, every gradient = torch's", r["worst"][1] <= 1e-4 and r["outputs_error"] <= 1e-4
+              and len(r["errors"]) == count and not r["extra"],
+              f"worst {r['worst'][0]} {r['worst'][1]:.2e}, outputs {r['outputs_error']:.2e}, "
+              f"{len(r['errors'])} of {count} tensors, extra {r['extra']}", True)
+    # nn.ChannelShuffle: torch 1.13 has no gradient for it either, so its forward is compared.
+    shuffle = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ChannelShuffle(2), nn.Conv2d(8, 4, 1, groups=4),
+                            nn.Flatten(), nn.Linear(256, 10))
+    run, out = psrun_outputs(psrun, shuffle, x)
+    with torch.no_grad():
+        want = shuffle(torch.from_numpy(x)).numpy()
+    check("nn.ChannelShuffle: exported, psrun's outputs = torch's",
+          run.returncode in (0, 1) and out.size == want.size and np.abs(out.reshape(want.shape) - want).max() <= 1e-5,
+          run.stdout[-300:] if out.size != want.size else f"{np.abs(out.reshape(want.shape) - want).max():.2e}")
     # Settings torch.onnx drops without a word: refused by name, before any file is written.
     ids = rng.integers(0, 10, (4, 6)).astype(np.int64)
     for setting in ({"max_norm": 1.0}, {"scale_grad_by_freq": True}):
