@@ -10,7 +10,7 @@ PyTorch's in float64 (psrun_torch.check with y None), at opsets 14 and 17:
   margins and embeddings: CosineEmbeddingLoss, SoftMarginLoss, MarginRankingLoss,
     HingeEmbeddingLoss, MultiMarginLoss (p = 1 and p = 2 with class weights), TripletMarginLoss
     (with swap).
-Every tensor within 1e-5 of torch's (relative to its largest value). Prints one line per check;
+Every tensor within 1e-4 of torch's (relative to its largest value). Prints one line per check;
 exits 1 when one fails, 77 without torch.
 Usage: torch_losses_check.py PSRUN [NAME...]"""
 import os
@@ -32,7 +32,7 @@ import psrun_torch  # noqa: E402
 from torch_compare import Checks  # noqa: E402
 
 N, D, C = 8, 12, 5
-TOLERANCE = 1e-5
+TOLERANCE = 1e-4
 
 
 class WithLoss(nn.Module):
