@@ -285,6 +285,8 @@ Result<void> lower_sum_mean(OnnxNodeImport& node) {
 struct Lowering {
     std::string_view op;
     Result<void> (*lower)(OnnxNodeImport&);
+    // When set, the node is lowered only where it says so (else the op's kind imports it).
+    bool (*applies)(const OnnxNodeImport&) = nullptr;
 };
 
 const std::vector<Lowering>& lowerings() {
@@ -300,6 +302,7 @@ const std::vector<Lowering>& lowerings() {
         {"Xor", lower_logical},
         {"GatherElements", lower_gather_elements},
         {"ScatterElements", lower_scatter_elements},
+        {"Gather", lower_gather_by_ids, gathers_table_by_ids},
         {"ReduceL1", lower_reduce_norm},
         {"ReduceL2", lower_reduce_norm},
         {"ReduceSumSquare", lower_reduce_norm},
@@ -323,6 +326,7 @@ Result<bool> import_lowering(Importer& importer, int i) {
     for (const auto& l : lowerings()) {
         if (l.op != op) continue;
         NodeView view(importer, i);
+        if (l.applies != nullptr && !l.applies(view)) continue;
         PSRUN_TRY(l.lower(view));
         return true;
     }

@@ -27,5 +27,12 @@ Result<void> lower_reduce_norm(nn::OnnxNodeImport& node);
 // ScatterElements (x.scatter) from the same mask (onnx_lowerings_gather.cpp).
 Result<void> lower_gather_elements(nn::OnnxNodeImport& node);
 Result<void> lower_scatter_elements(nn::OnnxNodeImport& node);
+// Gather of a float table without a batch axis ([V] class weights, a [V, D] Constant or buffer
+// value, a parameter's transform) by int ids computed at run time (weight[target]): true when
+// node is such a Gather and not an embedding's lookup (a [V, D] float initializer by ids: the
+// embedding kind's). Lowered to a one-hot product; tables of up to kMaxTableByIds entries.
+inline constexpr std::int64_t kMaxTableByIds = 4096;
+bool gathers_table_by_ids(const nn::OnnxNodeImport& node);
+Result<void> lower_gather_by_ids(nn::OnnxNodeImport& node);
 
 }  // namespace psrun::onnx_io
