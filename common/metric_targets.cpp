@@ -52,6 +52,8 @@ std::string margin_words(const MetricSpec& metric) {
 
 MetricSpec accuracy_metric() { return MetricSpec{}; }
 
+MetricSpec loss_metric() { return MetricSpec{"test_loss", "test loss", false, false, 0.01}; }
+
 const char* to_string(TargetKind kind) {
     switch (kind) {
         case TargetKind::kGiven: return "given";

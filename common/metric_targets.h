@@ -35,6 +35,9 @@ struct MetricSpec {
 
 // Test accuracy, higher is better, one point = 0.01.
 MetricSpec accuracy_metric();
+// Test loss, lower is better, not a percentage (a model whose loss is in its graph, without a
+// softmax head, reports no accuracy).
+MetricSpec loss_metric();
 
 // One evaluation of a run.
 struct MetricPoint {

@@ -72,11 +72,18 @@ std::vector<std::string> summary_lines(const nlohmann::json& summary, const std:
     return lines;
 }
 
-Result<std::vector<std::string>> read_run_summary(const std::string& model_dir, const MetricSpec& metric) {
+Result<std::vector<std::string>> read_run_summary(const std::string& model_dir, const MetricSpec& given) {
     namespace fs = std::filesystem;
     const std::string path = model_dir + "/summary.json";
     std::ifstream in(path);
     const auto j = nlohmann::json::parse(in, nullptr, false);
+    // A model without a softmax head (a loss in the graph: a regression) has no accuracy (-1):
+    // its test loss is the figure.
+    MetricSpec metric = given;
+    if (j.is_object() && metric.field == "test_accuracy" && j.contains("test_accuracy") &&
+        j["test_accuracy"].is_number() && j["test_accuracy"].get<double>() < 0 && j.contains("test_loss") &&
+        j["test_loss"].is_number())
+        metric = loss_metric();
     if (j.is_discarded() || !j.is_object() || !j.contains(metric.field) || !j[metric.field].is_number())
         return make_error(ErrorCode::kNotFound,
                           fmt::format("no final {}: {} is missing or unreadable", metric.words, path));

@@ -47,7 +47,9 @@ std::optional<RunTargets> read_run_targets(const std::string& model_dir, const s
                                            const MetricSpec& metric = accuracy_metric());
 
 // Reads <model_dir>/summary.json and looks for the other files; kNotFound with the path when
-// summary.json is missing, unreadable or has no final value of `metric`.
+// summary.json is missing, unreadable or has no final value of `metric`. Where `metric` is the
+// accuracy and the run has none (-1: a loss in the graph without a softmax head), the lines
+// report its test loss instead.
 [[nodiscard]] Result<std::vector<std::string>> read_run_summary(const std::string& model_dir,
                                                                 const MetricSpec& metric = accuracy_metric());
 

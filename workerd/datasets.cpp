@@ -45,13 +45,14 @@ bool map_it(const std::string& path, const TrainOptions& o, const ModelInput& mo
 // A mapped split: the images stay in the file; `out` gets the labels and the shape.
 Result<std::shared_ptr<const MappedNpy>> map_split(const std::string& split, const SplitFiles& files,
                                                    ImageLayout layout, const ModelInput& model, LabeledImages& out) {
-    if (files.labels.empty())
+    if (files.labels.empty() && model.labels_needed)
         return make_error(ErrorCode::kInvalidArgument,
                           "--" + split + "-images " + files.images + " needs --" + split + "-labels");
     const ImageDims dims{model.channels, model.height, model.width};
     PSRUN_TRY_ASSIGN(auto mapped,
                      MappedNpy::open(files.images, layout, model.input == InputKind::kImage ? &dims : nullptr));
-    auto labels = read_labels_file(files.labels);
+    auto labels = files.labels.empty() ? Result<std::vector<std::int32_t>>(std::vector<std::int32_t>(mapped->count()))
+                                       : read_labels_file(files.labels);
     if (!labels) {
         Error e = labels.error();
         e.code = ErrorCode::kInvalidArgument;
@@ -231,7 +232,10 @@ ModelInput model_input(const nn::ModelDescription& model, const std::vector<std:
         in.length = nn::elements_per_example(d).value_or(0);
     }
     in.raw_ids = in.input == InputKind::kTokens && primary_in(model, raw_inputs);
-    if (!model.labels_used()) in.classes = std::numeric_limits<int>::max();  // read, feed nothing: any class
+    if (!model.labels_used()) {  // read if given, feed nothing: any class
+        in.classes = std::numeric_limits<int>::max();
+        in.labels_needed = false;
+    }
     if (!model.classification()) {
         in.target = TargetKind::kVector;
         in.target_length = model.loss == nn::LossKind::kGraph

@@ -79,6 +79,24 @@ TEST_CASE("read_run_summary reads the model dir and refuses a missing summary", 
     fs::remove_all(dir);
 }
 
+TEST_CASE("read_run_summary reports the test loss of a model without accuracy (a loss in the graph)", "[summary]") {
+    namespace fs = std::filesystem;
+    std::string pattern = (fs::temp_directory_path() / "psrun-summary.XXXXXX").string();
+    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
+    const fs::path dir = pattern;
+    auto s = summary_with({{{"global_step", 300}, {"test_accuracy", -1.0}, {"test_loss", 0.25}},
+                           {{"global_step", 600}, {"test_accuracy", -1.0}, {"test_loss", 0.1023}}});
+    s["global_step"] = 600;
+    s["test_accuracy"] = -1.0;
+    s["test_loss"] = 0.1023;
+    std::ofstream(dir / "summary.json") << s.dump();
+    const auto lines = read_run_summary(dir.string());
+    REQUIRE(lines);
+    CHECK((*lines)[0] == "final test loss 0.1023 at global step 600");
+    CHECK((*lines)[1] == "best test loss 0.1023 at global step 600 (2 evaluations)");
+    fs::remove_all(dir);
+}
+
 TEST_CASE("summary_lines elsewhere than MNIST: time to the best accuracy and to within 1 point of it", "[summary]") {
     auto s = summary_with({{{"global_step", 500}, {"test_accuracy", 0.8455}, {"elapsed_seconds", 14.2}},
                            {{"global_step", 1000}, {"test_accuracy", 0.8881}, {"elapsed_seconds", 28.0}},

@@ -12,7 +12,10 @@ Each module's forward takes its inputs and its labels or targets and returns a s
   soft_targets cross-entropy against probability targets (a SoftmaxCrossEntropyLoss with float
                labels) plus F.kl_div with reduction="batchmean" (a division by the batch size)
   focal        a focal loss written out with torch.gather (GatherElements) of the labels' entries
-and, last, bench/graph_loss_recipes.py's character transformer trained 30 updates on one fixed batch
+then a regression ending in nn.MSELoss (exported by python/psrun_torch.py, which writes it: torch
+1.13 cannot) trained through psd from images and a target column without any labels: its test
+loss below a third of the untrained model's, reported by psrun local's summary; and, last,
+bench/graph_loss_recipes.py's character transformer trained 30 updates on one fixed batch
 with the transformer recipe (AdamW, warm-up + cosine, clipping) by both: the losses must agree; and
 8 SGD steps of it on 300 windows, PyTorch on the batches graph_loss_recipes.psrun_batches replays:
 psrun's logged step losses must be PyTorch's (the benchmarks' --order psrun is psrun's order).
@@ -85,6 +88,17 @@ class Mse(nn.Module):
 
     def forward(self, input, targets):
         return ((self.fc2(torch.tanh(self.fc1(input.flatten(1)))) - targets) ** 2).mean()
+
+
+class Regression(nn.Module):  # three float targets from an image, nn.MSELoss in the graph
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Conv2d(1, 8, 3, stride=2), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 13 * 13, 32),
+                                 nn.ReLU(), nn.Linear(32, 3))
+        self.loss = nn.MSELoss()
+
+    def forward(self, input, targets):
+        return self.loss(self.net(input), targets)
 
 
 class SoftTargets(nn.Module):
@@ -281,6 +295,39 @@ def main():
             # (psrun's test loss is the mean of the evaluation batches' losses: with class
             # weights a batch's mean divides by its own summed weights, so ce_mlp's differs from
             # the whole set's weighted mean in the fourth digit.)
+    # A regression ending in nn.MSELoss (which torch 1.13 cannot export; psrun_torch.export()
+    # writes it), trained through psd from images and a target column alone: no labels given.
+    sys.path.insert(0, os.path.join(here, "..", "..", "python"))
+    import psrun_torch
+    torch.manual_seed(0)
+    model = Regression()
+    train, _ = batch("mse", images[:train_n], labels[:train_n])
+    test, _ = batch("mse", test_images[:test_n], test_labels[:test_n])
+    path = f"{tmp}/regression.onnx"
+    psrun_torch.export(model, tuple(torch.from_numpy(v[:2]) for v in train.values()), path,
+                       input_names=["input", "targets"])
+    files = []
+    for split, values in (("train", train), ("test", test)):
+        np.save(f"{tmp}/regression.{split}-x.npy", values["input"])
+        np.save(f"{tmp}/regression.{split}-t.npy", values["targets"])
+        files += [f"--{split}-images", f"{tmp}/regression.{split}-x.npy",
+                  f"--{split}-input", f"targets={tmp}/regression.{split}-t.npy"]
+    with torch.no_grad():
+        untrained = float(model(*(torch.from_numpy(v) for v in test.values())))
+    run_dir, log = f"{tmp}/run-regression", f"{tmp}/regression.train.log"
+    rc = run([psrun, "local", "--ps", "1", "--workers", "2", "--sync", "--grace", "30", "--", "--model", path,
+              "--model-dir", run_dir, "--steps", "300", "--batch-size", "32", "--optimizer", "adam_torch",
+              "--learning-rate", "2e-3", "--threads", "1", "--log-every", "1000"] + files, log)
+    check(f"regression (nn.MSELoss): trains 300 steps through psd without labels (rc={rc})", rc == 0, log)
+    if rc == 0:
+        summary = json.load(open(f"{run_dir}/summary.json"))
+        loss = summary.get("test_loss", -1)
+        check(f"regression: test loss {loss:.4f} below a third of the untrained model's {untrained:.4f}, "
+              f"no accuracy ({summary.get('test_accuracy')})",
+              0 < loss < untrained / 3 and summary.get("test_accuracy") == -1, log)
+        said = re.search(r"final test loss ([0-9.]+) at global step 300", open(log).read())
+        check("regression: psrun local's summary reports the final test loss",
+              said is not None and abs(float(said.group(1)) - loss) <= 1e-3 * max(loss, 1e-3), log)
     # The transformer recipe whole (AdamW with decay on rank >= 2, betas 0.9/0.95, warm-up then
     # cosine, global-norm clipping) on one fixed batch, so the data order cannot differ: psrun's
     # loss after 30 updates against PyTorch's.

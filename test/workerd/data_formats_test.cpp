@@ -126,6 +126,21 @@ TEST_CASE("CIFAR errors name the file and the record", "[cifar]") {
     expect_split_error({"cifar10:" + c10, dir.file("labels")}, "--train-labels", "CIFAR batches hold their labels");
 }
 
+TEST_CASE("split files: labels may be left out only for a model that reads none", "[data]") {
+    test::DataDir dir;
+    const std::string images = dir.write("x.npy", test::npy("|u1", {3, 2, 2}, test::counting(12)));
+    ModelInput model{"m", 1, 2, 2, 10};
+    auto refused = load_split_files("train", {images, ""}, ImageLayout::kAuto, &model);
+    REQUIRE_FALSE(refused);
+    CHECK_THAT(refused.error().message, Catch::Contains("needs --train-labels"));
+    model.labels_needed = false;  // a loss in the graph whose targets are a column
+    model.classes = std::numeric_limits<int>::max();
+    auto split = load_split_files("train", {images, ""}, ImageLayout::kAuto, &model);
+    REQUIRE(split);
+    CHECK(split->images.count == 3);
+    CHECK(split->labels == std::vector<std::int32_t>(3, 0));
+}
+
 TEST_CASE("split files: the format is chosen by content, not by name", "[data]") {
     test::DataDir dir;
     // A .npy file named like IDX and an IDX file named .npy, one of them gzip-compressed.

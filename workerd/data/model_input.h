@@ -35,6 +35,10 @@ struct ModelInput {
     bool raw_ids = false;
     TargetKind target = TargetKind::kClass;
     std::int64_t target_length = 0;  // kVector: T values
+    // False for a model whose loss reads no labels (a loss in the graph whose targets are columns,
+    // or none): the data's labels are then optional (--train-labels may be left out) and any
+    // class is accepted (`classes` is INT_MAX).
+    bool labels_needed = true;
 
     // Values of one example's input: C*H*W for images, `length` otherwise.
     std::int64_t input_size() const {

@@ -141,14 +141,17 @@ Result<LabeledImages> load_split_files(const std::string& split, const SplitFile
         if (!data) return tl::unexpected(as_invalid(data.error()));
         return data;
     }
-    if (files.labels.empty())
+    const bool no_labels = model != nullptr && !model->labels_needed && files.labels.empty();
+    if (files.labels.empty() && !no_labels)
         return make_error(ErrorCode::kInvalidArgument,
                           "--" + split + "-images " + files.images + " needs --" + split + "-labels");
     const bool images_model = model != nullptr && model->input == InputKind::kImage;
     const ImageDims dims = images_model ? ImageDims{model->channels, model->height, model->width} : ImageDims{};
     auto images = read_images_file(files.images, layout, images_model ? &dims : nullptr);
     if (!images) return tl::unexpected(as_invalid(images.error()));
-    auto labels = read_labels_file(files.labels);
+    // A model that reads no labels gets class 0 for each example where none are given.
+    auto labels = no_labels ? Result<std::vector<std::int32_t>>(std::vector<std::int32_t>(images->count))
+                            : read_labels_file(files.labels);
     if (!labels) return tl::unexpected(as_invalid(labels.error()));
     const SplitNames names = split_names(split, files);
     if (labels->size() != images->count)
