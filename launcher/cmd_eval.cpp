@@ -124,7 +124,9 @@ TestSet load_test_set(const EvalOptions& o, const worker::InferenceModel& model,
     if (!o.test_data.empty()) return load_test_data(o, model, record);
     TestSet set;
     if (!o.test_images.empty() || !o.test_labels.empty()) {
-        if (o.test_images.empty() || o.test_labels.empty())
+        // A model whose loss reads no labels (a regression's targets are a column) needs none.
+        const bool labels_needed = model.model.labels_used();
+        if (o.test_images.empty() || (o.test_labels.empty() && labels_needed))
             throw UsageError("give both --test-images F and --test-labels F (IDX or .npy files)");
         if (!o.dataset.empty() || !o.data_dir.empty())
             throw UsageError(
@@ -237,7 +239,7 @@ worker::EvalMetrics head_metrics(const worker::InferenceModel& model, const Test
                 }
         }
         if ((h.kind == nn::HeadKind::kSoftmax && labels.size() < n * static_cast<std::size_t>(h.positions())) ||
-            (h.kind == nn::HeadKind::kSigmoid && targets.size() < n * static_cast<std::size_t>(h.width)))
+            (h.kind != nn::HeadKind::kSoftmax && targets.size() < n * static_cast<std::size_t>(h.width)))
             throw std::logic_error("psrun eval: no test values for head " + h.value + "'s targets " + h.target);
         sums.add_head(k, predictions[k].probabilities, labels, targets, n);
     }
@@ -258,7 +260,8 @@ void run_eval(const EvalOptions& o) {
     if (model.model.loss == nn::LossKind::kGraph && model.model.heads.empty())
         throw UsageError("model " + model.model.name +
                          " ends in its own loss and has no head (scores a softmax_cross_entropy_loss or nll_loss reads "
-                         "against int labels, or logits a binary cross-entropy reads against float targets; name them "
+                         "against int labels, logits a binary cross-entropy reads against float targets, or "
+                         "predictions a regression loss subtracts float targets from; name them "
                          "in the loss's \"heads\"): psrun eval has nothing to score; its test loss is "
                          "in the run's metrics.jsonl and summary.json");
     worker::DataRecord record;

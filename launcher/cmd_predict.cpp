@@ -4,8 +4,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -85,9 +87,25 @@ std::string npy_f32(const std::vector<float>& values, std::size_t rows, std::siz
     return npy_f32(values, std::vector<std::size_t>{rows, cols});
 }
 
-// The inputs after the first that only label losses read, as their labels (a segmentation's
-// masks): no head's scores depend on them, so predict feeds zeros when they are not given.
+// The inputs after the first that no head's scores depend on: what only the losses read (a
+// segmentation's masks, a multi-label head's targets, a regression's targets), which predict
+// feeds zeros when they are not given. Without heads: those only label losses read.
 std::vector<std::string> loss_only_inputs(const nn::ModelDescription& model) {
+    std::set<std::string, std::less<>> needed;  // values some head's scores are computed from
+    if (!model.heads.empty()) {
+        std::map<std::string, const nn::Node*, std::less<>> producer;
+        for (const auto& node : model.nodes)
+            for (const auto& o : node.outputs) producer.emplace(o, &node);
+        std::vector<std::string> pending;
+        for (const auto& h : model.heads) pending.push_back(h.value);
+        while (!pending.empty()) {
+            std::string value = std::move(pending.back());
+            pending.pop_back();
+            if (!needed.insert(value).second) continue;
+            if (const auto it = producer.find(value); it != producer.end())
+                for (const auto& in : it->second->inputs) pending.push_back(in);
+        }
+    }
     std::vector<std::string> out;
     for (std::size_t i = 1; i < model.inputs.size(); ++i) {
         const std::string& name = model.inputs[i].name;
@@ -98,7 +116,7 @@ std::vector<std::string> loss_only_inputs(const nn::ModelDescription& model) {
                     read = true;
                     elsewhere = elsewhere || !(nn::is_label_loss(node) && k == 1);
                 }
-        if (read && !elsewhere) out.push_back(name);
+        if (read && (model.heads.empty() ? !elsewhere : needed.count(name) == 0)) out.push_back(name);
     }
     return out;
 }
@@ -231,7 +249,7 @@ void predict_heads(const PredictOptions& o, const worker::InferenceModel& model,
                              "): give --output F.npy (or .npz) for its per-position probabilities");
     // One line per image: its name, then per head "HEAD=CLASS:P" (softmax; the primary head
     // first as CLASS P [CLASS NAME], as for one head) or "HEAD=L1,L3" (sigmoid: the labels with
-    // p >= 0.5, "-" for none).
+    // p >= 0.5, "-" for none) or "HEAD=V1,V2" (value: the predictions).
     const int primary = model.model.head.empty() ? -1 : model.model.head_index(model.model.head);
     std::string text;
     std::size_t index = 0;
@@ -248,6 +266,12 @@ void predict_heads(const PredictOptions& o, const worker::InferenceModel& model,
                     text += fmt::format(" {} {:.6f}{}", c, p[c],
                                         c < record.classes.size() ? " " + record.classes[c] : std::string());
                 else text += fmt::format(" {}={}:{:.6f}", h.name, c, p[c]);
+                continue;
+            }
+            if (h.kind == nn::HeadKind::kValue) {  // "HEAD=v1,v2,..."
+                std::string values;
+                for (std::size_t c = 0; c < w; ++c) values += fmt::format("{}{:.6g}", c ? "," : "", p[c]);
+                text += fmt::format(" {}={}", h.name, values);
                 continue;
             }
             std::string on;

@@ -17,6 +17,11 @@ void HeadMetrics::add_json(nlohmann::json& out, const std::string& prefix) const
         out[prefix + "accuracy/" + name] = accuracy;
         return;
     }
+    if (kind == nn::HeadKind::kValue) {
+        out[prefix + "mse/" + name] = mse;
+        out[prefix + "mae/" + name] = mae;
+        return;
+    }
     out[prefix + "label_accuracy/" + name] = label_accuracy;
     out[prefix + "exact_match/" + name] = exact_match;
     out[prefix + "mean_f1/" + name] = mean_f1;
@@ -26,6 +31,7 @@ void HeadMetrics::add_json(nlohmann::json& out, const std::string& prefix) const
 std::string HeadMetrics::text() const {
     if (per_position) return fmt::format("{}: pixel accuracy {:.2f}%, mean IoU {:.4f}", name, accuracy * 100, mean_iou);
     if (kind == nn::HeadKind::kSoftmax) return fmt::format("{}: accuracy {:.2f}%", name, accuracy * 100);
+    if (kind == nn::HeadKind::kValue) return fmt::format("{}: MSE {:.4g}, MAE {:.4g}", name, mse, mae);
     return fmt::format("{}: label accuracy {:.2f}%, exact match {:.2f}%, mean F1 {:.3f}, mean AUC {}", name,
                        label_accuracy * 100, exact_match * 100, mean_f1,
                        mean_auc >= 0 ? fmt::format("{:.4f}", mean_auc) : std::string("n/a"));
@@ -33,7 +39,7 @@ std::string HeadMetrics::text() const {
 
 std::string EvalMetrics::text() const {
     std::string out = headless_text();
-    if (heads.size() > 1 || (heads.size() == 1 && (heads[0].kind == nn::HeadKind::kSigmoid || heads[0].per_position))) {
+    if (heads.size() > 1 || (heads.size() == 1 && (heads[0].kind != nn::HeadKind::kSoftmax || heads[0].per_position))) {
         out += out.empty() ? "heads: " : "; heads: ";
         for (std::size_t k = 0; k < heads.size(); ++k) out += (k ? ", " : "") + heads[k].text();
     }
@@ -209,6 +215,14 @@ void EvalAccumulator::add_head(std::size_t k, std::span<const float> outputs, st
             s.correct += i < labels.size() && static_cast<std::int64_t>(best) == labels[i] ? 1 : 0;
             continue;
         }
+        if (s.head.kind == nn::HeadKind::kValue) {
+            for (std::size_t c = 0; c < w; ++c) {
+                const double d = static_cast<double>(y[c]) - targets[i * w + c];
+                s.squared += d * d;
+                s.absolute += std::fabs(d);
+            }
+            continue;
+        }
         bool all = true;
         for (std::size_t c = 0; c < w; ++c) {
             const bool predicted = y[c] >= threshold;
@@ -267,6 +281,10 @@ EvalMetrics EvalAccumulator::result() const {
             const double n = static_cast<double>(s.examples);
             if (h.kind == nn::HeadKind::kSoftmax) {
                 h.accuracy = static_cast<double>(s.correct) / n;
+            } else if (h.kind == nn::HeadKind::kValue) {
+                const double values = n * static_cast<double>(std::max<std::int64_t>(s.head.width, 1));
+                h.mse = s.squared / values;
+                h.mae = s.absolute / values;
             } else {
                 const auto w = s.tp.size();
                 h.exact_match = static_cast<double>(s.correct) / n;

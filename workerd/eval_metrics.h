@@ -15,6 +15,8 @@
 //                           positions whose label is not the loss's ignore_index, and the mean
 //                           IoU: TP / (TP + FP + FN) per class from the confusion counts,
 //                           averaged over the classes present in the labels or the predictions
+//   value head              a regression's predictions against its float targets: MSE and MAE
+//                           over every target value
 //   sigmoid head            multi-label at 0.5 (logit >= 0): label accuracy (the share of
 //                           example-label pairs right), exact match (every label of an example
 //                           right), mean F1 over labels, mean ROC AUC over the labels whose test
@@ -52,8 +54,11 @@ struct HeadMetrics {
     std::size_t positions = 0;   // per_position: the positions scored (labels not ignored)
     double mean_iou = -1;        // per_position
     std::vector<double> iou;     // per_position: per class (-1: absent from labels and predictions)
+    double mse = -1;             // value: over every target value
+    double mae = -1;             // value
 
-    // {"test_accuracy/NAME"}, {"test_pixel_accuracy/NAME", "test_mean_iou/NAME"} or
+    // {"test_accuracy/NAME"}, {"test_pixel_accuracy/NAME", "test_mean_iou/NAME"},
+    // {"test_mse/NAME", "test_mae/NAME"} or
     // {"test_label_accuracy/NAME", "test_exact_match/NAME", "test_mean_f1/NAME",
     // "test_mean_auc/NAME"}, prefixed by `prefix`.
     void add_json(nlohmann::json& out, const std::string& prefix = "test_") const;
@@ -133,6 +138,7 @@ class EvalAccumulator {
         std::vector<std::vector<std::pair<float, bool>>> scored;  // per label (sigmoid)
         std::size_t positions = 0;                                // per position: labels scored
         std::vector<std::size_t> confusion;                       // per position: [label][predicted]
+        double squared = 0, absolute = 0;                         // value: summed over every target value
     };
     std::vector<HeadSums> heads_;
     bool probabilities_ = false;

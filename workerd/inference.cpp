@@ -234,6 +234,10 @@ Result<std::vector<HeadPrediction>> predict_heads(const InferenceModel& model, c
             for (std::size_t i = 0; i < valid; ++i) {
                 const float* row = scores.data() + i * row_size;
                 float* p = dst + i * row_size;
+                if (heads[k].kind == nn::HeadKind::kValue) {
+                    std::copy_n(row, w, p);
+                    continue;
+                }
                 if (heads[k].kind == nn::HeadKind::kSigmoid) {
                     for (std::size_t c = 0; c < w; ++c)
                         p[c] = static_cast<float>(1.0 / (1.0 + std::exp(-double(row[c]))));

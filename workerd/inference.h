@@ -65,8 +65,9 @@ struct InferenceModel {
 [[nodiscard]] Result<std::vector<float>> predict_probabilities(const InferenceModel& model, const LabeledImages& images,
                                                                std::int64_t batch_size);
 
-// One head's predictions: the softmax (softmax head) or sigmoid (sigmoid head) of its scores,
-// rows of `width` floats (a per-position head's: width x d1 x ...), one per image.
+// One head's predictions: the softmax (softmax head) or sigmoid (sigmoid head) of its scores, or
+// a value head's predictions as they are, rows of `width` floats (a per-position head's: width x
+// d1 x ...), one per image.
 struct HeadPrediction {
     std::string name;  // the head's value (nn::Head::value)
     nn::HeadKind kind = nn::HeadKind::kSoftmax;

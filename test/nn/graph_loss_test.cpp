@@ -243,8 +243,25 @@ TEST_CASE("graph loss heads: found in the graph, softmax and sigmoid, in graph o
     const ModelDescription s = parse_ok(stable);
     REQUIRE(s.heads.size() == 1);  // the same scores as softmax first: one head
     CHECK(s.heads[0].kind == HeadKind::kSoftmax);
-    // A sum of per-example squares against a float input is no head.
-    CHECK(parse_ok(classifier(true)).heads.size() == 1);
+    // A regression's prediction minus its float targets (MSE, L1, Huber) is a value head.
+    const ModelDescription r = parse_ok(classifier(true));
+    REQUIRE(r.heads.size() == 2);
+    CHECK(r.heads[1].value == "reg");
+    CHECK(r.heads[1].kind == HeadKind::kValue);
+    CHECK(r.heads[1].target == "t");
+    CHECK(r.heads[1].width == 2);
+    CHECK(r.head == "logits");  // the softmax head stays the primary one
+    CHECK(std::string(to_string(HeadKind::kValue)) == "value");
+    // Named as a value head in the description; a value head's targets must be floats of its shape.
+    json named = classifier(
+        true,
+        {{"kind", "graph"}, {"labels", "y"}, {"heads", {head("logits", "softmax", "y"), head("reg", "value", "t")}}});
+    const ModelDescription v = parse_ok(named);
+    REQUIRE(v.heads.size() == 2);
+    CHECK(v.heads[1].kind == HeadKind::kValue);
+    CHECK(parse_ok(model_json(v)).heads.at(1).kind == HeadKind::kValue);
+    named["loss"]["heads"] = {head("logits", "softmax", "y"), head("reg", "value", "y")};
+    CHECK_THAT(parse_error(named), Contains("a value head's targets are floats of its output's shape"));
 }
 
 TEST_CASE("graph loss heads: named in the description, checked, round-trip", "[graph_loss][heads]") {

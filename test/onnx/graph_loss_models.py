@@ -14,7 +14,9 @@ Each module's forward takes its inputs and its labels or targets and returns a s
   focal        a focal loss written out with torch.gather (GatherElements) of the labels' entries
 then a regression ending in nn.MSELoss (exported by python/psrun_torch.py, which writes it: torch
 1.13 cannot) trained through psd from images and a target column without any labels: its test
-loss below a third of the untrained model's, reported by psrun local's summary; and, last,
+loss below a third of the untrained model's, reported by psrun local's summary, its predictions
+(a value head) from psrun predict without targets and scored by psrun eval as torch computes
+them from the exported weights; and, last,
 bench/graph_loss_recipes.py's character transformer trained 30 updates on one fixed batch
 with the transformer recipe (AdamW, warm-up + cosine, clipping) by both: the losses must agree; and
 8 SGD steps of it on 300 windows, PyTorch on the batches graph_loss_recipes.psrun_batches replays:
@@ -328,6 +330,36 @@ def main():
         said = re.search(r"final test loss ([0-9.]+) at global step 300", open(log).read())
         check("regression: psrun local's summary reports the final test loss",
               said is not None and abs(float(said.group(1)) - loss) <= 1e-3 * max(loss, 1e-3), log)
+        # Its predictions are a value head (the operand its loss subtracts the targets from):
+        # psrun predict writes them as they are without the targets, psrun eval scores them by
+        # MSE and MAE, both as torch computes them from the exported trained weights.
+        exported = f"{tmp}/regression.trained.onnx"
+        rc = run([psrun, "export", "--model-dir", run_dir, "-o", exported], log)
+        check(f"regression: psrun export (rc={rc})", rc == 0, log)
+        if rc == 0:
+            import onnx
+            from onnx import numpy_helper
+            weights = {t.name: numpy_helper.to_array(t) for t in onnx.load(exported).graph.initializer}
+            with torch.no_grad():
+                for n, p in model.named_parameters():
+                    p.copy_(torch.from_numpy(weights[n].copy()))
+                want = model.net(torch.from_numpy(test["input"])).numpy()
+            values = f"{tmp}/regression.values.npz"
+            rc = run([psrun, "predict", "--model-dir", run_dir, "--images", f"{tmp}/regression.test-x.npy",
+                      "--output", values], log)
+            got = next(iter(np.load(values).values())) if rc == 0 else np.zeros(0)
+            diff = float(np.abs(got - want).max()) if got.shape == want.shape else float("inf")
+            check(f"regression: psrun predict without the targets gives torch's predictions (largest difference "
+                  f"{diff:.1e})", rc == 0 and diff <= 1e-4, log)
+            elog = f"{tmp}/regression.eval.log"
+            rc = run([psrun, "eval", "--model-dir", run_dir, "--test-images", f"{tmp}/regression.test-x.npy",
+                      "--test-input", f"targets={tmp}/regression.test-t.npy"], elog)
+            said = re.search(r"MSE ([0-9.e-]+), MAE ([0-9.e-]+)", open(elog).read())
+            mse = float(((want - test["targets"]) ** 2).mean())
+            mae = float(np.abs(want - test["targets"]).mean())
+            check(f"regression: psrun eval scores the value head by torch's MSE {mse:.5f} and MAE {mae:.5f}",
+                  rc == 0 and said is not None and abs(float(said.group(1)) - mse) <= 1e-3 * mse
+                  and abs(float(said.group(2)) - mae) <= 1e-3 * mae, elog)
     # The transformer recipe whole (AdamW with decay on rank >= 2, betas 0.9/0.95, warm-up then
     # cosine, global-norm clipping) on one fixed batch, so the data order cannot differ: psrun's
     # loss after 30 updates against PyTorch's.

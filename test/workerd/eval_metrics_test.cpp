@@ -119,6 +119,26 @@ TEST_CASE("heads: each scored by its kind, keys named by the head", "[eval_metri
     CHECK(probs.result().heads[0].mean_auc < 0);  // one class only
 }
 
+TEST_CASE("a value head: MSE and MAE over every target value", "[eval_metrics][heads]") {
+    using psrun::nn::Head;
+    using psrun::nn::HeadKind;
+    EvalAccumulator sums(LossKind::kGraph, 1);
+    sums.set_heads({Head{"pred", HeadKind::kValue, "t", 2, {}, {}}});
+    // Differences 1, -2 (example 0) and 0.5, 0 (example 1); a third row is padding.
+    sums.add_head(0, std::vector<float>{2.0f, 1.0f, 0.5f, 4.0f, 9.0f, 9.0f}, {}, std::vector<float>{1, 3, 0, 4, 0, 0},
+                  2);
+    sums.add_loss(0.5, 2);
+    const auto m = sums.result();
+    REQUIRE(m.heads.size() == 1);
+    CHECK(m.heads[0].mse == Approx((1.0 + 4.0 + 0.25) / 4.0));
+    CHECK(m.heads[0].mae == Approx((1.0 + 2.0 + 0.5) / 4.0));
+    CHECK(m.heads[0].accuracy < 0);
+    const auto j = m.json();
+    CHECK(j.at("test_mse/pred") == Approx(1.3125));
+    CHECK(j.at("test_mae/pred") == Approx(0.875));
+    CHECK(m.text() == "test loss 0.5; heads: pred: MSE 1.312, MAE 0.875");
+}
+
 TEST_CASE("a per-position head: pixel accuracy and mean IoU, ignored labels skipped", "[eval_metrics][heads]") {
     using psrun::nn::Head;
     using psrun::nn::HeadKind;

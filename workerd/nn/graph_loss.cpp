@@ -77,6 +77,16 @@ std::vector<Head> find_heads(const ModelDescription& model) {
             }
             continue;
         }
+        if (node.op == "sub" && node.data_inputs == 2) {
+            // prediction - target (or target - prediction): a regression's MSE, L1 or Huber.
+            for (int side = 0; side < 2; ++side) {
+                const std::string& target = node.inputs[static_cast<std::size_t>(side)];
+                const std::string& other = node.inputs[static_cast<std::size_t>(1 - side)];
+                const ValueInfo& x = model.value(other);
+                if (per_example_scores(x) && float_target(model, target, x)) add(other, HeadKind::kValue, target);
+            }
+            continue;
+        }
         if (node.op != "mul" || node.data_inputs != 2) continue;
         for (int side = 0; side < 2; ++side) {
             const std::string& target = node.inputs[static_cast<std::size_t>(side)];
@@ -109,7 +119,14 @@ std::vector<Head> find_heads(const ModelDescription& model) {
 
 }  // namespace
 
-const char* to_string(HeadKind kind) { return kind == HeadKind::kSigmoid ? "sigmoid" : "softmax"; }
+const char* to_string(HeadKind kind) {
+    switch (kind) {
+        case HeadKind::kSigmoid: return "sigmoid";
+        case HeadKind::kValue: return "value";
+        case HeadKind::kSoftmax: break;
+    }
+    return "softmax";
+}
 
 int ModelDescription::head_index(std::string_view value_name) const {
     for (std::size_t i = 0; i < heads.size(); ++i)
@@ -157,11 +174,11 @@ Result<void> resolve_heads(ModelDescription& model, const std::vector<Head>* giv
                                                    to_string(target.dims) +
                                                    (target.type == ElementType::kInt ? " ids" : " floats") +
                                                    "; a softmax head's targets are int class labels N (\"dims\": [])"));
-        if (h.kind == HeadKind::kSigmoid && !float_target(model, h.target, scores))
-            return tl::unexpected(graph_loss_error(
-                where + "\"targets\" \"" + h.target + "\" is " + to_string(target.dims) +
-                (target.type == ElementType::kInt ? " ids" : " floats") +
-                "; a sigmoid head's targets are floats of its output's shape " + to_string(scores.dims)));
+        if (h.kind != HeadKind::kSoftmax && !float_target(model, h.target, scores))
+            return tl::unexpected(
+                graph_loss_error(where + "\"targets\" \"" + h.target + "\" is " + to_string(target.dims) +
+                                 (target.type == ElementType::kInt ? " ids" : " floats") + "; a " + to_string(h.kind) +
+                                 " head's targets are floats of its output's shape " + to_string(scores.dims)));
         model.heads.push_back(std::move(h));
     }
     return {};

@@ -107,7 +107,7 @@ Result<void> parse_inputs(FieldReader& top, ModelDescription& model) {
 }
 
 // A graph loss's "heads": a list of 1 to kMaxHeads {"output": VALUE, "kind": "softmax" |
-// "sigmoid", "targets": INPUT}; the names are checked against the graph by resolve_heads.
+// "sigmoid" | "value", "targets": INPUT}; the names are checked against the graph by resolve_heads.
 Result<std::vector<Head>> parse_heads(FieldReader& loss) {
     const auto& list = loss.raw("heads");
     constexpr const char* kForm = "{\"output\": VALUE, \"kind\": \"softmax\"|\"sigmoid\", \"targets\": INPUT}";
@@ -126,14 +126,14 @@ Result<std::vector<Head>> parse_heads(FieldReader& loss) {
         if (output.empty() || output.size() > 256)
             return tl::unexpected(
                 reader.fail("output", "expected a value's name, got " + describe_value(reader.raw("output"))));
-        PSRUN_TRY_ASSIGN(auto kind, reader.choice("kind", std::nullopt, {"softmax", "sigmoid"}));
+        PSRUN_TRY_ASSIGN(auto kind, reader.choice("kind", std::nullopt, {"softmax", "sigmoid", "value"}));
         PSRUN_TRY_ASSIGN(auto targets, reader.string("targets", std::nullopt));
         if (targets.empty() || targets.size() > 256)
             return tl::unexpected(
                 reader.fail("targets", "expected an input's name, got " + describe_value(reader.raw("targets"))));
         PSRUN_TRY(reader.finish());
         head.value = output;
-        head.kind = kind == 1 ? HeadKind::kSigmoid : HeadKind::kSoftmax;
+        head.kind = kind == 2 ? HeadKind::kValue : kind == 1 ? HeadKind::kSigmoid : HeadKind::kSoftmax;
         head.target = targets;
         heads.push_back(std::move(head));
     }

@@ -89,8 +89,10 @@ const char* to_string(LossReduction reduction);
 // graph reads against a target input. kSoftmax: class scores read by softmax_cross_entropy_loss
 // or nll_loss with int labels [N] (evaluated by top-1 accuracy; predicted as their softmax);
 // kSigmoid: multi-label logits [N, T] read by a binary cross-entropy against float targets
-// [N, T] (evaluated per label at 0.5, exact match, F1 and ROC AUC; predicted as their sigmoid).
-enum class HeadKind : std::uint8_t { kSoftmax, kSigmoid };
+// [N, T] (evaluated per label at 0.5, exact match, F1 and ROC AUC; predicted as their sigmoid);
+// kValue: predictions [N, T] a regression loss reads against float targets [N, T] as
+// `prediction - target` (MSE, L1, Huber; evaluated by MSE and MAE; predicted as they are).
+enum class HeadKind : std::uint8_t { kSoftmax, kSigmoid, kValue };
 const char* to_string(HeadKind kind);
 
 struct Head {
