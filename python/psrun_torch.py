@@ -45,6 +45,10 @@ What it does that a bare torch.onnx.export does not:
     CosineEmbeddingLoss, SoftMarginLoss, MarginRankingLoss, HingeEmbeddingLoss, MultiMarginLoss,
     TripletMarginLoss, PoissonNLLLoss, and CrossEntropyLoss with label_smoothing) as PyTorch
     defines them, so a module that ends in its own loss exports (psrun_torch_losses.py);
+  - writes the element-wise functions torch 1.13 refuses (asinh, acosh, atanh, sinh, cosh, expm1,
+    exp2, deg2rad, trunc, frac, logit, xlogy, hypot, copysign, logaddexp, sinc, atan2, addcdiv,
+    diff), Tensor.unflatten (nn.Unflatten) and F.threshold with a non-zero threshold as formulas
+    of operators it writes (psrun_torch_math.py);
   - refuses (ValueError) a module with a setting torch.onnx drops without a word, where the file
     would train something else: nn.Embedding / nn.EmbeddingBag with max_norm (the rows renormed
     in place at each lookup) or scale_grad_by_freq (the gradient scaled by each id's count).

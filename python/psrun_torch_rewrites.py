@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from psrun_torch_losses import loss_rewrites
+from psrun_torch_math import math_rewrites
 
 
 class _StopGradient(torch.autograd.Function):
@@ -156,7 +157,7 @@ def export_rewrites():
     depth = sys.modules.get("torchvision.ops.stochastic_depth")  # where the model uses torchvision
     if depth is not None and hasattr(depth, "stochastic_depth"):
         rewrites.append((depth, "stochastic_depth", _stochastic_depth))
-    return rewrites + loss_rewrites()
+    return rewrites + loss_rewrites() + math_rewrites()
 
 
 @contextlib.contextmanager

@@ -18,7 +18,8 @@
     rank-3 tensor) and adaptive pools to sizes that do not divide the input's (1-D max and
     average, 2-D average with a None axis and max upsampling 2 x 2 to 7 x 7, 3-D average): every
     gradient within 1e-4 of torch's; nn.ChannelShuffle (no gradient in torch 1.13): outputs
-    within 1e-5;
+    within 1e-5; 19 element-wise functions (asinh ... atan2, addcdiv, diff), >= and <= (ONNX
+    GreaterOrEqual, LessOrEqual), nn.Unflatten and nn.Threshold: every gradient within 1e-4;
   - an nn.Embedding with max_norm or scale_grad_by_freq (which torch.onnx drops without a word)
     raises ValueError naming the module and the setting.
 Prints one line per check; exits 1 when one fails, 77 without torch.
@@ -114,6 +115,27 @@ class AdaptivePools(nn.Module):  # output sizes that do not divide the input's, 
         c = self.conv3d(x.view(-1, 1, 4, 4, 4))
         parts = [self.max1d(a), self.avg1d(a), self.avg2d(b), self.max2d(b[:, :, :2, :2]), self.avg3d(c)]
         return self.head(torch.cat([p.flatten(1) for p in parts], 1))
+
+
+class Functions(nn.Module):  # element-wise functions and nn.Unflatten torch 1.13 cannot export
+    def __init__(self):
+        super().__init__()
+        self.trunk = nn.Linear(64, 24)
+        self.unflatten = nn.Unflatten(1, (3, 8))
+        self.threshold = nn.Threshold(0.1, -0.5)
+        self.head = nn.Linear(8 * 17 + 7, 10)
+
+    def forward(self, x):
+        h = self.trunk(x.flatten(1))
+        t, p = torch.tanh(h), torch.sigmoid(h)  # (-1, 1) and (0, 1)
+        parts = [torch.asinh(3 * h), torch.acosh(h.abs() + 1.5), torch.atanh(0.9 * t), h.sinh(), torch.cosh(h),
+                 torch.expm1(h), torch.exp2(h), torch.deg2rad(h), h + torch.trunc(4 * h), torch.frac(4 * h),
+                 torch.logit(p, eps=1e-3), torch.xlogy(h, p + 0.5), torch.hypot(h, t), torch.copysign(h, h.flip(1)),
+                 torch.logaddexp(h, 2 * t), torch.sinc(h), torch.atan2(h, t.flip(1) + 2.0),
+                 torch.addcdiv(h, t, p + 1.0, value=0.5), self.threshold(h), torch.where(h <= 0.2, h, 2 * h)]
+        rows = self.unflatten(torch.stack(parts, 1).sum(1))  # N x 3 x 8
+        return self.head(torch.cat([rows.flatten(1), torch.diff(h[:, :8], dim=1)] + [r.flatten(1) for r in
+                                                                                    parts[:14]], 1)[:, :8 * 17 + 7])
 
 
 def psrun_outputs(psrun, model, batch):
@@ -220,6 +242,11 @@ def main():
               and len(r["errors"]) == count and not r["extra"],
               f"worst {r['worst'][0]} {r['worst'][1]:.2e}, outputs {r['outputs_error']:.2e}, "
               f"{len(r['errors'])} of {count} tensors, extra {r['extra']}", True)
+    r = psrun_torch.check(Functions(), x, y, psrun=psrun, verbose=False)
+    check("19 element-wise functions, >= and <=, nn.Unflatten and nn.Threshold: exported, every gradient = torch's",
+          r["worst"][1] <= 1e-4 and r["outputs_error"] <= 1e-4 and len(r["errors"]) == 4 and not r["extra"],
+          f"worst {r['worst'][0]} {r['worst'][1]:.2e}, outputs {r['outputs_error']:.2e}, {len(r['errors'])} tensors",
+          True)
     # nn.ChannelShuffle: torch 1.13 has no gradient for it either, so its forward is compared.
     shuffle = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ChannelShuffle(2), nn.Conv2d(8, 4, 1, groups=4),
                             nn.Flatten(), nn.Linear(256, 10))

@@ -282,6 +282,18 @@ Result<void> lower_sum_mean(OnnxNodeImport& node) {
     return {};
 }
 
+// GreaterOrEqual and LessOrEqual (opset 12+: torch's `x >= t`, `x <= t`) as not(a < b) and
+// not(a > b): the same but where a or b is NaN (then true here, false in ONNX).
+Result<void> lower_or_equal(OnnxNodeImport& node) {
+    PSRUN_TRY_ASSIGN(auto a, node.value(0));
+    PSRUN_TRY_ASSIGN(auto b, node.value(1));
+    const bool greater_or_equal = node.op_type() == "GreaterOrEqual";
+    PSRUN_TRY_ASSIGN(auto strict, node.emit({{"kind", greater_or_equal ? "less" : "greater"}, {"inputs", {a, b}}}));
+    PSRUN_TRY_ASSIGN(auto out, node.emit({{"kind", "not"}, {"name", node.node_name()}, {"inputs", {strict}}}));
+    node.bind_output(0, out);
+    return {};
+}
+
 struct Lowering {
     std::string_view op;
     Result<void> (*lower)(OnnxNodeImport&);
@@ -300,6 +312,8 @@ const std::vector<Lowering>& lowerings() {
         {"And", lower_logical},
         {"Or", lower_logical},
         {"Xor", lower_logical},
+        {"GreaterOrEqual", lower_or_equal},
+        {"LessOrEqual", lower_or_equal},
         {"GatherElements", lower_gather_elements},
         {"ScatterElements", lower_scatter_elements},
         {"Gather", lower_gather_by_ids, gathers_table_by_ids},

@@ -1,6 +1,6 @@
 // ONNX operators that have no kind of their own and import as a few layers of existing kinds
 // (onnx_lowerings.cpp, onnx_lowerings_reduce.cpp): DepthToSpace, SpaceToDepth, Tile, Celu,
-// OneHot, Trilu, GatherElements, ScatterElements, ReduceL1, ReduceL2, ReduceSumSquare,
+// OneHot, Trilu, GreaterOrEqual, LessOrEqual, GatherElements, ScatterElements, ReduceL1, ReduceL2, ReduceSumSquare,
 // ReduceLogSumExp, Sum, Mean; and ArgMax,
 // ArgMin, TopK, whose refusals say why. The importer tries them after the fused patterns and before the kinds.
 #pragma once
