@@ -10,8 +10,8 @@
 #     `psrun eval --test-input hint=F` on that run gives >= 99% as well; `psrun predict --images
 #     --input hint=F` on 10 test images predicts their labels, and with the hints moved one row
 #     down predicts the moved hints (the second input decides);
-#  D. image + one float per example ("dims": [], an [N] .npy: the label / 9) read through a hidden
-#     layer: >= 98% test accuracy after 1,000 steps, and psrun predict on one image beside the ten
+#  D. image + one float per example ("dims": [], an [N] .npy: the label, 0 to 9) read through a
+#     hidden layer: >= 98% test accuracy after 4,000 steps, and psrun predict on one image beside the ten
 #     levels gives the ten classes;
 #  C. bad options exit 2 naming the input and the files: a row count other than the labels',
 #     no --test-input for the input, a name the model does not have, the primary input's name,
@@ -44,13 +44,13 @@ for split, prefix in (("train", "train"), ("test", "t10k")):
     labels = idx(f"{prefix}-labels-idx1-ubyte").astype(np.int64)
     np.save(f"{out}/{split}_bands.npy", images.reshape(-1, 14, 56).mean(axis=2).astype(np.float32))
     np.save(f"{out}/{split}_onehot.npy", np.eye(10, dtype=np.float32)[labels])
-    np.save(f"{out}/{split}_level.npy", (labels / 9.0).astype(np.float32))  # one float per example, [N]
+    np.save(f"{out}/{split}_level.npy", labels.astype(np.float32))  # one float per example, [N]
     if split == "test":
         np.save(f"{out}/ten_images.npy", (images[:10] * 255).round().astype(np.uint8))
         np.save(f"{out}/ten_hints.npy", np.eye(10, dtype=np.float32)[labels[:10]])
         np.save(f"{out}/ten_hints_moved.npy", np.eye(10, dtype=np.float32)[np.roll(labels[:10], 1)])
         np.save(f"{out}/one_image_ten_times.npy", np.repeat((images[:1] * 255).round().astype(np.uint8), 10, 0))
-        np.save(f"{out}/ten_levels.npy", (np.arange(10) / 9.0).astype(np.float32))
+        np.save(f"{out}/ten_levels.npy", np.arange(10, dtype=np.float32))
         open(f"{out}/ten_labels.txt", "w").write(" ".join(str(v) for v in labels[:10]))
         open(f"{out}/ten_moved.txt", "w").write(" ".join(str(v) for v in np.roll(labels[:10], 1)))
 PY
@@ -93,7 +93,7 @@ cat >"$tmp/level.json" <<'JSON'
   {"kind": "flatten", "name": "flat"},
   {"kind": "reshape", "name": "level_col", "inputs": ["level"], "shape": ["N", 1]},
   {"kind": "concat", "name": "joined", "inputs": ["flat", "level_col"], "axis": 1},
-  {"kind": "dense", "name": "hidden", "units": 32},
+  {"kind": "dense", "name": "hidden", "units": 64},
   {"kind": "relu"},
   {"kind": "dense", "name": "logits", "units": 10}
  ]}
@@ -141,9 +141,12 @@ check "B: psrun predict --input hint=F gives the ten labels ($got)" test "$got" 
 got=$(predicted b "$tmp/ten_images.npy" "hint=$tmp/ten_hints_moved.npy")
 check "B: with the hints moved one row, predict follows them ($got)" test "$got" = "$(cat "$tmp/ten_moved.txt")"
 
-# D: one float per example ("dims": [], a [N] file): the label / 9 as a single value beside the
-# weak image branch, read only through a hidden layer.
-train_case D "image + a float scalar per example" level.json level=level 1e-2 1000 0.98
+# D: one float per example ("dims": [], a [N] file): the label as a single value (0 to 9) beside
+# the weak image branch, read only through a hidden layer. (As label / 9 through 32 units, Adam
+# at 1e-2 for 1,000 async steps, some runs read 8 as 9: 99.8% in two, 98.09% in a third; so did
+# the label itself, 96.6% in one of three; 64 units, 5e-3, 2,000 steps once more. 4,000 steps:
+# 100% and every level predicted in five runs.)
+train_case D "image + a float scalar per example" level.json level=level 5e-3 4000 0.98
 got=$(predicted d "$tmp/one_image_ten_times.npy" "level=$tmp/ten_levels.npy")
 check "D: one image beside the levels of 0 to 9 is predicted as 0 to 9 ($got)" test "$got" = "0 1 2 3 4 5 6 7 8 9"
 
